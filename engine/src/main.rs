@@ -1,0 +1,2 @@
+//! The `cairn` command line.
+fn main() {}

@@ -1,0 +1,1 @@
+//! Runnable examples of Cairn live in `examples/examples/`; this library only holds helpers they share.

@@ -1,0 +1,1 @@
+//! Cairn workflow DSL: placeholder until the DSL crate lands.

@@ -1,0 +1,1 @@
+//! Cairn storage: placeholder until the storage crate lands.
