@@ -1,0 +1,31 @@
+//! Fault injection beneath redb: a simulated disk that can crash, tear, scramble and fail.
+//!
+//! Enabled by the `fault-injection` cargo feature; used by this crate's crash and bit-flip tests
+//! and by the engine's test kit. Nothing here is used in production.
+//!
+//! [`FaultBackend`] implements `redb::StorageBackend` over two in-memory images, *live* (the OS
+//! page cache: what reads see) and *durable* (what survives a power loss: the live image as of the
+//! last successful `sync_data`). A test opens a store on it with `RedbStore::with_backend`,
+//! counts the ops of a clean run, then re-runs and arms a [`Fault`] at op *n* with a
+//! [`CrashModel`] through the [`FaultController`]. When the fault fires, the store above sees an
+//! I/O error (it must not acknowledge anything the durable image lacks), and
+//! [`FaultController::crash_image`] gives the bytes the disk would hold. The test reopens with
+//! [`FaultBackend::from_image`] and checks what survived; arming the new backend's controller
+//! before the reopen simulates a second crash during recovery.
+//!
+//! Invariants:
+//! - Deterministic: the same op sequence, fault and seed give the same image, byte for byte.
+//! - Bytes never written since the last sync keep their durable value under every model
+//!   (powersafe overwrite); each model's exact effect is documented on [`CrashModel`].
+//! - A fault fires at most once; a killing model leaves the backend dead (every later op fails),
+//!   so nothing issued after a crash can leak into the crash image.
+
+mod backend;
+mod disk;
+mod model;
+
+pub use backend::{FaultBackend, FaultController};
+pub use model::{CrashModel, Fault, Fired, OpKind, SECTOR_SIZE, Trigger};
+
+#[cfg(test)]
+mod tests;
