@@ -1,0 +1,226 @@
+//! The node context: everything a node may do besides computing, implemented by the engine.
+//!
+//! [`NodeContext`] is object-safe and works with JSON so the engine can record every call;
+//! [`Ctx`](crate::Ctx) wraps it with typed helpers for node authors. Every value that would make a
+//! re-execution differ (time, randomness, ids, tool results, human input) comes from here, so the
+//! engine can record it on the first run and return the recorded value on resume or replay.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::{NodeError, ToolError};
+
+/// A tool body with its types erased: takes the recorded JSON input and a [`ToolCtx`], returns
+/// the JSON output. The engine runs it only when no result is recorded for the call.
+pub type ErasedTool =
+    Box<dyn FnOnce(Value, ToolCtx) -> BoxFuture<'static, Result<Value, ToolError>> + Send>;
+
+/// What the engine gives a running node. Implemented by the engine; object-safe.
+///
+/// Methods that return a value the engine records (`now_ms`, `random_u64`, `new_id`,
+/// `call_tool`, `interrupt`) must return the recorded value when the node is re-executed.
+pub trait NodeContext: Send + Sync + 'static {
+    /// The thread this node runs in.
+    fn thread_id(&self) -> &str;
+    /// This node's name.
+    fn node(&self) -> &str;
+    /// The thread's step number.
+    fn step(&self) -> u64;
+    /// The attempt number, from 1.
+    fn attempt(&self) -> u32;
+    /// The item of a map node's task; `None` for other nodes.
+    fn item(&self) -> Option<&Value>;
+    /// The engine clock in ms since the Unix epoch (recorded).
+    fn now_ms(&self) -> u64;
+    /// A random number (recorded).
+    fn random_u64(&self) -> u64;
+    /// A fresh unique id (recorded).
+    fn new_id(&self) -> String;
+    /// Runs a tool at most once per recorded call: checks the call's permission, records the
+    /// input, runs `run` (unless a result is recorded), records and returns the output.
+    fn call_tool(
+        &self,
+        call: ToolCall,
+        input: Value,
+        run: ErasedTool,
+    ) -> BoxFuture<'static, Result<Value, NodeError>>;
+    /// Reports progress (emitted as an event).
+    fn progress(&self, progress: Progress);
+    /// Adds a message to the thread's conversation.
+    fn message(&self, message: Message);
+    /// Reports model usage made outside tools (counted against budgets).
+    fn usage(&self, usage: Usage);
+    /// The thread's cancellation token.
+    fn cancellation(&self) -> CancellationToken;
+    /// `Ok(input)` if human input for this interrupt arrived, else
+    /// `Err(NodeError::Interrupted { prompt })`, which suspends the node until it does.
+    ///
+    /// # Errors
+    /// [`NodeError::Interrupted`] while no input has arrived.
+    fn interrupt(&self, prompt: Value) -> Result<Value, NodeError>;
+    /// `Ok(())` once the durable timer fired, else `Err(NodeError::Sleeping { until_ms })`.
+    fn sleep(&self, duration_ms: u64) -> BoxFuture<'static, Result<(), NodeError>>;
+    /// Takes the durable lock `name` for `ttl_ms`; if `wait`, suspends until it is free.
+    fn lock(
+        &self,
+        name: &str,
+        ttl_ms: u64,
+        wait: bool,
+    ) -> BoxFuture<'static, Result<(), NodeError>>;
+    /// Releases the lock `name`.
+    fn unlock(&self, name: &str) -> BoxFuture<'static, Result<(), NodeError>>;
+}
+
+/// A tool call's identity: its name and the permission it needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Tool name, as recorded and shown.
+    pub name: String,
+    /// Permission the workflow must hold, if any.
+    pub permission: Option<String>,
+}
+
+impl ToolCall {
+    /// A call to `name` that needs no permission.
+    ///
+    /// # Examples
+    /// ```
+    /// let call = cairn_dsl::ToolCall::new("search").permission("net");
+    /// assert_eq!(call.permission.as_deref(), Some("net"));
+    /// ```
+    pub fn new(name: impl Into<String>) -> Self {
+        Self { name: name.into(), permission: None }
+    }
+
+    /// Requires `permission` for this call.
+    #[must_use]
+    pub fn permission(mut self, permission: impl Into<String>) -> Self {
+        self.permission = Some(permission.into());
+        self
+    }
+}
+
+/// What a running tool gets: the cancellation token and a place to report usage.
+#[derive(Debug, Clone)]
+pub struct ToolCtx {
+    cancellation: CancellationToken,
+    usage: Arc<Mutex<Usage>>,
+}
+
+impl ToolCtx {
+    /// A context for one tool run (the engine creates it).
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{ToolCtx, Usage};
+    /// let ctx = ToolCtx::new(tokio_util::sync::CancellationToken::new());
+    /// ctx.report_usage(Usage { tokens: 10, cost_micros: 5 });
+    /// ctx.report_usage(Usage { tokens: 1, cost_micros: 1 });
+    /// assert_eq!(ctx.usage_reported(), Usage { tokens: 11, cost_micros: 6 });
+    /// ```
+    pub fn new(cancellation: CancellationToken) -> Self {
+        Self { cancellation, usage: Arc::new(Mutex::new(Usage::default())) }
+    }
+
+    /// The token that fires when the thread is cancelled or the node times out.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancellation
+    }
+
+    /// Adds `usage` to what this call consumed (saturating).
+    pub fn report_usage(&self, usage: Usage) {
+        // A poisoned lock only means another reporter panicked mid-add of two integers; the
+        // value is still a valid total.
+        let mut total = self.usage.lock().unwrap_or_else(PoisonError::into_inner);
+        *total = total.saturating_add(usage);
+    }
+
+    /// Everything reported so far (the engine reads it after the call).
+    pub fn usage_reported(&self) -> Usage {
+        *self.usage.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A progress report, as in the seeds' skill pipelines (`step` of `total`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Current step, from 1.
+    pub step: u32,
+    /// Number of steps.
+    pub total: u32,
+    /// What is happening.
+    pub message: String,
+    /// Finer-grained completion, 0..=100, when known.
+    pub percent: Option<f32>,
+}
+
+/// A conversation message recorded in the thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// `"user"`, `"assistant"`, a module name...
+    pub role: String,
+    /// The text.
+    pub content: String,
+    /// Ties request and response messages together.
+    pub correlation_id: Option<String>,
+    /// Addressee, for messages between modules.
+    pub to: Option<String>,
+}
+
+impl Message {
+    /// A message from `role`.
+    ///
+    /// # Examples
+    /// ```
+    /// let m = cairn_dsl::Message::new("assistant", "done").to("user").correlation_id("c1");
+    /// assert_eq!(m.to.as_deref(), Some("user"));
+    /// ```
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        Self { role: role.into(), content: content.into(), correlation_id: None, to: None }
+    }
+
+    /// Sets the addressee.
+    #[must_use]
+    pub fn to(mut self, to: impl Into<String>) -> Self {
+        self.to = Some(to.into());
+        self
+    }
+
+    /// Sets the correlation id.
+    #[must_use]
+    pub fn correlation_id(mut self, id: impl Into<String>) -> Self {
+        self.correlation_id = Some(id.into());
+        self
+    }
+}
+
+/// Resources consumed by model calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Model tokens.
+    pub tokens: u64,
+    /// Cost in millionths of the currency unit.
+    pub cost_micros: u64,
+}
+
+impl Usage {
+    /// Field-wise saturating sum.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::Usage;
+    /// let u = Usage { tokens: u64::MAX, cost_micros: 1 }.saturating_add(Usage { tokens: 1, cost_micros: 2 });
+    /// assert_eq!(u, Usage { tokens: u64::MAX, cost_micros: 3 });
+    /// ```
+    #[must_use]
+    pub fn saturating_add(self, other: Self) -> Self {
+        Self {
+            tokens: self.tokens.saturating_add(other.tokens),
+            cost_micros: self.cost_micros.saturating_add(other.cost_micros),
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! [`Ctx`]: the typed face of the engine's [`NodeContext`], handed to every node.
+//!
+//! Typed values cross into the engine as JSON. A tool's input is serialised once, recorded by the
+//! engine, and deserialised back inside the erased tool body, so the body always sees exactly the
+//! recorded input.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::context::{ErasedTool, Message, NodeContext, Progress, ToolCall, ToolCtx, Usage};
+use crate::{NodeError, ToolError};
+
+/// The context a node handler receives. Cheap to clone.
+#[derive(Clone)]
+pub struct Ctx(Arc<dyn NodeContext>);
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("thread_id", &self.0.thread_id())
+            .field("node", &self.0.node())
+            .field("step", &self.0.step())
+            .field("attempt", &self.0.attempt())
+            .finish()
+    }
+}
+
+impl Ctx {
+    /// Wraps the engine's context.
+    pub fn new(inner: Arc<dyn NodeContext>) -> Self {
+        Self(inner)
+    }
+
+    /// The engine's context, for calls the typed helpers do not cover.
+    pub fn inner(&self) -> &Arc<dyn NodeContext> {
+        &self.0
+    }
+
+    /// The thread's id.
+    pub fn thread_id(&self) -> &str {
+        self.0.thread_id()
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &str {
+        self.0.node()
+    }
+
+    /// The thread's step number.
+    pub fn step(&self) -> u64 {
+        self.0.step()
+    }
+
+    /// The attempt number, from 1.
+    pub fn attempt(&self) -> u32 {
+        self.0.attempt()
+    }
+
+    /// The recorded clock, ms since the Unix epoch.
+    pub fn now_ms(&self) -> u64 {
+        self.0.now_ms()
+    }
+
+    /// A recorded random number.
+    pub fn random_u64(&self) -> u64 {
+        self.0.random_u64()
+    }
+
+    /// A recorded unique id.
+    pub fn new_id(&self) -> String {
+        self.0.new_id()
+    }
+
+    /// The item of a map node's task, as a `T`.
+    ///
+    /// # Errors
+    /// [`NodeError::Codec`] if this is not a map task or the item is not a `T`.
+    pub fn item<T: DeserializeOwned>(&self) -> Result<T, NodeError> {
+        let item = self.0.item().ok_or_else(|| NodeError::Codec {
+            detail: format!("node {:?} is not a map task and has no item", self.node()),
+        })?;
+        T::deserialize(item).map_err(|e| NodeError::codec("map item", e))
+    }
+
+    /// Calls the tool `name` (no permission needed) with `input`; runs `run` only if no result is
+    /// recorded for this call.
+    ///
+    /// # Errors
+    /// The tool's error as [`NodeError::Failed`]; [`NodeError::Codec`] if input or output do not
+    /// convert; whatever the engine refuses (budget, cancellation).
+    pub async fn tool<I, O, F, Fut>(&self, name: &str, input: I, run: F) -> Result<O, NodeError>
+    where
+        I: Serialize + DeserializeOwned + Send + 'static,
+        O: Serialize + DeserializeOwned,
+        F: FnOnce(I, ToolCtx) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<O, ToolError>> + Send + 'static,
+    {
+        self.call(ToolCall::new(name), input, run).await
+    }
+
+    /// Like [`Ctx::tool`], with a full [`ToolCall`] (e.g. one that needs a permission).
+    ///
+    /// # Errors
+    /// As [`Ctx::tool`], plus [`NodeError::PermissionDenied`] when the workflow lacks the
+    /// permission.
+    pub async fn call<I, O, F, Fut>(&self, call: ToolCall, input: I, run: F) -> Result<O, NodeError>
+    where
+        I: Serialize + DeserializeOwned + Send + 'static,
+        O: Serialize + DeserializeOwned,
+        F: FnOnce(I, ToolCtx) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<O, ToolError>> + Send + 'static,
+    {
+        let input = serde_json::to_value(input).map_err(|e| NodeError::codec("tool input", e))?;
+        let erased: ErasedTool = Box::new(move |recorded: Value, tool_ctx: ToolCtx| {
+            Box::pin(async move {
+                let input = I::deserialize(&recorded).map_err(|e| {
+                    ToolError::fatal(format!("tool input does not decode: {e}")).with_code("codec")
+                })?;
+                let output = run(input, tool_ctx).await?;
+                serde_json::to_value(output).map_err(|e| {
+                    ToolError::fatal(format!("tool output does not encode: {e}")).with_code("codec")
+                })
+            })
+        });
+        let output = self.0.call_tool(call, input, erased).await?;
+        O::deserialize(&output).map_err(|e| NodeError::codec("tool output", e))
+    }
+
+    /// Reports progress: `step` of `total`, with a message.
+    pub fn progress(&self, step: u32, total: u32, message: impl Into<String>) {
+        self.0.progress(Progress { step, total, message: message.into(), percent: None });
+    }
+
+    /// Adds a message to the thread's conversation.
+    pub fn message(&self, message: Message) {
+        self.0.message(message);
+    }
+
+    /// Reports model usage made outside tools.
+    pub fn usage(&self, tokens: u64, cost_micros: u64) {
+        self.0.usage(Usage { tokens, cost_micros });
+    }
+
+    /// Asks a human: returns their answer as an `R` once it has arrived.
+    ///
+    /// # Errors
+    /// [`NodeError::Interrupted`] until the answer arrives (propagate it with `?`: the engine
+    /// suspends the node and runs it again with the answer); [`NodeError::Codec`] if the prompt
+    /// or answer do not convert.
+    pub fn interrupt<P: Serialize, R: DeserializeOwned>(&self, prompt: P) -> Result<R, NodeError> {
+        let prompt = serde_json::to_value(prompt).map_err(|e| NodeError::codec("prompt", e))?;
+        let answer = self.0.interrupt(prompt)?;
+        R::deserialize(&answer).map_err(|e| NodeError::codec("human input", e))
+    }
+
+    /// Sleeps durably for `ms`: the timer survives a crash.
+    ///
+    /// # Errors
+    /// [`NodeError::Sleeping`] until the timer fires (propagate it with `?`).
+    pub async fn sleep_ms(&self, ms: u64) -> Result<(), NodeError> {
+        self.0.sleep(ms).await
+    }
+
+    /// Takes the durable lock `name` for `ttl_ms`, waiting while someone else holds it.
+    ///
+    /// # Errors
+    /// [`NodeError::Lock`] if the lock cannot be taken.
+    pub async fn lock(&self, name: &str, ttl_ms: u64) -> Result<(), NodeError> {
+        self.0.lock(name, ttl_ms, true).await
+    }
+
+    /// Takes the durable lock `name` for `ttl_ms` if it is free.
+    ///
+    /// # Errors
+    /// [`NodeError::Lock`] if someone else holds it.
+    pub async fn try_lock(&self, name: &str, ttl_ms: u64) -> Result<(), NodeError> {
+        self.0.lock(name, ttl_ms, false).await
+    }
+
+    /// Releases the lock `name`.
+    ///
+    /// # Errors
+    /// [`NodeError::Lock`] if it is not held by this thread.
+    pub async fn unlock(&self, name: &str) -> Result<(), NodeError> {
+        self.0.unlock(name).await
+    }
+
+    /// Completes when the thread is cancelled.
+    pub async fn cancelled(&self) {
+        self.0.cancellation().cancelled_owned().await;
+    }
+
+    /// Whether the thread is cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.cancellation().is_cancelled()
+    }
+
+    /// The cancellation token, to hand to code that takes one.
+    pub fn cancellation(&self) -> tokio_util::sync::CancellationToken {
+        self.0.cancellation()
+    }
+}

@@ -1,0 +1,53 @@
+//! Every bound of this crate, with its reason.
+//!
+//! Exceeding a definition-time limit is a [`Problem::LimitExceeded`](crate::Problem) from
+//! `build()`; exceeding a run-time one is a [`StateError::LimitExceeded`](crate::StateError).
+//! Nothing is ever truncated silently.
+
+/// Nodes in one workflow. Workflows are written by hand; a thousand nodes is far past any
+/// readable graph, and it keeps the O(nodes²) join analysis and the pictures small.
+pub const NODES_MAX: usize = 1_024;
+
+/// Bytes in a node name, workflow id, tag or permission. Names appear in every logged event
+/// and in pictures; they are labels, not payloads.
+pub const NAME_BYTES_MAX: usize = 128;
+
+/// Distinct successors one node may declare (edges, route targets and gotos together). One
+/// step may activate all of them at once, so this bounds a step's frontier growth.
+pub const FAN_OUT_MAX: usize = 256;
+
+/// Branches one join may wait for (same reason as [`FAN_OUT_MAX`]).
+pub const JOIN_SOURCES_MAX: usize = 256;
+
+/// Items one map node may fan out over in one step. Each item is a task and a logged update;
+/// larger batches belong in a sub-workflow that pages through them.
+pub const MAP_ITEMS_MAX: usize = 10_000;
+
+/// Nesting depth of sub-workflows (a workflow with no sub-workflow has depth 0). Pictures and
+/// fingerprints walk the nesting, and deeper nesting is a design smell, not a need.
+pub const SUBGRAPH_DEPTH_MAX: usize = 8;
+
+/// Attempts a retry policy may allow. Past this, retrying is a loop and should be one, with a
+/// bound visible in the graph.
+pub const RETRY_ATTEMPTS_MAX: u32 = 100;
+
+/// Longest backoff between attempts (one day). A longer wait is a schedule, not a retry.
+pub const BACKOFF_MS_MAX: u64 = 86_400_000;
+
+/// Largest backoff multiplier. Beyond this the backoff reaches its maximum after one attempt,
+/// which a fixed backoff says more plainly.
+pub const BACKOFF_MULTIPLIER_MAX: f64 = 100.0;
+
+/// Tags on one node.
+pub const TAGS_MAX: usize = 32;
+
+/// Permissions one workflow may hold.
+pub const PERMISSIONS_MAX: usize = 64;
+
+/// Largest loop bound (visits of one node per thread). A bound is a promise that the loop ends;
+/// a million visits is past any loop that should run in a single thread.
+pub const LOOP_BOUND_MAX: u32 = 1_000_000;
+
+/// Refused writes that [`Variables`](crate::Variables) keeps (the oldest are dropped and only
+/// counted), so a misbehaving node cannot grow the state without bound.
+pub const REJECTED_WRITES_MAX: usize = 64;

@@ -1,0 +1,414 @@
+//! A ready-made state of named, scoped variables (the seeds' thread variables).
+//!
+//! Each variable has a JSON value, a [`Scope`] and a read-only flag. Since [`State::apply`] cannot
+//! fail, read-only is enforced twice: the update builders ([`Variables::set`],
+//! [`Variables::delete`], [`Variables::declare`]) refuse a write to a read-only variable with a
+//! [`VarError`], and [`State::apply`] ignores such a write if one reaches it anyway (built against
+//! an older snapshot, say) and records it in [`Variables::rejected`], so the refusal is visible in
+//! the state and is replayed identically on restore.
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::limits::REJECTED_WRITES_MAX;
+use crate::{State, StateError, VarError};
+
+/// Where a variable lives; it decides which variables a sub-workflow inherits and which a
+/// [`VarUpdate::ClearScope`] removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Scope {
+    /// Shared with sub-workflows, both ways (see [`Variables::export_scope`]).
+    Global,
+    /// Belongs to this thread; inherited by sub-workflows as a copy.
+    Thread,
+    /// Local to one sub-workflow run; not inherited.
+    Subgraph,
+    /// Local to one loop; clear it with [`VarUpdate::ClearScope`] when the loop ends.
+    Loop,
+}
+
+/// One variable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Variable {
+    /// Its value.
+    pub value: Value,
+    /// Its scope.
+    pub scope: Scope,
+    /// Whether writes and deletes are refused.
+    pub read_only: bool,
+}
+
+/// A change to [`Variables`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum VarUpdate {
+    /// Sets a variable's value and scope, creating it (writable) if missing. Refused if it is
+    /// read-only.
+    Set {
+        /// Variable name.
+        name: String,
+        /// New value.
+        value: Value,
+        /// Scope to give it.
+        scope: Scope,
+    },
+    /// Removes a variable; nothing if missing. Refused if it is read-only.
+    Delete {
+        /// Variable name.
+        name: String,
+    },
+    /// Creates or redefines a variable with its read-only flag. Refused if an existing variable of
+    /// that name is read-only.
+    Declare {
+        /// Variable name.
+        name: String,
+        /// Initial value.
+        value: Value,
+        /// Scope.
+        scope: Scope,
+        /// Whether later writes are refused.
+        read_only: bool,
+    },
+    /// Removes every variable of the scope, read-only ones included: read-only protects a value
+    /// during its scope's life, and this ends that life.
+    ClearScope(Scope),
+    /// Several updates applied in order (one node often changes several variables).
+    Batch(Vec<VarUpdate>),
+}
+
+/// The kind of write that [`Variables`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VarOp {
+    /// A [`VarUpdate::Set`].
+    Set,
+    /// A [`VarUpdate::Delete`].
+    Delete,
+    /// A [`VarUpdate::Declare`].
+    Declare,
+}
+
+/// A write to a read-only variable that [`State::apply`] ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RejectedWrite {
+    /// The variable.
+    pub name: String,
+    /// What was attempted.
+    pub op: VarOp,
+}
+
+/// Named variables with scopes and read-only flags; a ready-made [`State`].
+///
+/// # Examples
+/// ```
+/// use cairn_dsl::{Scope, State, Variables};
+/// use serde_json::json;
+///
+/// let mut vars = Variables::new();
+/// vars.apply(vars.declare("model", "gpt", Scope::Global, true).unwrap());
+/// vars.apply(vars.set("topic", "rust", Scope::Thread).unwrap());
+/// assert_eq!(vars.get("topic"), Some(&json!("rust")));
+/// assert!(vars.set("model", "other", Scope::Global).is_err());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Variables {
+    vars: BTreeMap<String, Variable>,
+    rejected: Vec<RejectedWrite>,
+    rejected_total: u64,
+}
+
+impl Variables {
+    /// An empty set of variables.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The value of `name`.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.vars.get(name).map(|v| &v.value)
+    }
+
+    /// The value of `name` as a `T`.
+    ///
+    /// # Errors
+    /// [`StateError::Codec`] if the value is not a `T`.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{Scope, State, Variables};
+    /// let mut vars = Variables::new();
+    /// vars.apply(vars.set("n", 3, Scope::Loop).unwrap());
+    /// assert_eq!(vars.get_as::<u32>("n").unwrap(), Some(3));
+    /// assert!(vars.get_as::<String>("n").is_err());
+    /// ```
+    pub fn get_as<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>, StateError> {
+        self.get(name)
+            .map(|v| T::deserialize(v).map_err(|e| StateError::codec("variable", e)))
+            .transpose()
+    }
+
+    /// The variable `name` with its scope and flag.
+    pub fn variable(&self, name: &str) -> Option<&Variable> {
+        self.vars.get(name)
+    }
+
+    /// All variables, by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Variable)> {
+        self.vars.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// Number of variables.
+    pub fn len(&self) -> usize {
+        self.vars.len()
+    }
+
+    /// Whether there are no variables.
+    pub fn is_empty(&self) -> bool {
+        self.vars.is_empty()
+    }
+
+    /// The most recent refused writes (at most [`REJECTED_WRITES_MAX`], oldest first).
+    pub fn rejected(&self) -> &[RejectedWrite] {
+        &self.rejected
+    }
+
+    /// How many writes were refused in total, including those no longer in [`Self::rejected`].
+    pub fn rejected_total(&self) -> u64 {
+        self.rejected_total
+    }
+
+    /// An update setting `name` to `value` in `scope`.
+    ///
+    /// # Errors
+    /// [`VarError::ReadOnly`] if `name` is read-only in this snapshot.
+    pub fn set(
+        &self,
+        name: impl Into<String>,
+        value: impl Into<Value>,
+        scope: Scope,
+    ) -> Result<VarUpdate, VarError> {
+        let name = name.into();
+        self.check_writable(&name)?;
+        Ok(VarUpdate::Set { name, value: value.into(), scope })
+    }
+
+    /// An update declaring `name` (creating or redefining it) with a read-only flag.
+    ///
+    /// # Errors
+    /// [`VarError::ReadOnly`] if `name` exists and is read-only in this snapshot.
+    pub fn declare(
+        &self,
+        name: impl Into<String>,
+        value: impl Into<Value>,
+        scope: Scope,
+        read_only: bool,
+    ) -> Result<VarUpdate, VarError> {
+        let name = name.into();
+        self.check_writable(&name)?;
+        Ok(VarUpdate::Declare { name, value: value.into(), scope, read_only })
+    }
+
+    /// An update deleting `name`.
+    ///
+    /// # Errors
+    /// [`VarError::ReadOnly`] if `name` is read-only in this snapshot.
+    pub fn delete(&self, name: impl Into<String>) -> Result<VarUpdate, VarError> {
+        let name = name.into();
+        self.check_writable(&name)?;
+        Ok(VarUpdate::Delete { name })
+    }
+
+    /// The variables a sub-workflow starts with: the `Global` and `Thread` ones, flags kept.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{Scope, State, Variables};
+    /// let mut vars = Variables::new();
+    /// vars.apply(vars.set("g", 1, Scope::Global).unwrap());
+    /// vars.apply(vars.set("l", 2, Scope::Loop).unwrap());
+    /// let child = vars.for_subgraph();
+    /// assert!(child.get("g").is_some() && child.get("l").is_none());
+    /// ```
+    pub fn for_subgraph(&self) -> Self {
+        Self {
+            vars: self
+                .vars
+                .iter()
+                .filter(|(_, v)| matches!(v.scope, Scope::Global | Scope::Thread))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            rejected: Vec::new(),
+            rejected_total: 0,
+        }
+    }
+
+    /// An update that copies every writable variable of `scope` into another `Variables`, e.g.
+    /// a sub-workflow's globals back into its parent.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{Scope, State, Variables};
+    /// let mut child = Variables::new();
+    /// child.apply(child.set("found", 3, Scope::Global).unwrap());
+    /// let mut parent = Variables::new();
+    /// parent.apply(child.export_scope(Scope::Global));
+    /// assert_eq!(parent.get_as::<u32>("found").unwrap(), Some(3));
+    /// ```
+    pub fn export_scope(&self, scope: Scope) -> VarUpdate {
+        VarUpdate::Batch(
+            self.vars
+                .iter()
+                .filter(|(_, v)| v.scope == scope && !v.read_only)
+                .map(|(k, v)| VarUpdate::Set { name: k.clone(), value: v.value.clone(), scope })
+                .collect(),
+        )
+    }
+
+    fn check_writable(&self, name: &str) -> Result<(), VarError> {
+        match self.vars.get(name) {
+            Some(v) if v.read_only => Err(VarError::ReadOnly { name: name.to_owned() }),
+            _ => Ok(()),
+        }
+    }
+
+    fn is_read_only(&self, name: &str) -> bool {
+        self.vars.get(name).is_some_and(|v| v.read_only)
+    }
+
+    fn reject(&mut self, name: String, op: VarOp) {
+        if self.rejected.len() >= REJECTED_WRITES_MAX {
+            self.rejected.remove(0);
+        }
+        self.rejected.push(RejectedWrite { name, op });
+        self.rejected_total = self.rejected_total.saturating_add(1);
+    }
+}
+
+impl State for Variables {
+    type Update = VarUpdate;
+
+    fn apply(&mut self, update: VarUpdate) {
+        // A batch is flattened with an explicit stack rather than recursion: updates come from
+        // the log, and nesting depth there is not ours to bound.
+        let mut stack = vec![update];
+        while let Some(update) = stack.pop() {
+            match update {
+                VarUpdate::Set { name, value, scope } => {
+                    if self.is_read_only(&name) {
+                        self.reject(name, VarOp::Set);
+                    } else {
+                        let read_only = false;
+                        self.vars.insert(name, Variable { value, scope, read_only });
+                    }
+                }
+                VarUpdate::Delete { name } => {
+                    if self.is_read_only(&name) {
+                        self.reject(name, VarOp::Delete);
+                    } else {
+                        self.vars.remove(&name);
+                    }
+                }
+                VarUpdate::Declare { name, value, scope, read_only } => {
+                    if self.is_read_only(&name) {
+                        self.reject(name, VarOp::Declare);
+                    } else {
+                        self.vars.insert(name, Variable { value, scope, read_only });
+                    }
+                }
+                VarUpdate::ClearScope(scope) => self.vars.retain(|_, v| v.scope != scope),
+                VarUpdate::Batch(updates) => stack.extend(updates.into_iter().rev()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn declared() -> Variables {
+        let mut v = Variables::new();
+        v.apply(VarUpdate::Batch(vec![
+            VarUpdate::Declare {
+                name: "ro".into(),
+                value: json!(1),
+                scope: Scope::Global,
+                read_only: true,
+            },
+            VarUpdate::Set { name: "rw".into(), value: json!(2), scope: Scope::Loop },
+        ]));
+        v
+    }
+
+    #[test]
+    fn builders_refuse_read_only_writes() {
+        let v = declared();
+        let refused = VarError::ReadOnly { name: "ro".into() };
+        assert_eq!(v.set("ro", 5, Scope::Global), Err(refused.clone()));
+        assert_eq!(v.delete("ro"), Err(refused.clone()));
+        assert_eq!(v.declare("ro", 5, Scope::Global, false), Err(refused));
+        assert!(v.set("rw", 5, Scope::Loop).is_ok());
+    }
+
+    #[test]
+    fn apply_ignores_and_records_read_only_writes() {
+        let mut v = declared();
+        v.apply(VarUpdate::Set { name: "ro".into(), value: json!(9), scope: Scope::Global });
+        v.apply(VarUpdate::Delete { name: "ro".into() });
+        assert_eq!(v.get("ro"), Some(&json!(1)));
+        assert_eq!(
+            v.rejected(),
+            [
+                RejectedWrite { name: "ro".into(), op: VarOp::Set },
+                RejectedWrite { name: "ro".into(), op: VarOp::Delete }
+            ]
+        );
+        assert_eq!(v.rejected_total(), 2);
+    }
+
+    #[test]
+    fn rejected_list_is_bounded_but_counted() {
+        let mut v = declared();
+        let n = REJECTED_WRITES_MAX + 5;
+        for _ in 0..n {
+            v.apply(VarUpdate::Delete { name: "ro".into() });
+        }
+        assert_eq!(v.rejected().len(), REJECTED_WRITES_MAX);
+        assert_eq!(v.rejected_total(), n as u64);
+    }
+
+    #[test]
+    fn clear_scope_removes_read_only_of_that_scope_only() {
+        let mut v = declared();
+        v.apply(VarUpdate::ClearScope(Scope::Loop));
+        assert!(v.get("rw").is_none());
+        assert!(v.get("ro").is_some());
+        v.apply(VarUpdate::ClearScope(Scope::Global));
+        assert!(v.is_empty());
+    }
+
+    #[test]
+    fn batch_applies_in_order() {
+        let mut v = Variables::new();
+        v.apply(VarUpdate::Batch(vec![
+            VarUpdate::Set { name: "x".into(), value: json!(1), scope: Scope::Thread },
+            VarUpdate::Batch(vec![VarUpdate::Set {
+                name: "x".into(),
+                value: json!(2),
+                scope: Scope::Thread,
+            }]),
+            VarUpdate::Set { name: "x".into(), value: json!(3), scope: Scope::Thread },
+        ]));
+        assert_eq!(v.get("x"), Some(&json!(3)));
+    }
+
+    #[test]
+    fn round_trips_through_json_with_flags() {
+        let v = declared();
+        let back: Variables = serde_json::from_value(serde_json::to_value(&v).unwrap()).unwrap();
+        assert_eq!(back, v);
+        assert!(back.variable("ro").unwrap().read_only);
+    }
+}
