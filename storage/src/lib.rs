@@ -1,1 +1,87 @@
-//! Cairn storage: placeholder until the storage crate lands.
+//! Cairn's durable record: a CRC-checked, bookmarked event log with checkpoints, on redb.
+//!
+//! This crate owns everything Cairn stores: events (the append-only log of each thread),
+//! thread records, checkpoints (snapshots that bound restore cost), content-addressed payloads,
+//! and named resource locks. The engine talks to it through the [`Store`] trait, whose
+//! signatures contain no redb types; [`RedbStore`] is the embedded default.
+//!
+//! # Invariants
+//!
+//! - Per thread, `seq` starts at 1 and has no gaps; `lsn` is store-wide and strictly increasing.
+//!   The writer asserts both (only a bug can break them).
+//! - A [`Batch`] is applied all-or-nothing in one commit; a rejected batch changes nothing.
+//! - Every stored record is framed ([`frame`]) with a CRC over header and body, and carries its
+//!   own key (thread, seq, lsn, id). Every read checks the CRC, the kind, the length and that the
+//!   key agrees with the record; a failure is [`Error::Corrupted`] naming the table, thread and
+//!   seq. Corrupt records are never skipped and never returned as data.
+//! - Under [`Durability::Immediate`] (the default) a write is acknowledged only after a durable
+//!   commit. After a failed commit the store is [poisoned](Error::Poisoned) until reopened.
+//! - Untrusted bytes (anything read from disk) become errors, never panics.
+//!
+//! The byte layout, the durability contract and the recovery decision table are in
+//! `docs/format.md`.
+//!
+//! # Examples
+//!
+//! ```
+//! use cairn_storage::*;
+//! # fn main() -> Result<(), Error> {
+//! let dir = tempfile::tempdir().expect("temp dir");
+//! let store = RedbStore::open(dir.path().join("cairn.db"), Options::default())?;
+//! let thread = ThreadId::new("t1")?;
+//! let workflow = WorkflowRef { id: "demo".into(), version: 1, fingerprint: "f".into() };
+//! let batch = Batch {
+//!     threads: vec![ThreadRecord::new(thread.clone(), workflow, 0)],
+//!     events: vec![NewEvent {
+//!         thread: thread.clone(),
+//!         kind: EventKind::ThreadCreated,
+//!         node: None,
+//!         status: EventStatus::Info,
+//!         summary: "created".into(),
+//!         payload: None,
+//!         data: Vec::new(),
+//!         at_ms: 0,
+//!     }],
+//!     ..Batch::default()
+//! };
+//! let appended = store.append(batch)?.wait_blocking()?;
+//! assert_eq!(appended.bookmarks[0].seq, Seq(1));
+//! assert_eq!(store.read_since(&thread, Seq(0), 10)?.len(), 1);
+//! store.close()?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod wire_enum;
+
+mod batch;
+mod bytes_serde;
+mod checkpoint;
+pub mod codec;
+mod error;
+mod event;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
+pub mod frame;
+mod ids;
+pub mod limits;
+mod lock;
+mod pending;
+mod redb;
+mod store;
+mod subscription;
+mod thread;
+
+pub use batch::{Appended, Batch, Guard, LeaseOp, LockOp, Pruned};
+pub use checkpoint::{Checkpoint, CheckpointInfo, CheckpointKind, CheckpointMeta, NewCheckpoint};
+pub use error::Error;
+pub use event::{Event, EventKind, EventStatus, NewEvent};
+pub use ids::{Bookmark, CheckpointId, Lsn, PayloadRef, Seq, ThreadId};
+pub use lock::LockRecord;
+pub use pending::Pending;
+pub use redb::{FORMAT_VERSION, Options, RedbStore};
+pub use store::{
+    CheckpointFilter, Durability, Page, Problem, Scope, Store, StoreExt, ThreadFilter, VerifyReport,
+};
+pub use subscription::Subscription;
+pub use thread::{Lease, ThreadRecord, ThreadStatus, WorkflowRef};

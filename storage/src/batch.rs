@@ -1,0 +1,252 @@
+//! The unit of writing: a [`Batch`] is applied all-or-nothing in one commit.
+//!
+//! Order inside a batch: guards are checked against the state before the batch; then events are
+//! appended (seq and lsn assigned), thread records upserted, checkpoints saved (each covering its
+//! thread's last bookmark after this batch's events), payloads put, lock and lease operations
+//! applied. Any failure rejects the whole batch and leaves other batches of the same group commit
+//! unaffected.
+
+use serde::{Deserialize, Serialize};
+
+use crate::limits::TEXT_BYTES_MAX;
+use crate::limits::{self, BATCH_BYTES_MAX, BATCH_EVENTS_MAX, BATCH_OPS_MAX, PAYLOAD_BYTES_MAX};
+use crate::{
+    Bookmark, CheckpointId, Error, NewCheckpoint, NewEvent, PayloadRef, Seq, ThreadId,
+    ThreadRecord, ThreadStatus,
+};
+
+/// Writes applied atomically in one commit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Batch {
+    /// Events appended in order; seq and lsn are assigned by the writer.
+    pub events: Vec<NewEvent>,
+    /// Thread record upserts, applied after the events (the store fills `last`, `first_seq` and
+    /// `lease`).
+    pub threads: Vec<ThreadRecord>,
+    /// Checkpoints; each covers its thread's last bookmark after this batch's events.
+    pub checkpoints: Vec<NewCheckpoint>,
+    /// Content-addressed payload puts (idempotent).
+    pub payloads: Vec<Vec<u8>>,
+    /// Lock operations, applied in order.
+    pub locks: Vec<LockOp>,
+    /// Thread lease operations, applied in order after the thread upserts.
+    pub leases: Vec<LeaseOp>,
+    /// Conditions checked against the state before the batch; any failing rejects it.
+    pub guards: Vec<Guard>,
+}
+
+impl Batch {
+    /// Checks the batch against [`crate::limits`] before it is queued.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LimitExceeded`] naming the first bound exceeded.
+    pub fn check_limits(&self) -> Result<(), Error> {
+        limits::check("BATCH_EVENTS_MAX", self.events.len(), BATCH_EVENTS_MAX)?;
+        for count in [
+            self.threads.len(),
+            self.checkpoints.len(),
+            self.payloads.len(),
+            self.locks.len(),
+            self.leases.len(),
+            self.guards.len(),
+        ] {
+            limits::check("BATCH_OPS_MAX", count, BATCH_OPS_MAX)?;
+        }
+        let mut weight = 0usize;
+        for event in &self.events {
+            event.check_limits()?;
+            weight += event.weight();
+        }
+        for thread in &self.threads {
+            thread.check_limits()?;
+            weight += thread.summary.len();
+        }
+        for checkpoint in &self.checkpoints {
+            checkpoint.check_limits()?;
+            weight += checkpoint.snapshot.len();
+        }
+        for payload in &self.payloads {
+            limits::check("PAYLOAD_BYTES_MAX", payload.len(), PAYLOAD_BYTES_MAX)?;
+            weight += payload.len();
+        }
+        for op in &self.locks {
+            op.check_limits()?;
+        }
+        for op in &self.leases {
+            op.check_limits()?;
+        }
+        limits::check("BATCH_BYTES_MAX", weight, BATCH_BYTES_MAX)
+    }
+
+    /// Whether the batch writes nothing and checks nothing.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+            && self.threads.is_empty()
+            && self.checkpoints.is_empty()
+            && self.payloads.is_empty()
+            && self.locks.is_empty()
+            && self.leases.is_empty()
+            && self.guards.is_empty()
+    }
+}
+
+/// An operation on a named resource lock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LockOp {
+    /// Take the lock (or re-take one `owner` already holds) until `now_ms + ttl_ms`; fails with
+    /// [`Error::LockHeld`] while another owner's lock is live at `now_ms`.
+    Acquire {
+        /// Lock name.
+        name: String,
+        /// Who takes it.
+        owner: String,
+        /// The caller's clock.
+        now_ms: u64,
+        /// How long it binds.
+        ttl_ms: u64,
+    },
+    /// Extend a lock `owner` holds to `now_ms + ttl_ms`; [`Error::LockNotHeld`] otherwise.
+    Renew {
+        /// Lock name.
+        name: String,
+        /// The holder.
+        owner: String,
+        /// The caller's clock.
+        now_ms: u64,
+        /// How long it binds from now.
+        ttl_ms: u64,
+    },
+    /// Drop a lock `owner` holds; a missing lock is fine (release is idempotent), another owner's
+    /// is [`Error::LockNotHeld`].
+    Release {
+        /// Lock name.
+        name: String,
+        /// The holder.
+        owner: String,
+    },
+    /// Drop every lock `owner` holds.
+    ReleaseAll {
+        /// The holder.
+        owner: String,
+    },
+}
+
+impl LockOp {
+    fn check_limits(&self) -> Result<(), Error> {
+        let (name, owner) = match self {
+            LockOp::Acquire { name, owner, .. }
+            | LockOp::Renew { name, owner, .. }
+            | LockOp::Release { name, owner } => (name.as_str(), owner.as_str()),
+            LockOp::ReleaseAll { owner } => ("", owner.as_str()),
+        };
+        limits::check("TEXT_BYTES_MAX", name.len(), TEXT_BYTES_MAX)?;
+        limits::check("TEXT_BYTES_MAX", owner.len(), TEXT_BYTES_MAX)?;
+        if owner.is_empty() {
+            return Err(Error::Invalid { detail: "lock owner is empty".into() });
+        }
+        if name.is_empty() && !matches!(self, LockOp::ReleaseAll { .. }) {
+            return Err(Error::Invalid { detail: "lock name is empty".into() });
+        }
+        Ok(())
+    }
+}
+
+/// An operation on a thread's runner lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LeaseOp {
+    /// Take the lease (or re-take one `owner` holds) until `now_ms + ttl_ms`; fails with
+    /// [`Error::LeaseHeld`] while another owner's lease is live at `now_ms`.
+    Acquire {
+        /// The thread.
+        thread: ThreadId,
+        /// The runner.
+        owner: String,
+        /// The caller's clock.
+        now_ms: u64,
+        /// How long it binds.
+        ttl_ms: u64,
+    },
+    /// Extend a lease `owner` holds; [`Error::LeaseNotHeld`] otherwise.
+    Renew {
+        /// The thread.
+        thread: ThreadId,
+        /// The runner.
+        owner: String,
+        /// The caller's clock.
+        now_ms: u64,
+        /// How long it binds from now.
+        ttl_ms: u64,
+    },
+    /// Drop a lease `owner` holds; no lease is fine, another owner's is [`Error::LeaseNotHeld`].
+    Release {
+        /// The thread.
+        thread: ThreadId,
+        /// The runner.
+        owner: String,
+    },
+}
+
+impl LeaseOp {
+    fn check_limits(&self) -> Result<(), Error> {
+        let owner = match self {
+            LeaseOp::Acquire { owner, .. }
+            | LeaseOp::Renew { owner, .. }
+            | LeaseOp::Release { owner, .. } => owner,
+        };
+        limits::check("TEXT_BYTES_MAX", owner.len(), TEXT_BYTES_MAX)?;
+        if owner.is_empty() {
+            return Err(Error::Invalid { detail: "lease owner is empty".into() });
+        }
+        Ok(())
+    }
+}
+
+/// A condition on the state before a batch; if any fails the batch is rejected with
+/// [`Error::GuardFailed`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Guard {
+    /// `owner` holds the thread's lease and it is live at `now_ms`.
+    Lease {
+        /// The thread.
+        thread: ThreadId,
+        /// The runner that must hold it.
+        owner: String,
+        /// The caller's clock.
+        now_ms: u64,
+    },
+    /// The thread exists and has status `expected`.
+    Status {
+        /// The thread.
+        thread: ThreadId,
+        /// The status it must have.
+        expected: ThreadStatus,
+    },
+    /// No thread record with this id exists (create-once).
+    Absent {
+        /// The thread.
+        thread: ThreadId,
+    },
+}
+
+/// What a committed batch was given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Appended {
+    /// One bookmark per event, in batch order.
+    pub bookmarks: Vec<Bookmark>,
+    /// One id per checkpoint, in batch order.
+    pub checkpoints: Vec<CheckpointId>,
+    /// One reference per payload, in batch order.
+    pub payloads: Vec<PayloadRef>,
+}
+
+/// What a committed prune removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Events removed.
+    pub events: u64,
+    /// Checkpoints removed.
+    pub checkpoints: u64,
+    /// The thread's first stored seq afterwards.
+    pub first_seq: Seq,
+}

@@ -1,0 +1,204 @@
+//! The storage crate's one error type.
+//!
+//! Every variant says whether retrying can help: *permanent* errors will fail the same way again
+//! (bad input, corrupt data, a format this build cannot read); *transient* ones may succeed later
+//! (a lock held by someone else, a file held by another process, an I/O error).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::{CheckpointId, PayloadRef, Seq, ThreadId};
+
+/// Errors from the storage crate.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Permanent: the database file does not exist and the caller asked not to create it.
+    #[error("database file not found: {}", .0.display())]
+    NotFound(PathBuf),
+
+    /// Permanent: the file is not a Cairn database (not redb, or redb without Cairn's meta table).
+    #[error("not a Cairn database: {detail}")]
+    NotCairn {
+        /// What was found instead.
+        detail: String,
+    },
+
+    /// Permanent: the file was written by a newer Cairn format than this build reads.
+    #[error("database format version {found} is newer than the supported version {supported}")]
+    NewerFormat {
+        /// The format version in the file.
+        found: u16,
+        /// The newest format version this build reads.
+        supported: u16,
+    },
+
+    /// Transient: another process (or another handle in this one) has the file open for writing.
+    #[error("database file is locked by another open handle")]
+    Locked,
+
+    /// Permanent: a stored record failed a check (CRC, kind, length, key/record mismatch, a seq
+    /// gap, an index that disagrees with its table). Never skipped, never returned as data.
+    #[error("corrupted record in table {table} (thread {thread:?}, seq {seq:?}): {detail}")]
+    Corrupted {
+        /// The redb table the record lives in.
+        table: &'static str,
+        /// The thread the record belongs to, when known.
+        thread: Option<ThreadId>,
+        /// The record's seq (events) or id (checkpoints), when known.
+        seq: Option<Seq>,
+        /// What check failed.
+        detail: String,
+    },
+
+    /// Permanent for this request: the events asked for were pruned; read from `first_available`.
+    #[error("thread {thread} was pruned; the first available seq is {first_available}")]
+    Pruned {
+        /// The thread read.
+        thread: ThreadId,
+        /// The first seq still stored.
+        first_available: Seq,
+    },
+
+    /// Permanent: an input exceeds one of the bounds in [`crate::limits`].
+    #[error("limit {limit} exceeded: {value} > {max}")]
+    LimitExceeded {
+        /// The name of the constant in [`crate::limits`].
+        limit: &'static str,
+        /// The value given.
+        value: u64,
+        /// The maximum allowed.
+        max: u64,
+    },
+
+    /// Permanent: the caller passed something malformed (an empty id, an unknown name).
+    #[error("invalid input: {detail}")]
+    Invalid {
+        /// What is wrong.
+        detail: String,
+    },
+
+    /// Permanent: no thread record with this id exists (events and checkpoints need one).
+    #[error("unknown thread {0}")]
+    UnknownThread(ThreadId),
+
+    /// Permanent: no checkpoint with this id exists.
+    #[error("unknown checkpoint {0}")]
+    UnknownCheckpoint(CheckpointId),
+
+    /// Permanent: an event references a payload that is not stored (or was removed).
+    #[error("payload {0} is missing")]
+    MissingPayload(PayloadRef),
+
+    /// Transient: a batch guard did not hold, so the whole batch was rejected.
+    #[error("guard failed on thread {thread}: {detail}")]
+    GuardFailed {
+        /// The thread the guard names.
+        thread: ThreadId,
+        /// Which condition did not hold.
+        detail: String,
+    },
+
+    /// Transient: the named lock is held by another owner until `expires_at_ms`.
+    #[error("lock {name} is held by {owner} until {expires_at_ms} ms")]
+    LockHeld {
+        /// The lock name.
+        name: String,
+        /// The current holder.
+        owner: String,
+        /// When the holder's lease on the lock expires.
+        expires_at_ms: u64,
+    },
+
+    /// Permanent for this request: renew or release of a lock the caller does not hold.
+    #[error("lock {name} is not held by {owner}")]
+    LockNotHeld {
+        /// The lock name.
+        name: String,
+        /// The owner that asked.
+        owner: String,
+    },
+
+    /// Transient: the thread's lease is held by another runner until `expires_at_ms`.
+    #[error("lease on thread {thread} is held by {owner} until {expires_at_ms} ms")]
+    LeaseHeld {
+        /// The thread.
+        thread: ThreadId,
+        /// The current holder.
+        owner: String,
+        /// When the lease expires.
+        expires_at_ms: u64,
+    },
+
+    /// Permanent for this request: renew or release of a lease the caller does not hold.
+    #[error("lease on thread {thread} is not held by {owner}")]
+    LeaseNotHeld {
+        /// The thread.
+        thread: ThreadId,
+        /// The owner that asked.
+        owner: String,
+    },
+
+    /// Permanent until reopen: a commit failed part way, so the outcome of the batches in it is
+    /// unknown; the store refuses writes until it is closed and reopened (which recovers).
+    #[error("the store is poisoned by an earlier failed commit; reopen it")]
+    Poisoned,
+
+    /// Permanent: the store was closed (or its writer stopped).
+    #[error("the store is closed")]
+    Closed,
+
+    /// Permanent: the store was opened read-only.
+    #[error("the store is read-only")]
+    ReadOnly,
+
+    /// Transient: a read-only open could not copy a file image that a live writer left unchanged
+    /// during the copy, after [`crate::limits::SNAPSHOT_ATTEMPTS_MAX`] attempts.
+    #[error("no stable snapshot after {attempts} attempts: {detail}")]
+    SnapshotUnstable {
+        /// Attempts made.
+        attempts: u32,
+        /// The last failure.
+        detail: String,
+    },
+
+    /// Transient (reads) or poisoning (commits): the storage engine or the OS reported an error.
+    #[error("storage error during {op}: {source}")]
+    Storage {
+        /// The operation that failed.
+        op: &'static str,
+        /// The underlying error (kept opaque: no storage-engine types in this crate's API).
+        source: Arc<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl Error {
+    /// Whether retrying the same request later may succeed (see each variant's doc).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cairn_storage::Error;
+    /// assert!(Error::Locked.is_transient());
+    /// assert!(!Error::Poisoned.is_transient());
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::Locked
+                | Error::GuardFailed { .. }
+                | Error::LockHeld { .. }
+                | Error::LeaseHeld { .. }
+                | Error::SnapshotUnstable { .. }
+                | Error::Storage { .. }
+        )
+    }
+
+    /// Wraps an error from the storage engine or the OS.
+    pub(crate) fn storage(
+        op: &'static str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Error {
+        Error::Storage { op, source: Arc::new(source) }
+    }
+}

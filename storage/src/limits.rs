@@ -1,0 +1,87 @@
+//! Every bound the storage crate enforces, in one place, each with its reason.
+//!
+//! Exceeding one is [`Error::LimitExceeded`](crate::Error::LimitExceeded) naming the constant,
+//! never silent truncation. Decoders use the same bounds to refuse a length prefix before
+//! allocating for it.
+
+/// Bytes in a [`ThreadId`](crate::ThreadId). Ids appear in every event key; 128 bytes holds a
+/// UUID with a long readable prefix while keeping keys small.
+pub const THREAD_ID_BYTES_MAX: usize = 128;
+
+/// Bytes in a node name on an event. Node names come from the workflow graph and are short.
+pub const NODE_NAME_BYTES_MAX: usize = 256;
+
+/// Bytes in an event summary. A summary is one human line for listings; big things go in
+/// `data` or in a payload.
+pub const SUMMARY_BYTES_MAX: usize = 4 * 1024;
+
+/// Bytes of inline kind-specific `data` on one event. Larger values belong in the payload table
+/// (content-addressed, stored once); keeping events small keeps `read_since` fast.
+pub const EVENT_DATA_BYTES_MAX: usize = 256 * 1024;
+
+/// Bytes of one framed record other than a checkpoint snapshot (event, thread, lock, checkpoint
+/// metadata). Bounds the allocation a decoder makes for a length prefix it has not yet verified.
+pub const RECORD_BYTES_MAX: usize = 1024 * 1024;
+
+/// Bytes of one checkpoint snapshot. A snapshot holds a whole thread's state; 64 MiB is far above
+/// any sane thread and still fits comfortably in memory twice (encode and decode).
+pub const SNAPSHOT_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// Bytes of one content-addressed payload (tool outputs, big inputs). Read back whole, so bounded
+/// by what a caller can hold in memory at once.
+pub const PAYLOAD_BYTES_MAX: usize = 32 * 1024 * 1024;
+
+/// Events in one batch. One batch is one write transaction's worth of work; a bound keeps one
+/// caller from stalling the group commit for everybody else.
+pub const BATCH_EVENTS_MAX: usize = 10_000;
+
+/// Total bytes carried by one batch (event data and summaries, payloads, snapshots, thread
+/// summaries). Sized to admit one maximal snapshot plus one maximal payload.
+pub const BATCH_BYTES_MAX: usize = SNAPSHOT_BYTES_MAX + PAYLOAD_BYTES_MAX;
+
+/// Engine-owned summary bytes on a [`ThreadRecord`](crate::ThreadRecord). Thread listings decode
+/// every record they show, so the record stays small.
+pub const THREAD_SUMMARY_BYTES_MAX: usize = 64 * 1024;
+
+/// Labels on one thread. Labels are for filtering listings, not for storing data.
+pub const LABELS_PER_THREAD_MAX: usize = 64;
+
+/// Bytes in one label key or value, one checkpoint tag, or one custom metadata key or value.
+pub const LABEL_BYTES_MAX: usize = 256;
+
+/// Tags on one checkpoint. Each tag is an index entry written with the checkpoint.
+pub const TAGS_PER_CHECKPOINT_MAX: usize = 32;
+
+/// Bytes in one checkpoint tag (same reason as [`LABEL_BYTES_MAX`]).
+pub const TAG_BYTES_MAX: usize = LABEL_BYTES_MAX;
+
+/// Custom metadata fields on one checkpoint.
+pub const CUSTOM_FIELDS_MAX: usize = 64;
+
+/// Bytes in free text on records: checkpoint creator and description, lease and lock owners,
+/// lock names, workflow ids and fingerprints.
+pub const TEXT_BYTES_MAX: usize = 4 * 1024;
+
+/// Records returned by one read call (`read_since`, `read_range`, `read_all_since`, list calls).
+/// Readers page; a bound keeps one call's memory and read-transaction lifetime small.
+pub const READ_LIMIT_MAX: usize = 10_000;
+
+/// Operations of each kind (locks, leases, guards, thread upserts, checkpoints, payloads) in one
+/// batch; same reason as [`BATCH_EVENTS_MAX`].
+pub const BATCH_OPS_MAX: usize = 1_000;
+
+/// Attempts [`RedbStore::open_read_only`](crate::RedbStore::open_read_only) makes to copy a file
+/// image that a live writer did not change while it was being read.
+pub const SNAPSHOT_ATTEMPTS_MAX: u32 = 8;
+
+/// Checks `value <= max`, naming the limit in the error.
+///
+/// # Errors
+///
+/// [`Error::LimitExceeded`](crate::Error::LimitExceeded) when `value > max`.
+pub(crate) fn check(limit: &'static str, value: usize, max: usize) -> Result<(), crate::Error> {
+    if value > max {
+        return Err(crate::Error::LimitExceeded { limit, value: value as u64, max: max as u64 });
+    }
+    Ok(())
+}

@@ -1,0 +1,326 @@
+//! Applying one [`Batch`] inside the group's write transaction, in two phases.
+//!
+//! *Plan* reads the current state (including earlier batches of the same group), checks every
+//! guard, lock, lease and thread, assigns seqs, lsns and checkpoint ids, and encodes every record,
+//! writing nothing. Any failure there rejects only this batch. *Apply* then only writes; an error
+//! there leaves the transaction half-written, so the writer aborts the whole group and poisons the
+//! store.
+
+use std::collections::BTreeMap;
+
+use ::redb::ReadableTable;
+
+use super::read::{lock_in, storage, thread_in};
+use super::tables::{Counters, Tables};
+use crate::codec::{self, table};
+use crate::{
+    Appended, Batch, CheckpointId, CheckpointInfo, Error, Event, Guard, Lease, LeaseOp, LockOp,
+    LockRecord, Lsn, PayloadRef, Seq, ThreadId, ThreadRecord,
+};
+
+/// Everything one batch will write, fully encoded.
+pub(crate) struct Plan {
+    events: Vec<(ThreadId, u64, u64, Vec<u8>)>,
+    threads: BTreeMap<ThreadId, Option<ThreadRecord>>,
+    dirty_threads: Vec<ThreadId>,
+    checkpoints: Vec<(CheckpointInfo, Vec<u8>, Vec<u8>)>,
+    payloads: Vec<(PayloadRef, Vec<u8>)>,
+    locks: BTreeMap<String, Option<LockRecord>>,
+    appended: Appended,
+    counters: Counters,
+}
+
+/// Checks `batch` against the state in `tables` and prepares its writes.
+pub(crate) fn plan(tables: &Tables<'_>, counters: Counters, batch: Batch) -> Result<Plan, Error> {
+    let mut plan = Plan {
+        events: Vec::with_capacity(batch.events.len()),
+        threads: BTreeMap::new(),
+        dirty_threads: Vec::new(),
+        checkpoints: Vec::new(),
+        payloads: Vec::new(),
+        locks: BTreeMap::new(),
+        appended: Appended::default(),
+        counters,
+    };
+    for guard in &batch.guards {
+        check_guard(tables, guard)?;
+    }
+    for upsert in batch.threads {
+        let id = upsert.id.clone();
+        let current = plan.thread(tables, &id)?.clone();
+        let record = merge_upsert(upsert, current.as_ref());
+        plan.set_thread(id, record);
+    }
+    for new in batch.events {
+        let id = new.thread.clone();
+        let mut record =
+            plan.thread(tables, &id)?.clone().ok_or(Error::UnknownThread(id.clone()))?;
+        let seq = record.last.map_or(record.first_seq.0, |b| b.seq.0 + 1);
+        if tables.events.get((id.as_str(), seq)).map_err(storage("read events"))?.is_some() {
+            return Err(Error::Corrupted {
+                table: table::EVENTS,
+                thread: Some(id),
+                seq: Some(Seq(seq)),
+                detail: "an event is already stored past the thread record's last seq".into(),
+            });
+        }
+        plan.counters.last_lsn += 1;
+        let lsn = plan.counters.last_lsn;
+        let event = Event::from_new(new, Seq(seq), Lsn(lsn));
+        let framed = codec::encode_event(&event)?;
+        record.last = Some(event.bookmark);
+        plan.appended.bookmarks.push(event.bookmark);
+        plan.events.push((id.clone(), seq, lsn, framed));
+        plan.set_thread(id, record);
+    }
+    for new in batch.checkpoints {
+        let record = plan
+            .thread(tables, &new.thread)?
+            .clone()
+            .ok_or(Error::UnknownThread(new.thread.clone()))?;
+        let covers = record.last.ok_or_else(|| Error::Invalid {
+            detail: format!("thread {} has no events for a checkpoint to cover", new.thread),
+        })?;
+        plan.counters.last_checkpoint_id += 1;
+        let id = CheckpointId(plan.counters.last_checkpoint_id);
+        let info = CheckpointInfo {
+            id,
+            thread: new.thread,
+            workflow: new.workflow,
+            covers,
+            created_at_ms: new.created_at_ms,
+            kind: new.kind,
+            snapshot_len: new.snapshot.len() as u64,
+            meta: new.meta,
+        };
+        let info_frame = codec::encode_checkpoint(&info)?;
+        let snapshot_frame = codec::encode_snapshot(id, &new.snapshot)?;
+        plan.appended.checkpoints.push(id);
+        plan.checkpoints.push((info, info_frame, snapshot_frame));
+    }
+    for bytes in batch.payloads {
+        let r = PayloadRef::of(&bytes);
+        plan.appended.payloads.push(r);
+        let stored = tables.payloads.get(&r.hash).map_err(storage("read payload"))?.is_some();
+        if !stored && !plan.payloads.iter().any(|(p, _)| *p == r) {
+            plan.payloads.push((r, bytes));
+        }
+    }
+    for op in batch.locks {
+        plan.lock_op(tables, op)?;
+    }
+    for op in batch.leases {
+        plan.lease_op(tables, op)?;
+    }
+    Ok(plan)
+}
+
+/// Writes a plan. Any error leaves the transaction half-written: the caller must abort it.
+pub(crate) fn apply(
+    tables: &mut Tables<'_>,
+    counters: &mut Counters,
+    plan: Plan,
+) -> Result<Appended, Error> {
+    let op = storage("append");
+    let mut last_lsn = counters.last_lsn;
+    for (thread, seq, lsn, framed) in &plan.events {
+        // Only a bug breaks these: plan assigns lsns from the counter and seqs from the record.
+        assert!(*lsn > last_lsn, "lsn {lsn} not above {last_lsn}");
+        last_lsn = *lsn;
+        let old = tables.events.insert((thread.as_str(), *seq), framed.as_slice()).map_err(&op)?;
+        assert!(old.is_none(), "event ({thread}, {seq}) written twice");
+        drop(old);
+        tables.lsn_index.insert(*lsn, (thread.as_str(), *seq)).map_err(&op)?;
+    }
+    for id in &plan.dirty_threads {
+        if let Some(Some(record)) = plan.threads.get(id) {
+            let framed = codec::encode_thread(record)?;
+            tables.threads.insert(id.as_str(), framed.as_slice()).map_err(&op)?;
+        }
+    }
+    for (info, info_frame, snapshot_frame) in &plan.checkpoints {
+        let id = info.id.0;
+        tables.checkpoints.insert(id, info_frame.as_slice()).map_err(&op)?;
+        tables.snapshots.insert(id, snapshot_frame.as_slice()).map_err(&op)?;
+        tables.by_thread.insert((info.thread.as_str(), info.covers.seq.0, id), ()).map_err(&op)?;
+        tables.by_workflow.insert((info.workflow.id.as_str(), id), ()).map_err(&op)?;
+        for tag in &info.meta.tags {
+            tables.by_tag.insert((tag.as_str(), id), ()).map_err(&op)?;
+        }
+    }
+    for (r, bytes) in &plan.payloads {
+        tables.payloads.insert(&r.hash, bytes.as_slice()).map_err(&op)?;
+    }
+    for (name, lock) in &plan.locks {
+        match lock {
+            Some(lock) => {
+                let framed = codec::encode_lock(lock)?;
+                tables.locks.insert(name.as_str(), framed.as_slice()).map_err(&op)?;
+            }
+            None => {
+                tables.locks.remove(name.as_str()).map_err(&op)?;
+            }
+        }
+    }
+    *counters = plan.counters;
+    Ok(plan.appended)
+}
+
+/// The record an upsert writes: the caller's fields, the store's `last`, `first_seq` and `lease`.
+fn merge_upsert(mut upsert: ThreadRecord, current: Option<&ThreadRecord>) -> ThreadRecord {
+    match current {
+        Some(current) => {
+            upsert.last = current.last;
+            upsert.first_seq = current.first_seq;
+            upsert.lease = current.lease.clone();
+        }
+        None => {
+            upsert.last = None;
+            upsert.first_seq = Seq(1);
+            upsert.lease = None;
+        }
+    }
+    upsert
+}
+
+fn check_guard(tables: &Tables<'_>, guard: &Guard) -> Result<(), Error> {
+    let (thread, failure) = match guard {
+        Guard::Lease { thread, owner, now_ms } => {
+            let lease = thread_in(&tables.threads, thread)?.and_then(|r| r.lease);
+            match lease {
+                Some(l) if &l.owner == owner && *now_ms < l.expires_at_ms => return Ok(()),
+                Some(l) => {
+                    (thread, format!("lease held by {} until {} ms", l.owner, l.expires_at_ms))
+                }
+                None => (thread, "no lease is held".to_string()),
+            }
+        }
+        Guard::Status { thread, expected } => match thread_in(&tables.threads, thread)? {
+            Some(r) if r.status == *expected => return Ok(()),
+            Some(r) => (thread, format!("status is {}, expected {expected}", r.status)),
+            None => (thread, format!("thread does not exist (expected status {expected})")),
+        },
+        Guard::Absent { thread } => match thread_in(&tables.threads, thread)? {
+            None => return Ok(()),
+            Some(_) => (thread, "thread already exists".to_string()),
+        },
+    };
+    Err(Error::GuardFailed { thread: thread.clone(), detail: failure })
+}
+
+impl Plan {
+    /// The thread as this batch sees it so far (stored, then this batch's changes).
+    fn thread(
+        &mut self,
+        tables: &Tables<'_>,
+        id: &ThreadId,
+    ) -> Result<&Option<ThreadRecord>, Error> {
+        if !self.threads.contains_key(id) {
+            let stored = thread_in(&tables.threads, id)?;
+            self.threads.insert(id.clone(), stored);
+        }
+        Ok(&self.threads[id])
+    }
+
+    fn set_thread(&mut self, id: ThreadId, record: ThreadRecord) {
+        if !self.dirty_threads.contains(&id) {
+            self.dirty_threads.push(id.clone());
+        }
+        self.threads.insert(id, Some(record));
+    }
+
+    fn lock(&mut self, tables: &Tables<'_>, name: &str) -> Result<Option<LockRecord>, Error> {
+        if !self.locks.contains_key(name) {
+            let stored = lock_in(&tables.locks, name)?;
+            self.locks.insert(name.to_string(), stored);
+        }
+        Ok(self.locks[name].clone())
+    }
+
+    fn lock_op(&mut self, tables: &Tables<'_>, op: LockOp) -> Result<(), Error> {
+        match op {
+            LockOp::Acquire { name, owner, now_ms, ttl_ms } => {
+                if let Some(held) = self.lock(tables, &name)?
+                    && held.owner != owner
+                    && held.is_live(now_ms)
+                {
+                    return Err(Error::LockHeld {
+                        name,
+                        owner: held.owner,
+                        expires_at_ms: held.expires_at_ms,
+                    });
+                }
+                let expires_at_ms = now_ms.saturating_add(ttl_ms);
+                let lock =
+                    LockRecord { name: name.clone(), owner, acquired_at_ms: now_ms, expires_at_ms };
+                self.locks.insert(name, Some(lock));
+            }
+            LockOp::Renew { name, owner, now_ms, ttl_ms } => match self.lock(tables, &name)? {
+                Some(mut held) if held.owner == owner => {
+                    held.expires_at_ms = now_ms.saturating_add(ttl_ms);
+                    self.locks.insert(name, Some(held));
+                }
+                _ => return Err(Error::LockNotHeld { name, owner }),
+            },
+            LockOp::Release { name, owner } => match self.lock(tables, &name)? {
+                None => {}
+                Some(held) if held.owner == owner => {
+                    self.locks.insert(name, None);
+                }
+                Some(_) => return Err(Error::LockNotHeld { name, owner }),
+            },
+            LockOp::ReleaseAll { owner } => {
+                let mut names = Vec::new();
+                for entry in tables.locks.iter().map_err(storage("read locks"))? {
+                    let (key, _) = entry.map_err(storage("read locks"))?;
+                    names.push(key.value().to_string());
+                }
+                names.extend(self.locks.keys().cloned());
+                for name in names {
+                    if self.lock(tables, &name)?.is_some_and(|held| held.owner == owner) {
+                        self.locks.insert(name, None);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn lease_op(&mut self, tables: &Tables<'_>, op: LeaseOp) -> Result<(), Error> {
+        let thread = match &op {
+            LeaseOp::Acquire { thread, .. }
+            | LeaseOp::Renew { thread, .. }
+            | LeaseOp::Release { thread, .. } => thread.clone(),
+        };
+        let mut record =
+            self.thread(tables, &thread)?.clone().ok_or(Error::UnknownThread(thread.clone()))?;
+        match op {
+            LeaseOp::Acquire { owner, now_ms, ttl_ms, .. } => {
+                if let Some(held) = &record.lease
+                    && held.owner != owner
+                    && now_ms < held.expires_at_ms
+                {
+                    return Err(Error::LeaseHeld {
+                        thread,
+                        owner: held.owner.clone(),
+                        expires_at_ms: held.expires_at_ms,
+                    });
+                }
+                record.lease = Some(Lease { owner, expires_at_ms: now_ms.saturating_add(ttl_ms) });
+            }
+            LeaseOp::Renew { owner, now_ms, ttl_ms, .. } => match &mut record.lease {
+                Some(held) if held.owner == owner => {
+                    held.expires_at_ms = now_ms.saturating_add(ttl_ms);
+                }
+                _ => return Err(Error::LeaseNotHeld { thread, owner }),
+            },
+            LeaseOp::Release { owner, .. } => match &record.lease {
+                None => return Ok(()),
+                Some(held) if held.owner == owner => record.lease = None,
+                Some(_) => return Err(Error::LeaseNotHeld { thread, owner }),
+            },
+        }
+        self.set_thread(thread, record);
+        Ok(())
+    }
+}

@@ -1,0 +1,459 @@
+//! [`RedbStore`]: the embedded [`Store`] on one redb file.
+//!
+//! Owns: the file (through redb), the writer thread ([`writer`]), and the read paths ([`read`]).
+//! Invariants: only the writer thread writes; every read is one redb read transaction, so it sees
+//! one committed state; the meta table is checked before anything else is trusted (a file that
+//! is not Cairn's, or is of a newer format, is refused without being written to).
+
+mod apply;
+mod prune;
+mod read;
+mod snapshot;
+mod tables;
+mod verify;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use ::redb::{Builder, Database, DatabaseError, ReadTransaction, ReadableDatabase};
+use tokio::sync::{oneshot, watch};
+
+use self::tables::{Counters, MetaState};
+use self::writer::{Command, Write, Writer};
+use crate::{
+    Batch, Bookmark, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Durability, Error,
+    Event, LockRecord, Lsn, Page, PayloadRef, Pending, Pruned, Scope, Seq, Store, Subscription,
+    ThreadFilter, ThreadId, ThreadRecord, VerifyReport,
+};
+
+/// The Cairn format version this build writes and the newest it reads (see `docs/format.md`).
+pub const FORMAT_VERSION: u16 = 1;
+
+/// How a [`RedbStore`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// When appends are acknowledged (default [`Durability::Immediate`]).
+    pub durability: Durability,
+    /// Writes that may wait for the writer before `append` blocks (default 1024).
+    pub queue_depth: usize,
+    /// Most writes in one group commit (default 256).
+    pub group_max_batches: usize,
+    /// redb's page cache, in bytes (default 64 MiB).
+    pub cache_bytes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            durability: Durability::Immediate,
+            queue_depth: 1024,
+            group_max_batches: 256,
+            cache_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+impl Options {
+    /// These options with `durability`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cairn_storage::{Durability, Options};
+    /// let options = Options::default().with_durability(Durability::None);
+    /// assert_eq!(options.durability, Durability::None);
+    /// ```
+    pub fn with_durability(mut self, durability: Durability) -> Options {
+        self.durability = durability;
+        self
+    }
+
+    fn builder(&self) -> Builder {
+        let mut builder = Builder::new();
+        builder.set_cache_size(self.cache_bytes);
+        builder
+    }
+}
+
+/// The redb-backed [`Store`]. Cheap to clone (clones share one file and one writer).
+#[derive(Clone)]
+pub struct RedbStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RedbStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedbStore")
+            .field("path", &self.inner.path)
+            .field("durability", &self.inner.durability)
+            .field("read_only", &self.inner.writer.is_none())
+            .finish()
+    }
+}
+
+struct Inner {
+    /// `None` once closed.
+    db: RwLock<Option<Arc<Database>>>,
+    /// `None` for a read-only store.
+    writer: Option<WriterHandle>,
+    durability: Durability,
+    committed: watch::Receiver<u64>,
+    path: Option<PathBuf>,
+}
+
+struct WriterHandle {
+    tx: SyncSender<Command>,
+    poisoned: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// How `open_path` treats a missing or existing file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    CreateOrOpen,
+    CreateNew,
+    OpenExisting,
+}
+
+impl RedbStore {
+    /// Opens the database at `path`, creating it if it is missing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotCairn`] for a file that is not a Cairn database (left untouched),
+    /// [`Error::NewerFormat`], [`Error::Locked`] if another handle has it open, storage errors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cairn_storage::{Options, RedbStore, Store, Durability};
+    /// let dir = tempfile::tempdir().expect("temp dir");
+    /// let store = RedbStore::open(dir.path().join("a.db"), Options::default())?;
+    /// assert_eq!(store.durability(), Durability::Immediate);
+    /// store.close()?;
+    /// # Ok::<(), cairn_storage::Error>(())
+    /// ```
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<RedbStore, Error> {
+        RedbStore::open_path(path.as_ref(), options, Mode::CreateOrOpen)
+    }
+
+    /// Creates a new database at `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] if a non-empty file is already there; otherwise as [`RedbStore::open`].
+    pub fn create(path: impl AsRef<Path>, options: Options) -> Result<RedbStore, Error> {
+        RedbStore::open_path(path.as_ref(), options, Mode::CreateNew)
+    }
+
+    /// Opens an existing database at `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`] if there is no file; otherwise as [`RedbStore::open`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cairn_storage::{Error, Options, RedbStore};
+    /// let dir = tempfile::tempdir().expect("temp dir");
+    /// let missing = RedbStore::open_existing(dir.path().join("none.db"), Options::default());
+    /// assert!(matches!(missing, Err(Error::NotFound(_))));
+    /// ```
+    pub fn open_existing(path: impl AsRef<Path>, options: Options) -> Result<RedbStore, Error> {
+        RedbStore::open_path(path.as_ref(), options, Mode::OpenExisting)
+    }
+
+    /// Opens a database on any redb storage backend (the fault-injection tests use this). An
+    /// empty backend is initialised.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedbStore::open`].
+    pub fn with_backend(
+        backend: impl ::redb::StorageBackend,
+        options: Options,
+    ) -> Result<RedbStore, Error> {
+        let db = options.builder().create_with_backend(backend).map_err(open_error)?;
+        RedbStore::start(db, options, None, true)
+    }
+
+    /// Opens a read-only snapshot of the database at `path`, which another process may be
+    /// writing. See [`snapshot`](self) for exactly what it guarantees: the snapshot is the last
+    /// durable commit at the time of the call, verified by redb's checksums; it does not follow
+    /// later commits (open again for newer data) and holds no lock on the file.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`], [`Error::NotCairn`], [`Error::NewerFormat`],
+    /// [`Error::SnapshotUnstable`] if the writer kept changing the file during every attempt.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<RedbStore, Error> {
+        let path = path.as_ref();
+        let db = snapshot::open(path)?;
+        let (sender, committed) = watch::channel(0);
+        drop(sender);
+        let inner = Inner {
+            db: RwLock::new(Some(Arc::new(db))),
+            writer: None,
+            durability: Durability::Immediate,
+            committed,
+            path: Some(path.to_path_buf()),
+        };
+        Ok(RedbStore { inner: Arc::new(inner) })
+    }
+
+    /// Makes every acknowledged write durable, stops the writer and releases the file (once
+    /// subscriptions and other clones holding it are dropped, reads through them return
+    /// [`Error::Closed`]).
+    ///
+    /// # Errors
+    ///
+    /// The error of the final durable commit, if it failed.
+    pub fn close(self) -> Result<(), Error> {
+        let result = self.inner.stop();
+        let db = self.inner.db.write().map_err(|_| Error::Closed)?.take();
+        if let Some(db) = db.and_then(|db| Arc::try_unwrap(db).ok()) {
+            db.close().map_err(|e| Error::storage("close", e))?;
+        }
+        result
+    }
+
+    /// The lsn of the last committed event.
+    pub fn last_lsn(&self) -> Lsn {
+        Lsn(*self.inner.committed.borrow())
+    }
+
+    fn open_path(path: &Path, options: Options, mode: Mode) -> Result<RedbStore, Error> {
+        let existing = match std::fs::metadata(path) {
+            Ok(meta) => Some(meta.len()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::storage("stat database file", e)),
+        };
+        let fresh = existing.is_none_or(|len| len == 0);
+        match (mode, existing) {
+            (Mode::OpenExisting, None) => return Err(Error::NotFound(path.to_path_buf())),
+            (Mode::CreateNew, Some(len)) if len > 0 => {
+                return Err(Error::Invalid {
+                    detail: format!("{} already exists", path.display()),
+                });
+            }
+            _ => {}
+        }
+        if !fresh {
+            snapshot::precheck(path, &options)?;
+        }
+        let db = options.builder().create(path).map_err(open_error)?;
+        RedbStore::start(db, options, Some(path.to_path_buf()), fresh)
+    }
+
+    fn start(
+        db: Database,
+        options: Options,
+        path: Option<PathBuf>,
+        may_initialise: bool,
+    ) -> Result<RedbStore, Error> {
+        let counters = match tables::check_meta(&db)? {
+            MetaState::Cairn(counters) => counters,
+            MetaState::Empty if may_initialise => {
+                initialise(&db)?;
+                Counters::default()
+            }
+            MetaState::Empty => {
+                return Err(Error::NotCairn { detail: "an empty redb database".into() });
+            }
+        };
+        let db = Arc::new(db);
+        let (committed_tx, committed) = watch::channel(counters.last_lsn);
+        let poisoned = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = sync_channel(options.queue_depth.max(1));
+        let writer = Writer {
+            db: db.clone(),
+            counters,
+            durability: options.durability,
+            group_max: options.group_max_batches.max(1),
+            poisoned: poisoned.clone(),
+            committed: committed_tx,
+            dirty: false,
+            last_durable: Instant::now(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("cairn-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| Error::storage("spawn writer", e))?;
+        let inner = Inner {
+            db: RwLock::new(Some(db)),
+            writer: Some(WriterHandle { tx, poisoned, thread: Mutex::new(Some(thread)) }),
+            durability: options.durability,
+            committed,
+            path,
+        };
+        Ok(RedbStore { inner: Arc::new(inner) })
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&ReadTransaction) -> Result<T, Error>) -> Result<T, Error> {
+        let db = self.inner.db.read().map_err(|_| Error::Closed)?.clone().ok_or(Error::Closed)?;
+        let txn = db.begin_read().map_err(|e| Error::storage("begin read", e))?;
+        f(&txn)
+    }
+
+    fn send<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, Error>>) -> Write,
+    ) -> Result<Pending<T>, Error> {
+        let writer = self.inner.writer.as_ref().ok_or(Error::ReadOnly)?;
+        if writer.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned);
+        }
+        let (tx, rx) = oneshot::channel();
+        writer.tx.send(Command::Write(make(tx))).map_err(|_| Error::Closed)?;
+        Ok(Pending::new(rx))
+    }
+}
+
+impl Inner {
+    /// Stops the writer after a final durable commit; idempotent.
+    fn stop(&self) -> Result<(), Error> {
+        let Some(writer) = &self.writer else { return Ok(()) };
+        let Some(thread) = writer.thread.lock().map_err(|_| Error::Closed)?.take() else {
+            return Ok(());
+        };
+        let (reply_tx, reply_rx) = std::sync::mpsc::channel();
+        let result = match writer.tx.send(Command::Close(reply_tx)) {
+            Ok(()) => reply_rx.recv().unwrap_or(Err(Error::Closed)),
+            Err(_) => Err(Error::Closed),
+        };
+        if thread.join().is_err() {
+            return Err(Error::Closed);
+        }
+        result
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Err(error) = self.stop() {
+            tracing::error!(%error, "closing the store on drop failed");
+        }
+    }
+}
+
+fn initialise(db: &Database) -> Result<(), Error> {
+    let created_at_ms =
+        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let txn = db.begin_write().map_err(|e| Error::storage("begin write", e))?;
+    tables::initialise(&txn, created_at_ms)?;
+    txn.commit().map_err(|e| Error::storage("commit", e))
+}
+
+/// Maps redb's open errors onto ours.
+fn open_error(error: DatabaseError) -> Error {
+    match error {
+        DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch => Error::Locked,
+        DatabaseError::UpgradeRequired(version) => Error::NotCairn {
+            detail: format!("a redb file of format {version}, older than Cairn's"),
+        },
+        other => Error::storage("open database", other),
+    }
+}
+
+impl Store for RedbStore {
+    fn append(&self, batch: Batch) -> Result<Pending, Error> {
+        batch.check_limits()?;
+        if batch.is_empty() {
+            self.inner.writer.as_ref().ok_or(Error::ReadOnly)?;
+            return Ok(Pending::ready(Ok(crate::Appended::default())));
+        }
+        self.send(|tx| Write::Append(batch, tx))
+    }
+
+    fn read_since(&self, thread: &ThreadId, after: Seq, limit: usize) -> Result<Vec<Event>, Error> {
+        self.read(|txn| read::read_since(txn, thread, after, limit, None))
+    }
+
+    fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Result<Vec<Event>, Error> {
+        self.read(|txn| read::read_range(txn, thread, from, to))
+    }
+
+    fn last_bookmark(&self, thread: &ThreadId) -> Result<Option<Bookmark>, Error> {
+        self.read(|txn| read::last_bookmark(txn, thread))
+    }
+
+    fn read_all_since(&self, after: Lsn, limit: usize) -> Result<Vec<Event>, Error> {
+        self.read(|txn| read::read_all_since(txn, after, limit))
+    }
+
+    fn subscribe(&self, scope: Scope, after: u64) -> Result<Subscription, Error> {
+        if self.inner.db.read().map_err(|_| Error::Closed)?.is_none() {
+            return Err(Error::Closed);
+        }
+        let store: Arc<dyn Store> = Arc::new(self.clone());
+        Ok(Subscription::new(store, scope, after, self.inner.committed.clone()))
+    }
+
+    fn payload(&self, r: &PayloadRef) -> Result<Vec<u8>, Error> {
+        self.read(|txn| read::payload(txn, r))
+    }
+
+    fn checkpoint(&self, id: CheckpointId) -> Result<Option<Checkpoint>, Error> {
+        self.read(|txn| read::checkpoint(txn, id))
+    }
+
+    fn checkpoint_exists(&self, id: CheckpointId) -> Result<bool, Error> {
+        self.read(|txn| read::checkpoint_exists(txn, id))
+    }
+
+    fn latest_checkpoint_at_or_before(
+        &self,
+        thread: &ThreadId,
+        seq: Seq,
+    ) -> Result<Option<Checkpoint>, Error> {
+        self.read(|txn| read::latest_checkpoint_at_or_before(txn, thread, seq))
+    }
+
+    fn list_checkpoints(
+        &self,
+        filter: &CheckpointFilter,
+        page: Page,
+    ) -> Result<Vec<CheckpointInfo>, Error> {
+        self.read(|txn| read::list_checkpoints(txn, filter, page))
+    }
+
+    fn delete_checkpoint(&self, id: CheckpointId) -> Result<Pending<bool>, Error> {
+        self.send(|tx| Write::DeleteCheckpoint(id, tx))
+    }
+
+    fn clear_checkpoints(&self, thread: &ThreadId) -> Result<Pending<u64>, Error> {
+        let thread = thread.clone();
+        self.send(|tx| Write::ClearCheckpoints(thread, tx))
+    }
+
+    fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>, Error> {
+        self.read(|txn| read::thread(txn, id))
+    }
+
+    fn list_threads(&self, filter: &ThreadFilter, page: Page) -> Result<Vec<ThreadRecord>, Error> {
+        self.read(|txn| read::list_threads(txn, filter, page))
+    }
+
+    fn locks(&self) -> Result<Vec<LockRecord>, Error> {
+        self.read(read::locks)
+    }
+
+    fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error> {
+        let thread = thread.clone();
+        self.send(|tx| Write::Prune(thread, keep_from, tx))
+    }
+
+    fn verify(&self) -> Result<VerifyReport, Error> {
+        self.read(verify::verify)
+    }
+
+    fn durability(&self) -> Durability {
+        self.inner.durability
+    }
+}

@@ -1,0 +1,449 @@
+//! Reads: every record read here is decoded and checked (CRC, kind, key against record) before it
+//! is returned; a failure is [`Error::Corrupted`] naming table, thread and seq.
+//!
+//! The helpers take any `ReadableTable`, so the writer's planning (inside the write transaction)
+//! and the readers (inside read transactions) share one checked path.
+
+use ::redb::{ReadTransaction, ReadableTable};
+
+use super::tables::{
+    CHECKPOINTS, CHECKPOINTS_BY_TAG, CHECKPOINTS_BY_THREAD, CHECKPOINTS_BY_WORKFLOW, EVENTS, LOCKS,
+    LSN_INDEX, PAYLOADS, SNAPSHOTS, THREADS,
+};
+use crate::codec::{self, table};
+use crate::limits::{self, READ_LIMIT_MAX};
+use crate::{
+    Bookmark, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Error, Event, LockRecord,
+    Lsn, Page, PayloadRef, Seq, ThreadFilter, ThreadId, ThreadRecord,
+};
+
+type Bytes = &'static [u8];
+
+pub(crate) fn storage(op: &'static str) -> impl Fn(::redb::StorageError) -> Error {
+    move |e| Error::storage(op, e)
+}
+
+fn open<K: ::redb::Key + 'static, V: ::redb::Value + 'static>(
+    txn: &ReadTransaction,
+    def: ::redb::TableDefinition<'_, K, V>,
+) -> Result<::redb::ReadOnlyTable<K, V>, Error> {
+    txn.open_table(def).map_err(|e| Error::storage("open table", e))
+}
+
+/// Decodes the event stored under `(thread, seq)` and checks it belongs there.
+pub(crate) fn decode_event_at(thread: &ThreadId, seq: u64, bytes: &[u8]) -> Result<Event, Error> {
+    let event =
+        codec::decode_event(bytes).map_err(|e| codec::locate(e, Some(thread), Some(Seq(seq))))?;
+    if event.bookmark.seq.0 != seq || &event.thread != thread {
+        return Err(Error::Corrupted {
+            table: table::EVENTS,
+            thread: Some(thread.clone()),
+            seq: Some(Seq(seq)),
+            detail: format!(
+                "key ({thread}, {seq}) holds the record of ({}, {})",
+                event.thread, event.bookmark.seq
+            ),
+        });
+    }
+    Ok(event)
+}
+
+/// The thread record stored under `id`, checked.
+pub(crate) fn thread_in(
+    threads: &impl ReadableTable<&'static str, Bytes>,
+    id: &ThreadId,
+) -> Result<Option<ThreadRecord>, Error> {
+    let Some(guard) = threads.get(id.as_str()).map_err(storage("read thread"))? else {
+        return Ok(None);
+    };
+    let record =
+        codec::decode_thread(guard.value()).map_err(|e| codec::locate(e, Some(id), None))?;
+    if &record.id != id {
+        return Err(Error::Corrupted {
+            table: table::THREADS,
+            thread: Some(id.clone()),
+            seq: None,
+            detail: format!("key {id} holds the record of thread {}", record.id),
+        });
+    }
+    Ok(Some(record))
+}
+
+/// The checkpoint metadata stored under `id`, checked.
+pub(crate) fn checkpoint_info_in(
+    checkpoints: &impl ReadableTable<u64, Bytes>,
+    id: CheckpointId,
+) -> Result<Option<CheckpointInfo>, Error> {
+    let Some(guard) = checkpoints.get(id.0).map_err(storage("read checkpoint"))? else {
+        return Ok(None);
+    };
+    let info = codec::decode_checkpoint(guard.value())
+        .map_err(|e| codec::locate(e, None, Some(Seq(id.0))))?;
+    if info.id != id {
+        return Err(corrupt_checkpoint(
+            table::CHECKPOINTS,
+            id,
+            format!("key {id} holds checkpoint {}", info.id),
+        ));
+    }
+    Ok(Some(info))
+}
+
+/// The lock stored under `name`, checked.
+pub(crate) fn lock_in(
+    locks: &impl ReadableTable<&'static str, Bytes>,
+    name: &str,
+) -> Result<Option<LockRecord>, Error> {
+    let Some(guard) = locks.get(name).map_err(storage("read lock"))? else {
+        return Ok(None);
+    };
+    let lock = codec::decode_lock(guard.value())?;
+    if lock.name != name {
+        return Err(Error::Corrupted {
+            table: table::LOCKS,
+            thread: None,
+            seq: None,
+            detail: format!("key {name:?} holds the lock {:?}", lock.name),
+        });
+    }
+    Ok(Some(lock))
+}
+
+pub(crate) fn corrupt_checkpoint(table: &'static str, id: CheckpointId, detail: String) -> Error {
+    Error::Corrupted { table, thread: None, seq: Some(Seq(id.0)), detail }
+}
+
+pub(crate) fn thread(txn: &ReadTransaction, id: &ThreadId) -> Result<Option<ThreadRecord>, Error> {
+    thread_in(&open(txn, THREADS)?, id)
+}
+
+pub(crate) fn last_bookmark(
+    txn: &ReadTransaction,
+    id: &ThreadId,
+) -> Result<Option<Bookmark>, Error> {
+    Ok(thread(txn, id)?.and_then(|record| record.last))
+}
+
+/// Events of `id` with `after < seq <= to`, at most `limit`; gaps are corruption.
+pub(crate) fn read_since(
+    txn: &ReadTransaction,
+    id: &ThreadId,
+    after: Seq,
+    limit: usize,
+    to: Option<Seq>,
+) -> Result<Vec<Event>, Error> {
+    limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
+    let record = thread(txn, id)?.ok_or_else(|| Error::UnknownThread(id.clone()))?;
+    if after.0.saturating_add(1) < record.first_seq.0 {
+        return Err(Error::Pruned { thread: id.clone(), first_available: record.first_seq });
+    }
+    let last = record.last.map_or(0, |b| b.seq.0);
+    let end = last.min(after.0.saturating_add(limit as u64)).min(to.map_or(u64::MAX, |t| t.0));
+    if end <= after.0 {
+        return Ok(Vec::new());
+    }
+    let events = open(txn, EVENTS)?;
+    let range = events
+        .range((id.as_str(), after.0 + 1)..=(id.as_str(), end))
+        .map_err(storage("read events"))?;
+    let mut out = Vec::with_capacity((end - after.0) as usize);
+    let mut expected = after.0 + 1;
+    for entry in range {
+        let (key, value) = entry.map_err(storage("read events"))?;
+        let (_, seq) = key.value();
+        if seq != expected {
+            return Err(gap(id, expected, &format!("found seq {seq} instead")));
+        }
+        out.push(decode_event_at(id, seq, value.value())?);
+        expected += 1;
+    }
+    if expected <= end {
+        return Err(gap(id, expected, &format!("the thread record says the last seq is {last}")));
+    }
+    Ok(out)
+}
+
+fn gap(id: &ThreadId, missing: u64, why: &str) -> Error {
+    Error::Corrupted {
+        table: table::EVENTS,
+        thread: Some(id.clone()),
+        seq: Some(Seq(missing)),
+        detail: format!("seq gap: seq {missing} is missing ({why})"),
+    }
+}
+
+pub(crate) fn read_range(
+    txn: &ReadTransaction,
+    id: &ThreadId,
+    from: Seq,
+    to: Seq,
+) -> Result<Vec<Event>, Error> {
+    if to < from || to.0 == 0 {
+        return Ok(Vec::new());
+    }
+    let from = from.0.max(1);
+    let count = (to.0 - from).saturating_add(1);
+    limits::check("READ_LIMIT_MAX", usize::try_from(count).unwrap_or(usize::MAX), READ_LIMIT_MAX)?;
+    read_since(txn, id, Seq(from - 1), count as usize, Some(to))
+}
+
+pub(crate) fn read_all_since(
+    txn: &ReadTransaction,
+    after: Lsn,
+    limit: usize,
+) -> Result<Vec<Event>, Error> {
+    limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
+    let index = open(txn, LSN_INDEX)?;
+    let events = open(txn, EVENTS)?;
+    let mut out = Vec::with_capacity(limit.min(1024));
+    let range = index.range(after.0.saturating_add(1)..).map_err(storage("read lsn index"))?;
+    for entry in range.take(limit) {
+        let (key, value) = entry.map_err(storage("read lsn index"))?;
+        let lsn = key.value();
+        let (thread, seq) = value.value();
+        let corrupt = |detail: String| Error::Corrupted {
+            table: table::LSN_INDEX,
+            thread: ThreadId::new(thread).ok(),
+            seq: Some(Seq(seq)),
+            detail,
+        };
+        let id = ThreadId::new(thread)
+            .map_err(|e| corrupt(format!("lsn {lsn} names an invalid thread id: {e}")))?;
+        let guard = events
+            .get((id.as_str(), seq))
+            .map_err(storage("read events"))?
+            .ok_or_else(|| corrupt(format!("lsn {lsn} points to a missing event")))?;
+        let event = decode_event_at(&id, seq, guard.value())?;
+        if event.bookmark.lsn.0 != lsn {
+            return Err(corrupt(format!(
+                "lsn {lsn} points to an event with lsn {}",
+                event.bookmark.lsn
+            )));
+        }
+        out.push(event);
+    }
+    Ok(out)
+}
+
+pub(crate) fn payload(txn: &ReadTransaction, r: &PayloadRef) -> Result<Vec<u8>, Error> {
+    let payloads = open(txn, PAYLOADS)?;
+    let guard =
+        payloads.get(&r.hash).map_err(storage("read payload"))?.ok_or(Error::MissingPayload(*r))?;
+    let bytes = guard.value();
+    if PayloadRef::of(bytes) != *r {
+        return Err(Error::Corrupted {
+            table: table::PAYLOADS,
+            thread: None,
+            seq: None,
+            detail: format!("payload {r} does not hash to its key"),
+        });
+    }
+    Ok(bytes.to_vec())
+}
+
+pub(crate) fn checkpoint(
+    txn: &ReadTransaction,
+    id: CheckpointId,
+) -> Result<Option<Checkpoint>, Error> {
+    let Some(info) = checkpoint_info_in(&open(txn, CHECKPOINTS)?, id)? else {
+        return Ok(None);
+    };
+    let snapshots = open(txn, SNAPSHOTS)?;
+    let guard = snapshots.get(id.0).map_err(storage("read snapshot"))?.ok_or_else(|| {
+        corrupt_checkpoint(table::SNAPSHOTS, id, "the snapshot record is missing".into())
+    })?;
+    let (stored_id, snapshot) = codec::decode_snapshot(guard.value())
+        .map_err(|e| codec::locate(e, None, Some(Seq(id.0))))?;
+    if stored_id != id || snapshot.len() as u64 != info.snapshot_len {
+        return Err(corrupt_checkpoint(
+            table::SNAPSHOTS,
+            id,
+            format!(
+                "snapshot of checkpoint {stored_id} with {} bytes where checkpoint {id} with {} was expected",
+                snapshot.len(),
+                info.snapshot_len
+            ),
+        ));
+    }
+    Ok(Some(info.with_snapshot(snapshot)))
+}
+
+pub(crate) fn checkpoint_exists(txn: &ReadTransaction, id: CheckpointId) -> Result<bool, Error> {
+    Ok(open(txn, CHECKPOINTS)?.get(id.0).map_err(storage("read checkpoint"))?.is_some())
+}
+
+pub(crate) fn latest_checkpoint_at_or_before(
+    txn: &ReadTransaction,
+    thread: &ThreadId,
+    seq: Seq,
+) -> Result<Option<Checkpoint>, Error> {
+    let index = open(txn, CHECKPOINTS_BY_THREAD)?;
+    let mut range = index
+        .range((thread.as_str(), 0, 0)..=(thread.as_str(), seq.0, u64::MAX))
+        .map_err(storage("read checkpoint index"))?;
+    let Some(entry) = range.next_back() else {
+        return Ok(None);
+    };
+    let (key, _) = entry.map_err(storage("read checkpoint index"))?;
+    let (_, covers, id) = key.value();
+    let id = CheckpointId(id);
+    let found = checkpoint(txn, id)?.ok_or_else(|| {
+        corrupt_checkpoint(
+            table::CHECKPOINTS_BY_THREAD,
+            id,
+            format!("thread index of {thread} points to missing checkpoint {id}"),
+        )
+    })?;
+    if &found.thread != thread || found.covers.seq.0 != covers {
+        return Err(corrupt_checkpoint(
+            table::CHECKPOINTS_BY_THREAD,
+            id,
+            format!("index entry ({thread}, {covers}) disagrees with checkpoint {id}"),
+        ));
+    }
+    Ok(Some(found))
+}
+
+pub(crate) fn list_checkpoints(
+    txn: &ReadTransaction,
+    filter: &CheckpointFilter,
+    page: Page,
+) -> Result<Vec<CheckpointInfo>, Error> {
+    limits::check("READ_LIMIT_MAX", page.limit, READ_LIMIT_MAX)?;
+    let candidates = checkpoint_candidates(txn, filter)?;
+    let checkpoints = open(txn, CHECKPOINTS)?;
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    for id in candidates {
+        if out.len() >= page.limit {
+            break;
+        }
+        let info = checkpoint_info_in(&checkpoints, id)?.ok_or_else(|| {
+            corrupt_checkpoint(
+                table::CHECKPOINTS,
+                id,
+                format!("an index points to missing checkpoint {id}"),
+            )
+        })?;
+        let matches = filter.thread.as_ref().is_none_or(|t| &info.thread == t)
+            && filter.workflow_id.as_ref().is_none_or(|w| &info.workflow.id == w)
+            && filter.kind.is_none_or(|k| info.kind == k)
+            && (filter.any_tags.is_empty()
+                || info.meta.tags.iter().any(|tag| filter.any_tags.contains(tag)));
+        if !matches {
+            continue;
+        }
+        if skipped < page.offset {
+            skipped += 1;
+            continue;
+        }
+        out.push(info);
+    }
+    Ok(out)
+}
+
+/// Candidate checkpoint ids, newest first, from the narrowest index the filter allows. Every
+/// candidate is then checked against the whole filter, so an index only narrows, never decides.
+fn checkpoint_candidates(
+    txn: &ReadTransaction,
+    filter: &CheckpointFilter,
+) -> Result<Box<dyn Iterator<Item = CheckpointId>>, Error> {
+    let op = storage("read checkpoint index");
+    let ids: Vec<u64> = if let Some(thread) = &filter.thread {
+        let index = open(txn, CHECKPOINTS_BY_THREAD)?;
+        let range = index
+            .range((thread.as_str(), 0, 0)..=(thread.as_str(), u64::MAX, u64::MAX))
+            .map_err(&op)?;
+        let mut ids = Vec::new();
+        for entry in range {
+            ids.push(entry.map_err(&op)?.0.value().2);
+        }
+        ids
+    } else if let Some(workflow) = &filter.workflow_id {
+        let index = open(txn, CHECKPOINTS_BY_WORKFLOW)?;
+        let range =
+            index.range((workflow.as_str(), 0)..=(workflow.as_str(), u64::MAX)).map_err(&op)?;
+        let mut ids = Vec::new();
+        for entry in range {
+            ids.push(entry.map_err(&op)?.0.value().1);
+        }
+        ids
+    } else if !filter.any_tags.is_empty() {
+        let index = open(txn, CHECKPOINTS_BY_TAG)?;
+        let mut ids = Vec::new();
+        for tag in &filter.any_tags {
+            for entry in index.range((tag.as_str(), 0)..=(tag.as_str(), u64::MAX)).map_err(&op)? {
+                ids.push(entry.map_err(&op)?.0.value().1);
+            }
+        }
+        ids
+    } else {
+        let checkpoints = open(txn, CHECKPOINTS)?;
+        let mut ids = Vec::new();
+        for entry in checkpoints.iter().map_err(&op)? {
+            ids.push(entry.map_err(&op)?.0.value());
+        }
+        ids
+    };
+    let mut ids = ids;
+    ids.sort_unstable_by(|a, b| b.cmp(a));
+    ids.dedup();
+    Ok(Box::new(ids.into_iter().map(CheckpointId)))
+}
+
+pub(crate) fn list_threads(
+    txn: &ReadTransaction,
+    filter: &ThreadFilter,
+    page: Page,
+) -> Result<Vec<ThreadRecord>, Error> {
+    limits::check("READ_LIMIT_MAX", page.limit, READ_LIMIT_MAX)?;
+    let threads = open(txn, THREADS)?;
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    for entry in threads.iter().map_err(storage("read threads"))? {
+        if out.len() >= page.limit {
+            break;
+        }
+        let (key, value) = entry.map_err(storage("read threads"))?;
+        let id = ThreadId::new(key.value()).map_err(|e| Error::Corrupted {
+            table: table::THREADS,
+            thread: None,
+            seq: None,
+            detail: format!("key {:?} is not a valid thread id: {e}", key.value()),
+        })?;
+        let record =
+            codec::decode_thread(value.value()).map_err(|e| codec::locate(e, Some(&id), None))?;
+        if record.id != id {
+            return Err(Error::Corrupted {
+                table: table::THREADS,
+                thread: Some(id.clone()),
+                seq: None,
+                detail: format!("key {id} holds the record of thread {}", record.id),
+            });
+        }
+        let matches = filter.status.is_none_or(|s| record.status == s)
+            && filter.workflow_id.as_ref().is_none_or(|w| &record.workflow.id == w)
+            && filter.label.as_ref().is_none_or(|(k, v)| record.labels.get(k) == Some(v));
+        if !matches {
+            continue;
+        }
+        if skipped < page.offset {
+            skipped += 1;
+            continue;
+        }
+        out.push(record);
+    }
+    Ok(out)
+}
+
+pub(crate) fn locks(txn: &ReadTransaction) -> Result<Vec<LockRecord>, Error> {
+    let locks = open(txn, LOCKS)?;
+    let mut out = Vec::new();
+    for entry in locks.iter().map_err(storage("read locks"))? {
+        let (key, _) = entry.map_err(storage("read locks"))?;
+        if let Some(lock) = lock_in(&locks, key.value())? {
+            out.push(lock);
+        }
+    }
+    Ok(out)
+}

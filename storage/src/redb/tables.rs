@@ -1,0 +1,190 @@
+//! redb table definitions and the meta table (format marker, version, counters).
+//!
+//! Key and value layouts are documented in `docs/format.md`; values other than the meta table,
+//! the indexes and payloads are frames (see [`crate::frame`]).
+
+use ::redb::{ReadTransaction, ReadableDatabase, Table, TableDefinition, WriteTransaction};
+
+use crate::Error;
+use crate::codec::table;
+
+/// Magic value of the meta table's `magic` key.
+pub(crate) const MAGIC: &[u8] = b"CAIRNDB";
+/// The first bytes of every redb file: 'redb' then 0x1A 0x0A 0xA9 0x0D 0x0A.
+pub(crate) const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
+
+pub(crate) const META_MAGIC: &str = "magic";
+pub(crate) const META_FORMAT_VERSION: &str = "format_version";
+pub(crate) const META_CREATED_AT_MS: &str = "created_at_ms";
+pub(crate) const META_LAST_LSN: &str = "last_lsn";
+pub(crate) const META_LAST_CHECKPOINT_ID: &str = "last_checkpoint_id";
+
+pub(crate) const META: TableDefinition<'_, &str, &[u8]> = TableDefinition::new(table::META);
+pub(crate) const EVENTS: TableDefinition<'_, (&str, u64), &[u8]> =
+    TableDefinition::new(table::EVENTS);
+pub(crate) const LSN_INDEX: TableDefinition<'_, u64, (&str, u64)> =
+    TableDefinition::new(table::LSN_INDEX);
+pub(crate) const THREADS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new(table::THREADS);
+pub(crate) const CHECKPOINTS: TableDefinition<'_, u64, &[u8]> =
+    TableDefinition::new(table::CHECKPOINTS);
+pub(crate) const SNAPSHOTS: TableDefinition<'_, u64, &[u8]> =
+    TableDefinition::new(table::SNAPSHOTS);
+pub(crate) const CHECKPOINTS_BY_THREAD: TableDefinition<'_, (&str, u64, u64), ()> =
+    TableDefinition::new(table::CHECKPOINTS_BY_THREAD);
+pub(crate) const CHECKPOINTS_BY_WORKFLOW: TableDefinition<'_, (&str, u64), ()> =
+    TableDefinition::new(table::CHECKPOINTS_BY_WORKFLOW);
+pub(crate) const CHECKPOINTS_BY_TAG: TableDefinition<'_, (&str, u64), ()> =
+    TableDefinition::new(table::CHECKPOINTS_BY_TAG);
+pub(crate) const PAYLOADS: TableDefinition<'_, &[u8; 32], &[u8]> =
+    TableDefinition::new(table::PAYLOADS);
+pub(crate) const LOCKS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new(table::LOCKS);
+
+/// Every table, open in one write transaction.
+pub(crate) struct Tables<'txn> {
+    pub(crate) meta: Table<'txn, &'static str, &'static [u8]>,
+    pub(crate) events: Table<'txn, (&'static str, u64), &'static [u8]>,
+    pub(crate) lsn_index: Table<'txn, u64, (&'static str, u64)>,
+    pub(crate) threads: Table<'txn, &'static str, &'static [u8]>,
+    pub(crate) checkpoints: Table<'txn, u64, &'static [u8]>,
+    pub(crate) snapshots: Table<'txn, u64, &'static [u8]>,
+    pub(crate) by_thread: Table<'txn, (&'static str, u64, u64), ()>,
+    pub(crate) by_workflow: Table<'txn, (&'static str, u64), ()>,
+    pub(crate) by_tag: Table<'txn, (&'static str, u64), ()>,
+    pub(crate) payloads: Table<'txn, &'static [u8; 32], &'static [u8]>,
+    pub(crate) locks: Table<'txn, &'static str, &'static [u8]>,
+}
+
+impl<'txn> Tables<'txn> {
+    /// Opens (creating if needed) every table.
+    pub(crate) fn open(txn: &'txn WriteTransaction) -> Result<Tables<'txn>, Error> {
+        let op = "open tables";
+        Ok(Tables {
+            meta: txn.open_table(META).map_err(|e| Error::storage(op, e))?,
+            events: txn.open_table(EVENTS).map_err(|e| Error::storage(op, e))?,
+            lsn_index: txn.open_table(LSN_INDEX).map_err(|e| Error::storage(op, e))?,
+            threads: txn.open_table(THREADS).map_err(|e| Error::storage(op, e))?,
+            checkpoints: txn.open_table(CHECKPOINTS).map_err(|e| Error::storage(op, e))?,
+            snapshots: txn.open_table(SNAPSHOTS).map_err(|e| Error::storage(op, e))?,
+            by_thread: txn.open_table(CHECKPOINTS_BY_THREAD).map_err(|e| Error::storage(op, e))?,
+            by_workflow: txn
+                .open_table(CHECKPOINTS_BY_WORKFLOW)
+                .map_err(|e| Error::storage(op, e))?,
+            by_tag: txn.open_table(CHECKPOINTS_BY_TAG).map_err(|e| Error::storage(op, e))?,
+            payloads: txn.open_table(PAYLOADS).map_err(|e| Error::storage(op, e))?,
+            locks: txn.open_table(LOCKS).map_err(|e| Error::storage(op, e))?,
+        })
+    }
+}
+
+/// The counters the writer continues from, read from the meta table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Counters {
+    /// The last lsn ever assigned (kept in meta: pruning may remove the event that had it).
+    pub(crate) last_lsn: u64,
+    /// The last checkpoint id ever assigned (ids are never reused).
+    pub(crate) last_checkpoint_id: u64,
+}
+
+/// What `check_meta` found.
+pub(crate) enum MetaState {
+    /// A Cairn database of a supported version.
+    Cairn(Counters),
+    /// A redb database with no tables at all: safe to initialise.
+    Empty,
+}
+
+/// Checks that `db` holds a Cairn database this build can read.
+///
+/// # Errors
+///
+/// [`Error::NotCairn`], [`Error::NewerFormat`], storage errors.
+pub(crate) fn check_meta(db: &impl ReadableDatabase) -> Result<MetaState, Error> {
+    let txn = db.begin_read().map_err(|e| Error::storage("begin read", e))?;
+    check_meta_txn(&txn)
+}
+
+/// [`check_meta`] inside an open read transaction.
+pub(crate) fn check_meta_txn(txn: &ReadTransaction) -> Result<MetaState, Error> {
+    let meta = match txn.open_table(META) {
+        Ok(meta) => meta,
+        Err(::redb::TableError::TableDoesNotExist(_)) => {
+            return if has_tables(txn)? {
+                Err(Error::NotCairn { detail: "a redb database without a Cairn meta table".into() })
+            } else {
+                Ok(MetaState::Empty)
+            };
+        }
+        Err(::redb::TableError::TableTypeMismatch { .. }) => {
+            return Err(Error::NotCairn { detail: "a meta table of another type".into() });
+        }
+        Err(e) => return Err(Error::storage("open meta table", e)),
+    };
+    let get = |key: &str| -> Result<Option<Vec<u8>>, Error> {
+        let value = meta.get(key).map_err(|e| Error::storage("read meta", e))?;
+        Ok(value.map(|v| v.value().to_vec()))
+    };
+    if get(META_MAGIC)?.as_deref() != Some(MAGIC) {
+        return Err(Error::NotCairn { detail: "the meta table lacks the CAIRNDB magic".into() });
+    }
+    let version = get(META_FORMAT_VERSION)?
+        .and_then(|v| <[u8; 2]>::try_from(v.as_slice()).ok())
+        .map(u16::from_le_bytes)
+        .ok_or_else(|| Error::NotCairn {
+            detail: "the meta table lacks a format version".into(),
+        })?;
+    if version > super::FORMAT_VERSION {
+        return Err(Error::NewerFormat { found: version, supported: super::FORMAT_VERSION });
+    }
+    if version == 0 {
+        return Err(Error::NotCairn { detail: "format version 0 was never written".into() });
+    }
+    let counter =
+        |key: &str| -> Result<u64, Error> {
+            match get(key)? {
+                None => Ok(0),
+                Some(bytes) => <[u8; 8]>::try_from(bytes.as_slice())
+                    .map(u64::from_le_bytes)
+                    .map_err(|_| Error::Corrupted {
+                        table: table::META,
+                        thread: None,
+                        seq: None,
+                        detail: format!("meta key {key} holds {} bytes, not 8", bytes.len()),
+                    }),
+            }
+        };
+    Ok(MetaState::Cairn(Counters {
+        last_lsn: counter(META_LAST_LSN)?,
+        last_checkpoint_id: counter(META_LAST_CHECKPOINT_ID)?,
+    }))
+}
+
+fn has_tables(txn: &ReadTransaction) -> Result<bool, Error> {
+    let mut tables = txn.list_tables().map_err(|e| Error::storage("list tables", e))?;
+    Ok(tables.next().is_some())
+}
+
+/// Writes the meta table and creates every table, in `txn`.
+pub(crate) fn initialise(txn: &WriteTransaction, created_at_ms: u64) -> Result<(), Error> {
+    let mut tables = Tables::open(txn)?;
+    let op = "initialise meta";
+    let meta = &mut tables.meta;
+    meta.insert(META_MAGIC, MAGIC).map_err(|e| Error::storage(op, e))?;
+    meta.insert(META_FORMAT_VERSION, super::FORMAT_VERSION.to_le_bytes().as_slice())
+        .map_err(|e| Error::storage(op, e))?;
+    meta.insert(META_CREATED_AT_MS, created_at_ms.to_le_bytes().as_slice())
+        .map_err(|e| Error::storage(op, e))?;
+    write_counters(meta, Counters::default())
+}
+
+/// Stores the writer's counters.
+pub(crate) fn write_counters(
+    meta: &mut Table<'_, &'static str, &'static [u8]>,
+    counters: Counters,
+) -> Result<(), Error> {
+    let op = "write counters";
+    meta.insert(META_LAST_LSN, counters.last_lsn.to_le_bytes().as_slice())
+        .map_err(|e| Error::storage(op, e))?;
+    meta.insert(META_LAST_CHECKPOINT_ID, counters.last_checkpoint_id.to_le_bytes().as_slice())
+        .map_err(|e| Error::storage(op, e))?;
+    Ok(())
+}

@@ -1,0 +1,419 @@
+//! The [`Store`] trait: everything the engine asks of storage, with no storage-engine types in
+//! any signature (redb is the default implementation; a server database can implement it later).
+//!
+//! Reads see committed data only. Writes go through [`Store::append`] (and the retention calls),
+//! queue to one writer and resolve through [`Pending`] when their commit completes.
+
+use std::future::Future;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    Appended, Batch, Bookmark, Checkpoint, CheckpointId, CheckpointInfo, CheckpointKind, Error,
+    Event, Guard, LeaseOp, LockOp, LockRecord, Lsn, PayloadRef, Pending, Pruned, Seq, Subscription,
+    ThreadId, ThreadRecord, ThreadStatus,
+};
+
+/// When an append is acknowledged, and what a crash may lose.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Durability {
+    /// Acknowledged only after a durable commit (fsync). A crash loses nothing acknowledged.
+    #[default]
+    Immediate,
+    /// Acknowledged after a non-durable commit; a durable commit happens at least every
+    /// `interval_ms`. A crash loses at most that window, never part of a batch.
+    Periodic {
+        /// Longest time between durable commits, in ms.
+        interval_ms: u64,
+    },
+    /// Never fsynced while open (tests); made durable on a clean close.
+    None,
+}
+
+/// Which events a [`Subscription`] follows.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// One thread; the subscription's `after` is a [`Seq`].
+    Thread(ThreadId),
+    /// Every thread in lsn order; the subscription's `after` is an [`Lsn`].
+    All,
+}
+
+/// Pagination for list calls: skip `offset`, return at most `limit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Page {
+    /// Most items returned (at most [`crate::limits::READ_LIMIT_MAX`]).
+    pub limit: usize,
+    /// Items skipped first.
+    pub offset: usize,
+}
+
+impl Default for Page {
+    fn default() -> Page {
+        Page { limit: 100, offset: 0 }
+    }
+}
+
+/// Filters for [`Store::list_threads`]; `None` matches everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThreadFilter {
+    /// Only threads with this status.
+    pub status: Option<ThreadStatus>,
+    /// Only threads of this workflow id.
+    pub workflow_id: Option<String>,
+    /// Only threads with this label key set to this value.
+    pub label: Option<(String, String)>,
+}
+
+/// Filters for [`Store::list_checkpoints`]; `None`/empty matches everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckpointFilter {
+    /// Only this thread's checkpoints.
+    pub thread: Option<ThreadId>,
+    /// Only checkpoints of this workflow id.
+    pub workflow_id: Option<String>,
+    /// Only checkpoints of this kind.
+    pub kind: Option<CheckpointKind>,
+    /// Only checkpoints carrying at least one of these tags (empty: no tag filter).
+    pub any_tags: Vec<String>,
+}
+
+/// One thing [`Store::verify`] found wrong, with its location.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The table it is in.
+    pub table: &'static str,
+    /// The thread, when known.
+    pub thread: Option<ThreadId>,
+    /// The seq (events) or id (checkpoints), when known.
+    pub seq: Option<Seq>,
+    /// What is wrong.
+    pub detail: String,
+}
+
+/// What [`Store::verify`] scanned and found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Everything wrong; empty when the store is sound.
+    pub problems: Vec<Problem>,
+    /// Thread records scanned.
+    pub threads: u64,
+    /// Events scanned.
+    pub events: u64,
+    /// Checkpoints scanned.
+    pub checkpoints: u64,
+    /// Payloads scanned (hashes re-checked).
+    pub payloads: u64,
+    /// Locks scanned.
+    pub locks: u64,
+}
+
+impl VerifyReport {
+    /// Whether nothing is wrong.
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// The storage interface. Object-safe; see the crate docs for the invariants every
+/// implementation keeps.
+pub trait Store: Send + Sync + 'static {
+    /// Queues a batch for the next group commit. Limits are checked here, before queueing.
+    ///
+    /// # Errors
+    ///
+    /// Up front: [`Error::LimitExceeded`], [`Error::Invalid`], [`Error::Poisoned`],
+    /// [`Error::Closed`], [`Error::ReadOnly`]. At commit (through the [`Pending`]): guard, lock,
+    /// lease and unknown-thread errors, which reject only this batch; storage errors.
+    fn append(&self, batch: Batch) -> Result<Pending, Error>;
+
+    /// Up to `limit` events of `thread` with seq > `after`, in seq order.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownThread`]; [`Error::Pruned`] when `after + 1` was pruned;
+    /// [`Error::Corrupted`] for any record (or gap) that fails a check.
+    fn read_since(&self, thread: &ThreadId, after: Seq, limit: usize) -> Result<Vec<Event>, Error>;
+
+    /// The events of `thread` with `from <= seq <= to`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::read_since`]; [`Error::LimitExceeded`] past `READ_LIMIT_MAX` events.
+    fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Result<Vec<Event>, Error>;
+
+    /// The bookmark of `thread`'s last event, or `None` if it has none or does not exist.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupted`] if the thread record fails its checks.
+    fn last_bookmark(&self, thread: &ThreadId) -> Result<Option<Bookmark>, Error>;
+
+    /// Up to `limit` events of every thread with lsn > `after`, in lsn order.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupted`] when the lsn index and the events disagree.
+    fn read_all_since(&self, after: Lsn, limit: usize) -> Result<Vec<Event>, Error>;
+
+    /// Follows `scope` from `after` (a seq for a thread, an lsn for all): history first, then
+    /// live events, each once, in order.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] if the store is closed.
+    fn subscribe(&self, scope: Scope, after: u64) -> Result<Subscription, Error>;
+
+    /// The payload's bytes; the hash is re-checked.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingPayload`]; [`Error::Corrupted`] if the bytes do not hash to `r`.
+    fn payload(&self, r: &PayloadRef) -> Result<Vec<u8>, Error>;
+
+    /// The checkpoint with its snapshot.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupted`] if its records fail their checks.
+    fn checkpoint(&self, id: CheckpointId) -> Result<Option<Checkpoint>, Error>;
+
+    /// Whether the checkpoint exists.
+    ///
+    /// # Errors
+    ///
+    /// Storage errors only.
+    fn checkpoint_exists(&self, id: CheckpointId) -> Result<bool, Error>;
+
+    /// The newest checkpoint of `thread` covering a seq <= `seq`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupted`] if its records fail their checks.
+    fn latest_checkpoint_at_or_before(
+        &self,
+        thread: &ThreadId,
+        seq: Seq,
+    ) -> Result<Option<Checkpoint>, Error>;
+
+    /// Checkpoints matching `filter`, newest first, paged.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LimitExceeded`] past `READ_LIMIT_MAX`; [`Error::Corrupted`].
+    fn list_checkpoints(
+        &self,
+        filter: &CheckpointFilter,
+        page: Page,
+    ) -> Result<Vec<CheckpointInfo>, Error>;
+
+    /// Deletes a checkpoint; resolves to whether it existed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::append`].
+    fn delete_checkpoint(&self, id: CheckpointId) -> Result<Pending<bool>, Error>;
+
+    /// Deletes every checkpoint of `thread`; resolves to how many were deleted.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::append`].
+    fn clear_checkpoints(&self, thread: &ThreadId) -> Result<Pending<u64>, Error>;
+
+    /// The thread's record.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupted`] if it fails its checks.
+    fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>, Error>;
+
+    /// Thread records matching `filter`, in id order, paged.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LimitExceeded`] past `READ_LIMIT_MAX`; [`Error::Corrupted`].
+    fn list_threads(&self, filter: &ThreadFilter, page: Page) -> Result<Vec<ThreadRecord>, Error>;
+
+    /// Every stored lock (live or lapsed), by name.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupted`].
+    fn locks(&self) -> Result<Vec<LockRecord>, Error>;
+
+    /// Removes `thread`'s events covered by checkpoint `keep_from` and its older checkpoints, so
+    /// the thread restores from `keep_from` and reads on from there.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::append`]; at commit [`Error::UnknownCheckpoint`] or [`Error::Invalid`] if the
+    /// checkpoint is not this thread's.
+    fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error>;
+
+    /// Scans everything and reports what is wrong.
+    ///
+    /// # Errors
+    ///
+    /// Storage errors only; problems in the data are in the report.
+    fn verify(&self) -> Result<VerifyReport, Error>;
+
+    /// The durability mode writes are acknowledged under.
+    fn durability(&self) -> Durability;
+}
+
+/// Convenience helpers over any [`Store`]; each builds one batch and waits for its commit.
+pub trait StoreExt: Store {
+    /// Appends and waits for the commit.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::append`] and [`Pending::wait`].
+    fn append_wait(&self, batch: Batch) -> impl Future<Output = Result<Appended, Error>> + Send {
+        let pending = self.append(batch);
+        async move { pending?.wait().await }
+    }
+
+    /// Takes lock `name` for `owner` until `now_ms + ttl_ms`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LockHeld`] while another owner holds it.
+    fn acquire_lock(
+        &self,
+        name: &str,
+        owner: &str,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let op = LockOp::Acquire { name: name.into(), owner: owner.into(), now_ms, ttl_ms };
+        unit(self.append(Batch { locks: vec![op], ..Batch::default() }))
+    }
+
+    /// Extends lock `name` held by `owner` to `now_ms + ttl_ms`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LockNotHeld`].
+    fn renew_lock(
+        &self,
+        name: &str,
+        owner: &str,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let op = LockOp::Renew { name: name.into(), owner: owner.into(), now_ms, ttl_ms };
+        unit(self.append(Batch { locks: vec![op], ..Batch::default() }))
+    }
+
+    /// Releases lock `name` held by `owner` (a missing lock is fine).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LockNotHeld`] if another owner holds it.
+    fn release_lock(
+        &self,
+        name: &str,
+        owner: &str,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let op = LockOp::Release { name: name.into(), owner: owner.into() };
+        unit(self.append(Batch { locks: vec![op], ..Batch::default() }))
+    }
+
+    /// Releases every lock `owner` holds.
+    ///
+    /// # Errors
+    ///
+    /// Storage errors only.
+    fn release_all_locks(&self, owner: &str) -> impl Future<Output = Result<(), Error>> + Send {
+        let op = LockOp::ReleaseAll { owner: owner.into() };
+        unit(self.append(Batch { locks: vec![op], ..Batch::default() }))
+    }
+
+    /// Takes `thread`'s lease for `owner` until `now_ms + ttl_ms`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseHeld`] while another runner holds it; [`Error::UnknownThread`].
+    fn acquire_lease(
+        &self,
+        thread: &ThreadId,
+        owner: &str,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let op = LeaseOp::Acquire { thread: thread.clone(), owner: owner.into(), now_ms, ttl_ms };
+        unit(self.append(Batch { leases: vec![op], ..Batch::default() }))
+    }
+
+    /// Extends `thread`'s lease held by `owner` to `now_ms + ttl_ms`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseNotHeld`]; [`Error::UnknownThread`].
+    fn renew_lease(
+        &self,
+        thread: &ThreadId,
+        owner: &str,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let op = LeaseOp::Renew { thread: thread.clone(), owner: owner.into(), now_ms, ttl_ms };
+        unit(self.append(Batch { leases: vec![op], ..Batch::default() }))
+    }
+
+    /// Releases `thread`'s lease held by `owner`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseNotHeld`] if another runner holds it; [`Error::UnknownThread`].
+    fn release_lease(
+        &self,
+        thread: &ThreadId,
+        owner: &str,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let op = LeaseOp::Release { thread: thread.clone(), owner: owner.into() };
+        unit(self.append(Batch { leases: vec![op], ..Batch::default() }))
+    }
+
+    /// Sets `thread`'s status to `new` (and `updated_at_ms` to `now_ms`) if it is `expected`;
+    /// returns the record as written (its store-maintained fields as they were read).
+    ///
+    /// The guard makes the status change a compare-and-set; the other fields of the record are
+    /// those read just before, so a concurrent upsert of the same thread's labels or summary
+    /// between the read and the commit is overwritten (one runner drives a thread, under its
+    /// lease, so this does not arise in the engine).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::GuardFailed`] if the status is not `expected`; [`Error::UnknownThread`].
+    fn set_status_cas(
+        &self,
+        thread: &ThreadId,
+        expected: ThreadStatus,
+        new: ThreadStatus,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<ThreadRecord, Error>> + Send {
+        let prepared = self.thread(thread).and_then(|record| {
+            let mut record = record.ok_or_else(|| Error::UnknownThread(thread.clone()))?;
+            record.status = new;
+            record.updated_at_ms = now_ms;
+            let guard = Guard::Status { thread: thread.clone(), expected };
+            let batch =
+                Batch { threads: vec![record.clone()], guards: vec![guard], ..Batch::default() };
+            Ok((record, self.append(batch)?))
+        });
+        async move {
+            let (record, pending) = prepared?;
+            pending.wait().await?;
+            Ok(record)
+        }
+    }
+}
+
+impl<S: Store + ?Sized> StoreExt for S {}
+
+async fn unit(pending: Result<Pending, Error>) -> Result<(), Error> {
+    pending?.wait().await?;
+    Ok(())
+}

@@ -1,0 +1,116 @@
+//! [`Subscription`]: history then live events of one thread or of the whole store.
+//!
+//! It holds no event buffer fed by the writer: it reads committed events with a cursor (the last
+//! seq or lsn it returned) and sleeps on a `watch` of the last committed lsn. The cursor is marked
+//! *before* each read, so a commit that lands after the read wakes the next wait; nothing can be
+//! missed, nothing is returned twice, and memory stays bounded by one read page.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::{Error, Event, Lsn, Scope, Seq, Store};
+
+/// Events read per refill; small enough to keep a read transaction short.
+const FILL_EVENTS: usize = 256;
+
+/// A cursor over a thread's or the store's events; see the module doc.
+pub struct Subscription {
+    store: Arc<dyn Store>,
+    scope: Scope,
+    cursor: u64,
+    buffer: VecDeque<Event>,
+    committed: watch::Receiver<u64>,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription")
+            .field("scope", &self.scope)
+            .field("cursor", &self.cursor)
+            .field("buffered", &self.buffer.len())
+            .finish()
+    }
+}
+
+impl Subscription {
+    /// A subscription reading from `store` after `after` (a seq for [`Scope::Thread`], an lsn for
+    /// [`Scope::All`]), woken by `committed`, which the store's writer sets to the last committed
+    /// lsn after every commit and drops when it stops (for `Store` implementations).
+    pub fn new(
+        store: Arc<dyn Store>,
+        scope: Scope,
+        after: u64,
+        committed: watch::Receiver<u64>,
+    ) -> Subscription {
+        Subscription { store, scope, cursor: after, buffer: VecDeque::new(), committed }
+    }
+
+    /// The next event, waiting for one to be committed if none is.
+    ///
+    /// # Errors
+    ///
+    /// Read errors ([`Error::Corrupted`], [`Error::Pruned`] if the cursor's events were pruned);
+    /// [`Error::Closed`] once the store is closed and every committed event has been returned.
+    pub async fn next(&mut self) -> Result<Event, Error> {
+        loop {
+            if let Some(event) = self.pop() {
+                return Ok(event);
+            }
+            self.committed.borrow_and_update();
+            self.fill()?;
+            if !self.buffer.is_empty() {
+                continue;
+            }
+            if self.committed.changed().await.is_err() {
+                // The writer stopped: return what it committed before stopping, then Closed.
+                self.fill()?;
+                return self.pop().ok_or(Error::Closed);
+            }
+        }
+    }
+
+    /// The next event if one is committed, without waiting.
+    ///
+    /// # Errors
+    ///
+    /// As [`Subscription::next`], except that a closed store yields `Ok(None)` here.
+    pub fn try_next(&mut self) -> Result<Option<Event>, Error> {
+        if self.buffer.is_empty() {
+            self.fill()?;
+        }
+        Ok(self.pop())
+    }
+
+    /// The seq or lsn of the last event returned (or the starting point).
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    fn fill(&mut self) -> Result<(), Error> {
+        let events = match &self.scope {
+            Scope::Thread(thread) => {
+                match self.store.read_since(thread, Seq(self.cursor), FILL_EVENTS) {
+                    // Not created yet: nothing to return until it is.
+                    Err(Error::UnknownThread(_)) => Vec::new(),
+                    other => other?,
+                }
+            }
+            Scope::All => self.store.read_all_since(Lsn(self.cursor), FILL_EVENTS)?,
+        };
+        self.buffer.extend(events);
+        Ok(())
+    }
+
+    fn pop(&mut self) -> Option<Event> {
+        let event = self.buffer.pop_front()?;
+        let position = match self.scope {
+            Scope::Thread(_) => event.bookmark.seq.0,
+            Scope::All => event.bookmark.lsn.0,
+        };
+        assert!(position > self.cursor, "subscription reads went backwards");
+        self.cursor = position;
+        Some(event)
+    }
+}
