@@ -112,18 +112,23 @@ pub(crate) fn assemble(
 
     let mut r = Resolver { index: HashMap::new(), problems };
     let mut duplicates = BTreeSet::new();
+    // Nodes that cannot take part in the graph (a reserved name, or a second node of a name):
+    // nothing can lead to them, so the structural checks skip them rather than report noise.
+    let mut outside = vec![false; nodes.len()];
     for (i, node) in nodes.iter().enumerate() {
         let name = node.name.as_str();
         if name == START || name == END || name.starts_with("__") {
             r.problems.push(Problem::ReservedName(name.to_owned()));
+            outside[i] = true;
         } else {
             check_name(name, &mut r.problems);
         }
         if r.index.contains_key(name) {
+            outside[i] = true;
             if duplicates.insert(name) {
                 r.problems.push(Problem::DuplicateNode(name.to_owned()));
             }
-        } else {
+        } else if !outside[i] {
             r.index.insert(name.to_owned(), i);
         }
     }
@@ -193,13 +198,16 @@ pub(crate) fn assemble(
             continue;
         };
         let mut resolved = Vec::new();
+        let mut complete = true;
         for source in sources {
             if source == START || source == END {
+                complete = false;
                 r.problems.push(Problem::InvalidJoin {
                     join: to.clone(),
                     detail: format!("{source} cannot be a branch"),
                 });
             } else if source == to {
+                complete = false;
                 r.problems.push(Problem::InvalidJoin {
                     join: to.clone(),
                     detail: "a join cannot wait for itself".to_owned(),
@@ -207,7 +215,14 @@ pub(crate) fn assemble(
             } else if let Some(id) = r.node(source, "join") {
                 resolved.push(id);
                 links[id].edges.push(NextTarget::Node(join));
+            } else {
+                complete = false;
             }
+        }
+        // A join with a broken branch is already reported; checking what is left of it would
+        // only add noise.
+        if !complete {
+            continue;
         }
         resolved.sort_unstable();
         resolved.dedup();
@@ -297,7 +312,7 @@ pub(crate) fn assemble(
     if n > 0 {
         let names: Vec<&str> = nodes.iter().map(|d| d.name.as_str()).collect();
         let bounded: Vec<bool> = nodes.iter().map(|d| d.policy.max_visits.is_some()).collect();
-        problems.extend(crate::validate::structure(&shape, &names, &bounded));
+        problems.extend(crate::validate::structure(&shape, &names, &bounded, &outside));
     }
     if !problems.is_empty() {
         return Err(BuildError { workflow: id, problems });

@@ -59,9 +59,7 @@ fn label_lines(wf: &DynWorkflow, id: usize, node: &DynNode) -> Vec<String> {
     match &node.kind {
         DynNodeKind::Task(_) => {}
         DynNodeKind::Map { .. } => lines.push("(map)".to_owned()),
-        DynNodeKind::Subgraph { child, .. } => {
-            lines.push(format!("(sub-workflow {} v{})", child.id(), child.version()));
-        }
+        DynNodeKind::Subgraph { .. } => lines.push("(sub-workflow)".to_owned()),
     }
     if let Some(sources) = &wf.shape.joins[id] {
         let names: Vec<&str> = sources.iter().map(|&s| wf.nodes[s].name.as_str()).collect();

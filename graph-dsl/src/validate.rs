@@ -13,8 +13,14 @@ use crate::graph::{Links, Shape};
 use crate::join::{BitSet, must_reach};
 
 /// Every structural problem of `shape`, in a fixed order: entry, unreachable nodes, nodes with
-/// no path to `END`, unbounded cycles, joins (declaration order within each).
-pub(crate) fn structure(shape: &Shape, names: &[&str], bounded: &[bool]) -> Vec<Problem> {
+/// no path to `END`, unbounded cycles, joins (declaration order within each). Nodes marked
+/// `outside` (already reported as reserved or duplicate) are not reported again.
+pub(crate) fn structure(
+    shape: &Shape,
+    names: &[&str],
+    bounded: &[bool],
+    outside: &[bool],
+) -> Vec<Problem> {
     let n = shape.len();
     let mut problems = Vec::new();
     if shape.start.edges.is_empty() && shape.start.route.is_none() {
@@ -22,12 +28,12 @@ pub(crate) fn structure(shape: &Shape, names: &[&str], bounded: &[bool]) -> Vec<
     }
 
     let reached = reachable(shape, None);
-    for id in (0..n).filter(|&id| !reached.contains(id)) {
+    for id in (0..n).filter(|&id| !outside[id] && !reached.contains(id)) {
         problems.push(Problem::Unreachable(names[id].to_owned()));
     }
 
     let finishing = reaches_end(shape);
-    for id in (0..n).filter(|&id| !finishing.contains(id)) {
+    for id in (0..n).filter(|&id| !outside[id] && !finishing.contains(id)) {
         problems.push(Problem::NoPathToEnd(names[id].to_owned()));
     }
 
@@ -49,10 +55,11 @@ pub(crate) fn reachable(shape: &Shape, avoid: Option<NodeId>) -> BitSet {
     let mut work: Vec<NodeId> = Vec::new();
     let visit = |links: &Links, seen: &mut BitSet, work: &mut Vec<NodeId>| {
         for t in links.successors() {
-            if let NextTarget::Node(id) = t {
-                if Some(id) != avoid && seen.insert(id) {
-                    work.push(id);
-                }
+            if let NextTarget::Node(id) = t
+                && Some(id) != avoid
+                && seen.insert(id)
+            {
+                work.push(id);
             }
         }
     };
@@ -105,11 +112,11 @@ fn unbounded_cycles(shape: &Shape, bounded: &[bool]) -> Vec<Vec<NodeId>> {
             continue;
         }
         for t in links.successors() {
-            if let NextTarget::Node(to) = t {
-                if !bounded[to] {
-                    graph.add_edge(NodeIndex::new(from), NodeIndex::new(to), ());
-                    self_loop[from] |= from == to;
-                }
+            if let NextTarget::Node(to) = t
+                && !bounded[to]
+            {
+                graph.add_edge(NodeIndex::new(from), NodeIndex::new(to), ());
+                self_loop[from] |= from == to;
             }
         }
     }
