@@ -68,3 +68,136 @@ pub fn kitchen_sink() -> Workflow<S> {
         .build()
         .expect("kitchen sink is valid")
 }
+
+/// A minimal in-memory [`NodeContext`] for testing the typed [`Ctx`] layer and erased handlers
+/// without the engine: it returns scripted values and logs what it was asked. It does not
+/// pretend to record or replay anything.
+pub struct ScriptedContext {
+    pub item: Option<serde_json::Value>,
+    pub answer: Option<serde_json::Value>,
+    /// When set, `call_tool` hands this to the tool body instead of the input it was given, as
+    /// an engine does with a recorded input.
+    pub recorded_input: Option<serde_json::Value>,
+    /// When set, `call_tool` returns this without running the tool body, as an engine does
+    /// with a recorded result.
+    pub recorded_output: Option<serde_json::Value>,
+    pub log: std::sync::Mutex<Vec<String>>,
+    pub usage: std::sync::Mutex<Vec<cairn_dsl::Usage>>,
+    pub token: tokio_util::sync::CancellationToken,
+}
+
+impl ScriptedContext {
+    pub fn new() -> Self {
+        Self {
+            item: None,
+            answer: None,
+            recorded_input: None,
+            recorded_output: None,
+            log: std::sync::Mutex::new(Vec::new()),
+            usage: std::sync::Mutex::new(Vec::new()),
+            token: tokio_util::sync::CancellationToken::new(),
+        }
+    }
+
+    pub fn ctx(self) -> (Arc<Self>, Ctx) {
+        let me = Arc::new(self);
+        (Arc::clone(&me), Ctx::new(me))
+    }
+
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().expect("log").clone()
+    }
+
+    fn note(&self, entry: String) {
+        self.log.lock().expect("log").push(entry);
+    }
+}
+
+impl cairn_dsl::NodeContext for ScriptedContext {
+    fn thread_id(&self) -> &str {
+        "t-1"
+    }
+    fn node(&self) -> &str {
+        "n"
+    }
+    fn step(&self) -> u64 {
+        7
+    }
+    fn attempt(&self) -> u32 {
+        2
+    }
+    fn item(&self) -> Option<&serde_json::Value> {
+        self.item.as_ref()
+    }
+    fn now_ms(&self) -> u64 {
+        1_000
+    }
+    fn random_u64(&self) -> u64 {
+        42
+    }
+    fn new_id(&self) -> String {
+        "id-1".to_owned()
+    }
+    fn call_tool(
+        &self,
+        call: cairn_dsl::ToolCall,
+        input: serde_json::Value,
+        run: cairn_dsl::ErasedTool,
+    ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, cairn_dsl::NodeError>> {
+        self.note(format!("tool {} {:?} {input}", call.name, call.permission));
+        if let Some(output) = self.recorded_output.clone() {
+            return Box::pin(async move { Ok(output) });
+        }
+        let input = self.recorded_input.clone().unwrap_or(input);
+        let tool_ctx = cairn_dsl::ToolCtx::new(self.token.clone());
+        Box::pin(async move { run(input, tool_ctx).await.map_err(cairn_dsl::NodeError::from) })
+    }
+    fn progress(&self, p: cairn_dsl::Progress) {
+        self.note(format!("progress {}/{} {}", p.step, p.total, p.message));
+    }
+    fn message(&self, m: cairn_dsl::Message) {
+        self.note(format!("message {}: {}", m.role, m.content));
+    }
+    fn usage(&self, usage: cairn_dsl::Usage) {
+        self.usage.lock().expect("usage").push(usage);
+    }
+    fn cancellation(&self) -> tokio_util::sync::CancellationToken {
+        self.token.clone()
+    }
+    fn interrupt(
+        &self,
+        prompt: serde_json::Value,
+    ) -> Result<serde_json::Value, cairn_dsl::NodeError> {
+        self.answer.clone().ok_or(cairn_dsl::NodeError::Interrupted { prompt })
+    }
+    fn sleep(
+        &self,
+        duration_ms: u64,
+    ) -> futures::future::BoxFuture<'static, Result<(), cairn_dsl::NodeError>> {
+        let until_ms = self.now_ms() + duration_ms;
+        Box::pin(async move { Err(cairn_dsl::NodeError::Sleeping { until_ms }) })
+    }
+    fn lock(
+        &self,
+        name: &str,
+        ttl_ms: u64,
+        wait: bool,
+    ) -> futures::future::BoxFuture<'static, Result<(), cairn_dsl::NodeError>> {
+        self.note(format!("lock {name} {ttl_ms} {wait}"));
+        let name = name.to_owned();
+        Box::pin(async move {
+            if wait {
+                Ok(())
+            } else {
+                Err(cairn_dsl::NodeError::Lock { name, detail: "held".to_owned() })
+            }
+        })
+    }
+    fn unlock(
+        &self,
+        name: &str,
+    ) -> futures::future::BoxFuture<'static, Result<(), cairn_dsl::NodeError>> {
+        self.note(format!("unlock {name}"));
+        Box::pin(async { Ok(()) })
+    }
+}
