@@ -1,9 +1,9 @@
 //! Snapshot tests of the pictures: the expected text is written out here, so any change to
 //! the drawing shows up in review.
 
-use cairn_dsl::{NodeOutput, Replace, Workflow, END, START};
+use cairn_dsl::{END, NodeOutput, Replace, START, Workflow};
 
-use crate::common::{builder, kitchen_sink, noop, S};
+use crate::common::{S, builder, kitchen_sink, noop};
 
 const KITCHEN_DOT: &str = r#"digraph "kitchen" {
   label="kitchen v1";
