@@ -305,6 +305,7 @@ mod output;
 mod picture;
 mod policy;
 mod problem;
+mod resolve;
 mod state;
 mod validate;
 mod variables;

@@ -21,6 +21,18 @@ fn node(wf: &cairn_dsl::DynWorkflow, name: &str) -> usize {
 }
 
 #[test]
+fn the_engine_can_share_everything_across_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<cairn_dsl::DynWorkflow>();
+    send_sync::<Workflow<S>>();
+    send_sync::<cairn_dsl::Ctx>();
+    send_sync::<cairn_dsl::ToolCtx>();
+    send_sync::<Box<dyn DynState>>();
+    send_sync::<cairn_dsl::BuildError>();
+    send_sync::<NodeError>();
+}
+
+#[test]
 fn ids_follow_declaration_order_and_settings_are_kept() {
     let wf = kitchen_sink().erase();
     let names: Vec<&str> = wf.nodes().iter().map(|n| n.name.as_str()).collect();

@@ -1,7 +1,7 @@
 //! One table row per validation rule: a minimal definition and the exact problem list.
 
 use cairn_dsl::limits::{
-    FAN_OUT_MAX, NAME_BYTES_MAX, NODES_MAX, PERMISSIONS_MAX, SUBGRAPH_DEPTH_MAX,
+    FAN_OUT_MAX, JOIN_SOURCES_MAX, NAME_BYTES_MAX, NODES_MAX, PERMISSIONS_MAX, SUBGRAPH_DEPTH_MAX,
 };
 use cairn_dsl::{Budgets, CheckpointPolicy, END, NodePolicy, Problem, RetryPolicy, START};
 
@@ -156,6 +156,32 @@ fn impossible_edges() {
             from: s(START),
             to: s("a"),
             detail: s("START runs no code, so it cannot choose gotos"),
+        }],
+    );
+    check(
+        "gotos from a map node",
+        builder("w")
+            .map("m", |s: &S| vec![s.0], noop)
+            .edge(START, "m")
+            .edge("m", END)
+            .gotos("m", [END]),
+        vec![Problem::InvalidEdge {
+            from: s("m"),
+            to: s(END),
+            detail: s("a map node cannot choose gotos"),
+        }],
+    );
+    check(
+        "gotos from a sub-workflow node",
+        builder("w")
+            .subgraph("sub", crate::common::child(), |s: &S| s.clone(), |c: &S| c.0)
+            .edge(START, "sub")
+            .edge("sub", END)
+            .gotos("sub", [END]),
+        vec![Problem::InvalidEdge {
+            from: s("sub"),
+            to: s(END),
+            detail: s("a sub-workflow node cannot choose gotos"),
         }],
     );
     check(
@@ -456,6 +482,20 @@ fn limits() {
             max: SUBGRAPH_DEPTH_MAX as u64,
         }],
     );
+
+    let branches: Vec<String> = (0..=JOIN_SOURCES_MAX).map(|i| format!("j{i}")).collect();
+    let mut wide_join =
+        builder("w").node("m", noop).edge("m", END).fan_out(START, branches.clone());
+    for b in &branches {
+        wide_join = wide_join.node(b.as_str(), noop);
+    }
+    let found = problems(wide_join.join(branches, "m"));
+    assert!(found.contains(&Problem::LimitExceeded {
+        limit: "JOIN_SOURCES_MAX",
+        subject: s("m"),
+        value: JOIN_SOURCES_MAX as u64 + 1,
+        max: JOIN_SOURCES_MAX as u64,
+    }));
 
     check(
         "permissions",
