@@ -75,6 +75,18 @@ impl<S: State> WorkflowBuilder<S> {
     ///
     /// The handler receives a shared snapshot of the state and the context, and returns an
     /// update (and optionally gotos), or an error / suspension.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{NodeOutput, Replace, Workflow, END, START};
+    /// let wf = Workflow::<Replace<u32>>::builder("double", 1)
+    ///     .node("double", |s, _ctx| async move { Ok(NodeOutput::update(s.0 * 2)) })
+    ///     .edge(START, "double")
+    ///     .edge("double", END)
+    ///     .build()?;
+    /// assert_eq!(wf.as_dyn().nodes()[0].name, "double");
+    /// # Ok::<(), cairn_dsl::BuildError>(())
+    /// ```
     pub fn node<F, Fut>(self, name: impl Into<String>, handler: F) -> Self
     where
         F: Fn(Arc<S>, Ctx) -> Fut + Send + Sync + 'static,
@@ -100,6 +112,21 @@ impl<S: State> WorkflowBuilder<S> {
 
     /// Declares a map node: `items` lists the work at run time, and `handler` runs once per
     /// item (read it with [`Ctx::item`]); the updates are applied in item order.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{Ctx, NodeOutput, Replace, Workflow, END, START};
+    /// let wf = Workflow::<Replace<Vec<u32>>>::builder("squares", 1)
+    ///     .map("square", |s: &Replace<Vec<u32>>| s.0.clone(), |_s, ctx: Ctx| async move {
+    ///         let n: u32 = ctx.item()?;
+    ///         Ok(NodeOutput::update(vec![n * n]))
+    ///     })
+    ///     .edge(START, "square")
+    ///     .edge("square", END)
+    ///     .build()?;
+    /// assert_eq!(wf.as_dyn().nodes()[0].kind.label(), "map");
+    /// # Ok::<(), cairn_dsl::BuildError>(())
+    /// ```
     pub fn map<T, I, F, Fut>(self, name: impl Into<String>, items: I, handler: F) -> Self
     where
         T: Serialize,
@@ -149,6 +176,28 @@ impl<S: State> WorkflowBuilder<S> {
     /// Declares a node that runs the workflow `child` to its end: `input` makes the child's
     /// initial state from the parent's, `output` turns the child's final state into a parent
     /// update.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{NodeOutput, Replace, Workflow, END, START};
+    /// let child = Workflow::<Replace<String>>::builder("shout", 1)
+    ///     .node("upper", |s, _ctx| async move { Ok(NodeOutput::update(s.0.to_uppercase())) })
+    ///     .edge(START, "upper")
+    ///     .edge("upper", END)
+    ///     .build()?;
+    /// let parent = Workflow::<Replace<(String, usize)>>::builder("count", 1)
+    ///     .subgraph(
+    ///         "shout",
+    ///         child,
+    ///         |s: &Replace<(String, usize)>| Replace(s.0.0.clone()),
+    ///         |done: &Replace<String>| (done.0.clone(), done.0.len()),
+    ///     )
+    ///     .edge(START, "shout")
+    ///     .edge("shout", END)
+    ///     .build()?;
+    /// assert_eq!(parent.as_dyn().depth(), 1);
+    /// # Ok::<(), cairn_dsl::BuildError>(())
+    /// ```
     pub fn subgraph<C, In, Out>(
         self,
         name: impl Into<String>,
@@ -214,6 +263,24 @@ impl<S: State> WorkflowBuilder<S> {
 
     /// Declares that `to` waits for every one of `sources` before it runs (and the edges from
     /// each source to it).
+    ///
+    /// The branches must all be sure to run whenever one does (a static fan-out, not the
+    /// alternatives of a route), and nothing else may lead into the join; `build()` checks both.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{NodeOutput, Replace, Workflow, END, START};
+    /// let step = |_s, _ctx| async { Ok(NodeOutput::none()) };
+    /// let wf = Workflow::<Replace<u8>>::builder("fan", 1)
+    ///     .node("a", step).node("b", step).node("both", step)
+    ///     .fan_out(START, ["a", "b"])
+    ///     .join(["a", "b"], "both")
+    ///     .edge("both", END)
+    ///     .build()?;
+    /// let both = wf.as_dyn().node_id("both").unwrap();
+    /// assert_eq!(wf.as_dyn().join_sources(both), Some(&[0, 1][..]));
+    /// # Ok::<(), cairn_dsl::BuildError>(())
+    /// ```
     pub fn join<T: Into<String>>(
         mut self,
         sources: impl IntoIterator<Item = T>,
@@ -229,6 +296,21 @@ impl<S: State> WorkflowBuilder<S> {
     /// Declares a conditional route: after `from`, exactly one of `targets` runs, the one `f`
     /// names for the current state. Returning a name outside `targets` fails the thread with a
     /// [`RouteError`](crate::RouteError).
+    ///
+    /// `f` returns a node name or [`END`](crate::END): a `&'static str` or a `String` (it cannot
+    /// borrow from the state; clone the field).
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{NodeOutput, Replace, Workflow, END, START};
+    /// let wf = Workflow::<Replace<i32>>::builder("sign", 1)
+    ///     .node("negative", |_s, _ctx| async { Ok(NodeOutput::none()) })
+    ///     .route(START, |s: &Replace<i32>| if s.0 < 0 { "negative" } else { END }, ["negative", END])
+    ///     .edge("negative", END)
+    ///     .build()?;
+    /// assert!(wf.to_dot().contains("label=\"route\""));
+    /// # Ok::<(), cairn_dsl::BuildError>(())
+    /// ```
     pub fn route<F, R, T>(
         mut self,
         from: impl Into<String>,
@@ -254,6 +336,22 @@ impl<S: State> WorkflowBuilder<S> {
 
     /// Declares targets `node` may choose at run time with
     /// [`NodeOutput::goto`](crate::NodeOutput::goto).
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{NodeOutput, Replace, Workflow, END, START};
+    /// let wf = Workflow::<Replace<bool>>::builder("escalate", 1)
+    ///     .node("triage", |s, _ctx| async move {
+    ///         Ok(if s.0 { NodeOutput::none().goto("human") } else { NodeOutput::none().goto(END) })
+    ///     })
+    ///     .node("human", |_s, _ctx| async { Ok(NodeOutput::none()) })
+    ///     .edge(START, "triage")
+    ///     .gotos("triage", ["human", END])
+    ///     .edge("human", END)
+    ///     .build()?;
+    /// assert_eq!(wf.as_dyn().successors(0).len(), 2);
+    /// # Ok::<(), cairn_dsl::BuildError>(())
+    /// ```
     pub fn gotos<T: Into<String>>(
         mut self,
         node: impl Into<String>,
@@ -264,6 +362,19 @@ impl<S: State> WorkflowBuilder<S> {
     }
 
     /// Bounds how often `node` may be entered per thread; every cycle needs one such node.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{NodeOutput, Replace, Workflow, END, START};
+    /// let wf = Workflow::<Replace<u32>>::builder("retry-loop", 1)
+    ///     .node("attempt", |s, _ctx| async move { Ok(NodeOutput::update(s.0 + 1)) })
+    ///     .edge(START, "attempt")
+    ///     .route("attempt", |s: &Replace<u32>| if s.0 < 3 { "attempt" } else { END }, ["attempt", END])
+    ///     .loop_bound("attempt", 3)
+    ///     .build()?;
+    /// assert_eq!(wf.as_dyn().nodes()[0].policy.max_visits, Some(3));
+    /// # Ok::<(), cairn_dsl::BuildError>(())
+    /// ```
     pub fn loop_bound(mut self, node: impl Into<String>, max_visits: u32) -> Self {
         self.decls.loop_bounds.push((node.into(), max_visits));
         self
@@ -294,6 +405,24 @@ impl<S: State> WorkflowBuilder<S> {
     ///
     /// # Errors
     /// [`BuildError`] listing every [`Problem`](crate::Problem) found.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{NodeOutput, Problem, Replace, Workflow, END, START};
+    /// let err = Workflow::<Replace<u8>>::builder("typo", 1)
+    ///     .node("a", |_s, _ctx| async { Ok(NodeOutput::none()) })
+    ///     .edge(START, "a")
+    ///     .edge("a", "b")
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(
+    ///     err.problems,
+    ///     [
+    ///         Problem::UnknownTarget { from: "a".into(), to: "b".into() },
+    ///         Problem::NoPathToEnd("a".into()),
+    ///     ]
+    /// );
+    /// ```
     pub fn build(self) -> Result<Workflow<S>, BuildError> {
         crate::assemble::assemble(self.decls, crate::erased::state_codec::<S>())
             .map(Workflow::from_dyn)

@@ -29,9 +29,23 @@
 //!
 //! A thread advances in steps: every node of the frontier runs on the same snapshot, and their
 //! updates are applied in node order (map items in item order), so the result never depends on
-//! timing. After a node, [`DynWorkflow::next`] gives the following nodes. A join node runs once
-//! every one of its branches has completed since the join last ran. A node with a loop bound
-//! is entered at most that many times per thread. A branch that reaches [`END`] is finished.
+//! timing. After a node, [`DynWorkflow::next`] gives the following nodes: the chosen gotos if the
+//! output has any (each must be declared), else the static edges plus the route's choice. Only
+//! task nodes may declare gotos (a map's items would disagree; a sub-workflow has no handler).
+//! A join node runs once every one of its branches has completed since the join last ran. A
+//! node with a loop bound is entered at most that many times per thread. A branch that reaches
+//! [`END`] is finished.
+//!
+//! # The engine's view
+//!
+//! [`Workflow::erase`] gives an [`Arc<DynWorkflow>`](DynWorkflow) with no type parameter: nodes
+//! by [`NodeId`] (declaration order), handlers as [`DynHandler`] taking a [`DynState`] and
+//! returning the update as JSON, routing through [`DynWorkflow::start`] and
+//! [`DynWorkflow::next`], joins through [`DynWorkflow::join_sources`], states through
+//! [`DynWorkflow::state_from_json`]. A [`DynState`] holds the typed state behind an `Arc`, so
+//! handing a snapshot to a handler costs a reference count, and applying an update copies the
+//! state only while a snapshot is still held. The engine implements [`NodeContext`]; node code
+//! sees it through [`Ctx`].
 //!
 //! # Validation
 //!
