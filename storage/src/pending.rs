@@ -1,5 +1,10 @@
 //! [`Pending`]: the answer to a queued write, resolved when the commit holding it completes.
 
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
 use tokio::sync::oneshot;
 
 use crate::{Appended, Error};
@@ -44,8 +49,9 @@ impl<T> Pending<T> {
         }
     }
 
-    /// Waits for the commit, blocking this thread. Must not be called from inside an async
-    /// runtime (tokio panics there); use [`Pending::wait`] instead.
+    /// Waits for the commit, blocking this thread. Works inside or outside an async runtime
+    /// (the commit is made by the store's own writer thread, so blocking cannot deadlock it), but
+    /// blocks a runtime worker while it waits: prefer [`Pending::wait`] in async code.
     ///
     /// # Errors
     ///
@@ -53,7 +59,30 @@ impl<T> Pending<T> {
     pub fn wait_blocking(self) -> Result<T, Error> {
         match self.inner {
             Inner::Ready(result) => result,
-            Inner::Waiting(receiver) => receiver.blocking_recv().unwrap_or(Err(Error::Closed)),
+            Inner::Waiting(receiver) => block_on(receiver).unwrap_or(Err(Error::Closed)),
         }
+    }
+}
+
+/// Wakes a parked thread.
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Polls `future` on this thread, parking between wake-ups. (tokio's `blocking_recv` panics
+/// inside a runtime; this does not.)
+fn block_on<F: Future>(future: F) -> F::Output {
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut context = Context::from_waker(&waker);
+    let mut future = pin!(future);
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut context) {
+            return output;
+        }
+        std::thread::park();
     }
 }

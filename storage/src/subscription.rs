@@ -52,7 +52,7 @@ impl Subscription {
     /// # Errors
     ///
     /// Read errors ([`Error::Corrupted`], [`Error::Pruned`] if the cursor's events were pruned);
-    /// [`Error::Closed`] once the store is closed and every committed event has been returned.
+    /// [`Error::Closed`] once the store is closed (reads stop with it).
     pub async fn next(&mut self) -> Result<Event, Error> {
         loop {
             if let Some(event) = self.pop() {

@@ -1,0 +1,103 @@
+//! Bad input: a missing file, a file that is not a Cairn database, a locked file, bad ids.
+//! Each is a clear error, never a panic, and nothing is written.
+
+use cairn_storage::{Error, Options, RedbStore, Store, ThreadId};
+
+use crate::common::*;
+
+#[test]
+fn a_missing_file_is_not_found_and_not_created() {
+    let (_dir, path) = temp_db();
+    assert!(
+        matches!(RedbStore::open_existing(&path, fast()), Err(Error::NotFound(p)) if p == path)
+    );
+    assert!(matches!(RedbStore::open_read_only(&path), Err(Error::NotFound(_))));
+    assert!(!path.exists());
+}
+
+#[test]
+fn files_that_are_not_cairn_databases_are_refused_untouched() {
+    let (_dir, path) = temp_db();
+    let cases: Vec<Vec<u8>> = vec![
+        b"hello, I am a text file\n".to_vec(),
+        vec![0u8; 10_000],
+        b"redb".to_vec(),
+        (0..100_000u32).map(|n| (n.wrapping_mul(2_654_435_761) >> 13) as u8).collect(),
+    ];
+    for bytes in cases {
+        std::fs::write(&path, &bytes).expect("write");
+        for result in [
+            RedbStore::open(&path, fast()).map(drop),
+            RedbStore::open_existing(&path, fast()).map(drop),
+            RedbStore::open_read_only(&path).map(drop),
+        ] {
+            assert!(matches!(result, Err(Error::NotCairn { .. })), "{result:?}");
+        }
+        assert_eq!(std::fs::read(&path).expect("read"), bytes, "the file was written to");
+    }
+}
+
+#[test]
+fn another_applications_redb_file_is_refused_untouched() {
+    let (_dir, path) = temp_db();
+    {
+        let db = redb::Database::create(&path).expect("create");
+        let txn = db.begin_write().expect("write");
+        {
+            let table: redb::TableDefinition<'_, &str, u64> = redb::TableDefinition::new("theirs");
+            txn.open_table(table).expect("table").insert("k", 1).expect("insert");
+        }
+        txn.commit().expect("commit");
+    }
+    let before = std::fs::read(&path).expect("read");
+    let result = RedbStore::open(&path, fast());
+    assert!(matches!(result, Err(Error::NotCairn { .. })), "{result:?}");
+    assert!(matches!(RedbStore::open_read_only(&path), Err(Error::NotCairn { .. })));
+    assert_eq!(std::fs::read(&path).expect("read"), before);
+    // An empty redb file (no tables) is not adopted by open_existing either.
+    let (_dir2, empty) = temp_db();
+    drop(redb::Database::create(&empty).expect("create"));
+    assert!(matches!(RedbStore::open_existing(&empty, fast()), Err(Error::NotCairn { .. })));
+}
+
+#[test]
+fn an_empty_file_is_initialised_by_open_and_create_refuses_existing_data() {
+    let (_dir, path) = temp_db();
+    std::fs::write(&path, b"").expect("write");
+    let store = RedbStore::open(&path, fast()).expect("open an empty file");
+    create_thread(&store, "t", 1);
+    store.close().expect("close");
+    assert!(matches!(RedbStore::create(&path, fast()), Err(Error::Invalid { .. })));
+    let (_dir2, fresh) = temp_db();
+    RedbStore::create(&fresh, fast()).expect("create").close().expect("close");
+}
+
+#[test]
+fn a_locked_file_is_refused_while_read_only_snapshots_still_work() {
+    let (_dir, path) = temp_db();
+    let store = RedbStore::open(&path, Options::default()).expect("open");
+    create_thread(&store, "t", 2);
+    assert!(matches!(RedbStore::open(&path, fast()), Err(Error::Locked)));
+    assert!(matches!(RedbStore::open_existing(&path, fast()), Err(Error::Locked)));
+    let snapshot = RedbStore::open_read_only(&path).expect("snapshot beside the writer");
+    assert_eq!(snapshot.read_since(&tid("t"), cairn_storage::Seq(0), 10).expect("read").len(), 2);
+    let refused =
+        snapshot.append(cairn_storage::Batch { events: vec![event("t", 3)], ..Default::default() });
+    assert!(matches!(refused, Err(Error::ReadOnly)));
+    // The writer is unaffected by the snapshot.
+    events(&store, "t", 1);
+    store.close().expect("close");
+    RedbStore::open(&path, fast()).expect("open after close");
+}
+
+#[test]
+fn bad_ids_are_errors() {
+    assert!(matches!(ThreadId::new(""), Err(Error::Invalid { .. })));
+    assert!(matches!(ThreadId::new("a\u{0}b"), Err(Error::Invalid { .. })));
+    assert!(matches!(
+        ThreadId::new("x".repeat(129)),
+        Err(Error::LimitExceeded { limit: "THREAD_ID_BYTES_MAX", value: 129, max: 128 })
+    ));
+    assert!(ThreadId::new("x".repeat(128)).is_ok());
+    assert!(serde_json::from_str::<ThreadId>("\"\"").is_err());
+}

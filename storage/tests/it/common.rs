@@ -1,0 +1,92 @@
+//! Shared helpers: ids, records and stores for the tests.
+
+use std::path::PathBuf;
+
+use cairn_storage::{
+    Appended, Batch, CheckpointKind, CheckpointMeta, Durability, EventKind, EventStatus,
+    NewCheckpoint, NewEvent, Options, RedbStore, Store, ThreadId, ThreadRecord, WorkflowRef,
+};
+use tempfile::TempDir;
+
+pub fn tid(id: &str) -> ThreadId {
+    ThreadId::new(id).expect("valid thread id")
+}
+
+pub fn workflow(id: &str) -> WorkflowRef {
+    WorkflowRef { id: id.into(), version: 1, fingerprint: format!("fp-{id}") }
+}
+
+pub fn thread_record(id: &str) -> ThreadRecord {
+    ThreadRecord::new(tid(id), workflow("wf"), 1_000)
+}
+
+pub fn event(thread: &str, n: u64) -> NewEvent {
+    NewEvent {
+        thread: tid(thread),
+        kind: EventKind::StateUpdated,
+        node: Some(format!("node-{}", n % 3)),
+        status: EventStatus::Success,
+        summary: format!("event {n} of {thread}"),
+        payload: None,
+        data: format!("{{\"n\":{n}}}").into_bytes(),
+        at_ms: 1_000 + n,
+    }
+}
+
+pub fn checkpoint(thread: &str, kind: CheckpointKind, tags: &[&str]) -> NewCheckpoint {
+    NewCheckpoint {
+        thread: tid(thread),
+        workflow: workflow("wf"),
+        kind,
+        snapshot: format!("snapshot of {thread}").into_bytes(),
+        meta: CheckpointMeta {
+            creator: "test".into(),
+            description: "a checkpoint".into(),
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            custom: [("k".to_string(), "v".to_string())].into(),
+        },
+        created_at_ms: 2_000,
+    }
+}
+
+/// A temp dir and a database path inside it.
+pub fn temp_db() -> (TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("cairn.db");
+    (dir, path)
+}
+
+/// Options for tests that do not test durability: no fsync, so tests stay fast.
+pub fn fast() -> Options {
+    Options::default().with_durability(Durability::None)
+}
+
+pub fn open_fast() -> (TempDir, PathBuf, RedbStore) {
+    let (dir, path) = temp_db();
+    let store = RedbStore::open(&path, fast()).expect("open store");
+    (dir, path, store)
+}
+
+/// Appends and waits, outside any runtime.
+pub fn append(store: &impl Store, batch: Batch) -> Appended {
+    store.append(batch).expect("queued").wait_blocking().expect("committed")
+}
+
+/// Creates `thread` with `events` events (seqs 1..=events).
+pub fn create_thread(store: &impl Store, thread: &str, events: u64) -> Appended {
+    let batch = Batch {
+        threads: vec![thread_record(thread)],
+        events: (1..=events).map(|n| event(thread, n)).collect(),
+        ..Batch::default()
+    };
+    append(store, batch)
+}
+
+pub fn events(store: &impl Store, thread: &str, n: u64) -> Appended {
+    let start = store.last_bookmark(&tid(thread)).expect("read").map_or(0, |b| b.seq.0);
+    let batch = Batch {
+        events: (start + 1..=start + n).map(|k| event(thread, k)).collect(),
+        ..Batch::default()
+    };
+    append(store, batch)
+}

@@ -1,0 +1,18 @@
+//! Integration tests of cairn-storage: one binary (see `docs/format.md` for the recovery table
+//! each `recovery::` test implements).
+#![allow(clippy::print_stderr, reason = "tests print RELIABILITY summary lines")]
+#![allow(missing_docs, reason = "test modules")]
+
+mod bad_input;
+mod batch;
+mod checkpoints;
+mod common;
+mod concurrency;
+mod durability;
+mod model;
+mod prune;
+mod raw;
+mod recovery;
+mod roundtrip;
+mod subscribe;
+mod two_process;

@@ -1,0 +1,209 @@
+//! A proptest model test: random sequences of appends across threads, checkpoints, deletes,
+//! prunes and reopens, run against the store and an in-memory model; everything read back must
+//! equal the model. The seed is fixed, so the run is deterministic; proptest prints the failing
+//! sequence (shrunk) if one fails.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use cairn_storage::{
+    Batch, CheckpointFilter, CheckpointId, CheckpointKind, Error, Lsn, Page, RedbStore, Seq, Store,
+};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed};
+
+use crate::common::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Append { thread: u8, events: u8 },
+    Checkpoint { thread: u8 },
+    Delete { pick: u8 },
+    Prune { thread: u8, pick: u8 },
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => (0..4u8, 1..4u8).prop_map(|(thread, events)| Op::Append { thread, events }),
+        2 => (0..4u8).prop_map(|thread| Op::Checkpoint { thread }),
+        1 => any::<u8>().prop_map(|pick| Op::Delete { pick }),
+        1 => (0..4u8, any::<u8>()).prop_map(|(thread, pick)| Op::Prune { thread, pick }),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+/// (seq, lsn, summary) of an event.
+type ModelEvent = (u64, u64, String);
+
+#[derive(Default)]
+struct Model {
+    /// thread -> (first_seq, last_seq, kept events).
+    threads: BTreeMap<String, (u64, u64, Vec<ModelEvent>)>,
+    /// checkpoint id -> (thread, covered seq).
+    checkpoints: BTreeMap<u64, (String, u64)>,
+    last_lsn: u64,
+    last_checkpoint: u64,
+    /// Distinct summaries, so a wrong event cannot pass for a right one.
+    counter: u64,
+}
+
+fn name(thread: u8) -> String {
+    format!("thread-{thread}")
+}
+
+fn apply(store: &RedbStore, model: &mut Model, op: &Op) {
+    match op {
+        Op::Append { thread, events } => {
+            let t = name(*thread);
+            let mut batch = Batch::default();
+            if !model.threads.contains_key(&t) {
+                batch.threads.push(thread_record(&t));
+                model.threads.insert(t.clone(), (1, 0, Vec::new()));
+            }
+            let (_, last, log) = model.threads.get_mut(&t).expect("inserted");
+            for _ in 0..*events {
+                model.counter += 1;
+                model.last_lsn += 1;
+                *last += 1;
+                let seq = *last;
+                let mut e = event(&t, seq);
+                e.summary = format!("#{}", model.counter);
+                log.push((seq, model.last_lsn, e.summary.clone()));
+                batch.events.push(e);
+            }
+            append(store, batch);
+        }
+        Op::Checkpoint { thread } => {
+            let t = name(*thread);
+            let batch = Batch {
+                checkpoints: vec![checkpoint(&t, CheckpointKind::Periodic, &["m"])],
+                ..Batch::default()
+            };
+            let result = store.append(batch).expect("queued").wait_blocking();
+            match model.threads.get(&t) {
+                None => assert!(matches!(result, Err(Error::UnknownThread(_))), "{result:?}"),
+                Some(&(_, last, _)) => match last {
+                    0 => assert!(matches!(result, Err(Error::Invalid { .. })), "{result:?}"),
+                    seq => {
+                        model.last_checkpoint += 1;
+                        let ids = result.expect("checkpoint").checkpoints;
+                        assert_eq!(ids, vec![CheckpointId(model.last_checkpoint)]);
+                        model.checkpoints.insert(model.last_checkpoint, (t, seq));
+                    }
+                },
+            }
+        }
+        Op::Delete { pick } => {
+            // Pick an existing checkpoint most of the time, a missing one otherwise.
+            let ids: Vec<u64> = model.checkpoints.keys().copied().collect();
+            let id =
+                ids.get(*pick as usize % (ids.len() + 1)).copied().unwrap_or(1_000 + *pick as u64);
+            let existed = store
+                .delete_checkpoint(CheckpointId(id))
+                .expect("queued")
+                .wait_blocking()
+                .expect("delete");
+            assert_eq!(existed, model.checkpoints.remove(&id).is_some());
+        }
+        Op::Prune { thread, pick } => {
+            let t = name(*thread);
+            let own: Vec<(u64, u64)> = model
+                .checkpoints
+                .iter()
+                .filter(|(_, (owner, _))| *owner == t)
+                .map(|(id, (_, seq))| (*id, *seq))
+                .collect();
+            let Some(&(keep, covers)) = own.get(*pick as usize % own.len().max(1)) else {
+                return;
+            };
+            store
+                .prune(&tid(&t), CheckpointId(keep))
+                .expect("queued")
+                .wait_blocking()
+                .expect("prune");
+            model.checkpoints.retain(|id, (owner, _)| *owner != t || *id >= keep);
+            let (first, _, log) = model.threads.get_mut(&t).expect("thread of a checkpoint");
+            if covers >= *first {
+                *first = covers + 1;
+                log.retain(|e| e.0 > covers);
+            }
+        }
+        Op::Reopen => {}
+    }
+}
+
+fn compare(store: &RedbStore, model: &Model) {
+    let mut all = Vec::new();
+    for (t, (first, last, log)) in &model.threads {
+        let id = tid(t);
+        let read = store.read_since(&id, Seq(first - 1), 1000).expect("read");
+        let got: Vec<_> =
+            read.iter().map(|e| (e.bookmark.seq.0, e.bookmark.lsn.0, e.summary.clone())).collect();
+        assert_eq!(&got, log, "thread {t}");
+        if *first > 1 {
+            assert!(matches!(store.read_since(&id, Seq(0), 1), Err(Error::Pruned { .. })));
+        }
+        let record = store.thread(&id).expect("read").expect("thread");
+        assert_eq!(record.first_seq, Seq(*first));
+        assert_eq!(record.last.map_or(0, |b| b.seq.0), *last);
+        if let Some(&(seq, lsn, _)) = log.last() {
+            assert_eq!(record.last.map(|b| (b.seq.0, b.lsn.0)), Some((seq, lsn)));
+        }
+        let latest = store
+            .latest_checkpoint_at_or_before(&id, Seq(u64::MAX))
+            .expect("latest")
+            .map(|c| c.id.0);
+        let expected =
+            model.checkpoints.iter().filter(|(_, (o, _))| o == t).map(|(id, _)| *id).max();
+        assert_eq!(latest, expected, "latest checkpoint of {t}");
+        all.extend(log.iter().map(|e| (e.1, e.2.clone())));
+    }
+    all.sort();
+    let feed: Vec<_> = store
+        .read_all_since(Lsn(0), 10_000)
+        .expect("feed")
+        .into_iter()
+        .map(|e| (e.bookmark.lsn.0, e.summary))
+        .collect();
+    assert_eq!(feed, all);
+    let listed: Vec<u64> = store
+        .list_checkpoints(&CheckpointFilter::default(), Page { limit: 10_000, offset: 0 })
+        .expect("list")
+        .into_iter()
+        .map(|c| c.id.0)
+        .collect();
+    assert_eq!(listed, model.checkpoints.keys().rev().copied().collect::<Vec<_>>());
+    let report = store.verify().expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
+}
+
+fn run(path: &Path, ops: &[Op]) {
+    let mut store = RedbStore::open(path, fast()).expect("open");
+    let mut model = Model::default();
+    for op in ops {
+        apply(&store, &mut model, op);
+        if matches!(op, Op::Reopen) {
+            store.close().expect("close");
+            store = RedbStore::open_existing(path, fast()).expect("reopen");
+            compare(&store, &model);
+        }
+    }
+    compare(&store, &model);
+    store.close().expect("close");
+}
+
+proptest! {
+    #![proptest_config(Config {
+        cases: 40,
+        rng_seed: RngSeed::Fixed(0xCA12_2024),
+        failure_persistence: None,
+        ..Config::default()
+    })]
+
+    #[test]
+    fn the_store_matches_the_model(ops in proptest::collection::vec(op(), 1..40)) {
+        let (_dir, path) = temp_db();
+        run(&path, &ops);
+    }
+}

@@ -1,0 +1,44 @@
+//! Direct redb access to a closed store's file, to damage it the way the recovery table describes.
+//! The table definitions mirror `storage/src/redb/tables.rs` (redb checks the types match).
+
+use std::path::Path;
+
+use redb::{Database, ReadableDatabase, TableDefinition, WriteTransaction};
+
+pub const META: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("cairn_meta");
+pub const EVENTS: TableDefinition<'_, (&str, u64), &[u8]> = TableDefinition::new("events");
+pub const LSN_INDEX: TableDefinition<'_, u64, (&str, u64)> = TableDefinition::new("lsn_index");
+pub const THREADS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("threads");
+pub const SNAPSHOTS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("checkpoint_snapshots");
+pub const PAYLOADS: TableDefinition<'_, &[u8; 32], &[u8]> = TableDefinition::new("payloads");
+
+/// Runs `f` in a write transaction on the file at `path` and commits.
+pub fn write(path: &Path, f: impl FnOnce(&WriteTransaction)) {
+    let db = Database::open(path).expect("raw open");
+    let txn = db.begin_write().expect("raw write");
+    f(&txn);
+    txn.commit().expect("raw commit");
+}
+
+/// The stored bytes of event (thread, seq).
+pub fn event_bytes(path: &Path, thread: &str, seq: u64) -> Vec<u8> {
+    let db = Database::open(path).expect("raw open");
+    let txn = db.begin_read().expect("raw read");
+    let table = txn.open_table(EVENTS).expect("events table");
+    table.get((thread, seq)).expect("get").expect("event present").value().to_vec()
+}
+
+/// Replaces the stored bytes of event (thread, seq).
+pub fn put_event_bytes(path: &Path, thread: &str, seq: u64, bytes: &[u8]) {
+    write(path, |txn| {
+        let mut table = txn.open_table(EVENTS).expect("events table");
+        table.insert((thread, seq), bytes).expect("insert");
+    });
+}
+
+/// Re-frames a body with a valid CRC (to build records that pass the CRC but fail another check).
+pub fn with_valid_crc(mut covered: Vec<u8>) -> Vec<u8> {
+    let crc = crc32fast::hash(&covered);
+    covered.extend_from_slice(&crc.to_le_bytes());
+    covered
+}

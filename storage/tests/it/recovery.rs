@@ -1,0 +1,368 @@
+//! One test per row of the recovery decision table in `docs/format.md`.
+//!
+//! Each test builds a small store, closes it, damages the file the way the row describes (through
+//! redb directly, see `raw`), reopens and checks the decision: fail closed with an error naming
+//! the table, thread and seq; never skip; never return wrong data; `verify()` lists the damage.
+
+use std::path::Path;
+
+use cairn_storage::{
+    Batch, CheckpointId, CheckpointKind, Error, Lsn, PayloadRef, RedbStore, Scope, Seq, Store,
+};
+use redb::ReadableTable;
+
+use crate::common::*;
+use crate::raw;
+
+/// Threads "t" (5 events) and "u" (2 events), interleaved lsns; closed.
+fn build(path: &Path) {
+    let store = RedbStore::open(path, fast()).expect("open");
+    create_thread(&store, "t", 3);
+    create_thread(&store, "u", 2);
+    events(&store, "t", 2);
+    store.close().expect("close");
+}
+
+fn reopen(path: &Path) -> RedbStore {
+    RedbStore::open_existing(path, fast()).expect("reopen")
+}
+
+fn assert_corrupted(
+    result: Result<impl std::fmt::Debug, Error>,
+    table: &str,
+    thread: &str,
+    seq: u64,
+) {
+    match result {
+        Err(Error::Corrupted { table: t, thread: Some(th), seq: Some(Seq(s)), .. })
+            if t == table && th.as_str() == thread && s == seq => {}
+        other => panic!("expected Corrupted in {table} at ({thread}, {seq}), got {other:?}"),
+    }
+}
+
+fn assert_verify_names(store: &RedbStore, table: &str, thread: &str, seq: u64) {
+    let report = store.verify().expect("verify");
+    assert!(
+        report.problems.iter().any(|p| p.table == table
+            && p.thread.as_ref().map(|t| t.as_str()) == Some(thread)
+            && p.seq == Some(Seq(seq))),
+        "verify did not name {table} ({thread}, {seq}): {:?}",
+        report.problems
+    );
+}
+
+#[test]
+fn clean_tail_reopens_with_everything() {
+    let (_dir, path) = temp_db();
+    build(&path);
+    let store = reopen(&path);
+    assert_eq!(store.read_since(&tid("t"), Seq(0), 10).expect("read").len(), 5);
+    assert_eq!(store.read_all_since(Lsn(0), 10).expect("feed").len(), 7);
+    assert!(store.verify().expect("verify").is_clean());
+    assert_eq!(events(&store, "u", 1).bookmarks[0].lsn, Lsn(8));
+}
+
+#[cfg(feature = "fault-injection")]
+#[test]
+fn torn_tail_or_uncommitted_transaction_is_rolled_back_whole() {
+    use cairn_storage::fault::{CrashModel, Fault, FaultBackend};
+    use cairn_storage::{Durability, Options};
+    // Crash (power loss) at every mutating op of one 3-event batch's commit: after reopen the
+    // batch is wholly present or wholly absent, and everything acknowledged before is there.
+    let backend = FaultBackend::new();
+    let disk = backend.controller();
+    let store = RedbStore::with_backend(backend, Options::default()).expect("open");
+    create_thread(&store, "t", 2);
+    let base = disk.durable_image();
+    drop(store);
+    let ops = {
+        let backend = FaultBackend::from_image(base.clone());
+        let disk = backend.controller();
+        let store = RedbStore::with_backend(backend, Options::default()).expect("open");
+        let start = disk.mutations();
+        events(&store, "t", 3);
+        disk.mutations() - start
+    };
+    assert!(ops > 0);
+    for op in 0..ops {
+        for model in [CrashModel::LoseUnsynced, CrashModel::TornWrite, CrashModel::Kill] {
+            let backend = FaultBackend::from_image(base.clone());
+            let disk = backend.controller();
+            let store = RedbStore::with_backend(
+                backend,
+                Options::default().with_durability(Durability::Immediate),
+            )
+            .expect("open");
+            disk.arm(Fault::at(disk.mutations() + op, model));
+            let acked = store
+                .append(Batch {
+                    events: (3..=5).map(|n| event("t", n)).collect(),
+                    ..Batch::default()
+                })
+                .expect("queued")
+                .wait_blocking()
+                .is_ok();
+            drop(store);
+            let reopened = RedbStore::with_backend(
+                FaultBackend::from_image(disk.crash_image()),
+                Options::default(),
+            )
+            .expect("reopen after crash");
+            let n = reopened.read_since(&tid("t"), Seq(0), 10).expect("read").len();
+            assert!(n == 2 || n == 5, "op {op} {model:?}: {n} events (a partial batch)");
+            assert!(!acked || n == 5, "op {op} {model:?}: an acknowledged batch was lost");
+            assert!(reopened.verify().expect("verify").is_clean());
+        }
+    }
+}
+
+#[test]
+fn crc_mismatch_mid_log_fails_closed() {
+    let (_dir, path) = temp_db();
+    build(&path);
+    let mut bytes = raw::event_bytes(&path, "t", 2);
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x04;
+    raw::put_event_bytes(&path, "t", 2, &bytes);
+    let store = reopen(&path);
+    let t = tid("t");
+    assert_eq!(store.read_since(&t, Seq(0), 1).expect("before the damage").len(), 1);
+    assert_corrupted(store.read_since(&t, Seq(0), 10), "events", "t", 2);
+    assert_corrupted(store.read_since(&t, Seq(1), 1), "events", "t", 2);
+    assert_eq!(store.read_since(&t, Seq(2), 10).expect("after the damage").len(), 3);
+    assert_corrupted(store.read_all_since(Lsn(0), 10), "events", "t", 2);
+    assert_eq!(store.read_since(&tid("u"), Seq(0), 10).expect("other thread").len(), 2);
+    assert_verify_names(&store, "events", "t", 2);
+    // A subscription stops at the damage instead of skipping it.
+    let mut sub = store.subscribe(Scope::Thread(t), 0).expect("subscribe");
+    assert_corrupted(sub.try_next(), "events", "t", 2);
+}
+
+#[test]
+fn crc_mismatch_at_the_tail_fails_closed_too() {
+    // Inside redb a crash cannot tear a committed record (transactions are atomic), so a bad last
+    // record is damage, not a torn write: it fails closed like the middle.
+    let (_dir, path) = temp_db();
+    build(&path);
+    let mut bytes = raw::event_bytes(&path, "t", 5);
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x80;
+    raw::put_event_bytes(&path, "t", 5, &bytes);
+    let store = reopen(&path);
+    assert_corrupted(store.read_since(&tid("t"), Seq(4), 10), "events", "t", 5);
+    assert_verify_names(&store, "events", "t", 5);
+}
+
+#[test]
+fn unknown_record_version_fails_closed() {
+    let (_dir, path) = temp_db();
+    build(&path);
+    let bytes = raw::event_bytes(&path, "t", 3);
+    let mut covered = bytes[..bytes.len() - 4].to_vec();
+    covered[0] = 2;
+    raw::put_event_bytes(&path, "t", 3, &raw::with_valid_crc(covered));
+    let store = reopen(&path);
+    let result = store.read_range(&tid("t"), Seq(3), Seq(3));
+    assert!(
+        matches!(&result, Err(Error::Corrupted { detail, .. }) if detail.contains("version 2")),
+        "{result:?}"
+    );
+    assert_corrupted(result, "events", "t", 3);
+}
+
+#[test]
+fn newer_format_is_refused_and_left_untouched() {
+    let (_dir, path) = temp_db();
+    build(&path);
+    raw::write(&path, |txn| {
+        let mut meta = txn.open_table(raw::META).expect("meta");
+        meta.insert("format_version", 2u16.to_le_bytes().as_slice()).expect("insert");
+    });
+    let before = std::fs::read(&path).expect("read file");
+    for result in [
+        RedbStore::open(&path, fast()).map(drop),
+        RedbStore::open_existing(&path, fast()).map(drop),
+        RedbStore::open_read_only(&path).map(drop),
+    ] {
+        assert!(matches!(result, Err(Error::NewerFormat { found: 2, supported: 1 })), "{result:?}");
+    }
+    assert_eq!(std::fs::read(&path).expect("read file"), before, "the file was written to");
+}
+
+#[test]
+fn seq_gap_fails_closed() {
+    let (_dir, path) = temp_db();
+    build(&path);
+    raw::write(&path, |txn| {
+        let mut events = txn.open_table(raw::EVENTS).expect("events");
+        let removed = events.remove(("t", 3)).expect("remove").expect("present").value().to_vec();
+        let lsn = cairn_storage::codec::decode_event(&removed).expect("decode").bookmark.lsn.0;
+        txn.open_table(raw::LSN_INDEX).expect("index").remove(lsn).expect("remove");
+    });
+    let store = reopen(&path);
+    let result = store.read_since(&tid("t"), Seq(0), 10);
+    assert!(
+        matches!(&result, Err(Error::Corrupted { detail, .. }) if detail.contains("gap")),
+        "{result:?}"
+    );
+    assert_corrupted(result, "events", "t", 3);
+    // A gap at the very end (the record says 5, the log ends at 4) is caught too.
+    assert_eq!(store.read_range(&tid("t"), Seq(4), Seq(5)).expect("tail").len(), 2);
+    assert_verify_names(&store, "events", "t", 4);
+}
+
+#[test]
+fn a_missing_tail_event_fails_closed() {
+    let (_dir, path) = temp_db();
+    build(&path);
+    raw::write(&path, |txn| {
+        txn.open_table(raw::EVENTS).expect("events").remove(("t", 5)).expect("remove");
+    });
+    let store = reopen(&path);
+    assert_corrupted(store.read_since(&tid("t"), Seq(3), 10), "events", "t", 5);
+    assert_verify_names(&store, "events", "t", 5);
+}
+
+#[test]
+fn key_record_mismatch_fails_closed() {
+    let (_dir, path) = temp_db();
+    build(&path);
+    let second = raw::event_bytes(&path, "t", 2);
+    raw::put_event_bytes(&path, "t", 3, &second);
+    let store = reopen(&path);
+    let result = store.read_range(&tid("t"), Seq(3), Seq(3));
+    assert!(
+        matches!(&result, Err(Error::Corrupted { detail, .. }) if detail.contains("holds the record")),
+        "{result:?}"
+    );
+    assert_corrupted(result, "events", "t", 3);
+    // A record of another thread under this thread's key is caught the same way.
+    drop(store);
+    let other = raw::event_bytes(&path, "u", 1);
+    raw::put_event_bytes(&path, "t", 1, &other);
+    let store = reopen(&path);
+    assert_corrupted(store.read_range(&tid("t"), Seq(1), Seq(1)), "events", "t", 1);
+    assert_verify_names(&store, "events", "t", 1);
+}
+
+#[test]
+fn lsn_index_mismatch_fails_closed() {
+    let (_dir, path) = temp_db();
+    build(&path);
+    // lsn 2 belongs to (t, 2); point it at (t, 3).
+    raw::write(&path, |txn| {
+        txn.open_table(raw::LSN_INDEX).expect("index").insert(2, ("t", 3)).expect("insert");
+    });
+    let store = reopen(&path);
+    assert_corrupted(store.read_all_since(Lsn(1), 10), "lsn_index", "t", 3);
+    assert_eq!(store.read_all_since(Lsn(0), 1).expect("before the damage").len(), 1);
+    assert_verify_names(&store, "lsn_index", "t", 2);
+    // An index entry pointing at nothing is caught as well.
+    drop(store);
+    raw::write(&path, |txn| {
+        txn.open_table(raw::LSN_INDEX).expect("index").insert(99, ("t", 42)).expect("insert");
+    });
+    let store = reopen(&path);
+    assert_corrupted(store.read_all_since(Lsn(7), 10), "lsn_index", "t", 42);
+}
+
+#[test]
+fn missing_payload_is_reported() {
+    let (_dir, path) = temp_db();
+    let store = RedbStore::open(&path, fast()).expect("open");
+    create_thread(&store, "t", 0);
+    let bytes = b"tool output".to_vec();
+    let r = PayloadRef::of(&bytes);
+    let mut with_payload = event("t", 1);
+    with_payload.payload = Some(r);
+    append(&store, Batch { events: vec![with_payload], payloads: vec![bytes], ..Batch::default() });
+    store.close().expect("close");
+    raw::write(&path, |txn| {
+        txn.open_table(raw::PAYLOADS).expect("payloads").remove(&r.hash).expect("remove");
+    });
+    let store = reopen(&path);
+    assert!(matches!(store.payload(&r), Err(Error::MissingPayload(missing)) if missing == r));
+    assert_eq!(
+        store.read_since(&tid("t"), Seq(0), 10).expect("event still reads")[0].payload,
+        Some(r)
+    );
+    assert_verify_names(&store, "payloads", "t", 1);
+    // A payload whose bytes changed is corruption, not data.
+    drop(store);
+    raw::write(&path, |txn| {
+        txn.open_table(raw::PAYLOADS)
+            .expect("payloads")
+            .insert(&r.hash, b"tool outpuT".as_slice())
+            .expect("insert");
+    });
+    let store = reopen(&path);
+    assert!(matches!(store.payload(&r), Err(Error::Corrupted { table: "payloads", .. })));
+}
+
+#[test]
+fn a_corrupt_thread_record_fails_closed_for_that_thread_only() {
+    let (_dir, path) = temp_db();
+    build(&path);
+    raw::write(&path, |txn| {
+        let mut threads = txn.open_table(raw::THREADS).expect("threads");
+        let mut bytes = threads.get("t").expect("get").expect("present").value().to_vec();
+        bytes[8] ^= 0x01;
+        threads.insert("t", bytes.as_slice()).expect("insert");
+    });
+    let store = reopen(&path);
+    let result = store.thread(&tid("t"));
+    assert!(
+        matches!(result, Err(Error::Corrupted { table: "threads", thread: Some(ref t), .. }) if t.as_str() == "t")
+    );
+    assert!(store.read_since(&tid("t"), Seq(0), 10).is_err());
+    let append_t =
+        store.append(Batch { events: vec![event("t", 6)], ..Batch::default() }).expect("queued");
+    assert!(matches!(append_t.wait_blocking(), Err(Error::Corrupted { table: "threads", .. })));
+    assert_eq!(events(&store, "u", 1).bookmarks[0].seq, Seq(3));
+    assert!(!store.verify().expect("verify").is_clean());
+}
+
+#[test]
+fn a_corrupt_checkpoint_fails_closed_and_older_ones_still_load() {
+    let (_dir, path) = temp_db();
+    let store = RedbStore::open(&path, fast()).expect("open");
+    create_thread(&store, "t", 2);
+    let cp = |store: &RedbStore| {
+        append(
+            store,
+            Batch {
+                checkpoints: vec![checkpoint("t", CheckpointKind::Periodic, &[])],
+                ..Batch::default()
+            },
+        )
+        .checkpoints[0]
+    };
+    let older = cp(&store);
+    events(&store, "t", 2);
+    let newer = cp(&store);
+    store.close().expect("close");
+    raw::write(&path, |txn| {
+        let mut snapshots = txn.open_table(raw::SNAPSHOTS).expect("snapshots");
+        let mut bytes = snapshots.get(newer.0).expect("get").expect("present").value().to_vec();
+        let at = bytes.len() - 6;
+        bytes[at] ^= 0x20;
+        snapshots.insert(newer.0, bytes.as_slice()).expect("insert");
+    });
+    let store = reopen(&path);
+    let result = store.checkpoint(newer);
+    assert!(
+        matches!(result, Err(Error::Corrupted { table: "checkpoint_snapshots", seq: Some(Seq(id)), .. }) if id == newer.0)
+    );
+    assert!(store.latest_checkpoint_at_or_before(&tid("t"), Seq(9)).is_err());
+    let fallback =
+        store.latest_checkpoint_at_or_before(&tid("t"), Seq(3)).expect("older").expect("present");
+    assert_eq!(fallback.id, older);
+    let report = store.verify().expect("verify");
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.table == "checkpoint_snapshots" && p.seq == Some(Seq(newer.0)))
+    );
+    assert!(store.checkpoint(CheckpointId(older.0)).expect("older loads").is_some());
+}
