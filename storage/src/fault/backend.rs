@@ -89,7 +89,7 @@ impl fmt::Debug for FaultBackend {
     }
 }
 
-impl redb::StorageBackend for FaultBackend {
+impl ::redb::StorageBackend for FaultBackend {
     fn len(&self) -> Result<u64, io::Error> {
         Ok(self.disk().live_len())
     }

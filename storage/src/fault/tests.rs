@@ -2,7 +2,7 @@
 
 use std::io::ErrorKind;
 
-use redb::{ReadableDatabase, StorageBackend, TableDefinition};
+use ::redb::{ReadableDatabase, StorageBackend, TableDefinition};
 
 use super::disk::SplitMix64;
 use super::*;
@@ -294,7 +294,7 @@ fn from_image_starts_fresh_and_can_crash_again() {
 
 const TABLE: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("t");
 
-fn commit(db: &redb::Database, key: u64) -> Result<(), redb::Error> {
+fn commit(db: &::redb::Database, key: u64) -> Result<(), ::redb::Error> {
     let txn = db.begin_write()?;
     {
         let mut table = txn.open_table(TABLE)?;
@@ -311,7 +311,7 @@ fn redb_survives_every_model_at_every_mutation() {
     let clean = FaultBackend::new();
     let counter = clean.controller();
     {
-        let db = redb::Database::builder().create_with_backend(clean).unwrap();
+        let db = ::redb::Database::builder().create_with_backend(clean).unwrap();
         for key in 0..4 {
             commit(&db, key).unwrap();
         }
@@ -325,7 +325,7 @@ fn redb_survives_every_model_at_every_mutation() {
             let controller = backend.controller();
             controller.arm(Fault::at(op, model).with_seed(op));
             let mut acked = Vec::new();
-            if let Ok(db) = redb::Database::builder().create_with_backend(backend) {
+            if let Ok(db) = ::redb::Database::builder().create_with_backend(backend) {
                 for key in 0..4 {
                     if commit(&db, key).is_err() {
                         break;
@@ -334,7 +334,7 @@ fn redb_survives_every_model_at_every_mutation() {
                 }
             }
             cases += 1;
-            let reopened = redb::Database::builder()
+            let reopened = ::redb::Database::builder()
                 .create_with_backend(FaultBackend::from_image(controller.crash_image()));
             let db = match reopened {
                 Ok(db) => db,

@@ -1,0 +1,60 @@
+//! Writes the `record_decode` seed corpus: one valid framed record of every kind, so the fuzzer
+//! starts past the CRC instead of having to discover a valid frame by chance.
+//!
+//! `cargo run --bin seed_corpus` (from `fuzz/`); `scripts/fuzz.sh` runs it when the corpus is empty.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use cairn_storage::{
+    Bookmark, CheckpointId, CheckpointInfo, CheckpointKind, CheckpointMeta, Event, EventKind,
+    EventStatus, LockRecord, Lsn, PayloadRef, Seq, ThreadId, ThreadRecord, WorkflowRef, codec,
+};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/record_decode");
+    std::fs::create_dir_all(&dir)?;
+    let thread = ThreadId::new("seed-thread")?;
+    let workflow = WorkflowRef { id: "seed".into(), version: 1, fingerprint: "fp".into() };
+    let bookmark = Bookmark { seq: Seq(3), lsn: Lsn(9), at_ms: 1_000 };
+    let event = Event {
+        bookmark,
+        thread: thread.clone(),
+        kind: EventKind::ToolCalled,
+        node: Some("fetch".into()),
+        status: EventStatus::Info,
+        summary: "called fetch".into(),
+        payload: Some(PayloadRef::of(b"payload")),
+        data: br#"{"url":"https://example.invalid"}"#.to_vec(),
+    };
+    let mut record = ThreadRecord::new(thread.clone(), workflow.clone(), 5);
+    record.last = Some(bookmark);
+    record.labels.insert("tenant".into(), "acme".into());
+    let info = CheckpointInfo {
+        id: CheckpointId(2),
+        thread,
+        workflow,
+        covers: bookmark,
+        created_at_ms: 7,
+        kind: CheckpointKind::Node,
+        snapshot_len: 4,
+        meta: CheckpointMeta {
+            creator: "seed".into(),
+            description: "seed checkpoint".into(),
+            tags: vec!["a".into()],
+            custom: BTreeMap::from([("k".to_string(), "v".to_string())]),
+        },
+    };
+    let lock = LockRecord { name: "res".into(), owner: "me".into(), acquired_at_ms: 1, expires_at_ms: 2 };
+    let seeds = [
+        ("event", codec::encode_event(&event)?),
+        ("thread", codec::encode_thread(&record)?),
+        ("checkpoint", codec::encode_checkpoint(&info)?),
+        ("snapshot", codec::encode_snapshot(CheckpointId(2), b"snap")?),
+        ("lock", codec::encode_lock(&lock)?),
+    ];
+    for (name, bytes) in seeds {
+        std::fs::write(dir.join(format!("seed-{name}")), bytes)?;
+    }
+    Ok(())
+}

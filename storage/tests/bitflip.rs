@@ -1,0 +1,427 @@
+//! Corruption of stored records: every flipped bit is an error naming the record, never data.
+//!
+//! Two levels, one summary line:
+//! - codec: every framed record kind (events of several sizes, a thread record, checkpoint
+//!   metadata, a snapshot, a lock) with every single bit flipped, and bursts of 2 to 32 bits
+//!   (first and last bit of the burst flipped, the bits between seeded) at every start bit. A
+//!   32-bit CRC over header and body detects all of them, so every decode must fail.
+//! - file: a real database image written through `RedbStore` on a `FaultBackend`; the framed
+//!   bytes of an event or a checkpoint record are located by scanning the image, bits inside them
+//!   are flipped (at every place the bytes occur, so the live copy is hit whatever stale copies
+//!   redb keeps), the image is reopened and the record read back through the `Store` API. The
+//!   read must fail, either with `Error::Corrupted` naming the table, thread and seq/id, or with
+//!   a storage error from redb (if redb checks the page first); `verify()` must report it too.
+//!   Returning any data other than the original is `wrong_data`.
+#![cfg(feature = "fault-injection")]
+#![allow(clippy::print_stderr, reason = "the test prints its RELIABILITY summary line")]
+
+use std::collections::BTreeMap;
+
+use cairn_storage::fault::FaultBackend;
+use cairn_storage::{
+    Batch, Bookmark, Checkpoint, CheckpointId, CheckpointInfo, CheckpointKind, CheckpointMeta,
+    Durability, Error, Event, EventKind, EventStatus, LockRecord, Lsn, NewCheckpoint, NewEvent,
+    Options, RedbStore, Seq, Store, ThreadId, ThreadRecord, WorkflowRef, codec,
+};
+
+/// Deterministic xorshift bytes, so records are distinctive and runs repeatable.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next().to_le_bytes()[0]).collect()
+    }
+}
+
+fn workflow() -> WorkflowRef {
+    WorkflowRef { id: "bitflip".into(), version: 2, fingerprint: "fp-bitflip".into() }
+}
+
+fn thread(n: usize) -> ThreadId {
+    ThreadId::new(format!("flip-thread-{n}")).expect("valid id")
+}
+
+fn sample_event(rng: &mut Rng, seq: u64, data_len: usize) -> Event {
+    Event {
+        bookmark: Bookmark { seq: Seq(seq), lsn: Lsn(seq + 100), at_ms: 1_700_000_000_000 + seq },
+        thread: thread(0),
+        kind: EventKind::ToolReturned,
+        node: Some("fetch".into()),
+        status: EventStatus::Success,
+        summary: format!("tool returned #{seq}"),
+        payload: None,
+        data: rng.bytes(data_len),
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    cases: u64,
+    detected: u64,
+    wrong_data: u64,
+}
+
+/// A decoder under test: `Ok(true)` if it decoded back to the original, `Ok(false)` if it
+/// decoded to something else, `Err` if it refused the bytes.
+type Decode<'a> = Box<dyn Fn(&[u8]) -> Result<bool, Error> + 'a>;
+
+fn flip_bits(bytes: &mut [u8], bits: impl IntoIterator<Item = usize>) {
+    for bit in bits {
+        bytes[bit / 8] ^= 1 << (bit % 8);
+    }
+}
+
+/// The bits a burst of `len` bits starting at `start` flips: both ends, and seeded ones between.
+fn burst(start: usize, len: usize, rng: &mut Rng) -> Vec<usize> {
+    let mut bits = vec![start, start + len - 1];
+    for bit in start + 1..start + len - 1 {
+        if rng.next().is_multiple_of(2) {
+            bits.push(bit);
+        }
+    }
+    bits
+}
+
+fn codec_level(counts: &mut Counts, failures: &mut Vec<String>) {
+    let mut rng = Rng(0x00C0_FFEE);
+    let event_small = sample_event(&mut rng, 1, 0);
+    let event_mid = sample_event(&mut rng, 2, 180);
+    let event_big = sample_event(&mut rng, 3, 1_500);
+    let mut record = ThreadRecord::new(thread(0), workflow(), 5);
+    record.labels.insert("tenant".into(), "acme".into());
+    record.last = Some(event_mid.bookmark);
+    record.summary = rng.bytes(40);
+    let info = CheckpointInfo {
+        id: CheckpointId(7),
+        thread: thread(0),
+        workflow: workflow(),
+        covers: event_mid.bookmark,
+        created_at_ms: 99,
+        kind: CheckpointKind::Phase,
+        snapshot_len: 600,
+        meta: CheckpointMeta {
+            creator: "engine".into(),
+            description: "after phase 2".into(),
+            tags: vec!["phase".into(), "nightly".into()],
+            custom: BTreeMap::from([("k".to_string(), "v".to_string())]),
+        },
+    };
+    let snapshot = rng.bytes(600);
+    let lock = LockRecord {
+        name: "inventory".into(),
+        owner: "runner-7".into(),
+        acquired_at_ms: 1,
+        expires_at_ms: 60_001,
+    };
+
+    let mut cases: Vec<(&str, Vec<u8>, Decode<'_>)> = Vec::new();
+    for (name, event) in
+        [("event_small", &event_small), ("event_mid", &event_mid), ("event_big", &event_big)]
+    {
+        let framed = codec::encode_event(event).expect("encode");
+        cases.push((name, framed, Box::new(move |b| codec::decode_event(b).map(|e| e == *event))));
+    }
+    let framed = codec::encode_thread(&record).expect("encode");
+    cases.push(("thread", framed, Box::new(|b| codec::decode_thread(b).map(|r| r == record))));
+    let framed = codec::encode_checkpoint(&info).expect("encode");
+    cases.push((
+        "checkpoint",
+        framed,
+        Box::new(|b| codec::decode_checkpoint(b).map(|c| c == info)),
+    ));
+    let framed = codec::encode_snapshot(info.id, &snapshot).expect("encode");
+    cases.push((
+        "snapshot",
+        framed,
+        Box::new(|b| codec::decode_snapshot(b).map(|(id, s)| id == info.id && s == snapshot)),
+    ));
+    let framed = codec::encode_lock(&lock).expect("encode");
+    cases.push(("lock", framed, Box::new(|b| codec::decode_lock(b).map(|l| l == lock))));
+
+    for (name, framed, decode) in &cases {
+        assert_eq!(decode(framed).ok(), Some(true), "{name}: the clean record decodes");
+        let bits = framed.len() * 8;
+        for len in 1..=32usize {
+            // Single bits at every position; bursts at every start for small records and with a
+            // stride for the big ones (a burst's detection does not depend on where it starts,
+            // only its length, for a CRC; the stride keeps the test fast).
+            let stride = if len == 1 || bits < 4_000 { 1 } else { 7 };
+            for start in (0..=bits - len).step_by(stride) {
+                let mut damaged = framed.clone();
+                flip_bits(&mut damaged, burst_or_single(start, len, &mut rng));
+                counts.cases += 1;
+                match decode(&damaged) {
+                    Err(_) => counts.detected += 1,
+                    Ok(same) => {
+                        counts.wrong_data += 1;
+                        failures.push(format!(
+                            "codec {name}: {len}-bit burst at bit {start} decoded (equal to original: {same})"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn burst_or_single(start: usize, len: usize, rng: &mut Rng) -> Vec<usize> {
+    if len == 1 { vec![start] } else { burst(start, len, rng) }
+}
+
+/// What a real database holds, with the framed bytes of each record to damage.
+struct Written {
+    image: Vec<u8>,
+    events: Vec<Event>,
+    checkpoints: Vec<Checkpoint>,
+}
+
+fn write_database() -> Written {
+    let backend = FaultBackend::new();
+    let controller = backend.controller();
+    let options = Options { durability: Durability::Immediate, ..Options::default() };
+    let store = RedbStore::with_backend(backend, options).expect("create");
+    let mut rng = Rng(0xB17F_11B5);
+    let threads = (0..3).map(|t| ThreadRecord::new(thread(t), workflow(), 1)).collect();
+    store
+        .append(Batch { threads, ..Batch::default() })
+        .and_then(|p| p.wait_blocking())
+        .expect("threads");
+    let mut events = Vec::new();
+    let mut checkpoints = Vec::new();
+    for round in 0..4u64 {
+        let new_events: Vec<NewEvent> = (0..3)
+            .map(|t| NewEvent {
+                thread: thread(t),
+                kind: EventKind::NodeCompleted,
+                node: Some(format!("node-{round}")),
+                status: EventStatus::Success,
+                summary: format!("round {round} thread {t}"),
+                payload: None,
+                // Sizes from tiny to several hundred bytes, so records sit in different pages.
+                data: rng.bytes(16 + 150 * (round as usize) + 40 * t),
+                at_ms: 10 * round,
+            })
+            .collect();
+        let snapshot_len = [300, 2_000, 6_000, 900][round as usize];
+        let checkpoint = NewCheckpoint {
+            thread: thread(round as usize % 3),
+            workflow: workflow(),
+            kind: CheckpointKind::Periodic,
+            snapshot: rng.bytes(snapshot_len),
+            meta: CheckpointMeta {
+                tags: vec![format!("round-{round}")],
+                ..CheckpointMeta::default()
+            },
+            created_at_ms: 10 * round + 1,
+        };
+        let batch =
+            Batch { events: new_events.clone(), checkpoints: vec![checkpoint], ..Batch::default() };
+        let appended = store.append(batch).and_then(|p| p.wait_blocking()).expect("append");
+        for (new, bookmark) in new_events.into_iter().zip(appended.bookmarks) {
+            events.push(Event {
+                bookmark,
+                thread: new.thread,
+                kind: new.kind,
+                node: new.node,
+                status: new.status,
+                summary: new.summary,
+                payload: new.payload,
+                data: new.data,
+            });
+        }
+        for id in appended.checkpoints {
+            checkpoints.push(store.checkpoint(id).expect("read").expect("saved"));
+        }
+    }
+    assert!(store.verify().expect("verify").is_clean());
+    store.close().expect("close");
+    Written { image: controller.durable_image(), events, checkpoints }
+}
+
+/// Every offset where `needle` occurs in `haystack`.
+fn occurrences(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
+    haystack
+        .windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| *w == needle)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// How one damaged read ended.
+enum Outcome {
+    /// `Error::Corrupted` naming the right record.
+    Named,
+    /// `Error::Corrupted` naming something else: still detected, but the location is wrong.
+    Misnamed(String),
+    /// redb refused first (open or read error).
+    Redb,
+    /// The read returned the original record (the flipped copy was not the one read).
+    Original,
+    /// The read returned something else.
+    Wrong(String),
+}
+
+#[derive(Default)]
+struct FileCounts {
+    cases: u64,
+    named: u64,
+    by_redb: u64,
+    original: u64,
+    wrong: u64,
+    verify_missed: u64,
+}
+
+/// Reads the target record back from a damaged image.
+fn read_back(image: Vec<u8>, target: &Target<'_>) -> (Outcome, bool) {
+    let options = Options { durability: Durability::Immediate, ..Options::default() };
+    let Ok(store) = RedbStore::with_backend(FaultBackend::from_image(image), options) else {
+        return (Outcome::Redb, true);
+    };
+    let outcome = match target {
+        Target::Event(event) => {
+            match store.read_range(&event.thread, event.bookmark.seq, event.bookmark.seq) {
+                Ok(found) if found.as_slice() == std::slice::from_ref(*event) => Outcome::Original,
+                Ok(found) => Outcome::Wrong(format!("{found:?}")),
+                Err(Error::Corrupted { table, thread: Some(t), seq: Some(s), .. })
+                    if table == codec::table::EVENTS
+                        && t == event.thread
+                        && s == event.bookmark.seq =>
+                {
+                    Outcome::Named
+                }
+                Err(e @ Error::Corrupted { .. }) => Outcome::Misnamed(e.to_string()),
+                Err(_) => Outcome::Redb,
+            }
+        }
+        Target::Checkpoint(checkpoint) => match store.checkpoint(checkpoint.id) {
+            Ok(Some(found)) if found == **checkpoint => Outcome::Original,
+            Ok(found) => Outcome::Wrong(format!("{found:?}")),
+            Err(Error::Corrupted { table, seq: Some(s), .. })
+                if (table == codec::table::CHECKPOINTS || table == codec::table::SNAPSHOTS)
+                    && s.0 == checkpoint.id.0 =>
+            {
+                Outcome::Named
+            }
+            Err(e @ Error::Corrupted { .. }) => Outcome::Misnamed(e.to_string()),
+            Err(_) => Outcome::Redb,
+        },
+    };
+    let verify_reports = match store.verify() {
+        Ok(report) => !report.is_clean(),
+        Err(_) => true,
+    };
+    let _ = store.close();
+    (outcome, verify_reports)
+}
+
+enum Target<'a> {
+    Event(&'a Event),
+    Checkpoint(&'a Checkpoint),
+}
+
+fn file_level(counts: &mut FileCounts, failures: &mut Vec<String>) {
+    let written = write_database();
+    let mut rng = Rng(0xF11E);
+    let mut targets: Vec<(String, Vec<Vec<u8>>, Target<'_>)> = Vec::new();
+    for event in &written.events {
+        let framed = codec::encode_event(event).expect("encode");
+        targets.push((
+            format!("event {} seq {}", event.thread, event.bookmark.seq),
+            vec![framed],
+            Target::Event(event),
+        ));
+    }
+    for checkpoint in &written.checkpoints {
+        let info = CheckpointInfo {
+            id: checkpoint.id,
+            thread: checkpoint.thread.clone(),
+            workflow: checkpoint.workflow.clone(),
+            covers: checkpoint.covers,
+            created_at_ms: checkpoint.created_at_ms,
+            kind: checkpoint.kind,
+            snapshot_len: checkpoint.snapshot.len() as u64,
+            meta: checkpoint.meta.clone(),
+        };
+        let framed_info = codec::encode_checkpoint(&info).expect("encode");
+        let framed_snapshot =
+            codec::encode_snapshot(checkpoint.id, &checkpoint.snapshot).expect("encode");
+        targets.push((
+            format!("checkpoint {}", checkpoint.id),
+            vec![framed_info, framed_snapshot],
+            Target::Checkpoint(checkpoint),
+        ));
+    }
+    for (name, records, target) in &targets {
+        for framed in records {
+            let places = occurrences(&written.image, framed);
+            assert!(!places.is_empty(), "{name}: framed record not found in the image");
+            let bits = framed.len() * 8;
+            // 60 single-bit flips and 40 bursts per record, at seeded positions.
+            for case in 0..100 {
+                let len = if case < 60 { 1 } else { 2 + (rng.next() % 31) as usize };
+                let start = (rng.next() % (bits - len + 1) as u64) as usize;
+                let flips = burst_or_single(start, len, &mut rng);
+                let mut image = written.image.clone();
+                for &place in &places {
+                    flip_bits(&mut image[place..place + framed.len()], flips.iter().copied());
+                }
+                counts.cases += 1;
+                let (outcome, verify_reports) = read_back(image, target);
+                match outcome {
+                    Outcome::Named => counts.named += 1,
+                    Outcome::Redb => counts.by_redb += 1,
+                    Outcome::Original => {
+                        counts.original += 1;
+                        failures.push(format!("{name}: {len}-bit flip at {start} went unread"));
+                    }
+                    Outcome::Misnamed(e) => {
+                        counts.wrong += 1;
+                        failures.push(format!("{name}: flip at {start} reported elsewhere: {e}"));
+                    }
+                    Outcome::Wrong(found) => {
+                        counts.wrong += 1;
+                        failures
+                            .push(format!("{name}: flip at {start} returned wrong data {found}"));
+                    }
+                }
+                if !verify_reports {
+                    counts.verify_missed += 1;
+                    failures.push(format!("{name}: verify() missed a {len}-bit flip at {start}"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_flipped_bit_is_detected() {
+    let mut codec_counts = Counts::default();
+    let mut failures = Vec::new();
+    codec_level(&mut codec_counts, &mut failures);
+    let mut file = FileCounts::default();
+    file_level(&mut file, &mut failures);
+    let cases = codec_counts.cases + file.cases;
+    let detected = codec_counts.detected + file.named + file.by_redb;
+    let wrong_data = codec_counts.wrong_data + file.wrong;
+    eprintln!(
+        "RELIABILITY bitflip cases={cases} detected={detected} wrong_data={wrong_data} \
+         codec_cases={} file_cases={} file_named_by_cairn={} file_by_redb={} file_unread={} \
+         verify_missed={}",
+        codec_counts.cases, file.cases, file.named, file.by_redb, file.original, file.verify_missed
+    );
+    for failure in failures.iter().take(20) {
+        eprintln!("  {failure}");
+    }
+    assert!(failures.is_empty(), "{} failures (first 20 above)", failures.len());
+    assert_eq!(detected, cases);
+    assert_eq!(wrong_data, 0);
+    assert!(file.cases >= 1_000, "at least 1,000 file-image injections");
+}
