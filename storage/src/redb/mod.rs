@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ::redb::{Builder, Database, DatabaseError, ReadTransaction, ReadableDatabase};
 use tokio::sync::{oneshot, watch};
@@ -280,6 +280,8 @@ impl RedbStore {
             committed: committed_tx,
             dirty: false,
             last_durable: Instant::now(),
+            last_group: 1,
+            last_commit: Duration::ZERO,
         };
         let thread = std::thread::Builder::new()
             .name("cairn-writer".into())

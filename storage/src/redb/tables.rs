@@ -3,7 +3,9 @@
 //! Key and value layouts are documented in `docs/format.md`; values other than the meta table,
 //! the indexes and payloads are frames (see [`crate::frame`]).
 
-use ::redb::{ReadTransaction, ReadableDatabase, Table, TableDefinition, WriteTransaction};
+use ::redb::{
+    ReadTransaction, ReadableDatabase, ReadableTable, Table, TableDefinition, WriteTransaction,
+};
 
 use crate::Error;
 use crate::codec::table;
@@ -76,7 +78,13 @@ impl<'txn> Tables<'txn> {
     }
 }
 
-/// The counters the writer continues from, read from the meta table.
+/// The counters the writer continues from.
+///
+/// Each is the larger of its meta-table value and the highest key in use (the lsn index's last
+/// lsn, the checkpoints table's last id). Appends only add keys above both, so the writer stores
+/// the counters in the meta table only in groups that remove records (delete, clear, prune),
+/// which may remove the highest key: an lsn or a checkpoint id is never reused, and an ordinary
+/// append commit writes one table fewer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Counters {
     /// The last lsn ever assigned (kept in meta: pruning may remove the event that had it).
@@ -152,9 +160,22 @@ pub(crate) fn check_meta_txn(txn: &ReadTransaction) -> Result<MetaState, Error> 
                     }),
             }
         };
+    // The meta counters are written only by groups that remove records (see `Counters`); the
+    // highest key of each table covers everything appended since.
+    let op = "read counters";
+    let last_index = match txn.open_table(LSN_INDEX) {
+        Ok(index) => index.last().map_err(|e| Error::storage(op, e))?.map(|(k, _)| k.value()),
+        Err(::redb::TableError::TableDoesNotExist(_)) => None,
+        Err(e) => return Err(Error::storage(op, e)),
+    };
+    let last_checkpoint = match txn.open_table(CHECKPOINTS) {
+        Ok(table) => table.last().map_err(|e| Error::storage(op, e))?.map(|(k, _)| k.value()),
+        Err(::redb::TableError::TableDoesNotExist(_)) => None,
+        Err(e) => return Err(Error::storage(op, e)),
+    };
     Ok(MetaState::Cairn(Counters {
-        last_lsn: counter(META_LAST_LSN)?,
-        last_checkpoint_id: counter(META_LAST_CHECKPOINT_ID)?,
+        last_lsn: counter(META_LAST_LSN)?.max(last_index.unwrap_or(0)),
+        last_checkpoint_id: counter(META_LAST_CHECKPOINT_ID)?.max(last_checkpoint.unwrap_or(0)),
     }))
 }
 

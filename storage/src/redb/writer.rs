@@ -82,7 +82,15 @@ pub(crate) struct Writer {
     /// Non-durable commits since the last durable one.
     pub(crate) dirty: bool,
     pub(crate) last_durable: Instant,
+    /// Writes in the last group, the gathering target for the next (see `gather`).
+    pub(crate) last_group: usize,
+    /// How long the last group took to apply and commit, the gathering window for the next.
+    pub(crate) last_commit: Duration,
 }
+
+/// The longest the writer waits to fill a group beyond what is already queued: well under a
+/// disk's fsync time, so a caller that stopped writing costs the others little.
+const GATHER_WAIT_MAX: Duration = Duration::from_millis(2);
 
 impl Writer {
     /// Runs until a `Close` command or until every sender is gone.
@@ -104,13 +112,7 @@ impl Writer {
                     Err(_) => break,
                 },
             };
-            let mut group = vec![first];
-            while group.len() < self.group_max {
-                match rx.try_recv() {
-                    Ok(command) => group.push(command),
-                    Err(_) => break,
-                }
-            }
+            let group = self.gather(first, &rx);
             if let Some(close) = self.commit_group(group) {
                 let result = self.flush();
                 // Later commands find the channel closed once `rx` drops; answer any queued now.
@@ -125,6 +127,35 @@ impl Writer {
             }
         }
         self.flush_logged();
+    }
+
+    /// Collects the group that starts with `first`.
+    ///
+    /// Whatever is already queued joins at once. Beyond that, the writer waits a little for the
+    /// callers it answered last time: each of them is likely to send its next write as soon as it
+    /// wakes, and committing before they do would alternate one tiny group with one large group,
+    /// halving throughput under concurrency. So it waits until as many writes as the last group
+    /// held have arrived, or for at most the last commit's duration (capped at
+    /// [`GATHER_WAIT_MAX`]), whichever comes first. A lone caller (last group of one) never waits.
+    fn gather(&self, first: Command, rx: &Receiver<Command>) -> Vec<Command> {
+        let mut group = vec![first];
+        let target = self.last_group.clamp(1, self.group_max);
+        let deadline = Instant::now() + self.last_commit.min(GATHER_WAIT_MAX);
+        while group.len() < self.group_max {
+            if let Ok(command) = rx.try_recv() {
+                group.push(command);
+                continue;
+            }
+            let now = Instant::now();
+            if group.len() >= target || now >= deadline {
+                break;
+            }
+            match rx.recv_timeout(deadline - now) {
+                Ok(command) => group.push(command),
+                Err(_) => break,
+            }
+        }
+        group
     }
 
     fn flush_deadline(&self) -> Option<Instant> {
@@ -201,7 +232,11 @@ impl Writer {
             Durability::None => false,
         };
         let mut done = Vec::with_capacity(work.len());
+        self.last_group = work.len();
+        let started = Instant::now();
         let outcome = self.run_in_txn(work, durable, &mut done);
+        self.last_commit = started.elapsed();
+        tracing::trace!(writes = self.last_group, commit = ?self.last_commit, durable, "group committed");
         match outcome {
             Ok(()) => {
                 if durable {
@@ -276,7 +311,7 @@ impl Writer {
                 return Err(error);
             }
         };
-        let before = self.counters;
+        let removes = work.iter().any(|w| !matches!(w, Write::Append(..)));
         let mut commands = work.into_iter();
         while let Some(command) = commands.next() {
             let (d, fatal) = self.apply_one(&mut tables, command);
@@ -288,7 +323,7 @@ impl Writer {
                 return Err(error);
             }
         }
-        if self.counters != before {
+        if removes {
             write_counters(&mut tables.meta, self.counters)?;
         }
         Ok(())
