@@ -35,6 +35,7 @@ for target in "${targets[@]}"; do
         status=1
     fi
     if grep -qE 'panicked|ERROR: libFuzzer|SUMMARY' "$scratch.log"; then
+        grep -E -A3 'panicked' "$scratch.log" | head -20 || true
         echo "!! $target found a crash; input saved under fuzz/artifacts/$target/"
         status=1
     fi

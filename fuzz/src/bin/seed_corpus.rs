@@ -45,7 +45,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             custom: BTreeMap::from([("k".to_string(), "v".to_string())]),
         },
     };
-    let lock = LockRecord { name: "res".into(), owner: "me".into(), acquired_at_ms: 1, expires_at_ms: 2 };
+    let lock =
+        LockRecord { name: "res".into(), owner: "me".into(), acquired_at_ms: 1, expires_at_ms: 2 };
     let seeds = [
         ("event", codec::encode_event(&event)?),
         ("thread", codec::encode_thread(&record)?),
