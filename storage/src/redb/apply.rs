@@ -55,7 +55,10 @@ pub(crate) fn plan(tables: &Tables<'_>, counters: Counters, batch: Batch) -> Res
         let id = new.thread.clone();
         let mut record =
             plan.thread(tables, &id)?.clone().ok_or(Error::UnknownThread(id.clone()))?;
-        let seq = record.last.map_or(record.first_seq.0, |b| b.seq.0 + 1);
+        let seq = match record.last {
+            None => record.first_seq.0,
+            Some(b) => b.seq.0.checked_add(1).ok_or_else(|| exhausted("seq", Some(&id)))?,
+        };
         if tables.events.get((id.as_str(), seq)).map_err(storage("read events"))?.is_some() {
             return Err(Error::Corrupted {
                 table: table::EVENTS,
@@ -64,7 +67,8 @@ pub(crate) fn plan(tables: &Tables<'_>, counters: Counters, batch: Batch) -> Res
                 detail: "an event is already stored past the thread record's last seq".into(),
             });
         }
-        plan.counters.last_lsn += 1;
+        plan.counters.last_lsn =
+            plan.counters.last_lsn.checked_add(1).ok_or_else(|| exhausted("lsn", None))?;
         let lsn = plan.counters.last_lsn;
         let event = Event::from_new(new, Seq(seq), Lsn(lsn));
         let framed = codec::encode_event(&event)?;
@@ -81,7 +85,11 @@ pub(crate) fn plan(tables: &Tables<'_>, counters: Counters, batch: Batch) -> Res
         let covers = record.last.ok_or_else(|| Error::Invalid {
             detail: format!("thread {} has no events for a checkpoint to cover", new.thread),
         })?;
-        plan.counters.last_checkpoint_id += 1;
+        plan.counters.last_checkpoint_id = plan
+            .counters
+            .last_checkpoint_id
+            .checked_add(1)
+            .ok_or_else(|| exhausted("checkpoint id", None))?;
         let id = CheckpointId(plan.counters.last_checkpoint_id);
         let info = CheckpointInfo {
             id,
@@ -164,6 +172,17 @@ pub(crate) fn apply(
     }
     *counters = plan.counters;
     Ok(plan.appended)
+}
+
+/// A counter read from the file is at `u64::MAX`: only damage gets it there (2^64 appends will not
+/// happen), so it is reported as corruption rather than wrapped.
+fn exhausted(counter: &str, thread: Option<&ThreadId>) -> Error {
+    Error::Corrupted {
+        table: if thread.is_some() { table::THREADS } else { table::META },
+        thread: thread.cloned(),
+        seq: None,
+        detail: format!("the {counter} counter is at its maximum"),
+    }
 }
 
 /// The record an upsert writes: the caller's fields, the store's `last`, `first_seq` and `lease`.

@@ -112,7 +112,7 @@ pub(crate) fn plan_prune(
             let event = decode_event_at(thread, seq, value.value())?;
             events.push((seq, event.bookmark.lsn.0));
         }
-        record.first_seq = Seq(covers + 1);
+        record.first_seq = Seq(covers.saturating_add(1));
     }
     let checkpoints =
         thread_checkpoints(tables, thread, covers)?.into_iter().filter(|c| c.id < keep).collect();

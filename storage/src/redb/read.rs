@@ -196,7 +196,8 @@ pub(crate) fn read_all_since(
     let index = open(txn, LSN_INDEX)?;
     let events = open(txn, EVENTS)?;
     let mut out = Vec::with_capacity(limit.min(1024));
-    let range = index.range(after.0.saturating_add(1)..).map_err(storage("read lsn index"))?;
+    let Some(first) = after.0.checked_add(1) else { return Ok(out) };
+    let range = index.range(first..).map_err(storage("read lsn index"))?;
     for entry in range.take(limit) {
         let (key, value) = entry.map_err(storage("read lsn index"))?;
         let lsn = key.value();

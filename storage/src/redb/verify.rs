@@ -157,7 +157,7 @@ impl Scan<'_> {
                 let detail = format!("seq gap: expected seq {}, found {seq}", c.next);
                 self.problem(table::EVENTS, Some(&id), Some(seq), detail);
             }
-            c.next = seq + 1;
+            c.next = seq.saturating_add(1);
             let event = match decode_event_at(&id, seq, value.value()) {
                 Ok(event) => event,
                 Err(e) => {
@@ -207,9 +207,11 @@ impl Scan<'_> {
     fn end_thread(&mut self, threads: &BTreeMap<ThreadId, ThreadRecord>, done: &Cursor) {
         let Some(record) = threads.get(&done.id) else { return };
         let want = record.last.map_or(0, |b| b.seq.0);
-        if done.next != want + 1 {
-            let detail =
-                format!("events end at seq {}, the thread record says {want}", done.next - 1);
+        if done.next != want.saturating_add(1) {
+            let detail = format!(
+                "events end at seq {}, the thread record says {want}",
+                done.next.saturating_sub(1)
+            );
             self.problem(table::EVENTS, Some(&done.id), Some(done.next), detail);
         } else if done.last.is_some() && done.last != record.last {
             let detail = "last bookmark differs from the last event".to_string();
