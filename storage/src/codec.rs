@@ -238,3 +238,72 @@ fn decode<T: DeserializeOwned>(kind: RecordKind, bytes: &[u8]) -> Result<T, Erro
 fn corrupted(kind: RecordKind, detail: String) -> Error {
     Error::Corrupted { table: kind.table(), thread: None, seq: None, detail }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Bookmark, EventKind, EventStatus, Lsn, ThreadRecord, WorkflowRef};
+
+    fn event() -> Event {
+        Event {
+            bookmark: Bookmark { seq: Seq(1), lsn: Lsn(1), at_ms: 0 },
+            thread: ThreadId::new("t").expect("id"),
+            kind: EventKind::Message,
+            node: None,
+            status: EventStatus::Info,
+            summary: String::new(),
+            payload: None,
+            data: Vec::new(),
+        }
+    }
+
+    fn reframe(kind: RecordKind, body: &[u8]) -> Vec<u8> {
+        frame::encode(kind, body)
+    }
+
+    #[test]
+    fn trailing_body_bytes_are_refused() {
+        let framed = encode_event(&event()).expect("encode");
+        let mut body = frame::decode(&framed, RecordKind::Event).expect("frame").to_vec();
+        body.push(0);
+        let result = decode_event(&reframe(RecordKind::Event, &body));
+        assert!(
+            matches!(result, Err(Error::Corrupted { detail, .. }) if detail.contains("trailing"))
+        );
+    }
+
+    #[test]
+    fn field_rules_are_checked_after_the_crc() {
+        let mut zero = event();
+        zero.bookmark.seq = Seq(0);
+        let framed = encode_event(&zero).expect("encode");
+        assert!(matches!(decode_event(&framed), Err(Error::Corrupted { table: "events", .. })));
+
+        let workflow = WorkflowRef { id: "w".into(), version: 1, fingerprint: "f".into() };
+        let mut record = ThreadRecord::new(ThreadId::new("t").expect("id"), workflow, 0);
+        record.first_seq = Seq(5);
+        let framed = encode_thread(&record).expect("encode");
+        assert!(matches!(decode_thread(&framed), Err(Error::Corrupted { table: "threads", .. })));
+    }
+
+    #[test]
+    fn an_invalid_thread_id_or_kind_in_a_valid_frame_is_refused() {
+        let framed = encode_event(&event()).expect("encode");
+        let body = frame::decode(&framed, RecordKind::Event).expect("frame").to_vec();
+        // Body: seq, lsn, at_ms (one byte each), then the thread id "t" (length 1, 't'), then
+        // the kind (16 = message).
+        assert_eq!(&body[3..6], &[1, b't', 16]);
+        let mut control = body.clone();
+        control[4] = b'\n';
+        assert!(decode_event(&reframe(RecordKind::Event, &control)).is_err());
+        let mut kind = body;
+        kind[5] = 99;
+        assert!(decode_event(&reframe(RecordKind::Event, &kind)).is_err());
+    }
+
+    #[test]
+    fn a_record_of_another_kind_is_refused() {
+        let framed = encode_event(&event()).expect("encode");
+        assert!(matches!(decode_thread(&framed), Err(Error::Corrupted { table: "threads", .. })));
+    }
+}

@@ -179,6 +179,9 @@ impl Writer {
             return Ok(());
         }
         if self.poisoned.load(Ordering::Acquire) {
+            // Nothing more can be made durable until reopen; forget the debt so the periodic
+            // timer does not fire again and again.
+            self.dirty = false;
             return Err(Error::Poisoned);
         }
         let result = self
@@ -194,6 +197,7 @@ impl Writer {
             }
             Err(error) => {
                 self.poisoned.store(true, Ordering::Release);
+                self.dirty = false;
                 Err(error)
             }
         }
