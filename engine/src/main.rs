@@ -1,2 +1,5 @@
 //! The `cairn` command line.
-fn main() {}
+
+fn main() -> std::process::ExitCode {
+    cairn::cli::run(Vec::new())
+}

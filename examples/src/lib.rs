@@ -1,1 +1,8 @@
-//! Runnable examples of Cairn live in `examples/examples/`; this library only holds helpers they share.
+//! Runnable examples of Cairn. Each module holds one example's workflow and a `run` function
+//! that the example binary (`cargo run --example NAME`) prints and the test suite asserts.
+
+pub mod bookmarks;
+pub mod map_reduce;
+pub mod quickstart;
+pub mod routing;
+pub mod subworkflow;

@@ -1,0 +1,124 @@
+//! `cairn demo`: runs threads of the research-agent workflow with progress bars, then a summary.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use cairn_dsl::DynWorkflow;
+use cairn_storage::ThreadStatus;
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+
+use crate::demo::{QUESTIONS, Research, research_workflow};
+use crate::model::ScriptedModel;
+use crate::{Engine, StartOptions};
+
+/// Arguments of `cairn demo`.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// The database file (created if missing).
+    #[arg(long, default_value = "cairn-demo.db")]
+    db: PathBuf,
+    /// How many threads to run.
+    #[arg(long, default_value_t = 8)]
+    threads: usize,
+    /// Abort the process abruptly after this many acknowledged steps (to show recovery).
+    #[arg(long)]
+    crash_after_steps: Option<u64>,
+    /// Print one JSON line per thread instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// No progress bars.
+    #[arg(long)]
+    quiet: bool,
+}
+
+pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow::Result<ExitCode> {
+    let wf = research_workflow(Arc::new(ScriptedModel::demo()))?;
+    let mut builder = Engine::builder(&args.db).workflow(&wf).seed(7).concurrency(4);
+    for w in extra {
+        builder = builder.workflow_dyn(w);
+    }
+    let engine = builder.open().await.with_context(|| format!("opening {}", args.db.display()))?;
+    if let Some(k) = args.crash_after_steps {
+        engine.on_step(Arc::new(move |_thread, _step, total| {
+            if total >= k {
+                // An abrupt end, as a power cut or kill -9 would be: no destructors, no flush
+                // beyond what each acknowledged commit already made durable.
+                std::process::abort();
+            }
+        }));
+    }
+    let bars = MultiProgress::new();
+    if args.quiet {
+        bars.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let style = ProgressStyle::with_template("{prefix:>8} [{bar:20}] {pos}/{len} {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+    let mut handles = Vec::new();
+    for i in 0..args.threads {
+        let question = QUESTIONS[i % QUESTIONS.len()];
+        let id = format!("demo-{i}");
+        let input = Research { question: question.to_owned(), ..Research::default() };
+        let handle =
+            engine.start("research-agent", input, StartOptions::id(&id).label("demo", "1")).await?;
+        let bar = bars.add(ProgressBar::new(5));
+        bar.set_style(style.clone());
+        bar.set_prefix(id.clone());
+        handles.push((handle, bar));
+    }
+    let mut rows = Vec::new();
+    for (handle, bar) in handles {
+        let mut events = handle.events(0)?;
+        loop {
+            let outcome = handle.outcome()?;
+            while let Some(rec) = events.try_next()? {
+                if let crate::record::Body::Progress { progress, .. } = &rec.body {
+                    bar.set_position(u64::from(progress.step));
+                    bar.set_message(progress.message.clone());
+                }
+            }
+            if !matches!(outcome.status, ThreadStatus::Running | ThreadStatus::Created) {
+                bar.finish_with_message(outcome.status.to_string());
+                rows.push((handle.id().to_string(), outcome));
+                break;
+            }
+            tokio::select! {
+                r = handle.wait() => { r?; }
+                () = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+    }
+    engine.shutdown().await;
+    print_summary(&rows, args.json);
+    let all_done = rows.iter().all(|(_, o)| o.status == ThreadStatus::Completed);
+    Ok(if all_done { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_FAILED) })
+}
+
+fn print_summary(rows: &[(String, crate::Outcome)], json: bool) {
+    for (id, outcome) in rows {
+        let answer = outcome
+            .output
+            .as_ref()
+            .and_then(|o| o.get("answer"))
+            .and_then(|a| a.as_str())
+            .unwrap_or("")
+            .to_owned();
+        let digest = outcome
+            .output
+            .as_ref()
+            .map(|o| blake3::hash(o.to_string().as_bytes()).to_hex()[..16].to_owned());
+        if json {
+            let line = serde_json::json!({ "thread": id, "status": outcome.status.as_str(), "answer": answer, "digest": digest });
+            println!("{line}");
+        } else {
+            println!(
+                "{id:<8} {:<10} {:<16} {answer}",
+                outcome.status.as_str(),
+                digest.unwrap_or_default()
+            );
+        }
+    }
+}

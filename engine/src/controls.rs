@@ -1,0 +1,78 @@
+//! In-process controls of running threads: who drives which thread, and the signals a runner
+//! checks at step boundaries (cancel, pause).
+//!
+//! Claiming a thread here is what makes sure one process never runs the same thread twice; the
+//! storage lease does the same across processes and crashes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use cairn_storage::ThreadId;
+use tokio_util::sync::CancellationToken;
+
+/// The signals of one running thread.
+#[derive(Debug, Default)]
+pub(crate) struct Control {
+    /// Cancelled when the thread is cancelled (or its deadline passes).
+    pub cancel: CancellationToken,
+    pause: AtomicBool,
+    reason: Mutex<Option<String>>,
+}
+
+impl Control {
+    /// Asks the runner to pause at the next step boundary.
+    pub fn request_pause(&self) {
+        self.pause.store(true, Ordering::SeqCst);
+    }
+
+    /// True once, after a pause was requested.
+    pub fn take_pause(&self) -> bool {
+        self.pause.swap(false, Ordering::SeqCst)
+    }
+
+    /// Cancels with a reason the runner records.
+    pub fn cancel(&self, reason: String) {
+        *lock(&self.reason) = Some(reason);
+        self.cancel.cancel();
+    }
+
+    /// The reason given to [`Control::cancel`].
+    pub fn reason(&self) -> Option<String> {
+        lock(&self.reason).clone()
+    }
+}
+
+/// The threads this process is driving right now.
+#[derive(Debug, Default)]
+pub(crate) struct Controls {
+    running: Mutex<HashMap<ThreadId, Arc<Control>>>,
+}
+
+impl Controls {
+    /// Claims `thread` for a runner; `None` if another runner has it.
+    pub fn claim(&self, thread: &ThreadId) -> Option<Arc<Control>> {
+        let mut running = lock(&self.running);
+        if running.contains_key(thread) {
+            return None;
+        }
+        let control = Arc::new(Control::default());
+        running.insert(thread.clone(), control.clone());
+        Some(control)
+    }
+
+    /// Gives `thread` up.
+    pub fn release(&self, thread: &ThreadId) {
+        lock(&self.running).remove(thread);
+    }
+
+    /// The control of a running thread.
+    pub fn get(&self, thread: &ThreadId) -> Option<Arc<Control>> {
+        lock(&self.running).get(thread).cloned()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing panics while these locks are held; a poisoned lock would still hold valid data.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,244 @@
+//! Controls of threads from outside: cancel, pause, resume, human input, resumable tasks.
+//!
+//! A running thread gets the request through its in-process [`crate::controls::Control`] and its
+//! runner records the outcome at the next step boundary (cancel reaches the running node at once
+//! through its cancellation token). A parked thread is changed directly by a guarded write.
+
+use std::sync::Arc;
+
+use cairn_dsl::DynWorkflow;
+use cairn_storage::{
+    Batch, Guard, LockOp, Page, ThreadFilter, ThreadId, ThreadRecord, ThreadStatus,
+};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::engine::{Engine, Inner};
+use crate::error::Error;
+use crate::log;
+use crate::record::Body;
+use crate::status::{Transition, transition};
+use crate::thread_ctx::Waiting;
+
+impl Engine {
+    fn record(&self, id: &ThreadId) -> Result<ThreadRecord, Error> {
+        self.store().thread(id)?.ok_or_else(|| Error::UnknownThread(id.to_string()))
+    }
+
+    /// Cancels a thread. A running node sees its cancellation token at once and has the grace
+    /// period to stop; the thread ends Cancelled, its locks released, with `reason` recorded.
+    ///
+    /// # Errors
+    /// [`Error::UnknownThread`]; [`Error::Transition`] if the thread has ended already.
+    pub async fn cancel(&self, thread: &str, reason: &str) -> Result<(), Error> {
+        self.end_from_outside(thread, Transition::Cancel, reason).await
+    }
+
+    /// Gives up a resumable thread for good (seed 001's abandonTask): it ends Cancelled.
+    ///
+    /// # Errors
+    /// As [`Engine::cancel`].
+    pub async fn abandon(&self, thread: &str) -> Result<(), Error> {
+        self.end_from_outside(thread, Transition::Cancel, "abandoned").await
+    }
+
+    async fn end_from_outside(
+        &self,
+        thread: &str,
+        t: Transition,
+        reason: &str,
+    ) -> Result<(), Error> {
+        let id = ThreadId::new(thread)?;
+        loop {
+            if let Some(control) = self.inner.controls.get(&id) {
+                control.cancel(reason.to_owned());
+                let mut rx = self.inner.watch(&id)?;
+                let _ = rx.wait_for(|s| s.is_terminal() || *s != ThreadStatus::Running).await;
+                return Ok(());
+            }
+            let record = self.record(&id)?;
+            let to = transition(record.status, t)
+                .map_err(|source| Error::Transition { thread: id.to_string(), source })?;
+            let now = self.inner.clock.now_ms();
+            let mut bodies = Vec::new();
+            for lock in self.store().locks()?.into_iter().filter(|l| l.owner == id.as_str()) {
+                bodies.push(Body::Lock { name: lock.name, acquired: false });
+            }
+            bodies.push(Body::StatusChanged { from: record.status, to, reason: reason.to_owned() });
+            let mut batch = Batch::default();
+            for body in &bodies {
+                log::push_event(&mut batch, &id, body, now)?;
+            }
+            let mut rec = record.clone();
+            rec.status = to;
+            rec.updated_at_ms = now;
+            rec.lease = None;
+            batch.threads.push(rec);
+            batch.locks.push(LockOp::ReleaseAll { owner: id.to_string() });
+            batch.guards.push(Guard::Status { thread: id.clone(), expected: record.status });
+            let Some(_claim) = self.inner.controls.claim(&id) else { continue };
+            let result = async { self.store().append(batch)?.wait().await }.await;
+            self.inner.controls.release(&id);
+            match result {
+                Ok(_) => {
+                    self.inner.notify(&id, to);
+                    return Ok(());
+                }
+                // The status moved under us (a timer fired, input arrived): look again.
+                Err(cairn_storage::Error::GuardFailed { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Asks a thread to pause at its next step boundary (a parked thread pauses at once).
+    /// Survives a restart: the Paused status is recorded.
+    ///
+    /// # Errors
+    /// [`Error::Transition`] if the thread cannot pause from its status.
+    pub async fn pause(&self, thread: &str) -> Result<(), Error> {
+        let id = ThreadId::new(thread)?;
+        if let Some(control) = self.inner.controls.get(&id) {
+            control.request_pause();
+            let mut rx = self.inner.watch(&id)?;
+            let _ = rx.wait_for(|s| *s != ThreadStatus::Running).await;
+            return Ok(());
+        }
+        let record = self.record(&id)?;
+        let to = transition(record.status, Transition::Pause)
+            .map_err(|source| Error::Transition { thread: id.to_string(), source })?;
+        let body = Body::StatusChanged { from: record.status, to, reason: "paused".into() };
+        self.write_status(&record, to, vec![body]).await
+    }
+
+    async fn write_status(
+        &self,
+        record: &ThreadRecord,
+        to: ThreadStatus,
+        bodies: Vec<Body>,
+    ) -> Result<(), Error> {
+        let id = &record.id;
+        let now = self.inner.clock.now_ms();
+        let mut batch = Batch::default();
+        for body in &bodies {
+            log::push_event(&mut batch, id, body, now)?;
+        }
+        let mut rec = record.clone();
+        rec.status = to;
+        rec.updated_at_ms = now;
+        batch.threads.push(rec);
+        batch.guards.push(Guard::Status { thread: id.clone(), expected: record.status });
+        let Some(_claim) = self.inner.controls.claim(id) else {
+            return Err(Error::WrongStatus {
+                thread: id.to_string(),
+                status: ThreadStatus::Running,
+                detail: "a runner is driving it".into(),
+            });
+        };
+        let result = async { self.store().append(batch)?.wait().await }.await;
+        self.inner.controls.release(id);
+        result?;
+        self.inner.notify(id, to);
+        Ok(())
+    }
+
+    /// Resumes a paused, blocked or recovered (parked) thread in the background.
+    ///
+    /// # Errors
+    /// [`Error::WrongStatus`] for a thread that waits for input or a timer, or has ended.
+    pub async fn resume(&self, thread: &str) -> Result<(), Error> {
+        let id = ThreadId::new(thread)?;
+        let record = self.record(&id)?;
+        match record.status {
+            ThreadStatus::Paused | ThreadStatus::Blocked => {
+                self.inner.workflow_for(&record)?;
+                self.inner.write_parked(&id, record.status, vec![], true).await?;
+                self.inner.spawn_drive(id, "resumed");
+                Ok(())
+            }
+            ThreadStatus::Running | ThreadStatus::Created
+                if self.inner.controls.get(&id).is_none() =>
+            {
+                self.inner.workflow_for(&record)?;
+                self.inner.spawn_drive(id, "resumed");
+                Ok(())
+            }
+            status => Err(Error::WrongStatus {
+                thread: id.to_string(),
+                status,
+                detail: "only paused, blocked or parked threads resume".into(),
+            }),
+        }
+    }
+
+    /// Threads that can be resumed: paused, blocked, or unfinished without a runner (parked by
+    /// recovery), in id order (seed 001's getResumableTasks).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn resumable(&self) -> Result<Vec<ThreadRecord>, Error> {
+        let mut out = Vec::new();
+        for status in [
+            ThreadStatus::Running,
+            ThreadStatus::Created,
+            ThreadStatus::Paused,
+            ThreadStatus::Blocked,
+        ] {
+            let mut offset = 0;
+            loop {
+                let filter = ThreadFilter { status: Some(status), ..ThreadFilter::default() };
+                let page = self.store().list_threads(&filter, Page { limit: 500, offset })?;
+                offset += page.len();
+                let done = page.len() < 500;
+                out.extend(page.into_iter().filter(|r| self.inner.controls.get(&r.id).is_none()));
+                if done {
+                    break;
+                }
+            }
+        }
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    /// Sends human input to a thread waiting for it, and resumes it.
+    ///
+    /// # Errors
+    /// [`Error::WrongStatus`] if the thread is not waiting for input.
+    pub async fn send_input(&self, thread: &str, input: impl Serialize) -> Result<(), Error> {
+        let id = ThreadId::new(thread)?;
+        let value = serde_json::to_value(input)?;
+        let record = self.record(&id)?;
+        let wf = self.inner.workflow_for(&record)?;
+        deliver_input(&self.inner, &wf, &id, value).await?;
+        self.inner.spawn_drive(id, "input received");
+        Ok(())
+    }
+}
+
+/// Records `value` as the input a waiting thread asked for.
+///
+/// # Errors
+/// [`Error::WrongStatus`] if the thread is not waiting for input.
+pub(crate) async fn deliver_input(
+    inner: &Arc<Inner>,
+    wf: &DynWorkflow,
+    id: &ThreadId,
+    value: Value,
+) -> Result<(), Error> {
+    let ctx = crate::restore::restore(inner.store.as_ref(), wf, id, None)?;
+    let Some(Waiting::Input { task, .. }) = ctx.meta.waiting.clone() else {
+        return Err(Error::WrongStatus {
+            thread: id.to_string(),
+            status: ctx.meta.status,
+            detail: "it is not waiting for input".into(),
+        });
+    };
+    inner
+        .write_parked(
+            id,
+            ThreadStatus::WaitingInput,
+            vec![Body::InputReceived { task, value }],
+            true,
+        )
+        .await
+}

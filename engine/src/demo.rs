@@ -1,0 +1,226 @@
+//! The demo workflow: an agent-like research assistant with routing, a fan-out and join, a
+//! bounded review loop and tool calls, driven by a [`LanguageModel`].
+//!
+//! ```text
+//! START -> classify --route--> answer_directly -> END
+//!                   \--------> plan -> search_web  \
+//!                                   -> search_docs -> (join) synthesize -> review --route--> finalize -> END
+//!                                                                ^-----------------------/ (at most 3 drafts)
+//! ```
+
+use std::sync::Arc;
+
+use cairn_dsl::{
+    BuildError, Ctx, END, NodeError, NodeOutput, NodePolicy, RetryPolicy, START, State, ToolError,
+    Workflow,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::model::{LanguageModel, ModelRequest, ModelResponse};
+
+/// The demo's state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Research {
+    /// The question asked.
+    pub question: String,
+    /// "research" or "simple".
+    pub route: String,
+    /// Plan items.
+    pub plan: Vec<String>,
+    /// Findings from the searches, in a fixed order (web before docs).
+    pub findings: Vec<String>,
+    /// The current draft.
+    pub draft: String,
+    /// Drafts written.
+    pub drafts: u32,
+    /// Whether the last review approved.
+    pub approved: bool,
+    /// The final answer.
+    pub answer: String,
+}
+
+/// Updates of [`Research`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ResearchUpdate {
+    /// Set the route.
+    Route(String),
+    /// Set the plan.
+    Plan(Vec<String>),
+    /// Add a finding.
+    Finding(String),
+    /// A new draft.
+    Draft(String),
+    /// A review verdict.
+    Reviewed(bool),
+    /// The final answer.
+    Answer(String),
+}
+
+impl State for Research {
+    type Update = ResearchUpdate;
+
+    fn apply(&mut self, update: ResearchUpdate) {
+        match update {
+            ResearchUpdate::Route(r) => self.route = r,
+            ResearchUpdate::Plan(p) => self.plan = p,
+            ResearchUpdate::Finding(f) => self.findings.push(f),
+            ResearchUpdate::Draft(d) => {
+                self.draft = d;
+                self.drafts += 1;
+            }
+            ResearchUpdate::Reviewed(ok) => self.approved = ok,
+            ResearchUpdate::Answer(a) => self.answer = a,
+        }
+    }
+}
+
+async fn ask(
+    ctx: &Ctx,
+    model: &Arc<dyn LanguageModel>,
+    purpose: &str,
+    prompt: String,
+) -> Result<ModelResponse, NodeError> {
+    let model = model.clone();
+    let request = ModelRequest { purpose: purpose.to_owned(), prompt };
+    let response: ModelResponse = ctx
+        .tool("model", request, move |req, tool_ctx| async move {
+            let response = model.complete(req).await?;
+            tool_ctx.report_usage(response.usage.clone());
+            Ok::<_, ToolError>(response)
+        })
+        .await?;
+    Ok(response)
+}
+
+/// A deterministic search tool over a tiny built-in corpus (stands in for a web or docs search).
+fn search(source: &'static str, query: &str) -> Result<String, ToolError> {
+    let hash = blake3::hash(format!("{source}:{query}").as_bytes()).to_hex();
+    Ok(format!("{source} result {} for '{query}'", &hash[..8]))
+}
+
+/// The demo workflow over `model`.
+///
+/// # Errors
+/// [`BuildError`] only if the definition below is wrong (a bug).
+pub fn research_workflow(model: Arc<dyn LanguageModel>) -> Result<Workflow<Research>, BuildError> {
+    let m1 = model.clone();
+    let m2 = model.clone();
+    let m3 = model.clone();
+    let m4 = model.clone();
+    let m5 = model;
+    let retry = NodePolicy::default().retry(RetryPolicy::exponential(3, 10, 100));
+    Workflow::<Research>::builder("research-agent", 1)
+        .node("classify", move |s: Arc<Research>, ctx: Ctx| {
+            let model = m1.clone();
+            async move {
+                ctx.progress(1, 5, "classifying the question");
+                let r = ask(&ctx, &model, "classify", s.question.clone()).await?;
+                Ok(NodeOutput::update(ResearchUpdate::Route(r.text)))
+            }
+        })
+        .route(
+            "classify",
+            |s: &Research| if s.route == "simple" { "answer_directly" } else { "plan" },
+            ["answer_directly", "plan"],
+        )
+        .node("answer_directly", move |s: Arc<Research>, ctx: Ctx| {
+            let model = m2.clone();
+            async move {
+                let r = ask(&ctx, &model, "answer", s.question.clone()).await?;
+                Ok(NodeOutput::update(ResearchUpdate::Answer(r.text)))
+            }
+        })
+        .node("plan", move |s: Arc<Research>, ctx: Ctx| {
+            let model = m3.clone();
+            async move {
+                ctx.progress(2, 5, "planning");
+                let r = ask(&ctx, &model, "plan", s.question.clone()).await?;
+                let plan = r.text.split(';').map(|p| p.trim().to_owned()).collect();
+                Ok(NodeOutput::update(ResearchUpdate::Plan(plan)))
+            }
+        })
+        .fan_out("plan", ["search_web", "search_docs"])
+        .node_with(
+            "search_web",
+            |s: Arc<Research>, ctx: Ctx| async move {
+                ctx.progress(3, 5, "searching the web");
+                let q = s.plan.join(" ");
+                let hit: String = ctx
+                    .tool("web_search", q, |q: String, _| async move { search("web", &q) })
+                    .await?;
+                Ok(NodeOutput::update(ResearchUpdate::Finding(hit)))
+            },
+            retry.clone(),
+        )
+        .node_with(
+            "search_docs",
+            |s: Arc<Research>, ctx: Ctx| async move {
+                let q = s.plan.first().cloned().unwrap_or_default();
+                let hit: String = ctx
+                    .tool("docs_search", q, |q: String, _| async move { search("docs", &q) })
+                    .await?;
+                Ok(NodeOutput::update(ResearchUpdate::Finding(hit)))
+            },
+            retry,
+        )
+        .join(["search_web", "search_docs"], "synthesize")
+        .node_with(
+            "synthesize",
+            move |s: Arc<Research>, ctx: Ctx| {
+                let model = m4.clone();
+                async move {
+                    ctx.progress(4, 5, "drafting");
+                    let prompt = format!(
+                        "{} | {} | draft {}",
+                        s.question,
+                        s.findings.join(" | "),
+                        s.drafts + 1
+                    );
+                    let r = ask(&ctx, &model, "draft", prompt).await?;
+                    Ok(NodeOutput::update(ResearchUpdate::Draft(r.text)))
+                }
+            },
+            NodePolicy::default().checkpoint_after(true),
+        )
+        .node("review", move |s: Arc<Research>, ctx: Ctx| {
+            let model = m5.clone();
+            async move {
+                // The last allowed draft is accepted as it is: the loop is bounded.
+                let verdict = if s.drafts >= 3 {
+                    true
+                } else {
+                    ask(&ctx, &model, "review", format!("{} #{}", s.draft, s.drafts)).await?.text
+                        == "approve"
+                };
+                Ok(NodeOutput::update(ResearchUpdate::Reviewed(verdict)))
+            }
+        })
+        .edge("synthesize", "review")
+        .route(
+            "review",
+            |s: &Research| if s.approved { "finalize" } else { "synthesize" },
+            ["finalize", "synthesize"],
+        )
+        .loop_bound("synthesize", 3)
+        .node("finalize", |s: Arc<Research>, ctx: Ctx| async move {
+            ctx.progress(5, 5, "done");
+            let id = ctx.new_id();
+            Ok(NodeOutput::update(ResearchUpdate::Answer(format!("{} [{}]", s.draft, &id[..8]))))
+        })
+        .edge(START, "classify")
+        .edge("answer_directly", END)
+        .edge("finalize", END)
+        .build()
+}
+
+/// The demo's questions; thread `demo-<i>` asks question `i % len`.
+pub const QUESTIONS: &[&str] = &[
+    "Why do durable workflow engines checkpoint?",
+    "What is a write-ahead log?",
+    "How does group commit improve throughput?",
+    "Is the sky blue?",
+    "What makes replay deterministic?",
+    "How are torn writes detected?",
+    "What is a lease?",
+    "Why bound every loop?",
+];

@@ -1,0 +1,169 @@
+//! Handles to threads: await a result, read status, stream events.
+
+use cairn_storage::{Scope, Subscription, ThreadId, ThreadStatus};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::log::{self, Recorded};
+
+/// How a thread stands once it stopped running (ended or parked).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// Its status: terminal, or parked (paused, waiting for input, sleeping, blocked).
+    pub status: ThreadStatus,
+    /// The final state, when completed.
+    pub output: Option<Value>,
+    /// The last error recorded, if any.
+    pub error: Option<String>,
+}
+
+/// A handle to one thread of an [`Engine`].
+#[derive(Clone)]
+pub struct ThreadHandle {
+    engine: Engine,
+    id: ThreadId,
+}
+
+impl std::fmt::Debug for ThreadHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadHandle").field("id", &self.id).finish()
+    }
+}
+
+impl ThreadHandle {
+    pub(crate) fn new(engine: Engine, id: ThreadId) -> Self {
+        Self { engine, id }
+    }
+
+    /// The thread's id.
+    pub fn id(&self) -> &ThreadId {
+        &self.id
+    }
+
+    /// Its stored status.
+    ///
+    /// # Errors
+    /// Storage errors; [`Error::UnknownThread`].
+    pub fn status(&self) -> Result<ThreadStatus, Error> {
+        let record = self.engine.store().thread(&self.id)?;
+        record.map(|r| r.status).ok_or_else(|| Error::UnknownThread(self.id.to_string()))
+    }
+
+    /// Waits until the thread stops running (ends, or parks waiting for something) and reports
+    /// how it stands.
+    ///
+    /// # Errors
+    /// Storage errors; [`Error::ShutDown`] if the engine shut down first.
+    pub async fn wait(&self) -> Result<Outcome, Error> {
+        self.wait_until(|s| !matches!(s, ThreadStatus::Running | ThreadStatus::Created)).await
+    }
+
+    /// Waits until the thread ends (completed, failed, cancelled, timed out).
+    ///
+    /// # Errors
+    /// As [`ThreadHandle::wait`].
+    pub async fn finished(&self) -> Result<Outcome, Error> {
+        self.wait_until(ThreadStatus::is_terminal).await
+    }
+
+    async fn wait_until(&self, done: impl Fn(ThreadStatus) -> bool) -> Result<Outcome, Error> {
+        let mut rx = self.engine.inner.watch(&self.id)?;
+        let shutdown = self.engine.inner.shutdown.clone();
+        tokio::select! {
+            r = rx.wait_for(|s| done(*s)) => { r.map_err(|_| Error::ShutDown)?; }
+            () = shutdown.cancelled() => return Err(Error::ShutDown),
+        }
+        self.outcome()
+    }
+
+    /// How the thread stands now (without waiting).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn outcome(&self) -> Result<Outcome, Error> {
+        let record = self
+            .engine
+            .store()
+            .thread(&self.id)?
+            .ok_or_else(|| Error::UnknownThread(self.id.to_string()))?;
+        let summary: Value = serde_json::from_slice(&record.summary).unwrap_or(Value::Null);
+        let error = summary.get("last_error").and_then(Value::as_str).map(str::to_owned);
+        let output = if record.status == ThreadStatus::Completed {
+            let wf = self.engine.inner.workflow_for(&record)?;
+            let ctx = crate::restore::restore(self.engine.store().as_ref(), &wf, &self.id, None)?;
+            ctx.meta.output
+        } else {
+            None
+        };
+        Ok(Outcome { status: record.status, output, error })
+    }
+
+    /// Waits for completion and decodes the output (the final state) as `T`.
+    ///
+    /// # Errors
+    /// [`Error::WrongStatus`] if the thread ends other than completed or parks; codec errors.
+    pub async fn output<T: DeserializeOwned>(&self) -> Result<T, Error> {
+        let outcome = self.wait().await?;
+        match outcome.output {
+            Some(v) if outcome.status == ThreadStatus::Completed => Ok(serde_json::from_value(v)?),
+            _ => Err(Error::WrongStatus {
+                thread: self.id.to_string(),
+                status: outcome.status,
+                detail: format!(
+                    "no output{}",
+                    outcome.error.map(|e| format!(": {e}")).unwrap_or_default()
+                ),
+            }),
+        }
+    }
+
+    /// The thread's events after seq `after`: history first, then live, each once, in order.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn events(&self, after: u64) -> Result<EventStream, Error> {
+        self.engine.subscribe(Scope::Thread(self.id.clone()), after)
+    }
+}
+
+/// Decoded events of a subscription.
+pub struct EventStream {
+    engine: Engine,
+    sub: Subscription,
+}
+
+impl EventStream {
+    /// The next event, waiting for it if needed.
+    ///
+    /// # Errors
+    /// Storage errors; [`Error::Record`] for an event that does not decode.
+    pub async fn next(&mut self) -> Result<Recorded, Error> {
+        let event = self.sub.next().await?;
+        log::decode(self.engine.store().as_ref(), event)
+    }
+
+    /// The next event if one is committed already.
+    ///
+    /// # Errors
+    /// As [`EventStream::next`].
+    pub fn try_next(&mut self) -> Result<Option<Recorded>, Error> {
+        match self.sub.try_next()? {
+            Some(event) => Ok(Some(log::decode(self.engine.store().as_ref(), event)?)),
+            None => Ok(None),
+        }
+    }
+}
+
+impl Engine {
+    /// Subscribes to one thread (after a seq) or to all threads (after an lsn): history, then
+    /// live events, with no gap between the two.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn subscribe(&self, scope: Scope, after: u64) -> Result<EventStream, Error> {
+        let sub = self.store().subscribe(scope, after)?;
+        Ok(EventStream { engine: self.clone(), sub })
+    }
+}

@@ -1,0 +1,36 @@
+//! Named limits of the engine, each with its reason. Exceeding one is an error that names it.
+
+/// Execution-history entries kept in a snapshot. The full history is the event log; the
+/// snapshot keeps a window so that checkpoint size (and so restore cost) does not grow with the
+/// length of a thread's life.
+pub const SNAPSHOT_HISTORY_MAX: usize = 256;
+
+/// Errors kept in a snapshot, for the same reason as [`SNAPSHOT_HISTORY_MAX`].
+pub const SNAPSHOT_ERRORS_MAX: usize = 64;
+
+/// Tasks in one step (static fan-out plus map items). One step is one atomic batch, and a batch
+/// is bounded by storage; 1,024 tasks of a few events each stays well inside it.
+pub const TASKS_PER_STEP_MAX: usize = 1_024;
+
+/// Tool calls in one attempt of one task: a node that calls more is almost surely looping.
+pub const TOOL_CALLS_PER_TASK_MAX: u32 = 10_000;
+
+/// JSON values above this size (tool inputs and outputs, inputs, updates) are stored in the
+/// content-addressed payload table and referenced from the event, so that event records stay
+/// small and scans stay fast.
+pub const INLINE_VALUE_BYTES_MAX: usize = 16 * 1024;
+
+/// Steps of one thread: a runaway loop without bounds stops here instead of filling the disk.
+pub const STEPS_PER_THREAD_MAX: u64 = 10_000_000;
+
+/// Nesting of sub-workflows run as child threads; the DSL bounds it too, this guards recursion
+/// in the engine itself.
+pub const SUBGRAPH_DEPTH_MAX: usize = 16;
+
+/// How long a runner's lease on a thread lasts without renewal. Renewed every step; a crashed
+/// process's threads are taken over at the next open regardless (the database file lock proves
+/// the old owner is gone).
+pub const LEASE_TTL_MS: u64 = 60_000;
+
+/// Events read per query during restore and subscriptions.
+pub const READ_CHUNK: usize = 1_024;

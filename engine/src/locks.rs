@@ -1,0 +1,92 @@
+//! Durable resource locks held by threads (seed 001's file locks, made durable).
+//!
+//! The owner of a lock is the thread id, so that every lock of a thread can be released in the
+//! same batch that ends it, whatever the way it ends. A lock has a time to live from the engine
+//! clock; an expired lock can be taken by another thread. Taking a lock a thread already holds
+//! renews it, so a task that runs again after a crash takes its locks again without conflict.
+
+use std::sync::Arc;
+
+use cairn_dsl::NodeError;
+use cairn_storage::{Batch, Guard, LockOp};
+use futures::future::BoxFuture;
+
+use crate::log::{self, Recorded};
+use crate::record::Body;
+use crate::task::{ThreadEnv, engine_error};
+
+/// Takes lock `name` for the thread; with `wait`, waits (engine clock) until a holder's lock
+/// expires or is released, else fails with [`NodeError::Lock`].
+pub(crate) fn acquire(
+    env: Arc<ThreadEnv>,
+    name: String,
+    ttl_ms: u64,
+    wait: bool,
+) -> BoxFuture<'static, Result<Vec<Recorded>, NodeError>> {
+    Box::pin(async move {
+        loop {
+            let now = env.inner.clock.now_ms();
+            let op = LockOp::Acquire {
+                name: name.clone(),
+                owner: env.thread.to_string(),
+                now_ms: now,
+                ttl_ms,
+            };
+            match write(&env, op, Body::Lock { name: name.clone(), acquired: true }, now).await {
+                Ok(recs) => return Ok(recs),
+                Err(cairn_storage::Error::LockHeld { owner, expires_at_ms, .. }) => {
+                    if !wait {
+                        return Err(NodeError::Lock {
+                            name,
+                            detail: format!("held by {owner} until {expires_at_ms} ms"),
+                        });
+                    }
+                    // Wake at the holder's expiry, or earlier when the thread is cancelled;
+                    // a release before that is seen at the expiry at the latest.
+                    tokio::select! {
+                        () = env.inner.clock.sleep_until(expires_at_ms) => {}
+                        () = env.cancel.cancelled() => return Err(NodeError::Cancelled),
+                    }
+                }
+                Err(e) => return Err(engine_error(&e.into())),
+            }
+        }
+    })
+}
+
+/// Releases lock `name` held by the thread (releasing a lock not held is a no-op).
+pub(crate) fn release(
+    env: Arc<ThreadEnv>,
+    name: String,
+) -> BoxFuture<'static, Result<Vec<Recorded>, NodeError>> {
+    Box::pin(async move {
+        let now = env.inner.clock.now_ms();
+        let op = LockOp::Release { name: name.clone(), owner: env.thread.to_string() };
+        write(&env, op, Body::Lock { name: name.clone(), acquired: false }, now)
+            .await
+            .map_err(|e| NodeError::Lock { name, detail: e.to_string() })
+    })
+}
+
+async fn write(
+    env: &ThreadEnv,
+    op: LockOp,
+    body: Body,
+    now: u64,
+) -> Result<Vec<Recorded>, cairn_storage::Error> {
+    let mut batch = Batch::default();
+    log::push_event(&mut batch, &env.thread, &body, now)
+        .map_err(|e| cairn_storage::Error::Invalid { detail: e.to_string() })?;
+    batch.locks.push(op);
+    batch.guards.push(Guard::Lease {
+        thread: env.thread.clone(),
+        owner: env.inner.owner.clone(),
+        now_ms: now,
+    });
+    let appended = env.inner.store.append(batch)?.wait().await?;
+    Ok(appended
+        .bookmarks
+        .into_iter()
+        .map(|bookmark| Recorded { bookmark, thread: env.thread.clone(), body: body.clone() })
+        .collect())
+}

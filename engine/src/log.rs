@@ -1,0 +1,98 @@
+//! Between the engine's [`Body`] and storage's records: encoding, payload offload, decoding.
+//!
+//! An event body is JSON in the record's data. A body whose JSON is larger than
+//! [`limits::INLINE_VALUE_BYTES_MAX`] goes whole into the content-addressed payload table; the
+//! record keeps an empty data field and the payload reference. Decoding reverses that and checks
+//! the payload's hash (storage does), so a damaged payload is an error, never wrong data.
+
+use cairn_storage::{Batch, Bookmark, Event, NewEvent, PayloadRef, Store, ThreadId};
+
+use crate::error::Error;
+use crate::limits;
+use crate::record::Body;
+
+/// A decoded event: where it is in the log, and what it says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    /// Its bookmark.
+    pub bookmark: Bookmark,
+    /// Its thread.
+    pub thread: ThreadId,
+    /// Its body.
+    pub body: Body,
+}
+
+/// Adds `body` as an event of `thread` to `batch`, offloading a large body to the payload table.
+///
+/// # Errors
+/// [`Error::Codec`] if the body does not serialise (a bug in a user update's `Serialize`).
+pub fn push_event(
+    batch: &mut Batch,
+    thread: &ThreadId,
+    body: &Body,
+    at_ms: u64,
+) -> Result<(), Error> {
+    let json = serde_json::to_vec(body)?;
+    let (data, payload) = if json.len() > limits::INLINE_VALUE_BYTES_MAX {
+        let hash = *blake3::hash(&json).as_bytes();
+        let r = PayloadRef { hash, len: json.len() as u64 };
+        batch.payloads.push(json);
+        (Vec::new(), Some(r))
+    } else {
+        (json, None)
+    };
+    batch.events.push(NewEvent {
+        thread: thread.clone(),
+        kind: body.kind(),
+        node: body.node().map(str::to_owned),
+        status: body.status(),
+        summary: truncate(body.summary(), cairn_storage::limits::SUMMARY_BYTES_MAX),
+        payload,
+        data,
+        at_ms,
+    });
+    Ok(())
+}
+
+/// Decodes a stored event's body, fetching its payload when it was offloaded.
+///
+/// # Errors
+/// [`Error::Record`] if the data is not a body this engine understands; storage errors if the
+/// payload is missing or damaged.
+pub fn decode(store: &dyn Store, event: Event) -> Result<Recorded, Error> {
+    let bytes = match (&event.payload, event.data.is_empty()) {
+        (Some(r), true) => store.payload(r)?,
+        _ => event.data,
+    };
+    let body: Body = serde_json::from_slice(&bytes).map_err(|e| Error::Record {
+        thread: event.thread.to_string(),
+        seq: event.bookmark.seq.0,
+        detail: format!("event body does not decode: {e}"),
+    })?;
+    Ok(Recorded { bookmark: event.bookmark, thread: event.thread, body })
+}
+
+/// Cuts `s` to at most `max` bytes on a char boundary (summaries are for people; the full
+/// content is in the body).
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut end = max.saturating_sub(3);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push_str("...");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncate;
+
+    #[test]
+    fn truncate_respects_char_boundaries() {
+        assert_eq!(truncate("héllo wörld".into(), 6), "hé...");
+        assert_eq!(truncate("short".into(), 10), "short");
+    }
+}

@@ -1,0 +1,411 @@
+//! What the engine writes into the log: the body of every event, and how it maps to storage.
+//!
+//! Storage keeps an event's kind, node, status and summary in the framed record and treats the
+//! kind-specific data as opaque bytes. The engine fills those bytes with the JSON of a [`Body`],
+//! so that any tool (the CLI, a debug bundle, a diff) can read an event without the user's types.
+//! Values that are larger than [`crate::limits::INLINE_VALUE_BYTES_MAX`] (tool outputs, big
+//! inputs) are moved to the content-addressed payload table and referenced from the event.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use cairn_dsl::{Message, NodeError, Progress, Target, ToolError, Usage};
+use cairn_storage::{CheckpointKind, EventKind, EventStatus, ThreadStatus, WorkflowRef};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One unit of work in a step: a node, or one item of a map node.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TaskKey {
+    /// The node's name.
+    pub node: String,
+    /// The item's index, for a map node's task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<u32>,
+}
+
+impl TaskKey {
+    /// The task of a plain node.
+    pub fn node(name: impl Into<String>) -> Self {
+        Self { node: name.into(), item: None }
+    }
+}
+
+impl fmt::Display for TaskKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.item {
+            Some(i) => write!(f, "{}[{i}]", self.node),
+            None => f.write_str(&self.node),
+        }
+    }
+}
+
+/// Where a thread came from when it was forked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ForkOrigin {
+    /// The thread it was forked from.
+    pub thread: String,
+    /// The seq of the parent whose state it starts from.
+    pub seq: u64,
+}
+
+/// The kind-specific part of an event, stored as JSON in the event's data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Body {
+    /// The thread exists: its workflow, input (the initial state) and first frontier.
+    ThreadCreated {
+        /// Workflow id, version and fingerprint the thread is pinned to.
+        workflow: WorkflowRef,
+        /// The input, which is the initial state.
+        input: Value,
+        /// The nodes that run in step 1.
+        frontier: Vec<String>,
+        /// Labels given at start.
+        labels: BTreeMap<String, String>,
+        /// Set when the thread is a fork.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fork: Option<ForkOrigin>,
+    },
+    /// The status machine moved.
+    StatusChanged {
+        /// Before.
+        from: ThreadStatus,
+        /// After.
+        to: ThreadStatus,
+        /// Why, in words.
+        reason: String,
+    },
+    /// A task began (its `at_ms` is in the bookmark).
+    NodeStarted {
+        /// The step the task belongs to.
+        step: u64,
+        /// Which task.
+        task: TaskKey,
+        /// 1-based attempt number.
+        attempt: u32,
+        /// The map item the task works on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item: Option<Value>,
+    },
+    /// A task finished: its update is applied when the step completes.
+    NodeCompleted {
+        /// The step.
+        step: u64,
+        /// Which task.
+        task: TaskKey,
+        /// 1-based attempt number.
+        attempt: u32,
+        /// The state update (JSON of the workflow's update type), if any.
+        update: Option<Value>,
+        /// Targets the node chose itself.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        goto: Vec<Target>,
+        /// Recorded clock readings, random numbers and ids not yet recorded by a tool call.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        values: Vec<Value>,
+        /// How long the attempt ran, in ms of engine clock.
+        duration_ms: u64,
+        /// Tokens and cost the task reported outside tool calls.
+        #[serde(default)]
+        usage: Usage,
+    },
+    /// A task failed.
+    NodeFailed {
+        /// The step.
+        step: u64,
+        /// Which task.
+        task: TaskKey,
+        /// 1-based attempt number.
+        attempt: u32,
+        /// What went wrong.
+        error: NodeError,
+        /// True when no retry follows: the failure ends the thread.
+        terminal: bool,
+    },
+    /// A tool is about to run (written durably before it runs).
+    ToolCalled {
+        /// The step.
+        step: u64,
+        /// Which task.
+        task: TaskKey,
+        /// Attempt of the task.
+        attempt: u32,
+        /// 0-based index of the call within the attempt.
+        call: u32,
+        /// Tool name.
+        name: String,
+        /// Permission the call declared.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        permission: Option<String>,
+        /// The input (or `null` with the event's payload reference, when large).
+        input: Value,
+        /// Values recorded by the node before this call.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        values: Vec<Value>,
+    },
+    /// A tool finished (written durably before the node sees the result).
+    ToolReturned {
+        /// The step.
+        step: u64,
+        /// Which task.
+        task: TaskKey,
+        /// Attempt of the task.
+        attempt: u32,
+        /// 0-based index of the call within the attempt.
+        call: u32,
+        /// Tool name.
+        name: String,
+        /// The output or the tool's error (output is `null` plus a payload reference when large).
+        output: Result<Value, ToolError>,
+        /// What the tool reported using.
+        #[serde(default)]
+        usage: Usage,
+        /// How long the call took, in ms of engine clock.
+        duration_ms: u64,
+    },
+    /// A failed attempt will be retried after a delay.
+    RetryScheduled {
+        /// The step.
+        step: u64,
+        /// Which task.
+        task: TaskKey,
+        /// The attempt that will run next.
+        attempt: u32,
+        /// The delay before it.
+        delay_ms: u64,
+        /// When it runs (engine clock).
+        at_ms: u64,
+        /// The error that caused the retry.
+        error: NodeError,
+    },
+    /// A node asked for human input; the step stays open.
+    InputRequested {
+        /// The step.
+        step: u64,
+        /// Which task.
+        task: TaskKey,
+        /// What the node asked.
+        prompt: Value,
+        /// Values the node recorded before it asked.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        values: Vec<Value>,
+    },
+    /// Human input arrived for a waiting task.
+    InputReceived {
+        /// Which task.
+        task: TaskKey,
+        /// The input.
+        value: Value,
+    },
+    /// A node started a durable timer; the step stays open.
+    TimerSet {
+        /// The step.
+        step: u64,
+        /// Which task.
+        task: TaskKey,
+        /// When it fires (engine clock).
+        until_ms: u64,
+        /// Values the node recorded before it slept.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        values: Vec<Value>,
+    },
+    /// A durable timer fired.
+    TimerFired {
+        /// Which task.
+        task: TaskKey,
+        /// When it was due.
+        until_ms: u64,
+    },
+    /// A step finished: all its updates are applied in task order and the next frontier is set.
+    StepCompleted {
+        /// The step.
+        step: u64,
+        /// Nodes of the next step, in declaration order.
+        next: Vec<String>,
+        /// Join arrivals still waiting for other branches after this step.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        arrivals: BTreeMap<String, Vec<String>>,
+    },
+    /// A checkpoint was written in the same batch as this event.
+    CheckpointCreated {
+        /// Its kind.
+        kind: CheckpointKind,
+        /// Why (creator / description).
+        description: String,
+    },
+    /// Progress reported by a node.
+    Progress {
+        /// Which task.
+        task: TaskKey,
+        /// What it reported.
+        progress: Progress,
+    },
+    /// A conversation message.
+    Message {
+        /// Which task.
+        task: TaskKey,
+        /// The message.
+        message: Message,
+    },
+    /// The thread was found unfinished when the engine opened.
+    Recovered {
+        /// What the engine did with it: "resumed" or "parked".
+        action: String,
+    },
+    /// The thread finished; its output (the final state).
+    Output {
+        /// The final state.
+        output: Value,
+    },
+    /// A lock was taken or released.
+    Lock {
+        /// Lock name.
+        name: String,
+        /// True for acquired, false for released.
+        acquired: bool,
+    },
+    /// A budget is near or at its limit.
+    Budget {
+        /// Which budget ("steps", "tool_calls", "tokens", "cost", "wall_ms").
+        budget: String,
+        /// Used so far.
+        used: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The thread's state was replaced or updated from outside a node (fork, migration, user).
+    StateUpdated {
+        /// The update applied (JSON of the update type).
+        update: Value,
+        /// Who did it.
+        reason: String,
+    },
+}
+
+impl Body {
+    /// The storage kind under which this body is filed.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Body::ThreadCreated { .. } => EventKind::ThreadCreated,
+            Body::StatusChanged { to: ThreadStatus::Cancelled, .. } => EventKind::Cancelled,
+            Body::StatusChanged { to: ThreadStatus::TimedOut, .. } => EventKind::TimedOut,
+            Body::StatusChanged { .. } => EventKind::StatusChanged,
+            Body::NodeStarted { .. } => EventKind::NodeStarted,
+            Body::NodeCompleted { .. } => EventKind::NodeCompleted,
+            Body::NodeFailed { .. } => EventKind::NodeFailed,
+            Body::ToolCalled { .. } => EventKind::ToolCalled,
+            Body::ToolReturned { .. } => EventKind::ToolReturned,
+            Body::RetryScheduled { .. } => EventKind::RetryScheduled,
+            Body::InputRequested { .. } => EventKind::InputRequested,
+            Body::InputReceived { .. } => EventKind::InputReceived,
+            Body::TimerSet { .. } => EventKind::TimerSet,
+            Body::TimerFired { .. } => EventKind::TimerFired,
+            Body::StepCompleted { .. } => EventKind::StepCompleted,
+            Body::CheckpointCreated { .. } => EventKind::CheckpointCreated,
+            Body::Progress { .. } => EventKind::Progress,
+            Body::Message { .. } => EventKind::Message,
+            Body::Recovered { .. } => EventKind::Recovered,
+            Body::Output { .. } => EventKind::StateUpdated,
+            Body::Lock { acquired: true, .. } => EventKind::LockAcquired,
+            Body::Lock { acquired: false, .. } => EventKind::LockReleased,
+            Body::Budget { used, limit, .. } if used >= limit => EventKind::BudgetExceeded,
+            Body::Budget { .. } => EventKind::BudgetWarning,
+            Body::StateUpdated { .. } => EventKind::StateUpdated,
+        }
+    }
+
+    /// The status shown with the event.
+    pub fn status(&self) -> EventStatus {
+        match self {
+            Body::NodeFailed { .. } => EventStatus::Failure,
+            Body::ToolReturned { output: Err(_), .. } => EventStatus::Failure,
+            Body::StatusChanged { to: ThreadStatus::Failed, .. } => EventStatus::Failure,
+            Body::StatusChanged { to: ThreadStatus::Completed, .. } => EventStatus::Success,
+            Body::StatusChanged {
+                to: ThreadStatus::Cancelled | ThreadStatus::TimedOut, ..
+            } => EventStatus::Warning,
+            Body::RetryScheduled { .. } | Body::Budget { .. } | Body::Recovered { .. } => {
+                EventStatus::Warning
+            }
+            Body::NodeCompleted { .. } | Body::StepCompleted { .. } | Body::Output { .. } => {
+                EventStatus::Success
+            }
+            Body::ToolReturned { output: Ok(_), .. } => EventStatus::Success,
+            _ => EventStatus::Info,
+        }
+    }
+
+    /// The node the event is about, if any.
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            Body::NodeStarted { task, .. }
+            | Body::NodeCompleted { task, .. }
+            | Body::NodeFailed { task, .. }
+            | Body::ToolCalled { task, .. }
+            | Body::ToolReturned { task, .. }
+            | Body::RetryScheduled { task, .. }
+            | Body::InputRequested { task, .. }
+            | Body::InputReceived { task, .. }
+            | Body::TimerSet { task, .. }
+            | Body::TimerFired { task, .. }
+            | Body::Progress { task, .. }
+            | Body::Message { task, .. } => Some(&task.node),
+            _ => None,
+        }
+    }
+
+    /// A one-line summary for listings.
+    pub fn summary(&self) -> String {
+        match self {
+            Body::ThreadCreated { workflow, .. } => {
+                format!("thread created: {} v{}", workflow.id, workflow.version)
+            }
+            Body::StatusChanged { from, to, reason } => format!("{from} -> {to}: {reason}"),
+            Body::NodeStarted { step, task, attempt, .. } => {
+                format!("step {step}: {task} started (attempt {attempt})")
+            }
+            Body::NodeCompleted { step, task, .. } => format!("step {step}: {task} completed"),
+            Body::NodeFailed { step, task, error, .. } => {
+                format!("step {step}: {task} failed: {error}")
+            }
+            Body::ToolCalled { task, name, call, .. } => {
+                format!("{task}: tool {name} called (#{call})")
+            }
+            Body::ToolReturned { task, name, output, .. } => match output {
+                Ok(_) => format!("{task}: tool {name} returned"),
+                Err(e) => format!("{task}: tool {name} failed: {}", e.message),
+            },
+            Body::RetryScheduled { task, attempt, delay_ms, .. } => {
+                format!("{task}: attempt {attempt} in {delay_ms} ms")
+            }
+            Body::InputRequested { task, .. } => format!("{task}: waiting for input"),
+            Body::InputReceived { task, .. } => format!("{task}: input received"),
+            Body::TimerSet { task, until_ms, .. } => format!("{task}: sleeping until {until_ms}"),
+            Body::TimerFired { task, .. } => format!("{task}: timer fired"),
+            Body::StepCompleted { step, next, .. } => {
+                if next.is_empty() {
+                    format!("step {step} completed; reached END")
+                } else {
+                    format!("step {step} completed; next: {}", next.join(", "))
+                }
+            }
+            Body::CheckpointCreated { kind, description } => {
+                format!("{kind} checkpoint: {description}")
+            }
+            Body::Progress { task, progress } => {
+                format!("{task}: {}/{} {}", progress.step, progress.total, progress.message)
+            }
+            Body::Message { task, message } => {
+                format!("{task}: [{}] {}", message.role, message.content)
+            }
+            Body::Recovered { action } => format!("recovered after restart: {action}"),
+            Body::Output { .. } => "output recorded".to_owned(),
+            Body::Lock { name, acquired: true } => format!("lock {name} acquired"),
+            Body::Lock { name, acquired: false } => format!("lock {name} released"),
+            Body::Budget { budget, used, limit } => format!("budget {budget}: {used} of {limit}"),
+            Body::StateUpdated { reason, .. } => format!("state updated: {reason}"),
+        }
+    }
+}

@@ -1,0 +1,654 @@
+//! The imperative shell around [`ThreadCtx`]: drives one thread step by step.
+//!
+//! A step: expand the frontier into tasks, run them concurrently on one snapshot of the state,
+//! then build the step's events in task order, apply them to the context (the pure fold), and
+//! append them in one atomic batch, with a checkpoint when the policy asks for one. Nothing of a
+//! step is visible (handles, watchers, the demo's counter) before that batch is durable.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use cairn_dsl::{DynNodeKind, NextTarget, NodeError, NodeId, Target};
+use cairn_storage::{
+    Batch, CheckpointKind, CheckpointMeta, Guard, LeaseOp, LockOp, NewCheckpoint, ThreadId,
+    ThreadRecord, ThreadStatus,
+};
+use serde_json::Value;
+use tracing::Instrument;
+
+use crate::controls::Control;
+use crate::engine::Inner;
+use crate::error::Error;
+use crate::limits;
+use crate::log;
+use crate::record::{Body, TaskKey};
+use crate::restore::restore;
+use crate::status::{Transition, transition};
+use crate::task::{TaskEnd, TaskRun, ThreadEnv, run_task};
+use crate::thread_ctx::ThreadCtx;
+
+/// Why [`drive`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// The thread reached this status (terminal, or parked: paused, waiting, sleeping, blocked).
+    Status(ThreadStatus),
+    /// The engine is shutting down; the thread stays Running and is recovered at the next open.
+    Shutdown,
+    /// Another runner in this process is driving the thread already.
+    Busy,
+}
+
+/// Drives `thread` until it ends, parks, or the engine shuts down.
+///
+/// # Errors
+/// Storage errors (a failed commit ends the run; nothing unacknowledged is visible), an unknown
+/// or changed workflow, a log that does not fold.
+pub(crate) async fn drive(
+    inner: Arc<Inner>,
+    thread: ThreadId,
+    depth: usize,
+    reason: &str,
+) -> Result<Exit, Error> {
+    let span = tracing::info_span!("thread", thread = %thread);
+    async move {
+        let Some(control) = inner.controls.claim(&thread) else {
+            return Ok(Exit::Busy);
+        };
+        let result = drive_claimed(&inner, &thread, depth, reason, &control).await;
+        inner.controls.release(&thread);
+        if let Ok(Exit::Status(s)) = &result {
+            inner.notify(&thread, *s);
+        }
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+async fn drive_claimed(
+    inner: &Arc<Inner>,
+    thread: &ThreadId,
+    depth: usize,
+    reason: &str,
+    control: &Arc<Control>,
+) -> Result<Exit, Error> {
+    let record =
+        inner.store.thread(thread)?.ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
+    if record.status.is_terminal() {
+        return Ok(Exit::Status(record.status));
+    }
+    let wf = inner.workflow_for(&record)?;
+    let ctx = restore(inner.store.as_ref(), &wf, thread, None)?;
+    if ctx.meta.waiting.is_some() || matches!(record.status, ThreadStatus::Blocked) {
+        // Waiting for input or a timer: only `send_input` or the timer may wake it.
+        return Ok(Exit::Status(ctx.meta.status));
+    }
+    let env = Arc::new(ThreadEnv {
+        inner: inner.clone(),
+        thread: thread.clone(),
+        wf,
+        cancel: control.cancel.clone(),
+        tool_calls_before: ctx.meta.telemetry.tool_calls,
+        depth,
+    });
+    let now = inner.clock.now_ms();
+    let mut runner = Runner { env, ctx, record, emitted: Vec::new(), last_checkpoint_ms: now };
+    runner.begin(reason).await?;
+    runner.run(control).await
+}
+
+struct Runner {
+    env: Arc<ThreadEnv>,
+    ctx: ThreadCtx,
+    record: ThreadRecord,
+    /// Events of the batch being built, already applied to `ctx` under their predicted seqs.
+    emitted: Vec<(Body, u64)>,
+    last_checkpoint_ms: u64,
+}
+
+enum StepEnd {
+    Continue,
+    Exit(Exit),
+}
+
+impl Runner {
+    fn inner(&self) -> &Arc<Inner> {
+        &self.env.inner
+    }
+
+    fn now(&self) -> u64 {
+        self.env.inner.clock.now_ms()
+    }
+
+    /// Applies `body` to the context under the next seq and keeps it for the batch.
+    fn emit(&mut self, body: Body, at_ms: u64) -> Result<(), Error> {
+        let seq = self.ctx.meta.seq + 1;
+        self.ctx.apply(seq, at_ms, &body)?;
+        self.emitted.push((body, at_ms));
+        Ok(())
+    }
+
+    fn emit_status(&mut self, t: Transition, reason: &str, at_ms: u64) -> Result<(), Error> {
+        let from = self.ctx.meta.status;
+        let to = transition(from, t)
+            .map_err(|source| Error::Transition { thread: self.env.thread.to_string(), source })?;
+        self.emit(Body::StatusChanged { from, to, reason: reason.to_owned() }, at_ms)
+    }
+
+    /// Moves the thread to Running and takes its lease (taking it over from a dead owner).
+    async fn begin(&mut self, reason: &str) -> Result<(), Error> {
+        let now = self.now();
+        if reason.starts_with("recovered") {
+            self.emit(Body::Recovered { action: "resumed".into() }, now)?;
+        }
+        // Woken threads (input, timer, resume) were moved to Running by the write that woke them.
+        if self.ctx.meta.status != ThreadStatus::Running {
+            self.emit_status(Transition::Run, reason, now)?;
+        }
+        let mut batch = Batch::default();
+        let me = self.inner().owner.clone();
+        if let Some(lease) = &self.record.lease {
+            if lease.owner != me {
+                // The database file is locked by this process, so any other owner is a process
+                // that died: its lease is void whatever its expiry says.
+                batch.leases.push(LeaseOp::Release {
+                    thread: self.env.thread.clone(),
+                    owner: lease.owner.clone(),
+                });
+            }
+        }
+        batch.leases.push(LeaseOp::Acquire {
+            thread: self.env.thread.clone(),
+            owner: me,
+            now_ms: now,
+            ttl_ms: limits::LEASE_TTL_MS,
+        });
+        self.commit(batch, None).await
+    }
+
+    async fn run(&mut self, control: &Arc<crate::controls::Control>) -> Result<Exit, Error> {
+        loop {
+            let now = self.now();
+            if control.cancel.is_cancelled() {
+                let reason = control.reason().unwrap_or_else(|| "cancelled".into());
+                return self.finish(Transition::Cancel, &reason, now).await;
+            }
+            if self.inner().shutdown.is_cancelled() {
+                self.park_for_shutdown().await?;
+                return Ok(Exit::Shutdown);
+            }
+            if control.take_pause() {
+                return self.finish(Transition::Pause, "paused at a step boundary", now).await;
+            }
+            if let Some(exit) = self.check_budgets(now).await? {
+                return Ok(exit);
+            }
+            match self.step().await? {
+                StepEnd::Continue => {}
+                StepEnd::Exit(exit) => return Ok(exit),
+            }
+        }
+    }
+
+    /// Stops the thread in the status `t` leads to, releasing its lease (and its locks when the
+    /// status is terminal).
+    async fn finish(&mut self, t: Transition, reason: &str, now: u64) -> Result<Exit, Error> {
+        self.emit_status(t, reason, now)?;
+        let status = self.ctx.meta.status;
+        let kind = status.is_terminal().then(|| {
+            if status == ThreadStatus::Completed {
+                CheckpointKind::Completion
+            } else {
+                CheckpointKind::Failure
+            }
+        });
+        let mut batch = Batch::default();
+        self.release_all(&mut batch, now)?;
+        self.commit(batch, kind).await?;
+        Ok(Exit::Status(status))
+    }
+
+    async fn park_for_shutdown(&mut self) -> Result<(), Error> {
+        let mut batch = Batch::default();
+        batch.leases.push(LeaseOp::Release {
+            thread: self.env.thread.clone(),
+            owner: self.inner().owner.clone(),
+        });
+        self.commit(batch, None).await
+    }
+
+    /// Releases the lease, and every lock of the thread when it has ended.
+    fn release_all(&mut self, batch: &mut Batch, now: u64) -> Result<(), Error> {
+        let thread = self.env.thread.clone();
+        batch
+            .leases
+            .push(LeaseOp::Release { thread: thread.clone(), owner: self.inner().owner.clone() });
+        if self.ctx.meta.status.is_terminal() {
+            let held: Vec<String> = self
+                .inner()
+                .store
+                .locks()?
+                .into_iter()
+                .filter(|l| l.owner == thread.as_str())
+                .map(|l| l.name)
+                .collect();
+            for name in held {
+                self.emit(Body::Lock { name, acquired: false }, now)?;
+            }
+            batch.locks.push(LockOp::ReleaseAll { owner: thread.to_string() });
+        }
+        Ok(())
+    }
+
+    /// Budget checks at a step boundary: a warning once the configured fraction is crossed, a
+    /// clean stop (Paused, resumable) at the limit.
+    async fn check_budgets(&mut self, now: u64) -> Result<Option<Exit>, Error> {
+        let budgets = self.env.wf.budgets().clone();
+        let t = &self.ctx.meta.telemetry;
+        let wall = now.saturating_sub(self.ctx.meta.created_at_ms);
+        let figures = [
+            ("steps", t.steps, budgets.max_steps),
+            ("tool_calls", t.tool_calls, budgets.max_tool_calls),
+            ("tokens", t.tokens, budgets.max_tokens),
+            ("cost", t.cost_micros, budgets.max_cost_micros),
+            ("wall_ms", wall, budgets.max_wall_ms),
+        ];
+        for (name, used, limit) in figures {
+            let Some(limit) = limit else { continue };
+            if used >= limit {
+                self.emit(Body::Budget { budget: name.to_owned(), used, limit }, now)?;
+                let exit = self
+                    .finish(Transition::Pause, &format!("budget {name} exhausted"), now)
+                    .await?;
+                return Ok(Some(exit));
+            }
+        }
+        if self.ctx.meta.step >= limits::STEPS_PER_THREAD_MAX {
+            return Err(Error::LimitExceeded {
+                limit: "steps_per_thread",
+                value: self.ctx.meta.step,
+                max: limits::STEPS_PER_THREAD_MAX,
+            });
+        }
+        Ok(None)
+    }
+
+    /// Expands the frontier into this step's tasks, in task order.
+    fn expand(
+        &self,
+        step: u64,
+    ) -> Result<Result<Vec<(NodeId, TaskKey, Option<Value>)>, (TaskKey, NodeError)>, Error> {
+        let wf = &self.env.wf;
+        let mut tasks = Vec::new();
+        for name in &self.ctx.meta.frontier {
+            let Some(id) = wf.node_id(name) else {
+                return Err(Error::Record {
+                    thread: self.env.thread.to_string(),
+                    seq: self.ctx.meta.seq,
+                    detail: format!(
+                        "the frontier names node {name}, which the workflow does not have"
+                    ),
+                });
+            };
+            let node = &wf.nodes()[id];
+            let visits = self.ctx.meta.visits.get(name).copied().unwrap_or(0);
+            if let Some(max) = node.policy.max_visits {
+                if visits >= max {
+                    let error = NodeError::Failed {
+                        code: Some("loop_bound".into()),
+                        message: format!(
+                            "node {name} would run a {}th time; its loop bound is {max}",
+                            visits + 1
+                        ),
+                        retryable: false,
+                    };
+                    return Ok(Err((TaskKey::node(name.clone()), error)));
+                }
+            }
+            match &node.kind {
+                DynNodeKind::Map { items, .. } => {
+                    let items = match items(self.ctx.state.as_ref()) {
+                        Ok(items) => items,
+                        Err(e) => {
+                            let error = NodeError::Codec {
+                                detail: format!("items of map node {name}: {e}"),
+                            };
+                            return Ok(Err((TaskKey::node(name.clone()), error)));
+                        }
+                    };
+                    for (i, item) in items.into_iter().enumerate() {
+                        let index = u32::try_from(i).unwrap_or(u32::MAX);
+                        tasks.push((
+                            id,
+                            TaskKey { node: name.clone(), item: Some(index) },
+                            Some(item),
+                        ));
+                    }
+                }
+                DynNodeKind::Task(_) | DynNodeKind::Subgraph { .. } => {
+                    tasks.push((id, TaskKey::node(name.clone()), None));
+                }
+            }
+        }
+        if tasks.len() > limits::TASKS_PER_STEP_MAX {
+            return Err(Error::LimitExceeded {
+                limit: "tasks_per_step",
+                value: tasks.len() as u64,
+                max: limits::TASKS_PER_STEP_MAX as u64,
+            });
+        }
+        let _ = step;
+        tasks.sort_by(|a, b| a.1.cmp(&b.1));
+        Ok(Ok(tasks))
+    }
+
+    async fn step(&mut self) -> Result<StepEnd, Error> {
+        let step = self.ctx.meta.step + 1;
+        let span = tracing::debug_span!("step", step);
+        let _guard = span.enter();
+        let tasks = match self.expand(step)? {
+            Ok(tasks) => tasks,
+            Err((task, error)) => {
+                let now = self.now();
+                self.emit(Body::NodeFailed { step, task, attempt: 1, error, terminal: true }, now)?;
+                return Ok(StepEnd::Exit(
+                    self.finish(Transition::Fail, "a node failed", now).await?,
+                ));
+            }
+        };
+        drop(_guard);
+        let mut futures = Vec::new();
+        for (id, key, item) in tasks {
+            let journal = self.ctx.meta.open.get(&key).cloned().unwrap_or_default();
+            if journal.outcome.is_some() {
+                continue; // finished before a suspension: its outcome waits in the journal
+            }
+            let state = self.ctx.state.clone_box();
+            futures.push(run_task(self.env.clone(), step, id, key, item, state, journal));
+        }
+        let mut runs: Vec<TaskRun> = futures::future::join_all(futures).await;
+        runs.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut appended: Vec<_> =
+            runs.iter_mut().flat_map(|r| std::mem::take(&mut r.appended)).collect();
+        appended.sort_by_key(|r| r.bookmark.seq);
+        for rec in &appended {
+            self.ctx.apply(rec.bookmark.seq.0, rec.bookmark.at_ms, &rec.body)?;
+        }
+        self.close_step(step, runs).await
+    }
+
+    /// Turns the step's task results into its events, and appends them.
+    async fn close_step(&mut self, step: u64, runs: Vec<TaskRun>) -> Result<StepEnd, Error> {
+        let now = self.now();
+        let mut failed = false;
+        let mut suspended: Option<Transition> = None;
+        let mut checkpoint: Option<CheckpointKind> = None;
+        for run in runs {
+            let at = run.started_at_ms;
+            if !run.started_logged {
+                self.emit(
+                    Body::NodeStarted {
+                        step,
+                        task: run.key.clone(),
+                        attempt: run.attempt,
+                        item: run.item.clone(),
+                    },
+                    at,
+                )?;
+            }
+            let done_at = at + run.duration_ms;
+            match run.end {
+                TaskEnd::Done { update, goto, usage, messages } => {
+                    for message in messages {
+                        self.emit(Body::Message { task: run.key.clone(), message }, done_at)?;
+                    }
+                    let policy = &self.env.wf.nodes()
+                        [self.env.wf.node_id(&run.key.node).unwrap_or(0)]
+                    .policy;
+                    if policy.phase {
+                        checkpoint = stronger(checkpoint, CheckpointKind::Phase);
+                    } else if policy.checkpoint_after {
+                        checkpoint = stronger(checkpoint, CheckpointKind::Node);
+                    }
+                    let body = Body::NodeCompleted {
+                        step,
+                        task: run.key,
+                        attempt: run.attempt,
+                        update,
+                        goto,
+                        values: run.values,
+                        duration_ms: run.duration_ms,
+                        usage,
+                    };
+                    self.emit(body, done_at)?;
+                }
+                TaskEnd::Failed { error } => {
+                    failed = true;
+                    let body = Body::NodeFailed {
+                        step,
+                        task: run.key,
+                        attempt: run.attempt,
+                        error,
+                        terminal: true,
+                    };
+                    self.emit(body, done_at)?;
+                }
+                TaskEnd::WaitInput { prompt } if suspended.is_none() && !failed => {
+                    suspended = Some(Transition::WaitInput);
+                    self.emit(
+                        Body::InputRequested { step, task: run.key, prompt, values: run.values },
+                        done_at,
+                    )?;
+                }
+                TaskEnd::Sleep { until_ms } if suspended.is_none() && !failed => {
+                    suspended = Some(Transition::Sleep);
+                    self.emit(
+                        Body::TimerSet { step, task: run.key, until_ms, values: run.values },
+                        done_at,
+                    )?;
+                }
+                // A second suspended task in the same step runs again when the thread resumes
+                // and suspends again then; recording one wait at a time keeps `waiting` single.
+                TaskEnd::WaitInput { .. } | TaskEnd::Sleep { .. } => {}
+            }
+        }
+        if failed {
+            return Ok(StepEnd::Exit(self.finish(Transition::Fail, "a node failed", now).await?));
+        }
+        if let Some(t) = suspended {
+            let why = if t == Transition::WaitInput {
+                "waiting for input"
+            } else {
+                "sleeping on a durable timer"
+            };
+            self.emit_status(t, why, now)?;
+            let mut batch = Batch::default();
+            batch.leases.push(LeaseOp::Release {
+                thread: self.env.thread.clone(),
+                owner: self.inner().owner.clone(),
+            });
+            self.commit(batch, checkpoint).await?;
+            if t == Transition::Sleep {
+                self.inner().schedule_timers(&self.env.thread, &self.ctx);
+            }
+            return Ok(StepEnd::Exit(Exit::Status(self.ctx.meta.status)));
+        }
+        let (next, arrivals) = match self.route(step) {
+            Ok(x) => x,
+            Err(error) => {
+                let task =
+                    TaskKey::node(self.ctx.meta.frontier.first().cloned().unwrap_or_default());
+                self.emit(Body::NodeFailed { step, task, attempt: 1, error, terminal: true }, now)?;
+                return Ok(StepEnd::Exit(
+                    self.finish(Transition::Fail, "routing failed", now).await?,
+                ));
+            }
+        };
+        let ended = next.is_empty();
+        self.emit(Body::StepCompleted { step, next, arrivals }, now)?;
+        if ended {
+            let output = self.ctx.state.to_json().map_err(|e| Error::Codec(e.to_string()))?;
+            self.emit(Body::Output { output }, now)?;
+            return Ok(StepEnd::Exit(
+                self.finish(Transition::Complete, "every branch reached END", now).await?,
+            ));
+        }
+        let policy = self.env.wf.checkpoint_policy();
+        let every_steps =
+            self.inner().config.checkpoint_every_steps.or(policy.every_steps.map(u64::from));
+        let every_ms = self.inner().config.checkpoint_every_ms.or(policy.every_ms);
+        if every_steps.is_some_and(|n| n > 0 && step % n == 0)
+            || every_ms.is_some_and(|ms| now.saturating_sub(self.last_checkpoint_ms) >= ms)
+        {
+            checkpoint = stronger(checkpoint, CheckpointKind::Periodic);
+        }
+        let mut batch = Batch::default();
+        batch.leases.push(LeaseOp::Renew {
+            thread: self.env.thread.clone(),
+            owner: self.inner().owner.clone(),
+            now_ms: now,
+            ttl_ms: limits::LEASE_TTL_MS,
+        });
+        self.commit(batch, checkpoint).await?;
+        self.inner().step_acknowledged(&self.env.thread, step);
+        Ok(StepEnd::Continue)
+    }
+
+    /// The next frontier and the join arrivals after the open step, from the state its updates
+    /// produce. Errors here are the workflow's (a route to an undeclared target, a join that can
+    /// no longer be satisfied), so they fail the thread.
+    fn route(&self, step: u64) -> Result<(Vec<String>, BTreeMap<String, Vec<String>>), NodeError> {
+        let wf = &self.env.wf;
+        let mut state = self.ctx.state.clone_box();
+        let mut gotos: BTreeMap<NodeId, Vec<Target>> = BTreeMap::new();
+        for (task, journal) in &self.ctx.meta.open {
+            let outcome = journal.outcome.as_ref().ok_or_else(|| {
+                NodeError::fatal(format!("step {step}: task {task} has no outcome"))
+            })?;
+            if let Some(update) = &outcome.update {
+                state.apply_json(update).map_err(|e| NodeError::Codec { detail: e.to_string() })?;
+            }
+            let id = wf
+                .node_id(&task.node)
+                .ok_or_else(|| NodeError::fatal(format!("unknown node {}", task.node)))?;
+            gotos.entry(id).or_default().extend(outcome.goto.iter().cloned());
+        }
+        let mut next: BTreeSet<NodeId> = BTreeSet::new();
+        let mut arrivals = self.ctx.meta.arrivals.clone();
+        for (from, goto) in &gotos {
+            let targets = wf.next(*from, state.as_ref(), goto).map_err(|e| NodeError::Failed {
+                code: Some("route".into()),
+                message: e.to_string(),
+                retryable: false,
+            })?;
+            let from_name = &wf.nodes()[*from].name;
+            for target in targets {
+                let NextTarget::Node(to) = target else { continue };
+                match wf.join_sources(to) {
+                    None => {
+                        next.insert(to);
+                    }
+                    Some(sources) => {
+                        let to_name = wf.nodes()[to].name.clone();
+                        let arrived = arrivals.entry(to_name.clone()).or_default();
+                        if !arrived.contains(from_name) {
+                            arrived.push(from_name.clone());
+                            arrived.sort();
+                        }
+                        if sources.iter().all(|s| arrived.contains(&wf.nodes()[*s].name)) {
+                            arrivals.remove(&to_name);
+                            next.insert(to);
+                        }
+                    }
+                }
+            }
+        }
+        if next.is_empty() && !arrivals.is_empty() {
+            let waiting: Vec<String> = arrivals.keys().cloned().collect();
+            return Err(NodeError::Failed {
+                code: Some("join".into()),
+                message: format!(
+                    "every branch ended but join(s) {} still wait for branches",
+                    waiting.join(", ")
+                ),
+                retryable: false,
+            });
+        }
+        Ok((next.into_iter().map(|id| wf.nodes()[id].name.clone()).collect(), arrivals))
+    }
+
+    /// Appends the emitted events (plus `batch`'s operations) atomically, with a checkpoint of
+    /// the resulting context when `checkpoint` is set, and checks the seqs storage assigned.
+    async fn commit(
+        &mut self,
+        mut batch: Batch,
+        checkpoint: Option<CheckpointKind>,
+    ) -> Result<(), Error> {
+        let now = self.now();
+        if let Some(kind) = checkpoint {
+            let description = format!("after step {}", self.ctx.meta.step);
+            self.emit(Body::CheckpointCreated { kind, description: description.clone() }, now)?;
+        }
+        let emitted = std::mem::take(&mut self.emitted);
+        let first_seq = self.ctx.meta.seq + 1 - emitted.len() as u64;
+        for (body, at) in &emitted {
+            log::push_event(&mut batch, &self.env.thread, body, *at)?;
+        }
+        if let Some(kind) = checkpoint {
+            let snapshot = serde_json::to_vec(&self.ctx.snapshot()?)?;
+            batch.checkpoints.push(NewCheckpoint {
+                thread: self.env.thread.clone(),
+                workflow: self.record.workflow.clone(),
+                kind,
+                snapshot,
+                meta: CheckpointMeta {
+                    creator: "engine".into(),
+                    description: format!("{kind} checkpoint after step {}", self.ctx.meta.step),
+                    tags: Vec::new(),
+                    custom: BTreeMap::new(),
+                },
+                created_at_ms: now,
+            });
+            self.last_checkpoint_ms = now;
+        }
+        self.record.status = self.ctx.meta.status;
+        self.record.updated_at_ms = now;
+        self.record.summary = summary_bytes(&self.ctx);
+        batch.threads.push(self.record.clone());
+        let holds_lease = !batch.leases.iter().any(|l| matches!(l, LeaseOp::Acquire { .. }));
+        if holds_lease {
+            batch.guards.push(Guard::Lease {
+                thread: self.env.thread.clone(),
+                owner: self.inner().owner.clone(),
+                now_ms: now,
+            });
+        }
+        let appended = self.inner().store.append(batch)?.wait().await?;
+        for (i, b) in appended.bookmarks.iter().enumerate() {
+            // This runner holds the thread's lease and is its only writer: storage assigning any
+            // other seq than the one the fold used is a bug.
+            assert_eq!(b.seq.0, first_seq + i as u64, "seq predicted by the runner");
+        }
+        Ok(())
+    }
+}
+
+/// A small JSON summary kept in the thread record for listings (step, frontier, progress).
+fn summary_bytes(ctx: &ThreadCtx) -> Vec<u8> {
+    let summary = serde_json::json!({
+        "step": ctx.meta.step,
+        "frontier": ctx.meta.frontier,
+        "progress": ctx.meta.progress,
+        "last_error": ctx.meta.errors.back().map(|e| e.error.to_string()),
+    });
+    serde_json::to_vec(&summary).unwrap_or_default()
+}
+
+/// The checkpoint kind to write when several reasons apply: the most specific wins
+/// (phase over node over periodic), by the kinds' declared order.
+fn stronger(current: Option<CheckpointKind>, candidate: CheckpointKind) -> Option<CheckpointKind> {
+    match current {
+        Some(c) if c as u8 >= candidate as u8 => Some(c),
+        _ => Some(candidate),
+    }
+}

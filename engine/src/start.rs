@@ -1,0 +1,79 @@
+//! Creating a thread: the first event and record, written once.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cairn_dsl::{DynWorkflow, NextTarget};
+use cairn_storage::{Batch, Guard, ThreadId, ThreadRecord};
+use serde_json::Value;
+
+use crate::engine::{Engine, Inner};
+use crate::error::Error;
+use crate::log;
+use crate::record::{Body, ForkOrigin};
+
+/// Writes a new thread of `wf` on `input`. Returns `false` (and writes nothing) if a thread with
+/// this id exists already: starting is idempotent.
+///
+/// # Errors
+/// [`Error::Invalid`] if the id exists with another workflow or the input is not a valid state;
+/// storage errors.
+pub(crate) async fn create(
+    inner: &Arc<Inner>,
+    wf: &Arc<DynWorkflow>,
+    id: &ThreadId,
+    input: Value,
+    labels: BTreeMap<String, String>,
+    fork: Option<ForkOrigin>,
+) -> Result<bool, Error> {
+    if let Some(existing) = inner.store.thread(id)? {
+        return same_workflow(&existing, wf).map(|()| false);
+    }
+    let state = wf.state_from_json(&input).map_err(|e| {
+        Error::Invalid(format!("the input is not a valid state of {}: {e}", wf.id()))
+    })?;
+    let frontier: Vec<String> = wf
+        .start(state.as_ref())
+        .map_err(|e| Error::Invalid(format!("routing from START: {e}")))?
+        .into_iter()
+        .filter_map(|t| match t {
+            NextTarget::Node(n) => Some(wf.nodes()[n].name.clone()),
+            NextTarget::End => None,
+        })
+        .collect();
+    let now = inner.clock.now_ms();
+    let workflow = Engine::workflow_ref(wf);
+    let mut record = ThreadRecord::new(id.clone(), workflow.clone(), now);
+    record.labels = labels.clone();
+    if let Some(f) = &fork {
+        record.parent = Some((ThreadId::new(f.thread.clone())?, cairn_storage::Seq(f.seq)));
+    }
+    let body = Body::ThreadCreated { workflow, input, frontier, labels, fork };
+    let mut batch = Batch::default();
+    log::push_event(&mut batch, id, &body, now)?;
+    batch.threads.push(record);
+    batch.guards.push(Guard::Absent { thread: id.clone() });
+    match inner.store.append(batch)?.wait().await {
+        Ok(_) => Ok(true),
+        Err(cairn_storage::Error::GuardFailed { .. }) => {
+            // Somebody created it between our read and our write: same answer as above.
+            let existing =
+                inner.store.thread(id)?.ok_or_else(|| Error::UnknownThread(id.to_string()))?;
+            same_workflow(&existing, wf).map(|()| false)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn same_workflow(existing: &ThreadRecord, wf: &DynWorkflow) -> Result<(), Error> {
+    if existing.workflow.id == wf.id() {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!(
+            "thread {} exists and runs workflow {}, not {}",
+            existing.id,
+            existing.workflow.id,
+            wf.id()
+        )))
+    }
+}

@@ -1,0 +1,494 @@
+//! The thread context (seed 003's snapshot) and the pure function that moves it one event on.
+//!
+//! This is the functional core: [`ThreadCtx::apply`] takes one recorded event and returns the
+//! context after it, touching nothing else. The runner builds a step's events, applies them here,
+//! and appends them; restore loads a checkpoint's [`Snapshot`] and applies the events after it.
+//! Because both go through the same function, the state restored at any seq equals the state the
+//! live run had at that seq.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use cairn_dsl::{DynState, DynWorkflow, Message, NodeError, Progress, Target, ToolError, Usage};
+use cairn_storage::{ThreadStatus, WorkflowRef};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::Error;
+use crate::limits;
+use crate::record::{Body, ForkOrigin, TaskKey};
+
+/// One tool call recorded in an open step: what the memo returns when the task runs again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolRecord {
+    /// Tool name (checked against the call on re-execution).
+    pub name: String,
+    /// The recorded result.
+    pub output: Result<Value, ToolError>,
+}
+
+/// What a finished task of the open step produced, waiting for the step to complete.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskOutcome {
+    /// The update, applied when the step completes.
+    pub update: Option<Value>,
+    /// Targets the node chose.
+    pub goto: Vec<Target>,
+}
+
+/// The journal of one task of the open step.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TaskJournal {
+    /// The current attempt (1-based).
+    pub attempt: u32,
+    /// Results of tool calls, in call order, for this attempt.
+    pub tools: Vec<ToolRecord>,
+    /// Tool calls started (a call started but not returned was in flight at a crash).
+    pub calls_started: u32,
+    /// Recorded clock readings, random numbers and ids, in the order the node drew them.
+    pub values: Vec<Value>,
+    /// Human inputs delivered, in order of the node's interrupts.
+    pub inputs: Vec<Value>,
+    /// Durable timers of this task that have fired.
+    pub timers_fired: u32,
+    /// When the next attempt may start (after a retry backoff).
+    pub not_before_ms: u64,
+    /// Set once the task finished in this step.
+    pub outcome: Option<TaskOutcome>,
+}
+
+/// What a parked thread waits for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Waiting {
+    /// Human input for a task.
+    Input {
+        /// The waiting task.
+        task: TaskKey,
+        /// What it asked.
+        prompt: Value,
+    },
+    /// A durable timer.
+    Timer {
+        /// The sleeping task.
+        task: TaskKey,
+        /// When it fires.
+        until_ms: u64,
+    },
+}
+
+/// The latest result of a node (seed 003's per-node results).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeResult {
+    /// "running", "completed" or "failed".
+    pub status: String,
+    /// Attempt number of the latest run.
+    pub attempt: u32,
+    /// When the latest attempt started.
+    pub started_at_ms: u64,
+    /// When it ended.
+    pub finished_at_ms: Option<u64>,
+    /// Its error, if it failed.
+    pub error: Option<NodeError>,
+}
+
+/// One entry of the execution history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// The seq of the event.
+    pub seq: u64,
+    /// The step.
+    pub step: u64,
+    /// The task.
+    pub task: TaskKey,
+    /// "completed", "failed", "retry", "waiting".
+    pub what: String,
+    /// When.
+    pub at_ms: u64,
+}
+
+/// One recorded error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorEntry {
+    /// The seq of the event.
+    pub seq: u64,
+    /// The task.
+    pub task: TaskKey,
+    /// The error.
+    pub error: NodeError,
+    /// When.
+    pub at_ms: u64,
+}
+
+/// Counters and durations (seed 000's telemetry).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Telemetry {
+    /// Steps completed.
+    pub steps: u64,
+    /// Tool calls started.
+    pub tool_calls: u64,
+    /// Node failures (including retried ones).
+    pub errors: u64,
+    /// Retries scheduled.
+    pub retries: u64,
+    /// Tokens used (tools and nodes).
+    pub tokens: u64,
+    /// Cost used, in millionths of the currency unit.
+    pub cost_micros: u64,
+    /// Total ms of engine clock spent in each node.
+    pub node_ms: BTreeMap<String, u64>,
+    /// Checkpoints written.
+    pub checkpoints: u64,
+}
+
+/// Everything about a thread except its user state, serialisable (the checkpoint body).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadMeta {
+    /// Thread id.
+    pub thread: String,
+    /// Workflow it is pinned to.
+    pub workflow: WorkflowRef,
+    /// Status.
+    pub status: ThreadStatus,
+    /// The input (the initial state).
+    pub input: Value,
+    /// The final state, once completed.
+    pub output: Option<Value>,
+    /// The last seq applied.
+    pub seq: u64,
+    /// Steps completed.
+    pub step: u64,
+    /// Nodes of the next (or open) step.
+    pub frontier: Vec<String>,
+    /// Joins waiting for branches: join node -> sources arrived.
+    pub arrivals: BTreeMap<String, Vec<String>>,
+    /// How often each node ran (loop bounds).
+    pub visits: BTreeMap<String, u32>,
+    /// Journals of the open step's tasks.
+    pub open: BTreeMap<TaskKey, TaskJournal>,
+    /// What a parked thread waits for.
+    pub waiting: Option<Waiting>,
+    /// Per-node latest results.
+    pub node_results: BTreeMap<String, NodeResult>,
+    /// The most recent history entries (the full history is the event log).
+    pub history: VecDeque<HistoryEntry>,
+    /// The most recent errors.
+    pub errors: VecDeque<ErrorEntry>,
+    /// The conversation.
+    pub conversation: Vec<Message>,
+    /// Last progress reported.
+    pub progress: Option<Progress>,
+    /// Counters.
+    pub telemetry: Telemetry,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Fork origin.
+    pub fork: Option<ForkOrigin>,
+    /// Created at (engine clock).
+    pub created_at_ms: u64,
+    /// Updated at (engine clock).
+    pub updated_at_ms: u64,
+}
+
+/// A serialised thread context: what a checkpoint holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Everything but the user state.
+    pub meta: ThreadMeta,
+    /// The user state as JSON.
+    pub state: Value,
+}
+
+/// The live thread context: the user state in its own type plus [`ThreadMeta`].
+#[derive(Debug)]
+pub struct ThreadCtx {
+    /// Everything but the user state.
+    pub meta: ThreadMeta,
+    /// The user state.
+    pub state: Box<dyn DynState>,
+}
+
+impl Clone for ThreadCtx {
+    fn clone(&self) -> Self {
+        Self { meta: self.meta.clone(), state: self.state.clone_box() }
+    }
+}
+
+impl ThreadCtx {
+    /// The context right after the `ThreadCreated` event at `seq` 1.
+    ///
+    /// # Errors
+    /// [`Error::Record`] if `body` is not a `ThreadCreated`, or the input is not a valid state.
+    pub fn created(wf: &DynWorkflow, thread: &str, body: &Body, at_ms: u64) -> Result<Self, Error> {
+        let Body::ThreadCreated { workflow, input, frontier, labels, fork } = body else {
+            return Err(Error::Record {
+                thread: thread.to_owned(),
+                seq: 1,
+                detail: "the first event of a thread is not thread_created".into(),
+            });
+        };
+        let state = wf.state_from_json(input).map_err(|e| Error::Record {
+            thread: thread.to_owned(),
+            seq: 1,
+            detail: format!("the input is not a valid state: {e}"),
+        })?;
+        Ok(Self {
+            state,
+            meta: ThreadMeta {
+                thread: thread.to_owned(),
+                workflow: workflow.clone(),
+                status: ThreadStatus::Created,
+                input: input.clone(),
+                output: None,
+                seq: 1,
+                step: 0,
+                frontier: frontier.clone(),
+                arrivals: BTreeMap::new(),
+                visits: BTreeMap::new(),
+                open: BTreeMap::new(),
+                waiting: None,
+                node_results: BTreeMap::new(),
+                history: VecDeque::new(),
+                errors: VecDeque::new(),
+                conversation: Vec::new(),
+                progress: None,
+                telemetry: Telemetry::default(),
+                labels: labels.clone(),
+                fork: fork.clone(),
+                created_at_ms: at_ms,
+                updated_at_ms: at_ms,
+            },
+        })
+    }
+
+    /// Rebuilds a context from a checkpoint's snapshot.
+    ///
+    /// # Errors
+    /// [`Error::Record`] if the state does not decode as the workflow's state type.
+    pub fn from_snapshot(wf: &DynWorkflow, snapshot: Snapshot) -> Result<Self, Error> {
+        let state = wf.state_from_json(&snapshot.state).map_err(|e| Error::Record {
+            thread: snapshot.meta.thread.clone(),
+            seq: snapshot.meta.seq,
+            detail: format!("checkpoint state does not decode: {e}"),
+        })?;
+        Ok(Self { meta: snapshot.meta, state })
+    }
+
+    /// The serialisable form of this context.
+    ///
+    /// # Errors
+    /// [`Error::Codec`] if the user state does not serialise.
+    pub fn snapshot(&self) -> Result<Snapshot, Error> {
+        let state = self.state.to_json().map_err(|e| Error::Codec(e.to_string()))?;
+        Ok(Snapshot { meta: self.meta.clone(), state })
+    }
+
+    /// Applies one recorded event. Pure: the result depends only on `self` and the event.
+    ///
+    /// # Errors
+    /// [`Error::Record`] when the event cannot follow the context (a seq gap, an update that does
+    /// not decode): the log and the workflow disagree, which restore must not paper over.
+    pub fn apply(&mut self, seq: u64, at_ms: u64, body: &Body) -> Result<(), Error> {
+        if seq != self.meta.seq + 1 {
+            return Err(self.record_error(seq, format!("expected seq {}", self.meta.seq + 1)));
+        }
+        self.meta.seq = seq;
+        self.meta.updated_at_ms = self.meta.updated_at_ms.max(at_ms);
+        let m = &mut self.meta;
+        match body {
+            Body::ThreadCreated { .. } => {
+                return Err(self.record_error(seq, "thread_created after the first event".into()));
+            }
+            Body::StatusChanged { to, .. } => m.status = *to,
+            Body::NodeStarted { task, attempt, .. } => {
+                let j = m.open.entry(task.clone()).or_default();
+                if j.attempt != *attempt {
+                    *j = TaskJournal { attempt: *attempt, ..TaskJournal::default() };
+                }
+                m.node_results.insert(
+                    task.node.clone(),
+                    NodeResult {
+                        status: "running".into(),
+                        attempt: *attempt,
+                        started_at_ms: at_ms,
+                        finished_at_ms: None,
+                        error: None,
+                    },
+                );
+            }
+            Body::ToolCalled { task, attempt, values, .. } => {
+                let j = journal(m, task, *attempt);
+                j.calls_started += 1;
+                j.values.extend(values.iter().cloned());
+                m.telemetry.tool_calls += 1;
+            }
+            Body::ToolReturned { task, attempt, name, output, usage, .. } => {
+                let j = journal(m, task, *attempt);
+                j.tools.push(ToolRecord { name: name.clone(), output: output.clone() });
+                add_usage(&mut m.telemetry, usage);
+            }
+            Body::NodeCompleted {
+                step,
+                task,
+                attempt,
+                update,
+                goto,
+                values,
+                duration_ms,
+                usage,
+            } => {
+                let j = journal(m, task, *attempt);
+                j.values.extend(values.iter().cloned());
+                j.outcome = Some(TaskOutcome { update: update.clone(), goto: goto.clone() });
+                add_usage(&mut m.telemetry, usage);
+                *m.telemetry.node_ms.entry(task.node.clone()).or_default() += duration_ms;
+                if let Some(r) = m.node_results.get_mut(&task.node) {
+                    r.status = "completed".into();
+                    r.finished_at_ms = Some(at_ms);
+                    r.error = None;
+                }
+                push_history(m, seq, *step, task, "completed", at_ms);
+            }
+            Body::NodeFailed { step, task, attempt, error, terminal } => {
+                m.telemetry.errors += 1;
+                if let Some(r) = m.node_results.get_mut(&task.node) {
+                    r.status = "failed".into();
+                    r.attempt = *attempt;
+                    r.finished_at_ms = Some(at_ms);
+                    r.error = Some(error.clone());
+                }
+                m.errors.push_back(ErrorEntry {
+                    seq,
+                    task: task.clone(),
+                    error: error.clone(),
+                    at_ms,
+                });
+                while m.errors.len() > limits::SNAPSHOT_ERRORS_MAX {
+                    m.errors.pop_front();
+                }
+                let what = if *terminal { "failed" } else { "attempt failed" };
+                push_history(m, seq, *step, task, what, at_ms);
+            }
+            Body::RetryScheduled { step, task, attempt, at_ms: not_before, .. } => {
+                m.telemetry.retries += 1;
+                let j = m.open.entry(task.clone()).or_default();
+                *j = TaskJournal {
+                    attempt: *attempt,
+                    not_before_ms: *not_before,
+                    ..TaskJournal::default()
+                };
+                push_history(m, seq, *step, task, "retry scheduled", at_ms);
+            }
+            Body::InputRequested { step, task, prompt, values } => {
+                let attempt = m.open.get(task).map_or(1, |j| j.attempt);
+                journal(m, task, attempt).values.extend(values.iter().cloned());
+                m.waiting = Some(Waiting::Input { task: task.clone(), prompt: prompt.clone() });
+                push_history(m, seq, *step, task, "waiting for input", at_ms);
+            }
+            Body::InputReceived { task, value } => {
+                m.open.entry(task.clone()).or_default().inputs.push(value.clone());
+                m.waiting = None;
+            }
+            Body::TimerSet { step, task, until_ms, values } => {
+                let attempt = m.open.get(task).map_or(1, |j| j.attempt);
+                journal(m, task, attempt).values.extend(values.iter().cloned());
+                m.waiting = Some(Waiting::Timer { task: task.clone(), until_ms: *until_ms });
+                push_history(m, seq, *step, task, "sleeping", at_ms);
+            }
+            Body::TimerFired { task, .. } => {
+                m.open.entry(task.clone()).or_default().timers_fired += 1;
+                m.waiting = None;
+            }
+            Body::StepCompleted { step, next, arrivals } => {
+                if *step != m.step + 1 {
+                    let detail = format!("step {step} follows step {}", m.step);
+                    return Err(self.record_error(seq, detail));
+                }
+                self.complete_step(seq, *step, next, arrivals)?;
+            }
+            Body::CheckpointCreated { .. } => m.telemetry.checkpoints += 1,
+            Body::Progress { progress, .. } => m.progress = Some(progress.clone()),
+            Body::Message { message, .. } => {
+                m.conversation.push(message.clone());
+            }
+            Body::Output { output } => m.output = Some(output.clone()),
+            Body::StateUpdated { update, .. } => {
+                self.state.apply_json(update).map_err(|e| Error::Record {
+                    thread: self.meta.thread.clone(),
+                    seq,
+                    detail: format!("state update does not apply: {e}"),
+                })?;
+            }
+            Body::Recovered { .. } | Body::Lock { .. } | Body::Budget { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// Applies the open step's outcomes in task order and moves to the next frontier.
+    fn complete_step(
+        &mut self,
+        seq: u64,
+        step: u64,
+        next: &[String],
+        arrivals: &BTreeMap<String, Vec<String>>,
+    ) -> Result<(), Error> {
+        let open = std::mem::take(&mut self.meta.open);
+        let mut ran: Vec<&str> = Vec::new();
+        // BTreeMap order: by node name, then item index. This fixed order is what makes a
+        // step's result independent of which task finished first.
+        for (task, journal) in &open {
+            if ran.last() != Some(&task.node.as_str()) {
+                ran.push(&task.node);
+            }
+            let Some(outcome) = &journal.outcome else {
+                return Err(
+                    self.record_error(seq, format!("step {step} completed but {task} did not"))
+                );
+            };
+            if let Some(update) = &outcome.update {
+                self.state.apply_json(update).map_err(|e| Error::Record {
+                    thread: self.meta.thread.clone(),
+                    seq,
+                    detail: format!("update of {task} does not apply: {e}"),
+                })?;
+            }
+        }
+        for node in ran {
+            *self.meta.visits.entry(node.to_owned()).or_default() += 1;
+        }
+        self.meta.step = step;
+        self.meta.frontier = next.to_vec();
+        self.meta.arrivals = arrivals.clone();
+        self.meta.telemetry.steps += 1;
+        Ok(())
+    }
+
+    fn record_error(&self, seq: u64, detail: String) -> Error {
+        Error::Record { thread: self.meta.thread.clone(), seq, detail }
+    }
+}
+
+fn journal<'a>(m: &'a mut ThreadMeta, task: &TaskKey, attempt: u32) -> &'a mut TaskJournal {
+    let j = m.open.entry(task.clone()).or_default();
+    if j.attempt != attempt {
+        *j = TaskJournal { attempt, ..TaskJournal::default() };
+    }
+    j
+}
+
+fn add_usage(t: &mut Telemetry, usage: &Usage) {
+    t.tokens = t.tokens.saturating_add(usage.tokens);
+    t.cost_micros = t.cost_micros.saturating_add(usage.cost_micros);
+}
+
+fn push_history(m: &mut ThreadMeta, seq: u64, step: u64, task: &TaskKey, what: &str, at_ms: u64) {
+    m.history.push_back(HistoryEntry {
+        seq,
+        step,
+        task: task.clone(),
+        what: what.to_owned(),
+        at_ms,
+    });
+    while m.history.len() > limits::SNAPSHOT_HISTORY_MAX {
+        m.history.pop_front();
+    }
+}

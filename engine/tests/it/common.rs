@@ -1,0 +1,132 @@
+//! Shared helpers: small workflows and an engine on a temp file.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cairn::clock::ManualClock;
+use cairn::dsl::{Ctx, NodeOutput, NodePolicy, RetryPolicy, State, Workflow};
+use cairn::{Durability, END, Engine, START};
+use serde::{Deserialize, Serialize};
+
+/// A counter state whose updates add.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally {
+    pub total: u64,
+    pub log: Vec<String>,
+}
+
+impl State for Tally {
+    type Update = (u64, String);
+
+    fn apply(&mut self, (add, note): (u64, String)) {
+        self.total += add;
+        self.log.push(note);
+    }
+}
+
+/// Counts real executions of tool bodies (side effects), to prove memoisation.
+#[derive(Debug, Clone, Default)]
+pub struct Effects(pub Arc<AtomicU64>);
+
+impl Effects {
+    pub fn count(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// START -> a -> b -> ... (n nodes) -> END, each adding its index via a tool call.
+pub fn linear(n: usize, effects: Effects) -> Workflow<Tally> {
+    let mut b = Workflow::<Tally>::builder("linear", 1);
+    for i in 0..n {
+        let fx = effects.clone();
+        b = b.node(format!("n{i}"), move |_s: Arc<Tally>, ctx: Ctx| {
+            let fx = fx.clone();
+            async move {
+                let v: u64 = ctx
+                    .tool("add", i as u64, move |x: u64, _| async move {
+                        fx.0.fetch_add(1, Ordering::SeqCst);
+                        Ok::<_, cairn::ToolError>(x + 1)
+                    })
+                    .await?;
+                Ok(NodeOutput::update((v, format!("n{i}"))))
+            }
+        });
+    }
+    b = b.edge(START, "n0");
+    for i in 1..n {
+        b = b.edge(format!("n{}", i - 1), format!("n{i}"));
+    }
+    b.edge(format!("n{}", n - 1), END).build().expect("linear workflow")
+}
+
+/// A fan-out of `width` branches joined into `merge`, with a route and a bounded loop after it.
+pub fn diamond(width: usize, effects: Effects) -> Workflow<Tally> {
+    let branches: Vec<String> = (0..width).map(|i| format!("b{i}")).collect();
+    let mut b = Workflow::<Tally>::builder("diamond", 1)
+        .node("split", |_s, _ctx| async move { Ok(NodeOutput::update((1, "split".to_owned()))) });
+    for (i, name) in branches.iter().enumerate() {
+        let fx = effects.clone();
+        let name2 = name.clone();
+        b = b.node_with(
+            name.clone(),
+            move |_s: Arc<Tally>, ctx: Ctx| {
+                let fx = fx.clone();
+                let name = name2.clone();
+                async move {
+                    let r: u64 = ctx.random_u64() % 7;
+                    let v: u64 = ctx
+                        .tool("work", (i as u64, r), move |(i, r): (u64, u64), _| async move {
+                            fx.0.fetch_add(1, Ordering::SeqCst);
+                            Ok::<_, cairn::ToolError>(i * 10 + r)
+                        })
+                        .await?;
+                    Ok(NodeOutput::update((v, name)))
+                }
+            },
+            NodePolicy::default().retry(RetryPolicy::fixed(2, 1)),
+        );
+    }
+    b.edge(START, "split")
+        .fan_out("split", branches.clone())
+        .join(branches, "merge")
+        .node("merge", |s: Arc<Tally>, _ctx| async move {
+            Ok(NodeOutput::update((s.log.len() as u64, "merge".to_owned())))
+        })
+        .node("again", |s: Arc<Tally>, _ctx| async move {
+            Ok(NodeOutput::update((s.log.len() as u64, "again".to_owned())))
+        })
+        .edge("merge", "again")
+        .route(
+            "again",
+            |s: &Tally| {
+                if s.log.iter().filter(|l| *l == "again").count() < 3 { "again" } else { "done" }
+            },
+            ["again", "done"],
+        )
+        .loop_bound("again", 3)
+        .node("done", |_s, _ctx| async move { Ok(NodeOutput::update((0, "done".to_owned()))) })
+        .edge("done", END)
+        .build()
+        .expect("diamond workflow")
+}
+
+pub fn db() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("cairn.db");
+    (dir, path)
+}
+
+pub async fn engine_on(
+    path: &std::path::Path,
+    wfs: &[&Workflow<Tally>],
+    clock: Option<ManualClock>,
+) -> Engine {
+    let mut b = Engine::builder(path).durability(Durability::None).seed(11);
+    if let Some(c) = clock {
+        b = b.clock(Arc::new(c));
+    }
+    for wf in wfs {
+        b = b.workflow(wf);
+    }
+    b.open().await.expect("open engine")
+}

@@ -1,0 +1,384 @@
+//! The invariant above all, as a proptest: any workflow of a small generator, crashed at any
+//! append boundary, reopened and resumed, ends with the same state as an uninterrupted run, and
+//! no tool call whose result was recorded runs again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use cairn::dsl::{Ctx, NodeOutput, State, Workflow};
+use cairn::storage::{
+    Batch, Bookmark, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Event, LockRecord,
+    Lsn, Page, Pending, Pruned, RedbStore, Scope, Seq, Store, Subscription, ThreadFilter, ThreadId,
+    ThreadRecord, VerifyReport,
+};
+use cairn::{Durability, END, Engine, START, StartOptions, ThreadStatus};
+use proptest::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// Every real execution of a tool body, as (thread, tool input) keys.
+#[derive(Debug, Clone, Default)]
+struct EffectLog(Arc<Mutex<Vec<String>>>);
+
+impl EffectLog {
+    fn record(&self, key: String) {
+        self.0.lock().unwrap().push(key);
+    }
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Acc {
+    items: Vec<u64>,
+}
+
+impl State for Acc {
+    type Update = Vec<u64>;
+    fn apply(&mut self, u: Vec<u64>) {
+        self.items.extend(u);
+    }
+}
+
+const TAIL_MARK: u64 = 1_000_000;
+
+/// The shape of a generated workflow.
+#[derive(Debug, Clone)]
+struct Shape {
+    /// Length of the linear head.
+    head: usize,
+    /// Width of the fan-out after the head (0: none).
+    width: usize,
+    /// Rounds of the bounded loop at the end (1: no loop back).
+    rounds: u32,
+    /// Tool calls per node.
+    calls: usize,
+}
+
+fn shape() -> impl Strategy<Value = Shape> {
+    (1usize..4, 0usize..4, 1u32..4, 0usize..3).prop_map(|(head, width, rounds, calls)| Shape {
+        head,
+        width,
+        rounds,
+        calls,
+    })
+}
+
+fn node(
+    name: String,
+    calls: usize,
+    fx: EffectLog,
+) -> impl Fn(Arc<Acc>, Ctx) -> futures::future::BoxFuture<'static, cairn::NodeResult<Vec<u64>>>
++ Send
++ Sync
++ 'static {
+    move |s: Arc<Acc>, ctx: Ctx| {
+        let fx = fx.clone();
+        let name = name.clone();
+        Box::pin(async move {
+            let mut out = Vec::new();
+            let r = ctx.random_u64() % 1000;
+            for c in 0..calls {
+                let key = format!("{}:{name}:{}:{c}", ctx.thread_id(), s.items.len());
+                let fx = fx.clone();
+                let v: u64 = ctx
+                    .tool("effect", key, move |key: String, _| async move {
+                        fx.record(key.clone());
+                        Ok::<_, cairn::ToolError>(key.len() as u64)
+                    })
+                    .await?;
+                out.push(v);
+            }
+            out.push(r);
+            if name == "tail" {
+                out.push(TAIL_MARK);
+            }
+            Ok(NodeOutput::update(out))
+        })
+    }
+}
+
+fn build(shape: &Shape, fx: &EffectLog) -> Workflow<Acc> {
+    let mut b = Workflow::<Acc>::builder("gen", 1);
+    let mut prev = START.to_owned();
+    for i in 0..shape.head {
+        let name = format!("h{i}");
+        b = b
+            .node(name.clone(), node(name.clone(), shape.calls, fx.clone()))
+            .edge(prev, name.clone());
+        prev = name;
+    }
+    if shape.width > 0 {
+        let branches: Vec<String> = (0..shape.width).map(|i| format!("w{i}")).collect();
+        for br in &branches {
+            b = b.node(br.clone(), node(br.clone(), shape.calls, fx.clone()));
+        }
+        b = b
+            .fan_out(prev, branches.clone())
+            .node("j", node("j".into(), shape.calls, fx.clone()))
+            .join(branches, "j");
+        prev = "j".to_owned();
+    }
+    let rounds = shape.rounds as usize;
+    b = b
+        .node("tail", node("tail".into(), shape.calls, fx.clone()))
+        .edge(prev, "tail")
+        .route(
+            "tail",
+            move |s: &Acc| {
+                if s.items.iter().filter(|v| **v == TAIL_MARK).count() >= rounds {
+                    END
+                } else {
+                    "tail"
+                }
+            },
+            [END, "tail"],
+        )
+        .loop_bound("tail", shape.rounds);
+    b.build().expect("generated workflow")
+}
+
+/// A store that stops accepting writes after a number of appends, as a dying process would.
+struct Dying {
+    inner: Arc<RedbStore>,
+    left: AtomicI64,
+    appends: AtomicU64,
+}
+
+impl Store for Dying {
+    fn append(&self, batch: Batch) -> Result<Pending, cairn::storage::Error> {
+        self.appends.fetch_add(1, Ordering::SeqCst);
+        if self.left.fetch_sub(1, Ordering::SeqCst) <= 0 {
+            return Err(cairn::storage::Error::Closed);
+        }
+        self.inner.append(batch)
+    }
+    fn read_since(
+        &self,
+        t: &ThreadId,
+        a: Seq,
+        l: usize,
+    ) -> Result<Vec<Event>, cairn::storage::Error> {
+        self.inner.read_since(t, a, l)
+    }
+    fn read_range(
+        &self,
+        t: &ThreadId,
+        f: Seq,
+        to: Seq,
+    ) -> Result<Vec<Event>, cairn::storage::Error> {
+        self.inner.read_range(t, f, to)
+    }
+    fn last_bookmark(&self, t: &ThreadId) -> Result<Option<Bookmark>, cairn::storage::Error> {
+        self.inner.last_bookmark(t)
+    }
+    fn read_all_since(&self, a: Lsn, l: usize) -> Result<Vec<Event>, cairn::storage::Error> {
+        self.inner.read_all_since(a, l)
+    }
+    fn subscribe(&self, s: Scope, a: u64) -> Result<Subscription, cairn::storage::Error> {
+        self.inner.subscribe(s, a)
+    }
+    fn payload(&self, r: &cairn::storage::PayloadRef) -> Result<Vec<u8>, cairn::storage::Error> {
+        self.inner.payload(r)
+    }
+    fn checkpoint(&self, id: CheckpointId) -> Result<Option<Checkpoint>, cairn::storage::Error> {
+        self.inner.checkpoint(id)
+    }
+    fn checkpoint_exists(&self, id: CheckpointId) -> Result<bool, cairn::storage::Error> {
+        self.inner.checkpoint_exists(id)
+    }
+    fn latest_checkpoint_at_or_before(
+        &self,
+        t: &ThreadId,
+        s: Seq,
+    ) -> Result<Option<Checkpoint>, cairn::storage::Error> {
+        self.inner.latest_checkpoint_at_or_before(t, s)
+    }
+    fn list_checkpoints(
+        &self,
+        f: &CheckpointFilter,
+        p: Page,
+    ) -> Result<Vec<CheckpointInfo>, cairn::storage::Error> {
+        self.inner.list_checkpoints(f, p)
+    }
+    fn delete_checkpoint(&self, id: CheckpointId) -> Result<Pending<bool>, cairn::storage::Error> {
+        self.inner.delete_checkpoint(id)
+    }
+    fn clear_checkpoints(&self, t: &ThreadId) -> Result<Pending<u64>, cairn::storage::Error> {
+        self.inner.clear_checkpoints(t)
+    }
+    fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>, cairn::storage::Error> {
+        self.inner.thread(id)
+    }
+    fn list_threads(
+        &self,
+        f: &ThreadFilter,
+        p: Page,
+    ) -> Result<Vec<ThreadRecord>, cairn::storage::Error> {
+        self.inner.list_threads(f, p)
+    }
+    fn locks(&self) -> Result<Vec<LockRecord>, cairn::storage::Error> {
+        self.inner.locks()
+    }
+    fn prune(
+        &self,
+        t: &ThreadId,
+        k: CheckpointId,
+    ) -> Result<Pending<Pruned>, cairn::storage::Error> {
+        self.inner.prune(t, k)
+    }
+    fn verify(&self) -> Result<VerifyReport, cairn::storage::Error> {
+        self.inner.verify()
+    }
+    fn durability(&self) -> Durability {
+        self.inner.durability()
+    }
+}
+
+const THREADS: usize = 2;
+
+/// Runs the workflow on THREADS threads; with `crash_after`, the store dies after that many
+/// appends and the engine is dropped. Returns the number of appends made.
+async fn run(
+    path: &Path,
+    wf: &Workflow<Acc>,
+    crash_after: Option<i64>,
+) -> (u64, BTreeMap<String, Acc>) {
+    let store = Arc::new(
+        RedbStore::open(
+            path,
+            cairn::storage::Options { durability: Durability::None, ..Default::default() },
+        )
+        .unwrap(),
+    );
+    let dying = Arc::new(Dying {
+        inner: store,
+        left: AtomicI64::new(crash_after.unwrap_or(i64::MAX)),
+        appends: AtomicU64::new(0),
+    });
+    let engine =
+        Engine::with_store(dying.clone()).workflow(wf).seed(5).concurrency(2).open().await.unwrap();
+    let mut handles = Vec::new();
+    for t in 0..THREADS {
+        // Starting is idempotent: after a crash this finds the threads recovery resumed.
+        match engine.start("gen", Acc::default(), StartOptions::id(format!("t{t}"))).await {
+            Ok(h) => handles.push(h),
+            Err(_) => break, // the store died during start
+        }
+    }
+    let mut finals = BTreeMap::new();
+    if crash_after.is_none() {
+        for h in &handles {
+            let out: Acc = h.output().await.unwrap();
+            finals.insert(h.id().to_string(), out);
+        }
+        engine.shutdown().await;
+    } else {
+        // Let the run go until the store dies (every runner then stops with an error).
+        for h in &handles {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), h.finished()).await;
+        }
+        engine.crash().await;
+    }
+    let n = dying.appends.load(Ordering::SeqCst);
+    drop(handles);
+    drop(engine);
+    drop(dying);
+    (n, finals)
+}
+
+/// Keys of tool calls whose results are recorded in the log.
+fn recorded_calls(path: &Path) -> BTreeSet<String> {
+    let store = RedbStore::open(path, cairn::storage::Options::default()).unwrap();
+    let mut keys = BTreeSet::new();
+    for t in 0..THREADS {
+        let id = ThreadId::new(format!("t{t}")).unwrap();
+        let Ok(events) = store.read_since(&id, Seq(0), 100_000) else { continue };
+        let mut inputs = BTreeMap::new();
+        for e in events {
+            let rec = cairn::log::decode(&store, e).unwrap();
+            match rec.body {
+                cairn::record::Body::ToolCalled { step, task, attempt, call, input, .. } => {
+                    inputs.insert((step, task, attempt, call), input);
+                }
+                cairn::record::Body::ToolReturned { step, task, attempt, call, .. } => {
+                    if let Some(input) = inputs.get(&(step, task, attempt, call)) {
+                        keys.insert(input.as_str().unwrap_or_default().to_owned());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    keys
+}
+
+static CASES: AtomicU64 = AtomicU64::new(0);
+static DIVERGED: AtomicU64 = AtomicU64::new(0);
+static REPEATED: AtomicU64 = AtomicU64::new(0);
+
+fn one_case(shape: Shape, crash_frac: f64) -> Result<(), TestCaseError> {
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let fx = EffectLog::default();
+        let wf = build(&shape, &fx);
+        let dir = tempfile::tempdir().unwrap();
+        let clean = dir.path().join("clean.db");
+        let (appends, expected) = run(&clean, &wf, None).await;
+        let baseline: BTreeSet<String> = fx.take().into_iter().collect();
+
+        let crashed = dir.path().join("crashed.db");
+        let crash_after = ((appends as f64 * crash_frac) as i64).max(1);
+        run(&crashed, &wf, Some(crash_after)).await;
+        let before_crash = fx.take();
+        let recorded = recorded_calls(&crashed);
+        let (_, got) = run(&crashed, &wf, None).await;
+        let after = fx.take();
+
+        CASES.fetch_add(1, Ordering::SeqCst);
+        let repeated = after.iter().filter(|k| recorded.contains(*k)).count() as u64;
+        REPEATED.fetch_add(repeated, Ordering::SeqCst);
+        if got != expected {
+            DIVERGED.fetch_add(1, Ordering::SeqCst);
+        }
+        prop_assert_eq!(
+            &got,
+            &expected,
+            "shape {:?} crash after {} of {} appends",
+            shape,
+            crash_after,
+            appends
+        );
+        prop_assert_eq!(repeated, 0, "a recorded tool call ran again");
+        let all: BTreeSet<String> = before_crash.into_iter().chain(after).collect();
+        prop_assert_eq!(all, baseline, "the set of side effects differs");
+        let store = RedbStore::open(&crashed, cairn::storage::Options::default()).unwrap();
+        let report = store.verify().unwrap();
+        prop_assert!(report.is_clean(), "{:?}", report);
+        for t in 0..THREADS {
+            let r = store.thread(&ThreadId::new(format!("t{t}")).unwrap()).unwrap().unwrap();
+            prop_assert_eq!(r.status, ThreadStatus::Completed);
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn engine_crash_at_any_append_then_resume() {
+    let config =
+        ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() };
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    let result = runner.run(&(shape(), 0.0f64..1.0), |(shape, frac)| one_case(shape, frac));
+    println!(
+        "RELIABILITY engine_crash cases={} diverged={} repeated_effects={}",
+        CASES.load(Ordering::SeqCst),
+        DIVERGED.load(Ordering::SeqCst),
+        REPEATED.load(Ordering::SeqCst)
+    );
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}

@@ -1,0 +1,130 @@
+//! Execution semantics: linear runs, routes, joins, loops, idempotent start, version pinning.
+
+use cairn::dsl::{NodeOutput, Workflow};
+use cairn::{END, Error, START, StartOptions, ThreadStatus};
+
+use crate::common::{Effects, Tally, db, diamond, engine_on, linear};
+
+#[tokio::test]
+async fn linear_runs_every_node_once_in_order() {
+    let (_d, path) = db();
+    let fx = Effects::default();
+    let wf = linear(5, fx.clone());
+    let engine = engine_on(&path, &[&wf], None).await;
+    let t = engine.start("linear", Tally::default(), StartOptions::id("t1")).await.unwrap();
+    let out: Tally = t.output().await.unwrap();
+    assert_eq!(out.total, 1 + 2 + 3 + 4 + 5);
+    assert_eq!(out.log, vec!["n0", "n1", "n2", "n3", "n4"]);
+    assert_eq!(fx.count(), 5);
+    let report = engine.store().verify().unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn fan_out_join_route_and_loop_bound() {
+    let (_d, path) = db();
+    let fx = Effects::default();
+    let wf = diamond(3, fx.clone());
+    let engine = engine_on(&path, &[&wf], None).await;
+    let t = engine.start("diamond", Tally::default(), StartOptions::id("d")).await.unwrap();
+    let out: Tally = t.output().await.unwrap();
+    // Branch updates are applied in task order (by name), whatever finished first.
+    assert_eq!(&out.log[..4], &["split", "b0", "b1", "b2"]);
+    assert_eq!(out.log.iter().filter(|l| *l == "merge").count(), 1);
+    assert_eq!(out.log.iter().filter(|l| *l == "again").count(), 3);
+    assert_eq!(out.log.last().unwrap(), "done");
+    assert_eq!(fx.count(), 3);
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn same_thread_id_starts_once() {
+    let (_d, path) = db();
+    let fx = Effects::default();
+    let wf = linear(2, fx.clone());
+    let engine = engine_on(&path, &[&wf], None).await;
+    let a = engine.start("linear", Tally::default(), StartOptions::id("same")).await.unwrap();
+    let b = engine
+        .start("linear", Tally { total: 100, log: vec![] }, StartOptions::id("same"))
+        .await
+        .unwrap();
+    let out_a: Tally = a.output().await.unwrap();
+    let out_b: Tally = b.output().await.unwrap();
+    assert_eq!(out_a, out_b);
+    assert_eq!(out_a.total, 3, "the second start's input was ignored");
+    assert_eq!(fx.count(), 2);
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_thread_stays_on_its_version_and_refuses_a_changed_fingerprint() {
+    let (_d, path) = db();
+    let v1 = Workflow::<Tally>::builder("pinned", 1)
+        .node("wait", |_s, ctx: cairn::Ctx| async move {
+            let go: bool = ctx.interrupt("continue?")?;
+            Ok(NodeOutput::update((u64::from(go), "v1".to_owned())))
+        })
+        .edge(START, "wait")
+        .edge("wait", END)
+        .build()
+        .unwrap();
+    let engine = engine_on(&path, &[&v1], None).await;
+    let t = engine.start("pinned", Tally::default(), StartOptions::id("p")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    engine.shutdown().await;
+    // Handles share the engine: the file closes when the last of them is gone.
+    drop(t);
+    drop(engine);
+
+    // Same id and version, different structure: the thread must not be touched.
+    let changed = Workflow::<Tally>::builder("pinned", 1)
+        .node("wait", |_s, _ctx| async move { Ok(NodeOutput::update((7, "changed".to_owned()))) })
+        .node("extra", |_s, _ctx| async move { Ok(NodeOutput::none()) })
+        .edge(START, "wait")
+        .edge("wait", "extra")
+        .edge("extra", END)
+        .build()
+        .unwrap();
+    let engine = engine_on(&path, &[&changed], None).await;
+    let before = engine.store().last_bookmark(&cairn::ThreadId::new("p").unwrap()).unwrap();
+    let err = engine.send_input("p", true).await.unwrap_err();
+    assert!(matches!(err, Error::FingerprintChanged { .. }), "{err}");
+    let after = engine.store().last_bookmark(&cairn::ThreadId::new("p").unwrap()).unwrap();
+    assert_eq!(before, after, "nothing written");
+    engine.shutdown().await;
+    drop(engine);
+
+    // A v2 registered beside v1: the old thread finishes on v1, new threads start on v2.
+    let v2 = Workflow::<Tally>::builder("pinned", 2)
+        .node("go", |_s, _ctx| async move { Ok(NodeOutput::update((2, "v2".to_owned()))) })
+        .edge(START, "go")
+        .edge("go", END)
+        .build()
+        .unwrap();
+    let engine = engine_on(&path, &[&v1, &v2], None).await;
+    engine.send_input("p", true).await.unwrap();
+    let old: Tally = engine.thread("p").unwrap().output().await.unwrap();
+    assert_eq!(old.log, vec!["v1"]);
+    let new: Tally = engine
+        .start("pinned", Tally::default(), StartOptions::id("q"))
+        .await
+        .unwrap()
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(new.log, vec!["v2"]);
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn input_to_a_thread_that_is_not_waiting_is_an_error() {
+    let (_d, path) = db();
+    let wf = linear(1, Effects::default());
+    let engine = engine_on(&path, &[&wf], None).await;
+    let t = engine.start("linear", Tally::default(), StartOptions::id("x")).await.unwrap();
+    t.finished().await.unwrap();
+    let err = engine.send_input("x", 1).await.unwrap_err();
+    assert!(matches!(err, Error::WrongStatus { .. }), "{err}");
+    engine.shutdown().await;
+}

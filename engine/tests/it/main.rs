@@ -1,0 +1,12 @@
+//! Integration tests of the engine: one binary, one module per concern.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "tests print RELIABILITY summary lines"
+)]
+#![allow(missing_docs, reason = "test code")]
+
+mod common;
+mod crash;
+mod execution;
+mod recovery;

@@ -1,0 +1,179 @@
+//! Recovery on open (both policies), restore cost, subscriptions with no gap.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cairn::dsl::{NodeOutput, Workflow};
+use cairn::{Durability, END, Engine, RecoveryPolicy, START, Scope, StartOptions, ThreadStatus};
+
+use crate::common::{Effects, Tally, db, linear};
+
+/// A workflow whose node `stop` parks the thread (waits for input) so the test controls when it
+/// is "running" at a crash.
+fn counter(n: u32) -> Workflow<Tally> {
+    Workflow::<Tally>::builder("counter", 1)
+        .node("inc", |_s, _ctx| async move { Ok(NodeOutput::update((1, String::new()))) })
+        .edge(START, "inc")
+        .route(
+            "inc",
+            move |s: &Tally| if s.total >= u64::from(n) { END } else { "inc" },
+            ["inc", END],
+        )
+        .loop_bound("inc", n)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn running_threads_are_resumed_or_parked_at_open() {
+    for policy in [RecoveryPolicy::Resume, RecoveryPolicy::Park] {
+        let (_d, path) = db();
+        let wf = counter(50);
+        // First process: crash after a few steps.
+        let engine =
+            Engine::builder(&path).durability(Durability::None).workflow(&wf).open().await.unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let tx = std::sync::Mutex::new(Some(tx));
+        engine.on_step(Arc::new(move |_t, _s, total| {
+            if total == 5 {
+                if let Some(tx) = tx.lock().unwrap().take() {
+                    let _ = tx.send(());
+                }
+            }
+        }));
+        engine.start("counter", Tally::default(), StartOptions::id("c")).await.unwrap();
+        rx.await.unwrap();
+        engine.crash().await;
+        drop(engine);
+
+        let engine = Engine::builder(&path)
+            .durability(Durability::None)
+            .workflow(&wf)
+            .recovery(policy)
+            .open()
+            .await
+            .unwrap();
+        let t = engine.thread("c").unwrap();
+        match policy {
+            RecoveryPolicy::Resume => {
+                let out: Tally = t.output().await.unwrap();
+                assert_eq!(out.total, 50);
+            }
+            RecoveryPolicy::Park => {
+                assert_eq!(t.status().unwrap(), ThreadStatus::Running);
+                let resumable = engine.resumable().unwrap();
+                assert_eq!(resumable.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), vec!["c"]);
+                engine.resume("c").await.unwrap();
+                let out: Tally = t.output().await.unwrap();
+                assert_eq!(out.total, 50);
+            }
+        }
+        // An event says the thread was recovered.
+        let mut events = t.events(0).unwrap();
+        let mut recovered = false;
+        while let Some(e) = events.try_next().unwrap() {
+            recovered |= matches!(e.body, cairn::record::Body::Recovered { .. });
+        }
+        assert!(recovered, "{policy:?}: no recovered event");
+        engine.shutdown().await;
+    }
+}
+
+/// Restore is checkpoint + tail: its cost must not grow with the history.
+#[tokio::test]
+async fn restore_cost_does_not_grow_with_history() {
+    let (_d, path) = db();
+    let long = counter(100_000);
+    let short = Workflow::<Tally>::builder("short", 1)
+        .node("inc", |_s, _ctx| async move { Ok(NodeOutput::update((1, String::new()))) })
+        .edge(START, "inc")
+        .route("inc", |s: &Tally| if s.total >= 100 { END } else { "inc" }, ["inc", END])
+        .loop_bound("inc", 100)
+        .build()
+        .unwrap();
+    let engine = Engine::builder(&path)
+        .durability(Durability::None)
+        .checkpoint_every(Some(1_000), None)
+        .workflow(&long)
+        .workflow(&short)
+        .open()
+        .await
+        .unwrap();
+    let a = engine.start("counter", Tally::default(), StartOptions::id("long")).await.unwrap();
+    let b = engine.start("short", Tally::default(), StartOptions::id("short")).await.unwrap();
+    assert_eq!(a.output::<Tally>().await.unwrap().total, 100_000);
+    assert_eq!(b.output::<Tally>().await.unwrap().total, 100);
+    let time = |id: &str, wf: &Workflow<Tally>| {
+        let erased = wf.erase();
+        let thread = cairn::ThreadId::new(id).unwrap();
+        // Restore at a seq in the middle, which needs a periodic checkpoint plus a tail.
+        let last = engine.store().last_bookmark(&thread).unwrap().unwrap().seq.0;
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let start = Instant::now();
+            let ctx =
+                cairn::restore::restore(engine.store().as_ref(), &erased, &thread, Some(last / 2))
+                    .unwrap();
+            best = best.min(start.elapsed().as_secs_f64());
+            assert!(ctx.meta.seq <= last / 2);
+        }
+        best
+    };
+    let t_long = time("long", &long);
+    let t_short = time("short", &short);
+    println!(
+        "RELIABILITY restore_cost long_100000_steps_s={t_long:.6} short_100_steps_s={t_short:.6}"
+    );
+    // Generous bound for noisy machines: a restore that replayed the whole history would be
+    // about 1000x slower for the long thread.
+    assert!(
+        t_long < t_short * 20.0 + 0.005,
+        "restore of the long thread took {t_long}s vs {t_short}s"
+    );
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn subscribe_since_a_bookmark_sees_every_event_once_under_load() {
+    let (_d, path) = db();
+    let wf = linear(4, Effects::default());
+    let engine =
+        Engine::builder(&path).durability(Durability::None).workflow(&wf).open().await.unwrap();
+    // Some history before subscribing.
+    engine
+        .start("linear", Tally::default(), StartOptions::id("pre"))
+        .await
+        .unwrap()
+        .finished()
+        .await
+        .unwrap();
+    let mut sub = engine.subscribe(Scope::All, 0).unwrap();
+    let mut handles = Vec::new();
+    for i in 0..32 {
+        handles.push(
+            engine
+                .start("linear", Tally::default(), StartOptions::id(format!("load-{i}")))
+                .await
+                .unwrap(),
+        );
+    }
+    for h in &handles {
+        h.finished().await.unwrap();
+    }
+    let mut total = 0;
+    let mut after = cairn::Lsn(0);
+    loop {
+        let chunk = engine.store().read_all_since(after, 1_000).unwrap();
+        let Some(last) = chunk.last() else { break };
+        after = last.bookmark.lsn;
+        total += chunk.len();
+    }
+    let mut last = 0;
+    for _ in 0..total {
+        let e = sub.next().await.unwrap();
+        assert!(e.bookmark.lsn.0 > last, "every lsn once, in order");
+        last = e.bookmark.lsn.0;
+    }
+    assert!(sub.try_next().unwrap().is_none());
+    engine.shutdown().await;
+}

@@ -1,0 +1,10 @@
+//! `cargo run --example map_reduce`: see `cairn_examples::map_reduce`.
+#![allow(clippy::print_stdout, reason = "an example prints its result")]
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let out = cairn_examples::map_reduce::run(&dir.path().join("map_reduce.db")).await?;
+    println!("{out:#?}");
+    Ok(())
+}
