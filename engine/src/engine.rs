@@ -106,9 +106,18 @@ pub struct EngineBuilder {
     config: Config,
     clock: Arc<dyn Clock>,
     workflows: Vec<Arc<DynWorkflow>>,
+    read_only: bool,
 }
 
 impl EngineBuilder {
+    /// Opens the file read-only, as a consistent snapshot of its last durable commit, also while
+    /// another process (an engine) has it open. Nothing runs and nothing is recovered: for
+    /// inspection (events, state at a seq, checkpoints, bundles export).
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
     /// Durability of acknowledged steps (default [`Durability::Immediate`]).
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
@@ -181,9 +190,16 @@ impl EngineBuilder {
             (None, Some(path)) => {
                 let options = Options { durability: self.durability, ..Options::default() };
                 let path2 = path.clone();
-                let store = tokio::task::spawn_blocking(move || RedbStore::open(&path2, options))
-                    .await
-                    .map_err(|e| Error::Invalid(format!("opening {}: {e}", path.display())))??;
+                let read_only = self.read_only;
+                let store = tokio::task::spawn_blocking(move || {
+                    if read_only {
+                        RedbStore::open_read_only(&path2)
+                    } else {
+                        RedbStore::open(&path2, options)
+                    }
+                })
+                .await
+                .map_err(|e| Error::Invalid(format!("opening {}: {e}", path.display())))??;
                 Arc::new(store)
             }
             (None, None) => return Err(Error::Invalid("no database path or store given".into())),
@@ -211,7 +227,9 @@ impl EngineBuilder {
         for wf in self.workflows {
             engine.register_dyn(wf)?;
         }
-        engine.recover().await?;
+        if !self.read_only {
+            engine.recover().await?;
+        }
         Ok(engine)
     }
 }
@@ -497,6 +515,7 @@ impl Engine {
             config: Config::default(),
             clock: Arc::new(SystemClock),
             workflows: Vec::new(),
+            read_only: false,
         }
     }
 
@@ -696,6 +715,28 @@ impl Engine {
     /// Number of steps acknowledged by this engine instance.
     pub fn acknowledged_steps(&self) -> u64 {
         self.inner.acked_steps.load(Ordering::SeqCst)
+    }
+
+    /// The registered workflow a thread runs, checked against the fingerprint it was started
+    /// with.
+    ///
+    /// # Errors
+    /// [`Error::UnknownWorkflow`], [`Error::FingerprintChanged`], [`Error::UnknownThread`].
+    pub fn workflow_of(&self, thread: &ThreadId) -> Result<Arc<DynWorkflow>, Error> {
+        let record = self
+            .inner
+            .store
+            .thread(thread)?
+            .ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
+        self.inner.workflow_for(&record)
+    }
+
+    /// Every registered workflow, by id then version.
+    pub fn workflows(&self) -> Vec<Arc<DynWorkflow>> {
+        let reg = self.inner.registry.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut all: Vec<_> = reg.values().cloned().collect();
+        all.sort_by(|a, b| (a.id(), a.version()).cmp(&(b.id(), b.version())));
+        all
     }
 
     pub(crate) fn workflow_ref(wf: &DynWorkflow) -> WorkflowRef {

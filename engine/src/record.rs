@@ -67,6 +67,12 @@ pub enum Body {
         /// Set when the thread is a fork.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fork: Option<ForkOrigin>,
+        /// Join arrivals carried over by a fork.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        arrivals: BTreeMap<String, Vec<String>>,
+        /// Loop-bound visit counts carried over by a fork.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        visits: BTreeMap<String, u32>,
     },
     /// The status machine moved.
     StatusChanged {

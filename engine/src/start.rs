@@ -24,7 +24,7 @@ pub(crate) async fn create(
     id: &ThreadId,
     input: Value,
     labels: BTreeMap<String, String>,
-    fork: Option<ForkOrigin>,
+    fork: Option<ForkSeed>,
 ) -> Result<bool, Error> {
     if let Some(existing) = inner.store.thread(id)? {
         return same_workflow(&existing, wf).map(|()| false);
@@ -32,15 +32,21 @@ pub(crate) async fn create(
     let state = wf.state_from_json(&input).map_err(|e| {
         Error::Invalid(format!("the input is not a valid state of {}: {e}", wf.id()))
     })?;
-    let frontier: Vec<String> = wf
-        .start(state.as_ref())
-        .map_err(|e| Error::Invalid(format!("routing from START: {e}")))?
-        .into_iter()
-        .filter_map(|t| match t {
-            NextTarget::Node(n) => Some(wf.nodes()[n].name.clone()),
-            NextTarget::End => None,
-        })
-        .collect();
+    let (frontier, arrivals, visits, fork) = match fork {
+        Some(seed) => (seed.frontier, seed.arrivals, seed.visits, Some(seed.origin)),
+        None => {
+            let frontier = wf
+                .start(state.as_ref())
+                .map_err(|e| Error::Invalid(format!("routing from START: {e}")))?
+                .into_iter()
+                .filter_map(|t| match t {
+                    NextTarget::Node(n) => Some(wf.nodes()[n].name.clone()),
+                    NextTarget::End => None,
+                })
+                .collect();
+            (frontier, BTreeMap::new(), BTreeMap::new(), None)
+        }
+    };
     let now = inner.clock.now_ms();
     let workflow = Engine::workflow_ref(wf);
     let mut record = ThreadRecord::new(id.clone(), workflow.clone(), now);
@@ -48,7 +54,7 @@ pub(crate) async fn create(
     if let Some(f) = &fork {
         record.parent = Some((ThreadId::new(f.thread.clone())?, cairn_storage::Seq(f.seq)));
     }
-    let body = Body::ThreadCreated { workflow, input, frontier, labels, fork };
+    let body = Body::ThreadCreated { workflow, input, frontier, labels, fork, arrivals, visits };
     let mut batch = Batch::default();
     log::push_event(&mut batch, id, &body, now)?;
     batch.threads.push(record);
@@ -76,4 +82,14 @@ fn same_workflow(existing: &ThreadRecord, wf: &DynWorkflow) -> Result<(), Error>
             wf.id()
         )))
     }
+}
+
+/// Where a forked thread starts: its origin, and the frontier, join arrivals and loop visits of
+/// the origin at the fork point (its state is the `input` of [`create`]).
+#[derive(Debug, Clone)]
+pub(crate) struct ForkSeed {
+    pub origin: ForkOrigin,
+    pub frontier: Vec<String>,
+    pub arrivals: BTreeMap<String, Vec<String>>,
+    pub visits: BTreeMap<String, u32>,
 }

@@ -219,7 +219,9 @@ impl ThreadCtx {
     /// # Errors
     /// [`Error::Record`] if `body` is not a `ThreadCreated`, or the input is not a valid state.
     pub fn created(wf: &DynWorkflow, thread: &str, body: &Body, at_ms: u64) -> Result<Self, Error> {
-        let Body::ThreadCreated { workflow, input, frontier, labels, fork } = body else {
+        let Body::ThreadCreated { workflow, input, frontier, labels, fork, arrivals, visits } =
+            body
+        else {
             return Err(Error::Record {
                 thread: thread.to_owned(),
                 seq: 1,
@@ -242,8 +244,8 @@ impl ThreadCtx {
                 seq: 1,
                 step: 0,
                 frontier: frontier.clone(),
-                arrivals: BTreeMap::new(),
-                visits: BTreeMap::new(),
+                arrivals: arrivals.clone(),
+                visits: visits.clone(),
                 open: BTreeMap::new(),
                 waiting: None,
                 node_results: BTreeMap::new(),
