@@ -259,6 +259,46 @@ impl StorageBackend for SyncCountingFile {
     }
 }
 
+const THREADED_TABLE: TableDefinition<'_, (&str, u64), &[u8]> = TableDefinition::new("threaded");
+
+/// Raw redb with Cairn's event key layout: `commits` durable commits, each inserting one
+/// [`RECORD_BYTES`] record for each of `threads` threads under the key `(thread id, seq)`, on a
+/// [`SyncCountingFile`]. This isolates what the key layout costs (each commit touches one leaf
+/// per thread) from what Cairn adds on top. Returns (records per second, bytes written per
+/// durable commit).
+///
+/// # Errors
+///
+/// Any redb error.
+pub fn raw_redb_threaded_inserts(
+    path: &Path,
+    commits: u64,
+    threads: usize,
+) -> anyhow::Result<(f64, f64)> {
+    let (backend, counts) = SyncCountingFile::create(path)?;
+    let db = Database::builder().create_with_backend(backend)?;
+    let ids: Vec<String> = (0..threads).map(|n| format!("bench-thread-{n:05}")).collect();
+    let value = vec![0x5Au8; RECORD_BYTES];
+    let before = counts.snapshot();
+    let (result, elapsed) = timed(|| -> anyhow::Result<()> {
+        for seq in 1..=commits {
+            let txn = db.begin_write()?;
+            {
+                let mut table = txn.open_table(THREADED_TABLE)?;
+                for id in &ids {
+                    table.insert((id.as_str(), seq), value.as_slice())?;
+                }
+            }
+            txn.commit()?;
+        }
+        Ok(())
+    });
+    result?;
+    let after = counts.snapshot();
+    let written = (after.1 - before.1) as f64 / (after.0 - before.0).max(1) as f64;
+    Ok((per_second(commits * threads as u64, elapsed), written))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
