@@ -82,6 +82,13 @@ fn single(runs: usize, fresh: &mut impl FnMut(&str) -> PathBuf) -> anyhow::Resul
     }
     println!("{}", bench_line("append_1_appender_written_per_commit", median(cairn_kib), "KiB"));
     println!("{}", bench_line("raw_redb_1_written_per_commit", median(raw_kib), "KiB"));
+    // And the same appends with no fsync: the CPU and hand-off cost of one append.
+    let mut unsynced = Vec::new();
+    for _ in 0..runs {
+        let options = Options { durability: Durability::None, ..Options::default() };
+        unsynced.push(single_appender_on(RedbStore::open(fresh("single-nosync"), options)?)?);
+    }
+    println!("{}", bench_line("append_1_appender_durability_none", median(unsynced), "appends/s"));
     Ok(())
 }
 
