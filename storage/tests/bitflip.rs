@@ -13,9 +13,9 @@
 //!   a storage error from redb (if redb checks the page first); `verify()` must report it too.
 //!   Returning any data other than the original is `wrong_data`.
 #![cfg(feature = "fault-injection")]
-#![allow(clippy::print_stderr, reason = "the test prints its RELIABILITY summary line")]
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 
 use cairn_storage::fault::FaultBackend;
 use cairn_storage::{
@@ -411,15 +411,19 @@ fn every_flipped_bit_is_detected() {
     let cases = codec_counts.cases + file.cases;
     let detected = codec_counts.detected + file.named + file.by_redb;
     let wrong_data = codec_counts.wrong_data + file.wrong;
-    eprintln!(
+    // Written to the stderr handle directly so the line reaches the CI log (see crash_points.rs).
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(
+        stderr,
         "RELIABILITY bitflip cases={cases} detected={detected} wrong_data={wrong_data} \
          codec_cases={} file_cases={} file_named_by_cairn={} file_by_redb={} file_unread={} \
          verify_missed={}",
         codec_counts.cases, file.cases, file.named, file.by_redb, file.original, file.verify_missed
     );
     for failure in failures.iter().take(20) {
-        eprintln!("  {failure}");
+        let _ = writeln!(stderr, "  {failure}");
     }
+    drop(stderr);
     assert!(failures.is_empty(), "{} failures (first 20 above)", failures.len());
     assert_eq!(detected, cases);
     assert_eq!(wrong_data, 0);

@@ -25,10 +25,12 @@
 //! data. A crash before the store was created (nothing acknowledged yet) may leave a file that is
 //! not a database: counted as `before_create`.
 #![cfg(feature = "fault-injection")]
-#![allow(clippy::print_stderr, reason = "the test prints its RELIABILITY summary line")]
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use cairn_storage::fault::{CrashModel, Fault, FaultBackend, OpKind};
@@ -614,9 +616,23 @@ fn second_crash(
     failures.extend(result.problems.iter().map(|p| format!("{label}: {p}")));
 }
 
+/// Counts panics on every thread (the store's writer thread included, where `catch_unwind` in
+/// the test cannot see them) while still printing them.
+fn count_panics() -> Arc<AtomicU64> {
+    let count = Arc::new(AtomicU64::new(0));
+    let seen = Arc::clone(&count);
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        seen.fetch_add(1, Ordering::Relaxed);
+        previous(info);
+    }));
+    count
+}
+
 #[test]
 fn crash_at_every_op_under_every_model() {
     let started = Instant::now();
+    let panics = count_panics();
     let clean = clean_run();
     let mut tally = Tally::default();
     let mut failures = Vec::new();
@@ -651,7 +667,16 @@ fn crash_at_every_op_under_every_model() {
         }
     }
     let secs = started.elapsed().as_secs_f64();
-    eprintln!(
+    let uncaught = panics.load(Ordering::Relaxed).saturating_sub(tally.panics);
+    if uncaught > 0 {
+        failures.push(format!("{uncaught} panics outside the test thread (see stderr)"));
+        tally.panics += uncaught;
+    }
+    // Written to the stderr handle directly, not through `eprintln!`, so the line reaches the
+    // CI log even though the test harness captures the output of passing tests.
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(
+        stderr,
         "RELIABILITY crash_points cases={} lost_acked={} partial_batches={} wrong_data={} \
          rolled_back={} panics={} second_crashes={} unopenable={} before_create={} ops={} \
          sampled=none secs={secs:.1} per_model=[{}]",
@@ -668,8 +693,9 @@ fn crash_at_every_op_under_every_model() {
         per_model.join(","),
     );
     for failure in failures.iter().take(20) {
-        eprintln!("  {failure}");
+        let _ = writeln!(stderr, "  {failure}");
     }
+    drop(stderr);
     assert!(failures.is_empty(), "{} failures (first 20 above)", failures.len());
     assert_eq!(
         (
