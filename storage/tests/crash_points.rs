@@ -709,3 +709,74 @@ fn crash_at_every_op_under_every_model() {
     );
     assert!(tally.cases > 100, "the workload must exercise many crash points");
 }
+
+// I/O errors and a full disk without a crash: the failed write is an error, never an ack; the
+// store refuses writes until reopened; after the fault clears, a reopen finds every acknowledged
+// batch and accepts new ones.
+
+/// Appends batches 0..n of the workload, all of which must be acknowledged.
+fn append_acked(store: &RedbStore, batches: &[Batch]) {
+    for batch in batches {
+        store.append(batch.clone()).and_then(|p| p.wait_blocking()).expect("acknowledged");
+    }
+}
+
+/// Reopens `image` and checks it holds exactly `acked` (as learned from a clean run) and
+/// accepts the next append.
+fn reopen_holds(image: Vec<u8>, clean: &Clean, acked: usize) {
+    let store =
+        RedbStore::with_backend(FaultBackend::from_image(image), options()).expect("reopen");
+    let must: Vec<&Expected> = clean.expected[..acked].iter().collect();
+    let mut result = check(&store, &must, &[]);
+    assert!(continue_after_recovery(&store, &mut result.problems).is_some(), "append after reopen");
+    store.close().expect("close");
+    assert!(result.problems.is_empty(), "{:?}", result.problems);
+}
+
+#[test]
+fn disk_full_fails_the_write_and_the_store_recovers_when_space_is_freed() {
+    let clean = clean_run();
+    let (before_big, big) = clean.batches.split_at(clean.batches.len() - 1);
+    let backend = FaultBackend::new();
+    let controller = backend.controller();
+    let store = RedbStore::with_backend(backend, options()).expect("create");
+    append_acked(&store, before_big);
+    // The disk is full at the current size: the last batch needs the file to grow.
+    controller.set_capacity(Some(controller.live_image().len() as u64));
+    let full = store.append(big[0].clone()).and_then(|p| p.wait_blocking());
+    assert!(full.is_err(), "a write the disk cannot hold is not acknowledged: {full:?}");
+    let refused = store.append(clean.batches[7].clone()).and_then(|p| p.wait_blocking());
+    assert!(
+        matches!(refused, Err(cairn_storage::Error::Poisoned)),
+        "after a failed commit the store refuses writes until reopened: {refused:?}"
+    );
+    let _ = store.close();
+    // Space is freed; the process restarts on the file as the OS has it.
+    controller.set_capacity(None);
+    reopen_holds(controller.live_image(), &clean, before_big.len());
+}
+
+#[test]
+fn io_errors_fail_the_write_and_the_store_recovers_after_reopen() {
+    let clean = clean_run();
+    for model in
+        [CrashModel::IoErrorTransient, CrashModel::IoErrorPersistent, CrashModel::FailedSync]
+    {
+        let backend = FaultBackend::new();
+        let controller = backend.controller();
+        let store = RedbStore::with_backend(backend, options()).expect("create");
+        append_acked(&store, &clean.batches[..3]);
+        controller.arm(Fault::at(controller.mutations(), model));
+        let failed = store.append(clean.batches[3].clone()).and_then(|p| p.wait_blocking());
+        assert!(failed.is_err(), "{model}: the failed commit is not acknowledged: {failed:?}");
+        let refused = store.append(clean.batches[4].clone()).and_then(|p| p.wait_blocking());
+        assert!(
+            matches!(refused, Err(cairn_storage::Error::Poisoned)),
+            "{model}: poisoned until reopened: {refused:?}"
+        );
+        let _ = store.close();
+        controller.clear();
+        // Power loss after the error: only what was durable survives, and that is every ack.
+        reopen_holds(controller.crash_image(), &clean, 3);
+    }
+}
