@@ -13,6 +13,39 @@
 //! [`FaultBackend::from_image`] and checks what survived; arming the new backend's controller
 //! before the reopen simulates a second crash during recovery.
 //!
+//! # Examples
+//!
+//! Power loss at the first op of an append's commit: the append is not acknowledged, and the
+//! reopened store has everything that was.
+//!
+//! ```
+//! use cairn_storage::fault::{CrashModel, Fault, FaultBackend};
+//! use cairn_storage::{Batch, Options, RedbStore, Store, ThreadId, ThreadRecord, WorkflowRef};
+//!
+//! let backend = FaultBackend::new();
+//! let controller = backend.controller();
+//! let store = RedbStore::with_backend(backend, Options::default())?;
+//! let workflow = WorkflowRef { id: "w".into(), version: 1, fingerprint: "f".into() };
+//! let thread = ThreadRecord::new(ThreadId::new("t1")?, workflow, 0);
+//! store.append(Batch { threads: vec![thread.clone()], ..Batch::default() })?.wait_blocking()?;
+//!
+//! controller.arm(Fault::at(controller.mutations(), CrashModel::LoseUnsynced));
+//! let mut renamed = thread.clone();
+//! renamed.labels.insert("k".into(), "v".into());
+//! let lost = store.append(Batch { threads: vec![renamed], ..Batch::default() });
+//! assert!(lost.and_then(|pending| pending.wait_blocking()).is_err());
+//! drop(store);
+//!
+//! let reopened = RedbStore::with_backend(
+//!     FaultBackend::from_image(controller.crash_image()),
+//!     Options::default(),
+//! )?;
+//! let found = reopened.thread(&thread.id)?.expect("acknowledged, so it survived");
+//! assert!(found.labels.is_empty(), "the unacknowledged upsert is wholly absent");
+//! assert!(reopened.verify()?.is_clean());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Invariants:
 //! - Deterministic: the same op sequence, fault and seed give the same image, byte for byte.
 //! - Bytes never written since the last sync keep their durable value under every model
