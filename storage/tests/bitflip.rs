@@ -12,6 +12,10 @@
 //!   read must fail, either with `Error::Corrupted` naming the table, thread and seq/id, or with
 //!   a storage error from redb (if redb checks the page first); `verify()` must report it too.
 //!   Returning any data other than the original is `wrong_data`.
+//!
+//! A second test flips bits anywhere in the used pages of the image, redb's own structures
+//! included, and reads the whole store back: never wrong data; redb's panics on such pages are
+//! counted (`redb_panics`) and reported, not hidden.
 #![cfg(feature = "fault-injection")]
 
 use std::collections::BTreeMap;
@@ -428,4 +432,116 @@ fn every_flipped_bit_is_detected() {
     assert_eq!(detected, cases);
     assert_eq!(wrong_data, 0);
     assert!(file.cases >= 1_000, "at least 1,000 file-image injections");
+}
+
+/// How a whole-store read of a damaged image went, compared with what was written.
+#[derive(Default)]
+struct AnywhereCounts {
+    cases: u64,
+    /// Everything read back equal and complete (the flip hit unused or stale bytes).
+    intact: u64,
+    /// An error (open, read or verify) reported the damage.
+    detected: u64,
+    /// Some record read back differs from what was written.
+    wrong_data: u64,
+    /// Reads succeeded with records missing and neither the reads nor `verify()` complained.
+    silent_omissions: u64,
+    /// redb (or the store) panicked on the damaged image.
+    panics: u64,
+}
+
+/// Reads every event and checkpoint of a damaged image and classifies the outcome.
+fn read_everything(image: Vec<u8>, written: &Written) -> Result<Outcome2, Error> {
+    let options = Options { durability: Durability::Immediate, ..Options::default() };
+    let store = RedbStore::with_backend(FaultBackend::from_image(image), options)?;
+    let mut complete = true;
+    for t in 0..3 {
+        let want: Vec<&Event> = written.events.iter().filter(|e| e.thread == thread(t)).collect();
+        let found = store.read_since(&thread(t), Seq(0), 1_000)?;
+        for event in &found {
+            if !want.contains(&event) {
+                return Ok(Outcome2::Wrong(format!("{event:?}")));
+            }
+        }
+        complete &= found.len() == want.len();
+    }
+    for checkpoint in &written.checkpoints {
+        match store.checkpoint(checkpoint.id)? {
+            Some(found) if found == *checkpoint => {}
+            Some(found) => return Ok(Outcome2::Wrong(format!("{found:?}"))),
+            None => complete = false,
+        }
+    }
+    let clean = store.verify()?.is_clean();
+    let _ = store.close();
+    Ok(match (complete, clean) {
+        (true, true) => Outcome2::Intact,
+        (_, false) => Outcome2::Reported,
+        (false, true) => Outcome2::Omitted,
+    })
+}
+
+enum Outcome2 {
+    Intact,
+    Reported,
+    Omitted,
+    Wrong(String),
+}
+
+/// Flips bits anywhere in the used pages of a real image, redb's own structures included (page
+/// headers, branch keys, the allocator state), and reads the whole store back. Our CRCs cannot
+/// protect redb's structures, so an error from redb, or from the store's key/record and
+/// continuity checks, is the expected outcome; data that differs from what was written never is.
+#[test]
+fn flips_anywhere_in_the_image_never_return_wrong_data() {
+    const PAGE: usize = 4096;
+    let written = write_database();
+    let used: Vec<usize> = (0..written.image.len() / PAGE)
+        .filter(|p| written.image[p * PAGE..(p + 1) * PAGE].iter().any(|&b| b != 0))
+        .collect();
+    let mut rng = Rng(0xA11_F11B);
+    let mut counts = AnywhereCounts::default();
+    let mut failures = Vec::new();
+    for _ in 0..600 {
+        let page = used[(rng.next() % used.len() as u64) as usize];
+        let bit = page * PAGE * 8 + (rng.next() % (PAGE as u64 * 8)) as usize;
+        let mut image = written.image.clone();
+        flip_bits(&mut image, [bit]);
+        counts.cases += 1;
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            read_everything(image, &written)
+        }));
+        match outcome {
+            Err(_) => counts.panics += 1,
+            Ok(Err(_)) | Ok(Ok(Outcome2::Reported)) => counts.detected += 1,
+            Ok(Ok(Outcome2::Intact)) => counts.intact += 1,
+            Ok(Ok(Outcome2::Omitted)) => {
+                counts.silent_omissions += 1;
+                failures.push(format!("bit {bit}: records missing, no error, verify clean"));
+            }
+            Ok(Ok(Outcome2::Wrong(found))) => {
+                counts.wrong_data += 1;
+                failures.push(format!("bit {bit}: wrong data returned: {found}"));
+            }
+        }
+    }
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(
+        stderr,
+        "RELIABILITY bitflip_anywhere cases={} intact={} detected={} wrong_data={} \
+         silent_omissions={} redb_panics={} used_pages={}",
+        counts.cases,
+        counts.intact,
+        counts.detected,
+        counts.wrong_data,
+        counts.silent_omissions,
+        counts.panics,
+        used.len()
+    );
+    for failure in failures.iter().take(20) {
+        let _ = writeln!(stderr, "  {failure}");
+    }
+    drop(stderr);
+    assert_eq!(counts.wrong_data, 0, "never wrong data");
+    assert!(counts.detected > 0, "some flips must land in live structures");
 }
