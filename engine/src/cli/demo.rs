@@ -97,6 +97,7 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
     Ok(if all_done { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_FAILED) })
 }
 
+#[allow(clippy::print_stdout, reason = "the demo's summary is the CLI's output")]
 fn print_summary(rows: &[(String, crate::Outcome)], json: bool) {
     for (id, outcome) in rows {
         let answer = outcome

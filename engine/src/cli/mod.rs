@@ -1,9 +1,28 @@
 //! The `cairn` command line. A user's own binary gets the same commands, with its own workflows
 //! compiled in, by calling [`run`].
 //!
-//! Exit codes scripts can rely on: 0 success, 1 failure of the operation, 2 bad usage,
-//! 3 damage found (verify), 4 the database file cannot be opened (missing, locked, not Cairn,
-//! newer format).
+//! Every command works on a database file (`--db`, default `cairn-demo.db`), offline. Read-only
+//! commands (`threads`, `show`, `events`, `state`, `checkpoints`, `checkpoint show`, `verify`,
+//! `trace`, `bundle export`, `bundle show`, `replay`) read a consistent snapshot of the file, so
+//! they also work while an engine process has it open. Commands that write (`checkpoint delete`,
+//! `prune`, `bundle import`, `resumable`, `resume`, `abandon`, `cancel`, `pause`, `input`,
+//! `fork`) open it for writing and fail with exit code 4 while another process holds it. They
+//! never resume threads by themselves: only `resume`, `input` and `fork` run a thread, in this
+//! process, until it ends or parks. `--json` prints one JSON document (with `events --follow`,
+//! one JSON object per line); the default is aligned tables.
+//!
+//! Exit codes scripts can rely on:
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | success |
+//! | 1 | the operation failed (unknown thread, refused transition, a resumed thread failed, ...) |
+//! | 2 | bad usage (unknown command or flag, malformed argument) |
+//! | 3 | damage found (`verify`, or a damaged record met by any command) |
+//! | 4 | the database file cannot be opened: missing, locked by another process, not a Cairn file, or a newer format |
+//!
+//! `cairn __hold --db FILE` is internal (hidden): it holds the file open for writing until its
+//! stdin closes; the CLI's tests use it as "another process".
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -11,10 +30,24 @@ use std::sync::Arc;
 use cairn_dsl::DynWorkflow;
 use clap::{Parser, Subcommand};
 
+mod checkpoints;
+mod common;
+mod control;
 mod demo;
+mod events;
+mod fold;
+mod graph;
+mod hold;
+mod table;
+mod threads;
+mod verify;
 
 /// Exit code: the operation failed.
 pub const EXIT_FAILED: u8 = 1;
+/// Exit code: bad usage (also what clap exits with for parse errors).
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: damage was found in the database.
+pub const EXIT_DAMAGE: u8 = 3;
 /// Exit code: the database file could not be opened.
 pub const EXIT_OPEN: u8 = 4;
 
@@ -22,7 +55,8 @@ pub const EXIT_OPEN: u8 = 4;
 #[command(
     name = "cairn",
     version,
-    about = "Cairn: a durable workflow engine with embedded storage"
+    about = "Cairn: a durable workflow engine with embedded storage",
+    after_help = "Exit codes: 0 ok, 1 operation failed, 2 usage, 3 damage found, 4 cannot open the database file (missing, locked, not Cairn, newer format)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -33,10 +67,44 @@ struct Cli {
 enum Command {
     /// Run the demo: several threads of an agent-like workflow on a database file.
     Demo(demo::DemoArgs),
+    /// List threads (filters: status, workflow, label; paged).
+    Threads(threads::ThreadsArgs),
+    /// One thread: status, frontier, progress, telemetry, budgets, locks, last error.
+    Show(threads::ShowArgs),
+    /// A thread's events, optionally followed live.
+    Events(events::EventsArgs),
+    /// Messages carrying a correlation id, across threads.
+    Trace(events::TraceArgs),
+    /// List checkpoints (filters: thread, workflow, kind, tag; paged).
+    Checkpoints(checkpoints::CheckpointsArgs),
+    /// Show or delete one checkpoint.
+    #[command(subcommand)]
+    Checkpoint(checkpoints::CheckpointCommand),
+    /// Remove what no restore needs: each thread keeps its latest checkpoint and what follows.
+    Prune(checkpoints::PruneArgs),
+    /// Check every record's CRC, seq continuity and the indexes; exit 3 on damage.
+    Verify(verify::VerifyArgs),
+    /// A workflow's graph (compiled into this binary) as DOT or Mermaid.
+    Graph(graph::GraphArgs),
+    /// Threads that can be resumed (paused, blocked, or left unfinished by a stopped engine).
+    Resumable(control::ResumableArgs),
+    /// Resume a thread and run it here until it ends or parks.
+    Resume(control::ThreadArgs),
+    /// Give up a resumable thread for good (it ends cancelled).
+    Abandon(control::ThreadArgs),
+    /// Cancel a thread.
+    Cancel(control::CancelArgs),
+    /// Pause a thread (it resumes with `cairn resume`).
+    Pause(control::ThreadArgs),
+    /// Send human input to a thread waiting for it, and run it here until it ends or parks.
+    Input(control::InputArgs),
+    /// Internal: hold the database open for writing until stdin closes (tests).
+    #[command(name = "__hold", hide = true)]
+    Hold(hold::HoldArgs),
 }
 
 /// Parses the command line and runs it, with `workflows` available to the commands that run
-/// threads. Returns the process exit code.
+/// threads or decode their state. Returns the process exit code (see the module docs).
 pub fn run(workflows: Vec<Arc<DynWorkflow>>) -> ExitCode {
     let cli = Cli::parse();
     let _ = tracing_subscriber::fmt()
@@ -46,29 +114,54 @@ pub fn run(workflows: Vec<Arc<DynWorkflow>>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            report(&anyhow::anyhow!("cannot start the async runtime: {e}"));
             return ExitCode::from(EXIT_FAILED);
         }
     };
-    let result = runtime.block_on(async move {
-        match cli.command {
-            Command::Demo(args) => demo::run(args, workflows).await,
-        }
-    });
+    let result = runtime.block_on(dispatch(cli.command, workflows));
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
-            let code = match e.downcast_ref::<crate::Error>() {
-                Some(crate::Error::Storage(
-                    cairn_storage::Error::NotFound(_)
-                    | cairn_storage::Error::NotCairn { .. }
-                    | cairn_storage::Error::NewerFormat { .. }
-                    | cairn_storage::Error::Locked,
-                )) => EXIT_OPEN,
-                _ => EXIT_FAILED,
-            };
-            ExitCode::from(code)
+            report(&e);
+            ExitCode::from(common::exit_code(&e))
         }
     }
+}
+
+#[allow(clippy::print_stderr, reason = "the CLI reports its errors on stderr")]
+fn report(e: &anyhow::Error) {
+    eprintln!("error: {e:#}");
+}
+
+async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Result<ExitCode> {
+    let wfs = &wfs[..];
+    match command {
+        Command::Demo(args) => return demo::run(args, wfs.to_vec()).await,
+        Command::Threads(args) => threads::threads(args, wfs).await?,
+        Command::Show(args) => threads::show(args, wfs).await?,
+        Command::Events(args) => events::events(args, wfs).await?,
+        Command::Trace(args) => events::trace(args, wfs).await?,
+        Command::Checkpoints(args) => checkpoints::list(args, wfs).await?,
+        Command::Checkpoint(cmd) => checkpoints::command(cmd, wfs).await?,
+        Command::Prune(args) => checkpoints::prune(args, wfs).await?,
+        Command::Verify(args) => verify::verify(args, wfs).await?,
+        Command::Graph(args) => graph::graph(&args, wfs)?,
+        Command::Resumable(args) => control::resumable(args, wfs).await?,
+        Command::Resume(args) => control::resume(args, wfs).await?,
+        Command::Abandon(args) => {
+            let (common, thread) = args.parts();
+            control::control(control::Control::Abandon, common, thread, None, wfs).await?;
+        }
+        Command::Cancel(args) => {
+            let (common, thread, reason) = args.parts();
+            control::control(control::Control::Cancel, common, thread, Some(reason), wfs).await?;
+        }
+        Command::Pause(args) => {
+            let (common, thread) = args.parts();
+            control::control(control::Control::Pause, common, thread, None, wfs).await?;
+        }
+        Command::Input(args) => control::input(args, wfs).await?,
+        Command::Hold(args) => hold::hold(args).await?,
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,332 @@
+//! `cairn checkpoints`, `cairn checkpoint show|delete ID`, and `cairn prune` (retention that
+//! keeps every thread restorable).
+
+use std::sync::Arc;
+
+use cairn_dsl::DynWorkflow;
+use cairn_storage::{
+    Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, CheckpointKind, Page, Seq,
+    ThreadFilter, ThreadId,
+};
+use serde_json::{Value, json};
+
+use super::EXIT_FAILED;
+use super::common::{
+    Common, fail, open_read_only, open_writable, print_json, print_text, progress, record_of,
+    thread_id,
+};
+use super::table::{Table, cut, pretty, time};
+use crate::Engine;
+
+/// Arguments of `cairn checkpoints`.
+#[derive(Debug, clap::Args)]
+pub struct CheckpointsArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Only this thread's checkpoints.
+    #[arg(long)]
+    thread: Option<String>,
+    /// Only checkpoints of this workflow id.
+    #[arg(long)]
+    workflow: Option<String>,
+    /// Only checkpoints of this kind (manual, periodic, node, phase, failure, completion).
+    #[arg(long)]
+    kind: Option<CheckpointKind>,
+    /// Only checkpoints carrying one of these tags (repeatable).
+    #[arg(long)]
+    tag: Vec<String>,
+    /// Most checkpoints listed.
+    #[arg(long, default_value_t = 100)]
+    limit: usize,
+    /// Checkpoints skipped first (newest first).
+    #[arg(long, default_value_t = 0)]
+    offset: usize,
+}
+
+/// `cairn checkpoint show|delete`.
+#[derive(Debug, clap::Subcommand)]
+pub enum CheckpointCommand {
+    /// One checkpoint: its metadata and the snapshot it holds.
+    Show {
+        #[command(flatten)]
+        common: Common,
+        /// The checkpoint id.
+        id: u64,
+    },
+    /// Deletes a checkpoint. Refused for the checkpoint a pruned thread restores from, unless
+    /// --force.
+    Delete {
+        #[command(flatten)]
+        common: Common,
+        /// The checkpoint id.
+        id: u64,
+        /// Delete even the checkpoint a pruned thread needs (the thread becomes unrestorable).
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// Arguments of `cairn prune`.
+#[derive(Debug, clap::Args)]
+pub struct PruneArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Only this thread (default: every thread).
+    #[arg(long)]
+    thread: Option<String>,
+    /// Show what would be removed without removing it.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// A stored checkpoint's metadata (what a listing shows).
+fn info_of(cp: &Checkpoint) -> CheckpointInfo {
+    CheckpointInfo {
+        id: cp.id,
+        thread: cp.thread.clone(),
+        workflow: cp.workflow.clone(),
+        covers: cp.covers,
+        created_at_ms: cp.created_at_ms,
+        kind: cp.kind,
+        snapshot_len: cp.snapshot.len() as u64,
+        meta: cp.meta.clone(),
+    }
+}
+
+fn info_json(c: &CheckpointInfo) -> Value {
+    json!({
+        "id": c.id.0,
+        "thread": c.thread.as_str(),
+        "workflow": c.workflow,
+        "kind": c.kind.as_str(),
+        "covers": {"seq": c.covers.seq.0, "lsn": c.covers.lsn.0, "at_ms": c.covers.at_ms},
+        "created_at_ms": c.created_at_ms,
+        "snapshot_len": c.snapshot_len,
+        "meta": c.meta,
+    })
+}
+
+pub(super) async fn list(args: CheckpointsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    let engine = open_read_only(&args.common.db, wfs).await?;
+    let filter = CheckpointFilter {
+        thread: args.thread.as_deref().map(thread_id).transpose()?,
+        workflow_id: args.workflow,
+        kind: args.kind,
+        any_tags: args.tag,
+    };
+    let page = Page { limit: args.limit, offset: args.offset };
+    let infos = engine.store().list_checkpoints(&filter, page)?;
+    if args.common.json {
+        return print_json(&infos.iter().map(info_json).collect::<Vec<_>>());
+    }
+    if infos.is_empty() {
+        print_text("no checkpoints match");
+        return Ok(());
+    }
+    let mut table =
+        Table::new(&["ID", "THREAD", "KIND", "SEQ", "CREATED", "BYTES", "TAGS", "DESCRIPTION"]);
+    for c in &infos {
+        table.row(vec![
+            c.id.0.to_string(),
+            c.thread.to_string(),
+            c.kind.to_string(),
+            c.covers.seq.to_string(),
+            time(c.created_at_ms),
+            c.snapshot_len.to_string(),
+            c.meta.tags.join(","),
+            cut(&c.meta.description, 60),
+        ]);
+    }
+    print_text(&table.render());
+    Ok(())
+}
+
+pub(super) async fn command(
+    cmd: CheckpointCommand,
+    wfs: &[Arc<DynWorkflow>],
+) -> anyhow::Result<()> {
+    match cmd {
+        CheckpointCommand::Show { common, id } => show(&common, id, wfs).await,
+        CheckpointCommand::Delete { common, id, force } => delete(&common, id, force, wfs).await,
+    }
+}
+
+async fn show(common: &Common, id: u64, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    let engine = open_read_only(&common.db, wfs).await?;
+    let Some(cp) = engine.store().checkpoint(CheckpointId(id))? else {
+        return Err(fail(EXIT_FAILED, format!("no checkpoint {id} in this database")));
+    };
+    let snapshot = crate::restore::decode_snapshot(&cp.thread, cp.covers.seq.0, &cp.snapshot)?;
+    let info = info_of(&cp);
+    let mut out = info_json(&info);
+    out["status"] = json!(snapshot.meta.status.as_str());
+    out["step"] = json!(snapshot.meta.step);
+    out["frontier"] = json!(snapshot.meta.frontier);
+    out["state"] = snapshot.state;
+    if common.json {
+        return print_json(&out);
+    }
+    let mut t = Table::new(&["", ""]);
+    t.row(vec!["checkpoint".into(), id.to_string()]);
+    t.row(vec!["thread".into(), cp.thread.to_string()]);
+    t.row(vec!["workflow".into(), format!("{} v{}", cp.workflow.id, cp.workflow.version)]);
+    t.row(vec!["kind".into(), cp.kind.to_string()]);
+    t.row(vec![
+        "covers".into(),
+        format!("seq {} (lsn {}, {})", cp.covers.seq, cp.covers.lsn.0, time(cp.covers.at_ms)),
+    ]);
+    t.row(vec!["step".into(), snapshot.meta.step.to_string()]);
+    t.row(vec!["status".into(), snapshot.meta.status.to_string()]);
+    t.row(vec!["frontier".into(), snapshot.meta.frontier.join(", ")]);
+    t.row(vec!["created by".into(), cp.meta.creator.clone()]);
+    t.row(vec!["description".into(), cp.meta.description.clone()]);
+    t.row(vec!["tags".into(), cp.meta.tags.join(", ")]);
+    t.row(vec!["snapshot".into(), format!("{} bytes", cp.snapshot.len())]);
+    let text: String = t.render().lines().skip(1).map(|l| format!("{l}\n")).collect();
+    print_text(&format!("{text}state:\n{}", pretty(&out["state"])));
+    Ok(())
+}
+
+/// Whether `info` is the checkpoint its pruned thread restores from: the thread's events before
+/// it are gone and no older checkpoint remains.
+fn needed_by_pruned_thread(engine: &Engine, info: &CheckpointInfo) -> anyhow::Result<bool> {
+    let Some(record) = engine.store().thread(&info.thread)? else { return Ok(false) };
+    if record.first_seq.0 <= 1 {
+        return Ok(false);
+    }
+    let older = engine.store().latest_checkpoint_at_or_before(&info.thread, info.covers.seq)?;
+    Ok(match older {
+        Some(cp) if cp.id != info.id => false,
+        Some(_) => {
+            // Another checkpoint at the same seq would do as well.
+            let filter =
+                CheckpointFilter { thread: Some(info.thread.clone()), ..Default::default() };
+            let all = engine.store().list_checkpoints(&filter, Page { limit: 1000, offset: 0 })?;
+            !all.iter().any(|c| c.id != info.id && c.covers.seq <= info.covers.seq)
+        }
+        None => true,
+    })
+}
+
+async fn delete(
+    common: &Common,
+    id: u64,
+    force: bool,
+    wfs: &[Arc<DynWorkflow>],
+) -> anyhow::Result<()> {
+    let engine = open_writable(&common.db, wfs).await?;
+    let Some(cp) = engine.store().checkpoint(CheckpointId(id))? else {
+        return Err(fail(EXIT_FAILED, format!("no checkpoint {id} in this database")));
+    };
+    let info = info_of(&cp);
+    if !force && needed_by_pruned_thread(&engine, &info)? {
+        return Err(fail(
+            EXIT_FAILED,
+            format!(
+                "checkpoint {id} is where thread {} restores from (its earlier events were pruned); \
+                 deleting it would make the thread unrestorable (--force to delete anyway)",
+                cp.thread
+            ),
+        ));
+    }
+    let existed = engine.store().delete_checkpoint(CheckpointId(id))?.wait().await?;
+    engine.shutdown().await;
+    if common.json {
+        return print_json(&json!({"deleted": existed, "id": id, "thread": cp.thread.as_str()}));
+    }
+    print_text(&format!("deleted checkpoint {id} of thread {}", cp.thread));
+    Ok(())
+}
+
+/// What prune did (or would do) to one thread.
+fn prune_row(thread: &ThreadId, keep: Option<&CheckpointInfo>, result: Option<Value>) -> Value {
+    json!({
+        "thread": thread.as_str(),
+        "keep_checkpoint": keep.map(|k| k.id.0),
+        "keep_from_seq": keep.map(|k| k.covers.seq.0),
+        "result": result,
+    })
+}
+
+pub(super) async fn prune(args: PruneArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    let engine = open_writable(&args.common.db, wfs).await?;
+    let store = engine.store().clone();
+    let threads: Vec<ThreadId> = match &args.thread {
+        Some(t) => vec![record_of(&engine, t)?.id],
+        None => {
+            let mut all = Vec::new();
+            loop {
+                let page = Page { limit: 500, offset: all.len() };
+                let batch = store.list_threads(&ThreadFilter::default(), page)?;
+                let done = batch.len() < 500;
+                all.extend(batch.into_iter().map(|r| r.id));
+                if done {
+                    break all;
+                }
+            }
+        }
+    };
+    let bar = progress(threads.len() as u64, "prune");
+    let (mut events, mut checkpoints, mut pruned_threads) = (0u64, 0u64, 0u64);
+    let mut rows = Vec::new();
+    for thread in &threads {
+        bar.set_message(thread.to_string());
+        // The latest checkpoint is the one every later restore starts from: keep it, and
+        // everything after it; what it covers is no longer needed to restore the thread.
+        let latest = store.latest_checkpoint_at_or_before(thread, Seq(u64::MAX))?;
+        let keep = latest.as_ref().map(info_of);
+        let result = match (&keep, args.dry_run) {
+            (None, _) => None,
+            (Some(k), true) => {
+                let record = store.thread(thread)?;
+                let first = record.map_or(1, |r| r.first_seq.0);
+                Some(json!({"events": k.covers.seq.0.saturating_sub(first - 1), "dry_run": true}))
+            }
+            (Some(k), false) => {
+                let pruned = store.prune(thread, k.id)?.wait().await?;
+                events += pruned.events;
+                checkpoints += pruned.checkpoints;
+                if pruned.events + pruned.checkpoints > 0 {
+                    pruned_threads += 1;
+                }
+                Some(json!({
+                    "events": pruned.events,
+                    "checkpoints": pruned.checkpoints,
+                    "first_seq": pruned.first_seq.0,
+                }))
+            }
+        };
+        rows.push(prune_row(thread, keep.as_ref(), result));
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    engine.shutdown().await;
+    if args.common.json {
+        return print_json(&json!({
+            "threads": rows,
+            "events_removed": events,
+            "checkpoints_removed": checkpoints,
+            "dry_run": args.dry_run,
+        }));
+    }
+    let mut table = Table::new(&["THREAD", "KEEP CHECKPOINT", "FROM SEQ", "EVENTS", "CHECKPOINTS"]);
+    for r in &rows {
+        let res = &r["result"];
+        table.row(vec![
+            r["thread"].as_str().unwrap_or("").to_owned(),
+            r["keep_checkpoint"].as_u64().map_or("none: nothing pruned".into(), |i| i.to_string()),
+            r["keep_from_seq"].as_u64().map(|s| s.to_string()).unwrap_or_default(),
+            res["events"].as_u64().map(|s| s.to_string()).unwrap_or_default(),
+            res["checkpoints"].as_u64().map(|s| s.to_string()).unwrap_or_default(),
+        ]);
+    }
+    print_text(&table.render());
+    if args.dry_run {
+        print_text("dry run: nothing was removed");
+    } else {
+        print_text(&format!(
+            "pruned {pruned_threads} threads: {events} events and {checkpoints} checkpoints removed; every thread restores from its latest checkpoint"
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,217 @@
+//! What every command shares: the `--db`/`--json` arguments, opening the database (read-only or
+//! writable), the errors that carry an exit code, and output helpers.
+
+use std::fmt;
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cairn_dsl::DynWorkflow;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+
+use super::{EXIT_DAMAGE, EXIT_FAILED, EXIT_OPEN, EXIT_USAGE};
+use crate::{Engine, RecoveryPolicy};
+
+/// Arguments every database command takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Common {
+    /// The database file.
+    #[arg(long, default_value = "cairn-demo.db")]
+    pub db: PathBuf,
+    /// Machine output: one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// An error that decides the exit code and carries the message to print.
+#[derive(Debug)]
+pub struct Failure {
+    /// The exit code.
+    pub code: u8,
+    /// What to tell the user.
+    pub message: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// A failure with exit code `code`.
+pub fn fail(code: u8, message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Failure { code, message: message.into() })
+}
+
+/// A usage error (exit code 2) that clap could not catch (a malformed `k=v`, bad JSON).
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    fail(EXIT_USAGE, message)
+}
+
+/// The exit code for an error: a [`Failure`]'s own, 4 for a file that cannot be opened, 3 for
+/// damaged records, 1 for everything else.
+pub fn exit_code(error: &anyhow::Error) -> u8 {
+    for cause in error.chain() {
+        if let Some(f) = cause.downcast_ref::<Failure>() {
+            return f.code;
+        }
+        let storage = match cause.downcast_ref::<crate::Error>() {
+            Some(crate::Error::Storage(e)) => Some(e),
+            _ => cause.downcast_ref::<cairn_storage::Error>(),
+        };
+        if let Some(e) = storage {
+            return match e {
+                cairn_storage::Error::NotFound(_)
+                | cairn_storage::Error::NotCairn { .. }
+                | cairn_storage::Error::NewerFormat { .. }
+                | cairn_storage::Error::Locked
+                | cairn_storage::Error::SnapshotUnstable { .. } => EXIT_OPEN,
+                cairn_storage::Error::Corrupted { .. } => EXIT_DAMAGE,
+                _ => EXIT_FAILED,
+            };
+        }
+    }
+    EXIT_FAILED
+}
+
+/// Turns an error from opening `path` into the message a user needs (exit code 4 where the file
+/// itself is the problem).
+fn open_error(path: &Path, error: crate::Error) -> anyhow::Error {
+    let shown = path.display();
+    let message = match &error {
+        crate::Error::Storage(cairn_storage::Error::NotFound(_)) => {
+            format!("no database at {shown} (run `cairn demo --db {shown}` to make one)")
+        }
+        crate::Error::Storage(cairn_storage::Error::NotCairn { detail }) => {
+            format!("{shown} is not a Cairn database ({detail}); it was left untouched")
+        }
+        crate::Error::Storage(cairn_storage::Error::NewerFormat { found, supported }) => format!(
+            "{shown} has format version {found}, newer than this cairn reads ({supported}): use a newer cairn"
+        ),
+        crate::Error::Storage(cairn_storage::Error::Locked) => format!(
+            "{shown} is held by another process (an engine is running on it): stop it first; \
+             read-only commands (threads, show, events, state, checkpoints, verify, trace, \
+             bundle export) work meanwhile"
+        ),
+        crate::Error::Storage(cairn_storage::Error::SnapshotUnstable { attempts, detail }) => {
+            format!(
+                "cannot read a consistent snapshot of {shown} after {attempts} attempts ({detail}); \
+                 the file may be damaged, or written very fast: try again"
+            )
+        }
+        other => return anyhow::anyhow!("opening {shown}: {other}"),
+    };
+    fail(EXIT_OPEN, message)
+}
+
+/// Opens a read-only snapshot of the database (works while an engine holds the file) with
+/// `workflows` registered, so that states can be decoded.
+///
+/// # Errors
+/// A [`Failure`] with exit code 4 when the file cannot be opened.
+pub async fn open_read_only(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<Engine> {
+    let mut builder = Engine::builder(db).read_only();
+    for wf in workflows {
+        builder = builder.workflow_dyn(wf.clone());
+    }
+    builder.open().await.map_err(|e| open_error(db, e))
+}
+
+/// Opens the database for writing, without creating it and without running anything: recovery
+/// at open runs before `workflows` are registered, so it finds no runnable thread and writes
+/// nothing (threads are resumed only by an explicit `cairn resume`).
+///
+/// # Errors
+/// A [`Failure`] with exit code 4 when the file is missing, not Cairn, newer, or held by another
+/// process.
+pub async fn open_writable(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<Engine> {
+    if !db.exists() {
+        let missing = cairn_storage::Error::NotFound(db.to_path_buf());
+        return Err(open_error(db, missing.into()));
+    }
+    let engine = Engine::builder(db)
+        .recovery(RecoveryPolicy::Park)
+        .open()
+        .await
+        .map_err(|e| open_error(db, e))?;
+    for wf in workflows {
+        engine.register_dyn(wf.clone())?;
+    }
+    Ok(engine)
+}
+
+/// Prints `value` as one pretty JSON document.
+///
+/// # Errors
+/// If the value does not serialise (a bug).
+#[allow(clippy::print_stdout, reason = "the CLI's output")]
+pub fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// Prints text as it is.
+#[allow(clippy::print_stdout, reason = "the CLI's output")]
+pub fn print_text(text: &str) {
+    if text.ends_with('\n') {
+        print!("{text}");
+    } else {
+        println!("{text}");
+    }
+}
+
+/// Parses `k=v`.
+///
+/// # Errors
+/// A usage error without `=`.
+pub fn parse_label(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("expected KEY=VALUE, got {s:?}")),
+    }
+}
+
+/// A progress bar on stderr, hidden when stderr is not a terminal. `len` 0 gives a spinner.
+pub fn progress(len: u64, what: &str) -> ProgressBar {
+    let bar = if len == 0 { ProgressBar::new_spinner() } else { ProgressBar::new(len) };
+    let template = if len == 0 {
+        "{spinner} {prefix} {msg}"
+    } else {
+        "{prefix:>10} [{bar:30}] {pos}/{len} {msg}"
+    };
+    bar.set_style(
+        ProgressStyle::with_template(template)
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(what.to_owned());
+    if std::io::stderr().is_terminal() {
+        bar.set_draw_target(ProgressDrawTarget::stderr());
+    } else {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    bar
+}
+
+/// The thread id, checked.
+///
+/// # Errors
+/// A usage error for an empty or oversized id.
+pub fn thread_id(s: &str) -> anyhow::Result<cairn_storage::ThreadId> {
+    cairn_storage::ThreadId::new(s).map_err(|e| usage(format!("thread id {s:?}: {e}")))
+}
+
+/// The record of `thread`, or exit 1 naming it.
+///
+/// # Errors
+/// "no thread" when it does not exist; storage errors.
+pub fn record_of(engine: &Engine, thread: &str) -> anyhow::Result<cairn_storage::ThreadRecord> {
+    let id = thread_id(thread)?;
+    engine
+        .store()
+        .thread(&id)?
+        .ok_or_else(|| fail(EXIT_FAILED, format!("no thread {thread} in this database")))
+}

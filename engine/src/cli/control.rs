@@ -1,0 +1,209 @@
+//! Controls for threads of workflows compiled into the binary: `resumable`, `resume`,
+//! `abandon`, `cancel`, `pause`, `input`. They open the file for writing, so they fail with exit
+//! code 4 while an engine process holds it.
+
+use std::sync::Arc;
+
+use cairn_dsl::DynWorkflow;
+use cairn_storage::ThreadStatus;
+use serde_json::{Value, json};
+
+use super::EXIT_FAILED;
+use super::common::{
+    Common, fail, open_writable, print_json, print_text, record_of, thread_id, usage,
+};
+use super::table::{Table, time};
+use crate::{Engine, ThreadHandle};
+
+/// Arguments of commands that act on one thread.
+#[derive(Debug, clap::Args)]
+pub struct ThreadArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The thread id.
+    thread: String,
+}
+
+/// Arguments of `cairn cancel`.
+#[derive(Debug, clap::Args)]
+pub struct CancelArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The thread id.
+    thread: String,
+    /// Why (recorded with the cancellation).
+    #[arg(long, default_value = "cancelled from the command line")]
+    reason: String,
+}
+
+/// Arguments of `cairn input`.
+#[derive(Debug, clap::Args)]
+pub struct InputArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The thread id (waiting for input).
+    thread: String,
+    /// The input, as JSON (a bare word is taken as a string).
+    value: String,
+}
+
+/// Arguments of `cairn resumable`.
+#[derive(Debug, clap::Args)]
+pub struct ResumableArgs {
+    #[command(flatten)]
+    common: Common,
+}
+
+pub(super) async fn resumable(args: ResumableArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    // A writable open: it proves that no engine process holds the file, so that "running"
+    // threads really have no runner.
+    let engine = open_writable(&args.common.db, wfs).await?;
+    let records = engine.resumable()?;
+    let rows: Vec<Value> = records
+        .iter()
+        .map(|r| {
+            let runnable = engine.workflow_of(&r.id);
+            json!({
+                "thread": r.id.as_str(),
+                "workflow": r.workflow,
+                "status": r.status.as_str(),
+                "last_seq": r.last.map(|b| b.seq.0),
+                "updated_at_ms": r.updated_at_ms,
+                "runnable": runnable.is_ok(),
+                "why_not": runnable.err().map(|e| e.to_string()),
+            })
+        })
+        .collect();
+    engine.shutdown().await;
+    if args.common.json {
+        return print_json(&rows);
+    }
+    if rows.is_empty() {
+        print_text("no resumable threads");
+        return Ok(());
+    }
+    let mut table =
+        Table::new(&["THREAD", "WORKFLOW", "STATUS", "SEQ", "UPDATED", "RUNNABLE HERE"]);
+    for (r, row) in records.iter().zip(&rows) {
+        table.row(vec![
+            r.id.to_string(),
+            format!("{} v{}", r.workflow.id, r.workflow.version),
+            r.status.to_string(),
+            r.last.map(|b| b.seq.to_string()).unwrap_or_default(),
+            time(r.updated_at_ms),
+            match row["why_not"].as_str() {
+                None => "yes".into(),
+                Some(why) => format!("no: {why}"),
+            },
+        ]);
+    }
+    print_text(&table.render());
+    Ok(())
+}
+
+/// Waits until `handle`'s thread stops running in this process, then reports it; exit code 1 if
+/// it failed or timed out.
+pub(super) async fn run_to_rest(
+    engine: &Engine,
+    handle: &ThreadHandle,
+    json: bool,
+    verb: &str,
+) -> anyhow::Result<()> {
+    let outcome = handle.wait().await;
+    engine.shutdown().await;
+    let outcome = outcome?;
+    let id = handle.id().as_str();
+    if json {
+        print_json(&json!({
+            "thread": id,
+            "status": outcome.status.as_str(),
+            "output": outcome.output,
+            "error": outcome.error,
+        }))?;
+    } else {
+        let mut line = format!("{verb} {id}: now {}", outcome.status);
+        if let Some(e) = &outcome.error {
+            line.push_str(&format!(" (last error: {e})"));
+        }
+        print_text(&line);
+    }
+    match outcome.status {
+        ThreadStatus::Failed | ThreadStatus::TimedOut => {
+            Err(fail(EXIT_FAILED, format!("thread {id} ended {}", outcome.status)))
+        }
+        _ => Ok(()),
+    }
+}
+
+pub(super) async fn resume(args: ThreadArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    let engine = open_writable(&args.common.db, wfs).await?;
+    record_of(&engine, &args.thread)?;
+    // The thread runs here, in this process, until it ends or parks (Ctrl-C stops the process;
+    // the thread stays resumable).
+    engine.resume(&args.thread).await?;
+    let handle = engine.thread(&args.thread)?;
+    run_to_rest(&engine, &handle, args.common.json, "resumed").await
+}
+
+pub(super) async fn input(args: InputArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    let value: Value = match serde_json::from_str(&args.value) {
+        Ok(v) => v,
+        Err(_) if !args.value.trim_start().starts_with(['{', '[', '"']) => {
+            Value::String(args.value.clone())
+        }
+        Err(e) => return Err(usage(format!("the input is not valid JSON: {e}"))),
+    };
+    let engine = open_writable(&args.common.db, wfs).await?;
+    record_of(&engine, &args.thread)?;
+    engine.send_input(&args.thread, value).await?;
+    let handle = engine.thread(&args.thread)?;
+    run_to_rest(&engine, &handle, args.common.json, "input delivered to").await
+}
+
+/// Which control a command applies.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Control {
+    Cancel,
+    Abandon,
+    Pause,
+}
+
+pub(super) async fn control(
+    what: Control,
+    common: &Common,
+    thread: &str,
+    reason: Option<&str>,
+    wfs: &[Arc<DynWorkflow>],
+) -> anyhow::Result<()> {
+    thread_id(thread)?;
+    let engine = open_writable(&common.db, wfs).await?;
+    record_of(&engine, thread)?;
+    let result = match what {
+        Control::Cancel => engine.cancel(thread, reason.unwrap_or("cancelled")).await,
+        Control::Abandon => engine.abandon(thread).await,
+        Control::Pause => engine.pause(thread).await,
+    };
+    let status = engine.thread(thread)?.status();
+    engine.shutdown().await;
+    result?;
+    let status = status?;
+    if common.json {
+        return print_json(&json!({"thread": thread, "status": status.as_str()}));
+    }
+    print_text(&format!("{thread}: now {status}"));
+    Ok(())
+}
+
+impl ThreadArgs {
+    /// The common arguments and the thread id.
+    pub(super) fn parts(&self) -> (&Common, &str) {
+        (&self.common, &self.thread)
+    }
+}
+
+impl CancelArgs {
+    /// The common arguments, the thread id and the reason.
+    pub(super) fn parts(&self) -> (&Common, &str, &str) {
+        (&self.common, &self.thread, &self.reason)
+    }
+}

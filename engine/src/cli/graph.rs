@@ -1,0 +1,69 @@
+//! `cairn graph WORKFLOW --format dot|mermaid`: the graph of a workflow compiled into the binary.
+
+use std::sync::Arc;
+
+use cairn_dsl::DynWorkflow;
+use serde_json::json;
+
+use super::EXIT_FAILED;
+use super::common::{Common, fail, print_json, print_text};
+
+/// Output format of `cairn graph`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GraphFormat {
+    /// Graphviz DOT.
+    Dot,
+    /// Mermaid flowchart.
+    Mermaid,
+}
+
+/// Arguments of `cairn graph`.
+#[derive(Debug, clap::Args)]
+pub struct GraphArgs {
+    /// Accepted like every command's (`--db` is not read: the graph comes from the binary).
+    #[command(flatten)]
+    common: Common,
+    /// The workflow id.
+    workflow: String,
+    /// The version (default: the newest compiled in).
+    #[arg(long)]
+    version: Option<u32>,
+    /// dot or mermaid.
+    #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
+    format: GraphFormat,
+}
+
+pub(super) fn graph(args: &GraphArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    let found = wfs
+        .iter()
+        .filter(|w| w.id() == args.workflow && args.version.is_none_or(|v| w.version() == v))
+        .max_by_key(|w| w.version());
+    let Some(wf) = found else {
+        let known: Vec<String> =
+            wfs.iter().map(|w| format!("{} v{}", w.id(), w.version())).collect();
+        return Err(fail(
+            EXIT_FAILED,
+            format!(
+                "workflow {}{} is not compiled into this binary (known: {})",
+                args.workflow,
+                args.version.map(|v| format!(" v{v}")).unwrap_or_default(),
+                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+            ),
+        ));
+    };
+    let text = match args.format {
+        GraphFormat::Dot => wf.to_dot(),
+        GraphFormat::Mermaid => wf.to_mermaid(),
+    };
+    if args.common.json {
+        return print_json(&json!({
+            "workflow": wf.id(),
+            "version": wf.version(),
+            "fingerprint": wf.fingerprint().to_string(),
+            "format": match args.format { GraphFormat::Dot => "dot", GraphFormat::Mermaid => "mermaid" },
+            "graph": text,
+        }));
+    }
+    print_text(&text);
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! Human output: aligned tables, timestamps, short JSON.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+/// A table whose columns are padded to their widest cell; the last column is not padded.
+#[derive(Debug, Default)]
+pub struct Table {
+    headers: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these column headers.
+    pub fn new(headers: &[&str]) -> Self {
+        Self { headers: headers.iter().map(|h| (*h).to_owned()).collect(), rows: Vec::new() }
+    }
+
+    /// Adds a row (missing cells are empty, extra cells are dropped).
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// Whether no rows were added.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The table as text, one line per row, headers first.
+    pub fn render(&self) -> String {
+        let n = self.headers.len();
+        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for row in &self.rows {
+            for (i, cell) in row.iter().take(n).enumerate() {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+        let mut out = String::new();
+        let empty = String::new();
+        for row in std::iter::once(&self.headers).chain(&self.rows) {
+            let mut line = String::new();
+            for (i, width) in widths.iter().enumerate() {
+                let cell = row.get(i).unwrap_or(&empty);
+                if i + 1 == n {
+                    line.push_str(cell);
+                } else {
+                    let pad = width.saturating_sub(cell.chars().count());
+                    let _ = write!(line, "{cell}{}  ", " ".repeat(pad));
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// `ms` since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm` (UTC).
+pub fn time(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:03}",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+/// Days since 1970-01-01 to a (year, month, day) date (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
+    let m = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// A JSON value on one line, cut to `max` characters.
+pub fn short_json(value: &Value, max: usize) -> String {
+    let text = match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    cut(&text, max)
+}
+
+/// `text` cut to `max` characters, with an ellipsis when cut.
+pub fn cut(text: &str, max: usize) -> String {
+    let one_line = text.replace('\n', " ");
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        let mut s: String = one_line.chars().take(max.saturating_sub(1)).collect();
+        s.push('…');
+        s
+    }
+}
+
+/// Pretty JSON, or the compact form if that fails (it cannot for a `Value`).
+pub fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_utc_calendar_dates() {
+        assert_eq!(time(0), "1970-01-01 00:00:00.000");
+        assert_eq!(time(951_782_400_000 + 1), "2000-02-29 00:00:00.001");
+        assert_eq!(time(1_700_000_000_123), "2023-11-14 22:13:20.123");
+    }
+
+    #[test]
+    fn tables_align_columns_and_leave_the_last_unpadded() {
+        let mut t = Table::new(&["A", "BBB", "C"]);
+        t.row(vec!["xx".into(), "y".into(), "last".into()]);
+        t.row(vec!["x".into()]);
+        assert_eq!(t.render(), "A   BBB  C\nxx  y    last\nx\n");
+    }
+
+    #[test]
+    fn cut_counts_characters() {
+        assert_eq!(cut("héllo", 10), "héllo");
+        assert_eq!(cut("héllo wörld", 5), "héll…");
+    }
+}
