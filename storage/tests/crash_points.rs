@@ -5,8 +5,9 @@
 //! `Durability::Immediate` (events for several threads, thread-record updates, checkpoints,
 //! payloads, a lock), so the op sequence, the bookmarks and the checkpoint ids are deterministic
 //! and a clean run tells what every batch must look like. For each op index and each
-//! [`CrashModel`] the workload is re-run on a [`FaultBackend`] armed to fault there; the crash
-//! image is reopened and checked:
+//! [`CrashModel`] (three seeds per op for the models that draw random choices: the torn-write
+//! cut and the reordered subset) the workload is re-run on a [`FaultBackend`] armed to fault
+//! there; the crash image is reopened and checked:
 //!
 //! - every acknowledged batch (its `Pending` resolved `Ok`) is present byte for byte: events,
 //!   checkpoints, payloads (`lost_acked` counts what is missing or different);
@@ -490,17 +491,21 @@ const SECOND_MODELS: [CrashModel; 4] = [
     CrashModel::ReorderedUnsynced,
 ];
 
+/// Seeds per op for the models that make random choices (the torn-write cut, the reordered
+/// subset): each seed is a different disk state.
+const SEEDS_PER_OP: u64 = 3;
+
 /// One in this many first-crash cases also crashes during recovery.
 const SECOND_CRASH_EVERY: u64 = 3;
 
 fn one_case(
     clean: &Clean,
     model: CrashModel,
-    op: u64,
+    (op, variant): (u64, u64),
     tally: &mut Tally,
     failures: &mut Vec<String>,
 ) {
-    let seed = op.wrapping_mul(31).wrapping_add(model as u64);
+    let seed = op.wrapping_mul(31).wrapping_add(model as u64).wrapping_add(variant << 32);
     let backend = FaultBackend::new();
     let controller = backend.controller();
     controller.arm(Fault::at(op, model).with_seed(seed));
@@ -508,7 +513,7 @@ fn one_case(
     let image = controller.crash_image();
     let must: Vec<&Expected> = clean.expected[..first.acked].iter().collect();
     let maybe: Vec<&Expected> = first.in_flight.map(|i| &clean.expected[i]).into_iter().collect();
-    let label = format!("{model} at op {op}");
+    let label = format!("{model} at op {op} (seed {seed})");
 
     let reopened = RedbStore::with_backend(FaultBackend::from_image(image.clone()), options());
     let store = match reopened {
@@ -639,13 +644,19 @@ fn crash_at_every_op_under_every_model() {
     let mut per_model = Vec::new();
     for model in CrashModel::ALL {
         let ops = applicable(model, &clean.ops);
-        per_model.push(format!("{model}={}", ops.len()));
-        for op in ops {
+        // Models that draw random choices run with more than one seed per op.
+        let variants = if matches!(model, CrashModel::TornWrite | CrashModel::ReorderedUnsynced) {
+            SEEDS_PER_OP
+        } else {
+            1
+        };
+        per_model.push(format!("{model}={}", ops.len() as u64 * variants));
+        for (op, variant) in ops.into_iter().flat_map(|op| (0..variants).map(move |v| (op, v))) {
             tally.cases += 1;
             let outcome = catch_unwind(AssertUnwindSafe(|| {
                 let mut local = Tally::default();
                 let mut local_failures = Vec::new();
-                one_case(&clean, model, op, &mut local, &mut local_failures);
+                one_case(&clean, model, (op, variant), &mut local, &mut local_failures);
                 (local, local_failures)
             }));
             match outcome {
@@ -661,7 +672,7 @@ fn crash_at_every_op_under_every_model() {
                 }
                 Err(_) => {
                     tally.panics += 1;
-                    failures.push(format!("{model} at op {op}: panicked"));
+                    failures.push(format!("{model} at op {op} variant {variant}: panicked"));
                 }
             }
         }
