@@ -207,12 +207,11 @@ fn append(
     }
     let appended = result.expect("valid append");
     assert_eq!(appended.bookmarks.len(), events.len());
-    let mut next_seq = thread.last.map_or(1, |b| b.seq.0 + 1);
-    for (new, bookmark) in events.into_iter().zip(&appended.bookmarks) {
-        assert_eq!(bookmark.seq, Seq(next_seq), "seqs are gap-free");
+    let first_seq = thread.last.map_or(1, |b| b.seq.0 + 1);
+    for ((new, bookmark), seq) in events.into_iter().zip(&appended.bookmarks).zip(first_seq..) {
+        assert_eq!(bookmark.seq, Seq(seq), "seqs are gap-free");
         assert!(bookmark.lsn.0 > model.last_lsn, "lsns increase");
         assert_eq!(bookmark.at_ms, new.at_ms);
-        next_seq += 1;
         model.last_lsn = bookmark.lsn.0;
         thread.last = Some(*bookmark);
         thread.events.push(Event {
@@ -297,14 +296,14 @@ fn latest(store: &RedbStore, model: &Model, n: u8, seq: u64) {
 
 fn delete(store: &RedbStore, model: &mut Model, pick: u16) {
     let ids: Vec<CheckpointId> = model.checkpoints.keys().copied().collect();
-    let id = if pick % 2 == 0 && !ids.is_empty() {
+    let id = if pick.is_multiple_of(2) && !ids.is_empty() {
         ids[usize::from(pick / 2) % ids.len()]
     } else {
         CheckpointId(1_000_000 + u64::from(pick))
     };
     let existed = store.delete_checkpoint(id).and_then(|p| p.wait_blocking()).expect("delete");
     assert_eq!(existed, model.checkpoints.remove(&id).is_some(), "delete {id}");
-    assert_eq!(store.checkpoint_exists(id).expect("exists"), false);
+    assert!(!store.checkpoint_exists(id).expect("exists"), "deleted {id} still exists");
 }
 
 fn prune(store: &RedbStore, model: &mut Model, n: u8, pick: u16) {
