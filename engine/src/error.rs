@@ -88,6 +88,26 @@ pub enum Error {
     /// Invalid argument from the caller (permanent).
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// A debug bundle is malformed or unsupported; `path` is the JSON path of the first problem
+    /// (permanent for these bytes).
+    #[error("bundle {path}: {detail}")]
+    Bundle {
+        /// JSON path of the offending value, e.g. `$.events.events[3].seq`.
+        path: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// No chain of registered migrations leads from one workflow version to another (permanent
+    /// until one is registered).
+    #[error("no migration of workflow {workflow} from v{from} to v{to} is registered")]
+    NoMigration {
+        /// Workflow id.
+        workflow: String,
+        /// The thread's version.
+        from: u32,
+        /// The version asked for.
+        to: u32,
+    },
 }
 
 impl From<serde_json::Error> for Error {

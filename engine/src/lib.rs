@@ -14,6 +14,7 @@ pub mod cli;
 pub mod clock;
 mod controls;
 mod controls_api;
+pub mod debug;
 pub mod demo;
 mod engine;
 pub mod error;

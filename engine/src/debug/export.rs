@@ -1,0 +1,270 @@
+//! Exporting a thread as a debug bundle.
+//!
+//! Everything goes through the redactor before it is put in the bundle: event bodies (the event's
+//! kind, status, node and summary are then derived from the redacted body, so a summary never
+//! quotes what its body no longer holds), snapshots, checkpoint metadata and labels. Exporting
+//! does not need the thread's workflow, except for the state at seqs no checkpoint covers: with
+//! the workflow registered, the bundle's `state` is the state at the last event and its `base`
+//! the state just before the first exported event; without it, both come from checkpoints (the
+//! exported range then starts just after a checkpoint).
+
+use cairn_storage::{Checkpoint, CheckpointFilter, Page, Seq, ThreadId, ThreadRecord};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::ExportOptions;
+use super::bundle::{
+    BUNDLE_VERSION, Bundle, BundleCheckpoint, BundleEvent, BundleMetadata, BundleRedaction,
+    BundleThread, EventsExport,
+};
+use super::import::BASE_TAG;
+use super::redact::Redactor;
+use super::validate::payload_key;
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::limits::{self, INLINE_VALUE_BYTES_MAX};
+use crate::log;
+use crate::record::{Body, ForkOrigin};
+use crate::restore::decode_snapshot;
+use crate::thread_ctx::Snapshot;
+
+impl Engine {
+    /// A debug bundle of `thread`, redacted as `options.redaction` says.
+    ///
+    /// # Errors
+    /// [`Error::UnknownThread`]; [`Error::Invalid`] for `last_events: Some(0)` or a redaction
+    /// rule that cannot work (a secret shorter than 6 bytes, an empty key pattern);
+    /// [`Error::UnknownWorkflow`] when the workflow is not registered and no checkpoint gives a
+    /// state; storage errors.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use cairn::debug::{ExportOptions, Redaction};
+    /// # async fn run(engine: cairn::Engine) -> Result<(), Box<dyn std::error::Error>> {
+    /// let options = ExportOptions {
+    ///     include_checkpoints: true,
+    ///     redaction: Redaction::default().secret("sk-live-0123456789"),
+    ///     ..ExportOptions::default()
+    /// };
+    /// let bundle = engine.export_bundle("t1", &options)?;
+    /// std::fs::write("t1.bundle.json.gz", bundle.to_bytes(true)?)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn export_bundle(&self, thread: &str, options: &ExportOptions) -> Result<Bundle, Error> {
+        let red = Redactor::new(&options.redaction)?;
+        let id = ThreadId::new(thread)?;
+        let record = self.thread_record(&id)?;
+        let last =
+            record.last.map(|b| b.seq.0).ok_or_else(|| Error::UnknownThread(id.to_string()))?;
+        let mut start = record.first_seq.0;
+        if let Some(n) = options.last_events {
+            if n == 0 {
+                return Err(Error::Invalid("last_events must keep at least one event".into()));
+            }
+            start = start.max(last.saturating_sub(n as u64 - 1).max(1));
+        }
+        let (start, base) = self.export_base(&id, &record, start)?;
+        let state = match self.restore_at(&id, last) {
+            Ok(ctx) => ctx.snapshot()?,
+            Err(e @ (Error::UnknownWorkflow { .. } | Error::FingerprintChanged { .. })) => {
+                match self.store().latest_checkpoint_at_or_before(&id, Seq(last))? {
+                    Some(cp) => decode_snapshot(&id, cp.covers.seq.0, &cp.snapshot)?,
+                    None => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        let events = self.export_events(&id, start, last, &red)?;
+        let checkpoints = if options.include_checkpoints {
+            Some(self.export_checkpoints(&id, start, &red)?)
+        } else {
+            None
+        };
+        let mut labels = record.labels.clone();
+        if !red.is_noop() {
+            labels = redacted(&labels, &red)?;
+        }
+        let metadata = BundleMetadata {
+            cairn_version: env!("CARGO_PKG_VERSION").to_owned(),
+            workflow: record.workflow.clone(),
+            platform: format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
+            thread: BundleThread {
+                id: id.to_string(),
+                status: record.status,
+                created_at_ms: record.created_at_ms,
+                updated_at_ms: record.updated_at_ms,
+                labels,
+                parent: record
+                    .parent
+                    .as_ref()
+                    .map(|(t, s)| ForkOrigin { thread: t.to_string(), seq: s.0 }),
+                first_seq: record.first_seq.0,
+                last_seq: last,
+            },
+            redaction: BundleRedaction {
+                key_patterns: options.redaction.key_patterns.clone(),
+                secrets: options.redaction.secrets.len() as u64,
+            },
+        };
+        let timestamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        Ok(Bundle {
+            version: BUNDLE_VERSION.to_owned(),
+            timestamp,
+            state: redacted(&state, &red)?,
+            events,
+            base: base.map(|b| redacted(&b, &red)).transpose()?,
+            checkpoints,
+            metadata,
+        })
+    }
+
+    /// The first exported seq and the context just before it.
+    fn export_base(
+        &self,
+        id: &ThreadId,
+        record: &ThreadRecord,
+        start: u64,
+    ) -> Result<(u64, Option<Snapshot>), Error> {
+        if start <= 1 {
+            return Ok((1, None));
+        }
+        match self.restore_at(id, start - 1) {
+            Ok(ctx) => Ok((start, Some(ctx.snapshot()?))),
+            Err(e @ (Error::UnknownWorkflow { .. } | Error::FingerprintChanged { .. })) => {
+                // Without the reducer, start right after a checkpoint.
+                match self.store().latest_checkpoint_at_or_before(id, Seq(start - 1))? {
+                    Some(cp) => {
+                        let seq = cp.covers.seq.0;
+                        Ok((seq + 1, Some(decode_snapshot(id, seq, &cp.snapshot)?)))
+                    }
+                    None if record.first_seq.0 == 1 => Ok((1, None)),
+                    None => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn export_events(
+        &self,
+        id: &ThreadId,
+        start: u64,
+        last: u64,
+        red: &Redactor,
+    ) -> Result<EventsExport, Error> {
+        let mut out = EventsExport::default();
+        let mut after = start - 1;
+        while after < last {
+            let chunk = self.store().read_since(id, Seq(after), limits::READ_CHUNK)?;
+            if chunk.is_empty() {
+                break;
+            }
+            for event in chunk {
+                let seq = event.bookmark.seq.0;
+                if seq > last {
+                    break;
+                }
+                after = seq;
+                let rec = log::decode(self.store().as_ref(), event)?;
+                let mut value = serde_json::to_value(&rec.body)?;
+                red.value(&mut value);
+                let body: Body = serde_json::from_value(value.clone()).map_err(|e| {
+                    Error::Codec(format!("seq {seq}: the redacted body does not decode: {e}"))
+                })?;
+                let (payload_ref, metadata) =
+                    if serde_json::to_vec(&value)?.len() > INLINE_VALUE_BYTES_MAX {
+                        let key = payload_key(&value)?;
+                        out.payloads.insert(key.clone(), value);
+                        (Some(key), None)
+                    } else {
+                        (None, Some(value))
+                    };
+                out.events.push(BundleEvent {
+                    id: format!("evt-{seq}"),
+                    seq,
+                    timestamp: rec.bookmark.at_ms,
+                    kind: body.kind(),
+                    node_id: body.node().map(str::to_owned),
+                    status: body.status(),
+                    summary: red.text(&summary(&body)).into_owned(),
+                    payload_ref,
+                    metadata,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn export_checkpoints(
+        &self,
+        id: &ThreadId,
+        start: u64,
+        red: &Redactor,
+    ) -> Result<Vec<BundleCheckpoint>, Error> {
+        let filter = CheckpointFilter { thread: Some(id.clone()), ..CheckpointFilter::default() };
+        let mut infos = Vec::new();
+        let mut offset = 0;
+        loop {
+            let page = self.store().list_checkpoints(&filter, Page { limit: 1_000, offset })?;
+            offset += page.len();
+            let done = page.len() < 1_000;
+            infos.extend(page);
+            if done {
+                break;
+            }
+        }
+        let lowest = start.saturating_sub(1).max(1);
+        infos.retain(|c| c.covers.seq.0 >= lowest && !c.meta.tags.iter().any(|t| t == BASE_TAG));
+        infos.sort_by_key(|c| (c.covers.seq.0, c.id.0));
+        let mut out: Vec<BundleCheckpoint> = Vec::with_capacity(infos.len());
+        for info in infos {
+            let Some(cp): Option<Checkpoint> = self.store().checkpoint(info.id)? else {
+                continue; // deleted meanwhile
+            };
+            let seq = cp.covers.seq.0;
+            let same = out.iter().filter(|c| c.event_index == seq).count();
+            let name = if same == 0 {
+                format!("checkpoint-{seq}")
+            } else {
+                format!("checkpoint-{seq}-{}", same + 1)
+            };
+            let snapshot = decode_snapshot(id, seq, &cp.snapshot)?;
+            out.push(BundleCheckpoint {
+                id: name,
+                state_id: id.to_string(),
+                state: redacted(&snapshot, red)?,
+                event_index: seq,
+                timestamp: cp.created_at_ms,
+                kind: cp.kind,
+                workflow: cp.workflow,
+                metadata: redacted(&cp.meta, red)?,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// `value` passed through the redactor, as the same type.
+fn redacted<T: Serialize + DeserializeOwned>(value: &T, red: &Redactor) -> Result<T, Error> {
+    let mut v = serde_json::to_value(value)?;
+    red.value(&mut v);
+    serde_json::from_value(v)
+        .map_err(|e| Error::Codec(format!("a redacted value does not decode any more: {e}")))
+}
+
+/// The event's summary as the log stores it (cut to the storage limit).
+fn summary(body: &Body) -> String {
+    let mut s = body.summary();
+    let max = cairn_storage::limits::SUMMARY_BYTES_MAX;
+    if s.len() > max {
+        let mut end = max.saturating_sub(3);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push_str("...");
+    }
+    s
+}

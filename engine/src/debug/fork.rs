@@ -1,0 +1,112 @@
+//! Forks: a new thread that starts from another thread's state at a seq or checkpoint.
+//!
+//! The fork's `thread_created` event carries the origin (thread and seq), the origin's frontier,
+//! join arrivals and loop visits at that point, and the origin's state as its input; its record
+//! names the parent. An optional update is recorded as the fork's first `state_updated` event.
+//! Nothing is written to the origin. A fork from a seq inside an open step (a task had started,
+//! or the thread waited for input) starts at that step's beginning: the step runs again in full
+//! in the fork, since its tasks' recorded results belong to the origin's run.
+
+use cairn_storage::{ThreadId, ThreadStatus};
+
+use super::checkpoint::busy;
+use super::{ForkFrom, ForkOptions};
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::handle::ThreadHandle;
+use crate::record::{Body, ForkOrigin};
+use crate::start::{ForkSeed, create};
+
+impl Engine {
+    /// Starts a new thread from `thread`'s state at `from`, optionally with `options.update`
+    /// applied first, and runs it unless `options.start` is false.
+    ///
+    /// # Errors
+    /// [`Error::UnknownThread`]; [`Error::Invalid`] for a seq outside the thread, a checkpoint of
+    /// another thread, an update that does not apply, or a fork id that exists already;
+    /// [`Error::UnknownWorkflow`] if the workflow the origin ran at that point is not registered;
+    /// storage errors.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use cairn::debug::{ForkFrom, ForkOptions};
+    /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
+    /// // Re-run from seq 12 with a different plan, keeping the original as it was.
+    /// let fork = engine
+    ///     .fork("t1", ForkFrom::Seq(12), ForkOptions::id("t1-b").update(("plan", "B")))
+    ///     .await?;
+    /// let outcome = fork.finished().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn fork(
+        &self,
+        thread: &str,
+        from: ForkFrom,
+        options: ForkOptions,
+    ) -> Result<ThreadHandle, Error> {
+        let origin = ThreadId::new(thread)?;
+        let record = self.thread_record(&origin)?;
+        let last = record.last.map_or(0, |b| b.seq.0);
+        let seq = match from {
+            ForkFrom::Seq(seq) => seq,
+            ForkFrom::Checkpoint(cp) => {
+                let info = self
+                    .store()
+                    .checkpoint(cp)?
+                    .ok_or_else(|| Error::Invalid(format!("no checkpoint {}", cp.0)))?;
+                if info.thread != origin {
+                    return Err(Error::Invalid(format!(
+                        "checkpoint {} belongs to thread {}, not {origin}",
+                        cp.0, info.thread
+                    )));
+                }
+                info.covers.seq.0
+            }
+        };
+        if seq == 0 || seq > last {
+            return Err(Error::Invalid(format!(
+                "thread {origin} has events 1..={last}; cannot fork at seq {seq}"
+            )));
+        }
+        let wf = self.workflow_at(&origin, seq)?;
+        let ctx = self.restore_at(&origin, seq)?;
+        let input = ctx.state.to_json().map_err(|e| Error::Codec(e.to_string()))?;
+        if let Some(update) = &options.update {
+            let mut probe = ctx.state.clone_box();
+            probe.apply_json(update).map_err(|e| {
+                Error::Invalid(format!("the update does not apply to {}'s state: {e}", wf.id()))
+            })?;
+        }
+        let id = match &options.thread_id {
+            Some(id) => ThreadId::new(id.clone())?,
+            None => ThreadId::new(self.inner.new_id())?,
+        };
+        if self.store().thread(&id)?.is_some() {
+            return Err(Error::Invalid(format!(
+                "thread {id} exists already; a fork needs a new id"
+            )));
+        }
+        let seed = ForkSeed {
+            origin: ForkOrigin { thread: origin.to_string(), seq },
+            frontier: ctx.meta.frontier.clone(),
+            arrivals: ctx.meta.arrivals.clone(),
+            visits: ctx.meta.visits.clone(),
+        };
+        if !create(&self.inner, &wf, &id, input, options.labels, Some(seed)).await? {
+            return Err(Error::Invalid(format!("thread {id} was created concurrently")));
+        }
+        if let Some(update) = options.update {
+            let reason = format!("fork of {origin} at seq {seq}");
+            let body = Body::StateUpdated { update, reason };
+            match self.inner.write_parked(&id, ThreadStatus::Created, vec![body], false).await {
+                Ok(()) => {}
+                Err(Error::WrongStatus { .. }) => return Err(busy(&id)),
+                Err(e) => return Err(e),
+            }
+        }
+        if options.start {
+            self.inner.spawn_drive(id.clone(), "forked");
+        }
+        Ok(ThreadHandle::new(self.clone(), id))
+    }
+}

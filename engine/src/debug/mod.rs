@@ -1,0 +1,142 @@
+//! Debugging a thread after the fact: time travel, diffs, forks, migrations and debug bundles.
+//!
+//! Everything here reads the same log the runner wrote and goes through the same pure fold
+//! ([`crate::thread_ctx::ThreadCtx::apply`]), so the state shown at a seq is the state the live
+//! run had at that seq, not a reconstruction.
+//!
+//! - Time travel: [`Engine::state_at`] (nearest checkpoint at or before the seq plus the events
+//!   after it), [`Engine::states`] (the state after each step of a range), [`Engine::diff`]
+//!   (what changed between two seqs, as JSON pointers).
+//! - Forks: [`Engine::fork`] starts a new thread from another's state at a seq or checkpoint,
+//!   optionally with an update applied first; the original is never written to.
+//! - Manual checkpoints of parked threads: [`Engine::checkpoint_now`].
+//! - Migrations: [`Engine::register_migration`] and [`Engine::migrate`] move a parked thread
+//!   onto a new workflow version deliberately.
+//! - Debug bundles ([`Bundle`]): one JSON document (seed 000's format) with the state, the
+//!   events and their payloads, checkpoints and metadata, redacted on export
+//!   ([`Redaction`]), validated field by field on import ([`Bundle::from_bytes`]), and importable
+//!   into a fresh database ([`Engine::import_bundle`]) to inspect or replay it there.
+
+mod bundle;
+mod checkpoint;
+mod diff;
+mod export;
+mod fork;
+mod import;
+mod migrate;
+mod reader;
+mod redact;
+mod time_travel;
+mod validate;
+
+use std::collections::BTreeMap;
+
+use cairn_storage::{CheckpointId, ThreadStatus};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use bundle::{
+    BUNDLE_BYTES_MAX, BUNDLE_EVENTS_MAX, BUNDLE_FIRST_SEQ_MAX, BUNDLE_VERSION, Bundle,
+    BundleCheckpoint, BundleEvent, BundleMetadata, EventsExport,
+};
+pub use diff::diff_values;
+pub use redact::{REDACTED, Redaction};
+
+#[allow(unused_imports, reason = "linked from the module docs")]
+use crate::Engine;
+use crate::thread_ctx::ThreadMeta;
+
+/// Views returned by one [`Engine::states`] call at most: each holds a whole state, so a range
+/// is paged by the caller rather than materialised whole.
+pub const STATES_MAX: usize = 10_000;
+
+/// A thread's state at one seq: the user state and everything else the engine tracks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateView {
+    /// Thread id.
+    pub thread: String,
+    /// The last event applied.
+    pub seq: u64,
+    /// Steps completed at that point.
+    pub step: u64,
+    /// The status at that point.
+    pub status: ThreadStatus,
+    /// The user state as JSON.
+    pub state: Value,
+    /// Everything but the user state (frontier, open step, telemetry, conversation...).
+    pub meta: ThreadMeta,
+}
+
+/// One difference between two JSON values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    /// Where, as a JSON pointer (RFC 6901) into the state; `""` is the whole state.
+    pub path: String,
+    /// The value before, `None` if it was added.
+    pub before: Option<Value>,
+    /// The value after, `None` if it was removed.
+    pub after: Option<Value>,
+}
+
+/// Where a fork starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForkFrom {
+    /// The origin's state after the event at this seq.
+    Seq(u64),
+    /// The origin's state at this checkpoint (the seq it covers).
+    Checkpoint(CheckpointId),
+}
+
+/// Options of [`Engine::fork`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForkOptions {
+    /// The new thread's id; a fresh one when `None`. An existing id is refused.
+    pub thread_id: Option<String>,
+    /// An update (JSON of the workflow's update type) applied before the fork runs, recorded
+    /// as a `state_updated` event.
+    pub update: Option<Value>,
+    /// Labels of the new thread.
+    pub labels: BTreeMap<String, String>,
+    /// Run the fork at once (default `true`); otherwise it stays Created until resumed.
+    pub start: bool,
+}
+
+impl Default for ForkOptions {
+    fn default() -> Self {
+        Self { thread_id: None, update: None, labels: BTreeMap::new(), start: true }
+    }
+}
+
+impl ForkOptions {
+    /// Options with this thread id.
+    pub fn id(id: impl Into<String>) -> Self {
+        Self { thread_id: Some(id.into()), ..Self::default() }
+    }
+
+    /// Sets the update applied before the fork runs.
+    #[must_use]
+    pub fn update(mut self, update: impl Serialize) -> Self {
+        self.update = Some(serde_json::to_value(update).unwrap_or(Value::Null));
+        self
+    }
+
+    /// Leaves the fork Created instead of running it.
+    #[must_use]
+    pub fn paused(mut self) -> Self {
+        self.start = false;
+        self
+    }
+}
+
+/// Options of [`Engine::export_bundle`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ExportOptions {
+    /// Include the thread's checkpoints.
+    pub include_checkpoints: bool,
+    /// Keep only the last N events (the state before them travels as the bundle's `base`).
+    pub last_events: Option<usize>,
+    /// Compress with gzip (used by callers that write the bytes: [`Bundle::to_bytes`]).
+    pub gzip: bool,
+    /// What to redact before anything leaves the engine.
+    pub redaction: Redaction,
+}

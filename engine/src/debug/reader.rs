@@ -1,0 +1,242 @@
+//! Reading a bundle's JSON into a [`Bundle`], field by field, so that every problem names its
+//! JSON path. Engine types inside it (snapshots, bodies, workflow references) are decoded with
+//! serde at their own path, whose message names the field and the expected type.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use super::bundle::{
+    Bundle, BundleCheckpoint, BundleEvent, BundleMetadata, BundleRedaction, BundleThread,
+    EventsExport,
+};
+use crate::error::Error;
+
+/// An [`Error::Bundle`] at `path`.
+pub(crate) fn bad(path: impl Into<String>, detail: impl Into<String>) -> Error {
+    Error::Bundle { path: path.into(), detail: detail.into() }
+}
+
+/// The bundle in `v`, with types and required fields checked (semantics: `Bundle::validate`).
+pub(crate) fn bundle(v: &Value) -> Result<Bundle, Error> {
+    let o = Obj::new(v, "$")?;
+    o.only(&["version", "timestamp", "state", "events", "base", "checkpoints", "metadata"])?;
+    let version = o.string("version")?;
+    let timestamp = o.u64("timestamp")?;
+    let state = o.typed("state")?;
+    let events = events(o.req("events")?, &o.at("events"))?;
+    let base = o.opt_typed("base")?;
+    let checkpoints = match o.opt("checkpoints") {
+        None => None,
+        Some(v) => {
+            let path = o.at("checkpoints");
+            let items = array(v, &path)?;
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                out.push(checkpoint(item, &format!("{path}[{i}]"))?);
+            }
+            Some(out)
+        }
+    };
+    let metadata = metadata(o.req("metadata")?, &o.at("metadata"))?;
+    Ok(Bundle { version, timestamp, state, events, base, checkpoints, metadata })
+}
+
+fn events(v: &Value, path: &str) -> Result<EventsExport, Error> {
+    let o = Obj::new(v, path)?;
+    o.only(&["events", "payloads"])?;
+    let list_path = o.at("events");
+    let items = array(o.req("events")?, &list_path)?;
+    if items.len() > super::BUNDLE_EVENTS_MAX {
+        return Err(bad(
+            list_path,
+            format!(
+                "limit BUNDLE_EVENTS_MAX exceeded: {} > {}",
+                items.len(),
+                super::BUNDLE_EVENTS_MAX
+            ),
+        ));
+    }
+    let mut events = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        events.push(event(item, &format!("{list_path}[{i}]"))?);
+    }
+    let payloads = match o.opt("payloads") {
+        None => BTreeMap::new(),
+        Some(v) => {
+            let map = Obj::new(v, &o.at("payloads"))?;
+            map.map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        }
+    };
+    Ok(EventsExport { events, payloads })
+}
+
+fn event(v: &Value, path: &str) -> Result<BundleEvent, Error> {
+    let o = Obj::new(v, path)?;
+    o.only(&[
+        "id",
+        "seq",
+        "timestamp",
+        "type",
+        "nodeId",
+        "status",
+        "summary",
+        "payloadRef",
+        "metadata",
+    ])?;
+    Ok(BundleEvent {
+        id: o.string("id")?,
+        seq: o.u64("seq")?,
+        timestamp: o.u64("timestamp")?,
+        kind: o.parsed("type")?,
+        node_id: o.opt_string("nodeId")?,
+        status: o.parsed("status")?,
+        summary: o.string("summary")?,
+        payload_ref: o.opt_string("payloadRef")?,
+        metadata: o.opt("metadata").cloned(),
+    })
+}
+
+fn checkpoint(v: &Value, path: &str) -> Result<BundleCheckpoint, Error> {
+    let o = Obj::new(v, path)?;
+    o.only(&["id", "stateId", "state", "eventIndex", "timestamp", "kind", "workflow", "metadata"])?;
+    Ok(BundleCheckpoint {
+        id: o.string("id")?,
+        state_id: o.string("stateId")?,
+        state: o.typed("state")?,
+        event_index: o.u64("eventIndex")?,
+        timestamp: o.u64("timestamp")?,
+        kind: o.parsed("kind")?,
+        workflow: o.typed("workflow")?,
+        metadata: o.typed("metadata")?,
+    })
+}
+
+fn metadata(v: &Value, path: &str) -> Result<BundleMetadata, Error> {
+    let o = Obj::new(v, path)?;
+    o.only(&["cairn_version", "workflow", "platform", "thread", "redaction"])?;
+    let t = Obj::new(o.req("thread")?, &o.at("thread"))?;
+    t.only(&[
+        "id",
+        "status",
+        "created_at_ms",
+        "updated_at_ms",
+        "labels",
+        "parent",
+        "first_seq",
+        "last_seq",
+    ])?;
+    let thread = BundleThread {
+        id: t.string("id")?,
+        status: t.parsed("status")?,
+        created_at_ms: t.u64("created_at_ms")?,
+        updated_at_ms: t.u64("updated_at_ms")?,
+        labels: t.opt_typed("labels")?.unwrap_or_default(),
+        parent: t.opt_typed("parent")?,
+        first_seq: t.u64("first_seq")?,
+        last_seq: t.u64("last_seq")?,
+    };
+    let r = Obj::new(o.req("redaction")?, &o.at("redaction"))?;
+    r.only(&["key_patterns", "secrets"])?;
+    let redaction =
+        BundleRedaction { key_patterns: r.typed("key_patterns")?, secrets: r.u64("secrets")? };
+    Ok(BundleMetadata {
+        cairn_version: o.string("cairn_version")?,
+        workflow: o.typed("workflow")?,
+        platform: o.string("platform")?,
+        thread,
+        redaction,
+    })
+}
+
+fn array<'a>(v: &'a Value, path: &str) -> Result<&'a Vec<Value>, Error> {
+    v.as_array().ok_or_else(|| bad(path, format!("expected an array, found {}", kind(v))))
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// An object being read, with its path.
+struct Obj<'a> {
+    map: &'a Map<String, Value>,
+    path: String,
+}
+
+impl<'a> Obj<'a> {
+    fn new(v: &'a Value, path: &str) -> Result<Self, Error> {
+        match v {
+            Value::Object(map) => Ok(Self { map, path: path.to_owned() }),
+            other => Err(bad(path, format!("expected an object, found {}", kind(other)))),
+        }
+    }
+
+    fn at(&self, key: &str) -> String {
+        format!("{}.{key}", self.path)
+    }
+
+    /// Refuses fields this format does not have (a typo or a newer writer must not be ignored).
+    fn only(&self, allowed: &[&str]) -> Result<(), Error> {
+        match self.map.keys().find(|k| !allowed.contains(&k.as_str())) {
+            Some(k) => Err(bad(self.at(k), "unknown field")),
+            None => Ok(()),
+        }
+    }
+
+    fn req(&self, key: &str) -> Result<&'a Value, Error> {
+        self.opt(key).ok_or_else(|| bad(self.at(key), "missing field"))
+    }
+
+    /// The field, `None` when absent or null.
+    fn opt(&self, key: &str) -> Option<&'a Value> {
+        self.map.get(key).filter(|v| !v.is_null())
+    }
+
+    fn u64(&self, key: &str) -> Result<u64, Error> {
+        let v = self.req(key)?;
+        v.as_u64().ok_or_else(|| {
+            bad(self.at(key), format!("expected a non-negative integer, found {}", kind(v)))
+        })
+    }
+
+    fn string(&self, key: &str) -> Result<String, Error> {
+        let v = self.req(key)?;
+        v.as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| bad(self.at(key), format!("expected a string, found {}", kind(v))))
+    }
+
+    fn opt_string(&self, key: &str) -> Result<Option<String>, Error> {
+        match self.opt(key) {
+            None => Ok(None),
+            Some(_) => self.string(key).map(Some),
+        }
+    }
+
+    fn parsed<T: FromStr>(&self, key: &str) -> Result<T, Error> {
+        let text = self.string(key)?;
+        text.parse().map_err(|_| bad(self.at(key), format!("unknown value {text:?}")))
+    }
+
+    fn typed<T: DeserializeOwned>(&self, key: &str) -> Result<T, Error> {
+        decode(self.req(key)?, &self.at(key))
+    }
+
+    fn opt_typed<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, Error> {
+        self.opt(key).map(|v| decode(v, &self.at(key))).transpose()
+    }
+}
+
+/// Decodes an engine type at `path` (serde's message names the field and the expected type).
+pub(crate) fn decode<T: DeserializeOwned>(v: &Value, path: &str) -> Result<T, Error> {
+    T::deserialize(v).map_err(|e| bad(path, e.to_string()))
+}

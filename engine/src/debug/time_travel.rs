@@ -1,0 +1,225 @@
+//! Time travel: the state of a thread at any seq, step by step, and the diff between two seqs.
+//!
+//! The state at a seq is the latest checkpoint at or before it plus the events after it, folded
+//! by the same function the live run used. The workflow that folds them is the one the thread
+//! ran at that point: the checkpoint's workflow version, or the `thread_created` one when no
+//! checkpoint precedes the seq (a migrated thread has older seqs under its old version).
+
+use std::sync::Arc;
+
+use cairn_dsl::DynWorkflow;
+use cairn_storage::{CheckpointFilter, Page, Seq, ThreadId, ThreadRecord, WorkflowRef};
+
+use super::migrate::MIGRATION_TAG;
+use super::{Change, STATES_MAX, StateView};
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::limits;
+use crate::log;
+use crate::record::Body;
+use crate::restore::restore;
+use crate::thread_ctx::ThreadCtx;
+
+impl Engine {
+    /// The state of `thread` after the event at `seq` (after its last event when `None`).
+    ///
+    /// # Errors
+    /// [`Error::UnknownThread`]; [`Error::Invalid`] for seq 0 or a seq past the last event;
+    /// [`Error::UnknownWorkflow`] / [`Error::FingerprintChanged`] when the workflow the thread
+    /// ran at that point is not registered; storage errors ([`cairn_storage::Error::Pruned`]
+    /// for a seq before the thread's retained history).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
+    /// let at_5 = engine.state_at("t1", Some(5))?;
+    /// let now = engine.state_at("t1", None)?;
+    /// println!("step {} -> step {}: {}", at_5.step, now.step, now.state);
+    /// # Ok(()) }
+    /// ```
+    pub fn state_at(&self, thread: &str, seq: Option<u64>) -> Result<StateView, Error> {
+        let id = ThreadId::new(thread)?;
+        let record = self.thread_record(&id)?;
+        let last = record.last.map_or(0, |b| b.seq.0);
+        let seq = check_seq(&id, seq.unwrap_or(last), last)?;
+        let ctx = self.restore_at(&id, seq)?;
+        view(&ctx)
+    }
+
+    /// The state after each step completed in `from_seq..=to_seq`: one view per
+    /// `step_completed` event in the range, in order (use [`Engine::state_at`] for any seq).
+    ///
+    /// # Errors
+    /// As [`Engine::state_at`]; [`Error::Invalid`] if `from_seq > to_seq`;
+    /// [`Error::LimitExceeded`] past [`STATES_MAX`] views.
+    pub fn states(
+        &self,
+        thread: &str,
+        from_seq: u64,
+        to_seq: u64,
+    ) -> Result<Vec<StateView>, Error> {
+        let id = ThreadId::new(thread)?;
+        let record = self.thread_record(&id)?;
+        let last = record.last.map_or(0, |b| b.seq.0);
+        let from = check_seq(&id, from_seq, last)?;
+        let to = check_seq(&id, to_seq, last)?;
+        if from > to {
+            return Err(Error::Invalid(format!("from seq {from} is after to seq {to}")));
+        }
+        let migrations = self.migration_points(&id)?;
+        let mut out = Vec::new();
+        let mut ctx = self.restore_at(&id, from)?;
+        if ctx.meta.seq == from && ends_step(self, &id, from)? {
+            out.push(view(&ctx)?);
+        }
+        'read: loop {
+            let events = self.store().read_since(&id, Seq(ctx.meta.seq), limits::READ_CHUNK)?;
+            let n = events.len();
+            for event in events {
+                let seq = event.bookmark.seq.0;
+                if seq > to {
+                    break 'read;
+                }
+                let rec = log::decode(self.store().as_ref(), event)?;
+                ctx.apply(seq, rec.bookmark.at_ms, &rec.body)?;
+                if migrations.contains(&seq) {
+                    // The state changed type here: continue from the migration's checkpoint.
+                    ctx = self.restore_at(&id, seq)?;
+                }
+                if matches!(rec.body, Body::StepCompleted { .. }) {
+                    if out.len() == STATES_MAX {
+                        return Err(Error::LimitExceeded {
+                            limit: "STATES_MAX",
+                            value: out.len() as u64 + 1,
+                            max: STATES_MAX as u64,
+                        });
+                    }
+                    out.push(view(&ctx)?);
+                }
+            }
+            if n < limits::READ_CHUNK {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// What changed in the user state between seq `a` and seq `b`, as JSON pointers.
+    ///
+    /// # Errors
+    /// As [`Engine::state_at`].
+    pub fn diff(&self, thread: &str, a: u64, b: u64) -> Result<Vec<Change>, Error> {
+        let before = self.state_at(thread, Some(a))?;
+        let after = self.state_at(thread, Some(b))?;
+        Ok(super::diff_values(&before.state, &after.state))
+    }
+
+    /// The thread's record, or [`Error::UnknownThread`].
+    pub(crate) fn thread_record(&self, id: &ThreadId) -> Result<ThreadRecord, Error> {
+        self.store().thread(id)?.ok_or_else(|| Error::UnknownThread(id.to_string()))
+    }
+
+    /// The thread context after `seq`, folded by the workflow version the thread ran there.
+    pub(crate) fn restore_at(&self, id: &ThreadId, seq: u64) -> Result<ThreadCtx, Error> {
+        let wf = self.workflow_at(id, seq)?;
+        restore(self.store().as_ref(), &wf, id, Some(seq))
+    }
+
+    /// The registered workflow that folds `id`'s events up to `seq`.
+    pub(crate) fn workflow_at(&self, id: &ThreadId, seq: u64) -> Result<Arc<DynWorkflow>, Error> {
+        let wref = match self.store().latest_checkpoint_at_or_before(id, Seq(seq))? {
+            // A migration checkpoint is filed under the version its snapshot belongs to.
+            Some(cp) => cp.workflow,
+            None => created_workflow(self, id)?,
+        };
+        self.registered(&wref)
+    }
+
+    /// The registered workflow with this id, version and fingerprint.
+    pub(crate) fn registered(&self, wref: &WorkflowRef) -> Result<Arc<DynWorkflow>, Error> {
+        let wf = self
+            .workflows()
+            .into_iter()
+            .find(|w| w.id() == wref.id && w.version() == wref.version)
+            .ok_or_else(|| Error::UnknownWorkflow { id: wref.id.clone(), version: wref.version })?;
+        let current = wf.fingerprint().to_string();
+        if current != wref.fingerprint {
+            return Err(Error::FingerprintChanged {
+                thread: String::new(),
+                workflow: format!("{} v{}", wref.id, wref.version),
+                recorded: wref.fingerprint.clone(),
+                current,
+            });
+        }
+        Ok(wf)
+    }
+
+    /// Seqs at which the thread was migrated (each covered by a migration checkpoint).
+    pub(crate) fn migration_points(&self, id: &ThreadId) -> Result<Vec<u64>, Error> {
+        let filter = CheckpointFilter {
+            thread: Some(id.clone()),
+            any_tags: vec![MIGRATION_TAG.to_owned()],
+            ..CheckpointFilter::default()
+        };
+        let mut out = Vec::new();
+        let mut offset = 0;
+        loop {
+            let page = self.store().list_checkpoints(&filter, Page { limit: 1_000, offset })?;
+            offset += page.len();
+            let done = page.len() < 1_000;
+            out.extend(page.into_iter().map(|c| c.covers.seq.0));
+            if done {
+                break;
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+}
+
+/// The workflow of the thread's `thread_created` event.
+fn created_workflow(engine: &Engine, id: &ThreadId) -> Result<WorkflowRef, Error> {
+    let first = engine.store().read_range(id, Seq(1), Seq(1))?;
+    let event = first.into_iter().next().ok_or_else(|| Error::UnknownThread(id.to_string()))?;
+    match log::decode(engine.store().as_ref(), event)?.body {
+        Body::ThreadCreated { workflow, .. } => Ok(workflow),
+        _ => Err(Error::Record {
+            thread: id.to_string(),
+            seq: 1,
+            detail: "the first event of a thread is not thread_created".into(),
+        }),
+    }
+}
+
+fn ends_step(engine: &Engine, id: &ThreadId, seq: u64) -> Result<bool, Error> {
+    let events = engine.store().read_range(id, Seq(seq), Seq(seq))?;
+    match events.into_iter().next() {
+        Some(event) => Ok(matches!(
+            log::decode(engine.store().as_ref(), event)?.body,
+            Body::StepCompleted { .. }
+        )),
+        None => Ok(false),
+    }
+}
+
+fn check_seq(id: &ThreadId, seq: u64, last: u64) -> Result<u64, Error> {
+    if seq == 0 || seq > last {
+        return Err(Error::Invalid(format!(
+            "thread {id} has events 1..={last}; seq {seq} is not one of them"
+        )));
+    }
+    Ok(seq)
+}
+
+/// The view of a context.
+pub(crate) fn view(ctx: &ThreadCtx) -> Result<StateView, Error> {
+    let snapshot = ctx.snapshot()?;
+    Ok(StateView {
+        thread: snapshot.meta.thread.clone(),
+        seq: snapshot.meta.seq,
+        step: snapshot.meta.step,
+        status: snapshot.meta.status,
+        state: snapshot.state,
+        meta: snapshot.meta,
+    })
+}

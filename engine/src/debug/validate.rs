@@ -1,0 +1,298 @@
+//! The semantic checks of a bundle: everything import relies on, each failure naming its path.
+
+use std::collections::BTreeSet;
+
+use cairn_storage::limits::{
+    CUSTOM_FIELDS_MAX, LABEL_BYTES_MAX, LABELS_PER_THREAD_MAX, NODE_NAME_BYTES_MAX,
+    PAYLOAD_BYTES_MAX, SNAPSHOT_BYTES_MAX, SUMMARY_BYTES_MAX, TAG_BYTES_MAX,
+    TAGS_PER_CHECKPOINT_MAX, TEXT_BYTES_MAX,
+};
+use cairn_storage::{CheckpointMeta, ThreadId, WorkflowRef};
+use serde_json::Value;
+
+use super::bundle::{BUNDLE_EVENTS_MAX, BUNDLE_FIRST_SEQ_MAX, Bundle};
+use super::reader::{bad, decode};
+use crate::error::Error;
+use crate::record::Body;
+use crate::thread_ctx::Snapshot;
+
+/// The key of a body stored by reference: `payload-` and the blake3 hex of its compact JSON.
+pub(crate) fn payload_key(body: &Value) -> Result<String, Error> {
+    let bytes = serde_json::to_vec(body)?;
+    Ok(format!("payload-{}", blake3::hash(&bytes).to_hex()))
+}
+
+/// A JSON path to `key` under `base` (`.key`, or `["key"]` when it needs quoting).
+pub(crate) fn key_path(base: &str, key: &str) -> String {
+    let plain =
+        !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if plain {
+        format!("{base}.{key}")
+    } else {
+        format!("{base}[{}]", Value::String(key.to_owned()))
+    }
+}
+
+impl Bundle {
+    /// Checks everything [`crate::Engine::import_bundle`] relies on.
+    ///
+    /// # Errors
+    /// [`Error::Bundle`] naming the JSON path of the first problem.
+    pub fn validate(&self) -> Result<(), Error> {
+        self.checked_bodies().map(|_| ())
+    }
+
+    /// Validates the bundle and returns its events' bodies, in seq order.
+    pub(crate) fn checked_bodies(&self) -> Result<Vec<Body>, Error> {
+        check_version(&self.version)?;
+        let thread = &self.metadata.thread;
+        let id = ThreadId::new(thread.id.clone())
+            .map_err(|e| bad("$.metadata.thread.id", e.to_string()))?;
+        check_workflow(&self.metadata.workflow, "$.metadata.workflow")?;
+        check_text(&self.metadata.cairn_version, "$.metadata.cairn_version")?;
+        check_text(&self.metadata.platform, "$.metadata.platform")?;
+        if thread.labels.len() > LABELS_PER_THREAD_MAX {
+            return Err(limit(
+                "$.metadata.thread.labels",
+                "LABELS_PER_THREAD_MAX",
+                thread.labels.len(),
+                LABELS_PER_THREAD_MAX,
+            ));
+        }
+        for (k, v) in &thread.labels {
+            let path = key_path("$.metadata.thread.labels", k);
+            if k.len() > LABEL_BYTES_MAX || v.len() > LABEL_BYTES_MAX {
+                return Err(limit(&path, "LABEL_BYTES_MAX", k.len().max(v.len()), LABEL_BYTES_MAX));
+            }
+        }
+        if let Some(parent) = &thread.parent {
+            ThreadId::new(parent.thread.clone())
+                .map_err(|e| bad("$.metadata.thread.parent.thread", e.to_string()))?;
+        }
+        let events = &self.events.events;
+        let Some(first_event) = events.first() else {
+            return Err(bad("$.events.events", "a bundle holds at least one event"));
+        };
+        let first = first_event.seq;
+        if first == 0 || first > BUNDLE_FIRST_SEQ_MAX {
+            return Err(bad(
+                "$.events.events[0].seq",
+                format!("the first seq must be in 1..={BUNDLE_FIRST_SEQ_MAX}, found {first}"),
+            ));
+        }
+        let last = first + events.len() as u64 - 1;
+        let mut used = BTreeSet::new();
+        let mut bodies = Vec::with_capacity(events.len());
+        for (i, e) in events.iter().enumerate() {
+            let path = format!("$.events.events[{i}]");
+            let expected = first + i as u64;
+            if e.seq != expected {
+                return Err(bad(
+                    format!("{path}.seq"),
+                    format!("expected seq {expected} (seqs have no gaps), found {}", e.seq),
+                ));
+            }
+            check_text(&e.id, &format!("{path}.id"))?;
+            if e.summary.len() > SUMMARY_BYTES_MAX {
+                let p = format!("{path}.summary");
+                return Err(limit(&p, "SUMMARY_BYTES_MAX", e.summary.len(), SUMMARY_BYTES_MAX));
+            }
+            if let Some(node) = e.node_id.as_ref().filter(|n| n.len() > NODE_NAME_BYTES_MAX) {
+                let p = format!("{path}.nodeId");
+                return Err(limit(&p, "NODE_NAME_BYTES_MAX", node.len(), NODE_NAME_BYTES_MAX));
+            }
+            let (value, body_path) = match (&e.payload_ref, &e.metadata) {
+                (Some(_), Some(_)) => {
+                    return Err(bad(path, "has both payloadRef and metadata (inline body)"));
+                }
+                (None, None) => {
+                    return Err(bad(path, "has neither payloadRef nor metadata (body)"));
+                }
+                (None, Some(v)) => (v, format!("{path}.metadata")),
+                (Some(r), None) => {
+                    let v = self.events.payloads.get(r).ok_or_else(|| {
+                        bad(format!("{path}.payloadRef"), format!("dangling payload reference {r}"))
+                    })?;
+                    used.insert(r.as_str());
+                    (v, key_path("$.events.payloads", r))
+                }
+            };
+            let size = serde_json::to_vec(value)?.len();
+            if size > PAYLOAD_BYTES_MAX {
+                return Err(limit(&body_path, "PAYLOAD_BYTES_MAX", size, PAYLOAD_BYTES_MAX));
+            }
+            let body: Body = decode(value, &body_path)?;
+            check_body(&body, e.seq, &path, &body_path)?;
+            if e.kind != body.kind() {
+                let detail = format!("says {} but the body is a {} event", e.kind, body.kind());
+                return Err(bad(format!("{path}.type"), detail));
+            }
+            if e.status != body.status() {
+                let detail =
+                    format!("says {} but the body's status is {}", e.status, body.status());
+                return Err(bad(format!("{path}.status"), detail));
+            }
+            if e.node_id.as_deref() != body.node() {
+                return Err(bad(format!("{path}.nodeId"), "does not match the body's node"));
+            }
+            bodies.push(body);
+        }
+        for (key, value) in &self.events.payloads {
+            let path = key_path("$.events.payloads", key);
+            if !used.contains(key.as_str()) {
+                return Err(bad(path, "not referenced by any event"));
+            }
+            if payload_key(value)? != *key {
+                return Err(bad(path, "the body does not hash to its reference"));
+            }
+        }
+        if thread.last_seq != last {
+            let detail = format!("the events end at seq {last}, not {}", thread.last_seq);
+            return Err(bad("$.metadata.thread.last_seq", detail));
+        }
+        check_snapshot(&self.state, &id, "$.state")?;
+        let seq = self.state.meta.seq;
+        if seq + 1 < first || seq > last {
+            let detail = format!("must be in {}..={last}, found {seq}", first - 1);
+            return Err(bad("$.state.meta.seq", detail));
+        }
+        if seq == last && self.state.meta.status != thread.status {
+            let detail = format!(
+                "is {} but the state at the last seq says {}",
+                thread.status, self.state.meta.status
+            );
+            return Err(bad("$.metadata.thread.status", detail));
+        }
+        match (&self.base, first) {
+            (None, 1) => {}
+            (Some(_), 1) => return Err(bad("$.base", "a bundle starting at seq 1 has no base")),
+            (None, _) => {
+                return Err(bad("$.base", format!("missing: the events start at seq {first}")));
+            }
+            (Some(base), _) => {
+                check_snapshot(base, &id, "$.base")?;
+                if base.meta.seq != first - 1 {
+                    let detail = format!("must be {} (just before the first event)", first - 1);
+                    return Err(bad("$.base.meta.seq", detail));
+                }
+            }
+        }
+        if let Some(checkpoints) = &self.checkpoints {
+            if checkpoints.len() > BUNDLE_EVENTS_MAX {
+                return Err(limit(
+                    "$.checkpoints",
+                    "BUNDLE_EVENTS_MAX",
+                    checkpoints.len(),
+                    BUNDLE_EVENTS_MAX,
+                ));
+            }
+            let mut ids = BTreeSet::new();
+            let mut prev = 0;
+            for (i, cp) in checkpoints.iter().enumerate() {
+                let path = format!("$.checkpoints[{i}]");
+                check_text(&cp.id, &format!("{path}.id"))?;
+                if !ids.insert(cp.id.as_str()) {
+                    return Err(bad(format!("{path}.id"), format!("duplicate id {}", cp.id)));
+                }
+                if cp.state_id != thread.id {
+                    return Err(bad(format!("{path}.stateId"), "is not the bundle's thread"));
+                }
+                let lowest = (first - 1).max(1);
+                if cp.event_index < lowest || cp.event_index > last || cp.event_index < prev {
+                    let detail = format!(
+                        "must be in {lowest}..={last} and not below the previous checkpoint's, found {}",
+                        cp.event_index
+                    );
+                    return Err(bad(format!("{path}.eventIndex"), detail));
+                }
+                prev = cp.event_index;
+                check_snapshot(&cp.state, &id, &format!("{path}.state"))?;
+                if cp.state.meta.seq != cp.event_index {
+                    return Err(bad(format!("{path}.state.meta.seq"), "is not its eventIndex"));
+                }
+                check_workflow(&cp.workflow, &format!("{path}.workflow"))?;
+                check_checkpoint_meta(&cp.metadata, &format!("{path}.metadata"))?;
+            }
+        }
+        Ok(bodies)
+    }
+}
+
+fn check_version(version: &str) -> Result<(), Error> {
+    let mut parts = version.split('.');
+    let major = parts.next().unwrap_or_default();
+    let numeric = !version.is_empty()
+        && version.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    if !numeric || major != "1" {
+        return Err(bad(
+            "$.version",
+            format!("unsupported bundle version {version:?}: this Cairn reads 1.x"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_body(body: &Body, seq: u64, path: &str, body_path: &str) -> Result<(), Error> {
+    match (seq, body) {
+        (1, Body::ThreadCreated { .. }) => Ok(()),
+        (1, _) => Err(bad(body_path, "the event at seq 1 must be thread_created")),
+        (_, Body::ThreadCreated { .. }) => {
+            Err(bad(format!("{path}.type"), "thread_created may only be the event at seq 1"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_snapshot(s: &Snapshot, id: &ThreadId, path: &str) -> Result<(), Error> {
+    if s.meta.thread != id.as_str() {
+        return Err(bad(format!("{path}.meta.thread"), format!("is not the bundle's thread {id}")));
+    }
+    check_workflow(&s.meta.workflow, &format!("{path}.meta.workflow"))?;
+    let size = serde_json::to_vec(s)?.len();
+    if size > SNAPSHOT_BYTES_MAX {
+        return Err(limit(path, "SNAPSHOT_BYTES_MAX", size, SNAPSHOT_BYTES_MAX));
+    }
+    Ok(())
+}
+
+fn check_workflow(w: &WorkflowRef, path: &str) -> Result<(), Error> {
+    check_text(&w.id, &format!("{path}.id"))?;
+    check_text(&w.fingerprint, &format!("{path}.fingerprint"))
+}
+
+fn check_checkpoint_meta(m: &CheckpointMeta, path: &str) -> Result<(), Error> {
+    check_text(&m.creator, &format!("{path}.creator"))?;
+    check_text(&m.description, &format!("{path}.description"))?;
+    if m.tags.len() > TAGS_PER_CHECKPOINT_MAX {
+        let p = format!("{path}.tags");
+        return Err(limit(&p, "TAGS_PER_CHECKPOINT_MAX", m.tags.len(), TAGS_PER_CHECKPOINT_MAX));
+    }
+    for (i, tag) in m.tags.iter().enumerate() {
+        if tag.len() > TAG_BYTES_MAX {
+            let p = format!("{path}.tags[{i}]");
+            return Err(limit(&p, "TAG_BYTES_MAX", tag.len(), TAG_BYTES_MAX));
+        }
+    }
+    if m.custom.len() > CUSTOM_FIELDS_MAX {
+        let p = format!("{path}.custom");
+        return Err(limit(&p, "CUSTOM_FIELDS_MAX", m.custom.len(), CUSTOM_FIELDS_MAX));
+    }
+    for (k, v) in &m.custom {
+        if k.len() > LABEL_BYTES_MAX || v.len() > LABEL_BYTES_MAX {
+            let p = key_path(&format!("{path}.custom"), k);
+            return Err(limit(&p, "LABEL_BYTES_MAX", k.len().max(v.len()), LABEL_BYTES_MAX));
+        }
+    }
+    Ok(())
+}
+
+fn check_text(text: &str, path: &str) -> Result<(), Error> {
+    if text.len() > TEXT_BYTES_MAX {
+        return Err(limit(path, "TEXT_BYTES_MAX", text.len(), TEXT_BYTES_MAX));
+    }
+    Ok(())
+}
+
+fn limit(path: &str, name: &str, value: usize, max: usize) -> Error {
+    bad(path, format!("limit {name} exceeded: {value} > {max}"))
+}
