@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::io::IsTerminal as _;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -147,19 +148,22 @@ pub async fn open_writable(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow:
 ///
 /// # Errors
 /// If the value does not serialise (a bug).
-#[allow(clippy::print_stdout, reason = "the CLI's output")]
 pub fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    print_text(&serde_json::to_string_pretty(value)?);
     Ok(())
 }
 
-/// Prints text as it is.
-#[allow(clippy::print_stdout, reason = "the CLI's output")]
+/// Prints text as it is, with a final newline. A closed stdout (`cairn events | head`) ends the
+/// process quietly: whatever it was doing is done or read-only.
 pub fn print_text(text: &str) {
-    if text.ends_with('\n') {
-        print!("{text}");
-    } else {
-        println!("{text}");
+    let mut out = std::io::stdout().lock();
+    let result =
+        if text.ends_with('\n') { out.write_all(text.as_bytes()) } else { writeln!(out, "{text}") };
+    if let Err(e) = result.and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        tracing::warn!(error = %e, "cannot write to stdout");
     }
 }
 

@@ -30,14 +30,17 @@ use std::sync::Arc;
 use cairn_dsl::DynWorkflow;
 use clap::{Parser, Subcommand};
 
+mod bundle;
 mod checkpoints;
 mod common;
 mod control;
 mod demo;
 mod events;
 mod fold;
+mod fork;
 mod graph;
 mod hold;
+mod state;
 mod table;
 mod threads;
 mod verify;
@@ -73,6 +76,8 @@ enum Command {
     Show(threads::ShowArgs),
     /// A thread's events, optionally followed live.
     Events(events::EventsArgs),
+    /// A thread's state after any seq, or the diff between two seqs.
+    State(state::StateArgs),
     /// Messages carrying a correlation id, across threads.
     Trace(events::TraceArgs),
     /// List checkpoints (filters: thread, workflow, kind, tag; paged).
@@ -82,6 +87,9 @@ enum Command {
     Checkpoint(checkpoints::CheckpointCommand),
     /// Remove what no restore needs: each thread keeps its latest checkpoint and what follows.
     Prune(checkpoints::PruneArgs),
+    /// Debug bundles: export a thread (redacted), import one, or show one.
+    #[command(subcommand)]
+    Bundle(bundle::BundleCommand),
     /// Check every record's CRC, seq continuity and the indexes; exit 3 on damage.
     Verify(verify::VerifyArgs),
     /// A workflow's graph (compiled into this binary) as DOT or Mermaid.
@@ -98,6 +106,9 @@ enum Command {
     Pause(control::ThreadArgs),
     /// Send human input to a thread waiting for it, and run it here until it ends or parks.
     Input(control::InputArgs),
+    /// Fork a thread from a seq or checkpoint (optionally with a state update) and run the fork
+    /// here until it ends or parks.
+    Fork(fork::ForkArgs),
     /// Internal: hold the database open for writing until stdin closes (tests).
     #[command(name = "__hold", hide = true)]
     Hold(hold::HoldArgs),
@@ -130,7 +141,16 @@ pub fn run(workflows: Vec<Arc<DynWorkflow>>) -> ExitCode {
 
 #[allow(clippy::print_stderr, reason = "the CLI reports its errors on stderr")]
 fn report(e: &anyhow::Error) {
-    eprintln!("error: {e:#}");
+    // Each cause once: many errors already quote their source in their own message.
+    let mut message = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+    }
+    eprintln!("error: {message}");
 }
 
 async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Result<ExitCode> {
@@ -140,10 +160,12 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Threads(args) => threads::threads(args, wfs).await?,
         Command::Show(args) => threads::show(args, wfs).await?,
         Command::Events(args) => events::events(args, wfs).await?,
+        Command::State(args) => state::state(args, wfs).await?,
         Command::Trace(args) => events::trace(args, wfs).await?,
         Command::Checkpoints(args) => checkpoints::list(args, wfs).await?,
         Command::Checkpoint(cmd) => checkpoints::command(cmd, wfs).await?,
         Command::Prune(args) => checkpoints::prune(args, wfs).await?,
+        Command::Bundle(cmd) => bundle::command(cmd, wfs).await?,
         Command::Verify(args) => verify::verify(args, wfs).await?,
         Command::Graph(args) => graph::graph(&args, wfs)?,
         Command::Resumable(args) => control::resumable(args, wfs).await?,
@@ -161,6 +183,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
             control::control(control::Control::Pause, common, thread, None, wfs).await?;
         }
         Command::Input(args) => control::input(args, wfs).await?,
+        Command::Fork(args) => fork::fork(args, wfs).await?,
         Command::Hold(args) => hold::hold(args).await?,
     }
     Ok(ExitCode::SUCCESS)

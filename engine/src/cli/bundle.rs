@@ -1,0 +1,204 @@
+//! `cairn bundle export|import|show`: debug bundles (seed 000's format), redacted on export and
+//! validated on import.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use cairn_dsl::DynWorkflow;
+use serde_json::json;
+
+use super::common::{Common, open_read_only, open_writable, print_json, print_text, progress};
+use super::common::{fail, record_of};
+use super::table::{Table, cut, time};
+use super::{EXIT_FAILED, EXIT_OPEN};
+use crate::debug::{Bundle, ExportOptions, Redaction};
+
+/// `cairn bundle ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum BundleCommand {
+    /// Write a thread's debug bundle to a file, redacted.
+    Export(ExportArgs),
+    /// Import a bundle into this database (a fresh one is made if the file is missing), to
+    /// inspect or replay it here.
+    Import(FileArgs),
+    /// Validate a bundle file and summarise it (no database needed).
+    Show(FileArgs),
+}
+
+/// Arguments of `cairn bundle export`.
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The thread to export.
+    thread: String,
+    /// The bundle file to write.
+    #[arg(short = 'o', long = "output")]
+    output: PathBuf,
+    /// Compress with gzip.
+    #[arg(long)]
+    gzip: bool,
+    /// Also redact values under keys matching this pattern (repeatable; the defaults, api key,
+    /// token, secret, password and authorization, always apply).
+    #[arg(long = "redact-key")]
+    redact_key: Vec<String>,
+    /// A secret value that must not appear in the bundle in any form (repeatable).
+    #[arg(long)]
+    secret: Vec<String>,
+    /// Leave the thread's checkpoints out.
+    #[arg(long)]
+    no_checkpoints: bool,
+    /// Keep only the last N events.
+    #[arg(long)]
+    last_events: Option<usize>,
+}
+
+/// Arguments of `cairn bundle import` and `cairn bundle show`.
+#[derive(Debug, clap::Args)]
+pub struct FileArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The bundle file.
+    file: PathBuf,
+}
+
+pub(super) async fn command(cmd: BundleCommand, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    match cmd {
+        BundleCommand::Export(args) => export(args, wfs).await,
+        BundleCommand::Import(args) => import(args, wfs).await,
+        BundleCommand::Show(args) => show(&args),
+    }
+}
+
+async fn export(args: ExportArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    let bar = progress(3, "export");
+    bar.set_message("reading the thread");
+    let engine = open_read_only(&args.common.db, wfs).await?;
+    record_of(&engine, &args.thread)?;
+    let mut redaction = Redaction::default();
+    redaction.key_patterns.extend(args.redact_key);
+    redaction.secrets = args.secret;
+    let options = ExportOptions {
+        include_checkpoints: !args.no_checkpoints,
+        last_events: args.last_events,
+        gzip: args.gzip,
+        redaction,
+    };
+    let bundle = engine.export_bundle(&args.thread, &options)?;
+    bar.inc(1);
+    bar.set_message("encoding");
+    let bytes = bundle.to_bytes(args.gzip)?;
+    bar.inc(1);
+    bar.set_message(format!("writing {}", args.output.display()));
+    std::fs::write(&args.output, &bytes)
+        .map_err(|e| fail(EXIT_FAILED, format!("cannot write {}: {e}", args.output.display())))?;
+    bar.inc(1);
+    bar.finish_and_clear();
+    let summary = json!({
+        "thread": args.thread,
+        "file": args.output.display().to_string(),
+        "bytes": bytes.len(),
+        "gzip": args.gzip,
+        "events": bundle.events.events.len(),
+        "checkpoints": bundle.checkpoints.as_ref().map_or(0, Vec::len),
+    });
+    if args.common.json {
+        return print_json(&summary);
+    }
+    print_text(&format!(
+        "exported {} ({} events, {} checkpoints) to {} ({} bytes{})",
+        args.thread,
+        summary["events"],
+        summary["checkpoints"],
+        args.output.display(),
+        bytes.len(),
+        if args.gzip { ", gzip" } else { "" }
+    ));
+    Ok(())
+}
+
+fn read_bundle(file: &PathBuf) -> anyhow::Result<Bundle> {
+    let bytes = std::fs::read(file)
+        .map_err(|e| fail(EXIT_OPEN, format!("cannot read {}: {e}", file.display())))?;
+    Ok(Bundle::from_bytes(&bytes)?)
+}
+
+async fn import(args: FileArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    let bundle = read_bundle(&args.file)?;
+    // Importing into a new file is the usual case: create it (only here; other write commands
+    // refuse a missing file).
+    if !args.common.db.exists() {
+        let engine = crate::Engine::builder(&args.common.db).open().await?;
+        engine.shutdown().await;
+    }
+    let engine = open_writable(&args.common.db, wfs).await?;
+    let result = engine.import_bundle(&bundle).await;
+    engine.shutdown().await;
+    let id = result?;
+    if args.common.json {
+        return print_json(&json!({
+            "thread": id.as_str(),
+            "events": bundle.events.events.len(),
+            "db": args.common.db.display().to_string(),
+        }));
+    }
+    print_text(&format!(
+        "imported thread {id} ({} events) into {}",
+        bundle.events.events.len(),
+        args.common.db.display()
+    ));
+    Ok(())
+}
+
+fn show(args: &FileArgs) -> anyhow::Result<()> {
+    let bundle = read_bundle(&args.file)?;
+    let m = &bundle.metadata;
+    if args.common.json {
+        return print_json(&json!({
+            "version": bundle.version,
+            "timestamp": bundle.timestamp,
+            "metadata": m,
+            "events": bundle.events.events.len(),
+            "payloads": bundle.events.payloads.len(),
+            "checkpoints": bundle.checkpoints.as_ref().map(Vec::len),
+            "state_seq": bundle.state.meta.seq,
+            "state": bundle.state.state,
+        }));
+    }
+    let mut t = Table::new(&["", ""]);
+    t.row(vec![
+        "bundle".into(),
+        format!("version {}, exported {}", bundle.version, time(bundle.timestamp)),
+    ]);
+    t.row(vec!["thread".into(), format!("{} ({})", m.thread.id, m.thread.status)]);
+    t.row(vec![
+        "workflow".into(),
+        format!("{} v{} ({})", m.workflow.id, m.workflow.version, cut(&m.workflow.fingerprint, 16)),
+    ]);
+    t.row(vec!["exported by".into(), format!("cairn {} on {}", m.cairn_version, m.platform)]);
+    t.row(vec![
+        "events".into(),
+        format!(
+            "{} (seq {}..={}), {} by reference",
+            bundle.events.events.len(),
+            m.thread.first_seq,
+            m.thread.last_seq,
+            bundle.events.payloads.len()
+        ),
+    ]);
+    t.row(vec![
+        "checkpoints".into(),
+        bundle.checkpoints.as_ref().map_or("not included".into(), |c| c.len().to_string()),
+    ]);
+    t.row(vec![
+        "state".into(),
+        format!("after seq {} (step {})", bundle.state.meta.seq, bundle.state.meta.step),
+    ]);
+    t.row(vec![
+        "redaction".into(),
+        format!("keys [{}], {} secrets", m.redaction.key_patterns.join(", "), m.redaction.secrets),
+    ]);
+    let text: String = t.render().lines().skip(1).map(|l| format!("{l}\n")).collect();
+    print_text(&text);
+    Ok(())
+}

@@ -1,0 +1,83 @@
+//! `cairn state THREAD [--at SEQ] [--diff SEQ SEQ]`: time travel over a thread's log (the user
+//! state needs the workflow compiled into the binary: it is folded by the workflow's reducer).
+
+use std::sync::Arc;
+
+use cairn_dsl::DynWorkflow;
+use serde_json::json;
+
+use super::common::{Common, open_read_only, print_json, print_text, record_of};
+use super::table::{pretty, short_json};
+
+/// Arguments of `cairn state`.
+#[derive(Debug, clap::Args)]
+pub struct StateArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The thread id.
+    thread: String,
+    /// The state after the event at this seq (default: after the last event).
+    #[arg(long, conflicts_with = "diff")]
+    at: Option<u64>,
+    /// What changed between the states after two seqs (JSON pointers).
+    #[arg(long, num_args = 2, value_names = ["SEQ", "SEQ"])]
+    diff: Option<Vec<u64>>,
+}
+
+pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    let engine = open_read_only(&args.common.db, wfs).await?;
+    record_of(&engine, &args.thread)?;
+    if let Some([a, b]) = args.diff.as_deref() {
+        let changes = engine.diff(&args.thread, *a, *b)?;
+        if args.common.json {
+            return print_json(
+                &json!({"thread": args.thread, "from": a, "to": b, "changes": changes}),
+            );
+        }
+        if changes.is_empty() {
+            print_text(&format!("no change between seq {a} and seq {b}"));
+            return Ok(());
+        }
+        let mut text = String::new();
+        for c in &changes {
+            let path = if c.path.is_empty() { "(whole state)" } else { c.path.as_str() };
+            let line = match (&c.before, &c.after) {
+                (Some(x), Some(y)) => {
+                    format!("~ {path}: {} -> {}", short_json(x, 80), short_json(y, 80))
+                }
+                (None, Some(y)) => format!("+ {path}: {}", short_json(y, 120)),
+                (Some(x), None) => format!("- {path}: {}", short_json(x, 120)),
+                (None, None) => format!("? {path}"),
+            };
+            text.push_str(&line);
+            text.push('\n');
+        }
+        print_text(&text);
+        return Ok(());
+    }
+    let view = engine.state_at(&args.thread, args.at)?;
+    if args.common.json {
+        return print_json(&json!({
+            "thread": view.thread,
+            "seq": view.seq,
+            "step": view.step,
+            "status": view.status.as_str(),
+            "frontier": view.meta.frontier,
+            "state": view.state,
+        }));
+    }
+    let frontier = if view.meta.frontier.is_empty() {
+        "END".to_owned()
+    } else {
+        view.meta.frontier.join(", ")
+    };
+    print_text(&format!(
+        "thread {} after seq {} (step {}, {}; next: {frontier})\n{}",
+        view.thread,
+        view.seq,
+        view.step,
+        view.status,
+        pretty(&view.state)
+    ));
+    Ok(())
+}

@@ -1,0 +1,142 @@
+//! Time travel, forks and debug bundles through the command line.
+
+use serde_json::{Value, json};
+
+use crate::harness::{cairn, copy, demo_db, events, on, tempdir};
+
+/// The seq of demo-1's `step_completed` event of `step`.
+fn step_seq(db: &std::path::Path, step: u64) -> u64 {
+    events(db, "demo-1")
+        .iter()
+        .find(|e| e["kind"] == "step_completed" && e["body"]["step"] == step)
+        .and_then(|e| e["seq"].as_u64())
+        .unwrap_or_else(|| panic!("demo-1 completed step {step}"))
+}
+
+#[test]
+fn state_at_a_seq_and_the_diff_between_two() {
+    let after_plan = step_seq(demo_db(), 2);
+    let before = on(demo_db(), &["state", "demo-1", "--at", "1", "--json"]).expect(0).json();
+    assert_eq!(before["seq"], 1);
+    assert_eq!(before["step"], 0);
+    assert_eq!(before["state"]["plan"], json!([]));
+    assert_eq!(before["state"]["question"], "What is a write-ahead log?");
+    let planned = on(demo_db(), &["state", "demo-1", "--at", &after_plan.to_string(), "--json"])
+        .expect(0)
+        .json();
+    assert_eq!(planned["step"], 2);
+    let plan = planned["state"]["plan"].as_array().expect("plan").clone();
+    assert!(!plan.is_empty(), "{planned}");
+    let frontier = planned["frontier"].as_array().expect("frontier");
+    assert!(frontier.contains(&json!("search_web")) && frontier.contains(&json!("search_docs")));
+    let last = on(demo_db(), &["state", "demo-1", "--json"]).expect(0).json();
+    let show = on(demo_db(), &["show", "demo-1", "--json"]).expect(0).json();
+    assert_eq!(last["state"], show["output"], "the latest state is the output");
+
+    let diff =
+        on(demo_db(), &["state", "demo-1", "--diff", "1", &after_plan.to_string(), "--json"])
+            .expect(0)
+            .json();
+    let changes = diff["changes"].as_array().expect("changes");
+    assert!(changes.iter().any(|c| c["path"] == "/route" && c["after"] == "research"), "{diff}");
+    assert_eq!(
+        changes
+            .iter()
+            .filter(|c| c["path"].as_str().is_some_and(|p| p.starts_with("/plan/")))
+            .count(),
+        plan.len()
+    );
+    let text =
+        on(demo_db(), &["state", "demo-1", "--diff", "1", &after_plan.to_string()]).expect(0);
+    assert!(text.stdout.lines().any(|l| l.starts_with("~ /route:")), "{}", text.stdout);
+    assert!(text.stdout.lines().any(|l| l.starts_with("+ /plan/0:")), "{}", text.stdout);
+    let human = on(demo_db(), &["state", "demo-1", "--at", "1"]).expect(0);
+    assert!(human.stdout.starts_with("thread demo-1 after seq 1 (step 0"), "{}", human.stdout);
+    on(demo_db(), &["state", "demo-1", "--at", "100000"]).expect(1);
+    on(demo_db(), &["state", "demo-1", "--diff", "1"]).expect(2);
+}
+
+#[test]
+fn fork_runs_a_new_thread_from_a_seq_with_an_update_and_leaves_the_original() {
+    let dir = tempdir();
+    let db = copy(demo_db(), dir.path());
+    let original = events(&db, "demo-1");
+    let at = step_seq(&db, 2).to_string();
+    let update = r#"{"Plan":["alpha","beta"]}"#;
+    let run =
+        on(&db, &["fork", "demo-1", "--at", &at, "--id", "demo-1-b", "--update", update, "--json"])
+            .expect(0)
+            .json();
+    assert_eq!(run["thread"], "demo-1-b");
+    assert_eq!(run["status"], "completed");
+    let findings = run["output"]["findings"].as_array().expect("findings");
+    assert!(findings.iter().all(|f| f.as_str().is_some_and(|f| f.contains("alpha"))), "{run}");
+    let shown = on(&db, &["show", "demo-1-b", "--json"]).expect(0).json();
+    assert_eq!(
+        shown["parent"],
+        json!({"thread": "demo-1", "seq": at.parse::<u64>().expect("seq")})
+    );
+    assert_eq!(events(&db, "demo-1"), original, "the original is untouched");
+    // From a checkpoint, without running it.
+    let cps = on(&db, &["checkpoints", "--thread", "demo-1", "--json"]).expect(0).json();
+    let cp = cps[0]["id"].as_u64().expect("a checkpoint").to_string();
+    let made =
+        on(&db, &["fork", "demo-1", "--checkpoint", &cp, "--no-run", "--json"]).expect(0).json();
+    assert_eq!(made["status"], "created");
+    let bad = on(&db, &["fork", "demo-1", "--at", &at, "--update", "{not json"]).expect(2);
+    assert!(bad.stderr.contains("--update"), "{}", bad.stderr);
+    on(&db, &["fork", "demo-1"]).expect(2);
+    on(&db, &["verify"]).expect(0);
+}
+
+/// Every form of `secret` that must not survive in an export.
+fn leaked(bytes: &[u8], secret: &str) -> bool {
+    let text = String::from_utf8_lossy(bytes);
+    text.contains(secret) || text.contains(&secret.replace(' ', "%20"))
+}
+
+#[test]
+fn bundles_export_redacted_show_and_import_into_a_fresh_database() {
+    let dir = tempdir();
+    let file = dir.path().join("demo-1.bundle.json");
+    let f = file.to_str().expect("utf-8");
+    let question = "What is a write-ahead log?";
+    let run =
+        on(demo_db(), &["bundle", "export", "demo-1", "-o", f, "--secret", question, "--json"])
+            .expect(0)
+            .json();
+    assert_eq!(run["events"], events(demo_db(), "demo-1").len());
+    let bytes = std::fs::read(&file).expect("bundle written");
+    assert!(!leaked(&bytes, question), "the registered secret does not survive");
+    let bundle: Value = serde_json::from_slice(&bytes).expect("a JSON bundle");
+    assert_eq!(bundle["metadata"]["thread"]["id"], "demo-1");
+
+    let shown = cairn(&["bundle", "show", f]).expect(0);
+    assert!(shown.stdout.contains("demo-1 (completed)"), "{}", shown.stdout);
+    let shown = cairn(&["bundle", "show", f, "--json"]).expect(0).json();
+    assert_eq!(shown["version"], "1.0.0");
+
+    let gz = dir.path().join("demo-1.bundle.json.gz");
+    let gz_arg = gz.to_str().expect("utf-8");
+    on(demo_db(), &["bundle", "export", "demo-1", "-o", gz_arg, "--gzip"]).expect(0);
+    let gz_bytes = std::fs::read(&gz).expect("gzip bundle");
+    assert_eq!(&gz_bytes[..2], &[0x1f, 0x8b], "gzip magic");
+
+    let fresh = dir.path().join("imported.db");
+    let imported = on(&fresh, &["bundle", "import", gz_arg, "--json"]).expect(0).json();
+    assert_eq!(imported["thread"], "demo-1");
+    let threads = on(&fresh, &["threads", "--json"]).expect(0).json();
+    assert_eq!(threads.as_array().expect("array").len(), 1);
+    let show = on(&fresh, &["show", "demo-1", "--json"]).expect(0).json();
+    assert_eq!(show["status"], "completed");
+    on(&fresh, &["verify"]).expect(0);
+    let again = on(&fresh, &["bundle", "import", f]).expect(1);
+    assert!(again.stderr.contains("exists"), "{}", again.stderr);
+
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, br#"{"version": "1.0.0", "timestamp": "yesterday"}"#).expect("write");
+    let refused = cairn(&["bundle", "show", bad.to_str().expect("utf-8")]).expect(1);
+    assert!(refused.stderr.contains("$.timestamp"), "names the JSON path: {}", refused.stderr);
+    let missing = cairn(&["bundle", "show", dir.path().join("none.json").to_str().expect("utf-8")]);
+    missing.expect(4);
+}

@@ -1,0 +1,10 @@
+//! Tests of the `cairn` command line: the real binary on real database files made by the demo.
+#![allow(missing_docs, reason = "test code")]
+#![allow(clippy::print_stderr, reason = "tests may report what they see")]
+
+mod control;
+mod debug;
+mod files;
+mod harness;
+mod inspect;
+mod misc;

@@ -1,0 +1,101 @@
+//! Graphs of compiled-in workflows, message tracing across threads, usage errors.
+
+use std::sync::Arc;
+
+use cairn::dsl::Message;
+use cairn::{Ctx, END, Engine, NodeOutput, Replace, START, StartOptions, Workflow};
+
+use crate::harness::{cairn, demo_db, on, tempdir};
+
+#[test]
+fn graph_prints_the_demo_workflow_as_dot_or_mermaid() {
+    let dot = cairn(&["graph", "research-agent", "--format", "dot"]).expect(0);
+    assert!(dot.stdout.starts_with("digraph"), "{}", dot.stdout);
+    for node in ["classify", "plan", "search_web", "synthesize", "review", "finalize"] {
+        assert!(dot.stdout.contains(node), "{node} in the graph");
+    }
+    let mermaid = cairn(&["graph", "research-agent", "--format", "mermaid"]).expect(0);
+    assert!(mermaid.stdout.starts_with("flowchart"), "{}", mermaid.stdout);
+    let json = cairn(&["graph", "research-agent", "--json"]).expect(0).json();
+    assert_eq!(json["version"], 1);
+    assert_eq!(json["format"], "dot");
+    let unknown = cairn(&["graph", "nope"]).expect(1);
+    assert!(unknown.stderr.contains("not compiled into this binary"), "{}", unknown.stderr);
+    assert!(unknown.stderr.contains("research-agent v1"), "names what is known");
+    cairn(&["graph", "research-agent", "--format", "svg"]).expect(2);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    cairn(&["no-such-command"]).expect(2);
+    on(demo_db(), &["threads", "--no-such-flag"]).expect(2);
+    on(demo_db(), &["threads", "--label", "no-equals-sign"]).expect(2);
+    on(demo_db(), &["threads", "--status", "bogus"]).expect(2);
+    on(demo_db(), &["show"]).expect(2);
+    let help = cairn(&["--help"]).expect(0);
+    assert!(help.stdout.contains("Exit codes"), "{}", help.stdout);
+    assert!(!help.stdout.contains("__hold"), "the internal command is hidden");
+}
+
+/// Two threads exchange messages tagged with correlation ids; a third talks about something else.
+fn messaging_workflow() -> Workflow<Replace<String>> {
+    Workflow::<Replace<String>>::builder("messaging", 1)
+        .node("ask", |s: Arc<Replace<String>>, ctx: Ctx| async move {
+            let topic = s.0.clone();
+            ctx.message(
+                Message::new("planner", format!("request about {topic}"))
+                    .to("coder")
+                    .correlation_id(topic.clone()),
+            );
+            ctx.message(
+                Message::new("coder", format!("reply about {topic}"))
+                    .to("planner")
+                    .correlation_id(topic.clone()),
+            );
+            ctx.message(Message::new("coder", "untagged chatter"));
+            Ok(NodeOutput::update(format!("{topic} done")))
+        })
+        .edge(START, "ask")
+        .edge("ask", END)
+        .build()
+        .expect("valid workflow")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trace_finds_every_message_of_a_correlation_id_across_threads() {
+    let dir = tempdir();
+    let db = dir.path().join("messages.db");
+    let wf = messaging_workflow();
+    let engine = Engine::builder(&db).workflow(&wf).open().await.expect("open");
+    for (id, topic) in [("t-a", "corr-7"), ("t-b", "corr-7"), ("t-c", "corr-9")] {
+        let handle =
+            engine.start("messaging", topic.to_owned(), StartOptions::id(id)).await.expect("start");
+        handle.finished().await.expect("finished");
+    }
+    engine.shutdown().await;
+    drop(engine);
+
+    let found = on(&db, &["trace", "corr-7", "--json"]).expect(0).json();
+    let found = found.as_array().expect("array");
+    assert_eq!(found.len(), 4, "two messages in each of t-a and t-b: {found:?}");
+    let threads: Vec<&str> = found.iter().map(|m| m["thread"].as_str().expect("thread")).collect();
+    assert_eq!(threads, ["t-a", "t-a", "t-b", "t-b"], "in log (lsn) order");
+    assert_eq!(found[0]["role"], "planner");
+    assert_eq!(found[0]["to"], "coder");
+    assert_eq!(found[1]["content"], "reply about corr-7");
+    assert_eq!(found[0]["node"], "ask");
+    let lsns: Vec<u64> = found.iter().map(|m| m["lsn"].as_u64().expect("lsn")).collect();
+    assert!(lsns.windows(2).all(|w| w[0] < w[1]));
+    let table = on(&db, &["trace", "corr-9"]).expect(0);
+    assert!(table.stdout.starts_with("LSN"), "{}", table.stdout);
+    assert_eq!(table.stdout.lines().count(), 3, "header and two messages:\n{}", table.stdout);
+    assert!(table.stdout.lines().skip(1).all(|l| l.contains("t-c")));
+    let none = on(&db, &["trace", "corr-404"]).expect(0);
+    assert!(none.stdout.contains("no messages carry correlation id corr-404"));
+    // A thread of a workflow this binary does not have: inspection works, the state is unknown.
+    let shown = on(&db, &["show", "t-a", "--json"]).expect(0).json();
+    assert_eq!(shown["status"], "completed");
+    assert!(shown["state_unknown"].as_str().expect("why").contains("messaging"));
+    let text = on(&db, &["show", "t-a"]).expect(0);
+    assert!(text.stdout.contains("not decodable here"), "{}", text.stdout);
+}
