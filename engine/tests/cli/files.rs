@@ -32,9 +32,31 @@ fn a_file_that_is_not_cairn_is_exit_4_and_left_untouched() {
 }
 
 #[test]
+fn a_file_of_a_newer_format_is_exit_4() {
+    let dir = tempdir();
+    let db = copy(demo_db(), dir.path());
+    // The meta table's leaf holds its values in key order: created_at_ms (8 bytes),
+    // format_version (2), last_checkpoint_id (8), last_lsn (8), magic ("CAIRNDB"). Raise the
+    // version in place, as a newer Cairn would have written it.
+    let mut bytes = std::fs::read(&db).expect("read");
+    let magic = bytes.windows(7).position(|w| w == b"CAIRNDB").expect("the meta magic");
+    let at = magic - 18;
+    let current = cairn::storage::FORMAT_VERSION.to_le_bytes();
+    assert_eq!(bytes[at..at + 2], current, "the format version sits where expected");
+    bytes[at..at + 2].copy_from_slice(&(cairn::storage::FORMAT_VERSION + 8).to_le_bytes());
+    std::fs::write(&db, &bytes).expect("write");
+    for args in [&["threads"][..], &["verify"], &["cancel", "demo-0"]] {
+        let run = on(&db, args).expect(4);
+        assert!(run.stderr.contains("newer than this cairn reads"), "{args:?}: {}", run.stderr);
+    }
+    assert_eq!(std::fs::read(&db).expect("read"), bytes, "left untouched");
+}
+
+#[test]
 fn verify_is_clean_on_a_demo_database() {
     let run = on(demo_db(), &["verify"]).expect(0);
     assert!(run.stdout.starts_with("ok: 3 threads"), "{}", run.stdout);
+    assert_eq!(run.stderr, "", "no progress bar drawn when stderr is not a terminal");
     let v = on(demo_db(), &["verify", "--json"]).expect(0).json();
     assert_eq!(v["clean"], true);
     assert_eq!(v["threads"], 3);
