@@ -151,6 +151,18 @@ fn report(e: &anyhow::Error) {
         }
     }
     eprintln!("error: {message}");
+    let needs_workflow = e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<crate::Error>(),
+            Some(crate::Error::UnknownWorkflow { .. } | crate::Error::FingerprintChanged { .. })
+        )
+    });
+    if needs_workflow {
+        eprintln!(
+            "hint: this needs the thread's workflow (its reducer and nodes) compiled into the \
+             binary: build one that calls cairn::cli::run with it"
+        );
+    }
 }
 
 async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Result<ExitCode> {

@@ -98,4 +98,8 @@ async fn trace_finds_every_message_of_a_correlation_id_across_threads() {
     assert!(shown["state_unknown"].as_str().expect("why").contains("messaging"));
     let text = on(&db, &["show", "t-a"]).expect(0);
     assert!(text.stdout.contains("not decodable here"), "{}", text.stdout);
+    let state = on(&db, &["state", "t-a"]).expect(1);
+    assert!(state.stderr.contains("compiled into the binary"), "{}", state.stderr);
+    on(&db, &["events", "t-a"]).expect(0);
+    on(&db, &["verify"]).expect(0);
 }
