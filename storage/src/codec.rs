@@ -39,6 +39,9 @@ pub mod table {
     pub const PAYLOADS: &str = "payloads";
     /// Lock records by name.
     pub const LOCKS: &str = "locks";
+    /// Not a table: redb's own structures (page headers, B-tree pages, the allocator state),
+    /// named in [`Error::Corrupted`](crate::Error::Corrupted) when redb panicked on them.
+    pub const REDB: &str = "redb";
 }
 
 impl RecordKind {

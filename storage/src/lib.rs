@@ -16,7 +16,12 @@
 //!   seq. Corrupt records are never skipped and never returned as data.
 //! - Under [`Durability::Immediate`] (the default) a write is acknowledged only after a durable
 //!   commit. After a failed commit the store is [poisoned](Error::Poisoned) until reopened.
-//! - Untrusted bytes (anything read from disk) become errors, never panics.
+//! - Untrusted bytes (anything read from disk) become errors, never panics. That includes redb's
+//!   own structures: redb 4.5 panics on some damaged pages, so every call into redb runs inside a
+//!   guard that turns a panic into [`Error::Corrupted`] with table `"redb"`; a panic during a
+//!   commit poisons the store like a failed commit. The guard installs a panic hook once per
+//!   process that wraps the previous hook and only silences panics it turns into errors (they are
+//!   logged through `tracing` instead).
 //!
 //! The byte layout, the durability contract and the recovery decision table are in
 //! `docs/format.md`.

@@ -6,6 +6,7 @@
 //! is not Cairn's, or is of a newer format, is refused without being written to).
 
 mod apply;
+mod guard;
 mod prune;
 mod read;
 mod snapshot;
@@ -23,6 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ::redb::{Builder, Database, DatabaseError, ReadTransaction, ReadableDatabase};
 use tokio::sync::{oneshot, watch};
 
+use self::guard::guard;
 use self::tables::{Counters, MetaState};
 use self::writer::{Command, Write, Writer};
 use crate::{
@@ -179,7 +181,8 @@ impl RedbStore {
         backend: impl ::redb::StorageBackend,
         options: Options,
     ) -> Result<RedbStore, Error> {
-        let db = options.builder().create_with_backend(backend).map_err(open_error)?;
+        let db =
+            guard("open", || options.builder().create_with_backend(backend).map_err(open_error))?;
         RedbStore::start(db, options, None, true)
     }
 
@@ -217,8 +220,15 @@ impl RedbStore {
     pub fn close(self) -> Result<(), Error> {
         let result = self.inner.stop();
         let db = self.inner.db.write().map_err(|_| Error::Closed)?.take();
-        if let Some(db) = db.and_then(|db| Arc::try_unwrap(db).ok()) {
-            db.close().map_err(|e| Error::storage("close", e))?;
+        if let Some(db) = db {
+            guard("close", move || match Arc::try_unwrap(db) {
+                Ok(db) => db.close().map_err(|e| Error::storage("close", e)),
+                // Another handle (a subscription's store) still holds it: it closes on drop.
+                Err(shared) => {
+                    drop(shared);
+                    Ok(())
+                }
+            })?;
         }
         result
     }
@@ -245,9 +255,9 @@ impl RedbStore {
             _ => {}
         }
         if !fresh {
-            snapshot::precheck(path, &options)?;
+            guard("open", || snapshot::precheck(path, &options))?;
         }
-        let db = options.builder().create(path).map_err(open_error)?;
+        let db = guard("open", || options.builder().create(path).map_err(open_error))?;
         RedbStore::start(db, options, Some(path.to_path_buf()), fresh)
     }
 
@@ -257,10 +267,10 @@ impl RedbStore {
         path: Option<PathBuf>,
         may_initialise: bool,
     ) -> Result<RedbStore, Error> {
-        let counters = match tables::check_meta(&db)? {
+        let counters = match guard("open", || tables::check_meta(&db))? {
             MetaState::Cairn(counters) => counters,
             MetaState::Empty if may_initialise => {
-                initialise(&db)?;
+                guard("initialise", || initialise(&db))?;
                 Counters::default()
             }
             MetaState::Empty => {
@@ -297,10 +307,14 @@ impl RedbStore {
         Ok(RedbStore { inner: Arc::new(inner) })
     }
 
+    /// Runs `f` in one read transaction, guarded: a panic inside redb on a damaged page is an
+    /// error, not a panic.
     fn read<T>(&self, f: impl FnOnce(&ReadTransaction) -> Result<T, Error>) -> Result<T, Error> {
         let db = self.inner.db.read().map_err(|_| Error::Closed)?.clone().ok_or(Error::Closed)?;
-        let txn = db.begin_read().map_err(|e| Error::storage("begin read", e))?;
-        f(&txn)
+        guard("read", || {
+            let txn = db.begin_read().map_err(|e| Error::storage("begin read", e))?;
+            f(&txn)
+        })
     }
 
     fn send<T>(
@@ -340,6 +354,14 @@ impl Drop for Inner {
     fn drop(&mut self) {
         if let Err(error) = self.stop() {
             tracing::error!(%error, "closing the store on drop failed");
+        }
+        // Dropping the last handle closes redb, which may read damaged pages: guarded.
+        let db = self.db.get_mut().ok().and_then(Option::take);
+        if let Err(error) = guard("close", move || {
+            drop(db);
+            Ok(())
+        }) {
+            tracing::error!(%error, "closing the database on drop failed");
         }
     }
 }

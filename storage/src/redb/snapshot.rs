@@ -22,13 +22,13 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::sync::RwLock;
 
 use ::redb::{Builder, Database, DatabaseError};
 
 use super::Options;
+use super::guard::guard;
 use super::tables::{MetaState, REDB_MAGIC, check_meta};
 use crate::Error;
 use crate::limits::SNAPSHOT_ATTEMPTS_MAX;
@@ -47,9 +47,10 @@ pub(crate) fn open(path: &Path) -> Result<Database, Error> {
         if !image.starts_with(&REDB_MAGIC) {
             return Err(Error::NotCairn { detail: "no redb header".into() });
         }
-        let opened = catch_unwind(AssertUnwindSafe(|| {
-            Builder::new().create_with_backend(ImageBackend(RwLock::new(image)))
-        }));
+        // A torn copy can hold pages redb panics on: guarded, and retried like any torn copy.
+        let opened = guard("open snapshot", || {
+            Ok(Builder::new().create_with_backend(ImageBackend(RwLock::new(image))))
+        });
         let db = match opened {
             Ok(Ok(db)) => db,
             Ok(Err(DatabaseError::UpgradeRequired(version))) => {
@@ -61,12 +62,12 @@ pub(crate) fn open(path: &Path) -> Result<Database, Error> {
                 last_failure = format!("attempt {attempt}: {error}");
                 continue;
             }
-            Err(_) => {
-                last_failure = format!("attempt {attempt}: redb panicked opening the copy");
+            Err(error) => {
+                last_failure = format!("attempt {attempt}: {error}");
                 continue;
             }
         };
-        match check_meta(&db) {
+        match guard("open snapshot", || check_meta(&db)) {
             Ok(MetaState::Cairn(_)) => return Ok(db),
             Ok(MetaState::Empty) => {
                 return Err(Error::NotCairn { detail: "an empty redb database".into() });

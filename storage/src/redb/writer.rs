@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use ::redb::{Database, Durability as RedbDurability, WriteTransaction};
 use tokio::sync::{oneshot, watch};
 
+use super::guard::guard;
 use super::tables::{Counters, Tables, write_counters};
 use super::{apply, prune};
 use crate::{Appended, Batch, CheckpointId, Durability, Error, Pruned, ThreadId};
@@ -44,29 +45,61 @@ pub(crate) enum Write {
     Prune(ThreadId, CheckpointId, Reply<Pruned>),
 }
 
-/// A command's result, waiting for its commit.
-enum Done {
-    Append(Reply<Appended>, Result<Appended, Error>),
-    Delete(Reply<bool>, Result<bool, Error>),
-    Clear(Reply<u64>, Result<u64, Error>),
-    Prune(Reply<Pruned>, Result<Pruned, Error>),
+/// What a write asks for, without its reply channel: this is what runs inside the guarded
+/// transaction, so a panic there cannot drop a caller's reply unanswered.
+enum Op {
+    Append(Batch),
+    DeleteCheckpoint(CheckpointId),
+    ClearCheckpoints(ThreadId),
+    Prune(ThreadId, CheckpointId),
 }
 
-impl Done {
-    /// Replies; a result that was `Ok` becomes `failure` when the commit failed.
-    fn send(self, failure: Option<&Error>) {
-        fn pick<T>(result: Result<T, Error>, failure: Option<&Error>) -> Result<T, Error> {
-            match (result, failure) {
-                (Ok(_), Some(error)) => Err(error.clone()),
-                (result, _) => result,
-            }
-        }
-        // A caller that dropped its Pending no longer wants the answer: ignore send errors.
+/// Where a write's answer goes.
+enum Answer {
+    Append(Reply<Appended>),
+    Delete(Reply<bool>),
+    Clear(Reply<u64>),
+    Prune(Reply<Pruned>),
+}
+
+/// A write's result before its commit completes.
+enum Outcome {
+    Append(Appended),
+    Delete(bool),
+    Clear(u64),
+    Prune(Pruned),
+}
+
+impl Write {
+    fn split(self) -> (Op, Answer) {
         match self {
-            Done::Append(tx, r) => drop(tx.send(pick(r, failure))),
-            Done::Delete(tx, r) => drop(tx.send(pick(r, failure))),
-            Done::Clear(tx, r) => drop(tx.send(pick(r, failure))),
-            Done::Prune(tx, r) => drop(tx.send(pick(r, failure))),
+            Write::Append(batch, tx) => (Op::Append(batch), Answer::Append(tx)),
+            Write::DeleteCheckpoint(id, tx) => (Op::DeleteCheckpoint(id), Answer::Delete(tx)),
+            Write::ClearCheckpoints(thread, tx) => {
+                (Op::ClearCheckpoints(thread), Answer::Clear(tx))
+            }
+            Write::Prune(thread, keep, tx) => (Op::Prune(thread, keep), Answer::Prune(tx)),
+        }
+    }
+}
+
+impl Answer {
+    /// Replies with `result`; a caller that dropped its `Pending` no longer wants the answer, so
+    /// send errors are ignored. An outcome of the wrong shape is a bug of the writer.
+    fn send(self, result: Result<Outcome, Error>) {
+        fn mismatch() -> Error {
+            Error::Invalid { detail: "internal: a write got the outcome of another kind".into() }
+        }
+        match (self, result) {
+            (Answer::Append(tx), Ok(Outcome::Append(a))) => drop(tx.send(Ok(a))),
+            (Answer::Delete(tx), Ok(Outcome::Delete(d))) => drop(tx.send(Ok(d))),
+            (Answer::Clear(tx), Ok(Outcome::Clear(c))) => drop(tx.send(Ok(c))),
+            (Answer::Prune(tx), Ok(Outcome::Prune(p))) => drop(tx.send(Ok(p))),
+            (answer, Ok(_)) => answer.send(Err(mismatch())),
+            (Answer::Append(tx), Err(e)) => drop(tx.send(Err(e))),
+            (Answer::Delete(tx), Err(e)) => drop(tx.send(Err(e))),
+            (Answer::Clear(tx), Err(e)) => drop(tx.send(Err(e))),
+            (Answer::Prune(tx), Err(e)) => drop(tx.send(Err(e))),
         }
     }
 }
@@ -95,6 +128,20 @@ const GATHER_WAIT_MAX: Duration = Duration::from_millis(2);
 impl Writer {
     /// Runs until a `Close` command or until every sender is gone.
     pub(crate) fn run(mut self, rx: Receiver<Command>) {
+        self.serve(&rx);
+        drop(rx);
+        // If this is the last handle on the database, dropping it closes redb, which may read
+        // pages: guarded like every other call into redb.
+        let db = self.db;
+        if let Err(error) = guard("close", move || {
+            drop(db);
+            Ok(())
+        }) {
+            tracing::error!(%error, "closing the database failed");
+        }
+    }
+
+    fn serve(&mut self, rx: &Receiver<Command>) {
         loop {
             let first = match self.flush_deadline() {
                 Some(deadline) => {
@@ -112,7 +159,7 @@ impl Writer {
                     Err(_) => break,
                 },
             };
-            let group = self.gather(first, &rx);
+            let group = self.gather(first, rx);
             if let Some(close) = self.commit_group(group) {
                 let result = self.flush();
                 // Later commands find the channel closed once `rx` drops; answer any queued now.
@@ -184,11 +231,10 @@ impl Writer {
             self.dirty = false;
             return Err(Error::Poisoned);
         }
-        let result = self
-            .db
-            .begin_write()
-            .map_err(|e| Error::storage("begin write", e))
-            .and_then(|txn| txn.commit().map_err(|e| Error::storage("commit", e)));
+        let result = guard("flush", || {
+            let txn = self.db.begin_write().map_err(|e| Error::storage("begin write", e))?;
+            txn.commit().map_err(|e| Error::storage("commit", e))
+        });
         match result {
             Ok(()) => {
                 self.dirty = false;
@@ -235,13 +281,16 @@ impl Writer {
             }
             Durability::None => false,
         };
-        let mut done = Vec::with_capacity(work.len());
-        self.last_group = work.len();
+        let (ops, answers): (Vec<Op>, Vec<Answer>) = work.into_iter().map(Write::split).unzip();
+        self.last_group = ops.len();
         let started = Instant::now();
-        let outcome = self.run_in_txn(work, durable, &mut done);
+        let mut results = Vec::with_capacity(ops.len());
+        // A panic inside redb (a damaged page met while updating a B-tree) becomes an error here,
+        // and is handled like a failed commit: the writer thread survives, the store poisons.
+        let outcome = guard("commit", || self.run_in_txn(ops, durable, &mut results));
         self.last_commit = started.elapsed();
         tracing::trace!(writes = self.last_group, commit = ?self.last_commit, durable, "group committed");
-        match outcome {
+        let failure = match outcome {
             Ok(()) => {
                 if durable {
                     self.dirty = false;
@@ -250,50 +299,47 @@ impl Writer {
                     self.dirty = true;
                 }
                 self.committed.send_replace(self.counters.last_lsn);
-                for d in done {
-                    d.send(None);
-                }
+                None
             }
             Err(error) => {
                 self.poisoned.store(true, Ordering::Release);
                 tracing::error!(%error, "group commit failed; the store is poisoned");
-                for d in done {
-                    d.send(Some(&error));
-                }
+                Some(error)
             }
+        };
+        let mut results = results.into_iter();
+        for answer in answers {
+            // A write that was rejected keeps its own error (it changed nothing); one that was
+            // applied, or never reached, gets the commit's failure.
+            let result = match (results.next(), &failure) {
+                (Some(Err(rejected)), _) => Err(rejected),
+                (Some(Ok(outcome)), None) => Ok(outcome),
+                (_, Some(error)) => Err(error.clone()),
+                (None, None) => {
+                    Err(Error::Invalid { detail: "internal: a write went unanswered".into() })
+                }
+            };
+            answer.send(result);
         }
         close
     }
 
-    /// Runs every command in one transaction and commits it. On `Err` the transaction was not
-    /// committed (or its commit failed) and the counters must not be trusted: the caller poisons.
+    /// Runs every op in one transaction and commits it, pushing one result per op applied. On
+    /// `Err` the transaction was not committed (or its commit failed) and the counters must not be
+    /// trusted: the caller poisons.
     fn run_in_txn(
         &mut self,
-        work: Vec<Write>,
+        ops: Vec<Op>,
         durable: bool,
-        done: &mut Vec<Done>,
+        results: &mut Vec<Result<Outcome, Error>>,
     ) -> Result<(), Error> {
-        let mut txn = match self.db.begin_write() {
-            Ok(txn) => txn,
-            Err(error) => {
-                let error = Error::storage("begin write", error);
-                for command in work {
-                    refuse(command, &error);
-                }
-                return Err(error);
-            }
-        };
+        let mut txn = self.db.begin_write().map_err(|e| Error::storage("begin write", e))?;
         let level = if durable { RedbDurability::Immediate } else { RedbDurability::None };
-        let mut fatal =
-            txn.set_durability(level).err().map(|e| Error::storage("set durability", e));
-        if fatal.is_none() {
-            fatal = self.apply_all(&txn, work, done).err();
-        } else {
-            for command in work {
-                refuse(command, fatal.as_ref().unwrap_or(&Error::Poisoned));
-            }
-        }
-        if let Some(error) = fatal {
+        let applied = txn
+            .set_durability(level)
+            .map_err(|e| Error::storage("set durability", e))
+            .and_then(|()| self.apply_all(&txn, ops, results));
+        if let Err(error) = applied {
             abort(txn);
             return Err(error);
         }
@@ -303,27 +349,15 @@ impl Writer {
     fn apply_all(
         &mut self,
         txn: &WriteTransaction,
-        work: Vec<Write>,
-        done: &mut Vec<Done>,
+        ops: Vec<Op>,
+        results: &mut Vec<Result<Outcome, Error>>,
     ) -> Result<(), Error> {
-        let mut tables = match Tables::open(txn) {
-            Ok(tables) => tables,
-            Err(error) => {
-                for command in work {
-                    refuse(command, &error);
-                }
-                return Err(error);
-            }
-        };
-        let removes = work.iter().any(|w| !matches!(w, Write::Append(..)));
-        let mut commands = work.into_iter();
-        while let Some(command) = commands.next() {
-            let (d, fatal) = self.apply_one(&mut tables, command);
-            done.push(d);
+        let mut tables = Tables::open(txn)?;
+        let removes = ops.iter().any(|op| !matches!(op, Op::Append(..)));
+        for op in ops {
+            let (result, fatal) = self.apply_one(&mut tables, op);
+            results.push(result);
             if let Some(error) = fatal {
-                for rest in commands {
-                    refuse(rest, &error);
-                }
                 return Err(error);
             }
         }
@@ -333,50 +367,52 @@ impl Writer {
         Ok(())
     }
 
-    /// Applies one command: its result (which may be a rejection), and an error if the
-    /// transaction is now half-written.
-    fn apply_one(&mut self, tables: &mut Tables<'_>, command: Write) -> (Done, Option<Error>) {
-        match command {
-            Write::Append(batch, tx) => match apply::plan(tables, self.counters, batch) {
-                Err(rejected) => (Done::Append(tx, Err(rejected)), None),
-                Ok(plan) => match apply::apply(tables, &mut self.counters, plan) {
-                    Ok(appended) => (Done::Append(tx, Ok(appended)), None),
-                    Err(e) => (Done::Append(tx, Err(e.clone())), Some(e)),
-                },
+    /// Applies one op: its result (which may be a rejection), and an error if the transaction is
+    /// now half-written.
+    fn apply_one(
+        &mut self,
+        tables: &mut Tables<'_>,
+        op: Op,
+    ) -> (Result<Outcome, Error>, Option<Error>) {
+        fn written<T>(
+            result: Result<T, Error>,
+            outcome: impl FnOnce(T) -> Outcome,
+        ) -> (Result<Outcome, Error>, Option<Error>) {
+            match result {
+                Ok(value) => (Ok(outcome(value)), None),
+                Err(e) => (Err(e.clone()), Some(e)),
+            }
+        }
+        match op {
+            Op::Append(batch) => match apply::plan(tables, self.counters, batch) {
+                Err(rejected) => (Err(rejected), None),
+                Ok(plan) => {
+                    written(apply::apply(tables, &mut self.counters, plan), Outcome::Append)
+                }
             },
-            Write::DeleteCheckpoint(id, tx) => match prune::plan_delete(tables, id) {
-                Err(rejected) => (Done::Delete(tx, Err(rejected)), None),
-                Ok(infos) => match prune::remove_checkpoints(tables, &infos) {
-                    Ok(()) => (Done::Delete(tx, Ok(!infos.is_empty())), None),
-                    Err(e) => (Done::Delete(tx, Err(e.clone())), Some(e)),
-                },
+            Op::DeleteCheckpoint(id) => match prune::plan_delete(tables, id) {
+                Err(rejected) => (Err(rejected), None),
+                Ok(infos) => written(prune::remove_checkpoints(tables, &infos), |()| {
+                    Outcome::Delete(!infos.is_empty())
+                }),
             },
-            Write::ClearCheckpoints(thread, tx) => match prune::plan_clear(tables, &thread) {
-                Err(rejected) => (Done::Clear(tx, Err(rejected)), None),
-                Ok(infos) => match prune::remove_checkpoints(tables, &infos) {
-                    Ok(()) => (Done::Clear(tx, Ok(infos.len() as u64)), None),
-                    Err(e) => (Done::Clear(tx, Err(e.clone())), Some(e)),
-                },
+            Op::ClearCheckpoints(thread) => match prune::plan_clear(tables, &thread) {
+                Err(rejected) => (Err(rejected), None),
+                Ok(infos) => written(prune::remove_checkpoints(tables, &infos), |()| {
+                    Outcome::Clear(infos.len() as u64)
+                }),
             },
-            Write::Prune(thread, keep, tx) => match prune::plan_prune(tables, &thread, keep) {
-                Err(rejected) => (Done::Prune(tx, Err(rejected)), None),
-                Ok(plan) => match prune::apply_prune(tables, plan) {
-                    Ok(pruned) => (Done::Prune(tx, Ok(pruned)), None),
-                    Err(e) => (Done::Prune(tx, Err(e.clone())), Some(e)),
-                },
+            Op::Prune(thread, keep) => match prune::plan_prune(tables, &thread, keep) {
+                Err(rejected) => (Err(rejected), None),
+                Ok(plan) => written(prune::apply_prune(tables, plan), Outcome::Prune),
             },
         }
     }
 }
 
-/// Answers a command with `error` without running it.
+/// Answers a write with `error` without running it.
 fn refuse(write: Write, error: &Error) {
-    match write {
-        Write::Append(_, tx) => drop(tx.send(Err(error.clone()))),
-        Write::DeleteCheckpoint(_, tx) => drop(tx.send(Err(error.clone()))),
-        Write::ClearCheckpoints(_, tx) => drop(tx.send(Err(error.clone()))),
-        Write::Prune(_, _, tx) => drop(tx.send(Err(error.clone()))),
-    }
+    write.split().1.send(Err(error.clone()));
 }
 
 fn abort(txn: WriteTransaction) {

@@ -1,0 +1,134 @@
+//! Every call into redb that can meet untrusted bytes runs inside [`guard`], which turns a panic
+//! into [`Error::Corrupted`] with table `"redb"`.
+//!
+//! Why: redb 4.5 trusts the structure of the pages it reads. A damaged page can make it panic
+//! instead of returning an error (seen with bit flips: "Malformed allocator state" in
+//! `page_manager.rs` on open, out-of-range slices in `btree_base.rs`, `table_tree_base.rs` and
+//! `tuple_types.rs`, an `unwrap` in `types.rs`, an `unreachable!` in `btree.rs`). Untrusted bytes
+//! must become errors, never panics, so the store catches the unwind at its boundary with redb.
+//!
+//! The panic message: a panic hook is installed once per process (on the first guarded call). It
+//! wraps whatever hook was installed before it and, only for a panic raised on a thread that is
+//! inside a guard, records the message and location for the error instead of printing it (and
+//! logs it through `tracing` at error level). Every other panic goes to the previous hook
+//! unchanged. An application that installs its own hook later replaces this one: guarded panics
+//! are then still caught and reported as errors, but also printed by that hook.
+//!
+//! After a guarded panic, redb's in-memory state for that database may be inconsistent (a
+//! half-built page, a poisoned internal lock). Reads return errors for whatever they touch; the
+//! writer treats a panic during a commit like a failed commit (the store is poisoned, reopen to
+//! recover). A panic inside redb while unwinding from another one would abort the process; redb's
+//! drop paths only release locks and counters, which is not where damaged bytes are parsed.
+
+use std::cell::{Cell, RefCell};
+use std::panic::{AssertUnwindSafe, PanicHookInfo, catch_unwind};
+use std::sync::Once;
+
+use crate::Error;
+use crate::codec::table;
+
+thread_local! {
+    /// How many guards this thread is inside (guards nest: an open calls the meta check).
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// The message of the last guarded panic on this thread, taken by the guard that caught it.
+    static CAUGHT: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+static HOOK: Once = Once::new();
+
+/// Runs `f`, turning a panic inside it into [`Error::Corrupted`] (table `"redb"`, the panic
+/// message and location in `detail`). `op` names the operation for the error and the log.
+///
+/// # Errors
+///
+/// `f`'s own error, or the corruption error if it panicked.
+pub(crate) fn guard<T>(op: &'static str, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    HOOK.call_once(install_hook);
+    DEPTH.with(|depth| depth.set(depth.get() + 1));
+    let outcome = catch_unwind(AssertUnwindSafe(f));
+    DEPTH.with(|depth| depth.set(depth.get().saturating_sub(1)));
+    match outcome {
+        Ok(result) => result,
+        Err(payload) => {
+            let message = CAUGHT
+                .with(|caught| caught.borrow_mut().take())
+                .unwrap_or_else(|| payload_text(payload.as_ref()).to_string());
+            tracing::error!(op, %message, "a panic inside redb was turned into a corruption error");
+            Err(panicked(op, &message))
+        }
+    }
+}
+
+/// The error a guarded panic becomes.
+pub(crate) fn panicked(op: &'static str, message: &str) -> Error {
+    Error::Corrupted {
+        table: table::REDB,
+        thread: None,
+        seq: None,
+        detail: format!("redb panicked during {op} (a damaged page?): {message}"),
+    }
+}
+
+fn install_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info: &PanicHookInfo<'_>| {
+        // `try_with`: the thread-locals may already be gone if the thread is exiting.
+        let guarded = DEPTH.try_with(Cell::get).is_ok_and(|depth| depth > 0);
+        if !guarded {
+            previous(info);
+            return;
+        }
+        let text = payload_text(info.payload());
+        let message = match info.location() {
+            Some(at) => format!("{text} at {}:{}", short_path(at.file()), at.line()),
+            None => text.to_string(),
+        };
+        let _ = CAUGHT.try_with(|caught| *caught.borrow_mut() = Some(message));
+    }));
+}
+
+fn payload_text(payload: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        text
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text
+    } else {
+        "a panic without a message"
+    }
+}
+
+/// `.../redb-4.5.0/src/tree_store/btree.rs` -> `redb-4.5.0/src/tree_store/btree.rs`.
+fn short_path(file: &str) -> &str {
+    file.find("redb-").map_or(file, |at| &file[at..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_a_corruption_error_with_its_message() {
+        let result: Result<(), Error> = guard("test op", || panic!("Malformed allocator state"));
+        match result {
+            Err(Error::Corrupted { table: "redb", detail, .. }) => {
+                assert!(detail.contains("Malformed allocator state"), "{detail}");
+                assert!(detail.contains("test op"), "{detail}");
+                assert!(detail.contains("guard.rs"), "the location is kept: {detail}");
+            }
+            other => panic!("expected a corruption error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn results_pass_through_and_guards_nest() {
+        assert_eq!(guard("outer", || guard("inner", || Ok(7))).ok(), Some(7));
+        let inner: Result<(), Error> =
+            guard("outer", || guard("inner", || Err(Error::Closed)).or(Err(Error::ReadOnly)));
+        assert!(matches!(inner, Err(Error::ReadOnly)));
+        let caught: Result<u8, Error> = guard("outer", || {
+            Ok(guard("inner", || -> Result<u8, Error> { panic!("x") }).is_err() as u8)
+        });
+        assert_eq!(caught.ok(), Some(1), "the inner guard catches; the outer sees no panic");
+        assert_eq!(DEPTH.with(Cell::get), 0, "depth restored");
+    }
+}
