@@ -26,6 +26,7 @@ mod import;
 mod migrate;
 mod reader;
 mod redact;
+pub(crate) mod task_map;
 mod time_travel;
 mod validate;
 

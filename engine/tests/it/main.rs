@@ -8,5 +8,6 @@
 
 mod common;
 mod crash;
+mod debug;
 mod execution;
 mod recovery;

@@ -1,0 +1,415 @@
+//! Time travel, diffs, forks, manual checkpoints and migrations (`cairn::debug`).
+
+use std::sync::{Arc, Mutex};
+
+use cairn::debug::{ForkFrom, ForkOptions};
+use cairn::dsl::{Ctx, NodeOutput, State, Workflow};
+use cairn::log::decode;
+use cairn::storage::{CheckpointFilter, CheckpointMeta, Page, Seq, ThreadId};
+use cairn::thread_ctx::ThreadCtx;
+use cairn::{Durability, END, Engine, Error, START, StartOptions, ThreadStatus};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::common::{Tally, db};
+
+/// What each node saw: (thread, step, the state snapshot it was given).
+type Seen = Arc<Mutex<Vec<(String, u64, Tally)>>>;
+
+/// START -> n0 -> ... -> n{len-1} -> END; every node records the state it sees and adds its
+/// index plus a random draw (so the states depend on recorded values too).
+fn observed(len: usize, seen: Seen) -> Workflow<Tally> {
+    let mut b = Workflow::<Tally>::builder("observed", 1);
+    for i in 0..len {
+        let seen = seen.clone();
+        b = b.node(format!("n{i}"), move |s: Arc<Tally>, ctx: Ctx| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().unwrap().push((ctx.thread_id().to_owned(), ctx.step(), (*s).clone()));
+                let r = ctx.random_u64() % 5;
+                Ok(NodeOutput::update((i as u64 + r, format!("n{i}"))))
+            }
+        });
+    }
+    b = b.edge(START, "n0");
+    for i in 1..len {
+        b = b.edge(format!("n{}", i - 1), format!("n{i}"));
+    }
+    b.edge(format!("n{}", len - 1), END).build().unwrap()
+}
+
+async fn open(path: &std::path::Path, wfs: &[&Workflow<Tally>]) -> Engine {
+    let mut b =
+        Engine::builder(path).durability(Durability::None).seed(3).checkpoint_every(Some(2), None);
+    for wf in wfs {
+        b = b.workflow(wf);
+    }
+    b.open().await.unwrap()
+}
+
+/// The state after every seq, folded from seq 1 without any checkpoint (the ground truth).
+fn fold_all(engine: &Engine, wf: &Workflow<Tally>, thread: &str) -> Vec<serde_json::Value> {
+    let id = ThreadId::new(thread).unwrap();
+    let store = engine.store();
+    let last = store.last_bookmark(&id).unwrap().unwrap().seq.0;
+    let events = store.read_range(&id, Seq(1), Seq(last)).unwrap();
+    let dyn_wf = wf.erase();
+    let mut out = Vec::new();
+    let mut ctx: Option<ThreadCtx> = None;
+    for event in events {
+        let rec = decode(store.as_ref(), event).unwrap();
+        match &mut ctx {
+            None => {
+                ctx = Some(
+                    ThreadCtx::created(&dyn_wf, thread, &rec.body, rec.bookmark.at_ms).unwrap(),
+                )
+            }
+            Some(c) => c.apply(rec.bookmark.seq.0, rec.bookmark.at_ms, &rec.body).unwrap(),
+        }
+        out.push(ctx.as_ref().unwrap().state.to_json().unwrap());
+    }
+    out
+}
+
+fn step_completed_seqs(engine: &Engine, thread: &str) -> Vec<(u64, u64)> {
+    let id = ThreadId::new(thread).unwrap();
+    let last = engine.store().last_bookmark(&id).unwrap().unwrap().seq.0;
+    let mut out = Vec::new();
+    for event in engine.store().read_range(&id, Seq(1), Seq(last)).unwrap() {
+        let rec = decode(engine.store().as_ref(), event).unwrap();
+        if let cairn::record::Body::StepCompleted { step, .. } = rec.body {
+            out.push((step, rec.bookmark.seq.0));
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn state_at_every_seq_is_the_live_state() {
+    let (_d, path) = db();
+    let seen: Seen = Arc::default();
+    let wf = observed(7, seen.clone());
+    let engine = open(&path, &[&wf]).await;
+    let t = engine.start("observed", Tally::default(), StartOptions::id("tt")).await.unwrap();
+    let out: Tally = t.output().await.unwrap();
+    let checkpoints = engine
+        .store()
+        .list_checkpoints(
+            &CheckpointFilter { thread: Some(t.id().clone()), ..Default::default() },
+            Page::default(),
+        )
+        .unwrap();
+    assert!(checkpoints.len() >= 3, "periodic checkpoints are used by restore: {checkpoints:?}");
+
+    // Every seq: checkpoint + tail equals the fold from the start.
+    let truth = fold_all(&engine, &wf, "tt");
+    for (i, expected) in truth.iter().enumerate() {
+        let seq = i as u64 + 1;
+        let view = engine.state_at("tt", Some(seq)).unwrap();
+        assert_eq!(view.seq, seq);
+        assert_eq!(&view.state, expected, "seq {seq}");
+    }
+    assert_eq!(engine.state_at("tt", None).unwrap().state, serde_json::to_value(&out).unwrap());
+
+    // What each node saw at step k is the state after step k-1 (after thread_created for 1).
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 7);
+    let boundaries = step_completed_seqs(&engine, "tt");
+    for (_, step, state) in &seen {
+        let seq =
+            if *step == 1 { 1 } else { boundaries.iter().find(|(s, _)| *s == step - 1).unwrap().1 };
+        let view = engine.state_at("tt", Some(seq)).unwrap();
+        assert_eq!(view.state, serde_json::to_value(state).unwrap(), "step {step}");
+        assert_eq!(view.step, step - 1);
+    }
+
+    // states(): one view per completed step, each equal to state_at at its seq.
+    let last = truth.len() as u64;
+    let views = engine.states("tt", 1, last).unwrap();
+    assert_eq!(views.len(), 7);
+    for v in &views {
+        assert_eq!(v.state, truth[v.seq as usize - 1]);
+    }
+    let middle = engine.states("tt", boundaries[2].1, boundaries[4].1).unwrap();
+    assert_eq!(middle.iter().map(|v| v.step).collect::<Vec<_>>(), [3, 4, 5]);
+
+    assert!(matches!(engine.state_at("tt", Some(0)), Err(Error::Invalid(_))));
+    assert!(matches!(engine.state_at("tt", Some(last + 1)), Err(Error::Invalid(_))));
+    assert!(matches!(engine.states("tt", 5, 4), Err(Error::Invalid(_))));
+    assert!(matches!(engine.state_at("nope", None), Err(Error::UnknownThread(_))));
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn diff_names_what_changed_between_two_seqs() {
+    let (_d, path) = db();
+    let wf = observed(3, Seen::default());
+    let engine = open(&path, &[&wf]).await;
+    let t = engine.start("observed", Tally::default(), StartOptions::id("d")).await.unwrap();
+    let out: Tally = t.output().await.unwrap();
+    let b = step_completed_seqs(&engine, "d");
+    let changes = engine.diff("d", b[0].1, b[2].1).unwrap();
+    let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, ["/log/1", "/log/2", "/total"]);
+    assert_eq!(changes[0].before, None);
+    assert_eq!(changes[0].after, Some(json!("n1")));
+    assert_eq!(changes[2].after, Some(json!(out.total)));
+    assert!(engine.diff("d", b[1].1, b[1].1).unwrap().is_empty());
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
+    let (_d, path) = db();
+    let seen: Seen = Arc::default();
+    let wf = observed(5, seen.clone());
+    let engine = open(&path, &[&wf]).await;
+    let t = engine.start("observed", Tally::default(), StartOptions::id("orig")).await.unwrap();
+    let original: Tally = t.output().await.unwrap();
+    let id = ThreadId::new("orig").unwrap();
+    let last = engine.store().last_bookmark(&id).unwrap().unwrap().seq;
+    let before = engine.store().read_range(&id, Seq(1), last).unwrap();
+    let record_before = engine.store().thread(&id).unwrap().unwrap();
+    let b = step_completed_seqs(&engine, "orig");
+    let at = b[1].1; // after step 2
+
+    // Without an update: the same nodes from step 3 on, on the state after step 2.
+    let f = engine.fork("orig", ForkFrom::Seq(at), ForkOptions::id("f1")).await.unwrap();
+    let forked: Tally = f.output().await.unwrap();
+    assert_eq!(&forked.log, &original.log, "same path from the fork point");
+    let state_at_fork: Tally =
+        serde_json::from_value(engine.state_at("orig", Some(at)).unwrap().state).unwrap();
+    assert_eq!(forked.log[..2], state_at_fork.log[..]);
+    let fork_seen: Vec<(u64, Tally)> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(t, ..)| t == "f1")
+        .map(|(_, s, st)| (*s, st.clone()))
+        .collect();
+    assert_eq!(fork_seen.len(), 3, "only the nodes after the fork point ran");
+    assert_eq!(fork_seen[0], (1, state_at_fork.clone()), "a fork counts its own steps from 1");
+    let rec = engine.store().thread(&ThreadId::new("f1").unwrap()).unwrap().unwrap();
+    assert_eq!(rec.parent, Some((id.clone(), Seq(at))));
+    let first = engine.store().read_range(&rec.id, Seq(1), Seq(1)).unwrap();
+    match decode(engine.store().as_ref(), first[0].clone()).unwrap().body {
+        cairn::record::Body::ThreadCreated { fork: Some(origin), frontier, .. } => {
+            assert_eq!((origin.thread.as_str(), origin.seq), ("orig", at));
+            assert_eq!(frontier, ["n2"]);
+        }
+        other => panic!("not a fork's thread_created: {other:?}"),
+    }
+
+    // With an update, from a checkpoint.
+    let cps = engine
+        .store()
+        .list_checkpoints(
+            &CheckpointFilter { thread: Some(id.clone()), ..Default::default() },
+            Page::default(),
+        )
+        .unwrap();
+    let cp = cps.iter().find(|c| c.covers.seq.0 < b[3].1).unwrap();
+    let f2 = engine
+        .fork(
+            "orig",
+            ForkFrom::Checkpoint(cp.id),
+            ForkOptions::id("f2").update((1000u64, "patched")),
+        )
+        .await
+        .unwrap();
+    let patched: Tally = f2.output().await.unwrap();
+    let at_cp: Tally =
+        serde_json::from_value(engine.state_at("orig", Some(cp.covers.seq.0)).unwrap().state)
+            .unwrap();
+    assert_eq!(patched.log[..at_cp.log.len()], at_cp.log[..]);
+    assert_eq!(patched.log[at_cp.log.len()], "patched");
+    assert!(patched.total >= at_cp.total + 1000);
+    let second = engine.store().read_range(f2.id(), Seq(2), Seq(2)).unwrap();
+    assert!(matches!(
+        decode(engine.store().as_ref(), second[0].clone()).unwrap().body,
+        cairn::record::Body::StateUpdated { .. }
+    ));
+
+    // A fork that does not start stays Created.
+    let f3 = engine.fork("orig", ForkFrom::Seq(1), ForkOptions::id("f3").paused()).await.unwrap();
+    assert_eq!(f3.status().unwrap(), ThreadStatus::Created);
+
+    // Refusals write nothing.
+    let bad = |r: Result<cairn::ThreadHandle, Error>| matches!(r, Err(Error::Invalid(_)));
+    assert!(bad(engine.fork("orig", ForkFrom::Seq(0), ForkOptions::id("x")).await));
+    assert!(bad(engine.fork("orig", ForkFrom::Seq(last.0 + 1), ForkOptions::id("x")).await));
+    assert!(bad(engine.fork("orig", ForkFrom::Seq(at), ForkOptions::id("f1")).await));
+    assert!(bad(engine.fork("orig", ForkFrom::Seq(at), ForkOptions::id("x").update("no")).await));
+    assert!(engine.store().thread(&ThreadId::new("x").unwrap()).unwrap().is_none());
+
+    // The original is untouched.
+    assert_eq!(engine.store().read_range(&id, Seq(1), last).unwrap(), before);
+    assert_eq!(engine.store().thread(&id).unwrap().unwrap(), record_before);
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn manual_checkpoint_of_a_parked_thread() {
+    let (_d, path) = db();
+    let wf = Workflow::<Tally>::builder("ask", 1)
+        .node("a", |_s, _ctx| async move { Ok(NodeOutput::update((1, "a".to_owned()))) })
+        .node("ask", |_s, ctx: Ctx| async move {
+            let n: u64 = ctx.interrupt("how many?")?;
+            Ok(NodeOutput::update((n, "ask".to_owned())))
+        })
+        .edge(START, "a")
+        .edge("a", "ask")
+        .edge("ask", END)
+        .build()
+        .unwrap();
+    let engine = open(&path, &[&wf]).await;
+    let t = engine.start("ask", Tally::default(), StartOptions::id("m")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    let before = engine.state_at("m", None).unwrap();
+    let meta = CheckpointMeta {
+        creator: "test".into(),
+        description: "before answering".into(),
+        tags: vec!["mark".into()],
+        ..Default::default()
+    };
+    let cp = engine.checkpoint_now("m", meta).await.unwrap();
+    let stored = engine.store().checkpoint(cp).unwrap().unwrap();
+    assert_eq!(stored.covers.seq.0, before.seq + 1);
+    assert_eq!(stored.meta.tags, ["mark"]);
+    assert_eq!(stored.kind, cairn::storage::CheckpointKind::Manual);
+    let after = engine.state_at("m", None).unwrap();
+    assert_eq!(after.state, before.state);
+    assert_eq!(after.status, ThreadStatus::WaitingInput);
+    engine.send_input("m", 41).await.unwrap();
+    let out: Tally = serde_json::from_value(t.finished().await.unwrap().output.unwrap()).unwrap();
+    assert_eq!(out.total, 42);
+    engine.shutdown().await;
+}
+
+/// Version 1 of a counter: state `{n}`; v2 renames it to `{count, note}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct V1 {
+    n: u64,
+}
+
+impl State for V1 {
+    type Update = u64;
+    fn apply(&mut self, add: u64) {
+        self.n += add;
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct V2 {
+    count: u64,
+    note: String,
+}
+
+impl State for V2 {
+    type Update = (u64, String);
+    fn apply(&mut self, (add, note): (u64, String)) {
+        self.count += add;
+        self.note = note;
+    }
+}
+
+fn counter_v1() -> Workflow<V1> {
+    Workflow::<V1>::builder("counter", 1)
+        .node("a", |_s, _ctx| async move { Ok(NodeOutput::update(5)) })
+        .node("wait", |_s, ctx: Ctx| async move {
+            let n: u64 = ctx.interrupt("more?")?;
+            Ok(NodeOutput::update(n))
+        })
+        .node("b", |_s, _ctx| async move { Ok(NodeOutput::update(1)) })
+        .edge(START, "a")
+        .edge("a", "wait")
+        .edge("wait", "b")
+        .edge("b", END)
+        .build()
+        .unwrap()
+}
+
+fn counter_v2() -> Workflow<V2> {
+    Workflow::<V2>::builder("counter", 2)
+        .node("a", |_s, _ctx| async move { Ok(NodeOutput::update((5, "a".to_owned()))) })
+        .node("wait", |_s, ctx: Ctx| async move {
+            let n: u64 = ctx.interrupt("more?")?;
+            Ok(NodeOutput::update((n, "wait v2".to_owned())))
+        })
+        .node("b", |_s, _ctx| async move { Ok(NodeOutput::update((100, "b v2".to_owned()))) })
+        .edge(START, "a")
+        .edge("a", "wait")
+        .edge("wait", "b")
+        .edge("b", END)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn migration_moves_a_parked_thread_onto_the_new_version() {
+    let (_d, path) = db();
+    let (v1, v2) = (counter_v1(), counter_v2());
+    let engine = Engine::builder(&path)
+        .durability(Durability::None)
+        .workflow(&v1)
+        .workflow(&v2)
+        .open()
+        .await
+        .unwrap();
+    let t = engine
+        .start_json(
+            "counter",
+            json!({"n": 0}),
+            StartOptions { version: Some(1), ..StartOptions::id("c") },
+        )
+        .await
+        .unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    let before = engine.state_at("c", None).unwrap();
+    assert_eq!(before.state, json!({"n": 5}));
+
+    assert!(matches!(engine.migrate("c", 2).await, Err(Error::NoMigration { .. })));
+    engine.register_migration("counter", 1, 2, |state| {
+        let n = state.get("n").and_then(serde_json::Value::as_u64).ok_or("no n")?;
+        Ok(json!({"count": n, "note": "migrated"}))
+    });
+    assert!(matches!(engine.migrate("c", 3).await, Err(Error::NoMigration { .. })));
+    engine.migrate("c", 2).await.unwrap();
+
+    let id = ThreadId::new("c").unwrap();
+    let record = engine.store().thread(&id).unwrap().unwrap();
+    assert_eq!(record.workflow.version, 2);
+    assert_eq!(record.status, ThreadStatus::WaitingInput, "the status is kept");
+    let now = engine.state_at("c", None).unwrap();
+    assert_eq!(now.state, json!({"count": 5, "note": "migrated"}));
+    assert_eq!(now.meta.workflow.version, 2);
+    // Earlier seqs still fold with v1.
+    assert_eq!(engine.state_at("c", Some(before.seq)).unwrap().state, json!({"n": 5}));
+    let views = engine.states("c", 1, now.seq).unwrap();
+    assert_eq!(views.len(), 1);
+
+    engine.send_input("c", 7).await.unwrap();
+    let done = engine.thread("c").unwrap().finished().await.unwrap();
+    let out: V2 = serde_json::from_value(done.output.unwrap()).unwrap();
+    assert_eq!(out, V2 { count: 5 + 7 + 100, note: "b v2".into() });
+    let views = engine.states("c", 1, engine.state_at("c", None).unwrap().seq).unwrap();
+    assert_eq!(views.last().unwrap().state, json!({"count": 112, "note": "b v2"}));
+    assert!(matches!(engine.migrate("c", 1).await, Err(Error::WrongStatus { .. })));
+
+    // A migration whose result is not a state of the new version writes nothing.
+    engine.register_migration("counter", 1, 2, |_| Ok(json!({"wrong": true})));
+    let t2 = engine
+        .start_json(
+            "counter",
+            json!({"n": 1}),
+            StartOptions { version: Some(1), ..StartOptions::id("c2") },
+        )
+        .await
+        .unwrap();
+    assert_eq!(t2.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    let last = engine.store().last_bookmark(t2.id()).unwrap();
+    assert!(matches!(engine.migrate("c2", 2).await, Err(Error::Invalid(_))));
+    assert_eq!(engine.store().last_bookmark(t2.id()).unwrap(), last);
+    engine.shutdown().await;
+}
