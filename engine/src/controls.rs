@@ -16,7 +16,10 @@ use tokio_util::sync::CancellationToken;
 pub(crate) struct Control {
     /// Cancelled when the thread is cancelled (or its deadline passes).
     pub cancel: CancellationToken,
+    /// Cancelled when the runner ends (stops the deadline watcher).
+    pub done: CancellationToken,
     pause: AtomicBool,
+    timed_out: AtomicBool,
     reason: Mutex<Option<String>>,
 }
 
@@ -35,6 +38,17 @@ impl Control {
     pub fn cancel(&self, reason: String) {
         *lock(&self.reason) = Some(reason);
         self.cancel.cancel();
+    }
+
+    /// Ends the thread because its deadline passed.
+    pub fn time_out(&self) {
+        self.timed_out.store(true, Ordering::SeqCst);
+        self.cancel.cancel();
+    }
+
+    /// Whether the deadline ended the thread.
+    pub fn timed_out(&self) -> bool {
+        self.timed_out.load(Ordering::SeqCst)
     }
 
     /// The reason given to [`Control::cancel`].
@@ -63,7 +77,9 @@ impl Controls {
 
     /// Gives `thread` up.
     pub fn release(&self, thread: &ThreadId) {
-        lock(&self.running).remove(thread);
+        if let Some(control) = lock(&self.running).remove(thread) {
+            control.done.cancel();
+        }
     }
 
     /// The control of a running thread.

@@ -42,6 +42,39 @@ impl Engine {
         self.end_from_outside(thread, Transition::Cancel, "abandoned").await
     }
 
+    /// Times out a parked thread whose deadline passed (a running one times out through its
+    /// runner's own watcher).
+    pub(crate) async fn time_out_parked(&self, thread: &ThreadId) -> Result<(), Error> {
+        if self.inner.controls.get(thread).is_some() {
+            return Ok(());
+        }
+        let record = self.record(thread)?;
+        if record.status.is_terminal() || record.status == ThreadStatus::Running {
+            return Ok(());
+        }
+        let why = "the thread's deadline passed";
+        self.end_from_outside(thread.as_str(), Transition::TimeOut, why).await
+    }
+
+    /// Replaces the budgets of a parked thread (e.g. raises the one that stopped it); resume it
+    /// afterwards with [`Engine::resume`].
+    ///
+    /// # Errors
+    /// [`Error::WrongStatus`] if the thread is running or has ended.
+    pub async fn set_budgets(&self, thread: &str, budgets: cairn_dsl::Budgets) -> Result<(), Error> {
+        let id = ThreadId::new(thread)?;
+        let record = self.record(&id)?;
+        if record.status.is_terminal() || self.inner.controls.get(&id).is_some() {
+            return Err(Error::WrongStatus {
+                thread: id.to_string(),
+                status: record.status,
+                detail: "budgets change on parked threads only: pause it first".into(),
+            });
+        }
+        let body = Body::BudgetsSet { budgets };
+        self.inner.write_parked(&id, record.status, vec![body], false).await
+    }
+
     async fn end_from_outside(
         &self,
         thread: &str,
@@ -51,7 +84,11 @@ impl Engine {
         let id = ThreadId::new(thread)?;
         loop {
             if let Some(control) = self.inner.controls.get(&id) {
-                control.cancel(reason.to_owned());
+                if t == Transition::TimeOut {
+                    control.time_out();
+                } else {
+                    control.cancel(reason.to_owned());
+                }
                 let mut rx = self.inner.watch(&id)?;
                 let _ = rx.wait_for(|s| s.is_terminal() || *s != ThreadStatus::Running).await;
                 return Ok(());

@@ -44,6 +44,12 @@ pub struct StartOptions {
     pub labels: std::collections::BTreeMap<String, String>,
     /// The workflow version; the newest registered one when `None`.
     pub version: Option<u32>,
+    /// The thread times out this long after it starts (engine clock): it ends TimedOut.
+    pub deadline_ms: Option<u64>,
+    /// Budgets replacing the workflow's for this thread.
+    pub budgets: Option<cairn_dsl::Budgets>,
+    /// Permissions replacing the workflow's for this thread's tool calls.
+    pub permissions: Option<std::collections::BTreeSet<String>>,
 }
 
 impl StartOptions {
@@ -390,6 +396,45 @@ impl Inner {
         });
     }
 
+    /// Watches a running thread's deadline: when it passes, the runner is told to time out.
+    pub fn arm_deadline(self: &Arc<Self>, thread: &ThreadId, at_ms: u64, control: &Arc<crate::controls::Control>) {
+        let clock = self.clock.clone();
+        let control = control.clone();
+        let _ = thread;
+        self.spawn(async move {
+            tokio::select! {
+                () = clock.sleep_until(at_ms) => control.time_out(),
+                () = control.cancel.cancelled() => {}
+                () = control.done.cancelled() => {}
+            }
+        });
+    }
+
+    /// Times out a parked thread (waiting, sleeping, paused) when its deadline passes.
+    pub fn arm_parked_deadline(self: &Arc<Self>, thread: ThreadId, at_ms: u64) {
+        let inner = self.clone();
+        self.spawn(async move {
+            tokio::select! {
+                () = inner.clock.sleep_until(at_ms) => {}
+                () = inner.shutdown.cancelled() => return,
+            }
+            let engine = Engine { inner: inner.clone() };
+            match engine.time_out_parked(&thread).await {
+                Ok(()) => {}
+                Err(e) => tracing::debug!(thread = %thread, error = %e, "deadline of a parked thread"),
+            }
+        });
+    }
+
+    /// Arms the deadline of a parked thread from the deadline kept in its record's summary.
+    pub fn arm_parked_deadline_from_record(self: &Arc<Self>, thread: &ThreadId) {
+        let Ok(Some(record)) = self.store.thread(thread) else { return };
+        let summary: serde_json::Value = serde_json::from_slice(&record.summary).unwrap_or_default();
+        if let Some(at) = summary.get("deadline_at_ms").and_then(serde_json::Value::as_u64) {
+            self.arm_parked_deadline(thread.clone(), at);
+        }
+    }
+
     /// Appends events to a thread no runner drives, guarded by its expected status; with
     /// `wake`, the same batch moves it to Running (so that nobody sees it waiting after the
     /// input or timer that ends the wait is recorded).
@@ -595,8 +640,13 @@ impl Engine {
             Some(id) => ThreadId::new(id.clone())?,
             None => ThreadId::new(self.inner.new_id())?,
         };
+        let policy = crate::record::ThreadPolicy {
+            deadline_at_ms: options.deadline_ms.map(|d| self.inner.clock.now_ms().saturating_add(d)),
+            budgets: options.budgets,
+            permissions: options.permissions,
+        };
         let created =
-            crate::start::create(&self.inner, &wf, &id, input, options.labels, None).await?;
+            crate::start::create(&self.inner, &wf, &id, input, options.labels, None, policy).await?;
         if created {
             self.inner.spawn_drive(id.clone(), "started");
         }
@@ -637,7 +687,14 @@ impl Engine {
     /// Storage errors.
     pub async fn recover(&self) -> Result<RecoveryReport, Error> {
         let mut report = RecoveryReport::default();
-        for status in [ThreadStatus::Running, ThreadStatus::Created, ThreadStatus::Sleeping] {
+        for status in [
+            ThreadStatus::Running,
+            ThreadStatus::Created,
+            ThreadStatus::Sleeping,
+            ThreadStatus::WaitingInput,
+            ThreadStatus::Paused,
+            ThreadStatus::Blocked,
+        ] {
             let mut offset = 0;
             loop {
                 let filter = ThreadFilter { status: Some(status), ..ThreadFilter::default() };
@@ -664,6 +721,13 @@ impl Engine {
         report: &mut RecoveryReport,
     ) -> Result<(), Error> {
         let id = record.id.clone();
+        if matches!(
+            record.status,
+            ThreadStatus::WaitingInput | ThreadStatus::Paused | ThreadStatus::Blocked
+        ) {
+            self.inner.arm_parked_deadline_from_record(&id);
+            return Ok(());
+        }
         if record.status == ThreadStatus::Sleeping {
             match self.inner.workflow_for(&record) {
                 Ok(wf) => {

@@ -6,10 +6,10 @@
 //! Values that are larger than [`crate::limits::INLINE_VALUE_BYTES_MAX`] (tool outputs, big
 //! inputs) are moved to the content-addressed payload table and referenced from the event.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use cairn_dsl::{Message, NodeError, Progress, Target, ToolError, Usage};
+use cairn_dsl::{Budgets, Message, NodeError, Progress, Target, ToolError, Usage};
 use cairn_storage::{CheckpointKind, EventKind, EventStatus, ThreadStatus, WorkflowRef};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -37,6 +37,27 @@ impl fmt::Display for TaskKey {
             Some(i) => write!(f, "{}[{i}]", self.node),
             None => f.write_str(&self.node),
         }
+    }
+}
+
+/// A thread's own policy, set at start; `None` fields fall back to the workflow's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreadPolicy {
+    /// When the thread times out (engine clock, ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_at_ms: Option<u64>,
+    /// Budgets replacing the workflow's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budgets: Option<Budgets>,
+    /// Permissions granted to tool calls, replacing the workflow's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<BTreeSet<String>>,
+}
+
+impl ThreadPolicy {
+    /// Whether nothing is set.
+    pub fn is_default(&self) -> bool {
+        self == &Self::default()
     }
 }
 
@@ -73,6 +94,14 @@ pub enum Body {
         /// Loop-bound visit counts carried over by a fork.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         visits: BTreeMap<String, u32>,
+        /// The thread's own policy (deadline, budgets, permissions), over the workflow's.
+        #[serde(default, skip_serializing_if = "ThreadPolicy::is_default")]
+        policy: ThreadPolicy,
+    },
+    /// The thread's budgets were changed (raised to resume a thread stopped by one).
+    BudgetsSet {
+        /// The new budgets.
+        budgets: Budgets,
     },
     /// The status machine moved.
     StatusChanged {
@@ -319,6 +348,7 @@ impl Body {
             Body::Budget { used, limit, .. } if used >= limit => EventKind::BudgetExceeded,
             Body::Budget { .. } => EventKind::BudgetWarning,
             Body::StateUpdated { .. } => EventKind::StateUpdated,
+            Body::BudgetsSet { .. } => EventKind::Custom,
         }
     }
 
@@ -412,6 +442,7 @@ impl Body {
             Body::Lock { name, acquired: false } => format!("lock {name} released"),
             Body::Budget { budget, used, limit } => format!("budget {budget}: {used} of {limit}"),
             Body::StateUpdated { reason, .. } => format!("state updated: {reason}"),
+            Body::BudgetsSet { .. } => "budgets changed".to_owned(),
         }
     }
 }

@@ -58,6 +58,9 @@ pub(crate) async fn drive(
         inner.controls.release(&thread);
         if let Ok(Exit::Status(s)) = &result {
             inner.notify(&thread, *s);
+            if !s.is_terminal() {
+                inner.arm_parked_deadline_from_record(&thread);
+            }
         }
         result
     }
@@ -86,11 +89,16 @@ async fn drive_claimed(
     let env = Arc::new(ThreadEnv {
         inner: inner.clone(),
         thread: thread.clone(),
-        wf,
         cancel: control.cancel.clone(),
         tool_calls_before: ctx.meta.telemetry.tool_calls,
+        budgets: ctx.meta.budgets(&wf).clone(),
+        permissions: ctx.meta.permissions(&wf).clone(),
+        wf,
         depth,
     });
+    if let Some(at) = ctx.meta.policy.deadline_at_ms {
+        inner.arm_deadline(thread, at, control);
+    }
     let now = inner.clock.now_ms();
     let mut runner = Runner { env, ctx, record, emitted: Vec::new(), last_checkpoint_ms: now };
     runner.begin(reason).await?;
@@ -170,6 +178,10 @@ impl Runner {
         loop {
             let now = self.now();
             if control.cancel.is_cancelled() {
+                if control.timed_out() {
+                    let why = "the thread's deadline passed";
+                    return self.finish(Transition::TimeOut, why, now).await;
+                }
                 let reason = control.reason().unwrap_or_else(|| "cancelled".into());
                 return self.finish(Transition::Cancel, &reason, now).await;
             }
@@ -243,7 +255,7 @@ impl Runner {
     /// Budget checks at a step boundary: a warning once the configured fraction is crossed, a
     /// clean stop (Paused, resumable) at the limit.
     async fn check_budgets(&mut self, now: u64) -> Result<Option<Exit>, Error> {
-        let budgets = self.env.wf.budgets().clone();
+        let budgets = self.env.budgets.clone();
         let t = &self.ctx.meta.telemetry;
         let wall = now.saturating_sub(self.ctx.meta.created_at_ms);
         let figures = [
@@ -253,15 +265,34 @@ impl Runner {
             ("cost", t.cost_micros, budgets.max_cost_micros),
             ("wall_ms", wall, budgets.max_wall_ms),
         ];
+        let mut warned = false;
         for (name, used, limit) in figures {
             let Some(limit) = limit else { continue };
             if used >= limit {
+                // A clean stop in a resumable state: raise the budget and resume.
                 self.emit(Body::Budget { budget: name.to_owned(), used, limit }, now)?;
                 let exit = self
                     .finish(Transition::Pause, &format!("budget {name} exhausted"), now)
                     .await?;
                 return Ok(Some(exit));
             }
+            let threshold = (limit as f64 * budgets.warn_fraction).ceil() as u64;
+            if used >= threshold && !self.ctx.meta.budget_warned.iter().any(|b| b == name) {
+                self.emit(Body::Budget { budget: name.to_owned(), used, limit }, now)?;
+                warned = true;
+            }
+        }
+        if warned {
+            // Commit now: tasks append their own events next, and the seqs predicted for
+            // emitted events must not overlap theirs.
+            let mut batch = Batch::default();
+            batch.leases.push(LeaseOp::Renew {
+                thread: self.env.thread.clone(),
+                owner: self.inner().owner.clone(),
+                now_ms: now,
+                ttl_ms: limits::LEASE_TTL_MS,
+            });
+            self.commit(batch, None).await?;
         }
         if self.ctx.meta.step >= limits::STEPS_PER_THREAD_MAX {
             return Err(Error::LimitExceeded {
@@ -366,6 +397,7 @@ impl Runner {
             let state = self.ctx.state.clone_box();
             futures.push(run_task(self.env.clone(), step, id, key, item, state, journal));
         }
+        assert!(self.emitted.is_empty(), "events emitted before a step are committed before it");
         let mut runs: Vec<TaskRun> = futures::future::join_all(futures).await;
         runs.sort_by(|a, b| a.key.cmp(&b.key));
         let mut appended: Vec<_> =
@@ -373,6 +405,11 @@ impl Runner {
         appended.sort_by_key(|r| r.bookmark.seq);
         for rec in &appended {
             self.ctx.apply(rec.bookmark.seq.0, rec.bookmark.at_ms, &rec.body)?;
+        }
+        if self.env.cancel.is_cancelled() {
+            // Cancelled or timed out mid-step: the tasks' outcomes are moot; the loop records
+            // the end at its top.
+            return Ok(StepEnd::Continue);
         }
         self.close_step(step, runs).await
     }
@@ -640,6 +677,7 @@ fn summary_bytes(ctx: &ThreadCtx) -> Vec<u8> {
         "frontier": ctx.meta.frontier,
         "progress": ctx.meta.progress,
         "last_error": ctx.meta.errors.back().map(|e| e.error.to_string()),
+        "deadline_at_ms": ctx.meta.policy.deadline_at_ms,
     });
     serde_json::to_vec(&summary).unwrap_or_default()
 }

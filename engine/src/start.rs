@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::engine::{Engine, Inner};
 use crate::error::Error;
 use crate::log;
-use crate::record::{Body, ForkOrigin};
+use crate::record::{Body, ForkOrigin, ThreadPolicy};
 
 /// Writes a new thread of `wf` on `input`. Returns `false` (and writes nothing) if a thread with
 /// this id exists already: starting is idempotent.
@@ -25,6 +25,7 @@ pub(crate) async fn create(
     input: Value,
     labels: BTreeMap<String, String>,
     fork: Option<ForkSeed>,
+    policy: ThreadPolicy,
 ) -> Result<bool, Error> {
     if let Some(existing) = inner.store.thread(id)? {
         return same_workflow(&existing, wf).map(|()| false);
@@ -54,7 +55,7 @@ pub(crate) async fn create(
     if let Some(f) = &fork {
         record.parent = Some((ThreadId::new(f.thread.clone())?, cairn_storage::Seq(f.seq)));
     }
-    let body = Body::ThreadCreated { workflow, input, frontier, labels, fork, arrivals, visits };
+    let body = Body::ThreadCreated { workflow, input, frontier, labels, fork, arrivals, visits, policy };
     let mut batch = Batch::default();
     log::push_event(&mut batch, id, &body, now)?;
     batch.threads.push(record);

@@ -54,7 +54,7 @@ pub(crate) fn run_child(
             .map_err(|e| engine_error(&e.into()))?;
         let mut labels = std::collections::BTreeMap::new();
         labels.insert("parent".to_owned(), env.thread.to_string());
-        crate::start::create(&inner, &child, &id, input, labels, None)
+        crate::start::create(&inner, &child, &id, input, labels, None, Default::default())
             .await
             .map_err(|e| engine_error(&e))?;
         // Input the parent received while the child waited goes on to the child.

@@ -33,6 +33,10 @@ pub(crate) struct ThreadEnv {
     pub cancel: CancellationToken,
     /// Tool calls the thread made before this step (for the budget check).
     pub tool_calls_before: u64,
+    /// Budgets in force.
+    pub budgets: cairn_dsl::Budgets,
+    /// Permissions tool calls may use.
+    pub permissions: std::collections::BTreeSet<String>,
     /// Depth of sub-workflow nesting of this thread.
     pub depth: usize,
 }
@@ -485,14 +489,14 @@ impl NodeContext for TaskCtx {
                 return rec.output.map_err(NodeError::from);
             }
             if let Some(p) = &call.permission {
-                if !env.wf.permissions().contains(p) {
+                if !env.permissions.contains(p) {
                     return Err(NodeError::PermissionDenied {
                         tool: call.name.clone(),
                         permission: p.clone(),
                     });
                 }
             }
-            if let Some(max) = env.wf.budgets().max_tool_calls {
+            if let Some(max) = env.budgets.max_tool_calls {
                 let used = env.tool_calls_before + u64::from(index);
                 if used >= max {
                     return Err(NodeError::BudgetExceeded { budget: "tool_calls".into() });

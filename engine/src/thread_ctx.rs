@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::limits;
-use crate::record::{Body, ForkOrigin, TaskKey};
+use crate::record::{Body, ForkOrigin, TaskKey, ThreadPolicy};
 
 /// One tool call recorded in an open step: what the memo returns when the task runs again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -184,6 +184,12 @@ pub struct ThreadMeta {
     pub labels: BTreeMap<String, String>,
     /// Fork origin.
     pub fork: Option<ForkOrigin>,
+    /// The thread's own policy.
+    #[serde(default)]
+    pub policy: ThreadPolicy,
+    /// Budgets already warned about (a warning is emitted once per budget).
+    #[serde(default)]
+    pub budget_warned: Vec<String>,
     /// Created at (engine clock).
     pub created_at_ms: u64,
     /// Updated at (engine clock).
@@ -214,13 +220,25 @@ impl Clone for ThreadCtx {
     }
 }
 
+impl ThreadMeta {
+    /// The budgets in force: the thread's own, else the workflow's.
+    pub fn budgets<'a>(&'a self, wf: &'a DynWorkflow) -> &'a cairn_dsl::Budgets {
+        self.policy.budgets.as_ref().unwrap_or_else(|| wf.budgets())
+    }
+
+    /// The permissions tool calls may use: the thread's own, else the workflow's.
+    pub fn permissions<'a>(&'a self, wf: &'a DynWorkflow) -> &'a std::collections::BTreeSet<String> {
+        self.policy.permissions.as_ref().unwrap_or_else(|| wf.permissions())
+    }
+}
+
 impl ThreadCtx {
     /// The context right after the `ThreadCreated` event at `seq` 1.
     ///
     /// # Errors
     /// [`Error::Record`] if `body` is not a `ThreadCreated`, or the input is not a valid state.
     pub fn created(wf: &DynWorkflow, thread: &str, body: &Body, at_ms: u64) -> Result<Self, Error> {
-        let Body::ThreadCreated { workflow, input, frontier, labels, fork, arrivals, visits } =
+        let Body::ThreadCreated { workflow, input, frontier, labels, fork, arrivals, visits, policy } =
             body
         else {
             return Err(Error::Record {
@@ -257,6 +275,8 @@ impl ThreadCtx {
                 telemetry: Telemetry::default(),
                 labels: labels.clone(),
                 fork: fork.clone(),
+                policy: policy.clone(),
+                budget_warned: Vec::new(),
                 created_at_ms: at_ms,
                 updated_at_ms: at_ms,
             },
@@ -421,7 +441,17 @@ impl ThreadCtx {
                     detail: format!("state update does not apply: {e}"),
                 })?;
             }
-            Body::Recovered { .. } | Body::Lock { .. } | Body::Budget { .. } => {}
+            Body::Budget { budget, used, limit } => {
+                if used < limit && !m.budget_warned.contains(budget) {
+                    m.budget_warned.push(budget.clone());
+                }
+            }
+            Body::BudgetsSet { budgets } => {
+                m.policy.budgets = Some(budgets.clone());
+                // New limits: warn again when the new fractions are crossed.
+                m.budget_warned.clear();
+            }
+            Body::Recovered { .. } | Body::Lock { .. } => {}
         }
         Ok(())
     }
