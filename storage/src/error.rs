@@ -162,6 +162,19 @@ pub enum Error {
         detail: String,
     },
 
+    /// Permanent until space is freed: the disk (or the user's quota) is full (the OS error is
+    /// `StorageFull`, `QuotaExceeded` or raw `ENOSPC` = 28). Retrying does not help until
+    /// someone frees space. A commit that hits it fails and poisons the store like any failed
+    /// commit (free space, then reopen: nothing acknowledged is lost); an open or a create that
+    /// hits it leaves no new database behind.
+    #[error("disk full during {op}: {source}")]
+    DiskFull {
+        /// The operation that failed.
+        op: &'static str,
+        /// The underlying error.
+        source: Arc<dyn std::error::Error + Send + Sync>,
+    },
+
     /// Transient (reads) or poisoning (commits): the storage engine or the OS reported an error.
     #[error("storage error during {op}: {source}")]
     Storage {
@@ -194,11 +207,65 @@ impl Error {
         )
     }
 
-    /// Wraps an error from the storage engine or the OS.
+    /// Wraps an error from the storage engine or the OS: [`Error::DiskFull`] when the OS error
+    /// inside it says the disk is full, [`Error::Storage`] otherwise.
     pub(crate) fn storage(
         op: &'static str,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Error {
-        Error::Storage { op, source: Arc::new(source) }
+        let full = crate::redb::io_cause(&source).is_some_and(is_storage_full);
+        if full {
+            Error::DiskFull { op, source: Arc::new(source) }
+        } else {
+            Error::Storage { op, source: Arc::new(source) }
+        }
+    }
+}
+
+/// The OS error numbers "no space left on device" (`ENOSPC` on Linux, macOS and the BSDs).
+const ENOSPC: i32 = 28;
+
+/// Whether `error` says the disk or the quota is full.
+fn is_storage_full(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(error.kind(), ErrorKind::StorageFull | ErrorKind::QuotaExceeded)
+        || (cfg!(unix) && error.raw_os_error() == Some(ENOSPC))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_recognised_through_redb_s_error_types() {
+        let full = || std::io::Error::from(std::io::ErrorKind::StorageFull);
+        let cases: Vec<Error> = vec![
+            Error::storage("a", full()),
+            Error::storage("b", std::io::Error::from(std::io::ErrorKind::QuotaExceeded)),
+            Error::storage("c", ::redb::StorageError::Io(full())),
+            Error::storage("d", ::redb::CommitError::Storage(::redb::StorageError::Io(full()))),
+            Error::storage("e", ::redb::DatabaseError::Storage(::redb::StorageError::Io(full()))),
+            Error::storage(
+                "f",
+                ::redb::TransactionError::Storage(::redb::StorageError::Io(full())),
+            ),
+            Error::storage("g", ::redb::TableError::Storage(::redb::StorageError::Io(full()))),
+            Error::storage("h", ::redb::Error::Io(full())),
+        ];
+        for error in cases {
+            assert!(matches!(error, Error::DiskFull { .. }), "{error:?}");
+            assert!(!error.is_transient());
+        }
+        #[cfg(unix)]
+        assert!(matches!(
+            Error::storage("raw", std::io::Error::from_raw_os_error(ENOSPC)),
+            Error::DiskFull { op: "raw", .. }
+        ));
+        let other = Error::storage("x", ::redb::StorageError::Io(std::io::Error::other("eio")));
+        assert!(matches!(other, Error::Storage { .. }));
+        assert!(matches!(
+            Error::storage("y", ::redb::StorageError::PreviousIo),
+            Error::Storage { .. }
+        ));
     }
 }

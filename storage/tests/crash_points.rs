@@ -330,7 +330,10 @@ fn disk_full_fails_the_write_and_the_store_recovers_when_space_is_freed() {
     // The disk is full at the current size: the last batch needs the file to grow.
     controller.set_capacity(Some(controller.live_image().len() as u64));
     let full = store.append(big[0].clone()).and_then(|p| p.wait_blocking());
-    assert!(full.is_err(), "a write the disk cannot hold is not acknowledged: {full:?}");
+    assert!(
+        matches!(full, Err(cairn_storage::Error::DiskFull { .. })),
+        "a write the disk cannot hold is not acknowledged, and says why: {full:?}"
+    );
     let refused = store.append(clean.batches[7].clone()).and_then(|p| p.wait_blocking());
     assert!(
         matches!(refused, Err(cairn_storage::Error::Poisoned)),

@@ -6,6 +6,7 @@
 //! is not Cairn's, or is of a newer format, is refused without being written to).
 
 mod apply;
+mod errors;
 mod guard;
 mod prune;
 mod read;
@@ -24,6 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ::redb::{Builder, Database, DatabaseError, ReadTransaction, ReadableDatabase};
 use tokio::sync::{oneshot, watch};
 
+pub(crate) use self::errors::io_cause;
 use self::guard::guard;
 use self::tables::{Counters, MetaState};
 use self::writer::{Command, Write, Writer};

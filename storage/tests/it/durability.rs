@@ -138,4 +138,38 @@ mod beneath_redb {
         assert_eq!(events(&store, "t", 1).bookmarks[0].seq, Seq(2));
         assert!(store.verify().expect("verify").is_clean());
     }
+
+    #[test]
+    fn a_full_disk_is_a_typed_error_from_commits_and_opens() {
+        // A commit that needs the file to grow on a full disk: DiskFull, then Poisoned.
+        let (store, disk) = open(Durability::Immediate);
+        create_thread(&store, "t", 1);
+        disk.set_capacity(Some(disk.live_image().len() as u64));
+        let big = cairn_storage::Batch {
+            events: (2..200).map(|n| event("t", n)).collect(),
+            payloads: vec![vec![7u8; 8 << 20]],
+            ..Default::default()
+        };
+        let full = store.append(big).expect("queued").wait_blocking();
+        assert!(matches!(full, Err(Error::DiskFull { .. })), "{full:?}");
+        assert!(full.is_err_and(|e| !e.is_transient()), "permanent until space is freed");
+        let after = store
+            .append(cairn_storage::Batch { events: vec![event("t", 2)], ..Default::default() });
+        assert!(matches!(after, Err(Error::Poisoned)), "{after:?}");
+        drop(store);
+        // Space is freed: a reopen has everything acknowledged and accepts the next append.
+        disk.set_capacity(None);
+        let store = RedbStore::with_backend(
+            FaultBackend::from_image(disk.crash_image()),
+            Options::default(),
+        )
+        .expect("reopen");
+        assert_eq!(events(&store, "t", 1).bookmarks[0].seq, Seq(2));
+
+        // Creating a database on a full disk.
+        let backend = FaultBackend::new();
+        backend.controller().set_capacity(Some(0));
+        let created = RedbStore::with_backend(backend, Options::default());
+        assert!(matches!(created, Err(Error::DiskFull { .. })), "{created:?}");
+    }
 }
