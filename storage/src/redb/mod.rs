@@ -6,6 +6,7 @@
 //! is not Cairn's, or is of a newer format, is refused without being written to).
 
 mod apply;
+mod create;
 mod errors;
 mod guard;
 mod prune;
@@ -256,11 +257,15 @@ impl RedbStore {
             }
             _ => {}
         }
-        if !fresh {
-            guard("open", || snapshot::precheck(path, &options))?;
+        if fresh {
+            // Never created in place: a crash part way would leave a file every open refuses.
+            let target =
+                if existing.is_some() { create::Target::Empty } else { create::Target::Absent };
+            create::create_file(path, &options, target)?;
         }
+        guard("open", || snapshot::precheck(path, &options))?;
         let db = guard("open", || options.builder().create(path).map_err(open_error))?;
-        RedbStore::start(db, options, Some(path.to_path_buf()), fresh)
+        RedbStore::start(db, options, Some(path.to_path_buf()), false)
     }
 
     fn start(
