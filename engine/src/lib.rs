@@ -30,6 +30,8 @@ mod start;
 pub mod status;
 mod subgraph;
 mod task;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod thread_ctx;
 
 pub use cairn_dsl as dsl;
