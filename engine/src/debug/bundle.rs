@@ -160,7 +160,7 @@ pub struct BundleThread {
     /// The thread and seq it was forked from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent: Option<ForkOrigin>,
-    /// Its first retained seq (1 unless pruned).
+    /// The first seq the bundle holds (the thread's history before it is summed up in `base`).
     pub first_seq: u64,
     /// Its last seq.
     pub last_seq: u64,

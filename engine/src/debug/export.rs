@@ -98,7 +98,7 @@ impl Engine {
                     .parent
                     .as_ref()
                     .map(|(t, s)| ForkOrigin { thread: t.to_string(), seq: s.0 }),
-                first_seq: record.first_seq.0,
+                first_seq: start,
                 last_seq: last,
             },
             redaction: BundleRedaction {

@@ -92,7 +92,9 @@ impl Engine {
             arrivals: ctx.meta.arrivals.clone(),
             visits: ctx.meta.visits.clone(),
         };
-        if !create(&self.inner, &wf, &id, input, options.labels, Some(seed), Default::default()).await? {
+        if !create(&self.inner, &wf, &id, input, options.labels, Some(seed), Default::default())
+            .await?
+        {
             return Err(Error::Invalid(format!("thread {id} was created concurrently")));
         }
         if let Some(update) = options.update {

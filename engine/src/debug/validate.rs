@@ -146,13 +146,17 @@ impl Bundle {
                 return Err(bad(path, "the body does not hash to its reference"));
             }
         }
+        if thread.first_seq != first {
+            let detail = format!("the events start at seq {first}, not {}", thread.first_seq);
+            return Err(bad("$.metadata.thread.first_seq", detail));
+        }
         if thread.last_seq != last {
             let detail = format!("the events end at seq {last}, not {}", thread.last_seq);
             return Err(bad("$.metadata.thread.last_seq", detail));
         }
         check_snapshot(&self.state, &id, "$.state")?;
         let seq = self.state.meta.seq;
-        if seq + 1 < first || seq > last {
+        if seq < first - 1 || seq > last {
             let detail = format!("must be in {}..={last}, found {seq}", first - 1);
             return Err(bad("$.state.meta.seq", detail));
         }
