@@ -7,7 +7,6 @@
 #![allow(missing_docs, reason = "test code")]
 
 mod common;
-mod controls;
 mod crash;
 mod debug;
 mod debug_bundle;
