@@ -122,12 +122,15 @@ impl CrashHarness {
         let Some(failure) = &first.failure else { return };
         report.error = Some(failure.to_string());
         use cairn_storage::Error as E;
-        if !matches!(failure, E::Storage { .. } | E::Poisoned | E::Closed) {
+        if !matches!(failure, E::Storage { .. } | E::DiskFull { .. } | E::Poisoned | E::Closed) {
             report.untyped_errors += 1;
             report.problem(format!("{}: the engine saw {failure}", case.model));
         }
-        if has_storage_full(failure) {
+        if matches!(failure, E::DiskFull { .. }) {
             report.disk_full_typed += 1;
+        } else if case.model == CrashModel::DiskFull && report.fired {
+            report.untyped_errors += 1;
+            report.problem(format!("a full disk reached the engine as {failure}"));
         }
     }
 
@@ -320,27 +323,4 @@ fn count_missing(
         }
     }
     missing
-}
-
-/// Whether `error` says the disk was full: an I/O error of kind `StorageFull` (or `ENOSPC`)
-/// somewhere in its source chain, or in the text of a wrapped storage-engine error (redb's
-/// errors carry the I/O error in their message, not as a source).
-fn has_storage_full(error: &cairn_storage::Error) -> bool {
-    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = next {
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && (io.kind() == std::io::ErrorKind::StorageFull || io.raw_os_error() == Some(28))
-        {
-            return true;
-        }
-        let text = e.to_string();
-        if ["disk full", "No space left on device", "os error 28", "StorageFull"]
-            .iter()
-            .any(|needle| text.contains(needle))
-        {
-            return true;
-        }
-        next = e.source();
-    }
-    false
 }

@@ -31,7 +31,8 @@ pub type AckHook = Arc<dyn Fn(&Event) + Send + Sync>;
 /// were, and whether (and how) storage failed.
 ///
 /// A *failure* is an error that means the store can no longer be trusted to write:
-/// [`Error::Storage`], [`Error::Poisoned`], [`Error::Closed`] or [`Error::Corrupted`]. Errors
+/// [`Error::Storage`], [`Error::DiskFull`], [`Error::Poisoned`], [`Error::Closed`] or
+/// [`Error::Corrupted`]. Errors
 /// that reject one request and leave the store healthy (a failed guard, a held lock, an unknown
 /// thread, a limit) are passed on and not counted.
 ///
@@ -116,7 +117,8 @@ impl RecordingStore {
         *lock(&self.shared.hook) = Some(hook);
     }
 
-    /// The first failure seen, if any.
+    /// The failure seen, if any: the first storage or corruption error (the cause), else the
+    /// first refusal (`Poisoned`, `Closed`) when no cause was seen.
     pub fn failure(&self) -> Option<Error> {
         lock(&self.shared.first_error).clone()
     }
@@ -182,11 +184,23 @@ impl Shared {
     fn fail(&self, error: &Error) {
         let fatal = matches!(
             error,
-            Error::Storage { .. } | Error::Poisoned | Error::Closed | Error::Corrupted { .. }
+            Error::Storage { .. }
+                | Error::DiskFull { .. }
+                | Error::Poisoned
+                | Error::Closed
+                | Error::Corrupted { .. }
         );
         if fatal {
+            // Keep the cause, not its echo: once a commit failed, later writes are refused with
+            // `Poisoned` (or `Closed`), and those refusals may be answered first.
+            let cause = |e: &Error| {
+                matches!(
+                    e,
+                    Error::Storage { .. } | Error::DiskFull { .. } | Error::Corrupted { .. }
+                )
+            };
             let mut first = lock(&self.first_error);
-            if first.is_none() {
+            if first.as_ref().is_none_or(|known| !cause(known) && cause(error)) {
                 *first = Some(error.clone());
             }
             drop(first);

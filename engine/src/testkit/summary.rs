@@ -45,7 +45,7 @@ pub struct CaseReport {
     /// Informational: tool executions that ran before the crash without their result being
     /// recorded, so they ran again (at least once in execution).
     pub reexecuted: u64,
-    /// Informational: a full disk reported as `StorageFull` all the way up.
+    /// Informational: a full disk that reached the engine as `storage::Error::DiskFull`.
     pub disk_full_typed: u64,
     /// The first storage failure the engine saw in the run with the fault, as text.
     pub error: Option<String>,

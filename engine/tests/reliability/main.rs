@@ -15,4 +15,6 @@
 
 mod crash_points;
 mod env;
+mod io_faults;
+mod load;
 mod workflows;
