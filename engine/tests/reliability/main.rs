@@ -17,4 +17,5 @@ mod crash_points;
 mod env;
 mod io_faults;
 mod load;
+mod processes;
 mod workflows;
