@@ -13,6 +13,7 @@
 )]
 #![allow(missing_docs, reason = "test code")]
 
+mod corruption;
 mod crash_points;
 mod env;
 mod io_faults;
