@@ -131,6 +131,7 @@ pub use effects::{Effect, Effects};
 pub use harness::{Configure, CrashHarness, ENV_CASE, ENV_SEED, Reference};
 pub use observe::ToolCallRecord;
 pub use recording::{AckHook, RecordingStore};
+pub use run::runner_released;
 pub use summary::{CaseReport, Summary};
 
 pub use crate::clock::ManualClock;

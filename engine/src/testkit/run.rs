@@ -218,10 +218,22 @@ impl CrashHarness {
 /// Waits until no runner of this process holds `thread`.
 ///
 /// A runner parks a thread (waiting for input, sleeping) by committing the new status and only
-/// then releasing its claim, so for a moment the status is visible while the claim is held, and
-/// `send_input` or a firing timer would be refused ("a runner is driving it"). The runner
-/// releases without waiting on anything, so yielding until it has is bounded.
-async fn runner_released(engine: &Engine, thread: &ThreadId) {
+/// then releasing its claim, so for a moment the parked status is visible while the claim is
+/// still held: `send_input` in that moment is refused ("a runner is driving it"), and a durable
+/// timer that fires in that moment is not delivered. Call this before answering a thread or
+/// moving the clock past its timer. The runner releases without waiting on anything, so the
+/// wait (yielding to the runtime) is short.
+///
+/// # Examples
+/// ```
+/// # async fn f(engine: cairn::Engine) -> Result<(), cairn::Error> {
+/// use cairn::testkit::runner_released;
+/// let thread = cairn::ThreadId::new("t1")?;
+/// runner_released(&engine, &thread).await;
+/// engine.send_input("t1", "yes").await?;
+/// # Ok(()) }
+/// ```
+pub async fn runner_released(engine: &Engine, thread: &ThreadId) {
     while engine.inner.controls.get(thread).is_some() {
         tokio::task::yield_now().await;
     }

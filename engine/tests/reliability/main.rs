@@ -16,6 +16,7 @@
 mod corruption;
 mod crash_points;
 mod env;
+mod fixtures;
 mod io_faults;
 mod load;
 mod processes;

@@ -6,6 +6,10 @@
 //!   persists the result and checkpoints;
 //! - `human_timer`: a draft, a human approval, a one-hour durable timer, a second human
 //!   confirmation, then a notification (ManualClock: the harness moves it to the timer).
+//!
+//! Frozen: the T12 format fixtures (`tests/fixtures/v*/`) were written by these definitions and
+//! are replayed against them (a thread is pinned to its workflow's fingerprint). Add new
+//! workflows rather than changing these.
 
 use std::sync::Arc;
 
