@@ -4,5 +4,6 @@
 pub mod bookmarks;
 pub mod map_reduce;
 pub mod quickstart;
+pub mod research_pipeline;
 pub mod routing;
 pub mod subworkflow;

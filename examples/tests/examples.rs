@@ -50,3 +50,54 @@ async fn bookmarks_resume_and_read_since() {
     let expected: Vec<u64> = (seen.bookmark_seq + 1..=*seen.since.last().unwrap()).collect();
     assert_eq!(seen.since, expected, "every event after the bookmark, once, in order");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn research_pipeline_fails_in_code_and_recovers_from_the_phase_checkpoint() {
+    use cairn::storage::CheckpointKind;
+    let (_d, p) = db("research.db");
+    let report = cairn_examples::research_pipeline::run(&p).await.unwrap();
+    assert_eq!(report.original_status, cairn::ThreadStatus::Failed);
+    assert_eq!(report.code_attempts, 3, "retried before the recovery policy stepped in");
+    let s = &report.session;
+    assert_eq!(s.sandbox, "cpu", "the fork took the fallback sandbox");
+    assert_eq!(s.completed_phases, ["idea", "planning", "code", "analysis"]);
+    assert!(s.artifact.as_deref().unwrap().ends_with("on cpu"), "{s:?}");
+    assert!(s.analysis.as_deref().unwrap().starts_with("analysis: ran 3 experiments"));
+    let kinds: Vec<CheckpointKind> = report.checkpoint_kinds.iter().map(|(k, _)| *k).collect();
+    for kind in [
+        CheckpointKind::Periodic,
+        CheckpointKind::Phase,
+        CheckpointKind::Manual,
+        CheckpointKind::Failure,
+    ] {
+        assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
+    }
+
+    // The database tells the story: the fork names its parent and fork point, and the
+    // messages of one correlation id span the module threads.
+    let engine = cairn::Engine::builder(&p).read_only().open().await.unwrap();
+    let fork = engine.store().thread(&cairn::ThreadId::new(&report.recovered).unwrap());
+    let fork = fork.unwrap().unwrap();
+    assert_eq!(
+        fork.parent,
+        Some((cairn::ThreadId::new("session_001").unwrap(), cairn::Seq(report.forked_at)))
+    );
+    let corr = cairn_examples::research_pipeline::correlation("session_001", "idea_normalization");
+    let mut tagged = 0;
+    let mut after = cairn::Lsn(0);
+    loop {
+        let events = engine.store().read_all_since(after, 1_000).unwrap();
+        let Some(last) = events.last() else { break };
+        after = last.bookmark.lsn;
+        for e in events {
+            let rec = cairn::log::decode(engine.store().as_ref(), e).unwrap();
+            if let cairn::record::Body::Message { message, .. } = rec.body {
+                tagged += usize::from(message.correlation_id.as_deref() == Some(corr.as_str()));
+            }
+        }
+    }
+    assert!(tagged >= 2, "the module's output and the user's reply: {tagged}");
+    // A bundle of the failed session reads back.
+    let bundle = engine.export_bundle("session_001", &Default::default()).unwrap();
+    cairn::debug::Bundle::from_bytes(&bundle.to_bytes(true).unwrap()).unwrap();
+}

@@ -97,9 +97,7 @@ impl Engine {
         let expected = record.status;
         batch.threads.push(record);
         batch.guards.push(Guard::Status { thread: id.clone(), expected });
-        let Some(_claim) = self.inner.controls.claim(&id) else {
-            return Err(busy(&id));
-        };
+        self.claim_parked(&id).await?;
         // Under the claim no runner of this process can start; the thread must still be where
         // its state was computed.
         let result = async {
@@ -117,6 +115,28 @@ impl Engine {
             .first()
             .copied()
             .ok_or_else(|| Error::Invalid(format!("storage stored no checkpoint for thread {id}")))
+    }
+}
+
+/// Yields to a runner this many times at most while it releases a thread it just parked.
+const RELEASE_YIELDS_MAX: u32 = 10_000;
+
+impl Engine {
+    /// Claims a parked thread for a write from outside a runner. A runner that has just
+    /// committed the step that parked the thread still holds its claim for a moment (its commit
+    /// is visible before it lets go), so while the stored status is a parked one this yields to
+    /// it; a thread whose stored status is Running is being driven: [`Error::WrongStatus`].
+    pub(crate) async fn claim_parked(&self, id: &ThreadId) -> Result<(), Error> {
+        for _ in 0..RELEASE_YIELDS_MAX {
+            if self.inner.controls.claim(id).is_some() {
+                return Ok(());
+            }
+            if self.thread_record(id)?.status == ThreadStatus::Running {
+                return Err(busy(id));
+            }
+            tokio::task::yield_now().await;
+        }
+        Err(busy(id))
     }
 }
 

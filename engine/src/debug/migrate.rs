@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use cairn_storage::{CheckpointKind, CheckpointMeta, ThreadId};
 use serde_json::Value;
 
-use super::checkpoint::busy;
 use crate::engine::{Engine, Inner};
 use crate::error::Error;
 
@@ -79,9 +78,6 @@ impl Engine {
     /// finished tasks whose updates belong to the old version; storage errors.
     pub async fn migrate(&self, thread: &str, to_version: u32) -> Result<(), Error> {
         let id = ThreadId::new(thread)?;
-        if self.inner.controls.get(&id).is_some() {
-            return Err(busy(&id));
-        }
         let record = self.thread_record(&id)?;
         if record.status.is_terminal() {
             return Err(Error::WrongStatus {
