@@ -163,7 +163,11 @@ pub fn research_workflow(model: Arc<dyn LanguageModel>) -> Result<Workflow<Resea
             },
             retry,
         )
-        .join(["search_web", "search_docs"], "synthesize")
+        // The join waits for both searches; synthesize is also re-entered from review, so it
+        // cannot be the join itself.
+        .join(["search_web", "search_docs"], "gather")
+        .node("gather", |_s: Arc<Research>, _ctx: Ctx| async move { Ok(NodeOutput::none()) })
+        .edge("gather", "synthesize")
         .node_with(
             "synthesize",
             move |s: Arc<Research>, ctx: Ctx| {

@@ -145,12 +145,14 @@ struct Dying {
     inner: Arc<RedbStore>,
     left: AtomicI64,
     appends: AtomicU64,
+    died: tokio::sync::Notify,
 }
 
 impl Store for Dying {
     fn append(&self, batch: Batch) -> Result<Pending, cairn::storage::Error> {
         self.appends.fetch_add(1, Ordering::SeqCst);
         if self.left.fetch_sub(1, Ordering::SeqCst) <= 0 {
+            self.died.notify_one();
             return Err(cairn::storage::Error::Closed);
         }
         self.inner.append(batch)
@@ -257,6 +259,7 @@ async fn run(
         inner: store,
         left: AtomicI64::new(crash_after.unwrap_or(i64::MAX)),
         appends: AtomicU64::new(0),
+        died: tokio::sync::Notify::new(),
     });
     let engine =
         Engine::with_store(dying.clone()).workflow(wf).seed(5).concurrency(2).open().await.unwrap();
@@ -271,14 +274,25 @@ async fn run(
     let mut finals = BTreeMap::new();
     if crash_after.is_none() {
         for h in &handles {
-            let out: Acc = h.output().await.unwrap();
+            let out = tokio::time::timeout(std::time::Duration::from_secs(20), h.output::<Acc>()).await;
+            let out = match out {
+                Ok(r) => r.unwrap_or_else(|e| panic!("{}: {e}", h.id())),
+                Err(_) => panic!("{} did not finish: {:?}", h.id(), h.outcome()),
+            };
             finals.insert(h.id().to_string(), out);
         }
         engine.shutdown().await;
     } else {
-        // Let the run go until the store dies (every runner then stops with an error).
-        for h in &handles {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), h.finished()).await;
+        // Let the run go until the store dies (or, for a crash point past the end, until the
+        // threads finish), then stop everything where it stands.
+        let all_done = async {
+            for h in &handles {
+                let _ = h.finished().await;
+            }
+        };
+        tokio::select! {
+            () = dying.died.notified() => {}
+            () = all_done => {}
         }
         engine.crash().await;
     }

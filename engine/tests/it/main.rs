@@ -7,6 +7,7 @@
 #![allow(missing_docs, reason = "test code")]
 
 mod common;
+mod controls;
 mod crash;
 mod debug;
 mod debug_bundle;

@@ -1,0 +1,338 @@
+//! One test per control: cancel, pause/resume, timeouts, deadlines, retries, budgets,
+//! permissions, human input, durable sleep, locks.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use cairn::clock::ManualClock;
+use cairn::dsl::{Budgets, Ctx, NodeOutput, NodePolicy, RetryPolicy, ToolCall, Workflow};
+use cairn::record::Body;
+use cairn::{Durability, Engine, NodeError, StartOptions, ThreadStatus, ToolError, END, START};
+
+use crate::common::{Tally, db};
+
+async fn open(path: &std::path::Path, wfs: &[&Workflow<Tally>], clock: Option<ManualClock>) -> Engine {
+    let mut b = Engine::builder(path).durability(Durability::None).cancel_grace_ms(50);
+    if let Some(c) = clock {
+        b = b.clock(Arc::new(c));
+    }
+    for wf in wfs {
+        b = b.workflow(wf);
+    }
+    b.open().await.unwrap()
+}
+
+fn one_node<F, Fut>(id: &str, policy: NodePolicy, f: F) -> Workflow<Tally>
+where
+    F: Fn(Arc<Tally>, Ctx) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = cairn::NodeResult<(u64, String)>> + Send + 'static,
+{
+    Workflow::<Tally>::builder(id, 1).node_with("only", f, policy).edge(START, "only").edge("only", END).build().unwrap()
+}
+
+/// Bodies of a thread's events, in order.
+fn bodies(engine: &Engine, thread: &str) -> Vec<Body> {
+    let id = cairn::ThreadId::new(thread).unwrap();
+    engine
+        .store()
+        .read_since(&id, cairn::Seq(0), 10_000)
+        .unwrap()
+        .into_iter()
+        .map(|e| cairn::log::decode(engine.store().as_ref(), e).unwrap().body)
+        .collect()
+}
+
+#[tokio::test]
+async fn cancel_during_a_tool_call_reaches_the_tool_and_releases_locks() {
+    let (_d, path) = db();
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let started_tx = Arc::new(std::sync::Mutex::new(Some(started_tx)));
+    let wf = one_node("slow", NodePolicy::default(), move |_s, ctx: Ctx| {
+        let started_tx = started_tx.clone();
+        async move {
+            ctx.lock("out.txt", 60_000).await?;
+            let r: u64 = ctx
+                .tool("slow", 1u64, move |_x: u64, tool_ctx| async move {
+                    if let Some(tx) = started_tx.lock().unwrap().take() {
+                        let _ = tx.send(());
+                    }
+                    // A well-behaved tool stops when asked.
+                    tool_ctx.cancellation().cancelled().await;
+                    Err::<u64, _>(ToolError::fatal("cancelled"))
+                })
+                .await?;
+            Ok(NodeOutput::update((r, "never".into())))
+        }
+    });
+    let engine = open(&path, &[&wf], None).await;
+    let t = engine.start("slow", Tally::default(), StartOptions::id("c1")).await.unwrap();
+    started_rx.await.unwrap();
+    assert_eq!(engine.store().locks().unwrap().len(), 1);
+    engine.cancel("c1", "user pressed stop").await.unwrap();
+    let out = t.finished().await.unwrap();
+    assert_eq!(out.status, ThreadStatus::Cancelled);
+    assert!(engine.store().locks().unwrap().is_empty(), "locks released on cancel");
+    let b = bodies(&engine, "c1");
+    assert!(b.iter().any(|b| matches!(b, Body::StatusChanged { to: ThreadStatus::Cancelled, reason, .. } if reason == "user pressed stop")));
+    assert!(b.iter().any(|b| matches!(b, Body::Lock { acquired: false, .. })));
+    engine.shutdown().await;
+}
+
+fn asks_input(id: &str) -> Workflow<Tally> {
+    one_node(id, NodePolicy::default(), |_s, ctx: Ctx| async move {
+        let n: u64 = ctx.interrupt(serde_json::json!({"question": "how many?"}))?;
+        Ok(NodeOutput::update((n, "answered".into())))
+    })
+}
+
+#[tokio::test]
+async fn cancel_a_parked_thread() {
+    let (_d, path) = db();
+    let wf = asks_input("ask");
+    let engine = open(&path, &[&wf], None).await;
+    let t = engine.start("ask", Tally::default(), StartOptions::id("p1")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    engine.cancel("p1", "no longer needed").await.unwrap();
+    assert_eq!(t.status().unwrap(), ThreadStatus::Cancelled);
+    let err = engine.cancel("p1", "again").await.unwrap_err();
+    assert!(matches!(err, cairn::Error::Transition { .. }), "{err}");
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn interrupt_and_input_across_a_restart() {
+    let (_d, path) = db();
+    let wf = asks_input("ask");
+    let engine = open(&path, &[&wf], None).await;
+    let t = engine.start("ask", Tally::default(), StartOptions::id("i1")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    engine.shutdown().await;
+    drop(t);
+    drop(engine);
+    let engine = open(&path, &[&wf], None).await;
+    let t = engine.thread("i1").unwrap();
+    assert_eq!(t.status().unwrap(), ThreadStatus::WaitingInput, "still waiting after the restart");
+    engine.send_input("i1", 42).await.unwrap();
+    let out: Tally = t.output().await.unwrap();
+    assert_eq!(out.total, 42);
+    let b = bodies(&engine, "i1");
+    assert!(b.iter().any(|b| matches!(b, Body::InputReceived { value, .. } if value == &serde_json::json!(42))));
+    engine.shutdown().await;
+}
+
+fn counter(id: &str, n: u64) -> Workflow<Tally> {
+    Workflow::<Tally>::builder(id, 1)
+        .node("inc", |_s, _ctx| async move { Ok(NodeOutput::update((1, String::new()))) })
+        .edge(START, "inc")
+        .route("inc", move |s: &Tally| if s.total >= n { END } else { "inc" }, ["inc", END])
+        .loop_bound("inc", n as u32)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn pause_and_resume_survive_a_restart() {
+    let (_d, path) = db();
+    let wf = counter("count", 200);
+    let engine = open(&path, &[&wf], None).await;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let tx = std::sync::Mutex::new(Some(tx));
+    engine.on_step(Arc::new(move |_t, step, _| {
+        if step == 10 {
+            if let Some(tx) = tx.lock().unwrap().take() {
+                let _ = tx.send(());
+            }
+        }
+    }));
+    let t = engine.start("count", Tally::default(), StartOptions::id("pz")).await.unwrap();
+    rx.await.unwrap();
+    engine.pause("pz").await.unwrap();
+    assert_eq!(t.status().unwrap(), ThreadStatus::Paused);
+    engine.shutdown().await;
+    drop(t);
+    drop(engine);
+    let engine = open(&path, &[&wf], None).await;
+    let t = engine.thread("pz").unwrap();
+    assert_eq!(t.status().unwrap(), ThreadStatus::Paused, "a paused thread is not resumed by recovery");
+    assert!(engine.resumable().unwrap().iter().any(|r| r.id.as_str() == "pz"));
+    engine.resume("pz").await.unwrap();
+    assert_eq!(t.output::<Tally>().await.unwrap().total, 200);
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn retry_then_success_and_non_retryable_failure() {
+    let (_d, path) = db();
+    let flaky = one_node("flaky", NodePolicy::default().retry(RetryPolicy::fixed(3, 1)), |_s, ctx: Ctx| async move {
+        if ctx.attempt() < 3 {
+            return Err(NodeError::retryable(format!("attempt {} failed", ctx.attempt())));
+        }
+        Ok(NodeOutput::update((u64::from(ctx.attempt()), "ok".into())))
+    });
+    let fatal = one_node("fatal", NodePolicy::default().retry(RetryPolicy::fixed(5, 1)), |_s, _ctx: Ctx| async move {
+        Err::<NodeOutput<(u64, String)>, _>(NodeError::fatal("bad input"))
+    });
+    let engine = open(&path, &[&flaky, &fatal], None).await;
+    let out: Tally = engine.start("flaky", Tally::default(), StartOptions::id("r1")).await.unwrap().output().await.unwrap();
+    assert_eq!(out.total, 3);
+    let b = bodies(&engine, "r1");
+    let retries: Vec<u32> = b.iter().filter_map(|b| match b { Body::RetryScheduled { attempt, .. } => Some(*attempt), _ => None }).collect();
+    assert_eq!(retries, vec![2, 3]);
+
+    let t = engine.start("fatal", Tally::default(), StartOptions::id("r2")).await.unwrap();
+    let outcome = t.finished().await.unwrap();
+    assert_eq!(outcome.status, ThreadStatus::Failed);
+    let b = bodies(&engine, "r2");
+    assert!(!b.iter().any(|b| matches!(b, Body::RetryScheduled { .. })), "a fatal error is not retried");
+    assert!(b.iter().any(|b| matches!(b, Body::NodeFailed { terminal: true, .. })));
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn node_timeout_counts_as_a_failure_for_the_retry_policy() {
+    let (_d, path) = db();
+    let wf = one_node("slowpoke", NodePolicy::default().timeout_ms(30).retry(RetryPolicy::fixed(2, 1)), |_s, ctx: Ctx| async move {
+        if ctx.attempt() == 1 {
+            // Hangs until the watchdog cancels the attempt.
+            ctx.cancelled().await;
+        }
+        Ok(NodeOutput::update((u64::from(ctx.attempt()), "done".into())))
+    });
+    let engine = open(&path, &[&wf], None).await;
+    let out: Tally = engine.start("slowpoke", Tally::default(), StartOptions::id("to")).await.unwrap().output().await.unwrap();
+    assert_eq!(out.total, 2, "the second attempt succeeded");
+    let b = bodies(&engine, "to");
+    assert!(b.iter().any(|b| matches!(b, Body::NodeFailed { error: NodeError::Timeout { .. }, terminal: false, .. })));
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn thread_deadline_ends_it_timed_out() {
+    let (_d, path) = db();
+    let wf = one_node("forever", NodePolicy::default(), |_s, ctx: Ctx| async move {
+        ctx.cancelled().await;
+        Err::<NodeOutput<(u64, String)>, _>(NodeError::Cancelled)
+    });
+    let engine = open(&path, &[&wf], None).await;
+    let opts = StartOptions { deadline_ms: Some(40), ..StartOptions::id("dl") };
+    let t = engine.start("forever", Tally::default(), opts).await.unwrap();
+    assert_eq!(t.finished().await.unwrap().status, ThreadStatus::TimedOut);
+
+    // A parked thread times out too.
+    let ask = asks_input("ask");
+    engine.register(&ask).unwrap();
+    let opts = StartOptions { deadline_ms: Some(40), ..StartOptions::id("dl2") };
+    let t = engine.start("ask", Tally::default(), opts).await.unwrap();
+    assert_eq!(t.finished().await.unwrap().status, ThreadStatus::TimedOut);
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn budget_warning_stop_raise_and_resume() {
+    let (_d, path) = db();
+    let wf = counter("count", 8);
+    let engine = open(&path, &[&wf], None).await;
+    let budgets = Budgets { max_steps: Some(5), warn_fraction: 0.6, ..Budgets::default() };
+    let opts = StartOptions { budgets: Some(budgets.clone()), ..StartOptions::id("b1") };
+    let t = engine.start("count", Tally::default(), opts).await.unwrap();
+    let outcome = t.wait().await.unwrap();
+    assert_eq!(outcome.status, ThreadStatus::Paused, "stopped cleanly at the limit");
+    let b = bodies(&engine, "b1");
+    let budget_events: Vec<(u64, u64)> = b.iter().filter_map(|b| match b { Body::Budget { used, limit, .. } => Some((*used, *limit)), _ => None }).collect();
+    assert_eq!(budget_events, vec![(3, 5), (5, 5)], "a warning at 60%, then the stop");
+    engine.set_budgets("b1", Budgets { max_steps: Some(20), ..budgets }).await.unwrap();
+    engine.resume("b1").await.unwrap();
+    assert_eq!(t.output::<Tally>().await.unwrap().total, 8);
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn permission_denied_is_an_error_event() {
+    let (_d, path) = db();
+    let wf = one_node("net", NodePolicy::default(), |_s, ctx: Ctx| async move {
+        let v: u64 = ctx.call(ToolCall::new("fetch").permission("net"), 1u64, |x: u64, _| async move { Ok::<_, ToolError>(x) }).await?;
+        Ok(NodeOutput::update((v, "fetched".into())))
+    });
+    let engine = open(&path, &[&wf], None).await;
+    let t = engine.start("net", Tally::default(), StartOptions::id("n1")).await.unwrap();
+    assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Failed);
+    let b = bodies(&engine, "n1");
+    assert!(b.iter().any(|b| matches!(b, Body::NodeFailed { error: NodeError::PermissionDenied { permission, .. }, .. } if permission == "net")));
+    // Granted per thread, the same call runs.
+    let mut perms = std::collections::BTreeSet::new();
+    perms.insert("net".to_owned());
+    let opts = StartOptions { permissions: Some(perms), ..StartOptions::id("n2") };
+    let out: Tally = engine.start("net", Tally::default(), opts).await.unwrap().output().await.unwrap();
+    assert_eq!(out.total, 1);
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn durable_sleep_across_a_restart_with_the_manual_clock() {
+    let (_d, path) = db();
+    let wf = one_node("nap", NodePolicy::default(), |_s, ctx: Ctx| async move {
+        ctx.sleep_ms(3_600_000).await?;
+        Ok(NodeOutput::update((ctx.now_ms(), "woke".into())))
+    });
+    let clock = ManualClock::new(1_000_000);
+    let engine = open(&path, &[&wf], Some(clock.clone())).await;
+    let t = engine.start("nap", Tally::default(), StartOptions::id("s1")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::Sleeping);
+    engine.shutdown().await;
+    drop(t);
+    drop(engine);
+    let engine = open(&path, &[&wf], Some(clock.clone())).await;
+    let t = engine.thread("s1").unwrap();
+    assert_eq!(t.status().unwrap(), ThreadStatus::Sleeping);
+    clock.advance_ms(3_599_999);
+    tokio::task::yield_now().await;
+    assert_eq!(t.status().unwrap(), ThreadStatus::Sleeping, "not before its time");
+    clock.advance_ms(1);
+    let out: Tally = t.output().await.unwrap();
+    assert_eq!(out.log, vec!["woke"]);
+    assert!(out.total >= 4_600_000, "the clock reading after the sleep: {}", out.total);
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn lock_contention_expiry_and_release_on_every_end() {
+    let (_d, path) = db();
+    let clock = ManualClock::new(0);
+    // Holder: takes the lock (ttl 1000) and waits for input.
+    let holder = one_node("holder", NodePolicy::default(), |_s, ctx: Ctx| async move {
+        ctx.lock("report.md", 1_000).await?;
+        let _: u64 = ctx.interrupt("go?")?;
+        Ok(NodeOutput::update((1, "held".into())))
+    });
+    // Impatient: try_lock fails at once on contention.
+    let impatient = one_node("impatient", NodePolicy::default(), |_s, ctx: Ctx| async move {
+        ctx.try_lock("report.md", 1_000).await?;
+        Ok(NodeOutput::update((1, "got it".into())))
+    });
+    // Patient: waits for the lock.
+    let tries = Arc::new(AtomicU32::new(0));
+    let tries2 = tries.clone();
+    let patient = one_node("patient", NodePolicy::default(), move |_s, ctx: Ctx| {
+        let tries = tries2.clone();
+        async move {
+            tries.fetch_add(1, Ordering::SeqCst);
+            ctx.lock("report.md", 1_000).await?;
+            Ok(NodeOutput::update((1, "waited".into())))
+        }
+    });
+    let engine = open(&path, &[&holder, &impatient, &patient], Some(clock.clone())).await;
+    let h = engine.start("holder", Tally::default(), StartOptions::id("h")).await.unwrap();
+    assert_eq!(h.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    let i = engine.start("impatient", Tally::default(), StartOptions::id("i")).await.unwrap();
+    assert_eq!(i.finished().await.unwrap().status, ThreadStatus::Failed, "contention is an error for try_lock");
+    assert!(bodies(&engine, "i").iter().any(|b| matches!(b, Body::NodeFailed { error: NodeError::Lock { .. }, .. })));
+    // Expiry: after the ttl another thread takes the lock even though the holder still waits.
+    let p = engine.start("patient", Tally::default(), StartOptions::id("p")).await.unwrap();
+    clock.advance_ms(1_001);
+    assert_eq!(p.finished().await.unwrap().status, ThreadStatus::Completed);
+    // Release on end: the patient thread completed, so its lock is gone; the holder's expired
+    // lock was taken over. Cancel the holder: nothing of it remains.
+    engine.cancel("h", "done").await.unwrap();
+    assert!(engine.store().locks().unwrap().iter().all(|l| l.owner != "h" && l.owner != "p"), "{:?}", engine.store().locks().unwrap());
+    engine.shutdown().await;
+}
