@@ -61,6 +61,8 @@ impl Control {
 #[derive(Debug, Default)]
 pub(crate) struct Controls {
     running: Mutex<HashMap<ThreadId, Arc<Control>>>,
+    /// Signalled whenever a claim is given up.
+    released: tokio::sync::Notify,
 }
 
 impl Controls {
@@ -79,6 +81,31 @@ impl Controls {
     pub fn release(&self, thread: &ThreadId) {
         if let Some(control) = lock(&self.running).remove(thread) {
             control.done.cancel();
+        }
+        self.released.notify_waiters();
+    }
+
+    /// Claims `thread` once its current runner lets go, as long as `still_parked()` says the
+    /// stored status is a parked one (a runner that just committed the step that parked the
+    /// thread releases its claim right after). `None` if the thread is being driven.
+    pub async fn claim_parked(
+        &self,
+        thread: &ThreadId,
+        mut still_parked: impl FnMut() -> bool,
+    ) -> Option<Arc<Control>> {
+        loop {
+            let released = self.released.notified();
+            tokio::pin!(released);
+            // Register interest before trying, so a release between the try and the wait is
+            // not missed.
+            released.as_mut().enable();
+            if let Some(control) = self.claim(thread) {
+                return Some(control);
+            }
+            if !still_parked() {
+                return None;
+            }
+            released.await;
         }
     }
 

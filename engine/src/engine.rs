@@ -461,7 +461,8 @@ impl Inner {
         }
         batch.threads.push(record);
         batch.guards.push(Guard::Status { thread: thread.clone(), expected });
-        let Some(_claim) = self.controls.claim(thread) else {
+        let parked = || matches!(self.store.thread(thread), Ok(Some(r)) if r.status == expected);
+        let Some(_claim) = self.controls.claim_parked(thread, parked).await else {
             return Err(Error::WrongStatus {
                 thread: thread.to_string(),
                 status: ThreadStatus::Running,
@@ -474,6 +475,10 @@ impl Inner {
             Err(e) => Err(e.into()),
         };
         self.controls.release(thread);
+        if result.is_ok() && wake {
+            // Handles waiting on this thread must not see the old parked status any more.
+            self.notify(thread, ThreadStatus::Running);
+        }
         result
     }
 

@@ -100,12 +100,14 @@ impl ThreadHandle {
         Ok(Outcome { status: record.status, output, error })
     }
 
-    /// Waits for completion and decodes the output (the final state) as `T`.
+    /// Waits until the thread ends and decodes its output (the final state) as `T`. A thread that
+    /// parks (waits for input, sleeps, pauses) is waited for until it is resumed and ends; use
+    /// [`ThreadHandle::wait`] to return at a park.
     ///
     /// # Errors
-    /// [`Error::WrongStatus`] if the thread ends other than completed or parks; codec errors.
+    /// [`Error::WrongStatus`] if the thread ends other than completed; codec errors.
     pub async fn output<T: DeserializeOwned>(&self) -> Result<T, Error> {
-        let outcome = self.wait().await?;
+        let outcome = self.finished().await?;
         match outcome.output {
             Some(v) if outcome.status == ThreadStatus::Completed => Ok(serde_json::from_value(v)?),
             _ => Err(Error::WrongStatus {

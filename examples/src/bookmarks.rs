@@ -56,10 +56,13 @@ pub async fn run(db: &Path) -> anyhow::Result<Seen> {
     engine.crash().await; // as if the process died here
     let bookmark =
         engine.store().last_bookmark(thread.id())?.ok_or_else(|| anyhow::anyhow!("no events"))?;
+    let id = thread.id().clone();
+    // A handle holds the engine, and so the file: let go of both before reopening.
+    drop(thread);
     drop(engine);
 
     let engine = Engine::builder(db).workflow(&wf).open().await?; // recovery resumes the thread
-    let mut sub = engine.subscribe(Scope::Thread(thread.id().clone()), bookmark.seq.0)?;
+    let mut sub = engine.subscribe(Scope::Thread(id), bookmark.seq.0)?;
     let thread = engine.thread("bookmarked")?;
     let value: u32 = thread.output().await?;
     let last = engine.store().last_bookmark(thread.id())?.map_or(0, |b| b.seq.0);
