@@ -13,16 +13,17 @@ use serde::de::DeserializeOwned;
 
 use crate::frame::{self, RecordKind};
 use crate::limits::RECORD_BYTES_MAX;
+use crate::lsns::SeqChunk;
 use crate::{CheckpointId, CheckpointInfo, Error, Event, LockRecord, Seq, ThreadId, ThreadRecord};
 
 /// Table names, shared by the codec's errors and the redb tables.
 pub mod table {
     /// Format marker, version and counters.
     pub const META: &str = "cairn_meta";
-    /// Events by (thread, seq).
+    /// Events by lsn: the global log.
     pub const EVENTS: &str = "events";
-    /// (thread, seq) by lsn.
-    pub const LSN_INDEX: &str = "lsn_index";
+    /// Each thread's seq -> lsn chunks, by (thread, first seq).
+    pub const SEQ_INDEX: &str = "seq_index";
     /// Thread records by id.
     pub const THREADS: &str = "threads";
     /// Checkpoint metadata by id.
@@ -53,6 +54,7 @@ impl RecordKind {
             RecordKind::Checkpoint => table::CHECKPOINTS,
             RecordKind::Snapshot => table::SNAPSHOTS,
             RecordKind::Lock => table::LOCKS,
+            RecordKind::SeqChunk => table::SEQ_INDEX,
         }
     }
 }
@@ -98,33 +100,119 @@ pub fn decode_event(bytes: &[u8]) -> Result<Event, Error> {
     Ok(event)
 }
 
-/// Encodes a thread record.
+/// Encodes a thread record (with an empty seq-index tail: see [`crate::lsns`]).
 ///
 /// # Errors
 ///
 /// [`Error::LimitExceeded`] past [`RECORD_BYTES_MAX`].
 pub fn encode_thread(record: &ThreadRecord) -> Result<Vec<u8>, Error> {
-    encode(RecordKind::Thread, record)
+    encode_stored_thread(record, &[])
 }
 
-/// Decodes and validates a thread record.
+/// Decodes and validates a thread record (its seq-index tail is checked and dropped).
 ///
 /// # Errors
 ///
 /// [`Error::Corrupted`] for any frame, body or field failure.
 pub fn decode_thread(bytes: &[u8]) -> Result<ThreadRecord, Error> {
-    let record: ThreadRecord = decode(RecordKind::Thread, bytes)?;
+    decode_stored_thread(bytes).map(|stored| stored.record)
+}
+
+/// A thread record as stored: the record, then the lsns of its newest events that are not yet in
+/// a [`SeqChunk`] (fewer than [`SEQ_CHUNK_LEN`](crate::lsns::SEQ_CHUNK_LEN) after every commit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoredThread {
+    pub(crate) record: ThreadRecord,
+    pub(crate) tail: Vec<u64>,
+}
+
+impl StoredThread {
+    /// The seq of the tail's first lsn (one past the last seq when the tail is empty).
+    pub(crate) fn tail_start(&self) -> u64 {
+        let last = self.record.last.map_or(0, |b| b.seq.0);
+        // Decoding checked tail.len() <= last + 1 - first_seq, so this cannot underflow.
+        (last + 1).saturating_sub(self.tail.len() as u64)
+    }
+}
+
+#[derive(Serialize)]
+struct StoredThreadRef<'a> {
+    record: &'a ThreadRecord,
+    #[serde(with = "crate::lsns::deltas")]
+    tail: &'a [u64],
+}
+
+#[derive(serde::Deserialize)]
+struct StoredThreadOwned {
+    record: ThreadRecord,
+    #[serde(with = "crate::lsns::deltas")]
+    tail: Vec<u64>,
+}
+
+/// Encodes a thread record with its seq-index tail.
+pub(crate) fn encode_stored_thread(record: &ThreadRecord, tail: &[u64]) -> Result<Vec<u8>, Error> {
+    encode(RecordKind::Thread, &StoredThreadRef { record, tail })
+}
+
+/// Decodes a stored thread record and checks its fields and its tail against each other.
+pub(crate) fn decode_stored_thread(bytes: &[u8]) -> Result<StoredThread, Error> {
+    let StoredThreadOwned { record, tail } = decode(RecordKind::Thread, bytes)?;
     if record.first_seq.0 == 0 {
         return Err(corrupted(RecordKind::Thread, "first_seq is 0".into()));
     }
     let last_seq = record.last.map_or(0, |b| b.seq.0);
-    if last_seq.checked_add(1).is_none_or(|next| next < record.first_seq.0) {
+    let Some(after_last) = last_seq.checked_add(1).filter(|next| *next >= record.first_seq.0)
+    else {
         return Err(corrupted(
             RecordKind::Thread,
             format!("last seq {last_seq} is before first_seq {}", record.first_seq),
         ));
+    };
+    if tail.len() as u64 > after_last - record.first_seq.0 {
+        return Err(corrupted(
+            RecordKind::Thread,
+            format!(
+                "a tail of {} lsns is longer than seqs {}..={last_seq}",
+                tail.len(),
+                record.first_seq
+            ),
+        ));
     }
-    Ok(record)
+    if let (Some(&lsn), Some(last)) = (tail.last(), record.last)
+        && lsn != last.lsn.0
+    {
+        return Err(corrupted(
+            RecordKind::Thread,
+            format!("the tail ends at lsn {lsn}, the last bookmark has lsn {}", last.lsn),
+        ));
+    }
+    Ok(StoredThread { record, tail })
+}
+
+/// Encodes a chunk of a thread's seq index.
+///
+/// # Errors
+///
+/// [`Error::LimitExceeded`] past [`RECORD_BYTES_MAX`] (never for chunks the store writes).
+pub fn encode_seq_chunk(chunk: &SeqChunk) -> Result<Vec<u8>, Error> {
+    encode(RecordKind::SeqChunk, chunk)
+}
+
+/// Decodes and validates a chunk of a thread's seq index.
+///
+/// # Errors
+///
+/// [`Error::Corrupted`] for any frame, body or field failure (an empty chunk, seq 0, lsns that
+/// do not strictly increase).
+pub fn decode_seq_chunk(bytes: &[u8]) -> Result<SeqChunk, Error> {
+    let chunk: SeqChunk = decode(RecordKind::SeqChunk, bytes)?;
+    if chunk.first_seq == 0 || chunk.lsns.is_empty() {
+        return Err(corrupted(RecordKind::SeqChunk, "an empty chunk or seq 0".into()));
+    }
+    if chunk.first_seq.checked_add(chunk.lsns.len() as u64).is_none() {
+        return Err(corrupted(RecordKind::SeqChunk, "the chunk's seqs overflow".into()));
+    }
+    Ok(chunk)
 }
 
 /// Encodes checkpoint metadata.
@@ -302,6 +390,50 @@ mod tests {
         let mut kind = body;
         kind[5] = 99;
         assert!(decode_event(&reframe(RecordKind::Event, &kind)).is_err());
+    }
+
+    #[test]
+    fn lsn_lists_are_deltas_and_must_strictly_increase() {
+        let chunk = SeqChunk {
+            thread: ThreadId::new("t").expect("id"),
+            first_seq: 33,
+            lsns: vec![5, 6, 70, 1_000_000],
+        };
+        let framed = encode_seq_chunk(&chunk).expect("encode");
+        let body = frame::decode(&framed, RecordKind::SeqChunk).expect("frame").to_vec();
+        // thread "t", first_seq 33, 4 lsns as deltas 5, 1, 64, 999_930 (a 3-byte varint).
+        assert_eq!(body, [1, b't', 33, 4, 5, 1, 64, 0xfa, 0x83, 0x3d]);
+        assert_eq!(decode_seq_chunk(&framed).expect("decode"), chunk);
+        for bad in [
+            vec![1, b't', 33, 2, 5, 0],          // a zero delta
+            vec![1, b't', 0, 1, 5],              // seq 0
+            vec![1, b't', 33, 0],                // no lsns
+            vec![1, b't', 33, 0xff, 0xff, 0x03], // more than LSN_LIST_MAX
+            vec![1, b't', 33, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1, 2],
+        ] {
+            assert!(decode_seq_chunk(&reframe(RecordKind::SeqChunk, &bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_thread_tail_must_fit_the_record() {
+        let workflow = WorkflowRef { id: "w".into(), version: 1, fingerprint: "f".into() };
+        let mut record = ThreadRecord::new(ThreadId::new("t").expect("id"), workflow, 0);
+        record.last = Some(Bookmark { seq: Seq(3), lsn: Lsn(9), at_ms: 0 });
+        let stored = decode_stored_thread(&encode_stored_thread(&record, &[4, 9]).expect("encode"));
+        assert_eq!(stored.expect("decode").tail_start(), 2);
+        // Longer than the thread's seqs, or ending elsewhere than the last bookmark: refused.
+        assert!(
+            decode_stored_thread(&encode_stored_thread(&record, &[1, 2, 4, 9]).expect("e"))
+                .is_err()
+        );
+        assert!(decode_stored_thread(&encode_stored_thread(&record, &[4, 8]).expect("e")).is_err());
+        // The public decoder drops the tail; the public encoder writes an empty one.
+        let framed = encode_stored_thread(&record, &[9]).expect("encode");
+        assert_eq!(decode_thread(&framed).expect("decode"), record);
+        assert!(
+            decode_stored_thread(&encode_thread(&record).expect("e")).expect("d").tail.is_empty()
+        );
     }
 
     #[test]

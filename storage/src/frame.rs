@@ -1,4 +1,5 @@
-//! Record framing: every stored record (event, thread, checkpoint, snapshot, lock) is one frame.
+//! Record framing: every stored record (event, thread, checkpoint, snapshot, lock, seq chunk) is
+//! one frame.
 //!
 //! ```text
 //! offset        size  field
@@ -46,6 +47,8 @@ wire_enum! {
         Snapshot = 4 => "snapshot",
         /// A [`LockRecord`](crate::LockRecord).
         Lock = 5 => "lock",
+        /// A [`SeqChunk`](crate::SeqChunk) of a thread's seq index.
+        SeqChunk = 6 => "seq_chunk",
     }
 }
 

@@ -71,6 +71,7 @@ pub mod frame;
 mod ids;
 pub mod limits;
 mod lock;
+pub mod lsns;
 mod pending;
 mod redb;
 mod store;
@@ -83,6 +84,7 @@ pub use error::Error;
 pub use event::{Event, EventKind, EventStatus, NewEvent};
 pub use ids::{Bookmark, CheckpointId, Lsn, PayloadRef, Seq, ThreadId};
 pub use lock::LockRecord;
+pub use lsns::SeqChunk;
 pub use pending::Pending;
 pub use redb::{FORMAT_VERSION, Options, RedbStore};
 pub use store::{

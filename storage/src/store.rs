@@ -153,7 +153,7 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// # Errors
     ///
-    /// [`Error::Corrupted`] when the lsn index and the events disagree.
+    /// [`Error::Corrupted`] when a record of the log is damaged or not stored under its own lsn.
     fn read_all_since(&self, after: Lsn, limit: usize) -> Result<Vec<Event>, Error>;
 
     /// Follows `scope` from `after` (a seq for a thread, an lsn for all): history first, then

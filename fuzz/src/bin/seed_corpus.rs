@@ -8,7 +8,8 @@ use std::path::Path;
 
 use cairn_storage::{
     Bookmark, CheckpointId, CheckpointInfo, CheckpointKind, CheckpointMeta, Event, EventKind,
-    EventStatus, LockRecord, Lsn, PayloadRef, Seq, ThreadId, ThreadRecord, WorkflowRef, codec,
+    EventStatus, LockRecord, Lsn, PayloadRef, Seq, SeqChunk, ThreadId, ThreadRecord, WorkflowRef,
+    codec,
 };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -30,6 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut record = ThreadRecord::new(thread.clone(), workflow.clone(), 5);
     record.last = Some(bookmark);
     record.labels.insert("tenant".into(), "acme".into());
+    let chunk = SeqChunk { thread: thread.clone(), first_seq: 1, lsns: vec![2, 5, 9] };
     let info = CheckpointInfo {
         id: CheckpointId(2),
         thread,
@@ -53,6 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("checkpoint", codec::encode_checkpoint(&info)?),
         ("snapshot", codec::encode_snapshot(CheckpointId(2), b"snap")?),
         ("lock", codec::encode_lock(&lock)?),
+        ("seq_chunk", codec::encode_seq_chunk(&chunk)?),
     ];
     for (name, bytes) in seeds {
         std::fs::write(dir.join(format!("seed-{name}")), bytes)?;

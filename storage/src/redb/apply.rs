@@ -10,18 +10,23 @@ use std::collections::BTreeMap;
 
 use ::redb::ReadableTable;
 
+use super::index::stored_thread_in;
 use super::read::{lock_in, storage, thread_in};
 use super::tables::{Counters, Tables};
-use crate::codec::{self, table};
+use crate::codec::{self, StoredThread, table};
+use crate::lsns::SEQ_CHUNK_LEN;
 use crate::{
     Appended, Batch, CheckpointId, CheckpointInfo, Error, Event, Guard, Lease, LeaseOp, LockOp,
-    LockRecord, Lsn, PayloadRef, Seq, ThreadId, ThreadRecord,
+    LockRecord, Lsn, PayloadRef, Seq, SeqChunk, ThreadId, ThreadRecord,
 };
 
 /// Everything one batch will write, fully encoded.
 pub(crate) struct Plan {
-    events: Vec<(ThreadId, u64, u64, Vec<u8>)>,
-    threads: BTreeMap<ThreadId, Option<ThreadRecord>>,
+    /// (lsn, framed event).
+    events: Vec<(u64, Vec<u8>)>,
+    /// (thread, first seq, framed chunk): seq-index chunks the batch's events filled.
+    chunks: Vec<(ThreadId, u64, Vec<u8>)>,
+    threads: BTreeMap<ThreadId, Option<StoredThread>>,
     dirty_threads: Vec<ThreadId>,
     checkpoints: Vec<(CheckpointInfo, Vec<u8>, Vec<u8>)>,
     payloads: Vec<(PayloadRef, Vec<u8>)>,
@@ -34,6 +39,7 @@ pub(crate) struct Plan {
 pub(crate) fn plan(tables: &Tables<'_>, counters: Counters, batch: Batch) -> Result<Plan, Error> {
     let mut plan = Plan {
         events: Vec::with_capacity(batch.events.len()),
+        chunks: Vec::new(),
         threads: BTreeMap::new(),
         dirty_threads: Vec::new(),
         checkpoints: Vec::new(),
@@ -47,44 +53,44 @@ pub(crate) fn plan(tables: &Tables<'_>, counters: Counters, batch: Batch) -> Res
     }
     for upsert in batch.threads {
         let id = upsert.id.clone();
-        let current = plan.thread(tables, &id)?.clone();
-        let record = merge_upsert(upsert, current.as_ref());
-        plan.set_thread(id, record);
+        let current = plan.thread(tables, &id)?.as_ref();
+        let stored = merge_upsert(upsert, current);
+        plan.set_thread(id, stored);
     }
     for new in batch.events {
         let id = new.thread.clone();
-        let mut record =
-            plan.thread(tables, &id)?.clone().ok_or(Error::UnknownThread(id.clone()))?;
-        let seq = match record.last {
-            None => record.first_seq.0,
+        plan.thread(tables, &id)?;
+        let Some(Some(stored)) = plan.threads.get_mut(&id) else {
+            return Err(Error::UnknownThread(id));
+        };
+        let seq = match stored.record.last {
+            None => stored.record.first_seq.0,
             Some(b) => b.seq.0.checked_add(1).ok_or_else(|| exhausted("seq", Some(&id)))?,
         };
-        if tables.events.get((id.as_str(), seq)).map_err(storage("read events"))?.is_some() {
-            return Err(Error::Corrupted {
-                table: table::EVENTS,
-                thread: Some(id),
-                seq: Some(Seq(seq)),
-                detail: "an event is already stored past the thread record's last seq".into(),
-            });
-        }
         plan.counters.last_lsn =
             plan.counters.last_lsn.checked_add(1).ok_or_else(|| exhausted("lsn", None))?;
         let lsn = plan.counters.last_lsn;
         let event = Event::from_new(new, Seq(seq), Lsn(lsn));
-        let framed = codec::encode_event(&event)?;
-        record.last = Some(event.bookmark);
+        plan.events.push((lsn, codec::encode_event(&event)?));
+        stored.record.last = Some(event.bookmark);
+        stored.tail.push(lsn);
+        if stored.tail.len() >= SEQ_CHUNK_LEN {
+            // The tail is full: it becomes a chunk of the seq index, written once.
+            let lsns = std::mem::take(&mut stored.tail);
+            let first_seq = seq + 1 - lsns.len() as u64;
+            let chunk = SeqChunk { thread: id.clone(), first_seq, lsns };
+            plan.chunks.push((id.clone(), first_seq, codec::encode_seq_chunk(&chunk)?));
+        }
         plan.appended.bookmarks.push(event.bookmark);
-        plan.events.push((id.clone(), seq, lsn, framed));
-        plan.set_thread(id, record);
+        plan.mark_dirty(&id);
     }
     for new in batch.checkpoints {
-        let record = plan
-            .thread(tables, &new.thread)?
-            .clone()
-            .ok_or(Error::UnknownThread(new.thread.clone()))?;
-        let covers = record.last.ok_or_else(|| Error::Invalid {
-            detail: format!("thread {} has no events for a checkpoint to cover", new.thread),
-        })?;
+        let covers = match plan.thread(tables, &new.thread)? {
+            None => return Err(Error::UnknownThread(new.thread.clone())),
+            Some(stored) => stored.record.last.ok_or_else(|| Error::Invalid {
+                detail: format!("thread {} has no events for a checkpoint to cover", new.thread),
+            })?,
+        };
         plan.counters.last_checkpoint_id = plan
             .counters
             .last_checkpoint_id
@@ -131,18 +137,20 @@ pub(crate) fn apply(
 ) -> Result<Appended, Error> {
     let op = storage("append");
     let mut last_lsn = counters.last_lsn;
-    for (thread, seq, lsn, framed) in &plan.events {
-        // Only a bug breaks these: plan assigns lsns from the counter and seqs from the record.
+    for (lsn, framed) in &plan.events {
+        // Only a bug breaks these: plan assigns lsns upward from the counter, which starts above
+        // the log's last key.
         assert!(*lsn > last_lsn, "lsn {lsn} not above {last_lsn}");
         last_lsn = *lsn;
-        let old = tables.events.insert((thread.as_str(), *seq), framed.as_slice()).map_err(&op)?;
-        assert!(old.is_none(), "event ({thread}, {seq}) written twice");
-        drop(old);
-        tables.lsn_index.insert(*lsn, (thread.as_str(), *seq)).map_err(&op)?;
+        let old = tables.events.insert(*lsn, framed.as_slice()).map_err(&op)?;
+        assert!(old.is_none(), "lsn {lsn} written twice");
+    }
+    for (thread, first_seq, framed) in &plan.chunks {
+        tables.seq_index.insert((thread.as_str(), *first_seq), framed.as_slice()).map_err(&op)?;
     }
     for id in &plan.dirty_threads {
-        if let Some(Some(record)) = plan.threads.get(id) {
-            let framed = codec::encode_thread(record)?;
+        if let Some(Some(stored)) = plan.threads.get(id) {
+            let framed = codec::encode_stored_thread(&stored.record, &stored.tail)?;
             tables.threads.insert(id.as_str(), framed.as_slice()).map_err(&op)?;
         }
     }
@@ -185,21 +193,23 @@ fn exhausted(counter: &str, thread: Option<&ThreadId>) -> Error {
     }
 }
 
-/// The record an upsert writes: the caller's fields, the store's `last`, `first_seq` and `lease`.
-fn merge_upsert(mut upsert: ThreadRecord, current: Option<&ThreadRecord>) -> ThreadRecord {
+/// The record an upsert writes: the caller's fields, the store's `last`, `first_seq`, `lease`
+/// and seq-index tail.
+fn merge_upsert(mut upsert: ThreadRecord, current: Option<&StoredThread>) -> StoredThread {
     match current {
         Some(current) => {
-            upsert.last = current.last;
-            upsert.first_seq = current.first_seq;
-            upsert.lease = current.lease.clone();
+            upsert.last = current.record.last;
+            upsert.first_seq = current.record.first_seq;
+            upsert.lease = current.record.lease.clone();
+            StoredThread { record: upsert, tail: current.tail.clone() }
         }
         None => {
             upsert.last = None;
             upsert.first_seq = Seq(1);
             upsert.lease = None;
+            StoredThread { record: upsert, tail: Vec::new() }
         }
     }
-    upsert
 }
 
 fn check_guard(tables: &Tables<'_>, guard: &Guard) -> Result<(), Error> {
@@ -233,19 +243,23 @@ impl Plan {
         &mut self,
         tables: &Tables<'_>,
         id: &ThreadId,
-    ) -> Result<&Option<ThreadRecord>, Error> {
+    ) -> Result<&Option<StoredThread>, Error> {
         if !self.threads.contains_key(id) {
-            let stored = thread_in(&tables.threads, id)?;
+            let stored = stored_thread_in(&tables.threads, id)?;
             self.threads.insert(id.clone(), stored);
         }
         Ok(&self.threads[id])
     }
 
-    fn set_thread(&mut self, id: ThreadId, record: ThreadRecord) {
-        if !self.dirty_threads.contains(&id) {
+    fn mark_dirty(&mut self, id: &ThreadId) {
+        if !self.dirty_threads.contains(id) {
             self.dirty_threads.push(id.clone());
         }
-        self.threads.insert(id, Some(record));
+    }
+
+    fn set_thread(&mut self, id: ThreadId, stored: StoredThread) {
+        self.mark_dirty(&id);
+        self.threads.insert(id, Some(stored));
     }
 
     fn lock(&mut self, tables: &Tables<'_>, name: &str) -> Result<Option<LockRecord>, Error> {
@@ -311,8 +325,9 @@ impl Plan {
             | LeaseOp::Renew { thread, .. }
             | LeaseOp::Release { thread, .. } => thread.clone(),
         };
-        let mut record =
+        let mut stored =
             self.thread(tables, &thread)?.clone().ok_or(Error::UnknownThread(thread.clone()))?;
+        let record = &mut stored.record;
         match op {
             LeaseOp::Acquire { owner, now_ms, ttl_ms, .. } => {
                 if let Some(held) = &record.lease
@@ -339,7 +354,7 @@ impl Plan {
                 Some(_) => return Err(Error::LeaseNotHeld { thread, owner }),
             },
         }
-        self.set_thread(thread, record);
+        self.set_thread(thread, stored);
         Ok(())
     }
 }

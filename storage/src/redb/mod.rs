@@ -9,6 +9,7 @@ mod apply;
 mod create;
 mod errors;
 mod guard;
+mod index;
 mod prune;
 mod read;
 mod snapshot;

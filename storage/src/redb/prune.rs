@@ -6,10 +6,11 @@
 
 use ::redb::ReadableTable;
 
-use super::read::{checkpoint_info_in, decode_event_at, storage, thread_in};
+use super::index::{decode_chunk_at, fetch, locate, stored_thread_in};
+use super::read::{checkpoint_info_in, storage};
 use super::tables::Tables;
-use crate::codec;
-use crate::{CheckpointId, CheckpointInfo, Error, Pruned, Seq, ThreadId};
+use crate::codec::{self, StoredThread};
+use crate::{CheckpointId, CheckpointInfo, Error, Pruned, Seq, SeqChunk, ThreadId};
 
 /// Removes checked checkpoints and their index entries.
 pub(crate) fn remove_checkpoints(
@@ -78,9 +79,14 @@ fn thread_checkpoints(
 /// What a prune will remove, read and checked.
 pub(crate) struct PrunePlan {
     thread: ThreadId,
-    events: Vec<(u64, u64)>,
+    /// The lsns of the removed events.
+    events: Vec<u64>,
+    /// The first seqs of the removed seq-index chunks.
+    chunks: Vec<u64>,
+    /// The part of a chunk that straddles the cut, re-keyed at the new first seq.
+    rekeyed: Option<(u64, Vec<u8>)>,
     checkpoints: Vec<CheckpointInfo>,
-    record: crate::ThreadRecord,
+    stored: StoredThread,
 }
 
 /// Checks a prune of `thread` up to checkpoint `keep`.
@@ -96,42 +102,82 @@ pub(crate) fn plan_prune(
             detail: format!("checkpoint {keep} belongs to thread {}, not {thread}", info.thread),
         });
     }
-    let mut record =
-        thread_in(&tables.threads, thread)?.ok_or_else(|| Error::UnknownThread(thread.clone()))?;
+    let mut stored = stored_thread_in(&tables.threads, thread)?
+        .ok_or_else(|| Error::UnknownThread(thread.clone()))?;
     let covers = info.covers.seq.0;
-    let op = storage("read events");
-    let mut events = Vec::new();
-    if covers >= record.first_seq.0 {
+    let last = stored.record.last.map_or(0, |b| b.seq.0);
+    if covers > last {
+        return Err(super::read::corrupt_checkpoint(
+            codec::table::CHECKPOINTS,
+            keep,
+            format!("checkpoint {keep} covers seq {covers}, past the thread's last seq {last}"),
+        ));
+    }
+    let first_seq = stored.record.first_seq.0;
+    let mut plan = PrunePlan {
+        thread: thread.clone(),
+        events: Vec::new(),
+        chunks: Vec::new(),
+        rekeyed: None,
+        checkpoints: Vec::new(),
+        stored: stored.clone(),
+    };
+    if covers >= first_seq {
+        // Every event removed is read and checked first: a damaged one rejects the prune.
+        let located = locate(&tables.seq_index, &stored, first_seq, covers)?;
+        fetch(&tables.events, thread, &located)?;
+        plan.events = located.into_iter().map(|(_, lsn)| lsn).collect();
+        let op = storage("read seq index");
         let range = tables
-            .events
-            .range((thread.as_str(), record.first_seq.0)..=(thread.as_str(), covers))
+            .seq_index
+            .range((thread.as_str(), 0)..=(thread.as_str(), covers))
             .map_err(&op)?;
         for entry in range {
             let (key, value) = entry.map_err(&op)?;
-            let seq = key.value().1;
-            let event = decode_event_at(thread, seq, value.value())?;
-            events.push((seq, event.bookmark.lsn.0));
+            let first = key.value().1;
+            let chunk = decode_chunk_at(thread, first, value.value())?;
+            plan.chunks.push(first);
+            let kept =
+                usize::try_from((first + chunk.lsns.len() as u64).saturating_sub(covers + 1))
+                    .unwrap_or(0);
+            if kept > 0 {
+                let lsns = chunk.lsns[chunk.lsns.len() - kept..].to_vec();
+                let rest = SeqChunk { thread: thread.clone(), first_seq: covers + 1, lsns };
+                plan.rekeyed = Some((covers + 1, codec::encode_seq_chunk(&rest)?));
+            }
         }
-        record.first_seq = Seq(covers.saturating_add(1));
+        let tail_start = stored.tail_start();
+        if covers >= tail_start {
+            let cut = usize::try_from(covers + 1 - tail_start).unwrap_or(usize::MAX);
+            stored.tail.drain(..cut.min(stored.tail.len()));
+        }
+        stored.record.first_seq = Seq(covers + 1);
     }
-    let checkpoints =
+    plan.checkpoints =
         thread_checkpoints(tables, thread, covers)?.into_iter().filter(|c| c.id < keep).collect();
-    Ok(PrunePlan { thread: thread.clone(), events, checkpoints, record })
+    plan.stored = stored;
+    Ok(plan)
 }
 
 /// Carries out a checked prune.
 pub(crate) fn apply_prune(tables: &mut Tables<'_>, plan: PrunePlan) -> Result<Pruned, Error> {
     let op = storage("prune");
-    for (seq, lsn) in &plan.events {
-        tables.events.remove((plan.thread.as_str(), *seq)).map_err(&op)?;
-        tables.lsn_index.remove(*lsn).map_err(&op)?;
+    for lsn in &plan.events {
+        tables.events.remove(*lsn).map_err(&op)?;
+    }
+    for first in &plan.chunks {
+        tables.seq_index.remove((plan.thread.as_str(), *first)).map_err(&op)?;
+    }
+    if let Some((first, framed)) = &plan.rekeyed {
+        tables.seq_index.insert((plan.thread.as_str(), *first), framed.as_slice()).map_err(&op)?;
     }
     remove_checkpoints(tables, &plan.checkpoints)?;
-    let framed = codec::encode_thread(&plan.record)?;
+    let stored = &plan.stored;
+    let framed = codec::encode_stored_thread(&stored.record, &stored.tail)?;
     tables.threads.insert(plan.thread.as_str(), framed.as_slice()).map_err(&op)?;
     Ok(Pruned {
         events: plan.events.len() as u64,
         checkpoints: plan.checkpoints.len() as u64,
-        first_seq: plan.record.first_seq,
+        first_seq: stored.record.first_seq,
     })
 }

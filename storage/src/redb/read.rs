@@ -6,9 +6,11 @@
 
 use ::redb::{ReadTransaction, ReadableTable};
 
+pub(crate) use super::index::storage;
+use super::index::{decode_chunk_at, fetch, locate, stored_thread_in};
 use super::tables::{
     CHECKPOINTS, CHECKPOINTS_BY_TAG, CHECKPOINTS_BY_THREAD, CHECKPOINTS_BY_WORKFLOW, EVENTS, LOCKS,
-    LSN_INDEX, PAYLOADS, SNAPSHOTS, THREADS,
+    PAYLOADS, SEQ_INDEX, SNAPSHOTS, THREADS,
 };
 use crate::codec::{self, table};
 use crate::limits::{self, READ_LIMIT_MAX};
@@ -19,10 +21,6 @@ use crate::{
 
 type Bytes = &'static [u8];
 
-pub(crate) fn storage(op: &'static str) -> impl Fn(::redb::StorageError) -> Error {
-    move |e| Error::storage(op, e)
-}
-
 fn open<K: ::redb::Key + 'static, V: ::redb::Value + 'static>(
     txn: &ReadTransaction,
     def: ::redb::TableDefinition<'_, K, V>,
@@ -30,43 +28,12 @@ fn open<K: ::redb::Key + 'static, V: ::redb::Value + 'static>(
     txn.open_table(def).map_err(|e| Error::storage("open table", e))
 }
 
-/// Decodes the event stored under `(thread, seq)` and checks it belongs there.
-pub(crate) fn decode_event_at(thread: &ThreadId, seq: u64, bytes: &[u8]) -> Result<Event, Error> {
-    let event =
-        codec::decode_event(bytes).map_err(|e| codec::locate(e, Some(thread), Some(Seq(seq))))?;
-    if event.bookmark.seq.0 != seq || &event.thread != thread {
-        return Err(Error::Corrupted {
-            table: table::EVENTS,
-            thread: Some(thread.clone()),
-            seq: Some(Seq(seq)),
-            detail: format!(
-                "key ({thread}, {seq}) holds the record of ({}, {})",
-                event.thread, event.bookmark.seq
-            ),
-        });
-    }
-    Ok(event)
-}
-
 /// The thread record stored under `id`, checked.
 pub(crate) fn thread_in(
     threads: &impl ReadableTable<&'static str, Bytes>,
     id: &ThreadId,
 ) -> Result<Option<ThreadRecord>, Error> {
-    let Some(guard) = threads.get(id.as_str()).map_err(storage("read thread"))? else {
-        return Ok(None);
-    };
-    let record =
-        codec::decode_thread(guard.value()).map_err(|e| codec::locate(e, Some(id), None))?;
-    if &record.id != id {
-        return Err(Error::Corrupted {
-            table: table::THREADS,
-            thread: Some(id.clone()),
-            seq: None,
-            detail: format!("key {id} holds the record of thread {}", record.id),
-        });
-    }
-    Ok(Some(record))
+    Ok(stored_thread_in(threads, id)?.map(|stored| stored.record))
 }
 
 /// The checkpoint metadata stored under `id`, checked.
@@ -133,43 +100,19 @@ pub(crate) fn read_since(
     to: Option<Seq>,
 ) -> Result<Vec<Event>, Error> {
     limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
-    let record = thread(txn, id)?.ok_or_else(|| Error::UnknownThread(id.clone()))?;
-    if after.0.saturating_add(1) < record.first_seq.0 {
-        return Err(Error::Pruned { thread: id.clone(), first_available: record.first_seq });
+    let stored = stored_thread_in(&open(txn, THREADS)?, id)?
+        .ok_or_else(|| Error::UnknownThread(id.clone()))?;
+    let first_seq = stored.record.first_seq;
+    if after.0.saturating_add(1) < first_seq.0 {
+        return Err(Error::Pruned { thread: id.clone(), first_available: first_seq });
     }
-    let last = record.last.map_or(0, |b| b.seq.0);
+    let last = stored.record.last.map_or(0, |b| b.seq.0);
     let end = last.min(after.0.saturating_add(limit as u64)).min(to.map_or(u64::MAX, |t| t.0));
     if end <= after.0 {
         return Ok(Vec::new());
     }
-    let events = open(txn, EVENTS)?;
-    let range = events
-        .range((id.as_str(), after.0 + 1)..=(id.as_str(), end))
-        .map_err(storage("read events"))?;
-    let mut out = Vec::with_capacity((end - after.0) as usize);
-    let mut expected = after.0 + 1;
-    for entry in range {
-        let (key, value) = entry.map_err(storage("read events"))?;
-        let (_, seq) = key.value();
-        if seq != expected {
-            return Err(gap(id, expected, &format!("found seq {seq} instead")));
-        }
-        out.push(decode_event_at(id, seq, value.value())?);
-        expected += 1;
-    }
-    if expected <= end {
-        return Err(gap(id, expected, &format!("the thread record says the last seq is {last}")));
-    }
-    Ok(out)
-}
-
-fn gap(id: &ThreadId, missing: u64, why: &str) -> Error {
-    Error::Corrupted {
-        table: table::EVENTS,
-        thread: Some(id.clone()),
-        seq: Some(Seq(missing)),
-        detail: format!("seq gap: seq {missing} is missing ({why})"),
-    }
+    let located = locate(&open(txn, SEQ_INDEX)?, &stored, after.0 + 1, end)?;
+    fetch(&open(txn, EVENTS)?, id, &located)
 }
 
 pub(crate) fn read_range(
@@ -187,43 +130,66 @@ pub(crate) fn read_range(
     read_since(txn, id, Seq(from - 1), count as usize, Some(to))
 }
 
+/// The global feed: events with lsn above `after`, in lsn order, straight from the log.
 pub(crate) fn read_all_since(
     txn: &ReadTransaction,
     after: Lsn,
     limit: usize,
 ) -> Result<Vec<Event>, Error> {
     limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
-    let index = open(txn, LSN_INDEX)?;
     let events = open(txn, EVENTS)?;
     let mut out = Vec::with_capacity(limit.min(1024));
     let Some(first) = after.0.checked_add(1) else { return Ok(out) };
-    let range = index.range(first..).map_err(storage("read lsn index"))?;
-    for entry in range.take(limit) {
-        let (key, value) = entry.map_err(storage("read lsn index"))?;
+    let op = storage("read events");
+    for entry in events.range(first..).map_err(&op)?.take(limit) {
+        let (key, value) = entry.map_err(&op)?;
         let lsn = key.value();
-        let (thread, seq) = value.value();
-        let corrupt = |detail: String| Error::Corrupted {
-            table: table::LSN_INDEX,
-            thread: ThreadId::new(thread).ok(),
-            seq: Some(Seq(seq)),
-            detail,
+        let event = match codec::decode_event(value.value()) {
+            Ok(event) => event,
+            // The log's key holds no thread or seq: find the owner, to name it (error path only).
+            Err(error) => {
+                let owner = owner_of(txn, lsn)?;
+                return Err(codec::locate(
+                    error,
+                    owner.as_ref().map(|(id, _)| id),
+                    owner.as_ref().map(|(_, seq)| Seq(*seq)),
+                ));
+            }
         };
-        let id = ThreadId::new(thread)
-            .map_err(|e| corrupt(format!("lsn {lsn} names an invalid thread id: {e}")))?;
-        let guard = events
-            .get((id.as_str(), seq))
-            .map_err(storage("read events"))?
-            .ok_or_else(|| corrupt(format!("lsn {lsn} points to a missing event")))?;
-        let event = decode_event_at(&id, seq, guard.value())?;
         if event.bookmark.lsn.0 != lsn {
-            return Err(corrupt(format!(
-                "lsn {lsn} points to an event with lsn {}",
-                event.bookmark.lsn
-            )));
+            return Err(Error::Corrupted {
+                table: table::EVENTS,
+                thread: Some(event.thread.clone()),
+                seq: Some(event.bookmark.seq),
+                detail: format!("lsn {lsn} holds the record of lsn {}", event.bookmark.lsn),
+            });
         }
         out.push(event);
     }
     Ok(out)
+}
+
+/// The thread and seq whose index entry points at `lsn`, found by scanning every thread's tail
+/// and the seq index (only to name the owner of a damaged log record).
+pub(crate) fn owner_of(txn: &ReadTransaction, lsn: u64) -> Result<Option<(ThreadId, u64)>, Error> {
+    let op = storage("find an lsn's thread");
+    for entry in open(txn, THREADS)?.iter().map_err(&op)? {
+        let (_, value) = entry.map_err(&op)?;
+        let Ok(stored) = codec::decode_stored_thread(value.value()) else { continue };
+        if let Some(i) = stored.tail.iter().position(|&l| l == lsn) {
+            return Ok(Some((stored.record.id.clone(), stored.tail_start() + i as u64)));
+        }
+    }
+    for entry in open(txn, SEQ_INDEX)?.iter().map_err(&op)? {
+        let (key, value) = entry.map_err(&op)?;
+        let (thread, first) = key.value();
+        let Ok(id) = ThreadId::new(thread) else { continue };
+        let Ok(chunk) = decode_chunk_at(&id, first, value.value()) else { continue };
+        if let Some(i) = chunk.lsns.iter().position(|&l| l == lsn) {
+            return Ok(Some((id, first + i as u64)));
+        }
+    }
+    Ok(None)
 }
 
 pub(crate) fn payload(txn: &ReadTransaction, r: &PayloadRef) -> Result<Vec<u8>, Error> {

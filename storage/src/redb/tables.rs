@@ -22,10 +22,9 @@ pub(crate) const META_LAST_LSN: &str = "last_lsn";
 pub(crate) const META_LAST_CHECKPOINT_ID: &str = "last_checkpoint_id";
 
 pub(crate) const META: TableDefinition<'_, &str, &[u8]> = TableDefinition::new(table::META);
-pub(crate) const EVENTS: TableDefinition<'_, (&str, u64), &[u8]> =
-    TableDefinition::new(table::EVENTS);
-pub(crate) const LSN_INDEX: TableDefinition<'_, u64, (&str, u64)> =
-    TableDefinition::new(table::LSN_INDEX);
+pub(crate) const EVENTS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new(table::EVENTS);
+pub(crate) const SEQ_INDEX: TableDefinition<'_, (&str, u64), &[u8]> =
+    TableDefinition::new(table::SEQ_INDEX);
 pub(crate) const THREADS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new(table::THREADS);
 pub(crate) const CHECKPOINTS: TableDefinition<'_, u64, &[u8]> =
     TableDefinition::new(table::CHECKPOINTS);
@@ -44,8 +43,8 @@ pub(crate) const LOCKS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new(
 /// Every table, open in one write transaction.
 pub(crate) struct Tables<'txn> {
     pub(crate) meta: Table<'txn, &'static str, &'static [u8]>,
-    pub(crate) events: Table<'txn, (&'static str, u64), &'static [u8]>,
-    pub(crate) lsn_index: Table<'txn, u64, (&'static str, u64)>,
+    pub(crate) events: Table<'txn, u64, &'static [u8]>,
+    pub(crate) seq_index: Table<'txn, (&'static str, u64), &'static [u8]>,
     pub(crate) threads: Table<'txn, &'static str, &'static [u8]>,
     pub(crate) checkpoints: Table<'txn, u64, &'static [u8]>,
     pub(crate) snapshots: Table<'txn, u64, &'static [u8]>,
@@ -63,7 +62,7 @@ impl<'txn> Tables<'txn> {
         Ok(Tables {
             meta: txn.open_table(META).map_err(|e| Error::storage(op, e))?,
             events: txn.open_table(EVENTS).map_err(|e| Error::storage(op, e))?,
-            lsn_index: txn.open_table(LSN_INDEX).map_err(|e| Error::storage(op, e))?,
+            seq_index: txn.open_table(SEQ_INDEX).map_err(|e| Error::storage(op, e))?,
             threads: txn.open_table(THREADS).map_err(|e| Error::storage(op, e))?,
             checkpoints: txn.open_table(CHECKPOINTS).map_err(|e| Error::storage(op, e))?,
             snapshots: txn.open_table(SNAPSHOTS).map_err(|e| Error::storage(op, e))?,
@@ -80,7 +79,7 @@ impl<'txn> Tables<'txn> {
 
 /// The counters the writer continues from.
 ///
-/// Each is the larger of its meta-table value and the highest key in use (the lsn index's last
+/// Each is the larger of its meta-table value and the highest key in use (the events table's last
 /// lsn, the checkpoints table's last id). Appends only add keys above both, so the writer stores
 /// the counters in the meta table only in groups that remove records (delete, clear, prune),
 /// which may remove the highest key: an lsn or a checkpoint id is never reused, and an ordinary
@@ -163,9 +162,17 @@ pub(crate) fn check_meta_txn(txn: &ReadTransaction) -> Result<MetaState, Error> 
     // The meta counters are written only by groups that remove records (see `Counters`); the
     // highest key of each table covers everything appended since.
     let op = "read counters";
-    let last_index = match txn.open_table(LSN_INDEX) {
-        Ok(index) => index.last().map_err(|e| Error::storage(op, e))?.map(|(k, _)| k.value()),
+    let last_event = match txn.open_table(EVENTS) {
+        Ok(events) => events.last().map_err(|e| Error::storage(op, e))?.map(|(k, _)| k.value()),
         Err(::redb::TableError::TableDoesNotExist(_)) => None,
+        // The layout of v1 before its release (events keyed by (thread, seq), no seq index).
+        Err(::redb::TableError::TableTypeMismatch { .. }) => {
+            return Err(Error::NotCairn {
+                detail: "a pre-release Cairn v1 layout (events keyed by thread and seq); \
+                         recreate the database"
+                    .into(),
+            });
+        }
         Err(e) => return Err(Error::storage(op, e)),
     };
     let last_checkpoint = match txn.open_table(CHECKPOINTS) {
@@ -174,7 +181,7 @@ pub(crate) fn check_meta_txn(txn: &ReadTransaction) -> Result<MetaState, Error> 
         Err(e) => return Err(Error::storage(op, e)),
     };
     Ok(MetaState::Cairn(Counters {
-        last_lsn: counter(META_LAST_LSN)?.max(last_index.unwrap_or(0)),
+        last_lsn: counter(META_LAST_LSN)?.max(last_event.unwrap_or(0)),
         last_checkpoint_id: counter(META_LAST_CHECKPOINT_ID)?.max(last_checkpoint.unwrap_or(0)),
     }))
 }

@@ -1,9 +1,12 @@
 //! `verify()`: one read transaction scanning every table, reporting every problem with its
 //! location instead of stopping at the first.
 //!
-//! Checks: every frame's CRC, kind and length; keys agree with records; per thread, seqs run
-//! without gaps from `first_seq` to the record's `last`, lsns rise with seq, and `last` equals
-//! the last event's bookmark; the lsn index and the events agree both ways; checkpoints and their
+//! Checks: every frame's CRC, kind and length; keys agree with records; per thread, the seq index
+//! (chunks, then the tail in the thread record) covers every seq from `first_seq` to the record's
+//! `last` exactly once, lsns rise with seq, and `last` equals the last event's bookmark; the seq
+//! index and the log agree both ways (every indexed lsn holds that thread's event of that seq,
+//! every event in the log is indexed once; this keeps one u64-sized entry per event in memory);
+//! checkpoints and their
 //! three indexes agree both ways, each has its snapshot, and covers an event that exists (or was
 //! pruned); payloads hash to their keys and every referenced payload exists; the meta counters
 //! are at or above every lsn and checkpoint id in use.
@@ -12,23 +15,32 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use ::redb::{ReadTransaction, ReadableTable};
 
-use super::read::{decode_event_at, storage};
+use super::index::{decode_chunk_at, decode_event_at, storage};
 use super::tables::{
     self, CHECKPOINTS, CHECKPOINTS_BY_TAG, CHECKPOINTS_BY_THREAD, CHECKPOINTS_BY_WORKFLOW, EVENTS,
-    LOCKS, LSN_INDEX, MetaState, PAYLOADS, SNAPSHOTS, THREADS,
+    LOCKS, MetaState, PAYLOADS, SEQ_INDEX, SNAPSHOTS, THREADS,
 };
-use crate::codec::{self, table};
-use crate::{
-    Bookmark, CheckpointInfo, Error, PayloadRef, Problem, Seq, ThreadId, ThreadRecord, VerifyReport,
-};
+use crate::codec::{self, StoredThread, table};
+use crate::{CheckpointInfo, Error, PayloadRef, Problem, Seq, ThreadId, VerifyReport};
 
-/// The thread whose events are being scanned.
-struct Cursor {
-    id: ThreadId,
-    next: u64,
-    last_lsn: u64,
-    last: Option<Bookmark>,
+/// One seq-index entry: thread `thread` (an index into the sorted thread ids) has seq `seq` at
+/// `lsn`.
+#[derive(Clone, Copy)]
+struct Ref {
+    lsn: u64,
+    thread: usize,
+    seq: u64,
 }
+
+/// The thread whose seq index is being walked.
+struct Walk {
+    thread: usize,
+    /// The next seq the index must cover; `None` after an undecodable chunk (resync at the next).
+    next: Option<u64>,
+    last_lsn: u64,
+}
+
+type Threads = BTreeMap<ThreadId, StoredThread>;
 
 struct Scan<'t> {
     txn: &'t ReadTransaction,
@@ -39,8 +51,8 @@ struct Scan<'t> {
 pub(crate) fn verify(txn: &ReadTransaction) -> Result<VerifyReport, Error> {
     let mut scan = Scan { txn, report: VerifyReport::default() };
     let threads = scan.threads()?;
-    let max_lsn = scan.events(&threads)?;
-    scan.lsn_index()?;
+    let refs = scan.seq_index(&threads)?;
+    let max_lsn = scan.events(&threads, &refs)?;
     let max_checkpoint = scan.checkpoints(&threads)?;
     scan.payloads()?;
     scan.locks()?;
@@ -82,7 +94,7 @@ impl Scan<'_> {
         self.txn.open_table(def).map_err(|e| Error::storage("open table", e))
     }
 
-    fn threads(&mut self) -> Result<BTreeMap<ThreadId, ThreadRecord>, Error> {
+    fn threads(&mut self) -> Result<Threads, Error> {
         let op = storage("verify threads");
         let mut out = BTreeMap::new();
         for entry in self.open(THREADS)?.iter().map_err(&op)? {
@@ -100,15 +112,15 @@ impl Scan<'_> {
                     continue;
                 }
             };
-            match codec::decode_thread(value.value()) {
-                Ok(record) if record.id == id => {
-                    out.insert(id, record);
+            match codec::decode_stored_thread(value.value()) {
+                Ok(stored) if stored.record.id == id => {
+                    out.insert(id, stored);
                 }
-                Ok(record) => self.problem(
+                Ok(stored) => self.problem(
                     table::THREADS,
                     Some(&id),
                     None,
-                    format!("key holds the record of thread {}", record.id),
+                    format!("key holds the record of thread {}", stored.record.id),
                 ),
                 Err(e) => self.record_error(codec::locate(e, Some(&id), None))?,
             }
@@ -116,137 +128,175 @@ impl Scan<'_> {
         Ok(out)
     }
 
-    /// Scans events per thread; returns the highest lsn seen.
-    fn events(&mut self, threads: &BTreeMap<ThreadId, ThreadRecord>) -> Result<u64, Error> {
+    /// Walks every thread's seq index, chunks then tail; returns every entry, sorted by lsn.
+    fn seq_index(&mut self, threads: &Threads) -> Result<Vec<Ref>, Error> {
+        let op = storage("verify seq index");
+        let ids: Vec<&ThreadId> = threads.keys().collect();
+        let mut refs = Vec::new();
+        let mut walk: Option<Walk> = None;
+        let mut orphan: Option<String> = None;
+        for entry in self.open(SEQ_INDEX)?.iter().map_err(&op)? {
+            let (key, value) = entry.map_err(&op)?;
+            let (thread, first) = key.value();
+            let current = walk.as_ref().map(|w| ids[w.thread].as_str());
+            if current != Some(thread) && orphan.as_deref() != Some(thread) {
+                if let Some(done) = walk.take() {
+                    self.end_walk(threads, &ids, done, &mut refs);
+                }
+                orphan = None;
+                match ids.binary_search_by(|id| id.as_str().cmp(thread)) {
+                    Ok(i) => {
+                        let first_seq = threads[ids[i]].record.first_seq.0;
+                        walk = Some(Walk { thread: i, next: Some(first_seq), last_lsn: 0 });
+                    }
+                    Err(_) => {
+                        let id = ThreadId::new(thread).ok();
+                        let detail = "seq index of a thread with no record".to_string();
+                        self.problem(table::SEQ_INDEX, id.as_ref(), Some(first), detail);
+                        orphan = Some(thread.to_string());
+                    }
+                }
+            }
+            let Some(w) = walk.as_mut() else { continue };
+            let id = ids[w.thread];
+            let chunk = match decode_chunk_at(id, first, value.value()) {
+                Ok(chunk) => chunk,
+                Err(e) => {
+                    w.next = None;
+                    self.record_error(e)?;
+                    continue;
+                }
+            };
+            if let Some(next) = w.next
+                && next != first
+            {
+                let detail = if first > next {
+                    format!("seq gap: seqs {next}..{first} are in no chunk")
+                } else {
+                    format!("the chunk at seq {first} overlaps seqs before {next}")
+                };
+                self.problem(table::SEQ_INDEX, Some(id), Some(next.min(first)), detail);
+            }
+            for (seq, &lsn) in (first..).zip(&chunk.lsns) {
+                if lsn <= w.last_lsn {
+                    let detail = format!("lsn {lsn} not above the previous {}", w.last_lsn);
+                    self.problem(table::SEQ_INDEX, Some(id), Some(seq), detail);
+                }
+                w.last_lsn = lsn;
+                refs.push(Ref { lsn, thread: w.thread, seq });
+            }
+            w.next = Some(first + chunk.lsns.len() as u64);
+        }
+        if let Some(done) = walk.take() {
+            self.end_walk(threads, &ids, done, &mut refs);
+        }
+        // Threads without any chunk: their tail must start at first_seq.
+        let walked: BTreeSet<usize> = refs.iter().map(|r| r.thread).collect();
+        for (i, id) in ids.iter().enumerate() {
+            if !walked.contains(&i) {
+                let first_seq = threads[*id].record.first_seq.0;
+                let done = Walk { thread: i, next: Some(first_seq), last_lsn: 0 };
+                self.end_walk(threads, &ids, done, &mut refs);
+            }
+        }
+        refs.sort_unstable_by_key(|r| r.lsn);
+        Ok(refs)
+    }
+
+    /// Checks a walked thread's chunks end where its tail starts, then adds the tail.
+    fn end_walk(&mut self, threads: &Threads, ids: &[&ThreadId], walk: Walk, refs: &mut Vec<Ref>) {
+        let id = ids[walk.thread];
+        let stored = &threads[id];
+        let tail_start = stored.tail_start();
+        if let Some(next) = walk.next
+            && next != tail_start
+        {
+            let detail = if next < tail_start {
+                format!("seq gap: seqs {next}..{tail_start} are in no chunk")
+            } else {
+                format!("the chunks reach seq {}, past the tail's start {tail_start}", next - 1)
+            };
+            self.problem(table::SEQ_INDEX, Some(id), Some(next.min(tail_start)), detail);
+        }
+        let mut last_lsn = walk.last_lsn;
+        for (seq, &lsn) in (tail_start..).zip(&stored.tail) {
+            if lsn <= last_lsn {
+                let detail = format!("tail lsn {lsn} not above the previous {last_lsn}");
+                self.problem(table::THREADS, Some(id), Some(seq), detail);
+            }
+            last_lsn = lsn;
+            refs.push(Ref { lsn, thread: walk.thread, seq });
+        }
+    }
+
+    /// Walks the log against the sorted seq-index entries; returns the highest lsn seen.
+    fn events(&mut self, threads: &Threads, refs: &[Ref]) -> Result<u64, Error> {
         let op = storage("verify events");
-        let index = self.open(LSN_INDEX)?;
+        let ids: Vec<&ThreadId> = threads.keys().collect();
         let payloads = self.open(PAYLOADS)?;
         let mut max_lsn = 0;
-        let mut cursor: Option<Cursor> = None;
-        let mut seen = BTreeSet::new();
+        let mut pending = refs.iter().peekable();
+        let missing = |scan: &mut Self, r: &Ref| {
+            let detail = format!("seq gap: the event of seq {} (lsn {}) is missing", r.seq, r.lsn);
+            scan.problem(table::EVENTS, Some(ids[r.thread]), Some(r.seq), detail);
+        };
         for entry in self.open(EVENTS)?.iter().map_err(&op)? {
             let (key, value) = entry.map_err(&op)?;
+            let lsn = key.value();
             self.report.events += 1;
-            let (thread, seq) = key.value();
-            let Ok(id) = ThreadId::new(thread) else {
-                self.problem(
-                    table::EVENTS,
-                    None,
-                    Some(seq),
-                    format!("invalid thread id {thread:?}"),
-                );
+            max_lsn = max_lsn.max(lsn);
+            while let Some(r) = pending.next_if(|r| r.lsn < lsn) {
+                missing(self, r);
+            }
+            let Some(r) = pending.next_if(|r| r.lsn == lsn) else {
+                let (thread, seq, detail) = match codec::decode_event(value.value()) {
+                    Ok(event) => (
+                        Some(event.thread),
+                        Some(event.bookmark.seq.0),
+                        "an event no thread's seq index holds".to_string(),
+                    ),
+                    Err(e) => (None, None, format!("lsn {lsn}, in no seq index: {e}")),
+                };
+                self.problem(table::EVENTS, thread.as_ref(), seq, detail);
                 continue;
             };
-            if cursor.as_ref().is_none_or(|c| c.id != id) {
-                if let Some(done) = cursor.take() {
-                    self.end_thread(threads, &done);
-                }
-                let first = match threads.get(&id) {
-                    Some(record) => record.first_seq.0,
-                    None => {
-                        let detail = "event of a thread with no record".to_string();
-                        self.problem(table::EVENTS, Some(&id), Some(seq), detail);
-                        seq
-                    }
-                };
-                seen.insert(id.clone());
-                cursor = Some(Cursor { id: id.clone(), next: first, last_lsn: 0, last: None });
+            while let Some(twin) = pending.next_if(|t| t.lsn == lsn) {
+                let detail =
+                    format!("lsn {lsn} is indexed again, as ({}, {})", ids[r.thread], r.seq);
+                self.problem(table::SEQ_INDEX, Some(ids[twin.thread]), Some(twin.seq), detail);
             }
-            let Some(c) = cursor.as_mut() else { continue };
-            if seq != c.next {
-                let detail = format!("seq gap: expected seq {}, found {seq}", c.next);
-                self.problem(table::EVENTS, Some(&id), Some(seq), detail);
-            }
-            c.next = seq.saturating_add(1);
-            let event = match decode_event_at(&id, seq, value.value()) {
+            let id = ids[r.thread];
+            let event = match decode_event_at(id, r.seq, lsn, value.value()) {
                 Ok(event) => event,
                 Err(e) => {
                     self.record_error(e)?;
                     continue;
                 }
             };
-            let lsn = event.bookmark.lsn.0;
-            max_lsn = max_lsn.max(lsn);
-            if lsn <= c.last_lsn {
-                let detail = format!("lsn {lsn} not above the previous {}", c.last_lsn);
-                self.problem(table::EVENTS, Some(&id), Some(seq), detail);
+            let last = threads[id].record.last;
+            if last.is_some_and(|b| b.seq.0 == r.seq) && last != Some(event.bookmark) {
+                let detail = "last bookmark differs from the last event".to_string();
+                self.problem(table::THREADS, Some(id), Some(r.seq), detail);
             }
-            c.last_lsn = lsn;
-            c.last = Some(event.bookmark);
-            match index.get(lsn).map_err(&op)? {
-                Some(entry) if entry.value() == (id.as_str(), seq) => {}
-                Some(entry) => {
-                    let (t, s) = entry.value();
-                    let detail = format!("lsn index entry {lsn} points to ({t}, {s})");
-                    self.problem(table::LSN_INDEX, Some(&id), Some(seq), detail);
-                }
-                None => {
-                    let detail = format!("lsn {lsn} is not indexed");
-                    self.problem(table::LSN_INDEX, Some(&id), Some(seq), detail);
-                }
-            }
-            if let Some(r) = event.payload
-                && payloads.get(&r.hash).map_err(&op)?.is_none()
+            if let Some(p) = event.payload
+                && payloads.get(&p.hash).map_err(&op)?.is_none()
             {
-                self.problem(table::PAYLOADS, Some(&id), Some(seq), format!("missing payload {r}"));
+                self.problem(
+                    table::PAYLOADS,
+                    Some(id),
+                    Some(r.seq),
+                    format!("missing payload {p}"),
+                );
             }
         }
-        if let Some(done) = cursor.take() {
-            self.end_thread(threads, &done);
-        }
-        for (id, record) in threads {
-            if !seen.contains(id) && record.last.is_some_and(|b| b.seq >= record.first_seq) {
-                let last = record.last.map_or(0, |b| b.seq.0);
-                let detail = format!("the record's last seq {last} has no events");
-                self.problem(table::EVENTS, Some(id), Some(record.first_seq.0), detail);
-            }
+        for r in pending {
+            missing(self, r);
         }
         Ok(max_lsn)
     }
 
-    fn end_thread(&mut self, threads: &BTreeMap<ThreadId, ThreadRecord>, done: &Cursor) {
-        let Some(record) = threads.get(&done.id) else { return };
-        let want = record.last.map_or(0, |b| b.seq.0);
-        if done.next != want.saturating_add(1) {
-            let detail = format!(
-                "events end at seq {}, the thread record says {want}",
-                done.next.saturating_sub(1)
-            );
-            self.problem(table::EVENTS, Some(&done.id), Some(done.next), detail);
-        } else if done.last.is_some() && done.last != record.last {
-            let detail = "last bookmark differs from the last event".to_string();
-            self.problem(table::THREADS, Some(&done.id), Some(want), detail);
-        }
-    }
-
-    fn lsn_index(&mut self) -> Result<(), Error> {
-        let op = storage("verify lsn index");
-        let events = self.open(EVENTS)?;
-        let mut previous = 0;
-        for entry in self.open(LSN_INDEX)?.iter().map_err(&op)? {
-            let (key, value) = entry.map_err(&op)?;
-            let lsn = key.value();
-            let (thread, seq) = value.value();
-            let id = ThreadId::new(thread).ok();
-            if lsn <= previous {
-                self.problem(
-                    table::LSN_INDEX,
-                    id.as_ref(),
-                    Some(seq),
-                    format!("lsn {lsn} out of order"),
-                );
-            }
-            previous = lsn;
-            if events.get((thread, seq)).map_err(&op)?.is_none() {
-                let detail = format!("lsn {lsn} points to a missing event");
-                self.problem(table::LSN_INDEX, id.as_ref(), Some(seq), detail);
-            }
-        }
-        Ok(())
-    }
-
     /// Scans checkpoints and their indexes; returns the highest id seen.
-    fn checkpoints(&mut self, threads: &BTreeMap<ThreadId, ThreadRecord>) -> Result<u64, Error> {
+    fn checkpoints(&mut self, threads: &Threads) -> Result<u64, Error> {
         let op = storage("verify checkpoints");
         let snapshots = self.open(SNAPSHOTS)?;
         let events = self.open(EVENTS)?;
@@ -298,7 +348,7 @@ impl Scan<'_> {
                     Some(id),
                     "checkpoint of a thread with no record".into(),
                 ),
-                Some(record) => {
+                Some(StoredThread { record, .. }) => {
                     let covers = info.covers.seq;
                     if record.last.is_none_or(|b| b.seq < covers) {
                         self.problem(
@@ -308,10 +358,10 @@ impl Scan<'_> {
                             format!("covers seq {covers} past the thread's last"),
                         );
                     } else if covers >= record.first_seq {
-                        let stored = events.get((info.thread.as_str(), covers.0)).map_err(&op)?;
+                        let stored = events.get(info.covers.lsn.0).map_err(&op)?;
                         let matches = stored
                             .and_then(|e| codec::decode_event(e.value()).ok())
-                            .is_some_and(|e| e.bookmark == info.covers);
+                            .is_some_and(|e| e.bookmark == info.covers && e.thread == info.thread);
                         if !matches {
                             self.problem(
                                 table::CHECKPOINTS,

@@ -61,6 +61,36 @@ fn another_applications_redb_file_is_refused_untouched() {
 }
 
 #[test]
+fn the_pre_release_v1_layout_is_refused_untouched() {
+    // Before release, v1 keyed events by (thread, seq); such a file has Cairn's meta table but an
+    // events table of another key type.
+    let (_dir, path) = temp_db();
+    {
+        let db = redb::Database::create(&path).expect("create");
+        let txn = db.begin_write().expect("write");
+        {
+            let mut meta = txn.open_table(crate::raw::META).expect("meta");
+            meta.insert("magic", b"CAIRNDB".as_slice()).expect("magic");
+            meta.insert("format_version", 1u16.to_le_bytes().as_slice()).expect("version");
+            let old: redb::TableDefinition<'_, (&str, u64), &[u8]> =
+                redb::TableDefinition::new("events");
+            txn.open_table(old).expect("old events").insert(("t", 1), b"x".as_slice()).expect("x");
+        }
+        txn.commit().expect("commit");
+    }
+    let before = std::fs::read(&path).expect("read");
+    for result in
+        [RedbStore::open(&path, fast()).map(drop), RedbStore::open_read_only(&path).map(drop)]
+    {
+        assert!(
+            matches!(&result, Err(Error::NotCairn { detail }) if detail.contains("pre-release")),
+            "{result:?}"
+        );
+    }
+    assert_eq!(std::fs::read(&path).expect("read"), before);
+}
+
+#[test]
 fn an_empty_file_is_initialised_by_open_and_create_refuses_existing_data() {
     let (_dir, path) = temp_db();
     std::fs::write(&path, b"").expect("write");

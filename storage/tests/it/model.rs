@@ -25,7 +25,10 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        5 => (0..4u8, 1..4u8).prop_map(|(thread, events)| Op::Append { thread, events }),
+        // Mostly small appends; some long ones, so threads fill seq-index chunks (32 events) and
+        // prunes cut through chunks and tails.
+        5 => (0..4u8, prop_oneof![4 => 1..4u8, 1 => 20..50u8])
+            .prop_map(|(thread, events)| Op::Append { thread, events }),
         2 => (0..4u8).prop_map(|thread| Op::Checkpoint { thread }),
         1 => any::<u8>().prop_map(|pick| Op::Delete { pick }),
         1 => (0..4u8, any::<u8>()).prop_map(|(thread, pick)| Op::Prune { thread, pick }),

@@ -86,3 +86,42 @@ fn prune_refuses_unknown_and_foreign_checkpoints() {
     let again = store.prune(&tid("b"), b).expect("queued").wait_blocking().expect("prune");
     assert_eq!(again, Pruned { events: 0, checkpoints: 0, first_seq: Seq(2) });
 }
+
+#[test]
+fn prune_cuts_through_seq_index_chunks_and_the_tail() {
+    let (_dir, path, store) = open_fast();
+    create_thread(&store, "t", 0);
+    create_thread(&store, "u", 0);
+    let t = tid("t");
+    // t and u interleaved, so t's lsns are not consecutive. Checkpoints at t's seqs 40 (inside
+    // the chunk 33..=64), 66 and 70 (inside the tail 65..), then 5 more events.
+    let mut checkpoints = Vec::new();
+    for n in 1..=75u64 {
+        events(&store, "t", 1);
+        events(&store, "u", 1);
+        if [40, 66, 70].contains(&n) {
+            checkpoints.push(save(&store, "t"));
+        }
+    }
+    for (keep, first) in checkpoints.into_iter().zip([41u64, 67, 71]) {
+        let pruned = store.prune(&t, keep).expect("queued").wait_blocking().expect("prune");
+        assert_eq!(pruned.first_seq, Seq(first));
+        assert!(matches!(store.read_since(&t, Seq(first - 2), 10), Err(Error::Pruned { .. })));
+        let rest = store.read_since(&t, Seq(first - 1), 1_000).expect("read after");
+        assert_eq!(
+            rest.iter().map(|e| e.bookmark.seq.0).collect::<Vec<_>>(),
+            (first..=75).collect::<Vec<_>>()
+        );
+        let report = store.verify().expect("verify");
+        assert!(report.is_clean(), "after pruning to {}: {:?}", first - 1, report.problems);
+    }
+    assert_eq!(store.read_since(&tid("u"), Seq(0), 1_000).expect("u intact").len(), 75);
+    // Appends continue and fill new chunks after the prunes; a reopen agrees.
+    events(&store, "t", 40);
+    assert!(store.verify().expect("verify").is_clean());
+    store.close().expect("close");
+    let store = RedbStore::open(&path, fast()).expect("reopen");
+    assert_eq!(store.last_bookmark(&t).expect("read").expect("events").seq, Seq(115));
+    assert_eq!(store.read_range(&t, Seq(71), Seq(115)).expect("all kept").len(), 45);
+    assert!(store.verify().expect("verify").is_clean());
+}

@@ -3,11 +3,11 @@
 
 use std::path::Path;
 
-use redb::{Database, ReadableDatabase, TableDefinition, WriteTransaction};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 
 pub const META: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("cairn_meta");
-pub const EVENTS: TableDefinition<'_, (&str, u64), &[u8]> = TableDefinition::new("events");
-pub const LSN_INDEX: TableDefinition<'_, u64, (&str, u64)> = TableDefinition::new("lsn_index");
+pub const EVENTS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("events");
+pub const SEQ_INDEX: TableDefinition<'_, (&str, u64), &[u8]> = TableDefinition::new("seq_index");
 pub const THREADS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("threads");
 pub const SNAPSHOTS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("checkpoint_snapshots");
 pub const PAYLOADS: TableDefinition<'_, &[u8; 32], &[u8]> = TableDefinition::new("payloads");
@@ -20,19 +20,36 @@ pub fn write(path: &Path, f: impl FnOnce(&WriteTransaction)) {
     txn.commit().expect("raw commit");
 }
 
-/// The stored bytes of event (thread, seq).
-pub fn event_bytes(path: &Path, thread: &str, seq: u64) -> Vec<u8> {
+/// The lsn under which event (thread, seq) is stored, found by decoding the whole log.
+pub fn lsn_of(path: &Path, thread: &str, seq: u64) -> u64 {
     let db = Database::open(path).expect("raw open");
     let txn = db.begin_read().expect("raw read");
     let table = txn.open_table(EVENTS).expect("events table");
-    table.get((thread, seq)).expect("get").expect("event present").value().to_vec()
+    for entry in table.iter().expect("iter") {
+        let (key, value) = entry.expect("entry");
+        let event = cairn_storage::codec::decode_event(value.value()).expect("a clean log");
+        if event.thread.as_str() == thread && event.bookmark.seq.0 == seq {
+            return key.value();
+        }
+    }
+    panic!("event ({thread}, {seq}) not in the log");
 }
 
-/// Replaces the stored bytes of event (thread, seq).
+/// The stored bytes of event (thread, seq).
+pub fn event_bytes(path: &Path, thread: &str, seq: u64) -> Vec<u8> {
+    let lsn = lsn_of(path, thread, seq);
+    let db = Database::open(path).expect("raw open");
+    let txn = db.begin_read().expect("raw read");
+    let table = txn.open_table(EVENTS).expect("events table");
+    table.get(lsn).expect("get").expect("event present").value().to_vec()
+}
+
+/// Replaces the stored bytes of event (thread, seq) (under its lsn).
 pub fn put_event_bytes(path: &Path, thread: &str, seq: u64, bytes: &[u8]) {
+    let lsn = lsn_of(path, thread, seq);
     write(path, |txn| {
         let mut table = txn.open_table(EVENTS).expect("events table");
-        table.insert((thread, seq), bytes).expect("insert");
+        table.insert(lsn, bytes).expect("insert");
     });
 }
 

@@ -193,11 +193,10 @@ fn newer_format_is_refused_and_left_untouched() {
 fn seq_gap_fails_closed() {
     let (_dir, path) = temp_db();
     build(&path);
+    // The index still says seq 3 is at its lsn; the log lost the event.
+    let lsn = raw::lsn_of(&path, "t", 3);
     raw::write(&path, |txn| {
-        let mut events = txn.open_table(raw::EVENTS).expect("events");
-        let removed = events.remove(("t", 3)).expect("remove").expect("present").value().to_vec();
-        let lsn = cairn_storage::codec::decode_event(&removed).expect("decode").bookmark.lsn.0;
-        txn.open_table(raw::LSN_INDEX).expect("index").remove(lsn).expect("remove");
+        txn.open_table(raw::EVENTS).expect("events").remove(lsn).expect("remove");
     });
     let store = reopen(&path);
     let result = store.read_since(&tid("t"), Seq(0), 10);
@@ -206,17 +205,54 @@ fn seq_gap_fails_closed() {
         "{result:?}"
     );
     assert_corrupted(result, "events", "t", 3);
-    // A gap at the very end (the record says 5, the log ends at 4) is caught too.
-    assert_eq!(store.read_range(&tid("t"), Seq(4), Seq(5)).expect("tail").len(), 2);
-    assert_verify_names(&store, "events", "t", 4);
+    // Reads on either side of the hole still work.
+    assert_eq!(store.read_range(&tid("t"), Seq(4), Seq(5)).expect("after").len(), 2);
+    assert_eq!(store.read_range(&tid("t"), Seq(1), Seq(2)).expect("before").len(), 2);
+    assert_verify_names(&store, "events", "t", 3);
+}
+
+/// Thread "t" with 70 events (two full seq-index chunks and a tail of 6), interleaved with
+/// thread "u" (one event after each of t's), so t's lsns are not consecutive; closed.
+fn build_long(path: &Path) {
+    let store = RedbStore::open(path, fast()).expect("open");
+    create_thread(&store, "t", 0);
+    create_thread(&store, "u", 0);
+    for _ in 0..70 {
+        events(&store, "t", 1);
+        events(&store, "u", 1);
+    }
+    store.close().expect("close");
+}
+
+#[test]
+fn a_missing_seq_index_chunk_fails_closed() {
+    let (_dir, path) = temp_db();
+    build_long(&path);
+    raw::write(&path, |txn| {
+        let mut index = txn.open_table(raw::SEQ_INDEX).expect("seq index");
+        assert!(index.remove(("t", 33)).expect("remove").is_some(), "chunk 33..=64 exists");
+    });
+    let store = reopen(&path);
+    let t = tid("t");
+    let result = store.read_since(&t, Seq(30), 10);
+    assert!(
+        matches!(&result, Err(Error::Corrupted { detail, .. }) if detail.contains("seq gap")),
+        "{result:?}"
+    );
+    assert_corrupted(result, "seq_index", "t", 33);
+    assert_eq!(store.read_since(&t, Seq(0), 32).expect("the chunk before").len(), 32);
+    assert_eq!(store.read_since(&t, Seq(64), 10).expect("the tail").len(), 6);
+    assert_eq!(store.read_all_since(Lsn(0), 1_000).expect("the log is whole").len(), 140);
+    assert_verify_names(&store, "seq_index", "t", 33);
 }
 
 #[test]
 fn a_missing_tail_event_fails_closed() {
     let (_dir, path) = temp_db();
     build(&path);
+    let lsn = raw::lsn_of(&path, "t", 5);
     raw::write(&path, |txn| {
-        txn.open_table(raw::EVENTS).expect("events").remove(("t", 5)).expect("remove");
+        txn.open_table(raw::EVENTS).expect("events").remove(lsn).expect("remove");
     });
     let store = reopen(&path);
     assert_corrupted(store.read_since(&tid("t"), Seq(3), 10), "events", "t", 5);
@@ -236,7 +272,13 @@ fn key_record_mismatch_fails_closed() {
         "{result:?}"
     );
     assert_corrupted(result, "events", "t", 3);
-    // A record of another thread under this thread's key is caught the same way.
+    // The global feed checks the log's key against the record's lsn.
+    let feed = store.read_all_since(Lsn(0), 10);
+    assert!(
+        matches!(&feed, Err(Error::Corrupted { table: "events", detail, .. }) if detail.contains("holds the record")),
+        "{feed:?}"
+    );
+    // A record of another thread under this thread's lsn is caught the same way.
     drop(store);
     let other = raw::event_bytes(&path, "u", 1);
     raw::put_event_bytes(&path, "t", 1, &other);
@@ -246,24 +288,47 @@ fn key_record_mismatch_fails_closed() {
 }
 
 #[test]
-fn lsn_index_mismatch_fails_closed() {
+fn seq_index_mismatch_fails_closed() {
     let (_dir, path) = temp_db();
-    build(&path);
-    // lsn 2 belongs to (t, 2); point it at (t, 3).
+    build_long(&path);
+    // Point t's seq 2 at u's first event (its lsn lies between t's seqs 1 and 3, so the chunk
+    // still rises and passes its own checks).
+    let wrong = raw::lsn_of(&path, "u", 1);
     raw::write(&path, |txn| {
-        txn.open_table(raw::LSN_INDEX).expect("index").insert(2, ("t", 3)).expect("insert");
+        let mut index = txn.open_table(raw::SEQ_INDEX).expect("seq index");
+        let bytes = index.get(("t", 1)).expect("get").expect("chunk 1..=32").value().to_vec();
+        let mut chunk = cairn_storage::codec::decode_seq_chunk(&bytes).expect("decode");
+        chunk.lsns[1] = wrong;
+        let framed = cairn_storage::codec::encode_seq_chunk(&chunk).expect("encode");
+        index.insert(("t", 1), framed.as_slice()).expect("insert");
     });
     let store = reopen(&path);
-    assert_corrupted(store.read_all_since(Lsn(1), 10), "lsn_index", "t", 3);
-    assert_eq!(store.read_all_since(Lsn(0), 1).expect("before the damage").len(), 1);
-    assert_verify_names(&store, "lsn_index", "t", 2);
-    // An index entry pointing at nothing is caught as well.
+    let t = tid("t");
+    let result = store.read_range(&t, Seq(2), Seq(2));
+    assert!(
+        matches!(&result, Err(Error::Corrupted { detail, .. }) if detail.contains("holds the record of (u, 1)")),
+        "{result:?}"
+    );
+    assert_corrupted(result, "events", "t", 2);
+    assert_eq!(store.read_range(&t, Seq(3), Seq(40)).expect("past it").len(), 38);
+    // The global feed reads the log itself, which is intact.
+    assert_eq!(store.read_all_since(Lsn(0), 1_000).expect("feed").len(), 140);
+    let report = store.verify().expect("verify");
+    assert!(!report.is_clean());
+    assert_verify_names(&store, "events", "t", 2);
+    // A chunk stored under another key is caught as well.
     drop(store);
     raw::write(&path, |txn| {
-        txn.open_table(raw::LSN_INDEX).expect("index").insert(99, ("t", 42)).expect("insert");
+        let mut index = txn.open_table(raw::SEQ_INDEX).expect("seq index");
+        let bytes = index.remove(("t", 33)).expect("remove").expect("chunk").value().to_vec();
+        index.insert(("t", 34), bytes.as_slice()).expect("insert");
     });
     let store = reopen(&path);
-    assert_corrupted(store.read_all_since(Lsn(7), 10), "lsn_index", "t", 42);
+    let result = store.read_range(&t, Seq(34), Seq(34));
+    assert!(
+        matches!(&result, Err(Error::Corrupted { table: "seq_index", detail, .. }) if detail.contains("holds the chunk")),
+        "{result:?}"
+    );
 }
 
 #[test]

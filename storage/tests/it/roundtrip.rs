@@ -7,7 +7,7 @@ use cairn_storage::limits::READ_LIMIT_MAX;
 use cairn_storage::{
     Batch, Bookmark, CheckpointFilter, CheckpointId, CheckpointInfo, CheckpointKind,
     CheckpointMeta, Error, Event, EventKind, EventStatus, Lease, LockOp, LockRecord, Lsn, NewEvent,
-    Page, PayloadRef, RedbStore, Seq, Store, ThreadRecord, ThreadStatus,
+    Page, PayloadRef, RedbStore, Seq, SeqChunk, Store, ThreadRecord, ThreadStatus,
 };
 
 use crate::common::*;
@@ -248,6 +248,10 @@ mod golden {
         LockRecord { name: "l".into(), owner: "o".into(), acquired_at_ms: 1, expires_at_ms: 2 }
     }
 
+    fn golden_seq_chunk() -> SeqChunk {
+        SeqChunk { thread: tid("t-1"), first_seq: 33, lsns: vec![298, 300, 301] }
+    }
+
     fn hex(bytes: &[u8]) -> String {
         bytes.iter().map(|b| format!("{b:02x}")).collect()
     }
@@ -272,6 +276,11 @@ mod golden {
                 GOLDEN_SNAPSHOT,
             ),
             ("lock", hex(&codec::encode_lock(&golden_lock()).expect("encode")), GOLDEN_LOCK),
+            (
+                "seq chunk",
+                hex(&codec::encode_seq_chunk(&golden_seq_chunk()).expect("encode")),
+                GOLDEN_SEQ_CHUNK,
+            ),
         ];
         for (name, got, want) in cases {
             assert_eq!(got, want, "{name} encoding changed");
@@ -297,6 +306,10 @@ mod golden {
             (CheckpointId(4), vec![5, 6])
         );
         assert_eq!(codec::decode_lock(&bytes(GOLDEN_LOCK)).expect("lock"), golden_lock());
+        assert_eq!(
+            codec::decode_seq_chunk(&bytes(GOLDEN_SEQ_CHUNK)).expect("chunk"),
+            golden_seq_chunk()
+        );
     }
 
     #[test]
@@ -314,7 +327,9 @@ mod golden {
     }
 
     const GOLDEN_EVENT: &str = "01013a00000003ac0280d095ffbc3103742d310401016e01026f6b0107070707070707070707070707070707070707070707070707070707070707070902010265a6dbe2";
-    const GOLDEN_THREAD: &str = "01022400000003742d310177010466702d770105050103ac02060101016b017601016f090101700201abbf8bd0e2";
+    // The last byte of the body (00) is the empty seq-index tail (added to v1 before release).
+    const GOLDEN_THREAD: &str = "01022500000003742d310177010466702d770105050103ac02060101016b017601016f090101700201ab00ba012961";
+    const GOLDEN_SEQ_CHUNK: &str = "01060a00000003742d312103aa0202014ef73277";
     const GOLDEN_CHECKPOINT: &str =
         "0103200000000403742d310177010466702d7703ac0206070302016301640101780101610162eed9fbac";
     const GOLDEN_SNAPSHOT: &str = "01040400000004020506f74e1ccd";
