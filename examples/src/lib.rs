@@ -1,7 +1,10 @@
 //! Runnable examples of Cairn. Each module holds one example's workflow and a `run` function
 //! that the example binary (`cargo run --example NAME`) prints and the test suite asserts.
 
+pub mod agent_runtime;
 pub mod bookmarks;
+pub mod human_input;
+pub mod job_engine;
 pub mod map_reduce;
 pub mod quickstart;
 pub mod research_pipeline;

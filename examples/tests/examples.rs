@@ -101,3 +101,145 @@ async fn research_pipeline_fails_in_code_and_recovers_from_the_phase_checkpoint(
     let bundle = engine.export_bundle("session_001", &Default::default()).unwrap();
     cairn::debug::Bundle::from_bytes(&bundle.to_bytes(true).unwrap()).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn human_input_waits_across_a_restart() {
+    use cairn::ThreadStatus::WaitingInput;
+    use cairn_examples::human_input::{REPORTS, run};
+    let (_d, p) = db("approvals.db");
+    let s = run(&p).await.unwrap();
+    let waiting: Vec<_> = REPORTS.iter().map(|r| (r.to_string(), WaitingInput)).collect();
+    assert_eq!(s.before_restart, waiting);
+    assert_eq!(s.after_restart, waiting, "still waiting after the reopen, nothing lost");
+    assert_eq!(s.prompt["requester"], "ada");
+    assert_eq!(s.prompt["amount_cents"], 12_900);
+    let yes = s.approved.decision.as_ref().unwrap();
+    assert!(yes.approved && yes.approver == "carol");
+    assert_eq!(s.approved.transfer.as_deref(), Some("tr-expense-approve-12900"));
+    assert_eq!(s.approved.notice, None);
+    assert!(!s.rejected.decision.as_ref().unwrap().approved);
+    assert_eq!(s.rejected.transfer, None, "a rejected report is never paid");
+    assert!(s.rejected.notice.as_deref().unwrap().ends_with("over the limit"));
+    assert!(s.late_answer_error.contains("not waiting for input"), "{}", s.late_answer_error);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::print_stdout, reason = "the test reports the concurrency it saw")]
+async fn job_engine_runs_every_job_to_its_known_outcome() {
+    use cairn::ThreadStatus::{Completed, Failed};
+    use cairn_examples::job_engine::{CONCURRENCY, JOBS, MAX_ATTEMPTS, collatz_steps, faults, run};
+    let (_d, p) = db("jobs.db");
+    let s = run(&p).await.unwrap();
+    assert_eq!(s.rows.len(), JOBS as usize);
+    let expect = |outcome: &str| s.by_outcome.get(outcome).copied().unwrap_or(0);
+    // The job list's faults fix every count: 20 fail once, 8 hang once, 5 always hang, 4 have
+    // bad input, 4 always fail.
+    assert_eq!(expect("after_retry"), 20, "{:?}", s.by_outcome);
+    assert_eq!(expect("after_timeout"), 8, "{:?}", s.by_outcome);
+    assert_eq!(expect("failed_timeout"), 5, "{:?}", s.by_outcome);
+    assert_eq!(expect("failed_fatal"), 4, "{:?}", s.by_outcome);
+    assert_eq!(expect("failed_retries"), 4, "{:?}", s.by_outcome);
+    assert_eq!(expect("first_try"), 159, "{:?}", s.by_outcome);
+    assert_eq!(s.by_status.get(&Completed), Some(&187));
+    assert_eq!(s.by_status.get(&Failed), Some(&13));
+    for r in &s.rows {
+        let f = faults(r.n);
+        match r.status {
+            Completed => {
+                assert_eq!(r.result, Some(collatz_steps(1_000 + u64::from(r.n))), "job {}", r.n);
+                assert_eq!(r.attempts, 1 + f.hang_attempts + f.fail_attempts, "job {}", r.n);
+                assert_eq!(r.timeouts, f.hang_attempts, "job {}", r.n);
+            }
+            _ => {
+                assert_eq!(r.result, None);
+                let attempts = if f.fatal { 1 } else { MAX_ATTEMPTS };
+                assert_eq!(r.attempts, attempts, "job {}: a bad input is not retried", r.n);
+                assert!(r.error.is_some(), "job {} failed without an error", r.n);
+            }
+        }
+    }
+    assert!((1..=CONCURRENCY).contains(&s.max_in_flight), "{} in flight", s.max_in_flight);
+    println!("RELIABILITY job_engine jobs={JOBS} max_in_flight={}", s.max_in_flight);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_runtime_routes_writes_cancels_and_resumes() {
+    use cairn::ThreadStatus::{Cancelled, Completed};
+    use cairn_examples::agent_runtime::router::CacheStats;
+    use cairn_examples::agent_runtime::{run, skills::file_lock};
+    let (_d, p) = db("agent.db");
+    let s = run(&p).await.unwrap();
+
+    // The router: patterns, threshold, model fallback, cache hit and expiry.
+    let r: Vec<_> = s
+        .routed
+        .iter()
+        .map(|r| {
+            (r.task.as_str(), r.intent.intent.as_str(), r.intent.skill.as_deref(), r.intent.cached)
+        })
+        .collect();
+    assert_eq!(
+        r,
+        [
+            ("task-2", "SUMMARIZE", Some("summarize"), false),
+            ("task-3", "SUMMARIZE", Some("summarize"), true),
+            ("task-4", "WRITE_ARTICLE", None, false),
+            ("task-5", "UNKNOWN", None, false),
+            ("task-6", "SUMMARIZE", Some("summarize"), false),
+        ]
+    );
+    assert!(s.routed.iter().all(|r| r.status == Completed));
+    assert_eq!(s.routed[2].intent.confidence, 0.5);
+    assert!(s.routed[2].reply.as_deref().unwrap().starts_with("I am not sure"));
+    assert_eq!(s.routed[3].intent.source, "model");
+    assert_eq!(s.routed[0].reply, s.routed[1].reply);
+    assert_eq!(s.cache, CacheStats { hits: 1, misses: 6, expired: 1, evicted: 0 });
+
+    // The article: six steps, its file, its lock gone, its cost counted.
+    let w = &s.written;
+    assert_eq!(w.progress, [1, 2, 3, 4, 5, 6]);
+    assert_eq!(w.article.path, "posts/durable-workflows.md");
+    assert_eq!(w.file, w.article.document);
+    assert!(w.file.starts_with("---\ntitle: durable workflows\ndate: 2026-02-20\n"), "{}", w.file);
+    assert_eq!(w.article.saved_bytes, Some(w.file.len() as u64));
+    assert!(w.locks_after.is_empty(), "{:?}", w.locks_after);
+    assert_eq!(w.telemetry.tool_calls, 4, "route, outline, body, file write");
+    assert!(w.telemetry.tokens > 0 && w.telemetry.cost_micros > 0, "{:?}", w.telemetry);
+
+    // Cancelled midway: while its body streamed, holding its file lock.
+    let c = &s.cancelled;
+    assert_eq!(c.chunks_seen.len(), 1);
+    let lock = (file_lock("posts/cancellation.md"), "task-7".to_owned());
+    assert_eq!(c.locks_while_writing, [lock]);
+    assert_eq!(c.status, Cancelled);
+    assert_eq!(c.progress, [1, 2, 3], "stopped in step 3 of 6");
+    assert!(c.locks_after.is_empty(), "the lock is released on cancel: {:?}", c.locks_after);
+    assert!(!c.file_exists);
+
+    // The crash: both unfinished tasks offered, locks held through the restart; one resumed to
+    // the same article as the uninterrupted run, one abandoned.
+    let x = &s.restarted;
+    assert_eq!(x.resumable, ["task-8", "task-9"]);
+    let mut held = x.locks_after_restart.clone();
+    held.sort();
+    assert_eq!(
+        held,
+        [
+            (file_lock("posts/durable-workflows.md"), "task-8".to_owned()),
+            (file_lock("posts/exactly-once-effects.md"), "task-9".to_owned()),
+        ]
+    );
+    assert_eq!(x.resumed_status, Completed);
+    assert_eq!(x.resumed, x.uninterrupted, "the same output as a run that never crashed");
+    // The outline was recorded before the crash and is not asked again; the body was being
+    // streamed (in flight) at the crash and is asked once more.
+    let calls: Vec<_> = x.model_calls_after_restart.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    assert_eq!(calls, [("content", 1)]);
+    assert_eq!(x.progress, [1, 2, 3, 3, 4, 5, 6], "step 3 began again after the restart");
+    assert_eq!(x.abandoned_status, Cancelled);
+    assert!(x.locks_after.is_empty(), "{:?}", x.locks_after);
+    let on_disk =
+        std::fs::read_to_string(p.parent().unwrap().join("agent-out").join(&x.resumed.path));
+    assert_eq!(on_disk.unwrap(), x.resumed.document);
+    assert_eq!(x.router_after_restart, CacheStats::default(), "the task was not routed again");
+}
