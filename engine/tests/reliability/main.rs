@@ -17,6 +17,7 @@ mod corruption;
 mod crash_points;
 mod env;
 mod fixtures;
+mod fuzz_corpus;
 mod io_faults;
 mod load;
 mod processes;

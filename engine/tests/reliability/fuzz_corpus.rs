@@ -1,0 +1,78 @@
+//! T5 regressions: every checked-in corpus input and crash artifact of this suite's fuzz targets
+//! (`dsl_builder`, `snapshot_decode`), replayed through exactly the code the fuzzer runs.
+
+use std::path::Path;
+
+#[path = "fuzz_checks/dsl_builder.rs"]
+mod dsl_builder;
+#[path = "fuzz_checks/snapshot_decode.rs"]
+mod snapshot_decode;
+
+use crate::env::report;
+
+fn inputs(target: &str) -> Vec<Vec<u8>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+    let mut out = Vec::new();
+    for dir in [root.join("corpus").join(target), root.join("artifacts").join(target)] {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let mut files: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+        files.sort();
+        for file in files.into_iter().filter(|f| f.is_file()) {
+            out.push(std::fs::read(&file).expect("read a corpus file"));
+        }
+    }
+    out
+}
+
+#[test]
+fn t5_fuzz_corpus_replays() {
+    let dsl = inputs("dsl_builder");
+    let snap = inputs("snapshot_decode");
+    for input in &dsl {
+        dsl_builder::check(input);
+    }
+    for input in &snap {
+        snapshot_decode::check(input);
+    }
+    report(&format!(
+        "RELIABILITY T5_corpus dsl_builder_inputs={} snapshot_decode_inputs={} panics=0",
+        dsl.len(),
+        snap.len()
+    ));
+    assert!(!dsl.is_empty() && !snap.is_empty(), "the corpora are checked in");
+    assert!(dsl.iter().any(|d| dsl_builder::builds(d)), "some dsl_builder seed builds a workflow");
+}
+
+/// Writes the seed corpora (run by hand: `CAIRN_REL_WRITE_CORPUS=1 cargo test -p cairn
+/// --features testkit --test reliability t5_write_seed_corpus -- --ignored`).
+#[test]
+#[ignore = "writes the seed corpora; run by hand"]
+fn t5_write_seed_corpus() {
+    if std::env::var("CAIRN_REL_WRITE_CORPUS").is_err() {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus");
+    let write = |target: &str, name: String, bytes: &[u8]| {
+        let dir = root.join(target);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join(name), bytes).expect("write");
+    };
+    // A valid linear workflow, a fan-out with a join, a route, and a few invalid shapes.
+    let dsl: [&[u8]; 6] = [
+        &[1, 0, 0, 0, 2, 5, 0, 2, 0, 6],
+        &[1, 0, 0, 0, 0, 1, 0, 2, 2, 5, 0, 3, 0, 2, 1, 2, 4, 2, 1, 2, 3, 0, 3, 2, 3, 6],
+        &[2, 1, 0, 0, 0, 1, 2, 5, 0, 5, 0, 2, 1, 6, 7, 0, 3, 2, 1, 6],
+        &[0, 7, 0, 7, 2, 7, 6],
+        &[1, 0, 8, 0, 9, 1, 2, 5, 0, 2, 0, 1, 2, 1, 6, 10, 2, 11, 2, 0, 1],
+        &[1, 0, 1, 0, 15, 3, 2, 5, 0, 2, 0, 6, 6, 0, 2, 1, 6],
+    ];
+    for (i, bytes) in dsl.iter().enumerate() {
+        write("dsl_builder", format!("seed-{i}"), bytes);
+    }
+    for (i, snapshot) in snapshot_decode::seed_snapshots().iter().enumerate() {
+        write("snapshot_decode", format!("snapshot-{i}"), snapshot);
+    }
+    for (i, body) in snapshot_decode::seed_bodies().iter().enumerate() {
+        write("snapshot_decode", format!("body-{i}"), body);
+    }
+}
