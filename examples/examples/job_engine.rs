@@ -10,7 +10,11 @@ async fn main() -> anyhow::Result<()> {
         let error = row.error.as_deref().unwrap_or("");
         println!(
             "job {:>3}  {:<10} {:<15} attempts {} timeouts {}  {result:>4} {error}",
-            row.n, row.status, row.outcome, row.attempts, row.timeouts
+            row.n,
+            row.status.as_str(),
+            row.outcome,
+            row.attempts,
+            row.timeouts
         );
     }
     println!("by status:  {:?}", out.by_status);

@@ -266,13 +266,16 @@ fn row(
         Some(v) => serde_json::from_value::<Job>(v.clone())?.result,
         None => None,
     };
+    // The thread keeps its last error also when a later attempt succeeded: report it only for
+    // jobs it ended.
+    let error = if outcome.status == ThreadStatus::Completed { None } else { outcome.error };
     Ok(JobRow {
         n,
         status: outcome.status,
         attempts,
         timeouts,
         result,
-        error: outcome.error,
+        error,
         outcome: self::outcome(outcome.status, attempts, timeouts, last_error_fatal),
     })
 }

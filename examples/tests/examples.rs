@@ -149,6 +149,7 @@ async fn job_engine_runs_every_job_to_its_known_outcome() {
                 assert_eq!(r.result, Some(collatz_steps(1_000 + u64::from(r.n))), "job {}", r.n);
                 assert_eq!(r.attempts, 1 + f.hang_attempts + f.fail_attempts, "job {}", r.n);
                 assert_eq!(r.timeouts, f.hang_attempts, "job {}", r.n);
+                assert_eq!(r.error, None, "job {}", r.n);
             }
             _ => {
                 assert_eq!(r.result, None);
