@@ -68,11 +68,22 @@ pub(crate) struct Controls {
 impl Controls {
     /// Claims `thread` for a runner; `None` if another runner has it.
     pub fn claim(&self, thread: &ThreadId) -> Option<Arc<Control>> {
+        self.claim_under(thread, None)
+    }
+
+    /// Claims `thread`; with `parent`, cancelling the parent's token cancels this thread too
+    /// (a sub-workflow's child thread ends with its parent).
+    pub fn claim_under(
+        &self,
+        thread: &ThreadId,
+        parent: Option<&CancellationToken>,
+    ) -> Option<Arc<Control>> {
         let mut running = lock(&self.running);
         if running.contains_key(thread) {
             return None;
         }
-        let control = Arc::new(Control::default());
+        let cancel = parent.map_or_else(CancellationToken::new, CancellationToken::child_token);
+        let control = Arc::new(Control { cancel, ..Control::default() });
         running.insert(thread.clone(), control.clone());
         Some(control)
     }

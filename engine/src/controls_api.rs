@@ -61,7 +61,11 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::WrongStatus`] if the thread is running or has ended.
-    pub async fn set_budgets(&self, thread: &str, budgets: cairn_dsl::Budgets) -> Result<(), Error> {
+    pub async fn set_budgets(
+        &self,
+        thread: &str,
+        budgets: cairn_dsl::Budgets,
+    ) -> Result<(), Error> {
         let id = ThreadId::new(thread)?;
         let record = self.record(&id)?;
         if record.status.is_terminal() || self.inner.controls.get(&id).is_some() {
@@ -75,12 +79,34 @@ impl Engine {
         self.inner.write_parked(&id, record.status, vec![body], false).await
     }
 
+    /// Ends a thread from outside, then its unfinished descendants (sub-workflow child
+    /// threads), found level by level without recursion.
     async fn end_from_outside(
         &self,
         thread: &str,
         t: Transition,
         reason: &str,
     ) -> Result<(), Error> {
+        self.end_one(thread, t, reason).await?;
+        let mut parents = vec![ThreadId::new(thread)?];
+        while let Some(parent) = parents.pop() {
+            let filter = ThreadFilter {
+                label: Some(("parent".into(), parent.to_string())),
+                ..ThreadFilter::default()
+            };
+            let children = self.store().list_threads(&filter, Page { limit: 1_000, offset: 0 })?;
+            for child in children.into_iter().filter(|c| !c.status.is_terminal()) {
+                let why = format!("parent {parent} ended: {reason}");
+                if let Err(e) = self.end_one(child.id.as_str(), t, &why).await {
+                    tracing::warn!(thread = %child.id, error = %e, "child thread not ended");
+                }
+                parents.push(child.id);
+            }
+        }
+        Ok(())
+    }
+
+    async fn end_one(&self, thread: &str, t: Transition, reason: &str) -> Result<(), Error> {
         let id = ThreadId::new(thread)?;
         loop {
             if let Some(control) = self.inner.controls.get(&id) {
@@ -119,6 +145,7 @@ impl Engine {
             match result {
                 Ok(_) => {
                     self.inner.notify(&id, to);
+                    self.inner.locks_released.notify_waiters();
                     return Ok(());
                 }
                 // The status moved under us (a timer fired, input arrived): look again.

@@ -225,6 +225,7 @@ impl EngineBuilder {
             tracker: TaskTracker::new(),
             watchers: Mutex::new(HashMap::new()),
             rng: Mutex::new(seed),
+            locks_released: tokio::sync::Notify::new(),
             seed,
             acked_steps: AtomicU64::new(0),
             step_hook: RwLock::new(None),
@@ -260,6 +261,8 @@ pub(crate) struct Inner {
     tracker: TaskTracker,
     watchers: Mutex<HashMap<ThreadId, watch::Sender<ThreadStatus>>>,
     rng: Mutex<u64>,
+    /// Signalled after every commit that releases locks, so waiters retry at once.
+    pub locks_released: tokio::sync::Notify,
     /// Seed of node randomness: a task's draws are a function of it and the task's identity.
     pub seed: u64,
     acked_steps: AtomicU64,
@@ -397,7 +400,12 @@ impl Inner {
     }
 
     /// Watches a running thread's deadline: when it passes, the runner is told to time out.
-    pub fn arm_deadline(self: &Arc<Self>, thread: &ThreadId, at_ms: u64, control: &Arc<crate::controls::Control>) {
+    pub fn arm_deadline(
+        self: &Arc<Self>,
+        thread: &ThreadId,
+        at_ms: u64,
+        control: &Arc<crate::controls::Control>,
+    ) {
         let clock = self.clock.clone();
         let control = control.clone();
         let _ = thread;
@@ -421,7 +429,9 @@ impl Inner {
             let engine = Engine { inner: inner.clone() };
             match engine.time_out_parked(&thread).await {
                 Ok(()) => {}
-                Err(e) => tracing::debug!(thread = %thread, error = %e, "deadline of a parked thread"),
+                Err(e) => {
+                    tracing::debug!(thread = %thread, error = %e, "deadline of a parked thread")
+                }
             }
         });
     }
@@ -429,7 +439,8 @@ impl Inner {
     /// Arms the deadline of a parked thread from the deadline kept in its record's summary.
     pub fn arm_parked_deadline_from_record(self: &Arc<Self>, thread: &ThreadId) {
         let Ok(Some(record)) = self.store.thread(thread) else { return };
-        let summary: serde_json::Value = serde_json::from_slice(&record.summary).unwrap_or_default();
+        let summary: serde_json::Value =
+            serde_json::from_slice(&record.summary).unwrap_or_default();
         if let Some(at) = summary.get("deadline_at_ms").and_then(serde_json::Value::as_u64) {
             self.arm_parked_deadline(thread.clone(), at);
         }
@@ -646,12 +657,15 @@ impl Engine {
             None => ThreadId::new(self.inner.new_id())?,
         };
         let policy = crate::record::ThreadPolicy {
-            deadline_at_ms: options.deadline_ms.map(|d| self.inner.clock.now_ms().saturating_add(d)),
+            deadline_at_ms: options
+                .deadline_ms
+                .map(|d| self.inner.clock.now_ms().saturating_add(d)),
             budgets: options.budgets,
             permissions: options.permissions,
         };
         let created =
-            crate::start::create(&self.inner, &wf, &id, input, options.labels, None, policy).await?;
+            crate::start::create(&self.inner, &wf, &id, input, options.labels, None, policy)
+                .await?;
         if created {
             self.inner.spawn_drive(id.clone(), "started");
         }

@@ -25,6 +25,10 @@ pub(crate) fn acquire(
 ) -> BoxFuture<'static, Result<Vec<Recorded>, NodeError>> {
     Box::pin(async move {
         loop {
+            // Listen for releases before trying, so one between the try and the wait counts.
+            let released = env.inner.locks_released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
             let now = env.inner.clock.now_ms();
             let op = LockOp::Acquire {
                 name: name.clone(),
@@ -41,9 +45,10 @@ pub(crate) fn acquire(
                             detail: format!("held by {owner} until {expires_at_ms} ms"),
                         });
                     }
-                    // Wake at the holder's expiry, or earlier when the thread is cancelled;
-                    // a release before that is seen at the expiry at the latest.
+                    // Wake when a lock is released, at the holder's expiry, or when the
+                    // thread is cancelled.
                     tokio::select! {
+                        () = &mut released => {}
                         () = env.inner.clock.sleep_until(expires_at_ms) => {}
                         () = env.cancel.cancelled() => return Err(NodeError::Cancelled),
                     }
@@ -62,9 +67,11 @@ pub(crate) fn release(
     Box::pin(async move {
         let now = env.inner.clock.now_ms();
         let op = LockOp::Release { name: name.clone(), owner: env.thread.to_string() };
-        write(&env, op, Body::Lock { name: name.clone(), acquired: false }, now)
+        let recs = write(&env, op, Body::Lock { name: name.clone(), acquired: false }, now)
             .await
-            .map_err(|e| NodeError::Lock { name, detail: e.to_string() })
+            .map_err(|e| NodeError::Lock { name, detail: e.to_string() })?;
+        env.inner.locks_released.notify_waiters();
+        Ok(recs)
     })
 }
 

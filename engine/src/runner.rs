@@ -49,9 +49,20 @@ pub(crate) async fn drive(
     depth: usize,
     reason: &str,
 ) -> Result<Exit, Error> {
+    drive_under(inner, thread, depth, reason, None).await
+}
+
+/// [`drive`] for a sub-workflow's child thread: cancelling `parent` cancels it too.
+pub(crate) async fn drive_under(
+    inner: Arc<Inner>,
+    thread: ThreadId,
+    depth: usize,
+    reason: &str,
+    parent: Option<tokio_util::sync::CancellationToken>,
+) -> Result<Exit, Error> {
     let span = tracing::info_span!("thread", thread = %thread);
     async move {
-        let Some(control) = inner.controls.claim(&thread) else {
+        let Some(control) = inner.controls.claim_under(&thread, parent.as_ref()) else {
             return Ok(Exit::Busy);
         };
         let result = drive_claimed(&inner, &thread, depth, reason, &control).await;
@@ -217,6 +228,7 @@ impl Runner {
         let mut batch = Batch::default();
         self.release_all(&mut batch, now)?;
         self.commit(batch, kind).await?;
+        self.inner().locks_released.notify_waiters();
         Ok(Exit::Status(status))
     }
 

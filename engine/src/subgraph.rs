@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::limits;
 use crate::record::TaskKey;
-use crate::runner::{Exit, drive};
+use crate::runner::{Exit, drive_under};
 use crate::task::{ThreadEnv, engine_error};
 use crate::thread_ctx::Waiting;
 
@@ -67,9 +67,15 @@ pub(crate) fn run_child(
                     .map_err(|e| engine_error(&e))?;
             }
         }
-        let exit = drive(inner.clone(), id.clone(), env.depth + 1, "sub-workflow")
-            .await
-            .map_err(|e| engine_error(&e))?;
+        let exit = drive_under(
+            inner.clone(),
+            id.clone(),
+            env.depth + 1,
+            "sub-workflow",
+            Some(env.cancel.clone()),
+        )
+        .await
+        .map_err(|e| engine_error(&e))?;
         let status = match exit {
             Exit::Status(s) => s,
             Exit::Shutdown => return Err(NodeError::Cancelled),

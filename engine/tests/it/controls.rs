@@ -7,11 +7,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use cairn::clock::ManualClock;
 use cairn::dsl::{Budgets, Ctx, NodeOutput, NodePolicy, RetryPolicy, ToolCall, Workflow};
 use cairn::record::Body;
-use cairn::{Durability, Engine, NodeError, StartOptions, ThreadStatus, ToolError, END, START};
+use cairn::{Durability, END, Engine, NodeError, START, StartOptions, ThreadStatus, ToolError};
 
 use crate::common::{Tally, db};
 
-async fn open(path: &std::path::Path, wfs: &[&Workflow<Tally>], clock: Option<ManualClock>) -> Engine {
+async fn open(
+    path: &std::path::Path,
+    wfs: &[&Workflow<Tally>],
+    clock: Option<ManualClock>,
+) -> Engine {
     let mut b = Engine::builder(path).durability(Durability::None).cancel_grace_ms(50);
     if let Some(c) = clock {
         b = b.clock(Arc::new(c));
@@ -27,7 +31,12 @@ where
     F: Fn(Arc<Tally>, Ctx) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = cairn::NodeResult<(u64, String)>> + Send + 'static,
 {
-    Workflow::<Tally>::builder(id, 1).node_with("only", f, policy).edge(START, "only").edge("only", END).build().unwrap()
+    Workflow::<Tally>::builder(id, 1)
+        .node_with("only", f, policy)
+        .edge(START, "only")
+        .edge("only", END)
+        .build()
+        .unwrap()
 }
 
 /// Bodies of a thread's events, in order.
@@ -116,7 +125,9 @@ async fn interrupt_and_input_across_a_restart() {
     let out: Tally = t.output().await.unwrap();
     assert_eq!(out.total, 42);
     let b = bodies(&engine, "i1");
-    assert!(b.iter().any(|b| matches!(b, Body::InputReceived { value, .. } if value == &serde_json::json!(42))));
+    assert!(b.iter().any(
+        |b| matches!(b, Body::InputReceived { value, .. } if value == &serde_json::json!(42))
+    ));
     engine.shutdown().await;
 }
 
@@ -153,7 +164,11 @@ async fn pause_and_resume_survive_a_restart() {
     drop(engine);
     let engine = open(&path, &[&wf], None).await;
     let t = engine.thread("pz").unwrap();
-    assert_eq!(t.status().unwrap(), ThreadStatus::Paused, "a paused thread is not resumed by recovery");
+    assert_eq!(
+        t.status().unwrap(),
+        ThreadStatus::Paused,
+        "a paused thread is not resumed by recovery"
+    );
     assert!(engine.resumable().unwrap().iter().any(|r| r.id.as_str() == "pz"));
     engine.resume("pz").await.unwrap();
     assert_eq!(t.output::<Tally>().await.unwrap().total, 200);
@@ -163,27 +178,50 @@ async fn pause_and_resume_survive_a_restart() {
 #[tokio::test]
 async fn retry_then_success_and_non_retryable_failure() {
     let (_d, path) = db();
-    let flaky = one_node("flaky", NodePolicy::default().retry(RetryPolicy::fixed(3, 1)), |_s, ctx: Ctx| async move {
-        if ctx.attempt() < 3 {
-            return Err(NodeError::retryable(format!("attempt {} failed", ctx.attempt())));
-        }
-        Ok(NodeOutput::update((u64::from(ctx.attempt()), "ok".into())))
-    });
-    let fatal = one_node("fatal", NodePolicy::default().retry(RetryPolicy::fixed(5, 1)), |_s, _ctx: Ctx| async move {
-        Err::<NodeOutput<(u64, String)>, _>(NodeError::fatal("bad input"))
-    });
+    let flaky = one_node(
+        "flaky",
+        NodePolicy::default().retry(RetryPolicy::fixed(3, 1)),
+        |_s, ctx: Ctx| async move {
+            if ctx.attempt() < 3 {
+                return Err(NodeError::retryable(format!("attempt {} failed", ctx.attempt())));
+            }
+            Ok(NodeOutput::update((u64::from(ctx.attempt()), "ok".into())))
+        },
+    );
+    let fatal = one_node(
+        "fatal",
+        NodePolicy::default().retry(RetryPolicy::fixed(5, 1)),
+        |_s, _ctx: Ctx| async move {
+            Err::<NodeOutput<(u64, String)>, _>(NodeError::fatal("bad input"))
+        },
+    );
     let engine = open(&path, &[&flaky, &fatal], None).await;
-    let out: Tally = engine.start("flaky", Tally::default(), StartOptions::id("r1")).await.unwrap().output().await.unwrap();
+    let out: Tally = engine
+        .start("flaky", Tally::default(), StartOptions::id("r1"))
+        .await
+        .unwrap()
+        .output()
+        .await
+        .unwrap();
     assert_eq!(out.total, 3);
     let b = bodies(&engine, "r1");
-    let retries: Vec<u32> = b.iter().filter_map(|b| match b { Body::RetryScheduled { attempt, .. } => Some(*attempt), _ => None }).collect();
+    let retries: Vec<u32> = b
+        .iter()
+        .filter_map(|b| match b {
+            Body::RetryScheduled { attempt, .. } => Some(*attempt),
+            _ => None,
+        })
+        .collect();
     assert_eq!(retries, vec![2, 3]);
 
     let t = engine.start("fatal", Tally::default(), StartOptions::id("r2")).await.unwrap();
     let outcome = t.finished().await.unwrap();
     assert_eq!(outcome.status, ThreadStatus::Failed);
     let b = bodies(&engine, "r2");
-    assert!(!b.iter().any(|b| matches!(b, Body::RetryScheduled { .. })), "a fatal error is not retried");
+    assert!(
+        !b.iter().any(|b| matches!(b, Body::RetryScheduled { .. })),
+        "a fatal error is not retried"
+    );
     assert!(b.iter().any(|b| matches!(b, Body::NodeFailed { terminal: true, .. })));
     engine.shutdown().await;
 }
@@ -191,18 +229,31 @@ async fn retry_then_success_and_non_retryable_failure() {
 #[tokio::test]
 async fn node_timeout_counts_as_a_failure_for_the_retry_policy() {
     let (_d, path) = db();
-    let wf = one_node("slowpoke", NodePolicy::default().timeout_ms(30).retry(RetryPolicy::fixed(2, 1)), |_s, ctx: Ctx| async move {
-        if ctx.attempt() == 1 {
-            // Hangs until the watchdog cancels the attempt.
-            ctx.cancelled().await;
-        }
-        Ok(NodeOutput::update((u64::from(ctx.attempt()), "done".into())))
-    });
+    let wf = one_node(
+        "slowpoke",
+        NodePolicy::default().timeout_ms(30).retry(RetryPolicy::fixed(2, 1)),
+        |_s, ctx: Ctx| async move {
+            if ctx.attempt() == 1 {
+                // Hangs until the watchdog cancels the attempt.
+                ctx.cancelled().await;
+            }
+            Ok(NodeOutput::update((u64::from(ctx.attempt()), "done".into())))
+        },
+    );
     let engine = open(&path, &[&wf], None).await;
-    let out: Tally = engine.start("slowpoke", Tally::default(), StartOptions::id("to")).await.unwrap().output().await.unwrap();
+    let out: Tally = engine
+        .start("slowpoke", Tally::default(), StartOptions::id("to"))
+        .await
+        .unwrap()
+        .output()
+        .await
+        .unwrap();
     assert_eq!(out.total, 2, "the second attempt succeeded");
     let b = bodies(&engine, "to");
-    assert!(b.iter().any(|b| matches!(b, Body::NodeFailed { error: NodeError::Timeout { .. }, terminal: false, .. })));
+    assert!(b.iter().any(|b| matches!(
+        b,
+        Body::NodeFailed { error: NodeError::Timeout { .. }, terminal: false, .. }
+    )));
     engine.shutdown().await;
 }
 
@@ -238,7 +289,13 @@ async fn budget_warning_stop_raise_and_resume() {
     let outcome = t.wait().await.unwrap();
     assert_eq!(outcome.status, ThreadStatus::Paused, "stopped cleanly at the limit");
     let b = bodies(&engine, "b1");
-    let budget_events: Vec<(u64, u64)> = b.iter().filter_map(|b| match b { Body::Budget { used, limit, .. } => Some((*used, *limit)), _ => None }).collect();
+    let budget_events: Vec<(u64, u64)> = b
+        .iter()
+        .filter_map(|b| match b {
+            Body::Budget { used, limit, .. } => Some((*used, *limit)),
+            _ => None,
+        })
+        .collect();
     assert_eq!(budget_events, vec![(3, 5), (5, 5)], "a warning at 60%, then the stop");
     engine.set_budgets("b1", Budgets { max_steps: Some(20), ..budgets }).await.unwrap();
     engine.resume("b1").await.unwrap();
@@ -250,7 +307,11 @@ async fn budget_warning_stop_raise_and_resume() {
 async fn permission_denied_is_an_error_event() {
     let (_d, path) = db();
     let wf = one_node("net", NodePolicy::default(), |_s, ctx: Ctx| async move {
-        let v: u64 = ctx.call(ToolCall::new("fetch").permission("net"), 1u64, |x: u64, _| async move { Ok::<_, ToolError>(x) }).await?;
+        let v: u64 = ctx
+            .call(ToolCall::new("fetch").permission("net"), 1u64, |x: u64, _| async move {
+                Ok::<_, ToolError>(x)
+            })
+            .await?;
         Ok(NodeOutput::update((v, "fetched".into())))
     });
     let engine = open(&path, &[&wf], None).await;
@@ -262,7 +323,8 @@ async fn permission_denied_is_an_error_event() {
     let mut perms = std::collections::BTreeSet::new();
     perms.insert("net".to_owned());
     let opts = StartOptions { permissions: Some(perms), ..StartOptions::id("n2") };
-    let out: Tally = engine.start("net", Tally::default(), opts).await.unwrap().output().await.unwrap();
+    let out: Tally =
+        engine.start("net", Tally::default(), opts).await.unwrap().output().await.unwrap();
     assert_eq!(out.total, 1);
     engine.shutdown().await;
 }
@@ -324,8 +386,16 @@ async fn lock_contention_expiry_and_release_on_every_end() {
     let h = engine.start("holder", Tally::default(), StartOptions::id("h")).await.unwrap();
     assert_eq!(h.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let i = engine.start("impatient", Tally::default(), StartOptions::id("i")).await.unwrap();
-    assert_eq!(i.finished().await.unwrap().status, ThreadStatus::Failed, "contention is an error for try_lock");
-    assert!(bodies(&engine, "i").iter().any(|b| matches!(b, Body::NodeFailed { error: NodeError::Lock { .. }, .. })));
+    assert_eq!(
+        i.finished().await.unwrap().status,
+        ThreadStatus::Failed,
+        "contention is an error for try_lock"
+    );
+    assert!(
+        bodies(&engine, "i")
+            .iter()
+            .any(|b| matches!(b, Body::NodeFailed { error: NodeError::Lock { .. }, .. }))
+    );
     // Expiry: after the ttl another thread takes the lock even though the holder still waits.
     let p = engine.start("patient", Tally::default(), StartOptions::id("p")).await.unwrap();
     clock.advance_ms(1_001);
@@ -333,6 +403,52 @@ async fn lock_contention_expiry_and_release_on_every_end() {
     // Release on end: the patient thread completed, so its lock is gone; the holder's expired
     // lock was taken over. Cancel the holder: nothing of it remains.
     engine.cancel("h", "done").await.unwrap();
-    assert!(engine.store().locks().unwrap().iter().all(|l| l.owner != "h" && l.owner != "p"), "{:?}", engine.store().locks().unwrap());
+    assert!(
+        engine.store().locks().unwrap().iter().all(|l| l.owner != "h" && l.owner != "p"),
+        "{:?}",
+        engine.store().locks().unwrap()
+    );
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_waiting_lock_is_taken_when_released_and_cancel_reaches_child_threads() {
+    let (_d, path) = db();
+    let clock = ManualClock::new(0);
+    // The child workflow holds a lock and waits for input; the parent runs it as a sub-workflow.
+    let child = one_node("child", NodePolicy::default(), |_s, ctx: Ctx| async move {
+        ctx.lock("shared", 1_000_000).await?;
+        let _: u64 = ctx.interrupt("go?")?;
+        Ok(NodeOutput::update((1, "child".into())))
+    });
+    let parent = Workflow::<Tally>::builder("parent", 1)
+        .subgraph("sub", child, |s: &Tally| s.clone(), |c: &Tally| (c.total, "sub".to_owned()))
+        .edge(START, "sub")
+        .edge("sub", END)
+        .build()
+        .unwrap();
+    let waiter = one_node("waiter", NodePolicy::default(), |_s, ctx: Ctx| async move {
+        ctx.lock("shared", 1_000).await?;
+        Ok(NodeOutput::update((1, "got".into())))
+    });
+    let engine = open(&path, &[&parent, &waiter], Some(clock.clone())).await;
+    let p = engine.start("parent", Tally::default(), StartOptions::id("par")).await.unwrap();
+    assert_eq!(p.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    let w = engine.start("waiter", Tally::default(), StartOptions::id("w")).await.unwrap();
+    engine.cancel("par", "stop everything").await.unwrap();
+    // The clock never moves: the waiter gets the lock because the cancelled child released it.
+    assert_eq!(w.finished().await.unwrap().status, ThreadStatus::Completed);
+    let children = engine
+        .store()
+        .list_threads(
+            &cairn::storage::ThreadFilter {
+                label: Some(("parent".into(), "par".into())),
+                ..Default::default()
+            },
+            cairn::storage::Page { limit: 10, offset: 0 },
+        )
+        .unwrap();
+    assert_eq!(children.len(), 1);
+    assert_eq!(children[0].status, ThreadStatus::Cancelled, "the child ended with its parent");
     engine.shutdown().await;
 }
