@@ -609,16 +609,16 @@ impl Engine {
                 }
             }
             let key = (wf.id().to_owned(), wf.version());
-            if let Some(existing) = reg.get(&key) {
-                if existing.fingerprint() != wf.fingerprint() {
-                    return Err(Error::Invalid(format!(
-                        "workflow {} v{} is registered with fingerprint {}; this definition has {} (bump the version)",
-                        key.0,
-                        key.1,
-                        existing.fingerprint(),
-                        wf.fingerprint()
-                    )));
-                }
+            if let Some(existing) = reg.get(&key)
+                && existing.fingerprint() != wf.fingerprint()
+            {
+                return Err(Error::Invalid(format!(
+                    "workflow {} v{} is registered with fingerprint {}; this definition has {} (bump the version)",
+                    key.0,
+                    key.1,
+                    existing.fingerprint(),
+                    wf.fingerprint()
+                )));
             }
             reg.insert(key, wf);
         }

@@ -116,6 +116,12 @@ async fn drive_claimed(
     runner.run(control).await
 }
 
+/// A task of the next step: its node, key and map item.
+type PlannedTask = (NodeId, TaskKey, Option<Value>);
+
+/// Join node -> the branches that arrived.
+type Arrivals = BTreeMap<String, Vec<String>>;
+
 struct Runner {
     env: Arc<ThreadEnv>,
     ctx: ThreadCtx,
@@ -166,15 +172,15 @@ impl Runner {
         }
         let mut batch = Batch::default();
         let me = self.inner().owner.clone();
-        if let Some(lease) = &self.record.lease {
-            if lease.owner != me {
-                // The database file is locked by this process, so any other owner is a process
-                // that died: its lease is void whatever its expiry says.
-                batch.leases.push(LeaseOp::Release {
-                    thread: self.env.thread.clone(),
-                    owner: lease.owner.clone(),
-                });
-            }
+        if let Some(lease) = &self.record.lease
+            && lease.owner != me
+        {
+            // The database file is locked by this process, so any other owner is a process
+            // that died: its lease is void whatever its expiry says.
+            batch.leases.push(LeaseOp::Release {
+                thread: self.env.thread.clone(),
+                owner: lease.owner.clone(),
+            });
         }
         batch.leases.push(LeaseOp::Acquire {
             thread: self.env.thread.clone(),
@@ -317,10 +323,7 @@ impl Runner {
     }
 
     /// Expands the frontier into this step's tasks, in task order.
-    fn expand(
-        &self,
-        step: u64,
-    ) -> Result<Result<Vec<(NodeId, TaskKey, Option<Value>)>, (TaskKey, NodeError)>, Error> {
+    fn expand(&self, step: u64) -> Result<Result<Vec<PlannedTask>, (TaskKey, NodeError)>, Error> {
         let wf = &self.env.wf;
         let mut tasks = Vec::new();
         for name in &self.ctx.meta.frontier {
@@ -335,18 +338,18 @@ impl Runner {
             };
             let node = &wf.nodes()[id];
             let visits = self.ctx.meta.visits.get(name).copied().unwrap_or(0);
-            if let Some(max) = node.policy.max_visits {
-                if visits >= max {
-                    let error = NodeError::Failed {
-                        code: Some("loop_bound".into()),
-                        message: format!(
-                            "node {name} would run a {}th time; its loop bound is {max}",
-                            visits + 1
-                        ),
-                        retryable: false,
-                    };
-                    return Ok(Err((TaskKey::node(name.clone()), error)));
-                }
+            if let Some(max) = node.policy.max_visits
+                && visits >= max
+            {
+                let error = NodeError::Failed {
+                    code: Some("loop_bound".into()),
+                    message: format!(
+                        "node {name} would run a {}th time; its loop bound is {max}",
+                        visits + 1
+                    ),
+                    retryable: false,
+                };
+                return Ok(Err((TaskKey::node(name.clone()), error)));
             }
             match &node.kind {
                 DynNodeKind::Map { items, .. } => {
@@ -543,10 +546,9 @@ impl Runner {
             ));
         }
         let policy = self.env.wf.checkpoint_policy();
-        let every_steps =
-            self.inner().config.checkpoint_every_steps.or(policy.every_steps.map(u64::from));
+        let every_steps = self.inner().config.checkpoint_every_steps.or(policy.every_steps);
         let every_ms = self.inner().config.checkpoint_every_ms.or(policy.every_ms);
-        if every_steps.is_some_and(|n| n > 0 && step % n == 0)
+        if every_steps.is_some_and(|n| n > 0 && step.is_multiple_of(n))
             || every_ms.is_some_and(|ms| now.saturating_sub(self.last_checkpoint_ms) >= ms)
         {
             checkpoint = stronger(checkpoint, CheckpointKind::Periodic);
@@ -566,7 +568,7 @@ impl Runner {
     /// The next frontier and the join arrivals after the open step, from the state its updates
     /// produce. Errors here are the workflow's (a route to an undeclared target, a join that can
     /// no longer be satisfied), so they fail the thread.
-    fn route(&self, step: u64) -> Result<(Vec<String>, BTreeMap<String, Vec<String>>), NodeError> {
+    fn route(&self, step: u64) -> Result<(Vec<String>, Arrivals), NodeError> {
         let wf = &self.env.wf;
         let mut state = self.ctx.state.clone_box();
         let mut gotos: BTreeMap<NodeId, Vec<Target>> = BTreeMap::new();

@@ -60,12 +60,11 @@ pub(crate) fn run_child(
         // Input the parent received while the child waited goes on to the child.
         if let (Some(value), Some(record)) =
             (inputs.last(), inner.store.thread(&id).map_err(|e| engine_error(&e.into()))?)
+            && record.status == ThreadStatus::WaitingInput
         {
-            if record.status == ThreadStatus::WaitingInput {
-                crate::controls_api::deliver_input(&inner, &child, &id, value.clone())
-                    .await
-                    .map_err(|e| engine_error(&e))?;
-            }
+            crate::controls_api::deliver_input(&inner, &child, &id, value.clone())
+                .await
+                .map_err(|e| engine_error(&e))?;
         }
         let exit = drive_under(
             inner.clone(),

@@ -118,7 +118,7 @@ pub(crate) async fn run_task(
         let error = match result {
             Ok(out) => {
                 let messages = std::mem::take(&mut st.messages);
-                let usage = st.usage.clone();
+                let usage = st.usage;
                 return run(TaskEnd::Done { update: out.update, goto: out.goto, usage, messages });
             }
             Err(NodeError::Interrupted { prompt }) => return run(TaskEnd::WaitInput { prompt }),
@@ -131,7 +131,6 @@ pub(crate) async fn run_task(
         if !retry {
             return run(TaskEnd::Failed { error });
         }
-        drop(run);
         // Jitter comes from the thread's deterministic stream, and the resulting delay is
         // recorded in the RetryScheduled event, so a restore waits for the same instant.
         let unit = jitter_unit(&env.thread, step, &key, attempt);
@@ -488,13 +487,13 @@ impl NodeContext for TaskCtx {
                 }
                 return rec.output.map_err(NodeError::from);
             }
-            if let Some(p) = &call.permission {
-                if !env.permissions.contains(p) {
-                    return Err(NodeError::PermissionDenied {
-                        tool: call.name.clone(),
-                        permission: p.clone(),
-                    });
-                }
+            if let Some(p) = &call.permission
+                && !env.permissions.contains(p)
+            {
+                return Err(NodeError::PermissionDenied {
+                    tool: call.name.clone(),
+                    permission: p.clone(),
+                });
             }
             if let Some(max) = env.budgets.max_tool_calls {
                 let used = env.tool_calls_before + u64::from(index);
@@ -536,7 +535,7 @@ impl NodeContext for TaskCtx {
                 call: index,
                 name: call.name.clone(),
                 output: output.clone(),
-                usage: usage.clone(),
+                usage,
                 duration_ms: done.saturating_sub(now),
             };
             let recs = append_now(&env, vec![body], done).await.map_err(|e| engine_error(&e))?;

@@ -227,7 +227,10 @@ impl ThreadMeta {
     }
 
     /// The permissions tool calls may use: the thread's own, else the workflow's.
-    pub fn permissions<'a>(&'a self, wf: &'a DynWorkflow) -> &'a std::collections::BTreeSet<String> {
+    pub fn permissions<'a>(
+        &'a self,
+        wf: &'a DynWorkflow,
+    ) -> &'a std::collections::BTreeSet<String> {
         self.policy.permissions.as_ref().unwrap_or_else(|| wf.permissions())
     }
 }
@@ -238,8 +241,16 @@ impl ThreadCtx {
     /// # Errors
     /// [`Error::Record`] if `body` is not a `ThreadCreated`, or the input is not a valid state.
     pub fn created(wf: &DynWorkflow, thread: &str, body: &Body, at_ms: u64) -> Result<Self, Error> {
-        let Body::ThreadCreated { workflow, input, frontier, labels, fork, arrivals, visits, policy } =
-            body
+        let Body::ThreadCreated {
+            workflow,
+            input,
+            frontier,
+            labels,
+            fork,
+            arrivals,
+            visits,
+            policy,
+        } = body
         else {
             return Err(Error::Record {
                 thread: thread.to_owned(),

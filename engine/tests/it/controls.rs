@@ -149,10 +149,10 @@ async fn pause_and_resume_survive_a_restart() {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let tx = std::sync::Mutex::new(Some(tx));
     engine.on_step(Arc::new(move |_t, step, _| {
-        if step == 10 {
-            if let Some(tx) = tx.lock().unwrap().take() {
-                let _ = tx.send(());
-            }
+        if step == 10
+            && let Some(tx) = tx.lock().unwrap().take()
+        {
+            let _ = tx.send(());
         }
     }));
     let t = engine.start("count", Tally::default(), StartOptions::id("pz")).await.unwrap();

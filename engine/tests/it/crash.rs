@@ -274,7 +274,8 @@ async fn run(
     let mut finals = BTreeMap::new();
     if crash_after.is_none() {
         for h in &handles {
-            let out = tokio::time::timeout(std::time::Duration::from_secs(20), h.output::<Acc>()).await;
+            let out =
+                tokio::time::timeout(std::time::Duration::from_secs(20), h.output::<Acc>()).await;
             let out = match out {
                 Ok(r) => r.unwrap_or_else(|e| panic!("{}: {e}", h.id())),
                 Err(_) => panic!("{} did not finish: {:?}", h.id(), h.outcome()),

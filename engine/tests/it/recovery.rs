@@ -35,10 +35,10 @@ async fn running_threads_are_resumed_or_parked_at_open() {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let tx = std::sync::Mutex::new(Some(tx));
         engine.on_step(Arc::new(move |_t, _s, total| {
-            if total == 5 {
-                if let Some(tx) = tx.lock().unwrap().take() {
-                    let _ = tx.send(());
-                }
+            if total == 5
+                && let Some(tx) = tx.lock().unwrap().take()
+            {
+                let _ = tx.send(());
             }
         }));
         engine.start("counter", Tally::default(), StartOptions::id("c")).await.unwrap();
