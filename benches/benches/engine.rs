@@ -1,0 +1,397 @@
+//! Engine benchmark: a 10-node linear workflow with a tiny state, run by Cairn's engine, against
+//! raw redb on the same disk, in the same process.
+//!
+//! `cargo bench -p cairn-benches --bench engine` prints `BENCH` and `RATIO` lines (see
+//! `benches/README.md`, section "Engine"). Every figure is the median of [`RUNS`] runs; engine and
+//! raw-redb runs are interleaved so that drift in the disk's speed hits both sides alike.
+//!
+//! Environment: `CAIRN_BENCH_RUNS` (default 5) runs per figure, `CAIRN_BENCH_ONLY` (a
+//! comma-separated subset of `sequential,concurrent,none,memory`; `none-1` and `none-64` run one half
+//! of `none`) the sections run,
+//! `CAIRN_BENCH_MEMORY_THREADS` (default 10,000) the threads of the memory section. The memory
+//! section measures each figure in a fresh child process (this binary, re-run with
+//! `CAIRN_BENCH_CHILD` set), so that memory freed by earlier sections cannot hide what the
+//! threads cost.
+#![allow(clippy::print_stdout, reason = "a benchmark's output is its printed figures")]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use cairn::dsl::{Ctx, NodeOutput, Workflow};
+use cairn::{Durability, END, Engine, Replace, START, StartOptions, ThreadStatus};
+use cairn_benches::{
+    SyncCountingFile, bench_line, median, per_second, ratio_line, raw_redb_inserts, scratch_dir,
+};
+use cairn_storage::{Options, RedbStore};
+use tokio::runtime::Runtime;
+
+/// Runs per figure (each figure is their median).
+const RUNS: usize = 5;
+/// Nodes of the benchmark workflow, each one step.
+const NODES: u64 = 10;
+/// The benchmark workflow's id.
+const WORKFLOW: &str = "bench-linear";
+/// Threads run one after the other per sequential run (each 10 node-steps).
+const SEQUENTIAL_THREADS: usize = 40;
+/// Clients of the concurrent runs: each runs its threads one after the other, so this many
+/// threads are in flight at once.
+const CLIENTS: usize = 64;
+/// Threads each client runs per concurrent run.
+const THREADS_PER_CLIENT: usize = 10;
+/// Records per commit in the raw-redb batch baseline.
+const RAW_BATCH: u64 = 100;
+/// Threads per sequential run with no fsync (CPU bound, so many more fit in the same time).
+const UNSYNCED_SEQUENTIAL_THREADS: usize = 500;
+/// Threads started at once in the memory section.
+const MEMORY_THREADS: usize = 10_000;
+/// Threads run before the memory section's baseline is taken (runtime, caches, allocator warm).
+const MEMORY_WARMUP_THREADS: usize = 200;
+
+/// The sections of the benchmark, in the order they run (`CAIRN_BENCH_ONLY` picks some).
+const SECTIONS: [&str; 4] = ["sequential", "concurrent", "none", "memory"];
+/// Set in a child process to the memory figure it measures.
+const CHILD_ENV: &str = "CAIRN_BENCH_CHILD";
+
+fn main() -> anyhow::Result<()> {
+    let root = scratch_dir(Path::new(env!("CARGO_TARGET_TMPDIR")))?;
+    if let Ok(which) = std::env::var(CHILD_ENV) {
+        let threads = env_usize("CAIRN_BENCH_MEMORY_THREADS", MEMORY_THREADS)?;
+        return memory_child(&which, threads, &root.path().join("memory.redb"));
+    }
+    let runs = env_usize("CAIRN_BENCH_RUNS", RUNS)?;
+    let only = std::env::var("CAIRN_BENCH_ONLY").unwrap_or_else(|_| SECTIONS.join(","));
+    println!("# scratch dir {} ; {runs} runs per figure", root.path().display());
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let mut dir_n = 0u32;
+    let mut fresh = |name: &str| {
+        dir_n += 1;
+        root.path().join(format!("{dir_n:04}-{name}.redb"))
+    };
+    for section in only.split(',') {
+        match section {
+            "sequential" => sequential(&runtime, runs, &mut fresh)?,
+            "concurrent" => concurrent(&runtime, runs, &mut fresh)?,
+            "none" => unsynced(&runtime, runs, (true, true), &mut fresh)?,
+            "none-1" => unsynced(&runtime, runs, (true, false), &mut fresh)?,
+            "none-64" => unsynced(&runtime, runs, (false, true), &mut fresh)?,
+            "memory" => memory(runs)?,
+            other => anyhow::bail!(
+                "unknown section {other:?}; known: {},none-1,none-64",
+                SECTIONS.join(",")
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// (a) One thread at a time, `Durability::Immediate`, against raw redb committing one ~200-byte
+/// insert durably per node-step the engine ran; then what each step costs in commits and bytes.
+fn sequential(
+    runtime: &Runtime,
+    runs: usize,
+    fresh: &mut impl FnMut(&str) -> PathBuf,
+) -> anyhow::Result<()> {
+    let steps = SEQUENTIAL_THREADS as u64 * NODES;
+    let (mut engine, mut raw) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let path = fresh("sequential");
+        let elapsed = runtime.block_on(on_file(&path, Durability::Immediate, |e| {
+            one_at_a_time(e, "seq", SEQUENTIAL_THREADS)
+        }))?;
+        engine.push(per_second(steps, elapsed));
+        raw.push(raw_redb_inserts(&fresh("raw-single"), steps, 1)?);
+    }
+    let (engine, raw) = (median(engine), median(raw));
+    println!("{}", bench_line("engine_1_thread_immediate", engine, "node-steps/s"));
+    println!("{}", bench_line("raw_redb_1_insert_per_commit", raw, "commits/s"));
+    println!("{}", ratio_line("engine_1_thread_vs_raw_redb", engine / raw));
+    let (mut commits, mut kib) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let counted = runtime.block_on(on_counted_file(&fresh("seq-counted"), |e| {
+            one_at_a_time(e, "seq", SEQUENTIAL_THREADS)
+        }))?;
+        commits.push(counted.syncs / steps as f64);
+        kib.push(counted.bytes / counted.syncs.max(1.0) / 1024.0);
+    }
+    println!("{}", bench_line("engine_1_thread_commits_per_node_step", median(commits), "commits"));
+    println!("{}", bench_line("engine_1_thread_written_per_commit", median(kib), "KiB"));
+    Ok(())
+}
+
+/// (b) 64 threads at once, `Durability::Immediate`, against raw redb inserting 100 records per
+/// durable commit; then how many commits the group commit saved and what each wrote.
+fn concurrent(
+    runtime: &Runtime,
+    runs: usize,
+    fresh: &mut impl FnMut(&str) -> PathBuf,
+) -> anyhow::Result<()> {
+    let steps = (CLIENTS * THREADS_PER_CLIENT) as u64 * NODES;
+    let (mut engine, mut raw) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let path = fresh("concurrent");
+        let elapsed = runtime.block_on(on_file(&path, Durability::Immediate, |e| {
+            many_at_once(e, CLIENTS, THREADS_PER_CLIENT)
+        }))?;
+        engine.push(per_second(steps, elapsed));
+        raw.push(raw_redb_inserts(&fresh("raw-batch"), steps.div_ceil(RAW_BATCH), RAW_BATCH)?);
+    }
+    let (engine, raw) = (median(engine), median(raw));
+    println!("{}", bench_line("engine_64_threads_immediate", engine, "node-steps/s"));
+    println!("{}", bench_line("raw_redb_100_inserts_per_commit", raw, "records/s"));
+    println!("{}", ratio_line("engine_64_threads_vs_raw_redb_batch100", engine / raw));
+    let (mut per_commit, mut kib) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let counted = runtime.block_on(on_counted_file(&fresh("conc-counted"), |e| {
+            many_at_once(e, CLIENTS, THREADS_PER_CLIENT)
+        }))?;
+        per_commit.push(steps as f64 / counted.syncs.max(1.0));
+        kib.push(counted.bytes / counted.syncs.max(1.0) / 1024.0);
+    }
+    let per_commit = median(per_commit);
+    println!("{}", bench_line("engine_64_threads_node_steps_per_commit", per_commit, "steps"));
+    println!("{}", bench_line("engine_64_threads_written_per_commit", median(kib), "KiB"));
+    Ok(())
+}
+
+/// (c) The same workloads under `Durability::None`: nothing is fsynced, so this is the engine's
+/// CPU cost per step (the fold, encoding, the writer hand-off, redb's in-memory commit). `parts`
+/// picks (one thread at a time, 64 at once): the sections `none-1` and `none-64` run one part
+/// alone (for a profiler).
+fn unsynced(
+    runtime: &Runtime,
+    runs: usize,
+    (sequential, concurrent): (bool, bool),
+    fresh: &mut impl FnMut(&str) -> PathBuf,
+) -> anyhow::Result<()> {
+    if sequential {
+        let mut one = Vec::new();
+        for _ in 0..runs {
+            let path = fresh("none-seq");
+            let elapsed = runtime.block_on(on_file(&path, Durability::None, |e| {
+                one_at_a_time(e, "none", UNSYNCED_SEQUENTIAL_THREADS)
+            }))?;
+            one.push(per_second(UNSYNCED_SEQUENTIAL_THREADS as u64 * NODES, elapsed));
+        }
+        let one = median(one);
+        println!("{}", bench_line("engine_1_thread_durability_none", one, "node-steps/s"));
+        println!("{}", bench_line("engine_1_thread_durability_none_step_time", 1e6 / one, "us"));
+    }
+    if concurrent {
+        let mut many = Vec::new();
+        for _ in 0..runs {
+            let path = fresh("none-conc");
+            let elapsed = runtime.block_on(on_file(&path, Durability::None, |e| {
+                many_at_once(e, CLIENTS, THREADS_PER_CLIENT)
+            }))?;
+            many.push(per_second((CLIENTS * THREADS_PER_CLIENT) as u64 * NODES, elapsed));
+        }
+        let many = median(many);
+        println!("{}", bench_line("engine_64_threads_durability_none", many, "node-steps/s"));
+    }
+    Ok(())
+}
+
+/// (d) Memory per thread: the resident-set growth of a fresh process (a child) while
+/// [`MEMORY_THREADS`] threads are parked waiting for input, and after as many have completed,
+/// with the peak during the run.
+fn memory(runs: usize) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("locating the bench binary")?;
+    for which in ["parked", "completed"] {
+        let (mut kept, mut peak) = (Vec::new(), Vec::new());
+        for _ in 0..runs.min(3) {
+            let out = std::process::Command::new(&exe)
+                .env(CHILD_ENV, which)
+                .output()
+                .context("running the memory child")?;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            anyhow::ensure!(
+                out.status.success(),
+                "memory child {which} failed: {stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let line = stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("CHILD "))
+                .with_context(|| format!("no CHILD line from the memory child: {stdout}"))?;
+            let mut fields = line.split_whitespace().map(str::parse::<f64>);
+            let mut next =
+                || -> anyhow::Result<f64> { Ok(fields.next().context("a short CHILD line")??) };
+            kept.push(next()?);
+            peak.push(next()?);
+        }
+        println!("{}", bench_line(&format!("memory_per_{which}_thread"), median(kept), "KiB"));
+        println!("{}", bench_line(&format!("memory_peak_per_{which}_thread"), median(peak), "KiB"));
+    }
+    Ok(())
+}
+
+/// In a child process: start `threads` threads at once and let them park (`parked`) or finish
+/// (`completed`); print `CHILD <kept KiB per thread> <peak KiB per thread>`, from `VmRSS` after
+/// they all stopped and `VmHWM`, each less the `VmRSS` before the first start.
+fn memory_child(which: &str, threads: usize, path: &Path) -> anyhow::Result<()> {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let (kept, peak) = runtime.block_on(async {
+        let engine = Engine::builder(path)
+            .durability(Durability::None)
+            .workflow(&linear()?)
+            .workflow(&asking()?)
+            .open()
+            .await?;
+        one_at_a_time(engine.clone(), "warm", MEMORY_WARMUP_THREADS).await?;
+        let before = proc_status_kib("VmRSS")?;
+        let (workflow, want) = match which {
+            "parked" => (ASKING, ThreadStatus::WaitingInput),
+            "completed" => (WORKFLOW, ThreadStatus::Completed),
+            other => anyhow::bail!("unknown memory figure {other:?}"),
+        };
+        let mut handles = Vec::with_capacity(threads);
+        for n in 0..threads {
+            let id = StartOptions::id(format!("mem-{n:05}"));
+            handles.push(engine.start(workflow, 0u64, id).await?);
+        }
+        for handle in &handles {
+            let outcome = handle.wait().await?;
+            anyhow::ensure!(outcome.status == want, "{} ended {:?}", handle.id(), outcome.status);
+        }
+        drop(handles);
+        let kept = proc_status_kib("VmRSS")?.saturating_sub(before);
+        let peak = proc_status_kib("VmHWM")?.saturating_sub(before);
+        engine.shutdown().await;
+        Ok::<_, anyhow::Error>((kept, peak))
+    })?;
+    let per = |kib: u64| kib as f64 / threads as f64;
+    println!("CHILD {} {}", per(kept), per(peak));
+    Ok(())
+}
+
+/// The workflow of every timed run: `NODES` nodes in a line, each adding one to a `u64`.
+fn linear() -> anyhow::Result<Workflow<Replace<u64>>> {
+    let mut b = Workflow::<Replace<u64>>::builder(WORKFLOW, 1);
+    for i in 0..NODES {
+        b = b.node(format!("n{i}"), |s: Arc<Replace<u64>>, _ctx: Ctx| async move {
+            Ok(NodeOutput::update(s.0 + 1))
+        });
+    }
+    b = b.edge(START, "n0");
+    for i in 1..NODES {
+        b = b.edge(format!("n{}", i - 1), format!("n{i}"));
+    }
+    Ok(b.edge(format!("n{}", NODES - 1), END).build()?)
+}
+
+/// The parking workflow of the memory section.
+const ASKING: &str = "bench-asking";
+
+/// One node that asks for input, so that its threads park waiting for it.
+fn asking() -> anyhow::Result<Workflow<Replace<u64>>> {
+    Ok(Workflow::<Replace<u64>>::builder(ASKING, 1)
+        .node("ask", |_s: Arc<Replace<u64>>, ctx: Ctx| async move {
+            let answer: u64 = ctx.interrupt("a number, please")?;
+            Ok(NodeOutput::update(answer))
+        })
+        .edge(START, "ask")
+        .edge("ask", END)
+        .build()?)
+}
+
+/// Opens an engine on a fresh database file at `path`, times `work` on it, shuts it down.
+async fn on_file<F, Fut>(path: &Path, durability: Durability, work: F) -> anyhow::Result<Duration>
+where
+    F: FnOnce(Engine) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    let engine = Engine::builder(path).durability(durability).workflow(&linear()?).open().await?;
+    let start = Instant::now();
+    work(engine.clone()).await?;
+    let elapsed = start.elapsed();
+    engine.shutdown().await;
+    Ok(elapsed)
+}
+
+/// What a run on a [`SyncCountingFile`] did to the file.
+struct Counted {
+    /// Durable commits (redb syncs once per durable commit).
+    syncs: f64,
+    /// Bytes written.
+    bytes: f64,
+}
+
+/// [`on_file`] with `Durability::Immediate` on a file that counts its syncs and writes.
+async fn on_counted_file<F, Fut>(path: &Path, work: F) -> anyhow::Result<Counted>
+where
+    F: FnOnce(Engine) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    let (backend, counts) = SyncCountingFile::create(path)?;
+    let options = Options { durability: Durability::Immediate, ..Options::default() };
+    let store = RedbStore::with_backend(backend, options)?;
+    let engine = Engine::with_store(Arc::new(store)).workflow(&linear()?).open().await?;
+    let before = counts.snapshot();
+    work(engine.clone()).await?;
+    let after = counts.snapshot();
+    engine.shutdown().await;
+    Ok(Counted { syncs: (after.0 - before.0) as f64, bytes: (after.1 - before.1) as f64 })
+}
+
+/// Runs `threads` threads of the linear workflow one after the other.
+async fn one_at_a_time(engine: Engine, prefix: &str, threads: usize) -> anyhow::Result<()> {
+    for n in 0..threads {
+        run_thread(&engine, format!("{prefix}-{n:05}")).await?;
+    }
+    Ok(())
+}
+
+/// `clients` tasks at once, each running `each` threads one after the other.
+async fn many_at_once(engine: Engine, clients: usize, each: usize) -> anyhow::Result<()> {
+    let mut tasks = Vec::with_capacity(clients);
+    for client in 0..clients {
+        let engine = engine.clone();
+        tasks.push(tokio::spawn(async move {
+            for n in 0..each {
+                run_thread(&engine, format!("c{client:02}-{n:05}")).await?;
+            }
+            Ok::<_, anyhow::Error>(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    Ok(())
+}
+
+/// Starts one thread and waits for it to complete, checking it ran every node.
+async fn run_thread(engine: &Engine, id: String) -> anyhow::Result<()> {
+    let handle = engine.start(WORKFLOW, 0u64, StartOptions::id(id)).await?;
+    let outcome = handle.finished().await?;
+    anyhow::ensure!(
+        outcome.status == ThreadStatus::Completed
+            && outcome.output == Some(serde_json::json!(NODES)),
+        "thread {} ended {:?} with {:?}",
+        handle.id(),
+        outcome.status,
+        outcome.output
+    );
+    Ok(())
+}
+
+/// A `kB` field of `/proc/self/status` (`VmRSS`, `VmHWM`).
+fn proc_status_kib(field: &str) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").context("/proc/self/status")?;
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .with_context(|| format!("no {field} in /proc/self/status"))?;
+    let kib = line.trim().trim_end_matches("kB").trim();
+    kib.parse().with_context(|| format!("{field}: {line:?}"))
+}
+
+fn env_usize(name: &str, default: usize) -> anyhow::Result<usize> {
+    match std::env::var(name) {
+        Ok(value) => value.parse().with_context(|| format!("{name}={value} is not a count")),
+        Err(_) => Ok(default),
+    }
+}
