@@ -36,7 +36,11 @@ pub(crate) struct Plan {
 }
 
 /// Checks `batch` against the state in `tables` and prepares its writes.
-pub(crate) fn plan(tables: &Tables<'_>, counters: Counters, batch: Batch) -> Result<Plan, Error> {
+pub(crate) fn plan(
+    tables: &mut Tables<'_>,
+    counters: Counters,
+    batch: Batch,
+) -> Result<Plan, Error> {
     let mut plan = Plan {
         events: Vec::with_capacity(batch.events.len()),
         chunks: Vec::new(),
@@ -115,7 +119,7 @@ pub(crate) fn plan(tables: &Tables<'_>, counters: Counters, batch: Batch) -> Res
     for bytes in batch.payloads {
         let r = PayloadRef::of(&bytes);
         plan.appended.payloads.push(r);
-        let stored = tables.payloads.get(&r.hash).map_err(storage("read payload"))?.is_some();
+        let stored = tables.payloads()?.get(&r.hash).map_err(storage("read payload"))?.is_some();
         if !stored && !plan.payloads.iter().any(|(p, _)| *p == r) {
             plan.payloads.push((r, bytes));
         }
@@ -142,39 +146,45 @@ pub(crate) fn apply(
         // the log's last key.
         assert!(*lsn > last_lsn, "lsn {lsn} not above {last_lsn}");
         last_lsn = *lsn;
-        let old = tables.events.insert(*lsn, framed.as_slice()).map_err(&op)?;
+        let old = tables.events()?.insert(*lsn, framed.as_slice()).map_err(&op)?;
         assert!(old.is_none(), "lsn {lsn} written twice");
     }
     for (thread, first_seq, framed) in &plan.chunks {
-        tables.seq_index.insert((thread.as_str(), *first_seq), framed.as_slice()).map_err(&op)?;
+        tables
+            .seq_index()?
+            .insert((thread.as_str(), *first_seq), framed.as_slice())
+            .map_err(&op)?;
     }
     for id in &plan.dirty_threads {
         if let Some(Some(stored)) = plan.threads.get(id) {
             let framed = codec::encode_stored_thread(&stored.record, &stored.tail)?;
-            tables.threads.insert(id.as_str(), framed.as_slice()).map_err(&op)?;
+            tables.threads()?.insert(id.as_str(), framed.as_slice()).map_err(&op)?;
         }
     }
     for (info, info_frame, snapshot_frame) in &plan.checkpoints {
         let id = info.id.0;
-        tables.checkpoints.insert(id, info_frame.as_slice()).map_err(&op)?;
-        tables.snapshots.insert(id, snapshot_frame.as_slice()).map_err(&op)?;
-        tables.by_thread.insert((info.thread.as_str(), info.covers.seq.0, id), ()).map_err(&op)?;
-        tables.by_workflow.insert((info.workflow.id.as_str(), id), ()).map_err(&op)?;
+        tables.checkpoints()?.insert(id, info_frame.as_slice()).map_err(&op)?;
+        tables.snapshots()?.insert(id, snapshot_frame.as_slice()).map_err(&op)?;
+        tables
+            .by_thread()?
+            .insert((info.thread.as_str(), info.covers.seq.0, id), ())
+            .map_err(&op)?;
+        tables.by_workflow()?.insert((info.workflow.id.as_str(), id), ()).map_err(&op)?;
         for tag in &info.meta.tags {
-            tables.by_tag.insert((tag.as_str(), id), ()).map_err(&op)?;
+            tables.by_tag()?.insert((tag.as_str(), id), ()).map_err(&op)?;
         }
     }
     for (r, bytes) in &plan.payloads {
-        tables.payloads.insert(&r.hash, bytes.as_slice()).map_err(&op)?;
+        tables.payloads()?.insert(&r.hash, bytes.as_slice()).map_err(&op)?;
     }
     for (name, lock) in &plan.locks {
         match lock {
             Some(lock) => {
                 let framed = codec::encode_lock(lock)?;
-                tables.locks.insert(name.as_str(), framed.as_slice()).map_err(&op)?;
+                tables.locks()?.insert(name.as_str(), framed.as_slice()).map_err(&op)?;
             }
             None => {
-                tables.locks.remove(name.as_str()).map_err(&op)?;
+                tables.locks()?.remove(name.as_str()).map_err(&op)?;
             }
         }
     }
@@ -212,10 +222,10 @@ fn merge_upsert(mut upsert: ThreadRecord, current: Option<&StoredThread>) -> Sto
     }
 }
 
-fn check_guard(tables: &Tables<'_>, guard: &Guard) -> Result<(), Error> {
+fn check_guard(tables: &mut Tables<'_>, guard: &Guard) -> Result<(), Error> {
     let (thread, failure) = match guard {
         Guard::Lease { thread, owner, now_ms } => {
-            let lease = thread_in(&tables.threads, thread)?.and_then(|r| r.lease);
+            let lease = thread_in(&*tables.threads()?, thread)?.and_then(|r| r.lease);
             match lease {
                 Some(l) if &l.owner == owner && *now_ms < l.expires_at_ms => return Ok(()),
                 Some(l) => {
@@ -224,12 +234,12 @@ fn check_guard(tables: &Tables<'_>, guard: &Guard) -> Result<(), Error> {
                 None => (thread, "no lease is held".to_string()),
             }
         }
-        Guard::Status { thread, expected } => match thread_in(&tables.threads, thread)? {
+        Guard::Status { thread, expected } => match thread_in(&*tables.threads()?, thread)? {
             Some(r) if r.status == *expected => return Ok(()),
             Some(r) => (thread, format!("status is {}, expected {expected}", r.status)),
             None => (thread, format!("thread does not exist (expected status {expected})")),
         },
-        Guard::Absent { thread } => match thread_in(&tables.threads, thread)? {
+        Guard::Absent { thread } => match thread_in(&*tables.threads()?, thread)? {
             None => return Ok(()),
             Some(_) => (thread, "thread already exists".to_string()),
         },
@@ -241,11 +251,11 @@ impl Plan {
     /// The thread as this batch sees it so far (stored, then this batch's changes).
     fn thread(
         &mut self,
-        tables: &Tables<'_>,
+        tables: &mut Tables<'_>,
         id: &ThreadId,
     ) -> Result<&Option<StoredThread>, Error> {
         if !self.threads.contains_key(id) {
-            let stored = stored_thread_in(&tables.threads, id)?;
+            let stored = stored_thread_in(&*tables.threads()?, id)?;
             self.threads.insert(id.clone(), stored);
         }
         Ok(&self.threads[id])
@@ -262,15 +272,15 @@ impl Plan {
         self.threads.insert(id, Some(stored));
     }
 
-    fn lock(&mut self, tables: &Tables<'_>, name: &str) -> Result<Option<LockRecord>, Error> {
+    fn lock(&mut self, tables: &mut Tables<'_>, name: &str) -> Result<Option<LockRecord>, Error> {
         if !self.locks.contains_key(name) {
-            let stored = lock_in(&tables.locks, name)?;
+            let stored = lock_in(&*tables.locks()?, name)?;
             self.locks.insert(name.to_string(), stored);
         }
         Ok(self.locks[name].clone())
     }
 
-    fn lock_op(&mut self, tables: &Tables<'_>, op: LockOp) -> Result<(), Error> {
+    fn lock_op(&mut self, tables: &mut Tables<'_>, op: LockOp) -> Result<(), Error> {
         match op {
             LockOp::Acquire { name, owner, now_ms, ttl_ms } => {
                 if let Some(held) = self.lock(tables, &name)?
@@ -304,7 +314,7 @@ impl Plan {
             },
             LockOp::ReleaseAll { owner } => {
                 let mut names = Vec::new();
-                for entry in tables.locks.iter().map_err(storage("read locks"))? {
+                for entry in tables.locks()?.iter().map_err(storage("read locks"))? {
                     let (key, _) = entry.map_err(storage("read locks"))?;
                     names.push(key.value().to_string());
                 }
@@ -319,7 +329,7 @@ impl Plan {
         Ok(())
     }
 
-    fn lease_op(&mut self, tables: &Tables<'_>, op: LeaseOp) -> Result<(), Error> {
+    fn lease_op(&mut self, tables: &mut Tables<'_>, op: LeaseOp) -> Result<(), Error> {
         let thread = match &op {
             LeaseOp::Acquire { thread, .. }
             | LeaseOp::Renew { thread, .. }

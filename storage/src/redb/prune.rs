@@ -20,12 +20,12 @@ pub(crate) fn remove_checkpoints(
     let op = storage("remove checkpoint");
     for info in infos {
         let id = info.id.0;
-        tables.checkpoints.remove(id).map_err(&op)?;
-        tables.snapshots.remove(id).map_err(&op)?;
-        tables.by_thread.remove((info.thread.as_str(), info.covers.seq.0, id)).map_err(&op)?;
-        tables.by_workflow.remove((info.workflow.id.as_str(), id)).map_err(&op)?;
+        tables.checkpoints()?.remove(id).map_err(&op)?;
+        tables.snapshots()?.remove(id).map_err(&op)?;
+        tables.by_thread()?.remove((info.thread.as_str(), info.covers.seq.0, id)).map_err(&op)?;
+        tables.by_workflow()?.remove((info.workflow.id.as_str(), id)).map_err(&op)?;
         for tag in &info.meta.tags {
-            tables.by_tag.remove((tag.as_str(), id)).map_err(&op)?;
+            tables.by_tag()?.remove((tag.as_str(), id)).map_err(&op)?;
         }
     }
     Ok(())
@@ -33,15 +33,15 @@ pub(crate) fn remove_checkpoints(
 
 /// The checkpoint a delete will remove, if it exists.
 pub(crate) fn plan_delete(
-    tables: &Tables<'_>,
+    tables: &mut Tables<'_>,
     id: CheckpointId,
 ) -> Result<Vec<CheckpointInfo>, Error> {
-    Ok(checkpoint_info_in(&tables.checkpoints, id)?.into_iter().collect())
+    Ok(checkpoint_info_in(&*tables.checkpoints()?, id)?.into_iter().collect())
 }
 
 /// The checkpoints a clear of `thread` will remove.
 pub(crate) fn plan_clear(
-    tables: &Tables<'_>,
+    tables: &mut Tables<'_>,
     thread: &ThreadId,
 ) -> Result<Vec<CheckpointInfo>, Error> {
     thread_checkpoints(tables, thread, u64::MAX)
@@ -49,14 +49,14 @@ pub(crate) fn plan_clear(
 
 /// The checkpoints of `thread` covering at most `max_covers`, read and checked.
 fn thread_checkpoints(
-    tables: &Tables<'_>,
+    tables: &mut Tables<'_>,
     thread: &ThreadId,
     max_covers: u64,
 ) -> Result<Vec<CheckpointInfo>, Error> {
     let op = storage("read checkpoint index");
     let mut ids = Vec::new();
     let range = tables
-        .by_thread
+        .by_thread()?
         .range((thread.as_str(), 0, 0)..=(thread.as_str(), max_covers, u64::MAX))
         .map_err(&op)?;
     for entry in range {
@@ -64,7 +64,7 @@ fn thread_checkpoints(
     }
     let mut infos = Vec::with_capacity(ids.len());
     for id in ids {
-        let info = checkpoint_info_in(&tables.checkpoints, id)?.ok_or_else(|| {
+        let info = checkpoint_info_in(&*tables.checkpoints()?, id)?.ok_or_else(|| {
             super::read::corrupt_checkpoint(
                 codec::table::CHECKPOINTS_BY_THREAD,
                 id,
@@ -91,18 +91,18 @@ pub(crate) struct PrunePlan {
 
 /// Checks a prune of `thread` up to checkpoint `keep`.
 pub(crate) fn plan_prune(
-    tables: &Tables<'_>,
+    tables: &mut Tables<'_>,
     thread: &ThreadId,
     keep: CheckpointId,
 ) -> Result<PrunePlan, Error> {
     let info =
-        checkpoint_info_in(&tables.checkpoints, keep)?.ok_or(Error::UnknownCheckpoint(keep))?;
+        checkpoint_info_in(&*tables.checkpoints()?, keep)?.ok_or(Error::UnknownCheckpoint(keep))?;
     if &info.thread != thread {
         return Err(Error::Invalid {
             detail: format!("checkpoint {keep} belongs to thread {}, not {thread}", info.thread),
         });
     }
-    let mut stored = stored_thread_in(&tables.threads, thread)?
+    let mut stored = stored_thread_in(&*tables.threads()?, thread)?
         .ok_or_else(|| Error::UnknownThread(thread.clone()))?;
     let covers = info.covers.seq.0;
     let last = stored.record.last.map_or(0, |b| b.seq.0);
@@ -124,12 +124,12 @@ pub(crate) fn plan_prune(
     };
     if covers >= first_seq {
         // Every event removed is read and checked first: a damaged one rejects the prune.
-        let located = locate(&tables.seq_index, &stored, first_seq, covers)?;
-        fetch(&tables.events, thread, &located)?;
+        let located = locate(&*tables.seq_index()?, &stored, first_seq, covers)?;
+        fetch(&*tables.events()?, thread, &located)?;
         plan.events = located.into_iter().map(|(_, lsn)| lsn).collect();
         let op = storage("read seq index");
         let range = tables
-            .seq_index
+            .seq_index()?
             .range((thread.as_str(), 0)..=(thread.as_str(), covers))
             .map_err(&op)?;
         for entry in range {
@@ -163,18 +163,21 @@ pub(crate) fn plan_prune(
 pub(crate) fn apply_prune(tables: &mut Tables<'_>, plan: PrunePlan) -> Result<Pruned, Error> {
     let op = storage("prune");
     for lsn in &plan.events {
-        tables.events.remove(*lsn).map_err(&op)?;
+        tables.events()?.remove(*lsn).map_err(&op)?;
     }
     for first in &plan.chunks {
-        tables.seq_index.remove((plan.thread.as_str(), *first)).map_err(&op)?;
+        tables.seq_index()?.remove((plan.thread.as_str(), *first)).map_err(&op)?;
     }
     if let Some((first, framed)) = &plan.rekeyed {
-        tables.seq_index.insert((plan.thread.as_str(), *first), framed.as_slice()).map_err(&op)?;
+        tables
+            .seq_index()?
+            .insert((plan.thread.as_str(), *first), framed.as_slice())
+            .map_err(&op)?;
     }
     remove_checkpoints(tables, &plan.checkpoints)?;
     let stored = &plan.stored;
     let framed = codec::encode_stored_thread(&stored.record, &stored.tail)?;
-    tables.threads.insert(plan.thread.as_str(), framed.as_slice()).map_err(&op)?;
+    tables.threads()?.insert(plan.thread.as_str(), framed.as_slice()).map_err(&op)?;
     Ok(Pruned {
         events: plan.events.len() as u64,
         checkpoints: plan.checkpoints.len() as u64,

@@ -40,41 +40,83 @@ pub(crate) const PAYLOADS: TableDefinition<'_, &[u8; 32], &[u8]> =
     TableDefinition::new(table::PAYLOADS);
 pub(crate) const LOCKS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new(table::LOCKS);
 
-/// Every table, open in one write transaction.
+/// The tables of one write transaction, each opened on first use: opening a table costs a lookup
+/// in redb's table tree, and an append needs only two or three of the eleven.
 pub(crate) struct Tables<'txn> {
-    pub(crate) meta: Table<'txn, &'static str, &'static [u8]>,
-    pub(crate) events: Table<'txn, u64, &'static [u8]>,
-    pub(crate) seq_index: Table<'txn, (&'static str, u64), &'static [u8]>,
-    pub(crate) threads: Table<'txn, &'static str, &'static [u8]>,
-    pub(crate) checkpoints: Table<'txn, u64, &'static [u8]>,
-    pub(crate) snapshots: Table<'txn, u64, &'static [u8]>,
-    pub(crate) by_thread: Table<'txn, (&'static str, u64, u64), ()>,
-    pub(crate) by_workflow: Table<'txn, (&'static str, u64), ()>,
-    pub(crate) by_tag: Table<'txn, (&'static str, u64), ()>,
-    pub(crate) payloads: Table<'txn, &'static [u8; 32], &'static [u8]>,
-    pub(crate) locks: Table<'txn, &'static str, &'static [u8]>,
+    txn: &'txn WriteTransaction,
+    meta: Option<Table<'txn, &'static str, &'static [u8]>>,
+    events: Option<Table<'txn, u64, &'static [u8]>>,
+    seq_index: Option<Table<'txn, (&'static str, u64), &'static [u8]>>,
+    threads: Option<Table<'txn, &'static str, &'static [u8]>>,
+    checkpoints: Option<Table<'txn, u64, &'static [u8]>>,
+    snapshots: Option<Table<'txn, u64, &'static [u8]>>,
+    by_thread: Option<Table<'txn, (&'static str, u64, u64), ()>>,
+    by_workflow: Option<Table<'txn, (&'static str, u64), ()>>,
+    by_tag: Option<Table<'txn, (&'static str, u64), ()>>,
+    payloads: Option<Table<'txn, &'static [u8; 32], &'static [u8]>>,
+    locks: Option<Table<'txn, &'static str, &'static [u8]>>,
+}
+
+/// An accessor that opens (creating if needed) its table on first use.
+macro_rules! lazy_table {
+    ($name:ident, $def:expr, $key:ty, $value:ty) => {
+        pub(crate) fn $name(&mut self) -> Result<&mut Table<'txn, $key, $value>, Error> {
+            let table = match self.$name.take() {
+                Some(table) => table,
+                None => self.txn.open_table($def).map_err(|e| Error::storage("open table", e))?,
+            };
+            Ok(self.$name.insert(table))
+        }
+    };
 }
 
 impl<'txn> Tables<'txn> {
-    /// Opens (creating if needed) every table.
-    pub(crate) fn open(txn: &'txn WriteTransaction) -> Result<Tables<'txn>, Error> {
-        let op = "open tables";
-        Ok(Tables {
-            meta: txn.open_table(META).map_err(|e| Error::storage(op, e))?,
-            events: txn.open_table(EVENTS).map_err(|e| Error::storage(op, e))?,
-            seq_index: txn.open_table(SEQ_INDEX).map_err(|e| Error::storage(op, e))?,
-            threads: txn.open_table(THREADS).map_err(|e| Error::storage(op, e))?,
-            checkpoints: txn.open_table(CHECKPOINTS).map_err(|e| Error::storage(op, e))?,
-            snapshots: txn.open_table(SNAPSHOTS).map_err(|e| Error::storage(op, e))?,
-            by_thread: txn.open_table(CHECKPOINTS_BY_THREAD).map_err(|e| Error::storage(op, e))?,
-            by_workflow: txn
-                .open_table(CHECKPOINTS_BY_WORKFLOW)
-                .map_err(|e| Error::storage(op, e))?,
-            by_tag: txn.open_table(CHECKPOINTS_BY_TAG).map_err(|e| Error::storage(op, e))?,
-            payloads: txn.open_table(PAYLOADS).map_err(|e| Error::storage(op, e))?,
-            locks: txn.open_table(LOCKS).map_err(|e| Error::storage(op, e))?,
-        })
+    /// No table opened yet.
+    pub(crate) fn new(txn: &'txn WriteTransaction) -> Tables<'txn> {
+        Tables {
+            txn,
+            meta: None,
+            events: None,
+            seq_index: None,
+            threads: None,
+            checkpoints: None,
+            snapshots: None,
+            by_thread: None,
+            by_workflow: None,
+            by_tag: None,
+            payloads: None,
+            locks: None,
+        }
     }
+
+    /// Opens (creating) every table: a new database has them all, so readers never meet a
+    /// missing one.
+    pub(crate) fn create_all(&mut self) -> Result<(), Error> {
+        self.meta()?;
+        self.events()?;
+        self.seq_index()?;
+        self.threads()?;
+        self.checkpoints()?;
+        self.snapshots()?;
+        self.by_thread()?;
+        self.by_workflow()?;
+        self.by_tag()?;
+        self.payloads()?;
+        self.locks()?;
+        Ok(())
+    }
+
+    lazy_table!(meta, META, &'static str, &'static [u8]);
+    lazy_table!(events, EVENTS, u64, &'static [u8]);
+    lazy_table!(seq_index, SEQ_INDEX, (&'static str, u64), &'static [u8]);
+    lazy_table!(threads, THREADS, &'static str, &'static [u8]);
+    lazy_table!(checkpoints, CHECKPOINTS, u64, &'static [u8]);
+    lazy_table!(snapshots, SNAPSHOTS, u64, &'static [u8]);
+    lazy_table!(by_thread, CHECKPOINTS_BY_THREAD, (&'static str, u64, u64), ());
+    lazy_table!(by_workflow, CHECKPOINTS_BY_WORKFLOW, (&'static str, u64), ());
+    lazy_table!(by_tag, CHECKPOINTS_BY_TAG, (&'static str, u64), ());
+    lazy_table!(payloads, PAYLOADS, &'static [u8; 32], &'static [u8]);
+    lazy_table!(locks, LOCKS, &'static str, &'static [u8]);
 }
 
 /// The counters the writer continues from.
@@ -193,9 +235,10 @@ fn has_tables(txn: &ReadTransaction) -> Result<bool, Error> {
 
 /// Writes the meta table and creates every table, in `txn`.
 pub(crate) fn initialise(txn: &WriteTransaction, created_at_ms: u64) -> Result<(), Error> {
-    let mut tables = Tables::open(txn)?;
+    let mut tables = Tables::new(txn);
+    tables.create_all()?;
     let op = "initialise meta";
-    let meta = &mut tables.meta;
+    let meta = tables.meta()?;
     meta.insert(META_MAGIC, MAGIC).map_err(|e| Error::storage(op, e))?;
     meta.insert(META_FORMAT_VERSION, super::FORMAT_VERSION.to_le_bytes().as_slice())
         .map_err(|e| Error::storage(op, e))?;

@@ -352,7 +352,7 @@ impl Writer {
         ops: Vec<Op>,
         results: &mut Vec<Result<Outcome, Error>>,
     ) -> Result<(), Error> {
-        let mut tables = Tables::open(txn)?;
+        let mut tables = Tables::new(txn);
         let removes = ops.iter().any(|op| !matches!(op, Op::Append(..)));
         for op in ops {
             let (result, fatal) = self.apply_one(&mut tables, op);
@@ -362,7 +362,7 @@ impl Writer {
             }
         }
         if removes {
-            write_counters(&mut tables.meta, self.counters)?;
+            write_counters(tables.meta()?, self.counters)?;
         }
         Ok(())
     }
