@@ -2,7 +2,7 @@
 //!
 //! Two levels, one summary line:
 //! - codec: every framed record kind (events of several sizes, a thread record, checkpoint
-//!   metadata, a snapshot, a lock) with every single bit flipped, and bursts of 2 to 32 bits
+//!   metadata, a snapshot, a lock, a seq-index chunk) with every single bit flipped, and bursts of 2 to 32 bits
 //!   (first and last bit of the burst flipped, the bits between seeded) at every start bit. A
 //!   32-bit CRC over header and body detects all of them, so every decode must fail.
 //! - file: a real database image written through `RedbStore` on a `FaultBackend`; the framed
@@ -29,7 +29,7 @@ use cairn_storage::fault::FaultBackend;
 use cairn_storage::{
     Batch, Bookmark, Checkpoint, CheckpointId, CheckpointInfo, CheckpointKind, CheckpointMeta,
     Durability, Error, Event, EventKind, EventStatus, LockRecord, Lsn, NewCheckpoint, NewEvent,
-    Options, RedbStore, Seq, Store, ThreadId, ThreadRecord, WorkflowRef, codec,
+    Options, RedbStore, Seq, SeqChunk, Store, ThreadId, ThreadRecord, WorkflowRef, codec,
 };
 
 /// Panics that reached the process's panic hook: those that escaped the store, on any thread.
@@ -146,6 +146,8 @@ fn codec_level(counts: &mut Counts, failures: &mut Vec<String>) {
         expires_at_ms: 60_001,
     };
 
+    let chunk =
+        SeqChunk { thread: thread(0), first_seq: 33, lsns: (0..32).map(|n| 40 + 3 * n).collect() };
     let mut cases: Vec<(&str, Vec<u8>, Decode<'_>)> = Vec::new();
     for (name, event) in
         [("event_small", &event_small), ("event_mid", &event_mid), ("event_big", &event_big)]
@@ -169,6 +171,8 @@ fn codec_level(counts: &mut Counts, failures: &mut Vec<String>) {
     ));
     let framed = codec::encode_lock(&lock).expect("encode");
     cases.push(("lock", framed, Box::new(|b| codec::decode_lock(b).map(|l| l == lock))));
+    let framed = codec::encode_seq_chunk(&chunk).expect("encode");
+    cases.push(("seq_chunk", framed, Box::new(|b| codec::decode_seq_chunk(b).map(|c| c == chunk))));
 
     for (name, framed, decode) in &cases {
         assert_eq!(decode(framed).ok(), Some(true), "{name}: the clean record decodes");
@@ -588,6 +592,7 @@ fn flips_anywhere_in_the_image_never_return_wrong_data() {
     drop(stderr);
     assert_eq!(counts.wrong_data, 0, "never wrong data");
     assert_eq!(counts.panics, 0, "no panic escapes the store");
+    assert!(counts.caught > 0, "the sweep must reach redb's panics (else it tests nothing new)");
     assert!(counts.detected > 0, "some flips must land in live structures");
 }
 
@@ -677,7 +682,7 @@ fn flips_anywhere_then_writes_never_panic() {
     let cases = std::env::var("CAIRN_BITFLIP_ANYWHERE_CASES")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(300);
+        .unwrap_or(1_000);
     for _ in 0..cases {
         let page = used[(rng.next() % used.len() as u64) as usize];
         let bit = page * PAGE * 8 + (rng.next() % (PAGE as u64 * 8)) as usize;
@@ -710,4 +715,5 @@ fn flips_anywhere_then_writes_never_panic() {
     drop(stderr);
     assert_eq!(counts.panics, 0, "no panic escapes the store, on any thread");
     assert_eq!(counts.not_poisoned, 0, "a failed commit poisons the store");
+    assert!(counts.caught > 0, "the sweep must reach redb panicking inside a commit");
 }
