@@ -13,3 +13,4 @@ mod debug;
 mod debug_bundle;
 mod execution;
 mod recovery;
+mod scale;
