@@ -24,6 +24,7 @@ mod locks;
 pub mod log;
 pub mod model;
 pub mod record;
+pub mod replay;
 pub mod restore;
 mod runner;
 mod start;

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use cairn_dsl::{DynNodeKind, NextTarget, NodeError, NodeId, Target};
+use cairn_dsl::{DynNodeKind, DynWorkflow, NextTarget, NodeError, NodeId, Target};
 use cairn_storage::{
     Batch, CheckpointKind, CheckpointMeta, Guard, LeaseOp, LockOp, NewCheckpoint, ThreadId,
     ThreadRecord, ThreadStatus,
@@ -569,63 +569,7 @@ impl Runner {
     /// produce. Errors here are the workflow's (a route to an undeclared target, a join that can
     /// no longer be satisfied), so they fail the thread.
     fn route(&self, step: u64) -> Result<(Vec<String>, Arrivals), NodeError> {
-        let wf = &self.env.wf;
-        let mut state = self.ctx.state.clone_box();
-        let mut gotos: BTreeMap<NodeId, Vec<Target>> = BTreeMap::new();
-        for (task, journal) in &self.ctx.meta.open {
-            let outcome = journal.outcome.as_ref().ok_or_else(|| {
-                NodeError::fatal(format!("step {step}: task {task} has no outcome"))
-            })?;
-            if let Some(update) = &outcome.update {
-                state.apply_json(update).map_err(|e| NodeError::Codec { detail: e.to_string() })?;
-            }
-            let id = wf
-                .node_id(&task.node)
-                .ok_or_else(|| NodeError::fatal(format!("unknown node {}", task.node)))?;
-            gotos.entry(id).or_default().extend(outcome.goto.iter().cloned());
-        }
-        let mut next: BTreeSet<NodeId> = BTreeSet::new();
-        let mut arrivals = self.ctx.meta.arrivals.clone();
-        for (from, goto) in &gotos {
-            let targets = wf.next(*from, state.as_ref(), goto).map_err(|e| NodeError::Failed {
-                code: Some("route".into()),
-                message: e.to_string(),
-                retryable: false,
-            })?;
-            let from_name = &wf.nodes()[*from].name;
-            for target in targets {
-                let NextTarget::Node(to) = target else { continue };
-                match wf.join_sources(to) {
-                    None => {
-                        next.insert(to);
-                    }
-                    Some(sources) => {
-                        let to_name = wf.nodes()[to].name.clone();
-                        let arrived = arrivals.entry(to_name.clone()).or_default();
-                        if !arrived.contains(from_name) {
-                            arrived.push(from_name.clone());
-                            arrived.sort();
-                        }
-                        if sources.iter().all(|s| arrived.contains(&wf.nodes()[*s].name)) {
-                            arrivals.remove(&to_name);
-                            next.insert(to);
-                        }
-                    }
-                }
-            }
-        }
-        if next.is_empty() && !arrivals.is_empty() {
-            let waiting: Vec<String> = arrivals.keys().cloned().collect();
-            return Err(NodeError::Failed {
-                code: Some("join".into()),
-                message: format!(
-                    "every branch ended but join(s) {} still wait for branches",
-                    waiting.join(", ")
-                ),
-                retryable: false,
-            });
-        }
-        Ok((next.into_iter().map(|id| wf.nodes()[id].name.clone()).collect(), arrivals))
+        route_step(&self.env.wf, &self.ctx, step)
     }
 
     /// Appends the emitted events (plus `batch`'s operations) atomically, with a checkpoint of
@@ -703,4 +647,70 @@ fn stronger(current: Option<CheckpointKind>, candidate: CheckpointKind) -> Optio
         Some(c) if c as u8 >= candidate as u8 => Some(c),
         _ => Some(candidate),
     }
+}
+
+/// The next frontier and join arrivals after the open step of `ctx` (used by the runner and by
+/// replay, which checks the recorded routing against the current code).
+pub(crate) fn route_step(
+    wf: &DynWorkflow,
+    ctx: &ThreadCtx,
+    step: u64,
+) -> Result<(Vec<String>, Arrivals), NodeError> {
+    let mut state = ctx.state.clone_box();
+    let mut gotos: BTreeMap<NodeId, Vec<Target>> = BTreeMap::new();
+    for (task, journal) in &ctx.meta.open {
+        let outcome = journal
+            .outcome
+            .as_ref()
+            .ok_or_else(|| NodeError::fatal(format!("step {step}: task {task} has no outcome")))?;
+        if let Some(update) = &outcome.update {
+            state.apply_json(update).map_err(|e| NodeError::Codec { detail: e.to_string() })?;
+        }
+        let id = wf
+            .node_id(&task.node)
+            .ok_or_else(|| NodeError::fatal(format!("unknown node {}", task.node)))?;
+        gotos.entry(id).or_default().extend(outcome.goto.iter().cloned());
+    }
+    let mut next: BTreeSet<NodeId> = BTreeSet::new();
+    let mut arrivals = ctx.meta.arrivals.clone();
+    for (from, goto) in &gotos {
+        let targets = wf.next(*from, state.as_ref(), goto).map_err(|e| NodeError::Failed {
+            code: Some("route".into()),
+            message: e.to_string(),
+            retryable: false,
+        })?;
+        let from_name = &wf.nodes()[*from].name;
+        for target in targets {
+            let NextTarget::Node(to) = target else { continue };
+            match wf.join_sources(to) {
+                None => {
+                    next.insert(to);
+                }
+                Some(sources) => {
+                    let to_name = wf.nodes()[to].name.clone();
+                    let arrived = arrivals.entry(to_name.clone()).or_default();
+                    if !arrived.contains(from_name) {
+                        arrived.push(from_name.clone());
+                        arrived.sort();
+                    }
+                    if sources.iter().all(|s| arrived.contains(&wf.nodes()[*s].name)) {
+                        arrivals.remove(&to_name);
+                        next.insert(to);
+                    }
+                }
+            }
+        }
+    }
+    if next.is_empty() && !arrivals.is_empty() {
+        let waiting: Vec<String> = arrivals.keys().cloned().collect();
+        return Err(NodeError::Failed {
+            code: Some("join".into()),
+            message: format!(
+                "every branch ended but join(s) {} still wait for branches",
+                waiting.join(", ")
+            ),
+            retryable: false,
+        });
+    }
+    Ok((next.into_iter().map(|id| wf.nodes()[id].name.clone()).collect(), arrivals))
 }

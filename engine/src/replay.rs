@@ -1,0 +1,468 @@
+//! Replay: re-run a thread's nodes against the current code, feeding them what was recorded
+//! (tool results, clock readings, random numbers, ids, human input), and compare what they
+//! produce with what was recorded. The first difference is reported precisely (a
+//! non-determinism report). Overrides of recorded tool results give a what-if: the node runs
+//! with the alternative result and the report shows what it would have produced instead.
+//! Replay reads the log only; it never writes.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use cairn_dsl::{
+    Ctx, DynNodeKind, DynWorkflow, ErasedTool, Message, NodeContext, NodeError, Progress, Target,
+    ToolCall, Usage,
+};
+use cairn_storage::{Seq, ThreadId};
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::limits;
+use crate::log;
+use crate::record::{Body, TaskKey};
+use crate::thread_ctx::ThreadCtx;
+
+/// What to replay with.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayOptions {
+    /// What-if: recorded tool results to replace, by (step, task as shown in events, call index).
+    pub overrides: BTreeMap<(u64, String, u32), Value>,
+    /// The code to replay against, when not the registered workflow (e.g. a changed definition
+    /// under test); its fingerprint is not checked.
+    pub workflow: Option<Arc<DynWorkflow>>,
+}
+
+/// The first place the current code disagrees with the record.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Divergence {
+    /// The step.
+    pub step: u64,
+    /// The task (node, or node[item]).
+    pub task: String,
+    /// The seq of the recorded event compared against.
+    pub seq: u64,
+    /// What differs.
+    pub what: String,
+    /// What was recorded.
+    pub recorded: Value,
+    /// What the code produced now.
+    pub produced: Value,
+}
+
+/// The result of a replay.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplayReport {
+    /// The thread.
+    pub thread: String,
+    /// Tasks re-run and compared.
+    pub tasks_replayed: u64,
+    /// Sub-workflow tasks not re-run (their child threads replay on their own).
+    pub tasks_skipped: u64,
+    /// The first difference, if any (with overrides: the first effect of the overrides).
+    pub divergence: Option<Divergence>,
+}
+
+impl ReplayReport {
+    /// Whether the code reproduced the record exactly.
+    pub fn is_deterministic(&self) -> bool {
+        self.divergence.is_none()
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+struct Recorded {
+    calls: Vec<(String, Value, Result<Value, cairn_dsl::ToolError>)>,
+}
+
+impl Engine {
+    /// Replays `thread` against the registered code of its workflow. Reads only.
+    ///
+    /// # Errors
+    /// [`Error::UnknownThread`], [`Error::UnknownWorkflow`] / [`Error::FingerprintChanged`] when
+    /// the code is not registered; storage and record errors.
+    pub async fn replay(
+        &self,
+        thread: &str,
+        options: &ReplayOptions,
+    ) -> Result<ReplayReport, Error> {
+        let id = ThreadId::new(thread)?;
+        let wf = match &options.workflow {
+            Some(wf) => wf.clone(),
+            None => self.workflow_of(&id)?,
+        };
+        let store = self.store().as_ref();
+        let mut report = ReplayReport {
+            thread: id.to_string(),
+            tasks_replayed: 0,
+            tasks_skipped: 0,
+            divergence: None,
+        };
+        let mut ctx: Option<ThreadCtx> = None;
+        // Tool calls recorded per (step, task, attempt), from ToolCalled + ToolReturned.
+        let mut calls: BTreeMap<(u64, TaskKey, u32), Recorded> = BTreeMap::new();
+        let mut items: BTreeMap<(u64, TaskKey), Value> = BTreeMap::new();
+        let mut after = 0;
+        loop {
+            let events = store.read_since(&id, Seq(after), limits::READ_CHUNK)?;
+            let n = events.len();
+            for event in events {
+                let rec = log::decode(store, event)?;
+                let seq = rec.bookmark.seq.0;
+                after = seq;
+                let Some(c) = ctx.as_mut() else {
+                    ctx =
+                        Some(ThreadCtx::created(&wf, id.as_str(), &rec.body, rec.bookmark.at_ms)?);
+                    continue;
+                };
+                match &rec.body {
+                    Body::NodeStarted { step, task, item: Some(item), .. } => {
+                        items.insert((*step, task.clone()), item.clone());
+                    }
+                    Body::ToolCalled { step, task, attempt, name, input, .. } => {
+                        let r = calls.entry((*step, task.clone(), *attempt)).or_default();
+                        r.calls.push((name.clone(), input.clone(), Ok(Value::Null)));
+                    }
+                    Body::ToolReturned { step, task, attempt, call, output, .. } => {
+                        if let Some(slot) = calls
+                            .get_mut(&(*step, task.clone(), *attempt))
+                            .and_then(|r| r.calls.get_mut(*call as usize))
+                        {
+                            slot.2 = output.clone();
+                        }
+                    }
+                    Body::NodeCompleted { step, task, attempt, update, goto, .. }
+                        if report.divergence.is_none() =>
+                    {
+                        let node = wf.node_id(&task.node).map(|i| &wf.nodes()[i]);
+                        if matches!(node.map(|n| &n.kind), Some(DynNodeKind::Subgraph { .. })) {
+                            report.tasks_skipped += 1;
+                        } else {
+                            // Values the task drew: those flushed with its tool calls and inputs
+                            // (in the journal) plus those recorded at completion.
+                            let journal = c.meta.open.get(task).cloned().unwrap_or_default();
+                            let mut values: Vec<Value> = journal.values.clone();
+                            if let Body::NodeCompleted { values: v, .. } = &rec.body {
+                                values.extend(v.iter().cloned());
+                            }
+                            let recorded_calls = calls
+                                .get(&(*step, task.clone(), *attempt))
+                                .cloned()
+                                .unwrap_or_default();
+                            let item = items.get(&(*step, task.clone())).cloned();
+                            let run = ReplayRun {
+                                wf: wf.clone(),
+                                thread: id.to_string(),
+                                step: *step,
+                                task: task.clone(),
+                                attempt: *attempt,
+                                item,
+                                values,
+                                inputs: journal.inputs.clone(),
+                                timers_fired: journal.timers_fired,
+                                calls: recorded_calls,
+                                overrides: options.overrides.clone(),
+                            };
+                            report.tasks_replayed += 1;
+                            report.divergence = run.compare(c, seq, update.as_ref(), goto).await?;
+                        }
+                    }
+                    Body::StepCompleted { step, next, .. } if report.divergence.is_none() => {
+                        let routed = crate::runner::route_step(&wf, c, *step);
+                        let produced = match routed {
+                            Ok((now, _)) => serde_json::to_value(now).unwrap_or(Value::Null),
+                            Err(e) => Value::String(e.to_string()),
+                        };
+                        let recorded = serde_json::to_value(next).unwrap_or(Value::Null);
+                        if produced != recorded {
+                            report.divergence = Some(Divergence {
+                                step: *step,
+                                task: c
+                                    .meta
+                                    .open
+                                    .keys()
+                                    .map(ToString::to_string)
+                                    .collect::<Vec<_>>()
+                                    .join(","),
+                                seq,
+                                what: "the routing after the step differs".into(),
+                                recorded,
+                                produced,
+                            });
+                        }
+                    }
+                    _ => {}
+                }
+                if report.divergence.is_some() {
+                    // The first difference is the report; what follows it would only echo it.
+                    return Ok(report);
+                }
+                c.apply(seq, rec.bookmark.at_ms, &rec.body)?;
+            }
+            if n < limits::READ_CHUNK {
+                break;
+            }
+        }
+        Ok(report)
+    }
+}
+
+struct ReplayRun {
+    wf: Arc<DynWorkflow>,
+    thread: String,
+    step: u64,
+    task: TaskKey,
+    attempt: u32,
+    item: Option<Value>,
+    values: Vec<Value>,
+    inputs: Vec<Value>,
+    timers_fired: u32,
+    calls: Recorded,
+    overrides: BTreeMap<(u64, String, u32), Value>,
+}
+
+impl ReplayRun {
+    async fn compare(
+        self,
+        ctx: &ThreadCtx,
+        seq: u64,
+        update: Option<&Value>,
+        goto: &[Target],
+    ) -> Result<Option<Divergence>, Error> {
+        let Some(id) = self.wf.node_id(&self.task.node) else {
+            return Ok(Some(self.divergence(
+                seq,
+                "the node no longer exists",
+                Value::String(self.task.node.clone()),
+                Value::Null,
+            )));
+        };
+        let handler = match &self.wf.nodes()[id].kind {
+            DynNodeKind::Task(h) | DynNodeKind::Map { handler: h, .. } => h.clone(),
+            DynNodeKind::Subgraph { .. } => return Ok(None),
+        };
+        let (step, task) = (self.step, self.task.clone());
+        let replay_ctx = Arc::new(ReplayCtx {
+            thread: self.thread.clone(),
+            step,
+            task: task.clone(),
+            attempt: self.attempt,
+            item: self.item.clone(),
+            st: Mutex::new(ReplayState {
+                values: self.values.iter().cloned().collect(),
+                inputs: self.inputs.clone(),
+                next_input: 0,
+                timers_fired: self.timers_fired,
+                next_timer: 0,
+                calls: self.calls.calls.clone(),
+                next_call: 0,
+                overrides: self.overrides.clone(),
+                first: None,
+            }),
+            cancel: CancellationToken::new(),
+        });
+        let produced = handler(ctx.state.as_ref(), Ctx::new(replay_ctx.clone())).await;
+        let st = replay_ctx.st.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((what, recorded, now)) = st.first.clone() {
+            return Ok(Some(self.divergence(seq, &what, recorded, now)));
+        }
+        if (st.next_call as usize) < st.calls.len() {
+            let missing = &st.calls[st.next_call as usize];
+            return Ok(Some(self.divergence(
+                seq,
+                "the code made fewer tool calls than recorded",
+                Value::String(missing.0.clone()),
+                Value::Null,
+            )));
+        }
+        let out = match produced {
+            Ok(out) => out,
+            Err(e) => {
+                let now = serde_json::to_value(&e).unwrap_or(Value::Null);
+                return Ok(Some(self.divergence(
+                    seq,
+                    "the node failed where it completed",
+                    update.cloned().unwrap_or(Value::Null),
+                    now,
+                )));
+            }
+        };
+        if out.update.as_ref() != update {
+            return Ok(Some(self.divergence(
+                seq,
+                "the update differs",
+                update.cloned().unwrap_or(Value::Null),
+                out.update.unwrap_or(Value::Null),
+            )));
+        }
+        if out.goto != goto {
+            let rec = serde_json::to_value(goto).unwrap_or(Value::Null);
+            let now = serde_json::to_value(&out.goto).unwrap_or(Value::Null);
+            return Ok(Some(self.divergence(seq, "the chosen targets differ", rec, now)));
+        }
+        Ok(None)
+    }
+
+    fn divergence(&self, seq: u64, what: &str, recorded: Value, produced: Value) -> Divergence {
+        Divergence {
+            step: self.step,
+            task: self.task.to_string(),
+            seq,
+            what: what.to_owned(),
+            recorded,
+            produced,
+        }
+    }
+}
+
+struct ReplayState {
+    values: VecDeque<Value>,
+    inputs: Vec<Value>,
+    next_input: usize,
+    timers_fired: u32,
+    next_timer: u32,
+    calls: Vec<(String, Value, Result<Value, cairn_dsl::ToolError>)>,
+    next_call: u32,
+    overrides: BTreeMap<(u64, String, u32), Value>,
+    /// The first difference seen inside the node (what, recorded, produced).
+    first: Option<(String, Value, Value)>,
+}
+
+struct ReplayCtx {
+    thread: String,
+    step: u64,
+    task: TaskKey,
+    attempt: u32,
+    item: Option<Value>,
+    st: Mutex<ReplayState>,
+    cancel: CancellationToken,
+}
+
+impl ReplayCtx {
+    fn state(&self) -> std::sync::MutexGuard<'_, ReplayState> {
+        self.st.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn value(&self, kind: &str) -> Value {
+        let mut st = self.state();
+        match st.values.pop_front() {
+            Some(v) => v,
+            None => {
+                st.first.get_or_insert((
+                    format!("the code drew a {kind} that was not recorded"),
+                    Value::Null,
+                    Value::String(kind.into()),
+                ));
+                Value::Null
+            }
+        }
+    }
+}
+
+impl NodeContext for ReplayCtx {
+    fn thread_id(&self) -> &str {
+        &self.thread
+    }
+    fn node(&self) -> &str {
+        &self.task.node
+    }
+    fn step(&self) -> u64 {
+        self.step
+    }
+    fn attempt(&self) -> u32 {
+        self.attempt
+    }
+    fn item(&self) -> Option<&Value> {
+        self.item.as_ref()
+    }
+    fn now_ms(&self) -> u64 {
+        self.value("clock reading").as_u64().unwrap_or_default()
+    }
+    fn random_u64(&self) -> u64 {
+        self.value("random number").as_u64().unwrap_or_default()
+    }
+    fn new_id(&self) -> String {
+        self.value("id").as_str().unwrap_or_default().to_owned()
+    }
+    fn call_tool(
+        &self,
+        call: ToolCall,
+        input: Value,
+        _run: ErasedTool,
+    ) -> BoxFuture<'static, Result<Value, NodeError>> {
+        // The tool is never run: replay feeds recorded results.
+        let mut st = self.state();
+        let index = st.next_call;
+        st.next_call += 1;
+        let result = match st.calls.get(index as usize).cloned() {
+            None => {
+                st.first.get_or_insert((
+                    format!("tool call #{index} was not recorded"),
+                    Value::Null,
+                    serde_json::json!({"tool": call.name, "input": input}),
+                ));
+                Err(NodeError::Nondeterminism { detail: "unrecorded tool call".into() })
+            }
+            Some((name, recorded_input, output)) => {
+                if name != call.name {
+                    st.first.get_or_insert((
+                        format!("tool call #{index} names another tool"),
+                        Value::String(name),
+                        Value::String(call.name.clone()),
+                    ));
+                } else if recorded_input != input {
+                    st.first.get_or_insert((
+                        format!("tool call #{index} ({name}) has another input"),
+                        recorded_input,
+                        input,
+                    ));
+                }
+                let key = (self.step, self.task.to_string(), index);
+                match st.overrides.get(&key) {
+                    Some(v) => Ok(v.clone()),
+                    None => output.map_err(NodeError::from),
+                }
+            }
+        };
+        Box::pin(async move { result })
+    }
+    fn progress(&self, _progress: Progress) {}
+    fn message(&self, _message: Message) {}
+    fn usage(&self, _usage: Usage) {}
+    fn cancellation(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+    fn interrupt(&self, prompt: Value) -> Result<Value, NodeError> {
+        let mut st = self.state();
+        let i = st.next_input;
+        st.next_input += 1;
+        st.inputs.get(i).cloned().ok_or(NodeError::Interrupted { prompt })
+    }
+    fn sleep(&self, duration_ms: u64) -> BoxFuture<'static, Result<(), NodeError>> {
+        let now = self.now_ms();
+        let mut st = self.state();
+        let i = st.next_timer;
+        st.next_timer += 1;
+        let fired = i < st.timers_fired;
+        Box::pin(async move {
+            if fired {
+                Ok(())
+            } else {
+                Err(NodeError::Sleeping { until_ms: now.saturating_add(duration_ms) })
+            }
+        })
+    }
+    fn lock(
+        &self,
+        _name: &str,
+        _ttl_ms: u64,
+        _wait: bool,
+    ) -> BoxFuture<'static, Result<(), NodeError>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn unlock(&self, _name: &str) -> BoxFuture<'static, Result<(), NodeError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
