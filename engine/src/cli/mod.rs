@@ -40,6 +40,7 @@ mod fold;
 mod fork;
 mod graph;
 mod hold;
+mod replay;
 mod state;
 mod table;
 mod threads;
@@ -109,6 +110,9 @@ enum Command {
     /// Fork a thread from a seq or checkpoint (optionally with a state update) and run the fork
     /// here until it ends or parks.
     Fork(fork::ForkArgs),
+    /// Replay a thread against the compiled-in code with its recorded results and report the
+    /// first divergence (`--verify`: exit 1 on a divergence).
+    Replay(replay::ReplayArgs),
     /// Internal: hold the database open for writing until stdin closes (tests).
     #[command(name = "__hold", hide = true)]
     Hold(hold::HoldArgs),
@@ -196,6 +200,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         }
         Command::Input(args) => control::input(args, wfs).await?,
         Command::Fork(args) => fork::fork(args, wfs).await?,
+        Command::Replay(args) => replay::replay(args, wfs).await?,
         Command::Hold(args) => hold::hold(args).await?,
     }
     Ok(ExitCode::SUCCESS)

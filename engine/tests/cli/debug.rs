@@ -140,3 +140,14 @@ fn bundles_export_redacted_show_and_import_into_a_fresh_database() {
     let missing = cairn(&["bundle", "show", dir.path().join("none.json").to_str().expect("utf-8")]);
     missing.expect(4);
 }
+
+#[test]
+fn replay_verifies_every_demo_thread() {
+    for thread in ["demo-0", "demo-1", "demo-2"] {
+        let report = on(demo_db(), &["replay", thread, "--verify", "--json"]).expect(0).json();
+        assert_eq!(report["divergence"], Value::Null, "{report}");
+        assert!(report["tasks_replayed"].as_u64().unwrap_or(0) >= 2, "{report}");
+    }
+    let text = on(demo_db(), &["replay", "demo-1"]).expect(0).stdout;
+    assert!(text.contains("no divergence"), "{text}");
+}
