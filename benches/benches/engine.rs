@@ -195,11 +195,11 @@ fn unsynced(
 }
 
 /// (d) Memory per thread: the resident-set growth of a fresh process (a child) while
-/// [`MEMORY_THREADS`] threads are parked waiting for input, and after as many have completed,
-/// with the peak during the run.
+/// [`MEMORY_THREADS`] threads are parked waiting for input, while as many wait for a runner
+/// permit, and after as many have completed, with the peak during the run.
 fn memory(runs: usize) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("locating the bench binary")?;
-    for which in ["parked", "completed"] {
+    for which in ["parked", "queued", "completed"] {
         let (mut kept, mut peak) = (Vec::new(), Vec::new());
         for _ in 0..runs.min(3) {
             let out = std::process::Command::new(&exe)
@@ -228,39 +228,53 @@ fn memory(runs: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// In a child process: start `threads` threads at once and let them park (`parked`) or finish
-/// (`completed`); print `CHILD <kept KiB per thread> <peak KiB per thread>`, from `VmRSS` after
-/// they all stopped and `VmHWM`, each less the `VmRSS` before the first start.
+/// In a child process: start `threads` threads at once and let them park waiting for input
+/// (`parked`), finish (`completed`, or `completed-immediate` under `Durability::Immediate`), or
+/// wait for a runner (`queued`: a concurrency limit of 1 and a first thread that never finishes,
+/// so every other thread waits for a permit); print `CHILD <kept KiB per thread> <peak KiB per
+/// thread>`, from `VmRSS` once they all stand so and `VmHWM`, each less the `VmRSS` before the
+/// first start.
 fn memory_child(which: &str, threads: usize, path: &Path) -> anyhow::Result<()> {
+    let (workflow, want) = match which {
+        "parked" => (ASKING, Some(ThreadStatus::WaitingInput)),
+        "completed" | "completed-immediate" => (WORKFLOW, Some(ThreadStatus::Completed)),
+        "queued" => (STUCK, None),
+        other => anyhow::bail!("unknown memory figure {other:?}"),
+    };
+    let durability =
+        if which.ends_with("-immediate") { Durability::Immediate } else { Durability::None };
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let (kept, peak) = runtime.block_on(async {
         let engine = Engine::builder(path)
-            .durability(Durability::None)
+            .durability(durability)
+            .concurrency(if want.is_some() { 64 } else { 1 })
             .workflow(&linear()?)
             .workflow(&asking()?)
+            .workflow(&stuck()?)
             .open()
             .await?;
         one_at_a_time(engine.clone(), "warm", MEMORY_WARMUP_THREADS).await?;
         let before = proc_status_kib("VmRSS")?;
-        let (workflow, want) = match which {
-            "parked" => (ASKING, ThreadStatus::WaitingInput),
-            "completed" => (WORKFLOW, ThreadStatus::Completed),
-            other => anyhow::bail!("unknown memory figure {other:?}"),
-        };
         let mut handles = Vec::with_capacity(threads);
         for n in 0..threads {
             let id = StartOptions::id(format!("mem-{n:05}"));
             handles.push(engine.start(workflow, 0u64, id).await?);
         }
-        for handle in &handles {
-            let outcome = handle.wait().await?;
-            anyhow::ensure!(outcome.status == want, "{} ended {:?}", handle.id(), outcome.status);
+        if let Some(want) = want {
+            for handle in &handles {
+                let outcome = handle.wait().await?;
+                let status = outcome.status;
+                anyhow::ensure!(status == want, "{} ended {status:?}", handle.id());
+            }
         }
         drop(handles);
         let kept = proc_status_kib("VmRSS")?.saturating_sub(before);
         let peak = proc_status_kib("VmHWM")?.saturating_sub(before);
-        engine.shutdown().await;
+        if want.is_some() {
+            // (A stuck thread never reaches a step boundary: `queued` ends with the runtime.)
+            engine.shutdown().await;
+        }
         Ok::<_, anyhow::Error>((kept, peak))
     })?;
     let per = |kib: u64| kib as f64 / threads as f64;
@@ -295,6 +309,21 @@ fn asking() -> anyhow::Result<Workflow<Replace<u64>>> {
         })
         .edge(START, "ask")
         .edge("ask", END)
+        .build()?)
+}
+
+/// The never-finishing workflow of the memory section.
+const STUCK: &str = "bench-stuck";
+
+/// One node that never finishes, so that the thread running it keeps its runner permit.
+fn stuck() -> anyhow::Result<Workflow<Replace<u64>>> {
+    Ok(Workflow::<Replace<u64>>::builder(STUCK, 1)
+        .node("wait", |_s: Arc<Replace<u64>>, _ctx: Ctx| async move {
+            std::future::pending::<()>().await;
+            Ok(NodeOutput::update(0))
+        })
+        .edge(START, "wait")
+        .edge("wait", END)
         .build()?)
 }
 
