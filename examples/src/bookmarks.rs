@@ -45,10 +45,10 @@ pub async fn run(db: &Path) -> anyhow::Result<Seen> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let tx = std::sync::Mutex::new(Some(tx));
     engine.on_step(Arc::new(move |_t, step, _total| {
-        if step == 2 {
-            if let Some(tx) = tx.lock().ok().and_then(|mut t| t.take()) {
-                let _ = tx.send(());
-            }
+        if step == 2
+            && let Some(tx) = tx.lock().ok().and_then(|mut t| t.take())
+        {
+            let _ = tx.send(());
         }
     }));
     let thread = engine.start("steps", 0u32, StartOptions::id("bookmarked")).await?;

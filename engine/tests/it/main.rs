@@ -13,4 +13,5 @@ mod debug;
 mod debug_bundle;
 mod execution;
 mod recovery;
+mod replay;
 mod scale;

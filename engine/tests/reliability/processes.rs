@@ -35,7 +35,7 @@ fn digest(bytes: &[u8]) -> String {
 }
 
 fn thread_name(i: usize) -> String {
-    if i % 2 == 0 { format!("lin-{i}") } else { format!("fan-{i}") }
+    if i.is_multiple_of(2) { format!("lin-{i}") } else { format!("fan-{i}") }
 }
 
 /// The child: runs the threads on the file named by `CAIRN_REL_CHILD_DB`.
