@@ -10,6 +10,7 @@
 //! reopen + resume gives the same final state, outputs and recorded side effects as a run that
 //! never crashed.
 
+pub mod channels;
 pub mod cli;
 pub mod clock;
 mod controls;

@@ -452,3 +452,33 @@ async fn a_waiting_lock_is_taken_when_released_and_cancel_reaches_child_threads(
     assert_eq!(children[0].status, ThreadStatus::Cancelled, "the child ended with its parent");
     engine.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_three_channel_view_splits_progress_control_and_monitor() {
+    use cairn::channels::Channel;
+    let (_d, path) = db();
+    let wf = one_node("chan", NodePolicy::default(), |_s, ctx: Ctx| async move {
+        ctx.progress(1, 2, "half");
+        let n: u64 = ctx.interrupt("n?")?;
+        ctx.progress(2, 2, "done");
+        Ok(NodeOutput::update((n, "x".into())))
+    });
+    let engine = open(&path, &[&wf], None).await;
+    let t = engine.start("chan", Tally::default(), StartOptions::id("ch")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    let mut control = t.events(0).unwrap();
+    let first = control.next_in(Channel::Control).await.unwrap();
+    assert!(
+        matches!(first.body, Body::StatusChanged { to: ThreadStatus::Running, .. }),
+        "{first:?}"
+    );
+    let mut progress = t.events(0).unwrap();
+    let p = progress.next_in(Channel::Progress).await.unwrap();
+    assert!(matches!(p.body, Body::Progress { .. }));
+    let mut monitor = t.events(0).unwrap();
+    let m = monitor.next_in(Channel::Monitor).await.unwrap();
+    assert!(matches!(m.body, Body::ThreadCreated { .. }));
+    engine.send_input("ch", 3).await.unwrap();
+    assert_eq!(t.output::<Tally>().await.unwrap().total, 3);
+    engine.shutdown().await;
+}
