@@ -148,7 +148,7 @@ impl CrashHarness {
             effects: None,
             human_inputs: Vec::new(),
             seed: 0x00C0_FFEE,
-            clock_start_ms: 1_700_000_000_000,
+            clock_start_ms: super::CLOCK_START_MS,
             configure: None,
             timeout: Duration::from_secs(30),
             reference: Mutex::new(None),

@@ -45,14 +45,17 @@ fn format_md() -> String {
     std::fs::read_to_string(path).expect("docs/format.md")
 }
 
-/// The rows of the version log (§ "Version log" of docs/format.md): version -> the row's text.
+/// The rows of the version log (§ "Version log" of docs/format.md): version -> the text of its
+/// last row (a version revised before release has a second row, "1 (revised before release)").
 fn version_log(md: &str) -> BTreeMap<u16, String> {
     let section = md.split("Version log").nth(1).unwrap_or("");
     section
         .lines()
         .filter_map(|line| {
             let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-            let version = cells.get(1)?.parse::<u16>().ok()?;
+            let cell = cells.get(1)?;
+            let digits: String = cell.chars().take_while(char::is_ascii_digit).collect();
+            let version = digits.parse::<u16>().ok()?;
             Some((version, line.trim().to_owned()))
         })
         .collect()

@@ -21,4 +21,5 @@ mod fuzz_corpus;
 mod io_faults;
 mod load;
 mod processes;
+mod readme_example;
 mod workflows;

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The soak tier of Cairn's reliability suite: the larger figures of docs/reliability.md, in a
+# time budget.
+#
+#   scripts/soak.sh --minutes M          # e.g. --minutes 20; the full soak is --minutes 400
+#   nohup scripts/soak.sh --minutes 60 > /dev/null 2>&1 &     # in the background
+#
+# Full-size figures (reached at --minutes 400 on 2 cores; smaller budgets scale them down):
+#   - T1: 100,000 random crash cases (any model, any op, a third with a second crash during
+#     recovery) over the three canonical workflows;
+#   - T2: 5,000 `kill -9` of a child process, and 5,000 aborts at chosen steps;
+#   - T4: 50,000 corruptions of engine-written records;
+#   - T8: 1,000 threads x 50 steps with crashes;
+#   - T5: one hour per fuzz target (every target in fuzz/Cargo.toml).
+# The budget is split: 35% crash cases, 10% processes, 5% corruption and load, 50% fuzzing.
+# Each part runs in chunks until its share of the time is used or its full-size figure is
+# reached, so a short budget still produces every kind of figure.
+#
+# Output: every RELIABILITY line (and one per fuzz target) is appended to
+# docs/reliability/YYYY-MM-DD.txt, with a header naming the commit and the machine; progress
+# goes to target/soak/progress.log. Tests run with `--release` (the suite's code is then
+# optimised; the default `cargo test` runs the same tests at PR size). Exits non-zero if any
+# chunk or fuzz target failed; crash inputs stay in fuzz/artifacts/<target>/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+minutes=20
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --minutes) minutes="$2"; shift 2 ;;
+        --minutes=*) minutes="${1#*=}"; shift ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+        *) echo "unknown argument: $1" >&2; exit 2 ;;
+    esac
+done
+[[ "$minutes" =~ ^[0-9]+$ ]] && [ "$minutes" -gt 0 ] || { echo "--minutes takes a positive integer" >&2; exit 2; }
+
+budget=$((minutes * 60))
+day="$(date -u +%Y-%m-%d)"
+out="docs/reliability/$day.txt"
+mkdir -p docs/reliability target/soak
+log="target/soak/progress.log"
+: > "$log"
+status=0
+
+{
+    echo "# Cairn soak run $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "# commit ${CAIRN_SOAK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+    echo "# machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)"
+    echo "# budget: --minutes $minutes"
+} >> "$out"
+
+note() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$log"; }
+elapsed() { echo $(( $(date +%s) - start )); }
+
+test_cmd=(cargo test --release -p cairn --features testkit --test reliability)
+
+note "building the suite (release; not counted in the budget)"
+"${test_cmd[@]}" --no-run >> "$log" 2>&1
+start=$(date +%s)
+
+# Runs one test of the suite with the given environment; appends its RELIABILITY lines.
+run_test() {
+    local name="$1"; shift
+    local chunk_log
+    chunk_log="$(mktemp)"
+    if env "$@" "${test_cmd[@]}" "$name" -- --exact --test-threads=1 > "$chunk_log" 2>&1; then
+        :
+    else
+        status=1
+        note "FAILED: $name $*"
+        grep -E -A3 "panicked|failures:|^case " "$chunk_log" | head -40 | tee -a "$log" || true
+    fi
+    # The test runner may print "test name ... " on the same line before a summary line.
+    grep -oE 'RELIABILITY .*' "$chunk_log" | tee -a "$log" >> "$out" || true
+    rm -f "$chunk_log"
+}
+
+# Repeats `run_test` in chunks until `share` seconds have passed or `full` units were run.
+chunks() {
+    local share="$1" full="$2" chunk="$3" name="$4" var="$5"; shift 5
+    local until=$(( $(elapsed) + share )) done_units=0 i=0
+    while [ "$(elapsed)" -lt "$until" ] && [ "$done_units" -lt "$full" ]; do
+        local n=$(( full - done_units < chunk ? full - done_units : chunk ))
+        run_test "$name" "$var=$n" "$@" "CAIRN_CRASH_SEED=$(( 0x50A0 + i ))" \
+            "CAIRN_REL_T2_SEED=$(( 0x50A0 + i ))" "CAIRN_REL_T4_SEED=$(( 0x50A1 + 2 * i ))"
+        done_units=$(( done_units + n ))
+        i=$(( i + 1 ))
+    done
+    echo "RELIABILITY soak_total test=$name $var=$done_units chunks=$i" | tee -a "$log" >> "$out"
+}
+
+note "T1 random crash cases"
+chunks $(( budget * 35 / 100 )) 100000 2000 crash_points::t1_random_cases CAIRN_REL_RANDOM_CASES
+note "T2 kills and aborts"
+chunks $(( budget * 10 / 100 )) 5000 250 processes::t2_kill_and_abort_real_processes \
+    CAIRN_REL_KILLS CAIRN_REL_ABORTS=250
+note "T4 corruption"
+chunks $(( budget * 3 / 100 )) 50000 2500 corruption::t4_corruption_of_engine_records CAIRN_REL_CORRUPTIONS
+note "T8 load"
+run_test load::t8_load_with_crashes CAIRN_REL_LOAD_THREADS=$(( minutes >= 60 ? 1000 : 400 )) \
+    CAIRN_REL_LOAD_CRASHES=5
+
+# Fuzzing: the rest of the budget, split over every target, at most an hour each.
+targets=($(awk '/^\[\[bin\]\]/ {bin=1} bin && /^name *=/ {gsub(/[" ]/, "", $0); sub(/name=/, "", $0); print; bin=0}' fuzz/Cargo.toml))
+if ! cargo fuzz --version > /dev/null 2>&1; then
+    note "installing cargo-fuzz"
+    cargo install cargo-fuzz --locked >> "$log" 2>&1
+fi
+note "building ${#targets[@]} fuzz targets"
+if ! (cd fuzz && cargo fuzz build --sanitizer=none >> "../$log" 2>&1); then
+    note "FAILED: the fuzz targets do not build (see $log); no fuzzing"
+    echo "RELIABILITY T5_fuzz build_failed=1" >> "$out"
+    targets=()
+    status=1
+fi
+left=$(( budget - $(elapsed) ))
+per=$(( left / (${#targets[@]} > 0 ? ${#targets[@]} : 1) ))
+[ "$per" -gt 3600 ] && per=3600
+[ "$per" -lt 30 ] && per=30
+for target in "${targets[@]+"${targets[@]}"}"; do
+    note "fuzz $target for ${per}s"
+    mkdir -p "fuzz/corpus/$target" "fuzz/artifacts/$target"
+    scratch="$(mktemp -d)"
+    fuzz_log="$(mktemp)"
+    if (cd fuzz && cargo fuzz run --sanitizer=none "$target" "$scratch" "corpus/$target" -- \
+        -max_total_time="$per" -max_len=10000 -rss_limit_mb=2048 -timeout=10 \
+        -print_final_stats=1 > "$fuzz_log" 2>&1); then
+        crashes=0
+    else
+        crashes=1
+        status=1
+    fi
+    execs=$(grep -E '^stat::number_of_executed_units' "$fuzz_log" | awk '{print $2}' | tail -1)
+    new=$(grep -E '^stat::new_units_added' "$fuzz_log" | awk '{print $2}' | tail -1)
+    echo "RELIABILITY T5_fuzz target=$target secs=$per execs=${execs:-0} new_units=${new:-0} crashes=$crashes" \
+        | tee -a "$log" >> "$out"
+    [ "$crashes" = 0 ] || grep -E -A5 'panicked|ERROR' "$fuzz_log" | head -20 | tee -a "$log"
+    rm -rf "$scratch" "$fuzz_log"
+done
+
+echo "RELIABILITY soak_end minutes_budget=$minutes secs=$(elapsed) status=$status" | tee -a "$log" >> "$out"
+note "results in $out"
+exit "$status"
