@@ -65,30 +65,56 @@ pub(crate) fn decode_chunk_at(
     Ok(chunk)
 }
 
-/// The `(seq, lsn)` of each of `stored`'s seqs `from..=to`, in seq order. The caller keeps the
-/// range within `first_seq..=last`; any seq in it that the index does not cover is a gap.
+/// Seqs `seq .. seq + len` of a thread, at lsns `lsn .. lsn + len`: where one thread wrote
+/// alone (a batch, or a quiet period), a whole page of a read is one run, read with one range
+/// scan, and located without a list entry per event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Run {
+    pub(crate) seq: u64,
+    pub(crate) lsn: u64,
+    pub(crate) len: u64,
+}
+
+/// Builds the runs of a located range, checking lsns rise with seq.
+struct Runs<'a> {
+    id: &'a ThreadId,
+    runs: Vec<Run>,
+}
+
+impl Runs<'_> {
+    fn push(&mut self, seq: u64, lsn: u64) -> Result<(), Error> {
+        if let Some(run) = self.runs.last_mut() {
+            // Inclusive ends: every lsn and seq of a run is a valid u64, so these cannot overflow
+            // (`len` is at least 1), while `lsn + len` could for damaged values near u64::MAX.
+            let last_lsn = run.lsn + (run.len - 1);
+            let last_seq = run.seq + (run.len - 1);
+            if lsn <= last_lsn {
+                let detail =
+                    format!("lsn {lsn} of seq {seq} is not above the previous seq's {last_lsn}");
+                return Err(corrupt(table::SEQ_INDEX, self.id, seq, detail));
+            }
+            if last_lsn.checked_add(1) == Some(lsn) && last_seq.checked_add(1) == Some(seq) {
+                run.len += 1;
+                return Ok(());
+            }
+        }
+        self.runs.push(Run { seq, lsn, len: 1 });
+        Ok(())
+    }
+}
+
+/// The runs holding `stored`'s seqs `from..=to`, in seq order. The caller keeps the range within
+/// `first_seq..=last`; any seq in it that the index does not cover is a gap.
 pub(crate) fn locate(
     index: &impl ReadableTable<(&'static str, u64), Bytes>,
     stored: &StoredThread,
     from: u64,
     to: u64,
-) -> Result<Vec<(u64, u64)>, Error> {
+) -> Result<Vec<Run>, Error> {
     let id = &stored.record.id;
     let op = storage("read seq index");
     let tail_start = stored.tail_start();
-    let mut out: Vec<(u64, u64)> =
-        Vec::with_capacity(usize::try_from(to.saturating_sub(from) + 1).unwrap_or(0).min(4096));
-    let push = |out: &mut Vec<(u64, u64)>, seq: u64, lsn: u64| -> Result<(), Error> {
-        if let Some(&(_, previous)) = out.last()
-            && lsn <= previous
-        {
-            let detail =
-                format!("lsn {lsn} of seq {seq} is not above the previous seq's {previous}");
-            return Err(corrupt(table::SEQ_INDEX, id, seq, detail));
-        }
-        out.push((seq, lsn));
-        Ok(())
-    };
+    let mut out = Runs { id, runs: Vec::new() };
     if from < tail_start && from <= to {
         let chunks_end = to.min(tail_start - 1);
         // The chunk holding `from` is the last one keyed at or below it.
@@ -120,7 +146,7 @@ pub(crate) fn locate(
             }
             for (seq, &lsn) in (first..).zip(&chunk.lsns) {
                 if seq >= next && seq <= chunks_end {
-                    push(&mut out, seq, lsn)?;
+                    out.push(seq, lsn)?;
                 }
             }
             next = next.max(end + 1);
@@ -135,10 +161,10 @@ pub(crate) fn locate(
     }
     for (seq, &lsn) in (tail_start..).zip(&stored.tail) {
         if seq >= from && seq <= to {
-            push(&mut out, seq, lsn)?;
+            out.push(seq, lsn)?;
         }
     }
-    Ok(out)
+    Ok(out.runs)
 }
 
 /// Decodes the event stored under `lsn` and checks it is seq `seq` of thread `id`.
@@ -169,34 +195,112 @@ fn missing(id: &ThreadId, seq: u64, lsn: u64) -> Error {
     corrupt(table::EVENTS, id, seq, detail)
 }
 
-/// The events at `located` (from [`locate`]), checked, in order. Runs of consecutive lsns (a
-/// thread that wrote alone) are read with one range scan each.
+/// The events of `runs` (from [`locate`]), checked, in order: one range scan per run.
 pub(crate) fn fetch(
     events: &impl ReadableTable<u64, Bytes>,
     id: &ThreadId,
-    located: &[(u64, u64)],
+    runs: &[Run],
 ) -> Result<Vec<Event>, Error> {
     let op = storage("read events");
-    let mut out = Vec::with_capacity(located.len());
-    let mut rest = located;
-    while let Some(&(seq, lsn)) = rest.first() {
-        let run = 1 + rest.windows(2).take_while(|w| w[1].1 == w[0].1 + 1).count();
-        if run == 1 {
-            let guard = events.get(lsn).map_err(&op)?.ok_or_else(|| missing(id, seq, lsn))?;
-            out.push(decode_event_at(id, seq, lsn, guard.value())?);
-        } else {
-            let last = rest[run - 1].1;
-            let mut range = events.range(lsn..=last).map_err(&op)?;
-            for &(seq, lsn) in &rest[..run] {
-                match range.next().transpose().map_err(&op)? {
-                    Some((key, value)) if key.value() == lsn => {
-                        out.push(decode_event_at(id, seq, lsn, value.value())?);
-                    }
-                    _ => return Err(missing(id, seq, lsn)),
+    let total: u64 = runs.iter().map(|run| run.len).sum();
+    let mut out = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+    for run in runs {
+        if run.len == 1 {
+            let guard =
+                events.get(run.lsn).map_err(&op)?.ok_or_else(|| missing(id, run.seq, run.lsn))?;
+            out.push(decode_event_at(id, run.seq, run.lsn, guard.value())?);
+            continue;
+        }
+        let (last_seq, last_lsn) = (run.seq + (run.len - 1), run.lsn + (run.len - 1));
+        let mut range = events.range(run.lsn..=last_lsn).map_err(&op)?;
+        for (seq, lsn) in (run.seq..=last_seq).zip(run.lsn..=last_lsn) {
+            match range.next().transpose().map_err(&op)? {
+                Some((key, value)) if key.value() == lsn => {
+                    out.push(decode_event_at(id, seq, lsn, value.value())?);
                 }
+                _ => return Err(missing(id, seq, lsn)),
             }
         }
-        rest = &rest[run..];
     }
     Ok(out)
+}
+
+/// Every lsn of `runs`.
+pub(crate) fn lsns(runs: &[Run]) -> impl Iterator<Item = u64> + '_ {
+    runs.iter().flat_map(|run| run.lsn..=run.lsn + (run.len - 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use ::redb::backends::InMemoryBackend;
+    use ::redb::{Database, ReadableDatabase};
+
+    use super::*;
+    use crate::redb::tables::SEQ_INDEX;
+    use crate::{Bookmark, Lsn, ThreadRecord, WorkflowRef};
+
+    fn stored(last: u64, last_lsn: u64, tail: Vec<u64>) -> StoredThread {
+        let workflow = WorkflowRef { id: "w".into(), version: 1, fingerprint: "f".into() };
+        let mut record = ThreadRecord::new(ThreadId::new("t").expect("id"), workflow, 0);
+        record.last = Some(Bookmark { seq: Seq(last), lsn: Lsn(last_lsn), at_ms: 0 });
+        StoredThread { record, tail }
+    }
+
+    /// A seq index holding `chunks` (first seq, lsns) for thread "t".
+    fn index(chunks: &[(u64, Vec<u64>)]) -> Database {
+        let db = Database::builder().create_with_backend(InMemoryBackend::new()).expect("db");
+        let txn = db.begin_write().expect("write");
+        {
+            let mut table = txn.open_table(SEQ_INDEX).expect("table");
+            for (first, lsns) in chunks {
+                let chunk = SeqChunk {
+                    thread: ThreadId::new("t").expect("id"),
+                    first_seq: *first,
+                    lsns: lsns.clone(),
+                };
+                let framed = codec::encode_seq_chunk(&chunk).expect("encode");
+                table.insert(("t", *first), framed.as_slice()).expect("insert");
+            }
+        }
+        txn.commit().expect("commit");
+        db
+    }
+
+    fn run_locate(
+        db: &Database,
+        thread: &StoredThread,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Run>, Error> {
+        let txn = db.begin_read().expect("read");
+        locate(&txn.open_table(SEQ_INDEX).expect("table"), thread, from, to)
+    }
+
+    #[test]
+    fn consecutive_lsns_are_one_run_across_chunks_and_the_tail() {
+        let db = index(&[(1, vec![10, 11]), (3, vec![12, 20])]);
+        let thread = stored(6, 22, vec![21, 22]);
+        let runs = run_locate(&db, &thread, 2, 6).expect("locate");
+        assert_eq!(runs, [Run { seq: 2, lsn: 11, len: 2 }, Run { seq: 4, lsn: 20, len: 3 }]);
+    }
+
+    #[test]
+    fn gaps_overlaps_and_extreme_lsns_are_errors_not_panics() {
+        // A hole between chunks.
+        let db = index(&[(1, vec![1, 2]), (4, vec![4])]);
+        let gap = run_locate(&db, &stored(4, 4, Vec::new()), 1, 4);
+        assert!(matches!(gap, Err(Error::Corrupted { table: "seq_index", seq: Some(Seq(3)), .. })));
+        // Lsns at the very top of the range, then falling: refused, no overflow.
+        let db = index(&[(1, vec![u64::MAX - 1, u64::MAX])]);
+        let top = run_locate(&db, &stored(3, 5, vec![5]), 1, 3);
+        assert!(matches!(top, Err(Error::Corrupted { table: "seq_index", seq: Some(Seq(3)), .. })));
+        assert_eq!(
+            run_locate(&db, &stored(2, u64::MAX, Vec::new()), 1, 2).expect("valid"),
+            [Run { seq: 1, lsn: u64::MAX - 1, len: 2 }]
+        );
+        // A chunk reaching into the tail.
+        let db = index(&[(1, vec![1, 2, 3])]);
+        let overlap = run_locate(&db, &stored(3, 3, vec![3]), 1, 3);
+        assert!(matches!(overlap, Err(Error::Corrupted { table: "seq_index", .. })));
+    }
 }

@@ -6,7 +6,7 @@
 
 use ::redb::ReadableTable;
 
-use super::index::{decode_chunk_at, fetch, locate, stored_thread_in};
+use super::index::{decode_chunk_at, fetch, locate, lsns, stored_thread_in};
 use super::read::{checkpoint_info_in, storage};
 use super::tables::Tables;
 use crate::codec::{self, StoredThread};
@@ -126,7 +126,7 @@ pub(crate) fn plan_prune(
         // Every event removed is read and checked first: a damaged one rejects the prune.
         let located = locate(&*tables.seq_index()?, &stored, first_seq, covers)?;
         fetch(&*tables.events()?, thread, &located)?;
-        plan.events = located.into_iter().map(|(_, lsn)| lsn).collect();
+        plan.events = lsns(&located).collect();
         let op = storage("read seq index");
         let range = tables
             .seq_index()?
