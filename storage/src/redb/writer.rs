@@ -1,10 +1,12 @@
 //! The group-commit writer: one std thread owns every write transaction.
 //!
 //! Callers queue [`Command`]s on a bounded channel (`Options::queue_depth`). The writer takes
-//! the first, drains up to `group_max_batches - 1` more that are already waiting, applies each in
-//! one transaction (a rejected batch changes nothing, see [`super::apply`]), commits once, and
-//! replies to all. Under `Durability::Periodic` it also commits durably when the interval since
-//! the last durable commit has passed, with an empty commit if nothing else is queued.
+//! the first, opens a write transaction and applies it, then takes the writes that follow
+//! (whatever is queued, and, for a short while, those still arriving; see [`Writer::group`]) and
+//! applies each as it comes, up to `group_max_batches`; then it commits once and replies to all.
+//! A rejected batch changes nothing (see [`super::apply`]). Under `Durability::Periodic` it also
+//! commits durably when the interval since the last durable commit has passed, with an empty
+//! commit if nothing else is queued.
 //!
 //! After a failed commit (or a failure half-way through applying a batch) the outcome of the
 //! whole group is unknown: every caller in it gets the error, and the store is poisoned, refusing
@@ -115,9 +117,9 @@ pub(crate) struct Writer {
     /// Non-durable commits since the last durable one.
     pub(crate) dirty: bool,
     pub(crate) last_durable: Instant,
-    /// Writes in the last group, the gathering target for the next (see `gather`).
+    /// Writes in the last group, the gathering target for the next (see `group`).
     pub(crate) last_group: usize,
-    /// How long the last group took to apply and commit, the gathering window for the next.
+    /// How long the last group's commit took, the gathering window for the next.
     pub(crate) last_commit: Duration,
 }
 
@@ -159,8 +161,11 @@ impl Writer {
                     Err(_) => break,
                 },
             };
-            let group = self.gather(first, rx);
-            if let Some(close) = self.commit_group(group) {
+            let close = match first {
+                Command::Close(reply) => Some(reply),
+                Command::Write(write) => self.group(write, rx),
+            };
+            if let Some(close) = close {
                 let result = self.flush();
                 // Later commands find the channel closed once `rx` drops; answer any queued now.
                 while let Ok(command) = rx.try_recv() {
@@ -174,35 +179,6 @@ impl Writer {
             }
         }
         self.flush_logged();
-    }
-
-    /// Collects the group that starts with `first`.
-    ///
-    /// Whatever is already queued joins at once. Beyond that, the writer waits a little for the
-    /// callers it answered last time: each of them is likely to send its next write as soon as it
-    /// wakes, and committing before they do would alternate one tiny group with one large group,
-    /// halving throughput under concurrency. So it waits until as many writes as the last group
-    /// held have arrived, or for at most the last commit's duration (capped at
-    /// [`GATHER_WAIT_MAX`]), whichever comes first. A lone caller (last group of one) never waits.
-    fn gather(&self, first: Command, rx: &Receiver<Command>) -> Vec<Command> {
-        let mut group = vec![first];
-        let target = self.last_group.clamp(1, self.group_max);
-        let deadline = Instant::now() + self.last_commit.min(GATHER_WAIT_MAX);
-        while group.len() < self.group_max {
-            if let Ok(command) = rx.try_recv() {
-                group.push(command);
-                continue;
-            }
-            let now = Instant::now();
-            if group.len() >= target || now >= deadline {
-                break;
-            }
-            match rx.recv_timeout(deadline - now) {
-                Ok(command) => group.push(command),
-                Err(_) => break,
-            }
-        }
-        group
     }
 
     fn flush_deadline(&self) -> Option<Instant> {
@@ -249,30 +225,27 @@ impl Writer {
         }
     }
 
-    /// Applies and commits one group; returns a `Close` command found in it.
-    fn commit_group(
+    /// Gathers, applies and commits one group that starts with `first`; returns a `Close`
+    /// command that ended the gathering.
+    ///
+    /// Each write is applied as soon as it is taken from the queue, inside the group's open
+    /// transaction, so the writer's work overlaps the callers' (with 64 callers each waiting for
+    /// its last answer, they send their next writes while the writer applies the first ones).
+    ///
+    /// Whatever is already queued joins at once. Beyond that, the writer waits a little for the
+    /// callers it answered last time: each of them is likely to send its next write as soon as it
+    /// wakes, and committing before they do would alternate one tiny group with one large group,
+    /// halving throughput under concurrency. So it keeps the group open until as many writes as
+    /// the last group held have arrived, or for at most the last commit's duration (capped at
+    /// [`GATHER_WAIT_MAX`]), whichever comes first. A lone caller (last group of one) never waits.
+    fn group(
         &mut self,
-        group: Vec<Command>,
+        first: Write,
+        rx: &Receiver<Command>,
     ) -> Option<std::sync::mpsc::Sender<Result<(), Error>>> {
-        let mut close = None;
-        let mut work = Vec::with_capacity(group.len());
-        for command in group {
-            match command {
-                // Anything queued after Close is refused, like anything sent after it.
-                Command::Write(write) if close.is_some() => refuse(write, &Error::Closed),
-                Command::Write(write) => work.push(write),
-                Command::Close(reply) if close.is_none() => close = Some(reply),
-                Command::Close(reply) => drop(reply.send(Ok(()))),
-            }
-        }
-        if work.is_empty() {
-            return close;
-        }
         if self.poisoned.load(Ordering::Acquire) {
-            for command in work {
-                refuse(command, &Error::Poisoned);
-            }
-            return close;
+            refuse(first, &Error::Poisoned);
+            return None;
         }
         let durable = match self.durability {
             Durability::Immediate => true,
@@ -281,15 +254,75 @@ impl Writer {
             }
             Durability::None => false,
         };
-        let (ops, answers): (Vec<Op>, Vec<Answer>) = work.into_iter().map(Write::split).unzip();
-        self.last_group = ops.len();
-        let started = Instant::now();
-        let mut results = Vec::with_capacity(ops.len());
+        let target = self.last_group.clamp(1, self.group_max);
+        let deadline = Instant::now() + self.last_commit.min(GATHER_WAIT_MAX);
+        let mut answers = Vec::with_capacity(target);
+        let mut results = Vec::with_capacity(target);
+        let mut close = None;
+        let mut commit_time = Duration::ZERO;
         // A panic inside redb (a damaged page met while updating a B-tree) becomes an error here,
         // and is handled like a failed commit: the writer thread survives, the store poisons.
-        let outcome = guard("commit", || self.run_in_txn(ops, durable, &mut results));
-        self.last_commit = started.elapsed();
-        tracing::trace!(writes = self.last_group, commit = ?self.last_commit, durable, "group committed");
+        let outcome = guard("commit", || {
+            let mut txn = self.db.begin_write().map_err(|e| Error::storage("begin write", e))?;
+            let level = if durable { RedbDurability::Immediate } else { RedbDurability::None };
+            if let Err(e) = txn.set_durability(level) {
+                abort(txn);
+                return Err(Error::storage("set durability", e));
+            }
+            let mut tables = Tables::new(&txn);
+            let mut removes = false;
+            let mut next = Some(first);
+            let applied = loop {
+                if let Some(write) = next.take() {
+                    let (op, answer) = write.split();
+                    removes |= !matches!(op, Op::Append(..));
+                    answers.push(answer);
+                    let (result, fatal) = self.apply_one(&mut tables, op);
+                    results.push(result);
+                    if let Some(error) = fatal {
+                        break Err(error);
+                    }
+                }
+                if answers.len() >= self.group_max {
+                    break Ok(());
+                }
+                let command = match rx.try_recv() {
+                    Ok(command) => command,
+                    Err(_) => {
+                        let now = Instant::now();
+                        if answers.len() >= target || now >= deadline {
+                            break Ok(());
+                        }
+                        match rx.recv_timeout(deadline - now) {
+                            Ok(command) => command,
+                            Err(_) => break Ok(()),
+                        }
+                    }
+                };
+                match command {
+                    Command::Write(write) => next = Some(write),
+                    Command::Close(reply) => {
+                        close = Some(reply);
+                        break Ok(());
+                    }
+                }
+            };
+            let applied = applied.and_then(|()| {
+                if removes { write_counters(tables.meta()?, self.counters) } else { Ok(()) }
+            });
+            drop(tables);
+            if let Err(error) = applied {
+                abort(txn);
+                return Err(error);
+            }
+            let started = Instant::now();
+            let committed = txn.commit().map_err(|e| Error::storage("commit", e));
+            commit_time = started.elapsed();
+            committed
+        });
+        self.last_group = answers.len();
+        self.last_commit = commit_time;
+        tracing::trace!(writes = self.last_group, commit = ?commit_time, durable, "group committed");
         let failure = match outcome {
             Ok(()) => {
                 if durable {
@@ -322,49 +355,6 @@ impl Writer {
             answer.send(result);
         }
         close
-    }
-
-    /// Runs every op in one transaction and commits it, pushing one result per op applied. On
-    /// `Err` the transaction was not committed (or its commit failed) and the counters must not be
-    /// trusted: the caller poisons.
-    fn run_in_txn(
-        &mut self,
-        ops: Vec<Op>,
-        durable: bool,
-        results: &mut Vec<Result<Outcome, Error>>,
-    ) -> Result<(), Error> {
-        let mut txn = self.db.begin_write().map_err(|e| Error::storage("begin write", e))?;
-        let level = if durable { RedbDurability::Immediate } else { RedbDurability::None };
-        let applied = txn
-            .set_durability(level)
-            .map_err(|e| Error::storage("set durability", e))
-            .and_then(|()| self.apply_all(&txn, ops, results));
-        if let Err(error) = applied {
-            abort(txn);
-            return Err(error);
-        }
-        txn.commit().map_err(|e| Error::storage("commit", e))
-    }
-
-    fn apply_all(
-        &mut self,
-        txn: &WriteTransaction,
-        ops: Vec<Op>,
-        results: &mut Vec<Result<Outcome, Error>>,
-    ) -> Result<(), Error> {
-        let mut tables = Tables::new(txn);
-        let removes = ops.iter().any(|op| !matches!(op, Op::Append(..)));
-        for op in ops {
-            let (result, fatal) = self.apply_one(&mut tables, op);
-            results.push(result);
-            if let Some(error) = fatal {
-                return Err(error);
-            }
-        }
-        if removes {
-            write_counters(tables.meta()?, self.counters)?;
-        }
-        Ok(())
     }
 
     /// Applies one op: its result (which may be a rejection), and an error if the transaction is
