@@ -84,7 +84,13 @@ impl RecordKind {
 /// # Ok::<(), cairn_storage::Error>(())
 /// ```
 pub fn encode_event(event: &Event) -> Result<Vec<u8>, Error> {
-    encode(RecordKind::Event, event)
+    // The variable-length fields plus room for the fixed ones: one allocation, no regrowth.
+    let hint = 64
+        + event.thread.as_str().len()
+        + event.node.as_ref().map_or(0, String::len)
+        + event.summary.len()
+        + event.data.len();
+    encode(RecordKind::Event, event, hint)
 }
 
 /// Decodes and validates an event record.
@@ -151,7 +157,8 @@ struct StoredThreadOwned {
 
 /// Encodes a thread record with its seq-index tail.
 pub(crate) fn encode_stored_thread(record: &ThreadRecord, tail: &[u64]) -> Result<Vec<u8>, Error> {
-    encode(RecordKind::Thread, &StoredThreadRef { record, tail })
+    let hint = 128 + record.summary.len() + 10 * tail.len();
+    encode(RecordKind::Thread, &StoredThreadRef { record, tail }, hint)
 }
 
 /// Decodes a stored thread record and checks its fields and its tail against each other.
@@ -195,7 +202,7 @@ pub(crate) fn decode_stored_thread(bytes: &[u8]) -> Result<StoredThread, Error> 
 ///
 /// [`Error::LimitExceeded`] past [`RECORD_BYTES_MAX`] (never for chunks the store writes).
 pub fn encode_seq_chunk(chunk: &SeqChunk) -> Result<Vec<u8>, Error> {
-    encode(RecordKind::SeqChunk, chunk)
+    encode(RecordKind::SeqChunk, chunk, 32 + 10 * chunk.lsns.len())
 }
 
 /// Decodes and validates a chunk of a thread's seq index.
@@ -221,7 +228,7 @@ pub fn decode_seq_chunk(bytes: &[u8]) -> Result<SeqChunk, Error> {
 ///
 /// [`Error::LimitExceeded`] past [`RECORD_BYTES_MAX`].
 pub fn encode_checkpoint(info: &CheckpointInfo) -> Result<Vec<u8>, Error> {
-    encode(RecordKind::Checkpoint, info)
+    encode(RecordKind::Checkpoint, info, 256)
 }
 
 /// Decodes and validates checkpoint metadata.
@@ -243,7 +250,7 @@ pub fn decode_checkpoint(bytes: &[u8]) -> Result<CheckpointInfo, Error> {
 ///
 /// None in practice (snapshots are bounded by [`crate::limits::SNAPSHOT_BYTES_MAX`] up front).
 pub fn encode_snapshot(id: CheckpointId, snapshot: &[u8]) -> Result<Vec<u8>, Error> {
-    encode(RecordKind::Snapshot, &SnapshotRef { id: id.0, snapshot })
+    encode(RecordKind::Snapshot, &SnapshotRef { id: id.0, snapshot }, snapshot.len() + 32)
 }
 
 /// Decodes a snapshot record into its checkpoint id and bytes.
@@ -262,7 +269,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<(CheckpointId, Vec<u8>), Error> {
 ///
 /// [`Error::LimitExceeded`] past [`RECORD_BYTES_MAX`].
 pub fn encode_lock(lock: &LockRecord) -> Result<Vec<u8>, Error> {
-    encode(RecordKind::Lock, lock)
+    encode(RecordKind::Lock, lock, 128)
 }
 
 /// Decodes a lock record.
@@ -298,8 +305,10 @@ struct SnapshotOwned {
     snapshot: Vec<u8>,
 }
 
-fn encode<T: Serialize>(kind: RecordKind, value: &T) -> Result<Vec<u8>, Error> {
-    let out = frame::begin(kind, 64);
+/// Encodes `value` as a frame of `kind`; `hint` is the expected body size (a wrong guess costs a
+/// reallocation, nothing else).
+fn encode<T: Serialize>(kind: RecordKind, value: &T, hint: usize) -> Result<Vec<u8>, Error> {
+    let out = frame::begin(kind, hint.min(kind.body_max()));
     let out = postcard::to_extend(value, out)
         .map_err(|e| Error::Invalid { detail: format!("cannot encode {kind} record: {e}") })?;
     let body_len = out.len() - frame::HEADER_LEN;

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use ::redb::ReadableTable;
 
 use super::index::stored_thread_in;
-use super::read::{lock_in, storage, thread_in};
+use super::read::{lock_in, storage};
 use super::tables::{Counters, Tables};
 use crate::codec::{self, StoredThread, table};
 use crate::lsns::SEQ_CHUNK_LEN;
@@ -37,7 +37,7 @@ pub(crate) struct Plan {
 
 /// Checks `batch` against the state in `tables` and prepares its writes.
 pub(crate) fn plan(
-    tables: &mut Tables<'_>,
+    tables: &mut Tables<'_, '_>,
     counters: Counters,
     batch: Batch,
 ) -> Result<Plan, Error> {
@@ -53,7 +53,7 @@ pub(crate) fn plan(
         counters,
     };
     for guard in &batch.guards {
-        check_guard(tables, guard)?;
+        plan.check_guard(tables, guard)?;
     }
     for upsert in batch.threads {
         let id = upsert.id.clone();
@@ -135,9 +135,9 @@ pub(crate) fn plan(
 
 /// Writes a plan. Any error leaves the transaction half-written: the caller must abort it.
 pub(crate) fn apply(
-    tables: &mut Tables<'_>,
+    tables: &mut Tables<'_, '_>,
     counters: &mut Counters,
-    plan: Plan,
+    mut plan: Plan,
 ) -> Result<Appended, Error> {
     let op = storage("append");
     let mut last_lsn = counters.last_lsn;
@@ -156,9 +156,10 @@ pub(crate) fn apply(
             .map_err(&op)?;
     }
     for id in &plan.dirty_threads {
-        if let Some(Some(stored)) = plan.threads.get(id) {
+        if let Some(Some(stored)) = plan.threads.remove(id) {
             let framed = codec::encode_stored_thread(&stored.record, &stored.tail)?;
             tables.threads()?.insert(id.as_str(), framed.as_slice()).map_err(&op)?;
+            tables.cache.put(id.clone(), stored, framed.len());
         }
     }
     for (info, info_frame, snapshot_frame) in &plan.checkpoints {
@@ -222,40 +223,49 @@ fn merge_upsert(mut upsert: ThreadRecord, current: Option<&StoredThread>) -> Sto
     }
 }
 
-fn check_guard(tables: &mut Tables<'_>, guard: &Guard) -> Result<(), Error> {
-    let (thread, failure) = match guard {
-        Guard::Lease { thread, owner, now_ms } => {
-            let lease = thread_in(&*tables.threads()?, thread)?.and_then(|r| r.lease);
-            match lease {
-                Some(l) if &l.owner == owner && *now_ms < l.expires_at_ms => return Ok(()),
-                Some(l) => {
-                    (thread, format!("lease held by {} until {} ms", l.owner, l.expires_at_ms))
-                }
-                None => (thread, "no lease is held".to_string()),
-            }
-        }
-        Guard::Status { thread, expected } => match thread_in(&*tables.threads()?, thread)? {
-            Some(r) if r.status == *expected => return Ok(()),
-            Some(r) => (thread, format!("status is {}, expected {expected}", r.status)),
-            None => (thread, format!("thread does not exist (expected status {expected})")),
-        },
-        Guard::Absent { thread } => match thread_in(&*tables.threads()?, thread)? {
-            None => return Ok(()),
-            Some(_) => (thread, "thread already exists".to_string()),
-        },
-    };
-    Err(Error::GuardFailed { thread: thread.clone(), detail: failure })
-}
-
 impl Plan {
+    /// Checks one guard against the thread as this batch found it (guards run first).
+    fn check_guard(&mut self, tables: &mut Tables<'_, '_>, guard: &Guard) -> Result<(), Error> {
+        let (thread, failure) = match guard {
+            Guard::Lease { thread, owner, now_ms } => {
+                let lease =
+                    self.thread(tables, thread)?.as_ref().and_then(|s| s.record.lease.clone());
+                match lease {
+                    Some(l) if &l.owner == owner && *now_ms < l.expires_at_ms => return Ok(()),
+                    Some(l) => {
+                        (thread, format!("lease held by {} until {} ms", l.owner, l.expires_at_ms))
+                    }
+                    None => (thread, "no lease is held".to_string()),
+                }
+            }
+            Guard::Status { thread, expected } => {
+                match self.thread(tables, thread)?.as_ref().map(|s| &s.record) {
+                    Some(r) if r.status == *expected => return Ok(()),
+                    Some(r) => (thread, format!("status is {}, expected {expected}", r.status)),
+                    None => (thread, format!("thread does not exist (expected status {expected})")),
+                }
+            }
+            Guard::Absent { thread } => {
+                match self.thread(tables, thread)?.as_ref().map(|s| &s.record) {
+                    None => return Ok(()),
+                    Some(_) => (thread, "thread already exists".to_string()),
+                }
+            }
+        };
+        Err(Error::GuardFailed { thread: thread.clone(), detail: failure })
+    }
+
     /// The thread as this batch sees it so far (stored, then this batch's changes).
     fn thread(
         &mut self,
-        tables: &mut Tables<'_>,
+        tables: &mut Tables<'_, '_>,
         id: &ThreadId,
     ) -> Result<&Option<StoredThread>, Error> {
         if !self.threads.contains_key(id) {
-            let stored = stored_thread_in(&*tables.threads()?, id)?;
+            let stored = match tables.cache.get(id) {
+                Some(cached) => Some(cached.clone()),
+                None => stored_thread_in(&*tables.threads()?, id)?,
+            };
             self.threads.insert(id.clone(), stored);
         }
         Ok(&self.threads[id])
@@ -272,7 +282,11 @@ impl Plan {
         self.threads.insert(id, Some(stored));
     }
 
-    fn lock(&mut self, tables: &mut Tables<'_>, name: &str) -> Result<Option<LockRecord>, Error> {
+    fn lock(
+        &mut self,
+        tables: &mut Tables<'_, '_>,
+        name: &str,
+    ) -> Result<Option<LockRecord>, Error> {
         if !self.locks.contains_key(name) {
             let stored = lock_in(&*tables.locks()?, name)?;
             self.locks.insert(name.to_string(), stored);
@@ -280,7 +294,7 @@ impl Plan {
         Ok(self.locks[name].clone())
     }
 
-    fn lock_op(&mut self, tables: &mut Tables<'_>, op: LockOp) -> Result<(), Error> {
+    fn lock_op(&mut self, tables: &mut Tables<'_, '_>, op: LockOp) -> Result<(), Error> {
         match op {
             LockOp::Acquire { name, owner, now_ms, ttl_ms } => {
                 if let Some(held) = self.lock(tables, &name)?
@@ -329,7 +343,7 @@ impl Plan {
         Ok(())
     }
 
-    fn lease_op(&mut self, tables: &mut Tables<'_>, op: LeaseOp) -> Result<(), Error> {
+    fn lease_op(&mut self, tables: &mut Tables<'_, '_>, op: LeaseOp) -> Result<(), Error> {
         let thread = match &op {
             LeaseOp::Acquire { thread, .. }
             | LeaseOp::Renew { thread, .. }

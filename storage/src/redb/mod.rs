@@ -6,6 +6,7 @@
 //! is not Cairn's, or is of a newer format, is refused without being written to).
 
 mod apply;
+mod cache;
 mod create;
 mod errors;
 mod guard;
@@ -300,6 +301,7 @@ impl RedbStore {
             last_durable: Instant::now(),
             last_group: 1,
             last_commit: Duration::ZERO,
+            cache: cache::ThreadCache::default(),
         };
         let thread = std::thread::Builder::new()
             .name("cairn-writer".into())

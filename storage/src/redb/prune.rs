@@ -14,7 +14,7 @@ use crate::{CheckpointId, CheckpointInfo, Error, Pruned, Seq, SeqChunk, ThreadId
 
 /// Removes checked checkpoints and their index entries.
 pub(crate) fn remove_checkpoints(
-    tables: &mut Tables<'_>,
+    tables: &mut Tables<'_, '_>,
     infos: &[CheckpointInfo],
 ) -> Result<(), Error> {
     let op = storage("remove checkpoint");
@@ -33,7 +33,7 @@ pub(crate) fn remove_checkpoints(
 
 /// The checkpoint a delete will remove, if it exists.
 pub(crate) fn plan_delete(
-    tables: &mut Tables<'_>,
+    tables: &mut Tables<'_, '_>,
     id: CheckpointId,
 ) -> Result<Vec<CheckpointInfo>, Error> {
     Ok(checkpoint_info_in(&*tables.checkpoints()?, id)?.into_iter().collect())
@@ -41,7 +41,7 @@ pub(crate) fn plan_delete(
 
 /// The checkpoints a clear of `thread` will remove.
 pub(crate) fn plan_clear(
-    tables: &mut Tables<'_>,
+    tables: &mut Tables<'_, '_>,
     thread: &ThreadId,
 ) -> Result<Vec<CheckpointInfo>, Error> {
     thread_checkpoints(tables, thread, u64::MAX)
@@ -49,7 +49,7 @@ pub(crate) fn plan_clear(
 
 /// The checkpoints of `thread` covering at most `max_covers`, read and checked.
 fn thread_checkpoints(
-    tables: &mut Tables<'_>,
+    tables: &mut Tables<'_, '_>,
     thread: &ThreadId,
     max_covers: u64,
 ) -> Result<Vec<CheckpointInfo>, Error> {
@@ -91,7 +91,7 @@ pub(crate) struct PrunePlan {
 
 /// Checks a prune of `thread` up to checkpoint `keep`.
 pub(crate) fn plan_prune(
-    tables: &mut Tables<'_>,
+    tables: &mut Tables<'_, '_>,
     thread: &ThreadId,
     keep: CheckpointId,
 ) -> Result<PrunePlan, Error> {
@@ -102,8 +102,12 @@ pub(crate) fn plan_prune(
             detail: format!("checkpoint {keep} belongs to thread {}, not {thread}", info.thread),
         });
     }
-    let mut stored = stored_thread_in(&*tables.threads()?, thread)?
-        .ok_or_else(|| Error::UnknownThread(thread.clone()))?;
+    let cached = tables.cache.get(thread).cloned();
+    let mut stored = match cached {
+        Some(stored) => stored,
+        None => stored_thread_in(&*tables.threads()?, thread)?
+            .ok_or_else(|| Error::UnknownThread(thread.clone()))?,
+    };
     let covers = info.covers.seq.0;
     let last = stored.record.last.map_or(0, |b| b.seq.0);
     if covers > last {
@@ -160,7 +164,7 @@ pub(crate) fn plan_prune(
 }
 
 /// Carries out a checked prune.
-pub(crate) fn apply_prune(tables: &mut Tables<'_>, plan: PrunePlan) -> Result<Pruned, Error> {
+pub(crate) fn apply_prune(tables: &mut Tables<'_, '_>, plan: PrunePlan) -> Result<Pruned, Error> {
     let op = storage("prune");
     for lsn in &plan.events {
         tables.events()?.remove(*lsn).map_err(&op)?;
@@ -175,12 +179,14 @@ pub(crate) fn apply_prune(tables: &mut Tables<'_>, plan: PrunePlan) -> Result<Pr
             .map_err(&op)?;
     }
     remove_checkpoints(tables, &plan.checkpoints)?;
-    let stored = &plan.stored;
+    let stored = plan.stored;
     let framed = codec::encode_stored_thread(&stored.record, &stored.tail)?;
     tables.threads()?.insert(plan.thread.as_str(), framed.as_slice()).map_err(&op)?;
-    Ok(Pruned {
+    let pruned = Pruned {
         events: plan.events.len() as u64,
         checkpoints: plan.checkpoints.len() as u64,
         first_seq: stored.record.first_seq,
-    })
+    };
+    tables.cache.put(plan.thread, stored, framed.len());
+    Ok(pruned)
 }

@@ -7,6 +7,7 @@ use ::redb::{
     ReadTransaction, ReadableDatabase, ReadableTable, Table, TableDefinition, WriteTransaction,
 };
 
+use super::cache::ThreadCache;
 use crate::Error;
 use crate::codec::table;
 
@@ -42,8 +43,11 @@ pub(crate) const LOCKS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new(
 
 /// The tables of one write transaction, each opened on first use: opening a table costs a lookup
 /// in redb's table tree, and an append needs only two or three of the eleven.
-pub(crate) struct Tables<'txn> {
+pub(crate) struct Tables<'txn, 'c> {
     txn: &'txn WriteTransaction,
+    /// The writer's thread-record cache (see [`super::cache`]), kept current by every write of
+    /// a thread record.
+    pub(crate) cache: &'c mut ThreadCache,
     meta: Option<Table<'txn, &'static str, &'static [u8]>>,
     events: Option<Table<'txn, u64, &'static [u8]>>,
     seq_index: Option<Table<'txn, (&'static str, u64), &'static [u8]>>,
@@ -70,11 +74,12 @@ macro_rules! lazy_table {
     };
 }
 
-impl<'txn> Tables<'txn> {
+impl<'txn, 'c> Tables<'txn, 'c> {
     /// No table opened yet.
-    pub(crate) fn new(txn: &'txn WriteTransaction) -> Tables<'txn> {
+    pub(crate) fn new(txn: &'txn WriteTransaction, cache: &'c mut ThreadCache) -> Tables<'txn, 'c> {
         Tables {
             txn,
+            cache,
             meta: None,
             events: None,
             seq_index: None,
@@ -235,7 +240,8 @@ fn has_tables(txn: &ReadTransaction) -> Result<bool, Error> {
 
 /// Writes the meta table and creates every table, in `txn`.
 pub(crate) fn initialise(txn: &WriteTransaction, created_at_ms: u64) -> Result<(), Error> {
-    let mut tables = Tables::new(txn);
+    let mut cache = ThreadCache::default();
+    let mut tables = Tables::new(txn, &mut cache);
     tables.create_all()?;
     let op = "initialise meta";
     let meta = tables.meta()?;

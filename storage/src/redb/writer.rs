@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use ::redb::{Database, Durability as RedbDurability, WriteTransaction};
 use tokio::sync::{oneshot, watch};
 
+use super::cache::ThreadCache;
 use super::guard::guard;
 use super::tables::{Counters, Tables, write_counters};
 use super::{apply, prune};
@@ -121,6 +122,8 @@ pub(crate) struct Writer {
     pub(crate) last_group: usize,
     /// How long the last group's commit took, the gathering window for the next.
     pub(crate) last_commit: Duration,
+    /// The thread records this writer last wrote (see [`super::cache`]).
+    pub(crate) cache: ThreadCache,
 }
 
 /// The longest the writer waits to fill a group beyond what is already queued: well under a
@@ -269,7 +272,8 @@ impl Writer {
                 abort(txn);
                 return Err(Error::storage("set durability", e));
             }
-            let mut tables = Tables::new(&txn);
+            let mut cache = std::mem::take(&mut self.cache);
+            let mut tables = Tables::new(&txn, &mut cache);
             let mut removes = false;
             let mut next = Some(first);
             let applied = loop {
@@ -311,6 +315,9 @@ impl Writer {
                 if removes { write_counters(tables.meta()?, self.counters) } else { Ok(()) }
             });
             drop(tables);
+            // Back for the next group (after a failure too: the store is poisoned then, and a
+            // reopen starts with a new writer and an empty cache).
+            self.cache = cache;
             if let Err(error) = applied {
                 abort(txn);
                 return Err(error);
@@ -361,7 +368,7 @@ impl Writer {
     /// now half-written.
     fn apply_one(
         &mut self,
-        tables: &mut Tables<'_>,
+        tables: &mut Tables<'_, '_>,
         op: Op,
     ) -> (Result<Outcome, Error>, Option<Error>) {
         fn written<T>(
