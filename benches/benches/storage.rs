@@ -122,8 +122,8 @@ fn concurrent(runs: usize, fresh: &mut impl FnMut(&str) -> PathBuf) -> anyhow::R
     println!("{}", bench_line("append_64_appenders_events_per_commit", per_commit, "events"));
     println!("{}", bench_line("append_64_appenders_written_per_commit", median(cairn_kib), "KiB"));
     println!("{}", bench_line("raw_redb_100_written_per_commit", median(raw_kib), "KiB"));
-    // A fairer baseline: raw redb with Cairn's (thread, seq) key layout, one record for each of
-    // 64 threads per commit (what 64 appenders produce); the ratio to it is Cairn's own cost.
+    // Raw redb with the (thread, seq) key layout Cairn used before v1's release, one record for
+    // each of 64 threads per commit (what 64 appenders produce): what that layout cost.
     let (mut keyed, mut keyed_kib) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         let (rate, bytes) =

@@ -261,11 +261,11 @@ impl StorageBackend for SyncCountingFile {
 
 const THREADED_TABLE: TableDefinition<'_, (&str, u64), &[u8]> = TableDefinition::new("threaded");
 
-/// Raw redb with Cairn's event key layout: `commits` durable commits, each inserting one
-/// [`RECORD_BYTES`] record for each of `threads` threads under the key `(thread id, seq)`, on a
-/// [`SyncCountingFile`]. This isolates what the key layout costs (each commit touches one leaf
-/// per thread) from what Cairn adds on top. Returns (records per second, bytes written per
-/// durable commit).
+/// Raw redb with the event key layout Cairn used before v1's release: `commits` durable commits,
+/// each inserting one [`RECORD_BYTES`] record for each of `threads` threads under the key
+/// `(thread id, seq)`, on a [`SyncCountingFile`]. This shows what that key layout costs (each
+/// commit touches one leaf per thread). Returns (records per second, bytes written per durable
+/// commit).
 ///
 /// # Errors
 ///
