@@ -382,28 +382,39 @@ impl Writer {
         }
         match op {
             Op::Append(batch) => match apply::plan(tables, self.counters, batch) {
-                Err(rejected) => (Err(rejected), None),
+                Err(error) => rejected(error),
                 Ok(plan) => {
                     written(apply::apply(tables, &mut self.counters, plan), Outcome::Append)
                 }
             },
             Op::DeleteCheckpoint(id) => match prune::plan_delete(tables, id) {
-                Err(rejected) => (Err(rejected), None),
+                Err(error) => rejected(error),
                 Ok(infos) => written(prune::remove_checkpoints(tables, &infos), |()| {
                     Outcome::Delete(!infos.is_empty())
                 }),
             },
             Op::ClearCheckpoints(thread) => match prune::plan_clear(tables, &thread) {
-                Err(rejected) => (Err(rejected), None),
+                Err(error) => rejected(error),
                 Ok(infos) => written(prune::remove_checkpoints(tables, &infos), |()| {
                     Outcome::Clear(infos.len() as u64)
                 }),
             },
             Op::Prune(thread, keep) => match prune::plan_prune(tables, &thread, keep) {
-                Err(rejected) => (Err(rejected), None),
+                Err(error) => rejected(error),
                 Ok(plan) => written(prune::apply_prune(tables, plan), Outcome::Prune),
             },
         }
+    }
+}
+
+/// A write whose planning failed. A logical failure (a guard, a held lock, an unknown thread, a
+/// record that fails its checks) rejects only that write: planning wrote nothing. An error from
+/// the storage engine itself (an I/O error, a table redb cannot open) fails the whole group, like
+/// a failed commit, and poisons the store: the transaction's state is no longer trusted.
+fn rejected(error: Error) -> (Result<Outcome, Error>, Option<Error>) {
+    match error {
+        Error::Storage { .. } | Error::DiskFull { .. } => (Err(error.clone()), Some(error)),
+        other => (Err(other), None),
     }
 }
 
