@@ -3,6 +3,7 @@
 # time budget.
 #
 #   scripts/soak.sh --minutes M          # e.g. --minutes 20; the full soak is --minutes 400
+#   scripts/soak.sh --minutes M --parts tests|fuzz|all    # default all
 #   nohup scripts/soak.sh --minutes 60 > /dev/null 2>&1 &     # in the background
 #
 # Full-size figures (reached at --minutes 400 on 2 cores; smaller budgets scale them down):
@@ -25,15 +26,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 minutes=20
+parts=all
 while [ $# -gt 0 ]; do
     case "$1" in
         --minutes) minutes="$2"; shift 2 ;;
         --minutes=*) minutes="${1#*=}"; shift ;;
+        --parts) parts="$2"; shift 2 ;;
+        --parts=*) parts="${1#*=}"; shift ;;
         -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
 [[ "$minutes" =~ ^[0-9]+$ ]] && [ "$minutes" -gt 0 ] || { echo "--minutes takes a positive integer" >&2; exit 2; }
+case "$parts" in all|tests|fuzz) ;; *) echo "--parts is tests, fuzz or all" >&2; exit 2 ;; esac
 
 budget=$((minutes * 60))
 day="$(date -u +%Y-%m-%d)"
@@ -47,7 +52,7 @@ status=0
     echo "# Cairn soak run $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "# commit ${CAIRN_SOAK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
     echo "# machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)"
-    echo "# budget: --minutes $minutes"
+    echo "# budget: --minutes $minutes --parts $parts"
 } >> "$out"
 
 note() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$log"; }
@@ -55,6 +60,8 @@ elapsed() { echo $(( $(date +%s) - start )); }
 
 test_cmd=(cargo test --release -p cairn --features testkit --test reliability)
 
+start=$(date +%s)
+if [ "$parts" != fuzz ]; then
 note "building the suite (release; not counted in the budget)"
 "${test_cmd[@]}" --no-run >> "$log" 2>&1
 start=$(date +%s)
@@ -100,8 +107,12 @@ chunks $(( budget * 3 / 100 )) 50000 2500 corruption::t4_corruption_of_engine_re
 note "T8 load"
 run_test load::t8_load_with_crashes CAIRN_REL_LOAD_THREADS=$(( minutes >= 60 ? 1000 : 400 )) \
     CAIRN_REL_LOAD_CRASHES=5
+fi
 
-# Fuzzing: the rest of the budget, split over every target, at most an hour each.
+# Fuzzing: the rest of the budget (all of it with --parts fuzz), split over every target, at
+# most an hour each. Each target is built on its own (`cargo fuzz build` of the whole workspace
+# would also build helper binaries that are not fuzz targets).
+if [ "$parts" != tests ]; then
 targets=($(awk '/^\[\[bin\]\]/ {bin=1} bin && /^name *=/ {gsub(/[" ]/, "", $0); sub(/name=/, "", $0); print; bin=0}' fuzz/Cargo.toml))
 if ! cargo fuzz --version > /dev/null 2>&1; then
     note "installing cargo-fuzz"
@@ -109,20 +120,24 @@ if ! cargo fuzz --version > /dev/null 2>&1; then
 fi
 note "building ${#targets[@]} fuzz targets (not counted in the budget)"
 build_started=$(date +%s)
-# The fuzz workspace builds in its own target directory: sanitizer-coverage objects must not mix
-# with the suite's.
-if ! (cd fuzz && env -u CARGO_TARGET_DIR cargo fuzz build --sanitizer=none >> "../$log" 2>&1); then
-    note "FAILED: the fuzz targets do not build (see $log); no fuzzing"
-    echo "RELIABILITY T5_fuzz build_failed=1" >> "$out"
-    targets=()
-    status=1
-fi
+built=()
+for target in "${targets[@]}"; do
+    # The fuzz workspace builds in its own target directory: sanitizer-coverage objects must
+    # not mix with the suite's.
+    if (cd fuzz && env -u CARGO_TARGET_DIR cargo fuzz build --sanitizer=none "$target" >> "../$log" 2>&1); then
+        built+=("$target")
+    else
+        note "FAILED: fuzz target $target does not build (see $log)"
+        echo "RELIABILITY T5_fuzz target=$target build_failed=1" >> "$out"
+        status=1
+    fi
+done
 start=$(( start + $(date +%s) - build_started ))
 left=$(( budget - $(elapsed) ))
-per=$(( left / (${#targets[@]} > 0 ? ${#targets[@]} : 1) ))
+per=$(( left / (${#built[@]} > 0 ? ${#built[@]} : 1) ))
 [ "$per" -gt 3600 ] && per=3600
 [ "$per" -lt 30 ] && per=30
-for target in "${targets[@]+"${targets[@]}"}"; do
+for target in "${built[@]+"${built[@]}"}"; do
     note "fuzz $target for ${per}s"
     mkdir -p "fuzz/corpus/$target" "fuzz/artifacts/$target"
     scratch="$(mktemp -d)"
@@ -142,6 +157,7 @@ for target in "${targets[@]+"${targets[@]}"}"; do
     [ "$crashes" = 0 ] || grep -E -A5 'panicked|ERROR' "$fuzz_log" | head -20 | tee -a "$log"
     rm -rf "$scratch" "$fuzz_log"
 done
+fi
 
 echo "RELIABILITY soak_end minutes_budget=$minutes secs=$(elapsed) status=$status" | tee -a "$log" >> "$out"
 note "results in $out"
