@@ -31,6 +31,7 @@ mod runner;
 mod start;
 pub mod status;
 mod subgraph;
+mod suspend;
 mod task;
 #[cfg(feature = "testkit")]
 pub mod testkit;

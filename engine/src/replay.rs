@@ -23,6 +23,7 @@ use crate::error::Error;
 use crate::limits;
 use crate::log;
 use crate::record::{Body, TaskKey};
+use crate::suspend::Suspensions;
 use crate::thread_ctx::ThreadCtx;
 
 /// What to replay with.
@@ -252,10 +253,7 @@ impl ReplayRun {
             item: self.item.clone(),
             st: Mutex::new(ReplayState {
                 values: self.values.iter().cloned().collect(),
-                inputs: self.inputs.clone(),
-                next_input: 0,
-                timers_fired: self.timers_fired,
-                next_timer: 0,
+                suspensions: Suspensions::new(self.inputs.clone(), self.timers_fired),
                 calls: self.calls.calls.clone(),
                 next_call: 0,
                 overrides: self.overrides.clone(),
@@ -319,10 +317,7 @@ impl ReplayRun {
 
 struct ReplayState {
     values: VecDeque<Value>,
-    inputs: Vec<Value>,
-    next_input: usize,
-    timers_fired: u32,
-    next_timer: u32,
+    suspensions: Suspensions,
     calls: Vec<(String, Value, Result<Value, cairn_dsl::ToolError>)>,
     next_call: u32,
     overrides: BTreeMap<(u64, String, u32), Value>,
@@ -435,24 +430,12 @@ impl NodeContext for ReplayCtx {
         self.cancel.clone()
     }
     fn interrupt(&self, prompt: Value) -> Result<Value, NodeError> {
-        let mut st = self.state();
-        let i = st.next_input;
-        st.next_input += 1;
-        st.inputs.get(i).cloned().ok_or(NodeError::Interrupted { prompt })
+        self.state().suspensions.interrupt(prompt)
     }
     fn sleep(&self, duration_ms: u64) -> BoxFuture<'static, Result<(), NodeError>> {
         let now = self.now_ms();
-        let mut st = self.state();
-        let i = st.next_timer;
-        st.next_timer += 1;
-        let fired = i < st.timers_fired;
-        Box::pin(async move {
-            if fired {
-                Ok(())
-            } else {
-                Err(NodeError::Sleeping { until_ms: now.saturating_add(duration_ms) })
-            }
-        })
+        let result = self.state().suspensions.sleep(now, duration_ms);
+        Box::pin(async move { result })
     }
     fn lock(
         &self,

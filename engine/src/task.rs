@@ -22,6 +22,7 @@ use crate::error::Error;
 use crate::limits;
 use crate::log::{self, Recorded};
 use crate::record::{Body, TaskKey};
+use crate::suspend::Suspensions;
 use crate::thread_ctx::{TaskJournal, ToolRecord};
 
 /// What the runner knows about the thread that tasks need.
@@ -293,10 +294,7 @@ pub(crate) struct TaskState {
     next_call: u32,
     replay_values: VecDeque<Value>,
     pub new_values: Vec<Value>,
-    inputs: Vec<Value>,
-    next_interrupt: usize,
-    timers_fired: u32,
-    next_timer: u32,
+    suspensions: Suspensions,
     pub started_logged: bool,
     pub appended: Vec<Recorded>,
     pub usage: Usage,
@@ -329,8 +327,7 @@ impl TaskCtx {
         let st = TaskState {
             replay_tools: j.tools.clone(),
             replay_values: j.values.iter().cloned().collect(),
-            inputs: j.inputs.clone(),
-            timers_fired: j.timers_fired,
+            suspensions: Suspensions::new(j.inputs.clone(), j.timers_fired),
             ..TaskState::default()
         };
         Self { env, step, key, attempt: j.attempt, item, cancel, st: Arc::new(Mutex::new(st)) }
@@ -341,7 +338,7 @@ impl TaskCtx {
     }
 
     fn inputs(&self) -> Vec<Value> {
-        self.state().inputs.clone()
+        self.state().suspensions.inputs().to_vec()
     }
 
     /// Waits for fire-and-forget appends (progress) and hands back the state.
@@ -569,28 +566,13 @@ impl NodeContext for TaskCtx {
     }
 
     fn interrupt(&self, prompt: Value) -> Result<Value, NodeError> {
-        let mut st = self.state();
-        let i = st.next_interrupt;
-        st.next_interrupt += 1;
-        match st.inputs.get(i) {
-            Some(v) => Ok(v.clone()),
-            None => Err(NodeError::Interrupted { prompt }),
-        }
+        self.state().suspensions.interrupt(prompt)
     }
 
     fn sleep(&self, duration_ms: u64) -> BoxFuture<'static, Result<(), NodeError>> {
         let now = self.now_ms();
-        let mut st = self.state();
-        let i = st.next_timer;
-        st.next_timer += 1;
-        let fired = i < st.timers_fired;
-        Box::pin(async move {
-            if fired {
-                Ok(())
-            } else {
-                Err(NodeError::Sleeping { until_ms: now.saturating_add(duration_ms) })
-            }
-        })
+        let result = self.state().suspensions.sleep(now, duration_ms);
+        Box::pin(async move { result })
     }
 
     fn lock(

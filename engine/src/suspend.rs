@@ -1,0 +1,46 @@
+//! What a task's interrupts and durable sleeps see when it runs again: the human inputs and fired
+//! timers recorded for it, consumed in the order the node asks. Shared by the live node context
+//! and the replay context, so both suspend and resume a node the same way.
+
+use cairn_dsl::NodeError;
+use serde_json::Value;
+
+/// The recorded inputs and timers of one task, and how many the node has consumed.
+#[derive(Debug, Default)]
+pub(crate) struct Suspensions {
+    inputs: Vec<Value>,
+    next_input: usize,
+    timers_fired: u32,
+    next_timer: u32,
+}
+
+impl Suspensions {
+    /// Suspensions from a task's journal.
+    pub fn new(inputs: Vec<Value>, timers_fired: u32) -> Self {
+        Self { inputs, next_input: 0, timers_fired, next_timer: 0 }
+    }
+
+    /// Every input recorded for the task.
+    pub fn inputs(&self) -> &[Value] {
+        &self.inputs
+    }
+
+    /// The node's next interrupt: its recorded input, or a suspension asking `prompt`.
+    pub fn interrupt(&mut self, prompt: Value) -> Result<Value, NodeError> {
+        let i = self.next_input;
+        self.next_input += 1;
+        self.inputs.get(i).cloned().ok_or(NodeError::Interrupted { prompt })
+    }
+
+    /// The node's next durable sleep, started at `now_ms`: done if its timer fired, else a
+    /// suspension until it is due.
+    pub fn sleep(&mut self, now_ms: u64, duration_ms: u64) -> Result<(), NodeError> {
+        let i = self.next_timer;
+        self.next_timer += 1;
+        if i < self.timers_fired {
+            Ok(())
+        } else {
+            Err(NodeError::Sleeping { until_ms: now_ms.saturating_add(duration_ms) })
+        }
+    }
+}
