@@ -22,6 +22,7 @@ pub mod error;
 mod handle;
 pub mod limits;
 mod locks;
+mod pipeline;
 pub mod log;
 pub mod model;
 pub mod record;

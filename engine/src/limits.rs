@@ -27,6 +27,12 @@ pub const STEPS_PER_THREAD_MAX: u64 = 10_000_000;
 /// in the engine itself.
 pub const SUBGRAPH_DEPTH_MAX: usize = 16;
 
+/// Batches of one thread submitted to storage and not yet durable. A runner computes steps
+/// ahead of their commit (see `pipeline`), so that one thread's steps share durable commits
+/// instead of paying one fsync each; this bounds how far ahead it gets (and so the memory held
+/// and the work a crash throws away).
+pub const PIPELINE_DEPTH: usize = 32;
+
 /// How long a runner's lease on a thread lasts without renewal. Renewed every step; a crashed
 /// process's threads are taken over at the next open regardless (the database file lock proves
 /// the old owner is gone).

@@ -81,6 +81,10 @@ async fn write(
     body: Body,
     now: u64,
 ) -> Result<Vec<Recorded>, cairn_storage::Error> {
+    env.settle().await.map_err(|e| match e {
+        crate::error::Error::Storage(e) => e,
+        other => cairn_storage::Error::Invalid { detail: other.to_string() },
+    })?;
     let mut batch = Batch::default();
     log::push_event(&mut batch, &env.thread, &body, now)
         .map_err(|e| cairn_storage::Error::Invalid { detail: e.to_string() })?;

@@ -21,6 +21,7 @@ use crate::engine::Inner;
 use crate::error::Error;
 use crate::limits;
 use crate::log;
+use crate::pipeline::{InFlight, Pipeline};
 use crate::record::{Body, TaskKey};
 use crate::restore::restore;
 use crate::status::{Transition, transition};
@@ -106,6 +107,7 @@ async fn drive_claimed(
         permissions: ctx.meta.permissions(&wf).clone(),
         wf,
         depth,
+        pipeline: Pipeline::start(inner, thread),
     });
     if let Some(at) = ctx.meta.policy.deadline_at_ms {
         inner.arm_deadline(thread, at, control);
@@ -188,7 +190,7 @@ impl Runner {
             now_ms: now,
             ttl_ms: limits::LEASE_TTL_MS,
         });
-        self.commit(batch, None).await
+        self.commit(batch, None, None).await
     }
 
     async fn run(&mut self, control: &Arc<crate::controls::Control>) -> Result<Exit, Error> {
@@ -233,7 +235,7 @@ impl Runner {
         });
         let mut batch = Batch::default();
         self.release_all(&mut batch, now)?;
-        self.commit(batch, kind).await?;
+        self.commit_durable(batch, kind).await?;
         self.inner().locks_released.notify_waiters();
         Ok(Exit::Status(status))
     }
@@ -244,7 +246,7 @@ impl Runner {
             thread: self.env.thread.clone(),
             owner: self.inner().owner.clone(),
         });
-        self.commit(batch, None).await
+        self.commit_durable(batch, None).await
     }
 
     /// Releases the lease, and every lock of the thread when it has ended.
@@ -301,8 +303,8 @@ impl Runner {
             }
         }
         if warned {
-            // Commit now: tasks append their own events next, and the seqs predicted for
-            // emitted events must not overlap theirs.
+            // Submit now: tasks append their own events next (after settling), and the seqs
+            // predicted for emitted events must not overlap theirs.
             let mut batch = Batch::default();
             batch.leases.push(LeaseOp::Renew {
                 thread: self.env.thread.clone(),
@@ -310,7 +312,7 @@ impl Runner {
                 now_ms: now,
                 ttl_ms: limits::LEASE_TTL_MS,
             });
-            self.commit(batch, None).await?;
+            self.commit(batch, None, None).await?;
         }
         if self.ctx.meta.step >= limits::STEPS_PER_THREAD_MAX {
             return Err(Error::LimitExceeded {
@@ -412,7 +414,7 @@ impl Runner {
             let state = self.ctx.state.clone_box();
             futures.push(run_task(self.env.clone(), step, id, key, item, state, journal));
         }
-        assert!(self.emitted.is_empty(), "events emitted before a step are committed before it");
+        assert!(self.emitted.is_empty(), "events emitted before a step are submitted before it");
         let mut runs: Vec<TaskRun> = futures::future::join_all(futures).await;
         runs.sort_by(|a, b| a.key.cmp(&b.key));
         let mut appended: Vec<_> =
@@ -519,7 +521,7 @@ impl Runner {
                 thread: self.env.thread.clone(),
                 owner: self.inner().owner.clone(),
             });
-            self.commit(batch, checkpoint).await?;
+            self.commit_durable(batch, checkpoint).await?;
             if t == Transition::Sleep {
                 self.inner().schedule_timers(&self.env.thread, &self.ctx);
             }
@@ -560,8 +562,7 @@ impl Runner {
             now_ms: now,
             ttl_ms: limits::LEASE_TTL_MS,
         });
-        self.commit(batch, checkpoint).await?;
-        self.inner().step_acknowledged(&self.env.thread, step);
+        self.commit(batch, checkpoint, Some(step)).await?;
         Ok(StepEnd::Continue)
     }
 
@@ -572,12 +573,26 @@ impl Runner {
         route_step(&self.env.wf, &self.ctx, step)
     }
 
-    /// Appends the emitted events (plus `batch`'s operations) atomically, with a checkpoint of
-    /// the resulting context when `checkpoint` is set, and checks the seqs storage assigned.
+    /// [`Runner::commit`], then waits until it (and every batch before it) is durable: for the
+    /// batches that park or end the thread, which is then reported.
+    async fn commit_durable(
+        &mut self,
+        batch: Batch,
+        checkpoint: Option<CheckpointKind>,
+    ) -> Result<(), Error> {
+        self.commit(batch, checkpoint, None).await?;
+        self.env.settle().await
+    }
+
+    /// Submits the emitted events (plus `batch`'s operations) as one atomic batch, with a
+    /// checkpoint of the resulting context when `checkpoint` is set, without waiting for its
+    /// commit (see [`crate::pipeline`]). `step` is the step the batch closes, reported to the
+    /// step hook once durable.
     async fn commit(
         &mut self,
         mut batch: Batch,
         checkpoint: Option<CheckpointKind>,
+        step: Option<u64>,
     ) -> Result<(), Error> {
         let now = self.now();
         if let Some(kind) = checkpoint {
@@ -618,13 +633,13 @@ impl Runner {
                 now_ms: now,
             });
         }
-        let appended = self.inner().store.append(batch)?.wait().await?;
-        for (i, b) in appended.bookmarks.iter().enumerate() {
-            // This runner holds the thread's lease and is its only writer: storage assigning any
-            // other seq than the one the fold used is a bug.
-            assert_eq!(b.seq.0, first_seq + i as u64, "seq predicted by the runner");
-        }
-        Ok(())
+        batch.guards.push(Guard::LastSeq {
+            thread: self.env.thread.clone(),
+            seq: cairn_storage::Seq(first_seq - 1),
+        });
+        let pending = self.inner().store.append(batch)?;
+        let in_flight = InFlight { pending, first_seq, step };
+        self.env.pipeline.push(in_flight).await
     }
 }
 

@@ -49,6 +49,7 @@ pub(crate) fn run_child(
                 limits::SUBGRAPH_DEPTH_MAX
             )));
         }
+        env.settle().await.map_err(|e| engine_error(&e))?;
         let inner = env.inner.clone();
         let id = ThreadId::new(child_id(&env.thread, &task, step))
             .map_err(|e| engine_error(&e.into()))?;

@@ -40,6 +40,16 @@ pub(crate) struct ThreadEnv {
     pub permissions: std::collections::BTreeSet<String>,
     /// Depth of sub-workflow nesting of this thread.
     pub depth: usize,
+    /// The runner's batches not yet durable: settled before any write with effects.
+    pub pipeline: crate::pipeline::Pipeline,
+}
+
+impl ThreadEnv {
+    /// Waits until every batch the runner submitted is durable (before a tool call, a lock, a
+    /// retry or a child thread, which must never rest on a step a crash could still lose).
+    pub(crate) async fn settle(&self) -> Result<(), Error> {
+        self.pipeline.settle().await
+    }
 }
 
 /// How a task ended.
@@ -250,6 +260,7 @@ pub(crate) async fn append_now(
     bodies: Vec<Body>,
     at_ms: u64,
 ) -> Result<Vec<Recorded>, Error> {
+    env.settle().await?;
     let pending = submit(env, &bodies, at_ms)?;
     let appended = pending.wait().await?;
     Ok(zip_recorded(env, appended.bookmarks, bodies))

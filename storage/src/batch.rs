@@ -227,6 +227,16 @@ pub enum Guard {
         /// The thread.
         thread: ThreadId,
     },
+    /// The thread exists and its last event has seq `seq` (`Seq(0)`: it has no events yet).
+    /// A writer that submits several batches of one thread before the first is durable puts
+    /// this guard on each, so that when one is rejected every later one is rejected too and
+    /// the seqs it predicted never shift.
+    LastSeq {
+        /// The thread.
+        thread: ThreadId,
+        /// The seq its last event must have.
+        seq: Seq,
+    },
 }
 
 /// What a committed batch was given.

@@ -141,10 +141,31 @@ fn counter(id: &str, n: u64) -> Workflow<Tally> {
         .unwrap()
 }
 
+/// [`counter`] whose node waits at `total >= 10` until `gate` opens: the runner computes steps
+/// ahead of their commits, so an ungated thread could end before a control reaches it.
+fn gated_counter(id: &str, n: u64, gate: tokio::sync::watch::Receiver<bool>) -> Workflow<Tally> {
+    Workflow::<Tally>::builder(id, 1)
+        .node("inc", move |s: Arc<Tally>, _ctx| {
+            let mut gate = gate.clone();
+            async move {
+                if s.total >= 10 {
+                    let _ = gate.wait_for(|open| *open).await;
+                }
+                Ok(NodeOutput::update((1, String::new())))
+            }
+        })
+        .edge(START, "inc")
+        .route("inc", move |s: &Tally| if s.total >= n { END } else { "inc" }, ["inc", END])
+        .loop_bound("inc", n as u32)
+        .build()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn pause_and_resume_survive_a_restart() {
     let (_d, path) = db();
-    let wf = counter("count", 200);
+    let (gate, gate_rx) = tokio::sync::watch::channel(false);
+    let wf = gated_counter("count", 200, gate_rx);
     let engine = open(&path, &[&wf], None).await;
     let (tx, rx) = tokio::sync::oneshot::channel();
     let tx = std::sync::Mutex::new(Some(tx));
@@ -157,7 +178,12 @@ async fn pause_and_resume_survive_a_restart() {
     }));
     let t = engine.start("count", Tally::default(), StartOptions::id("pz")).await.unwrap();
     rx.await.unwrap();
-    engine.pause("pz").await.unwrap();
+    // The pause is asked while step 11 waits at the gate (join! polls it first), then the gate
+    // opens: the thread pauses at the end of that step.
+    let (paused, ()) = tokio::join!(engine.pause("pz"), async {
+        gate.send_replace(true);
+    });
+    paused.unwrap();
     assert_eq!(t.status().unwrap(), ThreadStatus::Paused);
     engine.shutdown().await;
     drop(t);

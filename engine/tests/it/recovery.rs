@@ -1,6 +1,7 @@
 //! Recovery on open (both policies), restore cost, subscriptions with no gap.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use cairn::dsl::{NodeOutput, Workflow};
@@ -24,11 +25,36 @@ fn counter(n: u32) -> Workflow<Tally> {
         .unwrap()
 }
 
+/// [`counter`] whose node stalls after its fifth run while `hold` is set: the runner computes
+/// steps ahead of their commits, so without a stall the thread could finish before the crash.
+fn held_counter(n: u32, hold: Arc<AtomicBool>) -> Workflow<Tally> {
+    Workflow::<Tally>::builder("counter", 1)
+        .node("inc", move |s: Arc<Tally>, _ctx| {
+            let hold = hold.clone();
+            async move {
+                if hold.load(Ordering::SeqCst) && s.total >= 5 {
+                    std::future::pending::<()>().await;
+                }
+                Ok(NodeOutput::update((1, String::new())))
+            }
+        })
+        .edge(START, "inc")
+        .route(
+            "inc",
+            move |s: &Tally| if s.total >= u64::from(n) { END } else { "inc" },
+            ["inc", END],
+        )
+        .loop_bound("inc", n)
+        .build()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn running_threads_are_resumed_or_parked_at_open() {
     for policy in [RecoveryPolicy::Resume, RecoveryPolicy::Park] {
         let (_d, path) = db();
-        let wf = counter(50);
+        let hold = Arc::new(AtomicBool::new(true));
+        let wf = held_counter(50, hold.clone());
         // First process: crash after a few steps.
         let engine =
             Engine::builder(&path).durability(Durability::None).workflow(&wf).open().await.unwrap();
@@ -45,6 +71,7 @@ async fn running_threads_are_resumed_or_parked_at_open() {
         rx.await.unwrap();
         engine.crash().await;
         drop(engine);
+        hold.store(false, Ordering::SeqCst);
 
         let engine = Engine::builder(&path)
             .durability(Durability::None)

@@ -251,6 +251,20 @@ impl Plan {
                     Some(_) => (thread, "thread already exists".to_string()),
                 }
             }
+            Guard::LastSeq { thread, seq } => {
+                match self.thread(tables, thread)?.as_ref().map(|s| &s.record) {
+                    Some(r) if r.last.map_or(Seq(0), |b| b.seq) == *seq => return Ok(()),
+                    Some(r) => (
+                        thread,
+                        format!(
+                            "last seq is {}, expected {}",
+                            r.last.map_or(0, |b| b.seq.0),
+                            seq.0
+                        ),
+                    ),
+                    None => (thread, format!("thread does not exist (expected last seq {})", seq.0)),
+                }
+            }
         };
         Err(Error::GuardFailed { thread: thread.clone(), detail: failure })
     }

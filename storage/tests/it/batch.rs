@@ -64,6 +64,38 @@ fn guards_absent_status_and_lease() {
     assert_eq!(store.last_bookmark(&tid("t")).expect("read").map(|b| b.seq), Some(Seq(2)));
 }
 
+/// Batches submitted back to back (so they share a commit group) each see the ones before them:
+/// a rejected batch shifts nothing, and a batch that expected it is rejected in turn.
+#[test]
+fn last_seq_guard_chains_pipelined_batches() {
+    let (_dir, _path, store) = open_fast();
+    append(&store, Batch { threads: vec![thread_record("t")], ..Batch::default() });
+    let after = |seq: u64, events: u64| Batch {
+        events: (0..events).map(|k| event("t", seq + 1 + k)).collect(),
+        guards: vec![Guard::LastSeq { thread: tid("t"), seq: Seq(seq) }],
+        ..Batch::default()
+    };
+    let submitted: Vec<_> = [after(0, 2), after(2, 1), after(2, 1), after(3, 1), after(9, 1), after(10, 1)]
+        .into_iter()
+        .map(|b| store.append(b).expect("queued"))
+        .collect();
+    let results: Vec<_> = submitted.into_iter().map(|p| p.wait_blocking()).collect();
+    let seqs: Vec<Option<Vec<u64>>> = results
+        .iter()
+        .map(|r| r.as_ref().ok().map(|a| a.bookmarks.iter().map(|b| b.seq.0).collect()))
+        .collect();
+    assert_eq!(seqs, vec![Some(vec![1, 2]), Some(vec![3]), None, Some(vec![4]), None, None]);
+    assert!(matches!(results[2], Err(Error::GuardFailed { .. })));
+    assert_eq!(store.last_bookmark(&tid("t")).expect("read").map(|b| b.seq), Some(Seq(4)));
+    let missing = Batch {
+        events: vec![event("u", 1)],
+        guards: vec![Guard::LastSeq { thread: tid("u"), seq: Seq(0) }],
+        ..Batch::default()
+    };
+    let missing = store.append(missing).expect("queued").wait_blocking();
+    assert!(matches!(missing, Err(Error::GuardFailed { .. })), "{missing:?}");
+}
+
 #[tokio::test]
 async fn locks_acquire_hold_expire_renew_release() {
     let (_dir, _path, store) = open_fast();

@@ -1,0 +1,132 @@
+//! A thread's batches between their submission to storage and their durable commit.
+//!
+//! A runner does not wait for one step's commit before it computes the next step: node bodies
+//! are deterministic functions of the state (their side effects go through the context, which
+//! records them), so computing ahead of durability changes nothing a crash can observe. Up to
+//! [`limits::PIPELINE_DEPTH`] batches of one thread are in flight; storage commits them in
+//! submission order, groups them into as few durable commits as it can, and each carries a
+//! [`Guard::LastSeq`](cairn_storage::Guard::LastSeq) so that a rejected batch takes every later
+//! one with it instead of shifting their seqs.
+//!
+//! What must not run ahead is anything a crash could make visible or repeat: before a tool
+//! call, a lock, a retry or a child thread is written, and before the runner reports a step,
+//! parks or ends the thread, it [`settle`](Pipeline::settle)s: waits until every batch in
+//! flight is durable. So a tool never runs on a step that could still be lost, and nothing is
+//! acknowledged (handles, watchers, the step hook) before the commit that holds it.
+//!
+//! Each running thread has one acknowledger task that waits for its batches in submission order,
+//! checks the seqs storage assigned, and reports each closed step as soon as it is durable (not
+//! when the runner next looks: a runner may be blocked in a long node meanwhile).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cairn_storage::{Pending, ThreadId};
+use tokio::sync::{mpsc, watch};
+
+use crate::engine::Inner;
+use crate::error::Error;
+use crate::limits;
+
+/// The batches of one thread in flight, shared by its runner and its tasks.
+pub(crate) struct Pipeline {
+    thread: ThreadId,
+    /// To the acknowledger; bounded, so a runner more than [`limits::PIPELINE_DEPTH`] batches
+    /// ahead of the disk waits.
+    tx: mpsc::Sender<InFlight>,
+    /// Batches submitted so far.
+    submitted: AtomicU64,
+    acked: watch::Receiver<Acked>,
+}
+
+/// What the acknowledger has seen durable.
+#[derive(Debug, Clone, Default)]
+struct Acked {
+    /// Batches durable, counted from the first.
+    batches: u64,
+    /// The first failure: the batches after it were rejected (or never reached the disk), so
+    /// the runner's context is ahead of the log and every later settle reports it.
+    failed: Option<cairn_storage::Error>,
+}
+
+/// One submitted batch and what the runner predicted for it.
+pub(crate) struct InFlight {
+    /// The storage ticket.
+    pub pending: Pending,
+    /// The seq the runner gave the batch's first event.
+    pub first_seq: u64,
+    /// The step this batch closes, reported to the step hook once it is durable.
+    pub step: Option<u64>,
+}
+
+impl Pipeline {
+    /// A pipeline for `thread`, with its acknowledger running on the engine's task tracker.
+    pub fn start(inner: &Arc<Inner>, thread: &ThreadId) -> Pipeline {
+        let (tx, rx) = mpsc::channel(limits::PIPELINE_DEPTH);
+        let (ack_tx, acked) = watch::channel(Acked::default());
+        inner.spawn(acknowledge(inner.clone(), thread.clone(), rx, ack_tx));
+        Pipeline { thread: thread.clone(), tx, submitted: AtomicU64::new(0), acked }
+    }
+
+    /// Hands a submitted batch to the acknowledger, waiting while [`limits::PIPELINE_DEPTH`]
+    /// are in flight.
+    ///
+    /// # Errors
+    /// An earlier batch's failure (the runner must stop: its context is ahead of the log).
+    pub async fn push(&self, batch: InFlight) -> Result<(), Error> {
+        if let Some(e) = self.acked.borrow().failed.clone() {
+            return Err(e.into());
+        }
+        self.submitted.fetch_add(1, Ordering::SeqCst);
+        if self.tx.send(batch).await.is_err() {
+            return Err(Error::ShutDown);
+        }
+        Ok(())
+    }
+
+    /// Waits until every batch submitted so far is durable.
+    ///
+    /// # Errors
+    /// The first failed batch's error; [`Error::ShutDown`] if the engine stopped meanwhile.
+    pub async fn settle(&self) -> Result<(), Error> {
+        let target = self.submitted.load(Ordering::SeqCst);
+        let mut acked = self.acked.clone();
+        let seen = acked.wait_for(|a| a.batches >= target || a.failed.is_some()).await;
+        let Ok(seen) = seen else { return Err(Error::ShutDown) };
+        match &seen.failed {
+            Some(e) => {
+                tracing::debug!(thread = %self.thread, error = %e, "a batch in flight failed");
+                Err(e.clone().into())
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+/// Waits for the thread's batches in order, reporting each closed step once durable.
+async fn acknowledge(
+    inner: Arc<Inner>,
+    thread: ThreadId,
+    mut rx: mpsc::Receiver<InFlight>,
+    acked: watch::Sender<Acked>,
+) {
+    while let Some(batch) = rx.recv().await {
+        match batch.pending.wait().await {
+            Ok(appended) => {
+                for (i, b) in appended.bookmarks.iter().enumerate() {
+                    // The runner is the thread's only writer while it holds the lease, and each
+                    // batch is guarded by the seq it expects: any other seq is a bug.
+                    assert_eq!(b.seq.0, batch.first_seq + i as u64, "seq predicted by the runner");
+                }
+                if let Some(step) = batch.step {
+                    inner.step_acknowledged(&thread, step);
+                }
+                acked.send_modify(|a| a.batches += 1);
+            }
+            Err(e) => {
+                acked.send_modify(|a| a.failed = Some(e));
+                return;
+            }
+        }
+    }
+}
