@@ -1,12 +1,13 @@
 //! Handles to threads: await a result, read status, stream events.
 
-use cairn_storage::{Scope, Subscription, ThreadId, ThreadStatus};
+use cairn_storage::{Scope, Seq, Subscription, ThreadId, ThreadRecord, ThreadStatus};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::log::{self, Recorded};
+use crate::record::Body;
 
 /// How a thread stands once it stopped running (ended or parked).
 #[derive(Debug, Clone, PartialEq)]
@@ -91,13 +92,30 @@ impl ThreadHandle {
         let summary: Value = serde_json::from_slice(&record.summary).unwrap_or(Value::Null);
         let error = summary.get("last_error").and_then(Value::as_str).map(str::to_owned);
         let output = if record.status == ThreadStatus::Completed {
-            let wf = self.engine.inner.workflow_for(&record)?;
-            let ctx = crate::restore::restore(self.engine.store().as_ref(), &wf, &self.id, None)?;
-            ctx.meta.output
+            self.completed_output(&record)?
         } else {
             None
         };
         Ok(Outcome { status: record.status, output, error })
+    }
+
+    /// The output of a completed thread: the `Output` event of the batch that completed it,
+    /// found among its last events (a restore, which decodes a whole snapshot, only when
+    /// something was appended after the completion since).
+    fn completed_output(&self, record: &ThreadRecord) -> Result<Option<Value>, Error> {
+        /// Events of the completing batch after `Output`: status, lock releases, checkpoint.
+        const OUTPUT_TAIL: u64 = 8;
+        let store = self.engine.store();
+        if let Some(last) = record.last {
+            let from = Seq(last.seq.0.saturating_sub(OUTPUT_TAIL).max(1));
+            for event in store.read_range(&self.id, from, last.seq)?.into_iter().rev() {
+                if let Body::Output { output } = log::decode(store.as_ref(), event)?.body {
+                    return Ok(Some(output));
+                }
+            }
+        }
+        let wf = self.engine.inner.workflow_for(record)?;
+        Ok(crate::restore::restore(store.as_ref(), &wf, &self.id, None)?.meta.output)
     }
 
     /// Waits until the thread ends and decodes its output (the final state) as `T`. A thread that
