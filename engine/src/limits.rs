@@ -33,6 +33,10 @@ pub const SUBGRAPH_DEPTH_MAX: usize = 16;
 /// and the work a crash throws away).
 pub const PIPELINE_DEPTH: usize = 32;
 
+/// Older checkpoints restore tries when the newest is damaged, before it folds the thread's
+/// whole log from its first event instead (always correct, slower).
+pub const RESTORE_FALLBACK_CHECKPOINTS: usize = 8;
+
 /// How long a runner's lease on a thread lasts without renewal. Renewed every step; a crashed
 /// process's threads are taken over at the next open regardless (the database file lock proves
 /// the old owner is gone).

@@ -139,6 +139,10 @@ struct Counts {
     read_errors: u64,
     wrong_data: u64,
     unopenable: u64,
+    /// Checkpoint cases whose damaged file still opened.
+    checkpoint_opened: u64,
+    /// ... in which the engine's restore still gave the original state.
+    restored_past_checkpoint_damage: u64,
 }
 
 /// Damages `framed` (a copy): a single bit, a burst of up to 32 bits, or a torn tail (the last
@@ -201,14 +205,19 @@ fn names(problem: &Value, target: &Target) -> bool {
 }
 
 /// Reads the damaged record back through the store and the engine's restore: an error, or the
-/// original, never anything else. Returns (detected by a read, wrong data seen, verify reported).
-fn read_back(image: Vec<u8>, target: &Target, written: &Written) -> Option<(bool, bool, bool)> {
+/// original, never anything else. Returns (detected by a read, wrong data seen, verify reported,
+/// the thread restored to its original state despite the damage).
+fn read_back(
+    image: Vec<u8>,
+    target: &Target,
+    written: &Written,
+) -> Option<(bool, bool, bool, bool)> {
     let store = RedbStore::with_backend(FaultBackend::from_image(image), options()).ok()?;
     let clean = || {
         RedbStore::with_backend(FaultBackend::from_image(written.image.clone()), options())
             .expect("clean image opens")
     };
-    let (mut read_error, mut wrong) = (false, false);
+    let (mut read_error, mut wrong, mut restored) = (false, false, false);
     match target {
         Target::Event { thread, seq } => match store.read_range(thread, Seq(*seq), Seq(*seq)) {
             Ok(found) => {
@@ -227,7 +236,10 @@ fn read_back(image: Vec<u8>, target: &Target, written: &Written) -> Option<(bool
     if let Some((i, (_, want))) = written.states.iter().enumerate().find(|(_, (t, _))| t == thread)
     {
         match final_state(&store, thread, i) {
-            Ok(state) => wrong |= state != *want,
+            Ok(state) => {
+                wrong |= state != *want;
+                restored = state == *want;
+            }
             Err(_) => read_error = true,
         }
     }
@@ -237,7 +249,7 @@ fn read_back(image: Vec<u8>, target: &Target, written: &Written) -> Option<(bool
         Err(_) => false,
     };
     let _ = store.close();
-    Some((read_error, wrong, verify))
+    Some((read_error, wrong, verify, restored))
 }
 
 #[test]
@@ -289,8 +301,17 @@ fn t4_corruption_of_engine_records() {
                 counts.unopenable += 1;
                 true
             }
-            Some((read_error, wrong, verify)) => {
+            Some((read_error, wrong, verify, restored)) => {
                 counts.read_errors += u64::from(read_error);
+                if matches!(target, Target::Checkpoint { .. }) {
+                    // A damaged checkpoint costs time, never data: restore falls back to an
+                    // older one (or the log) and must give the original state.
+                    counts.checkpoint_opened += 1;
+                    counts.restored_past_checkpoint_damage += u64::from(restored);
+                    if !restored {
+                        failures.push(format!("{label}: a damaged checkpoint stopped restore"));
+                    }
+                }
                 if wrong {
                     counts.wrong_data += 1;
                     failures.push(format!("{label}: wrong data returned"));
@@ -319,7 +340,8 @@ fn t4_corruption_of_engine_records() {
     report(&format!(
         "RELIABILITY T4_corruption cases={} events={} checkpoints={} flips={} bursts={} torn_tails={} records={} \
          detected={} verify_missed={} cli_damage={} cli_named={} cli_unopenable={} \
-         read_errors={} wrong_data={} unopenable={} secs={:.1}",
+         read_errors={} wrong_data={} unopenable={} checkpoint_cases_opened={} \
+         restored_past_checkpoint_damage={} secs={:.1}",
         counts.cases,
         counts.event_cases,
         counts.checkpoint_cases,
@@ -335,6 +357,8 @@ fn t4_corruption_of_engine_records() {
         counts.read_errors,
         counts.wrong_data,
         counts.unopenable,
+        counts.checkpoint_opened,
+        counts.restored_past_checkpoint_damage,
         started.elapsed().as_secs_f64()
     ));
     assert!(
