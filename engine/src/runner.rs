@@ -439,7 +439,12 @@ impl Runner {
         let mut checkpoint: Option<CheckpointKind> = None;
         for run in runs {
             let at = run.started_at_ms;
-            if !run.started_logged {
+            // A task that completes in this batch without a map item needs no NodeStarted:
+            // nothing could see it before the completion (same commit), and its start is the
+            // completion's time minus its duration. Failed and suspended tasks and map items
+            // (replay reads the item from it) keep theirs.
+            let implied = run.item.is_none() && matches!(run.end, TaskEnd::Done { .. });
+            if !run.started_logged && !implied {
                 self.emit(
                     Body::NodeStarted {
                         step,

@@ -370,12 +370,26 @@ impl ThreadCtx {
                 duration_ms,
                 usage,
             } => {
+                // No NodeStarted of this attempt before it: the runner left it implied (the
+                // task completed in the batch that started it).
+                let implied = m.open.get(task).is_none_or(|j| j.attempt != *attempt);
                 let j = journal(m, task, *attempt);
                 j.values.extend(values.iter().cloned());
                 j.outcome = Some(TaskOutcome { update: update.clone(), goto: goto.clone() });
                 add_usage(&mut m.telemetry, usage);
                 *m.telemetry.node_ms.entry(task.node.clone()).or_default() += duration_ms;
-                if let Some(r) = m.node_results.get_mut(&task.node) {
+                if implied {
+                    m.node_results.insert(
+                        task.node.clone(),
+                        NodeResult {
+                            status: "completed".into(),
+                            attempt: *attempt,
+                            started_at_ms: at_ms.saturating_sub(*duration_ms),
+                            finished_at_ms: Some(at_ms),
+                            error: None,
+                        },
+                    );
+                } else if let Some(r) = m.node_results.get_mut(&task.node) {
                     r.status = "completed".into();
                     r.finished_at_ms = Some(at_ms);
                     r.error = None;

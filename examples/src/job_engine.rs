@@ -254,7 +254,9 @@ fn row(
     let mut last_error_fatal = false;
     for event in engine.store().read_since(id, cairn::Seq(0), 10_000)? {
         match cairn::log::decode(engine.store().as_ref(), event)?.body {
-            Body::NodeStarted { attempt, .. } => attempts = attempts.max(attempt),
+            Body::NodeStarted { attempt, .. } | Body::NodeCompleted { attempt, .. } => {
+                attempts = attempts.max(attempt)
+            }
             Body::NodeFailed { error, .. } => {
                 timeouts += u32::from(matches!(error, NodeError::Timeout { .. }));
                 last_error_fatal = error.code() == Some("bad_input");
