@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cairn::dsl::{Ctx, NodeOutput, State, Workflow};
+use cairn::storage::limits::READ_LIMIT_MAX;
 use cairn::storage::{
     Batch, Bookmark, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Event, LockRecord,
     Lsn, Page, Pending, Pruned, RedbStore, Scope, Seq, Store, Subscription, ThreadFilter, ThreadId,
@@ -19,13 +20,13 @@ use serde::{Deserialize, Serialize};
 
 /// Every real execution of a tool body, as (thread, tool input) keys.
 #[derive(Debug, Clone, Default)]
-struct EffectLog(Arc<Mutex<Vec<String>>>);
+pub(crate) struct EffectLog(Arc<Mutex<Vec<String>>>);
 
 impl EffectLog {
-    fn record(&self, key: String) {
+    pub(crate) fn record(&self, key: String) {
         self.0.lock().unwrap().push(key);
     }
-    fn take(&self) -> Vec<String> {
+    pub(crate) fn take(&self) -> Vec<String> {
         std::mem::take(&mut *self.0.lock().unwrap())
     }
 }
@@ -141,11 +142,29 @@ fn build(shape: &Shape, fx: &EffectLog) -> Workflow<Acc> {
 }
 
 /// A store that stops accepting writes after a number of appends, as a dying process would.
-struct Dying {
-    inner: Arc<RedbStore>,
-    left: AtomicI64,
-    appends: AtomicU64,
-    died: tokio::sync::Notify,
+pub(crate) struct Dying {
+    pub(crate) inner: Arc<RedbStore>,
+    /// Appends still accepted; negative once the store has died.
+    pub(crate) left: AtomicI64,
+    pub(crate) appends: AtomicU64,
+    pub(crate) died: tokio::sync::Notify,
+}
+
+impl Dying {
+    /// A store over `inner` that dies at its append number `crash_after + 1` (never with `None`).
+    pub(crate) fn new(inner: Arc<RedbStore>, crash_after: Option<i64>) -> Self {
+        Dying {
+            inner,
+            left: AtomicI64::new(crash_after.unwrap_or(i64::MAX)),
+            appends: AtomicU64::new(0),
+            died: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// True once an append was refused.
+    pub(crate) fn dead(&self) -> bool {
+        self.left.load(Ordering::SeqCst) < 0
+    }
 }
 
 impl Store for Dying {
@@ -255,12 +274,7 @@ async fn run(
         )
         .unwrap(),
     );
-    let dying = Arc::new(Dying {
-        inner: store,
-        left: AtomicI64::new(crash_after.unwrap_or(i64::MAX)),
-        appends: AtomicU64::new(0),
-        died: tokio::sync::Notify::new(),
-    });
+    let dying = Arc::new(Dying::new(store, crash_after));
     let engine =
         Engine::with_store(dying.clone()).workflow(wf).seed(5).concurrency(2).open().await.unwrap();
     let mut handles = Vec::new();
@@ -310,7 +324,13 @@ fn recorded_calls(path: &Path) -> BTreeSet<String> {
     let mut keys = BTreeSet::new();
     for t in 0..THREADS {
         let id = ThreadId::new(format!("t{t}")).unwrap();
-        let Ok(events) = store.read_since(&id, Seq(0), 100_000) else { continue };
+        if store.thread(&id).unwrap().is_none() {
+            continue; // the crash came before the thread was created
+        }
+        // The whole log fits in one read (the largest allowed) for these small workflows; an
+        // error here must fail the case, not empty the set (which would hide repeated calls).
+        let events = store.read_since(&id, Seq(0), READ_LIMIT_MAX).unwrap();
+        assert!(events.len() < READ_LIMIT_MAX, "{id}: log longer than one read");
         let mut inputs = BTreeMap::new();
         for e in events {
             let rec = cairn::log::decode(&store, e).unwrap();
@@ -383,8 +403,11 @@ fn one_case(shape: Shape, crash_frac: f64) -> Result<(), TestCaseError> {
 
 #[test]
 fn engine_crash_at_any_append_then_resume() {
-    let config =
-        ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() };
+    let config = ProptestConfig {
+        cases: cases_from_env("CAIRN_CRASH_CASES", 256),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
     let mut runner = proptest::test_runner::TestRunner::new(config);
     let result = runner.run(&(shape(), 0.0f64..1.0), |(shape, frac)| one_case(shape, frac));
     println!(
@@ -396,4 +419,9 @@ fn engine_crash_at_any_append_then_resume() {
     if let Err(e) = result {
         panic!("{e}");
     }
+}
+
+/// The case count: `var` if set to a number, else `default`.
+pub(crate) fn cases_from_env(var: &str, default: u32) -> u32 {
+    std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }

@@ -9,6 +9,7 @@
 mod common;
 mod controls;
 mod crash;
+mod crash_controls;
 mod debug;
 mod debug_bundle;
 mod execution;

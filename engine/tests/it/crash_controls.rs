@@ -1,0 +1,857 @@
+//! The crash proptest of [`crate::crash`] with controls at random points: human input (interrupt
+//! and `send_input`), durable sleeps on a manual clock, a budget that stops a thread (raised and
+//! resumed), and a cancel, on a random linear chain followed by an optional fan-out.
+//!
+//! Each case runs once without a crash, then again on a store that dies at a random append
+//! boundary (a control's own write included), is reopened and driven to the end. A driver per
+//! thread answers what the thread waits for from its status, so the crash may land before, during
+//! or after any control: after the reopen the driver does whatever is still missing.
+//!
+//! The cancel lands at a deterministic point, so both runs agree: on a chain node that parks
+//! (input or sleep) the driver cancels instead of answering; on a plain node the node signals and
+//! waits for its cancellation token (a gate only the cancel opens: runners compute steps ahead of
+//! their commits, so racing the step hook would not pin the step).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use cairn::clock::ManualClock;
+use cairn::dsl::{Budgets, Ctx, NodeOutput, State, Workflow};
+use cairn::record::Body;
+use cairn::storage::limits::READ_LIMIT_MAX;
+use cairn::storage::{RedbStore, Store, ThreadId};
+use cairn::thread_ctx::Waiting;
+use cairn::{Durability, END, Engine, NodeError, START, Seq, StartOptions, ThreadStatus};
+use proptest::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use crate::crash::{Dying, EffectLog, cases_from_env};
+
+/// The state: every node appends what it saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Acc {
+    items: Vec<u64>,
+}
+
+impl State for Acc {
+    type Update = Vec<u64>;
+    fn apply(&mut self, u: Vec<u64>) {
+        self.items.extend(u);
+    }
+}
+
+/// Short against the runners' lease (60 s of engine clock, renewed every step): moving the clock
+/// past a running thread's lease makes its next append fail (see the ignored test below).
+const SLEEP_MS: u64 = 1_000;
+/// A sleep no driver wakes.
+const NEVER_MS: u64 = 1 << 40;
+const CLOCK_START_MS: u64 = 1_000_000;
+/// Longest a clean or resumed run may take before the case fails as stuck.
+const STUCK_SECS: u64 = 10;
+
+/// What a chain node does between its tool calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Plain,
+    Input,
+    Sleep,
+}
+
+/// One node of the chain: its kind and its tool calls before and after the control.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    kind: Kind,
+    before: usize,
+    after: usize,
+}
+
+/// The budget a thread starts with.
+#[derive(Debug, Clone, Copy)]
+enum Limit {
+    Steps(u64),
+    ToolCalls(u64),
+}
+
+/// The controls of one thread.
+#[derive(Debug, Clone, Copy)]
+struct ThreadPlan {
+    /// The chain node at which the thread is cancelled.
+    cancel_at: Option<usize>,
+    budget: Option<Limit>,
+}
+
+#[derive(Debug, Clone)]
+struct Plan {
+    chain: Vec<Step>,
+    /// Plain branches of a fan-out after the chain, joined before END (0: none).
+    width: usize,
+    threads: Vec<ThreadPlan>,
+}
+
+fn plan() -> impl Strategy<Value = Plan> {
+    let kind = prop_oneof![2 => Just(Kind::Plain), 1 => Just(Kind::Input), 1 => Just(Kind::Sleep)];
+    let step =
+        (kind, 0usize..3, 0usize..2).prop_map(|(kind, before, after)| Step { kind, before, after });
+    (prop::collection::vec(step, 1..6), 0usize..3).prop_flat_map(|(chain, width)| {
+        let n = chain.len();
+        // A tool-call budget reached inside a node fails the thread instead of stopping it
+        // cleanly (see the ignored test below): with at most one call per node it is reached
+        // at a step boundary, where the stop is clean.
+        let one_call_per_node = chain.iter().all(|s| s.before + s.after <= 1);
+        let tool_calls = if one_call_per_node { 1 } else { 0 };
+        let limit = prop_oneof![
+            2 => (1..n as u64 + 3).prop_map(Limit::Steps),
+            tool_calls => (1u64..5).prop_map(Limit::ToolCalls)
+        ];
+        let thread = (prop::option::weighted(0.3, 0..n), prop::option::weighted(0.4, limit))
+            .prop_map(|(cancel_at, budget)| ThreadPlan { cancel_at, budget });
+        prop::collection::vec(thread, 1..3).prop_map(move |threads| Plan {
+            chain: chain.clone(),
+            width,
+            threads,
+        })
+    })
+}
+
+fn tid(t: usize) -> String {
+    format!("t{t}")
+}
+
+/// The input the driver answers chain node `i` of thread `t` with.
+fn answer(i: usize, t: usize) -> u64 {
+    1_000 * (i as u64 + 1) + t as u64
+}
+
+/// Hang signals of the current run: a plain node at its thread's cancel point notifies its
+/// thread's driver. Replaced for every run, so a signal of a crashed run never reaches the next.
+#[derive(Default)]
+struct Signals(Mutex<BTreeMap<String, Arc<Notify>>>);
+
+impl Signals {
+    fn reset(&self, threads: usize) -> Vec<Arc<Notify>> {
+        let fresh: Vec<Arc<Notify>> = (0..threads).map(|_| Arc::new(Notify::new())).collect();
+        let mut map = self.0.lock().unwrap();
+        map.clear();
+        for (t, n) in fresh.iter().enumerate() {
+            map.insert(tid(t), n.clone());
+        }
+        fresh
+    }
+
+    fn raise(&self, thread: &str) {
+        if let Some(n) = self.0.lock().unwrap().get(thread) {
+            n.notify_one();
+        }
+    }
+}
+
+async fn tool(ctx: &Ctx, fx: &EffectLog, key: String) -> Result<u64, NodeError> {
+    let fx = fx.clone();
+    ctx.tool("effect", key, move |key: String, _| async move {
+        fx.record(key.clone());
+        Ok::<_, cairn::ToolError>(key.len() as u64)
+    })
+    .await
+}
+
+fn build(plan: &Plan, fx: &EffectLog, signals: &Arc<Signals>) -> Workflow<Acc> {
+    let cancel_at: Arc<Vec<Option<usize>>> =
+        Arc::new(plan.threads.iter().map(|t| t.cancel_at).collect());
+    let mut b = Workflow::<Acc>::builder("ctl", 1);
+    let mut prev = START.to_owned();
+    for (i, step) in plan.chain.iter().copied().enumerate() {
+        let name = format!("c{i}");
+        let (fx, signals, cancel_at) = (fx.clone(), signals.clone(), cancel_at.clone());
+        let node = move |s: Arc<Acc>, ctx: Ctx| {
+            let (fx, signals, cancel_at) = (fx.clone(), signals.clone(), cancel_at.clone());
+            async move {
+                let thread = ctx.thread_id().to_owned();
+                let t: usize = thread[1..].parse().unwrap();
+                let key = |c: usize| format!("{thread}:c{i}:{}:{c}", s.items.len());
+                let mut out = vec![ctx.random_u64() % 1000];
+                for c in 0..step.before {
+                    out.push(tool(&ctx, &fx, key(c)).await?);
+                }
+                match step.kind {
+                    Kind::Input => out.push(ctx.interrupt(serde_json::json!({ "node": i }))?),
+                    Kind::Sleep => {
+                        // At its cancel point a thread sleeps past any time the other
+                        // threads' drivers move the shared clock to: only the cancel ends it.
+                        let ms = if cancel_at[t] == Some(i) { NEVER_MS } else { SLEEP_MS };
+                        ctx.sleep_ms(ms).await?;
+                        out.push(7);
+                    }
+                    Kind::Plain => {
+                        if cancel_at[t] == Some(i) {
+                            signals.raise(&thread);
+                            ctx.cancelled().await;
+                            return Err(NodeError::Cancelled);
+                        }
+                    }
+                }
+                for c in step.before..step.before + step.after {
+                    out.push(tool(&ctx, &fx, key(c)).await?);
+                }
+                Ok(NodeOutput::update(out))
+            }
+        };
+        b = b.node(name.clone(), node).edge(prev, name.clone());
+        prev = name;
+    }
+    if plan.width > 0 {
+        let branches: Vec<String> = (0..plan.width).map(|i| format!("w{i}")).collect();
+        for (i, br) in branches.iter().enumerate() {
+            let fx = fx.clone();
+            b = b.node(br.clone(), move |s: Arc<Acc>, ctx: Ctx| {
+                let fx = fx.clone();
+                async move {
+                    let key = format!("{}:w{i}:{}", ctx.thread_id(), s.items.len());
+                    let v = tool(&ctx, &fx, key).await?;
+                    Ok(NodeOutput::update(vec![v, i as u64]))
+                }
+            });
+        }
+        b = b
+            .fan_out(prev, branches.clone())
+            .node("j", |_s: Arc<Acc>, ctx: Ctx| async move {
+                Ok(NodeOutput::update(vec![ctx.random_u64() % 1000]))
+            })
+            .join(branches, "j");
+        prev = "j".to_owned();
+    }
+    b.edge(prev, END).build().expect("generated workflow")
+}
+
+/// Controls the drivers carried out, over every case (the summary line).
+#[derive(Default)]
+struct Tally {
+    cancels: AtomicU64,
+    inputs: AtomicU64,
+    sleeps: AtomicU64,
+    budgets: AtomicU64,
+    /// `cancel` acknowledged without effect (asked again).
+    cancel_races: AtomicU64,
+    /// `set_budgets` refused a thread reported Paused (asked again).
+    budget_races: AtomicU64,
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::SeqCst);
+}
+
+/// What the crashing run saw acknowledged for a thread: after the crash none of it may be
+/// missing from the log.
+#[derive(Debug, Default, Clone)]
+struct Acked {
+    started: bool,
+    /// The highest step the step hook reported.
+    step: u64,
+    inputs: u64,
+    budgets_set: u64,
+    resumes: u64,
+    cancelled: bool,
+}
+
+type AckMap = Arc<Mutex<BTreeMap<String, Acked>>>;
+
+fn ack(acks: &AckMap, thread: &str, f: impl FnOnce(&mut Acked)) {
+    f(acks.lock().unwrap().entry(thread.to_owned()).or_default());
+}
+
+/// One engine run of a case.
+struct Run<'a> {
+    engine: Engine,
+    clock: ManualClock,
+    plan: &'a Plan,
+    signals: Vec<Arc<Notify>>,
+    acks: AckMap,
+    tally: &'a Tally,
+}
+
+impl Run<'_> {
+    /// Asks for the planned cancel of thread `t`. False when the engine acknowledged a cancel
+    /// that did not happen: a thread whose runner has committed its park but not yet let go
+    /// takes the cancel as one for a running thread, and the runner ignores it on its way out.
+    /// The driver asks again; the summary line counts these as `cancel_races`.
+    async fn cancel(&self, t: usize) -> Result<bool, cairn::Error> {
+        self.engine.cancel(&tid(t), "planned cancel").await?;
+        let id = ThreadId::new(tid(t)).unwrap();
+        let status = self.engine.store().thread(&id)?.expect("thread record").status;
+        if status != ThreadStatus::Cancelled {
+            bump(&self.tally.cancel_races);
+            tokio::task::yield_now().await;
+            return Ok(false);
+        }
+        ack(&self.acks, &tid(t), |a| a.cancelled = true);
+        bump(&self.tally.cancels);
+        Ok(true)
+    }
+
+    /// Raises the budgets of a thread stopped by one. The handle may report Paused before the
+    /// runner that paused it has let go (a fresh watch reads the stored status), and
+    /// `set_budgets` refuses a thread with a runner: retried, counted as `budget_races`.
+    async fn raise_budgets(&self, t: usize) -> Result<(), cairn::Error> {
+        loop {
+            match self.engine.set_budgets(&tid(t), Budgets::default()).await {
+                Ok(()) => return Ok(()),
+                Err(cairn::Error::WrongStatus { status: ThreadStatus::Paused, .. }) => {
+                    bump(&self.tally.budget_races);
+                    tokio::task::yield_now().await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Waits until the log of thread `t` grows past `last` (or its hang signal asks for the
+    /// planned cancel).
+    async fn progress(&self, t: usize, last: u64) -> Result<(), cairn::Error> {
+        let mut events = self.engine.thread(&tid(t))?.events(last)?;
+        tokio::select! {
+            r = events.next() => r.map(|_| ()),
+            () = self.signals[t].notified() => self.cancel(t).await.map(|_| ()),
+        }
+    }
+
+    /// Drives thread `t` to its end, answering whatever it waits for: input, a timer (the
+    /// clock moves to it), a budget stop (raised and resumed), or the planned cancel.
+    async fn drive(&self, t: usize) -> Result<ThreadStatus, cairn::Error> {
+        let id = ThreadId::new(tid(t)).unwrap();
+        let h = self.engine.thread(&tid(t))?;
+        loop {
+            // The handle's status moves only once a runner has let go of the thread, so a
+            // parked status seen here is safe to act on.
+            let watched = tokio::select! {
+                o = h.wait() => o?.status,
+                () = self.signals[t].notified() => {
+                    self.cancel(t).await?;
+                    continue;
+                }
+            };
+            // `wait` reports the stored status: Running means the watch it waited on was stale
+            // (a timer or an input woke the thread meanwhile): wait for the log to move.
+            let record = self.engine.store().thread(&id)?.expect("thread record");
+            let last = record.last.map_or(0, |b| b.seq.0);
+            if matches!(record.status, ThreadStatus::Running | ThreadStatus::Created)
+                || record.status != watched
+            {
+                self.progress(t, last).await?;
+                continue;
+            }
+            match watched {
+                ThreadStatus::Completed | ThreadStatus::Cancelled => return Ok(watched),
+                ThreadStatus::WaitingInput | ThreadStatus::Sleeping => {
+                    let wf = self.engine.workflow_of(&id)?;
+                    let ctx =
+                        cairn::restore::restore(self.engine.store().as_ref(), &wf, &id, None)?;
+                    let (node, until) = match ctx.meta.waiting {
+                        Some(Waiting::Input { task, .. }) => (task.node, None),
+                        Some(Waiting::Timer { task, until_ms }) => (task.node, Some(until_ms)),
+                        None => {
+                            // Woken between the record read and the restore.
+                            self.progress(t, last).await?;
+                            continue;
+                        }
+                    };
+                    let i: usize = node[1..].parse().unwrap();
+                    if self.plan.threads[t].cancel_at == Some(i) {
+                        if !self.cancel(t).await? {
+                            continue; // nothing was written: ask again
+                        }
+                    } else if let Some(until) = until {
+                        self.clock.set_ms(until);
+                        bump(&self.tally.sleeps);
+                    } else {
+                        self.engine.send_input(&tid(t), answer(i, t)).await?;
+                        ack(&self.acks, &tid(t), |a| a.inputs += 1);
+                        bump(&self.tally.inputs);
+                    }
+                }
+                ThreadStatus::Paused => {
+                    self.raise_budgets(t).await?;
+                    ack(&self.acks, &tid(t), |a| a.budgets_set += 1);
+                    self.engine.resume(&tid(t)).await?;
+                    ack(&self.acks, &tid(t), |a| a.resumes += 1);
+                    bump(&self.tally.budgets);
+                }
+                other => return Ok(other),
+            }
+            self.progress(t, last).await?;
+        }
+    }
+
+    async fn start_and_drive(
+        &self,
+    ) -> Result<Vec<Result<ThreadStatus, cairn::Error>>, cairn::Error> {
+        for (t, tp) in self.plan.threads.iter().enumerate() {
+            let budgets = tp.budget.map(|l| match l {
+                Limit::Steps(n) => Budgets { max_steps: Some(n), ..Budgets::default() },
+                Limit::ToolCalls(n) => Budgets { max_tool_calls: Some(n), ..Budgets::default() },
+            });
+            let opts = StartOptions { budgets, ..StartOptions::id(tid(t)) };
+            // Idempotent: after a crash this finds the thread if it was created.
+            self.engine.start("ctl", Acc::default(), opts).await?;
+            ack(&self.acks, &tid(t), |a| a.started = true);
+        }
+        let drivers = (0..self.plan.threads.len()).map(|t| self.drive(t));
+        Ok(futures::future::join_all(drivers).await)
+    }
+}
+
+/// Runs a case's plan on the database at `path`: to the end, or with `crash_after` until the
+/// store dies after that many appends. Returns the appends made and what was acknowledged.
+async fn run(
+    path: &Path,
+    wf: &Workflow<Acc>,
+    plan: &Plan,
+    clock: &ManualClock,
+    signals: &Signals,
+    crash_after: Option<i64>,
+    tally: &Tally,
+) -> Result<(u64, BTreeMap<String, Acked>), TestCaseError> {
+    // Before the open: recovery may resume a thread straight into its hang node.
+    let hang_signals = signals.reset(plan.threads.len());
+    let options = cairn::storage::Options { durability: Durability::None, ..Default::default() };
+    let store = Arc::new(RedbStore::open(path, options).unwrap());
+    let dying = Arc::new(Dying::new(store, crash_after));
+    let engine = Engine::with_store(dying.clone())
+        .workflow(wf)
+        .seed(5)
+        .concurrency(2)
+        .clock(Arc::new(clock.clone()))
+        .cancel_grace_ms(50)
+        .open()
+        .await
+        .unwrap();
+    let acks = AckMap::default();
+    let hook_acks = acks.clone();
+    engine.on_step(Arc::new(move |thread, step, _| {
+        ack(&hook_acks, thread.as_str(), |a| a.step = a.step.max(step));
+    }));
+    let r = Run {
+        engine: engine.clone(),
+        clock: clock.clone(),
+        plan,
+        signals: hang_signals,
+        acks: acks.clone(),
+        tally,
+    };
+    let stuck = std::time::Duration::from_secs(STUCK_SECS);
+    let first_error = |res: Vec<Result<ThreadStatus, cairn::Error>>| {
+        res.into_iter().enumerate().find_map(|(t, r)| r.err().map(|e| format!("{}: {e}", tid(t))))
+    };
+    let failure = if crash_after.is_some() {
+        // Until the store dies, or the end when the crash point lies past it. Errors are
+        // expected once the store died (every driver then ends with one), not before.
+        let outcome = tokio::time::timeout(stuck, async {
+            tokio::select! {
+                () = dying.died.notified() => None,
+                r = r.start_and_drive() => Some(r),
+            }
+        })
+        .await;
+        match outcome {
+            Err(_) => Some(format!("stuck; the logs:\n{}", dump(engine.store().as_ref(), plan))),
+            Ok(Some(Err(e))) if !dying.dead() => Some(format!("start: {e}")),
+            Ok(Some(Ok(res))) if !dying.dead() => first_error(res),
+            Ok(_) => None,
+        }
+    } else {
+        match tokio::time::timeout(stuck, r.start_and_drive()).await {
+            Err(_) => Some(format!("stuck; the logs:\n{}", dump(engine.store().as_ref(), plan))),
+            Ok(Err(e)) => Some(format!("start: {e}")),
+            Ok(Ok(res)) => first_error(res),
+        }
+    };
+    let stop = async {
+        // A stuck run may have a node waiting for a cancel: a graceful shutdown would wait too.
+        if crash_after.is_some() || failure.is_some() {
+            engine.crash().await;
+        } else {
+            engine.shutdown().await;
+        }
+    };
+    if tokio::time::timeout(std::time::Duration::from_secs(STUCK_SECS), stop).await.is_err() {
+        return Err(TestCaseError::fail(format!(
+            "engine did not stop (crash_after {crash_after:?})"
+        )));
+    }
+    let appends = dying.appends.load(Ordering::SeqCst);
+    drop(r);
+    drop(engine);
+    drop(dying);
+    if let Some(f) = failure {
+        return Err(TestCaseError::fail(format!("run with crash_after {crash_after:?}: {f}")));
+    }
+    let acks = acks.lock().unwrap().clone();
+    Ok((appends, acks))
+}
+
+/// Every thread's log and status, one event a line (for a stuck case's failure message).
+fn dump(store: &dyn Store, plan: &Plan) -> String {
+    let mut out = String::new();
+    for t in 0..plan.threads.len() {
+        let id = ThreadId::new(tid(t)).unwrap();
+        let status = store.thread(&id).ok().flatten().map(|r| r.status);
+        out.push_str(&format!("{id} ({status:?}):\n"));
+        for e in store.read_since(&id, Seq(0), READ_LIMIT_MAX).unwrap_or_default() {
+            let body = cairn::log::decode(store, e).map(|r| format!("{:?}", r.body));
+            out.push_str(&format!("  {}\n", body.unwrap_or_else(|e| e.to_string())));
+        }
+    }
+    out
+}
+
+/// How a thread ended, as far as a crashed run must agree with the uninterrupted one.
+#[derive(Debug, Clone, PartialEq)]
+struct View {
+    status: ThreadStatus,
+    state: Value,
+    /// Steps completed.
+    steps: u64,
+    /// Human inputs delivered, in order.
+    inputs: Vec<Value>,
+    /// Budget warnings and stops: (budget, used, limit).
+    budget_events: Vec<(String, u64, u64)>,
+}
+
+/// What a thread's log holds.
+#[derive(Debug)]
+struct Facts {
+    view: View,
+    step_max: u64,
+    budgets_set: u64,
+    resumes: u64,
+    /// Keys of the tool calls whose results are recorded.
+    recorded: BTreeSet<String>,
+    /// Broken log invariants (seq gaps, a step completed twice or skipped).
+    problems: Vec<String>,
+}
+
+fn inspect(store: &RedbStore, wf: &Workflow<Acc>, t: usize) -> Option<Facts> {
+    let id = ThreadId::new(tid(t)).unwrap();
+    let record = store.thread(&id).unwrap()?;
+    let events = store.read_since(&id, Seq(0), READ_LIMIT_MAX).unwrap();
+    assert!(events.len() < READ_LIMIT_MAX, "{id}: log longer than one read");
+    let mut problems = Vec::new();
+    if let Some((k, e)) = events.iter().enumerate().find(|(k, e)| e.bookmark.seq.0 != *k as u64 + 1)
+    {
+        problems.push(format!("seq gap: event {k} has seq {}", e.bookmark.seq.0));
+    }
+    let (mut inputs, mut budget_events, mut steps_seen) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut budgets_set, mut resumes) = (0, 0);
+    let (mut called, mut recorded) = (BTreeMap::new(), BTreeSet::new());
+    for e in events {
+        match cairn::log::decode(store, e).unwrap().body {
+            Body::InputReceived { value, .. } => inputs.push(value),
+            Body::Budget { budget, used, limit } => budget_events.push((budget, used, limit)),
+            Body::BudgetsSet { .. } => budgets_set += 1,
+            Body::StatusChanged {
+                from: ThreadStatus::Paused, to: ThreadStatus::Running, ..
+            } => {
+                resumes += 1;
+            }
+            Body::StepCompleted { step, .. } => steps_seen.push(step),
+            Body::ToolCalled { step, task, attempt, call, input, .. } => {
+                called.insert((step, task, attempt, call), input);
+            }
+            Body::ToolReturned { step, task, attempt, call, .. } => {
+                if let Some(input) = called.get(&(step, task, attempt, call)) {
+                    recorded.insert(input.as_str().unwrap_or_default().to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+    if steps_seen.iter().enumerate().any(|(k, s)| *s != k as u64 + 1) {
+        problems.push(format!("steps completed out of order or twice: {steps_seen:?}"));
+    }
+    let ctx = cairn::restore::restore(store, &wf.erase(), &id, None).unwrap();
+    let snapshot = ctx.snapshot().unwrap();
+    let view = View {
+        status: record.status,
+        state: snapshot.state,
+        steps: snapshot.meta.step,
+        inputs,
+        budget_events,
+    };
+    Some(Facts {
+        view,
+        step_max: steps_seen.last().copied().unwrap_or(0),
+        budgets_set,
+        resumes,
+        recorded,
+        problems,
+    })
+}
+
+/// What the crashed run acknowledged but the log after the crash lacks.
+fn lost(acked: &Acked, facts: Option<&Facts>) -> Vec<String> {
+    let Some(f) = facts else {
+        return if acked.started { vec!["a started thread is gone".into()] } else { vec![] };
+    };
+    let mut lost = Vec::new();
+    if f.step_max < acked.step {
+        lost.push(format!("step {} acknowledged, log ends at step {}", acked.step, f.step_max));
+    }
+    if (f.view.inputs.len() as u64) < acked.inputs {
+        lost.push(format!("{} inputs acknowledged, {} logged", acked.inputs, f.view.inputs.len()));
+    }
+    if f.budgets_set < acked.budgets_set {
+        lost.push(format!(
+            "{} budget raises acknowledged, {} logged",
+            acked.budgets_set, f.budgets_set
+        ));
+    }
+    if f.resumes < acked.resumes {
+        lost.push(format!("{} resumes acknowledged, {} logged", acked.resumes, f.resumes));
+    }
+    if acked.cancelled && f.view.status != ThreadStatus::Cancelled {
+        lost.push(format!("cancel acknowledged, status {:?}", f.view.status));
+    }
+    lost
+}
+
+fn open_store(path: &Path) -> RedbStore {
+    RedbStore::open(path, cairn::storage::Options::default()).unwrap()
+}
+
+/// Effects that ran more than once within one run (a memoised call re-executed).
+fn duplicates(effects: &[String]) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    effects.iter().filter(|k| !seen.insert(*k)).cloned().collect()
+}
+
+static CASES: AtomicU64 = AtomicU64::new(0);
+static DIVERGED: AtomicU64 = AtomicU64::new(0);
+static REPEATED: AtomicU64 = AtomicU64::new(0);
+static LOST: AtomicU64 = AtomicU64::new(0);
+static BUDGET_DRIFT: AtomicU64 = AtomicU64::new(0);
+
+fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseError> {
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let fx = EffectLog::default();
+        let signals = Arc::new(Signals::default());
+        let wf = build(plan, &fx, &signals);
+        let dir = tempfile::tempdir().unwrap();
+        let threads = plan.threads.len();
+
+        // The uninterrupted run, with the same controls.
+        let clean = dir.path().join("clean.db");
+        let clock = ManualClock::new(CLOCK_START_MS);
+        let untallied = Tally::default();
+        let (appends, _) = run(&clean, &wf, plan, &clock, &signals, None, &untallied).await?;
+        let baseline = fx.take();
+        prop_assert!(duplicates(&baseline).is_empty(), "{:?} ran twice", duplicates(&baseline));
+        let store = open_store(&clean);
+        let expected: Vec<Facts> = (0..threads).map(|t| inspect(&store, &wf, t).unwrap()).collect();
+        drop(store);
+        for (t, f) in expected.iter().enumerate() {
+            let want = if plan.threads[t].cancel_at.is_some() {
+                ThreadStatus::Cancelled
+            } else {
+                ThreadStatus::Completed
+            };
+            prop_assert_eq!(f.view.status, want, "uninterrupted {}", tid(t));
+            prop_assert!(f.problems.is_empty(), "uninterrupted {}: {:?}", tid(t), f.problems);
+        }
+
+        // Crash at a random append boundary, check nothing acknowledged is lost, resume.
+        let crashed = dir.path().join("crashed.db");
+        let clock = ManualClock::new(CLOCK_START_MS);
+        let crash_after = ((appends as f64 * crash_frac) as i64).max(1);
+        let (_, acks) =
+            run(&crashed, &wf, plan, &clock, &signals, Some(crash_after), tally).await?;
+        let before_crash = fx.take();
+        let store = open_store(&crashed);
+        let mut recorded = BTreeSet::new();
+        let mut lost_now = Vec::new();
+        for t in 0..threads {
+            let facts = inspect(&store, &wf, t);
+            if let Some(f) = &facts {
+                recorded.extend(f.recorded.iter().cloned());
+            }
+            let acked = acks.get(&tid(t)).cloned().unwrap_or_default();
+            lost_now.extend(
+                lost(&acked, facts.as_ref()).into_iter().map(|l| format!("{}: {l}", tid(t))),
+            );
+        }
+        drop(store);
+        LOST.fetch_add(lost_now.len() as u64, Ordering::SeqCst);
+        let (_, _) = run(&crashed, &wf, plan, &clock, &signals, None, tally).await?;
+        let after = fx.take();
+
+        CASES.fetch_add(1, Ordering::SeqCst);
+        let mut repeated: Vec<String> =
+            after.iter().filter(|k| recorded.contains(*k)).cloned().collect();
+        repeated.extend(duplicates(&before_crash));
+        repeated.extend(duplicates(&after));
+        REPEATED.fetch_add(repeated.len() as u64, Ordering::SeqCst);
+        let store = open_store(&crashed);
+        let got: Vec<Facts> = (0..threads).map(|t| inspect(&store, &wf, t).unwrap()).collect();
+        // A tool call in flight at the crash counts against a tool-call budget (it may have
+        // run), so the stop can come earlier than in the uninterrupted run: the budget events
+        // of such threads are not compared, only how they end.
+        let comparable = |facts: &[Facts]| -> Vec<View> {
+            let mut views: Vec<View> = facts.iter().map(|f| f.view.clone()).collect();
+            for (v, tp) in views.iter_mut().zip(&plan.threads) {
+                if matches!(tp.budget, Some(Limit::ToolCalls(_))) {
+                    v.budget_events.clear();
+                }
+            }
+            views
+        };
+        for (g, e) in got.iter().zip(&expected) {
+            if g.view.budget_events != e.view.budget_events {
+                BUDGET_DRIFT.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let got_views = comparable(&got);
+        let want_views = comparable(&expected);
+        if got_views != want_views {
+            DIVERGED.fetch_add(1, Ordering::SeqCst);
+        }
+        let ctx = format!("plan {plan:?} crash after {crash_after} of {appends} appends");
+        prop_assert!(lost_now.is_empty(), "acknowledged but lost: {:?}; {}", lost_now, ctx);
+        prop_assert_eq!(got_views, want_views, "{}", ctx);
+        prop_assert!(repeated.is_empty(), "ran again: {:?}; {}", repeated, ctx);
+        let all: BTreeSet<String> = before_crash.into_iter().chain(after).collect();
+        let baseline: BTreeSet<String> = baseline.into_iter().collect();
+        prop_assert_eq!(all, baseline, "the set of side effects differs; {}", ctx);
+        for (t, f) in got.iter().enumerate() {
+            prop_assert!(f.problems.is_empty(), "{}: {:?}; {}", tid(t), f.problems, ctx);
+        }
+        let report = store.verify().unwrap();
+        prop_assert!(report.is_clean(), "{:?}", report);
+        Ok(())
+    })
+}
+
+#[test]
+fn engine_crash_with_controls_then_resume() {
+    let config = ProptestConfig {
+        cases: cases_from_env("CAIRN_CRASH_CONTROLS_CASES", 256),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    let tally = Tally::default();
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    let result = runner.run(&(plan(), 0.0f64..1.0), |(plan, frac)| one_case(&plan, frac, &tally));
+    let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
+    println!(
+        "RELIABILITY engine_crash_controls cases={} cancels={} inputs={} sleeps={} budgets={} cancel_races={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
+        n(&CASES),
+        n(&tally.cancels),
+        n(&tally.inputs),
+        n(&tally.sleeps),
+        n(&tally.budgets),
+        n(&tally.cancel_races),
+        n(&tally.budget_races),
+        n(&BUDGET_DRIFT),
+        n(&DIVERGED),
+        n(&REPEATED),
+        n(&LOST)
+    );
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+/// One node around one tool whose body is `tool_body`, on an engine with a manual clock.
+async fn one_tool_engine(
+    path: &Path,
+    clock: &ManualClock,
+    calls: u64,
+    tool_body: Arc<dyn Fn() + Send + Sync>,
+) -> Engine {
+    let wf = Workflow::<Acc>::builder("tools", 1)
+        .node("n", move |_s: Arc<Acc>, ctx: Ctx| {
+            let tool_body = tool_body.clone();
+            async move {
+                let mut out = Vec::new();
+                for i in 0..calls {
+                    let body = tool_body.clone();
+                    let v: u64 = ctx
+                        .tool("work", i, move |x: u64, _| {
+                            body();
+                            async move { Ok::<_, cairn::ToolError>(x) }
+                        })
+                        .await?;
+                    out.push(v);
+                }
+                Ok(NodeOutput::update(out))
+            }
+        })
+        .edge(START, "n")
+        .edge("n", END)
+        .build()
+        .unwrap();
+    Engine::builder(path)
+        .durability(Durability::None)
+        .clock(Arc::new(clock.clone()))
+        .workflow(&wf)
+        .open()
+        .await
+        .unwrap()
+}
+
+/// Found by the proptest above (with hour-long sleeps, one thread's timer moved the shared clock
+/// past another's lease): a tool call that outlasts the runner's lease (`LEASE_TTL_MS`, renewed
+/// only at step boundaries) cannot record its result. The `ToolReturned` append carries
+/// `Guard::Lease` at the call's end time, storage rejects it, the runner stops with an error,
+/// and the thread stays Running with no runner until the next open, which runs the tool again.
+#[tokio::test]
+#[ignore = "engine bug: a tool call longer than the 60 s lease strands its thread (report of 2026-11-22)"]
+async fn a_tool_call_longer_than_the_lease_still_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lease.db");
+    let clock = ManualClock::new(CLOCK_START_MS);
+    let during = clock.clone();
+    let body: Arc<dyn Fn() + Send + Sync> = Arc::new(move || during.advance_ms(61_000));
+    let engine = one_tool_engine(&path, &clock, 1, body).await;
+    let h = engine.start("tools", Acc::default(), StartOptions::id("long")).await.unwrap();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(10), h.output::<Acc>()).await;
+    let log = {
+        let id = ThreadId::new("long").unwrap();
+        let events = engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX).unwrap();
+        let store = engine.store().as_ref();
+        events
+            .into_iter()
+            .map(|e| format!("{:?}", cairn::log::decode(store, e).unwrap().body))
+            .collect::<Vec<_>>()
+    };
+    assert!(matches!(&out, Ok(Ok(acc)) if acc.items == vec![0]), "{out:?}; log {log:#?}");
+    engine.shutdown().await;
+}
+
+/// DESIGN.md promises "a clean stop" at a budget's limit. A tool-call budget reached inside a
+/// node instead fails the node with the permanent `BudgetExceeded` and the thread ends Failed,
+/// so raising the budget cannot resume it (a step or tool-call limit met at a step boundary
+/// does stop cleanly: Paused, as the proptest above checks).
+#[tokio::test]
+#[ignore = "engine gap: max_tool_calls reached inside a node fails the thread (report of 2026-11-22)"]
+async fn a_tool_call_budget_reached_inside_a_node_stops_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("budget.db");
+    let clock = ManualClock::new(CLOCK_START_MS);
+    let runs = Arc::new(AtomicU64::new(0));
+    let counted = runs.clone();
+    let body: Arc<dyn Fn() + Send + Sync> = Arc::new(move || bump(&counted));
+    let engine = one_tool_engine(&path, &clock, 3, body).await;
+    let budgets = Budgets { max_tool_calls: Some(2), ..Budgets::default() };
+    let opts = StartOptions { budgets: Some(budgets), ..StartOptions::id("b") };
+    let h = engine.start("tools", Acc::default(), opts).await.unwrap();
+    let outcome = h.wait().await.unwrap();
+    assert_eq!(outcome.status, ThreadStatus::Paused, "{outcome:?}");
+    engine.set_budgets("b", Budgets::default()).await.unwrap();
+    engine.resume("b").await.unwrap();
+    assert_eq!(h.output::<Acc>().await.unwrap().items, vec![0, 1, 2]);
+    assert_eq!(runs.load(Ordering::SeqCst), 3, "no tool call ran twice");
+    engine.shutdown().await;
+}
