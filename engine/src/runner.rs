@@ -649,14 +649,23 @@ impl Runner {
 }
 
 /// A small JSON summary kept in the thread record for listings (step, frontier, progress).
+/// Written on every batch, so serialised from borrowed fields without building a JSON tree.
 fn summary_bytes(ctx: &ThreadCtx) -> Vec<u8> {
-    let summary = serde_json::json!({
-        "step": ctx.meta.step,
-        "frontier": ctx.meta.frontier,
-        "progress": ctx.meta.progress,
-        "last_error": ctx.meta.errors.back().map(|e| e.error.to_string()),
-        "deadline_at_ms": ctx.meta.policy.deadline_at_ms,
-    });
+    #[derive(serde::Serialize)]
+    struct Summary<'a> {
+        step: u64,
+        frontier: &'a [String],
+        progress: &'a Option<cairn_dsl::Progress>,
+        last_error: Option<String>,
+        deadline_at_ms: Option<u64>,
+    }
+    let summary = Summary {
+        step: ctx.meta.step,
+        frontier: &ctx.meta.frontier,
+        progress: &ctx.meta.progress,
+        last_error: ctx.meta.errors.back().map(|e| e.error.to_string()),
+        deadline_at_ms: ctx.meta.policy.deadline_at_ms,
+    };
     serde_json::to_vec(&summary).unwrap_or_default()
 }
 
