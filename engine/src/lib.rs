@@ -28,6 +28,7 @@ pub mod model;
 pub mod record;
 pub mod replay;
 pub mod restore;
+mod resume_check;
 mod runner;
 mod start;
 pub mod status;

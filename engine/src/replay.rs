@@ -12,7 +12,7 @@ use cairn_dsl::{
     Ctx, DynNodeKind, DynWorkflow, ErasedTool, Message, NodeContext, NodeError, Progress, Target,
     ToolCall, Usage,
 };
-use cairn_storage::{Seq, ThreadId};
+use cairn_storage::{Seq, Store, ThreadId};
 use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::Value;
@@ -53,11 +53,43 @@ pub struct Divergence {
     pub produced: Value,
 }
 
+impl std::fmt::Display for Divergence {
+    /// One line for people (a status reason, a log line): where, what, and both sides, each
+    /// value cut to a readable length.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "step {}, task {} (event seq {}): {}: recorded {}, the code now gives {}",
+            self.step,
+            self.task,
+            self.seq,
+            self.what,
+            cut(&self.recorded),
+            cut(&self.produced)
+        )
+    }
+}
+
+/// `v` as JSON, cut to [`DISPLAY_VALUE_CHARS`] characters.
+fn cut(v: &Value) -> String {
+    let s = v.to_string();
+    match s.char_indices().nth(DISPLAY_VALUE_CHARS) {
+        Some((end, _)) => format!("{}...", &s[..end]),
+        None => s,
+    }
+}
+
+/// Characters of each value a [`Divergence`]'s one-line form shows (the report keeps them whole).
+const DISPLAY_VALUE_CHARS: usize = 200;
+
 /// The result of a replay.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReplayReport {
     /// The thread.
     pub thread: String,
+    /// Replay started from the context after this seq: 1 (the thread's creation) for a whole
+    /// replay, a checkpoint's seq for a replay of the tail since that checkpoint.
+    pub after_seq: u64,
     /// Tasks re-run and compared.
     pub tasks_replayed: u64,
     /// Sub-workflow tasks not re-run (their child threads replay on their own).
@@ -73,9 +105,13 @@ impl ReplayReport {
     }
 }
 
+/// A recorded tool call: name, input (`None` when only the checkpoint's journal knows the call,
+/// which keeps name and result but not input), result.
+type RecordedCall = (String, Option<Value>, Result<Value, cairn_dsl::ToolError>);
+
 #[derive(Debug, Default, Clone)]
 struct Recorded {
-    calls: Vec<(String, Value, Result<Value, cairn_dsl::ToolError>)>,
+    calls: Vec<RecordedCall>,
 }
 
 impl Engine {
@@ -95,119 +131,164 @@ impl Engine {
             None => self.workflow_of(&id)?,
         };
         let store = self.store().as_ref();
-        let mut report = ReplayReport {
-            thread: id.to_string(),
-            tasks_replayed: 0,
-            tasks_skipped: 0,
-            divergence: None,
+        let first = store.read_since(&id, Seq(0), 1)?;
+        let Some(event) = first.into_iter().next() else {
+            return Err(Error::UnknownThread(id.to_string()));
         };
-        let mut ctx: Option<ThreadCtx> = None;
-        // Tool calls recorded per (step, task, attempt), from ToolCalled + ToolReturned.
-        let mut calls: BTreeMap<(u64, TaskKey, u32), Recorded> = BTreeMap::new();
-        let mut items: BTreeMap<(u64, TaskKey), Value> = BTreeMap::new();
-        let mut after = 0;
-        loop {
-            let events = store.read_since(&id, Seq(after), limits::READ_CHUNK)?;
-            let n = events.len();
-            for event in events {
-                let rec = log::decode(store, event)?;
-                let seq = rec.bookmark.seq.0;
-                after = seq;
-                let Some(c) = ctx.as_mut() else {
-                    ctx =
-                        Some(ThreadCtx::created(&wf, id.as_str(), &rec.body, rec.bookmark.at_ms)?);
-                    continue;
-                };
-                match &rec.body {
-                    Body::NodeStarted { step, task, item: Some(item), .. } => {
-                        items.insert((*step, task.clone()), item.clone());
-                    }
-                    Body::ToolCalled { step, task, attempt, name, input, .. } => {
-                        let r = calls.entry((*step, task.clone(), *attempt)).or_default();
-                        r.calls.push((name.clone(), input.clone(), Ok(Value::Null)));
-                    }
-                    Body::ToolReturned { step, task, attempt, call, output, .. } => {
-                        if let Some(slot) = calls
-                            .get_mut(&(*step, task.clone(), *attempt))
-                            .and_then(|r| r.calls.get_mut(*call as usize))
-                        {
-                            slot.2 = output.clone();
-                        }
-                    }
-                    Body::NodeCompleted { step, task, attempt, update, goto, .. }
-                        if report.divergence.is_none() =>
-                    {
-                        let node = wf.node_id(&task.node).map(|i| &wf.nodes()[i]);
-                        if matches!(node.map(|n| &n.kind), Some(DynNodeKind::Subgraph { .. })) {
-                            report.tasks_skipped += 1;
-                        } else {
-                            // Values the task drew: those flushed with its tool calls and inputs
-                            // (in the journal) plus those recorded at completion.
-                            let journal = c.meta.open.get(task).cloned().unwrap_or_default();
-                            let mut values: Vec<Value> = journal.values.clone();
-                            if let Body::NodeCompleted { values: v, .. } = &rec.body {
-                                values.extend(v.iter().cloned());
-                            }
-                            let recorded_calls = calls
-                                .get(&(*step, task.clone(), *attempt))
-                                .cloned()
-                                .unwrap_or_default();
-                            let item = items.get(&(*step, task.clone())).cloned();
-                            let run = ReplayRun {
-                                wf: wf.clone(),
-                                thread: id.to_string(),
-                                step: *step,
-                                task: task.clone(),
-                                attempt: *attempt,
-                                item,
-                                values,
-                                inputs: journal.inputs.clone(),
-                                timers_fired: journal.timers_fired,
-                                calls: recorded_calls,
-                                overrides: options.overrides.clone(),
-                            };
-                            report.tasks_replayed += 1;
-                            report.divergence = run.compare(c, seq, update.as_ref(), goto).await?;
-                        }
-                    }
-                    Body::StepCompleted { step, next, .. } if report.divergence.is_none() => {
-                        let routed = crate::runner::route_step(&wf, c, *step);
-                        let produced = match routed {
-                            Ok((now, _)) => serde_json::to_value(now).unwrap_or(Value::Null),
-                            Err(e) => Value::String(e.to_string()),
-                        };
-                        let recorded = serde_json::to_value(next).unwrap_or(Value::Null);
-                        if produced != recorded {
-                            report.divergence = Some(Divergence {
-                                step: *step,
-                                task: c
-                                    .meta
-                                    .open
-                                    .keys()
-                                    .map(ToString::to_string)
-                                    .collect::<Vec<_>>()
-                                    .join(","),
-                                seq,
-                                what: "the routing after the step differs".into(),
-                                recorded,
-                                produced,
-                            });
-                        }
-                    }
-                    _ => {}
-                }
-                if report.divergence.is_some() {
-                    // The first difference is the report; what follows it would only echo it.
-                    return Ok(report);
-                }
-                c.apply(seq, rec.bookmark.at_ms, &rec.body)?;
-            }
-            if n < limits::READ_CHUNK {
-                break;
-            }
-        }
-        Ok(report)
+        let rec = log::decode(store, event)?;
+        let ctx = ThreadCtx::created(&wf, id.as_str(), &rec.body, rec.bookmark.at_ms)?;
+        replay_after(store, &wf, &id, ctx, &options.overrides).await
     }
+}
+
+/// Replays the events of `id` after `start` (the context at some seq: the thread's creation, or
+/// a checkpoint) against `wf`: re-runs each task completed after it with what was recorded and
+/// compares. Tasks of a step open at `start` find the tool results and values drawn before it in
+/// `start`'s journals. Reads only; the cost is the events after `start`.
+///
+/// # Errors
+/// Storage and record errors (a log that does not fold onto `start`).
+pub(crate) async fn replay_after(
+    store: &dyn Store,
+    wf: &Arc<DynWorkflow>,
+    id: &ThreadId,
+    start: ThreadCtx,
+    overrides: &BTreeMap<(u64, String, u32), Value>,
+) -> Result<ReplayReport, Error> {
+    let mut report = ReplayReport {
+        thread: id.to_string(),
+        after_seq: start.meta.seq,
+        tasks_replayed: 0,
+        tasks_skipped: 0,
+        divergence: None,
+    };
+    let mut c = start;
+    // Tool calls recorded per (step, task, attempt), from ToolCalled + ToolReturned; for a step
+    // open at `start`, first those its journals kept (inputs unknown, so not compared).
+    let mut calls: BTreeMap<(u64, TaskKey, u32), Recorded> = BTreeMap::new();
+    for (task, journal) in &c.meta.open {
+        let mut r = Recorded::default();
+        for i in 0..journal.calls_started.max(journal.tools.len() as u32) as usize {
+            r.calls.push(match journal.tools.get(i) {
+                Some(t) => (t.name.clone(), None, t.output.clone()),
+                // Started, not yet returned at `start`: its ToolReturned follows.
+                None => (String::new(), None, Ok(Value::Null)),
+            });
+        }
+        calls.insert((c.meta.step + 1, task.clone(), journal.attempt), r);
+    }
+    let mut items: BTreeMap<(u64, TaskKey), Value> = BTreeMap::new();
+    let mut after = c.meta.seq;
+    loop {
+        let events = store.read_since(id, Seq(after), limits::READ_CHUNK)?;
+        let n = events.len();
+        for event in events {
+            let rec = log::decode(store, event)?;
+            let seq = rec.bookmark.seq.0;
+            after = seq;
+            match &rec.body {
+                Body::NodeStarted { step, task, item: Some(item), .. } => {
+                    items.insert((*step, task.clone()), item.clone());
+                }
+                Body::ToolCalled { step, task, attempt, name, input, .. } => {
+                    let r = calls.entry((*step, task.clone(), *attempt)).or_default();
+                    r.calls.push((name.clone(), Some(input.clone()), Ok(Value::Null)));
+                }
+                Body::ToolReturned { step, task, attempt, call, name, output, .. } => {
+                    if let Some(slot) = calls
+                        .get_mut(&(*step, task.clone(), *attempt))
+                        .and_then(|r| r.calls.get_mut(*call as usize))
+                    {
+                        slot.0.clone_from(name);
+                        slot.2 = output.clone();
+                    }
+                }
+                Body::NodeCompleted { step, task, attempt, update, goto, .. }
+                    if report.divergence.is_none() =>
+                {
+                    let node = wf.node_id(&task.node).map(|i| &wf.nodes()[i]);
+                    if matches!(node.map(|n| &n.kind), Some(DynNodeKind::Subgraph { .. })) {
+                        report.tasks_skipped += 1;
+                    } else {
+                        // Values the task drew: those flushed with its tool calls and inputs
+                        // (in the journal) plus those recorded at completion.
+                        let journal = c.meta.open.get(task).cloned().unwrap_or_default();
+                        let mut values: Vec<Value> = journal.values.clone();
+                        if let Body::NodeCompleted { values: v, .. } = &rec.body {
+                            values.extend(v.iter().cloned());
+                        }
+                        let recorded_calls = calls
+                            .get(&(*step, task.clone(), *attempt))
+                            .cloned()
+                            .unwrap_or_default();
+                        let item = match items.get(&(*step, task.clone())) {
+                            Some(item) => Some(item.clone()),
+                            // Started before `start`: the item is the map's at the step's state.
+                            None => map_item(wf, &c, task),
+                        };
+                        let run = ReplayRun {
+                            wf: wf.clone(),
+                            thread: id.to_string(),
+                            step: *step,
+                            task: task.clone(),
+                            attempt: *attempt,
+                            item,
+                            values,
+                            inputs: journal.inputs.clone(),
+                            timers_fired: journal.timers_fired,
+                            calls: recorded_calls,
+                            overrides: overrides.clone(),
+                        };
+                        report.tasks_replayed += 1;
+                        report.divergence = run.compare(&c, seq, update.as_ref(), goto).await?;
+                    }
+                }
+                Body::StepCompleted { step, next, .. } if report.divergence.is_none() => {
+                    let routed = crate::runner::route_step(wf, &c, *step);
+                    let produced = match routed {
+                        Ok((now, _)) => serde_json::to_value(now).unwrap_or(Value::Null),
+                        Err(e) => Value::String(e.to_string()),
+                    };
+                    let recorded = serde_json::to_value(next).unwrap_or(Value::Null);
+                    if produced != recorded {
+                        report.divergence = Some(Divergence {
+                            step: *step,
+                            task: c
+                                .meta
+                                .open
+                                .keys()
+                                .map(ToString::to_string)
+                                .collect::<Vec<_>>()
+                                .join(","),
+                            seq,
+                            what: "the routing after the step differs".into(),
+                            recorded,
+                            produced,
+                        });
+                    }
+                }
+                _ => {}
+            }
+            if report.divergence.is_some() {
+                // The first difference is the report; what follows it would only echo it.
+                return Ok(report);
+            }
+            c.apply(seq, rec.bookmark.at_ms, &rec.body)?;
+        }
+        if n < limits::READ_CHUNK {
+            break;
+        }
+    }
+    Ok(report)
+}
+
+/// The item of map task `task`, from the map's items at `ctx`'s state (the state a step's tasks
+/// all see), for a task whose `NodeStarted` lies before where replay started.
+fn map_item(wf: &DynWorkflow, ctx: &ThreadCtx, task: &TaskKey) -> Option<Value> {
+    let index = task.item?;
+    let node = &wf.nodes()[wf.node_id(&task.node)?];
+    let DynNodeKind::Map { items, .. } = &node.kind else { return None };
+    items(ctx.state.as_ref()).ok()?.into_iter().nth(index as usize)
 }
 
 struct ReplayRun {
@@ -318,7 +399,7 @@ impl ReplayRun {
 struct ReplayState {
     values: VecDeque<Value>,
     suspensions: Suspensions,
-    calls: Vec<(String, Value, Result<Value, cairn_dsl::ToolError>)>,
+    calls: Vec<RecordedCall>,
     next_call: u32,
     overrides: BTreeMap<(u64, String, u32), Value>,
     /// The first difference seen inside the node (what, recorded, produced).
@@ -407,7 +488,9 @@ impl NodeContext for ReplayCtx {
                         Value::String(name),
                         Value::String(call.name.clone()),
                     ));
-                } else if recorded_input != input {
+                } else if let Some(recorded_input) = recorded_input
+                    && recorded_input != input
+                {
                     st.first.get_or_insert((
                         format!("tool call #{index} ({name}) has another input"),
                         recorded_input,

@@ -15,4 +15,5 @@ mod debug_bundle;
 mod execution;
 mod recovery;
 mod replay;
+mod resume_check;
 mod scale;

@@ -1,0 +1,249 @@
+//! The resume check: a thread that this engine instance did not create is replayed, the first
+//! time it is driven here, over its steps since its latest checkpoint against the code now
+//! registered. If the code no longer reproduces what was recorded (a node body changed under the
+//! same workflow id, version and graph, which the fingerprint cannot see), the thread is not run:
+//! it is moved to Blocked with the divergence as the reason, for a human to fix the code or
+//! migrate the thread, then resume it (which checks again).
+//!
+//! Why only the tail: the checkpoint's state is what the thread goes on from, whatever code
+//! produced it; the recorded outcomes after it are folded into the restored context without being
+//! re-run, so they are what could silently disagree with the code that runs next. The cost is
+//! one checkpoint load and the events after it, the same bound as restore's.
+//!
+//! Why once per instance: code cannot change inside one process, so a thread verified (or
+//! created) by this instance stays verified until the instance is dropped.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use cairn_dsl::DynWorkflow;
+use cairn_storage::{
+    Batch, Checkpoint, Guard, LeaseOp, Seq, Store, ThreadId, ThreadRecord, ThreadStatus,
+};
+use serde_json::Value;
+
+use crate::engine::{Engine, Inner};
+use crate::error::Error;
+use crate::log;
+use crate::record::Body;
+use crate::replay::{Divergence, ReplayReport, replay_after};
+use crate::restore::{decode_snapshot, restore};
+use crate::status::{Transition, transition};
+use crate::thread_ctx::ThreadCtx;
+
+impl Engine {
+    /// Replays `thread`'s steps since its latest checkpoint (since its creation when it has
+    /// none) against the registered code of its workflow: what the engine checks before it
+    /// resumes a thread it did not create. Reads only; the cost is bounded by the events after
+    /// the checkpoint, whatever the length of the history (see [`ReplayReport::after_seq`] and
+    /// [`ReplayReport::tasks_replayed`]).
+    ///
+    /// # Errors
+    /// [`Error::UnknownThread`], [`Error::UnknownWorkflow`] / [`Error::FingerprintChanged`] when
+    /// the code is not registered; storage and record errors.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
+    /// let report = engine.replay_tail("t1").await?;
+    /// if let Some(d) = &report.divergence {
+    ///     eprintln!("t1 would block on resume: {d}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn replay_tail(&self, thread: &str) -> Result<ReplayReport, Error> {
+        let id = ThreadId::new(thread)?;
+        let wf = self.workflow_of(&id)?;
+        tail(self.store().as_ref(), &wf, &id).await
+    }
+}
+
+/// The check the runner makes after restoring `thread` (`ctx`, from `record`) and before running
+/// it, for a run started for `reason`. Returns `Some(Blocked)` when it blocked the thread (the
+/// runner then stops without running it), `None` to go on.
+///
+/// # Errors
+/// Storage and record errors; [`Error::Transition`] if the thread's status cannot block.
+#[allow(dead_code, reason = "called by runner.rs (drive_claimed) once wired in")]
+pub(crate) async fn check(
+    inner: &Arc<Inner>,
+    wf: &Arc<DynWorkflow>,
+    thread: &ThreadId,
+    ctx: &ThreadCtx,
+    record: &ThreadRecord,
+    reason: &str,
+) -> Result<Option<ThreadStatus>, Error> {
+    if CREATED_HERE.contains(&reason) {
+        mark_verified(inner, thread);
+        return Ok(None);
+    }
+    if is_verified(inner, thread) {
+        return Ok(None);
+    }
+    let report = tail(inner.store.as_ref(), wf, thread).await?;
+    tracing::debug!(
+        thread = %thread,
+        after_seq = report.after_seq,
+        tasks_replayed = report.tasks_replayed,
+        "resume check replayed the tail"
+    );
+    let Some(divergence) = report.divergence else {
+        mark_verified(inner, thread);
+        return Ok(None);
+    };
+    tracing::warn!(thread = %thread, %divergence, "resuming would diverge: thread blocked");
+    block(inner, thread, ctx, record, &divergence).await?;
+    Ok(Some(ThreadStatus::Blocked))
+}
+
+/// Reasons a thread is driven for that only occur for a thread this instance just created (an
+/// idempotent start of an existing id does not drive it; a fork is always a new thread).
+const CREATED_HERE: [&str; 2] = ["started", "forked"];
+
+/// Prefix of the Blocked status reason; the divergence follows.
+pub(crate) const BLOCK_REASON: &str = "resuming would diverge from the recorded history";
+
+/// Threads verified (or created) per engine instance, keyed by a weak reference to the
+/// instance's shared state: a weak reference keeps the allocation, so a new instance can never
+/// reuse a live entry's address, and a dropped instance's entry is swept.
+/// (A field of `Inner` would do the same without the sweep.)
+static VERIFIED: Mutex<Vec<(Weak<Inner>, HashSet<ThreadId>)>> = Mutex::new(Vec::new());
+
+fn is_verified(inner: &Arc<Inner>, thread: &ThreadId) -> bool {
+    let all = VERIFIED.lock().unwrap_or_else(PoisonError::into_inner);
+    let me = Arc::downgrade(inner);
+    all.iter().any(|(w, set)| Weak::ptr_eq(w, &me) && set.contains(thread))
+}
+
+fn mark_verified(inner: &Arc<Inner>, thread: &ThreadId) {
+    let mut all = VERIFIED.lock().unwrap_or_else(PoisonError::into_inner);
+    all.retain(|(w, _)| w.strong_count() > 0);
+    let me = Arc::downgrade(inner);
+    match all.iter_mut().find(|(w, _)| Weak::ptr_eq(w, &me)) {
+        Some((_, set)) => {
+            set.insert(thread.clone());
+        }
+        None => all.push((me, HashSet::from([thread.clone()]))),
+    }
+}
+
+/// Replays `thread` from its latest checkpoint (or its creation) to its last event.
+async fn tail(
+    store: &dyn Store,
+    wf: &Arc<DynWorkflow>,
+    thread: &ThreadId,
+) -> Result<ReplayReport, Error> {
+    let start = match store.latest_checkpoint_at_or_before(thread, Seq(u64::MAX)) {
+        Ok(Some(cp)) => match from_checkpoint(wf, thread, &cp) {
+            Ok(ctx) => ctx,
+            Err(e) => {
+                // A damaged checkpoint: restore rebuilds the context it should hold (from an
+                // older one, or the log), which is what the tail goes on from.
+                tracing::warn!(thread = %thread, error = %e, "checkpoint unusable; restoring its seq");
+                restore(store, wf, thread, Some(cp.covers.seq.0))?
+            }
+        },
+        Ok(None) => created(store, wf, thread)?,
+        Err(e) => {
+            // The checkpoint index is unreadable: the log alone still gives the start.
+            tracing::warn!(thread = %thread, error = %e, "checkpoint lookup failed; replaying the whole log");
+            created(store, wf, thread)?
+        }
+    };
+    replay_after(store, wf, thread, start, &BTreeMap::new()).await
+}
+
+/// The context a checkpoint holds, checked against the seq it claims to cover.
+fn from_checkpoint(
+    wf: &DynWorkflow,
+    thread: &ThreadId,
+    cp: &Checkpoint,
+) -> Result<ThreadCtx, Error> {
+    let snapshot = decode_snapshot(thread, cp.covers.seq.0, &cp.snapshot)?;
+    if snapshot.meta.seq != cp.covers.seq.0 {
+        return Err(Error::Record {
+            thread: thread.to_string(),
+            seq: cp.covers.seq.0,
+            detail: format!(
+                "checkpoint {} covers seq {} but its snapshot is at {}",
+                cp.id.0, cp.covers.seq, snapshot.meta.seq
+            ),
+        });
+    }
+    ThreadCtx::from_snapshot(wf, snapshot)
+}
+
+/// The context after the thread's first event.
+fn created(store: &dyn Store, wf: &DynWorkflow, thread: &ThreadId) -> Result<ThreadCtx, Error> {
+    let first = store.read_since(thread, Seq(0), 1)?;
+    let Some(event) = first.into_iter().next() else {
+        return Err(Error::UnknownThread(thread.to_string()));
+    };
+    let rec = log::decode(store, event)?;
+    ThreadCtx::created(wf, thread.as_str(), &rec.body, rec.bookmark.at_ms)
+}
+
+/// Writes, in one batch guarded by the status and last seq the runner restored, the move to
+/// Blocked with the divergence as its reason, and the thread record (its summary's last error
+/// says why, for listings and [`crate::ThreadHandle::outcome`]). A lease left by a dead runner is
+/// released: a blocked thread has no runner.
+async fn block(
+    inner: &Arc<Inner>,
+    thread: &ThreadId,
+    ctx: &ThreadCtx,
+    record: &ThreadRecord,
+    divergence: &Divergence,
+) -> Result<(), Error> {
+    let from = record.status;
+    let to = transition(from, Transition::Block)
+        .map_err(|source| Error::Transition { thread: thread.to_string(), source })?;
+    let reason = format!("{BLOCK_REASON}: {divergence}");
+    let now = inner.clock.now_ms();
+    let mut batch = Batch::default();
+    log::push_event(
+        &mut batch,
+        thread,
+        &Body::StatusChanged { from, to, reason: reason.clone() },
+        now,
+    )?;
+    let mut rec = record.clone();
+    rec.status = to;
+    rec.updated_at_ms = now;
+    rec.summary = with_last_error(&record.summary, &reason);
+    batch.threads.push(rec);
+    if let Some(lease) = &record.lease {
+        // The file is locked by this process, so the holder is this runner's predecessor.
+        batch.leases.push(LeaseOp::Release { thread: thread.clone(), owner: lease.owner.clone() });
+    }
+    batch.guards.push(Guard::Status { thread: thread.clone(), expected: from });
+    batch.guards.push(Guard::LastSeq { thread: thread.clone(), seq: Seq(ctx.meta.seq) });
+    inner.store.append(batch)?.wait().await?;
+    Ok(())
+}
+
+/// The record's JSON summary with `last_error` set to `error` (the other fields kept as the
+/// runner wrote them; a summary that is not a JSON object becomes one).
+fn with_last_error(summary: &[u8], error: &str) -> Vec<u8> {
+    let mut v: Value = serde_json::from_slice(summary).unwrap_or(Value::Null);
+    if !v.is_object() {
+        v = Value::Object(serde_json::Map::new());
+    }
+    if let Value::Object(m) = &mut v {
+        m.insert("last_error".into(), Value::String(error.to_owned()));
+    }
+    serde_json::to_vec(&v).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_last_error;
+
+    #[test]
+    fn last_error_replaces_only_its_field() {
+        let s = br#"{"step":3,"frontier":["a"],"last_error":null}"#;
+        let v: serde_json::Value = serde_json::from_slice(&with_last_error(s, "why")).unwrap();
+        assert_eq!(v, serde_json::json!({"step": 3, "frontier": ["a"], "last_error": "why"}));
+        let v: serde_json::Value = serde_json::from_slice(&with_last_error(b"", "why")).unwrap();
+        assert_eq!(v, serde_json::json!({"last_error": "why"}));
+    }
+}
