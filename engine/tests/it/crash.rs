@@ -353,6 +353,8 @@ fn recorded_calls(path: &Path) -> BTreeSet<String> {
 static CASES: AtomicU64 = AtomicU64::new(0);
 static DIVERGED: AtomicU64 = AtomicU64::new(0);
 static REPEATED: AtomicU64 = AtomicU64::new(0);
+/// Recorded tool calls found after the crashes: zero would make the repeated-effects check vacuous.
+static RECORDED: AtomicU64 = AtomicU64::new(0);
 
 fn one_case(shape: Shape, crash_frac: f64) -> Result<(), TestCaseError> {
     let rt =
@@ -370,6 +372,7 @@ fn one_case(shape: Shape, crash_frac: f64) -> Result<(), TestCaseError> {
         run(&crashed, &wf, Some(crash_after)).await;
         let before_crash = fx.take();
         let recorded = recorded_calls(&crashed);
+        RECORDED.fetch_add(recorded.len() as u64, Ordering::SeqCst);
         let (_, got) = run(&crashed, &wf, None).await;
         let after = fx.take();
 
@@ -419,6 +422,10 @@ fn engine_crash_at_any_append_then_resume() {
     if let Err(e) = result {
         panic!("{e}");
     }
+    assert!(
+        CASES.load(Ordering::SeqCst) < 16 || RECORDED.load(Ordering::SeqCst) > 0,
+        "no recorded tool call found after any crash: the repeated-effects check saw nothing"
+    );
 }
 
 /// The case count: `var` if set to a number, else `default`.

@@ -18,18 +18,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cairn::clock::ManualClock;
-use cairn::dsl::{Budgets, Ctx, NodeOutput, State, Workflow};
+use cairn::dsl::{Ctx, NodeOutput, State, Workflow};
 use cairn::record::Body;
 use cairn::storage::limits::READ_LIMIT_MAX;
 use cairn::storage::{RedbStore, Store, ThreadId};
-use cairn::thread_ctx::Waiting;
-use cairn::{Durability, END, Engine, NodeError, START, Seq, StartOptions, ThreadStatus};
+use cairn::{END, NodeError, START, Seq, ThreadStatus};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::crash::{Dying, EffectLog, cases_from_env};
+use crate::crash::{EffectLog, cases_from_env};
+use driver::{Acked, Tally, run};
 
 /// The state: every node appends what it saw.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,7 +45,7 @@ impl State for Acc {
 }
 
 /// Short against the runners' lease (60 s of engine clock, renewed every step): moving the clock
-/// past a running thread's lease makes its next append fail (see the ignored test below).
+/// past a running thread's lease makes its next append fail (see `findings`).
 const SLEEP_MS: u64 = 1_000;
 /// A sleep no driver wakes.
 const NEVER_MS: u64 = 1 << 40;
@@ -115,6 +115,12 @@ fn plan() -> impl Strategy<Value = Plan> {
             threads,
         })
     })
+}
+
+/// With `CAIRN_CRASH_CONTROLS_STRICT=1` the races the drivers otherwise retry fail the case (to
+/// check an engine fix).
+fn strict() -> bool {
+    std::env::var("CAIRN_CRASH_CONTROLS_STRICT").is_ok_and(|v| v == "1")
 }
 
 fn tid(t: usize) -> String {
@@ -226,285 +232,8 @@ fn build(plan: &Plan, fx: &EffectLog, signals: &Arc<Signals>) -> Workflow<Acc> {
     b.edge(prev, END).build().expect("generated workflow")
 }
 
-/// Controls the drivers carried out, over every case (the summary line).
-#[derive(Default)]
-struct Tally {
-    cancels: AtomicU64,
-    inputs: AtomicU64,
-    sleeps: AtomicU64,
-    budgets: AtomicU64,
-    /// `cancel` acknowledged without effect (asked again).
-    cancel_races: AtomicU64,
-    /// `set_budgets` refused a thread reported Paused (asked again).
-    budget_races: AtomicU64,
-}
-
-fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::SeqCst);
-}
-
-/// What the crashing run saw acknowledged for a thread: after the crash none of it may be
-/// missing from the log.
-#[derive(Debug, Default, Clone)]
-struct Acked {
-    started: bool,
-    /// The highest step the step hook reported.
-    step: u64,
-    inputs: u64,
-    budgets_set: u64,
-    resumes: u64,
-    cancelled: bool,
-}
-
-type AckMap = Arc<Mutex<BTreeMap<String, Acked>>>;
-
-fn ack(acks: &AckMap, thread: &str, f: impl FnOnce(&mut Acked)) {
-    f(acks.lock().unwrap().entry(thread.to_owned()).or_default());
-}
-
-/// One engine run of a case.
-struct Run<'a> {
-    engine: Engine,
-    clock: ManualClock,
-    plan: &'a Plan,
-    signals: Vec<Arc<Notify>>,
-    acks: AckMap,
-    tally: &'a Tally,
-}
-
-impl Run<'_> {
-    /// Asks for the planned cancel of thread `t`. False when the engine acknowledged a cancel
-    /// that did not happen: a thread whose runner has committed its park but not yet let go
-    /// takes the cancel as one for a running thread, and the runner ignores it on its way out.
-    /// The driver asks again; the summary line counts these as `cancel_races`.
-    async fn cancel(&self, t: usize) -> Result<bool, cairn::Error> {
-        self.engine.cancel(&tid(t), "planned cancel").await?;
-        let id = ThreadId::new(tid(t)).unwrap();
-        let status = self.engine.store().thread(&id)?.expect("thread record").status;
-        if status != ThreadStatus::Cancelled {
-            bump(&self.tally.cancel_races);
-            tokio::task::yield_now().await;
-            return Ok(false);
-        }
-        ack(&self.acks, &tid(t), |a| a.cancelled = true);
-        bump(&self.tally.cancels);
-        Ok(true)
-    }
-
-    /// Raises the budgets of a thread stopped by one. The handle may report Paused before the
-    /// runner that paused it has let go (a fresh watch reads the stored status), and
-    /// `set_budgets` refuses a thread with a runner: retried, counted as `budget_races`.
-    async fn raise_budgets(&self, t: usize) -> Result<(), cairn::Error> {
-        loop {
-            match self.engine.set_budgets(&tid(t), Budgets::default()).await {
-                Ok(()) => return Ok(()),
-                Err(cairn::Error::WrongStatus { status: ThreadStatus::Paused, .. }) => {
-                    bump(&self.tally.budget_races);
-                    tokio::task::yield_now().await;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Waits until the log of thread `t` grows past `last` (or its hang signal asks for the
-    /// planned cancel).
-    async fn progress(&self, t: usize, last: u64) -> Result<(), cairn::Error> {
-        let mut events = self.engine.thread(&tid(t))?.events(last)?;
-        tokio::select! {
-            r = events.next() => r.map(|_| ()),
-            () = self.signals[t].notified() => self.cancel(t).await.map(|_| ()),
-        }
-    }
-
-    /// Drives thread `t` to its end, answering whatever it waits for: input, a timer (the
-    /// clock moves to it), a budget stop (raised and resumed), or the planned cancel.
-    async fn drive(&self, t: usize) -> Result<ThreadStatus, cairn::Error> {
-        let id = ThreadId::new(tid(t)).unwrap();
-        let h = self.engine.thread(&tid(t))?;
-        loop {
-            // The handle's status moves only once a runner has let go of the thread, so a
-            // parked status seen here is safe to act on.
-            let watched = tokio::select! {
-                o = h.wait() => o?.status,
-                () = self.signals[t].notified() => {
-                    self.cancel(t).await?;
-                    continue;
-                }
-            };
-            // `wait` reports the stored status: Running means the watch it waited on was stale
-            // (a timer or an input woke the thread meanwhile): wait for the log to move.
-            let record = self.engine.store().thread(&id)?.expect("thread record");
-            let last = record.last.map_or(0, |b| b.seq.0);
-            if matches!(record.status, ThreadStatus::Running | ThreadStatus::Created)
-                || record.status != watched
-            {
-                self.progress(t, last).await?;
-                continue;
-            }
-            match watched {
-                ThreadStatus::Completed | ThreadStatus::Cancelled => return Ok(watched),
-                ThreadStatus::WaitingInput | ThreadStatus::Sleeping => {
-                    let wf = self.engine.workflow_of(&id)?;
-                    let ctx =
-                        cairn::restore::restore(self.engine.store().as_ref(), &wf, &id, None)?;
-                    let (node, until) = match ctx.meta.waiting {
-                        Some(Waiting::Input { task, .. }) => (task.node, None),
-                        Some(Waiting::Timer { task, until_ms }) => (task.node, Some(until_ms)),
-                        None => {
-                            // Woken between the record read and the restore.
-                            self.progress(t, last).await?;
-                            continue;
-                        }
-                    };
-                    let i: usize = node[1..].parse().unwrap();
-                    if self.plan.threads[t].cancel_at == Some(i) {
-                        if !self.cancel(t).await? {
-                            continue; // nothing was written: ask again
-                        }
-                    } else if let Some(until) = until {
-                        self.clock.set_ms(until);
-                        bump(&self.tally.sleeps);
-                    } else {
-                        self.engine.send_input(&tid(t), answer(i, t)).await?;
-                        ack(&self.acks, &tid(t), |a| a.inputs += 1);
-                        bump(&self.tally.inputs);
-                    }
-                }
-                ThreadStatus::Paused => {
-                    self.raise_budgets(t).await?;
-                    ack(&self.acks, &tid(t), |a| a.budgets_set += 1);
-                    self.engine.resume(&tid(t)).await?;
-                    ack(&self.acks, &tid(t), |a| a.resumes += 1);
-                    bump(&self.tally.budgets);
-                }
-                other => return Ok(other),
-            }
-            self.progress(t, last).await?;
-        }
-    }
-
-    async fn start_and_drive(
-        &self,
-    ) -> Result<Vec<Result<ThreadStatus, cairn::Error>>, cairn::Error> {
-        for (t, tp) in self.plan.threads.iter().enumerate() {
-            let budgets = tp.budget.map(|l| match l {
-                Limit::Steps(n) => Budgets { max_steps: Some(n), ..Budgets::default() },
-                Limit::ToolCalls(n) => Budgets { max_tool_calls: Some(n), ..Budgets::default() },
-            });
-            let opts = StartOptions { budgets, ..StartOptions::id(tid(t)) };
-            // Idempotent: after a crash this finds the thread if it was created.
-            self.engine.start("ctl", Acc::default(), opts).await?;
-            ack(&self.acks, &tid(t), |a| a.started = true);
-        }
-        let drivers = (0..self.plan.threads.len()).map(|t| self.drive(t));
-        Ok(futures::future::join_all(drivers).await)
-    }
-}
-
-/// Runs a case's plan on the database at `path`: to the end, or with `crash_after` until the
-/// store dies after that many appends. Returns the appends made and what was acknowledged.
-async fn run(
-    path: &Path,
-    wf: &Workflow<Acc>,
-    plan: &Plan,
-    clock: &ManualClock,
-    signals: &Signals,
-    crash_after: Option<i64>,
-    tally: &Tally,
-) -> Result<(u64, BTreeMap<String, Acked>), TestCaseError> {
-    // Before the open: recovery may resume a thread straight into its hang node.
-    let hang_signals = signals.reset(plan.threads.len());
-    let options = cairn::storage::Options { durability: Durability::None, ..Default::default() };
-    let store = Arc::new(RedbStore::open(path, options).unwrap());
-    let dying = Arc::new(Dying::new(store, crash_after));
-    let engine = Engine::with_store(dying.clone())
-        .workflow(wf)
-        .seed(5)
-        .concurrency(2)
-        .clock(Arc::new(clock.clone()))
-        .cancel_grace_ms(50)
-        .open()
-        .await
-        .unwrap();
-    let acks = AckMap::default();
-    let hook_acks = acks.clone();
-    engine.on_step(Arc::new(move |thread, step, _| {
-        ack(&hook_acks, thread.as_str(), |a| a.step = a.step.max(step));
-    }));
-    let r = Run {
-        engine: engine.clone(),
-        clock: clock.clone(),
-        plan,
-        signals: hang_signals,
-        acks: acks.clone(),
-        tally,
-    };
-    let stuck = std::time::Duration::from_secs(STUCK_SECS);
-    let first_error = |res: Vec<Result<ThreadStatus, cairn::Error>>| {
-        res.into_iter().enumerate().find_map(|(t, r)| r.err().map(|e| format!("{}: {e}", tid(t))))
-    };
-    let failure = if crash_after.is_some() {
-        // Until the store dies, or the end when the crash point lies past it. Errors are
-        // expected once the store died (every driver then ends with one), not before.
-        let outcome = tokio::time::timeout(stuck, async {
-            tokio::select! {
-                () = dying.died.notified() => None,
-                r = r.start_and_drive() => Some(r),
-            }
-        })
-        .await;
-        match outcome {
-            Err(_) => Some(format!("stuck; the logs:\n{}", dump(engine.store().as_ref(), plan))),
-            Ok(Some(Err(e))) if !dying.dead() => Some(format!("start: {e}")),
-            Ok(Some(Ok(res))) if !dying.dead() => first_error(res),
-            Ok(_) => None,
-        }
-    } else {
-        match tokio::time::timeout(stuck, r.start_and_drive()).await {
-            Err(_) => Some(format!("stuck; the logs:\n{}", dump(engine.store().as_ref(), plan))),
-            Ok(Err(e)) => Some(format!("start: {e}")),
-            Ok(Ok(res)) => first_error(res),
-        }
-    };
-    let stop = async {
-        // A stuck run may have a node waiting for a cancel: a graceful shutdown would wait too.
-        if crash_after.is_some() || failure.is_some() {
-            engine.crash().await;
-        } else {
-            engine.shutdown().await;
-        }
-    };
-    if tokio::time::timeout(std::time::Duration::from_secs(STUCK_SECS), stop).await.is_err() {
-        return Err(TestCaseError::fail(format!(
-            "engine did not stop (crash_after {crash_after:?})"
-        )));
-    }
-    let appends = dying.appends.load(Ordering::SeqCst);
-    drop(r);
-    drop(engine);
-    drop(dying);
-    if let Some(f) = failure {
-        return Err(TestCaseError::fail(format!("run with crash_after {crash_after:?}: {f}")));
-    }
-    let acks = acks.lock().unwrap().clone();
-    Ok((appends, acks))
-}
-
-/// Every thread's log and status, one event a line (for a stuck case's failure message).
-fn dump(store: &dyn Store, plan: &Plan) -> String {
-    let mut out = String::new();
-    for t in 0..plan.threads.len() {
-        let id = ThreadId::new(tid(t)).unwrap();
-        let status = store.thread(&id).ok().flatten().map(|r| r.status);
-        out.push_str(&format!("{id} ({status:?}):\n"));
-        for e in store.read_since(&id, Seq(0), READ_LIMIT_MAX).unwrap_or_default() {
-            let body = cairn::log::decode(store, e).map(|r| format!("{:?}", r.body));
-            out.push_str(&format!("  {}\n", body.unwrap_or_else(|e| e.to_string())));
-        }
-    }
-    out
-}
+mod driver;
+mod findings;
 
 /// How a thread ended, as far as a crashed run must agree with the uninterrupted one.
 #[derive(Debug, Clone, PartialEq)]
@@ -745,13 +474,14 @@ fn engine_crash_with_controls_then_resume() {
     let result = runner.run(&(plan(), 0.0f64..1.0), |(plan, frac)| one_case(&plan, frac, &tally));
     let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
     println!(
-        "RELIABILITY engine_crash_controls cases={} cancels={} inputs={} sleeps={} budgets={} cancel_races={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
+        "RELIABILITY engine_crash_controls cases={} cancels={} inputs={} sleeps={} budgets={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
         n(&CASES),
         n(&tally.cancels),
         n(&tally.inputs),
         n(&tally.sleeps),
         n(&tally.budgets),
-        n(&tally.cancel_races),
+        n(&tally.cancel_early),
+        n(&tally.cancel_lost),
         n(&tally.budget_races),
         n(&BUDGET_DRIFT),
         n(&DIVERGED),
@@ -761,97 +491,15 @@ fn engine_crash_with_controls_then_resume() {
     if let Err(e) = result {
         panic!("{e}");
     }
-}
-
-/// One node around one tool whose body is `tool_body`, on an engine with a manual clock.
-async fn one_tool_engine(
-    path: &Path,
-    clock: &ManualClock,
-    calls: u64,
-    tool_body: Arc<dyn Fn() + Send + Sync>,
-) -> Engine {
-    let wf = Workflow::<Acc>::builder("tools", 1)
-        .node("n", move |_s: Arc<Acc>, ctx: Ctx| {
-            let tool_body = tool_body.clone();
-            async move {
-                let mut out = Vec::new();
-                for i in 0..calls {
-                    let body = tool_body.clone();
-                    let v: u64 = ctx
-                        .tool("work", i, move |x: u64, _| {
-                            body();
-                            async move { Ok::<_, cairn::ToolError>(x) }
-                        })
-                        .await?;
-                    out.push(v);
-                }
-                Ok(NodeOutput::update(out))
-            }
-        })
-        .edge(START, "n")
-        .edge("n", END)
-        .build()
-        .unwrap();
-    Engine::builder(path)
-        .durability(Durability::None)
-        .clock(Arc::new(clock.clone()))
-        .workflow(&wf)
-        .open()
-        .await
-        .unwrap()
-}
-
-/// Found by the proptest above (with hour-long sleeps, one thread's timer moved the shared clock
-/// past another's lease): a tool call that outlasts the runner's lease (`LEASE_TTL_MS`, renewed
-/// only at step boundaries) cannot record its result. The `ToolReturned` append carries
-/// `Guard::Lease` at the call's end time, storage rejects it, the runner stops with an error,
-/// and the thread stays Running with no runner until the next open, which runs the tool again.
-#[tokio::test]
-#[ignore = "engine bug: a tool call longer than the 60 s lease strands its thread (report of 2026-11-22)"]
-async fn a_tool_call_longer_than_the_lease_still_completes() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("lease.db");
-    let clock = ManualClock::new(CLOCK_START_MS);
-    let during = clock.clone();
-    let body: Arc<dyn Fn() + Send + Sync> = Arc::new(move || during.advance_ms(61_000));
-    let engine = one_tool_engine(&path, &clock, 1, body).await;
-    let h = engine.start("tools", Acc::default(), StartOptions::id("long")).await.unwrap();
-    let out = tokio::time::timeout(std::time::Duration::from_secs(10), h.output::<Acc>()).await;
-    let log = {
-        let id = ThreadId::new("long").unwrap();
-        let events = engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX).unwrap();
-        let store = engine.store().as_ref();
-        events
-            .into_iter()
-            .map(|e| format!("{:?}", cairn::log::decode(store, e).unwrap().body))
-            .collect::<Vec<_>>()
-    };
-    assert!(matches!(&out, Ok(Ok(acc)) if acc.items == vec![0]), "{out:?}; log {log:#?}");
-    engine.shutdown().await;
-}
-
-/// DESIGN.md promises "a clean stop" at a budget's limit. A tool-call budget reached inside a
-/// node instead fails the node with the permanent `BudgetExceeded` and the thread ends Failed,
-/// so raising the budget cannot resume it (a step or tool-call limit met at a step boundary
-/// does stop cleanly: Paused, as the proptest above checks).
-#[tokio::test]
-#[ignore = "engine gap: max_tool_calls reached inside a node fails the thread (report of 2026-11-22)"]
-async fn a_tool_call_budget_reached_inside_a_node_stops_cleanly() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("budget.db");
-    let clock = ManualClock::new(CLOCK_START_MS);
-    let runs = Arc::new(AtomicU64::new(0));
-    let counted = runs.clone();
-    let body: Arc<dyn Fn() + Send + Sync> = Arc::new(move || bump(&counted));
-    let engine = one_tool_engine(&path, &clock, 3, body).await;
-    let budgets = Budgets { max_tool_calls: Some(2), ..Budgets::default() };
-    let opts = StartOptions { budgets: Some(budgets), ..StartOptions::id("b") };
-    let h = engine.start("tools", Acc::default(), opts).await.unwrap();
-    let outcome = h.wait().await.unwrap();
-    assert_eq!(outcome.status, ThreadStatus::Paused, "{outcome:?}");
-    engine.set_budgets("b", Budgets::default()).await.unwrap();
-    engine.resume("b").await.unwrap();
-    assert_eq!(h.output::<Acc>().await.unwrap().items, vec![0, 1, 2]);
-    assert_eq!(runs.load(Ordering::SeqCst), 3, "no tool call ran twice");
-    engine.shutdown().await;
+    if n(&CASES) >= 64 {
+        // A generator that stopped producing a control would leave its checks with nothing.
+        for (name, c) in [
+            ("cancels", &tally.cancels),
+            ("inputs", &tally.inputs),
+            ("sleeps", &tally.sleeps),
+            ("budgets", &tally.budgets),
+        ] {
+            assert!(n(c) > 0, "no case exercised {name}");
+        }
+    }
 }

@@ -1,0 +1,316 @@
+//! The driver of one engine run of a case: starts the threads and answers what each waits for
+//! (input, a timer, a budget stop, the planned cancel), recording what the engine acknowledged.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use cairn::clock::ManualClock;
+use cairn::dsl::{Budgets, Workflow};
+use cairn::storage::limits::READ_LIMIT_MAX;
+use cairn::storage::{RedbStore, Store, ThreadId};
+use cairn::thread_ctx::Waiting;
+use cairn::{Durability, Engine, Seq, StartOptions, ThreadStatus};
+use proptest::test_runner::TestCaseError;
+use tokio::sync::Notify;
+
+use super::{Acc, Limit, Plan, STUCK_SECS, Signals, answer, strict, tid};
+use crate::crash::Dying;
+
+/// Controls the drivers carried out, over every case (the summary line).
+#[derive(Default)]
+pub(super) struct Tally {
+    pub(super) cancels: AtomicU64,
+    pub(super) inputs: AtomicU64,
+    pub(super) sleeps: AtomicU64,
+    pub(super) budgets: AtomicU64,
+    /// `cancel` returned Ok while the thread still ran (it ends Cancelled later).
+    pub(super) cancel_early: AtomicU64,
+    /// `cancel` returned Ok and the thread stayed parked (asked again).
+    pub(super) cancel_lost: AtomicU64,
+    /// `set_budgets` refused a thread reported Paused (asked again).
+    pub(super) budget_races: AtomicU64,
+}
+
+pub(super) fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::SeqCst);
+}
+
+/// What the crashing run saw acknowledged for a thread: after the crash none of it may be
+/// missing from the log.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Acked {
+    pub(super) started: bool,
+    /// The highest step the step hook reported.
+    pub(super) step: u64,
+    pub(super) inputs: u64,
+    pub(super) budgets_set: u64,
+    pub(super) resumes: u64,
+    pub(super) cancelled: bool,
+}
+
+pub(super) type AckMap = Arc<Mutex<BTreeMap<String, Acked>>>;
+
+pub(super) fn ack(acks: &AckMap, thread: &str, f: impl FnOnce(&mut Acked)) {
+    f(acks.lock().unwrap().entry(thread.to_owned()).or_default());
+}
+
+/// One engine run of a case.
+pub(super) struct Run<'a> {
+    engine: Engine,
+    clock: ManualClock,
+    plan: &'a Plan,
+    signals: Vec<Arc<Notify>>,
+    acks: AckMap,
+    tally: &'a Tally,
+}
+
+impl Run<'_> {
+    /// Asks for the planned cancel of thread `t`; true once the thread is Cancelled. `cancel`
+    /// may return Ok before that, in two ways (both engine defects, see the report):
+    /// - early: the status watch it waits on still holds Created (a runner's start records
+    ///   Running without notifying watchers), so it returns at once while the thread runs on
+    ///   to Cancelled; the driver waits for the status (`cancel_early`);
+    /// - lost: the thread's runner has committed a park but not yet let go, so the cancel goes
+    ///   to a runner on its way out and is dropped; the thread stays parked and the driver asks
+    ///   again (`cancel_lost`).
+    async fn cancel(&self, t: usize) -> Result<bool, cairn::Error> {
+        self.engine.cancel(&tid(t), "planned cancel").await?;
+        let id = ThreadId::new(tid(t)).unwrap();
+        let status = self.engine.store().thread(&id)?.expect("thread record").status;
+        if status != ThreadStatus::Cancelled {
+            assert!(
+                !strict(),
+                "{}: cancel acknowledged, status still {status:?}; logs:\n{}",
+                tid(t),
+                dump(self.engine.store().as_ref(), self.plan)
+            );
+            if status == ThreadStatus::Running {
+                bump(&self.tally.cancel_early);
+            } else {
+                bump(&self.tally.cancel_lost);
+            }
+            tokio::task::yield_now().await;
+            return Ok(false);
+        }
+        ack(&self.acks, &tid(t), |a| a.cancelled = true);
+        bump(&self.tally.cancels);
+        Ok(true)
+    }
+
+    /// Raises the budgets of a thread stopped by one. The handle may report Paused before the
+    /// runner that paused it has let go (a fresh watch reads the stored status), and
+    /// `set_budgets` refuses a thread with a runner: retried, counted as `budget_races`.
+    async fn raise_budgets(&self, t: usize) -> Result<(), cairn::Error> {
+        loop {
+            match self.engine.set_budgets(&tid(t), Budgets::default()).await {
+                Ok(()) => return Ok(()),
+                Err(e @ cairn::Error::WrongStatus { status: ThreadStatus::Paused, .. }) => {
+                    assert!(!strict(), "{}: {e}", tid(t));
+                    bump(&self.tally.budget_races);
+                    tokio::task::yield_now().await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Waits until the log of thread `t` grows past `last` (or its hang signal asks for the
+    /// planned cancel).
+    async fn progress(&self, t: usize, last: u64) -> Result<(), cairn::Error> {
+        let mut events = self.engine.thread(&tid(t))?.events(last)?;
+        tokio::select! {
+            r = events.next() => r.map(|_| ()),
+            () = self.signals[t].notified() => self.cancel(t).await.map(|_| ()),
+        }
+    }
+
+    /// Drives thread `t` to its end, answering whatever it waits for: input, a timer (the
+    /// clock moves to it), a budget stop (raised and resumed), or the planned cancel.
+    async fn drive(&self, t: usize) -> Result<ThreadStatus, cairn::Error> {
+        let id = ThreadId::new(tid(t)).unwrap();
+        let h = self.engine.thread(&tid(t))?;
+        loop {
+            // The handle's status moves only once a runner has let go of the thread, so a
+            // parked status seen here is safe to act on.
+            let watched = tokio::select! {
+                o = h.wait() => o?.status,
+                () = self.signals[t].notified() => {
+                    self.cancel(t).await?;
+                    continue;
+                }
+            };
+            // `wait` reports the stored status: Running means the watch it waited on was stale
+            // (a timer or an input woke the thread meanwhile): wait for the log to move.
+            let record = self.engine.store().thread(&id)?.expect("thread record");
+            let last = record.last.map_or(0, |b| b.seq.0);
+            if matches!(record.status, ThreadStatus::Running | ThreadStatus::Created)
+                || record.status != watched
+            {
+                self.progress(t, last).await?;
+                continue;
+            }
+            match watched {
+                ThreadStatus::Completed | ThreadStatus::Cancelled => return Ok(watched),
+                ThreadStatus::WaitingInput | ThreadStatus::Sleeping => {
+                    let wf = self.engine.workflow_of(&id)?;
+                    let ctx =
+                        cairn::restore::restore(self.engine.store().as_ref(), &wf, &id, None)?;
+                    let (node, until) = match ctx.meta.waiting {
+                        Some(Waiting::Input { task, .. }) => (task.node, None),
+                        Some(Waiting::Timer { task, until_ms }) => (task.node, Some(until_ms)),
+                        None => {
+                            // Woken between the record read and the restore.
+                            self.progress(t, last).await?;
+                            continue;
+                        }
+                    };
+                    let i: usize = node[1..].parse().unwrap();
+                    if self.plan.threads[t].cancel_at == Some(i) {
+                        if !self.cancel(t).await? {
+                            continue; // nothing was written: ask again
+                        }
+                    } else if let Some(until) = until {
+                        self.clock.set_ms(until);
+                        bump(&self.tally.sleeps);
+                    } else {
+                        self.engine.send_input(&tid(t), answer(i, t)).await?;
+                        ack(&self.acks, &tid(t), |a| a.inputs += 1);
+                        bump(&self.tally.inputs);
+                    }
+                }
+                ThreadStatus::Paused => {
+                    self.raise_budgets(t).await?;
+                    ack(&self.acks, &tid(t), |a| a.budgets_set += 1);
+                    self.engine.resume(&tid(t)).await?;
+                    ack(&self.acks, &tid(t), |a| a.resumes += 1);
+                    bump(&self.tally.budgets);
+                }
+                other => return Ok(other),
+            }
+            self.progress(t, last).await?;
+        }
+    }
+
+    async fn start_and_drive(
+        &self,
+    ) -> Result<Vec<Result<ThreadStatus, cairn::Error>>, cairn::Error> {
+        for (t, tp) in self.plan.threads.iter().enumerate() {
+            let budgets = tp.budget.map(|l| match l {
+                Limit::Steps(n) => Budgets { max_steps: Some(n), ..Budgets::default() },
+                Limit::ToolCalls(n) => Budgets { max_tool_calls: Some(n), ..Budgets::default() },
+            });
+            let opts = StartOptions { budgets, ..StartOptions::id(tid(t)) };
+            // Idempotent: after a crash this finds the thread if it was created.
+            self.engine.start("ctl", Acc::default(), opts).await?;
+            ack(&self.acks, &tid(t), |a| a.started = true);
+        }
+        let drivers = (0..self.plan.threads.len()).map(|t| self.drive(t));
+        Ok(futures::future::join_all(drivers).await)
+    }
+}
+
+/// Runs a case's plan on the database at `path`: to the end, or with `crash_after` until the
+/// store dies after that many appends. Returns the appends made and what was acknowledged.
+pub(super) async fn run(
+    path: &Path,
+    wf: &Workflow<Acc>,
+    plan: &Plan,
+    clock: &ManualClock,
+    signals: &Signals,
+    crash_after: Option<i64>,
+    tally: &Tally,
+) -> Result<(u64, BTreeMap<String, Acked>), TestCaseError> {
+    // Before the open: recovery may resume a thread straight into its hang node.
+    let hang_signals = signals.reset(plan.threads.len());
+    let options = cairn::storage::Options { durability: Durability::None, ..Default::default() };
+    let store = Arc::new(RedbStore::open(path, options).unwrap());
+    let dying = Arc::new(Dying::new(store, crash_after));
+    let engine = Engine::with_store(dying.clone())
+        .workflow(wf)
+        .seed(5)
+        .concurrency(2)
+        .clock(Arc::new(clock.clone()))
+        .cancel_grace_ms(50)
+        .open()
+        .await
+        .unwrap();
+    let acks = AckMap::default();
+    let hook_acks = acks.clone();
+    engine.on_step(Arc::new(move |thread, step, _| {
+        ack(&hook_acks, thread.as_str(), |a| a.step = a.step.max(step));
+    }));
+    let r = Run {
+        engine: engine.clone(),
+        clock: clock.clone(),
+        plan,
+        signals: hang_signals,
+        acks: acks.clone(),
+        tally,
+    };
+    let stuck = std::time::Duration::from_secs(STUCK_SECS);
+    let first_error = |res: Vec<Result<ThreadStatus, cairn::Error>>| {
+        res.into_iter().enumerate().find_map(|(t, r)| r.err().map(|e| format!("{}: {e}", tid(t))))
+    };
+    let failure = if crash_after.is_some() {
+        // Until the store dies, or the end when the crash point lies past it. Errors are
+        // expected once the store died (every driver then ends with one), not before.
+        let outcome = tokio::time::timeout(stuck, async {
+            tokio::select! {
+                () = dying.died.notified() => None,
+                r = r.start_and_drive() => Some(r),
+            }
+        })
+        .await;
+        match outcome {
+            Err(_) => Some(format!("stuck; the logs:\n{}", dump(engine.store().as_ref(), plan))),
+            Ok(Some(Err(e))) if !dying.dead() => Some(format!("start: {e}")),
+            Ok(Some(Ok(res))) if !dying.dead() => first_error(res),
+            Ok(_) => None,
+        }
+    } else {
+        match tokio::time::timeout(stuck, r.start_and_drive()).await {
+            Err(_) => Some(format!("stuck; the logs:\n{}", dump(engine.store().as_ref(), plan))),
+            Ok(Err(e)) => Some(format!("start: {e}")),
+            Ok(Ok(res)) => first_error(res),
+        }
+    };
+    let stop = async {
+        // A stuck run may have a node waiting for a cancel: a graceful shutdown would wait too.
+        if crash_after.is_some() || failure.is_some() {
+            engine.crash().await;
+        } else {
+            engine.shutdown().await;
+        }
+    };
+    if tokio::time::timeout(std::time::Duration::from_secs(STUCK_SECS), stop).await.is_err() {
+        return Err(TestCaseError::fail(format!(
+            "engine did not stop (crash_after {crash_after:?})"
+        )));
+    }
+    let appends = dying.appends.load(Ordering::SeqCst);
+    drop(r);
+    drop(engine);
+    drop(dying);
+    if let Some(f) = failure {
+        return Err(TestCaseError::fail(format!("run with crash_after {crash_after:?}: {f}")));
+    }
+    let acks = acks.lock().unwrap().clone();
+    Ok((appends, acks))
+}
+
+/// Every thread's log and status, one event a line (for a stuck case's failure message).
+pub(super) fn dump(store: &dyn Store, plan: &Plan) -> String {
+    let mut out = String::new();
+    for t in 0..plan.threads.len() {
+        let id = ThreadId::new(tid(t)).unwrap();
+        let status = store.thread(&id).ok().flatten().map(|r| r.status);
+        out.push_str(&format!("{id} ({status:?}):\n"));
+        for e in store.read_since(&id, Seq(0), READ_LIMIT_MAX).unwrap_or_default() {
+            let body = cairn::log::decode(store, e).map(|r| format!("{:?}", r.body));
+            out.push_str(&format!("  {}\n", body.unwrap_or_else(|e| e.to_string())));
+        }
+    }
+    out
+}
