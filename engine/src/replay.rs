@@ -221,11 +221,9 @@ pub(crate) async fn replay_after(
                             .get(&(*step, task.clone(), *attempt))
                             .cloned()
                             .unwrap_or_default();
-                        let item = match items.get(&(*step, task.clone())) {
-                            Some(item) => Some(item.clone()),
-                            // Started before `start`: the item is the map's at the step's state.
-                            None => map_item(wf, &c, task),
-                        };
+                        // A map task logs its item with its start in every run that completes
+                        // (`NodeStarted`), so the item is after `start` whenever the completion is.
+                        let item = items.get(&(*step, task.clone())).cloned();
                         let run = ReplayRun {
                             wf: wf.clone(),
                             thread: id.to_string(),
@@ -280,15 +278,6 @@ pub(crate) async fn replay_after(
         }
     }
     Ok(report)
-}
-
-/// The item of map task `task`, from the map's items at `ctx`'s state (the state a step's tasks
-/// all see), for a task whose `NodeStarted` lies before where replay started.
-fn map_item(wf: &DynWorkflow, ctx: &ThreadCtx, task: &TaskKey) -> Option<Value> {
-    let index = task.item?;
-    let node = &wf.nodes()[wf.node_id(&task.node)?];
-    let DynNodeKind::Map { items, .. } = &node.kind else { return None };
-    items(ctx.state.as_ref()).ok()?.into_iter().nth(index as usize)
 }
 
 struct ReplayRun {

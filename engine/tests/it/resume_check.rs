@@ -362,3 +362,102 @@ async fn the_check_replays_only_the_tail_since_the_latest_checkpoint() {
     assert_eq!(out.total, 30);
     engine.shutdown().await;
 }
+
+/// START -> split -> {p, ask} -> join -> last -> END. `p` checkpoints after it completes, which
+/// happens in the step where map task `ask[0]` calls a tool (named `fetch2` instead of `fetch`
+/// while `flip` is set) and then waits for input: the checkpoint lies inside the step, after the
+/// task's tool call and before its completion, so only the checkpoint's journal holds the call's
+/// result. `last` waits for input again.
+fn mid_step(flip: Arc<AtomicBool>, effects: Effects) -> Workflow<Tally> {
+    use cairn::dsl::NodePolicy;
+    Workflow::<Tally>::builder("mid", 1)
+        .node("split", |_s, _ctx| async move { Ok(NodeOutput::update((0, "split".to_owned()))) })
+        .node_with(
+            "p",
+            |_s, _ctx| async move { Ok(NodeOutput::update((1, "p".to_owned()))) },
+            NodePolicy::default().checkpoint_after(true),
+        )
+        .map(
+            "ask",
+            |_s: &Tally| vec![10u64],
+            move |_s, ctx: Ctx| {
+                let (flip, fx) = (flip.clone(), effects.clone());
+                async move {
+                    let item: u64 = ctx.item()?;
+                    let name = if flip.load(Ordering::SeqCst) { "fetch2" } else { "fetch" };
+                    let v: u64 = ctx
+                        .tool(name, item, move |x: u64, _| async move {
+                            fx.0.fetch_add(1, Ordering::SeqCst);
+                            Ok::<_, ToolError>(x + 1)
+                        })
+                        .await?;
+                    let n: u64 = ctx.interrupt("n?")?;
+                    Ok(NodeOutput::update((v + n, "ask".to_owned())))
+                }
+            },
+        )
+        .node("last", |_s, ctx: Ctx| async move {
+            let n: u64 = ctx.interrupt("last?")?;
+            Ok(NodeOutput::update((n, "last".to_owned())))
+        })
+        .edge(START, "split")
+        .fan_out("split", ["p", "ask"])
+        .join(["p", "ask"], "last")
+        .edge("last", END)
+        .build()
+        .expect("mid-step workflow")
+}
+
+#[tokio::test]
+async fn a_checkpoint_inside_a_step_gives_the_tail_its_recorded_tool_results() {
+    for changed in [false, true] {
+        let (_d, path) = db();
+        let flip = Arc::new(AtomicBool::new(false));
+        let effects = Effects::default();
+        let wf = mid_step(flip.clone(), effects.clone());
+        let engine = Engine::builder(&path)
+            .durability(Durability::None)
+            .seed(7)
+            .workflow(&wf)
+            .open()
+            .await
+            .unwrap();
+        let t = engine.start("mid", Tally::default(), StartOptions::id("t")).await.unwrap();
+        assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+        let id = cairn::ThreadId::new("t").unwrap();
+        let cp = engine.store().latest_checkpoint_at_or_before(&id, Seq(u64::MAX)).unwrap();
+        let cp = cp.expect("p's checkpoint").covers.seq.0;
+        engine.send_input("t", 5).await.unwrap();
+        assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+        engine.shutdown().await;
+        drop((t, engine));
+
+        flip.store(changed, Ordering::SeqCst);
+        let engine = Engine::builder(&path)
+            .durability(Durability::None)
+            .seed(7)
+            .workflow(&wf)
+            .open()
+            .await
+            .unwrap();
+        let tail = engine.replay_tail("t").await.unwrap();
+        assert_eq!(tail.after_seq, cp, "the checkpoint inside step 2 is the latest");
+        assert_eq!(tail.tasks_replayed, 1, "ask[0] completed after it");
+        assert_eq!(tail.divergence.is_some(), changed, "{:?}", tail.divergence);
+        if let Some(d) = &tail.divergence {
+            assert_eq!((d.step, d.task.as_str()), (2, "ask[0]"));
+            assert!(d.what.contains("names another tool"), "{d}");
+        }
+        engine.send_input("t", 7).await.unwrap();
+        let t = engine.thread("t").unwrap();
+        let status = t.wait().await.unwrap().status;
+        if changed {
+            assert_eq!(status, ThreadStatus::Blocked);
+        } else {
+            let out: Tally = t.output().await.unwrap();
+            assert_eq!(out.total, 1 + 11 + 5 + 7);
+        }
+        assert_eq!(effects.count(), 1, "changed={changed}: the tool ran again");
+        engine.shutdown().await;
+    }
+}
