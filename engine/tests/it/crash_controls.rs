@@ -474,12 +474,13 @@ fn engine_crash_with_controls_then_resume() {
     let result = runner.run(&(plan(), 0.0f64..1.0), |(plan, frac)| one_case(&plan, frac, &tally));
     let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
     println!(
-        "RELIABILITY engine_crash_controls cases={} cancels={} inputs={} sleeps={} budgets={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
+        "RELIABILITY engine_crash_controls cases={} cancels={} inputs={} sleeps={} budgets={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
         n(&CASES),
         n(&tally.cancels),
         n(&tally.inputs),
         n(&tally.sleeps),
         n(&tally.budgets),
+        n(&driver::CRASHES_IN_CONTROL),
         n(&tally.cancel_early),
         n(&tally.cancel_lost),
         n(&tally.budget_races),

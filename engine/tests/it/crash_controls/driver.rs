@@ -64,9 +64,34 @@ pub(super) struct Run<'a> {
     signals: Vec<Arc<Notify>>,
     acks: AckMap,
     tally: &'a Tally,
+    /// The run's store, to count the crashes that land during a control call.
+    dying: Arc<Dying>,
 }
 
+/// A control call in flight: if the store dies before it is dropped, the crash landed during
+/// the control.
+struct Busy<'a> {
+    dying: &'a Dying,
+    dead_before: bool,
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        if !self.dead_before && self.dying.dead() {
+            bump(&CRASHES_IN_CONTROL);
+        }
+    }
+}
+
+/// Crashes that came while a control call (send_input, set_budgets and resume, cancel) was in
+/// flight, over every case.
+pub(super) static CRASHES_IN_CONTROL: AtomicU64 = AtomicU64::new(0);
+
 impl Run<'_> {
+    fn busy(&self) -> Busy<'_> {
+        Busy { dying: &self.dying, dead_before: self.dying.dead() }
+    }
+
     /// Asks for the planned cancel of thread `t`; true once the thread is Cancelled. `cancel`
     /// may return Ok before that, in two ways (both engine defects, see the report):
     /// - early: the status watch it waits on still holds Created (a runner's start records
@@ -76,6 +101,7 @@ impl Run<'_> {
     ///   to a runner on its way out and is dropped; the thread stays parked and the driver asks
     ///   again (`cancel_lost`).
     async fn cancel(&self, t: usize) -> Result<bool, cairn::Error> {
+        let _busy = self.busy();
         self.engine.cancel(&tid(t), "planned cancel").await?;
         let id = ThreadId::new(tid(t)).unwrap();
         let status = self.engine.store().thread(&id)?.expect("thread record").status;
@@ -86,7 +112,7 @@ impl Run<'_> {
                 tid(t),
                 dump(self.engine.store().as_ref(), self.plan)
             );
-            if status == ThreadStatus::Running {
+            if matches!(status, ThreadStatus::Running | ThreadStatus::Created) {
                 bump(&self.tally.cancel_early);
             } else {
                 bump(&self.tally.cancel_lost);
@@ -132,8 +158,9 @@ impl Run<'_> {
         let id = ThreadId::new(tid(t)).unwrap();
         let h = self.engine.thread(&tid(t))?;
         loop {
-            // The handle's status moves only once a runner has let go of the thread, so a
-            // parked status seen here is safe to act on.
+            // The handle's status watch moves once a runner has let go of the thread, so a
+            // parked status seen here is safe to act on, except when the watch was made from
+            // the stored status meanwhile (see `cancel` and `raise_budgets`).
             let watched = tokio::select! {
                 o = h.wait() => o?.status,
                 () = self.signals[t].notified() => {
@@ -175,12 +202,14 @@ impl Run<'_> {
                         self.clock.set_ms(until);
                         bump(&self.tally.sleeps);
                     } else {
+                        let _busy = self.busy();
                         self.engine.send_input(&tid(t), answer(i, t)).await?;
                         ack(&self.acks, &tid(t), |a| a.inputs += 1);
                         bump(&self.tally.inputs);
                     }
                 }
                 ThreadStatus::Paused => {
+                    let _busy = self.busy();
                     self.raise_budgets(t).await?;
                     ack(&self.acks, &tid(t), |a| a.budgets_set += 1);
                     self.engine.resume(&tid(t)).await?;
@@ -248,6 +277,7 @@ pub(super) async fn run(
         signals: hang_signals,
         acks: acks.clone(),
         tally,
+        dying: dying.clone(),
     };
     let stuck = std::time::Duration::from_secs(STUCK_SECS);
     let first_error = |res: Vec<Result<ThreadStatus, cairn::Error>>| {
