@@ -96,6 +96,21 @@ impl Controls {
         self.released.notify_waiters();
     }
 
+    /// Returns once no runner drives `thread` (at once if none does). The runner's last batch is
+    /// durable by then, so the stored record says how it left the thread.
+    pub async fn wait_released(&self, thread: &ThreadId) {
+        loop {
+            let released = self.released.notified();
+            tokio::pin!(released);
+            // Register interest before looking, so a release in between is not missed.
+            released.as_mut().enable();
+            if !lock(&self.running).contains_key(thread) {
+                return;
+            }
+            released.await;
+        }
+    }
+
     /// Claims `thread` once its current runner lets go, as long as `still_parked()` says the
     /// stored status is a parked one (a runner that just committed the step that parked the
     /// thread releases its claim right after). `None` if the thread is being driven.

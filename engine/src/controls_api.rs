@@ -68,7 +68,11 @@ impl Engine {
     ) -> Result<(), Error> {
         let id = ThreadId::new(thread)?;
         let record = self.record(&id)?;
-        if record.status.is_terminal() || self.inner.controls.get(&id).is_some() {
+        // A thread whose stored status is parked may still have its runner for a moment (it
+        // releases right after the commit that parked it): `write_parked` waits for that.
+        if record.status.is_terminal()
+            || matches!(record.status, ThreadStatus::Running | ThreadStatus::Created)
+        {
             return Err(Error::WrongStatus {
                 thread: id.to_string(),
                 status: record.status,
@@ -108,6 +112,9 @@ impl Engine {
 
     async fn end_one(&self, thread: &str, t: Transition, reason: &str) -> Result<(), Error> {
         let id = ThreadId::new(thread)?;
+        let wanted = transition(ThreadStatus::Running, t)
+            .map_err(|source| Error::Transition { thread: id.to_string(), source })?;
+        let mut asked = false;
         loop {
             if let Some(control) = self.inner.controls.get(&id) {
                 if t == Transition::TimeOut {
@@ -115,11 +122,18 @@ impl Engine {
                 } else {
                     control.cancel(reason.to_owned());
                 }
-                let mut rx = self.inner.watch(&id)?;
-                let _ = rx.wait_for(|s| s.is_terminal() || *s != ThreadStatus::Running).await;
-                return Ok(());
+                drop(control);
+                // Done only once the end is durable: wait for the runner to let go, then read
+                // how it left the thread (it may have parked or ended before it saw the
+                // request; a parked thread is ended below).
+                self.inner.controls.wait_released(&id).await;
+                asked = true;
+                continue;
             }
             let record = self.record(&id)?;
+            if asked && record.status == wanted {
+                return Ok(());
+            }
             let to = transition(record.status, t)
                 .map_err(|source| Error::Transition { thread: id.to_string(), source })?;
             let now = self.inner.clock.now_ms();
@@ -162,17 +176,30 @@ impl Engine {
     /// [`Error::Transition`] if the thread cannot pause from its status.
     pub async fn pause(&self, thread: &str) -> Result<(), Error> {
         let id = ThreadId::new(thread)?;
-        if let Some(control) = self.inner.controls.get(&id) {
-            control.request_pause();
-            let mut rx = self.inner.watch(&id)?;
-            let _ = rx.wait_for(|s| *s != ThreadStatus::Running).await;
-            return Ok(());
+        loop {
+            if let Some(control) = self.inner.controls.get(&id) {
+                control.request_pause();
+                drop(control);
+                // As for cancel: done once the runner has let go with the pause durable, or
+                // has parked otherwise (then the parked thread is paused below).
+                self.inner.controls.wait_released(&id).await;
+                continue;
+            }
+            let record = self.record(&id)?;
+            if record.status == ThreadStatus::Paused {
+                return Ok(());
+            }
+            let to = transition(record.status, Transition::Pause)
+                .map_err(|source| Error::Transition { thread: id.to_string(), source })?;
+            let body = Body::StatusChanged { from: record.status, to, reason: "paused".into() };
+            match self.write_status(&record, to, vec![body]).await {
+                // A runner took the thread (or its status moved) between our read and our
+                // write: look again.
+                Err(Error::WrongStatus { .. })
+                | Err(Error::Storage(cairn_storage::Error::GuardFailed { .. })) => continue,
+                other => return other,
+            }
         }
-        let record = self.record(&id)?;
-        let to = transition(record.status, Transition::Pause)
-            .map_err(|source| Error::Transition { thread: id.to_string(), source })?;
-        let body = Body::StatusChanged { from: record.status, to, reason: "paused".into() };
-        self.write_status(&record, to, vec![body]).await
     }
 
     async fn write_status(

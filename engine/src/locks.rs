@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use cairn_dsl::NodeError;
-use cairn_storage::{Batch, Guard, LockOp};
+use cairn_storage::{Batch, LockOp};
 use futures::future::BoxFuture;
 
 use crate::log::{self, Recorded};
@@ -89,11 +89,7 @@ async fn write(
     log::push_event(&mut batch, &env.thread, &body, now)
         .map_err(|e| cairn_storage::Error::Invalid { detail: e.to_string() })?;
     batch.locks.push(op);
-    batch.guards.push(Guard::Lease {
-        thread: env.thread.clone(),
-        owner: env.inner.owner.clone(),
-        now_ms: now,
-    });
+    batch.leases.push(crate::runner::renew(env, now));
     let appended = env.inner.store.append(batch)?.wait().await?;
     Ok(appended
         .bookmarks

@@ -190,9 +190,15 @@ pub(crate) async fn replay_after(
                 Body::NodeStarted { step, task, item: Some(item), .. } => {
                     items.insert((*step, task.clone()), item.clone());
                 }
-                Body::ToolCalled { step, task, attempt, name, input, .. } => {
+                Body::ToolCalled { step, task, attempt, call, name, input, .. } => {
+                    // By index: a call in flight at a crash is issued again after it (same
+                    // index), and only the second one has a result.
                     let r = calls.entry((*step, task.clone(), *attempt)).or_default();
-                    r.calls.push((name.clone(), Some(input.clone()), Ok(Value::Null)));
+                    let i = *call as usize;
+                    if r.calls.len() <= i {
+                        r.calls.resize(i + 1, (String::new(), None, Ok(Value::Null)));
+                    }
+                    r.calls[i] = (name.clone(), Some(input.clone()), Ok(Value::Null));
                 }
                 Body::ToolReturned { step, task, attempt, call, name, output, .. } => {
                     if let Some(slot) = calls

@@ -86,7 +86,11 @@ pub fn restore(
     }
 }
 
-fn from_checkpoint(wf: &DynWorkflow, thread: &ThreadId, cp: &Checkpoint) -> Result<ThreadCtx, Error> {
+fn from_checkpoint(
+    wf: &DynWorkflow,
+    thread: &ThreadId,
+    cp: &Checkpoint,
+) -> Result<ThreadCtx, Error> {
     let snapshot = decode_snapshot(thread, cp.covers.seq.0, &cp.snapshot)?;
     if snapshot.meta.seq != cp.covers.seq.0 {
         return Err(Error::Record {
@@ -105,7 +109,9 @@ fn from_checkpoint(wf: &DynWorkflow, thread: &ThreadId, cp: &Checkpoint) -> Resu
 fn damage(e: &Error) -> bool {
     matches!(
         e,
-        Error::Record { .. } | Error::Codec(_) | Error::Storage(cairn_storage::Error::Corrupted { .. })
+        Error::Record { .. }
+            | Error::Codec(_)
+            | Error::Storage(cairn_storage::Error::Corrupted { .. })
     )
 }
 

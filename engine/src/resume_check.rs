@@ -64,7 +64,6 @@ impl Engine {
 ///
 /// # Errors
 /// Storage and record errors; [`Error::Transition`] if the thread's status cannot block.
-#[allow(dead_code, reason = "called by runner.rs (drive_claimed) once wired in")]
 pub(crate) async fn check(
     inner: &Arc<Inner>,
     wf: &Arc<DynWorkflow>,

@@ -98,6 +98,11 @@ async fn drive_claimed(
         // Waiting for input or a timer: only `send_input` or the timer may wake it.
         return Ok(Exit::Status(ctx.meta.status));
     }
+    // A thread driven for the first time in this process is replayed since its latest
+    // checkpoint: if the code now diverges from what it recorded, it is blocked, not run.
+    if let Some(s) = crate::resume_check::check(inner, &wf, thread, &ctx, &record, reason).await? {
+        return Ok(Exit::Status(s));
+    }
     let env = Arc::new(ThreadEnv {
         inner: inner.clone(),
         thread: thread.clone(),
@@ -306,12 +311,7 @@ impl Runner {
             // Submit now: tasks append their own events next (after settling), and the seqs
             // predicted for emitted events must not overlap theirs.
             let mut batch = Batch::default();
-            batch.leases.push(LeaseOp::Renew {
-                thread: self.env.thread.clone(),
-                owner: self.inner().owner.clone(),
-                now_ms: now,
-                ttl_ms: limits::LEASE_TTL_MS,
-            });
+            batch.leases.push(renew(&self.env, now));
             self.commit(batch, None, None).await?;
         }
         if self.ctx.meta.step >= limits::STEPS_PER_THREAD_MAX {
@@ -436,6 +436,7 @@ impl Runner {
         let now = self.now();
         let mut failed = false;
         let mut suspended: Option<Transition> = None;
+        let mut budget_stop: Option<String> = None;
         let mut checkpoint: Option<CheckpointKind> = None;
         for run in runs {
             let at = run.started_at_ms;
@@ -509,10 +510,23 @@ impl Runner {
                 // A second suspended task in the same step runs again when the thread resumes
                 // and suspends again then; recording one wait at a time keeps `waiting` single.
                 TaskEnd::WaitInput { .. } | TaskEnd::Sleep { .. } => {}
+                // Runs again (its recorded calls replayed) when the thread resumes.
+                TaskEnd::Budget { budget } => {
+                    budget_stop.get_or_insert(budget);
+                }
             }
         }
         if failed {
             return Ok(StepEnd::Exit(self.finish(Transition::Fail, "a node failed", now).await?));
+        }
+        if let Some(budget) = budget_stop
+            && suspended.is_none()
+        {
+            let limit = self.env.budgets.max_tool_calls.unwrap_or(0);
+            let used = self.ctx.meta.telemetry.tool_calls;
+            self.emit(Body::Budget { budget: budget.clone(), used, limit }, now)?;
+            let why = format!("budget {budget} exhausted inside a node");
+            return Ok(StepEnd::Exit(self.finish(Transition::Pause, &why, now).await?));
         }
         if let Some(t) = suspended {
             let why = if t == Transition::WaitInput {
@@ -561,12 +575,7 @@ impl Runner {
             checkpoint = stronger(checkpoint, CheckpointKind::Periodic);
         }
         let mut batch = Batch::default();
-        batch.leases.push(LeaseOp::Renew {
-            thread: self.env.thread.clone(),
-            owner: self.inner().owner.clone(),
-            now_ms: now,
-            ttl_ms: limits::LEASE_TTL_MS,
-        });
+        batch.leases.push(renew(&self.env, now));
         self.commit(batch, checkpoint, Some(step)).await?;
         Ok(StepEnd::Continue)
     }
@@ -631,12 +640,10 @@ impl Runner {
         self.record.summary = summary_bytes(&self.ctx);
         batch.threads.push(self.record.clone());
         let holds_lease = !batch.leases.iter().any(|l| matches!(l, LeaseOp::Acquire { .. }));
-        if holds_lease {
-            batch.guards.push(Guard::Lease {
-                thread: self.env.thread.clone(),
-                owner: self.inner().owner.clone(),
-                now_ms: now,
-            });
+        if holds_lease && !batch.leases.iter().any(|l| matches!(l, LeaseOp::Renew { .. })) {
+            // Renewing checks that the lease is still this runner's (nobody took it over),
+            // and extends it: a step longer than the lease's ttl must not strand the thread.
+            batch.leases.insert(0, renew(&self.env, now));
         }
         batch.guards.push(Guard::LastSeq {
             thread: self.env.thread.clone(),
@@ -645,6 +652,17 @@ impl Runner {
         let pending = self.inner().store.append(batch)?;
         let in_flight = InFlight { pending, first_seq, step };
         self.env.pipeline.push(in_flight).await
+    }
+}
+
+/// The lease renewal every batch of a running thread carries: it fails (and so rejects the
+/// batch) unless this runner still holds the lease, expired or not.
+pub(crate) fn renew(env: &ThreadEnv, now_ms: u64) -> LeaseOp {
+    LeaseOp::Renew {
+        thread: env.thread.clone(),
+        owner: env.inner.owner.clone(),
+        now_ms,
+        ttl_ms: limits::LEASE_TTL_MS,
     }
 }
 

@@ -12,7 +12,7 @@ use cairn_dsl::{
     Ctx, DynNodeKind, DynState, DynWorkflow, ErasedTool, Message, NodeContext, NodeError, NodeId,
     Progress, Target, ToolCall, ToolCtx, Usage,
 };
-use cairn_storage::{Batch, Bookmark, Guard, Pending, ThreadId};
+use cairn_storage::{Batch, Bookmark, Pending, ThreadId};
 use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -55,10 +55,25 @@ impl ThreadEnv {
 /// How a task ended.
 #[derive(Debug)]
 pub(crate) enum TaskEnd {
-    Done { update: Option<Value>, goto: Vec<Target>, usage: Usage, messages: Vec<Message> },
-    WaitInput { prompt: Value },
-    Sleep { until_ms: u64 },
-    Failed { error: NodeError },
+    Done {
+        update: Option<Value>,
+        goto: Vec<Target>,
+        usage: Usage,
+        messages: Vec<Message>,
+    },
+    WaitInput {
+        prompt: Value,
+    },
+    Sleep {
+        until_ms: u64,
+    },
+    /// A budget ran out inside the node (a tool call it may not make).
+    Budget {
+        budget: String,
+    },
+    Failed {
+        error: NodeError,
+    },
 }
 
 /// The result of running one task to its end (through any retries).
@@ -134,6 +149,9 @@ pub(crate) async fn run_task(
             }
             Err(NodeError::Interrupted { prompt }) => return run(TaskEnd::WaitInput { prompt }),
             Err(NodeError::Sleeping { until_ms }) => return run(TaskEnd::Sleep { until_ms }),
+            // A budget reached inside the node is a clean stop, like one at a step boundary:
+            // the thread pauses, its recorded calls kept for when it resumes.
+            Err(NodeError::BudgetExceeded { budget }) => return run(TaskEnd::Budget { budget }),
             Err(error) => error,
         };
         let retry = !env.cancel.is_cancelled()
@@ -271,11 +289,9 @@ fn submit(env: &ThreadEnv, bodies: &[Body], at_ms: u64) -> Result<Pending, Error
     for body in bodies {
         log::push_event(&mut batch, &env.thread, body, at_ms)?;
     }
-    batch.guards.push(Guard::Lease {
-        thread: env.thread.clone(),
-        owner: env.inner.owner.clone(),
-        now_ms: at_ms,
-    });
+    // Renewing both checks that the runner still holds the lease and extends it, so a tool
+    // call longer than the lease's ttl does not strand the thread.
+    batch.leases.push(crate::runner::renew(env, at_ms));
     Ok(env.inner.store.append(batch)?)
 }
 
@@ -313,6 +329,9 @@ pub(crate) struct TaskState {
     progress: Vec<(Pending, Body)>,
     pub nondeterminism: Option<String>,
     draws: u64,
+    /// Calls of this attempt already counted in the thread's telemetry (recorded before a
+    /// suspension or a crash), so the budget check does not count them twice.
+    calls_counted: u64,
 }
 
 /// The context one attempt of one task sees.
@@ -339,6 +358,7 @@ impl TaskCtx {
             replay_tools: j.tools.clone(),
             replay_values: j.values.iter().cloned().collect(),
             suspensions: Suspensions::new(j.inputs.clone(), j.timers_fired),
+            calls_counted: u64::from(j.calls_started),
             ..TaskState::default()
         };
         Self { env, step, key, attempt: j.attempt, item, cancel, st: Arc::new(Mutex::new(st)) }
@@ -462,7 +482,7 @@ impl NodeContext for TaskCtx {
         let (step, key, attempt) = (self.step, self.key.clone(), self.attempt);
         let cancel = self.cancel.clone();
         // Decide under the lock whether this call is recorded, then leave the lock before any await.
-        let (index, recorded, values, log_start) = {
+        let (index, recorded, values, log_start, counted) = {
             let mut st = self.state();
             let index = st.next_call;
             st.next_call += 1;
@@ -473,7 +493,7 @@ impl NodeContext for TaskCtx {
             if log_start {
                 st.started_logged = true;
             }
-            (index, recorded, values, log_start)
+            (index, recorded, values, log_start, st.calls_counted)
         };
         let shared = self.st.clone();
         let item = self.item.clone();
@@ -504,7 +524,7 @@ impl NodeContext for TaskCtx {
                 });
             }
             if let Some(max) = env.budgets.max_tool_calls {
-                let used = env.tool_calls_before + u64::from(index);
+                let used = env.tool_calls_before.saturating_sub(counted) + u64::from(index);
                 if used >= max {
                     return Err(NodeError::BudgetExceeded { budget: "tool_calls".into() });
                 }

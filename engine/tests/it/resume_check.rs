@@ -194,7 +194,6 @@ fn assert_names_the_divergence(reason: &str) {
 }
 
 #[tokio::test]
-#[ignore = "needs the runner hook (resume_check::check in runner.rs drive_claimed); remove once wired"]
 async fn a_changed_node_body_blocks_the_resumed_thread() {
     for leave in [Leave::WaitingInput, Leave::Crashed] {
         let fx = Fixture::first(leave).await;
@@ -233,7 +232,6 @@ async fn unchanged_code_passes_the_check_and_completes() {
 }
 
 #[tokio::test]
-#[ignore = "needs the runner hook (resume_check::check in runner.rs drive_claimed); remove once wired"]
 async fn resuming_with_the_code_still_changed_blocks_again_until_it_is_restored() {
     let leave = Leave::WaitingInput;
     let fx = Fixture::first(leave).await;
@@ -259,7 +257,6 @@ async fn resuming_with_the_code_still_changed_blocks_again_until_it_is_restored(
 }
 
 #[tokio::test]
-#[ignore = "needs the runner hook (resume_check::check in runner.rs drive_claimed); remove once wired"]
 async fn a_migration_unblocks_the_thread_onto_the_new_version() {
     let leave = Leave::WaitingInput;
     let fx = Fixture::first(leave).await;

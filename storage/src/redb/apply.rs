@@ -262,7 +262,9 @@ impl Plan {
                             seq.0
                         ),
                     ),
-                    None => (thread, format!("thread does not exist (expected last seq {})", seq.0)),
+                    None => {
+                        (thread, format!("thread does not exist (expected last seq {})", seq.0))
+                    }
                 }
             }
         };

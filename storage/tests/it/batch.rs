@@ -75,10 +75,11 @@ fn last_seq_guard_chains_pipelined_batches() {
         guards: vec![Guard::LastSeq { thread: tid("t"), seq: Seq(seq) }],
         ..Batch::default()
     };
-    let submitted: Vec<_> = [after(0, 2), after(2, 1), after(2, 1), after(3, 1), after(9, 1), after(10, 1)]
-        .into_iter()
-        .map(|b| store.append(b).expect("queued"))
-        .collect();
+    let submitted: Vec<_> =
+        [after(0, 2), after(2, 1), after(2, 1), after(3, 1), after(9, 1), after(10, 1)]
+            .into_iter()
+            .map(|b| store.append(b).expect("queued"))
+            .collect();
     let results: Vec<_> = submitted.into_iter().map(|p| p.wait_blocking()).collect();
     let seqs: Vec<Option<Vec<u64>>> = results
         .iter()

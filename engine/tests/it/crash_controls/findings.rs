@@ -1,6 +1,5 @@
-//! Engine defects the controls proptest found, each as a small deterministic test of the
-//! behaviour the engine should have. Ignored until the engine is fixed: run them with
-//! `cargo test -p cairn --all-features --test it crash_controls::findings -- --ignored`.
+//! Engine defects the controls proptest found (2026-11-22), each as a small deterministic test
+//! of the behaviour the engine has since they were fixed: regression tests.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -59,7 +58,6 @@ async fn one_tool_engine(
 /// `Guard::Lease` at the call's end time, storage rejects it, the runner stops with an error,
 /// and the thread stays Running with no runner until the next open, which runs the tool again.
 #[tokio::test]
-#[ignore = "engine bug: a tool call longer than the 60 s lease strands its thread (report of 2026-11-22)"]
 async fn a_tool_call_longer_than_the_lease_still_completes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("lease.db");
@@ -87,7 +85,6 @@ async fn a_tool_call_longer_than_the_lease_still_completes() {
 /// so raising the budget cannot resume it (a step or tool-call limit met at a step boundary
 /// does stop cleanly: Paused, as the proptest checks).
 #[tokio::test]
-#[ignore = "engine gap: max_tool_calls reached inside a node fails the thread (report of 2026-11-22)"]
 async fn a_tool_call_budget_reached_inside_a_node_stops_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("budget.db");
@@ -115,7 +112,6 @@ async fn a_tool_call_budget_reached_inside_a_node_stops_cleanly() {
 /// written, and a crash in between loses a cancel the caller saw acknowledged (`pause` waits the
 /// same way).
 #[tokio::test]
-#[ignore = "engine bug: cancel returns before the cancel is recorded (report of 2026-11-22)"]
 async fn cancel_of_a_running_thread_returns_once_it_is_cancelled() {
     use futures::FutureExt;
     let dir = tempfile::tempdir().unwrap();
