@@ -146,8 +146,14 @@ fn details(engine: &Engine, record: &ThreadRecord) -> anyhow::Result<Value> {
     let last_error = m.errors.back().map(|e| {
         json!({"seq": e.seq, "task": e.task.to_string(), "error": e.error.to_string(), "at_ms": e.at_ms})
     });
+    // Errors that are not a node's (a resume blocked by a diverging replay) are only in the
+    // record's summary.
+    let summary_error = serde_json::from_slice::<Value>(&record.summary)
+        .ok()
+        .and_then(|s| s.get("last_error").and_then(Value::as_str).map(str::to_owned));
     let mut out = record_json(record);
     let extra = json!({
+        "status_reason": summary_error,
         "status": m.status.as_str(),
         "step": m.step,
         "seq": m.seq,
@@ -267,7 +273,10 @@ fn render(v: &Value) -> String {
                 e["error"].as_str().unwrap_or("")
             ),
         ),
-        None => kv("last error", "none".into()),
+        None => match v["status_reason"].as_str() {
+            Some(reason) => kv("last error", reason.to_owned()),
+            None => kv("last error", "none".into()),
+        },
     }
     if let Some(why) = v["state_unknown"].as_str() {
         kv("state", format!("not decodable here: {why}"));
