@@ -112,7 +112,10 @@ pub enum Body {
         /// Why, in words.
         reason: String,
     },
-    /// A task began (its `at_ms` is in the bookmark).
+    /// A task began (its `at_ms` is in the bookmark). Written when the start must be on record
+    /// before the task ends (it calls tools, retries, fails, suspends, or works on a map item);
+    /// for a task that completes in the batch that starts it, it is implied by the
+    /// `NodeCompleted` (started at its `at_ms` minus `duration_ms`).
     NodeStarted {
         /// The step the task belongs to.
         step: u64,
