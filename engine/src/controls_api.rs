@@ -160,6 +160,7 @@ impl Engine {
                 Ok(_) => {
                     self.inner.notify(&id, to);
                     self.inner.locks_released.notify_waiters();
+                    crate::resume_check::forget(&self.inner, &id);
                     return Ok(());
                 }
                 // The status moved under us (a timer fired, input arrived): look again.

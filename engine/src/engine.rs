@@ -229,6 +229,7 @@ impl EngineBuilder {
             seed,
             acked_steps: AtomicU64::new(0),
             step_hook: RwLock::new(None),
+            verified: Mutex::new(std::collections::HashSet::new()),
         });
         let engine = Engine { inner };
         for wf in self.workflows {
@@ -267,6 +268,10 @@ pub(crate) struct Inner {
     pub seed: u64,
     acked_steps: AtomicU64,
     step_hook: RwLock<Option<StepHook>>,
+    /// Unfinished threads this instance created or checked against its code (the resume
+    /// check, `resume_check.rs`): code cannot change inside one process. An entry goes when
+    /// its thread ends, so the set is bounded by the live threads.
+    pub verified: Mutex<std::collections::HashSet<ThreadId>>,
 }
 
 impl Inner {
@@ -512,7 +517,9 @@ impl Inner {
             if inner.shutdown.is_cancelled() {
                 return;
             }
-            match drive(inner.clone(), thread.clone(), 0, reason).await {
+            // Boxed: a task waiting for its permit holds only this small future, not the
+            // runner's whole state machine (10,000 queued threads must stay cheap).
+            match Box::pin(drive(inner.clone(), thread.clone(), 0, reason)).await {
                 Ok(_) => {}
                 Err(e) => {
                     tracing::error!(thread = %thread, error = %e, "runner stopped with an error")

@@ -13,8 +13,8 @@
 //! Why once per instance: code cannot change inside one process, so a thread verified (or
 //! created) by this instance stays verified until the instance is dropped.
 
-use std::collections::{BTreeMap, HashSet};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::collections::BTreeMap;
+use std::sync::{Arc, PoisonError};
 
 use cairn_dsl::DynWorkflow;
 use cairn_storage::{
@@ -102,28 +102,17 @@ const CREATED_HERE: [&str; 2] = ["started", "forked"];
 /// Prefix of the Blocked status reason; the divergence follows.
 pub(crate) const BLOCK_REASON: &str = "resuming would diverge from the recorded history";
 
-/// Threads verified (or created) per engine instance, keyed by a weak reference to the
-/// instance's shared state: a weak reference keeps the allocation, so a new instance can never
-/// reuse a live entry's address, and a dropped instance's entry is swept.
-/// (A field of `Inner` would do the same without the sweep.)
-static VERIFIED: Mutex<Vec<(Weak<Inner>, HashSet<ThreadId>)>> = Mutex::new(Vec::new());
-
 fn is_verified(inner: &Arc<Inner>, thread: &ThreadId) -> bool {
-    let all = VERIFIED.lock().unwrap_or_else(PoisonError::into_inner);
-    let me = Arc::downgrade(inner);
-    all.iter().any(|(w, set)| Weak::ptr_eq(w, &me) && set.contains(thread))
+    inner.verified.lock().unwrap_or_else(PoisonError::into_inner).contains(thread)
 }
 
 fn mark_verified(inner: &Arc<Inner>, thread: &ThreadId) {
-    let mut all = VERIFIED.lock().unwrap_or_else(PoisonError::into_inner);
-    all.retain(|(w, _)| w.strong_count() > 0);
-    let me = Arc::downgrade(inner);
-    match all.iter_mut().find(|(w, _)| Weak::ptr_eq(w, &me)) {
-        Some((_, set)) => {
-            set.insert(thread.clone());
-        }
-        None => all.push((me, HashSet::from([thread.clone()]))),
-    }
+    inner.verified.lock().unwrap_or_else(PoisonError::into_inner).insert(thread.clone());
+}
+
+/// Forgets `thread` once it has ended (it will not be driven again).
+pub(crate) fn forget(inner: &Inner, thread: &ThreadId) {
+    inner.verified.lock().unwrap_or_else(PoisonError::into_inner).remove(thread);
 }
 
 /// Replays `thread` from its latest checkpoint (or its creation) to its last event.

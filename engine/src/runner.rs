@@ -70,7 +70,9 @@ pub(crate) async fn drive_under(
         inner.controls.release(&thread);
         if let Ok(Exit::Status(s)) = &result {
             inner.notify(&thread, *s);
-            if !s.is_terminal() {
+            if s.is_terminal() {
+                crate::resume_check::forget(&inner, &thread);
+            } else {
                 inner.arm_parked_deadline_from_record(&thread);
             }
         }
