@@ -133,3 +133,12 @@ pub async fn engine_on(
     }
     b.open().await.expect("open engine")
 }
+
+/// Prints a `RELIABILITY` summary line to the stderr handle directly: libtest captures
+/// `println!`/`eprintln!` of passing tests, and these lines must reach the CI log.
+pub fn report(line: &str) {
+    use std::io::Write as _;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}");
+    let _ = err.flush();
+}

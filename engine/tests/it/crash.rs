@@ -413,12 +413,12 @@ fn engine_crash_at_any_append_then_resume() {
     };
     let mut runner = proptest::test_runner::TestRunner::new(config);
     let result = runner.run(&(shape(), 0.0f64..1.0), |(shape, frac)| one_case(shape, frac));
-    println!(
+    crate::common::report(&format!(
         "RELIABILITY engine_crash cases={} diverged={} repeated_effects={}",
         CASES.load(Ordering::SeqCst),
         DIVERGED.load(Ordering::SeqCst),
         REPEATED.load(Ordering::SeqCst)
-    );
+    ));
     if let Err(e) = result {
         panic!("{e}");
     }

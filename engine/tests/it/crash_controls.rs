@@ -474,7 +474,7 @@ fn engine_crash_with_controls_then_resume() {
     let mut runner = proptest::test_runner::TestRunner::new(config);
     let result = runner.run(&(plan(), 0.0f64..1.0), |(plan, frac)| one_case(&plan, frac, &tally));
     let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
-    println!(
+    crate::common::report(&format!(
         "RELIABILITY engine_crash_controls cases={} cancels={} inputs={} sleeps={} budgets={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
         n(&CASES),
         n(&tally.cancels),
@@ -489,7 +489,7 @@ fn engine_crash_with_controls_then_resume() {
         n(&DIVERGED),
         n(&REPEATED),
         n(&LOST)
-    );
+    ));
     if let Err(e) = result {
         panic!("{e}");
     }

@@ -275,7 +275,10 @@ async fn planted_secrets_never_survive_export_and_malformed_bundles_never_panic(
     let sample = sample.unwrap();
     let (malformed, panics) = malformed_cases(&sample, &mut rng);
     assert_eq!(panics, 0);
-    println!("RELIABILITY bundle cases={} leaks={leaks} panics={panics}", CASES + malformed);
+    crate::common::report(&format!(
+        "RELIABILITY bundle cases={} leaks={leaks} panics={panics}",
+        CASES + malformed
+    ));
     engine.shutdown().await;
 }
 

@@ -148,9 +148,9 @@ async fn restore_cost_does_not_grow_with_history() {
     };
     let t_long = time("long", &long);
     let t_short = time("short", &short);
-    println!(
+    crate::common::report(&format!(
         "RELIABILITY restore_cost long_100000_steps_s={t_long:.6} short_100_steps_s={t_short:.6}"
-    );
+    ));
     // Generous bound for noisy machines: a restore that replayed the whole history would be
     // about 1000x slower for the long thread.
     assert!(

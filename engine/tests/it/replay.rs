@@ -154,9 +154,9 @@ async fn replay_detects_every_mutant_at_its_step_and_never_flags_the_original() 
             }
         }
     }
-    println!(
+    crate::common::report(&format!(
         "RELIABILITY nondeterminism mutants={cases} detected={detected} false_positives={false_positives}"
-    );
+    ));
     assert!(cases >= 200);
     assert_eq!(detected, cases);
     assert_eq!(false_positives, 0);

@@ -1,6 +1,7 @@
 //! Concurrency: 64 tasks appending to 64 threads at once, with a subscriber watching.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::sync::Arc;
 
 use cairn_storage::{Batch, Lsn, Options, RedbStore, Scope, Seq, Store, StoreExt};
@@ -83,7 +84,11 @@ async fn sixty_four_appenders_lose_nothing_and_duplicate_nothing() {
     assert!(report.is_clean(), "{:?}", report.problems);
     assert_eq!(report.events, total);
     let lost = total - report.events;
-    eprintln!(
+    // Written to the stderr handle directly: libtest captures `eprintln!` of passing tests,
+    // and the line must reach the CI log.
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(
+        stderr,
         "RELIABILITY concurrency appenders={TASKS} events={total} lost={lost} \
          duplicates={duplicates} subscriber_seen={}",
         seen.len()
