@@ -1,6 +1,8 @@
 //! The crash proptest of [`crate::crash`] with controls at random points: human input (interrupt
 //! and `send_input`), durable sleeps on a manual clock, a budget that stops a thread (raised and
-//! resumed), and a cancel, on a random linear chain followed by an optional fan-out.
+//! resumed), a cancel, an explicit pause (then resumed), and a durable lock shared by the threads
+//! (released in node code, or held until the thread ends), on a random linear chain followed by
+//! an optional fan-out whose branches may wait for input or sleep too.
 //!
 //! Each case runs once without a crash, then again on a store that dies at a random append
 //! boundary (a control's own write included), is reopened and driven to the end. A driver per
@@ -10,7 +12,13 @@
 //! The cancel lands at a deterministic point, so both runs agree: on a chain node that parks
 //! (input or sleep) the driver cancels instead of answering; on a plain node the node signals and
 //! waits for its cancellation token (a gate only the cancel opens: runners compute steps ahead of
-//! their commits, so racing the step hook would not pin the step).
+//! their commits, so racing the step hook would not pin the step). The pause lands the same way:
+//! the node at the pause point signals and waits for a gate the driver opens once it has asked
+//! for the pause, so the thread must stop Paused at that node's step boundary (checked).
+//!
+//! Locks: node code records when it holds the shared lock ([`gates::Gates`]), and the logs give
+//! each thread's holding intervals in global log order; neither may overlap between threads, and
+//! once every thread has ended the store holds no lock.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -30,6 +38,7 @@ use tokio::sync::Notify;
 
 use crate::crash::{EffectLog, cases_from_env};
 use driver::{Acked, Tally, run};
+use gates::{Gates, LOCK, LOCK_TTL_MS};
 
 /// The state: every node appends what it saw.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,12 +70,23 @@ enum Kind {
     Sleep,
 }
 
-/// One node of the chain: its kind and its tool calls before and after the control.
+/// How a chain node uses the shared lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LockUse {
+    None,
+    /// Taken at the node's start, released by the node at its end.
+    Scoped,
+    /// Taken at the node's start and never released by node code: it goes when the thread ends.
+    Held,
+}
+
+/// One node of the chain: its kind, its tool calls before and after the control, its lock.
 #[derive(Debug, Clone, Copy)]
 struct Step {
     kind: Kind,
     before: usize,
     after: usize,
+    lock: LockUse,
 }
 
 /// The budget a thread starts with.
@@ -81,22 +101,41 @@ enum Limit {
 struct ThreadPlan {
     /// The chain node at which the thread is cancelled.
     cancel_at: Option<usize>,
+    /// The plain chain node after whose step the thread is paused (then resumed).
+    pause_at: Option<usize>,
     budget: Option<Limit>,
 }
 
 #[derive(Debug, Clone)]
 struct Plan {
     chain: Vec<Step>,
-    /// Plain branches of a fan-out after the chain, joined before END (0: none).
-    width: usize,
+    /// The branches of a fan-out after the chain, joined before END (none: no fan-out). A
+    /// branch calls one tool after its control (input or sleep), if any.
+    branches: Vec<Kind>,
     threads: Vec<ThreadPlan>,
+}
+
+impl Plan {
+    /// The nodes of the step after chain node `i`.
+    fn after(&self, i: usize) -> Vec<String> {
+        if i + 1 < self.chain.len() {
+            vec![format!("c{}", i + 1)]
+        } else if self.branches.is_empty() {
+            vec![END.to_owned()]
+        } else {
+            (0..self.branches.len()).map(|b| format!("w{b}")).collect()
+        }
+    }
 }
 
 fn plan() -> impl Strategy<Value = Plan> {
     let kind = prop_oneof![2 => Just(Kind::Plain), 1 => Just(Kind::Input), 1 => Just(Kind::Sleep)];
-    let step =
-        (kind, 0usize..3, 0usize..2).prop_map(|(kind, before, after)| Step { kind, before, after });
-    (prop::collection::vec(step, 1..6), 0usize..3).prop_flat_map(|(chain, width)| {
+    let lock =
+        prop_oneof![4 => Just(LockUse::None), 1 => Just(LockUse::Scoped), 1 => Just(LockUse::Held)];
+    let step = (kind.clone(), 0usize..3, 0usize..2, lock)
+        .prop_map(|(kind, before, after, lock)| Step { kind, before, after, lock });
+    let branches = prop::collection::vec(kind, 0..3);
+    (prop::collection::vec(step, 1..6), branches).prop_flat_map(|(chain, branches)| {
         let n = chain.len();
         // A tool-call budget reached inside a node fails the thread instead of stopping it
         // cleanly (see the ignored test below): with at most one call per node it is reached
@@ -107,11 +146,23 @@ fn plan() -> impl Strategy<Value = Plan> {
             2 => (1..n as u64 + 3).prop_map(Limit::Steps),
             tool_calls => (1u64..5).prop_map(Limit::ToolCalls)
         ];
-        let thread = (prop::option::weighted(0.3, 0..n), prop::option::weighted(0.4, limit))
-            .prop_map(|(cancel_at, budget)| ThreadPlan { cancel_at, budget });
+        // A pause at a plain node with a step after it (a pause at the last step would find the
+        // thread completed), before any cancel.
+        let pausable: Vec<bool> = (0..n)
+            .map(|i| chain[i].kind == Kind::Plain && (i + 1 < n || !branches.is_empty()))
+            .collect();
+        let thread = (
+            prop::option::weighted(0.3, 0..n),
+            prop::option::weighted(0.35, 0..n),
+            prop::option::weighted(0.4, limit),
+        )
+            .prop_map(move |(cancel_at, pause_at, budget)| {
+                let pause_at = pause_at.filter(|&p| pausable[p] && cancel_at.is_none_or(|c| p < c));
+                ThreadPlan { cancel_at, pause_at, budget }
+            });
         prop::collection::vec(thread, 1..3).prop_map(move |threads| Plan {
             chain: chain.clone(),
-            width,
+            branches: branches.clone(),
             threads,
         })
     })
@@ -128,9 +179,12 @@ fn tid(t: usize) -> String {
     format!("t{t}")
 }
 
-/// The input the driver answers chain node `i` of thread `t` with.
-fn answer(i: usize, t: usize) -> u64 {
-    1_000 * (i as u64 + 1) + t as u64
+/// The input the driver answers node `node` (`c<i>` of the chain, `w<i>` a branch) of thread
+/// `t` with.
+fn answer(node: &str, t: usize) -> u64 {
+    let i: u64 = node[1..].parse().unwrap();
+    let base = if node.starts_with('w') { 100_000 } else { 1_000 };
+    base * (i + 1) + t as u64
 }
 
 /// Hang signals of the current run: a plain node at its thread's cancel point notifies its
@@ -165,20 +219,35 @@ async fn tool(ctx: &Ctx, fx: &EffectLog, key: String) -> Result<u64, NodeError> 
     .await
 }
 
-fn build(plan: &Plan, fx: &EffectLog, signals: &Arc<Signals>) -> Workflow<Acc> {
+fn build(plan: &Plan, fx: &EffectLog, signals: &Arc<Signals>, gates: &Arc<Gates>) -> Workflow<Acc> {
     let cancel_at: Arc<Vec<Option<usize>>> =
         Arc::new(plan.threads.iter().map(|t| t.cancel_at).collect());
+    let pause_at: Arc<Vec<Option<usize>>> =
+        Arc::new(plan.threads.iter().map(|t| t.pause_at).collect());
     let mut b = Workflow::<Acc>::builder("ctl", 1);
     let mut prev = START.to_owned();
     for (i, step) in plan.chain.iter().copied().enumerate() {
         let name = format!("c{i}");
         let (fx, signals, cancel_at) = (fx.clone(), signals.clone(), cancel_at.clone());
+        let (gates, pause_at) = (gates.clone(), pause_at.clone());
         let node = move |s: Arc<Acc>, ctx: Ctx| {
             let (fx, signals, cancel_at) = (fx.clone(), signals.clone(), cancel_at.clone());
+            let (gates, pause_at) = (gates.clone(), pause_at.clone());
             async move {
                 let thread = ctx.thread_id().to_owned();
                 let t: usize = thread[1..].parse().unwrap();
                 let key = |c: usize| format!("{thread}:c{i}:{}:{c}", s.items.len());
+                let live = (pause_at[t] == Some(i) || step.lock != LockUse::None)
+                    && !gates.replaying(&ctx);
+                if live && pause_at[t] == Some(i) {
+                    gates.pause_point(&thread, &ctx).await?;
+                }
+                if step.lock != LockUse::None {
+                    ctx.lock(LOCK, LOCK_TTL_MS).await?;
+                    if live {
+                        gates.acquired(&thread);
+                    }
+                }
                 let mut out = vec![ctx.random_u64() % 1000];
                 for c in 0..step.before {
                     out.push(tool(&ctx, &fx, key(c)).await?);
@@ -203,22 +272,37 @@ fn build(plan: &Plan, fx: &EffectLog, signals: &Arc<Signals>) -> Workflow<Acc> {
                 for c in step.before..step.before + step.after {
                     out.push(tool(&ctx, &fx, key(c)).await?);
                 }
+                if step.lock == LockUse::Scoped {
+                    if live {
+                        gates.releasing(&thread);
+                    }
+                    ctx.unlock(LOCK).await?;
+                }
                 Ok(NodeOutput::update(out))
             }
         };
         b = b.node(name.clone(), node).edge(prev, name.clone());
         prev = name;
     }
-    if plan.width > 0 {
-        let branches: Vec<String> = (0..plan.width).map(|i| format!("w{i}")).collect();
-        for (i, br) in branches.iter().enumerate() {
+    if !plan.branches.is_empty() {
+        let branches: Vec<String> = (0..plan.branches.len()).map(|i| format!("w{i}")).collect();
+        for (i, (br, kind)) in branches.iter().zip(plan.branches.iter().copied()).enumerate() {
             let fx = fx.clone();
             b = b.node(br.clone(), move |s: Arc<Acc>, ctx: Ctx| {
                 let fx = fx.clone();
                 async move {
                     let key = format!("{}:w{i}:{}", ctx.thread_id(), s.items.len());
-                    let v = tool(&ctx, &fx, key).await?;
-                    Ok(NodeOutput::update(vec![v, i as u64]))
+                    let mut out = vec![i as u64];
+                    match kind {
+                        Kind::Input => out.push(ctx.interrupt(serde_json::json!({ "branch": i }))?),
+                        Kind::Sleep => {
+                            ctx.sleep_ms(SLEEP_MS).await?;
+                            out.push(7);
+                        }
+                        Kind::Plain => {}
+                    }
+                    out.push(tool(&ctx, &fx, key).await?);
+                    Ok(NodeOutput::update(out))
                 }
             });
         }
@@ -235,6 +319,7 @@ fn build(plan: &Plan, fx: &EffectLog, signals: &Arc<Signals>) -> Workflow<Acc> {
 
 mod driver;
 mod findings;
+mod gates;
 
 /// How a thread ended, as far as a crashed run must agree with the uninterrupted one.
 #[derive(Debug, Clone, PartialEq)]
@@ -256,6 +341,12 @@ struct Facts {
     step_max: u64,
     budgets_set: u64,
     resumes: u64,
+    /// Explicit pauses recorded (not budget stops).
+    pauses: u64,
+    /// Lock acquisitions recorded (renewals included).
+    locks: u64,
+    /// When the thread held the shared lock: [first acquire, release or end] in log order (lsn).
+    held: Vec<(u64, u64)>,
     /// Keys of the tool calls whose results are recorded.
     recorded: BTreeSet<String>,
     /// Broken log invariants (seq gaps, a step completed twice or skipped).
@@ -273,10 +364,32 @@ fn inspect(store: &RedbStore, wf: &Workflow<Acc>, t: usize) -> Option<Facts> {
         problems.push(format!("seq gap: event {k} has seq {}", e.bookmark.seq.0));
     }
     let (mut inputs, mut budget_events, mut steps_seen) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut budgets_set, mut resumes) = (0, 0);
+    let (mut budgets_set, mut resumes, mut pauses, mut locks) = (0, 0, 0, 0);
+    let (mut held, mut since) = (Vec::new(), None);
     let (mut called, mut recorded) = (BTreeMap::new(), BTreeSet::new());
     for e in events {
+        let lsn = e.bookmark.lsn.0;
         match cairn::log::decode(store, e).unwrap().body {
+            Body::Lock { acquired: true, .. } => {
+                locks += 1;
+                since.get_or_insert(lsn);
+            }
+            Body::Lock { acquired: false, .. } => {
+                if let Some(from) = since.take() {
+                    held.push((from, lsn));
+                }
+            }
+            Body::StatusChanged { to, .. } if to.is_terminal() => {
+                // Every lock of the thread goes with the batch that ends it.
+                if let Some(from) = since.take() {
+                    held.push((from, lsn));
+                }
+            }
+            Body::StatusChanged { to: ThreadStatus::Paused, reason, .. }
+                if reason.starts_with("paused") =>
+            {
+                pauses += 1;
+            }
             Body::InputReceived { value, .. } => inputs.push(value),
             Body::Budget { budget, used, limit } => budget_events.push((budget, used, limit)),
             Body::BudgetsSet { .. } => budgets_set += 1,
@@ -314,6 +427,9 @@ fn inspect(store: &RedbStore, wf: &Workflow<Acc>, t: usize) -> Option<Facts> {
         step_max: steps_seen.last().copied().unwrap_or(0),
         budgets_set,
         resumes,
+        pauses,
+        locks,
+        held: held.into_iter().chain(since.map(|from| (from, u64::MAX))).collect(),
         recorded,
         problems,
     })
@@ -337,6 +453,9 @@ fn lost(acked: &Acked, facts: Option<&Facts>) -> Vec<String> {
             acked.budgets_set, f.budgets_set
         ));
     }
+    if f.pauses < acked.pauses {
+        lost.push(format!("{} pauses acknowledged, {} logged", acked.pauses, f.pauses));
+    }
     if f.resumes < acked.resumes {
         lost.push(format!("{} resumes acknowledged, {} logged", acked.resumes, f.resumes));
     }
@@ -345,6 +464,34 @@ fn lost(acked: &Acked, facts: Option<&Facts>) -> Vec<String> {
     }
     lost
 }
+
+/// Lock holding intervals of different threads that overlap, and locks left once every thread
+/// ended.
+fn lock_problems(store: &RedbStore, facts: &[Facts]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (a, fa) in facts.iter().enumerate() {
+        for (b, fb) in facts.iter().enumerate().skip(a + 1) {
+            for &(s1, e1) in &fa.held {
+                for &(s2, e2) in &fb.held {
+                    if s1 < e2 && s2 < e1 {
+                        problems.push(format!(
+                            "{} held {LOCK} over lsn {s1}..{e1}, {} over {s2}..{e2}",
+                            tid(a),
+                            tid(b)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let left: Vec<_> = store.locks().unwrap();
+    if !left.is_empty() {
+        problems.push(format!("locks left after every thread ended: {left:?}"));
+    }
+    problems
+}
+
+static LOCKS: AtomicU64 = AtomicU64::new(0);
 
 fn open_store(path: &Path) -> RedbStore {
     RedbStore::open(path, cairn::storage::Options::default()).unwrap()
@@ -368,7 +515,8 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
     rt.block_on(async {
         let fx = EffectLog::default();
         let signals = Arc::new(Signals::default());
-        let wf = build(plan, &fx, &signals);
+        let gates = Arc::new(Gates::default());
+        let wf = build(plan, &fx, &signals, &gates);
         let dir = tempfile::tempdir().unwrap();
         let threads = plan.threads.len();
 
@@ -376,12 +524,17 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
         let clean = dir.path().join("clean.db");
         let clock = ManualClock::new(CLOCK_START_MS);
         let untallied = Tally::default();
-        let (appends, _) = run(&clean, &wf, plan, &clock, &signals, None, &untallied).await?;
+        let (appends, _) =
+            run(&clean, &wf, plan, &clock, &signals, &gates, None, &untallied).await?;
         let baseline = fx.take();
         prop_assert!(duplicates(&baseline).is_empty(), "{:?} ran twice", duplicates(&baseline));
         let store = open_store(&clean);
         let expected: Vec<Facts> = (0..threads).map(|t| inspect(&store, &wf, t).unwrap()).collect();
+        let problems = lock_problems(&store, &expected);
+        prop_assert!(problems.is_empty(), "uninterrupted: {:?}", problems);
         drop(store);
+        let seen = gates.take_violations();
+        prop_assert!(seen.is_empty(), "uninterrupted: {:?}", seen);
         for (t, f) in expected.iter().enumerate() {
             let want = if plan.threads[t].cancel_at.is_some() {
                 ThreadStatus::Cancelled
@@ -397,7 +550,7 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
         let clock = ManualClock::new(CLOCK_START_MS);
         let crash_after = ((appends as f64 * crash_frac) as i64).max(1);
         let (_, acks) =
-            run(&crashed, &wf, plan, &clock, &signals, Some(crash_after), tally).await?;
+            run(&crashed, &wf, plan, &clock, &signals, &gates, Some(crash_after), tally).await?;
         let before_crash = fx.take();
         let store = open_store(&crashed);
         let mut recorded = BTreeSet::new();
@@ -414,7 +567,7 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
         }
         drop(store);
         LOST.fetch_add(lost_now.len() as u64, Ordering::SeqCst);
-        let (_, _) = run(&crashed, &wf, plan, &clock, &signals, None, tally).await?;
+        let (_, _) = run(&crashed, &wf, plan, &clock, &signals, &gates, None, tally).await?;
         let after = fx.take();
 
         CASES.fetch_add(1, Ordering::SeqCst);
@@ -425,6 +578,7 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
         REPEATED.fetch_add(repeated.len() as u64, Ordering::SeqCst);
         let store = open_store(&crashed);
         let got: Vec<Facts> = (0..threads).map(|t| inspect(&store, &wf, t).unwrap()).collect();
+        LOCKS.fetch_add(got.iter().map(|f| f.locks).sum(), Ordering::SeqCst);
         // A tool call in flight at the crash counts against a tool-call budget (it may have
         // run), so the stop can come earlier than in the uninterrupted run: the budget events
         // of such threads are not compared, only how they end.
@@ -449,6 +603,10 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
         }
         let ctx = format!("plan {plan:?} crash after {crash_after} of {appends} appends");
         prop_assert!(lost_now.is_empty(), "acknowledged but lost: {:?}; {}", lost_now, ctx);
+        let seen = gates.take_violations();
+        prop_assert!(seen.is_empty(), "{:?}; {}", seen, ctx);
+        let problems = lock_problems(&store, &got);
+        prop_assert!(problems.is_empty(), "{:?}; {}", problems, ctx);
         prop_assert_eq!(got_views, want_views, "{}", ctx);
         prop_assert!(repeated.is_empty(), "ran again: {:?}; {}", repeated, ctx);
         let all: BTreeSet<String> = before_crash.into_iter().chain(after).collect();
@@ -475,12 +633,15 @@ fn engine_crash_with_controls_then_resume() {
     let result = runner.run(&(plan(), 0.0f64..1.0), |(plan, frac)| one_case(&plan, frac, &tally));
     let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
     crate::common::report(&format!(
-        "RELIABILITY engine_crash_controls cases={} cancels={} inputs={} sleeps={} budgets={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
+        "RELIABILITY engine_crash_controls cases={} cancels={} inputs={} sleeps={} budgets={} pauses={} locks={} branch_controls={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
         n(&CASES),
         n(&tally.cancels),
         n(&tally.inputs),
         n(&tally.sleeps),
         n(&tally.budgets),
+        n(&tally.pauses),
+        n(&LOCKS),
+        n(&tally.branch_controls),
         n(&driver::CRASHES_IN_CONTROL),
         n(&tally.cancel_early),
         n(&tally.cancel_lost),
@@ -500,6 +661,9 @@ fn engine_crash_with_controls_then_resume() {
             ("inputs", &tally.inputs),
             ("sleeps", &tally.sleeps),
             ("budgets", &tally.budgets),
+            ("pauses", &tally.pauses),
+            ("locks", &LOCKS),
+            ("branch controls", &tally.branch_controls),
         ] {
             assert!(n(c) > 0, "no case exercised {name}");
         }

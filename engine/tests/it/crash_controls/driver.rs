@@ -1,13 +1,16 @@
 //! The driver of one engine run of a case: starts the threads and answers what each waits for
-//! (input, a timer, a budget stop, the planned cancel), recording what the engine acknowledged.
+//! (input, a timer, a budget stop, the planned cancel or pause), recording what the engine
+//! acknowledged.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 
 use cairn::clock::ManualClock;
 use cairn::dsl::{Budgets, Workflow};
+use cairn::record::Body;
 use cairn::storage::limits::READ_LIMIT_MAX;
 use cairn::storage::{RedbStore, Store, ThreadId};
 use cairn::thread_ctx::Waiting;
@@ -15,6 +18,7 @@ use cairn::{Durability, Engine, Seq, StartOptions, ThreadStatus};
 use proptest::test_runner::TestCaseError;
 use tokio::sync::Notify;
 
+use super::gates::Gates;
 use super::{Acc, Limit, Plan, STUCK_SECS, Signals, answer, strict, tid};
 use crate::crash::Dying;
 
@@ -25,6 +29,10 @@ pub(super) struct Tally {
     pub(super) inputs: AtomicU64,
     pub(super) sleeps: AtomicU64,
     pub(super) budgets: AtomicU64,
+    /// Explicit pauses acknowledged at their boundary.
+    pub(super) pauses: AtomicU64,
+    /// Inputs answered and timers fired for fan-out branches.
+    pub(super) branch_controls: AtomicU64,
     /// `cancel` returned Ok while the thread still ran (it ends Cancelled later).
     pub(super) cancel_early: AtomicU64,
     /// `cancel` returned Ok and the thread stayed parked (asked again).
@@ -47,6 +55,7 @@ pub(super) struct Acked {
     pub(super) inputs: u64,
     pub(super) budgets_set: u64,
     pub(super) resumes: u64,
+    pub(super) pauses: u64,
     pub(super) cancelled: bool,
 }
 
@@ -62,6 +71,9 @@ pub(super) struct Run<'a> {
     clock: ManualClock,
     plan: &'a Plan,
     signals: Vec<Arc<Notify>>,
+    /// A node at its thread's pause point waits here for the driver.
+    pause_signals: Vec<Arc<Notify>>,
+    gates: &'a Gates,
     acks: AckMap,
     tally: &'a Tally,
     /// The run's store, to count the crashes that land during a control call.
@@ -125,6 +137,58 @@ impl Run<'_> {
         Ok(true)
     }
 
+    /// The planned pause of thread `t`, whose node waits at its gate: asks for the pause (the
+    /// request is registered on the first poll), opens the gate, and waits until the thread is
+    /// Paused, which must be at the gate node's step boundary.
+    async fn pause(&self, t: usize) -> Result<(), cairn::Error> {
+        let _busy = self.busy();
+        let (engine, name) = (self.engine.clone(), tid(t));
+        let mut asked = Box::pin(async move { engine.pause(&name).await });
+        let first = futures::poll!(asked.as_mut());
+        self.gates.open(&tid(t));
+        match first {
+            Poll::Ready(r) => r?,
+            Poll::Pending => asked.await?,
+        }
+        let id = ThreadId::new(tid(t)).unwrap();
+        let status = self.engine.store().thread(&id)?.expect("thread record").status;
+        let mut next = None;
+        for e in self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX)? {
+            if let Body::StepCompleted { next: n, .. } =
+                cairn::log::decode(self.engine.store().as_ref(), e)?.body
+            {
+                next = Some(n);
+            }
+        }
+        let i = self.plan.threads[t].pause_at.expect("a planned pause");
+        let want = self.plan.after(i);
+        if status != ThreadStatus::Paused || next.as_ref() != Some(&want) {
+            self.gates.violation(format!(
+                "{}: pause at c{i} acknowledged with status {status:?}, next step {next:?} \
+                 (want Paused before {want:?}); logs:\n{}",
+                tid(t),
+                dump(self.engine.store().as_ref(), self.plan)
+            ));
+        }
+        ack(&self.acks, &tid(t), |a| a.pauses += 1);
+        bump(&self.tally.pauses);
+        Ok(())
+    }
+
+    /// Whether the thread's latest stop was an explicit pause (else a budget stop).
+    fn paused_by_request(&self, t: usize) -> Result<bool, cairn::Error> {
+        let id = ThreadId::new(tid(t)).unwrap();
+        let mut explicit = false;
+        for e in self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX)? {
+            if let Body::StatusChanged { to: ThreadStatus::Paused, reason, .. } =
+                cairn::log::decode(self.engine.store().as_ref(), e)?.body
+            {
+                explicit = reason.starts_with("paused");
+            }
+        }
+        Ok(explicit)
+    }
+
     /// Raises the budgets of a thread stopped by one. The handle may report Paused before the
     /// runner that paused it has let go (a fresh watch reads the stored status), and
     /// `set_budgets` refuses a thread with a runner: retried, counted as `budget_races`.
@@ -149,6 +213,7 @@ impl Run<'_> {
         tokio::select! {
             r = events.next() => r.map(|_| ()),
             () = self.signals[t].notified() => self.cancel(t).await.map(|_| ()),
+            () = self.pause_signals[t].notified() => self.pause(t).await,
         }
     }
 
@@ -165,6 +230,10 @@ impl Run<'_> {
                 o = h.wait() => o?.status,
                 () = self.signals[t].notified() => {
                     self.cancel(t).await?;
+                    continue;
+                }
+                () = self.pause_signals[t].notified() => {
+                    self.pause(t).await?;
                     continue;
                 }
             };
@@ -194,7 +263,11 @@ impl Run<'_> {
                         }
                     };
                     let i: usize = node[1..].parse().unwrap();
-                    if self.plan.threads[t].cancel_at == Some(i) {
+                    let branch = node.starts_with('w');
+                    if branch {
+                        bump(&self.tally.branch_controls);
+                    }
+                    if !branch && self.plan.threads[t].cancel_at == Some(i) {
                         if !self.cancel(t).await? {
                             continue; // nothing was written: ask again
                         }
@@ -203,18 +276,23 @@ impl Run<'_> {
                         bump(&self.tally.sleeps);
                     } else {
                         let _busy = self.busy();
-                        self.engine.send_input(&tid(t), answer(i, t)).await?;
+                        self.engine.send_input(&tid(t), answer(&node, t)).await?;
                         ack(&self.acks, &tid(t), |a| a.inputs += 1);
                         bump(&self.tally.inputs);
                     }
                 }
                 ThreadStatus::Paused => {
                     let _busy = self.busy();
-                    self.raise_budgets(t).await?;
-                    ack(&self.acks, &tid(t), |a| a.budgets_set += 1);
+                    let explicit = self.paused_by_request(t)?;
+                    if !explicit {
+                        self.raise_budgets(t).await?;
+                        ack(&self.acks, &tid(t), |a| a.budgets_set += 1);
+                    }
                     self.engine.resume(&tid(t)).await?;
                     ack(&self.acks, &tid(t), |a| a.resumes += 1);
-                    bump(&self.tally.budgets);
+                    if !explicit {
+                        bump(&self.tally.budgets);
+                    }
                 }
                 other => return Ok(other),
             }
@@ -248,6 +326,7 @@ pub(super) async fn run(
     plan: &Plan,
     clock: &ManualClock,
     signals: &Signals,
+    gates: &Gates,
     crash_after: Option<i64>,
     tally: &Tally,
 ) -> Result<(u64, BTreeMap<String, Acked>), TestCaseError> {
@@ -256,6 +335,7 @@ pub(super) async fn run(
     let options = cairn::storage::Options { durability: Durability::None, ..Default::default() };
     let store = Arc::new(RedbStore::open(path, options).unwrap());
     let dying = Arc::new(Dying::new(store, crash_after));
+    let pause_signals = gates.reset(plan.threads.len(), Some(dying.clone()));
     let engine = Engine::with_store(dying.clone())
         .workflow(wf)
         .seed(5)
@@ -275,6 +355,8 @@ pub(super) async fn run(
         clock: clock.clone(),
         plan,
         signals: hang_signals,
+        pause_signals,
+        gates,
         acks: acks.clone(),
         tally,
         dying: dying.clone(),
@@ -323,6 +405,7 @@ pub(super) async fn run(
     drop(r);
     drop(engine);
     drop(dying);
+    gates.detach();
     if let Some(f) = failure {
         return Err(TestCaseError::fail(format!("run with crash_after {crash_after:?}: {f}")));
     }
