@@ -153,7 +153,7 @@ fn plan() -> impl Strategy<Value = Plan> {
             .collect();
         let thread = (
             prop::option::weighted(0.3, 0..n),
-            prop::option::weighted(0.35, 0..n),
+            prop::option::weighted(0.5, 0..n),
             prop::option::weighted(0.4, limit),
         )
             .prop_map(move |(cancel_at, pause_at, budget)| {
@@ -492,6 +492,9 @@ fn lock_problems(store: &RedbStore, facts: &[Facts]) -> Vec<String> {
 }
 
 static LOCKS: AtomicU64 = AtomicU64::new(0);
+/// Threads Paused (by a budget or a pause) when the store died: checked to stay Paused over the
+/// reopen until resumed.
+static PAUSED_AT_CRASH: AtomicU64 = AtomicU64::new(0);
 
 fn open_store(path: &Path) -> RedbStore {
     RedbStore::open(path, cairn::storage::Options::default()).unwrap()
@@ -555,7 +558,15 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
         let store = open_store(&crashed);
         let mut recorded = BTreeSet::new();
         let mut lost_now = Vec::new();
+        // Threads Paused at the crash, with their last seq: they must stay Paused over the
+        // reopen until the driver resumes them.
+        let mut paused = Vec::new();
         for t in 0..threads {
+            let id = ThreadId::new(tid(t)).unwrap();
+            if let Some(r) = store.thread(&id).unwrap().filter(|r| r.status == ThreadStatus::Paused)
+            {
+                paused.push((t, r.last.map_or(0, |b| b.seq.0)));
+            }
             let facts = inspect(&store, &wf, t);
             if let Some(f) = &facts {
                 recorded.extend(f.recorded.iter().cloned());
@@ -569,6 +580,26 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
         LOST.fetch_add(lost_now.len() as u64, Ordering::SeqCst);
         let (_, _) = run(&crashed, &wf, plan, &clock, &signals, &gates, None, tally).await?;
         let after = fx.take();
+        let store = open_store(&crashed);
+        for &(t, seq) in &paused {
+            let id = ThreadId::new(tid(t)).unwrap();
+            let next = store.read_since(&id, Seq(seq), READ_LIMIT_MAX).unwrap();
+            let first = next
+                .into_iter()
+                .map(|e| cairn::log::decode(&store, e).unwrap().body)
+                .find(|b| !matches!(b, Body::BudgetsSet { .. }));
+            let resumed = matches!(
+                &first,
+                Some(Body::StatusChanged {
+                    from: ThreadStatus::Paused,
+                    to: ThreadStatus::Running,
+                    ..
+                })
+            );
+            prop_assert!(resumed, "{} Paused at the crash, then {:?}", tid(t), first);
+            PAUSED_AT_CRASH.fetch_add(1, Ordering::SeqCst);
+        }
+        drop(store);
 
         CASES.fetch_add(1, Ordering::SeqCst);
         let mut repeated: Vec<String> =
@@ -633,7 +664,7 @@ fn engine_crash_with_controls_then_resume() {
     let result = runner.run(&(plan(), 0.0f64..1.0), |(plan, frac)| one_case(&plan, frac, &tally));
     let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
     crate::common::report(&format!(
-        "RELIABILITY engine_crash_controls cases={} cancels={} inputs={} sleeps={} budgets={} pauses={} locks={} branch_controls={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
+        "RELIABILITY engine_crash_controls cases={} cancels={} inputs={} sleeps={} budgets={} pauses={} locks={} branch_controls={} paused_at_crash={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
         n(&CASES),
         n(&tally.cancels),
         n(&tally.inputs),
@@ -642,6 +673,7 @@ fn engine_crash_with_controls_then_resume() {
         n(&tally.pauses),
         n(&LOCKS),
         n(&tally.branch_controls),
+        n(&PAUSED_AT_CRASH),
         n(&driver::CRASHES_IN_CONTROL),
         n(&tally.cancel_early),
         n(&tally.cancel_lost),
