@@ -56,6 +56,8 @@ pub(super) struct Acked {
     pub(super) budgets_set: u64,
     pub(super) resumes: u64,
     pub(super) pauses: u64,
+    /// The thread's last seq each time the driver resumed it from Paused.
+    pub(super) resumed_at: Vec<u64>,
     pub(super) cancelled: bool,
 }
 
@@ -289,7 +291,10 @@ impl Run<'_> {
                         ack(&self.acks, &tid(t), |a| a.budgets_set += 1);
                     }
                     self.engine.resume(&tid(t)).await?;
-                    ack(&self.acks, &tid(t), |a| a.resumes += 1);
+                    ack(&self.acks, &tid(t), |a| {
+                        a.resumes += 1;
+                        a.resumed_at.push(last);
+                    });
                     if !explicit {
                         bump(&self.tally.budgets);
                     }
