@@ -37,7 +37,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::crash::{EffectLog, cases_from_env};
-use driver::{Acked, Tally, run};
+use driver::{Acked, Hooks, Tally, run};
 use gates::{Gates, LOCK, LOCK_TTL_MS};
 
 /// The state: every node appends what it saw.
@@ -520,6 +520,7 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
         let signals = Arc::new(Signals::default());
         let gates = Arc::new(Gates::default());
         let wf = build(plan, &fx, &signals, &gates);
+        let hooks = Hooks { signals: &signals, gates: &gates };
         let dir = tempfile::tempdir().unwrap();
         let threads = plan.threads.len();
 
@@ -527,8 +528,7 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
         let clean = dir.path().join("clean.db");
         let clock = ManualClock::new(CLOCK_START_MS);
         let untallied = Tally::default();
-        let (appends, _) =
-            run(&clean, &wf, plan, &clock, &signals, &gates, None, &untallied).await?;
+        let (appends, _) = run(&clean, &wf, plan, &clock, hooks, None, &untallied).await?;
         let baseline = fx.take();
         prop_assert!(duplicates(&baseline).is_empty(), "{:?} ran twice", duplicates(&baseline));
         let store = open_store(&clean);
@@ -552,8 +552,7 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
         let crashed = dir.path().join("crashed.db");
         let clock = ManualClock::new(CLOCK_START_MS);
         let crash_after = ((appends as f64 * crash_frac) as i64).max(1);
-        let (_, acks) =
-            run(&crashed, &wf, plan, &clock, &signals, &gates, Some(crash_after), tally).await?;
+        let (_, acks) = run(&crashed, &wf, plan, &clock, hooks, Some(crash_after), tally).await?;
         let before_crash = fx.take();
         let store = open_store(&crashed);
         let mut recorded = BTreeSet::new();
@@ -578,7 +577,7 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
         }
         drop(store);
         LOST.fetch_add(lost_now.len() as u64, Ordering::SeqCst);
-        let (_, resumed) = run(&crashed, &wf, plan, &clock, &signals, &gates, None, tally).await?;
+        let (_, resumed) = run(&crashed, &wf, plan, &clock, hooks, None, tally).await?;
         let after = fx.take();
         for &(t, seq) in &paused {
             // Still Paused after the reopen: the driver found it so and resumed it from there

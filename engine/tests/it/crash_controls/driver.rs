@@ -323,6 +323,13 @@ impl Run<'_> {
     }
 }
 
+/// What the nodes of a run call back into (replaced for every run).
+#[derive(Clone, Copy)]
+pub(super) struct Hooks<'a> {
+    pub(super) signals: &'a Signals,
+    pub(super) gates: &'a Gates,
+}
+
 /// Runs a case's plan on the database at `path`: to the end, or with `crash_after` until the
 /// store dies after that many appends. Returns the appends made and what was acknowledged.
 pub(super) async fn run(
@@ -330,12 +337,12 @@ pub(super) async fn run(
     wf: &Workflow<Acc>,
     plan: &Plan,
     clock: &ManualClock,
-    signals: &Signals,
-    gates: &Gates,
+    hooks: Hooks<'_>,
     crash_after: Option<i64>,
     tally: &Tally,
 ) -> Result<(u64, BTreeMap<String, Acked>), TestCaseError> {
     // Before the open: recovery may resume a thread straight into its hang node.
+    let Hooks { signals, gates } = hooks;
     let hang_signals = signals.reset(plan.threads.len());
     let options = cairn::storage::Options { durability: Durability::None, ..Default::default() };
     let store = Arc::new(RedbStore::open(path, options).unwrap());
