@@ -652,7 +652,23 @@ fn engine_crash_with_controls_then_resume() {
         ..ProptestConfig::default()
     };
     let tally = Tally::default();
-    let mut runner = proptest::test_runner::TestRunner::new(config);
+    // A fixed, printed seed: a failure (even one the shrinker cannot reduce, like a case that
+    // hangs) is replayed with `CAIRN_CRASH_CONTROLS_SEED=<seed>`.
+    let seed: u64 = std::env::var("CAIRN_CRASH_CONTROLS_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        });
+    let mut seed_bytes = [0u8; 32];
+    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let rng = proptest::test_runner::TestRng::from_seed(
+        proptest::test_runner::RngAlgorithm::ChaCha,
+        &seed_bytes,
+    );
+    let mut runner = proptest::test_runner::TestRunner::new_with_rng(config, rng);
     let result = runner.run(&(plan(), 0.0f64..1.0), |(plan, frac)| one_case(&plan, frac, &tally));
     let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
     crate::common::report(&format!(
@@ -676,7 +692,7 @@ fn engine_crash_with_controls_then_resume() {
         n(&LOST)
     ));
     if let Err(e) = result {
-        panic!("{e}");
+        panic!("{e}\nreplay with CAIRN_CRASH_CONTROLS_SEED={seed}");
     }
     if n(&CASES) >= 64 {
         // A generator that stopped producing a control would leave its checks with nothing.
