@@ -61,14 +61,7 @@ pub fn restore(
     };
     let mut ctx = match from_checkpoint {
         Some(ctx) => ctx,
-        None => {
-            let first = store.read_range(thread, Seq(1), Seq(1))?;
-            let Some(event) = first.into_iter().next() else {
-                return Err(Error::UnknownThread(thread.to_string()));
-            };
-            let rec = log::decode(store, event)?;
-            ThreadCtx::created(wf, thread.as_str(), &rec.body, rec.bookmark.at_ms)?
-        }
+        None => created(store, wf, thread)?,
     };
     loop {
         let events = store.read_since(thread, Seq(ctx.meta.seq), limits::READ_CHUNK)?;
@@ -86,7 +79,8 @@ pub fn restore(
     }
 }
 
-fn from_checkpoint(
+/// The context a checkpoint holds, checked against the seq it claims to cover.
+pub(crate) fn from_checkpoint(
     wf: &DynWorkflow,
     thread: &ThreadId,
     cp: &Checkpoint,
@@ -153,4 +147,18 @@ fn older(
         }
     }
     Ok(None)
+}
+
+/// The context after the thread's first event.
+pub(crate) fn created(
+    store: &dyn Store,
+    wf: &DynWorkflow,
+    thread: &ThreadId,
+) -> Result<ThreadCtx, Error> {
+    let first = store.read_range(thread, Seq(1), Seq(1))?;
+    let Some(event) = first.into_iter().next() else {
+        return Err(Error::UnknownThread(thread.to_string()));
+    };
+    let rec = log::decode(store, event)?;
+    ThreadCtx::created(wf, thread.as_str(), &rec.body, rec.bookmark.at_ms)
 }

@@ -17,9 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError};
 
 use cairn_dsl::DynWorkflow;
-use cairn_storage::{
-    Batch, Checkpoint, Guard, LeaseOp, Seq, Store, ThreadId, ThreadRecord, ThreadStatus,
-};
+use cairn_storage::{Batch, Guard, LeaseOp, Seq, Store, ThreadId, ThreadRecord, ThreadStatus};
 use serde_json::Value;
 
 use crate::engine::{Engine, Inner};
@@ -27,7 +25,7 @@ use crate::error::Error;
 use crate::log;
 use crate::record::Body;
 use crate::replay::{Divergence, ReplayReport, replay_after};
-use crate::restore::{decode_snapshot, restore};
+use crate::restore::{created, from_checkpoint, restore};
 use crate::status::{Transition, transition};
 use crate::thread_ctx::ThreadCtx;
 
@@ -139,36 +137,6 @@ async fn tail(
         }
     };
     replay_after(store, wf, thread, start, &BTreeMap::new()).await
-}
-
-/// The context a checkpoint holds, checked against the seq it claims to cover.
-fn from_checkpoint(
-    wf: &DynWorkflow,
-    thread: &ThreadId,
-    cp: &Checkpoint,
-) -> Result<ThreadCtx, Error> {
-    let snapshot = decode_snapshot(thread, cp.covers.seq.0, &cp.snapshot)?;
-    if snapshot.meta.seq != cp.covers.seq.0 {
-        return Err(Error::Record {
-            thread: thread.to_string(),
-            seq: cp.covers.seq.0,
-            detail: format!(
-                "checkpoint {} covers seq {} but its snapshot is at {}",
-                cp.id.0, cp.covers.seq, snapshot.meta.seq
-            ),
-        });
-    }
-    ThreadCtx::from_snapshot(wf, snapshot)
-}
-
-/// The context after the thread's first event.
-fn created(store: &dyn Store, wf: &DynWorkflow, thread: &ThreadId) -> Result<ThreadCtx, Error> {
-    let first = store.read_since(thread, Seq(0), 1)?;
-    let Some(event) = first.into_iter().next() else {
-        return Err(Error::UnknownThread(thread.to_string()));
-    };
-    let rec = log::decode(store, event)?;
-    ThreadCtx::created(wf, thread.as_str(), &rec.body, rec.bookmark.at_ms)
 }
 
 /// Writes, in one batch guarded by the status and last seq the runner restored, the move to
