@@ -4,6 +4,7 @@
 #
 #   scripts/soak.sh --minutes M          # e.g. --minutes 20; the full soak is --minutes 400
 #   scripts/soak.sh --minutes M --parts tests|fuzz|all    # default all
+#   scripts/soak.sh --minutes M --parts fuzz --workers 2  # two fuzzing processes per target
 #   nohup scripts/soak.sh --minutes 60 > /dev/null 2>&1 &     # in the background
 #
 # Full-size figures (reached at --minutes 400 on 2 cores; smaller budgets scale them down):
@@ -12,7 +13,9 @@
 #   - T2: 5,000 `kill -9` of a child process, and 5,000 aborts at chosen steps;
 #   - T4: 50,000 corruptions of engine-written records;
 #   - T8: 1,000 threads x 50 steps with crashes;
-#   - T5: one hour per fuzz target (every target in fuzz/Cargo.toml).
+#   - T5: one hour per fuzz target (every target in fuzz/Cargo.toml); with --workers W each
+#     target runs W libFuzzer processes on one corpus, so an hour of fuzzing per target takes
+#     60/W minutes of wall time (W at most the number of cores).
 # The budget is split: 35% crash cases, 10% processes, 5% corruption and load, 50% fuzzing.
 # Each part runs in chunks until its share of the time is used or its full-size figure is
 # reached, so a short budget still produces every kind of figure.
@@ -27,18 +30,23 @@ cd "$(dirname "$0")/.."
 
 minutes=20
 parts=all
+workers=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --minutes) minutes="$2"; shift 2 ;;
         --minutes=*) minutes="${1#*=}"; shift ;;
         --parts) parts="$2"; shift 2 ;;
         --parts=*) parts="${1#*=}"; shift ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+        --workers) workers="$2"; shift 2 ;;
+        --workers=*) workers="${1#*=}"; shift ;;
+        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
 [[ "$minutes" =~ ^[0-9]+$ ]] && [ "$minutes" -gt 0 ] || { echo "--minutes takes a positive integer" >&2; exit 2; }
 case "$parts" in all|tests|fuzz) ;; *) echo "--parts is tests, fuzz or all" >&2; exit 2 ;; esac
+[[ "$workers" =~ ^[0-9]+$ ]] && [ "$workers" -ge 1 ] && [ "$workers" -le "$(nproc)" ] \
+    || { echo "--workers takes an integer from 1 to the number of cores ($(nproc))" >&2; exit 2; }
 
 budget=$((minutes * 60))
 day="$(date -u +%Y-%m-%d)"
@@ -52,7 +60,7 @@ status=0
     echo "# Cairn soak run $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "# commit ${CAIRN_SOAK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
     echo "# machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)"
-    echo "# budget: --minutes $minutes --parts $parts"
+    echo "# budget: --minutes $minutes --parts $parts --workers $workers"
 } >> "$out"
 
 note() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$log"; }
@@ -134,25 +142,34 @@ for target in "${targets[@]}"; do
 done
 start=$(( start + $(date +%s) - build_started ))
 left=$(( budget - $(elapsed) ))
+# `per` is wall time per target; each of the W workers fuzzes for all of it, so a target gets
+# W x per seconds of fuzzing, at most an hour.
 per=$(( left / (${#built[@]} > 0 ? ${#built[@]} : 1) ))
-[ "$per" -gt 3600 ] && per=3600
+[ "$per" -gt $(( 3600 / workers )) ] && per=$(( 3600 / workers ))
 [ "$per" -lt 30 ] && per=30
 for target in "${built[@]+"${built[@]}"}"; do
-    note "fuzz $target for ${per}s"
+    note "fuzz $target for ${per}s with $workers worker(s)"
     mkdir -p "fuzz/corpus/$target" "fuzz/artifacts/$target"
     scratch="$(mktemp -d)"
     fuzz_log="$(mktemp)"
+    parallel=()
+    # libFuzzer's -jobs: W processes sharing the scratch corpus, each logging to fuzz-<n>.log.
+    [ "$workers" -gt 1 ] && parallel=(-jobs="$workers" -workers="$workers")
+    rm -f fuzz/fuzz-*.log
     if (cd fuzz && env -u CARGO_TARGET_DIR cargo fuzz run --sanitizer=none "$target" "$scratch" "corpus/$target" -- \
         -max_total_time="$per" -max_len=10000 -rss_limit_mb=2048 -timeout=10 \
-        -print_final_stats=1 > "$fuzz_log" 2>&1); then
+        -print_final_stats=1 "${parallel[@]+"${parallel[@]}"}" > "$fuzz_log" 2>&1); then
         crashes=0
     else
         crashes=1
         status=1
     fi
-    execs=$(grep -E '^stat::number_of_executed_units' "$fuzz_log" | awk '{print $2}' | tail -1)
-    new=$(grep -E '^stat::new_units_added' "$fuzz_log" | awk '{print $2}' | tail -1)
-    echo "RELIABILITY T5_fuzz target=$target secs=$per execs=${execs:-0} new_units=${new:-0} crashes=$crashes" \
+    for worker_log in fuzz/fuzz-*.log; do
+        if [ -e "$worker_log" ]; then cat "$worker_log" >> "$fuzz_log"; rm -f "$worker_log"; fi
+    done
+    execs=$(grep -E '^stat::number_of_executed_units' "$fuzz_log" | awk '{n += $2} END {print n + 0}')
+    new=$(grep -E '^stat::new_units_added' "$fuzz_log" | awk '{n += $2} END {print n + 0}')
+    echo "RELIABILITY T5_fuzz target=$target secs=$per workers=$workers fuzz_secs=$(( per * workers )) execs=$execs new_units=$new crashes=$crashes" \
         | tee -a "$log" >> "$out"
     [ "$crashes" = 0 ] || grep -E -A5 'panicked|ERROR' "$fuzz_log" | head -20 | tee -a "$log"
     rm -rf "$scratch" "$fuzz_log"
