@@ -1,8 +1,12 @@
 //! T5 regressions: every checked-in corpus input and crash artifact of this suite's fuzz targets
-//! (`dsl_builder`, `snapshot_decode`), replayed through exactly the code the fuzzer runs.
+//! (`bundle_import`, `dsl_builder`, `snapshot_decode`), replayed through exactly the code the
+//! fuzzer runs; every bundle the reader accepts is also imported into a database and exported
+//! again.
 
 use std::path::Path;
 
+#[path = "fuzz_checks/bundle_import.rs"]
+mod bundle_import;
 #[path = "fuzz_checks/dsl_builder.rs"]
 mod dsl_builder;
 #[path = "fuzz_checks/snapshot_decode.rs"]
@@ -34,13 +38,52 @@ fn t5_fuzz_corpus_replays() {
     for input in &snap {
         snapshot_decode::check(input);
     }
+    let bundles = inputs("bundle_import");
+    let accepted: Vec<_> = bundles.iter().filter_map(|input| bundle_import::check(input)).collect();
+    let imported = import_all(&accepted);
     report(&format!(
-        "RELIABILITY T5_corpus dsl_builder_inputs={} snapshot_decode_inputs={} panics=0",
+        "RELIABILITY T5_corpus dsl_builder_inputs={} snapshot_decode_inputs={} \
+         bundle_import_inputs={} bundles_accepted={} bundles_imported={imported} panics=0",
         dsl.len(),
-        snap.len()
+        snap.len(),
+        bundles.len(),
+        accepted.len(),
     ));
-    assert!(!dsl.is_empty() && !snap.is_empty(), "the corpora are checked in");
+    assert!(!dsl.is_empty() && !snap.is_empty() && !bundles.is_empty(), "the corpora are checked in");
+    assert_eq!(imported, accepted.len(), "every accepted bundle imports");
     assert!(dsl.iter().any(|d| dsl_builder::builds(d)), "some dsl_builder seed builds a workflow");
+}
+
+/// Imports each bundle into a fresh database that knows the seed workflow, then exports it
+/// again: a bundle the reader accepts is written whole (import fails only on storage errors),
+/// and one of the seed workflow comes back with the same events and state. Returns how many
+/// imported.
+fn import_all(bundles: &[cairn::debug::Bundle]) -> usize {
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let wf = bundle_import::workflow();
+        let mut imported = 0;
+        for bundle in bundles {
+            let (builder, _clock) = cairn::testkit::deterministic_engine(1).expect("engine");
+            let engine = builder
+                .workflow(&wf)
+                .recovery(cairn::RecoveryPolicy::Park)
+                .open()
+                .await
+                .expect("open");
+            let id = engine.import_bundle(bundle).await.expect("an accepted bundle imports");
+            imported += 1;
+            let again = engine.export_bundle(id.as_str(), &cairn::debug::ExportOptions::default());
+            if bundle.metadata.workflow.id == "fuzz-bundle" && bundle.metadata.redaction.secrets == 0 {
+                let again = again.expect("the imported thread exports");
+                assert_eq!(again.events, bundle.events, "events survive import and export");
+                assert_eq!(again.state, bundle.state, "state survives import and export");
+            }
+            engine.shutdown().await;
+        }
+        imported
+    })
 }
 
 /// Writes the seed corpora (run by hand: `CAIRN_REL_WRITE_CORPUS=1 cargo test -p cairn
@@ -74,5 +117,8 @@ fn t5_write_seed_corpus() {
     }
     for (i, body) in snapshot_decode::seed_bodies().iter().enumerate() {
         write("snapshot_decode", format!("body-{i}"), body);
+    }
+    for (i, bundle) in bundle_import::seed_bundles().iter().enumerate() {
+        write("bundle_import", format!("bundle-{i}"), bundle);
     }
 }
