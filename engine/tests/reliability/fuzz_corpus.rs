@@ -49,7 +49,10 @@ fn t5_fuzz_corpus_replays() {
         bundles.len(),
         accepted.len(),
     ));
-    assert!(!dsl.is_empty() && !snap.is_empty() && !bundles.is_empty(), "the corpora are checked in");
+    assert!(
+        !dsl.is_empty() && !snap.is_empty() && !bundles.is_empty(),
+        "the corpora are checked in"
+    );
     assert_eq!(imported, accepted.len(), "every accepted bundle imports");
     assert!(dsl.iter().any(|d| dsl_builder::builds(d)), "some dsl_builder seed builds a workflow");
 }
@@ -75,7 +78,9 @@ fn import_all(bundles: &[cairn::debug::Bundle]) -> usize {
             let id = engine.import_bundle(bundle).await.expect("an accepted bundle imports");
             imported += 1;
             let again = engine.export_bundle(id.as_str(), &cairn::debug::ExportOptions::default());
-            if bundle.metadata.workflow.id == "fuzz-bundle" && bundle.metadata.redaction.secrets == 0 {
+            if bundle.metadata.workflow.id == "fuzz-bundle"
+                && bundle.metadata.redaction.secrets == 0
+            {
                 let again = again.expect("the imported thread exports");
                 assert_eq!(again.events, bundle.events, "events survive import and export");
                 assert_eq!(again.state, bundle.state, "state survives import and export");

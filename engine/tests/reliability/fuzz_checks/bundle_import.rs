@@ -11,9 +11,9 @@
 use std::sync::Arc;
 
 use cairn::debug::{Bundle, ExportOptions, Redaction};
+use cairn::dsl::Message;
 use cairn::storage::ThreadId;
 use cairn::testkit::{deterministic_engine, runner_released};
-use cairn::dsl::Message;
 use cairn::{Ctx, END, NodeOutput, Replace, START, StartOptions, Workflow};
 
 /// A secret the seed thread writes into its conversation (redacted in one seed bundle).
@@ -44,9 +44,8 @@ pub fn check(data: &[u8]) -> Option<Bundle> {
 pub fn workflow() -> Workflow<Replace<Vec<u64>>> {
     Workflow::<Replace<Vec<u64>>>::builder("fuzz-bundle", 1)
         .node("fetch", |s: Arc<Replace<Vec<u64>>>, ctx: Ctx| async move {
-            let v: u64 = ctx
-                .tool("lookup", s.0.len() as u64, |n: u64, _| async move { Ok(n + 40) })
-                .await?;
+            let v: u64 =
+                ctx.tool("lookup", s.0.len() as u64, |n: u64, _| async move { Ok(n + 40) }).await?;
             let mut out = s.0.clone();
             out.push(v ^ (ctx.random_u64() % 7));
             ctx.message(Message::new("assistant", format!("used key {SECRET} for {v}")));
