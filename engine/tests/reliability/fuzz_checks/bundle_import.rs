@@ -80,26 +80,21 @@ pub fn seed_bundles() -> Vec<Vec<u8>> {
             engine.start("fuzz-bundle", vec![1u64], StartOptions::id("seed")).await.expect("start");
         handle.wait().await.expect("parks for input");
         runner_released(&engine, &thread).await;
-        let mut out = Vec::new();
-        let mut export = |options: ExportOptions| {
+        let export = |options: ExportOptions| {
             let bundle = engine.export_bundle("seed", &options).expect("export");
-            out.push(bundle.to_bytes(options.gzip).expect("bytes"));
+            bundle.to_bytes(options.gzip).expect("bytes")
         };
-        export(ExportOptions::default());
+        let mut out = vec![export(ExportOptions::default())];
         engine.send_input("seed", 5u64).await.expect("input");
         handle.finished().await.expect("ends");
-        let mut export = |options: ExportOptions| {
-            let bundle = engine.export_bundle("seed", &options).expect("export");
-            out.push(bundle.to_bytes(options.gzip).expect("bytes"));
-        };
-        export(ExportOptions::default());
-        export(ExportOptions { include_checkpoints: true, ..ExportOptions::default() });
-        export(ExportOptions { last_events: Some(3), ..ExportOptions::default() });
-        export(ExportOptions {
+        out.push(export(ExportOptions::default()));
+        out.push(export(ExportOptions { include_checkpoints: true, ..ExportOptions::default() }));
+        out.push(export(ExportOptions { last_events: Some(3), ..ExportOptions::default() }));
+        out.push(export(ExportOptions {
             redaction: Redaction::default().secret(SECRET),
             gzip: true,
             ..ExportOptions::default()
-        });
+        }));
         engine.shutdown().await;
         out
     })
