@@ -31,6 +31,8 @@ pub(super) struct Tally {
     pub(super) budgets: AtomicU64,
     /// Explicit pauses acknowledged at their boundary.
     pub(super) pauses: AtomicU64,
+    /// Pauses answered by a budget stop inside the gate node (before its step boundary).
+    pub(super) pauses_by_budget: AtomicU64,
     /// Inputs answered and timers fired for fan-out branches.
     pub(super) branch_controls: AtomicU64,
     /// `cancel` returned Ok while the thread still ran (it ends Cancelled later).
@@ -80,6 +82,8 @@ pub(super) struct Run<'a> {
     tally: &'a Tally,
     /// The run's store, to count the crashes that land during a control call.
     dying: Arc<Dying>,
+    /// Per thread, what its driver waits for now (printed when a run is stuck).
+    phases: Mutex<Vec<String>>,
 }
 
 /// A control call in flight: if the store dies before it is dropped, the crash landed during
@@ -102,6 +106,17 @@ impl Drop for Busy<'_> {
 pub(super) static CRASHES_IN_CONTROL: AtomicU64 = AtomicU64::new(0);
 
 impl Run<'_> {
+    /// Records what thread `t`'s driver waits for now.
+    fn at(&self, t: usize, what: impl Into<String>) {
+        self.phases.lock().unwrap()[t] = what.into();
+    }
+
+    /// What every driver waits for now, for a stuck run's failure message.
+    fn phases(&self) -> String {
+        let phases = self.phases.lock().unwrap();
+        phases.iter().enumerate().map(|(t, p)| format!("{}: {p}\n", tid(t))).collect()
+    }
+
     fn busy(&self) -> Busy<'_> {
         Busy { dying: &self.dying, dead_before: self.dying.dead() }
     }
@@ -116,6 +131,7 @@ impl Run<'_> {
     ///   again (`cancel_lost`).
     async fn cancel(&self, t: usize) -> Result<bool, cairn::Error> {
         let _busy = self.busy();
+        self.at(t, "cancel in flight");
         self.engine.cancel(&tid(t), "planned cancel").await?;
         let id = ThreadId::new(tid(t)).unwrap();
         let status = self.engine.store().thread(&id)?.expect("thread record").status;
@@ -144,6 +160,7 @@ impl Run<'_> {
     /// Paused, which must be at the gate node's step boundary.
     async fn pause(&self, t: usize) -> Result<(), cairn::Error> {
         let _busy = self.busy();
+        self.at(t, "pause in flight");
         let (engine, name) = (self.engine.clone(), tid(t));
         let mut asked = Box::pin(async move { engine.pause(&name).await });
         let first = futures::poll!(asked.as_mut());
@@ -161,6 +178,12 @@ impl Run<'_> {
             {
                 next = Some(n);
             }
+        }
+        if status == ThreadStatus::Paused && !self.paused_by_request(t)? {
+            // A tool-call budget ran out inside the gate node first: the thread stopped there,
+            // which answers the pause (no explicit pause is recorded, none is acknowledged).
+            bump(&self.tally.pauses_by_budget);
+            return Ok(());
         }
         let i = self.plan.threads[t].pause_at.expect("a planned pause");
         let want = self.plan.after(i);
@@ -195,6 +218,7 @@ impl Run<'_> {
     /// runner that paused it has let go (a fresh watch reads the stored status), and
     /// `set_budgets` refuses a thread with a runner: retried, counted as `budget_races`.
     async fn raise_budgets(&self, t: usize) -> Result<(), cairn::Error> {
+        self.at(t, "raising budgets");
         loop {
             match self.engine.set_budgets(&tid(t), Budgets::default()).await {
                 Ok(()) => return Ok(()),
@@ -211,6 +235,7 @@ impl Run<'_> {
     /// Waits until the log of thread `t` grows past `last` (or its hang signal asks for the
     /// planned cancel).
     async fn progress(&self, t: usize, last: u64) -> Result<(), cairn::Error> {
+        self.at(t, format!("waiting for an event after seq {last}"));
         let mut events = self.engine.thread(&tid(t))?.events(last)?;
         tokio::select! {
             r = events.next() => r.map(|_| ()),
@@ -228,6 +253,7 @@ impl Run<'_> {
             // The handle's status watch moves once a runner has let go of the thread, so a
             // parked status seen here is safe to act on, except when the watch was made from
             // the stored status meanwhile (see `cancel` and `raise_budgets`).
+            self.at(t, "waiting for a status other than Running");
             let watched = tokio::select! {
                 o = h.wait() => o?.status,
                 () = self.signals[t].notified() => {
@@ -250,7 +276,10 @@ impl Run<'_> {
                 continue;
             }
             match watched {
-                ThreadStatus::Completed | ThreadStatus::Cancelled => return Ok(watched),
+                ThreadStatus::Completed | ThreadStatus::Cancelled => {
+                    self.at(t, format!("ended {watched:?}"));
+                    return Ok(watched);
+                }
                 ThreadStatus::WaitingInput | ThreadStatus::Sleeping => {
                     let wf = self.engine.workflow_of(&id)?;
                     let ctx =
@@ -278,6 +307,7 @@ impl Run<'_> {
                         bump(&self.tally.sleeps);
                     } else {
                         let _busy = self.busy();
+                        self.at(t, format!("send_input to {node} in flight"));
                         self.engine.send_input(&tid(t), answer(&node, t)).await?;
                         ack(&self.acks, &tid(t), |a| a.inputs += 1);
                         bump(&self.tally.inputs);
@@ -290,6 +320,7 @@ impl Run<'_> {
                         self.raise_budgets(t).await?;
                         ack(&self.acks, &tid(t), |a| a.budgets_set += 1);
                     }
+                    self.at(t, "resume in flight");
                     self.engine.resume(&tid(t)).await?;
                     ack(&self.acks, &tid(t), |a| {
                         a.resumes += 1;
@@ -299,7 +330,10 @@ impl Run<'_> {
                         bump(&self.tally.budgets);
                     }
                 }
-                other => return Ok(other),
+                other => {
+                    self.at(t, format!("ended {other:?}"));
+                    return Ok(other);
+                }
             }
             self.progress(t, last).await?;
         }
@@ -315,6 +349,7 @@ impl Run<'_> {
             });
             let opts = StartOptions { budgets, ..StartOptions::id(tid(t)) };
             // Idempotent: after a crash this finds the thread if it was created.
+            self.at(t, "start in flight");
             self.engine.start("ctl", Acc::default(), opts).await?;
             ack(&self.acks, &tid(t), |a| a.started = true);
         }
@@ -372,6 +407,7 @@ pub(super) async fn run(
         acks: acks.clone(),
         tally,
         dying: dying.clone(),
+        phases: Mutex::new(vec!["not started".to_owned(); plan.threads.len()]),
     };
     let stuck = std::time::Duration::from_secs(STUCK_SECS);
     let first_error = |res: Vec<Result<ThreadStatus, cairn::Error>>| {
@@ -388,14 +424,14 @@ pub(super) async fn run(
         })
         .await;
         match outcome {
-            Err(_) => Some(format!("stuck; the logs:\n{}", dump(engine.store().as_ref(), plan))),
+            Err(_) => Some(stuck_message(&r)),
             Ok(Some(Err(e))) if !dying.dead() => Some(format!("start: {e}")),
             Ok(Some(Ok(res))) if !dying.dead() => first_error(res),
             Ok(_) => None,
         }
     } else {
         match tokio::time::timeout(stuck, r.start_and_drive()).await {
-            Err(_) => Some(format!("stuck; the logs:\n{}", dump(engine.store().as_ref(), plan))),
+            Err(_) => Some(stuck_message(&r)),
             Ok(Err(e)) => Some(format!("start: {e}")),
             Ok(Ok(res)) => first_error(res),
         }
@@ -423,6 +459,15 @@ pub(super) async fn run(
     }
     let acks = acks.lock().unwrap().clone();
     Ok((appends, acks))
+}
+
+/// The failure message of a stuck run: where each driver waits, and the logs.
+fn stuck_message(r: &Run<'_>) -> String {
+    format!(
+        "stuck; the drivers:\n{}the logs:\n{}",
+        r.phases(),
+        dump(r.engine.store().as_ref(), r.plan)
+    )
 }
 
 /// Every thread's log and status, one event a line (for a stuck case's failure message).

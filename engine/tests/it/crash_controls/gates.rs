@@ -67,6 +67,11 @@ impl Gates {
         let (signal, mut gate) = {
             let g = self.0.lock().unwrap();
             let (n, tx) = g.pause.get(thread).expect("a gate per thread");
+            if *tx.borrow() {
+                // Opened before in this run: the node runs again after a stop inside it (a
+                // budget ran out there), and the pause it asked for is answered.
+                return Ok(());
+            }
             (n.clone(), tx.subscribe())
         };
         signal.notify_one();
