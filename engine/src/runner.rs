@@ -94,6 +94,12 @@ async fn drive_claimed(
     if record.status.is_terminal() {
         return Ok(Exit::Status(record.status));
     }
+    if record.status == ThreadStatus::Paused {
+        // Paused since this run was queued (between the write that woke or started the thread
+        // and this claim, the window in which `pause` records Paused itself): only `resume`
+        // moves a thread out of Paused, so the acknowledged pause holds.
+        return Ok(Exit::Status(ThreadStatus::Paused));
+    }
     let wf = inner.workflow_for(&record)?;
     let ctx = restore(inner.store.as_ref(), &wf, thread, None)?;
     if ctx.meta.waiting.is_some() || matches!(record.status, ThreadStatus::Blocked) {

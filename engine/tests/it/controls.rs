@@ -508,3 +508,79 @@ async fn the_three_channel_view_splits_progress_control_and_monitor() {
     assert_eq!(t.output::<Tally>().await.unwrap().total, 3);
     engine.shutdown().await;
 }
+
+/// A woken thread (timer fired, input delivered, resumed, started) waits for a runner permit
+/// with its status already Running and no runner: a pause that lands in that window is
+/// recorded at once, and the runner that later gets the permit must leave the thread Paused
+/// (it used to run it on, losing a pause the caller saw acknowledged).
+#[tokio::test]
+async fn a_pause_while_a_woken_thread_waits_for_a_runner_holds() {
+    let (_d, path) = db();
+    let clock = ManualClock::new(1_000_000);
+    let (gate, gate_rx) = tokio::sync::watch::channel(false);
+    let (busy_tx, busy_rx) = tokio::sync::oneshot::channel();
+    let busy_tx = std::sync::Mutex::new(Some(busy_tx));
+    // Holds the only runner permit until the gate opens.
+    let busy = one_node("busy", NodePolicy::default(), move |_s, _ctx| {
+        let (mut gate, started) = (gate_rx.clone(), busy_tx.lock().unwrap().take());
+        async move {
+            if let Some(tx) = started {
+                let _ = tx.send(());
+            }
+            let _ = gate.wait_for(|open| *open).await;
+            Ok(NodeOutput::update((1, "busy".into())))
+        }
+    });
+    let nap = Workflow::<Tally>::builder("nap", 1)
+        .node("nap", |_s, ctx: Ctx| async move {
+            ctx.sleep_ms(1_000).await?;
+            Ok(NodeOutput::update((1, "woke".into())))
+        })
+        .node("after", |_s, _ctx| async move { Ok(NodeOutput::update((1, "after".into()))) })
+        .edge(START, "nap")
+        .edge("nap", "after")
+        .edge("after", END)
+        .build()
+        .unwrap();
+    let quick = one_node("quick", NodePolicy::default(), |_s, _ctx| async move {
+        Ok(NodeOutput::update((1, "quick".into())))
+    });
+    let engine = Engine::builder(&path)
+        .durability(Durability::None)
+        .concurrency(1)
+        .clock(Arc::new(clock.clone()))
+        .workflow(&busy)
+        .workflow(&nap)
+        .workflow(&quick)
+        .open()
+        .await
+        .unwrap();
+    let s = engine.start("nap", Tally::default(), StartOptions::id("s")).await.unwrap();
+    assert_eq!(s.wait().await.unwrap().status, ThreadStatus::Sleeping);
+    let b = engine.start("busy", Tally::default(), StartOptions::id("b")).await.unwrap();
+    busy_rx.await.unwrap();
+    // The timer fires: `s` is Running, queued behind `b` for the permit.
+    clock.advance_ms(1_000);
+    while s.status().unwrap() != ThreadStatus::Running {
+        tokio::task::yield_now().await;
+    }
+    let (paused, ()) = tokio::join!(engine.pause("s"), async {
+        gate.send_replace(true);
+    });
+    paused.unwrap();
+    assert_eq!(b.finished().await.unwrap().status, ThreadStatus::Completed);
+    // Queued behind the runner of `s` (permits are handed out in order, and this test's
+    // runtime has one thread): once `q` has finished, that runner has come and gone.
+    let q = engine.start("quick", Tally::default(), StartOptions::id("q")).await.unwrap();
+    assert_eq!(q.finished().await.unwrap().status, ThreadStatus::Completed);
+    assert_eq!(
+        s.status().unwrap(),
+        ThreadStatus::Paused,
+        "the acknowledged pause holds: {:#?}",
+        bodies(&engine, "s")
+    );
+    engine.resume("s").await.unwrap();
+    let out: Tally = s.output().await.unwrap();
+    assert_eq!(out.log, vec!["woke", "after"]);
+    engine.shutdown().await;
+}
