@@ -80,7 +80,7 @@ impl Engine {
             });
         }
         let body = Body::BudgetsSet { budgets };
-        self.inner.write_parked(&id, record.status, vec![body], false).await
+        self.inner.write_parked(&id, record.status, vec![body], None).await
     }
 
     /// Ends a thread from outside, then its unfinished descendants (sub-workflow child
@@ -170,8 +170,10 @@ impl Engine {
         }
     }
 
-    /// Asks a thread to pause at its next step boundary (a parked thread pauses at once).
-    /// Survives a restart: the Paused status is recorded.
+    /// Asks a thread to pause at its next step boundary (a parked thread pauses at once: one
+    /// waiting for input then refuses input, and one sleeping does not wake, until resumed).
+    /// Survives a restart: the Paused status is recorded. Once this returns, only
+    /// [`Engine::resume`] moves the thread out of Paused.
     ///
     /// # Errors
     /// [`Error::Transition`] if the thread cannot pause from its status.
@@ -234,7 +236,9 @@ impl Engine {
         Ok(())
     }
 
-    /// Resumes a paused, blocked or recovered (parked) thread in the background.
+    /// Resumes a paused, blocked or recovered (parked) thread in the background. A thread
+    /// paused while it waited for input or a timer goes back into that wait (Waiting or
+    /// Sleeping; a timer whose time passed meanwhile fires at once).
     ///
     /// # Errors
     /// [`Error::WrongStatus`] for a thread that waits for input or a timer, or has ended.
@@ -243,8 +247,23 @@ impl Engine {
         let record = self.record(&id)?;
         match record.status {
             ThreadStatus::Paused | ThreadStatus::Blocked => {
-                self.inner.workflow_for(&record)?;
-                self.inner.write_parked(&id, record.status, vec![], true).await?;
+                let wf = self.inner.workflow_for(&record)?;
+                if record.status == ThreadStatus::Paused {
+                    // Paused while it waited for input or a timer: back into that wait (a
+                    // timer whose time has passed fires at once).
+                    let ctx = crate::restore::restore(self.store().as_ref(), &wf, &id, None)?;
+                    let wait = match ctx.meta.waiting {
+                        Some(Waiting::Input { .. }) => Some(Transition::WaitInput),
+                        Some(Waiting::Timer { .. }) => Some(Transition::Sleep),
+                        None => None,
+                    };
+                    if let Some(wait) = wait {
+                        self.inner.write_parked(&id, record.status, vec![], Some(wait)).await?;
+                        self.inner.schedule_timers(&id, &ctx);
+                        return Ok(());
+                    }
+                }
+                self.inner.write_parked(&id, record.status, vec![], Some(Transition::Run)).await?;
                 self.inner.spawn_drive(id, "resumed");
                 Ok(())
             }
@@ -330,7 +349,7 @@ pub(crate) async fn deliver_input(
             id,
             ThreadStatus::WaitingInput,
             vec![Body::InputReceived { task, value }],
-            true,
+            Some(Transition::Run),
         )
         .await
 }

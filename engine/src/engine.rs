@@ -22,7 +22,8 @@ use crate::handle::ThreadHandle;
 use crate::log;
 use crate::record::Body;
 use crate::runner::drive;
-use crate::thread_ctx::{ThreadCtx, Waiting};
+use crate::status::Transition;
+use crate::timers::Timers;
 
 /// What to do with threads found unfinished when the engine opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -230,6 +231,7 @@ impl EngineBuilder {
             acked_steps: AtomicU64::new(0),
             step_hook: RwLock::new(None),
             verified: Mutex::new(std::collections::HashSet::new()),
+            timers: Timers::default(),
         });
         let engine = Engine { inner };
         for wf in self.workflows {
@@ -272,6 +274,8 @@ pub(crate) struct Inner {
     /// check, `resume_check.rs`): code cannot change inside one process. An entry goes when
     /// its thread ends, so the set is bounded by the live threads.
     pub verified: Mutex<std::collections::HashSet<ThreadId>>,
+    /// The armed durable timers (`timers.rs`).
+    pub timers: Timers,
 }
 
 impl Inner {
@@ -349,14 +353,22 @@ impl Inner {
         format!("{:016x}{:016x}", self.random_u64(), self.random_u64())
     }
 
-    /// Tells whoever waits on `thread` that it reached `status`.
+    /// Tells whoever waits on `thread` that its status changed (to `status`, or since then to
+    /// what is stored now: the stored status is what they see).
     pub fn notify(&self, thread: &ThreadId, status: ThreadStatus) {
         let mut watchers = lock(&self.watchers);
-        if let Some(tx) = watchers.get(thread) {
-            tx.send_replace(status);
-            if status.is_terminal() {
-                watchers.remove(thread);
-            }
+        let Some(tx) = watchers.get(thread) else { return };
+        // Publish the stored status, read under the lock, not the caller's: callers notify
+        // after letting go of the thread, so a later change (a resume right after a pause) may
+        // have been committed and notified in between, and must not be overwritten by an older
+        // status (a handle would then wait on, or report, a status the thread has left).
+        let status = match self.store.thread(thread) {
+            Ok(Some(record)) => record.status,
+            _ => status,
+        };
+        tx.send_replace(status);
+        if status.is_terminal() {
+            watchers.remove(thread);
         }
     }
 
@@ -384,24 +396,6 @@ impl Inner {
         if let Some(hook) = hook {
             hook(thread, step, total);
         }
-    }
-
-    /// Starts the durable timer of a sleeping thread.
-    pub fn schedule_timers(self: &Arc<Self>, thread: &ThreadId, ctx: &ThreadCtx) {
-        let Some(Waiting::Timer { task, until_ms }) = ctx.meta.waiting.clone() else { return };
-        let inner = self.clone();
-        let thread = thread.clone();
-        self.spawn(async move {
-            tokio::select! {
-                () = inner.clock.sleep_until(until_ms) => {}
-                () = inner.shutdown.cancelled() => return,
-            }
-            let body = Body::TimerFired { task, until_ms };
-            match inner.write_parked(&thread, ThreadStatus::Sleeping, vec![body], true).await {
-                Ok(()) => inner.spawn_drive(thread, "timer fired"),
-                Err(e) => tracing::warn!(thread = %thread, error = %e, "timer not delivered"),
-            }
-        });
     }
 
     /// Watches a running thread's deadline: when it passes, the runner is told to time out.
@@ -452,25 +446,40 @@ impl Inner {
     }
 
     /// Appends events to a thread no runner drives, guarded by its expected status; with
-    /// `wake`, the same batch moves it to Running (so that nobody sees it waiting after the
-    /// input or timer that ends the wait is recorded).
+    /// `next`, the same batch moves it on: `Run` wakes it (so that nobody sees it waiting after
+    /// the input or timer that ends the wait is recorded), `WaitInput` or `Sleep` puts a paused
+    /// thread back into the wait it was paused in.
+    ///
+    /// # Errors
+    /// [`Error::WrongStatus`] if the thread's status is not `expected` (or stops being it before
+    /// the write).
     pub async fn write_parked(
         &self,
         thread: &ThreadId,
         expected: ThreadStatus,
         mut bodies: Vec<Body>,
-        wake: bool,
+        next: Option<Transition>,
     ) -> Result<(), Error> {
         let now = self.clock.now_ms();
         let mut record =
             self.store.thread(thread)?.ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
-        if wake {
-            let to = crate::status::transition(expected, crate::status::Transition::Run)
+        if record.status != expected {
+            return Err(Error::WrongStatus {
+                thread: thread.to_string(),
+                status: record.status,
+                detail: format!("it is not {expected}"),
+            });
+        }
+        let wake = next == Some(Transition::Run);
+        if let Some(t) = next {
+            let to = crate::status::transition(expected, t)
                 .map_err(|source| Error::Transition { thread: thread.to_string(), source })?;
-            bodies.push(Body::StatusChanged { from: expected, to, reason: "woken".into() });
+            let reason = if wake { "woken" } else { "resumed into its wait" };
+            bodies.push(Body::StatusChanged { from: expected, to, reason: reason.into() });
             record.status = to;
         }
         record.updated_at_ms = now;
+        let to = record.status;
         let mut batch = Batch::default();
         for body in &bodies {
             log::push_event(&mut batch, thread, body, now)?;
@@ -487,15 +496,26 @@ impl Inner {
         };
         let result = self.store.append(batch).map(|p| async move { p.wait().await });
         let result = match result {
-            Ok(fut) => fut.await.map(|_| ()).map_err(Error::from),
-            Err(e) => Err(e.into()),
+            Ok(fut) => fut.await.map(|_| ()),
+            Err(e) => Err(e),
         };
         self.controls.release(thread);
-        if result.is_ok() && wake {
-            // Handles waiting on this thread must not see the old parked status any more.
-            self.notify(thread, ThreadStatus::Running);
+        match result {
+            Ok(()) => {
+                if next.is_some() {
+                    // Handles waiting on this thread must not see the old status any more.
+                    self.notify(thread, to);
+                }
+                Ok(())
+            }
+            // The status moved between the read above and the commit.
+            Err(cairn_storage::Error::GuardFailed { .. }) => Err(Error::WrongStatus {
+                thread: thread.to_string(),
+                status: self.store.thread(thread)?.map_or(expected, |r| r.status),
+                detail: format!("it stopped being {expected}"),
+            }),
+            Err(e) => Err(e.into()),
         }
-        result
     }
 
     /// Runs `fut` as an engine task (stopped on a simulated crash, awaited on shutdown).
@@ -778,7 +798,7 @@ impl Engine {
             }
             RecoveryPolicy::Park => {
                 let body = Body::Recovered { action: "parked".into() };
-                self.inner.write_parked(&id, record.status, vec![body], false).await?;
+                self.inner.write_parked(&id, record.status, vec![body], None).await?;
                 report.parked.push(id);
             }
         }

@@ -38,6 +38,7 @@ mod task;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod thread_ctx;
+mod timers;
 
 pub use cairn_dsl as dsl;
 pub use cairn_storage as storage;

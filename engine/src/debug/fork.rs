@@ -100,7 +100,7 @@ impl Engine {
         if let Some(update) = options.update {
             let reason = format!("fork of {origin} at seq {seq}");
             let body = Body::StateUpdated { update, reason };
-            match self.inner.write_parked(&id, ThreadStatus::Created, vec![body], false).await {
+            match self.inner.write_parked(&id, ThreadStatus::Created, vec![body], None).await {
                 Ok(()) => {}
                 Err(Error::WrongStatus { .. }) => return Err(busy(&id)),
                 Err(e) => return Err(e),

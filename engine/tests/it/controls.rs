@@ -584,3 +584,60 @@ async fn a_pause_while_a_woken_thread_waits_for_a_runner_holds() {
     assert_eq!(out.log, vec!["woke", "after"]);
     engine.shutdown().await;
 }
+
+/// A thread paused while it waits for input, and resumed: it waits for the input again, and the
+/// input then completes it (across a restart too).
+#[tokio::test]
+async fn pause_and_resume_a_thread_waiting_for_input() {
+    let (_d, path) = db();
+    let wf = asks_input("ask");
+    let engine = open(&path, &[&wf], None).await;
+    let t = engine.start("ask", Tally::default(), StartOptions::id("pi")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    engine.pause("pi").await.unwrap();
+    assert_eq!(t.status().unwrap(), ThreadStatus::Paused);
+    let err = engine.send_input("pi", 1).await.unwrap_err();
+    assert!(matches!(err, cairn::Error::WrongStatus { .. }), "input to a paused thread: {err}");
+    engine.resume("pi").await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    engine.shutdown().await;
+    drop(t);
+    drop(engine);
+    let engine = open(&path, &[&wf], None).await;
+    let t = engine.thread("pi").unwrap();
+    assert_eq!(t.status().unwrap(), ThreadStatus::WaitingInput);
+    engine.send_input("pi", 42).await.unwrap();
+    assert_eq!(t.output::<Tally>().await.unwrap().total, 42);
+    engine.shutdown().await;
+}
+
+/// A thread paused while it sleeps does not wake while paused (its timer's time may pass);
+/// resumed, it sleeps again until the timer's time, or wakes at once if that has passed.
+#[tokio::test]
+async fn pause_and_resume_a_sleeping_thread() {
+    let (_d, path) = db();
+    let wf = one_node("nap", NodePolicy::default(), |_s, ctx: Ctx| async move {
+        ctx.sleep_ms(1_000).await?;
+        Ok(NodeOutput::update((1, "woke".into())))
+    });
+    let clock = ManualClock::new(1_000_000);
+    let engine = open(&path, &[&wf], Some(clock.clone())).await;
+    for (id, pass_while_paused) in [("early", false), ("late", true)] {
+        let t = engine.start("nap", Tally::default(), StartOptions::id(id)).await.unwrap();
+        assert_eq!(t.wait().await.unwrap().status, ThreadStatus::Sleeping);
+        engine.pause(id).await.unwrap();
+        if pass_while_paused {
+            clock.advance_ms(1_000);
+            tokio::task::yield_now().await;
+            assert_eq!(t.status().unwrap(), ThreadStatus::Paused, "{id}: no wake while paused");
+        }
+        engine.resume(id).await.unwrap();
+        if !pass_while_paused {
+            assert_eq!(t.wait().await.unwrap().status, ThreadStatus::Sleeping, "{id}");
+            clock.advance_ms(1_000);
+        }
+        let out: Tally = t.output().await.unwrap();
+        assert_eq!(out.log, vec!["woke"], "{id}");
+    }
+    engine.shutdown().await;
+}

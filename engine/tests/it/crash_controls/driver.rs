@@ -269,10 +269,14 @@ impl Run<'_> {
             // (a timer or an input woke the thread meanwhile): wait for the log to move.
             let record = self.engine.store().thread(&id)?.expect("thread record");
             let last = record.last.map_or(0, |b| b.seq.0);
-            if matches!(record.status, ThreadStatus::Running | ThreadStatus::Created)
-                || record.status != watched
-            {
+            if matches!(record.status, ThreadStatus::Running | ThreadStatus::Created) {
                 self.progress(t, last).await?;
+                continue;
+            }
+            if record.status != watched {
+                // Parked again since `wait` read the store (its log may not move any more):
+                // wait for the watch, which moves once the runner has let go.
+                tokio::task::yield_now().await;
                 continue;
             }
             match watched {
