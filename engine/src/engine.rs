@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::handle::ThreadHandle;
 use crate::log;
 use crate::record::Body;
-use crate::runner::drive;
+use crate::runner::{Exit, drive};
 use crate::status::Transition;
 use crate::timers::Timers;
 
@@ -529,20 +529,30 @@ impl Inner {
         });
     }
 
-    /// Drives `thread` in the background under the concurrency limit.
+    /// Drives `thread` in the background under the concurrency limit. If something else holds
+    /// the thread at that moment (another runner, or a control writing to it), waits until it
+    /// lets go and looks again: the runner then finds the thread as that holder left it
+    /// (running on, parked, ended), so a wake is never dropped because of a passing claim.
     pub fn spawn_drive(self: &Arc<Self>, thread: ThreadId, reason: &'static str) {
         let inner = self.clone();
         self.spawn(async move {
-            let Ok(_permit) = inner.permits.clone().acquire_owned().await else { return };
-            if inner.shutdown.is_cancelled() {
-                return;
-            }
-            // Boxed: a task waiting for its permit holds only this small future, not the
-            // runner's whole state machine (10,000 queued threads must stay cheap).
-            match Box::pin(drive(inner.clone(), thread.clone(), 0, reason)).await {
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::error!(thread = %thread, error = %e, "runner stopped with an error")
+            loop {
+                let Ok(permit) = inner.permits.clone().acquire_owned().await else { return };
+                if inner.shutdown.is_cancelled() {
+                    return;
+                }
+                // Boxed: a task waiting for its permit holds only this small future, not the
+                // runner's whole state machine (10,000 queued threads must stay cheap).
+                match Box::pin(drive(inner.clone(), thread.clone(), 0, reason)).await {
+                    Ok(Exit::Busy) => {
+                        drop(permit);
+                        inner.controls.wait_released(&thread).await;
+                    }
+                    Ok(_) => return,
+                    Err(e) => {
+                        tracing::error!(thread = %thread, error = %e, "runner stopped with an error");
+                        return;
+                    }
                 }
             }
         });

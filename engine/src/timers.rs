@@ -34,12 +34,15 @@ impl Timers {
         (generation, token)
     }
 
-    /// Forgets the timer of `generation` once it is done (a newer one stays).
-    fn done(&self, thread: &ThreadId, generation: u64) {
+    /// Forgets the timer of `generation` once its time has come: true if it was still the
+    /// armed one (then it fires), false if it was disarmed meanwhile (then it must not).
+    fn done(&self, thread: &ThreadId, generation: u64) -> bool {
         let mut armed = lock(&self.armed);
-        if armed.get(thread).is_some_and(|(g, _)| *g == generation) {
+        let current = armed.get(thread).is_some_and(|(g, _)| *g == generation);
+        if current {
             armed.remove(thread);
         }
+        current
     }
 
     /// Timers armed now.
@@ -64,7 +67,10 @@ impl Inner {
                 () = inner.shutdown.cancelled() => return,
                 () = disarmed.cancelled() => return,
             }
-            inner.timers.done(&thread, generation);
+            // Both may be ready when this task is polled: the map says which timer is armed.
+            if !inner.timers.done(&thread, generation) {
+                return;
+            }
             let body = Body::TimerFired { task, until_ms };
             let woken = inner
                 .write_parked(&thread, ThreadStatus::Sleeping, vec![body], Some(Transition::Run))
@@ -94,9 +100,10 @@ mod tests {
         let (second, second_token) = timers.arm(&t);
         assert!(first_token.is_cancelled());
         assert!(!second_token.is_cancelled());
-        timers.done(&t, first);
+        assert!(!timers.done(&t, first), "a disarmed timer does not fire");
         assert_eq!(timers.len(), 1, "a stale generation does not remove the newer timer");
-        timers.done(&t, second);
+        assert!(timers.done(&t, second));
         assert_eq!(timers.len(), 0);
+        assert!(!timers.done(&t, second), "a timer fires once");
     }
 }

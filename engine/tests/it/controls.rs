@@ -641,3 +641,33 @@ async fn pause_and_resume_a_sleeping_thread() {
     }
     engine.shutdown().await;
 }
+
+/// On a multi-thread runtime, the timer armed when the thread went to sleep may not have seen
+/// its disarming (by the resume, which arms a new one) when the clock reaches both: only the
+/// armed one may fire. Two firing at once used to leave the thread Running with no runner (the
+/// wake's runner found the thread held by the other timer's write and gave up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_sleeper_wakes_once() {
+    for i in 0..200 {
+        let (_d, path) = db();
+        let wf = one_node("nap", NodePolicy::default(), |_s, ctx: Ctx| async move {
+            ctx.sleep_ms(1_000).await?;
+            Ok(NodeOutput::update((1, "woke".into())))
+        });
+        let clock = ManualClock::new(1_000_000);
+        let engine = open(&path, &[&wf], Some(clock.clone())).await;
+        let t = engine.start("nap", Tally::default(), StartOptions::id("x")).await.unwrap();
+        assert_eq!(t.wait().await.unwrap().status, ThreadStatus::Sleeping);
+        engine.pause("x").await.unwrap();
+        engine.resume("x").await.unwrap();
+        assert_eq!(t.wait().await.unwrap().status, ThreadStatus::Sleeping);
+        clock.advance_ms(1_000);
+        let out = tokio::time::timeout(std::time::Duration::from_secs(10), t.output::<Tally>());
+        let out = out.await.unwrap_or_else(|_| panic!("case {i}: {:#?}", bodies(&engine, "x")));
+        assert_eq!(out.unwrap().log, vec!["woke"]);
+        let fired =
+            bodies(&engine, "x").iter().filter(|b| matches!(b, Body::TimerFired { .. })).count();
+        assert_eq!(fired, 1, "case {i}");
+        engine.shutdown().await;
+    }
+}

@@ -103,6 +103,9 @@ struct ThreadPlan {
     cancel_at: Option<usize>,
     /// The plain chain node after whose step the thread is paused (then resumed).
     pause_at: Option<usize>,
+    /// Pause the thread the first time (in a run) it waits for input (or sleeps, when it is
+    /// the only thread), then resume it, back into that wait.
+    pause_parked: bool,
     budget: Option<Limit>,
 }
 
@@ -153,10 +156,11 @@ fn plan() -> impl Strategy<Value = Plan> {
             prop::option::weighted(0.3, 0..n),
             prop::option::weighted(0.5, 0..n),
             prop::option::weighted(0.4, limit),
+            prop::bool::weighted(0.3),
         )
-            .prop_map(move |(cancel_at, pause_at, budget)| {
+            .prop_map(move |(cancel_at, pause_at, budget, pause_parked)| {
                 let pause_at = pause_at.filter(|&p| pausable[p] && cancel_at.is_none_or(|c| p < c));
-                ThreadPlan { cancel_at, pause_at, budget }
+                ThreadPlan { cancel_at, pause_at, pause_parked, budget }
             });
         prop::collection::vec(thread, 1..3).prop_map(move |threads| Plan {
             chain: chain.clone(),
@@ -392,7 +396,9 @@ fn inspect(store: &RedbStore, wf: &Workflow<Acc>, t: usize) -> Option<Facts> {
             Body::Budget { budget, used, limit } => budget_events.push((budget, used, limit)),
             Body::BudgetsSet { .. } => budgets_set += 1,
             Body::StatusChanged {
-                from: ThreadStatus::Paused, to: ThreadStatus::Running, ..
+                from: ThreadStatus::Paused,
+                to: ThreadStatus::Running | ThreadStatus::WaitingInput | ThreadStatus::Sleeping,
+                ..
             } => {
                 resumes += 1;
             }
@@ -670,7 +676,7 @@ fn engine_crash_with_controls_then_resume() {
     let result = runner.run(&(plan(), 0.0f64..1.0), |(plan, frac)| one_case(&plan, frac, &tally));
     let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
     crate::common::report(&format!(
-        "RELIABILITY engine_crash_controls cases={} cancels={} inputs={} sleeps={} budgets={} pauses={} pauses_by_budget={} locks={} branch_controls={} paused_at_crash={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
+        "RELIABILITY engine_crash_controls cases={} cancels={} inputs={} sleeps={} budgets={} pauses={} pauses_by_budget={} parked_pauses={} locks={} branch_controls={} paused_at_crash={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
         n(&CASES),
         n(&tally.cancels),
         n(&tally.inputs),
@@ -678,6 +684,7 @@ fn engine_crash_with_controls_then_resume() {
         n(&tally.budgets),
         n(&tally.pauses),
         n(&tally.pauses_by_budget),
+        n(&tally.parked_pauses),
         n(&LOCKS),
         n(&tally.branch_controls),
         n(&PAUSED_AT_CRASH),
@@ -701,6 +708,7 @@ fn engine_crash_with_controls_then_resume() {
             ("sleeps", &tally.sleeps),
             ("budgets", &tally.budgets),
             ("pauses", &tally.pauses),
+            ("parked pauses", &tally.parked_pauses),
             ("locks", &LOCKS),
             ("branch controls", &tally.branch_controls),
         ] {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
-use cairn::clock::ManualClock;
+use cairn::clock::{Clock, ManualClock};
 use cairn::dsl::{Budgets, Workflow};
 use cairn::record::Body;
 use cairn::storage::limits::READ_LIMIT_MAX;
@@ -33,6 +33,8 @@ pub(super) struct Tally {
     pub(super) pauses: AtomicU64,
     /// Pauses answered by a budget stop inside the gate node (before its step boundary).
     pub(super) pauses_by_budget: AtomicU64,
+    /// Threads paused while they waited for input or slept (then resumed into the wait).
+    pub(super) parked_pauses: AtomicU64,
     /// Inputs answered and timers fired for fan-out branches.
     pub(super) branch_controls: AtomicU64,
     /// `cancel` returned Ok while the thread still ran (it ends Cancelled later).
@@ -84,6 +86,8 @@ pub(super) struct Run<'a> {
     dying: Arc<Dying>,
     /// Per thread, what its driver waits for now (printed when a run is stuck).
     phases: Mutex<Vec<String>>,
+    /// Per thread, whether this run paused it in a wait already (`pause_parked`).
+    paused_parked: Mutex<Vec<bool>>,
 }
 
 /// A control call in flight: if the store dies before it is dropped, the crash landed during
@@ -200,6 +204,37 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// True the first time in this run that thread `t` is found waiting or sleeping.
+    fn first_parked(&self, t: usize) -> bool {
+        !std::mem::replace(&mut self.paused_parked.lock().unwrap()[t], true)
+    }
+
+    /// Pauses thread `t`, which waits in status `parked`: it must be Paused at once, with
+    /// nothing else recorded (no input taken, no timer fired).
+    async fn pause_parked(&self, t: usize, parked: ThreadStatus) -> Result<(), cairn::Error> {
+        let _busy = self.busy();
+        self.at(t, "pause of a parked thread in flight");
+        self.engine.pause(&tid(t)).await?;
+        let id = ThreadId::new(tid(t)).unwrap();
+        let status = self.engine.store().thread(&id)?.expect("thread record").status;
+        let last = self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX)?.pop();
+        let last = last.map(|e| cairn::log::decode(self.engine.store().as_ref(), e)).transpose()?;
+        let paused_from_wait = matches!(
+            last.map(|r| r.body),
+            Some(Body::StatusChanged { from, to: ThreadStatus::Paused, .. }) if from == parked
+        );
+        if status != ThreadStatus::Paused || !paused_from_wait {
+            self.gates.violation(format!(
+                "{}: pause while {parked:?} acknowledged with status {status:?}; logs:\n{}",
+                tid(t),
+                dump(self.engine.store().as_ref(), self.plan)
+            ));
+        }
+        ack(&self.acks, &tid(t), |a| a.pauses += 1);
+        bump(&self.tally.parked_pauses);
+        Ok(())
+    }
+
     /// Whether the thread's latest stop was an explicit pause (else a budget stop).
     fn paused_by_request(&self, t: usize) -> Result<bool, cairn::Error> {
         let id = ThreadId::new(tid(t)).unwrap();
@@ -302,7 +337,23 @@ impl Run<'_> {
                     if branch {
                         bump(&self.tally.branch_controls);
                     }
-                    if !branch && self.plan.threads[t].cancel_at == Some(i) {
+                    let cancel_here = !branch && self.plan.threads[t].cancel_at == Some(i);
+                    // A sleeper is paused only when it is alone and its time has not come:
+                    // another thread's driver moves the shared clock, and a timer already due
+                    // (the clock moved before a crash) fires at once, either waking it under
+                    // the pause.
+                    let alone = self.plan.threads.len() == 1;
+                    let due = until.is_some_and(|u| u <= self.clock.now_ms());
+                    let pausable = watched == ThreadStatus::WaitingInput || (alone && !due);
+                    if !cancel_here
+                        && pausable
+                        && self.plan.threads[t].pause_parked
+                        && self.first_parked(t)
+                    {
+                        self.pause_parked(t, watched).await?;
+                        continue; // Paused: the next round resumes it into its wait
+                    }
+                    if cancel_here {
                         if !self.cancel(t).await? {
                             continue; // nothing was written: ask again
                         }
@@ -412,6 +463,7 @@ pub(super) async fn run(
         tally,
         dying: dying.clone(),
         phases: Mutex::new(vec!["not started".to_owned(); plan.threads.len()]),
+        paused_parked: Mutex::new(vec![false; plan.threads.len()]),
     };
     let stuck = std::time::Duration::from_secs(STUCK_SECS);
     let first_error = |res: Vec<Result<ThreadStatus, cairn::Error>>| {
