@@ -158,6 +158,7 @@ impl Engine {
             self.inner.controls.release(&id);
             match result {
                 Ok(_) => {
+                    self.inner.timers.disarm(&id);
                     self.inner.notify(&id, to);
                     self.inner.locks_released.notify_waiters();
                     crate::resume_check::forget(&self.inner, &id);
@@ -195,6 +196,9 @@ impl Engine {
             let to = transition(record.status, Transition::Pause)
                 .map_err(|source| Error::Transition { thread: id.to_string(), source })?;
             let body = Body::StatusChanged { from: record.status, to, reason: "paused".into() };
+            // A paused sleeper's timer stays armed: when it fires it finds the thread Paused and
+            // does nothing (`resume` arms it again). Disarming it here could race a resume's
+            // new timer.
             match self.write_status(&record, to, vec![body]).await {
                 // A runner took the thread (or its status moved) between our read and our
                 // write: look again.

@@ -1,6 +1,8 @@
 //! Durable timers in memory: the task that waits for a sleeping thread's timer and records that
 //! it fired. At most one is armed per thread: arming a thread's timer again (recovery, a resume
-//! after a pause) disarms the one before, so a stale timer never wakes a later sleep.
+//! after a pause) disarms the one before, so a stale timer never wakes a later sleep; an end from
+//! outside (cancel, deadline) disarms it, so the armed set is bounded by the sleeping and paused
+//! threads.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,6 +45,13 @@ impl Timers {
             armed.remove(thread);
         }
         current
+    }
+
+    /// Disarms the timer of `thread`, if one is armed (the thread ended).
+    pub fn disarm(&self, thread: &ThreadId) {
+        if let Some((_, token)) = lock(&self.armed).remove(thread) {
+            token.cancel();
+        }
     }
 
     /// Timers armed now.
@@ -105,5 +114,10 @@ mod tests {
         assert!(timers.done(&t, second));
         assert_eq!(timers.len(), 0);
         assert!(!timers.done(&t, second), "a timer fires once");
+        let (third, third_token) = timers.arm(&t);
+        timers.disarm(&t);
+        assert!(third_token.is_cancelled());
+        assert!(!timers.done(&t, third));
+        assert_eq!(timers.len(), 0);
     }
 }
