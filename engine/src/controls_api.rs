@@ -242,7 +242,8 @@ impl Engine {
 
     /// Resumes a paused, blocked or recovered (parked) thread in the background. A thread
     /// paused while it waited for input or a timer goes back into that wait (Waiting or
-    /// Sleeping; a timer whose time passed meanwhile fires at once).
+    /// Sleeping; a timer whose time passed meanwhile fires at once). Its paused sub-workflow
+    /// threads are resumed with it (a paused child is what paused its parent).
     ///
     /// # Errors
     /// [`Error::WrongStatus`] for a thread that waits for input or a timer, or has ended.
@@ -250,23 +251,15 @@ impl Engine {
         let id = ThreadId::new(thread)?;
         let record = self.record(&id)?;
         match record.status {
-            ThreadStatus::Paused | ThreadStatus::Blocked => {
-                let wf = self.inner.workflow_for(&record)?;
-                if record.status == ThreadStatus::Paused {
-                    // Paused while it waited for input or a timer: back into that wait (a
-                    // timer whose time has passed fires at once).
-                    let ctx = crate::restore::restore(self.store().as_ref(), &wf, &id, None)?;
-                    let wait = match ctx.meta.waiting {
-                        Some(Waiting::Input { .. }) => Some(Transition::WaitInput),
-                        Some(Waiting::Timer { .. }) => Some(Transition::Sleep),
-                        None => None,
-                    };
-                    if let Some(wait) = wait {
-                        self.inner.write_parked(&id, record.status, vec![], Some(wait)).await?;
-                        self.inner.schedule_timers(&id, &ctx);
-                        return Ok(());
-                    }
+            ThreadStatus::Paused => {
+                self.resume_paused_children(&id).await?;
+                if self.unpause(&record).await? {
+                    self.inner.spawn_drive(id, "resumed");
                 }
+                Ok(())
+            }
+            ThreadStatus::Blocked => {
+                self.inner.workflow_for(&record)?;
                 self.inner.write_parked(&id, record.status, vec![], Some(Transition::Run)).await?;
                 self.inner.spawn_drive(id, "resumed");
                 Ok(())
@@ -284,6 +277,47 @@ impl Engine {
                 detail: "only paused, blocked or parked threads resume".into(),
             }),
         }
+    }
+
+    /// Moves a Paused thread out of Paused: back into the wait it was paused in (input, or a
+    /// timer, which fires at once if its time passed), else to Running. True if it now needs a
+    /// runner.
+    async fn unpause(&self, record: &ThreadRecord) -> Result<bool, Error> {
+        let id = &record.id;
+        let wf = self.inner.workflow_for(record)?;
+        let ctx = crate::restore::restore(self.store().as_ref(), &wf, id, None)?;
+        let next = match ctx.meta.waiting {
+            Some(Waiting::Input { .. }) => Transition::WaitInput,
+            Some(Waiting::Timer { .. }) => Transition::Sleep,
+            None => Transition::Run,
+        };
+        self.inner.write_parked(id, ThreadStatus::Paused, vec![], Some(next)).await?;
+        if next == Transition::Sleep {
+            self.inner.schedule_timers(id, &ctx);
+        }
+        Ok(next == Transition::Run)
+    }
+
+    /// Unpauses the paused sub-workflow threads below `root`, level by level without
+    /// recursion: a paused child paused its parent (at the node that drives it), so resuming
+    /// the parent resumes the child, which the parent's node then drives on.
+    async fn resume_paused_children(&self, root: &ThreadId) -> Result<(), Error> {
+        let mut parents = vec![root.clone()];
+        while let Some(parent) = parents.pop() {
+            let filter = ThreadFilter {
+                label: Some(("parent".into(), parent.to_string())),
+                status: Some(ThreadStatus::Paused),
+                ..ThreadFilter::default()
+            };
+            // Only the tasks of the step a parent paused in drive children, so it has at most
+            // that many unfinished ones.
+            let page = Page { limit: crate::limits::TASKS_PER_STEP_MAX, offset: 0 };
+            for child in self.store().list_threads(&filter, page)? {
+                self.unpause(&child).await?;
+                parents.push(child.id);
+            }
+        }
+        Ok(())
     }
 
     /// Threads that can be resumed: paused, blocked, or unfinished without a runner (parked by

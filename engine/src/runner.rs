@@ -445,6 +445,7 @@ impl Runner {
         let mut failed = false;
         let mut suspended: Option<Transition> = None;
         let mut budget_stop: Option<String> = None;
+        let mut paused_by: Option<String> = None;
         let mut checkpoint: Option<CheckpointKind> = None;
         for run in runs {
             let at = run.started_at_ms;
@@ -522,6 +523,10 @@ impl Runner {
                 TaskEnd::Budget { budget } => {
                     budget_stop.get_or_insert(budget);
                 }
+                // Runs again when the thread resumes (a paused child thread is driven on then).
+                TaskEnd::Paused { reason } => {
+                    paused_by.get_or_insert(reason);
+                }
             }
         }
         if failed {
@@ -535,6 +540,11 @@ impl Runner {
             self.emit(Body::Budget { budget: budget.clone(), used, limit }, now)?;
             let why = format!("budget {budget} exhausted inside a node");
             return Ok(StepEnd::Exit(self.finish(Transition::Pause, &why, now).await?));
+        }
+        if let Some(reason) = paused_by
+            && suspended.is_none()
+        {
+            return Ok(StepEnd::Exit(self.finish(Transition::Pause, &reason, now).await?));
         }
         if let Some(t) = suspended {
             let why = if t == Transition::WaitInput {

@@ -115,6 +115,11 @@ pub(crate) fn run_child(
                 }
                 _ => Err(NodeError::retryable(format!("child thread {id} sleeps without a timer"))),
             },
+            // Paused by a control (or a budget of its own): the parent pauses at this node too;
+            // resuming the parent resumes the child.
+            ThreadStatus::Paused => {
+                Err(NodeError::Paused { reason: format!("child thread {id} is paused") })
+            }
             other => Err(NodeError::fatal(format!("child thread {id} ended {other}"))),
         }
     })

@@ -71,6 +71,10 @@ pub(crate) enum TaskEnd {
     Budget {
         budget: String,
     },
+    /// Something the node waits on is paused (a sub-workflow's child thread).
+    Paused {
+        reason: String,
+    },
     Failed {
         error: NodeError,
     },
@@ -152,6 +156,7 @@ pub(crate) async fn run_task(
             // A budget reached inside the node is a clean stop, like one at a step boundary:
             // the thread pauses, its recorded calls kept for when it resumes.
             Err(NodeError::BudgetExceeded { budget }) => return run(TaskEnd::Budget { budget }),
+            Err(NodeError::Paused { reason }) => return run(TaskEnd::Paused { reason }),
             Err(error) => error,
         };
         let retry = !env.cancel.is_cancelled()

@@ -44,6 +44,13 @@ pub enum NodeError {
         /// Wall-clock time (engine clock, ms) at which the timer fires.
         until_ms: u64,
     },
+    /// Suspension, not a failure: something the node waits on is paused (a sub-workflow's
+    /// child thread); the thread pauses at this node and runs it again when resumed.
+    #[error("paused: {reason}")]
+    Paused {
+        /// What is paused, e.g. `"child thread t1.sub.s3 is paused"`.
+        reason: String,
+    },
     /// Permanent for this attempt: the thread was cancelled.
     #[error("cancelled")]
     Cancelled,
@@ -165,6 +172,7 @@ impl NodeError {
             Self::Timeout { .. } | Self::Lock { .. } => true,
             Self::Interrupted { .. }
             | Self::Sleeping { .. }
+            | Self::Paused { .. }
             | Self::Cancelled
             | Self::PermissionDenied { .. }
             | Self::BudgetExceeded { .. }
@@ -173,8 +181,8 @@ impl NodeError {
         }
     }
 
-    /// Whether this is a suspension (waiting for input or a timer), which parks the node instead
-    /// of failing it.
+    /// Whether this is a suspension (waiting for input, a timer, or something paused), which
+    /// parks the node instead of failing it.
     ///
     /// # Examples
     /// ```
@@ -183,7 +191,7 @@ impl NodeError {
     /// assert!(!NodeError::Cancelled.is_suspension());
     /// ```
     pub fn is_suspension(&self) -> bool {
-        matches!(self, Self::Interrupted { .. } | Self::Sleeping { .. })
+        matches!(self, Self::Interrupted { .. } | Self::Sleeping { .. } | Self::Paused { .. })
     }
 
     pub(crate) fn codec(what: &str, err: impl std::fmt::Display) -> Self {

@@ -671,3 +671,64 @@ async fn a_resumed_sleeper_wakes_once() {
         engine.shutdown().await;
     }
 }
+
+/// Pausing a sub-workflow's child thread pauses the parent at the node that drives it (it used
+/// to fail the parent for good); resuming the parent resumes the child, and both complete.
+#[tokio::test]
+async fn a_paused_child_pauses_its_parent_and_resumes_with_it() {
+    let (_d, path) = db();
+    let (gate, gate_rx) = tokio::sync::watch::channel(false);
+    let (at_gate_tx, at_gate) = tokio::sync::oneshot::channel();
+    let at_gate_tx = std::sync::Mutex::new(Some(at_gate_tx));
+    let child = Workflow::<Tally>::builder("child", 1)
+        .node("a", move |_s, _ctx| {
+            let (mut gate, signal) = (gate_rx.clone(), at_gate_tx.lock().unwrap().take());
+            async move {
+                if let Some(tx) = signal {
+                    let _ = tx.send(());
+                }
+                let _ = gate.wait_for(|open| *open).await;
+                Ok(NodeOutput::update((1, "a".into())))
+            }
+        })
+        .node("b", |_s, _ctx| async move { Ok(NodeOutput::update((1, "b".into()))) })
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("b", END)
+        .build()
+        .unwrap();
+    let parent = Workflow::<Tally>::builder("parent", 1)
+        .subgraph("sub", child, |s: &Tally| s.clone(), |c: &Tally| (c.total, "sub".to_owned()))
+        .edge(START, "sub")
+        .edge("sub", END)
+        .build()
+        .unwrap();
+    let engine = open(&path, &[&parent], None).await;
+    let p = engine.start("parent", Tally::default(), StartOptions::id("par")).await.unwrap();
+    at_gate.await.unwrap();
+    let children = engine
+        .store()
+        .list_threads(
+            &cairn::storage::ThreadFilter {
+                label: Some(("parent".into(), "par".into())),
+                ..Default::default()
+            },
+            cairn::storage::Page { limit: 10, offset: 0 },
+        )
+        .unwrap();
+    let child_id = children[0].id.to_string();
+    // Asked while the child's first node waits at the gate: it pauses after that step.
+    let (paused, ()) = tokio::join!(engine.pause(&child_id), async {
+        gate.send_replace(true);
+    });
+    paused.unwrap();
+    let outcome = p.wait().await.unwrap();
+    assert_eq!(outcome.status, ThreadStatus::Paused, "{:#?}", bodies(&engine, "par"));
+    let c = engine.thread(&child_id).unwrap();
+    assert_eq!(c.status().unwrap(), ThreadStatus::Paused);
+    engine.resume("par").await.unwrap();
+    let out: Tally = p.output().await.unwrap();
+    assert_eq!(out.total, 2, "the child ran a then b once each: {out:?}");
+    assert_eq!(c.status().unwrap(), ThreadStatus::Completed);
+    engine.shutdown().await;
+}
