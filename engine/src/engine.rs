@@ -367,7 +367,18 @@ impl Inner {
             _ => status,
         };
         tx.send_replace(status);
-        if status.is_terminal() {
+        // Nobody listens any more (a waiter gave up): the next `watch` starts a new channel.
+        if status.is_terminal() || tx.receiver_count() == 0 {
+            watchers.remove(thread);
+        }
+    }
+
+    /// Drops `thread`'s status channel if nobody listens to it any more (a waiter is done), so
+    /// the channels are bounded by the threads being waited on, not every thread ever waited
+    /// on. The next [`Inner::watch`] makes a new one from the stored status.
+    pub fn unwatch_if_unused(&self, thread: &ThreadId) {
+        let mut watchers = lock(&self.watchers);
+        if watchers.get(thread).is_some_and(|tx| tx.receiver_count() == 0) {
             watchers.remove(thread);
         }
     }

@@ -72,10 +72,13 @@ impl ThreadHandle {
     async fn wait_until(&self, done: impl Fn(ThreadStatus) -> bool) -> Result<Outcome, Error> {
         let mut rx = self.engine.inner.watch(&self.id)?;
         let shutdown = self.engine.inner.shutdown.clone();
-        tokio::select! {
-            r = rx.wait_for(|s| done(*s)) => { r.map_err(|_| Error::ShutDown)?; }
-            () = shutdown.cancelled() => return Err(Error::ShutDown),
-        }
+        let waited = tokio::select! {
+            r = rx.wait_for(|s| done(*s)) => r.map(|_| ()).map_err(|_| Error::ShutDown),
+            () = shutdown.cancelled() => Err(Error::ShutDown),
+        };
+        drop(rx);
+        self.engine.inner.unwatch_if_unused(&self.id);
+        waited?;
         self.outcome()
     }
 
