@@ -16,8 +16,9 @@ use serde_json::Value;
 use crate::engine::{Engine, Inner};
 use crate::error::Error;
 use crate::log;
-use crate::record::Body;
+use crate::record::{Body, TaskKey};
 use crate::status::{Transition, transition};
+use crate::subgraph::child_id;
 use crate::thread_ctx::Waiting;
 
 impl Engine {
@@ -252,8 +253,7 @@ impl Engine {
         let record = self.record(&id)?;
         match record.status {
             ThreadStatus::Paused => {
-                self.resume_paused_children(&id).await?;
-                if self.unpause(&record).await? {
+                if self.unpause_tree(&record).await? {
                     self.inner.spawn_drive(id, "resumed");
                 }
                 Ok(())
@@ -279,45 +279,46 @@ impl Engine {
         }
     }
 
-    /// Moves a Paused thread out of Paused: back into the wait it was paused in (input, or a
-    /// timer, which fires at once if its time passed), else to Running. True if it now needs a
-    /// runner.
-    async fn unpause(&self, record: &ThreadRecord) -> Result<bool, Error> {
-        let id = &record.id;
-        let wf = self.inner.workflow_for(record)?;
-        let ctx = crate::restore::restore(self.store().as_ref(), &wf, id, None)?;
-        let next = match ctx.meta.waiting {
-            Some(Waiting::Input { .. }) => Transition::WaitInput,
-            Some(Waiting::Timer { .. }) => Transition::Sleep,
-            None => Transition::Run,
-        };
-        self.inner.write_parked(id, ThreadStatus::Paused, vec![], Some(next)).await?;
-        if next == Transition::Sleep {
-            self.inner.schedule_timers(id, &ctx);
-        }
-        Ok(next == Transition::Run)
-    }
-
-    /// Unpauses the paused sub-workflow threads below `root`, level by level without
-    /// recursion: a paused child paused its parent (at the node that drives it), so resuming
-    /// the parent resumes the child, which the parent's node then drives on.
-    async fn resume_paused_children(&self, root: &ThreadId) -> Result<(), Error> {
-        let mut parents = vec![root.clone()];
-        while let Some(parent) = parents.pop() {
-            let filter = ThreadFilter {
-                label: Some(("parent".into(), parent.to_string())),
-                status: Some(ThreadStatus::Paused),
-                ..ThreadFilter::default()
+    /// Moves a Paused thread, and the paused sub-workflow threads its open step drives (a
+    /// paused child is what paused its parent), out of Paused: each back into the wait it was
+    /// paused in (input, or a timer, which fires at once if its time passed), else to Running.
+    /// Level by level without recursion, by point reads: a child's id is a function of its
+    /// parent, task and step. True if `root` now needs a runner (its nodes drive the children).
+    async fn unpause_tree(&self, root: &ThreadRecord) -> Result<bool, Error> {
+        let mut root_runs = false;
+        let mut paused = vec![root.clone()];
+        while let Some(record) = paused.pop() {
+            let wf = self.inner.workflow_for(&record)?;
+            let ctx = crate::restore::restore(self.store().as_ref(), &wf, &record.id, None)?;
+            let next = match ctx.meta.waiting {
+                Some(Waiting::Input { .. }) => Transition::WaitInput,
+                Some(Waiting::Timer { .. }) => Transition::Sleep,
+                None => Transition::Run,
             };
-            // Only the tasks of the step a parent paused in drive children, so it has at most
-            // that many unfinished ones.
-            let page = Page { limit: crate::limits::TASKS_PER_STEP_MAX, offset: 0 };
-            for child in self.store().list_threads(&filter, page)? {
-                self.unpause(&child).await?;
-                parents.push(child.id);
+            self.inner.write_parked(&record.id, ThreadStatus::Paused, vec![], Some(next)).await?;
+            if next == Transition::Sleep {
+                self.inner.schedule_timers(&record.id, &ctx);
+            }
+            if record.id == root.id {
+                root_runs = next == Transition::Run;
+            }
+            let step = ctx.meta.step + 1;
+            for name in &ctx.meta.frontier {
+                let sub = wf.node_id(name).is_some_and(|i| {
+                    matches!(wf.nodes()[i].kind, cairn_dsl::DynNodeKind::Subgraph { .. })
+                });
+                if !sub {
+                    continue;
+                }
+                let id = child_id(&record.id, &TaskKey::node(name.clone()), step);
+                if let Some(child) = self.store().thread(&ThreadId::new(id)?)?
+                    && child.status == ThreadStatus::Paused
+                {
+                    paused.push(child);
+                }
             }
         }
-        Ok(())
+        Ok(root_runs)
     }
 
     /// Threads that can be resumed: paused, blocked, or unfinished without a runner (parked by

@@ -576,7 +576,8 @@ fn splitmix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Locks `m`, poisoned or not.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Nothing panics while these locks are held; a poisoned lock would still hold valid data.
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -6,12 +6,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use cairn_storage::{ThreadId, ThreadStatus};
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::Inner;
+use crate::engine::{Inner, lock};
 use crate::record::Body;
 use crate::status::Transition;
 use crate::thread_ctx::{ThreadCtx, Waiting};
@@ -90,11 +90,6 @@ impl Inner {
             }
         });
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing panics while this lock is held; a poisoned lock would still hold valid data.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -39,6 +39,15 @@ where
         .unwrap()
 }
 
+/// The sub-workflow threads of `parent`.
+fn children_of(engine: &Engine, parent: &str) -> Vec<cairn::storage::ThreadRecord> {
+    let filter = cairn::storage::ThreadFilter {
+        label: Some(("parent".into(), parent.into())),
+        ..Default::default()
+    };
+    engine.store().list_threads(&filter, cairn::storage::Page { limit: 10, offset: 0 }).unwrap()
+}
+
 /// Bodies of a thread's events, in order.
 fn bodies(engine: &Engine, thread: &str) -> Vec<Body> {
     let id = cairn::ThreadId::new(thread).unwrap();
@@ -464,16 +473,7 @@ async fn a_waiting_lock_is_taken_when_released_and_cancel_reaches_child_threads(
     engine.cancel("par", "stop everything").await.unwrap();
     // The clock never moves: the waiter gets the lock because the cancelled child released it.
     assert_eq!(w.finished().await.unwrap().status, ThreadStatus::Completed);
-    let children = engine
-        .store()
-        .list_threads(
-            &cairn::storage::ThreadFilter {
-                label: Some(("parent".into(), "par".into())),
-                ..Default::default()
-            },
-            cairn::storage::Page { limit: 10, offset: 0 },
-        )
-        .unwrap();
+    let children = children_of(&engine, "par");
     assert_eq!(children.len(), 1);
     assert_eq!(children[0].status, ThreadStatus::Cancelled, "the child ended with its parent");
     engine.shutdown().await;
@@ -706,16 +706,7 @@ async fn a_paused_child_pauses_its_parent_and_resumes_with_it() {
     let engine = open(&path, &[&parent], None).await;
     let p = engine.start("parent", Tally::default(), StartOptions::id("par")).await.unwrap();
     at_gate.await.unwrap();
-    let children = engine
-        .store()
-        .list_threads(
-            &cairn::storage::ThreadFilter {
-                label: Some(("parent".into(), "par".into())),
-                ..Default::default()
-            },
-            cairn::storage::Page { limit: 10, offset: 0 },
-        )
-        .unwrap();
+    let children = children_of(&engine, "par");
     let child_id = children[0].id.to_string();
     // Asked while the child's first node waits at the gate: it pauses after that step.
     let (paused, ()) = tokio::join!(engine.pause(&child_id), async {
