@@ -96,7 +96,7 @@ impl Engine {
         let mut parents = vec![ThreadId::new(thread)?];
         while let Some(parent) = parents.pop() {
             let filter = ThreadFilter {
-                label: Some(("parent".into(), parent.to_string())),
+                label: Some((crate::subgraph::PARENT_LABEL.into(), parent.to_string())),
                 ..ThreadFilter::default()
             };
             let children = self.store().list_threads(&filter, Page { limit: 1_000, offset: 0 })?;

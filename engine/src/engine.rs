@@ -266,7 +266,8 @@ pub(crate) struct Inner {
     rng: Mutex<u64>,
     /// Signalled after every commit that releases locks, so waiters retry at once.
     pub locks_released: tokio::sync::Notify,
-    /// Seed of node randomness: a task's draws are a function of it and the task's identity.
+    /// Seed of node randomness for threads created before seeds were recorded in the log (a
+    /// newer thread draws from its own recorded seed).
     pub seed: u64,
     acked_steps: AtomicU64,
     step_hook: RwLock<Option<StepHook>>,
@@ -317,10 +318,18 @@ impl Inner {
         })
     }
 
-    /// A random number for a task's `n`th fresh draw: a function of the seed and the task's
-    /// identity only, so a seeded engine gives every thread the same values whatever the timing.
+    /// The seed recorded in a new thread's `ThreadCreated` event: the engine's own seed when one
+    /// was configured (a seeded engine draws the same values run after run), else the next
+    /// number of the engine's random stream.
+    pub fn thread_seed(&self) -> u64 {
+        self.config.seed.unwrap_or_else(|| self.random_u64())
+    }
+
+    /// A random number for a task's `n`th fresh draw: a function of the thread's recorded seed
+    /// and the task's identity only, so whichever process drives the thread, and whatever the
+    /// timing, the thread draws the same values.
     pub fn task_random(
-        &self,
+        seed: u64,
         thread: &ThreadId,
         step: u64,
         task: &str,
@@ -328,7 +337,7 @@ impl Inner {
         n: u64,
     ) -> u64 {
         let mut h = blake3::Hasher::new();
-        h.update(&self.seed.to_le_bytes());
+        h.update(&seed.to_le_bytes());
         h.update(thread.as_str().as_bytes());
         h.update(&[0]);
         h.update(&step.to_le_bytes());
@@ -591,6 +600,9 @@ pub struct RecoveryReport {
     pub parked: Vec<ThreadId>,
     /// Sleeping threads whose timers were re-armed.
     pub timers: Vec<ThreadId>,
+    /// Unfinished sub-workflow child threads left to their unfinished parents, whose nodes
+    /// drive them on.
+    pub children: Vec<ThreadId>,
 }
 
 /// A durable workflow engine on one database file.
@@ -701,6 +713,12 @@ impl Engine {
         options: StartOptions,
     ) -> Result<ThreadHandle, Error> {
         let wf = self.inner.latest(workflow, options.version)?;
+        if options.labels.contains_key(crate::subgraph::PARENT_LABEL) {
+            return Err(Error::Invalid(format!(
+                "the label {:?} is reserved: the engine sets it on sub-workflow child threads",
+                crate::subgraph::PARENT_LABEL
+            )));
+        }
         let id = match &options.thread_id {
             Some(id) => ThreadId::new(id.clone())?,
             None => ThreadId::new(self.inner.new_id())?,
@@ -805,6 +823,15 @@ impl Engine {
                 }
                 Err(e) => tracing::warn!(thread = %id, error = %e, "sleeping thread not re-armed"),
             }
+            return Ok(());
+        }
+        if let Some(parent) =
+            crate::subgraph::unfinished_parent(self.inner.store.as_ref(), &record)?
+        {
+            // A sub-workflow's child is driven by its parent's node (which re-runs, finds the
+            // child and drives it on, under the parent's cancellation): one driver, never two.
+            tracing::debug!(thread = %id, %parent, "child thread left to its parent");
+            report.children.push(id);
             return Ok(());
         }
         if let Err(e) = self.inner.workflow_for(&record) {

@@ -97,6 +97,11 @@ pub enum Body {
         /// The thread's own policy (deadline, budgets, permissions), over the workflow's.
         #[serde(default, skip_serializing_if = "ThreadPolicy::is_default")]
         policy: ThreadPolicy,
+        /// The seed of the thread's fresh draws (`random_u64`, `new_id`): recorded at creation so
+        /// that any process that drives the thread draws what the first one would have. Absent in
+        /// logs written before it existed; such threads draw from the driving engine's seed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seed: Option<u64>,
     },
     /// The thread's budgets were changed (raised to resume a thread stopped by one).
     BudgetsSet {

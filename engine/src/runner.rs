@@ -120,6 +120,7 @@ async fn drive_claimed(
         permissions: ctx.meta.permissions(&wf).clone(),
         wf,
         depth,
+        seed: ctx.meta.seed.unwrap_or(inner.seed),
         pipeline: Pipeline::start(inner, thread),
     });
     if let Some(at) = ctx.meta.policy.deadline_at_ms {

@@ -55,8 +55,18 @@ pub(crate) async fn create(
     if let Some(f) = &fork {
         record.parent = Some((ThreadId::new(f.thread.clone())?, cairn_storage::Seq(f.seq)));
     }
-    let body =
-        Body::ThreadCreated { workflow, input, frontier, labels, fork, arrivals, visits, policy };
+    let seed = Some(inner.thread_seed());
+    let body = Body::ThreadCreated {
+        workflow,
+        input,
+        frontier,
+        labels,
+        fork,
+        arrivals,
+        visits,
+        policy,
+        seed,
+    };
     let mut batch = Batch::default();
     log::push_event(&mut batch, id, &body, now)?;
     batch.threads.push(record);

@@ -18,6 +18,26 @@ use crate::runner::{Exit, drive_under};
 use crate::task::{ThreadEnv, engine_error};
 use crate::thread_ctx::Waiting;
 
+/// The label that names a child thread's parent (set by the engine; reserved).
+pub const PARENT_LABEL: &str = "parent";
+
+/// The unfinished parent of `record` if it is a sub-workflow's child thread whose parent has not
+/// ended: that parent's node drives it.
+///
+/// # Errors
+/// Storage errors reading the parent's record.
+pub(crate) fn unfinished_parent(
+    store: &dyn cairn_storage::Store,
+    record: &cairn_storage::ThreadRecord,
+) -> Result<Option<ThreadId>, crate::Error> {
+    let Some(parent) = record.labels.get(PARENT_LABEL) else { return Ok(None) };
+    let parent = ThreadId::new(parent.clone())?;
+    Ok(match store.thread(&parent)? {
+        Some(p) if !p.status.is_terminal() => Some(parent),
+        _ => None,
+    })
+}
+
 /// The id of the child thread of `task` at `step` of `parent`.
 pub fn child_id(parent: &ThreadId, task: &TaskKey, step: u64) -> String {
     let id = format!("{parent}/{task}@{step}");
@@ -27,6 +47,35 @@ pub fn child_id(parent: &ThreadId, task: &TaskKey, step: u64) -> String {
     // Deep nesting makes long ids: keep a readable tail and a hash of the whole.
     let hash = blake3::hash(id.as_bytes()).to_hex();
     format!("sub-{}-{}", &hash[..32], &task.node.chars().take(64).collect::<String>())
+}
+
+/// Drives the child thread `id` to its end or its next park, and returns its status then. If
+/// another runner of this process drives it (one woken by the child's own timer, say), the
+/// parent waits for that runner to let go and looks again: whoever drives the child, the parent
+/// goes on from where the child stands, and is never failed because of who drove it.
+async fn drive_child(env: &Arc<ThreadEnv>, id: &ThreadId) -> Result<ThreadStatus, NodeError> {
+    let inner = &env.inner;
+    loop {
+        let exit = drive_under(
+            inner.clone(),
+            id.clone(),
+            env.depth + 1,
+            "sub-workflow",
+            Some(env.cancel.clone()),
+        )
+        .await
+        .map_err(|e| engine_error(&e))?;
+        match exit {
+            Exit::Status(s) => return Ok(s),
+            Exit::Shutdown => return Err(NodeError::Cancelled),
+            Exit::Busy => {
+                tokio::select! {
+                    () = inner.controls.wait_released(id) => {}
+                    () = env.cancel.cancelled() => return Err(NodeError::Cancelled),
+                }
+            }
+        }
+    }
 }
 
 type OutputFn = Arc<dyn Fn(&Value) -> Result<Value, StateError> + Send + Sync>;
@@ -54,7 +103,7 @@ pub(crate) fn run_child(
         let id = ThreadId::new(child_id(&env.thread, &task, step))
             .map_err(|e| engine_error(&e.into()))?;
         let mut labels = std::collections::BTreeMap::new();
-        labels.insert("parent".to_owned(), env.thread.to_string());
+        labels.insert(PARENT_LABEL.to_owned(), env.thread.to_string());
         crate::start::create(&inner, &child, &id, input, labels, None, Default::default())
             .await
             .map_err(|e| engine_error(&e))?;
@@ -67,24 +116,7 @@ pub(crate) fn run_child(
                 .await
                 .map_err(|e| engine_error(&e))?;
         }
-        let exit = drive_under(
-            inner.clone(),
-            id.clone(),
-            env.depth + 1,
-            "sub-workflow",
-            Some(env.cancel.clone()),
-        )
-        .await
-        .map_err(|e| engine_error(&e))?;
-        let status = match exit {
-            Exit::Status(s) => s,
-            Exit::Shutdown => return Err(NodeError::Cancelled),
-            Exit::Busy => {
-                return Err(NodeError::retryable(format!(
-                    "child thread {id} is being driven elsewhere"
-                )));
-            }
-        };
+        let status = drive_child(&env, &id).await?;
         let ctx = crate::restore::restore(inner.store.as_ref(), &child, &id, None)
             .map_err(|e| engine_error(&e))?;
         match status {

@@ -40,6 +40,9 @@ pub(crate) struct ThreadEnv {
     pub permissions: std::collections::BTreeSet<String>,
     /// Depth of sub-workflow nesting of this thread.
     pub depth: usize,
+    /// The seed of the thread's fresh draws (its recorded seed, or the engine's for an older
+    /// thread that has none).
+    pub seed: u64,
     /// The runner's batches not yet durable: settled before any write with effects.
     pub pipeline: crate::pipeline::Pipeline,
 }
@@ -409,10 +412,11 @@ impl TaskCtx {
         v
     }
 
-    /// A fresh random number: the task's `n`th draw, a function of the engine seed and the
+    /// A fresh random number: the task's `n`th draw, a function of the thread's seed and the
     /// task's identity (recorded like any value, so replay never depends on the seed).
     fn fresh_random(&self, index: u64, sub: u64) -> u64 {
-        self.env.inner.task_random(
+        Inner::task_random(
+            self.env.seed,
             &self.env.thread,
             self.step,
             &self.key.to_string(),

@@ -190,6 +190,10 @@ pub struct ThreadMeta {
     /// Budgets already warned about (a warning is emitted once per budget).
     #[serde(default)]
     pub budget_warned: Vec<String>,
+    /// The seed of the thread's fresh draws, from its `ThreadCreated` event (`None` for threads
+    /// created before seeds were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
     /// Created at (engine clock).
     pub created_at_ms: u64,
     /// Updated at (engine clock).
@@ -250,6 +254,7 @@ impl ThreadCtx {
             arrivals,
             visits,
             policy,
+            seed,
         } = body
         else {
             return Err(Error::Record {
@@ -288,6 +293,7 @@ impl ThreadCtx {
                 fork: fork.clone(),
                 policy: policy.clone(),
                 budget_warned: Vec::new(),
+                seed: *seed,
                 created_at_ms: at_ms,
                 updated_at_ms: at_ms,
             },

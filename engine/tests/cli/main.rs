@@ -8,3 +8,4 @@ mod files;
 mod harness;
 mod inspect;
 mod misc;
+mod resume;

@@ -240,3 +240,81 @@ async fn floats_in_state_restore_bit_for_bit() {
     assert_eq!(out[0].to_bits(), value.to_bits());
     engine.shutdown().await;
 }
+
+/// A parent whose node drives a sub-workflow child, killed while the child runs: at the next
+/// open the child has one driver (its parent's node), and the parent completes with the child's
+/// result (it used to find the child "being driven elsewhere" by recovery and fail for good).
+#[tokio::test]
+async fn a_parent_killed_while_its_child_runs_completes_after_reopen() {
+    for policy in [RecoveryPolicy::Resume, RecoveryPolicy::Park] {
+        let (_d, path) = db();
+        let hold = Arc::new(AtomicBool::new(true));
+        let parent = Workflow::<Tally>::builder("parent", 1)
+            .subgraph(
+                "sub",
+                held_counter(12, hold.clone()),
+                |s: &Tally| s.clone(),
+                |c: &Tally| (c.total, "sub".to_owned()),
+            )
+            .node("after", |_s, _ctx| async move { Ok(NodeOutput::update((100, "after".into()))) })
+            .edge(START, "sub")
+            .edge("sub", "after")
+            .edge("after", END)
+            .build()
+            .unwrap();
+        let engine = Engine::builder(&path).workflow(&parent).open().await.unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let tx = std::sync::Mutex::new(Some(tx));
+        engine.on_step(Arc::new(move |t, _s, total| {
+            // Steps of the child (its id names the parent) have been acknowledged.
+            if t.as_str().starts_with("p/")
+                && total >= 4
+                && let Some(tx) = tx.lock().unwrap().take()
+            {
+                let _ = tx.send(());
+            }
+        }));
+        engine.start("parent", Tally::default(), StartOptions::id("p")).await.unwrap();
+        rx.await.unwrap();
+        engine.crash().await;
+        drop(engine);
+        hold.store(false, Ordering::SeqCst);
+
+        let engine =
+            Engine::builder(&path).workflow(&parent).recovery(policy).open().await.unwrap();
+        if policy == RecoveryPolicy::Park {
+            engine.resume("p").await.unwrap();
+        }
+        let t = engine.thread("p").unwrap();
+        let out: Tally = t.output().await.unwrap_or_else(|e| panic!("{policy:?}: {e}"));
+        assert_eq!(out.total, 112, "{policy:?}: the child's 12 and the node after it");
+        assert_eq!(out.log, ["sub", "after"], "{policy:?}");
+        let children: Vec<_> = engine
+            .store()
+            .list_threads(
+                &cairn::storage::ThreadFilter {
+                    label: Some(("parent".into(), "p".into())),
+                    ..Default::default()
+                },
+                cairn::storage::Page { limit: 10, offset: 0 },
+            )
+            .unwrap();
+        assert_eq!(children.len(), 1, "{policy:?}: one child, started once");
+        assert_eq!(children[0].status, ThreadStatus::Completed, "{policy:?}");
+        // One driver: the child went on under its parent's node, never as a recovered thread
+        // of its own.
+        let mut child_log = engine.thread(children[0].id.as_str()).unwrap().events(0).unwrap();
+        while let Some(e) = child_log.try_next().unwrap() {
+            assert!(
+                !matches!(e.body, cairn::record::Body::Recovered { .. }),
+                "{policy:?}: the child was recovered on its own: {e:?}"
+            );
+        }
+        // The label that links a child to its parent is the engine's own.
+        let refused = engine
+            .start("parent", Tally::default(), StartOptions::id("q").label("parent", "p"))
+            .await;
+        assert!(matches!(refused, Err(cairn::Error::Invalid(_))), "{refused:?}");
+        engine.shutdown().await;
+    }
+}
