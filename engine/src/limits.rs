@@ -9,8 +9,14 @@ pub const SNAPSHOT_HISTORY_MAX: usize = 256;
 pub const SNAPSHOT_ERRORS_MAX: usize = 64;
 
 /// Tasks in one step (static fan-out plus map items). One step is one atomic batch, and a batch
-/// is bounded by storage; 1,024 tasks of a few events each stays well inside it.
+/// is bounded by storage; 1,024 tasks of a few events each stays well inside it. A step over it
+/// fails its thread with an error that says so.
 pub const TASKS_PER_STEP_MAX: usize = 1_024;
+
+// One map node's items always fit in one step, and a step's events (about three per task, plus
+// the step's own) in one storage batch.
+const _: () = assert!(cairn_dsl::limits::MAP_ITEMS_MAX <= TASKS_PER_STEP_MAX);
+const _: () = assert!(TASKS_PER_STEP_MAX * 4 + 16 <= cairn_storage::limits::BATCH_EVENTS_MAX);
 
 /// Tool calls in one attempt of one task: a node that calls more is almost surely looping.
 pub const TOOL_CALLS_PER_TASK_MAX: u32 = 10_000;
@@ -23,9 +29,9 @@ pub const INLINE_VALUE_BYTES_MAX: usize = 16 * 1024;
 /// Steps of one thread: a runaway loop without bounds stops here instead of filling the disk.
 pub const STEPS_PER_THREAD_MAX: u64 = 10_000_000;
 
-/// Nesting of sub-workflows run as child threads; the DSL bounds it too, this guards recursion
-/// in the engine itself.
-pub const SUBGRAPH_DEPTH_MAX: usize = 16;
+/// Nesting of sub-workflows run as child threads: the DSL's limit (a validated workflow never
+/// nests deeper); the engine checks it again before it starts a child thread.
+pub const SUBGRAPH_DEPTH_MAX: usize = cairn_dsl::limits::SUBGRAPH_DEPTH_MAX;
 
 /// Batches of one thread submitted to storage and not yet durable. A runner computes steps
 /// ahead of their commit (see `pipeline`), so that one thread's steps share durable commits

@@ -388,13 +388,21 @@ impl Runner {
             }
         }
         if tasks.len() > limits::TASKS_PER_STEP_MAX {
-            return Err(Error::LimitExceeded {
-                limit: "tasks_per_step",
-                value: tasks.len() as u64,
-                max: limits::TASKS_PER_STEP_MAX as u64,
-            });
+            // A step is one atomic batch, so its tasks are bounded: the thread fails here, with
+            // the limit in words, rather than leaving a runner error behind a Running thread.
+            let first = tasks.first().map_or_else(String::new, |t| t.1.node.clone());
+            let error = NodeError::Failed {
+                code: Some("tasks_per_step".into()),
+                message: format!(
+                    "step {step} would run {} tasks (fan-out branches plus map items); at most \
+                     {} run in one step",
+                    tasks.len(),
+                    limits::TASKS_PER_STEP_MAX
+                ),
+                retryable: false,
+            };
+            return Ok(Err((TaskKey::node(first), error)));
         }
-        let _ = step;
         tasks.sort_by(|a, b| a.1.cmp(&b.1));
         Ok(Ok(tasks))
     }

@@ -156,7 +156,7 @@ impl<S: State> WorkflowBuilder<S> {
             let items = items(&typed);
             if items.len() > MAP_ITEMS_MAX {
                 return Err(StateError::LimitExceeded {
-                    limit: "MAP_ITEMS_MAX",
+                    limit: "items of one map node",
                     value: items.len() as u64,
                     max: MAP_ITEMS_MAX as u64,
                 });

@@ -19,9 +19,10 @@ pub const FAN_OUT_MAX: usize = 256;
 /// Branches one join may wait for (same reason as [`FAN_OUT_MAX`]).
 pub const JOIN_SOURCES_MAX: usize = 256;
 
-/// Items one map node may fan out over in one step. Each item is a task and a logged update;
-/// larger batches belong in a sub-workflow that pages through them.
-pub const MAP_ITEMS_MAX: usize = 10_000;
+/// Items one map node may fan out over in one step. Each item is a task and a logged update,
+/// and a step is written as one atomic batch: the engine runs at most 1,024 tasks in a step.
+/// Larger batches belong in a loop or a sub-workflow that pages through them.
+pub const MAP_ITEMS_MAX: usize = 1_024;
 
 /// Nesting depth of sub-workflows (a workflow with no sub-workflow has depth 0). Pictures and
 /// fingerprints walk the nesting, and deeper nesting is a design smell, not a need.

@@ -18,6 +18,9 @@ use crate::testkit::effects::Effect;
 /// One recorded tool call: where it was made, what it was asked, what it returned.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCallRecord {
+    /// The thread that made it: the harness's thread, or one of its sub-workflow child threads
+    /// (whose ids derive from the parent, task and step, so they are the same in every run).
+    pub thread: String,
     /// The step.
     pub step: u64,
     /// The task (`node` or `node[i]`).
@@ -44,7 +47,7 @@ impl ToolCallRecord {
 /// A thread's log, read back and decoded.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LogView {
-    /// Every event, in seq order.
+    /// Every event of the observed thread itself, in seq order.
     pub events: Vec<Event>,
     /// Tool calls with a recorded result, in log order.
     pub tool_calls: Vec<ToolCallRecord>,
@@ -71,11 +74,48 @@ pub(crate) fn read_all(store: &dyn Store, thread: &ThreadId) -> Result<Vec<Event
     }
 }
 
-/// Reads and decodes `thread`'s log.
+/// Reads and decodes `thread`'s log; the tool calls, inputs and duplicate commits of its
+/// sub-workflow child threads (and theirs) count too. `events` are the thread's own.
 ///
 /// # Errors
 /// Storage errors; [`Error::Record`] for a body that does not decode.
 pub(crate) fn observe(store: &dyn Store, thread: &ThreadId) -> Result<LogView, Error> {
+    let mut view = observe_one(store, thread)?;
+    // Sub-workflow child threads make tool calls of their own: they are part of what the thread
+    // did. Level by level, without recursion (nesting is bounded by the DSL's depth limit).
+    let mut parents = vec![thread.clone()];
+    while let Some(parent) = parents.pop() {
+        for child in children(store, &parent)? {
+            let child_view = observe_one(store, &child)?;
+            view.tool_calls.extend(child_view.tool_calls);
+            view.duplicate_commits += child_view.duplicate_commits;
+            view.inputs_received += child_view.inputs_received;
+            parents.push(child);
+        }
+    }
+    Ok(view)
+}
+
+/// The sub-workflow child threads of `parent`, by the label the engine gives them.
+fn children(store: &dyn Store, parent: &ThreadId) -> Result<Vec<ThreadId>, Error> {
+    let filter = cairn_storage::ThreadFilter {
+        label: Some((crate::subgraph::PARENT_LABEL.to_owned(), parent.to_string())),
+        ..cairn_storage::ThreadFilter::default()
+    };
+    let mut out = Vec::new();
+    loop {
+        let page = cairn_storage::Page { limit: 500, offset: out.len() };
+        let found = store.list_threads(&filter, page)?;
+        let done = found.len() < 500;
+        out.extend(found.into_iter().map(|r| r.id));
+        if done {
+            return Ok(out);
+        }
+    }
+}
+
+/// One thread's own log, without its children.
+fn observe_one(store: &dyn Store, thread: &ThreadId) -> Result<LogView, Error> {
     let events = read_all(store, thread)?;
     let mut view = LogView::default();
     let mut inputs: HashMap<(u64, String, u32, u32), (String, Value)> = HashMap::new();
@@ -100,6 +140,7 @@ pub(crate) fn observe(store: &dyn Store, thread: &ThreadId) -> Result<LogView, E
                 }
                 let input = inputs.get(&key).map(|(_, input)| input.clone()).unwrap_or(Value::Null);
                 view.tool_calls.push(ToolCallRecord {
+                    thread: thread.to_string(),
                     step,
                     task: key.1,
                     attempt,
@@ -117,12 +158,13 @@ pub(crate) fn observe(store: &dyn Store, thread: &ThreadId) -> Result<LogView, E
     Ok(view)
 }
 
-/// The tool calls in a canonical order (step, task, attempt, call): concurrent tasks record
+/// The tool calls in a canonical order (thread, step, task, attempt, call): concurrent tasks record
 /// their calls in whatever order they ran, which is not part of what must be equal.
 pub(crate) fn canonical(calls: &[ToolCallRecord]) -> Vec<ToolCallRecord> {
     let mut sorted = calls.to_vec();
     sorted.sort_by(|a, b| {
-        (a.step, &a.task, a.attempt, a.call).cmp(&(b.step, &b.task, b.attempt, b.call))
+        (&a.thread, a.step, &a.task, a.attempt, a.call)
+            .cmp(&(&b.thread, b.step, &b.task, b.attempt, b.call))
     });
     sorted
 }

@@ -1,5 +1,6 @@
-//! The invariant above all, as a proptest: any workflow of a small generator, crashed at any
-//! append boundary, reopened and resumed, ends with the same state as an uninterrupted run, and
+//! The invariant above all, as a proptest: any workflow of a small generator (linear head,
+//! fan-out and join, map node, sub-workflow child thread, bounded loop), crashed at any append
+//! boundary (inside a child thread or a map item too), reopened and resumed, ends with the same state as an uninterrupted run, and
 //! no tool call whose result was recorded runs again.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -56,15 +57,64 @@ struct Shape {
     rounds: u32,
     /// Tool calls per node.
     calls: usize,
+    /// Items of a map node after the head (0: none).
+    map_items: usize,
+    /// Nodes of a sub-workflow run by a node after the head (0: none).
+    child_len: usize,
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
-    (1usize..4, 0usize..4, 1u32..4, 0usize..3).prop_map(|(head, width, rounds, calls)| Shape {
-        head,
-        width,
-        rounds,
-        calls,
-    })
+    (1usize..4, 0usize..4, 1u32..4, 0usize..3, 0usize..4, 0usize..3).prop_map(
+        |(head, width, rounds, calls, map_items, child_len)| Shape {
+            head,
+            width,
+            rounds,
+            calls,
+            map_items,
+            child_len,
+        },
+    )
+}
+
+/// A map node: one task per item, each making `calls` tool calls.
+fn map_node(
+    calls: usize,
+    fx: EffectLog,
+) -> impl Fn(Arc<Acc>, Ctx) -> futures::future::BoxFuture<'static, cairn::NodeResult<Vec<u64>>>
++ Send
++ Sync
++ 'static {
+    move |_s: Arc<Acc>, ctx: Ctx| {
+        let fx = fx.clone();
+        Box::pin(async move {
+            let item: u64 = ctx.item()?;
+            let mut out = vec![item];
+            for c in 0..calls.max(1) {
+                let key = format!("{}:m[{item}]:{c}", ctx.thread_id());
+                let fx = fx.clone();
+                let v: u64 = ctx
+                    .tool("effect", key, move |key: String, _| async move {
+                        fx.record(key.clone());
+                        Ok::<_, cairn::ToolError>(key.len() as u64)
+                    })
+                    .await?;
+                out.push(v);
+            }
+            Ok(NodeOutput::update(out))
+        })
+    }
+}
+
+/// The sub-workflow: a chain of `len` generated nodes.
+fn child(len: usize, calls: usize, fx: &EffectLog) -> Workflow<Acc> {
+    let mut b = Workflow::<Acc>::builder("gen-child", 1);
+    let mut prev = START.to_owned();
+    for i in 0..len {
+        let name = format!("c{i}");
+        b = b.node(name.clone(), node(name.clone(), calls.max(1), fx.clone())).edge(prev, &name);
+        prev = name;
+    }
+    b.edge(prev, END).build().expect("generated child workflow")
 }
 
 fn node(
@@ -111,11 +161,33 @@ fn build(shape: &Shape, fx: &EffectLog) -> Workflow<Acc> {
             .edge(prev, name.clone());
         prev = name;
     }
+    // The map node and the sub-workflow node are fan-out branches when there is a fan-out
+    // (so that crashes land inside the join too), else links of the chain.
+    let mut extra = Vec::new();
+    if shape.map_items > 0 {
+        let k = shape.map_items as u64;
+        let items = move |s: &Acc| (0..k).map(|i| i * 100 + s.items.len() as u64).collect();
+        b = b.map("m", items, map_node(shape.calls, fx.clone()));
+        extra.push("m".to_owned());
+    }
+    if shape.child_len > 0 {
+        let sub = child(shape.child_len, shape.calls, fx);
+        let input = |s: &Acc| Acc { items: vec![s.items.len() as u64] };
+        b = b.subgraph("s", sub, input, |c: &Acc| c.items.clone());
+        extra.push("s".to_owned());
+    }
+    if shape.width == 0 {
+        for name in extra.drain(..) {
+            b = b.edge(prev, &name);
+            prev = name;
+        }
+    }
     if shape.width > 0 {
-        let branches: Vec<String> = (0..shape.width).map(|i| format!("w{i}")).collect();
+        let mut branches: Vec<String> = (0..shape.width).map(|i| format!("w{i}")).collect();
         for br in &branches {
             b = b.node(br.clone(), node(br.clone(), shape.calls, fx.clone()));
         }
+        branches.extend(extra);
         b = b
             .fan_out(prev, branches.clone())
             .node("j", node("j".into(), shape.calls, fx.clone()))
@@ -318,15 +390,16 @@ async fn run(
     (n, finals)
 }
 
-/// Keys of tool calls whose results are recorded in the log.
+/// Keys of tool calls whose results are recorded in the log of any thread (the started ones
+/// and their sub-workflow child threads).
 fn recorded_calls(path: &Path) -> BTreeSet<String> {
     let store = RedbStore::open(path, cairn::storage::Options::default()).unwrap();
     let mut keys = BTreeSet::new();
-    for t in 0..THREADS {
-        let id = ThreadId::new(format!("t{t}")).unwrap();
-        if store.thread(&id).unwrap().is_none() {
-            continue; // the crash came before the thread was created
-        }
+    let all = store.list_threads(&ThreadFilter::default(), Page { limit: 1_000, offset: 0 });
+    let all = all.unwrap();
+    assert!(all.len() < 1_000, "more threads than one page");
+    for record in all {
+        let id = record.id;
         // The whole log fits in one read (the largest allowed) for these small workflows; an
         // error here must fail the case, not empty the set (which would hide repeated calls).
         let events = store.read_since(&id, Seq(0), READ_LIMIT_MAX).unwrap();
@@ -353,6 +426,9 @@ fn recorded_calls(path: &Path) -> BTreeSet<String> {
 static CASES: AtomicU64 = AtomicU64::new(0);
 static DIVERGED: AtomicU64 = AtomicU64::new(0);
 static REPEATED: AtomicU64 = AtomicU64::new(0);
+/// Cases whose workflow has a sub-workflow node, and a map node.
+static WITH_CHILD: AtomicU64 = AtomicU64::new(0);
+static WITH_MAP: AtomicU64 = AtomicU64::new(0);
 /// Recorded tool calls found after the crashes: zero would make the repeated-effects check vacuous.
 static RECORDED: AtomicU64 = AtomicU64::new(0);
 
@@ -377,6 +453,8 @@ fn one_case(shape: Shape, crash_frac: f64) -> Result<(), TestCaseError> {
         let after = fx.take();
 
         CASES.fetch_add(1, Ordering::SeqCst);
+        WITH_CHILD.fetch_add(u64::from(shape.child_len > 0), Ordering::SeqCst);
+        WITH_MAP.fetch_add(u64::from(shape.map_items > 0), Ordering::SeqCst);
         let repeated = after.iter().filter(|k| recorded.contains(*k)).count() as u64;
         REPEATED.fetch_add(repeated, Ordering::SeqCst);
         if got != expected {
@@ -414,8 +492,10 @@ fn engine_crash_at_any_append_then_resume() {
     let mut runner = proptest::test_runner::TestRunner::new(config);
     let result = runner.run(&(shape(), 0.0f64..1.0), |(shape, frac)| one_case(shape, frac));
     crate::common::report(&format!(
-        "RELIABILITY engine_crash cases={} diverged={} repeated_effects={}",
+        "RELIABILITY engine_crash cases={} with_child={} with_map={} diverged={} repeated_effects={}",
         CASES.load(Ordering::SeqCst),
+        WITH_CHILD.load(Ordering::SeqCst),
+        WITH_MAP.load(Ordering::SeqCst),
         DIVERGED.load(Ordering::SeqCst),
         REPEATED.load(Ordering::SeqCst)
     ));

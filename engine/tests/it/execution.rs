@@ -128,3 +128,52 @@ async fn input_to_a_thread_that_is_not_waiting_is_an_error() {
     assert!(matches!(err, Error::WrongStatus { .. }), "{err}");
     engine.shutdown().await;
 }
+
+/// A step is bounded (one atomic batch): a map of the most items the DSL allows runs in one
+/// step; a step over the engine's task limit (a map at the limit beside another branch) fails
+/// its thread with an error that names the limit, and never leaves it Running with no runner;
+/// a map over the DSL's limit fails the same way.
+#[tokio::test]
+async fn a_step_over_the_task_limit_fails_its_thread_clearly() {
+    use cairn::dsl::limits::MAP_ITEMS_MAX;
+    let (_d, path) = db();
+    let map = |name: &str, n: u64| {
+        Workflow::<Tally>::builder(name, 1)
+            .node("plan", |_s, _ctx| async move { Ok(NodeOutput::update((0, String::new()))) })
+            .map(
+                "each",
+                move |_s: &Tally| (0..n).collect::<Vec<u64>>(),
+                |_s, _ctx| async move { Ok(NodeOutput::update((1, String::new()))) },
+            )
+            .node("beside", |_s, _ctx| async move { Ok(NodeOutput::update((0, String::new()))) })
+            .edge(START, "plan")
+            .fan_out("plan", ["each", "beside"])
+            .join(["each", "beside"], "done")
+            .node("done", |_s, _ctx| async move { Ok(NodeOutput::update((0, "done".into()))) })
+            .edge("done", END)
+            .build()
+            .unwrap()
+    };
+    let at_limit = map("at-limit", MAP_ITEMS_MAX as u64 - 1);
+    let over_step = map("over-step", MAP_ITEMS_MAX as u64);
+    let over_map = map("over-map", MAP_ITEMS_MAX as u64 + 1);
+    let engine = engine_on(&path, &[&at_limit, &over_step, &over_map], None).await;
+
+    let ok = engine.start("at-limit", Tally::default(), StartOptions::id("ok")).await.unwrap();
+    let out: Tally = ok.output().await.unwrap();
+    assert_eq!(out.total, MAP_ITEMS_MAX as u64 - 1);
+
+    for (wf, needle) in
+        [("over-step", "at most 1024 run in one step"), ("over-map", "items of one map node")]
+    {
+        let t = engine.start(wf, Tally::default(), StartOptions::id(wf)).await.unwrap();
+        let outcome = tokio::time::timeout(std::time::Duration::from_secs(30), t.finished())
+            .await
+            .unwrap_or_else(|_| panic!("{wf}: the thread never ended"))
+            .unwrap();
+        assert_eq!(outcome.status, ThreadStatus::Failed, "{wf}: {outcome:?}");
+        let error = format!("{:?}", outcome.error);
+        assert!(error.contains(needle), "{wf}: {error}");
+    }
+    engine.shutdown().await;
+}

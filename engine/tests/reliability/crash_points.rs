@@ -1,17 +1,25 @@
-//! T1 crash points: the three canonical workflows crashed at every I/O op under every crash
+//! T1 crash points: the three canonical workflows and `nested` (a sub-workflow and a map node)
+//! crashed at every I/O op under every crash
 //! model (plus a double crash at every op), and random cases on top, through the same
 //! `cairn::testkit` users get. Must be zero: lost_acked, acked_not_durable, diverged,
 //! repeated/missing/unexpected effects, duplicate commits, untyped errors, verify problems,
 //! hangs, panics.
 
-use cairn::testkit::{Cases, Summary};
+use cairn::testkit::{Cases, CrashHarness, Summary};
 
 use crate::env::{report, seed, size};
-use crate::workflows::canonical;
+use crate::workflows::{canonical, nested_harness};
+
+/// The canonical three and `nested` (sub-workflows and map nodes).
+fn harnesses() -> Vec<(&'static str, CrashHarness)> {
+    let mut all = canonical();
+    all.push(("nested", nested_harness()));
+    all
+}
 
 fn sweep_one(name: &str, cases: impl Fn(u64) -> Cases) -> Summary {
     let (_, harness) =
-        canonical().into_iter().find(|(n, _)| *n == name).expect("a canonical workflow");
+        harnesses().into_iter().find(|(n, _)| *n == name).expect("a crash-point workflow");
     let ops = harness.reference().expect("uninterrupted run").ops.len() as u64;
     harness.sweep(cases(ops)).expect("sweep")
 }
@@ -40,15 +48,25 @@ fn t1_human_timer_every_op_every_model() {
     assert_clean("T1_crash_points_human_timer", &summary);
 }
 
+/// A parent driving a sub-workflow child and a map node, crashed at every op (inside the
+/// child, inside a map item, inside the join), and crashed again during recovery.
+#[test]
+fn t1_nested_every_op_every_model() {
+    let summary = sweep_one("nested", |_| Cases::Every);
+    assert_clean("T1_crash_points_nested", &summary);
+}
+
 /// Random cases (any model, any op, a third with a second crash during recovery), split over
-/// the three workflows. `CAIRN_CRASH_SEED` replays a sweep; a failure prints its cases.
+/// the four workflows. `CAIRN_CRASH_SEED` replays a sweep; a failure prints its cases.
 #[test]
 fn t1_random_cases() {
     let total = size("CAIRN_REL_RANDOM_CASES", 1_000);
     let base = seed("CAIRN_CRASH_SEED", 0x7E57_C0DE);
     let mut all = Summary { seed: Some(base), ..Summary::default() };
-    for (i, (name, harness)) in canonical().into_iter().enumerate() {
-        let count = total / 3 + u64::from((i as u64) < total % 3);
+    let workflows = harnesses();
+    let n = workflows.len() as u64;
+    for (i, (name, harness)) in workflows.into_iter().enumerate() {
+        let count = total / n + u64::from((i as u64) < total % n);
         let summary = harness
             .sweep(Cases::Random { count, seed: base.wrapping_add(i as u64) })
             .expect("sweep");

@@ -2,8 +2,8 @@
 //! points, on a real database file with fsync.
 //!
 //! The child is this test binary re-run in child mode (`t2_child`, active only with
-//! `CAIRN_REL_CHILD_DB` set): it runs eight threads of the canonical linear and fan-out
-//! workflows under `Durability::Immediate` and prints one `ACK <thread> <seq> <digest>` line per
+//! `CAIRN_REL_CHILD_DB` set): it runs nine threads of the canonical linear and fan-out
+//! workflows and of `nested` (a sub-workflow child thread and a map node) under `Durability::Immediate` and prints one `ACK <thread> <seq> <digest>` line per
 //! event the store acknowledged (printed before the engine itself learns of the ack), and one
 //! `DONE <thread> <digest>` line per finished thread (and `STEP <n>` per acknowledged step). With `CAIRN_REL_ABORT_AFTER=K` it calls
 //! `std::process::abort()` after K acknowledged steps (the `cairn demo --crash-after-steps` way).
@@ -26,16 +26,21 @@ use cairn::testkit::{Effects, RecordingStore};
 use cairn::{Engine, StartOptions};
 
 use crate::env::{report, seed, size};
-use crate::workflows::{Ledger, fan_out, linear};
+use crate::workflows::{Ledger, fan_out, linear, nested};
 
-const THREADS: usize = 8;
+const THREADS: usize = 9;
 
 fn digest(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex()[..16].to_owned()
 }
 
-fn thread_name(i: usize) -> String {
-    if i.is_multiple_of(2) { format!("lin-{i}") } else { format!("fan-{i}") }
+/// The thread's id and its workflow.
+fn thread_of(i: usize) -> (String, &'static str) {
+    match i % 3 {
+        0 => (format!("lin-{i}"), "linear-tools"),
+        1 => (format!("fan-{i}"), "fan-out-join"),
+        _ => (format!("nest-{i}"), "nested"),
+    }
 }
 
 /// The child: runs the threads on the file named by `CAIRN_REL_CHILD_DB`.
@@ -68,6 +73,7 @@ fn t2_child() {
         let engine = Engine::with_store(rec.clone())
             .workflow(&linear(&fx))
             .workflow(&fan_out(&fx))
+            .workflow(&nested(&fx))
             .seed(0x00C0_FFEE)
             // Node code reads the clock (recorded); a fixed clock makes every run read the same.
             .clock(Arc::new(cairn::testkit::ManualClock::new(cairn::testkit::CLOCK_START_MS)))
@@ -88,12 +94,9 @@ fn t2_child() {
         }));
         let mut handles = Vec::new();
         for i in 0..THREADS {
-            let workflow = if i % 2 == 0 { "linear-tools" } else { "fan-out-join" };
+            let (id, workflow) = thread_of(i);
             let input = Ledger { entries: vec![format!("input {i}")], sum: i as u64 };
-            let handle = engine
-                .start(workflow, input, StartOptions::id(thread_name(i)))
-                .await
-                .expect("start");
+            let handle = engine.start(workflow, input, StartOptions::id(id)).await.expect("start");
             handles.push(handle);
         }
         for handle in handles {

@@ -174,6 +174,100 @@ pub fn human_timer(fx: &Effects) -> Workflow<Ledger> {
         .expect("human-timer workflow")
 }
 
+/// The child of [`nested`]: a check and a signature, with tool calls, randomness and a fresh id.
+fn review(fx: &Effects) -> Workflow<Ledger> {
+    let check_fx = fx.clone();
+    let sign_fx = fx.clone();
+    Workflow::<Ledger>::builder("review", 1)
+        .node("check", move |s: Arc<Ledger>, ctx: Ctx| {
+            let fx = check_fx.clone();
+            async move {
+                let v = call(&fx, &ctx, "check", format!("{}", s.sum)).await?;
+                let r = ctx.random_u64() % 1000;
+                Ok(NodeOutput::update(Entry(format!("check:{v}:{r}"), v + r)))
+            }
+        })
+        .node("sign", move |s: Arc<Ledger>, ctx: Ctx| {
+            let fx = sign_fx.clone();
+            async move {
+                let id = ctx.new_id();
+                let v = call(&fx, &ctx, "sign", format!("{}:{id}", s.sum)).await?;
+                Ok(NodeOutput::update(Entry(format!("sign:{v}:{id}"), v)))
+            }
+        })
+        .edge(START, "check")
+        .edge("check", "sign")
+        .edge("sign", END)
+        .build()
+        .expect("review workflow")
+}
+
+/// Sub-workflows and map nodes: a plan, then in parallel a map node over three items (a tool
+/// call each) and a sub-workflow node driving a child thread ([`review`]), joined into a merge
+/// that checkpoints. Crashes land inside the child, inside a map item and inside the join.
+pub fn nested(fx: &Effects) -> Workflow<Ledger> {
+    let plan_fx = fx.clone();
+    let scatter_fx = fx.clone();
+    let merge_fx = fx.clone();
+    Workflow::<Ledger>::builder("nested", 1)
+        .node("plan", move |s: Arc<Ledger>, ctx: Ctx| {
+            let fx = plan_fx.clone();
+            async move {
+                let v = call(&fx, &ctx, "plan", s.entries.join(",")).await?;
+                Ok(NodeOutput::update(Entry(format!("plan:{v}"), v)))
+            }
+        })
+        .map(
+            "scatter",
+            |s: &Ledger| vec![format!("a{}", s.sum), format!("b{}", s.sum), format!("c{}", s.sum)],
+            move |_s: Arc<Ledger>, ctx: Ctx| {
+                let fx = scatter_fx.clone();
+                async move {
+                    let item: String = ctx.item()?;
+                    let v = call(&fx, &ctx, "scatter", item.clone()).await?;
+                    Ok(NodeOutput::update(Entry(format!("scatter:{item}:{v}"), v)))
+                }
+            },
+        )
+        .subgraph(
+            "review",
+            review(fx),
+            |s: &Ledger| s.clone(),
+            |c: &Ledger| {
+                Entry(
+                    format!("review:{}", c.entries[c.entries.len().saturating_sub(2)..].join("+")),
+                    c.sum,
+                )
+            },
+        )
+        .edge(START, "plan")
+        .fan_out("plan", ["scatter", "review"])
+        .join(["scatter", "review"], "merge")
+        .node_with(
+            "merge",
+            move |s: Arc<Ledger>, ctx: Ctx| {
+                let fx = merge_fx.clone();
+                async move {
+                    let v = call(&fx, &ctx, "persist", s.entries.join("|")).await?;
+                    Ok(NodeOutput::update(Entry(format!("merge:{v}"), v)))
+                }
+            },
+            cairn::dsl::NodePolicy::default().checkpoint_after(true),
+        )
+        .edge("merge", END)
+        .build()
+        .expect("nested workflow")
+}
+
+/// The harness of [`nested`] (not one of the frozen canonical three), configured like them.
+pub fn nested_harness() -> CrashHarness {
+    let fx = Effects::new();
+    CrashHarness::new(&nested(&fx), Ledger::default())
+        .expect("input")
+        .effects(&fx)
+        .configure(|b| b.checkpoint_every(Some(2), None))
+}
+
 /// Four steps whose tool each returns 256 KiB (stored as offloaded payloads), so the database
 /// file grows during the run: the workload of the I/O-error and disk-full tests (T6/T7).
 pub fn bulky(fx: &Effects) -> Workflow<Ledger> {

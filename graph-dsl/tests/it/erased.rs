@@ -279,7 +279,7 @@ fn map_items_come_from_the_state_and_are_bounded() {
     assert_eq!(
         items(&*state(&wf, json!(too_many))),
         Err(StateError::LimitExceeded {
-            limit: "MAP_ITEMS_MAX",
+            limit: "items of one map node",
             value: too_many,
             max: cairn_dsl::limits::MAP_ITEMS_MAX as u64,
         })
