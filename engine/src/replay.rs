@@ -416,6 +416,21 @@ impl ReplayCtx {
         self.st.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// A recorded value of another type than the code reads now (the code draws values in
+    /// another order): a divergence, as the live run reports it as nondeterminism. Returns the
+    /// placeholder the node goes on with.
+    fn mistyped(&self, recorded: Value, kind: &str) -> u64 {
+        // A missing value was reported by `value` already (and reads as null).
+        if !recorded.is_null() {
+            self.state().first.get_or_insert((
+                format!("the code reads a recorded value as a {kind}"),
+                recorded,
+                Value::String(kind.into()),
+            ));
+        }
+        0
+    }
+
     fn value(&self, kind: &str) -> Value {
         let mut st = self.state();
         match st.values.pop_front() {
@@ -449,13 +464,21 @@ impl NodeContext for ReplayCtx {
         self.item.as_ref()
     }
     fn now_ms(&self) -> u64 {
-        self.value("clock reading").as_u64().unwrap_or_default()
+        let v = self.value("clock reading");
+        v.as_u64().unwrap_or_else(|| self.mistyped(v, "clock reading"))
     }
     fn random_u64(&self) -> u64 {
-        self.value("random number").as_u64().unwrap_or_default()
+        let v = self.value("random number");
+        v.as_u64().unwrap_or_else(|| self.mistyped(v, "random number"))
     }
     fn new_id(&self) -> String {
-        self.value("id").as_str().unwrap_or_default().to_owned()
+        match self.value("id") {
+            Value::String(id) => id,
+            other => {
+                self.mistyped(other, "id");
+                String::new()
+            }
+        }
     }
     fn call_tool(
         &self,

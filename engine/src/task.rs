@@ -522,6 +522,17 @@ impl NodeContext for TaskCtx {
                         ),
                     });
                 }
+                if let Some(recorded) = &rec.input_hash
+                    && *recorded != crate::thread_ctx::input_hash(&input)
+                {
+                    return Err(NodeError::Nondeterminism {
+                        detail: format!(
+                            "call #{index} of {key} (tool {}) was recorded with another input \
+                             than the code gives it now",
+                            call.name
+                        ),
+                    });
+                }
                 return rec.output.map_err(NodeError::from);
             }
             if let Some(p) = &call.permission

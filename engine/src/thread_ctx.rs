@@ -22,6 +22,11 @@ use crate::record::{Body, ForkOrigin, TaskKey, ThreadPolicy};
 pub struct ToolRecord {
     /// Tool name (checked against the call on re-execution).
     pub name: String,
+    /// A hash of the call's input ([`input_hash`]), checked against the call on re-execution:
+    /// a recorded result is only ever returned for the input it was recorded for. `None` in
+    /// snapshots written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_hash: Option<String>,
     /// The recorded result.
     pub output: Result<Value, ToolError>,
 }
@@ -44,6 +49,9 @@ pub struct TaskJournal {
     pub tools: Vec<ToolRecord>,
     /// Tool calls started (a call started but not returned was in flight at a crash).
     pub calls_started: u32,
+    /// The input hash of the call started last, until its result is recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub called_input_hash: Option<String>,
     /// Recorded clock readings, random numbers and ids, in the order the node drew them.
     pub values: Vec<Value>,
     /// Human inputs delivered, in order of the node's interrupts.
@@ -355,15 +363,17 @@ impl ThreadCtx {
                     },
                 );
             }
-            Body::ToolCalled { task, attempt, values, .. } => {
+            Body::ToolCalled { task, attempt, values, input, .. } => {
                 let j = journal(m, task, *attempt);
                 j.calls_started += 1;
+                j.called_input_hash = Some(input_hash(input));
                 j.values.extend(values.iter().cloned());
                 m.telemetry.tool_calls += 1;
             }
             Body::ToolReturned { task, attempt, name, output, usage, .. } => {
                 let j = journal(m, task, *attempt);
-                j.tools.push(ToolRecord { name: name.clone(), output: output.clone() });
+                let input_hash = j.called_input_hash.take();
+                j.tools.push(ToolRecord { name: name.clone(), input_hash, output: output.clone() });
                 add_usage(&mut m.telemetry, usage);
             }
             Body::NodeCompleted {
@@ -529,6 +539,13 @@ impl ThreadCtx {
     fn record_error(&self, seq: u64, detail: String) -> Error {
         Error::Record { thread: self.meta.thread.clone(), seq, detail }
     }
+}
+
+/// The hash a [`ToolRecord`] keeps of its call's input: blake3 of the input's JSON text, 128
+/// bits in hex (enough to tell two inputs apart; the input itself stays in the log).
+pub fn input_hash(input: &Value) -> String {
+    let text = serde_json::to_string(input).unwrap_or_default();
+    blake3::hash(text.as_bytes()).to_hex()[..32].to_owned()
 }
 
 fn journal<'a>(m: &'a mut ThreadMeta, task: &TaskKey, attempt: u32) -> &'a mut TaskJournal {

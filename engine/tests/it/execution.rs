@@ -177,3 +177,38 @@ async fn a_step_over_the_task_limit_fails_its_thread_clearly() {
     }
     engine.shutdown().await;
 }
+
+/// A node that runs again (after waiting for input) and calls a recorded tool with another
+/// input gets a nondeterminism error, not the result recorded for the other input (the live
+/// path used to check the tool's name only).
+#[tokio::test]
+async fn a_recorded_tool_result_is_never_returned_for_another_input() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let runs = std::sync::Arc::new(AtomicU64::new(0));
+    let (_d, path) = db();
+    let wf = Workflow::<Tally>::builder("drifting", 1)
+        .node("n", move |_s, ctx: cairn::Ctx| {
+            // Not recorded: differs every time the node runs (the bug a user would have).
+            let input = runs.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let r: u64 = ctx
+                    .tool("echo", input, |x: u64, _| async move { Ok::<_, cairn::ToolError>(x) })
+                    .await?;
+                let _: u64 = ctx.interrupt("go on?")?;
+                Ok(NodeOutput::update((r, "n".into())))
+            }
+        })
+        .edge(START, "n")
+        .edge("n", END)
+        .build()
+        .unwrap();
+    let engine = engine_on(&path, &[&wf], None).await;
+    let t = engine.start("drifting", Tally::default(), StartOptions::id("d")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    engine.send_input("d", 1).await.unwrap();
+    let outcome = t.finished().await.unwrap();
+    assert_ne!(outcome.status, ThreadStatus::Completed, "{outcome:?}");
+    let error = format!("{:?}", outcome.error);
+    assert!(error.contains("recorded with another input"), "{outcome:?}");
+    engine.shutdown().await;
+}
