@@ -147,7 +147,16 @@ pub(crate) fn apply(
         assert!(*lsn > last_lsn, "lsn {lsn} not above {last_lsn}");
         last_lsn = *lsn;
         let old = tables.events()?.insert(*lsn, framed.as_slice()).map_err(&op)?;
-        assert!(old.is_none(), "lsn {lsn} written twice");
+        if old.is_some() {
+            // The counter starts above the last key the events table shows: only a damaged
+            // table (one that hides its last key) puts an event at this lsn already.
+            return Err(Error::Corrupted {
+                table: table::EVENTS,
+                thread: None,
+                seq: None,
+                detail: format!("lsn {lsn} is already taken in the log (its index is damaged)"),
+            });
+        }
     }
     for (thread, first_seq, framed) in &plan.chunks {
         tables

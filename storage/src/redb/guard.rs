@@ -1,5 +1,7 @@
 //! Every call into redb that can meet untrusted bytes runs inside [`guard`], which turns a panic
-//! into [`Error::Corrupted`] with table `"redb"`.
+//! raised inside redb's code into [`Error::Corrupted`] with table `"redb"`. A panic raised in
+//! Cairn's own code inside a guard (an `assert!` in the writer's apply, say) is a Cairn bug, not
+//! damage: it is printed by the previous hook and goes on unwinding, as any other panic does.
 //!
 //! Why: redb 4.5 trusts the structure of the pages it reads. A damaged page can make it panic
 //! instead of returning an error (seen with bit flips: "Malformed allocator state" in
@@ -8,10 +10,12 @@
 //! must become errors, never panics, so the store catches the unwind at its boundary with redb.
 //!
 //! The panic message: a panic hook is installed once per process (on the first guarded call). It
-//! wraps whatever hook was installed before it and, only for a panic raised on a thread that is
-//! inside a guard, records the message and location for the error instead of printing it (and
-//! logs it through `tracing` at error level). Every other panic goes to the previous hook
-//! unchanged. An application that installs its own hook later replaces this one: guarded panics
+//! wraps whatever hook was installed before it and, only for a panic raised inside redb's source
+//! on a thread that is inside a guard, records the message and location for the error instead of
+//! printing it (and logs it through `tracing` at error level). Every other panic goes to the
+//! previous hook unchanged. "Inside redb's source" is decided by the panic's location: a file of
+//! the `redb-<version>` package (redb's `unwrap`s and slice indexing report redb's own lines).
+//! A panic without a location is taken for redb's, the safe side for untrusted bytes. An application that installs its own hook later replaces this one: guarded panics
 //! are then still caught and reported as errors, but also printed by that hook.
 //!
 //! After a guarded panic, redb's in-memory state for that database may be inconsistent (a
@@ -30,8 +34,16 @@ use crate::codec::table;
 thread_local! {
     /// How many guards this thread is inside (guards nest: an open calls the meta check).
     static DEPTH: Cell<u32> = const { Cell::new(0) };
-    /// The message of the last guarded panic on this thread, taken by the guard that caught it.
-    static CAUGHT: RefCell<Option<String>> = const { RefCell::new(None) };
+    /// The last guarded panic on this thread, taken by the guard that caught it.
+    static CAUGHT: RefCell<Option<Caught>> = const { RefCell::new(None) };
+}
+
+/// What the hook saw of a guarded panic.
+struct Caught {
+    /// Message and location.
+    message: String,
+    /// Raised in Cairn's own code: a bug, which must not pass for damage.
+    ours: bool,
 }
 
 static HOOK: Once = Once::new();
@@ -50,9 +62,12 @@ pub(crate) fn guard<T>(op: &'static str, f: impl FnOnce() -> Result<T, Error>) -
     match outcome {
         Ok(result) => result,
         Err(payload) => {
-            let message = CAUGHT
-                .with(|caught| caught.borrow_mut().take())
-                .unwrap_or_else(|| payload_text(payload.as_ref()).to_string());
+            let caught = CAUGHT.with(|caught| caught.borrow_mut().take());
+            let message = match caught {
+                Some(Caught { ours: true, .. }) => std::panic::resume_unwind(payload),
+                Some(Caught { message, .. }) => message,
+                None => payload_text(payload.as_ref()).to_string(),
+            };
             tracing::error!(op, %message, "a panic inside redb was turned into a corruption error");
             Err(panicked(op, &message))
         }
@@ -78,13 +93,26 @@ fn install_hook() {
             previous(info);
             return;
         }
+        let ours = info.location().is_some_and(|at| !in_redb(at.file()));
+        if ours {
+            // A bug of ours: shown like any panic, and the guard lets it unwind on.
+            previous(info);
+        }
         let text = payload_text(info.payload());
         let message = match info.location() {
             Some(at) => format!("{text} at {}:{}", short_path(at.file()), at.line()),
             None => text.to_string(),
         };
-        let _ = CAUGHT.try_with(|caught| *caught.borrow_mut() = Some(message));
+        let _ = CAUGHT.try_with(|caught| *caught.borrow_mut() = Some(Caught { message, ours }));
     }));
+}
+
+/// Whether a source file is redb's: cargo unpacks a registry package as `<name>-<version>/`, so
+/// redb's files sit under a `redb-<digit>...` directory.
+fn in_redb(file: &str) -> bool {
+    file.split(['/', '\\']).any(|part| {
+        part.strip_prefix("redb-").is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+    })
 }
 
 fn payload_text(payload: &(dyn std::any::Any + Send)) -> &str {
@@ -107,13 +135,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_panic_becomes_a_corruption_error_with_its_message() {
-        let result: Result<(), Error> = guard("test op", || panic!("Malformed allocator state"));
-        match result {
-            Err(Error::Corrupted { table: "redb", detail, .. }) => {
+    fn a_panic_in_redbs_source_is_damage_and_one_in_ours_is_a_bug() {
+        let redb = "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/redb-4.5.0/src/\
+                    tree_store/btree.rs";
+        assert!(in_redb(redb));
+        assert!(in_redb(r"C:\cargo\registry\src\x\redb-4.5.0\src\types.rs"));
+        assert!(!in_redb("storage/src/redb/apply.rs"), "our redb backend is not redb");
+        assert!(!in_redb("/work/main/storage/src/redb/guard.rs"));
+        assert!(!in_redb("/x/redb-derive/src/lib.rs"), "another package");
+    }
+
+    /// An `assert!` of Cairn's own inside a guard (the writer applies a batch inside one) is a
+    /// bug: it unwinds through the guard instead of being reported as a damaged page.
+    #[test]
+    fn our_own_panic_unwinds_through_the_guard() {
+        let unwound = std::panic::catch_unwind(|| {
+            let _: Result<(), Error> = guard("test op", || panic!("lsn 7 not above 9"));
+        });
+        let payload = unwound.expect_err("the panic went on");
+        assert_eq!(payload_text(payload.as_ref()), "lsn 7 not above 9");
+        assert_eq!(DEPTH.with(Cell::get), 0, "depth restored");
+        assert!(CAUGHT.with(|c| c.borrow().is_none()), "nothing left behind");
+    }
+
+    #[test]
+    fn a_caught_panic_becomes_a_corruption_error_with_its_message() {
+        let error = panicked("test op", "Malformed allocator state at redb-4.5.0/src/x.rs:3");
+        match error {
+            Error::Corrupted { table: "redb", detail, .. } => {
                 assert!(detail.contains("Malformed allocator state"), "{detail}");
                 assert!(detail.contains("test op"), "{detail}");
-                assert!(detail.contains("guard.rs"), "the location is kept: {detail}");
+                assert!(detail.contains("redb-4.5.0/src/x.rs:3"), "the location is kept: {detail}");
             }
             other => panic!("expected a corruption error, got {other:?}"),
         }
@@ -125,10 +177,6 @@ mod tests {
         let inner: Result<(), Error> =
             guard("outer", || guard("inner", || Err(Error::Closed)).or(Err(Error::ReadOnly)));
         assert!(matches!(inner, Err(Error::ReadOnly)));
-        let caught: Result<u8, Error> = guard("outer", || {
-            Ok(guard("inner", || -> Result<u8, Error> { panic!("x") }).is_err() as u8)
-        });
-        assert_eq!(caught.ok(), Some(1), "the inner guard catches; the outer sees no panic");
         assert_eq!(DEPTH.with(Cell::get), 0, "depth restored");
     }
 }

@@ -90,15 +90,13 @@ impl Answer {
     /// Replies with `result`; a caller that dropped its `Pending` no longer wants the answer, so
     /// send errors are ignored. An outcome of the wrong shape is a bug of the writer.
     fn send(self, result: Result<Outcome, Error>) {
-        fn mismatch() -> Error {
-            Error::Invalid { detail: "internal: a write got the outcome of another kind".into() }
-        }
         match (self, result) {
             (Answer::Append(tx), Ok(Outcome::Append(a))) => drop(tx.send(Ok(a))),
             (Answer::Delete(tx), Ok(Outcome::Delete(d))) => drop(tx.send(Ok(d))),
             (Answer::Clear(tx), Ok(Outcome::Clear(c))) => drop(tx.send(Ok(c))),
             (Answer::Prune(tx), Ok(Outcome::Prune(p))) => drop(tx.send(Ok(p))),
-            (answer, Ok(_)) => answer.send(Err(mismatch())),
+            // Each write's outcome is made by the op of its own kind.
+            (_, Ok(_)) => unreachable!("a write got the outcome of another kind"),
             (Answer::Append(tx), Err(e)) => drop(tx.send(Err(e))),
             (Answer::Delete(tx), Err(e)) => drop(tx.send(Err(e))),
             (Answer::Clear(tx), Err(e)) => drop(tx.send(Err(e))),
@@ -133,7 +131,15 @@ const GATHER_WAIT_MAX: Duration = Duration::from_millis(2);
 impl Writer {
     /// Runs until a `Close` command or until every sender is gone.
     pub(crate) fn run(mut self, rx: Receiver<Command>) {
-        self.serve(&rx);
+        // A panic here is a Cairn bug (redb's panics on damaged pages are caught by the guards
+        // and become errors): the writer's invariants no longer hold, so nothing may be
+        // acknowledged after it. The process ends, as TigerBeetle's does on a broken assertion;
+        // a restart recovers from the last durable commit. The panic was printed by the hook.
+        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.serve(&rx)));
+        if served.is_err() {
+            tracing::error!("the storage writer hit a broken invariant (a bug): aborting");
+            std::process::abort();
+        }
         drop(rx);
         // If this is the last handle on the database, dropping it closes redb, which may read
         // pages: guarded like every other call into redb.
@@ -355,9 +361,8 @@ impl Writer {
                 (Some(Err(rejected)), _) => Err(rejected),
                 (Some(Ok(outcome)), None) => Ok(outcome),
                 (_, Some(error)) => Err(error.clone()),
-                (None, None) => {
-                    Err(Error::Invalid { detail: "internal: a write went unanswered".into() })
-                }
+                // One result per applied write until the first failure stops the group.
+                (None, None) => unreachable!("a write went unanswered"),
             };
             answer.send(result);
         }
