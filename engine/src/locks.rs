@@ -81,19 +81,25 @@ async fn write(
     body: Body,
     now: u64,
 ) -> Result<Vec<Recorded>, cairn_storage::Error> {
-    env.settle().await.map_err(|e| match e {
-        crate::error::Error::Storage(e) => e,
-        other => cairn_storage::Error::Invalid { detail: other.to_string() },
-    })?;
+    env.settle().await.map_err(as_storage)?;
     let mut batch = Batch::default();
     log::push_event(&mut batch, &env.thread, &body, now)
         .map_err(|e| cairn_storage::Error::Invalid { detail: e.to_string() })?;
     batch.locks.push(op);
-    batch.leases.push(crate::runner::renew(env, now));
-    let appended = env.inner.store.append(batch)?.wait().await?;
+    // A lock another thread holds refuses the batch: refusable, so the refusal leaves the
+    // thread's chain of seq guards as it was.
+    let appended = env.pipeline.submit_refusable(batch, now).await.map_err(as_storage)?;
     Ok(appended
         .bookmarks
         .into_iter()
         .map(|bookmark| Recorded { bookmark, thread: env.thread.clone(), body: body.clone() })
         .collect())
+}
+
+/// A lock write's engine error as the storage error lock callers report.
+fn as_storage(e: crate::error::Error) -> cairn_storage::Error {
+    match e {
+        crate::error::Error::Storage(e) => e,
+        other => cairn_storage::Error::Invalid { detail: other.to_string() },
+    }
 }

@@ -14,6 +14,15 @@
 //! flight is durable. So a tool never runs on a step that could still be lost, and nothing is
 //! acknowledged (handles, watchers, the step hook) before the commit that holds it.
 //!
+//! The pipeline is also the thread's one write path while it runs: every batch of its runner and
+//! of its tasks (tool calls, retries, locks, progress) goes through [`Pipeline::submit`] (or
+//! [`Pipeline::submit_refusable`]), which adds the lease renewal and the `LastSeq` guard on the
+//! last event submitted before it, under one lock, so storage receives the thread's batches in
+//! the order their guards expect and nothing of the thread is written beside it. A batch that
+//! storage may refuse as a matter of course (a lock that another thread holds) keeps the lock
+//! until its outcome is known: a refused batch must not leave the next batch's guard expecting
+//! its events.
+//!
 //! Each running thread has one acknowledger task that waits for its batches in submission order,
 //! checks the seqs storage assigned, and reports each closed step as soon as it is durable (not
 //! when the runner next looks: a runner may be blocked in a long node meanwhile).
@@ -21,7 +30,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cairn_storage::{Pending, ThreadId};
+use cairn_storage::{Appended, Batch, Guard, LeaseOp, Pending, Seq, Store, ThreadId};
 use tokio::sync::{mpsc, watch};
 
 use crate::engine::Inner;
@@ -34,9 +43,15 @@ pub(crate) struct Pipeline {
     /// To the acknowledger; bounded, so a runner more than [`limits::PIPELINE_DEPTH`] batches
     /// ahead of the disk waits.
     tx: mpsc::Sender<InFlight>,
-    /// Batches submitted so far.
+    /// Batches handed to the acknowledger so far.
     submitted: AtomicU64,
     acked: watch::Receiver<Acked>,
+    store: Arc<dyn Store>,
+    /// The lease owner name of this engine, renewed by every batch.
+    owner: String,
+    /// The seq of the last event submitted; held while a batch is handed to storage (and, for
+    /// a refusable batch, until its outcome is known).
+    last_seq: tokio::sync::Mutex<u64>,
 }
 
 /// What the acknowledger has seen durable.
@@ -60,12 +75,107 @@ pub(crate) struct InFlight {
 }
 
 impl Pipeline {
-    /// A pipeline for `thread`, with its acknowledger running on the engine's task tracker.
-    pub fn start(inner: &Arc<Inner>, thread: &ThreadId) -> Pipeline {
+    /// A pipeline for `thread`, whose log ends at `last_seq`, with its acknowledger running on
+    /// the engine's task tracker.
+    pub fn start(inner: &Arc<Inner>, thread: &ThreadId, last_seq: u64) -> Pipeline {
         let (tx, rx) = mpsc::channel(limits::PIPELINE_DEPTH);
         let (ack_tx, acked) = watch::channel(Acked::default());
         inner.spawn(acknowledge(inner.clone(), thread.clone(), rx, ack_tx));
-        Pipeline { thread: thread.clone(), tx, submitted: AtomicU64::new(0), acked }
+        Pipeline {
+            thread: thread.clone(),
+            tx,
+            submitted: AtomicU64::new(0),
+            acked,
+            store: inner.store.clone(),
+            owner: inner.owner.clone(),
+            last_seq: tokio::sync::Mutex::new(last_seq),
+        }
+    }
+
+    /// Hands `batch` (events of this thread, and whatever else it carries) to storage, with the
+    /// lease renewal (unless the batch acquires the lease) and `Guard::LastSeq` on the last event
+    /// submitted before it. `expected_first` is the seq the caller gave the batch's first event,
+    /// if it predicted one (the runner does; tasks learn their seqs from the commit). Returns
+    /// the storage ticket and the seq of the batch's first event.
+    ///
+    /// Renewing checks that the lease is still this runner's (nobody took it over) and extends
+    /// it, so a step or a tool call longer than the lease's ttl does not strand the thread.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] if `expected_first` is not the next seq (an earlier batch of the
+    /// thread failed, and every later one would be rejected); storage errors.
+    pub async fn submit(
+        &self,
+        batch: Batch,
+        now_ms: u64,
+        expected_first: Option<u64>,
+    ) -> Result<(Pending, u64), Error> {
+        let mut last = self.last_seq.lock().await;
+        self.submit_locked(&mut last, batch, now_ms, expected_first)
+    }
+
+    /// [`Pipeline::submit`] without waiting: `None` if the write path is busy (another batch is
+    /// being handed over, or a refusable one awaits its outcome). For writes that may come later
+    /// (progress reports).
+    pub fn try_submit(&self, batch: Batch, now_ms: u64) -> Option<Result<(Pending, u64), Error>> {
+        let mut last = self.last_seq.try_lock().ok()?;
+        Some(self.submit_locked(&mut last, batch, now_ms, None))
+    }
+
+    /// Submits a batch that storage may refuse as a matter of course (a lock another thread
+    /// holds) and waits for its outcome, holding the write path meanwhile, so that a refused
+    /// batch leaves the chain of guards as it was.
+    ///
+    /// # Errors
+    /// The refusal or failure of the batch; as [`Pipeline::submit`].
+    pub async fn submit_refusable(&self, batch: Batch, now_ms: u64) -> Result<Appended, Error> {
+        let mut last = self.last_seq.lock().await;
+        let before = *last;
+        let (pending, _) = self.submit_locked(&mut last, batch, now_ms, None)?;
+        match pending.wait().await {
+            Ok(appended) => Ok(appended),
+            Err(e) => {
+                *last = before;
+                Err(e.into())
+            }
+        }
+    }
+
+    fn submit_locked(
+        &self,
+        last: &mut u64,
+        mut batch: Batch,
+        now_ms: u64,
+        expected_first: Option<u64>,
+    ) -> Result<(Pending, u64), Error> {
+        let acquires = batch.leases.iter().any(|l| matches!(l, LeaseOp::Acquire { .. }));
+        let renews = batch.leases.iter().any(|l| matches!(l, LeaseOp::Renew { .. }));
+        if !acquires && !renews {
+            batch.leases.insert(
+                0,
+                LeaseOp::Renew {
+                    thread: self.thread.clone(),
+                    owner: self.owner.clone(),
+                    now_ms,
+                    ttl_ms: limits::LEASE_TTL_MS,
+                },
+            );
+        }
+        let first = *last + 1;
+        if let Some(expected) = expected_first
+            && expected != first
+        {
+            return Err(Error::Invalid(format!(
+                "thread {}: the next batch starts at seq {expected}, but the log goes on at \
+                 {first} (an earlier batch failed)",
+                self.thread
+            )));
+        }
+        batch.guards.push(Guard::LastSeq { thread: self.thread.clone(), seq: Seq(*last) });
+        let events = batch.events.len() as u64;
+        let pending = self.store.append(batch)?;
+        *last += events;
+        Ok((pending, first))
     }
 
     /// Hands a submitted batch to the acknowledger, waiting while [`limits::PIPELINE_DEPTH`]

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use cairn_dsl::{DynNodeKind, DynWorkflow, NextTarget, NodeError, NodeId, Target};
 use cairn_storage::{
-    Batch, CheckpointKind, CheckpointMeta, Guard, LeaseOp, LockOp, NewCheckpoint, ThreadId,
-    ThreadRecord, ThreadStatus,
+    Batch, CheckpointKind, CheckpointMeta, LeaseOp, LockOp, NewCheckpoint, ThreadId, ThreadRecord,
+    ThreadStatus,
 };
 use serde_json::Value;
 use tracing::Instrument;
@@ -121,7 +121,7 @@ async fn drive_claimed(
         wf,
         depth,
         seed: ctx.meta.seed.unwrap_or(inner.seed),
-        pipeline: Pipeline::start(inner, thread),
+        pipeline: Pipeline::start(inner, thread, ctx.meta.seq),
     });
     if let Some(at) = ctx.meta.policy.deadline_at_ms {
         inner.arm_deadline(thread, at, control);
@@ -319,9 +319,7 @@ impl Runner {
         if warned {
             // Submit now: tasks append their own events next (after settling), and the seqs
             // predicted for emitted events must not overlap theirs.
-            let mut batch = Batch::default();
-            batch.leases.push(renew(&self.env, now));
-            self.commit(batch, None, None).await?;
+            self.commit(Batch::default(), None, None).await?;
         }
         if self.ctx.meta.step >= limits::STEPS_PER_THREAD_MAX {
             return Err(Error::LimitExceeded {
@@ -601,9 +599,7 @@ impl Runner {
         {
             checkpoint = stronger(checkpoint, CheckpointKind::Periodic);
         }
-        let mut batch = Batch::default();
-        batch.leases.push(renew(&self.env, now));
-        self.commit(batch, checkpoint, Some(step)).await?;
+        self.commit(Batch::default(), checkpoint, Some(step)).await?;
         Ok(StepEnd::Continue)
     }
 
@@ -666,30 +662,9 @@ impl Runner {
         self.record.updated_at_ms = now;
         self.record.summary = summary_bytes(&self.ctx);
         batch.threads.push(self.record.clone());
-        let holds_lease = !batch.leases.iter().any(|l| matches!(l, LeaseOp::Acquire { .. }));
-        if holds_lease && !batch.leases.iter().any(|l| matches!(l, LeaseOp::Renew { .. })) {
-            // Renewing checks that the lease is still this runner's (nobody took it over),
-            // and extends it: a step longer than the lease's ttl must not strand the thread.
-            batch.leases.insert(0, renew(&self.env, now));
-        }
-        batch.guards.push(Guard::LastSeq {
-            thread: self.env.thread.clone(),
-            seq: cairn_storage::Seq(first_seq - 1),
-        });
-        let pending = self.inner().store.append(batch)?;
+        let (pending, first_seq) = self.env.pipeline.submit(batch, now, Some(first_seq)).await?;
         let in_flight = InFlight { pending, first_seq, step };
         self.env.pipeline.push(in_flight).await
-    }
-}
-
-/// The lease renewal every batch of a running thread carries: it fails (and so rejects the
-/// batch) unless this runner still holds the lease, expired or not.
-pub(crate) fn renew(env: &ThreadEnv, now_ms: u64) -> LeaseOp {
-    LeaseOp::Renew {
-        thread: env.thread.clone(),
-        owner: env.inner.owner.clone(),
-        now_ms,
-        ttl_ms: limits::LEASE_TTL_MS,
     }
 }
 

@@ -287,20 +287,18 @@ pub(crate) async fn append_now(
     at_ms: u64,
 ) -> Result<Vec<Recorded>, Error> {
     env.settle().await?;
-    let pending = submit(env, &bodies, at_ms)?;
+    let (pending, _) = env.pipeline.submit(batch_of(env, &bodies, at_ms)?, at_ms, None).await?;
     let appended = pending.wait().await?;
     Ok(zip_recorded(env, appended.bookmarks, bodies))
 }
 
-fn submit(env: &ThreadEnv, bodies: &[Body], at_ms: u64) -> Result<Pending, Error> {
+/// A batch of the thread's events.
+fn batch_of(env: &ThreadEnv, bodies: &[Body], at_ms: u64) -> Result<Batch, Error> {
     let mut batch = Batch::default();
     for body in bodies {
         log::push_event(&mut batch, &env.thread, body, at_ms)?;
     }
-    // Renewing both checks that the runner still holds the lease and extends it, so a tool
-    // call longer than the lease's ttl does not strand the thread.
-    batch.leases.push(crate::runner::renew(env, at_ms));
-    Ok(env.inner.store.append(batch)?)
+    Ok(batch)
 }
 
 fn zip_recorded(env: &ThreadEnv, bookmarks: Vec<Bookmark>, bodies: Vec<Body>) -> Vec<Recorded> {
@@ -335,6 +333,9 @@ pub(crate) struct TaskState {
     pub usage: Usage,
     pub messages: Vec<Message>,
     progress: Vec<(Pending, Body)>,
+    /// Progress reports not yet submitted (the write path was busy when they came): written
+    /// when the attempt ends.
+    progress_later: Vec<(Body, u64)>,
     pub nondeterminism: Option<String>,
     draws: u64,
     /// Calls of this attempt already counted in the thread's telemetry (recorded before a
@@ -383,6 +384,18 @@ impl TaskCtx {
     /// Waits for fire-and-forget appends (progress) and hands back the state.
     async fn finish(&self) -> TaskState {
         let mut st = std::mem::take(&mut *self.state());
+        for (body, at_ms) in std::mem::take(&mut st.progress_later) {
+            let submitted = match batch_of(&self.env, std::slice::from_ref(&body), at_ms) {
+                Ok(batch) => self.env.pipeline.submit(batch, at_ms, None).await,
+                Err(e) => Err(e),
+            };
+            match submitted {
+                Ok((pending, _)) => st.progress.push((pending, body)),
+                Err(e) => {
+                    tracing::warn!(thread = %self.env.thread, error = %e, "progress event not recorded")
+                }
+            }
+        }
         for (pending, body) in std::mem::take(&mut st.progress) {
             match pending.wait().await {
                 Ok(a) => st.appended.extend(zip_recorded(&self.env, a.bookmarks, vec![body])),
@@ -594,9 +607,13 @@ impl NodeContext for TaskCtx {
 
     fn progress(&self, progress: Progress) {
         let body = Body::Progress { task: self.key.clone(), progress };
-        match submit(&self.env, std::slice::from_ref(&body), self.env.inner.clock.now_ms()) {
-            Ok(pending) => self.state().progress.push((pending, body)),
-            Err(e) => {
+        let now = self.env.inner.clock.now_ms();
+        let batch = batch_of(&self.env, std::slice::from_ref(&body), now);
+        let submitted = batch.map(|b| self.env.pipeline.try_submit(b, now));
+        match submitted {
+            Ok(Some(Ok((pending, _)))) => self.state().progress.push((pending, body)),
+            Ok(None) => self.state().progress_later.push((body, now)),
+            Ok(Some(Err(e))) | Err(e) => {
                 tracing::warn!(thread = %self.env.thread, error = %e, "progress event not recorded")
             }
         }

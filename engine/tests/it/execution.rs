@@ -212,3 +212,63 @@ async fn a_recorded_tool_result_is_never_returned_for_another_input() {
     assert!(error.contains("recorded with another input"), "{outcome:?}");
     engine.shutdown().await;
 }
+
+/// Every batch of a running thread, its tasks' tool calls included, goes through one write path
+/// guarded by the last seq it submitted: an event written to the thread's log behind the runner's
+/// back stops the thread before its next tool call runs (a task's batch used to carry no seq
+/// guard, so the tool ran on a log the runner no longer knew).
+#[tokio::test]
+async fn a_write_behind_the_runners_back_stops_the_thread_before_its_next_tool_call() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let ran = std::sync::Arc::new(AtomicU64::new(0));
+    let (reached_tx, reached_rx) = tokio::sync::oneshot::channel::<()>();
+    let reached = std::sync::Mutex::new(Some(reached_tx));
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    let (node_gate, node_ran) = (gate.clone(), ran.clone());
+    let wf = Workflow::<Tally>::builder("gated", 1)
+        .node("n", move |_s, ctx: cairn::Ctx| {
+            let (gate, ran) = (node_gate.clone(), node_ran.clone());
+            if let Some(tx) = reached.lock().unwrap().take() {
+                let _ = tx.send(());
+            }
+            async move {
+                gate.notified().await;
+                let r: u64 = ctx
+                    .tool("effect", 1_u64, move |x: u64, _| async move {
+                        ran.fetch_add(1, Ordering::SeqCst);
+                        Ok::<_, cairn::ToolError>(x)
+                    })
+                    .await?;
+                Ok(NodeOutput::update((r, "n".into())))
+            }
+        })
+        .edge(START, "n")
+        .edge("n", END)
+        .build()
+        .unwrap();
+    let (_d, path) = db();
+    let engine = engine_on(&path, &[&wf], None).await;
+    let t = engine.start("gated", Tally::default(), StartOptions::id("g")).await.unwrap();
+    reached_rx.await.unwrap();
+    // Another writer appends to the thread's log (no lease, no guard) while the node runs.
+    let id = cairn::ThreadId::new("g").unwrap();
+    let mut batch = cairn::storage::Batch::default();
+    let body = cairn::record::Body::Progress {
+        task: cairn::record::TaskKey::node("n".to_owned()),
+        progress: cairn::dsl::Progress {
+            step: 1,
+            total: 1,
+            message: "written elsewhere".into(),
+            percent: None,
+        },
+    };
+    cairn::log::push_event(&mut batch, &id, &body, 0).unwrap();
+    engine.store().append(batch).unwrap().wait().await.unwrap();
+    gate.notify_one();
+    // Shutting down waits for the runner and its task to finish what they are doing.
+    engine.shutdown().await;
+    let ran = ran.load(Ordering::SeqCst);
+    assert_eq!(ran, 0, "the tool ran on a log written behind the runner's back");
+    // The thread is left as a stopped engine leaves it: unfinished, for recovery to look at.
+    assert_eq!(t.status().unwrap(), ThreadStatus::Running);
+}
