@@ -16,6 +16,7 @@ pub mod clock;
 mod controls;
 mod controls_api;
 pub mod debug;
+mod decide;
 pub mod demo;
 mod engine;
 pub mod error;

@@ -5,27 +5,26 @@
 //! append them in one atomic batch, with a checkpoint when the policy asks for one. Nothing of a
 //! step is visible (handles, watchers, the demo's counter) before that batch is durable.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use cairn_dsl::{DynNodeKind, DynWorkflow, NextTarget, NodeError, NodeId, Target};
 use cairn_storage::{
     Batch, CheckpointKind, CheckpointMeta, LeaseOp, LockOp, NewCheckpoint, ThreadId, ThreadRecord,
     ThreadStatus,
 };
-use serde_json::Value;
 use tracing::Instrument;
 
 use crate::controls::Control;
+use crate::decide::{self, CheckpointRules, Next, TaskRun};
 use crate::engine::Inner;
 use crate::error::Error;
 use crate::limits;
 use crate::log;
 use crate::pipeline::{InFlight, Pipeline};
-use crate::record::{Body, TaskKey};
+use crate::record::Body;
 use crate::restore::restore;
 use crate::status::{Transition, transition};
-use crate::task::{TaskEnd, TaskRun, ThreadEnv, run_task};
+use crate::task::{ThreadEnv, run_task};
 use crate::thread_ctx::ThreadCtx;
 
 /// Why [`drive`] returned.
@@ -131,12 +130,6 @@ async fn drive_claimed(
     runner.begin(reason).await?;
     runner.run(control).await
 }
-
-/// A task of the next step: its node, key and map item.
-type PlannedTask = (NodeId, TaskKey, Option<Value>);
-
-/// Join node -> the branches that arrived.
-type Arrivals = BTreeMap<String, Vec<String>>;
 
 struct Runner {
     env: Arc<ThreadEnv>,
@@ -331,85 +324,11 @@ impl Runner {
         Ok(None)
     }
 
-    /// Expands the frontier into this step's tasks, in task order.
-    fn expand(&self, step: u64) -> Result<Result<Vec<PlannedTask>, (TaskKey, NodeError)>, Error> {
-        let wf = &self.env.wf;
-        let mut tasks = Vec::new();
-        for name in &self.ctx.meta.frontier {
-            let Some(id) = wf.node_id(name) else {
-                return Err(Error::Record {
-                    thread: self.env.thread.to_string(),
-                    seq: self.ctx.meta.seq,
-                    detail: format!(
-                        "the frontier names node {name}, which the workflow does not have"
-                    ),
-                });
-            };
-            let node = &wf.nodes()[id];
-            let visits = self.ctx.meta.visits.get(name).copied().unwrap_or(0);
-            if let Some(max) = node.policy.max_visits
-                && visits >= max
-            {
-                let error = NodeError::Failed {
-                    code: Some("loop_bound".into()),
-                    message: format!(
-                        "node {name} would run a {}th time; its loop bound is {max}",
-                        visits + 1
-                    ),
-                    retryable: false,
-                };
-                return Ok(Err((TaskKey::node(name.clone()), error)));
-            }
-            match &node.kind {
-                DynNodeKind::Map { items, .. } => {
-                    let items = match items(self.ctx.state.as_ref()) {
-                        Ok(items) => items,
-                        Err(e) => {
-                            let error = NodeError::Codec {
-                                detail: format!("items of map node {name}: {e}"),
-                            };
-                            return Ok(Err((TaskKey::node(name.clone()), error)));
-                        }
-                    };
-                    for (i, item) in items.into_iter().enumerate() {
-                        let index = u32::try_from(i).unwrap_or(u32::MAX);
-                        tasks.push((
-                            id,
-                            TaskKey { node: name.clone(), item: Some(index) },
-                            Some(item),
-                        ));
-                    }
-                }
-                DynNodeKind::Task(_) | DynNodeKind::Subgraph { .. } => {
-                    tasks.push((id, TaskKey::node(name.clone()), None));
-                }
-            }
-        }
-        if tasks.len() > limits::TASKS_PER_STEP_MAX {
-            // A step is one atomic batch, so its tasks are bounded: the thread fails here, with
-            // the limit in words, rather than leaving a runner error behind a Running thread.
-            let first = tasks.first().map_or_else(String::new, |t| t.1.node.clone());
-            let error = NodeError::Failed {
-                code: Some("tasks_per_step".into()),
-                message: format!(
-                    "step {step} would run {} tasks (fan-out branches plus map items); at most \
-                     {} run in one step",
-                    tasks.len(),
-                    limits::TASKS_PER_STEP_MAX
-                ),
-                retryable: false,
-            };
-            return Ok(Err((TaskKey::node(first), error)));
-        }
-        tasks.sort_by(|a, b| a.1.cmp(&b.1));
-        Ok(Ok(tasks))
-    }
-
     async fn step(&mut self) -> Result<StepEnd, Error> {
         let step = self.ctx.meta.step + 1;
         let span = tracing::debug_span!("step", step);
         let _guard = span.enter();
-        let tasks = match self.expand(step)? {
+        let tasks = match decide::plan_step(&self.ctx, &self.env.wf, step)? {
             Ok(tasks) => tasks,
             Err((task, error)) => {
                 let now = self.now();
@@ -446,168 +365,47 @@ impl Runner {
         self.close_step(step, runs).await
     }
 
-    /// Turns the step's task results into its events, and appends them.
+    /// Decides the end of the step from its task results (`decide.rs`, pure) and carries the
+    /// decision out: submits the events, parks or stops the thread.
     async fn close_step(&mut self, step: u64, runs: Vec<TaskRun>) -> Result<StepEnd, Error> {
         let now = self.now();
-        let mut failed = false;
-        let mut suspended: Option<Transition> = None;
-        let mut budget_stop: Option<String> = None;
-        let mut paused_by: Option<String> = None;
-        let mut checkpoint: Option<CheckpointKind> = None;
-        for run in runs {
-            let at = run.started_at_ms;
-            // A task that completes in this batch without a map item needs no NodeStarted:
-            // nothing could see it before the completion (same commit), and its start is the
-            // completion's time minus its duration. Failed and suspended tasks and map items
-            // (replay reads the item from it) keep theirs.
-            let implied = run.item.is_none() && matches!(run.end, TaskEnd::Done { .. });
-            if !run.started_logged && !implied {
-                self.emit(
-                    Body::NodeStarted {
-                        step,
-                        task: run.key.clone(),
-                        attempt: run.attempt,
-                        item: run.item.clone(),
-                    },
-                    at,
-                )?;
-            }
-            let done_at = at + run.duration_ms;
-            match run.end {
-                TaskEnd::Done { update, goto, usage, messages } => {
-                    for message in messages {
-                        self.emit(Body::Message { task: run.key.clone(), message }, done_at)?;
-                    }
-                    let policy = &self.env.wf.nodes()
-                        [self.env.wf.node_id(&run.key.node).unwrap_or(0)]
-                    .policy;
-                    if policy.phase {
-                        checkpoint = stronger(checkpoint, CheckpointKind::Phase);
-                    } else if policy.checkpoint_after {
-                        checkpoint = stronger(checkpoint, CheckpointKind::Node);
-                    }
-                    let body = Body::NodeCompleted {
-                        step,
-                        task: run.key,
-                        attempt: run.attempt,
-                        update,
-                        goto,
-                        values: run.values,
-                        duration_ms: run.duration_ms,
-                        usage,
-                    };
-                    self.emit(body, done_at)?;
-                }
-                TaskEnd::Failed { error } => {
-                    failed = true;
-                    let body = Body::NodeFailed {
-                        step,
-                        task: run.key,
-                        attempt: run.attempt,
-                        error,
-                        terminal: true,
-                    };
-                    self.emit(body, done_at)?;
-                }
-                TaskEnd::WaitInput { prompt } if suspended.is_none() && !failed => {
-                    suspended = Some(Transition::WaitInput);
-                    self.emit(
-                        Body::InputRequested { step, task: run.key, prompt, values: run.values },
-                        done_at,
-                    )?;
-                }
-                TaskEnd::Sleep { until_ms } if suspended.is_none() && !failed => {
-                    suspended = Some(Transition::Sleep);
-                    self.emit(
-                        Body::TimerSet { step, task: run.key, until_ms, values: run.values },
-                        done_at,
-                    )?;
-                }
-                // A second suspended task in the same step runs again when the thread resumes
-                // and suspends again then; recording one wait at a time keeps `waiting` single.
-                TaskEnd::WaitInput { .. } | TaskEnd::Sleep { .. } => {}
-                // Runs again (its recorded calls replayed) when the thread resumes.
-                TaskEnd::Budget { budget } => {
-                    budget_stop.get_or_insert(budget);
-                }
-                // Runs again when the thread resumes (a paused child thread is driven on then).
-                TaskEnd::Paused { reason } => {
-                    paused_by.get_or_insert(reason);
-                }
-            }
-        }
-        if failed {
-            return Ok(StepEnd::Exit(self.finish(Transition::Fail, "a node failed", now).await?));
-        }
-        if let Some(budget) = budget_stop
-            && suspended.is_none()
-        {
-            let limit = self.env.budgets.max_tool_calls.unwrap_or(0);
-            let used = self.ctx.meta.telemetry.tool_calls;
-            self.emit(Body::Budget { budget: budget.clone(), used, limit }, now)?;
-            let why = format!("budget {budget} exhausted inside a node");
-            return Ok(StepEnd::Exit(self.finish(Transition::Pause, &why, now).await?));
-        }
-        if let Some(reason) = paused_by
-            && suspended.is_none()
-        {
-            return Ok(StepEnd::Exit(self.finish(Transition::Pause, &reason, now).await?));
-        }
-        if let Some(t) = suspended {
-            let why = if t == Transition::WaitInput {
-                "waiting for input"
-            } else {
-                "sleeping on a durable timer"
-            };
-            self.emit_status(t, why, now)?;
-            let mut batch = Batch::default();
-            batch.leases.push(LeaseOp::Release {
-                thread: self.env.thread.clone(),
-                owner: self.inner().owner.clone(),
-            });
-            self.commit_durable(batch, checkpoint).await?;
-            if t == Transition::Sleep {
-                self.inner().schedule_timers(&self.env.thread, &self.ctx);
-            }
-            return Ok(StepEnd::Exit(Exit::Status(self.ctx.meta.status)));
-        }
-        let (next, arrivals) = match self.route(step) {
-            Ok(x) => x,
-            Err(error) => {
-                let task =
-                    TaskKey::node(self.ctx.meta.frontier.first().cloned().unwrap_or_default());
-                self.emit(Body::NodeFailed { step, task, attempt: 1, error, terminal: true }, now)?;
-                return Ok(StepEnd::Exit(
-                    self.finish(Transition::Fail, "routing failed", now).await?,
-                ));
-            }
-        };
-        let ended = next.is_empty();
-        self.emit(Body::StepCompleted { step, next, arrivals }, now)?;
-        if ended {
-            let output = self.ctx.state.to_json().map_err(|e| Error::Codec(e.to_string()))?;
-            self.emit(Body::Output { output }, now)?;
-            return Ok(StepEnd::Exit(
-                self.finish(Transition::Complete, "every branch reached END", now).await?,
-            ));
-        }
+        let config = &self.inner().config;
         let policy = self.env.wf.checkpoint_policy();
-        let every_steps = self.inner().config.checkpoint_every_steps.or(policy.every_steps);
-        let every_ms = self.inner().config.checkpoint_every_ms.or(policy.every_ms);
-        if every_steps.is_some_and(|n| n > 0 && step.is_multiple_of(n))
-            || every_ms.is_some_and(|ms| now.saturating_sub(self.last_checkpoint_ms) >= ms)
-        {
-            checkpoint = stronger(checkpoint, CheckpointKind::Periodic);
+        let rules = CheckpointRules {
+            every_steps: config.checkpoint_every_steps.or(policy.every_steps),
+            every_ms: config.checkpoint_every_ms.or(policy.every_ms),
+            last_checkpoint_ms: self.last_checkpoint_ms,
+        };
+        let max_tool_calls = self.env.budgets.max_tool_calls;
+        let decision = decide::close_step(
+            &mut self.ctx,
+            &self.env.wf,
+            step,
+            runs,
+            now,
+            rules,
+            max_tool_calls,
+        )?;
+        self.emitted.extend(decision.events);
+        match decision.next {
+            Next::Continue => {
+                self.commit(Batch::default(), decision.checkpoint, Some(step)).await?;
+                Ok(StepEnd::Continue)
+            }
+            Next::Park(t) => {
+                let mut batch = Batch::default();
+                batch.leases.push(LeaseOp::Release {
+                    thread: self.env.thread.clone(),
+                    owner: self.inner().owner.clone(),
+                });
+                self.commit_durable(batch, decision.checkpoint).await?;
+                if t == Transition::Sleep {
+                    self.inner().schedule_timers(&self.env.thread, &self.ctx);
+                }
+                Ok(StepEnd::Exit(Exit::Status(self.ctx.meta.status)))
+            }
+            Next::Stop(t, reason) => Ok(StepEnd::Exit(self.finish(t, &reason, now).await?)),
         }
-        self.commit(Batch::default(), checkpoint, Some(step)).await?;
-        Ok(StepEnd::Continue)
-    }
-
-    /// The next frontier and the join arrivals after the open step, from the state its updates
-    /// produce. Errors here are the workflow's (a route to an undeclared target, a join that can
-    /// no longer be satisfied), so they fail the thread.
-    fn route(&self, step: u64) -> Result<(Vec<String>, Arrivals), NodeError> {
-        route_step(&self.env.wf, &self.ctx, step)
     }
 
     /// [`Runner::commit`], then waits until it (and every batch before it) is durable: for the
@@ -689,77 +487,5 @@ fn summary_bytes(ctx: &ThreadCtx) -> Vec<u8> {
     serde_json::to_vec(&summary).unwrap_or_default()
 }
 
-/// The checkpoint kind to write when several reasons apply: the most specific wins
-/// (phase over node over periodic), by the kinds' declared order.
-fn stronger(current: Option<CheckpointKind>, candidate: CheckpointKind) -> Option<CheckpointKind> {
-    match current {
-        Some(c) if c as u8 >= candidate as u8 => Some(c),
-        _ => Some(candidate),
-    }
-}
-
-/// The next frontier and join arrivals after the open step of `ctx` (used by the runner and by
-/// replay, which checks the recorded routing against the current code).
-pub(crate) fn route_step(
-    wf: &DynWorkflow,
-    ctx: &ThreadCtx,
-    step: u64,
-) -> Result<(Vec<String>, Arrivals), NodeError> {
-    let mut state = ctx.state.clone_box();
-    let mut gotos: BTreeMap<NodeId, Vec<Target>> = BTreeMap::new();
-    for (task, journal) in &ctx.meta.open {
-        let outcome = journal
-            .outcome
-            .as_ref()
-            .ok_or_else(|| NodeError::fatal(format!("step {step}: task {task} has no outcome")))?;
-        if let Some(update) = &outcome.update {
-            state.apply_json(update).map_err(|e| NodeError::Codec { detail: e.to_string() })?;
-        }
-        let id = wf
-            .node_id(&task.node)
-            .ok_or_else(|| NodeError::fatal(format!("unknown node {}", task.node)))?;
-        gotos.entry(id).or_default().extend(outcome.goto.iter().cloned());
-    }
-    let mut next: BTreeSet<NodeId> = BTreeSet::new();
-    let mut arrivals = ctx.meta.arrivals.clone();
-    for (from, goto) in &gotos {
-        let targets = wf.next(*from, state.as_ref(), goto).map_err(|e| NodeError::Failed {
-            code: Some("route".into()),
-            message: e.to_string(),
-            retryable: false,
-        })?;
-        let from_name = &wf.nodes()[*from].name;
-        for target in targets {
-            let NextTarget::Node(to) = target else { continue };
-            match wf.join_sources(to) {
-                None => {
-                    next.insert(to);
-                }
-                Some(sources) => {
-                    let to_name = wf.nodes()[to].name.clone();
-                    let arrived = arrivals.entry(to_name.clone()).or_default();
-                    if !arrived.contains(from_name) {
-                        arrived.push(from_name.clone());
-                        arrived.sort();
-                    }
-                    if sources.iter().all(|s| arrived.contains(&wf.nodes()[*s].name)) {
-                        arrivals.remove(&to_name);
-                        next.insert(to);
-                    }
-                }
-            }
-        }
-    }
-    if next.is_empty() && !arrivals.is_empty() {
-        let waiting: Vec<String> = arrivals.keys().cloned().collect();
-        return Err(NodeError::Failed {
-            code: Some("join".into()),
-            message: format!(
-                "every branch ended but join(s) {} still wait for branches",
-                waiting.join(", ")
-            ),
-            retryable: false,
-        });
-    }
-    Ok((next.into_iter().map(|id| wf.nodes()[id].name.clone()).collect(), arrivals))
-}
+/// The routing of a step, for replay (it lives in the step decision).
+pub(crate) use crate::decide::route_step;

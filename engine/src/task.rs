@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use cairn_dsl::{
     Ctx, DynNodeKind, DynState, DynWorkflow, ErasedTool, Message, NodeContext, NodeError, NodeId,
-    Progress, Target, ToolCall, ToolCtx, Usage,
+    Progress, ToolCall, ToolCtx, Usage,
 };
 use cairn_storage::{Batch, Bookmark, Pending, ThreadId};
 use futures::future::BoxFuture;
@@ -55,50 +55,7 @@ impl ThreadEnv {
     }
 }
 
-/// How a task ended.
-#[derive(Debug)]
-pub(crate) enum TaskEnd {
-    Done {
-        update: Option<Value>,
-        goto: Vec<Target>,
-        usage: Usage,
-        messages: Vec<Message>,
-    },
-    WaitInput {
-        prompt: Value,
-    },
-    Sleep {
-        until_ms: u64,
-    },
-    /// A budget ran out inside the node (a tool call it may not make).
-    Budget {
-        budget: String,
-    },
-    /// Something the node waits on is paused (a sub-workflow's child thread).
-    Paused {
-        reason: String,
-    },
-    Failed {
-        error: NodeError,
-    },
-}
-
-/// The result of running one task to its end (through any retries).
-#[derive(Debug)]
-pub(crate) struct TaskRun {
-    pub key: TaskKey,
-    pub attempt: u32,
-    pub item: Option<Value>,
-    pub started_at_ms: u64,
-    pub duration_ms: u64,
-    /// Whether a NodeStarted for the final attempt is already in the log.
-    pub started_logged: bool,
-    /// Values drawn and not yet logged.
-    pub values: Vec<Value>,
-    /// Events this task appended itself (tool calls, retries, progress), with their bookmarks.
-    pub appended: Vec<Recorded>,
-    pub end: TaskEnd,
-}
+pub(crate) use crate::decide::{TaskEnd, TaskRun};
 
 /// Runs one task through its attempts (retry policy, timeout), never returning an `Err`: every
 /// outcome, including engine errors, is a [`TaskEnd`].
