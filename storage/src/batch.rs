@@ -188,6 +188,15 @@ pub enum LeaseOp {
 }
 
 impl LeaseOp {
+    /// The thread whose lease it is.
+    pub fn thread(&self) -> &ThreadId {
+        match self {
+            LeaseOp::Acquire { thread, .. }
+            | LeaseOp::Renew { thread, .. }
+            | LeaseOp::Release { thread, .. } => thread,
+        }
+    }
+
     fn check_limits(&self) -> Result<(), Error> {
         let owner = match self {
             LeaseOp::Acquire { owner, .. }
@@ -237,6 +246,18 @@ pub enum Guard {
         /// The seq its last event must have.
         seq: Seq,
     },
+}
+
+impl Guard {
+    /// The thread the condition is about.
+    pub fn thread(&self) -> &ThreadId {
+        match self {
+            Guard::Lease { thread, .. }
+            | Guard::Status { thread, .. }
+            | Guard::Absent { thread }
+            | Guard::LastSeq { thread, .. } => thread,
+        }
+    }
 }
 
 /// What a committed batch was given.

@@ -24,7 +24,7 @@ use super::cache::ThreadCache;
 use super::guard::guard;
 use super::tables::{Counters, Tables, write_counters};
 use super::{apply, prune};
-use crate::{Appended, Batch, CheckpointId, Durability, Error, Pruned, ThreadId};
+use crate::{Appended, Batch, CheckpointId, Durability, Error, Guard, LeaseOp, Pruned, ThreadId};
 
 type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
@@ -74,6 +74,22 @@ enum Outcome {
 }
 
 impl Write {
+    /// The thread the write is for, if it names one (a batch: its first event's, else its first
+    /// thread record's, lease's or guard's thread).
+    fn thread(&self) -> Option<&ThreadId> {
+        match self {
+            Write::Append(batch, _) => batch
+                .events
+                .first()
+                .map(|e| &e.thread)
+                .or_else(|| batch.threads.first().map(|t| &t.id))
+                .or_else(|| batch.leases.first().map(LeaseOp::thread))
+                .or_else(|| batch.guards.first().map(Guard::thread)),
+            Write::ClearCheckpoints(thread, _) | Write::Prune(thread, _, _) => Some(thread),
+            Write::DeleteCheckpoint(..) => None,
+        }
+    }
+
     fn split(self) -> (Op, Answer) {
         match self {
             Write::Append(batch, tx) => (Op::Append(batch), Answer::Append(tx)),
@@ -105,6 +121,31 @@ impl Answer {
     }
 }
 
+/// The distinct callers of one group: the threads its writes belong to (a write that names no
+/// thread counts as a caller of its own).
+#[derive(Default)]
+struct Callers {
+    threads: std::collections::HashSet<ThreadId>,
+    anonymous: usize,
+}
+
+impl Callers {
+    fn add(&mut self, write: &Write) {
+        match write.thread() {
+            Some(thread) => {
+                if !self.threads.contains(thread) {
+                    self.threads.insert(thread.clone());
+                }
+            }
+            None => self.anonymous += 1,
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.threads.len() + self.anonymous
+    }
+}
+
 /// The writer thread's state.
 pub(crate) struct Writer {
     pub(crate) db: Arc<Database>,
@@ -116,7 +157,8 @@ pub(crate) struct Writer {
     /// Non-durable commits since the last durable one.
     pub(crate) dirty: bool,
     pub(crate) last_durable: Instant,
-    /// Writes in the last group, the gathering target for the next (see `group`).
+    /// Callers (threads) whose writes the last group held, the gathering target for the next
+    /// (see `group`).
     pub(crate) last_group: usize,
     /// How long the last group's commit took, the gathering window for the next.
     pub(crate) last_commit: Duration,
@@ -244,9 +286,12 @@ impl Writer {
     /// Whatever is already queued joins at once. Beyond that, the writer waits a little for the
     /// callers it answered last time: each of them is likely to send its next write as soon as it
     /// wakes, and committing before they do would alternate one tiny group with one large group,
-    /// halving throughput under concurrency. So it keeps the group open until as many writes as
-    /// the last group held have arrived, or for at most the last commit's duration (capped at
-    /// [`GATHER_WAIT_MAX`]), whichever comes first. A lone caller (last group of one) never waits.
+    /// halving throughput under concurrency. So it keeps the group open until writes of as many
+    /// callers as the last group held have arrived, or for at most the last commit's duration
+    /// (capped at [`GATHER_WAIT_MAX`]), whichever comes first. A caller is a thread: one
+    /// thread's pipelined batches count once, because they arrive together or not at all. So a
+    /// lone caller never waits, even right after a group of many of its own writes (a new
+    /// thread's first write after the previous thread's last steps used to wait a commit time).
     fn group(
         &mut self,
         first: Write,
@@ -267,6 +312,7 @@ impl Writer {
         let deadline = Instant::now() + self.last_commit.min(GATHER_WAIT_MAX);
         let mut answers = Vec::with_capacity(target);
         let mut results = Vec::with_capacity(target);
+        let mut callers = Callers::default();
         let mut close = None;
         let mut commit_time = Duration::ZERO;
         // A panic inside redb (a damaged page met while updating a B-tree) becomes an error here,
@@ -284,6 +330,7 @@ impl Writer {
             let mut next = Some(first);
             let applied = loop {
                 if let Some(write) = next.take() {
+                    callers.add(&write);
                     let (op, answer) = write.split();
                     removes |= !matches!(op, Op::Append(..));
                     answers.push(answer);
@@ -300,7 +347,7 @@ impl Writer {
                     Ok(command) => command,
                     Err(_) => {
                         let now = Instant::now();
-                        if answers.len() >= target || now >= deadline {
+                        if callers.count() >= target || now >= deadline {
                             break Ok(());
                         }
                         match rx.recv_timeout(deadline - now) {
@@ -333,9 +380,10 @@ impl Writer {
             commit_time = started.elapsed();
             committed
         });
-        self.last_group = answers.len();
+        self.last_group = callers.count();
         self.last_commit = commit_time;
-        tracing::trace!(writes = self.last_group, commit = ?commit_time, durable, "group committed");
+        let writes = answers.len();
+        tracing::trace!(writes, callers = self.last_group, commit = ?commit_time, durable, "group committed");
         let failure = match outcome {
             Ok(()) => {
                 if durable {
@@ -431,5 +479,35 @@ fn refuse(write: Write, error: &Error) {
 fn abort(txn: WriteTransaction) {
     if let Err(error) = txn.abort() {
         tracing::error!(%error, "aborting a failed group's transaction failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Guard, Seq};
+
+    fn append(thread: &str) -> Write {
+        let (tx, _rx) = oneshot::channel();
+        let mut batch = Batch::default();
+        let thread = ThreadId::new(thread).expect("id");
+        batch.guards.push(Guard::LastSeq { thread, seq: Seq(0) });
+        Write::Append(batch, tx)
+    }
+
+    /// The gathering target counts threads, not writes: a runner's pipelined batches arrive
+    /// together, so after a group of ten batches of one thread the next group does not wait for
+    /// ten writes (a new thread's first write used to wait a commit time for them).
+    #[test]
+    fn a_group_counts_its_callers_once_each() {
+        let mut callers = Callers::default();
+        for _ in 0..10 {
+            callers.add(&append("a"));
+        }
+        assert_eq!(callers.count(), 1, "ten pipelined batches of one thread");
+        callers.add(&append("b"));
+        let (tx, _rx) = oneshot::channel();
+        callers.add(&Write::DeleteCheckpoint(CheckpointId(1), tx));
+        assert_eq!(callers.count(), 3, "another thread, and a write that names none");
     }
 }
