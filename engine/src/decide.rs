@@ -68,6 +68,15 @@ pub(crate) struct TaskRun {
     pub end: TaskEnd,
 }
 
+/// The log after a thread's latest checkpoint: what a restore reads and folds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Tail {
+    /// Events.
+    pub events: u64,
+    /// Bytes of their bodies, summaries and offloaded payloads.
+    pub bytes: u64,
+}
+
 /// What the checkpoint policy needs to know besides the step.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct CheckpointRules {
@@ -77,6 +86,12 @@ pub(crate) struct CheckpointRules {
     pub every_ms: Option<u64>,
     /// When the last checkpoint was written (engine clock).
     pub last_checkpoint_ms: u64,
+    /// A periodic checkpoint once the tail after the latest one holds this many events...
+    pub tail_events_max: Option<u64>,
+    /// ...or this many bytes.
+    pub tail_bytes_max: Option<u64>,
+    /// The log submitted after the latest checkpoint, before this step's events.
+    pub tail: Tail,
 }
 
 /// What the thread does after the step.
@@ -309,8 +324,11 @@ pub(crate) fn close_step(
         out.emit(Body::Output { output }, now)?;
         return Ok(out.decide(None, stop(Transition::Complete, "every branch reached END")));
     }
+    let tail_events = rules.tail.events + out.events.len() as u64;
     if rules.every_steps.is_some_and(|n| n > 0 && step.is_multiple_of(n))
         || rules.every_ms.is_some_and(|ms| now.saturating_sub(rules.last_checkpoint_ms) >= ms)
+        || rules.tail_events_max.is_some_and(|max| tail_events >= max)
+        || rules.tail_bytes_max.is_some_and(|max| rules.tail.bytes >= max)
     {
         checkpoint = stronger(checkpoint, CheckpointKind::Periodic);
     }
@@ -570,6 +588,32 @@ mod tests {
         let d = close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, by_time, None)
             .expect("step 1");
         assert_eq!(d.checkpoint, None, "50 ms since the last one");
+        // The tail after the latest checkpoint: 9 events, then this step's 2 reach 10.
+        let mut ctx = running(&wf);
+        let tail = CheckpointRules {
+            tail_events_max: Some(10),
+            tail: Tail { events: 8, bytes: 0 },
+            ..Default::default()
+        };
+        let d =
+            close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, tail, None).expect("step 1");
+        assert_eq!(d.checkpoint, Some(CheckpointKind::Periodic), "8 + 2 events");
+        let mut ctx = running(&wf);
+        let tail = CheckpointRules { tail: Tail { events: 7, bytes: 0 }, ..tail };
+        let d =
+            close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, tail, None).expect("step 1");
+        assert_eq!(d.checkpoint, None, "7 + 2 events");
+        let mut ctx = running(&wf);
+        let bytes = CheckpointRules {
+            tail_bytes_max: Some(1_000),
+            tail: Tail { events: 0, bytes: 1_000 },
+            ..Default::default()
+        };
+        let d = close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, bytes, None)
+            .expect("step 1");
+        assert_eq!(d.checkpoint, Some(CheckpointKind::Periodic), "by bytes");
+        let mut ctx = running(&wf);
+        close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, by_time, None).expect("1");
         // `b` checkpoints after itself, but it ends the thread: the completion checkpoint wins.
         let d = close_step(&mut ctx, &wf, 2, vec![run("b", done(1))], 300, by_time, None)
             .expect("step 2");

@@ -76,6 +76,12 @@ pub struct Config {
     pub checkpoint_every_steps: Option<u64>,
     /// Overrides every workflow's checkpoint policy: a checkpoint every T ms.
     pub checkpoint_every_ms: Option<u64>,
+    /// A periodic checkpoint once this many events follow the latest one (default
+    /// [`limits::CHECKPOINT_TAIL_EVENTS_DEFAULT`]; `None`: no such bound).
+    pub checkpoint_tail_events: Option<u64>,
+    /// A periodic checkpoint once this many bytes of events and payloads follow the latest one
+    /// (default [`limits::CHECKPOINT_TAIL_BYTES_DEFAULT`]; `None`: no such bound).
+    pub checkpoint_tail_bytes: Option<u64>,
     /// What to do with unfinished threads at open.
     pub recovery: RecoveryPolicy,
     /// How long a cancelled node may run on before its future is dropped (engine clock).
@@ -90,6 +96,8 @@ impl Default for Config {
             concurrency: 64,
             checkpoint_every_steps: None,
             checkpoint_every_ms: None,
+            checkpoint_tail_events: Some(crate::limits::CHECKPOINT_TAIL_EVENTS_DEFAULT),
+            checkpoint_tail_bytes: Some(crate::limits::CHECKPOINT_TAIL_BYTES_DEFAULT),
             recovery: RecoveryPolicy::Resume,
             cancel_grace_ms: 5_000,
             seed: None,
@@ -141,6 +149,28 @@ impl EngineBuilder {
     pub fn checkpoint_every(mut self, steps: Option<u64>, ms: Option<u64>) -> Self {
         self.config.checkpoint_every_steps = steps;
         self.config.checkpoint_every_ms = ms;
+        self
+    }
+
+    /// A periodic checkpoint once the log after a thread's latest checkpoint holds `events`
+    /// events or `bytes` bytes (event bodies, summaries, payloads), whichever comes first, so
+    /// that restoring a thread (after a crash, for `state_at`, to resume it) never folds more
+    /// than about that much. On by default (1,000 events or 8 MiB); `None` turns a bound off.
+    /// Counted from the latest checkpoint when a runner picks a thread up (its events; the
+    /// bytes from then on).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// let engine = cairn::Engine::builder("cairn.db")
+    ///     .checkpoint_tail(Some(200), Some(1 << 20))
+    ///     .open()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn checkpoint_tail(mut self, events: Option<u64>, bytes: Option<u64>) -> Self {
+        self.config.checkpoint_tail_events = events;
+        self.config.checkpoint_tail_bytes = bytes;
         self
     }
 

@@ -39,6 +39,18 @@ pub const SUBGRAPH_DEPTH_MAX: usize = cairn_dsl::limits::SUBGRAPH_DEPTH_MAX;
 /// and the work a crash throws away).
 pub const PIPELINE_DEPTH: usize = 32;
 
+/// Events after a thread's latest checkpoint that make the engine write a periodic one by
+/// default (`EngineBuilder::checkpoint_tail`): a restore (recovery, `state_at`, a resumed
+/// thread) folds at most about this many events, whatever the length of the thread's history,
+/// for a user who never tuned anything. A checkpoint of a small state costs about as much to
+/// write as a few dozen events.
+pub const CHECKPOINT_TAIL_EVENTS_DEFAULT: u64 = 1_000;
+
+/// Bytes of event bodies and payloads after a thread's latest checkpoint that make the engine
+/// write a periodic one by default, so that a few large tool results do not make restores
+/// slow either.
+pub const CHECKPOINT_TAIL_BYTES_DEFAULT: u64 = 8 * 1024 * 1024;
+
 /// Older checkpoints restore tries when the newest is damaged, before it folds the thread's
 /// whole log from its first event instead (always correct, slower).
 pub const RESTORE_FALLBACK_CHECKPOINTS: usize = 8;

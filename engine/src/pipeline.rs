@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cairn_storage::{Appended, Batch, Guard, LeaseOp, Pending, Seq, Store, ThreadId};
 use tokio::sync::{mpsc, watch};
 
+use crate::decide::Tail;
 use crate::engine::Inner;
 use crate::error::Error;
 use crate::limits;
@@ -49,9 +50,18 @@ pub(crate) struct Pipeline {
     store: Arc<dyn Store>,
     /// The lease owner name of this engine, renewed by every batch.
     owner: String,
-    /// The seq of the last event submitted; held while a batch is handed to storage (and, for
-    /// a refusable batch, until its outcome is known).
-    last_seq: tokio::sync::Mutex<u64>,
+    /// The write path's state; held while a batch is handed to storage (and, for a refusable
+    /// batch, until its outcome is known).
+    port: tokio::sync::Mutex<Port>,
+}
+
+/// What the write path knows of the thread's log.
+#[derive(Debug, Clone, Copy)]
+struct Port {
+    /// The seq of the last event submitted.
+    last_seq: u64,
+    /// The log since the last checkpoint, as submitted (what a restore folds on top of it).
+    tail: Tail,
 }
 
 /// What the acknowledger has seen durable.
@@ -75,9 +85,14 @@ pub(crate) struct InFlight {
 }
 
 impl Pipeline {
-    /// A pipeline for `thread`, whose log ends at `last_seq`, with its acknowledger running on
-    /// the engine's task tracker.
-    pub fn start(inner: &Arc<Inner>, thread: &ThreadId, last_seq: u64) -> Pipeline {
+    /// A pipeline for `thread`, whose log ends at `last_seq` with `tail_events` events after
+    /// its latest checkpoint, with its acknowledger running on the engine's task tracker.
+    pub fn start(
+        inner: &Arc<Inner>,
+        thread: &ThreadId,
+        last_seq: u64,
+        tail_events: u64,
+    ) -> Pipeline {
         let (tx, rx) = mpsc::channel(limits::PIPELINE_DEPTH);
         let (ack_tx, acked) = watch::channel(Acked::default());
         inner.spawn(acknowledge(inner.clone(), thread.clone(), rx, ack_tx));
@@ -88,7 +103,11 @@ impl Pipeline {
             acked,
             store: inner.store.clone(),
             owner: inner.owner.clone(),
-            last_seq: tokio::sync::Mutex::new(last_seq),
+            port: tokio::sync::Mutex::new(Port {
+                last_seq,
+                // The bytes of a tail written before this runner are not known; the events are.
+                tail: Tail { events: tail_events, bytes: 0 },
+            }),
         }
     }
 
@@ -110,16 +129,21 @@ impl Pipeline {
         now_ms: u64,
         expected_first: Option<u64>,
     ) -> Result<(Pending, u64), Error> {
-        let mut last = self.last_seq.lock().await;
-        self.submit_locked(&mut last, batch, now_ms, expected_first)
+        let mut port = self.port.lock().await;
+        self.submit_locked(&mut port, batch, now_ms, expected_first)
+    }
+
+    /// The log submitted since the thread's latest checkpoint.
+    pub async fn tail(&self) -> Tail {
+        self.port.lock().await.tail
     }
 
     /// [`Pipeline::submit`] without waiting: `None` if the write path is busy (another batch is
     /// being handed over, or a refusable one awaits its outcome). For writes that may come later
     /// (progress reports).
     pub fn try_submit(&self, batch: Batch, now_ms: u64) -> Option<Result<(Pending, u64), Error>> {
-        let mut last = self.last_seq.try_lock().ok()?;
-        Some(self.submit_locked(&mut last, batch, now_ms, None))
+        let mut port = self.port.try_lock().ok()?;
+        Some(self.submit_locked(&mut port, batch, now_ms, None))
     }
 
     /// Submits a batch that storage may refuse as a matter of course (a lock another thread
@@ -129,13 +153,13 @@ impl Pipeline {
     /// # Errors
     /// The refusal or failure of the batch; as [`Pipeline::submit`].
     pub async fn submit_refusable(&self, batch: Batch, now_ms: u64) -> Result<Appended, Error> {
-        let mut last = self.last_seq.lock().await;
-        let before = *last;
-        let (pending, _) = self.submit_locked(&mut last, batch, now_ms, None)?;
+        let mut port = self.port.lock().await;
+        let before = *port;
+        let (pending, _) = self.submit_locked(&mut port, batch, now_ms, None)?;
         match pending.wait().await {
             Ok(appended) => Ok(appended),
             Err(e) => {
-                *last = before;
+                *port = before;
                 Err(e.into())
             }
         }
@@ -143,7 +167,7 @@ impl Pipeline {
 
     fn submit_locked(
         &self,
-        last: &mut u64,
+        port: &mut Port,
         mut batch: Batch,
         now_ms: u64,
         expected_first: Option<u64>,
@@ -161,7 +185,7 @@ impl Pipeline {
                 },
             );
         }
-        let first = *last + 1;
+        let first = port.last_seq + 1;
         if let Some(expected) = expected_first
             && expected != first
         {
@@ -171,10 +195,18 @@ impl Pipeline {
                 self.thread
             )));
         }
-        batch.guards.push(Guard::LastSeq { thread: self.thread.clone(), seq: Seq(*last) });
+        batch.guards.push(Guard::LastSeq { thread: self.thread.clone(), seq: Seq(port.last_seq) });
         let events = batch.events.len() as u64;
+        let bytes = batch_bytes(&batch);
+        let checkpointed = !batch.checkpoints.is_empty();
         let pending = self.store.append(batch)?;
-        *last += events;
+        port.last_seq += events;
+        // A checkpoint covers the thread's log up to the end of its own batch.
+        port.tail = if checkpointed {
+            Tail::default()
+        } else {
+            Tail { events: port.tail.events + events, bytes: port.tail.bytes + bytes }
+        };
         Ok((pending, first))
     }
 
@@ -211,6 +243,13 @@ impl Pipeline {
             None => Ok(()),
         }
     }
+}
+
+/// What a batch adds to the log a restore reads: event bodies, summaries, payloads.
+fn batch_bytes(batch: &Batch) -> u64 {
+    let events: usize = batch.events.iter().map(|e| e.data.len() + e.summary.len()).sum();
+    let payloads: usize = batch.payloads.iter().map(Vec::len).sum();
+    (events + payloads) as u64
 }
 
 /// Waits for the thread's batches in order, reporting each closed step once durable.

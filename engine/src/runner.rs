@@ -120,7 +120,7 @@ async fn drive_claimed(
         wf,
         depth,
         seed: ctx.meta.seed.unwrap_or(inner.seed),
-        pipeline: Pipeline::start(inner, thread, ctx.meta.seq),
+        pipeline: Pipeline::start(inner, thread, ctx.meta.seq, tail_events(inner, thread, &ctx)?),
     });
     if let Some(at) = ctx.meta.policy.deadline_at_ms {
         inner.arm_deadline(thread, at, control);
@@ -375,6 +375,9 @@ impl Runner {
             every_steps: config.checkpoint_every_steps.or(policy.every_steps),
             every_ms: config.checkpoint_every_ms.or(policy.every_ms),
             last_checkpoint_ms: self.last_checkpoint_ms,
+            tail_events_max: config.checkpoint_tail_events,
+            tail_bytes_max: config.checkpoint_tail_bytes,
+            tail: self.env.pipeline.tail().await,
         };
         let max_tool_calls = self.env.budgets.max_tool_calls;
         let decision = decide::close_step(
@@ -464,6 +467,18 @@ impl Runner {
         let in_flight = InFlight { pending, first_seq, step };
         self.env.pipeline.push(in_flight).await
     }
+}
+
+/// Events of `thread` after its latest checkpoint (all of them when it has none).
+fn tail_events(inner: &Inner, thread: &ThreadId, ctx: &ThreadCtx) -> Result<u64, Error> {
+    let filter = cairn_storage::CheckpointFilter {
+        thread: Some(thread.clone()),
+        ..cairn_storage::CheckpointFilter::default()
+    };
+    let latest =
+        inner.store.list_checkpoints(&filter, cairn_storage::Page { limit: 1, offset: 0 })?;
+    let covered = latest.first().map_or(0, |c| c.covers.seq.0);
+    Ok(ctx.meta.seq.saturating_sub(covered))
 }
 
 /// A small JSON summary kept in the thread record for listings (step, frontier, progress).
