@@ -6,7 +6,7 @@
 //! raw-redb runs are interleaved so that drift in the disk's speed hits both sides alike.
 //!
 //! Environment: `CAIRN_BENCH_RUNS` (default 5) runs per figure, `CAIRN_BENCH_ONLY` (a
-//! comma-separated subset of `sequential,concurrent,none,memory`; `none-1` and `none-64` run one half
+//! comma-separated subset of `sequential,concurrent,none,starts,memory`; `none-1` and `none-64` run one half
 //! of `none`) the sections run,
 //! `CAIRN_BENCH_MEMORY_THREADS` (default 10,000) the threads of the memory section. The memory
 //! section measures each figure in a fresh child process (this binary, re-run with
@@ -49,8 +49,11 @@ const MEMORY_THREADS: usize = 10_000;
 /// Threads run before the memory section's baseline is taken (runtime, caches, allocator warm).
 const MEMORY_WARMUP_THREADS: usize = 200;
 
+/// Threads started per run of the `starts` section.
+const STARTED_THREADS: usize = 1_000;
+
 /// The sections of the benchmark, in the order they run (`CAIRN_BENCH_ONLY` picks some).
-const SECTIONS: [&str; 4] = ["sequential", "concurrent", "none", "memory"];
+const SECTIONS: [&str; 5] = ["sequential", "concurrent", "none", "starts", "memory"];
 /// Set in a child process to the memory figure it measures.
 const CHILD_ENV: &str = "CAIRN_BENCH_CHILD";
 
@@ -77,6 +80,7 @@ fn main() -> anyhow::Result<()> {
             "none" => unsynced(&runtime, runs, (true, true), &mut fresh)?,
             "none-1" => unsynced(&runtime, runs, (true, false), &mut fresh)?,
             "none-64" => unsynced(&runtime, runs, (false, true), &mut fresh)?,
+            "starts" => starts(&runtime, runs, &mut fresh)?,
             "memory" => memory(runs)?,
             other => anyhow::bail!(
                 "unknown section {other:?}; known: {},none-1,none-64",
@@ -191,6 +195,46 @@ fn unsynced(
         let many = median(many);
         println!("{}", bench_line("engine_64_threads_durability_none", many, "node-steps/s"));
     }
+    Ok(())
+}
+
+/// (e) Starting [`STARTED_THREADS`] threads, `Durability::Immediate`: a loop that awaits each
+/// `start` (one durable commit per start) against one `start_many` (their creations share
+/// commits). Timed until every thread exists durably (not until they finish).
+fn starts(
+    runtime: &Runtime,
+    runs: usize,
+    fresh: &mut impl FnMut(&str) -> PathBuf,
+) -> anyhow::Result<()> {
+    let (mut looped, mut many) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let elapsed = runtime.block_on(on_file(
+            &fresh("start-loop"),
+            Durability::Immediate,
+            |e| async move {
+                for n in 0..STARTED_THREADS {
+                    e.start(WORKFLOW, 0_u64, StartOptions::id(format!("s-{n:05}"))).await?;
+                }
+                Ok(())
+            },
+        ))?;
+        looped.push(per_second(STARTED_THREADS as u64, elapsed));
+        let elapsed = runtime.block_on(on_file(
+            &fresh("start-many"),
+            Durability::Immediate,
+            |e| async move {
+                let starts =
+                    (0..STARTED_THREADS).map(|n| (0_u64, StartOptions::id(format!("s-{n:05}"))));
+                e.start_many(WORKFLOW, starts).await?;
+                Ok(())
+            },
+        ))?;
+        many.push(per_second(STARTED_THREADS as u64, elapsed));
+    }
+    let (looped, many) = (median(looped), median(many));
+    println!("{}", bench_line("engine_start_loop_immediate", looped, "threads/s"));
+    println!("{}", bench_line("engine_start_many_immediate", many, "threads/s"));
+    println!("{}", ratio_line("engine_start_many_vs_start_loop", many / looped));
     Ok(())
 }
 

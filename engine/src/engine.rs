@@ -742,6 +742,85 @@ impl Engine {
         input: serde_json::Value,
         options: StartOptions,
     ) -> Result<ThreadHandle, Error> {
+        let (wf, id, batch) = self.prepare_start(workflow, input, options)?;
+        if let Some(batch) = batch {
+            let pending = self.inner.store.append(batch)?;
+            if crate::start::settle(&self.inner, &wf, &id, pending).await? {
+                self.inner.spawn_drive(id.clone(), "started");
+            }
+        }
+        Ok(ThreadHandle::new(self.clone(), id))
+    }
+
+    /// Starts many threads at once. Their creations are handed to storage together and share
+    /// durable commits, where a loop that awaits each [`Engine::start`] pays one durable commit
+    /// per thread before it can start the next. Returns one handle per start, in order;
+    /// idempotent per id, as `start` is.
+    ///
+    /// Use `start` for one thread, or when each start depends on the one before; `start_many`
+    /// for a batch of independent threads (an import, a fan-out of jobs).
+    ///
+    /// # Errors
+    /// As [`Engine::start`]. Every start is checked before anything is written, so a bad input
+    /// or an unknown workflow writes nothing; a storage error comes after the threads written
+    /// before it were started.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
+    /// use cairn::StartOptions;
+    /// let jobs = (0..100).map(|i| (i, StartOptions::id(format!("job-{i}"))));
+    /// let handles = engine.start_many("double", jobs).await?;
+    /// assert_eq!(handles.len(), 100);
+    /// # Ok(()) }
+    /// ```
+    pub async fn start_many<I: Serialize>(
+        &self,
+        workflow: &str,
+        starts: impl IntoIterator<Item = (I, StartOptions)>,
+    ) -> Result<Vec<ThreadHandle>, Error> {
+        let mut prepared = Vec::new();
+        for (input, options) in starts {
+            let input = serde_json::to_value(input)?;
+            prepared.push(self.prepare_start(workflow, input, options)?);
+        }
+        let mut first_error = None;
+        let mut written = Vec::new();
+        let mut handles = Vec::with_capacity(prepared.len());
+        for (wf, id, batch) in prepared {
+            handles.push(ThreadHandle::new(self.clone(), id.clone()));
+            let Some(batch) = batch else { continue };
+            if first_error.is_some() {
+                continue;
+            }
+            match self.inner.store.append(batch) {
+                Ok(pending) => written.push((wf, id, pending)),
+                Err(e) => first_error = Some(e.into()),
+            }
+        }
+        for (wf, id, pending) in written {
+            match crate::start::settle(&self.inner, &wf, &id, pending).await {
+                Ok(true) => self.inner.spawn_drive(id, "started"),
+                Ok(false) => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(handles),
+        }
+    }
+
+    /// Checks a start and builds the batch that creates its thread (`None`: the thread exists).
+    #[allow(clippy::type_complexity, reason = "a private triple read once by each caller")]
+    fn prepare_start(
+        &self,
+        workflow: &str,
+        input: serde_json::Value,
+        options: StartOptions,
+    ) -> Result<(Arc<DynWorkflow>, ThreadId, Option<cairn_storage::Batch>), Error> {
         let wf = self.inner.latest(workflow, options.version)?;
         if options.labels.contains_key(crate::subgraph::PARENT_LABEL) {
             return Err(Error::Invalid(format!(
@@ -760,13 +839,9 @@ impl Engine {
             budgets: options.budgets,
             permissions: options.permissions,
         };
-        let created =
-            crate::start::create(&self.inner, &wf, &id, input, options.labels, None, policy)
-                .await?;
-        if created {
-            self.inner.spawn_drive(id.clone(), "started");
-        }
-        Ok(ThreadHandle::new(self.clone(), id))
+        let batch =
+            crate::start::prepare(&self.inner, &wf, &id, input, options.labels, None, policy)?;
+        Ok((wf, id, batch))
     }
 
     /// A handle to an existing thread.

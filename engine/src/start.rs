@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cairn_dsl::{DynWorkflow, NextTarget};
-use cairn_storage::{Batch, Guard, ThreadId, ThreadRecord};
+use cairn_storage::{Batch, Guard, Pending, ThreadId, ThreadRecord};
 use serde_json::Value;
 
 use crate::engine::{Engine, Inner};
@@ -27,8 +27,28 @@ pub(crate) async fn create(
     fork: Option<ForkSeed>,
     policy: ThreadPolicy,
 ) -> Result<bool, Error> {
+    match prepare(inner, wf, id, input, labels, fork, policy)? {
+        None => Ok(false),
+        Some(batch) => settle(inner, wf, id, inner.store.append(batch)?).await,
+    }
+}
+
+/// The batch that creates a thread of `wf` on `input`, or `None` if a thread with this id
+/// exists already (of the same workflow).
+///
+/// # Errors
+/// As [`create`].
+pub(crate) fn prepare(
+    inner: &Inner,
+    wf: &Arc<DynWorkflow>,
+    id: &ThreadId,
+    input: Value,
+    labels: BTreeMap<String, String>,
+    fork: Option<ForkSeed>,
+    policy: ThreadPolicy,
+) -> Result<Option<Batch>, Error> {
     if let Some(existing) = inner.store.thread(id)? {
-        return same_workflow(&existing, wf).map(|()| false);
+        return same_workflow(&existing, wf).map(|()| None);
     }
     let state = wf.state_from_json(&input).map_err(|e| {
         Error::Invalid(format!("the input is not a valid state of {}: {e}", wf.id()))
@@ -71,10 +91,23 @@ pub(crate) async fn create(
     log::push_event(&mut batch, id, &body, now)?;
     batch.threads.push(record);
     batch.guards.push(Guard::Absent { thread: id.clone() });
-    match inner.store.append(batch)?.wait().await {
+    Ok(Some(batch))
+}
+
+/// Waits for a creation batch: `true` once the thread exists durably, `false` if somebody
+/// created it between the check and the write (the same answer as finding it).
+///
+/// # Errors
+/// As [`create`].
+pub(crate) async fn settle(
+    inner: &Inner,
+    wf: &DynWorkflow,
+    id: &ThreadId,
+    pending: Pending,
+) -> Result<bool, Error> {
+    match pending.wait().await {
         Ok(_) => Ok(true),
         Err(cairn_storage::Error::GuardFailed { .. }) => {
-            // Somebody created it between our read and our write: same answer as above.
             let existing =
                 inner.store.thread(id)?.ok_or_else(|| Error::UnknownThread(id.to_string()))?;
             same_workflow(&existing, wf).map(|()| false)

@@ -272,3 +272,39 @@ async fn a_write_behind_the_runners_back_stops_the_thread_before_its_next_tool_c
     // The thread is left as a stopped engine leaves it: unfinished, for recovery to look at.
     assert_eq!(t.status().unwrap(), ThreadStatus::Running);
 }
+
+/// `start_many` starts a batch of threads whose creations share durable commits; it is
+/// idempotent per id like `start`, and a bad start among them writes nothing at all.
+#[tokio::test]
+async fn start_many_starts_every_thread_once_and_checks_them_all_first() {
+    let (_d, path) = db();
+    let fx = Effects::default();
+    let wf = linear(2, fx.clone());
+    let engine = engine_on(&path, &[&wf], None).await;
+    let starts = |n: u64| {
+        (0..n).map(|i| (Tally { total: i * 100, log: vec![] }, StartOptions::id(format!("m{i}"))))
+    };
+    let handles = engine.start_many("linear", starts(50)).await.unwrap();
+    assert_eq!(handles.len(), 50);
+    for (i, h) in handles.iter().enumerate() {
+        assert_eq!(h.id().as_str(), format!("m{i}"));
+        let out: Tally = h.output().await.unwrap();
+        assert_eq!(out.total, i as u64 * 100 + 1 + 2);
+    }
+    assert_eq!(fx.count(), 100, "two nodes per thread, each run once");
+    // Again: the same threads, nothing started twice.
+    let again = engine.start_many("linear", starts(50)).await.unwrap();
+    assert_eq!(again.len(), 50);
+    assert_eq!(again[7].outcome().unwrap().status, ThreadStatus::Completed);
+    // A bad input among good ones: refused before anything is written.
+    let mixed = vec![
+        (serde_json::json!({"total": 1, "log": []}), StartOptions::id("ok-1")),
+        (serde_json::json!("not a tally"), StartOptions::id("bad")),
+    ];
+    let refused = engine.start_many("linear", mixed).await;
+    assert!(matches!(refused, Err(Error::Invalid(_))), "{refused:?}");
+    assert!(engine.thread("ok-1").is_err(), "nothing was written");
+    let report = engine.store().verify().unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    engine.shutdown().await;
+}
