@@ -18,6 +18,7 @@ mod controls_api;
 pub mod debug;
 mod decide;
 pub mod demo;
+mod drawn;
 mod engine;
 pub mod error;
 mod handle;

@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::drawn::Drawn;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::limits;
@@ -431,10 +432,18 @@ impl ReplayCtx {
         0
     }
 
-    fn value(&self, kind: &str) -> Value {
+    fn value(&self, drawn: Drawn) -> Value {
+        let kind = drawn.name();
         let mut st = self.state();
         match st.values.pop_front() {
-            Some(v) => v,
+            Some(recorded) => drawn.read(&recorded).unwrap_or_else(|was| {
+                st.first.get_or_insert((
+                    format!("the code draws a {kind} where a {was} value was recorded"),
+                    recorded,
+                    Value::String(kind.into()),
+                ));
+                Value::Null
+            }),
             None => {
                 st.first.get_or_insert((
                     format!("the code drew a {kind} that was not recorded"),
@@ -464,15 +473,15 @@ impl NodeContext for ReplayCtx {
         self.item.as_ref()
     }
     fn now_ms(&self) -> u64 {
-        let v = self.value("clock reading");
+        let v = self.value(Drawn::Clock);
         v.as_u64().unwrap_or_else(|| self.mistyped(v, "clock reading"))
     }
     fn random_u64(&self) -> u64 {
-        let v = self.value("random number");
+        let v = self.value(Drawn::Random);
         v.as_u64().unwrap_or_else(|| self.mistyped(v, "random number"))
     }
     fn new_id(&self) -> String {
-        match self.value("id") {
+        match self.value(Drawn::Id) {
             Value::String(id) => id,
             other => {
                 self.mistyped(other, "id");

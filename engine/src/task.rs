@@ -17,6 +17,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::drawn::Drawn;
 use crate::engine::Inner;
 use crate::error::Error;
 use crate::limits;
@@ -368,17 +369,25 @@ impl TaskCtx {
     /// Takes the next recorded value, or records `fresh(index)`, where `index` is the value's
     /// position in the task's sequence of values (so a fresh value after replayed ones is the
     /// same one an uninterrupted run would have drawn there).
-    fn value(&self, fresh: impl FnOnce(u64) -> Value) -> Value {
+    /// A recorded value of another kind is nondeterminism (the code draws in another order):
+    /// reported, and read as null, which the caller then refuses as its type.
+    fn value(&self, kind: Drawn, fresh: impl FnOnce(u64) -> Value) -> Value {
         let index = {
             let mut st = self.state();
             st.draws += 1;
-            if let Some(v) = st.replay_values.pop_front() {
-                return v;
+            if let Some(recorded) = st.replay_values.pop_front() {
+                return kind.read(&recorded).unwrap_or_else(|was| {
+                    st.nondeterminism.get_or_insert(format!(
+                        "the code draws a {} where a {was} value was recorded",
+                        kind.name()
+                    ));
+                    Value::Null
+                });
             }
             st.draws
         };
         let v = fresh(index);
-        self.state().new_values.push(v.clone());
+        self.state().new_values.push(kind.record(v.clone()));
         v
     }
 
@@ -423,7 +432,7 @@ impl NodeContext for TaskCtx {
     }
 
     fn now_ms(&self) -> u64 {
-        let v = self.value(|_| Value::from(self.env.inner.clock.now_ms()));
+        let v = self.value(Drawn::Clock, |_| Value::from(self.env.inner.clock.now_ms()));
         v.as_u64().unwrap_or_else(|| {
             self.nondeterminism(format!("recorded value {v} read as a clock reading"));
             self.env.inner.clock.now_ms()
@@ -431,7 +440,7 @@ impl NodeContext for TaskCtx {
     }
 
     fn random_u64(&self) -> u64 {
-        let v = self.value(|i| Value::from(self.fresh_random(i, 0)));
+        let v = self.value(Drawn::Random, |i| Value::from(self.fresh_random(i, 0)));
         v.as_u64().unwrap_or_else(|| {
             self.nondeterminism(format!("recorded value {v} read as a random number"));
             0
@@ -439,7 +448,7 @@ impl NodeContext for TaskCtx {
     }
 
     fn new_id(&self) -> String {
-        let v = self.value(|i| {
+        let v = self.value(Drawn::Id, |i| {
             Value::from(format!("{:016x}{:016x}", self.fresh_random(i, 0), self.fresh_random(i, 1)))
         });
         match v {

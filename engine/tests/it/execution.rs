@@ -308,3 +308,39 @@ async fn start_many_starts_every_thread_once_and_checks_them_all_first() {
     assert!(report.is_clean(), "{report:?}");
     engine.shutdown().await;
 }
+
+/// A node that runs again (after waiting for input) and draws its values in another order gets
+/// a nondeterminism error, also when the two kinds share a type (a clock reading and a random
+/// number are both numbers): recorded values carry their kind.
+#[tokio::test]
+async fn values_drawn_in_another_order_on_a_rerun_are_nondeterminism() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let runs = std::sync::Arc::new(AtomicU64::new(0));
+    let (_d, path) = db();
+    let wf = Workflow::<Tally>::builder("reordered", 1)
+        .node("n", move |_s, ctx: cairn::Ctx| {
+            let first_run = runs.fetch_add(1, Ordering::SeqCst) == 0;
+            async move {
+                if first_run {
+                    let _ = (ctx.now_ms(), ctx.random_u64());
+                } else {
+                    let _ = (ctx.random_u64(), ctx.now_ms());
+                }
+                let _: u64 = ctx.interrupt("go on?")?;
+                Ok(NodeOutput::update((1, "n".into())))
+            }
+        })
+        .edge(START, "n")
+        .edge("n", END)
+        .build()
+        .unwrap();
+    let engine = engine_on(&path, &[&wf], None).await;
+    let t = engine.start("reordered", Tally::default(), StartOptions::id("r")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    engine.send_input("r", 1).await.unwrap();
+    let outcome = t.finished().await.unwrap();
+    assert_ne!(outcome.status, ThreadStatus::Completed, "{outcome:?}");
+    let error = format!("{:?}", outcome.error);
+    assert!(error.contains("draws a random number where a clock value was recorded"), "{error}");
+    engine.shutdown().await;
+}

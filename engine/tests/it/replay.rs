@@ -174,19 +174,31 @@ async fn replay_detects_every_mutant_at_its_step_and_never_flags_the_original() 
 }
 
 /// A recorded clock reading, random number or id that the code now reads as another kind (it
-/// draws them in another order) is a divergence, as the live run reports it: replay used to
-/// read it as 0 or "" and report nothing when the node's update did not depend on it.
+/// draws them in another order) is a divergence, as the live run reports it, also where the two
+/// kinds share a type (a clock reading and a random number are both numbers): recorded values
+/// are tagged by kind. Replay used to read a mistyped value as 0 or "" and report nothing when
+/// the node's update did not depend on it.
 #[tokio::test]
 async fn a_recorded_value_read_as_another_kind_is_a_divergence() {
-    let drawing = |id_first: bool| {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Order {
+        ClockRandomId,
+        RandomClockId,
+        ClockIdRandom,
+    }
+    let drawing = |order: Order| {
         Workflow::<Tally>::builder("draws", 1)
             .node("n", move |_s: Arc<Tally>, ctx: Ctx| async move {
-                if id_first {
-                    let _ = ctx.new_id();
-                    let _ = ctx.now_ms();
-                } else {
-                    let _ = ctx.now_ms();
-                    let _ = ctx.new_id();
+                match order {
+                    Order::ClockRandomId => {
+                        let _ = (ctx.now_ms(), ctx.random_u64(), ctx.new_id());
+                    }
+                    Order::RandomClockId => {
+                        let _ = (ctx.random_u64(), ctx.now_ms(), ctx.new_id());
+                    }
+                    Order::ClockIdRandom => {
+                        let _ = (ctx.now_ms(), ctx.new_id(), ctx.random_u64());
+                    }
                 }
                 Ok(NodeOutput::update((1, "n".into())))
             })
@@ -196,16 +208,22 @@ async fn a_recorded_value_read_as_another_kind_is_a_divergence() {
             .unwrap()
     };
     let (_d, path) = db();
-    let original = drawing(false);
+    let original = drawing(Order::ClockRandomId);
     let engine = engine_on(&path, &[&original], None).await;
     engine.start("draws", Tally::default(), StartOptions::id("d")).await.unwrap();
     engine.thread("d").unwrap().finished().await.unwrap();
     let same = engine.replay("d", &ReplayOptions::default()).await.unwrap();
     assert!(same.is_deterministic(), "{same:?}");
-    let swapped = ReplayOptions { workflow: Some(drawing(true).erase()), ..Default::default() };
-    let report = engine.replay("d", &swapped).await.unwrap();
-    let d = report.divergence.clone().unwrap_or_else(|| panic!("not detected: {report:?}"));
-    assert_eq!((d.step, d.task.as_str()), (1, "n"), "{d:?}");
-    assert!(d.what.contains("reads a recorded value as a id"), "{d:?}");
+    for (order, expected) in [
+        (Order::RandomClockId, "draws a random number where a clock value was recorded"),
+        (Order::ClockIdRandom, "draws a id where a random value was recorded"),
+    ] {
+        let swapped =
+            ReplayOptions { workflow: Some(drawing(order).erase()), ..Default::default() };
+        let report = engine.replay("d", &swapped).await.unwrap();
+        let d = report.divergence.clone().unwrap_or_else(|| panic!("not detected: {report:?}"));
+        assert_eq!((d.step, d.task.as_str()), (1, "n"), "{d:?}");
+        assert!(d.what.contains(expected), "{d:?}");
+    }
     engine.shutdown().await;
 }

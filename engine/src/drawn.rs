@@ -1,0 +1,80 @@
+//! Values a node draws through its context (clock readings, random numbers, ids), as the log
+//! records them: tagged by kind, `{"clock": 1700000000000}`, `{"random": 42}`, `{"id": "…"}`, so
+//! that code that now draws them in another order is caught even where two kinds share a type
+//! (a clock reading and a random number are both numbers). Logs written before the tags hold
+//! the bare value; it is read as a value of whatever kind the code asks for (the type is still
+//! checked by the caller).
+
+use serde_json::{Map, Value};
+
+/// What a drawn value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Drawn {
+    /// `ctx.now_ms()`.
+    Clock,
+    /// `ctx.random_u64()`.
+    Random,
+    /// `ctx.new_id()`.
+    Id,
+}
+
+impl Drawn {
+    /// The tag in the log.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Drawn::Clock => "clock",
+            Drawn::Random => "random",
+            Drawn::Id => "id",
+        }
+    }
+
+    /// What people call it, in nondeterminism and divergence reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Drawn::Clock => "clock reading",
+            Drawn::Random => "random number",
+            Drawn::Id => "id",
+        }
+    }
+
+    /// `value` as the log records it.
+    pub fn record(self, value: Value) -> Value {
+        let mut tagged = Map::new();
+        tagged.insert(self.tag().to_owned(), value);
+        Value::Object(tagged)
+    }
+
+    /// The value inside a recorded one, if it was drawn as this kind (or recorded before
+    /// values were tagged); otherwise what it was drawn as.
+    pub fn read(self, recorded: &Value) -> Result<Value, String> {
+        let Value::Object(tagged) = recorded else { return Ok(recorded.clone()) };
+        match tagged.iter().next() {
+            Some((tag, value)) if tagged.len() == 1 && tag == self.tag() => Ok(value.clone()),
+            Some((tag, _)) if tagged.len() == 1 => Err(tag.clone()),
+            _ => Err(format!("an unknown record {recorded}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_value_reads_back_as_its_kind_and_only_as_it() {
+        let recorded = Drawn::Clock.record(json!(1_700));
+        assert_eq!(recorded, json!({"clock": 1_700}));
+        assert_eq!(Drawn::Clock.read(&recorded), Ok(json!(1_700)));
+        assert_eq!(Drawn::Random.read(&recorded), Err("clock".to_owned()));
+        assert_eq!(Drawn::Id.read(&Drawn::Id.record(json!("ab"))), Ok(json!("ab")));
+    }
+
+    #[test]
+    fn an_untagged_value_of_an_older_log_reads_as_any_kind() {
+        assert_eq!(Drawn::Random.read(&json!(7)), Ok(json!(7)));
+        assert_eq!(Drawn::Id.read(&json!("x")), Ok(json!("x")));
+        assert!(Drawn::Clock.read(&json!({"a": 1, "b": 2})).is_err());
+    }
+}
