@@ -1,4 +1,4 @@
-//! The three-channel view of the event stream (seed 002): progress for people watching a task,
+//! The three-channel view of the event stream: progress for people watching a task,
 //! control for whoever steers threads, monitor for operators and tools.
 
 use cairn_storage::EventKind;

@@ -35,7 +35,7 @@ impl Engine {
         self.end_from_outside(thread, Transition::Cancel, reason).await
     }
 
-    /// Gives up a resumable thread for good (seed 001's abandonTask): it ends Cancelled.
+    /// Gives up a resumable thread for good: it ends Cancelled.
     ///
     /// # Errors
     /// As [`Engine::cancel`].
@@ -322,7 +322,7 @@ impl Engine {
     }
 
     /// Threads that can be resumed: paused, blocked, or unfinished without a runner (parked by
-    /// recovery), in id order (seed 001's getResumableTasks).
+    /// recovery), in id order.
     ///
     /// # Errors
     /// Storage errors.

@@ -1,4 +1,5 @@
-//! Durable resource locks held by threads (seed 001's file locks, made durable).
+//! Durable resource locks held by threads (a file, an account: whatever two threads must not
+//! use at once), with a time to live, released when their thread ends.
 //!
 //! The owner of a lock is the thread id, so that every lock of a thread can be released in the
 //! same batch that ends it, whatever the way it ends. A lock has a time to live from the engine

@@ -1,4 +1,5 @@
-//! The thread context (seed 003's snapshot) and the pure function that moves it one event on.
+//! The thread context (what a checkpoint's snapshot holds) and the pure function that moves it
+//! one event on.
 //!
 //! This is the functional core: [`ThreadCtx::apply`] takes one recorded event and returns the
 //! context after it, touching nothing else. The runner builds a step's events, applies them here,
@@ -84,7 +85,7 @@ pub enum Waiting {
     },
 }
 
-/// The latest result of a node (seed 003's per-node results).
+/// The latest result of a node (its status, attempt, times and error).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeResult {
     /// "running", "completed" or "failed".
@@ -127,7 +128,7 @@ pub struct ErrorEntry {
     pub at_ms: u64,
 }
 
-/// Counters and durations (seed 000's telemetry).
+/// Counters and durations of the thread (steps, tool calls, tokens, cost, time).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Telemetry {
     /// Steps completed.

@@ -1,4 +1,5 @@
-//! Named resource locks with lease timeouts, made durable (seed 001's file lock manager).
+//! Named resource locks with lease timeouts, made durable: a thread holds a lock on a name (a
+//! file, an account) until it releases it, its time to live runs out, or it ends.
 //!
 //! Invariant: a lock has one owner; another owner may take it only once `expires_at_ms` has
 //! passed on the caller's clock (`now_ms` given with each operation, so tests and replay control
