@@ -1,6 +1,6 @@
 //! Controls of threads from outside: cancel, pause, resume, human input, resumable tasks.
 //!
-//! A running thread gets the request through its in-process [`crate::controls::Control`] and its
+//! A running thread gets the request through its in-process [`crate::claims::Control`] and its
 //! runner records the outcome at the next step boundary (cancel reaches the running node at once
 //! through its cancellation token). A parked thread is changed directly by a guarded write.
 
@@ -46,7 +46,7 @@ impl Engine {
     /// Times out a parked thread whose deadline passed (a running one times out through its
     /// runner's own watcher).
     pub(crate) async fn time_out_parked(&self, thread: &ThreadId) -> Result<(), Error> {
-        if self.inner.controls.get(thread).is_some() {
+        if self.inner.claims.get(thread).is_some() {
             return Ok(());
         }
         let record = self.record(thread)?;
@@ -117,7 +117,7 @@ impl Engine {
             .map_err(|source| Error::Transition { thread: id.to_string(), source })?;
         let mut asked = false;
         loop {
-            if let Some(control) = self.inner.controls.get(&id) {
+            if let Some(control) = self.inner.claims.get(&id) {
                 if t == Transition::TimeOut {
                     control.time_out();
                 } else {
@@ -127,7 +127,7 @@ impl Engine {
                 // Done only once the end is durable: wait for the runner to let go, then read
                 // how it left the thread (it may have parked or ended before it saw the
                 // request; a parked thread is ended below).
-                self.inner.controls.wait_released(&id).await;
+                self.inner.claims.wait_released(&id).await;
                 asked = true;
                 continue;
             }
@@ -154,9 +154,9 @@ impl Engine {
             batch.threads.push(rec);
             batch.locks.push(LockOp::ReleaseAll { owner: id.to_string() });
             batch.guards.push(Guard::Status { thread: id.clone(), expected: record.status });
-            let Some(_claim) = self.inner.controls.claim(&id) else { continue };
+            let Some(_claim) = self.inner.claims.claim(&id) else { continue };
             let result = async { self.store().append(batch)?.wait().await }.await;
-            self.inner.controls.release(&id);
+            self.inner.claims.release(&id);
             match result {
                 Ok(_) => {
                     self.inner.timers.disarm(&id);
@@ -182,12 +182,12 @@ impl Engine {
     pub async fn pause(&self, thread: &str) -> Result<(), Error> {
         let id = ThreadId::new(thread)?;
         loop {
-            if let Some(control) = self.inner.controls.get(&id) {
+            if let Some(control) = self.inner.claims.get(&id) {
                 control.request_pause();
                 drop(control);
                 // As for cancel: done once the runner has let go with the pause durable, or
                 // has parked otherwise (then the parked thread is paused below).
-                self.inner.controls.wait_released(&id).await;
+                self.inner.claims.wait_released(&id).await;
                 continue;
             }
             let record = self.record(&id)?;
@@ -227,7 +227,7 @@ impl Engine {
         rec.updated_at_ms = now;
         batch.threads.push(rec);
         batch.guards.push(Guard::Status { thread: id.clone(), expected: record.status });
-        let Some(_claim) = self.inner.controls.claim(id) else {
+        let Some(_claim) = self.inner.claims.claim(id) else {
             return Err(Error::WrongStatus {
                 thread: id.to_string(),
                 status: ThreadStatus::Running,
@@ -235,7 +235,7 @@ impl Engine {
             });
         };
         let result = async { self.store().append(batch)?.wait().await }.await;
-        self.inner.controls.release(id);
+        self.inner.claims.release(id);
         result?;
         self.inner.notify(id, to);
         Ok(())
@@ -265,7 +265,7 @@ impl Engine {
                 Ok(())
             }
             ThreadStatus::Running | ThreadStatus::Created
-                if self.inner.controls.get(&id).is_none() =>
+                if self.inner.claims.get(&id).is_none() =>
             {
                 self.inner.workflow_for(&record)?;
                 self.inner.spawn_drive(id, "resumed");
@@ -340,7 +340,7 @@ impl Engine {
                 let page = self.store().list_threads(&filter, Page { limit: 500, offset })?;
                 offset += page.len();
                 let done = page.len() < 500;
-                out.extend(page.into_iter().filter(|r| self.inner.controls.get(&r.id).is_none()));
+                out.extend(page.into_iter().filter(|r| self.inner.claims.get(&r.id).is_none()));
                 if done {
                     break;
                 }

@@ -15,8 +15,8 @@ use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::claims::Claims;
 use crate::clock::{Clock, SystemClock};
-use crate::controls::Controls;
 use crate::error::Error;
 use crate::handle::ThreadHandle;
 use crate::log;
@@ -250,7 +250,7 @@ impl EngineBuilder {
             config: self.config,
             owner,
             registry: RwLock::new(HashMap::new()),
-            controls: Controls::default(),
+            claims: Claims::default(),
             shutdown: CancellationToken::new(),
             kill: CancellationToken::new(),
             tracker: TaskTracker::new(),
@@ -285,7 +285,8 @@ pub(crate) struct Inner {
     /// This engine instance's lease owner name.
     pub owner: String,
     registry: RwLock<HashMap<(String, u32), Arc<DynWorkflow>>>,
-    pub controls: Controls,
+    /// Which runner of this process drives which thread.
+    pub claims: Claims,
     permits: Arc<Semaphore>,
     /// Cancelled on graceful shutdown: runners stop at the next step boundary.
     pub shutdown: CancellationToken,
@@ -453,7 +454,7 @@ impl Inner {
         self: &Arc<Self>,
         thread: &ThreadId,
         at_ms: u64,
-        control: &Arc<crate::controls::Control>,
+        control: &Arc<crate::claims::Control>,
     ) {
         let clock = self.clock.clone();
         let control = control.clone();
@@ -537,7 +538,7 @@ impl Inner {
         batch.threads.push(record);
         batch.guards.push(Guard::Status { thread: thread.clone(), expected });
         let parked = || matches!(self.store.thread(thread), Ok(Some(r)) if r.status == expected);
-        let Some(_claim) = self.controls.claim_parked(thread, parked).await else {
+        let Some(_claim) = self.claims.claim_parked(thread, parked).await else {
             return Err(Error::WrongStatus {
                 thread: thread.to_string(),
                 status: ThreadStatus::Running,
@@ -549,7 +550,7 @@ impl Inner {
             Ok(fut) => fut.await.map(|_| ()),
             Err(e) => Err(e),
         };
-        self.controls.release(thread);
+        self.claims.release(thread);
         match result {
             Ok(()) => {
                 if next.is_some() {
@@ -596,7 +597,7 @@ impl Inner {
                 match Box::pin(drive(inner.clone(), thread.clone(), 0, reason)).await {
                     Ok(Exit::Busy) => {
                         drop(permit);
-                        inner.controls.wait_released(&thread).await;
+                        inner.claims.wait_released(&thread).await;
                     }
                     Ok(_) => return,
                     Err(e) => {
@@ -893,7 +894,7 @@ impl Engine {
                 offset += page.len();
                 let done = page.len() < 500;
                 for record in page {
-                    if self.inner.controls.get(&record.id).is_some() {
+                    if self.inner.claims.get(&record.id).is_some() {
                         continue;
                     }
                     self.recover_one(record, &mut report).await?;

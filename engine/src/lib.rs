@@ -11,9 +11,9 @@
 //! never crashed.
 
 pub mod channels;
+mod claims;
 pub mod cli;
 pub mod clock;
-mod controls;
 mod controls_api;
 pub mod debug;
 mod decide;

@@ -14,7 +14,7 @@ use cairn_storage::{
 };
 use tracing::Instrument;
 
-use crate::controls::Control;
+use crate::claims::Control;
 use crate::decide::{self, CheckpointRules, Next, TaskRun};
 use crate::engine::Inner;
 use crate::error::Error;
@@ -62,11 +62,11 @@ pub(crate) async fn drive_under(
 ) -> Result<Exit, Error> {
     let span = tracing::info_span!("thread", thread = %thread);
     async move {
-        let Some(control) = inner.controls.claim_under(&thread, parent.as_ref()) else {
+        let Some(control) = inner.claims.claim_under(&thread, parent.as_ref()) else {
             return Ok(Exit::Busy);
         };
         let result = drive_claimed(&inner, &thread, depth, reason, &control).await;
-        inner.controls.release(&thread);
+        inner.claims.release(&thread);
         if let Ok(Exit::Status(s)) = &result {
             inner.notify(&thread, *s);
             if s.is_terminal() {
@@ -200,7 +200,7 @@ impl Runner {
         self.commit(batch, None, None).await
     }
 
-    async fn run(&mut self, control: &Arc<crate::controls::Control>) -> Result<Exit, Error> {
+    async fn run(&mut self, control: &Arc<crate::claims::Control>) -> Result<Exit, Error> {
         loop {
             let now = self.now();
             if control.cancel.is_cancelled() {

@@ -70,7 +70,7 @@ async fn drive_child(env: &Arc<ThreadEnv>, id: &ThreadId) -> Result<ThreadStatus
             Exit::Shutdown => return Err(NodeError::Cancelled),
             Exit::Busy => {
                 tokio::select! {
-                    () = inner.controls.wait_released(id) => {}
+                    () = inner.claims.wait_released(id) => {}
                     () = env.cancel.cancelled() => return Err(NodeError::Cancelled),
                 }
             }

@@ -108,7 +108,7 @@ impl Engine {
             Ok(self.store().append(batch)?.wait().await?)
         }
         .await;
-        self.inner.controls.release(&id);
+        self.inner.claims.release(&id);
         let appended = result?;
         appended
             .checkpoints
@@ -128,7 +128,7 @@ impl Engine {
     /// it; a thread whose stored status is Running is being driven: [`Error::WrongStatus`].
     pub(crate) async fn claim_parked(&self, id: &ThreadId) -> Result<(), Error> {
         for _ in 0..RELEASE_YIELDS_MAX {
-            if self.inner.controls.claim(id).is_some() {
+            if self.inner.claims.claim(id).is_some() {
                 return Ok(());
             }
             if self.thread_record(id)?.status == ThreadStatus::Running {

@@ -234,7 +234,7 @@ impl CrashHarness {
 /// # Ok(()) }
 /// ```
 pub async fn runner_released(engine: &Engine, thread: &ThreadId) {
-    while engine.inner.controls.get(thread).is_some() {
+    while engine.inner.claims.get(thread).is_some() {
         tokio::task::yield_now().await;
     }
 }

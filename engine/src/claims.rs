@@ -1,5 +1,5 @@
-//! In-process controls of running threads: who drives which thread, and the signals a runner
-//! checks at step boundaries (cancel, pause).
+//! The claim registry: which runner of this process drives which thread, and the signals that
+//! runner checks at step boundaries (cancel, pause).
 //!
 //! Claiming a thread here is what makes sure one process never runs the same thread twice; the
 //! storage lease does the same across processes and crashes.
@@ -59,13 +59,13 @@ impl Control {
 
 /// The threads this process is driving right now.
 #[derive(Debug, Default)]
-pub(crate) struct Controls {
+pub(crate) struct Claims {
     running: Mutex<HashMap<ThreadId, Arc<Control>>>,
     /// Signalled whenever a claim is given up.
     released: tokio::sync::Notify,
 }
 
-impl Controls {
+impl Claims {
     /// Claims `thread` for a runner; `None` if another runner has it.
     pub fn claim(&self, thread: &ThreadId) -> Option<Arc<Control>> {
         self.claim_under(thread, None)
