@@ -14,6 +14,7 @@ use serde::Serialize;
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument as _;
 
 use crate::claims::Claims;
 use crate::clock::{Clock, SystemClock};
@@ -878,6 +879,30 @@ impl Engine {
     /// # Errors
     /// Storage errors.
     pub async fn recover(&self) -> Result<RecoveryReport, Error> {
+        let span = tracing::info_span!(
+            "recovery",
+            resumed = tracing::field::Empty,
+            parked = tracing::field::Empty,
+            timers = tracing::field::Empty,
+            children = tracing::field::Empty,
+        );
+        let report = self.recover_all().instrument(span.clone()).await?;
+        span.record("resumed", report.resumed.len());
+        span.record("parked", report.parked.len());
+        span.record("timers", report.timers.len());
+        span.record("children", report.children.len());
+        tracing::info!(
+            parent: &span,
+            resumed = report.resumed.len(),
+            parked = report.parked.len(),
+            timers = report.timers.len(),
+            children = report.children.len(),
+            "recovery done"
+        );
+        Ok(report)
+    }
+
+    async fn recover_all(&self) -> Result<RecoveryReport, Error> {
         let mut report = RecoveryReport::default();
         for status in [
             ThreadStatus::Running,

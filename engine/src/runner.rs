@@ -60,7 +60,14 @@ pub(crate) async fn drive_under(
     reason: &str,
     parent: Option<tokio_util::sync::CancellationToken>,
 ) -> Result<Exit, Error> {
-    let span = tracing::info_span!("thread", thread = %thread);
+    let span = tracing::info_span!(
+        "thread",
+        thread = %thread,
+        workflow = tracing::field::Empty,
+        version = tracing::field::Empty,
+        depth,
+        reason,
+    );
     async move {
         let Some(control) = inner.claims.claim_under(&thread, parent.as_ref()) else {
             return Ok(Exit::Busy);
@@ -100,6 +107,9 @@ async fn drive_claimed(
         return Ok(Exit::Status(ThreadStatus::Paused));
     }
     let wf = inner.workflow_for(&record)?;
+    let span = tracing::Span::current();
+    span.record("workflow", wf.id());
+    span.record("version", wf.version());
     let ctx = restore(inner.store.as_ref(), &wf, thread, None)?;
     if ctx.meta.waiting.is_some() || matches!(record.status, ThreadStatus::Blocked) {
         // Waiting for input or a timer: only `send_input` or the timer may wake it.
@@ -221,7 +231,8 @@ impl Runner {
             if let Some(exit) = self.check_budgets(now).await? {
                 return Ok(exit);
             }
-            match self.step().await? {
+            let step = tracing::debug_span!("step", step = self.ctx.meta.step + 1);
+            match self.step().instrument(step).await? {
                 StepEnd::Continue => {}
                 StepEnd::Exit(exit) => return Ok(exit),
             }
@@ -326,8 +337,6 @@ impl Runner {
 
     async fn step(&mut self) -> Result<StepEnd, Error> {
         let step = self.ctx.meta.step + 1;
-        let span = tracing::debug_span!("step", step);
-        let _guard = span.enter();
         let tasks = match decide::plan_step(&self.ctx, &self.env.wf, step)? {
             Ok(tasks) => tasks,
             Err((task, error)) => {
@@ -338,7 +347,6 @@ impl Runner {
                 ));
             }
         };
-        drop(_guard);
         let mut futures = Vec::new();
         for (id, key, item) in tasks {
             let journal = self.ctx.meta.open.get(&key).cloned().unwrap_or_default();

@@ -16,6 +16,7 @@ use cairn_storage::{Batch, Bookmark, Pending, ThreadId};
 use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::drawn::Drawn;
 use crate::engine::Inner;
@@ -83,8 +84,17 @@ pub(crate) async fn run_task(
         }
         let started = clock.now_ms();
         let ctx = Arc::new(TaskCtx::new(env.clone(), step, key.clone(), item.clone(), &journal));
-        let result =
-            run_attempt(&env, spec, state.as_ref(), &ctx, policy.timeout_ms, started).await;
+        let span = tracing::debug_span!(
+            "node_attempt",
+            node = %key.node,
+            task = %key,
+            attempt = journal.attempt,
+            outcome = tracing::field::Empty,
+        );
+        let result = run_attempt(&env, spec, state.as_ref(), &ctx, policy.timeout_ms, started)
+            .instrument(span.clone())
+            .await;
+        span.record("outcome", attempt_outcome(&result));
         let duration_ms = clock.now_ms().saturating_sub(started);
         let mut st = ctx.finish().await;
         appended.append(&mut st.appended);
@@ -266,6 +276,18 @@ fn zip_recorded(env: &ThreadEnv, bookmarks: Vec<Bookmark>, bodies: Vec<Body>) ->
         .zip(bodies)
         .map(|(bookmark, body)| Recorded { bookmark, thread: env.thread.clone(), body })
         .collect()
+}
+
+/// How an attempt ended, for its span.
+fn attempt_outcome<T>(result: &Result<T, NodeError>) -> &'static str {
+    match result {
+        Ok(_) => "done",
+        Err(NodeError::Interrupted { .. }) => "waiting_input",
+        Err(NodeError::Sleeping { .. }) => "sleeping",
+        Err(NodeError::Paused { .. }) => "paused",
+        Err(NodeError::BudgetExceeded { .. }) => "budget",
+        Err(_) => "failed",
+    }
 }
 
 pub(crate) fn engine_error(e: &Error) -> NodeError {
@@ -485,7 +507,14 @@ impl NodeContext for TaskCtx {
         };
         let shared = self.st.clone();
         let item = self.item.clone();
-        Box::pin(async move {
+        let span = tracing::debug_span!(
+            "tool_call",
+            tool = %call.name,
+            call = index,
+            memo = recorded.is_some(),
+        );
+        Box::pin(
+            async move {
             if index >= limits::TOOL_CALLS_PER_TASK_MAX {
                 return Err(NodeError::fatal(format!(
                     "limit tool_calls_per_task exceeded: {index} >= {}",
@@ -568,7 +597,9 @@ impl NodeContext for TaskCtx {
             let recs = append_now(&env, vec![body], done).await.map_err(|e| engine_error(&e))?;
             lock_state(&shared).appended.extend(recs);
             output.map_err(NodeError::from)
-        })
+            }
+            .instrument(span),
+        )
     }
 
     fn progress(&self, progress: Progress) {

@@ -17,3 +17,4 @@ mod recovery;
 mod replay;
 mod resume_check;
 mod scale;
+mod spans;

@@ -121,6 +121,14 @@ impl Answer {
     }
 }
 
+/// Bytes a batch asks to write: event bodies and summaries, payloads, snapshots.
+fn batch_bytes(batch: &Batch) -> usize {
+    let events: usize = batch.events.iter().map(|e| e.data.len() + e.summary.len()).sum();
+    let payloads: usize = batch.payloads.iter().map(Vec::len).sum();
+    let snapshots: usize = batch.checkpoints.iter().map(|c| c.snapshot.len()).sum();
+    events + payloads + snapshots
+}
+
 /// The distinct callers of one group: the threads its writes belong to (a write that names no
 /// thread counts as a caller of its own).
 #[derive(Default)]
@@ -313,6 +321,17 @@ impl Writer {
         let mut answers = Vec::with_capacity(target);
         let mut results = Vec::with_capacity(target);
         let mut callers = Callers::default();
+        let (mut events, mut bytes) = (0_usize, 0_usize);
+        let span = tracing::debug_span!(
+            "group_commit",
+            durable,
+            writes = tracing::field::Empty,
+            callers = tracing::field::Empty,
+            events = tracing::field::Empty,
+            bytes = tracing::field::Empty,
+            commit_us = tracing::field::Empty,
+        );
+        let _in_span = span.enter();
         let mut close = None;
         let mut commit_time = Duration::ZERO;
         // A panic inside redb (a damaged page met while updating a B-tree) becomes an error here,
@@ -331,6 +350,10 @@ impl Writer {
             let applied = loop {
                 if let Some(write) = next.take() {
                     callers.add(&write);
+                    if let Write::Append(batch, _) = &write {
+                        events += batch.events.len();
+                        bytes += batch_bytes(batch);
+                    }
                     let (op, answer) = write.split();
                     removes |= !matches!(op, Op::Append(..));
                     answers.push(answer);
@@ -382,8 +405,11 @@ impl Writer {
         });
         self.last_group = callers.count();
         self.last_commit = commit_time;
-        let writes = answers.len();
-        tracing::trace!(writes, callers = self.last_group, commit = ?commit_time, durable, "group committed");
+        span.record("writes", answers.len());
+        span.record("callers", self.last_group);
+        span.record("events", events);
+        span.record("bytes", bytes);
+        span.record("commit_us", commit_time.as_micros() as u64);
         let failure = match outcome {
             Ok(()) => {
                 if durable {
