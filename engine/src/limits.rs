@@ -3,10 +3,10 @@
 /// Execution-history entries kept in a snapshot. The full history is the event log; the
 /// snapshot keeps a window so that checkpoint size (and so restore cost) does not grow with the
 /// length of a thread's life.
-pub const SNAPSHOT_HISTORY_MAX: usize = 256;
+pub const SNAPSHOT_HISTORY_ENTRIES_MAX: usize = 256;
 
-/// Errors kept in a snapshot, for the same reason as [`SNAPSHOT_HISTORY_MAX`].
-pub const SNAPSHOT_ERRORS_MAX: usize = 64;
+/// Errors kept in a snapshot, for the same reason as [`SNAPSHOT_HISTORY_ENTRIES_MAX`].
+pub const SNAPSHOT_ERRORS_ENTRIES_MAX: usize = 64;
 
 /// Tasks in one step (static fan-out plus map items). One step is one atomic batch, and a batch
 /// is bounded by storage; 1,024 tasks of a few events each stays well inside it. A step over it
@@ -37,7 +37,7 @@ pub const SUBGRAPH_DEPTH_MAX: usize = cairn_dsl::limits::SUBGRAPH_DEPTH_MAX;
 /// ahead of their commit (see `pipeline`), so that one thread's steps share durable commits
 /// instead of paying one fsync each; this bounds how far ahead it gets (and so the memory held
 /// and the work a crash throws away).
-pub const PIPELINE_DEPTH: usize = 32;
+pub const PIPELINE_BATCHES_MAX: usize = 32;
 
 /// Events after a thread's latest checkpoint that make the engine write a periodic one by
 /// default (`EngineBuilder::checkpoint_tail`): a restore (recovery, `state_at`, a resumed
@@ -53,7 +53,7 @@ pub const CHECKPOINT_TAIL_BYTES_DEFAULT: u64 = 8 * 1024 * 1024;
 
 /// Older checkpoints restore tries when the newest is damaged, before it folds the thread's
 /// whole log from its first event instead (always correct, slower).
-pub const RESTORE_FALLBACK_CHECKPOINTS: usize = 8;
+pub const RESTORE_FALLBACK_CHECKPOINTS_MAX: usize = 8;
 
 /// How long a runner's lease on a thread lasts without renewal. Renewed every step; a crashed
 /// process's threads are taken over at the next open regardless (the database file lock proves

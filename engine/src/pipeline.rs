@@ -3,7 +3,7 @@
 //! A runner does not wait for one step's commit before it computes the next step: node bodies
 //! are deterministic functions of the state (their side effects go through the context, which
 //! records them), so computing ahead of durability changes nothing a crash can observe. Up to
-//! [`limits::PIPELINE_DEPTH`] batches of one thread are in flight; storage commits them in
+//! [`limits::PIPELINE_BATCHES_MAX`] batches of one thread are in flight; storage commits them in
 //! submission order, groups them into as few durable commits as it can, and each carries a
 //! [`Guard::LastSeq`](cairn_storage::Guard::LastSeq) so that a rejected batch takes every later
 //! one with it instead of shifting their seqs.
@@ -41,7 +41,7 @@ use crate::limits;
 /// The batches of one thread in flight, shared by its runner and its tasks.
 pub(crate) struct Pipeline {
     thread: ThreadId,
-    /// To the acknowledger; bounded, so a runner more than [`limits::PIPELINE_DEPTH`] batches
+    /// To the acknowledger; bounded, so a runner more than [`limits::PIPELINE_BATCHES_MAX`] batches
     /// ahead of the disk waits.
     tx: mpsc::Sender<InFlight>,
     /// Batches handed to the acknowledger so far.
@@ -93,7 +93,7 @@ impl Pipeline {
         last_seq: u64,
         tail_events: u64,
     ) -> Pipeline {
-        let (tx, rx) = mpsc::channel(limits::PIPELINE_DEPTH);
+        let (tx, rx) = mpsc::channel(limits::PIPELINE_BATCHES_MAX);
         let (ack_tx, acked) = watch::channel(Acked::default());
         inner.spawn(acknowledge(inner.clone(), thread.clone(), rx, ack_tx));
         Pipeline {
@@ -210,7 +210,7 @@ impl Pipeline {
         Ok((pending, first))
     }
 
-    /// Hands a submitted batch to the acknowledger, waiting while [`limits::PIPELINE_DEPTH`]
+    /// Hands a submitted batch to the acknowledger, waiting while [`limits::PIPELINE_BATCHES_MAX`]
     /// are in flight.
     ///
     /// # Errors

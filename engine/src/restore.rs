@@ -111,7 +111,7 @@ fn damage(e: &Error) -> bool {
 
 /// The context of the newest intact checkpoint of `thread` covering a seq below `below`, or
 /// `None` when there is none (restore then folds from the first event). Tries at most
-/// [`limits::RESTORE_FALLBACK_CHECKPOINTS`] of them.
+/// [`limits::RESTORE_FALLBACK_CHECKPOINTS_MAX`] of them.
 fn older(
     store: &dyn Store,
     wf: &DynWorkflow,
@@ -132,7 +132,7 @@ fn older(
     };
     infos.retain(|i| i.covers.seq.0 < below);
     infos.sort_by(|a, b| b.covers.seq.cmp(&a.covers.seq).then(b.id.cmp(&a.id)));
-    for info in infos.into_iter().take(limits::RESTORE_FALLBACK_CHECKPOINTS) {
+    for info in infos.into_iter().take(limits::RESTORE_FALLBACK_CHECKPOINTS_MAX) {
         let loaded = match store.checkpoint(info.id) {
             Ok(Some(cp)) => from_checkpoint(wf, thread, &cp),
             Ok(None) => continue,

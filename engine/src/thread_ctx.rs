@@ -427,7 +427,7 @@ impl ThreadCtx {
                     error: error.clone(),
                     at_ms,
                 });
-                while m.errors.len() > limits::SNAPSHOT_ERRORS_MAX {
+                while m.errors.len() > limits::SNAPSHOT_ERRORS_ENTRIES_MAX {
                     m.errors.pop_front();
                 }
                 let what = if *terminal { "failed" } else { "attempt failed" };
@@ -570,7 +570,7 @@ fn push_history(m: &mut ThreadMeta, seq: u64, step: u64, task: &TaskKey, what: &
         what: what.to_owned(),
         at_ms,
     });
-    while m.history.len() > limits::SNAPSHOT_HISTORY_MAX {
+    while m.history.len() > limits::SNAPSHOT_HISTORY_ENTRIES_MAX {
         m.history.pop_front();
     }
 }
