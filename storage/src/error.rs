@@ -17,6 +17,16 @@ pub enum Error {
     #[error("database file not found: {}", .0.display())]
     NotFound(PathBuf),
 
+    /// Permanent: the path holds something that is not a database file (a directory, a FIFO, a
+    /// socket, a device, a link to nothing); it was not opened.
+    #[error("{} is {kind}, not a database file", path.display())]
+    NotAFile {
+        /// The path given.
+        path: PathBuf,
+        /// What is there, in words ("a directory", "a character device", ...).
+        kind: String,
+    },
+
     /// Permanent: the file is not a Cairn database (not redb, or redb without Cairn's meta table).
     #[error("not a Cairn database: {detail}")]
     NotCairn {
@@ -39,7 +49,7 @@ pub enum Error {
 
     /// Permanent: a stored record failed a check (CRC, kind, length, key/record mismatch, a seq
     /// gap, an index that disagrees with its table). Never skipped, never returned as data.
-    #[error("corrupted record in table {table} (thread {thread:?}, seq {seq:?}): {detail}")]
+    #[error("corrupted record in table {table}{}: {detail}", where_in(thread.as_ref(), *seq))]
     Corrupted {
         /// The redb table the record lives in.
         table: &'static str,
@@ -61,7 +71,7 @@ pub enum Error {
     },
 
     /// Permanent: an input exceeds one of the bounds in [`crate::limits`].
-    #[error("limit {limit} exceeded: {value} > {max}")]
+    #[error("{} is {value}, over the limit of {max}", crate::limits::in_words(limit))]
     LimitExceeded {
         /// The name of the constant in [`crate::limits`].
         limit: &'static str,
@@ -230,6 +240,16 @@ fn is_storage_full(error: &std::io::Error) -> bool {
     use std::io::ErrorKind;
     matches!(error.kind(), ErrorKind::StorageFull | ErrorKind::QuotaExceeded)
         || (cfg!(unix) && error.raw_os_error() == Some(ENOSPC))
+}
+
+/// ", thread t2, seq 5" (or less, when they are not known) for [`Error::Corrupted`].
+fn where_in(thread: Option<&ThreadId>, seq: Option<Seq>) -> String {
+    match (thread, seq) {
+        (Some(t), Some(s)) => format!(", thread {t}, seq {}", s.0),
+        (Some(t), None) => format!(", thread {t}"),
+        (None, Some(s)) => format!(", seq or id {}", s.0),
+        (None, None) => String::new(),
+    }
 }
 
 #[cfg(test)]

@@ -85,3 +85,32 @@ pub(crate) fn check(limit: &'static str, value: usize, max: usize) -> Result<(),
     }
     Ok(())
 }
+
+/// What a limit of this module bounds, in words, for messages (a user should not need to know
+/// the constant's name to understand which of their values was too large).
+pub fn in_words(limit: &str) -> &'static str {
+    match limit {
+        "THREAD_ID_BYTES_MAX" => "a thread id's length in bytes",
+        "NODE_NAME_BYTES_MAX" => "a node name's length in bytes",
+        "SUMMARY_BYTES_MAX" => "an event summary's length in bytes",
+        "EVENT_DATA_BYTES_MAX" => "an event's inline data in bytes",
+        "RECORD_BYTES_MAX" => "a stored record's size in bytes",
+        "SNAPSHOT_BYTES_MAX" => "a checkpoint snapshot's size in bytes",
+        "PAYLOAD_BYTES_MAX" => "a payload's size in bytes",
+        "BATCH_EVENTS_MAX" => "the events in one batch",
+        "BATCH_BYTES_MAX" => "the bytes in one batch",
+        "BATCH_OPS_MAX" => "the operations of one kind in one batch",
+        "THREAD_SUMMARY_BYTES_MAX" => "a thread summary's size in bytes",
+        "LABELS_PER_THREAD_MAX" => "the labels on one thread",
+        "LABEL_BYTES_MAX" => "a label's (or custom field's) key or value length in bytes",
+        "TAGS_PER_CHECKPOINT_MAX" => "the tags on one checkpoint",
+        "TAG_BYTES_MAX" => "a checkpoint tag's length in bytes",
+        "CUSTOM_FIELDS_MAX" => "the custom fields on one checkpoint",
+        "TEXT_BYTES_MAX" => {
+            "a text field's length in bytes (creator, description, owner, lock name)"
+        }
+        "READ_LIMIT_MAX" => "the events one read may return",
+        "SNAPSHOT_ATTEMPTS_MAX" => "the attempts at a read-only snapshot",
+        _ => "a value",
+    }
+}

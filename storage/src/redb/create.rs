@@ -11,9 +11,9 @@
 //! 2. let redb initialise it, write the meta table and every table in one durable commit (redb
 //!    fsyncs), and close it; then `sync_all` the file (its length and metadata too);
 //! 3. only now give it the target name: `hard_link` (which never replaces an existing file: if
-//!    another process created the target meanwhile, we drop ours and open theirs), or `rename`
-//!    over a zero-length file that was already there (it holds nothing), or `rename` when the
-//!    filesystem has no hard links and the target is still absent;
+//!    another process created the target meanwhile, we drop ours and judge theirs), or `rename`
+//!    over a zero-length file the caller asked to initialise explicitly, or `rename` when the
+//!    filesystem has no hard links and nothing (not even a link) is at the target;
 //! 4. remove the temporary name, and fsync the directory so the new name is durable before the
 //!    store acknowledges anything written to it.
 //!
@@ -40,7 +40,8 @@ pub(crate) const CREATING_MARKER: &str = ".creating-";
 pub(crate) enum Target {
     /// Nothing: the new file is linked in without replacing anything.
     Absent,
-    /// A zero-length file (holds nothing): the new file replaces it.
+    /// A zero-length file (holds nothing) the caller asked to initialise explicitly
+    /// ([`super::RedbStore::initialise`]): the new file replaces it.
     Empty,
 }
 
@@ -129,7 +130,8 @@ fn link(temp: &Path, path: &Path, target: Target) -> Result<(), Error> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
         // No hard links on this filesystem: rename, unless the target appeared meanwhile (the
         // check and the rename are not atomic together; such filesystems leave no better way).
-        Err(_) if !path.exists() => {
+        // (`symlink_metadata`: a link, even one to nothing, is something, and never replaced.)
+        Err(_) if std::fs::symlink_metadata(path).is_err() => {
             std::fs::rename(temp, path).map_err(|e| Error::storage("rename into place", e))
         }
         Err(_) => Ok(()),

@@ -11,6 +11,7 @@ mod create;
 mod errors;
 mod guard;
 mod index;
+mod path;
 mod prune;
 mod read;
 mod snapshot;
@@ -244,30 +245,87 @@ impl RedbStore {
     }
 
     fn open_path(path: &Path, options: Options, mode: Mode) -> Result<RedbStore, Error> {
-        let existing = match std::fs::metadata(path) {
-            Ok(meta) => Some(meta.len()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(Error::storage("stat database file", e)),
-        };
-        let fresh = existing.is_none_or(|len| len == 0);
-        match (mode, existing) {
-            (Mode::OpenExisting, None) => return Err(Error::NotFound(path.to_path_buf())),
-            (Mode::CreateNew, Some(len)) if len > 0 => {
+        // Judged before a byte is read or written: only a regular file is opened, and a new
+        // database is only created where nothing exists (see `path.rs`).
+        match (mode, path::inspect(path)?) {
+            (Mode::OpenExisting, path::Found::Nothing) => {
+                return Err(Error::NotFound(path.to_path_buf()));
+            }
+            (Mode::CreateNew, path::Found::File) => {
                 return Err(Error::Invalid {
                     detail: format!("{} already exists", path.display()),
                 });
             }
-            _ => {}
+            (_, path::Found::Empty) => {
+                return Err(Error::NotCairn {
+                    detail: "an empty file (it was left as it is; `RedbStore::initialise` or \
+                             `cairn init` makes a database of it)"
+                        .into(),
+                });
+            }
+            (_, path::Found::Nothing) => {
+                // Never created in place: a crash part way would leave a file every open
+                // refuses. Linked into place, never over anything; whatever is there then
+                // (ours, or what another process put there meanwhile) is judged again.
+                create::create_file(path, &options, create::Target::Absent)?;
+                if path::inspect(path)? != path::Found::File {
+                    return Err(Error::NotCairn {
+                        detail: "something else appeared at the path while the database was \
+                                 being created"
+                            .into(),
+                    });
+                }
+            }
+            (_, path::Found::File) => {}
         }
-        if fresh {
-            // Never created in place: a crash part way would leave a file every open refuses.
-            let target =
-                if existing.is_some() { create::Target::Empty } else { create::Target::Absent };
-            create::create_file(path, &options, target)?;
-        }
+        RedbStore::open_file(path, options)
+    }
+
+    /// Opens the regular, non-empty file at `path` for writing, after checking (read-only) that
+    /// it is a Cairn database this build reads.
+    fn open_file(path: &Path, options: Options) -> Result<RedbStore, Error> {
         guard("open", || snapshot::precheck(path, &options))?;
         let db = guard("open", || options.builder().create(path).map_err(open_error))?;
         RedbStore::start(db, options, Some(path.to_path_buf()), false)
+    }
+
+    /// Makes a new database at `path` where there is nothing, or in a zero-length regular file
+    /// (which is replaced, atomically, by the complete new database): the explicit way to
+    /// initialise an empty file, which [`RedbStore::open`] refuses to touch.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] if a file with content is there; [`Error::NotAFile`] for anything
+    /// but a regular file; as [`RedbStore::open`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cairn_storage::{Error, Options, RedbStore};
+    /// let dir = tempfile::tempdir().expect("temp dir");
+    /// let path = dir.path().join("empty.db");
+    /// std::fs::write(&path, b"").expect("an empty file");
+    /// assert!(matches!(RedbStore::open(&path, Options::default()), Err(Error::NotCairn { .. })));
+    /// let store = RedbStore::initialise(&path, Options::default())?;
+    /// store.close()?;
+    /// # Ok::<(), cairn_storage::Error>(())
+    /// ```
+    pub fn initialise(path: impl AsRef<Path>, options: Options) -> Result<RedbStore, Error> {
+        let path = path.as_ref();
+        let target = match path::inspect(path)? {
+            path::Found::Nothing => create::Target::Absent,
+            path::Found::Empty => create::Target::Empty,
+            path::Found::File => {
+                return Err(Error::Invalid {
+                    detail: format!("{} already holds data", path.display()),
+                });
+            }
+        };
+        // Through a link, the link's target is the file initialised (the link stays).
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let real = if target == create::Target::Empty { real } else { path.to_path_buf() };
+        create::create_file(&real, &options, target)?;
+        RedbStore::open_file(&real, options)
     }
 
     fn start(

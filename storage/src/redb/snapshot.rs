@@ -11,7 +11,10 @@
 //!    "recovery required", so redb repairs the copy in memory, verifying the checksums of every
 //!    page reachable from the newest commit slot (falling back to the previous slot);
 //! 4. check the Cairn meta table. Any failure of 3 or 4 other than "not Cairn" / "newer format"
-//!    is treated as a torn copy and retried, up to [`SNAPSHOT_ATTEMPTS_MAX`] times.
+//!    is retried, up to [`SNAPSHOT_ATTEMPTS_MAX`] times. If some copy was torn by a commit (step
+//!    2), the end is [`Error::SnapshotUnstable`] (try again); if none was, every attempt read
+//!    the same durable commit and it does not open: [`Error::Corrupted`] (damage, which trying
+//!    again cannot mend).
 //!
 //! Guarantee: the snapshot is the database as of its last durable commit before the copy ended
 //! (redb writes a commit's pages before its header, and never reuses a page of the latest durable
@@ -38,10 +41,22 @@ const HEADER_PROBE_BYTES: usize = 4096;
 
 /// Opens an in-memory snapshot of the database file at `path`; see the module doc.
 pub(crate) fn open(path: &Path) -> Result<Database, Error> {
+    match super::path::inspect(path)? {
+        super::path::Found::Nothing => return Err(Error::NotFound(path.to_path_buf())),
+        super::path::Found::Empty => {
+            return Err(Error::NotCairn { detail: "an empty file".into() });
+        }
+        super::path::Found::File => {}
+    }
     let mut last_failure = String::new();
+    // Whether any copy was torn by a commit landing during it. If none was, every attempt read
+    // the same last durable commit and redb could not open it: the file is damaged, and trying
+    // again cannot help.
+    let mut torn = false;
     for attempt in 1..=SNAPSHOT_ATTEMPTS_MAX {
         let Some(image) = copy_stable(path)? else {
             last_failure = "the file header changed during the copy".into();
+            torn = true;
             continue;
         };
         if !image.starts_with(&REDB_MAGIC) {
@@ -76,7 +91,18 @@ pub(crate) fn open(path: &Path) -> Result<Database, Error> {
             Err(error) => last_failure = format!("attempt {attempt}: {error}"),
         }
     }
-    Err(Error::SnapshotUnstable { attempts: SNAPSHOT_ATTEMPTS_MAX, detail: last_failure })
+    if torn {
+        return Err(Error::SnapshotUnstable {
+            attempts: SNAPSHOT_ATTEMPTS_MAX,
+            detail: last_failure,
+        });
+    }
+    Err(Error::Corrupted {
+        table: crate::codec::table::REDB,
+        thread: None,
+        seq: None,
+        detail: format!("the file does not open as a database ({last_failure})"),
+    })
 }
 
 /// Refuses a non-empty file that is not a Cairn database this build can open, without writing to
@@ -107,13 +133,21 @@ pub(crate) fn precheck(path: &Path, options: &Options) -> Result<(), Error> {
 }
 
 /// Copies the file if its header did not change during the copy; `None` if it did.
+///
+/// Reads the header first and refuses a file without redb's magic before reading the rest; then
+/// reads at most the length the file has now (a file that grows meanwhile changed its header,
+/// which the second look catches).
 fn copy_stable(path: &Path) -> Result<Option<Vec<u8>>, Error> {
     let read_err = |e| Error::storage("copy database file", e);
     let mut file = File::open(path).map_err(|e| open_file_error(path, e))?;
     let before = read_head(&mut file).map_err(read_err)?;
+    if !before.starts_with(&REDB_MAGIC) {
+        return Err(Error::NotCairn { detail: "no redb header".into() });
+    }
+    let len = file.metadata().map_err(read_err)?.len();
     file.seek(SeekFrom::Start(0)).map_err(read_err)?;
-    let mut image = Vec::new();
-    file.read_to_end(&mut image).map_err(read_err)?;
+    let mut image = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    (&mut file).take(len).read_to_end(&mut image).map_err(read_err)?;
     let after = read_head(&mut file).map_err(read_err)?;
     let stable = before == after && image.get(..before.len()) == Some(before.as_slice());
     Ok(stable.then_some(image))

@@ -48,19 +48,41 @@ struct Scan<'t> {
 }
 
 /// Scans everything; see the module doc.
+///
+/// A table that cannot be read to its end (redb fails, or panics on a damaged page) is one
+/// problem, and the scan goes on with the next table: every damaged record it can reach is
+/// reported, not only the first.
 pub(crate) fn verify(txn: &ReadTransaction) -> Result<VerifyReport, Error> {
     let mut scan = Scan { txn, report: VerifyReport::default() };
-    let threads = scan.threads()?;
-    let refs = scan.seq_index(&threads)?;
-    let max_lsn = scan.events(&threads, &refs)?;
-    let max_checkpoint = scan.checkpoints(&threads)?;
-    scan.payloads()?;
-    scan.locks()?;
-    scan.meta(max_lsn, max_checkpoint)?;
+    let threads = scan.section(table::THREADS, Scan::threads).unwrap_or_default();
+    let refs = scan.section(table::SEQ_INDEX, |s| s.seq_index(&threads)).unwrap_or_default();
+    let max_lsn = scan.section(table::EVENTS, |s| s.events(&threads, &refs));
+    let max_checkpoint = scan.section(table::CHECKPOINTS, |s| s.checkpoints(&threads));
+    scan.section(table::PAYLOADS, Scan::payloads);
+    scan.section(table::LOCKS, Scan::locks);
+    if let (Some(lsn), Some(checkpoint)) = (max_lsn, max_checkpoint) {
+        scan.section(table::META, |s| s.meta(lsn, checkpoint));
+    }
     Ok(scan.report)
 }
 
 impl Scan<'_> {
+    /// Runs one table's scan, guarded; a failure is a problem of that table, and `None`.
+    fn section<T>(
+        &mut self,
+        table: &'static str,
+        scan: impl FnOnce(&mut Self) -> Result<T, Error>,
+    ) -> Option<T> {
+        match super::guard::guard("verify", || scan(self)) {
+            Ok(value) => Some(value),
+            Err(error) => {
+                let detail = format!("the table could not be read to its end: {error}");
+                self.problem(table, None, None, detail);
+                None
+            }
+        }
+    }
+
     fn problem(
         &mut self,
         table: &'static str,

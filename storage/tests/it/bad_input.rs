@@ -90,11 +90,20 @@ fn the_pre_release_v1_layout_is_refused_untouched() {
     assert_eq!(std::fs::read(&path).expect("read"), before);
 }
 
+/// A zero-length file is not a database: every open leaves it as it is (it used to be
+/// replaced by a new database, whatever it was: a placeholder, `/dev/null`), and only the
+/// explicit `initialise` makes a database of it.
 #[test]
-fn an_empty_file_is_initialised_by_open_and_create_refuses_existing_data() {
+fn an_empty_file_is_left_alone_until_initialised_and_create_refuses_existing_data() {
     let (_dir, path) = temp_db();
     std::fs::write(&path, b"").expect("write");
-    let store = RedbStore::open(&path, fast()).expect("open an empty file");
+    for open in [RedbStore::open, RedbStore::create, RedbStore::open_existing] {
+        let refused = open(&path, fast());
+        assert!(matches!(refused, Err(Error::NotCairn { .. })), "{refused:?}");
+    }
+    assert!(matches!(RedbStore::open_read_only(&path), Err(Error::NotCairn { .. })));
+    assert_eq!(std::fs::metadata(&path).expect("still there").len(), 0, "left as it was");
+    let store = RedbStore::initialise(&path, fast()).expect("initialise an empty file");
     create_thread(&store, "t", 1);
     store.close().expect("close");
     assert!(matches!(RedbStore::create(&path, fast()), Err(Error::Invalid { .. })));
