@@ -41,7 +41,7 @@ pub enum Error {
     #[error("no thread {0}")]
     UnknownThread(String),
     /// The status machine refused (permanent for this status).
-    #[error("thread {thread}: {source}")]
+    #[error("{thread}: {source}")]
     Transition {
         /// Thread id.
         thread: String,
@@ -72,10 +72,10 @@ pub enum Error {
     /// A value could not be encoded or decoded as JSON (permanent).
     #[error("codec: {0}")]
     Codec(String),
-    /// A named limit was exceeded (permanent for this input).
-    #[error("limit {limit} exceeded: {value} > {max}")]
+    /// A limit was exceeded (permanent for this input).
+    #[error("{limit} is {value}, over the limit of {max}")]
     LimitExceeded {
-        /// The limit's name.
+        /// What the limit bounds, in words ("the steps of one thread").
         limit: &'static str,
         /// The value.
         value: u64,

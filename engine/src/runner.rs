@@ -327,7 +327,7 @@ impl Runner {
         }
         if self.ctx.meta.step >= limits::STEPS_PER_THREAD_MAX {
             return Err(Error::LimitExceeded {
-                limit: "steps_per_thread",
+                limit: "the steps of one thread",
                 value: self.ctx.meta.step,
                 max: limits::STEPS_PER_THREAD_MAX,
             });

@@ -34,12 +34,41 @@ pub enum Transition {
 
 /// A transition that the table does not allow from the current status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("a thread that is {from} cannot {transition:?}")]
+#[error("{}; it cannot {}", InvalidTransition::status_words(*from), transition.verb())]
 pub struct InvalidTransition {
     /// The status the thread was in.
     pub from: ThreadStatus,
     /// What was attempted.
     pub transition: Transition,
+}
+
+impl InvalidTransition {
+    /// "is already cancelled" for an ended thread, "is paused" for another.
+    fn status_words(from: ThreadStatus) -> String {
+        let status = from.to_string().replace('_', " ");
+        if from.is_terminal() {
+            format!("it is already {status}")
+        } else {
+            format!("it is {status}")
+        }
+    }
+}
+
+impl Transition {
+    /// What the transition does, as a verb ("be cancelled").
+    pub fn verb(self) -> &'static str {
+        match self {
+            Transition::Run => "run",
+            Transition::Pause => "be paused",
+            Transition::WaitInput => "wait for input",
+            Transition::Sleep => "sleep",
+            Transition::Complete => "complete",
+            Transition::Fail => "fail",
+            Transition::Cancel => "be cancelled",
+            Transition::TimeOut => "time out",
+            Transition::Block => "be blocked",
+        }
+    }
 }
 
 /// The status machine: the status after `transition` from `from`, or why that is not allowed.

@@ -27,6 +27,14 @@ pub enum Error {
         kind: String,
     },
 
+    /// Permanent (until someone changes the file's permissions): the OS refused this process
+    /// access to the database file.
+    #[error("permission denied ({op})")]
+    PermissionDenied {
+        /// The operation that was refused.
+        op: &'static str,
+    },
+
     /// Permanent: the file is not a Cairn database (not redb, or redb without Cairn's meta table).
     #[error("not a Cairn database: {detail}")]
     NotCairn {
@@ -223,7 +231,11 @@ impl Error {
         op: &'static str,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Error {
-        let full = crate::redb::io_cause(&source).is_some_and(is_storage_full);
+        let io = crate::redb::io_cause(&source);
+        if io.is_some_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied) {
+            return Error::PermissionDenied { op };
+        }
+        let full = io.is_some_and(is_storage_full);
         if full {
             Error::DiskFull { op, source: Arc::new(source) }
         } else {

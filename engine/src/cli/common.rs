@@ -66,6 +66,8 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
         if let Some(e) = storage {
             return match e {
                 cairn_storage::Error::NotFound(_)
+                | cairn_storage::Error::NotAFile { .. }
+                | cairn_storage::Error::PermissionDenied { .. }
                 | cairn_storage::Error::NotCairn { .. }
                 | cairn_storage::Error::NewerFormat { .. }
                 | cairn_storage::Error::Locked
@@ -80,11 +82,26 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
 
 /// Turns an error from opening `path` into the message a user needs (exit code 4 where the file
 /// itself is the problem).
-fn open_error(path: &Path, error: crate::Error) -> anyhow::Error {
+pub(super) fn open_error(path: &Path, error: crate::Error) -> anyhow::Error {
     let shown = path.display();
     let message = match &error {
+        crate::Error::Storage(cairn_storage::Error::NotFound(missing)) if missing != path => {
+            format!("no directory {} (for the database {shown})", missing.display())
+        }
         crate::Error::Storage(cairn_storage::Error::NotFound(_)) => {
             format!("no database at {shown} (run `cairn demo --db {shown}` to make one)")
+        }
+        crate::Error::Storage(e @ cairn_storage::Error::NotAFile { .. }) => {
+            format!("{e}; it was not opened")
+        }
+        crate::Error::Storage(e @ cairn_storage::Error::Corrupted { .. }) => {
+            let message = format!(
+                "{shown} is damaged: {e}; `cairn verify --db {shown}` lists what it can find"
+            );
+            return fail(EXIT_DAMAGE, message);
+        }
+        crate::Error::Storage(cairn_storage::Error::PermissionDenied { op }) => {
+            format!("cannot open {shown} ({op}): permission denied")
         }
         crate::Error::Storage(cairn_storage::Error::NotCairn { detail }) => {
             format!("{shown} is not a Cairn database ({detail}); it was left untouched")
@@ -129,9 +146,14 @@ pub async fn open_read_only(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow
 /// A [`Failure`] with exit code 4 when the file is missing, not Cairn, newer, or held by another
 /// process.
 pub async fn open_writable(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<Engine> {
-    if !db.exists() {
-        let missing = cairn_storage::Error::NotFound(db.to_path_buf());
-        return Err(open_error(db, missing.into()));
+    // Nothing at all at the path (not even a link): the store would create a database, which
+    // only `demo` and `init` may do. Anything else there is judged by the store.
+    if std::fs::symlink_metadata(db).is_err() {
+        let missing = match db.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => dir.to_path_buf(),
+            _ => db.to_path_buf(),
+        };
+        return Err(open_error(db, cairn_storage::Error::NotFound(missing).into()));
     }
     let engine = Engine::builder(db)
         .recovery(RecoveryPolicy::Park)

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use cairn_dsl::DynWorkflow;
 use cairn_storage::ThreadStatus;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -40,7 +39,7 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
     for w in extra {
         builder = builder.workflow_dyn(w);
     }
-    let engine = builder.open().await.with_context(|| format!("opening {}", args.db.display()))?;
+    let engine = builder.open().await.map_err(|e| super::common::open_error(&args.db, e))?;
     if let Some(k) = args.crash_after_steps {
         engine.on_step(Arc::new(move |_thread, _step, total| {
             if total >= k {

@@ -18,8 +18,12 @@
 //! | 0 | success |
 //! | 1 | the operation failed (unknown thread, refused transition, a resumed thread failed, ...) |
 //! | 2 | bad usage (unknown command or flag, malformed argument) |
-//! | 3 | damage found (`verify`, or a damaged record met by any command) |
-//! | 4 | the database file cannot be opened: missing, locked by another process, not a Cairn file, or a newer format |
+//! | 3 | damage found (`verify`, a damaged record met by any command, a file too damaged to open) |
+//! | 4 | the database file cannot be opened: missing (or its directory), locked by another process, not a Cairn file, a newer format, permission denied, or not a regular file (directory, FIFO, socket, device, link to nothing) |
+//!
+//! Only a regular file is opened (links are followed); a database is created only where nothing
+//! exists (`demo`, `bundle import`), or by `init`, which also initialises a zero-length file.
+//! With `--json`, an error is one JSON object on stderr.
 //!
 //! `cairn __hold --db FILE` is internal (hidden): it holds the file open for writing until its
 //! stdin closes; the CLI's tests use it as "another process".
@@ -40,6 +44,7 @@ mod fold;
 mod fork;
 mod graph;
 mod hold;
+mod init;
 mod replay;
 mod state;
 mod table;
@@ -60,7 +65,7 @@ pub const EXIT_OPEN: u8 = 4;
     name = "cairn",
     version,
     about = "Cairn: a durable workflow engine with embedded storage",
-    after_help = "Exit codes: 0 ok, 1 operation failed, 2 usage, 3 damage found, 4 cannot open the database file (missing, locked, not Cairn, newer format)."
+    after_help = "Exit codes: 0 ok, 1 operation failed, 2 usage, 3 damage found, 4 cannot open the database file (missing, locked, not Cairn, newer format, permission denied, not a regular file). Logs: CAIRN_LOG (a tracing filter, e.g. CAIRN_LOG=cairn=debug)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -71,6 +76,9 @@ struct Cli {
 enum Command {
     /// Run the demo: several threads of an agent-like workflow on a database file.
     Demo(demo::DemoArgs),
+    /// Make an empty database (where nothing is, or in a zero-length file, which other commands
+    /// refuse to touch).
+    Init(init::InitArgs),
     /// List threads (filters: status, workflow, label; paged).
     Threads(threads::ThreadsArgs),
     /// One thread: status, frontier, progress, telemetry, budgets, locks, last error.
@@ -122,14 +130,22 @@ enum Command {
 /// threads or decode their state. Returns the process exit code (see the module docs).
 pub fn run(workflows: Vec<Arc<DynWorkflow>>) -> ExitCode {
     let cli = Cli::parse();
+    // `CAIRN_LOG` is a tracing filter (`CAIRN_LOG=cairn=debug`); unset, only errors are logged.
+    // Colours only on a terminal: a log file or a pipe gets plain text.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("CAIRN_LOG"))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
+    // A `--json` command reports its errors as JSON too (on stderr, stdout being its output).
+    let json = std::env::args().skip(1).any(|a| a == "--json");
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            report(&anyhow::anyhow!("cannot start the async runtime: {e}"));
+            report(
+                &anyhow::anyhow!("cannot start the async runtime: {e}"),
+                json.then_some(EXIT_FAILED),
+            );
             return ExitCode::from(EXIT_FAILED);
         }
     };
@@ -137,14 +153,15 @@ pub fn run(workflows: Vec<Arc<DynWorkflow>>) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            report(&e);
-            ExitCode::from(common::exit_code(&e))
+            let code = common::exit_code(&e);
+            report(&e, json.then_some(code));
+            ExitCode::from(code)
         }
     }
 }
 
 #[allow(clippy::print_stderr, reason = "the CLI reports its errors on stderr")]
-fn report(e: &anyhow::Error) {
+fn report(e: &anyhow::Error, json_code: Option<u8>) {
     // Each cause once: many errors already quote their source in their own message.
     let mut message = e.to_string();
     for cause in e.chain().skip(1) {
@@ -153,6 +170,10 @@ fn report(e: &anyhow::Error) {
             message.push_str(": ");
             message.push_str(&text);
         }
+    }
+    if let Some(code) = json_code {
+        eprintln!("{}", serde_json::json!({ "error": message, "exit_code": code }));
+        return;
     }
     eprintln!("error: {message}");
     let needs_workflow = e.chain().any(|c| {
@@ -173,6 +194,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
     let wfs = &wfs[..];
     match command {
         Command::Demo(args) => return demo::run(args, wfs.to_vec()).await,
+        Command::Init(args) => init::init(args).await?,
         Command::Threads(args) => threads::threads(args, wfs).await?,
         Command::Show(args) => threads::show(args, wfs).await?,
         Command::Events(args) => events::events(args, wfs).await?,

@@ -21,7 +21,21 @@ pub(super) async fn verify(args: VerifyArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     let bar = progress(0, "verify");
     bar.set_message(format!("reading {}", args.common.db.display()));
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
-    let engine = open_read_only(&args.common.db, wfs).await?;
+    let engine = match open_read_only(&args.common.db, wfs).await {
+        Ok(engine) => engine,
+        // Damage that keeps the file from opening at all is still verify's finding: the same
+        // document, with the one problem it could see.
+        Err(e) if args.common.json && super::common::exit_code(&e) == EXIT_DAMAGE => {
+            bar.finish_and_clear();
+            print_json(&json!({
+                "clean": false,
+                "opened": false,
+                "problems": [{ "table": "redb", "thread": null, "seq": null, "detail": e.to_string() }],
+            }))?;
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
     bar.set_message("checking every record");
     let store = engine.store().clone();
     let report = tokio::task::spawn_blocking(move || store.verify()).await??;
@@ -45,6 +59,7 @@ pub(super) async fn verify(args: VerifyArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     if args.common.json {
         print_json(&json!({
             "clean": report.is_clean(),
+            "opened": true,
             "threads": report.threads,
             "events": report.events,
             "checkpoints": report.checkpoints,

@@ -89,7 +89,7 @@ impl Engine {
                 if matches!(rec.body, Body::StepCompleted { .. }) {
                     if out.len() == STATES_MAX {
                         return Err(Error::LimitExceeded {
-                            limit: "STATES_MAX",
+                            limit: "the states one call may return",
                             value: out.len() as u64 + 1,
                             max: STATES_MAX as u64,
                         });

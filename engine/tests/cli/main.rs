@@ -8,4 +8,5 @@ mod files;
 mod harness;
 mod inspect;
 mod misc;
+mod paths;
 mod resume;

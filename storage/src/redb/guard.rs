@@ -68,7 +68,9 @@ pub(crate) fn guard<T>(op: &'static str, f: impl FnOnce() -> Result<T, Error>) -
                 Some(Caught { message, .. }) => message,
                 None => payload_text(payload.as_ref()).to_string(),
             };
-            tracing::error!(op, %message, "a panic inside redb was turned into a corruption error");
+            // The caller gets the error (and reports it); a warning here, so that a read retried
+            // over a damaged file does not print the same error once per attempt.
+            tracing::warn!(op, %message, "a panic inside redb was turned into a corruption error");
             Err(panicked(op, &message))
         }
     }

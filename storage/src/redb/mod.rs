@@ -257,11 +257,7 @@ impl RedbStore {
                 });
             }
             (_, path::Found::Empty) => {
-                return Err(Error::NotCairn {
-                    detail: "an empty file (it was left as it is; `RedbStore::initialise` or \
-                             `cairn init` makes a database of it)"
-                        .into(),
-                });
+                return Err(Error::NotCairn { detail: path::EMPTY_FILE.into() });
             }
             (_, path::Found::Nothing) => {
                 // Never created in place: a crash part way would leave a file every open

@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 
 use crate::Error;
 
+/// Why a zero-length file is refused, and what to do about it.
+pub(crate) const EMPTY_FILE: &str =
+    "an empty file; `cairn init` (`RedbStore::initialise`) makes a database of it";
+
 /// What a path holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Found {

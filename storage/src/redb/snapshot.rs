@@ -44,7 +44,7 @@ pub(crate) fn open(path: &Path) -> Result<Database, Error> {
     match super::path::inspect(path)? {
         super::path::Found::Nothing => return Err(Error::NotFound(path.to_path_buf())),
         super::path::Found::Empty => {
-            return Err(Error::NotCairn { detail: "an empty file".into() });
+            return Err(Error::NotCairn { detail: super::path::EMPTY_FILE.into() });
         }
         super::path::Found::File => {}
     }
