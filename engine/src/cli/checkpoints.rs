@@ -249,7 +249,13 @@ fn prune_row(thread: &ThreadId, keep: Option<&CheckpointInfo>, result: Option<Va
 }
 
 pub(super) async fn prune(args: PruneArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let engine = open_writable(&args.common.db, wfs).await?;
+    // A dry run only reads: it never opens the file for writing (which alone rewrites redb's
+    // header), so it changes no byte and works beside a running engine.
+    let engine = if args.dry_run {
+        open_read_only(&args.common.db, wfs).await?
+    } else {
+        open_writable(&args.common.db, wfs).await?
+    };
     let store = engine.store().clone();
     let threads: Vec<ThreadId> = match &args.thread {
         Some(t) => vec![record_of(&engine, t)?.id],

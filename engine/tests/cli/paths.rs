@@ -233,6 +233,7 @@ fn every_command_on_every_kind_of_path_gives_its_code_and_changes_nothing_it_sho
         (Does::Read, vec!["checkpoints"]),
         (Does::Read, vec!["verify"]),
         (Does::Read, vec!["bundle", "export", "demo-0", "-o", &export_to]),
+        (Does::Read, vec!["prune", "--dry-run"]),
         (Does::Write, vec!["pause", "demo-0"]),
         (Does::Write, vec!["cancel", "demo-0"]),
         (Does::Write, vec!["resume", "demo-0"]),
