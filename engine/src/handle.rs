@@ -109,8 +109,10 @@ impl ThreadHandle {
         /// Events of the completing batch after `Output`: status, lock releases, checkpoint.
         const OUTPUT_TAIL: u64 = 8;
         let store = self.engine.store();
-        if let Some(last) = record.last {
-            let from = Seq(last.seq.0.saturating_sub(OUTPUT_TAIL).max(1));
+        // A pruned thread's stored log starts at `first_seq` (possibly after its last event:
+        // then its checkpoint holds the output).
+        if let Some(last) = record.last.filter(|l| l.seq >= record.first_seq) {
+            let from = Seq(last.seq.0.saturating_sub(OUTPUT_TAIL).max(record.first_seq.0).max(1));
             for event in store.read_range(&self.id, from, last.seq)?.into_iter().rev() {
                 if let Body::Output { output } = log::decode(store.as_ref(), event)?.body {
                     return Ok(Some(output));

@@ -77,6 +77,31 @@ pub struct PruneArgs {
     /// Show what would be removed without removing it.
     #[arg(long)]
     dry_run: bool,
+    /// Do not ask for confirmation (asked only when stdin is a terminal).
+    #[arg(long, short = 'y')]
+    yes: bool,
+}
+
+/// On a terminal, asks whether to prune; `true` to go on. Off a terminal (a script) it does not
+/// ask: scripts say what they want by running the command.
+fn confirmed(args: &PruneArgs) -> anyhow::Result<bool> {
+    use std::io::{BufRead as _, IsTerminal as _, Write as _};
+    if args.yes || args.dry_run || !std::io::stdin().is_terminal() {
+        return Ok(true);
+    }
+    let which =
+        args.thread.as_deref().map_or_else(|| "every thread".to_owned(), |t| format!("thread {t}"));
+    let mut err = std::io::stderr().lock();
+    write!(
+        err,
+        "prune {which} of {}? Events and checkpoints older than each thread's latest \
+         checkpoint are removed for good (`--dry-run` shows what). [y/N] ",
+        args.common.db.display()
+    )?;
+    err.flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
 }
 
 /// A stored checkpoint's metadata (what a listing shows).
@@ -249,6 +274,10 @@ fn prune_row(thread: &ThreadId, keep: Option<&CheckpointInfo>, result: Option<Va
 }
 
 pub(super) async fn prune(args: PruneArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    if !confirmed(&args)? {
+        print_text("nothing was pruned");
+        return Ok(());
+    }
     // A dry run only reads: it never opens the file for writing (which alone rewrites redb's
     // header), so it changes no byte and works beside a running engine.
     let engine = if args.dry_run {

@@ -70,7 +70,9 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
     }
     let mut rows = Vec::new();
     for (handle, bar) in handles {
-        let mut events = handle.events(0)?;
+        // A pruned thread's stored log starts after its checkpoint: follow it from there.
+        let first_kept = engine.store().thread(handle.id())?.map_or(0, |r| r.first_seq.0 - 1);
+        let mut events = handle.events(first_kept)?;
         loop {
             let outcome = handle.outcome()?;
             while let Some(rec) = events.try_next()? {

@@ -104,19 +104,20 @@ pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     let record = record_of(&engine, &args.thread)?;
     // Pruned events are gone: start at the first stored one rather than fail.
     let first_kept = record.first_seq.0.saturating_sub(1);
-    let since = if args.since < first_kept {
-        tracing::info!(
-            first_seq = record.first_seq.0,
-            "events before the first stored seq were pruned"
-        );
-        first_kept
-    } else {
-        args.since
-    };
+    let pruned = args.since < first_kept;
+    let since = if pruned { first_kept } else { args.since };
     let (rows, mut last) = read_after(engine.store().as_ref(), &record.id, since, &args.kind)?;
     if !args.follow {
         if args.common.json {
             return print_json(&rows);
+        }
+        if pruned {
+            // Said where people read it, not in a log line they may never see.
+            print_text(&format!(
+                "the log of {} before seq {} was pruned; its stored log starts there \
+                 (`cairn state {}` restores the thread from its checkpoint)",
+                record.id, record.first_seq.0, record.id
+            ));
         }
         let mut table = Table::new(&EVENT_HEADERS);
         for e in &rows {

@@ -65,7 +65,9 @@ impl Engine {
         let mut next_cp = 0;
         let mut w = Writer { engine: self, record, batch: Batch::default(), bytes: 0 };
         w.batch.guards.push(Guard::Absent { thread: id.clone() });
-        let first = bundle.events.events.first().map_or(1, |e| e.seq);
+        // With no event (a pruned thread's bundle holds its base only), the log goes on after
+        // the base.
+        let first = bundle.events.events.first().map_or(meta.first_seq, |e| e.seq);
         if first > 1 {
             for seq in 1..first {
                 w.batch.events.push(placeholder(&id, seq, meta.created_at_ms));

@@ -70,17 +70,25 @@ impl Bundle {
                 .map_err(|e| bad("$.metadata.thread.parent.thread", e.to_string()))?;
         }
         let events = &self.events.events;
-        let Some(first_event) = events.first() else {
-            return Err(bad("$.events.events", "a bundle holds at least one event"));
+        // A bundle of a pruned thread whose checkpoint covers its whole stored log holds no
+        // event: it is its base, and the thread goes on (or ended) at the base's seq.
+        let first = match (events.first(), &self.base) {
+            (Some(e), _) => e.seq,
+            (None, Some(_)) => thread.first_seq,
+            (None, None) => {
+                return Err(bad(
+                    "$.events.events",
+                    "empty, and no base: a bundle holds at least one event or starts from a base",
+                ));
+            }
         };
-        let first = first_event.seq;
         if first == 0 || first > BUNDLE_FIRST_SEQ_MAX {
             return Err(bad(
                 "$.events.events[0].seq",
                 format!("the first seq must be in 1..={BUNDLE_FIRST_SEQ_MAX}, found {first}"),
             ));
         }
-        let last = first + events.len() as u64 - 1;
+        let last = (first + events.len() as u64).saturating_sub(1);
         let mut used = BTreeSet::new();
         let mut bodies = Vec::with_capacity(events.len());
         for (i, e) in events.iter().enumerate() {

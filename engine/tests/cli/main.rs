@@ -9,4 +9,5 @@ mod harness;
 mod inspect;
 mod misc;
 mod paths;
+mod prune;
 mod resume;
