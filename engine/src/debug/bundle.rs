@@ -206,6 +206,10 @@ impl Bundle {
         let json = decompress(bytes)?;
         let value: Value = serde_json::from_slice(&json)
             .map_err(|e| super::reader::bad("$", format!("not JSON: {e}")))?;
+        // The version first: a bundle of another version is said to be one before anything
+        // else about it is judged.
+        super::validate::check_version_of(&value)?;
+        super::dup_keys::check(&json)?;
         let bundle = super::reader::bundle(&value)?;
         bundle.validate()?;
         Ok(bundle)

@@ -20,6 +20,7 @@
 mod bundle;
 mod checkpoint;
 mod diff;
+mod dup_keys;
 mod export;
 mod fork;
 mod import;

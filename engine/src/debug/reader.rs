@@ -236,7 +236,25 @@ impl<'a> Obj<'a> {
     }
 }
 
-/// Decodes an engine type at `path` (serde's message names the field and the expected type).
+/// Decodes an engine type at `path`; an error names the deepest value that failed
+/// (`$.state.meta.seq`, not `$.state`), a missing field included.
 pub(crate) fn decode<T: DeserializeOwned>(v: &Value, path: &str) -> Result<T, Error> {
-    T::deserialize(v).map_err(|e| bad(path, e.to_string()))
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let inner = e.path().to_string();
+        let message = e.inner().to_string();
+        let mut at = if inner.is_empty() || inner == "." {
+            path.to_owned()
+        } else if inner.starts_with('[') {
+            format!("{path}{inner}")
+        } else {
+            format!("{path}.{inner}")
+        };
+        // serde names a missing field in its message, at the path of the object missing it.
+        if let Some(field) =
+            message.strip_prefix("missing field `").and_then(|r| r.split('`').next())
+        {
+            at = format!("{at}.{field}");
+        }
+        bad(at, message)
+    })
 }

@@ -230,6 +230,19 @@ impl Bundle {
     }
 }
 
+/// The version field of a bundle's JSON, checked before anything else is read.
+///
+/// # Errors
+/// [`Error::Bundle`] at `$.version` when it is missing, not a string, or not 1.x.
+pub(crate) fn check_version_of(bundle: &serde_json::Value) -> Result<(), Error> {
+    match bundle.get("version") {
+        Some(serde_json::Value::String(v)) => check_version(v),
+        Some(other) => Err(bad("$.version", format!("expected a string, found {other}"))),
+        None if bundle.is_object() => Err(bad("$.version", "missing field")),
+        None => Err(bad("$", "expected a JSON object (a bundle)")),
+    }
+}
+
 fn check_version(version: &str) -> Result<(), Error> {
     let mut parts = version.split('.');
     let major = parts.next().unwrap_or_default();

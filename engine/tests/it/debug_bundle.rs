@@ -496,3 +496,47 @@ async fn export_needs_no_workflow_when_checkpoints_cover_the_state() {
     Bundle::from_bytes(&short.to_bytes(false).unwrap()).unwrap();
     assert!(matches!(bare.state_at("nw", None), Err(Error::UnknownWorkflow { .. })));
 }
+
+/// Bundles are read strictly: a duplicate key anywhere is refused with its path (serde_json
+/// keeps the last one silently), an error names the value that is wrong (not its parent), and a
+/// bundle of another version says so before anything else about it.
+#[tokio::test]
+async fn bundles_refuse_duplicate_keys_name_the_bad_value_and_check_the_version_first() {
+    let (_d, path) = db();
+    let wf = leaky();
+    let engine = open(&path, &wf).await;
+    let input = json!({"forms": ["x"], "api_key": "k"});
+    let done = engine.start("leaky", Replace(input), StartOptions::id("strict")).await.unwrap();
+    done.finished().await.unwrap();
+    let good = engine.export_bundle("strict", &ExportOptions::default()).unwrap();
+    let text = String::from_utf8(good.to_bytes(false).unwrap()).unwrap();
+    Bundle::from_bytes(text.as_bytes()).expect("the bundle as exported reads");
+    let path_of = |bytes: &[u8]| match Bundle::from_bytes(bytes) {
+        Err(Error::Bundle { path, detail }) => (path, detail),
+        other => panic!("expected a bundle error, got {:?}", other.map(|_| ())),
+    };
+
+    // A duplicate at the top, and one deep inside (the first key of the state's meta, twice).
+    let top = text.replacen('{', r#"{"timestamp": 1,"#, 1);
+    assert_eq!(path_of(top.as_bytes()).0, "$.timestamp");
+    let value: Value = serde_json::from_str(&text).unwrap();
+    let anchor = r#""state":{"meta":{"thread":"#;
+    assert!(text.contains(anchor), "the state's meta opens the state in the exported text");
+    let nested = text.replacen(anchor, r#""state":{"meta":{"seq":0,"thread":"#, 1);
+    assert_eq!(path_of(nested.as_bytes()).0, "$.state.meta.seq");
+
+    // The deepest value is named: a wrong type, and a missing field.
+    let mut wrong = value.clone();
+    wrong["state"]["meta"]["seq"] = json!("seven");
+    let (at, detail) = path_of(&serde_json::to_vec(&wrong).unwrap());
+    assert_eq!(at, "$.state.meta.seq", "{detail}");
+    let mut missing = value.clone();
+    missing["state"]["meta"].as_object_mut().unwrap().remove("status");
+    assert_eq!(path_of(&serde_json::to_vec(&missing).unwrap()).0, "$.state.meta.status");
+
+    // Another version is said first, whatever else is wrong.
+    let (at, detail) = path_of(br#"{"version": "9.9", "garbage": [1, 2], "garbage": 3}"#);
+    assert_eq!(at, "$.version");
+    assert!(detail.contains("unsupported bundle version \"9.9\""), "{detail}");
+    engine.shutdown().await;
+}
