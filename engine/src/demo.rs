@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use cairn_dsl::{
-    BuildError, Ctx, END, NodeError, NodeOutput, NodePolicy, RetryPolicy, START, State, ToolError,
-    Workflow,
+    BuildError, Ctx, END, Message, NodeError, NodeOutput, NodePolicy, RetryPolicy, START, State,
+    ToolError, Workflow,
 };
 use serde::{Deserialize, Serialize};
 
@@ -114,6 +114,11 @@ pub fn research_workflow(model: Arc<dyn LanguageModel>) -> Result<Workflow<Resea
             let model = m1.clone();
             async move {
                 ctx.progress(1, 5, "classifying the question");
+                // The question as a message between modules, with a correlation id per thread
+                // (`cairn trace corr-3` finds demo-3's).
+                let corr = format!("corr-{}", ctx.thread_id().trim_start_matches("demo-"));
+                let asked = Message::new("user", s.question.clone()).to("classify");
+                ctx.message(asked.correlation_id(corr));
                 let r = ask(&ctx, &model, "classify", s.question.clone()).await?;
                 Ok(NodeOutput::update(ResearchUpdate::Route(r.text)))
             }

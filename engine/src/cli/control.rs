@@ -58,7 +58,8 @@ pub(super) async fn resumable(args: ResumableArgs, wfs: &[Arc<DynWorkflow>]) -> 
     // A writable open: it proves that no engine process holds the file, so that "running"
     // threads really have no runner.
     let engine = open_writable(&args.common.db, wfs).await?;
-    let records = engine.resumable()?;
+    let mut records = engine.resumable()?;
+    records.sort_by(|a, b| super::common::natural_cmp(a.id.as_str(), b.id.as_str()));
     let rows: Vec<Value> = records
         .iter()
         .map(|r| {

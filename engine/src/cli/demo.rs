@@ -61,8 +61,10 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
         let question = QUESTIONS[i % QUESTIONS.len()];
         let id = format!("demo-{i}");
         let input = Research { question: question.to_owned(), ..Research::default() };
-        let handle =
-            engine.start("research-agent", input, StartOptions::id(&id).label("demo", "1")).await?;
+        // Two tenants, so that listings can be filtered by label (`--label tenant=acme`).
+        let tenant = if i % 2 == 0 { "acme" } else { "globex" };
+        let options = StartOptions::id(&id).label("demo", "1").label("tenant", tenant);
+        let handle = engine.start("research-agent", input, options).await?;
         let bar = bars.add(ProgressBar::new(5));
         bar.set_style(style.clone());
         bar.set_prefix(id.clone());

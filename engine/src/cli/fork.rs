@@ -25,7 +25,8 @@ pub struct ForkArgs {
     /// Start from this checkpoint of the thread instead.
     #[arg(long)]
     checkpoint: Option<u64>,
-    /// An update (JSON of the workflow's update type) applied before the fork runs.
+    /// An update (JSON of the workflow's update type) applied before the fork runs; `@FILE`
+    /// reads it from a file, `-` from stdin.
     #[arg(long)]
     update: Option<String>,
     /// The new thread's id (default: a fresh one).
@@ -39,12 +40,33 @@ pub struct ForkArgs {
     no_run: bool,
 }
 
+/// The JSON text of `--update`: as given, or read from a file (`@FILE`) or stdin (`-`) for an
+/// update too large for a command line.
+fn update_text(given: &str) -> anyhow::Result<String> {
+    use std::io::Read as _;
+    if given == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| usage(format!("--update -: cannot read stdin: {e}")))?;
+        return Ok(text);
+    }
+    match given.strip_prefix('@') {
+        Some(file) => std::fs::read_to_string(file)
+            .map_err(|e| usage(format!("--update @{file}: cannot read the file: {e}"))),
+        None => Ok(given.to_owned()),
+    }
+}
+
 pub(super) async fn fork(args: ForkArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let update = match &args.update {
-        Some(text) => Some(
-            serde_json::from_str::<Value>(text)
-                .map_err(|e| usage(format!("--update is not valid JSON: {e}")))?,
-        ),
+        Some(given) => {
+            let text = update_text(given)?;
+            Some(
+                serde_json::from_str::<Value>(&text)
+                    .map_err(|e| usage(format!("--update is not valid JSON: {e}")))?,
+            )
+        }
         None => None,
     };
     let from = match (args.at, args.checkpoint) {

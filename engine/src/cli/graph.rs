@@ -6,7 +6,7 @@ use cairn_dsl::DynWorkflow;
 use serde_json::json;
 
 use super::EXIT_FAILED;
-use super::common::{Common, fail, print_json, print_text};
+use super::common::{fail, print_json, print_text};
 
 /// Output format of `cairn graph`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -20,9 +20,10 @@ pub enum GraphFormat {
 /// Arguments of `cairn graph`.
 #[derive(Debug, clap::Args)]
 pub struct GraphArgs {
-    /// Accepted like every command's (`--db` is not read: the graph comes from the binary).
-    #[command(flatten)]
-    common: Common,
+    /// Machine output: one JSON document. (No `--db`: the graph comes from the binary, and a
+    /// database given here would be a mistake worth a usage error.)
+    #[arg(long)]
+    json: bool,
     /// The workflow id.
     workflow: String,
     /// The version (default: the newest compiled in).
@@ -55,7 +56,7 @@ pub(super) fn graph(args: &GraphArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Resul
         GraphFormat::Dot => wf.to_dot(),
         GraphFormat::Mermaid => wf.to_mermaid(),
     };
-    if args.common.json {
+    if args.json {
         return print_json(&json!({
             "workflow": wf.id(),
             "version": wf.version(),

@@ -50,6 +50,7 @@ mod state;
 mod table;
 mod threads;
 mod verify;
+mod workflows;
 
 /// Exit code: the operation failed.
 pub const EXIT_FAILED: u8 = 1;
@@ -103,6 +104,8 @@ enum Command {
     Verify(verify::VerifyArgs),
     /// A workflow's graph (compiled into this binary) as DOT or Mermaid.
     Graph(graph::GraphArgs),
+    /// The workflows compiled into this binary: id, version, node count, fingerprint.
+    Workflows(workflows::WorkflowsArgs),
     /// Threads that can be resumed (paused, blocked, or left unfinished by a stopped engine).
     Resumable(control::ResumableArgs),
     /// Resume a thread and run it here until it ends or parks.
@@ -206,6 +209,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Bundle(cmd) => bundle::command(cmd, wfs).await?,
         Command::Verify(args) => verify::verify(args, wfs).await?,
         Command::Graph(args) => graph::graph(&args, wfs)?,
+        Command::Workflows(args) => workflows::workflows(&args, wfs)?,
         Command::Resumable(args) => control::resumable(args, wfs).await?,
         Command::Resume(args) => control::resume(args, wfs).await?,
         Command::Abandon(args) => {

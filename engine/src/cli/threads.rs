@@ -6,7 +6,9 @@ use cairn_dsl::DynWorkflow;
 use cairn_storage::{Page, ThreadFilter, ThreadRecord, ThreadStatus};
 use serde_json::{Value, json};
 
-use super::common::{Common, open_read_only, parse_label, print_json, print_text, record_of};
+use super::common::{
+    Common, natural_cmp, open_read_only, parse_label, print_json, print_text, record_of,
+};
 use super::fold::fold;
 use super::table::{Table, cut, short_json, time};
 use crate::Engine;
@@ -71,8 +73,20 @@ pub(super) async fn threads(args: ThreadsArgs, wfs: &[Arc<DynWorkflow>]) -> anyh
     let engine = open_read_only(&args.common.db, wfs).await?;
     let filter =
         ThreadFilter { status: args.status, workflow_id: args.workflow, label: args.label };
-    let page = Page { limit: args.limit, offset: args.offset };
-    let records = engine.store().list_threads(&filter, page)?;
+    // In natural order (demo-2 before demo-10), paged over that order: the store lists in
+    // byte order, so the matching records are read in pages and sorted here.
+    let mut records = Vec::new();
+    loop {
+        let page = Page { limit: 1_000, offset: records.len() };
+        let batch = engine.store().list_threads(&filter, page)?;
+        let done = batch.len() < 1_000;
+        records.extend(batch);
+        if done {
+            break;
+        }
+    }
+    records.sort_by(|a, b| natural_cmp(a.id.as_str(), b.id.as_str()));
+    let records: Vec<_> = records.into_iter().skip(args.offset).take(args.limit).collect();
     if args.common.json {
         let rows: Vec<Value> = records.iter().map(record_json).collect();
         return print_json(&rows);

@@ -10,4 +10,5 @@ mod inspect;
 mod misc;
 mod paths;
 mod prune;
+mod readme;
 mod resume;
