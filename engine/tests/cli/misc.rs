@@ -103,3 +103,52 @@ async fn trace_finds_every_message_of_a_correlation_id_across_threads() {
     on(&db, &["events", "t-a"]).expect(0);
     on(&db, &["verify"]).expect(0);
 }
+
+/// `workflows` lists what the binary has, `graph` refuses a database it would not read, thread
+/// listings are in natural order, and `fork --update` reads a large update from a file or stdin.
+#[test]
+fn workflows_graph_natural_order_and_fork_updates_from_a_file_or_stdin() {
+    use std::io::Write as _;
+    let listed = crate::harness::cairn(&["workflows", "--json"]).expect(0).json();
+    assert_eq!(listed[0]["id"], "research-agent", "{listed}");
+    assert!(listed[0]["nodes"].as_u64().is_some_and(|n| n > 3), "{listed}");
+    let refused = crate::harness::cairn(&["graph", "research-agent", "--db", "x.db"]).expect(2);
+    assert!(refused.stderr.contains("--db"), "{}", refused.stderr);
+
+    let dir = crate::harness::tempdir();
+    let db = dir.path().join("twelve.db");
+    crate::harness::on(&db, &["demo", "--threads", "12", "--quiet"]).expect(0);
+    let list = crate::harness::on(&db, &["threads", "--json"]).expect(0).json();
+    let ids: Vec<&str> =
+        list.as_array().expect("rows").iter().map(|r| r["thread"].as_str().expect("id")).collect();
+    let natural: Vec<String> = (0..12).map(|i| format!("demo-{i}")).collect();
+    assert_eq!(ids, natural, "demo-2 before demo-10");
+    let page = crate::harness::on(&db, &["threads", "--json", "--offset", "9", "--limit", "2"])
+        .expect(0)
+        .json();
+    assert_eq!(page[0]["thread"], "demo-9", "paging follows the natural order: {page}");
+    assert_eq!(page[1]["thread"], "demo-10", "{page}");
+
+    let update = dir.path().join("update.json");
+    std::fs::write(&update, r#"{"Plan":["from","a","file"]}"#).expect("write");
+    let at_file = format!("@{}", update.display());
+    let forked =
+        crate::harness::on(&db, &["fork", "demo-1", "--at", "14", "--update", &at_file, "--json"])
+            .expect(0)
+            .json();
+    assert_eq!(forked["status"], "completed", "{forked}");
+    let mut child = std::process::Command::new(crate::harness::bin())
+        .args(["fork", "demo-1", "--at", "14", "--update", "-", "--json", "--db"])
+        .arg(&db)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child.stdin.take().expect("stdin").write_all(br#"{"Plan":["from","stdin"]}"#).expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let missing =
+        crate::harness::on(&db, &["fork", "demo-1", "--at", "14", "--update", "@nope.json"])
+            .expect(2);
+    assert!(missing.stderr.contains("cannot read the file"), "{}", missing.stderr);
+}
