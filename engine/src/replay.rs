@@ -52,12 +52,18 @@ pub struct Divergence {
     pub recorded: Value,
     /// What the code produced now.
     pub produced: Value,
+    /// The sub-workflow child thread it happened in, when not the replayed thread itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub child: Option<String>,
 }
 
 impl std::fmt::Display for Divergence {
     /// One line for people (a status reason, a log line): where, what, and both sides, each
     /// value cut to a readable length.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(child) = &self.child {
+            write!(f, "in child thread {child}, ")?;
+        }
         write!(
             f,
             "step {}, task {} (event seq {}): {}: recorded {}, the code now gives {}",
@@ -93,8 +99,11 @@ pub struct ReplayReport {
     pub after_seq: u64,
     /// Tasks re-run and compared.
     pub tasks_replayed: u64,
-    /// Sub-workflow tasks not re-run (their child threads replay on their own).
+    /// Sub-workflow tasks not re-run themselves: their child threads are replayed (and
+    /// counted in `tasks_replayed`) instead.
     pub tasks_skipped: u64,
+    /// Sub-workflow child threads replayed with it (at any depth).
+    pub children_replayed: u64,
     /// The first difference, if any (with overrides: the first effect of the overrides).
     pub divergence: Option<Divergence>,
 }
@@ -131,15 +140,74 @@ impl Engine {
             Some(wf) => wf.clone(),
             None => self.workflow_of(&id)?,
         };
+        let mut report = self.replay_one(&id, &wf, &options.overrides).await?;
+        // Sub-workflow child threads, level by level (nesting is bounded by the DSL), each
+        // against the child workflow the parent's code has (so a changed child is caught too).
+        let mut parents = vec![(id, wf)];
+        while let Some((parent, parent_wf)) = parents.pop() {
+            for child in self.children_of(&parent)? {
+                let Some(child_wf) = child_workflow(&parent_wf, &child.workflow.id)
+                    .or_else(|| self.workflow_of(&child.id).ok())
+                else {
+                    continue;
+                };
+                let sub = self.replay_one(&child.id, &child_wf, &BTreeMap::new()).await?;
+                report.children_replayed += 1;
+                report.tasks_replayed += sub.tasks_replayed;
+                if report.divergence.is_none()
+                    && let Some(mut d) = sub.divergence
+                {
+                    d.child.get_or_insert_with(|| child.id.to_string());
+                    report.divergence = Some(d);
+                }
+                parents.push((child.id, child_wf));
+            }
+        }
+        Ok(report)
+    }
+
+    /// Replays one thread from its creation against `wf`.
+    async fn replay_one(
+        &self,
+        id: &ThreadId,
+        wf: &Arc<DynWorkflow>,
+        overrides: &BTreeMap<(u64, String, u32), Value>,
+    ) -> Result<ReplayReport, Error> {
         let store = self.store().as_ref();
-        let first = store.read_since(&id, Seq(0), 1)?;
+        let first = store.read_since(id, Seq(0), 1)?;
         let Some(event) = first.into_iter().next() else {
             return Err(Error::UnknownThread(id.to_string()));
         };
         let rec = log::decode(store, event)?;
-        let ctx = ThreadCtx::created(&wf, id.as_str(), &rec.body, rec.bookmark.at_ms)?;
-        replay_after(store, &wf, &id, ctx, &options.overrides).await
+        let ctx = ThreadCtx::created(wf, id.as_str(), &rec.body, rec.bookmark.at_ms)?;
+        replay_after(store, wf, id, ctx, overrides).await
     }
+
+    /// The sub-workflow child threads of `parent`, by the label the engine gives them.
+    fn children_of(&self, parent: &ThreadId) -> Result<Vec<cairn_storage::ThreadRecord>, Error> {
+        let filter = cairn_storage::ThreadFilter {
+            label: Some((crate::subgraph::PARENT_LABEL.to_owned(), parent.to_string())),
+            ..cairn_storage::ThreadFilter::default()
+        };
+        let mut out = Vec::new();
+        loop {
+            let page = cairn_storage::Page { limit: 500, offset: out.len() };
+            let found = self.store().list_threads(&filter, page)?;
+            let done = found.len() < 500;
+            out.extend(found);
+            if done {
+                return Ok(out);
+            }
+        }
+    }
+}
+
+/// The child workflow with id `id` that a sub-workflow node of `parent` runs.
+fn child_workflow(parent: &DynWorkflow, id: &str) -> Option<Arc<DynWorkflow>> {
+    parent.nodes().iter().find_map(|node| match &node.kind {
+        DynNodeKind::Subgraph { child, .. } if child.id() == id => Some(child.clone()),
+        _ => None,
+    })
 }
 
 /// Replays the events of `id` after `start` (the context at some seq: the thread's creation, or
@@ -161,6 +229,7 @@ pub(crate) async fn replay_after(
         after_seq: start.meta.seq,
         tasks_replayed: 0,
         tasks_skipped: 0,
+        children_replayed: 0,
         divergence: None,
     };
     let mut c = start;
@@ -257,6 +326,7 @@ pub(crate) async fn replay_after(
                     let recorded = serde_json::to_value(next).unwrap_or(Value::Null);
                     if produced != recorded {
                         report.divergence = Some(Divergence {
+                            child: None,
                             step: *step,
                             task: c
                                 .meta
@@ -382,6 +452,7 @@ impl ReplayRun {
 
     fn divergence(&self, seq: u64, what: &str, recorded: Value, produced: Value) -> Divergence {
         Divergence {
+            child: None,
             step: self.step,
             task: self.task.to_string(),
             seq,

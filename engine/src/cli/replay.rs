@@ -30,12 +30,19 @@ pub(super) async fn replay(args: ReplayArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     } else {
         match &report.divergence {
             None => print_text(&format!(
-                "{}: {} tasks replayed ({} sub-workflow tasks skipped), no divergence",
-                report.thread, report.tasks_replayed, report.tasks_skipped
+                "{}: {} tasks replayed (with {} sub-workflow child threads), no divergence",
+                report.thread, report.tasks_replayed, report.children_replayed
             )),
             Some(d) => print_text(&format!(
-                "{}: divergence at step {} in {} (seq {}): {}\n  recorded: {}\n  produced: {}",
-                report.thread, d.step, d.task, d.seq, d.what, d.recorded, d.produced
+                "{}: divergence{} at step {} in {} (seq {}): {}\n  recorded: {}\n  produced: {}",
+                report.thread,
+                d.child.as_ref().map(|c| format!(" in child thread {c}")).unwrap_or_default(),
+                d.step,
+                d.task,
+                d.seq,
+                d.what,
+                d.recorded,
+                d.produced
             )),
         }
     }

@@ -227,3 +227,52 @@ async fn a_recorded_value_read_as_another_kind_is_a_divergence() {
     }
     engine.shutdown().await;
 }
+
+/// Replaying a thread whose node drives a sub-workflow replays the child thread too (it used to
+/// report "0 tasks replayed, no divergence" having checked nothing), and a change in the child's
+/// code is reported with the child thread's id.
+#[tokio::test]
+async fn replay_of_a_parent_replays_its_child_threads() {
+    let child = |bonus: u64| {
+        Workflow::<Tally>::builder("child", 1)
+            .node("work", move |s: Arc<Tally>, ctx: Ctx| async move {
+                let r: u64 = ctx
+                    .tool("t", s.total, |x: u64, _| async move { Ok::<_, ToolError>(x + 1) })
+                    .await?;
+                Ok(NodeOutput::update((r + bonus, "work".into())))
+            })
+            .edge(START, "work")
+            .edge("work", END)
+            .build()
+            .unwrap()
+    };
+    let parent = |bonus: u64| {
+        Workflow::<Tally>::builder("parent", 1)
+            .subgraph(
+                "sub",
+                child(bonus),
+                |s: &Tally| s.clone(),
+                |c: &Tally| (c.total, "sub".into()),
+            )
+            .edge(START, "sub")
+            .edge("sub", END)
+            .build()
+            .unwrap()
+    };
+    let (_d, path) = db();
+    let original = parent(0);
+    let engine = engine_on(&path, &[&original], None).await;
+    let t = engine.start("parent", Tally { total: 5, log: vec![] }, StartOptions::id("p")).await;
+    t.unwrap().finished().await.unwrap();
+    let same = engine.replay("p", &ReplayOptions::default()).await.unwrap();
+    assert!(same.is_deterministic(), "{same:?}");
+    assert_eq!((same.children_replayed, same.tasks_replayed), (1, 1), "{same:?}");
+    // The child's code changed (same structure, so the same fingerprints).
+    let changed = ReplayOptions { workflow: Some(parent(3).erase()), ..Default::default() };
+    let report = engine.replay("p", &changed).await.unwrap();
+    let d = report.divergence.clone().unwrap_or_else(|| panic!("not detected: {report:?}"));
+    assert!(d.child.as_deref().is_some_and(|c| c.starts_with("p/sub@")), "{d:?}");
+    assert_eq!(d.task, "work", "{d:?}");
+    assert!(d.to_string().starts_with("in child thread p/sub@"), "{d}");
+    engine.shutdown().await;
+}
