@@ -239,6 +239,6 @@ fn decompress(bytes: &[u8]) -> Result<Vec<u8>, Error> {
 fn too_big(len: u64) -> Error {
     super::reader::bad(
         "$",
-        format!("limit BUNDLE_BYTES_MAX exceeded: {len} > {BUNDLE_BYTES_MAX} bytes"),
+        format!("the bundle is {len} bytes (unpacked), over the limit of {BUNDLE_BYTES_MAX}"),
     )
 }

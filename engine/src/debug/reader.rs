@@ -53,7 +53,7 @@ fn events(v: &Value, path: &str) -> Result<EventsExport, Error> {
         return Err(bad(
             list_path,
             format!(
-                "limit BUNDLE_EVENTS_MAX exceeded: {} > {}",
+                "the bundle holds {} events, over the limit of {}",
                 items.len(),
                 super::BUNDLE_EVENTS_MAX
             ),

@@ -319,5 +319,9 @@ fn check_text(text: &str, path: &str) -> Result<(), Error> {
 }
 
 fn limit(path: &str, name: &str, value: usize, max: usize) -> Error {
-    bad(path, format!("limit {name} exceeded: {value} > {max}"))
+    let what = match name {
+        "BUNDLE_EVENTS_MAX" => "the events (or checkpoints) of one bundle",
+        other => cairn_storage::limits::in_words(other),
+    };
+    bad(path, format!("{what} is {value}, over the limit of {max}"))
 }
