@@ -95,11 +95,7 @@ impl Engine {
         self.end_one(thread, t, reason).await?;
         let mut parents = vec![ThreadId::new(thread)?];
         while let Some(parent) = parents.pop() {
-            let filter = ThreadFilter {
-                label: Some((crate::subgraph::PARENT_LABEL.into(), parent.to_string())),
-                ..ThreadFilter::default()
-            };
-            let children = self.store().list_threads(&filter, Page { limit: 1_000, offset: 0 })?;
+            let children = crate::children::children_of(self.store().as_ref(), &parent)?;
             for child in children.into_iter().filter(|c| !c.status.is_terminal()) {
                 let why = format!("parent {parent} ended: {reason}");
                 if let Err(e) = self.end_one(child.id.as_str(), t, &why).await {

@@ -824,10 +824,10 @@ impl Engine {
         options: StartOptions,
     ) -> Result<(Arc<DynWorkflow>, ThreadId, Option<cairn_storage::Batch>), Error> {
         let wf = self.inner.latest(workflow, options.version)?;
-        if options.labels.contains_key(crate::subgraph::PARENT_LABEL) {
+        if options.labels.contains_key(crate::children::PARENT_LABEL) {
             return Err(Error::Invalid(format!(
                 "the label {:?} is reserved: the engine sets it on sub-workflow child threads",
-                crate::subgraph::PARENT_LABEL
+                crate::children::PARENT_LABEL
             )));
         }
         let id = match &options.thread_id {
@@ -957,7 +957,7 @@ impl Engine {
             return Ok(());
         }
         if let Some(parent) =
-            crate::subgraph::unfinished_parent(self.inner.store.as_ref(), &record)?
+            crate::children::unfinished_parent(self.inner.store.as_ref(), &record)?
         {
             // A sub-workflow's child is driven by its parent's node (which re-runs, finds the
             // child and drives it on, under the parent's cancellation): one driver, never two.

@@ -11,6 +11,7 @@
 //! never crashed.
 
 pub mod channels;
+mod children;
 mod claims;
 pub mod cli;
 pub mod clock;
@@ -37,6 +38,7 @@ pub mod status;
 mod subgraph;
 mod suspend;
 mod task;
+mod task_map;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod thread_ctx;

@@ -145,7 +145,7 @@ impl Engine {
         // against the child workflow the parent's code has (so a changed child is caught too).
         let mut parents = vec![(id, wf)];
         while let Some((parent, parent_wf)) = parents.pop() {
-            for child in self.children_of(&parent)? {
+            for child in crate::children::children_of(self.store().as_ref(), &parent)? {
                 let Some(child_wf) = child_workflow(&parent_wf, &child.workflow.id)
                     .or_else(|| self.workflow_of(&child.id).ok())
                 else {
@@ -181,24 +181,6 @@ impl Engine {
         let rec = log::decode(store, event)?;
         let ctx = ThreadCtx::created(wf, id.as_str(), &rec.body, rec.bookmark.at_ms)?;
         replay_after(store, wf, id, ctx, overrides).await
-    }
-
-    /// The sub-workflow child threads of `parent`, by the label the engine gives them.
-    fn children_of(&self, parent: &ThreadId) -> Result<Vec<cairn_storage::ThreadRecord>, Error> {
-        let filter = cairn_storage::ThreadFilter {
-            label: Some((crate::subgraph::PARENT_LABEL.to_owned(), parent.to_string())),
-            ..cairn_storage::ThreadFilter::default()
-        };
-        let mut out = Vec::new();
-        loop {
-            let page = cairn_storage::Page { limit: 500, offset: out.len() };
-            let found = self.store().list_threads(&filter, page)?;
-            let done = found.len() < 500;
-            out.extend(found);
-            if done {
-                return Ok(out);
-            }
-        }
     }
 }
 

@@ -18,26 +18,6 @@ use crate::runner::{Exit, drive_under};
 use crate::task::{ThreadEnv, engine_error};
 use crate::thread_ctx::Waiting;
 
-/// The label that names a child thread's parent (set by the engine; reserved).
-pub const PARENT_LABEL: &str = "parent";
-
-/// The unfinished parent of `record` if it is a sub-workflow's child thread whose parent has not
-/// ended: that parent's node drives it.
-///
-/// # Errors
-/// Storage errors reading the parent's record.
-pub(crate) fn unfinished_parent(
-    store: &dyn cairn_storage::Store,
-    record: &cairn_storage::ThreadRecord,
-) -> Result<Option<ThreadId>, crate::Error> {
-    let Some(parent) = record.labels.get(PARENT_LABEL) else { return Ok(None) };
-    let parent = ThreadId::new(parent.clone())?;
-    Ok(match store.thread(&parent)? {
-        Some(p) if !p.status.is_terminal() => Some(parent),
-        _ => None,
-    })
-}
-
 /// The id of the child thread of `task` at `step` of `parent`.
 pub fn child_id(parent: &ThreadId, task: &TaskKey, step: u64) -> String {
     let id = format!("{parent}/{task}@{step}");
@@ -103,7 +83,7 @@ pub(crate) fn run_child(
         let id = ThreadId::new(child_id(&env.thread, &task, step))
             .map_err(|e| engine_error(&e.into()))?;
         let mut labels = std::collections::BTreeMap::new();
-        labels.insert(PARENT_LABEL.to_owned(), env.thread.to_string());
+        labels.insert(crate::children::PARENT_LABEL.to_owned(), env.thread.to_string());
         crate::start::create(&inner, &child, &id, input, labels, None, Default::default())
             .await
             .map_err(|e| engine_error(&e))?;

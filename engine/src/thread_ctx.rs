@@ -173,7 +173,7 @@ pub struct ThreadMeta {
     /// How often each node ran (loop bounds).
     pub visits: BTreeMap<String, u32>,
     /// Journals of the open step's tasks.
-    #[serde(with = "crate::debug::task_map")]
+    #[serde(with = "crate::task_map")]
     pub open: BTreeMap<TaskKey, TaskJournal>,
     /// What a parked thread waits for.
     pub waiting: Option<Waiting>,

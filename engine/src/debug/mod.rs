@@ -27,7 +27,6 @@ mod import;
 mod migrate;
 mod reader;
 mod redact;
-pub(crate) mod task_map;
 mod time_travel;
 mod validate;
 

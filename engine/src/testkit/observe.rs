@@ -85,7 +85,7 @@ pub(crate) fn observe(store: &dyn Store, thread: &ThreadId) -> Result<LogView, E
     // did. Level by level, without recursion (nesting is bounded by the DSL's depth limit).
     let mut parents = vec![thread.clone()];
     while let Some(parent) = parents.pop() {
-        for child in children(store, &parent)? {
+        for child in crate::children::children_of(store, &parent)?.into_iter().map(|r| r.id) {
             let child_view = observe_one(store, &child)?;
             view.tool_calls.extend(child_view.tool_calls);
             view.duplicate_commits += child_view.duplicate_commits;
@@ -94,24 +94,6 @@ pub(crate) fn observe(store: &dyn Store, thread: &ThreadId) -> Result<LogView, E
         }
     }
     Ok(view)
-}
-
-/// The sub-workflow child threads of `parent`, by the label the engine gives them.
-fn children(store: &dyn Store, parent: &ThreadId) -> Result<Vec<ThreadId>, Error> {
-    let filter = cairn_storage::ThreadFilter {
-        label: Some((crate::subgraph::PARENT_LABEL.to_owned(), parent.to_string())),
-        ..cairn_storage::ThreadFilter::default()
-    };
-    let mut out = Vec::new();
-    loop {
-        let page = cairn_storage::Page { limit: 500, offset: out.len() };
-        let found = store.list_threads(&filter, page)?;
-        let done = found.len() < 500;
-        out.extend(found.into_iter().map(|r| r.id));
-        if done {
-            return Ok(out);
-        }
-    }
 }
 
 /// One thread's own log, without its children.

@@ -1,0 +1,52 @@
+//! Sub-workflow child threads as the store knows them: the label that links a child to its
+//! parent (the engine sets it; it is reserved), and the lookups by it.
+
+use cairn_storage::{Page, Store, ThreadFilter, ThreadId, ThreadRecord};
+
+use crate::error::Error;
+
+/// The label that names a child thread's parent (set by the engine; reserved).
+pub const PARENT_LABEL: &str = "parent";
+
+/// Records read per page of a listing.
+const PAGE_RECORDS: usize = 500;
+
+/// The child threads of `parent` (every page of them).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn children_of(
+    store: &dyn Store,
+    parent: &ThreadId,
+) -> Result<Vec<ThreadRecord>, Error> {
+    let filter = ThreadFilter {
+        label: Some((PARENT_LABEL.to_owned(), parent.to_string())),
+        ..ThreadFilter::default()
+    };
+    let mut out = Vec::new();
+    loop {
+        let found = store.list_threads(&filter, Page { limit: PAGE_RECORDS, offset: out.len() })?;
+        let done = found.len() < PAGE_RECORDS;
+        out.extend(found);
+        if done {
+            return Ok(out);
+        }
+    }
+}
+
+/// The unfinished parent of `record` if it is a sub-workflow's child thread whose parent has not
+/// ended: that parent's node drives it.
+///
+/// # Errors
+/// Storage errors reading the parent's record.
+pub(crate) fn unfinished_parent(
+    store: &dyn Store,
+    record: &ThreadRecord,
+) -> Result<Option<ThreadId>, Error> {
+    let Some(parent) = record.labels.get(PARENT_LABEL) else { return Ok(None) };
+    let parent = ThreadId::new(parent.clone())?;
+    Ok(match store.thread(&parent)? {
+        Some(p) if !p.status.is_terminal() => Some(parent),
+        _ => None,
+    })
+}
