@@ -66,14 +66,16 @@ fn look(path: &Path) -> String {
 }
 
 /// `cairn ARGS --db DB`, killed if it runs past `limit` (a FIFO or a device must never make a
-/// command hang); as user `nobody` when `as_nobody`.
-fn run(db: &Path, args: &[&str], as_nobody: bool) -> (i32, String) {
-    let mut command = if as_nobody {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "nobody", "--", bin()]);
-        c
-    } else {
-        Command::new(bin())
+/// command hang); as user `nobody` when `nobody_bin` gives a copy of the binary that user can
+/// reach (the build directory may be private to its owner).
+fn run(db: &Path, args: &[&str], nobody_bin: Option<&Path>) -> (i32, String) {
+    let mut command = match nobody_bin {
+        Some(copy) => {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "nobody", "--"]).arg(copy);
+            c
+        }
+        None => Command::new(bin()),
     };
     command
         .args(args)
@@ -132,6 +134,18 @@ fn setup() -> Setup {
         std::fs::set_permissions(&bundle, readable).expect("chmod bundle");
     }
     Setup { _dir: dir, dir: path, database, bundle }
+}
+
+/// A copy of the binary in `dir` that any user may run.
+fn shared_binary(dir: &Path) -> PathBuf {
+    let copy = dir.join("cairn-for-nobody");
+    std::fs::copy(bin(), &copy).expect("copy the binary");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    copy
 }
 
 /// Makes a path of `kind` under `dir` (named after `tag`), holding a copy of `database` where
@@ -242,7 +256,7 @@ fn every_command_on_every_kind_of_path_gives_its_code_and_changes_nothing_it_sho
         (Does::Create, vec!["demo", "--threads", "1", "--quiet"]),
         (Does::Create, vec!["init"]),
     ];
-    let root = is_root();
+    let nobody_bin = is_root().then(|| shared_binary(&s.dir));
     let mut cases = 0;
     for (n, kind) in KINDS.into_iter().enumerate() {
         for (c, (does, args)) in commands.iter().enumerate() {
@@ -257,7 +271,7 @@ fn every_command_on_every_kind_of_path_gives_its_code_and_changes_nothing_it_sho
                 assert!(first.starts_with("holding"), "{first}");
                 held
             });
-            let as_nobody = kind == Kind::ReadOnly && root;
+            let as_nobody = nobody_bin.as_deref().filter(|_| kind == Kind::ReadOnly);
             // A bundle an earlier case exported (as another user) is not in the way.
             let _ = std::fs::remove_file(&export_to);
             let before = look(&path);
@@ -266,7 +280,7 @@ fn every_command_on_every_kind_of_path_gives_its_code_and_changes_nothing_it_sho
             let want = expected(kind, *does, args[0]).unwrap_or_else(|| {
                 // As on a plain copy of the database.
                 let reference = make(Kind::Held, &s.dir, &format!("{tag}-ref"), &s.database);
-                run(&reference, args, false).0
+                run(&reference, args, None).0
             });
             let what = format!("cairn {args:?} on {kind:?} ({})", path.display());
             assert_eq!(code, want, "{what}: {stderr}");
@@ -306,7 +320,7 @@ fn a_device_that_never_ends_is_refused_before_reading() {
     let zero = dir.path().join("zero.db");
     link(Path::new("/dev/zero"), &zero);
     for args in [&["threads"][..], &["verify", "--json"], &["pause", "x"]] {
-        let (code, stderr) = run(&zero, args, false);
+        let (code, stderr) = run(&zero, args, None);
         assert_eq!(code, 4, "{args:?}: {stderr}");
         assert!(stderr.contains("a character device"), "{args:?}: {stderr}");
     }
