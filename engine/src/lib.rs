@@ -13,11 +13,13 @@
 pub mod channels;
 mod children;
 mod claims;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod clock;
 mod controls_api;
 pub mod debug;
 mod decide;
+#[cfg(feature = "cli")]
 pub mod demo;
 mod drawn;
 mod engine;
