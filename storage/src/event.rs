@@ -11,6 +11,12 @@ use crate::{Bookmark, Error, PayloadRef, ThreadId};
 
 wire_enum! {
     /// What an event records. Discriminants are stored on disk: never reuse or renumber one.
+    /// Retired, never written by any release and never to be reused: 23 (step started), 25
+    /// (values recorded), 27 (forked), 28 (migrated), 29 (error), 30 (usage recorded).
+    ///
+    /// Storage keeps the kind beside each event (not only inside the engine's JSON body) so that
+    /// listings and filters (`--kind`, channels, verify's counts) need not decode bodies; the
+    /// engine's `Body::kind` is the one place that decides an event's kind.
     pub enum EventKind: u16, from_u16 {
         /// A thread was created.
         ThreadCreated = 1 => "thread_created",
@@ -56,22 +62,10 @@ wire_enum! {
         Cancelled = 21 => "cancelled",
         /// The thread timed out.
         TimedOut = 22 => "timed_out",
-        /// A step started.
-        StepStarted = 23 => "step_started",
         /// A step completed.
         StepCompleted = 24 => "step_completed",
-        /// Recorded values (clock, randomness, ids) for replay.
-        ValuesRecorded = 25 => "values_recorded",
         /// The thread was recovered after a restart.
         Recovered = 26 => "recovered",
-        /// The thread was forked from another.
-        Forked = 27 => "forked",
-        /// The thread was migrated to another workflow version.
-        Migrated = 28 => "migrated",
-        /// An error was recorded.
-        Error = 29 => "error",
-        /// Usage (tokens, cost) was recorded.
-        UsageRecorded = 30 => "usage_recorded",
         /// An application-defined event.
         Custom = 31 => "custom",
     }
@@ -181,7 +175,10 @@ mod tests {
             assert_eq!(EventKind::from_u16(kind.to_repr()), Some(*kind));
             assert_eq!(kind.as_str().parse::<EventKind>().ok(), Some(*kind));
         }
-        assert_eq!(EventKind::ALL.len(), 31);
+        assert_eq!(EventKind::ALL.len(), 25);
+        for retired in [23, 25, 27, 28, 29, 30] {
+            assert_eq!(EventKind::from_u16(retired), None, "{retired} is retired");
+        }
         assert_eq!(EventKind::from_u16(0), None);
         assert_eq!(EventKind::from_u16(32), None);
         assert_eq!(EventKind::NodeStarted.as_str(), "node_started");
