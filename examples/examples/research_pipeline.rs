@@ -1,4 +1,4 @@
-//! `cargo run --example research_pipeline -- run --db research.db`: runs the seed 004 research
+//! `cargo run --example research_pipeline -- run --db research.db`: runs the research
 //! pipeline (see `cairn_examples::research_pipeline` and `examples/research_pipeline/README.md`).
 //!
 //! Any other arguments are the `cairn` command line with this pipeline compiled in, so that

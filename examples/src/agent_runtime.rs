@@ -1,8 +1,8 @@
-//! Seed 001's agent runtime on Cairn: an intent router chooses a skill, the write-article skill
+//! An agent runtime on Cairn: an intent router chooses a skill, the write-article skill
 //! reports six progress steps, holds a file lock on its output and tracks its cost, a task can
 //! be cancelled midway, and unfinished tasks are offered for resumption after a restart.
 //!
-//! How seed 001's pieces map onto Cairn:
+//! How an agent runtime's pieces map onto Cairn:
 //! - `processInput` -> `IntentRouter.parse`: [`AgentRuntime::submit`] starts a thread whose
 //!   `understand` node calls the [`router::IntentRouter`] inside a recorded tool call.
 //! - Confidence below 0.6 asks the user: the `clarify` node ([`router::CONFIDENCE_THRESHOLD`]).
@@ -55,7 +55,7 @@ impl std::fmt::Debug for AgentRuntime {
 
 impl AgentRuntime {
     /// Opens the runtime on `db`, saving articles under `out_dir`. Tasks found unfinished are
-    /// parked (seed 001 marks loaded checkpoints PAUSED): see [`AgentRuntime::resumable_tasks`].
+    /// parked (a task loaded from a checkpoint starts paused): see [`AgentRuntime::resumable_tasks`].
     ///
     /// # Errors
     /// Engine errors opening the file.
@@ -98,7 +98,7 @@ impl AgentRuntime {
         self.engine.cancel(task, reason).await
     }
 
-    /// Tasks left unfinished by a crash or shutdown (seed 001's `getResumableTasks`).
+    /// Tasks left unfinished by a crash or shutdown.
     ///
     /// # Errors
     /// Storage errors.
@@ -106,7 +106,7 @@ impl AgentRuntime {
         Ok(self.engine.resumable()?.into_iter().map(|r| r.id.to_string()).collect())
     }
 
-    /// Resumes a parked task where its log ends (seed 001's `resumeTask`).
+    /// Resumes a parked task where its log ends.
     ///
     /// # Errors
     /// [`cairn::Error::WrongStatus`] if it is not resumable.
@@ -115,7 +115,7 @@ impl AgentRuntime {
         self.engine.thread(task)
     }
 
-    /// Gives a parked task up for good (seed 001's `abandonTask`): it ends cancelled and its
+    /// Gives a parked task up for good: it ends cancelled and its
     /// file locks are released.
     ///
     /// # Errors

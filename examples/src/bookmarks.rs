@@ -1,4 +1,4 @@
-//! Bookmarks (seed 002): read a thread's events since a bookmark, subscribe (history then live,
+//! Bookmarks: read a thread's events since a bookmark, subscribe (history then live,
 //! no gap), and resume after a crash from where the log ends.
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! The research pipeline of seed 004: four phases (idea normalisation, experiment planning,
+//! A research pipeline: four phases (idea normalisation, experiment planning,
 //! code, result analysis), each a sub-workflow run as a child thread, with human confirmations,
 //! every kind of checkpoint, messages between modules tied by a correlation id, and a fault in
 //! the code phase handled by a recovery policy: retries first, then a fork from the last phase
@@ -22,7 +22,7 @@ use cairn::{END, Engine, START, StartOptions, ThreadHandle, ThreadStatus, ToolEr
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-/// The session state (seed 004's global state).
+/// The session state, shared by every phase.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Session {
     /// Session id; also the root of the correlation ids of its messages.
@@ -88,7 +88,7 @@ impl State for Session {
     }
 }
 
-/// A phase's own state (seed 004's module state): its input, its output, its notes.
+/// A phase's own state: its input, its output, its notes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Module {
     /// Session id (for correlation ids).

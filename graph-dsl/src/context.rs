@@ -145,7 +145,7 @@ impl ToolCtx {
     }
 }
 
-/// A progress report, as in the seeds' skill pipelines (`step` of `total`).
+/// A progress report of a long node (`step` of `total`, a message, a percentage).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Progress {
     /// Current step, from 1.

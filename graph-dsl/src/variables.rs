@@ -1,4 +1,4 @@
-//! A ready-made state of named, scoped variables (the seeds' thread variables).
+//! A ready-made state of named, scoped variables (typed values with scopes, read-only flags and metadata).
 //!
 //! Each variable has a JSON value, a [`Scope`] and a read-only flag. Since [`State::apply`] cannot
 //! fail, read-only is enforced twice: the update builders ([`Variables::set`],

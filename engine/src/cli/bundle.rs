@@ -1,4 +1,4 @@
-//! `cairn bundle export|import|show`: debug bundles (seed 000's format), redacted on export and
+//! `cairn bundle export|import|show`: debug bundles (one JSON document per thread), redacted on export and
 //! validated on import.
 
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! The debug bundle (seed 000's format): one JSON document with everything about one thread.
+//! The debug bundle: one JSON document with everything about one thread.
 //!
 //! ```text
 //! {

@@ -12,7 +12,7 @@
 //! - Manual checkpoints of parked threads: [`Engine::checkpoint_now`].
 //! - Migrations: [`Engine::register_migration`] and [`Engine::migrate`] move a parked thread
 //!   onto a new workflow version deliberately.
-//! - Debug bundles ([`Bundle`]): one JSON document (seed 000's format) with the state, the
+//! - Debug bundles ([`Bundle`]): one JSON document (a format shared with other agent runtimes) with the state, the
 //!   events and their payloads, checkpoints and metadata, redacted on export
 //!   ([`Redaction`]), validated field by field on import ([`Bundle::from_bytes`]), and importable
 //!   into a fresh database ([`Engine::import_bundle`]) to inspect or replay it there.

@@ -4,7 +4,7 @@
 //!
 //! Streaming goes through a bounded channel of one chunk, as an SSE reader hands chunks to a
 //! view: a UI that stops reading holds the stream (back-pressure). The call watches its
-//! cancellation token while it waits, which is seed 001's cancellation chain: stop button ->
+//! cancellation token while it waits, which is the cancellation chain: stop button ->
 //! abort controller -> the signal passed into the model call -> the stream reader cancelled.
 
 use std::collections::{BTreeMap, HashMap};

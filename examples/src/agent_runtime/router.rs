@@ -1,4 +1,4 @@
-//! The intent router (seed 001's `IntentRouter`): patterns with a confidence each, a confidence
+//! The intent router: patterns with a confidence each, a confidence
 //! threshold, a model as the fallback classifier, and a cache of routing results with a time to
 //! live, held in the application.
 //!
@@ -149,7 +149,7 @@ impl std::fmt::Debug for IntentRouter {
 }
 
 impl IntentRouter {
-    /// A router with seed 001's table (write an article, summarise) plus a weak keyword rule,
+    /// A router with the runtime's table (write an article, summarise) plus a weak keyword rule,
     /// and `model` as the fallback classifier for requests no pattern matches.
     pub fn new(model: Arc<dyn LanguageModel>) -> Self {
         let rule = |intent: &str, skill: &str, pattern, confidence| IntentRule {

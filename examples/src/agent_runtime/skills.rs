@@ -22,9 +22,9 @@ use super::router::{Intent, IntentRouter, RouteRequest};
 
 /// The workflow's id.
 pub const WORKFLOW: &str = "agent";
-/// Progress steps of the write-article skill (seed 001: six).
+/// Progress steps of the write-article skill.
 pub const ARTICLE_STEPS: u32 = 6;
-/// Time to live of the lock on an article's output file (seed 001: five minutes). The `save`
+/// Time to live of the lock on an article's output file (five minutes). The `save`
 /// step renews it before writing.
 pub const LOCK_TTL_MS: u64 = 5 * 60 * 1_000;
 
@@ -190,7 +190,7 @@ pub fn workflow(services: &Services) -> Result<Workflow<AgentTask>, cairn::dsl::
             ctx.progress(1, ARTICLE_STEPS, "building context");
             let topic = param(&t, "topic");
             let path = format!("posts/{}.md", slug(&topic));
-            // Seed 001's file lock: taken before any work, held by the thread until it ends,
+            // The output file's lock: taken before any work, held by the thread until it ends,
             // whichever way it ends. Another task writing the same file fails here, at once.
             ctx.try_lock(&file_lock(&path), LOCK_TTL_MS).await?;
             let (related, tokens) = related_articles(&topic);

@@ -1,7 +1,7 @@
-//! The seeds' scenarios expressed in the DSL: the skill pipelines of seed 001 (intent routing to
-//! skills that report progress) and the research phases of seed 004 (phases ending in human
+//! Agent-runtime scenarios expressed in the DSL: skill pipelines (intent routing to skills that
+//! report progress) and research phases (phases ending in human
 //! confirmations, bounded clarification loops, experiments fanned out over variants), over the
-//! variables state of seed 003.
+//! variables state.
 
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::common::ScriptedContext;
 
-// ---- Seed 001: intent -> skill pipeline ----------------------------------------------------
+// ---- Intent -> skill pipeline ----------------------------------------------------
 
 #[derive(Clone, Default, Serialize, Deserialize)]
 struct Session {
@@ -166,7 +166,7 @@ fn seed_001_skill_steps_report_progress_and_use_permitted_tools() {
     );
 }
 
-// ---- Seed 004: research phases with confirmations, over seed 003's variables -------------------
+// ---- Research phases with confirmations, over the variables state -------------------
 
 #[derive(Deserialize)]
 struct Confirmation {
