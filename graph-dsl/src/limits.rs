@@ -52,3 +52,23 @@ pub const LOOP_BOUND_MAX: u32 = 1_000_000;
 /// Refused writes that [`Variables`](crate::Variables) keeps (the oldest are dropped and only
 /// counted), so a misbehaving node cannot grow the state without bound.
 pub const REJECTED_WRITES_MAX: usize = 64;
+
+/// What a limit of this module bounds, in words, for messages.
+pub fn in_words(limit: &str) -> &'static str {
+    match limit {
+        "NODES_MAX" => "the nodes of one workflow",
+        "NAME_BYTES_MAX" => "a name's length in bytes",
+        "FAN_OUT_MAX" => "the branches of one fan-out",
+        "JOIN_SOURCES_MAX" => "the branches one join waits for",
+        "MAP_ITEMS_MAX" => "the items of one map node",
+        "SUBGRAPH_DEPTH_MAX" => "the nesting depth of sub-workflows",
+        "RETRY_ATTEMPTS_MAX" => "the attempts of a retry policy",
+        "BACKOFF_MS_MAX" => "a retry backoff in ms",
+        "BACKOFF_MULTIPLIER_MAX" => "a retry backoff's multiplier",
+        "TAGS_MAX" => "the tags of one node",
+        "PERMISSIONS_MAX" => "the permissions of one workflow",
+        "LOOP_BOUND_MAX" => "a loop bound",
+        "REJECTED_WRITES_MAX" => "the rejected writes kept",
+        _ => "a value",
+    }
+}

@@ -126,7 +126,7 @@ pub enum Problem {
         detail: String,
     },
     /// A limit in [`crate::limits`] is exceeded.
-    #[error("{limit} exceeded by {subject:?}: {value} > {max}")]
+    #[error("{subject:?}: {} is {value}, over the limit of {max}", crate::limits::in_words(limit))]
     LimitExceeded {
         /// The limit's name in [`crate::limits`].
         limit: &'static str,
