@@ -343,22 +343,49 @@ struct Out<'a> {
 
 impl Out<'_> {
     fn emit(&mut self, body: Body, at_ms: u64) -> Result<(), Error> {
-        let seq = self.ctx.meta.seq + 1;
-        self.ctx.apply(seq, at_ms, &body)?;
-        self.events.push((body, at_ms));
-        Ok(())
+        emit(self.ctx, &mut self.events, body, at_ms)
     }
 
     fn emit_status(&mut self, t: Transition, reason: &str, at_ms: u64) -> Result<(), Error> {
-        let from = self.ctx.meta.status;
-        let to = transition(from, t)
-            .map_err(|source| Error::Transition { thread: self.ctx.meta.thread.clone(), source })?;
-        self.emit(Body::StatusChanged { from, to, reason: reason.to_owned() }, at_ms)
+        emit_status(self.ctx, &mut self.events, t, reason, at_ms)
     }
 
     fn decide(self, checkpoint: Option<CheckpointKind>, next: Next) -> Decision {
         Decision { events: self.events, checkpoint, next }
     }
+}
+
+/// Applies `body` to `ctx` under the next seq and keeps it in `events` (the batch being built).
+///
+/// # Errors
+/// [`Error::Record`] if it does not apply.
+pub(crate) fn emit(
+    ctx: &mut ThreadCtx,
+    events: &mut Vec<(Body, u64)>,
+    body: Body,
+    at_ms: u64,
+) -> Result<(), Error> {
+    let seq = ctx.meta.seq + 1;
+    ctx.apply(seq, at_ms, &body)?;
+    events.push((body, at_ms));
+    Ok(())
+}
+
+/// [`emit`]s the status change `t` leads to from the context's status.
+///
+/// # Errors
+/// [`Error::Transition`] if the status table refuses it; as [`emit`].
+pub(crate) fn emit_status(
+    ctx: &mut ThreadCtx,
+    events: &mut Vec<(Body, u64)>,
+    t: Transition,
+    reason: &str,
+    at_ms: u64,
+) -> Result<(), Error> {
+    let from = ctx.meta.status;
+    let to = transition(from, t)
+        .map_err(|source| Error::Transition { thread: ctx.meta.thread.clone(), source })?;
+    emit(ctx, events, Body::StatusChanged { from, to, reason: reason.to_owned() }, at_ms)
 }
 
 /// The checkpoint kind to write when several reasons apply: the most specific wins

@@ -23,7 +23,7 @@ use crate::log;
 use crate::pipeline::{InFlight, Pipeline};
 use crate::record::Body;
 use crate::restore::restore;
-use crate::status::{Transition, transition};
+use crate::status::Transition;
 use crate::task::{ThreadEnv, run_task};
 use crate::thread_ctx::ThreadCtx;
 
@@ -166,17 +166,11 @@ impl Runner {
 
     /// Applies `body` to the context under the next seq and keeps it for the batch.
     fn emit(&mut self, body: Body, at_ms: u64) -> Result<(), Error> {
-        let seq = self.ctx.meta.seq + 1;
-        self.ctx.apply(seq, at_ms, &body)?;
-        self.emitted.push((body, at_ms));
-        Ok(())
+        decide::emit(&mut self.ctx, &mut self.emitted, body, at_ms)
     }
 
     fn emit_status(&mut self, t: Transition, reason: &str, at_ms: u64) -> Result<(), Error> {
-        let from = self.ctx.meta.status;
-        let to = transition(from, t)
-            .map_err(|source| Error::Transition { thread: self.env.thread.to_string(), source })?;
-        self.emit(Body::StatusChanged { from, to, reason: reason.to_owned() }, at_ms)
+        decide::emit_status(&mut self.ctx, &mut self.emitted, t, reason, at_ms)
     }
 
     /// Moves the thread to Running and takes its lease (taking it over from a dead owner).
