@@ -53,6 +53,11 @@ async fn drive_child(env: &Arc<ThreadEnv>, id: &ThreadId) -> Result<ThreadStatus
                     () = inner.claims.wait_released(id) => {}
                     () = env.cancel.cancelled() => return Err(NodeError::Cancelled),
                 }
+                // The other driver may have let go because the engine is stopping: do not pick
+                // the child up again then (recovery will, at the next open).
+                if inner.shutdown.is_cancelled() {
+                    return Err(NodeError::Cancelled);
+                }
             }
         }
     }
