@@ -61,4 +61,4 @@ pub const RESTORE_FALLBACK_CHECKPOINTS_MAX: usize = 8;
 pub const LEASE_TTL_MS: u64 = 60_000;
 
 /// Events read per query during restore and subscriptions.
-pub const READ_CHUNK: usize = 1_024;
+pub const READ_CHUNK_EVENTS: usize = 1_024;

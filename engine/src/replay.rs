@@ -232,7 +232,7 @@ pub(crate) async fn replay_after(
     let mut items: BTreeMap<(u64, TaskKey), Value> = BTreeMap::new();
     let mut after = c.meta.seq;
     loop {
-        let events = store.read_since(id, Seq(after), limits::READ_CHUNK)?;
+        let events = store.read_since(id, Seq(after), limits::READ_CHUNK_EVENTS)?;
         let n = events.len();
         for event in events {
             let rec = log::decode(store, event)?;
@@ -332,7 +332,7 @@ pub(crate) async fn replay_after(
             }
             c.apply(seq, rec.bookmark.at_ms, &rec.body)?;
         }
-        if n < limits::READ_CHUNK {
+        if n < limits::READ_CHUNK_EVENTS {
             break;
         }
     }

@@ -64,7 +64,7 @@ pub fn restore(
         None => created(store, wf, thread)?,
     };
     loop {
-        let events = store.read_since(thread, Seq(ctx.meta.seq), limits::READ_CHUNK)?;
+        let events = store.read_since(thread, Seq(ctx.meta.seq), limits::READ_CHUNK_EVENTS)?;
         let n = events.len();
         for event in events {
             if event.bookmark.seq.0 > target {
@@ -73,7 +73,7 @@ pub fn restore(
             let rec = log::decode(store, event)?;
             ctx.apply(rec.bookmark.seq.0, rec.bookmark.at_ms, &rec.body)?;
         }
-        if n < limits::READ_CHUNK {
+        if n < limits::READ_CHUNK_EVENTS {
             return Ok(ctx);
         }
     }
@@ -121,7 +121,7 @@ fn older(
 ) -> Result<Option<ThreadCtx>, Error> {
     tracing::warn!(thread = %thread, error = %why, "checkpoint damaged; restoring from an older one");
     let filter = CheckpointFilter { thread: Some(thread.clone()), ..CheckpointFilter::default() };
-    let page = Page { limit: limits::READ_CHUNK, offset: 0 };
+    let page = Page { limit: limits::READ_CHUNK_EVENTS, offset: 0 };
     let mut infos = match store.list_checkpoints(&filter, page) {
         Ok(infos) => infos,
         Err(e) => {

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::common::{Common, open_read_only, print_json, print_text, record_of};
 use super::table::{Table, cut, time};
-use crate::limits::READ_CHUNK;
+use crate::limits::READ_CHUNK_EVENTS;
 use crate::log::decode;
 use crate::record::Body;
 
@@ -85,7 +85,7 @@ fn read_after(
 ) -> anyhow::Result<(Vec<Value>, u64)> {
     let mut out = Vec::new();
     loop {
-        let events = store.read_since(thread, Seq(after), READ_CHUNK)?;
+        let events = store.read_since(thread, Seq(after), READ_CHUNK_EVENTS)?;
         let n = events.len();
         for event in events {
             after = event.bookmark.seq.0;
@@ -93,7 +93,7 @@ fn read_after(
                 out.push(event_json(store, event)?);
             }
         }
-        if n < READ_CHUNK {
+        if n < READ_CHUNK_EVENTS {
             return Ok((out, after));
         }
     }
@@ -166,7 +166,7 @@ pub(super) async fn trace(args: TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
     let mut after = 0u64;
     let mut found = Vec::new();
     loop {
-        let events = store.read_all_since(Lsn(after), READ_CHUNK)?;
+        let events = store.read_all_since(Lsn(after), READ_CHUNK_EVENTS)?;
         let n = events.len();
         for event in events {
             after = event.bookmark.lsn.0;
@@ -189,7 +189,7 @@ pub(super) async fn trace(args: TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
                 "content": message.content,
             }));
         }
-        if n < READ_CHUNK {
+        if n < READ_CHUNK_EVENTS {
             break;
         }
     }

@@ -23,7 +23,6 @@
 //! anything uses it; every problem is an [`Error::Bundle`] naming the JSON path.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
 
 use cairn_storage::WorkflowRef;
 use cairn_storage::{CheckpointKind, CheckpointMeta, EventKind, EventStatus, ThreadStatus};
@@ -185,9 +184,7 @@ impl Bundle {
         if !gzip {
             return Ok(json);
         }
-        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        enc.write_all(&json).map_err(|e| Error::Invalid(format!("gzip: {e}")))?;
-        enc.finish().map_err(|e| Error::Invalid(format!("gzip: {e}")))
+        gzip_bytes(&json)
     }
 
     /// Reads a bundle (gzip detected by its magic bytes) and checks all of it: JSON syntax,
@@ -224,16 +221,42 @@ fn decompress(bytes: &[u8]) -> Result<Vec<u8>, Error> {
         }
         return Ok(bytes.to_vec());
     }
-    let mut out = Vec::new();
-    let limit = BUNDLE_BYTES_MAX as u64 + 1;
-    flate2::read::MultiGzDecoder::new(bytes)
-        .take(limit)
-        .read_to_end(&mut out)
-        .map_err(|e| super::reader::bad("$", format!("not valid gzip: {e}")))?;
+    let out = gunzip(bytes)?;
     if out.len() > BUNDLE_BYTES_MAX {
         return Err(too_big(out.len() as u64));
     }
     Ok(out)
+}
+
+/// Gzip, with the `gzip` feature (on by default; the CLI turns it on).
+#[cfg(feature = "gzip")]
+fn gzip_bytes(json: &[u8]) -> Result<Vec<u8>, Error> {
+    use std::io::Write as _;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(json).map_err(|e| Error::Invalid(format!("gzip: {e}")))?;
+    enc.finish().map_err(|e| Error::Invalid(format!("gzip: {e}")))
+}
+
+#[cfg(not(feature = "gzip"))]
+fn gzip_bytes(_json: &[u8]) -> Result<Vec<u8>, Error> {
+    Err(Error::Invalid("gzip bundles need cairn's `gzip` feature".into()))
+}
+
+/// At most one byte past [`BUNDLE_BYTES_MAX`] of the gzip stream `bytes`, unpacked.
+#[cfg(feature = "gzip")]
+fn gunzip(bytes: &[u8]) -> Result<Vec<u8>, Error> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(bytes)
+        .take(BUNDLE_BYTES_MAX as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| super::reader::bad("$", format!("not valid gzip: {e}")))?;
+    Ok(out)
+}
+
+#[cfg(not(feature = "gzip"))]
+fn gunzip(_bytes: &[u8]) -> Result<Vec<u8>, Error> {
+    Err(super::reader::bad("$", "a gzip bundle, and this build has no `gzip` feature"))
 }
 
 fn too_big(len: u64) -> Error {

@@ -157,7 +157,7 @@ impl Engine {
         let mut out = EventsExport::default();
         let mut after = start - 1;
         while after < last {
-            let chunk = self.store().read_since(id, Seq(after), limits::READ_CHUNK)?;
+            let chunk = self.store().read_since(id, Seq(after), limits::READ_CHUNK_EVENTS)?;
             if chunk.is_empty() {
                 break;
             }

@@ -73,7 +73,8 @@ impl Engine {
             out.push(view(&ctx)?);
         }
         'read: loop {
-            let events = self.store().read_since(&id, Seq(ctx.meta.seq), limits::READ_CHUNK)?;
+            let events =
+                self.store().read_since(&id, Seq(ctx.meta.seq), limits::READ_CHUNK_EVENTS)?;
             let n = events.len();
             for event in events {
                 let seq = event.bookmark.seq.0;
@@ -97,7 +98,7 @@ impl Engine {
                     out.push(view(&ctx)?);
                 }
             }
-            if n < limits::READ_CHUNK {
+            if n < limits::READ_CHUNK_EVENTS {
                 break;
             }
         }
