@@ -62,6 +62,7 @@ mod wire_enum;
 mod batch;
 mod bytes_serde;
 mod checkpoint;
+mod clock;
 pub mod codec;
 mod error;
 mod event;
@@ -80,6 +81,7 @@ mod thread;
 
 pub use batch::{Appended, Batch, Guard, LeaseOp, LockOp, Pruned};
 pub use checkpoint::{Checkpoint, CheckpointInfo, CheckpointKind, CheckpointMeta, NewCheckpoint};
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
 pub use event::{Event, EventKind, EventStatus, NewEvent};
 pub use ids::{Bookmark, CheckpointId, Lsn, PayloadRef, Seq, ThreadId};

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ::redb::{Builder, Database, DatabaseError, ReadTransaction, ReadableDatabase};
 use tokio::sync::{oneshot, watch};
@@ -189,7 +189,38 @@ impl RedbStore {
     ) -> Result<RedbStore, Error> {
         let db =
             guard("open", || options.builder().create_with_backend(backend).map_err(open_error))?;
-        RedbStore::start(db, options, None, true)
+        RedbStore::start(db, options, None, true, Arc::new(crate::SystemClock))
+    }
+
+    /// [`RedbStore::with_backend`] whose writer goes by `clock` for
+    /// [`Durability::Periodic`](crate::Durability) (tests move a [`crate::ManualClock`] and
+    /// call [`RedbStore::tick`] instead of sleeping).
+    ///
+    /// # Errors
+    ///
+    /// As [`RedbStore::open`].
+    pub fn with_backend_and_clock(
+        backend: impl ::redb::StorageBackend,
+        options: Options,
+        clock: Arc<dyn crate::Clock>,
+    ) -> Result<RedbStore, Error> {
+        let db =
+            guard("open", || options.builder().create_with_backend(backend).map_err(open_error))?;
+        RedbStore::start(db, options, None, true, clock)
+    }
+
+    /// Makes the writer look at its clock now, and returns once it has: a periodic flush that
+    /// is due by then is durable when this returns. The writer does this by itself when the
+    /// interval passes; a test that moves a manual clock calls it instead of waiting.
+    ///
+    /// # Errors
+    ///
+    /// The flush's error; [`Error::ReadOnly`], [`Error::Closed`].
+    pub fn tick(&self) -> Result<(), Error> {
+        let writer = self.inner.writer.as_ref().ok_or(Error::ReadOnly)?;
+        let (reply_tx, reply_rx) = std::sync::mpsc::channel();
+        writer.tx.send(Command::Tick(reply_tx)).map_err(|_| Error::Closed)?;
+        reply_rx.recv().unwrap_or(Err(Error::Closed))
     }
 
     /// Opens a read-only snapshot of the database at `path`, which another process may be
@@ -282,7 +313,7 @@ impl RedbStore {
     fn open_file(path: &Path, options: Options) -> Result<RedbStore, Error> {
         guard("open", || snapshot::precheck(path, &options))?;
         let db = guard("open", || options.builder().create(path).map_err(open_error))?;
-        RedbStore::start(db, options, Some(path.to_path_buf()), false)
+        RedbStore::start(db, options, Some(path.to_path_buf()), false, Arc::new(crate::SystemClock))
     }
 
     /// Makes a new database at `path` where there is nothing, or in a zero-length regular file
@@ -329,6 +360,7 @@ impl RedbStore {
         options: Options,
         path: Option<PathBuf>,
         may_initialise: bool,
+        clock: Arc<dyn crate::Clock>,
     ) -> Result<RedbStore, Error> {
         let counters = match guard("open", || tables::check_meta(&db))? {
             MetaState::Cairn(counters) => counters,
@@ -352,7 +384,8 @@ impl RedbStore {
             poisoned: poisoned.clone(),
             committed: committed_tx,
             dirty: false,
-            last_durable: Instant::now(),
+            last_durable: clock.now(),
+            clock,
             last_group: 1,
             last_commit: Duration::ZERO,
             cache: cache::ThreadCache::default(),

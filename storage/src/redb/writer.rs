@@ -34,6 +34,8 @@ pub(crate) enum Command {
     Write(Write),
     /// Make everything durable and stop.
     Close(std::sync::mpsc::Sender<Result<(), Error>>),
+    /// Look at the clock now: flush if a periodic flush is due, then answer.
+    Tick(std::sync::mpsc::Sender<Result<(), Error>>),
 }
 
 /// A write for the writer.
@@ -165,6 +167,8 @@ pub(crate) struct Writer {
     /// Non-durable commits since the last durable one.
     pub(crate) dirty: bool,
     pub(crate) last_durable: Instant,
+    /// The clock of the durability policy (see [`crate::Clock`]).
+    pub(crate) clock: Arc<dyn crate::Clock>,
     /// Callers (threads) whose writes the last group held, the gathering target for the next
     /// (see `group`).
     pub(crate) last_group: usize,
@@ -206,10 +210,13 @@ impl Writer {
         loop {
             let first = match self.flush_deadline() {
                 Some(deadline) => {
-                    match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                    let wait = deadline.saturating_duration_since(self.clock.now());
+                    match rx.recv_timeout(wait) {
                         Ok(command) => command,
                         Err(RecvTimeoutError::Timeout) => {
-                            self.flush_logged();
+                            if let Err(error) = self.flush_if_due() {
+                                tracing::error!(%error, "durable flush failed; the store is poisoned");
+                            }
                             continue;
                         }
                         Err(RecvTimeoutError::Disconnected) => break,
@@ -223,6 +230,11 @@ impl Writer {
             let close = match first {
                 Command::Close(reply) => Some(reply),
                 Command::Write(write) => self.group(write, rx),
+                Command::Tick(reply) => {
+                    let result = self.flush_if_due();
+                    drop(reply.send(result));
+                    None
+                }
             };
             if let Some(close) = close {
                 let result = self.flush();
@@ -230,7 +242,7 @@ impl Writer {
                 while let Ok(command) = rx.try_recv() {
                     match command {
                         Command::Write(write) => refuse(write, &Error::Closed),
-                        Command::Close(other) => drop(other.send(Ok(()))),
+                        Command::Close(other) | Command::Tick(other) => drop(other.send(Ok(()))),
                     }
                 }
                 drop(close.send(result));
@@ -246,6 +258,15 @@ impl Writer {
                 Some(self.last_durable + Duration::from_millis(interval_ms))
             }
             _ => None,
+        }
+    }
+
+    /// Flushes if the periodic flush is due by the clock (a real timeout may come a little
+    /// before the clock says so, and a manual clock may not have moved at all).
+    fn flush_if_due(&mut self) -> Result<(), Error> {
+        match self.flush_deadline() {
+            Some(deadline) if self.clock.now() >= deadline => self.flush(),
+            _ => Ok(()),
         }
     }
 
@@ -273,7 +294,7 @@ impl Writer {
         match result {
             Ok(()) => {
                 self.dirty = false;
-                self.last_durable = Instant::now();
+                self.last_durable = self.clock.now();
                 Ok(())
             }
             Err(error) => {
@@ -312,7 +333,8 @@ impl Writer {
         let durable = match self.durability {
             Durability::Immediate => true,
             Durability::Periodic { interval_ms } => {
-                self.last_durable.elapsed() >= Duration::from_millis(interval_ms)
+                self.clock.now().saturating_duration_since(self.last_durable)
+                    >= Duration::from_millis(interval_ms)
             }
             Durability::None => false,
         };
@@ -321,6 +343,7 @@ impl Writer {
         let mut answers = Vec::with_capacity(target);
         let mut results = Vec::with_capacity(target);
         let mut callers = Callers::default();
+        let mut ticks = Vec::new();
         let (mut events, mut bytes) = (0_usize, 0_usize);
         let span = tracing::debug_span!(
             "group_commit",
@@ -385,6 +408,8 @@ impl Writer {
                         close = Some(reply);
                         break Ok(());
                     }
+                    // Answered once this group is committed (it may be the due flush itself).
+                    Command::Tick(reply) => ticks.push(reply),
                 }
             };
             let applied = applied.and_then(|()| {
@@ -414,7 +439,7 @@ impl Writer {
             Ok(()) => {
                 if durable {
                     self.dirty = false;
-                    self.last_durable = Instant::now();
+                    self.last_durable = self.clock.now();
                 } else {
                     self.dirty = true;
                 }
@@ -439,6 +464,10 @@ impl Writer {
                 (None, None) => unreachable!("a write went unanswered"),
             };
             answer.send(result);
+        }
+        for tick in ticks {
+            let result = self.flush_if_due();
+            drop(tick.send(result));
         }
         close
     }
