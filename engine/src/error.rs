@@ -2,7 +2,7 @@
 
 use cairn_storage::ThreadStatus;
 
-use crate::status::InvalidTransition;
+use crate::core::status::InvalidTransition;
 
 /// Everything the engine can report. Each variant says whether retrying can help.
 #[derive(Debug, thiserror::Error)]

@@ -10,41 +10,26 @@
 //! reopen + resume gives the same final state, outputs and recorded side effects as a run that
 //! never crashed.
 
-pub mod channels;
-mod children;
-mod claims;
-#[cfg(feature = "cli")]
-pub mod cli;
+pub mod api;
 pub mod clock;
-mod controls_api;
+pub mod coord;
+pub mod core;
 pub mod debug;
-mod decide;
-#[cfg(feature = "cli")]
-pub mod demo;
-mod drawn;
-mod engine;
 pub mod error;
-mod handle;
+mod exec;
 pub mod limits;
-mod locks;
-pub mod log;
-pub mod model;
-mod pipeline;
-pub mod record;
 pub mod replay;
-pub mod restore;
-mod resume_check;
-mod runner;
-mod start;
-pub mod status;
-mod subgraph;
-mod suspend;
-mod task;
-mod task_map;
 #[cfg(feature = "testkit")]
 pub mod testkit;
-pub mod thread_ctx;
-mod timers;
+
+#[cfg(feature = "cli")]
+pub mod cli;
+#[cfg(feature = "cli")]
+pub mod demo;
+pub mod model;
+
+pub use crate::api::channels;
+pub use crate::core::{codec, event, restore, status, thread_ctx};
 
 pub use cairn_dsl as dsl;
 pub use cairn_storage as storage;
@@ -54,8 +39,8 @@ pub use cairn_dsl::{
     Variables, Workflow,
 };
 pub use cairn_storage::{Bookmark, Durability, Lsn, Scope, Seq, ThreadId, ThreadStatus};
-pub use engine::{
+pub use api::engine::{
     Config, Engine, EngineBuilder, RecoveryPolicy, RecoveryReport, StartOptions, StepHook,
 };
 pub use error::Error;
-pub use handle::{EventStream, Outcome, ThreadHandle};
+pub use api::handle::{EventStream, Outcome, ThreadHandle};

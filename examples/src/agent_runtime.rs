@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cairn::clock::{Clock, ManualClock};
-use cairn::record::Body;
+use cairn::event::Body;
 use cairn::thread_ctx::Telemetry;
 use cairn::{Engine, RecoveryPolicy, StartOptions, ThreadHandle, ThreadId, ThreadStatus};
 use tokio::sync::mpsc;
@@ -190,7 +190,7 @@ impl AgentRuntime {
         let store = self.engine.store();
         let mut out = Vec::new();
         for event in store.read_since(&id, cairn::Seq(0), 10_000)? {
-            out.push(cairn::log::decode(store.as_ref(), event)?.body);
+            out.push(cairn::codec::decode(store.as_ref(), event)?.body);
         }
         Ok(out)
     }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cairn::dsl::{Ctx, NodeOutput, NodePolicy, RetryPolicy, State, Workflow};
-use cairn::record::Body;
+use cairn::event::Body;
 use cairn::{END, Engine, NodeError, START, StartOptions, ThreadStatus};
 use serde::{Deserialize, Serialize};
 
@@ -253,7 +253,7 @@ fn row(
     let mut timeouts = 0;
     let mut last_error_fatal = false;
     for event in engine.store().read_since(id, cairn::Seq(0), 10_000)? {
-        match cairn::log::decode(engine.store().as_ref(), event)?.body {
+        match cairn::codec::decode(engine.store().as_ref(), event)?.body {
             Body::NodeStarted { attempt, .. } | Body::NodeCompleted { attempt, .. } => {
                 attempts = attempts.max(attempt)
             }

@@ -16,7 +16,7 @@ use cairn::debug::{ForkFrom, ForkOptions};
 use cairn::dsl::{
     CheckpointPolicy, Ctx, Message, NodeOutput, NodePolicy, RetryPolicy, State, Workflow,
 };
-use cairn::record::Body;
+use cairn::event::Body;
 use cairn::storage::{CheckpointFilter, CheckpointKind, CheckpointMeta, Page};
 use cairn::{END, Engine, START, StartOptions, ThreadHandle, ThreadStatus, ToolError};
 use serde::{Deserialize, Serialize};

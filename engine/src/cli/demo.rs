@@ -78,7 +78,7 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
         loop {
             let outcome = handle.outcome()?;
             while let Some(rec) = events.try_next()? {
-                if let crate::record::Body::Progress { progress, .. } = &rec.body {
+                if let crate::core::event::Body::Progress { progress, .. } = &rec.body {
                     bar.set_position(u64::from(progress.step));
                     bar.set_message(progress.message.clone());
                 }

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use super::common::{Common, open_read_only, print_json, print_text, record_of};
 use super::table::{Table, cut, time};
 use crate::limits::READ_CHUNK_EVENTS;
-use crate::log::decode;
-use crate::record::Body;
+use crate::core::codec::decode;
+use crate::core::event::Body;
 
 /// Arguments of `cairn events`.
 #[derive(Debug, clap::Args)]

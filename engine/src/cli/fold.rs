@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::Engine;
-use crate::thread_ctx::ThreadCtx;
+use crate::core::thread_ctx::ThreadCtx;
 
 /// A thread context folded from the log.
 pub struct Folded {
@@ -32,13 +32,13 @@ pub fn fold(engine: &Engine, thread: &ThreadId, at: Option<u64>) -> anyhow::Resu
     let store = engine.store().as_ref();
     match engine.workflow_of(thread) {
         Ok(wf) => {
-            let ctx = crate::restore::restore(store, &wf, thread, at)?;
+            let ctx = crate::core::restore::restore(store, &wf, thread, at)?;
             Ok(Folded { ctx, state_unknown: None })
         }
         Err(
             e @ (crate::Error::UnknownWorkflow { .. } | crate::Error::FingerprintChanged { .. }),
         ) => {
-            let ctx = crate::restore::restore(store, opaque(), thread, at)?;
+            let ctx = crate::core::restore::restore(store, opaque(), thread, at)?;
             Ok(Folded { ctx, state_unknown: Some(e.to_string()) })
         }
         Err(e) => Err(e.into()),

@@ -30,8 +30,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::Error;
-use crate::record::ForkOrigin;
-use crate::thread_ctx::Snapshot;
+use crate::core::event::ForkOrigin;
+use crate::core::thread_ctx::Snapshot;
 
 /// The format version written; bundles of major version 1 are read.
 pub const BUNDLE_VERSION: &str = "1.0.0";
@@ -101,7 +101,7 @@ pub struct BundleEvent {
     /// The key of its body in [`EventsExport::payloads`] (large bodies).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload_ref: Option<String>,
-    /// Its body (a [`crate::record::Body`] as JSON), when inline.
+    /// Its body (a [`crate::core::event::Body`] as JSON), when inline.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
 }

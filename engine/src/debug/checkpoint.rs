@@ -10,11 +10,11 @@ use cairn_storage::{
     ThreadRecord, ThreadStatus,
 };
 
-use crate::engine::Engine;
+use crate::api::engine::Engine;
 use crate::error::Error;
-use crate::log;
-use crate::record::Body;
-use crate::thread_ctx::{Snapshot, ThreadCtx};
+use crate::core::codec;
+use crate::core::event::Body;
+use crate::core::thread_ctx::{Snapshot, ThreadCtx};
 
 impl Engine {
     /// Writes a manual checkpoint of a thread that no runner drives (paused, waiting, sleeping,
@@ -83,7 +83,7 @@ impl Engine {
         ctx.apply(last + 1, now, &body)?;
         let snapshot = reshape(ctx.snapshot()?)?;
         let mut batch = Batch::default();
-        log::push_event(&mut batch, &id, &body, now)?;
+        codec::push_event(&mut batch, &id, &body, now)?;
         batch.checkpoints.push(NewCheckpoint {
             thread: id.clone(),
             workflow: snapshot.meta.workflow.clone(),

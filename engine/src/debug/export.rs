@@ -20,13 +20,13 @@ use super::bundle::{
 use super::import::BASE_TAG;
 use super::redact::Redactor;
 use super::validate::payload_key;
-use crate::engine::Engine;
+use crate::api::engine::Engine;
 use crate::error::Error;
 use crate::limits::{self, INLINE_VALUE_BYTES_MAX};
-use crate::log;
-use crate::record::{Body, ForkOrigin};
-use crate::restore::decode_snapshot;
-use crate::thread_ctx::Snapshot;
+use crate::core::codec;
+use crate::core::event::{Body, ForkOrigin};
+use crate::core::restore::decode_snapshot;
+use crate::core::thread_ctx::Snapshot;
 
 impl Engine {
     /// A debug bundle of `thread`, redacted as `options.redaction` says.
@@ -167,7 +167,7 @@ impl Engine {
                     break;
                 }
                 after = seq;
-                let rec = log::decode(self.store().as_ref(), event)?;
+                let rec = codec::decode(self.store().as_ref(), event)?;
                 let mut value = serde_json::to_value(&rec.body)?;
                 red.value(&mut value);
                 let body: Body = serde_json::from_value(value.clone()).map_err(|e| {

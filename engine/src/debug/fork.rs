@@ -11,11 +11,11 @@ use cairn_storage::{ThreadId, ThreadStatus};
 
 use super::checkpoint::busy;
 use super::{ForkFrom, ForkOptions};
-use crate::engine::Engine;
+use crate::api::engine::Engine;
 use crate::error::Error;
-use crate::handle::ThreadHandle;
-use crate::record::{Body, ForkOrigin};
-use crate::start::{ForkSeed, create};
+use crate::api::handle::ThreadHandle;
+use crate::core::event::{Body, ForkOrigin};
+use crate::exec::start::{ForkSeed, create};
 
 impl Engine {
     /// Starts a new thread from `thread`'s state at `from`, optionally with `options.update`

@@ -15,10 +15,10 @@ use cairn_storage::{
 };
 
 use super::bundle::{Bundle, BundleCheckpoint};
-use crate::engine::Engine;
+use crate::api::engine::Engine;
 use crate::error::Error;
-use crate::log;
-use crate::thread_ctx::Snapshot;
+use crate::core::codec;
+use crate::core::thread_ctx::Snapshot;
 
 /// The tag of the checkpoint import writes for a bundle's base (not exported again).
 pub const BASE_TAG: &str = "bundle-base";
@@ -97,7 +97,7 @@ impl Engine {
             self.store().prune(&id, keep)?.wait().await?;
         }
         for (event, body) in bundle.events.events.iter().zip(&bodies) {
-            log::push_event(&mut w.batch, &id, body, event.timestamp)?;
+            codec::push_event(&mut w.batch, &id, body, event.timestamp)?;
             w.bytes += w.batch.events.last().map_or(0, |e| e.data.len());
             w.bytes += w.batch.payloads.last().map_or(0, Vec::len);
             let mut attached = false;

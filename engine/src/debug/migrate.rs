@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use cairn_storage::{CheckpointKind, CheckpointMeta, ThreadId};
 use serde_json::Value;
 
-use crate::engine::{Engine, Inner};
+use crate::api::engine::{Engine, Inner};
 use crate::error::Error;
 
 /// The tag of the checkpoint a migration writes (and of nothing else).

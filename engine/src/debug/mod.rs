@@ -1,7 +1,7 @@
 //! Debugging a thread after the fact: time travel, diffs, forks, migrations and debug bundles.
 //!
 //! Everything here reads the same log the runner wrote and goes through the same pure fold
-//! ([`crate::thread_ctx::ThreadCtx::apply`]), so the state shown at a seq is the state the live
+//! ([`crate::core::thread_ctx::ThreadCtx::apply`]), so the state shown at a seq is the state the live
 //! run had at that seq, not a reconstruction.
 //!
 //! - Time travel: [`Engine::state_at`] (nearest checkpoint at or before the seq plus the events
@@ -45,7 +45,7 @@ pub use redact::{REDACTED, Redaction};
 
 #[allow(unused_imports, reason = "linked from the module docs")]
 use crate::Engine;
-use crate::thread_ctx::ThreadMeta;
+use crate::core::thread_ctx::ThreadMeta;
 
 /// Views returned by one [`Engine::states`] call at most: each holds a whole state, so a range
 /// is paged by the caller rather than materialised whole.

@@ -12,13 +12,13 @@ use cairn_storage::{CheckpointFilter, Page, Seq, ThreadId, ThreadRecord, Workflo
 
 use super::migrate::MIGRATION_TAG;
 use super::{Change, STATES_MAX, StateView};
-use crate::engine::Engine;
+use crate::api::engine::Engine;
 use crate::error::Error;
 use crate::limits;
-use crate::log;
-use crate::record::Body;
-use crate::restore::restore;
-use crate::thread_ctx::ThreadCtx;
+use crate::core::codec;
+use crate::core::event::Body;
+use crate::core::restore::restore;
+use crate::core::thread_ctx::ThreadCtx;
 
 impl Engine {
     /// The state of `thread` after the event at `seq` (after its last event when `None`).
@@ -81,7 +81,7 @@ impl Engine {
                 if seq > to {
                     break 'read;
                 }
-                let rec = log::decode(self.store().as_ref(), event)?;
+                let rec = codec::decode(self.store().as_ref(), event)?;
                 ctx.apply(seq, rec.bookmark.at_ms, &rec.body)?;
                 if migrations.contains(&seq) {
                     // The state changed type here: continue from the migration's checkpoint.
@@ -182,7 +182,7 @@ impl Engine {
 fn created_workflow(engine: &Engine, id: &ThreadId) -> Result<WorkflowRef, Error> {
     let first = engine.store().read_range(id, Seq(1), Seq(1))?;
     let event = first.into_iter().next().ok_or_else(|| Error::UnknownThread(id.to_string()))?;
-    match log::decode(engine.store().as_ref(), event)?.body {
+    match codec::decode(engine.store().as_ref(), event)?.body {
         Body::ThreadCreated { workflow, .. } => Ok(workflow),
         _ => Err(Error::Record {
             thread: id.to_string(),
@@ -196,7 +196,7 @@ fn ends_step(engine: &Engine, id: &ThreadId, seq: u64) -> Result<bool, Error> {
     let events = engine.store().read_range(id, Seq(seq), Seq(seq))?;
     match events.into_iter().next() {
         Some(event) => Ok(matches!(
-            log::decode(engine.store().as_ref(), event)?.body,
+            codec::decode(engine.store().as_ref(), event)?.body,
             Body::StepCompleted { .. }
         )),
         None => Ok(false),

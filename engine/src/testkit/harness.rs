@@ -12,9 +12,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::clock::ManualClock;
-use crate::engine::EngineBuilder;
+use crate::api::engine::EngineBuilder;
 use crate::error::Error;
-use crate::handle::Outcome;
+use crate::api::handle::Outcome;
 use crate::testkit::case::{Cases, CrashCase, case_seed};
 use crate::testkit::effects::{Effect, Effects};
 use crate::testkit::observe::{ToolCallRecord, canonical, multiset, observe};

@@ -137,7 +137,7 @@ pub use summary::{CaseReport, Summary};
 pub use crate::clock::ManualClock;
 pub use cairn_storage::fault::{CrashModel, Fault, FaultBackend, FaultController};
 
-use crate::engine::{Engine, EngineBuilder};
+use crate::api::engine::{Engine, EngineBuilder};
 use crate::error::Error;
 
 /// The start time of [`deterministic_engine`]'s clock: 2023-11-14T22:13:20Z.

@@ -11,8 +11,8 @@ use cairn_storage::{Event, EventKind, Seq, Store, ThreadId};
 use serde_json::Value;
 
 use crate::error::Error;
-use crate::log;
-use crate::record::Body;
+use crate::core::codec;
+use crate::core::event::Body;
 use crate::testkit::effects::Effect;
 
 /// One recorded tool call: where it was made, what it was asked, what it returned.
@@ -85,7 +85,7 @@ pub(crate) fn observe(store: &dyn Store, thread: &ThreadId) -> Result<LogView, E
     // did. Level by level, without recursion (nesting is bounded by the DSL's depth limit).
     let mut parents = vec![thread.clone()];
     while let Some(parent) = parents.pop() {
-        for child in crate::children::children_of(store, &parent)?.into_iter().map(|r| r.id) {
+        for child in crate::core::children::children_of(store, &parent)?.into_iter().map(|r| r.id) {
             let child_view = observe_one(store, &child)?;
             view.tool_calls.extend(child_view.tool_calls);
             view.duplicate_commits += child_view.duplicate_commits;
@@ -109,7 +109,7 @@ fn observe_one(store: &dyn Store, thread: &ThreadId) -> Result<LogView, Error> {
         ) {
             continue;
         }
-        match log::decode(store, event.clone())?.body {
+        match codec::decode(store, event.clone())?.body {
             Body::ToolCalled { step, task, attempt, call, name, input, .. } => {
                 inputs.insert((step, task.to_string(), attempt, call), (name, input));
             }

@@ -15,13 +15,13 @@ use cairn_storage::{Durability, Event, EventKind, Options, RedbStore, ThreadId, 
 use serde_json::Value;
 
 use crate::clock::ManualClock;
-use crate::engine::{Engine, StartOptions};
+use crate::api::engine::{Engine, StartOptions};
 use crate::error::Error;
-use crate::handle::Outcome;
+use crate::api::handle::Outcome;
 use crate::testkit::harness::CrashHarness;
 use crate::testkit::observe::{LogView, observe, read_all};
 use crate::testkit::recording::RecordingStore;
-use crate::thread_ctx::Waiting;
+use crate::core::thread_ctx::Waiting;
 
 /// How an attempt ended.
 #[derive(Debug, Clone)]
@@ -196,7 +196,7 @@ impl CrashHarness {
                     runner_released(engine, &self.thread).await;
                     let wf = engine.workflow_of(&self.thread)?;
                     let ctx =
-                        crate::restore::restore(engine.store().as_ref(), &wf, &self.thread, None)?;
+                        crate::core::restore::restore(engine.store().as_ref(), &wf, &self.thread, None)?;
                     if let Some(Waiting::Timer { until_ms, .. }) = ctx.meta.waiting {
                         clock.set_ms(until_ms);
                     }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use cairn::clock::ManualClock;
 use cairn::dsl::{Budgets, Ctx, NodeOutput, NodePolicy, RetryPolicy, ToolCall, Workflow};
-use cairn::record::Body;
+use cairn::event::Body;
 use cairn::{Durability, END, Engine, NodeError, START, StartOptions, ThreadStatus, ToolError};
 
 use crate::common::{Tally, db};
@@ -56,7 +56,7 @@ fn bodies(engine: &Engine, thread: &str) -> Vec<Body> {
         .read_since(&id, cairn::Seq(0), 10_000)
         .unwrap()
         .into_iter()
-        .map(|e| cairn::log::decode(engine.store().as_ref(), e).unwrap().body)
+        .map(|e| cairn::codec::decode(engine.store().as_ref(), e).unwrap().body)
         .collect()
 }
 

@@ -406,12 +406,12 @@ fn recorded_calls(path: &Path) -> BTreeSet<String> {
         assert!(events.len() < READ_LIMIT_MAX, "{id}: log longer than one read");
         let mut inputs = BTreeMap::new();
         for e in events {
-            let rec = cairn::log::decode(&store, e).unwrap();
+            let rec = cairn::codec::decode(&store, e).unwrap();
             match rec.body {
-                cairn::record::Body::ToolCalled { step, task, attempt, call, input, .. } => {
+                cairn::event::Body::ToolCalled { step, task, attempt, call, input, .. } => {
                     inputs.insert((step, task, attempt, call), input);
                 }
-                cairn::record::Body::ToolReturned { step, task, attempt, call, .. } => {
+                cairn::event::Body::ToolReturned { step, task, attempt, call, .. } => {
                     if let Some(input) = inputs.get(&(step, task, attempt, call)) {
                         keys.insert(input.as_str().unwrap_or_default().to_owned());
                     }

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 
 use cairn::clock::ManualClock;
 use cairn::dsl::{Ctx, NodeOutput, State, Workflow};
-use cairn::record::Body;
+use cairn::event::Body;
 use cairn::storage::limits::READ_LIMIT_MAX;
 use cairn::storage::{RedbStore, Store, ThreadId};
 use cairn::{END, NodeError, START, Seq, ThreadStatus};
@@ -371,7 +371,7 @@ fn inspect(store: &RedbStore, wf: &Workflow<Acc>, t: usize) -> Option<Facts> {
     let (mut called, mut recorded) = (BTreeMap::new(), BTreeSet::new());
     for e in events {
         let lsn = e.bookmark.lsn.0;
-        match cairn::log::decode(store, e).unwrap().body {
+        match cairn::codec::decode(store, e).unwrap().body {
             Body::Lock { acquired: true, .. } => {
                 locks += 1;
                 since.get_or_insert(lsn);

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use cairn::debug::{ForkFrom, ForkOptions};
 use cairn::dsl::{Ctx, NodeOutput, State, Workflow};
-use cairn::log::decode;
+use cairn::codec::decode;
 use cairn::storage::{CheckpointFilter, CheckpointMeta, Page, Seq, ThreadId};
 use cairn::thread_ctx::ThreadCtx;
 use cairn::{Durability, END, Engine, Error, START, StartOptions, ThreadStatus};
@@ -77,7 +77,7 @@ fn step_completed_seqs(engine: &Engine, thread: &str) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     for event in engine.store().read_range(&id, Seq(1), Seq(last)).unwrap() {
         let rec = decode(engine.store().as_ref(), event).unwrap();
-        if let cairn::record::Body::StepCompleted { step, .. } = rec.body {
+        if let cairn::event::Body::StepCompleted { step, .. } = rec.body {
             out.push((step, rec.bookmark.seq.0));
         }
     }
@@ -193,7 +193,7 @@ async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
     assert_eq!(rec.parent, Some((id.clone(), Seq(at))));
     let first = engine.store().read_range(&rec.id, Seq(1), Seq(1)).unwrap();
     match decode(engine.store().as_ref(), first[0].clone()).unwrap().body {
-        cairn::record::Body::ThreadCreated { fork: Some(origin), frontier, .. } => {
+        cairn::event::Body::ThreadCreated { fork: Some(origin), frontier, .. } => {
             assert_eq!((origin.thread.as_str(), origin.seq), ("orig", at));
             assert_eq!(frontier, ["n2"]);
         }
@@ -227,7 +227,7 @@ async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
     let second = engine.store().read_range(f2.id(), Seq(2), Seq(2)).unwrap();
     assert!(matches!(
         decode(engine.store().as_ref(), second[0].clone()).unwrap().body,
-        cairn::record::Body::StateUpdated { .. }
+        cairn::event::Body::StateUpdated { .. }
     ));
 
     // A fork that does not start stays Created.

@@ -253,8 +253,8 @@ async fn a_write_behind_the_runners_back_stops_the_thread_before_its_next_tool_c
     // Another writer appends to the thread's log (no lease, no guard) while the node runs.
     let id = cairn::ThreadId::new("g").unwrap();
     let mut batch = cairn::storage::Batch::default();
-    let body = cairn::record::Body::Progress {
-        task: cairn::record::TaskKey::node("n".to_owned()),
+    let body = cairn::event::Body::Progress {
+        task: cairn::event::TaskKey::node("n".to_owned()),
         progress: cairn::dsl::Progress {
             step: 1,
             total: 1,
@@ -262,7 +262,7 @@ async fn a_write_behind_the_runners_back_stops_the_thread_before_its_next_tool_c
             percent: None,
         },
     };
-    cairn::log::push_event(&mut batch, &id, &body, 0).unwrap();
+    cairn::codec::push_event(&mut batch, &id, &body, 0).unwrap();
     engine.store().append(batch).unwrap().wait().await.unwrap();
     gate.notify_one();
     // Shutting down waits for the runner and its task to finish what they are doing.

@@ -99,7 +99,7 @@ async fn running_threads_are_resumed_or_parked_at_open() {
         let mut events = t.events(0).unwrap();
         let mut recovered = false;
         while let Some(e) = events.try_next().unwrap() {
-            recovered |= matches!(e.body, cairn::record::Body::Recovered { .. });
+            recovered |= matches!(e.body, cairn::event::Body::Recovered { .. });
         }
         assert!(recovered, "{policy:?}: no recovered event");
         engine.shutdown().await;
@@ -307,7 +307,7 @@ async fn a_parent_killed_while_its_child_runs_completes_after_reopen() {
         let mut child_log = engine.thread(children[0].id.as_str()).unwrap().events(0).unwrap();
         while let Some(e) = child_log.try_next().unwrap() {
             assert!(
-                !matches!(e.body, cairn::record::Body::Recovered { .. }),
+                !matches!(e.body, cairn::event::Body::Recovered { .. }),
                 "{policy:?}: the child was recovered on its own: {e:?}"
             );
         }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cairn::dsl::{Ctx, NodeOutput, Workflow};
-use cairn::log::Recorded;
-use cairn::record::Body;
+use cairn::codec::Recorded;
+use cairn::event::Body;
 use cairn::{Durability, END, Engine, START, Seq, StartOptions, ThreadStatus, ToolError};
 
 use crate::common::{Effects, Tally, db};

@@ -129,7 +129,7 @@ fn inspect(store: &dyn Store) -> (String, bool, BTreeMap<String, Value>) {
     let events = store.read_all_since(Lsn(0), 10_000).expect("events");
     for event in &events {
         hasher.update(&codec::encode_event(event).expect("encode event"));
-        let record = cairn::log::decode(store, event.clone()).expect("decode body");
+        let record = cairn::codec::decode(store, event.clone()).expect("decode body");
         let bytes = match (&event.payload, event.data.is_empty()) {
             (Some(r), true) => store.payload(r).expect("payload"),
             _ => event.data.clone(),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cairn::record::Body;
+use cairn::event::Body;
 use cairn::storage::fault::{CrashModel, Fault, FaultBackend};
 use cairn::storage::{Durability, Event, Options, RedbStore, Store, ThreadId};
 use cairn::testkit::{RecordingStore, deterministic_engine};
@@ -191,7 +191,7 @@ fn t8_load_with_crashes() {
         }
         let mut steps = Vec::new();
         for e in &log {
-            if let Ok(rec) = cairn::log::decode(store.as_ref(), e.clone())
+            if let Ok(rec) = cairn::codec::decode(store.as_ref(), e.clone())
                 && let Body::StepCompleted { step, .. } = rec.body
             {
                 steps.push(step);

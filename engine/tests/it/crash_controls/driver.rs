@@ -10,7 +10,7 @@ use std::task::Poll;
 
 use cairn::clock::{Clock, ManualClock};
 use cairn::dsl::{Budgets, Workflow};
-use cairn::record::Body;
+use cairn::event::Body;
 use cairn::storage::limits::READ_LIMIT_MAX;
 use cairn::storage::{RedbStore, Store, ThreadId};
 use cairn::thread_ctx::Waiting;
@@ -178,7 +178,7 @@ impl Run<'_> {
         let mut next = None;
         for e in self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX)? {
             if let Body::StepCompleted { next: n, .. } =
-                cairn::log::decode(self.engine.store().as_ref(), e)?.body
+                cairn::codec::decode(self.engine.store().as_ref(), e)?.body
             {
                 next = Some(n);
             }
@@ -218,7 +218,7 @@ impl Run<'_> {
         let id = ThreadId::new(tid(t)).unwrap();
         let status = self.engine.store().thread(&id)?.expect("thread record").status;
         let last = self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX)?.pop();
-        let last = last.map(|e| cairn::log::decode(self.engine.store().as_ref(), e)).transpose()?;
+        let last = last.map(|e| cairn::codec::decode(self.engine.store().as_ref(), e)).transpose()?;
         let paused_from_wait = matches!(
             last.map(|r| r.body),
             Some(Body::StatusChanged { from, to: ThreadStatus::Paused, .. }) if from == parked
@@ -241,7 +241,7 @@ impl Run<'_> {
         let mut explicit = false;
         for e in self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX)? {
             if let Body::StatusChanged { to: ThreadStatus::Paused, reason, .. } =
-                cairn::log::decode(self.engine.store().as_ref(), e)?.body
+                cairn::codec::decode(self.engine.store().as_ref(), e)?.body
             {
                 explicit = reason.starts_with("paused");
             }
@@ -534,7 +534,7 @@ pub(super) fn dump(store: &dyn Store, plan: &Plan) -> String {
         let status = store.thread(&id).ok().flatten().map(|r| r.status);
         out.push_str(&format!("{id} ({status:?}):\n"));
         for e in store.read_since(&id, Seq(0), READ_LIMIT_MAX).unwrap_or_default() {
-            let body = cairn::log::decode(store, e).map(|r| format!("{:?}", r.body));
+            let body = cairn::codec::decode(store, e).map(|r| format!("{:?}", r.body));
             out.push_str(&format!("  {}\n", body.unwrap_or_else(|e| e.to_string())));
         }
     }

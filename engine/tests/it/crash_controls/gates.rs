@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use cairn::NodeError;
 use cairn::dsl::Ctx;
-use cairn::record::Body;
+use cairn::event::Body;
 use cairn::storage::limits::READ_LIMIT_MAX;
 use cairn::storage::{Seq, Store, ThreadId};
 use tokio::sync::{Notify, watch};
@@ -98,7 +98,7 @@ impl Gates {
         let Ok(events) = store.read_since(&id, Seq(0), READ_LIMIT_MAX) else { return false };
         events.into_iter().any(|e| {
             matches!(
-                cairn::log::decode(store.as_ref(), e).map(|r| r.body),
+                cairn::codec::decode(store.as_ref(), e).map(|r| r.body),
                 Ok(Body::NodeCompleted { step, task, .. })
                     if step == ctx.step() && task.node == ctx.node()
             )

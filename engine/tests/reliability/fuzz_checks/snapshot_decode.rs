@@ -12,7 +12,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use cairn::record::Body;
+use cairn::event::Body;
 use cairn::storage::ThreadId;
 use cairn::testkit::{deterministic_engine, runner_released};
 use cairn::thread_ctx::{Snapshot, ThreadCtx};
@@ -86,7 +86,7 @@ fn seeds() -> &'static (Vec<Snapshot>, Vec<Vec<u8>>) {
                 .expect("events")
                 .into_iter()
                 .map(|e| {
-                    let body = cairn::log::decode(engine.store().as_ref(), e).expect("decode").body;
+                    let body = cairn::codec::decode(engine.store().as_ref(), e).expect("decode").body;
                     serde_json::to_vec(&body).expect("json")
                 })
                 .collect();

@@ -12,9 +12,9 @@ use cairn_dsl::NodeError;
 use cairn_storage::{Batch, LockOp};
 use futures::future::BoxFuture;
 
-use crate::log::{self, Recorded};
-use crate::record::Body;
-use crate::task::{ThreadEnv, engine_error};
+use crate::core::codec::{self, Recorded};
+use crate::core::event::Body;
+use crate::exec::task::{ThreadEnv, engine_error};
 
 /// Takes lock `name` for the thread; with `wait`, waits (engine clock) until a holder's lock
 /// expires or is released, else fails with [`NodeError::Lock`].
@@ -84,7 +84,7 @@ async fn write(
 ) -> Result<Vec<Recorded>, cairn_storage::Error> {
     env.settle().await.map_err(as_storage)?;
     let mut batch = Batch::default();
-    log::push_event(&mut batch, &env.thread, &body, now)
+    codec::push_event(&mut batch, &env.thread, &body, now)
         .map_err(|e| cairn_storage::Error::Invalid { detail: e.to_string() })?;
     batch.locks.push(op);
     // A lock another thread holds refuses the batch: refusable, so the refusal leaves the

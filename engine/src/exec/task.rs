@@ -18,14 +18,14 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use crate::drawn::Drawn;
-use crate::engine::Inner;
+use crate::core::drawn::Drawn;
+use crate::api::engine::Inner;
 use crate::error::Error;
 use crate::limits;
-use crate::log::{self, Recorded};
-use crate::record::{Body, TaskKey};
-use crate::suspend::Suspensions;
-use crate::thread_ctx::{TaskJournal, ToolRecord};
+use crate::core::codec::{self, Recorded};
+use crate::core::event::{Body, TaskKey};
+use crate::core::suspend::Suspensions;
+use crate::core::thread_ctx::{TaskJournal, ToolRecord};
 
 /// What the runner knows about the thread that tasks need.
 pub(crate) struct ThreadEnv {
@@ -46,7 +46,7 @@ pub(crate) struct ThreadEnv {
     /// thread that has none).
     pub seed: u64,
     /// The runner's batches not yet durable: settled before any write with effects.
-    pub pipeline: crate::pipeline::Pipeline,
+    pub pipeline: crate::exec::pipeline::Pipeline,
 }
 
 impl ThreadEnv {
@@ -57,7 +57,7 @@ impl ThreadEnv {
     }
 }
 
-pub(crate) use crate::decide::{TaskEnd, TaskRun};
+pub(crate) use crate::core::decide::{TaskEnd, TaskRun};
 
 /// Runs one task through its attempts (retry policy, timeout), never returning an `Err`: every
 /// outcome, including engine errors, is a [`TaskEnd`].
@@ -198,7 +198,7 @@ async fn run_attempt(
         DynNodeKind::Task(handler) => handler(state, Ctx::new(ctx.clone())),
         DynNodeKind::Map { handler, .. } => handler(state, Ctx::new(ctx.clone())),
         DynNodeKind::Subgraph { child, input, output } => match input(state) {
-            Ok(child_input) => crate::subgraph::run_child(
+            Ok(child_input) => crate::exec::subgraph::run_child(
                 env.clone(),
                 ctx.key.clone(),
                 ctx.step,
@@ -264,7 +264,7 @@ pub(crate) async fn append_now(
 fn batch_of(env: &ThreadEnv, bodies: &[Body], at_ms: u64) -> Result<Batch, Error> {
     let mut batch = Batch::default();
     for body in bodies {
-        log::push_event(&mut batch, &env.thread, body, at_ms)?;
+        codec::push_event(&mut batch, &env.thread, body, at_ms)?;
     }
     Ok(batch)
 }
@@ -531,7 +531,7 @@ impl NodeContext for TaskCtx {
                     });
                 }
                 if let Some(recorded) = &rec.input_hash
-                    && *recorded != crate::thread_ctx::input_hash(&input)
+                    && *recorded != crate::core::thread_ctx::input_hash(&input)
                 {
                     return Err(NodeError::Nondeterminism {
                         detail: format!(
@@ -646,7 +646,7 @@ impl NodeContext for TaskCtx {
         ttl_ms: u64,
         wait: bool,
     ) -> BoxFuture<'static, Result<(), NodeError>> {
-        let fut = crate::locks::acquire(self.env.clone(), name.to_owned(), ttl_ms, wait);
+        let fut = crate::exec::locks::acquire(self.env.clone(), name.to_owned(), ttl_ms, wait);
         let shared = self.st.clone();
         Box::pin(async move {
             let recs = fut.await?;
@@ -656,7 +656,7 @@ impl NodeContext for TaskCtx {
     }
 
     fn unlock(&self, name: &str) -> BoxFuture<'static, Result<(), NodeError>> {
-        let fut = crate::locks::release(self.env.clone(), name.to_owned());
+        let fut = crate::exec::locks::release(self.env.clone(), name.to_owned());
         let shared = self.st.clone();
         Box::pin(async move {
             let recs = fut.await?;

@@ -33,8 +33,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cairn_storage::{Appended, Batch, Guard, LeaseOp, Pending, Seq, Store, ThreadId};
 use tokio::sync::{mpsc, watch};
 
-use crate::decide::Tail;
-use crate::engine::Inner;
+use crate::core::decide::Tail;
+use crate::api::engine::Inner;
 use crate::error::Error;
 use crate::limits;
 

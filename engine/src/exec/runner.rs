@@ -14,18 +14,18 @@ use cairn_storage::{
 };
 use tracing::Instrument;
 
-use crate::claims::Control;
-use crate::decide::{self, CheckpointRules, Next, TaskRun};
-use crate::engine::Inner;
+use crate::coord::claims::Control;
+use crate::core::decide::{self, CheckpointRules, Next, TaskRun};
+use crate::api::engine::Inner;
 use crate::error::Error;
 use crate::limits;
-use crate::log;
-use crate::pipeline::{InFlight, Pipeline};
-use crate::record::Body;
-use crate::restore::restore;
-use crate::status::Transition;
-use crate::task::{ThreadEnv, run_task};
-use crate::thread_ctx::ThreadCtx;
+use crate::core::codec;
+use crate::exec::pipeline::{InFlight, Pipeline};
+use crate::core::event::Body;
+use crate::core::restore::restore;
+use crate::core::status::Transition;
+use crate::exec::task::{ThreadEnv, run_task};
+use crate::core::thread_ctx::ThreadCtx;
 
 /// Why [`drive`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +77,7 @@ pub(crate) async fn drive_under(
         if let Ok(Exit::Status(s)) = &result {
             inner.notify(&thread, *s);
             if s.is_terminal() {
-                crate::resume_check::forget(&inner, &thread);
+                crate::exec::resume_check::forget(&inner, &thread);
             } else {
                 inner.arm_parked_deadline_from_record(&thread);
             }
@@ -117,7 +117,7 @@ async fn drive_claimed(
     }
     // A thread driven for the first time in this process is replayed since its latest
     // checkpoint: if the code now diverges from what it recorded, it is blocked, not run.
-    if let Some(s) = crate::resume_check::check(inner, &wf, thread, &ctx, &record, reason).await? {
+    if let Some(s) = crate::exec::resume_check::check(inner, &wf, thread, &ctx, &record, reason).await? {
         return Ok(Exit::Status(s));
     }
     let env = Arc::new(ThreadEnv {
@@ -204,7 +204,7 @@ impl Runner {
         self.commit(batch, None, None).await
     }
 
-    async fn run(&mut self, control: &Arc<crate::claims::Control>) -> Result<Exit, Error> {
+    async fn run(&mut self, control: &Arc<crate::coord::claims::Control>) -> Result<Exit, Error> {
         loop {
             let now = self.now();
             if control.cancel.is_cancelled() {
@@ -426,7 +426,7 @@ impl Runner {
 
     /// Submits the emitted events (plus `batch`'s operations) as one atomic batch, with a
     /// checkpoint of the resulting context when `checkpoint` is set, without waiting for its
-    /// commit (see [`crate::pipeline`]). `step` is the step the batch closes, reported to the
+    /// commit (see [`crate::exec::pipeline`]). `step` is the step the batch closes, reported to the
     /// step hook once durable.
     async fn commit(
         &mut self,
@@ -442,7 +442,7 @@ impl Runner {
         let emitted = std::mem::take(&mut self.emitted);
         let first_seq = self.ctx.meta.seq + 1 - emitted.len() as u64;
         for (body, at) in &emitted {
-            log::push_event(&mut batch, &self.env.thread, body, *at)?;
+            codec::push_event(&mut batch, &self.env.thread, body, *at)?;
         }
         if let Some(kind) = checkpoint {
             let snapshot = serde_json::to_vec(&self.ctx.snapshot()?)?;
@@ -505,4 +505,4 @@ fn summary_bytes(ctx: &ThreadCtx) -> Vec<u8> {
 }
 
 /// The routing of a step, for replay (it lives in the step decision).
-pub(crate) use crate::decide::route_step;
+pub(crate) use crate::core::decide::route_step;

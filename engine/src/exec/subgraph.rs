@@ -13,10 +13,10 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::limits;
-use crate::record::TaskKey;
-use crate::runner::{Exit, drive_under};
-use crate::task::{ThreadEnv, engine_error};
-use crate::thread_ctx::Waiting;
+use crate::core::event::TaskKey;
+use crate::exec::runner::{Exit, drive_under};
+use crate::exec::task::{ThreadEnv, engine_error};
+use crate::core::thread_ctx::Waiting;
 
 /// The id of the child thread of `task` at `step` of `parent`.
 pub fn child_id(parent: &ThreadId, task: &TaskKey, step: u64) -> String {
@@ -88,8 +88,8 @@ pub(crate) fn run_child(
         let id = ThreadId::new(child_id(&env.thread, &task, step))
             .map_err(|e| engine_error(&e.into()))?;
         let mut labels = std::collections::BTreeMap::new();
-        labels.insert(crate::children::PARENT_LABEL.to_owned(), env.thread.to_string());
-        crate::start::create(&inner, &child, &id, input, labels, None, Default::default())
+        labels.insert(crate::core::children::PARENT_LABEL.to_owned(), env.thread.to_string());
+        crate::exec::start::create(&inner, &child, &id, input, labels, None, Default::default())
             .await
             .map_err(|e| engine_error(&e))?;
         // Input the parent received while the child waited goes on to the child.
@@ -97,12 +97,12 @@ pub(crate) fn run_child(
             (inputs.last(), inner.store.thread(&id).map_err(|e| engine_error(&e.into()))?)
             && record.status == ThreadStatus::WaitingInput
         {
-            crate::controls_api::deliver_input(&inner, &child, &id, value.clone())
+            crate::api::controls::deliver_input(&inner, &child, &id, value.clone())
                 .await
                 .map_err(|e| engine_error(&e))?;
         }
         let status = drive_child(&env, &id).await?;
-        let ctx = crate::restore::restore(inner.store.as_ref(), &child, &id, None)
+        let ctx = crate::core::restore::restore(inner.store.as_ref(), &child, &id, None)
             .map_err(|e| engine_error(&e))?;
         match status {
             ThreadStatus::Completed => {

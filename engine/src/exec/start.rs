@@ -7,10 +7,10 @@ use cairn_dsl::{DynWorkflow, NextTarget};
 use cairn_storage::{Batch, Guard, Pending, ThreadId, ThreadRecord};
 use serde_json::Value;
 
-use crate::engine::{Engine, Inner};
+use crate::api::engine::{Engine, Inner};
 use crate::error::Error;
-use crate::log;
-use crate::record::{Body, ForkOrigin, ThreadPolicy};
+use crate::core::codec;
+use crate::core::event::{Body, ForkOrigin, ThreadPolicy};
 
 /// Writes a new thread of `wf` on `input`. Returns `false` (and writes nothing) if a thread with
 /// this id exists already: starting is idempotent.
@@ -88,7 +88,7 @@ pub(crate) fn prepare(
         seed,
     };
     let mut batch = Batch::default();
-    log::push_event(&mut batch, id, &body, now)?;
+    codec::push_event(&mut batch, id, &body, now)?;
     batch.threads.push(record);
     batch.guards.push(Guard::Absent { thread: id.clone() });
     Ok(Some(batch))

@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use cairn_storage::{ThreadId, ThreadStatus};
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::{Inner, lock};
-use crate::record::Body;
-use crate::status::Transition;
-use crate::thread_ctx::{ThreadCtx, Waiting};
+use crate::api::engine::{Inner, lock};
+use crate::core::event::Body;
+use crate::core::status::Transition;
+use crate::core::thread_ctx::{ThreadCtx, Waiting};
 
 /// The armed timers of this engine instance, one per sleeping thread at most.
 #[derive(Debug, Default)]

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::limits;
-use crate::record::{Body, ForkOrigin, TaskKey, ThreadPolicy};
+use crate::core::event::{Body, ForkOrigin, TaskKey, ThreadPolicy};
 
 /// One tool call recorded in an open step: what the memo returns when the task runs again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -173,7 +173,7 @@ pub struct ThreadMeta {
     /// How often each node ran (loop bounds).
     pub visits: BTreeMap<String, u32>,
     /// Journals of the open step's tasks.
-    #[serde(with = "crate::task_map")]
+    #[serde(with = "crate::core::task_map")]
     pub open: BTreeMap<TaskKey, TaskJournal>,
     /// What a parked thread waits for.
     pub waiting: Option<Waiting>,

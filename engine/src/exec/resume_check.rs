@@ -20,14 +20,14 @@ use cairn_dsl::DynWorkflow;
 use cairn_storage::{Batch, Guard, LeaseOp, Seq, Store, ThreadId, ThreadRecord, ThreadStatus};
 use serde_json::Value;
 
-use crate::engine::{Engine, Inner};
+use crate::api::engine::{Engine, Inner};
 use crate::error::Error;
-use crate::log;
-use crate::record::Body;
+use crate::core::codec;
+use crate::core::event::Body;
 use crate::replay::{Divergence, ReplayReport, replay_after};
-use crate::restore::{created, from_checkpoint, restore};
-use crate::status::{Transition, transition};
-use crate::thread_ctx::ThreadCtx;
+use crate::core::restore::{created, from_checkpoint, restore};
+use crate::core::status::{Transition, transition};
+use crate::core::thread_ctx::ThreadCtx;
 
 impl Engine {
     /// Replays `thread`'s steps since its latest checkpoint (since its creation when it has
@@ -156,7 +156,7 @@ async fn block(
     let reason = format!("{BLOCK_REASON}: {divergence}");
     let now = inner.clock.now_ms();
     let mut batch = Batch::default();
-    log::push_event(
+    codec::push_event(
         &mut batch,
         thread,
         &Body::StatusChanged { from, to, reason: reason.clone() },

@@ -16,15 +16,15 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument as _;
 
-use crate::claims::Claims;
+use crate::coord::claims::Claims;
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
-use crate::handle::ThreadHandle;
-use crate::log;
-use crate::record::Body;
-use crate::runner::{Exit, drive};
-use crate::status::Transition;
-use crate::timers::Timers;
+use crate::api::handle::ThreadHandle;
+use crate::core::codec;
+use crate::core::event::Body;
+use crate::exec::runner::{Exit, drive};
+use crate::core::status::Transition;
+use crate::exec::timers::Timers;
 
 /// What to do with threads found unfinished when the engine opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -455,7 +455,7 @@ impl Inner {
         self: &Arc<Self>,
         thread: &ThreadId,
         at_ms: u64,
-        control: &Arc<crate::claims::Control>,
+        control: &Arc<crate::coord::claims::Control>,
     ) {
         let clock = self.clock.clone();
         let control = control.clone();
@@ -524,7 +524,7 @@ impl Inner {
         }
         let wake = next == Some(Transition::Run);
         if let Some(t) = next {
-            let to = crate::status::transition(expected, t)
+            let to = crate::core::status::transition(expected, t)
                 .map_err(|source| Error::Transition { thread: thread.to_string(), source })?;
             let reason = if wake { "woken" } else { "resumed into its wait" };
             bodies.push(Body::StatusChanged { from: expected, to, reason: reason.into() });
@@ -534,7 +534,7 @@ impl Inner {
         let to = record.status;
         let mut batch = Batch::default();
         for body in &bodies {
-            log::push_event(&mut batch, thread, body, now)?;
+            codec::push_event(&mut batch, thread, body, now)?;
         }
         batch.threads.push(record);
         batch.guards.push(Guard::Status { thread: thread.clone(), expected });
@@ -747,7 +747,7 @@ impl Engine {
         let (wf, id, batch) = self.prepare_start(workflow, input, options)?;
         if let Some(batch) = batch {
             let pending = self.inner.store.append(batch)?;
-            if crate::start::settle(&self.inner, &wf, &id, pending).await? {
+            if crate::exec::start::settle(&self.inner, &wf, &id, pending).await? {
                 self.inner.spawn_drive(id.clone(), "started");
             }
         }
@@ -801,7 +801,7 @@ impl Engine {
             }
         }
         for (wf, id, pending) in written {
-            match crate::start::settle(&self.inner, &wf, &id, pending).await {
+            match crate::exec::start::settle(&self.inner, &wf, &id, pending).await {
                 Ok(true) => self.inner.spawn_drive(id, "started"),
                 Ok(false) => {}
                 Err(e) => {
@@ -824,17 +824,17 @@ impl Engine {
         options: StartOptions,
     ) -> Result<(Arc<DynWorkflow>, ThreadId, Option<cairn_storage::Batch>), Error> {
         let wf = self.inner.latest(workflow, options.version)?;
-        if options.labels.contains_key(crate::children::PARENT_LABEL) {
+        if options.labels.contains_key(crate::core::children::PARENT_LABEL) {
             return Err(Error::Invalid(format!(
                 "the label {:?} is reserved: the engine sets it on sub-workflow child threads",
-                crate::children::PARENT_LABEL
+                crate::core::children::PARENT_LABEL
             )));
         }
         let id = match &options.thread_id {
             Some(id) => ThreadId::new(id.clone())?,
             None => ThreadId::new(self.inner.new_id())?,
         };
-        let policy = crate::record::ThreadPolicy {
+        let policy = crate::core::event::ThreadPolicy {
             deadline_at_ms: options
                 .deadline_ms
                 .map(|d| self.inner.clock.now_ms().saturating_add(d)),
@@ -842,7 +842,7 @@ impl Engine {
             permissions: options.permissions,
         };
         let batch =
-            crate::start::prepare(&self.inner, &wf, &id, input, options.labels, None, policy)?;
+            crate::exec::start::prepare(&self.inner, &wf, &id, input, options.labels, None, policy)?;
         Ok((wf, id, batch))
     }
 
@@ -948,7 +948,7 @@ impl Engine {
         if record.status == ThreadStatus::Sleeping {
             match self.inner.workflow_for(&record) {
                 Ok(wf) => {
-                    let ctx = crate::restore::restore(self.inner.store.as_ref(), &wf, &id, None)?;
+                    let ctx = crate::core::restore::restore(self.inner.store.as_ref(), &wf, &id, None)?;
                     self.inner.schedule_timers(&id, &ctx);
                     report.timers.push(id);
                 }
@@ -957,7 +957,7 @@ impl Engine {
             return Ok(());
         }
         if let Some(parent) =
-            crate::children::unfinished_parent(self.inner.store.as_ref(), &record)?
+            crate::core::children::unfinished_parent(self.inner.store.as_ref(), &record)?
         {
             // A sub-workflow's child is driven by its parent's node (which re-runs, finds the
             // child and drives it on, under the parent's cancellation): one driver, never two.

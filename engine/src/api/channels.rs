@@ -5,8 +5,8 @@ use cairn_storage::EventKind;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::handle::EventStream;
-use crate::log::Recorded;
+use crate::api::handle::EventStream;
+use crate::core::codec::Recorded;
 
 /// A channel of the event stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use cairn_storage::{Batch, Bookmark, Event, NewEvent, PayloadRef, Store, ThreadI
 
 use crate::error::Error;
 use crate::limits;
-use crate::record::Body;
+use crate::core::event::Body;
 
 /// A decoded event: where it is in the log, and what it says.
 #[derive(Debug, Clone, PartialEq)]

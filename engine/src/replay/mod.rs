@@ -18,14 +18,14 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::drawn::Drawn;
-use crate::engine::Engine;
+use crate::core::drawn::Drawn;
+use crate::api::engine::Engine;
 use crate::error::Error;
 use crate::limits;
-use crate::log;
-use crate::record::{Body, TaskKey};
-use crate::suspend::Suspensions;
-use crate::thread_ctx::ThreadCtx;
+use crate::core::codec;
+use crate::core::event::{Body, TaskKey};
+use crate::core::suspend::Suspensions;
+use crate::core::thread_ctx::ThreadCtx;
 
 /// What to replay with.
 #[derive(Debug, Clone, Default)]
@@ -145,7 +145,7 @@ impl Engine {
         // against the child workflow the parent's code has (so a changed child is caught too).
         let mut parents = vec![(id, wf)];
         while let Some((parent, parent_wf)) = parents.pop() {
-            for child in crate::children::children_of(self.store().as_ref(), &parent)? {
+            for child in crate::core::children::children_of(self.store().as_ref(), &parent)? {
                 let Some(child_wf) = child_workflow(&parent_wf, &child.workflow.id)
                     .or_else(|| self.workflow_of(&child.id).ok())
                 else {
@@ -178,7 +178,7 @@ impl Engine {
         let Some(event) = first.into_iter().next() else {
             return Err(Error::UnknownThread(id.to_string()));
         };
-        let rec = log::decode(store, event)?;
+        let rec = codec::decode(store, event)?;
         let ctx = ThreadCtx::created(wf, id.as_str(), &rec.body, rec.bookmark.at_ms)?;
         replay_after(store, wf, id, ctx, overrides).await
     }
@@ -235,7 +235,7 @@ pub(crate) async fn replay_after(
         let events = store.read_since(id, Seq(after), limits::READ_CHUNK_EVENTS)?;
         let n = events.len();
         for event in events {
-            let rec = log::decode(store, event)?;
+            let rec = codec::decode(store, event)?;
             let seq = rec.bookmark.seq.0;
             after = seq;
             match &rec.body {
@@ -300,7 +300,7 @@ pub(crate) async fn replay_after(
                     }
                 }
                 Body::StepCompleted { step, next, .. } if report.divergence.is_none() => {
-                    let routed = crate::runner::route_step(wf, &c, *step);
+                    let routed = crate::exec::runner::route_step(wf, &c, *step);
                     let produced = match routed {
                         Ok((now, _)) => serde_json::to_value(now).unwrap_or(Value::Null),
                         Err(e) => Value::String(e.to_string()),

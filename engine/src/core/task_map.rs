@@ -10,7 +10,7 @@ use serde::de::{self, DeserializeOwned, MapAccess, SeqAccess, Visitor};
 use serde::ser::SerializeSeq;
 use serde::{Deserializer, Serialize, Serializer};
 
-use crate::record::TaskKey;
+use crate::core::event::TaskKey;
 
 /// Writes the map as `[[key, value], ...]` in key order.
 ///
@@ -82,7 +82,7 @@ mod tests {
 
     use serde::{Deserialize, Serialize};
 
-    use crate::record::TaskKey;
+    use crate::core::event::TaskKey;
 
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Holder {

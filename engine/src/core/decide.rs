@@ -15,10 +15,10 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::limits;
-use crate::log::Recorded;
-use crate::record::{Body, TaskKey};
-use crate::status::{Transition, transition};
-use crate::thread_ctx::ThreadCtx;
+use crate::core::codec::Recorded;
+use crate::core::event::{Body, TaskKey};
+use crate::core::status::{Transition, transition};
+use crate::core::thread_ctx::ThreadCtx;
 
 /// Join node -> the branches that arrived.
 pub(crate) type Arrivals = BTreeMap<String, Vec<String>>;

@@ -4,10 +4,10 @@ use cairn_storage::{Scope, Seq, Subscription, ThreadId, ThreadRecord, ThreadStat
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::engine::Engine;
+use crate::api::engine::Engine;
 use crate::error::Error;
-use crate::log::{self, Recorded};
-use crate::record::Body;
+use crate::core::codec::{self, Recorded};
+use crate::core::event::Body;
 
 /// How a thread stands once it stopped running (ended or parked).
 #[derive(Debug, Clone, PartialEq)]
@@ -114,13 +114,13 @@ impl ThreadHandle {
         if let Some(last) = record.last.filter(|l| l.seq >= record.first_seq) {
             let from = Seq(last.seq.0.saturating_sub(OUTPUT_TAIL).max(record.first_seq.0).max(1));
             for event in store.read_range(&self.id, from, last.seq)?.into_iter().rev() {
-                if let Body::Output { output } = log::decode(store.as_ref(), event)?.body {
+                if let Body::Output { output } = codec::decode(store.as_ref(), event)?.body {
                     return Ok(Some(output));
                 }
             }
         }
         let wf = self.engine.inner.workflow_for(record)?;
-        Ok(crate::restore::restore(store.as_ref(), &wf, &self.id, None)?.meta.output)
+        Ok(crate::core::restore::restore(store.as_ref(), &wf, &self.id, None)?.meta.output)
     }
 
     /// Waits until the thread ends and decodes its output (the final state) as `T`. A thread that
@@ -166,7 +166,7 @@ impl EventStream {
     /// Storage errors; [`Error::Record`] for an event that does not decode.
     pub async fn next(&mut self) -> Result<Recorded, Error> {
         let event = self.sub.next().await?;
-        log::decode(self.engine.store().as_ref(), event)
+        codec::decode(self.engine.store().as_ref(), event)
     }
 
     /// The next event if one is committed already.
@@ -175,7 +175,7 @@ impl EventStream {
     /// As [`EventStream::next`].
     pub fn try_next(&mut self) -> Result<Option<Recorded>, Error> {
         match self.sub.try_next()? {
-            Some(event) => Ok(Some(log::decode(self.engine.store().as_ref(), event)?)),
+            Some(event) => Ok(Some(codec::decode(self.engine.store().as_ref(), event)?)),
             None => Ok(None),
         }
     }

@@ -8,8 +8,8 @@ use cairn_storage::{Checkpoint, CheckpointFilter, Page, Seq, Store, ThreadId};
 
 use crate::error::Error;
 use crate::limits;
-use crate::log;
-use crate::thread_ctx::{Snapshot, ThreadCtx};
+use crate::core::codec;
+use crate::core::thread_ctx::{Snapshot, ThreadCtx};
 
 /// Decodes a checkpoint's snapshot bytes.
 ///
@@ -70,7 +70,7 @@ pub fn restore(
             if event.bookmark.seq.0 > target {
                 return Ok(ctx);
             }
-            let rec = log::decode(store, event)?;
+            let rec = codec::decode(store, event)?;
             ctx.apply(rec.bookmark.seq.0, rec.bookmark.at_ms, &rec.body)?;
         }
         if n < limits::READ_CHUNK_EVENTS {
@@ -159,6 +159,6 @@ pub(crate) fn created(
     let Some(event) = first.into_iter().next() else {
         return Err(Error::UnknownThread(thread.to_string()));
     };
-    let rec = log::decode(store, event)?;
+    let rec = codec::decode(store, event)?;
     ThreadCtx::created(wf, thread.as_str(), &rec.body, rec.bookmark.at_ms)
 }

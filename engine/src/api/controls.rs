@@ -1,6 +1,6 @@
 //! Controls of threads from outside: cancel, pause, resume, human input, resumable tasks.
 //!
-//! A running thread gets the request through its in-process [`crate::claims::Control`] and its
+//! A running thread gets the request through its in-process [`crate::coord::claims::Control`] and its
 //! runner records the outcome at the next step boundary (cancel reaches the running node at once
 //! through its cancellation token). A parked thread is changed directly by a guarded write.
 
@@ -13,13 +13,13 @@ use cairn_storage::{
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::engine::{Engine, Inner};
+use crate::api::engine::{Engine, Inner};
 use crate::error::Error;
-use crate::log;
-use crate::record::{Body, TaskKey};
-use crate::status::{Transition, transition};
-use crate::subgraph::child_id;
-use crate::thread_ctx::Waiting;
+use crate::core::codec;
+use crate::core::event::{Body, TaskKey};
+use crate::core::status::{Transition, transition};
+use crate::exec::subgraph::child_id;
+use crate::core::thread_ctx::Waiting;
 
 impl Engine {
     fn record(&self, id: &ThreadId) -> Result<ThreadRecord, Error> {
@@ -95,7 +95,7 @@ impl Engine {
         self.end_one(thread, t, reason).await?;
         let mut parents = vec![ThreadId::new(thread)?];
         while let Some(parent) = parents.pop() {
-            let children = crate::children::children_of(self.store().as_ref(), &parent)?;
+            let children = crate::core::children::children_of(self.store().as_ref(), &parent)?;
             for child in children.into_iter().filter(|c| !c.status.is_terminal()) {
                 let why = format!("parent {parent} ended: {reason}");
                 if let Err(e) = self.end_one(child.id.as_str(), t, &why).await {
@@ -141,7 +141,7 @@ impl Engine {
             bodies.push(Body::StatusChanged { from: record.status, to, reason: reason.to_owned() });
             let mut batch = Batch::default();
             for body in &bodies {
-                log::push_event(&mut batch, &id, body, now)?;
+                codec::push_event(&mut batch, &id, body, now)?;
             }
             let mut rec = record.clone();
             rec.status = to;
@@ -158,7 +158,7 @@ impl Engine {
                     self.inner.timers.disarm(&id);
                     self.inner.notify(&id, to);
                     self.inner.locks_released.notify_waiters();
-                    crate::resume_check::forget(&self.inner, &id);
+                    crate::exec::resume_check::forget(&self.inner, &id);
                     return Ok(());
                 }
                 // The status moved under us (a timer fired, input arrived): look again.
@@ -216,7 +216,7 @@ impl Engine {
         let now = self.inner.clock.now_ms();
         let mut batch = Batch::default();
         for body in &bodies {
-            log::push_event(&mut batch, id, body, now)?;
+            codec::push_event(&mut batch, id, body, now)?;
         }
         let mut rec = record.clone();
         rec.status = to;
@@ -285,7 +285,7 @@ impl Engine {
         let mut paused = vec![root.clone()];
         while let Some(record) = paused.pop() {
             let wf = self.inner.workflow_for(&record)?;
-            let ctx = crate::restore::restore(self.store().as_ref(), &wf, &record.id, None)?;
+            let ctx = crate::core::restore::restore(self.store().as_ref(), &wf, &record.id, None)?;
             let next = match ctx.meta.waiting {
                 Some(Waiting::Input { .. }) => Transition::WaitInput,
                 Some(Waiting::Timer { .. }) => Transition::Sleep,
@@ -371,7 +371,7 @@ pub(crate) async fn deliver_input(
     id: &ThreadId,
     value: Value,
 ) -> Result<(), Error> {
-    let ctx = crate::restore::restore(inner.store.as_ref(), wf, id, None)?;
+    let ctx = crate::core::restore::restore(inner.store.as_ref(), wf, id, None)?;
     let Some(Waiting::Input { task, .. }) = ctx.meta.waiting.clone() else {
         return Err(Error::WrongStatus {
             thread: id.to_string(),

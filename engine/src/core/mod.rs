@@ -1,0 +1,18 @@
+//! The functional core: what a thread is and how its log folds, with no I/O of its own.
+//!
+//! Event bodies ([`event`]) and their codec to storage records ([`codec`]), the thread context
+//! and its fold ([`thread_ctx`]), the status table ([`status`]), the step decision
+//! (`decide`: what a step's task runs mean for the thread), and restore ([`restore`]: the
+//! latest checkpoint and the log after it, folded). Nothing here awaits, spawns or writes; the
+//! reads go through the storage crate's synchronous `Store` reads.
+
+pub(crate) mod children;
+pub mod codec;
+pub(crate) mod decide;
+pub(crate) mod drawn;
+pub mod event;
+pub mod restore;
+pub mod status;
+pub(crate) mod suspend;
+pub(crate) mod task_map;
+pub mod thread_ctx;
