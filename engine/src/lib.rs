@@ -12,13 +12,15 @@
 
 pub mod api;
 pub mod clock;
-pub mod coord;
+pub mod config;
+pub(crate) mod coord;
 pub mod core;
 pub mod debug;
 pub mod error;
 mod exec;
 pub mod limits;
 pub mod replay;
+mod tasks;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
@@ -34,13 +36,15 @@ pub use crate::core::{codec, event, restore, status, thread_ctx};
 pub use cairn_dsl as dsl;
 pub use cairn_storage as storage;
 
+pub use api::builder::EngineBuilder;
+pub use api::engine::Engine;
+pub use api::handle::{EventStream, Outcome, ThreadHandle};
+pub use api::recover::RecoveryReport;
 pub use cairn_dsl::{
     Ctx, END, NodeError, NodeOutput, NodeResult, Replace, START, State, Target, ToolError,
     Variables, Workflow,
 };
 pub use cairn_storage::{Bookmark, Durability, Lsn, Scope, Seq, ThreadId, ThreadStatus};
-pub use api::engine::{
-    Config, Engine, EngineBuilder, RecoveryPolicy, RecoveryReport, StartOptions, StepHook,
-};
+pub use config::{Config, RecoveryPolicy, StartOptions};
 pub use error::Error;
-pub use api::handle::{EventStream, Outcome, ThreadHandle};
+pub use exec::shell::StepHook;

@@ -4,9 +4,9 @@
 use cairn_storage::EventKind;
 use serde::{Deserialize, Serialize};
 
-use crate::error::Error;
 use crate::api::handle::EventStream;
 use crate::core::codec::Recorded;
+use crate::error::Error;
 
 /// A channel of the event stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -5,9 +5,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::api::engine::Engine;
-use crate::error::Error;
 use crate::core::codec::{self, Recorded};
 use crate::core::event::Body;
+use crate::error::Error;
 
 /// How a thread stands once it stopped running (ended or parked).
 #[derive(Debug, Clone, PartialEq)]
@@ -70,14 +70,14 @@ impl ThreadHandle {
     }
 
     async fn wait_until(&self, done: impl Fn(ThreadStatus) -> bool) -> Result<Outcome, Error> {
-        let mut rx = self.engine.inner.watch(&self.id)?;
-        let shutdown = self.engine.inner.shutdown.clone();
+        let mut rx = self.engine.shell.coord.watch(&self.id)?;
+        let shutdown = self.engine.shell.tasks.stopping().clone();
         let waited = tokio::select! {
             r = rx.wait_for(|s| done(*s)) => r.map(|_| ()).map_err(|_| Error::ShutDown),
             () = shutdown.cancelled() => Err(Error::ShutDown),
         };
         drop(rx);
-        self.engine.inner.unwatch_if_unused(&self.id);
+        self.engine.shell.coord.unwatch_if_unused(&self.id);
         waited?;
         self.outcome()
     }
@@ -119,7 +119,7 @@ impl ThreadHandle {
                 }
             }
         }
-        let wf = self.engine.inner.workflow_for(record)?;
+        let wf = self.engine.shell.registry.workflow_for(record)?;
         Ok(crate::core::restore::restore(store.as_ref(), &wf, &self.id, None)?.meta.output)
     }
 

@@ -1,6 +1,9 @@
 //! The embedding API: the engine, its builder, thread handles, controls and event channels.
 
+pub mod builder;
 pub mod channels;
-pub(crate) mod controls;
+mod controls;
 pub mod engine;
 pub mod handle;
+pub mod recover;
+mod replay;

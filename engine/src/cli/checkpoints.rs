@@ -181,7 +181,8 @@ async fn show(common: &Common, id: u64, wfs: &[Arc<DynWorkflow>]) -> anyhow::Res
     let Some(cp) = engine.store().checkpoint(CheckpointId(id))? else {
         return Err(fail(EXIT_FAILED, format!("no checkpoint {id} in this database")));
     };
-    let snapshot = crate::core::restore::decode_snapshot(&cp.thread, cp.covers.seq.0, &cp.snapshot)?;
+    let snapshot =
+        crate::core::restore::decode_snapshot(&cp.thread, cp.covers.seq.0, &cp.snapshot)?;
     let info = info_of(&cp);
     let mut out = info_json(&info);
     out["status"] = json!(snapshot.meta.status.as_str());

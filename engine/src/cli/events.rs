@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 
 use super::common::{Common, open_read_only, print_json, print_text, record_of};
 use super::table::{Table, cut, time};
-use crate::limits::READ_CHUNK_EVENTS;
 use crate::core::codec::decode;
 use crate::core::event::Body;
+use crate::limits::READ_CHUNK_EVENTS;
 
 /// Arguments of `cairn events`.
 #[derive(Debug, clap::Args)]

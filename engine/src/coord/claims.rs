@@ -1,5 +1,5 @@
-//! The claim registry: which runner of this process drives which thread, and the signals that
-//! runner checks at step boundaries (cancel, pause).
+//! The claim registry of one process: which of its runners drives which thread, and the signals
+//! that runner checks at step boundaries (cancel, pause).
 //!
 //! Claiming a thread here is what makes sure one process never runs the same thread twice; the
 //! storage lease does the same across processes and crashes.
@@ -66,11 +66,6 @@ pub(crate) struct Claims {
 }
 
 impl Claims {
-    /// Claims `thread` for a runner; `None` if another runner has it.
-    pub fn claim(&self, thread: &ThreadId) -> Option<Arc<Control>> {
-        self.claim_under(thread, None)
-    }
-
     /// Claims `thread`; with `parent`, cancelling the parent's token cancels this thread too
     /// (a sub-workflow's child thread ends with its parent).
     pub fn claim_under(
@@ -117,7 +112,7 @@ impl Claims {
     pub async fn claim_parked(
         &self,
         thread: &ThreadId,
-        mut still_parked: impl FnMut() -> bool,
+        still_parked: &(dyn Fn() -> bool + Send + Sync),
     ) -> Option<Arc<Control>> {
         loop {
             let released = self.released.notified();
@@ -125,7 +120,7 @@ impl Claims {
             // Register interest before trying, so a release between the try and the wait is
             // not missed.
             released.as_mut().enable();
-            if let Some(control) = self.claim(thread) {
+            if let Some(control) = self.claim_under(thread, None) {
                 return Some(control);
             }
             if !still_parked() {

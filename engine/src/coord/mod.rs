@@ -1,3 +1,149 @@
-//! Coordination: who drives which thread, and the signals between drivers and everyone else.
+//! Coordination: the seam between the engine's runners and everything else that drives, waits
+//! on or controls a thread.
+//!
+//! [`Coordinator`] is everything the engine assumes about who else is around: claiming a thread
+//! to drive, delivering a control (cancel, time out, pause) to whoever drives it, waking those
+//! who wait on a thread's status or on a lock, arming durable timers and deadlines and firing
+//! them, and deciding whether another owner's lease may be taken over. The exec layer calls
+//! only this trait; [`Local`] is the implementation for one process that owns its database
+//! file. The contract each method keeps (what is atomic, what is best effort) is in
+//! ARCHITECTURE.md, "The coordination seam".
 
 pub(crate) mod claims;
+mod local;
+mod timers;
+mod watchers;
+
+use std::sync::Arc;
+
+use cairn_storage::{Lease, ThreadId, ThreadRecord, ThreadStatus};
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+pub(crate) use claims::Control;
+pub(crate) use local::Local;
+
+use crate::core::event::TaskKey;
+use crate::core::thread_ctx::{ThreadCtx, Waiting};
+use crate::error::Error;
+
+/// Something that becomes due for a parked thread at an engine-clock time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Due {
+    /// A sleeping thread's durable timer, set by `task` until `until_ms`.
+    Timer { task: TaskKey, until_ms: u64 },
+    /// A parked thread's deadline (a running thread's is watched by its runner).
+    Deadline { at_ms: u64 },
+}
+
+impl Due {
+    /// When it is due (engine clock, ms).
+    pub fn at_ms(&self) -> u64 {
+        match self {
+            Due::Timer { until_ms, .. } => *until_ms,
+            Due::Deadline { at_ms } => *at_ms,
+        }
+    }
+
+    /// The durable timer a sleeping thread waits for, if it waits for one.
+    pub fn timer_of(ctx: &ThreadCtx) -> Option<Due> {
+        match &ctx.meta.waiting {
+            Some(Waiting::Timer { task, until_ms }) => {
+                Some(Due::Timer { task: task.clone(), until_ms: *until_ms })
+            }
+            _ => None,
+        }
+    }
+
+    /// The deadline kept in a thread record's summary, if the thread has one.
+    pub fn deadline_of(record: &ThreadRecord) -> Option<Due> {
+        let at_ms = crate::core::summary::deadline_at_ms(&record.summary)?;
+        Some(Due::Deadline { at_ms })
+    }
+}
+
+/// A request from outside to whoever drives a thread, seen at its next step boundary (a cancel
+/// or time-out also reaches the running node at once through its cancellation token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Request {
+    /// End the thread Cancelled, recording the reason.
+    Cancel(String),
+    /// End the thread TimedOut (its deadline passed).
+    TimeOut,
+    /// Pause the thread at its next step boundary.
+    Pause,
+}
+
+/// What acts when something becomes due: the exec layer, which records the timer or the
+/// time-out and drives the thread on.
+pub(crate) trait Wake: Send + Sync {
+    /// `due` has come for `thread`. Called at most once per arming; the thread may have moved
+    /// on meanwhile (the callee checks its stored status before acting).
+    fn due(&self, thread: ThreadId, due: Due) -> BoxFuture<'static, ()>;
+}
+
+/// The engine's view of everyone else: see the module documentation.
+pub(crate) trait Coordinator: Send + Sync {
+    /// Starts firing armed timers into `wake`. Called once, when the engine opens.
+    fn serve(&self, wake: Arc<dyn Wake>);
+
+    /// Claims `thread` for a runner of this engine: `None` if it is driven already (here, or by
+    /// another engine where there are several). With `parent`, cancelling the parent's token
+    /// cancels this thread too (a sub-workflow's child ends with its parent).
+    fn claim(&self, thread: &ThreadId, parent: Option<&CancellationToken>) -> Option<Arc<Control>>;
+
+    /// Gives `thread` up; wakes whoever waits for that.
+    fn release(&self, thread: &ThreadId);
+
+    /// Whether a runner of this engine drives `thread` now.
+    fn is_driven(&self, thread: &ThreadId) -> bool;
+
+    /// Hands `request` to whoever drives `thread`: false if nobody does (then the caller
+    /// changes the parked thread itself, under a claim).
+    fn deliver(&self, thread: &ThreadId, request: Request) -> bool;
+
+    /// Returns once nobody drives `thread` (at once if nobody does). The driver's last batch
+    /// is durable by then, so the stored record says how it left the thread.
+    fn wait_released<'a>(&'a self, thread: &'a ThreadId) -> BoxFuture<'a, ()>;
+
+    /// Claims `thread` once its driver lets go, as long as `still_parked()` says its stored
+    /// status is a parked one (a runner that just committed the step that parked the thread
+    /// releases its claim right after). `None` if the thread is being driven.
+    fn claim_parked<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        still_parked: &'a (dyn Fn() -> bool + Send + Sync),
+    ) -> BoxFuture<'a, Option<Arc<Control>>>;
+
+    /// Tells whoever waits on `thread` that its status changed (they see the stored status,
+    /// read after this call began, never an older one).
+    fn status_changed(&self, thread: &ThreadId, status: ThreadStatus);
+
+    /// A receiver of `thread`'s status changes, starting from its stored status.
+    ///
+    /// # Errors
+    /// [`Error::UnknownThread`]; storage errors.
+    fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<ThreadStatus>, Error>;
+
+    /// Drops `thread`'s status channel if nobody listens any more.
+    fn unwatch_if_unused(&self, thread: &ThreadId);
+
+    /// Tells lock waiters that a lock was released (after the commit that released it).
+    fn locks_released(&self);
+
+    /// A receiver whose value changes at every lock release: take it before trying a lock, so
+    /// a release between the try and the wait is seen.
+    fn lock_releases(&self) -> watch::Receiver<u64>;
+
+    /// Arms `due` for `thread`, replacing the one of its kind armed before (a thread has at
+    /// most one timer and one deadline armed).
+    fn arm(&self, thread: &ThreadId, due: Due);
+
+    /// Disarms whatever is armed for `thread` (it ended).
+    fn disarm(&self, thread: &ThreadId);
+
+    /// Whether `lease`, held by another owner, may be taken over at `now_ms`: its owner can no
+    /// longer write.
+    fn may_take_over(&self, lease: &Lease, now_ms: u64) -> bool;
+}

@@ -7,9 +7,9 @@
 
 use cairn_storage::{Batch, Bookmark, Event, NewEvent, PayloadRef, Store, ThreadId};
 
+use crate::core::event::Body;
 use crate::error::Error;
 use crate::limits;
-use crate::core::event::Body;
 
 /// A decoded event: where it is in the log, and what it says.
 #[derive(Debug, Clone, PartialEq)]

@@ -13,12 +13,12 @@ use cairn_dsl::{DynNodeKind, DynWorkflow, Message, NextTarget, NodeError, NodeId
 use cairn_storage::CheckpointKind;
 use serde_json::Value;
 
-use crate::error::Error;
-use crate::limits;
 use crate::core::codec::Recorded;
 use crate::core::event::{Body, TaskKey};
 use crate::core::status::{Transition, transition};
 use crate::core::thread_ctx::ThreadCtx;
+use crate::error::Error;
+use crate::limits;
 
 /// Join node -> the branches that arrived.
 pub(crate) type Arrivals = BTreeMap<String, Vec<String>>;

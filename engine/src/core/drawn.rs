@@ -56,6 +56,31 @@ impl Drawn {
     }
 }
 
+/// A random number for a task's `n`th fresh draw: a function of the thread's recorded seed and
+/// the task's identity only, so whichever process drives the thread, and whatever the timing,
+/// the thread draws the same values.
+pub(crate) fn task_random(
+    seed: u64,
+    thread: &cairn_storage::ThreadId,
+    step: u64,
+    task: &str,
+    attempt: u32,
+    n: u64,
+) -> u64 {
+    let mut h = blake3::Hasher::new();
+    h.update(&seed.to_le_bytes());
+    h.update(thread.as_str().as_bytes());
+    h.update(&[0]);
+    h.update(&step.to_le_bytes());
+    h.update(task.as_bytes());
+    h.update(&[0]);
+    h.update(&attempt.to_le_bytes());
+    h.update(&n.to_le_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&h.finalize().as_bytes()[..8]);
+    u64::from_le_bytes(first)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

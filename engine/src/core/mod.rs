@@ -13,6 +13,7 @@ pub(crate) mod drawn;
 pub mod event;
 pub mod restore;
 pub mod status;
+pub(crate) mod summary;
 pub(crate) mod suspend;
 pub(crate) mod task_map;
 pub mod thread_ctx;

@@ -6,10 +6,10 @@
 use cairn_dsl::DynWorkflow;
 use cairn_storage::{Checkpoint, CheckpointFilter, Page, Seq, Store, ThreadId};
 
-use crate::error::Error;
-use crate::limits;
 use crate::core::codec;
 use crate::core::thread_ctx::{Snapshot, ThreadCtx};
+use crate::error::Error;
+use crate::limits;
 
 /// Decodes a checkpoint's snapshot bytes.
 ///

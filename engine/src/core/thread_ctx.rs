@@ -14,9 +14,9 @@ use cairn_storage::{ThreadStatus, WorkflowRef};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::core::event::{Body, ForkOrigin, TaskKey, ThreadPolicy};
 use crate::error::Error;
 use crate::limits;
-use crate::core::event::{Body, ForkOrigin, TaskKey, ThreadPolicy};
 
 /// One tool call recorded in an open step: what the memo returns when the task runs again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

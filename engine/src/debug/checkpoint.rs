@@ -11,10 +11,10 @@ use cairn_storage::{
 };
 
 use crate::api::engine::Engine;
-use crate::error::Error;
 use crate::core::codec;
 use crate::core::event::Body;
 use crate::core::thread_ctx::{Snapshot, ThreadCtx};
+use crate::error::Error;
 
 impl Engine {
     /// Writes a manual checkpoint of a thread that no runner drives (paused, waiting, sleeping,
@@ -108,7 +108,7 @@ impl Engine {
             Ok(self.store().append(batch)?.wait().await?)
         }
         .await;
-        self.inner.claims.release(&id);
+        self.shell.coord.release(&id);
         let appended = result?;
         appended
             .checkpoints
@@ -118,25 +118,18 @@ impl Engine {
     }
 }
 
-/// Yields to a runner this many times at most while it releases a thread it just parked.
-const RELEASE_YIELDS_MAX: u32 = 10_000;
-
 impl Engine {
     /// Claims a parked thread for a write from outside a runner. A runner that has just
     /// committed the step that parked the thread still holds its claim for a moment (its commit
-    /// is visible before it lets go), so while the stored status is a parked one this yields to
+    /// is visible before it lets go), so while the stored status is a parked one this waits for
     /// it; a thread whose stored status is Running is being driven: [`Error::WrongStatus`].
     pub(crate) async fn claim_parked(&self, id: &ThreadId) -> Result<(), Error> {
-        for _ in 0..RELEASE_YIELDS_MAX {
-            if self.inner.claims.claim(id).is_some() {
-                return Ok(());
-            }
-            if self.thread_record(id)?.status == ThreadStatus::Running {
-                return Err(busy(id));
-            }
-            tokio::task::yield_now().await;
+        let parked =
+            || matches!(self.store().thread(id), Ok(Some(r)) if r.status != ThreadStatus::Running);
+        match self.shell.coord.claim_parked(id, &parked).await {
+            Some(_) => Ok(()),
+            None => Err(busy(id)),
         }
-        Err(busy(id))
     }
 }
 

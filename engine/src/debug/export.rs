@@ -21,12 +21,12 @@ use super::import::BASE_TAG;
 use super::redact::Redactor;
 use super::validate::payload_key;
 use crate::api::engine::Engine;
-use crate::error::Error;
-use crate::limits::{self, INLINE_VALUE_BYTES_MAX};
 use crate::core::codec;
 use crate::core::event::{Body, ForkOrigin};
 use crate::core::restore::decode_snapshot;
 use crate::core::thread_ctx::Snapshot;
+use crate::error::Error;
+use crate::limits::{self, INLINE_VALUE_BYTES_MAX};
 
 impl Engine {
     /// A debug bundle of `thread`, redacted as `options.redaction` says.

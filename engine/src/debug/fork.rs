@@ -12,9 +12,9 @@ use cairn_storage::{ThreadId, ThreadStatus};
 use super::checkpoint::busy;
 use super::{ForkFrom, ForkOptions};
 use crate::api::engine::Engine;
-use crate::error::Error;
 use crate::api::handle::ThreadHandle;
 use crate::core::event::{Body, ForkOrigin};
+use crate::error::Error;
 use crate::exec::start::{ForkSeed, create};
 
 impl Engine {
@@ -79,7 +79,7 @@ impl Engine {
         }
         let id = match &options.thread_id {
             Some(id) => ThreadId::new(id.clone())?,
-            None => ThreadId::new(self.inner.new_id())?,
+            None => ThreadId::new(self.shell.ids.new_id())?,
         };
         if self.store().thread(&id)?.is_some() {
             return Err(Error::Invalid(format!(
@@ -92,7 +92,7 @@ impl Engine {
             arrivals: ctx.meta.arrivals.clone(),
             visits: ctx.meta.visits.clone(),
         };
-        if !create(&self.inner, &wf, &id, input, options.labels, Some(seed), Default::default())
+        if !create(&self.shell, &wf, &id, input, options.labels, Some(seed), Default::default())
             .await?
         {
             return Err(Error::Invalid(format!("thread {id} was created concurrently")));
@@ -100,14 +100,22 @@ impl Engine {
         if let Some(update) = options.update {
             let reason = format!("fork of {origin} at seq {seq}");
             let body = Body::StateUpdated { update, reason };
-            match self.inner.write_parked(&id, ThreadStatus::Created, vec![body], None).await {
+            match crate::exec::parked::write_parked(
+                &self.shell,
+                &id,
+                ThreadStatus::Created,
+                vec![body],
+                None,
+            )
+            .await
+            {
                 Ok(()) => {}
                 Err(Error::WrongStatus { .. }) => return Err(busy(&id)),
                 Err(e) => return Err(e),
             }
         }
         if options.start {
-            self.inner.spawn_drive(id.clone(), "forked");
+            crate::exec::drive::spawn_drive(&self.shell, id.clone(), "forked");
         }
         Ok(ThreadHandle::new(self.clone(), id))
     }

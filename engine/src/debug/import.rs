@@ -16,9 +16,9 @@ use cairn_storage::{
 
 use super::bundle::{Bundle, BundleCheckpoint};
 use crate::api::engine::Engine;
-use crate::error::Error;
 use crate::core::codec;
 use crate::core::thread_ctx::Snapshot;
+use crate::error::Error;
 
 /// The tag of the checkpoint import writes for a bundle's base (not exported again).
 pub const BASE_TAG: &str = "bundle-base";

@@ -16,8 +16,9 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use cairn_storage::{CheckpointKind, CheckpointMeta, ThreadId};
 use serde_json::Value;
 
-use crate::api::engine::{Engine, Inner};
+use crate::api::engine::Engine;
 use crate::error::Error;
+use crate::exec::shell::Shell;
 
 /// The tag of the checkpoint a migration writes (and of nothing else).
 pub const MIGRATION_TAG: &str = "migration";
@@ -28,7 +29,7 @@ type Registry = HashMap<(String, u32, u32), MigrationFn>;
 /// Registered migrations per engine instance. Keyed by a weak reference to the engine's shared
 /// state so that a dropped engine's entries are recognised and swept, and two engines in one
 /// process never see each other's migrations.
-static MIGRATIONS: Mutex<Vec<(Weak<Inner>, Registry)>> = Mutex::new(Vec::new());
+static MIGRATIONS: Mutex<Vec<(Weak<Shell>, Registry)>> = Mutex::new(Vec::new());
 
 impl Engine {
     /// Registers `f`, which turns a state of `workflow` v`from` into a state of v`to`. Several
@@ -56,7 +57,7 @@ impl Engine {
     ) {
         let mut all = MIGRATIONS.lock().unwrap_or_else(PoisonError::into_inner);
         all.retain(|(w, _)| w.strong_count() > 0);
-        let me = Arc::downgrade(&self.inner);
+        let me = Arc::downgrade(&self.shell);
         let index = match all.iter().position(|(w, _)| Weak::ptr_eq(w, &me)) {
             Some(i) => i,
             None => {
@@ -123,7 +124,7 @@ impl Engine {
         new_wf.state_from_json(&state).map_err(|e| {
             Error::Invalid(format!("the migrated state is not a state of v{to_version}: {e}"))
         })?;
-        let new_ref = Engine::workflow_ref(&new_wf);
+        let new_ref = crate::exec::start::workflow_ref(&new_wf);
         let description = format!("migrated {} v{} -> v{}", old.id, old.version, to_version);
         let mut custom = BTreeMap::new();
         custom.insert("from_version".to_owned(), old.version.to_string());
@@ -156,7 +157,7 @@ impl Engine {
     ) -> Result<Vec<(u32, u32, MigrationFn)>, Error> {
         let edges: Vec<(u32, u32, MigrationFn)> = {
             let all = MIGRATIONS.lock().unwrap_or_else(PoisonError::into_inner);
-            let me = Arc::downgrade(&self.inner);
+            let me = Arc::downgrade(&self.shell);
             all.iter()
                 .find(|(w, _)| Weak::ptr_eq(w, &me))
                 .map(|(_, reg)| {

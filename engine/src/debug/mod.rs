@@ -18,6 +18,7 @@
 //!   into a fresh database ([`Engine::import_bundle`]) to inspect or replay it there.
 
 mod bundle;
+mod bundle_file;
 mod checkpoint;
 mod diff;
 mod dup_keys;

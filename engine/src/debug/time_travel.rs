@@ -13,12 +13,12 @@ use cairn_storage::{CheckpointFilter, Page, Seq, ThreadId, ThreadRecord, Workflo
 use super::migrate::MIGRATION_TAG;
 use super::{Change, STATES_MAX, StateView};
 use crate::api::engine::Engine;
-use crate::error::Error;
-use crate::limits;
 use crate::core::codec;
 use crate::core::event::Body;
 use crate::core::restore::restore;
 use crate::core::thread_ctx::ThreadCtx;
+use crate::error::Error;
+use crate::limits;
 
 impl Engine {
     /// The state of `thread` after the event at `seq` (after its last event when `None`).

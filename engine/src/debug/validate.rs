@@ -12,9 +12,9 @@ use serde_json::Value;
 
 use super::bundle::{BUNDLE_EVENTS_MAX, BUNDLE_FIRST_SEQ_MAX, Bundle};
 use super::reader::{bad, decode};
-use crate::error::Error;
 use crate::core::event::Body;
 use crate::core::thread_ctx::Snapshot;
+use crate::error::Error;
 
 /// The key of a body stored by reference: `payload-` and the blake3 hex of its compact JSON.
 pub(crate) fn payload_key(body: &Value) -> Result<String, Error> {

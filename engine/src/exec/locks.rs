@@ -12,9 +12,9 @@ use cairn_dsl::NodeError;
 use cairn_storage::{Batch, LockOp};
 use futures::future::BoxFuture;
 
+use super::env::{ThreadEnv, engine_error};
 use crate::core::codec::{self, Recorded};
 use crate::core::event::Body;
-use crate::exec::task::{ThreadEnv, engine_error};
 
 /// Takes lock `name` for the thread; with `wait`, waits (engine clock) until a holder's lock
 /// expires or is released, else fails with [`NodeError::Lock`].
@@ -27,10 +27,8 @@ pub(crate) fn acquire(
     Box::pin(async move {
         loop {
             // Listen for releases before trying, so one between the try and the wait counts.
-            let released = env.inner.locks_released.notified();
-            tokio::pin!(released);
-            released.as_mut().enable();
-            let now = env.inner.clock.now_ms();
+            let mut released = env.coord.lock_releases();
+            let now = env.clock.now_ms();
             let op = LockOp::Acquire {
                 name: name.clone(),
                 owner: env.thread.to_string(),
@@ -49,8 +47,8 @@ pub(crate) fn acquire(
                     // Wake when a lock is released, at the holder's expiry, or when the
                     // thread is cancelled.
                     tokio::select! {
-                        () = &mut released => {}
-                        () = env.inner.clock.sleep_until(expires_at_ms) => {}
+                        _ = released.changed() => {}
+                        () = env.clock.sleep_until(expires_at_ms) => {}
                         () = env.cancel.cancelled() => return Err(NodeError::Cancelled),
                     }
                 }
@@ -66,12 +64,12 @@ pub(crate) fn release(
     name: String,
 ) -> BoxFuture<'static, Result<Vec<Recorded>, NodeError>> {
     Box::pin(async move {
-        let now = env.inner.clock.now_ms();
+        let now = env.clock.now_ms();
         let op = LockOp::Release { name: name.clone(), owner: env.thread.to_string() };
         let recs = write(&env, op, Body::Lock { name: name.clone(), acquired: false }, now)
             .await
             .map_err(|e| NodeError::Lock { name, detail: e.to_string() })?;
-        env.inner.locks_released.notify_waiters();
+        env.coord.locks_released();
         Ok(recs)
     })
 }

@@ -1,10 +1,23 @@
 //! The imperative shell: drives threads step by step and writes what they do.
+//!
+//! Arrows inside: `drive` claims and restores a thread and hands it to `runner`, which runs its
+//! steps through `task` (the attempt loop) and `node_context` (what node code sees), writing
+//! through `pipeline`, the thread's one write path. Tasks see only their `env::ThreadEnv`;
+//! subgraph nodes reach child threads through `env::ChildThreads`, which `child_run` implements
+//! over the shell. `parked` changes threads nobody drives; `wake` acts on due timers.
 
+pub(crate) mod child_run;
+pub(crate) mod drive;
+pub(crate) mod env;
 pub(crate) mod locks;
+pub(crate) mod node_context;
+pub(crate) mod parked;
 pub(crate) mod pipeline;
+pub(crate) mod registry;
 pub(crate) mod resume_check;
 pub(crate) mod runner;
+pub(crate) mod shell;
 pub(crate) mod start;
 pub(crate) mod subgraph;
 pub(crate) mod task;
-pub(crate) mod timers;
+pub(crate) mod wake;

@@ -33,10 +33,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cairn_storage::{Appended, Batch, Guard, LeaseOp, Pending, Seq, Store, ThreadId};
 use tokio::sync::{mpsc, watch};
 
+use super::shell::StepAcks;
 use crate::core::decide::Tail;
-use crate::api::engine::Inner;
 use crate::error::Error;
 use crate::limits;
+use crate::tasks::Tasks;
 
 /// The batches of one thread in flight, shared by its runner and its tasks.
 pub(crate) struct Pipeline {
@@ -86,23 +87,26 @@ pub(crate) struct InFlight {
 
 impl Pipeline {
     /// A pipeline for `thread`, whose log ends at `last_seq` with `tail_events` events after
-    /// its latest checkpoint, with its acknowledger running on the engine's task tracker.
+    /// its latest checkpoint, with its acknowledger running on `tasks`.
     pub fn start(
-        inner: &Arc<Inner>,
+        store: Arc<dyn Store>,
+        owner: &str,
+        tasks: &Tasks,
+        acks: Arc<StepAcks>,
         thread: &ThreadId,
         last_seq: u64,
         tail_events: u64,
     ) -> Pipeline {
         let (tx, rx) = mpsc::channel(limits::PIPELINE_BATCHES_MAX);
         let (ack_tx, acked) = watch::channel(Acked::default());
-        inner.spawn(acknowledge(inner.clone(), thread.clone(), rx, ack_tx));
+        tasks.spawn(acknowledge(acks, thread.clone(), rx, ack_tx));
         Pipeline {
             thread: thread.clone(),
             tx,
             submitted: AtomicU64::new(0),
             acked,
-            store: inner.store.clone(),
-            owner: inner.owner.clone(),
+            store,
+            owner: owner.to_owned(),
             port: tokio::sync::Mutex::new(Port {
                 last_seq,
                 // The bytes of a tail written before this runner are not known; the events are.
@@ -254,7 +258,7 @@ fn batch_bytes(batch: &Batch) -> u64 {
 
 /// Waits for the thread's batches in order, reporting each closed step once durable.
 async fn acknowledge(
-    inner: Arc<Inner>,
+    acks: Arc<StepAcks>,
     thread: ThreadId,
     mut rx: mpsc::Receiver<InFlight>,
     acked: watch::Sender<Acked>,
@@ -268,7 +272,7 @@ async fn acknowledge(
                     assert_eq!(b.seq.0, batch.first_seq + i as u64, "seq predicted by the runner");
                 }
                 if let Some(step) = batch.step {
-                    inner.step_acknowledged(&thread, step);
+                    acks.acknowledged(&thread, step);
                 }
                 acked.send_modify(|a| a.batches += 1);
             }

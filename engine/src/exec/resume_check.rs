@@ -14,47 +14,20 @@
 //! created) by this instance stays verified until the instance is dropped.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
 use cairn_storage::{Batch, Guard, LeaseOp, Seq, Store, ThreadId, ThreadRecord, ThreadStatus};
-use serde_json::Value;
 
-use crate::api::engine::{Engine, Inner};
-use crate::error::Error;
+use super::shell::Shell;
 use crate::core::codec;
 use crate::core::event::Body;
-use crate::replay::{Divergence, ReplayReport, replay_after};
 use crate::core::restore::{created, from_checkpoint, restore};
 use crate::core::status::{Transition, transition};
+use crate::core::summary;
 use crate::core::thread_ctx::ThreadCtx;
-
-impl Engine {
-    /// Replays `thread`'s steps since its latest checkpoint (since its creation when it has
-    /// none) against the registered code of its workflow: what the engine checks before it
-    /// resumes a thread it did not create. Reads only; the cost is bounded by the events after
-    /// the checkpoint, whatever the length of the history (see [`ReplayReport::after_seq`] and
-    /// [`ReplayReport::tasks_replayed`]).
-    ///
-    /// # Errors
-    /// [`Error::UnknownThread`], [`Error::UnknownWorkflow`] / [`Error::FingerprintChanged`] when
-    /// the code is not registered; storage and record errors.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
-    /// let report = engine.replay_tail("t1").await?;
-    /// if let Some(d) = &report.divergence {
-    ///     eprintln!("t1 would block on resume: {d}");
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn replay_tail(&self, thread: &str) -> Result<ReplayReport, Error> {
-        let id = ThreadId::new(thread)?;
-        let wf = self.workflow_of(&id)?;
-        tail(self.store().as_ref(), &wf, &id).await
-    }
-}
+use crate::error::Error;
+use crate::replay::{Divergence, ReplayReport, replay_after};
 
 /// The check the runner makes after restoring `thread` (`ctx`, from `record`) and before running
 /// it, for a run started for `reason`. Returns `Some(Blocked)` when it blocked the thread (the
@@ -63,7 +36,7 @@ impl Engine {
 /// # Errors
 /// Storage and record errors; [`Error::Transition`] if the thread's status cannot block.
 pub(crate) async fn check(
-    inner: &Arc<Inner>,
+    shell: &Shell,
     wf: &Arc<DynWorkflow>,
     thread: &ThreadId,
     ctx: &ThreadCtx,
@@ -71,13 +44,13 @@ pub(crate) async fn check(
     reason: &str,
 ) -> Result<Option<ThreadStatus>, Error> {
     if CREATED_HERE.contains(&reason) {
-        mark_verified(inner, thread);
+        shell.verified.insert(thread);
         return Ok(None);
     }
-    if is_verified(inner, thread) {
+    if shell.verified.contains(thread) {
         return Ok(None);
     }
-    let report = tail(inner.store.as_ref(), wf, thread).await?;
+    let report = tail(shell.store.as_ref(), wf, thread).await?;
     tracing::debug!(
         thread = %thread,
         after_seq = report.after_seq,
@@ -85,11 +58,11 @@ pub(crate) async fn check(
         "resume check replayed the tail"
     );
     let Some(divergence) = report.divergence else {
-        mark_verified(inner, thread);
+        shell.verified.insert(thread);
         return Ok(None);
     };
     tracing::warn!(thread = %thread, %divergence, "resuming would diverge: thread blocked");
-    block(inner, thread, ctx, record, &divergence).await?;
+    block(shell, thread, ctx, record, &divergence).await?;
     Ok(Some(ThreadStatus::Blocked))
 }
 
@@ -100,21 +73,8 @@ const CREATED_HERE: [&str; 2] = ["started", "forked"];
 /// Prefix of the Blocked status reason; the divergence follows.
 pub(crate) const BLOCK_REASON: &str = "resuming would diverge from the recorded history";
 
-fn is_verified(inner: &Arc<Inner>, thread: &ThreadId) -> bool {
-    inner.verified.lock().unwrap_or_else(PoisonError::into_inner).contains(thread)
-}
-
-fn mark_verified(inner: &Arc<Inner>, thread: &ThreadId) {
-    inner.verified.lock().unwrap_or_else(PoisonError::into_inner).insert(thread.clone());
-}
-
-/// Forgets `thread` once it has ended (it will not be driven again).
-pub(crate) fn forget(inner: &Inner, thread: &ThreadId) {
-    inner.verified.lock().unwrap_or_else(PoisonError::into_inner).remove(thread);
-}
-
 /// Replays `thread` from its latest checkpoint (or its creation) to its last event.
-async fn tail(
+pub(crate) async fn tail(
     store: &dyn Store,
     wf: &Arc<DynWorkflow>,
     thread: &ThreadId,
@@ -144,7 +104,7 @@ async fn tail(
 /// says why, for listings and [`crate::ThreadHandle::outcome`]). A lease left by a dead runner is
 /// released: a blocked thread has no runner.
 async fn block(
-    inner: &Arc<Inner>,
+    shell: &Shell,
     thread: &ThreadId,
     ctx: &ThreadCtx,
     record: &ThreadRecord,
@@ -154,7 +114,7 @@ async fn block(
     let to = transition(from, Transition::Block)
         .map_err(|source| Error::Transition { thread: thread.to_string(), source })?;
     let reason = format!("{BLOCK_REASON}: {divergence}");
-    let now = inner.clock.now_ms();
+    let now = shell.clock.now_ms();
     let mut batch = Batch::default();
     codec::push_event(
         &mut batch,
@@ -165,7 +125,7 @@ async fn block(
     let mut rec = record.clone();
     rec.status = to;
     rec.updated_at_ms = now;
-    rec.summary = with_last_error(&record.summary, &reason);
+    rec.summary = summary::with_last_error(&record.summary, &reason);
     batch.threads.push(rec);
     if let Some(lease) = &record.lease {
         // The file is locked by this process, so the holder is this runner's predecessor.
@@ -173,33 +133,6 @@ async fn block(
     }
     batch.guards.push(Guard::Status { thread: thread.clone(), expected: from });
     batch.guards.push(Guard::LastSeq { thread: thread.clone(), seq: Seq(ctx.meta.seq) });
-    inner.store.append(batch)?.wait().await?;
+    shell.store.append(batch)?.wait().await?;
     Ok(())
-}
-
-/// The record's JSON summary with `last_error` set to `error` (the other fields kept as the
-/// runner wrote them; a summary that is not a JSON object becomes one).
-fn with_last_error(summary: &[u8], error: &str) -> Vec<u8> {
-    let mut v: Value = serde_json::from_slice(summary).unwrap_or(Value::Null);
-    if !v.is_object() {
-        v = Value::Object(serde_json::Map::new());
-    }
-    if let Value::Object(m) = &mut v {
-        m.insert("last_error".into(), Value::String(error.to_owned()));
-    }
-    serde_json::to_vec(&v).unwrap_or_default()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::with_last_error;
-
-    #[test]
-    fn last_error_replaces_only_its_field() {
-        let s = br#"{"step":3,"frontier":["a"],"last_error":null}"#;
-        let v: serde_json::Value = serde_json::from_slice(&with_last_error(s, "why")).unwrap();
-        assert_eq!(v, serde_json::json!({"step": 3, "frontier": ["a"], "last_error": "why"}));
-        let v: serde_json::Value = serde_json::from_slice(&with_last_error(b"", "why")).unwrap();
-        assert_eq!(v, serde_json::json!({"last_error": "why"}));
-    }
 }

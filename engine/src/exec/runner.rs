@@ -9,139 +9,38 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cairn_storage::{
-    Batch, CheckpointKind, CheckpointMeta, LeaseOp, LockOp, NewCheckpoint, ThreadId, ThreadRecord,
+    Batch, CheckpointKind, CheckpointMeta, LeaseOp, LockOp, NewCheckpoint, ThreadRecord,
     ThreadStatus,
 };
 use tracing::Instrument;
 
-use crate::coord::claims::Control;
+use super::env::ThreadEnv;
+use super::pipeline::InFlight;
+use super::shell::Shell;
+use super::task::run_task;
+use crate::coord::{Control, Due};
+use crate::core::codec;
 use crate::core::decide::{self, CheckpointRules, Next, TaskRun};
-use crate::api::engine::Inner;
+use crate::core::event::Body;
+use crate::core::status::Transition;
+use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
 use crate::limits;
-use crate::core::codec;
-use crate::exec::pipeline::{InFlight, Pipeline};
-use crate::core::event::Body;
-use crate::core::restore::restore;
-use crate::core::status::Transition;
-use crate::exec::task::{ThreadEnv, run_task};
-use crate::core::thread_ctx::ThreadCtx;
 
-/// Why [`drive`] returned.
+/// Why a drive returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Exit {
     /// The thread reached this status (terminal, or parked: paused, waiting, sleeping, blocked).
     Status(ThreadStatus),
     /// The engine is shutting down; the thread stays Running and is recovered at the next open.
     Shutdown,
-    /// Another runner in this process is driving the thread already.
+    /// Another runner is driving the thread already.
     Busy,
 }
 
-/// Drives `thread` until it ends, parks, or the engine shuts down.
-///
-/// # Errors
-/// Storage errors (a failed commit ends the run; nothing unacknowledged is visible), an unknown
-/// or changed workflow, a log that does not fold.
-pub(crate) async fn drive(
-    inner: Arc<Inner>,
-    thread: ThreadId,
-    depth: usize,
-    reason: &str,
-) -> Result<Exit, Error> {
-    drive_under(inner, thread, depth, reason, None).await
-}
-
-/// [`drive`] for a sub-workflow's child thread: cancelling `parent` cancels it too.
-pub(crate) async fn drive_under(
-    inner: Arc<Inner>,
-    thread: ThreadId,
-    depth: usize,
-    reason: &str,
-    parent: Option<tokio_util::sync::CancellationToken>,
-) -> Result<Exit, Error> {
-    let span = tracing::info_span!(
-        "thread",
-        thread = %thread,
-        workflow = tracing::field::Empty,
-        version = tracing::field::Empty,
-        depth,
-        reason,
-    );
-    async move {
-        let Some(control) = inner.claims.claim_under(&thread, parent.as_ref()) else {
-            return Ok(Exit::Busy);
-        };
-        let result = drive_claimed(&inner, &thread, depth, reason, &control).await;
-        inner.claims.release(&thread);
-        if let Ok(Exit::Status(s)) = &result {
-            inner.notify(&thread, *s);
-            if s.is_terminal() {
-                crate::exec::resume_check::forget(&inner, &thread);
-            } else {
-                inner.arm_parked_deadline_from_record(&thread);
-            }
-        }
-        result
-    }
-    .instrument(span)
-    .await
-}
-
-async fn drive_claimed(
-    inner: &Arc<Inner>,
-    thread: &ThreadId,
-    depth: usize,
-    reason: &str,
-    control: &Arc<Control>,
-) -> Result<Exit, Error> {
-    let record =
-        inner.store.thread(thread)?.ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
-    if record.status.is_terminal() {
-        return Ok(Exit::Status(record.status));
-    }
-    if record.status == ThreadStatus::Paused {
-        // Paused since this run was queued (between the write that woke or started the thread
-        // and this claim, the window in which `pause` records Paused itself): only `resume`
-        // moves a thread out of Paused, so the acknowledged pause holds.
-        return Ok(Exit::Status(ThreadStatus::Paused));
-    }
-    let wf = inner.workflow_for(&record)?;
-    let span = tracing::Span::current();
-    span.record("workflow", wf.id());
-    span.record("version", wf.version());
-    let ctx = restore(inner.store.as_ref(), &wf, thread, None)?;
-    if ctx.meta.waiting.is_some() || matches!(record.status, ThreadStatus::Blocked) {
-        // Waiting for input or a timer: only `send_input` or the timer may wake it.
-        return Ok(Exit::Status(ctx.meta.status));
-    }
-    // A thread driven for the first time in this process is replayed since its latest
-    // checkpoint: if the code now diverges from what it recorded, it is blocked, not run.
-    if let Some(s) = crate::exec::resume_check::check(inner, &wf, thread, &ctx, &record, reason).await? {
-        return Ok(Exit::Status(s));
-    }
-    let env = Arc::new(ThreadEnv {
-        inner: inner.clone(),
-        thread: thread.clone(),
-        cancel: control.cancel.clone(),
-        tool_calls_before: ctx.meta.telemetry.tool_calls,
-        budgets: ctx.meta.budgets(&wf).clone(),
-        permissions: ctx.meta.permissions(&wf).clone(),
-        wf,
-        depth,
-        seed: ctx.meta.seed.unwrap_or(inner.seed),
-        pipeline: Pipeline::start(inner, thread, ctx.meta.seq, tail_events(inner, thread, &ctx)?),
-    });
-    if let Some(at) = ctx.meta.policy.deadline_at_ms {
-        inner.arm_deadline(thread, at, control);
-    }
-    let now = inner.clock.now_ms();
-    let mut runner = Runner { env, ctx, record, emitted: Vec::new(), last_checkpoint_ms: now };
-    runner.begin(reason).await?;
-    runner.run(control).await
-}
-
-struct Runner {
+/// The runner of one claimed thread: its context, the batch being built, and what it runs on.
+pub(crate) struct Runner {
+    shell: Arc<Shell>,
     env: Arc<ThreadEnv>,
     ctx: ThreadCtx,
     record: ThreadRecord,
@@ -156,12 +55,19 @@ enum StepEnd {
 }
 
 impl Runner {
-    fn inner(&self) -> &Arc<Inner> {
-        &self.env.inner
+    /// A runner for the thread of `env`, restored to `ctx`, whose stored record is `record`.
+    pub fn new(
+        shell: Arc<Shell>,
+        env: Arc<ThreadEnv>,
+        ctx: ThreadCtx,
+        record: ThreadRecord,
+    ) -> Self {
+        let now = shell.clock.now_ms();
+        Runner { shell, env, ctx, record, emitted: Vec::new(), last_checkpoint_ms: now }
     }
 
     fn now(&self) -> u64 {
-        self.env.inner.clock.now_ms()
+        self.shell.clock.now_ms()
     }
 
     /// Applies `body` to the context under the next seq and keeps it for the batch.
@@ -174,7 +80,7 @@ impl Runner {
     }
 
     /// Moves the thread to Running and takes its lease (taking it over from a dead owner).
-    async fn begin(&mut self, reason: &str) -> Result<(), Error> {
+    pub async fn begin(&mut self, reason: &str) -> Result<(), Error> {
         let now = self.now();
         if reason.starts_with("recovered") {
             self.emit(Body::Recovered { action: "resumed".into() }, now)?;
@@ -184,12 +90,19 @@ impl Runner {
             self.emit_status(Transition::Run, reason, now)?;
         }
         let mut batch = Batch::default();
-        let me = self.inner().owner.clone();
+        let me = self.shell.owner.clone();
         if let Some(lease) = &self.record.lease
             && lease.owner != me
         {
-            // The database file is locked by this process, so any other owner is a process
-            // that died: its lease is void whatever its expiry says.
+            // Another owner's lease: taken over only when the coordinator says that owner can
+            // no longer write (with one process on its file: always, that owner died).
+            if !self.shell.coord.may_take_over(lease, now) {
+                return Err(Error::WrongStatus {
+                    thread: self.env.thread.to_string(),
+                    status: self.record.status,
+                    detail: format!("{} holds its lease", lease.owner),
+                });
+            }
             batch.leases.push(LeaseOp::Release {
                 thread: self.env.thread.clone(),
                 owner: lease.owner.clone(),
@@ -204,7 +117,7 @@ impl Runner {
         self.commit(batch, None, None).await
     }
 
-    async fn run(&mut self, control: &Arc<crate::coord::claims::Control>) -> Result<Exit, Error> {
+    pub async fn run(&mut self, control: &Arc<Control>) -> Result<Exit, Error> {
         loop {
             let now = self.now();
             if control.cancel.is_cancelled() {
@@ -215,7 +128,7 @@ impl Runner {
                 let reason = control.reason().unwrap_or_else(|| "cancelled".into());
                 return self.finish(Transition::Cancel, &reason, now).await;
             }
-            if self.inner().shutdown.is_cancelled() {
+            if self.shell.tasks.is_stopping() {
                 self.park_for_shutdown().await?;
                 return Ok(Exit::Shutdown);
             }
@@ -248,7 +161,7 @@ impl Runner {
         let mut batch = Batch::default();
         self.release_all(&mut batch, now)?;
         self.commit_durable(batch, kind).await?;
-        self.inner().locks_released.notify_waiters();
+        self.shell.coord.locks_released();
         Ok(Exit::Status(status))
     }
 
@@ -256,7 +169,7 @@ impl Runner {
         let mut batch = Batch::default();
         batch.leases.push(LeaseOp::Release {
             thread: self.env.thread.clone(),
-            owner: self.inner().owner.clone(),
+            owner: self.shell.owner.clone(),
         });
         self.commit_durable(batch, None).await
     }
@@ -266,10 +179,10 @@ impl Runner {
         let thread = self.env.thread.clone();
         batch
             .leases
-            .push(LeaseOp::Release { thread: thread.clone(), owner: self.inner().owner.clone() });
+            .push(LeaseOp::Release { thread: thread.clone(), owner: self.shell.owner.clone() });
         if self.ctx.meta.status.is_terminal() {
             let held: Vec<String> = self
-                .inner()
+                .shell
                 .store
                 .locks()?
                 .into_iter()
@@ -371,7 +284,7 @@ impl Runner {
     /// decision out: submits the events, parks or stops the thread.
     async fn close_step(&mut self, step: u64, runs: Vec<TaskRun>) -> Result<StepEnd, Error> {
         let now = self.now();
-        let config = &self.inner().config;
+        let config = &self.shell.config;
         let policy = self.env.wf.checkpoint_policy();
         let rules = CheckpointRules {
             every_steps: config.checkpoint_every_steps.or(policy.every_steps),
@@ -401,11 +314,13 @@ impl Runner {
                 let mut batch = Batch::default();
                 batch.leases.push(LeaseOp::Release {
                     thread: self.env.thread.clone(),
-                    owner: self.inner().owner.clone(),
+                    owner: self.shell.owner.clone(),
                 });
                 self.commit_durable(batch, decision.checkpoint).await?;
-                if t == Transition::Sleep {
-                    self.inner().schedule_timers(&self.env.thread, &self.ctx);
+                if t == Transition::Sleep
+                    && let Some(due) = Due::timer_of(&self.ctx)
+                {
+                    self.shell.coord.arm(&self.env.thread, due);
                 }
                 Ok(StepEnd::Exit(Exit::Status(self.ctx.meta.status)))
             }
@@ -463,46 +378,10 @@ impl Runner {
         }
         self.record.status = self.ctx.meta.status;
         self.record.updated_at_ms = now;
-        self.record.summary = summary_bytes(&self.ctx);
+        self.record.summary = crate::core::summary::summary_bytes(&self.ctx);
         batch.threads.push(self.record.clone());
         let (pending, first_seq) = self.env.pipeline.submit(batch, now, Some(first_seq)).await?;
         let in_flight = InFlight { pending, first_seq, step };
         self.env.pipeline.push(in_flight).await
     }
 }
-
-/// Events of `thread` after its latest checkpoint (all of them when it has none).
-fn tail_events(inner: &Inner, thread: &ThreadId, ctx: &ThreadCtx) -> Result<u64, Error> {
-    let filter = cairn_storage::CheckpointFilter {
-        thread: Some(thread.clone()),
-        ..cairn_storage::CheckpointFilter::default()
-    };
-    let latest =
-        inner.store.list_checkpoints(&filter, cairn_storage::Page { limit: 1, offset: 0 })?;
-    let covered = latest.first().map_or(0, |c| c.covers.seq.0);
-    Ok(ctx.meta.seq.saturating_sub(covered))
-}
-
-/// A small JSON summary kept in the thread record for listings (step, frontier, progress).
-/// Written on every batch, so serialised from borrowed fields without building a JSON tree.
-fn summary_bytes(ctx: &ThreadCtx) -> Vec<u8> {
-    #[derive(serde::Serialize)]
-    struct Summary<'a> {
-        step: u64,
-        frontier: &'a [String],
-        progress: &'a Option<cairn_dsl::Progress>,
-        last_error: Option<String>,
-        deadline_at_ms: Option<u64>,
-    }
-    let summary = Summary {
-        step: ctx.meta.step,
-        frontier: &ctx.meta.frontier,
-        progress: &ctx.meta.progress,
-        last_error: ctx.meta.errors.back().map(|e| e.error.to_string()),
-        deadline_at_ms: ctx.meta.policy.deadline_at_ms,
-    };
-    serde_json::to_vec(&summary).unwrap_or_default()
-}
-
-/// The routing of a step, for replay (it lives in the step decision).
-pub(crate) use crate::core::decide::route_step;

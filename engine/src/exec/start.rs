@@ -7,10 +7,10 @@ use cairn_dsl::{DynWorkflow, NextTarget};
 use cairn_storage::{Batch, Guard, Pending, ThreadId, ThreadRecord};
 use serde_json::Value;
 
-use crate::api::engine::{Engine, Inner};
-use crate::error::Error;
+use super::shell::Shell;
 use crate::core::codec;
 use crate::core::event::{Body, ForkOrigin, ThreadPolicy};
+use crate::error::Error;
 
 /// Writes a new thread of `wf` on `input`. Returns `false` (and writes nothing) if a thread with
 /// this id exists already: starting is idempotent.
@@ -19,7 +19,7 @@ use crate::core::event::{Body, ForkOrigin, ThreadPolicy};
 /// [`Error::Invalid`] if the id exists with another workflow or the input is not a valid state;
 /// storage errors.
 pub(crate) async fn create(
-    inner: &Arc<Inner>,
+    shell: &Shell,
     wf: &Arc<DynWorkflow>,
     id: &ThreadId,
     input: Value,
@@ -27,9 +27,9 @@ pub(crate) async fn create(
     fork: Option<ForkSeed>,
     policy: ThreadPolicy,
 ) -> Result<bool, Error> {
-    match prepare(inner, wf, id, input, labels, fork, policy)? {
+    match prepare(shell, wf, id, input, labels, fork, policy)? {
         None => Ok(false),
-        Some(batch) => settle(inner, wf, id, inner.store.append(batch)?).await,
+        Some(batch) => settle(shell, wf, id, shell.store.append(batch)?).await,
     }
 }
 
@@ -39,7 +39,7 @@ pub(crate) async fn create(
 /// # Errors
 /// As [`create`].
 pub(crate) fn prepare(
-    inner: &Inner,
+    shell: &Shell,
     wf: &Arc<DynWorkflow>,
     id: &ThreadId,
     input: Value,
@@ -47,7 +47,7 @@ pub(crate) fn prepare(
     fork: Option<ForkSeed>,
     policy: ThreadPolicy,
 ) -> Result<Option<Batch>, Error> {
-    if let Some(existing) = inner.store.thread(id)? {
+    if let Some(existing) = shell.store.thread(id)? {
         return same_workflow(&existing, wf).map(|()| None);
     }
     let state = wf.state_from_json(&input).map_err(|e| {
@@ -68,14 +68,14 @@ pub(crate) fn prepare(
             (frontier, BTreeMap::new(), BTreeMap::new(), None)
         }
     };
-    let now = inner.clock.now_ms();
-    let workflow = Engine::workflow_ref(wf);
+    let now = shell.clock.now_ms();
+    let workflow = workflow_ref(wf);
     let mut record = ThreadRecord::new(id.clone(), workflow.clone(), now);
     record.labels = labels.clone();
     if let Some(f) = &fork {
         record.parent = Some((ThreadId::new(f.thread.clone())?, cairn_storage::Seq(f.seq)));
     }
-    let seed = Some(inner.thread_seed());
+    let seed = Some(shell.ids.thread_seed());
     let body = Body::ThreadCreated {
         workflow,
         input,
@@ -100,7 +100,7 @@ pub(crate) fn prepare(
 /// # Errors
 /// As [`create`].
 pub(crate) async fn settle(
-    inner: &Inner,
+    shell: &Shell,
     wf: &DynWorkflow,
     id: &ThreadId,
     pending: Pending,
@@ -109,10 +109,19 @@ pub(crate) async fn settle(
         Ok(_) => Ok(true),
         Err(cairn_storage::Error::GuardFailed { .. }) => {
             let existing =
-                inner.store.thread(id)?.ok_or_else(|| Error::UnknownThread(id.to_string()))?;
+                shell.store.thread(id)?.ok_or_else(|| Error::UnknownThread(id.to_string()))?;
             same_workflow(&existing, wf).map(|()| false)
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// The reference a thread record keeps to the workflow it runs.
+pub(crate) fn workflow_ref(wf: &DynWorkflow) -> cairn_storage::WorkflowRef {
+    cairn_storage::WorkflowRef {
+        id: wf.id().to_owned(),
+        version: wf.version(),
+        fingerprint: wf.fingerprint().to_string(),
     }
 }
 

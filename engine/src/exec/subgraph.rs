@@ -3,7 +3,9 @@
 //! The child thread's id is derived from the parent's thread, task and step, so running the
 //! parent task again (after a crash, or after input) finds the same child and resumes it instead
 //! of starting another: starting is idempotent. The child is driven inline by the parent's
-//! runner (it needs no concurrency permit of its own), and its nesting depth is bounded.
+//! runner (it needs no concurrency permit of its own, see `child_run.rs`), and its nesting
+//! depth is bounded. This file is the node's side: the child's id, and what its stop means for
+//! the parent's node.
 
 use std::sync::Arc;
 
@@ -12,11 +14,10 @@ use cairn_storage::{ThreadId, ThreadStatus};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use crate::limits;
+use super::env::{ThreadEnv, engine_error};
 use crate::core::event::TaskKey;
-use crate::exec::runner::{Exit, drive_under};
-use crate::exec::task::{ThreadEnv, engine_error};
 use crate::core::thread_ctx::Waiting;
+use crate::limits;
 
 /// The id of the child thread of `task` at `step` of `parent`.
 pub fn child_id(parent: &ThreadId, task: &TaskKey, step: u64) -> String {
@@ -27,40 +28,6 @@ pub fn child_id(parent: &ThreadId, task: &TaskKey, step: u64) -> String {
     // Deep nesting makes long ids: keep a readable tail and a hash of the whole.
     let hash = blake3::hash(id.as_bytes()).to_hex();
     format!("sub-{}-{}", &hash[..32], &task.node.chars().take(64).collect::<String>())
-}
-
-/// Drives the child thread `id` to its end or its next park, and returns its status then. If
-/// another runner of this process drives it (one woken by the child's own timer, say), the
-/// parent waits for that runner to let go and looks again: whoever drives the child, the parent
-/// goes on from where the child stands, and is never failed because of who drove it.
-async fn drive_child(env: &Arc<ThreadEnv>, id: &ThreadId) -> Result<ThreadStatus, NodeError> {
-    let inner = &env.inner;
-    loop {
-        let exit = drive_under(
-            inner.clone(),
-            id.clone(),
-            env.depth + 1,
-            "sub-workflow",
-            Some(env.cancel.clone()),
-        )
-        .await
-        .map_err(|e| engine_error(&e))?;
-        match exit {
-            Exit::Status(s) => return Ok(s),
-            Exit::Shutdown => return Err(NodeError::Cancelled),
-            Exit::Busy => {
-                tokio::select! {
-                    () = inner.claims.wait_released(id) => {}
-                    () = env.cancel.cancelled() => return Err(NodeError::Cancelled),
-                }
-                // The other driver may have let go because the engine is stopping: do not pick
-                // the child up again then (recovery will, at the next open).
-                if inner.shutdown.is_cancelled() {
-                    return Err(NodeError::Cancelled);
-                }
-            }
-        }
-    }
 }
 
 type OutputFn = Arc<dyn Fn(&Value) -> Result<Value, StateError> + Send + Sync>;
@@ -84,26 +51,11 @@ pub(crate) fn run_child(
             )));
         }
         env.settle().await.map_err(|e| engine_error(&e))?;
-        let inner = env.inner.clone();
         let id = ThreadId::new(child_id(&env.thread, &task, step))
             .map_err(|e| engine_error(&e.into()))?;
-        let mut labels = std::collections::BTreeMap::new();
-        labels.insert(crate::core::children::PARENT_LABEL.to_owned(), env.thread.to_string());
-        crate::exec::start::create(&inner, &child, &id, input, labels, None, Default::default())
-            .await
-            .map_err(|e| engine_error(&e))?;
         // Input the parent received while the child waited goes on to the child.
-        if let (Some(value), Some(record)) =
-            (inputs.last(), inner.store.thread(&id).map_err(|e| engine_error(&e.into()))?)
-            && record.status == ThreadStatus::WaitingInput
-        {
-            crate::api::controls::deliver_input(&inner, &child, &id, value.clone())
-                .await
-                .map_err(|e| engine_error(&e))?;
-        }
-        let status = drive_child(&env, &id).await?;
-        let ctx = crate::core::restore::restore(inner.store.as_ref(), &child, &id, None)
-            .map_err(|e| engine_error(&e))?;
+        let (status, ctx) =
+            env.children.run(id.clone(), child, input, inputs.last().cloned()).await?;
         match status {
             ThreadStatus::Completed => {
                 let final_state = match ctx.meta.output.clone() {

@@ -5,27 +5,24 @@
 //! with the alternative result and the report shows what it would have produced instead.
 //! Replay reads the log only; it never writes.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use cairn_dsl::{
-    Ctx, DynNodeKind, DynWorkflow, ErasedTool, Message, NodeContext, NodeError, Progress, Target,
-    ToolCall, Usage,
-};
+use cairn_dsl::{Ctx, DynNodeKind, DynWorkflow, Target};
 use cairn_storage::{Seq, Store, ThreadId};
-use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::drawn::Drawn;
-use crate::api::engine::Engine;
+use crate::core::codec;
 use crate::error::Error;
 use crate::limits;
-use crate::core::codec;
+
+mod node;
 use crate::core::event::{Body, TaskKey};
 use crate::core::suspend::Suspensions;
 use crate::core::thread_ctx::ThreadCtx;
+use node::{ReplayNodeContext, ReplayNodeState};
 
 /// What to replay with.
 #[derive(Debug, Clone, Default)]
@@ -117,75 +114,15 @@ impl ReplayReport {
 
 /// A recorded tool call: name, input (`None` when only the checkpoint's journal knows the call,
 /// which keeps name and result but not input), result.
-type RecordedCall = (String, Option<Value>, Result<Value, cairn_dsl::ToolError>);
+pub(crate) type RecordedCall = (String, Option<Value>, Result<Value, cairn_dsl::ToolError>);
 
 #[derive(Debug, Default, Clone)]
 struct Recorded {
     calls: Vec<RecordedCall>,
 }
 
-impl Engine {
-    /// Replays `thread` against the registered code of its workflow. Reads only.
-    ///
-    /// # Errors
-    /// [`Error::UnknownThread`], [`Error::UnknownWorkflow`] / [`Error::FingerprintChanged`] when
-    /// the code is not registered; storage and record errors.
-    pub async fn replay(
-        &self,
-        thread: &str,
-        options: &ReplayOptions,
-    ) -> Result<ReplayReport, Error> {
-        let id = ThreadId::new(thread)?;
-        let wf = match &options.workflow {
-            Some(wf) => wf.clone(),
-            None => self.workflow_of(&id)?,
-        };
-        let mut report = self.replay_one(&id, &wf, &options.overrides).await?;
-        // Sub-workflow child threads, level by level (nesting is bounded by the DSL), each
-        // against the child workflow the parent's code has (so a changed child is caught too).
-        let mut parents = vec![(id, wf)];
-        while let Some((parent, parent_wf)) = parents.pop() {
-            for child in crate::core::children::children_of(self.store().as_ref(), &parent)? {
-                let Some(child_wf) = child_workflow(&parent_wf, &child.workflow.id)
-                    .or_else(|| self.workflow_of(&child.id).ok())
-                else {
-                    continue;
-                };
-                let sub = self.replay_one(&child.id, &child_wf, &BTreeMap::new()).await?;
-                report.children_replayed += 1;
-                report.tasks_replayed += sub.tasks_replayed;
-                if report.divergence.is_none()
-                    && let Some(mut d) = sub.divergence
-                {
-                    d.child.get_or_insert_with(|| child.id.to_string());
-                    report.divergence = Some(d);
-                }
-                parents.push((child.id, child_wf));
-            }
-        }
-        Ok(report)
-    }
-
-    /// Replays one thread from its creation against `wf`.
-    async fn replay_one(
-        &self,
-        id: &ThreadId,
-        wf: &Arc<DynWorkflow>,
-        overrides: &BTreeMap<(u64, String, u32), Value>,
-    ) -> Result<ReplayReport, Error> {
-        let store = self.store().as_ref();
-        let first = store.read_since(id, Seq(0), 1)?;
-        let Some(event) = first.into_iter().next() else {
-            return Err(Error::UnknownThread(id.to_string()));
-        };
-        let rec = codec::decode(store, event)?;
-        let ctx = ThreadCtx::created(wf, id.as_str(), &rec.body, rec.bookmark.at_ms)?;
-        replay_after(store, wf, id, ctx, overrides).await
-    }
-}
-
 /// The child workflow with id `id` that a sub-workflow node of `parent` runs.
-fn child_workflow(parent: &DynWorkflow, id: &str) -> Option<Arc<DynWorkflow>> {
+pub(crate) fn child_workflow(parent: &DynWorkflow, id: &str) -> Option<Arc<DynWorkflow>> {
     parent.nodes().iter().find_map(|node| match &node.kind {
         DynNodeKind::Subgraph { child, .. } if child.id() == id => Some(child.clone()),
         _ => None,
@@ -300,7 +237,7 @@ pub(crate) async fn replay_after(
                     }
                 }
                 Body::StepCompleted { step, next, .. } if report.divergence.is_none() => {
-                    let routed = crate::exec::runner::route_step(wf, &c, *step);
+                    let routed = crate::core::decide::route_step(wf, &c, *step);
                     let produced = match routed {
                         Ok((now, _)) => serde_json::to_value(now).unwrap_or(Value::Null),
                         Err(e) => Value::String(e.to_string()),
@@ -374,13 +311,13 @@ impl ReplayRun {
             DynNodeKind::Subgraph { .. } => return Ok(None),
         };
         let (step, task) = (self.step, self.task.clone());
-        let replay_ctx = Arc::new(ReplayCtx {
+        let replay_ctx = Arc::new(ReplayNodeContext {
             thread: self.thread.clone(),
             step,
             task: task.clone(),
             attempt: self.attempt,
             item: self.item.clone(),
-            st: Mutex::new(ReplayState {
+            st: Mutex::new(ReplayNodeState {
                 values: self.values.iter().cloned().collect(),
                 suspensions: Suspensions::new(self.inputs.clone(), self.timers_fired),
                 calls: self.calls.calls.clone(),
@@ -442,173 +379,5 @@ impl ReplayRun {
             recorded,
             produced,
         }
-    }
-}
-
-struct ReplayState {
-    values: VecDeque<Value>,
-    suspensions: Suspensions,
-    calls: Vec<RecordedCall>,
-    next_call: u32,
-    overrides: BTreeMap<(u64, String, u32), Value>,
-    /// The first difference seen inside the node (what, recorded, produced).
-    first: Option<(String, Value, Value)>,
-}
-
-struct ReplayCtx {
-    thread: String,
-    step: u64,
-    task: TaskKey,
-    attempt: u32,
-    item: Option<Value>,
-    st: Mutex<ReplayState>,
-    cancel: CancellationToken,
-}
-
-impl ReplayCtx {
-    fn state(&self) -> std::sync::MutexGuard<'_, ReplayState> {
-        self.st.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// A recorded value of another type than the code reads now (the code draws values in
-    /// another order): a divergence, as the live run reports it as nondeterminism. Returns the
-    /// placeholder the node goes on with.
-    fn mistyped(&self, recorded: Value, kind: &str) -> u64 {
-        // A missing value was reported by `value` already (and reads as null).
-        if !recorded.is_null() {
-            self.state().first.get_or_insert((
-                format!("the code reads a recorded value as a {kind}"),
-                recorded,
-                Value::String(kind.into()),
-            ));
-        }
-        0
-    }
-
-    fn value(&self, drawn: Drawn) -> Value {
-        let kind = drawn.name();
-        let mut st = self.state();
-        match st.values.pop_front() {
-            Some(recorded) => drawn.read(&recorded).unwrap_or_else(|was| {
-                st.first.get_or_insert((
-                    format!("the code draws a {kind} where a {was} value was recorded"),
-                    recorded,
-                    Value::String(kind.into()),
-                ));
-                Value::Null
-            }),
-            None => {
-                st.first.get_or_insert((
-                    format!("the code drew a {kind} that was not recorded"),
-                    Value::Null,
-                    Value::String(kind.into()),
-                ));
-                Value::Null
-            }
-        }
-    }
-}
-
-impl NodeContext for ReplayCtx {
-    fn thread_id(&self) -> &str {
-        &self.thread
-    }
-    fn node(&self) -> &str {
-        &self.task.node
-    }
-    fn step(&self) -> u64 {
-        self.step
-    }
-    fn attempt(&self) -> u32 {
-        self.attempt
-    }
-    fn item(&self) -> Option<&Value> {
-        self.item.as_ref()
-    }
-    fn now_ms(&self) -> u64 {
-        let v = self.value(Drawn::Clock);
-        v.as_u64().unwrap_or_else(|| self.mistyped(v, "clock reading"))
-    }
-    fn random_u64(&self) -> u64 {
-        let v = self.value(Drawn::Random);
-        v.as_u64().unwrap_or_else(|| self.mistyped(v, "random number"))
-    }
-    fn new_id(&self) -> String {
-        match self.value(Drawn::Id) {
-            Value::String(id) => id,
-            other => {
-                self.mistyped(other, "id");
-                String::new()
-            }
-        }
-    }
-    fn call_tool(
-        &self,
-        call: ToolCall,
-        input: Value,
-        _run: ErasedTool,
-    ) -> BoxFuture<'static, Result<Value, NodeError>> {
-        // The tool is never run: replay feeds recorded results.
-        let mut st = self.state();
-        let index = st.next_call;
-        st.next_call += 1;
-        let result = match st.calls.get(index as usize).cloned() {
-            None => {
-                st.first.get_or_insert((
-                    format!("tool call #{index} was not recorded"),
-                    Value::Null,
-                    serde_json::json!({"tool": call.name, "input": input}),
-                ));
-                Err(NodeError::Nondeterminism { detail: "unrecorded tool call".into() })
-            }
-            Some((name, recorded_input, output)) => {
-                if name != call.name {
-                    st.first.get_or_insert((
-                        format!("tool call #{index} names another tool"),
-                        Value::String(name),
-                        Value::String(call.name.clone()),
-                    ));
-                } else if let Some(recorded_input) = recorded_input
-                    && recorded_input != input
-                {
-                    st.first.get_or_insert((
-                        format!("tool call #{index} ({name}) has another input"),
-                        recorded_input,
-                        input,
-                    ));
-                }
-                let key = (self.step, self.task.to_string(), index);
-                match st.overrides.get(&key) {
-                    Some(v) => Ok(v.clone()),
-                    None => output.map_err(NodeError::from),
-                }
-            }
-        };
-        Box::pin(async move { result })
-    }
-    fn progress(&self, _progress: Progress) {}
-    fn message(&self, _message: Message) {}
-    fn usage(&self, _usage: Usage) {}
-    fn cancellation(&self) -> CancellationToken {
-        self.cancel.clone()
-    }
-    fn interrupt(&self, prompt: Value) -> Result<Value, NodeError> {
-        self.state().suspensions.interrupt(prompt)
-    }
-    fn sleep(&self, duration_ms: u64) -> BoxFuture<'static, Result<(), NodeError>> {
-        let now = self.now_ms();
-        let result = self.state().suspensions.sleep(now, duration_ms);
-        Box::pin(async move { result })
-    }
-    fn lock(
-        &self,
-        _name: &str,
-        _ttl_ms: u64,
-        _wait: bool,
-    ) -> BoxFuture<'static, Result<(), NodeError>> {
-        Box::pin(async { Ok(()) })
-    }
-    fn unlock(&self, _name: &str) -> BoxFuture<'static, Result<(), NodeError>> {
-        Box::pin(async { Ok(()) })
     }
 }

@@ -11,10 +11,10 @@ use cairn_storage::{RedbStore, ThreadId};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::clock::ManualClock;
-use crate::api::engine::EngineBuilder;
-use crate::error::Error;
+use crate::EngineBuilder;
 use crate::api::handle::Outcome;
+use crate::clock::ManualClock;
+use crate::error::Error;
 use crate::testkit::case::{Cases, CrashCase, case_seed};
 use crate::testkit::effects::{Effect, Effects};
 use crate::testkit::observe::{ToolCallRecord, canonical, multiset, observe};

@@ -137,8 +137,8 @@ pub use summary::{CaseReport, Summary};
 pub use crate::clock::ManualClock;
 pub use cairn_storage::fault::{CrashModel, Fault, FaultBackend, FaultController};
 
-use crate::api::engine::{Engine, EngineBuilder};
 use crate::error::Error;
+use crate::{Engine, EngineBuilder};
 
 /// The start time of [`deterministic_engine`]'s clock: 2023-11-14T22:13:20Z.
 pub const CLOCK_START_MS: u64 = 1_700_000_000_000;

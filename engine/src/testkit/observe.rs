@@ -10,9 +10,9 @@ use cairn_dsl::ToolError;
 use cairn_storage::{Event, EventKind, Seq, Store, ThreadId};
 use serde_json::Value;
 
-use crate::error::Error;
 use crate::core::codec;
 use crate::core::event::Body;
+use crate::error::Error;
 use crate::testkit::effects::Effect;
 
 /// One recorded tool call: where it was made, what it was asked, what it returned.

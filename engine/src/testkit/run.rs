@@ -14,14 +14,14 @@ use cairn_storage::fault::FaultBackend;
 use cairn_storage::{Durability, Event, EventKind, Options, RedbStore, ThreadId, ThreadStatus};
 use serde_json::Value;
 
-use crate::clock::ManualClock;
-use crate::api::engine::{Engine, StartOptions};
-use crate::error::Error;
 use crate::api::handle::Outcome;
+use crate::clock::ManualClock;
+use crate::core::thread_ctx::Waiting;
+use crate::error::Error;
 use crate::testkit::harness::CrashHarness;
 use crate::testkit::observe::{LogView, observe, read_all};
 use crate::testkit::recording::RecordingStore;
-use crate::core::thread_ctx::Waiting;
+use crate::{Engine, StartOptions};
 
 /// How an attempt ended.
 #[derive(Debug, Clone)]
@@ -195,8 +195,12 @@ impl CrashHarness {
                 ThreadStatus::Sleeping => {
                     runner_released(engine, &self.thread).await;
                     let wf = engine.workflow_of(&self.thread)?;
-                    let ctx =
-                        crate::core::restore::restore(engine.store().as_ref(), &wf, &self.thread, None)?;
+                    let ctx = crate::core::restore::restore(
+                        engine.store().as_ref(),
+                        &wf,
+                        &self.thread,
+                        None,
+                    )?;
                     if let Some(Waiting::Timer { until_ms, .. }) = ctx.meta.waiting {
                         clock.set_ms(until_ms);
                     }
@@ -234,7 +238,7 @@ impl CrashHarness {
 /// # Ok(()) }
 /// ```
 pub async fn runner_released(engine: &Engine, thread: &ThreadId) {
-    while engine.inner.claims.get(thread).is_some() {
+    while engine.shell.coord.is_driven(thread) {
         tokio::task::yield_now().await;
     }
 }

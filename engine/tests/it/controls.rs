@@ -564,10 +564,10 @@ async fn a_pause_while_a_woken_thread_waits_for_a_runner_holds() {
     while s.status().unwrap() != ThreadStatus::Running {
         tokio::task::yield_now().await;
     }
-    let (paused, ()) = tokio::join!(engine.pause("s"), async {
-        gate.send_replace(true);
-    });
-    paused.unwrap();
+    // The pause is recorded while the runner of `s` still waits for the permit (opening the
+    // gate at the same time let that runner in first now and then, and `s` completed).
+    engine.pause("s").await.unwrap();
+    gate.send_replace(true);
     assert_eq!(b.finished().await.unwrap().status, ThreadStatus::Completed);
     // Queued behind the runner of `s` (permits are handed out in order, and this test's
     // runtime has one thread): once `q` has finished, that runner has come and gone.

@@ -2,9 +2,9 @@
 
 use std::sync::{Arc, Mutex};
 
+use cairn::codec::decode;
 use cairn::debug::{ForkFrom, ForkOptions};
 use cairn::dsl::{Ctx, NodeOutput, State, Workflow};
-use cairn::codec::decode;
 use cairn::storage::{CheckpointFilter, CheckpointMeta, Page, Seq, ThreadId};
 use cairn::thread_ctx::ThreadCtx;
 use cairn::{Durability, END, Engine, Error, START, StartOptions, ThreadStatus};

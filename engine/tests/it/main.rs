@@ -13,6 +13,7 @@ mod crash_controls;
 mod debug;
 mod debug_bundle;
 mod execution;
+mod layers;
 mod recovery;
 mod replay;
 mod resume_check;

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::codec::Recorded;
+use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::event::Body;
 use cairn::{Durability, END, Engine, START, Seq, StartOptions, ThreadStatus, ToolError};
 

@@ -218,7 +218,8 @@ impl Run<'_> {
         let id = ThreadId::new(tid(t)).unwrap();
         let status = self.engine.store().thread(&id)?.expect("thread record").status;
         let last = self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX)?.pop();
-        let last = last.map(|e| cairn::codec::decode(self.engine.store().as_ref(), e)).transpose()?;
+        let last =
+            last.map(|e| cairn::codec::decode(self.engine.store().as_ref(), e)).transpose()?;
         let paused_from_wait = matches!(
             last.map(|r| r.body),
             Some(Body::StatusChanged { from, to: ThreadStatus::Paused, .. }) if from == parked

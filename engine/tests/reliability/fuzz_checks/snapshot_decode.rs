@@ -86,7 +86,8 @@ fn seeds() -> &'static (Vec<Snapshot>, Vec<Vec<u8>>) {
                 .expect("events")
                 .into_iter()
                 .map(|e| {
-                    let body = cairn::codec::decode(engine.store().as_ref(), e).expect("decode").body;
+                    let body =
+                        cairn::codec::decode(engine.store().as_ref(), e).expect("decode").body;
                     serde_json::to_vec(&body).expect("json")
                 })
                 .collect();

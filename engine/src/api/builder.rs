@@ -1,0 +1,206 @@
+//! Opening an engine: the builder, and what a thread starts with.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cairn_dsl::{DynWorkflow, State, Workflow};
+use cairn_storage::{Durability, Options, RedbStore, Store};
+use tokio::sync::Semaphore;
+
+use super::engine::Engine;
+use crate::clock::{Clock, SystemClock};
+use crate::config::{Config, RecoveryPolicy};
+use crate::coord::{Coordinator, Local};
+use crate::error::Error;
+use crate::exec::registry::Registry;
+use crate::exec::shell::{Ids, Shell, Verified, splitmix};
+use crate::exec::wake::Waker;
+use crate::tasks::Tasks;
+
+/// Builds an [`Engine`].
+///
+/// # Examples
+/// ```no_run
+/// # async fn run() -> Result<(), cairn::Error> {
+/// let engine = cairn::Engine::builder("cairn.db").concurrency(8).open().await?;
+/// # Ok(()) }
+/// ```
+#[must_use]
+pub struct EngineBuilder {
+    pub(super) path: Option<PathBuf>,
+    pub(super) store: Option<Arc<dyn Store>>,
+    pub(super) durability: Durability,
+    pub(super) config: Config,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) workflows: Vec<Arc<DynWorkflow>>,
+    pub(super) read_only: bool,
+}
+
+impl EngineBuilder {
+    /// Opens the file read-only, as a consistent snapshot of its last durable commit, also while
+    /// another process (an engine) has it open. Nothing runs and nothing is recovered: for
+    /// inspection (events, state at a seq, checkpoints, bundles export).
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// Durability of acknowledged steps (default [`Durability::Immediate`]).
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// Threads driven at once (default 64).
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.config.concurrency = n.max(1);
+        self
+    }
+
+    /// A checkpoint every `steps` steps and/or every `ms` ms, for every workflow.
+    pub fn checkpoint_every(mut self, steps: Option<u64>, ms: Option<u64>) -> Self {
+        self.config.checkpoint_every_steps = steps;
+        self.config.checkpoint_every_ms = ms;
+        self
+    }
+
+    /// A periodic checkpoint once the log after a thread's latest checkpoint holds `events`
+    /// events or `bytes` bytes (event bodies, summaries, payloads), whichever comes first, so
+    /// that restoring a thread (after a crash, for `state_at`, to resume it) never folds more
+    /// than about that much. On by default (1,000 events or 8 MiB); `None` turns a bound off.
+    /// Counted from the latest checkpoint when a runner picks a thread up (its events; the
+    /// bytes from then on).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// let engine = cairn::Engine::builder("cairn.db")
+    ///     .checkpoint_tail(Some(200), Some(1 << 20))
+    ///     .open()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn checkpoint_tail(mut self, events: Option<u64>, bytes: Option<u64>) -> Self {
+        self.config.checkpoint_tail_events = events;
+        self.config.checkpoint_tail_bytes = bytes;
+        self
+    }
+
+    /// What to do with unfinished threads at open.
+    pub fn recovery(mut self, policy: RecoveryPolicy) -> Self {
+        self.config.recovery = policy;
+        self
+    }
+
+    /// The clock (default: the system clock).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Grace period for cancelled nodes.
+    pub fn cancel_grace_ms(mut self, ms: u64) -> Self {
+        self.config.cancel_grace_ms = ms;
+        self
+    }
+
+    /// Seed of the random stream (deterministic ids and randomness in tests).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.config.seed = Some(seed);
+        self
+    }
+
+    /// Uses an already open store instead of a file (tests, fault injection, other backends).
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Registers a workflow before recovery runs (so recovered threads find it).
+    pub fn workflow<S: State>(mut self, wf: &Workflow<S>) -> Self {
+        self.workflows.push(wf.erase());
+        self
+    }
+
+    /// Registers a type-erased workflow before recovery runs.
+    pub fn workflow_dyn(mut self, wf: Arc<DynWorkflow>) -> Self {
+        self.workflows.push(wf);
+        self
+    }
+
+    /// Opens the store, registers the workflows, and recovers unfinished threads.
+    ///
+    /// # Errors
+    /// Storage errors opening the file (missing directory, not a Cairn file, newer format, locked
+    /// by another process); [`Error::Build`]-like registration conflicts.
+    pub async fn open(self) -> Result<Engine, Error> {
+        let store: Arc<dyn Store> = match (self.store, self.path) {
+            (Some(store), _) => store,
+            (None, Some(path)) => {
+                let options = Options { durability: self.durability, ..Options::default() };
+                let path2 = path.clone();
+                let read_only = self.read_only;
+                let store = tokio::task::spawn_blocking(move || {
+                    if read_only {
+                        RedbStore::open_read_only(&path2)
+                    } else {
+                        RedbStore::open(&path2, options)
+                    }
+                })
+                .await
+                .map_err(|e| Error::Invalid(format!("opening {}: {e}", path.display())))??;
+                Arc::new(store)
+            }
+            (None, None) => return Err(Error::Invalid("no database path or store given".into())),
+        };
+        let seed = self.config.seed.unwrap_or_else(|| self.clock.now_ms() ^ 0x9E37_79B9_7F4A_7C15);
+        let owner = format!("engine-{:016x}", splitmix(seed ^ u64::from(std::process::id())));
+        let tasks = Tasks::default();
+        let coord: Arc<dyn Coordinator> =
+            Arc::new(Local::new(store.clone(), self.clock.clone(), tasks.clone()));
+        let shell = Arc::new(Shell {
+            store,
+            clock: self.clock,
+            coord,
+            tasks,
+            permits: Arc::new(Semaphore::new(self.config.concurrency)),
+            ids: Ids::new(seed, self.config.seed.is_some()),
+            config: self.config,
+            registry: Registry::default(),
+            owner,
+            acks: Arc::default(),
+            verified: Verified::default(),
+        });
+        if !self.read_only {
+            shell.coord.serve(Arc::new(Waker(Arc::downgrade(&shell))));
+        }
+        let engine = Engine { shell };
+        for wf in self.workflows {
+            engine.register_dyn(wf)?;
+        }
+        if !self.read_only {
+            engine.recover().await?;
+        }
+        Ok(engine)
+    }
+}
+
+impl Engine {
+    /// A builder for an engine on the database file at `path` (created if missing).
+    pub fn builder(path: impl AsRef<Path>) -> EngineBuilder {
+        EngineBuilder {
+            path: Some(path.as_ref().to_path_buf()),
+            store: None,
+            durability: Durability::Immediate,
+            config: Config::default(),
+            clock: Arc::new(SystemClock),
+            workflows: Vec::new(),
+            read_only: false,
+        }
+    }
+
+    /// A builder over an already open store.
+    pub fn with_store(store: Arc<dyn Store>) -> EngineBuilder {
+        EngineBuilder { path: None, ..Self::builder("").store(store) }
+    }
+}

@@ -1,0 +1,150 @@
+//! Recovery at open: every unfinished thread is resumed, parked, re-armed or left to its parent.
+
+use cairn_storage::{Page, ThreadFilter, ThreadId, ThreadRecord, ThreadStatus};
+use tracing::Instrument as _;
+
+use super::engine::Engine;
+use crate::config::RecoveryPolicy;
+use crate::coord::Due;
+use crate::core::event::Body;
+use crate::error::Error;
+use crate::exec::drive::{arm_parked_deadline, spawn_drive};
+use crate::exec::parked::write_parked;
+
+/// What recovery at open found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Threads resumed.
+    pub resumed: Vec<ThreadId>,
+    /// Threads parked as resumable.
+    pub parked: Vec<ThreadId>,
+    /// Sleeping threads whose timers were re-armed.
+    pub timers: Vec<ThreadId>,
+    /// Unfinished sub-workflow child threads left to their unfinished parents, whose nodes
+    /// drive them on.
+    pub children: Vec<ThreadId>,
+}
+
+impl Engine {
+    /// Finds unfinished threads and resumes or parks them (run by `open`).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn recover(&self) -> Result<RecoveryReport, Error> {
+        let span = tracing::info_span!(
+            "recovery",
+            resumed = tracing::field::Empty,
+            parked = tracing::field::Empty,
+            timers = tracing::field::Empty,
+            children = tracing::field::Empty,
+        );
+        let report = self.recover_all().instrument(span.clone()).await?;
+        span.record("resumed", report.resumed.len());
+        span.record("parked", report.parked.len());
+        span.record("timers", report.timers.len());
+        span.record("children", report.children.len());
+        tracing::info!(
+            parent: &span,
+            resumed = report.resumed.len(),
+            parked = report.parked.len(),
+            timers = report.timers.len(),
+            children = report.children.len(),
+            "recovery done"
+        );
+        Ok(report)
+    }
+
+    async fn recover_all(&self) -> Result<RecoveryReport, Error> {
+        let mut report = RecoveryReport::default();
+        for status in [
+            ThreadStatus::Running,
+            ThreadStatus::Created,
+            ThreadStatus::Sleeping,
+            ThreadStatus::WaitingInput,
+            ThreadStatus::Paused,
+            ThreadStatus::Blocked,
+        ] {
+            let mut offset = 0;
+            loop {
+                let filter = ThreadFilter { status: Some(status), ..ThreadFilter::default() };
+                let page = self.shell.store.list_threads(&filter, Page { limit: 500, offset })?;
+                offset += page.len();
+                let done = page.len() < 500;
+                for record in page {
+                    if self.shell.coord.is_driven(&record.id) {
+                        continue;
+                    }
+                    self.recover_one(record, &mut report).await?;
+                }
+                if done {
+                    break;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    async fn recover_one(
+        &self,
+        record: ThreadRecord,
+        report: &mut RecoveryReport,
+    ) -> Result<(), Error> {
+        let id = record.id.clone();
+        if matches!(
+            record.status,
+            ThreadStatus::WaitingInput | ThreadStatus::Paused | ThreadStatus::Blocked
+        ) {
+            arm_parked_deadline(&self.shell, &id);
+            return Ok(());
+        }
+        if record.status == ThreadStatus::Sleeping {
+            match self.shell.registry.workflow_for(&record) {
+                Ok(wf) => {
+                    let ctx =
+                        crate::core::restore::restore(self.shell.store.as_ref(), &wf, &id, None)?;
+                    if let Some(due) = Due::timer_of(&ctx) {
+                        self.shell.coord.arm(&id, due);
+                    }
+                    report.timers.push(id);
+                }
+                Err(e) => tracing::warn!(thread = %id, error = %e, "sleeping thread not re-armed"),
+            }
+            return Ok(());
+        }
+        if let Some(parent) =
+            crate::core::children::unfinished_parent(self.shell.store.as_ref(), &record)?
+        {
+            // A sub-workflow's child is driven by its parent's node (which re-runs, finds the
+            // child and drives it on, under the parent's cancellation): one driver, never two.
+            tracing::debug!(thread = %id, %parent, "child thread left to its parent");
+            report.children.push(id);
+            return Ok(());
+        }
+        if let Some(lease) = &record.lease
+            && lease.owner != self.shell.owner
+            && !self.shell.coord.may_take_over(lease, self.shell.clock.now_ms())
+        {
+            // Another engine drives it and may still write: not ours to take.
+            tracing::debug!(thread = %id, owner = %lease.owner, "thread left to its live owner");
+            return Ok(());
+        }
+        if let Err(e) = self.shell.registry.workflow_for(&record) {
+            // Not runnable by this binary: leave it untouched, resumable once registered.
+            tracing::warn!(thread = %id, error = %e, "unfinished thread left as is");
+            report.parked.push(id);
+            return Ok(());
+        }
+        match self.shell.config.recovery {
+            RecoveryPolicy::Resume => {
+                spawn_drive(&self.shell, id.clone(), "recovered after restart: resumed");
+                report.resumed.push(id);
+            }
+            RecoveryPolicy::Park => {
+                let body = Body::Recovered { action: "parked".into() };
+                write_parked(&self.shell, &id, record.status, vec![body], None).await?;
+                report.parked.push(id);
+            }
+        }
+        Ok(())
+    }
+}

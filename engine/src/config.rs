@@ -1,0 +1,81 @@
+//! Engine settings, fixed when it opens.
+
+/// What to do with threads found unfinished when the engine opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecoveryPolicy {
+    /// Resume them at once (the default).
+    #[default]
+    Resume,
+    /// Leave them for [`crate::Engine::resume`] or [`crate::Engine::abandon`]; see [`crate::Engine::resumable`].
+    Park,
+}
+
+/// Engine settings, fixed at open.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Threads driven at once.
+    pub concurrency: usize,
+    /// Overrides every workflow's checkpoint policy: a checkpoint every N steps.
+    pub checkpoint_every_steps: Option<u64>,
+    /// Overrides every workflow's checkpoint policy: a checkpoint every T ms.
+    pub checkpoint_every_ms: Option<u64>,
+    /// A periodic checkpoint once this many events follow the latest one (default
+    /// [`crate::limits::CHECKPOINT_TAIL_EVENTS_DEFAULT`]; `None`: no such bound).
+    pub checkpoint_tail_events: Option<u64>,
+    /// A periodic checkpoint once this many bytes of events and payloads follow the latest one
+    /// (default [`crate::limits::CHECKPOINT_TAIL_BYTES_DEFAULT`]; `None`: no such bound).
+    pub checkpoint_tail_bytes: Option<u64>,
+    /// What to do with unfinished threads at open.
+    pub recovery: RecoveryPolicy,
+    /// How long a cancelled node may run on before its future is dropped (engine clock).
+    pub cancel_grace_ms: u64,
+    /// Seed of the engine's random stream (ids, node randomness); from the clock when `None`.
+    pub seed: Option<u64>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            concurrency: 64,
+            checkpoint_every_steps: None,
+            checkpoint_every_ms: None,
+            checkpoint_tail_events: Some(crate::limits::CHECKPOINT_TAIL_EVENTS_DEFAULT),
+            checkpoint_tail_bytes: Some(crate::limits::CHECKPOINT_TAIL_BYTES_DEFAULT),
+            recovery: RecoveryPolicy::Resume,
+            cancel_grace_ms: 5_000,
+            seed: None,
+        }
+    }
+}
+
+/// Options a thread starts with.
+#[derive(Debug, Clone, Default)]
+pub struct StartOptions {
+    /// The thread's id. Starting an id that exists returns the existing thread (idempotent
+    /// start); without one, the engine makes a fresh id.
+    pub thread_id: Option<String>,
+    /// Labels for listing and filtering.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// The workflow version; the newest registered one when `None`.
+    pub version: Option<u32>,
+    /// The thread times out this long after it starts (engine clock): it ends TimedOut.
+    pub deadline_ms: Option<u64>,
+    /// Budgets replacing the workflow's for this thread.
+    pub budgets: Option<cairn_dsl::Budgets>,
+    /// Permissions replacing the workflow's for this thread's tool calls.
+    pub permissions: Option<std::collections::BTreeSet<String>>,
+}
+
+impl StartOptions {
+    /// Options with this thread id.
+    pub fn id(id: impl Into<String>) -> Self {
+        Self { thread_id: Some(id.into()), ..Self::default() }
+    }
+
+    /// Adds a label.
+    #[must_use]
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+}

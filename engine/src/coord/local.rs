@@ -1,0 +1,139 @@
+//! The coordinator of one process that owns its database file (redb's file lock proves it):
+//! claims, controls, wake-ups and timers all live in this process's memory.
+//!
+//! Since no other process can open the file, any lease found on a thread at open belongs to a
+//! process that died: recovery takes every one over. Timers are armed in memory and re-armed
+//! from the log at the next open.
+
+use std::sync::{Arc, OnceLock};
+
+use cairn_storage::{Lease, Store, ThreadId, ThreadStatus};
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::claims::Claims;
+use super::timers::{Armed, Slot};
+use super::watchers::Watchers;
+use super::{Control, Coordinator, Due, Request, Wake};
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::tasks::Tasks;
+
+/// The in-process coordinator.
+pub(crate) struct Local {
+    clock: Arc<dyn Clock>,
+    tasks: Tasks,
+    claims: Claims,
+    watchers: Watchers,
+    lock_releases: watch::Sender<u64>,
+    armed: Arc<Armed>,
+    wake: OnceLock<Arc<dyn Wake>>,
+}
+
+impl Local {
+    /// A coordinator reading statuses from `store`, timing on `clock`, its timers on `tasks`.
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, tasks: Tasks) -> Self {
+        Self {
+            clock,
+            tasks,
+            claims: Claims::default(),
+            watchers: Watchers::new(store),
+            lock_releases: watch::Sender::new(0),
+            armed: Arc::new(Armed::default()),
+            wake: OnceLock::new(),
+        }
+    }
+}
+
+impl Coordinator for Local {
+    fn serve(&self, wake: Arc<dyn Wake>) {
+        assert!(self.wake.set(wake).is_ok(), "a coordinator serves one engine");
+    }
+
+    fn claim(&self, thread: &ThreadId, parent: Option<&CancellationToken>) -> Option<Arc<Control>> {
+        self.claims.claim_under(thread, parent)
+    }
+
+    fn release(&self, thread: &ThreadId) {
+        self.claims.release(thread);
+    }
+
+    fn is_driven(&self, thread: &ThreadId) -> bool {
+        self.claims.get(thread).is_some()
+    }
+
+    fn deliver(&self, thread: &ThreadId, request: Request) -> bool {
+        let Some(control) = self.claims.get(thread) else { return false };
+        match request {
+            Request::Cancel(reason) => control.cancel(reason),
+            Request::TimeOut => control.time_out(),
+            Request::Pause => control.request_pause(),
+        }
+        true
+    }
+
+    fn wait_released<'a>(&'a self, thread: &'a ThreadId) -> BoxFuture<'a, ()> {
+        Box::pin(self.claims.wait_released(thread))
+    }
+
+    fn claim_parked<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        still_parked: &'a (dyn Fn() -> bool + Send + Sync),
+    ) -> BoxFuture<'a, Option<Arc<Control>>> {
+        Box::pin(self.claims.claim_parked(thread, still_parked))
+    }
+
+    fn status_changed(&self, thread: &ThreadId, status: ThreadStatus) {
+        self.watchers.changed(thread, status);
+    }
+
+    fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<ThreadStatus>, Error> {
+        self.watchers.watch(thread)
+    }
+
+    fn unwatch_if_unused(&self, thread: &ThreadId) {
+        self.watchers.unwatch_if_unused(thread);
+    }
+
+    fn locks_released(&self) {
+        self.lock_releases.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    fn lock_releases(&self) -> watch::Receiver<u64> {
+        self.lock_releases.subscribe()
+    }
+
+    fn arm(&self, thread: &ThreadId, due: Due) {
+        let Some(wake) = self.wake.get().cloned() else {
+            // A read-only engine serves nobody: nothing it opens is ever due.
+            return;
+        };
+        let slot = Slot::of(&due);
+        let (generation, disarmed) = self.armed.arm(thread, slot);
+        let (clock, armed, stopping) =
+            (self.clock.clone(), self.armed.clone(), self.tasks.stopping().clone());
+        let thread = thread.clone();
+        self.tasks.spawn(async move {
+            tokio::select! {
+                () = clock.sleep_until(due.at_ms()) => {}
+                () = stopping.cancelled() => return,
+                () = disarmed.cancelled() => return,
+            }
+            // Both may be ready when this task is polled: the table says which one is armed.
+            if armed.done(&thread, slot, generation) {
+                wake.due(thread, due).await;
+            }
+        });
+    }
+
+    fn disarm(&self, thread: &ThreadId) {
+        self.armed.disarm(thread);
+    }
+
+    fn may_take_over(&self, _lease: &Lease, _now_ms: u64) -> bool {
+        // This process holds the file lock: whoever wrote the lease is gone.
+        true
+    }
+}

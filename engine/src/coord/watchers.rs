@@ -1,0 +1,73 @@
+//! Status channels of the threads someone waits on (handles awaiting an outcome).
+//!
+//! A channel exists while somebody listens to a thread that has not ended, so the channels are
+//! bounded by the threads being waited on, not by every thread ever waited on.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use cairn_storage::{Store, ThreadId, ThreadStatus};
+use tokio::sync::watch;
+
+use crate::error::Error;
+
+/// The status channels, keyed by thread.
+pub(super) struct Watchers {
+    store: Arc<dyn Store>,
+    channels: Mutex<HashMap<ThreadId, watch::Sender<ThreadStatus>>>,
+}
+
+impl Watchers {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self { store, channels: Mutex::new(HashMap::new()) }
+    }
+
+    fn channels(&self) -> MutexGuard<'_, HashMap<ThreadId, watch::Sender<ThreadStatus>>> {
+        // Nothing panics while this lock is held; a poisoned lock would still hold valid data.
+        self.channels.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Publishes the stored status of `thread` (or `status` if it cannot be read).
+    pub fn changed(&self, thread: &ThreadId, status: ThreadStatus) {
+        let mut channels = self.channels();
+        let Some(tx) = channels.get(thread) else { return };
+        // Publish the stored status, read under the lock, not the caller's: callers notify
+        // after letting go of the thread, so a later change (a resume right after a pause) may
+        // have been committed and notified in between, and must not be overwritten by an older
+        // status (a handle would then wait on, or report, a status the thread has left).
+        let status = match self.store.thread(thread) {
+            Ok(Some(record)) => record.status,
+            _ => status,
+        };
+        tx.send_replace(status);
+        // Nobody listens any more (a waiter gave up): the next `watch` starts a new channel.
+        if status.is_terminal() || tx.receiver_count() == 0 {
+            channels.remove(thread);
+        }
+    }
+
+    /// Drops `thread`'s channel if nobody listens to it any more.
+    pub fn unwatch_if_unused(&self, thread: &ThreadId) {
+        let mut channels = self.channels();
+        if channels.get(thread).is_some_and(|tx| tx.receiver_count() == 0) {
+            channels.remove(thread);
+        }
+    }
+
+    /// A receiver of `thread`'s status changes, starting from its stored status.
+    pub fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<ThreadStatus>, Error> {
+        let mut channels = self.channels();
+        if let Some(tx) = channels.get(thread) {
+            return Ok(tx.subscribe());
+        }
+        // Read under the lock: a runner's notify after its commit either finds this channel or
+        // happened before the read, which then sees the committed status.
+        let record =
+            self.store.thread(thread)?.ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
+        let (tx, rx) = watch::channel(record.status);
+        if !record.status.is_terminal() {
+            channels.insert(thread.clone(), tx);
+        }
+        Ok(rx)
+    }
+}

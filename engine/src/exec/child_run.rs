@@ -1,0 +1,93 @@
+//! Sub-workflow child threads, run for their parent's subgraph node over the engine's shell:
+//! created once, handed the parent's pending input, and driven inline by the parent's runner.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cairn_dsl::{DynWorkflow, NodeError};
+use cairn_storage::{ThreadId, ThreadStatus};
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::drive::drive_under;
+use super::env::{ChildStop, ChildThreads, engine_error};
+use super::runner::Exit;
+use super::shell::Shell;
+use crate::core::children::PARENT_LABEL;
+use crate::error::Error;
+
+/// The child threads of one running parent.
+pub(crate) struct LiveChildren {
+    pub shell: Arc<Shell>,
+    /// The parent thread.
+    pub parent: ThreadId,
+    /// The parent's nesting depth.
+    pub depth: usize,
+    /// The parent's cancellation: it cancels the child too.
+    pub cancel: CancellationToken,
+}
+
+impl ChildThreads for LiveChildren {
+    fn run(
+        &self,
+        id: ThreadId,
+        wf: Arc<DynWorkflow>,
+        input: Value,
+        input_for_child: Option<Value>,
+    ) -> BoxFuture<'static, Result<ChildStop, NodeError>> {
+        let (shell, depth, cancel) = (self.shell.clone(), self.depth, self.cancel.clone());
+        let parent = self.parent.to_string();
+        Box::pin(async move {
+            let engine = |e: Error| engine_error(&e);
+            let mut labels = BTreeMap::new();
+            labels.insert(PARENT_LABEL.to_owned(), parent);
+            super::start::create(&shell, &wf, &id, input, labels, None, Default::default())
+                .await
+                .map_err(engine)?;
+            if let Some(value) = input_for_child
+                && let Some(record) = shell.store.thread(&id).map_err(|e| engine(e.into()))?
+                && record.status == ThreadStatus::WaitingInput
+            {
+                super::parked::deliver_input(&shell, &wf, &id, value).await.map_err(engine)?;
+            }
+            let status = drive_child(&shell, &id, depth, &cancel).await?;
+            let ctx = crate::core::restore::restore(shell.store.as_ref(), &wf, &id, None)
+                .map_err(engine)?;
+            Ok((status, ctx))
+        })
+    }
+}
+
+/// Drives the child thread `id` to its end or its next park, and returns its status then. If
+/// another runner drives it (one woken by the child's own timer, say), the parent waits for
+/// that runner to let go and looks again: whoever drives the child, the parent goes on from
+/// where the child stands, and is never failed because of who drove it.
+async fn drive_child(
+    shell: &Arc<Shell>,
+    id: &ThreadId,
+    depth: usize,
+    cancel: &CancellationToken,
+) -> Result<ThreadStatus, NodeError> {
+    loop {
+        let exit =
+            drive_under(shell.clone(), id.clone(), depth + 1, "sub-workflow", Some(cancel.clone()))
+                .await
+                .map_err(|e| engine_error(&e))?;
+        match exit {
+            Exit::Status(s) => return Ok(s),
+            Exit::Shutdown => return Err(NodeError::Cancelled),
+            Exit::Busy => {
+                tokio::select! {
+                    () = shell.coord.wait_released(id) => {}
+                    () = cancel.cancelled() => return Err(NodeError::Cancelled),
+                }
+                // The other driver may have let go because the engine is stopping: do not pick
+                // the child up again then (recovery will, at the next open).
+                if shell.tasks.is_stopping() {
+                    return Err(NodeError::Cancelled);
+                }
+            }
+        }
+    }
+}

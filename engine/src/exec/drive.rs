@@ -1,0 +1,194 @@
+//! Driving a thread: claim it, restore it, check it against the code, run it, let it go.
+//!
+//! [`spawn_drive`] queues a thread under the engine's concurrency limit; [`drive_under`] drives
+//! it inline (a sub-workflow's child, under its parent's cancellation). Either way one runner
+//! at a time: the coordinator's claim decides.
+
+use std::sync::Arc;
+
+use cairn_storage::{Store, ThreadId, ThreadStatus};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+use super::child_run::LiveChildren;
+use super::env::ThreadEnv;
+use super::pipeline::Pipeline;
+use super::runner::{Exit, Runner};
+use super::shell::Shell;
+use crate::coord::{Control, Due};
+use crate::core::restore::restore;
+use crate::core::thread_ctx::ThreadCtx;
+use crate::error::Error;
+
+/// Drives `thread` in the background under the concurrency limit. If something else holds the
+/// thread at that moment (another runner, or a control writing to it), waits until it lets go
+/// and looks again: the runner then finds the thread as that holder left it (running on,
+/// parked, ended), so a wake is never dropped because of a passing claim.
+pub(crate) fn spawn_drive(shell: &Arc<Shell>, thread: ThreadId, reason: &'static str) {
+    let s = shell.clone();
+    shell.tasks.spawn(async move {
+        loop {
+            let Ok(permit) = s.permits.clone().acquire_owned().await else { return };
+            if s.tasks.is_stopping() {
+                return;
+            }
+            // Boxed: a task waiting for its permit holds only this small future, not the
+            // runner's whole state machine (10,000 queued threads must stay cheap).
+            match Box::pin(drive_under(s.clone(), thread.clone(), 0, reason, None)).await {
+                Ok(Exit::Busy) => {
+                    drop(permit);
+                    s.coord.wait_released(&thread).await;
+                }
+                Ok(_) => return,
+                Err(e) => {
+                    tracing::error!(thread = %thread, error = %e, "runner stopped with an error");
+                    return;
+                }
+            }
+        }
+    });
+}
+
+/// Drives `thread` until it ends, parks, or the engine shuts down; with `parent`, cancelling
+/// the parent's token cancels it too (a sub-workflow's child thread).
+///
+/// # Errors
+/// Storage errors (a failed commit ends the run; nothing unacknowledged is visible), an unknown
+/// or changed workflow, a log that does not fold.
+pub(crate) async fn drive_under(
+    shell: Arc<Shell>,
+    thread: ThreadId,
+    depth: usize,
+    reason: &str,
+    parent: Option<CancellationToken>,
+) -> Result<Exit, Error> {
+    let span = tracing::info_span!(
+        "thread",
+        thread = %thread,
+        workflow = tracing::field::Empty,
+        version = tracing::field::Empty,
+        depth,
+        reason,
+    );
+    async move {
+        let Some(control) = shell.coord.claim(&thread, parent.as_ref()) else {
+            return Ok(Exit::Busy);
+        };
+        let result = drive_claimed(&shell, &thread, depth, reason, &control).await;
+        shell.coord.release(&thread);
+        if let Ok(Exit::Status(s)) = &result {
+            shell.coord.status_changed(&thread, *s);
+            if s.is_terminal() {
+                shell.verified.forget(&thread);
+            } else {
+                arm_parked_deadline(&shell, &thread);
+            }
+        }
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+async fn drive_claimed(
+    shell: &Arc<Shell>,
+    thread: &ThreadId,
+    depth: usize,
+    reason: &str,
+    control: &Arc<Control>,
+) -> Result<Exit, Error> {
+    let record =
+        shell.store.thread(thread)?.ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
+    if record.status.is_terminal() {
+        return Ok(Exit::Status(record.status));
+    }
+    if record.status == ThreadStatus::Paused {
+        // Paused since this run was queued (between the write that woke or started the thread
+        // and this claim, the window in which `pause` records Paused itself): only `resume`
+        // moves a thread out of Paused, so the acknowledged pause holds.
+        return Ok(Exit::Status(ThreadStatus::Paused));
+    }
+    let wf = shell.registry.workflow_for(&record)?;
+    let span = tracing::Span::current();
+    span.record("workflow", wf.id());
+    span.record("version", wf.version());
+    let ctx = restore(shell.store.as_ref(), &wf, thread, None)?;
+    if ctx.meta.waiting.is_some() || matches!(record.status, ThreadStatus::Blocked) {
+        // Waiting for input or a timer: only `send_input` or the timer may wake it.
+        return Ok(Exit::Status(ctx.meta.status));
+    }
+    // A thread driven for the first time in this process is replayed since its latest
+    // checkpoint: if the code now diverges from what it recorded, it is blocked, not run.
+    if let Some(s) = super::resume_check::check(shell, &wf, thread, &ctx, &record, reason).await? {
+        return Ok(Exit::Status(s));
+    }
+    let tail = tail_events(shell.store.as_ref(), thread, &ctx)?;
+    let pipeline = Pipeline::start(
+        shell.store.clone(),
+        &shell.owner,
+        &shell.tasks,
+        shell.acks.clone(),
+        thread,
+        ctx.meta.seq,
+        tail,
+    );
+    let children = LiveChildren {
+        shell: shell.clone(),
+        parent: thread.clone(),
+        depth,
+        cancel: control.cancel.clone(),
+    };
+    let env = Arc::new(ThreadEnv {
+        thread: thread.clone(),
+        cancel: control.cancel.clone(),
+        tool_calls_before: ctx.meta.telemetry.tool_calls,
+        budgets: ctx.meta.budgets(&wf).clone(),
+        permissions: ctx.meta.permissions(&wf).clone(),
+        wf,
+        depth,
+        seed: ctx.meta.seed.unwrap_or(shell.ids.seed),
+        pipeline,
+        clock: shell.clock.clone(),
+        cancel_grace_ms: shell.config.cancel_grace_ms,
+        coord: shell.coord.clone(),
+        children: Arc::new(children),
+    });
+    if let Some(at) = ctx.meta.policy.deadline_at_ms {
+        watch_deadline(shell, at, control);
+    }
+    let mut runner = Runner::new(shell.clone(), env, ctx, record);
+    runner.begin(reason).await?;
+    runner.run(control).await
+}
+
+/// Watches a running thread's deadline: when it passes, its runner is told to time out.
+fn watch_deadline(shell: &Shell, at_ms: u64, control: &Arc<Control>) {
+    let clock = shell.clock.clone();
+    let control = control.clone();
+    shell.tasks.spawn(async move {
+        tokio::select! {
+            () = clock.sleep_until(at_ms) => control.time_out(),
+            () = control.cancel.cancelled() => {}
+            () = control.done.cancelled() => {}
+        }
+    });
+}
+
+/// Arms the deadline of a parked thread from the deadline kept in its record's summary.
+pub(crate) fn arm_parked_deadline(shell: &Shell, thread: &ThreadId) {
+    let Ok(Some(record)) = shell.store.thread(thread) else { return };
+    if let Some(due) = Due::deadline_of(&record) {
+        shell.coord.arm(thread, due);
+    }
+}
+
+/// Events of `thread` after its latest checkpoint (all of them when it has none).
+fn tail_events(store: &dyn Store, thread: &ThreadId, ctx: &ThreadCtx) -> Result<u64, Error> {
+    let filter = cairn_storage::CheckpointFilter {
+        thread: Some(thread.clone()),
+        ..cairn_storage::CheckpointFilter::default()
+    };
+    let latest = store.list_checkpoints(&filter, cairn_storage::Page { limit: 1, offset: 0 })?;
+    let covered = latest.first().map_or(0, |c| c.covers.seq.0);
+    Ok(ctx.meta.seq.saturating_sub(covered))
+}

@@ -1,0 +1,115 @@
+//! What a thread's tasks are handed by its runner: the thread, its policy, its write path, and
+//! the few engine services node code reaches (the clock, lock wake-ups, child threads).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use cairn_dsl::{DynWorkflow, NodeError};
+use cairn_storage::{Batch, Bookmark, ThreadId};
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::pipeline::Pipeline;
+use crate::clock::Clock;
+use crate::coord::Coordinator;
+use crate::core::codec::{self, Recorded};
+use crate::core::event::Body;
+use crate::core::thread_ctx::ThreadCtx;
+use crate::error::Error;
+
+/// How a child thread stood when its driver stopped, and its context then.
+pub(crate) type ChildStop = (cairn_storage::ThreadStatus, ThreadCtx);
+
+/// Runs sub-workflow child threads for a subgraph node (implemented over the engine's shell by
+/// `child_run.rs`, so that tasks need not see the shell).
+pub(crate) trait ChildThreads: Send + Sync {
+    /// Creates child `id` of `wf` on `input` unless it exists, hands it `input_for_child` if it
+    /// waits for input, drives it to its end or next park, and returns how it stands then.
+    fn run(
+        &self,
+        id: ThreadId,
+        wf: Arc<DynWorkflow>,
+        input: Value,
+        input_for_child: Option<Value>,
+    ) -> BoxFuture<'static, Result<ChildStop, NodeError>>;
+}
+
+/// What the runner knows about the thread that tasks need.
+pub(crate) struct ThreadEnv {
+    pub thread: ThreadId,
+    pub wf: Arc<DynWorkflow>,
+    /// Cancelled when the thread is cancelled or times out; tasks get child tokens.
+    pub cancel: CancellationToken,
+    /// Tool calls the thread made before this step (for the budget check).
+    pub tool_calls_before: u64,
+    /// Budgets in force.
+    pub budgets: cairn_dsl::Budgets,
+    /// Permissions tool calls may use.
+    pub permissions: BTreeSet<String>,
+    /// Depth of sub-workflow nesting of this thread.
+    pub depth: usize,
+    /// The seed of the thread's fresh draws (its recorded seed, or the engine's for an older
+    /// thread that has none).
+    pub seed: u64,
+    /// The thread's one write path; batches not yet durable are settled before any write with
+    /// effects.
+    pub pipeline: Pipeline,
+    /// The engine clock.
+    pub clock: Arc<dyn Clock>,
+    /// How long a cancelled node may run on before its future is dropped.
+    pub cancel_grace_ms: u64,
+    /// Lock releases (waiters for a held lock listen to them).
+    pub coord: Arc<dyn Coordinator>,
+    /// The child threads of subgraph nodes.
+    pub children: Arc<dyn ChildThreads>,
+}
+
+impl ThreadEnv {
+    /// Waits until every batch the runner submitted is durable (before a tool call, a lock, a
+    /// retry or a child thread, which must never rest on a step a crash could still lose).
+    pub(crate) async fn settle(&self) -> Result<(), Error> {
+        self.pipeline.settle().await
+    }
+
+    /// Appends events of the thread durably now (tool calls, retries), after settling.
+    pub(crate) async fn append_now(
+        &self,
+        bodies: Vec<Body>,
+        at_ms: u64,
+    ) -> Result<Vec<Recorded>, Error> {
+        self.settle().await?;
+        let (pending, _) =
+            self.pipeline.submit(self.batch_of(&bodies, at_ms)?, at_ms, None).await?;
+        let appended = pending.wait().await?;
+        Ok(self.zip_recorded(appended.bookmarks, bodies))
+    }
+
+    /// A batch of the thread's events.
+    pub(crate) fn batch_of(&self, bodies: &[Body], at_ms: u64) -> Result<Batch, Error> {
+        let mut batch = Batch::default();
+        for body in bodies {
+            codec::push_event(&mut batch, &self.thread, body, at_ms)?;
+        }
+        Ok(batch)
+    }
+
+    /// The committed events: each body with the bookmark storage gave it.
+    pub(crate) fn zip_recorded(
+        &self,
+        bookmarks: Vec<Bookmark>,
+        bodies: Vec<Body>,
+    ) -> Vec<Recorded> {
+        assert_eq!(bookmarks.len(), bodies.len(), "storage returned one bookmark per event");
+        bookmarks
+            .into_iter()
+            .zip(bodies)
+            .map(|(bookmark, body)| Recorded { bookmark, thread: self.thread.clone(), body })
+            .collect()
+    }
+}
+
+/// An engine error as a node error (not retryable: the engine's own failure).
+pub(crate) fn engine_error(e: &Error) -> NodeError {
+    NodeError::Failed { code: Some("engine".into()), message: e.to_string(), retryable: false }
+}

@@ -1,0 +1,396 @@
+//! The context node code sees during one attempt of one task.
+//!
+//! It records everything that would make a re-execution differ: tool results (written before
+//! and after each call, and returned from the journal when the task runs again), clock readings,
+//! random numbers and ids. A task that runs again after a crash, an interrupt or a timer
+//! therefore sees exactly what it saw before, up to the point where it stopped.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use cairn_dsl::{ErasedTool, Message, NodeContext, NodeError, Progress, ToolCall, ToolCtx, Usage};
+use cairn_storage::Pending;
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+use super::env::{ThreadEnv, engine_error};
+use crate::core::codec::Recorded;
+use crate::core::drawn::{Drawn, task_random};
+use crate::core::event::{Body, TaskKey};
+use crate::core::suspend::Suspensions;
+use crate::core::thread_ctx::{TaskJournal, ToolRecord};
+use crate::limits;
+
+fn lock_state(st: &Mutex<TaskState>) -> MutexGuard<'_, TaskState> {
+    // A panic while holding this lock can only come from our own code between two lines that
+    // do not panic; poisoning is therefore a bug, but recovering the data is harmless.
+    st.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The mutable part of a task's context.
+#[derive(Default)]
+pub(crate) struct TaskState {
+    replay_tools: Vec<ToolRecord>,
+    next_call: u32,
+    replay_values: VecDeque<Value>,
+    pub new_values: Vec<Value>,
+    suspensions: Suspensions,
+    pub started_logged: bool,
+    pub appended: Vec<Recorded>,
+    pub usage: Usage,
+    pub messages: Vec<Message>,
+    progress: Vec<(Pending, Body)>,
+    /// Progress reports not yet submitted (the write path was busy when they came): written
+    /// when the attempt ends.
+    progress_later: Vec<(Body, u64)>,
+    pub nondeterminism: Option<String>,
+    draws: u64,
+    /// Calls of this attempt already counted in the thread's telemetry (recorded before a
+    /// suspension or a crash), so the budget check does not count them twice.
+    calls_counted: u64,
+}
+
+/// The context one attempt of one task sees.
+pub(crate) struct LiveNodeContext {
+    env: Arc<ThreadEnv>,
+    pub step: u64,
+    pub key: TaskKey,
+    attempt: u32,
+    item: Option<Value>,
+    pub cancel: CancellationToken,
+    st: Arc<Mutex<TaskState>>,
+}
+
+impl LiveNodeContext {
+    pub(super) fn new(
+        env: Arc<ThreadEnv>,
+        step: u64,
+        key: TaskKey,
+        item: Option<Value>,
+        j: &TaskJournal,
+    ) -> Self {
+        let cancel = env.cancel.child_token();
+        let st = TaskState {
+            replay_tools: j.tools.clone(),
+            replay_values: j.values.iter().cloned().collect(),
+            suspensions: Suspensions::new(j.inputs.clone(), j.timers_fired),
+            calls_counted: u64::from(j.calls_started),
+            ..TaskState::default()
+        };
+        Self { env, step, key, attempt: j.attempt, item, cancel, st: Arc::new(Mutex::new(st)) }
+    }
+
+    fn state(&self) -> MutexGuard<'_, TaskState> {
+        lock_state(&self.st)
+    }
+
+    pub(super) fn inputs(&self) -> Vec<Value> {
+        self.state().suspensions.inputs().to_vec()
+    }
+
+    /// Waits for fire-and-forget appends (progress) and hands back the state.
+    pub(super) async fn finish(&self) -> TaskState {
+        let mut st = std::mem::take(&mut *self.state());
+        for (body, at_ms) in std::mem::take(&mut st.progress_later) {
+            let submitted = match self.env.batch_of(std::slice::from_ref(&body), at_ms) {
+                Ok(batch) => self.env.pipeline.submit(batch, at_ms, None).await,
+                Err(e) => Err(e),
+            };
+            match submitted {
+                Ok((pending, _)) => st.progress.push((pending, body)),
+                Err(e) => {
+                    tracing::warn!(thread = %self.env.thread, error = %e, "progress event not recorded")
+                }
+            }
+        }
+        for (pending, body) in std::mem::take(&mut st.progress) {
+            match pending.wait().await {
+                Ok(a) => st.appended.extend(self.env.zip_recorded(a.bookmarks, vec![body])),
+                Err(e) => {
+                    tracing::warn!(thread = %self.env.thread, error = %e, "progress event not recorded")
+                }
+            }
+        }
+        st.appended.sort_by_key(|r| r.bookmark.seq);
+        st
+    }
+
+    /// Takes the next recorded value, or records `fresh(index)`, where `index` is the value's
+    /// position in the task's sequence of values (so a fresh value after replayed ones is the
+    /// same one an uninterrupted run would have drawn there).
+    /// A recorded value of another kind is nondeterminism (the code draws in another order):
+    /// reported, and read as null, which the caller then refuses as its type.
+    fn value(&self, kind: Drawn, fresh: impl FnOnce(u64) -> Value) -> Value {
+        let index = {
+            let mut st = self.state();
+            st.draws += 1;
+            if let Some(recorded) = st.replay_values.pop_front() {
+                return kind.read(&recorded).unwrap_or_else(|was| {
+                    st.nondeterminism.get_or_insert(format!(
+                        "the code draws a {} where a {was} value was recorded",
+                        kind.name()
+                    ));
+                    Value::Null
+                });
+            }
+            st.draws
+        };
+        let v = fresh(index);
+        self.state().new_values.push(kind.record(v.clone()));
+        v
+    }
+
+    /// A fresh random number: the task's `n`th draw, a function of the thread's seed and the
+    /// task's identity (recorded like any value, so replay never depends on the seed).
+    fn fresh_random(&self, index: u64, sub: u64) -> u64 {
+        task_random(
+            self.env.seed,
+            &self.env.thread,
+            self.step,
+            &self.key.to_string(),
+            self.attempt,
+            index * 2 + sub,
+        )
+    }
+
+    fn nondeterminism(&self, detail: String) {
+        let mut st = self.state();
+        st.nondeterminism.get_or_insert(detail);
+    }
+}
+
+impl NodeContext for LiveNodeContext {
+    fn thread_id(&self) -> &str {
+        self.env.thread.as_str()
+    }
+
+    fn node(&self) -> &str {
+        &self.key.node
+    }
+
+    fn step(&self) -> u64 {
+        self.step
+    }
+
+    fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    fn item(&self) -> Option<&Value> {
+        self.item.as_ref()
+    }
+
+    fn now_ms(&self) -> u64 {
+        let v = self.value(Drawn::Clock, |_| Value::from(self.env.clock.now_ms()));
+        v.as_u64().unwrap_or_else(|| {
+            self.nondeterminism(format!("recorded value {v} read as a clock reading"));
+            self.env.clock.now_ms()
+        })
+    }
+
+    fn random_u64(&self) -> u64 {
+        let v = self.value(Drawn::Random, |i| Value::from(self.fresh_random(i, 0)));
+        v.as_u64().unwrap_or_else(|| {
+            self.nondeterminism(format!("recorded value {v} read as a random number"));
+            0
+        })
+    }
+
+    fn new_id(&self) -> String {
+        let v = self.value(Drawn::Id, |i| {
+            Value::from(format!("{:016x}{:016x}", self.fresh_random(i, 0), self.fresh_random(i, 1)))
+        });
+        match v {
+            Value::String(s) => s,
+            other => {
+                self.nondeterminism(format!("recorded value {other} read as an id"));
+                String::new()
+            }
+        }
+    }
+
+    fn call_tool(
+        &self,
+        call: ToolCall,
+        input: Value,
+        run: ErasedTool,
+    ) -> BoxFuture<'static, Result<Value, NodeError>> {
+        let env = self.env.clone();
+        let (step, key, attempt) = (self.step, self.key.clone(), self.attempt);
+        let cancel = self.cancel.clone();
+        // Decide under the lock whether this call is recorded, then leave the lock before any await.
+        let (index, recorded, values, log_start, counted) = {
+            let mut st = self.state();
+            let index = st.next_call;
+            st.next_call += 1;
+            let recorded = st.replay_tools.get(index as usize).cloned();
+            let values =
+                if recorded.is_none() { std::mem::take(&mut st.new_values) } else { Vec::new() };
+            let log_start = recorded.is_none() && !st.started_logged;
+            if log_start {
+                st.started_logged = true;
+            }
+            (index, recorded, values, log_start, st.calls_counted)
+        };
+        let shared = self.st.clone();
+        let item = self.item.clone();
+        let span = tracing::debug_span!(
+            "tool_call",
+            tool = %call.name,
+            call = index,
+            memo = recorded.is_some(),
+        );
+        Box::pin(
+            async move {
+            if index >= limits::TOOL_CALLS_PER_TASK_MAX {
+                return Err(NodeError::fatal(format!(
+                    "limit tool_calls_per_task exceeded: {index} >= {}",
+                    limits::TOOL_CALLS_PER_TASK_MAX
+                )));
+            }
+            if let Some(rec) = recorded {
+                if rec.name != call.name {
+                    return Err(NodeError::Nondeterminism {
+                        detail: format!(
+                            "call #{index} of {key} was recorded as tool {} but the code calls {}",
+                            rec.name, call.name
+                        ),
+                    });
+                }
+                if let Some(recorded) = &rec.input_hash
+                    && *recorded != crate::core::thread_ctx::input_hash(&input)
+                {
+                    return Err(NodeError::Nondeterminism {
+                        detail: format!(
+                            "call #{index} of {key} (tool {}) was recorded with another input \
+                             than the code gives it now",
+                            call.name
+                        ),
+                    });
+                }
+                return rec.output.map_err(NodeError::from);
+            }
+            if let Some(p) = &call.permission
+                && !env.permissions.contains(p)
+            {
+                return Err(NodeError::PermissionDenied {
+                    tool: call.name.clone(),
+                    permission: p.clone(),
+                });
+            }
+            if let Some(max) = env.budgets.max_tool_calls {
+                let used = env.tool_calls_before.saturating_sub(counted) + u64::from(index);
+                if used >= max {
+                    return Err(NodeError::BudgetExceeded { budget: "tool_calls".into() });
+                }
+            }
+            let clock = env.clock.clone();
+            let now = clock.now_ms();
+            let mut bodies = Vec::new();
+            if log_start {
+                bodies.push(Body::NodeStarted {
+                    step,
+                    task: key.clone(),
+                    attempt,
+                    item: item.clone(),
+                });
+            }
+            bodies.push(Body::ToolCalled {
+                step,
+                task: key.clone(),
+                attempt,
+                call: index,
+                name: call.name.clone(),
+                permission: call.permission.clone(),
+                input: input.clone(),
+                values,
+            });
+            let recs = env.append_now(bodies, now).await.map_err(|e| engine_error(&e))?;
+            lock_state(&shared).appended.extend(recs);
+            let tool_ctx = ToolCtx::new(cancel);
+            let output = run(input, tool_ctx.clone()).await;
+            let usage = tool_ctx.usage_reported();
+            let done = clock.now_ms();
+            let body = Body::ToolReturned {
+                step,
+                task: key.clone(),
+                attempt,
+                call: index,
+                name: call.name.clone(),
+                output: output.clone(),
+                usage,
+                duration_ms: done.saturating_sub(now),
+            };
+            let recs = env.append_now(vec![body], done).await.map_err(|e| engine_error(&e))?;
+            lock_state(&shared).appended.extend(recs);
+            output.map_err(NodeError::from)
+            }
+            .instrument(span),
+        )
+    }
+
+    fn progress(&self, progress: Progress) {
+        let body = Body::Progress { task: self.key.clone(), progress };
+        let now = self.env.clock.now_ms();
+        let batch = self.env.batch_of(std::slice::from_ref(&body), now);
+        let submitted = batch.map(|b| self.env.pipeline.try_submit(b, now));
+        match submitted {
+            Ok(Some(Ok((pending, _)))) => self.state().progress.push((pending, body)),
+            Ok(None) => self.state().progress_later.push((body, now)),
+            Ok(Some(Err(e))) | Err(e) => {
+                tracing::warn!(thread = %self.env.thread, error = %e, "progress event not recorded")
+            }
+        }
+    }
+
+    fn message(&self, message: Message) {
+        self.state().messages.push(message);
+    }
+
+    fn usage(&self, usage: Usage) {
+        let mut st = self.state();
+        st.usage.tokens = st.usage.tokens.saturating_add(usage.tokens);
+        st.usage.cost_micros = st.usage.cost_micros.saturating_add(usage.cost_micros);
+    }
+
+    fn cancellation(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    fn interrupt(&self, prompt: Value) -> Result<Value, NodeError> {
+        self.state().suspensions.interrupt(prompt)
+    }
+
+    fn sleep(&self, duration_ms: u64) -> BoxFuture<'static, Result<(), NodeError>> {
+        let now = self.now_ms();
+        let result = self.state().suspensions.sleep(now, duration_ms);
+        Box::pin(async move { result })
+    }
+
+    fn lock(
+        &self,
+        name: &str,
+        ttl_ms: u64,
+        wait: bool,
+    ) -> BoxFuture<'static, Result<(), NodeError>> {
+        let fut = super::locks::acquire(self.env.clone(), name.to_owned(), ttl_ms, wait);
+        let shared = self.st.clone();
+        Box::pin(async move {
+            let recs = fut.await?;
+            lock_state(&shared).appended.extend(recs);
+            Ok(())
+        })
+    }
+
+    fn unlock(&self, name: &str) -> BoxFuture<'static, Result<(), NodeError>> {
+        let fut = super::locks::release(self.env.clone(), name.to_owned());
+        let shared = self.st.clone();
+        Box::pin(async move {
+            let recs = fut.await?;
+            lock_state(&shared).appended.extend(recs);
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,288 @@
+//! Changes to a thread nobody drives, written under a claim with a guard on its stored status:
+//! waking it (input, timer), pausing it, ending it from outside (cancel, deadline), and the
+//! handing of a control to its runner when somebody does drive it.
+
+use cairn_dsl::DynWorkflow;
+use cairn_storage::{Batch, Guard, LockOp, ThreadId, ThreadRecord, ThreadStatus};
+use serde_json::Value;
+
+use super::shell::Shell;
+use crate::coord::Request;
+use crate::core::codec;
+use crate::core::event::Body;
+use crate::core::status::{Transition, transition};
+use crate::core::thread_ctx::Waiting;
+use crate::error::Error;
+
+/// The stored record of `id`.
+///
+/// # Errors
+/// [`Error::UnknownThread`]; storage errors.
+pub(crate) fn stored(shell: &Shell, id: &ThreadId) -> Result<ThreadRecord, Error> {
+    shell.store.thread(id)?.ok_or_else(|| Error::UnknownThread(id.to_string()))
+}
+
+/// Appends events to a thread no runner drives, guarded by its expected status; with
+/// `next`, the same batch moves it on: `Run` wakes it (so that nobody sees it waiting after
+/// the input or timer that ends the wait is recorded), `WaitInput` or `Sleep` puts a paused
+/// thread back into the wait it was paused in.
+///
+/// # Errors
+/// [`Error::WrongStatus`] if the thread's status is not `expected` (or stops being it before
+/// the write).
+pub(crate) async fn write_parked(
+    shell: &Shell,
+    thread: &ThreadId,
+    expected: ThreadStatus,
+    mut bodies: Vec<Body>,
+    next: Option<Transition>,
+) -> Result<(), Error> {
+    let now = shell.clock.now_ms();
+    let mut record =
+        shell.store.thread(thread)?.ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
+    if record.status != expected {
+        return Err(Error::WrongStatus {
+            thread: thread.to_string(),
+            status: record.status,
+            detail: format!("it is not {expected}"),
+        });
+    }
+    let wake = next == Some(Transition::Run);
+    if let Some(t) = next {
+        let to = crate::core::status::transition(expected, t)
+            .map_err(|source| Error::Transition { thread: thread.to_string(), source })?;
+        let reason = if wake { "woken" } else { "resumed into its wait" };
+        bodies.push(Body::StatusChanged { from: expected, to, reason: reason.into() });
+        record.status = to;
+    }
+    record.updated_at_ms = now;
+    let to = record.status;
+    let mut batch = Batch::default();
+    for body in &bodies {
+        codec::push_event(&mut batch, thread, body, now)?;
+    }
+    batch.threads.push(record);
+    batch.guards.push(Guard::Status { thread: thread.clone(), expected });
+    let parked = || matches!(shell.store.thread(thread), Ok(Some(r)) if r.status == expected);
+    let Some(_claim) = shell.coord.claim_parked(thread, &parked).await else {
+        return Err(Error::WrongStatus {
+            thread: thread.to_string(),
+            status: ThreadStatus::Running,
+            detail: "a runner is driving it".into(),
+        });
+    };
+    let result = shell.store.append(batch).map(|p| async move { p.wait().await });
+    let result = match result {
+        Ok(fut) => fut.await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    shell.coord.release(thread);
+    match result {
+        Ok(()) => {
+            if next.is_some() {
+                // Handles waiting on this thread must not see the old status any more.
+                shell.coord.status_changed(thread, to);
+            }
+            Ok(())
+        }
+        // The status moved between the read above and the commit.
+        Err(cairn_storage::Error::GuardFailed { .. }) => Err(Error::WrongStatus {
+            thread: thread.to_string(),
+            status: shell.store.thread(thread)?.map_or(expected, |r| r.status),
+            detail: format!("it stopped being {expected}"),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Times out a parked thread whose deadline passed (a running one times out through its
+/// runner's own watcher).
+pub(crate) async fn time_out_parked(shell: &Shell, thread: &ThreadId) -> Result<(), Error> {
+    if shell.coord.is_driven(thread) {
+        return Ok(());
+    }
+    let record = stored(shell, thread)?;
+    if record.status.is_terminal() || record.status == ThreadStatus::Running {
+        return Ok(());
+    }
+    let why = "the thread's deadline passed";
+    end_from_outside(shell, thread.as_str(), Transition::TimeOut, why).await
+}
+
+/// Ends a thread from outside, then its unfinished descendants (sub-workflow child
+/// threads), found level by level without recursion.
+pub(crate) async fn end_from_outside(
+    shell: &Shell,
+    thread: &str,
+    t: Transition,
+    reason: &str,
+) -> Result<(), Error> {
+    end_one(shell, thread, t, reason).await?;
+    let mut parents = vec![ThreadId::new(thread)?];
+    while let Some(parent) = parents.pop() {
+        let children = crate::core::children::children_of(shell.store.as_ref(), &parent)?;
+        for child in children.into_iter().filter(|c| !c.status.is_terminal()) {
+            let why = format!("parent {parent} ended: {reason}");
+            if let Err(e) = end_one(shell, child.id.as_str(), t, &why).await {
+                tracing::warn!(thread = %child.id, error = %e, "child thread not ended");
+            }
+            parents.push(child.id);
+        }
+    }
+    Ok(())
+}
+
+async fn end_one(shell: &Shell, thread: &str, t: Transition, reason: &str) -> Result<(), Error> {
+    let id = ThreadId::new(thread)?;
+    let wanted = transition(ThreadStatus::Running, t)
+        .map_err(|source| Error::Transition { thread: id.to_string(), source })?;
+    let mut asked = false;
+    loop {
+        let request = if t == Transition::TimeOut {
+            Request::TimeOut
+        } else {
+            Request::Cancel(reason.into())
+        };
+        if shell.coord.deliver(&id, request) {
+            // Done only once the end is durable: wait for the runner to let go, then read
+            // how it left the thread (it may have parked or ended before it saw the
+            // request; a parked thread is ended below).
+            shell.coord.wait_released(&id).await;
+            asked = true;
+            continue;
+        }
+        let record = stored(shell, &id)?;
+        if asked && record.status == wanted {
+            return Ok(());
+        }
+        let to = transition(record.status, t)
+            .map_err(|source| Error::Transition { thread: id.to_string(), source })?;
+        let now = shell.clock.now_ms();
+        let mut bodies = Vec::new();
+        for lock in shell.store.locks()?.into_iter().filter(|l| l.owner == id.as_str()) {
+            bodies.push(Body::Lock { name: lock.name, acquired: false });
+        }
+        bodies.push(Body::StatusChanged { from: record.status, to, reason: reason.to_owned() });
+        let mut batch = Batch::default();
+        for body in &bodies {
+            codec::push_event(&mut batch, &id, body, now)?;
+        }
+        let mut rec = record.clone();
+        rec.status = to;
+        rec.updated_at_ms = now;
+        rec.lease = None;
+        batch.threads.push(rec);
+        batch.locks.push(LockOp::ReleaseAll { owner: id.to_string() });
+        batch.guards.push(Guard::Status { thread: id.clone(), expected: record.status });
+        let Some(_claim) = shell.coord.claim(&id, None) else { continue };
+        let result = async { shell.store.append(batch)?.wait().await }.await;
+        shell.coord.release(&id);
+        match result {
+            Ok(_) => {
+                shell.coord.disarm(&id);
+                shell.coord.status_changed(&id, to);
+                shell.coord.locks_released();
+                shell.verified.forget(&id);
+                return Ok(());
+            }
+            // The status moved under us (a timer fired, input arrived): look again.
+            Err(cairn_storage::Error::GuardFailed { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Asks a thread to pause at its next step boundary (a parked thread pauses at once: one
+/// waiting for input then refuses input, and one sleeping does not wake, until resumed).
+/// Survives a restart: the Paused status is recorded. Once this returns, only
+/// [`crate::Engine::resume`] moves the thread out of Paused.
+///
+/// # Errors
+/// [`Error::Transition`] if the thread cannot pause from its status.
+pub(crate) async fn pause(shell: &Shell, thread: &str) -> Result<(), Error> {
+    let id = ThreadId::new(thread)?;
+    loop {
+        if shell.coord.deliver(&id, Request::Pause) {
+            // As for cancel: done once the runner has let go with the pause durable, or
+            // has parked otherwise (then the parked thread is paused below).
+            shell.coord.wait_released(&id).await;
+            continue;
+        }
+        let record = stored(shell, &id)?;
+        if record.status == ThreadStatus::Paused {
+            return Ok(());
+        }
+        let to = transition(record.status, Transition::Pause)
+            .map_err(|source| Error::Transition { thread: id.to_string(), source })?;
+        let body = Body::StatusChanged { from: record.status, to, reason: "paused".into() };
+        // A paused sleeper's timer stays armed: when it fires it finds the thread Paused and
+        // does nothing (`resume` arms it again). Disarming it here could race a resume's
+        // new timer.
+        match write_status(shell, &record, to, vec![body]).await {
+            // A runner took the thread (or its status moved) between our read and our
+            // write: look again.
+            Err(Error::WrongStatus { .. })
+            | Err(Error::Storage(cairn_storage::Error::GuardFailed { .. })) => continue,
+            other => return other,
+        }
+    }
+}
+
+async fn write_status(
+    shell: &Shell,
+    record: &ThreadRecord,
+    to: ThreadStatus,
+    bodies: Vec<Body>,
+) -> Result<(), Error> {
+    let id = &record.id;
+    let now = shell.clock.now_ms();
+    let mut batch = Batch::default();
+    for body in &bodies {
+        codec::push_event(&mut batch, id, body, now)?;
+    }
+    let mut rec = record.clone();
+    rec.status = to;
+    rec.updated_at_ms = now;
+    batch.threads.push(rec);
+    batch.guards.push(Guard::Status { thread: id.clone(), expected: record.status });
+    let Some(_claim) = shell.coord.claim(id, None) else {
+        return Err(Error::WrongStatus {
+            thread: id.to_string(),
+            status: ThreadStatus::Running,
+            detail: "a runner is driving it".into(),
+        });
+    };
+    let result = async { shell.store.append(batch)?.wait().await }.await;
+    shell.coord.release(id);
+    result?;
+    shell.coord.status_changed(id, to);
+    Ok(())
+}
+
+/// Records `value` as the input a waiting thread asked for.
+///
+/// # Errors
+/// [`Error::WrongStatus`] if the thread is not waiting for input.
+pub(crate) async fn deliver_input(
+    shell: &Shell,
+    wf: &DynWorkflow,
+    id: &ThreadId,
+    value: Value,
+) -> Result<(), Error> {
+    let ctx = crate::core::restore::restore(shell.store.as_ref(), wf, id, None)?;
+    let Some(Waiting::Input { task, .. }) = ctx.meta.waiting.clone() else {
+        return Err(Error::WrongStatus {
+            thread: id.to_string(),
+            status: ctx.meta.status,
+            detail: "it is not waiting for input".into(),
+        });
+    };
+    write_parked(
+        shell,
+        id,
+        ThreadStatus::WaitingInput,
+        vec![Body::InputReceived { task, value }],
+        Some(Transition::Run),
+    )
+    .await
+}

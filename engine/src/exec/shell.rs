@@ -1,0 +1,130 @@
+//! What the exec layer runs on: the store, the clock, the coordinator, the registered
+//! workflows, the settings and the engine's task tracker, built by the API when the engine
+//! opens and handed to each runner. Tasks of a thread get less: their `ThreadEnv` (`env.rs`).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use cairn_storage::{Store, ThreadId};
+use tokio::sync::Semaphore;
+
+use super::registry::Registry;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::coord::Coordinator;
+use crate::tasks::Tasks;
+
+/// A hook called after every acknowledged step (test harnesses, the demo's crash switch).
+pub type StepHook = Arc<dyn Fn(&ThreadId, u64, u64) + Send + Sync>;
+
+/// The exec layer's services.
+pub(crate) struct Shell {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub coord: Arc<dyn Coordinator>,
+    pub tasks: Tasks,
+    pub config: Config,
+    pub registry: Registry,
+    /// This engine instance's lease owner name.
+    pub owner: String,
+    /// Ids and seeds the engine makes.
+    pub ids: Ids,
+    /// Steps acknowledged, and the hook told of each.
+    pub acks: Arc<StepAcks>,
+    /// Threads checked against this process's code (`resume_check.rs`).
+    pub verified: Verified,
+    /// Threads driven at once.
+    pub permits: Arc<Semaphore>,
+}
+
+/// The engine's random stream (SplitMix64) for the ids and seeds it makes.
+pub(crate) struct Ids {
+    /// The configured seed, if any (a seeded engine makes the same ids run after run).
+    configured: Option<u64>,
+    /// The seed of node randomness for threads created before seeds were recorded in the log.
+    pub seed: u64,
+    state: Mutex<u64>,
+}
+
+impl Ids {
+    /// A stream from `seed`; `configured` says whether the user chose it.
+    pub fn new(seed: u64, configured: bool) -> Self {
+        Self { configured: configured.then_some(seed), seed, state: Mutex::new(seed) }
+    }
+
+    /// The seed recorded in a new thread's `ThreadCreated` event: the engine's own seed when
+    /// one was configured (a seeded engine draws the same values run after run), else the next
+    /// number of the stream.
+    pub fn thread_seed(&self) -> u64 {
+        self.configured.unwrap_or_else(|| self.random_u64())
+    }
+
+    /// The next number of the stream.
+    pub fn random_u64(&self) -> u64 {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        *s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        splitmix(*s)
+    }
+
+    /// A fresh 128-bit id as 32 hex digits.
+    pub fn new_id(&self) -> String {
+        format!("{:016x}{:016x}", self.random_u64(), self.random_u64())
+    }
+}
+
+/// SplitMix64's output function.
+pub(crate) fn splitmix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Counts acknowledged steps and calls the step hook.
+#[derive(Default)]
+pub(crate) struct StepAcks {
+    count: AtomicU64,
+    hook: RwLock<Option<StepHook>>,
+}
+
+impl StepAcks {
+    /// Counts an acknowledged step of `thread` and calls the hook.
+    pub fn acknowledged(&self, thread: &ThreadId, step: u64) {
+        let total = self.count.fetch_add(1, Ordering::SeqCst) + 1;
+        let hook = self.hook.read().unwrap_or_else(PoisonError::into_inner).clone();
+        if let Some(hook) = hook {
+            hook(thread, step, total);
+        }
+    }
+
+    /// Steps acknowledged so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    /// Replaces the hook.
+    pub fn set_hook(&self, hook: StepHook) {
+        *self.hook.write().unwrap_or_else(PoisonError::into_inner) = Some(hook);
+    }
+}
+
+/// Unfinished threads this instance created or checked against its code: code cannot change
+/// inside one process. An entry goes when its thread ends, so the set is bounded by the live
+/// threads.
+#[derive(Debug, Default)]
+pub(crate) struct Verified(Mutex<HashSet<ThreadId>>);
+
+impl Verified {
+    pub fn contains(&self, thread: &ThreadId) -> bool {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).contains(thread)
+    }
+
+    pub fn insert(&self, thread: &ThreadId) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).insert(thread.clone());
+    }
+
+    /// Forgets `thread` once it has ended (it will not be driven again).
+    pub fn forget(&self, thread: &ThreadId) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).remove(thread);
+    }
+}

@@ -1,0 +1,183 @@
+//! The context a task's node code sees when it is replayed: every tool call, clock reading,
+//! random number and id comes from what was recorded, and the first difference is kept.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
+
+use cairn_dsl::{ErasedTool, Message, NodeContext, NodeError, Progress, ToolCall, Usage};
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::RecordedCall;
+use crate::core::drawn::Drawn;
+use crate::core::event::TaskKey;
+use crate::core::suspend::Suspensions;
+
+pub(super) struct ReplayNodeState {
+    pub(super) values: VecDeque<Value>,
+    pub(super) suspensions: Suspensions,
+    pub(super) calls: Vec<RecordedCall>,
+    pub(super) next_call: u32,
+    pub(super) overrides: BTreeMap<(u64, String, u32), Value>,
+    /// The first difference seen inside the node (what, recorded, produced).
+    pub(super) first: Option<(String, Value, Value)>,
+}
+
+pub(super) struct ReplayNodeContext {
+    pub(super) thread: String,
+    pub(super) step: u64,
+    pub(super) task: TaskKey,
+    pub(super) attempt: u32,
+    pub(super) item: Option<Value>,
+    pub(super) st: Mutex<ReplayNodeState>,
+    pub(super) cancel: CancellationToken,
+}
+
+impl ReplayNodeContext {
+    fn state(&self) -> std::sync::MutexGuard<'_, ReplayNodeState> {
+        self.st.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A recorded value of another type than the code reads now (the code draws values in
+    /// another order): a divergence, as the live run reports it as nondeterminism. Returns the
+    /// placeholder the node goes on with.
+    fn mistyped(&self, recorded: Value, kind: &str) -> u64 {
+        // A missing value was reported by `value` already (and reads as null).
+        if !recorded.is_null() {
+            self.state().first.get_or_insert((
+                format!("the code reads a recorded value as a {kind}"),
+                recorded,
+                Value::String(kind.into()),
+            ));
+        }
+        0
+    }
+
+    fn value(&self, drawn: Drawn) -> Value {
+        let kind = drawn.name();
+        let mut st = self.state();
+        match st.values.pop_front() {
+            Some(recorded) => drawn.read(&recorded).unwrap_or_else(|was| {
+                st.first.get_or_insert((
+                    format!("the code draws a {kind} where a {was} value was recorded"),
+                    recorded,
+                    Value::String(kind.into()),
+                ));
+                Value::Null
+            }),
+            None => {
+                st.first.get_or_insert((
+                    format!("the code drew a {kind} that was not recorded"),
+                    Value::Null,
+                    Value::String(kind.into()),
+                ));
+                Value::Null
+            }
+        }
+    }
+}
+
+impl NodeContext for ReplayNodeContext {
+    fn thread_id(&self) -> &str {
+        &self.thread
+    }
+    fn node(&self) -> &str {
+        &self.task.node
+    }
+    fn step(&self) -> u64 {
+        self.step
+    }
+    fn attempt(&self) -> u32 {
+        self.attempt
+    }
+    fn item(&self) -> Option<&Value> {
+        self.item.as_ref()
+    }
+    fn now_ms(&self) -> u64 {
+        let v = self.value(Drawn::Clock);
+        v.as_u64().unwrap_or_else(|| self.mistyped(v, "clock reading"))
+    }
+    fn random_u64(&self) -> u64 {
+        let v = self.value(Drawn::Random);
+        v.as_u64().unwrap_or_else(|| self.mistyped(v, "random number"))
+    }
+    fn new_id(&self) -> String {
+        match self.value(Drawn::Id) {
+            Value::String(id) => id,
+            other => {
+                self.mistyped(other, "id");
+                String::new()
+            }
+        }
+    }
+    fn call_tool(
+        &self,
+        call: ToolCall,
+        input: Value,
+        _run: ErasedTool,
+    ) -> BoxFuture<'static, Result<Value, NodeError>> {
+        // The tool is never run: replay feeds recorded results.
+        let mut st = self.state();
+        let index = st.next_call;
+        st.next_call += 1;
+        let result = match st.calls.get(index as usize).cloned() {
+            None => {
+                st.first.get_or_insert((
+                    format!("tool call #{index} was not recorded"),
+                    Value::Null,
+                    serde_json::json!({"tool": call.name, "input": input}),
+                ));
+                Err(NodeError::Nondeterminism { detail: "unrecorded tool call".into() })
+            }
+            Some((name, recorded_input, output)) => {
+                if name != call.name {
+                    st.first.get_or_insert((
+                        format!("tool call #{index} names another tool"),
+                        Value::String(name),
+                        Value::String(call.name.clone()),
+                    ));
+                } else if let Some(recorded_input) = recorded_input
+                    && recorded_input != input
+                {
+                    st.first.get_or_insert((
+                        format!("tool call #{index} ({name}) has another input"),
+                        recorded_input,
+                        input,
+                    ));
+                }
+                let key = (self.step, self.task.to_string(), index);
+                match st.overrides.get(&key) {
+                    Some(v) => Ok(v.clone()),
+                    None => output.map_err(NodeError::from),
+                }
+            }
+        };
+        Box::pin(async move { result })
+    }
+    fn progress(&self, _progress: Progress) {}
+    fn message(&self, _message: Message) {}
+    fn usage(&self, _usage: Usage) {}
+    fn cancellation(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+    fn interrupt(&self, prompt: Value) -> Result<Value, NodeError> {
+        self.state().suspensions.interrupt(prompt)
+    }
+    fn sleep(&self, duration_ms: u64) -> BoxFuture<'static, Result<(), NodeError>> {
+        let now = self.now_ms();
+        let result = self.state().suspensions.sleep(now, duration_ms);
+        Box::pin(async move { result })
+    }
+    fn lock(
+        &self,
+        _name: &str,
+        _ttl_ms: u64,
+        _wait: bool,
+    ) -> BoxFuture<'static, Result<(), NodeError>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn unlock(&self, _name: &str) -> BoxFuture<'static, Result<(), NodeError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
