@@ -2,7 +2,7 @@
 //!
 //! Each record is the postcard encoding of its public type (fields in declaration order; enums as
 //! their explicit discriminants; `Vec<u8>` fields as a varint length and raw bytes), wrapped in a
-//! [`frame`](crate::frame). Changing a field's type or order changes the format and needs a new
+//! [`frame`]. Changing a field's type or order changes the format and needs a new
 //! format version (`docs/format.md`); the golden-bytes tests below pin v1.
 //!
 //! Decoders take untrusted bytes: every failure is [`Error::Corrupted`] naming the table (callers

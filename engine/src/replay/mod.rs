@@ -39,7 +39,7 @@ pub struct ReplayOptions {
 pub struct Divergence {
     /// The step.
     pub step: u64,
-    /// The task (node, or node[item]).
+    /// The task (node, or `node[item]`).
     pub task: String,
     /// The seq of the recorded event compared against.
     pub seq: u64,

@@ -224,7 +224,7 @@ impl RedbStore {
     }
 
     /// Opens a read-only snapshot of the database at `path`, which another process may be
-    /// writing. See [`snapshot`](self) for exactly what it guarantees: the snapshot is the last
+    /// writing. See the `snapshot` module for exactly what it guarantees: the snapshot is the last
     /// durable commit at the time of the call, verified by redb's checksums; it does not follow
     /// later commits (open again for newer data) and holds no lock on the file.
     ///
