@@ -74,6 +74,7 @@ pub mod limits;
 mod lock;
 pub mod lsns;
 mod pending;
+mod plan;
 mod redb;
 mod store;
 mod subscription;

@@ -131,13 +131,7 @@ impl<'txn, 'c> Tables<'txn, 'c> {
 /// the counters in the meta table only in groups that remove records (delete, clear, prune),
 /// which may remove the highest key: an lsn or a checkpoint id is never reused, and an ordinary
 /// append commit writes one table fewer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Counters {
-    /// The last lsn ever assigned (kept in meta: pruning may remove the event that had it).
-    pub(crate) last_lsn: u64,
-    /// The last checkpoint id ever assigned (ids are never reused).
-    pub(crate) last_checkpoint_id: u64,
-}
+pub(crate) use crate::plan::Counters;
 
 /// What `check_meta` found.
 pub(crate) enum MetaState {

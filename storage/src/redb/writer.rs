@@ -489,7 +489,7 @@ impl Writer {
             }
         }
         match op {
-            Op::Append(batch) => match apply::plan(tables, self.counters, batch) {
+            Op::Append(batch) => match crate::plan::plan(tables, self.counters, batch) {
                 Err(error) => rejected(error),
                 Ok(plan) => {
                     written(apply::apply(tables, &mut self.counters, plan), Outcome::Append)

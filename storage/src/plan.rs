@@ -1,0 +1,350 @@
+//! Planning one [`Batch`] against the state before it, for any backend.
+//!
+//! *Plan* reads the current state (including earlier batches of the same group commit, which
+//! the plan keeps), checks every guard, lock, lease and thread, assigns seqs, lsns and
+//! checkpoint ids, and encodes every record, writing nothing: any failure rejects only this
+//! batch. The backend then writes the plan (redb: `redb/apply.rs`; PostgreSQL: `pg/write.rs`).
+//! One planner means both backends agree on what a batch means, byte for byte.
+
+use std::collections::BTreeMap;
+
+use crate::codec::{self, StoredThread, table};
+use crate::lsns::SEQ_CHUNK_LEN;
+use crate::{
+    Appended, Batch, CheckpointId, CheckpointInfo, Error, Event, Guard, Lease, LeaseOp, LockOp,
+    LockRecord, Lsn, PayloadRef, Seq, SeqChunk, ThreadId, ThreadRecord,
+};
+
+/// What a plan reads of the stored state (inside the backend's write transaction).
+pub(crate) trait PlanState {
+    /// A stored thread record and its seq-index tail, checked against its key.
+    fn stored_thread(&mut self, id: &ThreadId) -> Result<Option<StoredThread>, Error>;
+    /// A stored lock, checked against its key.
+    fn lock(&mut self, name: &str) -> Result<Option<LockRecord>, Error>;
+    /// The names of the stored locks `owner` may hold (a superset is fine: each is checked).
+    fn lock_names(&mut self, owner: &str) -> Result<Vec<String>, Error>;
+    /// Whether a payload with this hash is stored.
+    fn payload_exists(&mut self, hash: &[u8; 32]) -> Result<bool, Error>;
+}
+
+/// The counters a writer continues from: the last lsn and the last checkpoint id ever assigned
+/// (never reused, also after pruning removed the records that had them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Counters {
+    /// The last lsn ever assigned.
+    pub(crate) last_lsn: u64,
+    /// The last checkpoint id ever assigned.
+    pub(crate) last_checkpoint_id: u64,
+}
+
+/// Everything one batch will write, fully encoded.
+pub(crate) struct Plan {
+    /// (lsn, framed event).
+    pub(crate) events: Vec<(u64, Vec<u8>)>,
+    /// (thread, first seq, framed chunk): seq-index chunks the batch's events filled.
+    pub(crate) chunks: Vec<(ThreadId, u64, Vec<u8>)>,
+    pub(crate) threads: BTreeMap<ThreadId, Option<StoredThread>>,
+    pub(crate) dirty_threads: Vec<ThreadId>,
+    pub(crate) checkpoints: Vec<(CheckpointInfo, Vec<u8>, Vec<u8>)>,
+    pub(crate) payloads: Vec<(PayloadRef, Vec<u8>)>,
+    pub(crate) locks: BTreeMap<String, Option<LockRecord>>,
+    pub(crate) appended: Appended,
+    pub(crate) counters: Counters,
+}
+
+/// Checks `batch` against the state in `tables` and prepares its writes.
+pub(crate) fn plan(
+    tables: &mut impl PlanState,
+    counters: Counters,
+    batch: Batch,
+) -> Result<Plan, Error> {
+    let mut plan = Plan {
+        events: Vec::with_capacity(batch.events.len()),
+        chunks: Vec::new(),
+        threads: BTreeMap::new(),
+        dirty_threads: Vec::new(),
+        checkpoints: Vec::new(),
+        payloads: Vec::new(),
+        locks: BTreeMap::new(),
+        appended: Appended::default(),
+        counters,
+    };
+    for guard in &batch.guards {
+        plan.check_guard(tables, guard)?;
+    }
+    for upsert in batch.threads {
+        let id = upsert.id.clone();
+        let current = plan.thread(tables, &id)?.as_ref();
+        let stored = merge_upsert(upsert, current);
+        plan.set_thread(id, stored);
+    }
+    for new in batch.events {
+        let id = new.thread.clone();
+        plan.thread(tables, &id)?;
+        let Some(Some(stored)) = plan.threads.get_mut(&id) else {
+            return Err(Error::UnknownThread(id));
+        };
+        let seq = match stored.record.last {
+            None => stored.record.first_seq.0,
+            Some(b) => b.seq.0.checked_add(1).ok_or_else(|| exhausted("seq", Some(&id)))?,
+        };
+        plan.counters.last_lsn =
+            plan.counters.last_lsn.checked_add(1).ok_or_else(|| exhausted("lsn", None))?;
+        let lsn = plan.counters.last_lsn;
+        let event = Event::from_new(new, Seq(seq), Lsn(lsn));
+        plan.events.push((lsn, codec::encode_event(&event)?));
+        stored.record.last = Some(event.bookmark);
+        stored.tail.push(lsn);
+        if stored.tail.len() >= SEQ_CHUNK_LEN {
+            // The tail is full: it becomes a chunk of the seq index, written once.
+            let lsns = std::mem::take(&mut stored.tail);
+            let first_seq = seq + 1 - lsns.len() as u64;
+            let chunk = SeqChunk { thread: id.clone(), first_seq, lsns };
+            plan.chunks.push((id.clone(), first_seq, codec::encode_seq_chunk(&chunk)?));
+        }
+        plan.appended.bookmarks.push(event.bookmark);
+        plan.mark_dirty(&id);
+    }
+    for new in batch.checkpoints {
+        let covers = match plan.thread(tables, &new.thread)? {
+            None => return Err(Error::UnknownThread(new.thread.clone())),
+            Some(stored) => stored.record.last.ok_or_else(|| Error::Invalid {
+                detail: format!("thread {} has no events for a checkpoint to cover", new.thread),
+            })?,
+        };
+        plan.counters.last_checkpoint_id = plan
+            .counters
+            .last_checkpoint_id
+            .checked_add(1)
+            .ok_or_else(|| exhausted("checkpoint id", None))?;
+        let id = CheckpointId(plan.counters.last_checkpoint_id);
+        let info = CheckpointInfo {
+            id,
+            thread: new.thread,
+            workflow: new.workflow,
+            covers,
+            created_at_ms: new.created_at_ms,
+            kind: new.kind,
+            snapshot_len: new.snapshot.len() as u64,
+            meta: new.meta,
+        };
+        let info_frame = codec::encode_checkpoint(&info)?;
+        let snapshot_frame = codec::encode_snapshot(id, &new.snapshot)?;
+        plan.appended.checkpoints.push(id);
+        plan.checkpoints.push((info, info_frame, snapshot_frame));
+    }
+    for bytes in batch.payloads {
+        let r = PayloadRef::of(&bytes);
+        plan.appended.payloads.push(r);
+        let stored = tables.payload_exists(&r.hash)?;
+        if !stored && !plan.payloads.iter().any(|(p, _)| *p == r) {
+            plan.payloads.push((r, bytes));
+        }
+    }
+    for op in batch.locks {
+        plan.lock_op(tables, op)?;
+    }
+    for op in batch.leases {
+        plan.lease_op(tables, op)?;
+    }
+    Ok(plan)
+}
+
+/// A counter read from the file is at `u64::MAX`: only damage gets it there (2^64 appends will not
+/// happen), so it is reported as corruption rather than wrapped.
+pub(crate) fn exhausted(counter: &str, thread: Option<&ThreadId>) -> Error {
+    Error::Corrupted {
+        table: if thread.is_some() { table::THREADS } else { table::META },
+        thread: thread.cloned(),
+        seq: None,
+        detail: format!("the {counter} counter is at its maximum"),
+    }
+}
+
+/// The record an upsert writes: the caller's fields, the store's `last`, `first_seq`, `lease`
+/// and seq-index tail.
+fn merge_upsert(mut upsert: ThreadRecord, current: Option<&StoredThread>) -> StoredThread {
+    match current {
+        Some(current) => {
+            upsert.last = current.record.last;
+            upsert.first_seq = current.record.first_seq;
+            upsert.lease = current.record.lease.clone();
+            StoredThread { record: upsert, tail: current.tail.clone() }
+        }
+        None => {
+            upsert.last = None;
+            upsert.first_seq = Seq(1);
+            upsert.lease = None;
+            StoredThread { record: upsert, tail: Vec::new() }
+        }
+    }
+}
+
+impl Plan {
+    /// Checks one guard against the thread as this batch found it (guards run first).
+    fn check_guard(&mut self, tables: &mut impl PlanState, guard: &Guard) -> Result<(), Error> {
+        let (thread, failure) = match guard {
+            Guard::Lease { thread, owner, now_ms } => {
+                let lease =
+                    self.thread(tables, thread)?.as_ref().and_then(|s| s.record.lease.clone());
+                match lease {
+                    Some(l) if &l.owner == owner && *now_ms < l.expires_at_ms => return Ok(()),
+                    Some(l) => {
+                        (thread, format!("lease held by {} until {} ms", l.owner, l.expires_at_ms))
+                    }
+                    None => (thread, "no lease is held".to_string()),
+                }
+            }
+            Guard::Status { thread, expected } => {
+                match self.thread(tables, thread)?.as_ref().map(|s| &s.record) {
+                    Some(r) if r.status == *expected => return Ok(()),
+                    Some(r) => (thread, format!("status is {}, expected {expected}", r.status)),
+                    None => (thread, format!("thread does not exist (expected status {expected})")),
+                }
+            }
+            Guard::Absent { thread } => {
+                match self.thread(tables, thread)?.as_ref().map(|s| &s.record) {
+                    None => return Ok(()),
+                    Some(_) => (thread, "thread already exists".to_string()),
+                }
+            }
+            Guard::LastSeq { thread, seq } => {
+                match self.thread(tables, thread)?.as_ref().map(|s| &s.record) {
+                    Some(r) if r.last.map_or(Seq(0), |b| b.seq) == *seq => return Ok(()),
+                    Some(r) => (
+                        thread,
+                        format!(
+                            "last seq is {}, expected {}",
+                            r.last.map_or(0, |b| b.seq.0),
+                            seq.0
+                        ),
+                    ),
+                    None => {
+                        (thread, format!("thread does not exist (expected last seq {})", seq.0))
+                    }
+                }
+            }
+        };
+        Err(Error::GuardFailed { thread: thread.clone(), detail: failure })
+    }
+
+    /// The thread as this batch sees it so far (stored, then this batch's changes).
+    fn thread(
+        &mut self,
+        tables: &mut impl PlanState,
+        id: &ThreadId,
+    ) -> Result<&Option<StoredThread>, Error> {
+        if !self.threads.contains_key(id) {
+            let stored = tables.stored_thread(id)?;
+            self.threads.insert(id.clone(), stored);
+        }
+        Ok(&self.threads[id])
+    }
+
+    fn mark_dirty(&mut self, id: &ThreadId) {
+        if !self.dirty_threads.contains(id) {
+            self.dirty_threads.push(id.clone());
+        }
+    }
+
+    fn set_thread(&mut self, id: ThreadId, stored: StoredThread) {
+        self.mark_dirty(&id);
+        self.threads.insert(id, Some(stored));
+    }
+
+    fn lock(
+        &mut self,
+        tables: &mut impl PlanState,
+        name: &str,
+    ) -> Result<Option<LockRecord>, Error> {
+        if !self.locks.contains_key(name) {
+            let stored = tables.lock(name)?;
+            self.locks.insert(name.to_string(), stored);
+        }
+        Ok(self.locks[name].clone())
+    }
+
+    fn lock_op(&mut self, tables: &mut impl PlanState, op: LockOp) -> Result<(), Error> {
+        match op {
+            LockOp::Acquire { name, owner, now_ms, ttl_ms } => {
+                if let Some(held) = self.lock(tables, &name)?
+                    && held.owner != owner
+                    && held.is_live(now_ms)
+                {
+                    return Err(Error::LockHeld {
+                        name,
+                        owner: held.owner,
+                        expires_at_ms: held.expires_at_ms,
+                    });
+                }
+                let expires_at_ms = now_ms.saturating_add(ttl_ms);
+                let lock =
+                    LockRecord { name: name.clone(), owner, acquired_at_ms: now_ms, expires_at_ms };
+                self.locks.insert(name, Some(lock));
+            }
+            LockOp::Renew { name, owner, now_ms, ttl_ms } => match self.lock(tables, &name)? {
+                Some(mut held) if held.owner == owner => {
+                    held.expires_at_ms = now_ms.saturating_add(ttl_ms);
+                    self.locks.insert(name, Some(held));
+                }
+                _ => return Err(Error::LockNotHeld { name, owner }),
+            },
+            LockOp::Release { name, owner } => match self.lock(tables, &name)? {
+                None => {}
+                Some(held) if held.owner == owner => {
+                    self.locks.insert(name, None);
+                }
+                Some(_) => return Err(Error::LockNotHeld { name, owner }),
+            },
+            LockOp::ReleaseAll { owner } => {
+                let mut names = tables.lock_names(&owner)?;
+                names.extend(self.locks.keys().cloned());
+                for name in names {
+                    if self.lock(tables, &name)?.is_some_and(|held| held.owner == owner) {
+                        self.locks.insert(name, None);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn lease_op(&mut self, tables: &mut impl PlanState, op: LeaseOp) -> Result<(), Error> {
+        let thread = match &op {
+            LeaseOp::Acquire { thread, .. }
+            | LeaseOp::Renew { thread, .. }
+            | LeaseOp::Release { thread, .. } => thread.clone(),
+        };
+        let mut stored =
+            self.thread(tables, &thread)?.clone().ok_or(Error::UnknownThread(thread.clone()))?;
+        let record = &mut stored.record;
+        match op {
+            LeaseOp::Acquire { owner, now_ms, ttl_ms, .. } => {
+                if let Some(held) = &record.lease
+                    && held.owner != owner
+                    && now_ms < held.expires_at_ms
+                {
+                    return Err(Error::LeaseHeld {
+                        thread,
+                        owner: held.owner.clone(),
+                        expires_at_ms: held.expires_at_ms,
+                    });
+                }
+                record.lease = Some(Lease { owner, expires_at_ms: now_ms.saturating_add(ttl_ms) });
+            }
+            LeaseOp::Renew { owner, now_ms, ttl_ms, .. } => match &mut record.lease {
+                Some(held) if held.owner == owner => {
+                    held.expires_at_ms = now_ms.saturating_add(ttl_ms);
+                }
+                _ => return Err(Error::LeaseNotHeld { thread, owner }),
+            },
+            LeaseOp::Release { owner, .. } => match &record.lease {
+                None => return Ok(()),
+                Some(held) if held.owner == owner => record.lease = None,
+                Some(_) => return Err(Error::LeaseNotHeld { thread, owner }),
+            },
+        }
+        self.set_thread(thread, stored);
+        Ok(())
+    }
+}
