@@ -74,6 +74,8 @@ pub mod limits;
 mod lock;
 pub mod lsns;
 mod pending;
+#[cfg(feature = "postgres")]
+mod pg;
 mod plan;
 mod redb;
 mod store;
@@ -89,6 +91,8 @@ pub use ids::{Bookmark, CheckpointId, Lsn, PayloadRef, Seq, ThreadId};
 pub use lock::LockRecord;
 pub use lsns::SeqChunk;
 pub use pending::Pending;
+#[cfg(feature = "postgres")]
+pub use pg::PgStore;
 pub use redb::{FORMAT_VERSION, Options, RedbStore};
 pub use store::{
     CheckpointFilter, Durability, Page, Problem, Scope, Store, StoreExt, ThreadFilter, VerifyReport,

@@ -41,6 +41,8 @@ pub(crate) struct Counters {
 pub(crate) struct Plan {
     /// (lsn, framed event).
     pub(crate) events: Vec<(u64, Vec<u8>)>,
+    /// (thread, seq) of each of `events`, in the same order.
+    pub(crate) event_keys: Vec<(ThreadId, u64)>,
     /// (thread, first seq, framed chunk): seq-index chunks the batch's events filled.
     pub(crate) chunks: Vec<(ThreadId, u64, Vec<u8>)>,
     pub(crate) threads: BTreeMap<ThreadId, Option<StoredThread>>,
@@ -60,6 +62,7 @@ pub(crate) fn plan(
 ) -> Result<Plan, Error> {
     let mut plan = Plan {
         events: Vec::with_capacity(batch.events.len()),
+        event_keys: Vec::with_capacity(batch.events.len()),
         chunks: Vec::new(),
         threads: BTreeMap::new(),
         dirty_threads: Vec::new(),
@@ -93,6 +96,7 @@ pub(crate) fn plan(
         let lsn = plan.counters.last_lsn;
         let event = Event::from_new(new, Seq(seq), Lsn(lsn));
         plan.events.push((lsn, codec::encode_event(&event)?));
+        plan.event_keys.push((id.clone(), seq));
         stored.record.last = Some(event.bookmark);
         stored.tail.push(lsn);
         if stored.tail.len() >= SEQ_CHUNK_LEN {

@@ -10,6 +10,10 @@ mod common;
 mod concurrency;
 mod durability;
 mod model;
+#[cfg(feature = "postgres")]
+mod pg;
+#[cfg(feature = "postgres")]
+mod pg_cluster;
 mod prune;
 mod raw;
 mod recovery;

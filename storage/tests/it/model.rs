@@ -15,7 +15,7 @@ use proptest::test_runner::{Config, RngSeed};
 use crate::common::*;
 
 #[derive(Debug, Clone)]
-enum Op {
+pub(crate) enum Op {
     Append { thread: u8, events: u8 },
     Checkpoint { thread: u8 },
     Delete { pick: u8 },
@@ -23,7 +23,7 @@ enum Op {
     Reopen,
 }
 
-fn op() -> impl Strategy<Value = Op> {
+pub(crate) fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         // Mostly small appends; some long ones, so threads fill seq-index chunks (32 events) and
         // prunes cut through chunks and tails.
@@ -40,7 +40,7 @@ fn op() -> impl Strategy<Value = Op> {
 type ModelEvent = (u64, u64, String);
 
 #[derive(Default)]
-struct Model {
+pub(crate) struct Model {
     /// thread -> (first_seq, last_seq, kept events).
     threads: BTreeMap<String, (u64, u64, Vec<ModelEvent>)>,
     /// checkpoint id -> (thread, covered seq).
@@ -55,7 +55,7 @@ fn name(thread: u8) -> String {
     format!("thread-{thread}")
 }
 
-fn apply(store: &RedbStore, model: &mut Model, op: &Op) {
+pub(crate) fn apply(store: &impl Store, model: &mut Model, op: &Op) {
     match op {
         Op::Append { thread, events } => {
             let t = name(*thread);
@@ -136,7 +136,7 @@ fn apply(store: &RedbStore, model: &mut Model, op: &Op) {
     }
 }
 
-fn compare(store: &RedbStore, model: &Model) {
+pub(crate) fn compare(store: &impl Store, model: &Model) {
     let mut all = Vec::new();
     for (t, (first, last, log)) in &model.threads {
         let id = tid(t);

@@ -1,0 +1,236 @@
+//! [`PgStore`]: the [`Store`] on PostgreSQL, one database shared by many engine processes.
+//!
+//! The records are the CRC-framed records of a redb file, in `bytea` columns; batches are
+//! planned by the same planner as redb's and committed in group commits, one SQL transaction
+//! each, serialised across processes by a row lock (see `write.rs`). Queries run on threads of
+//! their own (`pool.rs`): a read blocks its caller for one round trip, as a redb read blocks
+//! it for the disk. Durability: [`Durability::Immediate`] commits with `synchronous_commit =
+//! on` (an acknowledged batch survives a crash of the server); the other modes with it off (a
+//! server crash may lose the last few hundred milliseconds of acknowledged batches, never part
+//! of one). `docs/postgres.md` has the schema, the setup and what is not yet there.
+//!
+//! # Examples
+//! ```no_run
+//! # fn run() -> Result<(), cairn_storage::Error> {
+//! use cairn_storage::{Durability, PgStore, Store};
+//! let store = PgStore::connect("host=/tmp user=postgres dbname=cairn", Durability::Immediate)?;
+//! assert!(store.verify()?.is_clean());
+//! # Ok(()) }
+//! ```
+
+mod pool;
+mod read;
+mod schema;
+mod verify;
+mod write;
+
+use std::sync::Arc;
+
+use tokio::sync::{oneshot, watch};
+
+use self::pool::Readers;
+use self::write::{Op, Writer};
+use crate::codec::table;
+use crate::{
+    Batch, Bookmark, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Durability, Error,
+    Event, LockRecord, Lsn, Page, PayloadRef, Pending, Pruned, Scope, Seq, Store, Subscription,
+    ThreadFilter, ThreadId, ThreadRecord, VerifyReport,
+};
+
+/// Reader connections of one store.
+const READERS: usize = 4;
+
+/// A Cairn database in PostgreSQL.
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    readers: Readers,
+    writer: Writer,
+    durability: Durability,
+    committed: watch::Receiver<u64>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("durability", &self.inner.durability).finish()
+    }
+}
+
+impl PgStore {
+    /// Connects to the database at `url` (`postgres://user@host/db`, or `host=/run/postgresql
+    /// user=... dbname=...`), creates Cairn's tables if they are missing, and checks the format
+    /// of the ones found. Call from outside an async runtime, or inside `spawn_blocking`.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the server cannot be reached or refuses; [`Error::NewerFormat`]
+    /// for a database written by a newer Cairn.
+    pub fn connect(url: &str, durability: Durability) -> Result<PgStore, Error> {
+        let url = url.to_owned();
+        // The client blocks on a runtime of its own: never on a tokio worker.
+        std::thread::scope(|s| s.spawn(|| PgStore::connect_here(&url, durability)).join())
+            .unwrap_or_else(|_| Err(Error::Closed))
+    }
+
+    fn connect_here(url: &str, durability: Durability) -> Result<PgStore, Error> {
+        let mut client = pool::connect(url)?;
+        schema::prepare(&mut client)?;
+        let sync = if durability == Durability::Immediate { "on" } else { "off" };
+        client
+            .batch_execute(&format!("SET synchronous_commit = {sync}"))
+            .map_err(pg_error("set synchronous_commit"))?;
+        let last: i64 = client
+            .query_one("SELECT value FROM cairn_meta WHERE key = $1", &[&schema::LAST_LSN])
+            .map_err(pg_error("read meta"))?
+            .get(0);
+        let (tx, committed) = watch::channel(from_db(last)?);
+        let writer = Writer::start(client, tx)?;
+        let readers = Readers::start(url, READERS)?;
+        Ok(PgStore { inner: Arc::new(Inner { readers, writer, durability, committed }) })
+    }
+
+    fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut postgres::Client) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
+        self.inner.readers.run(f)
+    }
+
+    fn write<T>(
+        &self,
+        op: impl FnOnce(oneshot::Sender<Result<T, Error>>) -> Op,
+    ) -> Result<Pending<T>, Error> {
+        let (tx, rx) = oneshot::channel();
+        self.inner.writer.send(op(tx))?;
+        Ok(Pending::new(rx))
+    }
+}
+
+impl Store for PgStore {
+    fn append(&self, batch: Batch) -> Result<Pending, Error> {
+        self.inner.writer.append(batch)
+    }
+
+    fn read_since(&self, thread: &ThreadId, after: Seq, limit: usize) -> Result<Vec<Event>, Error> {
+        let thread = thread.clone();
+        self.read(move |c| read::read_since(c, &thread, after, limit, None))
+    }
+
+    fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Result<Vec<Event>, Error> {
+        if to < from || to.0 == 0 {
+            return Ok(Vec::new());
+        }
+        let from = from.0.max(1);
+        let count = (to.0 - from).saturating_add(1);
+        let count = usize::try_from(count).unwrap_or(usize::MAX);
+        crate::limits::check("READ_LIMIT_MAX", count, crate::limits::READ_LIMIT_MAX)?;
+        let thread = thread.clone();
+        self.read(move |c| read::read_since(c, &thread, Seq(from - 1), count, Some(to)))
+    }
+
+    fn last_bookmark(&self, thread: &ThreadId) -> Result<Option<Bookmark>, Error> {
+        Ok(self.thread(thread)?.and_then(|r| r.last))
+    }
+
+    fn read_all_since(&self, after: Lsn, limit: usize) -> Result<Vec<Event>, Error> {
+        self.read(move |c| read::read_all_since(c, after, limit))
+    }
+
+    fn subscribe(&self, scope: Scope, after: u64) -> Result<Subscription, Error> {
+        let store: Arc<dyn Store> = Arc::new(self.clone());
+        Ok(Subscription::new(store, scope, after, self.inner.committed.clone()))
+    }
+
+    fn payload(&self, r: &PayloadRef) -> Result<Vec<u8>, Error> {
+        let r = *r;
+        self.read(move |c| read::payload(c, &r))
+    }
+
+    fn checkpoint(&self, id: CheckpointId) -> Result<Option<Checkpoint>, Error> {
+        self.read(move |c| read::checkpoint(c, id))
+    }
+
+    fn checkpoint_exists(&self, id: CheckpointId) -> Result<bool, Error> {
+        self.read(move |c| read::checkpoint_exists(c, id))
+    }
+
+    fn latest_checkpoint_at_or_before(
+        &self,
+        thread: &ThreadId,
+        seq: Seq,
+    ) -> Result<Option<Checkpoint>, Error> {
+        let thread = thread.clone();
+        self.read(move |c| read::latest_checkpoint_at_or_before(c, &thread, seq))
+    }
+
+    fn list_checkpoints(
+        &self,
+        filter: &CheckpointFilter,
+        page: Page,
+    ) -> Result<Vec<CheckpointInfo>, Error> {
+        let filter = filter.clone();
+        self.read(move |c| read::list_checkpoints(c, &filter, page))
+    }
+
+    fn delete_checkpoint(&self, id: CheckpointId) -> Result<Pending<bool>, Error> {
+        self.write(|tx| Op::DeleteCheckpoint(id, tx))
+    }
+
+    fn clear_checkpoints(&self, thread: &ThreadId) -> Result<Pending<u64>, Error> {
+        let thread = thread.clone();
+        self.write(|tx| Op::ClearCheckpoints(thread, tx))
+    }
+
+    fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>, Error> {
+        let id = id.clone();
+        self.read(move |c| read::thread(c, &id))
+    }
+
+    fn list_threads(&self, filter: &ThreadFilter, page: Page) -> Result<Vec<ThreadRecord>, Error> {
+        let filter = filter.clone();
+        self.read(move |c| read::list_threads(c, &filter, page))
+    }
+
+    fn locks(&self) -> Result<Vec<LockRecord>, Error> {
+        self.read(read::locks)
+    }
+
+    fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error> {
+        let thread = thread.clone();
+        self.write(|tx| Op::Prune(thread, keep_from, tx))
+    }
+
+    fn verify(&self) -> Result<VerifyReport, Error> {
+        self.read(verify::verify)
+    }
+
+    fn durability(&self) -> Durability {
+        self.inner.durability
+    }
+}
+
+/// A client error as a storage error of `op`.
+fn pg_error(op: &'static str) -> impl Fn(postgres::Error) -> Error {
+    move |e| Error::Storage { op, source: Arc::new(e) }
+}
+
+/// A counter, seq or id as a `bigint`.
+fn to_db(n: u64) -> Result<i64, Error> {
+    i64::try_from(n).map_err(|_| Error::Invalid { detail: format!("{n} does not fit a bigint") })
+}
+
+/// A `bigint` read back as a counter, seq or id: negative only by damage.
+fn from_db(n: i64) -> Result<u64, Error> {
+    u64::try_from(n).map_err(|_| corrupt(table::META, None, None, format!("negative number {n}")))
+}
+
+fn corrupt(
+    table: &'static str,
+    thread: Option<&ThreadId>,
+    seq: Option<Seq>,
+    detail: String,
+) -> Error {
+    Error::Corrupted { table, thread: thread.cloned(), seq, detail }
+}

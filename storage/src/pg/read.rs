@@ -1,0 +1,314 @@
+//! Reads, each one query on a reader's connection; every record is decoded (CRC checked) and
+//! checked against the columns that locate it.
+
+use postgres::Client;
+
+use super::{corrupt, from_db, pg_error, to_db};
+use crate::codec::{self, table};
+use crate::limits::{self, READ_LIMIT_MAX};
+use crate::{
+    Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Error, Event, LockRecord, Lsn,
+    Page, PayloadRef, Seq, ThreadFilter, ThreadId, ThreadRecord,
+};
+
+/// The record of thread `id`.
+pub(crate) fn thread(client: &mut Client, id: &ThreadId) -> Result<Option<ThreadRecord>, Error> {
+    let row = client
+        .query_opt("SELECT record FROM cairn_threads WHERE id = $1", &[&id.as_str()])
+        .map_err(pg_error("read thread"))?;
+    row.map(|r| decode_thread(id, r.get(0))).transpose()
+}
+
+pub(crate) fn decode_thread(id: &ThreadId, bytes: &[u8]) -> Result<ThreadRecord, Error> {
+    let stored =
+        codec::decode_stored_thread(bytes).map_err(|e| codec::locate(e, Some(id), None))?;
+    if &stored.record.id != id {
+        return Err(corrupt(
+            table::THREADS,
+            Some(id),
+            None,
+            format!("row {id} holds the record of thread {}", stored.record.id),
+        ));
+    }
+    Ok(stored.record)
+}
+
+/// Events of `id` with `after < seq <= to` (at most `limit`), without gaps.
+pub(crate) fn read_since(
+    client: &mut Client,
+    id: &ThreadId,
+    after: Seq,
+    limit: usize,
+    to: Option<Seq>,
+) -> Result<Vec<Event>, Error> {
+    limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
+    let record = thread(client, id)?.ok_or_else(|| Error::UnknownThread(id.clone()))?;
+    let first_seq = record.first_seq;
+    if after.0.saturating_add(1) < first_seq.0 {
+        return Err(Error::Pruned { thread: id.clone(), first_available: first_seq });
+    }
+    let last = record.last.map_or(0, |b| b.seq.0);
+    let end = last.min(after.0.saturating_add(limit as u64)).min(to.map_or(u64::MAX, |t| t.0));
+    if end <= after.0 {
+        return Ok(Vec::new());
+    }
+    let rows = client
+        .query(
+            "SELECT lsn, seq, record FROM cairn_events WHERE thread = $1 AND seq > $2 AND seq <= $3 ORDER BY seq",
+            &[&id.as_str(), &to_db(after.0)?, &to_db(end)?],
+        )
+        .map_err(pg_error("read events"))?;
+    let mut out = Vec::with_capacity(rows.len());
+    for (i, row) in rows.iter().enumerate() {
+        let want = after.0 + 1 + i as u64;
+        let event = decode_event(row.get(0), row.get(1), row.get(2))?;
+        if &event.thread != id || event.bookmark.seq.0 != want {
+            return Err(corrupt(
+                table::EVENTS,
+                Some(id),
+                Some(Seq(want)),
+                format!("seq {want} of {id} is missing or holds another event"),
+            ));
+        }
+        out.push(event);
+    }
+    if out.len() as u64 != end - after.0 {
+        let want = after.0 + 1 + out.len() as u64;
+        return Err(corrupt(
+            table::EVENTS,
+            Some(id),
+            Some(Seq(want)),
+            format!("seq {want} of {id} is missing (the thread's last seq is {last})"),
+        ));
+    }
+    Ok(out)
+}
+
+/// An event row, decoded and checked against its key columns.
+pub(crate) fn decode_event(lsn: i64, seq: i64, bytes: &[u8]) -> Result<Event, Error> {
+    let event = codec::decode_event(bytes)?;
+    if event.bookmark.lsn.0 != from_db(lsn)? || event.bookmark.seq.0 != from_db(seq)? {
+        return Err(corrupt(
+            table::EVENTS,
+            Some(&event.thread),
+            Some(event.bookmark.seq),
+            format!("row (lsn {lsn}, seq {seq}) holds event {}", event.bookmark),
+        ));
+    }
+    Ok(event)
+}
+
+/// The global feed: events with lsn above `after`, in lsn order.
+pub(crate) fn read_all_since(
+    client: &mut Client,
+    after: Lsn,
+    limit: usize,
+) -> Result<Vec<Event>, Error> {
+    limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
+    let rows = client
+        .query(
+            "SELECT lsn, seq, record FROM cairn_events WHERE lsn > $1 ORDER BY lsn LIMIT $2",
+            &[&to_db(after.0)?, &to_db(limit as u64)?],
+        )
+        .map_err(pg_error("read the log"))?;
+    rows.iter().map(|r| decode_event(r.get(0), r.get(1), r.get(2))).collect()
+}
+
+/// Payload bytes, checked against their hash.
+pub(crate) fn payload(client: &mut Client, r: &PayloadRef) -> Result<Vec<u8>, Error> {
+    let row = client
+        .query_opt("SELECT bytes FROM cairn_payloads WHERE hash = $1", &[&&r.hash[..]])
+        .map_err(pg_error("read payload"))?
+        .ok_or(Error::MissingPayload(*r))?;
+    let bytes: Vec<u8> = row.get(0);
+    if PayloadRef::of(&bytes) != *r {
+        return Err(corrupt(
+            table::PAYLOADS,
+            None,
+            None,
+            format!("payload {r} does not hash to its key"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// A checkpoint's metadata, checked against its row.
+pub(crate) fn decode_info(id: i64, bytes: &[u8]) -> Result<CheckpointInfo, Error> {
+    let info = codec::decode_checkpoint(bytes)?;
+    if info.id.0 != from_db(id)? {
+        return Err(corrupt(
+            table::CHECKPOINTS,
+            Some(&info.thread),
+            None,
+            format!("row {id} holds checkpoint {}", info.id),
+        ));
+    }
+    Ok(info)
+}
+
+/// A whole checkpoint row.
+fn decode_checkpoint(id: i64, info: &[u8], snapshot: &[u8]) -> Result<Checkpoint, Error> {
+    let info = decode_info(id, info)?;
+    let (stored_id, snapshot) = codec::decode_snapshot(snapshot)
+        .map_err(|e| codec::locate(e, Some(&info.thread), Some(Seq(info.id.0))))?;
+    if stored_id != info.id || snapshot.len() as u64 != info.snapshot_len {
+        return Err(corrupt(
+            table::SNAPSHOTS,
+            Some(&info.thread),
+            None,
+            format!("the snapshot of checkpoint {} is another one's or cut", info.id),
+        ));
+    }
+    Ok(info.with_snapshot(snapshot))
+}
+
+pub(crate) fn checkpoint(
+    client: &mut Client,
+    id: CheckpointId,
+) -> Result<Option<Checkpoint>, Error> {
+    let row = client
+        .query_opt(
+            "SELECT id, info, snapshot FROM cairn_checkpoints WHERE id = $1",
+            &[&to_db(id.0)?],
+        )
+        .map_err(pg_error("read checkpoint"))?;
+    row.map(|r| decode_checkpoint(r.get(0), r.get(1), r.get(2))).transpose()
+}
+
+pub(crate) fn checkpoint_exists(client: &mut Client, id: CheckpointId) -> Result<bool, Error> {
+    Ok(client
+        .query_opt("SELECT 1 FROM cairn_checkpoints WHERE id = $1", &[&to_db(id.0)?])
+        .map_err(pg_error("read checkpoint"))?
+        .is_some())
+}
+
+pub(crate) fn latest_checkpoint_at_or_before(
+    client: &mut Client,
+    thread: &ThreadId,
+    seq: Seq,
+) -> Result<Option<Checkpoint>, Error> {
+    let row = client
+        .query_opt(
+            "SELECT id, info, snapshot FROM cairn_checkpoints WHERE thread = $1 AND covers_seq <= $2 \
+             ORDER BY covers_seq DESC, id DESC LIMIT 1",
+            &[&thread.as_str(), &i64::try_from(seq.0).unwrap_or(i64::MAX)],
+        )
+        .map_err(pg_error("read checkpoint"))?;
+    let Some(row) = row else { return Ok(None) };
+    let found = decode_checkpoint(row.get(0), row.get(1), row.get(2))?;
+    if &found.thread != thread || found.covers.seq > seq {
+        return Err(corrupt(
+            table::CHECKPOINTS,
+            Some(thread),
+            None,
+            format!("checkpoint {} is not one of {thread}'s at or before {seq}", found.id),
+        ));
+    }
+    Ok(Some(found))
+}
+
+/// Checkpoints newest first, filtered.
+pub(crate) fn list_checkpoints(
+    client: &mut Client,
+    filter: &CheckpointFilter,
+    page: Page,
+) -> Result<Vec<CheckpointInfo>, Error> {
+    limits::check("READ_LIMIT_MAX", page.limit, READ_LIMIT_MAX)?;
+    let thread = filter.thread.as_ref().map(ThreadId::as_str);
+    let workflow = filter.workflow_id.as_deref();
+    let tags: Vec<&str> = filter.any_tags.iter().map(String::as_str).collect();
+    let rows = client
+        .query(
+            "SELECT id, info FROM cairn_checkpoints c \
+             WHERE ($1::text IS NULL OR thread = $1) AND ($2::text IS NULL OR workflow = $2) \
+               AND (cardinality($3::text[]) = 0 OR EXISTS \
+                    (SELECT 1 FROM cairn_checkpoint_tags t WHERE t.id = c.id AND t.tag = ANY($3))) \
+             ORDER BY id DESC",
+            &[&thread, &workflow, &tags],
+        )
+        .map_err(pg_error("list checkpoints"))?;
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    for row in rows {
+        if out.len() >= page.limit {
+            break;
+        }
+        let info = decode_info(row.get(0), row.get(1))?;
+        if filter.kind.is_some_and(|k| info.kind != k) {
+            continue;
+        }
+        if skipped < page.offset {
+            skipped += 1;
+            continue;
+        }
+        out.push(info);
+    }
+    Ok(out)
+}
+
+/// Threads by id, filtered.
+pub(crate) fn list_threads(
+    client: &mut Client,
+    filter: &ThreadFilter,
+    page: Page,
+) -> Result<Vec<ThreadRecord>, Error> {
+    limits::check("READ_LIMIT_MAX", page.limit, READ_LIMIT_MAX)?;
+    let status = filter.status.map(|s| s.to_string());
+    let workflow = filter.workflow_id.as_deref();
+    // Without a label filter the page is cut in SQL; with one, labels are inside the record.
+    let (limit, offset) = match &filter.label {
+        None => (to_db(page.limit as u64)?, to_db(page.offset as u64)?),
+        Some(_) => (i64::MAX, 0),
+    };
+    let rows = client
+        .query(
+            "SELECT id, record FROM cairn_threads \
+             WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR workflow = $2) \
+             ORDER BY id LIMIT $3 OFFSET $4",
+            &[&status, &workflow, &limit, &offset],
+        )
+        .map_err(pg_error("list threads"))?;
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    for row in rows {
+        if out.len() >= page.limit {
+            break;
+        }
+        let key: &str = row.get(0);
+        let id = ThreadId::new(key).map_err(|e| {
+            corrupt(table::THREADS, None, None, format!("key {key:?} is not a thread id: {e}"))
+        })?;
+        let record = decode_thread(&id, row.get(1))?;
+        if let Some((k, v)) = &filter.label {
+            if record.labels.get(k) != Some(v) {
+                continue;
+            }
+            if skipped < page.offset {
+                skipped += 1;
+                continue;
+            }
+        }
+        out.push(record);
+    }
+    Ok(out)
+}
+
+pub(crate) fn locks(client: &mut Client) -> Result<Vec<LockRecord>, Error> {
+    let rows = client
+        .query("SELECT name, record FROM cairn_locks ORDER BY name", &[])
+        .map_err(pg_error("read locks"))?;
+    rows.iter().map(|r| decode_lock(r.get(0), r.get(1))).collect()
+}
+
+pub(crate) fn decode_lock(name: &str, bytes: &[u8]) -> Result<LockRecord, Error> {
+    let lock = codec::decode_lock(bytes)?;
+    if lock.name != name {
+        return Err(corrupt(
+            table::LOCKS,
+            None,
+            None,
+            format!("row {name:?} holds lock {:?}", lock.name),
+        ));
+    }
+    Ok(lock)
+}

@@ -1,0 +1,118 @@
+//! The tables of a Cairn database in PostgreSQL, created once, and the format check at open.
+//!
+//! Records are the same CRC-framed records as in a redb file (`docs/format.md`), kept in
+//! `bytea`; the other columns are keys and filters copied out of them, checked against the
+//! record on every read.
+
+use postgres::Client;
+
+use super::pg_error;
+use crate::{Error, FORMAT_VERSION};
+
+/// The schema, idempotent.
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS cairn_meta (
+    key text PRIMARY KEY,
+    value bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cairn_threads (
+    id text PRIMARY KEY,
+    status text NOT NULL,
+    workflow text NOT NULL,
+    record bytea NOT NULL
+);
+CREATE INDEX IF NOT EXISTS cairn_threads_by_status ON cairn_threads (status, id);
+CREATE TABLE IF NOT EXISTS cairn_events (
+    lsn bigint PRIMARY KEY,
+    thread text NOT NULL,
+    seq bigint NOT NULL,
+    record bytea NOT NULL,
+    UNIQUE (thread, seq)
+);
+CREATE TABLE IF NOT EXISTS cairn_checkpoints (
+    id bigint PRIMARY KEY,
+    thread text NOT NULL,
+    covers_seq bigint NOT NULL,
+    workflow text NOT NULL,
+    info bytea NOT NULL,
+    snapshot bytea NOT NULL
+);
+CREATE INDEX IF NOT EXISTS cairn_checkpoints_by_thread ON cairn_checkpoints (thread, covers_seq, id);
+CREATE TABLE IF NOT EXISTS cairn_checkpoint_tags (
+    tag text NOT NULL,
+    id bigint NOT NULL,
+    PRIMARY KEY (tag, id)
+);
+CREATE TABLE IF NOT EXISTS cairn_payloads (
+    hash bytea PRIMARY KEY,
+    bytes bytea NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cairn_locks (
+    name text PRIMARY KEY,
+    owner text NOT NULL,
+    record bytea NOT NULL
+);
+";
+
+/// The meta row keys.
+pub(crate) const MAGIC: &str = "cairn_magic";
+pub(crate) const FORMAT: &str = "format_version";
+pub(crate) const LAST_LSN: &str = "last_lsn";
+pub(crate) const LAST_CHECKPOINT_ID: &str = "last_checkpoint_id";
+
+/// The value of the magic row ("CAIRNDB" read as a number).
+const MAGIC_VALUE: i64 = 0x0043_4149_524e_4442;
+
+/// Creates the tables if they are missing and checks the format of the ones found.
+///
+/// # Errors
+/// [`Error::NewerFormat`] for a database written by a newer Cairn; [`Error::NotCairn`]-like
+/// [`Error::Corrupted`] when the meta rows disagree; connection errors.
+pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
+    // Two processes creating the schema at once may collide in the catalog (one gets a unique
+    // violation): the loser finds the tables on its next try.
+    let mut tries = 0;
+    while let Err(e) = client.batch_execute(SCHEMA) {
+        tries += 1;
+        if tries == 3 {
+            return Err(pg_error("create the schema")(e));
+        }
+    }
+    let mut tx = client.transaction().map_err(pg_error("begin"))?;
+    for (key, value) in [
+        (MAGIC, MAGIC_VALUE),
+        (FORMAT, i64::from(FORMAT_VERSION)),
+        (LAST_LSN, 0),
+        (LAST_CHECKPOINT_ID, 0),
+    ] {
+        tx.execute(
+            "INSERT INTO cairn_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+            &[&key, &value],
+        )
+        .map_err(pg_error("write meta"))?;
+    }
+    let magic: i64 = tx
+        .query_one("SELECT value FROM cairn_meta WHERE key = $1", &[&MAGIC])
+        .map_err(pg_error("read meta"))?
+        .get(0);
+    let format: i64 = tx
+        .query_one("SELECT value FROM cairn_meta WHERE key = $1", &[&FORMAT])
+        .map_err(pg_error("read meta"))?
+        .get(0);
+    tx.commit().map_err(pg_error("commit"))?;
+    if magic != MAGIC_VALUE {
+        return Err(Error::Corrupted {
+            table: crate::codec::table::META,
+            thread: None,
+            seq: None,
+            detail: format!("the magic row holds {magic:#x}, not Cairn's"),
+        });
+    }
+    if format > i64::from(FORMAT_VERSION) {
+        return Err(Error::NewerFormat {
+            found: u16::try_from(format).unwrap_or(u16::MAX),
+            supported: FORMAT_VERSION,
+        });
+    }
+    Ok(())
+}

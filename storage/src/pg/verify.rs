@@ -1,0 +1,144 @@
+//! `verify` on PostgreSQL: every record decodes (CRC), agrees with its key columns, and every
+//! thread's events run from its first seq to its last without a gap.
+
+use std::collections::BTreeMap;
+
+use postgres::Client;
+
+use super::pg_error;
+use super::read::{decode_event, decode_info, decode_lock, decode_thread};
+use crate::codec::table;
+use crate::{Error, PayloadRef, Problem, Seq, ThreadId, ThreadRecord, VerifyReport};
+
+pub(crate) fn verify(client: &mut Client) -> Result<VerifyReport, Error> {
+    let mut report = VerifyReport::default();
+    let mut threads: BTreeMap<String, ThreadRecord> = BTreeMap::new();
+    let problem = |report: &mut VerifyReport, e: Error| {
+        let (table, thread, seq) = match &e {
+            Error::Corrupted { table, thread, seq, .. } => (*table, thread.clone(), *seq),
+            _ => ("?", None, None),
+        };
+        report.problems.push(Problem { table, thread, seq, detail: e.to_string() });
+    };
+    for row in client
+        .query("SELECT id, record FROM cairn_threads ORDER BY id", &[])
+        .map_err(pg_error("verify"))?
+    {
+        report.threads += 1;
+        let key: String = row.get(0);
+        match ThreadId::new(key.clone()).and_then(|id| decode_thread(&id, row.get(1))) {
+            Ok(record) => {
+                threads.insert(key, record);
+            }
+            Err(e) => problem(&mut report, e),
+        }
+    }
+    // (thread, next expected seq) as the scan goes.
+    let mut next: BTreeMap<String, u64> = BTreeMap::new();
+    for row in client
+        .query("SELECT thread, lsn, seq, record FROM cairn_events ORDER BY thread, seq", &[])
+        .map_err(pg_error("verify"))?
+    {
+        report.events += 1;
+        let thread: String = row.get(0);
+        let event = match decode_event(row.get(1), row.get(2), row.get(3)) {
+            Ok(e) => e,
+            Err(e) => {
+                problem(&mut report, e);
+                // The row stands for its seq: the gap check goes on after it.
+                let seq: i64 = row.get(2);
+                next.insert(thread, u64::try_from(seq).unwrap_or(0).saturating_add(1));
+                continue;
+            }
+        };
+        let Some(record) = threads.get(&thread) else {
+            problem(
+                &mut report,
+                super::corrupt(
+                    table::EVENTS,
+                    Some(&event.thread),
+                    Some(event.bookmark.seq),
+                    format!("event of unknown thread {thread}"),
+                ),
+            );
+            continue;
+        };
+        let want = *next.entry(thread.clone()).or_insert(record.first_seq.0);
+        if event.thread.as_str() != thread || event.bookmark.seq.0 != want {
+            problem(
+                &mut report,
+                super::corrupt(
+                    table::EVENTS,
+                    Some(&event.thread),
+                    Some(Seq(want)),
+                    format!("seq {want} of {thread} is missing"),
+                ),
+            );
+        }
+        next.insert(thread, event.bookmark.seq.0 + 1);
+    }
+    for (id, record) in &threads {
+        let last = record.last.map_or(0, |b| b.seq.0);
+        let reached = next.get(id).copied().unwrap_or(record.first_seq.0);
+        if reached != last + 1 && !(record.last.is_none() && reached == record.first_seq.0) {
+            problem(
+                &mut report,
+                super::corrupt(
+                    table::THREADS,
+                    Some(&record.id),
+                    None,
+                    format!(
+                        "the log of {id} ends at seq {} but its record says {last}",
+                        reached.saturating_sub(1)
+                    ),
+                ),
+            );
+        }
+    }
+    for row in client
+        .query("SELECT id, info, length(snapshot) FROM cairn_checkpoints ORDER BY id", &[])
+        .map_err(pg_error("verify"))?
+    {
+        report.checkpoints += 1;
+        match decode_info(row.get(0), row.get(1)) {
+            Ok(info) if !threads.contains_key(info.thread.as_str()) => problem(
+                &mut report,
+                super::corrupt(
+                    table::CHECKPOINTS,
+                    Some(&info.thread),
+                    None,
+                    format!("checkpoint {} of unknown thread", info.id),
+                ),
+            ),
+            Ok(_) => {}
+            Err(e) => problem(&mut report, e),
+        }
+    }
+    for row in
+        client.query("SELECT hash, bytes FROM cairn_payloads", &[]).map_err(pg_error("verify"))?
+    {
+        report.payloads += 1;
+        let hash: Vec<u8> = row.get(0);
+        let bytes: Vec<u8> = row.get(1);
+        if PayloadRef::of(&bytes).hash[..] != hash[..] {
+            problem(
+                &mut report,
+                super::corrupt(
+                    table::PAYLOADS,
+                    None,
+                    None,
+                    "a payload does not hash to its key".into(),
+                ),
+            );
+        }
+    }
+    for row in
+        client.query("SELECT name, record FROM cairn_locks", &[]).map_err(pg_error("verify"))?
+    {
+        report.locks += 1;
+        if let Err(e) = decode_lock(row.get(0), row.get(1)) {
+            problem(&mut report, e);
+        }
+    }
+    Ok(report)
+}

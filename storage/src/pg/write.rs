@@ -1,0 +1,409 @@
+//! The writer of a [`super::PgStore`]: one thread, one connection, group commits.
+//!
+//! A group is one SQL transaction. It starts by locking the `last_lsn` meta row, so commits of
+//! all processes sharing the database are serialised: lsns are assigned and committed in the
+//! same order, and a reader of the global log (`lsn > cursor`) never sees a later lsn commit
+//! before an earlier one (the skip a plain sequence allows). Each batch is planned by the same
+//! planner as redb's (`crate::plan`) against the rows as this transaction sees them, inside a
+//! savepoint: a batch that fails a guard, a lock or a lease is rolled back alone.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+
+use postgres::{Client, Transaction};
+use tokio::sync::{oneshot, watch};
+
+use super::read::{decode_info, decode_lock, decode_thread};
+use super::schema::{LAST_CHECKPOINT_ID, LAST_LSN};
+use super::{from_db, pg_error, to_db};
+use crate::codec::{self, StoredThread};
+use crate::plan::{Counters, Plan, PlanState, plan};
+use crate::{
+    Appended, Batch, CheckpointId, CheckpointInfo, Error, LockRecord, Pending, Pruned, Seq,
+    ThreadId,
+};
+
+/// A write request and where its answer goes.
+pub(crate) enum Op {
+    Append(Batch, oneshot::Sender<Result<Appended, Error>>),
+    DeleteCheckpoint(CheckpointId, oneshot::Sender<Result<bool, Error>>),
+    ClearCheckpoints(ThreadId, oneshot::Sender<Result<u64, Error>>),
+    Prune(ThreadId, CheckpointId, oneshot::Sender<Result<Pruned, Error>>),
+}
+
+/// Requests waiting for the writer, at most (a caller waits while the queue is full).
+const QUEUED_OPS_MAX: usize = 1024;
+
+/// Requests one group commit takes at most.
+const GROUP_OPS_MAX: usize = 256;
+
+/// The handle to the writer thread.
+pub(crate) struct Writer {
+    ops: SyncSender<Op>,
+}
+
+impl Writer {
+    /// Starts the writer on `client`; it publishes the last committed lsn on `committed`.
+    pub fn start(client: Client, committed: watch::Sender<u64>) -> Result<Writer, Error> {
+        let (ops, queue) = sync_channel(QUEUED_OPS_MAX);
+        std::thread::Builder::new()
+            .name("cairn-pg-writer".into())
+            .spawn(move || run(client, &queue, &committed))
+            .map_err(|e| Error::Storage { op: "start the writer", source: Arc::new(e) })?;
+        Ok(Writer { ops })
+    }
+
+    /// Queues `op` (waiting while the queue is full).
+    pub fn send(&self, op: Op) -> Result<(), Error> {
+        self.ops.send(op).map_err(|_| Error::Closed)
+    }
+
+    pub fn append(&self, batch: Batch) -> Result<Pending, Error> {
+        batch.check_limits()?;
+        let (tx, rx) = oneshot::channel();
+        self.send(Op::Append(batch, tx))?;
+        Ok(Pending::new(rx))
+    }
+}
+
+fn run(mut client: Client, queue: &Receiver<Op>, committed: &watch::Sender<u64>) {
+    while let Ok(first) = queue.recv() {
+        let mut group = vec![first];
+        while group.len() < GROUP_OPS_MAX {
+            match queue.try_recv() {
+                Ok(op) => group.push(op),
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+            }
+        }
+        let span = tracing::debug_span!("group_commit", backend = "postgres", ops = group.len());
+        let _entered = span.enter();
+        commit_group(&mut client, group, committed);
+    }
+}
+
+/// An answer waiting for the commit.
+enum Reply {
+    Append(oneshot::Sender<Result<Appended, Error>>, Result<Appended, Error>),
+    Delete(oneshot::Sender<Result<bool, Error>>, Result<bool, Error>),
+    Clear(oneshot::Sender<Result<u64, Error>>, Result<u64, Error>),
+    Prune(oneshot::Sender<Result<Pruned, Error>>, Result<Pruned, Error>),
+}
+
+impl Reply {
+    /// Sends the answer; a successful one becomes `failure` when the commit failed.
+    fn send(self, failure: Option<&Error>) {
+        fn pick<T>(r: Result<T, Error>, failure: Option<&Error>) -> Result<T, Error> {
+            match (r, failure) {
+                (Ok(_), Some(e)) => Err(e.clone()),
+                (r, _) => r,
+            }
+        }
+        match self {
+            Reply::Append(tx, r) => drop(tx.send(pick(r, failure))),
+            Reply::Delete(tx, r) => drop(tx.send(pick(r, failure))),
+            Reply::Clear(tx, r) => drop(tx.send(pick(r, failure))),
+            Reply::Prune(tx, r) => drop(tx.send(pick(r, failure))),
+        }
+    }
+}
+
+fn commit_group(client: &mut Client, group: Vec<Op>, committed: &watch::Sender<u64>) {
+    let mut replies = Vec::with_capacity(group.len());
+    let outcome = (|| -> Result<Counters, Error> {
+        let mut tx = client.transaction().map_err(pg_error("begin"))?;
+        let mut counters = lock_counters(&mut tx)?;
+        let before = counters;
+        for op in group {
+            tx.batch_execute("SAVEPOINT cairn_batch").map_err(pg_error("savepoint"))?;
+            let reply = match op {
+                Op::Append(batch, answer) => {
+                    let r = append(&mut tx, &mut counters, batch);
+                    Reply::Append(answer, r)
+                }
+                Op::DeleteCheckpoint(id, answer) => {
+                    let r = remove_checkpoints(&mut tx, "id = $1", &[&to_db(id.0)?]).map(|n| n > 0);
+                    Reply::Delete(answer, r)
+                }
+                Op::ClearCheckpoints(thread, answer) => {
+                    let r = remove_checkpoints(&mut tx, "thread = $1", &[&thread.as_str()]);
+                    Reply::Clear(answer, r)
+                }
+                Op::Prune(thread, keep, answer) => {
+                    let r = prune(&mut tx, &thread, keep);
+                    Reply::Prune(answer, r)
+                }
+            };
+            let failed = match &reply {
+                Reply::Append(_, r) => r.is_err(),
+                Reply::Delete(_, r) => r.is_err(),
+                Reply::Clear(_, r) => r.is_err(),
+                Reply::Prune(_, r) => r.is_err(),
+            };
+            let end = if failed {
+                "ROLLBACK TO SAVEPOINT cairn_batch"
+            } else {
+                "RELEASE SAVEPOINT cairn_batch"
+            };
+            tx.batch_execute(end).map_err(pg_error("savepoint"))?;
+            replies.push(reply);
+        }
+        if counters != before {
+            store_counters(&mut tx, counters)?;
+        }
+        tx.commit().map_err(pg_error("commit"))?;
+        Ok(counters)
+    })();
+    match outcome {
+        Ok(counters) => {
+            for reply in replies {
+                reply.send(None);
+            }
+            committed.send_if_modified(|last| {
+                let moved = counters.last_lsn > *last;
+                *last = (*last).max(counters.last_lsn);
+                moved
+            });
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "a group commit failed; its writes are rolled back");
+            for reply in replies {
+                reply.send(Some(&e));
+            }
+        }
+    }
+}
+
+/// Locks the counter rows for this transaction (serialising writers) and reads them.
+fn lock_counters(tx: &mut Transaction<'_>) -> Result<Counters, Error> {
+    let rows = tx
+        .query(
+            "SELECT key, value FROM cairn_meta WHERE key IN ($1, $2) ORDER BY key FOR UPDATE",
+            &[&LAST_CHECKPOINT_ID, &LAST_LSN],
+        )
+        .map_err(pg_error("lock the counters"))?;
+    let mut counters = Counters::default();
+    for row in rows {
+        let key: &str = row.get(0);
+        let value = from_db(row.get(1))?;
+        if key == LAST_LSN {
+            counters.last_lsn = value;
+        } else {
+            counters.last_checkpoint_id = value;
+        }
+    }
+    Ok(counters)
+}
+
+fn store_counters(tx: &mut Transaction<'_>, c: Counters) -> Result<(), Error> {
+    for (key, value) in [(LAST_LSN, c.last_lsn), (LAST_CHECKPOINT_ID, c.last_checkpoint_id)] {
+        tx.execute("UPDATE cairn_meta SET value = $2 WHERE key = $1", &[&key, &to_db(value)?])
+            .map_err(pg_error("write the counters"))?;
+    }
+    Ok(())
+}
+
+/// The rows a plan reads, through the group's transaction (which sees the earlier batches).
+struct State<'a, 'b>(&'a mut Transaction<'b>);
+
+impl PlanState for State<'_, '_> {
+    fn stored_thread(&mut self, id: &ThreadId) -> Result<Option<StoredThread>, Error> {
+        let row = self
+            .0
+            .query_opt("SELECT record FROM cairn_threads WHERE id = $1 FOR UPDATE", &[&id.as_str()])
+            .map_err(pg_error("read thread"))?;
+        // The redb seq-index tail has no use here: a thread is stored without one.
+        Ok(row
+            .map(|r| decode_thread(id, r.get(0)))
+            .transpose()?
+            .map(|record| StoredThread { record, tail: Vec::new() }))
+    }
+
+    fn lock(&mut self, name: &str) -> Result<Option<LockRecord>, Error> {
+        let row = self
+            .0
+            .query_opt("SELECT name, record FROM cairn_locks WHERE name = $1 FOR UPDATE", &[&name])
+            .map_err(pg_error("read lock"))?;
+        row.map(|r| decode_lock(r.get(0), r.get(1))).transpose()
+    }
+
+    fn lock_names(&mut self, owner: &str) -> Result<Vec<String>, Error> {
+        let rows = self
+            .0
+            .query("SELECT name FROM cairn_locks WHERE owner = $1 ORDER BY name", &[&owner])
+            .map_err(pg_error("read locks"))?;
+        Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+    }
+
+    fn payload_exists(&mut self, hash: &[u8; 32]) -> Result<bool, Error> {
+        Ok(self
+            .0
+            .query_opt("SELECT 1 FROM cairn_payloads WHERE hash = $1", &[&&hash[..]])
+            .map_err(pg_error("read payload"))?
+            .is_some())
+    }
+}
+
+fn append(
+    tx: &mut Transaction<'_>,
+    counters: &mut Counters,
+    batch: Batch,
+) -> Result<Appended, Error> {
+    let planned = plan(&mut State(tx), *counters, batch)?;
+    let appended = write_plan(tx, &planned)?;
+    *counters = planned.counters;
+    Ok(appended)
+}
+
+fn write_plan(tx: &mut Transaction<'_>, plan: &Plan) -> Result<Appended, Error> {
+    let op = pg_error("append");
+    for ((lsn, framed), (thread, seq)) in plan.events.iter().zip(&plan.event_keys) {
+        tx.execute(
+            "INSERT INTO cairn_events (lsn, thread, seq, record) VALUES ($1, $2, $3, $4)",
+            &[&to_db(*lsn)?, &thread.as_str(), &to_db(*seq)?, framed],
+        )
+        .map_err(&op)?;
+    }
+    for id in &plan.dirty_threads {
+        if let Some(Some(stored)) = plan.threads.get(id) {
+            let framed = codec::encode_stored_thread(&stored.record, &[])?;
+            tx.execute(
+                "INSERT INTO cairn_threads (id, status, workflow, record) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (id) DO UPDATE SET status = $2, workflow = $3, record = $4",
+                &[
+                    &id.as_str(),
+                    &stored.record.status.to_string(),
+                    &stored.record.workflow.id,
+                    &framed,
+                ],
+            )
+            .map_err(&op)?;
+        }
+    }
+    for (info, info_frame, snapshot_frame) in &plan.checkpoints {
+        tx.execute(
+            "INSERT INTO cairn_checkpoints (id, thread, covers_seq, workflow, info, snapshot) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+            &[
+                &to_db(info.id.0)?,
+                &info.thread.as_str(),
+                &to_db(info.covers.seq.0)?,
+                &info.workflow.id,
+                info_frame,
+                snapshot_frame,
+            ],
+        )
+        .map_err(&op)?;
+        for tag in &info.meta.tags {
+            tx.execute(
+                "INSERT INTO cairn_checkpoint_tags (tag, id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                &[tag, &to_db(info.id.0)?],
+            )
+            .map_err(&op)?;
+        }
+    }
+    for (r, bytes) in &plan.payloads {
+        tx.execute(
+            "INSERT INTO cairn_payloads (hash, bytes) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&&r.hash[..], bytes],
+        )
+        .map_err(&op)?;
+    }
+    for (name, lock) in &plan.locks {
+        match lock {
+            Some(lock) => {
+                tx.execute(
+                    "INSERT INTO cairn_locks (name, owner, record) VALUES ($1, $2, $3) \
+                     ON CONFLICT (name) DO UPDATE SET owner = $2, record = $3",
+                    &[name, &lock.owner, &codec::encode_lock(lock)?],
+                )
+                .map_err(&op)?;
+            }
+            None => {
+                tx.execute("DELETE FROM cairn_locks WHERE name = $1", &[name]).map_err(&op)?;
+            }
+        }
+    }
+    Ok(plan.appended.clone())
+}
+
+/// Removes the checkpoints matching `condition` (each read and checked first); their number.
+fn remove_checkpoints(
+    tx: &mut Transaction<'_>,
+    condition: &str,
+    params: &[&(dyn postgres::types::ToSql + Sync)],
+) -> Result<u64, Error> {
+    let rows = tx
+        .query(
+            &format!("SELECT id, info FROM cairn_checkpoints WHERE {condition} FOR UPDATE"),
+            params,
+        )
+        .map_err(pg_error("read checkpoints"))?;
+    let infos: Vec<CheckpointInfo> =
+        rows.iter().map(|r| decode_info(r.get(0), r.get(1))).collect::<Result<_, _>>()?;
+    delete_infos(tx, &infos)?;
+    Ok(infos.len() as u64)
+}
+
+fn delete_infos(tx: &mut Transaction<'_>, infos: &[CheckpointInfo]) -> Result<(), Error> {
+    for info in infos {
+        let id = to_db(info.id.0)?;
+        tx.execute("DELETE FROM cairn_checkpoints WHERE id = $1", &[&id])
+            .map_err(pg_error("remove checkpoint"))?;
+        tx.execute("DELETE FROM cairn_checkpoint_tags WHERE id = $1", &[&id])
+            .map_err(pg_error("remove checkpoint"))?;
+    }
+    Ok(())
+}
+
+/// Removes `thread`'s events up to the seq checkpoint `keep` covers, and its older checkpoints.
+fn prune(tx: &mut Transaction<'_>, thread: &ThreadId, keep: CheckpointId) -> Result<Pruned, Error> {
+    let row = tx
+        .query_opt("SELECT id, info FROM cairn_checkpoints WHERE id = $1", &[&to_db(keep.0)?])
+        .map_err(pg_error("read checkpoint"))?
+        .ok_or(Error::UnknownCheckpoint(keep))?;
+    let info = decode_info(row.get(0), row.get(1))?;
+    if &info.thread != thread {
+        return Err(Error::Invalid {
+            detail: format!("checkpoint {keep} belongs to thread {}, not {thread}", info.thread),
+        });
+    }
+    let mut state = State(tx);
+    let mut stored =
+        state.stored_thread(thread)?.ok_or_else(|| Error::UnknownThread(thread.clone()))?;
+    let covers = info.covers.seq.0;
+    let last = stored.record.last.map_or(0, |b| b.seq.0);
+    if covers > last {
+        return Err(super::corrupt(
+            crate::codec::table::CHECKPOINTS,
+            Some(thread),
+            None,
+            format!("checkpoint {keep} covers seq {covers}, past the thread's last seq {last}"),
+        ));
+    }
+    let mut events = 0;
+    if covers >= stored.record.first_seq.0 {
+        events = tx
+            .execute(
+                "DELETE FROM cairn_events WHERE thread = $1 AND seq <= $2",
+                &[&thread.as_str(), &to_db(covers)?],
+            )
+            .map_err(pg_error("prune events"))?;
+        stored.record.first_seq = Seq(covers + 1);
+        let framed = codec::encode_stored_thread(&stored.record, &[])?;
+        tx.execute(
+            "UPDATE cairn_threads SET record = $2 WHERE id = $1",
+            &[&thread.as_str(), &framed],
+        )
+        .map_err(pg_error("prune events"))?;
+    }
+    let rows = tx
+        .query(
+            "SELECT id, info FROM cairn_checkpoints WHERE thread = $1 AND covers_seq <= $2 AND id < $3",
+            &[&thread.as_str(), &to_db(covers)?, &to_db(keep.0)?],
+        )
+        .map_err(pg_error("read checkpoints"))?;
+    let old: Vec<CheckpointInfo> =
+        rows.iter().map(|r| decode_info(r.get(0), r.get(1))).collect::<Result<_, _>>()?;
+    delete_infos(tx, &old)?;
+    Ok(Pruned { events, checkpoints: old.len() as u64, first_seq: stored.record.first_seq })
+}

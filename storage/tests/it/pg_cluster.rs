@@ -1,0 +1,139 @@
+//! A throwaway PostgreSQL cluster for a test: `initdb` and `pg_ctl` from Debian's `postgresql`
+//! package, in a temporary directory, listening on a Unix socket there only; stopped (and its
+//! files removed) when dropped. As root, the server runs as the `postgres` user.
+//!
+//! Under `CI=true` a cluster that cannot start fails the test; elsewhere the test is skipped with
+//! a message on stderr.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A running cluster.
+pub struct Cluster {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    as_postgres: bool,
+    databases: AtomicU32,
+}
+
+impl Cluster {
+    /// Starts a cluster, or says why not (see the module documentation).
+    pub fn start(test: &str) -> Option<Cluster> {
+        match Cluster::try_start() {
+            Ok(cluster) => Some(cluster),
+            Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+                panic!("{test}: PostgreSQL is needed under CI=true and did not start: {why}")
+            }
+            Err(why) => {
+                eprintln!("SKIPPED {test}: no PostgreSQL cluster could start here ({why})");
+                None
+            }
+        }
+    }
+
+    fn try_start() -> Result<Cluster, String> {
+        let bin =
+            bin_dir().ok_or("no /usr/lib/postgresql/*/bin/initdb (apt-get install postgresql)")?;
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        // The server refuses to run as root: as root, run it as the postgres user.
+        let as_postgres = is_root();
+        if as_postgres {
+            let ok = Command::new("chown")
+                .args(["postgres:postgres", &dir.path().display().to_string()])
+                .status()
+                .map_err(|e| e.to_string())?
+                .success();
+            if !ok {
+                return Err("cannot hand the directory to the postgres user".into());
+            }
+        }
+        let cluster = Cluster { dir, bin, as_postgres, databases: AtomicU32::new(0) };
+        let data = cluster.data();
+        cluster.run("initdb", &["-D", &data, "-A", "trust", "-U", "postgres", "--no-sync"])?;
+        let socket = cluster.dir.path().display().to_string();
+        let log = cluster.dir.path().join("log").display().to_string();
+        let options = format!("-k {socket} -c listen_addresses='' -c fsync=on");
+        cluster.run("pg_ctl", &["-D", &data, "-o", &options, "-l", &log, "-w", "start"])?;
+        Ok(cluster)
+    }
+
+    fn data(&self) -> String {
+        self.dir.path().join("data").display().to_string()
+    }
+
+    fn run(&self, tool: &str, args: &[&str]) -> Result<(), String> {
+        let exe = self.bin.join(tool);
+        let output = if self.as_postgres {
+            Command::new("runuser")
+                .arg("-u")
+                .arg("postgres")
+                .arg("--")
+                .arg(&exe)
+                .args(args)
+                .output()
+        } else {
+            Command::new(&exe).args(args).output()
+        }
+        .map_err(|e| format!("{tool}: {e}"))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(format!("{tool} failed: {}", String::from_utf8_lossy(&output.stderr)))
+        }
+    }
+
+    /// A connection string for database `db` of this cluster.
+    pub fn url(&self, db: &str) -> String {
+        format!("host={} user=postgres dbname={db}", self.dir.path().display())
+    }
+
+    /// A new empty database; its connection string.
+    pub fn new_database(&self) -> String {
+        let name = format!("t{}", self.databases.fetch_add(1, Ordering::SeqCst));
+        let mut admin = postgres::Client::connect(&self.url("postgres"), postgres::NoTls)
+            .expect("connect to the cluster");
+        admin.batch_execute(&format!("CREATE DATABASE {name}")).expect("create database");
+        self.url(&name)
+    }
+
+    /// The socket directory (for `psql -h`).
+    #[allow(dead_code, reason = "used by some tests only")]
+    pub fn host(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let data = self.data();
+        let _ = self.run("pg_ctl", &["-D", &data, "-m", "immediate", "-w", "stop"]);
+    }
+}
+
+/// The newest installed server's binaries.
+fn bin_dir() -> Option<PathBuf> {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let v: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").exists().then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin)
+}
+
+/// Whether this process runs as root (read from /proc, no libc call).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
