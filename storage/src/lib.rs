@@ -76,6 +76,8 @@ pub mod lsns;
 mod pending;
 #[cfg(feature = "postgres")]
 mod pg;
+#[cfg(feature = "postgres")]
+pub mod pg_cluster;
 mod plan;
 mod redb;
 mod store;

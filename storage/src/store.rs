@@ -260,6 +260,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// The durability mode writes are acknowledged under.
     fn durability(&self) -> Durability;
+
+    /// Whether only this process can write the database (a redb file, held by its lock), so
+    /// that a lease found on a thread belongs to a process that died. False for a database that
+    /// several processes share (PostgreSQL).
+    fn exclusive(&self) -> bool {
+        true
+    }
 }
 
 /// Convenience helpers over any [`Store`]; each builds one batch and waits for its commit.

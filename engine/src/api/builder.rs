@@ -136,6 +136,10 @@ impl EngineBuilder {
     pub async fn open(self) -> Result<Engine, Error> {
         let store: Arc<dyn Store> = match (self.store, self.path) {
             (Some(store), _) => store,
+            (None, Some(path)) if is_postgres_url(&path) => {
+                let url = path.to_string_lossy().into_owned();
+                connect_postgres(url, self.durability).await?
+            }
             (None, Some(path)) => {
                 let options = Options { durability: self.durability, ..Options::default() };
                 let path2 = path.clone();
@@ -154,10 +158,18 @@ impl EngineBuilder {
             (None, None) => return Err(Error::Invalid("no database path or store given".into())),
         };
         let seed = self.config.seed.unwrap_or_else(|| self.clock.now_ms() ^ 0x9E37_79B9_7F4A_7C15);
-        let owner = format!("engine-{:016x}", splitmix(seed ^ u64::from(std::process::id())));
+        // Unique per engine instance, also between two engines of one process with one seed
+        // (on a shared database, a lease is someone else's exactly when its owner is not us).
+        static INSTANCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let instance = INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let owner =
+            format!("engine-{:016x}-{instance}", splitmix(seed ^ u64::from(std::process::id())));
         let tasks = Tasks::default();
+        // A redb file is this process's alone (its lock proves any other lease holder dead);
+        // a PostgreSQL database may be shared, so only an expired lease is taken over.
+        let exclusive = store.exclusive();
         let coord: Arc<dyn Coordinator> =
-            Arc::new(Local::new(store.clone(), self.clock.clone(), tasks.clone()));
+            Arc::new(Local::new(store.clone(), self.clock.clone(), tasks.clone(), exclusive));
         let shell = Arc::new(Shell {
             store,
             clock: self.clock,
@@ -203,4 +215,25 @@ impl Engine {
     pub fn with_store(store: Arc<dyn Store>) -> EngineBuilder {
         EngineBuilder { path: None, ..Self::builder("").store(store) }
     }
+}
+
+/// Whether `path` is a PostgreSQL URL (`postgres://` or `postgresql://`) rather than a file.
+pub(crate) fn is_postgres_url(path: &Path) -> bool {
+    path.to_str().is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
+}
+
+#[cfg(feature = "postgres")]
+async fn connect_postgres(url: String, durability: Durability) -> Result<Arc<dyn Store>, Error> {
+    let store =
+        tokio::task::spawn_blocking(move || cairn_storage::PgStore::connect(&url, durability))
+            .await
+            .map_err(|e| Error::Invalid(format!("connecting to PostgreSQL: {e}")))??;
+    Ok(Arc::new(store))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn connect_postgres(_url: String, _durability: Durability) -> Result<Arc<dyn Store>, Error> {
+    Err(Error::Invalid(
+        "this build of cairn has no `postgres` feature: build it with --features postgres".into(),
+    ))
 }

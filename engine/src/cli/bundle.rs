@@ -127,7 +127,7 @@ async fn import(args: FileArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> 
     let bundle = read_bundle(&args.file)?;
     // Importing into a new file is the usual case: create it (only here; other write commands
     // refuse a missing file).
-    if !args.common.db.exists() {
+    if !crate::api::builder::is_postgres_url(&args.common.db) && !args.common.db.exists() {
         let engine = crate::Engine::builder(&args.common.db).open().await?;
         engine.shutdown().await;
     }

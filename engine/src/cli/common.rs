@@ -148,7 +148,7 @@ pub async fn open_read_only(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow
 pub async fn open_writable(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<Engine> {
     // Nothing at all at the path (not even a link): the store would create a database, which
     // only `demo` and `init` may do. Anything else there is judged by the store.
-    if std::fs::symlink_metadata(db).is_err() {
+    if !crate::api::builder::is_postgres_url(db) && std::fs::symlink_metadata(db).is_err() {
         let missing = match db.parent() {
             Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => dir.to_path_buf(),
             _ => db.to_path_buf(),

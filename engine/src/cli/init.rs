@@ -13,6 +13,22 @@ pub struct InitArgs {
 }
 
 pub(super) async fn init(args: InitArgs) -> anyhow::Result<()> {
+    if crate::api::builder::is_postgres_url(&args.common.db) {
+        // Connecting creates Cairn's tables in a database that has none.
+        let engine = crate::Engine::builder(&args.common.db)
+            .read_only()
+            .open()
+            .await
+            .map_err(|e| super::common::open_error(&args.common.db, e))?;
+        engine.shutdown().await;
+        let shown = args.common.db.display().to_string();
+        return if args.common.json {
+            print_json(&serde_json::json!({ "initialised": shown }))
+        } else {
+            print_text(&format!("initialised Cairn's tables in {shown}"));
+            Ok(())
+        };
+    }
     let db = args.common.db.clone();
     let made = tokio::task::spawn_blocking(move || {
         cairn_storage::RedbStore::initialise(&db, cairn_storage::Options::default())

@@ -1,9 +1,11 @@
 //! The coordinator of one process that owns its database file (redb's file lock proves it):
 //! claims, controls, wake-ups and timers all live in this process's memory.
 //!
-//! Since no other process can open the file, any lease found on a thread at open belongs to a
-//! process that died: recovery takes every one over. Timers are armed in memory and re-armed
-//! from the log at the next open.
+//! On a redb file no other process can write, so any lease found on a thread at open belongs to
+//! a process that died: recovery takes every one over. On a shared database (PostgreSQL) only
+//! an expired lease is taken over; claims, controls and timers stay in this process (the
+//! cross-process coordinator is the PostgreSQL issue's remaining work). Timers are armed in
+//! memory and re-armed from the log at the next open.
 
 use std::sync::{Arc, OnceLock};
 
@@ -29,11 +31,20 @@ pub(crate) struct Local {
     lock_releases: watch::Sender<u64>,
     armed: Arc<Armed>,
     wake: OnceLock<Arc<dyn Wake>>,
+    /// Whether this process is the only one on its database (a redb file, whose lock proves
+    /// it), so that any other lease holder is dead.
+    exclusive: bool,
 }
 
 impl Local {
-    /// A coordinator reading statuses from `store`, timing on `clock`, its timers on `tasks`.
-    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, tasks: Tasks) -> Self {
+    /// A coordinator reading statuses from `store`, timing on `clock`, its timers on `tasks`;
+    /// `exclusive` when no other process can write the database.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        tasks: Tasks,
+        exclusive: bool,
+    ) -> Self {
         Self {
             clock,
             tasks,
@@ -42,6 +53,7 @@ impl Local {
             lock_releases: watch::Sender::new(0),
             armed: Arc::new(Armed::default()),
             wake: OnceLock::new(),
+            exclusive,
         }
     }
 }
@@ -132,8 +144,9 @@ impl Coordinator for Local {
         self.armed.disarm(thread);
     }
 
-    fn may_take_over(&self, _lease: &Lease, _now_ms: u64) -> bool {
-        // This process holds the file lock: whoever wrote the lease is gone.
-        true
+    fn may_take_over(&self, lease: &Lease, now_ms: u64) -> bool {
+        // With the file lock, whoever wrote the lease is gone; on a shared database, only an
+        // expired lease is void (and the storage lease ops fence its owner either way).
+        self.exclusive || now_ms >= lease.expires_at_ms
     }
 }

@@ -334,6 +334,10 @@ impl Store for RecordingStore {
     fn durability(&self) -> Durability {
         self.inner.durability()
     }
+
+    fn exclusive(&self) -> bool {
+        self.inner.exclusive()
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -9,6 +9,7 @@ mod harness;
 mod inspect;
 mod misc;
 mod paths;
+mod postgres;
 mod prune;
 mod readme;
 mod resume;

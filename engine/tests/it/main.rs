@@ -14,6 +14,8 @@ mod debug;
 mod debug_bundle;
 mod execution;
 mod layers;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod recovery;
 mod replay;
 mod resume_check;

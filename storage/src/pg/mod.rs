@@ -209,6 +209,10 @@ impl Store for PgStore {
     fn durability(&self) -> Durability {
         self.inner.durability
     }
+
+    fn exclusive(&self) -> bool {
+        false
+    }
 }
 
 /// A client error as a storage error of `op`.

@@ -12,8 +12,6 @@ mod durability;
 mod model;
 #[cfg(feature = "postgres")]
 mod pg;
-#[cfg(feature = "postgres")]
-mod pg_cluster;
 mod prune;
 mod raw;
 mod recovery;

@@ -12,7 +12,7 @@ use proptest::test_runner::{Config, RngSeed};
 
 use crate::common::*;
 use crate::model::{Model, Op, apply, compare, op};
-use crate::pg_cluster::Cluster;
+use cairn_storage::pg_cluster::Cluster;
 
 fn store(cluster: &Cluster) -> (String, PgStore) {
     let url = cluster.new_database();

@@ -1,9 +1,18 @@
-//! A throwaway PostgreSQL cluster for a test: `initdb` and `pg_ctl` from Debian's `postgresql`
-//! package, in a temporary directory, listening on a Unix socket there only; stopped (and its
-//! files removed) when dropped. As root, the server runs as the `postgres` user.
+//! A throwaway PostgreSQL cluster for tests (Cairn's and its users'): `initdb` and `pg_ctl` from
+//! Debian's `postgresql` package, in a temporary directory, listening on a Unix socket there
+//! only; stopped and its files removed when dropped. As root, the server runs as the `postgres`
+//! user. About a second to start.
 //!
-//! Under `CI=true` a cluster that cannot start fails the test; elsewhere the test is skipped with
-//! a message on stderr.
+//! Under `CI=true` a cluster that cannot start panics (the test fails); elsewhere
+//! [`Cluster::start`] returns `None` after a `SKIPPED` line on stderr, so a test can return.
+//!
+//! # Examples
+//! ```no_run
+//! use cairn_storage::pg_cluster::Cluster;
+//! let Some(cluster) = Cluster::start("my_test") else { return };
+//! let url = cluster.new_database();
+//! let store = cairn_storage::PgStore::connect(&url, cairn_storage::Durability::Immediate).unwrap();
+//! ```
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,7 +20,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A running cluster.
 pub struct Cluster {
-    dir: tempfile::TempDir,
+    dir: TempDir,
     bin: PathBuf,
     as_postgres: bool,
     databases: AtomicU32,
@@ -19,6 +28,10 @@ pub struct Cluster {
 
 impl Cluster {
     /// Starts a cluster, or says why not (see the module documentation).
+    ///
+    /// # Panics
+    /// Under `CI=true`, when the cluster does not start.
+    #[allow(clippy::print_stderr, reason = "a skipped test says so where the test runner shows it")]
     pub fn start(test: &str) -> Option<Cluster> {
         match Cluster::try_start() {
             Ok(cluster) => Some(cluster),
@@ -35,7 +48,7 @@ impl Cluster {
     fn try_start() -> Result<Cluster, String> {
         let bin =
             bin_dir().ok_or("no /usr/lib/postgresql/*/bin/initdb (apt-get install postgresql)")?;
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let dir = TempDir::new().map_err(|e| e.to_string())?;
         // The server refuses to run as root: as root, run it as the postgres user.
         let as_postgres = is_root();
         if as_postgres {
@@ -83,22 +96,47 @@ impl Cluster {
         }
     }
 
-    /// A connection string for database `db` of this cluster.
+    /// The URL of database `db` of this cluster (`postgresql://postgres@<socket dir>/db`, the
+    /// directory percent-encoded).
     pub fn url(&self, db: &str) -> String {
-        format!("host={} user=postgres dbname={db}", self.dir.path().display())
+        let host: String = self
+            .dir
+            .path()
+            .display()
+            .to_string()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-._~".contains(c) {
+                    c.to_string()
+                } else {
+                    format!("%{:02X}", c as u32)
+                }
+            })
+            .collect();
+        format!("postgresql://postgres@{host}/{db}")
     }
 
     /// A new empty database; its connection string.
+    ///
+    /// # Panics
+    /// If the cluster refuses (it stopped).
     pub fn new_database(&self) -> String {
         let name = format!("t{}", self.databases.fetch_add(1, Ordering::SeqCst));
-        let mut admin = postgres::Client::connect(&self.url("postgres"), postgres::NoTls)
-            .expect("connect to the cluster");
-        admin.batch_execute(&format!("CREATE DATABASE {name}")).expect("create database");
+        let admin = self.url("postgres");
+        // The client blocks on a runtime of its own: off any async runtime's thread.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut admin = postgres::Client::connect(&admin, postgres::NoTls)
+                    .expect("connect to the cluster");
+                admin.batch_execute(&format!("CREATE DATABASE {name}")).expect("create database");
+            })
+            .join()
+            .expect("create database");
+        });
         self.url(&name)
     }
 
     /// The socket directory (for `psql -h`).
-    #[allow(dead_code, reason = "used by some tests only")]
     pub fn host(&self) -> &Path {
         self.dir.path()
     }
@@ -108,6 +146,30 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let data = self.data();
         let _ = self.run("pg_ctl", &["-D", &data, "-m", "immediate", "-w", "stop"]);
+    }
+}
+
+/// A directory under the system's temporary directory, removed with everything in it on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> std::io::Result<TempDir> {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name =
+            format!("cairn-pg-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::SeqCst));
+        let path = std::env::temp_dir().join(name);
+        std::fs::create_dir(&path)?;
+        Ok(TempDir(path))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
