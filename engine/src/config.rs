@@ -29,6 +29,14 @@ pub struct Config {
     pub recovery: RecoveryPolicy,
     /// How long a cancelled node may run on before its future is dropped (engine clock).
     pub cancel_grace_ms: u64,
+    /// How long a runner's lease on a thread lasts without a batch renewing it (engine clock).
+    /// On a shared database (PostgreSQL) another engine takes a thread over once its lease has
+    /// expired, so this bounds how long a dead worker's threads wait; it must exceed the longest
+    /// step or tool call, or a live runner is fenced (its next batch is refused).
+    pub lease_ttl_ms: u64,
+    /// On a shared database: how often the engine looks for threads it can take over (runnable
+    /// with no live lease), timers that are due and deadlines, in ms.
+    pub poll_ms: u64,
     /// Seed of the engine's random stream (ids, node randomness); from the clock when `None`.
     pub seed: Option<u64>,
 }
@@ -43,6 +51,8 @@ impl Default for Config {
             checkpoint_tail_bytes: Some(crate::limits::CHECKPOINT_TAIL_BYTES_DEFAULT),
             recovery: RecoveryPolicy::Resume,
             cancel_grace_ms: 5_000,
+            lease_ttl_ms: crate::limits::LEASE_TTL_MS,
+            poll_ms: 500,
             seed: None,
         }
     }

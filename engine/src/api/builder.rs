@@ -98,6 +98,20 @@ impl EngineBuilder {
         self
     }
 
+    /// How long a lease on a thread lasts without renewal (default
+    /// [`crate::limits::LEASE_TTL_MS`]); see [`Config::lease_ttl_ms`].
+    pub fn lease_ttl_ms(mut self, ms: u64) -> Self {
+        self.config.lease_ttl_ms = ms.max(1);
+        self
+    }
+
+    /// How often an engine on a shared database looks for work (default 500 ms); see
+    /// [`Config::poll_ms`].
+    pub fn poll_ms(mut self, ms: u64) -> Self {
+        self.config.poll_ms = ms.max(1);
+        self
+    }
+
     /// Grace period for cancelled nodes.
     pub fn cancel_grace_ms(mut self, ms: u64) -> Self {
         self.config.cancel_grace_ms = ms;
@@ -182,6 +196,7 @@ impl EngineBuilder {
             owner,
             acks: Arc::default(),
             verified: Verified::default(),
+            queued: Arc::default(),
         });
         if !self.read_only {
             shell.coord.serve(Arc::new(Waker(Arc::downgrade(&shell))));
@@ -192,6 +207,13 @@ impl EngineBuilder {
         }
         if !self.read_only {
             engine.recover().await?;
+            // A shared database is served by every engine that resumes work (not by one
+            // opened only to inspect or control threads, which parks what it finds).
+            if !engine.shell.store.exclusive()
+                && engine.shell.config.recovery == RecoveryPolicy::Resume
+            {
+                engine.spawn_poller();
+            }
         }
         Ok(engine)
     }

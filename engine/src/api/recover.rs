@@ -71,7 +71,9 @@ impl Engine {
                 offset += page.len();
                 let done = page.len() < 500;
                 for record in page {
-                    if self.shell.coord.is_driven(&record.id) {
+                    if self.shell.coord.is_driven(&record.id)
+                        || self.shell.queued.contains(&record.id)
+                    {
                         continue;
                     }
                     self.recover_one(record, &mut report).await?;
@@ -146,5 +148,32 @@ impl Engine {
             }
         }
         Ok(())
+    }
+}
+
+impl Engine {
+    /// On a database other engines share: looks for work every [`crate::Config::poll_ms`]
+    /// (with jitter, so that engines started together do not poll together) until shutdown.
+    /// Each look is a recovery pass: runnable threads whose lease lapsed (their engine died or
+    /// stalled) are taken over, due timers and deadlines are armed, so a thread sleeping on one
+    /// engine wakes on whichever is alive when it is due (the first to record the timer wins;
+    /// the others' guarded writes are refused).
+    pub(crate) fn spawn_poller(&self) {
+        let engine = self.clone();
+        let stopping = self.shell.tasks.stopping().clone();
+        self.shell.tasks.spawn(async move {
+            loop {
+                let base = engine.shell.config.poll_ms;
+                let jitter = engine.shell.ids.random_u64() % (base / 2 + 1);
+                let pause = std::time::Duration::from_millis(base - base / 4 + jitter);
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = stopping.cancelled() => return,
+                }
+                if let Err(e) = engine.recover_all().await {
+                    tracing::warn!(error = %e, "looking for work on the shared database");
+                }
+            }
+        });
     }
 }

@@ -31,11 +31,19 @@ pub struct DemoArgs {
     /// No progress bars.
     #[arg(long)]
     quiet: bool,
+    /// How long a lease lasts without renewal (on a shared database, a crashed demo's threads
+    /// are taken over by `cairn worker` after it).
+    #[arg(long, default_value_t = crate::limits::LEASE_TTL_MS)]
+    lease_ttl_ms: u64,
 }
 
 pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow::Result<ExitCode> {
     let wf = research_workflow(Arc::new(ScriptedModel::demo()))?;
-    let mut builder = Engine::builder(&args.db).workflow(&wf).seed(7).concurrency(4);
+    let mut builder = Engine::builder(&args.db)
+        .workflow(&wf)
+        .seed(7)
+        .concurrency(4)
+        .lease_ttl_ms(args.lease_ttl_ms);
     for w in extra {
         builder = builder.workflow_dyn(w);
     }

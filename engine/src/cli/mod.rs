@@ -50,6 +50,7 @@ mod state;
 mod table;
 mod threads;
 mod verify;
+mod worker;
 mod workflows;
 
 /// Exit code: the operation failed.
@@ -124,6 +125,9 @@ enum Command {
     /// Replay a thread against the compiled-in code with its recorded results and report the
     /// first divergence (`--verify`: exit 1 on a divergence).
     Replay(replay::ReplayArgs),
+    /// Serve a shared (PostgreSQL) database: drive its runnable threads, take over those of
+    /// stopped workers, fire due timers, until interrupted.
+    Worker(worker::WorkerArgs),
     /// Internal: hold the database open for writing until stdin closes (tests).
     #[command(name = "__hold", hide = true)]
     Hold(hold::HoldArgs),
@@ -228,6 +232,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Fork(args) => fork::fork(args, wfs).await?,
         Command::Replay(args) => replay::replay(args, wfs).await?,
         Command::Hold(args) => hold::hold(args).await?,
+        Command::Worker(args) => worker::worker(args, wfs).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

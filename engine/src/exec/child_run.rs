@@ -77,6 +77,14 @@ async fn drive_child(
         match exit {
             Exit::Status(s) => return Ok(s),
             Exit::Shutdown => return Err(NodeError::Cancelled),
+            Exit::Elsewhere => {
+                // Another engine drives the child: look again after a while.
+                let pause = std::time::Duration::from_millis(shell.config.poll_ms);
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = cancel.cancelled() => return Err(NodeError::Cancelled),
+                }
+            }
             Exit::Busy => {
                 tokio::select! {
                     () = shell.coord.wait_released(id) => {}

@@ -26,7 +26,9 @@ use crate::error::Error;
 /// parked, ended), so a wake is never dropped because of a passing claim.
 pub(crate) fn spawn_drive(shell: &Arc<Shell>, thread: ThreadId, reason: &'static str) {
     let s = shell.clone();
+    let counted = shell.queued.enter(&thread);
     shell.tasks.spawn(async move {
+        let _counted = counted;
         loop {
             let Ok(permit) = s.permits.clone().acquire_owned().await else { return };
             if s.tasks.is_stopping() {
@@ -39,6 +41,8 @@ pub(crate) fn spawn_drive(shell: &Arc<Shell>, thread: ThreadId, reason: &'static
                     drop(permit);
                     s.coord.wait_released(&thread).await;
                 }
+                // Another engine drives it: it is that engine's until its lease lapses, when
+                // the shared-database poller finds it again.
                 Ok(_) => return,
                 Err(e) => {
                     tracing::error!(thread = %thread, error = %e, "runner stopped with an error");
@@ -125,7 +129,7 @@ async fn drive_claimed(
     let tail = tail_events(shell.store.as_ref(), thread, &ctx)?;
     let pipeline = Pipeline::start(
         shell.store.clone(),
-        &shell.owner,
+        (&shell.owner, shell.config.lease_ttl_ms),
         &shell.tasks,
         shell.acks.clone(),
         thread,
@@ -157,7 +161,9 @@ async fn drive_claimed(
         watch_deadline(shell, at, control);
     }
     let mut runner = Runner::new(shell.clone(), env, ctx, record);
-    runner.begin(reason).await?;
+    if !runner.begin(reason).await? {
+        return Ok(Exit::Elsewhere);
+    }
     runner.run(control).await
 }
 

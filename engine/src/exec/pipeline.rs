@@ -51,6 +51,8 @@ pub(crate) struct Pipeline {
     store: Arc<dyn Store>,
     /// The lease owner name of this engine, renewed by every batch.
     owner: String,
+    /// How long each renewal makes the lease last.
+    lease_ttl_ms: u64,
     /// The write path's state; held while a batch is handed to storage (and, for a refusable
     /// batch, until its outcome is known).
     port: tokio::sync::Mutex<Port>,
@@ -90,7 +92,7 @@ impl Pipeline {
     /// its latest checkpoint, with its acknowledger running on `tasks`.
     pub fn start(
         store: Arc<dyn Store>,
-        owner: &str,
+        (owner, lease_ttl_ms): (&str, u64),
         tasks: &Tasks,
         acks: Arc<StepAcks>,
         thread: &ThreadId,
@@ -107,6 +109,7 @@ impl Pipeline {
             acked,
             store,
             owner: owner.to_owned(),
+            lease_ttl_ms,
             port: tokio::sync::Mutex::new(Port {
                 last_seq,
                 // The bytes of a tail written before this runner are not known; the events are.
@@ -185,7 +188,7 @@ impl Pipeline {
                     thread: self.thread.clone(),
                     owner: self.owner.clone(),
                     now_ms,
-                    ttl_ms: limits::LEASE_TTL_MS,
+                    ttl_ms: self.lease_ttl_ms,
                 },
             );
         }

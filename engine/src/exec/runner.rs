@@ -34,8 +34,11 @@ pub(crate) enum Exit {
     Status(ThreadStatus),
     /// The engine is shutting down; the thread stays Running and is recovered at the next open.
     Shutdown,
-    /// Another runner is driving the thread already.
+    /// Another runner of this engine is driving the thread already.
     Busy,
+    /// Another engine drives the thread (its lease is live on a shared database), or took it
+    /// between this runner's read and its first write.
+    Elsewhere,
 }
 
 /// The runner of one claimed thread: its context, the batch being built, and what it runs on.
@@ -80,7 +83,9 @@ impl Runner {
     }
 
     /// Moves the thread to Running and takes its lease (taking it over from a dead owner).
-    pub async fn begin(&mut self, reason: &str) -> Result<(), Error> {
+    /// False if another engine holds or took the lease (on a shared database): nothing of this
+    /// runner was written, and it must stop.
+    pub async fn begin(&mut self, reason: &str) -> Result<bool, Error> {
         let now = self.now();
         if reason.starts_with("recovered") {
             self.emit(Body::Recovered { action: "resumed".into() }, now)?;
@@ -97,11 +102,7 @@ impl Runner {
             // Another owner's lease: taken over only when the coordinator says that owner can
             // no longer write (with one process on its file: always, that owner died).
             if !self.shell.coord.may_take_over(lease, now) {
-                return Err(Error::WrongStatus {
-                    thread: self.env.thread.to_string(),
-                    status: self.record.status,
-                    detail: format!("{} holds its lease", lease.owner),
-                });
+                return Ok(false);
             }
             batch.leases.push(LeaseOp::Release {
                 thread: self.env.thread.clone(),
@@ -112,9 +113,21 @@ impl Runner {
             thread: self.env.thread.clone(),
             owner: me,
             now_ms: now,
-            ttl_ms: limits::LEASE_TTL_MS,
+            ttl_ms: self.shell.config.lease_ttl_ms,
         });
-        self.commit(batch, None, None).await
+        self.commit(batch, None, None).await?;
+        if self.shell.store.exclusive() {
+            return Ok(true);
+        }
+        // On a shared database another engine may have taken the lease or moved the thread
+        // on since the read: wait for the outcome before running anything.
+        match self.env.settle().await {
+            Ok(()) => Ok(true),
+            Err(Error::Storage(
+                cairn_storage::Error::LeaseHeld { .. } | cairn_storage::Error::GuardFailed { .. },
+            )) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     pub async fn run(&mut self, control: &Arc<Control>) -> Result<Exit, Error> {

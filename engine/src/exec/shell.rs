@@ -36,6 +36,45 @@ pub(crate) struct Shell {
     pub verified: Verified,
     /// Threads driven at once.
     pub permits: Arc<Semaphore>,
+    /// Threads with a drive queued or running here (`drive.rs` `spawn_drive`).
+    pub queued: Arc<Queued>,
+}
+
+/// How many drives of each thread are queued or running in this engine.
+#[derive(Debug, Default)]
+pub(crate) struct Queued(Mutex<std::collections::HashMap<ThreadId, usize>>);
+
+impl Queued {
+    /// Counts one more drive of `thread` until the returned guard drops.
+    pub fn enter(self: &Arc<Self>, thread: &ThreadId) -> QueuedGuard {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(thread.clone())
+            .or_default() += 1;
+        QueuedGuard(self.clone(), thread.clone())
+    }
+
+    /// Whether a drive of `thread` is queued or running.
+    pub fn contains(&self, thread: &ThreadId) -> bool {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).contains_key(thread)
+    }
+}
+
+/// One counted drive; uncounted when dropped (also when its task is dropped by a crash).
+pub(crate) struct QueuedGuard(Arc<Queued>, ThreadId);
+
+impl Drop for QueuedGuard {
+    fn drop(&mut self) {
+        let mut map = (self.0).0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = map.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.1);
+            }
+        }
+    }
 }
 
 /// The engine's random stream (SplitMix64) for the ids and seeds it makes.

@@ -170,3 +170,11 @@ impl Spawned {
         code
     }
 }
+
+/// Prints a `RELIABILITY` summary line to the stderr handle directly: libtest captures
+/// `eprintln!` of passing tests, and these lines must reach the CI log.
+pub fn report(line: &str) {
+    use std::io::Write as _;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}");
+}

@@ -36,3 +36,63 @@ fn init_demo_and_inspection_work_on_a_postgres_url() {
     on(db, &["demo", "--threads", "3", "--quiet", "--json"]).expect(0);
     assert_eq!(on(db, &["threads", "--json"]).expect(0).json().as_array().map_or(0, Vec::len), 3);
 }
+
+/// A demo killed mid-run leaves Running threads leased to a dead process; three `cairn worker`
+/// processes on the same database take them over once the leases lapse, share them, and finish
+/// every one with the results an uninterrupted run gives.
+#[test]
+fn workers_take_over_a_crashed_demos_threads_and_finish_them() {
+    let Some(cluster) = Cluster::start("workers_take_over_a_crashed_demos_threads") else {
+        return;
+    };
+    let url = cluster.new_database();
+    let db = Path::new(&url);
+    let lease = ["--lease-ttl-ms", "1500"];
+    let mut demo = vec!["demo", "--threads", "12", "--quiet", "--crash-after-steps", "15"];
+    demo.extend(lease);
+    let crashed = on(db, &demo);
+    assert_ne!(crashed.code, 0, "the demo was meant to abort: {crashed:#?}");
+    let running = |db: &Path| {
+        let threads = on(db, &["threads", "--json"]).expect(0).json();
+        threads.as_array().unwrap().iter().filter(|t| t["status"] != "completed").count()
+    };
+    let left = running(db);
+    assert!(left > 0, "every thread had finished before the crash");
+
+    let workers: Vec<_> = (0..3)
+        .map(|_| {
+            std::process::Command::new(crate::harness::bin())
+                .args(["worker", "--db", &url, "--exit-when-idle", "--poll-ms", "100", "--json"])
+                .args(lease)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("a worker starts")
+        })
+        .collect();
+    let mut steps = Vec::new();
+    for worker in workers {
+        let out = worker.wait_with_output().expect("the worker ends");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
+        let summary: Value = serde_json::from_str(stdout.trim()).expect("one JSON summary");
+        steps.push(summary["steps"].as_u64().unwrap());
+    }
+    assert!(steps.iter().sum::<u64>() > 0, "the workers drove nothing: {steps:?}");
+    assert_eq!(running(db), 0, "every thread finished");
+    // The demo again on the same ids reports the stored results: the same as a run on a file
+    // that never crashed.
+    let mut again = vec!["demo", "--threads", "12", "--quiet", "--json"];
+    again.extend(lease);
+    let results = on(db, &again).expect(0).stdout;
+    let dir = crate::harness::tempdir();
+    let file = dir.path().join("demo.db");
+    let reference = on(&file, &["demo", "--threads", "12", "--quiet", "--json"]).expect(0).stdout;
+    assert_eq!(results, reference);
+    let verify = on(db, &["verify", "--json"]).expect(0).json();
+    assert_eq!(verify["problems"], Value::Array(Vec::new()), "{verify}");
+    crate::harness::report(&format!(
+        "RELIABILITY pg_takeover workers=3 threads=12 left_by_crash={left} worker_steps={steps:?} \
+         unfinished=0 results_equal_uninterrupted_run=true"
+    ));
+}

@@ -75,25 +75,30 @@ impl PgStore {
     }
 
     fn connect_here(url: &str, durability: Durability) -> Result<PgStore, Error> {
-        let mut client = pool::connect(url)?;
-        schema::prepare(&mut client)?;
         let sync = if durability == Durability::Immediate { "on" } else { "off" };
-        client
-            .batch_execute(&format!("SET synchronous_commit = {sync}"))
-            .map_err(pg_error("set synchronous_commit"))?;
+        let owned = url.to_owned();
+        let connect: pool::Connect = Arc::new(move || {
+            let mut client = pool::connect(&owned)?;
+            client
+                .batch_execute(&format!("SET synchronous_commit = {sync}"))
+                .map_err(pg_error("set synchronous_commit"))?;
+            Ok(client)
+        });
+        let mut client = connect()?;
+        schema::prepare(&mut client)?;
         let last: i64 = client
             .query_one("SELECT value FROM cairn_meta WHERE key = $1", &[&schema::LAST_LSN])
             .map_err(pg_error("read meta"))?
             .get(0);
         let (tx, committed) = watch::channel(from_db(last)?);
-        let writer = Writer::start(client, tx)?;
-        let readers = Readers::start(url, READERS)?;
+        let writer = Writer::start(client, connect.clone(), tx)?;
+        let readers = Readers::start(&connect, READERS)?;
         Ok(PgStore { inner: Arc::new(Inner { readers, writer, durability, committed }) })
     }
 
     fn read<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut postgres::Client) -> Result<T, Error> + Send + 'static,
+        f: impl Fn(&mut postgres::Client) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
         self.inner.readers.run(f)
     }

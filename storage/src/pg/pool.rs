@@ -13,8 +13,12 @@ use postgres::{Client, NoTls};
 use super::pg_error;
 use crate::Error;
 
-/// A job: runs on a connection's thread.
-type Job = Box<dyn FnOnce(&mut Client) + Send>;
+/// A job: runs on a connection's thread, which hands it its connection and the way to
+/// replace that connection.
+type Job = Box<dyn FnOnce(&mut Client, &Connect) + Send>;
+
+/// Opens a fresh connection, set up as the store's first one was.
+pub(crate) type Connect = Arc<dyn Fn() -> Result<Client, Error> + Send + Sync>;
 
 /// Jobs waiting for a reader thread, at most.
 const QUEUED_JOBS_MAX: usize = 256;
@@ -26,42 +30,59 @@ pub(crate) struct Readers {
 
 impl Readers {
     /// `n` reader threads, each with its own connection to `url`.
-    pub fn start(url: &str, n: usize) -> Result<Readers, Error> {
+    pub fn start(connect: &Connect, n: usize) -> Result<Readers, Error> {
         let (jobs, queue) = sync_channel::<Job>(QUEUED_JOBS_MAX);
         let queue = Arc::new(Mutex::new(queue));
         for i in 0..n {
-            let client = connect(url)?;
+            let client = connect()?;
             let queue = queue.clone();
+            let connect = connect.clone();
             std::thread::Builder::new()
                 .name(format!("cairn-pg-reader-{i}"))
-                .spawn(move || serve(client, &queue))
+                .spawn(move || serve(client, &connect, &queue))
                 .map_err(|e| Error::Storage { op: "start a reader thread", source: Arc::new(e) })?;
         }
         Ok(Readers { jobs })
     }
 
-    /// Runs `f` on a reader's connection and returns its answer.
+    /// Runs the read `f` on a reader's connection and returns its answer. A read that fails
+    /// because the connection was dropped (the server restarted, an administrator ended it) is
+    /// run again once on a fresh connection: reads change nothing, so that is safe.
     pub fn run<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Client) -> Result<T, Error> + Send + 'static,
+        f: impl Fn(&mut Client) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
         let (tx, rx) = sync_channel(1);
-        let job: Job = Box::new(move |client| {
-            let _ = tx.send(f(client));
+        let job: Job = Box::new(move |client, connect| {
+            let mut answer = f(client);
+            if answer.is_err()
+                && client.is_closed()
+                && let Ok(fresh) = connect()
+            {
+                *client = fresh;
+                answer = f(client);
+            }
+            let _ = tx.send(answer);
         });
         self.jobs.send(job).map_err(|_| Error::Closed)?;
         rx.recv().map_err(|_| Error::Closed)?
     }
 }
 
-fn serve(mut client: Client, queue: &Mutex<Receiver<Job>>) {
+fn serve(mut client: Client, connect: &Connect, queue: &Mutex<Receiver<Job>>) {
     loop {
         let job = {
             let queue = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             queue.recv()
         };
         let Ok(job) = job else { return };
-        job(&mut client);
+        // A connection known to be dropped is replaced first; if that fails, the job reports it.
+        if client.is_closed()
+            && let Ok(fresh) = connect()
+        {
+            client = fresh;
+        }
+        job(&mut client, connect);
     }
 }
 

@@ -13,6 +13,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use postgres::{Client, Transaction};
 use tokio::sync::{oneshot, watch};
 
+use super::pool::Connect;
 use super::read::{decode_info, decode_lock, decode_thread};
 use super::schema::{LAST_CHECKPOINT_ID, LAST_LSN};
 use super::{from_db, pg_error, to_db};
@@ -44,11 +45,15 @@ pub(crate) struct Writer {
 
 impl Writer {
     /// Starts the writer on `client`; it publishes the last committed lsn on `committed`.
-    pub fn start(client: Client, committed: watch::Sender<u64>) -> Result<Writer, Error> {
+    pub fn start(
+        client: Client,
+        reconnect: Connect,
+        committed: watch::Sender<u64>,
+    ) -> Result<Writer, Error> {
         let (ops, queue) = sync_channel(QUEUED_OPS_MAX);
         std::thread::Builder::new()
             .name("cairn-pg-writer".into())
-            .spawn(move || run(client, &queue, &committed))
+            .spawn(move || run(client, &reconnect, &queue, &committed))
             .map_err(|e| Error::Storage { op: "start the writer", source: Arc::new(e) })?;
         Ok(Writer { ops })
     }
@@ -66,8 +71,21 @@ impl Writer {
     }
 }
 
-fn run(mut client: Client, queue: &Receiver<Op>, committed: &watch::Sender<u64>) {
+fn run(
+    mut client: Client,
+    reconnect: &Connect,
+    queue: &Receiver<Op>,
+    committed: &watch::Sender<u64>,
+) {
     while let Ok(first) = queue.recv() {
+        // A connection the server or the network dropped is replaced before the next group
+        // (the group on it failed; its callers were told).
+        if client.is_closed() {
+            match reconnect() {
+                Ok(fresh) => client = fresh,
+                Err(e) => tracing::warn!(error = %e, "the writer cannot reconnect yet"),
+            }
+        }
         let mut group = vec![first];
         while group.len() < GROUP_OPS_MAX {
             match queue.try_recv() {
@@ -109,43 +127,39 @@ impl Reply {
 
 fn commit_group(client: &mut Client, group: Vec<Op>, committed: &watch::Sender<u64>) {
     let mut replies = Vec::with_capacity(group.len());
+    let mut waiting: std::collections::VecDeque<Op> = group.into();
     let outcome = (|| -> Result<Counters, Error> {
         let mut tx = client.transaction().map_err(pg_error("begin"))?;
         let mut counters = lock_counters(&mut tx)?;
         let before = counters;
-        for op in group {
-            tx.batch_execute("SAVEPOINT cairn_batch").map_err(pg_error("savepoint"))?;
+        while let Some(op) = waiting.pop_front() {
             let reply = match op {
                 Op::Append(batch, answer) => {
-                    let r = append(&mut tx, &mut counters, batch);
-                    Reply::Append(answer, r)
+                    Reply::Append(answer, savepoint(&mut tx, |tx| append(tx, &mut counters, batch)))
                 }
-                Op::DeleteCheckpoint(id, answer) => {
-                    let r = remove_checkpoints(&mut tx, "id = $1", &[&to_db(id.0)?]).map(|n| n > 0);
-                    Reply::Delete(answer, r)
-                }
-                Op::ClearCheckpoints(thread, answer) => {
-                    let r = remove_checkpoints(&mut tx, "thread = $1", &[&thread.as_str()]);
-                    Reply::Clear(answer, r)
-                }
+                Op::DeleteCheckpoint(id, answer) => Reply::Delete(
+                    answer,
+                    savepoint(&mut tx, |tx| {
+                        remove_checkpoints(tx, "id = $1", &[&to_db(id.0)?]).map(|n| n > 0)
+                    }),
+                ),
+                Op::ClearCheckpoints(thread, answer) => Reply::Clear(
+                    answer,
+                    savepoint(&mut tx, |tx| {
+                        remove_checkpoints(tx, "thread = $1", &[&thread.as_str()])
+                    }),
+                ),
                 Op::Prune(thread, keep, answer) => {
-                    let r = prune(&mut tx, &thread, keep);
-                    Reply::Prune(answer, r)
+                    Reply::Prune(answer, savepoint(&mut tx, |tx| prune(tx, &thread, keep)))
                 }
             };
-            let failed = match &reply {
-                Reply::Append(_, r) => r.is_err(),
-                Reply::Delete(_, r) => r.is_err(),
-                Reply::Clear(_, r) => r.is_err(),
-                Reply::Prune(_, r) => r.is_err(),
-            };
-            let end = if failed {
-                "ROLLBACK TO SAVEPOINT cairn_batch"
-            } else {
-                "RELEASE SAVEPOINT cairn_batch"
-            };
-            tx.batch_execute(end).map_err(pg_error("savepoint"))?;
+            // A savepoint that could not be set or ended means the connection failed: the
+            // whole group fails (its outcome is the transaction's).
+            let broken = reply.connection_failed();
             replies.push(reply);
+            if let Some(e) = broken {
+                return Err(e);
+            }
         }
         if counters != before {
             store_counters(&mut tx, counters)?;
@@ -169,7 +183,53 @@ fn commit_group(client: &mut Client, group: Vec<Op>, committed: &watch::Sender<u
             for reply in replies {
                 reply.send(Some(&e));
             }
+            // Requests the group had not reached yet get the same answer.
+            for op in waiting {
+                op.fail(&e);
+            }
         }
+    }
+}
+
+/// Runs `f` inside a savepoint, rolled back when `f` fails. An error setting or ending the
+/// savepoint is returned as [`Error::Storage`] with op `savepoint` (the connection failed).
+fn savepoint<T>(
+    tx: &mut Transaction<'_>,
+    f: impl FnOnce(&mut Transaction<'_>) -> Result<T, Error>,
+) -> Result<T, Error> {
+    tx.batch_execute("SAVEPOINT cairn_batch").map_err(pg_error("savepoint"))?;
+    let result = f(tx);
+    let end = if result.is_ok() {
+        "RELEASE SAVEPOINT cairn_batch"
+    } else {
+        "ROLLBACK TO SAVEPOINT cairn_batch"
+    };
+    tx.batch_execute(end).map_err(pg_error("savepoint"))?;
+    result
+}
+
+impl Op {
+    /// Answers the request with `e`.
+    fn fail(self, e: &Error) {
+        match self {
+            Op::Append(_, tx) => drop(tx.send(Err(e.clone()))),
+            Op::DeleteCheckpoint(_, tx) => drop(tx.send(Err(e.clone()))),
+            Op::ClearCheckpoints(_, tx) => drop(tx.send(Err(e.clone()))),
+            Op::Prune(_, _, tx) => drop(tx.send(Err(e.clone()))),
+        }
+    }
+}
+
+impl Reply {
+    /// The error, if this request failed because the connection did (rather than on its own
+    /// terms: a guard, a lock, a lease).
+    fn connection_failed(&self) -> Option<Error> {
+        let error = match self {
+            Reply::Append(_, Err(e)) | Reply::Delete(_, Err(e)) => e,
+            Reply::Clear(_, Err(e)) | Reply::Prune(_, Err(e)) => e,
+            _ => return None,
+        };
+        matches!(error, Error::Storage { .. }).then(|| error.clone())
     }
 }
 

@@ -228,3 +228,39 @@ fn a_late_commit_skips_a_naive_sequence_but_not_the_stores_log() {
     held.rollback().unwrap();
     assert_eq!(pending.wait_blocking().unwrap().bookmarks[0].lsn, Lsn(2));
 }
+
+/// A connection the server drops (`pg_terminate_backend`, a restart, the network) fails what
+/// was on it, and the store reconnects: the next append and read succeed, nothing is lost.
+#[test]
+fn a_dropped_connection_fails_its_group_and_the_store_reconnects() {
+    let Some(cluster) = Cluster::start("a_dropped_connection_reconnects") else { return };
+    let (url, store) = store(&cluster);
+    create_thread(&store, "t", 2);
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let killed: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(killed >= 5, "the writer's and the readers' connections: {killed}");
+    let first = store.append(Batch { events: vec![event("t", 3)], ..Batch::default() }).unwrap();
+    let outcome = first.wait_blocking();
+    let mut next = 3;
+    match outcome {
+        // The group on the dropped connection failed and wrote nothing...
+        Err(Error::Storage { .. }) => {}
+        // ...unless the writer noticed the drop before it (then it reconnected first).
+        Ok(_) => next = 4,
+        Err(e) => panic!("unexpected {e:?}"),
+    }
+    let again = store.append(Batch { events: vec![event("t", next)], ..Batch::default() }).unwrap();
+    assert_eq!(again.wait_blocking().unwrap().bookmarks[0].seq, Seq(next));
+    // Reader connections were dropped too: a read that meets one runs again on a fresh one.
+    for _ in 0..8 {
+        assert_eq!(store.read_since(&tid("t"), Seq(0), 10).unwrap().len(), next as usize);
+    }
+    assert!(store.verify().unwrap().is_clean());
+}

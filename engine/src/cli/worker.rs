@@ -1,0 +1,86 @@
+//! `cairn worker --db postgresql://...`: serves a shared database with the workflows compiled
+//! into this binary until interrupted (SIGINT, SIGTERM), or, with `--exit-when-idle`, until no
+//! thread is left runnable.
+//!
+//! A worker takes over runnable threads whose lease has lapsed (their engine died or stalled),
+//! fires due timers and deadlines, and drives threads woken by input from any process. Several
+//! workers on one database share the work; a thread is driven by one at a time, fenced by its
+//! lease.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use cairn_dsl::DynWorkflow;
+use cairn_storage::{Page, ThreadFilter, ThreadStatus};
+use serde_json::json;
+
+use super::common::{Common, open_error, print_json, print_text};
+use crate::{Engine, RecoveryPolicy};
+
+/// Arguments of `cairn worker`.
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Threads driven at once by this worker.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// How long a lease lasts without renewal: a dead worker's threads are taken over after it.
+    #[arg(long, default_value_t = crate::limits::LEASE_TTL_MS)]
+    lease_ttl_ms: u64,
+    /// How often to look for work, in ms.
+    #[arg(long, default_value_t = 500)]
+    poll_ms: u64,
+    /// Exit once no thread is runnable (none Running or Created), instead of serving on.
+    #[arg(long)]
+    exit_when_idle: bool,
+}
+
+pub(super) async fn worker(args: WorkerArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    let db = &args.common.db;
+    let mut builder = Engine::builder(db)
+        .concurrency(args.concurrency)
+        .lease_ttl_ms(args.lease_ttl_ms)
+        .poll_ms(args.poll_ms)
+        .recovery(RecoveryPolicy::Resume);
+    for wf in wfs {
+        builder = builder.workflow_dyn(wf.clone());
+    }
+    let engine = builder.open().await.map_err(|e| open_error(db, e))?;
+    let steps = Arc::new(AtomicU64::new(0));
+    let counted = steps.clone();
+    engine.on_step(Arc::new(move |_, _, _| {
+        counted.fetch_add(1, Ordering::Relaxed);
+    }));
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            _ = terminate.recv() => break,
+            () = tokio::time::sleep(Duration::from_millis(args.poll_ms)) => {}
+        }
+        if args.exit_when_idle && idle(&engine)? {
+            break;
+        }
+    }
+    engine.shutdown().await;
+    let steps = steps.load(Ordering::Relaxed);
+    if args.common.json {
+        print_json(&json!({ "steps": steps }))
+    } else {
+        print_text(&format!("worker stopped after {steps} acknowledged steps"));
+        Ok(())
+    }
+}
+
+/// No thread is Running or Created.
+fn idle(engine: &Engine) -> anyhow::Result<bool> {
+    for status in [ThreadStatus::Running, ThreadStatus::Created] {
+        let filter = ThreadFilter { status: Some(status), ..ThreadFilter::default() };
+        if !engine.store().list_threads(&filter, Page { limit: 1, offset: 0 })?.is_empty() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
