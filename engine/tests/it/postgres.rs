@@ -91,3 +91,59 @@ async fn a_workflow_survives_a_crash_on_postgres_with_the_result_it_has_on_redb(
     // one never does.
     assert!((12..=13).contains(&effects.count()), "tool bodies ran {} times", effects.count());
 }
+
+/// Two engines on one database: one drives a thread, the other cancels it. The cancel is
+/// written by the second engine as a guarded change of the thread; the first engine's runner,
+/// stalled in a node meanwhile, is fenced: its next batch is refused, nothing it computed after
+/// the cancel reaches the log, and the thread stays Cancelled.
+#[tokio::test]
+async fn a_cancel_from_another_engine_fences_the_runner_that_drives_the_thread() {
+    use cairn::dsl::{Ctx, END, NodeOutput, START, Workflow};
+
+    let Some(cluster) = Cluster::start("a_cancel_from_another_engine_fences") else { return };
+    let url = cluster.new_database();
+    let (gate, gate_rx) = tokio::sync::watch::channel(false);
+    let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
+    let entered = std::sync::Mutex::new(Some(entered_tx));
+    let wf = Workflow::<Tally>::builder("stall", 1)
+        .node("stall", move |_s, _ctx: Ctx| {
+            let (mut gate, entered) = (gate_rx.clone(), entered.lock().unwrap().take());
+            async move {
+                if let Some(tx) = entered {
+                    let _ = tx.send(());
+                }
+                let _ = gate.wait_for(|open| *open).await;
+                Ok(NodeOutput::update((1, "stall".to_owned())))
+            }
+        })
+        .node("after", |_s, _ctx| async move { Ok(NodeOutput::update((1, "after".to_owned()))) })
+        .edge(START, "stall")
+        .edge("stall", "after")
+        .edge("after", END)
+        .build()
+        .unwrap();
+    let driver = Engine::builder(&url).workflow(&wf).open().await.unwrap();
+    driver.start("stall", Tally::default(), StartOptions::id("s")).await.unwrap();
+    entered_rx.await.unwrap();
+    // Another process's engine, as `cairn cancel` opens one: it parks what it finds.
+    let other =
+        Engine::builder(&url).recovery(RecoveryPolicy::Park).workflow(&wf).open().await.unwrap();
+    other.cancel("s", "stop it").await.unwrap();
+    assert_eq!(other.thread("s").unwrap().status().unwrap(), ThreadStatus::Cancelled);
+    let before = other.store().read_since(&"s".parse().unwrap(), cairn::Seq(0), 100).unwrap().len();
+    gate.send_replace(true);
+    // The driver's runner finishes its node and tries to write the step: refused.
+    let id: cairn::ThreadId = "s".parse().unwrap();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        cairn::testkit::runner_released(&driver, &id),
+    )
+    .await
+    .expect("the fenced runner stops");
+    let after = other.store().read_since(&id, cairn::Seq(0), 100).unwrap();
+    assert_eq!(after.len(), before, "the fenced runner wrote nothing after the cancel");
+    assert_eq!(other.thread("s").unwrap().status().unwrap(), ThreadStatus::Cancelled);
+    assert!(other.store().verify().unwrap().is_clean());
+    driver.shutdown().await;
+    other.shutdown().await;
+}
