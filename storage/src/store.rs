@@ -267,6 +267,13 @@ pub trait Store: Send + Sync + 'static {
     fn exclusive(&self) -> bool {
         true
     }
+
+    /// The last committed lsn, moving as commits land, where the database may be written by
+    /// other processes too (PostgreSQL: heard through LISTEN/NOTIFY): engines serving a shared
+    /// database look for work when it moves. `None` where only this process writes.
+    fn commits(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }
 
 /// Convenience helpers over any [`Store`]; each builds one batch and waits for its commit.

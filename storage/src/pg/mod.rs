@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+mod listen;
 mod pool;
 mod read;
 mod schema;
@@ -51,6 +52,8 @@ struct Inner {
     writer: Writer,
     durability: Durability,
     committed: watch::Receiver<u64>,
+    /// Commits of other stores on the database.
+    remote: watch::Receiver<u64>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -91,9 +94,13 @@ impl PgStore {
             .map_err(pg_error("read meta"))?
             .get(0);
         let (tx, committed) = watch::channel(from_db(last)?);
-        let writer = Writer::start(client, connect.clone(), tx)?;
+        let (remote_tx, remote) = watch::channel(from_db(last)?);
+        let tx = Arc::new(tx);
+        let token = token();
+        let writer = Writer::start(client, connect.clone(), tx.clone(), token)?;
+        listen::start(connect.clone(), listen::Heard { committed: tx, remote: remote_tx, token });
         let readers = Readers::start(&connect, READERS)?;
-        Ok(PgStore { inner: Arc::new(Inner { readers, writer, durability, committed }) })
+        Ok(PgStore { inner: Arc::new(Inner { readers, writer, durability, committed, remote }) })
     }
 
     fn read<T: Send + 'static>(
@@ -218,6 +225,23 @@ impl Store for PgStore {
     fn exclusive(&self) -> bool {
         false
     }
+
+    fn commits(&self) -> Option<watch::Receiver<u64>> {
+        Some(self.inner.remote.clone())
+    }
+}
+
+/// A number telling this store's notifications from others' (unique enough: time, process and
+/// a counter, hashed).
+fn token() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    std::hash::Hash::hash(&(now, std::process::id(), n), &mut h);
+    std::hash::Hasher::finish(&h)
 }
 
 /// A client error as a storage error of `op`.

@@ -48,12 +48,13 @@ impl Writer {
     pub fn start(
         client: Client,
         reconnect: Connect,
-        committed: watch::Sender<u64>,
+        committed: Arc<watch::Sender<u64>>,
+        token: u64,
     ) -> Result<Writer, Error> {
         let (ops, queue) = sync_channel(QUEUED_OPS_MAX);
         std::thread::Builder::new()
             .name("cairn-pg-writer".into())
-            .spawn(move || run(client, &reconnect, &queue, &committed))
+            .spawn(move || run(client, &reconnect, &queue, &committed, token))
             .map_err(|e| Error::Storage { op: "start the writer", source: Arc::new(e) })?;
         Ok(Writer { ops })
     }
@@ -75,7 +76,8 @@ fn run(
     mut client: Client,
     reconnect: &Connect,
     queue: &Receiver<Op>,
-    committed: &watch::Sender<u64>,
+    committed: &Arc<watch::Sender<u64>>,
+    token: u64,
 ) {
     while let Ok(first) = queue.recv() {
         // A connection the server or the network dropped is replaced before the next group
@@ -95,7 +97,7 @@ fn run(
         }
         let span = tracing::debug_span!("group_commit", backend = "postgres", ops = group.len());
         let _entered = span.enter();
-        commit_group(&mut client, group, committed);
+        commit_group(&mut client, group, committed, token);
     }
 }
 
@@ -125,7 +127,8 @@ impl Reply {
     }
 }
 
-fn commit_group(client: &mut Client, group: Vec<Op>, committed: &watch::Sender<u64>) {
+fn commit_group(client: &mut Client, group: Vec<Op>, committed: &watch::Sender<u64>, token: u64) {
+    let before_lsn = *committed.borrow();
     let mut replies = Vec::with_capacity(group.len());
     let mut waiting: std::collections::VecDeque<Op> = group.into();
     let outcome = (|| -> Result<Counters, Error> {
@@ -177,6 +180,16 @@ fn commit_group(client: &mut Client, group: Vec<Op>, committed: &watch::Sender<u
                 *last = (*last).max(counters.last_lsn);
                 moved
             });
+            // Tell the other processes, after the commit (a NOTIFY inside the transaction would
+            // take a cluster-wide lock at commit): their subscriptions and pollers wake at once.
+            if counters.last_lsn > before_lsn
+                && let Err(e) = client.execute(
+                    "SELECT pg_notify($1, $2)",
+                    &[&super::listen::CHANNEL, &format!("{} {token:x}", counters.last_lsn)],
+                )
+            {
+                tracing::debug!(error = %e, "commit notification not sent");
+            }
         }
         Err(e) => {
             tracing::warn!(error = %e, "a group commit failed; its writes are rolled back");

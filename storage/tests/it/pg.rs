@@ -264,3 +264,32 @@ fn a_dropped_connection_fails_its_group_and_the_store_reconnects() {
     }
     assert!(store.verify().unwrap().is_clean());
 }
+
+/// A subscription on a store that writes nothing (another process's, say) hears the commits of
+/// the store that writes, through LISTEN/NOTIFY, and follows them without polling.
+#[test]
+fn a_subscription_follows_the_commits_of_another_store() {
+    let Some(cluster) = Cluster::start("a_subscription_follows_another_store") else { return };
+    let (url, writer) = store(&cluster);
+    let reader = PgStore::connect(&url, Durability::Immediate).expect("second store");
+    create_thread(&writer, "t", 0);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut sub = reader.subscribe(Scope::All, 0).unwrap();
+    let mut heard = reader.commits().expect("a shared store announces commits");
+    let feeder = std::thread::spawn(move || {
+        for n in 1..=20 {
+            append(&writer, Batch { events: vec![event("t", n)], ..Batch::default() });
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    });
+    rt.block_on(async {
+        let deadline = std::time::Duration::from_secs(5);
+        for n in 1..=20u64 {
+            let e = tokio::time::timeout(deadline, sub.next()).await.expect("heard in time").unwrap();
+            assert_eq!(e.bookmark.seq, Seq(n));
+        }
+        // The other store's commits move the reader's view of remote commits.
+        assert!(*heard.borrow_and_update() >= 1);
+    });
+    feeder.join().unwrap();
+}

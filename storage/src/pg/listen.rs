@@ -1,0 +1,105 @@
+//! Commits of other processes, heard through LISTEN/NOTIFY: the writer of every store sends the
+//! last lsn of each group after its commit; this thread listens on a connection of its own and
+//! moves the store's `committed` watch, which wakes subscriptions and the engines' pollers.
+//!
+//! A notification can be lost (the listening connection drops, the server restarts): after any
+//! error the listener reconnects and reads the last lsn from the meta table at once, so a gap in
+//! notifications costs a delay, never an event. Subscriptions read the log by cursor, so a late
+//! or duplicated wake-up changes nothing they return.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use postgres::Client;
+use postgres::fallible_iterator::FallibleIterator as _;
+use tokio::sync::watch;
+
+use super::pool::Connect;
+use super::schema::LAST_LSN;
+
+/// The channel commits are announced on.
+pub(crate) const CHANNEL: &str = "cairn_commits";
+
+/// Longest wait between reconnection attempts.
+const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// The store's view of commits: all of them, and those of other stores only.
+pub(crate) struct Heard {
+    /// The last lsn committed by anyone.
+    pub committed: Arc<watch::Sender<u64>>,
+    /// The last lsn another store committed (this store's own commits leave it alone).
+    pub remote: watch::Sender<u64>,
+    /// This store's token in notifications.
+    pub token: u64,
+}
+
+/// Starts the listening thread; it ends when every receiver of `committed` is gone.
+pub(crate) fn start(connect: Connect, heard: Heard) {
+    let spawned = std::thread::Builder::new()
+        .name("cairn-pg-listener".into())
+        .spawn(move || listen(&connect, &heard));
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "no listener thread: other processes' commits are seen by polling only");
+    }
+}
+
+fn listen(connect: &Connect, heard: &Heard) {
+    let mut backoff = Duration::from_millis(50);
+    while !heard.committed.is_closed() {
+        match serve(connect, heard) {
+            Ok(()) => return,
+            Err(e) => {
+                tracing::debug!(error = %e, "listener connection lost; reconnecting");
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
+            }
+        }
+    }
+}
+
+/// Listens until the store is dropped (`Ok`) or the connection fails (`Err`).
+fn serve(connect: &Connect, heard: &Heard) -> Result<(), crate::Error> {
+    let committed = &heard.committed;
+    let mut client: Client = connect()?;
+    client.batch_execute(&format!("LISTEN {CHANNEL}")).map_err(super::pg_error("listen"))?;
+    // Whatever was committed while nobody listened: read it now.
+    let last: i64 = client
+        .query_one("SELECT value FROM cairn_meta WHERE key = $1", &[&LAST_LSN])
+        .map_err(super::pg_error("read meta"))?
+        .get(0);
+    let last = u64::try_from(last).unwrap_or(0);
+    publish(committed, last);
+    // What was missed may have been anyone's: the pollers look.
+    publish(&heard.remote, last);
+    loop {
+        if committed.is_closed() {
+            return Ok(());
+        }
+        {
+            let mut notifications = client.notifications();
+            let mut incoming = notifications.timeout_iter(Duration::from_millis(500));
+            while let Some(n) = incoming.next().map_err(super::pg_error("listen"))? {
+                let mut parts = n.payload().split(' ');
+                let lsn = parts.next().and_then(|l| l.parse::<u64>().ok());
+                let token = parts.next().and_then(|t| u64::from_str_radix(t, 16).ok());
+                if let Some(lsn) = lsn {
+                    publish(committed, lsn);
+                    if token != Some(heard.token) {
+                        publish(&heard.remote, lsn);
+                    }
+                }
+            }
+        }
+        if client.is_closed() {
+            return Err(crate::Error::Closed);
+        }
+    }
+}
+
+fn publish(committed: &watch::Sender<u64>, lsn: u64) {
+    committed.send_if_modified(|last| {
+        let moved = lsn > *last;
+        *last = (*last).max(lsn);
+        moved
+    });
+}
