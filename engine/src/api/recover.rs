@@ -122,9 +122,18 @@ impl Engine {
             report.children.push(id);
             return Ok(());
         }
+        let now = self.shell.clock.now_ms();
+        if !self.shell.store.exclusive()
+            && record.lease.is_none()
+            && now.saturating_sub(record.updated_at_ms) < orphan_grace_ms(&self.shell.config)
+        {
+            // Just created or woken by another engine, which drives it itself in a moment:
+            // taken over only if it is still without a driver after the grace.
+            return Ok(());
+        }
         if let Some(lease) = &record.lease
             && lease.owner != self.shell.owner
-            && !self.shell.coord.may_take_over(lease, self.shell.clock.now_ms())
+            && !self.shell.coord.may_take_over(lease, now)
         {
             // Another engine drives it and may still write: not ours to take.
             tracing::debug!(thread = %id, owner = %lease.owner, "thread left to its live owner");
@@ -200,3 +209,9 @@ impl Engine {
 /// How long a poller waits after hearing of a commit before it looks, so that a burst of
 /// commits costs one look.
 const POLL_GATHER: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// How long a runnable thread without a lease is left to the engine that made it runnable (it
+/// drives it itself right after its write) before another engine takes it over.
+fn orphan_grace_ms(config: &crate::Config) -> u64 {
+    config.poll_ms.saturating_mul(4).max(1_000)
+}

@@ -22,13 +22,16 @@ use crate::clock::Clock;
 use crate::error::Error;
 use crate::tasks::Tasks;
 
+/// How long the waiters' look after other processes' commits waits for more of them.
+const REMOTE_GATHER: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// The in-process coordinator.
 pub(crate) struct Local {
     clock: Arc<dyn Clock>,
     tasks: Tasks,
     claims: Claims,
-    watchers: Watchers,
-    lock_releases: watch::Sender<u64>,
+    watchers: Arc<Watchers>,
+    lock_releases: Arc<watch::Sender<u64>>,
     armed: Arc<Armed>,
     wake: OnceLock<Arc<dyn Wake>>,
     /// Whether this process is the only one on its database (a redb file, whose lock proves
@@ -45,16 +48,44 @@ impl Local {
         tasks: Tasks,
         exclusive: bool,
     ) -> Self {
-        Self {
+        let commits = store.commits();
+        let local = Self {
             clock,
             tasks,
             claims: Claims::default(),
-            watchers: Watchers::new(store),
-            lock_releases: watch::Sender::new(0),
+            watchers: Arc::new(Watchers::new(store)),
+            lock_releases: Arc::new(watch::Sender::new(0)),
             armed: Arc::new(Armed::default()),
             wake: OnceLock::new(),
             exclusive,
+        };
+        if let Some(commits) = commits {
+            local.follow_remote_commits(commits);
         }
+        local
+    }
+
+    /// On a shared database: after other processes commit, waiters of this process look at the
+    /// stored status again (a thread driven elsewhere is notified by nobody here), and lock
+    /// waiters try again (the commit may have released a lock).
+    fn follow_remote_commits(&self, mut commits: watch::Receiver<u64>) {
+        let watchers = self.watchers.clone();
+        let lock_releases = self.lock_releases.clone();
+        let stopping = self.tasks.stopping().clone();
+        self.tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    changed = commits.changed() => if changed.is_err() { return },
+                    () = stopping.cancelled() => return,
+                }
+                // Gather a burst of commits into one look.
+                tokio::time::sleep(REMOTE_GATHER).await;
+                commits.borrow_and_update();
+                watchers.refresh_all();
+                // A lock another process released: waiters try again now.
+                lock_releases.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        });
     }
 }
 

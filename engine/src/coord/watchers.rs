@@ -46,6 +46,19 @@ impl Watchers {
         }
     }
 
+    /// Publishes the stored status of every thread someone waits on (another process may have
+    /// moved it: on a shared database, status changes of threads driven elsewhere arrive this
+    /// way).
+    pub fn refresh_all(&self) {
+        let threads: Vec<ThreadId> = self.channels().keys().cloned().collect();
+        for thread in threads {
+            let current = self.channels().get(&thread).map(|tx| *tx.borrow());
+            if let Some(status) = current {
+                self.changed(&thread, status);
+            }
+        }
+    }
+
     /// Drops `thread`'s channel if nobody listens to it any more.
     pub fn unwatch_if_unused(&self, thread: &ThreadId) {
         let mut channels = self.channels();

@@ -147,3 +147,50 @@ async fn a_cancel_from_another_engine_fences_the_runner_that_drives_the_thread()
     driver.shutdown().await;
     other.shutdown().await;
 }
+
+/// Two engines on one database: a thread started on a busy engine (its only permit held) is
+/// taken over by the other once the start's grace has passed, and the handle on the first engine,
+/// whose own runner never drove it, sees it finish (waiters follow other processes' commits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_started_on_a_busy_engine_is_finished_by_another_and_its_waiter_sees_it() {
+    use cairn::dsl::{Ctx, END, NodeOutput, START, Workflow};
+
+    let Some(cluster) = Cluster::start("a_thread_started_on_a_busy_engine") else { return };
+    let url = cluster.new_database();
+    let (gate, gate_rx) = tokio::sync::watch::channel(false);
+    let busy = Workflow::<Tally>::builder("busy", 1)
+        .node("hold", move |_s, _ctx: Ctx| {
+            let mut gate = gate_rx.clone();
+            async move {
+                let _ = gate.wait_for(|open| *open).await;
+                Ok(NodeOutput::update((1, "hold".to_owned())))
+            }
+        })
+        .edge(START, "hold")
+        .edge("hold", END)
+        .build()
+        .unwrap();
+    let wf = linear(3, Effects::default());
+    let open = |concurrency| {
+        Engine::builder(&url)
+            .concurrency(concurrency)
+            .poll_ms(50)
+            .workflow(&busy)
+            .workflow(&wf)
+            .open()
+    };
+    let first = open(1).await.unwrap();
+    let second = open(4).await.unwrap();
+    first.start("busy", Tally::default(), StartOptions::id("hold")).await.unwrap();
+    let queued = first.start("linear", Tally::default(), StartOptions::id("queued")).await.unwrap();
+    let done = tokio::time::timeout(std::time::Duration::from_secs(20), queued.finished())
+        .await
+        .expect("the waiter on the first engine hears the end")
+        .unwrap();
+    assert_eq!(done.status, ThreadStatus::Completed);
+    gate.send_replace(true);
+    first.thread("hold").unwrap().finished().await.unwrap();
+    assert!(first.store().verify().unwrap().is_clean());
+    first.shutdown().await;
+    second.shutdown().await;
+}

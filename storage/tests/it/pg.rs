@@ -285,7 +285,8 @@ fn a_subscription_follows_the_commits_of_another_store() {
     rt.block_on(async {
         let deadline = std::time::Duration::from_secs(5);
         for n in 1..=20u64 {
-            let e = tokio::time::timeout(deadline, sub.next()).await.expect("heard in time").unwrap();
+            let e =
+                tokio::time::timeout(deadline, sub.next()).await.expect("heard in time").unwrap();
             assert_eq!(e.bookmark.seq, Seq(n));
         }
         // The other store's commits move the reader's view of remote commits.

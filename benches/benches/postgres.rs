@@ -1,0 +1,198 @@
+//! PostgreSQL benchmark: the 10-node linear workflow of the engine benchmark, run by 1, 2 and 4
+//! engines sharing one PostgreSQL database, each with 64 threads in flight, against one engine on
+//! a redb file running the same threads.
+//!
+//! `cargo bench -p cairn-benches --bench postgres` starts a throwaway cluster (Debian's
+//! `postgresql` package; `cairn_storage::pg_cluster`) and prints `BENCH` and `RATIO` lines:
+//! node-steps/s per number of engines, the time from start to completion of a thread divided by
+//! its steps (p50 and p99 over all threads of a run, the acknowledgement latency of a step under
+//! that load), SQL commits per node-step (from `pg_stat_database`), and the ratios
+//! `pg_4_workers_vs_1` and `pg_1_worker_vs_redb`. Every figure is the median of
+//! `CAIRN_BENCH_RUNS` runs (default 3). The engines run in this one process (one store, one
+//! writer connection, four reader connections and a listener each), on the machine that also
+//! runs the server.
+#![allow(clippy::print_stdout, reason = "a benchmark's output is its printed figures")]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cairn::dsl::{Ctx, NodeOutput, Workflow};
+use cairn::{Durability, END, Engine, Replace, START, StartOptions, ThreadStatus};
+use cairn_benches::{bench_line, median, per_second, ratio_line, scratch_dir};
+use cairn_storage::pg_cluster::Cluster;
+
+/// Nodes of the workflow, each one step.
+const NODES: u64 = 10;
+/// The workflow's id.
+const WORKFLOW: &str = "bench-linear";
+/// Threads in flight per engine.
+const CLIENTS: usize = 64;
+/// Threads each client runs one after the other.
+const THREADS_PER_CLIENT: usize = 4;
+/// Runs per figure.
+const RUNS: usize = 3;
+
+fn main() -> anyhow::Result<()> {
+    let runs: usize = match std::env::var("CAIRN_BENCH_RUNS") {
+        Ok(v) => v.parse()?,
+        Err(_) => RUNS,
+    };
+    let Some(cluster) = Cluster::start("bench postgres") else {
+        println!("# no PostgreSQL cluster could start: nothing measured");
+        return Ok(());
+    };
+    let root = scratch_dir(Path::new(env!("CARGO_TARGET_TMPDIR")))?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    println!("# {runs} runs per figure; {CLIENTS} threads in flight per engine");
+    let mut by_workers = Vec::new();
+    for workers in [1usize, 2, 4] {
+        let (mut rate, mut p50, mut p99, mut commits) = (vec![], vec![], vec![], vec![]);
+        for _ in 0..runs {
+            let url = cluster.new_database();
+            let before = xact_commits(&url)?;
+            let run = runtime.block_on(shared(&url, workers))?;
+            let after = xact_commits(&url)?;
+            rate.push(run.rate);
+            p50.push(run.p50_ms);
+            p99.push(run.p99_ms);
+            commits.push((after - before) as f64 / run.steps as f64);
+        }
+        let rate = median(rate);
+        println!(
+            "{}",
+            bench_line(&format!("pg_{workers}_workers_64_threads_each"), rate, "node-steps/s")
+        );
+        println!(
+            "{}",
+            bench_line(&format!("pg_{workers}_workers_step_latency_p50"), median(p50), "ms")
+        );
+        println!(
+            "{}",
+            bench_line(&format!("pg_{workers}_workers_step_latency_p99"), median(p99), "ms")
+        );
+        println!(
+            "{}",
+            bench_line(
+                &format!("pg_{workers}_workers_commits_per_step"),
+                median(commits),
+                "commits"
+            )
+        );
+        by_workers.push(rate);
+    }
+    let mut redb = Vec::new();
+    for n in 0..runs {
+        let path = root.path().join(format!("redb-{n}.redb"));
+        let run = runtime.block_on(async {
+            let engine = Engine::builder(&path)
+                .durability(Durability::Immediate)
+                .workflow(&linear()?)
+                .open()
+                .await?;
+            let run = drive(&[engine.clone()]).await?;
+            engine.shutdown().await;
+            Ok::<_, anyhow::Error>(run)
+        })?;
+        redb.push(run.rate);
+    }
+    let redb = median(redb);
+    println!("{}", bench_line("redb_1_engine_64_threads", redb, "node-steps/s"));
+    println!("{}", ratio_line("pg_4_workers_vs_1", by_workers[2] / by_workers[0]));
+    println!("{}", ratio_line("pg_1_worker_vs_redb", by_workers[0] / redb));
+    Ok(())
+}
+
+/// What one run measured.
+struct Run {
+    steps: u64,
+    rate: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+/// `workers` engines on the database at `url`, each running its share of threads.
+async fn shared(url: &str, workers: usize) -> anyhow::Result<Run> {
+    let mut engines = Vec::new();
+    for _ in 0..workers {
+        engines.push(Engine::builder(url).concurrency(CLIENTS).workflow(&linear()?).open().await?);
+    }
+    let run = drive(&engines).await?;
+    for engine in engines {
+        engine.shutdown().await;
+    }
+    Ok(run)
+}
+
+/// Runs `CLIENTS` x `THREADS_PER_CLIENT` threads on each engine, all at once.
+async fn drive(engines: &[Engine]) -> anyhow::Result<Run> {
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for (e, engine) in engines.iter().enumerate() {
+        for client in 0..CLIENTS {
+            let engine = engine.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut took = Vec::with_capacity(THREADS_PER_CLIENT);
+                for n in 0..THREADS_PER_CLIENT {
+                    let t = Instant::now();
+                    let id = format!("e{e}-c{client:02}-{n:03}");
+                    let handle = engine.start(WORKFLOW, 0u64, StartOptions::id(id)).await?;
+                    let outcome = handle.finished().await?;
+                    anyhow::ensure!(outcome.status == ThreadStatus::Completed, "{outcome:?}");
+                    took.push(t.elapsed());
+                }
+                Ok::<_, anyhow::Error>(took)
+            }));
+        }
+    }
+    let mut took: Vec<Duration> = Vec::new();
+    for task in tasks {
+        took.extend(task.await??);
+    }
+    let elapsed = started.elapsed();
+    let steps = took.len() as u64 * NODES;
+    took.sort();
+    let per_step = |q: f64| {
+        let i = ((took.len() as f64 * q) as usize).min(took.len() - 1);
+        took[i].as_secs_f64() * 1e3 / NODES as f64
+    };
+    Ok(Run {
+        steps,
+        rate: per_second(steps, elapsed),
+        p50_ms: per_step(0.5),
+        p99_ms: per_step(0.99),
+    })
+}
+
+/// Transactions committed in the database at `url` so far.
+fn xact_commits(url: &str) -> anyhow::Result<i64> {
+    let url = url.to_owned();
+    std::thread::spawn(move || -> anyhow::Result<i64> {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls)?;
+        // The statistics collector reports with a delay: ask for a fresh snapshot.
+        client.batch_execute("SELECT pg_stat_clear_snapshot()")?;
+        Ok(client
+            .query_one(
+                "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()",
+                &[],
+            )?
+            .get(0))
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the statistics query panicked"))?
+}
+
+fn linear() -> anyhow::Result<Workflow<Replace<u64>>> {
+    let mut b = Workflow::<Replace<u64>>::builder(WORKFLOW, 1);
+    for i in 0..NODES {
+        b = b.node(format!("n{i}"), |s: Arc<Replace<u64>>, _ctx: Ctx| async move {
+            Ok(NodeOutput::update(s.0 + 1))
+        });
+    }
+    b = b.edge(START, "n0");
+    for i in 1..NODES {
+        b = b.edge(format!("n{}", i - 1), format!("n{i}"));
+    }
+    Ok(b.edge(format!("n{}", NODES - 1), END).build()?)
+}
