@@ -91,7 +91,7 @@ fn main() -> anyhow::Result<()> {
                 .workflow(&linear()?)
                 .open()
                 .await?;
-            let run = drive(&[engine.clone()]).await?;
+            let run = drive(std::slice::from_ref(&engine)).await?;
             engine.shutdown().await;
             Ok::<_, anyhow::Error>(run)
         })?;
