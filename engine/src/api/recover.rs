@@ -163,8 +163,7 @@ impl Engine {
 impl Engine {
     /// On a database other engines share: looks for work every [`crate::Config::poll_ms`]
     /// (with jitter, so that engines started together do not poll together) until shutdown.
-    /// It also looks when another process commits (heard through the store's
-    /// [`cairn_storage::Store::commits`]). Each look is a recovery pass: runnable threads whose
+    /// Each look is a recovery pass: runnable threads whose
     /// lease lapsed (their engine died or stalled) are taken over, due timers and deadlines are
     /// armed, so a thread sleeping on one
     /// engine wakes on whichever is alive when it is due (the first to record the timer wins;
@@ -172,31 +171,14 @@ impl Engine {
     pub(crate) fn spawn_poller(&self) {
         let engine = self.clone();
         let stopping = self.shell.tasks.stopping().clone();
-        let mut commits = self.shell.store.commits();
         self.shell.tasks.spawn(async move {
             loop {
                 let base = engine.shell.config.poll_ms;
                 let jitter = engine.shell.ids.random_u64() % (base / 2 + 1);
                 let pause = std::time::Duration::from_millis(base - base / 4 + jitter);
-                let commit = async {
-                    match commits.as_mut() {
-                        Some(rx) => {
-                            if rx.changed().await.is_err() {
-                                std::future::pending::<()>().await;
-                            }
-                        }
-                        None => std::future::pending().await,
-                    }
-                };
                 tokio::select! {
                     () = tokio::time::sleep(pause) => {}
-                    // Another process committed: look now, after a moment that gathers a burst
-                    // of commits into one look.
-                    () = commit => tokio::time::sleep(POLL_GATHER).await,
                     () = stopping.cancelled() => return,
-                }
-                if stopping.is_cancelled() {
-                    return;
                 }
                 if let Err(e) = engine.recover_all().await {
                     tracing::warn!(error = %e, "looking for work on the shared database");
@@ -205,10 +187,6 @@ impl Engine {
         });
     }
 }
-
-/// How long a poller waits after hearing of a commit before it looks, so that a burst of
-/// commits costs one look.
-const POLL_GATHER: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// How long a runnable thread without a lease is left to the engine that made it runnable (it
 /// drives it itself right after its write) before another engine takes it over.

@@ -29,7 +29,7 @@ const REMOTE_GATHER: std::time::Duration = std::time::Duration::from_millis(10);
 pub(crate) struct Local {
     clock: Arc<dyn Clock>,
     tasks: Tasks,
-    claims: Claims,
+    claims: Arc<Claims>,
     watchers: Arc<Watchers>,
     lock_releases: Arc<watch::Sender<u64>>,
     armed: Arc<Armed>,
@@ -52,7 +52,7 @@ impl Local {
         let local = Self {
             clock,
             tasks,
-            claims: Claims::default(),
+            claims: Arc::default(),
             watchers: Arc::new(Watchers::new(store)),
             lock_releases: Arc::new(watch::Sender::new(0)),
             armed: Arc::new(Armed::default()),
@@ -70,6 +70,7 @@ impl Local {
     /// waiters try again (the commit may have released a lock).
     fn follow_remote_commits(&self, mut commits: watch::Receiver<u64>) {
         let watchers = self.watchers.clone();
+        let claims = self.claims.clone();
         let lock_releases = self.lock_releases.clone();
         let stopping = self.tasks.stopping().clone();
         self.tasks.spawn(async move {
@@ -81,7 +82,8 @@ impl Local {
                 // Gather a burst of commits into one look.
                 tokio::time::sleep(REMOTE_GATHER).await;
                 commits.borrow_and_update();
-                watchers.refresh_all();
+                // Threads this process drives are notified by their runners.
+                watchers.refresh_all(|t| claims.get(t).is_some());
                 // A lock another process released: waiters try again now.
                 lock_releases.send_modify(|n| *n = n.wrapping_add(1));
             }

@@ -46,11 +46,11 @@ impl Watchers {
         }
     }
 
-    /// Publishes the stored status of every thread someone waits on (another process may have
-    /// moved it: on a shared database, status changes of threads driven elsewhere arrive this
-    /// way).
-    pub fn refresh_all(&self) {
-        let threads: Vec<ThreadId> = self.channels().keys().cloned().collect();
+    /// Publishes the stored status of every thread someone waits on but `skip` (another process
+    /// may have moved it: on a shared database, status changes of threads driven elsewhere
+    /// arrive this way).
+    pub fn refresh_all(&self, skip: impl Fn(&ThreadId) -> bool) {
+        let threads: Vec<ThreadId> = self.channels().keys().filter(|t| !skip(t)).cloned().collect();
         for thread in threads {
             let current = self.channels().get(&thread).map(|tx| *tx.borrow());
             if let Some(status) = current {
