@@ -64,6 +64,7 @@ mod bytes_serde;
 mod checkpoint;
 mod clock;
 pub mod codec;
+pub mod copy;
 mod error;
 mod event;
 #[cfg(feature = "fault-injection")]

@@ -38,6 +38,7 @@ mod bundle;
 mod checkpoints;
 mod common;
 mod control;
+mod copy;
 mod demo;
 mod events;
 mod fold;
@@ -125,6 +126,9 @@ enum Command {
     /// Replay a thread against the compiled-in code with its recorded results and report the
     /// first divergence (`--verify`: exit 1 on a divergence).
     Replay(replay::ReplayArgs),
+    /// Copy threads (logs, checkpoints, payloads) between databases: a file and a PostgreSQL
+    /// URL, either way.
+    Copy(copy::CopyArgs),
     /// Serve a shared (PostgreSQL) database: drive its runnable threads, take over those of
     /// stopped workers, fire due timers, until interrupted.
     Worker(worker::WorkerArgs),
@@ -233,6 +237,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Replay(args) => replay::replay(args, wfs).await?,
         Command::Hold(args) => hold::hold(args).await?,
         Command::Worker(args) => worker::worker(args, wfs).await?,
+        Command::Copy(args) => copy::copy(args).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,169 @@
+//! Copying threads from one store to another (a redb file to PostgreSQL and back), through the
+//! [`Store`] trait only: each thread's record, its whole log in order, its checkpoints (each
+//! in the batch with the event it covers, so it covers the same seq) and the payloads its events
+//! refer to. Seqs, timestamps and every byte of the events' bodies are kept; lsns and checkpoint
+//! ids are the destination's (they are positions in a store, not in a thread). Leases are not
+//! copied: a copied thread is driven by nobody until an engine on the destination takes it.
+//!
+//! # Examples
+//! ```no_run
+//! # async fn run(from: &dyn cairn_storage::Store, to: &dyn cairn_storage::Store) -> Result<(), cairn_storage::Error> {
+//! let report = cairn_storage::copy::copy_all(from, to).await?;
+//! assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+//! # Ok(()) }
+//! ```
+
+use crate::{
+    Batch, CheckpointFilter, Error, Guard, NewCheckpoint, NewEvent, Page, Seq, Store, ThreadFilter,
+    ThreadId,
+};
+
+/// Events per batch written to the destination.
+const COPY_BATCH_EVENTS: usize = 1_000;
+/// Threads listed per page of the source.
+const THREADS_PAGE: usize = 500;
+
+/// What a copy did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CopyReport {
+    /// Threads copied.
+    pub copied: Vec<ThreadId>,
+    /// Threads left alone, with why (already in the destination, pruned).
+    pub skipped: Vec<(ThreadId, String)>,
+    /// Events written.
+    pub events: u64,
+    /// Checkpoints written.
+    pub checkpoints: u64,
+    /// Payloads written (each once per batch that needs it; the destination keeps one copy).
+    pub payloads: u64,
+}
+
+/// Copies every thread of `from` into `to` (see the module documentation); a thread the
+/// destination has already, or whose log was pruned, is skipped and reported.
+///
+/// # Errors
+/// Reading the source or writing the destination failed; threads copied before stay copied.
+pub async fn copy_all(from: &dyn Store, to: &dyn Store) -> Result<CopyReport, Error> {
+    let mut report = CopyReport::default();
+    let mut offset = 0;
+    loop {
+        let page =
+            from.list_threads(&ThreadFilter::default(), Page { limit: THREADS_PAGE, offset })?;
+        offset += page.len();
+        for record in &page {
+            copy_thread(from, to, &record.id, &mut report).await?;
+        }
+        if page.len() < THREADS_PAGE {
+            return Ok(report);
+        }
+    }
+}
+
+/// Copies thread `id` of `from` into `to`, adding to `report`.
+///
+/// # Errors
+/// [`Error::UnknownThread`] if the source has no such thread; reads and writes failing.
+pub async fn copy_thread(
+    from: &dyn Store,
+    to: &dyn Store,
+    id: &ThreadId,
+    report: &mut CopyReport,
+) -> Result<(), Error> {
+    let record = from.thread(id)?.ok_or_else(|| Error::UnknownThread(id.clone()))?;
+    if record.first_seq.0 > 1 {
+        let why = format!(
+            "its log was pruned (it starts at seq {}): copy keeps logs whole",
+            record.first_seq.0
+        );
+        report.skipped.push((id.clone(), why));
+        return Ok(());
+    }
+    if to.thread(id)?.is_some() {
+        report.skipped.push((id.clone(), "the destination has a thread with this id".into()));
+        return Ok(());
+    }
+    let mut checkpoints = Vec::new();
+    let mut offset = 0;
+    loop {
+        let filter = CheckpointFilter { thread: Some(id.clone()), ..CheckpointFilter::default() };
+        let page = from.list_checkpoints(&filter, Page { limit: THREADS_PAGE, offset })?;
+        offset += page.len();
+        let done = page.len() < THREADS_PAGE;
+        checkpoints.extend(page);
+        if done {
+            break;
+        }
+    }
+    // Oldest first, so each goes into the batch of the event it covers.
+    checkpoints.sort_by_key(|c| (c.covers.seq, c.id));
+    let mut checkpoints = checkpoints.into_iter().peekable();
+    let last = record.last.map_or(0, |b| b.seq.0);
+    // The first batch creates the thread (its record as the source has it now) and checks that
+    // nobody created it meanwhile.
+    let mut batch = Batch {
+        threads: vec![record.clone()],
+        guards: vec![Guard::Absent { thread: id.clone() }],
+        ..Batch::default()
+    };
+    let mut after = Seq(0);
+    while after.0 < last {
+        for event in from.read_since(id, after, COPY_BATCH_EVENTS)? {
+            after = event.bookmark.seq;
+            if let Some(r) = event.payload
+                && !batch.payloads.iter().any(|p| crate::PayloadRef::of(p) == r)
+            {
+                batch.payloads.push(from.payload(&r)?);
+                report.payloads += 1;
+            }
+            batch.events.push(NewEvent {
+                thread: event.thread,
+                kind: event.kind,
+                node: event.node,
+                status: event.status,
+                summary: event.summary,
+                payload: event.payload,
+                data: event.data,
+                at_ms: event.bookmark.at_ms,
+            });
+            report.events += 1;
+            let mut closes = false;
+            while let Some(info) = checkpoints.next_if(|c| c.covers.seq == after) {
+                let full = from.checkpoint(info.id)?.ok_or(Error::UnknownCheckpoint(info.id))?;
+                batch.checkpoints.push(NewCheckpoint {
+                    thread: full.thread,
+                    workflow: full.workflow,
+                    kind: full.kind,
+                    snapshot: full.snapshot,
+                    meta: full.meta,
+                    created_at_ms: full.created_at_ms,
+                });
+                report.checkpoints += 1;
+                closes = true;
+            }
+            // A checkpoint covers the last event of its batch: it closes the batch. So does a
+            // full batch, or one whose payloads reach a payload's size limit.
+            let payload_bytes: usize = batch.payloads.iter().map(Vec::len).sum();
+            if closes
+                || batch.events.len() >= COPY_BATCH_EVENTS
+                || payload_bytes >= crate::limits::PAYLOAD_BYTES_MAX
+            {
+                write(to, std::mem::take(&mut batch)).await?;
+            }
+        }
+    }
+    if !batch.is_empty() {
+        write(to, batch).await?;
+    }
+    let copied_last = to.thread(id)?.and_then(|r| r.last).map_or(0, |b| b.seq.0);
+    if copied_last != last {
+        return Err(Error::Invalid {
+            detail: format!("thread {id} was copied up to seq {copied_last}, not {last}"),
+        });
+    }
+    report.copied.push(id.clone());
+    Ok(())
+}
+
+async fn write(to: &dyn Store, batch: Batch) -> Result<(), Error> {
+    to.append(batch)?.wait().await.map(|_| ())
+}
