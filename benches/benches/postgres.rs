@@ -6,7 +6,8 @@
 //! `postgresql` package; `cairn_storage::pg_cluster`) and prints `BENCH` and `RATIO` lines:
 //! node-steps/s per number of engines, the time from start to completion of a thread divided by
 //! its steps (p50 and p99 over all threads of a run, the acknowledgement latency of a step under
-//! that load), write transactions per node-step (transaction ids assigned), and the ratios
+//! that load), transaction ids assigned per node-step (group commits, savepoints, notifications;
+//! not reads), and the ratios
 //! `pg_4_workers_vs_1` and `pg_1_worker_vs_redb`. Every figure is the median of
 //! `CAIRN_BENCH_RUNS` runs (default 3). The engines run in this one process (one store, one
 //! writer connection, four reader connections and a listener each), on the machine that also
@@ -74,11 +75,7 @@ fn main() -> anyhow::Result<()> {
         );
         println!(
             "{}",
-            bench_line(
-                &format!("pg_{workers}_workers_write_transactions_per_step"),
-                median(commits),
-                "transactions"
-            )
+            bench_line(&format!("pg_{workers}_workers_xids_per_step"), median(commits), "xids")
         );
         by_workers.push(rate);
     }
@@ -165,9 +162,9 @@ async fn drive(engines: &[Engine]) -> anyhow::Result<Run> {
     })
 }
 
-/// The next transaction id the cluster will assign: only transactions that write take one, so
-/// the difference over a run counts write transactions (group commits and their notifications),
-/// not reads.
+/// The next transaction id the cluster will assign: only transactions and savepoints that write
+/// or lock rows take one, so the difference over a run counts those (a group commit, a savepoint
+/// per batch in a group of several, a notification), not reads.
 fn next_xid(url: &str) -> anyhow::Result<i64> {
     let url = url.to_owned();
     std::thread::spawn(move || -> anyhow::Result<i64> {

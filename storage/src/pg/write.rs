@@ -10,7 +10,10 @@
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 
-use postgres::{Client, Transaction};
+use std::collections::HashMap;
+
+use postgres::types::ToSql;
+use postgres::{Client, Row, Statement, Transaction};
 use tokio::sync::{oneshot, watch};
 
 use super::pool::Connect;
@@ -79,12 +82,16 @@ fn run(
     committed: &Arc<watch::Sender<u64>>,
     token: u64,
 ) {
+    let mut cache = Statements::default();
     while let Ok(first) = queue.recv() {
         // A connection the server or the network dropped is replaced before the next group
         // (the group on it failed; its callers were told).
         if client.is_closed() {
             match reconnect() {
-                Ok(fresh) => client = fresh,
+                Ok(fresh) => {
+                    client = fresh;
+                    cache = Statements::default();
+                }
                 Err(e) => tracing::warn!(error = %e, "the writer cannot reconnect yet"),
             }
         }
@@ -97,7 +104,7 @@ fn run(
         }
         let span = tracing::debug_span!("group_commit", backend = "postgres", ops = group.len());
         let _entered = span.enter();
-        commit_group(&mut client, group, committed, token);
+        commit_group(&mut client, &mut cache, group, committed, token);
     }
 }
 
@@ -127,33 +134,53 @@ impl Reply {
     }
 }
 
-fn commit_group(client: &mut Client, group: Vec<Op>, committed: &watch::Sender<u64>, token: u64) {
+fn commit_group(
+    client: &mut Client,
+    cache: &mut Statements,
+    group: Vec<Op>,
+    committed: &watch::Sender<u64>,
+    token: u64,
+) {
     let before_lsn = *committed.borrow();
     let mut replies = Vec::with_capacity(group.len());
     let mut waiting: std::collections::VecDeque<Op> = group.into();
     let outcome = (|| -> Result<Counters, Error> {
-        let mut tx = client.transaction().map_err(pg_error("begin"))?;
+        let mut inner = client.transaction().map_err(pg_error("begin"))?;
+        let mut tx = Tx { tx: &mut inner, cache };
         let mut counters = lock_counters(&mut tx)?;
         let before = counters;
+        // A batch alone in its group needs no savepoint: if it fails, nothing of it commits
+        // (a refusal writes nothing; a failed write aborts the transaction).
+        let alone = waiting.len() == 1;
         while let Some(op) = waiting.pop_front() {
             let reply = match op {
-                Op::Append(batch, answer) => {
-                    Reply::Append(answer, savepoint(&mut tx, |tx| append(tx, &mut counters, batch)))
-                }
+                Op::Append(batch, answer) => Reply::Append(
+                    answer,
+                    savepoint(&mut tx, alone, |tx| append(tx, &mut counters, batch)),
+                ),
                 Op::DeleteCheckpoint(id, answer) => Reply::Delete(
                     answer,
-                    savepoint(&mut tx, |tx| {
-                        remove_checkpoints(tx, "id = $1", &[&to_db(id.0)?]).map(|n| n > 0)
+                    savepoint(&mut tx, alone, |tx| {
+                        remove_checkpoints(
+                            tx,
+                            "SELECT id, info FROM cairn_checkpoints WHERE id = $1 FOR UPDATE",
+                            &[&to_db(id.0)?],
+                        )
+                        .map(|n| n > 0)
                     }),
                 ),
                 Op::ClearCheckpoints(thread, answer) => Reply::Clear(
                     answer,
-                    savepoint(&mut tx, |tx| {
-                        remove_checkpoints(tx, "thread = $1", &[&thread.as_str()])
+                    savepoint(&mut tx, alone, |tx| {
+                        remove_checkpoints(
+                            tx,
+                            "SELECT id, info FROM cairn_checkpoints WHERE thread = $1 FOR UPDATE",
+                            &[&thread.as_str()],
+                        )
                     }),
                 ),
                 Op::Prune(thread, keep, answer) => {
-                    Reply::Prune(answer, savepoint(&mut tx, |tx| prune(tx, &thread, keep)))
+                    Reply::Prune(answer, savepoint(&mut tx, alone, |tx| prune(tx, &thread, keep)))
                 }
             };
             // A savepoint that could not be set or ended means the connection failed: the
@@ -167,7 +194,7 @@ fn commit_group(client: &mut Client, group: Vec<Op>, committed: &watch::Sender<u
         if counters != before {
             store_counters(&mut tx, counters)?;
         }
-        tx.commit().map_err(pg_error("commit"))?;
+        inner.commit().map_err(pg_error("commit"))?;
         Ok(counters)
     })();
     match outcome {
@@ -204,12 +231,17 @@ fn commit_group(client: &mut Client, group: Vec<Op>, committed: &watch::Sender<u
     }
 }
 
-/// Runs `f` inside a savepoint, rolled back when `f` fails. An error setting or ending the
+/// Runs `f` inside a savepoint (unless the batch is `alone` in its group), rolled back when `f`
+/// fails. An error setting or ending the
 /// savepoint is returned as [`Error::Storage`] with op `savepoint` (the connection failed).
 fn savepoint<T>(
-    tx: &mut Transaction<'_>,
-    f: impl FnOnce(&mut Transaction<'_>) -> Result<T, Error>,
+    tx: &mut Tx<'_, '_>,
+    alone: bool,
+    f: impl FnOnce(&mut Tx<'_, '_>) -> Result<T, Error>,
 ) -> Result<T, Error> {
+    if alone {
+        return f(tx);
+    }
     tx.batch_execute("SAVEPOINT cairn_batch").map_err(pg_error("savepoint"))?;
     let result = f(tx);
     let end = if result.is_ok() {
@@ -247,7 +279,7 @@ impl Reply {
 }
 
 /// Locks the counter rows for this transaction (serialising writers) and reads them.
-fn lock_counters(tx: &mut Transaction<'_>) -> Result<Counters, Error> {
+fn lock_counters(tx: &mut Tx<'_, '_>) -> Result<Counters, Error> {
     let rows = tx
         .query(
             "SELECT key, value FROM cairn_meta WHERE key IN ($1, $2) ORDER BY key FOR UPDATE",
@@ -267,7 +299,7 @@ fn lock_counters(tx: &mut Transaction<'_>) -> Result<Counters, Error> {
     Ok(counters)
 }
 
-fn store_counters(tx: &mut Transaction<'_>, c: Counters) -> Result<(), Error> {
+fn store_counters(tx: &mut Tx<'_, '_>, c: Counters) -> Result<(), Error> {
     for (key, value) in [(LAST_LSN, c.last_lsn), (LAST_CHECKPOINT_ID, c.last_checkpoint_id)] {
         tx.execute("UPDATE cairn_meta SET value = $2 WHERE key = $1", &[&key, &to_db(value)?])
             .map_err(pg_error("write the counters"))?;
@@ -276,9 +308,9 @@ fn store_counters(tx: &mut Transaction<'_>, c: Counters) -> Result<(), Error> {
 }
 
 /// The rows a plan reads, through the group's transaction (which sees the earlier batches).
-struct State<'a, 'b>(&'a mut Transaction<'b>);
+struct State<'a, 'b, 'c>(&'a mut Tx<'b, 'c>);
 
-impl PlanState for State<'_, '_> {
+impl PlanState for State<'_, '_, '_> {
     fn stored_thread(&mut self, id: &ThreadId) -> Result<Option<StoredThread>, Error> {
         let row = self
             .0
@@ -316,18 +348,14 @@ impl PlanState for State<'_, '_> {
     }
 }
 
-fn append(
-    tx: &mut Transaction<'_>,
-    counters: &mut Counters,
-    batch: Batch,
-) -> Result<Appended, Error> {
+fn append(tx: &mut Tx<'_, '_>, counters: &mut Counters, batch: Batch) -> Result<Appended, Error> {
     let planned = plan(&mut State(tx), *counters, batch)?;
     let appended = write_plan(tx, &planned)?;
     *counters = planned.counters;
     Ok(appended)
 }
 
-fn write_plan(tx: &mut Transaction<'_>, plan: &Plan) -> Result<Appended, Error> {
+fn write_plan(tx: &mut Tx<'_, '_>, plan: &Plan) -> Result<Appended, Error> {
     let op = pg_error("append");
     for ((lsn, framed), (thread, seq)) in plan.events.iter().zip(&plan.event_keys) {
         tx.execute(
@@ -399,25 +427,20 @@ fn write_plan(tx: &mut Transaction<'_>, plan: &Plan) -> Result<Appended, Error> 
     Ok(plan.appended.clone())
 }
 
-/// Removes the checkpoints matching `condition` (each read and checked first); their number.
+/// Removes the checkpoints `select` finds (each read and checked first); their number.
 fn remove_checkpoints(
-    tx: &mut Transaction<'_>,
-    condition: &str,
+    tx: &mut Tx<'_, '_>,
+    select: &'static str,
     params: &[&(dyn postgres::types::ToSql + Sync)],
 ) -> Result<u64, Error> {
-    let rows = tx
-        .query(
-            &format!("SELECT id, info FROM cairn_checkpoints WHERE {condition} FOR UPDATE"),
-            params,
-        )
-        .map_err(pg_error("read checkpoints"))?;
+    let rows = tx.query(select, params).map_err(pg_error("read checkpoints"))?;
     let infos: Vec<CheckpointInfo> =
         rows.iter().map(|r| decode_info(r.get(0), r.get(1))).collect::<Result<_, _>>()?;
     delete_infos(tx, &infos)?;
     Ok(infos.len() as u64)
 }
 
-fn delete_infos(tx: &mut Transaction<'_>, infos: &[CheckpointInfo]) -> Result<(), Error> {
+fn delete_infos(tx: &mut Tx<'_, '_>, infos: &[CheckpointInfo]) -> Result<(), Error> {
     for info in infos {
         let id = to_db(info.id.0)?;
         tx.execute("DELETE FROM cairn_checkpoints WHERE id = $1", &[&id])
@@ -429,7 +452,7 @@ fn delete_infos(tx: &mut Transaction<'_>, infos: &[CheckpointInfo]) -> Result<()
 }
 
 /// Removes `thread`'s events up to the seq checkpoint `keep` covers, and its older checkpoints.
-fn prune(tx: &mut Transaction<'_>, thread: &ThreadId, keep: CheckpointId) -> Result<Pruned, Error> {
+fn prune(tx: &mut Tx<'_, '_>, thread: &ThreadId, keep: CheckpointId) -> Result<Pruned, Error> {
     let row = tx
         .query_opt("SELECT id, info FROM cairn_checkpoints WHERE id = $1", &[&to_db(keep.0)?])
         .map_err(pg_error("read checkpoint"))?
@@ -479,4 +502,57 @@ fn prune(tx: &mut Transaction<'_>, thread: &ThreadId, keep: CheckpointId) -> Res
         rows.iter().map(|r| decode_info(r.get(0), r.get(1))).collect::<Result<_, _>>()?;
     delete_infos(tx, &old)?;
     Ok(Pruned { events, checkpoints: old.len() as u64, first_seq: stored.record.first_seq })
+}
+
+/// The writer's prepared statements, by their SQL: each is parsed once per connection, not at
+/// every use (a statement given as text costs a round trip to prepare it first).
+#[derive(Default)]
+pub(crate) struct Statements(HashMap<&'static str, Statement>);
+
+/// The group's transaction with the writer's prepared statements.
+pub(crate) struct Tx<'a, 'b> {
+    tx: &'a mut Transaction<'b>,
+    cache: &'a mut Statements,
+}
+
+impl Tx<'_, '_> {
+    fn prepared(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
+        if let Some(s) = self.cache.0.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.tx.prepare(sql)?;
+        self.cache.0.insert(sql, s.clone());
+        Ok(s)
+    }
+
+    fn execute(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, postgres::Error> {
+        let s = self.prepared(sql)?;
+        self.tx.execute(&s, params)
+    }
+
+    fn query(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, postgres::Error> {
+        let s = self.prepared(sql)?;
+        self.tx.query(&s, params)
+    }
+
+    fn query_opt(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, postgres::Error> {
+        let s = self.prepared(sql)?;
+        self.tx.query_opt(&s, params)
+    }
+
+    fn batch_execute(&mut self, sql: &str) -> Result<(), postgres::Error> {
+        self.tx.batch_execute(sql)
+    }
 }
