@@ -209,11 +209,15 @@ fn commit_group(
             });
             // Tell the other processes, after the commit (a NOTIFY inside the transaction would
             // take a cluster-wide lock at commit): their subscriptions and pollers wake at once.
+            // In one round trip, without a WAL flush of its own (a lost notification costs a
+            // delay, never an event: the listeners catch up from the meta row).
+            let notify = format!(
+                "BEGIN; SET LOCAL synchronous_commit = off; SELECT pg_notify('{}', '{} {token:x}'); COMMIT",
+                super::listen::CHANNEL,
+                counters.last_lsn
+            );
             if counters.last_lsn > before_lsn
-                && let Err(e) = client.execute(
-                    "SELECT pg_notify($1, $2)",
-                    &[&super::listen::CHANNEL, &format!("{} {token:x}", counters.last_lsn)],
-                )
+                && let Err(e) = client.batch_execute(&notify)
             {
                 tracing::debug!(error = %e, "commit notification not sent");
             }
