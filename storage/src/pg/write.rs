@@ -148,16 +148,20 @@ fn commit_group(
         let mut inner = client.transaction().map_err(pg_error("begin"))?;
         let mut tx = Tx { tx: &mut inner, cache };
         let mut counters = lock_counters(&mut tx)?;
+        let db_now_ms = database_now_ms(&mut tx)?;
         let before = counters;
         // A batch alone in its group needs no savepoint: if it fails, nothing of it commits
         // (a refusal writes nothing; a failed write aborts the transaction).
         let alone = waiting.len() == 1;
         while let Some(op) = waiting.pop_front() {
             let reply = match op {
-                Op::Append(batch, answer) => Reply::Append(
-                    answer,
-                    savepoint(&mut tx, alone, |tx| append(tx, &mut counters, batch)),
-                ),
+                Op::Append(mut batch, answer) => {
+                    on_database_clock(&mut batch, db_now_ms);
+                    Reply::Append(
+                        answer,
+                        savepoint(&mut tx, alone, |tx| append(tx, &mut counters, batch)),
+                    )
+                }
                 Op::DeleteCheckpoint(id, answer) => Reply::Delete(
                     answer,
                     savepoint(&mut tx, alone, |tx| {
@@ -279,6 +283,35 @@ impl Reply {
             _ => return None,
         };
         matches!(error, Error::Storage { .. }).then(|| error.clone())
+    }
+}
+
+/// The database's clock, in ms since the epoch: the one clock every engine sharing the database
+/// agrees on.
+fn database_now_ms(tx: &mut Tx<'_, '_>) -> Result<u64, Error> {
+    let row = tx
+        .query_opt("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint", &[])
+        .map_err(pg_error("read the clock"))?;
+    let ms: i64 = row.map_or(0, |r| r.get(0));
+    from_db(ms)
+}
+
+/// Leases are timed by the database's clock, never by an engine's: a lease's expiry and every
+/// check against it use `now_ms` (so an engine whose clock runs ahead cannot take over a live
+/// lease, nor one whose clock lags keep a dead one).
+fn on_database_clock(batch: &mut Batch, now_ms: u64) {
+    for op in &mut batch.leases {
+        match op {
+            crate::LeaseOp::Acquire { now_ms: t, .. } | crate::LeaseOp::Renew { now_ms: t, .. } => {
+                *t = now_ms;
+            }
+            crate::LeaseOp::Release { .. } => {}
+        }
+    }
+    for guard in &mut batch.guards {
+        if let crate::Guard::Lease { now_ms: t, .. } = guard {
+            *t = now_ms;
+        }
     }
 }
 

@@ -76,21 +76,28 @@ fn locks_and_leases_fence_their_owners() {
     let Some(cluster) = Cluster::start("locks_and_leases_fence_their_owners") else { return };
     let (_, store) = store(&cluster);
     create_thread(&store, "t", 1);
+    // Leases run on the database's clock: the `now_ms` an engine gives is replaced by it, so
+    // one whose clock is far ahead cannot take a live lease over.
     let lease = |owner: &str, now_ms| LeaseOp::Acquire {
         thread: tid("t"),
         owner: owner.into(),
         now_ms,
-        ttl_ms: 1_000,
+        ttl_ms: 400,
     };
     let take =
         |op| store.append(Batch { leases: vec![op], ..Batch::default() }).unwrap().wait_blocking();
     take(lease("w1", 0)).expect("first owner");
-    assert!(matches!(take(lease("w2", 500)), Err(Error::LeaseHeld { .. })), "live lease");
-    let renew = LeaseOp::Renew { thread: tid("t"), owner: "w1".into(), now_ms: 600, ttl_ms: 1_000 };
+    let expires = store.thread(&tid("t")).unwrap().unwrap().lease.unwrap().expires_at_ms;
+    assert!(expires > 1_600_000_000_000, "the expiry is the database's time + ttl: {expires}");
+    assert!(
+        matches!(take(lease("w2", u64::MAX / 2)), Err(Error::LeaseHeld { .. })),
+        "a clock far ahead does not make a live lease expired"
+    );
+    let renew = LeaseOp::Renew { thread: tid("t"), owner: "w1".into(), now_ms: 0, ttl_ms: 400 };
     take(renew).expect("owner renews");
-    take(lease("w2", 1_700)).expect("an expired lease is taken over");
-    let stale =
-        LeaseOp::Renew { thread: tid("t"), owner: "w1".into(), now_ms: 1_800, ttl_ms: 1_000 };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    take(lease("w2", 0)).expect("an expired lease is taken over, whatever the caller's clock");
+    let stale = LeaseOp::Renew { thread: tid("t"), owner: "w1".into(), now_ms: 0, ttl_ms: 400 };
     assert!(matches!(take(stale), Err(Error::LeaseNotHeld { .. })), "the old owner is fenced");
     let lock = |owner: &str| LockOp::Acquire {
         name: "file".into(),
