@@ -232,6 +232,13 @@ impl Engine {
         self.shell.acks.count()
     }
 
+    /// Runners of this engine stopped because a write was refused as another owner's: on a
+    /// shared database, a runner that stalled past its lease (its thread was taken over) or
+    /// whose thread another process changed. Zero on a redb file.
+    pub fn fenced_runners(&self) -> u64 {
+        self.shell.acks.fenced_count()
+    }
+
     /// The registered workflow a thread runs, checked against the fingerprint it was started
     /// with.
     ///

@@ -66,10 +66,14 @@ pub(super) async fn worker(args: WorkerArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     }
     engine.shutdown().await;
     let steps = steps.load(Ordering::Relaxed);
+    let fenced = engine.fenced_runners();
     if args.common.json {
-        print_json(&json!({ "steps": steps }))
+        print_json(&json!({ "steps": steps, "fenced": fenced }))
     } else {
-        print_text(&format!("worker stopped after {steps} acknowledged steps"));
+        print_text(&format!(
+            "worker stopped after {steps} acknowledged steps ({fenced} runners fenced off threads \
+             other workers took over)"
+        ));
         Ok(())
     }
 }

@@ -44,6 +44,14 @@ pub(crate) fn spawn_drive(shell: &Arc<Shell>, thread: ThreadId, reason: &'static
                 // Another engine drives it: it is that engine's until its lease lapses, when
                 // the shared-database poller finds it again.
                 Ok(_) => return,
+                Err(e) if fenced(&e) && !s.store.exclusive() => {
+                    // Another engine took the thread over (this one stalled past its lease) or
+                    // changed it (a control from another process): the refusal is the fence
+                    // doing its work, and the thread goes on under whoever holds it now.
+                    s.acks.fenced();
+                    tracing::info!(thread = %thread, error = %e, "runner fenced off its thread");
+                    return;
+                }
                 Err(e) => {
                     tracing::error!(thread = %thread, error = %e, "runner stopped with an error");
                     return;
@@ -197,4 +205,17 @@ fn tail_events(store: &dyn Store, thread: &ThreadId, ctx: &ThreadCtx) -> Result<
     let latest = store.list_checkpoints(&filter, cairn_storage::Page { limit: 1, offset: 0 })?;
     let covered = latest.first().map_or(0, |c| c.covers.seq.0);
     Ok(ctx.meta.seq.saturating_sub(covered))
+}
+
+/// Whether `e` is a write refused because the thread is someone else's now (its lease taken
+/// over, or its log moved on by another writer).
+fn fenced(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Storage(
+            cairn_storage::Error::LeaseNotHeld { .. }
+                | cairn_storage::Error::LeaseHeld { .. }
+                | cairn_storage::Error::GuardFailed { .. }
+        )
+    )
 }

@@ -124,6 +124,8 @@ pub(crate) fn splitmix(mut z: u64) -> u64 {
 pub(crate) struct StepAcks {
     count: AtomicU64,
     hook: RwLock<Option<StepHook>>,
+    /// Runners stopped because their write was refused as another owner's thread (fenced).
+    fenced: AtomicU64,
 }
 
 impl StepAcks {
@@ -139,6 +141,16 @@ impl StepAcks {
     /// Steps acknowledged so far.
     pub fn count(&self) -> u64 {
         self.count.load(Ordering::SeqCst)
+    }
+
+    /// Counts a runner fenced off its thread.
+    pub fn fenced(&self) {
+        self.fenced.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Runners fenced so far.
+    pub fn fenced_count(&self) -> u64 {
+        self.fenced.load(Ordering::SeqCst)
     }
 
     /// Replaces the hook.

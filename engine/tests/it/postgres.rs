@@ -148,6 +148,7 @@ async fn a_cancel_from_another_engine_fences_the_runner_that_drives_the_thread()
     assert_eq!(after.len(), before, "the fenced runner wrote nothing after the cancel");
     assert_eq!(other.thread("s").unwrap().status().unwrap(), ThreadStatus::Cancelled);
     assert!(other.store().verify().unwrap().is_clean());
+    assert_eq!(driver.fenced_runners(), 1, "the driver's runner was fenced off");
     driver.shutdown().await;
     other.shutdown().await;
 }
@@ -197,4 +198,74 @@ async fn a_thread_started_on_a_busy_engine_is_finished_by_another_and_its_waiter
     assert!(first.store().verify().unwrap().is_clean());
     first.shutdown().await;
     second.shutdown().await;
+}
+
+/// A worker that stalls past its lease (as under SIGSTOP) loses its thread to another, which
+/// finishes it; when the stalled one wakes, its next write is refused (fenced), nothing of it
+/// reaches the log, and the thread ends as the other worker left it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_stalls_past_its_lease_is_fenced_and_another_finishes_its_thread() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use cairn::dsl::{Ctx, END, NodeOutput, START, Workflow};
+
+    let Some(cluster) = Cluster::start("a_worker_that_stalls_past_its_lease") else { return };
+    let url = cluster.new_database();
+    let (gate, gate_rx) = tokio::sync::watch::channel(false);
+    let first_attempt = Arc::new(AtomicBool::new(true));
+    let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
+    let entered = std::sync::Mutex::new(Some(entered_tx));
+    let wf = Workflow::<Tally>::builder("stall", 1)
+        .node("work", move |_s, _ctx: Ctx| {
+            // The first runner to get here stalls until the gate opens; later ones do not.
+            let stall = first_attempt.swap(false, Ordering::SeqCst);
+            let (mut gate, entered) = (gate_rx.clone(), entered.lock().unwrap().take());
+            async move {
+                if stall {
+                    if let Some(tx) = entered {
+                        let _ = tx.send(());
+                    }
+                    let _ = gate.wait_for(|open| *open).await;
+                }
+                Ok(NodeOutput::update((1, "work".to_owned())))
+            }
+        })
+        .node("after", |_s, _ctx| async move { Ok(NodeOutput::update((1, "after".to_owned()))) })
+        .edge(START, "work")
+        .edge("work", "after")
+        .edge("after", END)
+        .build()
+        .unwrap();
+    let open =
+        || Engine::builder(&url).lease_ttl_ms(LEASE_TTL_MS).poll_ms(100).workflow(&wf).open();
+    let stalled = open().await.unwrap();
+    stalled.start("stall", Tally::default(), StartOptions::id("s")).await.unwrap();
+    entered_rx.await.unwrap();
+    // The other worker takes the thread over once the stalled one's lease has lapsed.
+    let other = open().await.unwrap();
+    let out: Tally = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        other.thread("s").unwrap().output(),
+    )
+    .await
+    .expect("the other worker finishes the thread")
+    .unwrap();
+    assert_eq!(out.log, vec!["work".to_owned(), "after".to_owned()]);
+    let id: cairn::ThreadId = "s".parse().unwrap();
+    let before = other.store().read_since(&id, cairn::Seq(0), 100).unwrap().len();
+    gate.send_replace(true);
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        cairn::testkit::runner_released(&stalled, &id),
+    )
+    .await
+    .expect("the stalled runner stops");
+    assert_eq!(stalled.fenced_runners(), 1, "the stalled worker's write was refused");
+    assert_eq!(other.fenced_runners(), 0);
+    let after = other.store().read_since(&id, cairn::Seq(0), 100).unwrap().len();
+    assert_eq!(after, before, "nothing of the stalled worker reached the log");
+    assert_eq!(other.thread("s").unwrap().status().unwrap(), ThreadStatus::Completed);
+    assert!(other.store().verify().unwrap().is_clean());
+    stalled.shutdown().await;
+    other.shutdown().await;
 }
