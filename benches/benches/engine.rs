@@ -328,17 +328,7 @@ fn memory_child(which: &str, threads: usize, path: &Path) -> anyhow::Result<()> 
 
 /// The workflow of every timed run: `NODES` nodes in a line, each adding one to a `u64`.
 fn linear() -> anyhow::Result<Workflow<Replace<u64>>> {
-    let mut b = Workflow::<Replace<u64>>::builder(WORKFLOW, 1);
-    for i in 0..NODES {
-        b = b.node(format!("n{i}"), |s: Arc<Replace<u64>>, _ctx: Ctx| async move {
-            Ok(NodeOutput::update(s.0 + 1))
-        });
-    }
-    b = b.edge(START, "n0");
-    for i in 1..NODES {
-        b = b.edge(format!("n{}", i - 1), format!("n{i}"));
-    }
-    Ok(b.edge(format!("n{}", NODES - 1), END).build()?)
+    cairn_benches::linear_workflow(WORKFLOW, NODES)
 }
 
 /// The parking workflow of the memory section.

@@ -15,11 +15,11 @@
 #![allow(clippy::print_stdout, reason = "a benchmark's output is its printed figures")]
 
 use std::path::Path;
-use std::sync::Arc;
+
 use std::time::{Duration, Instant};
 
-use cairn::dsl::{Ctx, NodeOutput, Workflow};
-use cairn::{Durability, END, Engine, Replace, START, StartOptions, ThreadStatus};
+use cairn::dsl::Workflow;
+use cairn::{Durability, Engine, Replace, StartOptions, ThreadStatus};
 use cairn_benches::{bench_line, median, per_second, ratio_line, scratch_dir};
 use cairn_storage::pg_cluster::Cluster;
 
@@ -178,15 +178,5 @@ fn next_xid(url: &str) -> anyhow::Result<i64> {
 }
 
 fn linear() -> anyhow::Result<Workflow<Replace<u64>>> {
-    let mut b = Workflow::<Replace<u64>>::builder(WORKFLOW, 1);
-    for i in 0..NODES {
-        b = b.node(format!("n{i}"), |s: Arc<Replace<u64>>, _ctx: Ctx| async move {
-            Ok(NodeOutput::update(s.0 + 1))
-        });
-    }
-    b = b.edge(START, "n0");
-    for i in 1..NODES {
-        b = b.edge(format!("n{}", i - 1), format!("n{i}"));
-    }
-    Ok(b.edge(format!("n{}", NODES - 1), END).build()?)
+    cairn_benches::linear_workflow(WORKFLOW, NODES)
 }

@@ -299,6 +299,32 @@ pub fn raw_redb_threaded_inserts(
     Ok((per_second(commits * threads as u64, elapsed), written))
 }
 
+/// The benchmarks' workflow: `nodes` nodes in a line, each adding one to a `u64` state, with id
+/// `id` (a thread of it takes `nodes` steps and ends with `nodes` as its output).
+///
+/// # Errors
+/// If the workflow does not build (a bug).
+pub fn linear_workflow(
+    id: &str,
+    nodes: u64,
+) -> anyhow::Result<cairn::Workflow<cairn::Replace<u64>>> {
+    use cairn::dsl::{Ctx, NodeOutput};
+    let mut b = cairn::Workflow::<cairn::Replace<u64>>::builder(id, 1);
+    for i in 0..nodes {
+        b = b.node(
+            format!("n{i}"),
+            |s: std::sync::Arc<cairn::Replace<u64>>, _ctx: Ctx| async move {
+                Ok(NodeOutput::update(s.0 + 1))
+            },
+        );
+    }
+    b = b.edge(cairn::START, "n0");
+    for i in 1..nodes {
+        b = b.edge(format!("n{}", i - 1), format!("n{i}"));
+    }
+    Ok(b.edge(format!("n{}", nodes - 1), cairn::END).build()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
