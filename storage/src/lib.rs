@@ -79,6 +79,8 @@ mod pending;
 mod pg;
 #[cfg(feature = "postgres")]
 pub mod pg_cluster;
+#[cfg(feature = "postgres")]
+pub mod pg_proxy;
 mod plan;
 mod redb;
 mod store;

@@ -70,10 +70,7 @@ impl Cluster {
         let cluster = Cluster { dir, bin, as_postgres, databases: AtomicU32::new(0) };
         let data = cluster.data();
         cluster.run("initdb", &["-D", &data, "-A", "trust", "-U", "postgres", "--no-sync"])?;
-        let socket = cluster.dir.path().display().to_string();
-        let log = cluster.dir.path().join("log").display().to_string();
-        let options = format!("-k {socket} -c listen_addresses='' -c fsync=on");
-        cluster.run("pg_ctl", &["-D", &data, "-o", &options, "-l", &log, "-w", "start"])?;
+        cluster.start_server()?;
         Ok(cluster)
     }
 
@@ -105,21 +102,7 @@ impl Cluster {
     /// The URL of database `db` of this cluster (`postgresql://postgres@<socket dir>/db`, the
     /// directory percent-encoded).
     pub fn url(&self, db: &str) -> String {
-        let host: String = self
-            .dir
-            .path()
-            .display()
-            .to_string()
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "-._~".contains(c) {
-                    c.to_string()
-                } else {
-                    format!("%{:02X}", c as u32)
-                }
-            })
-            .collect();
-        format!("postgresql://postgres@{host}/{db}")
+        format!("postgresql://postgres@{}/{db}", encode_host(self.dir.path()))
     }
 
     /// A new empty database; its connection string.
@@ -146,6 +129,40 @@ impl Cluster {
     pub fn host(&self) -> &Path {
         self.dir.path()
     }
+
+    /// Stops the server abruptly (`pg_ctl stop -m immediate`: no shutdown checkpoint, as a crash
+    /// leaves it; every connection drops) and starts it again; it recovers from its WAL.
+    ///
+    /// # Errors
+    /// What `pg_ctl` said when it failed.
+    pub fn restart(&self) -> Result<(), String> {
+        let data = self.data();
+        self.run("pg_ctl", &["-D", &data, "-m", "immediate", "-w", "stop"])?;
+        self.start_server()
+    }
+
+    fn start_server(&self) -> Result<(), String> {
+        let data = self.data();
+        let socket = self.dir.path().display().to_string();
+        let log = self.dir.path().join("log").display().to_string();
+        let options = format!("-k {socket} -c listen_addresses='' -c fsync=on");
+        self.run("pg_ctl", &["-D", &data, "-o", &options, "-l", &log, "-w", "start"])
+    }
+}
+
+/// A socket directory as the host of a URL, percent-encoded.
+pub(crate) fn encode_host(dir: &Path) -> String {
+    dir.display()
+        .to_string()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-._~".contains(c) {
+                c.to_string()
+            } else {
+                format!("%{:02X}", c as u32)
+            }
+        })
+        .collect()
 }
 
 impl Drop for Cluster {
@@ -156,10 +173,10 @@ impl Drop for Cluster {
 }
 
 /// A directory under the system's temporary directory, removed with everything in it on drop.
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
-    fn new() -> std::io::Result<TempDir> {
+    pub(crate) fn new() -> std::io::Result<TempDir> {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let name =
             format!("cairn-pg-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::SeqCst));
@@ -168,7 +185,7 @@ impl TempDir {
         Ok(TempDir(path))
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }

@@ -21,6 +21,7 @@
 mod listen;
 mod pool;
 mod read;
+mod resolve;
 mod schema;
 mod verify;
 mod write;
@@ -79,14 +80,17 @@ impl PgStore {
 
     fn connect_here(url: &str, durability: Durability) -> Result<PgStore, Error> {
         let sync = if durability == Durability::Immediate { "on" } else { "off" };
-        let owned = url.to_owned();
-        let connect: pool::Connect = Arc::new(move || {
-            let mut client = pool::connect(&owned)?;
-            client
-                .batch_execute(&format!("SET synchronous_commit = {sync}"))
-                .map_err(pg_error("set synchronous_commit"))?;
-            Ok(client)
-        });
+        let connect_as = |role: &'static str| -> pool::Connect {
+            let owned = url.to_owned();
+            Arc::new(move || {
+                let mut client = pool::connect(&owned, role)?;
+                client
+                    .batch_execute(&format!("SET synchronous_commit = {sync}"))
+                    .map_err(pg_error("set synchronous_commit"))?;
+                Ok(client)
+            })
+        };
+        let connect = connect_as("cairn-writer");
         let mut client = connect()?;
         schema::prepare(&mut client)?;
         let last: i64 = client
@@ -98,8 +102,9 @@ impl PgStore {
         let tx = Arc::new(tx);
         let token = token();
         let writer = Writer::start(client, connect.clone(), tx.clone(), token)?;
-        listen::start(connect.clone(), listen::Heard { committed: tx, remote: remote_tx, token });
-        let readers = Readers::start(&connect, READERS)?;
+        let heard = listen::Heard { committed: tx, remote: remote_tx, token };
+        listen::start(connect_as("cairn-listener"), heard);
+        let readers = Readers::start(&connect_as("cairn-reader"), READERS)?;
         Ok(PgStore { inner: Arc::new(Inner { readers, writer, durability, committed, remote }) })
     }
 

@@ -86,7 +86,13 @@ fn serve(mut client: Client, connect: &Connect, queue: &Mutex<Receiver<Job>>) {
     }
 }
 
-/// A connection to `url` (a `postgres://` URL or a key=value string).
-pub(crate) fn connect(url: &str) -> Result<Client, Error> {
-    Client::connect(url, NoTls).map_err(pg_error("connect"))
+/// A connection to `url` (a `postgres://` URL or a key=value string), named `role` in
+/// `pg_stat_activity.application_name` (`cairn-writer`, `cairn-reader`, `cairn-listener`) unless
+/// the URL names it: an operator (or a test) can tell the writer's connection from the others.
+pub(crate) fn connect(url: &str, role: &str) -> Result<Client, Error> {
+    let mut config: postgres::Config = url.parse().map_err(pg_error("parse the URL"))?;
+    if config.get_application_name().is_none() {
+        config.application_name(role);
+    }
+    config.connect(NoTls).map_err(pg_error("connect"))
 }

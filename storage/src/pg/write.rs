@@ -104,7 +104,7 @@ fn run(
         }
         let span = tracing::debug_span!("group_commit", backend = "postgres", ops = group.len());
         let _entered = span.enter();
-        commit_group(&mut client, &mut cache, group, committed, token);
+        commit_group(&mut client, &mut cache, reconnect, group, committed, token);
     }
 }
 
@@ -137,6 +137,7 @@ impl Reply {
 fn commit_group(
     client: &mut Client,
     cache: &mut Statements,
+    reconnect: &Connect,
     group: Vec<Op>,
     committed: &watch::Sender<u64>,
     token: u64,
@@ -144,11 +145,14 @@ fn commit_group(
     let before_lsn = *committed.borrow();
     let mut replies = Vec::with_capacity(group.len());
     let mut waiting: std::collections::VecDeque<Op> = group.into();
+    // Once its COMMIT is sent: the group's transaction id and what it commits. A COMMIT that got
+    // no answer because the connection dropped is resolved by the transaction's status.
+    let mut sent: Option<(i64, Counters)> = None;
     let outcome = (|| -> Result<Counters, Error> {
         let mut inner = client.transaction().map_err(pg_error("begin"))?;
         let mut tx = Tx { tx: &mut inner, cache };
         let mut counters = lock_counters(&mut tx)?;
-        let db_now_ms = database_now_ms(&mut tx)?;
+        let (db_now_ms, xid) = clock_and_xid(&mut tx)?;
         let before = counters;
         // A batch alone in its group needs no savepoint: if it fails, nothing of it commits
         // (a refusal writes nothing; a failed write aborts the transaction).
@@ -198,9 +202,24 @@ fn commit_group(
         if counters != before {
             store_counters(&mut tx, counters)?;
         }
+        sent = Some((xid, counters));
         inner.commit().map_err(pg_error("commit"))?;
         Ok(counters)
     })();
+    let outcome = match (outcome, sent) {
+        (Err(e), Some((xid, counters))) if client.is_closed() => {
+            match super::resolve::commit_outcome(reconnect, xid, &e) {
+                Ok((fresh, committed_after_all)) => {
+                    // The statements were prepared on the dropped connection.
+                    *client = fresh;
+                    *cache = Statements::default();
+                    if committed_after_all { Ok(counters) } else { Err(e) }
+                }
+                Err(unknown) => Err(unknown),
+            }
+        }
+        (outcome, _) => outcome,
+    };
     match outcome {
         Ok(counters) => {
             for reply in replies {
@@ -286,14 +305,17 @@ impl Reply {
     }
 }
 
-/// The database's clock, in ms since the epoch: the one clock every engine sharing the database
-/// agrees on.
-fn database_now_ms(tx: &mut Tx<'_, '_>) -> Result<u64, Error> {
+/// The database's clock, in ms since the epoch (the one clock every engine sharing the
+/// database agrees on), and the transaction's id (by which a COMMIT that got no answer is
+/// resolved; `txid_current` rather than `pg_current_xact_id` keeps PostgreSQL 12).
+fn clock_and_xid(tx: &mut Tx<'_, '_>) -> Result<(u64, i64), Error> {
     let row = tx
-        .query_opt("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint", &[])
+        .query_one(
+            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, txid_current()",
+            &[],
+        )
         .map_err(pg_error("read the clock"))?;
-    let ms: i64 = row.map_or(0, |r| r.get(0));
-    from_db(ms)
+    Ok((from_db(row.get(0))?, row.get(1)))
 }
 
 /// Leases are timed by the database's clock, never by an engine's: a lease's expiry and every
@@ -578,6 +600,15 @@ impl Tx<'_, '_> {
     ) -> Result<Vec<Row>, postgres::Error> {
         let s = self.prepared(sql)?;
         self.tx.query(&s, params)
+    }
+
+    fn query_one(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, postgres::Error> {
+        let s = self.prepared(sql)?;
+        self.tx.query_one(&s, params)
     }
 
     fn query_opt(

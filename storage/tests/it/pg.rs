@@ -301,3 +301,44 @@ fn a_subscription_follows_the_commits_of_another_store() {
     });
     feeder.join().unwrap();
 }
+
+/// A COMMIT whose answer never comes (the connection drops after the writer sent it) is
+/// resolved by the transaction's status on a fresh connection: committed after all, the
+/// batch is acknowledged (its events are in the log once); never reached the server, it is
+/// reported failed (nothing of it is in the log). The store goes on either way. The cuts are
+/// made by a proxy on the wire, at the writer's COMMIT.
+#[test]
+fn a_commit_cut_off_from_its_answer_is_resolved_by_the_transaction_status() {
+    use cairn_storage::pg_proxy::{Cut, Proxy};
+    let Some(cluster) = Cluster::start("a_commit_cut_off_is_resolved") else { return };
+    let url = cluster.new_database();
+    let proxy = Proxy::start(&cluster).expect("proxy");
+    let store = PgStore::connect(&proxy.url(&url), Durability::Immediate).expect("connect");
+    create_thread(&store, "t", 1);
+    let one = |n: u64| Batch { events: vec![event("t", n)], ..Batch::default() };
+
+    // Committed, answer lost: acknowledged after all.
+    proxy.cut_next_commit("cairn-writer", Cut::AfterAnswer);
+    let acked = store.append(one(2)).unwrap().wait_blocking();
+    assert_eq!(proxy.cuts(), 1, "the proxy cut the writer's COMMIT");
+    assert_eq!(acked.expect("committed, so acknowledged").bookmarks[0].seq, Seq(2));
+
+    // Never reached the server: failed, and nothing of it written.
+    proxy.cut_next_commit("cairn-writer", Cut::BeforeCommit);
+    let lost = store.append(one(3)).unwrap().wait_blocking();
+    assert_eq!(proxy.cuts(), 2);
+    assert!(matches!(lost, Err(Error::Storage { .. })), "{lost:?}");
+
+    // Sent, then cut at once: either outcome, told truly.
+    proxy.cut_next_commit("cairn-writer", Cut::AfterCommit);
+    let either = store.append(one(3)).unwrap().wait_blocking();
+    assert_eq!(proxy.cuts(), 3);
+    let next = if either.is_ok() { 4 } else { 3 };
+    let stored = store.read_since(&tid("t"), Seq(0), 10).unwrap();
+    assert_eq!(stored.len() as u64, next - 1, "the log holds exactly what was acknowledged");
+    assert_eq!(
+        store.append(one(next)).unwrap().wait_blocking().unwrap().bookmarks[0].seq,
+        Seq(next)
+    );
+    assert!(store.verify().unwrap().is_clean());
+}

@@ -1,0 +1,239 @@
+//! A proxy between PostgreSQL clients and a [`Cluster`] that cuts a connection at the COMMIT
+//! boundary, for tests of what a store does when the answer to its COMMIT never comes.
+//!
+//! It listens on a Unix socket of its own and passes bytes both ways; it reads just enough of
+//! the wire protocol (the startup packet's `application_name`, then each message's type and
+//! length) to find a simple-query `COMMIT` sent on a connection of a chosen name. Armed with a
+//! [`Cut`], it drops that connection (both ways) before the COMMIT reaches the server, right
+//! after it does, or after the server answered it (so the transaction committed, but the
+//! client never hears so).
+//!
+//! # Examples
+//! ```no_run
+//! use cairn_storage::pg_cluster::Cluster;
+//! use cairn_storage::pg_proxy::{Cut, Proxy};
+//! let Some(cluster) = Cluster::start("my_test") else { return };
+//! let url = cluster.new_database();
+//! let proxy = Proxy::start(&cluster).unwrap();
+//! let store = cairn_storage::PgStore::connect(&proxy.url(&url), cairn_storage::Durability::Immediate).unwrap();
+//! proxy.cut_next_commit("cairn-writer", Cut::AfterAnswer);
+//! ```
+
+use std::io::{Read, Write};
+use std::net::Shutdown;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::pg_cluster::{Cluster, TempDir, encode_host};
+
+/// Where a connection is cut, relative to its COMMIT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// The COMMIT never reaches the server: the transaction aborts.
+    BeforeCommit,
+    /// The COMMIT reaches the server and the connection drops at once: either outcome.
+    AfterCommit,
+    /// The server answered the COMMIT (it committed); the answer is dropped with the connection.
+    AfterAnswer,
+}
+
+/// A running proxy; it stops accepting when dropped (connections already made go on).
+pub struct Proxy {
+    dir: TempDir,
+    upstream: PathBuf,
+    armed: Arc<Mutex<Option<(String, Cut)>>>,
+    cuts: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+/// The socket file name a server on the default port listens on.
+const SOCKET: &str = ".s.PGSQL.5432";
+
+/// The simple-query message of a bare COMMIT, after its type byte and length.
+const COMMIT: &[u8] = b"COMMIT\0";
+
+/// A startup packet longer than this is not one.
+const STARTUP_MAX: usize = 10_000;
+
+impl Proxy {
+    /// A proxy in front of `cluster`.
+    ///
+    /// # Errors
+    /// When its socket cannot be made.
+    pub fn start(cluster: &Cluster) -> std::io::Result<Proxy> {
+        let dir = TempDir::new()?;
+        let listener = UnixListener::bind(dir.path().join(SOCKET))?;
+        let proxy = Proxy {
+            dir,
+            upstream: cluster.host().join(SOCKET),
+            armed: Arc::default(),
+            cuts: Arc::default(),
+            stop: Arc::default(),
+        };
+        let (upstream, armed, cuts, stop) =
+            (proxy.upstream.clone(), proxy.armed.clone(), proxy.cuts.clone(), proxy.stop.clone());
+        std::thread::Builder::new().name("pg-proxy".into()).spawn(move || {
+            for client in listener.incoming() {
+                if stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(client) = client else { continue };
+                let Ok(server) = UnixStream::connect(&upstream) else { continue };
+                let (armed, cuts) = (armed.clone(), cuts.clone());
+                std::thread::spawn(move || relay(client, server, &armed, &cuts));
+            }
+        })?;
+        Ok(proxy)
+    }
+
+    /// `url` (a URL of the proxied cluster, as [`Cluster::new_database`] gives) through this
+    /// proxy: the same user and database, the proxy's socket.
+    pub fn url(&self, url: &str) -> String {
+        let (head, rest) = url.split_once('@').unwrap_or(("postgresql://postgres", url));
+        let db = rest.rsplit_once('/').map_or("postgres", |(_, db)| db);
+        format!("{head}@{}/{db}", encode_host(self.dir.path()))
+    }
+
+    /// Cuts the next connection named `application_name` that sends a bare COMMIT, at `cut`
+    /// (one cut per call).
+    pub fn cut_next_commit(&self, application_name: &str, cut: Cut) {
+        *self.armed.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((application_name.to_owned(), cut));
+    }
+
+    /// How many connections were cut so far.
+    pub fn cuts(&self) -> u64 {
+        self.cuts.load(Ordering::SeqCst)
+    }
+
+    /// The proxy's socket directory.
+    pub fn host(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accepting thread so it sees the stop.
+        let _ = UnixStream::connect(self.dir.path().join(SOCKET));
+    }
+}
+
+/// Passes one connection's bytes both ways until either side closes or a cut drops it.
+fn relay(
+    client: UnixStream,
+    server: UnixStream,
+    armed: &Mutex<Option<(String, Cut)>>,
+    cuts: &AtomicU64,
+) {
+    let (Ok(client_r), Ok(server_w), Ok(server_r), Ok(client_w)) =
+        (client.try_clone(), server.try_clone(), server.try_clone(), client.try_clone())
+    else {
+        return;
+    };
+    // Set once the COMMIT to cut after its answer went up: the next bytes down are dropped.
+    let drop_answer = Arc::new(AtomicBool::new(false));
+    let down_drop = drop_answer.clone();
+    let down = std::thread::spawn(move || pump_down(server_r, client_w, &down_drop));
+    let cut = pump_up(client_r, server_w, armed, &drop_answer);
+    if let Some(cut) = cut {
+        cuts.fetch_add(1, Ordering::SeqCst);
+        if cut == Cut::AfterAnswer {
+            // The answer is on its way down: the other pump drops it and the connection.
+            let _ = down.join();
+            return;
+        }
+    }
+    let _ = client.shutdown(Shutdown::Both);
+    let _ = server.shutdown(Shutdown::Both);
+    let _ = down.join();
+}
+
+/// Server to client, until either closes or an answer is to be dropped.
+fn pump_down(mut server: UnixStream, mut client: UnixStream, drop_answer: &AtomicBool) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = match server.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if drop_answer.load(Ordering::SeqCst) {
+            break;
+        }
+        if client.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = client.shutdown(Shutdown::Both);
+    let _ = server.shutdown(Shutdown::Both);
+}
+
+/// Client to server, message by message; the cut made, if any.
+fn pump_up(
+    mut client: UnixStream,
+    mut server: UnixStream,
+    armed: &Mutex<Option<(String, Cut)>>,
+    drop_answer: &AtomicBool,
+) -> Option<Cut> {
+    let name = startup(&mut client, &mut server)?;
+    loop {
+        let mut head = [0u8; 5];
+        client.read_exact(&mut head).ok()?;
+        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let mut body = vec![0u8; len.checked_sub(4)?];
+        client.read_exact(&mut body).ok()?;
+        let cut = if head[0] == b'Q' && body == COMMIT { take(armed, &name) } else { None };
+        match cut {
+            Some(Cut::BeforeCommit) => return Some(Cut::BeforeCommit),
+            Some(Cut::AfterAnswer) => drop_answer.store(true, Ordering::SeqCst),
+            _ => {}
+        }
+        server.write_all(&head).ok()?;
+        server.write_all(&body).ok()?;
+        if cut.is_some() {
+            return cut;
+        }
+    }
+}
+
+/// Passes the startup packets up (an SSL or GSS request first, if any) and returns the
+/// connection's `application_name` (empty if it has none).
+fn startup(client: &mut UnixStream, server: &mut UnixStream) -> Option<String> {
+    loop {
+        let mut len = [0u8; 4];
+        client.read_exact(&mut len).ok()?;
+        let n = u32::from_be_bytes(len) as usize;
+        if !(8..=STARTUP_MAX).contains(&n) {
+            return None;
+        }
+        let mut body = vec![0u8; n - 4];
+        client.read_exact(&mut body).ok()?;
+        server.write_all(&len).ok()?;
+        server.write_all(&body).ok()?;
+        let code = u32::from_be_bytes([body[0], body[1], body[2], body[3]]);
+        // 80877103: SSLRequest, 80877104: GSSENCRequest; the real startup packet follows.
+        if code == 80_877_103 || code == 80_877_104 {
+            continue;
+        }
+        let mut fields = body[4..].split(|b| *b == 0);
+        while let Some(key) = fields.next() {
+            let value = fields.next().unwrap_or_default();
+            if key == b"application_name" {
+                return Some(String::from_utf8_lossy(value).into_owned());
+            }
+        }
+        return Some(String::new());
+    }
+}
+
+/// The armed cut, if it is for connections named `name` (taken: one cut per arming).
+fn take(armed: &Mutex<Option<(String, Cut)>>, name: &str) -> Option<Cut> {
+    let mut armed = armed.lock().unwrap_or_else(PoisonError::into_inner);
+    match armed.as_ref() {
+        Some((n, _)) if n == name => armed.take().map(|(_, cut)| cut),
+        _ => None,
+    }
+}
