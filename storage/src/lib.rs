@@ -100,7 +100,8 @@ pub use pending::Pending;
 pub use pg::PgStore;
 pub use redb::{FORMAT_VERSION, Options, RedbStore};
 pub use store::{
-    CheckpointFilter, Durability, Page, Problem, Scope, Store, StoreExt, ThreadFilter, VerifyReport,
+    CheckpointFilter, DriverMessage, Durability, Page, Problem, Scope, Store, StoreExt,
+    ThreadFilter, VerifyReport,
 };
 pub use subscription::Subscription;
 pub use thread::{Lease, ThreadRecord, ThreadStatus, WorkflowRef};

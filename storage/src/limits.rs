@@ -74,6 +74,13 @@ pub const BATCH_OPS_MAX: usize = 1_000;
 /// image that a live writer did not change while it was being read.
 pub const SNAPSHOT_ATTEMPTS_MAX: u32 = 8;
 
+/// Bytes in one message to a thread's driver ([`Store::tell_driver`](crate::Store::tell_driver)):
+/// it travels as a PostgreSQL NOTIFY payload (under 8,000 bytes with the thread id).
+pub const DRIVER_MESSAGE_BYTES_MAX: usize = 4 * 1024;
+
+/// Driver messages a receiver may fall behind by before it loses the oldest.
+pub const DRIVER_MESSAGES_QUEUED_MAX: usize = 1024;
+
 /// Checks `value <= max`, naming the limit in the error.
 ///
 /// # Errors
@@ -111,6 +118,7 @@ pub fn in_words(limit: &str) -> &'static str {
         }
         "READ_LIMIT_MAX" => "the events one read may return",
         "SNAPSHOT_ATTEMPTS_MAX" => "the attempts at a read-only snapshot",
+        "DRIVER_MESSAGE_BYTES_MAX" => "a message to a thread's driver, in bytes",
         _ => "a value",
     }
 }

@@ -274,6 +274,37 @@ pub trait Store: Send + Sync + 'static {
     fn commits(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
     }
+
+    /// Passes `message` to whichever process drives `thread`, where the database is shared (on
+    /// PostgreSQL a NOTIFY that every store on the database hears, through
+    /// [`Store::driver_messages`]). Best effort and not durable: a message can be lost (a
+    /// listener reconnecting), so a sender that needs an outcome waits for it in the store and
+    /// acts itself when it does not come. Where only this process writes there is nobody else
+    /// to tell, and this does nothing.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a message over [`crate::limits::DRIVER_MESSAGE_BYTES_MAX`];
+    /// storage errors.
+    fn tell_driver(&self, thread: &ThreadId, message: &str) -> Result<(), Error> {
+        let _ = (thread, message);
+        Ok(())
+    }
+
+    /// The messages of [`Store::tell_driver`] sent by any process on the database (this one
+    /// included), from now on; `None` where only this process writes. A receiver that falls
+    /// behind by more than [`crate::limits::DRIVER_MESSAGES_QUEUED_MAX`] loses the oldest.
+    fn driver_messages(&self) -> Option<tokio::sync::broadcast::Receiver<DriverMessage>> {
+        None
+    }
+}
+
+/// A message for the driver of a thread: see [`Store::tell_driver`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverMessage {
+    /// The thread it is about.
+    pub thread: ThreadId,
+    /// What it says (the engine's business).
+    pub message: String,
 }
 
 /// Convenience helpers over any [`Store`]; each builds one batch and waits for its commit.

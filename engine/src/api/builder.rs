@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use cairn_dsl::{DynWorkflow, State, Workflow};
 use cairn_storage::{Durability, Options, RedbStore, Store};
@@ -10,7 +11,7 @@ use tokio::sync::Semaphore;
 use super::engine::Engine;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, RecoveryPolicy};
-use crate::coord::{Coordinator, Local};
+use crate::coord::{Coordinator, Local, REMOTE_DRIVER_MARGIN, Shared};
 use crate::error::Error;
 use crate::exec::registry::Registry;
 use crate::exec::shell::{Ids, Shell, Verified, splitmix};
@@ -182,8 +183,18 @@ impl EngineBuilder {
         // A redb file is this process's alone (its lock proves any other lease holder dead);
         // a PostgreSQL database may be shared, so only an expired lease is taken over.
         let exclusive = store.exclusive();
-        let coord: Arc<dyn Coordinator> =
-            Arc::new(Local::new(store.clone(), self.clock.clone(), tasks.clone(), exclusive));
+        let coord: Arc<dyn Coordinator> = if exclusive {
+            Arc::new(Local::new(store.clone(), self.clock.clone(), tasks.clone(), true))
+        } else {
+            let wait = Duration::from_millis(self.config.cancel_grace_ms) + REMOTE_DRIVER_MARGIN;
+            Arc::new(Shared::new(
+                store.clone(),
+                self.clock.clone(),
+                tasks.clone(),
+                owner.clone(),
+                wait,
+            ))
+        };
         let shell = Arc::new(Shell {
             store,
             clock: self.clock,

@@ -6,11 +6,13 @@
 //! who wait on a thread's status or on a lock, arming durable timers and deadlines and firing
 //! them, and deciding whether another owner's lease may be taken over. The exec layer calls
 //! only this trait; [`Local`] is the implementation for one process that owns its database
-//! file. The contract each method keeps (what is atomic, what is best effort) is in
+//! file, [`Shared`] the one for a database several processes share (controls reach a runner in
+//! another process). The contract each method keeps (what is atomic, what is best effort) is in
 //! ARCHITECTURE.md, "The coordination seam".
 
 pub(crate) mod claims;
 mod local;
+mod shared;
 mod timers;
 mod watchers;
 
@@ -23,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 pub(crate) use claims::Control;
 pub(crate) use local::Local;
+pub(crate) use shared::{REMOTE_DRIVER_MARGIN, Shared};
 
 use crate::core::event::TaskKey;
 use crate::core::thread_ctx::{ThreadCtx, Waiting};

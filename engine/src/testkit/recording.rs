@@ -338,6 +338,20 @@ impl Store for RecordingStore {
     fn exclusive(&self) -> bool {
         self.inner.exclusive()
     }
+
+    fn commits(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.inner.commits()
+    }
+
+    fn tell_driver(&self, thread: &ThreadId, message: &str) -> Result<(), Error> {
+        self.inner.tell_driver(thread, message)
+    }
+
+    fn driver_messages(
+        &self,
+    ) -> Option<tokio::sync::broadcast::Receiver<cairn_storage::DriverMessage>> {
+        self.inner.driver_messages()
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -96,27 +96,37 @@ async fn a_workflow_survives_a_crash_on_postgres_with_the_result_it_has_on_redb(
     assert!((12..=13).contains(&effects.count()), "tool bodies ran {} times", effects.count());
 }
 
-/// Two engines on one database: one drives a thread, the other cancels it. The cancel is
-/// written by the second engine as a guarded change of the thread; the first engine's runner,
-/// stalled in a node meanwhile, is fenced: its next batch is refused, nothing it computed after
-/// the cancel reaches the log, and the thread stays Cancelled.
-#[tokio::test]
-async fn a_cancel_from_another_engine_fences_the_runner_that_drives_the_thread() {
-    use cairn::dsl::{Ctx, END, NodeOutput, START, Workflow};
+/// A workflow whose first node signals it was entered and then waits for a gate (or, with
+/// `heed`, for its cancellation token, noting that it saw it).
+struct Stall {
+    wf: cairn::dsl::Workflow<Tally>,
+    gate: tokio::sync::watch::Sender<bool>,
+    entered: Option<tokio::sync::oneshot::Receiver<()>>,
+    saw_cancel: Arc<std::sync::atomic::AtomicBool>,
+}
 
-    let Some(cluster) = Cluster::start("a_cancel_from_another_engine_fences") else { return };
-    let url = cluster.new_database();
+fn stall(heed: bool) -> Stall {
+    use cairn::dsl::{Ctx, END, NodeOutput, START, Workflow};
     let (gate, gate_rx) = tokio::sync::watch::channel(false);
     let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
     let entered = std::sync::Mutex::new(Some(entered_tx));
+    let saw_cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let saw = saw_cancel.clone();
     let wf = Workflow::<Tally>::builder("stall", 1)
-        .node("stall", move |_s, _ctx: Ctx| {
+        .node("stall", move |_s, ctx: Ctx| {
             let (mut gate, entered) = (gate_rx.clone(), entered.lock().unwrap().take());
+            let saw = saw.clone();
             async move {
                 if let Some(tx) = entered {
                     let _ = tx.send(());
                 }
-                let _ = gate.wait_for(|open| *open).await;
+                tokio::select! {
+                    _ = gate.wait_for(|open| *open) => {}
+                    () = ctx.cancelled(), if heed => {
+                        saw.store(true, std::sync::atomic::Ordering::SeqCst);
+                        return Err(cairn::NodeError::fatal("cancelled"));
+                    }
+                }
                 Ok(NodeOutput::update((1, "stall".to_owned())))
             }
         })
@@ -126,18 +136,116 @@ async fn a_cancel_from_another_engine_fences_the_runner_that_drives_the_thread()
         .edge("after", END)
         .build()
         .unwrap();
-    let driver = Engine::builder(&url).workflow(&wf).open().await.unwrap();
+    Stall { wf, gate, entered: Some(entered_rx), saw_cancel }
+}
+
+/// The bodies of a thread's log.
+fn bodies(engine: &Engine, thread: &str) -> Vec<cairn::event::Body> {
+    let mut stream = engine.thread(thread).unwrap().events(0).unwrap();
+    let mut out = Vec::new();
+    while let Some(recorded) = stream.try_next().unwrap() {
+        out.push(recorded.body);
+    }
+    out
+}
+
+/// Two engines on one database: one drives a thread, the other cancels it. The cancel reaches
+/// the driving engine (a message through the database): its running node sees its
+/// cancellation token at once, and its own runner records the end with the reason. Nobody is
+/// fenced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_from_another_engine_reaches_the_node_that_runs_the_thread() {
+    let Some(cluster) = Cluster::start("a_cancel_from_another_engine_reaches") else { return };
+    let url = cluster.new_database();
+    let mut s = stall(true);
+    let driver = Engine::builder(&url).workflow(&s.wf).open().await.unwrap();
     driver.start("stall", Tally::default(), StartOptions::id("s")).await.unwrap();
-    entered_rx.await.unwrap();
+    s.entered.take().unwrap().await.unwrap();
     // Another process's engine, as `cairn cancel` opens one: it parks what it finds.
     let other =
-        Engine::builder(&url).recovery(RecoveryPolicy::Park).workflow(&wf).open().await.unwrap();
+        Engine::builder(&url).recovery(RecoveryPolicy::Park).workflow(&s.wf).open().await.unwrap();
+    let started = std::time::Instant::now();
+    other.cancel("s", "stop it").await.unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(s.saw_cancel.load(std::sync::atomic::Ordering::SeqCst), "the node saw its token");
+    assert_eq!(other.thread("s").unwrap().status().unwrap(), ThreadStatus::Cancelled);
+    let ended = bodies(&other, "s").into_iter().any(|b| {
+        matches!(b, cairn::event::Body::StatusChanged { to: ThreadStatus::Cancelled, ref reason, .. }
+            if reason == "stop it")
+    });
+    assert!(ended, "the end is recorded with its reason");
+    let id: cairn::ThreadId = "s".parse().unwrap();
+    cairn::testkit::runner_released(&driver, &id).await;
+    assert_eq!(driver.fenced_runners(), 0, "the driver's runner ended the thread itself");
+    assert!(other.store().verify().unwrap().is_clean());
+    driver.shutdown().await;
+    other.shutdown().await;
+}
+
+/// Two engines on one database: one drives a thread, the other pauses it. The driving
+/// engine's runner pauses it at its step boundary: the step it was running is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_from_another_engine_is_taken_by_the_runner_at_its_step_boundary() {
+    let Some(cluster) = Cluster::start("a_pause_from_another_engine") else { return };
+    let url = cluster.new_database();
+    let mut s = stall(false);
+    let driver = Engine::builder(&url).workflow(&s.wf).open().await.unwrap();
+    driver.start("stall", Tally::default(), StartOptions::id("s")).await.unwrap();
+    s.entered.take().unwrap().await.unwrap();
+    let other = Arc::new(
+        Engine::builder(&url).recovery(RecoveryPolicy::Park).workflow(&s.wf).open().await.unwrap(),
+    );
+    let pausing = tokio::spawn({
+        let other = other.clone();
+        async move { other.pause("s").await }
+    });
+    // The pause waits for the step boundary; the step ends when the gate opens.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!pausing.is_finished(), "a pause waits for the running step");
+    s.gate.send_replace(true);
+    pausing.await.unwrap().unwrap();
+    assert_eq!(other.thread("s").unwrap().status().unwrap(), ThreadStatus::Paused);
+    let kept = bodies(&other, "s").into_iter().any(
+        |b| matches!(b, cairn::event::Body::NodeCompleted { ref task, .. } if task.node == "stall"),
+    );
+    assert!(kept, "the step that ran when the pause came is kept");
+    let id: cairn::ThreadId = "s".parse().unwrap();
+    cairn::testkit::runner_released(&driver, &id).await;
+    assert_eq!(driver.fenced_runners(), 0, "the driver's runner paused the thread itself");
+    other.resume("s").await.unwrap();
+    let done = other.thread("s").unwrap().finished().await.unwrap();
+    assert_eq!(done.status, ThreadStatus::Completed);
+    driver.shutdown().await;
+    Arc::try_unwrap(other).ok().expect("one owner").shutdown().await;
+}
+
+/// Two engines on one database: one drives a thread whose node ignores its cancellation token
+/// (and whose grace is long), the other cancels it. The driver does not let go within the
+/// canceller's wait, so the canceller writes the end itself as a guarded change of the thread;
+/// the driver's runner, stalled in its node meanwhile, is fenced: its next batch is refused,
+/// nothing it computed after the cancel reaches the log, and the thread stays Cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_the_driver_does_not_act_on_is_written_by_the_canceller_and_fences_the_driver() {
+    let Some(cluster) = Cluster::start("a_cancel_from_another_engine_fences") else { return };
+    let url = cluster.new_database();
+    let mut s = stall(false);
+    let driver =
+        Engine::builder(&url).cancel_grace_ms(60_000).workflow(&s.wf).open().await.unwrap();
+    driver.start("stall", Tally::default(), StartOptions::id("s")).await.unwrap();
+    s.entered.take().unwrap().await.unwrap();
+    let other = Engine::builder(&url)
+        .recovery(RecoveryPolicy::Park)
+        .cancel_grace_ms(200)
+        .workflow(&s.wf)
+        .open()
+        .await
+        .unwrap();
     other.cancel("s", "stop it").await.unwrap();
     assert_eq!(other.thread("s").unwrap().status().unwrap(), ThreadStatus::Cancelled);
-    let before = other.store().read_since(&"s".parse().unwrap(), cairn::Seq(0), 100).unwrap().len();
-    gate.send_replace(true);
-    // The driver's runner finishes its node and tries to write the step: refused.
     let id: cairn::ThreadId = "s".parse().unwrap();
+    let before = other.store().read_since(&id, cairn::Seq(0), 100).unwrap().len();
+    s.gate.send_replace(true);
+    // The driver's runner finishes its node and tries to write the step: refused.
     tokio::time::timeout(
         std::time::Duration::from_secs(10),
         cairn::testkit::runner_released(&driver, &id),

@@ -20,6 +20,10 @@ use super::schema::LAST_LSN;
 /// The channel commits are announced on.
 pub(crate) const CHANNEL: &str = "cairn_commits";
 
+/// The channel of messages to threads' drivers (`thread` TAB `message`; a thread id has no
+/// control character).
+pub(crate) const DRIVERS: &str = "cairn_drivers";
+
 /// Longest wait between reconnection attempts.
 const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
@@ -31,6 +35,8 @@ pub(crate) struct Heard {
     pub remote: watch::Sender<u64>,
     /// This store's token in notifications.
     pub token: u64,
+    /// Messages to threads' drivers, as heard.
+    pub drivers: tokio::sync::broadcast::Sender<crate::DriverMessage>,
 }
 
 /// Starts the listening thread; it ends when every receiver of `committed` is gone.
@@ -61,7 +67,9 @@ fn listen(connect: &Connect, heard: &Heard) {
 fn serve(connect: &Connect, heard: &Heard) -> Result<(), crate::Error> {
     let committed = &heard.committed;
     let mut client: Client = connect()?;
-    client.batch_execute(&format!("LISTEN {CHANNEL}")).map_err(super::pg_error("listen"))?;
+    client
+        .batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {DRIVERS}"))
+        .map_err(super::pg_error("listen"))?;
     // Whatever was committed while nobody listened: read it now.
     let last: i64 = client
         .query_one("SELECT value FROM cairn_meta WHERE key = $1", &[&LAST_LSN])
@@ -79,6 +87,10 @@ fn serve(connect: &Connect, heard: &Heard) -> Result<(), crate::Error> {
             let mut notifications = client.notifications();
             let mut incoming = notifications.timeout_iter(Duration::from_millis(500));
             while let Some(n) = incoming.next().map_err(super::pg_error("listen"))? {
+                if n.channel() == DRIVERS {
+                    driver_message(&heard.drivers, n.payload());
+                    continue;
+                }
                 let mut parts = n.payload().split(' ');
                 let lsn = parts.next().and_then(|l| l.parse::<u64>().ok());
                 let token = parts.next().and_then(|t| u64::from_str_radix(t, 16).ok());
@@ -102,4 +114,12 @@ fn publish(committed: &watch::Sender<u64>, lsn: u64) {
         *last = (*last).max(lsn);
         moved
     });
+}
+
+/// Passes a message to a thread's driver on to this store's receivers (none listening is fine;
+/// one that cannot be read is dropped: the sender's wait covers a lost message).
+fn driver_message(drivers: &tokio::sync::broadcast::Sender<crate::DriverMessage>, payload: &str) {
+    let Some((thread, message)) = payload.split_once('\t') else { return };
+    let Ok(thread) = crate::ThreadId::new(thread) else { return };
+    let _ = drivers.send(crate::DriverMessage { thread, message: message.to_owned() });
 }

@@ -55,6 +55,8 @@ struct Inner {
     committed: watch::Receiver<u64>,
     /// Commits of other stores on the database.
     remote: watch::Receiver<u64>,
+    /// Messages to threads' drivers, heard by the listener.
+    drivers: tokio::sync::broadcast::Sender<crate::DriverMessage>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -102,10 +104,14 @@ impl PgStore {
         let tx = Arc::new(tx);
         let token = token();
         let writer = Writer::start(client, connect.clone(), tx.clone(), token)?;
-        let heard = listen::Heard { committed: tx, remote: remote_tx, token };
+        let (drivers, _) =
+            tokio::sync::broadcast::channel(crate::limits::DRIVER_MESSAGES_QUEUED_MAX);
+        let heard =
+            listen::Heard { committed: tx, remote: remote_tx, token, drivers: drivers.clone() };
         listen::start(connect_as("cairn-listener"), heard);
         let readers = Readers::start(&connect_as("cairn-reader"), READERS)?;
-        Ok(PgStore { inner: Arc::new(Inner { readers, writer, durability, committed, remote }) })
+        let inner = Inner { readers, writer, durability, committed, remote, drivers };
+        Ok(PgStore { inner: Arc::new(inner) })
     }
 
     fn read<T: Send + 'static>(
@@ -233,6 +239,25 @@ impl Store for PgStore {
 
     fn commits(&self) -> Option<watch::Receiver<u64>> {
         Some(self.inner.remote.clone())
+    }
+
+    fn tell_driver(&self, thread: &ThreadId, message: &str) -> Result<(), Error> {
+        crate::limits::check(
+            "DRIVER_MESSAGE_BYTES_MAX",
+            message.len(),
+            crate::limits::DRIVER_MESSAGE_BYTES_MAX,
+        )?;
+        let payload = format!("{thread}\t{message}");
+        // Outside any transaction: delivered when this statement commits, at once.
+        self.read(move |c| {
+            c.execute("SELECT pg_notify($1, $2)", &[&listen::DRIVERS, &payload])
+                .map(drop)
+                .map_err(pg_error("tell a thread's driver"))
+        })
+    }
+
+    fn driver_messages(&self) -> Option<tokio::sync::broadcast::Receiver<crate::DriverMessage>> {
+        Some(self.inner.drivers.subscribe())
     }
 }
 

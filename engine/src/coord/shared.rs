@@ -1,0 +1,258 @@
+//! The coordinator of an engine on a database other processes share (PostgreSQL): [`Local`]
+//! for everything this process does itself, and controls that reach a runner in another
+//! process.
+//!
+//! A cancel, time-out or pause for a thread another engine drives (stored Running, its lease
+//! live and not ours) is sent to that engine through the store ([`Store::tell_driver`]: a
+//! NOTIFY every engine on the database hears); the engine that drives the thread hands it to
+//! its runner as a local request, so the running node sees its cancellation token at once and
+//! the runner records the outcome at its step boundary, as it would for a control given in its
+//! own process. The sender waits until the driver lets go (the stored lease is released or
+//! the thread stops Running). A message can be lost, and a driver can be stalled: if the
+//! driver has not let go within the wait (this engine's cancel grace plus
+//! [`REMOTE_DRIVER_MARGIN`]), the next delivery refuses, and the caller changes the thread
+//! itself with a guarded write, which fences the driver (its next batch is refused).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use cairn_storage::{Lease, Store, ThreadId, ThreadStatus};
+use futures::future::BoxFuture;
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::{Control, Coordinator, Due, Local, Request, Wake};
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::tasks::Tasks;
+
+/// How much longer than its own cancel grace an engine waits for another engine's runner to
+/// act on a control before it writes the change itself.
+pub(crate) const REMOTE_DRIVER_MARGIN: Duration = Duration::from_secs(2);
+
+/// How often a sender looks at the stored thread while it waits for the driver to let go.
+const REMOTE_LOOK_EVERY: Duration = Duration::from_millis(50);
+
+/// Bytes of a cancel reason sent to another engine (the rest is cut at a char boundary).
+const REASON_BYTES_MAX: usize = 2 * 1024;
+
+/// The coordinator for a shared database.
+pub(crate) struct Shared {
+    local: Arc<Local>,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    /// This engine's lease owner name.
+    owner: String,
+    /// How long to wait for another engine's runner to act on a control.
+    wait: Duration,
+    /// Threads whose driver elsewhere was sent a control and has not been seen to let go.
+    asked: Mutex<HashSet<ThreadId>>,
+}
+
+impl Shared {
+    /// A coordinator for an engine named `owner` on the shared database `store`; it waits
+    /// `wait` for another engine's runner to act on a control. Controls other engines send
+    /// to runners of this one are delivered from now on.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        tasks: Tasks,
+        owner: String,
+        wait: Duration,
+    ) -> Self {
+        let local = Arc::new(Local::new(store.clone(), clock.clone(), tasks.clone(), false));
+        if let Some(messages) = store.driver_messages() {
+            hear(&local, &tasks, messages);
+        }
+        Shared { local, store, clock, owner, wait, asked: Mutex::default() }
+    }
+
+    /// Whether another engine drives `thread` now: stored Running, under a live lease not ours.
+    fn driven_elsewhere(&self, thread: &ThreadId) -> bool {
+        let Ok(Some(record)) = self.store.thread(thread) else { return false };
+        record.status == ThreadStatus::Running
+            && record.lease.as_ref().is_some_and(|lease| {
+                lease.owner != self.owner && self.clock.now_ms() < lease.expires_at_ms
+            })
+    }
+
+    fn asked(&self) -> std::sync::MutexGuard<'_, HashSet<ThreadId>> {
+        self.asked.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Hands the controls other engines send to this engine's runners (a control for a thread no
+/// runner of this engine drives is somebody else's, or late: dropped).
+fn hear(
+    local: &Arc<Local>,
+    tasks: &Tasks,
+    mut messages: broadcast::Receiver<cairn_storage::DriverMessage>,
+) {
+    let local = local.clone();
+    let stopping = tasks.stopping().clone();
+    tasks.spawn(async move {
+        loop {
+            let heard = tokio::select! {
+                heard = messages.recv() => heard,
+                () = stopping.cancelled() => return,
+            };
+            match heard {
+                Ok(m) => {
+                    if let Some(request) = decode(&m.message)
+                        && local.deliver(&m.thread, request)
+                    {
+                        tracing::debug!(thread = %m.thread, "a control from another engine delivered");
+                    }
+                }
+                // Senders whose message was lost act themselves after their wait.
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(lost = n, "controls from other engines dropped (fell behind)");
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    });
+}
+
+/// A control as text: `cancel <reason>`, `timeout`, `pause`.
+fn encode(request: &Request) -> String {
+    match request {
+        Request::Cancel(reason) => {
+            let mut end = reason.len().min(REASON_BYTES_MAX);
+            while !reason.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!("cancel {}", &reason[..end])
+        }
+        Request::TimeOut => "timeout".into(),
+        Request::Pause => "pause".into(),
+    }
+}
+
+/// The control a message carries; `None` for one this version does not know.
+fn decode(message: &str) -> Option<Request> {
+    match message.split_once(' ') {
+        Some(("cancel", reason)) => Some(Request::Cancel(reason.to_owned())),
+        _ if message == "timeout" => Some(Request::TimeOut),
+        _ if message == "pause" => Some(Request::Pause),
+        _ => None,
+    }
+}
+
+impl Coordinator for Shared {
+    fn serve(&self, wake: Arc<dyn Wake>) {
+        self.local.serve(wake);
+    }
+
+    fn claim(&self, thread: &ThreadId, parent: Option<&CancellationToken>) -> Option<Arc<Control>> {
+        self.local.claim(thread, parent)
+    }
+
+    fn release(&self, thread: &ThreadId) {
+        self.local.release(thread);
+    }
+
+    fn is_driven(&self, thread: &ThreadId) -> bool {
+        self.local.is_driven(thread)
+    }
+
+    fn deliver(&self, thread: &ThreadId, request: Request) -> bool {
+        if self.local.deliver(thread, request.clone()) {
+            return true;
+        }
+        // Asked before, and the driver did not let go in time: the caller acts itself now.
+        if self.asked().remove(thread) {
+            return false;
+        }
+        if !self.driven_elsewhere(thread) {
+            return false;
+        }
+        match self.store.tell_driver(thread, &encode(&request)) {
+            Ok(()) => {
+                self.asked().insert(thread.clone());
+                true
+            }
+            Err(e) => {
+                tracing::warn!(%thread, error = %e, "cannot reach the engine that drives the thread");
+                false
+            }
+        }
+    }
+
+    fn wait_released<'a>(&'a self, thread: &'a ThreadId) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if !self.asked().contains(thread) {
+                return self.local.wait_released(thread).await;
+            }
+            let deadline = tokio::time::Instant::now() + self.wait;
+            while tokio::time::Instant::now() < deadline {
+                if !self.driven_elsewhere(thread) {
+                    self.asked().remove(thread);
+                    return;
+                }
+                tokio::time::sleep(REMOTE_LOOK_EVERY).await;
+            }
+            tracing::info!(%thread, "the engine that drives the thread did not act on the control in time");
+        })
+    }
+
+    fn claim_parked<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        still_parked: &'a (dyn Fn() -> bool + Send + Sync),
+    ) -> BoxFuture<'a, Option<Arc<Control>>> {
+        self.local.claim_parked(thread, still_parked)
+    }
+
+    fn status_changed(&self, thread: &ThreadId, status: ThreadStatus) {
+        self.local.status_changed(thread, status);
+    }
+
+    fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<ThreadStatus>, Error> {
+        self.local.watch(thread)
+    }
+
+    fn unwatch_if_unused(&self, thread: &ThreadId) {
+        self.local.unwatch_if_unused(thread);
+    }
+
+    fn locks_released(&self) {
+        self.local.locks_released();
+    }
+
+    fn lock_releases(&self) -> watch::Receiver<u64> {
+        self.local.lock_releases()
+    }
+
+    fn arm(&self, thread: &ThreadId, due: Due) {
+        self.local.arm(thread, due);
+    }
+
+    fn disarm(&self, thread: &ThreadId) {
+        self.local.disarm(thread);
+    }
+
+    fn may_take_over(&self, lease: &Lease, now_ms: u64) -> bool {
+        self.local.may_take_over(lease, now_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_survive_their_text_form() {
+        for request in [Request::Cancel("stop: now".into()), Request::TimeOut, Request::Pause] {
+            assert_eq!(decode(&encode(&request)), Some(request));
+        }
+        assert_eq!(decode("cancel "), Some(Request::Cancel(String::new())));
+        assert_eq!(decode("reboot"), None);
+        let long = "é".repeat(REASON_BYTES_MAX);
+        let Some(Request::Cancel(cut)) = decode(&encode(&Request::Cancel(long))) else {
+            panic!("a long reason still travels")
+        };
+        assert!(cut.len() <= REASON_BYTES_MAX && cut.chars().all(|c| c == 'é'));
+    }
+}
