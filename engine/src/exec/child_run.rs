@@ -11,9 +11,10 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::drive::drive_under;
-use super::env::{ChildStop, ChildThreads, engine_error};
+use super::env::{ChildStop, ChildThreads};
 use super::runner::Exit;
 use super::shell::Shell;
+use super::stop::StopSlot;
 use crate::core::children::PARENT_LABEL;
 use crate::error::Error;
 
@@ -26,6 +27,9 @@ pub(crate) struct LiveChildren {
     pub depth: usize,
     /// The parent's cancellation: it cancels the child too.
     pub cancel: CancellationToken,
+    /// The parent runner's stop slot: a child run that leaves a log in doubt stops the parent's
+    /// runner too (the parent goes on from its log with the child as it stands).
+    pub stop: StopSlot,
 }
 
 impl ChildThreads for LiveChildren {
@@ -37,9 +41,10 @@ impl ChildThreads for LiveChildren {
         input_for_child: Option<Value>,
     ) -> BoxFuture<'static, Result<ChildStop, NodeError>> {
         let (shell, depth, cancel) = (self.shell.clone(), self.depth, self.cancel.clone());
+        let stop = self.stop.clone();
         let parent = self.parent.to_string();
         Box::pin(async move {
-            let engine = |e: Error| engine_error(&e);
+            let engine = |e: Error| stop.node_error(e);
             let mut labels = BTreeMap::new();
             labels.insert(PARENT_LABEL.to_owned(), parent);
             super::start::create(&shell, &wf, &id, input, labels, None, Default::default())
@@ -51,7 +56,7 @@ impl ChildThreads for LiveChildren {
             {
                 super::parked::deliver_input(&shell, &wf, &id, value).await.map_err(engine)?;
             }
-            let status = drive_child(&shell, &id, depth, &cancel).await?;
+            let status = drive_child(&shell, &id, depth, &cancel, &stop).await?;
             let ctx = crate::core::restore::restore(shell.store.as_ref(), &wf, &id, None)
                 .map_err(engine)?;
             Ok((status, ctx))
@@ -68,12 +73,13 @@ async fn drive_child(
     id: &ThreadId,
     depth: usize,
     cancel: &CancellationToken,
+    stop: &StopSlot,
 ) -> Result<ThreadStatus, NodeError> {
     loop {
         let exit =
             drive_under(shell.clone(), id.clone(), depth + 1, "sub-workflow", Some(cancel.clone()))
                 .await
-                .map_err(|e| engine_error(&e))?;
+                .map_err(|e| stop.node_error(e))?;
         match exit {
             Exit::Status(s) => return Ok(s),
             Exit::Shutdown => return Err(NodeError::Cancelled),

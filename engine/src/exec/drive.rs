@@ -15,10 +15,14 @@ use super::env::ThreadEnv;
 use super::pipeline::Pipeline;
 use super::runner::{Exit, Runner};
 use super::shell::Shell;
+use super::stop::{StopSlot, in_doubt};
 use crate::coord::{Control, Due};
 use crate::core::restore::restore;
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
+
+/// Longest pause before a thread whose runner stopped on a failed write is driven again.
+const DRIVE_AGAIN_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Drives `thread` in the background under the concurrency limit. If something else holds the
 /// thread at that moment (another runner, or a control writing to it), waits until it lets go
@@ -29,6 +33,7 @@ pub(crate) fn spawn_drive(shell: &Arc<Shell>, thread: ThreadId, reason: &'static
     let counted = shell.queued.enter(&thread);
     shell.tasks.spawn(async move {
         let _counted = counted;
+        let mut backoff = std::time::Duration::from_millis(s.config.poll_ms.max(1));
         loop {
             let Ok(permit) = s.permits.clone().acquire_owned().await else { return };
             if s.tasks.is_stopping() {
@@ -51,6 +56,18 @@ pub(crate) fn spawn_drive(shell: &Arc<Shell>, thread: ThreadId, reason: &'static
                     s.acks.fenced();
                     tracing::info!(thread = %thread, error = %e, "runner fenced off its thread");
                     return;
+                }
+                Err(e) if in_doubt(&e) && !s.store.exclusive() => {
+                    // A write failed or went unanswered on a shared database, whose store
+                    // reconnects: drive the thread again from its log, after a pause (this
+                    // engine's lease is still on it, so nobody else would for its ttl).
+                    drop(permit);
+                    tracing::warn!(thread = %thread, error = %e, "runner stopped by a failed write; driving the thread again from its log");
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        () = s.tasks.stopping().cancelled() => return,
+                    }
+                    backoff = (backoff * 2).min(DRIVE_AGAIN_BACKOFF_MAX);
                 }
                 Err(e) => {
                     tracing::error!(thread = %thread, error = %e, "runner stopped with an error");
@@ -144,11 +161,13 @@ async fn drive_claimed(
         ctx.meta.seq,
         tail,
     );
+    let stop = StopSlot::default();
     let children = LiveChildren {
         shell: shell.clone(),
         parent: thread.clone(),
         depth,
         cancel: control.cancel.clone(),
+        stop: stop.clone(),
     };
     let env = Arc::new(ThreadEnv {
         thread: thread.clone(),
@@ -164,6 +183,7 @@ async fn drive_claimed(
         cancel_grace_ms: shell.config.cancel_grace_ms,
         coord: shell.coord.clone(),
         children: Arc::new(children),
+        stop,
     });
     if let Some(at) = ctx.meta.policy.deadline_at_ms {
         watch_deadline(shell, at, control);

@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::pipeline::Pipeline;
+use super::stop::StopSlot;
 use crate::clock::Clock;
 use crate::coord::Coordinator;
 use crate::core::codec::{self, Recorded};
@@ -63,6 +64,8 @@ pub(crate) struct ThreadEnv {
     pub coord: Arc<dyn Coordinator>,
     /// The child threads of subgraph nodes.
     pub children: Arc<dyn ChildThreads>,
+    /// Where a task puts an engine error that must stop the runner (`stop.rs`).
+    pub stop: StopSlot,
 }
 
 impl ThreadEnv {
@@ -107,9 +110,4 @@ impl ThreadEnv {
             .map(|(bookmark, body)| Recorded { bookmark, thread: self.thread.clone(), body })
             .collect()
     }
-}
-
-/// An engine error as a node error (not retryable: the engine's own failure).
-pub(crate) fn engine_error(e: &Error) -> NodeError {
-    NodeError::Failed { code: Some("engine".into()), message: e.to_string(), retryable: false }
 }

@@ -12,7 +12,8 @@ use cairn_dsl::NodeError;
 use cairn_storage::{Batch, LockOp};
 use futures::future::BoxFuture;
 
-use super::env::{ThreadEnv, engine_error};
+use super::env::ThreadEnv;
+use super::stop::in_doubt;
 use crate::core::codec::{self, Recorded};
 use crate::core::event::Body;
 
@@ -52,7 +53,7 @@ pub(crate) fn acquire(
                         () = env.cancel.cancelled() => return Err(NodeError::Cancelled),
                     }
                 }
-                Err(e) => return Err(engine_error(&e.into())),
+                Err(e) => return Err(env.stop.node_error(e.into())),
             }
         }
     })
@@ -66,9 +67,13 @@ pub(crate) fn release(
     Box::pin(async move {
         let now = env.clock.now_ms();
         let op = LockOp::Release { name: name.clone(), owner: env.thread.to_string() };
-        let recs = write(&env, op, Body::Lock { name: name.clone(), acquired: false }, now)
-            .await
-            .map_err(|e| NodeError::Lock { name, detail: e.to_string() })?;
+        let recs =
+            match write(&env, op, Body::Lock { name: name.clone(), acquired: false }, now).await {
+                Ok(recs) => recs,
+                // A failed write, not a refusal: the runner stops (`exec/stop.rs`).
+                Err(e) if in_doubt(&e.clone().into()) => return Err(env.stop.node_error(e.into())),
+                Err(e) => return Err(NodeError::Lock { name, detail: e.to_string() }),
+            };
         env.coord.locks_released();
         Ok(recs)
     })

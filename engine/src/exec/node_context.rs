@@ -15,7 +15,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use super::env::{ThreadEnv, engine_error};
+use super::env::ThreadEnv;
 use crate::core::codec::Recorded;
 use crate::core::drawn::{Drawn, task_random};
 use crate::core::event::{Body, TaskKey};
@@ -307,7 +307,7 @@ impl NodeContext for LiveNodeContext {
                 input: input.clone(),
                 values,
             });
-            let recs = env.append_now(bodies, now).await.map_err(|e| engine_error(&e))?;
+            let recs = env.append_now(bodies, now).await.map_err(|e| env.stop.node_error(e))?;
             lock_state(&shared).appended.extend(recs);
             let tool_ctx = ToolCtx::new(cancel);
             let output = run(input, tool_ctx.clone()).await;
@@ -323,7 +323,7 @@ impl NodeContext for LiveNodeContext {
                 usage,
                 duration_ms: done.saturating_sub(now),
             };
-            let recs = env.append_now(vec![body], done).await.map_err(|e| engine_error(&e))?;
+            let recs = env.append_now(vec![body], done).await.map_err(|e| env.stop.node_error(e))?;
             lock_state(&shared).appended.extend(recs);
             output.map_err(NodeError::from)
             }

@@ -99,8 +99,7 @@ impl Runner {
         if let Some(lease) = &self.record.lease
             && lease.owner != me
         {
-            // Another owner's lease: taken over only when the coordinator says that owner can
-            // no longer write (with one process on its file: always, that owner died).
+            // Another owner's lease: taken over only once the coordinator says it cannot write.
             if !self.shell.coord.may_take_over(lease, now) {
                 return Ok(false);
             }
@@ -278,6 +277,7 @@ impl Runner {
         }
         assert!(self.emitted.is_empty(), "events emitted before a step are submitted before it");
         let mut runs: Vec<TaskRun> = futures::future::join_all(futures).await;
+        self.env.stop.check(&self.env.thread)?;
         runs.sort_by(|a, b| a.key.cmp(&b.key));
         let mut appended: Vec<_> =
             runs.iter_mut().flat_map(|r| std::mem::take(&mut r.appended)).collect();

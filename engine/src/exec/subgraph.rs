@@ -14,7 +14,7 @@ use cairn_storage::{ThreadId, ThreadStatus};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::env::{ThreadEnv, engine_error};
+use super::env::ThreadEnv;
 use crate::core::event::TaskKey;
 use crate::core::thread_ctx::Waiting;
 use crate::limits;
@@ -50,9 +50,9 @@ pub(crate) fn run_child(
                 limits::SUBGRAPH_DEPTH_MAX
             )));
         }
-        env.settle().await.map_err(|e| engine_error(&e))?;
+        env.settle().await.map_err(|e| env.stop.node_error(e))?;
         let id = ThreadId::new(child_id(&env.thread, &task, step))
-            .map_err(|e| engine_error(&e.into()))?;
+            .map_err(|e| env.stop.node_error(e.into()))?;
         // Input the parent received while the child waited goes on to the child.
         let (status, ctx) =
             env.children.run(id.clone(), child, input, inputs.last().cloned()).await?;

@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use tracing::Instrument as _;
 
-use super::env::{ThreadEnv, engine_error};
+use super::env::ThreadEnv;
 use super::node_context::LiveNodeContext;
 use crate::core::codec::Recorded;
 use crate::core::decide::{TaskEnd, TaskRun};
@@ -121,7 +121,7 @@ pub(crate) async fn run_task(
         match env.append_now(bodies, now).await {
             Ok(mut recs) => appended.append(&mut recs),
             Err(e) => {
-                let end = TaskEnd::Failed { error: engine_error(&e) };
+                let end = TaskEnd::Failed { error: env.stop.node_error(e) };
                 return TaskRun {
                     key,
                     attempt,

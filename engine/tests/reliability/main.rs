@@ -4,7 +4,8 @@
 //! runner shows in the CI log) and asserts its must-be-zero counters. Sizes scale with
 //! environment variables so that `scripts/soak.sh` runs the same code at soak size:
 //! `CAIRN_REL_RANDOM_CASES` (T1 random cases), `CAIRN_REL_KILLS` and `CAIRN_REL_ABORTS` (T2),
-//! `CAIRN_REL_CORRUPTIONS` (T4), `CAIRN_REL_LOAD_THREADS` (T8). A failing randomised test prints
+//! `CAIRN_REL_CORRUPTIONS` (T4), `CAIRN_REL_LOAD_THREADS` (T8), `CAIRN_REL_PG_THREADS` (the
+//! multi-worker chaos test on PostgreSQL). A failing randomised test prints
 //! the seed (or case) that replays it.
 #![allow(
     clippy::print_stdout,
@@ -20,6 +21,10 @@ mod fixtures;
 mod fuzz_corpus;
 mod io_faults;
 mod load;
+#[cfg(feature = "postgres")]
+mod pg_chaos_workflow;
+#[cfg(feature = "postgres")]
+mod pg_workers;
 mod processes;
 mod readme_example;
 mod workflows;
