@@ -6,6 +6,7 @@
 )]
 #![allow(missing_docs, reason = "test code")]
 
+mod bundle_replay;
 mod common;
 mod controls;
 mod crash;
