@@ -118,6 +118,30 @@ impl EngineBuilder {
         self
     }
 
+    /// Writes a debug bundle of every thread that fails while this engine runs it to `dir`,
+    /// made with `options` (redaction, metadata, `max_payload_bytes`...); see
+    /// [`crate::debug::FailureExport`] for the file names and when it happens.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use cairn::debug::{ExportOptions, Redaction};
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// let options = ExportOptions { redaction: Redaction::default(), ..ExportOptions::default() };
+    /// let engine = cairn::Engine::builder("app.db")
+    ///     .export_on_failure("failed-bundles", options)
+    ///     .open()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn export_on_failure(
+        mut self,
+        dir: impl Into<std::path::PathBuf>,
+        options: crate::debug::ExportOptions,
+    ) -> Self {
+        self.config.export_on_failure = Some(crate::debug::FailureExport::new(dir, options));
+        self
+    }
+
     /// Seed of the random stream (deterministic ids and randomness in tests).
     pub fn seed(mut self, seed: u64) -> Self {
         self.config.seed = Some(seed);

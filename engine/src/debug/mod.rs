@@ -17,7 +17,8 @@
 //!   ([`Redaction`]), validated field by field on import ([`Bundle::from_bytes`]), and importable
 //!   into a fresh database ([`Engine::import_bundle`]) to inspect or replay it there. Bundles
 //!   of the framework Cairn grew from (the seed format, version [`SEED_VERSION`]) are read too,
-//!   converted on read.
+//!   converted on read. An engine can write one for every thread that fails
+//!   ([`FailureExport`], [`crate::EngineBuilder::export_on_failure`]).
 
 mod bundle;
 mod bundle_file;
@@ -26,6 +27,7 @@ mod checkpoint;
 mod diff;
 mod dup_keys;
 mod export;
+mod failure_export;
 mod fork;
 mod import;
 mod migrate;
@@ -49,6 +51,8 @@ pub use bundle::{
     ToolResultSummary,
 };
 pub use diff::diff_values;
+pub use failure_export::FailureExport;
+pub(crate) use failure_export::export_failed;
 pub use redact::{REDACTED, Redaction};
 pub use seed::{SEED_VERSION, SEED_WORKFLOW_ID, seed_event_kind};
 

@@ -172,7 +172,11 @@ async fn drive_claimed(
     if !runner.begin(reason).await? {
         return Ok(Exit::Elsewhere);
     }
-    runner.run(control).await
+    let exit = runner.run(control).await?;
+    if exit == Exit::Status(ThreadStatus::Failed) {
+        crate::debug::export_failed(shell, thread);
+    }
+    Ok(exit)
 }
 
 /// Watches a running thread's deadline: when it passes, its runner is told to time out.

@@ -104,3 +104,47 @@ async fn export_options_add_metadata_drop_large_bodies_and_summarise_tools_and_t
     engine.shutdown().await;
     fresh.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_engine_with_the_policy_writes_the_bundle_of_each_thread_that_fails() {
+    let (_d, path) = db();
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("failed");
+    let wf = Workflow::<Replace<Value>>::builder("brittle", 1)
+        .node("step", |s: Arc<Replace<Value>>, _ctx: Ctx| async move {
+            if s.0["fail"] == json!(true) {
+                return Err(cairn::dsl::NodeError::fatal("the disk is full"));
+            }
+            Ok(NodeOutput::update(json!({"ok": true})))
+        })
+        .edge(START, "step")
+        .edge("step", END)
+        .build()
+        .unwrap();
+    let mut options = ExportOptions { gzip: true, ..ExportOptions::default() };
+    options.metadata.insert("service".into(), json!("billing"));
+    let engine = Engine::builder(&path)
+        .durability(Durability::None)
+        .workflow(&wf)
+        .export_on_failure(&dir, options.clone())
+        .open()
+        .await
+        .unwrap();
+    let bad = StartOptions::id("bad/1");
+    let failed = engine.start("brittle", Replace(json!({"fail": true})), bad).await.unwrap();
+    assert_eq!(failed.finished().await.unwrap().status, cairn::ThreadStatus::Failed);
+    let good = StartOptions::id("good");
+    let done = engine.start("brittle", Replace(json!({"fail": false})), good).await.unwrap();
+    assert_eq!(done.finished().await.unwrap().status, cairn::ThreadStatus::Completed);
+
+    let policy = cairn::debug::FailureExport::new(&dir, options);
+    let file = policy.path_for("bad/1");
+    assert_eq!(file, dir.join("bad%2F1.bundle.json.gz"));
+    let bundle = Bundle::from_bytes(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(bundle.metadata.thread.id, "bad/1");
+    assert_eq!(bundle.metadata.thread.status, cairn::ThreadStatus::Failed);
+    assert_eq!(bundle.metadata.custom["service"], "billing");
+    let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names.len(), 1, "only the failed thread is exported: {names:?}");
+    engine.shutdown().await;
+}
