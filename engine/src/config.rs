@@ -39,8 +39,6 @@ pub struct Config {
     pub poll_ms: u64,
     /// Seed of the engine's random stream (ids, node randomness); from the clock when `None`.
     pub seed: Option<u64>,
-    /// Write a debug bundle of every thread that fails while this engine runs it.
-    pub export_on_failure: Option<crate::debug::FailureExport>,
 }
 
 impl Default for Config {
@@ -56,7 +54,6 @@ impl Default for Config {
             lease_ttl_ms: crate::limits::LEASE_TTL_MS,
             poll_ms: 500,
             seed: None,
-            export_on_failure: None,
         }
     }
 }

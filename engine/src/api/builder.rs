@@ -13,7 +13,7 @@ use crate::config::{Config, RecoveryPolicy};
 use crate::coord::{Coordinator, Local};
 use crate::error::Error;
 use crate::exec::registry::Registry;
-use crate::exec::shell::{Ids, Shell, Verified, splitmix};
+use crate::exec::shell::{FailureHook, Ids, Shell, Verified, splitmix};
 use crate::exec::wake::Waker;
 use crate::tasks::Tasks;
 
@@ -34,6 +34,7 @@ pub struct EngineBuilder {
     pub(super) clock: Arc<dyn Clock>,
     pub(super) workflows: Vec<Arc<DynWorkflow>>,
     pub(super) read_only: bool,
+    pub(super) on_failure: Option<FailureHook>,
 }
 
 impl EngineBuilder {
@@ -112,33 +113,15 @@ impl EngineBuilder {
         self
     }
 
-    /// Grace period for cancelled nodes.
-    pub fn cancel_grace_ms(mut self, ms: u64) -> Self {
-        self.config.cancel_grace_ms = ms;
+    /// Sets what runs when a runner fails a thread (see `FailureHook`).
+    pub(crate) fn on_failure(mut self, hook: FailureHook) -> Self {
+        self.on_failure = Some(hook);
         self
     }
 
-    /// Writes a debug bundle of every thread that fails while this engine runs it to `dir`,
-    /// made with `options` (redaction, metadata, `max_payload_bytes`...); see
-    /// [`crate::debug::FailureExport`] for the file names and when it happens.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// use cairn::debug::{ExportOptions, Redaction};
-    /// # async fn run() -> Result<(), cairn::Error> {
-    /// let options = ExportOptions { redaction: Redaction::default(), ..ExportOptions::default() };
-    /// let engine = cairn::Engine::builder("app.db")
-    ///     .export_on_failure("failed-bundles", options)
-    ///     .open()
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn export_on_failure(
-        mut self,
-        dir: impl Into<std::path::PathBuf>,
-        options: crate::debug::ExportOptions,
-    ) -> Self {
-        self.config.export_on_failure = Some(crate::debug::FailureExport::new(dir, options));
+    /// Grace period for cancelled nodes.
+    pub fn cancel_grace_ms(mut self, ms: u64) -> Self {
+        self.config.cancel_grace_ms = ms;
         self
     }
 
@@ -221,6 +204,7 @@ impl EngineBuilder {
             acks: Arc::default(),
             verified: Verified::default(),
             queued: Arc::default(),
+            on_failure: self.on_failure,
         });
         if !self.read_only {
             shell.coord.serve(Arc::new(Waker(Arc::downgrade(&shell))));
@@ -254,6 +238,7 @@ impl Engine {
             clock: Arc::new(SystemClock),
             workflows: Vec::new(),
             read_only: false,
+            on_failure: None,
         }
     }
 

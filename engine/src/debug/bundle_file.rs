@@ -6,7 +6,8 @@ use serde_json::Value;
 use super::bundle::{BUNDLE_BYTES_MAX, Bundle};
 use super::dup_keys;
 use super::reader::{self, bad};
-use super::seed::{self, SEED_VERSION, is_seed_version};
+use super::seed;
+use super::seed_names::{SEED_VERSION, is_seed_version};
 use super::validate::check_version_of;
 use crate::error::Error;
 

@@ -1,7 +1,8 @@
 //! Writing a debug bundle of every thread that fails, as an engine policy
 //! ([`crate::EngineBuilder::export_on_failure`]).
 //!
-//! The runner calls [`export_failed`] once it has durably recorded a thread's failure (a node
+//! The policy is the exec layer's failure hook (`exec::shell::FailureHook`), so the runner knows
+//! nothing of bundles. The runner calls it once it has durably recorded a thread's failure (a node
 //! failed with no retry left, a budget or step limit stopped it), before anyone waiting on the
 //! thread is told, so the file exists by the time `ThreadHandle::finished` returns. A thread
 //! failed from outside a runner (`abandon`) is not exported: export it with
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use cairn_storage::ThreadId;
 
 use super::ExportOptions;
+use crate::api::builder::EngineBuilder;
 use crate::api::engine::Engine;
 use crate::error::Error;
 use crate::exec::shell::Shell;
@@ -80,9 +82,30 @@ impl FailureExport {
     }
 }
 
-/// Writes the bundle of `thread`, which has just failed, when the engine has the policy.
-pub(crate) fn export_failed(shell: &Arc<Shell>, thread: &ThreadId) {
-    let Some(policy) = &shell.config.export_on_failure else { return };
+impl EngineBuilder {
+    /// Writes a debug bundle of every thread that fails while this engine runs it to `dir`,
+    /// made with `options` (redaction, metadata, `max_payload_bytes`...); see [`FailureExport`]
+    /// for the file names and when it happens.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use cairn::debug::{ExportOptions, Redaction};
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// let options = ExportOptions { redaction: Redaction::default(), ..ExportOptions::default() };
+    /// let engine = cairn::Engine::builder("app.db")
+    ///     .export_on_failure("failed-bundles", options)
+    ///     .open()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn export_on_failure(self, dir: impl Into<PathBuf>, options: ExportOptions) -> Self {
+        let policy = FailureExport::new(dir, options);
+        self.on_failure(Arc::new(move |shell, thread| export_failed(&policy, shell, thread)))
+    }
+}
+
+/// Writes the bundle of `thread`, which has just failed.
+fn export_failed(policy: &FailureExport, shell: &Arc<Shell>, thread: &ThreadId) {
     let engine = Engine { shell: shell.clone() };
     match policy.write(&engine, thread.as_str()) {
         Ok(path) => {

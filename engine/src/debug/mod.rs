@@ -35,6 +35,7 @@ mod reader;
 mod redact;
 mod seed;
 mod seed_events;
+mod seed_names;
 mod seed_state;
 mod time_travel;
 mod validate;
@@ -52,9 +53,8 @@ pub use bundle::{
 };
 pub use diff::diff_values;
 pub use failure_export::FailureExport;
-pub(crate) use failure_export::export_failed;
 pub use redact::{REDACTED, Redaction};
-pub use seed::{SEED_VERSION, SEED_WORKFLOW_ID, seed_event_kind};
+pub use seed_names::{SEED_VERSION, SEED_WORKFLOW_ID, seed_event_kind};
 
 #[allow(unused_imports, reason = "linked from the module docs")]
 use crate::Engine;

@@ -185,12 +185,12 @@ fn metadata(v: &Value, path: &str) -> Result<BundleMetadata, Error> {
 }
 
 /// An event's `type`: Cairn's name, or the seed format's name for the same kind
-/// ([`super::seed::seed_event_kind`]).
+/// ([`super::seed_names::seed_event_kind`]).
 fn event_kind(o: &Obj<'_>) -> Result<cairn_storage::EventKind, Error> {
     let text = o.string("type")?;
     text.parse()
         .ok()
-        .or_else(|| super::seed::seed_event_kind(&text))
+        .or_else(|| super::seed_names::seed_event_kind(&text))
         .ok_or_else(|| bad(o.at("type"), format!("unknown value {text:?}")))
 }
 

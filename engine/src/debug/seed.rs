@@ -10,7 +10,7 @@
 //! - `state` (a seed `State`) becomes the snapshot's user state whole; see `seed_state.rs` for
 //!   what is also copied into the meta. `state.id` is the thread id.
 //! - Seed events carry no engine body, so each is mapped onto the Cairn event kind of
-//!   [`seed_event_kind`] with a body built from the seed event's fields (below). Seed event
+//!   [`seed_event_kind`](super::seed_names::seed_event_kind) with a body built from the seed event's fields (below). Seed event
 //!   `i` (0-based) becomes seq `i + 2`: seq 1 is a `thread_created` made up for it (workflow
 //!   [`SEED_WORKFLOW_ID`], input `null`, at `state.createdAt`), since every Cairn log starts
 //!   with one. The seed's `id` and `summary` stay on the bundle event; its `status` is the
@@ -46,7 +46,7 @@
 
 use std::collections::BTreeMap;
 
-use cairn_storage::{CheckpointKind, CheckpointMeta, EventKind, ThreadStatus, WorkflowRef};
+use cairn_storage::{CheckpointKind, CheckpointMeta, ThreadStatus, WorkflowRef};
 use serde_json::Value;
 
 use super::bundle::{
@@ -56,45 +56,11 @@ use super::bundle::{
 use super::bundle_summary::tool_results;
 use super::reader::{Obj, array, bad};
 use super::seed_events::{Converter, SeedEvent};
+use super::seed_names::{SEED_VERSION, SEED_WORKFLOW_ID};
 use super::seed_state::SeedState;
 use super::validate::place_body;
 use crate::core::event::Body;
 use crate::error::Error;
-
-/// The seed format version read (the only one it ever wrote).
-pub const SEED_VERSION: &str = "0.1.0";
-
-/// The workflow id a converted seed thread is pinned to (version 0): no Cairn workflow has it.
-pub const SEED_WORKFLOW_ID: &str = "seed";
-
-/// The Cairn event kind of a seed event type, `None` for a name the seed does not have.
-///
-/// # Examples
-/// ```
-/// use cairn::debug::seed_event_kind;
-/// use cairn::storage::EventKind;
-/// assert_eq!(seed_event_kind("tool_result"), Some(EventKind::ToolReturned));
-/// assert_eq!(seed_event_kind("tool_returned"), None); // Cairn's own name, not an alias
-/// ```
-pub fn seed_event_kind(name: &str) -> Option<EventKind> {
-    Some(match name {
-        "node_start" => EventKind::NodeStarted,
-        "node_end" => EventKind::NodeCompleted,
-        "tool_call" => EventKind::ToolCalled,
-        "tool_result" => EventKind::ToolReturned,
-        "error" => EventKind::NodeFailed,
-        "retry" => EventKind::RetryScheduled,
-        "checkpoint" => EventKind::CheckpointCreated,
-        "budget_warning" => EventKind::BudgetWarning,
-        "budget_exceeded" => EventKind::BudgetExceeded,
-        _ => return None,
-    })
-}
-
-/// Whether `version` is the seed format's.
-pub(crate) fn is_seed_version(version: &str) -> bool {
-    version == SEED_VERSION
-}
 
 /// The Cairn bundle of the seed bundle `v` (types and required fields checked here,
 /// semantics by `Bundle::validate` after).

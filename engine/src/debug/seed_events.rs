@@ -8,7 +8,7 @@ use cairn_storage::{CheckpointKind, EventKind, EventStatus};
 use serde_json::{Map, Value};
 
 use super::reader::{Obj, bad};
-use super::seed::seed_event_kind;
+use super::seed_names::seed_event_kind;
 use crate::core::event::{Body, TaskKey};
 use crate::error::Error;
 

@@ -277,7 +277,7 @@ impl Bundle {
 /// seed format's version.
 pub(crate) fn check_version_of(bundle: &serde_json::Value) -> Result<(), Error> {
     match bundle.get("version") {
-        Some(serde_json::Value::String(v)) if super::seed::is_seed_version(v) => Ok(()),
+        Some(serde_json::Value::String(v)) if super::seed_names::is_seed_version(v) => Ok(()),
         Some(serde_json::Value::String(v)) => check_version(v),
         Some(other) => Err(bad("$.version", format!("expected a string, found {other}"))),
         None if bundle.is_object() => Err(bad("$.version", "missing field")),
@@ -296,7 +296,7 @@ fn check_version(version: &str) -> Result<(), Error> {
             format!(
                 "unsupported bundle version {version:?}: this Cairn reads 1.x and the seed \
                  format's {}",
-                super::seed::SEED_VERSION
+                super::seed_names::SEED_VERSION
             ),
         ));
     }

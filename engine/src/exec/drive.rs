@@ -173,8 +173,10 @@ async fn drive_claimed(
         return Ok(Exit::Elsewhere);
     }
     let exit = runner.run(control).await?;
-    if exit == Exit::Status(ThreadStatus::Failed) {
-        crate::debug::export_failed(shell, thread);
+    if exit == Exit::Status(ThreadStatus::Failed)
+        && let Some(hook) = &shell.on_failure
+    {
+        hook(shell, thread);
     }
     Ok(exit)
 }
