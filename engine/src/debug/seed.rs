@@ -28,7 +28,8 @@
 //! - The thread's status, which the seed does not record: `failed` if the last event is an
 //!   `error`, `completed` if `task.progress` is 100, otherwise `paused`, so that nothing resumes
 //!   it. Its workflow is [`SEED_WORKFLOW_ID`], which no Cairn binary has: an imported seed
-//!   thread can be shown, listed, exported and time-travelled to its checkpoints, not run.
+//!   thread can be shown, its events listed and (when it has a checkpoint) exported again;
+//!   `state_at`, replay, fork and resume need its workflow, so they refuse it.
 //!
 //! | seed `type`       | Cairn kind         | body built from the seed event                      |
 //! |-------------------|--------------------|-----------------------------------------------------|
