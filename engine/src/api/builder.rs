@@ -14,7 +14,7 @@ use crate::config::{Config, RecoveryPolicy};
 use crate::coord::{Coordinator, Local, REMOTE_DRIVER_MARGIN, Shared};
 use crate::error::Error;
 use crate::exec::registry::Registry;
-use crate::exec::shell::{Ids, Shell, Verified, splitmix};
+use crate::exec::shell::{FailureHook, Ids, Shell, Verified, splitmix};
 use crate::exec::wake::Waker;
 use crate::tasks::Tasks;
 
@@ -35,6 +35,7 @@ pub struct EngineBuilder {
     pub(super) clock: Arc<dyn Clock>,
     pub(super) workflows: Vec<Arc<DynWorkflow>>,
     pub(super) read_only: bool,
+    pub(super) on_failure: Option<FailureHook>,
 }
 
 impl EngineBuilder {
@@ -110,6 +111,12 @@ impl EngineBuilder {
     /// [`Config::poll_ms`].
     pub fn poll_ms(mut self, ms: u64) -> Self {
         self.config.poll_ms = ms.max(1);
+        self
+    }
+
+    /// Sets what runs when a runner fails a thread (see `FailureHook`).
+    pub(crate) fn on_failure(mut self, hook: FailureHook) -> Self {
+        self.on_failure = Some(hook);
         self
     }
 
@@ -208,6 +215,7 @@ impl EngineBuilder {
             acks: Arc::default(),
             verified: Verified::default(),
             queued: Arc::default(),
+            on_failure: self.on_failure,
         });
         if !self.read_only {
             shell.coord.serve(Arc::new(Waker(Arc::downgrade(&shell))));
@@ -241,6 +249,7 @@ impl Engine {
             clock: Arc::new(SystemClock),
             workflows: Vec::new(),
             read_only: false,
+            on_failure: None,
         }
     }
 

@@ -8,10 +8,11 @@ use cairn_dsl::DynWorkflow;
 use serde_json::json;
 
 use super::common::{Common, open_read_only, open_writable, print_json, print_text, progress};
-use super::common::{fail, record_of};
+use super::common::{fail, parse_label, record_of};
 use super::table::{Table, cut, time};
 use super::{EXIT_FAILED, EXIT_OPEN};
 use crate::debug::{Bundle, ExportOptions, Redaction};
+use crate::storage::EventStatus;
 
 /// `cairn bundle ...`.
 #[derive(Debug, clap::Subcommand)]
@@ -51,6 +52,13 @@ pub struct ExportArgs {
     /// Keep only the last N events.
     #[arg(long)]
     last_events: Option<usize>,
+    /// A field of your own for the bundle's metadata (KEY=VALUE, repeatable; kept as a string).
+    #[arg(long = "meta", value_parser = parse_label)]
+    meta: Vec<(String, String)>,
+    /// Leave out event bodies over N bytes (recorded with their size and hash; such a bundle
+    /// can be shown, not imported).
+    #[arg(long)]
+    max_payload_bytes: Option<usize>,
 }
 
 /// Arguments of `cairn bundle import` and `cairn bundle show`.
@@ -83,6 +91,8 @@ async fn export(args: ExportArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()
         last_events: args.last_events,
         gzip: args.gzip,
         redaction,
+        metadata: args.meta.into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect(),
+        max_payload_bytes: args.max_payload_bytes,
     };
     let bundle = engine.export_bundle(&args.thread, &options)?;
     bar.inc(1);
@@ -101,6 +111,7 @@ async fn export(args: ExportArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()
         "gzip": args.gzip,
         "events": bundle.events.events.len(),
         "checkpoints": bundle.checkpoints.as_ref().map_or(0, Vec::len),
+        "dropped": bundle.events.dropped.len(),
     });
     if args.common.json {
         return print_json(&summary);
@@ -160,7 +171,10 @@ fn show(args: &FileArgs) -> anyhow::Result<()> {
             "metadata": m,
             "events": bundle.events.events.len(),
             "payloads": bundle.events.payloads.len(),
+            "dropped": bundle.events.dropped,
             "checkpoints": bundle.checkpoints.as_ref().map(Vec::len),
+            "telemetry": bundle.telemetry,
+            "toolResultsSummary": bundle.tool_results_summary,
             "state_seq": bundle.state.meta.seq,
             "state": bundle.state.state,
         }));
@@ -175,17 +189,43 @@ fn show(args: &FileArgs) -> anyhow::Result<()> {
         "workflow".into(),
         format!("{} v{} ({})", m.workflow.id, m.workflow.version, cut(&m.workflow.fingerprint, 16)),
     ]);
-    t.row(vec!["exported by".into(), format!("cairn {} on {}", m.cairn_version, m.platform)]);
+    let by = match &m.source_version {
+        Some(v) => format!(
+            "the seed framework (bundle {v}) on {}, converted by cairn {}",
+            m.platform, m.cairn_version
+        ),
+        None => format!("cairn {} on {}", m.cairn_version, m.platform),
+    };
+    t.row(vec!["exported by".into(), by]);
     t.row(vec![
         "events".into(),
         format!(
-            "{} (seq {}..={}), {} by reference",
+            "{} (seq {}..={}), {} by reference, {} dropped ({} bytes)",
             bundle.events.events.len(),
             m.thread.first_seq,
             m.thread.last_seq,
-            bundle.events.payloads.len()
+            bundle.events.payloads.len(),
+            bundle.events.dropped.len(),
+            bundle.events.dropped.values().sum::<u64>()
         ),
     ]);
+    if let Some(tm) = &bundle.telemetry {
+        t.row(vec![
+            "telemetry".into(),
+            format!(
+                "{} ms in all, {} tool calls, {} errors, {} retries, {} tokens",
+                tm.total_duration,
+                tm.tool_call_count,
+                tm.error_count,
+                tm.retry_count,
+                tm.token_count
+            ),
+        ]);
+    }
+    if let Some(tools) = &bundle.tool_results_summary {
+        let failed = tools.iter().filter(|t| t.status == EventStatus::Failure).count();
+        t.row(vec!["tool results".into(), format!("{} ({failed} failed)", tools.len())]);
+    }
     t.row(vec![
         "checkpoints".into(),
         bundle.checkpoints.as_ref().map_or("not included".into(), |c| c.len().to_string()),
@@ -198,6 +238,10 @@ fn show(args: &FileArgs) -> anyhow::Result<()> {
         "redaction".into(),
         format!("keys [{}], {} secrets", m.redaction.key_patterns.join(", "), m.redaction.secrets),
     ]);
+    for (k, v) in &m.custom {
+        let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+        t.row(vec![format!("meta {k}"), cut(&text, 60)]);
+    }
     let text: String = t.render().lines().skip(1).map(|l| format!("{l}\n")).collect();
     print_text(&text);
     Ok(())

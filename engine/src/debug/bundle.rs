@@ -8,19 +8,28 @@
 //!   "events": {
 //!     "events": [{"id", "seq", "timestamp", "type", "nodeId"?, "status", "summary",
 //!                 "payloadRef"? | "metadata"?}],   metadata = the event body, inline
-//!     "payloads": {"payload-<blake3 of the body's JSON>": body}  bodies over 16 KiB
+//!     "payloads": {"payload-<blake3 of the body's JSON>": body},  bodies over 16 KiB
+//!     "dropped": {"payload-<blake3>": bytes}?   bodies left out (`max_payload_bytes`)
 //!   },
 //!   "base": {"meta", "state"}?,              the context before the first event, when the
 //!                                            bundle does not start at seq 1
 //!   "checkpoints": [{"id", "stateId", "state", "eventIndex", "timestamp", "kind",
 //!                    "workflow", "metadata"}]?,
+//!   "telemetry": {"totalDuration", "tokenCount", "toolCallCount", "errorCount",
+//!                 "retryCount", "nodeTimings"}?,   derived from the state, for people
+//!   "toolResultsSummary": [{"seq", "nodeId", "toolName", "status", "durationMs",
+//!                           "outputBytes"}]?,     one per tool_returned event
 //!   "metadata": {"cairn_version", "workflow": {id, version, fingerprint}, "platform",
-//!                "thread": {...}, "redaction": {...}}
+//!                "thread": {...}, "redaction": {...}, "custom": {...}?,
+//!                "source_version"?}
 //! }
 //! ```
 //!
 //! [`Bundle::from_bytes`] accepts exactly this (gzip or not) and checks everything before
-//! anything uses it; every problem is an [`Error::Bundle`] naming the JSON path.
+//! anything uses it; every problem is an [`Error::Bundle`] naming the JSON path. It also reads
+//! the bundles of the framework Cairn grew from (format `0.1.0`), converting them on read (see
+//! `seed.rs` for how each of their fields maps); the result is a bundle of this format with
+//! `metadata.source_version` set.
 
 use std::collections::BTreeMap;
 
@@ -31,6 +40,8 @@ use serde_json::Value;
 
 use crate::core::event::ForkOrigin;
 use crate::core::thread_ctx::Snapshot;
+
+pub use super::bundle_summary::{BundleTelemetry, ToolResultSummary};
 
 /// The format version written; bundles of major version 1 are read.
 pub const BUNDLE_VERSION: &str = "1.0.0";
@@ -64,6 +75,14 @@ pub struct Bundle {
     /// Checkpoints, when exported with them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoints: Option<Vec<BundleCheckpoint>>,
+    /// The thread's counters and total duration, under the names the seed format gives them
+    /// (absent in bundles written before it was exported).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<BundleTelemetry>,
+    /// One line per tool result of the exported events (absent in bundles written before it
+    /// was exported). Computed before payloads are dropped, so it covers dropped ones too.
+    #[serde(rename = "toolResultsSummary", skip_serializing_if = "Option::is_none")]
+    pub tool_results_summary: Option<Vec<ToolResultSummary>>,
     /// Where it came from.
     pub metadata: BundleMetadata,
 }
@@ -75,6 +94,12 @@ pub struct EventsExport {
     pub events: Vec<BundleEvent>,
     /// Bodies by reference: `payload-<blake3 hex of the body's compact JSON>` -> body.
     pub payloads: BTreeMap<String, Value>,
+    /// Bodies left out on export ([`super::ExportOptions::max_payload_bytes`]): their reference
+    /// (the blake3 of the body's compact JSON, as in `payloads`) -> their size in bytes. Events
+    /// whose `payloadRef` is here keep their type, node, status and summary; such a bundle can
+    /// be read and shown but not imported, since the log needs every body.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub dropped: BTreeMap<String, u64>,
 }
 
 /// One event of a bundle.
@@ -140,6 +165,14 @@ pub struct BundleMetadata {
     pub thread: BundleThread,
     /// What was redacted (the rules, not the values).
     pub redaction: BundleRedaction,
+    /// Fields the exporter added ([`super::ExportOptions::metadata`]); for a converted seed
+    /// bundle, the seed's own metadata (`userAgent`...).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub custom: BTreeMap<String, Value>,
+    /// Set when the bundle was converted on read from a bundle of the seed framework: that
+    /// bundle's version (`0.1.0`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_version: Option<String>,
 }
 
 /// The thread a bundle holds.

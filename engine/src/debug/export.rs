@@ -17,16 +17,17 @@ use super::bundle::{
     BUNDLE_VERSION, Bundle, BundleCheckpoint, BundleEvent, BundleMetadata, BundleRedaction,
     BundleThread, EventsExport,
 };
+use super::bundle_summary::{BundleTelemetry, ToolResultSummary, tool_results};
 use super::import::BASE_TAG;
 use super::redact::Redactor;
-use super::validate::payload_key;
+use super::validate::{payload_key, place_body};
 use crate::api::engine::Engine;
 use crate::core::codec;
 use crate::core::event::{Body, ForkOrigin};
 use crate::core::restore::decode_snapshot;
 use crate::core::thread_ctx::Snapshot;
 use crate::error::Error;
-use crate::limits::{self, INLINE_VALUE_BYTES_MAX};
+use crate::limits;
 
 impl Engine {
     /// A debug bundle of `thread`, redacted as `options.redaction` says.
@@ -74,7 +75,8 @@ impl Engine {
             }
             Err(e) => return Err(e),
         };
-        let events = self.export_events(&id, start, last, &red)?;
+        let (events, tools) =
+            self.export_events(&id, start, last, &red, options.max_payload_bytes)?;
         let checkpoints = if options.include_checkpoints {
             Some(self.export_checkpoints(&id, start, &red)?)
         } else {
@@ -105,17 +107,22 @@ impl Engine {
                 key_patterns: options.redaction.key_patterns.clone(),
                 secrets: options.redaction.secrets.len() as u64,
             },
+            custom: redacted(&options.metadata, &red)?,
+            source_version: None,
         };
+        let state = redacted(&state, &red)?;
         let timestamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         Ok(Bundle {
             version: BUNDLE_VERSION.to_owned(),
             timestamp,
-            state: redacted(&state, &red)?,
+            telemetry: Some(BundleTelemetry::of(&state)),
+            state,
             events,
             base: base.map(|b| redacted(&b, &red)).transpose()?,
             checkpoints,
+            tool_results_summary: Some(tools),
             metadata,
         })
     }
@@ -147,14 +154,18 @@ impl Engine {
         }
     }
 
+    /// The events `start..=last`, and a summary of their tool results (taken before bodies over
+    /// `max_payload_bytes` are dropped, so that it covers those too).
     fn export_events(
         &self,
         id: &ThreadId,
         start: u64,
         last: u64,
         red: &Redactor,
-    ) -> Result<EventsExport, Error> {
+        max_payload_bytes: Option<usize>,
+    ) -> Result<(EventsExport, Vec<ToolResultSummary>), Error> {
         let mut out = EventsExport::default();
+        let mut tools = Vec::new();
         let mut after = start - 1;
         while after < last {
             let chunk = self.store().read_since(id, Seq(after), limits::READ_CHUNK_EVENTS)?;
@@ -173,14 +184,16 @@ impl Engine {
                 let body: Body = serde_json::from_value(value.clone()).map_err(|e| {
                     Error::Codec(format!("seq {seq}: the redacted body does not decode: {e}"))
                 })?;
-                let (payload_ref, metadata) =
-                    if serde_json::to_vec(&value)?.len() > INLINE_VALUE_BYTES_MAX {
+                tools.extend(tool_results([(seq, &body)])?);
+                let bytes = serde_json::to_vec(&value)?.len();
+                let (payload_ref, metadata) = match max_payload_bytes {
+                    Some(max) if bytes > max => {
                         let key = payload_key(&value)?;
-                        out.payloads.insert(key.clone(), value);
+                        out.dropped.insert(key.clone(), bytes as u64);
                         (Some(key), None)
-                    } else {
-                        (None, Some(value))
-                    };
+                    }
+                    _ => place_body(value, &mut out.payloads)?,
+                };
                 out.events.push(BundleEvent {
                     id: format!("evt-{seq}"),
                     seq,
@@ -194,7 +207,7 @@ impl Engine {
                 });
             }
         }
-        Ok(out)
+        Ok((out, tools))
     }
 
     fn export_checkpoints(

@@ -32,7 +32,8 @@ impl Engine {
     /// so that it can be inspected, time-travelled and replayed here.
     ///
     /// # Errors
-    /// [`Error::Bundle`] if the bundle is invalid (see [`Bundle::from_bytes`]); [`Error::Invalid`]
+    /// [`Error::Bundle`] if the bundle is invalid (see [`Bundle::from_bytes`]) or had bodies
+    /// dropped on export ([`super::ExportOptions::max_payload_bytes`]); [`Error::Invalid`]
     /// if the thread exists here already; storage errors.
     ///
     /// # Examples
@@ -45,6 +46,17 @@ impl Engine {
     /// ```
     pub async fn import_bundle(&self, bundle: &Bundle) -> Result<ThreadId, Error> {
         let bodies = bundle.checked_bodies()?;
+        if let Some(key) = bundle.events.dropped.keys().next() {
+            return Err(super::reader::bad(
+                super::validate::key_path("$.events.dropped", key),
+                format!(
+                    "{} event bodies were dropped on export (max_payload_bytes): a bundle \
+                     without every body can be shown but not imported",
+                    bodies.iter().filter(|b| b.is_none()).count()
+                ),
+            ));
+        }
+        let bodies: Vec<_> = bodies.into_iter().flatten().collect();
         let meta = &bundle.metadata.thread;
         let id = ThreadId::new(meta.id.clone())?;
         if self.store().thread(&id)?.is_some() {

@@ -15,19 +15,28 @@
 //! - Debug bundles ([`Bundle`]): one JSON document (a format shared with other agent runtimes) with the state, the
 //!   events and their payloads, checkpoints and metadata, redacted on export
 //!   ([`Redaction`]), validated field by field on import ([`Bundle::from_bytes`]), and importable
-//!   into a fresh database ([`Engine::import_bundle`]) to inspect or replay it there.
+//!   into a fresh database ([`Engine::import_bundle`]) to inspect or replay it there. Bundles
+//!   of the framework Cairn grew from (the seed format, version [`SEED_VERSION`]) are read too,
+//!   converted on read. An engine can write one for every thread that fails
+//!   ([`FailureExport`], [`crate::EngineBuilder::export_on_failure`]).
 
 mod bundle;
 mod bundle_file;
+mod bundle_summary;
 mod checkpoint;
 mod diff;
 mod dup_keys;
 mod export;
+mod failure_export;
 mod fork;
 mod import;
 mod migrate;
 mod reader;
 mod redact;
+mod seed;
+mod seed_events;
+mod seed_names;
+mod seed_state;
 mod time_travel;
 mod validate;
 
@@ -39,10 +48,13 @@ use serde_json::Value;
 
 pub use bundle::{
     BUNDLE_BYTES_MAX, BUNDLE_EVENTS_MAX, BUNDLE_FIRST_SEQ_MAX, BUNDLE_VERSION, Bundle,
-    BundleCheckpoint, BundleEvent, BundleMetadata, EventsExport,
+    BundleCheckpoint, BundleEvent, BundleMetadata, BundleTelemetry, EventsExport,
+    ToolResultSummary,
 };
 pub use diff::diff_values;
+pub use failure_export::FailureExport;
 pub use redact::{REDACTED, Redaction};
+pub use seed_names::{SEED_VERSION, SEED_WORKFLOW_ID, seed_event_kind};
 
 #[allow(unused_imports, reason = "linked from the module docs")]
 use crate::Engine;
@@ -141,4 +153,11 @@ pub struct ExportOptions {
     pub gzip: bool,
     /// What to redact before anything leaves the engine.
     pub redaction: Redaction,
+    /// Fields of your own kept in the bundle's `metadata.custom` (a build id, a ticket
+    /// number); redacted like everything else.
+    pub metadata: BTreeMap<String, Value>,
+    /// Leave out every event body whose JSON is over this many bytes: the event keeps its
+    /// type, node, status and summary, and `events.dropped` records the body's reference (its
+    /// blake3 hash) and size. Such a bundle can be shown, not imported.
+    pub max_payload_bytes: Option<usize>,
 }

@@ -22,7 +22,17 @@ pub(crate) fn bad(path: impl Into<String>, detail: impl Into<String>) -> Error {
 /// The bundle in `v`, with types and required fields checked (semantics: `Bundle::validate`).
 pub(crate) fn bundle(v: &Value) -> Result<Bundle, Error> {
     let o = Obj::new(v, "$")?;
-    o.only(&["version", "timestamp", "state", "events", "base", "checkpoints", "metadata"])?;
+    o.only(&[
+        "version",
+        "timestamp",
+        "state",
+        "events",
+        "base",
+        "checkpoints",
+        "telemetry",
+        "toolResultsSummary",
+        "metadata",
+    ])?;
     let version = o.string("version")?;
     let timestamp = o.u64("timestamp")?;
     let state = o.typed("state")?;
@@ -40,13 +50,25 @@ pub(crate) fn bundle(v: &Value) -> Result<Bundle, Error> {
             Some(out)
         }
     };
+    let telemetry = o.opt_typed("telemetry")?;
+    let tool_results_summary = o.opt_typed("toolResultsSummary")?;
     let metadata = metadata(o.req("metadata")?, &o.at("metadata"))?;
-    Ok(Bundle { version, timestamp, state, events, base, checkpoints, metadata })
+    Ok(Bundle {
+        version,
+        timestamp,
+        state,
+        events,
+        base,
+        checkpoints,
+        telemetry,
+        tool_results_summary,
+        metadata,
+    })
 }
 
 fn events(v: &Value, path: &str) -> Result<EventsExport, Error> {
     let o = Obj::new(v, path)?;
-    o.only(&["events", "payloads"])?;
+    o.only(&["events", "payloads", "dropped"])?;
     let list_path = o.at("events");
     let items = array(o.req("events")?, &list_path)?;
     if items.len() > super::BUNDLE_EVENTS_MAX {
@@ -70,7 +92,8 @@ fn events(v: &Value, path: &str) -> Result<EventsExport, Error> {
             map.map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
         }
     };
-    Ok(EventsExport { events, payloads })
+    let dropped = o.opt_typed("dropped")?.unwrap_or_default();
+    Ok(EventsExport { events, payloads, dropped })
 }
 
 fn event(v: &Value, path: &str) -> Result<BundleEvent, Error> {
@@ -90,7 +113,7 @@ fn event(v: &Value, path: &str) -> Result<BundleEvent, Error> {
         id: o.string("id")?,
         seq: o.u64("seq")?,
         timestamp: o.u64("timestamp")?,
-        kind: o.parsed("type")?,
+        kind: event_kind(&o)?,
         node_id: o.opt_string("nodeId")?,
         status: o.parsed("status")?,
         summary: o.string("summary")?,
@@ -116,7 +139,15 @@ fn checkpoint(v: &Value, path: &str) -> Result<BundleCheckpoint, Error> {
 
 fn metadata(v: &Value, path: &str) -> Result<BundleMetadata, Error> {
     let o = Obj::new(v, path)?;
-    o.only(&["cairn_version", "workflow", "platform", "thread", "redaction"])?;
+    o.only(&[
+        "cairn_version",
+        "workflow",
+        "platform",
+        "thread",
+        "redaction",
+        "custom",
+        "source_version",
+    ])?;
     let t = Obj::new(o.req("thread")?, &o.at("thread"))?;
     t.only(&[
         "id",
@@ -148,14 +179,26 @@ fn metadata(v: &Value, path: &str) -> Result<BundleMetadata, Error> {
         platform: o.string("platform")?,
         thread,
         redaction,
+        custom: o.opt_typed("custom")?.unwrap_or_default(),
+        source_version: o.opt_string("source_version")?,
     })
 }
 
-fn array<'a>(v: &'a Value, path: &str) -> Result<&'a Vec<Value>, Error> {
+/// An event's `type`: Cairn's name, or the seed format's name for the same kind
+/// ([`super::seed_names::seed_event_kind`]).
+fn event_kind(o: &Obj<'_>) -> Result<cairn_storage::EventKind, Error> {
+    let text = o.string("type")?;
+    text.parse()
+        .ok()
+        .or_else(|| super::seed_names::seed_event_kind(&text))
+        .ok_or_else(|| bad(o.at("type"), format!("unknown value {text:?}")))
+}
+
+pub(super) fn array<'a>(v: &'a Value, path: &str) -> Result<&'a Vec<Value>, Error> {
     v.as_array().ok_or_else(|| bad(path, format!("expected an array, found {}", kind(v))))
 }
 
-fn kind(v: &Value) -> &'static str {
+pub(super) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -167,71 +210,79 @@ fn kind(v: &Value) -> &'static str {
 }
 
 /// An object being read, with its path.
-struct Obj<'a> {
-    map: &'a Map<String, Value>,
+pub(super) struct Obj<'a> {
+    pub(super) map: &'a Map<String, Value>,
     path: String,
 }
 
 impl<'a> Obj<'a> {
-    fn new(v: &'a Value, path: &str) -> Result<Self, Error> {
+    pub(super) fn new(v: &'a Value, path: &str) -> Result<Self, Error> {
         match v {
             Value::Object(map) => Ok(Self { map, path: path.to_owned() }),
             other => Err(bad(path, format!("expected an object, found {}", kind(other)))),
         }
     }
 
-    fn at(&self, key: &str) -> String {
+    pub(super) fn at(&self, key: &str) -> String {
         format!("{}.{key}", self.path)
     }
 
     /// Refuses fields this format does not have (a typo or a newer writer must not be ignored).
-    fn only(&self, allowed: &[&str]) -> Result<(), Error> {
+    pub(super) fn only(&self, allowed: &[&str]) -> Result<(), Error> {
         match self.map.keys().find(|k| !allowed.contains(&k.as_str())) {
             Some(k) => Err(bad(self.at(k), "unknown field")),
             None => Ok(()),
         }
     }
 
-    fn req(&self, key: &str) -> Result<&'a Value, Error> {
+    pub(super) fn req(&self, key: &str) -> Result<&'a Value, Error> {
         self.opt(key).ok_or_else(|| bad(self.at(key), "missing field"))
     }
 
     /// The field, `None` when absent or null.
-    fn opt(&self, key: &str) -> Option<&'a Value> {
+    pub(super) fn opt(&self, key: &str) -> Option<&'a Value> {
         self.map.get(key).filter(|v| !v.is_null())
     }
 
-    fn u64(&self, key: &str) -> Result<u64, Error> {
+    pub(super) fn u64(&self, key: &str) -> Result<u64, Error> {
         let v = self.req(key)?;
         v.as_u64().ok_or_else(|| {
             bad(self.at(key), format!("expected a non-negative integer, found {}", kind(v)))
         })
     }
 
-    fn string(&self, key: &str) -> Result<String, Error> {
+    /// The field as a non-negative integer, `None` when absent or null.
+    pub(super) fn opt_u64(&self, key: &str) -> Result<Option<u64>, Error> {
+        match self.opt(key) {
+            None => Ok(None),
+            Some(_) => self.u64(key).map(Some),
+        }
+    }
+
+    pub(super) fn string(&self, key: &str) -> Result<String, Error> {
         let v = self.req(key)?;
         v.as_str()
             .map(str::to_owned)
             .ok_or_else(|| bad(self.at(key), format!("expected a string, found {}", kind(v))))
     }
 
-    fn opt_string(&self, key: &str) -> Result<Option<String>, Error> {
+    pub(super) fn opt_string(&self, key: &str) -> Result<Option<String>, Error> {
         match self.opt(key) {
             None => Ok(None),
             Some(_) => self.string(key).map(Some),
         }
     }
 
-    fn parsed<T: FromStr>(&self, key: &str) -> Result<T, Error> {
+    pub(super) fn parsed<T: FromStr>(&self, key: &str) -> Result<T, Error> {
         let text = self.string(key)?;
         text.parse().map_err(|_| bad(self.at(key), format!("unknown value {text:?}")))
     }
 
-    fn typed<T: DeserializeOwned>(&self, key: &str) -> Result<T, Error> {
+    pub(super) fn typed<T: DeserializeOwned>(&self, key: &str) -> Result<T, Error> {
         decode(self.req(key)?, &self.at(key))
     }
 
-    fn opt_typed<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, Error> {
+    pub(super) fn opt_typed<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, Error> {
         self.opt(key).map(|v| decode(v, &self.at(key))).transpose()
     }
 }

@@ -1,6 +1,6 @@
 //! The semantic checks of a bundle: everything import relies on, each failure naming its path.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use cairn_storage::limits::{
     CUSTOM_FIELDS_MAX, LABEL_BYTES_MAX, LABELS_PER_THREAD_MAX, NODE_NAME_BYTES_MAX,
@@ -15,11 +15,28 @@ use super::reader::{bad, decode};
 use crate::core::event::Body;
 use crate::core::thread_ctx::Snapshot;
 use crate::error::Error;
+use crate::limits::INLINE_VALUE_BYTES_MAX;
 
 /// The key of a body stored by reference: `payload-` and the blake3 hex of its compact JSON.
 pub(crate) fn payload_key(body: &Value) -> Result<String, Error> {
     let bytes = serde_json::to_vec(body)?;
     Ok(format!("payload-{}", blake3::hash(&bytes).to_hex()))
+}
+
+/// Where an event's body goes in a bundle: by reference into `payloads` when its JSON is over
+/// [`INLINE_VALUE_BYTES_MAX`] (as the log stores it), inline otherwise. Returns the event's
+/// (`payloadRef`, `metadata`).
+pub(crate) fn place_body(
+    body: Value,
+    payloads: &mut BTreeMap<String, Value>,
+) -> Result<(Option<String>, Option<Value>), Error> {
+    if serde_json::to_vec(&body)?.len() > INLINE_VALUE_BYTES_MAX {
+        let key = payload_key(&body)?;
+        payloads.insert(key.clone(), body);
+        Ok((Some(key), None))
+    } else {
+        Ok((None, Some(body)))
+    }
 }
 
 /// A JSON path to `key` under `base` (`.key`, or `["key"]` when it needs quoting).
@@ -42,8 +59,9 @@ impl Bundle {
         self.checked_bodies().map(|_| ())
     }
 
-    /// Validates the bundle and returns its events' bodies, in seq order.
-    pub(crate) fn checked_bodies(&self) -> Result<Vec<Body>, Error> {
+    /// Validates the bundle and returns its events' bodies, in seq order (`None` for a body
+    /// dropped on export).
+    pub(crate) fn checked_bodies(&self) -> Result<Vec<Option<Body>>, Error> {
         check_version(&self.version)?;
         let thread = &self.metadata.thread;
         let id = ThreadId::new(thread.id.clone())
@@ -51,6 +69,7 @@ impl Bundle {
         check_workflow(&self.metadata.workflow, "$.metadata.workflow")?;
         check_text(&self.metadata.cairn_version, "$.metadata.cairn_version")?;
         check_text(&self.metadata.platform, "$.metadata.platform")?;
+        check_custom(&self.metadata.custom)?;
         if thread.labels.len() > LABELS_PER_THREAD_MAX {
             return Err(limit(
                 "$.metadata.thread.labels",
@@ -117,6 +136,11 @@ impl Bundle {
                     return Err(bad(path, "has neither payloadRef nor metadata (body)"));
                 }
                 (None, Some(v)) => (v, format!("{path}.metadata")),
+                (Some(r), None) if self.events.dropped.contains_key(r) => {
+                    used.insert(r.as_str());
+                    bodies.push(None);
+                    continue;
+                }
                 (Some(r), None) => {
                     let v = self.events.payloads.get(r).ok_or_else(|| {
                         bad(format!("{path}.payloadRef"), format!("dangling payload reference {r}"))
@@ -143,7 +167,23 @@ impl Bundle {
             if e.node_id.as_deref() != body.node() {
                 return Err(bad(format!("{path}.nodeId"), "does not match the body's node"));
             }
-            bodies.push(body);
+            bodies.push(Some(body));
+        }
+        for (key, bytes) in &self.events.dropped {
+            let path = key_path("$.events.dropped", key);
+            if !used.contains(key.as_str()) {
+                return Err(bad(path, "not referenced by any event"));
+            }
+            if self.events.payloads.contains_key(key) {
+                return Err(bad(path, "is also in $.events.payloads"));
+            }
+            let hex = key.strip_prefix("payload-").unwrap_or_default();
+            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(bad(path, "expected payload-<64 hex digits of blake3>"));
+            }
+            if *bytes == 0 {
+                return Err(bad(path, "a dropped body has at least one byte"));
+            }
         }
         for (key, value) in &self.events.payloads {
             let path = key_path("$.events.payloads", key);
@@ -233,9 +273,11 @@ impl Bundle {
 /// The version field of a bundle's JSON, checked before anything else is read.
 ///
 /// # Errors
-/// [`Error::Bundle`] at `$.version` when it is missing, not a string, or not 1.x.
+/// [`Error::Bundle`] at `$.version` when it is missing, not a string, or neither 1.x nor the
+/// seed format's version.
 pub(crate) fn check_version_of(bundle: &serde_json::Value) -> Result<(), Error> {
     match bundle.get("version") {
+        Some(serde_json::Value::String(v)) if super::seed_names::is_seed_version(v) => Ok(()),
         Some(serde_json::Value::String(v)) => check_version(v),
         Some(other) => Err(bad("$.version", format!("expected a string, found {other}"))),
         None if bundle.is_object() => Err(bad("$.version", "missing field")),
@@ -251,7 +293,11 @@ fn check_version(version: &str) -> Result<(), Error> {
     if !numeric || major != "1" {
         return Err(bad(
             "$.version",
-            format!("unsupported bundle version {version:?}: this Cairn reads 1.x"),
+            format!(
+                "unsupported bundle version {version:?}: this Cairn reads 1.x and the seed \
+                 format's {}",
+                super::seed_names::SEED_VERSION
+            ),
         ));
     }
     Ok(())
@@ -309,6 +355,20 @@ fn check_checkpoint_meta(m: &CheckpointMeta, path: &str) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+fn check_custom(custom: &BTreeMap<String, Value>) -> Result<(), Error> {
+    if custom.len() > CUSTOM_FIELDS_MAX {
+        let n = custom.len();
+        return Err(limit("$.metadata.custom", "CUSTOM_FIELDS_MAX", n, CUSTOM_FIELDS_MAX));
+    }
+    match custom.keys().find(|k| k.is_empty() || k.len() > LABEL_BYTES_MAX) {
+        Some(k) => Err(bad(
+            key_path("$.metadata.custom", k),
+            format!("a field name has 1..={LABEL_BYTES_MAX} bytes"),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn check_text(text: &str, path: &str) -> Result<(), Error> {

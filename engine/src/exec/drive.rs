@@ -192,7 +192,13 @@ async fn drive_claimed(
     if !runner.begin(reason).await? {
         return Ok(Exit::Elsewhere);
     }
-    runner.run(control).await
+    let exit = runner.run(control).await?;
+    if exit == Exit::Status(ThreadStatus::Failed)
+        && let Some(hook) = &shell.on_failure
+    {
+        hook(shell, thread);
+    }
+    Ok(exit)
 }
 
 /// Watches a running thread's deadline: when it passes, its runner is told to time out.

@@ -18,6 +18,11 @@ use crate::tasks::Tasks;
 /// A hook called after every acknowledged step (test harnesses, the demo's crash switch).
 pub type StepHook = Arc<dyn Fn(&ThreadId, u64, u64) + Send + Sync>;
 
+/// Called once a runner has durably recorded that a thread failed, before anyone waiting on the
+/// thread is told (the debug layer's `export_on_failure` policy). It must not fail the thread:
+/// it reports its own errors itself.
+pub(crate) type FailureHook = Arc<dyn Fn(&Arc<Shell>, &ThreadId) + Send + Sync>;
+
 /// The exec layer's services.
 pub(crate) struct Shell {
     pub store: Arc<dyn Store>,
@@ -38,6 +43,8 @@ pub(crate) struct Shell {
     pub permits: Arc<Semaphore>,
     /// Threads with a drive queued or running here (`drive.rs` `spawn_drive`).
     pub queued: Arc<Queued>,
+    /// What to do when a runner fails a thread.
+    pub on_failure: Option<FailureHook>,
 }
 
 /// How many drives of each thread are queued or running in this engine.

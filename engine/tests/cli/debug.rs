@@ -151,3 +151,78 @@ fn replay_verifies_every_demo_thread() {
     let text = on(demo_db(), &["replay", "demo-1"]).expect(0).stdout;
     assert!(text.contains("no divergence"), "{text}");
 }
+
+/// The seed document's example bundle (the seed framework's format, version 0.1.0).
+fn seed_example() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/seed000_example.json")
+}
+
+#[test]
+fn bundle_show_and_import_read_the_seed_documents_example() {
+    let example = seed_example();
+    let f = example.to_str().expect("utf-8");
+    let shown = cairn(&["bundle", "show", f]).expect(0);
+    assert!(shown.stdout.contains("1702886400000-abc123 (paused)"), "{}", shown.stdout);
+    assert!(shown.stdout.contains("seed framework (bundle 0.1.0) on MacIntel"), "{}", shown.stdout);
+    let json = cairn(&["bundle", "show", f, "--json"]).expect(0).json();
+    assert_eq!(json["metadata"]["source_version"], "0.1.0");
+    assert_eq!(json["telemetry"]["totalDuration"], 1500);
+    assert_eq!(json["state"]["task"]["goal"], "优化这段 SQL 并保持结果一致");
+
+    let dir = tempdir();
+    let db = dir.path().join("seed.db");
+    let imported = on(&db, &["bundle", "import", f, "--json"]).expect(0).json();
+    assert_eq!(imported["thread"], "1702886400000-abc123");
+    let show = on(&db, &["show", "1702886400000-abc123", "--json"]).expect(0).json();
+    assert_eq!(show["status"], "paused");
+    let listed = events(&db, "1702886400000-abc123");
+    let kinds: Vec<&str> = listed.iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert_eq!(kinds, ["thread_created", "node_started", "tool_called"]);
+    on(&db, &["verify"]).expect(0);
+
+    let bad = dir.path().join("bad-seed.json");
+    let mut v: Value =
+        serde_json::from_slice(&std::fs::read(&example).expect("fixture")).expect("json");
+    v["events"]["events"][1]["metadata"]["toolName"] = json!(null);
+    std::fs::write(&bad, serde_json::to_vec(&v).expect("json")).expect("write");
+    let refused = cairn(&["bundle", "show", bad.to_str().expect("utf-8")]).expect(1);
+    assert!(
+        refused.stderr.contains("$.events.events[1].metadata.toolName"),
+        "names the field: {}",
+        refused.stderr
+    );
+}
+
+#[test]
+fn bundle_export_keeps_meta_fields_and_drops_bodies_over_max_payload_bytes() {
+    let dir = tempdir();
+    let file = dir.path().join("small.json");
+    let f = file.to_str().expect("utf-8");
+    let args = [
+        "bundle",
+        "export",
+        "demo-1",
+        "-o",
+        f,
+        "--meta",
+        "ticket=OPS-42",
+        "--meta",
+        "env=staging",
+        "--max-payload-bytes",
+        "300",
+        "--json",
+    ];
+    let run = on(demo_db(), &args).expect(0).json();
+    assert!(run["dropped"].as_u64().unwrap_or(0) > 0, "{run}");
+    let bundle: Value =
+        serde_json::from_slice(&std::fs::read(&file).expect("bundle")).expect("json");
+    assert_eq!(bundle["metadata"]["custom"], json!({"env": "staging", "ticket": "OPS-42"}));
+    let dropped = bundle["events"]["dropped"].as_object().expect("dropped");
+    assert!(dropped.values().all(|b| b.as_u64().is_some_and(|b| b > 300)), "{dropped:?}");
+    assert!(bundle["toolResultsSummary"].as_array().is_some_and(|t| !t.is_empty()));
+    let shown = cairn(&["bundle", "show", f]).expect(0);
+    assert!(shown.stdout.contains("meta ticket"), "{}", shown.stdout);
+    let refused = on(&dir.path().join("x.db"), &["bundle", "import", f]).expect(1);
+    assert!(refused.stderr.contains("$.events.dropped"), "{}", refused.stderr);
+    on(demo_db(), &["bundle", "export", "demo-1", "-o", f, "--meta", "novalue"]).expect(2);
+}

@@ -185,6 +185,7 @@ async fn export_import_export_gives_the_same_bundle() {
             last_events,
             gzip: true,
             redaction: redaction.clone(),
+            ..ExportOptions::default()
         };
         let first = engine.export_bundle("rt", &opts).unwrap();
         assert!(
@@ -255,6 +256,7 @@ async fn planted_secrets_never_survive_export_and_malformed_bundles_never_panic(
             last_events: (i % 3 == 0).then(|| 1 + rng.below(12) as usize),
             gzip: i % 4 == 0,
             redaction: Redaction::default().secret(s.clone()),
+            ..ExportOptions::default()
         };
         let bundle = engine.export_bundle(id, &opts).unwrap();
         let bytes = bundle.to_bytes(opts.gzip).unwrap();

@@ -6,6 +6,9 @@
 )]
 #![allow(missing_docs, reason = "test code")]
 
+mod bundle_export_options;
+mod bundle_replay;
+mod bundle_seed;
 mod common;
 mod controls;
 mod crash;
