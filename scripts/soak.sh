@@ -13,10 +13,14 @@
 #   - T2: 5,000 `kill -9` of a child process, and 5,000 aborts at chosen steps;
 #   - T4: 50,000 corruptions of engine-written records;
 #   - T8: 1,000 threads x 50 steps with crashes;
+#   - PostgreSQL: the multi-worker chaos test (4 worker processes, kill -9, SIGSTOP past the
+#     lease, pg_terminate_backend, a server restart) at 2,000 threads a run, for 15% of the
+#     budget and 30 minutes at most;
 #   - T5: one hour per fuzz target (every target in fuzz/Cargo.toml); with --workers W each
 #     target runs W libFuzzer processes on one corpus, so an hour of fuzzing per target takes
 #     60/W minutes of wall time (W at most the number of cores).
-# The budget is split: 35% crash cases, 10% processes, 5% corruption and load, 50% fuzzing.
+# The budget is split: 35% crash cases, 10% processes, 5% corruption and load, up to 15%
+# PostgreSQL chaos, and the rest fuzzing.
 # Each part runs in chunks until its share of the time is used or its full-size figure is
 # reached, so a short budget still produces every kind of figure.
 #
@@ -67,11 +71,17 @@ note() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$log"; }
 elapsed() { echo $(( $(date +%s) - start )); }
 
 test_cmd=(cargo test --release -p cairn --features testkit --test reliability)
+# The PostgreSQL chaos test needs the backend (and Debian's postgresql package, installed below).
+pg_cmd=(cargo test --release -p cairn --features testkit,postgres --test reliability)
 
 start=$(date +%s)
 if [ "$parts" != fuzz ]; then
 note "building the suite (release; not counted in the budget)"
 "${test_cmd[@]}" --no-run >> "$log" 2>&1
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >> "$log" 2>&1
+fi
+"${pg_cmd[@]}" --no-run >> "$log" 2>&1
 start=$(date +%s)
 
 # Runs one test of the suite with the given environment; appends its RELIABILITY lines.
@@ -112,6 +122,24 @@ chunks $(( budget * 10 / 100 )) 5000 250 processes::t2_kill_and_abort_real_proce
     CAIRN_REL_KILLS CAIRN_REL_ABORTS=250
 note "T4 corruption"
 chunks $(( budget * 3 / 100 )) 50000 2500 corruption::t4_corruption_of_engine_records CAIRN_REL_CORRUPTIONS
+note "PostgreSQL workers under chaos (2,000 threads a run, 30 minutes at most)"
+pg_share=$(( budget * 15 / 100 < 1800 ? budget * 15 / 100 : 1800 ))
+pg_until=$(( $(elapsed) + pg_share )) pg_runs=0
+while [ "$(elapsed)" -lt "$pg_until" ] || [ "$pg_runs" -eq 0 ]; do
+    pg_log="$(mktemp)"
+    if CI=true CAIRN_REL_PG_THREADS=2000 CAIRN_REL_PG_SECONDS=1200 CAIRN_REL_SEED=$(( 0x5EED0 + pg_runs )) \
+        "${pg_cmd[@]}" pg_workers::pg_workers_chaos -- --exact --test-threads=1 > "$pg_log" 2>&1; then
+        :
+    else
+        status=1
+        note "FAILED: pg_workers_chaos run $pg_runs"
+        grep -E -A3 "panicked|failures:" "$pg_log" | head -40 | tee -a "$log" || true
+    fi
+    grep -oE 'RELIABILITY .*' "$pg_log" | tee -a "$log" >> "$out" || true
+    rm -f "$pg_log"
+    pg_runs=$(( pg_runs + 1 ))
+done
+echo "RELIABILITY soak_total test=pg_workers_chaos runs=$pg_runs" | tee -a "$log" >> "$out"
 note "T8 load"
 run_test load::t8_load_with_crashes CAIRN_REL_LOAD_THREADS=$(( minutes >= 60 ? 1000 : 400 )) \
     CAIRN_REL_LOAD_CRASHES=5
