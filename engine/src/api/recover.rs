@@ -5,7 +5,7 @@ use tracing::Instrument as _;
 
 use super::engine::Engine;
 use crate::config::RecoveryPolicy;
-use crate::coord::Due;
+use crate::coord::{Due, Slot};
 use crate::core::event::Body;
 use crate::error::Error;
 use crate::exec::drive::{arm_parked_deadline, spawn_drive};
@@ -56,17 +56,39 @@ impl Engine {
 
     async fn recover_all(&self) -> Result<RecoveryReport, Error> {
         let mut report = RecoveryReport::default();
-        for status in [
+        // On a shared database, only threads of workflows this engine has: the others are
+        // other workers' (a thread this binary cannot run is not even read). On a file, all of
+        // them (those without their workflow are reported parked, left as they are).
+        let workflows: Vec<Option<String>> = if self.shell.store.exclusive() {
+            vec![None]
+        } else {
+            let mut ids: Vec<String> =
+                self.shell.registry.all().iter().map(|wf| wf.id().to_owned()).collect();
+            ids.dedup();
+            ids.into_iter().map(Some).collect()
+        };
+        let statuses = [
             ThreadStatus::Running,
             ThreadStatus::Created,
             ThreadStatus::Sleeping,
             ThreadStatus::WaitingInput,
             ThreadStatus::Paused,
             ThreadStatus::Blocked,
-        ] {
+        ];
+        let mut lists = Vec::with_capacity(statuses.len() * workflows.len());
+        for status in statuses {
+            for workflow_id in &workflows {
+                lists.push((status, workflow_id.clone()));
+            }
+        }
+        for (status, workflow_id) in lists {
             let mut offset = 0;
             loop {
-                let filter = ThreadFilter { status: Some(status), ..ThreadFilter::default() };
+                let filter = ThreadFilter {
+                    status: Some(status),
+                    workflow_id: workflow_id.clone(),
+                    ..ThreadFilter::default()
+                };
                 let page = self.shell.store.list_threads(&filter, Page { limit: 500, offset })?;
                 offset += page.len();
                 let done = page.len() < 500;
@@ -96,10 +118,16 @@ impl Engine {
             record.status,
             ThreadStatus::WaitingInput | ThreadStatus::Paused | ThreadStatus::Blocked
         ) {
-            arm_parked_deadline(&self.shell, &id);
+            if !self.shell.coord.is_armed(&id, Slot::Deadline) {
+                arm_parked_deadline(&self.shell, &id);
+            }
             return Ok(());
         }
         if record.status == ThreadStatus::Sleeping {
+            if self.shell.coord.is_armed(&id, Slot::Timer) {
+                // Armed by an earlier look: nothing to read again.
+                return Ok(());
+            }
             match self.shell.registry.workflow_for(&record) {
                 Ok(wf) => {
                     let ctx =

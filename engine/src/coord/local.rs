@@ -177,6 +177,10 @@ impl Coordinator for Local {
         self.armed.disarm(thread);
     }
 
+    fn is_armed(&self, thread: &ThreadId, slot: super::Slot) -> bool {
+        self.armed.is_armed(thread, slot)
+    }
+
     fn may_take_over(&self, lease: &Lease, now_ms: u64) -> bool {
         // With the file lock, whoever wrote the lease is gone; on a shared database, only an
         // expired lease is void (and the storage lease ops fence its owner either way).

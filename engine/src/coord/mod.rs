@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use claims::Control;
 pub(crate) use local::Local;
 pub(crate) use shared::{REMOTE_DRIVER_MARGIN, Shared};
+pub(crate) use timers::Slot;
 
 use crate::core::event::TaskKey;
 use crate::core::thread_ctx::{ThreadCtx, Waiting};
@@ -145,6 +146,10 @@ pub(crate) trait Coordinator: Send + Sync {
 
     /// Disarms whatever is armed for `thread` (it ended).
     fn disarm(&self, thread: &ThreadId);
+
+    /// Whether `slot` of `thread` is armed in this engine (a look for work need not read the
+    /// thread again to arm it).
+    fn is_armed(&self, thread: &ThreadId, slot: Slot) -> bool;
 
     /// Whether `lease`, held by another owner, may be taken over at `now_ms`: its owner can no
     /// longer write.

@@ -233,6 +233,10 @@ impl Coordinator for Shared {
         self.local.disarm(thread);
     }
 
+    fn is_armed(&self, thread: &ThreadId, slot: super::Slot) -> bool {
+        self.local.is_armed(thread, slot)
+    }
+
     fn may_take_over(&self, lease: &Lease, now_ms: u64) -> bool {
         self.local.may_take_over(lease, now_ms)
     }

@@ -14,8 +14,10 @@ use super::Due;
 
 /// Which of a thread's two slots an arming takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) enum Slot {
+pub(crate) enum Slot {
+    /// A sleeping thread's durable timer.
     Timer,
+    /// A parked thread's deadline.
     Deadline,
 }
 
@@ -63,6 +65,11 @@ impl Armed {
             armed.remove(&key);
         }
         current
+    }
+
+    /// Whether `slot` of `thread` is armed.
+    pub fn is_armed(&self, thread: &ThreadId, slot: Slot) -> bool {
+        self.armed().contains_key(&(thread.clone(), slot))
     }
 
     /// Disarms both slots of `thread`.

@@ -114,11 +114,22 @@ impl PgStore {
         Ok(PgStore { inner: Arc::new(inner) })
     }
 
+    /// Runs the read `f` on a reader's connection. Called on a worker of a multi-thread tokio
+    /// runtime, the wait for the answer goes through `block_in_place`: the runtime hands the
+    /// worker's other tasks to another thread meanwhile, so a round trip to the server never
+    /// holds up tasks that have nothing to do with it.
     fn read<T: Send + 'static>(
         &self,
         f: impl Fn(&mut postgres::Client) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
-        self.inner.readers.run(f)
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        let run = || self.inner.readers.run(f);
+        match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(run)
+            }
+            _ => run(),
+        }
     }
 
     fn write<T>(

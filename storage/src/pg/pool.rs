@@ -20,6 +20,9 @@ type Job = Box<dyn FnOnce(&mut Client, &Connect) + Send>;
 /// Opens a fresh connection, set up as the store's first one was.
 pub(crate) type Connect = Arc<dyn Fn() -> Result<Client, Error> + Send + Sync>;
 
+/// How long a reader waits for a connection it suspects to answer a check.
+const CONNECTION_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Jobs waiting for a reader thread, at most.
 const QUEUED_JOBS_MAX: usize = 256;
 
@@ -55,8 +58,10 @@ impl Readers {
         let (tx, rx) = sync_channel(1);
         let job: Job = Box::new(move |client, connect| {
             let mut answer = f(client);
-            if answer.is_err()
-                && client.is_closed()
+            // The client may not know yet that its connection is gone (a reset seen by this
+            // request before the connection's task ended): a failed read asks it.
+            if matches!(answer, Err(Error::Storage { .. }))
+                && (client.is_closed() || client.is_valid(CONNECTION_CHECK).is_err())
                 && let Ok(fresh) = connect()
             {
                 *client = fresh;

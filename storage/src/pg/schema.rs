@@ -22,6 +22,7 @@ CREATE TABLE IF NOT EXISTS cairn_threads (
     record bytea NOT NULL
 );
 CREATE INDEX IF NOT EXISTS cairn_threads_by_status ON cairn_threads (status, id);
+CREATE INDEX IF NOT EXISTS cairn_threads_by_workflow ON cairn_threads (status, workflow, id);
 CREATE TABLE IF NOT EXISTS cairn_events (
     lsn bigint PRIMARY KEY,
     thread text NOT NULL,

@@ -38,6 +38,9 @@ pub(crate) enum Op {
 /// Requests waiting for the writer, at most (a caller waits while the queue is full).
 const QUEUED_OPS_MAX: usize = 1024;
 
+/// How long the writer waits for a connection it suspects to answer a check.
+const CONNECTION_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Requests one group commit takes at most.
 const GROUP_OPS_MAX: usize = 256;
 
@@ -83,10 +86,13 @@ fn run(
     token: u64,
 ) {
     let mut cache = Statements::default();
+    let mut suspect = false;
     while let Ok(first) = queue.recv() {
         // A connection the server or the network dropped is replaced before the next group
-        // (the group on it failed; its callers were told).
-        if client.is_closed() {
+        // (the group on it failed; its callers were told). After a group failed on its
+        // connection, the client may not know yet that the connection is gone (a reset seen
+        // by one request before the connection's task ends): ask it.
+        if client.is_closed() || (suspect && client.is_valid(CONNECTION_CHECK).is_err()) {
             match reconnect() {
                 Ok(fresh) => {
                     client = fresh;
@@ -104,7 +110,7 @@ fn run(
         }
         let span = tracing::debug_span!("group_commit", backend = "postgres", ops = group.len());
         let _entered = span.enter();
-        commit_group(&mut client, &mut cache, reconnect, group, committed, token);
+        suspect = commit_group(&mut client, &mut cache, reconnect, group, committed, token);
     }
 }
 
@@ -134,6 +140,7 @@ impl Reply {
     }
 }
 
+/// Commits one group; true if it failed on the connection (not on a batch's own terms).
 fn commit_group(
     client: &mut Client,
     cache: &mut Statements,
@@ -141,7 +148,7 @@ fn commit_group(
     group: Vec<Op>,
     committed: &watch::Sender<u64>,
     token: u64,
-) {
+) -> bool {
     let before_lsn = *committed.borrow();
     let mut replies = Vec::with_capacity(group.len());
     let mut waiting: std::collections::VecDeque<Op> = group.into();
@@ -254,8 +261,10 @@ fn commit_group(
             for op in waiting {
                 op.fail(&e);
             }
+            return matches!(e, Error::Storage { .. });
         }
     }
+    false
 }
 
 /// Runs `f` inside a savepoint (unless the batch is `alone` in its group), rolled back when `f`
@@ -318,10 +327,18 @@ fn clock_and_xid(tx: &mut Tx<'_, '_>) -> Result<(u64, i64), Error> {
     Ok((from_db(row.get(0))?, row.get(1)))
 }
 
-/// Leases are timed by the database's clock, never by an engine's: a lease's expiry and every
-/// check against it use `now_ms` (so an engine whose clock runs ahead cannot take over a live
-/// lease, nor one whose clock lags keep a dead one).
+/// Leases and resource locks are timed by the database's clock, never by an engine's: an
+/// expiry and every check against it use `now_ms` (so an engine whose clock runs ahead cannot
+/// take over a live lease or lock, nor one whose clock lags keep a dead one).
 fn on_database_clock(batch: &mut Batch, now_ms: u64) {
+    for op in &mut batch.locks {
+        match op {
+            crate::LockOp::Acquire { now_ms: t, .. } | crate::LockOp::Renew { now_ms: t, .. } => {
+                *t = now_ms;
+            }
+            _ => {}
+        }
+    }
     for op in &mut batch.leases {
         match op {
             crate::LeaseOp::Acquire { now_ms: t, .. } | crate::LeaseOp::Renew { now_ms: t, .. } => {

@@ -99,15 +99,20 @@ fn locks_and_leases_fence_their_owners() {
     take(lease("w2", 0)).expect("an expired lease is taken over, whatever the caller's clock");
     let stale = LeaseOp::Renew { thread: tid("t"), owner: "w1".into(), now_ms: 0, ttl_ms: 400 };
     assert!(matches!(take(stale), Err(Error::LeaseNotHeld { .. })), "the old owner is fenced");
-    let lock = |owner: &str| LockOp::Acquire {
+    // Resource locks too: a clock far ahead does not expire a live lock.
+    let lock_at = |owner: &str, now_ms| LockOp::Acquire {
         name: "file".into(),
         owner: owner.into(),
-        now_ms: 0,
+        now_ms,
         ttl_ms: 10_000,
     };
+    let lock = |owner: &str| lock_at(owner, 0);
     let op =
         |op| store.append(Batch { locks: vec![op], ..Batch::default() }).unwrap().wait_blocking();
     op(lock("a")).expect("free lock");
+    let held = store.locks().unwrap()[0].expires_at_ms;
+    assert!(held > 1_600_000_000_000, "the lock's expiry is the database's time + ttl: {held}");
+    assert!(matches!(op(lock_at("b", u64::MAX / 2)), Err(Error::LockHeld { .. })));
     assert!(matches!(op(lock("b")), Err(Error::LockHeld { .. })));
     op(LockOp::ReleaseAll { owner: "a".into() }).expect("release");
     op(lock("b")).expect("released lock");
