@@ -33,7 +33,7 @@ impl EffectLog {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct Acc {
+pub(crate) struct Acc {
     items: Vec<u64>,
 }
 
@@ -48,7 +48,7 @@ const TAIL_MARK: u64 = 1_000_000;
 
 /// The shape of a generated workflow.
 #[derive(Debug, Clone)]
-struct Shape {
+pub(crate) struct Shape {
     /// Length of the linear head.
     head: usize,
     /// Width of the fan-out after the head (0: none).
@@ -63,7 +63,7 @@ struct Shape {
     child_len: usize,
 }
 
-fn shape() -> impl Strategy<Value = Shape> {
+pub(crate) fn shape() -> impl Strategy<Value = Shape> {
     (1usize..4, 0usize..4, 1u32..4, 0usize..3, 0usize..4, 0usize..3).prop_map(
         |(head, width, rounds, calls, map_items, child_len)| Shape {
             head,
@@ -151,7 +151,7 @@ fn node(
     }
 }
 
-fn build(shape: &Shape, fx: &EffectLog) -> Workflow<Acc> {
+pub(crate) fn build(shape: &Shape, fx: &EffectLog) -> Workflow<Acc> {
     let mut b = Workflow::<Acc>::builder("gen", 1);
     let mut prev = START.to_owned();
     for i in 0..shape.head {
@@ -213,23 +213,31 @@ fn build(shape: &Shape, fx: &EffectLog) -> Workflow<Acc> {
     b.build().expect("generated workflow")
 }
 
+/// What happens at the crash point besides refusing writes (on PostgreSQL: the append at the
+/// crash point goes through with its COMMIT cut on the wire).
+pub(crate) type AtDeath = Box<dyn Fn() + Send + Sync>;
+
 /// A store that stops accepting writes after a number of appends, as a dying process would.
 pub(crate) struct Dying {
-    pub(crate) inner: Arc<RedbStore>,
+    pub(crate) inner: Arc<dyn Store>,
     /// Appends still accepted; negative once the store has died.
     pub(crate) left: AtomicI64,
     pub(crate) appends: AtomicU64,
     pub(crate) died: tokio::sync::Notify,
+    /// With it, the append at the crash point is still made after calling it (then the store
+    /// dies); without it, that append is refused.
+    pub(crate) at_death: Option<AtDeath>,
 }
 
 impl Dying {
     /// A store over `inner` that dies at its append number `crash_after + 1` (never with `None`).
-    pub(crate) fn new(inner: Arc<RedbStore>, crash_after: Option<i64>) -> Self {
+    pub(crate) fn new(inner: Arc<dyn Store>, crash_after: Option<i64>) -> Self {
         Dying {
             inner,
             left: AtomicI64::new(crash_after.unwrap_or(i64::MAX)),
             appends: AtomicU64::new(0),
             died: tokio::sync::Notify::new(),
+            at_death: None,
         }
     }
 
@@ -242,7 +250,16 @@ impl Dying {
 impl Store for Dying {
     fn append(&self, batch: Batch) -> Result<Pending, cairn::storage::Error> {
         self.appends.fetch_add(1, Ordering::SeqCst);
-        if self.left.fetch_sub(1, Ordering::SeqCst) <= 0 {
+        let left = self.left.fetch_sub(1, Ordering::SeqCst);
+        if left == 0
+            && let Some(at_death) = &self.at_death
+        {
+            at_death();
+            let pending = self.inner.append(batch);
+            self.died.notify_one();
+            return pending;
+        }
+        if left <= 0 {
             self.died.notify_one();
             return Err(cairn::storage::Error::Closed);
         }
@@ -346,9 +363,21 @@ async fn run(
         )
         .unwrap(),
     );
-    let dying = Arc::new(Dying::new(store, crash_after));
-    let engine =
-        Engine::with_store(dying.clone()).workflow(wf).seed(5).concurrency(2).open().await.unwrap();
+    run_on(Dying::new(store, crash_after), wf, crash_after.is_some(), |b| b).await
+}
+
+/// Runs the workflow on THREADS threads over `dying` (the engine built by `tune` from the
+/// builder); with `crashing`, until the store dies, then the engine crashes. Returns the number
+/// of appends made, and the final states when not crashing.
+pub(crate) async fn run_on(
+    dying: Dying,
+    wf: &Workflow<Acc>,
+    crashing: bool,
+    tune: impl FnOnce(cairn::EngineBuilder) -> cairn::EngineBuilder,
+) -> (u64, BTreeMap<String, Acc>) {
+    let dying = Arc::new(dying);
+    let builder = Engine::with_store(dying.clone()).workflow(wf).seed(5).concurrency(2);
+    let engine = tune(builder).open().await.unwrap();
     let mut handles = Vec::new();
     for t in 0..THREADS {
         // Starting is idempotent: after a crash this finds the threads recovery resumed.
@@ -358,7 +387,7 @@ async fn run(
         }
     }
     let mut finals = BTreeMap::new();
-    if crash_after.is_none() {
+    if !crashing {
         for h in &handles {
             let out =
                 tokio::time::timeout(std::time::Duration::from_secs(20), h.output::<Acc>()).await;
@@ -393,7 +422,11 @@ async fn run(
 /// Keys of tool calls whose results are recorded in the log of any thread (the started ones
 /// and their sub-workflow child threads).
 fn recorded_calls(path: &Path) -> BTreeSet<String> {
-    let store = RedbStore::open(path, cairn::storage::Options::default()).unwrap();
+    recorded_calls_in(&RedbStore::open(path, cairn::storage::Options::default()).unwrap())
+}
+
+/// [`recorded_calls`] in any store.
+pub(crate) fn recorded_calls_in(store: &dyn Store) -> BTreeSet<String> {
     let mut keys = BTreeSet::new();
     let all = store.list_threads(&ThreadFilter::default(), Page { limit: 1_000, offset: 0 });
     let all = all.unwrap();
@@ -406,7 +439,7 @@ fn recorded_calls(path: &Path) -> BTreeSet<String> {
         assert!(events.len() < READ_LIMIT_MAX, "{id}: log longer than one read");
         let mut inputs = BTreeMap::new();
         for e in events {
-            let rec = cairn::codec::decode(&store, e).unwrap();
+            let rec = cairn::codec::decode(store, e).unwrap();
             match rec.body {
                 cairn::event::Body::ToolCalled { step, task, attempt, call, input, .. } => {
                     inputs.insert((step, task, attempt, call), input);

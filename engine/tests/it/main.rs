@@ -13,6 +13,8 @@ mod common;
 mod controls;
 mod crash;
 mod crash_controls;
+#[cfg(feature = "postgres")]
+mod crash_pg;
 mod debug;
 mod debug_bundle;
 mod execution;

@@ -1,0 +1,136 @@
+//! The invariant proptest of `crash.rs` on PostgreSQL, with the crash at the SQL boundary: any
+//! workflow of the same generator, its engine crashed at any append, where the append at the
+//! crash point goes to the server through a proxy that cuts the writer's connection before its
+//! COMMIT reaches the server, right after it does, or after the server answered it (so the
+//! transaction committed and the writer never heard). The store resolves the COMMIT by the
+//! transaction's status; the engine then crashes. Another engine on the same database takes
+//! the threads over once the dead engine's leases lapse and must end with the state of an
+//! uninterrupted run, no recorded tool call run again, and the same set of side effects.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cairn::storage::pg_cluster::Cluster;
+use cairn::storage::pg_proxy::{Cut, Proxy};
+use cairn::storage::{PgStore, Store, ThreadId};
+use cairn::{Durability, EngineBuilder, RecoveryPolicy, ThreadStatus};
+use proptest::prelude::*;
+
+use crate::crash::{
+    Dying, EffectLog, Shape, build, cases_from_env, recorded_calls_in, run_on, shape,
+};
+
+/// Short, so that a case waits out the crashed engine's leases quickly.
+const LEASE_TTL_MS: u64 = 300;
+
+static CASES: AtomicU64 = AtomicU64::new(0);
+static DIVERGED: AtomicU64 = AtomicU64::new(0);
+static REPEATED: AtomicU64 = AtomicU64::new(0);
+static CUTS: AtomicU64 = AtomicU64::new(0);
+
+fn tune(b: EngineBuilder) -> EngineBuilder {
+    b.lease_ttl_ms(LEASE_TTL_MS).poll_ms(50).recovery(RecoveryPolicy::Resume)
+}
+
+fn connect(url: &str) -> Arc<dyn Store> {
+    Arc::new(PgStore::connect(url, Durability::Immediate).expect("connect"))
+}
+
+fn one_case(
+    cluster: &Cluster,
+    shape: &Shape,
+    crash_frac: f64,
+    cut: Cut,
+) -> Result<(), TestCaseError> {
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (clean, crashed) = (cluster.new_database(), cluster.new_database());
+    let proxy = Proxy::start(cluster).expect("proxy");
+    rt.block_on(async {
+        let fx = EffectLog::default();
+        let wf = build(shape, &fx);
+        let (appends, expected) = run_on(Dying::new(connect(&clean), None), &wf, false, tune).await;
+        let baseline: BTreeSet<String> = fx.take().into_iter().collect();
+
+        let crash_after = ((appends as f64 * crash_frac) as i64).max(1);
+        let mut dying = Dying::new(connect(&proxy.url(&crashed)), Some(crash_after));
+        let armed = Arc::new(proxy);
+        let at_death = armed.clone();
+        dying.at_death = Some(Box::new(move || at_death.cut_next_commit("cairn-writer", cut)));
+        run_on(dying, &wf, true, tune).await;
+        // The append at the crash point may still be on its way to the server (a dying
+        // process's last write): give it a moment to meet the cut (a batch refused on its own
+        // terms, a guard, sends no COMMIT and is not cut).
+        let waited = std::time::Instant::now();
+        while armed.cuts() == 0 && waited.elapsed() < std::time::Duration::from_secs(2) {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        CUTS.fetch_add(armed.cuts(), Ordering::SeqCst);
+        let before_crash = fx.take();
+        let store = connect(&crashed);
+        let recorded = recorded_calls_in(store.as_ref());
+        let (_, got) = run_on(Dying::new(store.clone(), None), &wf, false, tune).await;
+        let after = fx.take();
+
+        CASES.fetch_add(1, Ordering::SeqCst);
+        let repeated = after.iter().filter(|k| recorded.contains(*k)).count() as u64;
+        REPEATED.fetch_add(repeated, Ordering::SeqCst);
+        if got != expected {
+            DIVERGED.fetch_add(1, Ordering::SeqCst);
+        }
+        prop_assert_eq!(
+            &got,
+            &expected,
+            "shape {:?} crash after {} of {} appends, {:?}",
+            shape,
+            crash_after,
+            appends,
+            cut
+        );
+        prop_assert_eq!(repeated, 0, "a recorded tool call ran again");
+        let all: BTreeSet<String> = before_crash.into_iter().chain(after).collect();
+        prop_assert_eq!(all, baseline, "the set of side effects differs");
+        let report = store.verify().unwrap();
+        prop_assert!(report.is_clean(), "{:?}", report);
+        for t in 0..2 {
+            let r = store.thread(&ThreadId::new(format!("t{t}")).unwrap()).unwrap().unwrap();
+            prop_assert_eq!(r.status, ThreadStatus::Completed);
+        }
+        Ok(())
+    })
+}
+
+fn cut() -> impl Strategy<Value = Cut> {
+    prop_oneof![Just(Cut::BeforeCommit), Just(Cut::AfterCommit), Just(Cut::AfterAnswer)]
+}
+
+#[test]
+fn engine_crash_at_the_sql_boundary_on_postgres_then_resume() {
+    let Some(cluster) = Cluster::start("engine_crash_at_the_sql_boundary_on_postgres") else {
+        return;
+    };
+    let config = ProptestConfig {
+        cases: cases_from_env("CAIRN_PG_CRASH_CASES", 24),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    let result = runner.run(&(shape(), 0.0f64..1.0, cut()), |(shape, frac, cut)| {
+        one_case(&cluster, &shape, frac, cut)
+    });
+    crate::common::report(&format!(
+        "RELIABILITY engine_crash_pg cases={} cuts={} diverged={} repeated_effects={}",
+        CASES.load(Ordering::SeqCst),
+        CUTS.load(Ordering::SeqCst),
+        DIVERGED.load(Ordering::SeqCst),
+        REPEATED.load(Ordering::SeqCst)
+    ));
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    assert!(
+        CUTS.load(Ordering::SeqCst) > 0,
+        "no COMMIT was cut: the SQL boundary was not exercised"
+    );
+}
