@@ -142,6 +142,10 @@ async fn drive_claimed(
     span.record("workflow", wf.id());
     span.record("version", wf.version());
     let ctx = restore(shell.store.as_ref(), &wf, thread, None)?;
+    if ctx.meta.status.is_terminal() || ctx.meta.status == ThreadStatus::Paused {
+        // The log moved on since the record was read (another engine ended or paused it).
+        return Ok(Exit::Status(ctx.meta.status));
+    }
     if ctx.meta.waiting.is_some() || matches!(record.status, ThreadStatus::Blocked) {
         // Waiting for input or a timer: only `send_input` or the timer may wake it.
         return Ok(Exit::Status(ctx.meta.status));

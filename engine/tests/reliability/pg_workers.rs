@@ -63,6 +63,11 @@ fn pg_worker_child() {
     let ledger = std::path::PathBuf::from(std::env::var("CAIRN_PGW_LEDGER").expect("ledger"));
     let first = size("CAIRN_PGW_FIRST", 0) as usize;
     let count = size("CAIRN_PGW_COUNT", 0) as usize;
+    // Warnings and errors to stderr (a file of the parent's): what a failure report shows.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
+        .try_init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -163,7 +168,12 @@ impl Pool {
             .env("CAIRN_PGW_COUNT", count.to_string())
             .env_remove("RUST_BACKTRACE")
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(
+                std::fs::File::create(
+                    self.ledger.with_file_name(format!("worker-{}.log", self.lives)),
+                )
+                .map_or_else(|_| Stdio::null(), Stdio::from),
+            )
             .spawn()
             .expect("spawn a worker");
         let life = self.lives;
@@ -197,21 +207,30 @@ fn signal(child: &Child, sig: &str) {
     let _ = Command::new("kill").args([sig, &child.id().to_string()]).status();
 }
 
-/// Threads not yet ended, or `None` while the database cannot be read (restarting).
-fn unfinished(store: &PgStore) -> Option<usize> {
-    let mut n = 0;
-    for status in [
-        ThreadStatus::Created,
-        ThreadStatus::Running,
-        ThreadStatus::WaitingInput,
-        ThreadStatus::Sleeping,
-        ThreadStatus::Paused,
-        ThreadStatus::Blocked,
-    ] {
-        let filter = ThreadFilter { status: Some(status), ..ThreadFilter::default() };
-        n += store.list_threads(&filter, Page { limit: 10_000, offset: 0 }).ok()?.len();
+/// The chaos threads started so far and those of them not yet ended, or `None` while the
+/// database cannot be read (restarting).
+fn progress(store: &PgStore) -> Option<(usize, usize)> {
+    let filter = ThreadFilter { workflow_id: Some(CHAOS.into()), ..ThreadFilter::default() };
+    let all = store.list_threads(&filter, Page { limit: 10_000, offset: 0 }).ok()?;
+    Some((all.len(), all.iter().filter(|r| !r.status.is_terminal()).count()))
+}
+
+/// The last lines of every worker's log, for a failure report.
+fn worker_logs(dir: &Path) -> String {
+    let mut out = String::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("worker-") {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(8).collect();
+            out.push_str(&format!("\n--- {name} ---\n"));
+            for line in tail.into_iter().rev() {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
     }
-    Some(n)
+    out
 }
 
 /// Ends the writers' connections; how many.
@@ -279,14 +298,18 @@ fn pg_workers_chaos() {
                 w.stopped_until = None;
             }
         }
-        let Some(left) = unfinished(&store) else { continue };
-        let listed = store.list_threads(&ThreadFilter::default(), Page { limit: 1, offset: 0 });
-        if left == 0 && listed.is_ok_and(|l| !l.is_empty()) {
+        assert!(
+            now < deadline,
+            "threads unfinished after {seconds} s: {:?} {chaos:?}{}",
+            progress(&store),
+            worker_logs(dir.path())
+        );
+        let Some((started, left)) = progress(&store) else { continue };
+        if started == threads && left == 0 {
             break;
         }
-        assert!(now < deadline, "{left} threads unfinished after {seconds} s: {chaos:?}");
         // Chaos while there is work; each kind at least once (the restart exactly once).
-        let done = 1.0 - left as f64 / threads as f64;
+        let done = (started - left) as f64 / threads as f64;
         let k = rng.below(WORKERS as u64) as usize;
         let roll = rng.below(100);
         let running = workers.iter().filter(|w| w.stopped_until.is_none()).count();
@@ -453,10 +476,12 @@ async fn check(
             let error = handle.outcome().ok().and_then(|o| o.error).unwrap_or_default();
             *statuses.entry(format!("failed: {error}")).or_insert(0) += 1;
         }
-        if let Some(expected) = reference.get(record.id.as_str())
-            && handle.output::<Ledger>().await.ok().as_ref() != Some(expected)
-        {
-            diverged += 1;
+        if let Some(expected) = reference.get(record.id.as_str()) {
+            let wait = Duration::from_secs(10);
+            let got = tokio::time::timeout(wait, handle.output::<Ledger>()).await;
+            if got.ok().and_then(Result::ok).as_ref() != Some(expected) {
+                diverged += 1;
+            }
         }
     }
     let mut ran: HashMap<(String, String), u64> = HashMap::new();

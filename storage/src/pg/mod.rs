@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+mod group;
 mod listen;
 mod pool;
 mod read;

@@ -158,9 +158,31 @@ fn commit_group(
     let outcome = (|| -> Result<Counters, Error> {
         let mut inner = client.transaction().map_err(pg_error("begin"))?;
         let mut tx = Tx { tx: &mut inner, cache };
-        let mut counters = lock_counters(&mut tx)?;
-        let (db_now_ms, xid) = clock_and_xid(&mut tx)?;
+        let (mut counters, db_now_ms, xid) = lock_counters(&mut tx)?;
         let before = counters;
+        // Appends only (the usual group): planned in memory, written in a few statements.
+        if waiting.iter().all(|op| matches!(op, Op::Append(..))) {
+            let mut batches = Vec::with_capacity(waiting.len());
+            let mut answers = Vec::with_capacity(waiting.len());
+            for op in waiting.drain(..) {
+                if let Op::Append(mut batch, answer) = op {
+                    on_database_clock(&mut batch, db_now_ms);
+                    batches.push(batch);
+                    answers.push(answer);
+                }
+            }
+            match super::group::append_all(&mut tx, &mut counters, batches) {
+                Ok(outcomes) => {
+                    replies.extend(
+                        answers.into_iter().zip(outcomes).map(|(a, r)| Reply::Append(a, r)),
+                    );
+                }
+                Err(e) => {
+                    replies.extend(answers.into_iter().map(|a| Reply::Append(a, Err(e.clone()))));
+                    return Err(e);
+                }
+            }
+        }
         // A batch alone in its group needs no savepoint: if it fails, nothing of it commits
         // (a refusal writes nothing; a failed write aborts the transaction).
         let alone = waiting.len() == 1;
@@ -314,19 +336,6 @@ impl Reply {
     }
 }
 
-/// The database's clock, in ms since the epoch (the one clock every engine sharing the
-/// database agrees on), and the transaction's id (by which a COMMIT that got no answer is
-/// resolved; `txid_current` rather than `pg_current_xact_id` keeps PostgreSQL 12).
-fn clock_and_xid(tx: &mut Tx<'_, '_>) -> Result<(u64, i64), Error> {
-    let row = tx
-        .query_one(
-            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, txid_current()",
-            &[],
-        )
-        .map_err(pg_error("read the clock"))?;
-    Ok((from_db(row.get(0))?, row.get(1)))
-}
-
 /// Leases and resource locks are timed by the database's clock, never by an engine's: an
 /// expiry and every check against it use `now_ms` (so an engine whose clock runs ahead cannot
 /// take over a live lease or lock, nor one whose clock lags keep a dead one).
@@ -354,32 +363,41 @@ fn on_database_clock(batch: &mut Batch, now_ms: u64) {
     }
 }
 
-/// Locks the counter rows for this transaction (serialising writers) and reads them.
-fn lock_counters(tx: &mut Tx<'_, '_>) -> Result<Counters, Error> {
+/// Locks the counter rows for this transaction (serialising writers) and reads them, with the
+/// database's clock in ms since the epoch (the one clock every engine sharing the database
+/// agrees on) and the transaction's id (by which a COMMIT that got no answer is resolved;
+/// `txid_current` rather than `pg_current_xact_id` keeps PostgreSQL 12): one round trip.
+fn lock_counters(tx: &mut Tx<'_, '_>) -> Result<(Counters, u64, i64), Error> {
     let rows = tx
         .query(
-            "SELECT key, value FROM cairn_meta WHERE key IN ($1, $2) ORDER BY key FOR UPDATE",
+            "SELECT key, value, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, \
+             txid_current() FROM cairn_meta WHERE key IN ($1, $2) ORDER BY key FOR UPDATE",
             &[&LAST_CHECKPOINT_ID, &LAST_LSN],
         )
         .map_err(pg_error("lock the counters"))?;
     let mut counters = Counters::default();
+    let (mut now_ms, mut xid) = (0, 0);
     for row in rows {
         let key: &str = row.get(0);
         let value = from_db(row.get(1))?;
+        now_ms = from_db(row.get(2))?;
+        xid = row.get(3);
         if key == LAST_LSN {
             counters.last_lsn = value;
         } else {
             counters.last_checkpoint_id = value;
         }
     }
-    Ok(counters)
+    Ok((counters, now_ms, xid))
 }
 
 fn store_counters(tx: &mut Tx<'_, '_>, c: Counters) -> Result<(), Error> {
-    for (key, value) in [(LAST_LSN, c.last_lsn), (LAST_CHECKPOINT_ID, c.last_checkpoint_id)] {
-        tx.execute("UPDATE cairn_meta SET value = $2 WHERE key = $1", &[&key, &to_db(value)?])
-            .map_err(pg_error("write the counters"))?;
-    }
+    tx.execute(
+        "UPDATE cairn_meta SET value = CASE key WHEN $1 THEN $2::bigint ELSE $4::bigint END \
+         WHERE key IN ($1, $3)",
+        &[&LAST_LSN, &to_db(c.last_lsn)?, &LAST_CHECKPOINT_ID, &to_db(c.last_checkpoint_id)?],
+    )
+    .map_err(pg_error("write the counters"))?;
     Ok(())
 }
 
@@ -456,7 +474,19 @@ fn write_plan(tx: &mut Tx<'_, '_>, plan: &Plan) -> Result<Appended, Error> {
             .map_err(&op)?;
         }
     }
-    for (info, info_frame, snapshot_frame) in &plan.checkpoints {
+    write_checkpoints(tx, &plan.checkpoints)?;
+    write_payloads(tx, &plan.payloads)?;
+    write_locks(tx, plan.locks.iter().map(|(name, lock)| (name.as_str(), lock.as_ref())))?;
+    Ok(plan.appended.clone())
+}
+
+/// Inserts new checkpoints (info, framed info, framed snapshot) and their tags.
+pub(super) fn write_checkpoints(
+    tx: &mut Tx<'_, '_>,
+    checkpoints: &[(CheckpointInfo, Vec<u8>, Vec<u8>)],
+) -> Result<(), Error> {
+    let op = pg_error("append");
+    for (info, info_frame, snapshot_frame) in checkpoints {
         tx.execute(
             "INSERT INTO cairn_checkpoints (id, thread, covers_seq, workflow, info, snapshot) \
              VALUES ($1, $2, $3, $4, $5, $6)",
@@ -478,29 +508,46 @@ fn write_plan(tx: &mut Tx<'_, '_>, plan: &Plan) -> Result<Appended, Error> {
             .map_err(&op)?;
         }
     }
-    for (r, bytes) in &plan.payloads {
+    Ok(())
+}
+
+/// Inserts payloads not stored yet.
+pub(super) fn write_payloads(
+    tx: &mut Tx<'_, '_>,
+    payloads: &[(crate::PayloadRef, Vec<u8>)],
+) -> Result<(), Error> {
+    for (r, bytes) in payloads {
         tx.execute(
             "INSERT INTO cairn_payloads (hash, bytes) VALUES ($1, $2) ON CONFLICT DO NOTHING",
             &[&&r.hash[..], bytes],
         )
-        .map_err(&op)?;
+        .map_err(pg_error("append"))?;
     }
-    for (name, lock) in &plan.locks {
+    Ok(())
+}
+
+/// Writes locks as they now stand: `None` removes one.
+pub(super) fn write_locks<'l>(
+    tx: &mut Tx<'_, '_>,
+    locks: impl Iterator<Item = (&'l str, Option<&'l LockRecord>)>,
+) -> Result<(), Error> {
+    let op = pg_error("append");
+    for (name, lock) in locks {
         match lock {
             Some(lock) => {
                 tx.execute(
                     "INSERT INTO cairn_locks (name, owner, record) VALUES ($1, $2, $3) \
                      ON CONFLICT (name) DO UPDATE SET owner = $2, record = $3",
-                    &[name, &lock.owner, &codec::encode_lock(lock)?],
+                    &[&name, &lock.owner, &codec::encode_lock(lock)?],
                 )
                 .map_err(&op)?;
             }
             None => {
-                tx.execute("DELETE FROM cairn_locks WHERE name = $1", &[name]).map_err(&op)?;
+                tx.execute("DELETE FROM cairn_locks WHERE name = $1", &[&name]).map_err(&op)?;
             }
         }
     }
-    Ok(plan.appended.clone())
+    Ok(())
 }
 
 /// Removes the checkpoints `select` finds (each read and checked first); their number.
@@ -601,7 +648,7 @@ impl Tx<'_, '_> {
         Ok(s)
     }
 
-    fn execute(
+    pub(super) fn execute(
         &mut self,
         sql: &'static str,
         params: &[&(dyn ToSql + Sync)],
@@ -610,7 +657,7 @@ impl Tx<'_, '_> {
         self.tx.execute(&s, params)
     }
 
-    fn query(
+    pub(super) fn query(
         &mut self,
         sql: &'static str,
         params: &[&(dyn ToSql + Sync)],
@@ -619,16 +666,7 @@ impl Tx<'_, '_> {
         self.tx.query(&s, params)
     }
 
-    fn query_one(
-        &mut self,
-        sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Row, postgres::Error> {
-        let s = self.prepared(sql)?;
-        self.tx.query_one(&s, params)
-    }
-
-    fn query_opt(
+    pub(super) fn query_opt(
         &mut self,
         sql: &'static str,
         params: &[&(dyn ToSql + Sync)],
@@ -637,7 +675,7 @@ impl Tx<'_, '_> {
         self.tx.query_opt(&s, params)
     }
 
-    fn batch_execute(&mut self, sql: &str) -> Result<(), postgres::Error> {
+    pub(super) fn batch_execute(&mut self, sql: &str) -> Result<(), postgres::Error> {
         self.tx.batch_execute(sql)
     }
 }

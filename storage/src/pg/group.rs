@@ -1,0 +1,290 @@
+//! A group of appends in a few statements: the rows the group's batches read are fetched in
+//! one query each (threads, locks), every batch is planned in memory against them (each sees
+//! the batches before it), and what the group writes goes in one statement per table (events
+//! and threads through `unnest` of arrays), whatever the number of batches.
+//!
+//! A batch the planner refuses (a guard, a lock, a lease) writes nothing and needs no savepoint:
+//! nothing of it reached the database. A statement that fails fails the whole group, as before.
+//! Rows the prefetch did not anticipate are read when the planner asks for them (the cache is
+//! an optimisation, never a condition of correctness); the database holds the state from
+//! before the group (its writes come last) and the cache every change of the group's batches.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use super::read::{decode_lock, decode_thread};
+use super::write::{Tx, write_checkpoints, write_locks, write_payloads};
+use super::{pg_error, to_db};
+use crate::codec::{self, StoredThread};
+use crate::plan::{Counters, Plan, PlanState, plan};
+use crate::{Appended, Batch, CheckpointInfo, Error, LockOp, LockRecord, PayloadRef, ThreadId};
+
+/// Plans and writes `batches` (in order) in the group's transaction: each batch's outcome, or
+/// the error that fails the whole group.
+///
+/// # Errors
+/// A failed statement (the group's transaction is then lost).
+pub(super) fn append_all(
+    tx: &mut Tx<'_, '_>,
+    counters: &mut Counters,
+    batches: Vec<Batch>,
+) -> Result<Vec<Result<Appended, Error>>, Error> {
+    let mut state = Cached::prefetch(tx, &batches)?;
+    let mut writes = Writes::default();
+    let mut outcomes = Vec::with_capacity(batches.len());
+    for batch in batches {
+        match plan(&mut state, *counters, batch) {
+            Ok(planned) => {
+                *counters = planned.counters;
+                outcomes.push(Ok(planned.appended.clone()));
+                state.absorb(&planned);
+                writes.add(planned)?;
+            }
+            // A read the planner made failed on the connection: the group fails.
+            Err(e @ Error::Storage { .. }) => return Err(e),
+            Err(refused) => outcomes.push(Err(refused)),
+        }
+    }
+    writes.write(state.tx, &state.threads, &state.locks)?;
+    Ok(outcomes)
+}
+
+/// The rows the group's batches read, as the batches before have left them.
+struct Cached<'t, 'a, 'b> {
+    tx: &'t mut Tx<'a, 'b>,
+    /// Threads read (`None`: not stored).
+    threads: HashMap<ThreadId, Option<StoredThread>>,
+    /// Locks read (`None`: not held).
+    locks: HashMap<String, Option<LockRecord>>,
+    /// The names of the stored locks of each owner asked about, as stored before the group.
+    owners: HashMap<String, Vec<String>>,
+    /// Payloads known to be stored (before or by the group).
+    payloads: HashSet<[u8; 32]>,
+}
+
+impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
+    /// Reads the threads and locks `batches` name, in one query each.
+    fn prefetch(tx: &'t mut Tx<'a, 'b>, batches: &[Batch]) -> Result<Self, Error> {
+        let mut ids = BTreeSet::new();
+        let (mut names, mut owners) = (BTreeSet::new(), BTreeSet::new());
+        for b in batches {
+            ids.extend(b.guards.iter().map(|g| g.thread().as_str()));
+            ids.extend(b.threads.iter().map(|t| t.id.as_str()));
+            ids.extend(b.events.iter().map(|e| e.thread.as_str()));
+            ids.extend(b.checkpoints.iter().map(|c| c.thread.as_str()));
+            ids.extend(b.leases.iter().map(|l| l.thread().as_str()));
+            for op in &b.locks {
+                match op {
+                    LockOp::Acquire { name, .. }
+                    | LockOp::Renew { name, .. }
+                    | LockOp::Release { name, .. } => names.insert(name.as_str()),
+                    LockOp::ReleaseAll { owner } => owners.insert(owner.as_str()),
+                };
+            }
+        }
+        let mut state = Cached {
+            tx,
+            threads: HashMap::new(),
+            locks: HashMap::new(),
+            owners: HashMap::new(),
+            payloads: HashSet::new(),
+        };
+        let ids: Vec<&str> = ids.into_iter().collect();
+        for id in &ids {
+            state.threads.insert(ThreadId::new(*id)?, None);
+        }
+        if !ids.is_empty() {
+            let rows = state
+                .tx
+                .query("SELECT id, record FROM cairn_threads WHERE id = ANY($1)", &[&ids])
+                .map_err(pg_error("read threads"))?;
+            for row in rows {
+                let id = ThreadId::new(row.get::<_, &str>(0))?;
+                let record = decode_thread(&id, row.get(1))?;
+                state.threads.insert(id, Some(StoredThread { record, tail: Vec::new() }));
+            }
+        }
+        if !names.is_empty() || !owners.is_empty() {
+            let (names, owners): (Vec<&str>, Vec<&str>) =
+                (names.into_iter().collect(), owners.into_iter().collect());
+            for name in &names {
+                state.locks.insert((*name).to_owned(), None);
+            }
+            for owner in &owners {
+                state.owners.insert((*owner).to_owned(), Vec::new());
+            }
+            let rows = state
+                .tx
+                .query(
+                    "SELECT name, record, owner FROM cairn_locks \
+                     WHERE name = ANY($1) OR owner = ANY($2)",
+                    &[&names, &owners],
+                )
+                .map_err(pg_error("read locks"))?;
+            for row in rows {
+                let name: &str = row.get(0);
+                let lock = decode_lock(name, row.get(1))?;
+                if let Some(held) = state.owners.get_mut(row.get::<_, &str>(2)) {
+                    held.push(name.to_owned());
+                }
+                state.locks.insert(name.to_owned(), Some(lock));
+            }
+        }
+        Ok(state)
+    }
+
+    /// Takes in what a planned batch leaves: later batches see it.
+    fn absorb(&mut self, planned: &Plan) {
+        for (id, stored) in &planned.threads {
+            // The seq-index tail is redb's; a thread is stored here without one.
+            let stored = stored
+                .as_ref()
+                .map(|s| StoredThread { record: s.record.clone(), tail: Vec::new() });
+            self.threads.insert(id.clone(), stored);
+        }
+        for (name, lock) in &planned.locks {
+            self.locks.insert(name.clone(), lock.clone());
+        }
+        self.payloads.extend(planned.payloads.iter().map(|(r, _)| r.hash));
+    }
+}
+
+impl PlanState for Cached<'_, '_, '_> {
+    fn stored_thread(&mut self, id: &ThreadId) -> Result<Option<StoredThread>, Error> {
+        if let Some(stored) = self.threads.get(id) {
+            return Ok(stored.clone());
+        }
+        let row = self
+            .tx
+            .query_opt("SELECT record FROM cairn_threads WHERE id = $1", &[&id.as_str()])
+            .map_err(pg_error("read thread"))?;
+        let stored = row
+            .map(|r| decode_thread(id, r.get(0)))
+            .transpose()?
+            .map(|record| StoredThread { record, tail: Vec::new() });
+        self.threads.insert(id.clone(), stored.clone());
+        Ok(stored)
+    }
+
+    fn lock(&mut self, name: &str) -> Result<Option<LockRecord>, Error> {
+        if let Some(lock) = self.locks.get(name) {
+            return Ok(lock.clone());
+        }
+        let row = self
+            .tx
+            .query_opt("SELECT name, record FROM cairn_locks WHERE name = $1", &[&name])
+            .map_err(pg_error("read lock"))?;
+        let lock = row.map(|r| decode_lock(r.get(0), r.get(1))).transpose()?;
+        self.locks.insert(name.to_owned(), lock.clone());
+        Ok(lock)
+    }
+
+    fn lock_names(&mut self, owner: &str) -> Result<Vec<String>, Error> {
+        if !self.owners.contains_key(owner) {
+            let rows = self
+                .tx
+                .query("SELECT name FROM cairn_locks WHERE owner = $1 ORDER BY name", &[&owner])
+                .map_err(pg_error("read locks"))?;
+            let names = rows.iter().map(|r| r.get::<_, String>(0)).collect();
+            self.owners.insert(owner.to_owned(), names);
+        }
+        // Stored before the group, or taken by one of its batches (a superset: each is checked).
+        let mut names = self.owners.get(owner).cloned().unwrap_or_default();
+        names.extend(
+            self.locks
+                .iter()
+                .filter(|(_, l)| l.as_ref().is_some_and(|l| l.owner == owner))
+                .map(|(n, _)| n.clone()),
+        );
+        Ok(names)
+    }
+
+    fn payload_exists(&mut self, hash: &[u8; 32]) -> Result<bool, Error> {
+        if self.payloads.contains(hash) {
+            return Ok(true);
+        }
+        let stored = self
+            .tx
+            .query_opt("SELECT 1 FROM cairn_payloads WHERE hash = $1", &[&&hash[..]])
+            .map_err(pg_error("read payload"))?
+            .is_some();
+        if stored {
+            self.payloads.insert(*hash);
+        }
+        Ok(stored)
+    }
+}
+
+/// What the group writes, gathered from its planned batches.
+#[derive(Default)]
+struct Writes {
+    lsns: Vec<i64>,
+    event_threads: Vec<String>,
+    seqs: Vec<i64>,
+    records: Vec<Vec<u8>>,
+    /// Threads changed (written as the cache holds them at the end).
+    threads: BTreeSet<ThreadId>,
+    checkpoints: Vec<(CheckpointInfo, Vec<u8>, Vec<u8>)>,
+    payloads: Vec<(PayloadRef, Vec<u8>)>,
+    /// Locks changed (written as the cache holds them at the end).
+    locks: BTreeSet<String>,
+}
+
+impl Writes {
+    fn add(&mut self, planned: Plan) -> Result<(), Error> {
+        for ((lsn, framed), (thread, seq)) in planned.events.into_iter().zip(planned.event_keys) {
+            self.lsns.push(to_db(lsn)?);
+            self.seqs.push(to_db(seq)?);
+            self.event_threads.push(thread.to_string());
+            self.records.push(framed);
+        }
+        self.threads.extend(planned.dirty_threads);
+        self.checkpoints.extend(planned.checkpoints);
+        self.payloads.extend(planned.payloads);
+        self.locks.extend(planned.locks.into_keys());
+        Ok(())
+    }
+
+    fn write(
+        &self,
+        tx: &mut Tx<'_, '_>,
+        threads: &HashMap<ThreadId, Option<StoredThread>>,
+        locks: &HashMap<String, Option<LockRecord>>,
+    ) -> Result<(), Error> {
+        let op = pg_error("append");
+        if !self.lsns.is_empty() {
+            tx.execute(
+                "INSERT INTO cairn_events (lsn, thread, seq, record) \
+                 SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bytea[])",
+                &[&self.lsns, &self.event_threads, &self.seqs, &self.records],
+            )
+            .map_err(&op)?;
+        }
+        let (mut ids, mut statuses, mut workflows, mut records) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for id in &self.threads {
+            if let Some(Some(stored)) = threads.get(id) {
+                ids.push(id.as_str());
+                statuses.push(stored.record.status.to_string());
+                workflows.push(stored.record.workflow.id.as_str());
+                records.push(codec::encode_stored_thread(&stored.record, &[])?);
+            }
+        }
+        if !ids.is_empty() {
+            tx.execute(
+                "INSERT INTO cairn_threads (id, status, workflow, record) \
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) \
+                 ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, \
+                 workflow = EXCLUDED.workflow, record = EXCLUDED.record",
+                &[&ids, &statuses, &workflows, &records],
+            )
+            .map_err(&op)?;
+        }
+        write_checkpoints(tx, &self.checkpoints)?;
+        write_payloads(tx, &self.payloads)?;
+        write_locks(
+            tx,
+            self.locks.iter().map(|name| (name.as_str(), locks.get(name).and_then(Option::as_ref))),
+        )?;
+        Ok(())
+    }
+}
