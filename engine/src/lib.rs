@@ -21,6 +21,7 @@ mod exec;
 pub mod limits;
 pub mod replay;
 mod tasks;
+pub mod telemetry;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 

@@ -242,6 +242,7 @@ impl NodeContext for LiveNodeContext {
             call = index,
             memo = recorded.is_some(),
         );
+        self.env.metrics.tool_call(recorded.is_some());
         Box::pin(
             async move {
             if index >= limits::TOOL_CALLS_PER_TASK_MAX {
@@ -310,7 +311,7 @@ impl NodeContext for LiveNodeContext {
             let recs = env.append_now(bodies, now).await.map_err(|e| env.stop.node_error(e))?;
             lock_state(&shared).appended.extend(recs);
             let tool_ctx = ToolCtx::new(cancel);
-            let output = run(input, tool_ctx.clone()).await;
+            let output = env.metrics.time_tool(run(input, tool_ctx.clone())).await;
             let usage = tool_ctx.usage_reported();
             let done = clock.now_ms();
             let body = Body::ToolReturned {

@@ -24,3 +24,5 @@ mod replay;
 mod resume_check;
 mod scale;
 mod spans;
+mod telemetry;
+mod telemetry_recorder;

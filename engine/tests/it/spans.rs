@@ -113,7 +113,8 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for ArcLayer {
     }
 }
 
-fn traced() -> Workflow<Tally> {
+/// A workflow with a tool call, a node that fails once and is retried, and a sub-workflow child.
+pub(crate) fn traced() -> Workflow<Tally> {
     let child = Workflow::<Tally>::builder("traced-child", 1)
         .node("inner", |_s, _ctx| async move { Ok(NodeOutput::update((10, "inner".into()))) })
         .edge(START, "inner")
@@ -210,11 +211,12 @@ async fn a_subscriber_sees_the_span_tree_of_a_run() {
         .iter()
         .find(|s| s.name == "group_commit" && s.fields.contains_key("commit_us"))
         .expect("a group commit span with its figures");
-    for field in ["durable", "writes", "callers", "events", "bytes", "commit_us"] {
+    assert_eq!(commit.fields["backend"], "redb");
+    for field in ["durable", "writes", "callers", "events", "bytes", "commit_us", "fsync_us"] {
         assert!(commit.fields.contains_key(field), "{field}: {commit:?}");
     }
     let recovery = seen.iter().find(|s| s.name == "recovery").expect("a recovery span");
-    for field in ["resumed", "parked", "timers", "children"] {
+    for field in ["resumed", "parked", "timers", "children", "blocked"] {
         assert!(recovery.fields.contains_key(field), "{field}: {recovery:?}");
     }
 }

@@ -1,0 +1,159 @@
+//! Metrics and health, seen through a real recorder: a run moves each metric by what it did,
+//! and a health pass finds a stuck thread, an expired lock and slow commits.
+
+use std::sync::Arc;
+
+use cairn::clock::ManualClock;
+use cairn::dsl::NodePolicy;
+use cairn::storage::{Durability, Lsn, Options, RedbStore, Store};
+use cairn::telemetry::names;
+use cairn::telemetry::storage as store_names;
+use cairn::{Ctx, END, Engine, NodeOutput, START, StartOptions, Workflow};
+
+use crate::common::{Tally, db};
+use crate::spans::traced;
+use crate::telemetry_recorder::TestRecorder;
+
+#[tokio::test]
+async fn a_run_moves_each_metric_by_what_it_did() {
+    let (_d, path) = db();
+    let recorder = Arc::new(TestRecorder::default());
+    let store = Arc::new(RedbStore::open(&path, Options::default()).unwrap());
+    let wf = traced();
+    let engine = Engine::with_store(store.clone())
+        .workflow(&wf)
+        .metrics_recorder(recorder.clone())
+        .health_every_ms(None)
+        .open()
+        .await
+        .unwrap();
+    let out: Tally = engine
+        .start("traced", Tally::default(), StartOptions::id("metrics-p"))
+        .await
+        .unwrap()
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.total, 20);
+    let report = engine.health().unwrap();
+    engine.shutdown().await;
+
+    let r = &recorder;
+    let tool = |memo| format!("{}{{memo={memo}}}", names::TOOL_CALLS);
+    assert_eq!(r.counter(&tool(false)), 1, "one real call of fetch");
+    assert_eq!(r.counter(&tool(true)), 0, "no memo hit in an uninterrupted run");
+    assert_eq!(r.samples(names::TOOL_CALL_SECONDS).len(), 1, "the real call is timed");
+    assert_eq!(r.counter(names::RETRIES), 1, "flaky is retried once");
+    assert_eq!(r.counter(names::NODE_FAILURES), 1, "flaky's first attempt failed");
+    assert_eq!(r.counter(names::THREAD_FAILURES), 0);
+    assert_eq!(r.counter(names::LEASE_TAKEOVERS), 0);
+    assert_eq!(r.counter(names::RUNNERS_FENCED), 0);
+    // Steps: the parent's call, flaky and sub, and the child's inner, each timed once.
+    let steps = r.counter(names::STEPS);
+    assert_eq!(steps, 4, "{steps} steps");
+    assert_eq!(r.samples(names::STEP_SECONDS).len() as u64, steps, "every step is timed");
+    let commits = r.samples(names::COMMIT_SECONDS);
+    assert!(commits.len() as u64 >= steps, "each step's batch is committed: {}", commits.len());
+    assert_eq!(r.gauge(names::WAITING_PERMIT), 0.0, "nobody waits once the run is over");
+    assert_eq!(r.gauge(names::TIMERS_ARMED), 0.0);
+    // The store: every event this engine wrote went through its group commits, each synced.
+    let events = store.read_all_since(Lsn(0), 10_000).unwrap().len() as u64;
+    assert_eq!(r.counter(store_names::EVENTS), events, "events committed");
+    let groups = r.counter(&format!("{}{{outcome=ok}}", store_names::GROUP_COMMITS));
+    assert!(groups > 0);
+    assert_eq!(r.counter(store_names::FSYNCS), groups, "Immediate: every group is synced");
+    assert_eq!(r.samples(store_names::GROUP_WRITES).len() as u64, groups);
+    assert_eq!(r.samples(store_names::GROUP_COMMIT_SECONDS).len() as u64, groups);
+    assert!(r.counter(store_names::BYTES) > 0);
+    // The health pass set the threads-by-status gauges: the parent and its child completed.
+    assert_eq!(r.gauge(&format!("{}{{status=completed}}", names::THREADS)), 2.0);
+    assert_eq!(r.gauge(&format!("{}{{status=running}}", names::THREADS)), 0.0);
+    assert!(report.ok, "{report:?}");
+    assert_eq!(report.threads["completed"], 2);
+    // Units, as ARCHITECTURE.md lists them.
+    assert_eq!(r.unit(names::STEP_SECONDS), Some(metrics::Unit::Seconds));
+    assert_eq!(r.unit(store_names::BYTES), Some(metrics::Unit::Bytes));
+}
+
+/// A node that takes a lock, then waits until the test lets it go.
+fn hang(release: Arc<tokio::sync::Notify>) -> Workflow<Tally> {
+    Workflow::<Tally>::builder("hang", 1)
+        .node_with(
+            "hold",
+            move |_s, ctx: Ctx| {
+                let release = release.clone();
+                async move {
+                    ctx.lock("report.md", 1_000).await?;
+                    release.notified().await;
+                    Ok(NodeOutput::update((1, "held".into())))
+                }
+            },
+            NodePolicy::default(),
+        )
+        .edge(START, "hold")
+        .edge("hold", END)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn health_finds_a_stuck_thread_an_expired_lock_and_slow_commits() {
+    let (_d, path) = db();
+    let recorder = Arc::new(TestRecorder::default());
+    let clock = ManualClock::new(1_000_000);
+    let release = Arc::new(tokio::sync::Notify::new());
+    let wf = hang(release.clone());
+    let engine = Engine::builder(&path)
+        .durability(Durability::Immediate)
+        .clock(Arc::new(clock.clone()))
+        .workflow(&wf)
+        .metrics_recorder(recorder.clone())
+        .watchdog_ms(60_000)
+        .slow_commit_ms(0)
+        .health_every_ms(None)
+        .open()
+        .await
+        .unwrap();
+    let t = engine.start("hang", Tally::default(), StartOptions::id("stuck")).await.unwrap();
+    // Wait until the node holds its lock (the lock event is durable).
+    let mut events = t.events(0).unwrap();
+    while !engine.store().locks().unwrap().iter().any(|l| l.owner == "stuck") {
+        events.next().await.expect("the thread's events");
+    }
+    let fresh = engine.health().unwrap();
+    assert_eq!((fresh.stuck_threads, fresh.expired_locks), (0, 0), "{fresh:?}");
+    assert!(fresh.commits.slow_recent > 0, "every commit is over a 0 ms threshold");
+    assert!(!fresh.ok, "slow commits need attention");
+
+    clock.advance_ms(60_001);
+    let report = engine.health().unwrap();
+    assert!(!report.ok);
+    assert_eq!(report.stuck_threads, 1, "{report:?}");
+    let stuck = &report.stuck[0];
+    assert_eq!((stuck.thread.as_str(), stuck.workflow.as_str()), ("stuck", "hang"));
+    assert!(stuck.idle_ms > 60_000);
+    assert_eq!(report.expired_locks, 1);
+    assert_eq!(
+        (report.expired[0].name.as_str(), report.expired[0].holder.as_str()),
+        ("report.md", "stuck")
+    );
+    assert!(report.expired[0].expired_ms >= 59_000, "{report:?}");
+    assert_eq!(report.threads["running"], 1);
+    assert_eq!(report.commits.slow_recent, 0, "taken by the previous pass");
+    assert!(report.commits.slow_total > 0);
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["stuck"][0]["thread"], "stuck", "{json}");
+    // The same figures as metrics.
+    assert_eq!(recorder.gauge(names::STUCK_THREADS), 1.0);
+    assert_eq!(recorder.gauge(names::EXPIRED_LOCKS), 1.0);
+    assert_eq!(recorder.gauge(names::LOCKS_HELD), 1.0);
+    assert_eq!(recorder.gauge(&format!("{}{{status=running}}", names::THREADS)), 1.0);
+    assert!(recorder.counter(names::COMMITS_SLOW) > 0);
+
+    release.notify_one();
+    t.wait().await.unwrap();
+    let after = engine.health().unwrap();
+    assert_eq!((after.stuck_threads, after.expired_locks), (0, 0), "{after:?}");
+    assert_eq!(recorder.gauge(names::LOCKS_HELD), 0.0, "its end released the lock");
+    engine.shutdown().await;
+}
