@@ -91,14 +91,19 @@ impl Engine {
     /// # Ok(()) }
     /// ```
     pub fn health(&self) -> Result<HealthReport, Error> {
+        self.health_with_watchdog(self.shell.config.watchdog_ms)
+    }
+
+    /// [`Engine::health`] with another watchdog than the engine's (`cairn health
+    /// --watchdog-ms`).
+    ///
+    /// # Errors
+    /// Storage errors reading the records.
+    pub fn health_with_watchdog(&self, watchdog_ms: u64) -> Result<HealthReport, Error> {
         let shell = &self.shell;
         let now = shell.clock.now_ms();
-        let report = crate::telemetry::health_check(
-            shell.store.as_ref(),
-            now,
-            shell.config.watchdog_ms,
-            &shell.metrics,
-        )?;
+        let report =
+            crate::telemetry::health_check(shell.store.as_ref(), now, watchdog_ms, &shell.metrics)?;
         if !report.ok {
             tracing::warn!(
                 stuck_threads = report.stuck_threads,

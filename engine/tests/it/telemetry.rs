@@ -157,3 +157,36 @@ async fn health_finds_a_stuck_thread_an_expired_lock_and_slow_commits() {
     assert_eq!(recorder.gauge(names::LOCKS_HELD), 0.0, "its end released the lock");
     engine.shutdown().await;
 }
+
+/// The Prometheus exporter renders the names ARCHITECTURE.md and docs/alerts.yml use, with
+/// histogram buckets (so `histogram_quantile` works on the latencies).
+#[cfg(feature = "prometheus")]
+#[tokio::test]
+async fn the_prometheus_exporter_renders_the_documented_names() {
+    let (_d, path) = db();
+    let (recorder, handle) = cairn::telemetry::prometheus::recorder().unwrap();
+    let wf = traced();
+    let engine = Engine::builder(&path)
+        .workflow(&wf)
+        .metrics_recorder(Arc::new(recorder))
+        .open()
+        .await
+        .unwrap();
+    let run = engine.start("traced", Tally::default(), StartOptions::id("prom-p")).await.unwrap();
+    run.wait().await.unwrap();
+    engine.health().unwrap();
+    engine.shutdown().await;
+    let text = handle.render();
+    for line in [
+        "cairn_steps_total 4",
+        "cairn_tool_calls_total{memo=\"false\"} 1",
+        "cairn_retries_total 1",
+        "cairn_threads{status=\"completed\"} 2",
+        "cairn_health_stuck_threads 0",
+        "cairn_storage_group_commits_total{outcome=\"ok\"}",
+        "cairn_commit_duration_seconds_bucket{le=\"0.0001\"}",
+        "cairn_storage_group_writes_bucket{le=\"1\"}",
+    ] {
+        assert!(text.lines().any(|l| l.starts_with(line)), "{line} in:\n{text}");
+    }
+}
