@@ -25,4 +25,6 @@ mod resume_check;
 mod scale;
 mod spans;
 mod telemetry;
+#[cfg(feature = "postgres")]
+mod telemetry_pg;
 mod telemetry_recorder;

@@ -25,16 +25,16 @@ const PREFIX: &str = "spans-";
 
 /// One recorded span.
 #[derive(Debug, Clone, Default)]
-struct Seen {
-    name: &'static str,
-    fields: BTreeMap<String, String>,
-    parent: Option<usize>,
+pub(crate) struct Seen {
+    pub name: &'static str,
+    pub fields: BTreeMap<String, String>,
+    pub parent: Option<usize>,
 }
 
 /// Records the spans of this test's threads (and a few group commits and recoveries).
 #[derive(Default)]
-struct Recorder {
-    seen: Mutex<Vec<Seen>>,
+pub(crate) struct Recorder {
+    pub seen: Mutex<Vec<Seen>>,
 }
 
 struct Index(usize);
@@ -66,10 +66,16 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Recorder {
         attrs.record(&mut Fields(&mut fields));
         let name = attrs.metadata().name();
         let mut seen = self.seen.lock().unwrap();
+        // Group commits: the first few of each backend (other tests' commits are alike).
+        let kind = |s: &BTreeMap<String, String>| s.get("backend").cloned();
         let ours = parent.is_some()
             || fields.get("thread").is_some_and(|t| t.starts_with(PREFIX))
             || (matches!(name, "group_commit" | "recovery")
-                && seen.iter().filter(|s| s.name == name).count() < 64);
+                && seen
+                    .iter()
+                    .filter(|s| s.name == name && kind(&s.fields) == kind(&fields))
+                    .count()
+                    < 64);
         if ours {
             seen.push(Seen { name, fields, parent });
             span.extensions_mut().insert(Index(seen.len() - 1));
@@ -84,7 +90,8 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Recorder {
     }
 }
 
-fn recorder() -> &'static Arc<Recorder> {
+/// The process's span recorder (installed as the global subscriber by the first call).
+pub(crate) fn recorder() -> &'static Arc<Recorder> {
     static RECORDER: OnceLock<Arc<Recorder>> = OnceLock::new();
     RECORDER.get_or_init(|| {
         let recorder = Arc::new(Recorder::default());

@@ -75,16 +75,16 @@ async fn a_run_moves_each_metric_by_what_it_did() {
     assert_eq!(r.unit(store_names::BYTES), Some(metrics::Unit::Bytes));
 }
 
-/// A node that takes a lock, then waits until the test lets it go.
-fn hang(release: Arc<tokio::sync::Notify>) -> Workflow<Tally> {
+/// A node that takes a lock, then waits until the test lets it go (sends `true`).
+fn hang(release: tokio::sync::watch::Receiver<bool>) -> Workflow<Tally> {
     Workflow::<Tally>::builder("hang", 1)
         .node_with(
             "hold",
             move |_s, ctx: Ctx| {
-                let release = release.clone();
+                let mut release = release.clone();
                 async move {
                     ctx.lock("report.md", 1_000).await?;
-                    release.notified().await;
+                    release.wait_for(|go| *go).await.expect("the test holds the sender");
                     Ok(NodeOutput::update((1, "held".into())))
                 }
             },
@@ -101,8 +101,8 @@ async fn health_finds_a_stuck_thread_an_expired_lock_and_slow_commits() {
     let (_d, path) = db();
     let recorder = Arc::new(TestRecorder::default());
     let clock = ManualClock::new(1_000_000);
-    let release = Arc::new(tokio::sync::Notify::new());
-    let wf = hang(release.clone());
+    let (release, go) = tokio::sync::watch::channel(false);
+    let wf = hang(go);
     let engine = Engine::builder(&path)
         .durability(Durability::Immediate)
         .clock(Arc::new(clock.clone()))
@@ -150,11 +150,71 @@ async fn health_finds_a_stuck_thread_an_expired_lock_and_slow_commits() {
     assert_eq!(recorder.gauge(&format!("{}{{status=running}}", names::THREADS)), 1.0);
     assert!(recorder.counter(names::COMMITS_SLOW) > 0);
 
-    release.notify_one();
+    release.send_replace(true);
     t.wait().await.unwrap();
     let after = engine.health().unwrap();
     assert_eq!((after.stuck_threads, after.expired_locks), (0, 0), "{after:?}");
     assert_eq!(recorder.gauge(names::LOCKS_HELD), 0.0, "its end released the lock");
+    engine.shutdown().await;
+}
+
+/// Polls `done` between scheduler turns (no sleep): the engine's tasks move on each turn.
+async fn until(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..100_000 {
+        if done() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("never came: {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gauges_follow_permits_timers_and_a_take_over_counts() {
+    let (_d, path) = db();
+    let recorder = Arc::new(TestRecorder::default());
+    let (release, go) = tokio::sync::watch::channel(false);
+    let hang = hang(go);
+    let nap = Workflow::<Tally>::builder("nap", 1)
+        .node("nap", |_s, ctx: Ctx| async move {
+            ctx.sleep_ms(3_600_000).await?;
+            Ok(NodeOutput::update((1, "woke".into())))
+        })
+        .edge(START, "nap")
+        .edge("nap", END)
+        .build()
+        .unwrap();
+    let open = |recorder: Arc<TestRecorder>| {
+        Engine::builder(&path)
+            .concurrency(1)
+            .workflow(&hang)
+            .workflow(&nap)
+            .metrics_recorder(recorder)
+            .health_every_ms(None)
+            .open()
+    };
+    let engine = open(recorder.clone()).await.unwrap();
+    // One permit: the first thread holds it in its node, the second waits for it.
+    engine.start("hang", Tally::default(), StartOptions::id("first")).await.unwrap();
+    engine.start("hang", Tally::default(), StartOptions::id("second")).await.unwrap();
+    until("a thread waiting for the permit", || recorder.gauge(names::WAITING_PERMIT) == 1.0).await;
+    // Crash with both unfinished: the next engine takes over the one that ran.
+    engine.crash().await;
+    drop(engine);
+
+    let recorder = Arc::new(TestRecorder::default());
+    let engine = open(recorder.clone()).await.unwrap();
+    assert_eq!(recorder.counter(names::LEASE_TAKEOVERS), 1, "first's lease was the dead engine's");
+    release.send_replace(true);
+    engine.thread("first").unwrap().wait().await.unwrap();
+    engine.thread("second").unwrap().wait().await.unwrap();
+    assert_eq!(recorder.gauge(names::WAITING_PERMIT), 0.0);
+    assert_eq!(recorder.gauge(names::TIMERS_ARMED), 0.0);
+    let t = engine.start("nap", Tally::default(), StartOptions::id("nap")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, cairn::ThreadStatus::Sleeping);
+    assert_eq!(recorder.gauge(names::TIMERS_ARMED), 1.0, "its wake-up is armed");
+    engine.cancel("nap", "done").await.unwrap();
+    assert_eq!(recorder.gauge(names::TIMERS_ARMED), 0.0, "disarmed by the cancel");
     engine.shutdown().await;
 }
 
