@@ -194,17 +194,22 @@ async fn gauges_follow_permits_timers_and_a_take_over_counts() {
             .open()
     };
     let engine = open(recorder.clone()).await.unwrap();
-    // One permit: the first thread holds it in its node, the second waits for it.
-    engine.start("hang", Tally::default(), StartOptions::id("first")).await.unwrap();
-    engine.start("hang", Tally::default(), StartOptions::id("second")).await.unwrap();
-    until("a thread waiting for the permit", || recorder.gauge(names::WAITING_PERMIT) == 1.0).await;
-    // Crash with both unfinished: the next engine takes over the one that ran.
+    // A thread that holds a lock (so its lease is written) when its engine crashes is taken
+    // over by the next one.
+    let first = engine.start("hang", Tally::default(), StartOptions::id("first")).await.unwrap();
+    let mut events = first.events(0).unwrap();
+    while !engine.store().locks().unwrap().iter().any(|l| l.owner == "first") {
+        events.next().await.expect("the thread's events");
+    }
     engine.crash().await;
-    drop(engine);
-
+    drop((first, events, engine));
     let recorder = Arc::new(TestRecorder::default());
     let engine = open(recorder.clone()).await.unwrap();
     assert_eq!(recorder.counter(names::LEASE_TAKEOVERS), 1, "first's lease was the dead engine's");
+    // One permit: whichever of the two threads holds it waits in its node (for the release or
+    // the lock), so the other waits for the permit until the release.
+    engine.start("hang", Tally::default(), StartOptions::id("second")).await.unwrap();
+    until("a thread waiting for the permit", || recorder.gauge(names::WAITING_PERMIT) == 1.0).await;
     release.send_replace(true);
     engine.thread("first").unwrap().wait().await.unwrap();
     engine.thread("second").unwrap().wait().await.unwrap();

@@ -126,16 +126,25 @@ fn run(
             if let Op::Append(batch, _) = op {
                 figures.events += batch.events.len();
                 figures.bytes += crate::telemetry::batch_bytes(batch);
-                callers.extend(batch.events.first().map(|e| e.thread.clone()));
+                let thread = batch.events.first().map(|e| &e.thread);
+                callers.extend(thread.or_else(|| batch.threads.first().map(|t| &t.id)).cloned());
             }
         }
-        (figures.ok, figures.commit) =
-            commit_group(&mut client, &mut cache, reconnect, group, committed, token);
-        figures.record_on(&span);
-        span.record("callers", callers.len());
-        metrics.group(&figures);
+        // Reported before the group's callers are answered: what a caller saw acknowledged
+        // is counted by then.
+        let mut report = |ok: bool, commit: std::time::Duration| {
+            figures.ok = ok;
+            figures.commit = commit;
+            figures.record_on(&span);
+            span.record("callers", callers.len());
+            metrics.group(&figures);
+        };
+        commit_group(&mut client, &mut cache, reconnect, group, committed, (token, &mut report));
     }
 }
+
+/// Told a group's outcome and commit time before its callers are answered.
+type Report<'a> = &'a mut dyn FnMut(bool, std::time::Duration);
 
 /// An answer waiting for the commit.
 enum Reply {
@@ -169,8 +178,8 @@ fn commit_group(
     reconnect: &Connect,
     group: Vec<Op>,
     committed: &watch::Sender<u64>,
-    token: u64,
-) -> (bool, std::time::Duration) {
+    (token, report): (u64, Report<'_>),
+) {
     let mut commit_time = std::time::Duration::ZERO;
     let before_lsn = *committed.borrow();
     let mut replies = Vec::with_capacity(group.len());
@@ -255,6 +264,7 @@ fn commit_group(
     };
     match outcome {
         Ok(counters) => {
+            report(true, commit_time);
             for reply in replies {
                 reply.send(None);
             }
@@ -277,10 +287,10 @@ fn commit_group(
             {
                 tracing::debug!(error = %e, "commit notification not sent");
             }
-            (true, commit_time)
         }
         Err(e) => {
             tracing::warn!(error = %e, "a group commit failed; its writes are rolled back");
+            report(false, commit_time);
             for reply in replies {
                 reply.send(Some(&e));
             }
@@ -288,7 +298,6 @@ fn commit_group(
             for op in waiting {
                 op.fail(&e);
             }
-            (false, commit_time)
         }
     }
 }
