@@ -126,8 +126,12 @@ impl Engine {
                     () = tokio::time::sleep(Duration::from_millis(every)) => {}
                     () = stopping.cancelled() => return,
                 }
-                if let Err(e) = engine.health() {
-                    tracing::warn!(error = %e, "health pass");
+                // A pass reads every thread record: off the runtime's worker threads.
+                let pass = engine.clone();
+                match tokio::task::spawn_blocking(move || pass.health()).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::warn!(error = %e, "health pass"),
+                    Err(e) => tracing::warn!(error = %e, "health pass stopped"),
                 }
             }
         });

@@ -165,24 +165,36 @@ impl Drop for Waiting {
 }
 
 fn describe(r: &dyn Recorder) {
-    let seconds = [STEP_SECONDS, COMMIT_SECONDS, TOOL_CALL_SECONDS];
-    for name in seconds {
-        r.describe_histogram(name.into(), Some(Unit::Seconds), name.into());
+    let histograms = [
+        (STEP_SECONDS, "one step from planning to its batch submitted"),
+        (COMMIT_SECONDS, "a runner batch from submitted to durable"),
+        (TOOL_CALL_SECONDS, "a tool call that ran"),
+    ];
+    for (name, help) in histograms {
+        r.describe_histogram(name.into(), Some(Unit::Seconds), help.into());
     }
     let counters = [
-        STEPS,
-        COMMITS_SLOW,
-        TOOL_CALLS,
-        RETRIES,
-        NODE_FAILURES,
-        THREAD_FAILURES,
-        LEASE_TAKEOVERS,
-        RUNNERS_FENCED,
+        (STEPS, "steps run"),
+        (COMMITS_SLOW, "step commits slower than the slow-commit threshold"),
+        (TOOL_CALLS, "tool calls; memo=true: a recorded result returned"),
+        (RETRIES, "node attempts retried"),
+        (NODE_FAILURES, "node attempts that failed"),
+        (THREAD_FAILURES, "threads that ended Failed"),
+        (LEASE_TAKEOVERS, "threads taken over from another lease owner"),
+        (RUNNERS_FENCED, "runners fenced off their thread"),
     ];
-    for name in counters {
-        r.describe_counter(name.into(), Some(Unit::Count), name.into());
+    for (name, help) in counters {
+        r.describe_counter(name.into(), Some(Unit::Count), help.into());
     }
-    for name in [THREADS, WAITING_PERMIT, TIMERS_ARMED, LOCKS_HELD, STUCK_THREADS, EXPIRED_LOCKS] {
-        r.describe_gauge(name.into(), Some(Unit::Count), name.into());
+    let gauges = [
+        (THREADS, "threads by stored status, at the latest health pass"),
+        (WAITING_PERMIT, "runnable threads waiting for a permit"),
+        (TIMERS_ARMED, "timers and deadlines armed"),
+        (LOCKS_HELD, "durable locks in the store"),
+        (STUCK_THREADS, "running threads with no step past the watchdog"),
+        (EXPIRED_LOCKS, "locks held past their time to live"),
+    ];
+    for (name, help) in gauges {
+        r.describe_gauge(name.into(), Some(Unit::Count), help.into());
     }
 }

@@ -67,6 +67,14 @@ impl TestRecorder {
         self.units.lock().unwrap().get(name).copied().flatten()
     }
 
+    /// Every metric name registered.
+    pub fn names(&self) -> std::collections::BTreeSet<String> {
+        let mut ids: Vec<String> = self.counters.lock().unwrap().keys().cloned().collect();
+        ids.extend(self.gauges.lock().unwrap().keys().cloned());
+        ids.extend(self.histograms.lock().unwrap().keys().cloned());
+        ids.into_iter().map(|id| id.split('{').next().unwrap_or_default().to_owned()).collect()
+    }
+
     fn describe(&self, key: KeyName, unit: Option<Unit>) {
         self.units.lock().unwrap().insert(key.as_str().to_owned(), unit);
     }
