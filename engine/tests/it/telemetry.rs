@@ -82,6 +82,43 @@ async fn a_run_moves_each_metric_by_what_it_did() {
     }
 }
 
+#[tokio::test]
+async fn a_tool_call_answered_from_the_log_counts_as_a_memo_hit() {
+    let (_d, path) = db();
+    let recorder = Arc::new(TestRecorder::default());
+    // The node calls its tool, then asks for input: after the input it runs again from the
+    // top, and the call is answered from the log.
+    let wf = Workflow::<Tally>::builder("ask", 1)
+        .node("ask", |_s, ctx: Ctx| async move {
+            let v: u64 = ctx
+                .tool("fetch", 2_u64, |x: u64, _| async move { Ok::<_, cairn::ToolError>(x * 2) })
+                .await?;
+            let more: u64 = ctx.interrupt("how many more?")?;
+            Ok(NodeOutput::update((v + more, "ask".into())))
+        })
+        .edge(START, "ask")
+        .edge("ask", END)
+        .build()
+        .unwrap();
+    let engine = Engine::builder(&path)
+        .workflow(&wf)
+        .metrics_recorder(recorder.clone())
+        .health_every_ms(None)
+        .open()
+        .await
+        .unwrap();
+    let t = engine.start("ask", Tally::default(), StartOptions::id("memo")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, cairn::ThreadStatus::WaitingInput);
+    engine.send_input("memo", 3_u64).await.unwrap();
+    let out: Tally = t.output().await.unwrap();
+    assert_eq!(out.total, 7);
+    engine.shutdown().await;
+    let tool = |memo| format!("{}{{memo={memo}}}", names::TOOL_CALLS);
+    assert_eq!(recorder.counter(&tool(false)), 1, "the tool ran once");
+    assert_eq!(recorder.counter(&tool(true)), 1, "its second call came from the log");
+    assert_eq!(recorder.samples(names::TOOL_CALL_SECONDS).len(), 1, "only the real call is timed");
+}
+
 /// A node that takes a lock, then waits until the test lets it go (sends `true`).
 fn hang(release: tokio::sync::watch::Receiver<bool>) -> Workflow<Tally> {
     Workflow::<Tally>::builder("hang", 1)
