@@ -188,6 +188,8 @@ async fn a_subscriber_sees_the_span_tree_of_a_run() {
     assert_eq!(root.fields["version"], "1", "{root:?}");
     let steps = children_of(&seen, thread);
     assert!(steps.len() >= 3 && steps.iter().all(|(_, s)| s.name == "step"), "{steps:?}");
+    let numbers: Vec<&str> = steps.iter().map(|(_, s)| s.fields["step"].as_str()).collect();
+    assert_eq!(numbers[..3], ["1", "2", "3"], "steps numbered from 1 in order");
     let attempts: Vec<(usize, &Seen)> =
         steps.iter().flat_map(|(i, _)| children_of(&seen, *i)).collect();
     let attempt = |node: &str, n: &str| {
@@ -200,6 +202,8 @@ async fn a_subscriber_sees_the_span_tree_of_a_run() {
             .0
     };
     let call = attempt("call", "1");
+    assert_eq!(seen[call].fields["task"], "call", "a task without a map item is its node");
+    assert_eq!(seen[call].fields["outcome"], "done");
     let tools = children_of(&seen, call);
     assert_eq!(tools.len(), 1, "{tools:?}");
     let tool = tools[0].1;
@@ -213,6 +217,7 @@ async fn a_subscriber_sees_the_span_tree_of_a_run() {
     let (_, child) = child.iter().find(|(_, s)| s.name == "thread").expect("the child's thread");
     assert!(child.fields["thread"].starts_with("spans-p/sub@"), "{child:?}");
     assert_eq!(child.fields["workflow"], "traced-child");
+    assert_eq!((root.fields["depth"].as_str(), child.fields["depth"].as_str()), ("0", "1"));
 
     let commit = seen
         .iter()
