@@ -39,6 +39,14 @@ pub struct Config {
     pub poll_ms: u64,
     /// Seed of the engine's random stream (ids, node randomness); from the clock when `None`.
     pub seed: Option<u64>,
+    /// A Running thread whose stored record has not moved (no step) for longer than this is
+    /// reported stuck by [`crate::Engine::health`], in ms (engine clock).
+    pub watchdog_ms: u64,
+    /// A step commit (submitted to durable) slower than this is counted slow, in ms.
+    pub slow_commit_ms: u64,
+    /// How often the engine runs a health pass on its own (setting the health and
+    /// threads-by-status gauges), in ms; `None`: only when [`crate::Engine::health`] is called.
+    pub health_every_ms: Option<u64>,
 }
 
 impl Default for Config {
@@ -54,6 +62,9 @@ impl Default for Config {
             lease_ttl_ms: crate::limits::LEASE_TTL_MS,
             poll_ms: 500,
             seed: None,
+            watchdog_ms: crate::limits::WATCHDOG_MS_DEFAULT,
+            slow_commit_ms: crate::limits::SLOW_COMMIT_MS_DEFAULT,
+            health_every_ms: Some(crate::limits::HEALTH_EVERY_MS_DEFAULT),
         }
     }
 }

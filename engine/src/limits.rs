@@ -62,3 +62,22 @@ pub const LEASE_TTL_MS: u64 = 60_000;
 
 /// Events read per query during restore and subscriptions.
 pub const READ_CHUNK_EVENTS: usize = 1_024;
+
+/// The default watchdog of a Running thread (`Config::watchdog_ms`): ten minutes without a step
+/// is far past any step the engine's own work takes; a node or tool that takes longer should
+/// say so with a timeout, which fails it sooner.
+pub const WATCHDOG_MS_DEFAULT: u64 = 10 * 60 * 1_000;
+
+/// The default slow-commit threshold (`Config::slow_commit_ms`): a local disk syncs in
+/// milliseconds and PostgreSQL commits in tens of them; a second means the disk or the server
+/// is in trouble.
+pub const SLOW_COMMIT_MS_DEFAULT: u64 = 1_000;
+
+/// The default interval of the engine's own health passes (`Config::health_every_ms`): a pass
+/// reads every thread record (not their logs), so once a minute costs little and keeps the
+/// gauges within a scrape or two of the truth.
+pub const HEALTH_EVERY_MS_DEFAULT: u64 = 60_000;
+
+/// Stuck threads and expired locks a health report names (it counts them all): enough to act
+/// on, small enough to print.
+pub const HEALTH_ITEMS_MAX: usize = 100;

@@ -85,6 +85,7 @@ mod plan;
 mod redb;
 mod store;
 mod subscription;
+pub mod telemetry;
 mod thread;
 
 pub use batch::{Appended, Batch, Guard, LeaseOp, LockOp, Pruned};

@@ -275,6 +275,12 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
+    /// The metric handles this store's writer reports its group commits to
+    /// ([`crate::telemetry`]); `None` for a store that reports none (a read-only one).
+    fn metrics(&self) -> Option<&crate::telemetry::StoreMetrics> {
+        None
+    }
+
     /// Passes `message` to whichever process drives `thread`, where the database is shared (on
     /// PostgreSQL a NOTIFY that every store on the database hears, through
     /// [`Store::driver_messages`]). Best effort and not durable: a message can be lost (a

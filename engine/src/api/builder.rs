@@ -36,6 +36,8 @@ pub struct EngineBuilder {
     pub(super) workflows: Vec<Arc<DynWorkflow>>,
     pub(super) read_only: bool,
     pub(super) on_failure: Option<FailureHook>,
+    /// Where the engine's and the store's metrics go (`None`: the global recorder).
+    pub(super) recorder: Option<super::health::SharedRecorder>,
 }
 
 impl EngineBuilder {
@@ -202,6 +204,7 @@ impl EngineBuilder {
                 wait,
             ))
         };
+        let metrics = super::health::metrics_for(&store, self.recorder.as_deref(), &self.config);
         let shell = Arc::new(Shell {
             store,
             clock: self.clock,
@@ -216,9 +219,11 @@ impl EngineBuilder {
             verified: Verified::default(),
             queued: Arc::default(),
             on_failure: self.on_failure,
+            metrics,
         });
         if !self.read_only {
-            shell.coord.serve(Arc::new(Waker(Arc::downgrade(&shell))));
+            let timers_armed = shell.metrics.timers_armed.clone();
+            shell.coord.serve(Arc::new(Waker(Arc::downgrade(&shell))), timers_armed);
         }
         let engine = Engine { shell };
         for wf in self.workflows {
@@ -233,6 +238,7 @@ impl EngineBuilder {
             {
                 engine.spawn_poller();
             }
+            engine.spawn_health_passes();
         }
         Ok(engine)
     }
@@ -250,6 +256,7 @@ impl Engine {
             workflows: Vec::new(),
             read_only: false,
             on_failure: None,
+            recorder: None,
         }
     }
 

@@ -5,5 +5,6 @@ pub mod channels;
 mod controls;
 pub mod engine;
 pub mod handle;
+mod health;
 pub mod recover;
 mod replay;

@@ -23,6 +23,8 @@ pub struct RecoveryReport {
     /// Unfinished sub-workflow child threads left to their unfinished parents, whose nodes
     /// drive them on.
     pub children: Vec<ThreadId>,
+    /// Blocked threads found (a divergence or a resource): they wait for a fix and `resume`.
+    pub blocked: Vec<ThreadId>,
 }
 
 impl Engine {
@@ -37,18 +39,21 @@ impl Engine {
             parked = tracing::field::Empty,
             timers = tracing::field::Empty,
             children = tracing::field::Empty,
+            blocked = tracing::field::Empty,
         );
         let report = self.recover_all().instrument(span.clone()).await?;
         span.record("resumed", report.resumed.len());
         span.record("parked", report.parked.len());
         span.record("timers", report.timers.len());
         span.record("children", report.children.len());
+        span.record("blocked", report.blocked.len());
         tracing::info!(
             parent: &span,
             resumed = report.resumed.len(),
             parked = report.parked.len(),
             timers = report.timers.len(),
             children = report.children.len(),
+            blocked = report.blocked.len(),
             "recovery done"
         );
         Ok(report)
@@ -121,6 +126,9 @@ impl Engine {
             if !self.shell.coord.is_armed(&id, Slot::Deadline) {
                 arm_parked_deadline(&self.shell, &id);
             }
+            if record.status == ThreadStatus::Blocked {
+                report.blocked.push(id);
+            }
             return Ok(());
         }
         if record.status == ThreadStatus::Sleeping {
@@ -175,6 +183,9 @@ impl Engine {
         }
         match self.shell.config.recovery {
             RecoveryPolicy::Resume => {
+                if record.lease.is_some_and(|lease| lease.owner != self.shell.owner) {
+                    self.shell.metrics.lease_takeovers.increment(1);
+                }
                 spawn_drive(&self.shell, id.clone(), "recovered after restart: resumed");
                 report.resumed.push(id);
             }

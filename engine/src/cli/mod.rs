@@ -44,6 +44,7 @@ mod events;
 mod fold;
 mod fork;
 mod graph;
+mod health;
 mod hold;
 mod init;
 mod replay;
@@ -62,13 +63,15 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_DAMAGE: u8 = 3;
 /// Exit code: the database file could not be opened.
 pub const EXIT_OPEN: u8 = 4;
+/// Exit code: `cairn health` found something that needs attention.
+pub const EXIT_UNHEALTHY: u8 = 5;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "cairn",
     version,
     about = "Cairn: a durable workflow engine with embedded storage",
-    after_help = "Exit codes: 0 ok, 1 operation failed, 2 usage, 3 damage found, 4 cannot open the database file (missing, locked, not Cairn, newer format, permission denied, not a regular file). Logs: CAIRN_LOG (a tracing filter, e.g. CAIRN_LOG=cairn=debug)."
+    after_help = "Exit codes: 0 ok, 1 operation failed, 2 usage, 3 damage found, 4 cannot open the database file (missing, locked, not Cairn, newer format, permission denied, not a regular file), 5 health needs attention. Logs: CAIRN_LOG (a tracing filter, e.g. CAIRN_LOG=cairn=debug)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -104,6 +107,9 @@ enum Command {
     Bundle(bundle::BundleCommand),
     /// Check every record's CRC, seq continuity and the indexes; exit 3 on damage.
     Verify(verify::VerifyArgs),
+    /// Health: threads by status, running threads with no step past the watchdog, locks held
+    /// past their ttl; exit 5 when something needs attention.
+    Health(health::HealthArgs),
     /// A workflow's graph (compiled into this binary) as DOT or Mermaid.
     Graph(graph::GraphArgs),
     /// The workflows compiled into this binary: id, version, node count, fingerprint.
@@ -216,6 +222,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Prune(args) => checkpoints::prune(args, wfs).await?,
         Command::Bundle(cmd) => bundle::command(cmd, wfs).await?,
         Command::Verify(args) => verify::verify(args, wfs).await?,
+        Command::Health(args) => health::health(args, wfs).await?,
         Command::Graph(args) => graph::graph(&args, wfs)?,
         Command::Workflows(args) => workflows::workflows(&args, wfs)?,
         Command::Resumable(args) => control::resumable(args, wfs).await?,

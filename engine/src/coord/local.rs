@@ -92,8 +92,9 @@ impl Local {
 }
 
 impl Coordinator for Local {
-    fn serve(&self, wake: Arc<dyn Wake>) {
+    fn serve(&self, wake: Arc<dyn Wake>, timers_armed: metrics::Gauge) {
         assert!(self.wake.set(wake).is_ok(), "a coordinator serves one engine");
+        self.armed.report_to(timers_armed);
     }
 
     fn claim(&self, thread: &ThreadId, parent: Option<&CancellationToken>) -> Option<Arc<Control>> {

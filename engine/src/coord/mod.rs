@@ -89,8 +89,9 @@ pub(crate) trait Wake: Send + Sync {
 
 /// The engine's view of everyone else: see the module documentation.
 pub(crate) trait Coordinator: Send + Sync {
-    /// Starts firing armed timers into `wake`. Called once, when the engine opens.
-    fn serve(&self, wake: Arc<dyn Wake>);
+    /// Starts firing armed timers into `wake`, keeping `timers_armed` at the number armed.
+    /// Called once, when the engine opens.
+    fn serve(&self, wake: Arc<dyn Wake>, timers_armed: metrics::Gauge);
 
     /// Claims `thread` for a runner of this engine: `None` if it is driven already (here, or by
     /// another engine where there are several). With `parent`, cancelling the parent's token

@@ -141,8 +141,8 @@ fn decode(message: &str) -> Option<Request> {
 }
 
 impl Coordinator for Shared {
-    fn serve(&self, wake: Arc<dyn Wake>) {
-        self.local.serve(wake);
+    fn serve(&self, wake: Arc<dyn Wake>, timers_armed: metrics::Gauge) {
+        self.local.serve(wake, timers_armed);
     }
 
     fn claim(&self, thread: &ThreadId, parent: Option<&CancellationToken>) -> Option<Arc<Control>> {

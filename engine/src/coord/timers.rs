@@ -35,9 +35,24 @@ impl Slot {
 pub(super) struct Armed {
     armed: Mutex<HashMap<(ThreadId, Slot), (u64, CancellationToken)>>,
     next: AtomicU64,
+    /// Kept at the number of armings (`cairn_timers_armed`), once the engine serves.
+    gauge: std::sync::OnceLock<metrics::Gauge>,
 }
 
 impl Armed {
+    /// Reports the number of armings to `gauge` from now on.
+    pub fn report_to(&self, gauge: metrics::Gauge) {
+        gauge.set(self.armed().len() as f64);
+        // Set once, by the one `serve`; a second call keeps the first gauge.
+        let _ = self.gauge.set(gauge);
+    }
+
+    fn report(&self, armed: &HashMap<(ThreadId, Slot), (u64, CancellationToken)>) {
+        if let Some(gauge) = self.gauge.get() {
+            gauge.set(armed.len() as f64);
+        }
+    }
+
     fn armed(&self) -> MutexGuard<'_, HashMap<(ThreadId, Slot), (u64, CancellationToken)>> {
         // Nothing panics while this lock is held; a poisoned lock would still hold valid data.
         self.armed.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -47,11 +62,11 @@ impl Armed {
     pub fn arm(&self, thread: &ThreadId, slot: Slot) -> (u64, CancellationToken) {
         let generation = self.next.fetch_add(1, Ordering::Relaxed);
         let token = CancellationToken::new();
-        if let Some((_, old)) =
-            self.armed().insert((thread.clone(), slot), (generation, token.clone()))
-        {
+        let mut armed = self.armed();
+        if let Some((_, old)) = armed.insert((thread.clone(), slot), (generation, token.clone())) {
             old.cancel();
         }
+        self.report(&armed);
         (generation, token)
     }
 
@@ -63,6 +78,7 @@ impl Armed {
         let current = armed.get(&key).is_some_and(|(g, _)| *g == generation);
         if current {
             armed.remove(&key);
+            self.report(&armed);
         }
         current
     }
@@ -80,6 +96,7 @@ impl Armed {
                 token.cancel();
             }
         }
+        self.report(&armed);
     }
 
     /// Armings now.

@@ -35,7 +35,9 @@ pub(crate) fn spawn_drive(shell: &Arc<Shell>, thread: ThreadId, reason: &'static
         let _counted = counted;
         let mut backoff = std::time::Duration::from_millis(s.config.poll_ms.max(1));
         loop {
+            let waiting = s.metrics.waiting_permit();
             let Ok(permit) = s.permits.clone().acquire_owned().await else { return };
+            drop(waiting);
             if s.tasks.is_stopping() {
                 return;
             }
@@ -54,6 +56,7 @@ pub(crate) fn spawn_drive(shell: &Arc<Shell>, thread: ThreadId, reason: &'static
                     // changed it (a control from another process): the refusal is the fence
                     // doing its work, and the thread goes on under whoever holds it now.
                     s.acks.fenced();
+                    s.metrics.runners_fenced.increment(1);
                     tracing::info!(thread = %thread, error = %e, "runner fenced off its thread");
                     return;
                 }
@@ -109,6 +112,7 @@ pub(crate) async fn drive_under(
             shell.coord.status_changed(&thread, *s);
             if s.is_terminal() {
                 shell.verified.forget(&thread);
+                shell.metrics.thread_ended(*s, shell.store.as_ref());
             } else {
                 arm_parked_deadline(&shell, &thread);
             }
@@ -160,7 +164,7 @@ async fn drive_claimed(
         shell.store.clone(),
         (&shell.owner, shell.config.lease_ttl_ms),
         &shell.tasks,
-        shell.acks.clone(),
+        (shell.acks.clone(), shell.metrics.clone()),
         thread,
         ctx.meta.seq,
         tail,
@@ -188,6 +192,7 @@ async fn drive_claimed(
         coord: shell.coord.clone(),
         children: Arc::new(children),
         stop,
+        metrics: shell.metrics.clone(),
     });
     if let Some(at) = ctx.meta.policy.deadline_at_ms {
         watch_deadline(shell, at, control);

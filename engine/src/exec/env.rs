@@ -18,6 +18,7 @@ use crate::core::codec::{self, Recorded};
 use crate::core::event::Body;
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
+use crate::telemetry::metrics::Metrics;
 
 /// How a child thread stood when its driver stopped, and its context then.
 pub(crate) type ChildStop = (cairn_storage::ThreadStatus, ThreadCtx);
@@ -66,6 +67,8 @@ pub(crate) struct ThreadEnv {
     pub children: Arc<dyn ChildThreads>,
     /// Where a task puts an engine error that must stop the runner (`stop.rs`).
     pub stop: StopSlot,
+    /// The engine's metric handles.
+    pub metrics: Metrics,
 }
 
 impl ThreadEnv {

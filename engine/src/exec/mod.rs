@@ -11,6 +11,7 @@ pub(crate) mod drive;
 pub(crate) mod env;
 pub(crate) mod locks;
 pub(crate) mod node_context;
+mod observe;
 pub(crate) mod parked;
 pub(crate) mod pipeline;
 pub(crate) mod registry;

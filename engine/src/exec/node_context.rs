@@ -270,6 +270,7 @@ impl NodeContext for LiveNodeContext {
                         ),
                     });
                 }
+                env.metrics.tool_call(true);
                 return rec.output.map_err(NodeError::from);
             }
             if let Some(p) = &call.permission
@@ -309,8 +310,9 @@ impl NodeContext for LiveNodeContext {
             });
             let recs = env.append_now(bodies, now).await.map_err(|e| env.stop.node_error(e))?;
             lock_state(&shared).appended.extend(recs);
+            env.metrics.tool_call(false);
             let tool_ctx = ToolCtx::new(cancel);
-            let output = run(input, tool_ctx.clone()).await;
+            let output = env.metrics.time_tool(run(input, tool_ctx.clone())).await;
             let usage = tool_ctx.usage_reported();
             let done = clock.now_ms();
             let body = Body::ToolReturned {

@@ -38,6 +38,7 @@ use crate::core::decide::Tail;
 use crate::error::Error;
 use crate::limits;
 use crate::tasks::Tasks;
+use crate::telemetry::metrics::Metrics;
 
 /// The batches of one thread in flight, shared by its runner and its tasks.
 pub(crate) struct Pipeline {
@@ -85,6 +86,8 @@ pub(crate) struct InFlight {
     pub first_seq: u64,
     /// The step this batch closes, reported to the step hook once it is durable.
     pub step: Option<u64>,
+    /// When it was submitted (its commit latency is measured from here).
+    pub at: std::time::Instant,
 }
 
 impl Pipeline {
@@ -94,14 +97,14 @@ impl Pipeline {
         store: Arc<dyn Store>,
         (owner, lease_ttl_ms): (&str, u64),
         tasks: &Tasks,
-        acks: Arc<StepAcks>,
+        (acks, metrics): (Arc<StepAcks>, Metrics),
         thread: &ThreadId,
         last_seq: u64,
         tail_events: u64,
     ) -> Pipeline {
         let (tx, rx) = mpsc::channel(limits::PIPELINE_BATCHES_MAX);
         let (ack_tx, acked) = watch::channel(Acked::default());
-        tasks.spawn(acknowledge(acks, thread.clone(), rx, ack_tx));
+        tasks.spawn(acknowledge((acks, metrics), thread.clone(), rx, ack_tx));
         Pipeline {
             thread: thread.clone(),
             tx,
@@ -261,7 +264,7 @@ fn batch_bytes(batch: &Batch) -> u64 {
 
 /// Waits for the thread's batches in order, reporting each closed step once durable.
 async fn acknowledge(
-    acks: Arc<StepAcks>,
+    (acks, metrics): (Arc<StepAcks>, Metrics),
     thread: ThreadId,
     mut rx: mpsc::Receiver<InFlight>,
     acked: watch::Sender<Acked>,
@@ -274,6 +277,7 @@ async fn acknowledge(
                     // batch is guarded by the seq it expects: any other seq is a bug.
                     assert_eq!(b.seq.0, batch.first_seq + i as u64, "seq predicted by the runner");
                 }
+                metrics.commit(batch.at.elapsed());
                 if let Some(step) = batch.step {
                     acks.acknowledged(&thread, step);
                 }

@@ -12,7 +12,6 @@ use cairn_storage::{
     Batch, CheckpointKind, CheckpointMeta, LeaseOp, LockOp, NewCheckpoint, ThreadRecord,
     ThreadStatus,
 };
-use tracing::Instrument;
 
 use super::env::ThreadEnv;
 use super::pipeline::InFlight;
@@ -150,8 +149,8 @@ impl Runner {
             if let Some(exit) = self.check_budgets(now).await? {
                 return Ok(exit);
             }
-            let step = tracing::debug_span!("step", step = self.ctx.meta.step + 1);
-            match self.step().instrument(step).await? {
+            let step = super::observe::step(self.shell.clone(), self.ctx.meta.step + 1);
+            match step.run(self.step()).await? {
                 StepEnd::Continue => {}
                 StepEnd::Exit(exit) => return Ok(exit),
             }
@@ -394,7 +393,7 @@ impl Runner {
         self.record.summary = crate::core::summary::summary_bytes(&self.ctx);
         batch.threads.push(self.record.clone());
         let (pending, first_seq) = self.env.pipeline.submit(batch, now, Some(first_seq)).await?;
-        let in_flight = InFlight { pending, first_seq, step };
+        let in_flight = InFlight { pending, first_seq, step, at: std::time::Instant::now() };
         self.env.pipeline.push(in_flight).await
     }
 }

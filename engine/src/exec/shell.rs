@@ -14,6 +14,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::coord::Coordinator;
 use crate::tasks::Tasks;
+use crate::telemetry::metrics::Metrics;
 
 /// A hook called after every acknowledged step (test harnesses, the demo's crash switch).
 pub type StepHook = Arc<dyn Fn(&ThreadId, u64, u64) + Send + Sync>;
@@ -45,6 +46,8 @@ pub(crate) struct Shell {
     pub queued: Arc<Queued>,
     /// What to do when a runner fails a thread.
     pub on_failure: Option<FailureHook>,
+    /// The engine's metric handles.
+    pub metrics: Metrics,
 }
 
 /// How many drives of each thread are queued or running in this engine.

@@ -6,6 +6,7 @@ mod control;
 mod debug;
 mod files;
 mod harness;
+mod health;
 mod inspect;
 mod misc;
 mod paths;

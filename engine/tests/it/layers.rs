@@ -74,7 +74,7 @@ fn resolve(path: &[String], modules: &BTreeSet<Vec<String>>) -> Option<Vec<Strin
 fn rank(module: &[String]) -> u32 {
     match module.first().map(String::as_str) {
         None => 100, // the crate root re-exports everything
-        Some("core" | "error" | "limits" | "clock" | "config" | "tasks") => 0,
+        Some("core" | "error" | "limits" | "clock" | "config" | "tasks" | "telemetry") => 0,
         Some("coord" | "replay") => 1,
         Some("exec") => 2,
         Some("api") => 3,

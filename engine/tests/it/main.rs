@@ -26,3 +26,7 @@ mod replay;
 mod resume_check;
 mod scale;
 mod spans;
+mod telemetry;
+#[cfg(feature = "postgres")]
+mod telemetry_pg;
+mod telemetry_recorder;

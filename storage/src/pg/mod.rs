@@ -104,7 +104,8 @@ impl PgStore {
         let (remote_tx, remote) = watch::channel(from_db(last)?);
         let tx = Arc::new(tx);
         let token = token();
-        let writer = Writer::start(client, connect.clone(), tx.clone(), token)?;
+        let durable = durability == Durability::Immediate;
+        let writer = Writer::start(client, connect.clone(), tx.clone(), (token, durable))?;
         let (drivers, _) =
             tokio::sync::broadcast::channel(crate::limits::DRIVER_MESSAGES_QUEUED_MAX);
         let heard =
@@ -247,6 +248,10 @@ impl Store for PgStore {
 
     fn exclusive(&self) -> bool {
         false
+    }
+
+    fn metrics(&self) -> Option<&crate::telemetry::StoreMetrics> {
+        Some(&self.inner.writer.metrics)
     }
 
     fn commits(&self) -> Option<watch::Receiver<u64>> {

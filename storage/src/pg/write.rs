@@ -22,6 +22,7 @@ use super::schema::{LAST_CHECKPOINT_ID, LAST_LSN};
 use super::{from_db, pg_error, to_db};
 use crate::codec::{self, StoredThread};
 use crate::plan::{Counters, Plan, PlanState, plan};
+use crate::telemetry::{GroupFigures, StoreMetrics};
 use crate::{
     Appended, Batch, CheckpointId, CheckpointInfo, Error, LockRecord, Pending, Pruned, Seq,
     ThreadId,
@@ -47,22 +48,27 @@ const GROUP_OPS_MAX: usize = 256;
 /// The handle to the writer thread.
 pub(crate) struct Writer {
     ops: SyncSender<Op>,
+    /// Where each group commit's figures go.
+    pub metrics: StoreMetrics,
 }
 
 impl Writer {
     /// Starts the writer on `client`; it publishes the last committed lsn on `committed`.
+    /// `durable`: whether its commits wait for the server's WAL flush (`synchronous_commit`).
     pub fn start(
         client: Client,
         reconnect: Connect,
         committed: Arc<watch::Sender<u64>>,
-        token: u64,
+        (token, durable): (u64, bool),
     ) -> Result<Writer, Error> {
         let (ops, queue) = sync_channel(QUEUED_OPS_MAX);
+        let metrics = StoreMetrics::default();
+        let shared = metrics.clone();
         std::thread::Builder::new()
             .name("cairn-pg-writer".into())
-            .spawn(move || run(client, &reconnect, &queue, &committed, token))
+            .spawn(move || run(client, &reconnect, &queue, &committed, (token, durable, &shared)))
             .map_err(|e| Error::Storage { op: "start the writer", source: Arc::new(e) })?;
-        Ok(Writer { ops })
+        Ok(Writer { ops, metrics })
     }
 
     /// Queues `op` (waiting while the queue is full).
@@ -83,7 +89,7 @@ fn run(
     reconnect: &Connect,
     queue: &Receiver<Op>,
     committed: &Arc<watch::Sender<u64>>,
-    token: u64,
+    (token, durable, metrics): (u64, bool, &StoreMetrics),
 ) {
     let mut cache = Statements::default();
     let mut suspect = false;
@@ -108,11 +114,50 @@ fn run(
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
         }
-        let span = tracing::debug_span!("group_commit", backend = "postgres", ops = group.len());
+        let span = tracing::debug_span!(
+            "group_commit",
+            backend = "postgres",
+            durable,
+            writes = tracing::field::Empty,
+            callers = tracing::field::Empty,
+            events = tracing::field::Empty,
+            bytes = tracing::field::Empty,
+            commit_us = tracing::field::Empty,
+            fsync_us = tracing::field::Empty,
+        );
         let _entered = span.enter();
-        suspect = commit_group(&mut client, &mut cache, reconnect, group, committed, token);
+        let mut figures = GroupFigures { writes: group.len(), durable, ..GroupFigures::default() };
+        let mut callers = std::collections::HashSet::new();
+        for op in &group {
+            if let Op::Append(batch, _) = op {
+                figures.events += batch.events.len();
+                figures.bytes += crate::telemetry::batch_bytes(batch);
+                let thread = batch.events.first().map(|e| &e.thread);
+                callers.extend(thread.or_else(|| batch.threads.first().map(|t| &t.id)).cloned());
+            }
+        }
+        // Reported before the group's callers are answered: what a caller saw acknowledged
+        // is counted by then.
+        let mut report = |ok: bool, commit: std::time::Duration| {
+            figures.ok = ok;
+            figures.commit = commit;
+            figures.record_on(&span);
+            span.record("callers", callers.len());
+            metrics.group(&figures);
+        };
+        suspect = commit_group(
+            &mut client,
+            &mut cache,
+            reconnect,
+            group,
+            committed,
+            (token, &mut report),
+        );
     }
 }
+
+/// Told a group's outcome and commit time before its callers are answered.
+type Report<'a> = &'a mut dyn FnMut(bool, std::time::Duration);
 
 /// An answer waiting for the commit.
 enum Reply {
@@ -147,8 +192,9 @@ fn commit_group(
     reconnect: &Connect,
     group: Vec<Op>,
     committed: &watch::Sender<u64>,
-    token: u64,
+    (token, report): (u64, Report<'_>),
 ) -> bool {
+    let mut commit_time = std::time::Duration::ZERO;
     let before_lsn = *committed.borrow();
     let mut replies = Vec::with_capacity(group.len());
     let mut waiting: std::collections::VecDeque<Op> = group.into();
@@ -232,7 +278,10 @@ fn commit_group(
             store_counters(&mut tx, counters)?;
         }
         sent = Some((xid, counters));
-        inner.commit().map_err(pg_error("commit"))?;
+        let started = std::time::Instant::now();
+        let done = inner.commit().map_err(pg_error("commit"));
+        commit_time = started.elapsed();
+        done?;
         Ok(counters)
     })();
     let outcome = match (outcome, sent) {
@@ -251,6 +300,7 @@ fn commit_group(
     };
     match outcome {
         Ok(counters) => {
+            report(true, commit_time);
             for reply in replies {
                 reply.send(None);
             }
@@ -276,6 +326,7 @@ fn commit_group(
         }
         Err(e) => {
             tracing::warn!(error = %e, "a group commit failed; its writes are rolled back");
+            report(false, commit_time);
             for reply in replies {
                 reply.send(Some(&e));
             }

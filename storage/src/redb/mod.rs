@@ -118,6 +118,7 @@ struct WriterHandle {
     tx: SyncSender<Command>,
     poisoned: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    metrics: crate::telemetry::StoreMetrics,
 }
 
 /// How `open_path` treats a missing or existing file.
@@ -376,6 +377,7 @@ impl RedbStore {
         let (committed_tx, committed) = watch::channel(counters.last_lsn);
         let poisoned = Arc::new(AtomicBool::new(false));
         let (tx, rx) = sync_channel(options.queue_depth.max(1));
+        let metrics = crate::telemetry::StoreMetrics::default();
         let writer = Writer {
             db: db.clone(),
             counters,
@@ -389,6 +391,7 @@ impl RedbStore {
             last_group: 1,
             last_commit: Duration::ZERO,
             cache: cache::ThreadCache::default(),
+            metrics: metrics.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("cairn-writer".into())
@@ -396,7 +399,7 @@ impl RedbStore {
             .map_err(|e| Error::storage("spawn writer", e))?;
         let inner = Inner {
             db: RwLock::new(Some(db)),
-            writer: Some(WriterHandle { tx, poisoned, thread: Mutex::new(Some(thread)) }),
+            writer: Some(WriterHandle { tx, poisoned, thread: Mutex::new(Some(thread)), metrics }),
             durability: options.durability,
             committed,
             path,
@@ -572,6 +575,10 @@ impl Store for RedbStore {
 
     fn verify(&self) -> Result<VerifyReport, Error> {
         self.read(verify::verify)
+    }
+
+    fn metrics(&self) -> Option<&crate::telemetry::StoreMetrics> {
+        self.inner.writer.as_ref().map(|w| &w.metrics)
     }
 
     fn durability(&self) -> Durability {

@@ -123,14 +123,6 @@ impl Answer {
     }
 }
 
-/// Bytes a batch asks to write: event bodies and summaries, payloads, snapshots.
-fn batch_bytes(batch: &Batch) -> usize {
-    let events: usize = batch.events.iter().map(|e| e.data.len() + e.summary.len()).sum();
-    let payloads: usize = batch.payloads.iter().map(Vec::len).sum();
-    let snapshots: usize = batch.checkpoints.iter().map(|c| c.snapshot.len()).sum();
-    events + payloads + snapshots
-}
-
 /// The distinct callers of one group: the threads its writes belong to (a write that names no
 /// thread counts as a caller of its own).
 #[derive(Default)]
@@ -176,6 +168,8 @@ pub(crate) struct Writer {
     pub(crate) last_commit: Duration,
     /// The thread records this writer last wrote (see [`super::cache`]).
     pub(crate) cache: ThreadCache,
+    /// Where each group commit's figures go.
+    pub(crate) metrics: crate::telemetry::StoreMetrics,
 }
 
 /// The longest the writer waits to fill a group beyond what is already queued: well under a
@@ -347,12 +341,14 @@ impl Writer {
         let (mut events, mut bytes) = (0_usize, 0_usize);
         let span = tracing::debug_span!(
             "group_commit",
+            backend = "redb",
             durable,
             writes = tracing::field::Empty,
             callers = tracing::field::Empty,
             events = tracing::field::Empty,
             bytes = tracing::field::Empty,
             commit_us = tracing::field::Empty,
+            fsync_us = tracing::field::Empty,
         );
         let _in_span = span.enter();
         let mut close = None;
@@ -375,7 +371,7 @@ impl Writer {
                     callers.add(&write);
                     if let Write::Append(batch, _) = &write {
                         events += batch.events.len();
-                        bytes += batch_bytes(batch);
+                        bytes += crate::telemetry::batch_bytes(batch);
                     }
                     let (op, answer) = write.split();
                     removes |= !matches!(op, Op::Append(..));
@@ -430,11 +426,17 @@ impl Writer {
         });
         self.last_group = callers.count();
         self.last_commit = commit_time;
-        span.record("writes", answers.len());
+        let figures = crate::telemetry::GroupFigures {
+            writes: answers.len(),
+            events,
+            bytes,
+            commit: commit_time,
+            durable,
+            ok: outcome.is_ok(),
+        };
+        figures.record_on(&span);
         span.record("callers", self.last_group);
-        span.record("events", events);
-        span.record("bytes", bytes);
-        span.record("commit_us", commit_time.as_micros() as u64);
+        self.metrics.group(&figures);
         let failure = match outcome {
             Ok(()) => {
                 if durable {

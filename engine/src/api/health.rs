@@ -1,0 +1,139 @@
+//! The engine's telemetry settings, its health report, and the health passes it runs on its
+//! own (which keep the health and threads-by-status gauges current for a scraper).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_storage::Store;
+
+use super::builder::EngineBuilder;
+use super::engine::Engine;
+use crate::config::Config;
+use crate::error::Error;
+use crate::telemetry::HealthReport;
+use crate::telemetry::metrics::Metrics;
+
+/// A recorder an engine reports to.
+pub(super) type SharedRecorder = Arc<dyn metrics::Recorder + Send + Sync>;
+
+impl EngineBuilder {
+    /// Reports the engine's metrics, and its store's, to `recorder` instead of the process's
+    /// global recorder (several engines in one process, each with its own; tests).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run(recorder: std::sync::Arc<dyn metrics::Recorder + Send + Sync>) -> Result<(), cairn::Error> {
+    /// let engine = cairn::Engine::builder("cairn.db").metrics_recorder(recorder).open().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn metrics_recorder(mut self, recorder: Arc<dyn metrics::Recorder + Send + Sync>) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// How long a Running thread may go without a step before the health report calls it
+    /// stuck (default [`crate::limits::WATCHDOG_MS_DEFAULT`]); see [`Config::watchdog_ms`].
+    pub fn watchdog_ms(mut self, ms: u64) -> Self {
+        self.config.watchdog_ms = ms;
+        self
+    }
+
+    /// The threshold of a slow step commit (default [`crate::limits::SLOW_COMMIT_MS_DEFAULT`]).
+    pub fn slow_commit_ms(mut self, ms: u64) -> Self {
+        self.config.slow_commit_ms = ms;
+        self
+    }
+
+    /// How often the engine runs a health pass on its own (`None`: never; default
+    /// [`crate::limits::HEALTH_EVERY_MS_DEFAULT`]).
+    pub fn health_every_ms(mut self, ms: Option<u64>) -> Self {
+        self.config.health_every_ms = ms.map(|ms| ms.max(1));
+        self
+    }
+}
+
+/// The engine's handles, and its store's pointed at the same recorder.
+pub(super) fn metrics_for(
+    store: &Arc<dyn Store>,
+    recorder: Option<&(dyn metrics::Recorder + Send + Sync)>,
+    config: &Config,
+) -> Metrics {
+    let slow = Duration::from_millis(config.slow_commit_ms);
+    match recorder {
+        Some(recorder) => {
+            if let Some(store_metrics) = store.metrics() {
+                store_metrics.register(recorder);
+            }
+            Metrics::of(recorder, slow)
+        }
+        None => Metrics::global(slow),
+    }
+}
+
+impl Engine {
+    /// A health pass: threads by status, Running threads with no step for longer than the
+    /// watchdog, locks held past their time to live, and this engine's slow commits; it also
+    /// sets the health gauges (`cairn_health_*`, `cairn_threads`, `cairn_locks_held`).
+    ///
+    /// Reads every thread record and the lock table (not the logs).
+    ///
+    /// # Errors
+    /// Storage errors reading the records.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// let engine = cairn::Engine::builder("cairn.db").open().await?;
+    /// let report = engine.health()?;
+    /// if !report.ok {
+    ///     eprintln!("{}", serde_json::to_string_pretty(&report)?);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn health(&self) -> Result<HealthReport, Error> {
+        self.health_with_watchdog(self.shell.config.watchdog_ms)
+    }
+
+    /// [`Engine::health`] with another watchdog than the engine's (`cairn health
+    /// --watchdog-ms`).
+    ///
+    /// # Errors
+    /// Storage errors reading the records.
+    pub fn health_with_watchdog(&self, watchdog_ms: u64) -> Result<HealthReport, Error> {
+        let shell = &self.shell;
+        let now = shell.clock.now_ms();
+        let report =
+            crate::telemetry::health_check(shell.store.as_ref(), now, watchdog_ms, &shell.metrics)?;
+        if !report.ok {
+            tracing::warn!(
+                stuck_threads = report.stuck_threads,
+                expired_locks = report.expired_locks,
+                slow_commits = report.commits.slow_recent,
+                "health: attention needed"
+            );
+        }
+        Ok(report)
+    }
+
+    /// Runs a health pass every [`Config::health_every_ms`] until shutdown.
+    pub(super) fn spawn_health_passes(&self) {
+        let Some(every) = self.shell.config.health_every_ms else { return };
+        let engine = self.clone();
+        let stopping = self.shell.tasks.stopping().clone();
+        self.shell.tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(every)) => {}
+                    () = stopping.cancelled() => return,
+                }
+                // A pass reads every thread record: off the runtime's worker threads.
+                let pass = engine.clone();
+                match tokio::task::spawn_blocking(move || pass.health()).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::warn!(error = %e, "health pass"),
+                    Err(e) => tracing::warn!(error = %e, "health pass stopped"),
+                }
+            }
+        });
+    }
+}

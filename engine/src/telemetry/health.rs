@@ -1,0 +1,178 @@
+//! The health report: what an operator must look at now (seed 004's fault detection). A health
+//! pass reads every thread record and the lock table (never a thread's log), so it runs as well
+//! on a file no engine holds (`cairn health --db FILE`) as inside a running engine.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use cairn_storage::{Page, Store, ThreadFilter, ThreadStatus};
+use serde::{Deserialize, Serialize};
+
+use super::metrics::Metrics;
+use crate::limits::HEALTH_ITEMS_MAX;
+
+/// The report of one health pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthReport {
+    /// True when nothing below needs attention: no stuck thread, no expired lock, no slow commit.
+    pub ok: bool,
+    /// When the pass ran, engine-clock ms.
+    pub at_ms: u64,
+    /// Threads by stored status (every status, zeros included).
+    pub threads: BTreeMap<String, u64>,
+    /// The watchdog the pass applied, ms.
+    pub watchdog_ms: u64,
+    /// Running threads whose record has not moved for longer than the watchdog.
+    pub stuck_threads: u64,
+    /// The first [`HEALTH_ITEMS_MAX`] of them, longest idle first.
+    pub stuck: Vec<StuckThread>,
+    /// Locks held past their time to live (nobody renewed or released them).
+    pub expired_locks: u64,
+    /// The first [`HEALTH_ITEMS_MAX`] of them, longest expired first.
+    pub expired: Vec<ExpiredLock>,
+    /// Step commits of this engine (none when no engine runs in this process).
+    pub commits: CommitHealth,
+}
+
+/// A Running thread with no step for longer than the watchdog.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StuckThread {
+    /// The thread.
+    pub thread: String,
+    /// Its workflow id.
+    pub workflow: String,
+    /// Its workflow version.
+    pub version: u32,
+    /// How long since its record last moved, ms.
+    pub idle_ms: u64,
+}
+
+/// A lock held past its time to live.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpiredLock {
+    /// The resource's name.
+    pub name: String,
+    /// The thread that holds it.
+    pub holder: String,
+    /// How long ago it lapsed, ms.
+    pub expired_ms: u64,
+}
+
+/// What the report says of this engine's step commits.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitHealth {
+    /// The threshold of a slow commit, ms.
+    pub slow_commit_ms: u64,
+    /// Slow commits since the previous health pass (what `ok` judges).
+    pub slow_recent: u64,
+    /// Slow commits since the engine opened.
+    pub slow_total: u64,
+    /// The slowest commit since the engine opened, µs.
+    pub slowest_us: u64,
+}
+
+/// Runs a health pass over `store` at `now_ms` and sets the health gauges of `metrics`.
+pub(crate) fn check(
+    store: &dyn Store,
+    now_ms: u64,
+    watchdog_ms: u64,
+    metrics: &Metrics,
+) -> Result<HealthReport, cairn_storage::Error> {
+    let mut counts: BTreeMap<ThreadStatus, u64> =
+        ThreadStatus::ALL.iter().map(|s| (*s, 0)).collect();
+    let mut stuck = Vec::new();
+    let mut stuck_threads = 0;
+    let limit = 500;
+    let mut offset = 0;
+    loop {
+        let page = store.list_threads(&ThreadFilter::default(), Page { limit, offset })?;
+        offset += page.len();
+        for record in &page {
+            *counts.entry(record.status).or_default() += 1;
+            let idle_ms = now_ms.saturating_sub(record.updated_at_ms);
+            if record.status == ThreadStatus::Running && idle_ms > watchdog_ms {
+                stuck_threads += 1;
+                stuck.push(StuckThread {
+                    thread: record.id.to_string(),
+                    workflow: record.workflow.id.clone(),
+                    version: record.workflow.version,
+                    idle_ms,
+                });
+                keep_first(&mut stuck, |s| std::cmp::Reverse(s.idle_ms));
+            }
+        }
+        if page.len() < limit {
+            break;
+        }
+    }
+    let mut expired = Vec::new();
+    let locks = store.locks()?;
+    let mut expired_locks = 0;
+    for lock in &locks {
+        if !lock.is_live(now_ms) {
+            expired_locks += 1;
+            expired.push(ExpiredLock {
+                name: lock.name.clone(),
+                holder: lock.owner.clone(),
+                expired_ms: now_ms.saturating_sub(lock.expires_at_ms),
+            });
+            keep_first(&mut expired, |l| std::cmp::Reverse(l.expired_ms));
+        }
+    }
+    let slow = metrics.slow_commits();
+    let commits = CommitHealth {
+        slow_commit_ms: slow.threshold.as_millis() as u64,
+        slow_recent: slow.recent.swap(0, Ordering::Relaxed),
+        slow_total: slow.count.load(Ordering::Relaxed),
+        slowest_us: slow.slowest_us.load(Ordering::Relaxed),
+    };
+    metrics.threads(|s| counts.get(&s).copied().unwrap_or(0));
+    metrics.stuck_threads.set(stuck_threads as f64);
+    metrics.expired_locks.set(expired_locks as f64);
+    metrics.locks_held.set(locks.len() as f64);
+    Ok(HealthReport {
+        ok: stuck_threads == 0 && expired_locks == 0 && commits.slow_recent == 0,
+        at_ms: now_ms,
+        threads: counts.into_iter().map(|(s, n)| (s.as_str().to_owned(), n)).collect(),
+        watchdog_ms,
+        stuck_threads,
+        stuck,
+        expired_locks,
+        expired,
+        commits,
+    }
+    .finish())
+}
+
+/// Keeps the [`HEALTH_ITEMS_MAX`] smallest items by `key` (sorted), so a report stays bounded
+/// however many threads are stuck.
+fn keep_first<T, K: Ord>(items: &mut Vec<T>, key: impl FnMut(&T) -> K) {
+    if items.len() > 2 * HEALTH_ITEMS_MAX {
+        items.sort_by_key(key);
+        items.truncate(HEALTH_ITEMS_MAX);
+    }
+}
+
+impl HealthReport {
+    /// Sorts and bounds the named items (after [`check`] gathered them).
+    fn finish(mut self) -> HealthReport {
+        self.stuck.sort_by_key(|s| std::cmp::Reverse(s.idle_ms));
+        self.stuck.truncate(HEALTH_ITEMS_MAX);
+        self.expired.sort_by_key(|l| std::cmp::Reverse(l.expired_ms));
+        self.expired.truncate(HEALTH_ITEMS_MAX);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_list_is_cut_to_the_longest_items() {
+        let mut items: Vec<u64> = (0..(3 * HEALTH_ITEMS_MAX as u64)).collect();
+        keep_first(&mut items, |n| std::cmp::Reverse(*n));
+        assert_eq!(items.len(), HEALTH_ITEMS_MAX);
+        assert_eq!(items[0], 3 * HEALTH_ITEMS_MAX as u64 - 1);
+    }
+}

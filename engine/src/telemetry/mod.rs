@@ -1,0 +1,17 @@
+//! Telemetry: the engine's metrics (through the `metrics` facade) and its health report. The
+//! tracing spans are emitted where the work happens (`exec/`, `api/recover.rs`, the store's
+//! writers); their names and fields, and the metric names with their units, are listed in
+//! ARCHITECTURE.md ("Tracing", "Metrics").
+//!
+//! This module sits beside `config.rs` at the bottom of the layers: every layer may record a
+//! metric, and it imports nothing of theirs.
+
+mod health;
+pub(crate) mod metrics;
+pub mod names;
+#[cfg(feature = "prometheus")]
+pub mod prometheus;
+
+pub use cairn_storage::telemetry as storage;
+pub(crate) use health::check as health_check;
+pub use health::{CommitHealth, ExpiredLock, HealthReport, StuckThread};

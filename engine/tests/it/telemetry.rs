@@ -1,0 +1,301 @@
+//! Metrics and health, seen through a real recorder: a run moves each metric by what it did,
+//! and a health pass finds a stuck thread, an expired lock and slow commits.
+
+use std::sync::Arc;
+
+use cairn::clock::ManualClock;
+use cairn::dsl::NodePolicy;
+use cairn::storage::{Durability, Lsn, Options, RedbStore, Store};
+use cairn::telemetry::names;
+use cairn::telemetry::storage as store_names;
+use cairn::{Ctx, END, Engine, NodeOutput, START, StartOptions, Workflow};
+
+use crate::common::{Tally, db};
+use crate::spans::traced;
+use crate::telemetry_recorder::TestRecorder;
+
+#[tokio::test]
+async fn a_run_moves_each_metric_by_what_it_did() {
+    let (_d, path) = db();
+    let recorder = Arc::new(TestRecorder::default());
+    let store = Arc::new(RedbStore::open(&path, Options::default()).unwrap());
+    let wf = traced();
+    let engine = Engine::with_store(store.clone())
+        .workflow(&wf)
+        .metrics_recorder(recorder.clone())
+        .health_every_ms(None)
+        .open()
+        .await
+        .unwrap();
+    let out: Tally = engine
+        .start("traced", Tally::default(), StartOptions::id("metrics-p"))
+        .await
+        .unwrap()
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.total, 20);
+    let report = engine.health().unwrap();
+    engine.shutdown().await;
+
+    let r = &recorder;
+    let tool = |memo| format!("{}{{memo={memo}}}", names::TOOL_CALLS);
+    assert_eq!(r.counter(&tool(false)), 1, "one real call of fetch");
+    assert_eq!(r.counter(&tool(true)), 0, "no memo hit in an uninterrupted run");
+    assert_eq!(r.samples(names::TOOL_CALL_SECONDS).len(), 1, "the real call is timed");
+    assert_eq!(r.counter(names::RETRIES), 1, "flaky is retried once");
+    assert_eq!(r.counter(names::NODE_FAILURES), 1, "flaky's first attempt failed");
+    assert_eq!(r.counter(names::THREAD_FAILURES), 0);
+    assert_eq!(r.counter(names::LEASE_TAKEOVERS), 0);
+    assert_eq!(r.counter(names::RUNNERS_FENCED), 0);
+    // Steps: the parent's call, flaky and sub, and the child's inner, each timed once.
+    let steps = r.counter(names::STEPS);
+    assert_eq!(steps, 4, "{steps} steps");
+    assert_eq!(r.samples(names::STEP_SECONDS).len() as u64, steps, "every step is timed");
+    let commits = r.samples(names::COMMIT_SECONDS);
+    assert!(commits.len() as u64 >= steps, "each step's batch is committed: {}", commits.len());
+    assert_eq!(r.gauge(names::WAITING_PERMIT), 0.0, "nobody waits once the run is over");
+    assert_eq!(r.gauge(names::TIMERS_ARMED), 0.0);
+    // The store: every event this engine wrote went through its group commits, each synced.
+    let events = store.read_all_since(Lsn(0), 10_000).unwrap().len() as u64;
+    assert_eq!(r.counter(store_names::EVENTS), events, "events committed");
+    let groups = r.counter(&format!("{}{{outcome=ok}}", store_names::GROUP_COMMITS));
+    assert!(groups > 0);
+    assert_eq!(r.counter(store_names::FSYNCS), groups, "Immediate: every group is synced");
+    assert_eq!(r.samples(store_names::GROUP_WRITES).len() as u64, groups);
+    assert_eq!(r.samples(store_names::GROUP_COMMIT_SECONDS).len() as u64, groups);
+    assert!(r.counter(store_names::BYTES) > 0);
+    // The health pass set the threads-by-status gauges: the parent and its child completed.
+    assert_eq!(r.gauge(&format!("{}{{status=completed}}", names::THREADS)), 2.0);
+    assert_eq!(r.gauge(&format!("{}{{status=running}}", names::THREADS)), 0.0);
+    assert!(report.ok, "{report:?}");
+    assert_eq!(report.threads["completed"], 2);
+    // Units, as ARCHITECTURE.md lists them; and every metric is in its table.
+    assert_eq!(r.unit(names::STEP_SECONDS), Some(metrics::Unit::Seconds));
+    assert_eq!(r.unit(store_names::BYTES), Some(metrics::Unit::Bytes));
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../ARCHITECTURE.md"));
+    let doc = doc.unwrap();
+    let names = r.names();
+    assert!(names.len() >= 23, "{names:?}");
+    for name in names {
+        assert!(doc.contains(&format!("| `{name}")), "{name} is not in ARCHITECTURE.md's table");
+    }
+}
+
+#[tokio::test]
+async fn a_tool_call_answered_from_the_log_counts_as_a_memo_hit() {
+    let (_d, path) = db();
+    let recorder = Arc::new(TestRecorder::default());
+    // The node calls its tool, then asks for input: after the input it runs again from the
+    // top, and the call is answered from the log.
+    let wf = Workflow::<Tally>::builder("ask", 1)
+        .node("ask", |_s, ctx: Ctx| async move {
+            let v: u64 = ctx
+                .tool("fetch", 2_u64, |x: u64, _| async move { Ok::<_, cairn::ToolError>(x * 2) })
+                .await?;
+            let more: u64 = ctx.interrupt("how many more?")?;
+            Ok(NodeOutput::update((v + more, "ask".into())))
+        })
+        .edge(START, "ask")
+        .edge("ask", END)
+        .build()
+        .unwrap();
+    let engine = Engine::builder(&path)
+        .workflow(&wf)
+        .metrics_recorder(recorder.clone())
+        .health_every_ms(None)
+        .open()
+        .await
+        .unwrap();
+    let t = engine.start("ask", Tally::default(), StartOptions::id("memo")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, cairn::ThreadStatus::WaitingInput);
+    engine.send_input("memo", 3_u64).await.unwrap();
+    let out: Tally = t.output().await.unwrap();
+    assert_eq!(out.total, 7);
+    engine.shutdown().await;
+    let tool = |memo| format!("{}{{memo={memo}}}", names::TOOL_CALLS);
+    assert_eq!(recorder.counter(&tool(false)), 1, "the tool ran once");
+    assert_eq!(recorder.counter(&tool(true)), 1, "its second call came from the log");
+    assert_eq!(recorder.samples(names::TOOL_CALL_SECONDS).len(), 1, "only the real call is timed");
+}
+
+/// A node that takes a lock, then waits until the test lets it go (sends `true`).
+fn hang(release: tokio::sync::watch::Receiver<bool>) -> Workflow<Tally> {
+    Workflow::<Tally>::builder("hang", 1)
+        .node_with(
+            "hold",
+            move |_s, ctx: Ctx| {
+                let mut release = release.clone();
+                async move {
+                    ctx.lock("report.md", 1_000).await?;
+                    release.wait_for(|go| *go).await.expect("the test holds the sender");
+                    Ok(NodeOutput::update((1, "held".into())))
+                }
+            },
+            NodePolicy::default(),
+        )
+        .edge(START, "hold")
+        .edge("hold", END)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn health_finds_a_stuck_thread_an_expired_lock_and_slow_commits() {
+    let (_d, path) = db();
+    let recorder = Arc::new(TestRecorder::default());
+    let clock = ManualClock::new(1_000_000);
+    let (release, go) = tokio::sync::watch::channel(false);
+    let wf = hang(go);
+    let engine = Engine::builder(&path)
+        .durability(Durability::Immediate)
+        .clock(Arc::new(clock.clone()))
+        .workflow(&wf)
+        .metrics_recorder(recorder.clone())
+        .watchdog_ms(60_000)
+        .slow_commit_ms(0)
+        .health_every_ms(None)
+        .open()
+        .await
+        .unwrap();
+    let t = engine.start("hang", Tally::default(), StartOptions::id("stuck")).await.unwrap();
+    // Wait until the node holds its lock (the lock event is durable).
+    let mut events = t.events(0).unwrap();
+    while !engine.store().locks().unwrap().iter().any(|l| l.owner == "stuck") {
+        events.next().await.expect("the thread's events");
+    }
+    let fresh = engine.health().unwrap();
+    assert_eq!((fresh.stuck_threads, fresh.expired_locks), (0, 0), "{fresh:?}");
+    assert!(fresh.commits.slow_recent > 0, "every commit is over a 0 ms threshold");
+    assert!(!fresh.ok, "slow commits need attention");
+
+    clock.advance_ms(60_001);
+    let report = engine.health().unwrap();
+    assert!(!report.ok);
+    assert_eq!(report.stuck_threads, 1, "{report:?}");
+    let stuck = &report.stuck[0];
+    assert_eq!((stuck.thread.as_str(), stuck.workflow.as_str()), ("stuck", "hang"));
+    assert!(stuck.idle_ms > 60_000);
+    assert_eq!(report.expired_locks, 1);
+    assert_eq!(
+        (report.expired[0].name.as_str(), report.expired[0].holder.as_str()),
+        ("report.md", "stuck")
+    );
+    assert!(report.expired[0].expired_ms >= 59_000, "{report:?}");
+    assert_eq!(report.threads["running"], 1);
+    assert_eq!(report.commits.slow_recent, 0, "taken by the previous pass");
+    assert!(report.commits.slow_total > 0);
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["stuck"][0]["thread"], "stuck", "{json}");
+    // The same figures as metrics.
+    assert_eq!(recorder.gauge(names::STUCK_THREADS), 1.0);
+    assert_eq!(recorder.gauge(names::EXPIRED_LOCKS), 1.0);
+    assert_eq!(recorder.gauge(names::LOCKS_HELD), 1.0);
+    assert_eq!(recorder.gauge(&format!("{}{{status=running}}", names::THREADS)), 1.0);
+    assert!(recorder.counter(names::COMMITS_SLOW) > 0);
+
+    release.send_replace(true);
+    t.wait().await.unwrap();
+    let after = engine.health().unwrap();
+    assert_eq!((after.stuck_threads, after.expired_locks), (0, 0), "{after:?}");
+    assert_eq!(recorder.gauge(names::LOCKS_HELD), 0.0, "its end released the lock");
+    engine.shutdown().await;
+}
+
+/// Polls `done` between scheduler turns (no sleep): the engine's tasks move on each turn.
+async fn until(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..100_000 {
+        if done() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("never came: {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gauges_follow_permits_timers_and_a_take_over_counts() {
+    let (_d, path) = db();
+    let recorder = Arc::new(TestRecorder::default());
+    let (release, go) = tokio::sync::watch::channel(false);
+    let hang = hang(go);
+    let nap = Workflow::<Tally>::builder("nap", 1)
+        .node("nap", |_s, ctx: Ctx| async move {
+            ctx.sleep_ms(3_600_000).await?;
+            Ok(NodeOutput::update((1, "woke".into())))
+        })
+        .edge(START, "nap")
+        .edge("nap", END)
+        .build()
+        .unwrap();
+    let open = |recorder: Arc<TestRecorder>| {
+        Engine::builder(&path)
+            .concurrency(1)
+            .workflow(&hang)
+            .workflow(&nap)
+            .metrics_recorder(recorder)
+            .health_every_ms(None)
+            .open()
+    };
+    let engine = open(recorder.clone()).await.unwrap();
+    // A thread that holds a lock (so its lease is written) when its engine crashes is taken
+    // over by the next one.
+    let first = engine.start("hang", Tally::default(), StartOptions::id("first")).await.unwrap();
+    let mut events = first.events(0).unwrap();
+    while !engine.store().locks().unwrap().iter().any(|l| l.owner == "first") {
+        events.next().await.expect("the thread's events");
+    }
+    engine.crash().await;
+    drop((first, events, engine));
+    let recorder = Arc::new(TestRecorder::default());
+    let engine = open(recorder.clone()).await.unwrap();
+    assert_eq!(recorder.counter(names::LEASE_TAKEOVERS), 1, "first's lease was the dead engine's");
+    // One permit: whichever of the two threads holds it waits in its node (for the release or
+    // the lock), so the other waits for the permit until the release.
+    engine.start("hang", Tally::default(), StartOptions::id("second")).await.unwrap();
+    until("a thread waiting for the permit", || recorder.gauge(names::WAITING_PERMIT) == 1.0).await;
+    release.send_replace(true);
+    engine.thread("first").unwrap().wait().await.unwrap();
+    engine.thread("second").unwrap().wait().await.unwrap();
+    assert_eq!(recorder.gauge(names::WAITING_PERMIT), 0.0);
+    assert_eq!(recorder.gauge(names::TIMERS_ARMED), 0.0);
+    let t = engine.start("nap", Tally::default(), StartOptions::id("nap")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, cairn::ThreadStatus::Sleeping);
+    assert_eq!(recorder.gauge(names::TIMERS_ARMED), 1.0, "its wake-up is armed");
+    engine.cancel("nap", "done").await.unwrap();
+    assert_eq!(recorder.gauge(names::TIMERS_ARMED), 0.0, "disarmed by the cancel");
+    engine.shutdown().await;
+}
+
+/// The Prometheus exporter renders the names ARCHITECTURE.md and docs/alerts.yml use, with
+/// histogram buckets (so `histogram_quantile` works on the latencies).
+#[cfg(feature = "prometheus")]
+#[tokio::test]
+async fn the_prometheus_exporter_renders_the_documented_names() {
+    let (_d, path) = db();
+    let (recorder, handle) = cairn::telemetry::prometheus::recorder().unwrap();
+    let wf = traced();
+    let engine = Engine::builder(&path)
+        .workflow(&wf)
+        .metrics_recorder(Arc::new(recorder))
+        .open()
+        .await
+        .unwrap();
+    let run = engine.start("traced", Tally::default(), StartOptions::id("prom-p")).await.unwrap();
+    run.wait().await.unwrap();
+    engine.health().unwrap();
+    engine.shutdown().await;
+    let text = handle.render();
+    for line in [
+        "cairn_steps_total 4",
+        "cairn_tool_calls_total{memo=\"false\"} 1",
+        "cairn_retries_total 1",
+        "cairn_threads{status=\"completed\"} 2",
+        "cairn_health_stuck_threads 0",
+        "cairn_storage_group_commits_total{outcome=\"ok\"}",
+        "cairn_commit_duration_seconds_bucket{le=\"0.0001\"}",
+        "cairn_storage_group_writes_bucket{le=\"1\"}",
+    ] {
+        assert!(text.lines().any(|l| l.starts_with(line)), "{line} in:\n{text}");
+    }
+}

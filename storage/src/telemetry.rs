@@ -1,0 +1,168 @@
+//! What a store's writer reports of each group commit: the `group_commit` tracing span's fields
+//! and the `cairn_storage_*` metrics, the same for every backend.
+//!
+//! Metrics go through the `metrics` facade. The handles are registered once, at open, with the
+//! process's global recorder (none installed: no-op handles, nothing measured), or later with a
+//! recorder the engine is given ([`StoreMetrics::register`]); a group commit then costs a few
+//! atomic adds. Names and units are in ARCHITECTURE.md ("Metrics").
+
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use metrics::{Counter, Histogram, Key, Label, Metadata, Recorder, Unit};
+
+/// Group commits, by outcome (`ok`, `failed`).
+pub const GROUP_COMMITS: &str = "cairn_storage_group_commits_total";
+/// Writes (batches, checkpoint deletions, prunes) per group commit.
+pub const GROUP_WRITES: &str = "cairn_storage_group_writes";
+/// Time of one group commit's commit call, in seconds (for a durable one: with its sync).
+pub const GROUP_COMMIT_SECONDS: &str = "cairn_storage_group_commit_duration_seconds";
+/// Group commits that were synced to disk (redb `Immediate`; PostgreSQL `synchronous_commit`).
+pub const FSYNCS: &str = "cairn_storage_fsyncs_total";
+/// Events committed.
+pub const EVENTS: &str = "cairn_storage_events_total";
+/// Bytes of events, payloads and snapshots committed.
+pub const BYTES: &str = "cairn_storage_bytes_total";
+
+/// What one group commit did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupFigures {
+    /// Writes in the group.
+    pub writes: usize,
+    /// Events of its batches.
+    pub events: usize,
+    /// Bytes of its batches (events, payloads, snapshots).
+    pub bytes: usize,
+    /// Time of the commit call.
+    pub commit: Duration,
+    /// Whether the commit was synced to disk.
+    pub durable: bool,
+    /// Whether it committed.
+    pub ok: bool,
+}
+
+impl GroupFigures {
+    /// The sync part of the commit in µs as the span reports it: the commit call's time when
+    /// the commit was durable (the sync dominates it, and neither backend times it apart), else 0.
+    pub fn fsync_us(&self) -> u64 {
+        if self.durable { self.commit.as_micros() as u64 } else { 0 }
+    }
+
+    /// Records the figures on `span` (a `group_commit` span with these fields empty).
+    pub fn record_on(&self, span: &tracing::Span) {
+        span.record("writes", self.writes);
+        span.record("events", self.events);
+        span.record("bytes", self.bytes);
+        span.record("commit_us", self.commit.as_micros() as u64);
+        span.record("fsync_us", self.fsync_us());
+    }
+}
+
+/// The bytes a batch brings: its events, payloads and snapshots.
+pub(crate) fn batch_bytes(batch: &crate::Batch) -> usize {
+    let events: usize = batch.events.iter().map(|e| e.data.len() + e.summary.len()).sum();
+    let payloads: usize = batch.payloads.iter().map(Vec::len).sum();
+    let snapshots: usize = batch.checkpoints.iter().map(|c| c.snapshot.len()).sum();
+    events + payloads + snapshots
+}
+
+/// A store's metric handles, shared by the store and its writer thread.
+#[derive(Clone)]
+pub struct StoreMetrics(Arc<RwLock<Handles>>);
+
+impl std::fmt::Debug for StoreMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StoreMetrics")
+    }
+}
+
+struct Handles {
+    ok: Counter,
+    failed: Counter,
+    writes: Histogram,
+    commit_seconds: Histogram,
+    fsyncs: Counter,
+    events: Counter,
+    bytes: Counter,
+}
+
+impl Default for StoreMetrics {
+    /// Handles of the global recorder.
+    fn default() -> StoreMetrics {
+        StoreMetrics(Arc::new(RwLock::new(metrics::with_recorder(Handles::of))))
+    }
+}
+
+impl StoreMetrics {
+    /// Reports to `recorder` from now on (the engine's, when it was given one).
+    pub fn register(&self, recorder: &dyn Recorder) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = Handles::of(recorder);
+    }
+
+    /// Counts one group commit.
+    pub fn group(&self, figures: &GroupFigures) {
+        let h = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        if !figures.ok {
+            h.failed.increment(1);
+            return;
+        }
+        h.ok.increment(1);
+        h.writes.record(figures.writes as f64);
+        h.commit_seconds.record(figures.commit.as_secs_f64());
+        if figures.durable {
+            h.fsyncs.increment(1);
+        }
+        h.events.increment(figures.events as u64);
+        h.bytes.increment(figures.bytes as u64);
+    }
+}
+
+static META: Metadata<'static> = Metadata::new(module_path!(), metrics::Level::INFO, None);
+
+impl Handles {
+    fn of(r: &dyn Recorder) -> Handles {
+        describe(r);
+        let commits = |outcome: &'static str| {
+            r.register_counter(
+                &Key::from_parts(GROUP_COMMITS, vec![Label::from_static_parts("outcome", outcome)]),
+                &META,
+            )
+        };
+        Handles {
+            ok: commits("ok"),
+            failed: commits("failed"),
+            writes: r.register_histogram(&Key::from_static_name(GROUP_WRITES), &META),
+            commit_seconds: r
+                .register_histogram(&Key::from_static_name(GROUP_COMMIT_SECONDS), &META),
+            fsyncs: r.register_counter(&Key::from_static_name(FSYNCS), &META),
+            events: r.register_counter(&Key::from_static_name(EVENTS), &META),
+            bytes: r.register_counter(&Key::from_static_name(BYTES), &META),
+        }
+    }
+}
+
+fn describe(r: &dyn Recorder) {
+    r.describe_counter(GROUP_COMMITS.into(), None, "group commits, by outcome".into());
+    r.describe_histogram(GROUP_WRITES.into(), Some(Unit::Count), "writes per group".into());
+    r.describe_histogram(
+        GROUP_COMMIT_SECONDS.into(),
+        Some(Unit::Seconds),
+        "time of a group's commit call (with its sync when durable)".into(),
+    );
+    r.describe_counter(FSYNCS.into(), None, "group commits synced to disk".into());
+    r.describe_counter(EVENTS.into(), None, "events committed".into());
+    r.describe_counter(BYTES.into(), Some(Unit::Bytes), "bytes committed".into());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fsync_time_is_the_commit_time_of_a_durable_group_only() {
+        let commit = Duration::from_micros(1_500);
+        let durable = GroupFigures { commit, durable: true, ..GroupFigures::default() };
+        assert_eq!(durable.fsync_us(), 1_500);
+        assert_eq!(GroupFigures { durable: false, ..durable }.fsync_us(), 0);
+    }
+}
