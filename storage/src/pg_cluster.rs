@@ -24,6 +24,8 @@ pub struct Cluster {
     bin: PathBuf,
     as_postgres: bool,
     databases: AtomicU32,
+    /// With TLS: the TCP port on 127.0.0.1 it listens on (TLS only) besides its socket.
+    tls_port: Option<u16>,
 }
 
 impl Cluster {
@@ -32,7 +34,21 @@ impl Cluster {
     /// # Panics
     /// Under `CI=true`, when the cluster does not start.
     pub fn start(test: &str) -> Option<Cluster> {
-        match Cluster::try_start() {
+        Cluster::start_with(test, None)
+    }
+
+    /// Starts a cluster that also listens on 127.0.0.1 over TLS only (its Unix socket stays
+    /// plain): `cert` and `key` are the server's PEM certificate and key. Its TCP URLs come
+    /// from [`Cluster::tls_url`].
+    ///
+    /// # Panics
+    /// As [`Cluster::start`].
+    pub fn start_tls(test: &str, cert: &Path, key: &Path) -> Option<Cluster> {
+        Cluster::start_with(test, Some((cert, key)))
+    }
+
+    fn start_with(test: &str, tls: Option<(&Path, &Path)>) -> Option<Cluster> {
+        match Cluster::try_start(tls) {
             Ok(cluster) => Some(cluster),
             Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
                 panic!("{test}: PostgreSQL is needed under CI=true and did not start: {why}")
@@ -51,7 +67,7 @@ impl Cluster {
         }
     }
 
-    fn try_start() -> Result<Cluster, String> {
+    fn try_start(tls: Option<(&Path, &Path)>) -> Result<Cluster, String> {
         let bin =
             bin_dir().ok_or("no /usr/lib/postgresql/*/bin/initdb (apt-get install postgresql)")?;
         let dir = TempDir::new().map_err(|e| e.to_string())?;
@@ -67,9 +83,13 @@ impl Cluster {
                 return Err("cannot hand the directory to the postgres user".into());
             }
         }
-        let cluster = Cluster { dir, bin, as_postgres, databases: AtomicU32::new(0) };
+        let mut cluster =
+            Cluster { dir, bin, as_postgres, databases: AtomicU32::new(0), tls_port: None };
         let data = cluster.data();
         cluster.run("initdb", &["-D", &data, "-A", "trust", "-U", "postgres", "--no-sync"])?;
+        if let Some((cert, key)) = tls {
+            cluster.set_up_tls(cert, key)?;
+        }
         cluster.start_server()?;
         Ok(cluster)
     }
@@ -102,7 +122,12 @@ impl Cluster {
     /// The URL of database `db` of this cluster (`postgresql://postgres@<socket dir>/db`, the
     /// directory percent-encoded).
     pub fn url(&self, db: &str) -> String {
-        format!("postgresql://postgres@{}/{db}", encode_host(self.dir.path()))
+        let host = encode_host(self.dir.path());
+        match self.tls_port {
+            // The socket's name carries the server's port.
+            Some(port) => format!("postgresql://postgres@{host}:{port}/{db}"),
+            None => format!("postgresql://postgres@{host}/{db}"),
+        }
     }
 
     /// A new empty database; its connection string.
@@ -145,8 +170,56 @@ impl Cluster {
         let data = self.data();
         let socket = self.dir.path().display().to_string();
         let log = self.dir.path().join("log").display().to_string();
-        let options = format!("-k {socket} -c listen_addresses='' -c fsync=on");
+        let options = match self.tls_port {
+            None => format!("-k {socket} -c listen_addresses='' -c fsync=on"),
+            Some(port) => format!(
+                "-k {socket} -c listen_addresses=127.0.0.1 -p {port} -c fsync=on -c ssl=on \
+                 -c ssl_cert_file=server.crt -c ssl_key_file=server.key"
+            ),
+        };
         self.run("pg_ctl", &["-D", &data, "-o", &options, "-l", &log, "-w", "start"])
+    }
+
+    /// Copies the certificate and key into the data directory (the key readable by the server
+    /// alone), lets TCP connections in over TLS only, and picks a free port.
+    fn set_up_tls(&mut self, cert: &Path, key: &Path) -> Result<(), String> {
+        let data = PathBuf::from(self.data());
+        let copy = |from: &Path, to: &str| -> Result<(), String> {
+            let to = data.join(to);
+            std::fs::copy(from, &to).map_err(|e| format!("{}: {e}", from.display()))?;
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| e.to_string())?;
+            if self.as_postgres {
+                let ok = Command::new("chown")
+                    .args(["postgres:postgres", &to.display().to_string()])
+                    .status()
+                    .map_err(|e| e.to_string())?
+                    .success();
+                if !ok {
+                    return Err(format!("cannot hand {} to the postgres user", to.display()));
+                }
+            }
+            Ok(())
+        };
+        copy(cert, "server.crt")?;
+        copy(key, "server.key")?;
+        // Unix sockets stay plain (the tests' admin connections); TCP only over TLS.
+        let hba = "local all all trust\nhostssl all all 127.0.0.1/32 trust\n\
+                   hostnossl all all 127.0.0.1/32 reject\n";
+        std::fs::write(data.join("pg_hba.conf"), hba).map_err(|e| e.to_string())?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| e.to_string())?
+            .port();
+        self.tls_port = Some(port);
+        Ok(())
+    }
+
+    /// The URL of database `db` over TCP on 127.0.0.1 (a cluster started with
+    /// [`Cluster::start_tls`]; `None` otherwise), without TLS parameters: the caller adds them.
+    pub fn tls_url(&self, db: &str) -> Option<String> {
+        self.tls_port.map(|port| format!("postgresql://postgres@127.0.0.1:{port}/{db}"))
     }
 }
 

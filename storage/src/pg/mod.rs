@@ -24,6 +24,7 @@ mod pool;
 mod read;
 mod resolve;
 mod schema;
+mod tls;
 mod verify;
 mod write;
 

@@ -8,7 +8,7 @@
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 
-use postgres::{Client, NoTls};
+use postgres::Client;
 
 use super::pg_error;
 use crate::Error;
@@ -94,10 +94,13 @@ fn serve(mut client: Client, connect: &Connect, queue: &Mutex<Receiver<Job>>) {
 /// A connection to `url` (a `postgres://` URL or a key=value string), named `role` in
 /// `pg_stat_activity.application_name` (`cairn-writer`, `cairn-reader`, `cairn-listener`) unless
 /// the URL names it: an operator (or a test) can tell the writer's connection from the others.
+///
+/// Over TLS when the URL requires it (`sslmode=require`, `sslrootcert`): `tls.rs`.
 pub(crate) fn connect(url: &str, role: &str) -> Result<Client, Error> {
+    let (url, root) = super::tls::split_root_cert(url);
     let mut config: postgres::Config = url.parse().map_err(pg_error("parse the URL"))?;
     if config.get_application_name().is_none() {
         config.application_name(role);
     }
-    config.connect(NoTls).map_err(pg_error("connect"))
+    super::tls::connect(&config, root)
 }

@@ -12,6 +12,8 @@ mod durability;
 mod model;
 #[cfg(feature = "postgres")]
 mod pg;
+#[cfg(feature = "tls")]
+mod pg_tls;
 mod prune;
 mod raw;
 mod recovery;
