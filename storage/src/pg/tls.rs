@@ -132,9 +132,7 @@ fn encrypted(config: &postgres::Config, root: Option<PathBuf>) -> Result<Client,
     let mut config = config.clone();
     // The handshake is always made (and verified) once asked for.
     config.ssl_mode(SslMode::Require);
-    config
-        .connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls))
-        .map_err(connect_error)
+    config.connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls)).map_err(connect_error)
 }
 
 #[cfg(not(feature = "tls"))]

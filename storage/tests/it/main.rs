@@ -8,6 +8,7 @@ mod batch;
 mod checkpoints;
 mod common;
 mod concurrency;
+mod conformance;
 mod durability;
 mod model;
 #[cfg(feature = "postgres")]

@@ -1,0 +1,196 @@
+//! The storage contract, one test body for every backend: each check below runs on a redb file
+//! and, with the `postgres` feature, on a throwaway PostgreSQL cluster. Round trip of events and
+//! records, guards, leases, locks, a subscription that never skips, prune, and verify. (The
+//! random model test runs on both too: `model.rs`, `pg.rs`; damage is backend-specific: the
+//! bitflip test for a file, `pg::damage_in_bytea_is_found_by_reads_and_verify` for `bytea`.)
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cairn_storage::{
+    Batch, CheckpointKind, Error, Guard, LeaseOp, LockOp, Lsn, Scope, Seq, Store, ThreadStatus,
+};
+
+use crate::common::*;
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+fn try_append<S: Store>(store: &S, batch: Batch) -> Result<cairn_storage::Appended, Error> {
+    store.append(batch)?.wait_blocking()
+}
+
+/// Events, records and the global feed read back as written.
+fn roundtrip<S: Store>(store: &S) {
+    let created = create_thread(store, "rt", 5);
+    assert_eq!(created.bookmarks.iter().map(|b| b.seq.0).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
+    let read = store.read_since(&tid("rt"), Seq(0), 100).unwrap();
+    assert_eq!(read.len(), 5);
+    for (n, e) in (1..=5).zip(&read) {
+        assert_eq!(e.bookmark.seq, Seq(n));
+        assert_eq!(e.data, event("rt", n).data, "the bytes written come back");
+        assert_eq!(e.summary, event("rt", n).summary);
+    }
+    let range = store.read_range(&tid("rt"), Seq(2), Seq(4)).unwrap();
+    assert_eq!(range.iter().map(|e| e.bookmark.seq.0).collect::<Vec<_>>(), [2, 3, 4]);
+    assert_eq!(store.last_bookmark(&tid("rt")).unwrap().unwrap().seq, Seq(5));
+    let first = read[0].bookmark.lsn.0;
+    let feed = store.read_all_since(Lsn(first - 1), 100).unwrap();
+    let lsns: Vec<u64> = feed.iter().map(|e| e.bookmark.lsn.0).collect();
+    assert!(lsns.windows(2).all(|w| w[0] < w[1]), "the feed is in lsn order: {lsns:?}");
+    assert_eq!(store.thread(&tid("rt")).unwrap().unwrap().last.unwrap().seq, Seq(5));
+}
+
+/// A batch whose guard fails writes nothing, and the next seq does not move.
+fn guards<S: Store>(store: &S) {
+    create_thread(store, "g", 2);
+    let refused = |guard: Guard| {
+        let batch = Batch { events: vec![event("g", 3)], guards: vec![guard], ..Batch::default() };
+        matches!(try_append(store, batch), Err(Error::GuardFailed { .. }))
+    };
+    assert!(refused(Guard::LastSeq { thread: tid("g"), seq: Seq(1) }));
+    assert!(refused(Guard::Status { thread: tid("g"), expected: ThreadStatus::Completed }));
+    assert!(refused(Guard::Absent { thread: tid("g") }));
+    assert_eq!(store.last_bookmark(&tid("g")).unwrap().unwrap().seq, Seq(2), "nothing written");
+    let kept = Batch {
+        events: vec![event("g", 3)],
+        guards: vec![Guard::LastSeq { thread: tid("g"), seq: Seq(2) }],
+        ..Batch::default()
+    };
+    assert_eq!(try_append(store, kept).unwrap().bookmarks[0].seq, Seq(3));
+}
+
+/// One lease owner at a time; an expired lease is taken over and its owner fenced.
+fn leases<S: Store>(store: &S) {
+    create_thread(store, "l", 1);
+    let op = |op: LeaseOp| try_append(store, Batch { leases: vec![op], ..Batch::default() });
+    let acquire = |owner: &str, ttl_ms| LeaseOp::Acquire {
+        thread: tid("l"),
+        owner: owner.into(),
+        now_ms: now_ms(),
+        ttl_ms,
+    };
+    op(acquire("a", 60_000)).expect("a free lease");
+    assert!(matches!(op(acquire("b", 60_000)), Err(Error::LeaseHeld { .. })));
+    let renew = |owner: &str| LeaseOp::Renew {
+        thread: tid("l"),
+        owner: owner.into(),
+        now_ms: now_ms(),
+        ttl_ms: 300,
+    };
+    assert!(matches!(op(renew("b")), Err(Error::LeaseNotHeld { .. })));
+    op(renew("a")).expect("the owner renews (now for 300 ms)");
+    std::thread::sleep(Duration::from_millis(450));
+    op(acquire("b", 60_000)).expect("an expired lease is taken over");
+    assert!(matches!(op(renew("a")), Err(Error::LeaseNotHeld { .. })), "the old owner is fenced");
+    op(LeaseOp::Release { thread: tid("l"), owner: "b".into() }).expect("the owner releases");
+    assert!(store.thread(&tid("l")).unwrap().unwrap().lease.is_none());
+}
+
+/// One lock owner at a time; releasing all of an owner's locks frees them.
+fn locks<S: Store>(store: &S) {
+    let op = |op: LockOp| try_append(store, Batch { locks: vec![op], ..Batch::default() });
+    let take = |name: &str, owner: &str| LockOp::Acquire {
+        name: name.into(),
+        owner: owner.into(),
+        now_ms: now_ms(),
+        ttl_ms: 60_000,
+    };
+    op(take("file-a", "x")).expect("free");
+    op(take("file-b", "x")).expect("free");
+    assert!(matches!(op(take("file-a", "y")), Err(Error::LockHeld { .. })));
+    assert!(matches!(
+        op(LockOp::Release { name: "file-a".into(), owner: "y".into() }),
+        Err(Error::LockNotHeld { .. })
+    ));
+    op(LockOp::ReleaseAll { owner: "x".into() }).expect("release all");
+    op(take("file-a", "y")).expect("released, so free");
+    let held: Vec<_> = store.locks().unwrap().into_iter().map(|l| (l.name, l.owner)).collect();
+    assert_eq!(held, [("file-a".to_string(), "y".to_string())]);
+}
+
+/// A subscription from the start sees every event, in lsn order, while another thread writes.
+fn subscribe_without_gap<S: Store + Clone>(store: &S) {
+    create_thread(store, "s", 0);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let after =
+        store.read_all_since(Lsn(0), 10_000).unwrap().last().map_or(0, |e| e.bookmark.lsn.0);
+    let mut sub = store.subscribe(Scope::All, after).unwrap();
+    let writer = store.clone();
+    let feeder = std::thread::spawn(move || {
+        for k in 0..4 {
+            let batch = Batch {
+                events: (1..=5).map(|n| event("s", k * 5 + n)).collect(),
+                ..Batch::default()
+            };
+            writer.append(batch).unwrap().wait_blocking().unwrap();
+        }
+    });
+    rt.block_on(async {
+        let mut last = after;
+        for n in 1..=20u64 {
+            let next = tokio::time::timeout(Duration::from_secs(10), sub.next());
+            let e = next.await.expect("in time").unwrap();
+            assert_eq!(e.bookmark.seq, Seq(n), "no event skipped");
+            assert!(e.bookmark.lsn.0 > last);
+            last = e.bookmark.lsn.0;
+        }
+    });
+    feeder.join().unwrap();
+}
+
+/// Prune keeps the chosen checkpoint and what follows; verify stays clean.
+fn prune_and_verify<S: Store>(store: &S) {
+    create_thread(store, "p", 3);
+    let save = || {
+        let batch = Batch {
+            checkpoints: vec![checkpoint("p", CheckpointKind::Periodic, &["p"])],
+            ..Batch::default()
+        };
+        append(store, batch).checkpoints[0]
+    };
+    let old = save();
+    events(store, "p", 3);
+    let keep = save();
+    events(store, "p", 2);
+    let pruned = store.prune(&tid("p"), keep).unwrap().wait_blocking().unwrap();
+    assert_eq!((pruned.events, pruned.checkpoints, pruned.first_seq), (6, 1, Seq(7)));
+    assert!(matches!(store.read_since(&tid("p"), Seq(0), 10), Err(Error::Pruned { .. })));
+    let rest = store.read_since(&tid("p"), Seq(6), 10).unwrap();
+    assert_eq!(rest.iter().map(|e| e.bookmark.seq.0).collect::<Vec<_>>(), [7, 8]);
+    assert!(!store.checkpoint_exists(old).unwrap());
+    assert!(store.checkpoint_exists(keep).unwrap());
+    assert_eq!(events(store, "p", 1).bookmarks[0].seq, Seq(9));
+    let report = store.verify().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+}
+
+/// Every check, on one store.
+fn contract<S: Store + Clone>(store: &S) {
+    roundtrip(store);
+    guards(store);
+    leases(store);
+    locks(store);
+    subscribe_without_gap(store);
+    prune_and_verify(store);
+}
+
+#[test]
+fn the_redb_store_keeps_the_contract() {
+    let (_dir, path) = temp_db();
+    let store = cairn_storage::RedbStore::open(&path, fast()).expect("open");
+    contract(&store);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn the_postgres_store_keeps_the_contract() {
+    use cairn_storage::pg_cluster::Cluster;
+    let Some(cluster) = Cluster::start("the_postgres_store_keeps_the_contract") else { return };
+    let store = cairn_storage::PgStore::connect(
+        &cluster.new_database(),
+        cairn_storage::Durability::Immediate,
+    )
+    .expect("connect");
+    contract(&store);
+}
