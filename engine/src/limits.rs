@@ -51,6 +51,11 @@ pub const CHECKPOINT_TAIL_EVENTS_DEFAULT: u64 = 1_000;
 /// slow either.
 pub const CHECKPOINT_TAIL_BYTES_DEFAULT: u64 = 8 * 1024 * 1024;
 
+/// Manual checkpoints asked of one running thread and not yet taken by its runner (each is
+/// written at the runner's next step boundary). More would only queue identical snapshots
+/// behind a long step; the asker beyond it gets [`crate::Error::LimitExceeded`].
+pub const CHECKPOINT_ASKS_MAX: usize = 16;
+
 /// Older checkpoints restore tries when the newest is damaged, before it folds the thread's
 /// whole log from its first event instead (always correct, slower).
 pub const RESTORE_FALLBACK_CHECKPOINTS_MAX: usize = 8;

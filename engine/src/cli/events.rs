@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::common::{Common, open_read_only, print_json, print_text, record_of};
 use super::table::{Table, cut, time};
-use crate::core::codec::decode;
+use crate::core::codec::{decode, decode_announced};
 use crate::core::event::Body;
 use crate::limits::READ_CHUNK_EVENTS;
 
@@ -56,7 +56,7 @@ fn event_json(store: &dyn Store, event: Event) -> anyhow::Result<Value> {
         "status": event.status.as_str(),
         "summary": event.summary,
     });
-    let body = decode(store, event)?.body;
+    let body = decode_announced(store, event)?.body;
     let mut head = head;
     head["body"] = serde_json::to_value(&body)?;
     Ok(head)

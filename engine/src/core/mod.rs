@@ -6,6 +6,7 @@
 //! latest checkpoint and the log after it, folded). Nothing here awaits, spawns or writes; the
 //! reads go through the storage crate's synchronous `Store` reads.
 
+pub mod checkpoint_plan;
 pub(crate) mod children;
 pub mod codec;
 pub(crate) mod decide;

@@ -493,6 +493,18 @@ impl ThreadCtx {
                 // New limits: warn again when the new fractions are crossed.
                 m.budget_warned.clear();
             }
+            Body::RolledBack { snapshot, .. } => {
+                let bad = |detail: String| Error::Record {
+                    thread: self.meta.thread.clone(),
+                    seq,
+                    detail: format!("the rolled-back context does not apply: {detail}"),
+                };
+                let to = Snapshot::deserialize(snapshot).map_err(|e| bad(e.to_string()))?;
+                self.state.replace_json(&to.state).map_err(|e| bad(e.to_string()))?;
+                // The checkpoint's context, at this seq; the status moves by its own event.
+                let (status, updated_at_ms) = (self.meta.status, self.meta.updated_at_ms);
+                self.meta = ThreadMeta { seq, status, updated_at_ms, ..to.meta };
+            }
             Body::Recovered { .. } | Body::Lock { .. } => {}
         }
         Ok(())

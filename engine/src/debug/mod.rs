@@ -9,7 +9,10 @@
 //!   (what changed between two seqs, as JSON pointers).
 //! - Forks: [`Engine::fork`] starts a new thread from another's state at a seq or checkpoint,
 //!   optionally with an update applied first; the original is never written to.
-//! - Manual checkpoints of parked threads: [`Engine::checkpoint_now`].
+//! - Manual checkpoints: [`Engine::checkpoint_now`] (of a running thread at its next step
+//!   boundary, through its runner; of a parked one at once).
+//! - Rollback: [`Engine::rollback`] restores a parked thread in place to one of its
+//!   checkpoints (recorded as a `rolled_back` event; nothing is erased) and leaves it Paused.
 //! - Migrations: [`Engine::register_migration`] and [`Engine::migrate`] move a parked thread
 //!   onto a new workflow version deliberately.
 //! - Debug bundles ([`Bundle`]): one JSON document (a format shared with other agent runtimes) with the state, the
@@ -33,6 +36,7 @@ mod import;
 mod migrate;
 mod reader;
 mod redact;
+mod rollback;
 mod seed;
 mod seed_events;
 mod seed_names;
@@ -54,6 +58,7 @@ pub use bundle::{
 pub use diff::diff_values;
 pub use failure_export::FailureExport;
 pub use redact::{REDACTED, Redaction};
+pub use rollback::{ROLLBACK_TAG, ROLLED_BACK_TO_FIELD};
 pub use seed_names::{SEED_VERSION, SEED_WORKFLOW_ID, seed_event_kind};
 
 #[allow(unused_imports, reason = "linked from the module docs")]

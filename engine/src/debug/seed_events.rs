@@ -267,6 +267,7 @@ impl Converter {
             EventKind::CheckpointCreated => Body::CheckpointCreated {
                 kind: CheckpointKind::Manual,
                 description: e.summary.clone(),
+                checkpoint: None,
             },
             EventKind::BudgetWarning | EventKind::BudgetExceeded => {
                 let missing = |k: &str| bad(e.at(&format!("metadata.{k}")), "missing field");

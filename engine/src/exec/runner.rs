@@ -5,12 +5,10 @@
 //! append them in one atomic batch, with a checkpoint when the policy asks for one. Nothing of a
 //! step is visible (handles, watchers, the demo's counter) before that batch is durable.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cairn_storage::{
-    Batch, CheckpointKind, CheckpointMeta, LeaseOp, LockOp, NewCheckpoint, ThreadRecord,
-    ThreadStatus,
+    Batch, CheckpointKind, LeaseOp, LockOp, NewCheckpoint, ThreadRecord, ThreadStatus,
 };
 use tracing::Instrument;
 
@@ -19,6 +17,7 @@ use super::pipeline::InFlight;
 use super::shell::Shell;
 use super::task::run_task;
 use crate::coord::{Control, Due};
+use crate::core::checkpoint_plan::CheckpointPlan;
 use crate::core::codec;
 use crate::core::decide::{self, CheckpointRules, Next, TaskRun};
 use crate::core::event::Body;
@@ -43,9 +42,9 @@ pub(crate) enum Exit {
 
 /// The runner of one claimed thread: its context, the batch being built, and what it runs on.
 pub(crate) struct Runner {
-    shell: Arc<Shell>,
-    env: Arc<ThreadEnv>,
-    ctx: ThreadCtx,
+    pub(super) shell: Arc<Shell>,
+    pub(super) env: Arc<ThreadEnv>,
+    pub(super) ctx: ThreadCtx,
     record: ThreadRecord,
     /// Events of the batch being built, already applied to `ctx` under their predicted seqs.
     emitted: Vec<(Body, u64)>,
@@ -144,6 +143,7 @@ impl Runner {
                 self.park_for_shutdown().await?;
                 return Ok(Exit::Shutdown);
             }
+            self.answer_checkpoint_asks(control).await?;
             if control.take_pause() {
                 return self.finish(Transition::Pause, "paused at a step boundary", now).await;
             }
@@ -164,11 +164,11 @@ impl Runner {
         self.emit_status(t, reason, now)?;
         let status = self.ctx.meta.status;
         let kind = status.is_terminal().then(|| {
-            if status == ThreadStatus::Completed {
+            CheckpointPlan::of(if status == ThreadStatus::Completed {
                 CheckpointKind::Completion
             } else {
                 CheckpointKind::Failure
-            }
+            })
         });
         let mut batch = Batch::default();
         self.release_all(&mut batch, now)?;
@@ -343,10 +343,10 @@ impl Runner {
 
     /// [`Runner::commit`], then waits until it (and every batch before it) is durable: for the
     /// batches that park or end the thread, which is then reported.
-    async fn commit_durable(
+    pub(super) async fn commit_durable(
         &mut self,
         batch: Batch,
-        checkpoint: Option<CheckpointKind>,
+        checkpoint: Option<CheckpointPlan>,
     ) -> Result<(), Error> {
         self.commit(batch, checkpoint, None).await?;
         self.env.settle().await
@@ -359,32 +359,30 @@ impl Runner {
     async fn commit(
         &mut self,
         mut batch: Batch,
-        checkpoint: Option<CheckpointKind>,
+        checkpoint: Option<CheckpointPlan>,
         step: Option<u64>,
     ) -> Result<(), Error> {
         let now = self.now();
-        if let Some(kind) = checkpoint {
-            let description = format!("after step {}", self.ctx.meta.step);
-            self.emit(Body::CheckpointCreated { kind, description: description.clone() }, now)?;
+        let done = self.ctx.meta.step;
+        if let Some(plan) = &checkpoint {
+            let description = plan.description(done);
+            self.emit(
+                Body::CheckpointCreated { kind: plan.kind, description, checkpoint: None },
+                now,
+            )?;
         }
         let emitted = std::mem::take(&mut self.emitted);
         let first_seq = self.ctx.meta.seq + 1 - emitted.len() as u64;
         for (body, at) in &emitted {
             codec::push_event(&mut batch, &self.env.thread, body, *at)?;
         }
-        if let Some(kind) = checkpoint {
-            let snapshot = serde_json::to_vec(&self.ctx.snapshot()?)?;
+        if let Some(plan) = checkpoint {
             batch.checkpoints.push(NewCheckpoint {
                 thread: self.env.thread.clone(),
                 workflow: self.record.workflow.clone(),
-                kind,
-                snapshot,
-                meta: CheckpointMeta {
-                    creator: "engine".into(),
-                    description: format!("{kind} checkpoint after step {}", self.ctx.meta.step),
-                    tags: Vec::new(),
-                    custom: BTreeMap::new(),
-                },
+                kind: plan.kind,
+                snapshot: serde_json::to_vec(&self.ctx.snapshot()?)?,
+                meta: plan.meta(done),
                 created_at_ms: now,
             });
             self.last_checkpoint_ms = now;

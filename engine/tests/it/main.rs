@@ -9,6 +9,7 @@
 mod bundle_export_options;
 mod bundle_replay;
 mod bundle_seed;
+mod checkpoints;
 mod common;
 mod controls;
 mod crash;
