@@ -208,7 +208,7 @@ impl From<StateError> for NodeError {
 impl From<VarError> for NodeError {
     fn from(err: VarError) -> Self {
         Self::Failed {
-            code: Some("read_only".to_owned()),
+            code: Some(err.code().to_owned()),
             message: err.to_string(),
             retryable: false,
         }
@@ -347,4 +347,33 @@ pub enum VarError {
         /// The variable's name.
         name: String,
     },
+    /// Permanent: the value is not of the variable's declared type.
+    #[error("variable {name:?} is declared {expected:?}; a {found:?} value was given")]
+    WrongType {
+        /// The variable's name.
+        name: String,
+        /// Its declared type.
+        expected: crate::VarType,
+        /// The type of the value given.
+        found: crate::VarType,
+    },
+    /// Permanent: more metadata entries than [`VAR_METADATA_ENTRIES_MAX`](crate::limits::VAR_METADATA_ENTRIES_MAX).
+    #[error("variable {name:?} has {entries} metadata entries, over the limit")]
+    TooMuchMetadata {
+        /// The variable's name.
+        name: String,
+        /// How many entries were given.
+        entries: usize,
+    },
+}
+
+impl VarError {
+    /// A short machine-readable code for the refusal (`read_only`, `wrong_type`, `metadata`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            VarError::ReadOnly { .. } => "read_only",
+            VarError::WrongType { .. } => "wrong_type",
+            VarError::TooMuchMetadata { .. } => "metadata",
+        }
+    }
 }

@@ -53,6 +53,10 @@ pub const LOOP_BOUND_MAX: u32 = 1_000_000;
 /// counted), so a misbehaving node cannot grow the state without bound.
 pub const REJECTED_WRITES_MAX: usize = 64;
 
+/// Metadata entries of one variable (unit, description, source...): metadata describes a
+/// value, it is not a second store beside it.
+pub const VAR_METADATA_ENTRIES_MAX: usize = 32;
+
 /// What a limit of this module bounds, in words, for messages.
 pub fn in_words(limit: &str) -> &'static str {
     match limit {
@@ -69,6 +73,7 @@ pub fn in_words(limit: &str) -> &'static str {
         "PERMISSIONS_MAX" => "the permissions of one workflow",
         "LOOP_BOUND_MAX" => "a loop bound",
         "REJECTED_WRITES_MAX" => "the rejected writes kept",
+        "VAR_METADATA_ENTRIES_MAX" => "the metadata entries of one variable",
         _ => "a value",
     }
 }

@@ -25,3 +25,4 @@ mod replay;
 mod resume_check;
 mod scale;
 mod spans;
+mod variables;
