@@ -56,6 +56,10 @@ pub const CHECKPOINT_TAIL_BYTES_DEFAULT: u64 = 8 * 1024 * 1024;
 /// behind a long step; the asker beyond it gets [`crate::Error::LimitExceeded`].
 pub const CHECKPOINT_ASKS_MAX: usize = 16;
 
+/// Events of a thread whose node runs `Engine::node_runs` lists: it folds the whole log in
+/// memory (decoded bodies), so a thread longer than this is read through `events` in pages.
+pub const NODE_RUNS_EVENTS_MAX: u64 = 1_000_000;
+
 /// Older checkpoints restore tries when the newest is damaged, before it folds the thread's
 /// whole log from its first event instead (always correct, slower).
 pub const RESTORE_FALLBACK_CHECKPOINTS_MAX: usize = 8;

@@ -12,6 +12,7 @@ pub mod codec;
 pub(crate) mod decide;
 pub(crate) mod drawn;
 pub mod event;
+pub mod node_runs;
 pub mod restore;
 pub mod status;
 pub(crate) mod summary;

@@ -407,6 +407,11 @@ impl ThreadCtx {
                         },
                     );
                 } else if let Some(r) = m.node_results.get_mut(&task.node) {
+                    if r.attempt != *attempt {
+                        // A retried attempt that completed in the batch that started it.
+                        r.attempt = *attempt;
+                        r.started_at_ms = at_ms.saturating_sub(*duration_ms);
+                    }
                     r.status = "completed".into();
                     r.finished_at_ms = Some(at_ms);
                     r.error = None;

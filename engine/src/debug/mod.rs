@@ -7,6 +7,8 @@
 //! - Time travel: [`Engine::state_at`] (nearest checkpoint at or before the seq plus the events
 //!   after it), [`Engine::states`] (the state after each step of a range), [`Engine::diff`]
 //!   (what changed between two seqs, as JSON pointers).
+//! - Node runs: [`Engine::node_runs`], every run of every node (type, step, attempt, status,
+//!   times, data, error), pending and skipped nodes included.
 //! - Forks: [`Engine::fork`] starts a new thread from another's state at a seq or checkpoint,
 //!   optionally with an update applied first; the original is never written to.
 //! - Manual checkpoints: [`Engine::checkpoint_now`] (of a running thread at its next step
@@ -34,6 +36,7 @@ mod failure_export;
 mod fork;
 mod import;
 mod migrate;
+mod node_runs;
 mod reader;
 mod redact;
 mod rollback;
