@@ -73,6 +73,32 @@ pub trait NodeContext: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<(), NodeError>>;
     /// Releases the lock `name`.
     fn unlock(&self, name: &str) -> BoxFuture<'static, Result<(), NodeError>>;
+    /// Takes every lock of `names` for `ttl_ms`, all or nothing; if `wait`, suspends until all
+    /// are free. The engine takes them in one atomic write; this provided method, for contexts
+    /// without one (test doubles), takes them one by one and gives back those it took when
+    /// one is refused; it makes every lock and unlock future before awaiting the first (the
+    /// returned future cannot borrow the context), so a double that acts when a future is
+    /// made, rather than awaited, sees the unlocks too.
+    fn lock_all(
+        &self,
+        names: Vec<String>,
+        ttl_ms: u64,
+        wait: bool,
+    ) -> BoxFuture<'static, Result<(), NodeError>> {
+        let each: Vec<_> = names.iter().map(|n| self.lock(n, ttl_ms, wait)).collect();
+        let undo: Vec<_> = names.iter().map(|n| self.unlock(n)).collect();
+        Box::pin(async move {
+            for (taken, lock) in each.into_iter().enumerate() {
+                if let Err(e) = lock.await {
+                    for unlock in undo.into_iter().take(taken) {
+                        let _ = unlock.await;
+                    }
+                    return Err(e);
+                }
+            }
+            Ok(())
+        })
+    }
 }
 
 /// A tool call's identity: its name and the permission it needs.

@@ -181,6 +181,43 @@ impl Ctx {
         self.0.lock(name, ttl_ms, false).await
     }
 
+    /// Takes every lock of `names` for `ttl_ms`, all or nothing, waiting while any is held
+    /// elsewhere (at most [`LOCKS_AT_ONCE_MAX`](crate::limits::LOCKS_AT_ONCE_MAX)).
+    ///
+    /// # Errors
+    /// [`NodeError::Codec`] for no names or too many; [`NodeError::Cancelled`] if the thread is
+    /// cancelled while it waits.
+    pub async fn lock_all(&self, names: &[&str], ttl_ms: u64) -> Result<(), NodeError> {
+        let names = names.iter().map(|n| (*n).to_owned()).collect();
+        self.0.lock_all(names, ttl_ms, true).await
+    }
+
+    /// Takes every lock of `names` for `ttl_ms` if all are free; otherwise takes none.
+    ///
+    /// # Errors
+    /// [`NodeError::LocksHeld`] naming every lock held elsewhere (with its holder and expiry);
+    /// [`NodeError::Lock`] when a single name was asked for (as [`Ctx::try_lock`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{Ctx, NodeError};
+    /// async fn both(ctx: &Ctx) -> Result<bool, NodeError> {
+    ///     match ctx.try_lock_all(&["gpu-0", "dataset"], 60_000).await {
+    ///         Ok(()) => Ok(true),
+    ///         Err(NodeError::LocksHeld { held }) => {
+    ///             let busy: Vec<_> = held.iter().map(|h| h.name.as_str()).collect();
+    ///             ctx.progress(0, 1, format!("waiting on {}", busy.join(", ")));
+    ///             Ok(false)
+    ///         }
+    ///         Err(e) => Err(e),
+    ///     }
+    /// }
+    /// ```
+    pub async fn try_lock_all(&self, names: &[&str], ttl_ms: u64) -> Result<(), NodeError> {
+        let names = names.iter().map(|n| (*n).to_owned()).collect();
+        self.0.lock_all(names, ttl_ms, false).await
+    }
+
     /// Releases the lock `name`.
     ///
     /// # Errors

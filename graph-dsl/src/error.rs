@@ -83,6 +83,13 @@ pub enum NodeError {
         /// Why.
         detail: String,
     },
+    /// Transient: some of the locks asked for at once are held elsewhere, so none was taken
+    /// (see [`Ctx::try_lock_all`](crate::Ctx::try_lock_all)); `held` names each of them.
+    #[error("locks held elsewhere, none taken: {}", held_list(held))]
+    LocksHeld {
+        /// Every lock asked for that another thread holds, in the order asked.
+        held: Vec<HeldLock>,
+    },
     /// Permanent: a value did not serialise or deserialise as the node expected.
     #[error("codec: {detail}")]
     Codec {
@@ -95,6 +102,23 @@ pub enum NodeError {
         /// The timeout that fired.
         after_ms: u64,
     },
+}
+
+/// A lock another thread holds (what [`NodeError::LocksHeld`] reports).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldLock {
+    /// The lock's name.
+    pub name: String,
+    /// The thread holding it.
+    pub owner: String,
+    /// When its hold lapses unless renewed (engine clock, ms).
+    pub expires_at_ms: u64,
+}
+
+fn held_list(held: &[HeldLock]) -> String {
+    let each =
+        held.iter().map(|h| format!("{} (by {} until {} ms)", h.name, h.owner, h.expires_at_ms));
+    each.collect::<Vec<_>>().join(", ")
 }
 
 fn code_suffix(code: Option<&str>) -> String {
@@ -169,7 +193,7 @@ impl NodeError {
                 *retryable
                     && code.as_ref().is_none_or(|c| !policy.non_retryable.iter().any(|n| n == c))
             }
-            Self::Timeout { .. } | Self::Lock { .. } => true,
+            Self::Timeout { .. } | Self::Lock { .. } | Self::LocksHeld { .. } => true,
             Self::Interrupted { .. }
             | Self::Sleeping { .. }
             | Self::Paused { .. }

@@ -333,7 +333,7 @@ pub use erased::{
     DynHandler, DynInput, DynItems, DynNode, DynNodeKind, DynOutput, DynState, DynWorkflow,
     NextTarget, NodeId, downcast_state,
 };
-pub use error::{NodeError, RouteError, StateError, ToolError, VarError};
+pub use error::{HeldLock, NodeError, RouteError, StateError, ToolError, VarError};
 pub use fingerprint::{Fingerprint, ParseFingerprintError};
 pub use output::{END, NodeOutput, NodeResult, START, Target};
 pub use policy::{Budgets, CheckpointPolicy, NodePolicy, RetryPolicy};

@@ -42,6 +42,10 @@ pub const BACKOFF_MULTIPLIER_MAX: f64 = 100.0;
 /// Tags on one node.
 pub const TAGS_MAX: usize = 32;
 
+/// Locks taken at once ([`Ctx::lock_all`](crate::Ctx::lock_all)): they are one atomic write,
+/// and a node that needs more is better served by one lock over the whole set.
+pub const LOCKS_AT_ONCE_MAX: usize = 64;
+
 /// Permissions one workflow may hold.
 pub const PERMISSIONS_MAX: usize = 64;
 
@@ -70,6 +74,7 @@ pub fn in_words(limit: &str) -> &'static str {
         "BACKOFF_MS_MAX" => "a retry backoff in ms",
         "BACKOFF_MULTIPLIER_MAX" => "a retry backoff's multiplier",
         "TAGS_MAX" => "the tags of one node",
+        "LOCKS_AT_ONCE_MAX" => "the locks taken at once",
         "PERMISSIONS_MAX" => "the permissions of one workflow",
         "LOOP_BOUND_MAX" => "a loop bound",
         "REJECTED_WRITES_MAX" => "the rejected writes kept",

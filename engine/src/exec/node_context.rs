@@ -375,22 +375,21 @@ impl NodeContext for LiveNodeContext {
         ttl_ms: u64,
         wait: bool,
     ) -> BoxFuture<'static, Result<(), NodeError>> {
-        let fut = super::locks::acquire(self.env.clone(), name.to_owned(), ttl_ms, wait);
-        let shared = self.st.clone();
-        Box::pin(async move {
-            let recs = fut.await?;
-            lock_state(&shared).appended.extend(recs);
-            Ok(())
-        })
+        self.lock_all(vec![name.to_owned()], ttl_ms, wait)
+    }
+
+    fn lock_all(
+        &self,
+        names: Vec<String>,
+        ttl_ms: u64,
+        wait: bool,
+    ) -> BoxFuture<'static, Result<(), NodeError>> {
+        let write = super::locks::acquire(self.env.clone(), names, ttl_ms, wait);
+        super::locks::appending(self.st.clone(), write)
     }
 
     fn unlock(&self, name: &str) -> BoxFuture<'static, Result<(), NodeError>> {
-        let fut = super::locks::release(self.env.clone(), name.to_owned());
-        let shared = self.st.clone();
-        Box::pin(async move {
-            let recs = fut.await?;
-            lock_state(&shared).appended.extend(recs);
-            Ok(())
-        })
+        let write = super::locks::release(self.env.clone(), name.to_owned());
+        super::locks::appending(self.st.clone(), write)
     }
 }

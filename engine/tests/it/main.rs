@@ -18,6 +18,7 @@ mod debug;
 mod debug_bundle;
 mod execution;
 mod layers;
+mod locks;
 mod node_runs;
 #[cfg(feature = "postgres")]
 mod postgres;
