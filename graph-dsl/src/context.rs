@@ -182,6 +182,10 @@ pub struct Progress {
     pub message: String,
     /// Finer-grained completion, 0..=100, when known.
     pub percent: Option<f32>,
+    /// A longer description of the step than `message` (what is being read, which source is
+    /// slow...), when there is one. Absent in logs written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// A conversation message recorded in the thread.

@@ -132,7 +132,20 @@ impl Ctx {
 
     /// Reports progress: `step` of `total`, with a message.
     pub fn progress(&self, step: u32, total: u32, message: impl Into<String>) {
-        self.0.progress(Progress { step, total, message: message.into(), percent: None });
+        let message = message.into();
+        self.0.progress(Progress { step, total, message, percent: None, detail: None });
+    }
+
+    /// Reports progress with a detail line beside the message (see [`Progress::detail`]).
+    pub fn progress_detail(
+        &self,
+        step: u32,
+        total: u32,
+        message: impl Into<String>,
+        detail: impl Into<String>,
+    ) {
+        let (message, detail) = (message.into(), Some(detail.into()));
+        self.0.progress(Progress { step, total, message, percent: None, detail });
     }
 
     /// Adds a message to the thread's conversation.

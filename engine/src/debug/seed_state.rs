@@ -162,6 +162,7 @@ fn task(t: &Obj<'_>) -> Result<TaskParts, Error> {
         total: u32::try_from(total).unwrap_or(u32::MAX),
         message: String::new(),
         percent: Some(percent as f32),
+        detail: None,
     };
     Ok((frontier, Some(progress), Some(percent)))
 }

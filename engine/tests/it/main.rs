@@ -20,6 +20,7 @@ mod execution;
 mod layers;
 mod locks;
 mod node_runs;
+mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod recovery;
