@@ -60,6 +60,10 @@ pub const CHECKPOINT_ASKS_MAX: usize = 16;
 /// memory (decoded bodies), so a thread longer than this is read through `events` in pages.
 pub const NODE_RUNS_EVENTS_MAX: u64 = 1_000_000;
 
+/// Model names whose usage a thread's telemetry keeps apart (the rest is summed under
+/// `(other)`): a snapshot stays small whatever names tools report.
+pub const MODELS_PER_THREAD_MAX: usize = 64;
+
 /// Older checkpoints restore tries when the newest is damaged, before it folds the thread's
 /// whole log from its first event instead (always correct, slower).
 pub const RESTORE_FALLBACK_CHECKPOINTS_MAX: usize = 8;

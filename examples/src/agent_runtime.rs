@@ -11,7 +11,12 @@
 //! - `onProgress({ step, totalSteps: 6 })`: `ctx.progress(step, 6, ..)`, a `progress` event.
 //! - `fileLockManager.acquire` / `releaseTaskLocks`: `ctx.try_lock`, `ctx.lock` to renew; the
 //!   engine releases a thread's locks when it ends, whichever way.
-//! - `costTracker.record`: `ctx.usage` and tool usage, summed in the thread's telemetry.
+//! - `costTracker.record` (with the model's name): `ctx.usage` and tool usage, summed in the
+//!   thread's telemetry; the model service reports each completion under its model's name
+//!   (`ToolCtx::report_model_usage`, telemetry `by_model`).
+//! - The state machine's watchdog (five minutes in a working state, then an error): the
+//!   working step's `NodePolicy::timeout_ms` ([`skills::WATCHDOG_MS`]); the attempt is cut
+//!   short, the task ends failed and its file lock is released.
 //! - `AbortController` -> `signal` -> `callLLM`: [`AgentRuntime::cancel`] -> the cancellation
 //!   token -> the model call's stream ([`model::ModelService`]).
 //! - `loadCheckpoints` (marked PAUSED), `getResumableTasks` / `resumeTask` / `abandonTask`:
@@ -20,7 +25,8 @@
 //!
 //! [`run`] plays a session: routes several requests, writes an article, cancels a second one
 //! mid-write, crashes the engine while two more are being written, then resumes one and
-//! abandons the other. Time is a [`ManualClock`] so the cache's ten minutes pass in a line.
+//! abandons the other; last, a task whose UI stops reading its stream is ended by the
+//! watchdog. Time is a [`ManualClock`] so the cache's ten minutes pass in a line.
 
 pub mod model;
 pub mod router;
@@ -271,6 +277,21 @@ pub struct Restarted {
     pub locks_after: Vec<(String, String)>,
 }
 
+/// The task whose UI stopped reading: the watchdog cut it short.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stalled {
+    /// Task id.
+    pub task: String,
+    /// Locks while its stream was stalled.
+    pub locks_while_stalled: Vec<(String, String)>,
+    /// Its final status.
+    pub status: ThreadStatus,
+    /// The error it ended with.
+    pub error: Option<String>,
+    /// Locks held once it ended.
+    pub locks_after: Vec<(String, String)>,
+}
+
 /// What a run of the example did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
@@ -284,6 +305,8 @@ pub struct Summary {
     pub cancelled: Cancelled,
     /// The crash and restart.
     pub restarted: Restarted,
+    /// The task the watchdog ended.
+    pub stalled: Stalled,
 }
 
 /// The request the example writes twice: once without trouble, once across a crash.
@@ -343,8 +366,9 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
         abandoned_status: rt.engine().thread("task-9")?.status()?,
         locks_after: rt.locks()?,
     };
+    let stalled = stall_one(&rt, &clock, "task-10", "Write an article about watchdogs").await?;
     rt.shutdown().await;
-    Ok(Summary { routed, cache, written, cancelled, restarted })
+    Ok(Summary { routed, cache, written, cancelled, restarted, stalled })
 }
 
 async fn write_one(rt: &AgentRuntime, task: &str, request: &str) -> anyhow::Result<Written> {
@@ -388,6 +412,30 @@ async fn cancel_one(rt: &AgentRuntime, task: &str, request: &str) -> anyhow::Res
         progress: rt.progress(task)?,
         locks_after: rt.locks()?,
         file_exists: rt.out_dir().join(path).exists(),
+    })
+}
+
+/// The UI reads one sentence and stops reading: the stream holds the model call (back-pressure)
+/// until the watchdog's five minutes pass on the engine clock.
+async fn stall_one(
+    rt: &AgentRuntime,
+    clock: &ManualClock,
+    task: &str,
+    request: &str,
+) -> anyhow::Result<Stalled> {
+    let mut ui = rt.stream(task);
+    let handle = rt.submit(task, request).await?;
+    first_chunk(&mut ui).await?;
+    let locks_while_stalled = rt.locks()?;
+    clock.advance_ms(skills::WATCHDOG_MS);
+    let outcome = handle.finished().await?;
+    drop(ui);
+    Ok(Stalled {
+        task: task.to_owned(),
+        locks_while_stalled,
+        status: outcome.status,
+        error: outcome.error,
+        locks_after: rt.locks()?,
     })
 }
 

@@ -243,4 +243,17 @@ async fn agent_runtime_routes_writes_cancels_and_resumes() {
         std::fs::read_to_string(p.parent().unwrap().join("agent-out").join(&x.resumed.path));
     assert_eq!(on_disk.unwrap(), x.resumed.document);
     assert_eq!(x.router_after_restart, CacheStats::default(), "the task was not routed again");
+
+    // Usage is recorded under the model's name.
+    assert_eq!(w.telemetry.by_model.keys().collect::<Vec<_>>(), ["scripted"]);
+
+    // The watchdog: the UI stopped reading, the stream held the model call, and five minutes on
+    // the engine clock later the attempt was cut short; the task failed and let go of its lock.
+    let st = &s.stalled;
+    let lock = (file_lock("posts/watchdogs.md"), "task-10".to_owned());
+    assert_eq!(st.locks_while_stalled, [lock]);
+    assert_eq!(st.status, cairn::ThreadStatus::Failed);
+    let error = st.error.as_deref().unwrap_or("");
+    assert!(error.contains("timed out after 300000 ms"), "{error}");
+    assert!(st.locks_after.is_empty(), "{:?}", st.locks_after);
 }

@@ -5,6 +5,7 @@
 //! re-execution differ (time, randomness, ids, tool results, human input) comes from here, so the
 //! engine can record it on the first run and return the recorded value on resume or replay.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::future::BoxFuture;
@@ -12,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::limits::MODELS_PER_CALL_MAX;
 use crate::{NodeError, ToolError};
 
 /// A tool body with its types erased: takes the recorded JSON input and a [`ToolCtx`], returns
@@ -135,6 +137,7 @@ impl ToolCall {
 pub struct ToolCtx {
     cancellation: CancellationToken,
     usage: Arc<Mutex<Usage>>,
+    models: Arc<Mutex<BTreeMap<String, Usage>>>,
 }
 
 impl ToolCtx {
@@ -149,7 +152,7 @@ impl ToolCtx {
     /// assert_eq!(ctx.usage_reported(), Usage { tokens: 11, cost_micros: 6 });
     /// ```
     pub fn new(cancellation: CancellationToken) -> Self {
-        Self { cancellation, usage: Arc::new(Mutex::new(Usage::default())) }
+        Self { cancellation, usage: Arc::default(), models: Arc::default() }
     }
 
     /// The token that fires when the thread is cancelled or the node times out.
@@ -168,6 +171,37 @@ impl ToolCtx {
     /// Everything reported so far (the engine reads it after the call).
     pub fn usage_reported(&self) -> Usage {
         *self.usage.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds `usage` of the model `model` to what this call consumed: counted in the total as
+    /// [`ToolCtx::report_usage`] does, and recorded by model name (the thread's telemetry sums
+    /// it per model). Past [`MODELS_PER_CALL_MAX`] names in one call, the rest is filed under
+    /// `(other)`.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{ToolCtx, Usage};
+    /// let ctx = ToolCtx::new(tokio_util::sync::CancellationToken::new());
+    /// ctx.report_model_usage("small-v2", Usage { tokens: 10, cost_micros: 5 });
+    /// ctx.report_usage(Usage { tokens: 1, cost_micros: 1 });
+    /// assert_eq!(ctx.usage_reported(), Usage { tokens: 11, cost_micros: 6 });
+    /// assert_eq!(ctx.models_reported()["small-v2"], Usage { tokens: 10, cost_micros: 5 });
+    /// ```
+    pub fn report_model_usage(&self, model: &str, usage: Usage) {
+        self.report_usage(usage);
+        let mut models = self.models.lock().unwrap_or_else(PoisonError::into_inner);
+        let name = if models.contains_key(model) || models.len() < MODELS_PER_CALL_MAX {
+            model
+        } else {
+            "(other)"
+        };
+        let entry = models.entry(name.to_owned()).or_default();
+        *entry = entry.saturating_add(usage);
+    }
+
+    /// The usage reported by model name so far.
+    pub fn models_reported(&self) -> BTreeMap<String, Usage> {
+        self.models.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 }
 

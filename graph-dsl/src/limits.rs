@@ -46,6 +46,10 @@ pub const TAGS_MAX: usize = 32;
 /// and a node that needs more is better served by one lock over the whole set.
 pub const LOCKS_AT_ONCE_MAX: usize = 64;
 
+/// Model names one tool call reports usage under (`ToolCtx::report_model_usage`); the rest
+/// is summed under `(other)`, so a call's record stays small.
+pub const MODELS_PER_CALL_MAX: usize = 64;
+
 /// Permissions one workflow may hold.
 pub const PERMISSIONS_MAX: usize = 64;
 

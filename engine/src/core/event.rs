@@ -207,6 +207,9 @@ pub enum Body {
         /// What the tool reported using.
         #[serde(default)]
         usage: Usage,
+        /// The part of `usage` the tool named by model (`ToolCtx::report_model_usage`).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        models: BTreeMap<String, Usage>,
         /// How long the call took, in ms of engine clock.
         duration_ms: u64,
     },

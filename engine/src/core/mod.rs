@@ -18,4 +18,5 @@ pub mod status;
 pub(crate) mod summary;
 pub(crate) mod suspend;
 pub(crate) mod task_map;
+pub mod telemetry;
 pub mod thread_ctx;

@@ -9,12 +9,14 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use cairn_dsl::{DynState, DynWorkflow, Message, NodeError, Progress, Target, ToolError, Usage};
+use cairn_dsl::{DynState, DynWorkflow, Message, NodeError, Progress, Target, ToolError};
 use cairn_storage::{ThreadStatus, WorkflowRef};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::core::event::{Body, ForkOrigin, TaskKey, ThreadPolicy};
+pub use crate::core::telemetry::Telemetry;
+use crate::core::telemetry::add_usage;
 use crate::error::Error;
 use crate::limits;
 
@@ -126,27 +128,6 @@ pub struct ErrorEntry {
     pub error: NodeError,
     /// When.
     pub at_ms: u64,
-}
-
-/// Counters and durations of the thread (steps, tool calls, tokens, cost, time).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Telemetry {
-    /// Steps completed.
-    pub steps: u64,
-    /// Tool calls started.
-    pub tool_calls: u64,
-    /// Node failures (including retried ones).
-    pub errors: u64,
-    /// Retries scheduled.
-    pub retries: u64,
-    /// Tokens used (tools and nodes).
-    pub tokens: u64,
-    /// Cost used, in millionths of the currency unit.
-    pub cost_micros: u64,
-    /// Total ms of engine clock spent in each node.
-    pub node_ms: BTreeMap<String, u64>,
-    /// Checkpoints written.
-    pub checkpoints: u64,
 }
 
 /// Everything about a thread except its user state, serialisable (the checkpoint body).
@@ -371,11 +352,11 @@ impl ThreadCtx {
                 j.values.extend(values.iter().cloned());
                 m.telemetry.tool_calls += 1;
             }
-            Body::ToolReturned { task, attempt, name, output, usage, .. } => {
+            Body::ToolReturned { task, attempt, name, output, usage, models, .. } => {
                 let j = journal(m, task, *attempt);
                 let input_hash = j.called_input_hash.take();
                 j.tools.push(ToolRecord { name: name.clone(), input_hash, output: output.clone() });
-                add_usage(&mut m.telemetry, usage);
+                add_usage(&mut m.telemetry, usage, models);
             }
             Body::NodeCompleted {
                 step,
@@ -393,7 +374,7 @@ impl ThreadCtx {
                 let j = journal(m, task, *attempt);
                 j.values.extend(values.iter().cloned());
                 j.outcome = Some(TaskOutcome { update: update.clone(), goto: goto.clone() });
-                add_usage(&mut m.telemetry, usage);
+                add_usage(&mut m.telemetry, usage, &BTreeMap::new());
                 *m.telemetry.node_ms.entry(task.node.clone()).or_default() += duration_ms;
                 if implied {
                     m.node_results.insert(
@@ -572,11 +553,6 @@ fn journal<'a>(m: &'a mut ThreadMeta, task: &TaskKey, attempt: u32) -> &'a mut T
         *j = TaskJournal { attempt, ..TaskJournal::default() };
     }
     j
-}
-
-fn add_usage(t: &mut Telemetry, usage: &Usage) {
-    t.tokens = t.tokens.saturating_add(usage.tokens);
-    t.cost_micros = t.cost_micros.saturating_add(usage.cost_micros);
 }
 
 fn push_history(m: &mut ThreadMeta, seq: u64, step: u64, task: &TaskKey, what: &str, at_ms: u64) {

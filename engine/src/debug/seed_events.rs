@@ -235,6 +235,7 @@ impl Converter {
                     name: tool,
                     output,
                     usage: Usage::default(),
+                    models: BTreeMap::new(),
                     duration_ms: e
                         .meta_u64("duration")?
                         .unwrap_or(e.timestamp.saturating_sub(since)),

@@ -178,6 +178,7 @@ fn telemetry(t: &Obj<'_>, elapsed_ms: u64) -> Result<(Telemetry, BundleTelemetry
         cost_micros: 0,
         node_ms: node_ms.clone(),
         checkpoints: 0,
+        by_model: BTreeMap::new(),
     };
     let bundle = BundleTelemetry {
         total_duration: t.opt_u64("totalDuration")?.unwrap_or(elapsed_ms),

@@ -311,7 +311,7 @@ impl NodeContext for LiveNodeContext {
             lock_state(&shared).appended.extend(recs);
             let tool_ctx = ToolCtx::new(cancel);
             let output = run(input, tool_ctx.clone()).await;
-            let usage = tool_ctx.usage_reported();
+            let (usage, models) = (tool_ctx.usage_reported(), tool_ctx.models_reported());
             let done = clock.now_ms();
             let body = Body::ToolReturned {
                 step,
@@ -321,6 +321,7 @@ impl NodeContext for LiveNodeContext {
                 name: call.name.clone(),
                 output: output.clone(),
                 usage,
+                models,
                 duration_ms: done.saturating_sub(now),
             };
             let recs = env.append_now(vec![body], done).await.map_err(|e| env.stop.node_error(e))?;
