@@ -3,6 +3,7 @@
 
 pub mod agent_runtime;
 pub mod bookmarks;
+pub mod budgets;
 pub mod human_input;
 pub mod job_engine;
 pub mod map_reduce;
@@ -10,3 +11,4 @@ pub mod quickstart;
 pub mod research_pipeline;
 pub mod routing;
 pub mod subworkflow;
+pub mod timers;

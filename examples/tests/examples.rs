@@ -257,3 +257,36 @@ async fn agent_runtime_routes_writes_cancels_and_resumes() {
     assert!(error.contains("timed out after 300000 ms"), "{error}");
     assert!(st.locks_after.is_empty(), "{:?}", st.locks_after);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timers_sleep_durably_across_a_shutdown() {
+    use cairn::ThreadStatus::{Completed, Sleeping};
+    use cairn_examples::timers::{DAY_MS, START_MS, run};
+    let (_d, p) = db("reminders.db");
+    let s = run(&p).await.unwrap();
+    assert_eq!((s.parked, s.due_ms), (Sleeping, START_MS + DAY_MS));
+    assert_eq!(s.after_reopen, Sleeping, "re-armed from the log, not due yet");
+    assert_eq!(s.finished, Completed);
+    assert_eq!(s.sent_at_ms, s.due_ms, "sent when the timer fired, not before");
+    assert_eq!(s.sends, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budgets_warn_stop_and_resume_once_raised() {
+    use cairn::ThreadStatus::{Completed, Paused};
+    use cairn_examples::budgets::{FIRST_BUDGET, PAGES, run};
+    let (_d, p) = db("crawl.db");
+    let s = run(&p).await.unwrap();
+    let events: Vec<_> =
+        s.budget_events.iter().map(|(k, b, u, l)| (k.as_str(), b.as_str(), *u, *l)).collect();
+    assert_eq!(
+        events,
+        [("warning", "tool_calls", 3, FIRST_BUDGET), ("exceeded", "tool_calls", 5, FIRST_BUDGET)]
+    );
+    assert_eq!((s.stopped, s.fetched_when_stopped), (Paused, 5));
+    assert_eq!(s.finished, Completed);
+    let pages: Vec<_> = s.crawl.fetched.iter().map(|p| p.split(':').next().unwrap()).collect();
+    let expected: Vec<_> = (1..=PAGES).map(|n| format!("page {n}")).collect();
+    assert_eq!(pages, expected, "every page once, in order");
+    assert_eq!(s.crawl.report.as_deref(), Some("8 pages fetched"));
+}
