@@ -290,3 +290,20 @@ async fn budgets_warn_stop_and_resume_once_raised() {
     assert_eq!(pages, expected, "every page once, in order");
     assert_eq!(s.crawl.report.as_deref(), Some("8 pages fetched"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn code_change_diverges_blocks_and_migrates() {
+    use cairn::ThreadStatus::{Blocked, Completed, WaitingInput};
+    use cairn_examples::code_change::run;
+    let (_d, p) = db("quotes.db");
+    let s = run(&p).await.unwrap();
+    assert_eq!(s.parked, WaitingInput);
+    assert!(s.divergence.starts_with("step 1, task price"), "{}", s.divergence);
+    assert!(s.divergence.contains(r#"{"items":4,"vat":true}"#), "{}", s.divergence);
+    assert_eq!(s.after_answer, Blocked);
+    assert!(s.blocked_because.contains(&s.divergence), "{}", s.blocked_because);
+    assert_eq!(s.finished, Completed);
+    assert_eq!(s.quote.currency, "EUR", "migrated to v2");
+    assert_eq!(s.quote.price_cents, 5_000, "the recorded v1 price stands: history is not re-run");
+    assert_eq!(s.quote.approved_by.as_deref(), Some("dana"));
+}
