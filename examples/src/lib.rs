@@ -8,6 +8,7 @@ pub mod code_change;
 pub mod human_input;
 pub mod job_engine;
 pub mod map_reduce;
+pub mod operator;
 pub mod quickstart;
 pub mod research_pipeline;
 pub mod routing;

@@ -307,3 +307,36 @@ async fn code_change_diverges_blocks_and_migrates() {
     assert_eq!(s.quote.price_cents, 5_000, "the recorded v1 price stands: history is not re-run");
     assert_eq!(s.quote.approved_by.as_deref(), Some("dana"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_pauses_at_a_step_boundary_and_resumes_after_a_restart() {
+    use cairn::ThreadStatus::{Completed, Paused};
+    use cairn_examples::operator::{BATCHES, HELD_BATCH, run};
+    let (_d, p) = db("import.db");
+    let s = run(&p).await.unwrap();
+    assert_eq!((s.paused, s.done_when_paused), (Paused, HELD_BATCH));
+    assert_eq!(s.after_restart, Paused, "recovery leaves a paused thread alone");
+    assert_eq!(s.resumable_after_restart, ["nightly"]);
+    assert_eq!((s.finished, s.done), (Completed, BATCHES));
+    assert_eq!(s.imports, BATCHES, "every batch imported once");
+}
+
+/// The example binary `name`, which `cargo test` builds beside this test binary.
+fn example_binary(name: &str) -> std::path::PathBuf {
+    let test = std::env::current_exe().expect("the test binary");
+    let profile = test.parent().and_then(std::path::Path::parent).expect("target/<profile>");
+    profile.join("examples").join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
+}
+
+#[test]
+fn research_pipeline_help_names_its_run_command_before_the_cairn_commands() {
+    let bin = example_binary("research_pipeline");
+    let out = std::process::Command::new(&bin).arg("--help").output();
+    let out = out.unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("Usage: research_pipeline run [--db FILE]"), "{help}");
+    let (run, cairn) = (help.find("  run ").unwrap(), help.find("Commands:").unwrap());
+    assert!(run < cairn, "{help}");
+    assert!(help.contains("replay"), "the cairn commands follow: {help}");
+}
