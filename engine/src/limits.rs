@@ -64,6 +64,10 @@ pub const NODE_RUNS_EVENTS_MAX: u64 = 1_000_000;
 /// `(other)`): a snapshot stays small whatever names tools report.
 pub const MODELS_PER_THREAD_MAX: usize = 64;
 
+/// Rollbacks the recovery strategy `restore_and_retry` makes in one thread before the next
+/// failure fails it: a failure that comes back from every restore is not transient.
+pub const RESTORES_PER_THREAD_MAX: u32 = 3;
+
 /// Older checkpoints restore tries when the newest is damaged, before it folds the thread's
 /// whole log from its first event instead (always correct, slower).
 pub const RESTORE_FALLBACK_CHECKPOINTS_MAX: usize = 8;

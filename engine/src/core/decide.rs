@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::core::checkpoint_plan::CheckpointPlan;
 use crate::core::codec::Recorded;
 use crate::core::event::{Body, TaskKey};
+use crate::core::recovery::{self, AfterFailure, Failure};
 use crate::core::status::{Transition, transition};
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
@@ -106,6 +107,9 @@ pub(crate) enum Next {
     /// The thread stops with this transition and reason (the runner records the status, frees
     /// the lease and, for an end, the locks).
     Stop(Transition, String),
+    /// A failed node's recovery strategy rolls the thread back to its latest checkpoint (the
+    /// runner commits the step's events, then the `rolled_back`, and goes on from there).
+    Restore,
 }
 
 /// The step's decision.
@@ -220,6 +224,7 @@ pub(crate) fn close_step(
     let mut budget_stop: Option<String> = None;
     let mut paused_by: Option<String> = None;
     let mut checkpoint: Option<CheckpointPlan> = None;
+    let (mut restore, mut abandoned) = (false, None::<String>);
     for run in runs {
         let at = run.started_at_ms;
         // A task that completes in this batch without a map item needs no NodeStarted: nothing
@@ -262,9 +267,18 @@ pub(crate) fn close_step(
                 out.emit(body, done_at)?;
             }
             TaskEnd::Failed { error } => {
-                failed = true;
-                let (task, attempt) = (run.key, run.attempt);
-                out.emit(Body::NodeFailed { step, task, attempt, error, terminal: true }, done_at)?;
+                let (task, attempt, at_ms) = (run.key, run.attempt, done_at);
+                let failure = Failure { step, task, attempt, error, at_ms };
+                let wait_free = suspended.is_none();
+                match recovery::failed(out.ctx, &mut out.events, wf, failure, wait_free)? {
+                    AfterFailure::Fail => failed = true,
+                    AfterFailure::Recovered => {}
+                    AfterFailure::Escalated => suspended = Some(Transition::WaitInput),
+                    AfterFailure::Restore => restore = true,
+                    AfterFailure::Abandon(reason) => {
+                        abandoned.get_or_insert(reason);
+                    }
+                }
             }
             TaskEnd::WaitInput { prompt } if suspended.is_none() && !failed => {
                 suspended = Some(Transition::WaitInput);
@@ -292,6 +306,12 @@ pub(crate) fn close_step(
     let stop = |t, reason: &str| Next::Stop(t, reason.to_owned());
     if failed {
         return Ok(out.decide(None, stop(Transition::Fail, "a node failed")));
+    }
+    if let Some(reason) = abandoned {
+        return Ok(out.decide(None, stop(Transition::Cancel, &reason)));
+    }
+    if restore {
+        return Ok(out.decide(None, Next::Restore));
     }
     if let Some(budget) = budget_stop
         && suspended.is_none()

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use cairn_dsl::{Budgets, Message, NodeError, Progress, Target, ToolError, Usage};
+use cairn_dsl::{Budgets, Message, NodeError, Progress, Recovery, Target, ToolError, Usage};
 use cairn_storage::{
     CheckpointId, CheckpointKind, EventKind, EventStatus, ThreadStatus, WorkflowRef,
 };
@@ -329,6 +329,21 @@ pub enum Body {
         /// The limit.
         limit: u64,
     },
+    /// A node failed for good and its recovery strategy (`NodePolicy::on_failure`) ran: what
+    /// follows in the batch is that strategy's doing (a fallback route, a wait for a person, a
+    /// rollback, the end of the thread).
+    RecoveryApplied {
+        /// The step.
+        step: u64,
+        /// Which task.
+        task: TaskKey,
+        /// The attempt that failed last.
+        attempt: u32,
+        /// The strategy that ran.
+        strategy: Recovery,
+        /// The failure it answered.
+        error: NodeError,
+    },
     /// The thread was rolled back in place to an earlier checkpoint (`Engine::rollback`): from
     /// this event on it is the context that checkpoint holds, at this seq. The events between
     /// stay in the log (what happened is never erased); a restore folding through this event
@@ -382,7 +397,7 @@ impl Body {
             Body::Budget { used, limit, .. } if used >= limit => EventKind::BudgetExceeded,
             Body::Budget { .. } => EventKind::BudgetWarning,
             Body::StateUpdated { .. } | Body::RolledBack { .. } => EventKind::StateUpdated,
-            Body::BudgetsSet { .. } => EventKind::Custom,
+            Body::BudgetsSet { .. } | Body::RecoveryApplied { .. } => EventKind::Custom,
         }
     }
 
@@ -399,6 +414,7 @@ impl Body {
             Body::RetryScheduled { .. }
             | Body::Budget { .. }
             | Body::Recovered { .. }
+            | Body::RecoveryApplied { .. }
             | Body::RolledBack { .. } => EventStatus::Warning,
             Body::NodeCompleted { .. } | Body::StepCompleted { .. } | Body::Output { .. } => {
                 EventStatus::Success
@@ -422,6 +438,7 @@ impl Body {
             | Body::TimerSet { task, .. }
             | Body::TimerFired { task, .. }
             | Body::Progress { task, .. }
+            | Body::RecoveryApplied { task, .. }
             | Body::Message { task, .. } => Some(&task.node),
             _ => None,
         }
@@ -481,6 +498,12 @@ impl Body {
                 format!("rolled back to checkpoint {checkpoint} (seq {to_seq}): {reason}")
             }
             Body::BudgetsSet { .. } => "budgets changed".to_owned(),
+            Body::RecoveryApplied { task, strategy: Recovery::Fallback(to), .. } => {
+                format!("{task}: recovery: fall back to {to}")
+            }
+            Body::RecoveryApplied { task, strategy, .. } => {
+                format!("{task}: recovery: {}", strategy.name())
+            }
         }
     }
 }

@@ -13,6 +13,8 @@ pub(crate) mod decide;
 pub(crate) mod drawn;
 pub mod event;
 pub mod node_runs;
+pub(crate) mod recovery;
+pub(crate) mod recovery_fold;
 pub mod restore;
 pub mod status;
 pub(crate) mod summary;

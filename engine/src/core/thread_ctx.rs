@@ -180,6 +180,10 @@ pub struct ThreadMeta {
     /// Budgets already warned about (a warning is emitted once per budget).
     #[serde(default)]
     pub budget_warned: Vec<String>,
+    /// Rollbacks its recovery strategy `restore_and_retry` made (kept across them, so the
+    /// strategy's bound holds). Absent when 0.
+    #[serde(default, skip_serializing_if = "crate::core::recovery_fold::is_zero")]
+    pub restores: u32,
     /// The seed of the thread's fresh draws, from its `ThreadCreated` event (`None` for threads
     /// created before seeds were recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -283,6 +287,7 @@ impl ThreadCtx {
                 fork: fork.clone(),
                 policy: policy.clone(),
                 budget_warned: Vec::new(),
+                restores: 0,
                 seed: *seed,
                 created_at_ms: at_ms,
                 updated_at_ms: at_ms,
@@ -489,7 +494,12 @@ impl ThreadCtx {
                 self.state.replace_json(&to.state).map_err(|e| bad(e.to_string()))?;
                 // The checkpoint's context, at this seq; the status moves by its own event.
                 let (status, updated_at_ms) = (self.meta.status, self.meta.updated_at_ms);
-                self.meta = ThreadMeta { seq, status, updated_at_ms, ..to.meta };
+                let restores = self.meta.restores;
+                self.meta = ThreadMeta { seq, status, updated_at_ms, restores, ..to.meta };
+            }
+            Body::RecoveryApplied { step, task, strategy, .. } => {
+                crate::core::recovery_fold::apply(m, *step, task, strategy);
+                push_history(m, seq, *step, task, &format!("recovery: {}", strategy.name()), at_ms);
             }
             Body::Recovered { .. } | Body::Lock { .. } => {}
         }

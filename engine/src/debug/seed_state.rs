@@ -78,6 +78,7 @@ impl SeedState {
             None => ThreadPolicy::default(),
         };
         let meta = ThreadMeta {
+            restores: 0,
             thread: id.to_string(),
             workflow: workflow.clone(),
             status: ThreadStatus::Paused,

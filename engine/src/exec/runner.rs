@@ -24,7 +24,6 @@ use crate::core::event::Body;
 use crate::core::status::Transition;
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
-use crate::limits;
 
 /// Why a drive returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,7 +72,7 @@ impl Runner {
     }
 
     /// Applies `body` to the context under the next seq and keeps it for the batch.
-    fn emit(&mut self, body: Body, at_ms: u64) -> Result<(), Error> {
+    pub(super) fn emit(&mut self, body: Body, at_ms: u64) -> Result<(), Error> {
         decide::emit(&mut self.ctx, &mut self.emitted, body, at_ms)
     }
 
@@ -160,7 +159,12 @@ impl Runner {
 
     /// Stops the thread in the status `t` leads to, releasing its lease (and its locks when the
     /// status is terminal).
-    async fn finish(&mut self, t: Transition, reason: &str, now: u64) -> Result<Exit, Error> {
+    pub(super) async fn finish(
+        &mut self,
+        t: Transition,
+        reason: &str,
+        now: u64,
+    ) -> Result<Exit, Error> {
         self.emit_status(t, reason, now)?;
         let status = self.ctx.meta.status;
         let kind = status.is_terminal().then(|| {
@@ -207,51 +211,6 @@ impl Runner {
             batch.locks.push(LockOp::ReleaseAll { owner: thread.to_string() });
         }
         Ok(())
-    }
-
-    /// Budget checks at a step boundary: a warning once the configured fraction is crossed, a
-    /// clean stop (Paused, resumable) at the limit.
-    async fn check_budgets(&mut self, now: u64) -> Result<Option<Exit>, Error> {
-        let budgets = self.env.budgets.clone();
-        let t = &self.ctx.meta.telemetry;
-        let wall = now.saturating_sub(self.ctx.meta.created_at_ms);
-        let figures = [
-            ("steps", t.steps, budgets.max_steps),
-            ("tool_calls", t.tool_calls, budgets.max_tool_calls),
-            ("tokens", t.tokens, budgets.max_tokens),
-            ("cost", t.cost_micros, budgets.max_cost_micros),
-            ("wall_ms", wall, budgets.max_wall_ms),
-        ];
-        let mut warned = false;
-        for (name, used, limit) in figures {
-            let Some(limit) = limit else { continue };
-            if used >= limit {
-                // A clean stop in a resumable state: raise the budget and resume.
-                self.emit(Body::Budget { budget: name.to_owned(), used, limit }, now)?;
-                let exit = self
-                    .finish(Transition::Pause, &format!("budget {name} exhausted"), now)
-                    .await?;
-                return Ok(Some(exit));
-            }
-            let threshold = (limit as f64 * budgets.warn_fraction).ceil() as u64;
-            if used >= threshold && !self.ctx.meta.budget_warned.iter().any(|b| b == name) {
-                self.emit(Body::Budget { budget: name.to_owned(), used, limit }, now)?;
-                warned = true;
-            }
-        }
-        if warned {
-            // Submit now: tasks append their own events next (after settling), and the seqs
-            // predicted for emitted events must not overlap theirs.
-            self.commit(Batch::default(), None, None).await?;
-        }
-        if self.ctx.meta.step >= limits::STEPS_PER_THREAD_MAX {
-            return Err(Error::LimitExceeded {
-                limit: "the steps of one thread",
-                value: self.ctx.meta.step,
-                max: limits::STEPS_PER_THREAD_MAX,
-            });
-        }
-        Ok(None)
     }
 
     async fn step(&mut self) -> Result<StepEnd, Error> {
@@ -338,6 +297,10 @@ impl Runner {
                 Ok(StepEnd::Exit(Exit::Status(self.ctx.meta.status)))
             }
             Next::Stop(t, reason) => Ok(StepEnd::Exit(self.finish(t, &reason, now).await?)),
+            Next::Restore => Ok(match self.restore_and_retry(now).await? {
+                Some(exit) => StepEnd::Exit(exit),
+                None => StepEnd::Continue,
+            }),
         }
     }
 
@@ -356,7 +319,7 @@ impl Runner {
     /// checkpoint of the resulting context when `checkpoint` is set, without waiting for its
     /// commit (see [`crate::exec::pipeline`]). `step` is the step the batch closes, reported to the
     /// step hook once durable.
-    async fn commit(
+    pub(super) async fn commit(
         &mut self,
         mut batch: Batch,
         checkpoint: Option<CheckpointPlan>,

@@ -24,6 +24,7 @@ mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod recovery;
+mod recovery_policy;
 mod replay;
 mod resume_check;
 mod scale;
