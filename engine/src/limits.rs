@@ -68,6 +68,14 @@ pub const MODELS_PER_THREAD_MAX: usize = 64;
 /// failure fails it: a failure that comes back from every restore is not transient.
 pub const RESTORES_PER_THREAD_MAX: u32 = 3;
 
+/// Messages one trace returns (`Engine::trace`): the result is held in memory; a query that
+/// matches more is narrowed (a session, a correlation id, a time range) rather than cut.
+pub const TRACE_MESSAGES_MAX: usize = 100_000;
+
+/// Messages in one chain of parent ids a trace follows: a loop of parent ids in the record
+/// stops here instead of running forever.
+pub const TRACE_CHAIN_MAX: usize = 10_000;
+
 /// Older checkpoints restore tries when the newest is damaged, before it folds the thread's
 /// whole log from its first event instead (always correct, slower).
 pub const RESTORE_FALLBACK_CHECKPOINTS_MAX: usize = 8;

@@ -233,6 +233,13 @@ pub struct Message {
     pub correlation_id: Option<String>,
     /// Addressee, for messages between modules.
     pub to: Option<String>,
+    /// This message's own id, when others answer it (see `parent`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The id of the message this one answers: a trace follows these up to the first message
+    /// of a chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 impl Message {
@@ -244,7 +251,22 @@ impl Message {
     /// assert_eq!(m.to.as_deref(), Some("user"));
     /// ```
     pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
-        Self { role: role.into(), content: content.into(), correlation_id: None, to: None }
+        let (role, content) = (role.into(), content.into());
+        Self { role, content, correlation_id: None, to: None, id: None, parent: None }
+    }
+
+    /// Sets this message's id.
+    #[must_use]
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Sets the id of the message this one answers.
+    #[must_use]
+    pub fn parent(mut self, parent: impl Into<String>) -> Self {
+        self.parent = Some(parent.into());
+        self
     }
 
     /// Sets the addressee.

@@ -9,6 +9,8 @@
 //!   (what changed between two seqs, as JSON pointers).
 //! - Node runs: [`Engine::node_runs`], every run of every node (type, step, attempt, status,
 //!   times, data, error), pending and skipped nodes included.
+//! - Message tracing: [`Engine::trace`], a session's (or the store's) messages by correlation
+//!   id, between two parties, in a time range, or up a chain of parent ids.
 //! - Forks: [`Engine::fork`] starts a new thread from another's state at a seq or checkpoint,
 //!   optionally with an update applied first; the original is never written to.
 //! - Manual checkpoints: [`Engine::checkpoint_now`] (of a running thread at its next step
@@ -45,6 +47,7 @@ mod seed_events;
 mod seed_names;
 mod seed_state;
 mod time_travel;
+mod trace;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -63,6 +66,7 @@ pub use failure_export::FailureExport;
 pub use redact::{REDACTED, Redaction};
 pub use rollback::{ROLLBACK_TAG, ROLLED_BACK_TO_FIELD};
 pub use seed_names::{SEED_VERSION, SEED_WORKFLOW_ID, seed_event_kind};
+pub use trace::{TraceQuery, TraceScope, TracedMessage};
 
 #[allow(unused_imports, reason = "linked from the module docs")]
 use crate::Engine;

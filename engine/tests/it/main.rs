@@ -29,4 +29,5 @@ mod replay;
 mod resume_check;
 mod scale;
 mod spans;
+mod trace;
 mod variables;
