@@ -2,26 +2,29 @@
 //! reports six progress steps, holds a file lock on its output and tracks its cost, a task can
 //! be cancelled midway, and unfinished tasks are offered for resumption after a restart.
 //!
-//! How an agent runtime's pieces map onto Cairn:
-//! - `processInput` -> `IntentRouter.parse`: [`AgentRuntime::submit`] starts a thread whose
-//!   `understand` node calls the [`router::IntentRouter`] inside a recorded tool call.
-//! - Confidence below 0.6 asks the user: the `clarify` node ([`router::CONFIDENCE_THRESHOLD`]).
-//! - The LRU routing cache (50 entries, ten minutes): the router's cache, on the engine clock.
-//! - `findSkill` -> `skill.handler(ctx)`: a route to the skill's nodes ([`skills`]).
-//! - `onProgress({ step, totalSteps: 6 })`: `ctx.progress(step, 6, ..)`, a `progress` event.
-//! - `fileLockManager.acquire` / `releaseTaskLocks`: `ctx.try_lock`, `ctx.lock` to renew; the
-//!   engine releases a thread's locks when it ends, whichever way.
-//! - `costTracker.record` (with the model's name): `ctx.usage` and tool usage, summed in the
-//!   thread's telemetry; the model service reports each completion under its model's name
-//!   (`ToolCtx::report_model_usage`, telemetry `by_model`).
-//! - The state machine's watchdog (five minutes in a working state, then an error): the
-//!   working step's `NodePolicy::timeout_ms` ([`skills::WATCHDOG_MS`]); the attempt is cut
-//!   short, the task ends failed and its file lock is released.
-//! - `AbortController` -> `signal` -> `callLLM`: [`AgentRuntime::cancel`] -> the cancellation
-//!   token -> the model call's stream ([`model::ModelService`]).
-//! - `loadCheckpoints` (marked PAUSED), `getResumableTasks` / `resumeTask` / `abandonTask`:
-//!   [`RecoveryPolicy::Park`], [`AgentRuntime::resumable_tasks`] / [`AgentRuntime::resume_task`]
-//!   / [`AgentRuntime::abandon_task`].
+//! What an agent runtime needs, and where it is here:
+//! - Taking a request and working out what the user wants: [`AgentRuntime::submit`] starts a
+//!   thread whose `understand` node asks the [`router::IntentRouter`] inside a recorded tool
+//!   call (patterns first, the model when none matches).
+//! - Asking back when unsure: below a confidence of 0.6 the `clarify` node answers with a
+//!   question ([`router::CONFIDENCE_THRESHOLD`]).
+//! - Not routing the same request twice: the router's cache (50 entries, ten minutes, on the
+//!   engine clock).
+//! - Running the chosen skill: a route to the skill's nodes ([`skills`]).
+//! - Telling the user how far it got: `ctx.progress(step, 6, ..)`, a `progress` event per step.
+//! - Not writing one file from two tasks: `ctx.try_lock` on the output file, `ctx.lock` to renew
+//!   it; the engine releases a thread's locks when it ends, whichever way.
+//! - Counting cost: `ctx.usage` and tool usage, summed in the thread's telemetry; the model
+//!   service reports each completion under its model's name (`ToolCtx::report_model_usage`,
+//!   telemetry `by_model`).
+//! - A stop button: [`AgentRuntime::cancel`] fires the thread's cancellation token, which the
+//!   model call's stream watches ([`model::ModelService`]).
+//! - A task stuck in a working step: the working step's `NodePolicy::timeout_ms`
+//!   ([`skills::WATCHDOG_MS`], five minutes of engine clock) cuts the attempt short; the task
+//!   ends failed and its file lock is released.
+//! - After a crash, offering unfinished tasks instead of running them behind the user's back:
+//!   [`RecoveryPolicy::Park`], then [`AgentRuntime::resumable_tasks`],
+//!   [`AgentRuntime::resume_task`] and [`AgentRuntime::abandon_task`].
 //!
 //! [`run`] plays a session: routes several requests, writes an article, cancels a second one
 //! mid-write, crashes the engine while two more are being written, then resumes one and
