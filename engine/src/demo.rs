@@ -85,7 +85,7 @@ async fn ask(
     let response: ModelResponse = ctx
         .tool("model", request, move |req, tool_ctx| async move {
             let response = model.complete(req).await?;
-            tool_ctx.report_usage(response.usage);
+            tool_ctx.report_model_usage(&response.model, response.usage);
             Ok::<_, ToolError>(response)
         })
         .await?;

@@ -51,6 +51,31 @@ pub const CHECKPOINT_TAIL_EVENTS_DEFAULT: u64 = 1_000;
 /// slow either.
 pub const CHECKPOINT_TAIL_BYTES_DEFAULT: u64 = 8 * 1024 * 1024;
 
+/// Manual checkpoints asked of one running thread and not yet taken by its runner (each is
+/// written at the runner's next step boundary). More would only queue identical snapshots
+/// behind a long step; the asker beyond it gets [`crate::Error::LimitExceeded`].
+pub const CHECKPOINT_ASKS_MAX: usize = 16;
+
+/// Events of a thread whose node runs `Engine::node_runs` lists: it folds the whole log in
+/// memory (decoded bodies), so a thread longer than this is read through `events` in pages.
+pub const NODE_RUNS_EVENTS_MAX: u64 = 1_000_000;
+
+/// Model names whose usage a thread's telemetry keeps apart (the rest is summed under
+/// `(other)`): a snapshot stays small whatever names tools report.
+pub const MODELS_PER_THREAD_MAX: usize = 64;
+
+/// Rollbacks the recovery strategy `restore_and_retry` makes in one thread before the next
+/// failure fails it: a failure that comes back from every restore is not transient.
+pub const RESTORES_PER_THREAD_MAX: u32 = 3;
+
+/// Messages one trace returns (`Engine::trace`): the result is held in memory; a query that
+/// matches more is narrowed (a session, a correlation id, a time range) rather than cut.
+pub const TRACE_MESSAGES_MAX: usize = 100_000;
+
+/// Messages in one chain of parent ids a trace follows: a loop of parent ids in the record
+/// stops here instead of running forever.
+pub const TRACE_CHAIN_MAX: usize = 10_000;
+
 /// Older checkpoints restore tries when the newest is damaged, before it folds the thread's
 /// whole log from its first event instead (always correct, slower).
 pub const RESTORE_FALLBACK_CHECKPOINTS_MAX: usize = 8;

@@ -24,6 +24,10 @@ pub struct ModelRequest {
 pub struct ModelResponse {
     /// The completion text.
     pub text: String,
+    /// The model that answered (what its usage is recorded under). Empty in completions
+    /// recorded before it existed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub model: String,
     /// Tokens and cost of the call.
     pub usage: Usage,
 }
@@ -39,6 +43,9 @@ pub trait LanguageModel: Send + Sync + 'static {
         request: ModelRequest,
     ) -> BoxFuture<'static, Result<ModelResponse, ToolError>>;
 }
+
+/// The name a [`ScriptedModel`] answers under.
+pub const SCRIPTED_MODEL: &str = "scripted";
 
 /// A scripted model: NOT a language model. It answers from a fixed script keyed by purpose,
 /// choosing among the scripted answers by a hash of the prompt, so the same request always gets
@@ -111,6 +118,7 @@ impl LanguageModel for ScriptedModel {
         };
         let tokens = (request.prompt.len() + text.len()) as u64 / 4 + 1;
         let usage = Usage { tokens, cost_micros: tokens * 2 };
-        Box::pin(async move { Ok(ModelResponse { text, usage }) })
+        let model = SCRIPTED_MODEL.to_owned();
+        Box::pin(async move { Ok(ModelResponse { text, model, usage }) })
     }
 }

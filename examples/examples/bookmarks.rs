@@ -5,6 +5,9 @@
 async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let out = cairn_examples::bookmarks::run(&dir.path().join("bookmarks.db")).await?;
-    println!("{out:#?}");
+    let since: Vec<String> = out.since.iter().map(u64::to_string).collect();
+    println!("bookmark taken before the crash: seq {}", out.bookmark_seq);
+    println!("read since it after the resume: seqs {}", since.join(", "));
+    println!("final value: {}", out.value);
     Ok(())
 }

@@ -17,8 +17,17 @@ async fn main() -> anyhow::Result<()> {
             row.timeouts
         );
     }
-    println!("by status:  {:?}", out.by_status);
-    println!("by outcome: {:?}", out.by_outcome);
+    let counts = |pairs: Vec<(String, usize)>| -> String {
+        pairs.into_iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+    };
+    println!(
+        "by status:  {}",
+        counts(out.by_status.iter().map(|(s, n)| (s.to_string(), *n)).collect())
+    );
+    println!(
+        "by outcome: {}",
+        counts(out.by_outcome.iter().map(|(o, n)| (o.to_string(), *n)).collect())
+    );
     println!("most attempts in flight at once: {}", out.max_in_flight);
     Ok(())
 }

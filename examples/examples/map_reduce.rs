@@ -5,6 +5,9 @@
 async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let out = cairn_examples::map_reduce::run(&dir.path().join("map_reduce.db")).await?;
-    println!("{out:#?}");
+    for (doc, summary) in out.docs.iter().zip(&out.summaries) {
+        println!("{doc:<24} -> {summary}");
+    }
+    println!("total length of the summaries: {}", out.total);
     Ok(())
 }

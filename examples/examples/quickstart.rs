@@ -5,6 +5,8 @@
 async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let out = cairn_examples::quickstart::run(&dir.path().join("quickstart.db")).await?;
-    println!("{out:#?}");
+    println!("text:  {}", out.text);
+    println!("words: {}", out.words);
+    println!("shout: {}", out.shout);
     Ok(())
 }

@@ -5,6 +5,10 @@
 async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let out = cairn_examples::routing::run(&dir.path().join("routing.db")).await?;
-    println!("{out:#?}");
+    for (name, review) in [("easy", &out.0), ("hard", &out.1)] {
+        let drafts: Vec<String> = review.drafts.iter().map(u32::to_string).collect();
+        let verdict = if review.approved { "approved" } else { "not approved" };
+        println!("{name}: bar {}, drafts {} -> {verdict}", review.bar, drafts.join(", "));
+    }
     Ok(())
 }

@@ -5,6 +5,16 @@
 async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let out = cairn_examples::subworkflow::run(&dir.path().join("subworkflow.db")).await?;
-    println!("{out:#?}");
+    let (order, children) = out;
+    let items: Vec<String> = order.items.iter().map(u64::to_string).collect();
+    println!("items (cents): {}", items.join(", "));
+    println!(
+        "total with tax: {} cents; shipped: {}",
+        order.total,
+        if order.shipped { "yes" } else { "no" }
+    );
+    for child in &children {
+        println!("  child thread {child}");
+    }
     Ok(())
 }

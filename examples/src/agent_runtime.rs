@@ -2,25 +2,34 @@
 //! reports six progress steps, holds a file lock on its output and tracks its cost, a task can
 //! be cancelled midway, and unfinished tasks are offered for resumption after a restart.
 //!
-//! How an agent runtime's pieces map onto Cairn:
-//! - `processInput` -> `IntentRouter.parse`: [`AgentRuntime::submit`] starts a thread whose
-//!   `understand` node calls the [`router::IntentRouter`] inside a recorded tool call.
-//! - Confidence below 0.6 asks the user: the `clarify` node ([`router::CONFIDENCE_THRESHOLD`]).
-//! - The LRU routing cache (50 entries, ten minutes): the router's cache, on the engine clock.
-//! - `findSkill` -> `skill.handler(ctx)`: a route to the skill's nodes ([`skills`]).
-//! - `onProgress({ step, totalSteps: 6 })`: `ctx.progress(step, 6, ..)`, a `progress` event.
-//! - `fileLockManager.acquire` / `releaseTaskLocks`: `ctx.try_lock`, `ctx.lock` to renew; the
-//!   engine releases a thread's locks when it ends, whichever way.
-//! - `costTracker.record`: `ctx.usage` and tool usage, summed in the thread's telemetry.
-//! - `AbortController` -> `signal` -> `callLLM`: [`AgentRuntime::cancel`] -> the cancellation
-//!   token -> the model call's stream ([`model::ModelService`]).
-//! - `loadCheckpoints` (marked PAUSED), `getResumableTasks` / `resumeTask` / `abandonTask`:
-//!   [`RecoveryPolicy::Park`], [`AgentRuntime::resumable_tasks`] / [`AgentRuntime::resume_task`]
-//!   / [`AgentRuntime::abandon_task`].
+//! What an agent runtime needs, and where it is here:
+//! - Taking a request and working out what the user wants: [`AgentRuntime::submit`] starts a
+//!   thread whose `understand` node asks the [`router::IntentRouter`] inside a recorded tool
+//!   call (patterns first, the model when none matches).
+//! - Asking back when unsure: below a confidence of 0.6 the `clarify` node answers with a
+//!   question ([`router::CONFIDENCE_THRESHOLD`]).
+//! - Not routing the same request twice: the router's cache (50 entries, ten minutes, on the
+//!   engine clock).
+//! - Running the chosen skill: a route to the skill's nodes ([`skills`]).
+//! - Telling the user how far it got: `ctx.progress(step, 6, ..)`, a `progress` event per step.
+//! - Not writing one file from two tasks: `ctx.try_lock` on the output file, `ctx.lock` to renew
+//!   it; the engine releases a thread's locks when it ends, whichever way.
+//! - Counting cost: `ctx.usage` and tool usage, summed in the thread's telemetry; the model
+//!   service reports each completion under its model's name (`ToolCtx::report_model_usage`,
+//!   telemetry `by_model`).
+//! - A stop button: [`AgentRuntime::cancel`] fires the thread's cancellation token, which the
+//!   model call's stream watches ([`model::ModelService`]).
+//! - A task stuck in a working step: the working step's `NodePolicy::timeout_ms`
+//!   ([`skills::WATCHDOG_MS`], five minutes of engine clock) cuts the attempt short; the task
+//!   ends failed and its file lock is released.
+//! - After a crash, offering unfinished tasks instead of running them behind the user's back:
+//!   [`RecoveryPolicy::Park`], then [`AgentRuntime::resumable_tasks`],
+//!   [`AgentRuntime::resume_task`] and [`AgentRuntime::abandon_task`].
 //!
 //! [`run`] plays a session: routes several requests, writes an article, cancels a second one
 //! mid-write, crashes the engine while two more are being written, then resumes one and
-//! abandons the other. Time is a [`ManualClock`] so the cache's ten minutes pass in a line.
+//! abandons the other; last, a task whose UI stops reading its stream is ended by the
+//! watchdog. Time is a [`ManualClock`] so the cache's ten minutes pass in a line.
 
 pub mod model;
 pub mod router;
@@ -271,6 +280,21 @@ pub struct Restarted {
     pub locks_after: Vec<(String, String)>,
 }
 
+/// The task whose UI stopped reading: the watchdog cut it short.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stalled {
+    /// Task id.
+    pub task: String,
+    /// Locks while its stream was stalled.
+    pub locks_while_stalled: Vec<(String, String)>,
+    /// Its final status.
+    pub status: ThreadStatus,
+    /// The error it ended with.
+    pub error: Option<String>,
+    /// Locks held once it ended.
+    pub locks_after: Vec<(String, String)>,
+}
+
 /// What a run of the example did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
@@ -284,6 +308,8 @@ pub struct Summary {
     pub cancelled: Cancelled,
     /// The crash and restart.
     pub restarted: Restarted,
+    /// The task the watchdog ended.
+    pub stalled: Stalled,
 }
 
 /// The request the example writes twice: once without trouble, once across a crash.
@@ -343,8 +369,9 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
         abandoned_status: rt.engine().thread("task-9")?.status()?,
         locks_after: rt.locks()?,
     };
+    let stalled = stall_one(&rt, &clock, "task-10", "Write an article about watchdogs").await?;
     rt.shutdown().await;
-    Ok(Summary { routed, cache, written, cancelled, restarted })
+    Ok(Summary { routed, cache, written, cancelled, restarted, stalled })
 }
 
 async fn write_one(rt: &AgentRuntime, task: &str, request: &str) -> anyhow::Result<Written> {
@@ -388,6 +415,30 @@ async fn cancel_one(rt: &AgentRuntime, task: &str, request: &str) -> anyhow::Res
         progress: rt.progress(task)?,
         locks_after: rt.locks()?,
         file_exists: rt.out_dir().join(path).exists(),
+    })
+}
+
+/// The UI reads one sentence and stops reading: the stream holds the model call (back-pressure)
+/// until the watchdog's five minutes pass on the engine clock.
+async fn stall_one(
+    rt: &AgentRuntime,
+    clock: &ManualClock,
+    task: &str,
+    request: &str,
+) -> anyhow::Result<Stalled> {
+    let mut ui = rt.stream(task);
+    let handle = rt.submit(task, request).await?;
+    first_chunk(&mut ui).await?;
+    let locks_while_stalled = rt.locks()?;
+    clock.advance_ms(skills::WATCHDOG_MS);
+    let outcome = handle.finished().await?;
+    drop(ui);
+    Ok(Stalled {
+        task: task.to_owned(),
+        locks_while_stalled,
+        status: outcome.status,
+        error: outcome.error,
+        locks_after: rt.locks()?,
     })
 }
 

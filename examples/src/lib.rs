@@ -3,10 +3,14 @@
 
 pub mod agent_runtime;
 pub mod bookmarks;
+pub mod budgets;
+pub mod code_change;
 pub mod human_input;
 pub mod job_engine;
 pub mod map_reduce;
+pub mod operator;
 pub mod quickstart;
 pub mod research_pipeline;
 pub mod routing;
 pub mod subworkflow;
+pub mod timers;

@@ -243,4 +243,100 @@ async fn agent_runtime_routes_writes_cancels_and_resumes() {
         std::fs::read_to_string(p.parent().unwrap().join("agent-out").join(&x.resumed.path));
     assert_eq!(on_disk.unwrap(), x.resumed.document);
     assert_eq!(x.router_after_restart, CacheStats::default(), "the task was not routed again");
+
+    // Usage is recorded under the model's name.
+    assert_eq!(w.telemetry.by_model.keys().collect::<Vec<_>>(), ["scripted"]);
+
+    // The watchdog: the UI stopped reading, the stream held the model call, and five minutes on
+    // the engine clock later the attempt was cut short; the task failed and let go of its lock.
+    let st = &s.stalled;
+    let lock = (file_lock("posts/watchdogs.md"), "task-10".to_owned());
+    assert_eq!(st.locks_while_stalled, [lock]);
+    assert_eq!(st.status, cairn::ThreadStatus::Failed);
+    let error = st.error.as_deref().unwrap_or("");
+    assert!(error.contains("timed out after 300000 ms"), "{error}");
+    assert!(st.locks_after.is_empty(), "{:?}", st.locks_after);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timers_sleep_durably_across_a_shutdown() {
+    use cairn::ThreadStatus::{Completed, Sleeping};
+    use cairn_examples::timers::{DAY_MS, START_MS, run};
+    let (_d, p) = db("reminders.db");
+    let s = run(&p).await.unwrap();
+    assert_eq!((s.parked, s.due_ms), (Sleeping, START_MS + DAY_MS));
+    assert_eq!(s.after_reopen, Sleeping, "re-armed from the log, not due yet");
+    assert_eq!(s.finished, Completed);
+    assert_eq!(s.sent_at_ms, s.due_ms, "sent when the timer fired, not before");
+    assert_eq!(s.sends, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budgets_warn_stop_and_resume_once_raised() {
+    use cairn::ThreadStatus::{Completed, Paused};
+    use cairn_examples::budgets::{FIRST_BUDGET, PAGES, run};
+    let (_d, p) = db("crawl.db");
+    let s = run(&p).await.unwrap();
+    let events: Vec<_> =
+        s.budget_events.iter().map(|(k, b, u, l)| (k.as_str(), b.as_str(), *u, *l)).collect();
+    assert_eq!(
+        events,
+        [("warning", "tool_calls", 3, FIRST_BUDGET), ("exceeded", "tool_calls", 5, FIRST_BUDGET)]
+    );
+    assert_eq!((s.stopped, s.fetched_when_stopped), (Paused, 5));
+    assert_eq!(s.finished, Completed);
+    let pages: Vec<_> = s.crawl.fetched.iter().map(|p| p.split(':').next().unwrap()).collect();
+    let expected: Vec<_> = (1..=PAGES).map(|n| format!("page {n}")).collect();
+    assert_eq!(pages, expected, "every page once, in order");
+    assert_eq!(s.crawl.report.as_deref(), Some("8 pages fetched"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn code_change_diverges_blocks_and_migrates() {
+    use cairn::ThreadStatus::{Blocked, Completed, WaitingInput};
+    use cairn_examples::code_change::run;
+    let (_d, p) = db("quotes.db");
+    let s = run(&p).await.unwrap();
+    assert_eq!(s.parked, WaitingInput);
+    assert!(s.divergence.starts_with("step 1, task price"), "{}", s.divergence);
+    assert!(s.divergence.contains(r#"{"items":4,"vat":true}"#), "{}", s.divergence);
+    assert_eq!(s.after_answer, Blocked);
+    assert!(s.blocked_because.contains(&s.divergence), "{}", s.blocked_because);
+    assert_eq!(s.finished, Completed);
+    assert_eq!(s.quote.currency, "EUR", "migrated to v2");
+    assert_eq!(s.quote.price_cents, 5_000, "the recorded v1 price stands: history is not re-run");
+    assert_eq!(s.quote.approved_by.as_deref(), Some("dana"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_pauses_at_a_step_boundary_and_resumes_after_a_restart() {
+    use cairn::ThreadStatus::{Completed, Paused};
+    use cairn_examples::operator::{BATCHES, HELD_BATCH, run};
+    let (_d, p) = db("import.db");
+    let s = run(&p).await.unwrap();
+    assert_eq!((s.paused, s.done_when_paused), (Paused, HELD_BATCH));
+    assert_eq!(s.after_restart, Paused, "recovery leaves a paused thread alone");
+    assert_eq!(s.resumable_after_restart, ["nightly"]);
+    assert_eq!((s.finished, s.done), (Completed, BATCHES));
+    assert_eq!(s.imports, BATCHES, "every batch imported once");
+}
+
+/// The example binary `name`, which `cargo test` builds beside this test binary.
+fn example_binary(name: &str) -> std::path::PathBuf {
+    let test = std::env::current_exe().expect("the test binary");
+    let profile = test.parent().and_then(std::path::Path::parent).expect("target/<profile>");
+    profile.join("examples").join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
+}
+
+#[test]
+fn research_pipeline_help_names_its_run_command_before_the_cairn_commands() {
+    let bin = example_binary("research_pipeline");
+    let out = std::process::Command::new(&bin).arg("--help").output();
+    let out = out.unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("Usage: research_pipeline run [--db FILE]"), "{help}");
+    let (run, cairn) = (help.find("  run ").unwrap(), help.find("Commands:").unwrap());
+    assert!(run < cairn, "{help}");
+    assert!(help.contains("replay"), "the cairn commands follow: {help}");
 }

@@ -15,7 +15,7 @@ use crate::limits::{
 };
 use crate::policy::{Budgets, CheckpointPolicy};
 use crate::resolve::{Resolver, check_name};
-use crate::{BuildError, Problem, START};
+use crate::{BuildError, NextTarget, Problem, Recovery, START};
 
 /// Builds the erased workflow from `decls`, or every problem found.
 pub(crate) fn assemble(
@@ -34,7 +34,13 @@ pub(crate) fn assemble(
         budgets,
         permissions,
         checkpoint,
+        on_failure,
     } = decls;
+    for node in &mut nodes {
+        if node.policy.on_failure.is_fail() {
+            node.policy.on_failure = on_failure.clone();
+        }
+    }
 
     let mut resolver = Resolver::new(&nodes);
     resolver.edges(&edges);
@@ -56,6 +62,7 @@ pub(crate) fn assemble(
         problems.push(Problem::Empty);
     }
     problems.extend(resolved.problems);
+    problems.extend(fallback_problems(&nodes, &resolved.index, &resolved.shape));
     problems.extend(range_problems(&nodes, &budgets, &checkpoint, &permissions));
     let depth = subgraph_depth(&nodes, &mut problems);
     problems.extend(limit_problems(&id, &nodes, &resolved.shape, &permissions));
@@ -94,6 +101,32 @@ pub(crate) fn assemble(
     };
     workflow.fingerprint = fingerprint::compute(&workflow);
     Ok(workflow)
+}
+
+/// Fallback nodes that are not among their node's declared gotos (or do not exist).
+fn fallback_problems(
+    nodes: &[NodeDecl],
+    index: &std::collections::HashMap<String, usize>,
+    shape: &Shape,
+) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for (id, node) in nodes.iter().enumerate() {
+        let Recovery::Fallback(target) = &node.policy.on_failure else { continue };
+        let declared = index.get(target).is_some_and(|&to| {
+            shape.nodes.get(id).is_some_and(|l| l.gotos.contains(&NextTarget::Node(to)))
+        });
+        if !declared {
+            problems.push(Problem::PolicyOutOfRange {
+                node: node.name.clone(),
+                detail: format!(
+                    "on_failure falls back to {target:?}, which is not one of its gotos \
+                     (declare it with .gotos({:?}, [{target:?}]))",
+                    node.name
+                ),
+            });
+        }
+    }
+    problems
 }
 
 /// Node policies and workflow settings out of range.

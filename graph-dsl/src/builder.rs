@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::erased::{DynHandler, DynNodeKind, DynRoute, snapshot};
 use crate::limits::MAP_ITEMS_MAX;
 use crate::policy::{Budgets, CheckpointPolicy, NodePolicy};
-use crate::{BuildError, Ctx, NodeError, NodeResult, State, StateError, Workflow};
+use crate::{BuildError, Ctx, NodeError, NodeResult, Recovery, State, StateError, Workflow};
 
 /// Builds a [`Workflow`]; start with [`Workflow::builder`].
 #[must_use = "a builder does nothing until `build()` is called"]
@@ -37,6 +37,7 @@ pub(crate) struct Decls {
     pub budgets: Budgets,
     pub permissions: BTreeSet<String>,
     pub checkpoint: CheckpointPolicy,
+    pub on_failure: Recovery,
 }
 
 pub(crate) struct NodeDecl {
@@ -66,6 +67,7 @@ impl<S: State> WorkflowBuilder<S> {
                 budgets: Budgets::default(),
                 permissions: BTreeSet::new(),
                 checkpoint: CheckpointPolicy::default(),
+                on_failure: Recovery::Fail,
             },
             _state: PhantomData,
         }
@@ -377,6 +379,13 @@ impl<S: State> WorkflowBuilder<S> {
     /// ```
     pub fn loop_bound(mut self, node: impl Into<String>, max_visits: u32) -> Self {
         self.decls.loop_bounds.push((node.into(), max_visits));
+        self
+    }
+
+    /// Sets the recovery strategy of every node that has none of its own
+    /// (`NodePolicy::on_failure`): see [`Recovery`].
+    pub fn on_failure(mut self, recovery: Recovery) -> Self {
+        self.decls.on_failure = recovery;
         self
     }
 

@@ -5,6 +5,7 @@
 //! re-execution differ (time, randomness, ids, tool results, human input) comes from here, so the
 //! engine can record it on the first run and return the recorded value on resume or replay.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::future::BoxFuture;
@@ -12,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::limits::MODELS_PER_CALL_MAX;
 use crate::{NodeError, ToolError};
 
 /// A tool body with its types erased: takes the recorded JSON input and a [`ToolCtx`], returns
@@ -73,6 +75,32 @@ pub trait NodeContext: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<(), NodeError>>;
     /// Releases the lock `name`.
     fn unlock(&self, name: &str) -> BoxFuture<'static, Result<(), NodeError>>;
+    /// Takes every lock of `names` for `ttl_ms`, all or nothing; if `wait`, suspends until all
+    /// are free. The engine takes them in one atomic write; this provided method, for contexts
+    /// without one (test doubles), takes them one by one and gives back those it took when
+    /// one is refused; it makes every lock and unlock future before awaiting the first (the
+    /// returned future cannot borrow the context), so a double that acts when a future is
+    /// made, rather than awaited, sees the unlocks too.
+    fn lock_all(
+        &self,
+        names: Vec<String>,
+        ttl_ms: u64,
+        wait: bool,
+    ) -> BoxFuture<'static, Result<(), NodeError>> {
+        let each: Vec<_> = names.iter().map(|n| self.lock(n, ttl_ms, wait)).collect();
+        let undo: Vec<_> = names.iter().map(|n| self.unlock(n)).collect();
+        Box::pin(async move {
+            for (taken, lock) in each.into_iter().enumerate() {
+                if let Err(e) = lock.await {
+                    for unlock in undo.into_iter().take(taken) {
+                        let _ = unlock.await;
+                    }
+                    return Err(e);
+                }
+            }
+            Ok(())
+        })
+    }
 }
 
 /// A tool call's identity: its name and the permission it needs.
@@ -109,6 +137,7 @@ impl ToolCall {
 pub struct ToolCtx {
     cancellation: CancellationToken,
     usage: Arc<Mutex<Usage>>,
+    models: Arc<Mutex<BTreeMap<String, Usage>>>,
 }
 
 impl ToolCtx {
@@ -123,7 +152,7 @@ impl ToolCtx {
     /// assert_eq!(ctx.usage_reported(), Usage { tokens: 11, cost_micros: 6 });
     /// ```
     pub fn new(cancellation: CancellationToken) -> Self {
-        Self { cancellation, usage: Arc::new(Mutex::new(Usage::default())) }
+        Self { cancellation, usage: Arc::default(), models: Arc::default() }
     }
 
     /// The token that fires when the thread is cancelled or the node times out.
@@ -143,6 +172,37 @@ impl ToolCtx {
     pub fn usage_reported(&self) -> Usage {
         *self.usage.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// Adds `usage` of the model `model` to what this call consumed: counted in the total as
+    /// [`ToolCtx::report_usage`] does, and recorded by model name (the thread's telemetry sums
+    /// it per model). Past [`MODELS_PER_CALL_MAX`] names in one call, the rest is filed under
+    /// `(other)`.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{ToolCtx, Usage};
+    /// let ctx = ToolCtx::new(tokio_util::sync::CancellationToken::new());
+    /// ctx.report_model_usage("small-v2", Usage { tokens: 10, cost_micros: 5 });
+    /// ctx.report_usage(Usage { tokens: 1, cost_micros: 1 });
+    /// assert_eq!(ctx.usage_reported(), Usage { tokens: 11, cost_micros: 6 });
+    /// assert_eq!(ctx.models_reported()["small-v2"], Usage { tokens: 10, cost_micros: 5 });
+    /// ```
+    pub fn report_model_usage(&self, model: &str, usage: Usage) {
+        self.report_usage(usage);
+        let mut models = self.models.lock().unwrap_or_else(PoisonError::into_inner);
+        let name = if models.contains_key(model) || models.len() < MODELS_PER_CALL_MAX {
+            model
+        } else {
+            "(other)"
+        };
+        let entry = models.entry(name.to_owned()).or_default();
+        *entry = entry.saturating_add(usage);
+    }
+
+    /// The usage reported by model name so far.
+    pub fn models_reported(&self) -> BTreeMap<String, Usage> {
+        self.models.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
 }
 
 /// A progress report of a long node (`step` of `total`, a message, a percentage).
@@ -156,6 +216,10 @@ pub struct Progress {
     pub message: String,
     /// Finer-grained completion, 0..=100, when known.
     pub percent: Option<f32>,
+    /// A longer description of the step than `message` (what is being read, which source is
+    /// slow...), when there is one. Absent in logs written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// A conversation message recorded in the thread.
@@ -169,6 +233,13 @@ pub struct Message {
     pub correlation_id: Option<String>,
     /// Addressee, for messages between modules.
     pub to: Option<String>,
+    /// This message's own id, when others answer it (see `parent`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The id of the message this one answers: a trace follows these up to the first message
+    /// of a chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 impl Message {
@@ -180,7 +251,22 @@ impl Message {
     /// assert_eq!(m.to.as_deref(), Some("user"));
     /// ```
     pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
-        Self { role: role.into(), content: content.into(), correlation_id: None, to: None }
+        let (role, content) = (role.into(), content.into());
+        Self { role, content, correlation_id: None, to: None, id: None, parent: None }
+    }
+
+    /// Sets this message's id.
+    #[must_use]
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Sets the id of the message this one answers.
+    #[must_use]
+    pub fn parent(mut self, parent: impl Into<String>) -> Self {
+        self.parent = Some(parent.into());
+        self
     }
 
     /// Sets the addressee.

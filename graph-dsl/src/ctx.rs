@@ -132,7 +132,20 @@ impl Ctx {
 
     /// Reports progress: `step` of `total`, with a message.
     pub fn progress(&self, step: u32, total: u32, message: impl Into<String>) {
-        self.0.progress(Progress { step, total, message: message.into(), percent: None });
+        let message = message.into();
+        self.0.progress(Progress { step, total, message, percent: None, detail: None });
+    }
+
+    /// Reports progress with a detail line beside the message (see [`Progress::detail`]).
+    pub fn progress_detail(
+        &self,
+        step: u32,
+        total: u32,
+        message: impl Into<String>,
+        detail: impl Into<String>,
+    ) {
+        let (message, detail) = (message.into(), Some(detail.into()));
+        self.0.progress(Progress { step, total, message, percent: None, detail });
     }
 
     /// Adds a message to the thread's conversation.
@@ -179,6 +192,43 @@ impl Ctx {
     /// [`NodeError::Lock`] if someone else holds it.
     pub async fn try_lock(&self, name: &str, ttl_ms: u64) -> Result<(), NodeError> {
         self.0.lock(name, ttl_ms, false).await
+    }
+
+    /// Takes every lock of `names` for `ttl_ms`, all or nothing, waiting while any is held
+    /// elsewhere (at most [`LOCKS_AT_ONCE_MAX`](crate::limits::LOCKS_AT_ONCE_MAX)).
+    ///
+    /// # Errors
+    /// [`NodeError::Codec`] for no names or too many; [`NodeError::Cancelled`] if the thread is
+    /// cancelled while it waits.
+    pub async fn lock_all(&self, names: &[&str], ttl_ms: u64) -> Result<(), NodeError> {
+        let names = names.iter().map(|n| (*n).to_owned()).collect();
+        self.0.lock_all(names, ttl_ms, true).await
+    }
+
+    /// Takes every lock of `names` for `ttl_ms` if all are free; otherwise takes none.
+    ///
+    /// # Errors
+    /// [`NodeError::LocksHeld`] naming every lock held elsewhere (with its holder and expiry);
+    /// [`NodeError::Lock`] when a single name was asked for (as [`Ctx::try_lock`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{Ctx, NodeError};
+    /// async fn both(ctx: &Ctx) -> Result<bool, NodeError> {
+    ///     match ctx.try_lock_all(&["gpu-0", "dataset"], 60_000).await {
+    ///         Ok(()) => Ok(true),
+    ///         Err(NodeError::LocksHeld { held }) => {
+    ///             let busy: Vec<_> = held.iter().map(|h| h.name.as_str()).collect();
+    ///             ctx.progress(0, 1, format!("waiting on {}", busy.join(", ")));
+    ///             Ok(false)
+    ///         }
+    ///         Err(e) => Err(e),
+    ///     }
+    /// }
+    /// ```
+    pub async fn try_lock_all(&self, names: &[&str], ttl_ms: u64) -> Result<(), NodeError> {
+        let names = names.iter().map(|n| (*n).to_owned()).collect();
+        self.0.lock_all(names, ttl_ms, false).await
     }
 
     /// Releases the lock `name`.

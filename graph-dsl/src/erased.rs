@@ -56,6 +56,17 @@ pub trait DynState: Send + Sync + fmt::Debug {
     /// [`StateError::Codec`] if `update` is not an update of this state type; the state is then
     /// unchanged.
     fn apply_json(&mut self, update: &Value) -> Result<(), StateError>;
+    /// Replaces the whole state with `state`, the JSON of a state of this type (a thread rolled
+    /// back to an earlier checkpoint).
+    ///
+    /// # Errors
+    /// [`StateError::Codec`] if `state` is not a state of this type; the state is then unchanged.
+    /// The provided method refuses every value: a state implemented outside this crate that
+    /// never rolls back need not implement it.
+    fn replace_json(&mut self, state: &Value) -> Result<(), StateError> {
+        let _ = state;
+        Err(StateError::Codec { what: "state", detail: "this state cannot be replaced".into() })
+    }
     /// A copy (cheap: the typed implementation shares the state until it is changed).
     fn clone_box(&self) -> Box<dyn DynState>;
     /// The typed state, for [`downcast_state`].
@@ -389,6 +400,11 @@ impl<S: State> DynState for TypedState<S> {
     fn apply_json(&mut self, update: &Value) -> Result<(), StateError> {
         let update = S::Update::deserialize(update).map_err(|e| StateError::codec("update", e))?;
         Arc::make_mut(&mut self.0).apply(update);
+        Ok(())
+    }
+
+    fn replace_json(&mut self, state: &Value) -> Result<(), StateError> {
+        self.0 = Arc::new(S::deserialize(state).map_err(|e| StateError::codec("state", e))?);
         Ok(())
     }
 

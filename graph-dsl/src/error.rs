@@ -83,6 +83,13 @@ pub enum NodeError {
         /// Why.
         detail: String,
     },
+    /// Transient: some of the locks asked for at once are held elsewhere, so none was taken
+    /// (see [`Ctx::try_lock_all`](crate::Ctx::try_lock_all)); `held` names each of them.
+    #[error("locks held elsewhere, none taken: {}", held_list(held))]
+    LocksHeld {
+        /// Every lock asked for that another thread holds, in the order asked.
+        held: Vec<HeldLock>,
+    },
     /// Permanent: a value did not serialise or deserialise as the node expected.
     #[error("codec: {detail}")]
     Codec {
@@ -95,6 +102,23 @@ pub enum NodeError {
         /// The timeout that fired.
         after_ms: u64,
     },
+}
+
+/// A lock another thread holds (what [`NodeError::LocksHeld`] reports).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldLock {
+    /// The lock's name.
+    pub name: String,
+    /// The thread holding it.
+    pub owner: String,
+    /// When its hold lapses unless renewed (engine clock, ms).
+    pub expires_at_ms: u64,
+}
+
+fn held_list(held: &[HeldLock]) -> String {
+    let each =
+        held.iter().map(|h| format!("{} (by {} until {} ms)", h.name, h.owner, h.expires_at_ms));
+    each.collect::<Vec<_>>().join(", ")
 }
 
 fn code_suffix(code: Option<&str>) -> String {
@@ -169,7 +193,7 @@ impl NodeError {
                 *retryable
                     && code.as_ref().is_none_or(|c| !policy.non_retryable.iter().any(|n| n == c))
             }
-            Self::Timeout { .. } | Self::Lock { .. } => true,
+            Self::Timeout { .. } | Self::Lock { .. } | Self::LocksHeld { .. } => true,
             Self::Interrupted { .. }
             | Self::Sleeping { .. }
             | Self::Paused { .. }
@@ -208,7 +232,7 @@ impl From<StateError> for NodeError {
 impl From<VarError> for NodeError {
     fn from(err: VarError) -> Self {
         Self::Failed {
-            code: Some("read_only".to_owned()),
+            code: Some(err.code().to_owned()),
             message: err.to_string(),
             retryable: false,
         }
@@ -347,4 +371,33 @@ pub enum VarError {
         /// The variable's name.
         name: String,
     },
+    /// Permanent: the value is not of the variable's declared type.
+    #[error("variable {name:?} is declared {expected:?}; a {found:?} value was given")]
+    WrongType {
+        /// The variable's name.
+        name: String,
+        /// Its declared type.
+        expected: crate::VarType,
+        /// The type of the value given.
+        found: crate::VarType,
+    },
+    /// Permanent: more metadata entries than [`VAR_METADATA_ENTRIES_MAX`](crate::limits::VAR_METADATA_ENTRIES_MAX).
+    #[error("variable {name:?} has {entries} metadata entries, over the limit")]
+    TooMuchMetadata {
+        /// The variable's name.
+        name: String,
+        /// How many entries were given.
+        entries: usize,
+    },
+}
+
+impl VarError {
+    /// A short machine-readable code for the refusal (`read_only`, `wrong_type`, `metadata`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            VarError::ReadOnly { .. } => "read_only",
+            VarError::WrongType { .. } => "wrong_type",
+            VarError::TooMuchMetadata { .. } => "metadata",
+        }
+    }
 }

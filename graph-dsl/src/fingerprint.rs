@@ -18,6 +18,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::Recovery;
 use crate::erased::{DynNodeKind, DynWorkflow, NextTarget};
 use crate::graph::Links;
 use crate::policy::NodePolicy;
@@ -259,6 +260,18 @@ impl Encoder {
             Some(v) => {
                 self.u8(1);
                 self.u32(v);
+            }
+        }
+        // Hashed only when set, so workflows without one keep the fingerprints they had.
+        match &p.on_failure {
+            Recovery::Fail => {}
+            Recovery::Fallback(node) => {
+                self.u8(0xF1);
+                self.str(node);
+            }
+            other => {
+                self.u8(0xF2);
+                self.str(other.name());
             }
         }
     }

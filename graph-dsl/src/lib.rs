@@ -11,7 +11,8 @@
 //! - **State** ([`State`]): the user's serde type `S`. Nodes never mutate it: they return an
 //!   update ([`State::Update`]) that the engine logs and applies with the pure reducer
 //!   [`State::apply`]. Ready-made states: [`Replace`] (an update replaces the value) and
-//!   [`Variables`] (named values with scopes and read-only flags).
+//!   [`Variables`] (named values with scopes, read-only flags, a declared [`VarType`] and
+//!   metadata).
 //! - **Node**: a named async handler `Fn(Arc<S>, Ctx) -> Future<Output = NodeResult<S::Update>>`.
 //!   It reads a shared snapshot of the state, does its side effects through [`Ctx`] (recorded
 //!   tool calls, clock, randomness, ids, human input, durable sleeps and locks) and returns a
@@ -319,9 +320,11 @@ mod output;
 mod picture;
 mod policy;
 mod problem;
+mod recovery;
 mod resolve;
 mod state;
 mod validate;
+mod var_type;
 mod variables;
 
 pub use builder::WorkflowBuilder;
@@ -331,12 +334,14 @@ pub use erased::{
     DynHandler, DynInput, DynItems, DynNode, DynNodeKind, DynOutput, DynState, DynWorkflow,
     NextTarget, NodeId, downcast_state,
 };
-pub use error::{NodeError, RouteError, StateError, ToolError, VarError};
+pub use error::{HeldLock, NodeError, RouteError, StateError, ToolError, VarError};
 pub use fingerprint::{Fingerprint, ParseFingerprintError};
 pub use output::{END, NodeOutput, NodeResult, START, Target};
 pub use policy::{Budgets, CheckpointPolicy, NodePolicy, RetryPolicy};
 pub use problem::{BuildError, Problem};
+pub use recovery::Recovery;
 pub use state::{Replace, State};
+pub use var_type::VarType;
 pub use variables::{RejectedWrite, Scope, VarOp, VarUpdate, Variable, Variables};
 pub use workflow::Workflow;
 

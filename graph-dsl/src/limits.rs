@@ -42,6 +42,14 @@ pub const BACKOFF_MULTIPLIER_MAX: f64 = 100.0;
 /// Tags on one node.
 pub const TAGS_MAX: usize = 32;
 
+/// Locks taken at once ([`Ctx::lock_all`](crate::Ctx::lock_all)): they are one atomic write,
+/// and a node that needs more is better served by one lock over the whole set.
+pub const LOCKS_AT_ONCE_MAX: usize = 64;
+
+/// Model names one tool call reports usage under (`ToolCtx::report_model_usage`); the rest
+/// is summed under `(other)`, so a call's record stays small.
+pub const MODELS_PER_CALL_MAX: usize = 64;
+
 /// Permissions one workflow may hold.
 pub const PERMISSIONS_MAX: usize = 64;
 
@@ -52,6 +60,10 @@ pub const LOOP_BOUND_MAX: u32 = 1_000_000;
 /// Refused writes that [`Variables`](crate::Variables) keeps (the oldest are dropped and only
 /// counted), so a misbehaving node cannot grow the state without bound.
 pub const REJECTED_WRITES_MAX: usize = 64;
+
+/// Metadata entries of one variable (unit, description, source...): metadata describes a
+/// value, it is not a second store beside it.
+pub const VAR_METADATA_ENTRIES_MAX: usize = 32;
 
 /// What a limit of this module bounds, in words, for messages.
 pub fn in_words(limit: &str) -> &'static str {
@@ -66,9 +78,11 @@ pub fn in_words(limit: &str) -> &'static str {
         "BACKOFF_MS_MAX" => "a retry backoff in ms",
         "BACKOFF_MULTIPLIER_MAX" => "a retry backoff's multiplier",
         "TAGS_MAX" => "the tags of one node",
+        "LOCKS_AT_ONCE_MAX" => "the locks taken at once",
         "PERMISSIONS_MAX" => "the permissions of one workflow",
         "LOOP_BOUND_MAX" => "a loop bound",
         "REJECTED_WRITES_MAX" => "the rejected writes kept",
+        "VAR_METADATA_ENTRIES_MAX" => "the metadata entries of one variable",
         _ => "a value",
     }
 }

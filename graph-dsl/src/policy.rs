@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::Recovery;
 use crate::limits::{
     BACKOFF_MS_MAX, BACKOFF_MULTIPLIER_MAX, LOOP_BOUND_MAX, NAME_BYTES_MAX, RETRY_ATTEMPTS_MAX,
     TAGS_MAX,
@@ -208,6 +209,10 @@ pub struct NodePolicy {
     /// [`WorkflowBuilder::loop_bound`](crate::WorkflowBuilder::loop_bound)); every cycle must
     /// pass through a node that has one.
     pub max_visits: Option<u32>,
+    /// What happens when the node fails for good (retries spent): see [`Recovery`]. Absent in
+    /// policies written before it existed ([`Recovery::Fail`]).
+    #[serde(default, skip_serializing_if = "Recovery::is_fail")]
+    pub on_failure: Recovery,
 }
 
 impl Default for NodePolicy {
@@ -220,6 +225,7 @@ impl Default for NodePolicy {
             tags: Vec::new(),
             version: 1,
             max_visits: None,
+            on_failure: Recovery::Fail,
         }
     }
 }
@@ -272,6 +278,13 @@ impl NodePolicy {
     #[must_use]
     pub fn version(mut self, version: u32) -> Self {
         self.version = version;
+        self
+    }
+
+    /// Sets what happens when the node fails for good (see [`Recovery`]).
+    #[must_use]
+    pub fn on_failure(mut self, recovery: Recovery) -> Self {
+        self.on_failure = recovery;
         self
     }
 

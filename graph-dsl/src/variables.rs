@@ -1,11 +1,12 @@
 //! A ready-made state of named, scoped variables (typed values with scopes, read-only flags and metadata).
 //!
-//! Each variable has a JSON value, a [`Scope`] and a read-only flag. Since [`State::apply`] cannot
-//! fail, read-only is enforced twice: the update builders ([`Variables::set`],
-//! [`Variables::delete`], [`Variables::declare`]) refuse a write to a read-only variable with a
-//! [`VarError`], and [`State::apply`] ignores such a write if one reaches it anyway (built against
-//! an older snapshot, say) and records it in [`Variables::rejected`], so the refusal is visible in
-//! the state and is replayed identically on restore.
+//! Each variable has a JSON value, a [`Scope`], a read-only flag, a declared [`VarType`] and
+//! metadata. Since [`State::apply`] cannot fail, read-only and the type are enforced twice: the
+//! update builders ([`Variables::set`], [`Variables::delete`], [`Variables::declare`],
+//! [`Variables::define`]) refuse a write to a read-only variable, or of a value of another type,
+//! with a [`VarError`], and [`State::apply`] ignores such a write if one reaches it anyway (built
+//! against an older snapshot, say) and records it in [`Variables::rejected`], so the refusal is
+//! visible in the state and is replayed identically on restore.
 
 use std::collections::BTreeMap;
 
@@ -13,8 +14,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::limits::REJECTED_WRITES_MAX;
-use crate::{State, StateError, VarError};
+use crate::limits::{REJECTED_WRITES_MAX, VAR_METADATA_ENTRIES_MAX};
+use crate::{State, StateError, VarError, VarType};
 
 /// Where a variable lives; it decides which variables a sub-workflow inherits and which a
 /// [`VarUpdate::ClearScope`] removes.
@@ -31,6 +32,20 @@ pub enum Scope {
 }
 
 /// One variable.
+///
+/// # Examples
+/// ```
+/// use cairn_dsl::{Scope, State, VarType, Variable, Variables};
+/// use serde_json::json;
+///
+/// let budget = Variable::new(json!(5000), Scope::Global)
+///     .of_type(VarType::Number)
+///     .meta("unit", "tokens");
+/// let mut vars = Variables::new();
+/// vars.apply(vars.define("budget", budget).unwrap());
+/// assert!(vars.set("budget", "lots", Scope::Global).is_err(), "a string is not a number");
+/// assert_eq!(vars.variable("budget").unwrap().metadata["unit"], json!("tokens"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Variable {
     /// Its value.
@@ -39,6 +54,61 @@ pub struct Variable {
     pub scope: Scope,
     /// Whether writes and deletes are refused.
     pub read_only: bool,
+    /// Its declared type: a write of a value of another type is refused. [`VarType::Any`] for
+    /// variables set without one (and those of states written before types existed).
+    #[serde(default, rename = "type", skip_serializing_if = "VarType::is_any")]
+    pub ty: VarType,
+    /// What the value is (unit, description, source...), at most
+    /// [`VAR_METADATA_ENTRIES_MAX`] entries. Kept when the value is set.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, Value>,
+}
+
+impl Variable {
+    /// A writable variable of any type without metadata.
+    pub fn new(value: impl Into<Value>, scope: Scope) -> Self {
+        Variable {
+            value: value.into(),
+            scope,
+            read_only: false,
+            ty: VarType::Any,
+            metadata: BTreeMap::new(),
+        }
+    }
+
+    /// This variable with a declared type.
+    #[must_use]
+    pub fn of_type(mut self, ty: VarType) -> Self {
+        self.ty = ty;
+        self
+    }
+
+    /// This variable, read-only.
+    #[must_use]
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// This variable with one more metadata entry.
+    #[must_use]
+    pub fn meta(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Why `name` may not be defined as this variable, if it may not.
+    fn check(&self, name: &str) -> Result<(), VarError> {
+        if !self.ty.admits(&self.value) {
+            let found = VarType::of(&self.value);
+            return Err(VarError::WrongType { name: name.to_owned(), expected: self.ty, found });
+        }
+        if self.metadata.len() > VAR_METADATA_ENTRIES_MAX {
+            let entries = self.metadata.len();
+            return Err(VarError::TooMuchMetadata { name: name.to_owned(), entries });
+        }
+        Ok(())
+    }
 }
 
 /// A change to [`Variables`].
@@ -71,6 +141,15 @@ pub enum VarUpdate {
         /// Whether later writes are refused.
         read_only: bool,
     },
+    /// Creates or redefines a variable whole: value, scope, flag, type and metadata. Refused if
+    /// an existing variable of that name is read-only, if the value is not of the type, or if
+    /// the metadata is over [`VAR_METADATA_ENTRIES_MAX`].
+    Define {
+        /// Variable name.
+        name: String,
+        /// The variable.
+        variable: Variable,
+    },
     /// Removes every variable of the scope, read-only ones included: read-only protects a value
     /// during its scope's life, and this ends that life.
     ClearScope(Scope),
@@ -87,6 +166,8 @@ pub enum VarOp {
     Delete,
     /// A [`VarUpdate::Declare`].
     Declare,
+    /// A [`VarUpdate::Define`].
+    Define,
 }
 
 /// A write to a read-only variable that [`State::apply`] ignored.
@@ -178,10 +259,12 @@ impl Variables {
         self.rejected_total
     }
 
-    /// An update setting `name` to `value` in `scope`.
+    /// An update setting `name` to `value` in `scope` (an existing variable keeps its type and
+    /// metadata).
     ///
     /// # Errors
-    /// [`VarError::ReadOnly`] if `name` is read-only in this snapshot.
+    /// [`VarError::ReadOnly`] if `name` is read-only in this snapshot; [`VarError::WrongType`]
+    /// if `value` is not of its declared type.
     pub fn set(
         &self,
         name: impl Into<String>,
@@ -189,8 +272,33 @@ impl Variables {
         scope: Scope,
     ) -> Result<VarUpdate, VarError> {
         let name = name.into();
+        let value = value.into();
         self.check_writable(&name)?;
-        Ok(VarUpdate::Set { name, value: value.into(), scope })
+        if let Some(v) = self.vars.get(&name)
+            && !v.ty.admits(&value)
+        {
+            let found = VarType::of(&value);
+            return Err(VarError::WrongType { name, expected: v.ty, found });
+        }
+        Ok(VarUpdate::Set { name, value, scope })
+    }
+
+    /// An update defining `name` whole (creating or redefining it): value, scope, flag, type
+    /// and metadata.
+    ///
+    /// # Errors
+    /// [`VarError::ReadOnly`] if `name` exists and is read-only in this snapshot;
+    /// [`VarError::WrongType`] if the value is not of the variable's type;
+    /// [`VarError::TooMuchMetadata`] over [`VAR_METADATA_ENTRIES_MAX`] entries.
+    pub fn define(
+        &self,
+        name: impl Into<String>,
+        variable: Variable,
+    ) -> Result<VarUpdate, VarError> {
+        let name = name.into();
+        self.check_writable(&name)?;
+        variable.check(&name)?;
+        Ok(VarUpdate::Define { name, variable })
     }
 
     /// An update declaring `name` (creating or redefining it) with a read-only flag.
@@ -219,7 +327,8 @@ impl Variables {
         Ok(VarUpdate::Delete { name })
     }
 
-    /// The variables a sub-workflow starts with: the `Global` and `Thread` ones, flags kept.
+    /// The variables a sub-workflow starts with: the `Global` and `Thread` ones, with their
+    /// flags, types and metadata.
     ///
     /// # Examples
     /// ```
@@ -243,8 +352,8 @@ impl Variables {
         }
     }
 
-    /// An update that copies every writable variable of `scope` into another `Variables`, e.g.
-    /// a sub-workflow's globals back into its parent.
+    /// An update that copies every writable variable of `scope` (whole: value, type, metadata)
+    /// into another `Variables`, e.g. a sub-workflow's globals back into its parent.
     ///
     /// # Examples
     /// ```
@@ -260,7 +369,7 @@ impl Variables {
             self.vars
                 .iter()
                 .filter(|(_, v)| v.scope == scope && !v.read_only)
-                .map(|(k, v)| VarUpdate::Set { name: k.clone(), value: v.value.clone(), scope })
+                .map(|(k, v)| VarUpdate::Define { name: k.clone(), variable: v.clone() })
                 .collect(),
         )
     }
@@ -295,11 +404,15 @@ impl State for Variables {
         while let Some(update) = stack.pop() {
             match update {
                 VarUpdate::Set { name, value, scope } => {
-                    if self.is_read_only(&name) {
+                    let old = self.vars.get(&name);
+                    if old.is_some_and(|v| v.read_only || !v.ty.admits(&value)) {
                         self.reject(name, VarOp::Set);
                     } else {
+                        let (ty, metadata) =
+                            old.map(|v| (v.ty, v.metadata.clone())).unwrap_or_default();
                         let read_only = false;
-                        self.vars.insert(name, Variable { value, scope, read_only });
+                        let variable = Variable { value, scope, read_only, ty, metadata };
+                        self.vars.insert(name, variable);
                     }
                 }
                 VarUpdate::Delete { name } => {
@@ -313,7 +426,15 @@ impl State for Variables {
                     if self.is_read_only(&name) {
                         self.reject(name, VarOp::Declare);
                     } else {
-                        self.vars.insert(name, Variable { value, scope, read_only });
+                        let variable = Variable { read_only, ..Variable::new(value, scope) };
+                        self.vars.insert(name, variable);
+                    }
+                }
+                VarUpdate::Define { name, variable } => {
+                    if self.is_read_only(&name) || variable.check(&name).is_err() {
+                        self.reject(name, VarOp::Define);
+                    } else {
+                        self.vars.insert(name, variable);
                     }
                 }
                 VarUpdate::ClearScope(scope) => self.vars.retain(|_, v| v.scope != scope),
@@ -402,6 +523,43 @@ mod tests {
             VarUpdate::Set { name: "x".into(), value: json!(3), scope: Scope::Thread },
         ]));
         assert_eq!(v.get("x"), Some(&json!(3)));
+    }
+
+    #[test]
+    fn types_and_metadata_are_kept_by_set_and_enforced_twice() {
+        let mut v = Variables::new();
+        let n = Variable::new(json!(1), Scope::Thread).of_type(VarType::Number).meta("unit", "s");
+        v.apply(v.define("n", n).unwrap());
+        v.apply(v.set("n", 2, Scope::Thread).unwrap());
+        let kept = v.variable("n").unwrap();
+        assert_eq!(
+            (kept.ty, &kept.value, &kept.metadata["unit"]),
+            (VarType::Number, &json!(2), &json!("s"))
+        );
+        let wrong = VarError::WrongType {
+            name: "n".into(),
+            expected: VarType::Number,
+            found: VarType::String,
+        };
+        assert_eq!(v.set("n", "two", Scope::Thread), Err(wrong));
+        v.apply(VarUpdate::Set { name: "n".into(), value: json!("two"), scope: Scope::Thread });
+        assert_eq!(v.get("n"), Some(&json!(2)));
+        assert_eq!(v.rejected(), [RejectedWrite { name: "n".into(), op: VarOp::Set }]);
+        let bad = Variable::new(json!("x"), Scope::Thread).of_type(VarType::Boolean);
+        assert_eq!(v.define("b", bad.clone()).unwrap_err().code(), "wrong_type");
+        v.apply(VarUpdate::Define { name: "b".into(), variable: bad });
+        assert!(v.get("b").is_none());
+        let mut big = Variable::new(json!(1), Scope::Thread);
+        for i in 0..=VAR_METADATA_ENTRIES_MAX {
+            big = big.meta(format!("k{i}"), i);
+        }
+        assert_eq!(v.define("big", big).unwrap_err().code(), "metadata");
+        // A variable of a state written before types existed reads as Any, without metadata.
+        let old: Variable =
+            serde_json::from_value(json!({"value": 1, "scope": "Thread", "read_only": false}))
+                .unwrap();
+        assert_eq!((old.ty, old.metadata.len()), (VarType::Any, 0));
+        assert_eq!(serde_json::to_value(&old).unwrap().get("type"), None);
     }
 
     #[test]

@@ -196,6 +196,25 @@ pub trait Store: Send + Sync + 'static {
         seq: Seq,
     ) -> Result<Option<Checkpoint>, Error>;
 
+    /// The id of `thread`'s checkpoint covering exactly `seq` (the one written in the batch
+    /// whose last event is `seq`), if there is one. The default reads it through
+    /// [`Store::latest_checkpoint_at_or_before`]; a backend with an index answers without
+    /// reading the snapshot.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupted`] if its records fail their checks.
+    fn checkpoint_covering(
+        &self,
+        thread: &ThreadId,
+        seq: Seq,
+    ) -> Result<Option<CheckpointId>, Error> {
+        Ok(self
+            .latest_checkpoint_at_or_before(thread, seq)?
+            .filter(|cp| cp.covers.seq == seq)
+            .map(|cp| cp.id))
+    }
+
     /// Checkpoints matching `filter`, newest first, paged.
     ///
     /// # Errors

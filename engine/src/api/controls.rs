@@ -191,6 +191,26 @@ impl Engine {
         Ok(out)
     }
 
+    /// [`Engine::resumable`], only the threads last updated within `max_age_ms` of now (engine
+    /// clock): what an operator still wants offered after a restart, not last month's.
+    ///
+    /// # Errors
+    /// Storage errors.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
+    /// const DAY_MS: u64 = 24 * 60 * 60 * 1_000;
+    /// for record in engine.resumable_within(DAY_MS)? {
+    ///     println!("{} ({})", record.id, record.status);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn resumable_within(&self, max_age_ms: u64) -> Result<Vec<ThreadRecord>, Error> {
+        let since = self.clock().now_ms().saturating_sub(max_age_ms);
+        Ok(self.resumable()?.into_iter().filter(|r| r.updated_at_ms >= since).collect())
+    }
+
     /// Sends human input to a thread waiting for it, and resumes it.
     ///
     /// # Errors

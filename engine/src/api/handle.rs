@@ -166,7 +166,7 @@ impl EventStream {
     /// Storage errors; [`Error::Record`] for an event that does not decode.
     pub async fn next(&mut self) -> Result<Recorded, Error> {
         let event = self.sub.next().await?;
-        codec::decode(self.engine.store().as_ref(), event)
+        codec::decode_announced(self.engine.store().as_ref(), event)
     }
 
     /// The next event if one is committed already.
@@ -175,7 +175,7 @@ impl EventStream {
     /// As [`EventStream::next`].
     pub fn try_next(&mut self) -> Result<Option<Recorded>, Error> {
         match self.sub.try_next()? {
-            Some(event) => Ok(Some(codec::decode(self.engine.store().as_ref(), event)?)),
+            Some(event) => Ok(Some(codec::decode_announced(self.engine.store().as_ref(), event)?)),
             None => Ok(None),
         }
     }

@@ -1,4 +1,4 @@
-//! `cairn checkpoints`, `cairn checkpoint show|delete ID`, and `cairn prune` (retention that
+//! `cairn checkpoints`, `cairn checkpoint show|delete ID` (`create` is `checkpoint_create.rs`), and `cairn prune` (retention that
 //! keeps every thread restorable).
 
 use std::sync::Arc;
@@ -43,9 +43,12 @@ pub struct CheckpointsArgs {
     offset: usize,
 }
 
-/// `cairn checkpoint show|delete`.
+/// `cairn checkpoint create|show|delete`.
 #[derive(Debug, clap::Subcommand)]
 pub enum CheckpointCommand {
+    /// Writes a manual checkpoint of a thread (one this process does not drive: parked,
+    /// waiting, paused, ended, or left by a crash) and prints its id.
+    Create(super::checkpoint_create::CreateArgs),
     /// One checkpoint: its metadata and the snapshot it holds.
     Show {
         #[command(flatten)]
@@ -171,6 +174,7 @@ pub(super) async fn command(
     wfs: &[Arc<DynWorkflow>],
 ) -> anyhow::Result<()> {
     match cmd {
+        CheckpointCommand::Create(args) => super::checkpoint_create::create(args, wfs).await,
         CheckpointCommand::Show { common, id } => show(&common, id, wfs).await,
         CheckpointCommand::Delete { common, id, force } => delete(&common, id, force, wfs).await,
     }

@@ -52,13 +52,33 @@ pub struct InputArgs {
 pub struct ResumableArgs {
     #[command(flatten)]
     common: Common,
+    /// Only threads last updated within this long (engine clock): a number with a unit,
+    /// `90s`, `30m`, `24h` or `7d`.
+    #[arg(long, value_parser = parse_age_ms)]
+    max_age: Option<u64>,
+}
+
+/// `90s`, `30m`, `24h`, `7d` (or a bare number of ms) in ms.
+fn parse_age_ms(text: &str) -> Result<u64, String> {
+    let (digits, unit_ms) = match text.char_indices().last() {
+        Some((i, 's')) => (&text[..i], 1_000),
+        Some((i, 'm')) => (&text[..i], 60_000),
+        Some((i, 'h')) => (&text[..i], 3_600_000),
+        Some((i, 'd')) => (&text[..i], 86_400_000),
+        _ => (text, 1),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("{text:?} is not an age such as 24h"))?;
+    n.checked_mul(unit_ms).ok_or_else(|| format!("{text:?} is too long an age"))
 }
 
 pub(super) async fn resumable(args: ResumableArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     // A writable open: it proves that no engine process holds the file, so that "running"
     // threads really have no runner.
     let engine = open_writable(&args.common.db, wfs).await?;
-    let mut records = engine.resumable()?;
+    let mut records = match args.max_age {
+        Some(ms) => engine.resumable_within(ms)?,
+        None => engine.resumable()?,
+    };
     records.sort_by(|a, b| super::common::natural_cmp(a.id.as_str(), b.id.as_str()));
     let rows: Vec<Value> = records
         .iter()
@@ -206,5 +226,21 @@ impl CancelArgs {
     /// The common arguments, the thread id and the reason.
     pub(super) fn parts(&self) -> (&Common, &str, &str) {
         (&self.common, &self.thread, &self.reason)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_age_ms;
+
+    #[test]
+    fn ages_read_with_their_unit() {
+        assert_eq!(parse_age_ms("90s"), Ok(90_000));
+        assert_eq!(parse_age_ms("30m"), Ok(1_800_000));
+        assert_eq!(parse_age_ms("24h"), Ok(86_400_000));
+        assert_eq!(parse_age_ms("7d"), Ok(604_800_000));
+        assert_eq!(parse_age_ms("250"), Ok(250));
+        assert!(parse_age_ms("h").is_err() && parse_age_ms("1y").is_err());
+        assert!(parse_age_ms("99999999999999999d").is_err());
     }
 }

@@ -1,17 +1,17 @@
-//! `cairn events THREAD` (a thread's log, optionally followed live) and `cairn trace ID`
-//! (messages that carry one correlation id, across threads).
+//! `cairn events THREAD` (a thread's log, optionally followed live) and `cairn trace [ID]`
+//! (conversation messages through `Engine::trace`: by correlation id, session, parties, time, chain).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_dsl::DynWorkflow;
-use cairn_storage::{Event, EventKind, Lsn, Seq, Store, ThreadId};
+use cairn_storage::{Event, EventKind, Seq, Store, ThreadId};
 use serde_json::{Value, json};
 
 use super::common::{Common, open_read_only, print_json, print_text, record_of};
 use super::table::{Table, cut, time};
-use crate::core::codec::decode;
-use crate::core::event::Body;
+use crate::core::codec::decode_announced;
+use crate::debug::{TraceQuery, TraceScope};
 use crate::limits::READ_CHUNK_EVENTS;
 
 /// Arguments of `cairn events`.
@@ -41,8 +41,25 @@ pub struct EventsArgs {
 pub struct TraceArgs {
     #[command(flatten)]
     common: Common,
-    /// The correlation id the messages carry.
-    correlation_id: String,
+    /// Only messages carrying this correlation id.
+    correlation_id: Option<String>,
+    /// Only this session: the thread and its sub-workflow threads (repeatable; default: every
+    /// thread, which reads the whole log).
+    #[arg(long)]
+    thread: Vec<String>,
+    /// Only messages between these two parties, either way (a role, node or thread, and an
+    /// addressee).
+    #[arg(long, num_args = 2, value_names = ["A", "B"])]
+    between: Vec<String>,
+    /// Only messages written at or after this engine-clock time (ms since the epoch).
+    #[arg(long)]
+    from_ms: Option<u64>,
+    /// Only messages written at or before this time.
+    #[arg(long)]
+    to_ms: Option<u64>,
+    /// The chain of parent ids ending at the message with this id, first message first.
+    #[arg(long)]
+    chain: Option<String>,
 }
 
 /// One event as the CLI prints it (and as `--json` gives it).
@@ -56,7 +73,7 @@ fn event_json(store: &dyn Store, event: Event) -> anyhow::Result<Value> {
         "status": event.status.as_str(),
         "summary": event.summary,
     });
-    let body = decode(store, event)?.body;
+    let body = decode_announced(store, event)?.body;
     let mut head = head;
     head["body"] = serde_json::to_value(&body)?;
     Ok(head)
@@ -162,42 +179,41 @@ pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
 
 pub(super) async fn trace(args: TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let engine = open_read_only(&args.common.db, wfs).await?;
-    let store = engine.store().as_ref();
-    let mut after = 0u64;
-    let mut found = Vec::new();
-    loop {
-        let events = store.read_all_since(Lsn(after), READ_CHUNK_EVENTS)?;
-        let n = events.len();
-        for event in events {
-            after = event.bookmark.lsn.0;
-            if event.kind != EventKind::Message {
-                continue;
-            }
-            let rec = decode(store, event)?;
-            let Body::Message { task, message } = rec.body else { continue };
-            if message.correlation_id.as_deref() != Some(args.correlation_id.as_str()) {
-                continue;
-            }
-            found.push(json!({
-                "lsn": rec.bookmark.lsn.0,
-                "thread": rec.thread.as_str(),
-                "seq": rec.bookmark.seq.0,
-                "at_ms": rec.bookmark.at_ms,
-                "node": task.to_string(),
-                "role": message.role,
-                "to": message.to,
-                "content": message.content,
-            }));
-        }
-        if n < READ_CHUNK_EVENTS {
-            break;
-        }
+    let scope =
+        if args.thread.is_empty() { TraceScope::All } else { TraceScope::Threads(args.thread) };
+    let mut query = TraceQuery::new(scope);
+    query.correlation_id.clone_from(&args.correlation_id);
+    if let [a, b] = &args.between[..] {
+        query.between = Some((a.clone(), b.clone()));
     }
+    (query.from_ms, query.to_ms, query.chain_to) = (args.from_ms, args.to_ms, args.chain);
+    let found: Vec<Value> = engine
+        .trace(&query)?
+        .into_iter()
+        .map(|m| {
+            json!({
+                "lsn": m.lsn,
+                "thread": m.thread,
+                "seq": m.seq,
+                "at_ms": m.at_ms,
+                "node": m.task.to_string(),
+                "role": m.message.role,
+                "to": m.message.to,
+                "content": m.message.content,
+                "correlation_id": m.message.correlation_id,
+                "id": m.message.id,
+                "parent": m.message.parent,
+            })
+        })
+        .collect();
     if args.common.json {
         return print_json(&found);
     }
     if found.is_empty() {
-        print_text(&format!("no messages carry correlation id {}", args.correlation_id));
+        print_text(&match &args.correlation_id {
+            Some(id) => format!("no messages carry correlation id {id}"),
+            None => "no messages match".to_owned(),
+        });
         return Ok(());
     }
     let mut table = Table::new(&["LSN", "TIME", "THREAD", "SEQ", "NODE", "FROM", "TO", "CONTENT"]);

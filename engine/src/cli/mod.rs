@@ -35,6 +35,7 @@ use cairn_dsl::DynWorkflow;
 use clap::{Parser, Subcommand};
 
 mod bundle;
+mod checkpoint_create;
 mod checkpoints;
 mod common;
 mod control;
@@ -97,7 +98,7 @@ enum Command {
     Trace(events::TraceArgs),
     /// List checkpoints (filters: thread, workflow, kind, tag; paged).
     Checkpoints(checkpoints::CheckpointsArgs),
-    /// Show or delete one checkpoint.
+    /// Create (a manual checkpoint of a thread), show or delete one checkpoint.
     #[command(subcommand)]
     Checkpoint(checkpoints::CheckpointCommand),
     /// Remove what no restore needs: each thread keeps its latest checkpoint and what follows.
@@ -126,6 +127,8 @@ enum Command {
     Pause(control::ThreadArgs),
     /// Send human input to a thread waiting for it, and run it here until it ends or parks.
     Input(control::InputArgs),
+    /// Roll a parked thread back in place to one of its checkpoints; it is left paused.
+    Rollback(checkpoint_create::RollbackArgs),
     /// Fork a thread from a seq or checkpoint (optionally with a state update) and run the fork
     /// here until it ends or parks.
     Fork(fork::ForkArgs),
@@ -240,6 +243,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
             control::control(control::Control::Pause, common, thread, None, wfs).await?;
         }
         Command::Input(args) => control::input(args, wfs).await?,
+        Command::Rollback(args) => checkpoint_create::rollback(args, wfs).await?,
         Command::Fork(args) => fork::fork(args, wfs).await?,
         Command::Replay(args) => replay::replay(args, wfs).await?,
         Command::Hold(args) => hold::hold(args).await?,

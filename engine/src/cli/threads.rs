@@ -219,6 +219,9 @@ fn render(v: &Value) -> String {
             "progress",
             format!("{}/{} {}", p["step"], p["total"], p["message"].as_str().unwrap_or("")),
         );
+        if let Some(detail) = p.get("detail").and_then(Value::as_str) {
+            kv("detail", cut(detail, 120));
+        }
     }
     kv("created", time(v["created_at_ms"].as_u64().unwrap_or(0)));
     kv("updated", time(v["updated_at_ms"].as_u64().unwrap_or(0)));

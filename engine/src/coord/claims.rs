@@ -8,8 +8,23 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use cairn_storage::ThreadId;
+use cairn_storage::{CheckpointId, CheckpointMeta, ThreadId};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+
+use crate::error::Error;
+use crate::limits::CHECKPOINT_ASKS_MAX;
+
+/// A manual checkpoint asked of a running thread: its runner writes it at its next step
+/// boundary and answers once it is durable. A runner that stops first drops the ask (the
+/// asker's receiver then fails, and it writes the checkpoint of the parked thread itself).
+#[derive(Debug)]
+pub(crate) struct CheckpointAsk {
+    /// The caller's metadata, stored as given.
+    pub meta: CheckpointMeta,
+    /// Where the runner answers.
+    pub reply: oneshot::Sender<Result<CheckpointId, Error>>,
+}
 
 /// The signals of one running thread.
 #[derive(Debug, Default)]
@@ -21,6 +36,7 @@ pub(crate) struct Control {
     pause: AtomicBool,
     timed_out: AtomicBool,
     reason: Mutex<Option<String>>,
+    checkpoints: Mutex<Vec<CheckpointAsk>>,
 }
 
 impl Control {
@@ -49,6 +65,22 @@ impl Control {
     /// Whether the deadline ended the thread.
     pub fn timed_out(&self) -> bool {
         self.timed_out.load(Ordering::SeqCst)
+    }
+
+    /// Queues a manual checkpoint for the next step boundary; the ask back when
+    /// [`CHECKPOINT_ASKS_MAX`] are waiting already.
+    pub fn ask_checkpoint(&self, ask: CheckpointAsk) -> Result<(), CheckpointAsk> {
+        let mut asks = lock(&self.checkpoints);
+        if asks.len() >= CHECKPOINT_ASKS_MAX {
+            return Err(ask);
+        }
+        asks.push(ask);
+        Ok(())
+    }
+
+    /// The manual checkpoints asked since the last call, oldest first.
+    pub fn take_checkpoint_asks(&self) -> Vec<CheckpointAsk> {
+        std::mem::take(&mut *lock(&self.checkpoints))
     }
 
     /// The reason given to [`Control::cancel`].
@@ -87,6 +119,9 @@ impl Claims {
     pub fn release(&self, thread: &ThreadId) {
         if let Some(control) = lock(&self.running).remove(thread) {
             control.done.cancel();
+            // Unanswered asks fail now, not when the last holder of the control lets it go:
+            // their askers go on with the parked thread.
+            drop(control.take_checkpoint_asks());
         }
         self.released.notify_waiters();
     }

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::claims::Claims;
 use super::timers::{Armed, Slot};
 use super::watchers::Watchers;
-use super::{Control, Coordinator, Due, Request, Wake};
+use super::{CheckpointAsk, Control, Coordinator, Due, Request, Wake};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::tasks::Tasks;
@@ -117,6 +117,13 @@ impl Coordinator for Local {
             Request::Pause => control.request_pause(),
         }
         true
+    }
+
+    fn ask_checkpoint(&self, thread: &ThreadId, ask: CheckpointAsk) -> Result<(), CheckpointAsk> {
+        match self.claims.get(thread) {
+            Some(control) => control.ask_checkpoint(ask),
+            None => Err(ask),
+        }
     }
 
     fn wait_released<'a>(&'a self, thread: &'a ThreadId) -> BoxFuture<'a, ()> {

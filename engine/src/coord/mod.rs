@@ -23,7 +23,7 @@ use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use claims::Control;
+pub(crate) use claims::{CheckpointAsk, Control};
 pub(crate) use local::Local;
 pub(crate) use shared::{REMOTE_DRIVER_MARGIN, Shared};
 pub(crate) use timers::Slot;
@@ -107,6 +107,11 @@ pub(crate) trait Coordinator: Send + Sync {
     /// Hands `request` to whoever drives `thread`: false if nobody does (then the caller
     /// changes the parked thread itself, under a claim).
     fn deliver(&self, thread: &ThreadId, request: Request) -> bool;
+
+    /// Hands a manual checkpoint to the runner of this engine that drives `thread`, for its
+    /// next step boundary; the ask back if none does (or too many wait already). Not sent to
+    /// other processes: the reply needs the asker's channel.
+    fn ask_checkpoint(&self, thread: &ThreadId, ask: CheckpointAsk) -> Result<(), CheckpointAsk>;
 
     /// Returns once nobody drives `thread` (at once if nobody does). The driver's last batch
     /// is durable by then, so the stored record says how it left the thread.

@@ -22,7 +22,7 @@ use futures::future::BoxFuture;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::{Control, Coordinator, Due, Local, Request, Wake};
+use super::{CheckpointAsk, Control, Coordinator, Due, Local, Request, Wake};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::tasks::Tasks;
@@ -178,6 +178,10 @@ impl Coordinator for Shared {
                 false
             }
         }
+    }
+
+    fn ask_checkpoint(&self, thread: &ThreadId, ask: CheckpointAsk) -> Result<(), CheckpointAsk> {
+        self.local.ask_checkpoint(thread, ask)
     }
 
     fn wait_released<'a>(&'a self, thread: &'a ThreadId) -> BoxFuture<'a, ()> {

@@ -54,7 +54,7 @@ pub fn push_event(
     Ok(())
 }
 
-/// Decodes a stored event's body, fetching its payload when it was offloaded.
+/// Decodes a stored event's body as stored, fetching its payload when it was offloaded.
 ///
 /// # Errors
 /// [`Error::Record`] if the data is not a body this engine understands; storage errors if the
@@ -70,6 +70,20 @@ pub fn decode(store: &dyn Store, event: Event) -> Result<Recorded, Error> {
         detail: format!("event body does not decode: {e}"),
     })?;
     Ok(Recorded { bookmark: event.bookmark, thread: event.thread, body })
+}
+
+/// [`decode`], then what the log cannot hold filled in from the store: the id of the
+/// checkpoint a `checkpoint_created` event announces (see [`Body::CheckpointCreated`]). What
+/// event streams and `cairn events` give; restore and replay fold the log as stored.
+///
+/// # Errors
+/// As [`decode`]; storage errors reading the checkpoint index.
+pub fn decode_announced(store: &dyn Store, event: Event) -> Result<Recorded, Error> {
+    let mut rec = decode(store, event)?;
+    if let Body::CheckpointCreated { checkpoint, .. } = &mut rec.body {
+        *checkpoint = store.checkpoint_covering(&rec.thread, rec.bookmark.seq)?;
+    }
+    Ok(rec)
 }
 
 /// Cuts `s` to at most `max` bytes on a char boundary (summaries are for people; the full

@@ -13,8 +13,10 @@ use cairn_dsl::{DynNodeKind, DynWorkflow, Message, NextTarget, NodeError, NodeId
 use cairn_storage::CheckpointKind;
 use serde_json::Value;
 
+use crate::core::checkpoint_plan::CheckpointPlan;
 use crate::core::codec::Recorded;
 use crate::core::event::{Body, TaskKey};
+use crate::core::recovery::{self, AfterFailure, Failure};
 use crate::core::status::{Transition, transition};
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
@@ -105,6 +107,9 @@ pub(crate) enum Next {
     /// The thread stops with this transition and reason (the runner records the status, frees
     /// the lease and, for an end, the locks).
     Stop(Transition, String),
+    /// A failed node's recovery strategy rolls the thread back to its latest checkpoint (the
+    /// runner commits the step's events, then the `rolled_back`, and goes on from there).
+    Restore,
 }
 
 /// The step's decision.
@@ -113,7 +118,7 @@ pub(crate) struct Decision {
     /// The events, in order, with their times; already applied to the context.
     pub events: Vec<(Body, u64)>,
     /// The checkpoint to write with them.
-    pub checkpoint: Option<CheckpointKind>,
+    pub checkpoint: Option<CheckpointPlan>,
     /// What comes next.
     pub next: Next,
 }
@@ -218,7 +223,8 @@ pub(crate) fn close_step(
     let mut suspended: Option<Transition> = None;
     let mut budget_stop: Option<String> = None;
     let mut paused_by: Option<String> = None;
-    let mut checkpoint: Option<CheckpointKind> = None;
+    let mut checkpoint: Option<CheckpointPlan> = None;
+    let (mut restore, mut abandoned) = (false, None::<String>);
     for run in runs {
         let at = run.started_at_ms;
         // A task that completes in this batch without a map item needs no NodeStarted: nothing
@@ -237,10 +243,16 @@ pub(crate) fn close_step(
                     out.emit(Body::Message { task: run.key.clone(), message }, done_at)?;
                 }
                 let policy = &wf.nodes()[wf.node_id(&run.key.node).unwrap_or(0)].policy;
-                if policy.phase {
-                    checkpoint = stronger(checkpoint, CheckpointKind::Phase);
-                } else if policy.checkpoint_after {
-                    checkpoint = stronger(checkpoint, CheckpointKind::Node);
+                let asked = if policy.phase {
+                    Some(CheckpointKind::Phase)
+                } else {
+                    policy.checkpoint_after.then_some(CheckpointKind::Node)
+                };
+                if let Some(kind) = asked {
+                    let node = Some(run.key.node.clone());
+                    let plan =
+                        CheckpointPlan { kind, node, tags: policy.tags.clone(), given: None };
+                    checkpoint = CheckpointPlan::stronger(checkpoint, plan);
                 }
                 let body = Body::NodeCompleted {
                     step,
@@ -255,9 +267,18 @@ pub(crate) fn close_step(
                 out.emit(body, done_at)?;
             }
             TaskEnd::Failed { error } => {
-                failed = true;
-                let (task, attempt) = (run.key, run.attempt);
-                out.emit(Body::NodeFailed { step, task, attempt, error, terminal: true }, done_at)?;
+                let (task, attempt, at_ms) = (run.key, run.attempt, done_at);
+                let failure = Failure { step, task, attempt, error, at_ms };
+                let wait_free = suspended.is_none();
+                match recovery::failed(out.ctx, &mut out.events, wf, failure, wait_free)? {
+                    AfterFailure::Fail => failed = true,
+                    AfterFailure::Recovered => {}
+                    AfterFailure::Escalated => suspended = Some(Transition::WaitInput),
+                    AfterFailure::Restore => restore = true,
+                    AfterFailure::Abandon(reason) => {
+                        abandoned.get_or_insert(reason);
+                    }
+                }
             }
             TaskEnd::WaitInput { prompt } if suspended.is_none() && !failed => {
                 suspended = Some(Transition::WaitInput);
@@ -285,6 +306,12 @@ pub(crate) fn close_step(
     let stop = |t, reason: &str| Next::Stop(t, reason.to_owned());
     if failed {
         return Ok(out.decide(None, stop(Transition::Fail, "a node failed")));
+    }
+    if let Some(reason) = abandoned {
+        return Ok(out.decide(None, stop(Transition::Cancel, &reason)));
+    }
+    if restore {
+        return Ok(out.decide(None, Next::Restore));
     }
     if let Some(budget) = budget_stop
         && suspended.is_none()
@@ -330,7 +357,8 @@ pub(crate) fn close_step(
         || rules.tail_events_max.is_some_and(|max| tail_events >= max)
         || rules.tail_bytes_max.is_some_and(|max| rules.tail.bytes >= max)
     {
-        checkpoint = stronger(checkpoint, CheckpointKind::Periodic);
+        checkpoint =
+            CheckpointPlan::stronger(checkpoint, CheckpointPlan::of(CheckpointKind::Periodic));
     }
     Ok(out.decide(checkpoint, Next::Continue))
 }
@@ -350,7 +378,7 @@ impl Out<'_> {
         emit_status(self.ctx, &mut self.events, t, reason, at_ms)
     }
 
-    fn decide(self, checkpoint: Option<CheckpointKind>, next: Next) -> Decision {
+    fn decide(self, checkpoint: Option<CheckpointPlan>, next: Next) -> Decision {
         Decision { events: self.events, checkpoint, next }
     }
 }
@@ -386,18 +414,6 @@ pub(crate) fn emit_status(
     let to = transition(from, t)
         .map_err(|source| Error::Transition { thread: ctx.meta.thread.clone(), source })?;
     emit(ctx, events, Body::StatusChanged { from, to, reason: reason.to_owned() }, at_ms)
-}
-
-/// The checkpoint kind to write when several reasons apply: the most specific wins
-/// (phase over node over periodic), by the kinds' declared order.
-pub(crate) fn stronger(
-    current: Option<CheckpointKind>,
-    candidate: CheckpointKind,
-) -> Option<CheckpointKind> {
-    match current {
-        Some(c) if c as u8 >= candidate as u8 => Some(c),
-        _ => Some(candidate),
-    }
 }
 
 /// The next frontier and join arrivals after the open step of `ctx` (used by the step decision
@@ -608,7 +624,7 @@ mod tests {
         let every_step = CheckpointRules { every_steps: Some(1), ..Default::default() };
         let d = close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, every_step, None)
             .expect("step 1");
-        assert_eq!(d.checkpoint, Some(CheckpointKind::Periodic));
+        assert_eq!(d.checkpoint.map(|c| c.kind), Some(CheckpointKind::Periodic));
         let mut ctx = running(&wf);
         let by_time =
             CheckpointRules { every_ms: Some(100), last_checkpoint_ms: 150, ..Default::default() };
@@ -624,7 +640,7 @@ mod tests {
         };
         let d =
             close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, tail, None).expect("step 1");
-        assert_eq!(d.checkpoint, Some(CheckpointKind::Periodic), "8 + 2 events");
+        assert_eq!(d.checkpoint.map(|c| c.kind), Some(CheckpointKind::Periodic), "8 + 2 events");
         let mut ctx = running(&wf);
         let tail = CheckpointRules { tail: Tail { events: 7, bytes: 0 }, ..tail };
         let d =
@@ -638,7 +654,7 @@ mod tests {
         };
         let d = close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, bytes, None)
             .expect("step 1");
-        assert_eq!(d.checkpoint, Some(CheckpointKind::Periodic), "by bytes");
+        assert_eq!(d.checkpoint.map(|c| c.kind), Some(CheckpointKind::Periodic), "by bytes");
         let mut ctx = running(&wf);
         close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, by_time, None).expect("1");
         // `b` checkpoints after itself, but it ends the thread: the completion checkpoint wins.

@@ -9,8 +9,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use cairn_dsl::{Budgets, Message, NodeError, Progress, Target, ToolError, Usage};
-use cairn_storage::{CheckpointKind, EventKind, EventStatus, ThreadStatus, WorkflowRef};
+use cairn_dsl::{Budgets, Message, NodeError, Progress, Recovery, Target, ToolError, Usage};
+use cairn_storage::{
+    CheckpointId, CheckpointKind, EventKind, EventStatus, ThreadStatus, WorkflowRef,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -205,6 +207,9 @@ pub enum Body {
         /// What the tool reported using.
         #[serde(default)]
         usage: Usage,
+        /// The part of `usage` the tool named by model (`ToolCtx::report_model_usage`).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        models: BTreeMap<String, Usage>,
         /// How long the call took, in ms of engine clock.
         duration_ms: u64,
     },
@@ -271,12 +276,18 @@ pub enum Body {
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         arrivals: BTreeMap<String, Vec<String>>,
     },
-    /// A checkpoint was written in the same batch as this event.
+    /// A checkpoint was written in the same batch as this event; it covers this event's seq.
     CheckpointCreated {
         /// Its kind.
         kind: CheckpointKind,
         /// Why (creator / description).
         description: String,
+        /// The checkpoint's id. The store assigns it at commit, after the event is encoded, so
+        /// the log does not hold it: [`crate::codec::decode_announced`] (event streams,
+        /// `cairn events`) fills it in when the event is read (the checkpoint of this thread
+        /// covering this event's seq), `None` once that checkpoint was deleted or pruned.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        checkpoint: Option<CheckpointId>,
     },
     /// Progress reported by a node.
     Progress {
@@ -318,6 +329,36 @@ pub enum Body {
         /// The limit.
         limit: u64,
     },
+    /// A node failed for good and its recovery strategy (`NodePolicy::on_failure`) ran: what
+    /// follows in the batch is that strategy's doing (a fallback route, a wait for a person, a
+    /// rollback, the end of the thread).
+    RecoveryApplied {
+        /// The step.
+        step: u64,
+        /// Which task.
+        task: TaskKey,
+        /// The attempt that failed last.
+        attempt: u32,
+        /// The strategy that ran.
+        strategy: Recovery,
+        /// The failure it answered.
+        error: NodeError,
+    },
+    /// The thread was rolled back in place to an earlier checkpoint (`Engine::rollback`): from
+    /// this event on it is the context that checkpoint holds, at this seq. The events between
+    /// stay in the log (what happened is never erased); a restore folding through this event
+    /// takes the context from it, so it needs neither the checkpoint nor the events before.
+    RolledBack {
+        /// The checkpoint it went back to.
+        checkpoint: CheckpointId,
+        /// The seq that checkpoint covers.
+        to_seq: u64,
+        /// Why, in words.
+        reason: String,
+        /// The context the checkpoint holds: the JSON of its `thread_ctx::Snapshot` (large
+        /// ones go to the payload table with the rest of the body).
+        snapshot: Value,
+    },
     /// The thread's state was replaced or updated from outside a node (fork, migration, user).
     StateUpdated {
         /// The update applied (JSON of the update type).
@@ -355,8 +396,8 @@ impl Body {
             Body::Lock { acquired: false, .. } => EventKind::LockReleased,
             Body::Budget { used, limit, .. } if used >= limit => EventKind::BudgetExceeded,
             Body::Budget { .. } => EventKind::BudgetWarning,
-            Body::StateUpdated { .. } => EventKind::StateUpdated,
-            Body::BudgetsSet { .. } => EventKind::Custom,
+            Body::StateUpdated { .. } | Body::RolledBack { .. } => EventKind::StateUpdated,
+            Body::BudgetsSet { .. } | Body::RecoveryApplied { .. } => EventKind::Custom,
         }
     }
 
@@ -370,9 +411,11 @@ impl Body {
             Body::StatusChanged {
                 to: ThreadStatus::Cancelled | ThreadStatus::TimedOut, ..
             } => EventStatus::Warning,
-            Body::RetryScheduled { .. } | Body::Budget { .. } | Body::Recovered { .. } => {
-                EventStatus::Warning
-            }
+            Body::RetryScheduled { .. }
+            | Body::Budget { .. }
+            | Body::Recovered { .. }
+            | Body::RecoveryApplied { .. }
+            | Body::RolledBack { .. } => EventStatus::Warning,
             Body::NodeCompleted { .. } | Body::StepCompleted { .. } | Body::Output { .. } => {
                 EventStatus::Success
             }
@@ -395,6 +438,7 @@ impl Body {
             | Body::TimerSet { task, .. }
             | Body::TimerFired { task, .. }
             | Body::Progress { task, .. }
+            | Body::RecoveryApplied { task, .. }
             | Body::Message { task, .. } => Some(&task.node),
             _ => None,
         }
@@ -435,7 +479,7 @@ impl Body {
                     format!("step {step} completed; next: {}", next.join(", "))
                 }
             }
-            Body::CheckpointCreated { kind, description } => {
+            Body::CheckpointCreated { kind, description, .. } => {
                 format!("{kind} checkpoint: {description}")
             }
             Body::Progress { task, progress } => {
@@ -450,7 +494,16 @@ impl Body {
             Body::Lock { name, acquired: false } => format!("lock {name} released"),
             Body::Budget { budget, used, limit } => format!("budget {budget}: {used} of {limit}"),
             Body::StateUpdated { reason, .. } => format!("state updated: {reason}"),
+            Body::RolledBack { checkpoint, to_seq, reason, .. } => {
+                format!("rolled back to checkpoint {checkpoint} (seq {to_seq}): {reason}")
+            }
             Body::BudgetsSet { .. } => "budgets changed".to_owned(),
+            Body::RecoveryApplied { task, strategy: Recovery::Fallback(to), .. } => {
+                format!("{task}: recovery: fall back to {to}")
+            }
+            Body::RecoveryApplied { task, strategy, .. } => {
+                format!("{task}: recovery: {}", strategy.name())
+            }
         }
     }
 }

@@ -6,14 +6,19 @@
 //! latest checkpoint and the log after it, folded). Nothing here awaits, spawns or writes; the
 //! reads go through the storage crate's synchronous `Store` reads.
 
+pub mod checkpoint_plan;
 pub(crate) mod children;
 pub mod codec;
 pub(crate) mod decide;
 pub(crate) mod drawn;
 pub mod event;
+pub mod node_runs;
+pub(crate) mod recovery;
+pub(crate) mod recovery_fold;
 pub mod restore;
 pub mod status;
 pub(crate) mod summary;
 pub(crate) mod suspend;
 pub(crate) mod task_map;
+pub mod telemetry;
 pub mod thread_ctx;

@@ -9,12 +9,14 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use cairn_dsl::{DynState, DynWorkflow, Message, NodeError, Progress, Target, ToolError, Usage};
+use cairn_dsl::{DynState, DynWorkflow, Message, NodeError, Progress, Target, ToolError};
 use cairn_storage::{ThreadStatus, WorkflowRef};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::core::event::{Body, ForkOrigin, TaskKey, ThreadPolicy};
+pub use crate::core::telemetry::Telemetry;
+use crate::core::telemetry::add_usage;
 use crate::error::Error;
 use crate::limits;
 
@@ -128,27 +130,6 @@ pub struct ErrorEntry {
     pub at_ms: u64,
 }
 
-/// Counters and durations of the thread (steps, tool calls, tokens, cost, time).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Telemetry {
-    /// Steps completed.
-    pub steps: u64,
-    /// Tool calls started.
-    pub tool_calls: u64,
-    /// Node failures (including retried ones).
-    pub errors: u64,
-    /// Retries scheduled.
-    pub retries: u64,
-    /// Tokens used (tools and nodes).
-    pub tokens: u64,
-    /// Cost used, in millionths of the currency unit.
-    pub cost_micros: u64,
-    /// Total ms of engine clock spent in each node.
-    pub node_ms: BTreeMap<String, u64>,
-    /// Checkpoints written.
-    pub checkpoints: u64,
-}
-
 /// Everything about a thread except its user state, serialisable (the checkpoint body).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadMeta {
@@ -199,6 +180,10 @@ pub struct ThreadMeta {
     /// Budgets already warned about (a warning is emitted once per budget).
     #[serde(default)]
     pub budget_warned: Vec<String>,
+    /// Rollbacks its recovery strategy `restore_and_retry` made (kept across them, so the
+    /// strategy's bound holds). Absent when 0.
+    #[serde(default, skip_serializing_if = "crate::core::recovery_fold::is_zero")]
+    pub restores: u32,
     /// The seed of the thread's fresh draws, from its `ThreadCreated` event (`None` for threads
     /// created before seeds were recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -302,6 +287,7 @@ impl ThreadCtx {
                 fork: fork.clone(),
                 policy: policy.clone(),
                 budget_warned: Vec::new(),
+                restores: 0,
                 seed: *seed,
                 created_at_ms: at_ms,
                 updated_at_ms: at_ms,
@@ -371,11 +357,11 @@ impl ThreadCtx {
                 j.values.extend(values.iter().cloned());
                 m.telemetry.tool_calls += 1;
             }
-            Body::ToolReturned { task, attempt, name, output, usage, .. } => {
+            Body::ToolReturned { task, attempt, name, output, usage, models, .. } => {
                 let j = journal(m, task, *attempt);
                 let input_hash = j.called_input_hash.take();
                 j.tools.push(ToolRecord { name: name.clone(), input_hash, output: output.clone() });
-                add_usage(&mut m.telemetry, usage);
+                add_usage(&mut m.telemetry, usage, models);
             }
             Body::NodeCompleted {
                 step,
@@ -393,7 +379,7 @@ impl ThreadCtx {
                 let j = journal(m, task, *attempt);
                 j.values.extend(values.iter().cloned());
                 j.outcome = Some(TaskOutcome { update: update.clone(), goto: goto.clone() });
-                add_usage(&mut m.telemetry, usage);
+                add_usage(&mut m.telemetry, usage, &BTreeMap::new());
                 *m.telemetry.node_ms.entry(task.node.clone()).or_default() += duration_ms;
                 if implied {
                     m.node_results.insert(
@@ -407,6 +393,11 @@ impl ThreadCtx {
                         },
                     );
                 } else if let Some(r) = m.node_results.get_mut(&task.node) {
+                    if r.attempt != *attempt {
+                        // A retried attempt that completed in the batch that started it.
+                        r.attempt = *attempt;
+                        r.started_at_ms = at_ms.saturating_sub(*duration_ms);
+                    }
                     r.status = "completed".into();
                     r.finished_at_ms = Some(at_ms);
                     r.error = None;
@@ -493,6 +484,23 @@ impl ThreadCtx {
                 // New limits: warn again when the new fractions are crossed.
                 m.budget_warned.clear();
             }
+            Body::RolledBack { snapshot, .. } => {
+                let bad = |detail: String| Error::Record {
+                    thread: self.meta.thread.clone(),
+                    seq,
+                    detail: format!("the rolled-back context does not apply: {detail}"),
+                };
+                let to = Snapshot::deserialize(snapshot).map_err(|e| bad(e.to_string()))?;
+                self.state.replace_json(&to.state).map_err(|e| bad(e.to_string()))?;
+                // The checkpoint's context, at this seq; the status moves by its own event.
+                let (status, updated_at_ms) = (self.meta.status, self.meta.updated_at_ms);
+                let restores = self.meta.restores;
+                self.meta = ThreadMeta { seq, status, updated_at_ms, restores, ..to.meta };
+            }
+            Body::RecoveryApplied { step, task, strategy, .. } => {
+                crate::core::recovery_fold::apply(m, *step, task, strategy);
+                push_history(m, seq, *step, task, &format!("recovery: {}", strategy.name()), at_ms);
+            }
             Body::Recovered { .. } | Body::Lock { .. } => {}
         }
         Ok(())
@@ -555,11 +563,6 @@ fn journal<'a>(m: &'a mut ThreadMeta, task: &TaskKey, attempt: u32) -> &'a mut T
         *j = TaskJournal { attempt, ..TaskJournal::default() };
     }
     j
-}
-
-fn add_usage(t: &mut Telemetry, usage: &Usage) {
-    t.tokens = t.tokens.saturating_add(usage.tokens);
-    t.cost_micros = t.cost_micros.saturating_add(usage.cost_micros);
 }
 
 fn push_history(m: &mut ThreadMeta, seq: u64, step: u64, task: &TaskKey, what: &str, at_ms: u64) {

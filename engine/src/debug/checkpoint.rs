@@ -1,4 +1,5 @@
-//! Checkpoints written from outside a runner: on demand (manual) and at a migration.
+//! Manual checkpoints (of a running thread through its runner, see `exec/checkpoint_asks.rs`),
+//! and checkpoints written from outside a runner: of a parked thread, and at a migration.
 //!
 //! A parked thread has no runner, so these writes claim the thread in-process (no runner can
 //! start meanwhile), guard on its status in storage, and append one `checkpoint_created` event
@@ -10,21 +11,37 @@ use cairn_storage::{
     ThreadRecord, ThreadStatus,
 };
 
+use tokio::sync::oneshot;
+
 use crate::api::engine::Engine;
+use crate::coord::CheckpointAsk;
+use crate::core::checkpoint_plan::manual_description;
 use crate::core::codec;
 use crate::core::event::Body;
 use crate::core::thread_ctx::{Snapshot, ThreadCtx};
 use crate::error::Error;
 
+/// Rounds of [`Engine::checkpoint_now`]: a round ends when the thread's runner answers or goes
+/// away; only a thread woken again between rounds needs another, and a few cover any such race.
+const CHECKPOINT_ROUNDS_MAX: usize = 4;
+
 impl Engine {
-    /// Writes a manual checkpoint of a thread that no runner drives (paused, waiting, sleeping,
-    /// blocked, parked by recovery, or ended), with the given metadata (tags, description,
-    /// custom fields), and returns its id.
+    /// Writes a manual checkpoint of a thread with the given metadata (tags, description,
+    /// custom fields, stored as given) and returns its id once it is durable.
+    ///
+    /// A thread a runner of this engine drives is checkpointed by that runner at its next step
+    /// boundary (after the step under way, never inside it); a thread nobody drives (paused,
+    /// waiting, sleeping, blocked, parked by recovery, or ended) is checkpointed at once. A
+    /// runner that parks or ends the thread before its next boundary leaves it to the parked
+    /// path, so either way the checkpoint is of a state the thread really had.
     ///
     /// # Errors
-    /// [`Error::UnknownThread`]; [`Error::WrongStatus`] while a runner drives the thread;
-    /// [`Error::UnknownWorkflow`] if its workflow is not registered (the state at its last seq
-    /// needs the reducer); storage errors (limits of the metadata, a concurrent status change).
+    /// [`Error::UnknownThread`]; [`Error::WrongStatus`] while another process drives the
+    /// thread (on a shared database) or it is Running without a runner here (left by a crash,
+    /// before recovery resumes it); [`Error::LimitExceeded`] when
+    /// [`crate::limits::CHECKPOINT_ASKS_MAX`] asks already wait for the thread's next step;
+    /// [`Error::UnknownWorkflow`] if the workflow of a parked thread is not registered (its
+    /// state needs the reducer); storage errors (limits of the metadata, a failed commit).
     ///
     /// # Examples
     /// ```no_run
@@ -45,17 +62,56 @@ impl Engine {
     ) -> Result<CheckpointId, Error> {
         let id = ThreadId::new(thread)?;
         let record = self.thread_record(&id)?;
+        // Refuse metadata storage would refuse before a runner tries to commit it.
+        NewCheckpoint {
+            thread: id.clone(),
+            workflow: record.workflow.clone(),
+            kind: CheckpointKind::Manual,
+            snapshot: Vec::new(),
+            meta: meta.clone(),
+            created_at_ms: 0,
+        }
+        .check_limits()?;
+        // Each round ends in an answer, or in the runner going away (then the thread is parked
+        // or ended, and the next round writes it here); a thread that keeps being driven again
+        // in between (woken, resumed) is what bounds the rounds.
+        for _ in 0..CHECKPOINT_ROUNDS_MAX {
+            let (reply, answer) = oneshot::channel();
+            let ask = CheckpointAsk { meta: meta.clone(), reply };
+            match self.shell.coord.ask_checkpoint(&id, ask) {
+                Ok(()) => match answer.await {
+                    Ok(result) => return result,
+                    Err(_) => continue,
+                },
+                Err(_) if self.shell.coord.is_driven(&id) => {
+                    return Err(Error::LimitExceeded {
+                        limit: "manual checkpoints waiting for one thread's next step",
+                        value: crate::limits::CHECKPOINT_ASKS_MAX as u64 + 1,
+                        max: crate::limits::CHECKPOINT_ASKS_MAX as u64,
+                    });
+                }
+                Err(_) => {}
+            }
+            match self.checkpoint_parked(&id, meta.clone()).await {
+                Err(Error::WrongStatus { .. }) if self.shell.coord.is_driven(&id) => continue,
+                other => return other,
+            }
+        }
+        Err(busy(&id))
+    }
+
+    /// [`Engine::checkpoint_now`] of a thread nobody drives.
+    async fn checkpoint_parked(
+        &self,
+        id: &ThreadId,
+        meta: CheckpointMeta,
+    ) -> Result<CheckpointId, Error> {
+        let record = self.thread_record(id)?;
         let last = record.last.map_or(0, |b| b.seq.0);
-        let ctx = self.restore_at(&id, last)?;
-        let description = if meta.description.is_empty() {
-            "manual checkpoint".to_owned()
-        } else {
-            meta.description.clone()
-        };
-        self.write_parked_checkpoint(record, ctx, CheckpointKind::Manual, description, meta, |s| {
-            Ok(s)
-        })
-        .await
+        let ctx = self.restore_at(id, last)?;
+        let description = manual_description(&meta);
+        self.write_parked_checkpoint(record, ctx, CheckpointKind::Manual, description, meta, Ok)
+            .await
     }
 
     /// Appends `checkpoint_created` and a checkpoint of the context after it to a thread no
@@ -63,13 +119,29 @@ impl Engine {
     /// the new state and workflow there); the thread record takes the snapshot's workflow.
     pub(crate) async fn write_parked_checkpoint(
         &self,
-        mut record: ThreadRecord,
-        mut ctx: ThreadCtx,
+        record: ThreadRecord,
+        ctx: ThreadCtx,
         kind: CheckpointKind,
         description: String,
         meta: CheckpointMeta,
         reshape: impl FnOnce(Snapshot) -> Result<Snapshot, Error>,
     ) -> Result<CheckpointId, Error> {
+        let checkpoint = ParkedCheckpoint { kind, description, meta };
+        self.write_parked(record, ctx, Vec::new(), checkpoint, reshape).await
+    }
+
+    /// [`Engine::write_parked_checkpoint`] with `preface` appended first (each applied to the
+    /// context in turn): a rollback's events. The record takes the context's status and
+    /// summary; the batch is guarded on the status the record had.
+    pub(crate) async fn write_parked(
+        &self,
+        mut record: ThreadRecord,
+        mut ctx: ThreadCtx,
+        preface: Vec<Body>,
+        checkpoint: ParkedCheckpoint,
+        reshape: impl FnOnce(Snapshot) -> Result<Snapshot, Error>,
+    ) -> Result<CheckpointId, Error> {
+        let ParkedCheckpoint { kind, description, meta } = checkpoint;
         let id = record.id.clone();
         let last = record.last.map_or(0, |b| b.seq.0);
         if ctx.meta.seq != last {
@@ -79,11 +151,15 @@ impl Engine {
             )));
         }
         let now = self.clock().now_ms();
-        let body = Body::CheckpointCreated { kind, description };
-        ctx.apply(last + 1, now, &body)?;
-        let snapshot = reshape(ctx.snapshot()?)?;
+        let expected = record.status;
+        let mut bodies = preface;
+        bodies.push(Body::CheckpointCreated { kind, description, checkpoint: None });
         let mut batch = Batch::default();
-        codec::push_event(&mut batch, &id, &body, now)?;
+        for (seq, body) in (last + 1..).zip(&bodies) {
+            ctx.apply(seq, now, body)?;
+            codec::push_event(&mut batch, &id, body, now)?;
+        }
+        let snapshot = reshape(ctx.snapshot()?)?;
         batch.checkpoints.push(NewCheckpoint {
             thread: id.clone(),
             workflow: snapshot.meta.workflow.clone(),
@@ -93,8 +169,9 @@ impl Engine {
             created_at_ms: now,
         });
         record.workflow = snapshot.meta.workflow.clone();
+        record.status = ctx.meta.status;
+        record.summary = crate::core::summary::summary_bytes(&ctx);
         record.updated_at_ms = now;
-        let expected = record.status;
         batch.threads.push(record);
         batch.guards.push(Guard::Status { thread: id.clone(), expected });
         self.claim_parked(&id).await?;
@@ -116,6 +193,13 @@ impl Engine {
             .copied()
             .ok_or_else(|| Error::Invalid(format!("storage stored no checkpoint for thread {id}")))
     }
+}
+
+/// The checkpoint [`Engine::write_parked`] writes: kind, event description, stored metadata.
+pub(crate) struct ParkedCheckpoint {
+    pub kind: CheckpointKind,
+    pub description: String,
+    pub meta: CheckpointMeta,
 }
 
 impl Engine {

@@ -7,9 +7,16 @@
 //! - Time travel: [`Engine::state_at`] (nearest checkpoint at or before the seq plus the events
 //!   after it), [`Engine::states`] (the state after each step of a range), [`Engine::diff`]
 //!   (what changed between two seqs, as JSON pointers).
+//! - Node runs: [`Engine::node_runs`], every run of every node (type, step, attempt, status,
+//!   times, data, error), pending and skipped nodes included.
+//! - Message tracing: [`Engine::trace`], a session's (or the store's) messages by correlation
+//!   id, between two parties, in a time range, or up a chain of parent ids.
 //! - Forks: [`Engine::fork`] starts a new thread from another's state at a seq or checkpoint,
 //!   optionally with an update applied first; the original is never written to.
-//! - Manual checkpoints of parked threads: [`Engine::checkpoint_now`].
+//! - Manual checkpoints: [`Engine::checkpoint_now`] (of a running thread at its next step
+//!   boundary, through its runner; of a parked one at once).
+//! - Rollback: [`Engine::rollback`] restores a parked thread in place to one of its
+//!   checkpoints (recorded as a `rolled_back` event; nothing is erased) and leaves it Paused.
 //! - Migrations: [`Engine::register_migration`] and [`Engine::migrate`] move a parked thread
 //!   onto a new workflow version deliberately.
 //! - Debug bundles ([`Bundle`]): one JSON document (a format shared with other agent runtimes) with the state, the
@@ -31,13 +38,16 @@ mod failure_export;
 mod fork;
 mod import;
 mod migrate;
+mod node_runs;
 mod reader;
 mod redact;
+mod rollback;
 mod seed;
 mod seed_events;
 mod seed_names;
 mod seed_state;
 mod time_travel;
+mod trace;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -54,7 +64,9 @@ pub use bundle::{
 pub use diff::diff_values;
 pub use failure_export::FailureExport;
 pub use redact::{REDACTED, Redaction};
+pub use rollback::{ROLLBACK_TAG, ROLLED_BACK_TO_FIELD};
 pub use seed_names::{SEED_VERSION, SEED_WORKFLOW_ID, seed_event_kind};
+pub use trace::{TraceQuery, TraceScope, TracedMessage};
 
 #[allow(unused_imports, reason = "linked from the module docs")]
 use crate::Engine;

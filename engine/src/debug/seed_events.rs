@@ -235,6 +235,7 @@ impl Converter {
                     name: tool,
                     output,
                     usage: Usage::default(),
+                    models: BTreeMap::new(),
                     duration_ms: e
                         .meta_u64("duration")?
                         .unwrap_or(e.timestamp.saturating_sub(since)),
@@ -267,6 +268,7 @@ impl Converter {
             EventKind::CheckpointCreated => Body::CheckpointCreated {
                 kind: CheckpointKind::Manual,
                 description: e.summary.clone(),
+                checkpoint: None,
             },
             EventKind::BudgetWarning | EventKind::BudgetExceeded => {
                 let missing = |k: &str| bad(e.at(&format!("metadata.{k}")), "missing field");

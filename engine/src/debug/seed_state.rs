@@ -78,6 +78,7 @@ impl SeedState {
             None => ThreadPolicy::default(),
         };
         let meta = ThreadMeta {
+            restores: 0,
             thread: id.to_string(),
             workflow: workflow.clone(),
             status: ThreadStatus::Paused,
@@ -162,6 +163,7 @@ fn task(t: &Obj<'_>) -> Result<TaskParts, Error> {
         total: u32::try_from(total).unwrap_or(u32::MAX),
         message: String::new(),
         percent: Some(percent as f32),
+        detail: None,
     };
     Ok((frontier, Some(progress), Some(percent)))
 }
@@ -177,6 +179,7 @@ fn telemetry(t: &Obj<'_>, elapsed_ms: u64) -> Result<(Telemetry, BundleTelemetry
         cost_micros: 0,
         node_ms: node_ms.clone(),
         checkpoints: 0,
+        by_model: BTreeMap::new(),
     };
     let bundle = BundleTelemetry {
         total_duration: t.opt_u64("totalDuration")?.unwrap_or(elapsed_ms),

@@ -6,6 +6,8 @@
 //! subgraph nodes reach child threads through `env::ChildThreads`, which `child_run` implements
 //! over the shell. `parked` changes threads nobody drives; `wake` acts on due timers.
 
+mod budgets;
+mod checkpoint_asks;
 pub(crate) mod child_run;
 pub(crate) mod drive;
 pub(crate) mod env;
@@ -15,6 +17,7 @@ mod observe;
 pub(crate) mod parked;
 pub(crate) mod pipeline;
 pub(crate) mod registry;
+mod restore_retry;
 pub(crate) mod resume_check;
 pub(crate) mod runner;
 pub(crate) mod shell;

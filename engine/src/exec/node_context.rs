@@ -313,7 +313,7 @@ impl NodeContext for LiveNodeContext {
             env.metrics.tool_call(false);
             let tool_ctx = ToolCtx::new(cancel);
             let output = env.metrics.time_tool(run(input, tool_ctx.clone())).await;
-            let usage = tool_ctx.usage_reported();
+            let (usage, models) = (tool_ctx.usage_reported(), tool_ctx.models_reported());
             let done = clock.now_ms();
             let body = Body::ToolReturned {
                 step,
@@ -323,6 +323,7 @@ impl NodeContext for LiveNodeContext {
                 name: call.name.clone(),
                 output: output.clone(),
                 usage,
+                models,
                 duration_ms: done.saturating_sub(now),
             };
             let recs = env.append_now(vec![body], done).await.map_err(|e| env.stop.node_error(e))?;
@@ -377,22 +378,21 @@ impl NodeContext for LiveNodeContext {
         ttl_ms: u64,
         wait: bool,
     ) -> BoxFuture<'static, Result<(), NodeError>> {
-        let fut = super::locks::acquire(self.env.clone(), name.to_owned(), ttl_ms, wait);
-        let shared = self.st.clone();
-        Box::pin(async move {
-            let recs = fut.await?;
-            lock_state(&shared).appended.extend(recs);
-            Ok(())
-        })
+        self.lock_all(vec![name.to_owned()], ttl_ms, wait)
+    }
+
+    fn lock_all(
+        &self,
+        names: Vec<String>,
+        ttl_ms: u64,
+        wait: bool,
+    ) -> BoxFuture<'static, Result<(), NodeError>> {
+        let write = super::locks::acquire(self.env.clone(), names, ttl_ms, wait);
+        super::locks::appending(self.st.clone(), write)
     }
 
     fn unlock(&self, name: &str) -> BoxFuture<'static, Result<(), NodeError>> {
-        let fut = super::locks::release(self.env.clone(), name.to_owned());
-        let shared = self.st.clone();
-        Box::pin(async move {
-            let recs = fut.await?;
-            lock_state(&shared).appended.extend(recs);
-            Ok(())
-        })
+        let write = super::locks::release(self.env.clone(), name.to_owned());
+        super::locks::appending(self.st.clone(), write)
     }
 }

@@ -143,6 +143,15 @@ impl Pipeline {
         self.submit_locked(&mut port, batch, now_ms, expected_first)
     }
 
+    /// The lock table as stored (read only: which of several locks asked for at once others
+    /// hold, when storage refused them).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn locks(&self) -> Result<Vec<cairn_storage::LockRecord>, Error> {
+        Ok(self.store.locks()?)
+    }
+
     /// The log submitted since the thread's latest checkpoint.
     pub async fn tail(&self) -> Tail {
         self.port.lock().await.tail

@@ -5,12 +5,10 @@
 //! append them in one atomic batch, with a checkpoint when the policy asks for one. Nothing of a
 //! step is visible (handles, watchers, the demo's counter) before that batch is durable.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cairn_storage::{
-    Batch, CheckpointKind, CheckpointMeta, LeaseOp, LockOp, NewCheckpoint, ThreadRecord,
-    ThreadStatus,
+    Batch, CheckpointKind, LeaseOp, LockOp, NewCheckpoint, ThreadRecord, ThreadStatus,
 };
 
 use super::env::ThreadEnv;
@@ -18,13 +16,13 @@ use super::pipeline::InFlight;
 use super::shell::Shell;
 use super::task::run_task;
 use crate::coord::{Control, Due};
+use crate::core::checkpoint_plan::CheckpointPlan;
 use crate::core::codec;
 use crate::core::decide::{self, CheckpointRules, Next, TaskRun};
 use crate::core::event::Body;
 use crate::core::status::Transition;
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
-use crate::limits;
 
 /// Why a drive returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,9 +40,9 @@ pub(crate) enum Exit {
 
 /// The runner of one claimed thread: its context, the batch being built, and what it runs on.
 pub(crate) struct Runner {
-    shell: Arc<Shell>,
-    env: Arc<ThreadEnv>,
-    ctx: ThreadCtx,
+    pub(super) shell: Arc<Shell>,
+    pub(super) env: Arc<ThreadEnv>,
+    pub(super) ctx: ThreadCtx,
     record: ThreadRecord,
     /// Events of the batch being built, already applied to `ctx` under their predicted seqs.
     emitted: Vec<(Body, u64)>,
@@ -73,7 +71,7 @@ impl Runner {
     }
 
     /// Applies `body` to the context under the next seq and keeps it for the batch.
-    fn emit(&mut self, body: Body, at_ms: u64) -> Result<(), Error> {
+    pub(super) fn emit(&mut self, body: Body, at_ms: u64) -> Result<(), Error> {
         decide::emit(&mut self.ctx, &mut self.emitted, body, at_ms)
     }
 
@@ -143,6 +141,7 @@ impl Runner {
                 self.park_for_shutdown().await?;
                 return Ok(Exit::Shutdown);
             }
+            self.answer_checkpoint_asks(control).await?;
             if control.take_pause() {
                 return self.finish(Transition::Pause, "paused at a step boundary", now).await;
             }
@@ -159,15 +158,20 @@ impl Runner {
 
     /// Stops the thread in the status `t` leads to, releasing its lease (and its locks when the
     /// status is terminal).
-    async fn finish(&mut self, t: Transition, reason: &str, now: u64) -> Result<Exit, Error> {
+    pub(super) async fn finish(
+        &mut self,
+        t: Transition,
+        reason: &str,
+        now: u64,
+    ) -> Result<Exit, Error> {
         self.emit_status(t, reason, now)?;
         let status = self.ctx.meta.status;
         let kind = status.is_terminal().then(|| {
-            if status == ThreadStatus::Completed {
+            CheckpointPlan::of(if status == ThreadStatus::Completed {
                 CheckpointKind::Completion
             } else {
                 CheckpointKind::Failure
-            }
+            })
         });
         let mut batch = Batch::default();
         self.release_all(&mut batch, now)?;
@@ -206,51 +210,6 @@ impl Runner {
             batch.locks.push(LockOp::ReleaseAll { owner: thread.to_string() });
         }
         Ok(())
-    }
-
-    /// Budget checks at a step boundary: a warning once the configured fraction is crossed, a
-    /// clean stop (Paused, resumable) at the limit.
-    async fn check_budgets(&mut self, now: u64) -> Result<Option<Exit>, Error> {
-        let budgets = self.env.budgets.clone();
-        let t = &self.ctx.meta.telemetry;
-        let wall = now.saturating_sub(self.ctx.meta.created_at_ms);
-        let figures = [
-            ("steps", t.steps, budgets.max_steps),
-            ("tool_calls", t.tool_calls, budgets.max_tool_calls),
-            ("tokens", t.tokens, budgets.max_tokens),
-            ("cost", t.cost_micros, budgets.max_cost_micros),
-            ("wall_ms", wall, budgets.max_wall_ms),
-        ];
-        let mut warned = false;
-        for (name, used, limit) in figures {
-            let Some(limit) = limit else { continue };
-            if used >= limit {
-                // A clean stop in a resumable state: raise the budget and resume.
-                self.emit(Body::Budget { budget: name.to_owned(), used, limit }, now)?;
-                let exit = self
-                    .finish(Transition::Pause, &format!("budget {name} exhausted"), now)
-                    .await?;
-                return Ok(Some(exit));
-            }
-            let threshold = (limit as f64 * budgets.warn_fraction).ceil() as u64;
-            if used >= threshold && !self.ctx.meta.budget_warned.iter().any(|b| b == name) {
-                self.emit(Body::Budget { budget: name.to_owned(), used, limit }, now)?;
-                warned = true;
-            }
-        }
-        if warned {
-            // Submit now: tasks append their own events next (after settling), and the seqs
-            // predicted for emitted events must not overlap theirs.
-            self.commit(Batch::default(), None, None).await?;
-        }
-        if self.ctx.meta.step >= limits::STEPS_PER_THREAD_MAX {
-            return Err(Error::LimitExceeded {
-                limit: "the steps of one thread",
-                value: self.ctx.meta.step,
-                max: limits::STEPS_PER_THREAD_MAX,
-            });
-        }
-        Ok(None)
     }
 
     async fn step(&mut self) -> Result<StepEnd, Error> {
@@ -337,15 +296,19 @@ impl Runner {
                 Ok(StepEnd::Exit(Exit::Status(self.ctx.meta.status)))
             }
             Next::Stop(t, reason) => Ok(StepEnd::Exit(self.finish(t, &reason, now).await?)),
+            Next::Restore => Ok(match self.restore_and_retry(now).await? {
+                Some(exit) => StepEnd::Exit(exit),
+                None => StepEnd::Continue,
+            }),
         }
     }
 
     /// [`Runner::commit`], then waits until it (and every batch before it) is durable: for the
     /// batches that park or end the thread, which is then reported.
-    async fn commit_durable(
+    pub(super) async fn commit_durable(
         &mut self,
         batch: Batch,
-        checkpoint: Option<CheckpointKind>,
+        checkpoint: Option<CheckpointPlan>,
     ) -> Result<(), Error> {
         self.commit(batch, checkpoint, None).await?;
         self.env.settle().await
@@ -355,35 +318,33 @@ impl Runner {
     /// checkpoint of the resulting context when `checkpoint` is set, without waiting for its
     /// commit (see [`crate::exec::pipeline`]). `step` is the step the batch closes, reported to the
     /// step hook once durable.
-    async fn commit(
+    pub(super) async fn commit(
         &mut self,
         mut batch: Batch,
-        checkpoint: Option<CheckpointKind>,
+        checkpoint: Option<CheckpointPlan>,
         step: Option<u64>,
     ) -> Result<(), Error> {
         let now = self.now();
-        if let Some(kind) = checkpoint {
-            let description = format!("after step {}", self.ctx.meta.step);
-            self.emit(Body::CheckpointCreated { kind, description: description.clone() }, now)?;
+        let done = self.ctx.meta.step;
+        if let Some(plan) = &checkpoint {
+            let description = plan.description(done);
+            self.emit(
+                Body::CheckpointCreated { kind: plan.kind, description, checkpoint: None },
+                now,
+            )?;
         }
         let emitted = std::mem::take(&mut self.emitted);
         let first_seq = self.ctx.meta.seq + 1 - emitted.len() as u64;
         for (body, at) in &emitted {
             codec::push_event(&mut batch, &self.env.thread, body, *at)?;
         }
-        if let Some(kind) = checkpoint {
-            let snapshot = serde_json::to_vec(&self.ctx.snapshot()?)?;
+        if let Some(plan) = checkpoint {
             batch.checkpoints.push(NewCheckpoint {
                 thread: self.env.thread.clone(),
                 workflow: self.record.workflow.clone(),
-                kind,
-                snapshot,
-                meta: CheckpointMeta {
-                    creator: "engine".into(),
-                    description: format!("{kind} checkpoint after step {}", self.ctx.meta.step),
-                    tags: Vec::new(),
-                    custom: BTreeMap::new(),
-                },
+                kind: plan.kind,
+                snapshot: serde_json::to_vec(&self.ctx.snapshot()?)?,
+                meta: plan.meta(done),
                 created_at_ms: now,
             });
             self.last_checkpoint_ms = now;

@@ -180,4 +180,12 @@ impl NodeContext for ReplayNodeContext {
     fn unlock(&self, _name: &str) -> BoxFuture<'static, Result<(), NodeError>> {
         Box::pin(async { Ok(()) })
     }
+    fn lock_all(
+        &self,
+        _names: Vec<String>,
+        _ttl_ms: u64,
+        _wait: bool,
+    ) -> BoxFuture<'static, Result<(), NodeError>> {
+        Box::pin(async { Ok(()) })
+    }
 }

@@ -292,6 +292,14 @@ impl Store for RecordingStore {
         self.watch(self.inner.latest_checkpoint_at_or_before(thread, seq))
     }
 
+    fn checkpoint_covering(
+        &self,
+        thread: &ThreadId,
+        seq: Seq,
+    ) -> Result<Option<CheckpointId>, Error> {
+        self.watch(self.inner.checkpoint_covering(thread, seq))
+    }
+
     fn list_checkpoints(
         &self,
         filter: &CheckpointFilter,

@@ -90,6 +90,14 @@ async fn trace_finds_every_message_of_a_correlation_id_across_threads() {
     assert!(table.stdout.starts_with("LSN"), "{}", table.stdout);
     assert_eq!(table.stdout.lines().count(), 3, "header and two messages:\n{}", table.stdout);
     assert!(table.stdout.lines().skip(1).all(|l| l.contains("t-c")));
+    // One session only, read through its own log; and between two parties, either way.
+    let t_b = on(&db, &["trace", "corr-7", "--thread", "t-b", "--json"]).expect(0).json();
+    let t_b: Vec<&str> =
+        t_b.as_array().expect("array").iter().map(|m| m["thread"].as_str().unwrap()).collect();
+    assert_eq!(t_b, ["t-b", "t-b"]);
+    let args = ["trace", "--thread", "t-c", "--between", "coder", "planner", "--json"];
+    let between = on(&db, &args).expect(0).json();
+    assert_eq!(between.as_array().expect("array").len(), 2, "{between}");
     let none = on(&db, &["trace", "corr-404"]).expect(0);
     assert!(none.stdout.contains("no messages carry correlation id corr-404"));
     // A thread of a workflow this binary does not have: inspection works, the state is unknown.

@@ -390,7 +390,7 @@ pub(crate) async fn run_on(
     if !crashing {
         for h in &handles {
             let out =
-                tokio::time::timeout(std::time::Duration::from_secs(20), h.output::<Acc>()).await;
+                tokio::time::timeout(std::time::Duration::from_secs(60), h.output::<Acc>()).await;
             let out = match out {
                 Ok(r) => r.unwrap_or_else(|e| panic!("{}: {e}", h.id())),
                 Err(_) => panic!("{} did not finish: {:?}", h.id(), h.outcome()),

@@ -260,6 +260,7 @@ async fn a_write_behind_the_runners_back_stops_the_thread_before_its_next_tool_c
             total: 1,
             message: "written elsewhere".into(),
             percent: None,
+            detail: None,
         },
     };
     cairn::codec::push_event(&mut batch, &id, &body, 0).unwrap();

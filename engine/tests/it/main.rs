@@ -9,6 +9,7 @@
 mod bundle_export_options;
 mod bundle_replay;
 mod bundle_seed;
+mod checkpoints;
 mod common;
 mod controls;
 mod crash;
@@ -19,9 +20,13 @@ mod debug;
 mod debug_bundle;
 mod execution;
 mod layers;
+mod locks;
+mod node_runs;
+mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod recovery;
+mod recovery_policy;
 mod replay;
 mod resume_check;
 mod scale;
@@ -30,3 +35,5 @@ mod telemetry;
 #[cfg(feature = "postgres")]
 mod telemetry_pg;
 mod telemetry_recorder;
+mod trace;
+mod variables;

@@ -99,7 +99,7 @@ impl ModelService {
         let streamed = request.purpose == STREAMED_PURPOSE;
         let response = self.model.complete(request).await?;
         // Tokens are spent once the model answered, whether or not the stream is read to the end.
-        tool.report_usage(response.usage);
+        tool.report_model_usage(&response.model, response.usage);
         let sink = if streamed { lock(&self.streams).remove(task) } else { None };
         if let Some(tx) = sink {
             for chunk in response.text.split_inclusive(['.', '。']) {

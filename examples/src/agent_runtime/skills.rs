@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use cairn::dsl::{Ctx, Message, NodeOutput, State, ToolCall, Workflow};
+use cairn::dsl::{Ctx, Message, NodeOutput, NodePolicy, State, ToolCall, Workflow};
 use cairn::model::{ModelRequest, ModelResponse};
 use cairn::{END, NodeError, START, ToolError};
 use serde::{Deserialize, Serialize};
@@ -27,6 +27,11 @@ pub const ARTICLE_STEPS: u32 = 6;
 /// Time to live of the lock on an article's output file (five minutes). The `save`
 /// step renews it before writing.
 pub const LOCK_TTL_MS: u64 = 5 * 60 * 1_000;
+
+/// The watchdog on the working steps: an attempt still running after five minutes (engine
+/// clock) is cut short (`NodePolicy::timeout_ms`) and, with no retry, the task ends failed,
+/// its file lock released: the runtime's "stuck in a working state" guard.
+pub const WATCHDOG_MS: u64 = 5 * 60 * 1_000;
 
 /// One task of the agent: the request, the routing decision and what the skill made.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -212,17 +217,21 @@ pub fn workflow(services: &Services) -> Result<Workflow<AgentTask>, cairn::dsl::
                 Ok(NodeOutput::update(TaskUpdate::Outline(r.text)))
             }
         })
-        .node("article.write", move |t: Arc<AgentTask>, ctx: Ctx| {
-            let model = m3.clone();
-            async move {
-                ctx.progress(3, ARTICLE_STEPS, "writing the article");
-                let a = &t.article;
-                let prompt =
-                    format!("Topic: {}\nOutline: {}\nWrite the article.", a.topic, a.outline);
-                let r = ask(&ctx, &model, "content", prompt).await?;
-                Ok(NodeOutput::update(TaskUpdate::Body(r.text)))
-            }
-        })
+        .node_with(
+            "article.write",
+            move |t: Arc<AgentTask>, ctx: Ctx| {
+                let model = m3.clone();
+                async move {
+                    ctx.progress(3, ARTICLE_STEPS, "writing the article");
+                    let a = &t.article;
+                    let prompt =
+                        format!("Topic: {}\nOutline: {}\nWrite the article.", a.topic, a.outline);
+                    let r = ask(&ctx, &model, "content", prompt).await?;
+                    Ok(NodeOutput::update(TaskUpdate::Body(r.text)))
+                }
+            },
+            NodePolicy::default().timeout_ms(WATCHDOG_MS),
+        )
         .node("article.assemble", |t: Arc<AgentTask>, ctx: Ctx| async move {
             ctx.progress(4, ARTICLE_STEPS, "adding the front matter");
             let a = &t.article;

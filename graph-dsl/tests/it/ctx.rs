@@ -121,6 +121,10 @@ fn sleeps_locks_and_cancellation() {
     assert!(matches!(block_on(ctx.try_lock("gpu", 10)), Err(NodeError::Lock { .. })));
     block_on(ctx.unlock("gpu")).unwrap();
     assert_eq!(scripted.log(), ["lock gpu 60000 true", "lock gpu 10 false", "unlock gpu"]);
+    // Without an atomic lock_all of its own, a context takes them one by one.
+    block_on(ctx.lock_all(&["a", "b"], 5)).unwrap();
+    assert!(matches!(block_on(ctx.try_lock_all(&["c", "d"], 5)), Err(NodeError::Lock { .. })));
+    assert_eq!(scripted.log()[3..5], ["lock a 5 true", "lock b 5 true"]);
 
     assert!(!ctx.is_cancelled());
     scripted.token.cancel();

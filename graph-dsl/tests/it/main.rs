@@ -13,5 +13,6 @@ mod erased;
 mod fingerprint;
 mod pictures;
 mod props;
+mod recovery;
 mod seeds;
 mod validation;

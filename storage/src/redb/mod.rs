@@ -539,6 +539,14 @@ impl Store for RedbStore {
         self.read(|txn| read::latest_checkpoint_at_or_before(txn, thread, seq))
     }
 
+    fn checkpoint_covering(
+        &self,
+        thread: &ThreadId,
+        seq: Seq,
+    ) -> Result<Option<CheckpointId>, Error> {
+        self.read(|txn| read::checkpoint_covering(txn, thread, seq))
+    }
+
     fn list_checkpoints(
         &self,
         filter: &CheckpointFilter,

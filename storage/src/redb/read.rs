@@ -239,6 +239,24 @@ pub(crate) fn checkpoint_exists(txn: &ReadTransaction, id: CheckpointId) -> Resu
     Ok(open(txn, CHECKPOINTS)?.get(id.0).map_err(storage("read checkpoint"))?.is_some())
 }
 
+/// The id of the checkpoint of `thread` covering `seq`, from the thread index alone (the newest
+/// one if several do).
+pub(crate) fn checkpoint_covering(
+    txn: &ReadTransaction,
+    thread: &ThreadId,
+    seq: Seq,
+) -> Result<Option<CheckpointId>, Error> {
+    let index = open(txn, CHECKPOINTS_BY_THREAD)?;
+    let mut range = index
+        .range((thread.as_str(), seq.0, 0)..=(thread.as_str(), seq.0, u64::MAX))
+        .map_err(storage("read checkpoint index"))?;
+    let Some(entry) = range.next_back() else {
+        return Ok(None);
+    };
+    let (key, _) = entry.map_err(storage("read checkpoint index"))?;
+    Ok(Some(CheckpointId(key.value().2)))
+}
+
 pub(crate) fn latest_checkpoint_at_or_before(
     txn: &ReadTransaction,
     thread: &ThreadId,

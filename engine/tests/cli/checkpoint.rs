@@ -1,0 +1,52 @@
+//! `cairn checkpoint create` and `cairn rollback` on a copy of the demo database.
+
+use crate::harness::{copy, demo_db, events, on, tempdir};
+
+#[test]
+fn checkpoint_create_writes_a_tagged_manual_checkpoint_and_its_event_names_it() {
+    let dir = tempdir();
+    let db = copy(demo_db(), dir.path());
+    let made = on(
+        &db,
+        &[
+            "checkpoint",
+            "create",
+            "demo-1",
+            "--tag",
+            "reviewed",
+            "--description",
+            "looked at it",
+            "--json",
+        ],
+    )
+    .expect(0)
+    .json();
+    assert_eq!(made["thread"], "demo-1");
+    let id = made["id"].as_u64().expect("an id");
+    let found = on(&db, &["checkpoints", "--tag", "reviewed", "--json"]).expect(0).json();
+    let found = found.as_array().expect("an array");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["id"], id);
+    assert_eq!(found[0]["kind"], "manual");
+    assert_eq!(found[0]["meta"]["description"], "looked at it");
+    assert_eq!(found[0]["meta"]["creator"], "cli");
+    let log = events(&db, "demo-1");
+    let last = log.last().expect("events");
+    assert_eq!(last["kind"], "checkpoint_created");
+    assert_eq!(last["body"]["checkpoint"], id, "{last}");
+    // The table form says which checkpoint it wrote.
+    let text = on(&db, &["checkpoint", "create", "demo-1"]).expect(0).stdout;
+    assert!(text.starts_with("checkpoint ") && text.contains("of thread demo-1"), "{text}");
+}
+
+#[test]
+fn rollback_of_a_finished_thread_is_refused_and_changes_nothing() {
+    let dir = tempdir();
+    let db = copy(demo_db(), dir.path());
+    let before = events(&db, "demo-1");
+    let cps = on(&db, &["checkpoints", "--thread", "demo-1", "--json"]).expect(0).json();
+    let id = cps[0]["id"].as_u64().expect("a checkpoint").to_string();
+    let run = on(&db, &["rollback", "demo-1", "--to", &id]).expect(1);
+    assert!(run.stderr.contains("completed"), "{}", run.stderr);
+    assert_eq!(events(&db, "demo-1"), before);
+}

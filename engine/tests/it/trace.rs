@@ -1,0 +1,100 @@
+//! Message tracing (`Engine::trace`): a session's messages across its sub-workflow threads,
+//! by correlation id, between two parties, in a time range, and up a chain of parent ids.
+
+use std::sync::Arc;
+
+use cairn::debug::{TraceQuery, TraceScope};
+use cairn::dsl::{Ctx, Message, NodeOutput, Workflow};
+use cairn::{END, START, StartOptions, ThreadStatus};
+
+use crate::common::{Tally, db, engine_on};
+
+fn say(ctx: &Ctx, from: &str, to: &str, corr: &str, id: &str, parent: Option<&str>) {
+    let mut m = Message::new(from, format!("{from} to {to}")).to(to).correlation_id(corr).id(id);
+    if let Some(p) = parent {
+        m = m.parent(p);
+    }
+    ctx.message(m);
+}
+
+fn session() -> Workflow<Tally> {
+    let child = Workflow::<Tally>::builder("planning", 1)
+        .node("plan", |_s: Arc<Tally>, ctx: Ctx| async move {
+            say(&ctx, "planner", "coder", "c1", "m2", Some("m1"));
+            Ok(NodeOutput::update((1, "plan".to_owned())))
+        })
+        .edge(START, "plan")
+        .edge("plan", END)
+        .build()
+        .unwrap();
+    Workflow::<Tally>::builder("session", 1)
+        .node("ask", |_s: Arc<Tally>, ctx: Ctx| async move {
+            say(&ctx, "user", "planner", "c1", "m1", None);
+            Ok(NodeOutput::update((1, "ask".to_owned())))
+        })
+        .subgraph("plan", child, |s: &Tally| s.clone(), |_done: &Tally| (0, String::new()))
+        .node("code", |_s: Arc<Tally>, ctx: Ctx| async move {
+            say(&ctx, "coder", "planner", "c1", "m3", Some("m2"));
+            say(&ctx, "coder", "ops", "c2", "m4", None);
+            Ok(NodeOutput::update((1, "code".to_owned())))
+        })
+        .edge(START, "ask")
+        .edge("ask", "plan")
+        .edge("plan", "code")
+        .edge("code", END)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_sessions_messages_by_correlation_parties_time_and_chain() {
+    let (_d, path) = db();
+    let wf = session();
+    let engine = engine_on(&path, &[&wf], None).await;
+    for id in ["s1", "s2"] {
+        let t = engine.start("session", Tally::default(), StartOptions::id(id)).await.unwrap();
+        assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
+    }
+    let ids = |query: &TraceQuery| -> Vec<(String, String)> {
+        let found = engine.trace(query).unwrap();
+        found.into_iter().map(|m| (m.thread, m.message.id.unwrap_or_default())).collect()
+    };
+    let s1 = || TraceQuery::new(TraceScope::Threads(vec!["s1".into()]));
+
+    // By correlation id, across the session's child thread, in the order written.
+    let c1 = TraceQuery { correlation_id: Some("c1".into()), ..s1() };
+    let found = ids(&c1);
+    let threads: Vec<&str> = found.iter().map(|(t, _)| t.as_str()).collect();
+    let msgs: Vec<&str> = found.iter().map(|(_, m)| m.as_str()).collect();
+    assert_eq!(msgs, ["m1", "m2", "m3"]);
+    assert_eq!(threads[0], "s1");
+    assert!(threads[1].starts_with("s1/plan@"), "{threads:?}");
+    assert_eq!(threads[2], "s1");
+    // The store-wide scope sees both sessions.
+    let everywhere = TraceQuery { scope: TraceScope::All, ..c1.clone() };
+    assert_eq!(ids(&everywhere).len(), 6);
+
+    // Between two parties, either way.
+    let between = TraceQuery { between: Some(("planner".into(), "coder".into())), ..s1() };
+    let msgs: Vec<String> = ids(&between).into_iter().map(|(_, m)| m).collect();
+    assert_eq!(msgs, ["m2", "m3"]);
+
+    // Up a chain of parent ids, first message first.
+    let chain = TraceQuery { chain_to: Some("m3".into()), ..s1() };
+    let msgs: Vec<String> = ids(&chain).into_iter().map(|(_, m)| m).collect();
+    assert_eq!(msgs, ["m1", "m2", "m3"]);
+
+    // In a time range.
+    let all = engine.trace(&s1()).unwrap();
+    let (first, last) = (all[0].at_ms, all[all.len() - 1].at_ms);
+    let within = TraceQuery { from_ms: Some(first), to_ms: Some(last), ..s1() };
+    assert_eq!(ids(&within).len(), 4);
+    let after = TraceQuery { from_ms: Some(last + 1), ..s1() };
+    assert!(ids(&after).is_empty());
+    let before = TraceQuery { to_ms: Some(first.saturating_sub(1)), ..s1() };
+    assert!(ids(&before).is_empty());
+
+    let unknown = TraceQuery::new(TraceScope::Threads(vec!["nobody".into()]));
+    assert!(matches!(engine.trace(&unknown), Err(cairn::Error::UnknownThread(_))));
+    engine.shutdown().await;
+}
