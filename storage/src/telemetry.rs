@@ -58,6 +58,22 @@ impl GroupFigures {
     }
 }
 
+/// The `group_commit` span of one group on `backend`, its figures left for
+/// [`GroupFigures::record_on`] (and `callers`) to fill in.
+pub(crate) fn group_span(backend: &'static str, durable: bool) -> tracing::Span {
+    tracing::debug_span!(
+        "group_commit",
+        backend,
+        durable,
+        writes = tracing::field::Empty,
+        callers = tracing::field::Empty,
+        events = tracing::field::Empty,
+        bytes = tracing::field::Empty,
+        commit_us = tracing::field::Empty,
+        fsync_us = tracing::field::Empty,
+    )
+}
+
 /// The bytes a batch brings: its events, payloads and snapshots.
 pub(crate) fn batch_bytes(batch: &crate::Batch) -> usize {
     let events: usize = batch.events.iter().map(|e| e.data.len() + e.summary.len()).sum();

@@ -27,3 +27,17 @@ pub fn report(line: &str) {
     let _ = writeln!(err, "{line}");
     let _ = err.flush();
 }
+
+/// A splitmix64 stream: the suite's random choices, replayable from a seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A number below `n` (0 for `n` of 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n.max(1)
+    }
+}

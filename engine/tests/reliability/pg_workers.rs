@@ -30,7 +30,7 @@ use cairn::storage::{Durability, Page, PgStore, Seq, Store, ThreadFilter, Thread
 use cairn::testkit::RecordingStore;
 use cairn::{Engine, RecoveryPolicy, StartOptions};
 
-use crate::env::{report, seed, size};
+use crate::env::{Rng, report, seed, size};
 use crate::pg_chaos_workflow::{CHAOS, answer_for, chaos, input_for};
 use crate::workflows::Ledger;
 
@@ -243,18 +243,6 @@ fn terminate_writers(url: &str) -> u64 {
             &[],
         )
         .map_or(0, |row| u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) % n.max(1)
-    }
 }
 
 #[derive(Default, Debug)]

@@ -25,7 +25,7 @@ use cairn::storage::{Durability, Options, RedbStore, Seq, Store, ThreadId};
 use cairn::testkit::{Effects, RecordingStore};
 use cairn::{Engine, StartOptions};
 
-use crate::env::{report, seed, size};
+use crate::env::{Rng, report, seed, size};
 use crate::workflows::{Ledger, fan_out, linear, nested};
 
 const THREADS: usize = 9;
@@ -195,18 +195,6 @@ fn lost_acks(db: &Path, acks: &[(String, u64, String)]) -> u64 {
     }
     let _ = store.close();
     lost
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) % n.max(1)
-    }
 }
 
 #[derive(Default)]

@@ -114,17 +114,7 @@ fn run(
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
         }
-        let span = tracing::debug_span!(
-            "group_commit",
-            backend = "postgres",
-            durable,
-            writes = tracing::field::Empty,
-            callers = tracing::field::Empty,
-            events = tracing::field::Empty,
-            bytes = tracing::field::Empty,
-            commit_us = tracing::field::Empty,
-            fsync_us = tracing::field::Empty,
-        );
+        let span = crate::telemetry::group_span("postgres", durable);
         let _entered = span.enter();
         let mut figures = GroupFigures { writes: group.len(), durable, ..GroupFigures::default() };
         let mut callers = std::collections::HashSet::new();

@@ -339,17 +339,7 @@ impl Writer {
         let mut callers = Callers::default();
         let mut ticks = Vec::new();
         let (mut events, mut bytes) = (0_usize, 0_usize);
-        let span = tracing::debug_span!(
-            "group_commit",
-            backend = "redb",
-            durable,
-            writes = tracing::field::Empty,
-            callers = tracing::field::Empty,
-            events = tracing::field::Empty,
-            bytes = tracing::field::Empty,
-            commit_us = tracing::field::Empty,
-            fsync_us = tracing::field::Empty,
-        );
+        let span = crate::telemetry::group_span("redb", durable);
         let _in_span = span.enter();
         let mut close = None;
         let mut commit_time = Duration::ZERO;
