@@ -1,4 +1,4 @@
-//! `cairn state THREAD [--at SEQ] [--diff SEQ SEQ]`: time travel over a thread's log (the user
+//! `cairn state THREAD [--at SEQ | --at-time MS] [--diff SEQ SEQ]`: time travel over a thread's log (the user
 //! state needs the workflow compiled into the binary: it is folded by the workflow's reducer).
 
 use std::sync::Arc;
@@ -17,8 +17,12 @@ pub struct StateArgs {
     /// The thread id.
     thread: String,
     /// The state after the event at this seq (default: after the last event).
-    #[arg(long, conflicts_with = "diff")]
+    #[arg(long, conflicts_with_all = ["diff", "at_time"])]
     at: Option<u64>,
+    /// The state as it stood at this time (ms since the epoch, engine clock): after the last
+    /// event recorded at or before it.
+    #[arg(long, value_name = "MS", conflicts_with = "diff")]
+    at_time: Option<u64>,
     /// What changed between the states after two seqs (JSON pointers).
     #[arg(long, num_args = 2, value_names = ["SEQ", "SEQ"])]
     diff: Option<Vec<u64>>,
@@ -55,7 +59,10 @@ pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         print_text(&text);
         return Ok(());
     }
-    let view = engine.state_at(&args.thread, args.at)?;
+    let view = match args.at_time {
+        Some(ms) => engine.state_at_time(&args.thread, ms)?,
+        None => engine.state_at(&args.thread, args.at)?,
+    };
     if args.common.json {
         return print_json(&json!({
             "thread": view.thread,

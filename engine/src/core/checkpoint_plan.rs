@@ -1,7 +1,7 @@
 //! What a checkpoint the engine writes says about itself: its kind, and for a node-level one
 //! (kind `node` or `phase`) the node that asked for it and that node's tags.
 //!
-//! Pure. The step decision (`decide.rs`) builds a [`CheckpointPlan`]; the runner turns it into
+//! Pure. The step decision (`decide.rs`) builds a `CheckpointPlan`; the runner turns it into
 //! the `checkpoint_created` event and the stored checkpoint's [`CheckpointMeta`].
 //!
 //! When several nodes of one step ask for a checkpoint, the checkpoint is named after the first

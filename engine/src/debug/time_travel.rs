@@ -46,6 +46,56 @@ impl Engine {
         view(&ctx)
     }
 
+    /// The highest seq of `thread` whose event was recorded at or before `at_ms` (engine clock,
+    /// ms since the epoch): time travel to a point in time goes through it (`state_at`,
+    /// [`Engine::state_at_time`], a fork there). `None` when every retained event is later.
+    /// Times along a log are nearly but not strictly ordered (parallel tasks stamp their tool
+    /// calls before they commit), so the whole retained log is read, in chunks of
+    /// [`limits::READ_CHUNK_EVENTS`].
+    ///
+    /// # Errors
+    /// [`Error::UnknownThread`]; storage errors.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
+    /// if let Some(seq) = engine.seq_at_time("t1", 1_764_000_000_000)? {
+    ///     let then = engine.state_at("t1", Some(seq))?;
+    ///     println!("at seq {seq}: {}", then.state);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn seq_at_time(&self, thread: &str, at_ms: u64) -> Result<Option<u64>, Error> {
+        let id = ThreadId::new(thread)?;
+        let record = self.thread_record(&id)?;
+        let mut after = Seq(record.first_seq.0.saturating_sub(1));
+        let mut found = None;
+        loop {
+            let events = self.store().read_since(&id, after, limits::READ_CHUNK_EVENTS)?;
+            let Some(last) = events.last() else { return Ok(found) };
+            after = last.bookmark.seq;
+            for e in &events {
+                if e.bookmark.at_ms <= at_ms {
+                    found = Some(e.bookmark.seq.0);
+                }
+            }
+        }
+    }
+
+    /// The state of `thread` as it stood at `at_ms` (engine clock, ms since the epoch): after
+    /// the last event recorded at or before then.
+    ///
+    /// # Errors
+    /// As [`Engine::state_at`]; [`Error::Invalid`] when the thread had no event yet at `at_ms`.
+    pub fn state_at_time(&self, thread: &str, at_ms: u64) -> Result<StateView, Error> {
+        match self.seq_at_time(thread, at_ms)? {
+            Some(seq) => self.state_at(thread, Some(seq)),
+            None => Err(Error::Invalid(format!(
+                "thread {thread} has no event recorded at or before {at_ms} ms"
+            ))),
+        }
+    }
+
     /// The state after each step completed in `from_seq..=to_seq`: one view per
     /// `step_completed` event in the range, in order (use [`Engine::state_at`] for any seq).
     ///

@@ -413,3 +413,57 @@ async fn migration_moves_a_parked_thread_onto_the_new_version() {
     assert_eq!(engine.store().last_bookmark(t2.id()).unwrap(), last);
     engine.shutdown().await;
 }
+
+/// Time travel to a point in time: the seq at a time is the highest whose event was recorded at
+/// or before it, and the state at a time is the state after that seq.
+#[tokio::test]
+async fn the_state_at_a_time_is_the_state_after_the_last_event_recorded_by_then() {
+    let (_d, path) = db();
+    // Every node moves the clock on by 100 ms: the steps' events have times apart.
+    let clock = Arc::new(cairn::testkit::ManualClock::new(cairn::testkit::CLOCK_START_MS));
+    let mut b = Workflow::<Tally>::builder("timed", 1);
+    for i in 0..5 {
+        let clock = clock.clone();
+        b = b.node(format!("n{i}"), move |_s: Arc<Tally>, _ctx: Ctx| {
+            clock.advance_ms(100);
+            async move { Ok(NodeOutput::update((i as u64, format!("n{i}")))) }
+        });
+    }
+    b = b.edge(START, "n0").edge("n4", END);
+    for i in 1..5 {
+        b = b.edge(format!("n{}", i - 1), format!("n{i}"));
+    }
+    let wf = b.build().unwrap();
+    let engine = Engine::builder(&path)
+        .durability(Durability::None)
+        .clock(clock.clone())
+        .workflow(&wf)
+        .open()
+        .await
+        .unwrap();
+    let t = engine.start("timed", Tally::default(), StartOptions::id("tm")).await.unwrap();
+    let _: Tally = t.output().await.unwrap();
+    let id: ThreadId = "tm".parse().unwrap();
+    let events = engine.store().read_since(&id, Seq(0), 1_000).unwrap();
+    let expected =
+        |at: u64| events.iter().filter(|e| e.bookmark.at_ms <= at).map(|e| e.bookmark.seq.0).max();
+    let first = events[0].bookmark.at_ms;
+    let times: std::collections::BTreeSet<u64> = events.iter().map(|e| e.bookmark.at_ms).collect();
+    assert!(times.len() >= 5, "the steps' events have distinct times: {times:?}");
+    assert_eq!(engine.seq_at_time("tm", first - 1).unwrap(), None, "before its first event");
+    assert!(engine.state_at_time("tm", first - 1).is_err());
+    for e in &events {
+        for at in [e.bookmark.at_ms - 1, e.bookmark.at_ms, e.bookmark.at_ms + 1] {
+            let seq = engine.seq_at_time("tm", at).unwrap();
+            assert_eq!(seq, expected(at), "at {at} ms");
+            if let Some(seq) = seq {
+                let then = engine.state_at_time("tm", at).unwrap();
+                assert_eq!(then.state, engine.state_at("tm", Some(seq)).unwrap().state);
+            }
+        }
+    }
+    let last = events.last().unwrap();
+    assert_eq!(engine.seq_at_time("tm", u64::MAX).unwrap(), Some(last.bookmark.seq.0));
+    assert!(matches!(engine.seq_at_time("nope", 0), Err(Error::UnknownThread(_))));
+    engine.shutdown().await;
+}
