@@ -47,6 +47,8 @@ pub struct Config {
     /// How often the engine runs a health pass on its own (setting the health and
     /// threads-by-status gauges), in ms; `None`: only when [`crate::Engine::health`] is called.
     pub health_every_ms: Option<u64>,
+    /// What the health passes act on (default: report only).
+    pub health_policy: HealthPolicy,
 }
 
 impl Default for Config {
@@ -65,6 +67,7 @@ impl Default for Config {
             watchdog_ms: crate::limits::WATCHDOG_MS_DEFAULT,
             slow_commit_ms: crate::limits::SLOW_COMMIT_MS_DEFAULT,
             health_every_ms: Some(crate::limits::HEALTH_EVERY_MS_DEFAULT),
+            health_policy: HealthPolicy::default(),
         }
     }
 }
@@ -99,4 +102,36 @@ impl StartOptions {
         self.labels.insert(key.into(), value.into());
         self
     }
+}
+
+/// What to do about a stuck thread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StuckAction {
+    /// Report it only (the default).
+    #[default]
+    Report,
+    /// Pause it at its next step boundary.
+    Pause,
+    /// Cancel it.
+    Cancel,
+}
+
+/// What to do about a lock held past its time to live.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ExpiredLockAction {
+    /// Report it only (the default).
+    #[default]
+    Report,
+    /// Release it.
+    Release,
+}
+
+/// What an engine's health passes act on (`EngineBuilder::health_policy`; the behaviour is
+/// described in `api/health_policy.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HealthPolicy {
+    /// For stuck threads.
+    pub stuck: StuckAction,
+    /// For locks held past their time to live.
+    pub expired_locks: ExpiredLockAction,
 }

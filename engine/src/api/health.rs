@@ -129,7 +129,9 @@ impl Engine {
                 // A pass reads every thread record: off the runtime's worker threads.
                 let pass = engine.clone();
                 match tokio::task::spawn_blocking(move || pass.health()).await {
-                    Ok(Ok(_)) => {}
+                    Ok(Ok(report)) => {
+                        engine.act_on_health(&report).await;
+                    }
                     Ok(Err(e)) => tracing::warn!(error = %e, "health pass"),
                     Err(e) => tracing::warn!(error = %e, "health pass stopped"),
                 }

@@ -6,5 +6,6 @@ mod controls;
 pub mod engine;
 pub mod handle;
 mod health;
+pub mod health_policy;
 pub mod recover;
 mod replay;

@@ -299,3 +299,70 @@ async fn the_prometheus_exporter_renders_the_documented_names() {
         assert!(text.lines().any(|l| l.starts_with(line)), "{line} in:\n{text}");
     }
 }
+
+/// A health policy acts on what a pass finds: the stuck thread is cancelled with the watchdog
+/// as its recorded reason, and a lock held past its time to live is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_health_policy_cancels_a_stuck_thread_and_releases_an_expired_lock() {
+    use cairn::api::health_policy::{ExpiredLockAction, HealthPolicy, StuckAction};
+    use cairn::storage::{Batch, LockOp};
+    let (_d, path) = db();
+    let (_release, go) = tokio::sync::watch::channel(false);
+    let wf = hang(go);
+    let policy =
+        HealthPolicy { stuck: StuckAction::Cancel, expired_locks: ExpiredLockAction::Release };
+    let engine = Engine::builder(&path)
+        .workflow(&wf)
+        .watchdog_ms(200)
+        .cancel_grace_ms(100)
+        .health_every_ms(None)
+        .health_policy(policy)
+        .open()
+        .await
+        .unwrap();
+    let t = engine.start("hang", Tally::default(), StartOptions::id("stuck")).await.unwrap();
+    let mut events = t.events(0).unwrap();
+    while !engine.store().locks().unwrap().iter().any(|l| l.owner == "stuck") {
+        events.next().await.expect("the thread's events");
+    }
+    // A lock nobody will renew, held by no thread at all.
+    let ghost =
+        LockOp::Acquire { name: "old.lock".into(), owner: "ghost".into(), now_ms: 1, ttl_ms: 1 };
+    engine
+        .store()
+        .append(Batch { locks: vec![ghost], ..Batch::default() })
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+
+    let report = engine.health().unwrap();
+    assert_eq!(report.stuck_threads, 1, "{report:?}");
+    assert!(report.expired.iter().any(|l| l.name == "old.lock"), "{report:?}");
+    let done = engine.act_on_health(&report).await;
+    assert!(
+        done.iter().any(|d| d.starts_with("thread stuck cancelled (watchdog: no step for")),
+        "{done:?}"
+    );
+    assert!(done.iter().any(|d| d.starts_with("lock old.lock of ghost released")), "{done:?}");
+    assert_eq!(t.wait().await.unwrap().status, cairn::ThreadStatus::Cancelled);
+    let mut log = t.events(0).unwrap();
+    let mut reason = None;
+    while let Some(r) = log.try_next().unwrap() {
+        if let cairn::event::Body::StatusChanged {
+            to: cairn::ThreadStatus::Cancelled,
+            reason: why,
+            ..
+        } = r.body
+        {
+            reason = Some(why);
+        }
+    }
+    assert!(
+        reason.is_some_and(|r| r.starts_with("watchdog: no step for")),
+        "the reason is recorded"
+    );
+    assert!(engine.store().locks().unwrap().is_empty(), "both locks are gone");
+    engine.shutdown().await;
+}
