@@ -41,13 +41,13 @@ mod control;
 mod copy;
 mod demo;
 mod events;
-mod fold;
 mod fork;
 mod graph;
 mod health;
 mod hold;
 mod init;
 mod replay;
+mod serve;
 mod state;
 mod table;
 mod threads;
@@ -138,6 +138,9 @@ enum Command {
     /// Serve a shared (PostgreSQL) database: drive its runnable threads, take over those of
     /// stopped workers, fire due timers, until interrupted.
     Worker(worker::WorkerArgs),
+    /// Serve the HTTP endpoint of a file no engine holds (JSON reads, live events, controls
+    /// with the printed token), until interrupted.
+    Serve(serve::ServeArgs),
     /// Internal: hold the database open for writing until stdin closes (tests).
     #[command(name = "__hold", hide = true)]
     Hold(hold::HoldArgs),
@@ -245,6 +248,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Hold(args) => hold::hold(args).await?,
         Command::Worker(args) => worker::worker(args, wfs).await?,
         Command::Copy(args) => copy::copy(args).await?,
+        Command::Serve(args) => serve::run(args, wfs).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

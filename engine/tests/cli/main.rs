@@ -14,3 +14,4 @@ mod postgres;
 mod prune;
 mod readme;
 mod resume;
+mod serve;

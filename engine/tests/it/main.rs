@@ -25,6 +25,8 @@ mod recovery;
 mod replay;
 mod resume_check;
 mod scale;
+#[cfg(feature = "http")]
+mod serve;
 mod spans;
 mod telemetry;
 #[cfg(feature = "postgres")]
