@@ -6,7 +6,7 @@
 
 use cairn::limits::SERVE_PAGE_MAX;
 use cairn::serve::params::{
-    Reject, events_params, graph_params, list_params, redact_only, state_params,
+    Reject, events_params, graph_params, list_params, no_params, redact_only, state_params,
 };
 
 fn refused_well(r: &Reject) {
@@ -36,6 +36,9 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         Err(r) => refused_well(&r),
     }
     if let Err(r) = graph_params(&pairs) {
+        refused_well(&r);
+    }
+    if let Err(r) = no_params(&pairs) {
         refused_well(&r);
     }
     if let Err(r) = redact_only(&pairs) {

@@ -146,13 +146,7 @@ pub async fn serve(
     db: Option<&Path>,
     options: ServeOptions,
 ) -> Result<Server, Error> {
-    if !options.addr.ip().is_loopback() && !options.public {
-        return Err(Error::Invalid(format!(
-            "{} is not a loopback address: serving it lets anyone who reaches it read every \
-             thread (allow it with `public`, `--public`)",
-            options.addr
-        )));
-    }
+    check_addr(&options)?;
     let redactor = Arc::new(Redactor::new(&options.redaction)?);
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
@@ -195,6 +189,18 @@ pub async fn serve(
     Ok(Server { addr, token, files, stop, task: Some(task) })
 }
 
+/// Refuses a non-loopback address unless the options allow it.
+fn check_addr(options: &ServeOptions) -> Result<(), Error> {
+    if !options.addr.ip().is_loopback() && !options.public {
+        return Err(Error::Invalid(format!(
+            "{} is not a loopback address: serving it lets anyone who reaches it read every \
+             thread (allow it with `public`, `--public`)",
+            options.addr
+        )));
+    }
+    Ok(())
+}
+
 /// An engine builder that also serves the endpoint once the engine is open.
 #[must_use]
 pub struct ServingBuilder {
@@ -226,14 +232,22 @@ impl ServingBuilder {
         self
     }
 
-    /// Opens the engine (as [`EngineBuilder::open`]) and starts its endpoint.
+    /// Opens the engine (as [`EngineBuilder::open`]) and starts its endpoint. An address refused
+    /// is refused before the engine opens; an endpoint that fails to start shuts the engine down.
     ///
     /// # Errors
     /// As [`EngineBuilder::open`] and [`serve`].
     pub async fn open(self) -> Result<(Engine, Server), Error> {
+        // Checked before the engine opens: a refused address leaves nothing running.
+        check_addr(&self.options)?;
         let db = self.builder.file_path().map(Path::to_path_buf);
         let engine = self.builder.open().await?;
-        let server = serve(&engine, db.as_deref(), self.options).await?;
-        Ok((engine, server))
+        match serve(&engine, db.as_deref(), self.options).await {
+            Ok(server) => Ok((engine, server)),
+            Err(e) => {
+                engine.shutdown().await;
+                Err(e)
+            }
+        }
     }
 }

@@ -192,7 +192,15 @@ pub fn graph_params(pairs: &[(String, String)]) -> Result<GraphParams, Reject> {
     Ok(p)
 }
 
-/// Refuses any parameter at all (for routes that take none but `redact`).
+/// Refuses every parameter (for routes that take none).
+///
+/// # Errors
+/// A 400 naming the first parameter.
+pub fn no_params(pairs: &[(String, String)]) -> Result<(), Reject> {
+    unique(pairs, &[]).map(drop)
+}
+
+/// Refuses every parameter but `redact` (for routes that take only that).
 ///
 /// # Errors
 /// A 400 naming the parameter.
@@ -218,7 +226,11 @@ fn unique<'a>(
             let field = key.chars().take(64).collect::<String>();
             return Err(Reject::bad(
                 &field,
-                format!("unknown parameter (known: {})", known.join(", ")),
+                if known.is_empty() {
+                    "this route takes no parameters".to_owned()
+                } else {
+                    format!("unknown parameter (known: {})", known.join(", "))
+                },
             ));
         };
         if out.iter().any(|(k, _)| k == name) {

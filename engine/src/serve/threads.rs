@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use cairn_storage::{CheckpointFilter, Page, ThreadId, ThreadRecord};
 use serde_json::{Value, json};
 
-use super::params::{Reject, graph_params, list_params, redact_only, state_params};
+use super::params::{Reject, graph_params, list_params, no_params, redact_only, state_params};
 use super::routes::{App, blocking, pairs, reject};
 use crate::api::engine::Engine;
 use crate::debug::views;
@@ -27,13 +27,13 @@ pub(super) fn record_of(engine: &Engine, id: &str) -> Result<ThreadRecord, Rejec
 }
 
 pub(super) async fn health(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
-    redact_only(&pairs(q)?)?;
+    no_params(&pairs(q)?)?;
     let report = blocking(move || app.engine.health().map_err(|e| reject(e, "health"))).await?;
     Ok(Json(serde_json::to_value(report).map_err(|e| reject(e.into(), "health"))?))
 }
 
 pub(super) async fn metrics(State(app): State<App>, q: Q) -> Result<Response, Reject> {
-    redact_only(&pairs(q)?)?;
+    no_params(&pairs(q)?)?;
     #[cfg(feature = "prometheus")]
     if let Some(handle) = &app.prometheus {
         let headers = [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")];
@@ -59,10 +59,15 @@ pub(super) async fn show(
     Path(id): Path<String>,
     q: Q,
 ) -> Result<Json<Value>, Reject> {
-    redact_only(&pairs(q)?)?;
+    let redact = redact_only(&pairs(q)?)?;
     blocking(move || {
         let record = record_of(&app.engine, &id)?;
-        Ok(Json(views::thread_details(&app.engine, &record).map_err(|e| reject(e, "thread"))?))
+        let mut out =
+            views::thread_details(&app.engine, &record).map_err(|e| reject(e, "thread"))?;
+        if redact {
+            app.redactor.value(&mut out);
+        }
+        Ok(Json(out))
     })
     .await
 }
@@ -106,7 +111,7 @@ pub(super) async fn checkpoints(
     Path(id): Path<String>,
     q: Q,
 ) -> Result<Json<Value>, Reject> {
-    redact_only(&pairs(q)?)?;
+    let redact = redact_only(&pairs(q)?)?;
     blocking(move || {
         let record = record_of(&app.engine, &id)?;
         let filter = CheckpointFilter { thread: Some(record.id), ..CheckpointFilter::default() };
@@ -116,7 +121,11 @@ pub(super) async fn checkpoints(
             .list_checkpoints(&filter, Page { limit: SERVE_PAGE_MAX, offset: 0 })
             .map_err(|e| reject(e.into(), "thread"))?;
         let rows: Vec<Value> = infos.iter().map(views::checkpoint_json).collect();
-        Ok(Json(json!({"thread": id, "checkpoints": rows})))
+        let mut out = json!({"thread": id, "checkpoints": rows});
+        if redact {
+            app.redactor.value(&mut out);
+        }
+        Ok(Json(out))
     })
     .await
 }

@@ -180,3 +180,108 @@ async fn the_endpoint_serves_reads_follows_a_log_and_guards_controls() {
     assert!(cairn::serve::discovery::find(&path).unwrap().is_none());
     engine.shutdown().await;
 }
+
+/// A state holding a credential, whose updates add to a count.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Cred {
+    api_key: String,
+    total: u64,
+}
+
+impl cairn::State for Cred {
+    type Update = u64;
+
+    fn apply(&mut self, add: u64) {
+        self.total += add;
+    }
+}
+
+/// Redaction on request, a diff, a fork and a cancel through the endpoint, the body bound, and
+/// the refusal of a non-loopback address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_redacts_diffs_forks_cancels_and_bounds_bodies() {
+    const SECRET: &str = "sk-live-0123456789";
+    let (_d, path) = db();
+    let wf = Workflow::<Cred>::builder("cred", 1)
+        .node("ask", |_s: Arc<Cred>, ctx: Ctx| async move {
+            let n: u64 = ctx.interrupt(json!({"question": "how many?"}))?;
+            Ok(NodeOutput::update(n))
+        })
+        .edge(START, "ask")
+        .edge("ask", END)
+        .build()
+        .unwrap();
+    let refused = Engine::builder(&path).workflow(&wf).serve(([0, 0, 0, 0], 0).into()).open().await;
+    assert!(matches!(refused, Err(cairn::Error::Invalid(_))), "a public address needs `public`");
+    drop(refused);
+    let (engine, server) = Engine::builder(&path)
+        .workflow(&wf)
+        .serve(([127, 0, 0, 1], 0).into())
+        .open()
+        .await
+        .unwrap();
+    let input = Cred { api_key: SECRET.into(), total: 1 };
+    let t = engine.start("cred", input, StartOptions::id("c-1")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    let base = format!("http://{}", server.addr());
+    let get = |p: &str| call("GET", format!("{base}{p}"), None, String::new());
+    let token = server.token().to_owned();
+    let post = |p: &str, body: &str| {
+        call("POST", format!("{base}{p}"), Some(token.clone()), body.to_owned())
+    };
+
+    let (_, plain) = get("/api/threads/c-1/state").await;
+    assert_eq!(plain["state"]["api_key"], SECRET);
+    let (_, redacted) = get("/api/threads/c-1/state?redact=1").await;
+    assert_eq!(redacted["state"]["api_key"], cairn::debug::REDACTED, "{redacted}");
+    assert_eq!(redacted["state"]["total"], 1);
+    let (_, events) = get("/api/threads/c-1/events").await;
+    assert!(events.to_string().contains(SECRET));
+    let (_, events) = get("/api/threads/c-1/events?redact=1").await;
+    assert!(!events.to_string().contains(SECRET), "{events}");
+    let (_, shown) = get("/api/threads/c-1?redact=1").await;
+    assert!(!shown.to_string().contains(SECRET), "{shown}");
+
+    // A fork from seq 1 with an update, not run; then the original is answered and diffed.
+    let (status, fork) =
+        post("/api/threads/c-1/fork", r#"{"at": 1, "update": 5, "id": "c-2", "start": false}"#)
+            .await;
+    assert_eq!((status, fork["thread"].as_str()), (200, Some("c-2")), "{fork}");
+    let (status, err) = post("/api/threads/c-1/fork", r#"{"at": "one"}"#).await;
+    assert_eq!((status, err["field"].as_str()), (400, Some("at")), "{err}");
+    let (status, err) = post("/api/threads/c-1/fork", r#"{"at": 999}"#).await;
+    assert_eq!((status, err["field"].as_str()), (400, Some("at")), "{err}");
+    let (status, _) = post("/api/threads/c-1/input", r#"{"value": 41}"#).await;
+    assert_eq!(status, 200);
+    assert_eq!(t.output::<Cred>().await.unwrap().total, 42);
+    let last = engine.store().thread(t.id()).unwrap().unwrap().last.unwrap().seq.0;
+    let (status, diff) = get(&format!("/api/threads/c-1/state?diff=1,{last}")).await;
+    assert_eq!(status, 200, "{diff}");
+    let changes = diff["changes"].as_array().unwrap();
+    assert!(changes.iter().any(|c| c["path"] == "/total" && c["after"] == 42), "{diff}");
+    let (status, err) = get("/api/threads/c-1/state?diff=1").await;
+    assert_eq!((status, err["field"].as_str()), (400, Some("diff")), "{err}");
+
+    // A cancel of the fork; a second is refused (409), naming the thread.
+    let (status, cancelled) = post("/api/threads/c-2/cancel", r#"{"reason": "test"}"#).await;
+    assert_eq!((status, cancelled["status"].as_str()), (200, Some("cancelled")), "{cancelled}");
+    let (status, err) = post("/api/threads/c-2/cancel", "").await;
+    assert_eq!((status, err["field"].as_str()), (409, Some("thread")), "{err}");
+    let (status, err) = post("/api/threads/c-2/explode", "").await;
+    assert_eq!((status, err["field"].as_str()), (404, Some("control")), "{err}");
+
+    // A body over the bound is refused before it is parsed.
+    let big = format!(r#"{{"value": "{}"}}"#, "x".repeat(cairn::limits::SERVE_BODY_BYTES_MAX));
+    let (status, err) = post("/api/threads/c-1/input", &big).await;
+    assert_eq!((status, err["field"].as_str()), (413, Some("body")), "{err}");
+
+    // Metrics without a Prometheus handle: the health report; health takes no parameters.
+    let (status, metrics) = get("/api/metrics").await;
+    assert!(status == 200 && metrics.get("ok").is_some(), "{metrics}");
+    let (status, err) = get("/api/health?verbose=1").await;
+    assert_eq!((status, err["field"].as_str()), (400, Some("verbose")), "{err}");
+
+    drop(server);
+    assert!(cairn::serve::discovery::find(&path).unwrap().is_none(), "dropped: withdrawn");
+    engine.shutdown().await;
+}
