@@ -263,6 +263,8 @@ fn flag(field: &str, value: &str) -> Result<bool, Reject> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -296,5 +298,37 @@ mod tests {
         let ok = ok.unwrap();
         assert_eq!((ok.filter.status, ok.offset, ok.limit), (Some(ThreadStatus::Paused), 3, 100));
         assert_eq!(state_params(&q(&[("diff", "2,5")])).unwrap().diff, Some((2, 5)));
+    }
+
+    proptest! {
+        /// What the fuzz target `serve_params` checks, on a budget the default suite affords:
+        /// any query, split as a form, is parsed or refused with a 4xx naming a field.
+        #[test]
+        fn any_query_is_parsed_or_refused_naming_a_field(
+            pairs in proptest::collection::vec(
+                ("(status|workflow|label|limit|offset|since|kind|follow|redact|at|diff|version|format|[a-z]{0,4})",
+                 "[-a-z0-9_,=]{0,12}"),
+                0..5,
+            )
+        ) {
+            let refused_well = |r: Reject| {
+                assert!((400..500).contains(&r.status) && r.field.is_some(), "{r:?}");
+            };
+            match list_params(&pairs) {
+                Ok(p) => prop_assert!((1..=SERVE_PAGE_MAX).contains(&p.limit)),
+                Err(r) => refused_well(r),
+            }
+            match events_params(&pairs) {
+                Ok(p) => prop_assert!((1..=SERVE_PAGE_MAX).contains(&p.limit)),
+                Err(r) => refused_well(r),
+            }
+            match state_params(&pairs) {
+                Ok(p) => prop_assert!(p.at.is_none() || p.diff.is_none()),
+                Err(r) => refused_well(r),
+            }
+            if let Err(r) = graph_params(&pairs) {
+                refused_well(r);
+            }
+        }
     }
 }
