@@ -6,7 +6,8 @@
 //! `trace`, `bundle export`, `bundle show`, `replay`) read a consistent snapshot of the file, so
 //! they also work while an engine process has it open. Commands that write (`checkpoint delete`,
 //! `prune`, `bundle import`, `resumable`, `resume`, `abandon`, `cancel`, `pause`, `input`,
-//! `fork`) open it for writing and fail with exit code 4 while another process holds it. They
+//! `fork`, `serve`) open it for writing and fail with exit code 4 while another process holds it.
+//! `cairn serve` keeps it open and serves the HTTP endpoint (`crate::serve`) until interrupted. They
 //! never resume threads by themselves: only `resume`, `input` and `fork` run a thread, in this
 //! process, until it ends or parks. `--json` prints one JSON document (with `events --follow`,
 //! one JSON object per line); the default is aligned tables.

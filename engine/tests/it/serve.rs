@@ -285,3 +285,27 @@ async fn the_endpoint_redacts_diffs_forks_cancels_and_bounds_bodies() {
     assert!(cairn::serve::discovery::find(&path).unwrap().is_none(), "dropped: withdrawn");
     engine.shutdown().await;
 }
+
+/// With a Prometheus handle, `/api/metrics` is the exporter's text with the engine's names.
+#[cfg(feature = "prometheus")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_prometheus_text_with_a_handle() {
+    let (_d, path) = db();
+    let (recorder, handle) = cairn::telemetry::prometheus::recorder().unwrap();
+    let mut options = cairn::serve::ServeOptions::new(([127, 0, 0, 1], 0).into());
+    options.prometheus = Some(handle);
+    let (engine, server) = Engine::builder(&path)
+        .metrics_recorder(Arc::new(recorder))
+        .serve(([127, 0, 0, 1], 0).into())
+        .options(options)
+        .open()
+        .await
+        .unwrap();
+    let url = format!("http://{}/api/metrics", server.addr());
+    let (status, text) = call("GET", url, None, String::new()).await;
+    let text = text.as_str().unwrap_or_default().to_owned();
+    assert_eq!(status, 200);
+    assert!(text.contains("cairn_steps_total"), "{text}");
+    server.shutdown().await;
+    engine.shutdown().await;
+}
