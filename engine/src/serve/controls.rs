@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use cairn_storage::CheckpointId;
@@ -48,10 +48,11 @@ struct ForkBody {
 
 pub(super) async fn control(
     State(app): State<App>,
-    Path((id, control)): Path<(String, String)>,
+    path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, Reject> {
+    let (id, control) = path.map(|p| p.0).map_err(|e| Reject::bad("path", e.body_text()))?;
     if !matches!(control.as_str(), "pause" | "resume" | "cancel" | "input" | "fork") {
         return Err(Reject::not_found("control", format!("no control {control:?}")));
     }

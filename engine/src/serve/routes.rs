@@ -58,6 +58,10 @@ pub(super) fn router(app: App) -> Router {
         .fallback(|| async {
             Reject { status: 404, error: "no such route".into(), field: Some("path".into()) }
         })
+        .method_not_allowed_fallback(|| async {
+            let error = "reads are GET, controls POST".into();
+            Reject { status: 405, error, field: Some("method".into()) }
+        })
         .layer(DefaultBodyLimit::max(SERVE_BODY_BYTES_MAX))
         .with_state(app)
 }

@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -27,9 +27,10 @@ pub const FOLLOW_POLL_MS: u64 = 200;
 
 pub(super) async fn events(
     State(app): State<App>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     q: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Response, Reject> {
+    let id = super::threads::segment(id)?;
     let p = events_params(&pairs(q)?)?;
     let (page, last, terminal) = read(app.clone(), id.clone(), p.clone(), p.since).await?;
     if !p.follow {

@@ -2,7 +2,7 @@
 //! traces. They read the engine's store (live, not a snapshot) off the async workers.
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use cairn_storage::{CheckpointFilter, Page, ThreadId, ThreadRecord};
@@ -15,6 +15,12 @@ use crate::debug::views;
 use crate::limits::SERVE_PAGE_MAX;
 
 type Q = Result<Query<Vec<(String, String)>>, QueryRejection>;
+
+/// The path's one segment (a thread, workflow or correlation id), or a 400 naming `path` (not
+/// UTF-8 once decoded).
+pub(super) fn segment(path: Result<Path<String>, PathRejection>) -> Result<String, Reject> {
+    path.map(|p| p.0).map_err(|e| Reject::bad("path", e.body_text()))
+}
 
 /// The record of thread `id`, or a 400 (malformed id) or 404 (no such thread) naming `thread`.
 pub(super) fn record_of(engine: &Engine, id: &str) -> Result<ThreadRecord, Reject> {
@@ -56,9 +62,10 @@ pub(super) async fn list(State(app): State<App>, q: Q) -> Result<Json<Value>, Re
 
 pub(super) async fn show(
     State(app): State<App>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     q: Q,
 ) -> Result<Json<Value>, Reject> {
+    let id = segment(id)?;
     let redact = redact_only(&pairs(q)?)?;
     blocking(move || {
         let record = record_of(&app.engine, &id)?;
@@ -74,9 +81,10 @@ pub(super) async fn show(
 
 pub(super) async fn state(
     State(app): State<App>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     q: Q,
 ) -> Result<Json<Value>, Reject> {
+    let id = segment(id)?;
     let p = state_params(&pairs(q)?)?;
     blocking(move || {
         let engine = &app.engine;
@@ -108,9 +116,10 @@ pub(super) async fn state(
 
 pub(super) async fn checkpoints(
     State(app): State<App>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     q: Q,
 ) -> Result<Json<Value>, Reject> {
+    let id = segment(id)?;
     let redact = redact_only(&pairs(q)?)?;
     blocking(move || {
         let record = record_of(&app.engine, &id)?;
@@ -132,9 +141,10 @@ pub(super) async fn checkpoints(
 
 pub(super) async fn graph(
     State(app): State<App>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     q: Q,
 ) -> Result<Response, Reject> {
+    let id = segment(id)?;
     let p = graph_params(&pairs(q)?)?;
     let found = app
         .engine
@@ -152,9 +162,10 @@ pub(super) async fn graph(
 
 pub(super) async fn trace(
     State(app): State<App>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     q: Q,
 ) -> Result<Json<Value>, Reject> {
+    let id = segment(id)?;
     let redact = redact_only(&pairs(q)?)?;
     blocking(move || {
         let found = views::messages(app.engine.store().as_ref(), &id)

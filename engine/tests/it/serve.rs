@@ -122,6 +122,9 @@ async fn the_endpoint_serves_reads_follows_a_log_and_guards_controls() {
         ("/api/threads/t-1/events?follow=maybe", "follow", 400),
         ("/api/threads/nope", "thread", 404),
         ("/api/threads/nope/events", "thread", 404),
+        ("/api/threads/%FF", "path", 400),
+        ("/api/nothing", "path", 404),
+        ("/api/threads/t-1/pause", "method", 405),
     ] {
         let (status, err) = get(query).await;
         assert_eq!((status, err["field"].as_str()), (code, Some(field)), "{query}: {err}");
