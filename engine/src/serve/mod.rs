@@ -14,7 +14,20 @@
 //! Every request is bounded ([`crate::limits::SERVE_PAGE_MAX`] items a page,
 //! [`crate::limits::SERVE_BODY_BYTES_MAX`] bytes a body); a bad one gets a 4xx with
 //! `{"error": ..., "field": ...}` naming the parameter, path segment or body field, never a panic.
-//! Routes: [`routes`].
+//! Routes:
+//!
+//! | method | path | what |
+//! |---|---|---|
+//! | GET | `/api/health` | the health report |
+//! | GET | `/api/metrics` | Prometheus text (feature `prometheus`, with a handle) or the health report |
+//! | GET | `/api/threads?status=&workflow=&label=K=V&limit=&offset=` | a page of threads, natural id order |
+//! | GET | `/api/threads/{id}` | the thread as `cairn show` reports it |
+//! | GET | `/api/threads/{id}/events?since=&kind=&limit=&redact=1` | events after a seq; `follow=1`: SSE until the thread ends |
+//! | GET | `/api/threads/{id}/state?at=SEQ` or `?diff=A,B` (`&redact=1`) | state after a seq, or a diff |
+//! | GET | `/api/threads/{id}/checkpoints` | the thread's checkpoints |
+//! | GET | `/api/workflows/{id}/graph?format=dot\|mermaid&version=` | a compiled-in workflow's graph |
+//! | GET | `/api/trace/{correlation_id}` | messages carrying the id, across threads |
+//! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|fork` | controls (bearer token) |
 
 pub mod discovery;
 pub mod params;
