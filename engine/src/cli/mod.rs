@@ -47,6 +47,7 @@ mod graph;
 mod health;
 mod hold;
 mod init;
+mod remote;
 mod replay;
 mod serve;
 mod state;
