@@ -82,6 +82,7 @@ impl ServeOptions {
 
 /// A running endpoint. Dropping it (or [`Server::shutdown`]) stops it and removes the endpoint
 /// file; the engine keeps running.
+#[must_use = "dropping the Server stops the endpoint"]
 pub struct Server {
     addr: SocketAddr,
     token: String,
