@@ -6,8 +6,8 @@
 //! restores each thread (latest checkpoint + the events after it) and carries on.
 //!
 //! This crate owns execution: the step loop ([`runner`](crate)), the node context, restore,
-//! controls, its telemetry ([`telemetry`]: metrics and the health report), and the `cairn`
-//! command line. Its invariant: for any workflow, input and crash point,
+//! controls, its telemetry ([`telemetry`]: metrics and the health report), the local HTTP
+//! endpoint (`serve`, feature `http`), and the `cairn` command line. Its invariant: for any workflow, input and crash point,
 //! reopen + resume gives the same final state, outputs and recorded side effects as a run that
 //! never crashed.
 
@@ -21,6 +21,8 @@ pub mod error;
 mod exec;
 pub mod limits;
 pub mod replay;
+#[cfg(feature = "http")]
+pub mod serve;
 mod tasks;
 pub mod telemetry;
 #[cfg(feature = "testkit")]

@@ -106,3 +106,12 @@ pub const HEALTH_EVERY_MS_DEFAULT: u64 = 60_000;
 /// Stuck threads and expired locks a health report names (it counts them all): enough to act
 /// on, small enough to print.
 pub const HEALTH_ITEMS_MAX: usize = 100;
+
+/// Items in one page of the HTTP endpoint (threads, events): a page is built in memory and sent
+/// as one JSON document, so a client pages through a large log instead of asking for all of it.
+pub const SERVE_PAGE_MAX: usize = 1_000;
+
+/// Bytes of one request body to the HTTP endpoint (a control's input or a fork's update): the
+/// same bound as one inline value plus its envelope would be too tight for a large input, and an
+/// input is recorded in the log, so it stays far below a storage batch.
+pub const SERVE_BODY_BYTES_MAX: usize = 1024 * 1024;

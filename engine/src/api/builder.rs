@@ -152,6 +152,15 @@ impl EngineBuilder {
         self
     }
 
+    /// The database file this builder opens (`None` for a store or a PostgreSQL URL).
+    #[cfg(feature = "http")]
+    pub(crate) fn file_path(&self) -> Option<&Path> {
+        match (&self.store, &self.path) {
+            (None, Some(path)) if !is_postgres_url(path) => Some(path),
+            _ => None,
+        }
+    }
+
     /// Opens the store, registers the workflows, and recovers unfinished threads.
     ///
     /// # Errors

@@ -17,6 +17,7 @@ use super::common::{
 };
 use super::table::{Table, cut, pretty, time};
 use crate::Engine;
+use crate::debug::views::checkpoint_json;
 
 /// Arguments of `cairn checkpoints`.
 #[derive(Debug, clap::Args)]
@@ -121,19 +122,6 @@ fn info_of(cp: &Checkpoint) -> CheckpointInfo {
     }
 }
 
-fn info_json(c: &CheckpointInfo) -> Value {
-    json!({
-        "id": c.id.0,
-        "thread": c.thread.as_str(),
-        "workflow": c.workflow,
-        "kind": c.kind.as_str(),
-        "covers": {"seq": c.covers.seq.0, "lsn": c.covers.lsn.0, "at_ms": c.covers.at_ms},
-        "created_at_ms": c.created_at_ms,
-        "snapshot_len": c.snapshot_len,
-        "meta": c.meta,
-    })
-}
-
 pub(super) async fn list(args: CheckpointsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let engine = open_read_only(&args.common.db, wfs).await?;
     let filter = CheckpointFilter {
@@ -145,7 +133,7 @@ pub(super) async fn list(args: CheckpointsArgs, wfs: &[Arc<DynWorkflow>]) -> any
     let page = Page { limit: args.limit, offset: args.offset };
     let infos = engine.store().list_checkpoints(&filter, page)?;
     if args.common.json {
-        return print_json(&infos.iter().map(info_json).collect::<Vec<_>>());
+        return print_json(&infos.iter().map(checkpoint_json).collect::<Vec<_>>());
     }
     if infos.is_empty() {
         print_text("no checkpoints match");
@@ -188,7 +176,7 @@ async fn show(common: &Common, id: u64, wfs: &[Arc<DynWorkflow>]) -> anyhow::Res
     let snapshot =
         crate::core::restore::decode_snapshot(&cp.thread, cp.covers.seq.0, &cp.snapshot)?;
     let info = info_of(&cp);
-    let mut out = info_json(&info);
+    let mut out = checkpoint_json(&info);
     out["status"] = json!(snapshot.meta.status.as_str());
     out["step"] = json!(snapshot.meta.step);
     out["frontier"] = json!(snapshot.meta.frontier);

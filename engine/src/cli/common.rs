@@ -14,6 +14,8 @@ use serde::Serialize;
 use super::{EXIT_DAMAGE, EXIT_FAILED, EXIT_OPEN, EXIT_USAGE};
 use crate::{Engine, RecoveryPolicy};
 
+pub(crate) use crate::debug::views::natural_cmp;
+
 /// Arguments every database command takes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Common {
@@ -240,57 +242,4 @@ pub fn record_of(engine: &Engine, thread: &str) -> anyhow::Result<cairn_storage:
         .store()
         .thread(&id)?
         .ok_or_else(|| fail(EXIT_FAILED, format!("no thread {thread} in this database")))
-}
-
-/// Natural order of thread ids: runs of digits compare as numbers, so `demo-2` comes before
-/// `demo-10` (plain byte order, the store's, puts `demo-10` first).
-pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
-    let (mut a, mut b) = (a.as_bytes(), b.as_bytes());
-    loop {
-        match (a.first(), b.first()) {
-            (None, None) => return std::cmp::Ordering::Equal,
-            (None, Some(_)) => return std::cmp::Ordering::Less,
-            (Some(_), None) => return std::cmp::Ordering::Greater,
-            (Some(x), Some(y)) if x.is_ascii_digit() && y.is_ascii_digit() => {
-                let (da, ra) = split_digits(a);
-                let (db, rb) = split_digits(b);
-                // Leading zeros aside, the longer number is the larger; equal lengths compare
-                // digit by digit; then fewer leading zeros first, for a total order.
-                let (ta, tb) = (trim_zeros(da), trim_zeros(db));
-                let order = ta.len().cmp(&tb.len()).then(ta.cmp(tb)).then(da.len().cmp(&db.len()));
-                if order != std::cmp::Ordering::Equal {
-                    return order;
-                }
-                (a, b) = (ra, rb);
-            }
-            (Some(x), Some(y)) => {
-                if x != y {
-                    return x.cmp(y);
-                }
-                (a, b) = (&a[1..], &b[1..]);
-            }
-        }
-    }
-}
-
-fn split_digits(s: &[u8]) -> (&[u8], &[u8]) {
-    let n = s.iter().take_while(|c| c.is_ascii_digit()).count();
-    s.split_at(n)
-}
-
-fn trim_zeros(digits: &[u8]) -> &[u8] {
-    let zeros = digits.iter().take_while(|&&c| c == b'0').count();
-    &digits[zeros..]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::natural_cmp;
-
-    #[test]
-    fn thread_ids_sort_naturally() {
-        let mut ids = vec!["demo-10", "demo-2", "demo-1", "b", "a10b", "a9c", "demo-02", "x"];
-        ids.sort_by(|a, b| natural_cmp(a, b));
-        assert_eq!(ids, ["a9c", "a10b", "b", "demo-1", "demo-2", "demo-02", "demo-10", "x"]);
-    }
 }

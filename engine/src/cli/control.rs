@@ -1,6 +1,8 @@
 //! Controls for threads of workflows compiled into the binary: `resumable`, `resume`,
 //! `abandon`, `cancel`, `pause`, `input`. They open the file for writing, so they fail with exit
-//! code 4 while an engine process holds it.
+//! code 4 while an engine process holds it, unless that engine serves its endpoint: then
+//! `resume`, `cancel`, `pause` and `input` go through it (`remote.rs`), and a resumed thread runs
+//! in that engine.
 
 use std::sync::Arc;
 
@@ -12,6 +14,7 @@ use super::EXIT_FAILED;
 use super::common::{
     Common, fail, open_writable, print_json, print_text, record_of, thread_id, usage,
 };
+use super::remote;
 use super::table::{Table, time};
 use crate::{Engine, ThreadHandle};
 
@@ -157,6 +160,9 @@ pub(super) async fn run_to_rest(
 }
 
 pub(super) async fn resume(args: ThreadArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    if let Some(answer) = remote::post(&args.common.db, &args.thread, "resume", &json!({}))? {
+        return remote::report(&answer, args.common.json);
+    }
     let engine = open_writable(&args.common.db, wfs).await?;
     record_of(&engine, &args.thread)?;
     // The thread runs here, in this process, until it ends or parks (Ctrl-C stops the process;
@@ -174,6 +180,10 @@ pub(super) async fn input(args: InputArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         }
         Err(e) => return Err(usage(format!("the input is not valid JSON: {e}"))),
     };
+    let body = json!({ "value": value });
+    if let Some(answer) = remote::post(&args.common.db, &args.thread, "input", &body)? {
+        return remote::report(&answer, args.common.json);
+    }
     let engine = open_writable(&args.common.db, wfs).await?;
     record_of(&engine, &args.thread)?;
     engine.send_input(&args.thread, value).await?;
@@ -197,6 +207,16 @@ pub(super) async fn control(
     wfs: &[Arc<DynWorkflow>],
 ) -> anyhow::Result<()> {
     thread_id(thread)?;
+    let remote = match what {
+        Control::Cancel => Some(("cancel", json!({ "reason": reason.unwrap_or("cancelled") }))),
+        Control::Pause => Some(("pause", json!({}))),
+        Control::Abandon => None,
+    };
+    if let Some((name, body)) = remote
+        && let Some(answer) = remote::post(&common.db, thread, name, &body)?
+    {
+        return remote::report(&answer, common.json);
+    }
     let engine = open_writable(&common.db, wfs).await?;
     record_of(&engine, thread)?;
     let result = match what {

@@ -5,14 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_dsl::DynWorkflow;
-use cairn_storage::{Event, EventKind, Seq, Store, ThreadId};
+use cairn_storage::EventKind;
 use serde_json::{Value, json};
 
 use super::common::{Common, open_read_only, print_json, print_text, record_of};
 use super::table::{Table, cut, time};
-use crate::core::codec::decode_announced;
+use crate::debug::views::events_after;
 use crate::debug::{TraceQuery, TraceScope};
-use crate::limits::READ_CHUNK_EVENTS;
 
 /// Arguments of `cairn events`.
 #[derive(Debug, clap::Args)]
@@ -62,23 +61,6 @@ pub struct TraceArgs {
     chain: Option<String>,
 }
 
-/// One event as the CLI prints it (and as `--json` gives it).
-fn event_json(store: &dyn Store, event: Event) -> anyhow::Result<Value> {
-    let head = json!({
-        "seq": event.bookmark.seq.0,
-        "lsn": event.bookmark.lsn.0,
-        "at_ms": event.bookmark.at_ms,
-        "kind": event.kind.as_str(),
-        "node": event.node,
-        "status": event.status.as_str(),
-        "summary": event.summary,
-    });
-    let body = decode_announced(store, event)?.body;
-    let mut head = head;
-    head["body"] = serde_json::to_value(&body)?;
-    Ok(head)
-}
-
 fn event_row(table: &mut Table, e: &Value) {
     table.row(vec![
         e["seq"].to_string(),
@@ -92,30 +74,6 @@ fn event_row(table: &mut Table, e: &Value) {
 
 const EVENT_HEADERS: [&str; 6] = ["SEQ", "TIME", "KIND", "NODE", "STATUS", "SUMMARY"];
 
-/// Reads the events of `thread` after `after` that pass `kinds`, decoded; returns them and the
-/// last seq read (matching or not).
-fn read_after(
-    store: &dyn Store,
-    thread: &ThreadId,
-    mut after: u64,
-    kinds: &[EventKind],
-) -> anyhow::Result<(Vec<Value>, u64)> {
-    let mut out = Vec::new();
-    loop {
-        let events = store.read_since(thread, Seq(after), READ_CHUNK_EVENTS)?;
-        let n = events.len();
-        for event in events {
-            after = event.bookmark.seq.0;
-            if kinds.is_empty() || kinds.contains(&event.kind) {
-                out.push(event_json(store, event)?);
-            }
-        }
-        if n < READ_CHUNK_EVENTS {
-            return Ok((out, after));
-        }
-    }
-}
-
 pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let engine = open_read_only(&args.common.db, wfs).await?;
     let record = record_of(&engine, &args.thread)?;
@@ -123,7 +81,8 @@ pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     let first_kept = record.first_seq.0.saturating_sub(1);
     let pruned = args.since < first_kept;
     let since = if pruned { first_kept } else { args.since };
-    let (rows, mut last) = read_after(engine.store().as_ref(), &record.id, since, &args.kind)?;
+    let (rows, mut last) =
+        events_after(engine.store().as_ref(), &record.id, since, &args.kind, usize::MAX)?;
     if !args.follow {
         if args.common.json {
             return print_json(&rows);
@@ -170,7 +129,8 @@ pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         let engine = open_read_only(&args.common.db, wfs).await?;
         let record = record_of(&engine, &args.thread)?;
         status = record.status;
-        let (rows, seen) = read_after(engine.store().as_ref(), &record.id, last, &args.kind)?;
+        let (rows, seen) =
+            events_after(engine.store().as_ref(), &record.id, last, &args.kind, usize::MAX)?;
         last = seen;
         print(&rows, false);
     }

@@ -6,7 +6,8 @@
 //! `trace`, `bundle export`, `bundle show`, `replay`) read a consistent snapshot of the file, so
 //! they also work while an engine process has it open. Commands that write (`checkpoint delete`,
 //! `prune`, `bundle import`, `resumable`, `resume`, `abandon`, `cancel`, `pause`, `input`,
-//! `fork`) open it for writing and fail with exit code 4 while another process holds it. They
+//! `fork`, `serve`) open it for writing and fail with exit code 4 while another process holds it.
+//! `cairn serve` keeps it open and serves the HTTP endpoint (`crate::serve`) until interrupted. They
 //! never resume threads by themselves: only `resume`, `input` and `fork` run a thread, in this
 //! process, until it ends or parks. `--json` prints one JSON document (with `events --follow`,
 //! one JSON object per line); the default is aligned tables.
@@ -42,13 +43,14 @@ mod control;
 mod copy;
 mod demo;
 mod events;
-mod fold;
 mod fork;
 mod graph;
 mod health;
 mod hold;
 mod init;
+mod remote;
 mod replay;
+mod serve;
 mod state;
 mod table;
 mod threads;
@@ -141,6 +143,9 @@ enum Command {
     /// Serve a shared (PostgreSQL) database: drive its runnable threads, take over those of
     /// stopped workers, fire due timers, until interrupted.
     Worker(worker::WorkerArgs),
+    /// Serve the HTTP endpoint of a file no engine holds (JSON reads, live events, controls
+    /// with the printed token), until interrupted.
+    Serve(serve::ServeArgs),
     /// Internal: hold the database open for writing until stdin closes (tests).
     #[command(name = "__hold", hide = true)]
     Hold(hold::HoldArgs),
@@ -249,6 +254,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Hold(args) => hold::hold(args).await?,
         Command::Worker(args) => worker::worker(args, wfs).await?,
         Command::Copy(args) => copy::copy(args).await?,
+        Command::Serve(args) => serve::run(args, wfs).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,15 +3,12 @@
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
-use cairn_storage::{Page, ThreadFilter, ThreadRecord, ThreadStatus};
-use serde_json::{Value, json};
+use cairn_storage::{ThreadFilter, ThreadStatus};
+use serde_json::Value;
 
-use super::common::{
-    Common, natural_cmp, open_read_only, parse_label, print_json, print_text, record_of,
-};
-use super::fold::fold;
+use super::common::{Common, open_read_only, parse_label, print_json, print_text, record_of};
 use super::table::{Table, cut, short_json, time};
-use crate::Engine;
+use crate::debug::views::{record_summary, thread_details, thread_row, threads_page};
 
 /// Arguments of `cairn threads`.
 #[derive(Debug, clap::Args)]
@@ -45,56 +42,19 @@ pub struct ShowArgs {
     thread: String,
 }
 
-/// The small JSON summary the runner keeps in each thread record.
-fn summary(record: &ThreadRecord) -> Value {
-    serde_json::from_slice(&record.summary).unwrap_or(Value::Null)
-}
-
-fn record_json(record: &ThreadRecord) -> Value {
-    let s = summary(record);
-    json!({
-        "thread": record.id.as_str(),
-        "workflow": record.workflow,
-        "status": record.status.as_str(),
-        "step": s.get("step"),
-        "frontier": s.get("frontier"),
-        "progress": s.get("progress"),
-        "last_error": s.get("last_error"),
-        "last_seq": record.last.map(|b| b.seq.0),
-        "first_seq": record.first_seq.0,
-        "created_at_ms": record.created_at_ms,
-        "updated_at_ms": record.updated_at_ms,
-        "labels": record.labels,
-        "parent": record.parent.as_ref().map(|(t, s)| json!({"thread": t.as_str(), "seq": s.0})),
-    })
-}
-
 pub(super) async fn threads(args: ThreadsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let engine = open_read_only(&args.common.db, wfs).await?;
     let filter =
         ThreadFilter { status: args.status, workflow_id: args.workflow, label: args.label };
-    // In natural order (demo-2 before demo-10), paged over that order: the store lists in
-    // byte order, so the matching records are read in pages and sorted here.
-    let mut records = Vec::new();
-    loop {
-        let page = Page { limit: 1_000, offset: records.len() };
-        let batch = engine.store().list_threads(&filter, page)?;
-        let done = batch.len() < 1_000;
-        records.extend(batch);
-        if done {
-            break;
-        }
-    }
-    records.sort_by(|a, b| natural_cmp(a.id.as_str(), b.id.as_str()));
-    let records: Vec<_> = records.into_iter().skip(args.offset).take(args.limit).collect();
+    let records = threads_page(engine.store().as_ref(), &filter, args.offset, args.limit)?;
     if args.common.json {
-        let rows: Vec<Value> = records.iter().map(record_json).collect();
+        let rows: Vec<Value> = records.iter().map(thread_row).collect();
         return print_json(&rows);
     }
     let mut table =
         Table::new(&["THREAD", "WORKFLOW", "STATUS", "STEP", "SEQ", "UPDATED", "PROGRESS"]);
     for r in &records {
-        let s = summary(r);
+        let s = record_summary(r);
         let progress = match (s.get("last_error"), s.get("progress")) {
             (Some(Value::String(e)), _) if r.status == ThreadStatus::Failed => cut(e, 60),
             (_, Some(p)) if !p.is_null() => format!(
@@ -126,68 +86,12 @@ pub(super) async fn threads(args: ThreadsArgs, wfs: &[Arc<DynWorkflow>]) -> anyh
 pub(super) async fn show(args: ShowArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let engine = open_read_only(&args.common.db, wfs).await?;
     let record = record_of(&engine, &args.thread)?;
-    let view = details(&engine, &record)?;
+    let view = thread_details(&engine, &record)?;
     if args.common.json {
         return print_json(&view);
     }
     print_text(&render(&view));
     Ok(())
-}
-
-/// Everything `show` reports, as JSON (also what `--json` prints).
-fn details(engine: &Engine, record: &ThreadRecord) -> anyhow::Result<Value> {
-    let folded = fold(engine, &record.id, None)?;
-    let m = &folded.ctx.meta;
-    let locks: Vec<Value> = engine
-        .store()
-        .locks()?
-        .into_iter()
-        .filter(|l| l.owner == record.id.as_str())
-        .map(|l| json!({"name": l.name, "acquired_at_ms": l.acquired_at_ms, "expires_at_ms": l.expires_at_ms}))
-        .collect();
-    let t = &m.telemetry;
-    let wall = m.updated_at_ms.saturating_sub(m.created_at_ms);
-    let limits = engine.workflow_of(&record.id).ok().map(|wf| wf.budgets().clone());
-    let budget =
-        |used: u64, limit: Option<Option<u64>>| json!({"used": used, "limit": limit.flatten()});
-    let budgets = json!({
-        "steps": budget(t.steps, limits.as_ref().map(|b| b.max_steps)),
-        "tool_calls": budget(t.tool_calls, limits.as_ref().map(|b| b.max_tool_calls)),
-        "tokens": budget(t.tokens, limits.as_ref().map(|b| b.max_tokens)),
-        "cost_micros": budget(t.cost_micros, limits.as_ref().map(|b| b.max_cost_micros)),
-        "wall_ms": budget(wall, limits.as_ref().map(|b| b.max_wall_ms)),
-    });
-    let last_error = m.errors.back().map(|e| {
-        json!({"seq": e.seq, "task": e.task.to_string(), "error": e.error.to_string(), "at_ms": e.at_ms})
-    });
-    // Errors that are not a node's (a resume blocked by a diverging replay) are only in the
-    // record's summary.
-    let summary_error = serde_json::from_slice::<Value>(&record.summary)
-        .ok()
-        .and_then(|s| s.get("last_error").and_then(Value::as_str).map(str::to_owned));
-    let mut out = record_json(record);
-    let extra = json!({
-        "status_reason": summary_error,
-        "status": m.status.as_str(),
-        "step": m.step,
-        "seq": m.seq,
-        "frontier": m.frontier,
-        "waiting": m.waiting,
-        "progress": m.progress,
-        "node_results": m.node_results,
-        "telemetry": m.telemetry,
-        "budgets": budgets,
-        "locks": locks,
-        "lease": record.lease,
-        "last_error": last_error,
-        "fork": m.fork,
-        "output": m.output,
-        "state_unknown": folded.state_unknown,
-    });
-    if let (Value::Object(out), Value::Object(extra)) = (&mut out, extra) {
-        out.extend(extra);
-    }
-    Ok(out)
 }
 
 fn render(v: &Value) -> String {

@@ -35,6 +35,9 @@ mod diff;
 mod dup_keys;
 mod export;
 mod failure_export;
+// Used by the CLI and the endpoint only (`cli` turns `http` on).
+#[cfg(feature = "http")]
+mod fold;
 mod fork;
 mod import;
 mod migrate;
@@ -49,6 +52,8 @@ mod seed_state;
 mod time_travel;
 mod trace;
 mod validate;
+#[cfg(feature = "http")]
+pub(crate) mod views;
 
 use std::collections::BTreeMap;
 
@@ -63,6 +68,8 @@ pub use bundle::{
 };
 pub use diff::diff_values;
 pub use failure_export::FailureExport;
+#[cfg(feature = "http")]
+pub(crate) use redact::Redactor;
 pub use redact::{REDACTED, Redaction};
 pub use rollback::{ROLLBACK_TAG, ROLLED_BACK_TO_FIELD};
 pub use seed_names::{SEED_VERSION, SEED_WORKFLOW_ID, seed_event_kind};

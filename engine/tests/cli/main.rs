@@ -15,3 +15,4 @@ mod postgres;
 mod prune;
 mod readme;
 mod resume;
+mod serve;

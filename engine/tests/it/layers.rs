@@ -80,7 +80,7 @@ fn rank(module: &[String]) -> u32 {
         Some("api") => 3,
         Some("debug" | "model") => 4,
         Some("testkit") => 5,
-        Some("demo") => 6,
+        Some("demo" | "serve") => 6,
         Some(_) => 7, // cli
     }
 }

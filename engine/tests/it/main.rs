@@ -30,6 +30,8 @@ mod recovery_policy;
 mod replay;
 mod resume_check;
 mod scale;
+#[cfg(feature = "http")]
+mod serve;
 mod spans;
 mod telemetry;
 #[cfg(feature = "postgres")]

@@ -15,9 +15,10 @@ use serde_json::Value;
 
 use crate::Engine;
 use crate::core::thread_ctx::ThreadCtx;
+use crate::error::Error;
 
 /// A thread context folded from the log.
-pub struct Folded {
+pub(crate) struct Folded {
     /// The context (its state is meaningful only when `state_known`).
     pub ctx: ThreadCtx,
     /// Why the state is unknown: the workflow is not compiled in, or has changed.
@@ -28,7 +29,7 @@ pub struct Folded {
 ///
 /// # Errors
 /// Unknown thread, damaged or pruned log.
-pub fn fold(engine: &Engine, thread: &ThreadId, at: Option<u64>) -> anyhow::Result<Folded> {
+pub(crate) fn fold(engine: &Engine, thread: &ThreadId, at: Option<u64>) -> Result<Folded, Error> {
     let store = engine.store().as_ref();
     match engine.workflow_of(thread) {
         Ok(wf) => {
@@ -41,7 +42,7 @@ pub fn fold(engine: &Engine, thread: &ThreadId, at: Option<u64>) -> anyhow::Resu
             let ctx = crate::core::restore::restore(store, opaque(), thread, at)?;
             Ok(Folded { ctx, state_unknown: Some(e.to_string()) })
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e),
     }
 }
 

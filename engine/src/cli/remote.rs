@@ -1,0 +1,90 @@
+//! Controls through a running engine's endpoint: when `<db>.endpoint` announces one (a
+//! `cairn serve` or an application serving the file), `pause`, `cancel`, `resume` and `input`
+//! are posted to it with the token from `<db>.token`, since the file itself is held by that
+//! engine. An announcement nobody answers (its engine died) is ignored: the command opens the
+//! file as usual.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::EXIT_FAILED;
+use super::common::{fail, usage};
+use crate::serve::discovery;
+
+/// Seconds a control through the endpoint may take before the command gives up.
+const CONTROL_TIMEOUT_S: u64 = 60;
+
+/// The endpoint's answer to `POST /api/threads/{thread}/{control}` with `body`, or `None` when
+/// no endpoint is announced for `db` or none answers there.
+///
+/// # Errors
+/// A refusal of the endpoint (exit 2 for a 400, else 1), naming its field; an unreadable token
+/// file.
+pub(super) fn post(
+    db: &Path,
+    thread: &str,
+    control: &str,
+    body: &Value,
+) -> anyhow::Result<Option<Value>> {
+    let Some(endpoint) = discovery::find(db).ok().flatten() else { return Ok(None) };
+    let token = std::fs::read_to_string(&endpoint.token_file).map_err(|e| {
+        fail(
+            EXIT_FAILED,
+            format!(
+                "{} serves {}, but its token file {} cannot be read: {e}",
+                endpoint.address,
+                db.display(),
+                endpoint.token_file.display()
+            ),
+        )
+    })?;
+    // A bound on a hung engine: a control is applied in well under this.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(CONTROL_TIMEOUT_S)))
+        .build()
+        .into();
+    let url = format!("http://{}/api/threads/{thread}/{control}", endpoint.address);
+    let sent = agent
+        .post(&url)
+        .header("authorization", &format!("Bearer {}", token.trim()))
+        .header("content-type", "application/json")
+        .send(body.to_string().as_str());
+    let mut response = match sent {
+        Ok(r) => r,
+        // Announced but not answering: a stale file of an engine that died.
+        Err(ureq::Error::Io(_) | ureq::Error::ConnectionFailed | ureq::Error::HostNotFound) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(fail(EXIT_FAILED, format!("asking the endpoint at {url}: {e}"))),
+    };
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    let answer: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    if status == 200 {
+        return Ok(Some(answer));
+    }
+    let error = answer["error"].as_str().unwrap_or("refused").to_owned();
+    let message = match answer["field"].as_str() {
+        Some(field) => format!("the engine serving {} refused ({field}): {error}", db.display()),
+        None => format!("the engine serving {} refused: {error}", db.display()),
+    };
+    Err(if status == 400 { usage(message) } else { fail(EXIT_FAILED, message) })
+}
+
+/// Prints what the endpoint answered a control with (as the local command would).
+///
+/// # Errors
+/// If the answer does not serialise (a bug).
+pub(super) fn report(answer: &Value, json: bool) -> anyhow::Result<()> {
+    if json {
+        return super::common::print_json(answer);
+    }
+    super::common::print_text(&format!(
+        "{}: now {} (through the engine serving the file)",
+        answer["thread"].as_str().unwrap_or_default(),
+        answer["status"].as_str().unwrap_or_default()
+    ));
+    Ok(())
+}

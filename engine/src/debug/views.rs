@@ -1,0 +1,274 @@
+//! JSON views of threads, events, checkpoints and messages, shared by the command line
+//! (`cairn threads`, `show`, `events`, `trace`, `checkpoints`) and the HTTP endpoint
+//! (`crate::serve`), so that both show one thing the same way. Reads only.
+
+use cairn_storage::{
+    CheckpointInfo, Event, EventKind, Lsn, Page, Seq, Store, ThreadFilter, ThreadId, ThreadRecord,
+};
+use serde_json::{Value, json};
+
+use super::fold::fold;
+use crate::Engine;
+use crate::core::codec::decode;
+use crate::core::event::Body;
+use crate::error::Error;
+use crate::limits::READ_CHUNK_EVENTS;
+
+/// The small JSON summary the runner keeps in each thread record.
+pub(crate) fn record_summary(record: &ThreadRecord) -> Value {
+    serde_json::from_slice(&record.summary).unwrap_or(Value::Null)
+}
+
+/// One thread as a listing shows it (`cairn threads --json`, `GET /api/threads`).
+pub(crate) fn thread_row(record: &ThreadRecord) -> Value {
+    let s = record_summary(record);
+    json!({
+        "thread": record.id.as_str(),
+        "workflow": record.workflow,
+        "status": record.status.as_str(),
+        "step": s.get("step"),
+        "frontier": s.get("frontier"),
+        "progress": s.get("progress"),
+        "last_error": s.get("last_error"),
+        "last_seq": record.last.map(|b| b.seq.0),
+        "first_seq": record.first_seq.0,
+        "created_at_ms": record.created_at_ms,
+        "updated_at_ms": record.updated_at_ms,
+        "labels": record.labels,
+        "parent": record.parent.as_ref().map(|(t, s)| json!({"thread": t.as_str(), "seq": s.0})),
+    })
+}
+
+/// Everything `cairn show` reports, as JSON (what `--json` prints and `GET /api/threads/{id}`
+/// serves).
+pub(crate) fn thread_details(engine: &Engine, record: &ThreadRecord) -> Result<Value, Error> {
+    let folded = fold(engine, &record.id, None)?;
+    let m = &folded.ctx.meta;
+    let locks: Vec<Value> = engine
+        .store()
+        .locks()?
+        .into_iter()
+        .filter(|l| l.owner == record.id.as_str())
+        .map(|l| json!({"name": l.name, "acquired_at_ms": l.acquired_at_ms, "expires_at_ms": l.expires_at_ms}))
+        .collect();
+    let t = &m.telemetry;
+    let wall = m.updated_at_ms.saturating_sub(m.created_at_ms);
+    let limits = engine.workflow_of(&record.id).ok().map(|wf| wf.budgets().clone());
+    let budget =
+        |used: u64, limit: Option<Option<u64>>| json!({"used": used, "limit": limit.flatten()});
+    let budgets = json!({
+        "steps": budget(t.steps, limits.as_ref().map(|b| b.max_steps)),
+        "tool_calls": budget(t.tool_calls, limits.as_ref().map(|b| b.max_tool_calls)),
+        "tokens": budget(t.tokens, limits.as_ref().map(|b| b.max_tokens)),
+        "cost_micros": budget(t.cost_micros, limits.as_ref().map(|b| b.max_cost_micros)),
+        "wall_ms": budget(wall, limits.as_ref().map(|b| b.max_wall_ms)),
+    });
+    let last_error = m.errors.back().map(|e| {
+        json!({"seq": e.seq, "task": e.task.to_string(), "error": e.error.to_string(), "at_ms": e.at_ms})
+    });
+    // Errors that are not a node's (a resume blocked by a diverging replay) are only in the
+    // record's summary.
+    let summary_error = serde_json::from_slice::<Value>(&record.summary)
+        .ok()
+        .and_then(|s| s.get("last_error").and_then(Value::as_str).map(str::to_owned));
+    let mut out = thread_row(record);
+    let extra = json!({
+        "status_reason": summary_error,
+        "status": m.status.as_str(),
+        "step": m.step,
+        "seq": m.seq,
+        "frontier": m.frontier,
+        "waiting": m.waiting,
+        "progress": m.progress,
+        "node_results": m.node_results,
+        "telemetry": m.telemetry,
+        "budgets": budgets,
+        "locks": locks,
+        "lease": record.lease,
+        "last_error": last_error,
+        "fork": m.fork,
+        "output": m.output,
+        "state_unknown": folded.state_unknown,
+    });
+    if let (Value::Object(out), Value::Object(extra)) = (&mut out, extra) {
+        out.extend(extra);
+    }
+    Ok(out)
+}
+
+/// One event as `cairn events --json` prints it and `GET /api/threads/{id}/events` serves it.
+pub(crate) fn event_json(store: &dyn Store, event: Event) -> Result<Value, Error> {
+    let head = json!({
+        "seq": event.bookmark.seq.0,
+        "lsn": event.bookmark.lsn.0,
+        "at_ms": event.bookmark.at_ms,
+        "kind": event.kind.as_str(),
+        "node": event.node,
+        "status": event.status.as_str(),
+        "summary": event.summary,
+    });
+    // A `checkpoint_created` event is shown with the id its checkpoint got at commit.
+    let body = crate::core::codec::decode_announced(store, event)?.body;
+    let mut head = head;
+    head["body"] = serde_json::to_value(&body)?;
+    Ok(head)
+}
+
+/// One checkpoint's metadata as `cairn checkpoints --json` prints it.
+pub(crate) fn checkpoint_json(c: &CheckpointInfo) -> Value {
+    json!({
+        "id": c.id.0,
+        "thread": c.thread.as_str(),
+        "workflow": c.workflow,
+        "kind": c.kind.as_str(),
+        "covers": {"seq": c.covers.seq.0, "lsn": c.covers.lsn.0, "at_ms": c.covers.at_ms},
+        "created_at_ms": c.created_at_ms,
+        "snapshot_len": c.snapshot_len,
+        "meta": c.meta,
+    })
+}
+
+/// The threads matching `filter` in natural id order (`demo-2` before `demo-10`), `offset`
+/// skipped and at most `limit` kept. The store lists in byte order, so every matching record is
+/// read (in pages) and sorted here.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn threads_page(
+    store: &dyn Store,
+    filter: &ThreadFilter,
+    offset: usize,
+    limit: usize,
+) -> Result<Vec<ThreadRecord>, Error> {
+    const PAGE: usize = 1_000;
+    let mut records = Vec::new();
+    loop {
+        let batch = store.list_threads(filter, Page { limit: PAGE, offset: records.len() })?;
+        let done = batch.len() < PAGE;
+        records.extend(batch);
+        if done {
+            break;
+        }
+    }
+    records.sort_by(|a, b| natural_cmp(a.id.as_str(), b.id.as_str()));
+    Ok(records.into_iter().skip(offset).take(limit).collect())
+}
+
+/// The events of `thread` after seq `after` that pass `kinds` (all when empty), decoded, at
+/// most `max` of them; returns them and the last seq read (matching or not).
+///
+/// # Errors
+/// Storage errors; an event that does not decode.
+pub(crate) fn events_after(
+    store: &dyn Store,
+    thread: &ThreadId,
+    mut after: u64,
+    kinds: &[EventKind],
+    max: usize,
+) -> Result<(Vec<Value>, u64), Error> {
+    let mut out = Vec::new();
+    loop {
+        let chunk = READ_CHUNK_EVENTS.min(max.saturating_sub(out.len()).max(1));
+        let events = store.read_since(thread, Seq(after), chunk)?;
+        let n = events.len();
+        for event in events {
+            after = event.bookmark.seq.0;
+            if kinds.is_empty() || kinds.contains(&event.kind) {
+                out.push(event_json(store, event)?);
+            }
+        }
+        if n < chunk || out.len() >= max {
+            return Ok((out, after));
+        }
+    }
+}
+
+/// The messages that carry `correlation_id`, across threads, in lsn order.
+///
+/// # Errors
+/// Storage errors; an event that does not decode.
+pub(crate) fn messages(store: &dyn Store, correlation_id: &str) -> Result<Vec<Value>, Error> {
+    let mut after = 0u64;
+    let mut found = Vec::new();
+    loop {
+        let events = store.read_all_since(Lsn(after), READ_CHUNK_EVENTS)?;
+        let n = events.len();
+        for event in events {
+            after = event.bookmark.lsn.0;
+            if event.kind != EventKind::Message {
+                continue;
+            }
+            let rec = decode(store, event)?;
+            let Body::Message { task, message } = rec.body else { continue };
+            if message.correlation_id.as_deref() != Some(correlation_id) {
+                continue;
+            }
+            found.push(json!({
+                "lsn": rec.bookmark.lsn.0,
+                "thread": rec.thread.as_str(),
+                "seq": rec.bookmark.seq.0,
+                "at_ms": rec.bookmark.at_ms,
+                "node": task.to_string(),
+                "role": message.role,
+                "to": message.to,
+                "content": message.content,
+            }));
+        }
+        if n < READ_CHUNK_EVENTS {
+            return Ok(found);
+        }
+    }
+}
+
+/// Natural order of thread ids: runs of digits compare as numbers, so `demo-2` comes before
+/// `demo-10` (plain byte order, the store's, puts `demo-10` first).
+pub(crate) fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let (mut a, mut b) = (a.as_bytes(), b.as_bytes());
+    loop {
+        match (a.first(), b.first()) {
+            (None, None) => return std::cmp::Ordering::Equal,
+            (None, Some(_)) => return std::cmp::Ordering::Less,
+            (Some(_), None) => return std::cmp::Ordering::Greater,
+            (Some(x), Some(y)) if x.is_ascii_digit() && y.is_ascii_digit() => {
+                let (da, ra) = split_digits(a);
+                let (db, rb) = split_digits(b);
+                // Leading zeros aside, the longer number is the larger; equal lengths compare
+                // digit by digit; then fewer leading zeros first, for a total order.
+                let (ta, tb) = (trim_zeros(da), trim_zeros(db));
+                let order = ta.len().cmp(&tb.len()).then(ta.cmp(tb)).then(da.len().cmp(&db.len()));
+                if order != std::cmp::Ordering::Equal {
+                    return order;
+                }
+                (a, b) = (ra, rb);
+            }
+            (Some(x), Some(y)) => {
+                if x != y {
+                    return x.cmp(y);
+                }
+                (a, b) = (&a[1..], &b[1..]);
+            }
+        }
+    }
+}
+
+fn split_digits(s: &[u8]) -> (&[u8], &[u8]) {
+    let n = s.iter().take_while(|c| c.is_ascii_digit()).count();
+    s.split_at(n)
+}
+
+fn trim_zeros(digits: &[u8]) -> &[u8] {
+    let zeros = digits.iter().take_while(|&&c| c == b'0').count();
+    &digits[zeros..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::natural_cmp;
+
+    #[test]
+    fn thread_ids_sort_naturally() {
+        let mut ids = vec!["demo-10", "demo-2", "demo-1", "b", "a10b", "a9c", "demo-02", "x"];
+        ids.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(ids, ["a9c", "a10b", "b", "demo-1", "demo-2", "demo-02", "demo-10", "x"]);
+    }
+}

@@ -1,0 +1,159 @@
+//! The controls: `POST /api/threads/{id}/{pause|resume|cancel|input|fork}`, each with
+//! `Authorization: Bearer <token>`. Bodies are JSON: `cancel` `{"reason"?}`, `input`
+//! `{"value"}`, `fork` `{"at"? | "checkpoint"?, "update"?, "id"?, "labels"?, "start"?}`; a body
+//! field that does not parse is named in the 400. `resume`, `input` and a started fork run the
+//! thread in this engine; the answer comes once the control is applied, not when the thread ends.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use cairn_storage::CheckpointId;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::params::Reject;
+use super::routes::{App, reject};
+use super::threads::record_of;
+use super::token;
+use crate::debug::{ForkFrom, ForkOptions};
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CancelBody {
+    reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InputBody {
+    value: Value,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ForkBody {
+    at: Option<u64>,
+    checkpoint: Option<u64>,
+    update: Option<Value>,
+    id: Option<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    start: Option<bool>,
+}
+
+pub(super) async fn control(
+    State(app): State<App>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, Reject> {
+    let (id, control) = path.map(|p| p.0).map_err(|e| Reject::bad("path", e.body_text()))?;
+    if !matches!(control.as_str(), "pause" | "resume" | "cancel" | "input" | "fork") {
+        return Err(Reject::not_found("control", format!("no control {control:?}")));
+    }
+    let given = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    if !token::accepts(&app.token, given) {
+        return Err(Reject {
+            status: 401,
+            error: "a control needs `Authorization: Bearer <token>` (the token file beside the \
+                    database)"
+                .into(),
+            field: Some("authorization".into()),
+        });
+    }
+    let body = body.map_err(|e| Reject {
+        status: e.status().as_u16(),
+        error: e.body_text(),
+        field: Some("body".into()),
+    })?;
+    let engine = app.engine.clone();
+    let lookup = engine.clone();
+    let check = id.clone();
+    super::routes::blocking(move || record_of(&lookup, &check).map(drop)).await?;
+    let thread = match control.as_str() {
+        "pause" => {
+            no_body(&body)?;
+            engine.pause(&id).await.map_err(|e| reject(e, "thread"))?;
+            id
+        }
+        "resume" => {
+            no_body(&body)?;
+            engine.resume(&id).await.map_err(|e| reject(e, "thread"))?;
+            id
+        }
+        "cancel" => {
+            let b: CancelBody = parse_or_default(&body)?;
+            let reason = b.reason.unwrap_or_else(|| "cancelled through the endpoint".into());
+            engine.cancel(&id, &reason).await.map_err(|e| reject(e, "thread"))?;
+            id
+        }
+        "input" => {
+            let b: InputBody = parse(&body)?;
+            engine.send_input(&id, b.value).await.map_err(|e| reject(e, "value"))?;
+            id
+        }
+        _ => {
+            let b: ForkBody = parse_or_default(&body)?;
+            let from = match (b.at, b.checkpoint) {
+                (Some(_), Some(_)) => {
+                    return Err(Reject::bad("checkpoint", "give at or checkpoint, not both"));
+                }
+                (_, Some(cp)) => ForkFrom::Checkpoint(CheckpointId(cp)),
+                (Some(seq), None) => ForkFrom::Seq(seq),
+                (None, None) => return Err(Reject::bad("at", "give at (a seq) or checkpoint")),
+            };
+            let field = if b.checkpoint.is_some() { "checkpoint" } else { "at" };
+            let options = ForkOptions {
+                thread_id: b.id,
+                update: b.update,
+                labels: b.labels,
+                start: b.start.unwrap_or(true),
+            };
+            let handle = engine.fork(&id, from, options).await.map_err(|e| reject(e, field))?;
+            handle.id().as_str().to_owned()
+        }
+    };
+    let status =
+        engine.thread(&thread).and_then(|h| h.status()).map_err(|e| reject(e, "thread"))?;
+    Ok(Json(json!({"thread": thread, "status": status.as_str()})))
+}
+
+fn no_body(body: &Bytes) -> Result<(), Reject> {
+    if body.iter().all(u8::is_ascii_whitespace) || body.as_ref() == b"{}" {
+        return Ok(());
+    }
+    Err(Reject::bad("body", "this control takes no body"))
+}
+
+fn parse_or_default<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, Reject> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    parse(body)
+}
+
+/// The body as `T`; a field that does not parse is named (`value`, `labels.team`), or `body`
+/// when the JSON itself is malformed.
+fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, Reject> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." || path.is_empty() { "body".to_owned() } else { path };
+        let inner = e.into_inner();
+        // A missing or unknown field is named in serde's message, not in the path.
+        let field = missing_or_unknown(&inner.to_string()).unwrap_or(field);
+        Reject { status: 400, error: inner.to_string(), field: Some(field) }
+    })
+}
+
+fn missing_or_unknown(message: &str) -> Option<String> {
+    let rest = message
+        .strip_prefix("missing field `")
+        .or_else(|| message.strip_prefix("unknown field `"))?;
+    rest.split('`').next().map(str::to_owned)
+}

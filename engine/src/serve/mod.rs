@@ -1,0 +1,267 @@
+//! The local HTTP endpoint an engine serves (feature `http`): JSON reads of threads, events,
+//! state, checkpoints, graphs, messages, metrics and health, Server-Sent Events that follow a
+//! thread's log, and the controls (pause, resume, cancel, input, fork) behind a bearer token.
+//!
+//! Start it with [`EngineBuilder::serve`] or [`serve`] on an open engine; `cairn serve --db FILE`
+//! does the latter. It owns three things and these invariants:
+//! - the listener: loopback unless [`ServeOptions::public`] says otherwise (a non-loopback
+//!   address is refused without it);
+//! - the token (`<db>.token`, mode 0600, made at start, see [`token`]): every control checks it,
+//!   no read needs it;
+//! - the announcement (`<db>.endpoint`, see [`discovery`]): written once the listener is bound,
+//!   removed when the [`Server`] is shut down or dropped.
+//!
+//! Every request is bounded ([`crate::limits::SERVE_PAGE_MAX`] items a page,
+//! [`crate::limits::SERVE_BODY_BYTES_MAX`] bytes a body); a bad one gets a 4xx with
+//! `{"error": ..., "field": ...}` naming the parameter, path segment or body field, never a panic.
+//! Routes:
+//!
+//! | method | path | what |
+//! |---|---|---|
+//! | GET | `/api/health` | the health report |
+//! | GET | `/api/metrics` | Prometheus text (feature `prometheus`, with a handle) or the health report |
+//! | GET | `/api/threads?status=&workflow=&label=K=V&limit=&offset=` | a page of threads, natural id order |
+//! | GET | `/api/threads/{id}` | the thread as `cairn show` reports it |
+//! | GET | `/api/threads/{id}/events?since=&kind=&limit=&redact=1` | events after a seq; `follow=1`: SSE until the thread ends |
+//! | GET | `/api/threads/{id}/state?at=SEQ` or `?diff=A,B` (`&redact=1`) | state after a seq, or a diff |
+//! | GET | `/api/threads/{id}/checkpoints` | the thread's checkpoints |
+//! | GET | `/api/workflows/{id}/graph?format=dot\|mermaid&version=` | a compiled-in workflow's graph |
+//! | GET | `/api/trace/{correlation_id}` | messages carrying the id, across threads |
+//! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|fork` | controls (bearer token) |
+
+pub mod discovery;
+pub mod params;
+pub mod token;
+
+mod controls;
+mod routes;
+mod sse;
+mod threads;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::api::builder::EngineBuilder;
+use crate::api::engine::Engine;
+use crate::debug::{Redaction, Redactor};
+use crate::error::Error;
+
+pub use discovery::{Endpoint, endpoint_path};
+pub use token::token_path;
+
+/// How an endpoint is served.
+#[derive(Clone)]
+pub struct ServeOptions {
+    /// Where to listen (port 0: any free port; [`Server::addr`] says which).
+    pub addr: SocketAddr,
+    /// Allow an address other than loopback (anyone who can reach it reads every thread).
+    pub public: bool,
+    /// The rules `?redact=1` applies to state and events (default: the bundle defaults).
+    pub redaction: Redaction,
+    /// What `/api/metrics` renders: the Prometheus text of this handle, or without one the
+    /// health report as JSON.
+    #[cfg(feature = "prometheus")]
+    pub prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
+}
+
+impl ServeOptions {
+    /// Loopback-only options at `addr`, default redaction.
+    pub fn new(addr: SocketAddr) -> Self {
+        Self {
+            addr,
+            public: false,
+            redaction: Redaction::default(),
+            #[cfg(feature = "prometheus")]
+            prometheus: None,
+        }
+    }
+}
+
+/// A running endpoint. Dropping it (or [`Server::shutdown`]) stops it and removes the endpoint
+/// file; the engine keeps running.
+#[must_use = "dropping the Server stops the endpoint"]
+pub struct Server {
+    addr: SocketAddr,
+    token: String,
+    files: Option<(PathBuf, PathBuf)>,
+    stop: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Server {
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The bearer token controls need.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The file holding the token (`<db>.token`), when the engine is on a file.
+    pub fn token_file(&self) -> Option<&Path> {
+        self.files.as_ref().map(|(t, _)| t.as_path())
+    }
+
+    /// The endpoint announcement (`<db>.endpoint`), when the engine is on a file.
+    pub fn endpoint_file(&self) -> Option<&Path> {
+        self.files.as_ref().map(|(_, e)| e.as_path())
+    }
+
+    /// Stops accepting requests, lets those in flight finish (a followed log ends), and removes
+    /// the endpoint file.
+    pub async fn shutdown(mut self) {
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
+    /// Waits until the endpoint stops (it never stops by itself unless its listener fails).
+    pub async fn stopped(&self) {
+        self.stop.cancelled().await;
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        if let Some((_, endpoint)) = &self.files {
+            discovery::withdraw(endpoint);
+        }
+    }
+}
+
+/// Serves `engine` as `options` say; `db` is the database file beside which the token and the
+/// endpoint announcement are written (`None` for a store without a file: the token is then only
+/// in [`Server::token`]).
+///
+/// # Errors
+/// [`Error::Invalid`] for a non-loopback address without [`ServeOptions::public`], an address
+/// that cannot be bound, or a token or endpoint file that cannot be written.
+///
+/// # Examples
+/// ```no_run
+/// # async fn run() -> Result<(), cairn::Error> {
+/// use cairn::serve::{ServeOptions, serve};
+/// use std::path::Path;
+/// let engine = cairn::Engine::builder("cairn.db").open().await?;
+/// let options = ServeOptions::new(([127, 0, 0, 1], 0).into());
+/// let server = serve(&engine, Some(Path::new("cairn.db")), options).await?;
+/// tracing::info!(addr = %server.addr(), "serving");
+/// # Ok(()) }
+/// ```
+pub async fn serve(
+    engine: &Engine,
+    db: Option<&Path>,
+    options: ServeOptions,
+) -> Result<Server, Error> {
+    check_addr(&options)?;
+    let redactor = Arc::new(Redactor::new(&options.redaction)?);
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .map_err(|e| Error::Invalid(format!("cannot listen on {}: {e}", options.addr)))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::Invalid(format!("the listener has no address: {e}")))?;
+    let token = token::generate()?;
+    let files = match db {
+        Some(db) => {
+            let (token_file, endpoint_file) = (token_path(db), endpoint_path(db));
+            token::write(&token_file, &token)?;
+            let endpoint =
+                Endpoint { address: addr, pid: std::process::id(), token_file: token_file.clone() };
+            discovery::announce(&endpoint_file, &endpoint)?;
+            Some((token_file, endpoint_file))
+        }
+        None => None,
+    };
+    let state = routes::App {
+        engine: engine.clone(),
+        token: Arc::from(token.as_str()),
+        redactor,
+        stop: CancellationToken::new(),
+        #[cfg(feature = "prometheus")]
+        prometheus: options.prometheus.clone(),
+    };
+    let stop = state.stop.clone();
+    let router = routes::router(state);
+    let until = stop.clone();
+    let task = tokio::spawn(async move {
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(until.clone().cancelled_owned())
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "the HTTP endpoint stopped");
+        }
+        until.cancel();
+    });
+    Ok(Server { addr, token, files, stop, task: Some(task) })
+}
+
+/// Refuses a non-loopback address unless the options allow it.
+fn check_addr(options: &ServeOptions) -> Result<(), Error> {
+    if !options.addr.ip().is_loopback() && !options.public {
+        return Err(Error::Invalid(format!(
+            "{} is not a loopback address: serving it lets anyone who reaches it read every \
+             thread (allow it with `public`, `--public`)",
+            options.addr
+        )));
+    }
+    Ok(())
+}
+
+/// An engine builder that also serves the endpoint once the engine is open.
+#[must_use]
+pub struct ServingBuilder {
+    builder: EngineBuilder,
+    options: ServeOptions,
+}
+
+impl EngineBuilder {
+    /// Serves the HTTP endpoint at `addr` (loopback; port 0 for any free port) once the engine
+    /// is open: [`ServingBuilder::open`] returns the engine and its [`Server`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// let (engine, server) =
+    ///     cairn::Engine::builder("cairn.db").serve(([127, 0, 0, 1], 0).into()).open().await?;
+    /// tracing::info!(addr = %server.addr(), token_file = ?server.token_file(), "serving");
+    /// # Ok(()) }
+    /// ```
+    pub fn serve(self, addr: SocketAddr) -> ServingBuilder {
+        ServingBuilder { builder: self, options: ServeOptions::new(addr) }
+    }
+}
+
+impl ServingBuilder {
+    /// Replaces the serve options (public address, redaction, Prometheus handle).
+    pub fn options(mut self, options: ServeOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Opens the engine (as [`EngineBuilder::open`]) and starts its endpoint. An address refused
+    /// is refused before the engine opens; an endpoint that fails to start shuts the engine down.
+    ///
+    /// # Errors
+    /// As [`EngineBuilder::open`] and [`serve`].
+    pub async fn open(self) -> Result<(Engine, Server), Error> {
+        // Checked before the engine opens: a refused address leaves nothing running.
+        check_addr(&self.options)?;
+        let db = self.builder.file_path().map(Path::to_path_buf);
+        let engine = self.builder.open().await?;
+        match serve(&engine, db.as_deref(), self.options).await {
+            Ok(server) => Ok((engine, server)),
+            Err(e) => {
+                engine.shutdown().await;
+                Err(e)
+            }
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! `GET /api/threads/{id}/events`: a page of events after a seq, or with `follow=1` the log as
+//! Server-Sent Events (one `event` per log event, its seq as the SSE id), live until the thread
+//! reaches a terminal status or the server stops. Following polls the store every
+//! [`FOLLOW_POLL_MS`]: the record is read before the events, and a thread's last events and its
+//! terminal status are written in one batch, so a follower that sees the status terminal and no
+//! event after its bookmark has seen the whole log.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::params::{EventsParams, Reject, events_params};
+use super::routes::{App, blocking, pairs, reject};
+use super::threads::record_of;
+use crate::debug::views::events_after;
+
+/// How often a follower looks for new events: low enough for a person watching, and a read of
+/// one thread record and an empty range costs little.
+pub const FOLLOW_POLL_MS: u64 = 200;
+
+pub(super) async fn events(
+    State(app): State<App>,
+    id: Result<Path<String>, PathRejection>,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<Response, Reject> {
+    let id = super::threads::segment(id)?;
+    let p = events_params(&pairs(q)?)?;
+    let (page, last, terminal) = read(app.clone(), id.clone(), p.clone(), p.since).await?;
+    if !p.follow {
+        return Ok(Json(json!({"thread": id, "events": page, "next_since": last})).into_response());
+    }
+    let done = terminal && page.is_empty();
+    let follow = Follow { app, id, p, buffer: page.into(), last, done };
+    let stream = futures::stream::unfold(follow, Follow::next);
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// A page of events after `after` (pruned ones skipped), the last seq read, and whether the
+/// thread was terminal before they were read.
+async fn read(
+    app: App,
+    id: String,
+    p: EventsParams,
+    after: u64,
+) -> Result<(Vec<Value>, u64, bool), Reject> {
+    blocking(move || {
+        let record = record_of(&app.engine, &id)?;
+        let terminal = record.status.is_terminal();
+        let after = after.max(record.first_seq.0.saturating_sub(1));
+        let store = app.engine.store().as_ref();
+        let (mut page, last) = events_after(store, &record.id, after, &p.kinds, p.limit)
+            .map_err(|e| reject(e, "since"))?;
+        if p.redact {
+            for e in &mut page {
+                app.redactor.value(e);
+            }
+        }
+        Ok((page, last, terminal))
+    })
+    .await
+}
+
+struct Follow {
+    app: App,
+    id: String,
+    p: EventsParams,
+    buffer: VecDeque<Value>,
+    last: u64,
+    /// A read after the thread became terminal found no more events: none will follow.
+    done: bool,
+}
+
+impl Follow {
+    async fn next(mut self) -> Option<(Result<Event, Infallible>, Self)> {
+        loop {
+            if let Some(e) = self.buffer.pop_front() {
+                let seq = e["seq"].as_u64().unwrap_or_default();
+                let event = Event::default().id(seq.to_string()).event("event").data(e.to_string());
+                return Some((Ok(event), self));
+            }
+            if self.done || self.app.stop.is_cancelled() {
+                return None;
+            }
+            match read(self.app.clone(), self.id.clone(), self.p.clone(), self.last).await {
+                Ok((page, last, terminal)) => {
+                    // Ended only once a read after the terminal status finds nothing more.
+                    self.done = terminal && page.is_empty();
+                    if page.is_empty() && !terminal {
+                        tokio::select! {
+                            () = tokio::time::sleep(Duration::from_millis(FOLLOW_POLL_MS)) => {}
+                            () = self.app.stop.cancelled() => return None,
+                        }
+                    }
+                    self.buffer.extend(page);
+                    self.last = last;
+                }
+                Err(r) => {
+                    self.done = true;
+                    let data = json!({"error": r.error, "field": r.field}).to_string();
+                    return Some((Ok(Event::default().event("error").data(data)), self));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The read handlers: health, metrics, threads, one thread, state, checkpoints, graphs and
+//! traces. They read the engine's store (live, not a snapshot) off the async workers.
+
+use axum::Json;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use cairn_storage::{CheckpointFilter, Page, ThreadId, ThreadRecord};
+use serde_json::{Value, json};
+
+use super::params::{Reject, graph_params, list_params, no_params, redact_only, state_params};
+use super::routes::{App, blocking, pairs, reject};
+use crate::api::engine::Engine;
+use crate::debug::views;
+use crate::limits::SERVE_PAGE_MAX;
+
+type Q = Result<Query<Vec<(String, String)>>, QueryRejection>;
+
+/// The path's one segment (a thread, workflow or correlation id), or a 400 naming `path` (not
+/// UTF-8 once decoded).
+pub(super) fn segment(path: Result<Path<String>, PathRejection>) -> Result<String, Reject> {
+    path.map(|p| p.0).map_err(|e| Reject::bad("path", e.body_text()))
+}
+
+/// The record of thread `id`, or a 400 (malformed id) or 404 (no such thread) naming `thread`.
+pub(super) fn record_of(engine: &Engine, id: &str) -> Result<ThreadRecord, Reject> {
+    let thread = ThreadId::new(id).map_err(|e| Reject::bad("thread", e.to_string()))?;
+    engine
+        .store()
+        .thread(&thread)
+        .map_err(|e| reject(e.into(), "thread"))?
+        .ok_or_else(|| Reject::not_found("thread", format!("no thread {id}")))
+}
+
+pub(super) async fn health(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
+    no_params(&pairs(q)?)?;
+    let report = blocking(move || app.engine.health().map_err(|e| reject(e, "health"))).await?;
+    Ok(Json(serde_json::to_value(report).map_err(|e| reject(e.into(), "health"))?))
+}
+
+pub(super) async fn metrics(State(app): State<App>, q: Q) -> Result<Response, Reject> {
+    no_params(&pairs(q)?)?;
+    #[cfg(feature = "prometheus")]
+    if let Some(handle) = &app.prometheus {
+        let headers = [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")];
+        return Ok((headers, handle.render()).into_response());
+    }
+    Ok(health(State(app), Ok(Query(Vec::new()))).await?.into_response())
+}
+
+pub(super) async fn list(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
+    let p = list_params(&pairs(q)?)?;
+    blocking(move || {
+        let store = app.engine.store().as_ref();
+        let records = views::threads_page(store, &p.filter, p.offset, p.limit)
+            .map_err(|e| reject(e, "threads"))?;
+        let rows: Vec<Value> = records.iter().map(views::thread_row).collect();
+        Ok(Json(json!({"threads": rows, "offset": p.offset, "limit": p.limit})))
+    })
+    .await
+}
+
+pub(super) async fn show(
+    State(app): State<App>,
+    id: Result<Path<String>, PathRejection>,
+    q: Q,
+) -> Result<Json<Value>, Reject> {
+    let id = segment(id)?;
+    let redact = redact_only(&pairs(q)?)?;
+    blocking(move || {
+        let record = record_of(&app.engine, &id)?;
+        let mut out =
+            views::thread_details(&app.engine, &record).map_err(|e| reject(e, "thread"))?;
+        if redact {
+            app.redactor.value(&mut out);
+        }
+        Ok(Json(out))
+    })
+    .await
+}
+
+pub(super) async fn state(
+    State(app): State<App>,
+    id: Result<Path<String>, PathRejection>,
+    q: Q,
+) -> Result<Json<Value>, Reject> {
+    let id = segment(id)?;
+    let p = state_params(&pairs(q)?)?;
+    blocking(move || {
+        let engine = &app.engine;
+        record_of(engine, &id)?;
+        let mut out = match p.diff {
+            Some((a, b)) => {
+                let changes = engine.diff(&id, a, b).map_err(|e| reject(e, "diff"))?;
+                json!({"thread": id, "from": a, "to": b, "changes": changes})
+            }
+            None => {
+                let view = engine.state_at(&id, p.at).map_err(|e| reject(e, "at"))?;
+                json!({
+                    "thread": view.thread,
+                    "seq": view.seq,
+                    "step": view.step,
+                    "status": view.status.as_str(),
+                    "frontier": view.meta.frontier,
+                    "state": view.state,
+                })
+            }
+        };
+        if p.redact {
+            app.redactor.value(&mut out);
+        }
+        Ok(Json(out))
+    })
+    .await
+}
+
+pub(super) async fn checkpoints(
+    State(app): State<App>,
+    id: Result<Path<String>, PathRejection>,
+    q: Q,
+) -> Result<Json<Value>, Reject> {
+    let id = segment(id)?;
+    let redact = redact_only(&pairs(q)?)?;
+    blocking(move || {
+        let record = record_of(&app.engine, &id)?;
+        let filter = CheckpointFilter { thread: Some(record.id), ..CheckpointFilter::default() };
+        let infos = app
+            .engine
+            .store()
+            .list_checkpoints(&filter, Page { limit: SERVE_PAGE_MAX, offset: 0 })
+            .map_err(|e| reject(e.into(), "thread"))?;
+        let rows: Vec<Value> = infos.iter().map(views::checkpoint_json).collect();
+        let mut out = json!({"thread": id, "checkpoints": rows});
+        if redact {
+            app.redactor.value(&mut out);
+        }
+        Ok(Json(out))
+    })
+    .await
+}
+
+pub(super) async fn graph(
+    State(app): State<App>,
+    id: Result<Path<String>, PathRejection>,
+    q: Q,
+) -> Result<Response, Reject> {
+    let id = segment(id)?;
+    let p = graph_params(&pairs(q)?)?;
+    let found = app
+        .engine
+        .workflows()
+        .into_iter()
+        .filter(|w| w.id() == id && p.version.is_none_or(|v| w.version() == v))
+        .max_by_key(|w| w.version());
+    let Some(wf) = found else {
+        return Err(Reject::not_found("workflow", format!("workflow {id} is not compiled in")));
+    };
+    let text = if p.mermaid { wf.to_mermaid() } else { wf.to_dot() };
+    let headers = [(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")];
+    Ok((headers, text).into_response())
+}
+
+pub(super) async fn trace(
+    State(app): State<App>,
+    id: Result<Path<String>, PathRejection>,
+    q: Q,
+) -> Result<Json<Value>, Reject> {
+    let id = segment(id)?;
+    let redact = redact_only(&pairs(q)?)?;
+    blocking(move || {
+        let found = views::messages(app.engine.store().as_ref(), &id)
+            .map_err(|e| reject(e, "correlation_id"))?;
+        let mut out = json!({"correlation_id": id, "messages": found});
+        if redact {
+            app.redactor.value(&mut out);
+        }
+        Ok(Json(out))
+    })
+    .await
+}

@@ -1,0 +1,47 @@
+//! Arbitrary query strings to the HTTP endpoint's parameter parsers (`cairn::serve::params`):
+//! never a panic; every refusal is a 4xx that names a field; an accepted page size is within
+//! `SERVE_PAGE_MAX`. The query is split as a form (`&`, then the first `=`), without percent
+//! decoding: the parsers see decoded text, and any text is a possible decoding.
+#![no_main]
+
+use cairn::limits::SERVE_PAGE_MAX;
+use cairn::serve::params::{
+    Reject, events_params, graph_params, list_params, no_params, redact_only, state_params,
+};
+
+fn refused_well(r: &Reject) {
+    assert!((400..500).contains(&r.status), "{r:?}");
+    assert!(r.field.is_some(), "a refusal names its field: {r:?}");
+}
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    let pairs: Vec<(String, String)> = text
+        .split('&')
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) => (k.to_owned(), v.to_owned()),
+            None => (kv.to_owned(), String::new()),
+        })
+        .collect();
+    match list_params(&pairs) {
+        Ok(p) => assert!(p.limit >= 1 && p.limit <= SERVE_PAGE_MAX),
+        Err(r) => refused_well(&r),
+    }
+    match events_params(&pairs) {
+        Ok(p) => assert!(p.limit >= 1 && p.limit <= SERVE_PAGE_MAX),
+        Err(r) => refused_well(&r),
+    }
+    match state_params(&pairs) {
+        Ok(p) => assert!(!(p.at.is_some() && p.diff.is_some())),
+        Err(r) => refused_well(&r),
+    }
+    if let Err(r) = graph_params(&pairs) {
+        refused_well(&r);
+    }
+    if let Err(r) = no_params(&pairs) {
+        refused_well(&r);
+    }
+    if let Err(r) = redact_only(&pairs) {
+        refused_well(&r);
+    }
+});
