@@ -4,6 +4,7 @@
 pub mod agent_runtime;
 pub mod bookmarks;
 pub mod budgets;
+pub mod bundle_round_trip;
 pub mod code_change;
 pub mod human_input;
 pub mod job_engine;

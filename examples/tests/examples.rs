@@ -340,3 +340,22 @@ fn research_pipeline_help_names_its_run_command_before_the_cairn_commands() {
     assert!(run < cairn, "{help}");
     assert!(help.contains("replay"), "the cairn commands follow: {help}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_round_trips_redacted_and_replays_and_forks_on_another_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = cairn_examples::bundle_round_trip::run(
+        &dir.path().join("one.db"),
+        &dir.path().join("two.db"),
+        &dir.path().join("t.bundle.json.gz"),
+    )
+    .await
+    .unwrap();
+    assert!(!s.key_in_bundle, "the API key is redacted before the bundle is written");
+    assert_eq!(s.imported, s.original, "the imported thread holds the original's state");
+    assert!(s.original.answer.starts_with("[formal] about your billing"), "{:?}", s.original);
+    assert!(s.replay_agrees && s.tasks_replayed >= 2, "{s:?}");
+    assert_eq!(s.fork.tone, "friendly");
+    assert!(s.fork.answer.starts_with("[friendly] about your billing"), "{:?}", s.fork);
+    assert!(s.events >= 6 && s.bundle_bytes > 0, "{s:?}");
+}
