@@ -104,8 +104,36 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
     }
     engine.shutdown().await;
     print_summary(&rows, args.json);
+    if !args.json {
+        print_next(&args.db, rows.first().map(|(id, _)| id.as_str()));
+    }
     let all_done = rows.iter().all(|(_, o)| o.status == ThreadStatus::Completed);
     Ok(if all_done { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_FAILED) })
+}
+
+/// Where to look next: the database, a thread's details and log, and the HTTP endpoint.
+#[allow(clippy::print_stdout, reason = "the demo's summary is the CLI's output")]
+fn print_next(db: &std::path::Path, thread: Option<&str>) {
+    let shown = db.to_string_lossy();
+    let is_url = shown.starts_with("postgres://") || shown.starts_with("postgresql://");
+    let path = if is_url {
+        shown.into_owned()
+    } else {
+        std::path::absolute(db).map_or_else(|_| shown.into_owned(), |p| p.display().to_string())
+    };
+    println!();
+    println!("database: {path}");
+    if let Some(thread) = thread {
+        println!("look next: cairn show {thread} --db {path}      # status, progress, telemetry");
+        println!(
+            "           cairn events {thread} --db {path}    # its log; --follow to watch one run"
+        );
+    }
+    if !is_url {
+        println!(
+            "           cairn serve --db {path}              # an HTTP API and its token, for tools"
+        );
+    }
 }
 
 #[allow(clippy::print_stdout, reason = "the demo's summary is the CLI's output")]

@@ -160,3 +160,20 @@ fn workflows_graph_natural_order_and_fork_updates_from_a_file_or_stdin() {
             .expect(2);
     assert!(missing.stderr.contains("cannot read the file"), "{}", missing.stderr);
 }
+
+/// The demo ends by saying where to look next: the database, a thread's details and log, and
+/// the endpoint (each command works as printed).
+#[test]
+fn the_demo_says_where_to_look_next() {
+    let dir = crate::harness::tempdir();
+    let db = dir.path().join("next.db");
+    let out = crate::harness::on(&db, &["demo", "--threads", "2", "--quiet"]).expect(0).stdout;
+    let path = std::path::absolute(&db).unwrap().display().to_string();
+    assert!(out.contains(&format!("database: {path}")), "{out}");
+    assert!(out.contains(&format!("cairn show demo-0 --db {path}")), "{out}");
+    assert!(out.contains(&format!("cairn serve --db {path}")), "{out}");
+    // The printed show command works.
+    crate::harness::cairn(&["show", "demo-0", "--db", &path]).expect(0);
+    let json = crate::harness::on(&db, &["demo", "--threads", "2", "--quiet", "--json"]).expect(0);
+    assert!(!json.stdout.contains("look next"), "--json prints JSON lines only");
+}
