@@ -64,14 +64,7 @@ pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         None => engine.state_at(&args.thread, args.at)?,
     };
     if args.common.json {
-        return print_json(&json!({
-            "thread": view.thread,
-            "seq": view.seq,
-            "step": view.step,
-            "status": view.status.as_str(),
-            "frontier": view.meta.frontier,
-            "state": view.state,
-        }));
+        return print_json(&crate::debug::views::state_json(&view));
     }
     let frontier = if view.meta.frontier.is_empty() {
         "END".to_owned()

@@ -114,6 +114,19 @@ pub(crate) fn event_json(store: &dyn Store, event: Event) -> Result<Value, Error
     Ok(head)
 }
 
+/// The state at a seq as `cairn state --json` prints it and `GET /api/threads/{id}/state`
+/// serves it.
+pub(crate) fn state_json(view: &super::StateView) -> Value {
+    json!({
+        "thread": view.thread,
+        "seq": view.seq,
+        "step": view.step,
+        "status": view.status.as_str(),
+        "frontier": view.meta.frontier,
+        "state": view.state,
+    })
+}
+
 /// One checkpoint's metadata as `cairn checkpoints --json` prints it.
 pub(crate) fn checkpoint_json(c: &CheckpointInfo) -> Value {
     json!({

@@ -32,6 +32,16 @@ pub(super) struct App {
     pub prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }
 
+impl App {
+    /// `out` as answered: with the bundle redaction rules applied when the request asked.
+    pub fn answer(&self, mut out: serde_json::Value, redact: bool) -> serde_json::Value {
+        if redact {
+            self.redactor.value(&mut out);
+        }
+        out
+    }
+}
+
 pub(super) fn router(app: App) -> Router {
     Router::new()
         .route("/api/health", get(threads::health))

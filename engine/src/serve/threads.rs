@@ -69,12 +69,8 @@ pub(super) async fn show(
     let redact = redact_only(&pairs(q)?)?;
     blocking(move || {
         let record = record_of(&app.engine, &id)?;
-        let mut out =
-            views::thread_details(&app.engine, &record).map_err(|e| reject(e, "thread"))?;
-        if redact {
-            app.redactor.value(&mut out);
-        }
-        Ok(Json(out))
+        let out = views::thread_details(&app.engine, &record).map_err(|e| reject(e, "thread"))?;
+        Ok(Json(app.answer(out, redact)))
     })
     .await
 }
@@ -89,27 +85,14 @@ pub(super) async fn state(
     blocking(move || {
         let engine = &app.engine;
         record_of(engine, &id)?;
-        let mut out = match p.diff {
+        let out = match p.diff {
             Some((a, b)) => {
                 let changes = engine.diff(&id, a, b).map_err(|e| reject(e, "diff"))?;
                 json!({"thread": id, "from": a, "to": b, "changes": changes})
             }
-            None => {
-                let view = engine.state_at(&id, p.at).map_err(|e| reject(e, "at"))?;
-                json!({
-                    "thread": view.thread,
-                    "seq": view.seq,
-                    "step": view.step,
-                    "status": view.status.as_str(),
-                    "frontier": view.meta.frontier,
-                    "state": view.state,
-                })
-            }
+            None => views::state_json(&engine.state_at(&id, p.at).map_err(|e| reject(e, "at"))?),
         };
-        if p.redact {
-            app.redactor.value(&mut out);
-        }
-        Ok(Json(out))
+        Ok(Json(app.answer(out, p.redact)))
     })
     .await
 }
@@ -130,11 +113,8 @@ pub(super) async fn checkpoints(
             .list_checkpoints(&filter, Page { limit: SERVE_PAGE_MAX, offset: 0 })
             .map_err(|e| reject(e.into(), "thread"))?;
         let rows: Vec<Value> = infos.iter().map(views::checkpoint_json).collect();
-        let mut out = json!({"thread": id, "checkpoints": rows});
-        if redact {
-            app.redactor.value(&mut out);
-        }
-        Ok(Json(out))
+        let out = json!({"thread": id, "checkpoints": rows});
+        Ok(Json(app.answer(out, redact)))
     })
     .await
 }
@@ -170,11 +150,8 @@ pub(super) async fn trace(
     blocking(move || {
         let found = views::messages(app.engine.store().as_ref(), &id)
             .map_err(|e| reject(e, "correlation_id"))?;
-        let mut out = json!({"correlation_id": id, "messages": found});
-        if redact {
-            app.redactor.value(&mut out);
-        }
-        Ok(Json(out))
+        let out = json!({"correlation_id": id, "messages": found});
+        Ok(Json(app.answer(out, redact)))
     })
     .await
 }

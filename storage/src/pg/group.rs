@@ -48,8 +48,10 @@ pub(super) fn append_all(
     Ok(outcomes)
 }
 
-/// The rows the group's batches read, as the batches before have left them.
-struct Cached<'t, 'a, 'b> {
+/// The rows the group's batches read, as the batches before have left them (read through the
+/// group's transaction when first asked for; the counter-row lock the transaction holds keeps
+/// every other writer out, so no row lock is needed).
+pub(super) struct Cached<'t, 'a, 'b> {
     tx: &'t mut Tx<'a, 'b>,
     /// Threads read (`None`: not stored).
     threads: HashMap<ThreadId, Option<StoredThread>>,
@@ -62,6 +64,18 @@ struct Cached<'t, 'a, 'b> {
 }
 
 impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
+    /// Nothing read yet: every row is read when the planner asks for it (a request planned
+    /// and written alone, as in a group that also holds a prune).
+    pub(super) fn fresh(tx: &'t mut Tx<'a, 'b>) -> Self {
+        Cached {
+            tx,
+            threads: HashMap::new(),
+            locks: HashMap::new(),
+            owners: HashMap::new(),
+            payloads: HashSet::new(),
+        }
+    }
+
     /// Reads the threads and locks `batches` name, in one query each.
     fn prefetch(tx: &'t mut Tx<'a, 'b>, batches: &[Batch]) -> Result<Self, Error> {
         let mut ids = BTreeSet::new();
@@ -81,13 +95,7 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
                 };
             }
         }
-        let mut state = Cached {
-            tx,
-            threads: HashMap::new(),
-            locks: HashMap::new(),
-            owners: HashMap::new(),
-            payloads: HashSet::new(),
-        };
+        let mut state = Cached::fresh(tx);
         let ids: Vec<&str> = ids.into_iter().collect();
         for id in &ids {
             state.threads.insert(ThreadId::new(*id)?, None);

@@ -16,11 +16,12 @@ use postgres::types::ToSql;
 use postgres::{Client, Row, Statement, Transaction};
 use tokio::sync::{oneshot, watch};
 
+use super::group::Cached;
 use super::pool::Connect;
-use super::read::{decode_info, decode_lock, decode_thread};
+use super::read::decode_info;
 use super::schema::{LAST_CHECKPOINT_ID, LAST_LSN};
 use super::{from_db, pg_error, to_db};
-use crate::codec::{self, StoredThread};
+use crate::codec;
 use crate::plan::{Counters, Plan, PlanState, plan};
 use crate::telemetry::{GroupFigures, StoreMetrics};
 use crate::{
@@ -442,49 +443,8 @@ fn store_counters(tx: &mut Tx<'_, '_>, c: Counters) -> Result<(), Error> {
     Ok(())
 }
 
-/// The rows a plan reads, through the group's transaction (which sees the earlier batches).
-struct State<'a, 'b, 'c>(&'a mut Tx<'b, 'c>);
-
-impl PlanState for State<'_, '_, '_> {
-    fn stored_thread(&mut self, id: &ThreadId) -> Result<Option<StoredThread>, Error> {
-        let row = self
-            .0
-            .query_opt("SELECT record FROM cairn_threads WHERE id = $1 FOR UPDATE", &[&id.as_str()])
-            .map_err(pg_error("read thread"))?;
-        // The redb seq-index tail has no use here: a thread is stored without one.
-        Ok(row
-            .map(|r| decode_thread(id, r.get(0)))
-            .transpose()?
-            .map(|record| StoredThread { record, tail: Vec::new() }))
-    }
-
-    fn lock(&mut self, name: &str) -> Result<Option<LockRecord>, Error> {
-        let row = self
-            .0
-            .query_opt("SELECT name, record FROM cairn_locks WHERE name = $1 FOR UPDATE", &[&name])
-            .map_err(pg_error("read lock"))?;
-        row.map(|r| decode_lock(r.get(0), r.get(1))).transpose()
-    }
-
-    fn lock_names(&mut self, owner: &str) -> Result<Vec<String>, Error> {
-        let rows = self
-            .0
-            .query("SELECT name FROM cairn_locks WHERE owner = $1 ORDER BY name", &[&owner])
-            .map_err(pg_error("read locks"))?;
-        Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
-    }
-
-    fn payload_exists(&mut self, hash: &[u8; 32]) -> Result<bool, Error> {
-        Ok(self
-            .0
-            .query_opt("SELECT 1 FROM cairn_payloads WHERE hash = $1", &[&&hash[..]])
-            .map_err(pg_error("read payload"))?
-            .is_some())
-    }
-}
-
 fn append(tx: &mut Tx<'_, '_>, counters: &mut Counters, batch: Batch) -> Result<Appended, Error> {
-    let planned = plan(&mut State(tx), *counters, batch)?;
+    let planned = plan(&mut Cached::fresh(tx), *counters, batch)?;
     let appended = write_plan(tx, &planned)?;
     *counters = planned.counters;
     Ok(appended)
@@ -627,7 +587,7 @@ fn prune(tx: &mut Tx<'_, '_>, thread: &ThreadId, keep: CheckpointId) -> Result<P
             detail: format!("checkpoint {keep} belongs to thread {}, not {thread}", info.thread),
         });
     }
-    let mut state = State(tx);
+    let mut state = Cached::fresh(tx);
     let mut stored =
         state.stored_thread(thread)?.ok_or_else(|| Error::UnknownThread(thread.clone()))?;
     let covers = info.covers.seq.0;
