@@ -33,6 +33,32 @@ pub struct Batch {
     pub leases: Vec<LeaseOp>,
     /// Conditions checked against the state before the batch; any failing rejects it.
     pub guards: Vec<Guard>,
+    /// When threads this batch upserts next need an engine although no runner drives them (a
+    /// timer or a deadline): a hint for stores several engines share, which index it so that a
+    /// worker looking for work reads only the threads due (PostgreSQL's `ready_at`). A thread
+    /// upserted without a hint is "due now" there (looked at on every look, as without the
+    /// index); a file ignores hints. Not a write: a batch of hints alone is empty.
+    pub wakes: Vec<(ThreadId, Wake)>,
+}
+
+/// When a thread no runner drives next needs an engine (see [`Batch::wakes`]).
+///
+/// # Examples
+///
+/// ```
+/// use cairn_storage::{Batch, ThreadId, Wake};
+/// let mut batch = Batch::default();
+/// batch.wakes.push((ThreadId::new("t1")?, Wake::At(1_700_000_000_000)));
+/// assert!(batch.is_empty()); // a hint writes nothing by itself
+/// # Ok::<(), cairn_storage::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Wake {
+    /// At this engine-clock time in ms (a timer or a deadline falls due).
+    At(u64),
+    /// Only when someone acts on it (input, resume, a control), who then drives it: no engine
+    /// needs to look for it.
+    Never,
 }
 
 impl Batch {
@@ -50,6 +76,7 @@ impl Batch {
             self.locks.len(),
             self.leases.len(),
             self.guards.len(),
+            self.wakes.len(),
         ] {
             limits::check("BATCH_OPS_MAX", count, BATCH_OPS_MAX)?;
         }

@@ -88,7 +88,7 @@ mod subscription;
 pub mod telemetry;
 mod thread;
 
-pub use batch::{Appended, Batch, Guard, LeaseOp, LockOp, Pruned};
+pub use batch::{Appended, Batch, Guard, LeaseOp, LockOp, Pruned, Wake};
 pub use checkpoint::{Checkpoint, CheckpointInfo, CheckpointKind, CheckpointMeta, NewCheckpoint};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;

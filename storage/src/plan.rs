@@ -52,6 +52,8 @@ pub(crate) struct Plan {
     pub(crate) locks: BTreeMap<String, Option<LockRecord>>,
     pub(crate) appended: Appended,
     pub(crate) counters: Counters,
+    /// The batch's wake hints (stores that index them write them with the thread rows).
+    pub(crate) wakes: Vec<(ThreadId, crate::Wake)>,
 }
 
 /// Checks `batch` against the state in `tables` and prepares its writes.
@@ -71,6 +73,7 @@ pub(crate) fn plan(
         locks: BTreeMap::new(),
         appended: Appended::default(),
         counters,
+        wakes: batch.wakes,
     };
     for guard in &batch.guards {
         plan.check_guard(tables, guard)?;

@@ -287,6 +287,26 @@ pub trait Store: Send + Sync + 'static {
         true
     }
 
+    /// Unfinished threads of `workflows` that may need an engine by now plus `horizon_ms`
+    /// (a lease lapsing, a timer or deadline falling due, or not known: see
+    /// [`crate::Batch::wakes`]), soonest first, at most `limit`; read through an index, so a
+    /// worker looking for work reads the threads due, not every unfinished one. `None`: this
+    /// store keeps no such index (a redb file, whose one engine finds its work at open), and the
+    /// caller lists unfinished threads instead. What is due is a hint: the caller decides from
+    /// the record (and the log) as it would from a listing.
+    ///
+    /// # Errors
+    /// Storage errors.
+    fn due_threads(
+        &self,
+        workflows: &[String],
+        horizon_ms: u64,
+        limit: usize,
+    ) -> Result<Option<Vec<ThreadRecord>>, Error> {
+        let _ = (workflows, horizon_ms, limit);
+        Ok(None)
+    }
+
     /// The last committed lsn, moving as commits land, where the database may be written by
     /// other processes too (PostgreSQL: heard through LISTEN/NOTIFY): engines serving a shared
     /// database look for work when it moves. `None` where only this process writes.

@@ -113,6 +113,33 @@ impl Engine {
         Ok(report)
     }
 
+    /// One look for work on a shared database: the threads the store's wake index says are
+    /// due (a lease lapsed, a timer or deadline within two polls, or not known), each handled as
+    /// recovery handles it; a store without the index, or more due threads than one page, and
+    /// the look is a whole recovery pass instead.
+    async fn look_for_work(&self) -> Result<RecoveryReport, Error> {
+        let mut workflows: Vec<String> =
+            self.shell.registry.all().iter().map(|wf| wf.id().to_owned()).collect();
+        workflows.sort();
+        workflows.dedup();
+        let horizon_ms = self.shell.config.poll_ms.saturating_mul(2);
+        let due = self.shell.store.due_threads(&workflows, horizon_ms, DUE_PER_LOOK)?;
+        let Some(due) = due.filter(|page| page.len() < DUE_PER_LOOK) else {
+            return self.recover_all().await;
+        };
+        let mut report = RecoveryReport::default();
+        for record in due {
+            if record.status.is_terminal()
+                || self.shell.coord.is_driven(&record.id)
+                || self.shell.queued.contains(&record.id)
+            {
+                continue;
+            }
+            self.recover_one(record, &mut report).await?;
+        }
+        Ok(report)
+    }
+
     async fn recover_one(
         &self,
         record: ThreadRecord,
@@ -219,13 +246,16 @@ impl Engine {
                     () = tokio::time::sleep(pause) => {}
                     () = stopping.cancelled() => return,
                 }
-                if let Err(e) = engine.recover_all().await {
+                if let Err(e) = engine.look_for_work().await {
                     tracing::warn!(error = %e, "looking for work on the shared database");
                 }
             }
         });
     }
 }
+
+/// Due threads one look reads at most (more, and the look lists every unfinished thread).
+const DUE_PER_LOOK: usize = 500;
 
 /// How long a runnable thread without a lease is left to the engine that made it runnable (it
 /// drives it itself right after its write) before another engine takes it over.

@@ -67,6 +67,28 @@ impl Due {
     }
 }
 
+/// When `record` (as about to be written) next needs an engine although no runner drives it,
+/// for the wake index of a database several engines share ([`cairn_storage::Batch::wakes`]):
+/// a sleeping thread at its timer (from `ctx`, when the writer has it), a parked one at its
+/// deadline or never (whoever gives input or resumes it drives it). `None` where it is not
+/// known here or a runner drives the thread (its lease says when to look).
+pub(crate) fn wake_hint(
+    record: &ThreadRecord,
+    ctx: Option<&ThreadCtx>,
+) -> Option<cairn_storage::Wake> {
+    let deadline = Due::deadline_of(record).map(|d| d.at_ms());
+    match record.status {
+        ThreadStatus::Sleeping => {
+            let timer = ctx.and_then(Due::timer_of)?.at_ms();
+            Some(cairn_storage::Wake::At(deadline.map_or(timer, |d| d.min(timer))))
+        }
+        ThreadStatus::WaitingInput | ThreadStatus::Paused | ThreadStatus::Blocked => {
+            Some(deadline.map_or(cairn_storage::Wake::Never, cairn_storage::Wake::At))
+        }
+        _ => None,
+    }
+}
+
 /// A request from outside to whoever drives a thread, seen at its next step boundary (a cancel
 /// or time-out also reaches the running node at once through its cancellation token).
 #[derive(Debug, Clone, PartialEq, Eq)]

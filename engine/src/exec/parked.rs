@@ -61,6 +61,7 @@ pub(crate) async fn write_parked(
     for body in &bodies {
         codec::push_event(&mut batch, thread, body, now)?;
     }
+    batch.wakes.extend(crate::coord::wake_hint(&record, None).map(|w| (thread.clone(), w)));
     batch.threads.push(record);
     batch.guards.push(Guard::Status { thread: thread.clone(), expected });
     let parked = || matches!(shell.store.thread(thread), Ok(Some(r)) if r.status == expected);
@@ -171,6 +172,7 @@ async fn end_one(shell: &Shell, thread: &str, t: Transition, reason: &str) -> Re
         rec.status = to;
         rec.updated_at_ms = now;
         rec.lease = None;
+        batch.wakes.extend(crate::coord::wake_hint(&rec, None).map(|w| (id.clone(), w)));
         batch.threads.push(rec);
         batch.locks.push(LockOp::ReleaseAll { owner: id.to_string() });
         batch.guards.push(Guard::Status { thread: id.clone(), expected: record.status });
@@ -243,6 +245,7 @@ async fn write_status(
     let mut rec = record.clone();
     rec.status = to;
     rec.updated_at_ms = now;
+    batch.wakes.extend(crate::coord::wake_hint(&rec, None).map(|w| (id.clone(), w)));
     batch.threads.push(rec);
     batch.guards.push(Guard::Status { thread: id.clone(), expected: record.status });
     let Some(_claim) = shell.coord.claim(id, None) else {

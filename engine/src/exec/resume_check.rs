@@ -126,6 +126,7 @@ async fn block(
     rec.status = to;
     rec.updated_at_ms = now;
     rec.summary = summary::with_last_error(&record.summary, &reason);
+    batch.wakes.extend(crate::coord::wake_hint(&rec, None).map(|w| (thread.clone(), w)));
     batch.threads.push(rec);
     if let Some(lease) = &record.lease {
         // The file is locked by this process, so the holder is this runner's predecessor.

@@ -352,6 +352,9 @@ impl Runner {
         self.record.status = self.ctx.meta.status;
         self.record.updated_at_ms = now;
         self.record.summary = crate::core::summary::summary_bytes(&self.ctx);
+        if let Some(wake) = crate::coord::wake_hint(&self.record, Some(&self.ctx)) {
+            batch.wakes.push((self.env.thread.clone(), wake));
+        }
         batch.threads.push(self.record.clone());
         let (pending, first_seq) = self.env.pipeline.submit(batch, now, Some(first_seq)).await?;
         let in_flight = InFlight { pending, first_seq, step, at: std::time::Instant::now() };

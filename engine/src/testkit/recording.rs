@@ -347,6 +347,15 @@ impl Store for RecordingStore {
         self.inner.exclusive()
     }
 
+    fn due_threads(
+        &self,
+        workflows: &[String],
+        horizon_ms: u64,
+        limit: usize,
+    ) -> Result<Option<Vec<ThreadRecord>>, Error> {
+        self.watch(self.inner.due_threads(workflows, horizon_ms, limit))
+    }
+
     fn commits(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.inner.commits()
     }

@@ -235,6 +235,8 @@ struct Writes {
     payloads: Vec<(PayloadRef, Vec<u8>)>,
     /// Locks changed (written as the cache holds them at the end).
     locks: BTreeSet<String>,
+    /// The wake hint of the last batch that wrote each thread (`None`: it gave none).
+    wakes: HashMap<ThreadId, Option<crate::Wake>>,
 }
 
 impl Writes {
@@ -244,6 +246,10 @@ impl Writes {
             self.seqs.push(to_db(seq)?);
             self.event_threads.push(thread.to_string());
             self.records.push(framed);
+        }
+        for id in &planned.dirty_threads {
+            let hint = super::wake::hint_for(&planned.wakes, id);
+            self.wakes.insert(id.clone(), hint);
         }
         self.threads.extend(planned.dirty_threads);
         self.checkpoints.extend(planned.checkpoints);
@@ -267,23 +273,27 @@ impl Writes {
             )
             .map_err(&op)?;
         }
-        let (mut ids, mut statuses, mut workflows, mut records) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut ids, mut statuses, mut workflows, mut records, mut ready) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for id in &self.threads {
             if let Some(Some(stored)) = threads.get(id) {
                 ids.push(id.as_str());
                 statuses.push(stored.record.status.to_string());
                 workflows.push(stored.record.workflow.id.as_str());
                 records.push(codec::encode_stored_thread(&stored.record, &[])?);
+                let hint = self.wakes.get(id).copied().flatten();
+                ready.push(super::wake::ready_at(&stored.record, hint)?);
             }
         }
         if !ids.is_empty() {
             tx.execute(
-                "INSERT INTO cairn_threads (id, status, workflow, record) \
-                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) \
+                "INSERT INTO cairn_threads (id, status, workflow, record, ready_at) \
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], \
+                 $5::bigint[]) \
                  ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, \
-                 workflow = EXCLUDED.workflow, record = EXCLUDED.record",
-                &[&ids, &statuses, &workflows, &records],
+                 workflow = EXCLUDED.workflow, record = EXCLUDED.record, \
+                 ready_at = EXCLUDED.ready_at",
+                &[&ids, &statuses, &workflows, &records, &ready],
             )
             .map_err(&op)?;
         }

@@ -26,6 +26,7 @@ mod resolve;
 mod schema;
 mod tls;
 mod verify;
+mod wake;
 mod write;
 
 use std::sync::Arc;
@@ -249,6 +250,16 @@ impl Store for PgStore {
 
     fn exclusive(&self) -> bool {
         false
+    }
+
+    fn due_threads(
+        &self,
+        workflows: &[String],
+        horizon_ms: u64,
+        limit: usize,
+    ) -> Result<Option<Vec<ThreadRecord>>, Error> {
+        let workflows = workflows.to_vec();
+        self.read(move |c| wake::due_threads(c, &workflows, horizon_ms, limit)).map(Some)
     }
 
     fn metrics(&self) -> Option<&crate::telemetry::StoreMetrics> {

@@ -79,6 +79,7 @@ pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
             return Err(pg_error("create the schema")(e));
         }
     }
+    super::wake::prepare(client)?;
     let mut tx = client.transaction().map_err(pg_error("begin"))?;
     for (key, value) in [
         (MAGIC, MAGIC_VALUE),

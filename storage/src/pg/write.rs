@@ -462,14 +462,19 @@ fn write_plan(tx: &mut Tx<'_, '_>, plan: &Plan) -> Result<Appended, Error> {
     for id in &plan.dirty_threads {
         if let Some(Some(stored)) = plan.threads.get(id) {
             let framed = codec::encode_stored_thread(&stored.record, &[])?;
+            let ready =
+                super::wake::ready_at(&stored.record, super::wake::hint_for(&plan.wakes, id))?;
             tx.execute(
-                "INSERT INTO cairn_threads (id, status, workflow, record) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (id) DO UPDATE SET status = $2, workflow = $3, record = $4",
+                "INSERT INTO cairn_threads (id, status, workflow, record, ready_at) \
+                 VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (id) DO UPDATE SET status = $2, workflow = $3, record = $4, \
+                 ready_at = $5",
                 &[
                     &id.as_str(),
                     &stored.record.status.to_string(),
                     &stored.record.workflow.id,
                     &framed,
+                    &ready,
                 ],
             )
             .map_err(&op)?;

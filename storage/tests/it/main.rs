@@ -15,6 +15,8 @@ mod model;
 mod pg;
 #[cfg(feature = "tls")]
 mod pg_tls;
+#[cfg(feature = "postgres")]
+mod pg_wake;
 mod prune;
 mod raw;
 mod recovery;

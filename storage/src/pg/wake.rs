@@ -1,0 +1,129 @@
+//! The wake index: `cairn_threads.ready_at`, the time from which a thread may need an engine
+//! other than one driving it, so that a worker looking for work reads only the threads due
+//! (by the index `(workflow, ready_at)`) instead of every unfinished thread.
+//!
+//! `ready_at` is a filter copied from what the writer knows when it writes the thread row, never
+//! a source of truth: a worker reads the record of a due thread and decides from it (and from
+//! the log) as before. An unknown time is 0 ("look now"), so a missing hint costs a read per
+//! look, never a thread nobody looks at. NULL only for a finished thread or a parked one that
+//! waits for someone to act on it ([`Wake::Never`]) without a lease.
+
+use postgres::Client;
+
+use super::read::decode_thread;
+use super::{pg_error, to_db};
+use crate::{Error, ThreadId, ThreadRecord, Wake};
+
+/// Added to a database created before the index: existing rows get 0 (look now), finished
+/// ones NULL. In one transaction with the column, so no engine sees the column half filled.
+const MIGRATE: &str = "
+ALTER TABLE cairn_threads ADD COLUMN IF NOT EXISTS ready_at bigint DEFAULT 0;
+UPDATE cairn_threads SET ready_at = NULL
+ WHERE status IN ('completed', 'failed', 'cancelled', 'timed_out') AND ready_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS cairn_threads_by_ready_at ON cairn_threads (workflow, ready_at)
+ WHERE ready_at IS NOT NULL;
+";
+
+/// Adds the column and its index to a database that lacks them (idempotent; run at open).
+///
+/// # Errors
+/// Connection errors.
+pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
+    let present = client
+        .query_opt(
+            "SELECT 1 FROM information_schema.columns \
+             WHERE table_name = 'cairn_threads' AND column_name = 'ready_at' \
+             AND table_schema = current_schema()",
+            &[],
+        )
+        .map_err(pg_error("read the schema"))?
+        .is_some();
+    if !present {
+        let mut tx = client.transaction().map_err(pg_error("begin"))?;
+        tx.batch_execute(MIGRATE).map_err(pg_error("add the wake index"))?;
+        tx.commit().map_err(pg_error("commit"))?;
+    }
+    Ok(())
+}
+
+/// The `ready_at` of a thread row written as `record`, with the hint of the last batch that
+/// wrote it (`None`: that batch gave none).
+pub(crate) fn ready_at(record: &ThreadRecord, hint: Option<Wake>) -> Result<Option<i64>, Error> {
+    if record.status.is_terminal() {
+        return Ok(None);
+    }
+    let lease = record.lease.as_ref().map(|l| l.expires_at_ms);
+    let at = match (hint, lease) {
+        (Some(Wake::Never), None) => return Ok(None),
+        (Some(Wake::Never), Some(lapses)) | (None, Some(lapses)) => lapses,
+        (Some(Wake::At(due)), Some(lapses)) => due.min(lapses),
+        (Some(Wake::At(due)), None) => due,
+        (None, None) => 0,
+    };
+    to_db(at).map(Some)
+}
+
+/// The hint `wakes` gives `thread` (the last one, if several).
+pub(crate) fn hint_for(wakes: &[(ThreadId, Wake)], thread: &ThreadId) -> Option<Wake> {
+    wakes.iter().rev().find(|(id, _)| id == thread).map(|(_, wake)| *wake)
+}
+
+/// Unfinished threads of `workflows` due by the database's clock plus `horizon_ms`, soonest
+/// first, at most `limit`.
+///
+/// # Errors
+/// Connection errors; a record that fails its checks.
+pub(crate) fn due_threads(
+    client: &mut Client,
+    workflows: &[String],
+    horizon_ms: u64,
+    limit: usize,
+) -> Result<Vec<ThreadRecord>, Error> {
+    crate::limits::check("READ_LIMIT_MAX", limit, crate::limits::READ_LIMIT_MAX)?;
+    let rows = client
+        .query(
+            "SELECT id, record FROM cairn_threads WHERE workflow = ANY($1) \
+             AND ready_at <= (extract(epoch FROM clock_timestamp()) * 1000)::bigint + $2 \
+             ORDER BY ready_at LIMIT $3",
+            &[&workflows, &to_db(horizon_ms)?, &to_db(limit as u64)?],
+        )
+        .map_err(pg_error("read due threads"))?;
+    rows.iter()
+        .map(|row| {
+            let key: &str = row.get(0);
+            let id = ThreadId::new(key).map_err(|e| Error::Corrupted {
+                table: crate::codec::table::THREADS,
+                thread: None,
+                seq: None,
+                detail: format!("key {key:?} is not a thread id: {e}"),
+            })?;
+            decode_thread(&id, row.get(1))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Lease, ThreadStatus, WorkflowRef};
+
+    fn record(status: ThreadStatus, lease: Option<u64>) -> ThreadRecord {
+        let workflow = WorkflowRef { id: "w".into(), version: 1, fingerprint: "f".into() };
+        let mut r = ThreadRecord::new(ThreadId::new("t").unwrap(), workflow, 0);
+        r.status = status;
+        r.lease = lease.map(|expires_at_ms| Lease { owner: "o".into(), expires_at_ms });
+        r
+    }
+
+    #[test]
+    fn ready_at_is_the_soonest_known_need_and_zero_when_unknown() {
+        use ThreadStatus::*;
+        assert_eq!(ready_at(&record(Completed, Some(9)), Some(Wake::At(5))).unwrap(), None);
+        assert_eq!(ready_at(&record(Running, None), None).unwrap(), Some(0));
+        assert_eq!(ready_at(&record(Running, Some(900)), None).unwrap(), Some(900));
+        assert_eq!(ready_at(&record(Sleeping, None), Some(Wake::At(50))).unwrap(), Some(50));
+        assert_eq!(ready_at(&record(Sleeping, Some(40)), Some(Wake::At(50))).unwrap(), Some(40));
+        assert_eq!(ready_at(&record(WaitingInput, None), Some(Wake::Never)).unwrap(), None);
+        assert_eq!(ready_at(&record(Paused, Some(70)), Some(Wake::Never)).unwrap(), Some(70));
+    }
+}

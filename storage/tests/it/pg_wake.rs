@@ -1,0 +1,113 @@
+//! The wake index of a PostgreSQL database (`ready_at`): a worker looking for work reads the
+//! threads due (a lease lapsing, a timer or deadline falling due, a time not known), never the
+//! parked, the far-off or the finished ones, nor another workflow's; a database made before the
+//! index gets it at open with every unfinished thread due once.
+
+use std::collections::BTreeSet;
+
+use cairn_storage::pg_cluster::Cluster;
+use cairn_storage::{Batch, Durability, LeaseOp, PgStore, Store, ThreadStatus, Wake};
+
+use crate::common::*;
+
+fn put(store: &PgStore, id: &str, wf: &str, status: ThreadStatus, wake: Option<Wake>) {
+    let mut record = thread_record(id);
+    record.workflow = workflow(wf);
+    record.status = status;
+    let mut batch = Batch { threads: vec![record], ..Batch::default() };
+    batch.wakes.extend(wake.map(|w| (tid(id), w)));
+    append(store, batch);
+}
+
+fn due(store: &PgStore, horizon_ms: u64) -> BTreeSet<String> {
+    let page = store.due_threads(&["wf".to_owned()], horizon_ms, 100).unwrap().unwrap();
+    page.into_iter().map(|r| r.id.to_string()).collect()
+}
+
+fn names(ids: &[&str]) -> BTreeSet<String> {
+    ids.iter().map(|s| (*s).to_owned()).collect()
+}
+
+#[test]
+fn a_look_for_work_reads_only_the_threads_due() {
+    let Some(cluster) = Cluster::start("a_look_for_work_reads_only_the_threads_due") else {
+        return;
+    };
+    let store = PgStore::connect(&cluster.new_database(), Durability::Immediate).unwrap();
+    let hour = 3_600_000;
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+            as u64;
+    put(&store, "sleeps-an-hour", "wf", ThreadStatus::Sleeping, Some(Wake::At(now + hour)));
+    put(&store, "timer-passed", "wf", ThreadStatus::Sleeping, Some(Wake::At(now - 1)));
+    put(&store, "waits-for-input", "wf", ThreadStatus::WaitingInput, Some(Wake::Never));
+    put(&store, "deadline-soon", "wf", ThreadStatus::Paused, Some(Wake::At(now + 1_000)));
+    put(&store, "finished", "wf", ThreadStatus::Completed, None);
+    put(&store, "unknown", "wf", ThreadStatus::Created, None);
+    put(&store, "other-workflow", "other", ThreadStatus::Created, None);
+    put(&store, "driven", "wf", ThreadStatus::Running, None);
+    let lease =
+        LeaseOp::Acquire { thread: tid("driven"), owner: "w1".into(), now_ms: 0, ttl_ms: 400 };
+    append(&store, Batch { leases: vec![lease], ..Batch::default() });
+
+    assert_eq!(due(&store, 0), names(&["timer-passed", "unknown"]));
+    assert_eq!(due(&store, 5_000), names(&["timer-passed", "unknown", "deadline-soon", "driven"]));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(due(&store, 0).contains("driven"), "a lapsed lease is due");
+    assert!(due(&store, 2 * hour).contains("sleeps-an-hour"));
+    assert!(!due(&store, u64::MAX / 4).contains("waits-for-input"), "never: someone acts on it");
+
+    // A later write without a hint makes the thread due now (not known), never forgotten.
+    let mut record = store.thread(&tid("sleeps-an-hour")).unwrap().unwrap();
+    record.labels.insert("k".into(), "v".into());
+    append(&store, Batch { threads: vec![record], ..Batch::default() });
+    assert!(due(&store, 0).contains("sleeps-an-hour"));
+    // Several batches of one group: the last hint wins (the group path writes them together).
+    let mut pending = Vec::new();
+    for wake in [Wake::At(0), Wake::At(now + hour)] {
+        let mut record = store.thread(&tid("timer-passed")).unwrap().unwrap();
+        record.summary = format!("{wake:?}").into_bytes();
+        let batch = Batch {
+            threads: vec![record],
+            wakes: vec![(tid("timer-passed"), wake)],
+            ..Batch::default()
+        };
+        pending.push(store.append(batch).unwrap());
+    }
+    for p in pending {
+        p.wait_blocking().unwrap();
+    }
+    assert!(!due(&store, 0).contains("timer-passed"));
+}
+
+#[test]
+fn a_database_made_before_the_wake_index_gets_it_at_open() {
+    let Some(cluster) = Cluster::start("a_database_made_before_the_wake_index") else {
+        return;
+    };
+    let url = cluster.new_database();
+    {
+        let store = PgStore::connect(&url, Durability::Immediate).unwrap();
+        put(&store, "running", "wf", ThreadStatus::Running, None);
+        put(&store, "parked", "wf", ThreadStatus::WaitingInput, Some(Wake::Never));
+        put(&store, "finished", "wf", ThreadStatus::Completed, None);
+    }
+    // As an older Cairn left it: no column, no index.
+    let mut sql = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    sql.batch_execute("ALTER TABLE cairn_threads DROP COLUMN ready_at").unwrap();
+    let store = PgStore::connect(&url, Durability::Immediate).unwrap();
+    assert_eq!(
+        due(&store, 0),
+        names(&["running", "parked"]),
+        "unfinished: due once, finished never"
+    );
+    let indexes: i64 = sql
+        .query_one(
+            "SELECT count(*) FROM pg_indexes WHERE indexname = 'cairn_threads_by_ready_at'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(indexes, 1);
+    assert!(store.verify().unwrap().is_clean());
+}
