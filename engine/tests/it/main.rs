@@ -25,6 +25,8 @@ mod node_runs;
 mod operator;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod postgres_wake;
 mod recovery;
 mod recovery_policy;
 mod replay;

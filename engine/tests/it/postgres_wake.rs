@@ -1,0 +1,69 @@
+//! The wake index on PostgreSQL, end to end: a thread sleeping on an engine that crashes wakes
+//! on another engine, found by its look for work through the index (`Store::due_threads`), when
+//! its timer falls due; threads sleeping for an hour are left alone.
+
+use cairn::dsl::{Ctx, END, NodeOutput, START, Workflow};
+use cairn::storage::pg_cluster::Cluster;
+use cairn::{Engine, StartOptions, ThreadStatus};
+
+use crate::common::Tally;
+
+fn nap(id: &str, ms: u64) -> Workflow<Tally> {
+    Workflow::<Tally>::builder(id, 1)
+        .node("nap", move |_s, ctx: Ctx| async move {
+            ctx.sleep_ms(ms).await?;
+            Ok(NodeOutput::update((1, "woke".to_owned())))
+        })
+        .edge(START, "nap")
+        .edge("nap", END)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_sleeping_on_a_crashed_engine_wakes_on_another_when_due() {
+    let Some(cluster) = Cluster::start("a_thread_sleeping_on_a_crashed_engine") else { return };
+    let url = cluster.new_database();
+    let (short, long) = (nap("short-nap", 2_000), nap("long-nap", 3_600_000));
+    let open = || {
+        Engine::builder(&url)
+            .poll_ms(50)
+            .lease_ttl_ms(1_000)
+            .workflow(&short)
+            .workflow(&long)
+            .open()
+    };
+    // The survivor opens first: its recovery at open finds nothing, so only its looks for work
+    // (the wake index) can find the sleeper.
+    let survivor = open().await.unwrap();
+    let doomed = open().await.unwrap();
+    for i in 0..20 {
+        let id = format!("long-{i}");
+        doomed.start("long-nap", Tally::default(), StartOptions::id(&id)).await.unwrap();
+    }
+    doomed.start("short-nap", Tally::default(), StartOptions::id("short")).await.unwrap();
+    let sleeping = |id: &str| {
+        let record = survivor.store().thread(&id.parse().unwrap()).unwrap();
+        record.is_some_and(|r| r.status == ThreadStatus::Sleeping)
+    };
+    let started = std::time::Instant::now();
+    while !(sleeping("short") && (0..20).all(|i| sleeping(&format!("long-{i}")))) {
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "threads fall asleep");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    doomed.crash().await;
+    let done = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        survivor.thread("short").unwrap().finished(),
+    )
+    .await
+    .expect("the survivor wakes the sleeper when its timer is due")
+    .unwrap();
+    assert_eq!(done.status, ThreadStatus::Completed);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(2_000), "not before it is due");
+    for i in 0..20 {
+        assert!(sleeping(&format!("long-{i}")), "an hour's sleep is not cut short");
+    }
+    assert!(survivor.store().verify().unwrap().is_clean());
+    survivor.shutdown().await;
+}
