@@ -21,7 +21,7 @@
 //! once every thread has ended the store holds no lock.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -29,7 +29,7 @@ use cairn::clock::ManualClock;
 use cairn::dsl::{Ctx, NodeOutput, State, Workflow};
 use cairn::event::Body;
 use cairn::storage::limits::READ_LIMIT_MAX;
-use cairn::storage::{RedbStore, Store, ThreadId};
+use cairn::storage::{Durability, RedbStore, Store, ThreadId};
 use cairn::{END, NodeError, START, Seq, ThreadStatus};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -355,7 +355,7 @@ struct Facts {
     problems: Vec<String>,
 }
 
-fn inspect(store: &RedbStore, wf: &Workflow<Acc>, t: usize) -> Option<Facts> {
+fn inspect(store: &dyn Store, wf: &Workflow<Acc>, t: usize) -> Option<Facts> {
     let id = ThreadId::new(tid(t)).unwrap();
     let record = store.thread(&id).unwrap()?;
     let events = store.read_since(&id, Seq(0), READ_LIMIT_MAX).unwrap();
@@ -471,7 +471,7 @@ fn lost(acked: &Acked, facts: Option<&Facts>) -> Vec<String> {
 
 /// Lock holding intervals of different threads that overlap, and locks left once every thread
 /// ended.
-fn lock_problems(store: &RedbStore, facts: &[Facts]) -> Vec<String> {
+fn lock_problems(store: &dyn Store, facts: &[Facts]) -> Vec<String> {
     let mut problems = Vec::new();
     for (a, fa) in facts.iter().enumerate() {
         for (b, fb) in facts.iter().enumerate().skip(a + 1) {
@@ -495,13 +495,43 @@ fn lock_problems(store: &RedbStore, facts: &[Facts]) -> Vec<String> {
     problems
 }
 
-static LOCKS: AtomicU64 = AtomicU64::new(0);
-/// Threads Paused (by a budget or a pause) when the store died: checked to stay Paused over the
-/// reopen until resumed.
-static PAUSED_AT_CRASH: AtomicU64 = AtomicU64::new(0);
+/// Where a case's databases live: files, or databases of a PostgreSQL cluster.
+pub(super) enum Db {
+    File(PathBuf),
+    #[cfg(feature = "postgres")]
+    Pg(String),
+}
 
-fn open_store(path: &Path) -> RedbStore {
-    RedbStore::open(path, cairn::storage::Options::default()).unwrap()
+/// Lease time of the engines on PostgreSQL (the database's clock): short, so that an engine
+/// reopened after the crash takes the dead one's threads over quickly.
+#[cfg(feature = "postgres")]
+const PG_LEASE_TTL_MS: u64 = 500;
+
+impl Db {
+    fn open(&self, durability: Durability) -> Arc<dyn Store> {
+        match self {
+            Db::File(path) => {
+                let options = cairn::storage::Options { durability, ..Default::default() };
+                Arc::new(RedbStore::open(path, options).unwrap())
+            }
+            #[cfg(feature = "postgres")]
+            Db::Pg(url) => Arc::new(cairn::storage::PgStore::connect(url, durability).unwrap()),
+        }
+    }
+
+    /// The engine settings a backend needs (on a shared database: leases lapse on the
+    /// database's clock, and work is found by looking for it).
+    fn tune(&self, b: cairn::EngineBuilder) -> cairn::EngineBuilder {
+        match self {
+            Db::File(_) => b,
+            #[cfg(feature = "postgres")]
+            Db::Pg(_) => b.lease_ttl_ms(PG_LEASE_TTL_MS).poll_ms(50),
+        }
+    }
+}
+
+fn open_store(db: &Db) -> Arc<dyn Store> {
+    db.open(Durability::Immediate)
 }
 
 /// Effects that ran more than once within one run (a memoised call re-executed).
@@ -510,13 +540,15 @@ fn duplicates(effects: &[String]) -> Vec<String> {
     effects.iter().filter(|k| !seen.insert(*k)).cloned().collect()
 }
 
-static CASES: AtomicU64 = AtomicU64::new(0);
-static DIVERGED: AtomicU64 = AtomicU64::new(0);
-static REPEATED: AtomicU64 = AtomicU64::new(0);
-static LOST: AtomicU64 = AtomicU64::new(0);
-static BUDGET_DRIFT: AtomicU64 = AtomicU64::new(0);
+/// A case's two databases (the uninterrupted run's and the crashed one's), fresh.
+type NewDbs<'a> = &'a dyn Fn(&std::path::Path) -> (Db, Db);
 
-fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseError> {
+fn one_case(
+    plan: &Plan,
+    crash_frac: f64,
+    tally: &Tally,
+    new_dbs: NewDbs<'_>,
+) -> Result<(), TestCaseError> {
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
@@ -528,16 +560,17 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
         let dir = tempfile::tempdir().unwrap();
         let threads = plan.threads.len();
 
+        let (clean, crashed) = new_dbs(dir.path());
         // The uninterrupted run, with the same controls.
-        let clean = dir.path().join("clean.db");
         let clock = ManualClock::new(CLOCK_START_MS);
         let untallied = Tally::default();
         let (appends, _) = run(&clean, &wf, plan, &clock, hooks, None, &untallied).await?;
         let baseline = fx.take();
         prop_assert!(duplicates(&baseline).is_empty(), "{:?} ran twice", duplicates(&baseline));
         let store = open_store(&clean);
-        let expected: Vec<Facts> = (0..threads).map(|t| inspect(&store, &wf, t).unwrap()).collect();
-        let problems = lock_problems(&store, &expected);
+        let expected: Vec<Facts> =
+            (0..threads).map(|t| inspect(store.as_ref(), &wf, t).unwrap()).collect();
+        let problems = lock_problems(store.as_ref(), &expected);
         prop_assert!(problems.is_empty(), "uninterrupted: {:?}", problems);
         drop(store);
         let seen = gates.take_violations();
@@ -553,7 +586,6 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
         }
 
         // Crash at a random append boundary, check nothing acknowledged is lost, resume.
-        let crashed = dir.path().join("crashed.db");
         let clock = ManualClock::new(CLOCK_START_MS);
         let crash_after = ((appends as f64 * crash_frac) as i64).max(1);
         let (_, acks) = run(&crashed, &wf, plan, &clock, hooks, Some(crash_after), tally).await?;
@@ -570,7 +602,7 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
             {
                 paused.push((t, r.last.map_or(0, |b| b.seq.0)));
             }
-            let facts = inspect(&store, &wf, t);
+            let facts = inspect(store.as_ref(), &wf, t);
             if let Some(f) = &facts {
                 recorded.extend(f.recorded.iter().cloned());
             }
@@ -580,7 +612,7 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
             );
         }
         drop(store);
-        LOST.fetch_add(lost_now.len() as u64, Ordering::SeqCst);
+        tally.lost.fetch_add(lost_now.len() as u64, Ordering::SeqCst);
         let (_, resumed) = run(&crashed, &wf, plan, &clock, hooks, None, tally).await?;
         let after = fx.take();
         for &(t, seq) in &paused {
@@ -594,18 +626,19 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
                 seq,
                 at
             );
-            PAUSED_AT_CRASH.fetch_add(1, Ordering::SeqCst);
+            tally.paused_at_crash.fetch_add(1, Ordering::SeqCst);
         }
 
-        CASES.fetch_add(1, Ordering::SeqCst);
+        tally.cases.fetch_add(1, Ordering::SeqCst);
         let mut repeated: Vec<String> =
             after.iter().filter(|k| recorded.contains(*k)).cloned().collect();
         repeated.extend(duplicates(&before_crash));
         repeated.extend(duplicates(&after));
-        REPEATED.fetch_add(repeated.len() as u64, Ordering::SeqCst);
+        tally.repeated.fetch_add(repeated.len() as u64, Ordering::SeqCst);
         let store = open_store(&crashed);
-        let got: Vec<Facts> = (0..threads).map(|t| inspect(&store, &wf, t).unwrap()).collect();
-        LOCKS.fetch_add(got.iter().map(|f| f.locks).sum(), Ordering::SeqCst);
+        let got: Vec<Facts> =
+            (0..threads).map(|t| inspect(store.as_ref(), &wf, t).unwrap()).collect();
+        tally.locks.fetch_add(got.iter().map(|f| f.locks).sum(), Ordering::SeqCst);
         // A tool call in flight at the crash counts against a tool-call budget (it may have
         // run), so the stop can come earlier than in the uninterrupted run: the budget events
         // of such threads are not compared, only how they end.
@@ -620,19 +653,19 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
         };
         for (g, e) in got.iter().zip(&expected) {
             if g.view.budget_events != e.view.budget_events {
-                BUDGET_DRIFT.fetch_add(1, Ordering::SeqCst);
+                tally.budget_drift.fetch_add(1, Ordering::SeqCst);
             }
         }
         let got_views = comparable(&got);
         let want_views = comparable(&expected);
         if got_views != want_views {
-            DIVERGED.fetch_add(1, Ordering::SeqCst);
+            tally.diverged.fetch_add(1, Ordering::SeqCst);
         }
         let ctx = format!("plan {plan:?} crash after {crash_after} of {appends} appends");
         prop_assert!(lost_now.is_empty(), "acknowledged but lost: {:?}; {}", lost_now, ctx);
         let seen = gates.take_violations();
         prop_assert!(seen.is_empty(), "{:?}; {}", seen, ctx);
-        let problems = lock_problems(&store, &got);
+        let problems = lock_problems(store.as_ref(), &got);
         prop_assert!(problems.is_empty(), "{:?}; {}", problems, ctx);
         prop_assert_eq!(got_views, want_views, "{}", ctx);
         prop_assert!(repeated.is_empty(), "ran again: {:?}; {}", repeated, ctx);
@@ -648,16 +681,12 @@ fn one_case(plan: &Plan, crash_frac: f64, tally: &Tally) -> Result<(), TestCaseE
     })
 }
 
-#[test]
-fn engine_crash_with_controls_then_resume() {
-    let config = ProptestConfig {
-        cases: cases_from_env("CAIRN_CRASH_CONTROLS_CASES", 256),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    };
+/// Runs the proptest with `cases` cases (a fixed, printed seed: a failure, even one the
+/// shrinker cannot reduce, like a case that hangs, is replayed with
+/// `CAIRN_CRASH_CONTROLS_SEED=<seed>`) and prints the summary line under `name`.
+fn crash_with_controls(name: &str, cases: u32, new_dbs: NewDbs<'_>) {
+    let config = ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() };
     let tally = Tally::default();
-    // A fixed, printed seed: a failure (even one the shrinker cannot reduce, like a case that
-    // hangs) is replayed with `CAIRN_CRASH_CONTROLS_SEED=<seed>`.
     let seed: u64 = std::env::var("CAIRN_CRASH_CONTROLS_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -673,11 +702,12 @@ fn engine_crash_with_controls_then_resume() {
         &seed_bytes,
     );
     let mut runner = proptest::test_runner::TestRunner::new_with_rng(config, rng);
-    let result = runner.run(&(plan(), 0.0f64..1.0), |(plan, frac)| one_case(&plan, frac, &tally));
+    let result =
+        runner.run(&(plan(), 0.0f64..1.0), |(plan, frac)| one_case(&plan, frac, &tally, new_dbs));
     let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
     crate::common::report(&format!(
-        "RELIABILITY engine_crash_controls cases={} cancels={} inputs={} sleeps={} budgets={} pauses={} pauses_by_budget={} parked_pauses={} locks={} branch_controls={} paused_at_crash={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
-        n(&CASES),
+        "RELIABILITY {name} cases={} cancels={} inputs={} sleeps={} budgets={} pauses={} pauses_by_budget={} parked_pauses={} locks={} branch_controls={} paused_at_crash={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
+        n(&tally.cases),
         n(&tally.cancels),
         n(&tally.inputs),
         n(&tally.sleeps),
@@ -685,22 +715,22 @@ fn engine_crash_with_controls_then_resume() {
         n(&tally.pauses),
         n(&tally.pauses_by_budget),
         n(&tally.parked_pauses),
-        n(&LOCKS),
+        n(&tally.locks),
         n(&tally.branch_controls),
-        n(&PAUSED_AT_CRASH),
-        n(&driver::CRASHES_IN_CONTROL),
+        n(&tally.paused_at_crash),
+        n(&tally.crashes_in_control),
         n(&tally.cancel_early),
         n(&tally.cancel_lost),
         n(&tally.budget_races),
-        n(&BUDGET_DRIFT),
-        n(&DIVERGED),
-        n(&REPEATED),
-        n(&LOST)
+        n(&tally.budget_drift),
+        n(&tally.diverged),
+        n(&tally.repeated),
+        n(&tally.lost)
     ));
     if let Err(e) = result {
         panic!("{e}\nreplay with CAIRN_CRASH_CONTROLS_SEED={seed}");
     }
-    if n(&CASES) >= 64 {
+    if n(&tally.cases) >= 64 {
         // A generator that stopped producing a control would leave its checks with nothing.
         for (name, c) in [
             ("cancels", &tally.cancels),
@@ -709,10 +739,40 @@ fn engine_crash_with_controls_then_resume() {
             ("budgets", &tally.budgets),
             ("pauses", &tally.pauses),
             ("parked pauses", &tally.parked_pauses),
-            ("locks", &LOCKS),
+            ("locks", &tally.locks),
             ("branch controls", &tally.branch_controls),
         ] {
             assert!(n(c) > 0, "no case exercised {name}");
         }
     }
+}
+
+#[test]
+fn engine_crash_with_controls_then_resume() {
+    let files =
+        |dir: &std::path::Path| (Db::File(dir.join("clean.db")), Db::File(dir.join("crashed.db")));
+    crash_with_controls(
+        "engine_crash_controls",
+        cases_from_env("CAIRN_CRASH_CONTROLS_CASES", 256),
+        &files,
+    );
+}
+
+/// The same proptest on PostgreSQL: leases and locks timed by the database's clock, the
+/// reopened engine taking the dead one's threads over once their leases lapse, its looks for
+/// work going through the wake index.
+#[cfg(feature = "postgres")]
+#[test]
+fn engine_crash_with_controls_then_resume_on_postgres() {
+    let Some(cluster) = cairn::storage::pg_cluster::Cluster::start("engine_crash_with_controls_pg")
+    else {
+        return;
+    };
+    let databases =
+        |_: &std::path::Path| (Db::Pg(cluster.new_database()), Db::Pg(cluster.new_database()));
+    crash_with_controls(
+        "engine_crash_controls_pg",
+        cases_from_env("CAIRN_PG_CRASH_CONTROLS_CASES", 24),
+        &databases,
+    );
 }

@@ -3,7 +3,6 @@
 //! acknowledged.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
@@ -12,14 +11,14 @@ use cairn::clock::{Clock, ManualClock};
 use cairn::dsl::{Budgets, Workflow};
 use cairn::event::Body;
 use cairn::storage::limits::READ_LIMIT_MAX;
-use cairn::storage::{RedbStore, Store, ThreadId};
+use cairn::storage::{Store, ThreadId};
 use cairn::thread_ctx::Waiting;
 use cairn::{Durability, Engine, Seq, StartOptions, ThreadStatus};
 use proptest::test_runner::TestCaseError;
 use tokio::sync::Notify;
 
 use super::gates::Gates;
-use super::{Acc, Limit, Plan, STUCK_SECS, Signals, answer, strict, tid};
+use super::{Acc, Db, Limit, Plan, STUCK_SECS, Signals, answer, strict, tid};
 use crate::crash::Dying;
 
 /// Controls the drivers carried out, over every case (the summary line).
@@ -43,6 +42,19 @@ pub(super) struct Tally {
     pub(super) cancel_lost: AtomicU64,
     /// `set_budgets` refused a thread reported Paused (asked again).
     pub(super) budget_races: AtomicU64,
+    /// Crashes that came while a control call (send_input, set_budgets and resume, cancel)
+    /// was in flight.
+    pub(super) crashes_in_control: AtomicU64,
+    /// Cases run, and what their checks found (the summary line).
+    pub(super) cases: AtomicU64,
+    pub(super) locks: AtomicU64,
+    /// Threads Paused (by a budget or a pause) when the store died: checked to stay Paused
+    /// over the reopen until resumed.
+    pub(super) paused_at_crash: AtomicU64,
+    pub(super) diverged: AtomicU64,
+    pub(super) repeated: AtomicU64,
+    pub(super) lost: AtomicU64,
+    pub(super) budget_drift: AtomicU64,
 }
 
 pub(super) fn bump(c: &AtomicU64) {
@@ -95,19 +107,16 @@ pub(super) struct Run<'a> {
 struct Busy<'a> {
     dying: &'a Dying,
     dead_before: bool,
+    tally: &'a Tally,
 }
 
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
         if !self.dead_before && self.dying.dead() {
-            bump(&CRASHES_IN_CONTROL);
+            bump(&self.tally.crashes_in_control);
         }
     }
 }
-
-/// Crashes that came while a control call (send_input, set_budgets and resume, cancel) was in
-/// flight, over every case.
-pub(super) static CRASHES_IN_CONTROL: AtomicU64 = AtomicU64::new(0);
 
 impl Run<'_> {
     /// Records what thread `t`'s driver waits for now.
@@ -122,7 +131,7 @@ impl Run<'_> {
     }
 
     fn busy(&self) -> Busy<'_> {
-        Busy { dying: &self.dying, dead_before: self.dying.dead() }
+        Busy { dying: &self.dying, dead_before: self.dying.dead(), tally: self.tally }
     }
 
     /// Asks for the planned cancel of thread `t`; true once the thread is Cancelled. `cancel`
@@ -421,10 +430,10 @@ pub(super) struct Hooks<'a> {
     pub(super) gates: &'a Gates,
 }
 
-/// Runs a case's plan on the database at `path`: to the end, or with `crash_after` until the
+/// Runs a case's plan on database `db`: to the end, or with `crash_after` until the
 /// store dies after that many appends. Returns the appends made and what was acknowledged.
 pub(super) async fn run(
-    path: &Path,
+    db: &Db,
     wf: &Workflow<Acc>,
     plan: &Plan,
     clock: &ManualClock,
@@ -435,11 +444,10 @@ pub(super) async fn run(
     // Before the open: recovery may resume a thread straight into its hang node.
     let Hooks { signals, gates } = hooks;
     let hang_signals = signals.reset(plan.threads.len());
-    let options = cairn::storage::Options { durability: Durability::None, ..Default::default() };
-    let store = Arc::new(RedbStore::open(path, options).unwrap());
-    let dying = Arc::new(Dying::new(store, crash_after));
+    let dying = Arc::new(Dying::new(db.open(Durability::None), crash_after));
     let pause_signals = gates.reset(plan.threads.len(), Some(dying.clone()));
-    let engine = Engine::with_store(dying.clone())
+    let engine = db
+        .tune(Engine::with_store(dying.clone()))
         .workflow(wf)
         .seed(5)
         .concurrency(2)
