@@ -44,6 +44,11 @@ pub use api::builder::EngineBuilder;
 pub use api::engine::Engine;
 pub use api::handle::{EventStream, Outcome, ThreadHandle};
 pub use api::recover::RecoveryReport;
+pub use api::schedule::{SCHEDULES_LIST_MAX, ScheduleInfo};
+pub use api::schedule_flow::{
+    SCHEDULE_LABEL, SCHEDULE_WORKFLOW, ScheduleSpec, ScheduleState, tick_thread_id,
+};
+pub use api::schedule_ticks::{CATCH_UP_GRACE_MS, CatchUp, Every, SCHEDULE_TICKS_PER_WAKE_MAX};
 pub use cairn_dsl::{
     Ctx, END, NodeError, NodeOutput, NodeResult, Replace, START, State, Target, ToolError,
     Variables, Workflow,

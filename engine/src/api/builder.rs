@@ -238,6 +238,10 @@ impl EngineBuilder {
         for wf in self.workflows {
             engine.register_dyn(wf)?;
         }
+        // Schedules are threads of a built-in workflow that starts threads on this engine.
+        let slot = Arc::new(std::sync::OnceLock::new());
+        engine.register(&super::schedule_flow::workflow(slot.clone()))?;
+        let _ = slot.set(Arc::downgrade(&engine.shell));
         if !self.read_only {
             engine.recover().await?;
             // A shared database is served by every engine that resumes work (not by one

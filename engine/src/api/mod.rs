@@ -9,3 +9,6 @@ mod health;
 pub mod health_policy;
 pub mod recover;
 mod replay;
+pub mod schedule;
+pub mod schedule_flow;
+pub mod schedule_ticks;

@@ -32,6 +32,7 @@ mod recovery_policy;
 mod replay;
 mod resume_check;
 mod scale;
+mod schedules;
 #[cfg(feature = "http")]
 mod serve;
 mod spans;

@@ -1,0 +1,184 @@
+//! The workflow every schedule runs as (`cairn.schedule`): one thread per schedule, a node that
+//! sleeps durably until the next tick, then starts the ticks due (as the catch-up policy says)
+//! through a recorded tool call, and loops. Built on the engine's own guarantees, as Temporal
+//! builds its schedules on a workflow: the timer survives crashes, a recorded start never runs
+//! again, and a start that ran but was not recorded (a crash between the two) runs again with
+//! the same thread id, `<schedule>@<tick ms>`, which returns the thread the first one made. So a
+//! crash at a tick neither loses nor doubles it. Pausing the schedule is pausing its thread;
+//! deleting it is cancelling it.
+
+use std::sync::{Arc, Weak};
+
+use cairn_dsl::{Ctx, END, NodeError, NodeOutput, START, State, ToolError, Workflow};
+use serde::{Deserialize, Serialize};
+
+use super::engine::Engine;
+use super::schedule_ticks::{CatchUp, Every, Rule, due};
+use crate::config::StartOptions;
+use crate::exec::shell::Shell;
+
+/// The workflow id of schedule threads.
+pub const SCHEDULE_WORKFLOW: &str = "cairn.schedule";
+
+/// The label every thread a schedule starts carries, naming the schedule.
+pub const SCHEDULE_LABEL: &str = "schedule";
+
+/// What a schedule starts, and when.
+///
+/// # Examples
+///
+/// ```
+/// use cairn::{CatchUp, Every, ScheduleSpec};
+/// let spec = ScheduleSpec::new("reports", Every::Cron { expr: "0 9 * * MON-FRI".into(), tz: "Europe/Berlin".into() })
+///     .input(serde_json::json!({ "tenant": "acme" }))
+///     .catch_up(CatchUp::One);
+/// assert_eq!(spec.workflow, "reports");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduleSpec {
+    /// The workflow each tick starts (registered on the engine).
+    pub workflow: String,
+    /// The input of each thread it starts.
+    pub input: serde_json::Value,
+    /// When it ticks.
+    pub every: Every,
+    /// No tick before this time (ms since the epoch; also the anchor of intervals).
+    pub start_ms: Option<u64>,
+    /// No tick at or after this time: the schedule then ends (its thread completes).
+    pub end_ms: Option<u64>,
+    /// Which missed ticks are started after a downtime or a pause.
+    pub catch_up: CatchUp,
+}
+
+impl ScheduleSpec {
+    /// A spec starting `workflow` with a `null` input, from now on, no end, [`CatchUp::Skip`].
+    pub fn new(workflow: impl Into<String>, every: Every) -> ScheduleSpec {
+        ScheduleSpec {
+            workflow: workflow.into(),
+            input: serde_json::Value::Null,
+            every,
+            start_ms: None,
+            end_ms: None,
+            catch_up: CatchUp::Skip,
+        }
+    }
+
+    /// With this input for every thread it starts.
+    #[must_use]
+    pub fn input(mut self, input: serde_json::Value) -> ScheduleSpec {
+        self.input = input;
+        self
+    }
+
+    /// With this catch-up policy.
+    #[must_use]
+    pub fn catch_up(mut self, catch_up: CatchUp) -> ScheduleSpec {
+        self.catch_up = catch_up;
+        self
+    }
+
+    /// Between these times (ms since the epoch; either may be `None`).
+    #[must_use]
+    pub fn between(mut self, start_ms: Option<u64>, end_ms: Option<u64>) -> ScheduleSpec {
+        self.start_ms = start_ms;
+        self.end_ms = end_ms;
+        self
+    }
+}
+
+/// The state of a schedule's thread (what `cairn schedule list` shows).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduleState {
+    /// The schedule's name.
+    pub name: String,
+    /// Its spec.
+    pub spec: ScheduleSpec,
+    /// Intervals count from here (the start, or the creation time).
+    pub anchor_ms: u64,
+    /// The latest tick handled (started or skipped).
+    pub last_tick_ms: Option<u64>,
+    /// The next tick; `None` once the schedule has ended.
+    pub next_tick_ms: Option<u64>,
+    /// Ticks started.
+    pub started: u64,
+    /// Ticks skipped by the catch-up policy.
+    pub skipped: u64,
+}
+
+impl State for ScheduleState {
+    type Update = ScheduleState;
+    fn apply(&mut self, update: ScheduleState) {
+        *self = update;
+    }
+}
+
+/// The thread id a schedule's tick at `tick_ms` starts.
+pub fn tick_thread_id(schedule: &str, tick_ms: u64) -> String {
+    format!("{schedule}@{tick_ms}")
+}
+
+/// The schedule workflow, starting threads on the engine `shell` will be (set once it is open).
+pub(crate) fn workflow(shell: Arc<std::sync::OnceLock<Weak<Shell>>>) -> Workflow<ScheduleState> {
+    Workflow::<ScheduleState>::builder(SCHEDULE_WORKFLOW, 1)
+        .node("tick", move |s: Arc<ScheduleState>, ctx: Ctx| {
+            let shell = shell.clone();
+            async move { tick(&s, &ctx, &shell).await }
+        })
+        .edge(START, "tick")
+        // One visit per tick, as many as a loop may have: a schedule handles at most
+        // LOOP_BOUND_MAX (1,000,000) ticks (an hourly one 114 years, a minutely one 1.9).
+        .loop_bound("tick", cairn_dsl::limits::LOOP_BOUND_MAX)
+        .route(
+            "tick",
+            |s: &ScheduleState| if s.next_tick_ms.is_some() { "tick" } else { END },
+            ["tick", END],
+        )
+        .build()
+        .expect("the schedule workflow is well formed")
+}
+
+async fn tick(
+    s: &ScheduleState,
+    ctx: &Ctx,
+    shell: &std::sync::OnceLock<Weak<Shell>>,
+) -> Result<NodeOutput<ScheduleState>, NodeError> {
+    let rule = Rule::new(&s.spec.every).map_err(|e| NodeError::fatal(e.to_string()))?;
+    let after = s.last_tick_ms.unwrap_or(s.anchor_ms.saturating_sub(1));
+    let Some(next) =
+        rule.next_after(after, s.anchor_ms).filter(|t| s.spec.end_ms.is_none_or(|end| *t < end))
+    else {
+        return Ok(NodeOutput::update(ScheduleState { next_tick_ms: None, ..s.clone() }));
+    };
+    let now = ctx.now_ms();
+    if next > now {
+        ctx.sleep_ms(next - now).await?;
+    }
+    let now = ctx.now_ms().max(next);
+    let (ticks, next_tick_ms) = due(&rule, s.anchor_ms, after, now, s.spec.end_ms);
+    let start = s.spec.catch_up.pick(&ticks, now);
+    for &t in &start {
+        let id = tick_thread_id(&s.name, t);
+        let (workflow, input, name) =
+            (s.spec.workflow.clone(), s.spec.input.clone(), s.name.clone());
+        let shell = shell.get().and_then(Weak::upgrade);
+        let _: String = ctx
+            .tool("start", id, move |id: String, _| async move {
+                let shell = shell.ok_or_else(|| ToolError::retryable("the engine is closing"))?;
+                let options =
+                    StartOptions::id(id.clone()).label(super::schedule_flow::SCHEDULE_LABEL, name);
+                Engine { shell }
+                    .start_json(&workflow, input, options)
+                    .await
+                    .map_err(|e| ToolError::fatal(e.to_string()))?;
+                Ok(id)
+            })
+            .await?;
+    }
+    Ok(NodeOutput::update(ScheduleState {
+        last_tick_ms: ticks.last().copied().or(s.last_tick_ms),
+        next_tick_ms,
+        started: s.started + start.len() as u64,
+        skipped: s.skipped + (ticks.len() - start.len()) as u64,
+        ..s.clone()
+    }))
+}

@@ -1,0 +1,278 @@
+//! Durable schedules on the manual clock: a daily cron schedule in a zone with daylight saving
+//! ticks once per local day over a simulated year; the catch-up policies after a downtime; a
+//! crash at any append of a tick neither loses nor doubles one; pause, resume, trigger and
+//! delete; bad specs refused with what is wrong.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use cairn::clock::{Clock as _, ManualClock};
+use cairn::dsl::{END, NodeOutput, START, Workflow};
+use cairn::storage::{Options, RedbStore, Store};
+use cairn::{CatchUp, Durability, Engine, Every, ScheduleSpec, ThreadStatus};
+
+use crate::common::Tally;
+use crate::crash::Dying;
+
+/// 2026-01-01T00:00:00Z.
+const JAN_1_2026: u64 = 1_767_225_600_000;
+const HOUR: u64 = 3_600_000;
+
+fn report() -> Workflow<Tally> {
+    Workflow::<Tally>::builder("report", 1)
+        .node("write", |_s, _ctx| async move { Ok(NodeOutput::update((1, "written".to_owned()))) })
+        .edge(START, "write")
+        .edge("write", END)
+        .build()
+        .unwrap()
+}
+
+async fn open(store: Arc<dyn Store>, clock: &ManualClock) -> Engine {
+    Engine::with_store(store)
+        .clock(Arc::new(clock.clone()))
+        .workflow(&report())
+        .open()
+        .await
+        .unwrap()
+}
+
+fn file(path: &std::path::Path) -> Arc<dyn Store> {
+    let options = Options { durability: Durability::None, ..Options::default() };
+    Arc::new(RedbStore::open(path, options).unwrap())
+}
+
+/// A spec starting `report` with a valid input.
+fn spec(every: Every) -> ScheduleSpec {
+    ScheduleSpec::new("report", every).input(serde_json::json!({ "total": 0, "log": [] }))
+}
+
+/// The ticks the schedule's threads were started for, from their ids (`<name>@<ms>`).
+fn ticks_started(engine: &Engine, name: &str) -> BTreeSet<u64> {
+    let filter = cairn::storage::ThreadFilter {
+        label: Some(("schedule".into(), name.into())),
+        workflow_id: Some("report".into()),
+        ..Default::default()
+    };
+    let page = cairn::storage::Page { limit: 10_000, offset: 0 };
+    let threads = engine.store().list_threads(&filter, page).unwrap();
+    threads.iter().map(|r| r.id.as_str().rsplit('@').next().unwrap().parse().unwrap()).collect()
+}
+
+/// Moves the clock to the schedule's next tick and waits until the schedule has handled it
+/// (its last tick moved there).
+async fn tick(engine: &Engine, clock: &ManualClock, name: &str) -> u64 {
+    let next = engine.schedule(name).unwrap().unwrap().state.next_tick_ms.expect("a next tick");
+    clock.set_ms(next);
+    let waited = std::time::Instant::now();
+    loop {
+        let info = engine.schedule(name).unwrap().unwrap();
+        if info.state.last_tick_ms == Some(next) && info.status == ThreadStatus::Sleeping {
+            return next;
+        }
+        if info.status.is_terminal() || waited.elapsed().as_secs() >= 20 {
+            let outcome = engine.thread(&format!("schedule:{name}")).unwrap().outcome();
+            panic!("tick {next} not handled: {info:?}: {outcome:?}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_daily_schedule_ticks_once_per_local_day_over_a_year_across_daylight_saving() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(JAN_1_2026);
+    let engine = open(file(&dir.path().join("s.db")), &clock).await;
+    let every = Every::Cron { expr: "30 2 * * *".into(), tz: "Europe/Berlin".into() };
+    engine.create_schedule("nightly", spec(every)).await.unwrap();
+    let mut ticks = Vec::new();
+    for _ in 0..365 {
+        ticks.push(tick(&engine, &clock, "nightly").await);
+    }
+    let started = ticks_started(&engine, "nightly");
+    assert_eq!(started.len(), 365, "one thread per tick");
+    assert_eq!(started, ticks.iter().copied().collect::<BTreeSet<_>>());
+    // One tick per Berlin calendar day, all at 02:30 local, but the spring-forward day's,
+    // which runs right after the gap (03:00 CEST).
+    let tz: chrono_tz::Tz = "Europe/Berlin".parse().unwrap();
+    use chrono::{TimeZone as _, Timelike as _};
+    let days: BTreeSet<_> =
+        ticks.iter().map(|t| tz.timestamp_millis_opt(*t as i64).unwrap().date_naive()).collect();
+    assert_eq!(days.len(), 365, "no day twice, none missed");
+    for t in &ticks {
+        let local = tz.timestamp_millis_opt(*t as i64).unwrap();
+        let day = local.format("%m-%d").to_string();
+        let want = if day == "03-29" { (3, 0) } else { (2, 30) };
+        assert_eq!((local.hour(), local.minute()), want, "tick on {day}: {local}");
+    }
+    // Every thread a tick started ran to the end.
+    for t in ticks.iter().take(3) {
+        let handle = engine.thread(&cairn::tick_thread_id("nightly", *t)).unwrap();
+        assert_eq!(handle.finished().await.unwrap().status, ThreadStatus::Completed);
+    }
+    engine.shutdown().await;
+}
+
+/// An hourly schedule whose engine is down for 5.5 hours: what each policy starts on waking.
+#[tokio::test]
+async fn after_a_downtime_the_catch_up_policy_decides_which_missed_ticks_start() {
+    for (policy, want_started) in [
+        (CatchUp::Skip, 0usize),
+        (CatchUp::One, 1),
+        (CatchUp::All { max: 3 }, 3),
+        (CatchUp::All { max: 10 }, 5),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let clock = ManualClock::new(JAN_1_2026);
+        let engine = open(file(&path), &clock).await;
+        let spec = spec(Every::Interval { ms: HOUR })
+            .between(Some(JAN_1_2026 + HOUR), None)
+            .catch_up(policy);
+        engine.create_schedule("hourly", spec).await.unwrap();
+        engine.crash().await;
+        drop(engine);
+        clock.set_ms(JAN_1_2026 + 5 * HOUR + HOUR / 2);
+        let engine = open(file(&path), &clock).await;
+        let waited = std::time::Instant::now();
+        let info = loop {
+            let info = engine.schedule("hourly").unwrap().unwrap();
+            if info.state.last_tick_ms == Some(JAN_1_2026 + 5 * HOUR)
+                && info.status == ThreadStatus::Sleeping
+            {
+                break info;
+            }
+            assert!(waited.elapsed().as_secs() < 20, "{policy:?}: {info:?}");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        };
+        let started = ticks_started(&engine, "hourly");
+        assert_eq!(started.len(), want_started, "{policy:?}: {started:?}");
+        let latest: Vec<u64> =
+            (1..=5).rev().take(want_started).map(|h| JAN_1_2026 + h * HOUR).collect();
+        assert_eq!(started, latest.into_iter().collect(), "{policy:?}: the latest ones");
+        assert_eq!(info.state.started, want_started as u64);
+        assert_eq!(info.state.skipped, 5 - want_started as u64);
+        assert_eq!(info.state.next_tick_ms, Some(JAN_1_2026 + 6 * HOUR));
+        engine.shutdown().await;
+    }
+}
+
+/// The store dies at every append of a schedule's first ticks in turn; the reopened engine
+/// carries on: every tick's thread exists once, none is missing, none skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_at_any_append_of_a_tick_neither_loses_nor_doubles_it() {
+    const TICKS: u64 = 4;
+    let mut crashes = 0;
+    for crash_after in 1..40 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let clock = ManualClock::new(JAN_1_2026);
+        let dying = Arc::new(Dying::new(file(&path), Some(crash_after)));
+        let engine = open(dying.clone(), &clock).await;
+        let spec = spec(Every::Interval { ms: 1_000 })
+            .between(Some(JAN_1_2026 + 1_000), None)
+            .catch_up(CatchUp::All { max: 100 });
+        let created = engine.create_schedule("s", spec).await;
+        let mut handled = 0;
+        if created.is_ok() {
+            while handled < TICKS && !dying.dead() {
+                let next = engine.schedule("s").ok().flatten().and_then(|i| i.state.next_tick_ms);
+                let Some(next) = next else { break };
+                clock.set_ms(clock.now_ms().max(next));
+                let waited = std::time::Instant::now();
+                while !dying.dead()
+                    && engine.schedule("s").ok().flatten().and_then(|i| i.state.last_tick_ms)
+                        != Some(next)
+                {
+                    assert!(waited.elapsed().as_secs() < 20, "crash_after {crash_after}");
+                    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                }
+                handled += 1;
+            }
+        }
+        engine.crash().await;
+        drop(engine);
+        if !dying.dead() {
+            // Past the last append of the ticks: every crash point has been covered.
+            break;
+        }
+        crashes += 1;
+        drop(dying);
+        let engine = open(file(&path), &clock).await;
+        if engine.schedule("s").unwrap().is_none() {
+            // The crash came before the schedule was created: nothing to check.
+            engine.shutdown().await;
+            continue;
+        }
+        let want: BTreeSet<u64> = (1..=TICKS).map(|k| JAN_1_2026 + k * 1_000).collect();
+        while engine.schedule("s").unwrap().unwrap().state.last_tick_ms
+            < Some(JAN_1_2026 + TICKS * 1_000)
+        {
+            tick(&engine, &clock, "s").await;
+        }
+        let info = engine.schedule("s").unwrap().unwrap();
+        let started = ticks_started(&engine, "s");
+        assert!(want.is_subset(&started), "crash_after {crash_after}: {started:?}");
+        assert_eq!(info.state.skipped, 0, "crash_after {crash_after}");
+        assert_eq!(info.state.started as usize, started.len(), "crash_after {crash_after}");
+        assert!(engine.store().verify().unwrap().is_clean());
+        engine.shutdown().await;
+    }
+    assert!(crashes >= 10, "the crash points covered the ticks: {crashes}");
+    crate::common::report(&format!(
+        "RELIABILITY schedule_crash crash_points={crashes} lost=0 doubled=0"
+    ));
+}
+
+#[tokio::test]
+async fn schedules_pause_resume_trigger_delete_and_refuse_bad_specs() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(JAN_1_2026);
+    let engine = open(file(&dir.path().join("s.db")), &clock).await;
+    let hourly = spec(Every::Interval { ms: HOUR });
+    engine.create_schedule("h", hourly.clone()).await.unwrap();
+    assert_eq!(engine.create_schedule("h", hourly.clone()).await.unwrap().name, "h", "same spec");
+    let other = spec(Every::Interval { ms: 2 * HOUR });
+    let e = engine.create_schedule("h", other).await.unwrap_err().to_string();
+    assert!(e.contains("exists with another spec"), "{e}");
+    for (spec, what) in [
+        (
+            ScheduleSpec::new(
+                "report",
+                Every::Cron { expr: "99 * * * *".into(), tz: "UTC".into() },
+            ),
+            "99 * * * *",
+        ),
+        (
+            ScheduleSpec::new(
+                "report",
+                Every::Cron { expr: "* * * * *".into(), tz: "Moon/Base".into() },
+            ),
+            "Moon/Base",
+        ),
+        (ScheduleSpec::new("nope", Every::Interval { ms: 1 }), "nope"),
+        (ScheduleSpec::new("report", Every::Interval { ms: 1 }), "not a valid state of report"),
+        (spec(Every::Interval { ms: 0 }), "0 ms"),
+    ] {
+        let e = engine.create_schedule("bad", spec).await.unwrap_err().to_string();
+        assert!(e.contains(what), "{e} should name {what}");
+    }
+    assert!(engine.schedule("bad").unwrap().is_none(), "a refused spec leaves nothing");
+    assert!(engine.create_schedule("a b", hourly).await.is_err());
+
+    tick(&engine, &clock, "h").await;
+    engine.pause_schedule("h").await.unwrap();
+    assert_eq!(engine.schedule("h").unwrap().unwrap().status, ThreadStatus::Paused);
+    clock.advance_ms(3 * HOUR);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(ticks_started(&engine, "h").len(), 1, "a paused schedule starts nothing");
+    let triggered = engine.trigger_schedule("h").await.unwrap();
+    assert_eq!(triggered.finished().await.unwrap().status, ThreadStatus::Completed);
+    assert_eq!(ticks_started(&engine, "h").len(), 2, "trigger starts one now");
+    engine.resume_schedule("h").await.unwrap();
+    engine.delete_schedule("h").await.unwrap();
+    assert_eq!(engine.schedule("h").unwrap().unwrap().status, ThreadStatus::Cancelled);
+    assert!(engine.pause_schedule("missing").await.is_err());
+    let listed: Vec<String> = engine.schedules().unwrap().into_iter().map(|s| s.name).collect();
+    assert_eq!(listed, vec!["h".to_owned()]);
+    engine.shutdown().await;
+}
