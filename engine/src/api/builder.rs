@@ -238,10 +238,13 @@ impl EngineBuilder {
         for wf in self.workflows {
             engine.register_dyn(wf)?;
         }
-        // Schedules are threads of a built-in workflow that starts threads on this engine.
-        let slot = Arc::new(std::sync::OnceLock::new());
-        engine.register(&super::schedule_flow::workflow(slot.clone()))?;
-        let _ = slot.set(Arc::downgrade(&engine.shell));
+        // Schedules are threads of a built-in workflow that starts threads on this engine: it
+        // is known to recovery only on an engine that resumes work, so that one opened to
+        // inspect or control (the CLI, `RecoveryPolicy::Park`) never runs a due tick.
+        let resumes = !self.read_only && engine.shell.config.recovery == RecoveryPolicy::Resume;
+        if resumes {
+            engine.register_schedules()?;
+        }
         if !self.read_only {
             engine.recover().await?;
             // A shared database is served by every engine that resumes work (not by one
@@ -252,6 +255,9 @@ impl EngineBuilder {
                 engine.spawn_poller();
             }
             engine.spawn_health_passes();
+        }
+        if !resumes {
+            engine.register_schedules()?;
         }
         Ok(engine)
     }

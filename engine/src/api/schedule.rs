@@ -35,6 +35,11 @@ fn thread_of(name: &str) -> String {
 }
 
 impl Engine {
+    /// Registers the schedule workflow, starting threads on this engine.
+    pub(crate) fn register_schedules(&self) -> Result<(), Error> {
+        self.register(&super::schedule_flow::workflow(std::sync::Arc::downgrade(&self.shell)))
+    }
+
     /// Creates schedule `name` (letters, digits, `-`, `_`, `.`): from now on, each tick starts
     /// `spec.workflow` as thread `<name>@<tick ms>`, labelled `schedule=<name>`. Creating a
     /// schedule that exists with the same spec returns it; with another spec is an error.

@@ -117,8 +117,8 @@ pub fn tick_thread_id(schedule: &str, tick_ms: u64) -> String {
     format!("{schedule}@{tick_ms}")
 }
 
-/// The schedule workflow, starting threads on the engine `shell` will be (set once it is open).
-pub(crate) fn workflow(shell: Arc<std::sync::OnceLock<Weak<Shell>>>) -> Workflow<ScheduleState> {
+/// The schedule workflow, starting threads on the engine of `shell`.
+pub(crate) fn workflow(shell: Weak<Shell>) -> Workflow<ScheduleState> {
     Workflow::<ScheduleState>::builder(SCHEDULE_WORKFLOW, 1)
         .node("tick", move |s: Arc<ScheduleState>, ctx: Ctx| {
             let shell = shell.clone();
@@ -140,7 +140,7 @@ pub(crate) fn workflow(shell: Arc<std::sync::OnceLock<Weak<Shell>>>) -> Workflow
 async fn tick(
     s: &ScheduleState,
     ctx: &Ctx,
-    shell: &std::sync::OnceLock<Weak<Shell>>,
+    shell: &Weak<Shell>,
 ) -> Result<NodeOutput<ScheduleState>, NodeError> {
     let rule = Rule::new(&s.spec.every).map_err(|e| NodeError::fatal(e.to_string()))?;
     let after = s.last_tick_ms.unwrap_or(s.anchor_ms.saturating_sub(1));
@@ -160,7 +160,7 @@ async fn tick(
         let id = tick_thread_id(&s.name, t);
         let (workflow, input, name) =
             (s.spec.workflow.clone(), s.spec.input.clone(), s.name.clone());
-        let shell = shell.get().and_then(Weak::upgrade);
+        let shell = shell.upgrade();
         let _: String = ctx
             .tool("start", id, move |id: String, _| async move {
                 let shell = shell.ok_or_else(|| ToolError::retryable("the engine is closing"))?;

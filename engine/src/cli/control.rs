@@ -62,7 +62,7 @@ pub struct ResumableArgs {
 }
 
 /// `90s`, `30m`, `24h`, `7d` (or a bare number of ms) in ms.
-fn parse_age_ms(text: &str) -> Result<u64, String> {
+pub(super) fn parse_age_ms(text: &str) -> Result<u64, String> {
     let (digits, unit_ms) = match text.char_indices().last() {
         Some((i, 's')) => (&text[..i], 1_000),
         Some((i, 'm')) => (&text[..i], 60_000),

@@ -50,6 +50,7 @@ mod hold;
 mod init;
 mod remote;
 mod replay;
+mod schedule;
 mod serve;
 mod state;
 mod table;
@@ -146,6 +147,8 @@ enum Command {
     /// Serve the HTTP endpoint of a file no engine holds (JSON reads, live events, controls
     /// with the printed token), until interrupted.
     Serve(serve::ServeArgs),
+    /// Durable schedules: create, list, pause, resume, trigger, delete.
+    Schedule(schedule::ScheduleCommand),
     /// Internal: hold the database open for writing until stdin closes (tests).
     #[command(name = "__hold", hide = true)]
     Hold(hold::HoldArgs),
@@ -251,6 +254,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Rollback(args) => checkpoint_create::rollback(args, wfs).await?,
         Command::Fork(args) => fork::fork(args, wfs).await?,
         Command::Replay(args) => replay::replay(args, wfs).await?,
+        Command::Schedule(cmd) => schedule::command(cmd, wfs).await?,
         Command::Hold(args) => hold::hold(args).await?,
         Command::Worker(args) => worker::worker(args, wfs).await?,
         Command::Copy(args) => copy::copy(args).await?,

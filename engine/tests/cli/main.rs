@@ -15,4 +15,5 @@ mod postgres;
 mod prune;
 mod readme;
 mod resume;
+mod schedule;
 mod serve;
