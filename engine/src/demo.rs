@@ -20,6 +20,7 @@ use crate::model::{LanguageModel, ModelRequest, ModelResponse};
 
 /// The demo's state.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Research {
     /// The question asked.
     pub question: String,
