@@ -13,5 +13,6 @@ pub mod operator;
 pub mod quickstart;
 pub mod research_pipeline;
 pub mod routing;
+pub mod scheduled_reports;
 pub mod subworkflow;
 pub mod timers;

@@ -359,3 +359,24 @@ async fn a_bundle_round_trips_redacted_and_replays_and_forks_on_another_database
     assert!(s.fork.answer.starts_with("[friendly] about your billing"), "{:?}", s.fork);
     assert!(s.events >= 6 && s.bundle_bytes > 0, "{s:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduled_reports_tick_on_weekdays_and_catch_up_by_policy() {
+    use cairn_examples::scheduled_reports::run;
+    let (_d, p) = db("reports.db");
+    let s = run(&p).await.unwrap();
+    let per = |a: usize, g: usize| {
+        [("acme-daily".to_owned(), a), ("globex-daily".to_owned(), g)].into_iter().collect()
+    };
+    assert_eq!(s.first_week, per(5, 5), "Monday to Friday, not Saturday");
+    assert_eq!(s.acme_first_local, "09:00");
+    // Wednesday 12:00 UTC is past 09:00 in Berlin but not yet in New York: acme missed Monday,
+    // Tuesday and Wednesday and starts them all; globex missed Monday and Tuesday and starts
+    // the latest.
+    assert_eq!(s.caught_up, per(3, 1));
+    let skipped: std::collections::BTreeMap<String, u64> =
+        [("acme-daily".to_owned(), 0), ("globex-daily".to_owned(), 1)].into_iter().collect();
+    assert_eq!(s.skipped, skipped);
+    assert_eq!(s.statuses.len(), 14);
+    assert!(s.statuses.iter().all(|st| *st == cairn::ThreadStatus::Completed), "{:?}", s.statuses);
+}
