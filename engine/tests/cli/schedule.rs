@@ -25,7 +25,7 @@ fn schedules_are_created_listed_paused_triggered_and_deleted_from_the_command_li
     bad(&["--cron", "0 3 * * *", "--tz", "Atlantis/Capital", "--input", INPUT], "Atlantis/Capital");
     bad(&["--every", "soon", "--input", INPUT], "soon");
     bad(&["--cron", "0 3 * * *", "--input", "{"], "--input is not JSON");
-    bad(&["--cron", "0 3 * * *", "--input", "[]"], "not a valid state of research-agent");
+    bad(&["--cron", "0 3 * * *", "--input", "42"], "not a valid state of research-agent");
     bad(&["--cron", "0 3 * * *", "--catch-up", "most", "--input", INPUT], "skip, one or all:N");
     assert_eq!(on(&db, &["schedule", "list", "--json"]).expect(0).json(), serde_json::json!([]));
 
