@@ -220,6 +220,11 @@ pub fn research_workflow(model: Arc<dyn LanguageModel>) -> Result<Workflow<Resea
         .edge(START, "classify")
         .edge("answer_directly", END)
         .edge("finalize", END)
+        // Read-only queries (`cairn query demo-1 findings`): answered from the stored state.
+        .query("findings", |s: &Research, (): ()| s.findings.clone())
+        .query("findings_about", |s: &Research, word: String| {
+            s.findings.iter().filter(|f| f.contains(&word)).cloned().collect::<Vec<_>>()
+        })
         .build()
 }
 

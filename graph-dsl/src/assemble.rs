@@ -35,6 +35,7 @@ pub(crate) fn assemble(
         permissions,
         checkpoint,
         on_failure,
+        queries,
     } = decls;
     for node in &mut nodes {
         if node.policy.on_failure.is_fail() {
@@ -76,6 +77,12 @@ pub(crate) fn assemble(
             &resolved.outside,
         ));
     }
+    let mut seen = std::collections::BTreeSet::new();
+    for (name, _) in &queries {
+        if !seen.insert(name.clone()) {
+            problems.push(Problem::DuplicateQuery(name.clone()));
+        }
+    }
     if !problems.is_empty() {
         return Err(BuildError { workflow: id, problems });
     }
@@ -98,6 +105,7 @@ pub(crate) fn assemble(
         routes: resolved.routes,
         state_codec,
         depth,
+        queries: queries.into_iter().collect(),
     };
     workflow.fingerprint = fingerprint::compute(&workflow);
     Ok(workflow)

@@ -38,6 +38,7 @@ pub(crate) struct Decls {
     pub permissions: BTreeSet<String>,
     pub checkpoint: CheckpointPolicy,
     pub on_failure: Recovery,
+    pub queries: Vec<(String, crate::erased::DynQuery)>,
 }
 
 pub(crate) struct NodeDecl {
@@ -64,6 +65,7 @@ impl<S: State> WorkflowBuilder<S> {
                 gotos: Vec::new(),
                 joins: Vec::new(),
                 loop_bounds: Vec::new(),
+                queries: Vec::new(),
                 budgets: Budgets::default(),
                 permissions: BTreeSet::new(),
                 checkpoint: CheckpointPolicy::default(),
@@ -333,6 +335,41 @@ impl<S: State> WorkflowBuilder<S> {
             targets: targets.into_iter().map(Into::into).collect(),
             f,
         });
+        self
+    }
+
+    /// Declares a read-only query `name`: `f` answers it from a thread's state and JSON
+    /// arguments (`Engine::query`, `cairn query`), without running or writing anything. Queries
+    /// are not part of the fingerprint. A name declared twice is a build error.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{NodeOutput, Replace, Workflow, END, START};
+    /// let wf = Workflow::<Replace<String>>::builder("doc", 1)
+    ///     .node("n", |s, _ctx| async move { Ok(NodeOutput::update(s.0.clone())) })
+    ///     .edge(START, "n")
+    ///     .edge("n", END)
+    ///     .query("length", |s: &Replace<String>, (): ()| s.0.len())
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(wf.as_dyn().query_names(), ["length"]);
+    /// ```
+    pub fn query<A, R, F>(mut self, name: impl Into<String>, f: F) -> Self
+    where
+        A: serde::de::DeserializeOwned,
+        R: serde::Serialize,
+        F: Fn(&S, A) -> R + Send + Sync + 'static,
+    {
+        let q: crate::erased::DynQuery = Arc::new(move |state: &dyn crate::DynState, args| {
+            let typed = snapshot::<S>(state)?;
+            let args = A::deserialize(args).map_err(|e| StateError::Codec {
+                what: "query arguments",
+                detail: e.to_string(),
+            })?;
+            serde_json::to_value(f(&typed, args))
+                .map_err(|e| StateError::Codec { what: "query answer", detail: e.to_string() })
+        });
+        self.decls.queries.push((name.into(), q));
         self
     }
 

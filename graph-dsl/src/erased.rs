@@ -40,6 +40,10 @@ pub type DynOutput = Arc<dyn Fn(&Value) -> Result<Value, StateError> + Send + Sy
 
 pub(crate) type DynRoute = Arc<dyn Fn(&dyn DynState) -> Result<String, StateError> + Send + Sync>;
 
+/// A type-erased query: the state and the JSON arguments to a JSON answer.
+pub(crate) type DynQuery =
+    Arc<dyn Fn(&dyn DynState, &Value) -> Result<Value, StateError> + Send + Sync>;
+
 pub(crate) type DynStateCodec =
     Arc<dyn Fn(&Value) -> Result<Box<dyn DynState>, StateError> + Send + Sync>;
 
@@ -192,6 +196,8 @@ pub struct DynWorkflow {
     pub(crate) routes: Vec<Option<DynRoute>>,
     pub(crate) state_codec: DynStateCodec,
     pub(crate) depth: usize,
+    /// Read-only queries by name (not part of the fingerprint: they change no run).
+    pub(crate) queries: std::collections::BTreeMap<String, DynQuery>,
 }
 
 impl fmt::Debug for DynWorkflow {
@@ -206,6 +212,43 @@ impl fmt::Debug for DynWorkflow {
 }
 
 impl DynWorkflow {
+    /// The names of the workflow's queries ([`crate::WorkflowBuilder::query`]), in order.
+    pub fn query_names(&self) -> Vec<&str> {
+        self.queries.keys().map(String::as_str).collect()
+    }
+
+    /// Answers query `name` with `args` from `state`; `None` when the workflow has no such
+    /// query.
+    ///
+    /// # Errors
+    /// [`StateError::Codec`] when `args` do not convert to the query's argument type or the
+    /// answer does not serialise.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{NodeOutput, Replace, Workflow, END, START};
+    /// let wf = Workflow::<Replace<Vec<u32>>>::builder("q", 1)
+    ///     .node("n", |s, _ctx| async move { Ok(NodeOutput::update(s.0.clone())) })
+    ///     .edge(START, "n")
+    ///     .edge("n", END)
+    ///     .query("count_above", |s: &Replace<Vec<u32>>, min: u32| s.0.iter().filter(|v| **v > min).count())
+    ///     .build()
+    ///     .unwrap()
+    ///     .erase();
+    /// let state = wf.state_from_json(&serde_json::json!([1, 5, 9])).unwrap();
+    /// let answer = wf.query("count_above", &*state, &serde_json::json!(4)).unwrap();
+    /// assert_eq!(answer, Some(serde_json::json!(2)));
+    /// assert_eq!(wf.query("nope", &*state, &serde_json::Value::Null).unwrap(), None);
+    /// ```
+    pub fn query(
+        &self,
+        name: &str,
+        state: &dyn DynState,
+        args: &Value,
+    ) -> Result<Option<Value>, StateError> {
+        self.queries.get(name).map(|q| q(state, args)).transpose()
+    }
+
     /// The workflow's id.
     pub fn id(&self) -> &str {
         &self.id

@@ -38,6 +38,9 @@ pub enum Problem {
     /// Two nodes share a name.
     #[error("node {0:?} is declared more than once")]
     DuplicateNode(String),
+    /// Two queries share a name.
+    #[error("query {0:?} is declared more than once")]
+    DuplicateQuery(String),
     /// A node uses `START`, `END` or another name beginning with `__`, which are reserved.
     #[error("node name {0:?} is reserved")]
     ReservedName(String),

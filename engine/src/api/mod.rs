@@ -7,6 +7,7 @@ pub mod engine;
 pub mod handle;
 mod health;
 pub mod health_policy;
+mod query;
 pub mod recover;
 mod replay;
 pub mod schedule;

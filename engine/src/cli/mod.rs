@@ -48,6 +48,7 @@ mod graph;
 mod health;
 mod hold;
 mod init;
+mod query;
 mod remote;
 mod replay;
 mod schedule;
@@ -147,6 +148,8 @@ enum Command {
     /// Serve the HTTP endpoint of a file no engine holds (JSON reads, live events, controls
     /// with the printed token), until interrupted.
     Serve(serve::ServeArgs),
+    /// Answers a workflow's read-only query from a thread's stored state.
+    Query(query::QueryArgs),
     /// Durable schedules: create, list, pause, resume, trigger, delete.
     Schedule(schedule::ScheduleCommand),
     /// Internal: hold the database open for writing until stdin closes (tests).
@@ -255,6 +258,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Fork(args) => fork::fork(args, wfs).await?,
         Command::Replay(args) => replay::replay(args, wfs).await?,
         Command::Schedule(cmd) => schedule::command(cmd, wfs).await?,
+        Command::Query(args) => query::query(args, wfs).await?,
         Command::Hold(args) => hold::hold(args).await?,
         Command::Worker(args) => worker::worker(args, wfs).await?,
         Command::Copy(args) => copy::copy(args).await?,

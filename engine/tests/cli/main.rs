@@ -13,6 +13,7 @@ mod misc;
 mod paths;
 mod postgres;
 mod prune;
+mod query;
 mod readme;
 mod resume;
 mod schedule;

@@ -27,6 +27,7 @@ mod operator;
 mod postgres;
 #[cfg(feature = "postgres")]
 mod postgres_wake;
+mod queries;
 mod recovery;
 mod recovery_policy;
 mod replay;

@@ -1,0 +1,40 @@
+//! `cairn query THREAD NAME [ARGS]`: a workflow's read-only query answered from a thread's
+//! stored state (`Engine::query`); it writes nothing and reads a snapshot, so it also works
+//! while an engine drives the thread.
+
+use std::sync::Arc;
+
+use cairn_dsl::DynWorkflow;
+use serde_json::Value;
+
+use super::common::{Common, open_read_only, print_json, usage};
+
+/// Arguments of `cairn query`.
+#[derive(Debug, clap::Args)]
+pub struct QueryArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The thread id.
+    thread: String,
+    /// The query's name (declared by the thread's workflow).
+    name: String,
+    /// Its arguments as JSON (none: `null`; a bare word is taken as a string).
+    args: Option<String>,
+}
+
+pub(super) async fn query(args: QueryArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    let input = match args.args.as_deref() {
+        None => Value::Null,
+        Some(text) => serde_json::from_str(text).or_else(|_| {
+            if text.chars().all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.')) {
+                Ok(Value::String(text.to_owned()))
+            } else {
+                Err(usage(format!("the query's arguments are not JSON: {text}")))
+            }
+        })?,
+    };
+    let engine = open_read_only(&args.common.db, wfs).await?;
+    let answer = engine.query(&args.thread, &args.name, input);
+    engine.shutdown().await;
+    print_json(&answer?)
+}
