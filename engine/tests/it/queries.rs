@@ -26,7 +26,7 @@ fn workflow(gate: tokio::sync::watch::Receiver<bool>) -> Workflow<Tally> {
         .edge("hold", END)
         .query("total", |s: &Tally, (): ()| s.total)
         .query("total_plus", |s: &Tally, n: u64| s.total + n)
-        .query("log_has", |s: &Tally, word: String| s.log.iter().any(|l| *l == word))
+        .query("log_has", |s: &Tally, word: String| s.log.contains(&word))
         .build()
         .unwrap()
 }
