@@ -65,6 +65,7 @@ mod checkpoint;
 mod clock;
 pub mod codec;
 pub mod copy;
+mod correlation;
 mod error;
 mod event;
 #[cfg(feature = "fault-injection")]
@@ -91,6 +92,7 @@ mod thread;
 pub use batch::{Appended, Batch, Guard, LeaseOp, LockOp, Pruned};
 pub use checkpoint::{Checkpoint, CheckpointInfo, CheckpointKind, CheckpointMeta, NewCheckpoint};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use correlation::{CorrelationEntry, CorrelationQuery};
 pub use error::Error;
 pub use event::{Event, EventKind, EventStatus, NewEvent};
 pub use ids::{Bookmark, CheckpointId, Lsn, PayloadRef, Seq, ThreadId};

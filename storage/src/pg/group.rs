@@ -235,6 +235,8 @@ struct Writes {
     payloads: Vec<(PayloadRef, Vec<u8>)>,
     /// Locks changed (written as the cache holds them at the end).
     locks: BTreeSet<String>,
+    /// The correlation-index rows of the events.
+    correlations: super::correlations::Rows,
 }
 
 impl Writes {
@@ -244,6 +246,9 @@ impl Writes {
             self.seqs.push(to_db(seq)?);
             self.event_threads.push(thread.to_string());
             self.records.push(framed);
+        }
+        for (_, _, framed) in planned.correlations {
+            self.correlations.push(framed)?;
         }
         self.threads.extend(planned.dirty_threads);
         self.checkpoints.extend(planned.checkpoints);
@@ -267,6 +272,7 @@ impl Writes {
             )
             .map_err(&op)?;
         }
+        self.correlations.insert(|sql, params| tx.execute(sql, params))?;
         let (mut ids, mut statuses, mut workflows, mut records) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for id in &self.threads {

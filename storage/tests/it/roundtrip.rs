@@ -26,6 +26,7 @@ fn event_round_trips_with_every_field() {
         payload: Some(PayloadRef::of(&payload)),
         data: vec![0, 1, 2, 255],
         at_ms: 77,
+        correlation: None,
     };
     let batch =
         Batch { events: vec![new.clone()], payloads: vec![payload.clone()], ..Batch::default() };
@@ -43,6 +44,7 @@ fn event_round_trips_with_every_field() {
         summary: new.summary,
         payload: new.payload,
         data: new.data,
+        correlation: None,
     };
     assert_eq!(read, vec![expected.clone()]);
     assert_eq!(store.read_all_since(Lsn(0), 10).expect("feed"), vec![expected]);
@@ -213,6 +215,7 @@ mod golden {
             summary: "ok".into(),
             payload: Some(PayloadRef { hash: [7; 32], len: 9 }),
             data: vec![1, 2],
+            correlation: None,
         }
     }
 
