@@ -152,3 +152,43 @@ async fn a_store_wide_trace_by_correlation_id_reads_only_the_messages_carrying_i
     assert_eq!(store.events_read() - before, 1);
     engine.shutdown().await;
 }
+
+/// `GET /api/trace/{id}` answers the messages carrying the id across every thread, through the
+/// correlation index, in the order written.
+#[cfg(feature = "http")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_traces_a_correlation_id_across_threads() {
+    let (_d, path) = db();
+    let wf = session();
+    let (engine, server) = cairn::Engine::builder(&path)
+        .workflow(&wf)
+        .serve(([127, 0, 0, 1], 0).into())
+        .open()
+        .await
+        .unwrap();
+    for id in ["s1", "s2"] {
+        let t = engine.start("session", Tally::default(), StartOptions::id(id)).await.unwrap();
+        assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
+    }
+    let get = |id: &'static str| {
+        let url = format!("http://{}/api/trace/{id}", server.addr());
+        tokio::task::spawn_blocking(move || {
+            let agent: ureq::Agent =
+                ureq::Agent::config_builder().http_status_as_error(false).build().into();
+            let mut resp = agent.get(&url).call().unwrap();
+            assert_eq!(resp.status().as_u16(), 200);
+            let text = resp.body_mut().read_to_string().unwrap();
+            serde_json::from_str::<serde_json::Value>(&text).unwrap()
+        })
+    };
+    let c1 = get("c1").await.unwrap();
+    let messages = c1["messages"].as_array().unwrap();
+    let threads: Vec<&str> = messages.iter().map(|m| m["thread"].as_str().unwrap()).collect();
+    assert_eq!(messages.len(), 6, "{c1}");
+    assert_eq!((threads[0], threads[5]), ("s1", "s2"), "{threads:?}");
+    let lsns: Vec<u64> = messages.iter().map(|m| m["lsn"].as_u64().unwrap()).collect();
+    assert!(lsns.windows(2).all(|w| w[0] < w[1]), "{lsns:?}");
+    assert_eq!(get("c2").await.unwrap()["messages"].as_array().unwrap().len(), 2);
+    assert!(get("nobody").await.unwrap()["messages"].as_array().unwrap().is_empty());
+    engine.shutdown().await;
+}
