@@ -46,6 +46,7 @@
 //!         payload: None,
 //!         data: Vec::new(),
 //!         at_ms: 0,
+//!         correlation: None,
 //!     }],
 //!     ..Batch::default()
 //! };
