@@ -152,3 +152,50 @@ fn an_index_that_disagrees_with_the_log_fails_closed_and_verify_names_it() {
     assert!(details.iter().any(|d| d.contains("points at no event carrying")), "{details:?}");
     assert!(details.iter().any(|d| d.contains("has no entry")), "{details:?}");
 }
+
+/// A PostgreSQL database of format 1 is migrated at connect: the index is built from the log
+/// (more than one batch), ids in records and in legacy bodies alike, and the format becomes 2.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_format_1_postgres_database_is_migrated_at_connect() {
+    use cairn_storage::pg_cluster::Cluster;
+    use cairn_storage::{Durability, PgStore};
+    let Some(cluster) = Cluster::start("a_format_1_postgres_database_is_migrated") else { return };
+    let url = cluster.new_database();
+    let store = PgStore::connect(&url, Durability::Immediate).expect("connect");
+    append(&store, Batch { threads: vec![thread_record("m")], ..Batch::default() });
+    for chunk in 0..11u64 {
+        let events = (1..=100)
+            .map(|i| {
+                let n = chunk * 100 + i;
+                let c = format!("c-{}", (n / 10) % 2);
+                if n.is_multiple_of(10) { legacy_message("m", n, &c) } else { event("m", n) }
+            })
+            .collect();
+        append(&store, Batch { events, ..Batch::default() });
+    }
+    let mut recorded = legacy_message("m", 5_000, "ignored-body-id");
+    recorded.correlation = Some("c-new".into());
+    append(&store, Batch { events: vec![recorded], ..Batch::default() });
+    drop(store);
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).expect("admin");
+    admin
+        .batch_execute(
+            "DROP TABLE cairn_correlations; \
+             UPDATE cairn_meta SET value = 1 WHERE key = 'format_version'",
+        )
+        .expect("back to format 1");
+
+    let store = PgStore::connect(&url, Durability::Immediate).expect("a format-1 database opens");
+    let count = |c: &str| store.read_correlated(&CorrelationQuery::new(c), Lsn(0), 1_000).unwrap();
+    assert_eq!((count("c-0").len(), count("c-1").len(), count("c-new").len()), (55, 55, 1));
+    let report = store.verify().expect("verify");
+    assert!(report.is_clean(), "{:?}", report.problems);
+    let format: i64 = admin
+        .query_one("SELECT value FROM cairn_meta WHERE key = 'format_version'", &[])
+        .expect("format")
+        .get(0);
+    assert_eq!(format, i64::from(cairn_storage::FORMAT_VERSION));
+    let left = admin.query("SELECT 1 FROM cairn_meta WHERE key = 'correlations_built_to'", &[]);
+    assert!(left.expect("query").is_empty(), "the migration's place is removed");
+}
