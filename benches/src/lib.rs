@@ -129,6 +129,7 @@ pub fn event(thread: &ThreadId, n: u64) -> NewEvent {
         payload: None,
         data,
         at_ms: n,
+        correlation: None,
     }
 }
 

@@ -53,6 +53,10 @@ fn decode_all(bytes: &[u8]) {
         let again = codec::encode_lock(&lock).expect("a decoded lock re-encodes");
         assert_eq!(codec::decode_lock(&again).expect("re-encoded lock decodes"), lock);
     }
+    if let Ok(entry) = codec::decode_correlation(bytes) {
+        let again = codec::encode_correlation(&entry).expect("a decoded entry re-encodes");
+        assert_eq!(codec::decode_correlation(&again).expect("re-encoded entry decodes"), entry);
+    }
     if let Ok(chunk) = codec::decode_seq_chunk(bytes) {
         let again = codec::encode_seq_chunk(&chunk).expect("a decoded seq chunk re-encodes");
         assert_eq!(codec::decode_seq_chunk(&again).expect("re-encoded chunk decodes"), chunk);

@@ -175,6 +175,7 @@ fn append(
             payload: None,
             data: vec![i; data_len],
             at_ms: u64::from(i) + 10,
+            correlation: None,
         })
         .collect();
     let checkpoints: Vec<NewCheckpoint> = checkpoint

@@ -14,7 +14,10 @@ use serde::de::DeserializeOwned;
 use crate::frame::{self, RecordKind};
 use crate::limits::RECORD_BYTES_MAX;
 use crate::lsns::SeqChunk;
-use crate::{CheckpointId, CheckpointInfo, Error, Event, LockRecord, Seq, ThreadId, ThreadRecord};
+use crate::{
+    CheckpointId, CheckpointInfo, CorrelationEntry, Error, Event, LockRecord, Seq, ThreadId,
+    ThreadRecord,
+};
 
 /// Table names, shared by the codec's errors and the redb tables.
 pub mod table {
@@ -40,6 +43,8 @@ pub mod table {
     pub const PAYLOADS: &str = "payloads";
     /// Lock records by name.
     pub const LOCKS: &str = "locks";
+    /// The correlation index: entries by (correlation id, lsn) (format v2).
+    pub const CORRELATIONS: &str = "correlations";
     /// Not a table: redb's own structures (page headers, B-tree pages, the allocator state),
     /// named in [`Error::Corrupted`](crate::Error::Corrupted) when redb panicked on them.
     pub const REDB: &str = "redb";
@@ -55,6 +60,8 @@ impl RecordKind {
             RecordKind::Snapshot => table::SNAPSHOTS,
             RecordKind::Lock => table::LOCKS,
             RecordKind::SeqChunk => table::SEQ_INDEX,
+            RecordKind::CorrelatedEvent => table::EVENTS,
+            RecordKind::CorrelationEntry => table::CORRELATIONS,
         }
     }
 }
@@ -78,6 +85,7 @@ impl RecordKind {
 ///     summary: "started".into(),
 ///     payload: None,
 ///     data: b"{}".to_vec(),
+///     correlation: None,
 /// };
 /// let bytes = codec::encode_event(&event)?;
 /// assert_eq!(codec::decode_event(&bytes)?, event);
@@ -90,7 +98,12 @@ pub fn encode_event(event: &Event) -> Result<Vec<u8>, Error> {
         + event.node.as_ref().map_or(0, String::len)
         + event.summary.len()
         + event.data.len();
-    encode(RecordKind::Event, event, hint)
+    match &event.correlation {
+        None => encode(RecordKind::Event, event, hint),
+        Some(correlation) => {
+            encode(RecordKind::CorrelatedEvent, &(event, correlation), hint + correlation.len())
+        }
+    }
 }
 
 /// Decodes and validates an event record.
@@ -99,11 +112,47 @@ pub fn encode_event(event: &Event) -> Result<Vec<u8>, Error> {
 ///
 /// [`Error::Corrupted`] for any frame, body or field failure.
 pub fn decode_event(bytes: &[u8]) -> Result<Event, Error> {
-    let event: Event = decode(RecordKind::Event, bytes)?;
+    // The events table holds kind 1, or kind 7 for an event with a correlation id; the kind byte
+    // only picks the decoder: the frame check (CRC included) is the decoder's.
+    let event = if bytes.get(frame::KIND_OFFSET) == Some(&RecordKind::CorrelatedEvent.to_repr()) {
+        let (mut event, correlation): (Event, String) = decode(RecordKind::CorrelatedEvent, bytes)?;
+        if let Err(e) = crate::event::check_correlation(&correlation) {
+            return Err(corrupted(RecordKind::CorrelatedEvent, e.to_string()));
+        }
+        event.correlation = Some(correlation);
+        event
+    } else {
+        decode::<Event>(RecordKind::Event, bytes)?
+    };
     if event.bookmark.seq.0 == 0 || event.bookmark.lsn.0 == 0 {
         return Err(corrupted(RecordKind::Event, "seq and lsn start at 1".into()));
     }
     Ok(event)
+}
+
+/// Encodes an entry of the correlation index.
+///
+/// # Errors
+///
+/// [`Error::LimitExceeded`] past [`RECORD_BYTES_MAX`] (never for entries the store writes).
+pub fn encode_correlation(entry: &CorrelationEntry) -> Result<Vec<u8>, Error> {
+    encode(RecordKind::CorrelationEntry, entry, 48 + entry.correlation.len())
+}
+
+/// Decodes and validates an entry of the correlation index.
+///
+/// # Errors
+///
+/// [`Error::Corrupted`] for any frame, body or field failure.
+pub fn decode_correlation(bytes: &[u8]) -> Result<CorrelationEntry, Error> {
+    let entry: CorrelationEntry = decode(RecordKind::CorrelationEntry, bytes)?;
+    if entry.seq == 0 || entry.lsn == 0 {
+        return Err(corrupted(RecordKind::CorrelationEntry, "seq and lsn start at 1".into()));
+    }
+    if let Err(e) = crate::event::check_correlation(&entry.correlation) {
+        return Err(corrupted(RecordKind::CorrelationEntry, e.to_string()));
+    }
+    Ok(entry)
 }
 
 /// Encodes a thread record (with an empty seq-index tail: see [`crate::lsns`]).
@@ -354,7 +403,42 @@ mod tests {
             summary: String::new(),
             payload: None,
             data: Vec::new(),
+            correlation: None,
         }
+    }
+
+    #[test]
+    fn an_event_with_a_correlation_id_is_kind_7_and_one_without_is_kind_1_as_in_v1() {
+        let plain = encode_event(&event()).expect("encode");
+        assert_eq!(plain[frame::KIND_OFFSET], 1);
+        let mut correlated = event();
+        correlated.correlation = Some("c-1".into());
+        let framed = encode_event(&correlated).expect("encode");
+        assert_eq!(framed[frame::KIND_OFFSET], 7);
+        // The kind-1 body, then the id ("c-1": length 3, then its bytes).
+        let body = frame::decode(&framed, RecordKind::CorrelatedEvent).expect("frame");
+        let plain_body = frame::decode(&plain, RecordKind::Event).expect("frame");
+        assert_eq!(&body[..plain_body.len()], plain_body);
+        assert_eq!(&body[plain_body.len()..], &[3, b'c', b'-', b'1']);
+        assert_eq!(decode_event(&framed).expect("decode"), correlated);
+        // An empty id or a control character in a valid frame: refused.
+        for bad in ["", "a\nb"] {
+            let mut body = plain_body.to_vec();
+            body.push(u8::try_from(bad.len()).expect("short"));
+            body.extend_from_slice(bad.as_bytes());
+            assert!(decode_event(&reframe(RecordKind::CorrelatedEvent, &body)).is_err(), "{bad:?}");
+        }
+        let entry = CorrelationEntry {
+            correlation: "c-1".into(),
+            lsn: 1,
+            thread: ThreadId::new("t").expect("id"),
+            seq: 1,
+            at_ms: 0,
+        };
+        let framed = encode_correlation(&entry).expect("encode");
+        assert_eq!(framed[frame::KIND_OFFSET], 8);
+        assert_eq!(decode_correlation(&framed).expect("decode"), entry);
+        assert!(decode_event(&framed).is_err(), "an entry is not an event");
     }
 
     fn reframe(kind: RecordKind, body: &[u8]) -> Vec<u8> {

@@ -1,7 +1,8 @@
 //! Copying threads from one store to another (a redb file to PostgreSQL and back), through the
 //! [`Store`] trait only: each thread's record, its whole log in order, its checkpoints (each
 //! in the batch with the event it covers, so it covers the same seq) and the payloads its events
-//! refer to. Seqs, timestamps and every byte of the events' bodies are kept; lsns and checkpoint
+//! refer to. Seqs, timestamps, correlation ids and every byte of the events' bodies are kept
+//! (the destination indexes the correlation ids at its own lsns); lsns and checkpoint
 //! ids are the destination's (they are positions in a store, not in a thread). Leases are not
 //! copied: a copied thread is driven by nobody until an engine on the destination takes it.
 //!
@@ -115,7 +116,11 @@ pub async fn copy_thread(
                 batch.payloads.push(from.payload(&r)?);
                 report.payloads += 1;
             }
+            // A v1 message event names its correlation id only in its body: the copy carries
+            // it in the record, so the destination indexes it (`docs/format.md` §2.2).
+            let correlation = crate::correlation::of(&event, |r| from.payload(r));
             batch.events.push(NewEvent {
+                correlation,
                 thread: event.thread,
                 kind: event.kind,
                 node: event.node,

@@ -5,7 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::limits::{self, EVENT_DATA_BYTES_MAX, NODE_NAME_BYTES_MAX, SUMMARY_BYTES_MAX};
+use crate::limits::{
+    self, CORRELATION_ID_BYTES_MAX, EVENT_DATA_BYTES_MAX, NODE_NAME_BYTES_MAX, SUMMARY_BYTES_MAX,
+};
 use crate::wire_enum::wire_enum;
 use crate::{Bookmark, Error, PayloadRef, ThreadId};
 
@@ -105,6 +107,10 @@ pub struct NewEvent {
     pub data: Vec<u8>,
     /// Engine clock time, in ms.
     pub at_ms: u64,
+    /// The correlation id this event carries, if any: the store indexes it database-wide
+    /// ([`Store::read_correlated`](crate::Store::read_correlated); `docs/format.md` §2.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlation: Option<String>,
 }
 
 impl NewEvent {
@@ -118,6 +124,9 @@ impl NewEvent {
             limits::check("NODE_NAME_BYTES_MAX", node.len(), NODE_NAME_BYTES_MAX)?;
         }
         limits::check("SUMMARY_BYTES_MAX", self.summary.len(), SUMMARY_BYTES_MAX)?;
+        if let Some(correlation) = &self.correlation {
+            check_correlation(correlation)?;
+        }
         limits::check("EVENT_DATA_BYTES_MAX", self.data.len(), EVENT_DATA_BYTES_MAX)
     }
 
@@ -147,6 +156,26 @@ pub struct Event {
     /// Kind-specific bytes.
     #[serde(with = "crate::bytes_serde")]
     pub data: Vec<u8>,
+    /// The correlation id it carries, if any (a kind-7 record; `codec` encodes it after the
+    /// fields above, so an event without one encodes exactly as in format v1).
+    #[serde(skip)]
+    pub correlation: Option<String>,
+}
+
+/// Checks a correlation id: 1 to [`CORRELATION_ID_BYTES_MAX`] bytes, no control characters.
+///
+/// # Errors
+///
+/// [`Error::LimitExceeded`] past the bound; [`Error::Invalid`] for an empty id or one with a
+/// control character.
+pub(crate) fn check_correlation(correlation: &str) -> Result<(), Error> {
+    limits::check("CORRELATION_ID_BYTES_MAX", correlation.len(), CORRELATION_ID_BYTES_MAX)?;
+    if correlation.is_empty() || correlation.chars().any(char::is_control) {
+        return Err(Error::Invalid {
+            detail: format!("correlation id {correlation:?} is empty or has a control character"),
+        });
+    }
+    Ok(())
 }
 
 impl Event {
@@ -161,6 +190,7 @@ impl Event {
             summary: new.summary,
             payload: new.payload,
             data: new.data,
+            correlation: new.correlation,
         }
     }
 }

@@ -49,6 +49,11 @@ wire_enum! {
         Lock = 5 => "lock",
         /// A [`SeqChunk`](crate::SeqChunk) of a thread's seq index.
         SeqChunk = 6 => "seq_chunk",
+        /// An [`Event`](crate::Event) carrying a correlation id: the kind-1 body, then the id
+        /// (format v2).
+        CorrelatedEvent = 7 => "correlated_event",
+        /// A [`CorrelationEntry`](crate::CorrelationEntry) of the correlation index (format v2).
+        CorrelationEntry = 8 => "correlation_entry",
     }
 }
 

@@ -46,6 +46,7 @@
 //!         payload: None,
 //!         data: Vec::new(),
 //!         at_ms: 0,
+//!         correlation: None,
 //!     }],
 //!     ..Batch::default()
 //! };
@@ -65,6 +66,7 @@ mod checkpoint;
 mod clock;
 pub mod codec;
 pub mod copy;
+mod correlation;
 mod error;
 mod event;
 #[cfg(feature = "fault-injection")]
@@ -91,6 +93,7 @@ mod thread;
 pub use batch::{Appended, Batch, Guard, LeaseOp, LockOp, Pruned, Wake};
 pub use checkpoint::{Checkpoint, CheckpointInfo, CheckpointKind, CheckpointMeta, NewCheckpoint};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use correlation::{CorrelationEntry, CorrelationQuery};
 pub use error::Error;
 pub use event::{Event, EventKind, EventStatus, NewEvent};
 pub use ids::{Bookmark, CheckpointId, Lsn, PayloadRef, Seq, ThreadId};

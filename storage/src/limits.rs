@@ -81,6 +81,14 @@ pub const DRIVER_MESSAGE_BYTES_MAX: usize = 4 * 1024;
 /// Driver messages a receiver may fall behind by before it loses the oldest.
 pub const DRIVER_MESSAGES_QUEUED_MAX: usize = 1024;
 
+/// Bytes in a correlation id ([`NewEvent::correlation`](crate::NewEvent::correlation)): it is a
+/// key of the correlation index, and ids are short tokens (a UUID is 36 bytes).
+pub const CORRELATION_ID_BYTES_MAX: usize = 256;
+
+/// Events read per write transaction while a v1 file's correlation index is built at open
+/// (`docs/format.md` §2.2): bounds the migration's memory to one batch of events.
+pub const MIGRATION_BATCH_EVENTS: usize = 1024;
+
 /// Checks `value <= max`, naming the limit in the error.
 ///
 /// # Errors
@@ -119,6 +127,7 @@ pub fn in_words(limit: &str) -> &'static str {
         "READ_LIMIT_MAX" => "the events one read may return",
         "SNAPSHOT_ATTEMPTS_MAX" => "the attempts at a read-only snapshot",
         "DRIVER_MESSAGE_BYTES_MAX" => "a message to a thread's driver, in bytes",
+        "CORRELATION_ID_BYTES_MAX" => "a correlation id's length in bytes",
         _ => "a value",
     }
 }

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use crate::codec::{self, StoredThread, table};
 use crate::lsns::SEQ_CHUNK_LEN;
 use crate::{
-    Appended, Batch, CheckpointId, CheckpointInfo, Error, Event, Guard, Lease, LeaseOp, LockOp,
-    LockRecord, Lsn, PayloadRef, Seq, SeqChunk, ThreadId, ThreadRecord,
+    Appended, Batch, CheckpointId, CheckpointInfo, CorrelationEntry, Error, Event, Guard, Lease,
+    LeaseOp, LockOp, LockRecord, Lsn, PayloadRef, Seq, SeqChunk, ThreadId, ThreadRecord,
 };
 
 /// What a plan reads of the stored state (inside the backend's write transaction).
@@ -43,6 +43,9 @@ pub(crate) struct Plan {
     pub(crate) events: Vec<(u64, Vec<u8>)>,
     /// (thread, seq) of each of `events`, in the same order.
     pub(crate) event_keys: Vec<(ThreadId, u64)>,
+    /// (correlation id, lsn, framed entry): the correlation-index entries of the batch's events
+    /// that carry one, written in the same commit as the events.
+    pub(crate) correlations: Vec<(String, u64, Vec<u8>)>,
     /// (thread, first seq, framed chunk): seq-index chunks the batch's events filled.
     pub(crate) chunks: Vec<(ThreadId, u64, Vec<u8>)>,
     pub(crate) threads: BTreeMap<ThreadId, Option<StoredThread>>,
@@ -65,6 +68,7 @@ pub(crate) fn plan(
     let mut plan = Plan {
         events: Vec::with_capacity(batch.events.len()),
         event_keys: Vec::with_capacity(batch.events.len()),
+        correlations: Vec::new(),
         chunks: Vec::new(),
         threads: BTreeMap::new(),
         dirty_threads: Vec::new(),
@@ -99,6 +103,10 @@ pub(crate) fn plan(
         let lsn = plan.counters.last_lsn;
         let event = Event::from_new(new, Seq(seq), Lsn(lsn));
         plan.events.push((lsn, codec::encode_event(&event)?));
+        if let Some(correlation) = &event.correlation {
+            let entry = CorrelationEntry::of_event(&event, correlation.clone());
+            plan.correlations.push((correlation.clone(), lsn, codec::encode_correlation(&entry)?));
+        }
         plan.event_keys.push((id.clone(), seq));
         stored.record.last = Some(event.bookmark);
         stored.tail.push(lsn);

@@ -156,6 +156,56 @@ pub trait Store: Send + Sync + 'static {
     /// [`Error::Corrupted`] when a record of the log is damaged or not stored under its own lsn.
     fn read_all_since(&self, after: Lsn, limit: usize) -> Result<Vec<Event>, Error>;
 
+    /// Up to `limit` events carrying `query.correlation` that pass its thread and time filters,
+    /// with lsn > `after`, in lsn order (page on from the last one's lsn), across every thread.
+    /// Read through the correlation index (`docs/format.md` §2.2): events that do not carry
+    /// the id, and entries the filters refuse, cost no event read.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LimitExceeded`] past `READ_LIMIT_MAX`; [`Error::Corrupted`] (table
+    /// `correlations`) when an entry is damaged or disagrees with the event it points at, or
+    /// for a damaged event.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cairn_storage::*;
+    /// # fn main() -> Result<(), Error> {
+    /// let dir = tempfile::tempdir().expect("temp dir");
+    /// let store = RedbStore::open(dir.path().join("cairn.db"), Options::default())?;
+    /// let thread = ThreadId::new("t1")?;
+    /// let workflow = WorkflowRef { id: "demo".into(), version: 1, fingerprint: "f".into() };
+    /// let message = |correlation: Option<&str>| NewEvent {
+    ///     thread: thread.clone(),
+    ///     kind: EventKind::Message,
+    ///     node: None,
+    ///     status: EventStatus::Info,
+    ///     summary: "a message".into(),
+    ///     payload: None,
+    ///     data: Vec::new(),
+    ///     at_ms: 0,
+    ///     correlation: correlation.map(String::from),
+    /// };
+    /// let batch = Batch {
+    ///     threads: vec![ThreadRecord::new(thread.clone(), workflow, 0)],
+    ///     events: vec![message(Some("order-7")), message(None), message(Some("order-8"))],
+    ///     ..Batch::default()
+    /// };
+    /// store.append(batch)?.wait_blocking()?;
+    /// let found = store.read_correlated(&CorrelationQuery::new("order-7"), Lsn(0), 100)?;
+    /// assert_eq!(found.len(), 1);
+    /// assert_eq!(found[0].bookmark.seq, Seq(1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    fn read_correlated(
+        &self,
+        query: &crate::CorrelationQuery,
+        after: Lsn,
+        limit: usize,
+    ) -> Result<Vec<Event>, Error>;
+
     /// Follows `scope` from `after` (a seq for a thread, an lsn for all): history first, then
     /// live events, each once, in order.
     ///

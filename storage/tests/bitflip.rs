@@ -83,6 +83,7 @@ fn sample_event(rng: &mut Rng, seq: u64, data_len: usize) -> Event {
         summary: format!("tool returned #{seq}"),
         payload: None,
         data: rng.bytes(data_len),
+        correlation: None,
     }
 }
 
@@ -236,6 +237,7 @@ fn write_database() -> Written {
                 // Sizes from tiny to several hundred bytes, so records sit in different pages.
                 data: rng.bytes(16 + 150 * (round as usize) + 40 * t),
                 at_ms: 10 * round,
+                correlation: None,
             })
             .collect();
         let snapshot_len = [300, 2_000, 6_000, 900][round as usize];
@@ -263,6 +265,7 @@ fn write_database() -> Written {
                 summary: new.summary,
                 payload: new.payload,
                 data: new.data,
+                correlation: None,
             });
         }
         for id in appended.checkpoints {
@@ -636,6 +639,7 @@ fn write_everything(image: Vec<u8>, counts: &mut WriteCounts) {
                 payload: None,
                 data: vec![0xAB; 64],
                 at_ms: 1_000 + round,
+                correlation: None,
             };
             let result = store
                 .append(Batch { events: vec![event], ..Batch::default() })

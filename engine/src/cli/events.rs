@@ -43,7 +43,8 @@ pub struct TraceArgs {
     /// Only messages carrying this correlation id.
     correlation_id: Option<String>,
     /// Only this session: the thread and its sub-workflow threads (repeatable; default: every
-    /// thread, which reads the whole log).
+    /// thread, read through the database's correlation index when a correlation id is given
+    /// without --chain, else the whole log).
     #[arg(long)]
     thread: Vec<String>,
     /// Only messages between these two parties, either way (a role, node or thread, and an

@@ -50,8 +50,21 @@ pub fn push_event(
         payload,
         data,
         at_ms,
+        correlation: correlation_of(body),
     });
     Ok(())
+}
+
+/// The correlation id the store indexes for `body` (`docs/format.md` §2.2): a message's, when
+/// it is one the index can key (1 to `CORRELATION_ID_BYTES_MAX` bytes, no control characters;
+/// another is kept in the body only, and a trace finds it by a session's scan).
+fn correlation_of(body: &Body) -> Option<String> {
+    let Body::Message { message, .. } = body else { return None };
+    let id = message.correlation_id.as_ref()?;
+    let fits = !id.is_empty()
+        && id.len() <= cairn_storage::limits::CORRELATION_ID_BYTES_MAX
+        && !id.chars().any(char::is_control);
+    fits.then(|| id.clone())
 }
 
 /// Decodes a stored event's body as stored, fetching its payload when it was offloaded.

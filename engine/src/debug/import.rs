@@ -193,6 +193,7 @@ fn placeholder(id: &ThreadId, seq: u64, at_ms: u64) -> NewEvent {
         payload: None,
         data: b"{}".to_vec(),
         at_ms,
+        correlation: None,
     }
 }
 

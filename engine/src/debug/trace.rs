@@ -5,14 +5,16 @@
 //! A session's messages are found without reading anyone else's log: its threads come from the
 //! thread index (children by their parent label), and each thread's `message` events from its
 //! own log through the per-thread seq index, the kind checked before a body is decoded. Without
-//! a session ([`TraceScope::All`]) the whole store's log is read in lsn order: there is no
-//! store-wide index of messages by correlation id (it would be a new table, a format change;
-//! see the closing note of issue 17), so name the session when you can.
+//! a session ([`TraceScope::All`]) and with a correlation id, the store's correlation index
+//! ([`Store::read_correlated`](cairn_storage::Store::read_correlated), `docs/format.md` §2.2)
+//! gives the messages carrying it, with the time range applied to the index entries: no other
+//! event is read. Without either (or for a chain, which may leave the correlation id), the whole
+//! store's log is read in lsn order.
 
 use std::collections::BTreeMap;
 
 use cairn_dsl::Message;
-use cairn_storage::{EventKind, Lsn, Seq, ThreadId};
+use cairn_storage::{CorrelationQuery, EventKind, Lsn, Seq, ThreadId};
 use serde::Serialize;
 
 use crate::api::engine::Engine;
@@ -26,7 +28,8 @@ use crate::limits::{READ_CHUNK_EVENTS, TRACE_CHAIN_MAX, TRACE_MESSAGES_MAX};
 pub enum TraceScope {
     /// These threads and their sub-workflow threads, at any depth (a session).
     Threads(Vec<String>),
-    /// Every thread of the store (reads the whole log).
+    /// Every thread of the store (through the correlation index when the query names a
+    /// correlation id and no chain; else the whole log).
     All,
 }
 
@@ -178,7 +181,39 @@ impl Engine {
         Ok(found)
     }
 
+    /// The messages carrying `correlation`, through the store's index.
+    fn messages_of_correlation(
+        &self,
+        correlation: &str,
+        query: &TraceQuery,
+    ) -> Result<Vec<TracedMessage>, Error> {
+        let store = self.store().as_ref();
+        let index = CorrelationQuery {
+            from_ms: query.from_ms,
+            to_ms: query.to_ms,
+            ..CorrelationQuery::new(correlation)
+        };
+        let mut found = Vec::new();
+        let mut after = 0;
+        loop {
+            let events = store.read_correlated(&index, Lsn(after), READ_CHUNK_EVENTS)?;
+            let n = events.len();
+            for event in events {
+                after = event.bookmark.lsn.0;
+                if event.kind == EventKind::Message {
+                    push(&mut found, query, codec::decode(store, event)?)?;
+                }
+            }
+            if n < READ_CHUNK_EVENTS {
+                return Ok(found);
+            }
+        }
+    }
+
     fn messages_of_store(&self, query: &TraceQuery) -> Result<Vec<TracedMessage>, Error> {
+        if let (Some(correlation), None) = (&query.correlation_id, &query.chain_to) {
+            return self.messages_of_correlation(correlation, query);
+        }
         let store = self.store().as_ref();
         let mut found = Vec::new();
         let mut after = 0;

@@ -196,15 +196,17 @@ pub(crate) fn events_after(
     }
 }
 
-/// The messages that carry `correlation_id`, across threads, in lsn order.
+/// The messages that carry `correlation_id`, across threads, in lsn order, read through the
+/// store's correlation index (`docs/format.md` §2.2): no other event is read.
 ///
 /// # Errors
 /// Storage errors; an event that does not decode.
 pub(crate) fn messages(store: &dyn Store, correlation_id: &str) -> Result<Vec<Value>, Error> {
     let mut after = 0u64;
     let mut found = Vec::new();
+    let query = cairn_storage::CorrelationQuery::new(correlation_id);
     loop {
-        let events = store.read_all_since(Lsn(after), READ_CHUNK_EVENTS)?;
+        let events = store.read_correlated(&query, Lsn(after), READ_CHUNK_EVENTS)?;
         let n = events.len();
         for event in events {
             after = event.bookmark.lsn.0;

@@ -9,6 +9,7 @@
 //! the same order, and an acknowledged batch is recorded *before* the engine learns of it, so a
 //! test never sees an acknowledgement the record lacks.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use cairn_storage::{
@@ -65,6 +66,9 @@ struct Shared {
     first_error: Mutex<Option<Error>>,
     in_flight: TaskTracker,
     hook: Mutex<Option<AckHook>>,
+    /// Events returned by the event reads (`read_since`, `read_range`, `read_all_since`,
+    /// `read_correlated`).
+    events_read: AtomicU64,
 }
 
 impl RecordingStore {
@@ -80,6 +84,7 @@ impl RecordingStore {
                 first_error: Mutex::new(None),
                 in_flight: TaskTracker::new(),
                 hook: Mutex::new(None),
+                events_read: AtomicU64::new(0),
             }),
         }
     }
@@ -138,6 +143,19 @@ impl RecordingStore {
         self.shared.in_flight.close();
         self.shared.in_flight.wait().await;
         self.shared.in_flight.reopen();
+    }
+
+    /// Events the store has returned to event reads (`read_since`, `read_range`,
+    /// `read_all_since`, `read_correlated`) through this wrapper: what a query cost in records.
+    pub fn events_read(&self) -> u64 {
+        self.shared.events_read.load(Ordering::Relaxed)
+    }
+
+    fn count_read(&self, result: Result<Vec<Event>, Error>) -> Result<Vec<Event>, Error> {
+        if let Ok(events) = &result {
+            self.shared.events_read.fetch_add(events.len() as u64, Ordering::Relaxed);
+        }
+        result
     }
 
     fn watch<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
@@ -246,6 +264,7 @@ impl Store for RecordingStore {
                     summary: new.summary,
                     payload: new.payload,
                     data: new.data,
+                    correlation: new.correlation,
                 })
                 .collect();
             shared.acknowledge(events);
@@ -253,11 +272,11 @@ impl Store for RecordingStore {
     }
 
     fn read_since(&self, thread: &ThreadId, after: Seq, limit: usize) -> Result<Vec<Event>, Error> {
-        self.watch(self.inner.read_since(thread, after, limit))
+        self.count_read(self.watch(self.inner.read_since(thread, after, limit)))
     }
 
     fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Result<Vec<Event>, Error> {
-        self.watch(self.inner.read_range(thread, from, to))
+        self.count_read(self.watch(self.inner.read_range(thread, from, to)))
     }
 
     fn last_bookmark(&self, thread: &ThreadId) -> Result<Option<Bookmark>, Error> {
@@ -265,7 +284,16 @@ impl Store for RecordingStore {
     }
 
     fn read_all_since(&self, after: Lsn, limit: usize) -> Result<Vec<Event>, Error> {
-        self.watch(self.inner.read_all_since(after, limit))
+        self.count_read(self.watch(self.inner.read_all_since(after, limit)))
+    }
+
+    fn read_correlated(
+        &self,
+        query: &cairn_storage::CorrelationQuery,
+        after: Lsn,
+        limit: usize,
+    ) -> Result<Vec<Event>, Error> {
+        self.count_read(self.watch(self.inner.read_correlated(query, after, limit)))
     }
 
     fn subscribe(&self, scope: Scope, after: u64) -> Result<Subscription, Error> {

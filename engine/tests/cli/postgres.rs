@@ -148,4 +148,14 @@ fn copy_moves_threads_from_a_file_to_postgres_and_back() {
         assert!(!original.is_empty());
         assert_eq!(original, round_trip, "{thread}");
     }
+    // The correlation ids travel too: each side's index finds the same messages.
+    let trace = |db: &Path| {
+        let found = on(db, &["trace", "corr-2", "--json"]).expect(0).json();
+        let messages = found.as_array().cloned().unwrap_or_default();
+        messages.iter().map(|m| (m["thread"].clone(), m["content"].clone())).collect::<Vec<_>>()
+    };
+    let original = trace(&file);
+    assert_eq!(original.len(), 1, "{original:?}");
+    assert_eq!(trace(db), original);
+    assert_eq!(trace(&back), original);
 }

@@ -287,6 +287,14 @@ impl Store for Dying {
     fn read_all_since(&self, a: Lsn, l: usize) -> Result<Vec<Event>, cairn::storage::Error> {
         self.inner.read_all_since(a, l)
     }
+    fn read_correlated(
+        &self,
+        q: &cairn::storage::CorrelationQuery,
+        a: Lsn,
+        l: usize,
+    ) -> Result<Vec<Event>, cairn::storage::Error> {
+        self.inner.read_correlated(q, a, l)
+    }
     fn subscribe(&self, s: Scope, a: u64) -> Result<Subscription, cairn::storage::Error> {
         self.inner.subscribe(s, a)
     }

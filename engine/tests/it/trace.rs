@@ -98,3 +98,97 @@ async fn a_sessions_messages_by_correlation_parties_time_and_chain() {
     assert!(matches!(engine.trace(&unknown), Err(cairn::Error::UnknownThread(_))));
     engine.shutdown().await;
 }
+
+/// Many threads talk without a correlation id, one session does: a trace by that id across the
+/// whole store reads only its messages, through the correlation index. A scan of the log reads
+/// every event (thousands here), which the bound below refuses.
+#[tokio::test]
+async fn a_store_wide_trace_by_correlation_id_reads_only_the_messages_carrying_it() {
+    use cairn::Durability;
+    use cairn::storage::{Options, RedbStore, Store};
+    use cairn::testkit::RecordingStore;
+
+    let (_d, path) = db();
+    let redb = RedbStore::open(&path, Options::default().with_durability(Durability::None));
+    let store = Arc::new(RecordingStore::new(Arc::new(redb.unwrap())));
+    let noisy = Workflow::<Tally>::builder("noisy", 1)
+        .node("talk", |_s: Arc<Tally>, ctx: Ctx| async move {
+            for i in 0..20 {
+                ctx.message(Message::new("bot", format!("noise {i}")).correlation_id("other"));
+            }
+            Ok(NodeOutput::update((1, "talk".to_owned())))
+        })
+        .edge(START, "talk")
+        .edge("talk", END)
+        .build()
+        .unwrap();
+    let wf = session();
+    let as_dyn: Arc<dyn Store> = store.clone();
+    let engine = cairn::Engine::with_store(as_dyn).workflow(&wf).workflow(&noisy).seed(3);
+    let engine = engine.open().await.unwrap();
+    for i in 0..60 {
+        let t = engine.start("noisy", Tally::default(), StartOptions::id(format!("n{i}")));
+        assert_eq!(t.await.unwrap().finished().await.unwrap().status, ThreadStatus::Completed);
+    }
+    let t = engine.start("session", Tally::default(), StartOptions::id("s")).await.unwrap();
+    assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
+    let total = store.read_all_since(cairn::storage::Lsn(0), 10_000).unwrap().len() as u64;
+
+    let before = store.events_read();
+    let query =
+        TraceQuery { correlation_id: Some("c1".into()), ..TraceQuery::new(TraceScope::All) };
+    let found = engine.trace(&query).unwrap();
+    let read = store.events_read() - before;
+    let ids: Vec<String> = found.iter().map(|m| m.message.id.clone().unwrap_or_default()).collect();
+    assert_eq!(ids, ["m1", "m2", "m3"]);
+    eprintln!("RELIABILITY trace_by_index events_total={total} events_read={read}");
+    assert!(total > 1_500, "the store holds many unrelated events: {total}");
+    assert_eq!(read, 3, "only the three messages carrying c1 are read, of {total}");
+    // With a time range the index entries filter before any event is read.
+    let at = found[1].at_ms;
+    let window = TraceQuery { from_ms: Some(at), to_ms: Some(at), ..query.clone() };
+    let before = store.events_read();
+    assert_eq!(engine.trace(&window).unwrap().len(), 1);
+    assert_eq!(store.events_read() - before, 1);
+    engine.shutdown().await;
+}
+
+/// `GET /api/trace/{id}` answers the messages carrying the id across every thread, through the
+/// correlation index, in the order written.
+#[cfg(feature = "http")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_traces_a_correlation_id_across_threads() {
+    let (_d, path) = db();
+    let wf = session();
+    let (engine, server) = cairn::Engine::builder(&path)
+        .workflow(&wf)
+        .serve(([127, 0, 0, 1], 0).into())
+        .open()
+        .await
+        .unwrap();
+    for id in ["s1", "s2"] {
+        let t = engine.start("session", Tally::default(), StartOptions::id(id)).await.unwrap();
+        assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
+    }
+    let get = |id: &'static str| {
+        let url = format!("http://{}/api/trace/{id}", server.addr());
+        tokio::task::spawn_blocking(move || {
+            let agent: ureq::Agent =
+                ureq::Agent::config_builder().http_status_as_error(false).build().into();
+            let mut resp = agent.get(&url).call().unwrap();
+            assert_eq!(resp.status().as_u16(), 200);
+            let text = resp.body_mut().read_to_string().unwrap();
+            serde_json::from_str::<serde_json::Value>(&text).unwrap()
+        })
+    };
+    let c1 = get("c1").await.unwrap();
+    let messages = c1["messages"].as_array().unwrap();
+    let threads: Vec<&str> = messages.iter().map(|m| m["thread"].as_str().unwrap()).collect();
+    assert_eq!(messages.len(), 6, "{c1}");
+    assert_eq!((threads[0], threads[5]), ("s1", "s2"), "{threads:?}");
+    let lsns: Vec<u64> = messages.iter().map(|m| m["lsn"].as_u64().unwrap()).collect();
+    assert!(lsns.windows(2).all(|w| w[0] < w[1]), "{lsns:?}");
+    assert_eq!(get("c2").await.unwrap()["messages"].as_array().unwrap().len(), 2);
+    assert!(get("nobody").await.unwrap()["messages"].as_array().unwrap().is_empty());
+    engine.shutdown().await;
+}

@@ -237,6 +237,8 @@ struct Writes {
     locks: BTreeSet<String>,
     /// The wake hint of the last batch that wrote each thread (`None`: it gave none).
     wakes: HashMap<ThreadId, Option<crate::Wake>>,
+    /// The correlation-index rows of the events.
+    correlations: super::correlations::Rows,
 }
 
 impl Writes {
@@ -250,6 +252,9 @@ impl Writes {
         for id in &planned.dirty_threads {
             let hint = super::wake::hint_for(&planned.wakes, id);
             self.wakes.insert(id.clone(), hint);
+        }
+        for (_, _, framed) in planned.correlations {
+            self.correlations.push(framed)?;
         }
         self.threads.extend(planned.dirty_threads);
         self.checkpoints.extend(planned.checkpoints);
@@ -273,6 +278,7 @@ impl Writes {
             )
             .map_err(&op)?;
         }
+        self.correlations.insert(|sql, params| tx.execute(sql, params))?;
         let (mut ids, mut statuses, mut workflows, mut records, mut ready) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for id in &self.threads {

@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+mod correlations;
 mod group;
 mod listen;
 mod pool;
@@ -174,6 +175,16 @@ impl Store for PgStore {
 
     fn read_all_since(&self, after: Lsn, limit: usize) -> Result<Vec<Event>, Error> {
         self.read(move |c| read::read_all_since(c, after, limit))
+    }
+
+    fn read_correlated(
+        &self,
+        query: &crate::CorrelationQuery,
+        after: Lsn,
+        limit: usize,
+    ) -> Result<Vec<Event>, Error> {
+        let query = query.clone();
+        self.read(move |c| correlations::read_correlated(c, &query, after, limit))
     }
 
     fn subscribe(&self, scope: Scope, after: u64) -> Result<Subscription, Error> {

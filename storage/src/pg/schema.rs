@@ -48,6 +48,16 @@ CREATE TABLE IF NOT EXISTS cairn_payloads (
     hash bytea PRIMARY KEY,
     bytes bytea NOT NULL
 );
+CREATE TABLE IF NOT EXISTS cairn_correlations (
+    correlation text NOT NULL,
+    lsn bigint NOT NULL,
+    thread text NOT NULL,
+    seq bigint NOT NULL,
+    at_ms bigint NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (correlation, lsn)
+);
+CREATE INDEX IF NOT EXISTS cairn_correlations_by_thread ON cairn_correlations (thread, seq);
 CREATE TABLE IF NOT EXISTS cairn_locks (
     name text PRIMARY KEY,
     owner text NOT NULL,
@@ -67,7 +77,8 @@ const MAGIC_VALUE: i64 = 0x0043_4149_524e_4442;
 /// Creates the tables if they are missing and checks the format of the ones found.
 ///
 /// # Errors
-/// [`Error::NewerFormat`] for a database written by a newer Cairn; [`Error::NotCairn`]-like
+/// [`Error::NewerFormat`] for a database written by a newer Cairn (an older one is migrated:
+/// `correlations.rs`); [`Error::NotCairn`]-like
 /// [`Error::Corrupted`] when the meta rows disagree; connection errors.
 pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
     // Two processes creating the schema at once may collide in the catalog (one gets a unique
@@ -115,6 +126,9 @@ pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
             found: u16::try_from(format).unwrap_or(u16::MAX),
             supported: FORMAT_VERSION,
         });
+    }
+    if format < i64::from(FORMAT_VERSION) {
+        super::correlations::migrate(client)?;
     }
     Ok(())
 }

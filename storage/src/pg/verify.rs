@@ -1,5 +1,6 @@
 //! `verify` on PostgreSQL: every record decodes (CRC), agrees with its key columns, and every
-//! thread's events run from its first seq to its last without a gap.
+//! thread's events run from its first seq to its last without a gap; the correlation index and
+//! the events carrying a correlation id agree both ways.
 
 use std::collections::BTreeMap;
 
@@ -33,6 +34,8 @@ pub(crate) fn verify(client: &mut Client) -> Result<VerifyReport, Error> {
             Err(e) => problem(&mut report, e),
         }
     }
+    // (correlation id, lsn) -> (thread, seq) of the events carrying one.
+    let mut correlated = BTreeMap::new();
     // (thread, next expected seq) as the scan goes.
     let mut next: BTreeMap<String, u64> = BTreeMap::new();
     for row in client
@@ -51,6 +54,10 @@ pub(crate) fn verify(client: &mut Client) -> Result<VerifyReport, Error> {
                 continue;
             }
         };
+        if let Some(c) = super::correlations::of(client, &event) {
+            correlated
+                .insert((c, event.bookmark.lsn.0), (event.thread.clone(), event.bookmark.seq.0));
+        }
         let Some(record) = threads.get(&thread) else {
             problem(
                 &mut report,
@@ -132,6 +139,7 @@ pub(crate) fn verify(client: &mut Client) -> Result<VerifyReport, Error> {
             );
         }
     }
+    super::correlations::verify(client, correlated, &mut report.problems)?;
     for row in
         client.query("SELECT name, record FROM cairn_locks", &[]).map_err(pg_error("verify"))?
     {

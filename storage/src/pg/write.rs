@@ -459,6 +459,11 @@ fn write_plan(tx: &mut Tx<'_, '_>, plan: &Plan) -> Result<Appended, Error> {
         )
         .map_err(&op)?;
     }
+    let mut correlations = super::correlations::Rows::default();
+    for (_, _, framed) in &plan.correlations {
+        correlations.push(framed.clone())?;
+    }
+    correlations.insert(|sql, params| tx.execute(sql, params))?;
     for id in &plan.dirty_threads {
         if let Some(Some(stored)) = plan.threads.get(id) {
             let framed = codec::encode_stored_thread(&stored.record, &[])?;
@@ -607,6 +612,12 @@ fn prune(tx: &mut Tx<'_, '_>, thread: &ThreadId, keep: CheckpointId) -> Result<P
     }
     let mut events = 0;
     if covers >= stored.record.first_seq.0 {
+        // The index entries of the pruned events go in the same transaction.
+        tx.execute(
+            "DELETE FROM cairn_correlations WHERE thread = $1 AND seq <= $2",
+            &[&thread.as_str(), &to_db(covers)?],
+        )
+        .map_err(pg_error("prune correlations"))?;
         events = tx
             .execute(
                 "DELETE FROM cairn_events WHERE thread = $1 AND seq <= $2",

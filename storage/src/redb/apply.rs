@@ -36,6 +36,12 @@ pub(crate) fn apply(
             });
         }
     }
+    for (correlation, lsn, framed) in &plan.correlations {
+        tables
+            .correlations()?
+            .insert((correlation.as_str(), *lsn), framed.as_slice())
+            .map_err(&op)?;
+    }
     for (thread, first_seq, framed) in &plan.chunks {
         tables
             .seq_index()?

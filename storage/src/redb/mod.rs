@@ -7,6 +7,7 @@
 
 mod apply;
 mod cache;
+mod correlations;
 mod create;
 mod errors;
 mod guard;
@@ -40,7 +41,7 @@ use crate::{
 };
 
 /// The Cairn format version this build writes and the newest it reads (see `docs/format.md`).
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 
 /// How a [`RedbStore`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -364,7 +365,12 @@ impl RedbStore {
         clock: Arc<dyn crate::Clock>,
     ) -> Result<RedbStore, Error> {
         let counters = match guard("open", || tables::check_meta(&db))? {
-            MetaState::Cairn(counters) => counters,
+            MetaState::Cairn(counters, version) => {
+                if version < FORMAT_VERSION {
+                    guard("migrate", || correlations::migrate(&db))?;
+                }
+                counters
+            }
             MetaState::Empty if may_initialise => {
                 guard("initialise", || initialise(&db))?;
                 Counters::default()
@@ -509,6 +515,15 @@ impl Store for RedbStore {
 
     fn read_all_since(&self, after: Lsn, limit: usize) -> Result<Vec<Event>, Error> {
         self.read(|txn| read::read_all_since(txn, after, limit))
+    }
+
+    fn read_correlated(
+        &self,
+        query: &crate::CorrelationQuery,
+        after: Lsn,
+        limit: usize,
+    ) -> Result<Vec<Event>, Error> {
+        self.read(|txn| correlations::read_correlated(txn, query, after, limit))
     }
 
     fn subscribe(&self, scope: Scope, after: u64) -> Result<Subscription, Error> {

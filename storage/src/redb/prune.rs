@@ -2,7 +2,8 @@
 //! thread's events and checkpoints older than a chosen checkpoint.
 //!
 //! Same two phases as [`super::apply`]: each function first reads and checks everything it will
-//! remove (a corrupt record rejects the request and removes nothing), then removes.
+//! remove (a corrupt record rejects the request and removes nothing), then removes. A prune
+//! removes the correlation-index entries of the events it removes, in the same transaction.
 
 use ::redb::ReadableTable;
 
@@ -10,7 +11,8 @@ use super::index::{decode_chunk_at, fetch, locate, lsns, stored_thread_in};
 use super::read::{checkpoint_info_in, storage};
 use super::tables::Tables;
 use crate::codec::{self, StoredThread};
-use crate::{CheckpointId, CheckpointInfo, Error, Pruned, Seq, SeqChunk, ThreadId};
+use crate::correlation;
+use crate::{CheckpointId, CheckpointInfo, Error, PayloadRef, Pruned, Seq, SeqChunk, ThreadId};
 
 /// Removes checked checkpoints and their index entries.
 pub(crate) fn remove_checkpoints(
@@ -81,6 +83,8 @@ pub(crate) struct PrunePlan {
     thread: ThreadId,
     /// The lsns of the removed events.
     events: Vec<u64>,
+    /// (correlation id, lsn): the correlation-index entries of the removed events.
+    correlations: Vec<(String, u64)>,
     /// The first seqs of the removed seq-index chunks.
     chunks: Vec<u64>,
     /// The part of a chunk that straddles the cut, re-keyed at the new first seq.
@@ -121,6 +125,7 @@ pub(crate) fn plan_prune(
     let mut plan = PrunePlan {
         thread: thread.clone(),
         events: Vec::new(),
+        correlations: Vec::new(),
         chunks: Vec::new(),
         rekeyed: None,
         checkpoints: Vec::new(),
@@ -129,7 +134,18 @@ pub(crate) fn plan_prune(
     if covers >= first_seq {
         // Every event removed is read and checked first: a damaged one rejects the prune.
         let located = locate(&*tables.seq_index()?, &stored, first_seq, covers)?;
-        fetch(&*tables.events()?, thread, &located)?;
+        let removed = fetch(&*tables.events()?, thread, &located)?;
+        let payloads = tables.payloads()?;
+        for event in &removed {
+            let body = |r: &PayloadRef| -> Result<Vec<u8>, Error> {
+                let value = payloads.get(&r.hash).map_err(storage("read payload"))?;
+                value.map(|v| v.value().to_vec()).ok_or(Error::MissingPayload(*r))
+            };
+            if let Some(c) = correlation::of(event, body) {
+                plan.correlations.push((c, event.bookmark.lsn.0));
+            }
+        }
+        drop(removed);
         plan.events = lsns(&located).collect();
         let op = storage("read seq index");
         let range = tables
@@ -168,6 +184,9 @@ pub(crate) fn apply_prune(tables: &mut Tables<'_, '_>, plan: PrunePlan) -> Resul
     let op = storage("prune");
     for lsn in &plan.events {
         tables.events()?.remove(*lsn).map_err(&op)?;
+    }
+    for (correlation, lsn) in &plan.correlations {
+        tables.correlations()?.remove((correlation.as_str(), *lsn)).map_err(&op)?;
     }
     for first in &plan.chunks {
         tables.seq_index()?.remove((plan.thread.as_str(), *first)).map_err(&op)?;

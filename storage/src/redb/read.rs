@@ -21,7 +21,7 @@ use crate::{
 
 type Bytes = &'static [u8];
 
-fn open<K: ::redb::Key + 'static, V: ::redb::Value + 'static>(
+pub(crate) fn open<K: ::redb::Key + 'static, V: ::redb::Value + 'static>(
     txn: &ReadTransaction,
     def: ::redb::TableDefinition<'_, K, V>,
 ) -> Result<::redb::ReadOnlyTable<K, V>, Error> {

@@ -83,7 +83,13 @@ pub(crate) fn open(path: &Path) -> Result<Database, Error> {
             }
         };
         match guard("open snapshot", || check_meta(&db)) {
-            Ok(MetaState::Cairn(_)) => return Ok(db),
+            Ok(MetaState::Cairn(_, version)) => {
+                // A v1 file: its index is built in this private copy (the file is untouched).
+                if version < super::FORMAT_VERSION {
+                    guard("migrate snapshot", || super::correlations::migrate(&db))?;
+                }
+                return Ok(db);
+            }
             Ok(MetaState::Empty) => {
                 return Err(Error::NotCairn { detail: "an empty redb database".into() });
             }
@@ -116,7 +122,7 @@ pub(crate) fn precheck(path: &Path, options: &Options) -> Result<(), Error> {
     drop(file);
     match options.builder().open_read_only(path) {
         Ok(db) => match check_meta(&db)? {
-            MetaState::Cairn(_) => Ok(()),
+            MetaState::Cairn(..) => Ok(()),
             MetaState::Empty => Err(Error::NotCairn { detail: "an empty redb database".into() }),
         },
         Err(DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch) => {

@@ -21,6 +21,8 @@ pub(crate) const META_FORMAT_VERSION: &str = "format_version";
 pub(crate) const META_CREATED_AT_MS: &str = "created_at_ms";
 pub(crate) const META_LAST_LSN: &str = "last_lsn";
 pub(crate) const META_LAST_CHECKPOINT_ID: &str = "last_checkpoint_id";
+/// Only while a v1 file is migrated: the last lsn the correlation index covers (`migrate.rs`).
+pub(crate) const META_CORRELATIONS_BUILT_TO: &str = "correlations_built_to";
 
 pub(crate) const META: TableDefinition<'_, &str, &[u8]> = TableDefinition::new(table::META);
 pub(crate) const EVENTS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new(table::EVENTS);
@@ -40,9 +42,11 @@ pub(crate) const CHECKPOINTS_BY_TAG: TableDefinition<'_, (&str, u64), ()> =
 pub(crate) const PAYLOADS: TableDefinition<'_, &[u8; 32], &[u8]> =
     TableDefinition::new(table::PAYLOADS);
 pub(crate) const LOCKS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new(table::LOCKS);
+pub(crate) const CORRELATIONS: TableDefinition<'_, (&str, u64), &[u8]> =
+    TableDefinition::new(table::CORRELATIONS);
 
 /// The tables of one write transaction, each opened on first use: opening a table costs a lookup
-/// in redb's table tree, and an append needs only two or three of the eleven.
+/// in redb's table tree, and an append needs only two or three of the twelve.
 pub(crate) struct Tables<'txn, 'c> {
     txn: &'txn WriteTransaction,
     /// The writer's thread-record cache (see [`super::cache`]), kept current by every write of
@@ -59,6 +63,7 @@ pub(crate) struct Tables<'txn, 'c> {
     by_tag: Option<Table<'txn, (&'static str, u64), ()>>,
     payloads: Option<Table<'txn, &'static [u8; 32], &'static [u8]>>,
     locks: Option<Table<'txn, &'static str, &'static [u8]>>,
+    correlations: Option<Table<'txn, (&'static str, u64), &'static [u8]>>,
 }
 
 /// An accessor that opens (creating if needed) its table on first use.
@@ -91,6 +96,7 @@ impl<'txn, 'c> Tables<'txn, 'c> {
             by_tag: None,
             payloads: None,
             locks: None,
+            correlations: None,
         }
     }
 
@@ -108,6 +114,7 @@ impl<'txn, 'c> Tables<'txn, 'c> {
         self.by_tag()?;
         self.payloads()?;
         self.locks()?;
+        self.correlations()?;
         Ok(())
     }
 
@@ -122,6 +129,7 @@ impl<'txn, 'c> Tables<'txn, 'c> {
     lazy_table!(by_tag, CHECKPOINTS_BY_TAG, (&'static str, u64), ());
     lazy_table!(payloads, PAYLOADS, &'static [u8; 32], &'static [u8]);
     lazy_table!(locks, LOCKS, &'static str, &'static [u8]);
+    lazy_table!(correlations, CORRELATIONS, (&'static str, u64), &'static [u8]);
 }
 
 /// The counters the writer continues from.
@@ -135,8 +143,8 @@ pub(crate) use crate::plan::Counters;
 
 /// What `check_meta` found.
 pub(crate) enum MetaState {
-    /// A Cairn database of a supported version.
-    Cairn(Counters),
+    /// A Cairn database of a supported version (older ones are migrated at a writable open).
+    Cairn(Counters, u16),
     /// A redb database with no tables at all: safe to initialise.
     Empty,
 }
@@ -221,10 +229,13 @@ pub(crate) fn check_meta_txn(txn: &ReadTransaction) -> Result<MetaState, Error> 
         Err(::redb::TableError::TableDoesNotExist(_)) => None,
         Err(e) => return Err(Error::storage(op, e)),
     };
-    Ok(MetaState::Cairn(Counters {
-        last_lsn: counter(META_LAST_LSN)?.max(last_event.unwrap_or(0)),
-        last_checkpoint_id: counter(META_LAST_CHECKPOINT_ID)?.max(last_checkpoint.unwrap_or(0)),
-    }))
+    Ok(MetaState::Cairn(
+        Counters {
+            last_lsn: counter(META_LAST_LSN)?.max(last_event.unwrap_or(0)),
+            last_checkpoint_id: counter(META_LAST_CHECKPOINT_ID)?.max(last_checkpoint.unwrap_or(0)),
+        },
+        version,
+    ))
 }
 
 fn has_tables(txn: &ReadTransaction) -> Result<bool, Error> {

@@ -6,6 +6,8 @@
 //! `last` exactly once, lsns rise with seq, and `last` equals the last event's bookmark; the seq
 //! index and the log agree both ways (every indexed lsn holds that thread's event of that seq,
 //! every event in the log is indexed once; this keeps one u64-sized entry per event in memory);
+//! the correlation index and the events that carry a correlation id agree both ways (one entry
+//! per such event kept in memory);
 //! checkpoints and their
 //! three indexes agree both ways, each has its snapshot, and covers an event that exists (or was
 //! pruned); payloads hash to their keys and every referenced payload exists; the meta counters
@@ -17,10 +19,11 @@ use ::redb::{ReadTransaction, ReadableTable};
 
 use super::index::{decode_chunk_at, decode_event_at, storage};
 use super::tables::{
-    self, CHECKPOINTS, CHECKPOINTS_BY_TAG, CHECKPOINTS_BY_THREAD, CHECKPOINTS_BY_WORKFLOW, EVENTS,
-    LOCKS, MetaState, PAYLOADS, SEQ_INDEX, SNAPSHOTS, THREADS,
+    self, CHECKPOINTS, CHECKPOINTS_BY_TAG, CHECKPOINTS_BY_THREAD, CHECKPOINTS_BY_WORKFLOW,
+    CORRELATIONS, EVENTS, LOCKS, MetaState, PAYLOADS, SEQ_INDEX, SNAPSHOTS, THREADS,
 };
 use crate::codec::{self, StoredThread, table};
+use crate::correlation;
 use crate::{CheckpointInfo, Error, PayloadRef, Problem, Seq, ThreadId, VerifyReport};
 
 /// One seq-index entry: thread `thread` (an index into the sorted thread ids) has seq `seq` at
@@ -45,6 +48,9 @@ type Threads = BTreeMap<ThreadId, StoredThread>;
 struct Scan<'t> {
     txn: &'t ReadTransaction,
     report: VerifyReport,
+    /// (correlation id, lsn) -> (thread, seq) of every event that carries a correlation id: the
+    /// entries the correlation index must hold, exactly.
+    correlated: BTreeMap<(String, u64), (ThreadId, u64)>,
 }
 
 /// Scans everything; see the module doc.
@@ -53,10 +59,13 @@ struct Scan<'t> {
 /// problem, and the scan goes on with the next table: every damaged record it can reach is
 /// reported, not only the first.
 pub(crate) fn verify(txn: &ReadTransaction) -> Result<VerifyReport, Error> {
-    let mut scan = Scan { txn, report: VerifyReport::default() };
+    let mut scan = Scan { txn, report: VerifyReport::default(), correlated: BTreeMap::new() };
     let threads = scan.section(table::THREADS, Scan::threads).unwrap_or_default();
     let refs = scan.section(table::SEQ_INDEX, |s| s.seq_index(&threads)).unwrap_or_default();
     let max_lsn = scan.section(table::EVENTS, |s| s.events(&threads, &refs));
+    if max_lsn.is_some() {
+        scan.section(table::CORRELATIONS, Scan::correlations);
+    }
     let max_checkpoint = scan.section(table::CHECKPOINTS, |s| s.checkpoints(&threads));
     scan.section(table::PAYLOADS, Scan::payloads);
     scan.section(table::LOCKS, Scan::locks);
@@ -300,6 +309,13 @@ impl Scan<'_> {
                 let detail = "last bookmark differs from the last event".to_string();
                 self.problem(table::THREADS, Some(id), Some(r.seq), detail);
             }
+            let body = |r: &PayloadRef| -> Result<Vec<u8>, Error> {
+                let value = payloads.get(&r.hash).map_err(storage("read payload"))?;
+                value.map(|v| v.value().to_vec()).ok_or(Error::MissingPayload(*r))
+            };
+            if let Some(c) = correlation::of(&event, body) {
+                self.correlated.insert((c, lsn), (id.clone(), r.seq));
+            }
             if let Some(p) = event.payload
                 && payloads.get(&p.hash).map_err(&op)?.is_none()
             {
@@ -500,6 +516,51 @@ impl Scan<'_> {
         Ok(())
     }
 
+    /// The correlation index against the events that carry a correlation id, both ways.
+    fn correlations(&mut self) -> Result<(), Error> {
+        let op = storage("verify correlations");
+        let mut expected = std::mem::take(&mut self.correlated);
+        for entry in self.open(CORRELATIONS)?.iter().map_err(&op)? {
+            let (key, value) = entry.map_err(&op)?;
+            let (correlation, lsn) = key.value();
+            let entry = match super::correlations::entry_at(correlation, lsn, value.value()) {
+                Ok(entry) => entry,
+                Err(e) => {
+                    expected.remove(&(correlation.to_owned(), lsn));
+                    self.record_error(e)?;
+                    continue;
+                }
+            };
+            match expected.remove(&(entry.correlation.clone(), lsn)) {
+                Some((thread, seq)) if thread == entry.thread && seq == entry.seq => {}
+                Some((thread, seq)) => self.problem(
+                    table::CORRELATIONS,
+                    Some(&entry.thread),
+                    Some(entry.seq),
+                    format!(
+                        "entry ({correlation:?}, lsn {lsn}) names ({}, {}), the event is ({thread}, \
+                         {seq})",
+                        entry.thread, entry.seq
+                    ),
+                ),
+                None => self.problem(
+                    table::CORRELATIONS,
+                    Some(&entry.thread),
+                    Some(entry.seq),
+                    format!(
+                        "entry ({correlation:?}, lsn {lsn}) points at no event carrying that \
+                         correlation id"
+                    ),
+                ),
+            }
+        }
+        for ((correlation, lsn), (thread, seq)) in expected {
+            let detail = format!("the event at lsn {lsn} carries {correlation:?} but has no entry");
+            self.problem(table::CORRELATIONS, Some(&thread), Some(seq), detail);
+        }
+        Ok(())
+    }
+
     fn locks(&mut self) -> Result<(), Error> {
         let op = storage("verify locks");
         for entry in self.open(LOCKS)?.iter().map_err(&op)? {
@@ -521,7 +582,7 @@ impl Scan<'_> {
 
     fn meta(&mut self, max_lsn: u64, max_checkpoint: u64) -> Result<(), Error> {
         match tables::check_meta_txn(self.txn) {
-            Ok(MetaState::Cairn(counters)) => {
+            Ok(MetaState::Cairn(counters, _)) => {
                 if counters.last_lsn < max_lsn {
                     self.problem(
                         table::META,

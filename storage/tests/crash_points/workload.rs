@@ -48,6 +48,8 @@ pub(crate) fn event(t: usize, kind: EventKind, n: u64, data_len: usize) -> NewEv
         payload: None,
         data: bytes(n, data_len),
         at_ms: 1_000 + n,
+        // Messages carry a correlation id, so every crash point also covers the index.
+        correlation: (kind == EventKind::Message).then(|| format!("corr-{}", n % 3)),
     }
 }
 
@@ -113,9 +115,12 @@ pub(crate) fn workload() -> Vec<Batch> {
         events: vec![event(2, EventKind::StateUpdated, 30, 24_000)],
         ..Batch::default()
     });
-    // 4: many small events across threads, a status change, a lock.
+    // 4: many small events across threads (every other one a message with a correlation id, so
+    // its index entry shares the commit), a status change, a lock.
+    let kind =
+        |i: usize| if i.is_multiple_of(2) { EventKind::Message } else { EventKind::Progress };
     batches.push(Batch {
-        events: (0..24).map(|i| event(i % 3, EventKind::Progress, 40 + i as u64, 90)).collect(),
+        events: (0..24).map(|i| event(i % 3, kind(i), 40 + i as u64, 90)).collect(),
         threads: vec![record(2, ThreadStatus::WaitingInput, 1_064)],
         locks: vec![LockOp::Acquire {
             name: "inventory".into(),
@@ -178,6 +183,7 @@ pub(crate) fn expected_of(batch: &Batch, appended: &Appended, store: &RedbStore)
             summary: new.summary.clone(),
             payload: new.payload,
             data: new.data.clone(),
+            correlation: new.correlation.clone(),
         })
         .collect();
     let checkpoints = appended

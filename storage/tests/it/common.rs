@@ -30,6 +30,7 @@ pub fn event(thread: &str, n: u64) -> NewEvent {
         payload: None,
         data: format!("{{\"n\":{n}}}").into_bytes(),
         at_ms: 1_000 + n,
+        correlation: None,
     }
 }
 

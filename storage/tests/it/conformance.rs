@@ -1,6 +1,7 @@
 //! The storage contract, one test body for every backend: each check below runs on a redb file
 //! and, with the `postgres` feature, on a throwaway PostgreSQL cluster. Round trip of events and
-//! records, guards, leases, locks, a subscription that never skips, prune, and verify. (The
+//! records, guards, leases, locks, a subscription that never skips, prune, verify, and the
+//! correlation index. (The
 //! random model test runs on both too: `model.rs`, `pg.rs`; damage is backend-specific: the
 //! bitflip test for a file, `pg::damage_in_bytea_is_found_by_reads_and_verify` for `bytea`.)
 
@@ -165,8 +166,78 @@ fn prune_and_verify<S: Store>(store: &S) {
     assert!(report.is_clean(), "{:?}", report.problems);
 }
 
+/// A message of `thread` at `at_ms`, carrying `correlation`.
+fn correlated(thread: &str, n: u64, correlation: Option<&str>) -> cairn_storage::NewEvent {
+    let mut e = event(thread, n);
+    e.kind = cairn_storage::EventKind::Message;
+    e.correlation = correlation.map(String::from);
+    e
+}
+
+/// The correlation index: written with its events, read by id with thread and time filters
+/// and paged by lsn, pruned with its events, checked by verify.
+fn correlation_index<S: Store>(store: &S) {
+    use cairn_storage::CorrelationQuery;
+    for t in ["ca", "cb"] {
+        append(store, Batch { threads: vec![thread_record(t)], ..Batch::default() });
+    }
+    let mut written = Vec::new();
+    for n in 1..=6 {
+        let batch = Batch {
+            events: vec![
+                correlated("ca", n, Some("order-1")),
+                correlated(
+                    "cb",
+                    n,
+                    if n.is_multiple_of(2) { Some("order-1") } else { Some("order-2") },
+                ),
+                correlated("ca", 100 + n, None),
+            ],
+            ..Batch::default()
+        };
+        written.extend(append(store, batch).bookmarks);
+    }
+    let query = CorrelationQuery::new("order-1");
+    let all = store.read_correlated(&query, Lsn(0), 100).unwrap();
+    let keys: Vec<(String, u64)> =
+        all.iter().map(|e| (e.thread.to_string(), e.bookmark.seq.0)).collect();
+    assert_eq!(keys.len(), 9, "6 of ca, 3 of cb: {keys:?}");
+    assert!(all.windows(2).all(|w| w[0].bookmark.lsn < w[1].bookmark.lsn), "lsn order");
+    assert!(all.iter().all(|e| e.correlation.as_deref() == Some("order-1")));
+    // Paged: two pages of 5 and 4, nothing repeated.
+    let first = store.read_correlated(&query, Lsn(0), 5).unwrap();
+    let rest = store.read_correlated(&query, first[4].bookmark.lsn, 5).unwrap();
+    assert_eq!((first.len(), rest.len()), (5, 4));
+    assert_eq!([first, rest].concat(), all);
+    // Filters: a thread, a time range (at_ms is 1_000 + n).
+    let only_cb = CorrelationQuery { thread: Some(tid("cb")), ..query.clone() };
+    let cb = store.read_correlated(&only_cb, Lsn(0), 100).unwrap();
+    assert_eq!(cb.iter().map(|e| e.bookmark.at_ms).collect::<Vec<_>>(), [1_002, 1_004, 1_006]);
+    let window = CorrelationQuery { from_ms: Some(1_002), to_ms: Some(1_003), ..query.clone() };
+    assert_eq!(store.read_correlated(&window, Lsn(0), 100).unwrap().len(), 3);
+    assert!(store.read_correlated(&CorrelationQuery::new("nobody"), Lsn(0), 9).unwrap().is_empty());
+    // Prune drops the entries of pruned events only.
+    let batch = Batch {
+        checkpoints: vec![checkpoint("ca", CheckpointKind::Periodic, &[])],
+        ..Batch::default()
+    };
+    let keep = append(store, batch).checkpoints[0];
+    append(store, Batch { events: vec![correlated("ca", 7, Some("order-1"))], ..Batch::default() });
+    store.prune(&tid("ca"), keep).unwrap().wait_blocking().unwrap();
+    let after = store.read_correlated(&query, Lsn(0), 100).unwrap();
+    let left: Vec<(String, u64)> =
+        after.iter().map(|e| (e.thread.to_string(), e.bookmark.seq.0)).collect();
+    assert_eq!(left, [("cb".into(), 2), ("cb".into(), 4), ("cb".into(), 6), ("ca".into(), 13)]);
+    let report = store.verify().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    // A correlation id is checked like any bounded field.
+    let bad = Batch { events: vec![correlated("ca", 8, Some(""))], ..Batch::default() };
+    assert!(matches!(try_append(store, bad), Err(Error::Invalid { .. })));
+}
+
 /// Every check, on one store.
 fn contract<S: Store + Clone>(store: &S) {
+    correlation_index(store);
     roundtrip(store);
     guards(store);
     leases(store);

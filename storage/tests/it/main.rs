@@ -9,6 +9,7 @@ mod checkpoints;
 mod common;
 mod concurrency;
 mod conformance;
+mod correlations;
 mod durability;
 mod model;
 #[cfg(feature = "postgres")]

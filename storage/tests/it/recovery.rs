@@ -176,7 +176,8 @@ fn newer_format_is_refused_and_left_untouched() {
     build(&path);
     raw::write(&path, |txn| {
         let mut meta = txn.open_table(raw::META).expect("meta");
-        meta.insert("format_version", 2u16.to_le_bytes().as_slice()).expect("insert");
+        let newer = cairn_storage::FORMAT_VERSION + 1;
+        meta.insert("format_version", newer.to_le_bytes().as_slice()).expect("insert");
     });
     let before = std::fs::read(&path).expect("read file");
     for result in [
@@ -184,7 +185,11 @@ fn newer_format_is_refused_and_left_untouched() {
         RedbStore::open_existing(&path, fast()).map(drop),
         RedbStore::open_read_only(&path).map(drop),
     ] {
-        assert!(matches!(result, Err(Error::NewerFormat { found: 2, supported: 1 })), "{result:?}");
+        let (found, supported) = (cairn_storage::FORMAT_VERSION + 1, cairn_storage::FORMAT_VERSION);
+        assert!(
+            matches!(result, Err(Error::NewerFormat { found: f, supported: s }) if f == found && s == supported),
+            "{result:?}"
+        );
     }
     assert_eq!(std::fs::read(&path).expect("read file"), before, "the file was written to");
 }

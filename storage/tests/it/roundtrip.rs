@@ -26,6 +26,7 @@ fn event_round_trips_with_every_field() {
         payload: Some(PayloadRef::of(&payload)),
         data: vec![0, 1, 2, 255],
         at_ms: 77,
+        correlation: None,
     };
     let batch =
         Batch { events: vec![new.clone()], payloads: vec![payload.clone()], ..Batch::default() };
@@ -43,6 +44,7 @@ fn event_round_trips_with_every_field() {
         summary: new.summary,
         payload: new.payload,
         data: new.data,
+        correlation: None,
     };
     assert_eq!(read, vec![expected.clone()]);
     assert_eq!(store.read_all_since(Lsn(0), 10).expect("feed"), vec![expected]);
@@ -213,6 +215,7 @@ mod golden {
             summary: "ok".into(),
             payload: Some(PayloadRef { hash: [7; 32], len: 9 }),
             data: vec![1, 2],
+            correlation: None,
         }
     }
 
@@ -312,6 +315,29 @@ mod golden {
         );
     }
 
+    fn golden_correlation() -> cairn_storage::CorrelationEntry {
+        cairn_storage::CorrelationEntry {
+            correlation: "c-1".into(),
+            lsn: 300,
+            thread: tid("t-1"),
+            seq: 3,
+            at_ms: 1_700_000_000_000,
+        }
+    }
+
+    /// Format v2's record kinds: 7 (the golden event with a correlation id: the kind-1 body,
+    /// then the id) and 8 (a correlation-index entry).
+    #[test]
+    fn v2_encodings_are_pinned_and_decode_forever() {
+        let event = Event { correlation: Some("c-1".into()), ..golden_event() };
+        let framed = codec::encode_event(&event).expect("encode");
+        assert_eq!(hex(&framed), GOLDEN_CORRELATED_EVENT, "kind 7 encoding changed");
+        assert_eq!(codec::decode_event(&framed).expect("decode"), event);
+        let entry = codec::encode_correlation(&golden_correlation()).expect("encode");
+        assert_eq!(hex(&entry), GOLDEN_CORRELATION, "kind 8 encoding changed");
+        assert_eq!(codec::decode_correlation(&entry).expect("decode"), golden_correlation());
+    }
+
     #[test]
     fn decoders_refuse_every_single_bit_flip_of_a_real_record() {
         let framed = codec::encode_event(&golden_event()).expect("encode");
@@ -326,6 +352,8 @@ mod golden {
         }
     }
 
+    const GOLDEN_CORRELATED_EVENT: &str = "01073e00000003ac0280d095ffbc3103742d310401016e01026f6b0107070707070707070707070707070707070707070707070707070707070707070902010203632d315201e090";
+    const GOLDEN_CORRELATION: &str = "01081100000003632d31ac0203742d310380d095ffbc31d87ba637";
     const GOLDEN_EVENT: &str = "01013a00000003ac0280d095ffbc3103742d310401016e01026f6b0107070707070707070707070707070707070707070707070707070707070707070902010265a6dbe2";
     // The last byte of the body (00) is the empty seq-index tail (added to v1 before release).
     const GOLDEN_THREAD: &str = "01022500000003742d310177010466702d770105050103ac02060101016b017601016f090101700201ab00ba012961";

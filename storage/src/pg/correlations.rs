@@ -1,0 +1,290 @@
+//! The correlation index on PostgreSQL (`docs/format.md` §2.2, `docs/postgres.md`): the table
+//! `cairn_correlations`, its reads, its check in `verify`, and the migration of a format-1
+//! database that builds it from the log.
+//!
+//! Rows are inserted by the writer in the group's transaction (`group.rs`, `write.rs`) and deleted
+//! by the prune that deletes their events (`write.rs`).
+
+use std::collections::BTreeMap;
+
+use postgres::Client;
+
+use super::{from_db, pg_error, to_db};
+use crate::codec;
+use crate::correlation::{self, CorrelationEntry, CorrelationQuery, corrupted};
+use crate::limits::{self, MIGRATION_BATCH_EVENTS, READ_LIMIT_MAX};
+use crate::{Error, Event, Lsn, PayloadRef, Problem, Seq, ThreadId};
+
+/// The meta row a migration keeps its place in, while it runs.
+const BUILT_TO: &str = "correlations_built_to";
+/// The advisory lock one migrating process holds (any number unique to Cairn: "CAIRNCOR").
+const MIGRATION_LOCK: i64 = 0x4341_4952_4e43_4f52;
+
+/// Events of `query` with lsn > `after`, in lsn order, at most `limit`: the index rows of the
+/// correlation id, filtered on their columns, joined to their events.
+pub(crate) fn read_correlated(
+    client: &mut Client,
+    query: &CorrelationQuery,
+    after: Lsn,
+    limit: usize,
+) -> Result<Vec<Event>, Error> {
+    limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
+    let thread = query.thread.as_ref().map(ThreadId::as_str);
+    let from = query.from_ms.map(to_db).transpose()?;
+    let to = query.to_ms.map(to_db).transpose()?;
+    let rows = client
+        .query(
+            "SELECT c.lsn, c.thread, c.seq, c.at_ms, c.record, e.record \
+             FROM cairn_correlations c LEFT JOIN cairn_events e ON e.lsn = c.lsn \
+             WHERE c.correlation = $1 AND c.lsn > $2 AND ($3::text IS NULL OR c.thread = $3) \
+             AND ($4::bigint IS NULL OR c.at_ms >= $4) AND ($5::bigint IS NULL OR c.at_ms <= $5) \
+             ORDER BY c.lsn LIMIT $6",
+            &[&query.correlation, &to_db(after.0)?, &thread, &from, &to, &to_db(limit as u64)?],
+        )
+        .map_err(pg_error("read correlations"))?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let entry = entry_of(
+            &query.correlation,
+            row.get(0),
+            row.get(1),
+            row.get(2),
+            row.get(3),
+            row.get(4),
+        )?;
+        let (thread, seq) = (Some(&entry.thread), Some(Seq(entry.seq)));
+        let Some(bytes) = row.get::<_, Option<Vec<u8>>>(5) else {
+            let detail =
+                format!("entry ({:?}, lsn {}) points at no event", entry.correlation, entry.lsn);
+            return Err(corrupted(thread, seq, detail));
+        };
+        let event = codec::decode_event(&bytes).map_err(|e| codec::locate(e, thread, seq))?;
+        entry.check_event(&event)?;
+        out.push(event);
+    }
+    Ok(out)
+}
+
+/// Decodes an index row's record and checks it against the row's columns.
+fn entry_of(
+    correlation: &str,
+    lsn: i64,
+    thread: String,
+    seq: i64,
+    at_ms: i64,
+    record: Vec<u8>,
+) -> Result<CorrelationEntry, Error> {
+    let entry = codec::decode_correlation(&record)?;
+    if entry.correlation != correlation
+        || entry.lsn != from_db(lsn)?
+        || entry.thread.as_str() != thread
+        || entry.seq != from_db(seq)?
+        || entry.at_ms != from_db(at_ms)?
+    {
+        return Err(corrupted(
+            Some(&entry.thread),
+            Some(Seq(entry.seq)),
+            format!(
+                "row ({correlation:?}, lsn {lsn}, {thread}, seq {seq}) holds the entry ({:?}, lsn \
+                 {}, {}, seq {})",
+                entry.correlation, entry.lsn, entry.thread, entry.seq
+            ),
+        ));
+    }
+    Ok(entry)
+}
+
+/// The entry columns and record of `entries`, for one `unnest` insert.
+#[derive(Default)]
+pub(crate) struct Rows {
+    correlations: Vec<String>,
+    lsns: Vec<i64>,
+    threads: Vec<String>,
+    seqs: Vec<i64>,
+    at_ms: Vec<i64>,
+    records: Vec<Vec<u8>>,
+}
+
+impl Rows {
+    /// Adds an entry (its framed record as the planner encoded it).
+    pub(crate) fn push(&mut self, framed: Vec<u8>) -> Result<(), Error> {
+        let entry = codec::decode_correlation(&framed)?;
+        self.correlations.push(entry.correlation);
+        self.lsns.push(to_db(entry.lsn)?);
+        self.threads.push(entry.thread.to_string());
+        self.seqs.push(to_db(entry.seq)?);
+        self.at_ms.push(to_db(entry.at_ms)?);
+        self.records.push(framed);
+        Ok(())
+    }
+
+    /// Inserts the rows (`ON CONFLICT DO NOTHING`: a resumed migration writes an entry again).
+    pub(crate) fn insert(
+        &self,
+        exec: impl FnOnce(
+            &'static str,
+            &[&(dyn postgres::types::ToSql + Sync)],
+        ) -> Result<u64, postgres::Error>,
+    ) -> Result<(), Error> {
+        if self.lsns.is_empty() {
+            return Ok(());
+        }
+        exec(
+            "INSERT INTO cairn_correlations (correlation, lsn, thread, seq, at_ms, record) \
+             SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], \
+             $5::bigint[], $6::bytea[]) ON CONFLICT DO NOTHING",
+            &[
+                &self.correlations,
+                &self.lsns,
+                &self.threads,
+                &self.seqs,
+                &self.at_ms,
+                &self.records,
+            ],
+        )
+        .map_err(pg_error("write correlations"))?;
+        Ok(())
+    }
+}
+
+/// The correlation id `event` carries (a legacy body's payload read from `client`).
+pub(crate) fn of(client: &mut Client, event: &Event) -> Option<String> {
+    correlation::of(event, |r: &PayloadRef| {
+        let row = client
+            .query_opt("SELECT bytes FROM cairn_payloads WHERE hash = $1", &[&&r.hash[..]])
+            .map_err(pg_error("read payload"))?;
+        row.map(|row| row.get(0)).ok_or(Error::MissingPayload(*r))
+    })
+}
+
+/// Checks `cairn_correlations` against `expected` ((correlation, lsn) -> (thread, seq) of every
+/// event carrying a correlation id), both ways.
+pub(crate) fn verify(
+    client: &mut Client,
+    mut expected: BTreeMap<(String, u64), (ThreadId, u64)>,
+    problems: &mut Vec<Problem>,
+) -> Result<(), Error> {
+    let mut problem = |e: Error| {
+        if let Error::Corrupted { table, thread, seq, detail } = e {
+            problems.push(Problem { table, thread, seq, detail });
+        }
+    };
+    let rows = client
+        .query(
+            "SELECT correlation, lsn, thread, seq, at_ms, record FROM cairn_correlations \
+             ORDER BY correlation, lsn",
+            &[],
+        )
+        .map_err(pg_error("verify"))?;
+    for row in rows {
+        let correlation: String = row.get(0);
+        let lsn: i64 = row.get(1);
+        let key = (correlation.clone(), u64::try_from(lsn).unwrap_or(0));
+        let want = expected.remove(&key);
+        match entry_of(&correlation, lsn, row.get(2), row.get(3), row.get(4), row.get(5)) {
+            Err(e) => problem(e),
+            Ok(entry) => match want {
+                Some((thread, seq)) if thread == entry.thread && seq == entry.seq => {}
+                _ => problem(corrupted(
+                    Some(&entry.thread),
+                    Some(Seq(entry.seq)),
+                    format!(
+                        "entry ({correlation:?}, lsn {lsn}) points at no event carrying that \
+                         correlation id at ({}, {})",
+                        entry.thread, entry.seq
+                    ),
+                )),
+            },
+        }
+    }
+    for ((correlation, lsn), (thread, seq)) in expected {
+        let detail = format!("the event at lsn {lsn} carries {correlation:?} but has no entry");
+        problem(corrupted(Some(&thread), Some(Seq(seq)), detail));
+    }
+    Ok(())
+}
+
+/// Builds the index of a format-1 database from its log, then sets the format to 2, under an
+/// advisory lock (one process migrates; the others wait, then find format 2): batches of
+/// [`MIGRATION_BATCH_EVENTS`] events per transaction, resuming from `correlations_built_to`.
+pub(crate) fn migrate(client: &mut Client) -> Result<(), Error> {
+    let op = pg_error("migrate to format 2");
+    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).map_err(&op)?;
+    let result = migrate_locked(client);
+    let unlocked = client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]);
+    result?;
+    unlocked.map_err(&op)?;
+    Ok(())
+}
+
+fn migrate_locked(client: &mut Client) -> Result<(), Error> {
+    let op = pg_error("migrate to format 2");
+    let version = i64::from(crate::FORMAT_VERSION);
+    loop {
+        let format: i64 = client
+            .query_one("SELECT value FROM cairn_meta WHERE key = 'format_version'", &[])
+            .map_err(&op)?
+            .get(0);
+        if format >= version {
+            return Ok(());
+        }
+        let built: i64 = client
+            .query_opt("SELECT value FROM cairn_meta WHERE key = $1", &[&BUILT_TO])
+            .map_err(&op)?
+            .map_or(0, |r| r.get(0));
+        let events = client
+            .query(
+                "SELECT lsn, seq, record FROM cairn_events WHERE lsn > $1 ORDER BY lsn LIMIT $2",
+                &[&built, &to_db(MIGRATION_BATCH_EVENTS as u64)?],
+            )
+            .map_err(&op)?;
+        let mut rows = Rows::default();
+        let mut last = built;
+        for row in &events {
+            last = row.get(0);
+            match super::read::decode_event(row.get(0), row.get(1), row.get(2)) {
+                Ok(event) => {
+                    if let Some(c) = of(client, &event) {
+                        rows.push(codec::encode_correlation(&CorrelationEntry::of_event(
+                            &event, c,
+                        ))?)?;
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, lsn = last, "a damaged event is left unindexed")
+                }
+            }
+        }
+        let mut done = events.len() < MIGRATION_BATCH_EVENTS;
+        let mut tx = client.transaction().map_err(&op)?;
+        rows.insert(|sql, params| tx.execute(sql, params))?;
+        tx.execute(
+            "INSERT INTO cairn_meta (key, value) VALUES ($1, $2) \
+             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            &[&BUILT_TO, &last],
+        )
+        .map_err(&op)?;
+        if done {
+            // The counter row's lock holds every writer back while the format changes; events
+            // written meanwhile (by a process of an older build) are indexed in another pass.
+            tx.query("SELECT value FROM cairn_meta WHERE key = 'last_lsn' FOR UPDATE", &[])
+                .map_err(&op)?;
+            let rest = tx
+                .query("SELECT 1 FROM cairn_events WHERE lsn > $1 LIMIT 1", &[&last])
+                .map_err(&op)?;
+            done = rest.is_empty();
+            if done {
+                tx.execute(
+                    "UPDATE cairn_meta SET value = $1 WHERE key = 'format_version'",
+                    &[&version],
+                )
+                .map_err(&op)?;
+                tx.execute("DELETE FROM cairn_meta WHERE key = $1", &[&BUILT_TO]).map_err(&op)?;
+            }
+        }
+        tx.commit().map_err(&op)?;
+        if done {
+            return Ok(());
+        }
+    }
+}
