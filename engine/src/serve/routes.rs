@@ -54,6 +54,7 @@ pub(super) fn router(app: App) -> Router {
         .route("/api/workflows/{id}/graph", get(threads::graph))
         .route("/api/trace/{id}", get(threads::trace))
         .route("/api/threads/{id}/{control}", post(controls::control))
+        .merge(super::pages::routes())
         .fallback(|| async {
             Reject { status: 404, error: "no such route".into(), field: Some("path".into()) }
         })
