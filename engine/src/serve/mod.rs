@@ -195,7 +195,7 @@ pub async fn serve(
         prometheus: options.prometheus.clone(),
     };
     let stop = state.stop.clone();
-    let router = routes::router(state);
+    let router = routes::router(state, pages::routes());
     let until = stop.clone();
     let task = tokio::spawn(async move {
         let served = axum::serve(listener, router)
