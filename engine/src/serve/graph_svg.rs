@@ -291,7 +291,7 @@ fn draw(wf: &DynWorkflow, marks: &BTreeMap<String, Mark>, c: &Capture) -> String
                 }
                 let _ = write!(
                     out,
-                    "<text x=\"{cx:.1}\" y=\"{cy:.1}\" font-size=\"11\">{label}</text></g>"
+                    "<text x=\"{cx:.1}\" y=\"{cy:.1}\" font-size=\"9\">{label}</text></g>"
                 );
             }
             _ => {

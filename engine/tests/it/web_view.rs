@@ -422,3 +422,140 @@ async fn the_pages_stay_usable_with_ten_thousand_threads_and_a_hundred_thousand_
     server.shutdown().await;
     engine.shutdown().await;
 }
+
+/// The web view's reads over plain HTTP (no browser): the listing's search, filters, total and
+/// counts; the graph's one element per node; the timeline; 4xx answers naming the field; the
+/// pages' headers (a content security policy of this endpoint only) and no token in them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_views_reads_filter_count_and_refuse_naming_the_field() {
+    let (_d, path) = db();
+    let (engine, server) = Engine::builder(&path)
+        .durability(Durability::None)
+        .workflow(&asks_input())
+        .workflow(&flaky())
+        .serve(([127, 0, 0, 1], 0).into())
+        .open()
+        .await
+        .unwrap();
+    for i in 1..=12 {
+        let opts =
+            StartOptions::id(format!("ask-{i}")).label("team", if i <= 4 { "red" } else { "blue" });
+        engine.start("ask", Tally::default(), opts).await.unwrap().wait().await.unwrap();
+    }
+    engine
+        .start("flaky", Tally::default(), StartOptions::id("flaky-1"))
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    let base = format!("http://{}", server.addr());
+    let token = server.token().to_owned();
+    let (page, graph, timeline, refusals, html) = tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent =
+            ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let get = |p: &str| {
+            let mut r = agent.get(&format!("{base}{p}")).call().unwrap();
+            let csp =
+                r.headers().get("content-security-policy").map(|v| v.to_str().unwrap().to_owned());
+            (r.status().as_u16(), r.body_mut().read_to_string().unwrap(), csp)
+        };
+        let json = |p: &str| {
+            let (status, body, _) = get(p);
+            assert_eq!(status, 200, "{p}: {body}");
+            serde_json::from_str::<serde_json::Value>(&body).unwrap()
+        };
+        let page = json("/api/view/threads?q=ASK-1&limit=2&offset=1");
+        let graph = get("/api/threads/flaky-1/graph.svg").1;
+        let timeline = json("/api/threads/flaky-1/timeline");
+        let refusals: Vec<(u16, serde_json::Value)> = [
+            "/api/view/threads?q=a&q=b",
+            "/api/view/threads?status=asleep",
+            "/api/view/threads?limit=0",
+            "/api/threads/flaky-1/timeline?last=0",
+            "/api/threads/flaky-1/timeline?colour=red",
+            "/api/threads/nope/graph.svg",
+            "/api/threads/nope/timeline",
+            "/ui/assets/nope.js",
+        ]
+        .iter()
+        .map(|p| {
+            let (status, body, _) = get(p);
+            (status, serde_json::from_str(&body).unwrap())
+        })
+        .collect();
+        let html: Vec<(u16, String, Option<String>)> =
+            ["/ui/threads", "/ui/threads/ask-1", "/ui/messages/x", "/ui/assets/thread.js"]
+                .iter()
+                .map(|p| get(p))
+                .collect();
+        (page, graph, timeline, refusals, html)
+    })
+    .await
+    .unwrap();
+    // "ask-1" matches ask-1, ask-10, ask-11, ask-12 (case-insensitive), in natural order; the
+    // counts are over the search, before the page.
+    let ids: Vec<&str> =
+        page["threads"].as_array().unwrap().iter().map(|t| t["thread"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["ask-10", "ask-11"], "{page}");
+    assert_eq!(page["total"], 4);
+    assert_eq!(page["counts"], json!({"waiting_input": 4}));
+    assert!(page["workflows"].as_array().unwrap().contains(&json!("flaky")));
+    // One node element per node, the failed one marked.
+    assert_eq!(graph.matches("<g class=\"node ").count(), 2, "{graph}");
+    assert!(graph.contains("class=\"node st-failed\" data-node=\"upload\""), "{graph}");
+    assert!(graph.contains("class=\"node st-completed\" data-node=\"fetch\""), "{graph}");
+    // The timeline: fetch with its tool call, upload's two attempts, the first retried.
+    let runs = timeline["runs"].as_array().unwrap();
+    let summary: Vec<(String, u64, String)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["task"].as_str().unwrap().to_owned(),
+                r["attempt"].as_u64().unwrap(),
+                r["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("fetch".to_owned(), 1, "completed".to_owned()),
+            ("upload".to_owned(), 1, "failed".to_owned()),
+            ("upload".to_owned(), 2, "failed".to_owned())
+        ]
+    );
+    assert_eq!(runs[0]["tools"][0]["name"], "lookup");
+    assert_eq!(runs[0]["tools"][0]["ok"], true);
+    assert!(runs[1]["retry_delay_ms"].is_u64(), "{timeline}");
+    assert_eq!(timeline["whole"], true);
+    let fields: Vec<(u16, Option<&str>)> =
+        refusals.iter().map(|(s, e)| (*s, e["field"].as_str())).collect();
+    assert_eq!(
+        fields,
+        [
+            (400, Some("q")),
+            (400, Some("status")),
+            (400, Some("limit")),
+            (400, Some("last")),
+            (400, Some("colour")),
+            (404, Some("thread")),
+            (404, Some("thread")),
+            (404, Some("path")),
+        ]
+    );
+    for (status, body, _) in &html {
+        assert_eq!(*status, 200);
+        assert!(!body.contains(&token), "a page carries the token");
+        assert!(
+            !body.contains("http://") && !body.contains("https://"),
+            "a page links outside: {body}"
+        );
+    }
+    for (_, _, csp) in &html[..3] {
+        let csp = csp.as_deref().unwrap_or_default();
+        assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"), "{csp}");
+    }
+    server.shutdown().await;
+    engine.shutdown().await;
+}
