@@ -238,7 +238,7 @@ async fn the_pages_show_threads_a_graph_a_live_log_messages_and_pause_with_the_t
     });
     engine.send_input("ask-1", json!(41)).await.unwrap();
     let _ = engine.thread("ask-1").unwrap().wait().await.unwrap();
-    tokio::task::block_in_place(|| {
+    let forked = tokio::task::block_in_place(|| {
         browser.wait_for(
             "document.querySelectorAll('#events tr[data-kind=input_received]').length === 1 && \
              document.querySelectorAll('#events tr[data-kind=step_completed]').length >= 3",
@@ -278,8 +278,21 @@ async fn the_pages_show_threads_a_graph_a_live_log_messages_and_pause_with_the_t
             Duration::from_secs(10),
         );
         browser.screenshot(&shots.join("thread-paused.png"), 1400.);
+
+        // Fork at the selected event (the page fills the seq in): the answer links the new
+        // thread.
+        browser.eval("document.getElementById('fork').click()");
+        browser.wait_for(
+            "document.querySelector('#control-result a') && \
+             document.querySelector('#control-result').textContent.startsWith('forked')",
+            Duration::from_secs(10),
+        );
+        browser.eval("document.querySelector('#control-result a').textContent")
     });
+    let forked = forked.as_str().unwrap().to_owned();
     assert_eq!(engine.thread("ask-2").unwrap().status().unwrap(), ThreadStatus::Paused);
+    let fork = engine.store().thread(&cairn::ThreadId::new(forked.clone()).unwrap()).unwrap();
+    assert!(fork.is_some(), "the fork {forked} of ask-2 exists");
     tokio::task::block_in_place(|| {
         // A token passed once in the address's fragment is taken and removed from the address.
         browser.navigate(&format!("{base}/ui/threads/ask-3#token={token}"));
