@@ -62,7 +62,7 @@
         el("strong", {}, `Last error (seq ${s.last_error.seq}, ${s.last_error.task}): `), s.last_error.error));
     }
     if (s.status_reason && (!s.last_error || !String(s.last_error.error).includes(s.status_reason))) {
-      problems.push(el("div", { class: "alert", id: "divergence" }, el("strong", {}, "Status reason: "), s.status_reason));
+      problems.push(el("div", { class: "alert", id: "divergence" }, el("strong", {}, "Why it stopped (a diverging replay, a blocked resume): "), s.status_reason));
     }
     if (s.state_unknown) problems.push(el("div", { class: "alert" }, el("strong", {}, "State unknown: "), s.state_unknown));
     $("problem").replaceChildren(...problems);
