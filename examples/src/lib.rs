@@ -9,6 +9,7 @@ pub mod code_change;
 pub mod human_input;
 pub mod job_engine;
 pub mod map_reduce;
+pub mod observed;
 pub mod operator;
 pub mod quickstart;
 pub mod research_pipeline;

@@ -380,3 +380,29 @@ async fn scheduled_reports_tick_on_weekdays_and_catch_up_by_policy() {
     assert_eq!(s.statuses.len(), 14);
     assert!(s.statuses.iter().all(|st| *st == cairn::ThreadStatus::Completed), "{:?}", s.statuses);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observed_serves_its_web_view_and_metrics() {
+    let (_d, p) = db("observed.db");
+    let seen = cairn_examples::observed::run(&p).await.unwrap();
+    let orders = cairn_examples::observed::ORDERS as usize;
+    assert_eq!(seen.completed, orders - 1);
+    assert_eq!(seen.waiting, format!("order-{orders}"));
+    // The first payment attempt of every order that reached it failed, then was retried.
+    assert_eq!(seen.payment_failures, cairn_examples::observed::ORDERS - 1);
+    assert!(seen.address.ip().is_loopback());
+    // Metrics: the engine's own names, counted by this engine's recorder.
+    let steps = seen.metrics.lines().find(|l| l.starts_with("cairn_steps_total")).unwrap();
+    let n: f64 = steps.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(
+        n >= 3.0 * (orders as f64 - 1.0),
+        "price, pay and ship of each completed order: {steps}"
+    );
+    assert!(seen.metrics.contains("cairn_retries_total"), "{}", seen.metrics);
+    // The web view: the threads page, and the listing it reads.
+    assert!(seen.threads_page.contains("<title>Threads"), "{}", seen.threads_page);
+    let rows = seen.waiting_listing["threads"].as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["thread"], seen.waiting.as_str());
+    assert_eq!(seen.waiting_listing["counts"]["completed"], orders as u64 - 1);
+}

@@ -370,6 +370,13 @@ impl DynWorkflow {
         (self.state_codec)(value)
     }
 
+    /// Every link of the workflow's picture, in drawing order: (from, to, kind), where from
+    /// `None` is `START` (its route's targets included). Sub-workflows are not entered: a
+    /// sub-workflow node is one node here. For drawing it another way than DOT or Mermaid.
+    pub fn links(&self) -> Vec<(Option<NodeId>, NextTarget, crate::picture::LinkKind)> {
+        crate::picture::links_in_order(self)
+    }
+
     /// Draws the workflow as Graphviz DOT (deterministic).
     pub fn to_dot(&self) -> String {
         crate::picture::dot(self)

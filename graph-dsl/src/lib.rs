@@ -337,6 +337,7 @@ pub use erased::{
 pub use error::{HeldLock, NodeError, RouteError, StateError, ToolError, VarError};
 pub use fingerprint::{Fingerprint, ParseFingerprintError};
 pub use output::{END, NodeOutput, NodeResult, START, Target};
+pub use picture::LinkKind;
 pub use policy::{Budgets, CheckpointPolicy, NodePolicy, RetryPolicy};
 pub use problem::{BuildError, Problem};
 pub use recovery::Recovery;

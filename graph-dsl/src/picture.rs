@@ -14,18 +14,24 @@ use std::fmt::Write as _;
 use crate::erased::{DynNode, DynNodeKind, DynWorkflow, NextTarget};
 use crate::graph::Links;
 
-/// The kinds of link, as drawn.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
+/// The kinds of link, as drawn: a static edge, an edge into a join, a route's target, a goto.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkKind {
+    /// A static edge (drawn plain).
     Edge,
+    /// A static edge into a join node (drawn bold).
     Join,
+    /// A target a route may choose (dashed, labelled `route`).
     Route,
+    /// A target a node may `goto` (dotted, labelled `goto`).
     Goto,
 }
 
+use LinkKind as Kind;
+
 /// Every link of `wf`, in drawing order: (from point, to target, kind), where from `None` is
 /// `START`.
-fn links_in_order(wf: &DynWorkflow) -> Vec<(Option<usize>, NextTarget, Kind)> {
+pub(crate) fn links_in_order(wf: &DynWorkflow) -> Vec<(Option<usize>, NextTarget, Kind)> {
     let mut out = Vec::new();
     let points = std::iter::once((None, &wf.shape.start))
         .chain(wf.shape.nodes.iter().enumerate().map(|(i, l)| (Some(i), l)));

@@ -28,15 +28,21 @@
 //! | GET | `/api/workflows/{id}/graph?format=dot\|mermaid&version=` | a compiled-in workflow's graph |
 //! | GET | `/api/trace/{correlation_id}` | messages carrying the id, across threads |
 //! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|fork` | controls (bearer token) |
+//!
+//! The web view's pages (`/ui/threads`, `/ui/threads/{id}`, `/ui/messages/{id}`, see `pages`)
+//! and the reads they need beyond these ([`view`]) are served at the same address.
 
 pub mod discovery;
 pub mod params;
 pub mod token;
 
 mod controls;
+mod graph_svg;
+mod pages;
 mod routes;
 mod sse;
 mod threads;
+pub mod view;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -189,7 +195,7 @@ pub async fn serve(
         prometheus: options.prometheus.clone(),
     };
     let stop = state.stop.clone();
-    let router = routes::router(state);
+    let router = routes::router(state, pages::routes());
     let until = stop.clone();
     let task = tokio::spawn(async move {
         let served = axum::serve(listener, router)

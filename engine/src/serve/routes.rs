@@ -42,7 +42,9 @@ impl App {
     }
 }
 
-pub(super) fn router(app: App) -> Router {
+/// The JSON API's routes, `extra` (the web view's, given by the caller so that this file does
+/// not import the pages) and the fallbacks, over `app`.
+pub(super) fn router(app: App, extra: Router<App>) -> Router {
     Router::new()
         .route("/api/health", get(threads::health))
         .route("/api/metrics", get(threads::metrics))
@@ -54,6 +56,7 @@ pub(super) fn router(app: App) -> Router {
         .route("/api/workflows/{id}/graph", get(threads::graph))
         .route("/api/trace/{id}", get(threads::trace))
         .route("/api/threads/{id}/{control}", post(controls::control))
+        .merge(extra)
         .fallback(|| async {
             Reject { status: 404, error: "no such route".into(), field: Some("path".into()) }
         })

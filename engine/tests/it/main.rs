@@ -9,6 +9,8 @@
 mod bundle_export_options;
 mod bundle_replay;
 mod bundle_seed;
+#[cfg(all(feature = "http", feature = "cli"))]
+mod cdp;
 mod checkpoints;
 mod common;
 mod controls;
@@ -43,3 +45,5 @@ mod telemetry_pg;
 mod telemetry_recorder;
 mod trace;
 mod variables;
+#[cfg(all(feature = "http", feature = "cli"))]
+mod web_view;

@@ -1,0 +1,385 @@
+//! A workflow's graph as SVG, its nodes coloured by where a thread stands: the web view's
+//! picture of a thread (`GET /api/threads/{id}/graph.svg`).
+//!
+//! The layout is not ours: `layout-rs` (a layered, Sugiyama-style layout: ranks, crossing
+//! reduction, coordinate assignment, edge routing as Bézier paths) places the nodes and routes
+//! the edges. We only hand it the nodes and links ([`DynWorkflow::links`]) and draw what it
+//! computed through a [`RenderBackend`] that records positions instead of writing its own SVG, so
+//! that each node is one `<g class="node st-STATUS" data-node="NAME">` the page can style, count
+//! and click. A sub-workflow is one node here (its child is a thread of its own).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use cairn_dsl::{DynNodeKind, DynWorkflow, LinkKind, NextTarget};
+use layout::core::base::Orientation;
+use layout::core::color::Color;
+use layout::core::format::{ClipHandle, RenderBackend};
+use layout::core::geometry::Point;
+use layout::core::style::{LineStyleKind, StyleAttr};
+use layout::std_shapes::shapes::{Arrow, Element, LineEndKind, ShapeKind};
+use layout::topo::layout::VisualGraph;
+
+/// Where a node stands in a thread, as drawn (the CSS class `st-<status>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NodeStatus {
+    /// Never ran (or not in this thread's run so far).
+    Idle,
+    /// Due in the thread's next step.
+    Pending,
+    /// Running now.
+    Running,
+    /// Parked: waiting for input or a timer.
+    Waiting,
+    /// Its latest run completed.
+    Completed,
+    /// Its latest run failed.
+    Failed,
+}
+
+impl NodeStatus {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            NodeStatus::Idle => "idle",
+            NodeStatus::Pending => "pending",
+            NodeStatus::Running => "running",
+            NodeStatus::Waiting => "waiting",
+            NodeStatus::Completed => "completed",
+            NodeStatus::Failed => "failed",
+        }
+    }
+}
+
+/// What the picture shows of one node: its status and a tooltip.
+#[derive(Debug, Clone)]
+pub(crate) struct Mark {
+    pub status: NodeStatus,
+    pub title: String,
+}
+
+/// What the layout drew, recorded: shapes by the `properties` we gave them, and edge paths.
+#[derive(Default)]
+struct Capture {
+    /// (key, top-left, size, is a circle).
+    shapes: Vec<(String, Point, Point, bool)>,
+    /// (key, path as layout-rs gives it: (point, control point) pairs).
+    arrows: Vec<(String, Vec<(Point, Point)>)>,
+}
+
+impl RenderBackend for Capture {
+    fn draw_rect(
+        &mut self,
+        xy: Point,
+        size: Point,
+        _look: &StyleAttr,
+        properties: Option<String>,
+        _clip: Option<ClipHandle>,
+    ) {
+        if let Some(key) = properties {
+            self.shapes.push((key, xy, size, false));
+        }
+    }
+
+    fn draw_line(&mut self, _: Point, _: Point, _: &StyleAttr, _: Option<String>) {}
+
+    fn draw_circle(&mut self, xy: Point, size: Point, _: &StyleAttr, properties: Option<String>) {
+        // The center is given; the second (outer) circle of END has no key.
+        if let Some(key) = properties {
+            let top_left = Point::new(xy.x - size.x / 2., xy.y - size.y / 2.);
+            self.shapes.push((key, top_left, size, true));
+        }
+    }
+
+    fn draw_text(&mut self, _: Point, _: &str, _: &StyleAttr) {}
+
+    fn draw_arrow(
+        &mut self,
+        path: &[(Point, Point)],
+        _dashed: bool,
+        _head: (bool, bool),
+        _look: &StyleAttr,
+        properties: Option<String>,
+        _text: &str,
+    ) {
+        self.arrows.push((properties.unwrap_or_default(), path.to_vec()));
+    }
+
+    fn create_clip(&mut self, _: Point, _: Point, _: usize) -> ClipHandle {
+        0
+    }
+}
+
+/// Node labels' font size (layout-rs sizes boxes from it).
+const FONT: usize = 14;
+
+/// The SVG of `wf` with each node marked as `marks` says (unmarked nodes are idle).
+///
+/// # Errors
+/// When the layout fails (it panics on graphs it cannot handle; caught here, said as text).
+pub(crate) fn workflow_svg(
+    wf: &DynWorkflow,
+    marks: &BTreeMap<String, Mark>,
+) -> Result<String, String> {
+    let capture = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| lay_out(wf)))
+        .map_err(|_| format!("the layout of workflow {} failed", wf.id()))?;
+    Ok(draw(wf, marks, &capture))
+}
+
+fn lay_out(wf: &DynWorkflow) -> Capture {
+    let mut vg = VisualGraph::new(Orientation::TopToBottom);
+    let look = StyleAttr::new(Color::fast("black"), 2, None, 6, FONT);
+    let circle = |label: &str, key: &str| {
+        let shape = ShapeKind::new_circle(label);
+        Element::create_with_properties(
+            shape,
+            look.clone(),
+            Orientation::TopToBottom,
+            Point::splat(40.),
+            key,
+        )
+    };
+    let start = vg.add_node(circle("START", "start"));
+    let end = vg.add_node(circle("END", "end"));
+    let nodes: Vec<_> = (0..wf.nodes().len())
+        .map(|i| {
+            let shape = ShapeKind::new_box(&label(wf, i));
+            let size = Point::new(100., 40.);
+            let e = Element::create_with_properties(
+                shape,
+                look.clone(),
+                Orientation::TopToBottom,
+                size,
+                format!("n{i}"),
+            );
+            vg.add_node(e)
+        })
+        .collect();
+    for (from, to, kind) in wf.links() {
+        let from = from.map_or(start, |i| nodes[i]);
+        let to = match to {
+            NextTarget::Node(i) => nodes[i],
+            NextTarget::End => end,
+        };
+        let style = match kind {
+            LinkKind::Edge | LinkKind::Join => LineStyleKind::Normal,
+            LinkKind::Route => LineStyleKind::Dashed,
+            LinkKind::Goto => LineStyleKind::Dotted,
+        };
+        let arrow = Arrow::with_properties(
+            LineEndKind::None,
+            LineEndKind::Arrow,
+            style,
+            "",
+            &look,
+            kind_class(kind),
+            &None,
+            &None,
+        );
+        vg.add_edge(arrow, from, to);
+    }
+    let mut capture = Capture::default();
+    vg.do_it(false, false, false, &mut capture);
+    capture
+}
+
+/// A node's label: its name, and a note of its kind when not a plain task.
+fn label(wf: &DynWorkflow, i: usize) -> String {
+    let node = &wf.nodes()[i];
+    match node.kind {
+        DynNodeKind::Task(_) => node.name.clone(),
+        DynNodeKind::Map { .. } => format!("{}\n(map)", node.name),
+        DynNodeKind::Subgraph { .. } => format!("{}\n(sub-workflow)", node.name),
+    }
+}
+
+fn kind_class(kind: LinkKind) -> &'static str {
+    match kind {
+        LinkKind::Edge => "edge",
+        LinkKind::Join => "edge join",
+        LinkKind::Route => "edge route",
+        LinkKind::Goto => "edge goto",
+    }
+}
+
+/// The picture's own style: it stands alone when fetched directly, and the page may restyle it.
+const STYLE: &str = "\
+.edge{fill:none;stroke:#6b7280;stroke-width:1.5}\
+.edge.join{stroke-width:2.5}.edge.route{stroke-dasharray:6 4}.edge.goto{stroke-dasharray:2 3}\
+.node rect,.terminal circle{stroke:#374151;stroke-width:1.5;fill:#f3f4f6}\
+.node text,.terminal text{font:14px sans-serif;fill:#111827;text-anchor:middle;dominant-baseline:central}\
+.st-completed rect{fill:#bbf7d0;stroke:#15803d}\
+.st-running rect{fill:#bfdbfe;stroke:#1d4ed8;stroke-width:3}\
+.st-waiting rect{fill:#fde68a;stroke:#b45309;stroke-width:3}\
+.st-failed rect{fill:#fecaca;stroke:#b91c1c;stroke-width:3}\
+.st-pending rect{fill:#e0e7ff;stroke:#4338ca;stroke-dasharray:4 3}\
+.st-idle rect{fill:#f9fafb;stroke:#9ca3af}";
+
+fn draw(wf: &DynWorkflow, marks: &BTreeMap<String, Mark>, c: &Capture) -> String {
+    // The bounding box of everything drawn, with a margin.
+    let (mut lo, mut hi) = (Point::splat(f64::MAX), Point::splat(f64::MIN));
+    let mut grow = |p: Point| {
+        lo = Point::new(lo.x.min(p.x), lo.y.min(p.y));
+        hi = Point::new(hi.x.max(p.x), hi.y.max(p.y));
+    };
+    for (_, xy, size, _) in &c.shapes {
+        grow(*xy);
+        grow(xy.add(*size));
+    }
+    for (_, path) in &c.arrows {
+        for (p, q) in path {
+            grow(*p);
+            grow(*q);
+        }
+    }
+    if lo.x > hi.x {
+        (lo, hi) = (Point::zero(), Point::splat(10.));
+    }
+    let m = 10.;
+    let (x0, y0, w, h) = (lo.x - m, lo.y - m, hi.x - lo.x + 2. * m, hi.y - lo.y + 2. * m);
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"wf-graph\" data-workflow=\"{}\" \
+         viewBox=\"{x0:.1} {y0:.1} {w:.1} {h:.1}\" width=\"{w:.0}\" height=\"{h:.0}\">",
+        esc(wf.id())
+    );
+    let _ = write!(
+        out,
+        "<style>{STYLE}</style><defs><marker id=\"wf-arrow\" viewBox=\"0 0 10 10\" refX=\"9\" \
+         refY=\"5\" markerWidth=\"8\" markerHeight=\"8\" orient=\"auto-start-reverse\">\
+         <path d=\"M0 0L10 5L0 10z\" fill=\"#6b7280\"/></marker></defs>"
+    );
+    out.push_str("<g class=\"edges\">");
+    for (class, path) in &c.arrows {
+        if path.len() < 2 {
+            continue;
+        }
+        // The path as layout-rs's own SVG backend writes it: an exit vector, then entries.
+        let mut d = format!(
+            "M{:.1} {:.1}C{:.1} {:.1},{:.1} {:.1},{:.1} {:.1}",
+            path[0].0.x,
+            path[0].0.y,
+            path[0].1.x,
+            path[0].1.y,
+            path[1].0.x,
+            path[1].0.y,
+            path[1].1.x,
+            path[1].1.y
+        );
+        for (p, q) in &path[2..] {
+            let _ = write!(d, "S{:.1} {:.1},{:.1} {:.1}", p.x, p.y, q.x, q.y);
+        }
+        let _ = write!(out, "<path class=\"{class}\" d=\"{d}\" marker-end=\"url(#wf-arrow)\"/>");
+    }
+    out.push_str("</g><g class=\"nodes\">");
+    for (key, xy, size, _) in &c.shapes {
+        let (cx, cy) = (xy.x + size.x / 2., xy.y + size.y / 2.);
+        match key.as_str() {
+            "start" | "end" => {
+                let r = size.x.min(size.y) / 2.;
+                let label = if key == "start" { "START" } else { "END" };
+                let _ = write!(
+                    out,
+                    "<g class=\"terminal {key}\"><circle cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"{r:.1}\"/>"
+                );
+                if key == "end" {
+                    let _ = write!(
+                        out,
+                        "<circle cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"{:.1}\" fill=\"none\"/>",
+                        r + 4.
+                    );
+                }
+                let _ = write!(
+                    out,
+                    "<text x=\"{cx:.1}\" y=\"{cy:.1}\" font-size=\"9\">{label}</text></g>"
+                );
+            }
+            _ => {
+                let Some(node) = key.strip_prefix('n').and_then(|i| i.parse::<usize>().ok()) else {
+                    continue;
+                };
+                let Some(n) = wf.nodes().get(node) else { continue };
+                let mark = marks.get(&n.name);
+                let status = mark.map_or(NodeStatus::Idle, |m| m.status).as_str();
+                let title =
+                    mark.map_or_else(|| format!("{}: {status}", n.name), |m| m.title.clone());
+                let _ = write!(
+                    out,
+                    "<g class=\"node st-{status}\" data-node=\"{}\" data-status=\"{status}\">\
+                     <title>{}</title><rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" \
+                     height=\"{:.1}\" rx=\"6\"/>",
+                    esc(&n.name),
+                    esc(&title),
+                    xy.x,
+                    xy.y,
+                    size.x,
+                    size.y
+                );
+                let lines: Vec<String> = label(wf, node).lines().map(str::to_owned).collect();
+                let first = cy - (lines.len() as f64 - 1.) * 9.;
+                for (k, line) in lines.iter().enumerate() {
+                    let size = if k == 0 { "" } else { " font-size=\"11\"" };
+                    let _ = write!(
+                        out,
+                        "<text x=\"{cx:.1}\" y=\"{:.1}\"{size}>{}</text>",
+                        first + k as f64 * 18.,
+                        esc(line)
+                    );
+                }
+                out.push_str("</g>");
+            }
+        }
+    }
+    out.push_str("</g></svg>");
+    out
+}
+
+/// Text escaped for XML content and attribute values.
+pub(crate) fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use cairn_dsl::{END, NodeOutput, Replace, START, Workflow};
+
+    use super::*;
+
+    #[test]
+    fn every_node_is_one_group_with_its_status() {
+        let wf = Workflow::<Replace<bool>>::builder("w", 1)
+            .node("check", |_s: Arc<Replace<bool>>, _ctx| async { Ok(NodeOutput::none()) })
+            .node("fix", |_s: Arc<Replace<bool>>, _ctx| async { Ok(NodeOutput::none()) })
+            .edge(START, "check")
+            .route("check", |s: &Replace<bool>| if s.0 { END } else { "fix" }, ["fix", END])
+            .edge("fix", "check")
+            .loop_bound("fix", 3)
+            .build()
+            .unwrap()
+            .erase();
+        let mut marks = BTreeMap::new();
+        let failed = Mark { status: NodeStatus::Failed, title: "fix <failed>".into() };
+        marks.insert("fix".to_owned(), failed);
+        let svg = workflow_svg(&wf, &marks).unwrap();
+        assert_eq!(svg.matches("<g class=\"node ").count(), 2, "{svg}");
+        assert!(svg.contains("class=\"node st-failed\" data-node=\"fix\""), "{svg}");
+        assert!(svg.contains("class=\"node st-idle\" data-node=\"check\""), "{svg}");
+        assert!(svg.contains("fix &lt;failed&gt;"));
+        // START -> check, check -> fix and END (route), fix -> check.
+        assert_eq!(svg.matches("<path class=\"edge").count(), 4, "{svg}");
+        assert!(svg.contains("edge route"));
+    }
+}

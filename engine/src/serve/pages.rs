@@ -1,0 +1,84 @@
+//! The web view: HTML pages served by the endpoint, with their script and style compiled into
+//! the binary (`include_str!` of `serve/ui/`), so they work with no network: nothing is fetched
+//! but from this endpoint. Pages:
+//!
+//! | path | page |
+//! |---|---|
+//! | `/` | redirects to `/ui/threads` |
+//! | `/ui/threads` | threads: status, workflow, progress, labels, age; filters, search, live counts, paging |
+//! | `/ui/threads/{id}` | a thread: graph, timeline, live event log (windowed), state and diff at a step, checkpoints, budgets, last error, controls |
+//! | `/ui/messages/{correlation_id}` | the messages of a correlation id as a sequence picture |
+//!
+//! The pages read the JSON API (and [`super::view`]'s routes) from the browser. No page carries
+//! the control token: the thread page asks for it (kept in the tab's `sessionStorage`), or takes
+//! it once from the address's fragment (`#token=...`, which a browser never sends to the server)
+//! and removes it from the address. Every page is served with a content security policy that
+//! allows scripts, styles, images and connections from this endpoint only.
+
+use axum::Router;
+use axum::extract::Path;
+use axum::http::header;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+
+use super::params::Reject;
+use super::routes::App;
+use super::view;
+
+/// The compiled-in files of the web view: (name under `/ui/assets/`, content type, text).
+const ASSETS: &[(&str, &str, &str)] = &[
+    ("app.css", "text/css; charset=utf-8", include_str!("ui/app.css")),
+    ("common.js", "text/javascript; charset=utf-8", include_str!("ui/common.js")),
+    ("threads.js", "text/javascript; charset=utf-8", include_str!("ui/threads.js")),
+    ("thread.js", "text/javascript; charset=utf-8", include_str!("ui/thread.js")),
+    ("messages.js", "text/javascript; charset=utf-8", include_str!("ui/messages.js")),
+];
+
+const THREADS_HTML: &str = include_str!("ui/threads.html");
+const THREAD_HTML: &str = include_str!("ui/thread.html");
+const MESSAGES_HTML: &str = include_str!("ui/messages.html");
+
+/// Scripts, styles, images and requests from this endpoint only; no inline script. Inline
+/// styles are allowed for the SVG pictures' own `<style>` and the bars' widths.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+                   img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; \
+                   frame-ancestors 'none'";
+
+/// The web view's routes (pages, assets, and the reads they need).
+pub(super) fn routes() -> Router<App> {
+    Router::new()
+        .route("/", get(|| async { Redirect::to("/ui/threads") }))
+        .route("/ui", get(|| async { Redirect::to("/ui/threads") }))
+        .route("/ui/threads", get(|| async { page(THREADS_HTML) }))
+        .route("/ui/threads/{id}", get(|_: Path<String>| async { page(THREAD_HTML) }))
+        .route("/ui/messages", get(|| async { page(MESSAGES_HTML) }))
+        .route("/ui/messages/{id}", get(|_: Path<String>| async { page(MESSAGES_HTML) }))
+        .route("/ui/assets/{file}", get(asset))
+        .route("/api/view/threads", get(view::threads))
+        .route("/api/threads/{id}/graph.svg", get(view::graph_svg))
+        .route("/api/threads/{id}/timeline", get(view::timeline))
+        .route("/api/trace/{id}/sequence.svg", get(view::sequence_svg))
+}
+
+fn page(html: &'static str) -> Response {
+    let headers = [
+        (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+        (header::CONTENT_SECURITY_POLICY, CSP),
+        (header::CACHE_CONTROL, "no-cache"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "no-referrer"),
+    ];
+    (headers, html).into_response()
+}
+
+async fn asset(Path(file): Path<String>) -> Result<Response, Reject> {
+    let Some((_, kind, text)) = ASSETS.iter().find(|(name, _, _)| *name == file) else {
+        return Err(Reject::not_found("path", format!("no asset {file:?}")));
+    };
+    let headers = [
+        (header::CONTENT_TYPE, *kind),
+        (header::CACHE_CONTROL, "no-cache"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    ];
+    Ok((headers, *text).into_response())
+}

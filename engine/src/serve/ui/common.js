@@ -1,0 +1,132 @@
+// Cairn web view: helpers shared by the pages. Plain browser JavaScript, no library, no network
+// but this endpoint.
+"use strict";
+
+const cairn = (() => {
+  /** GET a JSON route; throws an Error with the endpoint's message on a 4xx/5xx. */
+  async function api(path) {
+    const resp = await fetch(path, { headers: { accept: "application/json" } });
+    const text = await resp.text();
+    let body;
+    try { body = JSON.parse(text); } catch (_) { body = text; }
+    if (!resp.ok) {
+      const why = body && body.error ? body.error + (body.field ? ` (${body.field})` : "") : text;
+      throw new Error(`${resp.status}: ${why}`);
+    }
+    return body;
+  }
+
+  /** GET a route as text (SVG pictures). */
+  async function text(path) {
+    const resp = await fetch(path);
+    const t = await resp.text();
+    if (!resp.ok) {
+      let why = t;
+      try { why = JSON.parse(t).error; } catch (_) { /* not JSON */ }
+      throw new Error(`${resp.status}: ${why}`);
+    }
+    return t;
+  }
+
+  /** An element: el("td", {class: "x", onclick: f}, "text", child, ...). */
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+      else if (k === "class") e.className = v;
+      else if (k === "style") e.style.cssText = v;
+      else e.setAttribute(k, v === true ? "" : v);
+    }
+    for (const c of children.flat()) {
+      if (c === undefined || c === null || c === false) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  function badge(status) {
+    return el("span", { class: `badge s-${status}`, "data-status": status }, String(status).replace("_", " "));
+  }
+
+  /** "3 s", "4 min", "2 h", "5 d". */
+  function age(ms) {
+    if (ms === null || ms === undefined || Number.isNaN(ms)) return "";
+    const s = Math.max(0, Math.round(ms / 1000));
+    if (s < 60) return `${s} s`;
+    if (s < 3600) return `${Math.round(s / 60)} min`;
+    if (s < 86400) return `${Math.round(s / 3600)} h`;
+    return `${Math.round(s / 86400)} d`;
+  }
+
+  function duration(ms) {
+    if (ms === null || ms === undefined) return "";
+    if (ms < 1000) return `${ms} ms`;
+    if (ms < 60000) return `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
+    return age(ms);
+  }
+
+  function time(ms) {
+    if (!ms) return "";
+    const d = new Date(ms);
+    return d.toISOString().replace("T", " ").replace("Z", "").slice(0, 23);
+  }
+
+  function progressBar(p) {
+    if (!p || !p.total) return "";
+    const frac = p.percent !== null && p.percent !== undefined
+      ? (p.step - 1 + p.percent / 100) / p.total : p.step / p.total;
+    const pct = Math.max(0, Math.min(100, Math.round(100 * frac)));
+    return el("span", { class: "progress-wrap", title: p.message || "" },
+      el("span", { class: "progress" }, el("span", { style: `width:${pct}%` })),
+      `${p.step}/${p.total}`, p.message ? el("span", { class: "muted" }, ` ${p.message}`) : "");
+  }
+
+  function labels(map) {
+    return Object.entries(map || {}).map(([k, v]) => el("span", { class: "label" }, `${k}=${v}`));
+  }
+
+  // The control token: never in a page. Taken once from the address's fragment (#token=...),
+  // which the browser does not send, or asked for; kept in this tab's sessionStorage.
+  const TOKEN_KEY = "cairn.token";
+  function adoptTokenFromFragment() {
+    const m = /(?:^#|&)token=([0-9a-fA-F]+)/.exec(location.hash);
+    if (m) {
+      sessionStorage.setItem(TOKEN_KEY, m[1]);
+      history.replaceState(null, "", location.pathname + location.search);
+    }
+  }
+  function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
+  function setToken(t) {
+    if (t) sessionStorage.setItem(TOKEN_KEY, t.trim());
+    else sessionStorage.removeItem(TOKEN_KEY);
+  }
+
+  /** POST a control with the token; resolves to the JSON answer, throws with the error. */
+  async function control(thread, name, body) {
+    const resp = await fetch(`/api/threads/${encodeURIComponent(thread)}/${name}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${token()}` },
+      body: body === undefined ? "" : JSON.stringify(body),
+    });
+    const t = await resp.text();
+    let out;
+    try { out = JSON.parse(t); } catch (_) { out = { error: t }; }
+    if (!resp.ok) {
+      const e = new Error(`${resp.status}: ${out.error}${out.field ? ` (${out.field})` : ""}`);
+      e.status = resp.status;
+      throw e;
+    }
+    return out;
+  }
+
+  function setLive(on, text) {
+    const l = document.getElementById("live");
+    if (!l) return;
+    l.className = `live ${on ? "on" : "off"}`;
+    l.textContent = text;
+  }
+
+  adoptTokenFromFragment();
+  return { api, text, el, badge, age, duration, time, progressBar, labels, token, setToken, control, setLive };
+})();

@@ -1,0 +1,403 @@
+// Cairn web view: one thread. The log is windowed: the page holds at most MAX_ROWS events, loads
+// the last WINDOW first and older ones a window at a time, and follows new ones over SSE. The
+// summary, graph, timeline and checkpoints are read again (at most once a second) when events
+// arrive.
+"use strict";
+
+(() => {
+  const { api, text, el, badge, age, duration, time, progressBar, labels, setLive } = cairn;
+  const $ = (id) => document.getElementById(id);
+  const WINDOW = 200;
+  const MAX_ROWS = 2000;
+  const TERMINAL = new Set(["completed", "failed", "cancelled", "timed_out"]);
+  const id = decodeURIComponent(location.pathname.replace(/^\/ui\/threads\//, ""));
+  const enc = encodeURIComponent(id);
+  document.title = `${id} · Cairn`;
+  $("title").textContent = id;
+
+  let summary = null;
+  let rows = []; // events in the page, ascending seq
+  let atLatest = true; // the window reaches the newest event read
+  let selected = null;
+  let source = null;
+  let dirty = false;
+
+  // ---- summary, budgets, last error ----
+  function kv(dl, pairs) {
+    dl.replaceChildren(...pairs.filter(([, v]) => v !== undefined && v !== null && v !== "")
+      .flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+  }
+
+  function renderSummary(s) {
+    summary = s;
+    $("status").replaceChildren(badge(s.status));
+    document.body.dataset.status = s.status;
+    const wf = s.workflow ? `${s.workflow.id} v${s.workflow.version}` : "";
+    $("subtitle").textContent = `${wf} · step ${s.step} · seq ${s.seq}`;
+    const waiting = s.waiting
+      ? (s.waiting.type === "timer" ? `timer for ${s.waiting.task.node} until ${time(s.waiting.until_ms)}`
+        : `input for ${s.waiting.task.node}: ${JSON.stringify(s.waiting.prompt)}`) : "";
+    const parent = s.parent ? el("a", { href: `/ui/threads/${encodeURIComponent(s.parent.thread)}` },
+      `${s.parent.thread} @ ${s.parent.seq}`) : "";
+    const fork = s.fork ? `${s.fork.thread} @ ${s.fork.seq}` : "";
+    kv($("summary"), [
+      ["status", badge(s.status)],
+      ["workflow", wf],
+      ["step / seq", `${s.step} / ${s.seq}`],
+      ["next", (s.frontier || []).join(", ")],
+      ["waiting", waiting],
+      ["progress", progressBar(s.progress)],
+      ["labels", labels(s.labels)],
+      ["created", `${time(s.created_at_ms)} (${age(Date.now() - s.created_at_ms)} ago)`],
+      ["updated", `${time(s.updated_at_ms)} (${age(Date.now() - s.updated_at_ms)} ago)`],
+      ["parent", parent],
+      ["forked from", fork],
+      ["lease", s.lease ? `${s.lease.owner || JSON.stringify(s.lease)}` : ""],
+      ["locks", (s.locks || []).map((l) => l.name).join(", ")],
+      ["output", s.output === null || s.output === undefined ? "" : el("code", {}, JSON.stringify(s.output).slice(0, 300))],
+    ]);
+    const problems = [];
+    if (s.last_error) {
+      problems.push(el("div", { class: "alert", id: "last-error" },
+        el("strong", {}, `Last error (seq ${s.last_error.seq}, ${s.last_error.task}): `), s.last_error.error));
+    }
+    if (s.status_reason && (!s.last_error || !String(s.last_error.error).includes(s.status_reason))) {
+      problems.push(el("div", { class: "alert", id: "divergence" }, el("strong", {}, "Why it stopped (a diverging replay, a blocked resume): "), s.status_reason));
+    }
+    if (s.state_unknown) problems.push(el("div", { class: "alert" }, el("strong", {}, "State unknown: "), s.state_unknown));
+    $("problem").replaceChildren(...problems);
+    const budgets = Object.entries(s.budgets || {}).map(([name, b]) => {
+      const used = b.used;
+      const limit = b.limit;
+      const pct = limit ? Math.min(100, Math.round((100 * used) / limit)) : 0;
+      const shown = name === "wall_ms" ? duration(used) : used;
+      const lim = limit === null || limit === undefined ? "no limit" : (name === "wall_ms" ? duration(limit) : limit);
+      return el("div", { class: "budget", "data-budget": name },
+        el("span", {}, name.replace("_", " ")),
+        el("span", { class: `progress${pct >= 100 ? " over" : ""}` }, el("span", { style: `width:${limit ? pct : 0}%` })),
+        el("span", { class: "muted" }, `${shown} / ${lim}`));
+    });
+    $("budgets").replaceChildren(...budgets);
+    const t = s.telemetry || {};
+    kv($("usage"), [
+      ["tool calls", t.tool_calls],
+      ["retries", t.retries],
+      ["errors", t.errors],
+      ["tokens", t.tokens],
+      ["cost", t.cost_micros !== undefined ? `${(t.cost_micros / 1e6).toFixed(4)}` : ""],
+      ["checkpoints", t.checkpoints],
+      ["time in nodes", Object.entries(t.node_ms || {}).map(([n, ms]) => `${n} ${duration(ms)}`).join(", ")],
+    ]);
+    const st = s.status;
+    $("pause").disabled = TERMINAL.has(st) || st === "paused";
+    $("resume").disabled = st !== "paused" && st !== "blocked" && st !== "failed";
+    $("cancel").disabled = TERMINAL.has(st);
+    $("input").disabled = st !== "waiting_input";
+    if (!$("fork-at").value) $("fork-at").placeholder = String(s.seq);
+  }
+
+  async function loadSummary() {
+    renderSummary(await api(`/api/threads/${enc}`));
+  }
+
+  // ---- graph ----
+  async function loadGraph() {
+    const svg = await text(`/api/threads/${enc}/graph.svg`);
+    $("graph").innerHTML = svg; // the endpoint's own SVG: every name in it is escaped
+  }
+
+  // ---- timeline ----
+  async function loadTimeline() {
+    const t = await api(`/api/threads/${enc}/timeline`);
+    const items = [];
+    for (const r of t.runs) items.push({ kind: "run", start: r.start_ms, end: r.end_ms, r });
+    for (const w of t.waits) items.push({ kind: "wait", start: w.start_ms, end: w.end_ms, r: w });
+    const now = Date.now();
+    const starts = items.map((i) => i.start).filter((x) => x !== null);
+    const ends = items.map((i) => i.end ?? now);
+    const lo = Math.min(...starts, ...ends);
+    const hi = Math.max(...ends, lo + 1);
+    const pos = (x) => ((x - lo) * 100) / (hi - lo);
+    const shown = items.slice(-300);
+    $("timeline-note").textContent = `${t.runs.length} runs, ${t.waits.length} waits` +
+      (t.whole ? "" : ` (seq ${t.from_seq}–${t.to_seq}: the last events only)`) +
+      (shown.length < items.length ? `, the last ${shown.length} shown` : "");
+    const out = shown.map(({ kind, start, end, r }) => {
+      const s = start ?? lo;
+      const e = end ?? now;
+      const left = pos(s);
+      const width = Math.max(0.3, pos(e) - left);
+      if (kind === "wait") {
+        return el("div", { class: "tl-row wait", "data-task": r.task },
+          el("span", { class: "name" }, `${r.task}`, el("span", { class: "muted" }, ` waits for ${r.kind}`)),
+          el("span", { class: "tl-track" }, el("span", { class: "tl-bar wait", style: `left:${left}%;width:${width}%`, title: `waiting for ${r.kind}` })),
+          el("span", { class: "dur" }, end ? duration(e - s) : "waiting"));
+      }
+      const tools = (r.tools || []).map((tc) => el("span", {
+        class: "tl-tool", title: `tool ${tc.name} #${tc.call}${tc.ok === false ? " (error)" : ""}`,
+        style: `left:${pos(tc.start_ms)}%;width:${Math.max(0.2, pos(tc.end_ms ?? now) - pos(tc.start_ms))}%`,
+      }));
+      const notes = [];
+      if (r.attempt > 1) notes.push(`attempt ${r.attempt}`);
+      if (r.retry_delay_ms !== undefined) notes.push(`retry in ${duration(r.retry_delay_ms)}`);
+      if (r.tools && r.tools.length) notes.push(`${r.tools.length} tool call${r.tools.length > 1 ? "s" : ""}`);
+      const title = `${r.task} step ${r.step}: ${r.status}${notes.length ? ` (${notes.join(", ")})` : ""}${r.error ? ` — ${r.error}` : ""}`;
+      return el("div", { class: `tl-row run ${r.status}`, "data-task": r.task, title },
+        el("span", { class: "name" }, `${r.task}`, el("span", { class: "muted" }, ` #${r.step}${notes.length ? ` · ${notes.join(" · ")}` : ""}`)),
+        el("span", { class: "tl-track" }, el("span", { class: `tl-bar ${r.status}`, style: `left:${left}%;width:${width}%` }), ...tools),
+        el("span", { class: "dur" }, end ? duration(e - s) : r.status));
+    });
+    if (!out.length) out.push(el("p", { class: "empty" }, "No node has run yet."));
+    const box = $("timeline");
+    const stick = box.scrollTop === 0 || box.scrollTop + box.clientHeight >= box.scrollHeight - 30;
+    box.replaceChildren(...out);
+    if (stick) box.scrollTop = box.scrollHeight; // the newest runs in view
+  }
+
+  // ---- events (windowed) ----
+  function summaryOf(e) {
+    const b = e.body || {};
+    const bits = [];
+    if (b.task) bits.push(b.task.item !== undefined ? `${b.task.node}[${b.task.item}]` : b.task.node);
+    if (e.summary) bits.push(e.summary);
+    else if (b.type === "status_changed") bits.push(`${b.from} → ${b.to}${b.reason ? `: ${b.reason}` : ""}`);
+    else if (b.type === "tool_called" || b.type === "tool_returned") bits.push(`${b.name} #${b.call}`);
+    else if (b.type === "node_failed") bits.push(JSON.stringify(b.error));
+    return bits.join(" · ");
+  }
+
+  function row(e) {
+    const b = e.body || {};
+    const corr = b.message && b.message.correlation_id;
+    return el("tr", { "data-seq": e.seq, "data-kind": e.kind, onclick: () => select(e.seq) },
+      el("td", { class: "seq" }, e.seq),
+      el("td", { class: "kind" }, e.kind),
+      el("td", { class: "sum" }, summaryOf(e),
+        corr ? el("a", { href: `/ui/messages/${encodeURIComponent(corr)}`, onclick: (ev) => ev.stopPropagation() }, ` ✉ ${corr}`) : ""),
+      el("td", { class: "muted", title: time(e.at_ms) }, time(e.at_ms).slice(11)));
+  }
+
+  function renderWindow() {
+    const first = summary ? summary.first_seq : 1;
+    const last = summary ? Math.max(summary.last_seq || 0, rows.length ? rows[rows.length - 1].seq : 0) : 0;
+    const lo = rows.length ? rows[0].seq : 0;
+    const hi = rows.length ? rows[rows.length - 1].seq : 0;
+    $("window").textContent = rows.length ? `seq ${lo}–${hi} of ${first}–${last}` : "no events";
+    $("older").disabled = !rows.length || lo <= first;
+    $("latest").disabled = atLatest;
+  }
+
+  async function loadLatest() {
+    await loadSummary();
+    const last = summary.last_seq || 0;
+    const since = Math.max(summary.first_seq - 1, last - WINDOW, 0);
+    const page = await api(`/api/threads/${enc}/events?since=${since}&limit=${WINDOW}`);
+    rows = page.events;
+    atLatest = true;
+    $("events").replaceChildren(...rows.map(row));
+    const log = $("log");
+    log.scrollTop = log.scrollHeight;
+    renderWindow();
+    follow();
+  }
+
+  async function loadOlder() {
+    if (!rows.length) return;
+    const lo = rows[0].seq;
+    const since = Math.max(summary.first_seq - 1, lo - 1 - WINDOW, 0);
+    const limit = lo - 1 - since;
+    if (limit <= 0) return;
+    const page = await api(`/api/threads/${enc}/events?since=${since}&limit=${limit}`);
+    const older = page.events.filter((e) => e.seq < lo);
+    const log = $("log");
+    const before = log.scrollHeight;
+    rows = older.concat(rows);
+    $("events").prepend(...older.map(row));
+    if (rows.length > MAX_ROWS) {
+      // Bounded: the newest rows go; the page is no longer at the latest event.
+      const drop = rows.length - MAX_ROWS;
+      rows = rows.slice(0, MAX_ROWS);
+      const body = $("events");
+      for (let i = 0; i < drop; i++) body.lastElementChild.remove();
+      atLatest = false;
+    }
+    log.scrollTop += log.scrollHeight - before;
+    renderWindow();
+  }
+
+  function append(e) {
+    if (rows.length && e.seq <= rows[rows.length - 1].seq) return;
+    if (!atLatest) { renderWindow(); return; }
+    const log = $("log");
+    const stick = log.scrollTop + log.clientHeight >= log.scrollHeight - 30;
+    rows.push(e);
+    const r = row(e);
+    r.classList.add("fresh");
+    $("events").append(r);
+    if (rows.length > MAX_ROWS) {
+      rows.shift();
+      $("events").firstElementChild.remove();
+    }
+    if (stick) log.scrollTop = log.scrollHeight;
+    if (summary && e.seq > (summary.last_seq || 0)) summary.last_seq = e.seq;
+    renderWindow();
+    dirty = true;
+  }
+
+  function follow() {
+    if (source) { source.close(); source = null; }
+    if (!$("follow").checked) { setLive(false, "not following"); return; }
+    if (summary && TERMINAL.has(summary.status)) { setLive(true, `ended: ${summary.status}`); }
+    const since = rows.length ? rows[rows.length - 1].seq : (summary ? summary.last_seq || 0 : 0);
+    const es = new EventSource(`/api/threads/${enc}/events?follow=1&since=${since}`);
+    source = es;
+    es.onopen = () => setLive(true, "following live");
+    es.addEventListener("event", (m) => {
+      try { append(JSON.parse(m.data)); } catch (err) { $("error").textContent = String(err); }
+    });
+    es.addEventListener("error", () => {
+      // The stream ends with the thread (or the endpoint stopped): no automatic reconnect from
+      // a stale bookmark; read again and follow from where the page is, unless it ended.
+      es.close();
+      if (source !== es) return;
+      source = null;
+      setTimeout(async () => {
+        try { await loadSummary(); } catch (_) { setLive(false, "disconnected"); return; }
+        if (TERMINAL.has(summary.status)) { dirty = true; setLive(true, `ended: ${summary.status}`); return; }
+        if ($("follow").checked && !source) follow();
+      }, 1000);
+    });
+  }
+
+  // ---- state at a seq, diff to the previous one ----
+  async function select(seq) {
+    selected = seq;
+    for (const r of $("events").querySelectorAll("tr.sel")) r.classList.remove("sel");
+    const r = $("events").querySelector(`tr[data-seq="${seq}"]`);
+    if (r) r.classList.add("sel");
+    $("state-seq").value = String(seq);
+    $("fork-at").value = String(seq);
+    try {
+      const st = await api(`/api/threads/${enc}/state?at=${seq}`);
+      $("state-at").textContent = `after seq ${st.seq} (step ${st.step}, ${st.status})`;
+      $("state").textContent = JSON.stringify(st.state, null, 2);
+      const first = summary ? summary.first_seq : 1;
+      if (seq > first) {
+        const d = await api(`/api/threads/${enc}/state?diff=${seq - 1},${seq}`);
+        const items = d.changes.map((c) => {
+          if (c.before === undefined || c.before === null) return el("li", { class: "add" }, `+ ${c.path || "/"} = ${JSON.stringify(c.after)}`);
+          if (c.after === undefined || c.after === null) return el("li", { class: "del" }, `− ${c.path || "/"} (was ${JSON.stringify(c.before)})`);
+          return el("li", { class: "chg" }, `~ ${c.path || "/"}: ${JSON.stringify(c.before)} → ${JSON.stringify(c.after)}`);
+        });
+        $("diff").replaceChildren(...(items.length ? items : [el("li", { class: "muted" }, "no change to the state")]));
+      } else {
+        $("diff").replaceChildren(el("li", { class: "muted" }, "the first event: no previous state"));
+      }
+    } catch (e) {
+      $("state").textContent = String(e.message || e);
+      $("diff").replaceChildren();
+    }
+  }
+
+  // ---- checkpoints ----
+  async function loadCheckpoints() {
+    const c = await api(`/api/threads/${enc}/checkpoints`);
+    if (!c.checkpoints.length) { $("checkpoints").replaceChildren(el("p", { class: "empty" }, "No checkpoint.")); return; }
+    const t = el("table", { class: "grid" },
+      el("thead", {}, el("tr", {}, ["id", "kind", "covers seq", "created", "size", ""].map((h) => el("th", {}, h)))),
+      el("tbody", {}, c.checkpoints.slice().sort((a, b) => b.covers.seq - a.covers.seq).slice(0, 200).map((cp) => el("tr", { "data-checkpoint": cp.id },
+        el("td", {}, cp.id), el("td", {}, cp.kind), el("td", {}, cp.covers.seq),
+        el("td", {}, time(cp.created_at_ms)), el("td", {}, `${cp.snapshot_len} B`),
+        el("td", {}, el("button", { class: "b", type: "button", onclick: () => select(cp.covers.seq) }, "state"))))));
+    $("checkpoints").replaceChildren(t);
+    $("checkpoints-note").textContent = `${c.checkpoints.length}, newest first`;
+  }
+
+  // ---- controls ----
+  function showToken() {
+    $("token-state").textContent = cairn.token() ? "token set for this tab" : "no token: controls need it";
+  }
+  async function act(name, body) {
+    const out = $("control-result");
+    if (!cairn.token()) {
+      out.className = "error";
+      out.textContent = "Paste the control token first (the file <database>.token beside the database, printed by cairn serve).";
+      $("token").focus();
+      return;
+    }
+    out.className = "muted";
+    out.textContent = `${name}…`;
+    try {
+      const r = await cairn.control(id, name, body);
+      out.className = "";
+      if (name === "fork") {
+        out.replaceChildren(`forked: `, el("a", { href: `/ui/threads/${encodeURIComponent(r.thread)}` }, r.thread), ` (${r.status})`);
+      } else {
+        out.textContent = `${name}: ${r.status}`;
+      }
+      await loadSummary();
+      dirty = true;
+    } catch (e) {
+      out.className = "error";
+      out.textContent = e.status === 401 ? "401: the token is wrong or missing (see <database>.token)." : String(e.message || e);
+    }
+  }
+  $("pause").addEventListener("click", () => act("pause"));
+  $("resume").addEventListener("click", () => act("resume"));
+  $("cancel").addEventListener("click", () => {
+    if (confirm(`Cancel thread ${id}?`)) act("cancel", { reason: "cancelled from the web view" });
+  });
+  $("input").addEventListener("click", () => {
+    const raw = $("input-value").value;
+    let value;
+    try { value = JSON.parse(raw); } catch (_) { value = raw; }
+    act("input", { value });
+  });
+  $("fork").addEventListener("click", () => {
+    const at = Number($("fork-at").value || (summary && summary.seq));
+    act("fork", { at });
+  });
+  $("token-save").addEventListener("click", () => { cairn.setToken($("token").value); $("token").value = ""; showToken(); });
+  $("older").addEventListener("click", () => loadOlder().catch((e) => { $("error").textContent = String(e.message || e); }));
+  $("latest").addEventListener("click", () => loadLatest().catch((e) => { $("error").textContent = String(e.message || e); }));
+  $("follow").addEventListener("change", follow);
+  $("state-go").addEventListener("click", () => select(Number($("state-seq").value)));
+  $("graph").addEventListener("click", (ev) => {
+    const g = ev.target.closest && ev.target.closest("g.node");
+    if (!g) return;
+    // The node's latest event in the window.
+    const node = g.getAttribute("data-node");
+    const hit = [...rows].reverse().find((e) => e.node === node || (e.body && e.body.task && e.body.task.node === node));
+    if (hit) { select(hit.seq); const r = $("events").querySelector(`tr[data-seq="${hit.seq}"]`); if (r) r.scrollIntoView({ block: "center" }); }
+  });
+
+  // Refreshes of the derived panels, at most once a second while events arrive.
+  async function refreshPanels() {
+    await Promise.all([
+      loadSummary().catch((e) => { $("error").textContent = String(e.message || e); }),
+      loadGraph().catch((e) => { $("graph").replaceChildren(el("p", { class: "error" }, String(e.message || e))); }),
+      loadTimeline().catch((e) => { $("timeline").replaceChildren(el("p", { class: "error" }, String(e.message || e))); }),
+      loadCheckpoints().catch((e) => { $("checkpoints").replaceChildren(el("p", { class: "error" }, String(e.message || e))); }),
+    ]);
+  }
+  setInterval(async () => {
+    if (!dirty || document.hidden) return;
+    dirty = false;
+    await refreshPanels();
+    renderWindow();
+  }, 1000);
+
+  (async () => {
+    showToken();
+    try {
+      await loadLatest();
+      await refreshPanels();
+      if (rows.length) await select(rows[rows.length - 1].seq);
+      renderWindow();
+      document.body.dataset.loaded = "1";
+    } catch (e) {
+      $("error").textContent = String(e.message || e);
+      setLive(false, "error");
+    }
+  })();
+})();

@@ -1,0 +1,532 @@
+//! The reads the web view's pages need beyond the JSON API's: a threads listing with a search,
+//! a total and counts by status; a thread's graph as SVG coloured by where it stands; a timeline
+//! of node runs, tool calls, retries and waits over a window of its log; and the messages of a
+//! correlation id as a sequence picture. Routes:
+//!
+//! | method | path | what |
+//! |---|---|---|
+//! | GET | `/api/view/threads?status=&workflow=&label=&q=&limit=&offset=` | a page, `total`, `counts` by status (over the other filters), `workflows`, `now_ms` |
+//! | GET | `/api/threads/{id}/graph.svg` | the workflow's graph, each node `<g class="node st-STATUS">` |
+//! | GET | `/api/threads/{id}/timeline?last=N` | runs, tool calls and waits folded from the last N events (default and max [`TIMELINE_EVENTS_MAX`]) |
+//! | GET | `/api/trace/{id}/sequence.svg` | the messages carrying a correlation id, as a sequence picture |
+//!
+//! Every read is bounded: a listing reads the thread records (not their logs), a timeline at most
+//! [`TIMELINE_EVENTS_MAX`] events, whatever the size of the thread.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use axum::Json;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use cairn_storage::{Page, Seq, ThreadRecord};
+use serde_json::{Value, json};
+
+use super::graph_svg::{Mark, NodeStatus, esc, workflow_svg};
+use super::params::{Reject, list_params, no_params};
+use super::routes::{App, blocking, pairs, reject};
+use super::threads::{record_of, segment};
+use crate::core::codec::decode;
+use crate::core::event::Body;
+use crate::debug::views;
+use crate::limits::READ_CHUNK_EVENTS;
+
+type Q = Result<Query<Vec<(String, String)>>, QueryRejection>;
+
+/// The most events a timeline folds (the last ones of the thread).
+pub const TIMELINE_EVENTS_MAX: u64 = 5_000;
+
+/// The longest search text (`q`).
+const SEARCH_CHARS_MAX: usize = 200;
+
+pub(super) async fn threads(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
+    let all = pairs(q)?;
+    let mut search: Option<String> = None;
+    let mut rest = Vec::with_capacity(all.len());
+    for (k, v) in all {
+        if k == "q" {
+            if search.is_some() {
+                return Err(Reject::bad("q", "given more than once"));
+            }
+            if v.chars().count() > SEARCH_CHARS_MAX {
+                return Err(Reject::bad("q", format!("longer than {SEARCH_CHARS_MAX} characters")));
+            }
+            search = Some(v.to_lowercase());
+        } else {
+            rest.push((k, v));
+        }
+    }
+    let p = list_params(&rest)?;
+    blocking(move || {
+        let store = app.engine.store().as_ref();
+        // Every record of the workflow and label filters (the status filter applies after the
+        // counts), in pages.
+        let mut filter = p.filter.clone();
+        let status = filter.status.take();
+        const PAGE: usize = 1_000;
+        let mut records: Vec<ThreadRecord> = Vec::new();
+        loop {
+            let batch = store
+                .list_threads(&filter, Page { limit: PAGE, offset: records.len() })
+                .map_err(|e| reject(e.into(), "threads"))?;
+            let done = batch.len() < PAGE;
+            records.extend(batch);
+            if done {
+                break;
+            }
+        }
+        if let Some(q) = search.as_deref().filter(|q| !q.is_empty()) {
+            records.retain(|r| matches(r, q));
+        }
+        let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
+        for r in &records {
+            *counts.entry(r.status.as_str()).or_default() += 1;
+        }
+        if let Some(s) = status {
+            records.retain(|r| r.status == s);
+        }
+        let total = records.len();
+        records.sort_by(|a, b| views::natural_cmp(a.id.as_str(), b.id.as_str()));
+        let rows: Vec<Value> =
+            records.iter().skip(p.offset).take(p.limit).map(views::thread_row).collect();
+        let workflows: BTreeSet<String> =
+            app.engine.workflows().iter().map(|w| w.id().to_owned()).collect();
+        Ok(Json(json!({
+            "threads": rows,
+            "offset": p.offset,
+            "limit": p.limit,
+            "total": total,
+            "counts": counts,
+            "workflows": workflows,
+            "now_ms": app.engine.clock().now_ms(),
+        })))
+    })
+    .await
+}
+
+/// Whether the search text `q` (lower case) is in the thread's id, workflow or a label.
+fn matches(r: &ThreadRecord, q: &str) -> bool {
+    r.id.as_str().to_lowercase().contains(q)
+        || r.workflow.id.to_lowercase().contains(q)
+        || r.labels.iter().any(|(k, v)| format!("{k}={v}").to_lowercase().contains(q))
+}
+
+pub(super) async fn graph_svg(
+    State(app): State<App>,
+    id: Result<Path<String>, PathRejection>,
+    q: Q,
+) -> Result<Response, Reject> {
+    let id = segment(id)?;
+    no_params(&pairs(q)?)?;
+    blocking(move || {
+        let record = record_of(&app.engine, &id)?;
+        let wf = match app.engine.workflow_of(&record.id) {
+            Ok(wf) => wf,
+            // A thread of another version: the newest compiled in of its workflow, if any.
+            Err(e) => app
+                .engine
+                .workflows()
+                .into_iter()
+                .filter(|w| w.id() == record.workflow.id)
+                .max_by_key(|w| w.version())
+                .ok_or_else(|| reject(e, "workflow"))?,
+        };
+        let details =
+            views::thread_details(&app.engine, &record).map_err(|e| reject(e, "thread"))?;
+        let svg = workflow_svg(&wf, &marks(&details)).map_err(|e| Reject {
+            status: 500,
+            error: e,
+            field: Some("workflow".into()),
+        })?;
+        let headers = [(axum::http::header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")];
+        Ok((headers, svg).into_response())
+    })
+    .await
+}
+
+/// Where each node stands, from a thread's details (`cairn show`'s JSON): the waiting node, the
+/// latest result of each node that ran, the frontier of a thread that has not ended.
+pub(crate) fn marks(details: &Value) -> BTreeMap<String, Mark> {
+    let mut out = BTreeMap::new();
+    let terminal = matches!(
+        details["status"].as_str(),
+        Some("completed" | "failed" | "cancelled" | "timed_out")
+    );
+    if let Some(results) = details["node_results"].as_object() {
+        for (node, r) in results {
+            let status = match r["status"].as_str() {
+                Some("running") if !terminal => NodeStatus::Running,
+                Some("failed") => NodeStatus::Failed,
+                Some("completed") => NodeStatus::Completed,
+                _ => NodeStatus::Idle,
+            };
+            let attempt = r["attempt"].as_u64().unwrap_or(0);
+            let mut title = format!("{node}: {} (attempt {attempt})", status.as_str());
+            if let Some(e) = r["error"].as_object() {
+                let message = e.values().find_map(|v| v["message"].as_str()).unwrap_or_default();
+                let _ = write!(title, ": {message}");
+            }
+            out.insert(node.clone(), Mark { status, title });
+        }
+    }
+    if !terminal && let Some(frontier) = details["frontier"].as_array() {
+        for node in frontier.iter().filter_map(Value::as_str) {
+            let running = out.get(node).is_some_and(|m| m.status == NodeStatus::Running);
+            if !running {
+                let title = format!("{node}: due in the next step");
+                out.insert(node.to_owned(), Mark { status: NodeStatus::Pending, title });
+            }
+        }
+    }
+    let waiting = &details["waiting"];
+    if let Some(node) = waiting["task"]["node"].as_str() {
+        let what = match waiting["type"].as_str() {
+            Some("timer") => "a timer".to_owned(),
+            _ => format!("input: {}", waiting["prompt"]),
+        };
+        let title = format!("{node}: waiting for {what}");
+        out.insert(node.to_owned(), Mark { status: NodeStatus::Waiting, title });
+    }
+    out
+}
+
+pub(super) async fn timeline(
+    State(app): State<App>,
+    id: Result<Path<String>, PathRejection>,
+    q: Q,
+) -> Result<Json<Value>, Reject> {
+    let id = segment(id)?;
+    let mut last_n = TIMELINE_EVENTS_MAX;
+    let mut seen = false;
+    for (k, v) in pairs(q)? {
+        if k != "last" {
+            return Err(Reject::bad(&k, "unknown parameter (known: last)"));
+        }
+        if seen {
+            return Err(Reject::bad("last", "given more than once"));
+        }
+        seen = true;
+        last_n =
+            v.parse::<u64>().ok().filter(|n| (1..=TIMELINE_EVENTS_MAX).contains(n)).ok_or_else(
+                || Reject::bad("last", format!("{v:?} is not in 1..={TIMELINE_EVENTS_MAX}")),
+            )?;
+    }
+    blocking(move || {
+        let record = record_of(&app.engine, &id)?;
+        let store = app.engine.store().as_ref();
+        let last = record.last.map_or(0, |b| b.seq.0);
+        let first = record.first_seq.0.max(1);
+        let from = last.saturating_sub(last_n - 1).max(first);
+        let mut fold = Timeline::default();
+        let mut after = from - 1;
+        while after < last {
+            let chunk = store
+                .read_since(&record.id, Seq(after), READ_CHUNK_EVENTS)
+                .map_err(|e| reject(e.into(), "thread"))?;
+            let Some(end) = chunk.last().map(|e| e.bookmark.seq.0) else { break };
+            for event in chunk {
+                let rec = decode(store, event).map_err(|e| reject(e, "thread"))?;
+                fold.apply(rec.bookmark.seq.0, rec.bookmark.at_ms, &rec.body);
+            }
+            after = end;
+        }
+        Ok(Json(json!({
+            "thread": id,
+            "from_seq": from,
+            "to_seq": last,
+            "whole": from <= first,
+            "runs": fold.runs,
+            "waits": fold.waits,
+        })))
+    })
+    .await
+}
+
+/// Runs, tool calls, retries and waits folded from a window of a thread's log. A run whose start
+/// is before the window starts at its first event in it.
+#[derive(Default)]
+struct Timeline {
+    runs: Vec<Value>,
+    /// Task (as text) -> index in `runs` of its open run.
+    open: BTreeMap<String, usize>,
+    waits: Vec<Value>,
+    /// Task -> index in `waits` of its open wait.
+    open_waits: BTreeMap<String, usize>,
+}
+
+impl Timeline {
+    fn run(&mut self, task: &str, node: &str, step: u64, attempt: u32, at: u64, seq: u64) -> usize {
+        if let Some(&i) = self.open.get(task)
+            && self.runs[i]["attempt"] == attempt
+        {
+            return i;
+        }
+        self.runs.push(json!({
+            "task": task, "node": node, "step": step, "attempt": attempt, "status": "running",
+            "start_ms": at, "end_ms": null, "tools": [], "seq": seq,
+        }));
+        let i = self.runs.len() - 1;
+        self.open.insert(task.to_owned(), i);
+        i
+    }
+
+    fn apply(&mut self, seq: u64, at: u64, body: &Body) {
+        match body {
+            Body::NodeStarted { step, task, attempt, .. } => {
+                let i = self.run(&task.to_string(), &task.node, *step, *attempt, at, seq);
+                self.runs[i]["status"] = json!("running");
+            }
+            Body::NodeCompleted { step, task, attempt, duration_ms, .. } => {
+                let started = at.saturating_sub(*duration_ms);
+                let i = self.run(&task.to_string(), &task.node, *step, *attempt, started, seq);
+                let run = &mut self.runs[i];
+                run["status"] = json!("completed");
+                run["end_ms"] = json!(at);
+                self.open.remove(&task.to_string());
+            }
+            Body::NodeFailed { step, task, attempt, error, terminal } => {
+                let i = self.run(&task.to_string(), &task.node, *step, *attempt, at, seq);
+                let run = &mut self.runs[i];
+                run["status"] = json!("failed");
+                run["end_ms"] = json!(at);
+                run["error"] = json!(error.to_string());
+                run["terminal"] = json!(terminal);
+                self.open.remove(&task.to_string());
+            }
+            Body::RetryScheduled { task, attempt, delay_ms, .. } => {
+                // Marks the failed attempt's run (the one before `attempt`, the next): a retry
+                // follows after the delay.
+                let key = task.to_string();
+                let failed = self.runs.iter_mut().rev().find(|r| {
+                    r["task"] == key
+                        && r["attempt"].as_u64().is_some_and(|a| a < u64::from(*attempt))
+                });
+                if let Some(run) = failed {
+                    run["retry_delay_ms"] = json!(delay_ms);
+                }
+            }
+            Body::ToolCalled { step, task, attempt, call, name, .. } => {
+                let i = self.run(&task.to_string(), &task.node, *step, *attempt, at, seq);
+                if let Some(tools) = self.runs[i]["tools"].as_array_mut() {
+                    tools.push(json!({"call": call, "name": name, "start_ms": at, "end_ms": null}));
+                }
+            }
+            Body::ToolReturned { step, task, attempt, call, name, output, duration_ms, .. } => {
+                let i = self.run(&task.to_string(), &task.node, *step, *attempt, at, seq);
+                let Some(tools) = self.runs[i]["tools"].as_array_mut() else { return };
+                let ok = output.is_ok();
+                match tools.iter_mut().rev().find(|t| t["call"] == *call) {
+                    Some(t) => {
+                        t["end_ms"] = json!(at);
+                        t["ok"] = json!(ok);
+                    }
+                    None => tools.push(json!({
+                        "call": call, "name": name, "start_ms": at.saturating_sub(*duration_ms),
+                        "end_ms": at, "ok": ok,
+                    })),
+                }
+            }
+            Body::InputRequested { task, .. } => self.wait(task.to_string(), "input", at, None),
+            Body::TimerSet { task, until_ms, .. } => {
+                self.wait(task.to_string(), "timer", at, Some(*until_ms));
+            }
+            Body::InputReceived { task, .. } | Body::TimerFired { task, .. } => {
+                let key = task.to_string();
+                match self.open_waits.remove(&key) {
+                    Some(i) => self.waits[i]["end_ms"] = json!(at),
+                    None => {
+                        let kind =
+                            if matches!(body, Body::TimerFired { .. }) { "timer" } else { "input" };
+                        self.waits.push(
+                            json!({"task": key, "kind": kind, "start_ms": null, "end_ms": at}),
+                        );
+                    }
+                }
+            }
+            Body::StatusChanged { to, .. } if to.is_terminal() => {
+                for (_, i) in std::mem::take(&mut self.open) {
+                    if self.runs[i]["status"] == "running" {
+                        self.runs[i]["status"] = json!("cancelled");
+                        self.runs[i]["end_ms"] = json!(at);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A wait of `task` starts; its open run, if any, is waiting until it starts again.
+    fn wait(&mut self, task: String, kind: &str, at: u64, until: Option<u64>) {
+        if let Some(&i) = self.open.get(&task) {
+            self.runs[i]["status"] = json!("waiting");
+        }
+        self.waits.push(
+            json!({"task": task, "kind": kind, "start_ms": at, "end_ms": null, "until_ms": until}),
+        );
+        self.open_waits.insert(task, self.waits.len() - 1);
+    }
+}
+
+pub(super) async fn sequence_svg(
+    State(app): State<App>,
+    id: Result<Path<String>, PathRejection>,
+    q: Q,
+) -> Result<Response, Reject> {
+    let id = segment(id)?;
+    no_params(&pairs(q)?)?;
+    blocking(move || {
+        let found = views::messages(app.engine.store().as_ref(), &id)
+            .map_err(|e| reject(e, "correlation_id"))?;
+        let headers = [(axum::http::header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")];
+        Ok((headers, sequence(&id, &found)).into_response())
+    })
+    .await
+}
+
+/// The messages as a sequence picture: one lifeline per participant (a node of a thread, or the
+/// name a message was sent to), one arrow per message, top to bottom in log order.
+///
+/// Hand-drawn rather than laid out by a crate: a sequence picture has no layout to search for.
+/// Columns are the participants in order of first appearance and rows the messages in order, so
+/// every coordinate follows from two indexes.
+pub(crate) fn sequence(correlation_id: &str, messages: &[Value]) -> String {
+    const COL: f64 = 190.;
+    const ROW: f64 = 46.;
+    const TOP: f64 = 70.;
+    const LEFT: f64 = 150.;
+    let mut lifelines: Vec<(String, String)> = Vec::new();
+    let mut column = |key: String, label: String| -> usize {
+        match lifelines.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                lifelines.push((key, label));
+                lifelines.len() - 1
+            }
+        }
+    };
+    let mut arrows = Vec::new();
+    for m in messages {
+        let thread = m["thread"].as_str().unwrap_or_default();
+        let node = m["node"].as_str().unwrap_or_default();
+        let from = column(format!("{thread}/{node}"), format!("{thread}\n{node}"));
+        let to = match m["to"].as_str() {
+            Some(to) => {
+                // A name of a node of the same thread is that node; a `thread/node` is that
+                // node of that thread; another name stands for itself.
+                let key = if to.contains('/') { to.to_owned() } else { format!("{thread}/{to}") };
+                let label = match to.split_once('/') {
+                    Some((t, n)) => format!("{t}\n{n}"),
+                    None => format!("{thread}\n{to}"),
+                };
+                column(key, label)
+            }
+            None => from,
+        };
+        arrows.push((from, to, m));
+    }
+    let width = LEFT + COL * lifelines.len().max(1) as f64;
+    let height = TOP + ROW * (arrows.len() as f64 + 1.) + 20.;
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"seq\" data-correlation-id=\"{}\" \
+         viewBox=\"0 0 {width:.0} {height:.0}\" width=\"{width:.0}\" height=\"{height:.0}\">\
+         <style>.seq text{{font:12px sans-serif;fill:#111827}}.life{{stroke:#9ca3af;\
+         stroke-dasharray:4 4}}.head rect{{fill:#e0e7ff;stroke:#4338ca}}.head text{{\
+         text-anchor:middle;font-weight:600}}.msg line,.msg path{{stroke:#1f2937;\
+         stroke-width:1.5;fill:none}}.msg .label{{text-anchor:middle}}.msg .when{{fill:#6b7280;\
+         font-size:11px}}</style><defs><marker id=\"seq-arrow\" viewBox=\"0 0 10 10\" refX=\"9\" \
+         refY=\"5\" markerWidth=\"8\" markerHeight=\"8\" orient=\"auto\"><path d=\"M0 0L10 5L0 \
+         10z\" fill=\"#1f2937\"/></marker></defs>",
+        esc(correlation_id)
+    );
+    let x = |col: usize| LEFT + COL * col as f64 + COL / 2.;
+    for (i, (key, label)) in lifelines.iter().enumerate() {
+        let cx = x(i);
+        let _ = write!(
+            out,
+            "<g class=\"head\" data-participant=\"{}\"><rect x=\"{:.0}\" y=\"10\" width=\"{:.0}\" \
+             height=\"40\" rx=\"4\"/>",
+            esc(key),
+            cx - COL / 2. + 8.,
+            COL - 16.
+        );
+        for (k, line) in label.lines().enumerate() {
+            let _ = write!(
+                out,
+                "<text x=\"{cx:.0}\" y=\"{}\">{}</text>",
+                26 + 16 * k,
+                esc(&clip(line, 24))
+            );
+        }
+        let _ = write!(
+            out,
+            "</g><line class=\"life\" x1=\"{cx:.0}\" y1=\"50\" x2=\"{cx:.0}\" y2=\"{:.0}\"/>",
+            height - 10.
+        );
+    }
+    for (row, (from, to, m)) in arrows.iter().enumerate() {
+        let y = TOP + ROW * (row as f64 + 0.5);
+        let role = m["role"].as_str().unwrap_or_default();
+        let content = m["content"].as_str().map_or_else(|| m["content"].to_string(), str::to_owned);
+        let label = clip(&format!("{role}: {content}"), 44);
+        let when = format!(
+            "lsn {} · {} #{}",
+            m["lsn"],
+            m["thread"].as_str().unwrap_or_default(),
+            m["seq"]
+        );
+        let _ = write!(
+            out,
+            "<g class=\"msg\" data-lsn=\"{}\"><title>{}</title><text class=\"when\" x=\"4\" \
+             y=\"{:.0}\">{}</text>",
+            m["lsn"],
+            esc(&format!("{role} → {}: {content}", m["to"].as_str().unwrap_or("(none)"))),
+            y + 4.,
+            esc(&clip(&when, 24))
+        );
+        let (x1, x2) = (x(*from), x(*to));
+        if from == to {
+            let _ = write!(
+                out,
+                "<path d=\"M{x1:.0} {:.0}h40v16h-38\" marker-end=\"url(#seq-arrow)\"/>\
+                 <text class=\"label\" x=\"{:.0}\" y=\"{:.0}\">{}</text>",
+                y - 8.,
+                x1 + 60.,
+                y - 12.,
+                esc(&label)
+            );
+        } else {
+            let _ = write!(
+                out,
+                "<line x1=\"{x1:.0}\" y1=\"{y:.0}\" x2=\"{x2:.0}\" y2=\"{y:.0}\" \
+                 marker-end=\"url(#seq-arrow)\"/><text class=\"label\" x=\"{:.0}\" \
+                 y=\"{:.0}\">{}</text>",
+                (x1 + x2) / 2.,
+                y - 6.,
+                esc(&label)
+            );
+        }
+        out.push_str("</g>");
+    }
+    if arrows.is_empty() {
+        let _ = write!(
+            out,
+            "<text x=\"10\" y=\"{TOP:.0}\">no message carries correlation id {}</text>",
+            esc(correlation_id)
+        );
+    }
+    out.push_str("</svg>");
+    out
+}
+
+/// At most `max` characters of `s`, with an ellipsis when cut.
+fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(max - 1).collect();
+    out.push('…');
+    out
+}
