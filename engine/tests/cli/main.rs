@@ -16,3 +16,4 @@ mod prune;
 mod readme;
 mod resume;
 mod serve;
+mod through;
