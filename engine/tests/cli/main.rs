@@ -9,6 +9,7 @@ mod files;
 mod harness;
 mod health;
 mod inspect;
+mod load;
 mod misc;
 mod paths;
 mod postgres;
