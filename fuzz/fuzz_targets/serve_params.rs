@@ -33,7 +33,10 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         Err(r) => refused_well(&r),
     }
     match state_params(&pairs) {
-        Ok(p) => assert!([p.at.is_some(), p.at_time.is_some(), p.diff.is_some()].iter().filter(|x| **x).count() <= 1),
+        Ok(p) => assert!(
+            [p.at.is_some(), p.at_time.is_some(), p.diff.is_some()].iter().filter(|x| **x).count()
+                <= 1
+        ),
         Err(r) => refused_well(&r),
     }
     if let Err(r) = graph_params(&pairs) {
