@@ -111,6 +111,11 @@ pub const HEALTH_ITEMS_MAX: usize = 100;
 /// as one JSON document, so a client pages through a large log instead of asking for all of it.
 pub const SERVE_PAGE_MAX: usize = 1_000;
 
+/// Bytes of one answer the CLI accepts from an engine's endpoint when it reads through it: above
+/// the largest a page can be made of (a state of [`cairn_storage::limits::SNAPSHOT_BYTES_MAX`]
+/// as JSON, a page of events with payloads), so only a broken or foreign server reaches it.
+pub const SERVE_ANSWER_BYTES_MAX: u64 = 256 * 1024 * 1024;
+
 /// Bytes of one request body to the HTTP endpoint (a control's input or a fork's update): the
 /// same bound as one inline value plus its envelope would be too tight for a large input, and an
 /// input is recorded in the log, so it stays far below a storage batch.

@@ -6,7 +6,8 @@
 
 use cairn::limits::SERVE_PAGE_MAX;
 use cairn::serve::params::{
-    Reject, events_params, graph_params, list_params, no_params, redact_only, state_params,
+    Reject, checkpoints_params, events_params, graph_params, health_params, list_params, no_params,
+    redact_only, state_params, trace_params,
 };
 
 fn refused_well(r: &Reject) {
@@ -32,10 +33,23 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         Err(r) => refused_well(&r),
     }
     match state_params(&pairs) {
-        Ok(p) => assert!(!(p.at.is_some() && p.diff.is_some())),
+        Ok(p) => assert!(
+            [p.at.is_some(), p.at_time.is_some(), p.diff.is_some()].iter().filter(|x| **x).count()
+                <= 1
+        ),
         Err(r) => refused_well(&r),
     }
     if let Err(r) = graph_params(&pairs) {
+        refused_well(&r);
+    }
+    match checkpoints_params(&pairs) {
+        Ok(p) => assert!(p.limit >= 1 && p.limit <= SERVE_PAGE_MAX),
+        Err(r) => refused_well(&r),
+    }
+    if let Err(r) = health_params(&pairs) {
+        refused_well(&r);
+    }
+    if let Err(r) = trace_params(&pairs) {
         refused_well(&r);
     }
     if let Err(r) = no_params(&pairs) {

@@ -304,6 +304,45 @@ pub trait Store: Send + Sync + 'static {
     /// [`Error::LimitExceeded`] past `READ_LIMIT_MAX`; [`Error::Corrupted`].
     fn list_threads(&self, filter: &ThreadFilter, page: Page) -> Result<Vec<ThreadRecord>, Error>;
 
+    /// Thread records matching `filter` whose ids come after `after` (from the first when
+    /// `None`) in the order [`Store::list_threads`] lists, at most `limit`: one page of a cursor
+    /// walk (pass the last id returned as the next `after`). Memory holds the page only, and the
+    /// file backend and PostgreSQL start reading at the cursor, so walking every thread costs
+    /// one read of each whatever their number.
+    ///
+    /// The provided implementation pages through [`Store::list_threads`] and skips ids up to
+    /// `after` in byte order (the file backend's order): correct for a store that lists in byte
+    /// order, and slower than a range read; the backends override it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LimitExceeded`] past `READ_LIMIT_MAX`; [`Error::Corrupted`].
+    fn list_threads_after(
+        &self,
+        filter: &ThreadFilter,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadRecord>, Error> {
+        crate::limits::check("READ_LIMIT_MAX", limit, crate::limits::READ_LIMIT_MAX)?;
+        let mut out = Vec::new();
+        let mut offset = 0;
+        loop {
+            let page = self.list_threads(filter, Page { limit: limit.max(1), offset })?;
+            let n = page.len();
+            offset += n;
+            for record in page {
+                let past =
+                    after.is_none_or(|a| record.id.as_str().as_bytes() > a.as_str().as_bytes());
+                if past && out.len() < limit {
+                    out.push(record);
+                }
+            }
+            if n < limit.max(1) || out.len() >= limit {
+                return Ok(out);
+            }
+        }
+    }
+
     /// Every stored lock (live or lapsed), by name.
     ///
     /// # Errors

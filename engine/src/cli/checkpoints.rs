@@ -15,9 +15,11 @@ use super::common::{
     Common, fail, open_read_only, open_writable, print_json, print_text, progress, record_of,
     thread_id,
 };
+use super::endpoint;
 use super::table::{Table, cut, pretty, time};
 use crate::Engine;
-use crate::debug::views::checkpoint_json;
+use crate::debug::views::{checkpoint_details, checkpoint_json};
+use crate::limits::SERVE_PAGE_MAX;
 
 /// Arguments of `cairn checkpoints`.
 #[derive(Debug, clap::Args)]
@@ -123,38 +125,86 @@ fn info_of(cp: &Checkpoint) -> CheckpointInfo {
 }
 
 pub(super) async fn list(args: CheckpointsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let engine = open_read_only(&args.common.db, wfs).await?;
     let filter = CheckpointFilter {
         thread: args.thread.as_deref().map(thread_id).transpose()?,
         workflow_id: args.workflow,
         kind: args.kind,
         any_tags: args.tag,
     };
-    let page = Page { limit: args.limit, offset: args.offset };
-    let infos = engine.store().list_checkpoints(&filter, page)?;
+    let found = endpoint::through(&args.common.db, |ep| {
+        list_through(ep, &filter, args.offset, args.limit)
+    })?;
+    let rows = match found {
+        Some(rows) => rows,
+        None => {
+            let engine = open_read_only(&args.common.db, wfs).await?;
+            let page = Page { limit: args.limit, offset: args.offset };
+            let infos = engine.store().list_checkpoints(&filter, page)?;
+            infos.iter().map(checkpoint_json).collect()
+        }
+    };
     if args.common.json {
-        return print_json(&infos.iter().map(checkpoint_json).collect::<Vec<_>>());
+        return print_json(&rows);
     }
-    if infos.is_empty() {
+    if rows.is_empty() {
         print_text("no checkpoints match");
         return Ok(());
     }
     let mut table =
         Table::new(&["ID", "THREAD", "KIND", "SEQ", "CREATED", "BYTES", "TAGS", "DESCRIPTION"]);
-    for c in &infos {
+    for c in &rows {
+        let tags: Vec<&str> =
+            c["meta"]["tags"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
         table.row(vec![
-            c.id.0.to_string(),
-            c.thread.to_string(),
-            c.kind.to_string(),
-            c.covers.seq.to_string(),
-            time(c.created_at_ms),
-            c.snapshot_len.to_string(),
-            c.meta.tags.join(","),
-            cut(&c.meta.description, 60),
+            c["id"].to_string(),
+            c["thread"].as_str().unwrap_or_default().to_owned(),
+            c["kind"].as_str().unwrap_or_default().to_owned(),
+            c["covers"]["seq"].to_string(),
+            time(c["created_at_ms"].as_u64().unwrap_or_default()),
+            c["snapshot_len"].to_string(),
+            tags.join(","),
+            cut(c["meta"]["description"].as_str().unwrap_or_default(), 60),
         ]);
     }
     print_text(&table.render());
     Ok(())
+}
+
+/// The listing through a running engine's endpoint, in pages of at most [`SERVE_PAGE_MAX`].
+fn list_through(
+    ep: &endpoint::Endpoint,
+    filter: &CheckpointFilter,
+    offset: usize,
+    limit: usize,
+) -> anyhow::Result<Vec<Value>> {
+    let mut query: Vec<(&str, String)> = Vec::new();
+    if let Some(thread) = &filter.thread {
+        query.push(("thread", thread.to_string()));
+    }
+    if let Some(workflow) = &filter.workflow_id {
+        query.push(("workflow", workflow.clone()));
+    }
+    if let Some(kind) = filter.kind {
+        query.push(("kind", kind.to_string()));
+    }
+    if !filter.any_tags.is_empty() {
+        query.push(("tag", filter.any_tags.join(",")));
+    }
+    let mut rows = Vec::new();
+    while rows.len() < limit {
+        let want = (limit - rows.len()).min(SERVE_PAGE_MAX);
+        let mut q = query.clone();
+        q.push(("limit", want.to_string()));
+        q.push(("offset", (offset + rows.len()).to_string()));
+        let mut page = ep.get("/api/checkpoints", &q)?;
+        let Value::Array(found) = page["checkpoints"].take() else { break };
+        let n = found.len();
+        rows.extend(found);
+        if n < want {
+            break;
+        }
+    }
+    Ok(rows)
 }
 
 pub(super) async fn command(
@@ -169,39 +219,48 @@ pub(super) async fn command(
 }
 
 async fn show(common: &Common, id: u64, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let engine = open_read_only(&common.db, wfs).await?;
-    let Some(cp) = engine.store().checkpoint(CheckpointId(id))? else {
-        return Err(fail(EXIT_FAILED, format!("no checkpoint {id} in this database")));
+    let found = endpoint::through(&common.db, |ep| ep.get(&format!("/api/checkpoints/{id}"), &[]))?;
+    let out = match found {
+        Some(out) => out,
+        None => {
+            let engine = open_read_only(&common.db, wfs).await?;
+            let Some(cp) = engine.store().checkpoint(CheckpointId(id))? else {
+                return Err(fail(EXIT_FAILED, format!("no checkpoint {id} in this database")));
+            };
+            checkpoint_details(&cp)?
+        }
     };
-    let snapshot =
-        crate::core::restore::decode_snapshot(&cp.thread, cp.covers.seq.0, &cp.snapshot)?;
-    let info = info_of(&cp);
-    let mut out = checkpoint_json(&info);
-    out["status"] = json!(snapshot.meta.status.as_str());
-    out["step"] = json!(snapshot.meta.step);
-    out["frontier"] = json!(snapshot.meta.frontier);
-    out["state"] = snapshot.state;
     if common.json {
         return print_json(&out);
     }
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_owned).collect()
+    };
+    let (w, covers, meta) = (&out["workflow"], &out["covers"], &out["meta"]);
     let mut t = Table::new(&["", ""]);
     t.row(vec!["checkpoint".into(), id.to_string()]);
-    t.row(vec!["thread".into(), cp.thread.to_string()]);
-    t.row(vec!["workflow".into(), format!("{} v{}", cp.workflow.id, cp.workflow.version)]);
-    t.row(vec!["kind".into(), cp.kind.to_string()]);
+    t.row(vec!["thread".into(), text(&out["thread"])]);
+    t.row(vec!["workflow".into(), format!("{} v{}", text(&w["id"]), w["version"])]);
+    t.row(vec!["kind".into(), text(&out["kind"])]);
     t.row(vec![
         "covers".into(),
-        format!("seq {} (lsn {}, {})", cp.covers.seq, cp.covers.lsn.0, time(cp.covers.at_ms)),
+        format!(
+            "seq {} (lsn {}, {})",
+            covers["seq"],
+            covers["lsn"],
+            time(covers["at_ms"].as_u64().unwrap_or_default())
+        ),
     ]);
-    t.row(vec!["step".into(), snapshot.meta.step.to_string()]);
-    t.row(vec!["status".into(), snapshot.meta.status.to_string()]);
-    t.row(vec!["frontier".into(), snapshot.meta.frontier.join(", ")]);
-    t.row(vec!["created by".into(), cp.meta.creator.clone()]);
-    t.row(vec!["description".into(), cp.meta.description.clone()]);
-    t.row(vec!["tags".into(), cp.meta.tags.join(", ")]);
-    t.row(vec!["snapshot".into(), format!("{} bytes", cp.snapshot.len())]);
-    let text: String = t.render().lines().skip(1).map(|l| format!("{l}\n")).collect();
-    print_text(&format!("{text}state:\n{}", pretty(&out["state"])));
+    t.row(vec!["step".into(), out["step"].to_string()]);
+    t.row(vec!["status".into(), text(&out["status"])]);
+    t.row(vec!["frontier".into(), strings(&out["frontier"]).join(", ")]);
+    t.row(vec!["created by".into(), text(&meta["creator"])]);
+    t.row(vec!["description".into(), text(&meta["description"])]);
+    t.row(vec!["tags".into(), strings(&meta["tags"]).join(", ")]);
+    t.row(vec!["snapshot".into(), format!("{} bytes", out["snapshot_len"])]);
+    let table: String = t.render().lines().skip(1).map(|l| format!("{l}\n")).collect();
+    print_text(&format!("{table}state:\n{}", pretty(&out["state"])));
     Ok(())
 }
 

@@ -118,8 +118,11 @@ pub(super) fn open_error(path: &Path, error: crate::Error) -> anyhow::Error {
         ),
         crate::Error::Storage(cairn_storage::Error::SnapshotUnstable { attempts, detail }) => {
             format!(
-                "cannot read a consistent snapshot of {shown} after {attempts} attempts ({detail}); \
-                 the file may be damaged, or written very fast: try again"
+                "cannot read a consistent snapshot of {shown} after {attempts} attempts ({detail}): \
+                 an engine is writing it faster than a copy can be read, and serves no endpoint to \
+                 read through; serve one (`cairn demo` does by default, an application with \
+                 `Engine::builder(..).serve(addr)`) and this command reads \
+                 through it, or stop the engine"
             )
         }
         other => return anyhow::anyhow!("opening {shown}: {other}"),

@@ -35,6 +35,11 @@ pub struct DemoArgs {
     /// are taken over by `cairn worker` after it).
     #[arg(long, default_value_t = crate::limits::LEASE_TTL_MS)]
     lease_ttl_ms: u64,
+    /// Serve no HTTP endpoint while the demo runs. By default a demo on a file serves one on a
+    /// free loopback port and announces it in `<db>.endpoint`, so that `cairn threads`, `show`,
+    /// `events`... read through it while the demo writes; its address is printed at the start.
+    #[arg(long)]
+    no_serve: bool,
 }
 
 pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow::Result<ExitCode> {
@@ -47,7 +52,19 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
     for w in extra {
         builder = builder.workflow_dyn(w);
     }
-    let engine = builder.open().await.map_err(|e| super::common::open_error(&args.db, e))?;
+    let is_url = crate::api::builder::is_postgres_url(&args.db);
+    let (engine, server) = if args.no_serve || is_url {
+        (builder.open().await.map_err(|e| super::common::open_error(&args.db, e))?, None)
+    } else {
+        let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        let (engine, server) = builder
+            .serve(loopback)
+            .open()
+            .await
+            .map_err(|e| super::common::open_error(&args.db, e))?;
+        announce(&server, args.json);
+        (engine, Some(server))
+    };
     if let Some(k) = args.crash_after_steps {
         engine.on_step(Arc::new(move |_thread, _step, total| {
             if total >= k {
@@ -102,6 +119,10 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
             }
         }
     }
+    // The endpoint first: its announcement goes before the file is released.
+    if let Some(server) = server {
+        server.shutdown().await;
+    }
     engine.shutdown().await;
     print_summary(&rows, args.json);
     if !args.json {
@@ -109,6 +130,22 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
     }
     let all_done = rows.iter().all(|(_, o)| o.status == ThreadStatus::Completed);
     Ok(if all_done { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_FAILED) })
+}
+
+/// Where the endpoint serves while the demo runs: on stdout, or with `--json` (whose stdout is
+/// one JSON line per thread) on stderr.
+#[allow(clippy::print_stdout, clippy::print_stderr, reason = "the demo's output is the CLI's")]
+fn announce(server: &crate::serve::Server, json: bool) {
+    let line = format!(
+        "serving http://{}/api/threads while the demo runs (read commands go through it; \
+         --no-serve turns it off)",
+        server.addr()
+    );
+    if json {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
 }
 
 /// Where to look next: the database, a thread's details and log, and the HTTP endpoint.

@@ -5,13 +5,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_dsl::DynWorkflow;
-use cairn_storage::EventKind;
-use serde_json::{Value, json};
+use cairn_storage::{EventKind, ThreadStatus};
+use serde_json::Value;
 
-use super::common::{Common, open_read_only, print_json, print_text, record_of};
+use super::EXIT_FAILED;
+use super::common::{Common, fail, open_read_only, print_json, print_text, record_of, thread_id};
+use super::endpoint;
 use super::table::{Table, cut, time};
-use crate::debug::views::events_after;
+use crate::debug::views::{events_after, trace_json};
 use crate::debug::{TraceQuery, TraceScope};
+use crate::limits::SERVE_PAGE_MAX;
 
 /// Arguments of `cairn events`.
 #[derive(Debug, clap::Args)]
@@ -75,15 +78,104 @@ fn event_row(table: &mut Table, e: &Value) {
 
 const EVENT_HEADERS: [&str; 6] = ["SEQ", "TIME", "KIND", "NODE", "STATUS", "SUMMARY"];
 
+/// Where a thread's log is read: the live store through an endpoint, or a snapshot of the file.
+enum Log {
+    Through(endpoint::Endpoint),
+    File,
+}
+
+/// A read of a thread's log after a seq: the events (all of them from there), the last seq read,
+/// the thread's status as read before them, and the seq before its first stored event.
+struct Read {
+    rows: Vec<Value>,
+    last: u64,
+    status: ThreadStatus,
+    first_kept: u64,
+}
+
+impl Log {
+    /// [`Log::read`], from the file from now on once the endpoint has gone away (its engine
+    /// stopped, so the file is no longer written).
+    async fn read_any(
+        &mut self,
+        args: &EventsArgs,
+        wfs: &[Arc<DynWorkflow>],
+        since: u64,
+    ) -> anyhow::Result<Read> {
+        match self.read(args, wfs, since).await {
+            Err(e) if endpoint::is_gone(&e) => {
+                *self = Log::File;
+                self.read(args, wfs, since).await
+            }
+            read => read,
+        }
+    }
+
+    /// The events of `thread` after `since` (moved up to the first stored one when pruned).
+    async fn read(
+        &self,
+        args: &EventsArgs,
+        wfs: &[Arc<DynWorkflow>],
+        since: u64,
+    ) -> anyhow::Result<Read> {
+        match self {
+            Log::File => {
+                let engine = open_read_only(&args.common.db, wfs).await?;
+                let record = record_of(&engine, &args.thread)?;
+                let first_kept = record.first_seq.0.saturating_sub(1);
+                let store = engine.store().as_ref();
+                let (rows, last) =
+                    events_after(store, &record.id, since.max(first_kept), &args.kind, usize::MAX)?;
+                Ok(Read { rows, last, status: record.status, first_kept })
+            }
+            Log::Through(ep) => {
+                let path = format!("/api/threads/{}/events", endpoint::segment(&args.thread));
+                let kinds: Vec<&str> = args.kind.iter().map(|k| k.as_str()).collect();
+                let mut rows = Vec::new();
+                let mut after = since;
+                // The status of the first page: read before any of the events.
+                let mut first: Option<(ThreadStatus, u64)> = None;
+                loop {
+                    let mut query =
+                        vec![("since", after.to_string()), ("limit", SERVE_PAGE_MAX.to_string())];
+                    if !kinds.is_empty() {
+                        query.push(("kind", kinds.join(",")));
+                    }
+                    let mut page = ep.get(&path, &query)?;
+                    if first.is_none() {
+                        let status = page["status"].as_str().unwrap_or_default();
+                        let status = status.parse::<ThreadStatus>().map_err(|_| {
+                            fail(EXIT_FAILED, format!("the endpoint gave no status ({status:?})"))
+                        })?;
+                        let first_seq = page["first_seq"].as_u64().unwrap_or(1);
+                        first = Some((status, first_seq.saturating_sub(1)));
+                    }
+                    let Value::Array(events) = page["events"].take() else { break };
+                    let full = events.len() >= SERVE_PAGE_MAX;
+                    rows.extend(events);
+                    after = page["next_since"].as_u64().unwrap_or(after);
+                    if !full {
+                        break;
+                    }
+                }
+                let (status, first_kept) = first.unwrap_or((ThreadStatus::Created, 0));
+                Ok(Read { rows, last: after, status, first_kept })
+            }
+        }
+    }
+}
+
 pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let engine = open_read_only(&args.common.db, wfs).await?;
-    let record = record_of(&engine, &args.thread)?;
-    // Pruned events are gone: start at the first stored one rather than fail.
-    let first_kept = record.first_seq.0.saturating_sub(1);
+    let mut log = match endpoint::find(&args.common.db) {
+        Some(ep) => {
+            thread_id(&args.thread)?;
+            Log::Through(ep)
+        }
+        None => Log::File,
+    };
+    let Read { rows, mut last, status, first_kept } = log.read_any(&args, wfs, args.since).await?;
+    // Pruned events are gone: the read started at the first stored one rather than fail.
     let pruned = args.since < first_kept;
-    let since = if pruned { first_kept } else { args.since };
-    let (rows, mut last) =
-        events_after(engine.store().as_ref(), &record.id, since, &args.kind, usize::MAX)?;
     if !args.follow {
         if args.common.json {
             return print_json(&rows);
@@ -93,7 +185,9 @@ pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
             print_text(&format!(
                 "the log of {} before seq {} was pruned; its stored log starts there \
                  (`cairn state {}` restores the thread from its checkpoint)",
-                record.id, record.first_seq.0, record.id
+                args.thread,
+                first_kept + 1,
+                args.thread
             ));
         }
         let mut table = Table::new(&EVENT_HEADERS);
@@ -103,8 +197,8 @@ pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         print_text(&table.render());
         return Ok(());
     }
-    // Follow: print as we go, then poll fresh snapshots (a read-only snapshot does not see later
-    // commits) until the thread reaches a terminal status.
+    // Follow: print as we go, then poll (a fresh snapshot of the file, which does not see later
+    // commits, or the endpoint) until the thread reaches a terminal status.
     let print = |rows: &[Value], header: bool| {
         if args.common.json {
             for e in rows {
@@ -123,50 +217,49 @@ pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         }
     };
     print(&rows, true);
-    let mut status = record.status;
-    drop(engine);
+    let mut status = status;
     while !status.is_terminal() {
         tokio::time::sleep(Duration::from_millis(args.poll_ms)).await;
-        let engine = open_read_only(&args.common.db, wfs).await?;
-        let record = record_of(&engine, &args.thread)?;
-        status = record.status;
-        let (rows, seen) =
-            events_after(engine.store().as_ref(), &record.id, last, &args.kind, usize::MAX)?;
-        last = seen;
-        print(&rows, false);
+        let read = log.read_any(&args, wfs, last).await?;
+        (status, last) = (read.status, read.last);
+        print(&read.rows, false);
     }
     Ok(())
 }
 
 pub(super) async fn trace(args: TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let engine = open_read_only(&args.common.db, wfs).await?;
-    let scope =
-        if args.thread.is_empty() { TraceScope::All } else { TraceScope::Threads(args.thread) };
-    let mut query = TraceQuery::new(scope);
-    query.correlation_id.clone_from(&args.correlation_id);
-    if let [a, b] = &args.between[..] {
-        query.between = Some((a.clone(), b.clone()));
-    }
-    (query.from_ms, query.to_ms, query.chain_to) = (args.from_ms, args.to_ms, args.chain);
-    let found: Vec<Value> = engine
-        .trace(&query)?
-        .into_iter()
-        .map(|m| {
-            json!({
-                "lsn": m.lsn,
-                "thread": m.thread,
-                "seq": m.seq,
-                "at_ms": m.at_ms,
-                "node": m.task.to_string(),
-                "role": m.message.role,
-                "to": m.message.to,
-                "content": m.message.content,
-                "correlation_id": m.message.correlation_id,
-                "id": m.message.id,
-                "parent": m.message.parent,
-            })
+    let through = endpoint::through(&args.common.db, |ep| {
+        let mut query: Vec<(&str, String)> = Vec::new();
+        query.extend(args.thread.iter().map(|t| ("thread", t.clone())));
+        query.extend(args.correlation_id.iter().map(|c| ("correlation_id", c.clone())));
+        query.extend(args.between.iter().map(|p| ("between", p.clone())));
+        query.extend(args.from_ms.map(|ms| ("from_ms", ms.to_string())));
+        query.extend(args.to_ms.map(|ms| ("to_ms", ms.to_string())));
+        query.extend(args.chain.iter().map(|c| ("chain", c.clone())));
+        Ok(match ep.get("/api/trace", &query)?["messages"].take() {
+            Value::Array(rows) => rows,
+            _ => Vec::new(),
         })
-        .collect();
+    })?;
+    let found: Vec<Value> = match through {
+        Some(rows) => rows,
+        None => {
+            let engine = open_read_only(&args.common.db, wfs).await?;
+            let scope = if args.thread.is_empty() {
+                TraceScope::All
+            } else {
+                TraceScope::Threads(args.thread.clone())
+            };
+            let mut query = TraceQuery::new(scope);
+            query.correlation_id.clone_from(&args.correlation_id);
+            if let [a, b] = &args.between[..] {
+                query.between = Some((a.clone(), b.clone()));
+            }
+            (query.from_ms, query.to_ms, query.chain_to) =
+                (args.from_ms, args.to_ms, args.chain.clone());
+            engine.trace(&query)?.iter().map(trace_json).collect()
+        }
+    };
     if args.common.json {
         return print_json(&found);
     }

@@ -1,13 +1,15 @@
 //! `cairn health`: the engine's health report for a database file (stuck threads, locks held
-//! past their time to live; slow commits are an engine's own, so none from here), as text or
-//! JSON; exit 5 when something needs attention.
+//! past their time to live; slow commits are an engine's own, so none read from the file, and
+//! the running engine's through its endpoint), as text or JSON; exit 5 when something needs
+//! attention.
 
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
 
-use super::EXIT_UNHEALTHY;
 use super::common::{Common, fail, open_read_only, print_json, print_text};
+use super::endpoint;
+use super::{EXIT_FAILED, EXIT_UNHEALTHY};
 use crate::telemetry::HealthReport;
 
 /// Arguments of `cairn health`.
@@ -21,8 +23,21 @@ pub struct HealthArgs {
 }
 
 pub(super) async fn health(args: HealthArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let engine = open_read_only(&args.common.db, wfs).await?;
-    let report = engine.health_with_watchdog(args.watchdog_ms)?;
+    // The running engine's own report (its slow commits included), for this watchdog.
+    let found = endpoint::through(&args.common.db, |ep| {
+        let query = [("watchdog_ms", args.watchdog_ms.to_string())];
+        let answer = ep.get("/api/health", &query)?;
+        serde_json::from_value::<HealthReport>(answer).map_err(|e| {
+            fail(EXIT_FAILED, format!("the endpoint's health report does not read: {e}"))
+        })
+    })?;
+    let report = match found {
+        Some(report) => report,
+        None => {
+            let engine = open_read_only(&args.common.db, wfs).await?;
+            engine.health_with_watchdog(args.watchdog_ms)?
+        }
+    };
     if args.common.json {
         print_json(&report)?;
     } else {

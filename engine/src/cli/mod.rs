@@ -1,10 +1,14 @@
 //! The `cairn` command line. A user's own binary gets the same commands, with its own workflows
 //! compiled in, by calling [`run`].
 //!
-//! Every command works on a database file (`--db`, default `cairn-demo.db`), offline. Read-only
-//! commands (`threads`, `show`, `events`, `state`, `checkpoints`, `checkpoint show`, `verify`,
-//! `trace`, `bundle export`, `bundle show`, `replay`) read a consistent snapshot of the file, so
-//! they also work while an engine process has it open. Commands that write (`checkpoint delete`,
+//! Every command works on a database file (`--db`, default `cairn-demo.db`), offline. While a
+//! running engine serves the file's endpoint (announced in `<db>.endpoint`, live: `endpoint.rs`),
+//! `threads`, `show`, `events`, `state`, `checkpoints`, `checkpoint show`, `health` and `trace`
+//! read through it, page by page, and print what they print from the file. Otherwise, and for
+//! `verify`, `bundle export`, `bundle show`, `replay` and `resumable` always, read-only
+//! commands read a consistent snapshot of the file (a copy in memory), so they also work while an
+//! engine process without an endpoint has it open, unless its commits tear every copy (exit 4,
+//! naming what to do). Commands that write (`checkpoint delete`,
 //! `prune`, `bundle import`, `resumable`, `resume`, `abandon`, `cancel`, `pause`, `input`,
 //! `fork`, `serve`) open it for writing and fail with exit code 4 while another process holds it.
 //! `cairn serve` keeps it open and serves the HTTP endpoint (`crate::serve`) until interrupted. They
@@ -42,6 +46,7 @@ mod common;
 mod control;
 mod copy;
 mod demo;
+mod endpoint;
 mod events;
 mod fork;
 mod graph;

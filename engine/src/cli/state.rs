@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::common::{Common, open_read_only, print_json, print_text, record_of};
+use super::common::{Common, open_read_only, print_json, print_text, record_of, thread_id};
+use super::endpoint;
 use super::table::{pretty, short_json};
 
 /// Arguments of `cairn state`.
@@ -29,55 +30,90 @@ pub struct StateArgs {
 }
 
 pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let engine = open_read_only(&args.common.db, wfs).await?;
-    record_of(&engine, &args.thread)?;
-    if let Some([a, b]) = args.diff.as_deref() {
-        let changes = engine.diff(&args.thread, *a, *b)?;
-        if args.common.json {
-            return print_json(
-                &json!({"thread": args.thread, "from": a, "to": b, "changes": changes}),
-            );
+    let found = match endpoint::through(&args.common.db, |ep| through(ep, &args))? {
+        Some(found) => found,
+        None => {
+            let engine = open_read_only(&args.common.db, wfs).await?;
+            record_of(&engine, &args.thread)?;
+            match args.diff.as_deref() {
+                Some([a, b]) => Found::Diff(engine.diff(&args.thread, *a, *b)?),
+                _ => Found::View(crate::debug::views::state_json(&match args.at_time {
+                    Some(ms) => engine.state_at_time(&args.thread, ms)?,
+                    None => engine.state_at(&args.thread, args.at)?,
+                })),
+            }
         }
-        if changes.is_empty() {
-            print_text(&format!("no change between seq {a} and seq {b}"));
-            return Ok(());
-        }
-        let mut text = String::new();
-        for c in &changes {
-            let path = if c.path.is_empty() { "(whole state)" } else { c.path.as_str() };
-            let line = match (&c.before, &c.after) {
-                (Some(x), Some(y)) => {
-                    format!("~ {path}: {} -> {}", short_json(x, 80), short_json(y, 80))
-                }
-                (None, Some(y)) => format!("+ {path}: {}", short_json(y, 120)),
-                (Some(x), None) => format!("- {path}: {}", short_json(x, 120)),
-                (None, None) => format!("? {path}"),
-            };
-            text.push_str(&line);
-            text.push('\n');
-        }
-        print_text(&text);
-        return Ok(());
-    }
-    let view = match args.at_time {
-        Some(ms) => engine.state_at_time(&args.thread, ms)?,
-        None => engine.state_at(&args.thread, args.at)?,
+    };
+    let view = match found {
+        Found::View(view) => view,
+        Found::Diff(changes) => return print_diff(&args, &changes),
     };
     if args.common.json {
-        return print_json(&crate::debug::views::state_json(&view));
+        return print_json(&view);
     }
-    let frontier = if view.meta.frontier.is_empty() {
-        "END".to_owned()
-    } else {
-        view.meta.frontier.join(", ")
-    };
+    let frontier: Vec<&str> =
+        view["frontier"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let frontier = if frontier.is_empty() { "END".to_owned() } else { frontier.join(", ") };
     print_text(&format!(
         "thread {} after seq {} (step {}, {}; next: {frontier})\n{}",
-        view.thread,
-        view.seq,
-        view.step,
-        view.status,
-        pretty(&view.state)
+        view["thread"].as_str().unwrap_or_default(),
+        view["seq"],
+        view["step"],
+        view["status"].as_str().unwrap_or_default(),
+        pretty(&view["state"])
     ));
     Ok(())
+}
+
+/// Prints the changes between the states after two seqs.
+fn print_diff(args: &StateArgs, changes: &[crate::debug::Change]) -> anyhow::Result<()> {
+    let Some([a, b]) = args.diff.as_deref() else { return Ok(()) };
+    if args.common.json {
+        return print_json(&json!({"thread": args.thread, "from": a, "to": b, "changes": changes}));
+    }
+    if changes.is_empty() {
+        print_text(&format!("no change between seq {a} and seq {b}"));
+        return Ok(());
+    }
+    let mut text = String::new();
+    for c in changes {
+        let path = if c.path.is_empty() { "(whole state)" } else { c.path.as_str() };
+        let line = match (&c.before, &c.after) {
+            (Some(x), Some(y)) => {
+                format!("~ {path}: {} -> {}", short_json(x, 80), short_json(y, 80))
+            }
+            (None, Some(y)) => format!("+ {path}: {}", short_json(y, 120)),
+            (Some(x), None) => format!("- {path}: {}", short_json(x, 120)),
+            (None, None) => format!("? {path}"),
+        };
+        text.push_str(&line);
+        text.push('\n');
+    }
+    print_text(&text);
+    Ok(())
+}
+
+/// What `cairn state` shows: a state (as `state_json`) or the changes between two.
+enum Found {
+    View(Value),
+    Diff(Vec<crate::debug::Change>),
+}
+
+/// The state or the diff through a running engine's endpoint (the two states of a diff compared
+/// here, as `Engine::diff` compares them).
+fn through(ep: &endpoint::Endpoint, args: &StateArgs) -> anyhow::Result<Found> {
+    thread_id(&args.thread)?;
+    let path = format!("/api/threads/{}/state", endpoint::segment(&args.thread));
+    if let Some([a, b]) = args.diff.as_deref() {
+        let before = ep.get(&path, &[("at", a.to_string())])?;
+        let after = ep.get(&path, &[("at", b.to_string())])?;
+        let changes = crate::debug::diff_values(&before["state"], &after["state"]);
+        return Ok(Found::Diff(changes));
+    }
+    let query = match (args.at_time, args.at) {
+        (Some(ms), _) => vec![("at_time", ms.to_string())],
+        (None, Some(seq)) => vec![("at", seq.to_string())],
+        (None, None) => Vec::new(),
+    };
+    Ok(Found::View(ep.get(&path, &query)?))
 }

@@ -1,4 +1,5 @@
-//! `cairn threads` (a filtered, paged listing) and `cairn show THREAD` (one thread in detail).
+//! `cairn threads` (a filtered, paged listing) and `cairn show THREAD` (one thread in detail),
+//! through a running engine's endpoint when one serves the file, else from the file.
 
 use std::sync::Arc;
 
@@ -6,9 +7,14 @@ use cairn_dsl::DynWorkflow;
 use cairn_storage::{ThreadFilter, ThreadStatus};
 use serde_json::Value;
 
-use super::common::{Common, open_read_only, parse_label, print_json, print_text, record_of};
+use super::EXIT_FAILED;
+use super::common::{
+    Common, fail, open_read_only, parse_label, print_json, print_text, record_of, thread_id,
+};
+use super::endpoint;
 use super::table::{Table, cut, short_json, time};
-use crate::debug::views::{record_summary, thread_details, thread_row, threads_page};
+use crate::debug::views::{NaturalFirst, thread_details, thread_row, threads_page};
+use crate::limits::SERVE_PAGE_MAX;
 
 /// Arguments of `cairn threads`.
 #[derive(Debug, clap::Args)]
@@ -43,21 +49,28 @@ pub struct ShowArgs {
 }
 
 pub(super) async fn threads(args: ThreadsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let engine = open_read_only(&args.common.db, wfs).await?;
     let filter =
         ThreadFilter { status: args.status, workflow_id: args.workflow, label: args.label };
-    let records = threads_page(engine.store().as_ref(), &filter, args.offset, args.limit)?;
+    let found = endpoint::through(&args.common.db, |ep| {
+        rows_through(ep, &filter, args.offset, args.limit)
+    })?;
+    let rows = match found {
+        Some(rows) => rows,
+        None => {
+            let engine = open_read_only(&args.common.db, wfs).await?;
+            let records = threads_page(engine.store().as_ref(), &filter, args.offset, args.limit)?;
+            records.iter().map(thread_row).collect()
+        }
+    };
     if args.common.json {
-        let rows: Vec<Value> = records.iter().map(thread_row).collect();
         return print_json(&rows);
     }
     let mut table =
         Table::new(&["THREAD", "WORKFLOW", "STATUS", "STEP", "SEQ", "UPDATED", "PROGRESS"]);
-    for r in &records {
-        let s = record_summary(r);
-        let progress = match (s.get("last_error"), s.get("progress")) {
-            (Some(Value::String(e)), _) if r.status == ThreadStatus::Failed => cut(e, 60),
-            (_, Some(p)) if !p.is_null() => format!(
+    for r in &rows {
+        let progress = match (&r["last_error"], &r["progress"]) {
+            (Value::String(e), _) if r["status"] == "failed" => cut(e, 60),
+            (_, p) if !p.is_null() => format!(
                 "{}/{} {}",
                 p["step"],
                 p["total"],
@@ -65,13 +78,14 @@ pub(super) async fn threads(args: ThreadsArgs, wfs: &[Arc<DynWorkflow>]) -> anyh
             ),
             _ => String::new(),
         };
+        let w = &r["workflow"];
         table.row(vec![
-            r.id.to_string(),
-            format!("{} v{}", r.workflow.id, r.workflow.version),
-            r.status.to_string(),
-            s.get("step").map(Value::to_string).unwrap_or_default(),
-            r.last.map(|b| b.seq.to_string()).unwrap_or_default(),
-            time(r.updated_at_ms),
+            r["thread"].as_str().unwrap_or_default().to_owned(),
+            format!("{} v{}", w["id"].as_str().unwrap_or_default(), w["version"]),
+            r["status"].as_str().unwrap_or_default().to_owned(),
+            if r["step"].is_null() { String::new() } else { r["step"].to_string() },
+            r["last_seq"].as_u64().map(|s| s.to_string()).unwrap_or_default(),
+            time(r["updated_at_ms"].as_u64().unwrap_or_default()),
             progress,
         ]);
     }
@@ -83,10 +97,66 @@ pub(super) async fn threads(args: ThreadsArgs, wfs: &[Arc<DynWorkflow>]) -> anyh
     Ok(())
 }
 
+/// The listing through a running engine's endpoint: every matching thread is walked with the
+/// cursor a page at a time and only the `offset + limit` first in natural order are kept, so the
+/// rows are the file path's and memory holds those and one page.
+fn rows_through(
+    ep: &endpoint::Endpoint,
+    filter: &ThreadFilter,
+    offset: usize,
+    limit: usize,
+) -> anyhow::Result<Vec<Value>> {
+    let mut query: Vec<(&str, String)> = vec![("limit", SERVE_PAGE_MAX.to_string())];
+    if let Some(status) = filter.status {
+        query.push(("status", status.to_string()));
+    }
+    if let Some(workflow) = &filter.workflow_id {
+        query.push(("workflow", workflow.clone()));
+    }
+    if let Some((k, v)) = &filter.label {
+        query.push(("label", format!("{k}={v}")));
+    }
+    let mut first = NaturalFirst::new(offset.saturating_add(limit));
+    let mut after: Option<String> = None;
+    loop {
+        let mut q = query.clone();
+        if let Some(a) = &after {
+            q.push(("after", a.clone()));
+        }
+        let mut page = ep.get("/api/threads", &q)?;
+        if let Value::Array(rows) = page["threads"].take() {
+            for row in rows {
+                let id = row["thread"].as_str().unwrap_or_default().to_owned();
+                first.offer(id, row);
+            }
+        }
+        match page["next"].as_str() {
+            // A cursor that does not move would walk forever: a broken or foreign server.
+            Some(next) if after.as_deref() == Some(next) => {
+                return Err(fail(
+                    EXIT_FAILED,
+                    format!("the endpoint's cursor did not move ({next})"),
+                ));
+            }
+            Some(next) => after = Some(next.to_owned()),
+            None => return Ok(first.finish(offset, limit)),
+        }
+    }
+}
+
 pub(super) async fn show(args: ShowArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let engine = open_read_only(&args.common.db, wfs).await?;
-    let record = record_of(&engine, &args.thread)?;
-    let view = thread_details(&engine, &record)?;
+    let found = endpoint::through(&args.common.db, |ep| {
+        thread_id(&args.thread)?;
+        ep.get(&format!("/api/threads/{}", endpoint::segment(&args.thread)), &[])
+    })?;
+    let view = match found {
+        Some(view) => view,
+        None => {
+            let engine = open_read_only(&args.common.db, wfs).await?;
+            let record = record_of(&engine, &args.thread)?;
+            thread_details(&engine, &record)?
+        }
+    };
     if args.common.json {
         return print_json(&view);
     }

@@ -3,7 +3,8 @@
 //! (`crate::serve`), so that both show one thing the same way. Reads only.
 
 use cairn_storage::{
-    CheckpointInfo, Event, EventKind, Lsn, Page, Seq, Store, ThreadFilter, ThreadId, ThreadRecord,
+    Checkpoint, CheckpointInfo, Event, EventKind, Lsn, Seq, Store, ThreadFilter, ThreadId,
+    ThreadRecord,
 };
 use serde_json::{Value, json};
 
@@ -141,9 +142,54 @@ pub(crate) fn checkpoint_json(c: &CheckpointInfo) -> Value {
     })
 }
 
+/// One checkpoint with the snapshot it holds, as `cairn checkpoint show --json` prints it and
+/// `GET /api/checkpoints/{id}` serves it: the metadata, the status, step and frontier it
+/// restores, and the user state.
+///
+/// # Errors
+/// A snapshot that does not decode.
+pub(crate) fn checkpoint_details(cp: &Checkpoint) -> Result<Value, Error> {
+    let snapshot =
+        crate::core::restore::decode_snapshot(&cp.thread, cp.covers.seq.0, &cp.snapshot)?;
+    let info = CheckpointInfo {
+        id: cp.id,
+        thread: cp.thread.clone(),
+        workflow: cp.workflow.clone(),
+        covers: cp.covers,
+        created_at_ms: cp.created_at_ms,
+        kind: cp.kind,
+        snapshot_len: cp.snapshot.len() as u64,
+        meta: cp.meta.clone(),
+    };
+    let mut out = checkpoint_json(&info);
+    out["status"] = json!(snapshot.meta.status.as_str());
+    out["step"] = json!(snapshot.meta.step);
+    out["frontier"] = json!(snapshot.meta.frontier);
+    out["state"] = snapshot.state;
+    Ok(out)
+}
+
+/// One traced message as `cairn trace --json` prints it and `GET /api/trace` serves it.
+pub(crate) fn trace_json(m: &super::TracedMessage) -> Value {
+    json!({
+        "lsn": m.lsn,
+        "thread": m.thread,
+        "seq": m.seq,
+        "at_ms": m.at_ms,
+        "node": m.task.to_string(),
+        "role": m.message.role,
+        "to": m.message.to,
+        "content": m.message.content,
+        "correlation_id": m.message.correlation_id,
+        "id": m.message.id,
+        "parent": m.message.parent,
+    })
+}
+
 /// The threads matching `filter` in natural id order (`demo-2` before `demo-10`), `offset`
 /// skipped and at most `limit` kept. The store lists in byte order, so every matching record is
-/// read (in pages) and sorted here.
+/// read (a cursor walk, a page at a time) and only the `offset + limit` first in natural order
+/// are kept ([`NaturalFirst`]): memory does not grow with the number of threads.
 ///
 /// # Errors
 /// Storage errors.
@@ -153,19 +199,121 @@ pub(crate) fn threads_page(
     offset: usize,
     limit: usize,
 ) -> Result<Vec<ThreadRecord>, Error> {
-    const PAGE: usize = 1_000;
-    let mut records = Vec::new();
+    let mut first = NaturalFirst::new(offset.saturating_add(limit));
+    let mut after: Option<ThreadId> = None;
     loop {
-        let batch = store.list_threads(filter, Page { limit: PAGE, offset: records.len() })?;
-        let done = batch.len() < PAGE;
-        records.extend(batch);
+        let page = store.list_threads_after(filter, after.as_ref(), THREADS_CHUNK)?;
+        let done = page.len() < THREADS_CHUNK;
+        after = page.last().map(|r| r.id.clone());
+        for record in page {
+            first.offer(record.id.to_string(), record);
+        }
+        if done {
+            return Ok(first.finish(offset, limit));
+        }
+    }
+}
+
+/// Threads read a chunk at a time by the walks here.
+const THREADS_CHUNK: usize = 1_000;
+
+/// A page of the threads matching `filter` in the store's id order: those after the cursor
+/// `after` (exclusive), `offset` of them skipped, at most `limit`; and the cursor of the next
+/// page (the last id returned), `None` when no matching thread follows. Reads from the cursor
+/// on, a chunk at a time: memory holds a chunk and the page, whatever the number of threads.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) fn threads_after(
+    store: &dyn Store,
+    filter: &ThreadFilter,
+    after: Option<&ThreadId>,
+    offset: usize,
+    limit: usize,
+) -> Result<(Vec<ThreadRecord>, Option<ThreadId>), Error> {
+    let mut cursor = after.cloned();
+    let mut skip = offset;
+    let mut out = Vec::new();
+    // One more than the page, to know whether another follows.
+    while out.len() <= limit {
+        let page = store.list_threads_after(filter, cursor.as_ref(), THREADS_CHUNK)?;
+        let done = page.len() < THREADS_CHUNK;
+        cursor = page.last().map(|r| r.id.clone());
+        for record in page {
+            if skip > 0 {
+                skip -= 1;
+            } else if out.len() <= limit {
+                out.push(record);
+            }
+        }
         if done {
             break;
         }
     }
-    records.sort_by(|a, b| natural_cmp(a.id.as_str(), b.id.as_str()));
-    Ok(records.into_iter().skip(offset).take(limit).collect())
+    let more = out.len() > limit;
+    out.truncate(limit);
+    let next = if more { out.last().map(|r| r.id.clone()) } else { None };
+    Ok((out, next))
 }
+
+/// The `keep` first items in natural order of their keys (ties in byte order), kept while any
+/// number of items are offered: a bounded max-heap, so memory holds `keep` items and no more.
+pub(crate) struct NaturalFirst<T> {
+    keep: usize,
+    heap: std::collections::BinaryHeap<Keyed<T>>,
+}
+
+impl<T> NaturalFirst<T> {
+    /// Keeps the `keep` first.
+    pub(crate) fn new(keep: usize) -> Self {
+        Self { keep, heap: std::collections::BinaryHeap::new() }
+    }
+
+    /// Offers `item` under `key`: kept if among the `keep` first so far.
+    pub(crate) fn offer(&mut self, key: String, item: T) {
+        if self.keep == 0 {
+            return;
+        }
+        let keyed = Keyed { key, item };
+        if self.heap.len() < self.keep {
+            self.heap.push(keyed);
+        } else if self.heap.peek().is_some_and(|last| keyed < *last) {
+            self.heap.pop();
+            self.heap.push(keyed);
+        }
+    }
+
+    /// The items kept, first first, `offset` skipped and at most `limit`.
+    pub(crate) fn finish(self, offset: usize, limit: usize) -> Vec<T> {
+        self.heap.into_sorted_vec().into_iter().skip(offset).take(limit).map(|k| k.item).collect()
+    }
+}
+
+/// An item ordered by its key, naturally (ties in byte order, as the store's order left them).
+pub(crate) struct Keyed<T> {
+    key: String,
+    item: T,
+}
+
+impl<T> Ord for Keyed<T> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        natural_cmp(&self.key, &other.key).then_with(|| self.key.cmp(&other.key))
+    }
+}
+
+impl<T> PartialOrd for Keyed<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<T> PartialEq for Keyed<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl<T> Eq for Keyed<T> {}
 
 /// The events of `thread` after seq `after` that pass `kinds` (all when empty), decoded, at
 /// most `max` of them; returns them and the last seq read (matching or not).

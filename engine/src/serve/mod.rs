@@ -11,6 +11,9 @@
 //! - the announcement (`<db>.endpoint`, see [`discovery`]): written once the listener is bound,
 //!   removed when the [`Server`] is shut down or dropped.
 //!
+//! The CLI's read commands read through this endpoint when one is announced for their file
+//! (`crate::cli`), so every answer is what the command prints with `--json`.
+//!
 //! Every request is bounded ([`crate::limits::SERVE_PAGE_MAX`] items a page,
 //! [`crate::limits::SERVE_BODY_BYTES_MAX`] bytes a body); a bad one gets a 4xx with
 //! `{"error": ..., "field": ...}` naming the parameter, path segment or body field, never a panic.
@@ -18,15 +21,18 @@
 //!
 //! | method | path | what |
 //! |---|---|---|
-//! | GET | `/api/health` | the health report |
+//! | GET | `/api/health?watchdog_ms=` | the health report (a running thread with no step past the watchdog is stuck) |
 //! | GET | `/api/metrics` | Prometheus text (feature `prometheus`, with a handle) or the health report |
-//! | GET | `/api/threads?status=&workflow=&label=K=V&limit=&offset=` | a page of threads, natural id order |
+//! | GET | `/api/threads?status=&workflow=&label=K=V&limit=&after=&offset=` | a page of threads in the store's id order; `next` is the `after` of the next page (`null`: none follows) |
 //! | GET | `/api/threads/{id}` | the thread as `cairn show` reports it |
-//! | GET | `/api/threads/{id}/events?since=&kind=&limit=&redact=1` | events after a seq; `follow=1`: SSE until the thread ends |
-//! | GET | `/api/threads/{id}/state?at=SEQ` or `?diff=A,B` (`&redact=1`) | state after a seq, or a diff |
+//! | GET | `/api/threads/{id}/events?since=&kind=&limit=&redact=1` | events after a seq, with `next_since`, the thread's `status` (read first) and `first_seq`; `follow=1`: SSE until the thread ends |
+//! | GET | `/api/threads/{id}/state?at=SEQ`, `?at_time=MS` or `?diff=A,B` (`&redact=1`) | state after a seq or at a time, or a diff |
 //! | GET | `/api/threads/{id}/checkpoints` | the thread's checkpoints |
 //! | GET | `/api/workflows/{id}/graph?format=dot\|mermaid&version=` | a compiled-in workflow's graph |
 //! | GET | `/api/trace/{correlation_id}` | messages carrying the id, across threads |
+//! | GET | `/api/trace?thread=&correlation_id=&between=&from_ms=&to_ms=&chain=` | messages as `cairn trace` finds them (`thread` repeatable, `between` twice) |
+//! | GET | `/api/checkpoints?thread=&workflow=&kind=&tag=A,B&limit=&offset=` | a page of checkpoints, newest first |
+//! | GET | `/api/checkpoints/{id}` (`?redact=1`) | one checkpoint with its snapshot, as `cairn checkpoint show` |
 //! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|fork` | controls (bearer token) |
 //!
 //! The web view's pages (`/ui/threads`, `/ui/threads/{id}`, `/ui/messages/{id}`, see `pages`)
@@ -36,8 +42,10 @@ pub mod discovery;
 pub mod params;
 pub mod token;
 
+mod checkpoints;
 mod controls;
 mod graph_svg;
+mod messages;
 mod pages;
 mod routes;
 mod sse;

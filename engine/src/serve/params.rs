@@ -2,7 +2,9 @@
 //! (no I/O, no axum), so the fuzz target `serve_params` drives them directly. Every refusal names
 //! the field it is about; none panics, whatever the input.
 
-use cairn_storage::{EventKind, ThreadFilter, ThreadStatus};
+use cairn_storage::{
+    CheckpointFilter, CheckpointKind, EventKind, ThreadFilter, ThreadId, ThreadStatus,
+};
 
 use crate::limits::SERVE_PAGE_MAX;
 
@@ -30,14 +32,27 @@ impl Reject {
     }
 }
 
-/// `GET /api/threads`: filters and a page.
+/// `GET /api/threads`: filters and a page, in the store's id order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListParams {
     /// Filters (status, workflow, label).
     pub filter: ThreadFilter,
     /// At most this many threads (1..=[`SERVE_PAGE_MAX`], default 100).
     pub limit: usize,
-    /// Threads skipped first, in natural id order.
+    /// Only threads after this id (the cursor: the previous page's `next`).
+    pub after: Option<ThreadId>,
+    /// Threads skipped first (after the cursor); each costs a read, so page with `after`.
+    pub offset: usize,
+}
+
+/// `GET /api/checkpoints`: filters and a page, newest first (as `cairn checkpoints`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointsParams {
+    /// Filters (thread, workflow, kind, any of the tags).
+    pub filter: CheckpointFilter,
+    /// At most this many checkpoints (1..=[`SERVE_PAGE_MAX`], default 100).
+    pub limit: usize,
+    /// Checkpoints skipped first.
     pub offset: usize,
 }
 
@@ -61,6 +76,8 @@ pub struct EventsParams {
 pub struct StateParams {
     /// The state after this seq (the latest when `None`).
     pub at: Option<u64>,
+    /// The state as it stood at this engine-clock time (ms): after the last event at or before.
+    pub at_time: Option<u64>,
     /// The diff between the states after these two seqs.
     pub diff: Option<(u64, u64)>,
     /// Apply the bundle redaction rules.
@@ -81,8 +98,14 @@ pub struct GraphParams {
 /// # Errors
 /// A 400 naming the parameter: unknown, repeated, or malformed.
 pub fn list_params(pairs: &[(String, String)]) -> Result<ListParams, Reject> {
-    let mut p = ListParams { filter: ThreadFilter::default(), limit: DEFAULT_LIMIT, offset: 0 };
-    for (key, value) in unique(pairs, &["status", "workflow", "label", "limit", "offset"])? {
+    let mut p = ListParams {
+        filter: ThreadFilter::default(),
+        limit: DEFAULT_LIMIT,
+        after: None,
+        offset: 0,
+    };
+    let known = ["status", "workflow", "label", "limit", "after", "offset"];
+    for (key, value) in unique(pairs, &known)? {
         match key {
             "status" => {
                 let status = value.parse::<ThreadStatus>().map_err(|_| {
@@ -100,10 +123,117 @@ pub fn list_params(pairs: &[(String, String)]) -> Result<ListParams, Reject> {
                 }
             },
             "limit" => p.limit = limit(value)?,
+            "after" => {
+                let id = ThreadId::new(value).map_err(|e| Reject::bad("after", e.to_string()))?;
+                p.after = Some(id);
+            }
             _ => p.offset = number("offset", value)?,
         }
     }
     Ok(p)
+}
+
+/// Parses the query of `GET /api/checkpoints` (`tag` is a comma-separated list: any of them).
+///
+/// # Errors
+/// A 400 naming the parameter.
+pub fn checkpoints_params(pairs: &[(String, String)]) -> Result<CheckpointsParams, Reject> {
+    let mut p =
+        CheckpointsParams { filter: CheckpointFilter::default(), limit: DEFAULT_LIMIT, offset: 0 };
+    let known = ["thread", "workflow", "kind", "tag", "limit", "offset"];
+    for (key, value) in unique(pairs, &known)? {
+        match key {
+            "thread" => {
+                let id = ThreadId::new(value).map_err(|e| Reject::bad("thread", e.to_string()))?;
+                p.filter.thread = Some(id);
+            }
+            "workflow" => p.filter.workflow_id = Some(value.to_owned()),
+            "kind" => {
+                let kind = value.parse::<CheckpointKind>().map_err(|_| {
+                    Reject::bad("kind", format!("{value:?} is not a checkpoint kind"))
+                })?;
+                p.filter.kind = Some(kind);
+            }
+            "tag" => {
+                let tags = value.split(',').filter(|t| !t.is_empty()).map(str::to_owned);
+                p.filter.any_tags = tags.collect();
+            }
+            "limit" => p.limit = limit(value)?,
+            _ => p.offset = number("offset", value)?,
+        }
+    }
+    Ok(p)
+}
+
+/// `GET /api/trace`: the messages of a session or of every thread, as `cairn trace`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TraceParams {
+    /// The session's threads (`thread`, repeatable; every thread when empty).
+    pub threads: Vec<String>,
+    /// Only messages carrying this correlation id.
+    pub correlation_id: Option<String>,
+    /// Only messages between these two parties (`between` given twice).
+    pub between: Option<(String, String)>,
+    /// Only messages written at or after this time (ms).
+    pub from_ms: Option<u64>,
+    /// Only messages written at or before this time (ms).
+    pub to_ms: Option<u64>,
+    /// The chain of parents ending at the message with this id.
+    pub chain: Option<String>,
+}
+
+/// Parses the query of `GET /api/trace`: `thread` may be repeated, `between` must be given
+/// twice or not at all, the rest once.
+///
+/// # Errors
+/// A 400 naming the parameter.
+pub fn trace_params(pairs: &[(String, String)]) -> Result<TraceParams, Reject> {
+    let mut p = TraceParams::default();
+    let mut between = Vec::new();
+    let mut rest = Vec::new();
+    for (key, value) in pairs {
+        match key.as_str() {
+            "thread" => {
+                ThreadId::new(value).map_err(|e| Reject::bad("thread", e.to_string()))?;
+                p.threads.push(value.clone());
+            }
+            "between" => between.push(value.clone()),
+            _ => rest.push((key.clone(), value.clone())),
+        }
+    }
+    let known = ["correlation_id", "from_ms", "to_ms", "chain"];
+    for (key, value) in unique(&rest, &known)? {
+        match key {
+            "correlation_id" => p.correlation_id = Some(value.to_owned()),
+            "from_ms" => p.from_ms = Some(number("from_ms", value)?),
+            "to_ms" => p.to_ms = Some(number("to_ms", value)?),
+            _ => p.chain = Some(value.to_owned()),
+        }
+    }
+    match <[String; 2]>::try_from(between) {
+        Ok([a, b]) => p.between = Some((a, b)),
+        Err(given) if given.is_empty() => {}
+        Err(_) => return Err(Reject::bad("between", "give two parties (between twice)")),
+    }
+    if p.threads.len() > TRACE_THREADS_MAX {
+        return Err(Reject::bad("thread", format!("at most {TRACE_THREADS_MAX} threads")));
+    }
+    Ok(p)
+}
+
+/// Threads one `GET /api/trace` may name (a session's roots; each brings its sub-workflows).
+const TRACE_THREADS_MAX: usize = 100;
+
+/// Parses the query of `GET /api/health`: the watchdog in ms (the engine's own when `None`).
+///
+/// # Errors
+/// A 400 naming the parameter.
+pub fn health_params(pairs: &[(String, String)]) -> Result<Option<u64>, Reject> {
+    let mut watchdog_ms = None;
+    for (_, value) in unique(pairs, &["watchdog_ms"])? {
+        watchdog_ms = Some(number("watchdog_ms", value)?);
+    }
+    Ok(watchdog_ms)
 }
 
 /// Parses the query of `GET /api/threads/{id}/events`.
@@ -140,12 +270,14 @@ pub fn events_params(pairs: &[(String, String)]) -> Result<EventsParams, Reject>
 /// Parses the query of `GET /api/threads/{id}/state`.
 ///
 /// # Errors
-/// A 400 naming the parameter (`at` and `diff` together are refused, naming `diff`).
+/// A 400 naming the parameter (`at`, `at_time` and `diff`: one at most; refused naming the
+/// later one).
 pub fn state_params(pairs: &[(String, String)]) -> Result<StateParams, Reject> {
-    let mut p = StateParams { at: None, diff: None, redact: false };
-    for (key, value) in unique(pairs, &["at", "diff", "redact"])? {
+    let mut p = StateParams { at: None, at_time: None, diff: None, redact: false };
+    for (key, value) in unique(pairs, &["at", "at_time", "diff", "redact"])? {
         match key {
             "at" => p.at = Some(number("at", value)?),
+            "at_time" => p.at_time = Some(number("at_time", value)?),
             "diff" => {
                 let Some((a, b)) = value.split_once(',') else {
                     return Err(Reject::bad("diff", format!("expected SEQ,SEQ, got {value:?}")));
@@ -157,6 +289,9 @@ pub fn state_params(pairs: &[(String, String)]) -> Result<StateParams, Reject> {
     }
     if p.at.is_some() && p.diff.is_some() {
         return Err(Reject::bad("diff", "give at or diff, not both"));
+    }
+    if p.at_time.is_some() && (p.at.is_some() || p.diff.is_some()) {
+        return Err(Reject::bad("at_time", "give one of at, at_time and diff"));
     }
     Ok(p)
 }
@@ -294,6 +429,27 @@ mod tests {
             state_params(&q(&[("at", "1"), ("at", "2")])).unwrap_err().field.as_deref(),
             Some("at")
         );
+        assert_eq!(list_params(&q(&[("after", "")])).unwrap_err().field.as_deref(), Some("after"));
+        assert_eq!(
+            state_params(&q(&[("at", "1"), ("at_time", "2")])).unwrap_err().field.as_deref(),
+            Some("at_time")
+        );
+        assert_eq!(
+            checkpoints_params(&q(&[("kind", "sometimes")])).unwrap_err().field.as_deref(),
+            Some("kind")
+        );
+        assert_eq!(
+            health_params(&q(&[("watchdog_ms", "soon")])).unwrap_err().field.as_deref(),
+            Some("watchdog_ms")
+        );
+        assert_eq!(
+            trace_params(&q(&[("between", "a")])).unwrap_err().field.as_deref(),
+            Some("between")
+        );
+        let trace = trace_params(&q(&[("thread", "a"), ("thread", "b"), ("between", "x")]));
+        assert_eq!(trace.unwrap_err().field.as_deref(), Some("between"));
+        let trace = trace_params(&q(&[("thread", "a"), ("thread", "b"), ("to_ms", "5")])).unwrap();
+        assert_eq!((trace.threads.len(), trace.to_ms), (2, Some(5)));
         let ok = list_params(&q(&[("status", "paused"), ("label", "a=b"), ("offset", "3")]));
         let ok = ok.unwrap();
         assert_eq!((ok.filter.status, ok.offset, ok.limit), (Some(ThreadStatus::Paused), 3, 100));
@@ -306,7 +462,7 @@ mod tests {
         #[test]
         fn any_query_is_parsed_or_refused_naming_a_field(
             pairs in proptest::collection::vec(
-                ("(status|workflow|label|limit|offset|since|kind|follow|redact|at|diff|version|format|[a-z]{0,4})",
+                ("(status|workflow|label|limit|offset|after|since|kind|follow|redact|at|at_time|diff|version|format|thread|tag|watchdog_ms|between|correlation_id|from_ms|to_ms|chain|[a-z]{0,4})",
                  "[-a-z0-9_,=]{0,12}"),
                 0..5,
             )
@@ -327,6 +483,16 @@ mod tests {
                 Err(r) => refused_well(r),
             }
             if let Err(r) = graph_params(&pairs) {
+                refused_well(r);
+            }
+            match checkpoints_params(&pairs) {
+                Ok(p) => prop_assert!((1..=SERVE_PAGE_MAX).contains(&p.limit)),
+                Err(r) => refused_well(r),
+            }
+            if let Err(r) = health_params(&pairs) {
+                refused_well(r);
+            }
+            if let Err(r) = trace_params(&pairs) {
                 refused_well(r);
             }
         }

@@ -14,7 +14,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::params::Reject;
-use super::{controls, sse, threads};
+use super::{checkpoints, controls, messages, sse, threads};
 use crate::api::engine::Engine;
 use crate::debug::Redactor;
 use crate::error::Error;
@@ -55,6 +55,9 @@ pub(super) fn router(app: App, extra: Router<App>) -> Router {
         .route("/api/threads/{id}/checkpoints", get(threads::checkpoints))
         .route("/api/workflows/{id}/graph", get(threads::graph))
         .route("/api/trace/{id}", get(threads::trace))
+        .route("/api/trace", get(messages::trace))
+        .route("/api/checkpoints", get(checkpoints::list))
+        .route("/api/checkpoints/{id}", get(checkpoints::show))
         .route("/api/threads/{id}/{control}", post(controls::control))
         .merge(extra)
         .fallback(|| async {

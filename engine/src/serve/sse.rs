@@ -14,6 +14,7 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use cairn_storage::ThreadRecord;
 use serde_json::{Value, json};
 
 use super::params::{EventsParams, Reject, events_params};
@@ -32,9 +33,19 @@ pub(super) async fn events(
 ) -> Result<Response, Reject> {
     let id = super::threads::segment(id)?;
     let p = events_params(&pairs(q)?)?;
-    let (page, last, terminal) = read(app.clone(), id.clone(), p.clone(), p.since).await?;
+    let (page, last, record) = read(app.clone(), id.clone(), p.clone(), p.since).await?;
+    let terminal = record.status.is_terminal();
     if !p.follow {
-        return Ok(Json(json!({"thread": id, "events": page, "next_since": last})).into_response());
+        // The status read before the page, and where the stored log starts (a pruned thread's
+        // is after 1): what a client paging or polling the log needs to know when to stop.
+        let answer = json!({
+            "thread": id,
+            "events": page,
+            "next_since": last,
+            "status": record.status.as_str(),
+            "first_seq": record.first_seq.0,
+        });
+        return Ok(Json(answer).into_response());
     }
     let done = terminal && page.is_empty();
     let follow = Follow { app, id, p, buffer: page.into(), last, done };
@@ -42,17 +53,16 @@ pub(super) async fn events(
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
 }
 
-/// A page of events after `after` (pruned ones skipped), the last seq read, and whether the
-/// thread was terminal before they were read.
+/// A page of events after `after` (pruned ones skipped), the last seq read, and the thread's
+/// record as read before them.
 async fn read(
     app: App,
     id: String,
     p: EventsParams,
     after: u64,
-) -> Result<(Vec<Value>, u64, bool), Reject> {
+) -> Result<(Vec<Value>, u64, ThreadRecord), Reject> {
     blocking(move || {
         let record = record_of(&app.engine, &id)?;
-        let terminal = record.status.is_terminal();
         let after = after.max(record.first_seq.0.saturating_sub(1));
         let store = app.engine.store().as_ref();
         let (mut page, last) = events_after(store, &record.id, after, &p.kinds, p.limit)
@@ -62,7 +72,7 @@ async fn read(
                 app.redactor.value(e);
             }
         }
-        Ok((page, last, terminal))
+        Ok((page, last, record))
     })
     .await
 }
@@ -89,7 +99,8 @@ impl Follow {
                 return None;
             }
             match read(self.app.clone(), self.id.clone(), self.p.clone(), self.last).await {
-                Ok((page, last, terminal)) => {
+                Ok((page, last, record)) => {
+                    let terminal = record.status.is_terminal();
                     // Ended only once a read after the terminal status finds nothing more.
                     self.done = terminal && page.is_empty();
                     if page.is_empty() && !terminal {

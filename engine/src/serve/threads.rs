@@ -8,7 +8,9 @@ use axum::response::{IntoResponse, Response};
 use cairn_storage::{CheckpointFilter, Page, ThreadId, ThreadRecord};
 use serde_json::{Value, json};
 
-use super::params::{Reject, graph_params, list_params, no_params, redact_only, state_params};
+use super::params::{
+    Reject, graph_params, health_params, list_params, no_params, redact_only, state_params,
+};
 use super::routes::{App, blocking, pairs, reject};
 use crate::api::engine::Engine;
 use crate::debug::views;
@@ -33,8 +35,15 @@ pub(super) fn record_of(engine: &Engine, id: &str) -> Result<ThreadRecord, Rejec
 }
 
 pub(super) async fn health(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
-    no_params(&pairs(q)?)?;
-    let report = blocking(move || app.engine.health().map_err(|e| reject(e, "health"))).await?;
+    let watchdog_ms = health_params(&pairs(q)?)?;
+    let report = blocking(move || {
+        let report = match watchdog_ms {
+            Some(ms) => app.engine.health_with_watchdog(ms),
+            None => app.engine.health(),
+        };
+        report.map_err(|e| reject(e, "health"))
+    })
+    .await?;
     Ok(Json(serde_json::to_value(report).map_err(|e| reject(e.into(), "health"))?))
 }
 
@@ -52,10 +61,12 @@ pub(super) async fn list(State(app): State<App>, q: Q) -> Result<Json<Value>, Re
     let p = list_params(&pairs(q)?)?;
     blocking(move || {
         let store = app.engine.store().as_ref();
-        let records = views::threads_page(store, &p.filter, p.offset, p.limit)
-            .map_err(|e| reject(e, "threads"))?;
+        let (records, next) =
+            views::threads_after(store, &p.filter, p.after.as_ref(), p.offset, p.limit)
+                .map_err(|e| reject(e, "threads"))?;
         let rows: Vec<Value> = records.iter().map(views::thread_row).collect();
-        Ok(Json(json!({"threads": rows, "offset": p.offset, "limit": p.limit})))
+        let next = next.map(|id| id.to_string());
+        Ok(Json(json!({"threads": rows, "offset": p.offset, "limit": p.limit, "next": next})))
     })
     .await
 }
@@ -90,7 +101,13 @@ pub(super) async fn state(
                 let changes = engine.diff(&id, a, b).map_err(|e| reject(e, "diff"))?;
                 json!({"thread": id, "from": a, "to": b, "changes": changes})
             }
-            None => views::state_json(&engine.state_at(&id, p.at).map_err(|e| reject(e, "at"))?),
+            None => {
+                let view = match p.at_time {
+                    Some(ms) => engine.state_at_time(&id, ms).map_err(|e| reject(e, "at_time"))?,
+                    None => engine.state_at(&id, p.at).map_err(|e| reject(e, "at"))?,
+                };
+                views::state_json(&view)
+            }
         };
         Ok(Json(app.answer(out, p.redact)))
     })

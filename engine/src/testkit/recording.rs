@@ -354,6 +354,15 @@ impl Store for RecordingStore {
         self.watch(self.inner.list_threads(filter, page))
     }
 
+    fn list_threads_after(
+        &self,
+        filter: &ThreadFilter,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadRecord>, Error> {
+        self.watch(self.inner.list_threads_after(filter, after, limit))
+    }
+
     fn locks(&self) -> Result<Vec<LockRecord>, Error> {
         self.watch(self.inner.locks())
     }

@@ -83,12 +83,18 @@ async fn the_endpoint_serves_reads_follows_a_log_and_guards_controls() {
     let found = cairn::serve::discovery::find(&path).unwrap().unwrap();
     assert_eq!((found.address, found.pid), (server.addr(), std::process::id()));
 
-    // Threads, paged in natural order, and filtered.
+    // Threads, paged in id order, and filtered.
     let (status, page) = get("/api/threads?limit=2&offset=1").await;
     assert_eq!(status, 200, "{page}");
     let ids: Vec<&str> =
         page["threads"].as_array().unwrap().iter().map(|t| t["thread"].as_str().unwrap()).collect();
     assert_eq!(ids, ["t-2", "t-3"]);
+    // The cursor: `next` is the `after` of the next page, null on the last.
+    assert_eq!(page["next"], "t-3", "{page}");
+    let (_, rest) = get("/api/threads?limit=2&after=t-3").await;
+    let ids: Vec<&str> =
+        rest["threads"].as_array().unwrap().iter().map(|t| t["thread"].as_str().unwrap()).collect();
+    assert_eq!((ids, &rest["next"]), (vec!["t-4", "t-5"], &serde_json::Value::Null), "{rest}");
     let (_, waiting) = get("/api/threads?status=waiting_input").await;
     assert_eq!(waiting["threads"].as_array().unwrap().len(), 5);
 

@@ -242,6 +242,16 @@ impl Store for PgStore {
         self.read(move |c| read::list_threads(c, &filter, page))
     }
 
+    fn list_threads_after(
+        &self,
+        filter: &ThreadFilter,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadRecord>, Error> {
+        let (filter, after) = (filter.clone(), after.cloned());
+        self.read(move |c| read::list_threads_after(c, &filter, after.as_ref(), limit))
+    }
+
     fn locks(&self) -> Result<Vec<LockRecord>, Error> {
         self.read(read::locks)
     }

@@ -293,6 +293,51 @@ pub(crate) fn list_threads(
     Ok(out)
 }
 
+/// Threads matching `filter` with ids after `after` in the table's id order, at most `limit`:
+/// the cursor is a bound on the primary key, so a page reads from there. With a label filter the
+/// rows are fetched in chunks of `limit` (labels are inside the record) until `limit` match.
+pub(crate) fn list_threads_after(
+    client: &mut Client,
+    filter: &ThreadFilter,
+    after: Option<&ThreadId>,
+    limit: usize,
+) -> Result<Vec<ThreadRecord>, Error> {
+    limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
+    let status = filter.status.map(|s| s.to_string());
+    let workflow = filter.workflow_id.as_deref();
+    let mut cursor = after.map(|a| a.as_str().to_owned());
+    let chunk = to_db(limit.max(1) as u64)?;
+    let mut out = Vec::new();
+    while out.len() < limit {
+        let rows = client
+            .query(
+                "SELECT id, record FROM cairn_threads \
+                 WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR workflow = $2) \
+                 AND ($3::text IS NULL OR id > $3) ORDER BY id LIMIT $4",
+                &[&status, &workflow, &cursor, &chunk],
+            )
+            .map_err(pg_error("list threads"))?;
+        let n = rows.len();
+        for row in rows {
+            let key: &str = row.get(0);
+            let id = ThreadId::new(key).map_err(|e| {
+                corrupt(table::THREADS, None, None, format!("key {key:?} is not a thread id: {e}"))
+            })?;
+            cursor = Some(key.to_owned());
+            let record = decode_thread(&id, row.get(1))?;
+            let labelled =
+                filter.label.as_ref().is_none_or(|(k, v)| record.labels.get(k) == Some(v));
+            if labelled && out.len() < limit {
+                out.push(record);
+            }
+        }
+        if i64::try_from(n).unwrap_or(i64::MAX) < chunk {
+            break;
+        }
+    }
+    Ok(out)
+}
+
 pub(crate) fn locks(client: &mut Client) -> Result<Vec<LockRecord>, Error> {
     let rows = client
         .query("SELECT name, record FROM cairn_locks ORDER BY name", &[])

@@ -587,6 +587,15 @@ impl Store for RedbStore {
         self.read(|txn| read::list_threads(txn, filter, page))
     }
 
+    fn list_threads_after(
+        &self,
+        filter: &ThreadFilter,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadRecord>, Error> {
+        self.read(|txn| read::list_threads_after(txn, filter, after, limit))
+    }
+
     fn locks(&self) -> Result<Vec<LockRecord>, Error> {
         self.read(read::locks)
     }

@@ -390,28 +390,7 @@ pub(crate) fn list_threads(
             break;
         }
         let (key, value) = entry.map_err(storage("read threads"))?;
-        let id = ThreadId::new(key.value()).map_err(|e| Error::Corrupted {
-            table: table::THREADS,
-            thread: None,
-            seq: None,
-            detail: format!("key {:?} is not a valid thread id: {e}", key.value()),
-        })?;
-        let record =
-            codec::decode_thread(value.value()).map_err(|e| codec::locate(e, Some(&id), None))?;
-        if record.id != id {
-            return Err(Error::Corrupted {
-                table: table::THREADS,
-                thread: Some(id.clone()),
-                seq: None,
-                detail: format!("key {id} holds the record of thread {}", record.id),
-            });
-        }
-        let matches = filter.status.is_none_or(|s| record.status == s)
-            && filter.workflow_id.as_ref().is_none_or(|w| &record.workflow.id == w)
-            && filter.label.as_ref().is_none_or(|(k, v)| record.labels.get(k) == Some(v));
-        if !matches {
-            continue;
-        }
+        let Some(record) = matching_thread(key.value(), value.value(), filter)? else { continue };
         if skipped < page.offset {
             skipped += 1;
             continue;
@@ -419,6 +398,60 @@ pub(crate) fn list_threads(
         out.push(record);
     }
     Ok(out)
+}
+
+/// Threads matching `filter` with ids after `after` in key (byte) order, at most `limit`: a
+/// range scan that starts at the cursor, so a page costs what it reads, not what precedes it.
+pub(crate) fn list_threads_after(
+    txn: &ReadTransaction,
+    filter: &ThreadFilter,
+    after: Option<&ThreadId>,
+    limit: usize,
+) -> Result<Vec<ThreadRecord>, Error> {
+    use std::ops::Bound;
+    limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
+    let threads = open(txn, THREADS)?;
+    let start = after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.as_str()));
+    let mut out = Vec::new();
+    let range =
+        threads.range::<&str>((start, Bound::Unbounded)).map_err(storage("read threads"))?;
+    for entry in range {
+        if out.len() >= limit {
+            break;
+        }
+        let (key, value) = entry.map_err(storage("read threads"))?;
+        if let Some(record) = matching_thread(key.value(), value.value(), filter)? {
+            out.push(record);
+        }
+    }
+    Ok(out)
+}
+
+/// The record stored under `key`, checked, if it matches `filter`.
+fn matching_thread(
+    key: &str,
+    value: &[u8],
+    filter: &ThreadFilter,
+) -> Result<Option<ThreadRecord>, Error> {
+    let id = ThreadId::new(key).map_err(|e| Error::Corrupted {
+        table: table::THREADS,
+        thread: None,
+        seq: None,
+        detail: format!("key {key:?} is not a valid thread id: {e}"),
+    })?;
+    let record = codec::decode_thread(value).map_err(|e| codec::locate(e, Some(&id), None))?;
+    if record.id != id {
+        return Err(Error::Corrupted {
+            table: table::THREADS,
+            thread: Some(id.clone()),
+            seq: None,
+            detail: format!("key {id} holds the record of thread {}", record.id),
+        });
+    }
+    let matches = filter.status.is_none_or(|s| record.status == s)
+        && filter.workflow_id.as_ref().is_none_or(|w| &record.workflow.id == w)
+        && filter.label.as_ref().is_none_or(|(k, v)| record.labels.get(k) == Some(v));
+    Ok(matches.then_some(record))
 }
 
 pub(crate) fn locks(txn: &ReadTransaction) -> Result<Vec<LockRecord>, Error> {

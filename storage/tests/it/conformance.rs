@@ -235,6 +235,47 @@ fn correlation_index<S: Store>(store: &S) {
     assert!(matches!(try_append(store, bad), Err(Error::Invalid { .. })));
 }
 
+/// A cursor walk over the threads (`list_threads_after`) sees each matching thread once, in the
+/// order `list_threads` lists, a page at a time, with a label filter too.
+fn thread_cursor<S: Store>(store: &S) {
+    use cairn_storage::{Page, ThreadFilter, ThreadId};
+    for i in 0..7 {
+        let mut record = thread_record(&format!("cur-{i}"));
+        if i % 2 == 0 {
+            record.labels.insert("even".into(), "yes".into());
+        }
+        append(store, Batch { threads: vec![record], ..Batch::default() });
+    }
+    let walk = |filter: &ThreadFilter, limit: usize| {
+        let mut seen = Vec::new();
+        let mut after: Option<ThreadId> = None;
+        loop {
+            let page = store.list_threads_after(filter, after.as_ref(), limit).unwrap();
+            assert!(page.len() <= limit);
+            seen.extend(page.iter().map(|r| r.id.to_string()));
+            match page.last() {
+                Some(last) if page.len() == limit => after = Some(last.id.clone()),
+                _ => return seen,
+            }
+        }
+    };
+    let listed = |filter: &ThreadFilter| -> Vec<String> {
+        let all = store.list_threads(filter, Page { limit: 1_000, offset: 0 }).unwrap();
+        all.iter().map(|r| r.id.to_string()).collect()
+    };
+    let all = ThreadFilter::default();
+    assert_eq!(walk(&all, 2), listed(&all));
+    assert_eq!(walk(&all, 1_000), listed(&all));
+    let even =
+        ThreadFilter { label: Some(("even".into(), "yes".into())), ..ThreadFilter::default() };
+    let evens = walk(&even, 3);
+    assert_eq!(evens, ["cur-0", "cur-2", "cur-4", "cur-6"]);
+    assert_eq!(evens, listed(&even));
+    let from = store.list_threads_after(&all, Some(&tid("cur-4")), 10).unwrap();
+    assert!(from.iter().all(|r| r.id.as_str() > "cur-4"), "the cursor is exclusive");
+    assert!(store.list_threads_after(&all, None, 0).unwrap().is_empty());
+}
+
 /// Every check, on one store.
 fn contract<S: Store + Clone>(store: &S) {
     correlation_index(store);
@@ -244,6 +285,7 @@ fn contract<S: Store + Clone>(store: &S) {
     locks(store);
     subscribe_without_gap(store);
     prune_and_verify(store);
+    thread_cursor(store);
 }
 
 #[test]

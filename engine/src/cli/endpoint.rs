@@ -1,0 +1,158 @@
+//! Reads through a running engine's endpoint. When `<db>.endpoint` announces one (a
+//! `cairn serve`, a `cairn demo`, or an application serving the file) and it is live (its process
+//! runs and its address accepts a connection), the read commands ask it instead of copying the
+//! file: the engine answers from its live store, a page at a time, and the command prints what it
+//! would print reading the file (the endpoint serves the same JSON views, `crate::debug::views`).
+//! No token is needed to read.
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::EXIT_FAILED;
+use super::common::fail;
+use crate::serve::discovery;
+
+/// Seconds one read through the endpoint may take before the command gives up (a page is
+/// bounded, so this is a bound on a hung engine, not on a large database).
+const READ_TIMEOUT_S: u64 = 60;
+
+/// How long the liveness check waits for the announced address to accept a connection.
+const CONNECT_TIMEOUT_MS: u64 = 2_000;
+
+/// A live endpoint serving a database file.
+pub(super) struct Endpoint {
+    base: String,
+    db: PathBuf,
+    agent: ureq::Agent,
+}
+
+/// The live endpoint announced for `db`, or `None` (no announcement, a malformed one, or one
+/// left by an engine that is gone): then the command reads the file.
+pub(super) fn find(db: &Path) -> Option<Endpoint> {
+    let endpoint = discovery::find(db).ok().flatten()?;
+    if !process_runs(endpoint.pid) {
+        return None;
+    }
+    let timeout = Duration::from_millis(CONNECT_TIMEOUT_MS);
+    TcpStream::connect_timeout(&endpoint.address, timeout).ok()?;
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(READ_TIMEOUT_S)))
+        .build()
+        .into();
+    Some(Endpoint { base: format!("http://{}", endpoint.address), db: db.to_path_buf(), agent })
+}
+
+/// Whether process `pid` runs (on Linux, by `/proc`; elsewhere the connection decides).
+fn process_runs(pid: u32) -> bool {
+    if cfg!(target_os = "linux") { Path::new(&format!("/proc/{pid}")).exists() } else { true }
+}
+
+impl Endpoint {
+    /// `GET {path}` with `query` (values percent-encoded here): the JSON answer.
+    ///
+    /// # Errors
+    /// Exit 1 with the endpoint's own message for a refusal (a 404 of a thread or checkpoint
+    /// says "... in this database", as the file path does); exit 1 naming the endpoint when it
+    /// stops answering.
+    pub(super) fn get(&self, path: &str, query: &[(&str, String)]) -> anyhow::Result<Value> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self.agent.get(&url);
+        for (key, value) in query {
+            request = request.query(*key, value);
+        }
+        let mut response = request.call().map_err(|e| {
+            let message = format!(
+                "the engine serving {} at {} stopped answering: {e}",
+                self.db.display(),
+                self.base
+            );
+            match e {
+                // Its engine stopped (or is stopping) since it was found: the file is read.
+                ureq::Error::Io(_) | ureq::Error::ConnectionFailed => {
+                    anyhow::Error::new(Gone(message))
+                }
+                _ => fail(EXIT_FAILED, message),
+            }
+        })?;
+        let status = response.status().as_u16();
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(crate::limits::SERVE_ANSWER_BYTES_MAX)
+            .read_to_string()
+            .map_err(|e| fail(EXIT_FAILED, format!("reading the answer of {url}: {e}")))?;
+        let answer: Value = serde_json::from_str(&text).map_err(|e| {
+            fail(EXIT_FAILED, format!("{url} answered something that is not JSON: {e}"))
+        })?;
+        if status == 200 {
+            return Ok(answer);
+        }
+        let error = answer["error"].as_str().unwrap_or("refused").to_owned();
+        let message = match answer["field"].as_str() {
+            Some("thread" | "checkpoint") if status == 404 => format!("{error} in this database"),
+            _ => error,
+        };
+        Err(fail(EXIT_FAILED, message))
+    }
+}
+
+/// The endpoint went away while a command read through it (its engine stopped): the command
+/// reads the file instead (exit 1 if this ever reaches the user).
+#[derive(Debug)]
+pub(super) struct Gone(String);
+
+impl std::fmt::Display for Gone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Gone {}
+
+/// Whether `error` is the endpoint going away ([`Gone`]).
+pub(super) fn is_gone(error: &anyhow::Error) -> bool {
+    error.downcast_ref::<Gone>().is_some()
+}
+
+/// `read` through the live endpoint serving `db`: `None` when there is none, or when it went
+/// away during the read (then the caller reads the file, which its engine no longer holds).
+///
+/// # Errors
+/// What `read` fails with otherwise.
+pub(super) fn through<T>(
+    db: &Path,
+    read: impl FnOnce(&Endpoint) -> anyhow::Result<T>,
+) -> anyhow::Result<Option<T>> {
+    let Some(endpoint) = find(db) else { return Ok(None) };
+    match read(&endpoint) {
+        Ok(value) => Ok(Some(value)),
+        Err(e) if is_gone(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// `text` as one path segment: every byte but the unreserved ones percent-encoded.
+pub(super) fn segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_segment_keeps_unreserved_bytes_and_encodes_the_rest() {
+        assert_eq!(super::segment("demo-1"), "demo-1");
+        assert_eq!(super::segment("a/b c?d#é"), "a%2Fb%20c%3Fd%23%C3%A9");
+    }
+}

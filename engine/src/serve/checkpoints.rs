@@ -1,0 +1,55 @@
+//! The checkpoint reads: `GET /api/checkpoints` (a filtered page, newest first, as
+//! `cairn checkpoints`) and `GET /api/checkpoints/{id}` (one with its snapshot, as
+//! `cairn checkpoint show`).
+
+use axum::Json;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use cairn_storage::{CheckpointId, Page};
+use serde_json::{Value, json};
+
+use super::params::{Reject, checkpoints_params, redact_only};
+use super::routes::{App, blocking, pairs, reject};
+use crate::debug::views;
+
+type Q = Result<Query<Vec<(String, String)>>, QueryRejection>;
+
+pub(super) async fn list(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
+    let p = checkpoints_params(&pairs(q)?)?;
+    blocking(move || {
+        let page = Page { limit: p.limit, offset: p.offset };
+        let infos = app
+            .engine
+            .store()
+            .list_checkpoints(&p.filter, page)
+            .map_err(|e| reject(e.into(), "checkpoints"))?;
+        let rows: Vec<Value> = infos.iter().map(views::checkpoint_json).collect();
+        Ok(Json(json!({"checkpoints": rows, "offset": p.offset, "limit": p.limit})))
+    })
+    .await
+}
+
+pub(super) async fn show(
+    State(app): State<App>,
+    id: Result<Path<String>, PathRejection>,
+    q: Q,
+) -> Result<Json<Value>, Reject> {
+    let text = super::threads::segment(id)?;
+    let redact = redact_only(&pairs(q)?)?;
+    let id = text
+        .parse::<u64>()
+        .map_err(|_| Reject::bad("checkpoint", format!("{text:?} is not a checkpoint id")))?;
+    blocking(move || {
+        let found = app
+            .engine
+            .store()
+            .checkpoint(CheckpointId(id))
+            .map_err(|e| reject(e.into(), "checkpoint"))?;
+        let Some(cp) = found else {
+            return Err(Reject::not_found("checkpoint", format!("no checkpoint {id}")));
+        };
+        let out = views::checkpoint_details(&cp).map_err(|e| reject(e, "checkpoint"))?;
+        Ok(Json(app.answer(out, redact)))
+    })
+    .await
+}

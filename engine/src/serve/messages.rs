@@ -1,0 +1,32 @@
+//! `GET /api/trace`: the messages of a session (`thread`, repeatable) or of every thread,
+//! filtered as `cairn trace` filters them (correlation id, two parties, a time window, a chain of
+//! parents), in the JSON `cairn trace --json` prints.
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use serde_json::{Value, json};
+
+use super::params::{Reject, trace_params};
+use super::routes::{App, blocking, pairs, reject};
+use crate::debug::views::trace_json;
+use crate::debug::{TraceQuery, TraceScope};
+
+pub(super) async fn trace(
+    State(app): State<App>,
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<Json<Value>, Reject> {
+    let p = trace_params(&pairs(q)?)?;
+    blocking(move || {
+        let scope =
+            if p.threads.is_empty() { TraceScope::All } else { TraceScope::Threads(p.threads) };
+        let mut query = TraceQuery::new(scope);
+        query.correlation_id = p.correlation_id;
+        query.between = p.between;
+        (query.from_ms, query.to_ms, query.chain_to) = (p.from_ms, p.to_ms, p.chain);
+        let found = app.engine.trace(&query).map_err(|e| reject(e, "trace"))?;
+        let rows: Vec<Value> = found.iter().map(trace_json).collect();
+        Ok(Json(json!({"messages": rows})))
+    })
+    .await
+}
