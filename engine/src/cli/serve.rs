@@ -48,6 +48,7 @@ pub(super) async fn run(args: ServeArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Re
         print_text(
             &json!({
                 "address": server.addr().to_string(),
+                "web_view": format!("http://{}/ui/threads", server.addr()),
                 "token": server.token(),
                 "token_file": token_file,
                 "endpoint_file": server.endpoint_file().map(|p| p.display().to_string()),
@@ -57,11 +58,12 @@ pub(super) async fn run(args: ServeArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Re
         );
     } else {
         print_text(&format!(
-            "serving {} at http://{}/api/threads\ntoken (for controls: Authorization: Bearer ...): {}\n\
+            "serving {} at http://{addr}/api/threads\nweb view: http://{addr}/ui/threads\n\
+             token (for controls: Authorization: Bearer ...): {}\n\
              token file: {token_file}\nCtrl-C stops it",
             db.display(),
-            server.addr(),
             server.token(),
+            addr = server.addr(),
         ));
     }
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

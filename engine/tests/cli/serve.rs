@@ -27,6 +27,11 @@ fn cairn_serve_serves_a_file_takes_controls_through_its_endpoint_and_stops_on_si
         serde_json::from_slice(&std::fs::read(&endpoint).expect("the endpoint file")).unwrap();
     assert_eq!(announced["address"].as_str(), Some(address.as_str()));
 
+    // The announced web view answers with the threads page.
+    let web_view = first["web_view"].as_str().expect("web_view");
+    assert_eq!(web_view, format!("http://{address}/ui/threads"));
+    let mut page = ureq::get(web_view).call().expect("GET the web view");
+    assert!(page.body_mut().read_to_string().unwrap().contains("<html"), "a page");
     let mut resp = ureq::get(&format!("http://{address}/api/threads")).call().expect("GET");
     let page: Value = serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap();
     assert_eq!(page["threads"].as_array().map(Vec::len), Some(3), "{page}");
