@@ -368,6 +368,11 @@ async fn a_worker_that_stalls_past_its_lease_is_fenced_and_another_finishes_its_
     )
     .await
     .expect("the stalled runner stops");
+    // The fence is counted by the runner's task once its claim is released: wait for it.
+    let waited = std::time::Instant::now();
+    while stalled.fenced_runners() == 0 && waited.elapsed() < std::time::Duration::from_secs(5) {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     assert_eq!(stalled.fenced_runners(), 1, "the stalled worker's write was refused");
     assert_eq!(other.fenced_runners(), 0);
     let after = other.store().read_since(&id, cairn::Seq(0), 100).unwrap().len();
