@@ -569,21 +569,11 @@ mod tests {
         (Write::Append(batch, tx), rx)
     }
 
-    /// The batch that creates `thread`.
+    /// The batch that creates the record of `thread` (no event: only the record matters here).
     fn create(thread: &ThreadId) -> Batch {
         let workflow = crate::WorkflowRef { id: "w".into(), version: 1, fingerprint: "f".into() };
         Batch {
             threads: vec![crate::ThreadRecord::new(thread.clone(), workflow, 0)],
-            events: vec![crate::NewEvent {
-                thread: thread.clone(),
-                kind: crate::EventKind::ThreadCreated,
-                node: None,
-                status: crate::EventStatus::Info,
-                summary: "created".into(),
-                payload: None,
-                data: Vec::new(),
-                at_ms: 0,
-            }],
             guards: vec![Guard::Absent { thread: thread.clone() }],
             ..Batch::default()
         }
