@@ -8,7 +8,8 @@
 //! Environment: `CAIRN_BENCH_RUNS` (default 5) runs per figure, `CAIRN_BENCH_ONLY` (a
 //! comma-separated subset of `sequential,concurrent,none,starts,memory`; `none-1` and `none-64` run one half
 //! of `none`) the sections run,
-//! `CAIRN_BENCH_MEMORY_THREADS` (default 10,000) the threads of the memory section. The memory
+//! `CAIRN_BENCH_MEMORY_THREADS` (default 10,000 queued or completed threads, 100,000 parked
+//! ones) the threads of each memory figure. The memory
 //! section measures each figure in a fresh child process (this binary, re-run with
 //! `CAIRN_BENCH_CHILD` set), so that memory freed by earlier sections cannot hide what the
 //! threads cost.
@@ -44,8 +45,12 @@ const THREADS_PER_CLIENT: usize = 10;
 const RAW_BATCH: u64 = 100;
 /// Threads per sequential run with no fsync (CPU bound, so many more fit in the same time).
 const UNSYNCED_SEQUENTIAL_THREADS: usize = 500;
-/// Threads started at once in the memory section.
+/// Threads started at once for the memory section's queued and completed figures.
 const MEMORY_THREADS: usize = 10_000;
+/// Threads parked at once for the memory section's parked figures (waiting for input, sleeping,
+/// paused): the engine must hold many more of these than of running ones.
+const MEMORY_PARKED_THREADS: usize = 100_000;
+
 /// Threads run before the memory section's baseline is taken (runtime, caches, allocator warm).
 const MEMORY_WARMUP_THREADS: usize = 200;
 
@@ -60,7 +65,11 @@ const CHILD_ENV: &str = "CAIRN_BENCH_CHILD";
 fn main() -> anyhow::Result<()> {
     let root = scratch_dir(Path::new(env!("CARGO_TARGET_TMPDIR")))?;
     if let Ok(which) = std::env::var(CHILD_ENV) {
-        let threads = env_usize("CAIRN_BENCH_MEMORY_THREADS", MEMORY_THREADS)?;
+        let default = match which.as_str() {
+            "parked" | "sleeping" | "paused" => MEMORY_PARKED_THREADS,
+            _ => MEMORY_THREADS,
+        };
+        let threads = env_usize("CAIRN_BENCH_MEMORY_THREADS", default)?;
         return memory_child(&which, threads, &root.path().join("memory.redb"));
     }
     let runs = env_usize("CAIRN_BENCH_RUNS", RUNS)?;
@@ -239,11 +248,12 @@ fn starts(
 }
 
 /// (d) Memory per thread: the resident-set growth of a fresh process (a child) while
-/// [`MEMORY_THREADS`] threads are parked waiting for input, while as many wait for a runner
-/// permit, and after as many have completed, with the peak during the run.
+/// [`MEMORY_PARKED_THREADS`] threads are parked (waiting for input, sleeping, paused), while
+/// [`MEMORY_THREADS`] wait for a runner permit, and after as many have completed, with the peak
+/// during the run.
 fn memory(runs: usize) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("locating the bench binary")?;
-    for which in ["parked", "queued", "completed"] {
+    for which in ["parked", "sleeping", "paused", "queued", "completed"] {
         let (mut kept, mut peak) = (Vec::new(), Vec::new());
         for _ in 0..runs.min(3) {
             let out = std::process::Command::new(&exe)
@@ -273,14 +283,16 @@ fn memory(runs: usize) -> anyhow::Result<()> {
 }
 
 /// In a child process: start `threads` threads at once and let them park waiting for input
-/// (`parked`), finish (`completed`, or `completed-immediate` under `Durability::Immediate`), or
-/// wait for a runner (`queued`: a concurrency limit of 1 and a first thread that never finishes,
-/// so every other thread waits for a permit); print `CHILD <kept KiB per thread> <peak KiB per
-/// thread>`, from `VmRSS` once they all stand so and `VmHWM`, each less the `VmRSS` before the
-/// first start.
+/// (`parked`), sleeping for a day (`sleeping`) or paused while waiting for input (`paused`),
+/// finish (`completed`, or `completed-immediate` under `Durability::Immediate`), or wait for a
+/// runner (`queued`: a concurrency limit of 1 and a first thread that never finishes, so every
+/// other thread waits for a permit); print `CHILD <kept KiB per thread> <peak KiB per thread>`,
+/// from `VmRSS` once they all stand so and `VmHWM`, each less the `VmRSS` before the first
+/// start.
 fn memory_child(which: &str, threads: usize, path: &Path) -> anyhow::Result<()> {
     let (workflow, want) = match which {
-        "parked" => (ASKING, Some(ThreadStatus::WaitingInput)),
+        "parked" | "paused" => (ASKING, Some(ThreadStatus::WaitingInput)),
+        "sleeping" => (SLEEPING, Some(ThreadStatus::Sleeping)),
         "completed" | "completed-immediate" => (WORKFLOW, Some(ThreadStatus::Completed)),
         "queued" => (STUCK, None),
         other => anyhow::bail!("unknown memory figure {other:?}"),
@@ -296,13 +308,14 @@ fn memory_child(which: &str, threads: usize, path: &Path) -> anyhow::Result<()> 
             .workflow(&linear()?)
             .workflow(&asking()?)
             .workflow(&stuck()?)
+            .workflow(&sleeping()?)
             .open()
             .await?;
         one_at_a_time(engine.clone(), "warm", MEMORY_WARMUP_THREADS).await?;
         let before = proc_status_kib("VmRSS")?;
         let mut handles = Vec::with_capacity(threads);
         for n in 0..threads {
-            let id = StartOptions::id(format!("mem-{n:05}"));
+            let id = StartOptions::id(format!("mem-{n:06}"));
             handles.push(engine.start(workflow, 0u64, id).await?);
         }
         if let Some(want) = want {
@@ -310,6 +323,9 @@ fn memory_child(which: &str, threads: usize, path: &Path) -> anyhow::Result<()> 
                 let outcome = handle.wait().await?;
                 let status = outcome.status;
                 anyhow::ensure!(status == want, "{} ended {status:?}", handle.id());
+                if which == "paused" {
+                    engine.pause(handle.id().as_str()).await?;
+                }
             }
         }
         drop(handles);
@@ -343,6 +359,21 @@ fn asking() -> anyhow::Result<Workflow<Replace<u64>>> {
         })
         .edge(START, "ask")
         .edge("ask", END)
+        .build()?)
+}
+
+/// The sleeping workflow of the memory section.
+const SLEEPING: &str = "bench-sleeping";
+
+/// One node that sleeps for a day (a durable timer), so that its threads park sleeping.
+fn sleeping() -> anyhow::Result<Workflow<Replace<u64>>> {
+    Ok(Workflow::<Replace<u64>>::builder(SLEEPING, 1)
+        .node("nap", |_s: Arc<Replace<u64>>, ctx: Ctx| async move {
+            ctx.sleep_ms(24 * 3600 * 1000).await?;
+            Ok(NodeOutput::update(1))
+        })
+        .edge(START, "nap")
+        .edge("nap", END)
         .build()?)
 }
 

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::claims::Claims;
-use super::timers::{Armed, Slot};
+use super::timers::Armed;
 use super::watchers::Watchers;
 use super::{CheckpointAsk, Control, Coordinator, Due, Request, Wake};
 use crate::clock::Clock;
@@ -91,10 +91,35 @@ impl Local {
     }
 }
 
+impl Local {
+    /// The one timer task: sleeps until the earliest armed time (looking again whenever an
+    /// arming changes), then wakes every thread whose timer or deadline is due, each in a task
+    /// of its own (a wake writes to the store).
+    fn fire_timers(&self, wake: Arc<dyn Wake>) {
+        let (armed, clock, tasks) = (self.armed.clone(), self.clock.clone(), self.tasks.clone());
+        let stopping = tasks.stopping().clone();
+        self.tasks.spawn(async move {
+            loop {
+                let sleep = armed.next_due_ms().map(|at_ms| clock.sleep_until(at_ms));
+                tokio::select! {
+                    () = async { match sleep { Some(s) => s.await, None => std::future::pending().await } } => {}
+                    () = armed.changed.notified() => {}
+                    () = stopping.cancelled() => return,
+                }
+                for (thread, due) in armed.take_due(clock.now_ms()) {
+                    let wake = wake.clone();
+                    tasks.spawn(async move { wake.due(thread, due).await });
+                }
+            }
+        });
+    }
+}
+
 impl Coordinator for Local {
     fn serve(&self, wake: Arc<dyn Wake>, timers_armed: metrics::Gauge) {
-        assert!(self.wake.set(wake).is_ok(), "a coordinator serves one engine");
+        assert!(self.wake.set(wake.clone()).is_ok(), "a coordinator serves one engine");
         self.armed.report_to(timers_armed);
+        self.fire_timers(wake);
     }
 
     fn claim(&self, thread: &ThreadId, parent: Option<&CancellationToken>) -> Option<Arc<Control>> {
@@ -159,26 +184,11 @@ impl Coordinator for Local {
     }
 
     fn arm(&self, thread: &ThreadId, due: Due) {
-        let Some(wake) = self.wake.get().cloned() else {
+        if self.wake.get().is_none() {
             // A read-only engine serves nobody: nothing it opens is ever due.
             return;
-        };
-        let slot = Slot::of(&due);
-        let (generation, disarmed) = self.armed.arm(thread, slot);
-        let (clock, armed, stopping) =
-            (self.clock.clone(), self.armed.clone(), self.tasks.stopping().clone());
-        let thread = thread.clone();
-        self.tasks.spawn(async move {
-            tokio::select! {
-                () = clock.sleep_until(due.at_ms()) => {}
-                () = stopping.cancelled() => return,
-                () = disarmed.cancelled() => return,
-            }
-            // Both may be ready when this task is polled: the table says which one is armed.
-            if armed.done(&thread, slot, generation) {
-                wake.due(thread, due).await;
-            }
-        });
+        }
+        self.armed.arm(thread, due);
     }
 
     fn disarm(&self, thread: &ThreadId) {

@@ -2,13 +2,17 @@
 //! per thread. Arming a thread's timer again (recovery, a resume after a pause) disarms the one
 //! before, so a stale timer never wakes a later sleep; an end from outside (cancel, deadline)
 //! disarms both, so the armed set is bounded by the parked threads.
+//!
+//! An arming is two small table entries (by thread and slot, and by due time), not a task: one
+//! timer task per engine (`local.rs`) sleeps until the earliest due time, takes what is due and
+//! wakes those threads. So a sleeping thread costs an entry until it is due, and a million
+//! sleeping threads cost no million tasks.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use cairn_storage::ThreadId;
-use tokio_util::sync::CancellationToken;
 
 use super::Due;
 
@@ -30,79 +34,113 @@ impl Slot {
     }
 }
 
-/// The armed timers, by thread and slot: a generation and the token that disarms it.
+/// The armed timers: by thread and slot (a generation and the due time), and by due time.
 #[derive(Debug, Default)]
 pub(super) struct Armed {
-    armed: Mutex<HashMap<(ThreadId, Slot), (u64, CancellationToken)>>,
+    table: Mutex<Table>,
     next: AtomicU64,
+    /// Told when an arming may be due before the time the timer task sleeps towards.
+    pub(super) changed: tokio::sync::Notify,
     /// Kept at the number of armings (`cairn_timers_armed`), once the engine serves.
     gauge: std::sync::OnceLock<metrics::Gauge>,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    by_thread: HashMap<(ThreadId, Slot), (u64, u64)>,
+    by_time: BTreeMap<(u64, u64), (ThreadId, Due)>,
+}
+
+impl Table {
+    fn remove(&mut self, thread: &ThreadId, slot: Slot) -> bool {
+        match self.by_thread.remove(&(thread.clone(), slot)) {
+            Some((generation, at_ms)) => {
+                self.by_time.remove(&(at_ms, generation));
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 impl Armed {
     /// Reports the number of armings to `gauge` from now on.
     pub fn report_to(&self, gauge: metrics::Gauge) {
-        gauge.set(self.armed().len() as f64);
+        gauge.set(self.table().by_thread.len() as f64);
         // Set once, by the one `serve`; a second call keeps the first gauge.
         let _ = self.gauge.set(gauge);
     }
 
-    fn report(&self, armed: &HashMap<(ThreadId, Slot), (u64, CancellationToken)>) {
+    fn report(&self, table: &Table) {
         if let Some(gauge) = self.gauge.get() {
-            gauge.set(armed.len() as f64);
+            gauge.set(table.by_thread.len() as f64);
         }
     }
 
-    fn armed(&self) -> MutexGuard<'_, HashMap<(ThreadId, Slot), (u64, CancellationToken)>> {
+    fn table(&self) -> MutexGuard<'_, Table> {
         // Nothing panics while this lock is held; a poisoned lock would still hold valid data.
-        self.armed.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.table.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Arms `slot` of `thread`, disarming the one before: its generation and its token.
-    pub fn arm(&self, thread: &ThreadId, slot: Slot) -> (u64, CancellationToken) {
+    /// Arms the slot of `due` for `thread`, disarming the one before; returns its generation.
+    pub fn arm(&self, thread: &ThreadId, due: Due) -> u64 {
         let generation = self.next.fetch_add(1, Ordering::Relaxed);
-        let token = CancellationToken::new();
-        let mut armed = self.armed();
-        if let Some((_, old)) = armed.insert((thread.clone(), slot), (generation, token.clone())) {
-            old.cancel();
-        }
-        self.report(&armed);
-        (generation, token)
+        let slot = Slot::of(&due);
+        let at_ms = due.at_ms();
+        let mut table = self.table();
+        table.remove(thread, slot);
+        table.by_thread.insert((thread.clone(), slot), (generation, at_ms));
+        table.by_time.insert((at_ms, generation), (thread.clone(), due));
+        self.report(&table);
+        drop(table);
+        // A permit is kept if the timer task is not waiting now: it looks again either way.
+        self.changed.notify_one();
+        generation
     }
 
-    /// Forgets the arming of `generation` once its time has come: true if it was still the
-    /// armed one (then it fires), false if it was disarmed meanwhile (then it must not).
-    pub fn done(&self, thread: &ThreadId, slot: Slot, generation: u64) -> bool {
-        let mut armed = self.armed();
-        let key = (thread.clone(), slot);
-        let current = armed.get(&key).is_some_and(|(g, _)| *g == generation);
-        if current {
-            armed.remove(&key);
-            self.report(&armed);
+    /// The earliest due time armed.
+    pub fn next_due_ms(&self) -> Option<u64> {
+        self.table().by_time.first_key_value().map(|((at_ms, _), _)| *at_ms)
+    }
+
+    /// Takes every arming due at `now_ms` (each fires once).
+    pub fn take_due(&self, now_ms: u64) -> Vec<(ThreadId, Due)> {
+        let mut table = self.table();
+        let mut due = Vec::new();
+        while let Some(entry) = table.by_time.first_entry() {
+            if entry.key().0 > now_ms {
+                break;
+            }
+            let (thread, what) = entry.remove();
+            table.by_thread.remove(&(thread.clone(), Slot::of(&what)));
+            due.push((thread, what));
         }
-        current
+        if !due.is_empty() {
+            self.report(&table);
+        }
+        due
     }
 
     /// Whether `slot` of `thread` is armed.
     pub fn is_armed(&self, thread: &ThreadId, slot: Slot) -> bool {
-        self.armed().contains_key(&(thread.clone(), slot))
+        self.table().by_thread.contains_key(&(thread.clone(), slot))
     }
 
     /// Disarms both slots of `thread`.
     pub fn disarm(&self, thread: &ThreadId) {
-        let mut armed = self.armed();
+        let mut table = self.table();
         for slot in [Slot::Timer, Slot::Deadline] {
-            if let Some((_, token)) = armed.remove(&(thread.clone(), slot)) {
-                token.cancel();
-            }
+            table.remove(thread, slot);
         }
-        self.report(&armed);
+        self.report(&table);
     }
 
     /// Armings now.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.armed().len()
+        let table = self.table();
+        assert_eq!(table.by_thread.len(), table.by_time.len(), "the two views agree");
+        table.by_thread.len()
     }
 }
 
@@ -110,25 +148,31 @@ impl Armed {
 mod tests {
     use super::*;
 
+    fn timer(until_ms: u64) -> Due {
+        Due::Timer { task: crate::core::event::TaskKey::node("nap"), until_ms }
+    }
+
     #[test]
-    fn arming_again_disarms_the_one_before_and_the_slots_are_apart() {
+    fn arming_again_replaces_the_one_before_and_the_slots_are_apart() {
         let armed = Armed::default();
         let t = ThreadId::new("t").unwrap();
-        let (first, first_token) = armed.arm(&t, Slot::Timer);
-        let (second, second_token) = armed.arm(&t, Slot::Timer);
-        assert!(first_token.is_cancelled());
-        assert!(!second_token.is_cancelled());
-        assert!(!armed.done(&t, Slot::Timer, first), "a disarmed timer does not fire");
-        assert_eq!(armed.len(), 1, "a stale generation does not remove the newer timer");
-        let (deadline, deadline_token) = armed.arm(&t, Slot::Deadline);
-        assert!(!second_token.is_cancelled(), "a deadline does not disarm the timer");
-        assert!(armed.done(&t, Slot::Timer, second));
-        assert!(!armed.done(&t, Slot::Timer, second), "a timer fires once");
-        assert!(!armed.done(&t, Slot::Timer, deadline), "slots do not share generations");
-        let (third, third_token) = armed.arm(&t, Slot::Timer);
+        armed.arm(&t, timer(100));
+        armed.arm(&t, timer(300));
+        assert_eq!(armed.len(), 1, "the second timer replaced the first");
+        assert_eq!(armed.next_due_ms(), Some(300));
+        assert!(armed.take_due(299).is_empty(), "a replaced timer does not fire");
+        armed.arm(&t, Due::Deadline { at_ms: 200 });
+        assert_eq!(armed.len(), 2, "a deadline does not disarm the timer");
+        let due = armed.take_due(300);
+        assert_eq!(due.len(), 2);
+        assert_eq!(due[0].1, Due::Deadline { at_ms: 200 }, "in the order they are due");
+        assert_eq!(due[1].1, timer(300));
+        assert!(armed.take_due(1_000).is_empty(), "each fires once");
+        assert!(!armed.is_armed(&t, Slot::Timer));
+        armed.arm(&t, timer(400));
+        armed.arm(&t, Due::Deadline { at_ms: 500 });
         armed.disarm(&t);
-        assert!(third_token.is_cancelled() && deadline_token.is_cancelled());
-        assert!(!armed.done(&t, Slot::Timer, third));
         assert_eq!(armed.len(), 0);
+        assert_eq!(armed.next_due_ms(), None);
     }
 }

@@ -149,14 +149,40 @@ async fn restore_cost_does_not_grow_with_history() {
     };
     let t_long = time("long", &long);
     let t_short = time("short", &short);
+    // `state_at` anywhere in a history: the slowest of eleven seqs spread over it (the last
+    // included), each the best of three; it folds a checkpoint and at most its tail, so the long
+    // thread's slowest is about the short one's.
+    let slowest_state_at = |id: &str| {
+        let thread = cairn::ThreadId::new(id).unwrap();
+        let last = engine.store().last_bookmark(&thread).unwrap().unwrap().seq.0;
+        let mut slowest = 0.0_f64;
+        for seq in (0..=10).map(|k| (last * k / 10).max(1)) {
+            let mut best = f64::MAX;
+            for _ in 0..3 {
+                let start = Instant::now();
+                let view = engine.state_at(id, Some(seq)).unwrap();
+                best = best.min(start.elapsed().as_secs_f64());
+                drop(view);
+            }
+            slowest = slowest.max(best);
+        }
+        slowest
+    };
+    let s_long = slowest_state_at("long");
+    let s_short = slowest_state_at("short");
     crate::common::report(&format!(
-        "RELIABILITY restore_cost long_100000_steps_s={t_long:.6} short_100_steps_s={t_short:.6}"
+        "RELIABILITY restore_cost long_100000_steps_s={t_long:.6} short_100_steps_s={t_short:.6} \
+         state_at_slowest_long_s={s_long:.6} state_at_slowest_short_s={s_short:.6}"
     ));
-    // Generous bound for noisy machines: a restore that replayed the whole history would be
+    // Generous bounds for noisy machines: a restore that replayed the whole history would be
     // about 1000x slower for the long thread.
     assert!(
         t_long < t_short * 20.0 + 0.005,
         "restore of the long thread took {t_long}s vs {t_short}s"
+    );
+    assert!(
+        s_long < s_short * 20.0 + 0.010,
+        "state_at in the long thread took up to {s_long}s vs {s_short}s in the short one"
     );
     engine.shutdown().await;
 }

@@ -52,7 +52,13 @@ pub(crate) fn apply(
         if let Some(Some(stored)) = plan.threads.remove(id) {
             let framed = codec::encode_stored_thread(&stored.record, &stored.tail)?;
             tables.threads()?.insert(id.as_str(), framed.as_slice()).map_err(&op)?;
-            tables.cache.put(id.clone(), stored, framed.len());
+            if stored.record.lease.is_some() {
+                tables.cache.put(id.clone(), stored, framed.len());
+            } else {
+                // Nobody drives it now (parked, ended, not yet picked up): its next write is
+                // a while away, and a million parked threads must not sit in this cache.
+                tables.cache.forget(id);
+            }
         }
     }
     for (info, info_frame, snapshot_frame) in &plan.checkpoints {

@@ -6,6 +6,9 @@
 //! for as long as the store is not poisoned (a failed commit poisons it, and a reopen starts
 //! with an empty cache). Records are cached only when written, never when read, so an entry is
 //! always one this process encoded; the read paths still decode and check what is on disk.
+//! Only records whose thread is leased (a runner drives it) are kept: a parked or ended
+//! thread's record leaves the cache when it is written, so parked threads cost no memory here.
+//! Only the bytes bound matters for running threads.
 
 use std::collections::HashMap;
 
@@ -40,5 +43,18 @@ impl ThreadCache {
         }
         self.bytes += encoded_len;
         self.map.insert(id, (stored, encoded_len));
+    }
+
+    /// Drops the record of `id`, if cached: the next write of the thread reads it from disk.
+    pub(crate) fn forget(&mut self, id: &ThreadId) {
+        if let Some((_, old)) = self.map.remove(id) {
+            self.bytes -= old;
+        }
+    }
+
+    /// Records cached.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
     }
 }

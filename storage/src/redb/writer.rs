@@ -542,6 +542,66 @@ mod tests {
         Write::Append(batch, tx)
     }
 
+    /// A writer on a fresh file under `dir`, not yet running.
+    fn writer_on(dir: &std::path::Path) -> Writer {
+        let db = Database::create(dir.join("writer.redb")).expect("create");
+        super::super::initialise(&db).expect("initialise");
+        Writer {
+            db: Arc::new(db),
+            counters: Counters::default(),
+            durability: Durability::None,
+            group_max: 256,
+            poisoned: Arc::default(),
+            committed: watch::channel(0).0,
+            dirty: false,
+            last_durable: Instant::now(),
+            clock: Arc::new(crate::SystemClock),
+            last_group: 1,
+            last_commit: Duration::ZERO,
+            cache: ThreadCache::default(),
+            metrics: crate::telemetry::StoreMetrics::default(),
+        }
+    }
+
+    /// A write of `batch`, and where its answer comes.
+    fn write(batch: Batch) -> (Write, oneshot::Receiver<Result<Appended, Error>>) {
+        let (tx, rx) = oneshot::channel();
+        (Write::Append(batch, tx), rx)
+    }
+
+    /// The batch that creates the record of `thread` (no event: only the record matters here).
+    fn create(thread: &ThreadId) -> Batch {
+        let workflow = crate::WorkflowRef { id: "w".into(), version: 1, fingerprint: "f".into() };
+        Batch {
+            threads: vec![crate::ThreadRecord::new(thread.clone(), workflow, 0)],
+            guards: vec![Guard::Absent { thread: thread.clone() }],
+            ..Batch::default()
+        }
+    }
+
+    /// The writer keeps the records of leased threads only: a thread that nobody drives (just
+    /// created, parked, ended) costs the cache nothing, however many there are.
+    #[test]
+    fn only_leased_threads_stay_in_the_cache() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut writer = writer_on(dir.path());
+        let (_tx, rx) = std::sync::mpsc::sync_channel(1);
+        let mut run = |batch: Batch| {
+            let (write, answer) = write(batch);
+            assert!(writer.group(write, &rx).is_none());
+            answer.blocking_recv().expect("answered").expect("appended");
+            writer.cache.len()
+        };
+        let thread = ThreadId::new("a").expect("id");
+        assert_eq!(run(create(&thread)), 0, "a thread nobody drives yet");
+        let owner = "engine".to_owned();
+        let acquire =
+            LeaseOp::Acquire { thread: thread.clone(), owner: owner.clone(), now_ms: 0, ttl_ms: 1 };
+        assert_eq!(run(Batch { leases: vec![acquire], ..Batch::default() }), 1, "a driven thread");
+        let release = LeaseOp::Release { thread, owner };
+        assert_eq!(run(Batch { leases: vec![release], ..Batch::default() }), 0, "parked: gone");
+    }
+
     /// The gathering target counts threads, not writes: a runner's pipelined batches arrive
     /// together, so after a group of ten batches of one thread the next group does not wait for
     /// ten writes (a new thread's first write used to wait a commit time for them).
