@@ -55,7 +55,12 @@ pub(crate) struct Plan {
     pub(crate) locks: BTreeMap<String, Option<LockRecord>>,
     pub(crate) appended: Appended,
     pub(crate) counters: Counters,
-    /// The batch's wake hints (stores that index them write them with the thread rows).
+    /// The batch's wake hints (stores that index them write them with the thread rows: only
+    /// PostgreSQL's; a redb file ignores them).
+    #[cfg_attr(
+        not(feature = "postgres"),
+        expect(dead_code, reason = "only the PostgreSQL backend indexes wake hints")
+    )]
     pub(crate) wakes: Vec<(ThreadId, crate::Wake)>,
 }
 
