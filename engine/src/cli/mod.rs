@@ -3,9 +3,10 @@
 //!
 //! Every command works on a database file (`--db`, default `cairn-demo.db`), offline. While a
 //! running engine serves the file's endpoint (announced in `<db>.endpoint`, live: `endpoint.rs`),
-//! `threads`, `show`, `events`, `state`, `checkpoints`, `checkpoint show`, `health` and `trace`
-//! read through it, page by page, and print what they print from the file. Otherwise, and for
-//! `verify`, `bundle export`, `bundle show`, `replay` and `resumable` always, read-only
+//! `threads`, `show`, `events`, `state`, `checkpoints`, `checkpoint show`, `health`, `trace` and
+//! `verify` read through it (page by page; `verify` has the engine check its live store) and
+//! print what they print from the file. Otherwise, and for `bundle export`, `bundle show`,
+//! `replay` and `resumable` always, read-only
 //! commands read a consistent snapshot of the file (a copy in memory), so they also work while an
 //! engine process without an endpoint has it open, unless its commits tear every copy (exit 4,
 //! naming what to do). Commands that write (`checkpoint delete`,

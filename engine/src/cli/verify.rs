@@ -1,13 +1,15 @@
 //! `cairn verify`: every CRC, seq continuity and index consistency; exit code 3 and the location
-//! of every damaged record when anything is wrong.
+//! of every damaged record when anything is wrong. With a running engine serving the file, the
+//! engine checks its live store (`GET /api/verify`): no copy of the file.
 
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::EXIT_DAMAGE;
 use super::common::{Common, fail, open_read_only, print_json, print_text, progress};
+use super::endpoint;
 use super::table::Table;
 
 /// Arguments of `cairn verify`.
@@ -18,6 +20,18 @@ pub struct VerifyArgs {
 }
 
 pub(super) async fn verify(args: VerifyArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    // A running engine checks its own live store (a consistent snapshot of it): no copy.
+    let found = endpoint::through(&args.common.db, |ep| ep.get("/api/verify", &[]))?;
+    let doc = match found {
+        Some(doc) => doc,
+        None => local(&args, wfs).await?,
+    };
+    show(&doc, args.common.json)
+}
+
+/// Verifies the file itself: the report's JSON document (damage that keeps the file from
+/// opening is printed as verify's finding with `--json`, and returned as the error).
+async fn local(args: &VerifyArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<Value> {
     let bar = progress(0, "verify");
     bar.set_message(format!("reading {}", args.common.db.display()));
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
@@ -40,53 +54,46 @@ pub(super) async fn verify(args: VerifyArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     let store = engine.store().clone();
     let report = tokio::task::spawn_blocking(move || store.verify()).await??;
     bar.finish_and_clear();
-    let problems: Vec<_> = report
-        .problems
-        .iter()
-        .map(|p| {
-            json!({
-                "table": p.table,
-                "thread": p.thread.as_ref().map(|t| t.as_str()),
-                "seq": p.seq.map(|s| s.0),
-                "detail": p.detail,
-            })
-        })
-        .collect();
+    Ok(crate::debug::views::verify_json(&report))
+}
+
+/// Prints a verify document (as the file path or the endpoint made it); exit 3 when it names
+/// problems.
+fn show(doc: &Value, json: bool) -> anyhow::Result<()> {
+    let n = |key: &str| doc[key].as_u64().unwrap_or(0);
     let counts = format!(
         "{} threads, {} events, {} checkpoints, {} payloads, {} locks",
-        report.threads, report.events, report.checkpoints, report.payloads, report.locks
+        n("threads"),
+        n("events"),
+        n("checkpoints"),
+        n("payloads"),
+        n("locks")
     );
-    if args.common.json {
-        print_json(&json!({
-            "clean": report.is_clean(),
-            "opened": true,
-            "threads": report.threads,
-            "events": report.events,
-            "checkpoints": report.checkpoints,
-            "payloads": report.payloads,
-            "locks": report.locks,
-            "problems": problems,
-        }))?;
-    } else if report.is_clean() {
+    let problems = doc["problems"].as_array().map(Vec::as_slice).unwrap_or_default();
+    if json {
+        print_json(doc)?;
+    } else if problems.is_empty() {
         print_text(&format!("ok: {counts} checked; no damage"));
     } else {
         let mut table = Table::new(&["TABLE", "THREAD", "SEQ/ID", "PROBLEM"]);
-        for p in &report.problems {
+        let cell = |v: &Value| match v {
+            Value::Null => "-".to_owned(),
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        for p in problems {
             table.row(vec![
-                p.table.to_owned(),
-                p.thread.as_ref().map(ToString::to_string).unwrap_or_else(|| "-".into()),
-                p.seq.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
-                p.detail.clone(),
+                cell(&p["table"]),
+                cell(&p["thread"]),
+                cell(&p["seq"]),
+                cell(&p["detail"]),
             ]);
         }
         print_text(&table.render());
     }
-    if report.is_clean() {
+    if problems.is_empty() {
         Ok(())
     } else {
-        Err(fail(
-            EXIT_DAMAGE,
-            format!("{} problems found ({counts} checked)", report.problems.len()),
-        ))
+        Err(fail(EXIT_DAMAGE, format!("{} problems found ({counts} checked)", problems.len())))
     }
 }

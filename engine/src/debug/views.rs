@@ -129,6 +129,32 @@ pub(crate) fn state_json(view: &super::StateView) -> Value {
 }
 
 /// One checkpoint's metadata as `cairn checkpoints --json` prints it.
+/// A verify report as `cairn verify --json` prints it and `GET /api/verify` answers it.
+pub(crate) fn verify_json(report: &cairn_storage::VerifyReport) -> Value {
+    let problems: Vec<Value> = report
+        .problems
+        .iter()
+        .map(|p| {
+            json!({
+                "table": p.table,
+                "thread": p.thread.as_ref().map(|t| t.as_str()),
+                "seq": p.seq.map(|s| s.0),
+                "detail": p.detail,
+            })
+        })
+        .collect();
+    json!({
+        "clean": report.is_clean(),
+        "opened": true,
+        "threads": report.threads,
+        "events": report.events,
+        "checkpoints": report.checkpoints,
+        "payloads": report.payloads,
+        "locks": report.locks,
+        "problems": problems,
+    })
+}
+
 pub(crate) fn checkpoint_json(c: &CheckpointInfo) -> Value {
     json!({
         "id": c.id.0,

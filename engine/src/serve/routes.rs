@@ -47,6 +47,7 @@ impl App {
 pub(super) fn router(app: App, extra: Router<App>) -> Router {
     Router::new()
         .route("/api/health", get(threads::health))
+        .route("/api/verify", get(threads::verify))
         .route("/api/metrics", get(threads::metrics))
         .route("/api/threads", get(threads::list))
         .route("/api/threads/{id}", get(threads::show))

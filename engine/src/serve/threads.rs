@@ -47,6 +47,15 @@ pub(super) async fn health(State(app): State<App>, q: Q) -> Result<Json<Value>, 
     Ok(Json(serde_json::to_value(report).map_err(|e| reject(e.into(), "health"))?))
 }
 
+/// Every record checked, on the live store (a consistent snapshot of it), as `cairn verify`.
+pub(super) async fn verify(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
+    no_params(&pairs(q)?)?;
+    let report =
+        blocking(move || app.engine.store().verify().map_err(|e| reject(e.into(), "verify")))
+            .await?;
+    Ok(Json(views::verify_json(&report)))
+}
+
 pub(super) async fn metrics(State(app): State<App>, q: Q) -> Result<Response, Reject> {
     no_params(&pairs(q)?)?;
     #[cfg(feature = "prometheus")]

@@ -11,7 +11,7 @@ use crate::harness::{Spawned, copy, demo_db, on, tempdir};
 
 /// Every read command with the arguments this test compares, on the demo's three threads.
 fn reads(checkpoint: &str) -> Vec<Vec<String>> {
-    let lines: [&[&str]; 29] = [
+    let lines: [&[&str]; 31] = [
         &["threads"],
         &["threads", "--json"],
         &["threads", "--limit", "1", "--offset", "1"],
@@ -37,6 +37,8 @@ fn reads(checkpoint: &str) -> Vec<Vec<String>> {
         &["trace"],
         &["trace", "--json", "--thread", "demo-1"],
         &["trace", "--between", "user", "classify", "--to-ms", "99999999999999"],
+        &["verify"],
+        &["verify", "--json"],
         // Refusals: the same message and exit code.
         &["show", "nobody"],
         &["state", "demo-1", "--at", "100000"],
