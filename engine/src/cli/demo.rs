@@ -9,6 +9,7 @@ use cairn_dsl::DynWorkflow;
 use cairn_storage::ThreadStatus;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
+use super::common::print_text;
 use crate::demo::{QUESTIONS, Research, research_workflow};
 use crate::model::ScriptedModel;
 use crate::{Engine, StartOptions};
@@ -144,12 +145,11 @@ fn announce(server: &crate::serve::Server, json: bool) {
     if json {
         eprintln!("{line}");
     } else {
-        println!("{line}");
+        print_text(&line);
     }
 }
 
 /// Where to look next: the database, a thread's details and log, and the HTTP endpoint.
-#[allow(clippy::print_stdout, reason = "the demo's summary is the CLI's output")]
 fn print_next(db: &std::path::Path, thread: Option<&str>) {
     let shown = db.to_string_lossy();
     let is_url = shown.starts_with("postgres://") || shown.starts_with("postgresql://");
@@ -158,22 +158,24 @@ fn print_next(db: &std::path::Path, thread: Option<&str>) {
     } else {
         std::path::absolute(db).map_or_else(|_| shown.into_owned(), |p| p.display().to_string())
     };
-    println!();
-    println!("database: {path}");
+    let mut lines = vec![String::new(), format!("database: {path}")];
     if let Some(thread) = thread {
-        println!("look next: cairn show {thread} --db {path}      # status, progress, telemetry");
-        println!(
+        lines.push(format!(
+            "look next: cairn show {thread} --db {path}      # status, progress, telemetry"
+        ));
+        lines.push(format!(
             "           cairn events {thread} --db {path}    # its log; --follow to watch one run"
-        );
+        ));
     }
     if !is_url {
-        println!(
+        lines.push(format!(
             "           cairn serve --db {path}              # an HTTP API and its token, for tools"
-        );
+        ));
     }
+    // `print_text` ends the process quietly on a closed stdout (`cairn demo | head`).
+    print_text(&lines.join("\n"));
 }
 
-#[allow(clippy::print_stdout, reason = "the demo's summary is the CLI's output")]
 fn print_summary(rows: &[(String, crate::Outcome)], json: bool) {
     for (id, outcome) in rows {
         let answer = outcome
@@ -189,13 +191,13 @@ fn print_summary(rows: &[(String, crate::Outcome)], json: bool) {
             .map(|o| blake3::hash(o.to_string().as_bytes()).to_hex()[..16].to_owned());
         if json {
             let line = serde_json::json!({ "thread": id, "status": outcome.status.as_str(), "answer": answer, "digest": digest });
-            println!("{line}");
+            print_text(&line.to_string());
         } else {
-            println!(
+            print_text(&format!(
                 "{id:<8} {:<10} {:<16} {answer}",
                 outcome.status.as_str(),
                 digest.unwrap_or_default()
-            );
+            ));
         }
     }
 }

@@ -177,3 +177,26 @@ fn the_demo_says_where_to_look_next() {
     let json = crate::harness::on(&db, &["demo", "--threads", "2", "--quiet", "--json"]).expect(0);
     assert!(!json.stdout.contains("look next"), "--json prints JSON lines only");
 }
+
+/// `cairn demo | head -0`: with its reader gone before it prints, the demo's output stops at the
+/// closed pipe and the process ends quietly (exit 0, no panic), as every other command's does.
+#[test]
+fn the_demo_ends_quietly_when_its_reader_goes_away() {
+    let dir = tempdir();
+    let db = dir.path().join("piped.db");
+    let mut child = std::process::Command::new(crate::harness::bin())
+        .args(["demo", "--threads", "3", "--quiet", "--no-serve", "--db"])
+        .arg(&db)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cairn demo starts");
+    // The read end closes before the demo prints anything: its first write meets a closed pipe.
+    drop(child.stdout.take());
+    let done = child.wait_with_output().expect("cairn demo ends");
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(done.status.code(), Some(0), "{stderr}");
+    // It finished its work before it printed.
+    on(&db, &["verify"]).expect(0);
+}
