@@ -58,7 +58,11 @@ const MEMORY_WARMUP_THREADS: usize = 200;
 const STARTED_THREADS: usize = 1_000;
 
 /// The sections of the benchmark, in the order they run (`CAIRN_BENCH_ONLY` picks some).
-const SECTIONS: [&str; 5] = ["sequential", "concurrent", "none", "starts", "memory"];
+const SECTIONS: [&str; 6] = ["sequential", "concurrent", "none", "starts", "memory", "recovery"];
+
+/// Unfinished threads the `recovery` section leaves behind a crash
+/// (`CAIRN_BENCH_RECOVERY_THREADS`).
+const RECOVERY_THREADS: usize = 100_000;
 /// Set in a child process to the memory figure it measures.
 const CHILD_ENV: &str = "CAIRN_BENCH_CHILD";
 
@@ -91,6 +95,7 @@ fn main() -> anyhow::Result<()> {
             "none-64" => unsynced(&runtime, runs, (false, true), &mut fresh)?,
             "starts" => starts(&runtime, runs, &mut fresh)?,
             "memory" => memory(runs)?,
+            "recovery" => recovery(&runtime, runs, &mut fresh)?,
             other => anyhow::bail!(
                 "unknown section {other:?}; known: {},none-1,none-64",
                 SECTIONS.join(",")
@@ -244,6 +249,87 @@ fn starts(
     println!("{}", bench_line("engine_start_loop_immediate", looped, "threads/s"));
     println!("{}", bench_line("engine_start_many_immediate", many, "threads/s"));
     println!("{}", ratio_line("engine_start_many_vs_start_loop", many / looped));
+    Ok(())
+}
+
+/// (f) Recovery at open of a file a crash left with [`RECOVERY_THREADS`] unfinished threads
+/// (created by one `start_many`, none run: the engine crashed right after): from `open` to the
+/// first step any thread completes, and to every thread finished. Recovery pages through the
+/// unfinished threads 500 at a time and spawns each drive as it goes, so the first step does
+/// not wait for the whole listing. `Durability::None`: the figure is the engine's, not fsync's.
+fn recovery(
+    runtime: &Runtime,
+    runs: usize,
+    fresh: &mut impl FnMut(&str) -> PathBuf,
+) -> anyhow::Result<()> {
+    let threads = env_usize("CAIRN_BENCH_RECOVERY_THREADS", RECOVERY_THREADS)?;
+    let (mut first, mut all) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let path = fresh("recovery");
+        let before = runtime.block_on(async {
+            let engine = Engine::builder(&path)
+                .durability(Durability::None)
+                .concurrency(1)
+                .workflow(&stuck()?)
+                .workflow(&linear()?)
+                .open()
+                .await?;
+            // One thread holds the only permit, so none of the others runs before the crash.
+            engine.start(STUCK, 0_u64, StartOptions::id("holder")).await?;
+            let starts = (0..threads).map(|n| (0_u64, StartOptions::id(format!("r-{n:06}"))));
+            engine.start_many(WORKFLOW, starts).await?;
+            let last = format!("r-{:06}", threads - 1);
+            let last = engine.store().last_bookmark(&last.parse()?)?.context("the last start")?;
+            engine.crash().await;
+            anyhow::Ok(last.lsn)
+        })?;
+        let (to_first, to_all) = runtime.block_on(async {
+            let opened = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
+            let started = Instant::now();
+            let engine = Engine::builder(&path)
+                .durability(Durability::None)
+                .workflow(&stuck()?)
+                .workflow(&linear()?)
+                .open()
+                .await?;
+            for n in 0..threads {
+                engine.thread(&format!("r-{n:06}"))?.finished().await?;
+            }
+            let to_all = started.elapsed();
+            // The first step completed after the reopen: the first one in the log after the
+            // starts (the engine clock is the system's: event times are ms since the epoch).
+            // (A thread that got the permit before the crash may have logged steps then: only
+            // steps stamped after the open count.)
+            let opened_ms = u64::try_from(opened.as_millis())?;
+            let mut cursor = before;
+            let first = loop {
+                let events = engine.store().read_all_since(cursor, 10_000)?;
+                let last =
+                    events.last().map(|e| e.bookmark.lsn).context("a step after the reopen")?;
+                let found = events.iter().find(|e| {
+                    e.kind == cairn::storage::EventKind::StepCompleted
+                        && e.bookmark.at_ms >= opened_ms
+                });
+                if let Some(e) = found {
+                    break e.bookmark.at_ms;
+                }
+                cursor = last;
+            };
+            let to_first = first - opened_ms;
+            engine.crash().await;
+            anyhow::Ok((to_first, to_all))
+        })?;
+        first.push(to_first as f64);
+        all.push(to_all.as_secs_f64());
+    }
+    println!(
+        "{}",
+        bench_line(&format!("recovery_{threads}_threads_first_step"), median(first), "ms")
+    );
+    println!(
+        "{}",
+        bench_line(&format!("recovery_{threads}_threads_all_finished"), median(all), "s")
+    );
     Ok(())
 }
 

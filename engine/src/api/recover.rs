@@ -1,6 +1,6 @@
 //! Recovery at open: every unfinished thread is resumed, parked, re-armed or left to its parent.
 
-use cairn_storage::{Page, ThreadFilter, ThreadId, ThreadRecord, ThreadStatus};
+use cairn_storage::{ThreadFilter, ThreadId, ThreadRecord, ThreadStatus};
 use tracing::Instrument as _;
 
 use super::engine::Engine;
@@ -87,16 +87,19 @@ impl Engine {
             }
         }
         for (status, workflow_id) in lists {
-            let mut offset = 0;
+            // By cursor (thread id), not offset: the threads this pass resumes leave the status
+            // listed while it pages, and an offset would then skip as many others.
+            let mut after: Option<ThreadId> = None;
             loop {
                 let filter = ThreadFilter {
                     status: Some(status),
                     workflow_id: workflow_id.clone(),
                     ..ThreadFilter::default()
                 };
-                let page = self.shell.store.list_threads(&filter, Page { limit: 500, offset })?;
-                offset += page.len();
-                let done = page.len() < 500;
+                let page =
+                    self.shell.store.list_threads_after(&filter, after.as_ref(), RECOVERY_PAGE)?;
+                let done = page.len() < RECOVERY_PAGE;
+                after = page.last().map(|r| r.id.clone());
                 for record in page {
                     if self.shell.coord.is_driven(&record.id)
                         || self.shell.queued.contains(&record.id)
@@ -253,6 +256,9 @@ impl Engine {
         });
     }
 }
+
+/// Unfinished threads recovery reads per page.
+const RECOVERY_PAGE: usize = 500;
 
 /// Due threads one look reads at most (more, and the look lists every unfinished thread).
 const DUE_PER_LOOK: usize = 500;

@@ -227,6 +227,10 @@ pub(crate) struct Dying {
     /// With it, the append at the crash point is still made after calling it (then the store
     /// dies); without it, that append is refused.
     pub(crate) at_death: Option<AtDeath>,
+    /// Held before answering each thread listing after the first (a slow listing, so that the
+    /// threads of one page can move on before the next is read).
+    pub(crate) list_delay: Option<std::time::Duration>,
+    listings: AtomicU64,
 }
 
 impl Dying {
@@ -238,6 +242,17 @@ impl Dying {
             appends: AtomicU64::new(0),
             died: tokio::sync::Notify::new(),
             at_death: None,
+            list_delay: None,
+            listings: AtomicU64::new(0),
+        }
+    }
+
+    /// Waits [`Dying::list_delay`] before every listing but the first.
+    fn slow_listing(&self) {
+        if self.listings.fetch_add(1, Ordering::SeqCst) > 0
+            && let Some(delay) = self.list_delay
+        {
+            std::thread::sleep(delay);
         }
     }
 
@@ -330,11 +345,22 @@ impl Store for Dying {
     fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>, cairn::storage::Error> {
         self.inner.thread(id)
     }
+    fn list_threads_after(
+        &self,
+        f: &ThreadFilter,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Result<Vec<ThreadRecord>, cairn::storage::Error> {
+        self.slow_listing();
+        self.inner.list_threads_after(f, after, limit)
+    }
+
     fn list_threads(
         &self,
         f: &ThreadFilter,
         p: Page,
     ) -> Result<Vec<ThreadRecord>, cairn::storage::Error> {
+        self.slow_listing();
         self.inner.list_threads(f, p)
     }
     fn locks(&self) -> Result<Vec<LockRecord>, cairn::storage::Error> {

@@ -31,6 +31,7 @@ mod postgres;
 mod postgres_wake;
 mod queries;
 mod recovery;
+mod recovery_paging;
 mod recovery_policy;
 mod replay;
 mod resume_check;
