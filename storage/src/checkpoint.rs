@@ -117,6 +117,22 @@ pub struct Checkpoint {
     pub meta: CheckpointMeta,
 }
 
+impl Checkpoint {
+    /// Its metadata without the snapshot (what a listing shows of it).
+    pub fn info(&self) -> CheckpointInfo {
+        CheckpointInfo {
+            id: self.id,
+            thread: self.thread.clone(),
+            workflow: self.workflow.clone(),
+            covers: self.covers,
+            created_at_ms: self.created_at_ms,
+            kind: self.kind,
+            snapshot_len: self.snapshot.len() as u64,
+            meta: self.meta.clone(),
+        }
+    }
+}
+
 /// A stored checkpoint without its snapshot (what listings return).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckpointInfo {

@@ -101,9 +101,7 @@ impl Engine {
                 let done = page.len() < RECOVERY_PAGE;
                 after = page.last().map(|r| r.id.clone());
                 for record in page {
-                    if self.shell.coord.is_driven(&record.id)
-                        || self.shell.queued.contains(&record.id)
-                    {
+                    if self.taken(&record.id) {
                         continue;
                     }
                     self.recover_one(record, &mut report).await?;
@@ -132,15 +130,17 @@ impl Engine {
         };
         let mut report = RecoveryReport::default();
         for record in due {
-            if record.status.is_terminal()
-                || self.shell.coord.is_driven(&record.id)
-                || self.shell.queued.contains(&record.id)
-            {
+            if record.status.is_terminal() || self.taken(&record.id) {
                 continue;
             }
             self.recover_one(record, &mut report).await?;
         }
         Ok(report)
+    }
+
+    /// Whether this engine drives `thread` or has a drive of it queued already.
+    fn taken(&self, thread: &ThreadId) -> bool {
+        self.shell.coord.is_driven(thread) || self.shell.queued.contains(thread)
     }
 
     async fn recover_one(

@@ -3,7 +3,7 @@
 //! `schedule:<name>` (see `schedule_flow.rs` for why a crash at a tick neither loses nor
 //! doubles it).
 
-use cairn_storage::{Page, ThreadFilter, ThreadId, ThreadStatus};
+use cairn_storage::{Page, ThreadFilter, ThreadId, ThreadRecord, ThreadStatus};
 
 use super::engine::Engine;
 use super::handle::ThreadHandle;
@@ -108,10 +108,16 @@ impl Engine {
         if record.workflow.id != SCHEDULE_WORKFLOW {
             return Err(Error::Invalid(format!("thread {id} is not a schedule")));
         }
-        let wf = self.shell.registry.workflow_for(&record)?;
-        let ctx = crate::core::restore::restore(self.shell.store.as_ref(), &wf, &id, None)?;
+        self.schedule_of(name, &record).map(Some)
+    }
+
+    /// Schedule `name` as its thread's `record` and log hold it.
+    fn schedule_of(&self, name: &str, record: &ThreadRecord) -> Result<ScheduleInfo, Error> {
+        let wf = self.shell.registry.workflow_for(record)?;
+        let store = self.shell.store.as_ref();
+        let ctx = crate::core::restore::restore(store, &wf, &record.id, None)?;
         let state: ScheduleState = serde_json::from_value(ctx.snapshot()?.state)?;
-        Ok(Some(ScheduleInfo { name: name.to_owned(), status: record.status, state }))
+        Ok(ScheduleInfo { name: name.to_owned(), status: record.status, state })
     }
 
     /// Every schedule (deleted ones included, status `cancelled`), by name.
@@ -124,10 +130,8 @@ impl Engine {
         let page = Page { limit: SCHEDULES_LIST_MAX, offset: 0 };
         let mut out = Vec::new();
         for record in self.shell.store.list_threads(&filter, page)? {
-            if let Some(name) = record.id.as_str().strip_prefix("schedule:")
-                && let Some(info) = self.schedule(name)?
-            {
-                out.push(info);
+            if let Some(name) = record.id.as_str().strip_prefix("schedule:") {
+                out.push(self.schedule_of(name, &record)?);
             }
         }
         Ok(out)

@@ -110,20 +110,6 @@ fn confirmed(args: &PruneArgs) -> anyhow::Result<bool> {
     Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
 }
 
-/// A stored checkpoint's metadata (what a listing shows).
-fn info_of(cp: &Checkpoint) -> CheckpointInfo {
-    CheckpointInfo {
-        id: cp.id,
-        thread: cp.thread.clone(),
-        workflow: cp.workflow.clone(),
-        covers: cp.covers,
-        created_at_ms: cp.created_at_ms,
-        kind: cp.kind,
-        snapshot_len: cp.snapshot.len() as u64,
-        meta: cp.meta.clone(),
-    }
-}
-
 pub(super) async fn list(args: CheckpointsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let filter = CheckpointFilter {
         thread: args.thread.as_deref().map(thread_id).transpose()?,
@@ -295,7 +281,7 @@ async fn delete(
     let Some(cp) = engine.store().checkpoint(CheckpointId(id))? else {
         return Err(fail(EXIT_FAILED, format!("no checkpoint {id} in this database")));
     };
-    let info = info_of(&cp);
+    let info = cp.info();
     if !force && needed_by_pruned_thread(&engine, &info)? {
         return Err(fail(
             EXIT_FAILED,
@@ -361,7 +347,7 @@ pub(super) async fn prune(args: PruneArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         // The latest checkpoint is the one every later restore starts from: keep it, and
         // everything after it; what it covers is no longer needed to restore the thread.
         let latest = store.latest_checkpoint_at_or_before(thread, Seq(u64::MAX))?;
-        let keep = latest.as_ref().map(info_of);
+        let keep = latest.as_ref().map(Checkpoint::info);
         let result = match (&keep, args.dry_run) {
             (None, _) => None,
             (Some(k), true) => {

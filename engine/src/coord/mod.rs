@@ -76,14 +76,19 @@ pub(crate) fn wake_hint(
     record: &ThreadRecord,
     ctx: Option<&ThreadCtx>,
 ) -> Option<cairn_storage::Wake> {
-    let deadline = Due::deadline_of(record).map(|d| d.at_ms());
+    // Only for a parked status (the runner writes Running on nearly every batch): the
+    // deadline from the context when the writer has it, else parsed from the record's summary.
+    let deadline = || match ctx {
+        Some(ctx) => ctx.meta.policy.deadline_at_ms,
+        None => Due::deadline_of(record).map(|d| d.at_ms()),
+    };
     match record.status {
         ThreadStatus::Sleeping => {
             let timer = ctx.and_then(Due::timer_of)?.at_ms();
-            Some(cairn_storage::Wake::At(deadline.map_or(timer, |d| d.min(timer))))
+            Some(cairn_storage::Wake::At(deadline().map_or(timer, |d| d.min(timer))))
         }
         ThreadStatus::WaitingInput | ThreadStatus::Paused | ThreadStatus::Blocked => {
-            Some(deadline.map_or(cairn_storage::Wake::Never, cairn_storage::Wake::At))
+            Some(deadline().map_or(cairn_storage::Wake::Never, cairn_storage::Wake::At))
         }
         _ => None,
     }

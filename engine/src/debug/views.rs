@@ -1,6 +1,7 @@
 //! JSON views of threads, events, checkpoints and messages, shared by the command line
 //! (`cairn threads`, `show`, `events`, `trace`, `checkpoints`) and the HTTP endpoint
-//! (`crate::serve`), so that both show one thing the same way. Reads only.
+//! (`engine/src/serve/`, which calls these), so that both show one thing the same way. Reads
+//! only.
 
 use cairn_storage::{
     Checkpoint, CheckpointInfo, Event, EventKind, Lsn, Seq, Store, ThreadFilter, ThreadId,
@@ -177,17 +178,7 @@ pub(crate) fn checkpoint_json(c: &CheckpointInfo) -> Value {
 pub(crate) fn checkpoint_details(cp: &Checkpoint) -> Result<Value, Error> {
     let snapshot =
         crate::core::restore::decode_snapshot(&cp.thread, cp.covers.seq.0, &cp.snapshot)?;
-    let info = CheckpointInfo {
-        id: cp.id,
-        thread: cp.thread.clone(),
-        workflow: cp.workflow.clone(),
-        covers: cp.covers,
-        created_at_ms: cp.created_at_ms,
-        kind: cp.kind,
-        snapshot_len: cp.snapshot.len() as u64,
-        meta: cp.meta.clone(),
-    };
-    let mut out = checkpoint_json(&info);
+    let mut out = checkpoint_json(&cp.info());
     out["status"] = json!(snapshot.meta.status.as_str());
     out["step"] = json!(snapshot.meta.step);
     out["frontier"] = json!(snapshot.meta.frontier);

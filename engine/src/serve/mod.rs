@@ -12,7 +12,8 @@
 //!   removed when the [`Server`] is shut down or dropped.
 //!
 //! The CLI's read commands read through this endpoint when one is announced for their file
-//! (`crate::cli`), so every answer is what the command prints with `--json`.
+//! (the CLI calls the endpoint, never the other way), so every answer is what the command
+//! prints with `--json`.
 //!
 //! Every request is bounded ([`crate::limits::SERVE_PAGE_MAX`] items a page,
 //! [`crate::limits::SERVE_BODY_BYTES_MAX`] bytes a body); a bad one gets a 4xx with
