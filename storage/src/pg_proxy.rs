@@ -6,7 +6,8 @@
 //! length) to find a simple-query `COMMIT` sent on a connection of a chosen name. Armed with a
 //! [`Cut`], it drops that connection (both ways) before the COMMIT reaches the server, right
 //! after it does, or after the server answered it (so the transaction committed, but the
-//! client never hears so).
+//! client never hears so). Armed with [`Proxy::hold_next_commit`], it keeps that COMMIT until
+//! the test releases it (a transaction that has written everything and not committed yet).
 //!
 //! # Examples
 //! ```no_run
@@ -24,7 +25,7 @@ use std::net::Shutdown;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use crate::pg_cluster::{Cluster, TempDir, encode_host};
 
@@ -39,13 +40,67 @@ pub enum Cut {
     AfterAnswer,
 }
 
+/// What is armed for the next COMMIT of connections of a name.
+type Armed<T> = Mutex<Option<(String, T)>>;
+
 /// A running proxy; it stops accepting when dropped (connections already made go on).
 pub struct Proxy {
     dir: TempDir,
     upstream: PathBuf,
-    armed: Arc<Mutex<Option<(String, Cut)>>>,
+    armed: Arc<Armed<Cut>>,
+    held: Arc<Armed<Arc<Gate>>>,
     cuts: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
+}
+
+/// A COMMIT kept by the proxy until [`Gate::release`] (or the gate is dropped by every holder
+/// and released on drop of the [`Held`]).
+#[derive(Default)]
+pub struct Gate {
+    /// (the COMMIT reached the proxy, the test released it)
+    state: Mutex<(bool, bool)>,
+    changed: Condvar,
+}
+
+/// The test's end of a held COMMIT; dropping it releases the COMMIT.
+pub struct Held(Arc<Gate>);
+
+impl Held {
+    /// Waits until the COMMIT reached the proxy (the transaction is written, not committed);
+    /// false if it did not within `timeout`.
+    pub fn wait_reached(&self, timeout: std::time::Duration) -> bool {
+        let state = self.0.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let (state, _) = self
+            .0
+            .changed
+            .wait_timeout_while(state, timeout, |(reached, _)| !*reached)
+            .unwrap_or_else(PoisonError::into_inner);
+        state.0
+    }
+
+    /// Lets the COMMIT go on to the server.
+    pub fn release(&self) {
+        self.0.state.lock().unwrap_or_else(PoisonError::into_inner).1 = true;
+        self.0.changed.notify_all();
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+impl Gate {
+    /// Marks the COMMIT reached and waits for the release.
+    fn pass(&self) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.0 = true;
+        self.changed.notify_all();
+        while !state.1 {
+            state = self.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
 }
 
 /// The socket file name a server on the default port listens on.
@@ -69,11 +124,13 @@ impl Proxy {
             dir,
             upstream: cluster.host().join(SOCKET),
             armed: Arc::default(),
+            held: Arc::default(),
             cuts: Arc::default(),
             stop: Arc::default(),
         };
         let (upstream, armed, cuts, stop) =
             (proxy.upstream.clone(), proxy.armed.clone(), proxy.cuts.clone(), proxy.stop.clone());
+        let held = proxy.held.clone();
         std::thread::Builder::new().name("pg-proxy".into()).spawn(move || {
             for client in listener.incoming() {
                 if stop.load(Ordering::SeqCst) {
@@ -81,8 +138,8 @@ impl Proxy {
                 }
                 let Ok(client) = client else { continue };
                 let Ok(server) = UnixStream::connect(&upstream) else { continue };
-                let (armed, cuts) = (armed.clone(), cuts.clone());
-                std::thread::spawn(move || relay(client, server, &armed, &cuts));
+                let (armed, cuts, held) = (armed.clone(), cuts.clone(), held.clone());
+                std::thread::spawn(move || relay(client, server, (&armed, &held), &cuts));
             }
         })?;
         Ok(proxy)
@@ -101,6 +158,15 @@ impl Proxy {
     pub fn cut_next_commit(&self, application_name: &str, cut: Cut) {
         *self.armed.lock().unwrap_or_else(PoisonError::into_inner) =
             Some((application_name.to_owned(), cut));
+    }
+
+    /// Keeps the next bare COMMIT of a connection named `application_name` until the returned
+    /// [`Held`] is released or dropped (one COMMIT per call).
+    pub fn hold_next_commit(&self, application_name: &str) -> Held {
+        let gate = Arc::new(Gate::default());
+        *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((application_name.to_owned(), gate.clone()));
+        Held(gate)
     }
 
     /// How many connections were cut so far.
@@ -126,7 +192,7 @@ impl Drop for Proxy {
 fn relay(
     client: UnixStream,
     server: UnixStream,
-    armed: &Mutex<Option<(String, Cut)>>,
+    (armed, held): (&Armed<Cut>, &Armed<Arc<Gate>>),
     cuts: &AtomicU64,
 ) {
     let (Ok(client_r), Ok(server_w), Ok(server_r), Ok(client_w)) =
@@ -138,7 +204,7 @@ fn relay(
     let drop_answer = Arc::new(AtomicBool::new(false));
     let down_drop = drop_answer.clone();
     let down = std::thread::spawn(move || pump_down(server_r, client_w, &down_drop));
-    let cut = pump_up(client_r, server_w, armed, &drop_answer);
+    let cut = pump_up(client_r, server_w, (armed, held), &drop_answer);
     if let Some(cut) = cut {
         cuts.fetch_add(1, Ordering::SeqCst);
         if cut == Cut::AfterAnswer {
@@ -175,7 +241,7 @@ fn pump_down(mut server: UnixStream, mut client: UnixStream, drop_answer: &Atomi
 fn pump_up(
     mut client: UnixStream,
     mut server: UnixStream,
-    armed: &Mutex<Option<(String, Cut)>>,
+    (armed, held): (&Armed<Cut>, &Armed<Arc<Gate>>),
     drop_answer: &AtomicBool,
 ) -> Option<Cut> {
     let name = startup(&mut client, &mut server)?;
@@ -185,7 +251,11 @@ fn pump_up(
         let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
         let mut body = vec![0u8; len.checked_sub(4)?];
         client.read_exact(&mut body).ok()?;
-        let cut = if head[0] == b'Q' && body == COMMIT { take(armed, &name) } else { None };
+        let commit = head[0] == b'Q' && body == COMMIT;
+        if commit && let Some(gate) = take(held, &name) {
+            gate.pass();
+        }
+        let cut = if commit { take(armed, &name) } else { None };
         match cut {
             Some(Cut::BeforeCommit) => return Some(Cut::BeforeCommit),
             Some(Cut::AfterAnswer) => drop_answer.store(true, Ordering::SeqCst),
@@ -229,11 +299,11 @@ fn startup(client: &mut UnixStream, server: &mut UnixStream) -> Option<String> {
     }
 }
 
-/// The armed cut, if it is for connections named `name` (taken: one cut per arming).
-fn take(armed: &Mutex<Option<(String, Cut)>>, name: &str) -> Option<Cut> {
+/// What is armed, if it is for connections named `name` (taken: once per arming).
+fn take<T>(armed: &Armed<T>, name: &str) -> Option<T> {
     let mut armed = armed.lock().unwrap_or_else(PoisonError::into_inner);
     match armed.as_ref() {
-        Some((n, _)) if n == name => armed.take().map(|(_, cut)| cut),
+        Some((n, _)) if n == name => armed.take().map(|(_, what)| what),
         _ => None,
     }
 }

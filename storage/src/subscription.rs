@@ -15,6 +15,12 @@ use crate::{Error, Event, Lsn, Scope, Seq, Store};
 /// Events read per refill; small enough to keep a read transaction short.
 const FILL_EVENTS: usize = 256;
 
+/// How often a subscription to a shared store's whole log reads again without a wake-up. There,
+/// a read stops below the oldest transaction still running (PostgreSQL's watermark); one that
+/// ends without committing, or a stopped writer's ended by the server, announces nothing, and
+/// the events held back behind it would otherwise wait for the next commit.
+const SHARED_LOG_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A cursor over a thread's or the store's events; see the module doc.
 pub struct Subscription {
     store: Arc<dyn Store>,
@@ -63,7 +69,15 @@ impl Subscription {
             if !self.buffer.is_empty() {
                 continue;
             }
-            if self.committed.changed().await.is_err() {
+            let woken = if matches!(self.scope, Scope::All) && !self.store.exclusive() {
+                match tokio::time::timeout(SHARED_LOG_POLL, self.committed.changed()).await {
+                    Ok(woken) => woken,
+                    Err(_) => continue,
+                }
+            } else {
+                self.committed.changed().await
+            };
+            if woken.is_err() {
                 // The writer stopped: return what it committed before stopping, then Closed.
                 self.fill()?;
                 return self.pop().ok_or(Error::Closed);

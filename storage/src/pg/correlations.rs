@@ -34,11 +34,16 @@ pub(crate) fn read_correlated(
     let to = query.to_ms.map(to_db).transpose()?;
     let rows = client
         .query(
-            "SELECT c.lsn, c.thread, c.seq, c.at_ms, c.record, e.record \
-             FROM cairn_correlations c LEFT JOIN cairn_events e ON e.lsn = c.lsn \
-             WHERE c.correlation = $1 AND c.lsn > $2 AND ($3::text IS NULL OR c.thread = $3) \
-             AND ($4::bigint IS NULL OR c.at_ms >= $4) AND ($5::bigint IS NULL OR c.at_ms <= $5) \
-             ORDER BY c.lsn LIMIT $6",
+            // Paged by lsn like the log: below the watermark only (`xid.rs`).
+            concat!(
+                "SELECT c.lsn, c.thread, c.seq, c.at_ms, c.record, e.record \
+                 FROM cairn_correlations c LEFT JOIN cairn_events e ON e.lsn = c.lsn \
+                 WHERE c.correlation = $1 AND c.lsn > $2 AND ($3::text IS NULL OR c.thread = $3) \
+                 AND ($4::bigint IS NULL OR c.at_ms >= $4) \
+                 AND ($5::bigint IS NULL OR c.at_ms <= $5) AND c.",
+                super::xid::below_watermark!(),
+                " ORDER BY c.lsn LIMIT $6"
+            ),
             &[&query.correlation, &to_db(after.0)?, &thread, &from, &to, &to_db(limit as u64)?],
         )
         .map_err(pg_error("read correlations"))?;

@@ -8,11 +8,18 @@
 //! Rows the prefetch did not anticipate are read when the planner asks for them (the cache is
 //! an optimisation, never a condition of correctness); the database holds the state from
 //! before the group (its writes come last) and the cache every change of the group's batches.
+//!
+//! Writers of many processes commit at once: every thread and lock row the group reads is
+//! locked (`FOR UPDATE`, the prefetch in one fixed order: threads by id, then locks by name),
+//! checked against the transaction's id (`xid.rs`), and a row the group creates is inserted
+//! without `ON CONFLICT`, so two groups creating the same row cannot both believe they did:
+//! the second fails on the unique key and runs again, and then sees the row.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::read::{decode_lock, decode_thread};
 use super::write::{Tx, write_checkpoints, write_locks, write_payloads};
+use super::xid::Conflict;
 use super::{pg_error, to_db};
 use crate::codec::{self, StoredThread};
 use crate::plan::{Counters, Plan, PlanState, plan};
@@ -25,10 +32,10 @@ use crate::{Appended, Batch, CheckpointInfo, Error, LockOp, LockRecord, PayloadR
 /// A failed statement (the group's transaction is then lost).
 pub(super) fn append_all(
     tx: &mut Tx<'_, '_>,
-    counters: &mut Counters,
+    (xid, counters): (i64, &mut Counters),
     batches: Vec<Batch>,
 ) -> Result<Vec<Result<Appended, Error>>, Error> {
-    let mut state = Cached::prefetch(tx, &batches)?;
+    let mut state = Cached::prefetch(tx, xid, &batches)?;
     let mut writes = Writes::default();
     let mut outcomes = Vec::with_capacity(batches.len());
     for batch in batches {
@@ -44,15 +51,19 @@ pub(super) fn append_all(
             Err(refused) => outcomes.push(Err(refused)),
         }
     }
-    writes.write(state.tx, &state.threads, &state.locks)?;
+    writes.write(state.tx, xid, &state.before(), &state.threads, &state.locks)?;
     Ok(outcomes)
 }
 
-/// The rows the group's batches read, as the batches before have left them (read through the
-/// group's transaction when first asked for; the counter-row lock the transaction holds keeps
-/// every other writer out, so no row lock is needed).
+/// The rows the group's batches read, as the batches before have left them (read and locked
+/// through the group's transaction when first asked for).
 pub(super) struct Cached<'t, 'a, 'b> {
     tx: &'t mut Tx<'a, 'b>,
+    /// The transaction's id: a row a younger one wrote is a conflict.
+    xid: i64,
+    /// Which threads and locks were stored before the group (updated, not inserted).
+    stored_threads: HashSet<ThreadId>,
+    stored_locks: HashSet<String>,
     /// Threads read (`None`: not stored).
     threads: HashMap<ThreadId, Option<StoredThread>>,
     /// Locks read (`None`: not held).
@@ -66,9 +77,12 @@ pub(super) struct Cached<'t, 'a, 'b> {
 impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
     /// Nothing read yet: every row is read when the planner asks for it (a request planned
     /// and written alone, as in a group that also holds a prune).
-    pub(super) fn fresh(tx: &'t mut Tx<'a, 'b>) -> Self {
+    pub(super) fn fresh(tx: &'t mut Tx<'a, 'b>, xid: i64) -> Self {
         Cached {
             tx,
+            xid,
+            stored_threads: HashSet::new(),
+            stored_locks: HashSet::new(),
             threads: HashMap::new(),
             locks: HashMap::new(),
             owners: HashMap::new(),
@@ -76,8 +90,8 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
         }
     }
 
-    /// Reads the threads and locks `batches` name, in one query each.
-    fn prefetch(tx: &'t mut Tx<'a, 'b>, batches: &[Batch]) -> Result<Self, Error> {
+    /// Reads and locks the threads and locks `batches` name, in one query each.
+    fn prefetch(tx: &'t mut Tx<'a, 'b>, xid: i64, batches: &[Batch]) -> Result<Self, Error> {
         let mut ids = BTreeSet::new();
         let (mut names, mut owners) = (BTreeSet::new(), BTreeSet::new());
         for b in batches {
@@ -95,7 +109,7 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
                 };
             }
         }
-        let mut state = Cached::fresh(tx);
+        let mut state = Cached::fresh(tx, xid);
         let ids: Vec<&str> = ids.into_iter().collect();
         for id in &ids {
             state.threads.insert(ThreadId::new(*id)?, None);
@@ -103,11 +117,17 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
         if !ids.is_empty() {
             let rows = state
                 .tx
-                .query("SELECT id, record FROM cairn_threads WHERE id = ANY($1)", &[&ids])
+                .query(
+                    "SELECT id, record, last_xid FROM cairn_threads WHERE id = ANY($1) \
+                     ORDER BY id FOR UPDATE",
+                    &[&ids],
+                )
                 .map_err(pg_error("read threads"))?;
             for row in rows {
                 let id = ThreadId::new(row.get::<_, &str>(0))?;
+                Conflict::check(id.as_str(), row.get(2), xid)?;
                 let record = decode_thread(&id, row.get(1))?;
+                state.stored_threads.insert(id.clone());
                 state.threads.insert(id, Some(StoredThread { record, tail: Vec::new() }));
             }
         }
@@ -124,7 +144,7 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
                 .tx
                 .query(
                     "SELECT name, record, owner FROM cairn_locks \
-                     WHERE name = ANY($1) OR owner = ANY($2)",
+                     WHERE name = ANY($1) OR owner = ANY($2) ORDER BY name FOR UPDATE",
                     &[&names, &owners],
                 )
                 .map_err(pg_error("read locks"))?;
@@ -134,10 +154,16 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
                 if let Some(held) = state.owners.get_mut(row.get::<_, &str>(2)) {
                     held.push(name.to_owned());
                 }
+                state.stored_locks.insert(name.to_owned());
                 state.locks.insert(name.to_owned(), Some(lock));
             }
         }
         Ok(state)
+    }
+
+    /// Which rows were stored before the group.
+    fn before(&self) -> Before {
+        Before { threads: self.stored_threads.clone(), locks: self.stored_locks.clone() }
     }
 
     /// Takes in what a planned batch leaves: later batches see it.
@@ -163,8 +189,15 @@ impl PlanState for Cached<'_, '_, '_> {
         }
         let row = self
             .tx
-            .query_opt("SELECT record FROM cairn_threads WHERE id = $1", &[&id.as_str()])
+            .query_opt(
+                "SELECT record, last_xid FROM cairn_threads WHERE id = $1 FOR UPDATE",
+                &[&id.as_str()],
+            )
             .map_err(pg_error("read thread"))?;
+        if let Some(r) = &row {
+            Conflict::check(id.as_str(), r.get(1), self.xid)?;
+            self.stored_threads.insert(id.clone());
+        }
         let stored = row
             .map(|r| decode_thread(id, r.get(0)))
             .transpose()?
@@ -179,8 +212,11 @@ impl PlanState for Cached<'_, '_, '_> {
         }
         let row = self
             .tx
-            .query_opt("SELECT name, record FROM cairn_locks WHERE name = $1", &[&name])
+            .query_opt("SELECT name, record FROM cairn_locks WHERE name = $1 FOR UPDATE", &[&name])
             .map_err(pg_error("read lock"))?;
+        if row.is_some() {
+            self.stored_locks.insert(name.to_owned());
+        }
         let lock = row.map(|r| decode_lock(r.get(0), r.get(1))).transpose()?;
         self.locks.insert(name.to_owned(), lock.clone());
         Ok(lock)
@@ -190,7 +226,10 @@ impl PlanState for Cached<'_, '_, '_> {
         if !self.owners.contains_key(owner) {
             let rows = self
                 .tx
-                .query("SELECT name FROM cairn_locks WHERE owner = $1 ORDER BY name", &[&owner])
+                .query(
+                    "SELECT name FROM cairn_locks WHERE owner = $1 ORDER BY name FOR UPDATE",
+                    &[&owner],
+                )
                 .map_err(pg_error("read locks"))?;
             let names = rows.iter().map(|r| r.get::<_, String>(0)).collect();
             self.owners.insert(owner.to_owned(), names);
@@ -222,6 +261,12 @@ impl PlanState for Cached<'_, '_, '_> {
     }
 }
 
+/// The rows stored before the group: written again with `UPDATE`, the others inserted.
+pub(super) struct Before {
+    pub threads: HashSet<ThreadId>,
+    pub locks: HashSet<String>,
+}
+
 /// What the group writes, gathered from its planned batches.
 #[derive(Default)]
 struct Writes {
@@ -231,6 +276,8 @@ struct Writes {
     records: Vec<Vec<u8>>,
     /// Threads changed (written as the cache holds them at the end).
     threads: BTreeSet<ThreadId>,
+    /// Threads given a checkpoint (their row records this transaction as its last writer).
+    checkpointed: BTreeSet<ThreadId>,
     checkpoints: Vec<(CheckpointInfo, Vec<u8>, Vec<u8>)>,
     payloads: Vec<(PayloadRef, Vec<u8>)>,
     /// Locks changed (written as the cache holds them at the end).
@@ -257,6 +304,7 @@ impl Writes {
             self.correlations.push(framed)?;
         }
         self.threads.extend(planned.dirty_threads);
+        self.checkpointed.extend(planned.checkpoints.iter().map(|c| c.0.thread.clone()));
         self.checkpoints.extend(planned.checkpoints);
         self.payloads.extend(planned.payloads);
         self.locks.extend(planned.locks.into_keys());
@@ -266,6 +314,8 @@ impl Writes {
     fn write(
         &self,
         tx: &mut Tx<'_, '_>,
+        xid: i64,
+        before: &Before,
         threads: &HashMap<ThreadId, Option<StoredThread>>,
         locks: &HashMap<String, Option<LockRecord>>,
     ) -> Result<(), Error> {
@@ -279,27 +329,45 @@ impl Writes {
             .map_err(&op)?;
         }
         self.correlations.insert(|sql, params| tx.execute(sql, params))?;
-        let (mut ids, mut statuses, mut workflows, mut records, mut ready) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut old, mut new) = (ThreadRows::default(), ThreadRows::default());
         for id in &self.threads {
             if let Some(Some(stored)) = threads.get(id) {
-                ids.push(id.as_str());
-                statuses.push(stored.record.status.to_string());
-                workflows.push(stored.record.workflow.id.as_str());
-                records.push(codec::encode_stored_thread(&stored.record, &[])?);
+                let rows = if before.threads.contains(id) { &mut old } else { &mut new };
                 let hint = self.wakes.get(id).copied().flatten();
-                ready.push(super::wake::ready_at(&stored.record, hint)?);
+                rows.push(id, stored, super::wake::ready_at(&stored.record, hint)?)?;
             }
         }
-        if !ids.is_empty() {
+        if !old.ids.is_empty() {
             tx.execute(
-                "INSERT INTO cairn_threads (id, status, workflow, record, ready_at) \
-                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], \
-                 $5::bigint[]) \
-                 ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, \
-                 workflow = EXCLUDED.workflow, record = EXCLUDED.record, \
-                 ready_at = EXCLUDED.ready_at",
-                &[&ids, &statuses, &workflows, &records, &ready],
+                "UPDATE cairn_threads t SET status = u.status, workflow = u.workflow, \
+                 record = u.record, ready_at = u.ready_at, last_xid = $6 \
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::bigint[]) \
+                 AS u(id, status, workflow, record, ready_at) WHERE t.id = u.id",
+                &[&old.ids, &old.statuses, &old.workflows, &old.records, &old.ready, &xid],
+            )
+            .map_err(&op)?;
+        }
+        if !new.ids.is_empty() {
+            // No ON CONFLICT: a thread another group created meanwhile fails this group, which
+            // runs again and finds it.
+            tx.execute(
+                "INSERT INTO cairn_threads (id, status, workflow, record, ready_at, last_xid) \
+                 SELECT u.*, $6 FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], \
+                 $5::bigint[]) AS u",
+                &[&new.ids, &new.statuses, &new.workflows, &new.records, &new.ready, &xid],
+            )
+            .map_err(&op)?;
+        }
+        let marked: Vec<&str> = self
+            .checkpointed
+            .iter()
+            .filter(|id| !self.threads.contains(*id))
+            .map(ThreadId::as_str)
+            .collect();
+        if !marked.is_empty() {
+            tx.execute(
+                "UPDATE cairn_threads SET last_xid = $2 WHERE id = ANY($1)",
+                &[&marked, &xid],
             )
             .map_err(&op)?;
         }
@@ -307,8 +375,35 @@ impl Writes {
         write_payloads(tx, &self.payloads)?;
         write_locks(
             tx,
+            &before.locks,
             self.locks.iter().map(|name| (name.as_str(), locks.get(name).and_then(Option::as_ref))),
         )?;
+        Ok(())
+    }
+}
+
+/// Thread rows to write, column by column (for `unnest`).
+#[derive(Default)]
+struct ThreadRows<'r> {
+    ids: Vec<&'r str>,
+    statuses: Vec<String>,
+    workflows: Vec<&'r str>,
+    records: Vec<Vec<u8>>,
+    ready: Vec<Option<i64>>,
+}
+
+impl<'r> ThreadRows<'r> {
+    fn push(
+        &mut self,
+        id: &'r ThreadId,
+        stored: &'r StoredThread,
+        ready: Option<i64>,
+    ) -> Result<(), Error> {
+        self.ids.push(id.as_str());
+        self.statuses.push(stored.record.status.to_string());
+        self.workflows.push(stored.record.workflow.id.as_str());
+        self.records.push(codec::encode_stored_thread(&stored.record, &[])?);
+        self.ready.push(ready);
         Ok(())
     }
 }

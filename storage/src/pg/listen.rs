@@ -3,7 +3,7 @@
 //! moves the store's `committed` watch, which wakes subscriptions and the engines' pollers.
 //!
 //! A notification can be lost (the listening connection drops, the server restarts): after any
-//! error the listener reconnects and reads the last lsn from the meta table at once, so a gap in
+//! error the listener reconnects and reads the last lsn from the log at once, so a gap in
 //! notifications costs a delay, never an event. Subscriptions read the log by cursor, so a late
 //! or duplicated wake-up changes nothing they return.
 
@@ -15,7 +15,6 @@ use postgres::fallible_iterator::FallibleIterator as _;
 use tokio::sync::watch;
 
 use super::pool::Connect;
-use super::schema::LAST_LSN;
 
 /// The channel commits are announced on.
 pub(crate) const CHANNEL: &str = "cairn_commits";
@@ -71,11 +70,7 @@ fn serve(connect: &Connect, heard: &Heard) -> Result<(), crate::Error> {
         .batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {DRIVERS}"))
         .map_err(super::pg_error("listen"))?;
     // Whatever was committed while nobody listened: read it now.
-    let last: i64 = client
-        .query_one("SELECT value FROM cairn_meta WHERE key = $1", &[&LAST_LSN])
-        .map_err(super::pg_error("read meta"))?
-        .get(0);
-    let last = u64::try_from(last).unwrap_or(0);
+    let last = last_lsn(&mut client)?;
     publish(committed, last);
     // What was missed may have been anyone's: the pollers look.
     publish(&heard.remote, last);
@@ -108,12 +103,22 @@ fn serve(connect: &Connect, heard: &Heard) -> Result<(), crate::Error> {
     }
 }
 
+/// Wakes the receivers of `committed` (every commit: one whose lsns sort below another's
+/// already heard may be what held a reader's watermark back).
 fn publish(committed: &watch::Sender<u64>, lsn: u64) {
-    committed.send_if_modified(|last| {
-        let moved = lsn > *last;
-        *last = (*last).max(lsn);
-        moved
-    });
+    committed.send_modify(|last| *last = (*last).max(lsn));
+}
+
+/// The highest lsn in the log (0 for none).
+///
+/// # Errors
+/// A failed query.
+pub(crate) fn last_lsn(client: &mut Client) -> Result<u64, crate::Error> {
+    let last: i64 = client
+        .query_one("SELECT coalesce(max(lsn), 0) FROM cairn_events", &[])
+        .map_err(super::pg_error("read the last lsn"))?
+        .get(0);
+    Ok(u64::try_from(last).unwrap_or(0))
 }
 
 /// Passes a message to a thread's driver on to this store's receivers (none listening is fine;

@@ -29,6 +29,7 @@ mod tls;
 mod verify;
 mod wake;
 mod write;
+mod xid;
 
 use std::sync::Arc;
 
@@ -96,15 +97,25 @@ impl PgStore {
                 Ok(client)
             })
         };
-        let connect = connect_as("cairn-writer");
+        // The writer's connection: a transaction it leaves open (its process stopped mid-group)
+        // is ended by the server, so it cannot hold other writers' rows or the readers'
+        // watermark for long.
+        let writer_as = connect_as("cairn-writer");
+        let connect: pool::Connect = Arc::new(move || {
+            let mut client = writer_as()?;
+            client
+                .batch_execute(&format!(
+                    "SET idle_in_transaction_session_timeout = {}",
+                    write::IDLE_IN_GROUP_MAX.as_millis()
+                ))
+                .map_err(pg_error("set idle_in_transaction_session_timeout"))?;
+            Ok(client)
+        });
         let mut client = connect()?;
         schema::prepare(&mut client)?;
-        let last: i64 = client
-            .query_one("SELECT value FROM cairn_meta WHERE key = $1", &[&schema::LAST_LSN])
-            .map_err(pg_error("read meta"))?
-            .get(0);
-        let (tx, committed) = watch::channel(from_db(last)?);
-        let (remote_tx, remote) = watch::channel(from_db(last)?);
+        let last = listen::last_lsn(&mut client)?;
+        let (tx, committed) = watch::channel(last);
+        let (remote_tx, remote) = watch::channel(last);
         let tx = Arc::new(tx);
         let token = token();
         let durable = durability == Durability::Immediate;

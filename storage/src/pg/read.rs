@@ -107,7 +107,13 @@ pub(crate) fn read_all_since(
     limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
     let rows = client
         .query(
-            "SELECT lsn, seq, record FROM cairn_events WHERE lsn > $1 ORDER BY lsn LIMIT $2",
+            // Below the watermark only: an lsn above it may still be taken by a transaction
+            // that commits later (`xid.rs`).
+            concat!(
+                "SELECT lsn, seq, record FROM cairn_events WHERE lsn > $1 AND ",
+                super::xid::below_watermark!(),
+                " ORDER BY lsn LIMIT $2"
+            ),
             &[&to_db(after.0)?, &to_db(limit as u64)?],
         )
         .map_err(pg_error("read the log"))?;

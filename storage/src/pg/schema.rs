@@ -19,7 +19,8 @@ CREATE TABLE IF NOT EXISTS cairn_threads (
     id text PRIMARY KEY,
     status text NOT NULL,
     workflow text NOT NULL,
-    record bytea NOT NULL
+    record bytea NOT NULL,
+    last_xid bigint NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS cairn_threads_by_status ON cairn_threads (status, id);
 CREATE INDEX IF NOT EXISTS cairn_threads_by_workflow ON cairn_threads (status, workflow, id);
@@ -68,8 +69,6 @@ CREATE TABLE IF NOT EXISTS cairn_locks (
 /// The meta row keys.
 pub(crate) const MAGIC: &str = "cairn_magic";
 pub(crate) const FORMAT: &str = "format_version";
-pub(crate) const LAST_LSN: &str = "last_lsn";
-pub(crate) const LAST_CHECKPOINT_ID: &str = "last_checkpoint_id";
 
 /// The value of the magic row ("CAIRNDB" read as a number).
 const MAGIC_VALUE: i64 = 0x0043_4149_524e_4442;
@@ -91,13 +90,9 @@ pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
         }
     }
     super::wake::prepare(client)?;
+    add_last_xid(client)?;
     let mut tx = client.transaction().map_err(pg_error("begin"))?;
-    for (key, value) in [
-        (MAGIC, MAGIC_VALUE),
-        (FORMAT, i64::from(FORMAT_VERSION)),
-        (LAST_LSN, 0),
-        (LAST_CHECKPOINT_ID, 0),
-    ] {
+    for (key, value) in [(MAGIC, MAGIC_VALUE), (FORMAT, i64::from(FORMAT_VERSION))] {
         tx.execute(
             "INSERT INTO cairn_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
             &[&key, &value],
@@ -129,6 +124,60 @@ pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
     }
     if format < i64::from(FORMAT_VERSION) {
         super::correlations::migrate(client)?;
+    }
+    check_lsn_space(client)
+}
+
+/// A database made before lsns came from transaction ids gets the column that says which
+/// transaction last wrote a thread row (`xid.rs`); 0 for the rows it has: older than any
+/// transaction to come.
+fn add_last_xid(client: &mut Client) -> Result<(), Error> {
+    let present = client
+        .query_opt(
+            "SELECT 1 FROM information_schema.columns \
+             WHERE table_name = 'cairn_threads' AND column_name = 'last_xid' \
+             AND table_schema = current_schema()",
+            &[],
+        )
+        .map_err(pg_error("read the schema"))?
+        .is_some();
+    if !present {
+        client
+            .batch_execute(
+                "ALTER TABLE cairn_threads ADD COLUMN IF NOT EXISTS last_xid bigint NOT NULL DEFAULT 0",
+            )
+            .map_err(pg_error("add the last writer column"))?;
+    }
+    Ok(())
+}
+
+/// The lsns and checkpoint ids in use (a database written when they were counted one by one,
+/// or by transaction ids) must sit below the range of every transaction to come; they always
+/// do unless one transaction wrote more than 2^20 events, which no Cairn writer did.
+///
+/// # Errors
+/// [`Error::Corrupted`] when they do not (a new lsn could sort before an old one).
+fn check_lsn_space(client: &mut Client) -> Result<(), Error> {
+    let row = client
+        .query_one(
+            "SELECT (SELECT coalesce(max(lsn), 0) FROM cairn_events), \
+             (SELECT coalesce(max(id), 0) FROM cairn_checkpoints), txid_current()",
+            &[],
+        )
+        .map_err(pg_error("read the lsns in use"))?;
+    let (lsn, checkpoint): (i64, i64) = (row.get(0), row.get(1));
+    let base = super::xid::base(row.get(2))?;
+    let highest = u64::try_from(lsn.max(checkpoint)).unwrap_or(u64::MAX);
+    if highest >= base {
+        return Err(Error::Corrupted {
+            table: crate::codec::table::META,
+            thread: None,
+            seq: None,
+            detail: format!(
+                "lsn or checkpoint id {highest} in use is not below the next transaction's range \
+                 (from {base}): new events would sort before it"
+            ),
+        });
     }
     Ok(())
 }

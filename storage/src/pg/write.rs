@@ -1,11 +1,13 @@
 //! The writer of a [`super::PgStore`]: one thread, one connection, group commits.
 //!
-//! A group is one SQL transaction. It starts by locking the `last_lsn` meta row, so commits of
-//! all processes sharing the database are serialised: lsns are assigned and committed in the
-//! same order, and a reader of the global log (`lsn > cursor`) never sees a later lsn commit
-//! before an earlier one (the skip a plain sequence allows). Each batch is planned by the same
-//! planner as redb's (`crate::plan`) against the rows as this transaction sees them, inside a
-//! savepoint: a batch that fails a guard, a lock or a lease is rolled back alone.
+//! A group is one SQL transaction. Its lsns and checkpoint ids come from its transaction id
+//! (`xid.rs`), so the writers of many processes commit at once, and a reader of the global log
+//! reads below the xmin watermark, where no later commit can land. Each batch is planned by the
+//! same planner as redb's (`crate::plan`) against the rows as this transaction sees them, and
+//! locks: appends together (`group.rs`; a refused batch writes nothing), then any checkpoint
+//! deletion or prune inside a savepoint of its own. A group that meets a younger writer's row, a
+//! row created at the same time or a deadlock runs again from its requests in a new
+//! transaction, up to [`GROUP_ATTEMPTS_MAX`] times.
 
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
@@ -19,10 +21,10 @@ use tokio::sync::{oneshot, watch};
 use super::group::Cached;
 use super::pool::Connect;
 use super::read::decode_info;
-use super::schema::{LAST_CHECKPOINT_ID, LAST_LSN};
+use super::xid::{self, IDS_PER_TRANSACTION};
 use super::{from_db, pg_error, to_db};
 use crate::codec;
-use crate::plan::{Counters, Plan, PlanState, plan};
+use crate::plan::{Counters, PlanState};
 use crate::telemetry::{GroupFigures, StoreMetrics};
 use crate::{
     Appended, Batch, CheckpointId, CheckpointInfo, Error, LockRecord, Pending, Pruned, Seq,
@@ -45,6 +47,15 @@ const CONNECTION_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Requests one group commit takes at most.
 const GROUP_OPS_MAX: usize = 256;
+
+/// How long the server lets the writer's connection sit idle inside a group's transaction
+/// before ending it (`idle_in_transaction_session_timeout`): a writer does nothing but plan
+/// between its statements, so only a stopped process reaches it.
+pub(crate) const IDLE_IN_GROUP_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Transactions one group is tried in at most (each retry after a conflict with another
+/// writer runs with a younger transaction id, so the next usually passes).
+pub(crate) const GROUP_ATTEMPTS_MAX: u32 = 8;
 
 /// The handle to the writer thread.
 pub(crate) struct Writer {
@@ -94,7 +105,16 @@ fn run(
 ) {
     let mut cache = Statements::default();
     let mut suspect = false;
-    while let Ok(first) = queue.recv() {
+    // A request that did not fit the group before: the first of the next.
+    let mut held: Option<Op> = None;
+    loop {
+        let first = match held.take() {
+            Some(op) => op,
+            None => match queue.recv() {
+                Ok(op) => op,
+                Err(_) => break,
+            },
+        };
         // A connection the server or the network dropped is replaced before the next group
         // (the group on it failed; its callers were told). After a group failed on its
         // connection, the client may not know yet that the connection is gone (a reset seen
@@ -108,10 +128,19 @@ fn run(
                 Err(e) => tracing::warn!(error = %e, "the writer cannot reconnect yet"),
             }
         }
+        let mut ids = first.ids();
         let mut group = vec![first];
         while group.len() < GROUP_OPS_MAX {
             match queue.try_recv() {
-                Ok(op) => group.push(op),
+                // The group's lsns and checkpoint ids must fit its transaction's range.
+                Ok(op) if ids + op.ids() > IDS_PER_TRANSACTION => {
+                    held = Some(op);
+                    break;
+                }
+                Ok(op) => {
+                    ids += op.ids();
+                    group.push(op);
+                }
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
         }
@@ -150,30 +179,92 @@ fn run(
 /// Told a group's outcome and commit time before its callers are answered.
 type Report<'a> = &'a mut dyn FnMut(bool, std::time::Duration);
 
-/// An answer waiting for the commit.
-enum Reply {
-    Append(oneshot::Sender<Result<Appended, Error>>, Result<Appended, Error>),
-    Delete(oneshot::Sender<Result<bool, Error>>, Result<bool, Error>),
-    Clear(oneshot::Sender<Result<u64, Error>>, Result<u64, Error>),
-    Prune(oneshot::Sender<Result<Pruned, Error>>, Result<Pruned, Error>),
+/// A request of a group, as data: planned again if the group runs again.
+enum Request {
+    Append(Batch),
+    DeleteCheckpoint(CheckpointId),
+    ClearCheckpoints(ThreadId),
+    Prune(ThreadId, CheckpointId),
 }
 
-impl Reply {
-    /// Sends the answer; a successful one becomes `failure` when the commit failed.
-    fn send(self, failure: Option<&Error>) {
-        fn pick<T>(r: Result<T, Error>, failure: Option<&Error>) -> Result<T, Error> {
+/// Where a request's answer goes.
+enum Answer {
+    Append(oneshot::Sender<Result<Appended, Error>>),
+    Delete(oneshot::Sender<Result<bool, Error>>),
+    Clear(oneshot::Sender<Result<u64, Error>>),
+    Prune(oneshot::Sender<Result<Pruned, Error>>),
+}
+
+/// A request's outcome in a transaction that committed (or is about to).
+enum Outcome {
+    Append(Result<Appended, Error>),
+    Delete(Result<bool, Error>),
+    Clear(Result<u64, Error>),
+    Prune(Result<Pruned, Error>),
+}
+
+impl Answer {
+    /// Sends `outcome`; a successful one becomes `failure` when the commit failed.
+    fn send(self, outcome: Option<Outcome>, failure: Option<&Error>) {
+        fn pick<T>(r: Option<Result<T, Error>>, failure: Option<&Error>) -> Result<T, Error> {
             match (r, failure) {
-                (Ok(_), Some(e)) => Err(e.clone()),
-                (r, _) => r,
+                (Some(Err(e)), _) => Err(e),
+                (_, Some(e)) => Err(e.clone()),
+                (Some(ok), None) => ok,
+                // Only a failed group leaves a request without an outcome.
+                (None, None) => Err(Error::Closed),
             }
         }
-        match self {
-            Reply::Append(tx, r) => drop(tx.send(pick(r, failure))),
-            Reply::Delete(tx, r) => drop(tx.send(pick(r, failure))),
-            Reply::Clear(tx, r) => drop(tx.send(pick(r, failure))),
-            Reply::Prune(tx, r) => drop(tx.send(pick(r, failure))),
+        match (self, outcome) {
+            (Answer::Append(tx), o) => {
+                drop(tx.send(pick(
+                    o.and_then(|o| if let Outcome::Append(r) = o { Some(r) } else { None }),
+                    failure,
+                )));
+            }
+            (Answer::Delete(tx), o) => {
+                drop(tx.send(pick(
+                    o.and_then(|o| if let Outcome::Delete(r) = o { Some(r) } else { None }),
+                    failure,
+                )));
+            }
+            (Answer::Clear(tx), o) => {
+                drop(tx.send(pick(
+                    o.and_then(|o| if let Outcome::Clear(r) = o { Some(r) } else { None }),
+                    failure,
+                )));
+            }
+            (Answer::Prune(tx), o) => {
+                drop(tx.send(pick(
+                    o.and_then(|o| if let Outcome::Prune(r) = o { Some(r) } else { None }),
+                    failure,
+                )));
+            }
         }
     }
+}
+
+impl Outcome {
+    /// The error, if this request failed because the connection did (rather than on its own
+    /// terms: a guard, a lock, a lease).
+    fn connection_failed(&self) -> Option<Error> {
+        let error = match self {
+            Outcome::Append(Err(e)) | Outcome::Delete(Err(e)) => e,
+            Outcome::Clear(Err(e)) | Outcome::Prune(Err(e)) => e,
+            _ => return None,
+        };
+        matches!(error, Error::Storage { .. }).then(|| error.clone())
+    }
+}
+
+/// What one transaction of a group did, kept when it fails.
+#[derive(Default)]
+struct Attempt {
+    /// Each request's outcome, in the group's order (`None`: not reached).
+    outcomes: Vec<Option<Outcome>>,
+    /// Once its COMMIT is sent: the transaction's id and the last lsn it assigned.
+    sent: Option<(i64, u64)>,
+    commit_time: std::time::Duration,
 }
 
 /// Commits one group; true if it failed on the connection (not on a batch's own terms).
@@ -185,150 +276,149 @@ fn commit_group(
     committed: &watch::Sender<u64>,
     (token, report): (u64, Report<'_>),
 ) -> bool {
-    let mut commit_time = std::time::Duration::ZERO;
-    let before_lsn = *committed.borrow();
-    let mut replies = Vec::with_capacity(group.len());
-    let mut waiting: std::collections::VecDeque<Op> = group.into();
-    // Once its COMMIT is sent: the group's transaction id and what it commits. A COMMIT that got
-    // no answer because the connection dropped is resolved by the transaction's status.
-    let mut sent: Option<(i64, Counters)> = None;
-    let outcome = (|| -> Result<Counters, Error> {
-        let mut inner = client.transaction().map_err(pg_error("begin"))?;
-        let mut tx = Tx { tx: &mut inner, cache };
-        let (mut counters, db_now_ms, xid) = lock_counters(&mut tx)?;
-        let before = counters;
-        // Appends only (the usual group): planned in memory, written in a few statements.
-        if waiting.iter().all(|op| matches!(op, Op::Append(..))) {
-            let mut batches = Vec::with_capacity(waiting.len());
-            let mut answers = Vec::with_capacity(waiting.len());
-            for op in waiting.drain(..) {
-                if let Op::Append(mut batch, answer) = op {
-                    on_database_clock(&mut batch, db_now_ms);
-                    batches.push(batch);
-                    answers.push(answer);
-                }
-            }
-            match super::group::append_all(&mut tx, &mut counters, batches) {
-                Ok(outcomes) => {
-                    replies.extend(
-                        answers.into_iter().zip(outcomes).map(|(a, r)| Reply::Append(a, r)),
-                    );
-                }
-                Err(e) => {
-                    replies.extend(answers.into_iter().map(|a| Reply::Append(a, Err(e.clone()))));
-                    return Err(e);
-                }
-            }
-        }
-        // A batch alone in its group needs no savepoint: if it fails, nothing of it commits
-        // (a refusal writes nothing; a failed write aborts the transaction).
-        let alone = waiting.len() == 1;
-        while let Some(op) = waiting.pop_front() {
-            let reply = match op {
-                Op::Append(mut batch, answer) => {
-                    on_database_clock(&mut batch, db_now_ms);
-                    Reply::Append(
-                        answer,
-                        savepoint(&mut tx, alone, |tx| append(tx, &mut counters, batch)),
-                    )
-                }
-                Op::DeleteCheckpoint(id, answer) => Reply::Delete(
-                    answer,
-                    savepoint(&mut tx, alone, |tx| {
-                        remove_checkpoints(
-                            tx,
-                            "SELECT id, info FROM cairn_checkpoints WHERE id = $1 FOR UPDATE",
-                            &[&to_db(id.0)?],
-                        )
-                        .map(|n| n > 0)
-                    }),
-                ),
-                Op::ClearCheckpoints(thread, answer) => Reply::Clear(
-                    answer,
-                    savepoint(&mut tx, alone, |tx| {
-                        remove_checkpoints(
-                            tx,
-                            "SELECT id, info FROM cairn_checkpoints WHERE thread = $1 FOR UPDATE",
-                            &[&thread.as_str()],
-                        )
-                    }),
-                ),
-                Op::Prune(thread, keep, answer) => {
-                    Reply::Prune(answer, savepoint(&mut tx, alone, |tx| prune(tx, &thread, keep)))
-                }
-            };
-            // A savepoint that could not be set or ended means the connection failed: the
-            // whole group fails (its outcome is the transaction's).
-            let broken = reply.connection_failed();
-            replies.push(reply);
-            if let Some(e) = broken {
-                return Err(e);
-            }
-        }
-        if counters != before {
-            store_counters(&mut tx, counters)?;
-        }
-        sent = Some((xid, counters));
-        let started = std::time::Instant::now();
-        let done = inner.commit().map_err(pg_error("commit"));
-        commit_time = started.elapsed();
-        done?;
-        Ok(counters)
-    })();
-    let outcome = match (outcome, sent) {
-        (Err(e), Some((xid, counters))) if client.is_closed() => {
-            match super::resolve::commit_outcome(reconnect, xid, &e) {
+    let (requests, answers): (Vec<Request>, Vec<Answer>) = group.into_iter().map(Op::split).unzip();
+    let mut attempts = 0;
+    let (done, outcome) = loop {
+        attempts += 1;
+        let mut done = Attempt::default();
+        let mut outcome = attempt(client, cache, &requests, &mut done);
+        if let (Err(e), Some((xid, _))) = (&outcome, done.sent)
+            && client.is_closed()
+        {
+            // The COMMIT got no answer: the transaction's status says what happened.
+            outcome = match super::resolve::commit_outcome(reconnect, xid, e) {
                 Ok((fresh, committed_after_all)) => {
                     // The statements were prepared on the dropped connection.
                     *client = fresh;
                     *cache = Statements::default();
-                    if committed_after_all { Ok(counters) } else { Err(e) }
+                    if committed_after_all { Ok(()) } else { outcome }
                 }
                 Err(unknown) => Err(unknown),
-            }
+            };
         }
-        (outcome, _) => outcome,
-    };
-    match outcome {
-        Ok(counters) => {
-            report(true, commit_time);
-            for reply in replies {
-                reply.send(None);
+        match outcome {
+            Err(e)
+                if done.sent.is_none() && xid::retryable(&e) && attempts < GROUP_ATTEMPTS_MAX =>
+            {
+                tracing::debug!(error = %e, attempts, "the group met another writer; it runs again");
             }
-            committed.send_if_modified(|last| {
-                let moved = counters.last_lsn > *last;
-                *last = (*last).max(counters.last_lsn);
-                moved
-            });
+            outcome => break (done, outcome),
+        }
+    };
+    let mut outcomes = done.outcomes.into_iter();
+    match outcome {
+        Ok(()) => {
+            report(true, done.commit_time);
+            for answer in answers {
+                answer.send(outcomes.next().flatten(), None);
+            }
+            let last_lsn = done.sent.map_or(0, |(_, lsn)| lsn);
+            let wrote_events =
+                done.sent.is_some_and(|(xid, lsn)| xid::base(xid).is_ok_and(|base| lsn > base));
+            if !wrote_events {
+                return false;
+            }
+            // Every commit wakes the subscriptions, also one whose lsns sort below another's
+            // already announced: what it wrote may be what held their reads back.
+            committed.send_modify(|last| *last = (*last).max(last_lsn));
             // Tell the other processes, after the commit (a NOTIFY inside the transaction would
             // take a cluster-wide lock at commit): their subscriptions and pollers wake at once.
             // In one round trip, without a WAL flush of its own (a lost notification costs a
-            // delay, never an event: the listeners catch up from the meta row).
+            // delay, never an event: the listeners catch up by reading the log).
             let notify = format!(
-                "BEGIN; SET LOCAL synchronous_commit = off; SELECT pg_notify('{}', '{} {token:x}'); COMMIT",
+                "BEGIN; SET LOCAL synchronous_commit = off; SELECT pg_notify('{}', '{last_lsn} {token:x}'); COMMIT",
                 super::listen::CHANNEL,
-                counters.last_lsn
             );
-            if counters.last_lsn > before_lsn
-                && let Err(e) = client.batch_execute(&notify)
-            {
+            if let Err(e) = client.batch_execute(&notify) {
                 tracing::debug!(error = %e, "commit notification not sent");
             }
+            false
         }
         Err(e) => {
-            tracing::warn!(error = %e, "a group commit failed; its writes are rolled back");
-            report(false, commit_time);
-            for reply in replies {
-                reply.send(Some(&e));
+            tracing::warn!(error = %e, attempts, "a group commit failed; its writes are rolled back");
+            report(false, done.commit_time);
+            for answer in answers {
+                answer.send(outcomes.next().flatten(), Some(&e));
             }
-            // Requests the group had not reached yet get the same answer.
-            for op in waiting {
-                op.fail(&e);
-            }
-            return matches!(e, Error::Storage { .. });
+            matches!(e, Error::Storage { .. }) && !xid::retryable(&e)
         }
     }
-    false
+}
+
+/// Runs `requests` in one transaction: appends planned and written together, then each other
+/// request in a savepoint. `Err` when the transaction failed (its outcomes so far stay in
+/// `done`, for the requests that failed on their own terms).
+fn attempt(
+    client: &mut Client,
+    cache: &mut Statements,
+    requests: &[Request],
+    done: &mut Attempt,
+) -> Result<(), Error> {
+    done.outcomes.resize_with(requests.len(), || None);
+    let mut inner = client.transaction().map_err(pg_error("begin"))?;
+    let mut tx = Tx { tx: &mut inner, cache };
+    let (db_now_ms, xid) = begin(&mut tx)?;
+    let base = xid::base(xid)?;
+    let mut counters = Counters { last_lsn: base, last_checkpoint_id: base };
+    let mut appends = Vec::new();
+    let mut batches = Vec::new();
+    for (i, request) in requests.iter().enumerate() {
+        if let Request::Append(batch) = request {
+            let mut batch = batch.clone();
+            on_database_clock(&mut batch, db_now_ms);
+            appends.push(i);
+            batches.push(batch);
+        }
+    }
+    if !batches.is_empty() {
+        let planned = super::group::append_all(&mut tx, (xid, &mut counters), batches)?;
+        for (i, r) in appends.into_iter().zip(planned) {
+            done.outcomes[i] = Some(Outcome::Append(r));
+        }
+    }
+    // A request alone in its group needs no savepoint: if it fails, nothing of it commits.
+    let alone = requests.len() == 1;
+    for (i, request) in requests.iter().enumerate() {
+        let outcome = match request {
+            Request::Append(_) => continue,
+            Request::DeleteCheckpoint(id) => Outcome::Delete(savepoint(&mut tx, alone, |tx| {
+                remove_checkpoints(
+                    tx,
+                    "SELECT id, info FROM cairn_checkpoints WHERE id = $1 FOR UPDATE",
+                    &[&to_db(id.0)?],
+                )
+                .map(|n| n > 0)
+            })),
+            Request::ClearCheckpoints(thread) => Outcome::Clear(savepoint(&mut tx, alone, |tx| {
+                remove_checkpoints(
+                    tx,
+                    "SELECT id, info FROM cairn_checkpoints WHERE thread = $1 FOR UPDATE",
+                    &[&thread.as_str()],
+                )
+            })),
+            Request::Prune(thread, keep) => {
+                Outcome::Prune(savepoint(&mut tx, alone, |tx| prune(tx, xid, thread, *keep)))
+            }
+        };
+        // A savepoint that could not be set or ended means the connection failed (or the
+        // transaction met another writer): the whole group fails.
+        let broken = outcome.connection_failed();
+        done.outcomes[i] = Some(outcome);
+        if let Some(e) = broken {
+            return Err(e);
+        }
+    }
+    // The group's requests were capped to fit (see `run`): more would be a bug.
+    assert!(
+        counters.last_lsn - base < IDS_PER_TRANSACTION
+            && counters.last_checkpoint_id - base < IDS_PER_TRANSACTION,
+        "a group assigned more lsns or checkpoint ids than its transaction's range"
+    );
+    done.sent = Some((xid, counters.last_lsn));
+    let started = std::time::Instant::now();
+    let committed = inner.commit().map_err(pg_error("commit"));
+    done.commit_time = started.elapsed();
+    committed
 }
 
 /// Runs `f` inside a savepoint (unless the batch is `alone` in its group), rolled back when `f`
@@ -354,27 +444,21 @@ fn savepoint<T>(
 }
 
 impl Op {
-    /// Answers the request with `e`.
-    fn fail(self, e: &Error) {
+    /// The lsns and checkpoint ids the request may assign, at most.
+    fn ids(&self) -> u64 {
         match self {
-            Op::Append(_, tx) => drop(tx.send(Err(e.clone()))),
-            Op::DeleteCheckpoint(_, tx) => drop(tx.send(Err(e.clone()))),
-            Op::ClearCheckpoints(_, tx) => drop(tx.send(Err(e.clone()))),
-            Op::Prune(_, _, tx) => drop(tx.send(Err(e.clone()))),
+            Op::Append(batch, _) => (batch.events.len() + batch.checkpoints.len()) as u64,
+            _ => 0,
         }
     }
-}
 
-impl Reply {
-    /// The error, if this request failed because the connection did (rather than on its own
-    /// terms: a guard, a lock, a lease).
-    fn connection_failed(&self) -> Option<Error> {
-        let error = match self {
-            Reply::Append(_, Err(e)) | Reply::Delete(_, Err(e)) => e,
-            Reply::Clear(_, Err(e)) | Reply::Prune(_, Err(e)) => e,
-            _ => return None,
-        };
-        matches!(error, Error::Storage { .. }).then(|| error.clone())
+    fn split(self) -> (Request, Answer) {
+        match self {
+            Op::Append(b, tx) => (Request::Append(b), Answer::Append(tx)),
+            Op::DeleteCheckpoint(id, tx) => (Request::DeleteCheckpoint(id), Answer::Delete(tx)),
+            Op::ClearCheckpoints(t, tx) => (Request::ClearCheckpoints(t), Answer::Clear(tx)),
+            Op::Prune(t, keep, tx) => (Request::Prune(t, keep), Answer::Prune(tx)),
+        }
     }
 }
 
@@ -405,90 +489,19 @@ fn on_database_clock(batch: &mut Batch, now_ms: u64) {
     }
 }
 
-/// Locks the counter rows for this transaction (serialising writers) and reads them, with the
-/// database's clock in ms since the epoch (the one clock every engine sharing the database
-/// agrees on) and the transaction's id (by which a COMMIT that got no answer is resolved;
-/// `txid_current` rather than `pg_current_xact_id` keeps PostgreSQL 12): one round trip.
-fn lock_counters(tx: &mut Tx<'_, '_>) -> Result<(Counters, u64, i64), Error> {
-    let rows = tx
-        .query(
-            "SELECT key, value, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, \
-             txid_current() FROM cairn_meta WHERE key IN ($1, $2) ORDER BY key FOR UPDATE",
-            &[&LAST_CHECKPOINT_ID, &LAST_LSN],
+/// The database's clock in ms since the epoch (the one clock every engine sharing the database
+/// agrees on) and the transaction's id, which it takes now (its lsns and checkpoint ids, and
+/// by which a COMMIT that got no answer is resolved; `txid_current` rather than
+/// `pg_current_xact_id` keeps PostgreSQL 12): one round trip.
+fn begin(tx: &mut Tx<'_, '_>) -> Result<(u64, i64), Error> {
+    let row = tx
+        .query_opt(
+            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, txid_current()",
+            &[],
         )
-        .map_err(pg_error("lock the counters"))?;
-    let mut counters = Counters::default();
-    let (mut now_ms, mut xid) = (0, 0);
-    for row in rows {
-        let key: &str = row.get(0);
-        let value = from_db(row.get(1))?;
-        now_ms = from_db(row.get(2))?;
-        xid = row.get(3);
-        if key == LAST_LSN {
-            counters.last_lsn = value;
-        } else {
-            counters.last_checkpoint_id = value;
-        }
-    }
-    Ok((counters, now_ms, xid))
-}
-
-fn store_counters(tx: &mut Tx<'_, '_>, c: Counters) -> Result<(), Error> {
-    tx.execute(
-        "UPDATE cairn_meta SET value = CASE key WHEN $1 THEN $2::bigint ELSE $4::bigint END \
-         WHERE key IN ($1, $3)",
-        &[&LAST_LSN, &to_db(c.last_lsn)?, &LAST_CHECKPOINT_ID, &to_db(c.last_checkpoint_id)?],
-    )
-    .map_err(pg_error("write the counters"))?;
-    Ok(())
-}
-
-fn append(tx: &mut Tx<'_, '_>, counters: &mut Counters, batch: Batch) -> Result<Appended, Error> {
-    let planned = plan(&mut Cached::fresh(tx), *counters, batch)?;
-    let appended = write_plan(tx, &planned)?;
-    *counters = planned.counters;
-    Ok(appended)
-}
-
-fn write_plan(tx: &mut Tx<'_, '_>, plan: &Plan) -> Result<Appended, Error> {
-    let op = pg_error("append");
-    for ((lsn, framed), (thread, seq)) in plan.events.iter().zip(&plan.event_keys) {
-        tx.execute(
-            "INSERT INTO cairn_events (lsn, thread, seq, record) VALUES ($1, $2, $3, $4)",
-            &[&to_db(*lsn)?, &thread.as_str(), &to_db(*seq)?, framed],
-        )
-        .map_err(&op)?;
-    }
-    let mut correlations = super::correlations::Rows::default();
-    for (_, _, framed) in &plan.correlations {
-        correlations.push(framed.clone())?;
-    }
-    correlations.insert(|sql, params| tx.execute(sql, params))?;
-    for id in &plan.dirty_threads {
-        if let Some(Some(stored)) = plan.threads.get(id) {
-            let framed = codec::encode_stored_thread(&stored.record, &[])?;
-            let ready =
-                super::wake::ready_at(&stored.record, super::wake::hint_for(&plan.wakes, id))?;
-            tx.execute(
-                "INSERT INTO cairn_threads (id, status, workflow, record, ready_at) \
-                 VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (id) DO UPDATE SET status = $2, workflow = $3, record = $4, \
-                 ready_at = $5",
-                &[
-                    &id.as_str(),
-                    &stored.record.status.to_string(),
-                    &stored.record.workflow.id,
-                    &framed,
-                    &ready,
-                ],
-            )
-            .map_err(&op)?;
-        }
-    }
-    write_checkpoints(tx, &plan.checkpoints)?;
-    write_payloads(tx, &plan.payloads)?;
-    write_locks(tx, plan.locks.iter().map(|(name, lock)| (name.as_str(), lock.as_ref())))?;
-    Ok(plan.appended.clone())
+        .map_err(pg_error("begin"))?
+        .ok_or(Error::Closed)?;
+    Ok((from_db(row.get(0))?, row.get(1)))
 }
 
 /// Inserts new checkpoints (info, framed info, framed snapshot) and their tags.
@@ -537,18 +550,27 @@ pub(super) fn write_payloads(
     Ok(())
 }
 
-/// Writes locks as they now stand: `None` removes one.
+/// Writes locks as they now stand: `None` removes one. A lock not in `stored` (the rows the
+/// group found and locked) is inserted without `ON CONFLICT`: one another writer created
+/// meanwhile fails the group, which runs again and sees it.
 pub(super) fn write_locks<'l>(
     tx: &mut Tx<'_, '_>,
+    stored: &std::collections::HashSet<String>,
     locks: impl Iterator<Item = (&'l str, Option<&'l LockRecord>)>,
 ) -> Result<(), Error> {
     let op = pg_error("append");
     for (name, lock) in locks {
         match lock {
+            Some(lock) if stored.contains(name) => {
+                tx.execute(
+                    "UPDATE cairn_locks SET owner = $2, record = $3 WHERE name = $1",
+                    &[&name, &lock.owner, &codec::encode_lock(lock)?],
+                )
+                .map_err(&op)?;
+            }
             Some(lock) => {
                 tx.execute(
-                    "INSERT INTO cairn_locks (name, owner, record) VALUES ($1, $2, $3) \
-                     ON CONFLICT (name) DO UPDATE SET owner = $2, record = $3",
+                    "INSERT INTO cairn_locks (name, owner, record) VALUES ($1, $2, $3)",
                     &[&name, &lock.owner, &codec::encode_lock(lock)?],
                 )
                 .map_err(&op)?;
@@ -586,7 +608,12 @@ fn delete_infos(tx: &mut Tx<'_, '_>, infos: &[CheckpointInfo]) -> Result<(), Err
 }
 
 /// Removes `thread`'s events up to the seq checkpoint `keep` covers, and its older checkpoints.
-fn prune(tx: &mut Tx<'_, '_>, thread: &ThreadId, keep: CheckpointId) -> Result<Pruned, Error> {
+fn prune(
+    tx: &mut Tx<'_, '_>,
+    xid: i64,
+    thread: &ThreadId,
+    keep: CheckpointId,
+) -> Result<Pruned, Error> {
     let row = tx
         .query_opt("SELECT id, info FROM cairn_checkpoints WHERE id = $1", &[&to_db(keep.0)?])
         .map_err(pg_error("read checkpoint"))?
@@ -597,7 +624,7 @@ fn prune(tx: &mut Tx<'_, '_>, thread: &ThreadId, keep: CheckpointId) -> Result<P
             detail: format!("checkpoint {keep} belongs to thread {}, not {thread}", info.thread),
         });
     }
-    let mut state = Cached::fresh(tx);
+    let mut state = Cached::fresh(tx, xid);
     let mut stored =
         state.stored_thread(thread)?.ok_or_else(|| Error::UnknownThread(thread.clone()))?;
     let covers = info.covers.seq.0;

@@ -154,16 +154,24 @@ fn two_stores_on_one_database_never_let_the_log_skip_an_event() {
             })
         })
         .collect();
-    // A reader follows the global log while both write: every read continues exactly where the
-    // last one stopped (lsns are dense here: nothing is pruned), so a late commit of an earlier
-    // lsn would show as a gap.
-    let mut cursor = 0u64;
+    // A reader follows the global log by cursor while both write: it must see every event
+    // once, each thread's in seq order (a late commit behind its cursor would be missing).
+    let mut cursor = Lsn(0);
+    let mut seen: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
     let reader: Arc<dyn Store> = Arc::new(second.clone());
-    while cursor < 400 {
-        for e in reader.read_all_since(Lsn(cursor), 100).unwrap() {
-            assert_eq!(e.bookmark.lsn.0, cursor + 1, "the log skipped from {cursor}");
-            cursor = e.bookmark.lsn.0;
+    let mut count = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while count < 400 {
+        assert!(std::time::Instant::now() < deadline, "the reader saw {count} of 400");
+        for e in reader.read_all_since(cursor, 100).unwrap() {
+            assert!(e.bookmark.lsn > cursor, "the log went backwards");
+            cursor = e.bookmark.lsn;
+            seen.entry(e.thread.to_string()).or_default().push(e.bookmark.seq.0);
+            count += 1;
         }
+    }
+    for t in ["a", "b"] {
+        assert_eq!(seen[t], (1..=200).collect::<Vec<_>>(), "thread {t} as the reader saw it");
     }
     for w in writers {
         w.join().unwrap();
@@ -199,12 +207,14 @@ fn a_subscription_sees_every_event_once_in_order() {
 }
 
 /// Why the log's lsn is not a plain sequence: with one, a transaction that takes a number and
-/// commits late lets a reader past its event. This shows the skip with raw SQL, then shows the
-/// store's writer waiting behind a writer that holds the log, so nothing commits past it.
+/// commits late lets a reader past its event. This shows the skip with raw SQL, then the same
+/// race between two stores: one whose group is written but not committed (its COMMIT held by a
+/// proxy) while another commits after it. The store's reads stop below the older transaction
+/// (the xmin watermark), so a reader's cursor never passes the event that commits late.
 #[test]
 fn a_late_commit_skips_a_naive_sequence_but_not_the_stores_log() {
     let Some(cluster) = Cluster::start("a_late_commit_skips_a_naive_sequence") else { return };
-    let (url, store) = store(&cluster);
+    let (url, fast_store) = store(&cluster);
     let connect = || postgres::Client::connect(&url, postgres::NoTls).unwrap();
     let (mut slow, mut fast, mut reader) = (connect(), connect(), connect());
     reader
@@ -225,20 +235,82 @@ fn a_late_commit_skips_a_naive_sequence_but_not_the_stores_log() {
         reader.query_one("SELECT count(*) FROM naive_log WHERE lsn <= 2", &[]).unwrap().get(0);
     assert_eq!(behind, 2, "1 commits behind the cursor: a reader at 2 never sees it");
 
-    // The store: a writer holding the log (the counter row) holds every other writer back.
-    create_thread(&store, "t", 1);
-    let mut holder = connect();
-    let mut held = holder.transaction().unwrap();
-    held.query("SELECT value FROM cairn_meta WHERE key = 'last_lsn' FOR UPDATE", &[]).unwrap();
-    let pending = store.append(Batch { events: vec![event("t", 2)], ..Batch::default() }).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    assert_eq!(
-        store.read_all_since(Lsn(0), 10).unwrap().len(),
-        1,
-        "nothing committed past the holder"
+    // The stores: `slow` writes through a proxy that holds its COMMIT.
+    let proxy = cairn_storage::pg_proxy::Proxy::start(&cluster).unwrap();
+    let slow_store = PgStore::connect(&proxy.url(&url), Durability::Immediate).unwrap();
+    create_thread(&fast_store, "f", 0);
+    create_thread(&fast_store, "s", 0);
+    let held = proxy.hold_next_commit("cairn-writer");
+    let late =
+        slow_store.append(Batch { events: vec![event("s", 1)], ..Batch::default() }).unwrap();
+    assert!(held.wait_reached(std::time::Duration::from_secs(10)), "the slow group is written");
+    let early = append(&fast_store, Batch { events: vec![event("f", 1)], ..Batch::default() });
+    // What a naive reader of `lsn > cursor` would see now: the early commit only...
+    let naive: Vec<i64> = reader
+        .query("SELECT lsn FROM cairn_events ORDER BY lsn", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let early_lsn = early.bookmarks[0].lsn;
+    assert_eq!(naive.last().copied(), Some(i64::try_from(early_lsn.0).unwrap()));
+    // ...and the store's reader: nothing at or above the transaction still running.
+    let before = fast_store.read_all_since(Lsn(0), 100).unwrap();
+    assert!(
+        before.iter().all(|e| e.bookmark.lsn < early_lsn),
+        "the early commit is held back while an older transaction runs: {:?}",
+        before.iter().map(|e| e.bookmark.lsn).collect::<Vec<_>>()
     );
-    held.rollback().unwrap();
-    assert_eq!(pending.wait_blocking().unwrap().bookmarks[0].lsn, Lsn(2));
+    let cursor = before.last().map_or(Lsn(0), |e| e.bookmark.lsn);
+    held.release();
+    let late = late.wait_blocking().unwrap();
+    assert!(late.bookmarks[0].lsn < early_lsn, "the held transaction is the older one");
+    let after: Vec<(Lsn, String)> = fast_store
+        .read_all_since(cursor, 100)
+        .unwrap()
+        .iter()
+        .map(|e| (e.bookmark.lsn, e.thread.to_string()))
+        .collect();
+    assert_eq!(
+        after,
+        vec![(late.bookmarks[0].lsn, "s".to_owned()), (early_lsn, "f".to_owned())],
+        "from the cursor: the late commit, then the early one; nothing skipped"
+    );
+}
+
+/// A group's transaction takes its id when it begins and then locks the thread rows it
+/// writes; a younger transaction may write one of them first. Its lsns would then sort below
+/// the events it follows in that thread: the group runs again in a new transaction instead,
+/// and a thread's lsns rise with its seqs.
+#[test]
+fn a_group_that_a_younger_writer_overtook_runs_again_and_lsns_rise_with_seqs() {
+    let Some(cluster) = Cluster::start("a_group_a_younger_writer_overtook") else { return };
+    let (url, young) = store(&cluster);
+    let old = PgStore::connect(&url, Durability::Immediate).unwrap();
+    create_thread(&young, "a-first", 0);
+    create_thread(&young, "b-second", 0);
+    // A session holds the first row, so the old store's group, which writes both threads,
+    // takes its transaction id and waits there.
+    let mut holder = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut hold = holder.transaction().unwrap();
+    hold.execute("SELECT 1 FROM cairn_threads WHERE id = 'a-first' FOR UPDATE", &[]).unwrap();
+    let both =
+        Batch { events: vec![event("a-first", 1), event("b-second", 1)], ..Batch::default() };
+    let waiting = old.append(both).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Meanwhile a younger transaction writes the second thread and commits.
+    let overtaking =
+        append(&young, Batch { events: vec![event("b-second", 1)], ..Batch::default() });
+    hold.commit().unwrap();
+    // The old group's seq 1 of b-second is taken now: it runs again, plans seq 2, and the
+    // assigned lsns follow the younger writer's.
+    let done = waiting.wait_blocking().unwrap();
+    assert_eq!(done.bookmarks[1].seq, Seq(2));
+    assert!(done.bookmarks[1].lsn > overtaking.bookmarks[0].lsn);
+    let events = young.read_since(&tid("b-second"), Seq(0), 10).unwrap();
+    let lsns: Vec<Lsn> = events.iter().map(|e| e.bookmark.lsn).collect();
+    assert!(lsns.windows(2).all(|w| w[0] < w[1]), "lsns rise with seqs: {lsns:?}");
+    assert!(young.verify().unwrap().is_clean());
 }
 
 /// A connection the server drops (`pg_terminate_backend`, a restart, the network) fails what
