@@ -104,7 +104,7 @@ pub use pending::Pending;
 pub use pg::PgStore;
 pub use redb::{FORMAT_VERSION, Options, RedbStore};
 pub use store::{
-    CheckpointFilter, DriverMessage, Durability, Page, Problem, Scope, Store, StoreExt,
+    CheckpointFilter, DriverMessage, DueThread, Durability, Page, Problem, Scope, Store, StoreExt,
     ThreadFilter, VerifyReport,
 };
 pub use subscription::Subscription;

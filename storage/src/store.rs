@@ -39,6 +39,16 @@ pub enum Scope {
     All,
 }
 
+/// A thread the wake index says is due, with the time it is due from: the cursor of the next
+/// page of [`Store::due_threads`] is the last one's `(ready_at_ms, id)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueThread {
+    /// Due from (ms since the epoch; 0: due now).
+    pub ready_at_ms: u64,
+    /// The thread as stored.
+    pub record: ThreadRecord,
+}
+
 /// Pagination for list calls: skip `offset`, return at most `limit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Page {
@@ -378,11 +388,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// Unfinished threads of `workflows` that may need an engine by now plus `horizon_ms`
     /// (a lease lapsing, a timer or deadline falling due, or not known: see
-    /// [`crate::Batch::wakes`]), soonest first, at most `limit`; read through an index, so a
-    /// worker looking for work reads the threads due, not every unfinished one. `None`: this
-    /// store keeps no such index (a redb file, whose one engine finds its work at open), and the
-    /// caller lists unfinished threads instead. What is due is a hint: the caller decides from
-    /// the record (and the log) as it would from a listing.
+    /// [`crate::Batch::wakes`]), soonest first (by `(ready_at_ms, id)`), after `after` (the last
+    /// of the previous page), at most `limit`; read through an index, so a worker looking for
+    /// work reads the threads due, not every unfinished one. `None`: this store keeps no such
+    /// index (a redb file, whose one engine finds its work at open), and the caller lists
+    /// unfinished threads instead. What is due is a hint: the caller decides from the record
+    /// (and the log) as it would from a listing.
     ///
     /// # Errors
     /// Storage errors.
@@ -390,9 +401,10 @@ pub trait Store: Send + Sync + 'static {
         &self,
         workflows: &[String],
         horizon_ms: u64,
+        after: Option<&(u64, ThreadId)>,
         limit: usize,
-    ) -> Result<Option<Vec<ThreadRecord>>, Error> {
-        let _ = (workflows, horizon_ms, limit);
+    ) -> Result<Option<Vec<DueThread>>, Error> {
+        let _ = (workflows, horizon_ms, after, limit);
         Ok(None)
     }
 

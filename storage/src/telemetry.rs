@@ -23,6 +23,8 @@ pub const FSYNCS: &str = "cairn_storage_fsyncs_total";
 pub const EVENTS: &str = "cairn_storage_events_total";
 /// Bytes of events, payloads and snapshots committed.
 pub const BYTES: &str = "cairn_storage_bytes_total";
+/// Counter: group transactions rolled back after meeting another writer and run again.
+pub const GROUP_RETRIES: &str = "cairn_storage_group_retries_total";
 
 /// What one group commit did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -39,6 +41,9 @@ pub struct GroupFigures {
     pub durable: bool,
     /// Whether it committed.
     pub ok: bool,
+    /// Transactions the group ran in before the last (PostgreSQL: rolled back after meeting
+    /// another writer's rows; always 0 on a file).
+    pub retries: u32,
 }
 
 impl GroupFigures {
@@ -55,6 +60,7 @@ impl GroupFigures {
         span.record("bytes", self.bytes);
         span.record("commit_us", self.commit.as_micros() as u64);
         span.record("fsync_us", self.fsync_us());
+        span.record("retries", self.retries);
     }
 }
 
@@ -71,6 +77,7 @@ pub(crate) fn group_span(backend: &'static str, durable: bool) -> tracing::Span 
         bytes = tracing::field::Empty,
         commit_us = tracing::field::Empty,
         fsync_us = tracing::field::Empty,
+        retries = tracing::field::Empty,
     )
 }
 
@@ -100,6 +107,7 @@ struct Handles {
     fsyncs: Counter,
     events: Counter,
     bytes: Counter,
+    retries: Counter,
 }
 
 impl Default for StoreMetrics {
@@ -118,6 +126,7 @@ impl StoreMetrics {
     /// Counts one group commit.
     pub fn group(&self, figures: &GroupFigures) {
         let h = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        h.retries.increment(u64::from(figures.retries));
         if !figures.ok {
             h.failed.increment(1);
             return;
@@ -153,6 +162,7 @@ impl Handles {
             fsyncs: r.register_counter(&Key::from_static_name(FSYNCS), &META),
             events: r.register_counter(&Key::from_static_name(EVENTS), &META),
             bytes: r.register_counter(&Key::from_static_name(BYTES), &META),
+            retries: r.register_counter(&Key::from_static_name(GROUP_RETRIES), &META),
         }
     }
 }
@@ -168,6 +178,11 @@ fn describe(r: &dyn Recorder) {
     r.describe_counter(FSYNCS.into(), None, "group commits synced to disk".into());
     r.describe_counter(EVENTS.into(), None, "events committed".into());
     r.describe_counter(BYTES.into(), Some(Unit::Bytes), "bytes committed".into());
+    r.describe_counter(
+        GROUP_RETRIES.into(),
+        None,
+        "group transactions rolled back after meeting another writer and run again".into(),
+    );
 }
 
 #[cfg(test)]

@@ -1,4 +1,6 @@
 //! Recovery at open: every unfinished thread is resumed, parked, re-armed or left to its parent.
+//! On a shared database with a wake index, only the threads due are read, at open and at every
+//! look for work after it.
 
 use cairn_storage::{ThreadFilter, ThreadId, ThreadRecord, ThreadStatus};
 use tracing::Instrument as _;
@@ -59,7 +61,21 @@ impl Engine {
         Ok(report)
     }
 
+    /// A whole pass: on a shared database with a wake index, every thread it says is due (the
+    /// others are driven, parked for someone to act, or asleep past two polls: later looks
+    /// find them when they fall due); otherwise every unfinished thread, listed.
     async fn recover_all(&self) -> Result<RecoveryReport, Error> {
+        if !self.shell.store.exclusive()
+            && let Some(report) = self.recover_due().await?
+        {
+            return Ok(report);
+        }
+        self.recover_listed().await
+    }
+
+    /// Every unfinished thread, listed by status (and, on a shared database, by this engine's
+    /// workflows).
+    async fn recover_listed(&self) -> Result<RecoveryReport, Error> {
         let mut report = RecoveryReport::default();
         // On a shared database, only threads of workflows this engine has: the others are
         // other workers' (a thread this binary cannot run is not even read). On a file, all of
@@ -114,28 +130,40 @@ impl Engine {
         Ok(report)
     }
 
-    /// One look for work on a shared database: the threads the store's wake index says are
-    /// due (a lease lapsed, a timer or deadline within two polls, or not known), each handled as
-    /// recovery handles it; a store without the index, or more due threads than one page, and
-    /// the look is a whole recovery pass instead.
-    async fn look_for_work(&self) -> Result<RecoveryReport, Error> {
+    /// The threads the store's wake index says are due (a lease lapsed, a timer or deadline
+    /// within two polls, or not known), page by page in the index's order, each handled as
+    /// recovery handles it; `None` for a store without the index.
+    async fn recover_due(&self) -> Result<Option<RecoveryReport>, Error> {
         let mut workflows: Vec<String> =
             self.shell.registry.all().iter().map(|wf| wf.id().to_owned()).collect();
         workflows.sort();
         workflows.dedup();
         let horizon_ms = self.shell.config.poll_ms.saturating_mul(2);
-        let due = self.shell.store.due_threads(&workflows, horizon_ms, DUE_PER_LOOK)?;
-        let Some(due) = due.filter(|page| page.len() < DUE_PER_LOOK) else {
-            return self.recover_all().await;
-        };
         let mut report = RecoveryReport::default();
-        for record in due {
-            if record.status.is_terminal() || self.taken(&record.id) {
-                continue;
+        let mut after = None;
+        loop {
+            let store = self.shell.store.as_ref();
+            let Some(page) = store.due_threads(&workflows, horizon_ms, after.as_ref(), DUE_PAGE)?
+            else {
+                return Ok(None);
+            };
+            let full = page.len() == DUE_PAGE;
+            for due in page {
+                after = Some((due.ready_at_ms, due.record.id.clone()));
+                if due.record.status.is_terminal() || self.taken(&due.record.id) {
+                    continue;
+                }
+                self.recover_one(due.record, &mut report).await?;
             }
-            self.recover_one(record, &mut report).await?;
+            if !full {
+                return Ok(Some(report));
+            }
         }
-        Ok(report)
+    }
+
+    /// One look for work on a shared database: a recovery pass through the wake index.
+    async fn look_for_work(&self) -> Result<RecoveryReport, Error> {
+        self.recover_all().await
     }
 
     /// Whether this engine drives `thread` or has a drive of it queued already.
@@ -260,8 +288,8 @@ impl Engine {
 /// Unfinished threads recovery reads per page.
 const RECOVERY_PAGE: usize = 500;
 
-/// Due threads one look reads at most (more, and the look lists every unfinished thread).
-const DUE_PER_LOOK: usize = 500;
+/// Due threads read per page of a look for work.
+const DUE_PAGE: usize = 500;
 
 /// How long a runnable thread without a lease is left to the engine that made it runnable (it
 /// drives it itself right after its write) before another engine takes it over.

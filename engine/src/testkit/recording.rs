@@ -388,9 +388,10 @@ impl Store for RecordingStore {
         &self,
         workflows: &[String],
         horizon_ms: u64,
+        after: Option<&(u64, ThreadId)>,
         limit: usize,
-    ) -> Result<Option<Vec<ThreadRecord>>, Error> {
-        self.watch(self.inner.due_threads(workflows, horizon_ms, limit))
+    ) -> Result<Option<Vec<cairn_storage::DueThread>>, Error> {
+        self.watch(self.inner.due_threads(workflows, horizon_ms, after, limit))
     }
 
     fn commits(&self) -> Option<tokio::sync::watch::Receiver<u64>> {

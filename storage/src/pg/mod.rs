@@ -288,10 +288,12 @@ impl Store for PgStore {
         &self,
         workflows: &[String],
         horizon_ms: u64,
+        after: Option<&(u64, ThreadId)>,
         limit: usize,
-    ) -> Result<Option<Vec<ThreadRecord>>, Error> {
-        let workflows = workflows.to_vec();
-        self.read(move |c| wake::due_threads(c, &workflows, horizon_ms, limit)).map(Some)
+    ) -> Result<Option<Vec<crate::DueThread>>, Error> {
+        let (workflows, after) = (workflows.to_vec(), after.cloned());
+        self.read(move |c| wake::due_threads(c, &workflows, horizon_ms, after.as_ref(), limit))
+            .map(Some)
     }
 
     fn metrics(&self) -> Option<&crate::telemetry::StoreMetrics> {

@@ -12,7 +12,7 @@ use postgres::Client;
 
 use super::read::decode_thread;
 use super::{pg_error, to_db};
-use crate::{Error, ThreadId, ThreadRecord, Wake};
+use crate::{DueThread, Error, ThreadId, ThreadRecord, Wake};
 
 /// Added to a database created before the index: existing rows get 0 (look now), finished
 /// ones NULL. In one transaction with the column, so no engine sees the column half filled.
@@ -69,7 +69,7 @@ pub(crate) fn hint_for(wakes: &[(ThreadId, Wake)], thread: &ThreadId) -> Option<
 }
 
 /// Unfinished threads of `workflows` due by the database's clock plus `horizon_ms`, soonest
-/// first, at most `limit`.
+/// first, after `after` in `(ready_at, id)` order, at most `limit`.
 ///
 /// # Errors
 /// Connection errors; a record that fails its checks.
@@ -77,15 +77,20 @@ pub(crate) fn due_threads(
     client: &mut Client,
     workflows: &[String],
     horizon_ms: u64,
+    after: Option<&(u64, ThreadId)>,
     limit: usize,
-) -> Result<Vec<ThreadRecord>, Error> {
+) -> Result<Vec<DueThread>, Error> {
     crate::limits::check("READ_LIMIT_MAX", limit, crate::limits::READ_LIMIT_MAX)?;
+    let (from_at, from_id) = match after {
+        Some((at, id)) => (to_db(*at)?, id.as_str()),
+        None => (-1, ""),
+    };
     let rows = client
         .query(
-            "SELECT id, record FROM cairn_threads WHERE workflow = ANY($1) \
+            "SELECT id, record, ready_at FROM cairn_threads WHERE workflow = ANY($1) \
              AND ready_at <= (extract(epoch FROM clock_timestamp()) * 1000)::bigint + $2 \
-             ORDER BY ready_at LIMIT $3",
-            &[&workflows, &to_db(horizon_ms)?, &to_db(limit as u64)?],
+             AND (ready_at, id) > ($3, $4) ORDER BY ready_at, id LIMIT $5",
+            &[&workflows, &to_db(horizon_ms)?, &from_at, &from_id, &to_db(limit as u64)?],
         )
         .map_err(pg_error("read due threads"))?;
     rows.iter()
@@ -97,7 +102,9 @@ pub(crate) fn due_threads(
                 seq: None,
                 detail: format!("key {key:?} is not a thread id: {e}"),
             })?;
-            decode_thread(&id, row.get(1))
+            let record = decode_thread(&id, row.get(1))?;
+            let ready_at_ms = u64::try_from(row.get::<_, i64>(2)).unwrap_or(0);
+            Ok(DueThread { ready_at_ms, record })
         })
         .collect()
 }

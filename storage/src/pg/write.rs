@@ -158,9 +158,10 @@ fn run(
         }
         // Reported before the group's callers are answered: what a caller saw acknowledged
         // is counted by then.
-        let mut report = |ok: bool, commit: std::time::Duration| {
+        let mut report = |ok: bool, commit: std::time::Duration, retries: u32| {
             figures.ok = ok;
             figures.commit = commit;
+            figures.retries = retries;
             figures.record_on(&span);
             span.record("callers", callers.len());
             metrics.group(&figures);
@@ -177,7 +178,7 @@ fn run(
 }
 
 /// Told a group's outcome and commit time before its callers are answered.
-type Report<'a> = &'a mut dyn FnMut(bool, std::time::Duration);
+type Report<'a> = &'a mut dyn FnMut(bool, std::time::Duration, u32);
 
 /// A request of a group, as data: planned again if the group runs again.
 enum Request {
@@ -308,7 +309,7 @@ fn commit_group(
     let mut outcomes = done.outcomes.into_iter();
     match outcome {
         Ok(()) => {
-            report(true, done.commit_time);
+            report(true, done.commit_time, attempts - 1);
             for answer in answers {
                 answer.send(outcomes.next().flatten(), None);
             }
@@ -336,7 +337,7 @@ fn commit_group(
         }
         Err(e) => {
             tracing::warn!(error = %e, attempts, "a group commit failed; its writes are rolled back");
-            report(false, done.commit_time);
+            report(false, done.commit_time, attempts - 1);
             for answer in answers {
                 answer.send(outcomes.next().flatten(), Some(&e));
             }

@@ -423,6 +423,7 @@ impl Writer {
             commit: commit_time,
             durable,
             ok: outcome.is_ok(),
+            retries: 0,
         };
         figures.record_on(&span);
         span.record("callers", self.last_group);

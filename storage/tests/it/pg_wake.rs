@@ -1,7 +1,7 @@
 //! The wake index of a PostgreSQL database (`ready_at`): a worker looking for work reads the
 //! threads due (a lease lapsing, a timer or deadline falling due, a time not known), never the
 //! parked, the far-off or the finished ones, nor another workflow's; a database made before the
-//! index gets it at open with every unfinished thread due once.
+//! index gets it at open with every unfinished thread due once. Reads page by cursor.
 
 use std::collections::BTreeSet;
 
@@ -20,8 +20,26 @@ fn put(store: &PgStore, id: &str, wf: &str, status: ThreadStatus, wake: Option<W
 }
 
 fn due(store: &PgStore, horizon_ms: u64) -> BTreeSet<String> {
-    let page = store.due_threads(&["wf".to_owned()], horizon_ms, 100).unwrap().unwrap();
-    page.into_iter().map(|r| r.id.to_string()).collect()
+    // Two at a time, by cursor: the pages follow on in (ready_at, id) order, none repeated.
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page =
+            store.due_threads(&["wf".to_owned()], horizon_ms, after.as_ref(), 2).unwrap().unwrap();
+        let full = page.len() == 2;
+        for due in page {
+            let key = (due.ready_at_ms, due.record.id.clone());
+            assert!(after.as_ref().is_none_or(|a| *a < key), "{key:?} after {after:?}");
+            after = Some(key);
+            seen.push(due.record.id.to_string());
+        }
+        if !full {
+            break;
+        }
+    }
+    let unique: BTreeSet<String> = seen.iter().cloned().collect();
+    assert_eq!(unique.len(), seen.len(), "a thread came twice: {seen:?}");
+    unique
 }
 
 fn names(ids: &[&str]) -> BTreeSet<String> {
