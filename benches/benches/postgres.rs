@@ -7,7 +7,8 @@
 //! node-steps/s per number of engines, the time from start to completion of a thread divided by
 //! its steps (p50 and p99 over all threads of a run, the acknowledgement latency of a step under
 //! that load), transaction ids assigned per node-step (group commits, savepoints, notifications;
-//! not reads), and the ratios
+//! not reads), the fraction of the machine's CPU busy during the run (`/proc/stat`: near 1, the
+//! run was bound by CPU), and the ratios
 //! `pg_4_workers_vs_1` and `pg_1_worker_vs_redb`. Every figure is the median of
 //! `CAIRN_BENCH_RUNS` runs (default 3). The engines run in this one process (one store, one
 //! writer connection, four reader connections and a listener each), on the machine that also
@@ -50,10 +51,13 @@ fn main() -> anyhow::Result<()> {
     let mut by_workers = Vec::new();
     for workers in [1usize, 2, 4] {
         let (mut rate, mut p50, mut p99, mut commits) = (vec![], vec![], vec![], vec![]);
+        let mut busy = vec![];
         for _ in 0..runs {
             let url = cluster.new_database();
             let before = next_xid(&url)?;
+            let cpu = cpu_times()?;
             let run = runtime.block_on(shared(&url, workers))?;
+            busy.push(cpu_busy_since(cpu)?);
             let after = next_xid(&url)?;
             rate.push(run.rate);
             p50.push(run.p50_ms);
@@ -76,6 +80,10 @@ fn main() -> anyhow::Result<()> {
         println!(
             "{}",
             bench_line(&format!("pg_{workers}_workers_xids_per_step"), median(commits), "xids")
+        );
+        println!(
+            "{}",
+            bench_line(&format!("pg_{workers}_workers_cpu_busy"), median(busy), "fraction")
         );
         by_workers.push(rate);
     }
@@ -160,6 +168,26 @@ async fn drive(engines: &[Engine]) -> anyhow::Result<Run> {
         p50_ms: per_step(0.5),
         p99_ms: per_step(0.99),
     })
+}
+
+/// The machine's CPU time counters (`/proc/stat`, all CPUs): (busy, total) in clock ticks.
+fn cpu_times() -> anyhow::Result<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let line = stat.lines().next().unwrap_or_default();
+    let ticks: Vec<u64> =
+        line.split_whitespace().skip(1).map(str::parse).collect::<Result<_, _>>()?;
+    anyhow::ensure!(ticks.len() >= 5, "unexpected /proc/stat: {line}");
+    // user nice system idle iowait ...: idle and iowait are the not-busy ones.
+    let total: u64 = ticks.iter().sum();
+    Ok((total - ticks[3] - ticks[4], total))
+}
+
+/// The fraction of the machine's CPU time that was busy since `before` (every process: the
+/// server, the engines, and anything else running): near 1, the run was bound by CPU.
+fn cpu_busy_since(before: (u64, u64)) -> anyhow::Result<f64> {
+    let now = cpu_times()?;
+    let total = now.1.saturating_sub(before.1).max(1);
+    Ok(now.0.saturating_sub(before.0) as f64 / total as f64)
 }
 
 /// The next transaction id the cluster will assign: only transactions and savepoints that write

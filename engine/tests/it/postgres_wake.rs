@@ -1,6 +1,6 @@
 //! The wake index on PostgreSQL, end to end: a thread sleeping on an engine that crashes wakes
 //! on another engine, found by its look for work through the index (`Store::due_threads`), when
-//! its timer falls due; threads sleeping for an hour are left alone.
+//! its timer falls due; threads sleeping for an hour are left alone, also by a recovery pass.
 
 use cairn::dsl::{Ctx, END, NodeOutput, START, Workflow};
 use cairn::storage::pg_cluster::Cluster;
@@ -64,6 +64,20 @@ async fn a_thread_sleeping_on_a_crashed_engine_wakes_on_another_when_due() {
     for i in 0..20 {
         assert!(sleeping(&format!("long-{i}")), "an hour's sleep is not cut short");
     }
+    // An engine opening now recovers the due threads only: the hour-long sleepers' logs are
+    // not read, nor their timers armed (listing every unfinished thread did both: 20 restores).
+    let store = cairn::storage::PgStore::connect(&url, cairn::Durability::Immediate).unwrap();
+    let recording =
+        std::sync::Arc::new(cairn::testkit::RecordingStore::new(std::sync::Arc::new(store)));
+    let late = Engine::with_store(recording.clone())
+        .poll_ms(60_000)
+        .workflow(&short)
+        .workflow(&long)
+        .open()
+        .await
+        .unwrap();
+    assert_eq!(recording.events_read(), 0, "recovery at open read the sleepers' logs");
+    late.shutdown().await;
     assert!(survivor.store().verify().unwrap().is_clean());
     survivor.shutdown().await;
 }

@@ -12,7 +12,7 @@ use postgres::Client;
 
 use super::read::decode_thread;
 use super::{pg_error, to_db};
-use crate::{DueThread, Error, ThreadId, ThreadRecord, Wake};
+use crate::{DueThread, Error, ThreadId, ThreadRecord, ThreadStatus, Wake};
 
 /// Added to a database created before the index: existing rows get 0 (look now), finished
 /// ones NULL. In one transaction with the column, so no engine sees the column half filled.
@@ -53,7 +53,20 @@ pub(crate) fn ready_at(record: &ThreadRecord, hint: Option<Wake>) -> Result<Opti
         return Ok(None);
     }
     let lease = record.lease.as_ref().map(|l| l.expires_at_ms);
+    // A parked thread needs an engine only at its timer or deadline, whoever holds its lease
+    // (a live holder fires its own timer; a dead one's lease has lapsed by then or lapses
+    // soon after, and the look takes over): its hint alone decides. A lapsed lease would
+    // otherwise leave it due for good, read again by every look.
+    let parked = matches!(
+        record.status,
+        ThreadStatus::Sleeping
+            | ThreadStatus::WaitingInput
+            | ThreadStatus::Paused
+            | ThreadStatus::Blocked
+    );
     let at = match (hint, lease) {
+        (Some(Wake::Never), _) if parked => return Ok(None),
+        (Some(Wake::At(due)), _) if parked => due,
         (Some(Wake::Never), None) => return Ok(None),
         (Some(Wake::Never), Some(lapses)) | (None, Some(lapses)) => lapses,
         (Some(Wake::At(due)), Some(lapses)) => due.min(lapses),
@@ -112,7 +125,7 @@ pub(crate) fn due_threads(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Lease, ThreadStatus, WorkflowRef};
+    use crate::{Lease, WorkflowRef};
 
     fn record(status: ThreadStatus, lease: Option<u64>) -> ThreadRecord {
         let workflow = WorkflowRef { id: "w".into(), version: 1, fingerprint: "f".into() };
@@ -129,8 +142,12 @@ mod tests {
         assert_eq!(ready_at(&record(Running, None), None).unwrap(), Some(0));
         assert_eq!(ready_at(&record(Running, Some(900)), None).unwrap(), Some(900));
         assert_eq!(ready_at(&record(Sleeping, None), Some(Wake::At(50))).unwrap(), Some(50));
-        assert_eq!(ready_at(&record(Sleeping, Some(40)), Some(Wake::At(50))).unwrap(), Some(40));
+        // Parked: the hint alone, whoever holds the lease.
+        assert_eq!(ready_at(&record(Sleeping, Some(40)), Some(Wake::At(50))).unwrap(), Some(50));
         assert_eq!(ready_at(&record(WaitingInput, None), Some(Wake::Never)).unwrap(), None);
-        assert_eq!(ready_at(&record(Paused, Some(70)), Some(Wake::Never)).unwrap(), Some(70));
+        assert_eq!(ready_at(&record(Paused, Some(70)), Some(Wake::Never)).unwrap(), None);
+        // Parked without a hint: as anything else.
+        assert_eq!(ready_at(&record(Paused, Some(70)), None).unwrap(), Some(70));
+        assert_eq!(ready_at(&record(Running, Some(40)), Some(Wake::At(50))).unwrap(), Some(40));
     }
 }
