@@ -205,44 +205,42 @@ enum Outcome {
 }
 
 impl Answer {
-    /// Sends `outcome`; a successful one becomes `failure` when the commit failed.
+    /// Sends `outcome` (`None`: the request was not reached); a successful one becomes
+    /// `failure` when the group failed.
     fn send(self, outcome: Option<Outcome>, failure: Option<&Error>) {
-        fn pick<T>(r: Option<Result<T, Error>>, failure: Option<&Error>) -> Result<T, Error> {
-            match (r, failure) {
-                (Some(Err(e)), _) => Err(e),
-                (_, Some(e)) => Err(e.clone()),
-                (Some(ok), None) => ok,
-                // Only a failed group leaves a request without an outcome.
-                (None, None) => Err(Error::Closed),
+        use Outcome as O;
+        match self {
+            Answer::Append(tx) => {
+                reply(tx, if let Some(O::Append(r)) = outcome { Some(r) } else { None }, failure);
             }
-        }
-        match (self, outcome) {
-            (Answer::Append(tx), o) => {
-                drop(tx.send(pick(
-                    o.and_then(|o| if let Outcome::Append(r) = o { Some(r) } else { None }),
-                    failure,
-                )));
+            Answer::Delete(tx) => {
+                reply(tx, if let Some(O::Delete(r)) = outcome { Some(r) } else { None }, failure);
             }
-            (Answer::Delete(tx), o) => {
-                drop(tx.send(pick(
-                    o.and_then(|o| if let Outcome::Delete(r) = o { Some(r) } else { None }),
-                    failure,
-                )));
+            Answer::Clear(tx) => {
+                reply(tx, if let Some(O::Clear(r)) = outcome { Some(r) } else { None }, failure);
             }
-            (Answer::Clear(tx), o) => {
-                drop(tx.send(pick(
-                    o.and_then(|o| if let Outcome::Clear(r) = o { Some(r) } else { None }),
-                    failure,
-                )));
-            }
-            (Answer::Prune(tx), o) => {
-                drop(tx.send(pick(
-                    o.and_then(|o| if let Outcome::Prune(r) = o { Some(r) } else { None }),
-                    failure,
-                )));
+            Answer::Prune(tx) => {
+                reply(tx, if let Some(O::Prune(r)) = outcome { Some(r) } else { None }, failure);
             }
         }
     }
+}
+
+/// Answers one request: its own error stands; otherwise the group's failure, if any.
+fn reply<T>(
+    tx: oneshot::Sender<Result<T, Error>>,
+    outcome: Option<Result<T, Error>>,
+    failure: Option<&Error>,
+) {
+    let answer = match (outcome, failure) {
+        (Some(Err(e)), _) => Err(e),
+        (_, Some(e)) => Err(e.clone()),
+        (Some(ok), None) => ok,
+        // A group that committed reached every request.
+        (None, None) => Err(Error::Closed),
+    };
+    // A caller that stopped waiting has nothing to be told.
+    drop(tx.send(answer));
 }
 
 impl Outcome {
