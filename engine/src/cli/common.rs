@@ -129,19 +129,40 @@ pub(super) fn open_error(path: &Path, error: crate::Error) -> anyhow::Error {
     fail(EXIT_OPEN, message)
 }
 
+/// How long a read command waits for a file held by an engine without an endpoint to be let go
+/// (an engine stopping withdraws its endpoint, then closes the file) before saying it is held.
+const HELD_GRACE: std::time::Duration = std::time::Duration::from_millis(1_500);
+
+/// How often it looks again meanwhile.
+const HELD_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Opens the database read-only where it is, without copying it (memory does not grow with
 /// the file), with `workflows` registered, so that states can be decoded. The read commands
 /// call this only when no live endpoint serves the file: an engine holding it then serves none,
-/// which is said up front (exit 4) instead of reading a copy of a file being written.
+/// which is said (exit 4) instead of reading a copy of a file being written, once the file has
+/// stayed held for [`HELD_GRACE`] (an engine that is stopping lets it go within it).
 ///
 /// # Errors
 /// A [`Failure`] with exit code 4 when the file cannot be opened or an engine holds it.
 pub async fn open_read_only(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<Engine> {
-    let mut builder = Engine::builder(db).read_only_in_place();
-    for wf in workflows {
-        builder = builder.workflow_dyn(wf.clone());
-    }
-    builder.open().await.map_err(|e| match e {
+    let started = std::time::Instant::now();
+    let opened = loop {
+        let mut builder = Engine::builder(db).read_only_in_place();
+        for wf in workflows {
+            builder = builder.workflow_dyn(wf.clone());
+        }
+        match builder.open().await {
+            // An engine stopping withdraws its endpoint just before it closes the file: a
+            // moment later the file is free.
+            Err(crate::Error::Storage(cairn_storage::Error::Locked))
+                if started.elapsed() < HELD_GRACE =>
+            {
+                tokio::time::sleep(HELD_RETRY).await;
+            }
+            other => break other,
+        }
+    };
+    opened.map_err(|e| match e {
         crate::Error::Storage(cairn_storage::Error::Locked) => fail(
             EXIT_OPEN,
             format!(

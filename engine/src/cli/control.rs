@@ -2,7 +2,7 @@
 //! `abandon`, `cancel`, `pause`, `input`. They open the file for writing, so they fail with exit
 //! code 4 while an engine process holds it, unless that engine serves its endpoint: then
 //! `resume`, `cancel`, `pause` and `input` go through it (`remote.rs`), and a resumed thread runs
-//! in that engine.
+//! in that engine; `resumable` asks it what it could resume and does not drive.
 
 use std::sync::Arc;
 

@@ -10,9 +10,11 @@
 //! Otherwise read-only commands open the file read-only where it is, without copying it
 //! (`RedbStore::open_read_only_in_place`: memory does not grow with the file); an engine process
 //! holding it without an endpoint is refused up front (exit 4, naming what to do). `query` and
-//! `prune --dry-run`, which no endpoint answers, read a snapshot (a copy in memory) then. Commands that write (`checkpoint delete`,
-//! `prune`, `bundle import`, `resumable`, `resume`, `abandon`, `cancel`, `pause`, `input`,
-//! `fork`, `serve`) open it for writing and fail with exit code 4 while another process holds it.
+//! `prune --dry-run`, which no endpoint answers, read a snapshot (a copy in memory) then.
+//! Commands that write (`checkpoint delete`, `prune`, `bundle import`, `resume`, `abandon`,
+//! `cancel`, `pause`, `input`, `fork`, `serve`), and `resumable` without an endpoint (its open
+//! proves that no runner holds the threads it lists), open it for writing and fail with exit
+//! code 4 while another process holds it.
 //! `cairn serve` keeps it open and serves the HTTP endpoint (`crate::serve`) until interrupted. They
 //! never resume threads by themselves: only `resume`, `input` and `fork` run a thread, in this
 //! process, until it ends or parks. `--json` prints one JSON document (with `events --follow`,

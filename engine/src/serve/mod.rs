@@ -45,6 +45,7 @@
 pub mod discovery;
 pub mod params;
 pub mod params_ops;
+pub mod params_view;
 pub mod token;
 
 mod checkpoints;

@@ -495,6 +495,17 @@ mod tests {
             if let Err(r) = trace_params(&pairs) {
                 refused_well(r);
             }
+            match crate::serve::params_view::view_threads_params(&pairs) {
+                Ok(p) => prop_assert!((1..=SERVE_PAGE_MAX).contains(&p.list.limit)),
+                Err(r) => refused_well(r),
+            }
+            match crate::serve::params_view::timeline_params(&pairs) {
+                Ok(p) => prop_assert!(
+                    (1..=crate::serve::params_view::TIMELINE_EVENTS_MAX).contains(&p.last)
+                        && p.to != Some(0)
+                ),
+                Err(r) => refused_well(r),
+            }
             match crate::serve::params_ops::bundle_params(&pairs) {
                 Ok(o) => prop_assert!(o.last_events != Some(0)),
                 Err(r) => refused_well(r),
