@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds="${1:-60}"
-targets=(record_decode store_ops)
+targets=(record_decode store_ops serve_params)
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked

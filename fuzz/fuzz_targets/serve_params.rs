@@ -1,6 +1,8 @@
-//! Arbitrary query strings to the HTTP endpoint's parameter parsers (`cairn::serve::params`):
-//! never a panic; every refusal is a 4xx that names a field; an accepted page size is within
-//! `SERVE_PAGE_MAX`. The query is split as a form (`&`, then the first `=`), without percent
+//! Arbitrary query strings to the HTTP endpoint's parameter parsers (`cairn::serve::params`, the
+//! web view's `params_view`: the listing's search `q`, the timeline's `to` and `last`, and the
+//! operations reads' `params_ops`: a bundle export's options, `max_age_ms`): never a panic; every
+//! refusal is a 4xx that names a field; an accepted page size is within `SERVE_PAGE_MAX`, a
+//! timeline window within `TIMELINE_EVENTS_MAX`, a search within `SEARCH_CHARS_MAX`. The query is split as a form (`&`, then the first `=`), without percent
 //! decoding: the parsers see decoded text, and any text is a possible decoding.
 #![no_main]
 
@@ -8,6 +10,10 @@ use cairn::limits::SERVE_PAGE_MAX;
 use cairn::serve::params::{
     Reject, checkpoints_params, events_params, graph_params, health_params, list_params, no_params,
     redact_only, state_params, trace_params,
+};
+use cairn::serve::params_ops::{bundle_params, resumable_params};
+use cairn::serve::params_view::{
+    SEARCH_CHARS_MAX, TIMELINE_EVENTS_MAX, timeline_params, view_threads_params,
 };
 
 fn refused_well(r: &Reject) {
@@ -56,6 +62,29 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         refused_well(&r);
     }
     if let Err(r) = redact_only(&pairs) {
+        refused_well(&r);
+    }
+    match view_threads_params(&pairs) {
+        Ok(p) => {
+            assert!(p.list.limit >= 1 && p.list.limit <= SERVE_PAGE_MAX);
+            assert!(
+                p.search.is_none_or(|q| !q.is_empty() && q.chars().count() <= SEARCH_CHARS_MAX * 3)
+            );
+        }
+        Err(r) => refused_well(&r),
+    }
+    match timeline_params(&pairs) {
+        Ok(p) => {
+            assert!(p.last >= 1 && p.last <= TIMELINE_EVENTS_MAX);
+            assert!(p.to.is_none_or(|to| to >= 1));
+        }
+        Err(r) => refused_well(&r),
+    }
+    match bundle_params(&pairs) {
+        Ok(o) => assert!(o.last_events.is_none_or(|n| n >= 1) && !o.gzip),
+        Err(r) => refused_well(&r),
+    }
+    if let Err(r) = resumable_params(&pairs) {
         refused_well(&r);
     }
 });

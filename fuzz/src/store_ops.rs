@@ -224,6 +224,7 @@ fn append(
             summary: new.summary,
             payload: new.payload,
             data: new.data,
+            correlation: new.correlation,
         });
     }
     assert_eq!(appended.checkpoints.len(), checkpoints.len());

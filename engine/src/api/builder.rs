@@ -35,6 +35,8 @@ pub struct EngineBuilder {
     pub(super) clock: Arc<dyn Clock>,
     pub(super) workflows: Vec<Arc<DynWorkflow>>,
     pub(super) read_only: bool,
+    /// Read-only without a copy ([`EngineBuilder::read_only_in_place`]).
+    pub(super) in_place: bool,
     pub(super) on_failure: Option<FailureHook>,
     /// Where the engine's and the store's metrics go (`None`: the global recorder).
     pub(super) recorder: Option<super::health::SharedRecorder>,
@@ -46,6 +48,25 @@ impl EngineBuilder {
     /// inspection (events, state at a seq, checkpoints, bundles export).
     pub fn read_only(mut self) -> Self {
         self.read_only = true;
+        self
+    }
+
+    /// As [`EngineBuilder::read_only`], but the file is opened where it is, without a copy
+    /// (`RedbStore::open_read_only_in_place`): memory does not grow with the file. Refused with
+    /// `Storage(Locked)` while another process (an engine) holds the file for writing; while
+    /// this engine is open, none can open the file for writing. The command line opens files
+    /// this way.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// let engine = cairn::Engine::builder("cairn.db").read_only_in_place().open().await?;
+    /// let ended = engine.store().thread(&cairn::storage::ThreadId::new("t1")?)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn read_only_in_place(mut self) -> Self {
+        self.read_only = true;
+        self.in_place = true;
         self
     }
 
@@ -176,9 +197,11 @@ impl EngineBuilder {
             (None, Some(path)) => {
                 let options = Options { durability: self.durability, ..Options::default() };
                 let path2 = path.clone();
-                let read_only = self.read_only;
+                let (read_only, in_place) = (self.read_only, self.in_place);
                 let store = tokio::task::spawn_blocking(move || {
-                    if read_only {
+                    if in_place {
+                        RedbStore::open_read_only_in_place(&path2)
+                    } else if read_only {
                         RedbStore::open_read_only(&path2)
                     } else {
                         RedbStore::open(&path2, options)
@@ -274,6 +297,7 @@ impl Engine {
             clock: Arc::new(SystemClock),
             workflows: Vec::new(),
             read_only: false,
+            in_place: false,
             on_failure: None,
             recorder: None,
         }

@@ -1,14 +1,17 @@
 //! `cairn bundle export|import|show`: debug bundles (one JSON document per thread), redacted on export and
-//! validated on import.
+//! validated on import. With a running engine serving the file, `export` has the engine export
+//! from its live store (`GET /api/threads/{id}/bundle`): no copy of the file; the bundle written
+//! is the one the file path writes. `show` reads only the bundle file.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::common::{Common, open_read_only, open_writable, print_json, print_text, progress};
-use super::common::{fail, parse_label, record_of};
+use super::common::{fail, parse_label, record_of, usage};
+use super::endpoint;
 use super::table::{Table, cut, time};
 use super::{EXIT_FAILED, EXIT_OPEN};
 use crate::debug::{Bundle, ExportOptions, Redaction};
@@ -79,22 +82,39 @@ pub(super) async fn command(cmd: BundleCommand, wfs: &[Arc<DynWorkflow>]) -> any
 }
 
 async fn export(args: ExportArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    if args.last_events == Some(0) {
+        return Err(usage("--last-events must keep at least one event"));
+    }
     let bar = progress(3, "export");
     bar.set_message("reading the thread");
-    let engine = open_read_only(&args.common.db, wfs).await?;
-    record_of(&engine, &args.thread)?;
-    let mut redaction = Redaction::default();
-    redaction.key_patterns.extend(args.redact_key);
-    redaction.secrets = args.secret;
-    let options = ExportOptions {
-        include_checkpoints: !args.no_checkpoints,
-        last_events: args.last_events,
-        gzip: args.gzip,
-        redaction,
-        metadata: args.meta.into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect(),
-        max_payload_bytes: args.max_payload_bytes,
+    // A running engine exports from its live store: no copy of the file.
+    let found = endpoint::through(&args.common.db, |ep| {
+        let path = format!("/api/threads/{}/bundle", endpoint::segment(&args.thread));
+        let (url, bytes) = ep.get_bytes(&path, &export_query(&args))?;
+        Bundle::from_bytes(&bytes).map_err(|e| {
+            fail(EXIT_FAILED, format!("{url} answered something that is not a bundle: {e}"))
+        })
+    })?;
+    let bundle = match found {
+        Some(bundle) => bundle,
+        None => {
+            let engine = open_read_only(&args.common.db, wfs).await?;
+            record_of(&engine, &args.thread)?;
+            let mut redaction = Redaction::default();
+            redaction.key_patterns.extend(args.redact_key.iter().cloned());
+            redaction.secrets.clone_from(&args.secret);
+            let metadata = args.meta.iter().map(|(k, v)| (k.clone(), Value::String(v.clone())));
+            let options = ExportOptions {
+                include_checkpoints: !args.no_checkpoints,
+                last_events: args.last_events,
+                gzip: args.gzip,
+                redaction,
+                metadata: metadata.collect(),
+                max_payload_bytes: args.max_payload_bytes,
+            };
+            engine.export_bundle(&args.thread, &options)?
+        }
     };
-    let bundle = engine.export_bundle(&args.thread, &options)?;
     bar.inc(1);
     bar.set_message("encoding");
     let bytes = bundle.to_bytes(args.gzip)?;
@@ -126,6 +146,24 @@ async fn export(args: ExportArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()
         if args.gzip { ", gzip" } else { "" }
     ));
     Ok(())
+}
+
+/// The query of `GET /api/threads/{id}/bundle` for these flags (`serve::params_ops`).
+fn export_query(args: &ExportArgs) -> Vec<(&'static str, String)> {
+    let mut query: Vec<(&'static str, String)> = Vec::new();
+    query.extend(args.redact_key.iter().map(|k| ("redact_key", k.clone())));
+    query.extend(args.secret.iter().map(|s| ("secret", s.clone())));
+    query.extend(args.meta.iter().map(|(k, v)| ("meta", format!("{k}={v}"))));
+    if args.no_checkpoints {
+        query.push(("checkpoints", "0".into()));
+    }
+    if let Some(n) = args.last_events {
+        query.push(("last_events", n.to_string()));
+    }
+    if let Some(n) = args.max_payload_bytes {
+        query.push(("max_payload_bytes", n.to_string()));
+    }
+    query
 }
 
 fn read_bundle(file: &PathBuf) -> anyhow::Result<Bundle> {

@@ -319,7 +319,7 @@ pub(super) async fn prune(args: PruneArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
     // A dry run only reads: it never opens the file for writing (which alone rewrites redb's
     // header), so it changes no byte and works beside a running engine.
     let engine = if args.dry_run {
-        open_read_only(&args.common.db, wfs).await?
+        super::common::open_read_only_or_copy(&args.common.db, wfs).await?
     } else {
         open_writable(&args.common.db, wfs).await?
     };

@@ -14,8 +14,6 @@ use serde::Serialize;
 use super::{EXIT_DAMAGE, EXIT_FAILED, EXIT_OPEN, EXIT_USAGE};
 use crate::{Engine, RecoveryPolicy};
 
-pub(crate) use crate::debug::views::natural_cmp;
-
 /// Arguments every database command takes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Common {
@@ -113,8 +111,9 @@ pub(super) fn open_error(path: &Path, error: crate::Error) -> anyhow::Error {
         ),
         crate::Error::Storage(cairn_storage::Error::Locked) => format!(
             "{shown} is held by another process (an engine is running on it): stop it first; \
-             read-only commands (threads, show, events, state, checkpoints, verify, trace, \
-             bundle export) work meanwhile"
+             while it serves an endpoint, read commands (threads, show, events, state, \
+             checkpoints, verify, trace, bundle export, replay, resumable) and pause, resume, \
+             cancel and input go through it"
         ),
         crate::Error::Storage(cairn_storage::Error::SnapshotUnstable { attempts, detail }) => {
             format!(
@@ -130,17 +129,79 @@ pub(super) fn open_error(path: &Path, error: crate::Error) -> anyhow::Error {
     fail(EXIT_OPEN, message)
 }
 
-/// Opens a read-only snapshot of the database (works while an engine holds the file) with
-/// `workflows` registered, so that states can be decoded.
+/// How long a read command waits for a file held by an engine without an endpoint to be let go
+/// (an engine stopping withdraws its endpoint, then closes the file) before saying it is held.
+const HELD_GRACE: std::time::Duration = std::time::Duration::from_millis(1_500);
+
+/// How often it looks again meanwhile.
+const HELD_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Opens the database read-only where it is, without copying it (memory does not grow with
+/// the file), with `workflows` registered, so that states can be decoded. The read commands
+/// call this only when no live endpoint serves the file: an engine holding it then serves none,
+/// which is said (exit 4) instead of reading a copy of a file being written, once the file has
+/// stayed held for [`HELD_GRACE`] (an engine that is stopping lets it go within it).
+///
+/// # Errors
+/// A [`Failure`] with exit code 4 when the file cannot be opened or an engine holds it.
+pub async fn open_read_only(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<Engine> {
+    let started = std::time::Instant::now();
+    let opened = loop {
+        let mut builder = Engine::builder(db).read_only_in_place();
+        for wf in workflows {
+            builder = builder.workflow_dyn(wf.clone());
+        }
+        match builder.open().await {
+            // An engine stopping withdraws its endpoint just before it closes the file: a
+            // moment later the file is free.
+            Err(crate::Error::Storage(cairn_storage::Error::Locked))
+                if started.elapsed() < HELD_GRACE =>
+            {
+                tokio::time::sleep(HELD_RETRY).await;
+            }
+            other => break other,
+        }
+    };
+    opened.map_err(|e| match e {
+        crate::Error::Storage(cairn_storage::Error::Locked) => fail(
+            EXIT_OPEN,
+            format!(
+                "{} is held by an engine that serves no endpoint to read through: serve one \
+                 (`cairn demo` does by default, an application with \
+                 `Engine::builder(..).serve(addr)`) and read commands go through it, or stop \
+                 the engine",
+                db.display()
+            ),
+        ),
+        other => open_error(db, other),
+    })
+}
+
+/// As [`open_read_only`], for the commands no endpoint answers (`query`, `prune --dry-run`):
+/// while an engine holds the file they read a snapshot of it (a copy in memory, as large as the
+/// file) rather than refuse.
 ///
 /// # Errors
 /// A [`Failure`] with exit code 4 when the file cannot be opened.
-pub async fn open_read_only(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<Engine> {
-    let mut builder = Engine::builder(db).read_only();
+pub async fn open_read_only_or_copy(
+    db: &Path,
+    workflows: &[Arc<DynWorkflow>],
+) -> anyhow::Result<Engine> {
+    let mut builder = Engine::builder(db).read_only_in_place();
     for wf in workflows {
         builder = builder.workflow_dyn(wf.clone());
     }
-    builder.open().await.map_err(|e| open_error(db, e))
+    match builder.open().await {
+        Ok(engine) => Ok(engine),
+        Err(crate::Error::Storage(cairn_storage::Error::Locked)) => {
+            let mut builder = Engine::builder(db).read_only();
+            for wf in workflows {
+                builder = builder.workflow_dyn(wf.clone());
+            }
+            builder.open().await.map_err(|e| open_error(db, e))
+        }
+        Err(e) => Err(open_error(db, e)),
+    }
 }
 
 /// Opens the database for writing, without creating it and without running anything: recovery

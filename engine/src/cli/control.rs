@@ -2,7 +2,7 @@
 //! `abandon`, `cancel`, `pause`, `input`. They open the file for writing, so they fail with exit
 //! code 4 while an engine process holds it, unless that engine serves its endpoint: then
 //! `resume`, `cancel`, `pause` and `input` go through it (`remote.rs`), and a resumed thread runs
-//! in that engine.
+//! in that engine; `resumable` asks it what it could resume and does not drive.
 
 use std::sync::Arc;
 
@@ -75,30 +75,28 @@ pub(super) fn parse_age_ms(text: &str) -> Result<u64, String> {
 }
 
 pub(super) async fn resumable(args: ResumableArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    // A writable open: it proves that no engine process holds the file, so that "running"
-    // threads really have no runner.
-    let engine = open_writable(&args.common.db, wfs).await?;
-    let mut records = match args.max_age {
-        Some(ms) => engine.resumable_within(ms)?,
-        None => engine.resumable()?,
+    // A running engine lists what it could resume and does not drive, from its live store.
+    let query: Vec<(&str, String)> =
+        args.max_age.iter().map(|ms| ("max_age_ms", ms.to_string())).collect();
+    let found = super::endpoint::through(&args.common.db, |ep| {
+        let answer = ep.get("/api/resumable", &query)?;
+        Ok(answer["threads"].as_array().cloned().unwrap_or_default())
+    })?;
+    let rows = match found {
+        Some(rows) => rows,
+        None => {
+            // A writable open: it proves that no engine process holds the file, so that
+            // "running" threads really have no runner.
+            let engine = open_writable(&args.common.db, wfs).await?;
+            let records = match args.max_age {
+                Some(ms) => engine.resumable_within(ms),
+                None => engine.resumable(),
+            };
+            let rows = records.map(|r| crate::debug::views::resumable_rows(&engine, r));
+            engine.shutdown().await;
+            rows?
+        }
     };
-    records.sort_by(|a, b| super::common::natural_cmp(a.id.as_str(), b.id.as_str()));
-    let rows: Vec<Value> = records
-        .iter()
-        .map(|r| {
-            let runnable = engine.workflow_of(&r.id);
-            json!({
-                "thread": r.id.as_str(),
-                "workflow": r.workflow,
-                "status": r.status.as_str(),
-                "last_seq": r.last.map(|b| b.seq.0),
-                "updated_at_ms": r.updated_at_ms,
-                "runnable": runnable.is_ok(),
-                "why_not": runnable.err().map(|e| e.to_string()),
-            })
-        })
-        .collect();
-    engine.shutdown().await;
     if args.common.json {
         return print_json(&rows);
     }
@@ -108,13 +106,14 @@ pub(super) async fn resumable(args: ResumableArgs, wfs: &[Arc<DynWorkflow>]) -> 
     }
     let mut table =
         Table::new(&["THREAD", "WORKFLOW", "STATUS", "SEQ", "UPDATED", "RUNNABLE HERE"]);
-    for (r, row) in records.iter().zip(&rows) {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    for row in &rows {
         table.row(vec![
-            r.id.to_string(),
-            format!("{} v{}", r.workflow.id, r.workflow.version),
-            r.status.to_string(),
-            r.last.map(|b| b.seq.to_string()).unwrap_or_default(),
-            time(r.updated_at_ms),
+            text(&row["thread"]),
+            format!("{} v{}", text(&row["workflow"]["id"]), row["workflow"]["version"]),
+            text(&row["status"]),
+            row["last_seq"].as_u64().map(|s| s.to_string()).unwrap_or_default(),
+            time(row["updated_at_ms"].as_u64().unwrap_or(0)),
             match row["why_not"].as_str() {
                 None => "yes".into(),
                 Some(why) => format!("no: {why}"),

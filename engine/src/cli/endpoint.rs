@@ -59,6 +59,21 @@ impl Endpoint {
     /// says "... in this database", as the file path does); exit 1 naming the endpoint when it
     /// stops answering.
     pub(super) fn get(&self, path: &str, query: &[(&str, String)]) -> anyhow::Result<Value> {
+        let (url, bytes) = self.get_bytes(path, query)?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            fail(EXIT_FAILED, format!("{url} answered something that is not JSON: {e}"))
+        })
+    }
+
+    /// `GET {path}` with `query`: the answer's bytes (a bundle), and the URL asked.
+    ///
+    /// # Errors
+    /// As [`Endpoint::get`].
+    pub(super) fn get_bytes(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> anyhow::Result<(String, Vec<u8>)> {
         let url = format!("{}{path}", self.base);
         let mut request = self.agent.get(&url);
         for (key, value) in query {
@@ -79,18 +94,18 @@ impl Endpoint {
             }
         })?;
         let status = response.status().as_u16();
-        let text = response
+        let bytes = response
             .body_mut()
             .with_config()
             .limit(crate::limits::SERVE_ANSWER_BYTES_MAX)
-            .read_to_string()
+            .read_to_vec()
             .map_err(|e| fail(EXIT_FAILED, format!("reading the answer of {url}: {e}")))?;
-        let answer: Value = serde_json::from_str(&text).map_err(|e| {
+        if status == 200 {
+            return Ok((url, bytes));
+        }
+        let answer: Value = serde_json::from_slice(&bytes).map_err(|e| {
             fail(EXIT_FAILED, format!("{url} answered something that is not JSON: {e}"))
         })?;
-        if status == 200 {
-            return Ok(answer);
-        }
         let error = answer["error"].as_str().unwrap_or("refused").to_owned();
         let message = match answer["field"].as_str() {
             Some("thread" | "checkpoint") if status == 404 => format!("{error} in this database"),

@@ -3,15 +3,18 @@
 //!
 //! Every command works on a database file (`--db`, default `cairn-demo.db`), offline. While a
 //! running engine serves the file's endpoint (announced in `<db>.endpoint`, live: `endpoint.rs`),
-//! `threads`, `show`, `events`, `state`, `checkpoints`, `checkpoint show`, `health`, `trace` and
-//! `verify` read through it (page by page; `verify` has the engine check its live store) and
-//! print what they print from the file. Otherwise, and for `bundle export`, `bundle show`,
-//! `replay` and `resumable` always, read-only
-//! commands read a consistent snapshot of the file (a copy in memory), so they also work while an
-//! engine process without an endpoint has it open, unless its commits tear every copy (exit 4,
-//! naming what to do). Commands that write (`checkpoint delete`,
-//! `prune`, `bundle import`, `resumable`, `resume`, `abandon`, `cancel`, `pause`, `input`,
-//! `fork`, `serve`) open it for writing and fail with exit code 4 while another process holds it.
+//! `threads`, `show`, `events`, `state`, `checkpoints`, `checkpoint show`, `health`, `trace`,
+//! `verify`, `bundle export`, `replay` and `resumable` read through it (page by page; `verify`,
+//! `bundle export`, `replay` and `resumable` have the engine compute the answer on its live
+//! store) and print what they print from the file (`bundle show` reads only a bundle file).
+//! Otherwise read-only commands open the file read-only where it is, without copying it
+//! (`RedbStore::open_read_only_in_place`: memory does not grow with the file); an engine process
+//! holding it without an endpoint is refused up front (exit 4, naming what to do). `query` and
+//! `prune --dry-run`, which no endpoint answers, read a snapshot (a copy in memory) then.
+//! Commands that write (`checkpoint delete`, `prune`, `bundle import`, `resume`, `abandon`,
+//! `cancel`, `pause`, `input`, `fork`, `serve`), and `resumable` without an endpoint (its open
+//! proves that no runner holds the threads it lists), open it for writing and fail with exit
+//! code 4 while another process holds it.
 //! `cairn serve` keeps it open and serves the HTTP endpoint (`crate::serve`) until interrupted. They
 //! never resume threads by themselves: only `resume`, `input` and `fork` run a thread, in this
 //! process, until it ends or parks. `--json` prints one JSON document (with `events --follow`,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cairn_dsl::DynWorkflow;
 use serde_json::Value;
 
-use super::common::{Common, open_read_only, print_json, usage};
+use super::common::{Common, open_read_only_or_copy, print_json, usage};
 
 /// Arguments of `cairn query`.
 #[derive(Debug, clap::Args)]
@@ -33,7 +33,7 @@ pub(super) async fn query(args: QueryArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
             }
         })?,
     };
-    let engine = open_read_only(&args.common.db, wfs).await?;
+    let engine = open_read_only_or_copy(&args.common.db, wfs).await?;
     let answer = engine.query(&args.thread, &args.name, input);
     engine.shutdown().await;
     print_json(&answer?)

@@ -1,13 +1,15 @@
 //! `cairn replay THREAD [--verify]`: re-runs a thread's nodes against the compiled-in code with
 //! the recorded tool results, clock, randomness and input, and reports the first difference.
-//! Read-only: works while an engine process holds the file.
+//! Read-only. With a running engine serving the file, that engine replays the thread against
+//! its own code on its live store (`GET /api/threads/{id}/replay`): no copy of the file.
 
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
 
 use super::EXIT_FAILED;
-use super::common::{Common, fail, open_read_only, print_json, print_text};
+use super::common::{Common, fail, open_read_only, print_json, print_text, record_of};
+use super::endpoint;
 use crate::replay::ReplayOptions;
 
 /// Arguments of `cairn replay`.
@@ -23,30 +25,44 @@ pub struct ReplayArgs {
 }
 
 pub(super) async fn replay(args: ReplayArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let engine = open_read_only(&args.common.db, wfs).await?;
-    let report = engine.replay(&args.thread, &ReplayOptions::default()).await?;
+    // A running engine replays against its own code, reading its live store: no copy.
+    let path = format!("/api/threads/{}/replay", endpoint::segment(&args.thread));
+    let report = match endpoint::through(&args.common.db, |ep| ep.get(&path, &[]))? {
+        Some(report) => report,
+        None => {
+            let engine = open_read_only(&args.common.db, wfs).await?;
+            record_of(&engine, &args.thread)?;
+            let report = engine.replay(&args.thread, &ReplayOptions::default()).await?;
+            serde_json::to_value(&report)?
+        }
+    };
     if args.common.json {
         print_json(&report)?;
     } else {
-        match &report.divergence {
-            None => print_text(&format!(
-                "{}: {} tasks replayed (with {} sub-workflow child threads), no divergence",
-                report.thread, report.tasks_replayed, report.children_replayed
-            )),
-            Some(d) => print_text(&format!(
-                "{}: divergence{} at step {} in {} (seq {}): {}\n  recorded: {}\n  produced: {}",
-                report.thread,
-                d.child.as_ref().map(|c| format!(" in child thread {c}")).unwrap_or_default(),
-                d.step,
-                d.task,
-                d.seq,
-                d.what,
-                d.recorded,
-                d.produced
-            )),
+        let n = |key: &str| report[key].as_u64().unwrap_or(0);
+        let thread = report["thread"].as_str().unwrap_or_default();
+        let d = &report["divergence"];
+        if d.is_null() {
+            print_text(&format!(
+                "{thread}: {} tasks replayed (with {} sub-workflow child threads), no divergence",
+                n("tasks_replayed"),
+                n("children_replayed")
+            ));
+        } else {
+            let text = |key: &str| d[key].as_str().unwrap_or_default().to_owned();
+            print_text(&format!(
+                "{thread}: divergence{} at step {} in {} (seq {}): {}\n  recorded: {}\n  produced: {}",
+                d["child"].as_str().map(|c| format!(" in child thread {c}")).unwrap_or_default(),
+                d["step"],
+                text("task"),
+                d["seq"],
+                text("what"),
+                d["recorded"],
+                d["produced"]
+            ));
         }
     }
-    if args.verify && !report.is_deterministic() {
+    if args.verify && !report["divergence"].is_null() {
         return Err(fail(EXIT_FAILED, "replay diverged from the record"));
     }
     Ok(())

@@ -78,7 +78,7 @@ impl Engine {
         let (events, tools) =
             self.export_events(&id, start, last, &red, options.max_payload_bytes)?;
         let checkpoints = if options.include_checkpoints {
-            Some(self.export_checkpoints(&id, start, &red)?)
+            Some(self.export_checkpoints(&id, start, last, &red)?)
         } else {
             None
         };
@@ -210,10 +210,13 @@ impl Engine {
         Ok((out, tools))
     }
 
+    /// The thread's checkpoints covering seqs `start - 1..=last` (a thread that moves on while
+    /// it is exported, on a live store, makes newer ones: they are not part of this bundle).
     fn export_checkpoints(
         &self,
         id: &ThreadId,
         start: u64,
+        last: u64,
         red: &Redactor,
     ) -> Result<Vec<BundleCheckpoint>, Error> {
         let filter = CheckpointFilter { thread: Some(id.clone()), ..CheckpointFilter::default() };
@@ -229,8 +232,12 @@ impl Engine {
             }
         }
         let lowest = start.saturating_sub(1).max(1);
-        infos.retain(|c| c.covers.seq.0 >= lowest && !c.meta.tags.iter().any(|t| t == BASE_TAG));
+        infos.retain(|c| {
+            (lowest..=last).contains(&c.covers.seq.0) && !c.meta.tags.iter().any(|t| t == BASE_TAG)
+        });
+        // Listed newest first a page at a time: one made meanwhile can show twice.
         infos.sort_by_key(|c| (c.covers.seq.0, c.id.0));
+        infos.dedup_by_key(|c| c.id);
         let mut out: Vec<BundleCheckpoint> = Vec::with_capacity(infos.len());
         for info in infos {
             let Some(cp): Option<Checkpoint> = self.store().checkpoint(info.id)? else {

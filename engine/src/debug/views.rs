@@ -203,6 +203,28 @@ pub(crate) fn trace_json(m: &super::TracedMessage) -> Value {
     })
 }
 
+/// The resumable threads as `cairn resumable --json` prints them and `GET /api/resumable`
+/// serves them, in natural id order: each with whether `engine` has its workflow compiled in
+/// (`runnable`) and why not.
+pub(crate) fn resumable_rows(engine: &Engine, mut records: Vec<ThreadRecord>) -> Vec<Value> {
+    records.sort_by(|a, b| natural_cmp(a.id.as_str(), b.id.as_str()));
+    records
+        .iter()
+        .map(|r| {
+            let runnable = engine.workflow_of(&r.id);
+            json!({
+                "thread": r.id.as_str(),
+                "workflow": r.workflow,
+                "status": r.status.as_str(),
+                "last_seq": r.last.map(|b| b.seq.0),
+                "updated_at_ms": r.updated_at_ms,
+                "runnable": runnable.is_ok(),
+                "why_not": runnable.err().map(|e| e.to_string()),
+            })
+        })
+        .collect()
+}
+
 /// The threads matching `filter` in natural id order (`demo-2` before `demo-10`), `offset`
 /// skipped and at most `limit` kept. The store lists in byte order, so every matching record is
 /// read (a cursor walk, a page at a time) and only the `offset + limit` first in natural order

@@ -6,7 +6,8 @@
 //! the edges. We only hand it the nodes and links ([`DynWorkflow::links`]) and draw what it
 //! computed through a [`RenderBackend`] that records positions instead of writing its own SVG, so
 //! that each node is one `<g class="node st-STATUS" data-node="NAME">` the page can style, count
-//! and click. A sub-workflow is one node here (its child is a thread of its own).
+//! and click. A sub-workflow is one node here (its child is a thread of its own, drawn on its
+//! own page): once it ran, the node is a link (`<a href="/ui/threads/CHILD">`) to that page.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -50,11 +51,13 @@ impl NodeStatus {
     }
 }
 
-/// What the picture shows of one node: its status and a tooltip.
+/// What the picture shows of one node: its status, a tooltip, and for a sub-workflow node that
+/// ran, its child thread (the node links to that thread's page).
 #[derive(Debug, Clone)]
 pub(crate) struct Mark {
     pub status: NodeStatus,
     pub title: String,
+    pub child: Option<String>,
 }
 
 /// What the layout drew, recorded: shapes by the `properties` we gave them, and edge paths.
@@ -212,7 +215,9 @@ const STYLE: &str = "\
 .st-waiting rect{fill:#fde68a;stroke:#b45309;stroke-width:3}\
 .st-failed rect{fill:#fecaca;stroke:#b91c1c;stroke-width:3}\
 .st-pending rect{fill:#e0e7ff;stroke:#4338ca;stroke-dasharray:4 3}\
-.st-idle rect{fill:#f9fafb;stroke:#9ca3af}";
+.st-idle rect{fill:#f9fafb;stroke:#9ca3af}\
+[data-kind=subgraph] rect{stroke-width:3;stroke-dasharray:none}\
+.child-link{cursor:pointer}.child-link text{text-decoration:underline}";
 
 fn draw(wf: &DynWorkflow, marks: &BTreeMap<String, Mark>, c: &Capture) -> String {
     // The bounding box of everything drawn, with a margin.
@@ -303,11 +308,21 @@ fn draw(wf: &DynWorkflow, marks: &BTreeMap<String, Mark>, c: &Capture) -> String
                 let status = mark.map_or(NodeStatus::Idle, |m| m.status).as_str();
                 let title =
                     mark.map_or_else(|| format!("{}: {status}", n.name), |m| m.title.clone());
+                let child = mark.and_then(|m| m.child.as_deref());
+                if let Some(child) = child {
+                    let _ = write!(
+                        out,
+                        "<a class=\"child-link\" href=\"/ui/threads/{}\" data-child=\"{}\">",
+                        esc(&path_segment(child)),
+                        esc(child)
+                    );
+                }
+                let kind = n.kind.label();
                 let _ = write!(
                     out,
-                    "<g class=\"node st-{status}\" data-node=\"{}\" data-status=\"{status}\">\
-                     <title>{}</title><rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" \
-                     height=\"{:.1}\" rx=\"6\"/>",
+                    "<g class=\"node st-{status}\" data-node=\"{}\" data-status=\"{status}\" \
+                     data-kind=\"{kind}\"><title>{}</title><rect x=\"{:.1}\" y=\"{:.1}\" \
+                     width=\"{:.1}\" height=\"{:.1}\" rx=\"6\"/>",
                     esc(&n.name),
                     esc(&title),
                     xy.x,
@@ -327,10 +342,26 @@ fn draw(wf: &DynWorkflow, marks: &BTreeMap<String, Mark>, c: &Capture) -> String
                     );
                 }
                 out.push_str("</g>");
+                if child.is_some() {
+                    out.push_str("</a>");
+                }
             }
         }
     }
     out.push_str("</g></svg>");
+    out
+}
+
+/// `text` as one URL path segment: every byte but the unreserved ones percent-encoded.
+fn path_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
     out
 }
 
@@ -371,7 +402,7 @@ mod tests {
             .unwrap()
             .erase();
         let mut marks = BTreeMap::new();
-        let failed = Mark { status: NodeStatus::Failed, title: "fix <failed>".into() };
+        let failed = Mark { status: NodeStatus::Failed, title: "fix <failed>".into(), child: None };
         marks.insert("fix".to_owned(), failed);
         let svg = workflow_svg(&wf, &marks).unwrap();
         assert_eq!(svg.matches("<g class=\"node ").count(), 2, "{svg}");

@@ -34,6 +34,9 @@
 //! | GET | `/api/trace?thread=&correlation_id=&between=&from_ms=&to_ms=&chain=` | messages as `cairn trace` finds them (`thread` repeatable, `between` twice) |
 //! | GET | `/api/checkpoints?thread=&workflow=&kind=&tag=A,B&limit=&offset=` | a page of checkpoints, newest first |
 //! | GET | `/api/checkpoints/{id}` (`?redact=1`) | one checkpoint with its snapshot, as `cairn checkpoint show` |
+//! | GET | `/api/threads/{id}/bundle?redact_key=&secret=&meta=&checkpoints=&last_events=&max_payload_bytes=` | the thread's debug bundle from the live store, as `cairn bundle export` writes it (see `ops`) |
+//! | GET | `/api/threads/{id}/replay` | the thread replayed against the engine's code, as `cairn replay --json` |
+//! | GET | `/api/resumable?max_age_ms=` | threads the engine could resume and does not drive, as `cairn resumable --json` |
 //! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|fork` | controls (bearer token) |
 //!
 //! The web view's pages (`/ui/threads`, `/ui/threads/{id}`, `/ui/messages/{id}`, see `pages`)
@@ -41,12 +44,15 @@
 
 pub mod discovery;
 pub mod params;
+pub mod params_ops;
+pub mod params_view;
 pub mod token;
 
 mod checkpoints;
 mod controls;
 mod graph_svg;
 mod messages;
+mod ops;
 mod pages;
 mod routes;
 mod sse;

@@ -351,7 +351,7 @@ pub fn redact_only(pairs: &[(String, String)]) -> Result<bool, Reject> {
 const DEFAULT_LIMIT: usize = 100;
 
 /// The pairs, each key known and given once.
-fn unique<'a>(
+pub(super) fn unique<'a>(
     pairs: &'a [(String, String)],
     known: &[&'static str],
 ) -> Result<Vec<(&'static str, &'a str)>, Reject> {
@@ -376,7 +376,7 @@ fn unique<'a>(
     Ok(out)
 }
 
-fn number<T: std::str::FromStr>(field: &str, value: &str) -> Result<T, Reject> {
+pub(super) fn number<T: std::str::FromStr>(field: &str, value: &str) -> Result<T, Reject> {
     value.parse::<T>().map_err(|_| Reject::bad(field, format!("{value:?} is not a number")))
 }
 
@@ -388,7 +388,7 @@ fn limit(value: &str) -> Result<usize, Reject> {
     Ok(n)
 }
 
-fn flag(field: &str, value: &str) -> Result<bool, Reject> {
+pub(super) fn flag(field: &str, value: &str) -> Result<bool, Reject> {
     match value {
         "1" | "true" | "" => Ok(true),
         "0" | "false" => Ok(false),
@@ -462,7 +462,7 @@ mod tests {
         #[test]
         fn any_query_is_parsed_or_refused_naming_a_field(
             pairs in proptest::collection::vec(
-                ("(status|workflow|label|limit|offset|after|since|kind|follow|redact|at|at_time|diff|version|format|thread|tag|watchdog_ms|between|correlation_id|from_ms|to_ms|chain|[a-z]{0,4})",
+                ("(status|workflow|label|limit|offset|after|since|kind|follow|redact|at|at_time|diff|version|format|thread|tag|watchdog_ms|between|correlation_id|from_ms|to_ms|chain|q|to|last|secret|redact_key|meta|checkpoints|last_events|max_payload_bytes|max_age_ms|[a-z]{0,4})",
                  "[-a-z0-9_,=]{0,12}"),
                 0..5,
             )
@@ -493,6 +493,24 @@ mod tests {
                 refused_well(r);
             }
             if let Err(r) = trace_params(&pairs) {
+                refused_well(r);
+            }
+            match crate::serve::params_view::view_threads_params(&pairs) {
+                Ok(p) => prop_assert!((1..=SERVE_PAGE_MAX).contains(&p.list.limit)),
+                Err(r) => refused_well(r),
+            }
+            match crate::serve::params_view::timeline_params(&pairs) {
+                Ok(p) => prop_assert!(
+                    (1..=crate::serve::params_view::TIMELINE_EVENTS_MAX).contains(&p.last)
+                        && p.to != Some(0)
+                ),
+                Err(r) => refused_well(r),
+            }
+            match crate::serve::params_ops::bundle_params(&pairs) {
+                Ok(o) => prop_assert!(o.last_events != Some(0)),
+                Err(r) => refused_well(r),
+            }
+            if let Err(r) = crate::serve::params_ops::resumable_params(&pairs) {
                 refused_well(r);
             }
         }

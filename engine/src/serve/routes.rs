@@ -14,7 +14,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::params::Reject;
-use super::{checkpoints, controls, messages, sse, threads};
+use super::{checkpoints, controls, messages, ops, sse, threads};
 use crate::api::engine::Engine;
 use crate::debug::Redactor;
 use crate::error::Error;
@@ -54,6 +54,9 @@ pub(super) fn router(app: App, extra: Router<App>) -> Router {
         .route("/api/threads/{id}/events", get(sse::events))
         .route("/api/threads/{id}/state", get(threads::state))
         .route("/api/threads/{id}/checkpoints", get(threads::checkpoints))
+        .route("/api/threads/{id}/bundle", get(ops::bundle))
+        .route("/api/threads/{id}/replay", get(ops::replay))
+        .route("/api/resumable", get(ops::resumable))
         .route("/api/workflows/{id}/graph", get(threads::graph))
         .route("/api/trace/{id}", get(threads::trace))
         .route("/api/trace", get(messages::trace))

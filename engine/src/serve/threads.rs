@@ -16,7 +16,7 @@ use crate::api::engine::Engine;
 use crate::debug::views;
 use crate::limits::SERVE_PAGE_MAX;
 
-type Q = Result<Query<Vec<(String, String)>>, QueryRejection>;
+pub(super) type Q = Result<Query<Vec<(String, String)>>, QueryRejection>;
 
 /// The path's one segment (a thread, workflow or correlation id), or a 400 naming `path` (not
 /// UTF-8 once decoded).

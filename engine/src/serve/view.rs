@@ -1,13 +1,14 @@
 //! The reads the web view's pages need beyond the JSON API's: a threads listing with a search,
-//! a total and counts by status; a thread's graph as SVG coloured by where it stands; a timeline
-//! of node runs, tool calls, retries and waits over a window of its log; and the messages of a
-//! correlation id as a sequence picture. Routes:
+//! a total and counts by status; a thread's graph as SVG coloured by where it stands, its
+//! sub-workflow nodes linked to their child threads; a timeline of node runs, tool calls,
+//! retries and waits over a window of its log; and the messages of a correlation id as a
+//! sequence picture. Routes:
 //!
 //! | method | path | what |
 //! |---|---|---|
 //! | GET | `/api/view/threads?status=&workflow=&label=&q=&limit=&offset=` | a page, `total`, `counts` by status (over the other filters), `workflows`, `now_ms` |
-//! | GET | `/api/threads/{id}/graph.svg` | the workflow's graph, each node `<g class="node st-STATUS">` |
-//! | GET | `/api/threads/{id}/timeline?last=N` | runs, tool calls and waits folded from the last N events (default and max [`TIMELINE_EVENTS_MAX`]) |
+//! | GET | `/api/threads/{id}/graph.svg` | the workflow's graph, each node `<g class="node st-STATUS">`, a sub-workflow node that ran inside `<a href="/ui/threads/CHILD">` |
+//! | GET | `/api/threads/{id}/timeline?to=SEQ&last=N` | runs, tool calls and waits folded from the N events up to seq `to` (default the last; N default and max [`TIMELINE_EVENTS_MAX`]), with `earlier` / `later`: the `to` of the windows before and after; a run of a sub-workflow names its `child` thread |
 //! | GET | `/api/trace/{id}/sequence.svg` | the messages carrying a correlation id, as a sequence picture |
 //!
 //! Every read is bounded: a listing reads the thread records (not their logs), a timeline at most
@@ -20,44 +21,28 @@ use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use cairn_storage::{Page, Seq, ThreadRecord};
+use cairn_dsl::DynNodeKind;
+use cairn_storage::{Page, Seq, ThreadId, ThreadRecord};
 use serde_json::{Value, json};
 
 use super::graph_svg::{Mark, NodeStatus, esc, workflow_svg};
-use super::params::{Reject, list_params, no_params};
+use super::params::{Reject, no_params};
+pub use super::params_view::TIMELINE_EVENTS_MAX;
+use super::params_view::{timeline_params, view_threads_params};
 use super::routes::{App, blocking, pairs, reject};
 use super::threads::{record_of, segment};
+use crate::core::children::children_of;
 use crate::core::codec::decode;
-use crate::core::event::Body;
+use crate::core::event::{Body, TaskKey};
 use crate::debug::views;
+use crate::exec::subgraph::child_id;
 use crate::limits::READ_CHUNK_EVENTS;
 
 type Q = Result<Query<Vec<(String, String)>>, QueryRejection>;
 
-/// The most events a timeline folds (the last ones of the thread).
-pub const TIMELINE_EVENTS_MAX: u64 = 5_000;
-
-/// The longest search text (`q`).
-const SEARCH_CHARS_MAX: usize = 200;
-
 pub(super) async fn threads(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
-    let all = pairs(q)?;
-    let mut search: Option<String> = None;
-    let mut rest = Vec::with_capacity(all.len());
-    for (k, v) in all {
-        if k == "q" {
-            if search.is_some() {
-                return Err(Reject::bad("q", "given more than once"));
-            }
-            if v.chars().count() > SEARCH_CHARS_MAX {
-                return Err(Reject::bad("q", format!("longer than {SEARCH_CHARS_MAX} characters")));
-            }
-            search = Some(v.to_lowercase());
-        } else {
-            rest.push((k, v));
-        }
-    }
-    let p = list_params(&rest)?;
+    let view = view_threads_params(&pairs(q)?)?;
+    let (p, search) = (view.list, view.search);
     blocking(move || {
         let store = app.engine.store().as_ref();
         // Every record of the workflow and label filters (the status filter applies after the
@@ -76,7 +61,7 @@ pub(super) async fn threads(State(app): State<App>, q: Q) -> Result<Json<Value>,
                 break;
             }
         }
-        if let Some(q) = search.as_deref().filter(|q| !q.is_empty()) {
+        if let Some(q) = search.as_deref() {
             records.retain(|r| matches(r, q));
         }
         let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
@@ -134,7 +119,21 @@ pub(super) async fn graph_svg(
         };
         let details =
             views::thread_details(&app.engine, &record).map_err(|e| reject(e, "thread"))?;
-        let svg = workflow_svg(&wf, &marks(&details)).map_err(|e| Reject {
+        let mut marks = marks(&details);
+        let children = children_of(app.engine.store().as_ref(), &record.id)
+            .map_err(|e| reject(e, "thread"))?;
+        for node in wf.nodes().iter().filter(|n| matches!(n.kind, DynNodeKind::Subgraph { .. })) {
+            if let Some(child) = latest_child(&record.id, &node.name, &children) {
+                let mark = marks.entry(node.name.clone()).or_insert_with(|| Mark {
+                    status: NodeStatus::Idle,
+                    title: node.name.clone(),
+                    child: None,
+                });
+                let _ = write!(mark.title, " (child thread {child})");
+                mark.child = Some(child);
+            }
+        }
+        let svg = workflow_svg(&wf, &marks).map_err(|e| Reject {
             status: 500,
             error: e,
             field: Some("workflow".into()),
@@ -143,6 +142,22 @@ pub(super) async fn graph_svg(
         Ok((headers, svg).into_response())
     })
     .await
+}
+
+/// The child thread of `parent`'s sub-workflow node `node` that was made last (a node that ran
+/// in several steps had one child in each).
+fn latest_child(parent: &ThreadId, node: &str, children: &[ThreadRecord]) -> Option<String> {
+    let plain = format!("{parent}/{node}@");
+    // Deep nesting gives hashed ids (`exec::subgraph::child_id`) ending in the node's name.
+    let hashed = format!("-{}", node.chars().take(64).collect::<String>());
+    children
+        .iter()
+        .filter(|c| {
+            let id = c.id.as_str();
+            id.starts_with(&plain) || (id.starts_with("sub-") && id.ends_with(&hashed))
+        })
+        .max_by_key(|c| (c.created_at_ms, c.id.as_str().len(), c.id.as_str().to_owned()))
+        .map(|c| c.id.to_string())
 }
 
 /// Where each node stands, from a thread's details (`cairn show`'s JSON): the waiting node, the
@@ -167,7 +182,7 @@ pub(crate) fn marks(details: &Value) -> BTreeMap<String, Mark> {
                 let message = e.values().find_map(|v| v["message"].as_str()).unwrap_or_default();
                 let _ = write!(title, ": {message}");
             }
-            out.insert(node.clone(), Mark { status, title });
+            out.insert(node.clone(), Mark { status, title, child: None });
         }
     }
     if !terminal && let Some(frontier) = details["frontier"].as_array() {
@@ -175,7 +190,8 @@ pub(crate) fn marks(details: &Value) -> BTreeMap<String, Mark> {
             let running = out.get(node).is_some_and(|m| m.status == NodeStatus::Running);
             if !running {
                 let title = format!("{node}: due in the next step");
-                out.insert(node.to_owned(), Mark { status: NodeStatus::Pending, title });
+                let mark = Mark { status: NodeStatus::Pending, title, child: None };
+                out.insert(node.to_owned(), mark);
             }
         }
     }
@@ -186,7 +202,7 @@ pub(crate) fn marks(details: &Value) -> BTreeMap<String, Mark> {
             _ => format!("input: {}", waiting["prompt"]),
         };
         let title = format!("{node}: waiting for {what}");
-        out.insert(node.to_owned(), Mark { status: NodeStatus::Waiting, title });
+        out.insert(node.to_owned(), Mark { status: NodeStatus::Waiting, title, child: None });
     }
     out
 }
@@ -197,35 +213,27 @@ pub(super) async fn timeline(
     q: Q,
 ) -> Result<Json<Value>, Reject> {
     let id = segment(id)?;
-    let mut last_n = TIMELINE_EVENTS_MAX;
-    let mut seen = false;
-    for (k, v) in pairs(q)? {
-        if k != "last" {
-            return Err(Reject::bad(&k, "unknown parameter (known: last)"));
-        }
-        if seen {
-            return Err(Reject::bad("last", "given more than once"));
-        }
-        seen = true;
-        last_n =
-            v.parse::<u64>().ok().filter(|n| (1..=TIMELINE_EVENTS_MAX).contains(n)).ok_or_else(
-                || Reject::bad("last", format!("{v:?} is not in 1..={TIMELINE_EVENTS_MAX}")),
-            )?;
-    }
+    let p = timeline_params(&pairs(q)?)?;
     blocking(move || {
         let record = record_of(&app.engine, &id)?;
         let store = app.engine.store().as_ref();
         let last = record.last.map_or(0, |b| b.seq.0);
         let first = record.first_seq.0.max(1);
-        let from = last.saturating_sub(last_n - 1).max(first);
-        let mut fold = Timeline::default();
-        let mut after = from - 1;
-        while after < last {
+        let to = p.to.map_or(last, |to| to.min(last)).max(first.min(last));
+        let from = to.saturating_sub(p.last - 1).max(first);
+        let children = children_of(store, &record.id).map_err(|e| reject(e, "thread"))?;
+        let mut fold = Timeline {
+            parent: Some(record.id.clone()),
+            children: children.iter().map(|c| c.id.to_string()).collect(),
+            ..Timeline::default()
+        };
+        let mut after = from.saturating_sub(1);
+        while after < to {
             let chunk = store
                 .read_since(&record.id, Seq(after), READ_CHUNK_EVENTS)
                 .map_err(|e| reject(e.into(), "thread"))?;
             let Some(end) = chunk.last().map(|e| e.bookmark.seq.0) else { break };
-            for event in chunk {
+            for event in chunk.into_iter().filter(|e| e.bookmark.seq.0 <= to) {
                 let rec = decode(store, event).map_err(|e| reject(e, "thread"))?;
                 fold.apply(rec.bookmark.seq.0, rec.bookmark.at_ms, &rec.body);
             }
@@ -234,8 +242,11 @@ pub(super) async fn timeline(
         Ok(Json(json!({
             "thread": id,
             "from_seq": from,
-            "to_seq": last,
-            "whole": from <= first,
+            "to_seq": to,
+            "last_seq": last,
+            "whole": from <= first && to >= last,
+            "earlier": (from > first).then(|| from - 1),
+            "later": (to < last).then(|| to.saturating_add(p.last).min(last)),
             "runs": fold.runs,
             "waits": fold.waits,
         })))
@@ -247,6 +258,9 @@ pub(super) async fn timeline(
 /// is before the window starts at its first event in it.
 #[derive(Default)]
 struct Timeline {
+    /// The thread, whose sub-workflow runs name their child thread when it is in `children`.
+    parent: Option<ThreadId>,
+    children: BTreeSet<String>,
     runs: Vec<Value>,
     /// Task (as text) -> index in `runs` of its open run.
     open: BTreeMap<String, usize>,
@@ -256,37 +270,43 @@ struct Timeline {
 }
 
 impl Timeline {
-    fn run(&mut self, task: &str, node: &str, step: u64, attempt: u32, at: u64, seq: u64) -> usize {
-        if let Some(&i) = self.open.get(task)
+    fn run(&mut self, key: &TaskKey, step: u64, attempt: u32, at: u64, seq: u64) -> usize {
+        let task = key.to_string();
+        if let Some(&i) = self.open.get(&task)
             && self.runs[i]["attempt"] == attempt
         {
             return i;
         }
+        let child = self
+            .parent
+            .as_ref()
+            .map(|parent| child_id(parent, key, step))
+            .filter(|child| self.children.contains(child));
         self.runs.push(json!({
-            "task": task, "node": node, "step": step, "attempt": attempt, "status": "running",
-            "start_ms": at, "end_ms": null, "tools": [], "seq": seq,
+            "task": task, "node": key.node, "step": step, "attempt": attempt, "status": "running",
+            "start_ms": at, "end_ms": null, "tools": [], "seq": seq, "child": child,
         }));
         let i = self.runs.len() - 1;
-        self.open.insert(task.to_owned(), i);
+        self.open.insert(task, i);
         i
     }
 
     fn apply(&mut self, seq: u64, at: u64, body: &Body) {
         match body {
             Body::NodeStarted { step, task, attempt, .. } => {
-                let i = self.run(&task.to_string(), &task.node, *step, *attempt, at, seq);
+                let i = self.run(task, *step, *attempt, at, seq);
                 self.runs[i]["status"] = json!("running");
             }
             Body::NodeCompleted { step, task, attempt, duration_ms, .. } => {
                 let started = at.saturating_sub(*duration_ms);
-                let i = self.run(&task.to_string(), &task.node, *step, *attempt, started, seq);
+                let i = self.run(task, *step, *attempt, started, seq);
                 let run = &mut self.runs[i];
                 run["status"] = json!("completed");
                 run["end_ms"] = json!(at);
                 self.open.remove(&task.to_string());
             }
             Body::NodeFailed { step, task, attempt, error, terminal } => {
-                let i = self.run(&task.to_string(), &task.node, *step, *attempt, at, seq);
+                let i = self.run(task, *step, *attempt, at, seq);
                 let run = &mut self.runs[i];
                 run["status"] = json!("failed");
                 run["end_ms"] = json!(at);
@@ -307,13 +327,13 @@ impl Timeline {
                 }
             }
             Body::ToolCalled { step, task, attempt, call, name, .. } => {
-                let i = self.run(&task.to_string(), &task.node, *step, *attempt, at, seq);
+                let i = self.run(task, *step, *attempt, at, seq);
                 if let Some(tools) = self.runs[i]["tools"].as_array_mut() {
                     tools.push(json!({"call": call, "name": name, "start_ms": at, "end_ms": null}));
                 }
             }
             Body::ToolReturned { step, task, attempt, call, name, output, duration_ms, .. } => {
-                let i = self.run(&task.to_string(), &task.node, *step, *attempt, at, seq);
+                let i = self.run(task, *step, *attempt, at, seq);
                 let Some(tools) = self.runs[i]["tools"].as_array_mut() else { return };
                 let ok = output.is_ok();
                 match tools.iter_mut().rev().find(|t| t["call"] == *call) {

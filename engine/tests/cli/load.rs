@@ -24,16 +24,16 @@ const RSS_BOUND_KB: u64 = 64 * 1024;
 const DEMO_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// One command's run: exit code, output, and its peak resident memory seen in KiB.
-struct Call {
-    code: i32,
-    stdout: String,
-    stderr: String,
-    peak_kb: u64,
+pub(crate) struct Call {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub peak_kb: u64,
 }
 
 /// Runs `cairn ARGS --db DB`, sampling `/proc/<pid>/status` for `VmHWM` until it exits (the
 /// high-water mark only grows, so the last sample is its peak up to that moment).
-fn call(db: &Path, args: &[&str]) -> Call {
+pub(crate) fn call(db: &Path, args: &[&str]) -> Call {
     let mut child = Command::new(bin())
         .args(args)
         .arg("--db")

@@ -8,6 +8,7 @@ mod debug;
 mod files;
 mod harness;
 mod health;
+mod in_place;
 mod inspect;
 mod load;
 mod misc;

@@ -11,7 +11,7 @@ use crate::harness::{Spawned, copy, demo_db, on, tempdir};
 
 /// Every read command with the arguments this test compares, on the demo's three threads.
 fn reads(checkpoint: &str) -> Vec<Vec<String>> {
-    let lines: [&[&str]; 31] = [
+    let lines: [&[&str]; 37] = [
         &["threads"],
         &["threads", "--json"],
         &["threads", "--limit", "1", "--offset", "1"],
@@ -39,13 +39,73 @@ fn reads(checkpoint: &str) -> Vec<Vec<String>> {
         &["trace", "--between", "user", "classify", "--to-ms", "99999999999999"],
         &["verify"],
         &["verify", "--json"],
+        &["replay", "demo-1"],
+        &["replay", "demo-2", "--json", "--verify"],
+        &["resumable"],
+        &["resumable", "--json", "--max-age", "3650d"],
         // Refusals: the same message and exit code.
         &["show", "nobody"],
         &["state", "demo-1", "--at", "100000"],
         &["checkpoint", "show", "999"],
         &["events", "nobody", "--json"],
+        &["replay", "nobody"],
+        &["resumable", "--json", "--max-age", "1s"],
     ];
     lines.iter().map(|l| l.iter().map(|a| (*a).to_owned()).collect()).collect()
+}
+
+/// `bundle export` with the arguments this test compares (each writes `out`).
+fn exports(out: &str) -> Vec<Vec<String>> {
+    let lines: [&[&str]; 5] = [
+        &["bundle", "export", "demo-1", "-o", out],
+        &["bundle", "export", "demo-2", "-o", out, "--gzip", "--json"],
+        &[
+            "bundle",
+            "export",
+            "demo-1",
+            "-o",
+            out,
+            "--last-events",
+            "7",
+            "--no-checkpoints",
+            "--secret",
+            "acme-corp",
+            "--redact-key",
+            "tenant",
+            "--meta",
+            "ticket=T-1",
+            "--max-payload-bytes",
+            "64",
+        ],
+        &["bundle", "export", "nobody", "-o", out],
+        &["bundle", "export", "demo-1", "-o", out, "--secret", "abc"],
+    ];
+    lines.iter().map(|l| l.iter().map(|a| (*a).to_owned()).collect()).collect()
+}
+
+/// What an export printed and wrote: exit code, stdout (the size of a gzip bundle left out: the
+/// export time inside it changes how well it compresses), stderr, and the bundle written
+/// without its export time.
+fn exported(run: crate::harness::Run, out: &std::path::Path) -> (i32, String, String, Value) {
+    let bundle = match std::fs::read(out) {
+        Ok(bytes) => {
+            let bundle = cairn::debug::Bundle::from_bytes(&bytes).expect("a bundle");
+            let mut value = serde_json::to_value(&bundle).expect("JSON");
+            value.as_object_mut().expect("an object").remove("timestamp");
+            let _ = std::fs::remove_file(out);
+            value
+        }
+        Err(_) => Value::Null,
+    };
+    let mut stdout = run.stdout.clone();
+    if run.stdout.contains("gzip") {
+        let json: Result<Value, _> = serde_json::from_str(&run.stdout);
+        if let Ok(mut json) = json {
+            json["bytes"] = Value::Null;
+            stdout = json.to_string();
+        }
+    }
+    (run.code, stdout, run.stderr, bundle)
 }
 
 #[test]
@@ -57,6 +117,12 @@ fn read_commands_print_through_the_endpoint_what_they_print_from_the_file() {
     let from_file: Vec<_> = reads(&checkpoint)
         .iter()
         .map(|args| on(&db, &args.iter().map(String::as_str).collect::<Vec<_>>()))
+        .collect();
+    let out = dir.path().join("out.bundle");
+    let out_arg = out.to_str().expect("utf-8");
+    let exports_from_file: Vec<_> = exports(out_arg)
+        .iter()
+        .map(|args| exported(on(&db, &args.iter().map(String::as_str).collect::<Vec<_>>()), &out))
         .collect();
 
     // A copy to read the file beside the served one (the served one is held, unchanged).
@@ -78,6 +144,13 @@ fn read_commands_print_through_the_endpoint_what_they_print_from_the_file() {
         let served = on(&elsewhere, &args);
         if (served.code, &served.stdout, &served.stderr) != (file.code, &file.stdout, &file.stderr)
         {
+            differ.push(format!("{args:?}: through the endpoint {served:#?}, file {file:#?}"));
+        }
+    }
+    for (args, file) in exports(out_arg).iter().zip(&exports_from_file) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let served = exported(on(&elsewhere, &args), &out);
+        if &served != file {
             differ.push(format!("{args:?}: through the endpoint {served:#?}, file {file:#?}"));
         }
     }

@@ -426,10 +426,44 @@ async fn the_pages_stay_usable_with_ten_thousand_threads_and_a_hundred_thousand_
         let oldest = browser.eval("Number(document.querySelector('#events tr').dataset.seq)");
         assert_eq!(oldest, json!(last - 399));
         browser.wait_for("document.querySelector('#graph svg g.node')", RENDER_BOUND);
+        // The timeline is a window too: the last 1,000 events, and any earlier window.
+        browser.wait_for("document.getElementById('timeline').dataset.to", RENDER_BOUND);
+        let window = |b: &mut Browser| {
+            let from = b.eval("Number(document.getElementById('timeline').dataset.from)");
+            let to = b.eval("Number(document.getElementById('timeline').dataset.to)");
+            (from.as_u64().unwrap(), to.as_u64().unwrap())
+        };
+        assert_eq!(window(&mut browser), (last - 999, last));
+        let t = Instant::now();
+        browser.eval("document.getElementById('tl-earlier').click()");
+        browser.wait_for(
+            &format!("Number(document.getElementById('timeline').dataset.to) === {}", last - 1000),
+            RENDER_BOUND,
+        );
+        let earlier_ms = t.elapsed();
+        assert_eq!(window(&mut browser), (last - 1999, last - 1000));
+        let runs = browser.eval("document.querySelectorAll('#timeline .tl-row.run').length");
+        assert!(runs.as_u64().unwrap() > 0, "an earlier window shows its runs: {runs}");
+        // Any window, by its last seq: the thread's first events.
+        browser.eval(
+            "document.getElementById('tl-to').value = '1500'; \
+             document.getElementById('tl-go').click()",
+        );
+        browser.wait_for(
+            "Number(document.getElementById('timeline').dataset.to) === 1500",
+            RENDER_BOUND,
+        );
+        assert_eq!(window(&mut browser), (501, 1500));
+        browser.eval("document.getElementById('tl-latest').click()");
+        browser.wait_for(
+            &format!("Number(document.getElementById('timeline').dataset.to) === {last}"),
+            RENDER_BOUND,
+        );
         browser.screenshot(&shots.join("thread-100000.png"), 2600.);
         crate::common::report(&format!(
             "WEBVIEW render: threads page {threads_ms:?}, its last page {last_page_ms:?}, \
-             a {last}-event thread {thread_ms:?}, 200 older events {older_ms:?} (bound {RENDER_BOUND:?})"
+             a {last}-event thread {thread_ms:?}, 200 older events {older_ms:?}, an earlier \
+             timeline window {earlier_ms:?} (bound {RENDER_BOUND:?})"
         ));
     });
     server.shutdown().await;
@@ -464,48 +498,53 @@ async fn the_web_views_reads_filter_count_and_refuse_naming_the_field() {
         .unwrap();
     let base = format!("http://{}", server.addr());
     let token = server.token().to_owned();
-    let (page, graph, timeline, refusals, html) = tokio::task::spawn_blocking(move || {
-        let agent: ureq::Agent =
-            ureq::Agent::config_builder().http_status_as_error(false).build().into();
-        let get = |p: &str| {
-            let mut r = agent.get(&format!("{base}{p}")).call().unwrap();
-            let csp =
-                r.headers().get("content-security-policy").map(|v| v.to_str().unwrap().to_owned());
-            (r.status().as_u16(), r.body_mut().read_to_string().unwrap(), csp)
-        };
-        let json = |p: &str| {
-            let (status, body, _) = get(p);
-            assert_eq!(status, 200, "{p}: {body}");
-            serde_json::from_str::<serde_json::Value>(&body).unwrap()
-        };
-        let page = json("/api/view/threads?q=ASK-1&limit=2&offset=1");
-        let graph = get("/api/threads/flaky-1/graph.svg").1;
-        let timeline = json("/api/threads/flaky-1/timeline");
-        let refusals: Vec<(u16, serde_json::Value)> = [
-            "/api/view/threads?q=a&q=b",
-            "/api/view/threads?status=asleep",
-            "/api/view/threads?limit=0",
-            "/api/threads/flaky-1/timeline?last=0",
-            "/api/threads/flaky-1/timeline?colour=red",
-            "/api/threads/nope/graph.svg",
-            "/api/threads/nope/timeline",
-            "/ui/assets/nope.js",
-        ]
-        .iter()
-        .map(|p| {
-            let (status, body, _) = get(p);
-            (status, serde_json::from_str(&body).unwrap())
+    let (page, graph, (timeline, window), refusals, html) =
+        tokio::task::spawn_blocking(move || {
+            let agent: ureq::Agent =
+                ureq::Agent::config_builder().http_status_as_error(false).build().into();
+            let get = |p: &str| {
+                let mut r = agent.get(&format!("{base}{p}")).call().unwrap();
+                let csp = r
+                    .headers()
+                    .get("content-security-policy")
+                    .map(|v| v.to_str().unwrap().to_owned());
+                (r.status().as_u16(), r.body_mut().read_to_string().unwrap(), csp)
+            };
+            let json = |p: &str| {
+                let (status, body, _) = get(p);
+                assert_eq!(status, 200, "{p}: {body}");
+                serde_json::from_str::<serde_json::Value>(&body).unwrap()
+            };
+            let page = json("/api/view/threads?q=ASK-1&limit=2&offset=1");
+            let graph = get("/api/threads/flaky-1/graph.svg").1;
+            let timeline = json("/api/threads/flaky-1/timeline");
+            let window = json("/api/threads/flaky-1/timeline?to=3&last=2");
+            let refusals: Vec<(u16, serde_json::Value)> = [
+                "/api/view/threads?q=a&q=b",
+                "/api/view/threads?status=asleep",
+                "/api/view/threads?limit=0",
+                "/api/threads/flaky-1/timeline?last=0",
+                "/api/threads/flaky-1/timeline?colour=red",
+                "/api/threads/flaky-1/timeline?to=0",
+                "/api/threads/nope/graph.svg",
+                "/api/threads/nope/timeline",
+                "/ui/assets/nope.js",
+            ]
+            .iter()
+            .map(|p| {
+                let (status, body, _) = get(p);
+                (status, serde_json::from_str(&body).unwrap())
+            })
+            .collect();
+            let html: Vec<(u16, String, Option<String>)> =
+                ["/ui/threads", "/ui/threads/ask-1", "/ui/messages/x", "/ui/assets/thread.js"]
+                    .iter()
+                    .map(|p| get(p))
+                    .collect();
+            (page, graph, (timeline, window), refusals, html)
         })
-        .collect();
-        let html: Vec<(u16, String, Option<String>)> =
-            ["/ui/threads", "/ui/threads/ask-1", "/ui/messages/x", "/ui/assets/thread.js"]
-                .iter()
-                .map(|p| get(p))
-                .collect();
-        (page, graph, timeline, refusals, html)
-    })
-    .await
-    .unwrap();
+        .await
+        .unwrap();
     // "ask-1" matches ask-1, ask-10, ask-11, ask-12 (case-insensitive), in natural order; the
     // counts are over the search, before the page.
     let ids: Vec<&str> =
@@ -542,6 +581,11 @@ async fn the_web_views_reads_filter_count_and_refuse_naming_the_field() {
     assert_eq!(runs[0]["tools"][0]["ok"], true);
     assert!(runs[1]["retry_delay_ms"].is_u64(), "{timeline}");
     assert_eq!(timeline["whole"], true);
+    assert_eq!((&timeline["earlier"], &timeline["later"]), (&json!(null), &json!(null)));
+    // A window of two events ending at seq 3: the ones before and after are named.
+    assert_eq!((&window["from_seq"], &window["to_seq"]), (&json!(2), &json!(3)), "{window}");
+    assert_eq!((&window["earlier"], &window["whole"]), (&json!(1), &json!(false)));
+    assert_eq!(window["later"], timeline["last_seq"].as_u64().unwrap().min(5));
     let fields: Vec<(u16, Option<&str>)> =
         refusals.iter().map(|(s, e)| (*s, e["field"].as_str())).collect();
     assert_eq!(
@@ -552,6 +596,7 @@ async fn the_web_views_reads_filter_count_and_refuse_naming_the_field() {
             (400, Some("limit")),
             (400, Some("last")),
             (400, Some("colour")),
+            (400, Some("to")),
             (404, Some("thread")),
             (404, Some("thread")),
             (404, Some("path")),
@@ -569,6 +614,71 @@ async fn the_web_views_reads_filter_count_and_refuse_naming_the_field() {
         let csp = csp.as_deref().unwrap_or_default();
         assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"), "{csp}");
     }
+    server.shutdown().await;
+    engine.shutdown().await;
+}
+
+/// A sub-workflow node is drawn as a link to its child thread's page, and its run in the
+/// timeline names the child; the child's page links back to its parent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_workflow_links_to_its_child_thread() {
+    let (_d, path) = db();
+    let child = Workflow::<Tally>::builder("inner", 1)
+        .node("add", |_s: Arc<Tally>, _ctx: Ctx| async move {
+            Ok(NodeOutput::update((2, String::new())))
+        })
+        .edge(START, "add")
+        .edge("add", END)
+        .build()
+        .unwrap();
+    let parent = Workflow::<Tally>::builder("outer", 1)
+        .subgraph("sub", child, |s: &Tally| s.clone(), |c: &Tally| (c.total, "sub".to_owned()))
+        .edge(START, "sub")
+        .edge("sub", END)
+        .build()
+        .unwrap();
+    let (engine, server) = Engine::builder(&path)
+        .durability(Durability::None)
+        .workflow(&parent)
+        .serve(([127, 0, 0, 1], 0).into())
+        .open()
+        .await
+        .unwrap();
+    let run = engine.start("outer", Tally::default(), StartOptions::id("p-1")).await.unwrap();
+    run.wait().await.unwrap();
+    let base = format!("http://{}", server.addr());
+    let (graph, timeline, child_page) = tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent =
+            ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let get = |p: &str| {
+            let mut r = agent.get(&format!("{base}{p}")).call().unwrap();
+            assert_eq!(r.status().as_u16(), 200, "{p}");
+            r.body_mut().read_to_string().unwrap()
+        };
+        let graph = get("/api/threads/p-1/graph.svg");
+        let timeline: serde_json::Value =
+            serde_json::from_str(&get("/api/threads/p-1/timeline")).unwrap();
+        let child = timeline["runs"][0]["child"].as_str().unwrap_or("none").to_owned();
+        let child_page: serde_json::Value = serde_json::from_str(&get(&format!(
+            "/api/threads/{}",
+            child.replace('/', "%2F").replace('@', "%40")
+        )))
+        .unwrap();
+        (graph, timeline, child_page)
+    })
+    .await
+    .unwrap();
+    assert_eq!(timeline["runs"][0]["child"], "p-1/sub@1", "{timeline}");
+    assert!(
+        graph.contains(
+            "<a class=\"child-link\" href=\"/ui/threads/p-1%2Fsub%401\" data-child=\"p-1/sub@1\">\
+             <g class=\"node st-completed\" data-node=\"sub\""
+        ),
+        "{graph}"
+    );
+    assert!(graph.contains("data-kind=\"subgraph\""), "{graph}");
+    assert_eq!(child_page["workflow"]["id"], "inner");
+    assert_eq!(child_page["labels"]["parent"], "p-1", "the child's page links back: {child_page}");
     server.shutdown().await;
     engine.shutdown().await;
 }

@@ -27,6 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         summary: "called fetch".into(),
         payload: Some(PayloadRef::of(b"payload")),
         data: br#"{"url":"https://example.invalid"}"#.to_vec(),
+        correlation: None,
     };
     let mut record = ThreadRecord::new(thread.clone(), workflow.clone(), 5);
     record.last = Some(bookmark);

@@ -11,6 +11,7 @@ mod correlations;
 mod create;
 mod errors;
 mod guard;
+mod in_place;
 mod index;
 mod path;
 mod prune;
@@ -27,7 +28,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ::redb::{Builder, Database, DatabaseError, ReadTransaction, ReadableDatabase};
+use ::redb::{
+    Builder, Database, DatabaseError, ReadOnlyDatabase, ReadTransaction, ReadableDatabase,
+};
 use tokio::sync::{oneshot, watch};
 
 pub(crate) use self::errors::io_cause;
@@ -107,7 +110,7 @@ impl std::fmt::Debug for RedbStore {
 
 struct Inner {
     /// `None` once closed.
-    db: RwLock<Option<Arc<Database>>>,
+    db: RwLock<Option<Arc<Db>>>,
     /// `None` for a read-only store.
     writer: Option<WriterHandle>,
     durability: Durability,
@@ -120,6 +123,37 @@ struct WriterHandle {
     poisoned: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
     metrics: crate::telemetry::StoreMetrics,
+}
+
+/// The redb handle a store reads through.
+enum Db {
+    /// A database open for writing (shared with the writer thread), or a snapshot copy.
+    Full(Arc<Database>),
+    /// The file opened read-only in place (`in_place.rs`).
+    ReadOnly(ReadOnlyDatabase),
+}
+
+impl Db {
+    fn begin_read(&self) -> Result<ReadTransaction, ::redb::TransactionError> {
+        match self {
+            Db::Full(db) => db.begin_read(),
+            Db::ReadOnly(db) => db.begin_read(),
+        }
+    }
+
+    fn close(self) -> Result<(), Error> {
+        match self {
+            Db::Full(db) => match Arc::try_unwrap(db) {
+                Ok(db) => db.close().map_err(|e| Error::storage("close", e)),
+                // Another handle still holds it: it closes on drop.
+                Err(shared) => {
+                    drop(shared);
+                    Ok(())
+                }
+            },
+            Db::ReadOnly(db) => db.close().map_err(|e| Error::storage("close", e)),
+        }
+    }
 }
 
 /// How `open_path` treats a missing or existing file.
@@ -237,6 +271,45 @@ impl RedbStore {
     pub fn open_read_only(path: impl AsRef<Path>) -> Result<RedbStore, Error> {
         let path = path.as_ref();
         let db = snapshot::open(path)?;
+        Ok(RedbStore::read_only(Db::Full(Arc::new(db)), path))
+    }
+
+    /// Opens the database at `path` read-only where it is, without copying it: reads go to the
+    /// file (memory does not grow with it), and a shared lock is held until the store is
+    /// dropped, so no engine can open the file for writing meanwhile. A file left unclean by a
+    /// crash, or of an older format, is read as a snapshot copy instead (as
+    /// [`RedbStore::open_read_only`]): redb may not repair or migrate a file it opens
+    /// read-only.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Locked`] while another process (or another handle in this one) has the file
+    /// open for writing, before any data is read; otherwise as [`RedbStore::open_read_only`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cairn_storage::{Error, Options, RedbStore};
+    /// let dir = tempfile::tempdir().expect("temp dir");
+    /// let path = dir.path().join("cairn.db");
+    /// let writer = RedbStore::open(&path, Options::default())?;
+    /// assert!(matches!(RedbStore::open_read_only_in_place(&path), Err(Error::Locked)));
+    /// writer.close()?;
+    /// let reader = RedbStore::open_read_only_in_place(&path)?;
+    /// assert_eq!(reader.last_lsn().0, 0);
+    /// # Ok::<(), cairn_storage::Error>(())
+    /// ```
+    pub fn open_read_only_in_place(path: impl AsRef<Path>) -> Result<RedbStore, Error> {
+        let path = path.as_ref();
+        let db = match in_place::open(path, Options::default().cache_bytes)? {
+            in_place::Opened::InPlace(db) => Db::ReadOnly(db),
+            in_place::Opened::Copy(db) => Db::Full(Arc::new(db)),
+        };
+        Ok(RedbStore::read_only(db, path))
+    }
+
+    /// A store without a writer reading through `db`.
+    fn read_only(db: Db, path: &Path) -> RedbStore {
         let (sender, committed) = watch::channel(0);
         drop(sender);
         let inner = Inner {
@@ -246,7 +319,7 @@ impl RedbStore {
             committed,
             path: Some(path.to_path_buf()),
         };
-        Ok(RedbStore { inner: Arc::new(inner) })
+        RedbStore { inner: Arc::new(inner) }
     }
 
     /// Makes every acknowledged write durable, stops the writer and releases the file (once
@@ -261,7 +334,7 @@ impl RedbStore {
         let db = self.inner.db.write().map_err(|_| Error::Closed)?.take();
         if let Some(db) = db {
             guard("close", move || match Arc::try_unwrap(db) {
-                Ok(db) => db.close().map_err(|e| Error::storage("close", e)),
+                Ok(db) => db.close(),
                 // Another handle (a subscription's store) still holds it: it closes on drop.
                 Err(shared) => {
                     drop(shared);
@@ -404,7 +477,7 @@ impl RedbStore {
             .spawn(move || writer.run(rx))
             .map_err(|e| Error::storage("spawn writer", e))?;
         let inner = Inner {
-            db: RwLock::new(Some(db)),
+            db: RwLock::new(Some(Arc::new(Db::Full(db)))),
             writer: Some(WriterHandle { tx, poisoned, thread: Mutex::new(Some(thread)), metrics }),
             durability: options.durability,
             committed,

@@ -130,6 +130,32 @@ fn a_locked_file_is_refused_while_read_only_snapshots_still_work() {
 }
 
 #[test]
+fn a_file_no_writer_holds_is_read_in_place_and_a_held_one_is_refused_up_front() {
+    let (dir, path) = temp_db();
+    let store = RedbStore::open(&path, Options::default()).expect("open");
+    create_thread(&store, "t", 2);
+    assert!(matches!(RedbStore::open_read_only_in_place(&path), Err(Error::Locked)));
+    // A copy taken while the writer runs was not shut down cleanly: redb may not repair it in
+    // place, so it is read as a snapshot.
+    let unclean = dir.path().join("unclean.db");
+    std::fs::copy(&path, &unclean).expect("copy");
+    let repaired = RedbStore::open_read_only_in_place(&unclean).expect("read as a snapshot");
+    assert_eq!(repaired.read_since(&tid("t"), cairn_storage::Seq(0), 10).expect("read").len(), 2);
+    store.close().expect("close");
+    let before = std::fs::read(&path).expect("bytes");
+    let reader = RedbStore::open_read_only_in_place(&path).expect("in place");
+    assert_eq!(reader.read_since(&tid("t"), cairn_storage::Seq(0), 10).expect("read").len(), 2);
+    let refused =
+        reader.append(cairn_storage::Batch { events: vec![event("t", 3)], ..Default::default() });
+    assert!(matches!(refused, Err(Error::ReadOnly)));
+    // Its shared lock keeps a writer out until it is dropped.
+    assert!(matches!(RedbStore::open(&path, fast()), Err(Error::Locked)));
+    drop(reader);
+    assert_eq!(std::fs::read(&path).expect("bytes"), before, "nothing written");
+    RedbStore::open(&path, fast()).expect("open after the reader");
+}
+
+#[test]
 fn bad_ids_are_errors() {
     assert!(matches!(ThreadId::new(""), Err(Error::Invalid { .. })));
     assert!(matches!(ThreadId::new("a\u{0}b"), Err(Error::Invalid { .. })));

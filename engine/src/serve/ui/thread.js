@@ -1,5 +1,8 @@
 // Cairn web view: one thread. The log is windowed: the page holds at most MAX_ROWS events, loads
 // the last WINDOW first and older ones a window at a time, and follows new ones over SSE. The
+// timeline is windowed too: TL_WINDOW events folded by the endpoint, the latest ones (following)
+// or any earlier window (Earlier / Later / up to a seq). A sub-workflow's run and graph node link
+// to its child thread's page. The
 // summary, graph, timeline and checkpoints are read again (at most once a second) when events
 // arrive.
 "use strict";
@@ -8,6 +11,7 @@
   const { api, text, el, badge, age, duration, time, progressBar, labels, setLive } = cairn;
   const $ = (id) => document.getElementById(id);
   const WINDOW = 200;
+  const TL_WINDOW = 1000;
   const MAX_ROWS = 2000;
   const TERMINAL = new Set(["completed", "failed", "cancelled", "timed_out"]);
   const id = decodeURIComponent(location.pathname.replace(/^\/ui\/threads\//, ""));
@@ -21,6 +25,7 @@
   let selected = null;
   let source = null;
   let dirty = false;
+  let tlTo = null; // the timeline window's last seq; null: the latest (it follows)
 
   // ---- summary, budgets, last error ----
   function kv(dl, pairs) {
@@ -51,6 +56,8 @@
       ["created", `${time(s.created_at_ms)} (${age(Date.now() - s.created_at_ms)} ago)`],
       ["updated", `${time(s.updated_at_ms)} (${age(Date.now() - s.updated_at_ms)} ago)`],
       ["parent", parent],
+      ["sub-workflow of", s.labels && s.labels.parent
+        ? el("a", { id: "parent-thread", href: `/ui/threads/${encodeURIComponent(s.labels.parent)}` }, s.labels.parent) : ""],
       ["forked from", fork],
       ["lease", s.lease ? `${s.lease.owner || JSON.stringify(s.lease)}` : ""],
       ["locks", (s.locks || []).map((l) => l.name).join(", ")],
@@ -108,7 +115,16 @@
 
   // ---- timeline ----
   async function loadTimeline() {
-    const t = await api(`/api/threads/${enc}/timeline`);
+    const t = await api(`/api/threads/${enc}/timeline?last=${TL_WINDOW}${tlTo === null ? "" : `&to=${tlTo}`}`);
+    const box = $("timeline");
+    box.dataset.from = t.from_seq;
+    box.dataset.to = t.to_seq;
+    $("tl-window").textContent = `seq ${t.from_seq}–${t.to_seq} of ${summary ? summary.first_seq : 1}–${t.last_seq}`;
+    $("tl-earlier").disabled = t.earlier === null;
+    $("tl-earlier").dataset.to = t.earlier ?? "";
+    $("tl-later").disabled = t.later === null;
+    $("tl-later").dataset.to = t.later ?? "";
+    $("tl-latest").disabled = tlTo === null;
     const items = [];
     for (const r of t.runs) items.push({ kind: "run", start: r.start_ms, end: r.end_ms, r });
     for (const w of t.waits) items.push({ kind: "wait", start: w.start_ms, end: w.end_ms, r: w });
@@ -120,7 +136,7 @@
     const pos = (x) => ((x - lo) * 100) / (hi - lo);
     const shown = items.slice(-300);
     $("timeline-note").textContent = `${t.runs.length} runs, ${t.waits.length} waits` +
-      (t.whole ? "" : ` (seq ${t.from_seq}–${t.to_seq}: the last events only)`) +
+      (t.whole ? "" : ` in seq ${t.from_seq}–${t.to_seq}`) +
       (shown.length < items.length ? `, the last ${shown.length} shown` : "");
     const out = shown.map(({ kind, start, end, r }) => {
       const s = start ?? lo;
@@ -142,13 +158,13 @@
       if (r.retry_delay_ms !== undefined) notes.push(`retry in ${duration(r.retry_delay_ms)}`);
       if (r.tools && r.tools.length) notes.push(`${r.tools.length} tool call${r.tools.length > 1 ? "s" : ""}`);
       const title = `${r.task} step ${r.step}: ${r.status}${notes.length ? ` (${notes.join(", ")})` : ""}${r.error ? ` — ${r.error}` : ""}`;
+      const child = r.child ? el("a", { class: "child", href: `/ui/threads/${encodeURIComponent(r.child)}`, title: `child thread ${r.child}` }, " ↳ child thread") : "";
       return el("div", { class: `tl-row run ${r.status}`, "data-task": r.task, title },
-        el("span", { class: "name" }, `${r.task}`, el("span", { class: "muted" }, ` #${r.step}${notes.length ? ` · ${notes.join(" · ")}` : ""}`)),
+        el("span", { class: "name" }, `${r.task}`, el("span", { class: "muted" }, ` #${r.step}${notes.length ? ` · ${notes.join(" · ")}` : ""}`), child),
         el("span", { class: "tl-track" }, el("span", { class: `tl-bar ${r.status}`, style: `left:${left}%;width:${width}%` }), ...tools),
         el("span", { class: "dur" }, end ? duration(e - s) : r.status));
     });
-    if (!out.length) out.push(el("p", { class: "empty" }, "No node has run yet."));
-    const box = $("timeline");
+    if (!out.length) out.push(el("p", { class: "empty" }, t.whole ? "No node has run yet." : "No node ran in this window."));
     const stick = box.scrollTop === 0 || box.scrollTop + box.clientHeight >= box.scrollHeight - 30;
     box.replaceChildren(...out);
     if (stick) box.scrollTop = box.scrollHeight; // the newest runs in view
@@ -361,6 +377,20 @@
   $("older").addEventListener("click", () => loadOlder().catch((e) => { $("error").textContent = String(e.message || e); }));
   $("latest").addEventListener("click", () => loadLatest().catch((e) => { $("error").textContent = String(e.message || e); }));
   $("follow").addEventListener("change", follow);
+  const showTimeline = (to) => {
+    tlTo = to;
+    loadTimeline().catch((e) => { $("timeline").replaceChildren(el("p", { class: "error" }, String(e.message || e))); });
+  };
+  $("tl-earlier").addEventListener("click", () => showTimeline(Number($("tl-earlier").dataset.to)));
+  $("tl-later").addEventListener("click", () => {
+    const to = Number($("tl-later").dataset.to);
+    showTimeline(summary && to >= (summary.last_seq || 0) ? null : to);
+  });
+  $("tl-latest").addEventListener("click", () => showTimeline(null));
+  $("tl-go").addEventListener("click", () => {
+    const to = Number($("tl-to").value);
+    if (to >= 1) showTimeline(to);
+  });
   $("state-go").addEventListener("click", () => select(Number($("state-seq").value)));
   $("graph").addEventListener("click", (ev) => {
     const g = ev.target.closest && ev.target.closest("g.node");

@@ -1,0 +1,73 @@
+//! The operations reads the CLI's `bundle export`, `replay` and `resumable` make through a
+//! running engine: computed by the engine on its live store, so that the command needs no copy
+//! of the file. Routes:
+//!
+//! | method | path | what |
+//! |---|---|---|
+//! | GET | `/api/threads/{id}/bundle?redact_key=&secret=&meta=K=V&checkpoints=&last_events=&max_payload_bytes=` | the thread's debug bundle, redacted, as JSON (uncompressed) |
+//! | GET | `/api/threads/{id}/replay` | the thread replayed against the engine's code: the replay report |
+//! | GET | `/api/resumable?max_age_ms=` | the threads this engine could resume and does not drive, as `cairn resumable --json` |
+//!
+//! A bundle holds the events up to the thread's last seq when the export read its record
+//! (events are never rewritten, and states and checkpoints are taken at or before that seq), so
+//! it is a consistent picture of the thread even while the thread moves on.
+
+use axum::Json;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::params::{Reject, no_params};
+use super::params_ops::{bundle_params, resumable_params};
+use super::routes::{App, blocking, pairs, reject};
+use super::threads::{Q, record_of, segment};
+use crate::debug::{Redactor, views};
+use crate::replay::ReplayOptions;
+
+pub(super) async fn bundle(
+    State(app): State<App>,
+    id: Result<Path<String>, PathRejection>,
+    q: Q,
+) -> Result<Response, Reject> {
+    let id = segment(id)?;
+    let options = bundle_params(&pairs(q)?)?;
+    blocking(move || {
+        record_of(&app.engine, &id)?;
+        Redactor::new(&options.redaction).map_err(|e| reject(e, "secret"))?;
+        let bundle = app.engine.export_bundle(&id, &options).map_err(|e| reject(e, "thread"))?;
+        let bytes = bundle.to_bytes(false).map_err(|e| reject(e, "thread"))?;
+        let headers = [(axum::http::header::CONTENT_TYPE, "application/json")];
+        Ok((headers, bytes).into_response())
+    })
+    .await
+}
+
+pub(super) async fn replay(
+    State(app): State<App>,
+    id: Result<Path<String>, PathRejection>,
+    q: Q,
+) -> Result<Json<Value>, Reject> {
+    let id = segment(id)?;
+    no_params(&pairs(q)?)?;
+    let engine = app.engine.clone();
+    let lookup = id.clone();
+    blocking(move || record_of(&engine, &lookup).map(drop)).await?;
+    let report =
+        app.engine.replay(&id, &ReplayOptions::default()).await.map_err(|e| reject(e, "thread"))?;
+    Ok(Json(serde_json::to_value(&report).map_err(|e| reject(e.into(), "thread"))?))
+}
+
+pub(super) async fn resumable(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
+    let max_age_ms = resumable_params(&pairs(q)?)?;
+    blocking(move || {
+        let engine = &app.engine;
+        let records = match max_age_ms {
+            Some(ms) => engine.resumable_within(ms),
+            None => engine.resumable(),
+        }
+        .map_err(|e| reject(e, "resumable"))?;
+        Ok(Json(json!({"threads": views::resumable_rows(engine, records)})))
+    })
+    .await
+}
