@@ -25,8 +25,8 @@ use crate::codec;
 use crate::plan::{Counters, Plan, PlanState, plan};
 use crate::telemetry::{GroupFigures, StoreMetrics};
 use crate::{
-    Appended, Batch, CheckpointId, CheckpointInfo, Error, LockRecord, Pending, Pruned, Seq,
-    ThreadId,
+    Appended, Batch, CheckpointId, CheckpointInfo, DeleteOptions, Deleted, Error, LockRecord,
+    Pending, Pruned, Seq, ThreadId,
 };
 
 /// A write request and where its answer goes.
@@ -35,6 +35,7 @@ pub(crate) enum Op {
     DeleteCheckpoint(CheckpointId, oneshot::Sender<Result<bool, Error>>),
     ClearCheckpoints(ThreadId, oneshot::Sender<Result<u64, Error>>),
     Prune(ThreadId, CheckpointId, oneshot::Sender<Result<Pruned, Error>>),
+    DeleteThread(ThreadId, DeleteOptions, oneshot::Sender<Result<Option<Deleted>, Error>>),
 }
 
 /// Requests waiting for the writer, at most (a caller waits while the queue is full).
@@ -156,6 +157,7 @@ enum Reply {
     Delete(oneshot::Sender<Result<bool, Error>>, Result<bool, Error>),
     Clear(oneshot::Sender<Result<u64, Error>>, Result<u64, Error>),
     Prune(oneshot::Sender<Result<Pruned, Error>>, Result<Pruned, Error>),
+    DeleteThread(oneshot::Sender<Result<Option<Deleted>, Error>>, Result<Option<Deleted>, Error>),
 }
 
 impl Reply {
@@ -172,6 +174,7 @@ impl Reply {
             Reply::Delete(tx, r) => drop(tx.send(pick(r, failure))),
             Reply::Clear(tx, r) => drop(tx.send(pick(r, failure))),
             Reply::Prune(tx, r) => drop(tx.send(pick(r, failure))),
+            Reply::DeleteThread(tx, r) => drop(tx.send(pick(r, failure))),
         }
     }
 }
@@ -256,6 +259,12 @@ fn commit_group(
                 Op::Prune(thread, keep, answer) => {
                     Reply::Prune(answer, savepoint(&mut tx, alone, |tx| prune(tx, &thread, keep)))
                 }
+                Op::DeleteThread(thread, options, answer) => Reply::DeleteThread(
+                    answer,
+                    savepoint(&mut tx, alone, |tx| {
+                        super::delete::delete_thread(tx, &thread, options)
+                    }),
+                ),
             };
             // A savepoint that could not be set or ended means the connection failed: the
             // whole group fails (its outcome is the transaction's).
@@ -361,6 +370,7 @@ impl Op {
             Op::DeleteCheckpoint(_, tx) => drop(tx.send(Err(e.clone()))),
             Op::ClearCheckpoints(_, tx) => drop(tx.send(Err(e.clone()))),
             Op::Prune(_, _, tx) => drop(tx.send(Err(e.clone()))),
+            Op::DeleteThread(_, _, tx) => drop(tx.send(Err(e.clone()))),
         }
     }
 }
@@ -372,6 +382,7 @@ impl Reply {
         let error = match self {
             Reply::Append(_, Err(e)) | Reply::Delete(_, Err(e)) => e,
             Reply::Clear(_, Err(e)) | Reply::Prune(_, Err(e)) => e,
+            Reply::DeleteThread(_, Err(e)) => e,
             _ => return None,
         };
         matches!(error, Error::Storage { .. }).then(|| error.clone())
@@ -562,7 +573,7 @@ pub(super) fn write_locks<'l>(
 }
 
 /// Removes the checkpoints `select` finds (each read and checked first); their number.
-fn remove_checkpoints(
+pub(super) fn remove_checkpoints(
     tx: &mut Tx<'_, '_>,
     select: &'static str,
     params: &[&(dyn postgres::types::ToSql + Sync)],
