@@ -1,0 +1,187 @@
+//! Deleting threads: by hand (`Engine::delete`), by the retention policy on the engine's
+//! manual clock, and awaiting a thread's result by id (`Engine::result`, `await_result`), on a
+//! file and, across engines, on PostgreSQL.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn::clock::ManualClock;
+use cairn::dsl::{Ctx, NodeOutput, NodePolicy, Workflow};
+use cairn::storage::{DeleteOptions, Error as StoreError};
+use cairn::{Durability, END, Engine, RetentionPolicy, START, StartOptions, ThreadStatus};
+
+use crate::common::{Effects, Tally, db, linear};
+
+const PERIOD_MS: u64 = 10_000;
+const EVERY_MS: u64 = 1_000;
+
+fn asks_input() -> Workflow<Tally> {
+    Workflow::<Tally>::builder("ask", 1)
+        .node_with(
+            "only",
+            |_s: Arc<Tally>, ctx: Ctx| async move {
+                let n: u64 = ctx.interrupt(serde_json::json!({"question": "how many?"}))?;
+                Ok(NodeOutput::update((n, "answered".into())))
+            },
+            NodePolicy::default(),
+        )
+        .edge(START, "only")
+        .edge("only", END)
+        .build()
+        .unwrap()
+}
+
+async fn open(path: &std::path::Path, clock: &ManualClock, wfs: &[&Workflow<Tally>]) -> Engine {
+    let policy = RetentionPolicy::after_ms(PERIOD_MS).failed_for_ms(None).every_ms(EVERY_MS);
+    let mut b = Engine::builder(path)
+        .durability(Durability::None)
+        .seed(5)
+        .clock(Arc::new(clock.clone()))
+        .retention(policy);
+    for wf in wfs {
+        b = b.workflow(wf);
+    }
+    b.open().await.unwrap()
+}
+
+/// Advances the clock by `ms` and waits for the background pass it wakes.
+async fn pass(engine: &Engine, clock: &ManualClock, ms: u64) -> cairn::RetentionReport {
+    let mut reports = engine.retention_reports();
+    reports.borrow_and_update();
+    clock.advance_ms(ms);
+    tokio::time::timeout(Duration::from_secs(10), reports.changed())
+        .await
+        .expect("a pass runs once the clock reaches it")
+        .unwrap();
+    *reports.borrow()
+}
+
+/// A completed thread outlives its period by at most one pass, is deleted whole by the
+/// engine, and its id then starts a new thread; until then a start of the id returns it.
+/// Unfinished threads and (under this policy) failed ones are kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retention_policy_deletes_finished_threads_after_their_period() {
+    let (_d, path) = db();
+    let clock = ManualClock::new(1_000_000);
+    let effects = Effects::default();
+    let wf = linear(3, effects.clone());
+    let ask = asks_input();
+    let engine = open(&path, &clock, &[&wf, &ask]).await;
+    let done = engine.start("linear", Tally::default(), StartOptions::id("done")).await.unwrap();
+    assert_eq!(done.finished().await.unwrap().status, ThreadStatus::Completed);
+    let waiting = engine.start("ask", Tally::default(), StartOptions::id("waiting")).await.unwrap();
+    assert_eq!(waiting.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    let cancelled = engine.start("ask", Tally::default(), StartOptions::id("gone")).await.unwrap();
+    cancelled.wait().await.unwrap();
+    engine.cancel("gone", "not needed").await.unwrap();
+    assert_eq!(effects.count(), 3);
+
+    // Younger than the period: kept, and a start of its id is the same thread (no new run).
+    let first = pass(&engine, &clock, EVERY_MS).await;
+    assert_eq!((first.deleted, first.scanned), (0, 2), "two finished threads looked at");
+    let again = engine.start("linear", Tally::default(), StartOptions::id("done")).await.unwrap();
+    assert_eq!(again.finished().await.unwrap().output.unwrap()["total"], 6);
+    assert_eq!(effects.count(), 3, "exists: keep");
+
+    // Past it: both finished threads are deleted whole; the parked one stays.
+    let second = pass(&engine, &clock, PERIOD_MS).await;
+    assert_eq!(second.deleted, 2, "{second:?}");
+    for id in ["done", "gone"] {
+        assert!(matches!(engine.thread(id), Err(cairn::Error::UnknownThread(_))), "{id}");
+        assert!(matches!(engine.result(id), Err(cairn::Error::UnknownThread(_))));
+    }
+    assert_eq!(engine.thread("waiting").unwrap().status().unwrap(), ThreadStatus::WaitingInput);
+    let report = engine.store().verify().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+
+    // The id is free: a start runs a new thread from seq 1.
+    let reborn = engine.start("linear", Tally::default(), StartOptions::id("done")).await.unwrap();
+    assert_eq!(reborn.finished().await.unwrap().status, ThreadStatus::Completed);
+    assert_eq!(effects.count(), 6, "a new run");
+    let first_seq = engine.store().read_since(reborn.id(), cairn::Seq(0), 1).unwrap();
+    assert_eq!(first_seq[0].bookmark.seq, cairn::Seq(1));
+    engine.shutdown().await;
+}
+
+/// `Engine::delete` refuses an unfinished thread unless forced, and a forced delete of a
+/// parked thread leaves nothing behind.
+#[tokio::test]
+async fn delete_by_hand_refuses_an_unfinished_thread_unless_forced() {
+    let (_d, path) = db();
+    let clock = ManualClock::new(0);
+    let ask = asks_input();
+    let engine = open(&path, &clock, &[&ask]).await;
+    let t = engine.start("ask", Tally::default(), StartOptions::id("p")).await.unwrap();
+    t.wait().await.unwrap();
+    let refused = engine.delete("p", DeleteOptions::default()).await.unwrap_err();
+    assert!(matches!(refused, cairn::Error::Storage(StoreError::Unfinished { .. })), "{refused}");
+    assert_eq!(t.status().unwrap(), ThreadStatus::WaitingInput, "nothing removed");
+    let deleted = engine.delete("p", DeleteOptions { force: true }).await.unwrap().unwrap();
+    assert_eq!(deleted.status, ThreadStatus::WaitingInput);
+    assert!(deleted.events > 0);
+    assert!(engine.delete("p", DeleteOptions::default()).await.unwrap().is_none());
+    assert!(engine.store().verify().unwrap().is_clean());
+    engine.shutdown().await;
+}
+
+/// `result` is `None` while the thread waits; `await_result` times out, then returns the
+/// outcome once input lets it finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_is_awaited_by_id_until_the_thread_finishes() {
+    let (_d, path) = db();
+    let clock = ManualClock::new(0);
+    let ask = asks_input();
+    let engine = open(&path, &clock, &[&ask]).await;
+    let t = engine.start("ask", Tally::default(), StartOptions::id("q")).await.unwrap();
+    t.wait().await.unwrap();
+    assert!(engine.result("q").unwrap().is_none());
+    let waited = engine.await_result("q", Duration::from_millis(50)).await.unwrap();
+    assert!(waited.is_none(), "not finished within the wait");
+    let awaiting = {
+        let engine = engine.clone();
+        tokio::spawn(async move { engine.await_result("q", Duration::from_secs(30)).await })
+    };
+    engine.send_input("q", 7).await.unwrap();
+    let outcome = awaiting.await.unwrap().unwrap().expect("finished");
+    assert_eq!(outcome.status, ThreadStatus::Completed);
+    assert_eq!(outcome.output.unwrap()["total"], 7);
+    assert!(matches!(engine.result("nobody"), Err(cairn::Error::UnknownThread(_))));
+    engine.shutdown().await;
+}
+
+/// On PostgreSQL, an engine in another "process" (its own store and connection) awaits a
+/// thread another engine drives: the wait follows the other engine's commits. Deleting it
+/// there frees the id for the first.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_is_awaited_across_engines_on_postgres_and_a_delete_frees_the_id() {
+    use cairn::RecoveryPolicy;
+    use cairn::storage::pg_cluster::Cluster;
+    let Some(cluster) = Cluster::start("a_result_is_awaited_across_engines") else { return };
+    let url = cluster.new_database();
+    let ask = asks_input();
+    let driver = Engine::builder(&url).workflow(&ask).open().await.unwrap();
+    let t = driver.start("ask", Tally::default(), StartOptions::id("x")).await.unwrap();
+    t.wait().await.unwrap();
+    let other =
+        Engine::builder(&url).recovery(RecoveryPolicy::Park).workflow(&ask).open().await.unwrap();
+    assert!(other.result("x").unwrap().is_none());
+    let awaiting = {
+        let other = other.clone();
+        tokio::spawn(async move { other.await_result("x", Duration::from_secs(30)).await })
+    };
+    driver.send_input("x", 5).await.unwrap();
+    let outcome = awaiting.await.unwrap().unwrap().expect("finished, seen from the other engine");
+    assert_eq!(
+        (outcome.status, outcome.output.unwrap()["total"].as_u64()),
+        (ThreadStatus::Completed, Some(5))
+    );
+    let deleted = other.delete("x", DeleteOptions::default()).await.unwrap().unwrap();
+    assert_eq!(deleted.status, ThreadStatus::Completed);
+    assert!(matches!(driver.result("x"), Err(cairn::Error::UnknownThread(_))));
+    let again = driver.start("ask", Tally::default(), StartOptions::id("x")).await.unwrap();
+    assert_eq!(again.wait().await.unwrap().status, ThreadStatus::WaitingInput, "a new thread");
+    assert!(other.store().verify().unwrap().is_clean());
+    driver.shutdown().await;
+    other.shutdown().await;
+}
