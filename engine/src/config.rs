@@ -79,7 +79,9 @@ impl Default for Config {
 #[derive(Debug, Clone, Default)]
 pub struct StartOptions {
     /// The thread's id. Starting an id that exists returns the existing thread (idempotent
-    /// start); without one, the engine makes a fresh id.
+    /// start, "exists: keep") for as long as it is stored: once it is deleted
+    /// (`Engine::delete`, a [`RetentionPolicy`]) a start of the id creates a new thread. Without
+    /// one, the engine makes a fresh id.
     pub thread_id: Option<String>,
     /// Labels for listing and filtering.
     pub labels: std::collections::BTreeMap<String, String>,

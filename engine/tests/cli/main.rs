@@ -17,6 +17,7 @@ mod prune;
 mod query;
 mod readme;
 mod resume;
+mod retention;
 mod schedule;
 mod serve;
 mod through;
