@@ -15,6 +15,7 @@ use cairn_storage::{DeleteOptions, Deleted, ThreadFilter, ThreadId, ThreadRecord
 use super::builder::EngineBuilder;
 use super::engine::Engine;
 use crate::config::{RetentionPolicy, RetentionReport};
+use crate::core::children::unfinished_parent;
 use crate::error::Error;
 use crate::limits::RETENTION_PAGE_MAX;
 
@@ -152,9 +153,10 @@ impl Engine {
         }
     }
 
+    /// Whether `record` is a sub-workflow child whose parent (named by its `parent` label)
+    /// has not finished.
     fn parent_unfinished(&self, record: &ThreadRecord) -> Result<bool, Error> {
-        let Some((parent, _)) = &record.parent else { return Ok(false) };
-        Ok(self.shell.store.thread(parent)?.is_some_and(|p| !p.status.is_terminal()))
+        Ok(unfinished_parent(self.shell.store.as_ref(), record)?.is_some())
     }
 
     /// Drops what this engine holds in memory about a deleted thread.

@@ -11,6 +11,7 @@ use cairn::storage::{DeleteOptions, Error as StoreError};
 use cairn::{Durability, END, Engine, RetentionPolicy, START, StartOptions, ThreadStatus};
 
 use crate::common::{Effects, Tally, db, linear};
+use crate::telemetry_recorder::TestRecorder;
 
 const PERIOD_MS: u64 = 10_000;
 const EVERY_MS: u64 = 1_000;
@@ -32,8 +33,18 @@ fn asks_input() -> Workflow<Tally> {
 }
 
 async fn open(path: &std::path::Path, clock: &ManualClock, wfs: &[&Workflow<Tally>]) -> Engine {
+    open_recorded(path, clock, wfs, Arc::default()).await
+}
+
+async fn open_recorded(
+    path: &std::path::Path,
+    clock: &ManualClock,
+    wfs: &[&Workflow<Tally>],
+    recorder: Arc<TestRecorder>,
+) -> Engine {
     let policy = RetentionPolicy::after_ms(PERIOD_MS).failed_for_ms(None).every_ms(EVERY_MS);
     let mut b = Engine::builder(path)
+        .metrics_recorder(recorder)
         .durability(Durability::None)
         .seed(5)
         .clock(Arc::new(clock.clone()))
@@ -66,7 +77,8 @@ async fn the_retention_policy_deletes_finished_threads_after_their_period() {
     let effects = Effects::default();
     let wf = linear(3, effects.clone());
     let ask = asks_input();
-    let engine = open(&path, &clock, &[&wf, &ask]).await;
+    let recorder = Arc::new(TestRecorder::default());
+    let engine = open_recorded(&path, &clock, &[&wf, &ask], recorder.clone()).await;
     let done = engine.start("linear", Tally::default(), StartOptions::id("done")).await.unwrap();
     assert_eq!(done.finished().await.unwrap().status, ThreadStatus::Completed);
     let waiting = engine.start("ask", Tally::default(), StartOptions::id("waiting")).await.unwrap();
@@ -86,6 +98,8 @@ async fn the_retention_policy_deletes_finished_threads_after_their_period() {
     // Past it: both finished threads are deleted whole; the parked one stays.
     let second = pass(&engine, &clock, PERIOD_MS).await;
     assert_eq!(second.deleted, 2, "{second:?}");
+    assert_eq!(recorder.counter("cairn_threads_deleted_total{by=retention}"), 2);
+    assert_eq!(recorder.counter("cairn_threads_deleted_total{by=hand}"), 0);
     for id in ["done", "gone"] {
         assert!(matches!(engine.thread(id), Err(cairn::Error::UnknownThread(_))), "{id}");
         assert!(matches!(engine.result(id), Err(cairn::Error::UnknownThread(_))));
@@ -184,4 +198,92 @@ async fn a_result_is_awaited_across_engines_on_postgres_and_a_delete_frees_the_i
     assert!(other.store().verify().unwrap().is_clean());
     driver.shutdown().await;
     other.shutdown().await;
+}
+
+/// A forced delete of a thread whose node is running: the runner's next batch is fenced (its
+/// lease and last-seq guards find no thread), so nothing of the thread comes back, and its id
+/// starts a new thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_delete_fences_the_runner_and_nothing_of_the_thread_comes_back() {
+    let (gate, gate_rx) = tokio::sync::watch::channel(false);
+    let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
+    let entered = std::sync::Mutex::new(Some(entered_tx));
+    let wf = Workflow::<Tally>::builder("stall", 1)
+        .node("stall", move |_s, _ctx: Ctx| {
+            let (mut gate, entered) = (gate_rx.clone(), entered.lock().unwrap().take());
+            async move {
+                if let Some(tx) = entered {
+                    let _ = tx.send(());
+                }
+                let _ = gate.wait_for(|open| *open).await;
+                Ok(NodeOutput::update((1, "stall".to_owned())))
+            }
+        })
+        .node("after", |_s, _ctx| async move { Ok(NodeOutput::update((1, "after".to_owned()))) })
+        .edge(START, "stall")
+        .edge("stall", "after")
+        .edge("after", END)
+        .build()
+        .unwrap();
+    let (_d, path) = db();
+    let clock = ManualClock::new(0);
+    let engine = open(&path, &clock, &[&wf]).await;
+    engine.start("stall", Tally::default(), StartOptions::id("s")).await.unwrap();
+    entered_rx.await.unwrap();
+    let deleted = engine.delete("s", DeleteOptions { force: true }).await.unwrap().unwrap();
+    assert_eq!(deleted.status, ThreadStatus::Running);
+    gate.send_replace(true);
+    let id: cairn::ThreadId = "s".parse().unwrap();
+    cairn::testkit::runner_released(&engine, &id).await;
+    assert!(engine.store().thread(&id).unwrap().is_none(), "no record came back");
+    assert!(engine.store().read_since(&id, cairn::Seq(0), 10).is_err());
+    let report = engine.store().verify().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    gate.send_replace(true);
+    let again = engine.start("stall", Tally::default(), StartOptions::id("s")).await.unwrap();
+    assert_eq!(again.finished().await.unwrap().status, ThreadStatus::Completed);
+    engine.shutdown().await;
+}
+
+/// A finished sub-workflow child is kept while its parent is unfinished (the parent's node may
+/// still read it), and deleted with the parent's own period once the parent ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_thread_is_kept_while_its_parent_is_unfinished() {
+    let child = linear(1, Effects::default());
+    let parent = Workflow::<Tally>::builder("parent", 1)
+        .subgraph("sub", child, |s: &Tally| s.clone(), |c: &Tally| (c.total, "sub".to_owned()))
+        .node_with(
+            "ask",
+            |_s: Arc<Tally>, ctx: Ctx| async move {
+                let n: u64 = ctx.interrupt("more?")?;
+                Ok(NodeOutput::update((n, "asked".into())))
+            },
+            NodePolicy::default(),
+        )
+        .edge(START, "sub")
+        .edge("sub", "ask")
+        .edge("ask", END)
+        .build()
+        .unwrap();
+    let (_d, path) = db();
+    let clock = ManualClock::new(0);
+    let engine = open(&path, &clock, &[&parent]).await;
+    let p = engine.start("parent", Tally::default(), StartOptions::id("par")).await.unwrap();
+    assert_eq!(p.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    let filter = cairn::storage::ThreadFilter {
+        status: Some(ThreadStatus::Completed),
+        ..Default::default()
+    };
+    let page = cairn::storage::Page { limit: 10, offset: 0 };
+    let children = engine.store().list_threads(&filter, page).unwrap();
+    assert_eq!(children.len(), 1, "the child completed");
+    assert_eq!(children[0].labels.get("parent").map(String::as_str), Some("par"));
+    let kept = pass(&engine, &clock, PERIOD_MS + EVERY_MS).await;
+    assert_eq!((kept.deleted, kept.kept_for_parent), (0, 1), "{kept:?}");
+    engine.send_input("par", 1).await.unwrap();
+    assert_eq!(p.finished().await.unwrap().status, ThreadStatus::Completed);
+    let gone = pass(&engine, &clock, PERIOD_MS + EVERY_MS).await;
+    assert_eq!(gone.deleted, 2, "{gone:?}");
+    assert!(engine.store().list_threads(&Default::default(), page).unwrap().is_empty());
+    engine.shutdown().await;
 }
