@@ -11,6 +11,7 @@
 //! finished is kept (its parent's node may still read it).
 
 use cairn_storage::{DeleteOptions, Deleted, ThreadFilter, ThreadId, ThreadRecord, ThreadStatus};
+use tracing::Instrument;
 
 use super::builder::EngineBuilder;
 use super::engine::Engine;
@@ -97,17 +98,27 @@ impl Engine {
             scanned = tracing::field::Empty,
             deleted = tracing::field::Empty,
         );
-        let _entered = span.enter();
-        let mut report = RetentionReport { at_ms: now, ..RetentionReport::default() };
-        for status in FINISHED {
-            if let Some(period) = policy.period_ms(status) {
-                self.retention_status(status, now.saturating_sub(period), &mut report).await?;
+        let pass = async {
+            let mut report = RetentionReport { at_ms: now, ..RetentionReport::default() };
+            for status in FINISHED {
+                if let Some(period) = policy.period_ms(status) {
+                    self.retention_status(status, now.saturating_sub(period), &mut report).await?;
+                }
             }
-        }
+            Ok::<_, Error>(report)
+        };
+        // Instrumented, not entered: the pass awaits its deletes, and an entered span would stay
+        // entered on the worker thread while the task is suspended.
+        let report = pass.instrument(span.clone()).await?;
         span.record("scanned", report.scanned);
         span.record("deleted", report.deleted);
         if report.deleted > 0 {
-            tracing::info!(deleted = report.deleted, scanned = report.scanned, "retention pass");
+            tracing::info!(
+                parent: &span,
+                deleted = report.deleted,
+                scanned = report.scanned,
+                "retention pass"
+            );
         }
         Ok(report)
     }
@@ -178,7 +189,8 @@ impl Engine {
         let stopping = self.shell.tasks.stopping().clone();
         self.shell.tasks.spawn(async move {
             loop {
-                let next = engine.shell.clock.now_ms().saturating_add(policy.every_ms);
+                // At least 1 ms: a zero interval would run passes back to back.
+                let next = engine.shell.clock.now_ms().saturating_add(policy.every_ms.max(1));
                 tokio::select! {
                     () = engine.shell.clock.sleep_until(next) => {}
                     () = stopping.cancelled() => return,
