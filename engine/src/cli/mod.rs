@@ -10,8 +10,11 @@
 //! commands read a consistent snapshot of the file (a copy in memory), so they also work while an
 //! engine process without an endpoint has it open, unless its commits tear every copy (exit 4,
 //! naming what to do). Commands that write (`checkpoint delete`,
-//! `prune`, `bundle import`, `resumable`, `resume`, `abandon`, `cancel`, `pause`, `input`,
-//! `fork`, `serve`) open it for writing and fail with exit code 4 while another process holds it.
+//! `prune`, `delete`, `bundle import`, `resumable`, `resume`, `abandon`, `cancel`, `pause`,
+//! `input`, `fork`, `serve`) open it for writing and fail with exit code 4 while another process
+//! holds it (`delete`, like the controls, goes through an endpoint that serves it). `result
+//! --wait` long-polls an endpoint that serves the file, and otherwise reads snapshots of it
+//! until the wait ends; on PostgreSQL it waits through the database.
 //! `cairn serve` keeps it open and serves the HTTP endpoint (`crate::serve`) until interrupted. They
 //! never resume threads by themselves: only `resume`, `input` and `fork` run a thread, in this
 //! process, until it ends or parks. `--json` prints one JSON document (with `events --follow`,

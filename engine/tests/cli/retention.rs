@@ -107,3 +107,51 @@ fn result_waits_through_the_endpoint_for_a_thread_the_serving_engine_finishes() 
     assert!(seen[4].1.stderr.contains("no thread demo-1 in this database"), "{:?}", seen[4].1);
     on(&db, &["verify"]).expect(0);
 }
+
+/// On PostgreSQL, `cairn result --wait` in one process sees a thread finish in another (a
+/// `cairn worker` taking over a crashed demo's thread): the wait follows the database's
+/// commits. `cairn delete` then removes it there.
+#[test]
+fn result_waits_on_postgres_for_a_thread_another_process_finishes() {
+    use cairn::storage::pg_cluster::Cluster;
+    let Some(cluster) = Cluster::start("result_waits_on_postgres") else { return };
+    let url = cluster.new_database();
+    let db = std::path::Path::new(&url);
+    let lease = ["--lease-ttl-ms", "1500"];
+    let mut demo = vec!["demo", "--threads", "4", "--quiet", "--crash-after-steps", "6"];
+    demo.extend(lease);
+    assert_ne!(on(db, &demo).code, 0, "the demo was meant to abort");
+    let threads = on(db, &["threads", "--json"]).expect(0).json();
+    let unfinished = threads
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["status"] != "completed")
+        .and_then(|t| t["thread"].as_str())
+        .expect("a thread left unfinished by the crash")
+        .to_owned();
+    let pending = on(db, &["result", &unfinished, "--json"]).expect(6).json();
+    assert_eq!(pending["finished"], false);
+    let waiter = Spawned::start(
+        &["result", &unfinished, "--wait", "120", "--json", "--db", &url],
+        Duration::from_secs(180),
+    );
+    let mut worker = vec!["worker", "--exit-when-idle", "--poll-ms", "100"];
+    worker.extend(lease);
+    on(db, &worker).expect(0);
+    let mut out = String::new();
+    while let Some(line) = waiter.next_line() {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    assert_eq!(waiter.wait(), 0, "{out}");
+    let waited: Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(
+        (waited["finished"].as_bool(), waited["status"].as_str()),
+        (Some(true), Some("completed"))
+    );
+    on(db, &["delete", &unfinished]).expect(0);
+    on(db, &["result", &unfinished]).expect(1);
+    let verify = on(db, &["verify", "--json"]).expect(0).json();
+    assert_eq!(verify["problems"], Value::Array(Vec::new()), "{verify}");
+}
