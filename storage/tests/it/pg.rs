@@ -347,3 +347,45 @@ fn a_commit_cut_off_from_its_answer_is_resolved_by_the_transaction_status() {
     );
     assert!(store.verify().unwrap().is_clean());
 }
+
+/// A thread delete whose COMMIT is cut on the wire: before it reaches the server the thread
+/// stays whole (and the delete failed); cut right after sending, it is whole or gone as the
+/// answer says; with the answer lost after the commit it is gone and the delete acknowledged.
+#[test]
+fn a_thread_delete_cut_at_its_commit_leaves_the_thread_whole_or_gone() {
+    use cairn_storage::pg_proxy::{Cut, Proxy};
+    use cairn_storage::{DeleteOptions, ThreadStatus};
+    let Some(cluster) = Cluster::start("a_thread_delete_cut_at_its_commit") else { return };
+    let url = cluster.new_database();
+    let proxy = Proxy::start(&cluster).expect("proxy");
+    let store = PgStore::connect(&proxy.url(&url), Durability::Immediate).expect("connect");
+    let finished = |id: &str| {
+        create_thread(&store, id, 5);
+        let mut record = store.thread(&tid(id)).unwrap().unwrap();
+        record.status = ThreadStatus::Completed;
+        append(&store, Batch { threads: vec![record], ..Batch::default() });
+    };
+    let delete = |id: &str| store.delete_thread(&tid(id), DeleteOptions::default()).unwrap();
+    let whole = |id: &str| {
+        store.thread(&tid(id)).unwrap().is_some()
+            && store.read_since(&tid(id), Seq(0), 10).unwrap().len() == 5
+    };
+    let gone = |id: &str| {
+        store.thread(&tid(id)).unwrap().is_none()
+            && matches!(store.read_since(&tid(id), Seq(0), 10), Err(Error::UnknownThread(_)))
+    };
+    for id in ["a", "b", "c"] {
+        finished(id);
+    }
+    proxy.cut_next_commit("cairn-writer", Cut::BeforeCommit);
+    assert!(delete("a").wait_blocking().is_err(), "never committed");
+    assert!(whole("a"), "the thread is whole");
+    proxy.cut_next_commit("cairn-writer", Cut::AfterCommit);
+    let either = delete("b").wait_blocking();
+    assert!(if either.is_ok() { gone("b") } else { whole("b") }, "{either:?}");
+    proxy.cut_next_commit("cairn-writer", Cut::AfterAnswer);
+    assert!(delete("c").wait_blocking().expect("acknowledged after all").is_some());
+    assert!(gone("c"));
+    assert_eq!(proxy.cuts(), 3);
+    assert!(store.verify().unwrap().is_clean());
+}
