@@ -102,7 +102,7 @@ impl Engine {
             let mut report = RetentionReport { at_ms: now, ..RetentionReport::default() };
             for status in FINISHED {
                 if let Some(period) = policy.period_ms(status) {
-                    self.retention_status(status, now.saturating_sub(period), &mut report).await?;
+                    self.retention_status(status, (now, period), &mut report).await?;
                 }
             }
             Ok::<_, Error>(report)
@@ -123,11 +123,12 @@ impl Engine {
         Ok(report)
     }
 
-    /// Deletes the threads of `status` that ended at or before `ended_by_ms`, page by page.
+    /// Deletes the threads of `status` that ended at least `period_ms` before `now_ms`, page by
+    /// page.
     async fn retention_status(
         &self,
         status: ThreadStatus,
-        ended_by_ms: u64,
+        (now_ms, period_ms): (u64, u64),
         report: &mut RetentionReport,
     ) -> Result<(), Error> {
         let store = &self.shell.store;
@@ -137,7 +138,9 @@ impl Engine {
             let page = store.list_threads_after(&filter, after.as_ref(), RETENTION_PAGE_MAX)?;
             report.scanned += page.len() as u64;
             let mut pending = Vec::new();
-            for record in page.iter().filter(|r| r.updated_at_ms <= ended_by_ms) {
+            // Added, not subtracted from now: a clock earlier than the period deletes nothing.
+            let due = |r: &&ThreadRecord| r.updated_at_ms.saturating_add(period_ms) <= now_ms;
+            for record in page.iter().filter(due) {
                 if self.parent_unfinished(record)? {
                     report.kept_for_parent += 1;
                     continue;

@@ -287,3 +287,20 @@ async fn a_child_thread_is_kept_while_its_parent_is_unfinished() {
     assert!(engine.store().list_threads(&Default::default(), page).unwrap().is_empty());
     engine.shutdown().await;
 }
+
+/// Ages are the time since a thread ended, however early the clock: on a clock that starts at
+/// 0, a thread that just ended is not past a period yet (a pass called by hand, then the
+/// background one once the period has passed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_that_just_ended_is_kept_on_a_clock_that_starts_at_zero() {
+    let (_d, path) = db();
+    let clock = ManualClock::new(0);
+    let wf = linear(1, Effects::default());
+    let engine = open(&path, &clock, &[&wf]).await;
+    let t = engine.start("linear", Tally::default(), StartOptions::id("z")).await.unwrap();
+    assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
+    let report = engine.retention_pass().await.unwrap();
+    assert_eq!((report.scanned, report.deleted), (1, 0), "{report:?}");
+    assert_eq!(pass(&engine, &clock, PERIOD_MS).await.deleted, 1, "the background pass");
+    engine.shutdown().await;
+}
