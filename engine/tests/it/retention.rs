@@ -304,3 +304,80 @@ async fn a_thread_that_just_ended_is_kept_on_a_clock_that_starts_at_zero() {
     assert_eq!(pass(&engine, &clock, PERIOD_MS).await.deleted, 1, "the background pass");
     engine.shutdown().await;
 }
+
+/// The endpoint's result route (a long poll: unfinished within the wait, then the outcome once
+/// input lets the thread finish; a bad `wait_ms` and an unknown thread named) and its delete
+/// route (the token required, an unfinished thread refused without `force`).
+#[cfg(feature = "http")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_long_polls_a_result_and_deletes_with_the_token() {
+    let (_d, path) = db();
+    let ask = asks_input();
+    let (engine, server) = Engine::builder(&path)
+        .workflow(&ask)
+        .serve(([127, 0, 0, 1], 0).into())
+        .open()
+        .await
+        .unwrap();
+    for id in ["w", "p"] {
+        let t = engine.start("ask", Tally::default(), StartOptions::id(id)).await.unwrap();
+        assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    }
+    let base = format!("http://{}", server.addr());
+    let call = |method: &'static str, path: String, token: Option<String>| {
+        let url = format!("{base}{path}");
+        tokio::task::spawn_blocking(move || {
+            let agent: ureq::Agent =
+                ureq::Agent::config_builder().http_status_as_error(false).build().into();
+            let mut response = match (method, token) {
+                ("GET", _) => agent.get(&url).call().unwrap(),
+                (_, Some(t)) => agent
+                    .delete(&url)
+                    .header("authorization", &format!("Bearer {t}"))
+                    .call()
+                    .unwrap(),
+                (_, None) => agent.delete(&url).call().unwrap(),
+            };
+            let status = response.status().as_u16();
+            let text = response.body_mut().read_to_string().unwrap();
+            (status, serde_json::from_str::<serde_json::Value>(&text).unwrap())
+        })
+    };
+    let token = Some(server.token().to_owned());
+    let (status, now) = call("GET", "/api/threads/w/result".into(), None).await.unwrap();
+    assert_eq!(
+        (status, &now["finished"], &now["status"]),
+        (200, &false.into(), &"waiting_input".into())
+    );
+    let (status, waited) =
+        call("GET", "/api/threads/w/result?wait_ms=50".into(), None).await.unwrap();
+    assert_eq!((status, &waited["finished"]), (200, &false.into()));
+    let (status, bad) =
+        call("GET", "/api/threads/w/result?wait_ms=soon".into(), None).await.unwrap();
+    assert_eq!((status, &bad["field"]), (400, &"wait_ms".into()));
+    let (status, _) = call("GET", "/api/threads/nobody/result".into(), None).await.unwrap();
+    assert_eq!(status, 404);
+    let polling = call("GET", "/api/threads/w/result?wait_ms=30000".into(), None);
+    engine.send_input("w", 3).await.unwrap();
+    let (status, done) = polling.await.unwrap();
+    assert_eq!(
+        (status, &done["finished"], &done["status"]),
+        (200, &true.into(), &"completed".into())
+    );
+    assert_eq!(done["output"]["total"], 3);
+
+    let (status, _) = call("DELETE", "/api/threads/w".into(), None).await.unwrap();
+    assert_eq!(status, 401, "a delete needs the token");
+    let (status, refused) = call("DELETE", "/api/threads/p".into(), token.clone()).await.unwrap();
+    assert_eq!((status, &refused["field"]), (409, &"force".into()), "{refused}");
+    let (status, forced) =
+        call("DELETE", "/api/threads/p?force=true".into(), token.clone()).await.unwrap();
+    assert_eq!((status, &forced["status"]), (200, &"waiting_input".into()), "{forced}");
+    let (status, deleted) = call("DELETE", "/api/threads/w".into(), token.clone()).await.unwrap();
+    assert_eq!((status, &deleted["deleted"]), (200, &true.into()), "{deleted}");
+    let (status, _) = call("DELETE", "/api/threads/w".into(), token).await.unwrap();
+    assert_eq!(status, 404);
+    assert!(engine.store().verify().unwrap().is_clean());
+    server.shutdown().await;
+    engine.shutdown().await;
+}
