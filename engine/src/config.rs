@@ -49,6 +49,8 @@ pub struct Config {
     pub health_every_ms: Option<u64>,
     /// What the health passes act on (default: report only).
     pub health_policy: HealthPolicy,
+    /// Which finished threads the engine deletes on its own, and when (default: none).
+    pub retention: Option<RetentionPolicy>,
 }
 
 impl Default for Config {
@@ -68,6 +70,7 @@ impl Default for Config {
             slow_commit_ms: crate::limits::SLOW_COMMIT_MS_DEFAULT,
             health_every_ms: Some(crate::limits::HEALTH_EVERY_MS_DEFAULT),
             health_policy: HealthPolicy::default(),
+            retention: None,
         }
     }
 }
@@ -76,7 +79,9 @@ impl Default for Config {
 #[derive(Debug, Clone, Default)]
 pub struct StartOptions {
     /// The thread's id. Starting an id that exists returns the existing thread (idempotent
-    /// start); without one, the engine makes a fresh id.
+    /// start, "exists: keep") for as long as it is stored: once it is deleted
+    /// (`Engine::delete`, a [`RetentionPolicy`]) a start of the id creates a new thread. Without
+    /// one, the engine makes a fresh id.
     pub thread_id: Option<String>,
     /// Labels for listing and filtering.
     pub labels: std::collections::BTreeMap<String, String>,
@@ -134,4 +139,92 @@ pub struct HealthPolicy {
     pub stuck: StuckAction,
     /// For locks held past their time to live.
     pub expired_locks: ExpiredLockAction,
+}
+
+/// Which finished threads an engine deletes on its own (`EngineBuilder::retention`): a thread
+/// that ended with a status whose period is set is deleted whole (its log, checkpoints, locks,
+/// and payloads nobody else references: `cairn_storage::Store::delete_thread`) once that period
+/// has passed since it ended (its record's `updated_at_ms`, engine clock). Until then an
+/// idempotent start of its id returns it ("exists: keep"); after that the id is free and a start
+/// creates a new thread. A child thread of a sub-workflow is kept while its parent is unfinished.
+///
+/// # Examples
+///
+/// ```
+/// use cairn::RetentionPolicy;
+/// const DAY_MS: u64 = 24 * 60 * 60 * 1_000;
+/// // Completed threads for 7 days, failed ones for 30 (to look at them), cancelled for 7.
+/// let policy = RetentionPolicy::after_ms(7 * DAY_MS).failed_for_ms(Some(30 * DAY_MS));
+/// assert_eq!(policy.completed_ms, Some(7 * DAY_MS));
+/// assert_eq!(policy.failed_ms, Some(30 * DAY_MS));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionPolicy {
+    /// How long a Completed thread is kept (`None`: for ever).
+    pub completed_ms: Option<u64>,
+    /// How long a Failed or TimedOut thread is kept (`None`: for ever).
+    pub failed_ms: Option<u64>,
+    /// How long a Cancelled thread is kept (`None`: for ever).
+    pub cancelled_ms: Option<u64>,
+    /// How often the engine looks for threads to delete, in ms (default
+    /// [`crate::limits::RETENTION_EVERY_MS_DEFAULT`]).
+    pub every_ms: u64,
+}
+
+impl RetentionPolicy {
+    /// Every finished thread, whatever its status, kept for `ms` after it ended.
+    pub fn after_ms(ms: u64) -> Self {
+        Self {
+            completed_ms: Some(ms),
+            failed_ms: Some(ms),
+            cancelled_ms: Some(ms),
+            every_ms: crate::limits::RETENTION_EVERY_MS_DEFAULT,
+        }
+    }
+
+    /// This policy with Failed and TimedOut threads kept for `ms` (`None`: for ever).
+    #[must_use]
+    pub fn failed_for_ms(mut self, ms: Option<u64>) -> Self {
+        self.failed_ms = ms;
+        self
+    }
+
+    /// This policy with Cancelled threads kept for `ms` (`None`: for ever).
+    #[must_use]
+    pub fn cancelled_for_ms(mut self, ms: Option<u64>) -> Self {
+        self.cancelled_ms = ms;
+        self
+    }
+
+    /// This policy looking every `ms` (at least 1).
+    #[must_use]
+    pub fn every_ms(mut self, ms: u64) -> Self {
+        self.every_ms = ms.max(1);
+        self
+    }
+
+    /// How long a thread that ended with `status` is kept; `None` for an unfinished status or
+    /// one kept for ever.
+    pub fn period_ms(&self, status: cairn_storage::ThreadStatus) -> Option<u64> {
+        use cairn_storage::ThreadStatus as S;
+        match status {
+            S::Completed => self.completed_ms,
+            S::Failed | S::TimedOut => self.failed_ms,
+            S::Cancelled => self.cancelled_ms,
+            _ => None,
+        }
+    }
+}
+
+/// What one retention pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RetentionReport {
+    /// The engine-clock time the pass judged ages by, in ms.
+    pub at_ms: u64,
+    /// Finished thread records read.
+    pub scanned: u64,
+    /// Threads deleted.
+    pub deleted: u64,
+    /// Threads past their period kept because their sub-workflow parent is unfinished.
+    pub kept_for_parent: u64,
 }

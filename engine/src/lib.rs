@@ -54,6 +54,6 @@ pub use cairn_dsl::{
     Variables, Workflow,
 };
 pub use cairn_storage::{Bookmark, Durability, Lsn, Scope, Seq, ThreadId, ThreadStatus};
-pub use config::{Config, RecoveryPolicy, StartOptions};
+pub use config::{Config, RecoveryPolicy, RetentionPolicy, RetentionReport, StartOptions};
 pub use error::Error;
 pub use exec::shell::StepHook;

@@ -107,6 +107,20 @@ pub const HEALTH_EVERY_MS_DEFAULT: u64 = 60_000;
 /// on, small enough to print.
 pub const HEALTH_ITEMS_MAX: usize = 100;
 
+/// The default interval of the retention passes (`RetentionPolicy::every_ms`): a pass lists the
+/// finished threads (their records, not their logs), so once a minute costs little, and a
+/// thread outlives its period by at most that.
+pub const RETENTION_EVERY_MS_DEFAULT: u64 = 60_000;
+
+/// Thread records one retention pass reads per page, and so the most deletions it has in
+/// flight at once: memory holds one page, and the page's deletes share group commits.
+pub const RETENTION_PAGE_MAX: usize = 256;
+
+/// The longest an endpoint holds a `GET /api/threads/{id}/result?wait_ms=` request open: a
+/// long poll is re-asked by its client (`cairn result --wait` does), so a dropped connection
+/// costs at most this, and an endpoint never holds a request for ever.
+pub const RESULT_WAIT_MS_MAX: u64 = 30_000;
+
 /// Items in one page of the HTTP endpoint (threads, events): a page is built in memory and sent
 /// as one JSON document, so a client pages through a large log instead of asking for all of it.
 pub const SERVE_PAGE_MAX: usize = 1_000;

@@ -100,6 +100,16 @@ pub enum Error {
     #[error("unknown thread {0}")]
     UnknownThread(ThreadId),
 
+    /// Permanent until the thread finishes: a delete of a thread that has not finished, asked
+    /// without [`crate::DeleteOptions::force`]; nothing was removed.
+    #[error("thread {thread} is {status}, not finished; delete it with force to delete it anyway")]
+    Unfinished {
+        /// The thread.
+        thread: ThreadId,
+        /// Its status.
+        status: crate::ThreadStatus,
+    },
+
     /// Permanent: no checkpoint with this id exists.
     #[error("unknown checkpoint {0}")]
     UnknownCheckpoint(CheckpointId),

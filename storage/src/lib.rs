@@ -67,6 +67,7 @@ mod clock;
 pub mod codec;
 pub mod copy;
 mod correlation;
+mod delete;
 mod error;
 mod event;
 #[cfg(feature = "fault-injection")]
@@ -94,6 +95,7 @@ pub use batch::{Appended, Batch, Guard, LeaseOp, LockOp, Pruned, Wake};
 pub use checkpoint::{Checkpoint, CheckpointInfo, CheckpointKind, CheckpointMeta, NewCheckpoint};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use correlation::{CorrelationEntry, CorrelationQuery};
+pub use delete::{DeleteOptions, Deleted};
 pub use error::Error;
 pub use event::{Event, EventKind, EventStatus, NewEvent};
 pub use ids::{Bookmark, CheckpointId, Lsn, PayloadRef, Seq, ThreadId};

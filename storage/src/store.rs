@@ -9,9 +9,9 @@ use std::future::Future;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Appended, Batch, Bookmark, Checkpoint, CheckpointId, CheckpointInfo, CheckpointKind, Error,
-    Event, Guard, LeaseOp, LockOp, LockRecord, Lsn, PayloadRef, Pending, Pruned, Seq, Subscription,
-    ThreadId, ThreadRecord, ThreadStatus,
+    Appended, Batch, Bookmark, Checkpoint, CheckpointId, CheckpointInfo, CheckpointKind,
+    DeleteOptions, Deleted, Error, Event, Guard, LeaseOp, LockOp, LockRecord, Lsn, PayloadRef,
+    Pending, Pruned, Seq, Subscription, ThreadId, ThreadRecord, ThreadStatus,
 };
 
 /// When an append is acknowledged, and what a crash may lose.
@@ -368,6 +368,49 @@ pub trait Store: Send + Sync + 'static {
     /// As [`Store::append`]; at commit [`Error::UnknownCheckpoint`] or [`Error::Invalid`] if the
     /// checkpoint is not this thread's.
     fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error>;
+
+    /// Deletes `thread` whole, in one transaction (a crash leaves it whole or gone): its
+    /// record, every event with its correlation-index entry, every checkpoint with its snapshot
+    /// and index entries, the locks it owns, and the payloads its events reference that no
+    /// other event references (see [`Deleted`]). Resolves to what was removed, or `None` when
+    /// there is no such thread. Afterwards the id is free: a new thread may be created under
+    /// it, starting again at seq 1 (lsns and checkpoint ids are never reused).
+    ///
+    /// Every record removed is read and checked first, as by [`Store::prune`]: a damaged one
+    /// rejects the delete and nothing is removed. A thread whose events reference payloads
+    /// costs a scan of the remaining log for other references to them (see the module docs of
+    /// `storage/src/delete.rs`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::append`]; at commit [`Error::Unfinished`] for a thread that has not finished
+    /// unless `options.force`; [`Error::Corrupted`] for a record of the thread that fails its
+    /// checks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cairn_storage::*;
+    /// # fn main() -> Result<(), Error> {
+    /// let dir = tempfile::tempdir().expect("temp dir");
+    /// let store = RedbStore::open(dir.path().join("cairn.db"), Options::default())?;
+    /// let thread = ThreadId::new("t1")?;
+    /// let workflow = WorkflowRef { id: "demo".into(), version: 1, fingerprint: "f".into() };
+    /// let mut record = ThreadRecord::new(thread.clone(), workflow, 0);
+    /// record.status = ThreadStatus::Completed;
+    /// store.append(Batch { threads: vec![record], ..Batch::default() })?.wait_blocking()?;
+    /// let deleted = store.delete_thread(&thread, DeleteOptions::default())?.wait_blocking()?;
+    /// assert_eq!(deleted.map(|d| d.status), Some(ThreadStatus::Completed));
+    /// assert!(store.thread(&thread)?.is_none());
+    /// assert!(store.delete_thread(&thread, DeleteOptions::default())?.wait_blocking()?.is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
+    fn delete_thread(
+        &self,
+        thread: &ThreadId,
+        options: DeleteOptions,
+    ) -> Result<Pending<Option<Deleted>>, Error>;
 
     /// Scans everything and reports what is wrong.
     ///

@@ -369,3 +369,21 @@ fn io_errors_fail_the_write_and_the_store_recovers_after_reopen() {
         reopen_holds(controller.crash_image(), &clean, 3);
     }
 }
+
+#[path = "crash_points/delete.rs"]
+mod delete;
+
+/// A whole-thread delete crashed at every op (`crash_points/delete.rs`): the thread is whole
+/// or gone, the others untouched, verify clean.
+#[test]
+fn a_crash_inside_a_thread_delete_leaves_the_thread_whole_or_gone() {
+    let (cases, problems) = delete::crash_in_delete();
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "RELIABILITY crash_delete cases={cases} problems={}", problems.len());
+    for problem in problems.iter().take(20) {
+        let _ = writeln!(stderr, "  {problem}");
+    }
+    drop(stderr);
+    assert!(problems.is_empty(), "{} problems (first 20 above)", problems.len());
+    assert!(cases > 20, "the delete must span many crash points");
+}

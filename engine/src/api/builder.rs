@@ -252,6 +252,7 @@ impl EngineBuilder {
             queued: Arc::default(),
             on_failure: self.on_failure,
             metrics,
+            retention: tokio::sync::watch::Sender::default(),
         });
         if !self.read_only {
             let timers_armed = shell.metrics.timers_armed.clone();
@@ -278,6 +279,7 @@ impl EngineBuilder {
                 engine.spawn_poller();
             }
             engine.spawn_health_passes();
+            engine.spawn_retention();
         }
         if !resumes {
             engine.register_schedules()?;

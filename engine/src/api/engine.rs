@@ -54,7 +54,9 @@ impl Engine {
     }
 
     /// Starts a thread of the newest registered version of `workflow` (or `options.version`) on
-    /// `input`, which is the initial state. Idempotent on `options.thread_id`.
+    /// `input`, which is the initial state. Idempotent on `options.thread_id` while the thread
+    /// is stored (a start of an existing id returns it, whatever its status); once it is deleted
+    /// ([`Engine::delete`], [`crate::RetentionPolicy`]) the id starts a new thread.
     ///
     /// # Errors
     /// [`Error::UnknownWorkflow`]; [`Error::Invalid`] if the input is not a valid state or the id

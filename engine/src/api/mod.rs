@@ -10,6 +10,8 @@ pub mod health_policy;
 mod query;
 pub mod recover;
 mod replay;
+mod result;
+mod retention;
 pub mod schedule;
 pub mod schedule_flow;
 pub mod schedule_ticks;

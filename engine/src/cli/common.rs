@@ -212,6 +212,18 @@ pub async fn open_read_only_or_copy(
 /// A [`Failure`] with exit code 4 when the file is missing, not Cairn, newer, or held by another
 /// process.
 pub async fn open_writable(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<Engine> {
+    open_writable_with(db, workflows, |builder| builder).await
+}
+
+/// [`open_writable`] with the builder changed by `configure` first (`cairn serve --retention`).
+///
+/// # Errors
+/// As [`open_writable`].
+pub async fn open_writable_with(
+    db: &Path,
+    workflows: &[Arc<DynWorkflow>],
+    configure: impl FnOnce(crate::EngineBuilder) -> crate::EngineBuilder,
+) -> anyhow::Result<Engine> {
     // Nothing at all at the path (not even a link): the store would create a database, which
     // only `demo` and `init` may do. Anything else there is judged by the store.
     if !crate::api::builder::is_postgres_url(db) && std::fs::symlink_metadata(db).is_err() {
@@ -221,8 +233,7 @@ pub async fn open_writable(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow:
         };
         return Err(open_error(db, cairn_storage::Error::NotFound(missing).into()));
     }
-    let engine = Engine::builder(db)
-        .recovery(RecoveryPolicy::Park)
+    let engine = configure(Engine::builder(db).recovery(RecoveryPolicy::Park))
         .open()
         .await
         .map_err(|e| open_error(db, e))?;

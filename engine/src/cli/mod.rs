@@ -11,10 +11,13 @@
 //! (`RedbStore::open_read_only_in_place`: memory does not grow with the file); an engine process
 //! holding it without an endpoint is refused up front (exit 4, naming what to do). `query` and
 //! `prune --dry-run`, which no endpoint answers, read a snapshot (a copy in memory) then.
-//! Commands that write (`checkpoint delete`, `prune`, `bundle import`, `resume`, `abandon`,
-//! `cancel`, `pause`, `input`, `fork`, `serve`), and `resumable` without an endpoint (its open
+//! Commands that write (`checkpoint delete`, `prune`, `delete`, `bundle import`, `resume`,
+//! `abandon`, `cancel`, `pause`, `input`, `fork`, `serve`), and `resumable` without an endpoint (its open
 //! proves that no runner holds the threads it lists), open it for writing and fail with exit
 //! code 4 while another process holds it.
+//! `delete`, like the controls, goes through an endpoint that serves the file. `result --wait`
+//! long-polls an endpoint that serves the file, and otherwise reads the file again until the
+//! wait ends; on PostgreSQL it waits through the database.
 //! `cairn serve` keeps it open and serves the HTTP endpoint (`crate::serve`) until interrupted. They
 //! never resume threads by themselves: only `resume`, `input` and `fork` run a thread, in this
 //! process, until it ends or parks. `--json` prints one JSON document (with `events --follow`,
@@ -29,6 +32,8 @@
 //! | 2 | bad usage (unknown command or flag, malformed argument) |
 //! | 3 | damage found (`verify`, a damaged record met by any command, a file too damaged to open) |
 //! | 4 | the database file cannot be opened: missing (or its directory), locked by another process, not a Cairn file, a newer format, permission denied, or not a regular file (directory, FIFO, socket, device, link to nothing) |
+//! | 5 | `cairn health`: something needs attention |
+//! | 6 | `cairn result`: the thread has not finished (by the end of `--wait`) |
 //!
 //! Only a regular file is opened (links are followed); a database is created only where nothing
 //! exists (`demo`, `bundle import`), or by `init`, which also initialises a zero-length file.
@@ -49,6 +54,7 @@ mod checkpoints;
 mod common;
 mod control;
 mod copy;
+mod delete;
 mod demo;
 mod endpoint;
 mod events;
@@ -60,6 +66,7 @@ mod init;
 mod query;
 mod remote;
 mod replay;
+mod result;
 mod schedule;
 mod serve;
 mod state;
@@ -79,13 +86,15 @@ pub const EXIT_DAMAGE: u8 = 3;
 pub const EXIT_OPEN: u8 = 4;
 /// Exit code: `cairn health` found something that needs attention.
 pub const EXIT_UNHEALTHY: u8 = 5;
+/// Exit code: `cairn result` found the thread not finished by the end of its wait.
+pub const EXIT_PENDING: u8 = 6;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "cairn",
     version,
     about = "Cairn: a durable workflow engine with embedded storage",
-    after_help = "Exit codes: 0 ok, 1 operation failed, 2 usage, 3 damage found, 4 cannot open the database file (missing, locked, not Cairn, newer format, permission denied, not a regular file), 5 health needs attention. Logs: CAIRN_LOG (a tracing filter, e.g. CAIRN_LOG=cairn=debug)."
+    after_help = "Exit codes: 0 ok, 1 operation failed, 2 usage, 3 damage found, 4 cannot open the database file (missing, locked, not Cairn, newer format, permission denied, not a regular file), 5 health needs attention, 6 the thread has not finished (result). Logs: CAIRN_LOG (a tracing filter, e.g. CAIRN_LOG=cairn=debug)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -116,6 +125,12 @@ enum Command {
     Checkpoint(checkpoints::CheckpointCommand),
     /// Remove what no restore needs: each thread keeps its latest checkpoint and what follows.
     Prune(checkpoints::PruneArgs),
+    /// Delete a finished thread whole: its log, checkpoints, locks and unshared payloads
+    /// (`--force`: an unfinished one too). Its id can then be started again.
+    Delete(delete::DeleteArgs),
+    /// How a thread ended (status, output, last error), waiting up to `--wait SECS` for it to
+    /// finish; exit 6 if it has not.
+    Result(result::ResultArgs),
     /// Debug bundles: export a thread (redacted), import one, or show one.
     #[command(subcommand)]
     Bundle(bundle::BundleCommand),
@@ -243,6 +258,8 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Checkpoints(args) => checkpoints::list(args, wfs).await?,
         Command::Checkpoint(cmd) => checkpoints::command(cmd, wfs).await?,
         Command::Prune(args) => checkpoints::prune(args, wfs).await?,
+        Command::Delete(args) => delete::delete(args, wfs).await?,
+        Command::Result(args) => result::result(args, wfs).await?,
         Command::Bundle(cmd) => bundle::command(cmd, wfs).await?,
         Command::Verify(args) => verify::verify(args, wfs).await?,
         Command::Health(args) => health::health(args, wfs).await?,

@@ -1,7 +1,8 @@
 //! `cairn serve --db FILE [--addr 127.0.0.1:0] [--public]`: opens the file for writing (so no
 //! other engine may hold it), serves the HTTP endpoint (`crate::serve`) until interrupted, and
 //! prints where (the address, the token and its file). Threads are not resumed by opening: only
-//! a control (`resume`, `input`, `fork`) runs one, in this process.
+//! a control (`resume`, `input`, `fork`) runs one, in this process. `--retention AGE` has it
+//! delete finished threads that ended at least that long ago, once a minute.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::sync::Arc;
 use cairn_dsl::DynWorkflow;
 use serde_json::json;
 
-use super::common::{Common, open_writable, print_json, print_text, usage};
+use super::common::{Common, open_writable_with, print_json, print_text, usage};
 use crate::serve::{ServeOptions, serve};
 
 /// Arguments of `cairn serve`.
@@ -23,6 +24,10 @@ pub struct ServeArgs {
     /// Allow an address other than loopback: anyone who reaches it reads every thread.
     #[arg(long)]
     public: bool,
+    /// Delete finished threads this long after they ended (`30d`, `12h`, `90m`; a retention
+    /// pass every minute while it serves): `cairn::RetentionPolicy::after_ms`.
+    #[arg(long, value_name = "AGE", value_parser = super::control::parse_age_ms)]
+    retention: Option<u64>,
 }
 
 pub(super) async fn run(args: ServeArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
@@ -40,7 +45,12 @@ pub(super) async fn run(args: ServeArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Re
         options.prometheus = crate::telemetry::prometheus::install().ok();
     }
     let db = &args.common.db;
-    let engine = open_writable(db, wfs).await?;
+    let retention = args.retention.map(crate::RetentionPolicy::after_ms);
+    let engine = open_writable_with(db, wfs, |builder| match retention {
+        Some(policy) => builder.retention(policy),
+        None => builder,
+    })
+    .await?;
     let server = serve(&engine, Some(db), options).await?;
     let token_file = server.token_file().map(|p| p.display().to_string()).unwrap_or_default();
     if args.common.json {

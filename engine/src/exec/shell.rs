@@ -48,6 +48,8 @@ pub(crate) struct Shell {
     pub on_failure: Option<FailureHook>,
     /// The engine's metric handles.
     pub metrics: Metrics,
+    /// The report of the latest retention pass run in the background (`api/retention.rs`).
+    pub retention: tokio::sync::watch::Sender<crate::config::RetentionReport>,
 }
 
 /// How many drives of each thread are queued or running in this engine.

@@ -29,6 +29,8 @@
 //! | GET | `/api/threads/{id}/events?since=&kind=&limit=&redact=1` | events after a seq, with `next_since`, the thread's `status` (read first) and `first_seq`; `follow=1`: SSE until the thread ends |
 //! | GET | `/api/threads/{id}/state?at=SEQ`, `?at_time=MS` or `?diff=A,B` (`&redact=1`) | state after a seq or at a time, or a diff |
 //! | GET | `/api/threads/{id}/checkpoints` | the thread's checkpoints |
+//! | GET | `/api/threads/{id}/result?wait_ms=` | `{thread, finished, status, output, error}`; an unfinished thread is waited for up to `wait_ms` (at most [`crate::limits::RESULT_WAIT_MS_MAX`]): a long poll |
+//! | DELETE | `/api/threads/{id}?force=` | deletes the thread whole (bearer token); 409 for an unfinished one without `force=true` |
 //! | GET | `/api/workflows/{id}/graph?format=dot\|mermaid&version=` | a compiled-in workflow's graph |
 //! | GET | `/api/trace/{correlation_id}` | messages carrying the id, across threads |
 //! | GET | `/api/trace?thread=&correlation_id=&between=&from_ms=&to_ms=&chain=` | messages as `cairn trace` finds them (`thread` repeatable, `between` twice) |
@@ -54,6 +56,7 @@ mod graph_svg;
 mod messages;
 mod ops;
 mod pages;
+pub(crate) mod results;
 mod routes;
 mod sse;
 mod threads;

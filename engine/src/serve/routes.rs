@@ -14,7 +14,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::params::Reject;
-use super::{checkpoints, controls, messages, ops, sse, threads};
+use super::{checkpoints, controls, messages, ops, results, sse, threads};
 use crate::api::engine::Engine;
 use crate::debug::Redactor;
 use crate::error::Error;
@@ -50,7 +50,8 @@ pub(super) fn router(app: App, extra: Router<App>) -> Router {
         .route("/api/verify", get(threads::verify))
         .route("/api/metrics", get(threads::metrics))
         .route("/api/threads", get(threads::list))
-        .route("/api/threads/{id}", get(threads::show))
+        .route("/api/threads/{id}", get(threads::show).delete(results::delete))
+        .route("/api/threads/{id}/result", get(results::result))
         .route("/api/threads/{id}/events", get(sse::events))
         .route("/api/threads/{id}/state", get(threads::state))
         .route("/api/threads/{id}/checkpoints", get(threads::checkpoints))

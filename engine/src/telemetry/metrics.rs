@@ -33,6 +33,10 @@ pub(crate) struct Metrics {
     pub locks_held: Gauge,
     pub stuck_threads: Gauge,
     pub expired_locks: Gauge,
+    /// Threads deleted by the retention policy.
+    pub deleted_by_retention: Counter,
+    /// Threads deleted by hand (`Engine::delete`).
+    pub deleted_by_hand: Counter,
     /// Step commits slower than the threshold since open, and the slowest, in µs.
     slow: Arc<SlowCommits>,
 }
@@ -87,6 +91,10 @@ impl Metrics {
             locks_held: gauge(LOCKS_HELD),
             stuck_threads: gauge(STUCK_THREADS),
             expired_locks: gauge(EXPIRED_LOCKS),
+            deleted_by_retention: recorder
+                .register_counter(&labelled(THREADS_DELETED, "by", "retention"), &META),
+            deleted_by_hand: recorder
+                .register_counter(&labelled(THREADS_DELETED, "by", "hand"), &META),
             slow: Arc::new(SlowCommits {
                 threshold: slow_commit,
                 count: AtomicU64::new(0),
@@ -182,6 +190,7 @@ fn describe(r: &dyn Recorder) {
         (THREAD_FAILURES, "threads that ended Failed"),
         (LEASE_TAKEOVERS, "threads taken over from another lease owner"),
         (RUNNERS_FENCED, "runners fenced off their thread"),
+        (THREADS_DELETED, "threads deleted whole; by=retention or hand"),
     ];
     for (name, help) in counters {
         r.describe_counter(name.into(), Some(Unit::Count), help.into());

@@ -36,3 +36,6 @@ pub const LOCKS_HELD: &str = "cairn_locks_held";
 pub const STUCK_THREADS: &str = "cairn_health_stuck_threads";
 /// Locks held past their time to live, at the latest health pass. Gauge.
 pub const EXPIRED_LOCKS: &str = "cairn_health_expired_locks";
+/// Threads deleted whole (by the retention policy or by hand), label `by` (`retention`,
+/// `hand`). Counter.
+pub const THREADS_DELETED: &str = "cairn_threads_deleted_total";

@@ -372,6 +372,15 @@ impl Store for RecordingStore {
         Ok(self.forward(pending, |_, _| {}))
     }
 
+    fn delete_thread(
+        &self,
+        thread: &ThreadId,
+        options: cairn_storage::DeleteOptions,
+    ) -> Result<Pending<Option<cairn_storage::Deleted>>, Error> {
+        let pending = self.watch(self.inner.delete_thread(thread, options))?;
+        Ok(self.forward(pending, |_, _| {}))
+    }
+
     fn verify(&self) -> Result<VerifyReport, Error> {
         self.watch(self.inner.verify())
     }

@@ -18,6 +18,7 @@ mod prune;
 mod query;
 mod readme;
 mod resume;
+mod retention;
 mod schedule;
 mod serve;
 mod through;

@@ -373,6 +373,13 @@ impl Store for Dying {
     ) -> Result<Pending<Pruned>, cairn::storage::Error> {
         self.inner.prune(t, k)
     }
+    fn delete_thread(
+        &self,
+        t: &ThreadId,
+        o: cairn::storage::DeleteOptions,
+    ) -> Result<Pending<Option<cairn::storage::Deleted>>, cairn::storage::Error> {
+        self.inner.delete_thread(t, o)
+    }
     fn verify(&self) -> Result<VerifyReport, cairn::storage::Error> {
         self.inner.verify()
     }

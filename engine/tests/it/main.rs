@@ -35,6 +35,7 @@ mod recovery_paging;
 mod recovery_policy;
 mod replay;
 mod resume_check;
+mod retention;
 mod scale;
 mod schedules;
 #[cfg(feature = "http")]

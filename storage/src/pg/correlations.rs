@@ -270,8 +270,10 @@ fn migrate_locked(client: &mut Client) -> Result<(), Error> {
         )
         .map_err(&op)?;
         if done {
-            // The counter row's lock holds every writer back while the format changes; events
-            // written meanwhile (by a process of an older build) are indexed in another pass.
+            // The counter row's lock holds back the writers of an older build (each of their
+            // commits locks it) while the format changes; events written meanwhile are indexed
+            // in another pass. This build's writers do not use the row: they start once the
+            // store's migration at connect is over.
             tx.query("SELECT value FROM cairn_meta WHERE key = 'last_lsn' FOR UPDATE", &[])
                 .map_err(&op)?;
             let rest = tx

@@ -251,7 +251,9 @@ impl PlanState for Cached<'_, '_, '_> {
         }
         let stored = self
             .tx
-            .query_opt("SELECT 1 FROM cairn_payloads WHERE hash = $1", &[&&hash[..]])
+            // Locked (shared) until the group commits: a thread deletion that would remove the
+            // payload waits, then sees this group's events referring to it (`delete.rs`).
+            .query_opt("SELECT 1 FROM cairn_payloads WHERE hash = $1 FOR SHARE", &[&&hash[..]])
             .map_err(pg_error("read payload"))?
             .is_some();
         if stored {

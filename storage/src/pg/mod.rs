@@ -19,6 +19,7 @@
 //! ```
 
 mod correlations;
+mod delete;
 mod group;
 mod listen;
 mod pool;
@@ -270,6 +271,15 @@ impl Store for PgStore {
     fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error> {
         let thread = thread.clone();
         self.write(|tx| Op::Prune(thread, keep_from, tx))
+    }
+
+    fn delete_thread(
+        &self,
+        thread: &ThreadId,
+        options: crate::DeleteOptions,
+    ) -> Result<Pending<Option<crate::Deleted>>, Error> {
+        let thread = thread.clone();
+        self.write(|tx| Op::DeleteThread(thread, options, tx))
     }
 
     fn verify(&self) -> Result<VerifyReport, Error> {

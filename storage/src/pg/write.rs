@@ -27,8 +27,8 @@ use crate::codec;
 use crate::plan::{Counters, PlanState};
 use crate::telemetry::{GroupFigures, StoreMetrics};
 use crate::{
-    Appended, Batch, CheckpointId, CheckpointInfo, Error, LockRecord, Pending, Pruned, Seq,
-    ThreadId,
+    Appended, Batch, CheckpointId, CheckpointInfo, DeleteOptions, Deleted, Error, LockRecord,
+    Pending, Pruned, Seq, ThreadId,
 };
 
 /// A write request and where its answer goes.
@@ -37,6 +37,7 @@ pub(crate) enum Op {
     DeleteCheckpoint(CheckpointId, oneshot::Sender<Result<bool, Error>>),
     ClearCheckpoints(ThreadId, oneshot::Sender<Result<u64, Error>>),
     Prune(ThreadId, CheckpointId, oneshot::Sender<Result<Pruned, Error>>),
+    DeleteThread(ThreadId, DeleteOptions, oneshot::Sender<Result<Option<Deleted>, Error>>),
 }
 
 /// Requests waiting for the writer, at most (a caller waits while the queue is full).
@@ -186,6 +187,7 @@ enum Request {
     DeleteCheckpoint(CheckpointId),
     ClearCheckpoints(ThreadId),
     Prune(ThreadId, CheckpointId),
+    DeleteThread(ThreadId, DeleteOptions),
 }
 
 /// Where a request's answer goes.
@@ -194,6 +196,7 @@ enum Answer {
     Delete(oneshot::Sender<Result<bool, Error>>),
     Clear(oneshot::Sender<Result<u64, Error>>),
     Prune(oneshot::Sender<Result<Pruned, Error>>),
+    DeleteThread(oneshot::Sender<Result<Option<Deleted>, Error>>),
 }
 
 /// A request's outcome in a transaction that committed (or is about to).
@@ -202,6 +205,7 @@ enum Outcome {
     Delete(Result<bool, Error>),
     Clear(Result<u64, Error>),
     Prune(Result<Pruned, Error>),
+    DeleteThread(Result<Option<Deleted>, Error>),
 }
 
 impl Answer {
@@ -221,6 +225,10 @@ impl Answer {
             }
             Answer::Prune(tx) => {
                 reply(tx, if let Some(O::Prune(r)) = outcome { Some(r) } else { None }, failure);
+            }
+            Answer::DeleteThread(tx) => {
+                let r = if let Some(O::DeleteThread(r)) = outcome { Some(r) } else { None };
+                reply(tx, r, failure);
             }
         }
     }
@@ -250,6 +258,7 @@ impl Outcome {
         let error = match self {
             Outcome::Append(Err(e)) | Outcome::Delete(Err(e)) => e,
             Outcome::Clear(Err(e)) | Outcome::Prune(Err(e)) => e,
+            Outcome::DeleteThread(Err(e)) => e,
             _ => return None,
         };
         matches!(error, Error::Storage { .. }).then(|| error.clone())
@@ -398,6 +407,11 @@ fn attempt(
             Request::Prune(thread, keep) => {
                 Outcome::Prune(savepoint(&mut tx, alone, |tx| prune(tx, xid, thread, *keep)))
             }
+            Request::DeleteThread(thread, options) => {
+                Outcome::DeleteThread(savepoint(&mut tx, alone, |tx| {
+                    super::delete::delete_thread(tx, thread, *options)
+                }))
+            }
         };
         // A savepoint that could not be set or ended means the connection failed (or the
         // transaction met another writer): the whole group fails.
@@ -457,6 +471,9 @@ impl Op {
             Op::DeleteCheckpoint(id, tx) => (Request::DeleteCheckpoint(id), Answer::Delete(tx)),
             Op::ClearCheckpoints(t, tx) => (Request::ClearCheckpoints(t), Answer::Clear(tx)),
             Op::Prune(t, keep, tx) => (Request::Prune(t, keep), Answer::Prune(tx)),
+            Op::DeleteThread(t, options, tx) => {
+                (Request::DeleteThread(t, options), Answer::DeleteThread(tx))
+            }
         }
     }
 }
@@ -583,7 +600,7 @@ pub(super) fn write_locks<'l>(
 }
 
 /// Removes the checkpoints `select` finds (each read and checked first); their number.
-fn remove_checkpoints(
+pub(super) fn remove_checkpoints(
     tx: &mut Tx<'_, '_>,
     select: &'static str,
     params: &[&(dyn postgres::types::ToSql + Sync)],

@@ -9,6 +9,7 @@ mod apply;
 mod cache;
 mod correlations;
 mod create;
+mod delete;
 mod errors;
 mod guard;
 mod in_place;
@@ -676,6 +677,15 @@ impl Store for RedbStore {
     fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error> {
         let thread = thread.clone();
         self.send(|tx| Write::Prune(thread, keep_from, tx))
+    }
+
+    fn delete_thread(
+        &self,
+        thread: &ThreadId,
+        options: crate::DeleteOptions,
+    ) -> Result<Pending<Option<crate::Deleted>>, Error> {
+        let thread = thread.clone();
+        self.send(|tx| Write::DeleteThread(thread, options, tx))
     }
 
     fn verify(&self) -> Result<VerifyReport, Error> {

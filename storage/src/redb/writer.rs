@@ -23,8 +23,11 @@ use tokio::sync::{oneshot, watch};
 use super::cache::ThreadCache;
 use super::guard::guard;
 use super::tables::{Counters, Tables, write_counters};
-use super::{apply, prune};
-use crate::{Appended, Batch, CheckpointId, Durability, Error, Guard, LeaseOp, Pruned, ThreadId};
+use super::{apply, delete, prune};
+use crate::{
+    Appended, Batch, CheckpointId, DeleteOptions, Deleted, Durability, Error, Guard, LeaseOp,
+    Pruned, ThreadId,
+};
 
 type Reply<T> = oneshot::Sender<Result<T, Error>>;
 
@@ -48,6 +51,8 @@ pub(crate) enum Write {
     ClearCheckpoints(ThreadId, Reply<u64>),
     /// Prune a thread up to a checkpoint.
     Prune(ThreadId, CheckpointId, Reply<Pruned>),
+    /// Delete a thread whole.
+    DeleteThread(ThreadId, DeleteOptions, Reply<Option<Deleted>>),
 }
 
 /// What a write asks for, without its reply channel: this is what runs inside the guarded
@@ -57,6 +62,7 @@ enum Op {
     DeleteCheckpoint(CheckpointId),
     ClearCheckpoints(ThreadId),
     Prune(ThreadId, CheckpointId),
+    DeleteThread(ThreadId, DeleteOptions),
 }
 
 /// Where a write's answer goes.
@@ -65,6 +71,7 @@ enum Answer {
     Delete(Reply<bool>),
     Clear(Reply<u64>),
     Prune(Reply<Pruned>),
+    DeleteThread(Reply<Option<Deleted>>),
 }
 
 /// A write's result before its commit completes.
@@ -73,6 +80,7 @@ enum Outcome {
     Delete(bool),
     Clear(u64),
     Prune(Pruned),
+    DeleteThread(Option<Deleted>),
 }
 
 impl Write {
@@ -87,7 +95,9 @@ impl Write {
                 .or_else(|| batch.threads.first().map(|t| &t.id))
                 .or_else(|| batch.leases.first().map(LeaseOp::thread))
                 .or_else(|| batch.guards.first().map(Guard::thread)),
-            Write::ClearCheckpoints(thread, _) | Write::Prune(thread, _, _) => Some(thread),
+            Write::ClearCheckpoints(thread, _)
+            | Write::Prune(thread, _, _)
+            | Write::DeleteThread(thread, _, _) => Some(thread),
             Write::DeleteCheckpoint(..) => None,
         }
     }
@@ -100,6 +110,9 @@ impl Write {
                 (Op::ClearCheckpoints(thread), Answer::Clear(tx))
             }
             Write::Prune(thread, keep, tx) => (Op::Prune(thread, keep), Answer::Prune(tx)),
+            Write::DeleteThread(thread, options, tx) => {
+                (Op::DeleteThread(thread, options), Answer::DeleteThread(tx))
+            }
         }
     }
 }
@@ -113,12 +126,14 @@ impl Answer {
             (Answer::Delete(tx), Ok(Outcome::Delete(d))) => drop(tx.send(Ok(d))),
             (Answer::Clear(tx), Ok(Outcome::Clear(c))) => drop(tx.send(Ok(c))),
             (Answer::Prune(tx), Ok(Outcome::Prune(p))) => drop(tx.send(Ok(p))),
+            (Answer::DeleteThread(tx), Ok(Outcome::DeleteThread(d))) => drop(tx.send(Ok(d))),
             // Each write's outcome is made by the op of its own kind.
             (_, Ok(_)) => unreachable!("a write got the outcome of another kind"),
             (Answer::Append(tx), Err(e)) => drop(tx.send(Err(e))),
             (Answer::Delete(tx), Err(e)) => drop(tx.send(Err(e))),
             (Answer::Clear(tx), Err(e)) => drop(tx.send(Err(e))),
             (Answer::Prune(tx), Err(e)) => drop(tx.send(Err(e))),
+            (Answer::DeleteThread(tx), Err(e)) => drop(tx.send(Err(e))),
         }
     }
 }
@@ -504,6 +519,15 @@ impl Writer {
                 Err(error) => rejected(error),
                 Ok(plan) => written(prune::apply_prune(tables, plan), Outcome::Prune),
             },
+            Op::DeleteThread(thread, options) => {
+                match delete::plan_delete_thread(tables, &thread, options) {
+                    Err(error) => rejected(error),
+                    Ok(None) => (Ok(Outcome::DeleteThread(None)), None),
+                    Ok(Some(plan)) => written(delete::apply_delete_thread(tables, plan), |d| {
+                        Outcome::DeleteThread(Some(d))
+                    }),
+                }
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The storage contract, one test body for every backend: each check below runs on a redb file
 //! and, with the `postgres` feature, on a throwaway PostgreSQL cluster. Round trip of events and
-//! records, guards, leases, locks, a subscription that never skips, prune, verify, and the
-//! correlation index. (The
+//! records, guards, leases, locks, a subscription that never skips, prune, verify, the
+//! correlation index, and whole-thread deletion. (The
 //! random model test runs on both too: `model.rs`, `pg.rs`; damage is backend-specific: the
 //! bitflip test for a file, `pg::damage_in_bytea_is_found_by_reads_and_verify` for `bytea`.)
 
@@ -276,6 +276,107 @@ fn thread_cursor<S: Store>(store: &S) {
     assert!(store.list_threads_after(&all, None, 0).unwrap().is_empty());
 }
 
+/// A whole-thread delete removes the thread's record, log, checkpoints (with their tag
+/// index), correlation entries, locks and the payloads nobody else references; it refuses an
+/// unfinished thread unless forced, leaves every other thread as it was, verify stays clean,
+/// and the id can be used again.
+fn delete_thread<S: Store>(store: &S) {
+    use cairn_storage::{
+        CheckpointFilter, CorrelationQuery, DeleteOptions, Page, PayloadRef, ThreadStatus,
+    };
+    let own = b"a body only thread dl refers to".to_vec();
+    let shared = b"a body both threads refer to".to_vec();
+    let with_payload = |thread: &str, n: u64, bytes: &[u8]| {
+        let mut e = correlated(thread, n, Some("del-1"));
+        e.payload = Some(PayloadRef::of(bytes));
+        e
+    };
+    for t in ["dl", "dk"] {
+        append(store, Batch { threads: vec![thread_record(t)], ..Batch::default() });
+    }
+    let batch = Batch {
+        events: vec![
+            with_payload("dl", 1, &own),
+            with_payload("dl", 2, &shared),
+            with_payload("dk", 1, &shared),
+            event("dl", 3),
+        ],
+        payloads: vec![own.clone(), shared.clone()],
+        checkpoints: vec![checkpoint("dl", CheckpointKind::Manual, &["del-tag"])],
+        locks: vec![LockOp::Acquire {
+            name: "del-lock".into(),
+            owner: "dl".into(),
+            now_ms: now_ms(),
+            ttl_ms: 60_000,
+        }],
+        ..Batch::default()
+    };
+    let written = append(store, batch);
+    let dl_checkpoint = written.checkpoints[0];
+    // 40 more events, so the log spans a seq-index chunk as well as the tail.
+    events(store, "dl", 40);
+    let second = append(
+        store,
+        Batch {
+            checkpoints: vec![checkpoint("dl", CheckpointKind::Periodic, &[])],
+            ..Batch::default()
+        },
+    );
+    let delete = |force| store.delete_thread(&tid("dl"), DeleteOptions { force });
+    let refused = delete(false).unwrap().wait_blocking();
+    assert!(
+        matches!(&refused, Err(Error::Unfinished { status: ThreadStatus::Created, .. })),
+        "an unfinished thread is refused: {refused:?}"
+    );
+    assert_eq!(store.last_bookmark(&tid("dl")).unwrap().unwrap().seq, Seq(43), "nothing removed");
+    let mut done = store.thread(&tid("dl")).unwrap().unwrap();
+    done.status = ThreadStatus::Completed;
+    append(store, Batch { threads: vec![done], ..Batch::default() });
+    let deleted = delete(false).unwrap().wait_blocking().unwrap().expect("it existed");
+    assert_eq!(deleted.status, ThreadStatus::Completed);
+    assert_eq!(
+        (deleted.events, deleted.checkpoints, deleted.locks, deleted.payloads),
+        (43, 2, 1, 1),
+        "the shared payload stays"
+    );
+    assert!(store.thread(&tid("dl")).unwrap().is_none());
+    assert!(matches!(store.read_since(&tid("dl"), Seq(0), 10), Err(Error::UnknownThread(_))));
+    assert!(!store.checkpoint_exists(dl_checkpoint).unwrap());
+    assert!(!store.checkpoint_exists(second.checkpoints[0]).unwrap());
+    let tagged =
+        CheckpointFilter { any_tags: vec!["del-tag".into()], ..CheckpointFilter::default() };
+    assert!(store.list_checkpoints(&tagged, Page::default()).unwrap().is_empty());
+    let traced = store.read_correlated(&CorrelationQuery::new("del-1"), Lsn(0), 100).unwrap();
+    assert_eq!(
+        traced.iter().map(|e| e.thread.to_string()).collect::<Vec<_>>(),
+        ["dk"],
+        "only the other thread's entry is left"
+    );
+    assert!(store.locks().unwrap().iter().all(|l| l.owner != "dl"));
+    assert!(matches!(store.payload(&PayloadRef::of(&own)), Err(Error::MissingPayload(_))));
+    assert_eq!(store.payload(&PayloadRef::of(&shared)).unwrap(), shared);
+    assert_eq!(store.read_since(&tid("dk"), Seq(0), 10).unwrap().len(), 1, "dk is untouched");
+    let report = store.verify().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    // The id is free again: a new thread starts at seq 1; a second delete finds nothing.
+    assert!(delete(false).unwrap().wait_blocking().unwrap().is_none());
+    let again = create_thread(store, "dl", 2);
+    assert_eq!(again.bookmarks[0].seq, Seq(1));
+    assert!(again.bookmarks[0].lsn > written.bookmarks[3].lsn, "lsns are never reused");
+    // Forced: an unfinished thread goes too, and its runner's next guarded batch is refused.
+    let forced = delete(true).unwrap().wait_blocking().unwrap().expect("it existed");
+    assert_eq!((forced.status, forced.events), (ThreadStatus::Created, 2));
+    let fenced = Batch {
+        events: vec![event("dl", 3)],
+        guards: vec![Guard::LastSeq { thread: tid("dl"), seq: Seq(2) }],
+        ..Batch::default()
+    };
+    assert!(try_append(store, fenced).is_err(), "a runner of the deleted thread is fenced");
+    assert!(store.thread(&tid("dl")).unwrap().is_none());
+    let report = store.verify().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+}
+
 /// Every check, on one store.
 fn contract<S: Store + Clone>(store: &S) {
     correlation_index(store);
@@ -286,6 +387,7 @@ fn contract<S: Store + Clone>(store: &S) {
     subscribe_without_gap(store);
     prune_and_verify(store);
     thread_cursor(store);
+    delete_thread(store);
 }
 
 #[test]

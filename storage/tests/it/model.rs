@@ -1,5 +1,5 @@
 //! A proptest model test: random sequences of appends across threads, checkpoints, deletes,
-//! prunes and reopens, run against the store and an in-memory model; everything read back must
+//! prunes, whole-thread deletes (after which a thread's id starts again at seq 1) and reopens, run against the store and an in-memory model; everything read back must
 //! equal the model. The seed is fixed, so the run is deterministic; proptest prints the failing
 //! sequence (shrunk) if one fails.
 
@@ -20,6 +20,7 @@ pub(crate) enum Op {
     Checkpoint { thread: u8 },
     Delete { pick: u8 },
     Prune { thread: u8, pick: u8 },
+    DeleteThread { thread: u8, force: bool },
     Reopen,
 }
 
@@ -32,6 +33,8 @@ pub(crate) fn op() -> impl Strategy<Value = Op> {
         2 => (0..4u8).prop_map(|thread| Op::Checkpoint { thread }),
         1 => any::<u8>().prop_map(|pick| Op::Delete { pick }),
         1 => (0..4u8, any::<u8>()).prop_map(|(thread, pick)| Op::Prune { thread, pick }),
+        1 => (0..4u8, prop_oneof![3 => Just(true), 1 => Just(false)])
+            .prop_map(|(thread, force)| Op::DeleteThread { thread, force }),
         1 => Just(Op::Reopen),
     ]
 }
@@ -139,6 +142,28 @@ pub(crate) fn apply(store: &impl Store, model: &mut Model, op: &Op) {
                 log.retain(|e| e.0 > covers);
             }
         }
+        Op::DeleteThread { thread, force } => {
+            // The model's threads never finish: a delete without force is refused.
+            let t = name(*thread);
+            let options = cairn_storage::DeleteOptions { force: *force };
+            let result = store.delete_thread(&tid(&t), options).expect("queued").wait_blocking();
+            match (model.threads.get(&t), force) {
+                (None, _) => assert!(matches!(result, Ok(None)), "{result:?}"),
+                (Some(_), false) => {
+                    assert!(matches!(result, Err(Error::Unfinished { .. })), "{result:?}");
+                }
+                (Some((_, _, log)), true) => {
+                    let deleted = result.expect("delete").expect("it existed");
+                    let own = model.checkpoints.values().filter(|(o, _)| *o == t).count();
+                    assert_eq!(
+                        (deleted.events, deleted.checkpoints),
+                        (log.len() as u64, own as u64)
+                    );
+                    model.threads.remove(&t);
+                    model.checkpoints.retain(|_, (owner, _)| *owner != t);
+                }
+            }
+        }
         Op::Reopen => {}
     }
 }
@@ -187,6 +212,13 @@ pub(crate) fn compare(store: &impl Store, model: &Model) {
         .map(|c| c.id.0)
         .collect();
     assert_eq!(listed, model.checkpoints.keys().rev().copied().collect::<Vec<_>>());
+    let threads: Vec<String> = store
+        .list_threads(&cairn_storage::ThreadFilter::default(), Page { limit: 100, offset: 0 })
+        .expect("list threads")
+        .into_iter()
+        .map(|r| r.id.to_string())
+        .collect();
+    assert_eq!(threads, model.threads.keys().cloned().collect::<Vec<_>>(), "deleted ones gone");
     let report = store.verify().expect("verify");
     assert!(report.is_clean(), "{:?}", report.problems);
 }

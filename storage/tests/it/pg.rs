@@ -419,3 +419,84 @@ fn a_commit_cut_off_from_its_answer_is_resolved_by_the_transaction_status() {
     );
     assert!(store.verify().unwrap().is_clean());
 }
+
+/// A thread delete whose COMMIT is cut on the wire: before it reaches the server the thread
+/// stays whole (and the delete failed); cut right after sending, it is whole or gone as the
+/// answer says; with the answer lost after the commit it is gone and the delete acknowledged.
+#[test]
+fn a_thread_delete_cut_at_its_commit_leaves_the_thread_whole_or_gone() {
+    use cairn_storage::pg_proxy::{Cut, Proxy};
+    use cairn_storage::{DeleteOptions, ThreadStatus};
+    let Some(cluster) = Cluster::start("a_thread_delete_cut_at_its_commit") else { return };
+    let url = cluster.new_database();
+    let proxy = Proxy::start(&cluster).expect("proxy");
+    let store = PgStore::connect(&proxy.url(&url), Durability::Immediate).expect("connect");
+    let finished = |id: &str| {
+        create_thread(&store, id, 5);
+        let mut record = store.thread(&tid(id)).unwrap().unwrap();
+        record.status = ThreadStatus::Completed;
+        append(&store, Batch { threads: vec![record], ..Batch::default() });
+    };
+    let delete = |id: &str| store.delete_thread(&tid(id), DeleteOptions::default()).unwrap();
+    let whole = |id: &str| {
+        store.thread(&tid(id)).unwrap().is_some()
+            && store.read_since(&tid(id), Seq(0), 10).unwrap().len() == 5
+    };
+    let gone = |id: &str| {
+        store.thread(&tid(id)).unwrap().is_none()
+            && matches!(store.read_since(&tid(id), Seq(0), 10), Err(Error::UnknownThread(_)))
+    };
+    for id in ["a", "b", "c"] {
+        finished(id);
+    }
+    proxy.cut_next_commit("cairn-writer", Cut::BeforeCommit);
+    assert!(delete("a").wait_blocking().is_err(), "never committed");
+    assert!(whole("a"), "the thread is whole");
+    proxy.cut_next_commit("cairn-writer", Cut::AfterCommit);
+    let either = delete("b").wait_blocking();
+    assert!(if either.is_ok() { gone("b") } else { whole("b") }, "{either:?}");
+    proxy.cut_next_commit("cairn-writer", Cut::AfterAnswer);
+    assert!(delete("c").wait_blocking().expect("acknowledged after all").is_some());
+    assert!(gone("c"));
+    assert_eq!(proxy.cuts(), 3);
+    assert!(store.verify().unwrap().is_clean());
+}
+
+/// Writers commit at once: an append whose batch puts a payload another thread's event already
+/// stored (so it does not write it again), and the deletion of that other thread, the only one
+/// referring to it so far. The append's group is held at its COMMIT (proxy) while the deletion
+/// runs: the deletion waits on the payload row the append holds, then sees the append's event
+/// and keeps the payload; nothing refers to a payload that is gone.
+#[test]
+fn a_thread_deletion_keeps_a_payload_an_append_in_flight_refers_to() {
+    use cairn_storage::pg_proxy::Proxy;
+    use cairn_storage::{DeleteOptions, PayloadRef, ThreadStatus};
+    let Some(cluster) = Cluster::start("a_thread_deletion_keeps_a_payload") else { return };
+    let url = cluster.new_database();
+    let proxy = Proxy::start(&cluster).expect("proxy");
+    let appender = PgStore::connect(&proxy.url(&url), Durability::Immediate).expect("connect");
+    let deleter = PgStore::connect(&url, Durability::Immediate).expect("connect");
+    let bytes = b"a payload two threads refer to".to_vec();
+    let with_payload = |thread: &str| {
+        let mut e = event(thread, 1);
+        e.payload = Some(PayloadRef::of(&bytes));
+        Batch { events: vec![e], payloads: vec![bytes.clone()], ..Batch::default() }
+    };
+    create_thread(&deleter, "old", 0);
+    append(&deleter, with_payload("old"));
+    let mut record = deleter.thread(&tid("old")).unwrap().unwrap();
+    record.status = ThreadStatus::Completed;
+    append(&deleter, Batch { threads: vec![record], ..Batch::default() });
+    create_thread(&appender, "new", 0);
+    let held = proxy.hold_next_commit("cairn-writer");
+    let pending = appender.append(with_payload("new")).unwrap();
+    assert!(held.wait_reached(std::time::Duration::from_secs(10)), "the append is written");
+    let deleting = deleter.delete_thread(&tid("old"), DeleteOptions::default()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    held.release();
+    pending.wait_blocking().expect("the append commits");
+    let deleted = deleting.wait_blocking().expect("the delete commits").expect("it was there");
+    assert_eq!((deleted.events, deleted.payloads), (1, 0), "the new thread's event keeps it");
+    assert_eq!(deleter.payload(&PayloadRef::of(&bytes)).unwrap(), bytes);
+    assert!(deleter.verify().unwrap().is_clean());
+}

@@ -1,0 +1,210 @@
+//! Deleting finished threads: by hand ([`Engine::delete`]) and by the retention policy
+//! ([`EngineBuilder::retention`]), whose passes run in the background every
+//! [`RetentionPolicy::every_ms`] of the engine's clock.
+//!
+//! A pass walks the thread records of each finished status whose period is set, a page of
+//! [`crate::limits::RETENTION_PAGE_MAX`] at a time (a cursor over ids, so deleting as it goes
+//! skips nothing), and deletes those that ended (`updated_at_ms`) at least the period ago; the
+//! deletes of one page are in flight together and share group commits. The store refuses a
+//! delete of a thread that is no longer finished, so a thread resumed or rolled back between
+//! the listing and its delete is kept. A child thread of a sub-workflow whose parent has not
+//! finished is kept (its parent's node may still read it).
+
+use cairn_storage::{DeleteOptions, Deleted, ThreadFilter, ThreadId, ThreadRecord, ThreadStatus};
+use tracing::Instrument;
+
+use super::builder::EngineBuilder;
+use super::engine::Engine;
+use crate::config::{RetentionPolicy, RetentionReport};
+use crate::core::children::unfinished_parent;
+use crate::error::Error;
+use crate::limits::RETENTION_PAGE_MAX;
+
+/// The finished statuses, in the order a pass visits them.
+const FINISHED: [ThreadStatus; 4] = [
+    ThreadStatus::Completed,
+    ThreadStatus::Failed,
+    ThreadStatus::TimedOut,
+    ThreadStatus::Cancelled,
+];
+
+impl EngineBuilder {
+    /// Deletes finished threads on its own once `policy`'s period for their status has passed
+    /// (see [`RetentionPolicy`]). An engine opened read-only runs no passes.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// use cairn::RetentionPolicy;
+    /// let engine = cairn::Engine::builder("cairn.db")
+    ///     .retention(RetentionPolicy::after_ms(7 * 24 * 60 * 60 * 1_000))
+    ///     .open()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn retention(mut self, policy: RetentionPolicy) -> Self {
+        self.config.retention = Some(policy);
+        self
+    }
+}
+
+impl Engine {
+    /// Deletes thread `thread` whole (`cairn_storage::Store::delete_thread`): its record, log,
+    /// checkpoints, locks and the payloads no other thread references, in one transaction.
+    /// Afterwards the id is free: [`Engine::start`] with it starts a new thread. `None`: there
+    /// was no such thread.
+    ///
+    /// # Errors
+    /// [`cairn_storage::Error::Unfinished`] (as [`Error::Storage`]) for a thread that has not
+    /// finished, unless `options.force`: a runner still driving a forcibly deleted thread is
+    /// fenced at its next batch and stops. [`Error::Invalid`] for a malformed id; storage errors.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
+    /// use cairn::storage::DeleteOptions;
+    /// if let Some(deleted) = engine.delete("order-7", DeleteOptions::default()).await? {
+    ///     println!("{} events removed", deleted.events);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn delete(
+        &self,
+        thread: &str,
+        options: DeleteOptions,
+    ) -> Result<Option<Deleted>, Error> {
+        let id = ThreadId::new(thread)?;
+        let deleted = self.shell.store.delete_thread(&id, options)?.wait().await?;
+        if let Some(d) = &deleted {
+            self.forget_deleted(&id);
+            self.shell.metrics.deleted_by_hand.increment(1);
+            tracing::info!(thread = %id, status = %d.status, events = d.events, "thread deleted");
+        }
+        Ok(deleted)
+    }
+
+    /// One retention pass now, under the engine's policy (nothing without one).
+    ///
+    /// # Errors
+    /// Storage errors reading the records or deleting (the pass stops at the first).
+    pub async fn retention_pass(&self) -> Result<RetentionReport, Error> {
+        let Some(policy) = self.shell.config.retention else {
+            return Ok(RetentionReport::default());
+        };
+        let now = self.shell.clock.now_ms();
+        let span = tracing::info_span!(
+            "retention_pass",
+            at_ms = now,
+            scanned = tracing::field::Empty,
+            deleted = tracing::field::Empty,
+        );
+        let pass = async {
+            let mut report = RetentionReport { at_ms: now, ..RetentionReport::default() };
+            for status in FINISHED {
+                if let Some(period) = policy.period_ms(status) {
+                    self.retention_status(status, (now, period), &mut report).await?;
+                }
+            }
+            Ok::<_, Error>(report)
+        };
+        // Instrumented, not entered: the pass awaits its deletes, and an entered span would stay
+        // entered on the worker thread while the task is suspended.
+        let report = pass.instrument(span.clone()).await?;
+        span.record("scanned", report.scanned);
+        span.record("deleted", report.deleted);
+        if report.deleted > 0 {
+            tracing::info!(
+                parent: &span,
+                deleted = report.deleted,
+                scanned = report.scanned,
+                "retention pass"
+            );
+        }
+        Ok(report)
+    }
+
+    /// Deletes the threads of `status` that ended at least `period_ms` before `now_ms`, page by
+    /// page.
+    async fn retention_status(
+        &self,
+        status: ThreadStatus,
+        (now_ms, period_ms): (u64, u64),
+        report: &mut RetentionReport,
+    ) -> Result<(), Error> {
+        let store = &self.shell.store;
+        let filter = ThreadFilter { status: Some(status), ..ThreadFilter::default() };
+        let mut after: Option<ThreadId> = None;
+        loop {
+            let page = store.list_threads_after(&filter, after.as_ref(), RETENTION_PAGE_MAX)?;
+            report.scanned += page.len() as u64;
+            let mut pending = Vec::new();
+            // Added, not subtracted from now: a clock earlier than the period deletes nothing.
+            let due = |r: &&ThreadRecord| r.updated_at_ms.saturating_add(period_ms) <= now_ms;
+            for record in page.iter().filter(due) {
+                if self.parent_unfinished(record)? {
+                    report.kept_for_parent += 1;
+                    continue;
+                }
+                pending
+                    .push((&record.id, store.delete_thread(&record.id, DeleteOptions::default())?));
+            }
+            for (id, deleting) in pending {
+                match deleting.wait().await {
+                    Ok(Some(_)) => {
+                        report.deleted += 1;
+                        self.forget_deleted(id);
+                        self.shell.metrics.deleted_by_retention.increment(1);
+                    }
+                    // Gone already (deleted by hand meanwhile) or no longer finished: kept.
+                    Ok(None) | Err(cairn_storage::Error::Unfinished { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            match page.last() {
+                Some(last) if page.len() == RETENTION_PAGE_MAX => after = Some(last.id.clone()),
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// Whether `record` is a sub-workflow child whose parent (named by its `parent` label)
+    /// has not finished.
+    fn parent_unfinished(&self, record: &ThreadRecord) -> Result<bool, Error> {
+        Ok(unfinished_parent(self.shell.store.as_ref(), record)?.is_some())
+    }
+
+    /// Drops what this engine holds in memory about a deleted thread.
+    fn forget_deleted(&self, id: &ThreadId) {
+        self.shell.coord.disarm(id);
+        self.shell.verified.forget(id);
+    }
+
+    /// The report of the latest retention pass the engine ran on its own (changes after each).
+    pub fn retention_reports(&self) -> tokio::sync::watch::Receiver<RetentionReport> {
+        self.shell.retention.subscribe()
+    }
+
+    /// Runs a retention pass every [`RetentionPolicy::every_ms`] of the engine's clock until
+    /// shutdown (a manual clock's advance wakes it).
+    pub(super) fn spawn_retention(&self) {
+        let Some(policy) = self.shell.config.retention else { return };
+        let engine = self.clone();
+        let stopping = self.shell.tasks.stopping().clone();
+        self.shell.tasks.spawn(async move {
+            loop {
+                // At least 1 ms: a zero interval would run passes back to back.
+                let next = engine.shell.clock.now_ms().saturating_add(policy.every_ms.max(1));
+                tokio::select! {
+                    () = engine.shell.clock.sleep_until(next) => {}
+                    () = stopping.cancelled() => return,
+                }
+                match engine.retention_pass().await {
+                    Ok(report) => {
+                        engine.shell.retention.send_replace(report);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "retention pass"),
+                }
+            }
+        });
+    }
+}

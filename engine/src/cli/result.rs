@@ -1,0 +1,141 @@
+//! `cairn result THREAD [--wait SECS]`: how a thread ended, waiting for it if asked. Through a
+//! running engine's endpoint when one serves the file (a long poll of
+//! `GET /api/threads/{id}/result?wait_ms=`, re-asked until the wait is over, so the thread
+//! runs on in that engine while this process waits); on PostgreSQL through the database (the
+//! wait follows other processes' commits); otherwise from snapshots of the file, read again
+//! while the wait lasts (an engine without an endpoint may hold it and finish the thread).
+//!
+//! Exit code 0 when the thread completed, 1 when it ended otherwise (failed, cancelled, timed
+//! out) or does not exist, [`super::EXIT_PENDING`] when it has not finished by the end of the wait.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cairn_dsl::DynWorkflow;
+use serde_json::Value;
+
+use super::common::{Common, fail, open_read_only, open_writable, print_json, print_text};
+use super::endpoint::{self, Endpoint};
+use super::{EXIT_FAILED, EXIT_PENDING};
+use crate::api::builder::is_postgres_url;
+use crate::limits::RESULT_WAIT_MS_MAX;
+use crate::serve::results::result_json;
+
+/// Arguments of `cairn result`.
+#[derive(Debug, clap::Args)]
+pub struct ResultArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The thread id.
+    thread: String,
+    /// Wait up to this many seconds for the thread to finish (default: answer at once).
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    wait: u64,
+}
+
+/// The first and the longest pause between two snapshots of a file no endpoint serves.
+const SNAPSHOT_PAUSE_MS: (u64, u64) = (250, 5_000);
+
+pub(super) async fn result(args: ResultArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    let db = args.common.db.clone();
+    let wait = Duration::from_secs(args.wait);
+    let answer = if is_postgres_url(&db) {
+        let engine = open_writable(&db, wfs).await?;
+        let outcome = engine.await_result(&args.thread, wait).await;
+        let answer = answer_of(&engine, &args.thread, outcome);
+        engine.shutdown().await;
+        answer?
+    } else {
+        let thread = args.thread.clone();
+        let db2 = db.clone();
+        let through = tokio::task::spawn_blocking(move || {
+            endpoint::through(&db2, |ep| poll(ep, &thread, wait))
+        })
+        .await??;
+        match through {
+            Some(answer) => answer,
+            None => from_snapshots(&db, &args.thread, wait, wfs).await?,
+        }
+    };
+    if args.common.json {
+        print_json(&answer)?;
+    } else {
+        print_text(&text_of(&answer));
+    }
+    match (answer["finished"].as_bool(), answer["status"].as_str()) {
+        (Some(true), Some("completed")) => Ok(()),
+        (Some(true), _) => Err(fail(EXIT_FAILED, format!("{} did not complete", args.thread))),
+        _ => Err(fail(EXIT_PENDING, format!("{} has not finished", args.thread))),
+    }
+}
+
+/// Long polls of the endpoint until the thread finished or `wait` is over.
+fn poll(ep: &Endpoint, thread: &str, wait: Duration) -> anyhow::Result<Value> {
+    let deadline = Instant::now() + wait;
+    let path = format!("/api/threads/{}/result", endpoint::segment(thread));
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).min(RESULT_WAIT_MS_MAX);
+        let answer = ep.get(&path, &[("wait_ms", ms.to_string())])?;
+        if answer["finished"].as_bool() == Some(true) || Instant::now() >= deadline {
+            return Ok(answer);
+        }
+    }
+}
+
+/// Reads snapshots of the file until the thread finished or `wait` is over.
+async fn from_snapshots(
+    db: &std::path::Path,
+    thread: &str,
+    wait: Duration,
+    wfs: &[Arc<DynWorkflow>],
+) -> anyhow::Result<Value> {
+    let deadline = Instant::now() + wait;
+    let mut pause = SNAPSHOT_PAUSE_MS.0;
+    loop {
+        let engine = open_read_only(db, wfs).await?;
+        let answer = answer_of(&engine, thread, engine.result(thread));
+        engine.shutdown().await;
+        let answer = answer?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if answer["finished"].as_bool() == Some(true) || left.is_zero() {
+            return Ok(answer);
+        }
+        tokio::time::sleep(left.min(Duration::from_millis(pause))).await;
+        pause = (pause * 2).min(SNAPSHOT_PAUSE_MS.1);
+    }
+}
+
+fn answer_of(
+    engine: &crate::Engine,
+    thread: &str,
+    outcome: Result<Option<crate::Outcome>, crate::Error>,
+) -> anyhow::Result<Value> {
+    let outcome = match outcome {
+        Err(crate::Error::UnknownThread(_)) => {
+            return Err(fail(EXIT_FAILED, format!("no thread {thread} in this database")));
+        }
+        other => other?,
+    };
+    let status = match &outcome {
+        Some(o) => o.status,
+        None => engine.thread(thread)?.status()?,
+    };
+    Ok(result_json(thread, status.as_str(), outcome.as_ref()))
+}
+
+fn text_of(answer: &Value) -> String {
+    let thread = answer["thread"].as_str().unwrap_or_default();
+    let status = answer["status"].as_str().unwrap_or_default();
+    if answer["finished"].as_bool() != Some(true) {
+        return format!("{thread}: {status}, not finished");
+    }
+    let mut text = format!("{thread}: {status}");
+    if let Some(error) = answer["error"].as_str() {
+        text.push_str(&format!(" (last error: {error})"));
+    }
+    if !answer["output"].is_null() {
+        text.push_str(&format!("\noutput: {}", answer["output"]));
+    }
+    text
+}

@@ -1,0 +1,152 @@
+//! A thread's result, long-polled, and its deletion:
+//!
+//! - `GET /api/threads/{id}/result[?wait_ms=N]`: `{"thread", "finished", "status", "output",
+//!   "error"}`. With `wait_ms`, an unfinished thread is waited for up to that long (at most
+//!   [`RESULT_WAIT_MS_MAX`]; more is cut to it), so a client in another process awaits it with
+//!   one request per period (`cairn result --wait`); `finished: false` when it has not.
+//! - `DELETE /api/threads/{id}[?force=true]` with `Authorization: Bearer <token>`: deletes the
+//!   thread whole (`Engine::delete`); 409 for an unfinished one without `force`, 404 for none.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use cairn_storage::DeleteOptions;
+use serde_json::{Value, json};
+
+use super::params::Reject;
+use super::routes::{App, pairs, reject};
+use super::threads::segment;
+use super::token;
+use crate::api::handle::Outcome;
+use crate::error::Error;
+use crate::limits::RESULT_WAIT_MS_MAX;
+
+type Q = Result<Query<Vec<(String, String)>>, QueryRejection>;
+
+/// `wait_ms` (0 without it; cut to [`RESULT_WAIT_MS_MAX`]), or a 400 naming the parameter.
+pub(super) fn wait_param(pairs: &[(String, String)]) -> Result<u64, Reject> {
+    let mut wait = None;
+    for (key, value) in pairs {
+        if key != "wait_ms" {
+            return Err(Reject::bad(key, format!("unknown parameter {key:?}; this takes wait_ms")));
+        }
+        if wait.is_some() {
+            return Err(Reject::bad("wait_ms", "given twice"));
+        }
+        let ms: u64 = value
+            .parse()
+            .map_err(|_| Reject::bad("wait_ms", format!("{value:?} is not a number of ms")))?;
+        wait = Some(ms.min(RESULT_WAIT_MS_MAX));
+    }
+    Ok(wait.unwrap_or(0))
+}
+
+/// `force` (false without it), or a 400 naming the parameter.
+fn force_param(pairs: &[(String, String)]) -> Result<bool, Reject> {
+    match pairs {
+        [] => Ok(false),
+        [(key, value)] if key == "force" => match value.as_str() {
+            "true" | "1" => Ok(true),
+            "false" | "0" => Ok(false),
+            _ => Err(Reject::bad("force", format!("{value:?} is not true or false"))),
+        },
+        [(key, _), ..] if key != "force" => {
+            Err(Reject::bad(key, format!("unknown parameter {key:?}; this takes force")))
+        }
+        _ => Err(Reject::bad("force", "given twice")),
+    }
+}
+
+/// The JSON of a result: `outcome` when the thread finished.
+pub(crate) fn result_json(thread: &str, status: &str, outcome: Option<&Outcome>) -> Value {
+    json!({
+        "thread": thread,
+        "finished": outcome.is_some(),
+        "status": outcome.map_or(status, |o| o.status.as_str()),
+        "output": outcome.and_then(|o| o.output.clone()),
+        "error": outcome.and_then(|o| o.error.clone()),
+    })
+}
+
+pub(super) async fn result(
+    State(app): State<App>,
+    id: Result<Path<String>, PathRejection>,
+    q: Q,
+) -> Result<Json<Value>, Reject> {
+    let id = segment(id)?;
+    let wait = Duration::from_millis(wait_param(&pairs(q)?)?);
+    let engine = &app.engine;
+    let outcome = tokio::select! {
+        outcome = engine.await_result(&id, wait) => outcome.map_err(|e| reject(e, "thread"))?,
+        // A server stopping answers what it has instead of holding the request.
+        () = app.stop.cancelled() => None,
+    };
+    let status = match &outcome {
+        Some(o) => o.status,
+        None => engine.thread(&id).and_then(|h| h.status()).map_err(|e| reject(e, "thread"))?,
+    };
+    Ok(Json(result_json(&id, status.as_str(), outcome.as_ref())))
+}
+
+pub(super) async fn delete(
+    State(app): State<App>,
+    id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    q: Q,
+) -> Result<Json<Value>, Reject> {
+    let id = segment(id)?;
+    let given = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    if !token::accepts(&app.token, given) {
+        return Err(Reject {
+            status: 401,
+            error: "a delete needs `Authorization: Bearer <token>` (the token file beside the \
+                    database)"
+                .into(),
+            field: Some("authorization".into()),
+        });
+    }
+    let force = force_param(&pairs(q)?)?;
+    match app.engine.delete(&id, DeleteOptions { force }).await {
+        Ok(Some(d)) => Ok(Json(json!({
+            "thread": id,
+            "deleted": true,
+            "status": d.status.as_str(),
+            "events": d.events,
+            "checkpoints": d.checkpoints,
+            "locks": d.locks,
+            "payloads": d.payloads,
+        }))),
+        Ok(None) => Err(Reject::not_found("thread", format!("no thread {id}"))),
+        Err(Error::Storage(e @ cairn_storage::Error::Unfinished { .. })) => {
+            Err(Reject { status: 409, error: e.to_string(), field: Some("force".into()) })
+        }
+        Err(e) => Err(reject(e, "thread")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{force_param, wait_param};
+
+    fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn each_parameter_is_parsed_bounded_or_refused_by_name() {
+        assert_eq!(wait_param(&q(&[])).unwrap(), 0);
+        assert_eq!(wait_param(&q(&[("wait_ms", "250")])).unwrap(), 250);
+        assert_eq!(wait_param(&q(&[("wait_ms", "99999999")])).unwrap(), super::RESULT_WAIT_MS_MAX);
+        let refused = |r: Result<u64, super::Reject>| r.unwrap_err().field.unwrap();
+        assert_eq!(refused(wait_param(&q(&[("wait_ms", "soon")]))), "wait_ms");
+        assert_eq!(refused(wait_param(&q(&[("wait_ms", "1"), ("wait_ms", "2")]))), "wait_ms");
+        assert_eq!(refused(wait_param(&q(&[("limit", "1")]))), "limit");
+        assert!(!force_param(&q(&[])).unwrap());
+        assert!(force_param(&q(&[("force", "true")])).unwrap());
+        assert_eq!(force_param(&q(&[("force", "yes")])).unwrap_err().field.unwrap(), "force");
+        assert_eq!(force_param(&q(&[("x", "1")])).unwrap_err().field.unwrap(), "x");
+    }
+}

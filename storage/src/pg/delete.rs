@@ -1,0 +1,87 @@
+//! Whole-thread deletion in the group's SQL transaction (see [`crate::Store::delete_thread`]
+//! and `storage/src/delete.rs`): every row of the thread is read and checked, then removed, so
+//! a crash or a failed commit leaves the thread whole.
+
+use super::pg_error;
+use super::read::{decode_event, decode_thread};
+use super::write::{Tx, remove_checkpoints};
+use crate::{DeleteOptions, Deleted, Error, ThreadId};
+
+/// Event rows read and checked at a time: memory holds one page, not the thread's whole log.
+const READ_PAGE_EVENTS: i64 = 1024;
+
+/// Deletes `thread`; `None` when there is no such thread.
+pub(super) fn delete_thread(
+    tx: &mut Tx<'_, '_>,
+    thread: &ThreadId,
+    options: DeleteOptions,
+) -> Result<Option<Deleted>, Error> {
+    let id = thread.as_str();
+    let Some(row) = tx
+        .query_opt("SELECT record FROM cairn_threads WHERE id = $1 FOR UPDATE", &[&id])
+        .map_err(pg_error("read thread"))?
+    else {
+        return Ok(None);
+    };
+    let record = decode_thread(thread, row.get(0))?;
+    if !options.force && !record.status.is_terminal() {
+        return Err(Error::Unfinished { thread: thread.clone(), status: record.status });
+    }
+    // Every event is decoded and checked first (a damaged one rejects the delete), and the
+    // payloads they reference gathered.
+    let mut referenced = std::collections::BTreeSet::new();
+    let mut after: i64 = 0;
+    loop {
+        let rows = tx
+            .query(
+                "SELECT lsn, seq, record FROM cairn_events WHERE thread = $1 AND seq > $2 \
+                 ORDER BY seq LIMIT $3",
+                &[&id, &after, &READ_PAGE_EVENTS],
+            )
+            .map_err(pg_error("read events"))?;
+        for row in &rows {
+            let event = decode_event(row.get(0), row.get(1), row.get(2))?;
+            if let Some(p) = event.payload {
+                referenced.insert(p.hash);
+            }
+            after = row.get(1);
+        }
+        if (rows.len() as i64) < READ_PAGE_EVENTS {
+            break;
+        }
+    }
+    tx.execute("DELETE FROM cairn_correlations WHERE thread = $1", &[&id])
+        .map_err(pg_error("delete correlations"))?;
+    let events = tx
+        .execute("DELETE FROM cairn_events WHERE thread = $1", &[&id])
+        .map_err(pg_error("delete events"))?;
+    let checkpoints = remove_checkpoints(
+        tx,
+        "SELECT id, info FROM cairn_checkpoints WHERE thread = $1 FOR UPDATE",
+        &[&id],
+    )?;
+    let locks = tx
+        .execute("DELETE FROM cairn_locks WHERE owner = $1", &[&id])
+        .map_err(pg_error("delete locks"))?;
+    // The thread's events are gone: a payload that no remaining record holds the hash of is
+    // referenced by nobody (a false match keeps it; see `storage/src/delete.rs`). Other
+    // writers commit at the same time: an append that finds the payload stored, and so does
+    // not write it, holds a share lock on its row until it commits (`group.rs`). The row is
+    // locked here first, and the check runs after, so it sees every event whose writer found
+    // the payload; one that comes after the lock finds it gone and writes it again.
+    let mut payloads = 0;
+    for hash in &referenced {
+        tx.query("SELECT 1 FROM cairn_payloads WHERE hash = $1 FOR UPDATE", &[&&hash[..]])
+            .map_err(pg_error("lock payload"))?;
+        payloads += tx
+            .execute(
+                "DELETE FROM cairn_payloads WHERE hash = $1 AND NOT EXISTS \
+                 (SELECT 1 FROM cairn_events WHERE position($1 IN record) > 0)",
+                &[&&hash[..]],
+            )
+            .map_err(pg_error("delete payloads"))?;
+    }
+    tx.execute("DELETE FROM cairn_threads WHERE id = $1", &[&id])
+        .map_err(pg_error("delete thread"))?;
+    Ok(Some(Deleted { status: record.status, events, checkpoints, locks, payloads }))
+}
