@@ -6,8 +6,9 @@
 //! raw-redb runs are interleaved so that drift in the disk's speed hits both sides alike.
 //!
 //! Environment: `CAIRN_BENCH_RUNS` (default 5) runs per figure, `CAIRN_BENCH_ONLY` (a
-//! comma-separated subset of `sequential,concurrent,none,starts,memory`; `none-1` and `none-64` run one half
-//! of `none`) the sections run,
+//! comma-separated subset of `sequential,concurrent,none,starts,memory,recovery,history`; `none-1`
+//! and `none-64` run one half of `none`) the sections run, `CAIRN_BENCH_HISTORY_STEPS` (default
+//! 100,000) the steps of the history section's thread,
 //! `CAIRN_BENCH_MEMORY_THREADS` (default 10,000 queued or completed threads, 100,000 parked
 //! ones) the threads of each memory figure. The memory
 //! section measures each figure in a fresh child process (this binary, re-run with
@@ -58,11 +59,16 @@ const MEMORY_WARMUP_THREADS: usize = 200;
 const STARTED_THREADS: usize = 1_000;
 
 /// The sections of the benchmark, in the order they run (`CAIRN_BENCH_ONLY` picks some).
-const SECTIONS: [&str; 6] = ["sequential", "concurrent", "none", "starts", "memory", "recovery"];
+const SECTIONS: [&str; 7] =
+    ["sequential", "concurrent", "none", "starts", "memory", "recovery", "history"];
 
 /// Unfinished threads the `recovery` section leaves behind a crash
 /// (`CAIRN_BENCH_RECOVERY_THREADS`).
 const RECOVERY_THREADS: usize = 100_000;
+/// Steps of the `history` section's long thread (`CAIRN_BENCH_HISTORY_STEPS`).
+const HISTORY_STEPS: u64 = 100_000;
+/// Seqs spread over the long thread at which the `history` section times `state_at`.
+const HISTORY_SEQS: u64 = 100;
 /// Set in a child process to the memory figure it measures.
 const CHILD_ENV: &str = "CAIRN_BENCH_CHILD";
 
@@ -96,6 +102,7 @@ fn main() -> anyhow::Result<()> {
             "starts" => starts(&runtime, runs, &mut fresh)?,
             "memory" => memory(runs)?,
             "recovery" => recovery(&runtime, runs, &mut fresh)?,
+            "history" => history(&runtime, runs, &mut fresh)?,
             other => anyhow::bail!(
                 "unknown section {other:?}; known: {},none-1,none-64",
                 SECTIONS.join(",")
@@ -333,6 +340,94 @@ fn recovery(
     Ok(())
 }
 
+/// (g) Reading a long history, engine opened with the default builder (so with its default
+/// checkpoint policy; `Durability::None` only to write the thread quickly): one thread of
+/// [`HISTORY_STEPS`] steps of a one-node loop, then `Engine::replay` of its whole history (per
+/// step) and `Engine::state_at` at [`HISTORY_SEQS`] + 1 seqs spread over it, each seq's time the
+/// best of three (the slowest and the median of them), each run's figures from one pass over
+/// the same file; replay and the slowest `state_at` also in time on the CPU (the calling
+/// thread's, which does all of their work).
+fn history(
+    runtime: &Runtime,
+    runs: usize,
+    fresh: &mut impl FnMut(&str) -> PathBuf,
+) -> anyhow::Result<()> {
+    let steps = env_usize("CAIRN_BENCH_HISTORY_STEPS", HISTORY_STEPS as usize)? as u64;
+    let path = fresh("history");
+    let wf = looping(steps)?;
+    let (mut replay, mut replay_cpu) = (Vec::new(), Vec::new());
+    let (mut slowest, mut slowest_cpu, mut typical) = (Vec::new(), Vec::new(), Vec::new());
+    runtime.block_on(async {
+        let engine =
+            Engine::builder(&path).durability(Durability::None).workflow(&wf).open().await?;
+        let handle = engine.start(LOOPING, 0u64, StartOptions::id("long")).await?;
+        let outcome = handle.finished().await?;
+        anyhow::ensure!(
+            outcome.output == Some(serde_json::json!(steps)),
+            "the long thread ended {:?} with {:?}",
+            outcome.status,
+            outcome.output
+        );
+        let last = engine.store().last_bookmark(&"long".parse()?)?.context("the long thread")?;
+        let last = last.seq.0;
+        for _ in 0..runs {
+            let (started, cpu) = (Instant::now(), on_cpu_ns()?);
+            let report = engine.replay("long", &cairn::replay::ReplayOptions::default()).await?;
+            let (elapsed, cpu) = (started.elapsed(), on_cpu_ns()? - cpu);
+            anyhow::ensure!(report.divergence.is_none(), "replay diverged: {report:?}");
+            replay.push(elapsed.as_secs_f64() * 1e6 / steps as f64);
+            replay_cpu.push(cpu as f64 / 1e3 / steps as f64);
+            // Each seq's time is the best of three tries: on a shared machine one try can lose
+            // its CPU for a scheduler slice, tens of ms, which says nothing about `state_at`.
+            // Its time on the CPU (this thread's, from the scheduler) is counted apart.
+            let (mut times, mut cpus) = (Vec::new(), Vec::new());
+            for k in 0..=HISTORY_SEQS {
+                let seq = (last * k / HISTORY_SEQS).max(1);
+                let (mut best, mut best_cpu) = (f64::MAX, f64::MAX);
+                for _ in 0..3 {
+                    let (started, cpu) = (Instant::now(), on_cpu_ns()?);
+                    let view = engine.state_at("long", Some(seq))?;
+                    let cpu = on_cpu_ns()? - cpu;
+                    best = best.min(started.elapsed().as_secs_f64() * 1e3);
+                    best_cpu = best_cpu.min(cpu as f64 / 1e6);
+                    drop(view);
+                }
+                times.push(best);
+                cpus.push(best_cpu);
+            }
+            let (at, worst) = times
+                .iter()
+                .copied()
+                .enumerate()
+                .fold((0, 0.0), |(i, w), (j, t)| if t > w { (j, t) } else { (i, w) });
+            let at = (last * at as u64 / HISTORY_SEQS).max(1);
+            let worst_cpu = cpus.iter().copied().fold(0.0, f64::max);
+            println!("# state_at slowest at seq {at} ({worst:.3} ms); slowest on the CPU {worst_cpu:.3} ms");
+            slowest.push(worst);
+            slowest_cpu.push(worst_cpu);
+            typical.push(median(times));
+        }
+        engine.shutdown().await;
+        anyhow::Ok(())
+    })?;
+    let name = |what: &str| format!("{what}_{steps}_step_thread");
+    println!("{}", bench_line(&name("replay_per_step"), median(replay), "us"));
+    println!("{}", bench_line(&name("replay_per_step_on_cpu"), median(replay_cpu), "us"));
+    println!("{}", bench_line(&name("state_at_slowest"), median(slowest), "ms"));
+    println!("{}", bench_line(&name("state_at_slowest_on_cpu"), median(slowest_cpu), "ms"));
+    println!("{}", bench_line(&name("state_at_median"), median(typical), "ms"));
+    Ok(())
+}
+
+/// Nanoseconds the calling thread has spent on a CPU (`/proc/thread-self/schedstat`): a cost
+/// that a loaded machine's scheduler does not inflate, for work done on this thread alone.
+fn on_cpu_ns() -> anyhow::Result<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat")
+        .context("/proc/thread-self/schedstat")?;
+    let first = stat.split_whitespace().next().context("an empty schedstat")?;
+    first.parse().with_context(|| format!("schedstat: {stat:?}"))
+}
+
 /// (d) Memory per thread: the resident-set growth of a fresh process (a child) while
 /// [`MEMORY_PARKED_THREADS`] threads are parked (waiting for input, sleeping, paused), while
 /// [`MEMORY_THREADS`] wait for a runner permit, and after as many have completed, with the peak
@@ -431,6 +526,23 @@ fn memory_child(which: &str, threads: usize, path: &Path) -> anyhow::Result<()> 
 /// The workflow of every timed run: `NODES` nodes in a line, each adding one to a `u64`.
 fn linear() -> anyhow::Result<Workflow<Replace<u64>>> {
     cairn_benches::linear_workflow(WORKFLOW, NODES)
+}
+
+/// The long-history workflow of the history section.
+const LOOPING: &str = "bench-looping";
+
+/// One node that adds one to a `u64`, looped until it reaches `steps`: one step per loop.
+fn looping(steps: u64) -> anyhow::Result<Workflow<Replace<u64>>> {
+    let bound = u32::try_from(steps).context("history steps")?;
+    Ok(Workflow::<Replace<u64>>::builder(LOOPING, 1)
+        .node(
+            "inc",
+            |s: Arc<Replace<u64>>, _ctx: Ctx| async move { Ok(NodeOutput::update(s.0 + 1)) },
+        )
+        .edge(START, "inc")
+        .route("inc", move |s: &Replace<u64>| if s.0 >= steps { END } else { "inc" }, ["inc", END])
+        .loop_bound("inc", bound)
+        .build()?)
 }
 
 /// The parking workflow of the memory section.

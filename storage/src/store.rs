@@ -429,6 +429,15 @@ pub trait Store: Send + Sync + 'static {
         true
     }
 
+    /// Announces a write the caller is computing and will queue soon (see [`crate::WriteIntent`]):
+    /// while the returned guard is held, a store that gathers writes into group commits may keep
+    /// a group open for it, within its usual gathering bound. `None`: this store does not use
+    /// intents (the default). Grouping only: what is written, and when a write is acknowledged
+    /// (after the commit that holds it), is the same either way.
+    fn intend_write(&self) -> Option<crate::WriteIntent> {
+        None
+    }
+
     /// Unfinished threads of `workflows` that may need an engine by now plus `horizon_ms`
     /// (a lease lapsing, a timer or deadline falling due, or not known: see
     /// [`crate::Batch::wakes`]), soonest first (by `(ready_at_ms, id)`), after `after` (the last

@@ -81,6 +81,9 @@ impl Engine {
         input: serde_json::Value,
         options: StartOptions,
     ) -> Result<ThreadHandle, Error> {
+        if self.shell.store.exclusive() {
+            return self.start_running(workflow, input, options).await;
+        }
         let (wf, id, batch) = self.prepare_start(workflow, input, options)?;
         if let Some(batch) = batch {
             let pending = self.shell.store.append(batch)?;
@@ -152,6 +155,55 @@ impl Engine {
         }
     }
 
+    /// [`Engine::start_json`] on a store this engine has to itself: when a runner permit is
+    /// free, the thread is claimed first, created already running, and driven from its
+    /// creation's context, so that its first batches may share the creation's durable commit
+    /// (see `exec::started`). Otherwise (no permit free, or the id claimed by a runner of this
+    /// engine: an existing thread, or another start of it under way) the plain path.
+    async fn start_running(
+        &self,
+        workflow: &str,
+        input: serde_json::Value,
+        options: StartOptions,
+    ) -> Result<ThreadHandle, Error> {
+        let wf = self.shell.registry.latest(workflow, options.version)?;
+        let (id, labels, policy) = self.start_fields(&options)?;
+        // A thread that would wait for a runner permit is created as before (Created, no
+        // lease), and queued.
+        let permit = self.shell.permits.clone().try_acquire_owned().ok();
+        let claimed = permit.and_then(|p| Some((p, self.shell.coord.claim(&id, None)?)));
+        let Some((permit, control)) = claimed else {
+            let batch =
+                crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy)?;
+            if let Some(batch) = batch {
+                let pending = self.shell.store.append(batch)?;
+                if crate::exec::start::settle(&self.shell, &wf, &id, pending).await? {
+                    spawn_drive(&self.shell, id.clone(), "started");
+                }
+            }
+            return Ok(ThreadHandle::new(self.clone(), id));
+        };
+        // Announced before the creation is queued: the writer may hold the creation's group
+        // open for the runner's first batch.
+        let intent = self.shell.store.intend_write();
+        let prepared =
+            crate::exec::start::prepare_running(&self.shell, &wf, &id, input, labels, policy);
+        let running = match prepared {
+            Ok(Some(running)) => running,
+            Ok(None) => {
+                self.shell.coord.release(&id);
+                return Ok(ThreadHandle::new(self.clone(), id));
+            }
+            Err(e) => {
+                self.shell.coord.release(&id);
+                return Err(e);
+            }
+        };
+        let created = crate::exec::started::Created { thread: id.clone(), control, wf, running };
+        crate::exec::started::start_running(&self.shell, created, (permit, intent)).await?;
+        Ok(ThreadHandle::new(self.clone(), id))
+    }
+
     /// Checks a start and builds the batch that creates its thread (`None`: the thread exists).
     #[allow(clippy::type_complexity, reason = "a private triple read once by each caller")]
     fn prepare_start(
@@ -161,6 +213,21 @@ impl Engine {
         options: StartOptions,
     ) -> Result<(Arc<DynWorkflow>, ThreadId, Option<cairn_storage::Batch>), Error> {
         let wf = self.shell.registry.latest(workflow, options.version)?;
+        let (id, labels, policy) = self.start_fields(&options)?;
+        let batch =
+            crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy)?;
+        Ok((wf, id, batch))
+    }
+
+    /// A start's thread id (the given one, or a new one), labels and policy, checked.
+    #[allow(clippy::type_complexity, reason = "a private triple read once by each caller")]
+    fn start_fields(
+        &self,
+        options: &StartOptions,
+    ) -> Result<
+        (ThreadId, std::collections::BTreeMap<String, String>, crate::core::event::ThreadPolicy),
+        Error,
+    > {
         if options.labels.contains_key(crate::core::children::PARENT_LABEL) {
             return Err(Error::Invalid(format!(
                 "the label {:?} is reserved: the engine sets it on sub-workflow child threads",
@@ -175,19 +242,10 @@ impl Engine {
             deadline_at_ms: options
                 .deadline_ms
                 .map(|d| self.shell.clock.now_ms().saturating_add(d)),
-            budgets: options.budgets,
-            permissions: options.permissions,
+            budgets: options.budgets.clone(),
+            permissions: options.permissions.clone(),
         };
-        let batch = crate::exec::start::prepare(
-            &self.shell,
-            &wf,
-            &id,
-            input,
-            options.labels,
-            None,
-            policy,
-        )?;
-        Ok((wf, id, batch))
+        Ok((id, options.labels.clone(), policy))
     }
 
     /// A handle to an existing thread.

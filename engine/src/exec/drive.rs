@@ -107,20 +107,26 @@ pub(crate) async fn drive_under(
             return Ok(Exit::Busy);
         };
         let result = drive_claimed(&shell, &thread, depth, reason, &control).await;
-        shell.coord.release(&thread);
-        if let Ok(Exit::Status(s)) = &result {
-            shell.coord.status_changed(&thread, *s);
-            if s.is_terminal() {
-                shell.verified.forget(&thread);
-                shell.metrics.thread_ended(*s, shell.store.as_ref());
-            } else {
-                arm_parked_deadline(&shell, &thread);
-            }
-        }
+        released(&shell, &thread, &result);
         result
     }
     .instrument(span)
     .await
+}
+
+/// Lets `thread` go after a drive that ended with `result`: releases its claim, tells its
+/// watchers where it stands, and arms a parked thread's deadline.
+pub(super) fn released(shell: &Shell, thread: &ThreadId, result: &Result<Exit, Error>) {
+    shell.coord.release(thread);
+    if let Ok(Exit::Status(s)) = result {
+        shell.coord.status_changed(thread, *s);
+        if s.is_terminal() {
+            shell.verified.forget(thread);
+            shell.metrics.thread_ended(*s, shell.store.as_ref());
+        } else {
+            arm_parked_deadline(shell, thread);
+        }
+    }
 }
 
 async fn drive_claimed(
@@ -169,6 +175,35 @@ async fn drive_claimed(
         ctx.meta.seq,
         tail,
     );
+    let claimed = Claimed { thread, depth, reason, control, wf };
+    run_claimed(shell, claimed, ctx, record, pipeline, false).await
+}
+
+/// A thread this engine holds the claim of, and what it runs.
+pub(super) struct Claimed<'a> {
+    pub thread: &'a ThreadId,
+    pub depth: usize,
+    pub reason: &'a str,
+    pub control: &'a Arc<Control>,
+    pub wf: Arc<cairn_dsl::DynWorkflow>,
+}
+
+/// Runs a claimed thread from `ctx` (its record `record`) with `pipeline` as its write path,
+/// until it ends, parks or the engine stops. `begun`: its Running status and this engine's lease
+/// are written already (a thread that `start` created running); otherwise the runner writes
+/// them first.
+///
+/// # Errors
+/// As [`drive_under`].
+pub(super) async fn run_claimed(
+    shell: &Arc<Shell>,
+    claimed: Claimed<'_>,
+    ctx: ThreadCtx,
+    record: cairn_storage::ThreadRecord,
+    pipeline: Pipeline,
+    begun: bool,
+) -> Result<Exit, Error> {
+    let Claimed { thread, depth, reason, control, wf } = claimed;
     let stop = StopSlot::default();
     let children = LiveChildren {
         shell: shell.clone(),
@@ -198,7 +233,7 @@ async fn drive_claimed(
         watch_deadline(shell, at, control);
     }
     let mut runner = Runner::new(shell.clone(), env, ctx, record);
-    if !runner.begin(reason).await? {
+    if !begun && !runner.begin(reason).await? {
         return Ok(Exit::Elsewhere);
     }
     let exit = runner.run(control).await?;

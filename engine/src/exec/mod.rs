@@ -22,6 +22,7 @@ pub(crate) mod resume_check;
 pub(crate) mod runner;
 pub(crate) mod shell;
 pub(crate) mod start;
+pub(crate) mod started;
 pub(crate) mod stop;
 pub(crate) mod subgraph;
 pub(crate) mod task;

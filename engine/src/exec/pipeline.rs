@@ -30,7 +30,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cairn_storage::{Appended, Batch, Guard, LeaseOp, Pending, Seq, Store, ThreadId};
+use cairn_storage::{Appended, Batch, Guard, LeaseOp, Pending, Seq, Store, ThreadId, WriteIntent};
 use tokio::sync::{mpsc, watch};
 
 use super::shell::StepAcks;
@@ -57,6 +57,9 @@ pub(crate) struct Pipeline {
     /// The write path's state; held while a batch is handed to storage (and, for a refusable
     /// batch, until its outcome is known).
     port: tokio::sync::Mutex<Port>,
+    /// The storage write intent announcing the runner's next batch while it computes it (see
+    /// [`Pipeline::intend`]).
+    intent: std::sync::Mutex<Option<WriteIntent>>,
 }
 
 /// What the write path knows of the thread's log.
@@ -118,6 +121,48 @@ impl Pipeline {
                 // The bytes of a tail written before this runner are not known; the events are.
                 tail: Tail { events: tail_events, bytes: 0 },
             }),
+            intent: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Announces the runner's next batches to storage while the runner computes them, so that
+    /// a group commit holding this thread's earlier batches (or its creation) may wait for them
+    /// rather than commit without them (see [`cairn_storage::WriteIntent`]). `intent` is one
+    /// taken earlier (by `start`, before the creation was queued); `None` takes a new one if
+    /// none is held. Withdrawn when the runner settles (it then waits for the disk: nothing
+    /// more comes until the group commits) and when the pipeline goes.
+    pub fn intend(&self, intent: Option<WriteIntent>) {
+        let Ok(mut held) = self.intent.lock() else { return };
+        if held.is_none() {
+            *held = intent.or_else(|| self.store.intend_write());
+        }
+    }
+
+    /// Withdraws the intent [`Pipeline::intend`] holds, if any.
+    fn withdraw(&self) {
+        let taken = self.intent.lock().ok().and_then(|mut held| held.take());
+        drop(taken);
+    }
+
+    /// Waits until the first `batches` batches handed to the acknowledger are durable (a
+    /// creation handed over before the runner's batches: once it is durable, the thread
+    /// exists, whatever becomes of the batches after it). Does not borrow the pipeline.
+    ///
+    /// # Errors
+    /// The first failure among those batches; [`Error::ShutDown`] if the engine stopped
+    /// meanwhile.
+    pub fn durable_through(
+        &self,
+        batches: u64,
+    ) -> impl std::future::Future<Output = Result<(), Error>> + Send + 'static {
+        let mut acked = self.acked.clone();
+        async move {
+            let seen = acked.wait_for(|a| a.batches >= batches || a.failed.is_some()).await;
+            let Ok(seen) = seen else { return Err(Error::ShutDown) };
+            match &seen.failed {
+                Some(e) if seen.batches < batches => Err(e.clone().into()),
+                _ => Ok(()),
+            }
         }
     }
 
@@ -250,6 +295,7 @@ impl Pipeline {
     /// # Errors
     /// The first failed batch's error; [`Error::ShutDown`] if the engine stopped meanwhile.
     pub async fn settle(&self) -> Result<(), Error> {
+        self.withdraw();
         let target = self.submitted.load(Ordering::SeqCst);
         let mut acked = self.acked.clone();
         let seen = acked.wait_for(|a| a.batches >= target || a.failed.is_some()).await;

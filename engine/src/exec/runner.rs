@@ -128,6 +128,8 @@ impl Runner {
 
     pub async fn run(&mut self, control: &Arc<Control>) -> Result<Exit, Error> {
         loop {
+            // The step's batch is being computed: storage may wait for it.
+            self.env.pipeline.intend(None);
             let now = self.now();
             if control.cancel.is_cancelled() {
                 if control.timed_out() {

@@ -4,12 +4,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cairn_dsl::{DynWorkflow, NextTarget};
-use cairn_storage::{Batch, Guard, Pending, ThreadId, ThreadRecord};
+use cairn_storage::{Batch, Guard, LeaseOp, Pending, ThreadId, ThreadRecord};
 use serde_json::Value;
 
 use super::shell::Shell;
-use crate::core::codec;
 use crate::core::event::{Body, ForkOrigin, ThreadPolicy};
+use crate::core::status::Transition;
+use crate::core::thread_ctx::ThreadCtx;
+use crate::core::{codec, decide, summary};
 use crate::error::Error;
 
 /// Writes a new thread of `wf` on `input`. Returns `false` (and writes nothing) if a thread with
@@ -47,6 +49,84 @@ pub(crate) fn prepare(
     fork: Option<ForkSeed>,
     policy: ThreadPolicy,
 ) -> Result<Option<Batch>, Error> {
+    let Some((body, record, now)) = creation(shell, wf, id, input, labels, fork, policy)? else {
+        return Ok(None);
+    };
+    let mut batch = Batch::default();
+    codec::push_event(&mut batch, id, &body, now)?;
+    batch.threads.push(record);
+    batch.guards.push(Guard::Absent { thread: id.clone() });
+    Ok(Some(batch))
+}
+
+/// A thread created already running under this engine's lease: its creation batch, and the
+/// context and record its runner goes on from (what a restore of that batch would give).
+pub(crate) struct Running {
+    /// The creation (`thread_created`, then the status change to Running, the record, the
+    /// lease taken by this engine, guarded by the id being free).
+    pub batch: Batch,
+    /// The thread's context after the batch.
+    pub ctx: ThreadCtx,
+    /// The thread's record as the batch writes it.
+    pub record: ThreadRecord,
+}
+
+/// [`prepare`] for a thread that this engine runs at once: the creation also moves it to
+/// Running and takes its lease for `shell.owner`, so that its runner starts from the returned
+/// context without reading the thread back, and its first batches may share the creation's
+/// commit. The lease chains them to the creation: every later batch of the runner renews it, and
+/// a renewal fails on a thread this creation did not make (it found the id taken), since only a
+/// runner holding the thread's claim in this engine takes the lease as this owner.
+///
+/// # Errors
+/// As [`create`].
+pub(crate) fn prepare_running(
+    shell: &Shell,
+    wf: &Arc<DynWorkflow>,
+    id: &ThreadId,
+    input: Value,
+    labels: BTreeMap<String, String>,
+    policy: ThreadPolicy,
+) -> Result<Option<Running>, Error> {
+    let Some((body, mut record, now)) = creation(shell, wf, id, input, labels, None, policy)?
+    else {
+        return Ok(None);
+    };
+    let mut ctx = ThreadCtx::created(wf, id.as_str(), &body, now)?;
+    let mut events = vec![(body, now)];
+    decide::emit_status(&mut ctx, &mut events, Transition::Run, STARTED, now)?;
+    let mut batch = Batch::default();
+    for (body, at) in &events {
+        codec::push_event(&mut batch, id, body, *at)?;
+    }
+    record.status = ctx.meta.status;
+    record.summary = summary::summary_bytes(&ctx);
+    batch.threads.push(record.clone());
+    batch.leases.push(LeaseOp::Acquire {
+        thread: id.clone(),
+        owner: shell.owner.clone(),
+        now_ms: now,
+        ttl_ms: shell.config.lease_ttl_ms,
+    });
+    batch.guards.push(Guard::Absent { thread: id.clone() });
+    Ok(Some(Running { batch, ctx, record }))
+}
+
+/// Why a thread created by `start` is driven (the status change's reason).
+pub(crate) const STARTED: &str = "started";
+
+/// The first event and the record of a new thread of `wf` on `input`, and the creation time;
+/// `None` if a thread with this id exists already (of the same workflow).
+#[allow(clippy::type_complexity, reason = "a private triple read by the two builders above")]
+fn creation(
+    shell: &Shell,
+    wf: &Arc<DynWorkflow>,
+    id: &ThreadId,
+    input: Value,
+    labels: BTreeMap<String, String>,
+    fork: Option<ForkSeed>,
+    policy: ThreadPolicy,
+) -> Result<Option<(Body, ThreadRecord, u64)>, Error> {
     if let Some(existing) = shell.store.thread(id)? {
         return same_workflow(&existing, wf).map(|()| None);
     }
@@ -87,11 +167,7 @@ pub(crate) fn prepare(
         policy,
         seed,
     };
-    let mut batch = Batch::default();
-    codec::push_event(&mut batch, id, &body, now)?;
-    batch.threads.push(record);
-    batch.guards.push(Guard::Absent { thread: id.clone() });
-    Ok(Some(batch))
+    Ok(Some((body, record, now)))
 }
 
 /// Waits for a creation batch: `true` once the thread exists durably, `false` if somebody
@@ -125,7 +201,7 @@ pub(crate) fn workflow_ref(wf: &DynWorkflow) -> cairn_storage::WorkflowRef {
     }
 }
 
-fn same_workflow(existing: &ThreadRecord, wf: &DynWorkflow) -> Result<(), Error> {
+pub(crate) fn same_workflow(existing: &ThreadRecord, wf: &DynWorkflow) -> Result<(), Error> {
     if existing.workflow.id == wf.id() {
         Ok(())
     } else {

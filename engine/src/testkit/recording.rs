@@ -248,6 +248,10 @@ impl std::fmt::Debug for RecordingStore {
 }
 
 impl Store for RecordingStore {
+    fn intend_write(&self) -> Option<cairn_storage::WriteIntent> {
+        self.inner.intend_write()
+    }
+
     fn append(&self, batch: Batch) -> Result<Pending, Error> {
         let new_events = batch.events.clone();
         let pending = self.watch(self.inner.append(batch))?;

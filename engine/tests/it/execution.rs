@@ -1,5 +1,7 @@
 //! Execution semantics: linear runs, routes, joins, loops, idempotent start, version pinning.
 
+use std::sync::Arc;
+
 use cairn::dsl::{NodeOutput, Workflow};
 use cairn::{END, Error, START, StartOptions, ThreadStatus};
 
@@ -343,5 +345,64 @@ async fn values_drawn_in_another_order_on_a_rerun_are_nondeterminism() {
     assert_ne!(outcome.status, ThreadStatus::Completed, "{outcome:?}");
     let error = format!("{:?}", outcome.error);
     assert!(error.contains("draws a random number where a clock value was recorded"), "{error}");
+    engine.shutdown().await;
+}
+
+/// `start` hands the new thread's runner the context built from the creation: the runner reads
+/// nothing of the thread back (a drive of a stored thread restores it from its log first), and
+/// the creation itself moves the thread to Running under this engine's lease, so that the run's
+/// first batches can follow it into the same commit.
+#[tokio::test]
+async fn a_started_thread_runs_from_its_creation_without_reading_it_back() {
+    use cairn::storage::{EventKind, Options, RedbStore, Seq, Store};
+    use cairn::testkit::RecordingStore;
+
+    let (_d, path) = db();
+    let redb = RedbStore::open(&path, Options::default()).unwrap();
+    let store = Arc::new(RecordingStore::new(Arc::new(redb)));
+    let fx = Effects::default();
+    let wf = linear(3, fx.clone());
+    let as_dyn: Arc<dyn Store> = store.clone();
+    let engine = cairn::Engine::with_store(as_dyn).workflow(&wf).open().await.unwrap();
+    let before = store.events_read();
+    let t = engine.start("linear", Tally::default(), StartOptions::id("t1")).await.unwrap();
+    assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
+    let run = store.events_read() - before;
+    // What the outcome alone reads (the end of the log, for the output).
+    let before = store.events_read();
+    t.outcome().unwrap();
+    let outcome = store.events_read() - before;
+    assert_eq!(run, outcome, "the start and the run read no event; the outcome read {outcome}");
+    assert_eq!(fx.count(), 3);
+    let first = store.read_range(&"t1".parse().unwrap(), Seq(1), Seq(2)).unwrap();
+    let kinds: Vec<EventKind> = first.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [EventKind::ThreadCreated, EventKind::StatusChanged]);
+    assert_eq!(first[1].bookmark.lsn.0, first[0].bookmark.lsn.0 + 1, "one batch");
+    engine.shutdown().await;
+}
+
+/// Many `start`s of one id at once make one thread, run once: one of them creates and drives it,
+/// the others find it (claimed by its runner, or created first) and return a handle to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_starts_of_one_id_make_one_thread() {
+    let (_d, path) = db();
+    let fx = Effects::default();
+    let wf = linear(3, fx.clone());
+    let engine = engine_on(&path, &[&wf], None).await;
+    let mut starts = Vec::new();
+    for _ in 0..16 {
+        let engine = engine.clone();
+        starts.push(tokio::spawn(async move {
+            engine.start("linear", Tally::default(), StartOptions::id("once")).await
+        }));
+    }
+    for start in starts {
+        let handle = start.await.unwrap().unwrap();
+        let out: Tally = handle.output().await.unwrap();
+        assert_eq!(out.log, vec!["n0", "n1", "n2"]);
+    }
+    assert_eq!(fx.count(), 3, "every node ran once");
+    let report = engine.store().verify().unwrap();
+    assert!(report.is_clean(), "{report:?}");
     engine.shutdown().await;
 }

@@ -261,7 +261,9 @@ async fn gauges_follow_permits_timers_and_a_take_over_counts() {
     assert_eq!(recorder.gauge(names::TIMERS_ARMED), 0.0);
     let t = engine.start("nap", Tally::default(), StartOptions::id("nap")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, cairn::ThreadStatus::Sleeping);
-    assert_eq!(recorder.gauge(names::TIMERS_ARMED), 1.0, "its wake-up is armed");
+    // Its runner arms the wake-up right after the commit that parked it, which `wait` may see
+    // first (the thread can park within its creation's commit, before `start` returns).
+    until("its wake-up armed", || recorder.gauge(names::TIMERS_ARMED) == 1.0).await;
     engine.cancel("nap", "done").await.unwrap();
     assert_eq!(recorder.gauge(names::TIMERS_ARMED), 0.0, "disarmed by the cancel");
     engine.shutdown().await;

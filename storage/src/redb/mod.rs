@@ -124,6 +124,8 @@ struct WriterHandle {
     poisoned: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
     metrics: crate::telemetry::StoreMetrics,
+    /// Writes announced by callers still computing them (see [`crate::WriteIntents`]).
+    intents: Arc<crate::WriteIntents>,
 }
 
 /// The redb handle a store reads through.
@@ -457,6 +459,9 @@ impl RedbStore {
         let (committed_tx, committed) = watch::channel(counters.last_lsn);
         let poisoned = Arc::new(AtomicBool::new(false));
         let (tx, rx) = sync_channel(options.queue_depth.max(1));
+        let nudge = tx.clone();
+        // A full queue wakes the writer anyway; a closed one has no writer left to wake.
+        let intents = crate::WriteIntents::new(move || drop(nudge.try_send(Command::Nudge)));
         let metrics = crate::telemetry::StoreMetrics::default();
         let writer = Writer {
             db: db.clone(),
@@ -472,6 +477,8 @@ impl RedbStore {
             last_commit: Duration::ZERO,
             cache: cache::ThreadCache::default(),
             metrics: metrics.clone(),
+            intents: intents.clone(),
+            gather_max: writer::GATHER_WAIT_MAX,
         };
         let thread = std::thread::Builder::new()
             .name("cairn-writer".into())
@@ -479,7 +486,13 @@ impl RedbStore {
             .map_err(|e| Error::storage("spawn writer", e))?;
         let inner = Inner {
             db: RwLock::new(Some(Arc::new(Db::Full(db)))),
-            writer: Some(WriterHandle { tx, poisoned, thread: Mutex::new(Some(thread)), metrics }),
+            writer: Some(WriterHandle {
+                tx,
+                poisoned,
+                thread: Mutex::new(Some(thread)),
+                metrics,
+                intents,
+            }),
             durability: options.durability,
             committed,
             path,
@@ -566,6 +579,10 @@ fn open_error(error: DatabaseError) -> Error {
 }
 
 impl Store for RedbStore {
+    fn intend_write(&self) -> Option<crate::WriteIntent> {
+        self.inner.writer.as_ref().map(|w| w.intents.hold())
+    }
+
     fn append(&self, batch: Batch) -> Result<Pending, Error> {
         batch.check_limits()?;
         if batch.is_empty() {

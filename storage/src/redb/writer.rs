@@ -39,6 +39,8 @@ pub(crate) enum Command {
     Close(std::sync::mpsc::Sender<Result<(), Error>>),
     /// Look at the clock now: flush if a periodic flush is due, then answer.
     Tick(std::sync::mpsc::Sender<Result<(), Error>>),
+    /// The last write intent was withdrawn: a group kept open for intents may commit now.
+    Nudge,
 }
 
 /// A write for the writer.
@@ -185,11 +187,15 @@ pub(crate) struct Writer {
     pub(crate) cache: ThreadCache,
     /// Where each group commit's figures go.
     pub(crate) metrics: crate::telemetry::StoreMetrics,
+    /// Writes that callers announced and are still computing (see [`crate::WriteIntents`]).
+    pub(crate) intents: Arc<crate::WriteIntents>,
+    /// The longest a group waits beyond what is queued ([`GATHER_WAIT_MAX`]; tests lengthen it).
+    pub(crate) gather_max: Duration,
 }
 
 /// The longest the writer waits to fill a group beyond what is already queued: well under a
 /// disk's fsync time, so a caller that stopped writing costs the others little.
-const GATHER_WAIT_MAX: Duration = Duration::from_millis(2);
+pub(crate) const GATHER_WAIT_MAX: Duration = Duration::from_millis(2);
 
 impl Writer {
     /// Runs until a `Close` command or until every sender is gone.
@@ -244,6 +250,7 @@ impl Writer {
                     drop(reply.send(result));
                     None
                 }
+                Command::Nudge => None,
             };
             if let Some(close) = close {
                 let result = self.flush();
@@ -252,6 +259,7 @@ impl Writer {
                     match command {
                         Command::Write(write) => refuse(write, &Error::Closed),
                         Command::Close(other) | Command::Tick(other) => drop(other.send(Ok(()))),
+                        Command::Nudge => {}
                     }
                 }
                 drop(close.send(result));
@@ -330,6 +338,11 @@ impl Writer {
     /// thread's pipelined batches count once, because they arrive together or not at all. So a
     /// lone caller never waits, even right after a group of many of its own writes (a new
     /// thread's first write after the previous thread's last steps used to wait a commit time).
+    ///
+    /// Within the same bound, the group also stays open while any write intent is held (see
+    /// [`crate::WriteIntents`]): a runner computing its next batch, or a `start` whose runner
+    /// has not sent its first one yet, so that a new thread's creation and its run share one
+    /// commit. The last intent withdrawn nudges the writer, which commits at once.
     fn group(
         &mut self,
         first: Write,
@@ -348,7 +361,7 @@ impl Writer {
             Durability::None => false,
         };
         let target = self.last_group.clamp(1, self.group_max);
-        let deadline = Instant::now() + self.last_commit.min(GATHER_WAIT_MAX);
+        let deadline = Instant::now() + self.last_commit.min(self.gather_max);
         let mut answers = Vec::with_capacity(target);
         let mut results = Vec::with_capacity(target);
         let mut callers = Callers::default();
@@ -394,7 +407,8 @@ impl Writer {
                     Ok(command) => command,
                     Err(_) => {
                         let now = Instant::now();
-                        if callers.count() >= target || now >= deadline {
+                        let awaited = callers.count() < target || self.intents.held() > 0;
+                        if !awaited || now >= deadline {
                             break Ok(());
                         }
                         match rx.recv_timeout(deadline - now) {
@@ -411,6 +425,8 @@ impl Writer {
                     }
                     // Answered once this group is committed (it may be the due flush itself).
                     Command::Tick(reply) => ticks.push(reply),
+                    // Looked at again above: the intents may all be gone.
+                    Command::Nudge => {}
                 }
             };
             let applied = applied.and_then(|()| {
@@ -585,6 +601,8 @@ mod tests {
             last_commit: Duration::ZERO,
             cache: ThreadCache::default(),
             metrics: crate::telemetry::StoreMetrics::default(),
+            intents: crate::WriteIntents::new(|| {}),
+            gather_max: GATHER_WAIT_MAX,
         }
     }
 
@@ -625,6 +643,54 @@ mod tests {
         assert_eq!(run(Batch { leases: vec![acquire], ..Batch::default() }), 1, "a driven thread");
         let release = LeaseOp::Release { thread, owner };
         assert_eq!(run(Batch { leases: vec![release], ..Batch::default() }), 0, "parked: gone");
+    }
+
+    /// A group stays open while a write intent is held, for the write it announces, and commits
+    /// as soon as the last intent is withdrawn (without the intents, the second write would come
+    /// 50 ms after the first group committed).
+    #[test]
+    fn a_group_waits_for_the_writes_announced_to_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut writer = writer_on(dir.path());
+        let (tx, rx) = std::sync::mpsc::sync_channel(8);
+        let nudge = tx.clone();
+        writer.intents = crate::WriteIntents::new(move || drop(nudge.try_send(Command::Nudge)));
+        writer.gather_max = Duration::from_secs(30);
+        writer.last_commit = Duration::from_secs(30);
+        let a = ThreadId::new("a").expect("id");
+        let b = ThreadId::new("b").expect("id");
+        let intent = writer.intents.hold();
+        let (first, first_answer) = write(create(&a));
+        let (second, second_answer) = write(create(&b));
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            tx.send(Command::Write(second)).expect("send");
+            drop(intent);
+            tx
+        });
+        let started = Instant::now();
+        assert!(writer.group(first, &rx).is_none());
+        let tx = sender.join().expect("sender");
+        assert_eq!(writer.last_group, 2, "the announced write joined the group");
+        assert!(started.elapsed() < Duration::from_secs(10), "committed when the intent went");
+        first_answer.blocking_recv().expect("answered").expect("appended");
+        second_answer.blocking_recv().expect("answered").expect("appended");
+        // An intent withdrawn with no write: the group commits on the nudge, not at its bound
+        // (one caller expected, as after a lone caller's group).
+        writer.last_group = 1;
+        let intent = writer.intents.hold();
+        let (third, third_answer) = write(create(&ThreadId::new("c").expect("id")));
+        let withdraw = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            drop(intent);
+        });
+        let started = Instant::now();
+        assert!(writer.group(third, &rx).is_none());
+        withdraw.join().expect("withdraw");
+        assert_eq!(writer.last_group, 1);
+        assert!(started.elapsed() < Duration::from_secs(10), "committed on the nudge");
+        third_answer.blocking_recv().expect("answered").expect("appended");
+        drop(tx);
     }
 
     /// The gathering target counts threads, not writes: a runner's pipelined batches arrive

@@ -1,0 +1,131 @@
+//! Starting a thread and running it at once, without reading it back.
+//!
+//! `Engine::start` on a store this engine has to itself claims the new thread first, then writes
+//! its creation already Running under this engine's lease ([`super::start::prepare_running`]),
+//! and hands the creation's context to a runner, whose pipeline waits for the creation as its
+//! first batch in flight. The runner's first batches follow the creation into storage before it
+//! is durable, so they can share its group commit (one durable commit for a short thread instead
+//! of two: its creation, then its run), and the runner skips the read of the thread, the restore
+//! and the resume check that a drive of a stored thread makes.
+//!
+//! What a crash could observe is unchanged: `start` returns once the creation is durable; the
+//! runner's steps are acknowledged by its pipeline as before, each after its commit, and a batch
+//! of the runner can only commit in or after the creation's group. If the creation is refused
+//! (the id was taken meanwhile), every batch of the runner is refused after it: they renew the
+//! lease that only the creation gave this engine's owner (see `prepare_running`).
+
+use std::sync::Arc;
+
+use cairn_dsl::DynWorkflow;
+use cairn_storage::{Pending, ThreadId, WriteIntent};
+use tokio::sync::OwnedSemaphorePermit;
+use tracing::Instrument as _;
+
+use super::drive::{Claimed, released, run_claimed};
+use super::pipeline::{InFlight, Pipeline};
+use super::runner::Exit;
+use super::shell::Shell;
+use super::start::{Running, STARTED};
+use crate::coord::Control;
+use crate::error::Error;
+
+/// A new thread this engine has claimed, whose creation is on its way to storage.
+pub(crate) struct Created {
+    /// The thread.
+    pub thread: ThreadId,
+    /// The claim taken before the creation was prepared.
+    pub control: Arc<Control>,
+    /// The workflow it runs.
+    pub wf: Arc<DynWorkflow>,
+    /// The creation, its context and record.
+    pub running: Running,
+}
+
+/// Writes the creation of `created` and drives the thread from the creation's context under
+/// `permit` (one of the engine's runner permits, taken before the creation); `intent` (taken
+/// before the creation was queued) announces the runner's first batches to storage. Returns once the creation is durable: `true`, or `false` if another
+/// creation of the id got there first (whose creator drives it; the runner stops unseen).
+///
+/// # Errors
+/// Storage errors of the creation; [`Error::ShutDown`] if the engine stopped before its
+/// outcome was known.
+pub(crate) async fn start_running(
+    shell: &Arc<Shell>,
+    created: Created,
+    (permit, intent): (OwnedSemaphorePermit, Option<WriteIntent>),
+) -> Result<bool, Error> {
+    let Created { thread, control, wf, running } = created;
+    let Running { batch, ctx, record } = running;
+    let pending: Pending = match shell.store.append(batch) {
+        Ok(pending) => pending,
+        Err(e) => {
+            released(shell, &thread, &Ok(Exit::Elsewhere));
+            return Err(e.into());
+        }
+    };
+    let pipeline = Pipeline::start(
+        shell.store.clone(),
+        (&shell.owner, shell.config.lease_ttl_ms),
+        &shell.tasks,
+        (shell.acks.clone(), shell.metrics.clone()),
+        &thread,
+        ctx.meta.seq,
+        ctx.meta.seq,
+    );
+    pipeline.intend(intent);
+    let creation = InFlight { pending, first_seq: 1, step: None, at: std::time::Instant::now() };
+    if let Err(e) = pipeline.push(creation).await {
+        released(shell, &thread, &Ok(Exit::Elsewhere));
+        return Err(e);
+    }
+    let durable = pipeline.durable_through(1);
+    let refused = pipeline.durable_through(1);
+    shell.verified.insert(&thread);
+    let (s, id, workflow) = (shell.clone(), thread.clone(), wf.clone());
+    let counted = shell.queued.enter(&thread);
+    shell.tasks.spawn(async move {
+        let _counted = counted;
+        let span = tracing::info_span!(
+            "thread",
+            thread = %id,
+            workflow = workflow.id(),
+            version = workflow.version(),
+            depth = 0,
+            reason = STARTED,
+        );
+        async move {
+            let result = if s.tasks.is_stopping() {
+                // The thread stays Running and is recovered at the next open.
+                Ok(Exit::Shutdown)
+            } else {
+                let claimed =
+                    Claimed { thread: &id, depth: 0, reason: STARTED, control: &control, wf: workflow };
+                run_claimed(&s, claimed, ctx, record, pipeline, true).await
+            };
+            drop(permit);
+            released(&s, &id, &result);
+            if let Err(error) = result {
+                if refused.await.is_err() {
+                    // Its creation was refused (or its outcome is unknown): nothing of this run
+                    // was written, and whoever created the thread drives it.
+                    tracing::debug!(thread = %id, %error, "a started runner stopped with its creation");
+                } else {
+                    tracing::error!(thread = %id, %error, "runner stopped with an error");
+                }
+            }
+        }
+        .instrument(span)
+        .await;
+    });
+    match durable.await {
+        Ok(()) => Ok(true),
+        Err(Error::Storage(cairn_storage::Error::GuardFailed { .. })) => {
+            let existing = shell
+                .store
+                .thread(&thread)?
+                .ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
+            super::start::same_workflow(&existing, &wf).map(|()| false)
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,79 @@
+//! Write intents: a caller computing a write it will queue soon says so, and the group commit
+//! may keep its group open for it instead of committing without it.
+//!
+//! A durable commit costs about the same for one write as for a hundred, so a writer that
+//! commits the moment its queue is empty pays one commit per write when the writes come one
+//! after the other from one caller that is still computing the next. An intent tells the writer
+//! that another write is on its way: while any intent is held, a store that gathers groups (the
+//! redb writer) keeps the group open, up to its gathering bound, and it stops waiting as soon as
+//! the last intent goes. Holding an intent never delays a write beyond that bound, and never
+//! changes what is written or when a write is acknowledged: only how writes are grouped.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use cairn_storage::WriteIntents;
+//!
+//! let nudged = Arc::new(AtomicUsize::new(0));
+//! let counter = nudged.clone();
+//! let intents = WriteIntents::new(move || {
+//!     counter.fetch_add(1, Ordering::SeqCst);
+//! });
+//! let a = intents.hold();
+//! let b = intents.hold();
+//! assert_eq!(intents.held(), 2);
+//! drop(a);
+//! assert_eq!(nudged.load(Ordering::SeqCst), 0, "one intent is still held");
+//! drop(b);
+//! assert_eq!((intents.held(), nudged.load(Ordering::SeqCst)), (0, 1), "the last one nudges");
+//! ```
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The intents held on one store, and how to wake its writer when the last one goes.
+pub struct WriteIntents {
+    held: AtomicUsize,
+    nudge: Box<dyn Fn() + Send + Sync>,
+}
+
+impl std::fmt::Debug for WriteIntents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteIntents").field("held", &self.held()).finish_non_exhaustive()
+    }
+}
+
+impl WriteIntents {
+    /// No intent held yet; `nudge` is called each time the count falls to zero (for a store
+    /// implementation: wake the writer that may be waiting for the intents to turn into writes).
+    pub fn new(nudge: impl Fn() + Send + Sync + 'static) -> Arc<WriteIntents> {
+        Arc::new(WriteIntents { held: AtomicUsize::new(0), nudge: Box::new(nudge) })
+    }
+
+    /// Takes one intent, held until the returned guard drops.
+    pub fn hold(self: &Arc<Self>) -> WriteIntent {
+        self.held.fetch_add(1, Ordering::AcqRel);
+        WriteIntent { intents: self.clone() }
+    }
+
+    /// How many intents are held now.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Acquire)
+    }
+}
+
+/// One held intent (see [`WriteIntents`]); dropping it withdraws it.
+#[derive(Debug)]
+pub struct WriteIntent {
+    intents: Arc<WriteIntents>,
+}
+
+impl Drop for WriteIntent {
+    fn drop(&mut self) {
+        if self.intents.held.fetch_sub(1, Ordering::AcqRel) == 1 {
+            (self.intents.nudge)();
+        }
+    }
+}
