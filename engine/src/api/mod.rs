@@ -13,3 +13,4 @@ mod replay;
 pub mod schedule;
 pub mod schedule_flow;
 pub mod schedule_ticks;
+mod signal;

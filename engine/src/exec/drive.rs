@@ -116,6 +116,13 @@ pub(crate) async fn drive_under(
             } else {
                 arm_parked_deadline(&shell, &thread);
             }
+            if *s == ThreadStatus::WaitingInput {
+                // A signal sent after its node looked and before this park found the thread
+                // still running: look again now that it is parked and let go.
+                if let Err(e) = super::signals::wake_if_sent(&shell, &thread).await {
+                    tracing::warn!(thread = %thread, error = %e, "parked thread not woken by its signal");
+                }
+            }
         }
         result
     }
@@ -193,6 +200,7 @@ async fn drive_claimed(
         children: Arc::new(children),
         stop,
         metrics: shell.metrics.clone(),
+        signals: super::signals::SignalCursor::new(shell.store.clone(), &ctx),
     });
     if let Some(at) = ctx.meta.policy.deadline_at_ms {
         watch_deadline(shell, at, control);

@@ -488,6 +488,7 @@ fn write_plan(tx: &mut Tx<'_, '_>, plan: &Plan) -> Result<Appended, Error> {
     write_checkpoints(tx, &plan.checkpoints)?;
     write_payloads(tx, &plan.payloads)?;
     write_locks(tx, plan.locks.iter().map(|(name, lock)| (name.as_str(), lock.as_ref())))?;
+    super::signals::insert(tx, &plan.signals)?;
     Ok(plan.appended.clone())
 }
 

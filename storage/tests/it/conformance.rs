@@ -276,9 +276,45 @@ fn thread_cursor<S: Store>(store: &S) {
     assert!(store.list_threads_after(&all, None, 0).unwrap().is_empty());
 }
 
+fn signal(thread: &str, name: &str, value: u64) -> cairn_storage::NewSignal {
+    cairn_storage::NewSignal::new(tid(thread), name, value.to_string().into_bytes(), now_ms())
+        .unwrap()
+}
+
+/// The signal inbox: numbered per thread from 1 across batches (and within one), read back in
+/// order from any point, refused for an unknown or finished thread (nothing stored), never
+/// touching the thread's log, and sound for verify.
+fn signal_inbox<S: Store>(store: &S) {
+    create_thread(store, "sig", 2);
+    let sent = |signals| try_append(store, Batch { signals, ..Batch::default() });
+    assert_eq!(sent(vec![signal("sig", "a", 1)]).unwrap().signals, [1]);
+    let two = sent(vec![signal("sig", "b", 2), signal("sig", "a", 3)]).unwrap();
+    assert_eq!(two.signals, [2, 3], "numbered within a batch too");
+    let all = store.signals(&tid("sig"), 0, 100).unwrap();
+    let got: Vec<(u64, &str, &[u8])> =
+        all.iter().map(|s| (s.n, s.name.as_str(), s.data.as_slice())).collect();
+    assert_eq!(got, [(1, "a", &b"1"[..]), (2, "b", &b"2"[..]), (3, "a", &b"3"[..])]);
+    assert_eq!(store.signals(&tid("sig"), 2, 100).unwrap().len(), 1, "after is exclusive");
+    assert_eq!(store.signals(&tid("sig"), 0, 2).unwrap().len(), 2, "limit holds");
+    assert_eq!(store.last_bookmark(&tid("sig")).unwrap().unwrap().seq, Seq(2), "log untouched");
+    assert!(matches!(sent(vec![signal("nobody", "a", 1)]), Err(Error::UnknownThread(_))));
+    // Ended by a batch before it in the same batch order: refused, with its batch.
+    let mut done = store.thread(&tid("sig")).unwrap().unwrap();
+    done.status = ThreadStatus::Completed;
+    let ended =
+        Batch { threads: vec![done], signals: vec![signal("sig", "a", 4)], ..Batch::default() };
+    assert!(matches!(try_append(store, ended), Err(Error::Finished { .. })));
+    assert_eq!(store.thread(&tid("sig")).unwrap().unwrap().status, ThreadStatus::Created);
+    assert_eq!(store.signals(&tid("sig"), 0, 100).unwrap().len(), 3, "nothing stored");
+    let report = store.verify().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert!(report.signals >= 3);
+}
+
 /// Every check, on one store.
 fn contract<S: Store + Clone>(store: &S) {
     correlation_index(store);
+    signal_inbox(store);
     roundtrip(store);
     guards(store);
     leases(store);

@@ -336,6 +336,9 @@ impl Run<'_> {
                     let (node, until) = match ctx.meta.waiting {
                         Some(Waiting::Input { task, .. }) => (task.node, None),
                         Some(Waiting::Timer { task, until_ms }) => (task.node, Some(until_ms)),
+                        Some(Waiting::Signal { .. }) => {
+                            unreachable!("the controls proptest's workflows never recv")
+                        }
                         None => {
                             // Woken between the record read and the restore.
                             self.progress(t, last).await?;
