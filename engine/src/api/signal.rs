@@ -36,6 +36,17 @@ impl Engine {
         name: &str,
         value: impl Serialize,
     ) -> Result<u64, Error> {
+        Ok(self.signal_and_wake(thread, name, value).await?.0)
+    }
+
+    /// [`Engine::signal`], and whether the signal woke the thread here (it now runs in this
+    /// engine).
+    pub(crate) async fn signal_and_wake(
+        &self,
+        thread: &str,
+        name: &str,
+        value: impl Serialize,
+    ) -> Result<(u64, bool), Error> {
         let id = ThreadId::new(thread)?;
         let data = serde_json::to_vec(&serde_json::to_value(value)?)?;
         let signal = NewSignal::new(id.clone(), name, data, self.clock().now_ms())?;
@@ -58,9 +69,10 @@ impl Engine {
         };
         // The signal is durable: a failed wake loses nothing (the thread wakes when its runner,
         // a later signal or recovery looks again), so it is reported, not returned.
-        if let Err(e) = wake_if_sent(&self.shell, &id).await {
+        let woke = wake_if_sent(&self.shell, &id).await.unwrap_or_else(|e| {
             tracing::warn!(thread = %id, error = %e, "signal stored; the waiting thread was not woken");
-        }
-        Ok(n)
+            false
+        });
+        Ok((n, woke))
     }
 }

@@ -10,10 +10,10 @@
 //! commands read a consistent snapshot of the file (a copy in memory), so they also work while an
 //! engine process without an endpoint has it open, unless its commits tear every copy (exit 4,
 //! naming what to do). Commands that write (`checkpoint delete`,
-//! `prune`, `bundle import`, `resumable`, `resume`, `abandon`, `cancel`, `pause`, `input`,
+//! `prune`, `bundle import`, `resumable`, `resume`, `abandon`, `cancel`, `pause`, `input`, `signal`,
 //! `fork`, `serve`) open it for writing and fail with exit code 4 while another process holds it.
 //! `cairn serve` keeps it open and serves the HTTP endpoint (`crate::serve`) until interrupted. They
-//! never resume threads by themselves: only `resume`, `input` and `fork` run a thread, in this
+//! never resume threads by themselves: only `resume`, `input`, `signal` and `fork` run a thread, in this
 //! process, until it ends or parks. `--json` prints one JSON document (with `events --follow`,
 //! one JSON object per line); the default is aligned tables.
 //!
@@ -59,6 +59,7 @@ mod remote;
 mod replay;
 mod schedule;
 mod serve;
+mod signal;
 mod state;
 mod table;
 mod threads;
@@ -137,6 +138,9 @@ enum Command {
     Pause(control::ThreadArgs),
     /// Send human input to a thread waiting for it, and run it here until it ends or parks.
     Input(control::InputArgs),
+    /// Send a signal (a named JSON value) to a running or waiting thread: `ctx.recv(name)`
+    /// receives it; a thread waiting for it runs here until it ends or parks.
+    Signal(signal::SignalArgs),
     /// Roll a parked thread back in place to one of its checkpoints; it is left paused.
     Rollback(checkpoint_create::RollbackArgs),
     /// Fork a thread from a seq or checkpoint (optionally with a state update) and run the fork
@@ -260,6 +264,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
             control::control(control::Control::Pause, common, thread, None, wfs).await?;
         }
         Command::Input(args) => control::input(args, wfs).await?,
+        Command::Signal(args) => signal::signal(args, wfs).await?,
         Command::Rollback(args) => checkpoint_create::rollback(args, wfs).await?,
         Command::Fork(args) => fork::fork(args, wfs).await?,
         Command::Replay(args) => replay::replay(args, wfs).await?,
