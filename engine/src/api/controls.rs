@@ -142,7 +142,9 @@ impl Engine {
             }
             if matches!(ctx.meta.waiting, Some(Waiting::Signal { .. })) {
                 // A signal sent while it was paused wakes it now.
-                crate::exec::signals::wake_if_sent(&self.shell, &record.id).await?;
+                if crate::exec::signals::wake_if_sent(&self.shell, &record.id).await? {
+                    spawn_drive(&self.shell, record.id.clone(), "signal received");
+                }
             }
             if record.id == root.id {
                 root_runs = next == Transition::Run;

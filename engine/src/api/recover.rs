@@ -161,8 +161,12 @@ impl Engine {
             } else if record.status == ThreadStatus::WaitingInput {
                 // Parked on a signal sent while no engine could wake it (its sender died
                 // between the send and the wake): woken now.
-                if let Err(e) = crate::exec::signals::wake_if_sent(&self.shell, &id).await {
-                    tracing::warn!(thread = %id, error = %e, "parked thread not woken by its signal");
+                match crate::exec::signals::wake_if_sent(&self.shell, &id).await {
+                    Ok(true) => spawn_drive(&self.shell, id.clone(), "signal received"),
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::warn!(thread = %id, error = %e, "parked thread not woken by its signal");
+                    }
                 }
             }
             return Ok(());

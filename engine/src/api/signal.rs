@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::engine::Engine;
 use crate::error::Error;
+use crate::exec::drive::spawn_drive;
 use crate::exec::signals::wake_if_sent;
 
 impl Engine {
@@ -73,6 +74,9 @@ impl Engine {
             tracing::warn!(thread = %id, error = %e, "signal stored; the waiting thread was not woken");
             false
         });
+        if woke {
+            spawn_drive(&self.shell, id, "signal received");
+        }
         Ok((n, woke))
     }
 }

@@ -119,8 +119,12 @@ pub(crate) async fn drive_under(
             if *s == ThreadStatus::WaitingInput {
                 // A signal sent after its node looked and before this park found the thread
                 // still running: look again now that it is parked and let go.
-                if let Err(e) = super::signals::wake_if_sent(&shell, &thread).await {
-                    tracing::warn!(thread = %thread, error = %e, "parked thread not woken by its signal");
+                match super::signals::wake_if_sent(&shell, &thread).await {
+                    Ok(true) => spawn_drive(&shell, thread.clone(), "signal received"),
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::warn!(thread = %thread, error = %e, "parked thread not woken by its signal");
+                    }
                 }
             }
         }
@@ -200,7 +204,7 @@ async fn drive_claimed(
         children: Arc::new(children),
         stop,
         metrics: shell.metrics.clone(),
-        signals: super::signals::SignalCursor::new(shell.store.clone(), &ctx),
+        signals: super::signal_cursor::SignalCursor::new(shell.store.clone(), &ctx),
     });
     if let Some(at) = ctx.meta.policy.deadline_at_ms {
         watch_deadline(shell, at, control);

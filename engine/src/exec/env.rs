@@ -70,7 +70,7 @@ pub(crate) struct ThreadEnv {
     /// The engine's metric handles.
     pub metrics: Metrics,
     /// The signals the step's tasks have received (`signals.rs`).
-    pub signals: super::signals::SignalCursor,
+    pub signals: super::signal_cursor::SignalCursor,
 }
 
 impl ThreadEnv {

@@ -17,11 +17,13 @@ use tracing::Instrument as _;
 
 use super::env::ThreadEnv;
 use crate::core::codec::Recorded;
-use crate::core::drawn::{Drawn, received, task_random};
+use crate::core::drawn::Drawn;
 use crate::core::event::{Body, TaskKey};
 use crate::core::suspend::Suspensions;
 use crate::core::thread_ctx::{TaskJournal, ToolRecord};
 use crate::limits;
+
+mod recorded;
 
 fn lock_state(st: &Mutex<TaskState>) -> MutexGuard<'_, TaskState> {
     // A panic while holding this lock can only come from our own code between two lines that
@@ -115,92 +117,6 @@ impl LiveNodeContext {
         }
         st.appended.sort_by_key(|r| r.bookmark.seq);
         st
-    }
-
-    /// Takes the next recorded value, or records `fresh(index)`, where `index` is the value's
-    /// position in the task's sequence of values (so a fresh value after replayed ones is the
-    /// same one an uninterrupted run would have drawn there).
-    /// A recorded value of another kind is nondeterminism (the code draws in another order):
-    /// reported, and read as null, which the caller then refuses as its type.
-    fn value(&self, kind: Drawn, fresh: impl FnOnce(u64) -> Value) -> Value {
-        let index = {
-            let mut st = self.state();
-            st.draws += 1;
-            if let Some(recorded) = st.replay_values.pop_front() {
-                return kind.read(&recorded).unwrap_or_else(|was| {
-                    st.nondeterminism.get_or_insert(format!(
-                        "the code draws a {} where a {was} value was recorded",
-                        kind.name()
-                    ));
-                    Value::Null
-                });
-            }
-            st.draws
-        };
-        let v = fresh(index);
-        self.state().new_values.push(kind.record(v.clone()));
-        v
-    }
-
-    /// A fresh random number: the task's `n`th draw, a function of the thread's seed and the
-    /// task's identity (recorded like any value, so replay never depends on the seed).
-    fn fresh_random(&self, index: u64, sub: u64) -> u64 {
-        task_random(
-            self.env.seed,
-            &self.env.thread,
-            self.step,
-            &self.key.to_string(),
-            self.attempt,
-            index * 2 + sub,
-        )
-    }
-
-    /// The task's next receive of a signal named `name`: the recorded one when the task runs
-    /// again, else the next in the inbox (recorded as a value of the task). Nothing there:
-    /// `None` for `try_recv` (recorded too), a suspension for `recv` (`wait`).
-    fn receive(&self, name: &str, wait: bool) -> Result<Option<Value>, NodeError> {
-        {
-            let mut st = self.state();
-            st.draws += 1;
-            if let Some(recorded) = st.replay_values.pop_front() {
-                let inner = Drawn::Signal.read(&recorded).map_err(|was| {
-                    format!("the code receives a signal where a {was} value was recorded")
-                });
-                let got = inner.and_then(|inner| match received(&inner) {
-                    Some((n, got)) if n == name => Ok(got.map(|(_, v)| v.clone())),
-                    Some((n, _)) => {
-                        Err(format!("the code receives signal {name:?} where {n:?} was recorded"))
-                    }
-                    None => Err(format!("a recorded signal {inner} does not read")),
-                });
-                return match got {
-                    Ok(Some(value)) => Ok(Some(value)),
-                    Ok(None) if !wait => Ok(None),
-                    Ok(None) => Err(NodeError::Nondeterminism {
-                        detail: format!("signal {name:?} waited for where try_recv found none"),
-                    }),
-                    Err(detail) => Err(NodeError::Nondeterminism { detail }),
-                };
-            }
-        }
-        let taken = self.env.signals.take(&self.env.thread, name);
-        let signal = taken.map_err(|e| self.env.stop.node_error(e))?;
-        let mut record = serde_json::Map::new();
-        record.insert("name".into(), Value::from(name));
-        let value = match signal {
-            Some(signal) => {
-                let value: Value = serde_json::from_slice(&signal.data).map_err(|e| {
-                    NodeError::fatal(format!("signal {} of {name:?} is not JSON: {e}", signal.n))
-                })?;
-                record.insert("n".into(), Value::from(signal.n));
-                record.insert("value".into(), value.clone());
-                Some(value)
-            }
-            None if wait => return Err(NodeError::WaitingSignal { name: name.to_owned() }),
-            None => None,
-        };
-        self.state().new_values.push(Drawn::Signal.record(Value::Object(record)));
-        Ok(value)
     }
 
     fn nondeterminism(&self, detail: String) {
@@ -415,13 +331,11 @@ impl NodeContext for LiveNodeContext {
     }
 
     fn recv(&self, name: &str) -> BoxFuture<'static, Result<Value, NodeError>> {
-        let got = self.receive(name, true).map(|v| v.unwrap_or(Value::Null));
-        Box::pin(async move { got })
+        Box::pin(std::future::ready(self.receive(name, true).map(Option::unwrap_or_default)))
     }
 
     fn try_recv(&self, name: &str) -> BoxFuture<'static, Result<Option<Value>, NodeError>> {
-        let got = self.receive(name, false);
-        Box::pin(async move { got })
+        Box::pin(std::future::ready(self.receive(name, false)))
     }
 
     fn sleep(&self, duration_ms: u64) -> BoxFuture<'static, Result<(), NodeError>> {

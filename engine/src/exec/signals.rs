@@ -10,8 +10,8 @@
 //! runs again after a crash receives the same signals from its journal, and a signal whose
 //! receipt a crash lost is received again by the same task: each is received once in the log.
 //!
-//! Tasks of one step share a [`SignalCursor`], reset from the thread context at every step, so
-//! two tasks receiving the same name concurrently take different signals.
+//! Tasks of one step share a cursor (`signal_cursor.rs`), reset from the thread context at
+//! every step, so two tasks receiving the same name concurrently take different signals.
 //!
 //! Waking: a task that finds nothing parks the thread (`SignalAwaited`, WaitingInput). A
 //! sender that finds the thread so parked wakes it ([`wake_if_sent`]: `SignalArrived` and
@@ -19,78 +19,20 @@
 //! since a signal sent between its look and its park found the thread still running. The
 //! status guard lets one of the two wake it.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
-use cairn_storage::{Signal, Store, ThreadId, ThreadStatus};
+use cairn_storage::{ThreadId, ThreadStatus};
 
 use super::shell::Shell;
 use crate::core::event::Body;
 use crate::core::status::Transition;
-use crate::core::thread_ctx::{ThreadCtx, Waiting};
+use crate::core::thread_ctx::Waiting;
 use crate::error::Error;
 
-/// Signals read per inbox read while looking for the next one of a name.
-const INBOX_PAGE: usize = 256;
-
-/// The last signal number received per name, as the step's tasks move it, and the store
-/// whose inbox they read.
-pub(crate) struct SignalCursor {
-    store: Arc<dyn Store>,
-    taken: Mutex<BTreeMap<String, u64>>,
-}
-
-impl SignalCursor {
-    /// A cursor at what `ctx` has received.
-    pub(crate) fn new(store: Arc<dyn Store>, ctx: &ThreadCtx) -> SignalCursor {
-        SignalCursor { store, taken: Mutex::new(ctx.meta.signals.clone()) }
-    }
-
-    /// Starts a step from what the thread context has received.
-    pub(crate) fn reset(&self, ctx: &ThreadCtx) {
-        *self.taken.lock().unwrap_or_else(PoisonError::into_inner) = ctx.meta.signals.clone();
-    }
-
-    /// Takes the next signal named `name` after the last one taken, if there is one.
-    ///
-    /// # Errors
-    /// Storage errors reading the inbox.
-    pub(crate) fn take(&self, thread: &ThreadId, name: &str) -> Result<Option<Signal>, Error> {
-        // Held across the read, so that two tasks of the step never take the same signal.
-        let mut taken = self.taken.lock().unwrap_or_else(PoisonError::into_inner);
-        let after = taken.get(name).copied().unwrap_or(0);
-        let Some(signal) = next_of(self.store.as_ref(), thread, name, after)? else {
-            return Ok(None);
-        };
-        taken.insert(name.to_owned(), signal.n);
-        Ok(Some(signal))
-    }
-}
-
-/// The first signal named `name` with a number above `after`.
-fn next_of(
-    store: &dyn Store,
-    thread: &ThreadId,
-    name: &str,
-    mut after: u64,
-) -> Result<Option<Signal>, Error> {
-    loop {
-        let page = store.signals(thread, after, INBOX_PAGE)?;
-        let full = page.len() == INBOX_PAGE;
-        if let Some(found) = page.iter().find(|s| s.name == name) {
-            return Ok(Some(found.clone()));
-        }
-        match page.last() {
-            Some(last) if full => after = last.n,
-            _ => return Ok(None),
-        }
-    }
-}
-
 /// Wakes `thread` if it is parked waiting for a signal that has been sent: records
-/// `SignalArrived` and Running in one write guarded by its WaitingInput status, and drives it.
-/// True if this call woke it (false: not parked on a signal, none sent yet, or somebody else
-/// woke or changed it first).
+/// `SignalArrived` and Running in one write guarded by its WaitingInput status. True if this
+/// call woke it, and the caller then drives it (`drive::spawn_drive`); false: not parked on a
+/// signal, none sent yet, or somebody else woke or changed it first.
 ///
 /// # Errors
 /// Storage errors; an unknown workflow.
@@ -107,7 +49,7 @@ pub(crate) async fn wake_if_sent(shell: &Arc<Shell>, thread: &ThreadId) -> Resul
     let ctx = crate::core::restore::restore(shell.store.as_ref(), &wf, thread, None)?;
     let Some(Waiting::Signal { task, name }) = ctx.meta.waiting.clone() else { return Ok(false) };
     let after = ctx.meta.signals.get(&name).copied().unwrap_or(0);
-    if next_of(shell.store.as_ref(), thread, &name, after)?.is_none() {
+    if super::signal_cursor::next_of(shell.store.as_ref(), thread, &name, after)?.is_none() {
         return Ok(false);
     }
     let body = Body::SignalArrived { task, name };
@@ -120,10 +62,7 @@ pub(crate) async fn wake_if_sent(shell: &Arc<Shell>, thread: &ThreadId) -> Resul
     )
     .await;
     match woke {
-        Ok(()) => {
-            super::drive::spawn_drive(shell, thread.clone(), "signal received");
-            Ok(true)
-        }
+        Ok(()) => Ok(true),
         // Woken (or paused, cancelled) by somebody else between the read and the write.
         Err(Error::WrongStatus { .. }) => Ok(false),
         Err(e) => Err(e),

@@ -184,3 +184,63 @@ async fn two_tasks_of_one_step_receiving_one_name_take_different_signals() {
     assert_eq!(out.total, 11, "each signal received once: {out:?}");
     engine.shutdown().await;
 }
+
+/// Two engines on one PostgreSQL database: a signal sent by one while the other's runner
+/// drives the thread (inside a tool call) reaches the node without fencing that runner; a
+/// signal from either wakes the thread parked in `recv`, whichever engine parked it.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_from_another_engine_on_postgres_reaches_a_driven_thread_and_wakes_a_parked_one() {
+    use cairn::storage::pg_cluster::Cluster;
+    let Some(cluster) = Cluster::start("a_signal_from_another_engine") else { return };
+    let url = cluster.new_database();
+    let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
+    let entered = Arc::new(std::sync::Mutex::new(Some(entered_tx)));
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let (e, g) = (entered.clone(), gate.clone());
+    let wf = Workflow::<Tally>::builder("pg-signals", 1)
+        .node_with(
+            "node",
+            move |_s: Arc<Tally>, ctx: Ctx| {
+                let (entered, gate) = (e.clone(), g.clone());
+                async move {
+                    // Blocks in a tool until the test lets it go (the other engine sends then).
+                    ctx.tool("hold", 0u64, move |_: u64, _| async move {
+                        let first = entered.lock().unwrap().take();
+                        if let Some(tx) = first {
+                            let _ = tx.send(());
+                            gate.notified().await;
+                        }
+                        Ok::<u64, cairn::ToolError>(0)
+                    })
+                    .await?;
+                    let early: Option<u64> = ctx.try_recv("early").await?;
+                    let a: u64 = ctx.recv("x").await?;
+                    let b: u64 = ctx.recv("x").await?;
+                    Ok(NodeOutput::update((0, format!("{early:?} {a} {b}"))))
+                }
+            },
+            NodePolicy::default(),
+        )
+        .edge(START, "node")
+        .edge("node", END)
+        .build()
+        .unwrap();
+    let one = Engine::builder(&url).workflow(&wf).open().await.unwrap();
+    let two = Engine::builder(&url).workflow(&wf).open().await.unwrap();
+    let t = one.start("pg-signals", Tally::default(), StartOptions::id("pg-1")).await.unwrap();
+    entered_rx.await.unwrap();
+    assert_eq!(two.signal("pg-1", "early", 5u64).await.unwrap(), 1, "to a driven thread");
+    gate.notify_one();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    two.signal("pg-1", "x", 10u64).await.unwrap();
+    let h = two.thread("pg-1").unwrap();
+    assert_eq!(h.wait().await.unwrap().status, ThreadStatus::WaitingInput, "parked for the 2nd");
+    one.signal("pg-1", "x", 20u64).await.unwrap();
+    let out: Tally = h.output().await.unwrap();
+    assert_eq!(out.log, vec!["Some(5) 10 20".to_string()]);
+    assert_eq!((one.fenced_runners(), two.fenced_runners()), (0, 0), "nobody was fenced");
+    assert!(one.store().verify().unwrap().is_clean());
+    one.shutdown().await;
+    two.shutdown().await;
+}
