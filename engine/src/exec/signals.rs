@@ -45,6 +45,11 @@ pub(crate) async fn wake_if_sent(shell: &Arc<Shell>, thread: &ThreadId) -> Resul
     if shell.store.signals(thread, 0, 1)?.is_empty() {
         return Ok(false);
     }
+    // A sub-workflow child has one driver, its parent's node: it is not driven on its own
+    // (its signal waits in the inbox until the parent runs the child again).
+    if crate::core::children::unfinished_parent(shell.store.as_ref(), &record)?.is_some() {
+        return Ok(false);
+    }
     let wf = shell.registry.workflow_for(&record)?;
     let ctx = crate::core::restore::restore(shell.store.as_ref(), &wf, thread, None)?;
     let Some(Waiting::Signal { task, name }) = ctx.meta.waiting.clone() else { return Ok(false) };
