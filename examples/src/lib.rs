@@ -11,6 +11,7 @@ pub mod job_engine;
 pub mod map_reduce;
 pub mod observed;
 pub mod operator;
+pub mod order_signals;
 pub mod quickstart;
 pub mod research_pipeline;
 pub mod routing;

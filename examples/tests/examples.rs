@@ -124,6 +124,19 @@ async fn human_input_waits_across_a_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn order_signals_are_received_in_order_across_a_restart() {
+    use cairn_examples::order_signals::run;
+    let (_d, p) = db("orders.db");
+    let s = run(&p).await.unwrap();
+    assert_eq!(s.after_first_payment, cairn::ThreadStatus::WaitingInput, "waits for the rest");
+    assert_eq!(s.shipped.payments, vec![2_000, 3_000], "each payment once, in order");
+    assert_eq!(s.shipped.tracking.as_deref(), Some("1Z-999"));
+    assert_eq!(s.cancelled.cancelled.as_deref(), Some("the customer changed their mind"));
+    assert!(s.cancelled.payments.is_empty() && s.cancelled.tracking.is_none());
+    assert!(s.late_signal_error.contains("no more signals"), "{}", s.late_signal_error);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[allow(clippy::print_stdout, reason = "the test reports the concurrency it saw")]
 async fn job_engine_runs_every_job_to_its_known_outcome() {
     use cairn::ThreadStatus::{Completed, Failed};

@@ -57,6 +57,10 @@ fn decode_all(bytes: &[u8]) {
         let again = codec::encode_correlation(&entry).expect("a decoded entry re-encodes");
         assert_eq!(codec::decode_correlation(&again).expect("re-encoded entry decodes"), entry);
     }
+    if let Ok(signal) = codec::decode_signal(bytes) {
+        let again = codec::encode_signal(&signal).expect("a decoded signal re-encodes");
+        assert_eq!(codec::decode_signal(&again).expect("re-encoded signal decodes"), signal);
+    }
     if let Ok(chunk) = codec::decode_seq_chunk(bytes) {
         let again = codec::encode_seq_chunk(&chunk).expect("a decoded seq chunk re-encodes");
         assert_eq!(codec::decode_seq_chunk(&again).expect("re-encoded chunk decodes"), chunk);

@@ -64,6 +64,18 @@ pub trait NodeContext: Send + Sync + 'static {
     /// # Errors
     /// [`NodeError::Interrupted`] while no input has arrived.
     fn interrupt(&self, prompt: Value) -> Result<Value, NodeError>;
+    /// The next signal named `name` sent to the thread (signals of one name arrive in the order
+    /// they were sent): `Ok(value)` once one is there, else
+    /// `Err(NodeError::WaitingSignal { name })`, which parks the thread until one is sent. The
+    /// engine records which signal the node received, so a re-execution receives the same one
+    /// and the next call takes the next.
+    ///
+    /// # Errors
+    /// [`NodeError::WaitingSignal`] while no signal of that name is waiting.
+    fn recv(&self, name: &str) -> BoxFuture<'static, Result<Value, NodeError>>;
+    /// As [`NodeContext::recv`], but returns at once: `Ok(None)` when no signal of that name is
+    /// waiting (recorded too, so a re-execution sees the same `None`).
+    fn try_recv(&self, name: &str) -> BoxFuture<'static, Result<Option<Value>, NodeError>>;
     /// `Ok(())` once the durable timer fired, else `Err(NodeError::Sleeping { until_ms })`.
     fn sleep(&self, duration_ms: u64) -> BoxFuture<'static, Result<(), NodeError>>;
     /// Takes the durable lock `name` for `ttl_ms`; if `wait`, suspends until it is free.

@@ -170,6 +170,51 @@ impl Ctx {
         R::deserialize(&answer).map_err(|e| NodeError::codec("human input", e))
     }
 
+    /// Receives the next signal named `name` sent to this thread (`Engine::signal`,
+    /// `cairn signal`), as an `R`. Signals of one name are received in the order they were
+    /// sent, each exactly once: the receipt is recorded, so a node that runs again after a
+    /// crash receives the same signal, and the next call the next one.
+    ///
+    /// # Errors
+    /// [`NodeError::WaitingSignal`] while none is there (propagate it with `?`: the thread parks
+    /// durably and runs the node again once a signal of that name is sent);
+    /// [`NodeError::Codec`] if the signal's value does not convert.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{Ctx, NodeError};
+    /// # #[derive(serde::Deserialize)] struct Payment { amount: u64 }
+    /// async fn wait_for_payment(ctx: &Ctx) -> Result<u64, NodeError> {
+    ///     let payment: Payment = ctx.recv("payment").await?;
+    ///     Ok(payment.amount)
+    /// }
+    /// ```
+    pub async fn recv<R: DeserializeOwned>(&self, name: &str) -> Result<R, NodeError> {
+        let value = self.0.recv(name).await?;
+        R::deserialize(&value).map_err(|e| NodeError::codec("signal", e))
+    }
+
+    /// The next signal named `name` if one is there now, else `None`; never waits.
+    ///
+    /// # Errors
+    /// [`NodeError::Codec`] if the signal's value does not convert.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{Ctx, NodeError};
+    /// async fn cancelled(ctx: &Ctx) -> Result<bool, NodeError> {
+    ///     Ok(ctx.try_recv::<serde_json::Value>("cancel").await?.is_some())
+    /// }
+    /// ```
+    pub async fn try_recv<R: DeserializeOwned>(&self, name: &str) -> Result<Option<R>, NodeError> {
+        match self.0.try_recv(name).await? {
+            Some(value) => {
+                R::deserialize(&value).map(Some).map_err(|e| NodeError::codec("signal", e))
+            }
+            None => Ok(None),
+        }
+    }
+
     /// Sleeps durably for `ms`: the timer survives a crash.
     ///
     /// # Errors

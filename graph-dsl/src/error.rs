@@ -16,7 +16,7 @@ use crate::policy::RetryPolicy;
 
 /// Why a node attempt did not produce an output.
 ///
-/// Failures (`Failed`, `Timeout`, ...) end the attempt; suspensions (`Interrupted`, `Sleeping`,
+/// Failures (`Failed`, `Timeout`, ...) end the attempt; suspensions (`Interrupted`, `Sleeping`, `WaitingSignal`,
 /// and a `Lock` wait) park the node until the engine can resume it, and are not failures.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -43,6 +43,14 @@ pub enum NodeError {
     Sleeping {
         /// Wall-clock time (engine clock, ms) at which the timer fires.
         until_ms: u64,
+    },
+    /// Suspension, not a failure: the node waits for a signal named `name` (see
+    /// [`Ctx::recv`](crate::Ctx::recv)) and none is there yet; the thread parks until one is
+    /// sent, then runs the node again.
+    #[error("waiting for signal {name:?}")]
+    WaitingSignal {
+        /// The signal's name.
+        name: String,
     },
     /// Suspension, not a failure: something the node waits on is paused (a sub-workflow's
     /// child thread); the thread pauses at this node and runs it again when resumed.
@@ -196,6 +204,7 @@ impl NodeError {
             Self::Timeout { .. } | Self::Lock { .. } | Self::LocksHeld { .. } => true,
             Self::Interrupted { .. }
             | Self::Sleeping { .. }
+            | Self::WaitingSignal { .. }
             | Self::Paused { .. }
             | Self::Cancelled
             | Self::PermissionDenied { .. }
@@ -215,7 +224,13 @@ impl NodeError {
     /// assert!(!NodeError::Cancelled.is_suspension());
     /// ```
     pub fn is_suspension(&self) -> bool {
-        matches!(self, Self::Interrupted { .. } | Self::Sleeping { .. } | Self::Paused { .. })
+        matches!(
+            self,
+            Self::Interrupted { .. }
+                | Self::Sleeping { .. }
+                | Self::WaitingSignal { .. }
+                | Self::Paused { .. }
+        )
     }
 
     pub(crate) fn codec(what: &str, err: impl std::fmt::Display) -> Self {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::limits::TEXT_BYTES_MAX;
 use crate::limits::{self, BATCH_BYTES_MAX, BATCH_EVENTS_MAX, BATCH_OPS_MAX, PAYLOAD_BYTES_MAX};
 use crate::{
-    Bookmark, CheckpointId, Error, NewCheckpoint, NewEvent, PayloadRef, Seq, ThreadId,
+    Bookmark, CheckpointId, Error, NewCheckpoint, NewEvent, NewSignal, PayloadRef, Seq, ThreadId,
     ThreadRecord, ThreadStatus,
 };
 
@@ -39,6 +39,10 @@ pub struct Batch {
     /// upserted without a hint is "due now" there (looked at on every look, as without the
     /// index); a file ignores hints. Not a write: a batch of hints alone is empty.
     pub wakes: Vec<(ThreadId, Wake)>,
+    /// Signals appended to their threads' inboxes (`docs/format.md` §2.3), in order; each gets
+    /// the next number of its thread. Refused ([`Error::Finished`], [`Error::UnknownThread`])
+    /// for a thread that has ended or does not exist as the batch sees it.
+    pub signals: Vec<NewSignal>,
 }
 
 /// When a thread no runner drives next needs an engine (see [`Batch::wakes`]).
@@ -77,6 +81,7 @@ impl Batch {
             self.leases.len(),
             self.guards.len(),
             self.wakes.len(),
+            self.signals.len(),
         ] {
             limits::check("BATCH_OPS_MAX", count, BATCH_OPS_MAX)?;
         }
@@ -97,6 +102,10 @@ impl Batch {
             limits::check("PAYLOAD_BYTES_MAX", payload.len(), PAYLOAD_BYTES_MAX)?;
             weight += payload.len();
         }
+        for signal in &self.signals {
+            signal.check_limits()?;
+            weight += signal.data.len();
+        }
         for op in &self.locks {
             op.check_limits()?;
         }
@@ -115,6 +124,7 @@ impl Batch {
             && self.locks.is_empty()
             && self.leases.is_empty()
             && self.guards.is_empty()
+            && self.signals.is_empty()
     }
 }
 
@@ -296,6 +306,8 @@ pub struct Appended {
     pub checkpoints: Vec<CheckpointId>,
     /// One reference per payload, in batch order.
     pub payloads: Vec<PayloadRef>,
+    /// The number each signal got in its thread's inbox, in batch order.
+    pub signals: Vec<u64>,
 }
 
 /// What a committed prune removed.

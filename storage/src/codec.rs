@@ -15,8 +15,8 @@ use crate::frame::{self, RecordKind};
 use crate::limits::RECORD_BYTES_MAX;
 use crate::lsns::SeqChunk;
 use crate::{
-    CheckpointId, CheckpointInfo, CorrelationEntry, Error, Event, LockRecord, Seq, ThreadId,
-    ThreadRecord,
+    CheckpointId, CheckpointInfo, CorrelationEntry, Error, Event, LockRecord, Seq, Signal,
+    ThreadId, ThreadRecord,
 };
 
 /// Table names, shared by the codec's errors and the redb tables.
@@ -45,6 +45,8 @@ pub mod table {
     pub const LOCKS: &str = "locks";
     /// The correlation index: entries by (correlation id, lsn) (format v2).
     pub const CORRELATIONS: &str = "correlations";
+    /// The signal inbox: signals by (thread, n) (format v3).
+    pub const SIGNALS: &str = "signals";
     /// Not a table: redb's own structures (page headers, B-tree pages, the allocator state),
     /// named in [`Error::Corrupted`](crate::Error::Corrupted) when redb panicked on them.
     pub const REDB: &str = "redb";
@@ -62,6 +64,7 @@ impl RecordKind {
             RecordKind::SeqChunk => table::SEQ_INDEX,
             RecordKind::CorrelatedEvent => table::EVENTS,
             RecordKind::CorrelationEntry => table::CORRELATIONS,
+            RecordKind::Signal => table::SIGNALS,
         }
     }
 }
@@ -153,6 +156,48 @@ pub fn decode_correlation(bytes: &[u8]) -> Result<CorrelationEntry, Error> {
         return Err(corrupted(RecordKind::CorrelationEntry, e.to_string()));
     }
     Ok(entry)
+}
+
+/// Encodes a signal of a thread's inbox.
+///
+/// # Errors
+///
+/// [`Error::LimitExceeded`] past [`RECORD_BYTES_MAX`] (never for signals within
+/// [`crate::limits::SIGNAL_BYTES_MAX`]).
+///
+/// # Examples
+///
+/// ```
+/// use cairn_storage::{codec, Signal, ThreadId};
+/// let signal = Signal {
+///     thread: ThreadId::new("order-7")?,
+///     n: 1,
+///     name: "payment".into(),
+///     at_ms: 5,
+///     data: br#"{"amount":30}"#.to_vec(),
+/// };
+/// let bytes = codec::encode_signal(&signal)?;
+/// assert_eq!(codec::decode_signal(&bytes)?, signal);
+/// # Ok::<(), cairn_storage::Error>(())
+/// ```
+pub fn encode_signal(signal: &Signal) -> Result<Vec<u8>, Error> {
+    encode(RecordKind::Signal, signal, 48 + signal.name.len() + signal.data.len())
+}
+
+/// Decodes and validates a signal of a thread's inbox.
+///
+/// # Errors
+///
+/// [`Error::Corrupted`] for any frame, body or field failure.
+pub fn decode_signal(bytes: &[u8]) -> Result<Signal, Error> {
+    let signal: Signal = decode(RecordKind::Signal, bytes)?;
+    if signal.n == 0 {
+        return Err(corrupted(RecordKind::Signal, "signal numbers start at 1".into()));
+    }
+    if let Err(e) = crate::signal::check_name(&signal.name) {
+        return Err(corrupted(RecordKind::Signal, e.to_string()));
+    }
+    Ok(signal)
 }
 
 /// Encodes a thread record (with an empty seq-index tail: see [`crate::lsns`]).

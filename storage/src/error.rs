@@ -110,6 +110,16 @@ pub enum Error {
         status: crate::ThreadStatus,
     },
 
+    /// Permanent: a signal was sent to a thread that has ended (completed, failed, cancelled,
+    /// timed out); nothing was stored.
+    #[error("thread {thread} has finished ({status}): it receives no more signals")]
+    Finished {
+        /// The thread.
+        thread: ThreadId,
+        /// How it ended.
+        status: crate::ThreadStatus,
+    },
+
     /// Permanent: no checkpoint with this id exists.
     #[error("unknown checkpoint {0}")]
     UnknownCheckpoint(CheckpointId),

@@ -54,6 +54,8 @@ wire_enum! {
         CorrelatedEvent = 7 => "correlated_event",
         /// A [`CorrelationEntry`](crate::CorrelationEntry) of the correlation index (format v2).
         CorrelationEntry = 8 => "correlation_entry",
+        /// A [`Signal`](crate::Signal) of a thread's signal inbox (format v3).
+        Signal = 9 => "signal",
     }
 }
 

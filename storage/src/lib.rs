@@ -87,6 +87,7 @@ pub mod pg_cluster;
 pub mod pg_proxy;
 mod plan;
 mod redb;
+mod signal;
 mod store;
 mod subscription;
 pub mod telemetry;
@@ -107,6 +108,7 @@ pub use pending::Pending;
 #[cfg(feature = "postgres")]
 pub use pg::PgStore;
 pub use redb::{FORMAT_VERSION, Options, RedbStore};
+pub use signal::{NewSignal, Signal};
 pub use store::{
     CheckpointFilter, DriverMessage, DueThread, Durability, Page, Problem, Scope, Store, StoreExt,
     ThreadFilter, VerifyReport,

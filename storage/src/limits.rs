@@ -89,6 +89,20 @@ pub const CORRELATION_ID_BYTES_MAX: usize = 256;
 /// (`docs/format.md` §2.2): bounds the migration's memory to one batch of events.
 pub const MIGRATION_BATCH_EVENTS: usize = 1024;
 
+/// Bytes in a signal's name (`docs/format.md` §2.3): a key of the signal inbox, and names are
+/// short words ("payment", "shipped").
+pub const SIGNAL_NAME_BYTES_MAX: usize = 256;
+
+/// Bytes of one signal's value (its JSON): a signal is a message, not a document; a larger one
+/// belongs in a payload the signal names. Well below [`RECORD_BYTES_MAX`] so that the record
+/// with its key fields always fits.
+pub const SIGNAL_BYTES_MAX: usize = 256 * 1024;
+
+/// Signals one thread may be sent over its life. The inbox keeps every signal until the thread
+/// is deleted (the receipts in the log point at them), so this bounds it; Temporal caps the
+/// signals of one workflow execution at the same 10,000 by default.
+pub const SIGNALS_PER_THREAD_MAX: u64 = 10_000;
+
 /// Checks `value <= max`, naming the limit in the error.
 ///
 /// # Errors
@@ -128,6 +142,9 @@ pub fn in_words(limit: &str) -> &'static str {
         "SNAPSHOT_ATTEMPTS_MAX" => "the attempts at a read-only snapshot",
         "DRIVER_MESSAGE_BYTES_MAX" => "a message to a thread's driver, in bytes",
         "CORRELATION_ID_BYTES_MAX" => "a correlation id's length in bytes",
+        "SIGNAL_NAME_BYTES_MAX" => "a signal name's length in bytes",
+        "SIGNAL_BYTES_MAX" => "a signal's value in bytes",
+        "SIGNALS_PER_THREAD_MAX" => "the signals one thread may be sent",
         _ => "a value",
     }
 }

@@ -12,7 +12,8 @@ use crate::codec::{self, StoredThread, table};
 use crate::lsns::SEQ_CHUNK_LEN;
 use crate::{
     Appended, Batch, CheckpointId, CheckpointInfo, CorrelationEntry, Error, Event, Guard, Lease,
-    LeaseOp, LockOp, LockRecord, Lsn, PayloadRef, Seq, SeqChunk, ThreadId, ThreadRecord,
+    LeaseOp, LockOp, LockRecord, Lsn, NewSignal, PayloadRef, Seq, SeqChunk, Signal, ThreadId,
+    ThreadRecord,
 };
 
 /// What a plan reads of the stored state (inside the backend's write transaction).
@@ -25,6 +26,9 @@ pub(crate) trait PlanState {
     fn lock_names(&mut self, owner: &str) -> Result<Vec<String>, Error>;
     /// Whether a payload with this hash is stored.
     fn payload_exists(&mut self, hash: &[u8; 32]) -> Result<bool, Error>;
+    /// The number of the last signal stored in `thread`'s inbox (0: none), as the batches
+    /// before this one in the group left it.
+    fn last_signal(&mut self, thread: &ThreadId) -> Result<u64, Error>;
 }
 
 /// The counters a writer continues from: the last lsn and the last checkpoint id ever assigned
@@ -62,6 +66,8 @@ pub(crate) struct Plan {
         expect(dead_code, reason = "only the PostgreSQL backend indexes wake hints")
     )]
     pub(crate) wakes: Vec<(ThreadId, crate::Wake)>,
+    /// (thread, n, framed signal): the batch's signals, numbered.
+    pub(crate) signals: Vec<(ThreadId, u64, Vec<u8>)>,
 }
 
 /// Checks `batch` against the state in `tables` and prepares its writes.
@@ -83,6 +89,7 @@ pub(crate) fn plan(
         appended: Appended::default(),
         counters,
         wakes: batch.wakes,
+        signals: Vec::new(),
     };
     for guard in &batch.guards {
         plan.check_guard(tables, guard)?;
@@ -166,6 +173,9 @@ pub(crate) fn plan(
     }
     for op in batch.leases {
         plan.lease_op(tables, op)?;
+    }
+    for signal in batch.signals {
+        plan.signal(tables, signal)?;
     }
     Ok(plan)
 }
@@ -259,6 +269,29 @@ impl Plan {
             self.threads.insert(id.clone(), stored);
         }
         Ok(&self.threads[id])
+    }
+
+    /// Numbers a signal and encodes it, refusing a thread that does not exist or has ended as
+    /// this batch sees it (so a thread that a batch before it in the group ended refuses it).
+    fn signal(&mut self, tables: &mut impl PlanState, new: NewSignal) -> Result<(), Error> {
+        match self.thread(tables, &new.thread)?.as_ref().map(|s| s.record.status) {
+            None => return Err(Error::UnknownThread(new.thread)),
+            Some(status) if status.is_terminal() => {
+                return Err(Error::Finished { thread: new.thread, status });
+            }
+            Some(_) => {}
+        }
+        let last = match self.signals.iter().rev().find(|(t, _, _)| *t == new.thread) {
+            Some((_, n, _)) => *n,
+            None => tables.last_signal(&new.thread)?,
+        };
+        let n = crate::signal::next_n(last)?;
+        let signal =
+            Signal { thread: new.thread, n, name: new.name, at_ms: new.at_ms, data: new.data };
+        let framed = codec::encode_signal(&signal)?;
+        self.appended.signals.push(n);
+        self.signals.push((signal.thread, n, framed));
+        Ok(())
     }
 
     fn mark_dirty(&mut self, id: &ThreadId) {

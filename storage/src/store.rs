@@ -116,6 +116,8 @@ pub struct VerifyReport {
     pub payloads: u64,
     /// Locks scanned.
     pub locks: u64,
+    /// Signals scanned (the signal inbox, format v3).
+    pub signals: u64,
 }
 
 impl VerifyReport {
@@ -352,6 +354,20 @@ pub trait Store: Send + Sync + 'static {
             }
         }
     }
+
+    /// Up to `limit` signals of `thread`'s inbox with n > `after`, in n order (signals are
+    /// numbered from 1 per thread; see [`crate::Batch::signals`]). An unknown thread has none.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LimitExceeded`] past `READ_LIMIT_MAX`; [`Error::Corrupted`] (table `signals`)
+    /// for a damaged signal or one under another key.
+    fn signals(
+        &self,
+        thread: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<crate::Signal>, Error>;
 
     /// Every stored lock (live or lapsed), by name.
     ///

@@ -129,7 +129,7 @@ impl Engine {
             let wf = self.shell.registry.workflow_for(&record)?;
             let ctx = crate::core::restore::restore(self.store().as_ref(), &wf, &record.id, None)?;
             let next = match ctx.meta.waiting {
-                Some(Waiting::Input { .. }) => Transition::WaitInput,
+                Some(Waiting::Input { .. } | Waiting::Signal { .. }) => Transition::WaitInput,
                 Some(Waiting::Timer { .. }) => Transition::Sleep,
                 None => Transition::Run,
             };
@@ -139,6 +139,12 @@ impl Engine {
                 && let Some(due) = Due::timer_of(&ctx)
             {
                 self.shell.coord.arm(&record.id, due);
+            }
+            if matches!(ctx.meta.waiting, Some(Waiting::Signal { .. })) {
+                // A signal sent while it was paused wakes it now.
+                if crate::exec::signals::wake_if_sent(&self.shell, &record.id).await? {
+                    spawn_drive(&self.shell, record.id.clone(), "signal received");
+                }
             }
             if record.id == root.id {
                 root_runs = next == Transition::Run;

@@ -15,3 +15,4 @@ mod retention;
 pub mod schedule;
 pub mod schedule_flow;
 pub mod schedule_ticks;
+mod signal;

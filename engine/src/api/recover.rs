@@ -186,6 +186,16 @@ impl Engine {
             }
             if record.status == ThreadStatus::Blocked {
                 report.blocked.push(id);
+            } else if record.status == ThreadStatus::WaitingInput {
+                // Parked on a signal sent while no engine could wake it (its sender died
+                // between the send and the wake): woken now.
+                match crate::exec::signals::wake_if_sent(&self.shell, &id).await {
+                    Ok(true) => spawn_drive(&self.shell, id.clone(), "signal received"),
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::warn!(thread = %id, error = %e, "parked thread not woken by its signal");
+                    }
+                }
             }
             return Ok(());
         }

@@ -12,14 +12,14 @@
 //! holding it without an endpoint is refused up front (exit 4, naming what to do). `query` and
 //! `prune --dry-run`, which no endpoint answers, read a snapshot (a copy in memory) then.
 //! Commands that write (`checkpoint delete`, `prune`, `delete`, `bundle import`, `resume`,
-//! `abandon`, `cancel`, `pause`, `input`, `fork`, `serve`), and `resumable` without an endpoint (its open
+//! `abandon`, `cancel`, `pause`, `input`, `signal`, `fork`, `serve`), and `resumable` without an endpoint (its open
 //! proves that no runner holds the threads it lists), open it for writing and fail with exit
 //! code 4 while another process holds it.
-//! `delete`, like the controls, goes through an endpoint that serves the file. `result --wait`
+//! `delete` and `signal`, like the controls, go through an endpoint that serves the file. `result --wait`
 //! long-polls an endpoint that serves the file, and otherwise reads the file again until the
 //! wait ends; on PostgreSQL it waits through the database.
 //! `cairn serve` keeps it open and serves the HTTP endpoint (`crate::serve`) until interrupted. They
-//! never resume threads by themselves: only `resume`, `input` and `fork` run a thread, in this
+//! never resume threads by themselves: only `resume`, `input`, `signal` and `fork` run a thread, in this
 //! process, until it ends or parks. `--json` prints one JSON document (with `events --follow`,
 //! one JSON object per line); the default is aligned tables.
 //!
@@ -69,6 +69,7 @@ mod replay;
 mod result;
 mod schedule;
 mod serve;
+mod signal;
 mod state;
 mod table;
 mod threads;
@@ -155,6 +156,9 @@ enum Command {
     Pause(control::ThreadArgs),
     /// Send human input to a thread waiting for it, and run it here until it ends or parks.
     Input(control::InputArgs),
+    /// Send a signal (a named JSON value) to a running or waiting thread: `ctx.recv(name)`
+    /// receives it; a thread waiting for it runs here until it ends or parks.
+    Signal(signal::SignalArgs),
     /// Roll a parked thread back in place to one of its checkpoints; it is left paused.
     Rollback(checkpoint_create::RollbackArgs),
     /// Fork a thread from a seq or checkpoint (optionally with a state update) and run the fork
@@ -280,6 +284,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
             control::control(control::Control::Pause, common, thread, None, wfs).await?;
         }
         Command::Input(args) => control::input(args, wfs).await?,
+        Command::Signal(args) => signal::signal(args, wfs).await?,
         Command::Rollback(args) => checkpoint_create::rollback(args, wfs).await?,
         Command::Fork(args) => fork::fork(args, wfs).await?,
         Command::Replay(args) => replay::replay(args, wfs).await?,

@@ -37,6 +37,10 @@ pub(crate) enum TaskEnd {
     WaitInput {
         prompt: Value,
     },
+    /// The node waits for a signal of this name (`ctx.recv`) and none is there.
+    WaitSignal {
+        name: String,
+    },
     Sleep {
         until_ms: u64,
     },
@@ -221,6 +225,7 @@ pub(crate) fn close_step(
     let mut out = Out { ctx, events: Vec::new() };
     let mut failed = false;
     let mut suspended: Option<Transition> = None;
+    let mut waits_signal = false;
     let mut budget_stop: Option<String> = None;
     let mut paused_by: Option<String> = None;
     let mut checkpoint: Option<CheckpointPlan> = None;
@@ -285,6 +290,12 @@ pub(crate) fn close_step(
                 let (task, values) = (run.key, run.values);
                 out.emit(Body::InputRequested { step, task, prompt, values }, done_at)?;
             }
+            TaskEnd::WaitSignal { name } if suspended.is_none() && !failed => {
+                suspended = Some(Transition::WaitInput);
+                waits_signal = true;
+                let (task, values) = (run.key, run.values);
+                out.emit(Body::SignalAwaited { step, task, name, values }, done_at)?;
+            }
             TaskEnd::Sleep { until_ms } if suspended.is_none() && !failed => {
                 suspended = Some(Transition::Sleep);
                 let (task, values) = (run.key, run.values);
@@ -292,7 +303,7 @@ pub(crate) fn close_step(
             }
             // A second suspended task in the same step runs again when the thread resumes and
             // suspends again then; recording one wait at a time keeps `waiting` single.
-            TaskEnd::WaitInput { .. } | TaskEnd::Sleep { .. } => {}
+            TaskEnd::WaitInput { .. } | TaskEnd::WaitSignal { .. } | TaskEnd::Sleep { .. } => {}
             // Runs again (its recorded calls replayed) when the thread resumes.
             TaskEnd::Budget { budget } => {
                 budget_stop.get_or_insert(budget);
@@ -328,7 +339,9 @@ pub(crate) fn close_step(
         return Ok(out.decide(None, Next::Stop(Transition::Pause, reason)));
     }
     if let Some(t) = suspended {
-        let why = if t == Transition::WaitInput {
+        let why = if waits_signal {
+            "waiting for a signal"
+        } else if t == Transition::WaitInput {
             "waiting for input"
         } else {
             "sleeping on a durable timer"

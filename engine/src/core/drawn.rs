@@ -16,6 +16,9 @@ pub(crate) enum Drawn {
     Random,
     /// `ctx.new_id()`.
     Id,
+    /// `ctx.recv(name)` / `ctx.try_recv(name)`: `{"name", "n", "value"}` for the signal
+    /// received, `{"name"}` alone when `try_recv` found none (see [`received`]).
+    Signal,
 }
 
 impl Drawn {
@@ -25,6 +28,7 @@ impl Drawn {
             Drawn::Clock => "clock",
             Drawn::Random => "random",
             Drawn::Id => "id",
+            Drawn::Signal => "signal",
         }
     }
 
@@ -34,6 +38,7 @@ impl Drawn {
             Drawn::Clock => "clock reading",
             Drawn::Random => "random number",
             Drawn::Id => "id",
+            Drawn::Signal => "signal",
         }
     }
 
@@ -54,6 +59,25 @@ impl Drawn {
             _ => Err(format!("an unknown record {recorded}")),
         }
     }
+}
+
+/// The signal a recorded [`Drawn::Signal`] value (the inner object) says was received: its
+/// name, and its number and value when one was (`None`: `try_recv` found none).
+pub(crate) fn received(inner: &Value) -> Option<(&str, Option<(u64, &Value)>)> {
+    let name = inner.get("name")?.as_str()?;
+    match (inner.get("n").and_then(Value::as_u64), inner.get("value")) {
+        (Some(n), Some(value)) => Some((name, Some((n, value)))),
+        _ => Some((name, None)),
+    }
+}
+
+/// The signals a list of recorded values received: (name, n) of each, in order.
+pub(crate) fn signals_in(values: &[Value]) -> impl Iterator<Item = (&str, u64)> {
+    values.iter().filter_map(|v| {
+        let inner = v.as_object().filter(|o| o.len() == 1)?.get(Drawn::Signal.tag())?;
+        let (name, got) = received(inner)?;
+        got.map(|(n, _)| (name, n))
+    })
 }
 
 /// A random number for a task's `n`th fresh draw: a function of the thread's recorded seed and

@@ -247,6 +247,28 @@ pub enum Body {
         /// The input.
         value: Value,
     },
+    /// A node waits for a signal (`ctx.recv`) and none is there; the step stays open and the
+    /// thread parks (WaitingInput) until one is sent. Filed under the storage kind
+    /// `input_requested`.
+    SignalAwaited {
+        /// The step.
+        step: u64,
+        /// Which task.
+        task: TaskKey,
+        /// The signal's name.
+        name: String,
+        /// Values the node recorded before it waited (signals it received among them).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        values: Vec<Value>,
+    },
+    /// A signal the waiting task asked for was sent: the thread wakes and runs the task again,
+    /// which receives it. Filed under the storage kind `input_received`.
+    SignalArrived {
+        /// Which task.
+        task: TaskKey,
+        /// The signal's name.
+        name: String,
+    },
     /// A node started a durable timer; the step stays open.
     TimerSet {
         /// The step.
@@ -384,6 +406,8 @@ impl Body {
             Body::RetryScheduled { .. } => EventKind::RetryScheduled,
             Body::InputRequested { .. } => EventKind::InputRequested,
             Body::InputReceived { .. } => EventKind::InputReceived,
+            Body::SignalAwaited { .. } => EventKind::InputRequested,
+            Body::SignalArrived { .. } => EventKind::InputReceived,
             Body::TimerSet { .. } => EventKind::TimerSet,
             Body::TimerFired { .. } => EventKind::TimerFired,
             Body::StepCompleted { .. } => EventKind::StepCompleted,
@@ -435,6 +459,8 @@ impl Body {
             | Body::RetryScheduled { task, .. }
             | Body::InputRequested { task, .. }
             | Body::InputReceived { task, .. }
+            | Body::SignalAwaited { task, .. }
+            | Body::SignalArrived { task, .. }
             | Body::TimerSet { task, .. }
             | Body::TimerFired { task, .. }
             | Body::Progress { task, .. }
@@ -470,6 +496,10 @@ impl Body {
             }
             Body::InputRequested { task, .. } => format!("{task}: waiting for input"),
             Body::InputReceived { task, .. } => format!("{task}: input received"),
+            Body::SignalAwaited { task, name, .. } => {
+                format!("{task}: waiting for signal {name:?}")
+            }
+            Body::SignalArrived { task, name } => format!("{task}: signal {name:?} arrived"),
             Body::TimerSet { task, until_ms, .. } => format!("{task}: sleeping until {until_ms}"),
             Body::TimerFired { task, .. } => format!("{task}: timer fired"),
             Body::StepCompleted { step, next, .. } => {

@@ -78,6 +78,13 @@ pub enum Waiting {
         /// What it asked.
         prompt: Value,
     },
+    /// A signal for a task (`ctx.recv`).
+    Signal {
+        /// The waiting task.
+        task: TaskKey,
+        /// The signal's name.
+        name: String,
+    },
     /// A durable timer.
     Timer {
         /// The sleeping task.
@@ -188,6 +195,11 @@ pub struct ThreadMeta {
     /// created before seeds were recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// The number of the last signal of each name the thread received (recorded by its
+    /// nodes' `recv` / `try_recv`): the next receive of a name takes the first signal of that
+    /// name after it. Absent when none was received.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub signals: BTreeMap<String, u64>,
     /// Created at (engine clock).
     pub created_at_ms: u64,
     /// Updated at (engine clock).
@@ -289,6 +301,7 @@ impl ThreadCtx {
                 budget_warned: Vec::new(),
                 restores: 0,
                 seed: *seed,
+                signals: BTreeMap::new(),
                 created_at_ms: at_ms,
                 updated_at_ms: at_ms,
             },
@@ -329,6 +342,17 @@ impl ThreadCtx {
         self.meta.seq = seq;
         self.meta.updated_at_ms = self.meta.updated_at_ms.max(at_ms);
         let m = &mut self.meta;
+        if let Body::ToolCalled { values, .. }
+        | Body::NodeCompleted { values, .. }
+        | Body::InputRequested { values, .. }
+        | Body::SignalAwaited { values, .. }
+        | Body::TimerSet { values, .. } = body
+        {
+            for (name, n) in crate::core::drawn::signals_in(values) {
+                let last = m.signals.entry(name.to_owned()).or_default();
+                *last = (*last).max(n);
+            }
+        }
         match body {
             Body::ThreadCreated { .. } => {
                 return Err(self.record_error(seq, "thread_created after the first event".into()));
@@ -444,6 +468,13 @@ impl ThreadCtx {
                 m.open.entry(task.clone()).or_default().inputs.push(value.clone());
                 m.waiting = None;
             }
+            Body::SignalAwaited { step, task, name, values } => {
+                let attempt = m.open.get(task).map_or(1, |j| j.attempt);
+                journal(m, task, attempt).values.extend(values.iter().cloned());
+                m.waiting = Some(Waiting::Signal { task: task.clone(), name: name.clone() });
+                push_history(m, seq, *step, task, &format!("waiting for signal {name}"), at_ms);
+            }
+            Body::SignalArrived { .. } => m.waiting = None,
             Body::TimerSet { step, task, until_ms, values } => {
                 let attempt = m.open.get(task).map_or(1, |j| j.attempt);
                 journal(m, task, attempt).values.extend(values.iter().cloned());

@@ -102,6 +102,7 @@ impl SeedState {
             policy,
             budget_warned: Vec::new(),
             seed: None,
+            signals: BTreeMap::new(),
             created_at_ms,
             updated_at_ms,
         };

@@ -108,6 +108,7 @@ pub(crate) async fn drive_under(
         };
         let result = drive_claimed(&shell, &thread, depth, reason, &control).await;
         released(&shell, &thread, &result);
+        wake_if_signalled(&shell, &thread, &result).await;
         result
     }
     .instrument(span)
@@ -125,6 +126,26 @@ pub(super) fn released(shell: &Shell, thread: &ThreadId, result: &Result<Exit, E
             shell.metrics.thread_ended(*s, shell.store.as_ref());
         } else {
             arm_parked_deadline(shell, thread);
+        }
+    }
+}
+
+/// A thread its runner left waiting for input may be waiting for a signal sent after its node
+/// looked and before this park (the send found the thread still running, so nobody woke it):
+/// it looks at its inbox again now that it is parked and let go.
+pub(super) async fn wake_if_signalled(
+    shell: &Arc<Shell>,
+    thread: &ThreadId,
+    result: &Result<Exit, Error>,
+) {
+    if !matches!(result, Ok(Exit::Status(ThreadStatus::WaitingInput))) {
+        return;
+    }
+    match super::signals::wake_if_sent(shell, thread).await {
+        Ok(true) => spawn_drive(shell, thread.clone(), "signal received"),
+        Ok(false) => {}
+        Err(e) => {
+            tracing::warn!(thread = %thread, error = %e, "parked thread not woken by its signal");
         }
     }
 }
@@ -228,6 +249,7 @@ pub(super) async fn run_claimed(
         children: Arc::new(children),
         stop,
         metrics: shell.metrics.clone(),
+        signals: super::signal_cursor::SignalCursor::new(shell.store.clone(), &ctx),
     });
     if let Some(at) = ctx.meta.policy.deadline_at_ms {
         watch_deadline(shell, at, control);

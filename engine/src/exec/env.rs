@@ -69,6 +69,8 @@ pub(crate) struct ThreadEnv {
     pub stop: StopSlot,
     /// The engine's metric handles.
     pub metrics: Metrics,
+    /// The signals the step's tasks have received (`signals.rs`).
+    pub signals: super::signal_cursor::SignalCursor,
 }
 
 impl ThreadEnv {

@@ -21,6 +21,8 @@ mod restore_retry;
 pub(crate) mod resume_check;
 pub(crate) mod runner;
 pub(crate) mod shell;
+pub(crate) mod signal_cursor;
+pub(crate) mod signals;
 pub(crate) mod start;
 pub(crate) mod started;
 pub(crate) mod stop;

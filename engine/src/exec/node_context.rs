@@ -17,11 +17,13 @@ use tracing::Instrument as _;
 
 use super::env::ThreadEnv;
 use crate::core::codec::Recorded;
-use crate::core::drawn::{Drawn, task_random};
+use crate::core::drawn::Drawn;
 use crate::core::event::{Body, TaskKey};
 use crate::core::suspend::Suspensions;
 use crate::core::thread_ctx::{TaskJournal, ToolRecord};
 use crate::limits;
+
+mod recorded;
 
 fn lock_state(st: &Mutex<TaskState>) -> MutexGuard<'_, TaskState> {
     // A panic while holding this lock can only come from our own code between two lines that
@@ -115,44 +117,6 @@ impl LiveNodeContext {
         }
         st.appended.sort_by_key(|r| r.bookmark.seq);
         st
-    }
-
-    /// Takes the next recorded value, or records `fresh(index)`, where `index` is the value's
-    /// position in the task's sequence of values (so a fresh value after replayed ones is the
-    /// same one an uninterrupted run would have drawn there).
-    /// A recorded value of another kind is nondeterminism (the code draws in another order):
-    /// reported, and read as null, which the caller then refuses as its type.
-    fn value(&self, kind: Drawn, fresh: impl FnOnce(u64) -> Value) -> Value {
-        let index = {
-            let mut st = self.state();
-            st.draws += 1;
-            if let Some(recorded) = st.replay_values.pop_front() {
-                return kind.read(&recorded).unwrap_or_else(|was| {
-                    st.nondeterminism.get_or_insert(format!(
-                        "the code draws a {} where a {was} value was recorded",
-                        kind.name()
-                    ));
-                    Value::Null
-                });
-            }
-            st.draws
-        };
-        let v = fresh(index);
-        self.state().new_values.push(kind.record(v.clone()));
-        v
-    }
-
-    /// A fresh random number: the task's `n`th draw, a function of the thread's seed and the
-    /// task's identity (recorded like any value, so replay never depends on the seed).
-    fn fresh_random(&self, index: u64, sub: u64) -> u64 {
-        task_random(
-            self.env.seed,
-            &self.env.thread,
-            self.step,
-            &self.key.to_string(),
-            self.attempt,
-            index * 2 + sub,
-        )
     }
 
     fn nondeterminism(&self, detail: String) {
@@ -364,6 +328,14 @@ impl NodeContext for LiveNodeContext {
 
     fn interrupt(&self, prompt: Value) -> Result<Value, NodeError> {
         self.state().suspensions.interrupt(prompt)
+    }
+
+    fn recv(&self, name: &str) -> BoxFuture<'static, Result<Value, NodeError>> {
+        Box::pin(std::future::ready(self.receive(name, true).map(Option::unwrap_or_default)))
+    }
+
+    fn try_recv(&self, name: &str) -> BoxFuture<'static, Result<Option<Value>, NodeError>> {
+        Box::pin(std::future::ready(self.receive(name, false)))
     }
 
     fn sleep(&self, duration_ms: u64) -> BoxFuture<'static, Result<(), NodeError>> {

@@ -226,6 +226,7 @@ impl Runner {
                 ));
             }
         };
+        self.env.signals.reset(&self.ctx);
         let mut futures = Vec::new();
         for (id, key, item) in tasks {
             let journal = self.ctx.meta.open.get(&key).cloned().unwrap_or_default();

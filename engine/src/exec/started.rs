@@ -104,6 +104,7 @@ pub(crate) async fn start_running(
             };
             drop(permit);
             released(&s, &id, &result);
+            super::drive::wake_if_signalled(&s, &id, &result).await;
             if let Err(error) = result {
                 if refused.await.is_err() {
                     // Its creation was refused (or its outcome is unknown): nothing of this run

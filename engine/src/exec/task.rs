@@ -82,6 +82,7 @@ pub(crate) async fn run_task(
             }
             Err(NodeError::Interrupted { prompt }) => return run(TaskEnd::WaitInput { prompt }),
             Err(NodeError::Sleeping { until_ms }) => return run(TaskEnd::Sleep { until_ms }),
+            Err(NodeError::WaitingSignal { name }) => return run(TaskEnd::WaitSignal { name }),
             // A budget reached inside the node is a clean stop, like one at a step boundary:
             // the thread pauses, its recorded calls kept for when it resumes.
             Err(NodeError::BudgetExceeded { budget }) => return run(TaskEnd::Budget { budget }),
@@ -214,6 +215,7 @@ fn attempt_outcome<T>(result: &Result<T, NodeError>) -> &'static str {
         Ok(_) => "done",
         Err(NodeError::Interrupted { .. }) => "waiting_input",
         Err(NodeError::Sleeping { .. }) => "sleeping",
+        Err(NodeError::WaitingSignal { .. }) => "waiting_signal",
         Err(NodeError::Paused { .. }) => "paused",
         Err(NodeError::BudgetExceeded { .. }) => "budget",
         Err(_) => "failed",

@@ -78,7 +78,52 @@ impl ReplayNodeContext {
     }
 }
 
+impl ReplayNodeContext {
+    /// The recorded receipt of the task's next receive of `name`; with nothing recorded (the
+    /// task waited there), the same suspension as the live run for `recv`.
+    fn receive(&self, name: &str, wait: bool) -> Result<Option<Value>, NodeError> {
+        let mut st = self.state();
+        let Some(recorded) = st.values.front().cloned() else {
+            if wait {
+                return Err(NodeError::WaitingSignal { name: name.to_owned() });
+            }
+            st.first.get_or_insert((
+                format!("the code receives signal {name:?} that was not recorded"),
+                Value::Null,
+                Value::String(name.to_owned()),
+            ));
+            return Ok(None);
+        };
+        st.values.pop_front();
+        let got = Drawn::Signal.read(&recorded).ok().and_then(|inner| {
+            crate::core::drawn::received(&inner)
+                .filter(|(n, _)| *n == name)
+                .map(|(_, got)| got.map(|(_, v)| v.clone()))
+        });
+        match got {
+            Some(Some(value)) => Ok(Some(value)),
+            Some(None) if !wait => Ok(None),
+            _ => {
+                st.first.get_or_insert((
+                    format!("the code receives signal {name:?} where another value was recorded"),
+                    recorded,
+                    Value::String(name.to_owned()),
+                ));
+                Err(NodeError::Nondeterminism { detail: "unrecorded signal".into() })
+            }
+        }
+    }
+}
+
 impl NodeContext for ReplayNodeContext {
+    fn recv(&self, name: &str) -> BoxFuture<'static, Result<Value, NodeError>> {
+        let got = self.receive(name, true).map(|v| v.unwrap_or(Value::Null));
+        Box::pin(async move { got })
+    }
+    fn try_recv(&self, name: &str) -> BoxFuture<'static, Result<Option<Value>, NodeError>> {
+        let got = self.receive(name, false);
+        Box::pin(async move { got })
+    }
     fn thread_id(&self) -> &str {
         &self.thread
     }

@@ -1,6 +1,6 @@
-//! The controls: `POST /api/threads/{id}/{pause|resume|cancel|input|fork}`, each with
+//! The controls: `POST /api/threads/{id}/{pause|resume|cancel|input|signal|fork}`, each with
 //! `Authorization: Bearer <token>`. Bodies are JSON: `cancel` `{"reason"?}`, `input`
-//! `{"value"}`, `fork` `{"at"? | "checkpoint"?, "update"?, "id"?, "labels"?, "start"?}`; a body
+//! `{"value"}`, `signal` `{"name", "value"}` (the answer adds `"signal"`: its number), `fork` `{"at"? | "checkpoint"?, "update"?, "id"?, "labels"?, "start"?}`; a body
 //! field that does not parse is named in the 400. `resume`, `input` and a started fork run the
 //! thread in this engine; the answer comes once the control is applied, not when the thread ends.
 
@@ -34,6 +34,13 @@ struct InputBody {
     value: Value,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignalBody {
+    name: String,
+    value: Value,
+}
+
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct ForkBody {
@@ -53,7 +60,7 @@ pub(super) async fn control(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, Reject> {
     let (id, control) = path.map(|p| p.0).map_err(|e| Reject::bad("path", e.body_text()))?;
-    if !matches!(control.as_str(), "pause" | "resume" | "cancel" | "input" | "fork") {
+    if !matches!(control.as_str(), "pause" | "resume" | "cancel" | "input" | "signal" | "fork") {
         return Err(Reject::not_found("control", format!("no control {control:?}")));
     }
     let given = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
@@ -75,6 +82,7 @@ pub(super) async fn control(
     let lookup = engine.clone();
     let check = id.clone();
     super::routes::blocking(move || record_of(&lookup, &check).map(drop)).await?;
+    let mut signal = None;
     let thread = match control.as_str() {
         "pause" => {
             no_body(&body)?;
@@ -95,6 +103,12 @@ pub(super) async fn control(
         "input" => {
             let b: InputBody = parse(&body)?;
             engine.send_input(&id, b.value).await.map_err(|e| reject(e, "value"))?;
+            id
+        }
+        "signal" => {
+            let b: SignalBody = parse(&body)?;
+            let n = engine.signal(&id, &b.name, b.value).await.map_err(|e| reject(e, "name"))?;
+            signal = Some(n);
             id
         }
         _ => {
@@ -120,7 +134,11 @@ pub(super) async fn control(
     };
     let status =
         engine.thread(&thread).and_then(|h| h.status()).map_err(|e| reject(e, "thread"))?;
-    Ok(Json(json!({"thread": thread, "status": status.as_str()})))
+    let mut answer = json!({"thread": thread, "status": status.as_str()});
+    if let Some(n) = signal {
+        answer["signal"] = json!(n);
+    }
+    Ok(Json(answer))
 }
 
 fn no_body(body: &Bytes) -> Result<(), Reject> {

@@ -94,7 +94,9 @@ pub(super) fn reject(e: Error, field: &str) -> Reject {
         | Error::FingerprintChanged { .. }
         | Error::NoMigration { .. } => 409,
         Error::Invalid(_) | Error::Codec(_) | Error::LimitExceeded { .. } => 400,
-        Error::Storage(cairn_storage::Error::Invalid { .. }) => 400,
+        Error::Storage(
+            cairn_storage::Error::Invalid { .. } | cairn_storage::Error::LimitExceeded { .. },
+        ) => 400,
         _ => 500,
     };
     if status == 500 {

@@ -371,6 +371,15 @@ impl Store for RecordingStore {
         self.watch(self.inner.locks())
     }
 
+    fn signals(
+        &self,
+        thread: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<cairn_storage::Signal>, Error> {
+        self.watch(self.inner.signals(thread, after, limit))
+    }
+
     fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error> {
         let pending = self.watch(self.inner.prune(thread, keep_from))?;
         Ok(self.forward(pending, |_, _| {}))

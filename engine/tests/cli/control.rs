@@ -95,3 +95,19 @@ fn follow_prints_new_events_until_the_thread_ends() {
     assert_eq!(rest.first().and_then(|e| e["seq"].as_u64()), Some(last_seq + 1), "{rest:?}");
     assert_eq!(rest.last().expect("new events")["kind"], "cancelled");
 }
+
+#[test]
+fn signal_stores_a_signal_for_a_thread_and_refuses_a_finished_one() {
+    let dir = tempdir();
+    let db = copy(crashed_db(), dir.path());
+    let sent = on(&db, &["signal", "demo-1", "note", r#"{"a": 1}"#, "--json"]).expect(0).json();
+    assert_eq!((sent["signal"].as_u64(), sent["status"].as_str()), (Some(1), Some("running")));
+    let text = on(&db, &["signal", "demo-1", "note", "bare-word"]).expect(0);
+    assert_eq!(text.stdout.trim(), "signal 2 (note) sent to demo-1: now running");
+    on(&db, &["signal", "demo-1", "note", "{oops"]).expect(2);
+    on(&db, &["signal", "nobody", "note", "1"]).expect(1);
+    on(&db, &["cancel", "demo-1"]).expect(0);
+    let refused = on(&db, &["signal", "demo-1", "note", "3"]).expect(1);
+    assert!(refused.stderr.contains("no more signals"), "{}", refused.stderr);
+    on(&db, &["verify"]).expect(0);
+}

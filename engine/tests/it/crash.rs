@@ -366,6 +366,14 @@ impl Store for Dying {
     fn locks(&self) -> Result<Vec<LockRecord>, cairn::storage::Error> {
         self.inner.locks()
     }
+    fn signals(
+        &self,
+        thread: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<cairn::storage::Signal>, cairn::storage::Error> {
+        self.inner.signals(thread, after, limit)
+    }
     fn prune(
         &self,
         t: &ThreadId,

@@ -16,6 +16,13 @@
 //! the node at the pause point signals and waits for a gate the driver opens once it has asked
 //! for the pause, so the thread must stop Paused at that node's step boundary (checked).
 //!
+//! Signals: a chain node may receive a signal (`ctx.recv`), which the driver sends when the
+//! thread parks waiting for it or, for some threads, for every such node right after the start
+//! (buffered before the node asks); a send is an append the store may die at too. After a
+//! crash the driver sends only what the inbox lacks. Each thread's receipts (the signal numbers
+//! its recorded values hold) must be unique, every signal of a completed thread received, and
+//! every acknowledged send in the inbox.
+//!
 //! Locks: node code records when it holds the shared lock ([`gates::Gates`]), and the logs give
 //! each thread's holding intervals in global log order; neither may overlap between threads, and
 //! once every thread has ended the store holds no lock.
@@ -68,7 +75,12 @@ enum Kind {
     Plain,
     Input,
     Sleep,
+    /// Receives a signal (chain nodes only).
+    Signal,
 }
+
+/// The name of the signals chain nodes receive.
+const SIGNAL: &str = "go";
 
 /// How a chain node uses the shared lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +119,8 @@ struct ThreadPlan {
     /// the only thread), then resume it, back into that wait.
     pause_parked: bool,
     budget: Option<Limit>,
+    /// Send the signals of every signal node right after the start, before any asks.
+    early_signals: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -119,6 +133,11 @@ struct Plan {
 }
 
 impl Plan {
+    /// The chain nodes that receive a signal, in order: the `j`th receives the `j`th signal.
+    fn signal_nodes(&self) -> Vec<usize> {
+        (0..self.chain.len()).filter(|&i| self.chain[i].kind == Kind::Signal).collect()
+    }
+
     /// The nodes of the step after chain node `i`.
     fn after(&self, i: usize) -> Vec<String> {
         if i + 1 < self.chain.len() {
@@ -132,12 +151,19 @@ impl Plan {
 }
 
 fn plan() -> impl Strategy<Value = Plan> {
-    let kind = prop_oneof![2 => Just(Kind::Plain), 1 => Just(Kind::Input), 1 => Just(Kind::Sleep)];
+    let kind = prop_oneof![
+        3 => Just(Kind::Plain),
+        1 => Just(Kind::Input),
+        1 => Just(Kind::Sleep),
+        1 => Just(Kind::Signal)
+    ];
+    let branch_kind =
+        prop_oneof![2 => Just(Kind::Plain), 1 => Just(Kind::Input), 1 => Just(Kind::Sleep)];
     let lock =
         prop_oneof![4 => Just(LockUse::None), 1 => Just(LockUse::Scoped), 1 => Just(LockUse::Held)];
     let step = (kind.clone(), 0usize..3, 0usize..2, lock)
         .prop_map(|(kind, before, after, lock)| Step { kind, before, after, lock });
-    let branches = prop::collection::vec(kind, 0..3);
+    let branches = prop::collection::vec(branch_kind, 0..3);
     (prop::collection::vec(step, 1..6), branches).prop_flat_map(|(chain, branches)| {
         let n = chain.len();
         // A tool-call budget may run out between two calls of one node (the thread stops
@@ -157,10 +183,11 @@ fn plan() -> impl Strategy<Value = Plan> {
             prop::option::weighted(0.5, 0..n),
             prop::option::weighted(0.4, limit),
             prop::bool::weighted(0.3),
+            prop::bool::weighted(0.5),
         )
-            .prop_map(move |(cancel_at, pause_at, budget, pause_parked)| {
+            .prop_map(move |(cancel_at, pause_at, budget, pause_parked, early_signals)| {
                 let pause_at = pause_at.filter(|&p| pausable[p] && cancel_at.is_none_or(|c| p < c));
-                ThreadPlan { cancel_at, pause_at, pause_parked, budget }
+                ThreadPlan { cancel_at, pause_at, pause_parked, budget, early_signals }
             });
         prop::collection::vec(thread, 1..3).prop_map(move |threads| Plan {
             chain: chain.clone(),
@@ -263,11 +290,14 @@ fn build(plan: &Plan, fx: &EffectLog, signals: &Arc<Signals>, gates: &Arc<Gates>
                         ctx.sleep_ms(ms).await?;
                         out.push(7);
                     }
-                    Kind::Plain => {
+                    Kind::Plain | Kind::Signal => {
                         if cancel_at[t] == Some(i) {
                             signals.raise(&thread);
                             ctx.cancelled().await;
                             return Err(NodeError::Cancelled);
+                        }
+                        if step.kind == Kind::Signal {
+                            out.push(ctx.recv(SIGNAL).await?);
                         }
                     }
                 }
@@ -301,7 +331,7 @@ fn build(plan: &Plan, fx: &EffectLog, signals: &Arc<Signals>, gates: &Arc<Gates>
                             ctx.sleep_ms(SLEEP_MS).await?;
                             out.push(7);
                         }
-                        Kind::Plain => {}
+                        Kind::Plain | Kind::Signal => {}
                     }
                     out.push(tool(&ctx, &fx, key).await?);
                     Ok(NodeOutput::update(out))
@@ -334,6 +364,8 @@ struct View {
     inputs: Vec<Value>,
     /// Budget warnings and stops: (budget, used, limit).
     budget_events: Vec<(String, u64, u64)>,
+    /// The numbers of the signals its nodes received, in log order.
+    received: Vec<u64>,
 }
 
 /// What a thread's log holds.
@@ -351,6 +383,8 @@ struct Facts {
     held: Vec<(u64, u64)>,
     /// Keys of the tool calls whose results are recorded.
     recorded: BTreeSet<String>,
+    /// Signals in the thread's inbox.
+    inbox: u64,
     /// Broken log invariants (seq gaps, a step completed twice or skipped).
     problems: Vec<String>,
 }
@@ -369,9 +403,19 @@ fn inspect(store: &dyn Store, wf: &Workflow<Acc>, t: usize) -> Option<Facts> {
     let (mut budgets_set, mut resumes, mut pauses, mut locks) = (0, 0, 0, 0);
     let (mut held, mut since) = (Vec::new(), None);
     let (mut called, mut recorded) = (BTreeMap::new(), BTreeSet::new());
+    let mut received = Vec::new();
     for e in events {
         let lsn = e.bookmark.lsn.0;
-        match cairn::codec::decode(store, e).unwrap().body {
+        let body = cairn::codec::decode(store, e).unwrap().body;
+        if let Body::ToolCalled { values, .. }
+        | Body::NodeCompleted { values, .. }
+        | Body::InputRequested { values, .. }
+        | Body::SignalAwaited { values, .. }
+        | Body::TimerSet { values, .. } = &body
+        {
+            received.extend(values.iter().filter_map(|v| v["signal"]["n"].as_u64()));
+        }
+        match body {
             Body::Lock { acquired: true, .. } => {
                 locks += 1;
                 since.get_or_insert(lsn);
@@ -425,8 +469,11 @@ fn inspect(store: &dyn Store, wf: &Workflow<Acc>, t: usize) -> Option<Facts> {
         steps: snapshot.meta.step,
         inputs,
         budget_events,
+        received,
     };
+    let inbox = store.signals(&id, 0, READ_LIMIT_MAX).unwrap().len() as u64;
     Some(Facts {
+        inbox,
         view,
         step_max: steps_seen.last().copied().unwrap_or(0),
         budgets_set,
@@ -462,6 +509,9 @@ fn lost(acked: &Acked, facts: Option<&Facts>) -> Vec<String> {
     }
     if f.resumes < acked.resumes {
         lost.push(format!("{} resumes acknowledged, {} logged", acked.resumes, f.resumes));
+    }
+    if f.inbox < acked.signals {
+        lost.push(format!("{} signals acknowledged, {} in the inbox", acked.signals, f.inbox));
     }
     if acked.cancelled && f.view.status != ThreadStatus::Cancelled {
         lost.push(format!("cancel acknowledged, status {:?}", f.view.status));
@@ -674,6 +724,19 @@ fn one_case(
         prop_assert_eq!(all, baseline, "the set of side effects differs; {}", ctx);
         for (t, f) in got.iter().enumerate() {
             prop_assert!(f.problems.is_empty(), "{}: {:?}; {}", tid(t), f.problems, ctx);
+            let once: BTreeSet<u64> = f.view.received.iter().copied().collect();
+            prop_assert_eq!(
+                once.len(),
+                f.view.received.len(),
+                "{} received twice; {}",
+                tid(t),
+                ctx
+            );
+            if f.view.status == ThreadStatus::Completed {
+                let all: BTreeSet<u64> = (1..=f.inbox).collect();
+                prop_assert_eq!(once, all, "{}: a signal never received; {}", tid(t), ctx);
+            }
+            tally.signals_received.fetch_add(f.view.received.len() as u64, Ordering::SeqCst);
         }
         let report = store.verify().unwrap();
         prop_assert!(report.is_clean(), "{:?}", report);
@@ -706,7 +769,7 @@ fn crash_with_controls(name: &str, cases: u32, new_dbs: NewDbs<'_>) {
         runner.run(&(plan(), 0.0f64..1.0), |(plan, frac)| one_case(&plan, frac, &tally, new_dbs));
     let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
     crate::common::report(&format!(
-        "RELIABILITY {name} cases={} cancels={} inputs={} sleeps={} budgets={} pauses={} pauses_by_budget={} parked_pauses={} locks={} branch_controls={} paused_at_crash={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
+        "RELIABILITY {name} cases={} cancels={} inputs={} sleeps={} budgets={} pauses={} pauses_by_budget={} parked_pauses={} locks={} branch_controls={} signals_sent={} signals_received={} paused_at_crash={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
         n(&tally.cases),
         n(&tally.cancels),
         n(&tally.inputs),
@@ -717,6 +780,8 @@ fn crash_with_controls(name: &str, cases: u32, new_dbs: NewDbs<'_>) {
         n(&tally.parked_pauses),
         n(&tally.locks),
         n(&tally.branch_controls),
+        n(&tally.signals),
+        n(&tally.signals_received),
         n(&tally.paused_at_crash),
         n(&tally.crashes_in_control),
         n(&tally.cancel_early),
@@ -741,6 +806,8 @@ fn crash_with_controls(name: &str, cases: u32, new_dbs: NewDbs<'_>) {
             ("parked pauses", &tally.parked_pauses),
             ("locks", &tally.locks),
             ("branch controls", &tally.branch_controls),
+            ("signals", &tally.signals),
+            ("signals received", &tally.signals_received),
         ] {
             assert!(n(c) > 0, "no case exercised {name}");
         }

@@ -181,9 +181,17 @@ fn no_import_circle_spans_more_than_two_files() {
 #[test]
 fn the_exec_layer_files_stay_small() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/exec");
-    for entry in std::fs::read_dir(root).unwrap() {
-        let path = entry.unwrap().path();
-        let lines = std::fs::read_to_string(&path).unwrap().lines().count();
-        assert!(lines <= 400, "{} has {lines} lines (400 at most)", path.display());
+    // A file's child modules (`exec/node_context/recorded.rs`) count as exec files too.
+    let mut dirs = vec![root];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+            assert!(lines <= 400, "{} has {lines} lines (400 at most)", path.display());
+        }
     }
 }

@@ -40,6 +40,7 @@ mod scale;
 mod schedules;
 #[cfg(feature = "http")]
 mod serve;
+mod signals;
 mod spans;
 mod telemetry;
 #[cfg(feature = "postgres")]

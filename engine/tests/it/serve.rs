@@ -318,3 +318,44 @@ async fn metrics_are_prometheus_text_with_a_handle() {
     server.shutdown().await;
     engine.shutdown().await;
 }
+
+/// `POST /api/threads/{id}/signal` with the control token: wakes a thread waiting in `recv`,
+/// answers with the signal's number, names a missing field, and refuses a finished thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_signal_control_sends_a_signal_through_the_endpoint() {
+    let (_d, path) = db();
+    let wf = Workflow::<Tally>::builder("waits", 1)
+        .node("recv", |_s: Arc<Tally>, ctx: Ctx| async move {
+            let n: u64 = ctx.recv("payment").await?;
+            Ok(NodeOutput::update((n, "paid".into())))
+        })
+        .edge(START, "recv")
+        .edge("recv", END)
+        .build()
+        .unwrap();
+    let (engine, server) = Engine::builder(&path)
+        .workflow(&wf)
+        .serve(([127, 0, 0, 1], 0).into())
+        .open()
+        .await
+        .unwrap();
+    let t = engine.start("waits", Tally::default(), StartOptions::id("s-1")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    let base = format!("http://{}", server.addr());
+    let token = server.token().to_owned();
+    let post = |body: &str, token: Option<&str>| {
+        let url = format!("{base}/api/threads/s-1/signal");
+        call("POST", url, token.map(str::to_owned), body.to_owned())
+    };
+    let (status, _) = post(r#"{"name": "payment", "value": 30}"#, None).await;
+    assert_eq!(status, 401);
+    let (status, err) = post(r#"{"value": 30}"#, Some(&token)).await;
+    assert_eq!((status, err["field"].as_str()), (400, Some("name")), "{err}");
+    let (status, sent) = post(r#"{"name": "payment", "value": 30}"#, Some(&token)).await;
+    assert_eq!((status, sent["signal"].as_u64()), (200, Some(1)), "{sent}");
+    assert_eq!(t.output::<Tally>().await.unwrap().total, 30);
+    let (status, err) = post(r#"{"name": "payment", "value": 1}"#, Some(&token)).await;
+    assert_eq!(status, 409, "a finished thread: {err}");
+    server.shutdown().await;
+    engine.shutdown().await;
+}

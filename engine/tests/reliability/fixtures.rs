@@ -3,7 +3,7 @@
 //!
 //! Each fixture directory holds `cairn.db.gz` (a database the engine wrote with the canonical
 //! workflows: completed threads, one with human input and a durable timer, and one left waiting
-//! for input) and `manifest.json` (what the file must replay to, and hashes that pin the format).
+//! for input, from v3 with three signals in its inbox that it never asks for) and `manifest.json` (what the file must replay to, and hashes that pin the format).
 //! The test, for every fixture:
 //! - opens a copy and restores every thread at every seq; the final states, statuses and event
 //!   counts must equal the manifest;
@@ -149,6 +149,10 @@ fn inspect(store: &dyn Store) -> (String, bool, BTreeMap<String, Value>) {
         let tid = ThreadId::new(id).expect("id");
         let record = store.thread(&tid).expect("thread").expect("exists");
         hasher.update(&codec::encode_thread(&record).expect("encode thread"));
+        // The signal inbox (format v3; none in older fixtures, which hash as before).
+        for signal in store.signals(&tid, 0, 1_000).expect("signals") {
+            hasher.update(&codec::encode_signal(&signal).expect("encode signal"));
+        }
         let fx = Effects::new();
         let wf = if id.contains("linear") {
             linear(&fx).erase()
@@ -195,6 +199,12 @@ fn t12_write_fixture() {
             let input = Ledger { entries: vec![format!("fixture {i}")], sum: i as u64 };
             engine.start(wf, input, StartOptions::id(*id)).await.expect("start");
             drive(&engine, &clock, id, answers).await;
+        }
+        // Kind-9 records in the file (format v3): signals the waiting thread has not asked for.
+        for (name, value) in
+            [("note", json!({"k": 1})), ("note", json!("two")), ("other", json!(3))]
+        {
+            engine.signal("fx-waiting", name, value).await.expect("signal");
         }
         engine.shutdown().await;
         drop(engine);

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use cairn_storage::{
     Bookmark, CheckpointId, CheckpointInfo, CheckpointKind, CheckpointMeta, Event, EventKind,
-    EventStatus, LockRecord, Lsn, PayloadRef, Seq, SeqChunk, ThreadId, ThreadRecord, WorkflowRef,
-    codec,
+    EventStatus, LockRecord, Lsn, PayloadRef, Seq, SeqChunk, Signal, ThreadId, ThreadRecord,
+    WorkflowRef, codec,
 };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -50,6 +50,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let lock =
         LockRecord { name: "res".into(), owner: "me".into(), acquired_at_ms: 1, expires_at_ms: 2 };
+    let signal = Signal {
+        thread: ThreadId::new("t-1")?,
+        n: 3,
+        name: "pay".into(),
+        at_ms: 1_700_000_000_000,
+        data: b"30".to_vec(),
+    };
     let seeds = [
         ("event", codec::encode_event(&event)?),
         ("thread", codec::encode_thread(&record)?),
@@ -57,6 +64,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("snapshot", codec::encode_snapshot(CheckpointId(2), b"snap")?),
         ("lock", codec::encode_lock(&lock)?),
         ("seq_chunk", codec::encode_seq_chunk(&chunk)?),
+        ("signal", codec::encode_signal(&signal)?),
     ];
     for (name, bytes) in seeds {
         std::fs::write(dir.join(format!("seed-{name}")), bytes)?;

@@ -84,6 +84,8 @@ pub struct ScriptedContext {
     pub log: std::sync::Mutex<Vec<String>>,
     pub usage: std::sync::Mutex<Vec<cairn_dsl::Usage>>,
     pub token: tokio_util::sync::CancellationToken,
+    /// The signals `recv` and `try_recv` hand out, in order (whatever name is asked).
+    pub signals: std::sync::Mutex<std::collections::VecDeque<serde_json::Value>>,
 }
 
 impl ScriptedContext {
@@ -96,6 +98,7 @@ impl ScriptedContext {
             log: std::sync::Mutex::new(Vec::new()),
             usage: std::sync::Mutex::new(Vec::new()),
             token: tokio_util::sync::CancellationToken::new(),
+            signals: std::sync::Mutex::new(std::collections::VecDeque::new()),
         }
     }
 
@@ -169,6 +172,22 @@ impl cairn_dsl::NodeContext for ScriptedContext {
         prompt: serde_json::Value,
     ) -> Result<serde_json::Value, cairn_dsl::NodeError> {
         self.answer.clone().ok_or(cairn_dsl::NodeError::Interrupted { prompt })
+    }
+    fn recv(
+        &self,
+        name: &str,
+    ) -> futures::future::BoxFuture<'static, Result<serde_json::Value, cairn_dsl::NodeError>> {
+        let next = self.signals.lock().expect("signals").pop_front();
+        let name = name.to_owned();
+        Box::pin(async move { next.ok_or(cairn_dsl::NodeError::WaitingSignal { name }) })
+    }
+    fn try_recv(
+        &self,
+        _name: &str,
+    ) -> futures::future::BoxFuture<'static, Result<Option<serde_json::Value>, cairn_dsl::NodeError>>
+    {
+        let next = self.signals.lock().expect("signals").pop_front();
+        Box::pin(async move { Ok(next) })
     }
     fn sleep(
         &self,

@@ -114,6 +114,20 @@ fn interrupt_suspends_until_answered() {
 }
 
 #[test]
+fn recv_suspends_until_a_signal_is_there_and_converts_it() {
+    let (scripted, ctx) = ScriptedContext::new().ctx();
+    let err = block_on(ctx.recv::<u64>("payment")).unwrap_err();
+    assert_eq!(err, NodeError::WaitingSignal { name: "payment".into() });
+    assert!(err.is_suspension());
+    assert_eq!(block_on(ctx.try_recv::<u64>("payment")), Ok(None));
+
+    scripted.signals.lock().unwrap().extend([json!(30), json!("thirty"), json!(5)]);
+    assert_eq!(block_on(ctx.recv::<u64>("payment")), Ok(30));
+    assert!(matches!(block_on(ctx.recv::<u64>("payment")), Err(NodeError::Codec { .. })));
+    assert_eq!(block_on(ctx.try_recv::<u64>("payment")), Ok(Some(5)));
+}
+
+#[test]
 fn sleeps_locks_and_cancellation() {
     let (scripted, ctx) = ScriptedContext::new().ctx();
     assert_eq!(block_on(ctx.sleep_ms(500)), Err(NodeError::Sleeping { until_ms: 1_500 }));

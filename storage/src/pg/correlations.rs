@@ -224,7 +224,8 @@ pub(crate) fn migrate(client: &mut Client) -> Result<(), Error> {
 
 fn migrate_locked(client: &mut Client) -> Result<(), Error> {
     let op = pg_error("migrate to format 2");
-    let version = i64::from(crate::FORMAT_VERSION);
+    // Format 2 added the index; a later step (`schema.rs`) takes the format on from there.
+    let version = 2_i64;
     loop {
         let format: i64 = client
             .query_one("SELECT value FROM cairn_meta WHERE key = 'format_version'", &[])

@@ -63,6 +63,9 @@ pub(super) fn delete_thread(
     let locks = tx
         .execute("DELETE FROM cairn_locks WHERE owner = $1", &[&id])
         .map_err(pg_error("delete locks"))?;
+    // Its signal inbox (`docs/format.md` §2.3) goes with it.
+    tx.execute("DELETE FROM cairn_signals WHERE thread = $1", &[&id])
+        .map_err(pg_error("delete signals"))?;
     // The thread's events are gone: a payload that no remaining record holds the hash of is
     // referenced by nobody (a false match keeps it; see `storage/src/delete.rs`). Other
     // writers commit at the same time: an append that finds the payload stored, and so does

@@ -72,6 +72,8 @@ pub(super) struct Cached<'t, 'a, 'b> {
     owners: HashMap<String, Vec<String>>,
     /// Payloads known to be stored (before or by the group).
     payloads: HashSet<[u8; 32]>,
+    /// The last signal number of each thread asked about (`signals.rs`).
+    signals: super::signals::LastSignals,
 }
 
 impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
@@ -87,6 +89,7 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
             locks: HashMap::new(),
             owners: HashMap::new(),
             payloads: HashSet::new(),
+            signals: super::signals::LastSignals::default(),
         }
     }
 
@@ -100,6 +103,7 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
             ids.extend(b.events.iter().map(|e| e.thread.as_str()));
             ids.extend(b.checkpoints.iter().map(|c| c.thread.as_str()));
             ids.extend(b.leases.iter().map(|l| l.thread().as_str()));
+            ids.extend(b.signals.iter().map(|s| s.thread.as_str()));
             for op in &b.locks {
                 match op {
                     LockOp::Acquire { name, .. }
@@ -179,6 +183,7 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
             self.locks.insert(name.clone(), lock.clone());
         }
         self.payloads.extend(planned.payloads.iter().map(|(r, _)| r.hash));
+        self.signals.absorb(&planned.signals);
     }
 }
 
@@ -261,6 +266,10 @@ impl PlanState for Cached<'_, '_, '_> {
         }
         Ok(stored)
     }
+
+    fn last_signal(&mut self, thread: &ThreadId) -> Result<u64, Error> {
+        self.signals.get(self.tx, thread)
+    }
 }
 
 /// The rows stored before the group: written again with `UPDATE`, the others inserted.
@@ -288,6 +297,8 @@ struct Writes {
     wakes: HashMap<ThreadId, Option<crate::Wake>>,
     /// The correlation-index rows of the events.
     correlations: super::correlations::Rows,
+    /// The signals (thread, n, framed record).
+    signals: Vec<(ThreadId, u64, Vec<u8>)>,
 }
 
 impl Writes {
@@ -305,6 +316,7 @@ impl Writes {
         for (_, _, framed) in planned.correlations {
             self.correlations.push(framed)?;
         }
+        self.signals.extend(planned.signals);
         self.threads.extend(planned.dirty_threads);
         self.checkpointed.extend(planned.checkpoints.iter().map(|c| c.0.thread.clone()));
         self.checkpoints.extend(planned.checkpoints);
@@ -380,6 +392,7 @@ impl Writes {
             &before.locks,
             self.locks.iter().map(|name| (name.as_str(), locks.get(name).and_then(Option::as_ref))),
         )?;
+        super::signals::insert(tx, &self.signals)?;
         Ok(())
     }
 }

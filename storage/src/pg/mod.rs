@@ -26,6 +26,7 @@ mod pool;
 mod read;
 mod resolve;
 mod schema;
+mod signals;
 mod tls;
 mod verify;
 mod wake;
@@ -266,6 +267,16 @@ impl Store for PgStore {
 
     fn locks(&self) -> Result<Vec<LockRecord>, Error> {
         self.read(read::locks)
+    }
+
+    fn signals(
+        &self,
+        thread: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<crate::Signal>, Error> {
+        let thread = thread.clone();
+        self.read(move |client| signals::read(client, &thread, after, limit))
     }
 
     fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error> {

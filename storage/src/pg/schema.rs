@@ -91,6 +91,7 @@ pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
     }
     super::wake::prepare(client)?;
     add_last_xid(client)?;
+    super::signals::prepare(client)?;
     let mut tx = client.transaction().map_err(pg_error("begin"))?;
     for (key, value) in [(MAGIC, MAGIC_VALUE), (FORMAT, i64::from(FORMAT_VERSION))] {
         tx.execute(
@@ -122,8 +123,11 @@ pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
             supported: FORMAT_VERSION,
         });
     }
-    if format < i64::from(FORMAT_VERSION) {
+    if format < 2 {
         super::correlations::migrate(client)?;
+    }
+    if format < 3 {
+        super::signals::migrate(client)?;
     }
     check_lsn_space(client)
 }

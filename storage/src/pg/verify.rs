@@ -148,5 +148,7 @@ pub(crate) fn verify(client: &mut Client) -> Result<VerifyReport, Error> {
             problem(&mut report, e);
         }
     }
+    let known = |id: &str| threads.contains_key(id);
+    report.signals = super::signals::verify(client, known, &mut report.problems)?;
     Ok(report)
 }

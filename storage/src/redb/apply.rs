@@ -77,6 +77,9 @@ pub(crate) fn apply(
     for (r, bytes) in &plan.payloads {
         tables.payloads()?.insert(&r.hash, bytes.as_slice()).map_err(&op)?;
     }
+    for (thread, n, framed) in &plan.signals {
+        tables.signals()?.insert((thread.as_str(), *n), framed.as_slice()).map_err(&op)?;
+    }
     for (name, lock) in &plan.locks {
         match lock {
             Some(lock) => {
@@ -115,5 +118,9 @@ impl PlanState for Tables<'_, '_> {
 
     fn payload_exists(&mut self, hash: &[u8; 32]) -> Result<bool, Error> {
         Ok(self.payloads()?.get(hash).map_err(storage("read payload"))?.is_some())
+    }
+
+    fn last_signal(&mut self, thread: &ThreadId) -> Result<u64, Error> {
+        super::signals::last_in(&*self.signals()?, thread)
     }
 }

@@ -15,6 +15,9 @@ use crate::correlation::{self, CorrelationEntry, CorrelationQuery, corrupted};
 use crate::limits::{self, MIGRATION_BATCH_EVENTS, READ_LIMIT_MAX};
 use crate::{Error, Event, Lsn, PayloadRef, Seq};
 
+/// The format a v1 file is migrated to (a later migration takes it on from there).
+const WITH_CORRELATIONS: u16 = 2;
+
 /// Up to `limit` events carrying `query.correlation` that pass its filters, with lsn > `after`,
 /// in lsn order. Only the index entries of that correlation id and the events they admit are
 /// read.
@@ -137,7 +140,7 @@ pub(crate) fn migrate(db: &Database) -> Result<u64, Error> {
             written += entries.len() as u64;
             let done = read < MIGRATION_BATCH_EVENTS;
             if done {
-                let version = super::FORMAT_VERSION.to_le_bytes();
+                let version = WITH_CORRELATIONS.to_le_bytes();
                 meta.insert(META_FORMAT_VERSION, version.as_slice()).map_err(&op)?;
                 meta.remove(META_CORRELATIONS_BUILT_TO).map_err(&op)?;
             } else {

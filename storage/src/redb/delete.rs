@@ -154,6 +154,9 @@ pub(crate) fn apply_delete_thread(
     for name in &plan.locks {
         tables.locks()?.remove(name.as_str()).map_err(&op)?;
     }
+    // Its signal inbox (`docs/format.md` §2.3) goes with it.
+    let thread = plan.thread.as_str();
+    tables.signals()?.retain_in((thread, 0)..=(thread, u64::MAX), |_, _| false).map_err(&op)?;
     for hash in &plan.payloads {
         tables.payloads()?.remove(hash).map_err(&op)?;
     }

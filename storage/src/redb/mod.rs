@@ -17,6 +17,7 @@ mod index;
 mod path;
 mod prune;
 mod read;
+mod signals;
 mod snapshot;
 mod tables;
 mod verify;
@@ -45,7 +46,7 @@ use crate::{
 };
 
 /// The Cairn format version this build writes and the newest it reads (see `docs/format.md`).
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
 
 /// How a [`RedbStore`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -442,8 +443,11 @@ impl RedbStore {
     ) -> Result<RedbStore, Error> {
         let counters = match guard("open", || tables::check_meta(&db))? {
             MetaState::Cairn(counters, version) => {
-                if version < FORMAT_VERSION {
+                if version < 2 {
                     guard("migrate", || correlations::migrate(&db))?;
+                }
+                if version < 3 {
+                    guard("migrate", || signals::migrate(&db))?;
                 }
                 counters
             }
@@ -689,6 +693,15 @@ impl Store for RedbStore {
 
     fn locks(&self) -> Result<Vec<LockRecord>, Error> {
         self.read(read::locks)
+    }
+
+    fn signals(
+        &self,
+        thread: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<crate::Signal>, Error> {
+        self.read(|txn| signals::read(txn, thread, after, limit))
     }
 
     fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error> {

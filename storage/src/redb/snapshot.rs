@@ -85,8 +85,11 @@ pub(crate) fn open(path: &Path) -> Result<Database, Error> {
         match guard("open snapshot", || check_meta(&db)) {
             Ok(MetaState::Cairn(_, version)) => {
                 // A v1 file: its index is built in this private copy (the file is untouched).
-                if version < super::FORMAT_VERSION {
+                if version < 2 {
                     guard("migrate snapshot", || super::correlations::migrate(&db))?;
+                }
+                if version < 3 {
+                    guard("migrate snapshot", || super::signals::migrate(&db))?;
                 }
                 return Ok(db);
             }

@@ -46,7 +46,7 @@ pub(crate) const CORRELATIONS: TableDefinition<'_, (&str, u64), &[u8]> =
     TableDefinition::new(table::CORRELATIONS);
 
 /// The tables of one write transaction, each opened on first use: opening a table costs a lookup
-/// in redb's table tree, and an append needs only two or three of the twelve.
+/// in redb's table tree, and an append needs only two or three of the thirteen.
 pub(crate) struct Tables<'txn, 'c> {
     txn: &'txn WriteTransaction,
     /// The writer's thread-record cache (see [`super::cache`]), kept current by every write of
@@ -64,6 +64,7 @@ pub(crate) struct Tables<'txn, 'c> {
     payloads: Option<Table<'txn, &'static [u8; 32], &'static [u8]>>,
     locks: Option<Table<'txn, &'static str, &'static [u8]>>,
     correlations: Option<Table<'txn, (&'static str, u64), &'static [u8]>>,
+    signals: Option<Table<'txn, (&'static str, u64), &'static [u8]>>,
 }
 
 /// An accessor that opens (creating if needed) its table on first use.
@@ -97,6 +98,7 @@ impl<'txn, 'c> Tables<'txn, 'c> {
             payloads: None,
             locks: None,
             correlations: None,
+            signals: None,
         }
     }
 
@@ -115,6 +117,7 @@ impl<'txn, 'c> Tables<'txn, 'c> {
         self.payloads()?;
         self.locks()?;
         self.correlations()?;
+        self.signals()?;
         Ok(())
     }
 
@@ -130,6 +133,7 @@ impl<'txn, 'c> Tables<'txn, 'c> {
     lazy_table!(payloads, PAYLOADS, &'static [u8; 32], &'static [u8]);
     lazy_table!(locks, LOCKS, &'static str, &'static [u8]);
     lazy_table!(correlations, CORRELATIONS, (&'static str, u64), &'static [u8]);
+    lazy_table!(signals, super::signals::SIGNALS, (&'static str, u64), &'static [u8]);
 }
 
 /// The counters the writer continues from.

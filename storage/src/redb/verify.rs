@@ -69,6 +69,13 @@ pub(crate) fn verify(txn: &ReadTransaction) -> Result<VerifyReport, Error> {
     let max_checkpoint = scan.section(table::CHECKPOINTS, |s| s.checkpoints(&threads));
     scan.section(table::PAYLOADS, Scan::payloads);
     scan.section(table::LOCKS, Scan::locks);
+    scan.section(table::SIGNALS, |s| {
+        let mut problems = Vec::new();
+        let known = |id: &ThreadId| threads.contains_key(id);
+        s.report.signals = super::signals::verify(s.txn, known, &mut problems)?;
+        s.report.problems.extend(problems);
+        Ok(())
+    });
     if let (Some(lsn), Some(checkpoint)) = (max_lsn, max_checkpoint) {
         scan.section(table::META, |s| s.meta(lsn, checkpoint));
     }

@@ -277,7 +277,7 @@ fn thread_cursor<S: Store>(store: &S) {
 }
 
 /// A whole-thread delete removes the thread's record, log, checkpoints (with their tag
-/// index), correlation entries, locks and the payloads nobody else references; it refuses an
+/// index), correlation entries, locks, signal inbox and the payloads nobody else references; it refuses an
 /// unfinished thread unless forced, leaves every other thread as it was, verify stays clean,
 /// and the id can be used again.
 fn delete_thread<S: Store>(store: &S) {
@@ -309,6 +309,7 @@ fn delete_thread<S: Store>(store: &S) {
             now_ms: now_ms(),
             ttl_ms: 60_000,
         }],
+        signals: vec![signal("dl", "go", 1), signal("dk", "go", 2)],
         ..Batch::default()
     };
     let written = append(store, batch);
@@ -373,13 +374,51 @@ fn delete_thread<S: Store>(store: &S) {
     };
     assert!(try_append(store, fenced).is_err(), "a runner of the deleted thread is fenced");
     assert!(store.thread(&tid("dl")).unwrap().is_none());
+    assert!(store.signals(&tid("dl"), 0, 10).unwrap().is_empty(), "its inbox goes with it");
+    assert_eq!(store.signals(&tid("dk"), 0, 10).unwrap().len(), 1, "another's inbox stays");
     let report = store.verify().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
+}
+
+fn signal(thread: &str, name: &str, value: u64) -> cairn_storage::NewSignal {
+    cairn_storage::NewSignal::new(tid(thread), name, value.to_string().into_bytes(), now_ms())
+        .unwrap()
+}
+
+/// The signal inbox: numbered per thread from 1 across batches (and within one), read back in
+/// order from any point, refused for an unknown or finished thread (nothing stored), never
+/// touching the thread's log, and sound for verify.
+fn signal_inbox<S: Store>(store: &S) {
+    create_thread(store, "sig", 2);
+    let sent = |signals| try_append(store, Batch { signals, ..Batch::default() });
+    assert_eq!(sent(vec![signal("sig", "a", 1)]).unwrap().signals, [1]);
+    let two = sent(vec![signal("sig", "b", 2), signal("sig", "a", 3)]).unwrap();
+    assert_eq!(two.signals, [2, 3], "numbered within a batch too");
+    let all = store.signals(&tid("sig"), 0, 100).unwrap();
+    let got: Vec<(u64, &str, &[u8])> =
+        all.iter().map(|s| (s.n, s.name.as_str(), s.data.as_slice())).collect();
+    assert_eq!(got, [(1, "a", &b"1"[..]), (2, "b", &b"2"[..]), (3, "a", &b"3"[..])]);
+    assert_eq!(store.signals(&tid("sig"), 2, 100).unwrap().len(), 1, "after is exclusive");
+    assert_eq!(store.signals(&tid("sig"), 0, 2).unwrap().len(), 2, "limit holds");
+    assert_eq!(store.last_bookmark(&tid("sig")).unwrap().unwrap().seq, Seq(2), "log untouched");
+    assert!(matches!(sent(vec![signal("nobody", "a", 1)]), Err(Error::UnknownThread(_))));
+    // Ended by a batch before it in the same batch order: refused, with its batch.
+    let mut done = store.thread(&tid("sig")).unwrap().unwrap();
+    done.status = ThreadStatus::Completed;
+    let ended =
+        Batch { threads: vec![done], signals: vec![signal("sig", "a", 4)], ..Batch::default() };
+    assert!(matches!(try_append(store, ended), Err(Error::Finished { .. })));
+    assert_eq!(store.thread(&tid("sig")).unwrap().unwrap().status, ThreadStatus::Created);
+    assert_eq!(store.signals(&tid("sig"), 0, 100).unwrap().len(), 3, "nothing stored");
+    let report = store.verify().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert!(report.signals >= 3);
 }
 
 /// Every check, on one store.
 fn contract<S: Store + Clone>(store: &S) {
     correlation_index(store);
+    signal_inbox(store);
     roundtrip(store);
     guards(store);
     leases(store);

@@ -22,5 +22,6 @@ mod prune;
 mod raw;
 mod recovery;
 mod roundtrip;
+mod signals;
 mod subscribe;
 mod two_process;

@@ -339,6 +339,29 @@ mod golden {
     }
 
     #[test]
+    fn v3_encodings_are_pinned_and_decode_forever() {
+        let signal = cairn_storage::Signal {
+            thread: cairn_storage::ThreadId::new("t-1").expect("id"),
+            n: 3,
+            name: "pay".into(),
+            at_ms: 1_700_000_000_000,
+            data: b"30".to_vec(),
+        };
+        let framed = codec::encode_signal(&signal).expect("encode");
+        assert_eq!(hex(&framed), GOLDEN_SIGNAL, "kind 9 encoding changed");
+        assert_eq!(codec::decode_signal(&framed).expect("decode"), signal);
+        for bit in 0..framed.len() * 8 {
+            let mut flipped = framed.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            let result = codec::decode_signal(&flipped);
+            assert!(
+                matches!(result, Err(Error::Corrupted { table: "signals", .. })),
+                "bit {bit}: {result:?}"
+            );
+        }
+    }
+
+    #[test]
     fn decoders_refuse_every_single_bit_flip_of_a_real_record() {
         let framed = codec::encode_event(&golden_event()).expect("encode");
         for bit in 0..framed.len() * 8 {
@@ -361,5 +384,6 @@ mod golden {
     const GOLDEN_CHECKPOINT: &str =
         "0103200000000403742d310177010466702d7703ac0206070302016301640101780101610162eed9fbac";
     const GOLDEN_SNAPSHOT: &str = "01040400000004020506f74e1ccd";
+    const GOLDEN_SIGNAL: &str = "01091200000003742d31030370617980d095ffbc310233309ba297a3";
     const GOLDEN_LOCK: &str = "010506000000016c016f0102f9a48507";
 }

@@ -36,6 +36,10 @@ pub(super) struct Tally {
     pub(super) parked_pauses: AtomicU64,
     /// Inputs answered and timers fired for fan-out branches.
     pub(super) branch_controls: AtomicU64,
+    /// Signals sent (acknowledged).
+    pub(super) signals: AtomicU64,
+    /// Signals received, counted in the logs after the resumed runs.
+    pub(super) signals_received: AtomicU64,
     /// `cancel` returned Ok while the thread still ran (it ends Cancelled later).
     pub(super) cancel_early: AtomicU64,
     /// `cancel` returned Ok and the thread stayed parked (asked again).
@@ -75,6 +79,8 @@ pub(super) struct Acked {
     /// The thread's last seq each time the driver resumed it from Paused.
     pub(super) resumed_at: Vec<u64>,
     pub(super) cancelled: bool,
+    /// Signals whose send was acknowledged.
+    pub(super) signals: u64,
 }
 
 pub(super) type AckMap = Arc<Mutex<BTreeMap<String, Acked>>>;
@@ -333,8 +339,11 @@ impl Run<'_> {
                     let wf = self.engine.workflow_of(&id)?;
                     let ctx =
                         cairn::restore::restore(self.engine.store().as_ref(), &wf, &id, None)?;
+                    let signal = matches!(ctx.meta.waiting, Some(Waiting::Signal { .. }));
                     let (node, until) = match ctx.meta.waiting {
-                        Some(Waiting::Input { task, .. }) => (task.node, None),
+                        Some(Waiting::Input { task, .. } | Waiting::Signal { task, .. }) => {
+                            (task.node, None)
+                        }
                         Some(Waiting::Timer { task, until_ms }) => (task.node, Some(until_ms)),
                         None => {
                             // Woken between the record read and the restore.
@@ -370,6 +379,9 @@ impl Run<'_> {
                     } else if let Some(until) = until {
                         self.clock.set_ms(until);
                         bump(&self.tally.sleeps);
+                    } else if signal {
+                        let j = self.plan.signal_nodes().iter().position(|&k| k == i);
+                        self.send_signals(t, j.expect("a signal node") + 1).await?;
                     } else {
                         let _busy = self.busy();
                         self.at(t, format!("send_input to {node} in flight"));
@@ -404,6 +416,24 @@ impl Run<'_> {
         }
     }
 
+    /// Sends thread `t` the signals of its first `upto` signal nodes that its inbox lacks (the
+    /// inbox is the record of what was sent, also across a crash), in order.
+    async fn send_signals(&self, t: usize, upto: usize) -> Result<(), cairn::Error> {
+        let id = ThreadId::new(tid(t)).unwrap();
+        let nodes = self.plan.signal_nodes();
+        let mut have = self.engine.store().signals(&id, 0, READ_LIMIT_MAX)?.len();
+        while have < upto {
+            let node = format!("c{}", nodes[have]);
+            let _busy = self.busy();
+            self.at(t, format!("signal for {node} in flight"));
+            self.engine.signal(&tid(t), super::SIGNAL, answer(&node, t)).await?;
+            ack(&self.acks, &tid(t), |a| a.signals += 1);
+            bump(&self.tally.signals);
+            have += 1;
+        }
+        Ok(())
+    }
+
     async fn start_and_drive(
         &self,
     ) -> Result<Vec<Result<ThreadStatus, cairn::Error>>, cairn::Error> {
@@ -417,6 +447,9 @@ impl Run<'_> {
             self.at(t, "start in flight");
             self.engine.start("ctl", Acc::default(), opts).await?;
             ack(&self.acks, &tid(t), |a| a.started = true);
+            if tp.early_signals {
+                self.send_signals(t, self.plan.signal_nodes().len()).await?;
+            }
         }
         let drivers = (0..self.plan.threads.len()).map(|t| self.drive(t));
         Ok(futures::future::join_all(drivers).await)

@@ -1,0 +1,82 @@
+//! Signals: named messages to a thread that is running or waiting (`docs/signals.md`).
+//!
+//! [`Engine::signal`] writes the signal to the thread's inbox in its own batch (never to the
+//! thread's log, which its runner guards), acknowledged once durable; a node receives it with
+//! `ctx.recv(name)` or `ctx.try_recv(name)` (`exec/signals.rs`). A thread parked waiting for
+//! that name is woken here; one that parks just after the send wakes itself.
+
+use cairn_storage::{Batch, NewSignal, ThreadId};
+use serde::Serialize;
+
+use super::engine::Engine;
+use crate::error::Error;
+use crate::exec::drive::spawn_drive;
+use crate::exec::signals::wake_if_sent;
+
+impl Engine {
+    /// Sends `value` as a signal named `name` to `thread`, which may be running, waiting or
+    /// paused; returns its number in the thread's inbox (from 1). Acknowledged only once
+    /// durable; signals of one name are received in the order they were sent, each exactly
+    /// once. A thread waiting in `ctx.recv(name)` is woken (and driven by this engine, which
+    /// needs the thread's workflow registered).
+    ///
+    /// # Errors
+    /// [`Error::UnknownThread`]; [`Error::WrongStatus`] for a thread that has finished;
+    /// [`Error::Storage`] with `LimitExceeded` for a name over 256 bytes, a value over
+    /// 256 KiB, or a thread sent 10,000 signals already; storage errors.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
+    /// engine.signal("order-7", "payment", serde_json::json!({"amount": 30})).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn signal(
+        &self,
+        thread: &str,
+        name: &str,
+        value: impl Serialize,
+    ) -> Result<u64, Error> {
+        Ok(self.signal_and_wake(thread, name, value).await?.0)
+    }
+
+    /// [`Engine::signal`], and whether the signal woke the thread here (it now runs in this
+    /// engine).
+    pub(crate) async fn signal_and_wake(
+        &self,
+        thread: &str,
+        name: &str,
+        value: impl Serialize,
+    ) -> Result<(u64, bool), Error> {
+        let id = ThreadId::new(thread)?;
+        let data = serde_json::to_vec(&serde_json::to_value(value)?)?;
+        let signal = NewSignal::new(id.clone(), name, data, self.clock().now_ms())?;
+        let sent = async {
+            self.store().append(Batch { signals: vec![signal], ..Batch::default() })?.wait().await
+        };
+        let n = match sent.await {
+            Ok(appended) => appended.signals.first().copied().unwrap_or_default(),
+            Err(cairn_storage::Error::UnknownThread(_)) => {
+                return Err(Error::UnknownThread(thread.to_owned()));
+            }
+            Err(cairn_storage::Error::Finished { status, .. }) => {
+                return Err(Error::WrongStatus {
+                    thread: thread.to_owned(),
+                    status,
+                    detail: "it has finished: it receives no more signals".into(),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        // The signal is durable: a failed wake loses nothing (the thread wakes when its runner,
+        // a later signal or recovery looks again), so it is reported, not returned.
+        let woke = wake_if_sent(&self.shell, &id).await.unwrap_or_else(|e| {
+            tracing::warn!(thread = %id, error = %e, "signal stored; the waiting thread was not woken");
+            false
+        });
+        if woke {
+            spawn_drive(&self.shell, id, "signal received");
+        }
+        Ok((n, woke))
+    }
+}

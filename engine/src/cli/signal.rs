@@ -1,0 +1,82 @@
+//! `cairn signal THREAD NAME JSON`: sends a signal to a running or waiting thread. Through the
+//! endpoint of an engine serving the file (`POST /api/threads/{id}/signal`, `remote.rs`) when
+//! one holds it; otherwise the file is opened for writing, the signal stored, and a thread that
+//! was waiting for it runs here until it ends or parks again.
+
+use std::sync::Arc;
+
+use cairn_dsl::DynWorkflow;
+use cairn_storage::ThreadStatus;
+use serde_json::{Value, json};
+
+use super::common::{Common, open_writable, print_json, print_text, record_of, thread_id, usage};
+use super::remote;
+
+/// Arguments of `cairn signal`.
+#[derive(Debug, clap::Args)]
+pub struct SignalArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The thread id (running or waiting; not finished).
+    thread: String,
+    /// The signal's name (what `ctx.recv(name)` receives).
+    name: String,
+    /// The signal's value, as JSON (a bare word is taken as a string).
+    value: String,
+}
+
+pub(super) async fn signal(args: SignalArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    thread_id(&args.thread)?;
+    let value: Value = match serde_json::from_str(&args.value) {
+        Ok(v) => v,
+        Err(_) if !args.value.trim_start().starts_with(['{', '[', '"']) => {
+            Value::String(args.value.clone())
+        }
+        Err(e) => return Err(usage(format!("the signal's value is not valid JSON: {e}"))),
+    };
+    let body = json!({ "name": args.name, "value": value });
+    if let Some(answer) = remote::post(&args.common.db, &args.thread, "signal", &body)? {
+        if args.common.json {
+            return print_json(&answer);
+        }
+        print_text(&format!(
+            "signal {} ({}) sent to {}: now {} (through the engine serving the file)",
+            answer["signal"],
+            args.name,
+            args.thread,
+            answer["status"].as_str().unwrap_or_default()
+        ));
+        return Ok(());
+    }
+    let engine = open_writable(&args.common.db, wfs).await?;
+    record_of(&engine, &args.thread)?;
+    let sent = engine.signal_and_wake(&args.thread, &args.name, value).await;
+    let (n, woke) = match sent {
+        Ok(sent) => sent,
+        Err(e) => {
+            engine.shutdown().await;
+            return Err(e.into());
+        }
+    };
+    // A thread the signal woke runs here until it ends or parks again.
+    let handle = engine.thread(&args.thread)?;
+    let status = if woke { handle.wait().await.map(|o| o.status) } else { handle.status() };
+    engine.shutdown().await;
+    let status = status?;
+    if args.common.json {
+        return print_json(&json!({
+            "thread": args.thread,
+            "signal": n,
+            "status": status.as_str(),
+        }));
+    }
+    let line = format!("signal {n} ({}) sent to {}: now {status}", args.name, args.thread);
+    print_text(&line);
+    if matches!(status, ThreadStatus::Failed | ThreadStatus::TimedOut) {
+        return Err(super::common::fail(
+            super::EXIT_FAILED,
+            format!("thread {} ended {status}", args.thread),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,66 @@
+//! The values a task records as it draws them (clock readings, random numbers, ids, and the
+//! signals it receives): the recorded one when the task runs again, else a fresh one, recorded.
+
+use cairn_dsl::NodeError;
+use serde_json::Value;
+
+use super::LiveNodeContext;
+use crate::core::drawn::{Drawn, task_random};
+
+impl LiveNodeContext {
+    /// Takes the next recorded value, or records `fresh(index)`, where `index` is the value's
+    /// position in the task's sequence of values (so a fresh value after replayed ones is the
+    /// same one an uninterrupted run would have drawn there).
+    /// A recorded value of another kind is nondeterminism (the code draws in another order):
+    /// reported, and read as null, which the caller then refuses as its type.
+    pub(super) fn value(&self, kind: Drawn, fresh: impl FnOnce(u64) -> Value) -> Value {
+        let index = {
+            let mut st = self.state();
+            st.draws += 1;
+            if let Some(recorded) = st.replay_values.pop_front() {
+                return kind.read(&recorded).unwrap_or_else(|was| {
+                    st.nondeterminism.get_or_insert(format!(
+                        "the code draws a {} where a {was} value was recorded",
+                        kind.name()
+                    ));
+                    Value::Null
+                });
+            }
+            st.draws
+        };
+        let v = fresh(index);
+        self.state().new_values.push(kind.record(v.clone()));
+        v
+    }
+
+    /// A fresh random number: the task's `n`th draw, a function of the thread's seed and the
+    /// task's identity (recorded like any value, so replay never depends on the seed).
+    pub(super) fn fresh_random(&self, index: u64, sub: u64) -> u64 {
+        task_random(
+            self.env.seed,
+            &self.env.thread,
+            self.step,
+            &self.key.to_string(),
+            self.attempt,
+            index * 2 + sub,
+        )
+    }
+
+    /// The task's next receive of a signal named `name`: the recorded one when the task runs
+    /// again, else the next in the inbox (recorded as a value of the task). Nothing there:
+    /// `None` for `try_recv` (recorded too), a suspension for `recv` (`wait`).
+    pub(super) fn receive(&self, name: &str, wait: bool) -> Result<Option<Value>, NodeError> {
+        let recorded = {
+            let mut st = self.state();
+            st.draws += 1;
+            st.replay_values.pop_front()
+        };
+        if let Some(recorded) = recorded {
+            return crate::exec::signal_cursor::replayed(&recorded, name, wait);
+        }
+        let (value, record) =
+            self.env.signals.fresh(&self.env.thread, name, wait, &self.env.stop)?;
+        self.state().new_values.push(record);
+        Ok(value)
+    }
+}

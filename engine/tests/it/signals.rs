@@ -1,0 +1,246 @@
+//! Signals (`Engine::signal`, `ctx.recv`, `ctx.try_recv`): order per name, buffering before the
+//! node asks, parking and waking, `try_recv` on an empty inbox, refusal for a finished or
+//! unknown thread, and receipts that survive a restart.
+
+use std::sync::Arc;
+
+use cairn::dsl::{Ctx, NodeOutput, NodePolicy, Workflow};
+use cairn::event::Body;
+use cairn::{Durability, END, Engine, START, StartOptions, ThreadStatus};
+
+use crate::common::{Tally, db};
+
+async fn open(path: &std::path::Path, wfs: &[&Workflow<Tally>]) -> Engine {
+    let mut b = Engine::builder(path).durability(Durability::None);
+    for wf in wfs {
+        b = b.workflow(wf);
+    }
+    b.open().await.unwrap()
+}
+
+/// One node that receives `count` signals named `name` and notes them in order.
+fn receiver(id: &str, name: &'static str, count: usize) -> Workflow<Tally> {
+    Workflow::<Tally>::builder(id, 1)
+        .node_with(
+            "recv",
+            move |_s: Arc<Tally>, ctx: Ctx| async move {
+                let mut got = Vec::new();
+                for _ in 0..count {
+                    let v: u64 = ctx.recv(name).await?;
+                    got.push(v.to_string());
+                }
+                Ok(NodeOutput::update((got.len() as u64, got.join(","))))
+            },
+            NodePolicy::default(),
+        )
+        .edge(START, "recv")
+        .edge("recv", END)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn signals_sent_before_the_node_asks_are_buffered_and_received_in_order_per_name() {
+    let (_d, path) = db();
+    // The node first waits for an "other" signal, so the "n" signals all arrive before it asks.
+    let wf = Workflow::<Tally>::builder("ordered", 1)
+        .node_with(
+            "recv",
+            |_s: Arc<Tally>, ctx: Ctx| async move {
+                let _: String = ctx.recv("go").await?;
+                let mut got = Vec::new();
+                for _ in 0..3 {
+                    let v: u64 = ctx.recv("n").await?;
+                    got.push(v.to_string());
+                }
+                Ok(NodeOutput::update((0, got.join(","))))
+            },
+            NodePolicy::default(),
+        )
+        .edge(START, "recv")
+        .edge("recv", END)
+        .build()
+        .unwrap();
+    let engine = open(&path, &[&wf]).await;
+    let t = engine.start("ordered", Tally::default(), StartOptions::id("o1")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    for v in [1u64, 2, 3] {
+        engine.signal("o1", "n", v).await.unwrap();
+    }
+    assert_eq!(t.status().unwrap(), ThreadStatus::WaitingInput, "no signal named go yet");
+    assert_eq!(engine.signal("o1", "go", "now").await.unwrap(), 4, "numbered per thread");
+    let out: Tally = t.output().await.unwrap();
+    assert_eq!(out.log, vec!["1,2,3".to_string()]);
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn recv_parks_the_thread_and_a_signal_wakes_it_across_a_restart() {
+    let (_d, path) = db();
+    let wf = receiver("waits", "payment", 2);
+    let engine = open(&path, &[&wf]).await;
+    let t = engine.start("waits", Tally::default(), StartOptions::id("w1")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    engine.signal("w1", "payment", 30u64).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput, "parks for the 2nd");
+    engine.shutdown().await;
+    drop((t, engine));
+    let engine = open(&path, &[&wf]).await;
+    let t = engine.thread("w1").unwrap();
+    assert_eq!(t.status().unwrap(), ThreadStatus::WaitingInput);
+    engine.signal("w1", "payment", 12u64).await.unwrap();
+    let out: Tally = t.output().await.unwrap();
+    assert_eq!(out.log, vec!["30,12".to_string()], "the first receipt survived the restart");
+    let id = cairn::ThreadId::new("w1").unwrap();
+    let bodies: Vec<Body> = engine
+        .store()
+        .read_since(&id, cairn::Seq(0), 10_000)
+        .unwrap()
+        .into_iter()
+        .map(|e| cairn::codec::decode(engine.store().as_ref(), e).unwrap().body)
+        .collect();
+    let awaited = bodies.iter().filter(|b| matches!(b, Body::SignalAwaited { .. })).count();
+    let arrived = bodies.iter().filter(|b| matches!(b, Body::SignalArrived { .. })).count();
+    assert_eq!((awaited, arrived), (2, 2), "two waits, each ended by its signal");
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn try_recv_returns_none_on_an_empty_inbox_and_the_next_signal_after() {
+    let (_d, path) = db();
+    let wf = Workflow::<Tally>::builder("polls", 1)
+        .node_with(
+            "poll",
+            |_s: Arc<Tally>, ctx: Ctx| async move {
+                let first: Option<u64> = ctx.try_recv("x").await?;
+                let _: String = ctx.recv("go").await?;
+                let second: Option<u64> = ctx.try_recv("x").await?;
+                let third: Option<u64> = ctx.try_recv("x").await?;
+                Ok(NodeOutput::update((0, format!("{first:?} {second:?} {third:?}"))))
+            },
+            NodePolicy::default(),
+        )
+        .edge(START, "poll")
+        .edge("poll", END)
+        .build()
+        .unwrap();
+    let engine = open(&path, &[&wf]).await;
+    let t = engine.start("polls", Tally::default(), StartOptions::id("p1")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    engine.signal("p1", "x", 7u64).await.unwrap();
+    engine.signal("p1", "go", "now").await.unwrap();
+    let out: Tally = t.output().await.unwrap();
+    // The first try_recv ran before the signal and its None is recorded: the re-run after the
+    // wake sees None there again, and the signal sent meanwhile at the second.
+    assert_eq!(out.log, vec!["None Some(7) None".to_string()]);
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_signal_to_a_finished_or_unknown_thread_is_refused_and_stores_nothing() {
+    let (_d, path) = db();
+    let wf = receiver("once", "n", 1);
+    let engine = open(&path, &[&wf]).await;
+    let t = engine.start("once", Tally::default(), StartOptions::id("f1")).await.unwrap();
+    engine.signal("f1", "n", 1u64).await.unwrap();
+    assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
+    let err = engine.signal("f1", "n", 2u64).await.unwrap_err();
+    assert!(
+        matches!(&err, cairn::Error::WrongStatus { status: ThreadStatus::Completed, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("no more signals"), "{err}");
+    let err = engine.signal("nobody", "n", 2u64).await.unwrap_err();
+    assert!(matches!(err, cairn::Error::UnknownThread(_)), "{err}");
+    let id = cairn::ThreadId::new("f1").unwrap();
+    assert_eq!(engine.store().signals(&id, 0, 10).unwrap().len(), 1, "the refused one is absent");
+    assert!(engine.store().verify().unwrap().is_clean());
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn two_tasks_of_one_step_receiving_one_name_take_different_signals() {
+    let (_d, path) = db();
+    let node = |_s: Arc<Tally>, ctx: Ctx| async move {
+        let v: u64 = ctx.recv("job").await?;
+        Ok(NodeOutput::update((v, String::new())))
+    };
+    let wf = Workflow::<Tally>::builder("pair", 1)
+        .node_with("a", node, NodePolicy::default())
+        .node_with("b", node, NodePolicy::default())
+        .edge(START, "a")
+        .edge(START, "b")
+        .edge("a", END)
+        .edge("b", END)
+        .build()
+        .unwrap();
+    let engine = open(&path, &[&wf]).await;
+    let t = engine.start("pair", Tally::default(), StartOptions::id("d1")).await.unwrap();
+    engine.signal("d1", "job", 1u64).await.unwrap();
+    engine.signal("d1", "job", 10u64).await.unwrap();
+    let outcome = t.finished().await.unwrap();
+    assert_eq!(outcome.status, ThreadStatus::Completed);
+    let out: Tally = t.output().await.unwrap();
+    assert_eq!(out.total, 11, "each signal received once: {out:?}");
+    engine.shutdown().await;
+}
+
+/// Two engines on one PostgreSQL database: a signal sent by one while the other's runner
+/// drives the thread (inside a tool call) reaches the node without fencing that runner; a
+/// signal from either wakes the thread parked in `recv`, whichever engine parked it.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_from_another_engine_on_postgres_reaches_a_driven_thread_and_wakes_a_parked_one() {
+    use cairn::storage::pg_cluster::Cluster;
+    let Some(cluster) = Cluster::start("a_signal_from_another_engine") else { return };
+    let url = cluster.new_database();
+    let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
+    let entered = Arc::new(std::sync::Mutex::new(Some(entered_tx)));
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let (e, g) = (entered.clone(), gate.clone());
+    let wf = Workflow::<Tally>::builder("pg-signals", 1)
+        .node_with(
+            "node",
+            move |_s: Arc<Tally>, ctx: Ctx| {
+                let (entered, gate) = (e.clone(), g.clone());
+                async move {
+                    // Blocks in a tool until the test lets it go (the other engine sends then).
+                    ctx.tool("hold", 0u64, move |_: u64, _| async move {
+                        let first = entered.lock().unwrap().take();
+                        if let Some(tx) = first {
+                            let _ = tx.send(());
+                            gate.notified().await;
+                        }
+                        Ok::<u64, cairn::ToolError>(0)
+                    })
+                    .await?;
+                    let early: Option<u64> = ctx.try_recv("early").await?;
+                    let a: u64 = ctx.recv("x").await?;
+                    let b: u64 = ctx.recv("x").await?;
+                    Ok(NodeOutput::update((0, format!("{early:?} {a} {b}"))))
+                }
+            },
+            NodePolicy::default(),
+        )
+        .edge(START, "node")
+        .edge("node", END)
+        .build()
+        .unwrap();
+    let one = Engine::builder(&url).workflow(&wf).open().await.unwrap();
+    let two = Engine::builder(&url).workflow(&wf).open().await.unwrap();
+    let t = one.start("pg-signals", Tally::default(), StartOptions::id("pg-1")).await.unwrap();
+    entered_rx.await.unwrap();
+    assert_eq!(two.signal("pg-1", "early", 5u64).await.unwrap(), 1, "to a driven thread");
+    gate.notify_one();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    two.signal("pg-1", "x", 10u64).await.unwrap();
+    let h = two.thread("pg-1").unwrap();
+    assert_eq!(h.wait().await.unwrap().status, ThreadStatus::WaitingInput, "parked for the 2nd");
+    one.signal("pg-1", "x", 20u64).await.unwrap();
+    let out: Tally = h.output().await.unwrap();
+    assert_eq!(out.log, vec!["Some(5) 10 20".to_string()]);
+    assert_eq!((one.fenced_runners(), two.fenced_runners()), (0, 0), "nobody was fenced");
+    assert!(one.store().verify().unwrap().is_clean());
+    one.shutdown().await;
+    two.shutdown().await;
+}

@@ -1,0 +1,148 @@
+//! The signal inbox in a redb file (`docs/format.md` §2.3): the table `signals`, keyed
+//! `(thread, n)`, its reads, its check in `verify`, and the migration of a v2 file (which
+//! lacks the table) to v3.
+//!
+//! Writes are the planner's (`crate::plan`, applied in `apply.rs`).
+
+use ::redb::{Database, ReadTransaction, ReadableTable, TableDefinition};
+
+use super::read::storage;
+use super::tables::{META, META_FORMAT_VERSION};
+use crate::codec::{self, table};
+use crate::limits::{self, READ_LIMIT_MAX};
+use crate::{Error, Problem, Seq, Signal, ThreadId};
+
+/// The inbox: framed [`Signal`] (kind 9) by `(thread, n)`.
+pub(crate) const SIGNALS: TableDefinition<'_, (&str, u64), &[u8]> =
+    TableDefinition::new(table::SIGNALS);
+
+/// The format a v2 file is migrated to.
+const WITH_SIGNALS: u16 = 3;
+
+/// Decodes the signal stored under `(thread, n)` and checks it against its key.
+pub(crate) fn signal_at(thread: &str, n: u64, bytes: &[u8]) -> Result<Signal, Error> {
+    let id = ThreadId::new(thread).ok();
+    let signal =
+        codec::decode_signal(bytes).map_err(|e| codec::locate(e, id.as_ref(), Some(Seq(n))))?;
+    if signal.thread.as_str() != thread || signal.n != n {
+        return Err(Error::Corrupted {
+            table: table::SIGNALS,
+            thread: id,
+            seq: Some(Seq(n)),
+            detail: format!(
+                "key ({thread}, {n}) holds the signal of ({}, {})",
+                signal.thread, signal.n
+            ),
+        });
+    }
+    Ok(signal)
+}
+
+/// Up to `limit` signals of `thread` with n > `after`, in n order.
+pub(crate) fn read(
+    txn: &ReadTransaction,
+    thread: &ThreadId,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<Signal>, Error> {
+    limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
+    let inbox = match txn.open_table(SIGNALS) {
+        Ok(inbox) => inbox,
+        // A v2 snapshot taken before its migration committed: no signal was ever sent.
+        Err(::redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(Error::storage("open table", e)),
+    };
+    let op = storage("read signals");
+    let key = thread.as_str();
+    let mut out = Vec::new();
+    for item in inbox.range((key, after.saturating_add(1))..=(key, u64::MAX)).map_err(&op)? {
+        if out.len() >= limit {
+            break;
+        }
+        let (k, v) = item.map_err(&op)?;
+        out.push(signal_at(key, k.value().1, v.value())?);
+    }
+    Ok(out)
+}
+
+/// The number of `thread`'s last signal in `inbox` (0: none).
+pub(crate) fn last_in(
+    inbox: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
+    thread: &ThreadId,
+) -> Result<u64, Error> {
+    let key = thread.as_str();
+    let last = inbox
+        .range((key, 0)..=(key, u64::MAX))
+        .map_err(storage("read signals"))?
+        .next_back()
+        .transpose()
+        .map_err(storage("read signals"))?;
+    Ok(last.map_or(0, |(k, _)| k.value().1))
+}
+
+/// Checks every signal: it decodes, sits under its own key, belongs to a thread that exists,
+/// and each thread's numbers run from 1 without a gap. Returns the signals scanned.
+pub(crate) fn verify(
+    txn: &ReadTransaction,
+    thread_exists: impl Fn(&ThreadId) -> bool,
+    problems: &mut Vec<Problem>,
+) -> Result<u64, Error> {
+    let op = storage("verify signals");
+    let inbox = match txn.open_table(SIGNALS) {
+        Ok(inbox) => inbox,
+        Err(::redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+        Err(e) => return Err(Error::storage("open table", e)),
+    };
+    let mut scanned = 0;
+    let mut previous: Option<(String, u64)> = None;
+    for item in inbox.iter().map_err(&op)? {
+        let (k, v) = item.map_err(&op)?;
+        let (thread, n) = k.value();
+        scanned += 1;
+        let expected = match &previous {
+            Some((t, last)) if t == thread => last.saturating_add(1),
+            _ => 1,
+        };
+        previous = Some((thread.to_owned(), n));
+        let problem = |detail: String| Problem {
+            table: table::SIGNALS,
+            thread: ThreadId::new(thread).ok(),
+            seq: Some(Seq(n)),
+            detail,
+        };
+        if n != expected {
+            problems
+                .push(problem(format!("signal gap: signal {n} follows signal {}", expected - 1)));
+        }
+        match signal_at(thread, n, v.value()) {
+            Ok(signal) if !thread_exists(&signal.thread) => {
+                problems.push(problem(format!("signal {n} of a thread that does not exist")));
+            }
+            Ok(_) => {}
+            Err(Error::Corrupted { table, thread, seq, detail }) => {
+                problems.push(Problem { table, thread, seq, detail });
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    Ok(scanned)
+}
+
+/// Migrates a v2 file to v3: creates the empty inbox and sets the format version, in one
+/// transaction (a crash leaves v2, and the next open migrates again).
+///
+/// # Errors
+/// Storage errors; the file is left as it was.
+pub(crate) fn migrate(db: &Database) -> Result<(), Error> {
+    let txn = db.begin_write().map_err(|e| Error::storage("begin migration", e))?;
+    {
+        let op = storage("migrate to format v3");
+        let open_table = |e| Error::storage("open table", e);
+        txn.open_table(SIGNALS).map_err(open_table)?;
+        let mut meta = txn.open_table(META).map_err(open_table)?;
+        meta.insert(META_FORMAT_VERSION, WITH_SIGNALS.to_le_bytes().as_slice()).map_err(&op)?;
+    }
+    txn.commit().map_err(|e| Error::storage("commit migration", e))?;
+    tracing::info!("created the signal inbox: format v3");
+    Ok(())
+}
