@@ -98,6 +98,22 @@ fn a_look_for_work_reads_only_the_threads_due() {
     assert!(!due(&store, 0).contains("timer-passed"));
 }
 
+/// A signal sent to a thread parked waiting makes it due, so that a worker's look wakes it when
+/// the sender cannot (it died after its send, or does not run the workflow); a signal to a
+/// thread that is driven leaves its row alone.
+#[test]
+fn a_signal_makes_a_waiting_thread_due() {
+    let Some(cluster) = Cluster::start("a_signal_makes_a_waiting_thread_due") else { return };
+    let store = PgStore::connect(&cluster.new_database(), Durability::Immediate).unwrap();
+    put(&store, "waits", "wf", ThreadStatus::WaitingInput, Some(Wake::Never));
+    put(&store, "sleeps", "wf", ThreadStatus::Sleeping, Some(Wake::At(u64::MAX / 4)));
+    assert!(due(&store, 0).is_empty());
+    let signal =
+        |t: &str| cairn_storage::NewSignal::new(tid(t), "go", b"1".to_vec(), 1).expect("a signal");
+    append(&store, Batch { signals: vec![signal("waits"), signal("sleeps")], ..Batch::default() });
+    assert_eq!(due(&store, 0), names(&["waits"]));
+}
+
 #[test]
 fn a_database_made_before_the_wake_index_gets_it_at_open() {
     let Some(cluster) = Cluster::start("a_database_made_before_the_wake_index") else {
