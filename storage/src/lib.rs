@@ -87,6 +87,7 @@ pub mod pg_cluster;
 pub mod pg_proxy;
 mod plan;
 mod redb;
+mod request;
 mod signal;
 mod store;
 mod subscription;

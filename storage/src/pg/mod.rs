@@ -38,7 +38,7 @@ use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 
 use self::pool::Readers;
-use self::write::{Op, Writer};
+use self::write::{Write, Writer};
 use crate::codec::table;
 use crate::{
     Batch, Bookmark, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Durability, Error,
@@ -152,7 +152,7 @@ impl PgStore {
 
     fn write<T>(
         &self,
-        op: impl FnOnce(oneshot::Sender<Result<T, Error>>) -> Op,
+        op: impl FnOnce(oneshot::Sender<Result<T, Error>>) -> Write,
     ) -> Result<Pending<T>, Error> {
         let (tx, rx) = oneshot::channel();
         self.inner.writer.send(op(tx))?;
@@ -237,12 +237,12 @@ impl Store for PgStore {
     }
 
     fn delete_checkpoint(&self, id: CheckpointId) -> Result<Pending<bool>, Error> {
-        self.write(|tx| Op::DeleteCheckpoint(id, tx))
+        self.write(|tx| Write::DeleteCheckpoint(id, tx))
     }
 
     fn clear_checkpoints(&self, thread: &ThreadId) -> Result<Pending<u64>, Error> {
         let thread = thread.clone();
-        self.write(|tx| Op::ClearCheckpoints(thread, tx))
+        self.write(|tx| Write::ClearCheckpoints(thread, tx))
     }
 
     fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>, Error> {
@@ -281,7 +281,7 @@ impl Store for PgStore {
 
     fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error> {
         let thread = thread.clone();
-        self.write(|tx| Op::Prune(thread, keep_from, tx))
+        self.write(|tx| Write::Prune(thread, keep_from, tx))
     }
 
     fn delete_thread(
@@ -290,7 +290,7 @@ impl Store for PgStore {
         options: crate::DeleteOptions,
     ) -> Result<Pending<Option<crate::Deleted>>, Error> {
         let thread = thread.clone();
-        self.write(|tx| Op::DeleteThread(thread, options, tx))
+        self.write(|tx| Write::DeleteThread(thread, options, tx))
     }
 
     fn verify(&self) -> Result<VerifyReport, Error> {

@@ -25,20 +25,12 @@ use super::xid::{self, IDS_PER_TRANSACTION};
 use super::{from_db, pg_error, to_db};
 use crate::codec;
 use crate::plan::{Counters, PlanState};
+pub(crate) use crate::request::Write;
+use crate::request::{Answer, Outcome, Request};
 use crate::telemetry::{GroupFigures, StoreMetrics};
 use crate::{
-    Appended, Batch, CheckpointId, CheckpointInfo, DeleteOptions, Deleted, Error, LockRecord,
-    Pending, Pruned, Seq, ThreadId,
+    Batch, CheckpointId, CheckpointInfo, Error, LockRecord, Pending, Pruned, Seq, ThreadId,
 };
-
-/// A write request and where its answer goes.
-pub(crate) enum Op {
-    Append(Batch, oneshot::Sender<Result<Appended, Error>>),
-    DeleteCheckpoint(CheckpointId, oneshot::Sender<Result<bool, Error>>),
-    ClearCheckpoints(ThreadId, oneshot::Sender<Result<u64, Error>>),
-    Prune(ThreadId, CheckpointId, oneshot::Sender<Result<Pruned, Error>>),
-    DeleteThread(ThreadId, DeleteOptions, oneshot::Sender<Result<Option<Deleted>, Error>>),
-}
 
 /// Requests waiting for the writer, at most (a caller waits while the queue is full).
 const QUEUED_OPS_MAX: usize = 1024;
@@ -60,7 +52,7 @@ pub(crate) const GROUP_ATTEMPTS_MAX: u32 = 8;
 
 /// The handle to the writer thread.
 pub(crate) struct Writer {
-    ops: SyncSender<Op>,
+    ops: SyncSender<Write>,
     /// Where each group commit's figures go.
     pub metrics: StoreMetrics,
 }
@@ -85,14 +77,14 @@ impl Writer {
     }
 
     /// Queues `op` (waiting while the queue is full).
-    pub fn send(&self, op: Op) -> Result<(), Error> {
+    pub fn send(&self, op: Write) -> Result<(), Error> {
         self.ops.send(op).map_err(|_| Error::Closed)
     }
 
     pub fn append(&self, batch: Batch) -> Result<Pending, Error> {
         batch.check_limits()?;
         let (tx, rx) = oneshot::channel();
-        self.send(Op::Append(batch, tx))?;
+        self.send(Write::Append(batch, tx))?;
         Ok(Pending::new(rx))
     }
 }
@@ -100,14 +92,14 @@ impl Writer {
 fn run(
     mut client: Client,
     reconnect: &Connect,
-    queue: &Receiver<Op>,
+    queue: &Receiver<Write>,
     committed: &Arc<watch::Sender<u64>>,
     (token, durable, metrics): (u64, bool, &StoreMetrics),
 ) {
     let mut cache = Statements::default();
     let mut suspect = false;
     // A request that did not fit the group before: the first of the next.
-    let mut held: Option<Op> = None;
+    let mut held: Option<Write> = None;
     loop {
         let first = match held.take() {
             Some(op) => op,
@@ -129,17 +121,17 @@ fn run(
                 Err(e) => tracing::warn!(error = %e, "the writer cannot reconnect yet"),
             }
         }
-        let mut ids = first.ids();
+        let mut taken = ids(&first);
         let mut group = vec![first];
         while group.len() < GROUP_OPS_MAX {
             match queue.try_recv() {
                 // The group's lsns and checkpoint ids must fit its transaction's range.
-                Ok(op) if ids + op.ids() > IDS_PER_TRANSACTION => {
+                Ok(op) if taken + ids(&op) > IDS_PER_TRANSACTION => {
                     held = Some(op);
                     break;
                 }
                 Ok(op) => {
-                    ids += op.ids();
+                    taken += ids(&op);
                     group.push(op);
                 }
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
@@ -150,12 +142,11 @@ fn run(
         let mut figures = GroupFigures { writes: group.len(), durable, ..GroupFigures::default() };
         let mut callers = std::collections::HashSet::new();
         for op in &group {
-            if let Op::Append(batch, _) = op {
+            if let Write::Append(batch, _) = op {
                 figures.events += batch.events.len();
                 figures.bytes += crate::telemetry::batch_bytes(batch);
-                let thread = batch.events.first().map(|e| &e.thread);
-                callers.extend(thread.or_else(|| batch.threads.first().map(|t| &t.id)).cloned());
             }
+            callers.extend(op.thread().cloned());
         }
         // Reported before the group's callers are answered: what a caller saw acknowledged
         // is counted by then.
@@ -181,87 +172,26 @@ fn run(
 /// Told a group's outcome and commit time before its callers are answered.
 type Report<'a> = &'a mut dyn FnMut(bool, std::time::Duration, u32);
 
-/// A request of a group, as data: planned again if the group runs again.
-enum Request {
-    Append(Batch),
-    DeleteCheckpoint(CheckpointId),
-    ClearCheckpoints(ThreadId),
-    Prune(ThreadId, CheckpointId),
-    DeleteThread(ThreadId, DeleteOptions),
-}
+/// A request's outcome in the group's transaction: its own refusal (a guard, a lock, a lease)
+/// is an error that leaves the others to commit; one on the connection fails the group.
+type Decided = Result<Outcome, Error>;
 
-/// Where a request's answer goes.
-enum Answer {
-    Append(oneshot::Sender<Result<Appended, Error>>),
-    Delete(oneshot::Sender<Result<bool, Error>>),
-    Clear(oneshot::Sender<Result<u64, Error>>),
-    Prune(oneshot::Sender<Result<Pruned, Error>>),
-    DeleteThread(oneshot::Sender<Result<Option<Deleted>, Error>>),
-}
-
-/// A request's outcome in a transaction that committed (or is about to).
-enum Outcome {
-    Append(Result<Appended, Error>),
-    Delete(Result<bool, Error>),
-    Clear(Result<u64, Error>),
-    Prune(Result<Pruned, Error>),
-    DeleteThread(Result<Option<Deleted>, Error>),
-}
-
-impl Answer {
-    /// Sends `outcome` (`None`: the request was not reached); a successful one becomes
-    /// `failure` when the group failed.
-    fn send(self, outcome: Option<Outcome>, failure: Option<&Error>) {
-        use Outcome as O;
-        match self {
-            Answer::Append(tx) => {
-                reply(tx, if let Some(O::Append(r)) = outcome { Some(r) } else { None }, failure);
-            }
-            Answer::Delete(tx) => {
-                reply(tx, if let Some(O::Delete(r)) = outcome { Some(r) } else { None }, failure);
-            }
-            Answer::Clear(tx) => {
-                reply(tx, if let Some(O::Clear(r)) = outcome { Some(r) } else { None }, failure);
-            }
-            Answer::Prune(tx) => {
-                reply(tx, if let Some(O::Prune(r)) = outcome { Some(r) } else { None }, failure);
-            }
-            Answer::DeleteThread(tx) => {
-                let r = if let Some(O::DeleteThread(r)) = outcome { Some(r) } else { None };
-                reply(tx, r, failure);
-            }
-        }
+/// Whether a request failed because the connection did (rather than on its own terms).
+fn connection_failed(decided: &Decided) -> Option<Error> {
+    match decided {
+        Err(e @ Error::Storage { .. }) => Some(e.clone()),
+        _ => None,
     }
 }
 
-/// Answers one request: its own error stands; otherwise the group's failure, if any.
-fn reply<T>(
-    tx: oneshot::Sender<Result<T, Error>>,
-    outcome: Option<Result<T, Error>>,
-    failure: Option<&Error>,
-) {
-    let answer = match (outcome, failure) {
+/// A request's answer: its own error stands; otherwise the group's failure, if any.
+fn answer(decided: Option<Decided>, failure: Option<&Error>) -> Decided {
+    match (decided, failure) {
         (Some(Err(e)), _) => Err(e),
         (_, Some(e)) => Err(e.clone()),
         (Some(ok), None) => ok,
         // A group that committed reached every request.
         (None, None) => Err(Error::Closed),
-    };
-    // A caller that stopped waiting has nothing to be told.
-    drop(tx.send(answer));
-}
-
-impl Outcome {
-    /// The error, if this request failed because the connection did (rather than on its own
-    /// terms: a guard, a lock, a lease).
-    fn connection_failed(&self) -> Option<Error> {
-        let error = match self {
-            Outcome::Append(Err(e)) | Outcome::Delete(Err(e)) => e,
-            Outcome::Clear(Err(e)) | Outcome::Prune(Err(e)) => e,
-            Outcome::DeleteThread(Err(e)) => e,
-            _ => return None,
-        };
-        matches!(error, Error::Storage { .. }).then(|| error.clone())
     }
 }
 
@@ -269,7 +199,7 @@ impl Outcome {
 #[derive(Default)]
 struct Attempt {
     /// Each request's outcome, in the group's order (`None`: not reached).
-    outcomes: Vec<Option<Outcome>>,
+    outcomes: Vec<Option<Decided>>,
     /// Once its COMMIT is sent: the transaction's id and the last lsn it assigned.
     sent: Option<(i64, u64)>,
     commit_time: std::time::Duration,
@@ -280,11 +210,12 @@ fn commit_group(
     client: &mut Client,
     cache: &mut Statements,
     reconnect: &Connect,
-    group: Vec<Op>,
+    group: Vec<Write>,
     committed: &watch::Sender<u64>,
     (token, report): (u64, Report<'_>),
 ) -> bool {
-    let (requests, answers): (Vec<Request>, Vec<Answer>) = group.into_iter().map(Op::split).unzip();
+    let (requests, answers): (Vec<Request>, Vec<Answer>) =
+        group.into_iter().map(Write::split).unzip();
     let mut attempts = 0;
     let (done, outcome) = loop {
         attempts += 1;
@@ -317,8 +248,8 @@ fn commit_group(
     match outcome {
         Ok(()) => {
             report(true, done.commit_time, attempts - 1);
-            for answer in answers {
-                answer.send(outcomes.next().flatten(), None);
+            for to in answers {
+                to.send(answer(outcomes.next().flatten(), None));
             }
             let last_lsn = done.sent.map_or(0, |(_, lsn)| lsn);
             let wrote_events =
@@ -345,8 +276,8 @@ fn commit_group(
         Err(e) => {
             tracing::warn!(error = %e, attempts, "a group commit failed; its writes are rolled back");
             report(false, done.commit_time, attempts - 1);
-            for answer in answers {
-                answer.send(outcomes.next().flatten(), Some(&e));
+            for to in answers {
+                to.send(answer(outcomes.next().flatten(), Some(&e)));
             }
             matches!(e, Error::Storage { .. }) && !xid::retryable(&e)
         }
@@ -381,7 +312,7 @@ fn attempt(
     if !batches.is_empty() {
         let planned = super::group::append_all(&mut tx, (xid, &mut counters), batches)?;
         for (i, r) in appends.into_iter().zip(planned) {
-            done.outcomes[i] = Some(Outcome::Append(r));
+            done.outcomes[i] = Some(r.map(Outcome::Append));
         }
     }
     // A request alone in its group needs no savepoint: if it fails, nothing of it commits.
@@ -389,33 +320,32 @@ fn attempt(
     for (i, request) in requests.iter().enumerate() {
         let outcome = match request {
             Request::Append(_) => continue,
-            Request::DeleteCheckpoint(id) => Outcome::Delete(savepoint(&mut tx, alone, |tx| {
+            Request::DeleteCheckpoint(id) => savepoint(&mut tx, alone, |tx| {
                 remove_checkpoints(
                     tx,
                     "SELECT id, info FROM cairn_checkpoints WHERE id = $1 FOR UPDATE",
                     &[&to_db(id.0)?],
                 )
-                .map(|n| n > 0)
-            })),
-            Request::ClearCheckpoints(thread) => Outcome::Clear(savepoint(&mut tx, alone, |tx| {
+                .map(|n| Outcome::Delete(n > 0))
+            }),
+            Request::ClearCheckpoints(thread) => savepoint(&mut tx, alone, |tx| {
                 remove_checkpoints(
                     tx,
                     "SELECT id, info FROM cairn_checkpoints WHERE thread = $1 FOR UPDATE",
                     &[&thread.as_str()],
                 )
-            })),
+                .map(Outcome::Clear)
+            }),
             Request::Prune(thread, keep) => {
-                Outcome::Prune(savepoint(&mut tx, alone, |tx| prune(tx, xid, thread, *keep)))
+                savepoint(&mut tx, alone, |tx| prune(tx, xid, thread, *keep).map(Outcome::Prune))
             }
-            Request::DeleteThread(thread, options) => {
-                Outcome::DeleteThread(savepoint(&mut tx, alone, |tx| {
-                    super::delete::delete_thread(tx, thread, *options)
-                }))
-            }
+            Request::DeleteThread(thread, options) => savepoint(&mut tx, alone, |tx| {
+                super::delete::delete_thread(tx, thread, *options).map(Outcome::DeleteThread)
+            }),
         };
         // A savepoint that could not be set or ended means the connection failed (or the
         // transaction met another writer): the whole group fails.
-        let broken = outcome.connection_failed();
+        let broken = connection_failed(&outcome);
         done.outcomes[i] = Some(outcome);
         if let Some(e) = broken {
             return Err(e);
@@ -456,25 +386,11 @@ fn savepoint<T>(
     result
 }
 
-impl Op {
-    /// The lsns and checkpoint ids the request may assign, at most.
-    fn ids(&self) -> u64 {
-        match self {
-            Op::Append(batch, _) => (batch.events.len() + batch.checkpoints.len()) as u64,
-            _ => 0,
-        }
-    }
-
-    fn split(self) -> (Request, Answer) {
-        match self {
-            Op::Append(b, tx) => (Request::Append(b), Answer::Append(tx)),
-            Op::DeleteCheckpoint(id, tx) => (Request::DeleteCheckpoint(id), Answer::Delete(tx)),
-            Op::ClearCheckpoints(t, tx) => (Request::ClearCheckpoints(t), Answer::Clear(tx)),
-            Op::Prune(t, keep, tx) => (Request::Prune(t, keep), Answer::Prune(tx)),
-            Op::DeleteThread(t, options, tx) => {
-                (Request::DeleteThread(t, options), Answer::DeleteThread(tx))
-            }
-        }
+/// The lsns and checkpoint ids a write may assign, at most.
+fn ids(write: &Write) -> u64 {
+    match write {
+        Write::Append(batch, _) => (batch.events.len() + batch.checkpoints.len()) as u64,
+        _ => 0,
     }
 }
 

@@ -18,18 +18,15 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use ::redb::{Database, Durability as RedbDurability, WriteTransaction};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
 use super::cache::ThreadCache;
 use super::guard::guard;
 use super::tables::{Counters, Tables, write_counters};
 use super::{apply, delete, prune};
-use crate::{
-    Appended, Batch, CheckpointId, DeleteOptions, Deleted, Durability, Error, Guard, LeaseOp,
-    Pruned, ThreadId,
-};
-
-type Reply<T> = oneshot::Sender<Result<T, Error>>;
+pub(crate) use crate::request::Write;
+use crate::request::{Outcome, Request};
+use crate::{Durability, Error, ThreadId};
 
 /// Messages to the writer.
 pub(crate) enum Command {
@@ -41,103 +38,6 @@ pub(crate) enum Command {
     Tick(std::sync::mpsc::Sender<Result<(), Error>>),
     /// The last write intent was withdrawn: a group kept open for intents may commit now.
     Nudge,
-}
-
-/// A write for the writer.
-pub(crate) enum Write {
-    /// Append a batch.
-    Append(Batch, Reply<Appended>),
-    /// Delete one checkpoint.
-    DeleteCheckpoint(CheckpointId, Reply<bool>),
-    /// Delete a thread's checkpoints.
-    ClearCheckpoints(ThreadId, Reply<u64>),
-    /// Prune a thread up to a checkpoint.
-    Prune(ThreadId, CheckpointId, Reply<Pruned>),
-    /// Delete a thread whole.
-    DeleteThread(ThreadId, DeleteOptions, Reply<Option<Deleted>>),
-}
-
-/// What a write asks for, without its reply channel: this is what runs inside the guarded
-/// transaction, so a panic there cannot drop a caller's reply unanswered.
-enum Op {
-    Append(Batch),
-    DeleteCheckpoint(CheckpointId),
-    ClearCheckpoints(ThreadId),
-    Prune(ThreadId, CheckpointId),
-    DeleteThread(ThreadId, DeleteOptions),
-}
-
-/// Where a write's answer goes.
-enum Answer {
-    Append(Reply<Appended>),
-    Delete(Reply<bool>),
-    Clear(Reply<u64>),
-    Prune(Reply<Pruned>),
-    DeleteThread(Reply<Option<Deleted>>),
-}
-
-/// A write's result before its commit completes.
-enum Outcome {
-    Append(Appended),
-    Delete(bool),
-    Clear(u64),
-    Prune(Pruned),
-    DeleteThread(Option<Deleted>),
-}
-
-impl Write {
-    /// The thread the write is for, if it names one (a batch: its first event's, else its first
-    /// thread record's, lease's or guard's thread).
-    fn thread(&self) -> Option<&ThreadId> {
-        match self {
-            Write::Append(batch, _) => batch
-                .events
-                .first()
-                .map(|e| &e.thread)
-                .or_else(|| batch.threads.first().map(|t| &t.id))
-                .or_else(|| batch.leases.first().map(LeaseOp::thread))
-                .or_else(|| batch.guards.first().map(Guard::thread)),
-            Write::ClearCheckpoints(thread, _)
-            | Write::Prune(thread, _, _)
-            | Write::DeleteThread(thread, _, _) => Some(thread),
-            Write::DeleteCheckpoint(..) => None,
-        }
-    }
-
-    fn split(self) -> (Op, Answer) {
-        match self {
-            Write::Append(batch, tx) => (Op::Append(batch), Answer::Append(tx)),
-            Write::DeleteCheckpoint(id, tx) => (Op::DeleteCheckpoint(id), Answer::Delete(tx)),
-            Write::ClearCheckpoints(thread, tx) => {
-                (Op::ClearCheckpoints(thread), Answer::Clear(tx))
-            }
-            Write::Prune(thread, keep, tx) => (Op::Prune(thread, keep), Answer::Prune(tx)),
-            Write::DeleteThread(thread, options, tx) => {
-                (Op::DeleteThread(thread, options), Answer::DeleteThread(tx))
-            }
-        }
-    }
-}
-
-impl Answer {
-    /// Replies with `result`; a caller that dropped its `Pending` no longer wants the answer, so
-    /// send errors are ignored. An outcome of the wrong shape is a bug of the writer.
-    fn send(self, result: Result<Outcome, Error>) {
-        match (self, result) {
-            (Answer::Append(tx), Ok(Outcome::Append(a))) => drop(tx.send(Ok(a))),
-            (Answer::Delete(tx), Ok(Outcome::Delete(d))) => drop(tx.send(Ok(d))),
-            (Answer::Clear(tx), Ok(Outcome::Clear(c))) => drop(tx.send(Ok(c))),
-            (Answer::Prune(tx), Ok(Outcome::Prune(p))) => drop(tx.send(Ok(p))),
-            (Answer::DeleteThread(tx), Ok(Outcome::DeleteThread(d))) => drop(tx.send(Ok(d))),
-            // Each write's outcome is made by the op of its own kind.
-            (_, Ok(_)) => unreachable!("a write got the outcome of another kind"),
-            (Answer::Append(tx), Err(e)) => drop(tx.send(Err(e))),
-            (Answer::Delete(tx), Err(e)) => drop(tx.send(Err(e))),
-            (Answer::Clear(tx), Err(e)) => drop(tx.send(Err(e))),
-            (Answer::Prune(tx), Err(e)) => drop(tx.send(Err(e))),
-            (Answer::DeleteThread(tx), Err(e)) => drop(tx.send(Err(e))),
-        }
-    }
 }
 
 /// The distinct callers of one group: the threads its writes belong to (a write that names no
@@ -392,7 +292,7 @@ impl Writer {
                         bytes += crate::telemetry::batch_bytes(batch);
                     }
                     let (op, answer) = write.split();
-                    removes |= !matches!(op, Op::Append(..));
+                    removes |= !matches!(op, Request::Append(..));
                     answers.push(answer);
                     let (result, fatal) = self.apply_one(&mut tables, op);
                     results.push(result);
@@ -501,7 +401,7 @@ impl Writer {
     fn apply_one(
         &mut self,
         tables: &mut Tables<'_, '_>,
-        op: Op,
+        op: Request,
     ) -> (Result<Outcome, Error>, Option<Error>) {
         fn written<T>(
             result: Result<T, Error>,
@@ -513,29 +413,29 @@ impl Writer {
             }
         }
         match op {
-            Op::Append(batch) => match crate::plan::plan(tables, self.counters, batch) {
+            Request::Append(batch) => match crate::plan::plan(tables, self.counters, batch) {
                 Err(error) => rejected(error),
                 Ok(plan) => {
                     written(apply::apply(tables, &mut self.counters, plan), Outcome::Append)
                 }
             },
-            Op::DeleteCheckpoint(id) => match prune::plan_delete(tables, id) {
+            Request::DeleteCheckpoint(id) => match prune::plan_delete(tables, id) {
                 Err(error) => rejected(error),
                 Ok(infos) => written(prune::remove_checkpoints(tables, &infos), |()| {
                     Outcome::Delete(!infos.is_empty())
                 }),
             },
-            Op::ClearCheckpoints(thread) => match prune::plan_clear(tables, &thread) {
+            Request::ClearCheckpoints(thread) => match prune::plan_clear(tables, &thread) {
                 Err(error) => rejected(error),
                 Ok(infos) => written(prune::remove_checkpoints(tables, &infos), |()| {
                     Outcome::Clear(infos.len() as u64)
                 }),
             },
-            Op::Prune(thread, keep) => match prune::plan_prune(tables, &thread, keep) {
+            Request::Prune(thread, keep) => match prune::plan_prune(tables, &thread, keep) {
                 Err(error) => rejected(error),
                 Ok(plan) => written(prune::apply_prune(tables, plan), Outcome::Prune),
             },
-            Op::DeleteThread(thread, options) => {
+            Request::DeleteThread(thread, options) => {
                 match delete::plan_delete_thread(tables, &thread, options) {
                     Err(error) => rejected(error),
                     Ok(None) => (Ok(Outcome::DeleteThread(None)), None),
@@ -573,7 +473,8 @@ fn abort(txn: WriteTransaction) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Guard, Seq};
+    use crate::{Appended, Batch, CheckpointId, Guard, LeaseOp, Seq};
+    use tokio::sync::oneshot;
 
     fn append(thread: &str) -> Write {
         let (tx, _rx) = oneshot::channel();
