@@ -132,20 +132,26 @@ pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
     check_lsn_space(client)
 }
 
+/// Whether `table` of the current schema has `column` (a column a later build added).
+///
+/// # Errors
+/// Connection errors.
+pub(crate) fn has_column(client: &mut Client, table: &str, column: &str) -> Result<bool, Error> {
+    let row = client
+        .query_opt(
+            "SELECT 1 FROM information_schema.columns \
+             WHERE table_name = $1 AND column_name = $2 AND table_schema = current_schema()",
+            &[&table, &column],
+        )
+        .map_err(pg_error("read the schema"))?;
+    Ok(row.is_some())
+}
+
 /// A database made before lsns came from transaction ids gets the column that says which
 /// transaction last wrote a thread row (`xid.rs`); 0 for the rows it has: older than any
 /// transaction to come.
 fn add_last_xid(client: &mut Client) -> Result<(), Error> {
-    let present = client
-        .query_opt(
-            "SELECT 1 FROM information_schema.columns \
-             WHERE table_name = 'cairn_threads' AND column_name = 'last_xid' \
-             AND table_schema = current_schema()",
-            &[],
-        )
-        .map_err(pg_error("read the schema"))?
-        .is_some();
-    if !present {
+    if !has_column(client, "cairn_threads", "last_xid")? {
         client
             .batch_execute(
                 "ALTER TABLE cairn_threads ADD COLUMN IF NOT EXISTS last_xid bigint NOT NULL DEFAULT 0",

@@ -29,16 +29,7 @@ CREATE INDEX IF NOT EXISTS cairn_threads_by_ready_at ON cairn_threads (workflow,
 /// # Errors
 /// Connection errors.
 pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
-    let present = client
-        .query_opt(
-            "SELECT 1 FROM information_schema.columns \
-             WHERE table_name = 'cairn_threads' AND column_name = 'ready_at' \
-             AND table_schema = current_schema()",
-            &[],
-        )
-        .map_err(pg_error("read the schema"))?
-        .is_some();
-    if !present {
+    if !super::schema::has_column(client, "cairn_threads", "ready_at")? {
         let mut tx = client.transaction().map_err(pg_error("begin"))?;
         tx.batch_execute(MIGRATE).map_err(pg_error("add the wake index"))?;
         tx.commit().map_err(pg_error("commit"))?;
