@@ -53,8 +53,7 @@ pub struct Proxy {
     stop: Arc<AtomicBool>,
 }
 
-/// A COMMIT kept by the proxy until [`Gate::release`] (or the gate is dropped by every holder
-/// and released on drop of the [`Held`]).
+/// A COMMIT kept by the proxy until [`Held::release`] (or until the [`Held`] is dropped).
 #[derive(Default)]
 pub struct Gate {
     /// (the COMMIT reached the proxy, the test released it)
