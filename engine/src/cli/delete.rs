@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
 use cairn_storage::DeleteOptions;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::EXIT_FAILED;
 use super::common::{Common, fail, open_writable, print_json, print_text};
@@ -44,15 +44,7 @@ pub(super) async fn delete(args: DeleteArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
             let deleted = engine.delete(&args.thread, DeleteOptions { force: args.force }).await;
             engine.shutdown().await;
             match deleted? {
-                Some(d) => json!({
-                    "thread": args.thread,
-                    "deleted": true,
-                    "status": d.status.as_str(),
-                    "events": d.events,
-                    "checkpoints": d.checkpoints,
-                    "locks": d.locks,
-                    "payloads": d.payloads,
-                }),
+                Some(d) => crate::debug::views::deleted_json(&args.thread, &d),
                 None => {
                     return Err(fail(
                         EXIT_FAILED,

@@ -129,6 +129,20 @@ pub(crate) fn state_json(view: &super::StateView) -> Value {
     })
 }
 
+/// What a thread deletion removed, as `cairn delete --json` prints it and `DELETE
+/// /api/threads/{id}` answers it (one document for both).
+pub(crate) fn deleted_json(thread: &str, d: &cairn_storage::Deleted) -> Value {
+    json!({
+        "thread": thread,
+        "deleted": true,
+        "status": d.status.as_str(),
+        "events": d.events,
+        "checkpoints": d.checkpoints,
+        "locks": d.locks,
+        "payloads": d.payloads,
+    })
+}
+
 /// One checkpoint's metadata as `cairn checkpoints --json` prints it.
 /// A verify report as `cairn verify --json` prints it and `GET /api/verify` answers it.
 pub(crate) fn verify_json(report: &cairn_storage::VerifyReport) -> Value {

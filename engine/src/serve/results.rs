@@ -110,15 +110,7 @@ pub(super) async fn delete(
     }
     let force = force_param(&pairs(q)?)?;
     match app.engine.delete(&id, DeleteOptions { force }).await {
-        Ok(Some(d)) => Ok(Json(json!({
-            "thread": id,
-            "deleted": true,
-            "status": d.status.as_str(),
-            "events": d.events,
-            "checkpoints": d.checkpoints,
-            "locks": d.locks,
-            "payloads": d.payloads,
-        }))),
+        Ok(Some(d)) => Ok(Json(crate::debug::views::deleted_json(&id, &d))),
         Ok(None) => Err(Reject::not_found("thread", format!("no thread {id}"))),
         Err(Error::Storage(e @ cairn_storage::Error::Unfinished { .. })) => {
             Err(Reject { status: 409, error: e.to_string(), field: Some("force".into()) })

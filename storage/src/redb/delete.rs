@@ -10,12 +10,11 @@ use std::collections::{BTreeSet, HashSet};
 use ::redb::ReadableTable;
 
 use super::index::{fetch, locate, lsns, storage, stored_thread_in};
-use super::prune::{plan_clear, remove_checkpoints};
+use super::prune::{correlation_entries, plan_clear, remove_checkpoints};
 use super::tables::Tables;
 use crate::codec;
-use crate::correlation;
 use crate::delete::may_refer_to;
-use crate::{CheckpointInfo, DeleteOptions, Deleted, Error, PayloadRef, ThreadId, ThreadStatus};
+use crate::{CheckpointInfo, DeleteOptions, Deleted, Error, ThreadId, ThreadStatus};
 
 /// Seqs read and checked at a time: the plan holds one window of events in memory, not the
 /// whole thread's log (what it keeps of each event is its lsn, and its correlation id if any).
@@ -73,19 +72,8 @@ pub(crate) fn plan_delete_thread(
         let to = last.min(from.saturating_add(READ_WINDOW_SEQS - 1));
         let located = locate(&*tables.seq_index()?, &stored, from, to)?;
         let read = fetch(&*tables.events()?, thread, &located)?;
-        let payloads = tables.payloads()?;
-        for event in &read {
-            let body = |r: &PayloadRef| -> Result<Vec<u8>, Error> {
-                let value = payloads.get(&r.hash).map_err(storage("read payload"))?;
-                value.map(|v| v.value().to_vec()).ok_or(Error::MissingPayload(*r))
-            };
-            if let Some(c) = correlation::of(event, body) {
-                plan.correlations.push((c, event.bookmark.lsn.0));
-            }
-            if let Some(p) = event.payload {
-                referenced.insert(p.hash);
-            }
-        }
+        plan.correlations.extend(correlation_entries(tables, &read)?);
+        referenced.extend(read.iter().filter_map(|e| e.payload.map(|p| p.hash)));
         plan.events.extend(lsns(&located));
         from = to + 1;
     }

@@ -135,16 +135,7 @@ pub(crate) fn plan_prune(
         // Every event removed is read and checked first: a damaged one rejects the prune.
         let located = locate(&*tables.seq_index()?, &stored, first_seq, covers)?;
         let removed = fetch(&*tables.events()?, thread, &located)?;
-        let payloads = tables.payloads()?;
-        for event in &removed {
-            let body = |r: &PayloadRef| -> Result<Vec<u8>, Error> {
-                let value = payloads.get(&r.hash).map_err(storage("read payload"))?;
-                value.map(|v| v.value().to_vec()).ok_or(Error::MissingPayload(*r))
-            };
-            if let Some(c) = correlation::of(event, body) {
-                plan.correlations.push((c, event.bookmark.lsn.0));
-            }
-        }
+        plan.correlations = correlation_entries(tables, &removed)?;
         drop(removed);
         plan.events = lsns(&located).collect();
         let op = storage("read seq index");
@@ -208,4 +199,24 @@ pub(crate) fn apply_prune(tables: &mut Tables<'_, '_>, plan: PrunePlan) -> Resul
     };
     tables.cache.put(plan.thread, stored, framed.len());
     Ok(pruned)
+}
+
+/// The correlation-index entries `(correlation id, lsn)` of `events` (an id may sit in a
+/// payload's body, read from the payload table): what removing them removes from the index.
+pub(super) fn correlation_entries(
+    tables: &mut Tables<'_, '_>,
+    events: &[crate::Event],
+) -> Result<Vec<(String, u64)>, Error> {
+    let payloads = tables.payloads()?;
+    let mut entries = Vec::new();
+    for event in events {
+        let body = |r: &PayloadRef| -> Result<Vec<u8>, Error> {
+            let value = payloads.get(&r.hash).map_err(storage("read payload"))?;
+            value.map(|v| v.value().to_vec()).ok_or(Error::MissingPayload(*r))
+        };
+        if let Some(c) = correlation::of(event, body) {
+            entries.push((c, event.bookmark.lsn.0));
+        }
+    }
+    Ok(entries)
 }
