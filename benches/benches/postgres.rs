@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use cairn::dsl::Workflow;
 use cairn::{Durability, Engine, Replace, StartOptions, ThreadStatus};
-use cairn_benches::{bench_line, median, per_second, ratio_line, scratch_dir};
+use cairn_benches::{bench_line, cpu, median, per_second, ratio_line, scratch_dir};
 use cairn_storage::pg_cluster::Cluster;
 
 /// Nodes of the workflow, each one step.
@@ -48,17 +48,35 @@ fn main() -> anyhow::Result<()> {
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     println!("# {runs} runs per figure; {CLIENTS} threads in flight per engine");
+    let statements = std::env::var_os("CAIRN_BENCH_PG_STATEMENTS").is_some();
+    if statements {
+        sql(
+            &cluster.url("postgres"),
+            "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'",
+        )?;
+        cluster.restart().map_err(anyhow::Error::msg)?;
+    }
+    let server = cluster.server_pid().map_err(anyhow::Error::msg)?;
     let mut by_workers = Vec::new();
-    for workers in [1usize, 2, 4] {
+    for workers in worker_counts()? {
         let (mut rate, mut p50, mut p99, mut commits) = (vec![], vec![], vec![], vec![]);
-        let mut busy = vec![];
+        let (mut busy, mut engine_cpu, mut server_cpu) = (vec![], vec![], vec![]);
         for _ in 0..runs {
             let url = cluster.new_database();
+            if statements {
+                sql(&url, "CREATE EXTENSION pg_stat_statements")?;
+            }
             let before = next_xid(&url)?;
             let cpu = cpu_times()?;
+            let (engine_before, server_before) = (cpu::own_seconds()?, cpu::tree_seconds(server)?);
             let run = runtime.block_on(shared(&url, workers))?;
             busy.push(cpu_busy_since(cpu)?);
+            engine_cpu.push((cpu::own_seconds()? - engine_before) * 1e6 / run.steps as f64);
+            server_cpu.push((cpu::tree_seconds(server)? - server_before) * 1e6 / run.steps as f64);
             let after = next_xid(&url)?;
+            if statements {
+                print_statements(&url, run.steps)?;
+            }
             rate.push(run.rate);
             p50.push(run.p50_ms);
             p99.push(run.p99_ms);
@@ -85,10 +103,27 @@ fn main() -> anyhow::Result<()> {
             "{}",
             bench_line(&format!("pg_{workers}_workers_cpu_busy"), median(busy), "fraction")
         );
-        by_workers.push(rate);
+        println!(
+            "{}",
+            bench_line(
+                &format!("pg_{workers}_workers_engine_cpu_per_step"),
+                median(engine_cpu),
+                "us"
+            )
+        );
+        println!(
+            "{}",
+            bench_line(
+                &format!("pg_{workers}_workers_server_cpu_per_step"),
+                median(server_cpu),
+                "us"
+            )
+        );
+        by_workers.push((workers, rate));
     }
     let mut redb = Vec::new();
-    for n in 0..runs {
+    let redb_runs = if std::env::var_os("CAIRN_BENCH_PG_WORKERS").is_some() { 0 } else { runs };
+    for n in 0..redb_runs {
         let path = root.path().join(format!("redb-{n}.redb"));
         let run = runtime.block_on(async {
             let engine = Engine::builder(&path)
@@ -102,11 +137,71 @@ fn main() -> anyhow::Result<()> {
         })?;
         redb.push(run.rate);
     }
-    let redb = median(redb);
-    println!("{}", bench_line("redb_1_engine_64_threads", redb, "node-steps/s"));
-    println!("{}", ratio_line("pg_4_workers_vs_1", by_workers[2] / by_workers[0]));
-    println!("{}", ratio_line("pg_1_worker_vs_redb", by_workers[0] / redb));
+    let rate_of = |n: usize| by_workers.iter().find(|(w, _)| *w == n).map(|(_, r)| *r);
+    if let (Some(four), Some(one)) = (rate_of(4), rate_of(1)) {
+        println!("{}", ratio_line("pg_4_workers_vs_1", four / one));
+    }
+    if !redb.is_empty() {
+        let redb = median(redb);
+        println!("{}", bench_line("redb_1_engine_64_threads", redb, "node-steps/s"));
+        if let Some(one) = rate_of(1) {
+            println!("{}", ratio_line("pg_1_worker_vs_redb", one / redb));
+        }
+    }
     Ok(())
+}
+
+/// Runs `statement` on the database at `url`, off the async runtime.
+fn sql(url: &str, statement: &str) -> anyhow::Result<()> {
+    let (url, statement) = (url.to_owned(), statement.to_owned());
+    std::thread::spawn(move || -> anyhow::Result<()> {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls)?;
+        client.batch_execute(&statement)?;
+        Ok(())
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("a statement panicked"))?
+}
+
+/// With `CAIRN_BENCH_PG_STATEMENTS`: the statements the run sent to its database, most called
+/// first, per node-step (`pg_stat_statements`, preloaded by a restart at the bench's start):
+/// calls, rows and server time per step.
+fn print_statements(url: &str, steps: u64) -> anyhow::Result<()> {
+    let url = url.to_owned();
+    let rows = std::thread::spawn(move || -> anyhow::Result<Vec<(i64, f64, i64, String)>> {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls)?;
+        let rows = client.query(
+            "SELECT calls, total_exec_time, rows, query FROM pg_stat_statements \
+             WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+             ORDER BY calls DESC LIMIT 30",
+            &[],
+        )?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect())
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the statistics query panicked"))??;
+    let per_step = |n: f64| n / steps as f64;
+    println!("# statements per node-step: calls, server us, rows, statement");
+    for (calls, ms, returned, query) in rows {
+        let query: String = query.split_whitespace().collect::<Vec<_>>().join(" ");
+        let query: String = query.chars().take(150).collect();
+        println!(
+            "# {:8.3} {:8.2} {:8.3}  {query}",
+            per_step(calls as f64),
+            per_step(ms * 1e3),
+            per_step(returned as f64)
+        );
+    }
+    Ok(())
+}
+
+/// The numbers of engines to measure: `CAIRN_BENCH_PG_WORKERS` (e.g. `1` or `1,4`; the redb
+/// reference run is then left out) or 1, 2 and 4.
+fn worker_counts() -> anyhow::Result<Vec<usize>> {
+    match std::env::var("CAIRN_BENCH_PG_WORKERS") {
+        Ok(list) => Ok(list.split(',').map(|n| n.trim().parse()).collect::<Result<_, _>>()?),
+        Err(_) => Ok(vec![1, 2, 4]),
+    }
 }
 
 /// What one run measured.

@@ -6,6 +6,8 @@
 //! <unit>`, and one per comparison, `RATIO <name> <value>`, where every value is the median of
 //! several runs made in the same process on the same disk.
 
+pub mod cpu;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

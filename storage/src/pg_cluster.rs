@@ -155,6 +155,22 @@ impl Cluster {
         self.dir.path()
     }
 
+    /// The process id of the server's postmaster (the first line of `postmaster.pid`): the
+    /// parent of every backend and background process of the cluster, so a benchmark can read
+    /// the server's CPU time from `/proc`.
+    ///
+    /// # Errors
+    /// When the file cannot be read or does not start with a process id.
+    pub fn server_pid(&self) -> Result<u32, String> {
+        let file = self.dir.path().join("data").join("postmaster.pid");
+        let text =
+            std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        text.lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .ok_or_else(|| format!("{}: no process id on its first line", file.display()))
+    }
+
     /// Stops the server abruptly (`pg_ctl stop -m immediate`: no shutdown checkpoint, as a crash
     /// leaves it; every connection drops) and starts it again; it recovers from its WAL.
     ///

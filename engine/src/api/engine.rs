@@ -81,17 +81,7 @@ impl Engine {
         input: serde_json::Value,
         options: StartOptions,
     ) -> Result<ThreadHandle, Error> {
-        if self.shell.store.exclusive() {
-            return self.start_running(workflow, input, options).await;
-        }
-        let (wf, id, batch) = self.prepare_start(workflow, input, options)?;
-        if let Some(batch) = batch {
-            let pending = self.shell.store.append(batch)?;
-            if crate::exec::start::settle(&self.shell, &wf, &id, pending).await? {
-                spawn_drive(&self.shell, id.clone(), "started");
-            }
-        }
-        Ok(ThreadHandle::new(self.clone(), id))
+        self.start_running(workflow, input, options).await
     }
 
     /// Starts many threads at once. Their creations are handed to storage together and share
@@ -155,7 +145,7 @@ impl Engine {
         }
     }
 
-    /// [`Engine::start_json`] on a store this engine has to itself: when a runner permit is
+    /// [`Engine::start_json`]: when a runner permit is
     /// free, the thread is claimed first, created already running, and driven from its
     /// creation's context, so that its first batches may share the creation's durable commit
     /// (see `exec::started`). Otherwise (no permit free, or the id claimed by a runner of this

@@ -175,6 +175,10 @@ impl Coordinator for Local {
         self.watchers.unwatch_if_unused(thread);
     }
 
+    fn expect_status(&self, thread: &ThreadId, status: ThreadStatus) {
+        self.watchers.expect(thread, status);
+    }
+
     fn locks_released(&self) {
         self.lock_releases.send_modify(|n| *n = n.wrapping_add(1));
     }

@@ -166,6 +166,12 @@ pub(crate) trait Coordinator: Send + Sync {
     /// Drops `thread`'s status channel if nobody listens any more.
     fn unwatch_if_unused(&self, thread: &ThreadId);
 
+    /// Opens `thread`'s status channel at `status`, known without a read: the status a runner
+    /// of this engine is about to drive a thread it just created from (until the runner lets it
+    /// go and calls [`Coordinator::status_changed`], nothing else can have moved it). A waiter
+    /// that comes later subscribes without reading the thread.
+    fn expect_status(&self, thread: &ThreadId, status: ThreadStatus);
+
     /// Tells lock waiters that a lock was released (after the commit that released it).
     fn locks_released(&self);
 

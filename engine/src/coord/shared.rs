@@ -221,6 +221,10 @@ impl Coordinator for Shared {
         self.local.unwatch_if_unused(thread);
     }
 
+    fn expect_status(&self, thread: &ThreadId, status: ThreadStatus) {
+        self.local.expect_status(thread, status);
+    }
+
     fn locks_released(&self) {
         self.local.locks_released();
     }

@@ -1,7 +1,8 @@
 //! Status channels of the threads someone waits on (handles awaiting an outcome).
 //!
-//! A channel exists while somebody listens to a thread that has not ended, so the channels are
-//! bounded by the threads being waited on, not by every thread ever waited on.
+//! A channel exists while somebody listens to a thread that has not ended (or, opened by a
+//! `start` whose runner drives the thread, until that runner lets it go), so the channels are
+//! bounded by the threads being waited on or run, not by every thread ever waited on.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -65,6 +66,12 @@ impl Watchers {
         if channels.get(thread).is_some_and(|tx| tx.receiver_count() == 0) {
             channels.remove(thread);
         }
+    }
+
+    /// Opens `thread`'s channel at `status` unless it is open (see
+    /// `Coordinator::expect_status`); it goes, as any, at the next change nobody listens to.
+    pub fn expect(&self, thread: &ThreadId, status: ThreadStatus) {
+        self.channels().entry(thread.clone()).or_insert_with(|| watch::channel(status).0);
     }
 
     /// A receiver of `thread`'s status changes, starting from its stored status.

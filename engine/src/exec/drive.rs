@@ -29,11 +29,27 @@ const DRIVE_AGAIN_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_s
 /// and looks again: the runner then finds the thread as that holder left it (running on,
 /// parked, ended), so a wake is never dropped because of a passing claim.
 pub(crate) fn spawn_drive(shell: &Arc<Shell>, thread: ThreadId, reason: &'static str) {
+    drive_queued(shell, thread, reason, false);
+}
+
+/// [`spawn_drive`] after the first pause of a drive that stopped on a failed write.
+pub(super) fn spawn_drive_after(shell: &Arc<Shell>, thread: ThreadId, reason: &'static str) {
+    drive_queued(shell, thread, reason, true);
+}
+
+fn drive_queued(shell: &Arc<Shell>, thread: ThreadId, reason: &'static str, pause_first: bool) {
     let s = shell.clone();
     let counted = shell.queued.enter(&thread);
     shell.tasks.spawn(async move {
         let _counted = counted;
         let mut backoff = std::time::Duration::from_millis(s.config.poll_ms.max(1));
+        if pause_first {
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = s.tasks.stopping().cancelled() => return,
+            }
+            backoff = (backoff * 2).min(DRIVE_AGAIN_BACKOFF_MAX);
+        }
         loop {
             let waiting = s.metrics.waiting_permit();
             let Ok(permit) = s.permits.clone().acquire_owned().await else { return };
@@ -51,34 +67,47 @@ pub(crate) fn spawn_drive(shell: &Arc<Shell>, thread: ThreadId, reason: &'static
                 // Another engine drives it: it is that engine's until its lease lapses, when
                 // the shared-database poller finds it again.
                 Ok(_) => return,
-                Err(e) if fenced(&e) && !s.store.exclusive() => {
-                    // Another engine took the thread over (this one stalled past its lease) or
-                    // changed it (a control from another process): the refusal is the fence
-                    // doing its work, and the thread goes on under whoever holds it now.
-                    s.acks.fenced();
-                    s.metrics.runners_fenced.increment(1);
-                    tracing::info!(thread = %thread, error = %e, "runner fenced off its thread");
-                    return;
-                }
-                Err(e) if in_doubt(&e) && !s.store.exclusive() => {
-                    // A write failed or went unanswered on a shared database, whose store
-                    // reconnects: drive the thread again from its log, after a pause (this
-                    // engine's lease is still on it, so nobody else would for its ttl).
+                Err(e) => {
+                    if !stopped_by(&s, &thread, &e) {
+                        return;
+                    }
                     drop(permit);
-                    tracing::warn!(thread = %thread, error = %e, "runner stopped by a failed write; driving the thread again from its log");
                     tokio::select! {
                         () = tokio::time::sleep(backoff) => {}
                         () = s.tasks.stopping().cancelled() => return,
                     }
                     backoff = (backoff * 2).min(DRIVE_AGAIN_BACKOFF_MAX);
                 }
-                Err(e) => {
-                    tracing::error!(thread = %thread, error = %e, "runner stopped with an error");
-                    return;
-                }
             }
         }
     });
+}
+
+/// Accounts for a runner of `thread` that stopped with `e`; true if the thread is to be driven
+/// again from its log after a pause.
+pub(super) fn stopped_by(shell: &Shell, thread: &ThreadId, e: &Error) -> bool {
+    match e {
+        e if fenced(e) && !shell.store.exclusive() => {
+            // Another engine took the thread over (this one stalled past its lease) or changed
+            // it (a control from another process): the refusal is the fence doing its work, and
+            // the thread goes on under whoever holds it now.
+            shell.acks.fenced();
+            shell.metrics.runners_fenced.increment(1);
+            tracing::info!(thread = %thread, error = %e, "runner fenced off its thread");
+            false
+        }
+        e if in_doubt(e) && !shell.store.exclusive() => {
+            // A write failed or went unanswered on a shared database, whose store reconnects:
+            // drive the thread again from its log, after a pause (this engine's lease is still
+            // on it, so nobody else would for its ttl).
+            tracing::warn!(thread = %thread, error = %e, "runner stopped by a failed write; driving the thread again from its log");
+            true
+        }
+        e => {
+            tracing::error!(thread = %thread, error = %e, "runner stopped with an error");
+            false
+        }
+    }
 }
 
 /// Drives `thread` until it ends, parks, or the engine shuts down; with `parent`, cancelling
@@ -123,7 +152,7 @@ pub(super) fn released(shell: &Shell, thread: &ThreadId, result: &Result<Exit, E
         shell.coord.status_changed(thread, *s);
         if s.is_terminal() {
             shell.verified.forget(thread);
-            shell.metrics.thread_ended(*s, shell.store.as_ref());
+            shell.metrics.thread_ended(*s);
         } else {
             arm_parked_deadline(shell, thread);
         }
@@ -250,6 +279,8 @@ pub(super) async fn run_claimed(
         stop,
         metrics: shell.metrics.clone(),
         signals: super::signal_cursor::SignalCursor::new(shell.store.clone(), &ctx),
+        // A thread begun here from its creation took no lock before this runner.
+        may_hold_locks: (!begun).into(),
     });
     if let Some(at) = ctx.meta.policy.deadline_at_ms {
         watch_deadline(shell, at, control);

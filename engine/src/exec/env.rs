@@ -71,6 +71,10 @@ pub(crate) struct ThreadEnv {
     pub metrics: Metrics,
     /// The signals the step's tasks have received (`signals.rs`).
     pub signals: super::signal_cursor::SignalCursor,
+    /// Whether the thread may hold locks: false only for a thread this runner drives from its
+    /// creation until a task asks for one (then the end of the thread need not read the lock
+    /// table to release them).
+    pub may_hold_locks: std::sync::atomic::AtomicBool,
 }
 
 impl ThreadEnv {

@@ -140,6 +140,8 @@ async fn write(
     now: u64,
 ) -> Result<Vec<Recorded>, cairn_storage::Error> {
     env.settle().await.map_err(as_storage)?;
+    // Before the write: once it is sent the thread may hold the locks, whatever its answer.
+    env.may_hold_locks.store(true, std::sync::atomic::Ordering::SeqCst);
     let mut batch = Batch::default();
     for body in &bodies {
         codec::push_event(&mut batch, &env.thread, body, now)

@@ -163,6 +163,7 @@ async fn end_one(shell: &Shell, thread: &str, t: Transition, reason: &str) -> Re
         for lock in shell.store.locks()?.into_iter().filter(|l| l.owner == id.as_str()) {
             bodies.push(Body::Lock { name: lock.name, acquired: false });
         }
+        let released_locks = !bodies.is_empty();
         bodies.push(Body::StatusChanged { from: record.status, to, reason: reason.to_owned() });
         let mut batch = Batch::default();
         for body in &bodies {
@@ -184,6 +185,9 @@ async fn end_one(shell: &Shell, thread: &str, t: Transition, reason: &str) -> Re
                 shell.coord.disarm(&id);
                 shell.coord.status_changed(&id, to);
                 shell.coord.locks_released();
+                if released_locks {
+                    shell.metrics.locks_changed(shell.store.as_ref());
+                }
                 shell.verified.forget(&id);
                 return Ok(());
             }

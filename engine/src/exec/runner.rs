@@ -176,9 +176,12 @@ impl Runner {
             })
         });
         let mut batch = Batch::default();
-        self.release_all(&mut batch, now)?;
+        let released_locks = self.release_all(&mut batch, now)?;
         self.commit_durable(batch, kind).await?;
         self.shell.coord.locks_released();
+        if released_locks {
+            self.shell.metrics.locks_changed(self.shell.store.as_ref());
+        }
         Ok(Exit::Status(status))
     }
 
@@ -191,13 +194,15 @@ impl Runner {
         self.commit_durable(batch, None).await
     }
 
-    /// Releases the lease, and every lock of the thread when it has ended.
-    fn release_all(&mut self, batch: &mut Batch, now: u64) -> Result<(), Error> {
+    /// Releases the lease, and every lock of the thread when it has ended; true if it held any.
+    fn release_all(&mut self, batch: &mut Batch, now: u64) -> Result<bool, Error> {
         let thread = self.env.thread.clone();
         batch
             .leases
             .push(LeaseOp::Release { thread: thread.clone(), owner: self.shell.owner.clone() });
-        if self.ctx.meta.status.is_terminal() {
+        if self.ctx.meta.status.is_terminal()
+            && self.env.may_hold_locks.load(std::sync::atomic::Ordering::SeqCst)
+        {
             let held: Vec<String> = self
                 .shell
                 .store
@@ -206,12 +211,14 @@ impl Runner {
                 .filter(|l| l.owner == thread.as_str())
                 .map(|l| l.name)
                 .collect();
+            let any = !held.is_empty();
             for name in held {
                 self.emit(Body::Lock { name, acquired: false }, now)?;
             }
             batch.locks.push(LockOp::ReleaseAll { owner: thread.to_string() });
+            return Ok(any);
         }
-        Ok(())
+        Ok(false)
     }
 
     async fn step(&mut self) -> Result<StepEnd, Error> {

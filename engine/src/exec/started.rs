@@ -1,6 +1,6 @@
 //! Starting a thread and running it at once, without reading it back.
 //!
-//! `Engine::start` on a store this engine has to itself claims the new thread first, then writes
+//! `Engine::start` (on a file or a shared database) claims the new thread first, then writes
 //! its creation already Running under this engine's lease ([`super::start::prepare_running`]),
 //! and hands the creation's context to a runner, whose pipeline waits for the creation as its
 //! first batch in flight. The runner's first batches follow the creation into storage before it
@@ -12,7 +12,13 @@
 //! runner's steps are acknowledged by its pipeline as before, each after its commit, and a batch
 //! of the runner can only commit in or after the creation's group. If the creation is refused
 //! (the id was taken meanwhile), every batch of the runner is refused after it: they renew the
-//! lease that only the creation gave this engine's owner (see `prepare_running`).
+//! lease that only the creation gave this engine's owner (see `prepare_running`). On a shared
+//! database the same holds across engines: two creations of one id meet at the thread row's
+//! key, and the loser's batches fail the lease guard. A runner stopped there by a failed write
+//! is accounted for as any drive's (`drive::stopped_by`: fenced, or driven again from its log).
+//!
+//! The thread's status channel is opened at the creation's status before the runner starts
+//! (`Coordinator::expect_status`), so a handle waiting on it reads nothing back either.
 
 use std::sync::Arc;
 
@@ -81,6 +87,10 @@ pub(crate) async fn start_running(
     let durable = pipeline.durable_through(1);
     let refused = pipeline.durable_through(1);
     shell.verified.insert(&thread);
+    // Its handle's waiters subscribe without reading the thread back; the runner's release
+    // below publishes whatever status it leaves.
+    shell.coord.expect_status(&thread, record.status);
+    let record_status = record.status;
     let (s, id, workflow) = (shell.clone(), thread.clone(), wf.clone());
     let counted = shell.queued.enter(&thread);
     shell.tasks.spawn(async move {
@@ -103,16 +113,27 @@ pub(crate) async fn start_running(
                 run_claimed(&s, claimed, ctx, record, pipeline, true).await
             };
             drop(permit);
-            released(&s, &id, &result);
-            super::drive::wake_if_signalled(&s, &id, &result).await;
-            if let Err(error) = result {
-                if refused.await.is_err() {
+            // Accounted for before the thread is let go (whoever waits for the release sees
+            // the runner counted as fenced).
+            let again = match &result {
+                Err(error) if refused.await.is_err() => {
                     // Its creation was refused (or its outcome is unknown): nothing of this run
                     // was written, and whoever created the thread drives it.
                     tracing::debug!(thread = %id, %error, "a started runner stopped with its creation");
-                } else {
-                    tracing::error!(thread = %id, %error, "runner stopped with an error");
+                    false
                 }
+                Err(error) => super::drive::stopped_by(&s, &id, error),
+                Ok(_) => false,
+            };
+            released(&s, &id, &result);
+            if !matches!(result, Ok(Exit::Status(_))) {
+                // No status of its own to publish (stopped, refused): the stored one, read.
+                s.coord.status_changed(&id, record_status);
+            }
+            super::drive::wake_if_signalled(&s, &id, &result).await;
+            if again {
+                // As a drive of a stored thread: again from its log, after a pause.
+                super::drive::spawn_drive_after(&s, id.clone(), "driven again after a failed write");
             }
         }
         .instrument(span)
@@ -125,6 +146,8 @@ pub(crate) async fn start_running(
                 .store
                 .thread(&thread)?
                 .ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
+            // The status opened for this creation's runner was never the thread's.
+            shell.coord.status_changed(&thread, existing.status);
             super::start::same_workflow(&existing, &wf).map(|()| false)
         }
         Err(e) => Err(e),

@@ -139,12 +139,16 @@ impl Metrics {
         output
     }
 
-    /// A thread ended in `status` (terminal): counts a failure, and re-reads the locks held
-    /// (its end released its own).
-    pub fn thread_ended(&self, status: ThreadStatus, store: &dyn cairn_storage::Store) {
+    /// A thread ended in `status` (terminal): counts a failure.
+    pub fn thread_ended(&self, status: ThreadStatus) {
         if status == ThreadStatus::Failed {
             self.thread_failures.increment(1);
         }
+    }
+
+    /// Re-reads the number of locks held (after a thread's end released its own; the health
+    /// check sets it too).
+    pub fn locks_changed(&self, store: &dyn cairn_storage::Store) {
         if let Ok(locks) = store.locks() {
             self.locks_held.set(locks.len() as f64);
         }
