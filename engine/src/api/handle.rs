@@ -73,13 +73,22 @@ impl ThreadHandle {
         let mut rx = self.engine.shell.coord.watch(&self.id)?;
         let shutdown = self.engine.shell.tasks.stopping().clone();
         let waited = tokio::select! {
-            r = rx.wait_for(|s| done(*s)) => r.map(|_| ()).map_err(|_| Error::ShutDown),
+            r = rx.wait_for(|s| done(s.status)) => {
+                r.map(|seen| seen.ended.clone()).map_err(|_| Error::ShutDown)
+            }
             () = shutdown.cancelled() => Err(Error::ShutDown),
         };
         drop(rx);
         self.engine.shell.coord.unwatch_if_unused(&self.id);
-        waited?;
-        self.outcome()
+        match waited? {
+            // Ended by a runner of this engine, which published how: nothing to read back.
+            Some(ended) => Ok(Outcome {
+                status: ended.status,
+                output: ended.output.clone(),
+                error: ended.error.clone(),
+            }),
+            None => self.outcome(),
+        }
     }
 
     /// How the thread stands now (without waiting).

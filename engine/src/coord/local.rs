@@ -14,6 +14,7 @@ use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::Seen;
 use super::claims::Claims;
 use super::timers::Armed;
 use super::watchers::Watchers;
@@ -167,12 +168,16 @@ impl Coordinator for Local {
         self.watchers.changed(thread, status);
     }
 
-    fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<ThreadStatus>, Error> {
+    fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<Seen>, Error> {
         self.watchers.watch(thread)
     }
 
     fn unwatch_if_unused(&self, thread: &ThreadId) {
         self.watchers.unwatch_if_unused(thread);
+    }
+
+    fn ended(&self, thread: &ThreadId, ended: super::Ended) {
+        self.watchers.ended(thread, ended);
     }
 
     fn expect_status(&self, thread: &ThreadId, status: ThreadStatus) {

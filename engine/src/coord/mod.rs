@@ -27,6 +27,7 @@ pub(crate) use claims::{CheckpointAsk, Control};
 pub(crate) use local::Local;
 pub(crate) use shared::{REMOTE_DRIVER_MARGIN, Shared};
 pub(crate) use timers::Slot;
+pub(crate) use watchers::{Ended, Seen};
 
 use crate::core::event::TaskKey;
 use crate::core::thread_ctx::{ThreadCtx, Waiting};
@@ -161,10 +162,14 @@ pub(crate) trait Coordinator: Send + Sync {
     ///
     /// # Errors
     /// [`Error::UnknownThread`]; storage errors.
-    fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<ThreadStatus>, Error>;
+    fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<Seen>, Error>;
 
     /// Drops `thread`'s status channel if nobody listens any more.
     fn unwatch_if_unused(&self, thread: &ThreadId);
+
+    /// Tells whoever waits on `thread` how it ended, from the runner that ended it, before it
+    /// lets the thread go (they need not read the thread back).
+    fn ended(&self, thread: &ThreadId, ended: Ended);
 
     /// Opens `thread`'s status channel at `status`, known without a read: the status a runner
     /// of this engine is about to drive a thread it just created from (until the runner lets it

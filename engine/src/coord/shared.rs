@@ -22,6 +22,7 @@ use futures::future::BoxFuture;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::Seen;
 use super::{CheckpointAsk, Control, Coordinator, Due, Local, Request, Wake};
 use crate::clock::Clock;
 use crate::error::Error;
@@ -213,12 +214,16 @@ impl Coordinator for Shared {
         self.local.status_changed(thread, status);
     }
 
-    fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<ThreadStatus>, Error> {
+    fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<Seen>, Error> {
         self.local.watch(thread)
     }
 
     fn unwatch_if_unused(&self, thread: &ThreadId) {
         self.local.unwatch_if_unused(thread);
+    }
+
+    fn ended(&self, thread: &ThreadId, ended: super::Ended) {
+        self.local.ended(thread, ended);
     }
 
     fn expect_status(&self, thread: &ThreadId, status: ThreadStatus) {

@@ -12,10 +12,35 @@ use tokio::sync::watch;
 
 use crate::error::Error;
 
+/// What a status channel carries: the thread's status, and how it ended when the runner that
+/// ended it published that (so a waiter need not read it back).
+#[derive(Debug, Clone)]
+pub(crate) struct Seen {
+    pub status: ThreadStatus,
+    pub ended: Option<Arc<Ended>>,
+}
+
+impl Seen {
+    fn status(status: ThreadStatus) -> Seen {
+        Seen { status, ended: None }
+    }
+}
+
+/// How a thread ended, as the runner that ended it committed it.
+#[derive(Debug)]
+pub(crate) struct Ended {
+    /// Its terminal status.
+    pub status: ThreadStatus,
+    /// Its final state, when it completed.
+    pub output: Option<serde_json::Value>,
+    /// Its last error.
+    pub error: Option<String>,
+}
+
 /// The status channels, keyed by thread.
 pub(super) struct Watchers {
     store: Arc<dyn Store>,
-    channels: Mutex<HashMap<ThreadId, watch::Sender<ThreadStatus>>>,
+    channels: Mutex<HashMap<ThreadId, watch::Sender<Seen>>>,
 }
 
 impl Watchers {
@@ -23,7 +48,7 @@ impl Watchers {
         Self { store, channels: Mutex::new(HashMap::new()) }
     }
 
-    fn channels(&self) -> MutexGuard<'_, HashMap<ThreadId, watch::Sender<ThreadStatus>>> {
+    fn channels(&self) -> MutexGuard<'_, HashMap<ThreadId, watch::Sender<Seen>>> {
         // Nothing panics while this lock is held; a poisoned lock would still hold valid data.
         self.channels.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -40,7 +65,7 @@ impl Watchers {
             Ok(Some(record)) => record.status,
             _ => status,
         };
-        tx.send_replace(status);
+        tx.send_replace(Seen::status(status));
         // Nobody listens any more (a waiter gave up): the next `watch` starts a new channel.
         if status.is_terminal() || tx.receiver_count() == 0 {
             channels.remove(thread);
@@ -53,7 +78,7 @@ impl Watchers {
     pub fn refresh_all(&self, skip: impl Fn(&ThreadId) -> bool) {
         let threads: Vec<ThreadId> = self.channels().keys().filter(|t| !skip(t)).cloned().collect();
         for thread in threads {
-            let current = self.channels().get(&thread).map(|tx| *tx.borrow());
+            let current = self.channels().get(&thread).map(|tx| tx.borrow().status);
             if let Some(status) = current {
                 self.changed(&thread, status);
             }
@@ -71,11 +96,23 @@ impl Watchers {
     /// Opens `thread`'s channel at `status` unless it is open (see
     /// `Coordinator::expect_status`); it goes, as any, at the next change nobody listens to.
     pub fn expect(&self, thread: &ThreadId, status: ThreadStatus) {
-        self.channels().entry(thread.clone()).or_insert_with(|| watch::channel(status).0);
+        self.channels()
+            .entry(thread.clone())
+            .or_insert_with(|| watch::channel(Seen::status(status)).0);
+    }
+
+    /// Publishes how `thread` ended, from the runner that ended it, before it lets the thread
+    /// go (no other writer of this engine can have moved it since its last commit; another
+    /// engine's later change reaches its waiters through `refresh_all` as any other). The
+    /// channel goes: nothing follows an end.
+    pub fn ended(&self, thread: &ThreadId, ended: Ended) {
+        if let Some(tx) = self.channels().remove(thread) {
+            tx.send_replace(Seen { status: ended.status, ended: Some(Arc::new(ended)) });
+        }
     }
 
     /// A receiver of `thread`'s status changes, starting from its stored status.
-    pub fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<ThreadStatus>, Error> {
+    pub fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<Seen>, Error> {
         let mut channels = self.channels();
         if let Some(tx) = channels.get(thread) {
             return Ok(tx.subscribe());
@@ -84,7 +121,7 @@ impl Watchers {
         // happened before the read, which then sees the committed status.
         let record =
             self.store.thread(thread)?.ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
-        let (tx, rx) = watch::channel(record.status);
+        let (tx, rx) = watch::channel(Seen::status(record.status));
         if !record.status.is_terminal() {
             channels.insert(thread.clone(), tx);
         }

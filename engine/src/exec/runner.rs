@@ -182,6 +182,20 @@ impl Runner {
         if released_locks {
             self.shell.metrics.locks_changed(self.shell.store.as_ref());
         }
+        if status.is_terminal() {
+            // Published while this runner still holds the thread: no writer of this engine
+            // can have moved it since the commit above.
+            let ended = crate::coord::Ended {
+                status,
+                output: if status == ThreadStatus::Completed {
+                    self.ctx.meta.output.clone()
+                } else {
+                    None
+                },
+                error: self.ctx.meta.errors.back().map(|e| e.error.to_string()),
+            };
+            self.shell.coord.ended(&self.env.thread, ended);
+        }
         Ok(Exit::Status(status))
     }
 

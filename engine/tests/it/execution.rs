@@ -366,13 +366,21 @@ async fn a_started_thread_runs_from_its_creation_without_reading_it_back() {
     let engine = cairn::Engine::with_store(as_dyn).workflow(&wf).open().await.unwrap();
     let before = store.events_read();
     let t = engine.start("linear", Tally::default(), StartOptions::id("t1")).await.unwrap();
-    assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
+    let done = t.finished().await.unwrap();
+    assert_eq!(done.status, ThreadStatus::Completed);
     let run = store.events_read() - before;
-    // What the outcome alone reads (the end of the log, for the output).
+    // The runner published how the thread ended: the wait read nothing back either.
+    assert_eq!(run, 0, "the start, the run and the wait read no event");
+    // What the outcome read from storage reads (the end of the log, for the output), and
+    // that it is what the wait reported.
     let before = store.events_read();
-    t.outcome().unwrap();
-    let outcome = store.events_read() - before;
-    assert_eq!(run, outcome, "the start and the run read no event; the outcome read {outcome}");
+    let stored = t.outcome().unwrap();
+    assert!(store.events_read() - before > 0, "the stored outcome reads the end of the log");
+    assert_eq!(
+        (done.status, &done.output, &done.error),
+        (stored.status, &stored.output, &stored.error)
+    );
+    assert!(done.output.is_some());
     assert_eq!(fx.count(), 3);
     let first = store.read_range(&"t1".parse().unwrap(), Seq(1), Seq(2)).unwrap();
     let kinds: Vec<EventKind> = first.iter().map(|e| e.kind).collect();

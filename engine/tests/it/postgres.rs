@@ -382,3 +382,37 @@ async fn a_worker_that_stalls_past_its_lease_is_fenced_and_another_finishes_its_
     stalled.shutdown().await;
     other.shutdown().await;
 }
+
+/// On a shared database too, `start` hands the runner its creation's context and the runner
+/// publishes how the thread ended: the start, the run and the wait read no event back (before,
+/// on PostgreSQL, each thread read its log, its checkpoints and its record again), and a second
+/// engine's start of the same id finds the thread and runs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_started_thread_runs_from_its_creation_without_reading_it_back_on_postgres() {
+    use cairn::storage::{PgStore, Store};
+    use cairn::testkit::RecordingStore;
+    let Some(cluster) = Cluster::start("a_started_thread_on_postgres") else { return };
+    let url = cluster.new_database();
+    let pg = tokio::task::spawn_blocking(move || PgStore::connect(&url, Durability::Immediate))
+        .await
+        .unwrap()
+        .unwrap();
+    let store = Arc::new(RecordingStore::new(Arc::new(pg)));
+    let fx = Effects::default();
+    let wf = linear(3, fx.clone());
+    let as_dyn: Arc<dyn Store> = store.clone();
+    let engine = Engine::with_store(as_dyn).workflow(&wf).open().await.unwrap();
+    let before = store.events_read();
+    let t = engine.start("linear", Tally::default(), StartOptions::id("t1")).await.unwrap();
+    let done = t.finished().await.unwrap();
+    assert_eq!(done.status, ThreadStatus::Completed);
+    assert_eq!(store.events_read() - before, 0, "the start, the run and the wait read no event");
+    let stored = t.outcome().unwrap();
+    assert_eq!((done.status, &done.output), (stored.status, &stored.output));
+    assert_eq!(fx.count(), 3);
+    // Started again: the thread exists, nothing runs again.
+    let again = engine.start("linear", Tally::default(), StartOptions::id("t1")).await.unwrap();
+    assert_eq!(again.finished().await.unwrap().output, done.output);
+    assert_eq!(fx.count(), 3);
+    engine.shutdown().await;
+}
