@@ -340,3 +340,73 @@ async fn a_signal_from_another_engine_on_postgres_wakes_a_sub_workflow_child_par
     one.shutdown().await;
     two.shutdown().await;
 }
+
+/// The store dies at each write in turn while a sub-workflow child receives two signals (the
+/// sends, the wakes of the chain, the child's receipts); the reopened engine, sent what the
+/// child's inbox lacks, finishes the chain: each signal received once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_at_any_write_around_a_child_signal_wake_neither_loses_nor_doubles_it() {
+    use crate::crash::Dying;
+    use cairn::storage::{Options, RedbStore, Store};
+    let secs = std::time::Duration::from_secs(10);
+    let wf = nested();
+    let leaf = leaf_of("c1");
+    let leaf_id = cairn::ThreadId::new(&leaf).unwrap();
+    let values = [30u64, 12];
+    let mut crashes = 0;
+    for crash_after in 1..200 {
+        let (_d, path) = db();
+        let options = Options { durability: Durability::None, ..Options::default() };
+        let file: Arc<dyn Store> = Arc::new(RedbStore::open(&path, options).unwrap());
+        let dying = Arc::new(Dying::new(file, Some(crash_after)));
+        let engine = Engine::with_store(dying.clone()).workflow(&wf).open().await.unwrap();
+        let run = async {
+            let t = engine.start("outer", Tally::default(), StartOptions::id("c1")).await?;
+            for v in values {
+                t.wait().await?;
+                engine.signal(&leaf, "payment", v).await?;
+            }
+            t.finished().await.map(|_| ())
+        };
+        tokio::select! {
+            _ = tokio::time::timeout(secs, run) => {}
+            () = dying.died.notified() => {}
+        }
+        engine.crash().await;
+        drop(engine);
+        if !dying.dead() {
+            // Past the last write of the run: every crash point has been covered.
+            break;
+        }
+        crashes += 1;
+        drop(dying);
+        let engine = open(&path, &[&wf]).await;
+        let t = match engine.thread("c1") {
+            Ok(t) => t,
+            Err(_) => {
+                engine.start("outer", Tally::default(), StartOptions::id("c1")).await.unwrap()
+            }
+        };
+        // Parked once the chain has created the leaf and it waits in recv (or finished).
+        let parked = tokio::time::timeout(secs, t.wait()).await;
+        assert!(parked.is_ok(), "crash_after {crash_after}: the chain did not park or finish");
+        let sent = engine.store().signals(&leaf_id, 0, 10).unwrap().len();
+        for v in &values[sent..] {
+            engine.signal(&leaf, "payment", *v).await.unwrap();
+        }
+        let finished = tokio::time::timeout(secs, t.finished()).await;
+        let status = finished.unwrap_or_else(|_| {
+            let leaf_status = engine.store().thread(&leaf_id).unwrap().map(|r| r.status);
+            panic!("crash_after {crash_after}: not finished; the leaf is {leaf_status:?}")
+        });
+        assert_eq!(status.unwrap().status, ThreadStatus::Completed, "crash_after {crash_after}");
+        let out: Tally = t.output().await.unwrap();
+        assert_eq!(out.log, vec!["30,12".to_string()], "crash_after {crash_after}");
+        assert!(engine.store().verify().unwrap().is_clean());
+        engine.shutdown().await;
+    }
+    assert!(crashes >= 10, "the crash points covered the run: {crashes}");
+    crate::common::report(&format!(
+        "RELIABILITY child_signal_crash crash_points={crashes} lost=0 doubled=0"
+    ));
+}
