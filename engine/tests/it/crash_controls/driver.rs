@@ -167,7 +167,10 @@ impl Run<'_> {
     /// Whether `e` says thread `t` is gone where a retention pass of the case may have
     /// deleted it once it ended.
     fn gone(&self, e: &cairn::Error) -> bool {
-        self.plan.retention() && matches!(e, cairn::Error::UnknownThread(_))
+        let cairn::Error::UnknownThread(id) = e else { return false };
+        let absent = ThreadId::new(id.clone())
+            .is_ok_and(|id| matches!(self.engine.store().thread(&id), Ok(None)));
+        self.plan.retention() && absent
     }
 
     /// One retention pass (period 0: every finished thread is due), for thread `t`'s driver.
@@ -238,7 +241,13 @@ impl Run<'_> {
         self.at(t, "cancel in flight");
         self.engine.cancel(&tid(t), "planned cancel").await?;
         let id = ThreadId::new(tid(t)).unwrap();
-        let status = self.engine.store().thread(&id)?.expect("thread record").status;
+        let status = match self.engine.store().thread(&id)? {
+            Some(r) => r.status,
+            // Cancelled, then deleted by another driver's retention pass (a case with
+            // retention): only a finished thread is deleted.
+            None if self.plan.retention() => ThreadStatus::Cancelled,
+            None => return Err(cairn::Error::UnknownThread(tid(t))),
+        };
         if status != ThreadStatus::Cancelled {
             assert!(
                 !strict(),
@@ -274,7 +283,11 @@ impl Run<'_> {
             Poll::Pending => asked.await?,
         }
         let id = ThreadId::new(tid(t)).unwrap();
-        let status = self.engine.store().thread(&id)?.expect("thread record").status;
+        let Some(status) = self.engine.store().thread(&id)?.map(|r| r.status) else {
+            // Paused threads are never deleted: the pause did not hold.
+            self.gates.violation(format!("{}: pause acknowledged, the thread is gone", tid(t)));
+            return Ok(());
+        };
         let mut next = None;
         for e in self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX)? {
             if let Body::StepCompleted { next: n, .. } =
@@ -316,7 +329,10 @@ impl Run<'_> {
         self.at(t, "pause of a parked thread in flight");
         self.engine.pause(&tid(t)).await?;
         let id = ThreadId::new(tid(t)).unwrap();
-        let status = self.engine.store().thread(&id)?.expect("thread record").status;
+        let Some(status) = self.engine.store().thread(&id)?.map(|r| r.status) else {
+            self.gates.violation(format!("{}: pause acknowledged, the thread is gone", tid(t)));
+            return Ok(());
+        };
         let last = self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX)?.pop();
         let last =
             last.map(|e| cairn::codec::decode(self.engine.store().as_ref(), e)).transpose()?;
@@ -397,9 +413,18 @@ impl Run<'_> {
         }
     }
 
+    /// [`Run::drive_to_end`]; in a case with retention, a thread another driver's pass
+    /// deleted once it ended is done with, wherever this driver meets its absence.
+    async fn drive(&self, t: usize) -> Result<ThreadStatus, cairn::Error> {
+        match self.drive_to_end(t).await {
+            Err(e) if self.gone(&e) => Ok(ThreadStatus::Completed),
+            other => other,
+        }
+    }
+
     /// Drives thread `t` to its end, answering whatever it waits for: input, a timer (the
     /// clock moves to it), a budget stop (raised and resumed), or the planned cancel.
-    async fn drive(&self, t: usize) -> Result<ThreadStatus, cairn::Error> {
+    async fn drive_to_end(&self, t: usize) -> Result<ThreadStatus, cairn::Error> {
         let id = ThreadId::new(tid(t)).unwrap();
         // A retention pass of another thread's driver may delete this one once it has ended:
         // then it is done (reported Completed; only errors are looked at).
@@ -487,7 +512,14 @@ impl Run<'_> {
                     // the pause.
                     let alone = self.plan.threads.len() == 1;
                     let due = until.is_some_and(|u| u <= self.clock.now_ms());
-                    let pausable = watched == ThreadStatus::WaitingInput || (alone && !due);
+                    // A thread sent its signals at the start may be parked in `recv` with its
+                    // signal there: its runner's look after the park wakes it at once, racing
+                    // a pause (which would then land at a step boundary, not in the wait).
+                    let waking = signal && self.plan.threads[t].early_signals;
+                    let pausable = match watched {
+                        ThreadStatus::WaitingInput => !waking,
+                        _ => alone && !due,
+                    };
                     if !cancel_here
                         && pausable
                         && self.plan.threads[t].pause_parked
