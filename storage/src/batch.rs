@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use crate::limits::TEXT_BYTES_MAX;
 use crate::limits::{self, BATCH_BYTES_MAX, BATCH_EVENTS_MAX, BATCH_OPS_MAX, PAYLOAD_BYTES_MAX};
 use crate::{
-    Bookmark, CheckpointId, Error, NewCheckpoint, NewEvent, NewSignal, PayloadRef, Seq, ThreadId,
-    ThreadRecord, ThreadStatus,
+    Bookmark, CheckpointId, Error, NewCheckpoint, NewEvent, NewSignal, PayloadRef, Seq, Signal,
+    ThreadId, ThreadRecord, ThreadStatus,
 };
 
 /// Writes applied atomically in one commit.
@@ -43,6 +43,12 @@ pub struct Batch {
     /// the next number of its thread. Refused ([`Error::Finished`], [`Error::UnknownThread`])
     /// for a thread that has ended or does not exist as the batch sees it.
     pub signals: Vec<NewSignal>,
+    /// Signals copied from another store with their numbers and send times
+    /// ([`crate::copy`]), in order: each must be its thread's next number
+    /// ([`Error::Invalid`] otherwise). Accepted whatever the thread's status, since each was
+    /// accepted when it was sent; refused ([`Error::UnknownThread`]) for a thread that does not
+    /// exist as the batch sees it.
+    pub copied_signals: Vec<Signal>,
 }
 
 /// When a thread no runner drives next needs an engine (see [`Batch::wakes`]).
@@ -82,6 +88,7 @@ impl Batch {
             self.guards.len(),
             self.wakes.len(),
             self.signals.len(),
+            self.copied_signals.len(),
         ] {
             limits::check("BATCH_OPS_MAX", count, BATCH_OPS_MAX)?;
         }
@@ -106,6 +113,11 @@ impl Batch {
             signal.check_limits()?;
             weight += signal.data.len();
         }
+        for signal in &self.copied_signals {
+            crate::signal::check_name(&signal.name)?;
+            limits::check("SIGNAL_BYTES_MAX", signal.data.len(), limits::SIGNAL_BYTES_MAX)?;
+            weight += signal.data.len();
+        }
         for op in &self.locks {
             op.check_limits()?;
         }
@@ -125,6 +137,7 @@ impl Batch {
             && self.leases.is_empty()
             && self.guards.is_empty()
             && self.signals.is_empty()
+            && self.copied_signals.is_empty()
     }
 }
 

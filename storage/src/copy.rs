@@ -1,7 +1,9 @@
 //! Copying threads from one store to another (a redb file to PostgreSQL and back), through the
 //! [`Store`] trait only: each thread's record, its whole log in order, its checkpoints (each
-//! in the batch with the event it covers, so it covers the same seq) and the payloads its events
-//! refer to. Seqs, timestamps, correlation ids and every byte of the events' bodies are kept
+//! in the batch with the event it covers, so it covers the same seq), the payloads its events
+//! refer to, and its signal inbox after the log (every signal with its number and send time, so
+//! the receipts the log records name the same signals and those not yet received are received
+//! after the move, in order, once). Seqs, timestamps, correlation ids and every byte of the events' bodies are kept
 //! (the destination indexes the correlation ids at its own lsns); lsns and checkpoint
 //! ids are the destination's (they are positions in a store, not in a thread). Leases are not
 //! copied: a copied thread is driven by nobody until an engine on the destination takes it.
@@ -23,6 +25,8 @@ use crate::{
 const COPY_BATCH_EVENTS: usize = 1_000;
 /// Threads listed per page of the source.
 const THREADS_PAGE: usize = 500;
+/// Signals read per page of the source's inbox, and written per batch at most.
+const SIGNALS_PAGE: usize = 500;
 
 /// What a copy did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -37,6 +41,8 @@ pub struct CopyReport {
     pub checkpoints: u64,
     /// Payloads written (each once per batch that needs it; the destination keeps one copy).
     pub payloads: u64,
+    /// Signals written (inbox entries, received or not).
+    pub signals: u64,
 }
 
 /// Copies every thread of `from` into `to` (see the module documentation); a thread the
@@ -159,6 +165,7 @@ pub async fn copy_thread(
     if !batch.is_empty() {
         write(to, batch).await?;
     }
+    copy_inbox(from, to, id, report).await?;
     let copied_last = to.thread(id)?.and_then(|r| r.last).map_or(0, |b| b.seq.0);
     if copied_last != last {
         return Err(Error::Invalid {
@@ -167,6 +174,39 @@ pub async fn copy_thread(
     }
     report.copied.push(id.clone());
     Ok(())
+}
+
+/// Copies thread `id`'s signal inbox, in number order, in batches that stay within the batch
+/// bounds (a signal's value may be 256 KiB).
+async fn copy_inbox(
+    from: &dyn Store,
+    to: &dyn Store,
+    id: &ThreadId,
+    report: &mut CopyReport,
+) -> Result<(), Error> {
+    let mut after = 0;
+    loop {
+        let page = from.signals(id, after, SIGNALS_PAGE)?;
+        let done = page.len() < SIGNALS_PAGE;
+        let mut batch = Batch::default();
+        let mut bytes = 0;
+        for signal in page {
+            if bytes + signal.data.len() > crate::limits::BATCH_BYTES_MAX {
+                write(to, std::mem::take(&mut batch)).await?;
+                bytes = 0;
+            }
+            after = signal.n;
+            bytes += signal.data.len();
+            batch.copied_signals.push(signal);
+            report.signals += 1;
+        }
+        if !batch.is_empty() {
+            write(to, batch).await?;
+        }
+        if done {
+            return Ok(());
+        }
+    }
 }
 
 async fn write(to: &dyn Store, batch: Batch) -> Result<(), Error> {

@@ -177,6 +177,9 @@ pub(crate) fn plan(
     for signal in batch.signals {
         plan.signal(tables, signal)?;
     }
+    for signal in batch.copied_signals {
+        plan.copied_signal(tables, signal)?;
+    }
     Ok(plan)
 }
 
@@ -291,6 +294,30 @@ impl Plan {
         let framed = codec::encode_signal(&signal)?;
         self.appended.signals.push(n);
         self.signals.push((signal.thread, n, framed));
+        Ok(())
+    }
+
+    /// Takes a signal copied from another store with its number, which must be its thread's
+    /// next; any status will do (the signal was accepted when it was sent).
+    fn copied_signal(&mut self, tables: &mut impl PlanState, signal: Signal) -> Result<(), Error> {
+        if self.thread(tables, &signal.thread)?.is_none() {
+            return Err(Error::UnknownThread(signal.thread));
+        }
+        let last = match self.signals.iter().rev().find(|(t, _, _)| *t == signal.thread) {
+            Some((_, n, _)) => *n,
+            None => tables.last_signal(&signal.thread)?,
+        };
+        if signal.n != crate::signal::next_n(last)? {
+            return Err(Error::Invalid {
+                detail: format!(
+                    "copied signal {} of thread {} does not follow signal {last}",
+                    signal.n, signal.thread
+                ),
+            });
+        }
+        let framed = codec::encode_signal(&signal)?;
+        self.appended.signals.push(signal.n);
+        self.signals.push((signal.thread, signal.n, framed));
         Ok(())
     }
 

@@ -140,12 +140,6 @@ impl Engine {
             {
                 self.shell.coord.arm(&record.id, due);
             }
-            if matches!(ctx.meta.waiting, Some(Waiting::Signal { .. })) {
-                // A signal sent while it was paused wakes it now.
-                if crate::exec::signals::wake_if_sent(&self.shell, &record.id).await? {
-                    spawn_drive(&self.shell, record.id.clone(), "signal received");
-                }
-            }
             if record.id == root.id {
                 root_runs = next == Transition::Run;
             }
@@ -164,6 +158,13 @@ impl Engine {
                     paused.push(child);
                 }
             }
+        }
+        // A signal sent while the tree was paused, to any thread of it parked in `recv`,
+        // wakes it now (through the thread that drives it).
+        if !root_runs
+            && let Some(top) = crate::exec::signals::wake_if_sent(&self.shell, &root.id).await?
+        {
+            spawn_drive(&self.shell, top, "signal received");
         }
         Ok(root_runs)
     }

@@ -190,8 +190,8 @@ impl Engine {
                 // Parked on a signal sent while no engine could wake it (its sender died
                 // between the send and the wake): woken now.
                 match crate::exec::signals::wake_if_sent(&self.shell, &id).await {
-                    Ok(true) => spawn_drive(&self.shell, id.clone(), "signal received"),
-                    Ok(false) => {}
+                    Ok(Some(top)) => spawn_drive(&self.shell, top, "signal received"),
+                    Ok(None) => {}
                     Err(e) => {
                         tracing::warn!(thread = %id, error = %e, "parked thread not woken by its signal");
                     }

@@ -72,11 +72,11 @@ impl Engine {
         // a later signal or recovery looks again), so it is reported, not returned.
         let woke = wake_if_sent(&self.shell, &id).await.unwrap_or_else(|e| {
             tracing::warn!(thread = %id, error = %e, "signal stored; the waiting thread was not woken");
-            false
+            None
         });
-        if woke {
-            spawn_drive(&self.shell, id, "signal received");
-        }
-        Ok((n, woke))
+        // A sub-workflow's child is woken through the top-level thread whose nodes drive it.
+        let Some(top) = woke else { return Ok((n, false)) };
+        spawn_drive(&self.shell, top, "signal received");
+        Ok((n, true))
     }
 }

@@ -1,6 +1,6 @@
 //! `cairn copy --from DB --to DB`: copies every thread (or `--thread` ones) from one database to
-//! another, a file or a PostgreSQL URL either side: each thread's record, whole log, checkpoints
-//! and payloads (`cairn_storage::copy`). A thread the destination has already, or whose log was
+//! another, a file or a PostgreSQL URL either side: each thread's record, whole log, checkpoints,
+//! payloads and signal inbox (`cairn_storage::copy`). A thread the destination has already, or whose log was
 //! pruned, is skipped and reported. The destination file is created if nothing is there.
 
 use std::path::{Path, PathBuf};
@@ -54,14 +54,16 @@ pub(super) async fn copy(args: CopyArgs) -> anyhow::Result<()> {
             "events": report.events,
             "checkpoints": report.checkpoints,
             "payloads": report.payloads,
+            "signals": report.signals,
         }));
     }
     let mut text = format!(
-        "copied {} threads ({} events, {} checkpoints, {} payloads) from {} to {}",
+        "copied {} threads ({} events, {} checkpoints, {} payloads, {} signals) from {} to {}",
         report.copied.len(),
         report.events,
         report.checkpoints,
         report.payloads,
+        report.signals,
         args.from.display(),
         args.to.display()
     );

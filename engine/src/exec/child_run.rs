@@ -1,5 +1,6 @@
 //! Sub-workflow child threads, run for their parent's subgraph node over the engine's shell:
-//! created once, handed the parent's pending input, and driven inline by the parent's runner.
+//! created once, woken if a signal it waits for was sent, handed the parent's pending input,
+//! and driven inline by the parent's runner.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -50,11 +51,25 @@ impl ChildThreads for LiveChildren {
             super::start::create(&shell, &wf, &id, input, labels, None, Default::default())
                 .await
                 .map_err(engine)?;
+            // A child parked in `recv` (itself, or through a child of its own) whose signal was
+            // sent is woken here: the signal woke this parent for it (`signals.rs`).
+            if let Some(record) = shell.store.thread(&id).map_err(|e| engine(e.into()))? {
+                super::signals::wake_parked(&shell, &record).await.map_err(engine)?;
+            }
             if let Some(value) = input_for_child
                 && let Some(record) = shell.store.thread(&id).map_err(|e| engine(e.into()))?
                 && record.status == ThreadStatus::WaitingInput
             {
-                super::parked::deliver_input(&shell, &wf, &id, value).await.map_err(engine)?;
+                let delivered = super::parked::deliver_input(&shell, &wf, &id, value).await;
+                // Refused as not waiting for input: the child waits in `recv`, and the input
+                // was for an earlier wait of it.
+                let for_input = !matches!(
+                    delivered,
+                    Err(Error::WrongStatus { status: ThreadStatus::WaitingInput, .. })
+                );
+                if for_input {
+                    delivered.map_err(engine)?;
+                }
             }
             let status = drive_child(&shell, &id, depth, &cancel, &stop).await?;
             let ctx = crate::core::restore::restore(shell.store.as_ref(), &wf, &id, None)

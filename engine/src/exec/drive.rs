@@ -171,8 +171,8 @@ pub(super) async fn wake_if_signalled(
         return;
     }
     match super::signals::wake_if_sent(shell, thread).await {
-        Ok(true) => spawn_drive(shell, thread.clone(), "signal received"),
-        Ok(false) => {}
+        Ok(Some(top)) => spawn_drive(shell, top, "signal received"),
+        Ok(None) => {}
         Err(e) => {
             tracing::warn!(thread = %thread, error = %e, "parked thread not woken by its signal");
         }

@@ -18,49 +18,66 @@
 //! Running in one guarded write); a runner that has just parked looks again after letting go,
 //! since a signal sent between its look and its park found the thread still running. The
 //! status guard lets one of the two wake it.
+//!
+//! A sub-workflow's child has one driver, its parent's node, and a parked child parks its
+//! parent (waiting for input at the node that drives the child, level by level up to a
+//! top-level thread). A signal to a parked child wakes the top of that chain: the chain is
+//! followed down from the top (each level's waiting task is a subgraph node, its child's id a
+//! function of the parent, task and step) to the thread parked in `recv`, and the top records
+//! `SignalArrived` for its waiting task and runs. Its node runs the child again
+//! (`child_run.rs` calls [`wake_parked`] for the child), which records `SignalArrived` in the child
+//! before it drives it, and so on down. One write wakes the chain, so a crash leaves either
+//! the whole chain parked (woken by recovery, which looks from any of its threads) or the top
+//! running, whose re-run wakes the rest.
 
 use std::sync::Arc;
 
-use cairn_storage::{ThreadId, ThreadStatus};
+use cairn_storage::{ThreadId, ThreadRecord, ThreadStatus};
 
 use super::shell::Shell;
-use crate::core::event::Body;
+use crate::core::event::{Body, TaskKey};
 use crate::core::status::Transition;
 use crate::core::thread_ctx::Waiting;
 use crate::error::Error;
 
-/// Wakes `thread` if it is parked waiting for a signal that has been sent: records
-/// `SignalArrived` and Running in one write guarded by its WaitingInput status. True if this
-/// call woke it, and the caller then drives it (`drive::spawn_drive`); false: not parked on a
-/// signal, none sent yet, or somebody else woke or changed it first.
+/// Wakes the thread that drives `thread` if `thread` is parked waiting for a signal that has
+/// been sent: `thread` itself, or for a sub-workflow's child the top-level thread whose chain
+/// of subgraph nodes drives it. Returns the thread woken, which the caller then drives
+/// (`drive::spawn_drive`); `None`: not parked on a signal, none sent yet, or somebody else woke
+/// or changed it first.
 ///
 /// # Errors
 /// Storage errors; an unknown workflow.
-pub(crate) async fn wake_if_sent(shell: &Arc<Shell>, thread: &ThreadId) -> Result<bool, Error> {
-    let Some(record) = shell.store.thread(thread)? else { return Ok(false) };
-    if record.status != ThreadStatus::WaitingInput {
-        return Ok(false);
+pub(crate) async fn wake_if_sent(
+    shell: &Arc<Shell>,
+    thread: &ThreadId,
+) -> Result<Option<ThreadId>, Error> {
+    let Some(mut record) = shell.store.thread(thread)? else { return Ok(None) };
+    // Up to the thread nobody else drives: a child's driver is its unfinished parent's node.
+    // Bounded: the depth of nesting is, and a damaged label must not loop.
+    for _ in 0..=crate::limits::SUBGRAPH_DEPTH_MAX {
+        let Some(parent) = crate::core::children::unfinished_parent(shell.store.as_ref(), &record)?
+        else {
+            return Ok(wake_parked(shell, &record).await?.then(|| record.id.clone()));
+        };
+        let Some(up) = shell.store.thread(&parent)? else { return Ok(None) };
+        record = up;
     }
-    // Cheap first look: a thread never sent a signal needs no restore.
-    if shell.store.signals(thread, 0, 1)?.is_empty() {
-        return Ok(false);
-    }
-    // A sub-workflow child has one driver, its parent's node: it is not driven on its own
-    // (its signal waits in the inbox until the parent runs the child again).
-    if crate::core::children::unfinished_parent(shell.store.as_ref(), &record)?.is_some() {
-        return Ok(false);
-    }
-    let wf = shell.registry.workflow_for(&record)?;
-    let ctx = crate::core::restore::restore(shell.store.as_ref(), &wf, thread, None)?;
-    let Some(Waiting::Signal { task, name }) = ctx.meta.waiting.clone() else { return Ok(false) };
-    let after = ctx.meta.signals.get(&name).copied().unwrap_or(0);
-    if super::signal_cursor::next_of(shell.store.as_ref(), thread, &name, after)?.is_none() {
-        return Ok(false);
-    }
+    Ok(None)
+}
+
+/// Wakes `record`'s thread, which nobody drives, if it is parked on a signal that has been
+/// sent, itself or through the chain of sub-workflow children its waiting task drives. True if
+/// this call woke it.
+///
+/// # Errors
+/// Storage errors; an unknown workflow.
+pub(crate) async fn wake_parked(shell: &Arc<Shell>, record: &ThreadRecord) -> Result<bool, Error> {
+    let Some((task, name)) = pending(shell, record)? else { return Ok(false) };
     let body = Body::SignalArrived { task, name };
     let woke = super::parked::write_parked(
         shell,
-        thread,
+        &record.id,
         ThreadStatus::WaitingInput,
         vec![body],
         Some(Transition::Run),
@@ -72,4 +89,49 @@ pub(crate) async fn wake_if_sent(shell: &Arc<Shell>, thread: &ThreadId) -> Resul
         Err(Error::WrongStatus { .. }) => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// If `top` waits for a signal that is in its inbox, or waits at a subgraph node whose child
+/// (and so on down) does: the task `top` waits in and the signal's name.
+fn pending(shell: &Shell, top: &ThreadRecord) -> Result<Option<(TaskKey, String)>, Error> {
+    let mut record = top.clone();
+    let mut top_task = None;
+    for _ in 0..=crate::limits::SUBGRAPH_DEPTH_MAX {
+        if record.status != ThreadStatus::WaitingInput {
+            return Ok(None);
+        }
+        let wf = shell.registry.workflow_for(&record)?;
+        let has_subgraph =
+            wf.nodes().iter().any(|n| matches!(n.kind, cairn_dsl::DynNodeKind::Subgraph { .. }));
+        // Cheap first look: a thread never sent a signal, whose waits cannot be a child's,
+        // needs no restore.
+        if !has_subgraph && shell.store.signals(&record.id, 0, 1)?.is_empty() {
+            return Ok(None);
+        }
+        let ctx = crate::core::restore::restore(shell.store.as_ref(), &wf, &record.id, None)?;
+        match ctx.meta.waiting {
+            Some(Waiting::Signal { task, name }) => {
+                let after = ctx.meta.signals.get(&name).copied().unwrap_or(0);
+                let sent =
+                    super::signal_cursor::next_of(shell.store.as_ref(), &record.id, &name, after)?;
+                return Ok(sent.map(|_| (top_task.unwrap_or(task), name)));
+            }
+            Some(Waiting::Input { task, .. }) => {
+                let sub = wf.node_id(&task.node).is_some_and(|i| {
+                    matches!(wf.nodes()[i].kind, cairn_dsl::DynNodeKind::Subgraph { .. })
+                });
+                if !sub {
+                    return Ok(None);
+                }
+                let child = super::subgraph::child_id(&record.id, &task, ctx.meta.step + 1);
+                top_task.get_or_insert(task);
+                let Some(next) = shell.store.thread(&ThreadId::new(child)?)? else {
+                    return Ok(None);
+                };
+                record = next;
+            }
+            Some(Waiting::Timer { .. }) | None => return Ok(None),
+        }
+    }
+    Ok(None)
 }

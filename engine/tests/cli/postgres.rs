@@ -159,3 +159,98 @@ fn copy_moves_threads_from_a_file_to_postgres_and_back() {
     assert_eq!(trace(db), original);
     assert_eq!(trace(&back), original);
 }
+
+/// The state of [`signals_wf`]: the signals its node received, in order.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Got {
+    got: Vec<u64>,
+}
+
+impl cairn::dsl::State for Got {
+    type Update = Vec<u64>;
+    fn apply(&mut self, u: Vec<u64>) {
+        self.got.extend(u);
+    }
+}
+
+/// One node: receives an `n`, waits for `go`, then receives two more `n`.
+fn signals_wf() -> cairn::dsl::Workflow<Got> {
+    use cairn::dsl::{Ctx, NodeOutput, Workflow};
+    Workflow::<Got>::builder("inbox", 1)
+        .node("recv", |_s: std::sync::Arc<Got>, ctx: Ctx| async move {
+            let a: u64 = ctx.recv("n").await?;
+            let _: String = ctx.recv("go").await?;
+            let b: u64 = ctx.recv("n").await?;
+            let c: u64 = ctx.recv("n").await?;
+            Ok(NodeOutput::update(vec![a, b, c]))
+        })
+        .edge(cairn::START, "recv")
+        .edge("recv", cairn::END)
+        .build()
+        .unwrap()
+}
+
+/// On `db`, starts thread `id`, which receives `n` = 1 and then waits for `go` with `n` = 2
+/// and 3 sent but not received: signals waiting in its inbox.
+async fn park_with_signals_waiting(db: &Path, id: &str) {
+    let engine = cairn::Engine::builder(db).workflow(&signals_wf()).open().await.unwrap();
+    let t = engine.start("inbox", Got::default(), cairn::StartOptions::id(id)).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, cairn::ThreadStatus::WaitingInput);
+    engine.signal(id, "n", 1u64).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, cairn::ThreadStatus::WaitingInput, "waits for go");
+    engine.signal(id, "n", 2u64).await.unwrap();
+    engine.signal(id, "n", 3u64).await.unwrap();
+    engine.shutdown().await;
+}
+
+/// On `db`, sends `go` to thread `id` (moved there with signals waiting): it must receive the
+/// waiting signals after the move, in order, each once.
+async fn finish_after_the_move(db: &Path, id: &str) {
+    let engine = cairn::Engine::builder(db).workflow(&signals_wf()).open().await.unwrap();
+    let t = engine.thread(id).unwrap();
+    assert_eq!(t.status().unwrap(), cairn::ThreadStatus::WaitingInput);
+    assert_eq!(engine.signal(id, "go", "now").await.unwrap(), 4, "numbered after the copied ones");
+    let finished = tokio::time::timeout(std::time::Duration::from_secs(20), t.finished()).await;
+    assert_eq!(finished.expect("it finishes").unwrap().status, cairn::ThreadStatus::Completed);
+    let out: Got = t.output().await.unwrap();
+    assert_eq!(out.got, vec![1, 2, 3], "{id}: received in order, once");
+    engine.shutdown().await;
+}
+
+/// `cairn copy` takes each thread's signal inbox along, both ways: a thread parked with
+/// signals waiting receives them after the move, in order, once (redb -> PostgreSQL and
+/// PostgreSQL -> redb); a finished thread's inbox is copied too; `verify` is clean on each side.
+#[test]
+fn copy_moves_waiting_signals_both_ways() {
+    let Some(cluster) = Cluster::start("copy_moves_waiting_signals_both_ways") else {
+        return;
+    };
+    let url = cluster.new_database();
+    let pg = Path::new(&url);
+    let dir = crate::harness::tempdir();
+    let (file, back) = (dir.path().join("signals.db"), dir.path().join("back.db"));
+    let (file_s, back_s) = (file.to_str().unwrap(), back.to_str().unwrap());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let clean = |db: &Path| {
+        let verify = on(db, &["verify", "--json"]).expect(0).json();
+        assert_eq!(verify["problems"], Value::Array(vec![]), "{verify}");
+    };
+
+    rt.block_on(park_with_signals_waiting(&file, "s-file"));
+    let copied =
+        crate::harness::cairn(&["copy", "--from", file_s, "--to", &url, "--json"]).expect(0).json();
+    assert_eq!((copied["copied"].as_u64(), copied["signals"].as_u64()), (Some(1), Some(3)));
+    clean(&file);
+    clean(pg);
+    rt.block_on(finish_after_the_move(pg, "s-file"));
+
+    rt.block_on(park_with_signals_waiting(pg, "s-pg"));
+    let copied =
+        crate::harness::cairn(&["copy", "--from", &url, "--to", back_s, "--json"]).expect(0).json();
+    // s-file, finished with 4 signals, and s-pg, parked with 3.
+    assert_eq!((copied["copied"].as_u64(), copied["signals"].as_u64()), (Some(2), Some(7)));
+    clean(pg);
+    clean(&back);
+    rt.block_on(finish_after_the_move(&back, "s-pg"));
+    clean(&back);
+}

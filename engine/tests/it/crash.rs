@@ -220,7 +220,7 @@ pub(crate) type AtDeath = Box<dyn Fn() + Send + Sync>;
 /// A store that stops accepting writes after a number of appends, as a dying process would.
 pub(crate) struct Dying {
     pub(crate) inner: Arc<dyn Store>,
-    /// Appends still accepted; negative once the store has died.
+    /// Appends (and thread deletions) still accepted; negative once the store has died.
     pub(crate) left: AtomicI64,
     pub(crate) appends: AtomicU64,
     pub(crate) died: tokio::sync::Notify,
@@ -386,6 +386,21 @@ impl Store for Dying {
         t: &ThreadId,
         o: cairn::storage::DeleteOptions,
     ) -> Result<Pending<Option<cairn::storage::Deleted>>, cairn::storage::Error> {
+        // A thread deletion is a write like an append: a crash point too.
+        self.appends.fetch_add(1, Ordering::SeqCst);
+        let left = self.left.fetch_sub(1, Ordering::SeqCst);
+        if left == 0
+            && let Some(at_death) = &self.at_death
+        {
+            at_death();
+            let pending = self.inner.delete_thread(t, o);
+            self.died.notify_one();
+            return pending;
+        }
+        if left <= 0 {
+            self.died.notify_one();
+            return Err(cairn::storage::Error::Closed);
+        }
         self.inner.delete_thread(t, o)
     }
     fn verify(&self) -> Result<VerifyReport, cairn::storage::Error> {

@@ -23,6 +23,20 @@
 //! its recorded values hold) must be unique, every signal of a completed thread received, and
 //! every acknowledged send in the inbox.
 //!
+//! Deletion and retention: a thread may be deleted by hand (`Engine::delete`) once its driver
+//! has seen it end, or end under the retention policy (period 0, so a pass deletes every
+//! finished thread): in a case with such a thread, a pass runs whenever a thread is parked
+//! waiting for input or paused (it must still be there, unchanged, after the pass: retention
+//! never removes an unfinished thread), when that thread ends (it must be gone after), and at
+//! the end of the run. Deletions are crash points like appends. After a crash and after the
+//! resumed run, what the store holds must be exactly what its threads hold (`leftovers`: the
+//! threads, events, checkpoints, payloads, signals and locks `verify` counts against those of
+//! the threads present): a deleted thread leaves nothing, and one that a crash interrupted
+//! mid-deletion is whole (its log from seq 1, restorable) or gone. A thread gone after the
+//! crash is not started again (its id is free: a start would make a new thread). The first
+//! tool call of node `c0` carries an input above the inline bound, so every thread that runs it
+//! has a payload to leave behind.
+//!
 //! Locks: node code records when it holds the shared lock ([`gates::Gates`]), and the logs give
 //! each thread's holding intervals in global log order; neither may overlap between threads, and
 //! once every thread has ended the store holds no lock.
@@ -101,6 +115,19 @@ struct Step {
     lock: LockUse,
 }
 
+/// How a thread is removed once it has ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Remove {
+    /// `Engine::delete`, once its driver has seen it end.
+    Delete,
+    /// By the retention policy's passes (which then run in the whole case).
+    Retention,
+}
+
+/// Bytes of padding on the input of node `c0`'s first tool call: above the engine's inline
+/// bound (16 KiB), so the call's event refers to a payload.
+const PAYLOAD_PAD: usize = 17 * 1024;
+
 /// The budget a thread starts with.
 #[derive(Debug, Clone, Copy)]
 enum Limit {
@@ -121,6 +148,8 @@ struct ThreadPlan {
     budget: Option<Limit>,
     /// Send the signals of every signal node right after the start, before any asks.
     early_signals: bool,
+    /// Removed once it has ended.
+    remove: Option<Remove>,
 }
 
 #[derive(Debug, Clone)]
@@ -133,6 +162,17 @@ struct Plan {
 }
 
 impl Plan {
+    /// Whether the case runs retention passes (a thread of it is removed by them).
+    fn retention(&self) -> bool {
+        self.threads.iter().any(|t| t.remove == Some(Remove::Retention))
+    }
+
+    /// Whether thread `t` may be gone once it has ended: deleted by hand, or by a retention
+    /// pass of the case.
+    fn removable(&self, t: usize) -> bool {
+        self.retention() || self.threads[t].remove.is_some()
+    }
+
     /// The chain nodes that receive a signal, in order: the `j`th receives the `j`th signal.
     fn signal_nodes(&self) -> Vec<usize> {
         (0..self.chain.len()).filter(|&i| self.chain[i].kind == Kind::Signal).collect()
@@ -184,11 +224,18 @@ fn plan() -> impl Strategy<Value = Plan> {
             prop::option::weighted(0.4, limit),
             prop::bool::weighted(0.3),
             prop::bool::weighted(0.5),
+            prop::option::weighted(
+                0.35,
+                prop_oneof![Just(Remove::Delete), Just(Remove::Retention)],
+            ),
         )
-            .prop_map(move |(cancel_at, pause_at, budget, pause_parked, early_signals)| {
-                let pause_at = pause_at.filter(|&p| pausable[p] && cancel_at.is_none_or(|c| p < c));
-                ThreadPlan { cancel_at, pause_at, pause_parked, budget, early_signals }
-            });
+            .prop_map(
+                move |(cancel_at, pause_at, budget, pause_parked, early_signals, remove)| {
+                    let pause_at =
+                        pause_at.filter(|&p| pausable[p] && cancel_at.is_none_or(|c| p < c));
+                    ThreadPlan { cancel_at, pause_at, pause_parked, budget, early_signals, remove }
+                },
+            );
         prop::collection::vec(thread, 1..3).prop_map(move |threads| Plan {
             chain: chain.clone(),
             branches: branches.clone(),
@@ -265,7 +312,10 @@ fn build(plan: &Plan, fx: &EffectLog, signals: &Arc<Signals>, gates: &Arc<Gates>
             async move {
                 let thread = ctx.thread_id().to_owned();
                 let t: usize = thread[1..].parse().unwrap();
-                let key = |c: usize| format!("{thread}:c{i}:{}:{c}", s.items.len());
+                let key = |c: usize| {
+                    let pad = if i == 0 && c == 0 { PAYLOAD_PAD } else { 0 };
+                    format!("{thread}:c{i}:{}:{c}{}", s.items.len(), " ".repeat(pad))
+                };
                 let live = (pause_at[t] == Some(i) || step.lock != LockUse::None)
                     && !gates.replaying(&ctx);
                 if live && pause_at[t] == Some(i) {
@@ -486,12 +536,20 @@ fn inspect(store: &dyn Store, wf: &Workflow<Acc>, t: usize) -> Option<Facts> {
     })
 }
 
-/// What the crashed run acknowledged but the log after the crash lacks.
-fn lost(acked: &Acked, facts: Option<&Facts>) -> Vec<String> {
+/// What the crashed run acknowledged but the log after the crash lacks (`removable`: the
+/// thread may have been deleted, once ended).
+fn lost(acked: &Acked, facts: Option<&Facts>, removable: bool) -> Vec<String> {
     let Some(f) = facts else {
-        return if acked.started { vec!["a started thread is gone".into()] } else { vec![] };
+        return if acked.started && !removable {
+            vec!["a started thread is gone".into()]
+        } else {
+            vec![]
+        };
     };
     let mut lost = Vec::new();
+    if acked.deleted {
+        lost.push("its deletion was acknowledged and it is still there".into());
+    }
     if f.step_max < acked.step {
         lost.push(format!("step {} acknowledged, log ends at step {}", acked.step, f.step_max));
     }
@@ -519,12 +577,63 @@ fn lost(acked: &Acked, facts: Option<&Facts>) -> Vec<String> {
     lost
 }
 
+/// What the store holds beyond the threads present (thread `t` of `0..threads`): deleted
+/// threads' events, checkpoints, signals or locks, and totals `verify` counts (threads, events,
+/// checkpoints, payloads, signals) other than those of the threads present.
+fn leftovers(store: &dyn Store, threads: usize) -> Vec<String> {
+    let mut problems = Vec::new();
+    let report = store.verify().unwrap();
+    if !report.is_clean() {
+        problems.push(format!("verify: {:?}", report.problems));
+    }
+    let locks = store.locks().unwrap();
+    let (mut present, mut events_n, mut checkpoints_n, mut signals_n) = (0u64, 0u64, 0u64, 0u64);
+    let mut payloads = BTreeSet::new();
+    for t in 0..threads {
+        let id = ThreadId::new(tid(t)).unwrap();
+        let events = store.read_since(&id, Seq(0), READ_LIMIT_MAX).unwrap_or_default();
+        let filter = cairn::storage::CheckpointFilter {
+            thread: Some(id.clone()),
+            ..cairn::storage::CheckpointFilter::default()
+        };
+        let page = cairn::storage::Page { limit: READ_LIMIT_MAX, offset: 0 };
+        let checkpoints = store.list_checkpoints(&filter, page).unwrap().len() as u64;
+        let signals = store.signals(&id, 0, READ_LIMIT_MAX).unwrap().len() as u64;
+        let held = locks.iter().filter(|l| l.owner == id.as_str()).count();
+        if store.thread(&id).unwrap().is_none() {
+            if !events.is_empty() || checkpoints > 0 || signals > 0 || held > 0 {
+                problems.push(format!(
+                    "{id} is deleted, and {} events, {checkpoints} checkpoints, {signals} \
+                     signals and {held} locks of it remain",
+                    events.len()
+                ));
+            }
+            continue;
+        }
+        present += 1;
+        events_n += events.len() as u64;
+        checkpoints_n += checkpoints;
+        signals_n += signals;
+        payloads.extend(events.iter().filter_map(|e| e.payload.as_ref().map(|p| p.hash)));
+    }
+    let want = (present, events_n, checkpoints_n, payloads.len() as u64, signals_n);
+    let have = (report.threads, report.events, report.checkpoints, report.payloads, report.signals);
+    if want != have {
+        problems.push(format!(
+            "the store holds (threads, events, checkpoints, payloads, signals) {have:?}, the \
+             threads present {want:?}"
+        ));
+    }
+    problems
+}
+
 /// Lock holding intervals of different threads that overlap, and locks left once every thread
 /// ended.
-fn lock_problems(store: &dyn Store, facts: &[Facts]) -> Vec<String> {
+fn lock_problems(store: &dyn Store, facts: &[Option<Facts>]) -> Vec<String> {
     let mut problems = Vec::new();
-    for (a, fa) in facts.iter().enumerate() {
-        for (b, fb) in facts.iter().enumerate().skip(a + 1) {
+    let present = || facts.iter().enumerate().filter_map(|(t, f)| f.as_ref().map(|f| (t, f)));
+    for (a, fa) in present() {
+        for (b, fb) in present().filter(|(b, _)| *b > a) {
             for &(s1, e1) in &fa.held {
                 for &(s2, e2) in &fb.held {
                     if s1 < e2 && s2 < e1 {
@@ -614,18 +723,24 @@ fn one_case(
         // The uninterrupted run, with the same controls.
         let clock = ManualClock::new(CLOCK_START_MS);
         let untallied = Tally::default();
-        let (appends, _) = run(&clean, &wf, plan, &clock, hooks, None, &untallied).await?;
+        let none = BTreeSet::new();
+        let (appends, _) = run(&clean, &wf, plan, &clock, hooks, None, &untallied, &none).await?;
         let baseline = fx.take();
         prop_assert!(duplicates(&baseline).is_empty(), "{:?} ran twice", duplicates(&baseline));
         let store = open_store(&clean);
-        let expected: Vec<Facts> =
-            (0..threads).map(|t| inspect(store.as_ref(), &wf, t).unwrap()).collect();
+        let expected: Vec<Option<Facts>> =
+            (0..threads).map(|t| inspect(store.as_ref(), &wf, t)).collect();
         let problems = lock_problems(store.as_ref(), &expected);
         prop_assert!(problems.is_empty(), "uninterrupted: {:?}", problems);
+        let left = leftovers(store.as_ref(), threads);
+        prop_assert!(left.is_empty(), "uninterrupted: {:?}", left);
         drop(store);
         let seen = gates.take_violations();
         prop_assert!(seen.is_empty(), "uninterrupted: {:?}", seen);
         for (t, f) in expected.iter().enumerate() {
+            // Removed once ended: deleted by hand, or by the retention pass at the run's end.
+            prop_assert_eq!(f.is_none(), plan.removable(t), "uninterrupted {} present", tid(t));
+            let Some(f) = f else { continue };
             let want = if plan.threads[t].cancel_at.is_some() {
                 ThreadStatus::Cancelled
             } else {
@@ -638,11 +753,13 @@ fn one_case(
         // Crash at a random append boundary, check nothing acknowledged is lost, resume.
         let clock = ManualClock::new(CLOCK_START_MS);
         let crash_after = ((appends as f64 * crash_frac) as i64).max(1);
-        let (_, acks) = run(&crashed, &wf, plan, &clock, hooks, Some(crash_after), tally).await?;
+        let (_, acks) =
+            run(&crashed, &wf, plan, &clock, hooks, Some(crash_after), tally, &none).await?;
         let before_crash = fx.take();
         let store = open_store(&crashed);
         let mut recorded = BTreeSet::new();
         let mut lost_now = Vec::new();
+        let mut gone = BTreeSet::new();
         // Threads Paused at the crash, with their last seq: they must stay Paused over the
         // reopen until the driver resumes them.
         let mut paused = Vec::new();
@@ -658,12 +775,22 @@ fn one_case(
             }
             let acked = acks.get(&tid(t)).cloned().unwrap_or_default();
             lost_now.extend(
-                lost(&acked, facts.as_ref()).into_iter().map(|l| format!("{}: {l}", tid(t))),
+                lost(&acked, facts.as_ref(), plan.removable(t))
+                    .into_iter()
+                    .map(|l| format!("{}: {l}", tid(t))),
             );
+            if facts.is_none() && acked.started {
+                // Deleted whole before the crash: done with (a start would make a new thread).
+                gone.insert(t);
+            }
         }
+        // A crash inside a deletion leaves the thread whole (checked above: its log folds)
+        // or gone, with nothing of it left.
+        let left_at_crash = leftovers(store.as_ref(), threads);
         drop(store);
         tally.lost.fetch_add(lost_now.len() as u64, Ordering::SeqCst);
-        let (_, resumed) = run(&crashed, &wf, plan, &clock, hooks, None, tally).await?;
+        tally.removed_at_crash.fetch_add(gone.len() as u64, Ordering::SeqCst);
+        let (_, resumed) = run(&crashed, &wf, plan, &clock, hooks, None, tally, &gone).await?;
         let after = fx.take();
         for &(t, seq) in &paused {
             // Still Paused after the reopen: the driver found it so and resumed it from there
@@ -686,23 +813,28 @@ fn one_case(
         repeated.extend(duplicates(&after));
         tally.repeated.fetch_add(repeated.len() as u64, Ordering::SeqCst);
         let store = open_store(&crashed);
-        let got: Vec<Facts> =
-            (0..threads).map(|t| inspect(store.as_ref(), &wf, t).unwrap()).collect();
-        tally.locks.fetch_add(got.iter().map(|f| f.locks).sum(), Ordering::SeqCst);
+        let got: Vec<Option<Facts>> =
+            (0..threads).map(|t| inspect(store.as_ref(), &wf, t)).collect();
+        tally.locks.fetch_add(got.iter().flatten().map(|f| f.locks).sum(), Ordering::SeqCst);
         // A tool call in flight at the crash counts against a tool-call budget (it may have
         // run), so the stop can come earlier than in the uninterrupted run: the budget events
         // of such threads are not compared, only how they end.
-        let comparable = |facts: &[Facts]| -> Vec<View> {
-            let mut views: Vec<View> = facts.iter().map(|f| f.view.clone()).collect();
+        let comparable = |facts: &[Option<Facts>]| -> Vec<Option<View>> {
+            let mut views: Vec<Option<View>> =
+                facts.iter().map(|f| f.as_ref().map(|f| f.view.clone())).collect();
             for (v, tp) in views.iter_mut().zip(&plan.threads) {
-                if matches!(tp.budget, Some(Limit::ToolCalls(_))) {
+                if let Some(v) = v
+                    && matches!(tp.budget, Some(Limit::ToolCalls(_)))
+                {
                     v.budget_events.clear();
                 }
             }
             views
         };
         for (g, e) in got.iter().zip(&expected) {
-            if g.view.budget_events != e.view.budget_events {
+            if let (Some(g), Some(e)) = (g, e)
+                && g.view.budget_events != e.view.budget_events
+            {
                 tally.budget_drift.fetch_add(1, Ordering::SeqCst);
             }
         }
@@ -713,6 +845,7 @@ fn one_case(
         }
         let ctx = format!("plan {plan:?} crash after {crash_after} of {appends} appends");
         prop_assert!(lost_now.is_empty(), "acknowledged but lost: {:?}; {}", lost_now, ctx);
+        prop_assert!(left_at_crash.is_empty(), "after the crash: {:?}; {}", left_at_crash, ctx);
         let seen = gates.take_violations();
         prop_assert!(seen.is_empty(), "{:?}; {}", seen, ctx);
         let problems = lock_problems(store.as_ref(), &got);
@@ -723,6 +856,7 @@ fn one_case(
         let baseline: BTreeSet<String> = baseline.into_iter().collect();
         prop_assert_eq!(all, baseline, "the set of side effects differs; {}", ctx);
         for (t, f) in got.iter().enumerate() {
+            let Some(f) = f else { continue };
             prop_assert!(f.problems.is_empty(), "{}: {:?}; {}", tid(t), f.problems, ctx);
             let once: BTreeSet<u64> = f.view.received.iter().copied().collect();
             prop_assert_eq!(
@@ -738,8 +872,8 @@ fn one_case(
             }
             tally.signals_received.fetch_add(f.view.received.len() as u64, Ordering::SeqCst);
         }
-        let report = store.verify().unwrap();
-        prop_assert!(report.is_clean(), "{:?}", report);
+        let left = leftovers(store.as_ref(), threads);
+        prop_assert!(left.is_empty(), "{:?}; {}", left, ctx);
         Ok(())
     })
 }
@@ -769,7 +903,7 @@ fn crash_with_controls(name: &str, cases: u32, new_dbs: NewDbs<'_>) {
         runner.run(&(plan(), 0.0f64..1.0), |(plan, frac)| one_case(&plan, frac, &tally, new_dbs));
     let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
     crate::common::report(&format!(
-        "RELIABILITY {name} cases={} cancels={} inputs={} sleeps={} budgets={} pauses={} pauses_by_budget={} parked_pauses={} locks={} branch_controls={} signals_sent={} signals_received={} paused_at_crash={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
+        "RELIABILITY {name} cases={} cancels={} inputs={} sleeps={} budgets={} pauses={} pauses_by_budget={} parked_pauses={} locks={} branch_controls={} signals_sent={} signals_received={} deletes={} retention_passes={} retention_deleted={} retention_kept_parked={} removed_at_crash={} crashes_in_removal={} paused_at_crash={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
         n(&tally.cases),
         n(&tally.cancels),
         n(&tally.inputs),
@@ -782,6 +916,12 @@ fn crash_with_controls(name: &str, cases: u32, new_dbs: NewDbs<'_>) {
         n(&tally.branch_controls),
         n(&tally.signals),
         n(&tally.signals_received),
+        n(&tally.deletes),
+        n(&tally.retention_passes),
+        n(&tally.retention_deleted),
+        n(&tally.retention_kept_parked),
+        n(&tally.removed_at_crash),
+        n(&tally.crashes_in_removal),
         n(&tally.paused_at_crash),
         n(&tally.crashes_in_control),
         n(&tally.cancel_early),
@@ -808,6 +948,10 @@ fn crash_with_controls(name: &str, cases: u32, new_dbs: NewDbs<'_>) {
             ("branch controls", &tally.branch_controls),
             ("signals", &tally.signals),
             ("signals received", &tally.signals_received),
+            ("deletes", &tally.deletes),
+            ("retention passes", &tally.retention_passes),
+            ("retention deletes", &tally.retention_deleted),
+            ("retention passes beside a parked thread", &tally.retention_kept_parked),
         ] {
             assert!(n(c) > 0, "no case exercised {name}");
         }

@@ -1,6 +1,6 @@
 //! Durable schedules on the manual clock: a daily cron schedule in a zone with daylight saving
-//! ticks once per local day over a simulated year; the catch-up policies after a downtime; a
-//! crash at any append of a tick neither loses nor doubles one; pause, resume, trigger and
+//! ticks once per local day over a simulated year; the catch-up policies after a downtime; start
+//! and end times; a crash at any append of a tick neither loses nor doubles one; pause, resume, trigger and
 //! delete; bad specs refused with what is wrong.
 
 use std::collections::BTreeSet;
@@ -154,6 +154,41 @@ async fn after_a_downtime_the_catch_up_policy_decides_which_missed_ticks_start()
         assert_eq!(info.state.next_tick_ms, Some(JAN_1_2026 + 6 * HOUR));
         engine.shutdown().await;
     }
+}
+
+/// A schedule with start and end times ticks from its start up to its end, each tick starting
+/// thread `<name>@<tick ms>`, then ends: its thread completes with no next tick.
+#[tokio::test]
+async fn a_schedule_with_start_and_end_times_ticks_between_them_and_then_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(JAN_1_2026);
+    let engine = open(file(&dir.path().join("s.db")), &clock).await;
+    let spec = spec(Every::Interval { ms: HOUR })
+        .between(Some(JAN_1_2026 + HOUR), Some(JAN_1_2026 + 4 * HOUR));
+    engine.create_schedule("ends", spec).await.unwrap();
+    assert_eq!(tick(&engine, &clock, "ends").await, JAN_1_2026 + HOUR, "from its start");
+    assert_eq!(tick(&engine, &clock, "ends").await, JAN_1_2026 + 2 * HOUR);
+    // The tick at +3 h is the last one before the end: the schedule completes with it.
+    clock.set_ms(JAN_1_2026 + 3 * HOUR);
+    let schedule = engine.thread("schedule:ends").unwrap();
+    assert_eq!(schedule.finished().await.unwrap().status, ThreadStatus::Completed);
+    let info = engine.schedule("ends").unwrap().unwrap();
+    assert_eq!(
+        (info.state.last_tick_ms, info.state.next_tick_ms),
+        (Some(JAN_1_2026 + 3 * HOUR), None)
+    );
+    clock.set_ms(JAN_1_2026 + 10 * HOUR);
+    let want: BTreeSet<u64> = (1..=3).map(|h| JAN_1_2026 + h * HOUR).collect();
+    assert_eq!(
+        ticks_started(&engine, "ends"),
+        want,
+        "none before the start, none at or after the end"
+    );
+    for t in &want {
+        let handle = engine.thread(&cairn::tick_thread_id("ends", *t)).unwrap();
+        assert_eq!(handle.finished().await.unwrap().status, ThreadStatus::Completed);
+    }
+    engine.shutdown().await;
 }
 
 /// The store dies at every append of a schedule's first ticks in turn; the reopened engine

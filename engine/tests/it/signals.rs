@@ -244,3 +244,169 @@ async fn a_signal_from_another_engine_on_postgres_reaches_a_driven_thread_and_wa
     one.shutdown().await;
     two.shutdown().await;
 }
+
+/// A workflow `outer` whose subgraph node runs `middle`, whose subgraph node runs `receiver`
+/// (two signals named `payment`): the receiving thread is a child of a child.
+fn nested() -> Workflow<Tally> {
+    let up = |c: &Tally| (c.total, c.log.join(";"));
+    let middle = Workflow::<Tally>::builder("middle", 1)
+        .subgraph("leaf", receiver("leaf", "payment", 2), |s: &Tally| s.clone(), up)
+        .edge(START, "leaf")
+        .edge("leaf", END)
+        .build()
+        .unwrap();
+    Workflow::<Tally>::builder("outer", 1)
+        .subgraph("sub", middle, |s: &Tally| s.clone(), up)
+        .edge(START, "sub")
+        .edge("sub", END)
+        .build()
+        .unwrap()
+}
+
+/// `SignalArrived` events in `thread`'s log.
+fn arrivals(engine: &Engine, thread: &str) -> usize {
+    let id = cairn::ThreadId::new(thread).unwrap();
+    let events = engine.store().read_since(&id, cairn::Seq(0), 10_000).unwrap();
+    let decode = |e| cairn::codec::decode(engine.store().as_ref(), e).unwrap().body;
+    events.into_iter().filter(|e| matches!(decode(e.clone()), Body::SignalArrived { .. })).count()
+}
+
+/// The id of the thread parked in `recv` under `nested()`'s thread `top`.
+fn leaf_of(top: &str) -> String {
+    format!("{top}/sub@1/leaf@1")
+}
+
+/// A sub-workflow's child parked in `recv` (here a child of a child) is woken by a signal sent
+/// to it: the top-level thread whose nodes drive it wakes and runs the chain down to it, before
+/// and after a restart (recovery), and the signal is received once.
+#[tokio::test]
+async fn a_signal_to_a_sub_workflow_child_parked_in_recv_wakes_it_through_its_parents() {
+    let (_d, path) = db();
+    let wf = nested();
+    let engine = open(&path, &[&wf]).await;
+    let t = engine.start("outer", Tally::default(), StartOptions::id("n1")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    let leaf = leaf_of("n1");
+    let status = |id: &str| {
+        let id = cairn::ThreadId::new(id).unwrap();
+        engine.store().thread(&id).unwrap().map(|r| r.status)
+    };
+    assert_eq!(status(&leaf), Some(ThreadStatus::WaitingInput), "the leaf waits in recv");
+    assert_eq!(engine.signal(&leaf, "payment", 30u64).await.unwrap(), 1);
+    // The first signal wakes the chain (the top runs at once); the leaf parks again for the
+    // second, and so the chain.
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput, "parks for the 2nd");
+    assert_eq!(status(&leaf), Some(ThreadStatus::WaitingInput));
+    assert_eq!(arrivals(&engine, &leaf), 1, "the leaf received the first signal");
+    engine.shutdown().await;
+    drop((t, engine));
+    let engine = open(&path, &[&wf]).await;
+    let t = engine.thread("n1").unwrap();
+    engine.signal(&leaf, "payment", 12u64).await.unwrap();
+    let outcome = tokio::time::timeout(std::time::Duration::from_secs(10), t.finished()).await;
+    assert_eq!(outcome.expect("the chain finished").unwrap().status, ThreadStatus::Completed);
+    let out: Tally = t.output().await.unwrap();
+    assert_eq!(out.log, vec!["30,12".to_string()], "each signal received once, in order");
+    assert!(engine.store().verify().unwrap().is_clean());
+    engine.shutdown().await;
+}
+
+/// On PostgreSQL, a signal to a sub-workflow's child parked in `recv` sent by another engine
+/// than the one that parked it wakes the chain (the sending engine drives it), and a signal sent
+/// while the top thread is driven by the other engine reaches the child when it asks.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_from_another_engine_on_postgres_wakes_a_sub_workflow_child_parked_in_recv() {
+    use cairn::storage::pg_cluster::Cluster;
+    let Some(cluster) = Cluster::start("a_signal_wakes_a_sub_workflow_child_pg") else { return };
+    let url = cluster.new_database();
+    let wf = nested();
+    let one = Engine::builder(&url).workflow(&wf).open().await.unwrap();
+    let two = Engine::builder(&url).workflow(&wf).open().await.unwrap();
+    let t = one.start("outer", Tally::default(), StartOptions::id("pn1")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    let leaf = leaf_of("pn1");
+    two.signal(&leaf, "payment", 5u64).await.unwrap();
+    let h = two.thread("pn1").unwrap();
+    assert_eq!(h.wait().await.unwrap().status, ThreadStatus::WaitingInput, "parks for the 2nd");
+    assert_eq!(arrivals(&two, &leaf), 1, "the leaf received the first signal");
+    one.signal(&leaf, "payment", 7u64).await.unwrap();
+    let outcome = tokio::time::timeout(std::time::Duration::from_secs(20), h.finished()).await;
+    assert_eq!(outcome.expect("the chain finished").unwrap().status, ThreadStatus::Completed);
+    let out: Tally = h.output().await.unwrap();
+    assert_eq!(out.log, vec!["5,7".to_string()]);
+    assert_eq!((one.fenced_runners(), two.fenced_runners()), (0, 0), "nobody was fenced");
+    assert!(one.store().verify().unwrap().is_clean());
+    one.shutdown().await;
+    two.shutdown().await;
+}
+
+/// The store dies at each write in turn while a sub-workflow child receives two signals (the
+/// sends, the wakes of the chain, the child's receipts); the reopened engine, sent what the
+/// child's inbox lacks, finishes the chain: each signal received once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_at_any_write_around_a_child_signal_wake_neither_loses_nor_doubles_it() {
+    use crate::crash::Dying;
+    use cairn::storage::{Options, RedbStore, Store};
+    let secs = std::time::Duration::from_secs(10);
+    let wf = nested();
+    let leaf = leaf_of("c1");
+    let leaf_id = cairn::ThreadId::new(&leaf).unwrap();
+    let values = [30u64, 12];
+    let mut crashes = 0;
+    for crash_after in 1..200 {
+        let (_d, path) = db();
+        let options = Options { durability: Durability::None, ..Options::default() };
+        let file: Arc<dyn Store> = Arc::new(RedbStore::open(&path, options).unwrap());
+        let dying = Arc::new(Dying::new(file, Some(crash_after)));
+        let engine = Engine::with_store(dying.clone()).workflow(&wf).open().await.unwrap();
+        let run = async {
+            let t = engine.start("outer", Tally::default(), StartOptions::id("c1")).await?;
+            for v in values {
+                t.wait().await?;
+                engine.signal(&leaf, "payment", v).await?;
+            }
+            t.finished().await.map(|_| ())
+        };
+        tokio::select! {
+            _ = tokio::time::timeout(secs, run) => {}
+            () = dying.died.notified() => {}
+        }
+        engine.crash().await;
+        drop(engine);
+        if !dying.dead() {
+            // Past the last write of the run: every crash point has been covered.
+            break;
+        }
+        crashes += 1;
+        drop(dying);
+        let engine = open(&path, &[&wf]).await;
+        let t = match engine.thread("c1") {
+            Ok(t) => t,
+            Err(_) => {
+                engine.start("outer", Tally::default(), StartOptions::id("c1")).await.unwrap()
+            }
+        };
+        // Parked once the chain has created the leaf and it waits in recv (or finished).
+        let parked = tokio::time::timeout(secs, t.wait()).await;
+        assert!(parked.is_ok(), "crash_after {crash_after}: the chain did not park or finish");
+        let sent = engine.store().signals(&leaf_id, 0, 10).unwrap().len();
+        for v in &values[sent..] {
+            engine.signal(&leaf, "payment", *v).await.unwrap();
+        }
+        let finished = tokio::time::timeout(secs, t.finished()).await;
+        let status = finished.unwrap_or_else(|_| {
+            let leaf_status = engine.store().thread(&leaf_id).unwrap().map(|r| r.status);
+            panic!("crash_after {crash_after}: not finished; the leaf is {leaf_status:?}")
+        });
+        assert_eq!(status.unwrap().status, ThreadStatus::Completed, "crash_after {crash_after}");
+        let out: Tally = t.output().await.unwrap();
+        assert_eq!(out.log, vec!["30,12".to_string()], "crash_after {crash_after}");
+        assert!(engine.store().verify().unwrap().is_clean());
+        engine.shutdown().await;
+    }
+    assert!(crashes >= 10, "the crash points covered the run: {crashes}");
+    crate::common::report(&format!(
+        "RELIABILITY child_signal_crash crash_points={crashes} lost=0 doubled=0"
+    ));
+}

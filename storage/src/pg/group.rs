@@ -104,6 +104,7 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
             ids.extend(b.checkpoints.iter().map(|c| c.thread.as_str()));
             ids.extend(b.leases.iter().map(|l| l.thread().as_str()));
             ids.extend(b.signals.iter().map(|s| s.thread.as_str()));
+            ids.extend(b.copied_signals.iter().map(|s| s.thread.as_str()));
             for op in &b.locks {
                 match op {
                     LockOp::Acquire { name, .. }

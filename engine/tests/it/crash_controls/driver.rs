@@ -1,8 +1,9 @@
 //! The driver of one engine run of a case: starts the threads and answers what each waits for
-//! (input, a timer, a budget stop, the planned cancel or pause), recording what the engine
+//! (input, a timer, a budget stop, the planned cancel or pause), removes it once it has ended
+//! if its plan says so (deleted, or by a retention pass), recording what the engine
 //! acknowledged.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
@@ -11,14 +12,14 @@ use cairn::clock::{Clock, ManualClock};
 use cairn::dsl::{Budgets, Workflow};
 use cairn::event::Body;
 use cairn::storage::limits::READ_LIMIT_MAX;
-use cairn::storage::{Store, ThreadId};
+use cairn::storage::{DeleteOptions, Store, ThreadId};
 use cairn::thread_ctx::Waiting;
 use cairn::{Durability, Engine, Seq, StartOptions, ThreadStatus};
 use proptest::test_runner::TestCaseError;
 use tokio::sync::Notify;
 
 use super::gates::Gates;
-use super::{Acc, Db, Limit, Plan, STUCK_SECS, Signals, answer, strict, tid};
+use super::{Acc, Db, Limit, NEVER_MS, Plan, Remove, STUCK_SECS, Signals, answer, strict, tid};
 use crate::crash::Dying;
 
 /// Controls the drivers carried out, over every case (the summary line).
@@ -40,6 +41,17 @@ pub(super) struct Tally {
     pub(super) signals: AtomicU64,
     /// Signals received, counted in the logs after the resumed runs.
     pub(super) signals_received: AtomicU64,
+    /// Threads deleted by hand (acknowledged).
+    pub(super) deletes: AtomicU64,
+    /// Retention passes run, and the threads they deleted.
+    pub(super) retention_passes: AtomicU64,
+    pub(super) retention_deleted: AtomicU64,
+    /// Passes run while a thread was parked (waiting for input or paused), which it survived.
+    pub(super) retention_kept_parked: AtomicU64,
+    /// Threads found deleted after a crash (not started again).
+    pub(super) removed_at_crash: AtomicU64,
+    /// Crashes that came while a deletion or a retention pass was in flight.
+    pub(super) crashes_in_removal: AtomicU64,
     /// `cancel` returned Ok while the thread still ran (it ends Cancelled later).
     pub(super) cancel_early: AtomicU64,
     /// `cancel` returned Ok and the thread stayed parked (asked again).
@@ -81,6 +93,8 @@ pub(super) struct Acked {
     pub(super) cancelled: bool,
     /// Signals whose send was acknowledged.
     pub(super) signals: u64,
+    /// Its deletion by hand was acknowledged.
+    pub(super) deleted: bool,
 }
 
 pub(super) type AckMap = Arc<Mutex<BTreeMap<String, Acked>>>;
@@ -106,6 +120,8 @@ pub(super) struct Run<'a> {
     phases: Mutex<Vec<String>>,
     /// Per thread, whether this run paused it in a wait already (`pause_parked`).
     paused_parked: Mutex<Vec<bool>>,
+    /// Threads this run leaves alone (deleted before a crash).
+    skip: &'a BTreeSet<usize>,
 }
 
 /// A control call in flight: if the store dies before it is dropped, the crash landed during
@@ -113,13 +129,14 @@ pub(super) struct Run<'a> {
 struct Busy<'a> {
     dying: &'a Dying,
     dead_before: bool,
-    tally: &'a Tally,
+    /// What a crash during it counts as.
+    counter: &'a AtomicU64,
 }
 
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
         if !self.dead_before && self.dying.dead() {
-            bump(&self.tally.crashes_in_control);
+            bump(self.counter);
         }
     }
 }
@@ -137,7 +154,78 @@ impl Run<'_> {
     }
 
     fn busy(&self) -> Busy<'_> {
-        Busy { dying: &self.dying, dead_before: self.dying.dead(), tally: self.tally }
+        let counter = &self.tally.crashes_in_control;
+        Busy { dying: &self.dying, dead_before: self.dying.dead(), counter }
+    }
+
+    /// A deletion or a retention pass in flight.
+    fn busy_removing(&self) -> Busy<'_> {
+        let counter = &self.tally.crashes_in_removal;
+        Busy { dying: &self.dying, dead_before: self.dying.dead(), counter }
+    }
+
+    /// Whether `e` says thread `t` is gone where a retention pass of the case may have
+    /// deleted it once it ended.
+    fn gone(&self, e: &cairn::Error) -> bool {
+        let cairn::Error::UnknownThread(id) = e else { return false };
+        let absent = ThreadId::new(id.clone())
+            .is_ok_and(|id| matches!(self.engine.store().thread(&id), Ok(None)));
+        self.plan.retention() && absent
+    }
+
+    /// One retention pass (period 0: every finished thread is due), for thread `t`'s driver.
+    async fn retention_pass(&self, t: usize) -> Result<(), cairn::Error> {
+        let _busy = self.busy_removing();
+        self.at(t, "retention pass in flight");
+        let report = self.engine.retention_pass().await?;
+        bump(&self.tally.retention_passes);
+        self.tally.retention_deleted.fetch_add(report.deleted, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// A retention pass while thread `t` is `parked` in a wait only its driver ends (input, a
+    /// pause): the pass must leave it there, as it was.
+    async fn pass_beside_parked(&self, t: usize, parked: ThreadStatus) -> Result<(), cairn::Error> {
+        self.retention_pass(t).await?;
+        let id = ThreadId::new(tid(t)).unwrap();
+        let now = self.engine.store().thread(&id)?.map(|r| r.status);
+        if now != Some(parked) {
+            self.gates.violation(format!(
+                "{}: parked {parked:?}, and {now:?} after a retention pass",
+                tid(t)
+            ));
+        }
+        bump(&self.tally.retention_kept_parked);
+        Ok(())
+    }
+
+    /// Removes thread `t`, which has ended, as its plan says.
+    async fn remove(&self, t: usize) -> Result<(), cairn::Error> {
+        match self.plan.threads[t].remove {
+            None => Ok(()),
+            Some(Remove::Delete) => {
+                let _busy = self.busy_removing();
+                self.at(t, "delete in flight");
+                // None: a retention pass of the case deleted it already.
+                if self.engine.delete(&tid(t), DeleteOptions::default()).await?.is_some() {
+                    ack(&self.acks, &tid(t), |a| a.deleted = true);
+                    bump(&self.tally.deletes);
+                }
+                Ok(())
+            }
+            Some(Remove::Retention) => {
+                self.retention_pass(t).await?;
+                let id = ThreadId::new(tid(t)).unwrap();
+                if let Some(r) = self.engine.store().thread(&id)? {
+                    self.gates.violation(format!(
+                        "{}: ended {:?}, and kept by a retention pass with period 0",
+                        tid(t),
+                        r.status
+                    ));
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Asks for the planned cancel of thread `t`; true once the thread is Cancelled. `cancel`
@@ -153,7 +241,13 @@ impl Run<'_> {
         self.at(t, "cancel in flight");
         self.engine.cancel(&tid(t), "planned cancel").await?;
         let id = ThreadId::new(tid(t)).unwrap();
-        let status = self.engine.store().thread(&id)?.expect("thread record").status;
+        let status = match self.engine.store().thread(&id)? {
+            Some(r) => r.status,
+            // Cancelled, then deleted by another driver's retention pass (a case with
+            // retention): only a finished thread is deleted.
+            None if self.plan.retention() => ThreadStatus::Cancelled,
+            None => return Err(cairn::Error::UnknownThread(tid(t))),
+        };
         if status != ThreadStatus::Cancelled {
             assert!(
                 !strict(),
@@ -189,7 +283,11 @@ impl Run<'_> {
             Poll::Pending => asked.await?,
         }
         let id = ThreadId::new(tid(t)).unwrap();
-        let status = self.engine.store().thread(&id)?.expect("thread record").status;
+        let Some(status) = self.engine.store().thread(&id)?.map(|r| r.status) else {
+            // Paused threads are never deleted: the pause did not hold.
+            self.gates.violation(format!("{}: pause acknowledged, the thread is gone", tid(t)));
+            return Ok(());
+        };
         let mut next = None;
         for e in self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX)? {
             if let Body::StepCompleted { next: n, .. } =
@@ -231,7 +329,10 @@ impl Run<'_> {
         self.at(t, "pause of a parked thread in flight");
         self.engine.pause(&tid(t)).await?;
         let id = ThreadId::new(tid(t)).unwrap();
-        let status = self.engine.store().thread(&id)?.expect("thread record").status;
+        let Some(status) = self.engine.store().thread(&id)?.map(|r| r.status) else {
+            self.gates.violation(format!("{}: pause acknowledged, the thread is gone", tid(t)));
+            return Ok(());
+        };
         let last = self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX)?.pop();
         let last =
             last.map(|e| cairn::codec::decode(self.engine.store().as_ref(), e)).transpose()?;
@@ -287,26 +388,62 @@ impl Run<'_> {
     /// planned cancel).
     async fn progress(&self, t: usize, last: u64) -> Result<(), cairn::Error> {
         self.at(t, format!("waiting for an event after seq {last}"));
-        let mut events = self.engine.thread(&tid(t))?.events(last)?;
+        let handle = match self.engine.thread(&tid(t)) {
+            Ok(h) => h,
+            Err(e) if self.gone(&e) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let mut events = handle.events(last)?;
+        let id = ThreadId::new(tid(t)).unwrap();
+        // A thread a retention pass deleted once it ended has no more events to wait for: the
+        // driver looks again now and then (only in cases with retention).
+        let deleted = async {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                if matches!(self.engine.store().thread(&id), Ok(None)) {
+                    return;
+                }
+            }
+        };
         tokio::select! {
             r = events.next() => r.map(|_| ()),
             () = self.signals[t].notified() => self.cancel(t).await.map(|_| ()),
             () = self.pause_signals[t].notified() => self.pause(t).await,
+            () = deleted, if self.plan.retention() => Ok(()),
+        }
+    }
+
+    /// [`Run::drive_to_end`]; in a case with retention, a thread another driver's pass
+    /// deleted once it ended is done with, wherever this driver meets its absence.
+    async fn drive(&self, t: usize) -> Result<ThreadStatus, cairn::Error> {
+        match self.drive_to_end(t).await {
+            Err(e) if self.gone(&e) => Ok(ThreadStatus::Completed),
+            other => other,
         }
     }
 
     /// Drives thread `t` to its end, answering whatever it waits for: input, a timer (the
     /// clock moves to it), a budget stop (raised and resumed), or the planned cancel.
-    async fn drive(&self, t: usize) -> Result<ThreadStatus, cairn::Error> {
+    async fn drive_to_end(&self, t: usize) -> Result<ThreadStatus, cairn::Error> {
         let id = ThreadId::new(tid(t)).unwrap();
-        let h = self.engine.thread(&tid(t))?;
+        // A retention pass of another thread's driver may delete this one once it has ended:
+        // then it is done (reported Completed; only errors are looked at).
+        let h = match self.engine.thread(&tid(t)) {
+            Ok(h) => h,
+            Err(e) if self.gone(&e) => return Ok(ThreadStatus::Completed),
+            Err(e) => return Err(e),
+        };
         loop {
             // The handle's status watch moves once a runner has let go of the thread, so a
             // parked status seen here is safe to act on, except when the watch was made from
             // the stored status meanwhile (see `cancel` and `raise_budgets`).
             self.at(t, "waiting for a status other than Running");
             let watched = tokio::select! {
-                o = h.wait() => o?.status,
+                o = h.wait() => match o {
+                    Ok(o) => o.status,
+                    Err(e) if self.gone(&e) => return Ok(ThreadStatus::Completed),
+                    Err(e) => return Err(e),
+                },
                 () = self.signals[t].notified() => {
                     self.cancel(t).await?;
                     continue;
@@ -318,7 +455,12 @@ impl Run<'_> {
             };
             // `wait` reports the stored status: Running means the watch it waited on was stale
             // (a timer or an input woke the thread meanwhile): wait for the log to move.
-            let record = self.engine.store().thread(&id)?.expect("thread record");
+            let Some(record) = self.engine.store().thread(&id)? else {
+                if self.plan.retention() {
+                    return Ok(ThreadStatus::Completed);
+                }
+                return Err(cairn::Error::UnknownThread(tid(t)));
+            };
             let last = record.last.map_or(0, |b| b.seq.0);
             if matches!(record.status, ThreadStatus::Running | ThreadStatus::Created) {
                 self.progress(t, last).await?;
@@ -351,6 +493,13 @@ impl Run<'_> {
                             continue;
                         }
                     };
+                    if self.plan.retention()
+                        && watched == ThreadStatus::WaitingInput
+                        && !signal
+                        && until.is_none()
+                    {
+                        self.pass_beside_parked(t, watched).await?;
+                    }
                     let i: usize = node[1..].parse().unwrap();
                     let branch = node.starts_with('w');
                     if branch {
@@ -363,7 +512,14 @@ impl Run<'_> {
                     // the pause.
                     let alone = self.plan.threads.len() == 1;
                     let due = until.is_some_and(|u| u <= self.clock.now_ms());
-                    let pausable = watched == ThreadStatus::WaitingInput || (alone && !due);
+                    // A thread sent its signals at the start may be parked in `recv` with its
+                    // signal there: its runner's look after the park wakes it at once, racing
+                    // a pause (which would then land at a step boundary, not in the wait).
+                    let waking = signal && self.plan.threads[t].early_signals;
+                    let pausable = match watched {
+                        ThreadStatus::WaitingInput => !waking,
+                        _ => alone && !due,
+                    };
                     if !cancel_here
                         && pausable
                         && self.plan.threads[t].pause_parked
@@ -391,6 +547,9 @@ impl Run<'_> {
                     }
                 }
                 ThreadStatus::Paused => {
+                    if self.plan.retention() {
+                        self.pass_beside_parked(t, watched).await?;
+                    }
                     let _busy = self.busy();
                     let explicit = self.paused_by_request(t)?;
                     if !explicit {
@@ -438,6 +597,9 @@ impl Run<'_> {
         &self,
     ) -> Result<Vec<Result<ThreadStatus, cairn::Error>>, cairn::Error> {
         for (t, tp) in self.plan.threads.iter().enumerate() {
+            if self.skip.contains(&t) {
+                continue;
+            }
             let budgets = tp.budget.map(|l| match l {
                 Limit::Steps(n) => Budgets { max_steps: Some(n), ..Budgets::default() },
                 Limit::ToolCalls(n) => Budgets { max_tool_calls: Some(n), ..Budgets::default() },
@@ -451,8 +613,18 @@ impl Run<'_> {
                 self.send_signals(t, self.plan.signal_nodes().len()).await?;
             }
         }
-        let drivers = (0..self.plan.threads.len()).map(|t| self.drive(t));
-        Ok(futures::future::join_all(drivers).await)
+        let drivers =
+            (0..self.plan.threads.len()).filter(|t| !self.skip.contains(t)).map(|t| async move {
+                let status = self.drive(t).await?;
+                self.remove(t).await?;
+                Ok(status)
+            });
+        let ended = futures::future::join_all(drivers).await;
+        if self.plan.retention() && ended.iter().all(Result::is_ok) {
+            // Every thread has ended: the last pass removes those still there.
+            self.retention_pass(0).await?;
+        }
+        Ok(ended)
     }
 }
 
@@ -464,7 +636,9 @@ pub(super) struct Hooks<'a> {
 }
 
 /// Runs a case's plan on database `db`: to the end, or with `crash_after` until the
-/// store dies after that many appends. Returns the appends made and what was acknowledged.
+/// store dies after that many appends, leaving the threads of `skip` alone. Returns the
+/// appends made and what was acknowledged.
+#[allow(clippy::too_many_arguments, reason = "test driver: the case and its run's knobs")]
 pub(super) async fn run(
     db: &Db,
     wf: &Workflow<Acc>,
@@ -473,6 +647,7 @@ pub(super) async fn run(
     hooks: Hooks<'_>,
     crash_after: Option<i64>,
     tally: &Tally,
+    skip: &BTreeSet<usize>,
 ) -> Result<(u64, BTreeMap<String, Acked>), TestCaseError> {
     // Before the open: recovery may resume a thread straight into its hang node.
     let Hooks { signals, gates } = hooks;
@@ -486,6 +661,9 @@ pub(super) async fn run(
         .concurrency(2)
         .clock(Arc::new(clock.clone()))
         .cancel_grace_ms(50)
+        // Passes only when a driver asks (`Engine::retention_pass`): the background one is
+        // due after any time the drivers move the clock to.
+        .retention(cairn::RetentionPolicy::after_ms(0).every_ms(NEVER_MS))
         .open()
         .await
         .unwrap();
@@ -506,6 +684,7 @@ pub(super) async fn run(
         dying: dying.clone(),
         phases: Mutex::new(vec!["not started".to_owned(); plan.threads.len()]),
         paused_parked: Mutex::new(vec![false; plan.threads.len()]),
+        skip,
     };
     let stuck = std::time::Duration::from_secs(STUCK_SECS);
     let first_error = |res: Vec<Result<ThreadStatus, cairn::Error>>| {
