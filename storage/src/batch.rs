@@ -43,6 +43,10 @@ pub struct Batch {
     /// the next number of its thread. Refused ([`Error::Finished`], [`Error::UnknownThread`])
     /// for a thread that has ended or does not exist as the batch sees it.
     pub signals: Vec<NewSignal>,
+    /// Queue operations (`docs/queues.md`), applied last, in order. Independently of these, a
+    /// thread record this batch moves to a finished status leaves its queue (its slot, or its
+    /// place in line, is released in this batch's transaction).
+    pub queues: Vec<crate::QueueOp>,
 }
 
 /// When a thread no runner drives next needs an engine (see [`Batch::wakes`]).
@@ -82,6 +86,7 @@ impl Batch {
             self.guards.len(),
             self.wakes.len(),
             self.signals.len(),
+            self.queues.len(),
         ] {
             limits::check("BATCH_OPS_MAX", count, BATCH_OPS_MAX)?;
         }
@@ -109,6 +114,9 @@ impl Batch {
         for op in &self.locks {
             op.check_limits()?;
         }
+        for op in &self.queues {
+            op.check_limits()?;
+        }
         for op in &self.leases {
             op.check_limits()?;
         }
@@ -125,6 +133,7 @@ impl Batch {
             && self.leases.is_empty()
             && self.guards.is_empty()
             && self.signals.is_empty()
+            && self.queues.is_empty()
     }
 }
 
@@ -308,6 +317,8 @@ pub struct Appended {
     pub payloads: Vec<PayloadRef>,
     /// The number each signal got in its thread's inbox, in batch order.
     pub signals: Vec<u64>,
+    /// The threads [`crate::QueueOp::Admit`] ops admitted, in admission order.
+    pub admitted: Vec<ThreadId>,
 }
 
 /// What a committed prune removed.

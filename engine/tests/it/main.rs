@@ -30,6 +30,7 @@ mod postgres;
 #[cfg(feature = "postgres")]
 mod postgres_wake;
 mod queries;
+mod queues;
 mod recovery;
 mod recovery_paging;
 mod recovery_policy;
