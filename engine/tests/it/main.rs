@@ -31,6 +31,9 @@ mod postgres;
 mod postgres_wake;
 mod queries;
 mod queues;
+mod queues_crash;
+#[cfg(feature = "postgres")]
+mod queues_pg;
 mod recovery;
 mod recovery_paging;
 mod recovery_policy;
