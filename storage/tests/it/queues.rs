@@ -5,7 +5,7 @@
 use cairn_storage::{
     Batch, Enqueue, Error, QueueLimits, QueueOp, Store, ThreadRecord, ThreadStatus,
 };
-use redb::{ReadableDatabase, TableDefinition};
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
 use crate::common::*;
 use crate::raw;
@@ -169,4 +169,54 @@ fn a_v3_file_is_migrated_to_v4_at_open() {
     admission_contract(&store);
     store.close().expect("close");
     assert_eq!(version(&path), 4);
+}
+
+#[test]
+fn a_damaged_queue_record_fails_closed_and_verify_names_the_disagreements() {
+    const QUEUES: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("queues");
+    const WAITING: TableDefinition<'_, (&str, &str, u64, &str), ()> =
+        TableDefinition::new("queue_waiting");
+    let (_dir, path) = temp_db();
+    let store = cairn_storage::RedbStore::open(&path, fast()).expect("open");
+    admission_contract(&store);
+    store.close().expect("close");
+    // A waiting entry removed: its member waits without one (counts still agree).
+    raw::write(&path, |txn| {
+        let mut waiting = txn.open_table(WAITING).expect("waiting");
+        let first = waiting.first().expect("first").map(|(k, _)| {
+            let (q, key, rank, thread) = k.value();
+            (q.to_owned(), key.to_owned(), rank, thread.to_owned())
+        });
+        let (q, key, rank, thread) = first.expect("a waiting entry");
+        waiting.remove((q.as_str(), key.as_str(), rank, thread.as_str())).expect("remove");
+    });
+    let store = cairn_storage::RedbStore::open(&path, fast()).expect("open");
+    let report = store.verify().expect("verify");
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.table == "queue_waiting" && p.detail.contains("not listed")),
+        "{:?}",
+        report.problems
+    );
+    store.close().expect("close");
+    // One flipped bit in the queue record: reads and admission fail closed, verify names it.
+    raw::write(&path, |txn| {
+        let mut queues = txn.open_table(QUEUES).expect("queues");
+        let mut bytes = queues.get("q").expect("get").expect("there").value().to_vec();
+        let at = bytes.len() - 5;
+        bytes[at] ^= 1;
+        queues.insert("q", bytes.as_slice()).expect("insert");
+    });
+    let store = cairn_storage::RedbStore::open(&path, fast()).expect("open");
+    assert!(matches!(store.queues(), Err(Error::Corrupted { table: "queues", .. })));
+    let op = QueueOp::Admit { queue: "q".into(), now_ms: 99, max: 10, workflows: vec!["w".into()] };
+    let refused =
+        store.append(Batch { queues: vec![op], ..Batch::default() }).unwrap().wait_blocking();
+    assert!(matches!(refused, Err(Error::Corrupted { table: "queues", .. })), "{refused:?}");
+    let report = store.verify().expect("verify");
+    assert!(report.problems.iter().any(|p| p.table == "queues"), "{:?}", report.problems);
+    // The log is unaffected.
+    assert_eq!(store.thread(&tid("a-3")).unwrap().unwrap().status, ThreadStatus::Queued);
 }
