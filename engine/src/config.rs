@@ -93,9 +93,55 @@ pub struct StartOptions {
     pub budgets: Option<cairn_dsl::Budgets>,
     /// Permissions replacing the workflow's for this thread's tool calls.
     pub permissions: Option<std::collections::BTreeSet<String>>,
+    /// The named queue the thread waits in until its limits admit it (`docs/queues.md`);
+    /// `None` runs it at once. The queue must have been defined
+    /// ([`crate::EngineBuilder::queue`], or by another engine on the same database).
+    pub queue: Option<String>,
+    /// Its concurrency key in the queue (a tenant, a customer): the per-key limit counts the
+    /// threads of one key. `None` is the key `""`.
+    pub queue_key: Option<String>,
+    /// Its priority in the queue: higher is admitted first; FIFO within a priority.
+    pub priority: u8,
+    /// Its deduplication key in the queue: a start with a key that a thread of the queue holds
+    /// (waiting or running) returns that thread instead; once it has ended, the key is free.
+    pub dedup_key: Option<String>,
 }
 
 impl StartOptions {
+    /// Starts the thread on queue `name` (see [`StartOptions::queue`]).
+    ///
+    /// # Examples
+    /// ```
+    /// let options = cairn::StartOptions::default().on_queue("reports").key("tenant-7").priority(5);
+    /// assert_eq!(options.queue.as_deref(), Some("reports"));
+    /// ```
+    #[must_use]
+    pub fn on_queue(mut self, name: impl Into<String>) -> Self {
+        self.queue = Some(name.into());
+        self
+    }
+
+    /// Sets the concurrency key in the queue.
+    #[must_use]
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.queue_key = Some(key.into());
+        self
+    }
+
+    /// Sets the priority in the queue (higher first).
+    #[must_use]
+    pub fn priority(mut self, priority: u8) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Sets the deduplication key in the queue.
+    #[must_use]
+    pub fn dedup(mut self, key: impl Into<String>) -> Self {
+        self.dedup_key = Some(key.into());
+        self
+    }
+
     /// Options with this thread id.
     pub fn id(id: impl Into<String>) -> Self {
         Self { thread_id: Some(id.into()), ..Self::default() }

@@ -134,3 +134,9 @@ pub const SERVE_ANSWER_BYTES_MAX: u64 = 256 * 1024 * 1024;
 /// same bound as one inline value plus its envelope would be too tight for a large input, and an
 /// input is recorded in the log, so it stays far below a storage batch.
 pub const SERVE_BODY_BYTES_MAX: usize = 1024 * 1024;
+
+/// Threads one queue admission write admits (`api/queues.rs`): a pass writes again while a
+/// write fills up, so this bounds one transaction, not a pass. Far below storage's
+/// `QUEUE_ADMIT_MAX`.
+pub const ADMIT_PER_WRITE_MAX: usize = 64;
+const _: () = assert!(ADMIT_PER_WRITE_MAX <= cairn_storage::limits::QUEUE_ADMIT_MAX);

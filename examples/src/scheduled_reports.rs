@@ -9,8 +9,11 @@
 //! thread of the built-in workflow `cairn.schedule` sleeping to its next tick, so none of this
 //! needs anything running between ticks, and a crash at a tick neither loses nor doubles it.
 //!
-//! (Queues with a per-tenant concurrency limit, which would bound how many reports run at once,
-//! are not in Cairn yet.)
+//! The ticks do not run at once: each schedule starts its threads on the queue `reports`
+//! (`ScheduleSpec::on_queue`) with its tenant as the concurrency key, and the queue allows one
+//! report per tenant at a time (and four in all). A catch-up that starts three of acme's
+//! reports together puts them in line; the store admits the next when the one before ends.
+//! The summary counts, from the log, how many of one tenant's reports ever ran at once.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -38,6 +41,24 @@ pub struct Summary {
     pub statuses: Vec<ThreadStatus>,
     /// The local start time of acme's first report (`HH:MM` in Europe/Berlin).
     pub acme_first_local: String,
+    /// The most reports of one tenant running at once, per schedule, counted from the log
+    /// (the queue's per-tenant limit is [`PER_TENANT_MAX`]).
+    pub most_at_once: BTreeMap<String, usize>,
+}
+
+/// How long writing one report takes, in real ms.
+const REPORT_MS: u64 = 200;
+
+/// Reports of one tenant that run at once, at most (the queue's per-key limit).
+pub const PER_TENANT_MAX: u32 = 1;
+
+/// The queue the reports wait in.
+fn queue() -> cairn::storage::QueueLimits {
+    cairn::storage::QueueLimits {
+        concurrency_max: Some(4),
+        per_key_max: Some(PER_TENANT_MAX),
+        rate: None,
+    }
 }
 
 /// The report workflow: one node that writes the report of its tenant.
@@ -47,6 +68,9 @@ pub struct Summary {
 pub fn report() -> Result<Workflow<Replace<String>>, cairn::dsl::BuildError> {
     Workflow::<Replace<String>>::builder("report", 1)
         .node("write", |s: Arc<Replace<String>>, ctx: Ctx| async move {
+            // Writing a report takes a moment (real time, not the engine's clock): long enough
+            // for reports started together to overlap, were it not for the queue.
+            tokio::time::sleep(std::time::Duration::from_millis(REPORT_MS)).await;
             Ok(NodeOutput::update(format!("report for {} at {}", s.0, ctx.now_ms())))
         })
         .edge(START, "write")
@@ -56,7 +80,8 @@ pub fn report() -> Result<Workflow<Replace<String>>, cairn::dsl::BuildError> {
 
 async fn open(db: &Path, clock: &ManualClock) -> anyhow::Result<Engine> {
     let clock: Arc<dyn Clock> = Arc::new(clock.clone());
-    Ok(Engine::builder(db).workflow(&report()?).clock(clock).open().await?)
+    let engine = Engine::builder(db).workflow(&report()?).queue("reports", queue());
+    Ok(engine.clock(clock).open().await?)
 }
 
 /// Moves the clock to `until_ms` one tick at a time, letting each schedule handle its ticks.
@@ -108,8 +133,10 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
         ("globex", "America/New_York", CatchUp::One),
     ] {
         let every = Every::Cron { expr: "0 9 * * MON-FRI".into(), tz: tz.into() };
-        let spec =
-            ScheduleSpec::new("report", every).input(serde_json::json!(tenant)).catch_up(catch_up);
+        let spec = ScheduleSpec::new("report", every)
+            .input(serde_json::json!(tenant))
+            .catch_up(catch_up)
+            .on_queue("reports", tenant);
         engine.create_schedule(&format!("{tenant}-daily"), spec).await?;
     }
     settle(&engine, MONDAY_MS).await?;
@@ -150,6 +177,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     {
         statuses.push(engine.thread(record.id.as_str())?.finished().await?.status);
     }
+    let most_at_once = most_at_once(engine.store().as_ref())?;
     engine.shutdown().await;
     let tz: chrono_tz::Tz = "Europe/Berlin".parse()?;
     let local = chrono::TimeZone::timestamp_millis_opt(&tz, i64::try_from(first_acme_tick)?)
@@ -161,5 +189,35 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
         skipped,
         statuses,
         acme_first_local: local.format("%H:%M").to_string(),
+        most_at_once,
     })
+}
+
+/// The most report threads of each schedule running at once, from the log: a thread runs from
+/// its first `Running` status event to its terminal one, in lsn order.
+fn most_at_once(store: &dyn cairn::storage::Store) -> anyhow::Result<BTreeMap<String, usize>> {
+    let mut running: BTreeMap<String, BTreeMap<String, bool>> = BTreeMap::new();
+    let mut most = BTreeMap::new();
+    let mut after = cairn::Lsn(0);
+    loop {
+        let page = store.read_all_since(after, 1_000)?;
+        let Some(last) = page.last() else { return Ok(most) };
+        after = last.bookmark.lsn;
+        for event in page {
+            let thread = event.thread.to_string();
+            let Some((schedule, _)) = thread.split_once('@') else { continue };
+            let schedule = schedule.to_string();
+            let body = cairn::codec::decode(store, event)?.body;
+            let cairn::event::Body::StatusChanged { to, .. } = body else { continue };
+            let of = running.entry(schedule.clone()).or_default();
+            if to == ThreadStatus::Running {
+                of.insert(thread, true);
+            } else if to.is_terminal() {
+                of.insert(thread, false);
+            }
+            let now = of.values().filter(|r| **r).count();
+            let m = most.entry(schedule).or_insert(0);
+            *m = now.max(*m);
+        }
+    }
 }

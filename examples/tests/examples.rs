@@ -391,6 +391,9 @@ async fn scheduled_reports_tick_on_weekdays_and_catch_up_by_policy() {
         [("acme-daily".to_owned(), 0), ("globex-daily".to_owned(), 1)].into_iter().collect();
     assert_eq!(s.skipped, skipped);
     assert_eq!(s.statuses.len(), 14);
+    // acme's three caught-up reports waited in the queue: one per tenant at a time.
+    let limit = cairn_examples::scheduled_reports::PER_TENANT_MAX as usize;
+    assert_eq!(s.most_at_once, per(limit, limit));
     assert!(s.statuses.iter().all(|st| *st == cairn::ThreadStatus::Completed), "{:?}", s.statuses);
 }
 

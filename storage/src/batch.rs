@@ -49,6 +49,10 @@ pub struct Batch {
     /// accepted when it was sent; refused ([`Error::UnknownThread`]) for a thread that does not
     /// exist as the batch sees it.
     pub copied_signals: Vec<Signal>,
+    /// Queue operations (`docs/queues.md`), applied last, in order. Independently of these, a
+    /// thread record this batch moves to a finished status leaves its queue (its slot, or its
+    /// place in line, is released in this batch's transaction).
+    pub queues: Vec<crate::QueueOp>,
 }
 
 /// When a thread no runner drives next needs an engine (see [`Batch::wakes`]).
@@ -89,6 +93,7 @@ impl Batch {
             self.wakes.len(),
             self.signals.len(),
             self.copied_signals.len(),
+            self.queues.len(),
         ] {
             limits::check("BATCH_OPS_MAX", count, BATCH_OPS_MAX)?;
         }
@@ -121,6 +126,9 @@ impl Batch {
         for op in &self.locks {
             op.check_limits()?;
         }
+        for op in &self.queues {
+            op.check_limits()?;
+        }
         for op in &self.leases {
             op.check_limits()?;
         }
@@ -138,6 +146,7 @@ impl Batch {
             && self.guards.is_empty()
             && self.signals.is_empty()
             && self.copied_signals.is_empty()
+            && self.queues.is_empty()
     }
 }
 
@@ -321,6 +330,8 @@ pub struct Appended {
     pub payloads: Vec<PayloadRef>,
     /// The number each signal got in its thread's inbox, in batch order.
     pub signals: Vec<u64>,
+    /// The threads [`crate::QueueOp::Admit`] ops admitted, in admission order.
+    pub admitted: Vec<ThreadId>,
 }
 
 /// What a committed prune removed.

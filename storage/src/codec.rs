@@ -47,6 +47,14 @@ pub mod table {
     pub const CORRELATIONS: &str = "correlations";
     /// The signal inbox: signals by (thread, n) (format v3).
     pub const SIGNALS: &str = "signals";
+    /// Named queues: limits and counts by name (format v4).
+    pub const QUEUES: &str = "queues";
+    /// Queue members by thread (format v4).
+    pub const QUEUE_MEMBERS: &str = "queue_members";
+    /// Index (queue, key, rank, thread) of the waiting members (format v4).
+    pub const QUEUE_WAITING: &str = "queue_waiting";
+    /// Index (queue, dedup key, thread) of the members with a dedup key (format v4).
+    pub const QUEUE_DEDUP: &str = "queue_dedup";
     /// Not a table: redb's own structures (page headers, B-tree pages, the allocator state),
     /// named in [`Error::Corrupted`](crate::Error::Corrupted) when redb panicked on them.
     pub const REDB: &str = "redb";
@@ -65,6 +73,8 @@ impl RecordKind {
             RecordKind::CorrelatedEvent => table::EVENTS,
             RecordKind::CorrelationEntry => table::CORRELATIONS,
             RecordKind::Signal => table::SIGNALS,
+            RecordKind::Queue => table::QUEUES,
+            RecordKind::QueueMember => table::QUEUE_MEMBERS,
         }
     }
 }
@@ -373,6 +383,42 @@ pub fn encode_lock(lock: &LockRecord) -> Result<Vec<u8>, Error> {
 /// [`Error::Corrupted`] for any frame or body failure.
 pub fn decode_lock(bytes: &[u8]) -> Result<LockRecord, Error> {
     decode(RecordKind::Lock, bytes)
+}
+
+/// Encodes a queue's limits and counts.
+///
+/// # Errors
+///
+/// [`Error::LimitExceeded`] past [`RECORD_BYTES_MAX`].
+pub fn encode_queue(queue: &crate::QueueState) -> Result<Vec<u8>, Error> {
+    encode(RecordKind::Queue, queue, 64 + queue.name.len() + 24 * queue.keys.len())
+}
+
+/// Decodes a queue's limits and counts.
+///
+/// # Errors
+///
+/// [`Error::Corrupted`] for any frame or body failure.
+pub fn decode_queue(bytes: &[u8]) -> Result<crate::QueueState, Error> {
+    decode(RecordKind::Queue, bytes)
+}
+
+/// Encodes a thread's place in a queue.
+///
+/// # Errors
+///
+/// [`Error::LimitExceeded`] past [`RECORD_BYTES_MAX`].
+pub fn encode_queue_member(member: &crate::QueueMember) -> Result<Vec<u8>, Error> {
+    encode(RecordKind::QueueMember, member, 64 + member.queue.len() + member.key.len())
+}
+
+/// Decodes a thread's place in a queue.
+///
+/// # Errors
+///
+/// [`Error::Corrupted`] for any frame or body failure.
+pub fn decode_queue_member(bytes: &[u8]) -> Result<crate::QueueMember, Error> {
+    decode(RecordKind::QueueMember, bytes)
 }
 
 /// Adds the thread and seq a record was read under to a [`Error::Corrupted`].

@@ -120,6 +120,22 @@ pub enum Error {
         status: crate::ThreadStatus,
     },
 
+    /// Permanent while that thread waits or runs: a start on a queue with a dedup key that a
+    /// thread of the queue already holds; nothing was stored.
+    #[error("queue {queue} already has thread {thread} with dedup key {dedup}")]
+    Duplicate {
+        /// The queue.
+        queue: String,
+        /// The dedup key.
+        dedup: String,
+        /// The thread that holds it.
+        thread: ThreadId,
+    },
+
+    /// Permanent: no queue with this name was defined (`QueueOp::Define`).
+    #[error("unknown queue {0}")]
+    UnknownQueue(String),
+
     /// Permanent: no checkpoint with this id exists.
     #[error("unknown checkpoint {0}")]
     UnknownCheckpoint(CheckpointId),

@@ -56,6 +56,10 @@ wire_enum! {
         CorrelationEntry = 8 => "correlation_entry",
         /// A [`Signal`](crate::Signal) of a thread's signal inbox (format v3).
         Signal = 9 => "signal",
+        /// A [`QueueState`](crate::QueueState): a named queue's limits and counts (format v4).
+        Queue = 10 => "queue",
+        /// A [`QueueMember`](crate::QueueMember): a thread's place in a queue (format v4).
+        QueueMember = 11 => "queue_member",
     }
 }
 

@@ -86,6 +86,8 @@ pub mod pg_cluster;
 #[cfg(feature = "postgres")]
 pub mod pg_proxy;
 mod plan;
+mod plan_queue;
+mod queue;
 mod redb;
 mod request;
 mod signal;
@@ -108,6 +110,10 @@ pub use lsns::SeqChunk;
 pub use pending::Pending;
 #[cfg(feature = "postgres")]
 pub use pg::PgStore;
+pub use queue::{
+    Enqueue, KeyCounts, QueueLimits, QueueMember, QueueOp, QueueState, RateLimit,
+    check_name as check_queue_name,
+};
 pub use redb::{FORMAT_VERSION, Options, RedbStore};
 pub use signal::{NewSignal, Signal};
 pub use store::{

@@ -148,3 +148,21 @@ pub fn in_words(limit: &str) -> &'static str {
         _ => "a value",
     }
 }
+
+/// Bytes in a queue name, a concurrency key or a dedup key. Each is part of an index key
+/// written with every enqueue; 256 bytes holds a tenant id or a business key.
+pub const QUEUE_NAME_BYTES_MAX: usize = 256;
+
+/// Keys with a waiting or running thread in one queue. Their counts live in the queue's record,
+/// which admission rewrites; 10,000 keys keep it under ~1 MiB (`RECORD_BYTES_MAX`).
+pub const QUEUE_KEYS_MAX: usize = 10_000;
+
+/// Starts per window of one rate limit: the record keeps the time of each start in the window.
+pub const RATE_STARTS_MAX: usize = 10_000;
+
+/// Threads one admission op admits: one op is one write transaction, which it must not stall.
+pub const QUEUE_ADMIT_MAX: usize = 1_000;
+
+/// Waiting entries of one key admission looks at for its head (skipping paused threads and
+/// workflows the caller lacks): bounds the reads of one admission.
+pub const QUEUE_HEAD_SCAN_MAX: usize = 64;

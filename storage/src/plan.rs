@@ -17,7 +17,7 @@ use crate::{
 };
 
 /// What a plan reads of the stored state (inside the backend's write transaction).
-pub(crate) trait PlanState {
+pub(crate) trait PlanState: crate::plan_queue::QueueReads {
     /// A stored thread record and its seq-index tail, checked against its key.
     fn stored_thread(&mut self, id: &ThreadId) -> Result<Option<StoredThread>, Error>;
     /// A stored lock, checked against its key.
@@ -68,6 +68,10 @@ pub(crate) struct Plan {
     pub(crate) wakes: Vec<(ThreadId, crate::Wake)>,
     /// (thread, n, framed signal): the batch's signals, numbered.
     pub(crate) signals: Vec<(ThreadId, u64, Vec<u8>)>,
+    /// The queues read and changed so far (`plan_queue.rs`).
+    pub(crate) queue_plan: crate::plan_queue::QueuePlan,
+    /// The queue writes, encoded once the plan is complete.
+    pub(crate) queue_writes: crate::plan_queue::QueueWrites,
 }
 
 /// Checks `batch` against the state in `tables` and prepares its writes.
@@ -90,6 +94,8 @@ pub(crate) fn plan(
         counters,
         wakes: batch.wakes,
         signals: Vec::new(),
+        queue_plan: crate::plan_queue::QueuePlan::default(),
+        queue_writes: crate::plan_queue::QueueWrites::default(),
     };
     for guard in &batch.guards {
         plan.check_guard(tables, guard)?;
@@ -180,6 +186,11 @@ pub(crate) fn plan(
     for signal in batch.copied_signals {
         plan.copied_signal(tables, signal)?;
     }
+    for op in batch.queues {
+        plan.queue_op(tables, op)?;
+    }
+    plan.release_ended(tables)?;
+    plan.queue_writes = std::mem::take(&mut plan.queue_plan).finish()?;
     Ok(plan)
 }
 
@@ -262,7 +273,7 @@ impl Plan {
     }
 
     /// The thread as this batch sees it so far (stored, then this batch's changes).
-    fn thread(
+    pub(crate) fn thread(
         &mut self,
         tables: &mut impl PlanState,
         id: &ThreadId,
@@ -327,7 +338,7 @@ impl Plan {
         }
     }
 
-    fn set_thread(&mut self, id: ThreadId, stored: StoredThread) {
+    pub(crate) fn set_thread(&mut self, id: ThreadId, stored: StoredThread) {
         self.mark_dirty(&id);
         self.threads.insert(id, Some(stored));
     }

@@ -118,6 +118,8 @@ pub struct VerifyReport {
     pub locks: u64,
     /// Signals scanned (the signal inbox, format v3).
     pub signals: u64,
+    /// Queue records and members scanned (format v4).
+    pub queues: u64,
 }
 
 impl VerifyReport {
@@ -368,6 +370,22 @@ pub trait Store: Send + Sync + 'static {
         after: u64,
         limit: usize,
     ) -> Result<Vec<crate::Signal>, Error>;
+
+    /// Every queue with its limits and counts (running and waiting, per key), by name
+    /// (`docs/queues.md`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupted`] (table `queues`) for a damaged record.
+    fn queues(&self) -> Result<Vec<crate::QueueState>, Error>;
+
+    /// `thread`'s place in a queue: waiting (`admitted_at_ms` is `None`) or holding a slot;
+    /// `None` when it is in no queue (never was, or has ended).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupted`] (table `queue_members`) for a damaged record.
+    fn queue_member(&self, thread: &ThreadId) -> Result<Option<crate::QueueMember>, Error>;
 
     /// Every stored lock (live or lapsed), by name.
     ///

@@ -35,6 +35,9 @@ wire_enum! {
         TimedOut = 9 => "timed_out",
         /// Waiting for a resource (a lock, a budget).
         Blocked = 10 => "blocked",
+        /// Waiting in a named queue until its limits admit it (format v4; see
+        /// `docs/queues.md`): only the store moves it on, to Created.
+        Queued = 11 => "queued",
     }
 }
 

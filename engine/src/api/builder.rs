@@ -40,6 +40,8 @@ pub struct EngineBuilder {
     pub(super) on_failure: Option<FailureHook>,
     /// Where the engine's and the store's metrics go (`None`: the global recorder).
     pub(super) recorder: Option<super::health::SharedRecorder>,
+    /// Queues this engine defines at open (`api/queues.rs`).
+    pub(super) queues: Vec<(String, cairn_storage::QueueLimits)>,
 }
 
 impl EngineBuilder {
@@ -161,6 +163,27 @@ impl EngineBuilder {
         self
     }
 
+    /// Defines a named queue with its limits, written to the store when the engine opens
+    /// (replacing the limits of a queue of that name; its waiting and running threads are
+    /// kept). Threads start on it with [`crate::StartOptions::on_queue`]; see `docs/queues.md`.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// use cairn::storage::{QueueLimits, RateLimit};
+    /// let limits = QueueLimits {
+    ///     concurrency_max: Some(8),
+    ///     per_key_max: Some(2),
+    ///     rate: Some(RateLimit { starts: 60, period_ms: 60_000 }),
+    /// };
+    /// let engine = cairn::Engine::builder("cairn.db").queue("reports", limits).open().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn queue(mut self, name: impl Into<String>, limits: cairn_storage::QueueLimits) -> Self {
+        self.queues.push((name.into(), limits));
+        self
+    }
+
     /// Registers a workflow before recovery runs (so recovered threads find it).
     pub fn workflow<S: State>(mut self, wf: &Workflow<S>) -> Self {
         self.workflows.push(wf.erase());
@@ -253,6 +276,7 @@ impl EngineBuilder {
             on_failure: self.on_failure,
             metrics,
             retention: tokio::sync::watch::Sender::default(),
+            admit: tokio::sync::Notify::new(),
         });
         if !self.read_only {
             let timers_armed = shell.metrics.timers_armed.clone();
@@ -280,6 +304,10 @@ impl EngineBuilder {
             }
             engine.spawn_health_passes();
             engine.spawn_retention();
+            engine.define_queues(&self.queues).await?;
+            if engine.shell.config.recovery == RecoveryPolicy::Resume {
+                engine.spawn_admitter();
+            }
         }
         if !resumes {
             engine.register_schedules()?;
@@ -302,6 +330,7 @@ impl Engine {
             in_place: false,
             on_failure: None,
             recorder: None,
+            queues: Vec::new(),
         }
     }
 

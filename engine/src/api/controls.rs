@@ -85,6 +85,15 @@ impl Engine {
         let id = ThreadId::new(thread)?;
         let record = parked::stored(&self.shell, &id)?;
         match record.status {
+            ThreadStatus::Paused
+                if self.store().queue_member(&id)?.is_some_and(|m| m.admitted_at_ms.is_none()) =>
+            {
+                // Paused while it waited in a queue: back in line, where it was.
+                let requeue = Some(Transition::Requeue);
+                parked::write_parked(&self.shell, &id, record.status, vec![], requeue).await?;
+                self.shell.admit.notify_one();
+                Ok(())
+            }
             ThreadStatus::Paused => {
                 if self.unpause_tree(&record).await? {
                     spawn_drive(&self.shell, id, "resumed");

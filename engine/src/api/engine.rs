@@ -81,6 +81,10 @@ impl Engine {
         input: serde_json::Value,
         options: StartOptions,
     ) -> Result<ThreadHandle, Error> {
+        if options.queue.is_some() {
+            let wf = self.shell.registry.latest(workflow, options.version)?;
+            return self.start_queued(wf, input, options).await;
+        }
         self.start_running(workflow, input, options).await
     }
 
@@ -111,11 +115,30 @@ impl Engine {
         workflow: &str,
         starts: impl IntoIterator<Item = (I, StartOptions)>,
     ) -> Result<Vec<ThreadHandle>, Error> {
+        let starts: Vec<(I, StartOptions)> = starts.into_iter().collect();
+        if starts.iter().any(|(_, options)| options.queue.is_some()) {
+            // Starts on a queue go one by one, in order (each checks its dedup key against
+            // the ones before it).
+            let mut handles = Vec::with_capacity(starts.len());
+            for (input, options) in starts {
+                handles.push(self.start(workflow, input, options).await?);
+            }
+            return Ok(handles);
+        }
         let mut prepared = Vec::new();
         for (input, options) in starts {
             let input = serde_json::to_value(input)?;
             prepared.push(self.prepare_start(workflow, input, options)?);
         }
+        self.write_prepared(prepared).await
+    }
+
+    /// Writes prepared creations together and drives each thread created.
+    #[allow(clippy::type_complexity, reason = "the private triple of prepare_start")]
+    async fn write_prepared(
+        &self,
+        prepared: Vec<(Arc<DynWorkflow>, ThreadId, Option<cairn_storage::Batch>)>,
+    ) -> Result<Vec<ThreadHandle>, Error> {
         let mut first_error = None;
         let mut written = Vec::new();
         let mut handles = Vec::with_capacity(prepared.len());
@@ -211,7 +234,7 @@ impl Engine {
 
     /// A start's thread id (the given one, or a new one), labels and policy, checked.
     #[allow(clippy::type_complexity, reason = "a private triple read once by each caller")]
-    fn start_fields(
+    pub(super) fn start_fields(
         &self,
         options: &StartOptions,
     ) -> Result<

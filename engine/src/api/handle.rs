@@ -53,12 +53,15 @@ impl ThreadHandle {
     }
 
     /// Waits until the thread stops running (ends, or parks waiting for something) and reports
-    /// how it stands.
+    /// how it stands. A thread waiting in a queue has not run yet: this waits on.
     ///
     /// # Errors
     /// Storage errors; [`Error::ShutDown`] if the engine shut down first.
     pub async fn wait(&self) -> Result<Outcome, Error> {
-        self.wait_until(|s| !matches!(s, ThreadStatus::Running | ThreadStatus::Created)).await
+        self.wait_until(|s| {
+            !matches!(s, ThreadStatus::Running | ThreadStatus::Created | ThreadStatus::Queued)
+        })
+        .await
     }
 
     /// Waits until the thread ends (completed, failed, cancelled, timed out).

@@ -8,6 +8,7 @@ pub mod handle;
 mod health;
 pub mod health_policy;
 mod query;
+mod queues;
 pub mod recover;
 mod replay;
 mod result;

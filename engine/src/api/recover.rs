@@ -177,6 +177,10 @@ impl Engine {
         report: &mut RecoveryReport,
     ) -> Result<(), Error> {
         let id = record.id.clone();
+        if record.status == ThreadStatus::Queued {
+            // In line: the store admits it (`api/queues.rs`), never recovery.
+            return Ok(());
+        }
         if matches!(
             record.status,
             ThreadStatus::WaitingInput | ThreadStatus::Paused | ThreadStatus::Blocked

@@ -170,7 +170,7 @@ impl Engine {
     pub async fn trigger_schedule(&self, name: &str) -> Result<ThreadHandle, Error> {
         let info = self.schedule(name)?.ok_or_else(|| Error::UnknownThread(thread_of(name)))?;
         let id = tick_thread_id(name, self.shell.clock.now_ms());
-        let options = StartOptions::id(id).label(SCHEDULE_LABEL, name);
+        let options = info.state.spec.start_options(id, name);
         self.start_json(&info.state.spec.workflow, info.state.spec.input, options).await
     }
 

@@ -48,6 +48,10 @@ pub struct ScheduleSpec {
     pub end_ms: Option<u64>,
     /// Which missed ticks are started after a downtime or a pause.
     pub catch_up: CatchUp,
+    /// The queue each tick's thread waits in, and its concurrency key there
+    /// ([`ScheduleSpec::on_queue`]); `None`: ticks run at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<(String, String)>,
 }
 
 impl ScheduleSpec {
@@ -60,6 +64,24 @@ impl ScheduleSpec {
             start_ms: None,
             end_ms: None,
             catch_up: CatchUp::Skip,
+            queue: None,
+        }
+    }
+
+    /// Starts each tick's thread on `queue` with concurrency key `key` (`docs/queues.md`): a
+    /// tick is then a thread in line, run when the queue's limits allow.
+    #[must_use]
+    pub fn on_queue(mut self, queue: impl Into<String>, key: impl Into<String>) -> ScheduleSpec {
+        self.queue = Some((queue.into(), key.into()));
+        self
+    }
+
+    /// The start options of the tick thread `id` of schedule `name`.
+    pub(crate) fn start_options(&self, id: String, name: &str) -> StartOptions {
+        let options = StartOptions::id(id).label(SCHEDULE_LABEL, name);
+        match &self.queue {
+            Some((queue, key)) => options.on_queue(queue.clone()).key(key.clone()),
+            None => options,
         }
     }
 
@@ -158,14 +180,12 @@ async fn tick(
     let start = s.spec.catch_up.pick(&ticks, now);
     for &t in &start {
         let id = tick_thread_id(&s.name, t);
-        let (workflow, input, name) =
-            (s.spec.workflow.clone(), s.spec.input.clone(), s.name.clone());
+        let (workflow, input) = (s.spec.workflow.clone(), s.spec.input.clone());
+        let options = s.spec.start_options(id.clone(), &s.name);
         let shell = shell.upgrade();
         let _: String = ctx
             .tool("start", id, move |id: String, _| async move {
                 let shell = shell.ok_or_else(|| ToolError::retryable("the engine is closing"))?;
-                let options =
-                    StartOptions::id(id.clone()).label(super::schedule_flow::SCHEDULE_LABEL, name);
                 Engine { shell }
                     .start_json(&workflow, input, options)
                     .await

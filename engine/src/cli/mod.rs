@@ -64,6 +64,7 @@ mod health;
 mod hold;
 mod init;
 mod query;
+mod queue;
 mod remote;
 mod replay;
 mod result;
@@ -180,6 +181,8 @@ enum Command {
     Query(query::QueryArgs),
     /// Durable schedules: create, list, pause, resume, trigger, delete.
     Schedule(schedule::ScheduleCommand),
+    /// Named queues with concurrency, per-key and rate limits: list, define.
+    Queue(queue::QueueCommand),
     /// Internal: hold the database open for writing until stdin closes (tests).
     #[command(name = "__hold", hide = true)]
     Hold(hold::HoldArgs),
@@ -289,6 +292,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Fork(args) => fork::fork(args, wfs).await?,
         Command::Replay(args) => replay::replay(args, wfs).await?,
         Command::Schedule(cmd) => schedule::command(cmd, wfs).await?,
+        Command::Queue(cmd) => queue::command(cmd, wfs).await?,
         Command::Query(args) => query::query(args, wfs).await?,
         Command::Hold(args) => hold::hold(args).await?,
         Command::Worker(args) => worker::worker(args, wfs).await?,

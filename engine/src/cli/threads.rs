@@ -22,7 +22,7 @@ pub struct ThreadsArgs {
     #[command(flatten)]
     common: Common,
     /// Only threads with this status (created, running, paused, waiting_input, sleeping,
-    /// completed, failed, cancelled, timed_out, blocked).
+    /// completed, failed, cancelled, timed_out, blocked, queued).
     #[arg(long)]
     status: Option<ThreadStatus>,
     /// Only threads of this workflow id.

@@ -30,6 +30,9 @@ pub enum Transition {
     TimeOut,
     /// Resuming would diverge from the recorded history (changed code): held for a human.
     Block,
+    /// A thread paused while it waited in a queue was resumed: it waits in line again
+    /// (`docs/queues.md`). Admission itself is the store's (Queued to Created).
+    Requeue,
 }
 
 /// A transition that the table does not allow from the current status.
@@ -67,6 +70,7 @@ impl Transition {
             Transition::Cancel => "be cancelled",
             Transition::TimeOut => "time out",
             Transition::Block => "be blocked",
+            Transition::Requeue => "wait in its queue again",
         }
     }
 }
@@ -95,11 +99,16 @@ pub fn transition(
     use Transition as T;
     let to = match (from, transition) {
         (S::Created | S::Paused | S::WaitingInput | S::Sleeping | S::Blocked, T::Run) => S::Running,
+        // The store admitted it (its record says Created; a log whose last status is Queued,
+        // after a pause and a resume in line, is run from there).
+        (S::Queued, T::Run) => S::Running,
         // A Running thread whose runner died (crash) is picked up again by the next runner.
         (S::Running, T::Run) => S::Running,
-        (S::Created | S::Running | S::Sleeping | S::WaitingInput | S::Blocked, T::Pause) => {
-            S::Paused
-        }
+        (
+            S::Created | S::Running | S::Sleeping | S::WaitingInput | S::Blocked | S::Queued,
+            T::Pause,
+        ) => S::Paused,
+        (S::Paused, T::Requeue) => S::Queued,
         // A node asked for input or started a timer; or a thread paused in that wait was
         // resumed back into it.
         (S::Running | S::Paused, T::WaitInput) => S::WaitingInput,
@@ -107,11 +116,23 @@ pub fn transition(
         (S::Running, T::Complete) => S::Completed,
         (S::Created | S::Running | S::Blocked, T::Fail) => S::Failed,
         (
-            S::Created | S::Running | S::Paused | S::WaitingInput | S::Sleeping | S::Blocked,
+            S::Created
+            | S::Running
+            | S::Paused
+            | S::WaitingInput
+            | S::Sleeping
+            | S::Blocked
+            | S::Queued,
             T::Cancel,
         ) => S::Cancelled,
         (
-            S::Created | S::Running | S::Paused | S::WaitingInput | S::Sleeping | S::Blocked,
+            S::Created
+            | S::Running
+            | S::Paused
+            | S::WaitingInput
+            | S::Sleeping
+            | S::Blocked
+            | S::Queued,
             T::TimeOut,
         ) => S::TimedOut,
         (S::Created | S::Running | S::Paused, T::Block) => S::Blocked,
@@ -124,7 +145,7 @@ pub fn transition(
 mod tests {
     use super::*;
 
-    const ALL_STATUSES: [ThreadStatus; 10] = [
+    const ALL_STATUSES: [ThreadStatus; 11] = [
         ThreadStatus::Created,
         ThreadStatus::Running,
         ThreadStatus::Paused,
@@ -135,8 +156,9 @@ mod tests {
         ThreadStatus::Cancelled,
         ThreadStatus::TimedOut,
         ThreadStatus::Blocked,
+        ThreadStatus::Queued,
     ];
-    const ALL_TRANSITIONS: [Transition; 9] = [
+    const ALL_TRANSITIONS: [Transition; 10] = [
         Transition::Run,
         Transition::Pause,
         Transition::WaitInput,
@@ -146,6 +168,7 @@ mod tests {
         Transition::Cancel,
         Transition::TimeOut,
         Transition::Block,
+        Transition::Requeue,
     ];
 
     /// Walks every (status, transition) pair: terminal statuses accept nothing, every other status
@@ -172,6 +195,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(allowed, 34, "the table changed: update this count and the docs");
+        assert_eq!(allowed, 39, "the table changed: update this count and the docs");
     }
 }

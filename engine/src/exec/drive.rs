@@ -147,6 +147,8 @@ pub(crate) async fn drive_under(
 /// Lets `thread` go after a drive that ended with `result`: releases its claim, tells its
 /// watchers where it stands, and arms a parked thread's deadline.
 pub(super) fn released(shell: &Shell, thread: &ThreadId, result: &Result<Exit, Error>) {
+    // A thread that ended may have freed a queue slot (`api/queues.rs`).
+    shell.admit.notify_one();
     shell.coord.release(thread);
     if let Ok(Exit::Status(s)) = result {
         shell.coord.status_changed(thread, *s);

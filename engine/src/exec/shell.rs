@@ -50,6 +50,8 @@ pub(crate) struct Shell {
     pub metrics: Metrics,
     /// The report of the latest retention pass run in the background (`api/retention.rs`).
     pub retention: tokio::sync::watch::Sender<crate::config::RetentionReport>,
+    /// Wakes the queue admitter (`api/queues.rs`): a thread ended or was queued here.
+    pub admit: tokio::sync::Notify,
 }
 
 /// How many drives of each thread are queued or running in this engine.

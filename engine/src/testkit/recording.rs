@@ -380,6 +380,14 @@ impl Store for RecordingStore {
         self.watch(self.inner.signals(thread, after, limit))
     }
 
+    fn queues(&self) -> Result<Vec<cairn_storage::QueueState>, Error> {
+        self.watch(self.inner.queues())
+    }
+
+    fn queue_member(&self, thread: &ThreadId) -> Result<Option<cairn_storage::QueueMember>, Error> {
+        self.watch(self.inner.queue_member(thread))
+    }
+
     fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error> {
         let pending = self.watch(self.inner.prune(thread, keep_from))?;
         Ok(self.forward(pending, |_, _| {}))

@@ -374,6 +374,15 @@ impl Store for Dying {
     ) -> Result<Vec<cairn::storage::Signal>, cairn::storage::Error> {
         self.inner.signals(thread, after, limit)
     }
+    fn queues(&self) -> Result<Vec<cairn::storage::QueueState>, cairn::storage::Error> {
+        self.inner.queues()
+    }
+    fn queue_member(
+        &self,
+        thread: &ThreadId,
+    ) -> Result<Option<cairn::storage::QueueMember>, cairn::storage::Error> {
+        self.inner.queue_member(thread)
+    }
     fn prune(
         &self,
         t: &ThreadId,

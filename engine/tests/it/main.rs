@@ -30,6 +30,10 @@ mod postgres;
 #[cfg(feature = "postgres")]
 mod postgres_wake;
 mod queries;
+mod queues;
+mod queues_crash;
+#[cfg(feature = "postgres")]
+mod queues_pg;
 mod recovery;
 mod recovery_paging;
 mod recovery_policy;

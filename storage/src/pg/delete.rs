@@ -63,6 +63,7 @@ pub(super) fn delete_thread(
     let locks = tx
         .execute("DELETE FROM cairn_locks WHERE owner = $1", &[&id])
         .map_err(pg_error("delete locks"))?;
+    super::queues::leave(tx, thread)?;
     // Its signal inbox (`docs/format.md` §2.3) goes with it.
     tx.execute("DELETE FROM cairn_signals WHERE thread = $1", &[&id])
         .map_err(pg_error("delete signals"))?;

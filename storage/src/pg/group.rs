@@ -44,6 +44,7 @@ pub(super) fn append_all(
                 *counters = planned.counters;
                 outcomes.push(Ok(planned.appended.clone()));
                 state.absorb(&planned);
+                state.queues.absorb(&planned.queue_writes)?;
                 writes.add(planned)?;
             }
             // A read the planner made failed on the connection: the group fails.
@@ -52,6 +53,7 @@ pub(super) fn append_all(
         }
     }
     writes.write(state.tx, xid, &state.before(), &state.threads, &state.locks)?;
+    super::queues::write(state.tx, &writes.queues)?;
     Ok(outcomes)
 }
 
@@ -74,6 +76,8 @@ pub(super) struct Cached<'t, 'a, 'b> {
     payloads: HashSet<[u8; 32]>,
     /// The last signal number of each thread asked about (`signals.rs`).
     signals: super::signals::LastSignals,
+    /// The queue rows read (`queues.rs`).
+    queues: super::queues::QueueCache,
 }
 
 impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
@@ -90,6 +94,7 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
             owners: HashMap::new(),
             payloads: HashSet::new(),
             signals: super::signals::LastSignals::default(),
+            queues: super::queues::QueueCache::default(),
         }
     }
 
@@ -273,6 +278,29 @@ impl PlanState for Cached<'_, '_, '_> {
     }
 }
 
+impl crate::plan_queue::QueueReads for Cached<'_, '_, '_> {
+    fn queue(&mut self, name: &str) -> Result<Option<crate::QueueState>, Error> {
+        super::queues::Reads { tx: self.tx, cache: &mut self.queues }.queue(name)
+    }
+
+    fn queue_member(&mut self, thread: &ThreadId) -> Result<Option<crate::QueueMember>, Error> {
+        super::queues::Reads { tx: self.tx, cache: &mut self.queues }.queue_member(thread)
+    }
+
+    fn queue_waiting(
+        &mut self,
+        q: &str,
+        key: &str,
+        n: usize,
+    ) -> Result<Vec<(u64, ThreadId)>, Error> {
+        super::queues::Reads { tx: self.tx, cache: &mut self.queues }.queue_waiting(q, key, n)
+    }
+
+    fn queue_dedup(&mut self, queue: &str, dedup: &str) -> Result<Option<ThreadId>, Error> {
+        super::queues::Reads { tx: self.tx, cache: &mut self.queues }.queue_dedup(queue, dedup)
+    }
+}
+
 /// The rows stored before the group: written again with `UPDATE`, the others inserted.
 pub(super) struct Before {
     pub threads: HashSet<ThreadId>,
@@ -300,6 +328,8 @@ struct Writes {
     correlations: super::correlations::Rows,
     /// The signals (thread, n, framed record).
     signals: Vec<(ThreadId, u64, Vec<u8>)>,
+    /// The queue writes of each batch (`queues.rs`).
+    queues: Vec<crate::plan_queue::QueueWrites>,
 }
 
 impl Writes {
@@ -318,6 +348,7 @@ impl Writes {
             self.correlations.push(framed)?;
         }
         self.signals.extend(planned.signals);
+        self.queues.push(planned.queue_writes);
         self.threads.extend(planned.dirty_threads);
         self.checkpointed.extend(planned.checkpoints.iter().map(|c| c.0.thread.clone()));
         self.checkpoints.extend(planned.checkpoints);

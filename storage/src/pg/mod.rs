@@ -23,6 +23,7 @@ mod delete;
 mod group;
 mod listen;
 mod pool;
+mod queues;
 mod read;
 mod resolve;
 mod schema;
@@ -277,6 +278,15 @@ impl Store for PgStore {
     ) -> Result<Vec<crate::Signal>, Error> {
         let thread = thread.clone();
         self.read(move |client| signals::read(client, &thread, after, limit))
+    }
+
+    fn queues(&self) -> Result<Vec<crate::QueueState>, Error> {
+        self.read(queues::read_all)
+    }
+
+    fn queue_member(&self, thread: &ThreadId) -> Result<Option<crate::QueueMember>, Error> {
+        let thread = thread.clone();
+        self.read(move |client| queues::read_member(client, &thread))
     }
 
     fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error> {

@@ -92,6 +92,7 @@ pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
     super::wake::prepare(client)?;
     add_last_xid(client)?;
     super::signals::prepare(client)?;
+    super::queues::prepare(client)?;
     let mut tx = client.transaction().map_err(pg_error("begin"))?;
     for (key, value) in [(MAGIC, MAGIC_VALUE), (FORMAT, i64::from(FORMAT_VERSION))] {
         tx.execute(
@@ -128,6 +129,9 @@ pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
     }
     if format < 3 {
         super::signals::migrate(client)?;
+    }
+    if format < 4 {
+        super::queues::migrate(client)?;
     }
     check_lsn_space(client)
 }

@@ -150,5 +150,6 @@ pub(crate) fn verify(client: &mut Client) -> Result<VerifyReport, Error> {
     }
     let known = |id: &str| threads.contains_key(id);
     report.signals = super::signals::verify(client, known, &mut report.problems)?;
+    report.queues = super::queues::verify(client, &mut report.problems)?;
     Ok(report)
 }

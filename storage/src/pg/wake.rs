@@ -40,7 +40,8 @@ pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
 /// The `ready_at` of a thread row written as `record`, with the hint of the last batch that
 /// wrote it (`None`: that batch gave none).
 pub(crate) fn ready_at(record: &ThreadRecord, hint: Option<Wake>) -> Result<Option<i64>, Error> {
-    if record.status.is_terminal() {
+    // A thread in a queue's line needs an admission, not an engine's look (`docs/queues.md`).
+    if record.status.is_terminal() || record.status == ThreadStatus::Queued {
         return Ok(None);
     }
     let lease = record.lease.as_ref().map(|l| l.expires_at_ms);

@@ -35,6 +35,8 @@ pub(crate) struct DeletePlan {
     locks: Vec<String>,
     /// Payloads only this thread's events reference.
     payloads: Vec<[u8; 32]>,
+    /// Its queue place released (`docs/queues.md`).
+    queue: crate::plan_queue::QueueWrites,
 }
 
 /// Checks a delete of `thread`: `None` when there is no such thread.
@@ -64,7 +66,11 @@ pub(crate) fn plan_delete_thread(
         checkpoints: Vec::new(),
         locks: Vec::new(),
         payloads: Vec::new(),
+        queue: crate::plan_queue::QueueWrites::default(),
     };
+    let mut queue = crate::plan_queue::QueuePlan::default();
+    queue.leave(tables, thread)?;
+    plan.queue = queue.finish()?;
     let mut referenced = BTreeSet::new();
     let last = stored.record.last.map_or(0, |b| b.seq.0);
     let mut from = stored.record.first_seq.0;
@@ -148,6 +154,7 @@ pub(crate) fn apply_delete_thread(
     for hash in &plan.payloads {
         tables.payloads()?.remove(hash).map_err(&op)?;
     }
+    tables.write_queues(&plan.queue)?;
     tables.threads()?.remove(plan.thread.as_str()).map_err(&op)?;
     tables.cache.forget(&plan.thread);
     Ok(Deleted {

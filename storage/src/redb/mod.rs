@@ -16,6 +16,7 @@ mod in_place;
 mod index;
 mod path;
 mod prune;
+mod queues;
 mod read;
 mod signals;
 mod snapshot;
@@ -46,7 +47,7 @@ use crate::{
 };
 
 /// The Cairn format version this build writes and the newest it reads (see `docs/format.md`).
-pub const FORMAT_VERSION: u16 = 3;
+pub const FORMAT_VERSION: u16 = 4;
 
 /// How a [`RedbStore`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -449,6 +450,9 @@ impl RedbStore {
                 if version < 3 {
                     guard("migrate", || signals::migrate(&db))?;
                 }
+                if version < 4 {
+                    guard("migrate", || queues::migrate(&db))?;
+                }
                 counters
             }
             MetaState::Empty if may_initialise => {
@@ -702,6 +706,14 @@ impl Store for RedbStore {
         limit: usize,
     ) -> Result<Vec<crate::Signal>, Error> {
         self.read(|txn| signals::read(txn, thread, after, limit))
+    }
+
+    fn queues(&self) -> Result<Vec<crate::QueueState>, Error> {
+        self.read(queues::read_all)
+    }
+
+    fn queue_member(&self, thread: &ThreadId) -> Result<Option<crate::QueueMember>, Error> {
+        self.read(|txn| queues::read_member(txn, thread))
     }
 
     fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error> {

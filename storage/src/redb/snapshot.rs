@@ -91,6 +91,9 @@ pub(crate) fn open(path: &Path) -> Result<Database, Error> {
                 if version < 3 {
                     guard("migrate snapshot", || super::signals::migrate(&db))?;
                 }
+                if version < 4 {
+                    guard("migrate snapshot", || super::queues::migrate(&db))?;
+                }
                 return Ok(db);
             }
             Ok(MetaState::Empty) => {

@@ -45,6 +45,11 @@ pub(crate) const LOCKS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new(
 pub(crate) const CORRELATIONS: TableDefinition<'_, (&str, u64), &[u8]> =
     TableDefinition::new(table::CORRELATIONS);
 
+/// A key of `queue_waiting`: queue, key, rank, thread.
+pub(crate) type WaitingKey = (&'static str, &'static str, u64, &'static str);
+/// A key of `queue_dedup`: queue, dedup key, thread.
+pub(crate) type DedupKey = (&'static str, &'static str, &'static str);
+
 /// The tables of one write transaction, each opened on first use: opening a table costs a lookup
 /// in redb's table tree, and an append needs only two or three of the thirteen.
 pub(crate) struct Tables<'txn, 'c> {
@@ -65,6 +70,10 @@ pub(crate) struct Tables<'txn, 'c> {
     locks: Option<Table<'txn, &'static str, &'static [u8]>>,
     correlations: Option<Table<'txn, (&'static str, u64), &'static [u8]>>,
     signals: Option<Table<'txn, (&'static str, u64), &'static [u8]>>,
+    queues: Option<Table<'txn, &'static str, &'static [u8]>>,
+    queue_members: Option<Table<'txn, &'static str, &'static [u8]>>,
+    queue_waiting: Option<Table<'txn, WaitingKey, ()>>,
+    queue_dedup: Option<Table<'txn, DedupKey, ()>>,
 }
 
 /// An accessor that opens (creating if needed) its table on first use.
@@ -99,6 +108,10 @@ impl<'txn, 'c> Tables<'txn, 'c> {
             locks: None,
             correlations: None,
             signals: None,
+            queues: None,
+            queue_members: None,
+            queue_waiting: None,
+            queue_dedup: None,
         }
     }
 
@@ -118,6 +131,10 @@ impl<'txn, 'c> Tables<'txn, 'c> {
         self.locks()?;
         self.correlations()?;
         self.signals()?;
+        self.queues()?;
+        self.queue_members()?;
+        self.queue_waiting()?;
+        self.queue_dedup()?;
         Ok(())
     }
 
@@ -134,6 +151,10 @@ impl<'txn, 'c> Tables<'txn, 'c> {
     lazy_table!(locks, LOCKS, &'static str, &'static [u8]);
     lazy_table!(correlations, CORRELATIONS, (&'static str, u64), &'static [u8]);
     lazy_table!(signals, super::signals::SIGNALS, (&'static str, u64), &'static [u8]);
+    lazy_table!(queues, super::queues::QUEUES, &'static str, &'static [u8]);
+    lazy_table!(queue_members, super::queues::MEMBERS, &'static str, &'static [u8]);
+    lazy_table!(queue_waiting, super::queues::WAITING, WaitingKey, ());
+    lazy_table!(queue_dedup, super::queues::DEDUP, DedupKey, ());
 }
 
 /// The counters the writer continues from.

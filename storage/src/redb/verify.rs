@@ -76,6 +76,12 @@ pub(crate) fn verify(txn: &ReadTransaction) -> Result<VerifyReport, Error> {
         s.report.problems.extend(problems);
         Ok(())
     });
+    scan.section(table::QUEUES, |s| {
+        let mut problems = Vec::new();
+        s.report.queues = super::queues::verify(s.txn, &mut problems)?;
+        s.report.problems.extend(problems);
+        Ok(())
+    });
     if let (Some(lsn), Some(checkpoint)) = (max_lsn, max_checkpoint) {
         scan.section(table::META, |s| s.meta(lsn, checkpoint));
     }

@@ -19,6 +19,7 @@ mod pg_tls;
 #[cfg(feature = "postgres")]
 mod pg_wake;
 mod prune;
+mod queues;
 mod raw;
 mod recovery;
 mod roundtrip;

@@ -4,7 +4,7 @@
 
 (() => {
   const { api, el, badge, age, progressBar, labels, setLive } = cairn;
-  const STATUSES = ["created", "running", "paused", "waiting_input", "sleeping", "blocked",
+  const STATUSES = ["queued", "created", "running", "paused", "waiting_input", "sleeping", "blocked",
     "completed", "failed", "cancelled", "timed_out"];
   const $ = (id) => document.getElementById(id);
   const params = new URLSearchParams(location.search);

@@ -1,0 +1,204 @@
+//! Named queues (`docs/queues.md`): defining them, starting a thread in one, and the admitter
+//! that moves waiting threads on as the limits allow.
+//!
+//! The engine decides nothing about limits: admission is a store write
+//! ([`cairn_storage::QueueOp::Admit`]) that picks the threads and flips their status from
+//! Queued to Created against the counts the store keeps, and the batch that ends a thread
+//! releases its slot. The engine only asks (after a start on a queue, after a thread of its
+//! own ends, when a rate window opens, and every `Config::poll_ms` for what other processes
+//! and controls freed) and drives what it was given. So a crash anywhere leaves each thread
+//! waiting or admitted, and an admitted thread is an ordinary Created thread that recovery
+//! drives.
+
+use std::sync::Arc;
+
+use cairn_dsl::DynWorkflow;
+use cairn_storage::{Batch, Enqueue, QueueLimits, QueueOp, QueueState, ThreadId, ThreadStatus};
+
+use super::engine::Engine;
+use super::handle::ThreadHandle;
+use crate::config::StartOptions;
+use crate::error::Error;
+use crate::exec::drive::spawn_drive;
+use crate::limits::ADMIT_PER_WRITE_MAX;
+
+impl Engine {
+    /// Defines queue `name` with `limits`, or replaces the limits of an existing one (its
+    /// waiting and running threads are kept; new limits apply from the next admission). The
+    /// builder's [`crate::EngineBuilder::queue`] does this at open.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad name or a zero limit; storage errors.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
+    /// use cairn::storage::QueueLimits;
+    /// let limits = QueueLimits { concurrency_max: Some(4), ..QueueLimits::default() };
+    /// engine.define_queue("emails", limits).await?;
+    /// assert_eq!(engine.queues()?[0].limits.concurrency_max, Some(4));
+    /// # Ok(()) }
+    /// ```
+    pub async fn define_queue(&self, name: &str, limits: QueueLimits) -> Result<(), Error> {
+        self.define_queues(&[(name.to_string(), limits)]).await
+    }
+
+    pub(super) async fn define_queues(
+        &self,
+        queues: &[(String, QueueLimits)],
+    ) -> Result<(), Error> {
+        if queues.is_empty() {
+            return Ok(());
+        }
+        let ops = queues
+            .iter()
+            .map(|(name, limits)| QueueOp::Define { name: name.clone(), limits: *limits })
+            .collect();
+        self.shell.store.append(Batch { queues: ops, ..Batch::default() })?.wait().await?;
+        self.shell.admit.notify_one();
+        Ok(())
+    }
+
+    /// Every queue of the store with its limits and its counts (running and waiting, in all and
+    /// per key), by name.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn queues(&self) -> Result<Vec<QueueState>, Error> {
+        Ok(self.shell.store.queues()?)
+    }
+
+    /// One admission pass: for each queue with waiting threads and room under its limits,
+    /// admits (in the store) as many as the limits allow now and drives them. Returns the
+    /// threads admitted. The background admitter runs this; call it to admit at once (after
+    /// advancing a manual clock past a rate window, for instance).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn admit_queued(&self) -> Result<Vec<ThreadId>, Error> {
+        let workflows: Vec<String> = {
+            let mut ids: Vec<String> =
+                self.shell.registry.all().iter().map(|wf| wf.id().to_string()).collect();
+            ids.dedup();
+            ids
+        };
+        let mut admitted = Vec::new();
+        for queue in self.shell.store.queues()? {
+            let now_ms = self.shell.clock.now_ms();
+            if !may_admit(&queue, now_ms) {
+                continue;
+            }
+            loop {
+                let op = QueueOp::Admit {
+                    queue: queue.name.clone(),
+                    now_ms,
+                    max: ADMIT_PER_WRITE_MAX,
+                    workflows: workflows.clone(),
+                };
+                let batch = Batch { queues: vec![op], ..Batch::default() };
+                let written = self.shell.store.append(batch)?.wait().await?;
+                let n = written.admitted.len();
+                for thread in written.admitted {
+                    spawn_drive(&self.shell, thread.clone(), "admitted");
+                    admitted.push(thread);
+                }
+                if n < ADMIT_PER_WRITE_MAX {
+                    break;
+                }
+            }
+        }
+        Ok(admitted)
+    }
+
+    /// Runs admission passes in the background until the engine stops.
+    pub(super) fn spawn_admitter(&self) {
+        let engine = self.clone();
+        let stopping = self.shell.tasks.stopping().clone();
+        self.shell.tasks.spawn(async move {
+            let poll = std::time::Duration::from_millis(engine.shell.config.poll_ms.max(1));
+            loop {
+                let next_rate = match engine.admit_queued().await {
+                    Ok(_) => engine.rate_opens_at(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "queue admission pass");
+                        None
+                    }
+                };
+                let clock = engine.shell.clock.clone();
+                let rate = async move {
+                    match next_rate {
+                        Some(at) => clock.sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    () = engine.shell.admit.notified() => {}
+                    () = rate => {}
+                    () = tokio::time::sleep(poll) => {}
+                    () = stopping.cancelled() => return,
+                }
+            }
+        });
+    }
+
+    /// When the soonest full rate window of a queue with waiting threads opens (engine clock).
+    fn rate_opens_at(&self) -> Option<u64> {
+        let queues = self.shell.store.queues().ok()?;
+        queues.iter().filter(|q| q.waiting > 0).filter_map(QueueState::rate_opens_at).min()
+    }
+
+    /// [`Engine::start_json`] on a queue: the thread is created Queued and put in line in one
+    /// batch; the admitter runs it when the limits allow. A dedup key held by a waiting or
+    /// running thread of the queue returns that thread, and writes nothing.
+    pub(super) async fn start_queued(
+        &self,
+        wf: Arc<DynWorkflow>,
+        input: serde_json::Value,
+        options: StartOptions,
+    ) -> Result<ThreadHandle, Error> {
+        let queue = options.queue.clone().unwrap_or_default();
+        let (id, labels, policy) = self.start_fields(&options)?;
+        let prepared =
+            crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy)?;
+        let Some(mut batch) = prepared else {
+            return Ok(ThreadHandle::new(self.clone(), id));
+        };
+        for record in &mut batch.threads {
+            record.status = ThreadStatus::Queued;
+        }
+        batch.queues.push(QueueOp::Enqueue(Enqueue {
+            thread: id.clone(),
+            queue,
+            key: options.queue_key.clone().unwrap_or_default(),
+            priority: options.priority,
+            dedup: options.dedup_key.clone(),
+        }));
+        match self.shell.store.append(batch)?.wait().await {
+            Ok(_) => {}
+            Err(cairn_storage::Error::Duplicate { thread, .. }) => {
+                return Ok(ThreadHandle::new(self.clone(), thread));
+            }
+            Err(cairn_storage::Error::GuardFailed { .. }) => {
+                // Created meanwhile by another start of the id: the same answer as finding it.
+                let existing = self
+                    .shell
+                    .store
+                    .thread(&id)?
+                    .ok_or_else(|| Error::UnknownThread(id.to_string()))?;
+                crate::exec::start::same_workflow(&existing, &wf)?;
+                return Ok(ThreadHandle::new(self.clone(), id));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.shell.admit.notify_one();
+        Ok(ThreadHandle::new(self.clone(), id))
+    }
+}
+
+/// Whether an admission write could admit anything from `queue` at `now_ms` (a read-only
+/// check, so that a pass writes nothing for a queue that is full or empty).
+fn may_admit(queue: &QueueState, now_ms: u64) -> bool {
+    let mut q = queue.clone();
+    q.forget_before(now_ms);
+    q.waiting > 0 && q.has_room() && q.keys.values().any(|k| k.waiting > 0 && q.key_has_room(k))
+}

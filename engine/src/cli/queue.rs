@@ -1,0 +1,144 @@
+//! `cairn queue list|define`: named queues (`docs/queues.md`). A queue's threads are admitted
+//! by whichever engine resumes work on the database (`cairn worker`, an embedded engine);
+//! these commands read queues and write their limits.
+
+use std::sync::Arc;
+
+use cairn_dsl::DynWorkflow;
+use cairn_storage::{QueueLimits, QueueState, RateLimit};
+
+use super::common::{Common, open_read_only, open_writable, print_json, print_text, usage};
+use super::table::Table;
+
+/// `cairn queue ...`.
+#[derive(Debug, clap::Args)]
+pub struct QueueCommand {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Action {
+    /// Lists queues: limits, running and waiting threads, in all and per key.
+    List(ListArgs),
+    /// Defines a queue, or replaces its limits (its threads are kept).
+    Define(DefineArgs),
+}
+
+/// Arguments of `cairn queue list`.
+#[derive(Debug, clap::Args)]
+struct ListArgs {
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Arguments of `cairn queue define`.
+#[derive(Debug, clap::Args)]
+struct DefineArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The queue's name.
+    name: String,
+    /// Threads of the queue running at once, at most.
+    #[arg(long)]
+    concurrency: Option<u32>,
+    /// Threads of one key running at once, at most.
+    #[arg(long)]
+    per_key: Option<u32>,
+    /// Starts per window, at most: N/DURATION, e.g. 100/60s, 5/1s (units ms, s, m, h).
+    #[arg(long, value_parser = parse_rate)]
+    rate: Option<RateLimit>,
+}
+
+fn parse_rate(text: &str) -> Result<RateLimit, String> {
+    let bad = || format!("{text:?}: use N/DURATION, e.g. 100/60s");
+    let (n, period) = text.split_once('/').ok_or_else(bad)?;
+    let starts = n.trim().parse().map_err(|_| bad())?;
+    let period = period.trim();
+    let digits = period.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit_ms = match &period[digits.len()..] {
+        "ms" => 1,
+        "s" | "" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return Err(bad()),
+    };
+    let period_ms: u64 = digits.parse().map_err(|_| bad())?;
+    Ok(RateLimit { starts, period_ms: period_ms.saturating_mul(unit_ms) })
+}
+
+pub(super) async fn command(cmd: QueueCommand, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    match cmd.action {
+        Action::List(args) => {
+            let engine = open_read_only(&args.common.db, wfs).await?;
+            let list = engine.queues();
+            engine.shutdown().await;
+            show(&list?, args.common.json)
+        }
+        Action::Define(args) => {
+            let limits = QueueLimits {
+                concurrency_max: args.concurrency,
+                per_key_max: args.per_key,
+                rate: args.rate,
+            };
+            limits.check().map_err(|e| usage(e.to_string()))?;
+            let engine = open_writable(&args.common.db, wfs).await?;
+            let defined = engine.define_queue(&args.name, limits).await;
+            let list = engine.queues();
+            engine.shutdown().await;
+            defined?;
+            let list: Vec<QueueState> = list?.into_iter().filter(|q| q.name == args.name).collect();
+            show(&list, args.common.json)
+        }
+    }
+}
+
+fn show(list: &[QueueState], json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(&list);
+    }
+    let limit = |n: Option<u32>| n.map_or_else(|| "-".to_string(), |n| n.to_string());
+    let mut table =
+        Table::new(&["QUEUE", "KEY", "RUNNING", "WAITING", "CONCURRENCY", "PER KEY", "RATE"]);
+    for q in list {
+        let rate =
+            q.limits.rate.map_or_else(|| "-".into(), |r| format!("{}/{}ms", r.starts, r.period_ms));
+        table.row(vec![
+            q.name.clone(),
+            "*".into(),
+            q.running.to_string(),
+            q.waiting.to_string(),
+            limit(q.limits.concurrency_max),
+            limit(q.limits.per_key_max),
+            rate,
+        ]);
+        for (key, counts) in &q.keys {
+            table.row(vec![
+                String::new(),
+                if key.is_empty() { "\"\"".into() } else { key.clone() },
+                counts.running.to_string(),
+                counts.waiting.to_string(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
+        }
+    }
+    print_text(&table.render());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse_with_units() {
+        assert_eq!(parse_rate("100/60s"), Ok(RateLimit { starts: 100, period_ms: 60_000 }));
+        assert_eq!(parse_rate("5/250ms"), Ok(RateLimit { starts: 5, period_ms: 250 }));
+        assert_eq!(parse_rate("2/1h"), Ok(RateLimit { starts: 2, period_ms: 3_600_000 }));
+        assert!(parse_rate("5").is_err());
+        assert!(parse_rate("x/1s").is_err());
+        assert!(parse_rate("5/1y").is_err());
+    }
+}

@@ -1,0 +1,363 @@
+//! Named queues on PostgreSQL (`docs/queues.md`, `docs/postgres.md`): the tables
+//! `cairn_queues (name, record)`, `cairn_queue_members (thread, queue, record)`,
+//! `cairn_queue_waiting (queue, key, rank, thread)` and `cairn_queue_dedup (queue, dedup,
+//! thread)`, with the records of `docs/format.md` §2.5 in `record`.
+//!
+//! What a group writes is the planner's (`crate::plan_queue`); this file reads for it and
+//! stores it. Several processes decide against one queue's counts one at a time: the planner
+//! reads a queue through [`QueueCache::queue`], which locks its row (`FOR UPDATE`) until the
+//! group commits, and every decision about a queue (enqueue, admit, the release of a thread
+//! that ends) reads the queue first. Under READ COMMITTED each later statement of the group
+//! sees what the previous holder of the lock committed.
+
+use std::collections::HashMap;
+
+use postgres::Client;
+
+use super::write::Tx;
+use super::{corrupt, pg_error};
+use crate::codec::{self, table};
+use crate::plan_queue::{QueuePlan, QueueReads, QueueWrites, WaitKey};
+use crate::{Error, Problem, QueueMember, QueueState, ThreadId};
+
+/// The tables, idempotent (run at every open).
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS cairn_queues (
+    name text PRIMARY KEY,
+    record bytea NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cairn_queue_members (
+    thread text PRIMARY KEY,
+    queue text NOT NULL,
+    record bytea NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cairn_queue_waiting (
+    queue text NOT NULL,
+    key text NOT NULL,
+    rank bigint NOT NULL,
+    thread text NOT NULL,
+    PRIMARY KEY (queue, key, rank, thread)
+);
+CREATE TABLE IF NOT EXISTS cairn_queue_dedup (
+    queue text NOT NULL,
+    dedup text NOT NULL,
+    thread text NOT NULL,
+    PRIMARY KEY (queue, dedup, thread)
+);
+";
+
+/// The format a format-3 database is moved to (the tables are created at every open).
+const WITH_QUEUES: i64 = 4;
+
+/// Creates the tables if they are missing.
+///
+/// # Errors
+/// Connection errors.
+pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
+    client.batch_execute(SCHEMA).map_err(pg_error("create the queue tables"))
+}
+
+/// Moves a format-3 database to format 4: nothing to build, the (empty) tables exist.
+///
+/// # Errors
+/// Connection errors.
+pub(crate) fn migrate(client: &mut Client) -> Result<(), Error> {
+    client
+        .execute(
+            "UPDATE cairn_meta SET value = $1 WHERE key = 'format_version' AND value < $1",
+            &[&WITH_QUEUES],
+        )
+        .map_err(pg_error("migrate to format 4"))?;
+    Ok(())
+}
+
+/// A rank (u64) as an order-preserving bigint.
+fn rank_to_db(rank: u64) -> i64 {
+    i64::from_ne_bytes((rank ^ (1 << 63)).to_ne_bytes())
+}
+
+fn rank_from_db(rank: i64) -> u64 {
+    u64::from_ne_bytes(rank.to_ne_bytes()) ^ (1 << 63)
+}
+
+fn decode_queue(name: &str, bytes: &[u8]) -> Result<QueueState, Error> {
+    let q = codec::decode_queue(bytes)?;
+    if q.name != name {
+        return Err(corrupt(
+            table::QUEUES,
+            None,
+            None,
+            format!("row {name} holds queue {}", q.name),
+        ));
+    }
+    Ok(q)
+}
+
+fn decode_member(thread: &str, bytes: &[u8]) -> Result<QueueMember, Error> {
+    let id = ThreadId::new(thread).ok();
+    let m = codec::decode_queue_member(bytes).map_err(|e| codec::locate(e, id.as_ref(), None))?;
+    if m.thread.as_str() != thread {
+        let detail = format!("row {thread} holds the member record of {}", m.thread);
+        return Err(corrupt(table::QUEUE_MEMBERS, id.as_ref(), None, detail));
+    }
+    Ok(m)
+}
+
+fn thread_id(raw: &str, table: &'static str) -> Result<ThreadId, Error> {
+    ThreadId::new(raw)
+        .map_err(|e| corrupt(table, None, None, format!("a row holds a bad thread id: {e}")))
+}
+
+/// Every queue, by name.
+///
+/// # Errors
+/// A damaged row; connection errors.
+pub(crate) fn read_all(client: &mut Client) -> Result<Vec<QueueState>, Error> {
+    let rows = client
+        .query("SELECT name, record FROM cairn_queues ORDER BY name", &[])
+        .map_err(pg_error("read queues"))?;
+    rows.iter().map(|r| decode_queue(r.get(0), r.get(1))).collect()
+}
+
+/// A thread's member record.
+///
+/// # Errors
+/// A damaged row; connection errors.
+pub(crate) fn read_member(
+    client: &mut Client,
+    thread: &ThreadId,
+) -> Result<Option<QueueMember>, Error> {
+    let row = client
+        .query_opt("SELECT record FROM cairn_queue_members WHERE thread = $1", &[&thread.as_str()])
+        .map_err(pg_error("read queue member"))?;
+    row.map(|r| decode_member(thread.as_str(), r.get(0))).transpose()
+}
+
+/// The queue rows a group has read (and locked), as its batches leave them.
+#[derive(Default)]
+pub(crate) struct QueueCache {
+    queues: HashMap<String, Option<QueueState>>,
+    members: HashMap<ThreadId, Option<QueueMember>>,
+    /// The group's changes to the waiting index so far, in order.
+    waiting: Vec<(WaitKey, bool)>,
+    /// The group's changes to the dedup index so far, in order.
+    dedup: Vec<((String, String, ThreadId), bool)>,
+}
+
+impl QueueCache {
+    /// Takes in what a planned batch wrote: later batches of the group see it.
+    pub(crate) fn absorb(&mut self, writes: &QueueWrites) -> Result<(), Error> {
+        for (name, framed) in &writes.queues {
+            let q = framed.as_deref().map(codec::decode_queue).transpose()?;
+            self.queues.insert(name.clone(), q);
+        }
+        for (thread, framed) in &writes.members {
+            let m = framed.as_deref().map(codec::decode_queue_member).transpose()?;
+            self.members.insert(thread.clone(), m);
+        }
+        self.waiting.extend(writes.waiting.iter().cloned());
+        self.dedup.extend(writes.dedup.iter().cloned());
+        Ok(())
+    }
+}
+
+/// The planner's queue reads over a group's transaction and cache.
+pub(crate) struct Reads<'c, 't, 'a, 'b> {
+    /// The group's transaction.
+    pub(crate) tx: &'t mut Tx<'a, 'b>,
+    /// What the group's batches left.
+    pub(crate) cache: &'c mut QueueCache,
+}
+
+impl QueueReads for Reads<'_, '_, '_, '_> {
+    fn queue(&mut self, name: &str) -> Result<Option<QueueState>, Error> {
+        if let Some(q) = self.cache.queues.get(name) {
+            return Ok(q.clone());
+        }
+        let row = self
+            .tx
+            .query_opt("SELECT record FROM cairn_queues WHERE name = $1 FOR UPDATE", &[&name])
+            .map_err(pg_error("read queue"))?;
+        let q = row.map(|r| decode_queue(name, r.get(0))).transpose()?;
+        self.cache.queues.insert(name.to_owned(), q.clone());
+        Ok(q)
+    }
+
+    fn queue_member(&mut self, thread: &ThreadId) -> Result<Option<QueueMember>, Error> {
+        if let Some(m) = self.cache.members.get(thread) {
+            return Ok(m.clone());
+        }
+        let row = self
+            .tx
+            .query_opt(
+                "SELECT record FROM cairn_queue_members WHERE thread = $1 FOR UPDATE",
+                &[&thread.as_str()],
+            )
+            .map_err(pg_error("read queue member"))?;
+        let m = row.map(|r| decode_member(thread.as_str(), r.get(0))).transpose()?;
+        self.cache.members.insert(thread.clone(), m.clone());
+        Ok(m)
+    }
+
+    fn queue_waiting(
+        &mut self,
+        queue: &str,
+        key: &str,
+        limit: usize,
+    ) -> Result<Vec<(u64, ThreadId)>, Error> {
+        let changed = self.cache.waiting.iter().filter(|((q, k, _, _), _)| q == queue && k == key);
+        let removed = changed.filter(|(_, put)| !put).count();
+        let rows = self
+            .tx
+            .query(
+                "SELECT rank, thread FROM cairn_queue_waiting WHERE queue = $1 AND key = $2 \
+                 ORDER BY rank, thread LIMIT $3",
+                &[&queue, &key, &i64::try_from(limit + removed).unwrap_or(i64::MAX)],
+            )
+            .map_err(pg_error("read queue_waiting"))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            out.push((rank_from_db(r.get(0)), thread_id(r.get(1), table::QUEUE_WAITING)?));
+        }
+        for ((q, k, rank, thread), put) in &self.cache.waiting {
+            if q != queue || k != key {
+                continue;
+            }
+            out.retain(|(r, t)| !(r == rank && t == thread));
+            if *put {
+                out.push((*rank, thread.clone()));
+            }
+        }
+        out.sort();
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    fn queue_dedup(&mut self, queue: &str, dedup: &str) -> Result<Option<ThreadId>, Error> {
+        let row = self
+            .tx
+            .query_opt(
+                "SELECT thread FROM cairn_queue_dedup WHERE queue = $1 AND dedup = $2 LIMIT 1",
+                &[&queue, &dedup],
+            )
+            .map_err(pg_error("read queue_dedup"))?;
+        let mut holder = row.map(|r| thread_id(r.get(0), table::QUEUE_DEDUP)).transpose()?;
+        for ((q, d, thread), put) in &self.cache.dedup {
+            if q == queue && d == dedup {
+                holder = put.then(|| thread.clone());
+            }
+        }
+        Ok(holder)
+    }
+}
+
+/// Writes the queue part of a group's plans, in order.
+///
+/// # Errors
+/// A failed statement.
+pub(crate) fn write(tx: &mut Tx<'_, '_>, all: &[QueueWrites]) -> Result<(), Error> {
+    let op = pg_error("write queues");
+    for writes in all {
+        for (name, framed) in &writes.queues {
+            match framed {
+                Some(bytes) => tx.execute(
+                    "INSERT INTO cairn_queues (name, record) VALUES ($1, $2) \
+                     ON CONFLICT (name) DO UPDATE SET record = excluded.record",
+                    &[&name.as_str(), bytes],
+                ),
+                None => tx.execute("DELETE FROM cairn_queues WHERE name = $1", &[&name.as_str()]),
+            }
+            .map_err(&op)?;
+        }
+        for (thread, framed) in &writes.members {
+            match framed {
+                Some(bytes) => {
+                    let m = codec::decode_queue_member(bytes)?;
+                    tx.execute(
+                        "INSERT INTO cairn_queue_members (thread, queue, record) \
+                         VALUES ($1, $2, $3) ON CONFLICT (thread) DO UPDATE \
+                         SET queue = excluded.queue, record = excluded.record",
+                        &[&thread.as_str(), &m.queue.as_str(), bytes],
+                    )
+                }
+                None => tx.execute(
+                    "DELETE FROM cairn_queue_members WHERE thread = $1",
+                    &[&thread.as_str()],
+                ),
+            }
+            .map_err(&op)?;
+        }
+        for ((queue, key, rank, thread), put) in &writes.waiting {
+            let params: [&(dyn postgres::types::ToSql + Sync); 4] =
+                [queue, key, &rank_to_db(*rank), &thread.as_str()];
+            let sql = if *put {
+                "INSERT INTO cairn_queue_waiting (queue, key, rank, thread) VALUES ($1, $2, $3, $4)"
+            } else {
+                "DELETE FROM cairn_queue_waiting \
+                 WHERE queue = $1 AND key = $2 AND rank = $3 AND thread = $4"
+            };
+            tx.execute(sql, &params).map_err(&op)?;
+        }
+        for ((queue, dedup, thread), put) in &writes.dedup {
+            let params: [&(dyn postgres::types::ToSql + Sync); 3] =
+                [queue, dedup, &thread.as_str()];
+            let sql = if *put {
+                "INSERT INTO cairn_queue_dedup (queue, dedup, thread) VALUES ($1, $2, $3)"
+            } else {
+                "DELETE FROM cairn_queue_dedup WHERE queue = $1 AND dedup = $2 AND thread = $3"
+            };
+            tx.execute(sql, &params).map_err(&op)?;
+        }
+    }
+    Ok(())
+}
+
+/// Releases a deleted thread's queue place, in the delete's transaction.
+///
+/// # Errors
+/// A damaged row; a failed statement.
+pub(crate) fn leave(tx: &mut Tx<'_, '_>, thread: &ThreadId) -> Result<(), Error> {
+    let mut cache = QueueCache::default();
+    let mut plan = QueuePlan::default();
+    plan.leave(&mut Reads { tx, cache: &mut cache }, thread)?;
+    let writes = plan.finish()?;
+    write(tx, &[writes])
+}
+
+/// Checks every queue and member row decodes under its own key; returns the rows scanned.
+///
+/// # Errors
+/// Connection errors.
+pub(crate) fn verify(client: &mut Client, problems: &mut Vec<Problem>) -> Result<u64, Error> {
+    let mut scanned = 0;
+    for row in client
+        .query("SELECT name, record FROM cairn_queues", &[])
+        .map_err(pg_error("verify queues"))?
+    {
+        scanned += 1;
+        if let Err(e) = decode_queue(row.get(0), row.get(1)) {
+            problems.push(Problem {
+                table: table::QUEUES,
+                thread: None,
+                seq: None,
+                detail: e.to_string(),
+            });
+        }
+    }
+    for row in client
+        .query("SELECT thread, record FROM cairn_queue_members", &[])
+        .map_err(pg_error("verify queue members"))?
+    {
+        scanned += 1;
+        let thread: &str = row.get(0);
+        if let Err(e) = decode_member(thread, row.get(1)) {
+            problems.push(Problem {
+                table: table::QUEUE_MEMBERS,
+                thread: ThreadId::new(thread).ok(),
+                seq: None,
+                detail: e.to_string(),
+            });
+        }
+    }
+    Ok(scanned)
+}

@@ -1,0 +1,355 @@
+//! Named queues in a redb file (`docs/format.md` §2.5): the tables `queues` (framed
+//! [`QueueState`], kind 10, by name), `queue_members` (framed [`QueueMember`], kind 11, by
+//! thread), the indexes `queue_waiting` `(queue, key, rank, thread)` and `queue_dedup`
+//! `(queue, dedup, thread)`, their reads, writes of a plan, the release of a deleted thread's
+//! place, their check in `verify`, and the migration of a v3 file (which lacks them) to v4.
+//!
+//! What is written is the planner's (`crate::plan_queue`); this file stores it.
+
+use ::redb::{Database, ReadTransaction, ReadableTable, TableDefinition};
+
+use super::read::storage;
+use super::tables::{META, META_FORMAT_VERSION, Tables};
+use crate::codec::{self, table};
+use crate::plan_queue::QueueWrites;
+use crate::{Error, Problem, QueueMember, QueueState, ThreadId};
+
+/// Queue records by name.
+pub(crate) const QUEUES: TableDefinition<'_, &str, &[u8]> = TableDefinition::new(table::QUEUES);
+/// Member records by thread.
+pub(crate) const MEMBERS: TableDefinition<'_, &str, &[u8]> =
+    TableDefinition::new(table::QUEUE_MEMBERS);
+/// Waiting members, in admission order per key.
+pub(crate) const WAITING: TableDefinition<'_, (&str, &str, u64, &str), ()> =
+    TableDefinition::new(table::QUEUE_WAITING);
+/// Members holding a dedup key.
+pub(crate) const DEDUP: TableDefinition<'_, (&str, &str, &str), ()> =
+    TableDefinition::new(table::QUEUE_DEDUP);
+
+/// The format a v3 file is migrated to.
+const WITH_QUEUES: u16 = 4;
+
+/// Decodes the queue stored under `name` and checks it against its key.
+pub(crate) fn queue_at(name: &str, bytes: &[u8]) -> Result<QueueState, Error> {
+    let q = codec::decode_queue(bytes)?;
+    if q.name != name {
+        return Err(Error::Corrupted {
+            table: table::QUEUES,
+            thread: None,
+            seq: None,
+            detail: format!("key {name} holds queue {}", q.name),
+        });
+    }
+    Ok(q)
+}
+
+/// Decodes the member stored under `thread` and checks it against its key.
+pub(crate) fn member_at(thread: &str, bytes: &[u8]) -> Result<QueueMember, Error> {
+    let id = ThreadId::new(thread).ok();
+    let m = codec::decode_queue_member(bytes).map_err(|e| codec::locate(e, id.as_ref(), None))?;
+    if m.thread.as_str() != thread {
+        return Err(Error::Corrupted {
+            table: table::QUEUE_MEMBERS,
+            thread: id,
+            seq: None,
+            detail: format!("key {thread} holds the member record of {}", m.thread),
+        });
+    }
+    Ok(m)
+}
+
+fn thread_id(raw: &str, table: &'static str) -> Result<ThreadId, Error> {
+    ThreadId::new(raw).map_err(|e| Error::Corrupted {
+        table,
+        thread: None,
+        seq: None,
+        detail: format!("index key holds a bad thread id: {e}"),
+    })
+}
+
+/// Every queue, by name (none in a file from before v4 not yet migrated).
+pub(crate) fn read_all(txn: &ReadTransaction) -> Result<Vec<QueueState>, Error> {
+    let queues = match txn.open_table(QUEUES) {
+        Ok(t) => t,
+        Err(::redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(Error::storage("open table", e)),
+    };
+    let op = storage("read queues");
+    let mut out = Vec::new();
+    for item in queues.iter().map_err(&op)? {
+        let (k, v) = item.map_err(&op)?;
+        out.push(queue_at(k.value(), v.value())?);
+    }
+    Ok(out)
+}
+
+/// A thread's member record.
+pub(crate) fn read_member(
+    txn: &ReadTransaction,
+    thread: &ThreadId,
+) -> Result<Option<QueueMember>, Error> {
+    match txn.open_table(MEMBERS) {
+        Ok(t) => member_in(&t, thread),
+        Err(::redb::TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(Error::storage("open table", e)),
+    }
+}
+
+fn member_in(
+    t: &impl ReadableTable<&'static str, &'static [u8]>,
+    thread: &ThreadId,
+) -> Result<Option<QueueMember>, Error> {
+    let value = t.get(thread.as_str()).map_err(storage("read queue member"))?;
+    value.map(|v| member_at(thread.as_str(), v.value())).transpose()
+}
+
+impl Tables<'_, '_> {
+    pub(crate) fn queue_in(&mut self, name: &str) -> Result<Option<QueueState>, Error> {
+        let value = self.queues()?.get(name).map_err(storage("read queue"))?;
+        value.map(|v| queue_at(name, v.value())).transpose()
+    }
+
+    pub(crate) fn member_of(&mut self, thread: &ThreadId) -> Result<Option<QueueMember>, Error> {
+        member_in(&*self.queue_members()?, thread)
+    }
+
+    pub(crate) fn waiting_in(
+        &mut self,
+        queue: &str,
+        key: &str,
+        limit: usize,
+    ) -> Result<Vec<(u64, ThreadId)>, Error> {
+        let op = storage("read queue_waiting");
+        let table = self.queue_waiting()?;
+        let mut out = Vec::new();
+        for item in
+            table.range((queue, key, 0, "")..=(queue, key, u64::MAX, "\u{10FFFF}")).map_err(&op)?
+        {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, ()) = item.map_err(&op).map(|(k, _)| (k, ()))?;
+            let (_, _, rank, thread) = k.value();
+            out.push((rank, thread_id(thread, table::QUEUE_WAITING)?));
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn dedup_in(&mut self, queue: &str, dedup: &str) -> Result<Option<ThreadId>, Error> {
+        let op = storage("read queue_dedup");
+        let table = self.queue_dedup()?;
+        let mut range =
+            table.range((queue, dedup, "")..=(queue, dedup, "\u{10FFFF}")).map_err(&op)?;
+        match range.next() {
+            None => Ok(None),
+            Some(item) => {
+                let (k, _) = item.map_err(&op)?;
+                Ok(Some(thread_id(k.value().2, table::QUEUE_DEDUP)?))
+            }
+        }
+    }
+
+    /// Writes a plan's queue part.
+    pub(crate) fn write_queues(&mut self, writes: &QueueWrites) -> Result<(), Error> {
+        let op = storage("write queues");
+        for (name, framed) in &writes.queues {
+            match framed {
+                Some(bytes) => self.queues()?.insert(name.as_str(), bytes.as_slice()).map(drop),
+                None => self.queues()?.remove(name.as_str()).map(drop),
+            }
+            .map_err(&op)?;
+        }
+        for (thread, framed) in &writes.members {
+            match framed {
+                Some(b) => self.queue_members()?.insert(thread.as_str(), b.as_slice()).map(drop),
+                None => self.queue_members()?.remove(thread.as_str()).map(drop),
+            }
+            .map_err(&op)?;
+        }
+        for ((queue, key, rank, thread), put) in &writes.waiting {
+            let k = (queue.as_str(), key.as_str(), *rank, thread.as_str());
+            if *put {
+                self.queue_waiting()?.insert(k, ()).map_err(&op)?;
+            } else {
+                self.queue_waiting()?.remove(k).map_err(&op)?;
+            }
+        }
+        for ((queue, dedup, thread), put) in &writes.dedup {
+            let k = (queue.as_str(), dedup.as_str(), thread.as_str());
+            if *put {
+                self.queue_dedup()?.insert(k, ()).map_err(&op)?;
+            } else {
+                self.queue_dedup()?.remove(k).map_err(&op)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks the queues: every record decodes under its own key; every member's queue exists;
+/// a waiting member has its waiting entry and an admitted one none; every index entry has its
+/// member; and each queue's counts (and each key's) are its members'. Returns the records
+/// scanned.
+pub(crate) fn verify(txn: &ReadTransaction, problems: &mut Vec<Problem>) -> Result<u64, Error> {
+    use std::collections::BTreeMap;
+    let open = |e| Error::storage("open table", e);
+    let (queues, members, waiting, dedup) = match (
+        txn.open_table(QUEUES),
+        txn.open_table(MEMBERS),
+        txn.open_table(WAITING),
+        txn.open_table(DEDUP),
+    ) {
+        (Ok(q), Ok(m), Ok(w), Ok(d)) => (q, m, w, d),
+        (Err(::redb::TableError::TableDoesNotExist(_)), ..) => return Ok(0),
+        (q, m, w, d) => {
+            q.map_err(open)?;
+            m.map_err(open)?;
+            w.map_err(open)?;
+            d.map_err(open)?;
+            unreachable!("one of the four failed");
+        }
+    };
+    let op = storage("verify queues");
+    let mut problem = |table: &'static str, thread: Option<ThreadId>, detail: String| {
+        problems.push(Problem { table, thread, seq: None, detail });
+    };
+    let mut scanned = 0;
+    let mut stored: BTreeMap<String, QueueState> = BTreeMap::new();
+    for item in queues.iter().map_err(&op)? {
+        let (k, v) = item.map_err(&op)?;
+        scanned += 1;
+        match queue_at(k.value(), v.value()) {
+            Ok(q) => {
+                stored.insert(q.name.clone(), q);
+            }
+            Err(e) => problem(table::QUEUES, None, e.to_string()),
+        }
+    }
+    // (queue, key) -> (running, waiting) counted from the members.
+    let mut counted: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+    for item in members.iter().map_err(&op)? {
+        let (k, v) = item.map_err(&op)?;
+        scanned += 1;
+        let m = match member_at(k.value(), v.value()) {
+            Ok(m) => m,
+            Err(e) => {
+                problem(table::QUEUE_MEMBERS, ThreadId::new(k.value()).ok(), e.to_string());
+                continue;
+            }
+        };
+        if !stored.contains_key(&m.queue) {
+            problem(
+                table::QUEUE_MEMBERS,
+                Some(m.thread.clone()),
+                format!("queue {} does not exist", m.queue),
+            );
+        }
+        let entry = (m.queue.as_str(), m.key.as_str(), m.rank, m.thread.as_str());
+        let listed = waiting.get(entry).map_err(&op)?.is_some();
+        let c = counted.entry((m.queue.clone(), m.key.clone())).or_default();
+        if m.admitted_at_ms.is_some() {
+            c.0 += 1;
+            if listed {
+                problem(
+                    table::QUEUE_WAITING,
+                    Some(m.thread.clone()),
+                    "an admitted thread is still listed as waiting".into(),
+                );
+            }
+        } else {
+            c.1 += 1;
+            if !listed {
+                problem(
+                    table::QUEUE_WAITING,
+                    Some(m.thread.clone()),
+                    "a waiting thread is not listed as waiting".into(),
+                );
+            }
+        }
+        if let Some(d) = &m.dedup
+            && dedup.get((m.queue.as_str(), d.as_str(), m.thread.as_str())).map_err(&op)?.is_none()
+        {
+            problem(
+                table::QUEUE_DEDUP,
+                Some(m.thread.clone()),
+                format!("dedup key {d} is not indexed"),
+            );
+        }
+    }
+    for item in waiting.iter().map_err(&op)? {
+        let (k, _) = item.map_err(&op)?;
+        let (_, _, _, thread) = k.value();
+        if members.get(thread).map_err(&op)?.is_none() {
+            problem(
+                table::QUEUE_WAITING,
+                ThreadId::new(thread).ok(),
+                "a waiting entry without its member".into(),
+            );
+        }
+    }
+    for item in dedup.iter().map_err(&op)? {
+        let (k, _) = item.map_err(&op)?;
+        let (_, _, thread) = k.value();
+        if members.get(thread).map_err(&op)?.is_none() {
+            problem(
+                table::QUEUE_DEDUP,
+                ThreadId::new(thread).ok(),
+                "a dedup entry without its member".into(),
+            );
+        }
+    }
+    for q in stored.values() {
+        let (mut running, mut waiting_n) = (0, 0);
+        for ((queue, key), (r, w)) in &counted {
+            if *queue != q.name {
+                continue;
+            }
+            running += r;
+            waiting_n += w;
+            let k = q.keys.get(key).copied().unwrap_or_default();
+            if (k.running, k.waiting) != (*r, *w) {
+                problem(
+                    table::QUEUES,
+                    None,
+                    format!(
+                        "queue {} key {key:?} counts {} running / {} waiting, its members {r} / {w}",
+                        q.name, k.running, k.waiting
+                    ),
+                );
+            }
+        }
+        if (q.running, q.waiting) != (running, waiting_n) {
+            problem(
+                table::QUEUES,
+                None,
+                format!(
+                    "queue {} counts {} running / {} waiting, its members {running} / {waiting_n}",
+                    q.name, q.running, q.waiting
+                ),
+            );
+        }
+    }
+    Ok(scanned)
+}
+
+/// Migrates a v3 file to v4: creates the empty queue tables and sets the format version, in one
+/// transaction (a crash leaves v3, and the next open migrates again).
+///
+/// # Errors
+/// Storage errors; the file is left as it was.
+pub(crate) fn migrate(db: &Database) -> Result<(), Error> {
+    let txn = db.begin_write().map_err(|e| Error::storage("begin migration", e))?;
+    {
+        let op = storage("migrate to format v4");
+        let open_table = |e| Error::storage("open table", e);
+        txn.open_table(QUEUES).map_err(open_table)?;
+        txn.open_table(MEMBERS).map_err(open_table)?;
+        txn.open_table(WAITING).map_err(open_table)?;
+        txn.open_table(DEDUP).map_err(open_table)?;
+        let mut meta = txn.open_table(META).map_err(open_table)?;
+        meta.insert(META_FORMAT_VERSION, WITH_QUEUES.to_le_bytes().as_slice()).map_err(&op)?;
+    }
+    txn.commit().map_err(|e| Error::storage("commit migration", e))?;
+    tracing::info!("created the queue tables: format v4");
+    Ok(())
+}
