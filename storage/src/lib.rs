@@ -86,6 +86,7 @@ pub mod pg_cluster;
 #[cfg(feature = "postgres")]
 pub mod pg_proxy;
 mod plan;
+mod reading;
 mod redb;
 mod request;
 mod signal;
@@ -108,6 +109,7 @@ pub use lsns::SeqChunk;
 pub use pending::Pending;
 #[cfg(feature = "postgres")]
 pub use pg::PgStore;
+pub use reading::Reading;
 pub use redb::{FORMAT_VERSION, Options, RedbStore};
 pub use signal::{NewSignal, Signal};
 pub use store::{
