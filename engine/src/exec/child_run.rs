@@ -51,13 +51,15 @@ impl ChildThreads for LiveChildren {
                 .await
                 .map_err(engine)?;
             if let Some(value) = input_for_child
-                && let Some(record) = shell.store.thread(&id).map_err(|e| engine(e.into()))?
+                && let Some(record) =
+                    shell.store.thread_async(&id).await.map_err(|e| engine(e.into()))?
                 && record.status == ThreadStatus::WaitingInput
             {
                 super::parked::deliver_input(&shell, &wf, &id, value).await.map_err(engine)?;
             }
             let status = drive_child(&shell, &id, depth, &cancel, &stop).await?;
-            let ctx = crate::core::restore::restore(shell.store.as_ref(), &wf, &id, None)
+            let ctx = super::fetch::restore(shell.store.as_ref(), &wf, &id, None)
+                .await
                 .map_err(engine)?;
             Ok((status, ctx))
         })

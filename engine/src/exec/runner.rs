@@ -176,7 +176,7 @@ impl Runner {
             })
         });
         let mut batch = Batch::default();
-        self.release_all(&mut batch, now)?;
+        self.release_all(&mut batch, now).await?;
         self.commit_durable(batch, kind).await?;
         self.shell.coord.locks_released();
         Ok(Exit::Status(status))
@@ -192,7 +192,7 @@ impl Runner {
     }
 
     /// Releases the lease, and every lock of the thread when it has ended.
-    fn release_all(&mut self, batch: &mut Batch, now: u64) -> Result<(), Error> {
+    async fn release_all(&mut self, batch: &mut Batch, now: u64) -> Result<(), Error> {
         let thread = self.env.thread.clone();
         batch
             .leases
@@ -201,7 +201,8 @@ impl Runner {
             let held: Vec<String> = self
                 .shell
                 .store
-                .locks()?
+                .locks_async()
+                .await?
                 .into_iter()
                 .filter(|l| l.owner == thread.as_str())
                 .map(|l| l.name)
@@ -226,7 +227,7 @@ impl Runner {
                 ));
             }
         };
-        self.env.signals.reset(&self.ctx);
+        self.env.signals.reset(&self.ctx).await;
         let mut futures = Vec::new();
         for (id, key, item) in tasks {
             let journal = self.ctx.meta.open.get(&key).cloned().unwrap_or_default();

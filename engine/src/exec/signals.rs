@@ -37,24 +37,25 @@ use crate::error::Error;
 /// # Errors
 /// Storage errors; an unknown workflow.
 pub(crate) async fn wake_if_sent(shell: &Arc<Shell>, thread: &ThreadId) -> Result<bool, Error> {
-    let Some(record) = shell.store.thread(thread)? else { return Ok(false) };
+    let store = shell.store.as_ref();
+    let Some(record) = store.thread_async(thread).await? else { return Ok(false) };
     if record.status != ThreadStatus::WaitingInput {
         return Ok(false);
     }
     // Cheap first look: a thread never sent a signal needs no restore.
-    if shell.store.signals(thread, 0, 1)?.is_empty() {
+    if store.signals_async(thread, 0, 1).await?.is_empty() {
         return Ok(false);
     }
     // A sub-workflow child has one driver, its parent's node: it is not driven on its own
     // (its signal waits in the inbox until the parent runs the child again).
-    if crate::core::children::unfinished_parent(shell.store.as_ref(), &record)?.is_some() {
+    if super::fetch::unfinished_parent(store, &record).await?.is_some() {
         return Ok(false);
     }
     let wf = shell.registry.workflow_for(&record)?;
-    let ctx = crate::core::restore::restore(shell.store.as_ref(), &wf, thread, None)?;
+    let ctx = super::fetch::restore(store, &wf, thread, None).await?;
     let Some(Waiting::Signal { task, name }) = ctx.meta.waiting.clone() else { return Ok(false) };
     let after = ctx.meta.signals.get(&name).copied().unwrap_or(0);
-    if super::signal_cursor::next_of(shell.store.as_ref(), thread, &name, after)?.is_none() {
+    if super::signal_cursor::next_of(store, thread, &name, after).await?.is_none() {
         return Ok(false);
     }
     let body = Body::SignalArrived { task, name };

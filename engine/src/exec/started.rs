@@ -59,7 +59,7 @@ pub(crate) async fn start_running(
     let pending: Pending = match shell.store.append(batch) {
         Ok(pending) => pending,
         Err(e) => {
-            released(shell, &thread, &Ok(Exit::Elsewhere));
+            released(shell, &thread, &Ok(Exit::Elsewhere)).await;
             return Err(e.into());
         }
     };
@@ -75,7 +75,7 @@ pub(crate) async fn start_running(
     pipeline.intend(intent);
     let creation = InFlight { pending, first_seq: 1, step: None, at: std::time::Instant::now() };
     if let Err(e) = pipeline.push(creation).await {
-        released(shell, &thread, &Ok(Exit::Elsewhere));
+        released(shell, &thread, &Ok(Exit::Elsewhere)).await;
         return Err(e);
     }
     let durable = pipeline.durable_through(1);
@@ -103,7 +103,7 @@ pub(crate) async fn start_running(
                 run_claimed(&s, claimed, ctx, record, pipeline, true).await
             };
             drop(permit);
-            released(&s, &id, &result);
+            released(&s, &id, &result).await;
             super::drive::wake_if_signalled(&s, &id, &result).await;
             if let Err(error) = result {
                 if refused.await.is_err() {
@@ -121,10 +121,7 @@ pub(crate) async fn start_running(
     match durable.await {
         Ok(()) => Ok(true),
         Err(Error::Storage(cairn_storage::Error::GuardFailed { .. })) => {
-            let existing = shell
-                .store
-                .thread(&thread)?
-                .ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
+            let existing = super::fetch::record(shell.store.as_ref(), &thread).await?;
             super::start::same_workflow(&existing, &wf).map(|()| false)
         }
         Err(e) => Err(e),

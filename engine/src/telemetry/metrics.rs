@@ -139,14 +139,15 @@ impl Metrics {
         output
     }
 
-    /// A thread ended in `status` (terminal): counts a failure, and re-reads the locks held
-    /// (its end released its own).
-    pub fn thread_ended(&self, status: ThreadStatus, store: &dyn cairn_storage::Store) {
+    /// A thread ended in `status` (terminal): counts a failure, and sets the locks held to
+    /// `locks_held`, the lock table's size read after the end (which released its own), when
+    /// it could be read.
+    pub fn thread_ended(&self, status: ThreadStatus, locks_held: Option<usize>) {
         if status == ThreadStatus::Failed {
             self.thread_failures.increment(1);
         }
-        if let Ok(locks) = store.locks() {
-            self.locks_held.set(locks.len() as f64);
+        if let Some(n) = locks_held {
+            self.locks_held.set(n as f64);
         }
     }
 
