@@ -88,6 +88,7 @@ pub mod pg_proxy;
 mod plan;
 mod plan_queue;
 mod queue;
+mod reading;
 mod redb;
 mod request;
 mod signal;
@@ -114,6 +115,7 @@ pub use queue::{
     Enqueue, KeyCounts, QueueLimits, QueueMember, QueueOp, QueueState, RateLimit,
     check_name as check_queue_name,
 };
+pub use reading::Reading;
 pub use redb::{FORMAT_VERSION, Options, RedbStore};
 pub use signal::{NewSignal, Signal};
 pub use store::{

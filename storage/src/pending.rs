@@ -75,7 +75,7 @@ impl Wake for Unpark {
 
 /// Polls `future` on this thread, parking between wake-ups. (tokio's `blocking_recv` panics
 /// inside a runtime; this does not.)
-fn block_on<F: Future>(future: F) -> F::Output {
+pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
     let mut context = Context::from_waker(&waker);
     let mut future = pin!(future);

@@ -8,6 +8,8 @@
 //! after it does, or after the server answered it (so the transaction committed, but the
 //! client never hears so). Armed with [`Proxy::hold_next_commit`], it keeps that COMMIT until
 //! the test releases it (a transaction that has written everything and not committed yet).
+//! With [`Proxy::delay_queries`], it holds every query of connections of a name for a while
+//! before passing it on (a slow network, or a slow server).
 //!
 //! # Examples
 //! ```no_run
@@ -51,7 +53,11 @@ pub struct Proxy {
     held: Arc<Armed<Arc<Gate>>>,
     cuts: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
+    delay: Arc<Delay>,
 }
+
+/// How long queries of connections of a name are held before they go on.
+type Delay = Mutex<Option<(String, std::time::Duration)>>;
 
 /// A COMMIT kept by the proxy until [`Held::release`] (or until the [`Held`] is dropped).
 #[derive(Default)]
@@ -126,10 +132,11 @@ impl Proxy {
             held: Arc::default(),
             cuts: Arc::default(),
             stop: Arc::default(),
+            delay: Arc::default(),
         };
         let (upstream, armed, cuts, stop) =
             (proxy.upstream.clone(), proxy.armed.clone(), proxy.cuts.clone(), proxy.stop.clone());
-        let held = proxy.held.clone();
+        let (held, delay) = (proxy.held.clone(), proxy.delay.clone());
         std::thread::Builder::new().name("pg-proxy".into()).spawn(move || {
             for client in listener.incoming() {
                 if stop.load(Ordering::SeqCst) {
@@ -138,7 +145,8 @@ impl Proxy {
                 let Ok(client) = client else { continue };
                 let Ok(server) = UnixStream::connect(&upstream) else { continue };
                 let (armed, cuts, held) = (armed.clone(), cuts.clone(), held.clone());
-                std::thread::spawn(move || relay(client, server, (&armed, &held), &cuts));
+                let delay = delay.clone();
+                std::thread::spawn(move || relay(client, server, (&armed, &held, &delay), &cuts));
             }
         })?;
         Ok(proxy)
@@ -168,6 +176,14 @@ impl Proxy {
         Held(gate)
     }
 
+    /// Holds every query of connections named `application_name` (a simple query, or the Sync
+    /// that ends an extended one) for `delay` before passing it on, from now on, until called
+    /// again (a zero `delay` stops it).
+    pub fn delay_queries(&self, application_name: &str, delay: std::time::Duration) {
+        *self.delay.lock().unwrap_or_else(PoisonError::into_inner) =
+            (!delay.is_zero()).then(|| (application_name.to_owned(), delay));
+    }
+
     /// How many connections were cut so far.
     pub fn cuts(&self) -> u64 {
         self.cuts.load(Ordering::SeqCst)
@@ -191,7 +207,7 @@ impl Drop for Proxy {
 fn relay(
     client: UnixStream,
     server: UnixStream,
-    (armed, held): (&Armed<Cut>, &Armed<Arc<Gate>>),
+    (armed, held, delay): (&Armed<Cut>, &Armed<Arc<Gate>>, &Delay),
     cuts: &AtomicU64,
 ) {
     let (Ok(client_r), Ok(server_w), Ok(server_r), Ok(client_w)) =
@@ -203,7 +219,7 @@ fn relay(
     let drop_answer = Arc::new(AtomicBool::new(false));
     let down_drop = drop_answer.clone();
     let down = std::thread::spawn(move || pump_down(server_r, client_w, &down_drop));
-    let cut = pump_up(client_r, server_w, (armed, held), &drop_answer);
+    let cut = pump_up(client_r, server_w, (armed, held, delay), &drop_answer);
     if let Some(cut) = cut {
         cuts.fetch_add(1, Ordering::SeqCst);
         if cut == Cut::AfterAnswer {
@@ -240,7 +256,7 @@ fn pump_down(mut server: UnixStream, mut client: UnixStream, drop_answer: &Atomi
 fn pump_up(
     mut client: UnixStream,
     mut server: UnixStream,
-    (armed, held): (&Armed<Cut>, &Armed<Arc<Gate>>),
+    (armed, held, delay): (&Armed<Cut>, &Armed<Arc<Gate>>, &Delay),
     drop_answer: &AtomicBool,
 ) -> Option<Cut> {
     let name = startup(&mut client, &mut server)?;
@@ -250,6 +266,14 @@ fn pump_up(
         let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
         let mut body = vec![0u8; len.checked_sub(4)?];
         client.read_exact(&mut body).ok()?;
+        if matches!(head[0], b'Q' | b'S') {
+            let wait = delay.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            if let Some((n, wait)) = wait
+                && n == name
+            {
+                std::thread::sleep(wait);
+            }
+        }
         let commit = head[0] == b'Q' && body == COMMIT;
         if commit && let Some(gate) = take(held, &name) {
             gate.pass();

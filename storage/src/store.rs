@@ -1,7 +1,9 @@
 //! The [`Store`] trait: everything the engine asks of storage, with no storage-engine types in
 //! any signature (redb is the default implementation; a server database can implement it later).
 //!
-//! Reads see committed data only. Writes go through [`Store::append`] (and the retention calls),
+//! Reads see committed data only. The reads the engine makes on its async paths have async
+//! twins (`thread_async`, `read_since_async`...: a [`Reading`] to await), which a store whose
+//! reads cross the network answers without blocking its caller's thread. Writes go through [`Store::append`] (and the retention calls),
 //! queue to one writer and resolve through [`Pending`] when their commit completes.
 
 use std::future::Future;
@@ -11,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     Appended, Batch, Bookmark, Checkpoint, CheckpointId, CheckpointInfo, CheckpointKind,
     DeleteOptions, Deleted, Error, Event, Guard, LeaseOp, LockOp, LockRecord, Lsn, PayloadRef,
-    Pending, Pruned, Seq, Subscription, ThreadId, ThreadRecord, ThreadStatus,
+    Pending, Pruned, Reading, Seq, Subscription, ThreadId, ThreadRecord, ThreadStatus,
 };
 
 /// When an append is acknowledged, and what a crash may lose.
@@ -452,6 +454,118 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// Storage errors only; problems in the data are in the report.
     fn verify(&self) -> Result<VerifyReport, Error>;
+
+    // Async reads. Each is the sync read of the same name, as a future the caller awaits: what
+    // the engine reads on its async paths. The defaults run the sync read inline, when the
+    // method is called, and return its answer ready: right for a store whose reads are local
+    // (a redb file reads memory and the page cache, microseconds, like any computation on a
+    // runtime worker), and free of allocation. A store whose reads cross the network
+    // (PostgreSQL) overrides them to hand the read to a connection of its own, so that the
+    // caller's task is suspended for the round trip and no runtime worker is blocked.
+
+    /// [`Store::thread`], awaited. The default reads inline (see the comment above these
+    /// methods: local reads answer at once).
+    fn thread_async(&self, id: &ThreadId) -> Reading<Option<ThreadRecord>> {
+        Reading::ready(self.thread(id))
+    }
+
+    /// [`Store::read_since`], awaited. The default reads inline.
+    fn read_since_async(&self, thread: &ThreadId, after: Seq, limit: usize) -> Reading<Vec<Event>> {
+        Reading::ready(self.read_since(thread, after, limit))
+    }
+
+    /// [`Store::read_range`], awaited. The default reads inline.
+    fn read_range_async(&self, thread: &ThreadId, from: Seq, to: Seq) -> Reading<Vec<Event>> {
+        Reading::ready(self.read_range(thread, from, to))
+    }
+
+    /// [`Store::read_all_since`], awaited. The default reads inline.
+    fn read_all_since_async(&self, after: Lsn, limit: usize) -> Reading<Vec<Event>> {
+        Reading::ready(self.read_all_since(after, limit))
+    }
+
+    /// [`Store::payload`], awaited. The default reads inline.
+    fn payload_async(&self, r: &PayloadRef) -> Reading<Vec<u8>> {
+        Reading::ready(self.payload(r))
+    }
+
+    /// [`Store::checkpoint`], awaited. The default reads inline.
+    fn checkpoint_async(&self, id: CheckpointId) -> Reading<Option<Checkpoint>> {
+        Reading::ready(self.checkpoint(id))
+    }
+
+    /// [`Store::latest_checkpoint_at_or_before`], awaited. The default reads inline.
+    fn latest_checkpoint_at_or_before_async(
+        &self,
+        thread: &ThreadId,
+        seq: Seq,
+    ) -> Reading<Option<Checkpoint>> {
+        Reading::ready(self.latest_checkpoint_at_or_before(thread, seq))
+    }
+
+    /// [`Store::checkpoint_covering`], awaited. The default reads inline.
+    fn checkpoint_covering_async(
+        &self,
+        thread: &ThreadId,
+        seq: Seq,
+    ) -> Reading<Option<CheckpointId>> {
+        Reading::ready(self.checkpoint_covering(thread, seq))
+    }
+
+    /// [`Store::list_checkpoints`], awaited. The default reads inline.
+    fn list_checkpoints_async(
+        &self,
+        filter: &CheckpointFilter,
+        page: Page,
+    ) -> Reading<Vec<CheckpointInfo>> {
+        Reading::ready(self.list_checkpoints(filter, page))
+    }
+
+    /// [`Store::list_threads`], awaited. The default reads inline.
+    fn list_threads_async(&self, filter: &ThreadFilter, page: Page) -> Reading<Vec<ThreadRecord>> {
+        Reading::ready(self.list_threads(filter, page))
+    }
+
+    /// [`Store::list_threads_after`], awaited. The default reads inline.
+    fn list_threads_after_async(
+        &self,
+        filter: &ThreadFilter,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Reading<Vec<ThreadRecord>> {
+        Reading::ready(self.list_threads_after(filter, after, limit))
+    }
+
+    /// [`Store::signals`], awaited. The default reads inline.
+    fn signals_async(
+        &self,
+        thread: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Reading<Vec<crate::Signal>> {
+        Reading::ready(self.signals(thread, after, limit))
+    }
+
+    /// [`Store::locks`], awaited. The default reads inline.
+    fn locks_async(&self) -> Reading<Vec<LockRecord>> {
+        Reading::ready(self.locks())
+    }
+
+    /// [`Store::queues`], awaited. The default reads inline.
+    fn queues_async(&self) -> Reading<Vec<crate::QueueState>> {
+        Reading::ready(self.queues())
+    }
+
+    /// [`Store::due_threads`], awaited. The default reads inline.
+    fn due_threads_async(
+        &self,
+        workflows: &[String],
+        horizon_ms: u64,
+        after: Option<&(u64, ThreadId)>,
+        limit: usize,
+    ) -> Reading<Option<Vec<DueThread>>> {
+        Reading::ready(self.due_threads(workflows, horizon_ms, after, limit))
+    }
 
     /// The durability mode writes are acknowledged under.
     fn durability(&self) -> Durability;

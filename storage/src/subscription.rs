@@ -65,7 +65,7 @@ impl Subscription {
                 return Ok(event);
             }
             self.committed.borrow_and_update();
-            self.fill()?;
+            self.fill_async().await?;
             if !self.buffer.is_empty() {
                 continue;
             }
@@ -79,7 +79,7 @@ impl Subscription {
             };
             if woken.is_err() {
                 // The writer stopped: return what it committed before stopping, then Closed.
-                self.fill()?;
+                self.fill_async().await?;
                 return self.pop().ok_or(Error::Closed);
             }
         }
@@ -112,6 +112,21 @@ impl Subscription {
                 }
             }
             Scope::All => self.store.read_all_since(Lsn(self.cursor), FILL_EVENTS)?,
+        };
+        self.buffer.extend(events);
+        Ok(())
+    }
+
+    /// [`Subscription::fill`] with the store's async reads: what `next` waits on.
+    async fn fill_async(&mut self) -> Result<(), Error> {
+        let events = match &self.scope {
+            Scope::Thread(thread) => {
+                match self.store.read_since_async(thread, Seq(self.cursor), FILL_EVENTS).await {
+                    Err(Error::UnknownThread(_)) => Vec::new(),
+                    other => other?,
+                }
+            }
+            Scope::All => self.store.read_all_since_async(Lsn(self.cursor), FILL_EVENTS).await?,
         };
         self.buffer.extend(events);
         Ok(())

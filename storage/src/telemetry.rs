@@ -25,6 +25,11 @@ pub const EVENTS: &str = "cairn_storage_events_total";
 pub const BYTES: &str = "cairn_storage_bytes_total";
 /// Counter: group transactions rolled back after meeting another writer and run again.
 pub const GROUP_RETRIES: &str = "cairn_storage_group_retries_total";
+/// Counter: sync reads that crossed the network from inside an async runtime (PostgreSQL), each
+/// blocking its thread for a round trip: through `block_in_place` on a multi-thread runtime,
+/// the whole runtime on a `current_thread` one. The engine's paths await their reads; what
+/// this counts is left to find.
+pub const BLOCKING_READS: &str = "cairn_storage_blocking_reads_total";
 
 /// What one group commit did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -108,6 +113,7 @@ struct Handles {
     events: Counter,
     bytes: Counter,
     retries: Counter,
+    blocking_reads: Counter,
 }
 
 impl Default for StoreMetrics {
@@ -140,6 +146,11 @@ impl StoreMetrics {
         h.events.increment(figures.events as u64);
         h.bytes.increment(figures.bytes as u64);
     }
+
+    /// Counts one sync read that blocked a thread of an async runtime ([`BLOCKING_READS`]).
+    pub fn blocking_read(&self) {
+        self.0.read().unwrap_or_else(PoisonError::into_inner).blocking_reads.increment(1);
+    }
 }
 
 static META: Metadata<'static> = Metadata::new(module_path!(), metrics::Level::INFO, None);
@@ -163,6 +174,7 @@ impl Handles {
             events: r.register_counter(&Key::from_static_name(EVENTS), &META),
             bytes: r.register_counter(&Key::from_static_name(BYTES), &META),
             retries: r.register_counter(&Key::from_static_name(GROUP_RETRIES), &META),
+            blocking_reads: r.register_counter(&Key::from_static_name(BLOCKING_READS), &META),
         }
     }
 }
@@ -182,6 +194,11 @@ fn describe(r: &dyn Recorder) {
         GROUP_RETRIES.into(),
         None,
         "group transactions rolled back after meeting another writer and run again".into(),
+    );
+    r.describe_counter(
+        BLOCKING_READS.into(),
+        None,
+        "sync reads over the network that blocked a thread of an async runtime".into(),
     );
 }
 

@@ -277,6 +277,7 @@ impl EngineBuilder {
             metrics,
             retention: tokio::sync::watch::Sender::default(),
             admit: tokio::sync::Notify::new(),
+            queue_waiting: false.into(),
         });
         if !self.read_only {
             let timers_armed = shell.metrics.timers_armed.clone();

@@ -47,7 +47,7 @@ impl Engine {
         budgets: cairn_dsl::Budgets,
     ) -> Result<(), Error> {
         let id = ThreadId::new(thread)?;
-        let record = parked::stored(&self.shell, &id)?;
+        let record = parked::stored(&self.shell, &id).await?;
         // A thread whose stored status is parked may still have its runner for a moment (it
         // releases right after the commit that parked it): `write_parked` waits for that.
         if record.status.is_terminal()
@@ -83,7 +83,7 @@ impl Engine {
     /// [`Error::WrongStatus`] for a thread that waits for input or a timer, or has ended.
     pub async fn resume(&self, thread: &str) -> Result<(), Error> {
         let id = ThreadId::new(thread)?;
-        let record = parked::stored(&self.shell, &id)?;
+        let record = parked::stored(&self.shell, &id).await?;
         match record.status {
             ThreadStatus::Paused
                 if self.store().queue_member(&id)?.is_some_and(|m| m.admitted_at_ms.is_none()) =>
@@ -136,7 +136,8 @@ impl Engine {
         let mut paused = vec![root.clone()];
         while let Some(record) = paused.pop() {
             let wf = self.shell.registry.workflow_for(&record)?;
-            let ctx = crate::core::restore::restore(self.store().as_ref(), &wf, &record.id, None)?;
+            let ctx =
+                crate::exec::fetch::restore(self.store().as_ref(), &wf, &record.id, None).await?;
             let next = match ctx.meta.waiting {
                 Some(Waiting::Input { .. } | Waiting::Signal { .. }) => Transition::WaitInput,
                 Some(Waiting::Timer { .. }) => Transition::Sleep,
@@ -161,7 +162,7 @@ impl Engine {
                     continue;
                 }
                 let id = child_id(&record.id, &TaskKey::node(name.clone()), step);
-                if let Some(child) = self.store().thread(&ThreadId::new(id)?)?
+                if let Some(child) = self.store().thread_async(&ThreadId::new(id)?).await?
                     && child.status == ThreadStatus::Paused
                 {
                     paused.push(child);
@@ -234,7 +235,7 @@ impl Engine {
     pub async fn send_input(&self, thread: &str, input: impl Serialize) -> Result<(), Error> {
         let id = ThreadId::new(thread)?;
         let value = serde_json::to_value(input)?;
-        let record = parked::stored(&self.shell, &id)?;
+        let record = parked::stored(&self.shell, &id).await?;
         let wf = self.shell.registry.workflow_for(&record)?;
         parked::deliver_input(&self.shell, &wf, &id, value).await?;
         spawn_drive(&self.shell, id, "input received");

@@ -128,7 +128,7 @@ impl Engine {
         let mut prepared = Vec::new();
         for (input, options) in starts {
             let input = serde_json::to_value(input)?;
-            prepared.push(self.prepare_start(workflow, input, options)?);
+            prepared.push(self.prepare_start(workflow, input, options).await?);
         }
         self.write_prepared(prepared).await
     }
@@ -187,7 +187,8 @@ impl Engine {
         let claimed = permit.and_then(|p| Some((p, self.shell.coord.claim(&id, None)?)));
         let Some((permit, control)) = claimed else {
             let batch =
-                crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy)?;
+                crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy)
+                    .await?;
             if let Some(batch) = batch {
                 let pending = self.shell.store.append(batch)?;
                 if crate::exec::start::settle(&self.shell, &wf, &id, pending).await? {
@@ -200,7 +201,7 @@ impl Engine {
         // open for the runner's first batch.
         let intent = self.shell.store.intend_write();
         let prepared =
-            crate::exec::start::prepare_running(&self.shell, &wf, &id, input, labels, policy);
+            crate::exec::start::prepare_running(&self.shell, &wf, &id, input, labels, policy).await;
         let running = match prepared {
             Ok(Some(running)) => running,
             Ok(None) => {
@@ -219,7 +220,7 @@ impl Engine {
 
     /// Checks a start and builds the batch that creates its thread (`None`: the thread exists).
     #[allow(clippy::type_complexity, reason = "a private triple read once by each caller")]
-    fn prepare_start(
+    async fn prepare_start(
         &self,
         workflow: &str,
         input: serde_json::Value,
@@ -228,7 +229,7 @@ impl Engine {
         let wf = self.shell.registry.latest(workflow, options.version)?;
         let (id, labels, policy) = self.start_fields(&options)?;
         let batch =
-            crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy)?;
+            crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy).await?;
         Ok((wf, id, batch))
     }
 

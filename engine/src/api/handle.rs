@@ -73,7 +73,7 @@ impl ThreadHandle {
     }
 
     async fn wait_until(&self, done: impl Fn(ThreadStatus) -> bool) -> Result<Outcome, Error> {
-        let mut rx = self.engine.shell.coord.watch(&self.id)?;
+        let mut rx = self.engine.shell.coord.watch(&self.id).await?;
         let shutdown = self.engine.shell.tasks.stopping().clone();
         let waited = tokio::select! {
             r = rx.wait_for(|s| done(s.status)) => {
@@ -90,7 +90,7 @@ impl ThreadHandle {
                 output: ended.output.clone(),
                 error: ended.error.clone(),
             }),
-            None => self.outcome(),
+            None => self.outcome_async().await,
         }
     }
 
@@ -104,22 +104,52 @@ impl ThreadHandle {
             .store()
             .thread(&self.id)?
             .ok_or_else(|| Error::UnknownThread(self.id.to_string()))?;
-        let summary: Value = serde_json::from_slice(&record.summary).unwrap_or(Value::Null);
-        let error = summary.get("last_error").and_then(Value::as_str).map(str::to_owned);
         let output = if record.status == ThreadStatus::Completed {
             self.completed_output(&record)?
         } else {
             None
         };
-        Ok(Outcome { status: record.status, output, error })
+        Ok(outcome_of(&record, output))
+    }
+
+    /// [`ThreadHandle::outcome`] with the store's async reads (what the waits call: on
+    /// PostgreSQL no runtime worker waits for the server).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) async fn outcome_async(&self) -> Result<Outcome, Error> {
+        let store = self.engine.store().as_ref();
+        let record = crate::exec::fetch::record(store, &self.id).await?;
+        let output = if record.status == ThreadStatus::Completed {
+            self.completed_output_async(&record).await?
+        } else {
+            None
+        };
+        Ok(outcome_of(&record, output))
+    }
+
+    /// [`ThreadHandle::completed_output`] with the store's async reads.
+    async fn completed_output_async(&self, record: &ThreadRecord) -> Result<Option<Value>, Error> {
+        let store = self.engine.store().as_ref();
+        if let Some(last) = record.last.filter(|l| l.seq >= record.first_seq) {
+            let from = Seq(last.seq.0.saturating_sub(OUTPUT_TAIL).max(record.first_seq.0).max(1));
+            for event in store.read_range_async(&self.id, from, last.seq).await?.into_iter().rev() {
+                if let Body::Output { output } =
+                    crate::exec::fetch::decode(store, event).await?.body
+                {
+                    return Ok(Some(output));
+                }
+            }
+        }
+        let wf = self.engine.shell.registry.workflow_for(record)?;
+        let ctx = crate::exec::fetch::restore(store, &wf, &self.id, None).await?;
+        Ok(ctx.meta.output)
     }
 
     /// The output of a completed thread: the `Output` event of the batch that completed it,
     /// found among its last events (a restore, which decodes a whole snapshot, only when
     /// something was appended after the completion since).
     fn completed_output(&self, record: &ThreadRecord) -> Result<Option<Value>, Error> {
-        /// Events of the completing batch after `Output`: status, lock releases, checkpoint.
-        const OUTPUT_TAIL: u64 = 8;
         let store = self.engine.store();
         // A pruned thread's stored log starts at `first_seq` (possibly after its last event:
         // then its checkpoint holds the output).
@@ -178,7 +208,7 @@ impl EventStream {
     /// Storage errors; [`Error::Record`] for an event that does not decode.
     pub async fn next(&mut self) -> Result<Recorded, Error> {
         let event = self.sub.next().await?;
-        codec::decode_announced(self.engine.store().as_ref(), event)
+        crate::exec::fetch::decode_announced(self.engine.store().as_ref(), event).await
     }
 
     /// The next event if one is committed already.
@@ -203,4 +233,14 @@ impl Engine {
         let sub = self.store().subscribe(scope, after)?;
         Ok(EventStream { engine: self.clone(), sub })
     }
+}
+
+/// Events of the completing batch after `Output`: status, lock releases, checkpoint.
+const OUTPUT_TAIL: u64 = 8;
+
+/// The outcome a thread's `record` and its `output` (if it completed) make.
+fn outcome_of(record: &ThreadRecord, output: Option<Value>) -> Outcome {
+    let summary: Value = serde_json::from_slice(&record.summary).unwrap_or(Value::Null);
+    let error = summary.get("last_error").and_then(Value::as_str).map(str::to_owned);
+    Outcome { status: record.status, output, error }
 }

@@ -83,7 +83,10 @@ impl Engine {
             ids
         };
         let mut admitted = Vec::new();
-        for queue in self.shell.store.queues()? {
+        let queues = self.shell.store.queues_async().await?;
+        let waiting = queues.iter().any(|q| q.waiting > 0);
+        self.shell.queue_waiting.store(waiting, std::sync::atomic::Ordering::Relaxed);
+        for queue in queues {
             let now_ms = self.shell.clock.now_ms();
             if !may_admit(&queue, now_ms) {
                 continue;
@@ -118,7 +121,16 @@ impl Engine {
             let poll = std::time::Duration::from_millis(engine.shell.config.poll_ms.max(1));
             loop {
                 let next_rate = match engine.admit_queued().await {
-                    Ok(_) => engine.rate_opens_at(),
+                    // Nobody waits: no rate window to wake for (and nothing to read).
+                    Ok(_)
+                        if !engine
+                            .shell
+                            .queue_waiting
+                            .load(std::sync::atomic::Ordering::Relaxed) =>
+                    {
+                        None
+                    }
+                    Ok(_) => engine.rate_opens_at().await,
                     Err(e) => {
                         tracing::warn!(error = %e, "queue admission pass");
                         None
@@ -142,8 +154,8 @@ impl Engine {
     }
 
     /// When the soonest full rate window of a queue with waiting threads opens (engine clock).
-    fn rate_opens_at(&self) -> Option<u64> {
-        let queues = self.shell.store.queues().ok()?;
+    async fn rate_opens_at(&self) -> Option<u64> {
+        let queues = self.shell.store.queues_async().await.ok()?;
         queues.iter().filter(|q| q.waiting > 0).filter_map(QueueState::rate_opens_at).min()
     }
 
@@ -159,7 +171,7 @@ impl Engine {
         let queue = options.queue.clone().unwrap_or_default();
         let (id, labels, policy) = self.start_fields(&options)?;
         let prepared =
-            crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy)?;
+            crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy).await?;
         let Some(mut batch) = prepared else {
             return Ok(ThreadHandle::new(self.clone(), id));
         };

@@ -112,8 +112,11 @@ impl Engine {
                     workflow_id: workflow_id.clone(),
                     ..ThreadFilter::default()
                 };
-                let page =
-                    self.shell.store.list_threads_after(&filter, after.as_ref(), RECOVERY_PAGE)?;
+                let page = self
+                    .shell
+                    .store
+                    .list_threads_after_async(&filter, after.as_ref(), RECOVERY_PAGE)
+                    .await?;
                 let done = page.len() < RECOVERY_PAGE;
                 after = page.last().map(|r| r.id.clone());
                 for record in page {
@@ -143,8 +146,8 @@ impl Engine {
         let mut after = None;
         loop {
             let store = self.shell.store.as_ref();
-            let Some(page) = store.due_threads(&workflows, horizon_ms, after.as_ref(), DUE_PAGE)?
-            else {
+            let due = store.due_threads_async(&workflows, horizon_ms, after.as_ref(), DUE_PAGE);
+            let Some(page) = due.await? else {
                 return Ok(None);
             };
             let full = page.len() == DUE_PAGE;
@@ -186,7 +189,7 @@ impl Engine {
             ThreadStatus::WaitingInput | ThreadStatus::Paused | ThreadStatus::Blocked
         ) {
             if !self.shell.coord.is_armed(&id, Slot::Deadline) {
-                arm_parked_deadline(&self.shell, &id);
+                arm_parked_deadline(&self.shell, &id).await;
             }
             if record.status == ThreadStatus::Blocked {
                 report.blocked.push(id);
@@ -210,8 +213,8 @@ impl Engine {
             }
             match self.shell.registry.workflow_for(&record) {
                 Ok(wf) => {
-                    let ctx =
-                        crate::core::restore::restore(self.shell.store.as_ref(), &wf, &id, None)?;
+                    let store = self.shell.store.as_ref();
+                    let ctx = crate::exec::fetch::restore(store, &wf, &id, None).await?;
                     if let Some(due) = Due::timer_of(&ctx) {
                         self.shell.coord.arm(&id, due);
                     }
@@ -222,7 +225,7 @@ impl Engine {
             return Ok(());
         }
         if let Some(parent) =
-            crate::core::children::unfinished_parent(self.shell.store.as_ref(), &record)?
+            crate::exec::fetch::unfinished_parent(self.shell.store.as_ref(), &record).await?
         {
             // A sub-workflow's child is driven by its parent's node (which re-runs, finds the
             // child and drives it on, under the parent's cancellation): one driver, never two.

@@ -52,10 +52,12 @@ impl Engine {
         thread: &str,
         timeout: Duration,
     ) -> Result<Option<Outcome>, Error> {
-        if let Some(outcome) = self.result(thread)? {
+        let id = cairn_storage::ThreadId::new(thread)?;
+        let handle = crate::api::handle::ThreadHandle::new(self.clone(), id);
+        let outcome = handle.outcome_async().await?;
+        if outcome.status.is_terminal() {
             return Ok(Some(outcome));
         }
-        let handle = self.thread(thread)?;
         match tokio::time::timeout(timeout, handle.finished()).await {
             Ok(outcome) => outcome.map(Some),
             Err(_elapsed) => Ok(None),

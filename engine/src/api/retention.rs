@@ -16,8 +16,8 @@ use tracing::Instrument;
 use super::builder::EngineBuilder;
 use super::engine::Engine;
 use crate::config::{RetentionPolicy, RetentionReport};
-use crate::core::children::unfinished_parent;
 use crate::error::Error;
+use crate::exec::fetch::unfinished_parent;
 use crate::limits::RETENTION_PAGE_MAX;
 
 /// The finished statuses, in the order a pass visits them.
@@ -135,13 +135,14 @@ impl Engine {
         let filter = ThreadFilter { status: Some(status), ..ThreadFilter::default() };
         let mut after: Option<ThreadId> = None;
         loop {
-            let page = store.list_threads_after(&filter, after.as_ref(), RETENTION_PAGE_MAX)?;
+            let page =
+                store.list_threads_after_async(&filter, after.as_ref(), RETENTION_PAGE_MAX).await?;
             report.scanned += page.len() as u64;
             let mut pending = Vec::new();
             // Added, not subtracted from now: a clock earlier than the period deletes nothing.
             let due = |r: &&ThreadRecord| r.updated_at_ms.saturating_add(period_ms) <= now_ms;
             for record in page.iter().filter(due) {
-                if self.parent_unfinished(record)? {
+                if self.parent_unfinished(record).await? {
                     report.kept_for_parent += 1;
                     continue;
                 }
@@ -169,8 +170,8 @@ impl Engine {
 
     /// Whether `record` is a sub-workflow child whose parent (named by its `parent` label)
     /// has not finished.
-    fn parent_unfinished(&self, record: &ThreadRecord) -> Result<bool, Error> {
-        Ok(unfinished_parent(self.shell.store.as_ref(), record)?.is_some())
+    async fn parent_unfinished(&self, record: &ThreadRecord) -> Result<bool, Error> {
+        Ok(unfinished_parent(self.shell.store.as_ref(), record).await?.is_some())
     }
 
     /// Drops what this engine holds in memory about a deleted thread.

@@ -72,7 +72,7 @@ impl Engine {
                 "schedule ends ({end}) before it starts ({start})"
             )));
         }
-        if let Some(existing) = self.schedule(name)? {
+        if let Some(existing) = self.schedule_async(name).await? {
             if existing.state.spec == spec {
                 return Ok(existing);
             }
@@ -95,7 +95,7 @@ impl Engine {
         };
         let options = StartOptions::id(thread_of(name)).label(SCHEDULE_LABEL, name);
         self.start(SCHEDULE_WORKFLOW, &state, options).await?;
-        self.schedule(name)?.ok_or_else(|| Error::UnknownThread(thread_of(name)))
+        self.schedule_async(name).await?.ok_or_else(|| Error::UnknownThread(thread_of(name)))
     }
 
     /// Schedule `name`, if it exists.
@@ -109,6 +109,20 @@ impl Engine {
             return Err(Error::Invalid(format!("thread {id} is not a schedule")));
         }
         self.schedule_of(name, &record).map(Some)
+    }
+
+    /// [`Engine::schedule`] with the store's async reads (for the async schedule calls).
+    async fn schedule_async(&self, name: &str) -> Result<Option<ScheduleInfo>, Error> {
+        let id = ThreadId::new(thread_of(name))?;
+        let store = self.shell.store.as_ref();
+        let Some(record) = store.thread_async(&id).await? else { return Ok(None) };
+        if record.workflow.id != SCHEDULE_WORKFLOW {
+            return Err(Error::Invalid(format!("thread {id} is not a schedule")));
+        }
+        let wf = self.shell.registry.workflow_for(&record)?;
+        let ctx = crate::exec::fetch::restore(store, &wf, &record.id, None).await?;
+        let state: ScheduleState = serde_json::from_value(ctx.snapshot()?.state)?;
+        Ok(Some(ScheduleInfo { name: name.to_owned(), status: record.status, state }))
     }
 
     /// Schedule `name` as its thread's `record` and log hold it.
@@ -143,7 +157,7 @@ impl Engine {
     /// # Errors
     /// [`Error::UnknownThread`] for no such schedule; a schedule that is not running.
     pub async fn pause_schedule(&self, name: &str) -> Result<(), Error> {
-        self.pause(&self.schedule_thread(name)?).await
+        self.pause(&self.schedule_thread(name).await?).await
     }
 
     /// Resumes a paused schedule.
@@ -151,7 +165,7 @@ impl Engine {
     /// # Errors
     /// As [`Engine::pause_schedule`].
     pub async fn resume_schedule(&self, name: &str) -> Result<(), Error> {
-        self.resume(&self.schedule_thread(name)?).await
+        self.resume(&self.schedule_thread(name).await?).await
     }
 
     /// Deletes schedule `name`: it starts nothing more (its thread ends Cancelled; the threads
@@ -160,7 +174,7 @@ impl Engine {
     /// # Errors
     /// As [`Engine::pause_schedule`].
     pub async fn delete_schedule(&self, name: &str) -> Result<(), Error> {
-        self.cancel(&self.schedule_thread(name)?, "schedule deleted").await
+        self.cancel(&self.schedule_thread(name).await?, "schedule deleted").await
     }
 
     /// Starts schedule `name`'s workflow now, outside its ticks, as thread `<name>@<now ms>`.
@@ -168,14 +182,15 @@ impl Engine {
     /// # Errors
     /// As [`Engine::pause_schedule`]; what starting the workflow may return.
     pub async fn trigger_schedule(&self, name: &str) -> Result<ThreadHandle, Error> {
-        let info = self.schedule(name)?.ok_or_else(|| Error::UnknownThread(thread_of(name)))?;
+        let info = self.schedule_async(name).await?;
+        let info = info.ok_or_else(|| Error::UnknownThread(thread_of(name)))?;
         let id = tick_thread_id(name, self.shell.clock.now_ms());
         let options = info.state.spec.start_options(id, name);
         self.start_json(&info.state.spec.workflow, info.state.spec.input, options).await
     }
 
-    fn schedule_thread(&self, name: &str) -> Result<String, Error> {
-        match self.schedule(name)? {
+    async fn schedule_thread(&self, name: &str) -> Result<String, Error> {
+        match self.schedule_async(name).await? {
             Some(_) => Ok(thread_of(name)),
             None => Err(Error::UnknownThread(thread_of(name))),
         }

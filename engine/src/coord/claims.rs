@@ -12,6 +12,7 @@ use cairn_storage::{CheckpointId, CheckpointMeta, ThreadId};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::StillParked;
 use crate::error::Error;
 use crate::limits::CHECKPOINT_ASKS_MAX;
 
@@ -147,7 +148,7 @@ impl Claims {
     pub async fn claim_parked(
         &self,
         thread: &ThreadId,
-        still_parked: &(dyn Fn() -> bool + Send + Sync),
+        still_parked: &StillParked<'_>,
     ) -> Option<Arc<Control>> {
         loop {
             let released = self.released.notified();
@@ -158,7 +159,7 @@ impl Claims {
             if let Some(control) = self.claim_under(thread, None) {
                 return Some(control);
             }
-            if !still_parked() {
+            if !still_parked().await {
                 return None;
             }
             released.await;

@@ -41,6 +41,17 @@ pub(crate) struct Local {
 }
 
 impl Local {
+    /// Hands `request` to this engine's runner of `thread`: false if none drives it here.
+    pub(super) fn deliver_here(&self, thread: &ThreadId, request: Request) -> bool {
+        let Some(control) = self.claims.get(thread) else { return false };
+        match request {
+            Request::Cancel(reason) => control.cancel(reason),
+            Request::TimeOut => control.time_out(),
+            Request::Pause => control.request_pause(),
+        }
+        true
+    }
+
     /// A coordinator reading statuses from `store`, timing on `clock`, its timers on `tasks`;
     /// `exclusive` when no other process can write the database.
     pub fn new(
@@ -84,7 +95,7 @@ impl Local {
                 tokio::time::sleep(REMOTE_GATHER).await;
                 commits.borrow_and_update();
                 // Threads this process drives are notified by their runners.
-                watchers.refresh_all(|t| claims.get(t).is_some());
+                watchers.refresh_all(|t| claims.get(t).is_some()).await;
                 // A lock another process released: waiters try again now.
                 lock_releases.send_modify(|n| *n = n.wrapping_add(1));
             }
@@ -135,14 +146,8 @@ impl Coordinator for Local {
         self.claims.get(thread).is_some()
     }
 
-    fn deliver(&self, thread: &ThreadId, request: Request) -> bool {
-        let Some(control) = self.claims.get(thread) else { return false };
-        match request {
-            Request::Cancel(reason) => control.cancel(reason),
-            Request::TimeOut => control.time_out(),
-            Request::Pause => control.request_pause(),
-        }
-        true
+    fn deliver<'a>(&'a self, thread: &'a ThreadId, request: Request) -> BoxFuture<'a, bool> {
+        Box::pin(std::future::ready(self.deliver_here(thread, request)))
     }
 
     fn ask_checkpoint(&self, thread: &ThreadId, ask: CheckpointAsk) -> Result<(), CheckpointAsk> {
@@ -159,17 +164,24 @@ impl Coordinator for Local {
     fn claim_parked<'a>(
         &'a self,
         thread: &'a ThreadId,
-        still_parked: &'a (dyn Fn() -> bool + Send + Sync),
+        still_parked: &'a super::StillParked<'a>,
     ) -> BoxFuture<'a, Option<Arc<Control>>> {
         Box::pin(self.claims.claim_parked(thread, still_parked))
     }
 
-    fn status_changed(&self, thread: &ThreadId, status: ThreadStatus) {
-        self.watchers.changed(thread, status);
+    fn status_changed<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        status: ThreadStatus,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(self.watchers.changed(thread, status))
     }
 
-    fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<Seen>, Error> {
-        self.watchers.watch(thread)
+    fn watch<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<watch::Receiver<Seen>, Error>> {
+        Box::pin(self.watchers.watch(thread))
     }
 
     fn unwatch_if_unused(&self, thread: &ThreadId) {

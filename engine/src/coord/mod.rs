@@ -33,6 +33,10 @@ use crate::core::event::TaskKey;
 use crate::core::thread_ctx::{ThreadCtx, Waiting};
 use crate::error::Error;
 
+/// Whether a thread's stored status is still a parked one: an async read of its record (see
+/// [`Coordinator::claim_parked`]).
+pub(crate) type StillParked<'a> = dyn Fn() -> BoxFuture<'a, bool> + Send + Sync + 'a;
+
 /// Something that becomes due for a parked thread at an engine-clock time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Due {
@@ -134,7 +138,7 @@ pub(crate) trait Coordinator: Send + Sync {
 
     /// Hands `request` to whoever drives `thread`: false if nobody does (then the caller
     /// changes the parked thread itself, under a claim).
-    fn deliver(&self, thread: &ThreadId, request: Request) -> bool;
+    fn deliver<'a>(&'a self, thread: &'a ThreadId, request: Request) -> BoxFuture<'a, bool>;
 
     /// Hands a manual checkpoint to the runner of this engine that drives `thread`, for its
     /// next step boundary; the ask back if none does (or too many wait already). Not sent to
@@ -151,18 +155,25 @@ pub(crate) trait Coordinator: Send + Sync {
     fn claim_parked<'a>(
         &'a self,
         thread: &'a ThreadId,
-        still_parked: &'a (dyn Fn() -> bool + Send + Sync),
+        still_parked: &'a StillParked<'a>,
     ) -> BoxFuture<'a, Option<Arc<Control>>>;
 
     /// Tells whoever waits on `thread` that its status changed (they see the stored status,
     /// read after this call began, never an older one).
-    fn status_changed(&self, thread: &ThreadId, status: ThreadStatus);
+    fn status_changed<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        status: ThreadStatus,
+    ) -> BoxFuture<'a, ()>;
 
     /// A receiver of `thread`'s status changes, starting from its stored status.
     ///
     /// # Errors
     /// [`Error::UnknownThread`]; storage errors.
-    fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<Seen>, Error>;
+    fn watch<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<watch::Receiver<Seen>, Error>>;
 
     /// Drops `thread`'s status channel if nobody listens any more.
     fn unwatch_if_unused(&self, thread: &ThreadId);

@@ -70,8 +70,8 @@ impl Shared {
     }
 
     /// Whether another engine drives `thread` now: stored Running, under a live lease not ours.
-    fn driven_elsewhere(&self, thread: &ThreadId) -> bool {
-        let Ok(Some(record)) = self.store.thread(thread) else { return false };
+    async fn driven_elsewhere(&self, thread: &ThreadId) -> bool {
+        let Ok(Some(record)) = self.store.thread_async(thread).await else { return false };
         record.status == ThreadStatus::Running
             && record.lease.as_ref().is_some_and(|lease| {
                 lease.owner != self.owner && self.clock.now_ms() < lease.expires_at_ms
@@ -101,7 +101,7 @@ fn hear(
             match heard {
                 Ok(m) => {
                     if let Some(request) = decode(&m.message)
-                        && local.deliver(&m.thread, request)
+                        && local.deliver_here(&m.thread, request)
                     {
                         tracing::debug!(thread = %m.thread, "a control from another engine delivered");
                     }
@@ -158,27 +158,29 @@ impl Coordinator for Shared {
         self.local.is_driven(thread)
     }
 
-    fn deliver(&self, thread: &ThreadId, request: Request) -> bool {
-        if self.local.deliver(thread, request.clone()) {
-            return true;
-        }
-        // Asked before, and the driver did not let go in time: the caller acts itself now.
-        if self.asked().remove(thread) {
-            return false;
-        }
-        if !self.driven_elsewhere(thread) {
-            return false;
-        }
-        match self.store.tell_driver(thread, &encode(&request)) {
-            Ok(()) => {
-                self.asked().insert(thread.clone());
-                true
+    fn deliver<'a>(&'a self, thread: &'a ThreadId, request: Request) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            if self.local.deliver_here(thread, request.clone()) {
+                return true;
             }
-            Err(e) => {
-                tracing::warn!(%thread, error = %e, "cannot reach the engine that drives the thread");
-                false
+            // Asked before, and the driver did not let go in time: the caller acts itself now.
+            if self.asked().remove(thread) {
+                return false;
             }
-        }
+            if !self.driven_elsewhere(thread).await {
+                return false;
+            }
+            match self.store.tell_driver(thread, &encode(&request)) {
+                Ok(()) => {
+                    self.asked().insert(thread.clone());
+                    true
+                }
+                Err(e) => {
+                    tracing::warn!(%thread, error = %e, "cannot reach the engine that drives the thread");
+                    false
+                }
+            }
+        })
     }
 
     fn ask_checkpoint(&self, thread: &ThreadId, ask: CheckpointAsk) -> Result<(), CheckpointAsk> {
@@ -192,7 +194,7 @@ impl Coordinator for Shared {
             }
             let deadline = tokio::time::Instant::now() + self.wait;
             while tokio::time::Instant::now() < deadline {
-                if !self.driven_elsewhere(thread) {
+                if !self.driven_elsewhere(thread).await {
                     self.asked().remove(thread);
                     return;
                 }
@@ -205,16 +207,23 @@ impl Coordinator for Shared {
     fn claim_parked<'a>(
         &'a self,
         thread: &'a ThreadId,
-        still_parked: &'a (dyn Fn() -> bool + Send + Sync),
+        still_parked: &'a super::StillParked<'a>,
     ) -> BoxFuture<'a, Option<Arc<Control>>> {
         self.local.claim_parked(thread, still_parked)
     }
 
-    fn status_changed(&self, thread: &ThreadId, status: ThreadStatus) {
-        self.local.status_changed(thread, status);
+    fn status_changed<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+        status: ThreadStatus,
+    ) -> BoxFuture<'a, ()> {
+        self.local.status_changed(thread, status)
     }
 
-    fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<Seen>, Error> {
+    fn watch<'a>(
+        &'a self,
+        thread: &'a ThreadId,
+    ) -> BoxFuture<'a, Result<watch::Receiver<Seen>, Error>> {
         self.local.watch(thread)
     }
 

@@ -41,11 +41,15 @@ pub(crate) struct Ended {
 pub(super) struct Watchers {
     store: Arc<dyn Store>,
     channels: Mutex<HashMap<ThreadId, watch::Sender<Seen>>>,
+    /// Held across each read of a stored status and what is done with it (publishing it,
+    /// opening a channel on it): an async lock, since the read is awaited (on PostgreSQL a
+    /// round trip), so that reads and publications happen in one order.
+    reading: tokio::sync::Mutex<()>,
 }
 
 impl Watchers {
     pub fn new(store: Arc<dyn Store>) -> Self {
-        Self { store, channels: Mutex::new(HashMap::new()) }
+        Self { store, channels: Mutex::new(HashMap::new()), reading: tokio::sync::Mutex::new(()) }
     }
 
     fn channels(&self) -> MutexGuard<'_, HashMap<ThreadId, watch::Sender<Seen>>> {
@@ -54,17 +58,21 @@ impl Watchers {
     }
 
     /// Publishes the stored status of `thread` (or `status` if it cannot be read).
-    pub fn changed(&self, thread: &ThreadId, status: ThreadStatus) {
-        let mut channels = self.channels();
-        let Some(tx) = channels.get(thread) else { return };
+    pub async fn changed(&self, thread: &ThreadId, status: ThreadStatus) {
+        let _reading = self.reading.lock().await;
+        if !self.channels().contains_key(thread) {
+            return;
+        }
         // Publish the stored status, read under the lock, not the caller's: callers notify
         // after letting go of the thread, so a later change (a resume right after a pause) may
         // have been committed and notified in between, and must not be overwritten by an older
         // status (a handle would then wait on, or report, a status the thread has left).
-        let status = match self.store.thread(thread) {
+        let status = match self.store.thread_async(thread).await {
             Ok(Some(record)) => record.status,
             _ => status,
         };
+        let mut channels = self.channels();
+        let Some(tx) = channels.get(thread) else { return };
         tx.send_replace(Seen::status(status));
         // Nobody listens any more (a waiter gave up): the next `watch` starts a new channel.
         if status.is_terminal() || tx.receiver_count() == 0 {
@@ -75,12 +83,12 @@ impl Watchers {
     /// Publishes the stored status of every thread someone waits on but `skip` (another process
     /// may have moved it: on a shared database, status changes of threads driven elsewhere
     /// arrive this way).
-    pub fn refresh_all(&self, skip: impl Fn(&ThreadId) -> bool) {
+    pub async fn refresh_all(&self, skip: impl Fn(&ThreadId) -> bool) {
         let threads: Vec<ThreadId> = self.channels().keys().filter(|t| !skip(t)).cloned().collect();
         for thread in threads {
             let current = self.channels().get(&thread).map(|tx| tx.borrow().status);
             if let Some(status) = current {
-                self.changed(&thread, status);
+                self.changed(&thread, status).await;
             }
         }
     }
@@ -112,15 +120,19 @@ impl Watchers {
     }
 
     /// A receiver of `thread`'s status changes, starting from its stored status.
-    pub fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<Seen>, Error> {
-        let mut channels = self.channels();
-        if let Some(tx) = channels.get(thread) {
+    pub async fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<Seen>, Error> {
+        let _reading = self.reading.lock().await;
+        if let Some(tx) = self.channels().get(thread) {
             return Ok(tx.subscribe());
         }
         // Read under the lock: a runner's notify after its commit either finds this channel or
         // happened before the read, which then sees the committed status.
-        let record =
-            self.store.thread(thread)?.ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
+        let record = self
+            .store
+            .thread_async(thread)
+            .await?
+            .ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
+        let mut channels = self.channels();
         let (tx, rx) = watch::channel(Seen::status(record.status));
         if !record.status.is_terminal() {
             channels.insert(thread.clone(), tx);

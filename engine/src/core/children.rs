@@ -33,20 +33,3 @@ pub(crate) fn children_of(
         }
     }
 }
-
-/// The unfinished parent of `record` if it is a sub-workflow's child thread whose parent has not
-/// ended: that parent's node drives it.
-///
-/// # Errors
-/// Storage errors reading the parent's record.
-pub(crate) fn unfinished_parent(
-    store: &dyn Store,
-    record: &ThreadRecord,
-) -> Result<Option<ThreadId>, Error> {
-    let Some(parent) = record.labels.get(PARENT_LABEL) else { return Ok(None) };
-    let parent = ThreadId::new(parent.clone())?;
-    Ok(match store.thread(&parent)? {
-        Some(p) if !p.status.is_terminal() => Some(parent),
-        _ => None,
-    })
-}

@@ -100,7 +100,7 @@ pub(crate) fn from_checkpoint(
 }
 
 /// Whether `e` says a checkpoint is damaged (rather than that storage cannot be read at all).
-fn damage(e: &Error) -> bool {
+pub(crate) fn damage(e: &Error) -> bool {
     matches!(
         e,
         Error::Record { .. }

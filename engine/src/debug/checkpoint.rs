@@ -208,8 +208,13 @@ impl Engine {
     /// is visible before it lets go), so while the stored status is a parked one this waits for
     /// it; a thread whose stored status is Running is being driven: [`Error::WrongStatus`].
     pub(crate) async fn claim_parked(&self, id: &ThreadId) -> Result<(), Error> {
-        let parked =
-            || matches!(self.store().thread(id), Ok(Some(r)) if r.status != ThreadStatus::Running);
+        let store = self.store().as_ref();
+        let parked = || -> futures::future::BoxFuture<'_, bool> {
+            Box::pin(async move {
+                let status = crate::exec::fetch::status(store, id).await;
+                matches!(status, Ok(Some(s)) if s != ThreadStatus::Running)
+            })
+        };
         match self.shell.coord.claim_parked(id, &parked).await {
             Some(_) => Ok(()),
             None => Err(busy(id)),

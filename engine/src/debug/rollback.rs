@@ -112,7 +112,7 @@ impl Engine {
         let description = meta.description.clone();
         let checkpoint = ParkedCheckpoint { kind: CheckpointKind::Manual, description, meta };
         let written = self.write_parked(record, ctx, preface, checkpoint, Ok).await?;
-        self.shell.coord.status_changed(&id, ThreadStatus::Paused);
+        self.shell.coord.status_changed(&id, ThreadStatus::Paused).await;
         Ok(written)
     }
 }

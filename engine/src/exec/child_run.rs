@@ -53,11 +53,14 @@ impl ChildThreads for LiveChildren {
                 .map_err(engine)?;
             // A child parked in `recv` (itself, or through a child of its own) whose signal was
             // sent is woken here: the signal woke this parent for it (`signals.rs`).
-            if let Some(record) = shell.store.thread(&id).map_err(|e| engine(e.into()))? {
+            if let Some(record) =
+                shell.store.thread_async(&id).await.map_err(|e| engine(e.into()))?
+            {
                 super::signals::wake_parked(&shell, &record).await.map_err(engine)?;
             }
             if let Some(value) = input_for_child
-                && let Some(record) = shell.store.thread(&id).map_err(|e| engine(e.into()))?
+                && let Some(record) =
+                    shell.store.thread_async(&id).await.map_err(|e| engine(e.into()))?
                 && record.status == ThreadStatus::WaitingInput
             {
                 let delivered = super::parked::deliver_input(&shell, &wf, &id, value).await;
@@ -72,7 +75,8 @@ impl ChildThreads for LiveChildren {
                 }
             }
             let status = drive_child(&shell, &id, depth, &cancel, &stop).await?;
-            let ctx = crate::core::restore::restore(shell.store.as_ref(), &wf, &id, None)
+            let ctx = super::fetch::restore(shell.store.as_ref(), &wf, &id, None)
+                .await
                 .map_err(engine)?;
             Ok((status, ctx))
         })

@@ -12,12 +12,12 @@ use tracing::Instrument as _;
 
 use super::child_run::LiveChildren;
 use super::env::ThreadEnv;
+use super::fetch;
 use super::pipeline::Pipeline;
 use super::runner::{Exit, Runner};
 use super::shell::Shell;
 use super::stop::{StopSlot, in_doubt};
 use crate::coord::{Control, Due};
-use crate::core::restore::restore;
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
 
@@ -136,7 +136,7 @@ pub(crate) async fn drive_under(
             return Ok(Exit::Busy);
         };
         let result = drive_claimed(&shell, &thread, depth, reason, &control).await;
-        released(&shell, &thread, &result);
+        released(&shell, &thread, &result).await;
         wake_if_signalled(&shell, &thread, &result).await;
         result
     }
@@ -146,17 +146,19 @@ pub(crate) async fn drive_under(
 
 /// Lets `thread` go after a drive that ended with `result`: releases its claim, tells its
 /// watchers where it stands, and arms a parked thread's deadline.
-pub(super) fn released(shell: &Shell, thread: &ThreadId, result: &Result<Exit, Error>) {
-    // A thread that ended may have freed a queue slot (`api/queues.rs`).
-    shell.admit.notify_one();
+pub(super) async fn released(shell: &Shell, thread: &ThreadId, result: &Result<Exit, Error>) {
+    // A thread that ended may have freed a queue slot somebody waits for (`api/queues.rs`).
+    if shell.queue_waiting.load(std::sync::atomic::Ordering::Relaxed) {
+        shell.admit.notify_one();
+    }
     shell.coord.release(thread);
     if let Ok(Exit::Status(s)) = result {
-        shell.coord.status_changed(thread, *s);
+        shell.coord.status_changed(thread, *s).await;
         if s.is_terminal() {
             shell.verified.forget(thread);
             shell.metrics.thread_ended(*s);
         } else {
-            arm_parked_deadline(shell, thread);
+            arm_parked_deadline(shell, thread).await;
         }
     }
 }
@@ -188,8 +190,7 @@ async fn drive_claimed(
     reason: &str,
     control: &Arc<Control>,
 ) -> Result<Exit, Error> {
-    let record =
-        shell.store.thread(thread)?.ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
+    let record = fetch::record(shell.store.as_ref(), thread).await?;
     if record.status.is_terminal() {
         return Ok(Exit::Status(record.status));
     }
@@ -203,7 +204,7 @@ async fn drive_claimed(
     let span = tracing::Span::current();
     span.record("workflow", wf.id());
     span.record("version", wf.version());
-    let ctx = restore(shell.store.as_ref(), &wf, thread, None)?;
+    let ctx = fetch::restore(shell.store.as_ref(), &wf, thread, None).await?;
     if ctx.meta.status.is_terminal() || ctx.meta.status == ThreadStatus::Paused {
         // The log moved on since the record was read (another engine ended or paused it).
         return Ok(Exit::Status(ctx.meta.status));
@@ -217,7 +218,7 @@ async fn drive_claimed(
     if let Some(s) = super::resume_check::check(shell, &wf, thread, &ctx, &record, reason).await? {
         return Ok(Exit::Status(s));
     }
-    let tail = tail_events(shell.store.as_ref(), thread, &ctx)?;
+    let tail = tail_events(shell.store.as_ref(), thread, &ctx).await?;
     let pipeline = Pipeline::start(
         shell.store.clone(),
         (&shell.owner, shell.config.lease_ttl_ms),
@@ -314,20 +315,21 @@ fn watch_deadline(shell: &Shell, at_ms: u64, control: &Arc<Control>) {
 }
 
 /// Arms the deadline of a parked thread from the deadline kept in its record's summary.
-pub(crate) fn arm_parked_deadline(shell: &Shell, thread: &ThreadId) {
-    let Ok(Some(record)) = shell.store.thread(thread) else { return };
+pub(crate) async fn arm_parked_deadline(shell: &Shell, thread: &ThreadId) {
+    let Ok(Some(record)) = shell.store.thread_async(thread).await else { return };
     if let Some(due) = Due::deadline_of(&record) {
         shell.coord.arm(thread, due);
     }
 }
 
 /// Events of `thread` after its latest checkpoint (all of them when it has none).
-fn tail_events(store: &dyn Store, thread: &ThreadId, ctx: &ThreadCtx) -> Result<u64, Error> {
+async fn tail_events(store: &dyn Store, thread: &ThreadId, ctx: &ThreadCtx) -> Result<u64, Error> {
     let filter = cairn_storage::CheckpointFilter {
         thread: Some(thread.clone()),
         ..cairn_storage::CheckpointFilter::default()
     };
-    let latest = store.list_checkpoints(&filter, cairn_storage::Page { limit: 1, offset: 0 })?;
+    let page = cairn_storage::Page { limit: 1, offset: 0 };
+    let latest = store.list_checkpoints_async(&filter, page).await?;
     let covered = latest.first().map_or(0, |c| c.covers.seq.0);
     Ok(ctx.meta.seq.saturating_sub(covered))
 }

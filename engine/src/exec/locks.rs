@@ -54,7 +54,7 @@ pub(crate) fn acquire(
                 Ok(recs) => return Ok(recs),
                 Err(cairn_storage::Error::LockHeld { name, owner, expires_at_ms }) => {
                     let first = HeldLock { name, owner, expires_at_ms };
-                    let held = held_elsewhere(&env, &names, &me, now, first);
+                    let held = held_elsewhere(&env, &names, &me, now, first).await;
                     if !wait {
                         return Err(refusal(held, names.len()));
                     }
@@ -75,14 +75,14 @@ pub(crate) fn acquire(
 
 /// The locks of `names` other threads hold at `now`, from the lock table (storage's refusal
 /// names the first only); `first` when the table no longer shows it (released meanwhile).
-fn held_elsewhere(
+async fn held_elsewhere(
     env: &ThreadEnv,
     names: &[String],
     me: &str,
     now: u64,
     first: HeldLock,
 ) -> Vec<HeldLock> {
-    let records = env.pipeline.locks().unwrap_or_default();
+    let records = env.pipeline.locks().await.unwrap_or_default();
     let held: Vec<HeldLock> = names
         .iter()
         .filter_map(|name| records.iter().find(|r| &r.name == name))

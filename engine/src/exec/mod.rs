@@ -11,6 +11,7 @@ mod checkpoint_asks;
 pub(crate) mod child_run;
 pub(crate) mod drive;
 pub(crate) mod env;
+pub(crate) mod fetch;
 pub(crate) mod locks;
 pub(crate) mod node_context;
 mod observe;

@@ -331,11 +331,12 @@ impl NodeContext for LiveNodeContext {
     }
 
     fn recv(&self, name: &str) -> BoxFuture<'static, Result<Value, NodeError>> {
-        Box::pin(std::future::ready(self.receive(name, true).map(Option::unwrap_or_default)))
+        let received = self.receive(name, true);
+        Box::pin(async move { received.await.map(Option::unwrap_or_default) })
     }
 
     fn try_recv(&self, name: &str) -> BoxFuture<'static, Result<Option<Value>, NodeError>> {
-        Box::pin(std::future::ready(self.receive(name, false)))
+        self.receive(name, false)
     }
 
     fn sleep(&self, duration_ms: u64) -> BoxFuture<'static, Result<(), NodeError>> {

@@ -18,8 +18,8 @@ use crate::error::Error;
 ///
 /// # Errors
 /// [`Error::UnknownThread`]; storage errors.
-pub(crate) fn stored(shell: &Shell, id: &ThreadId) -> Result<ThreadRecord, Error> {
-    shell.store.thread(id)?.ok_or_else(|| Error::UnknownThread(id.to_string()))
+pub(crate) async fn stored(shell: &Shell, id: &ThreadId) -> Result<ThreadRecord, Error> {
+    super::fetch::record(shell.store.as_ref(), id).await
 }
 
 /// Appends events to a thread no runner drives, guarded by its expected status; with
@@ -38,8 +38,7 @@ pub(crate) async fn write_parked(
     next: Option<Transition>,
 ) -> Result<(), Error> {
     let now = shell.clock.now_ms();
-    let mut record =
-        shell.store.thread(thread)?.ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
+    let mut record = stored(shell, thread).await?;
     if record.status != expected {
         return Err(Error::WrongStatus {
             thread: thread.to_string(),
@@ -64,7 +63,12 @@ pub(crate) async fn write_parked(
     batch.wakes.extend(crate::coord::wake_hint(&record, None).map(|w| (thread.clone(), w)));
     batch.threads.push(record);
     batch.guards.push(Guard::Status { thread: thread.clone(), expected });
-    let parked = || matches!(shell.store.thread(thread), Ok(Some(r)) if r.status == expected);
+    let store = shell.store.as_ref();
+    let parked = || -> futures::future::BoxFuture<'_, bool> {
+        Box::pin(async move {
+            matches!(super::fetch::status(store, thread).await, Ok(Some(s)) if s == expected)
+        })
+    };
     let Some(_claim) = shell.coord.claim_parked(thread, &parked).await else {
         return Err(Error::WrongStatus {
             thread: thread.to_string(),
@@ -82,14 +86,14 @@ pub(crate) async fn write_parked(
         Ok(()) => {
             if next.is_some() {
                 // Handles waiting on this thread must not see the old status any more.
-                shell.coord.status_changed(thread, to);
+                shell.coord.status_changed(thread, to).await;
             }
             Ok(())
         }
         // The status moved between the read above and the commit.
         Err(cairn_storage::Error::GuardFailed { .. }) => Err(Error::WrongStatus {
             thread: thread.to_string(),
-            status: shell.store.thread(thread)?.map_or(expected, |r| r.status),
+            status: super::fetch::status(shell.store.as_ref(), thread).await?.unwrap_or(expected),
             detail: format!("it stopped being {expected}"),
         }),
         Err(e) => Err(e.into()),
@@ -102,7 +106,7 @@ pub(crate) async fn time_out_parked(shell: &Shell, thread: &ThreadId) -> Result<
     if shell.coord.is_driven(thread) {
         return Ok(());
     }
-    let record = stored(shell, thread)?;
+    let record = stored(shell, thread).await?;
     if record.status.is_terminal() || record.status == ThreadStatus::Running {
         return Ok(());
     }
@@ -121,7 +125,7 @@ pub(crate) async fn end_from_outside(
     end_one(shell, thread, t, reason).await?;
     let mut parents = vec![ThreadId::new(thread)?];
     while let Some(parent) = parents.pop() {
-        let children = crate::core::children::children_of(shell.store.as_ref(), &parent)?;
+        let children = super::fetch::children_of(shell.store.as_ref(), &parent).await?;
         for child in children.into_iter().filter(|c| !c.status.is_terminal()) {
             let why = format!("parent {parent} ended: {reason}");
             if let Err(e) = end_one(shell, child.id.as_str(), t, &why).await {
@@ -144,7 +148,7 @@ async fn end_one(shell: &Shell, thread: &str, t: Transition, reason: &str) -> Re
         } else {
             Request::Cancel(reason.into())
         };
-        if shell.coord.deliver(&id, request) {
+        if shell.coord.deliver(&id, request).await {
             // Done only once the end is durable: wait for the runner to let go, then read
             // how it left the thread (it may have parked or ended before it saw the
             // request; a parked thread is ended below).
@@ -152,7 +156,7 @@ async fn end_one(shell: &Shell, thread: &str, t: Transition, reason: &str) -> Re
             asked = true;
             continue;
         }
-        let record = stored(shell, &id)?;
+        let record = stored(shell, &id).await?;
         if asked && record.status == wanted {
             return Ok(());
         }
@@ -160,7 +164,8 @@ async fn end_one(shell: &Shell, thread: &str, t: Transition, reason: &str) -> Re
             .map_err(|source| Error::Transition { thread: id.to_string(), source })?;
         let now = shell.clock.now_ms();
         let mut bodies = Vec::new();
-        for lock in shell.store.locks()?.into_iter().filter(|l| l.owner == id.as_str()) {
+        for lock in shell.store.locks_async().await?.into_iter().filter(|l| l.owner == id.as_str())
+        {
             bodies.push(Body::Lock { name: lock.name, acquired: false });
         }
         let released_locks = !bodies.is_empty();
@@ -183,10 +188,12 @@ async fn end_one(shell: &Shell, thread: &str, t: Transition, reason: &str) -> Re
         match result {
             Ok(_) => {
                 shell.coord.disarm(&id);
-                shell.coord.status_changed(&id, to);
+                shell.coord.status_changed(&id, to).await;
                 shell.coord.locks_released();
                 if released_locks {
-                    shell.metrics.locks_changed(shell.store.as_ref());
+                    if let Ok(locks) = shell.store.locks_async().await {
+                        shell.metrics.set_locks_held(locks.len());
+                    }
                 }
                 shell.verified.forget(&id);
                 return Ok(());
@@ -208,13 +215,13 @@ async fn end_one(shell: &Shell, thread: &str, t: Transition, reason: &str) -> Re
 pub(crate) async fn pause(shell: &Shell, thread: &str) -> Result<(), Error> {
     let id = ThreadId::new(thread)?;
     loop {
-        if shell.coord.deliver(&id, Request::Pause) {
+        if shell.coord.deliver(&id, Request::Pause).await {
             // As for cancel: done once the runner has let go with the pause durable, or
             // has parked otherwise (then the parked thread is paused below).
             shell.coord.wait_released(&id).await;
             continue;
         }
-        let record = stored(shell, &id)?;
+        let record = stored(shell, &id).await?;
         if record.status == ThreadStatus::Paused {
             return Ok(());
         }
@@ -262,7 +269,7 @@ async fn write_status(
     let result = async { shell.store.append(batch)?.wait().await }.await;
     shell.coord.release(id);
     result?;
-    shell.coord.status_changed(id, to);
+    shell.coord.status_changed(id, to).await;
     Ok(())
 }
 
@@ -276,7 +283,7 @@ pub(crate) async fn deliver_input(
     id: &ThreadId,
     value: Value,
 ) -> Result<(), Error> {
-    let ctx = crate::core::restore::restore(shell.store.as_ref(), wf, id, None)?;
+    let ctx = super::fetch::restore(shell.store.as_ref(), wf, id, None).await?;
     let Some(Waiting::Input { task, .. }) = ctx.meta.waiting.clone() else {
         return Err(Error::WrongStatus {
             thread: id.to_string(),

@@ -193,8 +193,8 @@ impl Pipeline {
     ///
     /// # Errors
     /// Storage errors.
-    pub fn locks(&self) -> Result<Vec<cairn_storage::LockRecord>, Error> {
-        Ok(self.store.locks()?)
+    pub async fn locks(&self) -> Result<Vec<cairn_storage::LockRecord>, Error> {
+        Ok(self.store.locks_async().await?)
     }
 
     /// The log submitted since the thread's latest checkpoint.

@@ -19,10 +19,11 @@ use std::sync::Arc;
 use cairn_dsl::DynWorkflow;
 use cairn_storage::{Batch, Guard, LeaseOp, Seq, Store, ThreadId, ThreadRecord, ThreadStatus};
 
+use super::fetch;
 use super::shell::Shell;
 use crate::core::codec;
 use crate::core::event::Body;
-use crate::core::restore::{created, from_checkpoint, restore};
+use crate::core::restore::from_checkpoint;
 use crate::core::status::{Transition, transition};
 use crate::core::summary;
 use crate::core::thread_ctx::ThreadCtx;
@@ -79,21 +80,21 @@ pub(crate) async fn tail(
     wf: &Arc<DynWorkflow>,
     thread: &ThreadId,
 ) -> Result<ReplayReport, Error> {
-    let start = match store.latest_checkpoint_at_or_before(thread, Seq(u64::MAX)) {
+    let start = match store.latest_checkpoint_at_or_before_async(thread, Seq(u64::MAX)).await {
         Ok(Some(cp)) => match from_checkpoint(wf, thread, &cp) {
             Ok(ctx) => ctx,
             Err(e) => {
                 // A damaged checkpoint: restore rebuilds the context it should hold (from an
                 // older one, or the log), which is what the tail goes on from.
                 tracing::warn!(thread = %thread, error = %e, "checkpoint unusable; restoring its seq");
-                restore(store, wf, thread, Some(cp.covers.seq.0))?
+                fetch::restore(store, wf, thread, Some(cp.covers.seq.0)).await?
             }
         },
-        Ok(None) => created(store, wf, thread)?,
+        Ok(None) => fetch::created(store, wf, thread).await?,
         Err(e) => {
             // The checkpoint index is unreadable: the log alone still gives the start.
             tracing::warn!(thread = %thread, error = %e, "checkpoint lookup failed; replaying the whole log");
-            created(store, wf, thread)?
+            fetch::created(store, wf, thread).await?
         }
     };
     replay_after(store, wf, thread, start, &BTreeMap::new()).await

@@ -176,11 +176,13 @@ impl Runner {
             })
         });
         let mut batch = Batch::default();
-        let released_locks = self.release_all(&mut batch, now)?;
+        let released_locks = self.release_all(&mut batch, now).await?;
         self.commit_durable(batch, kind).await?;
         self.shell.coord.locks_released();
         if released_locks {
-            self.shell.metrics.locks_changed(self.shell.store.as_ref());
+            if let Ok(locks) = self.shell.store.locks_async().await {
+                self.shell.metrics.set_locks_held(locks.len());
+            }
         }
         if status.is_terminal() {
             // Published while this runner still holds the thread: no writer of this engine
@@ -209,7 +211,7 @@ impl Runner {
     }
 
     /// Releases the lease, and every lock of the thread when it has ended; true if it held any.
-    fn release_all(&mut self, batch: &mut Batch, now: u64) -> Result<bool, Error> {
+    async fn release_all(&mut self, batch: &mut Batch, now: u64) -> Result<bool, Error> {
         let thread = self.env.thread.clone();
         batch
             .leases
@@ -220,7 +222,8 @@ impl Runner {
             let held: Vec<String> = self
                 .shell
                 .store
-                .locks()?
+                .locks_async()
+                .await?
                 .into_iter()
                 .filter(|l| l.owner == thread.as_str())
                 .map(|l| l.name)
@@ -247,7 +250,7 @@ impl Runner {
                 ));
             }
         };
-        self.env.signals.reset(&self.ctx);
+        self.env.signals.reset(&self.ctx).await;
         let mut futures = Vec::new();
         for (id, key, item) in tasks {
             let journal = self.ctx.meta.open.get(&key).cloned().unwrap_or_default();

@@ -52,6 +52,10 @@ pub(crate) struct Shell {
     pub retention: tokio::sync::watch::Sender<crate::config::RetentionReport>,
     /// Wakes the queue admitter (`api/queues.rs`): a thread ended or was queued here.
     pub admit: tokio::sync::Notify,
+    /// Whether the admitter's last look found threads waiting in a queue: only then may a
+    /// thread's end free a slot somebody waits for (otherwise the admitter's poll finds what
+    /// other processes queue, and a start here wakes it itself).
+    pub queue_waiting: std::sync::atomic::AtomicBool,
 }
 
 /// How many drives of each thread are queued or running in this engine.

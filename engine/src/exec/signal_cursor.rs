@@ -4,7 +4,7 @@
 //! design).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use cairn_dsl::NodeError;
 use cairn_storage::{Signal, Store, ThreadId};
@@ -22,29 +22,34 @@ const INBOX_PAGE: usize = 256;
 /// whose inbox they read.
 pub(crate) struct SignalCursor {
     store: Arc<dyn Store>,
-    taken: Mutex<BTreeMap<String, u64>>,
+    /// An async lock: held across the inbox read, which is awaited.
+    taken: tokio::sync::Mutex<BTreeMap<String, u64>>,
 }
 
 impl SignalCursor {
     /// A cursor at what `ctx` has received.
     pub(crate) fn new(store: Arc<dyn Store>, ctx: &ThreadCtx) -> SignalCursor {
-        SignalCursor { store, taken: Mutex::new(ctx.meta.signals.clone()) }
+        SignalCursor { store, taken: tokio::sync::Mutex::new(ctx.meta.signals.clone()) }
     }
 
     /// Starts a step from what the thread context has received.
-    pub(crate) fn reset(&self, ctx: &ThreadCtx) {
-        *self.taken.lock().unwrap_or_else(PoisonError::into_inner) = ctx.meta.signals.clone();
+    pub(crate) async fn reset(&self, ctx: &ThreadCtx) {
+        *self.taken.lock().await = ctx.meta.signals.clone();
     }
 
     /// Takes the next signal named `name` after the last one taken, if there is one.
     ///
     /// # Errors
     /// Storage errors reading the inbox.
-    pub(crate) fn take(&self, thread: &ThreadId, name: &str) -> Result<Option<Signal>, Error> {
+    pub(crate) async fn take(
+        &self,
+        thread: &ThreadId,
+        name: &str,
+    ) -> Result<Option<Signal>, Error> {
         // Held across the read, so that two tasks of the step never take the same signal.
-        let mut taken = self.taken.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut taken = self.taken.lock().await;
         let after = taken.get(name).copied().unwrap_or(0);
-        let Some(signal) = next_of(self.store.as_ref(), thread, name, after)? else {
+        let Some(signal) = next_of(self.store.as_ref(), thread, name, after).await? else {
             return Ok(None);
         };
         taken.insert(name.to_owned(), signal.n);
@@ -53,14 +58,14 @@ impl SignalCursor {
 }
 
 /// The first signal named `name` with a number above `after`.
-pub(crate) fn next_of(
+pub(crate) async fn next_of(
     store: &dyn Store,
     thread: &ThreadId,
     name: &str,
     mut after: u64,
 ) -> Result<Option<Signal>, Error> {
     loop {
-        let page = store.signals(thread, after, INBOX_PAGE)?;
+        let page = store.signals_async(thread, after, INBOX_PAGE).await?;
         let full = page.len() == INBOX_PAGE;
         if let Some(found) = page.iter().find(|s| s.name == name) {
             return Ok(Some(found.clone()));
@@ -107,14 +112,14 @@ impl SignalCursor {
     /// # Errors
     /// [`NodeError::WaitingSignal`]; a storage error (put in `stop` when the runner must stop);
     /// a stored value that is not JSON.
-    pub(crate) fn fresh(
+    pub(crate) async fn fresh(
         &self,
         thread: &ThreadId,
         name: &str,
         wait: bool,
         stop: &StopSlot,
     ) -> Result<(Option<Value>, Value), NodeError> {
-        let signal = self.take(thread, name).map_err(|e| stop.node_error(e))?;
+        let signal = self.take(thread, name).await.map_err(|e| stop.node_error(e))?;
         let mut record = serde_json::Map::new();
         record.insert("name".into(), Value::from(name));
         let value = match signal {

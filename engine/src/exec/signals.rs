@@ -52,15 +52,15 @@ pub(crate) async fn wake_if_sent(
     shell: &Arc<Shell>,
     thread: &ThreadId,
 ) -> Result<Option<ThreadId>, Error> {
-    let Some(mut record) = shell.store.thread(thread)? else { return Ok(None) };
+    let store = shell.store.as_ref();
+    let Some(mut record) = store.thread_async(thread).await? else { return Ok(None) };
     // Up to the thread nobody else drives: a child's driver is its unfinished parent's node.
     // Bounded: the depth of nesting is, and a damaged label must not loop.
     for _ in 0..=crate::limits::SUBGRAPH_DEPTH_MAX {
-        let Some(parent) = crate::core::children::unfinished_parent(shell.store.as_ref(), &record)?
-        else {
+        let Some(parent) = super::fetch::unfinished_parent(store, &record).await? else {
             return Ok(wake_parked(shell, &record).await?.then(|| record.id.clone()));
         };
-        let Some(up) = shell.store.thread(&parent)? else { return Ok(None) };
+        let Some(up) = store.thread_async(&parent).await? else { return Ok(None) };
         record = up;
     }
     Ok(None)
@@ -73,7 +73,7 @@ pub(crate) async fn wake_if_sent(
 /// # Errors
 /// Storage errors; an unknown workflow.
 pub(crate) async fn wake_parked(shell: &Arc<Shell>, record: &ThreadRecord) -> Result<bool, Error> {
-    let Some((task, name)) = pending(shell, record)? else { return Ok(false) };
+    let Some((task, name)) = pending(shell, record).await? else { return Ok(false) };
     let body = Body::SignalArrived { task, name };
     let woke = super::parked::write_parked(
         shell,
@@ -93,7 +93,8 @@ pub(crate) async fn wake_parked(shell: &Arc<Shell>, record: &ThreadRecord) -> Re
 
 /// If `top` waits for a signal that is in its inbox, or waits at a subgraph node whose child
 /// (and so on down) does: the task `top` waits in and the signal's name.
-fn pending(shell: &Shell, top: &ThreadRecord) -> Result<Option<(TaskKey, String)>, Error> {
+async fn pending(shell: &Shell, top: &ThreadRecord) -> Result<Option<(TaskKey, String)>, Error> {
+    let store = shell.store.as_ref();
     let mut record = top.clone();
     let mut top_task = None;
     for _ in 0..=crate::limits::SUBGRAPH_DEPTH_MAX {
@@ -105,15 +106,14 @@ fn pending(shell: &Shell, top: &ThreadRecord) -> Result<Option<(TaskKey, String)
             wf.nodes().iter().any(|n| matches!(n.kind, cairn_dsl::DynNodeKind::Subgraph { .. }));
         // Cheap first look: a thread never sent a signal, whose waits cannot be a child's,
         // needs no restore.
-        if !has_subgraph && shell.store.signals(&record.id, 0, 1)?.is_empty() {
+        if !has_subgraph && store.signals_async(&record.id, 0, 1).await?.is_empty() {
             return Ok(None);
         }
-        let ctx = crate::core::restore::restore(shell.store.as_ref(), &wf, &record.id, None)?;
+        let ctx = super::fetch::restore(store, &wf, &record.id, None).await?;
         match ctx.meta.waiting {
             Some(Waiting::Signal { task, name }) => {
                 let after = ctx.meta.signals.get(&name).copied().unwrap_or(0);
-                let sent =
-                    super::signal_cursor::next_of(shell.store.as_ref(), &record.id, &name, after)?;
+                let sent = super::signal_cursor::next_of(store, &record.id, &name, after).await?;
                 return Ok(sent.map(|_| (top_task.unwrap_or(task), name)));
             }
             Some(Waiting::Input { task, .. }) => {
@@ -125,7 +125,7 @@ fn pending(shell: &Shell, top: &ThreadRecord) -> Result<Option<(TaskKey, String)
                 }
                 let child = super::subgraph::child_id(&record.id, &task, ctx.meta.step + 1);
                 top_task.get_or_insert(task);
-                let Some(next) = shell.store.thread(&ThreadId::new(child)?)? else {
+                let Some(next) = store.thread_async(&ThreadId::new(child)?).await? else {
                     return Ok(None);
                 };
                 record = next;

@@ -29,7 +29,7 @@ pub(crate) async fn create(
     fork: Option<ForkSeed>,
     policy: ThreadPolicy,
 ) -> Result<bool, Error> {
-    match prepare(shell, wf, id, input, labels, fork, policy)? {
+    match prepare(shell, wf, id, input, labels, fork, policy).await? {
         None => Ok(false),
         Some(batch) => settle(shell, wf, id, shell.store.append(batch)?).await,
     }
@@ -40,7 +40,7 @@ pub(crate) async fn create(
 ///
 /// # Errors
 /// As [`create`].
-pub(crate) fn prepare(
+pub(crate) async fn prepare(
     shell: &Shell,
     wf: &Arc<DynWorkflow>,
     id: &ThreadId,
@@ -49,7 +49,10 @@ pub(crate) fn prepare(
     fork: Option<ForkSeed>,
     policy: ThreadPolicy,
 ) -> Result<Option<Batch>, Error> {
-    let Some((body, record, now)) = creation(shell, wf, id, input, labels, fork, policy)? else {
+    let existing = shell.store.thread_async(id).await?;
+    let Some((body, record, now)) =
+        creation(shell, wf, (id, existing), input, labels, fork, policy)?
+    else {
         return Ok(None);
     };
     let mut batch = Batch::default();
@@ -80,7 +83,7 @@ pub(crate) struct Running {
 ///
 /// # Errors
 /// As [`create`].
-pub(crate) fn prepare_running(
+pub(crate) async fn prepare_running(
     shell: &Shell,
     wf: &Arc<DynWorkflow>,
     id: &ThreadId,
@@ -88,7 +91,9 @@ pub(crate) fn prepare_running(
     labels: BTreeMap<String, String>,
     policy: ThreadPolicy,
 ) -> Result<Option<Running>, Error> {
-    let Some((body, mut record, now)) = creation(shell, wf, id, input, labels, None, policy)?
+    let existing = shell.store.thread_async(id).await?;
+    let Some((body, mut record, now)) =
+        creation(shell, wf, (id, existing), input, labels, None, policy)?
     else {
         return Ok(None);
     };
@@ -121,13 +126,13 @@ pub(crate) const STARTED: &str = "started";
 fn creation(
     shell: &Shell,
     wf: &Arc<DynWorkflow>,
-    id: &ThreadId,
+    (id, existing): (&ThreadId, Option<ThreadRecord>),
     input: Value,
     labels: BTreeMap<String, String>,
     fork: Option<ForkSeed>,
     policy: ThreadPolicy,
 ) -> Result<Option<(Body, ThreadRecord, u64)>, Error> {
-    if let Some(existing) = shell.store.thread(id)? {
+    if let Some(existing) = existing {
         return same_workflow(&existing, wf).map(|()| None);
     }
     let state = wf.state_from_json(&input).map_err(|e| {
@@ -184,8 +189,7 @@ pub(crate) async fn settle(
     match pending.wait().await {
         Ok(_) => Ok(true),
         Err(cairn_storage::Error::GuardFailed { .. }) => {
-            let existing =
-                shell.store.thread(id)?.ok_or_else(|| Error::UnknownThread(id.to_string()))?;
+            let existing = super::fetch::record(shell.store.as_ref(), id).await?;
             same_workflow(&existing, wf).map(|()| false)
         }
         Err(e) => Err(e.into()),

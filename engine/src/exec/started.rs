@@ -65,7 +65,7 @@ pub(crate) async fn start_running(
     let pending: Pending = match shell.store.append(batch) {
         Ok(pending) => pending,
         Err(e) => {
-            released(shell, &thread, &Ok(Exit::Elsewhere));
+            released(shell, &thread, &Ok(Exit::Elsewhere)).await;
             return Err(e.into());
         }
     };
@@ -81,7 +81,7 @@ pub(crate) async fn start_running(
     pipeline.intend(intent);
     let creation = InFlight { pending, first_seq: 1, step: None, at: std::time::Instant::now() };
     if let Err(e) = pipeline.push(creation).await {
-        released(shell, &thread, &Ok(Exit::Elsewhere));
+        released(shell, &thread, &Ok(Exit::Elsewhere)).await;
         return Err(e);
     }
     let durable = pipeline.durable_through(1);
@@ -125,10 +125,10 @@ pub(crate) async fn start_running(
                 Err(error) => super::drive::stopped_by(&s, &id, error),
                 Ok(_) => false,
             };
-            released(&s, &id, &result);
+            released(&s, &id, &result).await;
             if !matches!(result, Ok(Exit::Status(_))) {
                 // No status of its own to publish (stopped, refused): the stored one, read.
-                s.coord.status_changed(&id, record_status);
+                s.coord.status_changed(&id, record_status).await;
             }
             super::drive::wake_if_signalled(&s, &id, &result).await;
             if again {
@@ -142,12 +142,9 @@ pub(crate) async fn start_running(
     match durable.await {
         Ok(()) => Ok(true),
         Err(Error::Storage(cairn_storage::Error::GuardFailed { .. })) => {
-            let existing = shell
-                .store
-                .thread(&thread)?
-                .ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
+            let existing = super::fetch::record(shell.store.as_ref(), &thread).await?;
             // The status opened for this creation's runner was never the thread's.
-            shell.coord.status_changed(&thread, existing.status);
+            shell.coord.status_changed(&thread, existing.status).await;
             super::start::same_workflow(&existing, &wf).map(|()| false)
         }
         Err(e) => Err(e),

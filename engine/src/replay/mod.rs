@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use cairn_dsl::{Ctx, DynNodeKind, DynWorkflow, Target};
-use cairn_storage::{Seq, Store, ThreadId};
+use cairn_storage::{Event, Seq, Store, ThreadId};
 use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -169,9 +169,14 @@ pub(crate) async fn replay_after(
     let mut items: BTreeMap<(u64, TaskKey), Value> = BTreeMap::new();
     let mut after = c.meta.seq;
     loop {
-        let events = store.read_since(id, Seq(after), limits::READ_CHUNK_EVENTS)?;
+        let events = store.read_since_async(id, Seq(after), limits::READ_CHUNK_EVENTS).await?;
         let n = events.len();
         for event in events {
+            // An offloaded payload is read here, awaited (`core` decodes what it is given).
+            let event = match (&event.payload, event.data.is_empty()) {
+                (Some(r), true) => Event { data: store.payload_async(r).await?, ..event },
+                _ => event,
+            };
             let rec = codec::decode(store, event)?;
             let seq = rec.bookmark.seq.0;
             after = seq;

@@ -132,8 +132,7 @@ pub(super) async fn control(
             handle.id().as_str().to_owned()
         }
     };
-    let status =
-        engine.thread(&thread).and_then(|h| h.status()).map_err(|e| reject(e, "thread"))?;
+    let status = super::threads::status_of(&engine, &thread).await?;
     let mut answer = json!({"thread": thread, "status": status.as_str()});
     if let Some(n) = signal {
         answer["signal"] = json!(n);

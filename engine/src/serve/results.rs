@@ -86,7 +86,7 @@ pub(super) async fn result(
     };
     let status = match &outcome {
         Some(o) => o.status,
-        None => engine.thread(&id).and_then(|h| h.status()).map_err(|e| reject(e, "thread"))?,
+        None => super::threads::status_of(engine, &id).await?,
     };
     Ok(Json(result_json(&id, status.as_str(), outcome.as_ref())))
 }

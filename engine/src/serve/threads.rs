@@ -5,7 +5,7 @@ use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use cairn_storage::{CheckpointFilter, Page, ThreadId, ThreadRecord};
+use cairn_storage::{CheckpointFilter, Page, ThreadId, ThreadRecord, ThreadStatus};
 use serde_json::{Value, json};
 
 use super::params::{
@@ -22,6 +22,15 @@ pub(super) type Q = Result<Query<Vec<(String, String)>>, QueryRejection>;
 /// UTF-8 once decoded).
 pub(super) fn segment(path: Result<Path<String>, PathRejection>) -> Result<String, Reject> {
     path.map(|p| p.0).map_err(|e| Reject::bad("path", e.body_text()))
+}
+
+/// The stored status of thread `id`, read with the store's async reads (a handler that does
+/// not move to a blocking thread awaits it), or an error naming `thread`.
+pub(super) async fn status_of(engine: &Engine, id: &str) -> Result<ThreadStatus, Reject> {
+    let thread = ThreadId::new(id).map_err(|e| Reject::bad("thread", e.to_string()))?;
+    let store = engine.store().as_ref();
+    let record = crate::exec::fetch::record(store, &thread).await;
+    record.map(|r| r.status).map_err(|e| reject(e, "thread"))
 }
 
 /// The record of thread `id`, or a 400 (malformed id) or 404 (no such thread) naming `thread`.

@@ -146,12 +146,10 @@ impl Metrics {
         }
     }
 
-    /// Re-reads the number of locks held (after a thread's end released its own; the health
-    /// check sets it too).
-    pub fn locks_changed(&self, store: &dyn cairn_storage::Store) {
-        if let Ok(locks) = store.locks() {
-            self.locks_held.set(locks.len() as f64);
-        }
+    /// Sets the locks held to `n`: the lock table's size, read after an end released locks
+    /// (the health check sets it too).
+    pub fn set_locks_held(&self, n: usize) {
+        self.locks_held.set(n as f64);
     }
 
     /// Slow commits so far.

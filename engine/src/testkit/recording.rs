@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use cairn_storage::{
     Appended, Batch, Bookmark, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo,
-    Durability, Error, Event, LockRecord, Lsn, Page, PayloadRef, Pending, Pruned, Scope, Seq,
-    Store, Subscription, ThreadFilter, ThreadId, ThreadRecord, VerifyReport,
+    Durability, Error, Event, LockRecord, Lsn, Page, PayloadRef, Pending, Pruned, Reading, Scope,
+    Seq, Store, Subscription, ThreadFilter, ThreadId, ThreadRecord, VerifyReport,
 };
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -163,6 +163,27 @@ impl RecordingStore {
             self.shared.fail(e);
         }
         result
+    }
+
+    /// [`RecordingStore::watch`] for an async read, checked (and its events counted, with
+    /// `events`) when its answer arrives.
+    fn watch_async<T: Counted + Send + 'static>(
+        &self,
+        reading: Reading<T>,
+        events: bool,
+    ) -> Reading<T> {
+        let shared = self.shared.clone();
+        Reading::later(async move {
+            let result = reading.await;
+            match &result {
+                Ok(value) if events => {
+                    shared.events_read.fetch_add(value.events(), Ordering::Relaxed);
+                }
+                Ok(_) => {}
+                Err(e) => shared.fail(e),
+            }
+            result
+        })
     }
 
     /// Forwards `pending`'s answer through a task that records it first.
@@ -424,6 +445,96 @@ impl Store for RecordingStore {
         self.watch(self.inner.due_threads(workflows, horizon_ms, after, limit))
     }
 
+    // The async reads, forwarded as the inner store answers them (awaited on PostgreSQL).
+
+    fn thread_async(&self, id: &ThreadId) -> Reading<Option<ThreadRecord>> {
+        self.watch_async(self.inner.thread_async(id), false)
+    }
+
+    fn read_since_async(&self, thread: &ThreadId, after: Seq, limit: usize) -> Reading<Vec<Event>> {
+        self.watch_async(self.inner.read_since_async(thread, after, limit), true)
+    }
+
+    fn read_range_async(&self, thread: &ThreadId, from: Seq, to: Seq) -> Reading<Vec<Event>> {
+        self.watch_async(self.inner.read_range_async(thread, from, to), true)
+    }
+
+    fn read_all_since_async(&self, after: Lsn, limit: usize) -> Reading<Vec<Event>> {
+        self.watch_async(self.inner.read_all_since_async(after, limit), true)
+    }
+
+    fn payload_async(&self, r: &PayloadRef) -> Reading<Vec<u8>> {
+        self.watch_async(self.inner.payload_async(r), false)
+    }
+
+    fn checkpoint_async(&self, id: CheckpointId) -> Reading<Option<Checkpoint>> {
+        self.watch_async(self.inner.checkpoint_async(id), false)
+    }
+
+    fn latest_checkpoint_at_or_before_async(
+        &self,
+        thread: &ThreadId,
+        seq: Seq,
+    ) -> Reading<Option<Checkpoint>> {
+        self.watch_async(self.inner.latest_checkpoint_at_or_before_async(thread, seq), false)
+    }
+
+    fn checkpoint_covering_async(
+        &self,
+        thread: &ThreadId,
+        seq: Seq,
+    ) -> Reading<Option<CheckpointId>> {
+        self.watch_async(self.inner.checkpoint_covering_async(thread, seq), false)
+    }
+
+    fn list_checkpoints_async(
+        &self,
+        filter: &CheckpointFilter,
+        page: Page,
+    ) -> Reading<Vec<CheckpointInfo>> {
+        self.watch_async(self.inner.list_checkpoints_async(filter, page), false)
+    }
+
+    fn list_threads_async(&self, filter: &ThreadFilter, page: Page) -> Reading<Vec<ThreadRecord>> {
+        self.watch_async(self.inner.list_threads_async(filter, page), false)
+    }
+
+    fn list_threads_after_async(
+        &self,
+        filter: &ThreadFilter,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Reading<Vec<ThreadRecord>> {
+        self.watch_async(self.inner.list_threads_after_async(filter, after, limit), false)
+    }
+
+    fn signals_async(
+        &self,
+        thread: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Reading<Vec<cairn_storage::Signal>> {
+        self.watch_async(self.inner.signals_async(thread, after, limit), false)
+    }
+
+    fn locks_async(&self) -> Reading<Vec<LockRecord>> {
+        self.watch_async(self.inner.locks_async(), false)
+    }
+
+    fn queues_async(&self) -> Reading<Vec<cairn_storage::QueueState>> {
+        self.watch_async(self.inner.queues_async(), false)
+    }
+
+    fn due_threads_async(
+        &self,
+        workflows: &[String],
+        horizon_ms: u64,
+        after: Option<&(u64, ThreadId)>,
+        limit: usize,
+    ) -> Reading<Option<Vec<cairn_storage::DueThread>>> {
+        self.watch_async(self.inner.due_threads_async(workflows, horizon_ms, after, limit), false)
+    }
+
     fn commits(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.inner.commits()
     }
@@ -438,6 +549,27 @@ impl Store for RecordingStore {
         self.inner.driver_messages()
     }
 }
+
+/// What an async read returned, as the events it counts for [`RecordingStore::events_read`].
+trait Counted {
+    fn events(&self) -> u64 {
+        0
+    }
+}
+
+impl Counted for Vec<Event> {
+    fn events(&self) -> u64 {
+        self.len() as u64
+    }
+}
+
+impl<T> Counted for Option<T> {}
+impl Counted for Vec<u8> {}
+impl Counted for Vec<CheckpointInfo> {}
+impl Counted for Vec<ThreadRecord> {}
+impl Counted for Vec<cairn_storage::Signal> {}
+impl Counted for Vec<LockRecord> {}
+impl Counted for Vec<cairn_storage::QueueState> {}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // The recorded data stays valid if a hook panicked while the lock was held.

@@ -119,6 +119,12 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
                 };
             }
         }
+        // Threads a batch ends: each leaves its queue, if it is in one (`plan_queue.rs`).
+        let mut ending = BTreeSet::new();
+        for b in batches {
+            ending
+                .extend(b.threads.iter().filter(|t| t.status.is_terminal()).map(|t| t.id.as_str()));
+        }
         let mut state = Cached::fresh(tx, xid);
         let ids: Vec<&str> = ids.into_iter().collect();
         for id in &ids {
@@ -168,6 +174,8 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
                 state.locks.insert(name.to_owned(), Some(lock));
             }
         }
+        let ending: Vec<&str> = ending.into_iter().collect();
+        super::queues::prefetch_members(state.tx, &mut state.queues, &ending)?;
         Ok(state)
     }
 

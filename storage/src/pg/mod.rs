@@ -3,7 +3,8 @@
 //! The records are the CRC-framed records of a redb file, in `bytea` columns; batches are
 //! planned by the same planner as redb's and committed in group commits, one SQL transaction
 //! each, serialised across processes by a row lock (see `write.rs`). Queries run on threads of
-//! their own (`pool.rs`): a read blocks its caller for one round trip, as a redb read blocks
+//! their own (`pool.rs`): an async read (`thread_async`...: what the engine's paths call) is
+//! awaited, a sync read blocks its caller's thread for one round trip, as a redb read blocks
 //! it for the disk. Durability: [`Durability::Immediate`] commits with `synchronous_commit =
 //! on` (an acknowledged batch survives a crash of the server); the other modes with it off (a
 //! server crash may lose the last few hundred milliseconds of acknowledged batches, never part
@@ -43,8 +44,8 @@ use self::write::{Write, Writer};
 use crate::codec::table;
 use crate::{
     Batch, Bookmark, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Durability, Error,
-    Event, LockRecord, Lsn, Page, PayloadRef, Pending, Pruned, Scope, Seq, Store, Subscription,
-    ThreadFilter, ThreadId, ThreadRecord, VerifyReport,
+    Event, LockRecord, Lsn, Page, PayloadRef, Pending, Pruned, Reading, Scope, Seq, Store,
+    Subscription, ThreadFilter, ThreadId, ThreadRecord, VerifyReport,
 };
 
 /// Reader connections of one store.
@@ -65,6 +66,8 @@ struct Inner {
     remote: watch::Receiver<u64>,
     /// Messages to threads' drivers, heard by the listener.
     drivers: tokio::sync::broadcast::Sender<crate::DriverMessage>,
+    /// Sync reads made from inside an async runtime ([`PgStore::blocking_reads`]).
+    blocking_reads: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -129,14 +132,19 @@ impl PgStore {
             listen::Heard { committed: tx, remote: remote_tx, token, drivers: drivers.clone() };
         listen::start(connect_as("cairn-listener"), heard);
         let readers = Readers::start(&connect_as("cairn-reader"), READERS)?;
-        let inner = Inner { readers, writer, durability, committed, remote, drivers };
+        let blocking_reads = std::sync::atomic::AtomicU64::new(0);
+        let inner =
+            Inner { readers, writer, durability, committed, remote, drivers, blocking_reads };
         Ok(PgStore { inner: Arc::new(inner) })
     }
 
-    /// Runs the read `f` on a reader's connection. Called on a worker of a multi-thread tokio
-    /// runtime, the wait for the answer goes through `block_in_place`: the runtime hands the
-    /// worker's other tasks to another thread meanwhile, so a round trip to the server never
-    /// holds up tasks that have nothing to do with it.
+    /// Runs the read `f` on a reader's connection, blocking this thread for the round trip:
+    /// for sync callers off any runtime (CLI commands, `spawn_blocking`). Called from inside a
+    /// runtime, which the engine's paths no longer do (they await the `*_async` reads), it is
+    /// counted ([`crate::telemetry::BLOCKING_READS`], [`PgStore::blocking_reads`], a debug
+    /// event) and, on a worker of a multi-thread runtime, waits through `block_in_place`: the
+    /// runtime hands the worker's other tasks to another thread meanwhile. On a
+    /// `current_thread` runtime the whole runtime waits.
     fn read<T: Send + 'static>(
         &self,
         f: impl Fn(&mut postgres::Client) -> Result<T, Error> + Send + 'static,
@@ -144,11 +152,40 @@ impl PgStore {
         use tokio::runtime::{Handle, RuntimeFlavor};
         let run = || self.inner.readers.run(f);
         match Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(run)
+            Ok(h) => {
+                let flavor = h.runtime_flavor();
+                self.inner.blocking_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.inner.writer.metrics.blocking_read();
+                tracing::debug!(
+                    ?flavor,
+                    read = std::any::type_name::<T>(),
+                    "sync PostgreSQL read on an async runtime: its thread waits for the round trip"
+                );
+                if flavor == RuntimeFlavor::MultiThread {
+                    tokio::task::block_in_place(run)
+                } else {
+                    run()
+                }
             }
-            _ => run(),
+            Err(_) => run(),
         }
+    }
+
+    /// Runs the read `f` on a reader's connection; the caller awaits the answer, and no thread
+    /// but the reader's waits for the server.
+    fn read_async<T: Send + 'static>(
+        &self,
+        f: impl Fn(&mut postgres::Client) -> Result<T, Error> + Send + 'static,
+    ) -> Reading<T> {
+        self.inner.readers.run_async(f)
+    }
+
+    /// Sync reads this store made from inside an async runtime, so far (each blocked a thread
+    /// of it for a round trip; see [`crate::telemetry::BLOCKING_READS`]). The engine's paths
+    /// await their reads: a count that grows while an engine runs on this store points at a
+    /// read left to move.
+    pub fn blocking_reads(&self) -> u64 {
+        self.inner.blocking_reads.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn write<T>(
@@ -172,13 +209,7 @@ impl Store for PgStore {
     }
 
     fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Result<Vec<Event>, Error> {
-        if to < from || to.0 == 0 {
-            return Ok(Vec::new());
-        }
-        let from = from.0.max(1);
-        let count = (to.0 - from).saturating_add(1);
-        let count = usize::try_from(count).unwrap_or(usize::MAX);
-        crate::limits::check("READ_LIMIT_MAX", count, crate::limits::READ_LIMIT_MAX)?;
+        let Some((from, count)) = range(from, to)? else { return Ok(Vec::new()) };
         let thread = thread.clone();
         self.read(move |c| read::read_since(c, &thread, Seq(from - 1), count, Some(to)))
     }
@@ -307,6 +338,116 @@ impl Store for PgStore {
         self.read(verify::verify)
     }
 
+    fn thread_async(&self, id: &ThreadId) -> Reading<Option<ThreadRecord>> {
+        let id = id.clone();
+        self.read_async(move |c| read::thread(c, &id))
+    }
+
+    fn read_since_async(&self, thread: &ThreadId, after: Seq, limit: usize) -> Reading<Vec<Event>> {
+        let thread = thread.clone();
+        self.read_async(move |c| read::read_since(c, &thread, after, limit, None))
+    }
+
+    fn read_range_async(&self, thread: &ThreadId, from: Seq, to: Seq) -> Reading<Vec<Event>> {
+        let (from, count) = match range(from, to) {
+            Ok(Some(range)) => range,
+            Ok(None) => return Reading::ready(Ok(Vec::new())),
+            Err(e) => return Reading::ready(Err(e)),
+        };
+        let thread = thread.clone();
+        self.read_async(move |c| read::read_since(c, &thread, Seq(from - 1), count, Some(to)))
+    }
+
+    fn read_all_since_async(&self, after: Lsn, limit: usize) -> Reading<Vec<Event>> {
+        self.read_async(move |c| read::read_all_since(c, after, limit))
+    }
+
+    fn payload_async(&self, r: &PayloadRef) -> Reading<Vec<u8>> {
+        let r = *r;
+        self.read_async(move |c| read::payload(c, &r))
+    }
+
+    fn checkpoint_async(&self, id: CheckpointId) -> Reading<Option<Checkpoint>> {
+        self.read_async(move |c| read::checkpoint(c, id))
+    }
+
+    fn latest_checkpoint_at_or_before_async(
+        &self,
+        thread: &ThreadId,
+        seq: Seq,
+    ) -> Reading<Option<Checkpoint>> {
+        let thread = thread.clone();
+        self.read_async(move |c| read::latest_checkpoint_at_or_before(c, &thread, seq))
+    }
+
+    fn checkpoint_covering_async(
+        &self,
+        thread: &ThreadId,
+        seq: Seq,
+    ) -> Reading<Option<CheckpointId>> {
+        let thread = thread.clone();
+        self.read_async(move |c| {
+            Ok(read::latest_checkpoint_at_or_before(c, &thread, seq)?
+                .filter(|cp| cp.covers.seq == seq)
+                .map(|cp| cp.id))
+        })
+    }
+
+    fn list_checkpoints_async(
+        &self,
+        filter: &CheckpointFilter,
+        page: Page,
+    ) -> Reading<Vec<CheckpointInfo>> {
+        let filter = filter.clone();
+        self.read_async(move |c| read::list_checkpoints(c, &filter, page))
+    }
+
+    fn list_threads_async(&self, filter: &ThreadFilter, page: Page) -> Reading<Vec<ThreadRecord>> {
+        let filter = filter.clone();
+        self.read_async(move |c| read::list_threads(c, &filter, page))
+    }
+
+    fn list_threads_after_async(
+        &self,
+        filter: &ThreadFilter,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Reading<Vec<ThreadRecord>> {
+        let (filter, after) = (filter.clone(), after.cloned());
+        self.read_async(move |c| read::list_threads_after(c, &filter, after.as_ref(), limit))
+    }
+
+    fn signals_async(
+        &self,
+        thread: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Reading<Vec<crate::Signal>> {
+        let thread = thread.clone();
+        self.read_async(move |client| signals::read(client, &thread, after, limit))
+    }
+
+    fn locks_async(&self) -> Reading<Vec<LockRecord>> {
+        self.read_async(read::locks)
+    }
+
+    fn queues_async(&self) -> Reading<Vec<crate::QueueState>> {
+        self.read_async(queues::read_all)
+    }
+
+    fn due_threads_async(
+        &self,
+        workflows: &[String],
+        horizon_ms: u64,
+        after: Option<&(u64, ThreadId)>,
+        limit: usize,
+    ) -> Reading<Option<Vec<crate::DueThread>>> {
+        let (workflows, after) = (workflows.to_vec(), after.cloned());
+        self.read_async(move |c| {
+            wake::due_threads(c, &workflows, horizon_ms, after.as_ref(), limit).map(Some)
+        })
+    }
+
     fn durability(&self) -> Durability {
         self.inner.durability
     }
@@ -353,6 +494,18 @@ impl Store for PgStore {
     fn driver_messages(&self) -> Option<tokio::sync::broadcast::Receiver<crate::DriverMessage>> {
         Some(self.inner.drivers.subscribe())
     }
+}
+
+/// The first seq and the number of events of `read_range(from, to)`; `None` for an empty range.
+fn range(from: Seq, to: Seq) -> Result<Option<(u64, usize)>, Error> {
+    if to < from || to.0 == 0 {
+        return Ok(None);
+    }
+    let from = from.0.max(1);
+    let count = (to.0 - from).saturating_add(1);
+    let count = usize::try_from(count).unwrap_or(usize::MAX);
+    crate::limits::check("READ_LIMIT_MAX", count, crate::limits::READ_LIMIT_MAX)?;
+    Ok(Some((from, count)))
 }
 
 /// A number telling this store's notifications from others' (unique enough: time, process and

@@ -161,6 +161,35 @@ impl QueueCache {
     }
 }
 
+/// Reads and locks, in one query, the queue memberships of `threads` (those a group's batches
+/// end, each of which leaves its queue if it is in one): the planner then finds them in the
+/// cache instead of asking for each ended thread (most are in no queue).
+pub(crate) fn prefetch_members(
+    tx: &mut Tx<'_, '_>,
+    cache: &mut QueueCache,
+    threads: &[&str],
+) -> Result<(), Error> {
+    if threads.is_empty() {
+        return Ok(());
+    }
+    let rows = tx
+        .query(
+            "SELECT thread, record FROM cairn_queue_members WHERE thread = ANY($1) \
+             ORDER BY thread FOR UPDATE",
+            &[&threads],
+        )
+        .map_err(pg_error("read queue members"))?;
+    for t in threads {
+        cache.members.insert(ThreadId::new(*t)?, None);
+    }
+    for row in rows {
+        let thread: &str = row.get(0);
+        let member = decode_member(thread, row.get(1))?;
+        cache.members.insert(ThreadId::new(thread)?, Some(member));
+    }
+    Ok(())
+}
+
 /// The planner's queue reads over a group's transaction and cache.
 pub(crate) struct Reads<'c, 't, 'a, 'b> {
     /// The group's transaction.

@@ -14,6 +14,8 @@ mod durability;
 mod model;
 #[cfg(feature = "postgres")]
 mod pg;
+#[cfg(feature = "postgres")]
+mod pg_reads;
 #[cfg(feature = "tls")]
 mod pg_tls;
 #[cfg(feature = "postgres")]

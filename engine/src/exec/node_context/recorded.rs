@@ -2,6 +2,7 @@
 //! signals it receives): the recorded one when the task runs again, else a fresh one, recorded.
 
 use cairn_dsl::NodeError;
+use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::LiveNodeContext;
@@ -48,19 +49,27 @@ impl LiveNodeContext {
 
     /// The task's next receive of a signal named `name`: the recorded one when the task runs
     /// again, else the next in the inbox (recorded as a value of the task). Nothing there:
-    /// `None` for `try_recv` (recorded too), a suspension for `recv` (`wait`).
-    pub(super) fn receive(&self, name: &str, wait: bool) -> Result<Option<Value>, NodeError> {
+    /// `None` for `try_recv` (recorded too), a suspension for `recv` (`wait`). The draw is
+    /// counted, and a recorded receipt taken, when this is called; the inbox read is awaited.
+    pub(super) fn receive(
+        &self,
+        name: &str,
+        wait: bool,
+    ) -> BoxFuture<'static, Result<Option<Value>, NodeError>> {
         let recorded = {
             let mut st = self.state();
             st.draws += 1;
             st.replay_values.pop_front()
         };
         if let Some(recorded) = recorded {
-            return crate::exec::signal_cursor::replayed(&recorded, name, wait);
+            let replayed = crate::exec::signal_cursor::replayed(&recorded, name, wait);
+            return Box::pin(std::future::ready(replayed));
         }
-        let (value, record) =
-            self.env.signals.fresh(&self.env.thread, name, wait, &self.env.stop)?;
-        self.state().new_values.push(record);
-        Ok(value)
+        let (env, st, name) = (self.env.clone(), self.st.clone(), name.to_owned());
+        Box::pin(async move {
+            let (value, record) = env.signals.fresh(&env.thread, &name, wait, &env.stop).await?;
+            super::lock_state(&st).new_values.push(record);
+            Ok(value)
+        })
     }
 }

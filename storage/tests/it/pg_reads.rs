@@ -1,0 +1,151 @@
+//! The async reads (`thread_async`, `read_since_async`...): on both backends they answer what
+//! the sync reads answer; on PostgreSQL they are awaited, so a slow server (a proxy holding each
+//! query of the reader connections) suspends the reading task and not the runtime: a task on
+//! the same `current_thread` runtime keeps ticking, where a sync read stops it (and is counted).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use cairn_storage::pg_cluster::Cluster;
+use cairn_storage::pg_proxy::Proxy;
+use cairn_storage::{
+    Batch, CheckpointFilter, CheckpointKind, Durability, LockOp, Lsn, NewSignal, Page, PayloadRef,
+    PgStore, Seq, Store, ThreadFilter, Wake,
+};
+
+use crate::common::*;
+
+/// A thread with events (one with its body in a payload), a checkpoint, a signal and a lock.
+fn fill(store: &impl Store) -> PayloadRef {
+    create_thread(store, "t", 3);
+    let body = b"{\"big\":true}".to_vec();
+    let r = PayloadRef::of(&body);
+    let mut offloaded = event("t", 4);
+    offloaded.payload = Some(r);
+    offloaded.data = Vec::new();
+    let batch = Batch {
+        events: vec![offloaded],
+        payloads: vec![body],
+        checkpoints: vec![checkpoint("t", CheckpointKind::Manual, &["x"])],
+        signals: vec![NewSignal::new(tid("t"), "go", b"1".to_vec(), 0).unwrap()],
+        locks: vec![LockOp::Acquire { name: "l".into(), owner: "t".into(), now_ms: 0, ttl_ms: 9 }],
+        wakes: vec![(tid("t"), Wake::At(0))],
+        ..Batch::default()
+    };
+    append(store, batch);
+    create_thread(store, "u", 1);
+    r
+}
+
+/// Every async read against its sync twin on `store`.
+async fn same_answers(store: &impl Store, payload: PayloadRef) {
+    let t = tid("t");
+    assert_eq!(store.thread_async(&t).await.unwrap(), store.thread(&t).unwrap());
+    assert!(store.thread_async(&tid("none")).await.unwrap().is_none());
+    assert_eq!(
+        store.read_since_async(&t, Seq(1), 10).await.unwrap(),
+        store.read_since(&t, Seq(1), 10).unwrap()
+    );
+    assert_eq!(
+        store.read_range_async(&t, Seq(2), Seq(3)).await.unwrap(),
+        store.read_range(&t, Seq(2), Seq(3)).unwrap()
+    );
+    assert!(store.read_range_async(&t, Seq(3), Seq(2)).await.unwrap().is_empty());
+    assert_eq!(
+        store.read_all_since_async(Lsn(0), 100).await.unwrap(),
+        store.read_all_since(Lsn(0), 100).unwrap()
+    );
+    assert_eq!(store.payload_async(&payload).await.unwrap(), b"{\"big\":true}".to_vec());
+    let latest = store.latest_checkpoint_at_or_before_async(&t, Seq(99)).await.unwrap();
+    assert_eq!(latest, store.latest_checkpoint_at_or_before(&t, Seq(99)).unwrap());
+    let cp = latest.expect("a checkpoint");
+    assert_eq!(store.checkpoint_async(cp.id).await.unwrap(), Some(cp.clone()));
+    assert_eq!(store.checkpoint_covering_async(&t, cp.covers.seq).await.unwrap(), Some(cp.id));
+    let filter = CheckpointFilter { thread: Some(t.clone()), ..CheckpointFilter::default() };
+    assert_eq!(
+        store.list_checkpoints_async(&filter, Page::default()).await.unwrap(),
+        store.list_checkpoints(&filter, Page::default()).unwrap()
+    );
+    let all = ThreadFilter::default();
+    assert_eq!(
+        store.list_threads_async(&all, Page::default()).await.unwrap(),
+        store.list_threads(&all, Page::default()).unwrap()
+    );
+    let after = store.list_threads_after_async(&all, Some(&t), 10).await.unwrap();
+    assert_eq!(after, store.list_threads_after(&all, Some(&t), 10).unwrap());
+    assert_eq!(after.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["u"]);
+    assert_eq!(store.signals_async(&t, 0, 10).await.unwrap(), store.signals(&t, 0, 10).unwrap());
+    assert_eq!(store.locks_async().await.unwrap(), store.locks().unwrap());
+    let workflows = ["wf".to_owned()];
+    assert_eq!(
+        store.due_threads_async(&workflows, 0, None, 10).await.unwrap(),
+        store.due_threads(&workflows, 0, None, 10).unwrap()
+    );
+}
+
+#[test]
+fn async_reads_answer_as_the_sync_reads_on_redb_and_on_postgres() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (_dir, _path, redb) = open_fast();
+    let payload = fill(&redb);
+    rt.block_on(same_answers(&redb, payload));
+    let Some(cluster) = Cluster::start("async_reads_answer_as_the_sync_reads") else { return };
+    let pg = PgStore::connect(&cluster.new_database(), Durability::Immediate).expect("connect");
+    let payload = fill(&pg);
+    rt.block_on(same_answers(&pg, payload));
+    // The 11 sync twins above ran on the runtime, and were counted; the async reads were not.
+    assert_eq!(pg.blocking_reads(), 11);
+}
+
+/// The longest pause of a task ticking every `tick` while `reads` run on the same
+/// `current_thread` runtime.
+fn longest_pause(reads: impl std::future::Future<Output = ()>) -> Duration {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticking = stop.clone();
+        let ticker = tokio::spawn(async move {
+            let mut gap = Duration::ZERO;
+            while !ticking.load(Ordering::SeqCst) {
+                let at = Instant::now();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                gap = gap.max(at.elapsed());
+            }
+            gap
+        });
+        tokio::task::yield_now().await;
+        reads.await;
+        stop.store(true, Ordering::SeqCst);
+        ticker.await.unwrap()
+    })
+}
+
+#[test]
+fn a_slow_postgres_read_suspends_its_task_not_the_runtime() {
+    let Some(cluster) = Cluster::start("a_slow_postgres_read_suspends_its_task") else { return };
+    let url = cluster.new_database();
+    let proxy = Proxy::start(&cluster).expect("proxy");
+    let store = PgStore::connect(&proxy.url(&url), Durability::Immediate).expect("connect");
+    create_thread(&store, "t", 2);
+    let delay = Duration::from_millis(300);
+    proxy.delay_queries("cairn-reader", delay);
+    let t = tid("t");
+
+    let started = Instant::now();
+    let awaited = longest_pause(async {
+        for _ in 0..3 {
+            assert!(store.thread_async(&t).await.unwrap().is_some());
+        }
+    });
+    assert!(started.elapsed() >= delay * 3, "the reads were slowed");
+    assert!(awaited < delay / 2, "awaited reads stopped the runtime for {awaited:?}");
+    assert_eq!(store.blocking_reads(), 0);
+
+    // The sync read on the same runtime stops it for the delay, and is counted.
+    let blocked = longest_pause(async {
+        assert!(store.thread(&t).unwrap().is_some());
+    });
+    assert!(blocked >= delay, "a sync read stopped the runtime for {blocked:?} only");
+    assert_eq!(store.blocking_reads(), 1);
+}
