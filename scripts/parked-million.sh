@@ -7,6 +7,7 @@
 #
 #   scripts/parked-million.sh                    # 1,000,000 threads waiting for input
 #   scripts/parked-million.sh 200000 sleeping    # fewer threads; or sleeping, paused
+#   CAIRN_BENCH_PAGE_CACHE_BYTES=16777216 scripts/parked-million.sh   # a 16 MiB page cache
 #
 # Output: the child's line, `CHILD <KiB per thread> <peak KiB per thread> <marginal KiB per
 # thread>`, as the memory section of `cargo bench -p cairn-benches --bench engine` reads it.
