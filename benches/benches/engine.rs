@@ -10,7 +10,8 @@
 //! and `none-64` run one half of `none`) the sections run, `CAIRN_BENCH_HISTORY_STEPS` (default
 //! 100,000) the steps of the history section's thread,
 //! `CAIRN_BENCH_MEMORY_THREADS` (default 10,000 queued or completed threads, 100,000 parked
-//! ones) the threads of each memory figure. The memory
+//! ones) the threads of each memory figure, `CAIRN_BENCH_PAGE_CACHE_BYTES` the page cache of the
+//! memory children and of the history section (default: the engine's, 64 MiB). The memory
 //! section measures each figure in a fresh child process (this binary, re-run with
 //! `CAIRN_BENCH_CHILD` set), so that memory freed by earlier sections cannot hide what the
 //! threads cost.
@@ -192,17 +193,22 @@ fn unsynced(
     fresh: &mut impl FnMut(&str) -> PathBuf,
 ) -> anyhow::Result<()> {
     if sequential {
-        let mut one = Vec::new();
+        let (mut one, mut cpu) = (Vec::new(), Vec::new());
+        let steps = UNSYNCED_SEQUENTIAL_THREADS as u64 * NODES;
         for _ in 0..runs {
             let path = fresh("none-seq");
-            let elapsed = runtime.block_on(on_file(&path, Durability::None, |e| {
-                one_at_a_time(e, "none", UNSYNCED_SEQUENTIAL_THREADS)
-            }))?;
-            one.push(per_second(UNSYNCED_SEQUENTIAL_THREADS as u64 * NODES, elapsed));
+            let (elapsed, on_cpu) =
+                runtime.block_on(on_file_timed(&path, Durability::None, |e| {
+                    one_at_a_time(e, "none", UNSYNCED_SEQUENTIAL_THREADS)
+                }))?;
+            one.push(per_second(steps, elapsed));
+            cpu.push(on_cpu.as_secs_f64() * 1e6 / steps as f64);
         }
         let one = median(one);
         println!("{}", bench_line("engine_1_thread_durability_none", one, "node-steps/s"));
         println!("{}", bench_line("engine_1_thread_durability_none_step_time", 1e6 / one, "us"));
+        let cpu = median(cpu);
+        println!("{}", bench_line("engine_1_thread_durability_none_cpu_per_step", cpu, "us"));
     }
     if concurrent {
         let mut many = Vec::new();
@@ -359,7 +365,7 @@ fn history(
     let (mut slowest, mut slowest_cpu, mut typical) = (Vec::new(), Vec::new(), Vec::new());
     runtime.block_on(async {
         let engine =
-            Engine::builder(&path).durability(Durability::None).workflow(&wf).open().await?;
+            builder_with_cache(&path)?.durability(Durability::None).workflow(&wf).open().await?;
         let handle = engine.start(LOOPING, 0u64, StartOptions::id("long")).await?;
         let outcome = handle.finished().await?;
         anyhow::ensure!(
@@ -435,7 +441,7 @@ fn on_cpu_ns() -> anyhow::Result<u64> {
 fn memory(runs: usize) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("locating the bench binary")?;
     for which in ["parked", "sleeping", "paused", "queued", "completed"] {
-        let (mut kept, mut peak) = (Vec::new(), Vec::new());
+        let (mut kept, mut peak, mut marginal) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..runs.min(3) {
             let out = std::process::Command::new(&exe)
                 .env(CHILD_ENV, which)
@@ -456,9 +462,12 @@ fn memory(runs: usize) -> anyhow::Result<()> {
                 || -> anyhow::Result<f64> { Ok(fields.next().context("a short CHILD line")??) };
             kept.push(next()?);
             peak.push(next()?);
+            marginal.push(next()?);
         }
         println!("{}", bench_line(&format!("memory_per_{which}_thread"), median(kept), "KiB"));
         println!("{}", bench_line(&format!("memory_peak_per_{which}_thread"), median(peak), "KiB"));
+        let marginal = median(marginal);
+        println!("{}", bench_line(&format!("memory_marginal_per_{which}_thread"), marginal, "KiB"));
     }
     Ok(())
 }
@@ -467,9 +476,10 @@ fn memory(runs: usize) -> anyhow::Result<()> {
 /// (`parked`), sleeping for a day (`sleeping`) or paused while waiting for input (`paused`),
 /// finish (`completed`, or `completed-immediate` under `Durability::Immediate`), or wait for a
 /// runner (`queued`: a concurrency limit of 1 and a first thread that never finishes, so every
-/// other thread waits for a permit); print `CHILD <kept KiB per thread> <peak KiB per thread>`,
-/// from `VmRSS` once they all stand so and `VmHWM`, each less the `VmRSS` before the first
-/// start.
+/// other thread waits for a permit); print `CHILD <kept KiB per thread> <peak KiB per thread>
+/// <marginal KiB per thread>`, from `VmRSS` once they all stand so and `VmHWM`, each less the
+/// `VmRSS` before the first start, and the growth of `VmRSS` over the second half of the
+/// threads (the cost of one more once the bounded caches have filled).
 fn memory_child(which: &str, threads: usize, path: &Path) -> anyhow::Result<()> {
     let (workflow, want) = match which {
         "parked" | "paused" => (ASKING, Some(ThreadStatus::WaitingInput)),
@@ -482,8 +492,8 @@ fn memory_child(which: &str, threads: usize, path: &Path) -> anyhow::Result<()> 
         if which.ends_with("-immediate") { Durability::Immediate } else { Durability::None };
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let (kept, peak) = runtime.block_on(async {
-        let engine = Engine::builder(path)
+    let (kept, peak, marginal) = runtime.block_on(async {
+        let engine = builder_with_cache(path)?
             .durability(durability)
             .concurrency(if want.is_some() { 64 } else { 1 })
             .workflow(&linear()?)
@@ -494,32 +504,42 @@ fn memory_child(which: &str, threads: usize, path: &Path) -> anyhow::Result<()> 
             .await?;
         one_at_a_time(engine.clone(), "warm", MEMORY_WARMUP_THREADS).await?;
         let before = proc_status_kib("VmRSS")?;
-        let mut handles = Vec::with_capacity(threads);
-        for n in 0..threads {
-            let id = StartOptions::id(format!("mem-{n:06}"));
-            handles.push(engine.start(workflow, 0u64, id).await?);
-        }
-        if let Some(want) = want {
-            for handle in &handles {
-                let outcome = handle.wait().await?;
-                let status = outcome.status;
-                anyhow::ensure!(status == want, "{} ended {status:?}", handle.id());
-                if which == "paused" {
-                    engine.pause(handle.id().as_str()).await?;
+        // In two halves, the resident set measured after each: the second half's growth is
+        // the marginal cost of a thread once the bounded caches have filled.
+        let mut half = 0;
+        for (first, last) in [(0, threads / 2), (threads / 2, threads)] {
+            let mut handles = Vec::with_capacity(last - first);
+            for n in first..last {
+                let id = StartOptions::id(format!("mem-{n:07}"));
+                handles.push(engine.start(workflow, 0u64, id).await?);
+            }
+            if let Some(want) = want {
+                for handle in &handles {
+                    let outcome = handle.wait().await?;
+                    let status = outcome.status;
+                    anyhow::ensure!(status == want, "{} ended {status:?}", handle.id());
+                    if which == "paused" {
+                        engine.pause(handle.id().as_str()).await?;
+                    }
                 }
             }
+            drop(handles);
+            if first == 0 {
+                half = proc_status_kib("VmRSS")?;
+            }
         }
-        drop(handles);
-        let kept = proc_status_kib("VmRSS")?.saturating_sub(before);
+        let after = proc_status_kib("VmRSS")?;
+        let marginal = after.saturating_sub(half) as f64 / (threads - threads / 2) as f64;
+        let kept = after.saturating_sub(before);
         let peak = proc_status_kib("VmHWM")?.saturating_sub(before);
         if want.is_some() {
             // (A stuck thread never reaches a step boundary: `queued` ends with the runtime.)
             engine.shutdown().await;
         }
-        Ok::<_, anyhow::Error>((kept, peak))
+        Ok::<_, anyhow::Error>((kept, peak, marginal))
     })?;
     let per = |kib: u64| kib as f64 / threads as f64;
-    println!("CHILD {} {}", per(kept), per(peak));
+    println!("CHILD {} {} {marginal}", per(kept), per(peak));
     Ok(())
 }
 
@@ -596,12 +616,43 @@ where
     F: FnOnce(Engine) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
+    Ok(on_file_timed(path, durability, work).await?.0)
+}
+
+/// [`on_file`], with the time the whole process spent on a CPU during `work` (every thread's:
+/// the caller's, the tokio workers', the storage writer's), which a loaded machine's scheduler
+/// does not inflate as it does the wall clock.
+async fn on_file_timed<F, Fut>(
+    path: &Path,
+    durability: Durability,
+    work: F,
+) -> anyhow::Result<(Duration, Duration)>
+where
+    F: FnOnce(Engine) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
     let engine = Engine::builder(path).durability(durability).workflow(&linear()?).open().await?;
-    let start = Instant::now();
+    let (start, cpu) = (Instant::now(), process_cpu()?);
     work(engine.clone()).await?;
-    let elapsed = start.elapsed();
+    let (elapsed, cpu) = (start.elapsed(), process_cpu()?.saturating_sub(cpu));
     engine.shutdown().await;
-    Ok(elapsed)
+    Ok((elapsed, cpu))
+}
+
+/// The time this process has spent on a CPU, user and system, all threads (those ended too):
+/// `utime` + `stime` of `/proc/self/stat`, in clock ticks of 10 ms (`_SC_CLK_TCK` is 100 on
+/// Linux), so a figure needs a run of seconds.
+fn process_cpu() -> anyhow::Result<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").context("/proc/self/stat")?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let after = stat.rsplit_once(')').context("a /proc/self/stat without a command")?.1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of stat(5): 11 and 12 counted from 0 after the
+    // command (field 2).
+    let ticks = |i: usize| -> anyhow::Result<u64> {
+        fields.get(i).context("a short /proc/self/stat")?.parse().context("/proc/self/stat")
+    };
+    Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
 }
 
 /// What a run on a [`SyncCountingFile`] did to the file.
@@ -679,6 +730,18 @@ fn proc_status_kib(field: &str) -> anyhow::Result<u64> {
         .with_context(|| format!("no {field} in /proc/self/status"))?;
     let kib = line.trim().trim_end_matches("kB").trim();
     kib.parse().with_context(|| format!("{field}: {line:?}"))
+}
+
+/// The engine's default builder for `path`, with the page cache of `CAIRN_BENCH_PAGE_CACHE_BYTES`
+/// when it is set.
+fn builder_with_cache(path: &Path) -> anyhow::Result<cairn::EngineBuilder> {
+    let builder = Engine::builder(path);
+    Ok(match std::env::var("CAIRN_BENCH_PAGE_CACHE_BYTES") {
+        Ok(bytes) => {
+            builder.page_cache_bytes(bytes.parse().context("CAIRN_BENCH_PAGE_CACHE_BYTES")?)
+        }
+        Err(_) => builder,
+    })
 }
 
 fn env_usize(name: &str, default: usize) -> anyhow::Result<usize> {

@@ -15,6 +15,8 @@ pub enum RecoveryPolicy {
 pub struct Config {
     /// Threads driven at once.
     pub concurrency: usize,
+    /// redb's page cache in bytes; `None`: storage's default (64 MiB).
+    pub page_cache_bytes: Option<usize>,
     /// Overrides every workflow's checkpoint policy: a checkpoint every N steps.
     pub checkpoint_every_steps: Option<u64>,
     /// Overrides every workflow's checkpoint policy: a checkpoint every T ms.
@@ -57,6 +59,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             concurrency: 64,
+            page_cache_bytes: None,
             checkpoint_every_steps: None,
             checkpoint_every_ms: None,
             checkpoint_tail_events: Some(crate::limits::CHECKPOINT_TAIL_EVENTS_DEFAULT),

@@ -11,6 +11,8 @@ use crate::core::event::Body;
 use crate::error::Error;
 use crate::limits;
 
+mod tag_first;
+
 /// A decoded event: where it is in the log, and what it says.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recorded {
@@ -73,16 +75,25 @@ fn correlation_of(body: &Body) -> Option<String> {
 /// [`Error::Record`] if the data is not a body this engine understands; storage errors if the
 /// payload is missing or damaged.
 pub fn decode(store: &dyn Store, event: Event) -> Result<Recorded, Error> {
-    let bytes = match (&event.payload, event.data.is_empty()) {
+    let mut bytes = match (&event.payload, event.data.is_empty()) {
         (Some(r), true) => store.payload(r)?,
         _ => event.data,
     };
-    let body: Body = serde_json::from_slice(&bytes).map_err(|e| Error::Record {
-        thread: event.thread.to_string(),
-        seq: event.bookmark.seq.0,
-        detail: format!("event body does not decode: {e}"),
-    })?;
+    let body = match tag_first::decode(&mut bytes) {
+        Some(body) => body,
+        None => body_of(&bytes).map_err(|e| Error::Record {
+            thread: event.thread.to_string(),
+            seq: event.bookmark.seq.0,
+            detail: format!("event body does not decode: {e}"),
+        })?,
+    };
     Ok(Recorded { bookmark: event.bookmark, thread: event.thread, body })
+}
+
+/// The general decoder of a body's JSON: any variant, its fields in any order (what
+/// [`tag_first`] does not take).
+fn body_of(bytes: &[u8]) -> serde_json::Result<Body> {
+    serde_json::from_slice(bytes)
 }
 
 /// [`decode`], then what the log cannot hold filled in from the store: the id of the

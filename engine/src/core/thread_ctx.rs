@@ -404,25 +404,37 @@ impl ThreadCtx {
                 j.values.extend(values.iter().cloned());
                 j.outcome = Some(TaskOutcome { update: update.clone(), goto: goto.clone() });
                 add_usage(&mut m.telemetry, usage, &BTreeMap::new());
-                *m.telemetry.node_ms.entry(task.node.clone()).or_default() += duration_ms;
+                match m.telemetry.node_ms.get_mut(&task.node) {
+                    Some(ms) => *ms += duration_ms,
+                    None => {
+                        m.telemetry.node_ms.insert(task.node.clone(), *duration_ms);
+                    }
+                }
                 if implied {
-                    m.node_results.insert(
-                        task.node.clone(),
-                        NodeResult {
-                            status: "completed".into(),
-                            attempt: *attempt,
-                            started_at_ms: at_ms.saturating_sub(*duration_ms),
-                            finished_at_ms: Some(at_ms),
-                            error: None,
-                        },
-                    );
+                    let result = NodeResult {
+                        status: String::new(),
+                        attempt: *attempt,
+                        started_at_ms: at_ms.saturating_sub(*duration_ms),
+                        finished_at_ms: Some(at_ms),
+                        error: None,
+                    };
+                    // In place when the node ran before (a loop's every step): no allocation.
+                    let r = match m.node_results.get_mut(&task.node) {
+                        Some(r) => {
+                            let status = std::mem::take(&mut r.status);
+                            *r = NodeResult { status, ..result };
+                            r
+                        }
+                        None => m.node_results.entry(task.node.clone()).or_insert(result),
+                    };
+                    set_str(&mut r.status, "completed");
                 } else if let Some(r) = m.node_results.get_mut(&task.node) {
                     if r.attempt != *attempt {
                         // A retried attempt that completed in the batch that started it.
                         r.attempt = *attempt;
                         r.started_at_ms = at_ms.saturating_sub(*duration_ms);
                     }
-                    r.status = "completed".into();
+                    set_str(&mut r.status, "completed");
                     r.finished_at_ms = Some(at_ms);
                     r.error = None;
                 }
@@ -567,11 +579,16 @@ impl ThreadCtx {
             }
         }
         for node in ran {
-            *self.meta.visits.entry(node.to_owned()).or_default() += 1;
+            match self.meta.visits.get_mut(node) {
+                Some(n) => *n += 1,
+                None => {
+                    self.meta.visits.insert(node.to_owned(), 1);
+                }
+            }
         }
         self.meta.step = step;
-        self.meta.frontier = next.to_vec();
-        self.meta.arrivals = arrivals.clone();
+        next.clone_into(&mut self.meta.frontier);
+        self.meta.arrivals.clone_from(arrivals);
         self.meta.telemetry.steps += 1;
         Ok(())
     }
@@ -589,7 +606,11 @@ pub fn input_hash(input: &Value) -> String {
 }
 
 fn journal<'a>(m: &'a mut ThreadMeta, task: &TaskKey, attempt: u32) -> &'a mut TaskJournal {
-    let j = m.open.entry(task.clone()).or_default();
+    // The key is cloned only for a task not yet open.
+    if !m.open.contains_key(task) {
+        m.open.insert(task.clone(), TaskJournal::default());
+    }
+    let j = m.open.get_mut(task).expect("inserted above");
     if j.attempt != attempt {
         *j = TaskJournal { attempt, ..TaskJournal::default() };
     }
@@ -597,14 +618,32 @@ fn journal<'a>(m: &'a mut ThreadMeta, task: &TaskKey, attempt: u32) -> &'a mut T
 }
 
 fn push_history(m: &mut ThreadMeta, seq: u64, step: u64, task: &TaskKey, what: &str, at_ms: u64) {
-    m.history.push_back(HistoryEntry {
-        seq,
-        step,
-        task: task.clone(),
-        what: what.to_owned(),
-        at_ms,
-    });
+    // A full history drops its oldest entry for the new one: that entry's strings are reused.
+    let entry = if m.history.len() >= limits::SNAPSHOT_HISTORY_ENTRIES_MAX {
+        m.history.pop_front()
+    } else {
+        None
+    };
+    let entry = match entry {
+        Some(mut e) => {
+            e.seq = seq;
+            e.step = step;
+            e.task.node.clone_from(&task.node);
+            e.task.item = task.item;
+            set_str(&mut e.what, what);
+            e.at_ms = at_ms;
+            e
+        }
+        None => HistoryEntry { seq, step, task: task.clone(), what: what.to_owned(), at_ms },
+    };
+    m.history.push_back(entry);
     while m.history.len() > limits::SNAPSHOT_HISTORY_ENTRIES_MAX {
         m.history.pop_front();
     }
+}
+
+/// Sets `s` to `to`, reusing its allocation.
+fn set_str(s: &mut String, to: &str) {
+    s.clear();
+    s.push_str(to);
 }

@@ -5,7 +5,7 @@
 //! with the alternative result and the report shows what it would have produced instead.
 //! Replay reads the log only; it never writes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use cairn_dsl::{Ctx, DynNodeKind, DynWorkflow, Target};
@@ -167,6 +167,12 @@ pub(crate) async fn replay_after(
         calls.insert((c.meta.step + 1, task.clone(), journal.attempt), r);
     }
     let mut items: BTreeMap<(u64, TaskKey), Value> = BTreeMap::new();
+    // What every task's replay context shares, made once for the whole replay.
+    let shared = Arc::new(Shared {
+        thread: id.to_string(),
+        overrides: overrides.clone(),
+        cancel: CancellationToken::new(),
+    });
     let mut after = c.meta.seq;
     loop {
         let events = store.read_since_async(id, Seq(after), limits::READ_CHUNK_EVENTS).await?;
@@ -203,39 +209,44 @@ pub(crate) async fn replay_after(
                         slot.2 = output.clone();
                     }
                 }
-                Body::NodeCompleted { step, task, attempt, update, goto, .. }
-                    if report.divergence.is_none() =>
-                {
+                Body::NodeCompleted {
+                    step, task, attempt, update, goto, values: drawn, ..
+                } if report.divergence.is_none() => {
                     let node = wf.node_id(&task.node).map(|i| &wf.nodes()[i]);
                     if matches!(node.map(|n| &n.kind), Some(DynNodeKind::Subgraph { .. })) {
                         report.tasks_skipped += 1;
                     } else {
                         // Values the task drew: those flushed with its tool calls and inputs
                         // (in the journal) plus those recorded at completion.
-                        let journal = c.meta.open.get(task).cloned().unwrap_or_default();
-                        let mut values: Vec<Value> = journal.values.clone();
-                        if let Body::NodeCompleted { values: v, .. } = &rec.body {
-                            values.extend(v.iter().cloned());
-                        }
-                        let recorded_calls = calls
-                            .get(&(*step, task.clone(), *attempt))
-                            .cloned()
-                            .unwrap_or_default();
+                        let journal = c.meta.open.get(task);
+                        let mut values: VecDeque<Value> =
+                            journal.map(|j| j.values.iter().cloned().collect()).unwrap_or_default();
+                        values.extend(drawn.iter().cloned());
+                        // An attempt completes once: what was recorded for it is not needed
+                        // after (the maps stay empty for tasks that call no tool).
+                        let recorded_calls = if calls.is_empty() {
+                            Recorded::default()
+                        } else {
+                            calls.remove(&(*step, task.clone(), *attempt)).unwrap_or_default()
+                        };
                         // A map task logs its item with its start in every run that completes
                         // (`NodeStarted`), so the item is after `start` whenever the completion is.
-                        let item = items.get(&(*step, task.clone())).cloned();
+                        let item = if items.is_empty() {
+                            None
+                        } else {
+                            items.remove(&(*step, task.clone()))
+                        };
                         let run = ReplayRun {
                             wf: wf.clone(),
-                            thread: id.to_string(),
+                            shared: shared.clone(),
                             step: *step,
                             task: task.clone(),
                             attempt: *attempt,
                             item,
                             values,
-                            inputs: journal.inputs.clone(),
-                            timers_fired: journal.timers_fired,
+                            inputs: journal.map(|j| j.inputs.clone()).unwrap_or_default(),
+                            timers_fired: journal.map_or(0, |j| j.timers_fired),
                             calls: recorded_calls,
-                            overrides: overrides.clone(),
                         };
                         report.tasks_replayed += 1;
                         report.divergence = run.compare(&c, seq, update.as_ref(), goto).await?;
@@ -243,12 +254,17 @@ pub(crate) async fn replay_after(
                 }
                 Body::StepCompleted { step, next, .. } if report.divergence.is_none() => {
                     let routed = crate::core::decide::route_step(wf, &c, *step);
-                    let produced = match routed {
-                        Ok((now, _)) => serde_json::to_value(now).unwrap_or(Value::Null),
-                        Err(e) => Value::String(e.to_string()),
+                    // Compared as they are; turned into JSON for the report only when they differ.
+                    let differs = match &routed {
+                        Ok((now, _)) => now != next,
+                        Err(_) => true,
                     };
-                    let recorded = serde_json::to_value(next).unwrap_or(Value::Null);
-                    if produced != recorded {
+                    if differs {
+                        let produced = match routed {
+                            Ok((now, _)) => serde_json::to_value(now).unwrap_or(Value::Null),
+                            Err(e) => Value::String(e.to_string()),
+                        };
+                        let recorded = serde_json::to_value(next).unwrap_or(Value::Null);
                         report.divergence = Some(Divergence {
                             child: None,
                             step: *step,
@@ -281,18 +297,27 @@ pub(crate) async fn replay_after(
     Ok(report)
 }
 
+/// What the replay contexts of all tasks of one replay share.
+pub(super) struct Shared {
+    /// The thread's id.
+    pub(super) thread: String,
+    /// The what-if's replaced tool results.
+    pub(super) overrides: BTreeMap<(u64, String, u32), Value>,
+    /// The tasks' cancellation token (a replay is never cancelled).
+    pub(super) cancel: CancellationToken,
+}
+
 struct ReplayRun {
     wf: Arc<DynWorkflow>,
-    thread: String,
+    shared: Arc<Shared>,
     step: u64,
     task: TaskKey,
     attempt: u32,
     item: Option<Value>,
-    values: Vec<Value>,
+    values: VecDeque<Value>,
     inputs: Vec<Value>,
     timers_fired: u32,
     calls: Recorded,
-    overrides: BTreeMap<(u64, String, u32), Value>,
 }
 
 impl ReplayRun {
@@ -315,74 +340,96 @@ impl ReplayRun {
             DynNodeKind::Task(h) | DynNodeKind::Map { handler: h, .. } => h.clone(),
             DynNodeKind::Subgraph { .. } => return Ok(None),
         };
-        let (step, task) = (self.step, self.task.clone());
-        let replay_ctx = Arc::new(ReplayNodeContext {
-            thread: self.thread.clone(),
+        let ReplayRun {
+            shared,
             step,
-            task: task.clone(),
-            attempt: self.attempt,
-            item: self.item.clone(),
+            task,
+            attempt,
+            item,
+            values,
+            inputs,
+            timers_fired,
+            calls,
+            ..
+        } = self;
+        let replay_ctx = Arc::new(ReplayNodeContext {
+            shared,
+            step,
+            task,
+            attempt,
+            item,
             st: Mutex::new(ReplayNodeState {
-                values: self.values.iter().cloned().collect(),
-                suspensions: Suspensions::new(self.inputs.clone(), self.timers_fired),
-                calls: self.calls.calls.clone(),
+                values,
+                suspensions: Suspensions::new(inputs, timers_fired),
+                calls: calls.calls,
                 next_call: 0,
-                overrides: self.overrides.clone(),
                 first: None,
             }),
-            cancel: CancellationToken::new(),
         });
         let produced = handler(ctx.state.as_ref(), Ctx::new(replay_ctx.clone())).await;
+        let task = &replay_ctx.task;
+        let differs = |what: &str, recorded, produced| {
+            Some(divergence(step, task, seq, what, recorded, produced))
+        };
         let st = replay_ctx.st.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some((what, recorded, now)) = st.first.clone() {
-            return Ok(Some(self.divergence(seq, &what, recorded, now)));
+            return Ok(differs(&what, recorded, now));
         }
         if (st.next_call as usize) < st.calls.len() {
             let missing = &st.calls[st.next_call as usize];
-            return Ok(Some(self.divergence(
-                seq,
+            return Ok(differs(
                 "the code made fewer tool calls than recorded",
                 Value::String(missing.0.clone()),
                 Value::Null,
-            )));
+            ));
         }
         let out = match produced {
             Ok(out) => out,
             Err(e) => {
                 let now = serde_json::to_value(&e).unwrap_or(Value::Null);
-                return Ok(Some(self.divergence(
-                    seq,
+                return Ok(differs(
                     "the node failed where it completed",
                     update.cloned().unwrap_or(Value::Null),
                     now,
-                )));
+                ));
             }
         };
         if out.update.as_ref() != update {
-            return Ok(Some(self.divergence(
-                seq,
+            return Ok(differs(
                 "the update differs",
                 update.cloned().unwrap_or(Value::Null),
                 out.update.unwrap_or(Value::Null),
-            )));
+            ));
         }
         if out.goto != goto {
             let rec = serde_json::to_value(goto).unwrap_or(Value::Null);
             let now = serde_json::to_value(&out.goto).unwrap_or(Value::Null);
-            return Ok(Some(self.divergence(seq, "the chosen targets differ", rec, now)));
+            return Ok(differs("the chosen targets differ", rec, now));
         }
         Ok(None)
     }
 
     fn divergence(&self, seq: u64, what: &str, recorded: Value, produced: Value) -> Divergence {
-        Divergence {
-            child: None,
-            step: self.step,
-            task: self.task.to_string(),
-            seq,
-            what: what.to_owned(),
-            recorded,
-            produced,
-        }
+        divergence(self.step, &self.task, seq, what, recorded, produced)
+    }
+}
+
+/// The report of a difference in `task` of `step`, seen at `seq`.
+fn divergence(
+    step: u64,
+    task: &TaskKey,
+    seq: u64,
+    what: &str,
+    recorded: Value,
+    produced: Value,
+) -> Divergence {
+    Divergence {
+        child: None,
+        step,
+        task: task.to_string(),
+        seq,
+        what: what.to_owned(),
+        recorded,
+        produced,
     }
 }

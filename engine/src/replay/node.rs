@@ -1,15 +1,15 @@
 //! The context a task's node code sees when it is replayed: every tool call, clock reading,
 //! random number and id comes from what was recorded, and the first difference is kept.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::Mutex;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 
 use cairn_dsl::{ErasedTool, Message, NodeContext, NodeError, Progress, ToolCall, Usage};
 use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::RecordedCall;
+use super::{RecordedCall, Shared};
 use crate::core::drawn::Drawn;
 use crate::core::event::TaskKey;
 use crate::core::suspend::Suspensions;
@@ -19,19 +19,17 @@ pub(super) struct ReplayNodeState {
     pub(super) suspensions: Suspensions,
     pub(super) calls: Vec<RecordedCall>,
     pub(super) next_call: u32,
-    pub(super) overrides: BTreeMap<(u64, String, u32), Value>,
     /// The first difference seen inside the node (what, recorded, produced).
     pub(super) first: Option<(String, Value, Value)>,
 }
 
 pub(super) struct ReplayNodeContext {
-    pub(super) thread: String,
+    pub(super) shared: Arc<Shared>,
     pub(super) step: u64,
     pub(super) task: TaskKey,
     pub(super) attempt: u32,
     pub(super) item: Option<Value>,
     pub(super) st: Mutex<ReplayNodeState>,
-    pub(super) cancel: CancellationToken,
 }
 
 impl ReplayNodeContext {
@@ -125,7 +123,7 @@ impl NodeContext for ReplayNodeContext {
         Box::pin(async move { got })
     }
     fn thread_id(&self) -> &str {
-        &self.thread
+        &self.shared.thread
     }
     fn node(&self) -> &str {
         &self.task.node
@@ -192,7 +190,7 @@ impl NodeContext for ReplayNodeContext {
                     ));
                 }
                 let key = (self.step, self.task.to_string(), index);
-                match st.overrides.get(&key) {
+                match self.shared.overrides.get(&key) {
                     Some(v) => Ok(v.clone()),
                     None => output.map_err(NodeError::from),
                 }
@@ -204,7 +202,7 @@ impl NodeContext for ReplayNodeContext {
     fn message(&self, _message: Message) {}
     fn usage(&self, _usage: Usage) {}
     fn cancellation(&self) -> CancellationToken {
-        self.cancel.clone()
+        self.shared.cancel.clone()
     }
     fn interrupt(&self, prompt: Value) -> Result<Value, NodeError> {
         self.state().suspensions.interrupt(prompt)
