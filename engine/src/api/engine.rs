@@ -214,8 +214,9 @@ impl Engine {
             }
         };
         let created = crate::exec::started::Created { thread: id.clone(), control, wf, running };
-        crate::exec::started::start_running(&self.shell, created, (permit, intent)).await?;
-        Ok(ThreadHandle::new(self.clone(), id))
+        let seen =
+            crate::exec::started::start_running(&self.shell, created, (permit, intent)).await?;
+        Ok(ThreadHandle::new(self.clone(), id).watching(seen))
     }
 
     /// Checks a start and builds the batch that creates its thread (`None`: the thread exists).

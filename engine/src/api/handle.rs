@@ -25,6 +25,10 @@ pub struct Outcome {
 pub struct ThreadHandle {
     engine: Engine,
     id: ThreadId,
+    /// The thread's status channel, subscribed by the `start` that created it before its
+    /// runner began: a wait started after the thread ended still gets the end its runner
+    /// published, without reading the thread back.
+    seen: Option<tokio::sync::watch::Receiver<crate::coord::Seen>>,
 }
 
 impl std::fmt::Debug for ThreadHandle {
@@ -35,7 +39,16 @@ impl std::fmt::Debug for ThreadHandle {
 
 impl ThreadHandle {
     pub(crate) fn new(engine: Engine, id: ThreadId) -> Self {
-        Self { engine, id }
+        Self { engine, id, seen: None }
+    }
+
+    /// This handle, waiting on `seen` (the channel its start subscribed) when there is one.
+    pub(crate) fn watching(
+        mut self,
+        seen: Option<tokio::sync::watch::Receiver<crate::coord::Seen>>,
+    ) -> Self {
+        self.seen = seen;
+        self
     }
 
     /// The thread's id.
@@ -73,7 +86,10 @@ impl ThreadHandle {
     }
 
     async fn wait_until(&self, done: impl Fn(ThreadStatus) -> bool) -> Result<Outcome, Error> {
-        let mut rx = self.engine.shell.coord.watch(&self.id).await?;
+        let mut rx = match &self.seen {
+            Some(seen) => seen.clone(),
+            None => self.engine.shell.coord.watch(&self.id).await?,
+        };
         let shutdown = self.engine.shell.tasks.stopping().clone();
         let waited = tokio::select! {
             r = rx.wait_for(|s| done(s.status)) => {

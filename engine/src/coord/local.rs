@@ -139,6 +139,8 @@ impl Coordinator for Local {
     }
 
     fn release(&self, thread: &ThreadId) {
+        // Under the claim still: no writer of this engine has moved the thread since its end.
+        self.watchers.publish_end(thread);
         self.claims.release(thread);
     }
 
@@ -192,8 +194,8 @@ impl Coordinator for Local {
         self.watchers.ended(thread, ended);
     }
 
-    fn expect_status(&self, thread: &ThreadId, status: ThreadStatus) {
-        self.watchers.expect(thread, status);
+    fn expect_status(&self, thread: &ThreadId, status: ThreadStatus) -> watch::Receiver<Seen> {
+        self.watchers.expect(thread, status)
     }
 
     fn locks_released(&self) {

@@ -178,15 +178,16 @@ pub(crate) trait Coordinator: Send + Sync {
     /// Drops `thread`'s status channel if nobody listens any more.
     fn unwatch_if_unused(&self, thread: &ThreadId);
 
-    /// Tells whoever waits on `thread` how it ended, from the runner that ended it, before it
-    /// lets the thread go (they need not read the thread back).
+    /// Tells whoever waits on `thread` how it ended, from the runner that ended it (they need
+    /// not read the thread back): kept, and published by [`Coordinator::release`] before the
+    /// claim goes, so that the runner's permit is free by the time a waiter wakes.
     fn ended(&self, thread: &ThreadId, ended: Ended);
 
     /// Opens `thread`'s status channel at `status`, known without a read: the status a runner
     /// of this engine is about to drive a thread it just created from (until the runner lets it
     /// go and calls [`Coordinator::status_changed`], nothing else can have moved it). A waiter
     /// that comes later subscribes without reading the thread.
-    fn expect_status(&self, thread: &ThreadId, status: ThreadStatus);
+    fn expect_status(&self, thread: &ThreadId, status: ThreadStatus) -> watch::Receiver<Seen>;
 
     /// Tells lock waiters that a lock was released (after the commit that released it).
     fn locks_released(&self);

@@ -235,8 +235,8 @@ impl Coordinator for Shared {
         self.local.ended(thread, ended);
     }
 
-    fn expect_status(&self, thread: &ThreadId, status: ThreadStatus) {
-        self.local.expect_status(thread, status);
+    fn expect_status(&self, thread: &ThreadId, status: ThreadStatus) -> watch::Receiver<Seen> {
+        self.local.expect_status(thread, status)
     }
 
     fn locks_released(&self) {

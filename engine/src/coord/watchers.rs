@@ -45,11 +45,18 @@ pub(super) struct Watchers {
     /// opening a channel on it): an async lock, since the read is awaited (on PostgreSQL a
     /// round trip), so that reads and publications happen in one order.
     reading: tokio::sync::Mutex<()>,
+    /// Ends published by runners, kept until they let their threads go.
+    ends: Mutex<HashMap<ThreadId, Ended>>,
 }
 
 impl Watchers {
     pub fn new(store: Arc<dyn Store>) -> Self {
-        Self { store, channels: Mutex::new(HashMap::new()), reading: tokio::sync::Mutex::new(()) }
+        Self {
+            store,
+            channels: Mutex::new(HashMap::new()),
+            reading: tokio::sync::Mutex::new(()),
+            ends: Mutex::new(HashMap::new()),
+        }
     }
 
     fn channels(&self) -> MutexGuard<'_, HashMap<ThreadId, watch::Sender<Seen>>> {
@@ -103,10 +110,11 @@ impl Watchers {
 
     /// Opens `thread`'s channel at `status` unless it is open (see
     /// `Coordinator::expect_status`); it goes, as any, at the next change nobody listens to.
-    pub fn expect(&self, thread: &ThreadId, status: ThreadStatus) {
+    pub fn expect(&self, thread: &ThreadId, status: ThreadStatus) -> watch::Receiver<Seen> {
         self.channels()
             .entry(thread.clone())
-            .or_insert_with(|| watch::channel(Seen::status(status)).0);
+            .or_insert_with(|| watch::channel(Seen::status(status)).0)
+            .subscribe()
     }
 
     /// Publishes how `thread` ended, from the runner that ended it, before it lets the thread
@@ -114,9 +122,25 @@ impl Watchers {
     /// engine's later change reaches its waiters through `refresh_all` as any other). The
     /// channel goes: nothing follows an end.
     pub fn ended(&self, thread: &ThreadId, ended: Ended) {
+        // Kept until the runner lets the thread go (`publish_end`), after it gave back its
+        // runner permit: a waiter woken by it may start another thread at once, which then
+        // finds the permit free. Only for a thread somebody waits on (or may: `expect`).
+        if self.channels().contains_key(thread) {
+            self.ends().insert(thread.clone(), ended);
+        }
+    }
+
+    /// Publishes the end [`Watchers::ended`] kept for `thread`, if any (called as its runner
+    /// lets it go, still holding its claim). The channel goes: nothing follows an end.
+    pub fn publish_end(&self, thread: &ThreadId) {
+        let Some(ended) = self.ends().remove(thread) else { return };
         if let Some(tx) = self.channels().remove(thread) {
             tx.send_replace(Seen { status: ended.status, ended: Some(Arc::new(ended)) });
         }
+    }
+
+    fn ends(&self) -> MutexGuard<'_, HashMap<ThreadId, Ended>> {
+        self.ends.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// A receiver of `thread`'s status changes, starting from its stored status.

@@ -190,10 +190,8 @@ async fn end_one(shell: &Shell, thread: &str, t: Transition, reason: &str) -> Re
                 shell.coord.disarm(&id);
                 shell.coord.status_changed(&id, to).await;
                 shell.coord.locks_released();
-                if released_locks {
-                    if let Ok(locks) = shell.store.locks_async().await {
-                        shell.metrics.set_locks_held(locks.len());
-                    }
+                if released_locks && let Ok(locks) = shell.store.locks_async().await {
+                    shell.metrics.set_locks_held(locks.len());
                 }
                 shell.verified.forget(&id);
                 return Ok(());

@@ -179,14 +179,12 @@ impl Runner {
         let released_locks = self.release_all(&mut batch, now).await?;
         self.commit_durable(batch, kind).await?;
         self.shell.coord.locks_released();
-        if released_locks {
-            if let Ok(locks) = self.shell.store.locks_async().await {
-                self.shell.metrics.set_locks_held(locks.len());
-            }
+        if released_locks && let Ok(locks) = self.shell.store.locks_async().await {
+            self.shell.metrics.set_locks_held(locks.len());
         }
         if status.is_terminal() {
-            // Published while this runner still holds the thread: no writer of this engine
-            // can have moved it since the commit above.
+            // Published when this runner lets the thread go, under its claim still: no writer
+            // of this engine can have moved it since the commit above.
             let ended = crate::coord::Ended {
                 status,
                 output: if status == ThreadStatus::Completed {

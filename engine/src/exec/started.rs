@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
 use cairn_storage::{Pending, ThreadId, WriteIntent};
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, watch};
 use tracing::Instrument as _;
 
 use super::drive::{Claimed, released, run_claimed};
@@ -32,7 +32,7 @@ use super::pipeline::{InFlight, Pipeline};
 use super::runner::Exit;
 use super::shell::Shell;
 use super::start::{Running, STARTED};
-use crate::coord::Control;
+use crate::coord::{Control, Seen};
 use crate::error::Error;
 
 /// A new thread this engine has claimed, whose creation is on its way to storage.
@@ -49,8 +49,11 @@ pub(crate) struct Created {
 
 /// Writes the creation of `created` and drives the thread from the creation's context under
 /// `permit` (one of the engine's runner permits, taken before the creation); `intent` (taken
-/// before the creation was queued) announces the runner's first batches to storage. Returns once the creation is durable: `true`, or `false` if another
-/// creation of the id got there first (whose creator drives it; the runner stops unseen).
+/// before the creation was queued) announces the runner's first batches to storage. Returns once
+/// the creation is durable: a receiver of the thread's status channel (subscribed before the
+/// runner started, so it sees the end the runner publishes however soon that comes), or `None`
+/// if another creation of the id got there first (whose creator drives it; the runner stops
+/// unseen).
 ///
 /// # Errors
 /// Storage errors of the creation; [`Error::ShutDown`] if the engine stopped before its
@@ -59,7 +62,7 @@ pub(crate) async fn start_running(
     shell: &Arc<Shell>,
     created: Created,
     (permit, intent): (OwnedSemaphorePermit, Option<WriteIntent>),
-) -> Result<bool, Error> {
+) -> Result<Option<watch::Receiver<Seen>>, Error> {
     let Created { thread, control, wf, running } = created;
     let Running { batch, ctx, record } = running;
     let pending: Pending = match shell.store.append(batch) {
@@ -89,7 +92,7 @@ pub(crate) async fn start_running(
     shell.verified.insert(&thread);
     // Its handle's waiters subscribe without reading the thread back; the runner's release
     // below publishes whatever status it leaves.
-    shell.coord.expect_status(&thread, record.status);
+    let seen = shell.coord.expect_status(&thread, record.status);
     let record_status = record.status;
     let (s, id, workflow) = (shell.clone(), thread.clone(), wf.clone());
     let counted = shell.queued.enter(&thread);
@@ -140,12 +143,12 @@ pub(crate) async fn start_running(
         .await;
     });
     match durable.await {
-        Ok(()) => Ok(true),
+        Ok(()) => Ok(Some(seen)),
         Err(Error::Storage(cairn_storage::Error::GuardFailed { .. })) => {
             let existing = super::fetch::record(shell.store.as_ref(), &thread).await?;
             // The status opened for this creation's runner was never the thread's.
             shell.coord.status_changed(&thread, existing.status).await;
-            super::start::same_workflow(&existing, &wf).map(|()| false)
+            super::start::same_workflow(&existing, &wf).map(|()| None)
         }
         Err(e) => Err(e),
     }

@@ -382,6 +382,17 @@ async fn a_started_thread_runs_from_its_creation_without_reading_it_back() {
     );
     assert!(done.output.is_some());
     assert_eq!(fx.count(), 3);
+    // A wait that begins after the thread ended still gets the end its runner published (the
+    // handle of a start subscribed before the runner began): no event read either.
+    let t2 = engine.start("linear", Tally::default(), StartOptions::id("t2")).await.unwrap();
+    let t2_id: cairn::ThreadId = "t2".parse().unwrap();
+    while store.thread(&t2_id).unwrap().is_none_or(|r| r.status != ThreadStatus::Completed) {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    cairn::testkit::runner_released(&engine, &t2_id).await;
+    let before = store.events_read();
+    assert_eq!(t2.finished().await.unwrap().output, done.output);
+    assert_eq!(store.events_read() - before, 0, "a late wait read no event");
     let first = store.read_range(&"t1".parse().unwrap(), Seq(1), Seq(2)).unwrap();
     let kinds: Vec<EventKind> = first.iter().map(|e| e.kind).collect();
     assert_eq!(kinds, [EventKind::ThreadCreated, EventKind::StatusChanged]);
