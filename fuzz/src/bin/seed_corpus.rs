@@ -8,8 +8,8 @@ use std::path::Path;
 
 use cairn_storage::{
     Bookmark, CheckpointId, CheckpointInfo, CheckpointKind, CheckpointMeta, Event, EventKind,
-    EventStatus, LockRecord, Lsn, PayloadRef, Seq, SeqChunk, Signal, ThreadId, ThreadRecord,
-    WorkflowRef, codec,
+    EventStatus, KeyCounts, LockRecord, Lsn, PayloadRef, QueueLimits, QueueMember, QueueState,
+    RateLimit, Seq, SeqChunk, Signal, ThreadId, ThreadRecord, WorkflowRef, codec,
 };
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -57,6 +57,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         at_ms: 1_700_000_000_000,
         data: b"30".to_vec(),
     };
+    let limits = QueueLimits {
+        concurrency_max: Some(4),
+        per_key_max: Some(2),
+        rate: Some(RateLimit { starts: 10, period_ms: 60_000 }),
+    };
+    let mut queue = QueueState::new("reports".into(), limits);
+    queue.running = 1;
+    queue.waiting = 2;
+    queue.last_ticket = 3;
+    queue.admitted = 1;
+    queue.recent = vec![1_000];
+    queue.keys.insert("acme".into(), KeyCounts { running: 1, waiting: 2, served_at: 1 });
+    let member = QueueMember {
+        thread: ThreadId::new("t-2")?,
+        queue: "reports".into(),
+        key: "acme".into(),
+        rank: 7,
+        dedup: Some("daily".into()),
+        admitted_at_ms: None,
+    };
     let seeds = [
         ("event", codec::encode_event(&event)?),
         ("thread", codec::encode_thread(&record)?),
@@ -65,6 +85,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("lock", codec::encode_lock(&lock)?),
         ("seq_chunk", codec::encode_seq_chunk(&chunk)?),
         ("signal", codec::encode_signal(&signal)?),
+        ("queue", codec::encode_queue(&queue)?),
+        ("queue_member", codec::encode_queue_member(&member)?),
     ];
     for (name, bytes) in seeds {
         std::fs::write(dir.join(format!("seed-{name}")), bytes)?;
