@@ -65,13 +65,20 @@ impl ManualClock {
     /// Moves the clock forward by `ms` and wakes every sleeper whose time has come.
     pub fn advance_ms(&self, ms: u64) {
         let now = self.inner.now.fetch_add(ms, Ordering::SeqCst) + ms;
-        self.inner.tick.send_replace(now);
+        self.publish(now);
     }
 
     /// Sets the clock to `at_ms` if that is later than now (time never goes back).
     pub fn set_ms(&self, at_ms: u64) {
         let now = self.inner.now.fetch_max(at_ms, Ordering::SeqCst).max(at_ms);
-        self.inner.tick.send_replace(now);
+        self.publish(now);
+    }
+
+    /// Tells sleepers the clock reached `now`. Two moves on two threads may publish out of
+    /// order; the published time only grows, so the later one is never overwritten by the
+    /// earlier (a sleeper would wait for a time already reached).
+    fn publish(&self, now: u64) {
+        self.inner.tick.send_modify(|published| *published = (*published).max(now));
     }
 }
 
@@ -106,6 +113,18 @@ mod tests {
         clock.advance_ms(1);
         sleeper.await.expect("sleeper");
         assert_eq!(clock.now_ms(), 100);
+    }
+
+    #[tokio::test]
+    async fn moves_published_out_of_order_never_take_the_clock_back() {
+        let clock = ManualClock::new(0);
+        clock.set_ms(200);
+        // What a move to 100 on another thread publishing after the move to 200 would send.
+        clock.publish(100);
+        assert_eq!(*clock.inner.tick.borrow(), 200);
+        tokio::time::timeout(std::time::Duration::from_secs(5), clock.sleep_until(150))
+            .await
+            .expect("a sleeper until a time the clock reached wakes");
     }
 
     #[tokio::test]

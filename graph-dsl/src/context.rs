@@ -78,6 +78,10 @@ pub trait NodeContext: Send + Sync + 'static {
     fn try_recv(&self, name: &str) -> BoxFuture<'static, Result<Option<Value>, NodeError>>;
     /// `Ok(())` once the durable timer fired, else `Err(NodeError::Sleeping { until_ms })`.
     fn sleep(&self, duration_ms: u64) -> BoxFuture<'static, Result<(), NodeError>>;
+    /// As [`NodeContext::sleep`], until the absolute time `at_ms` (ms since the epoch) rather
+    /// than for a duration from a fresh clock reading: a node that computed a due time from an
+    /// earlier reading sleeps until exactly that time.
+    fn sleep_until(&self, at_ms: u64) -> BoxFuture<'static, Result<(), NodeError>>;
     /// Takes the durable lock `name` for `ttl_ms`; if `wait`, suspends until it is free.
     fn lock(
         &self,

@@ -223,6 +223,18 @@ impl Ctx {
         self.0.sleep(ms).await
     }
 
+    /// Sleeps durably until the time `at_ms` (ms since the epoch, on the engine's clock), as
+    /// [`Ctx::sleep_ms`] does for a duration. Use it when the node computed the due time itself
+    /// (from [`Ctx::now_ms`], a cron rule, an input): `sleep_ms(due - now)` would count the
+    /// duration from the sleep's own clock reading, later than `now`, and wake late. A time
+    /// already past fires at once.
+    ///
+    /// # Errors
+    /// [`NodeError::Sleeping`] until the timer fires (propagate it with `?`).
+    pub async fn sleep_until_ms(&self, at_ms: u64) -> Result<(), NodeError> {
+        self.0.sleep_until(at_ms).await
+    }
+
     /// Takes the durable lock `name` for `ttl_ms`, waiting while someone else holds it.
     ///
     /// # Errors

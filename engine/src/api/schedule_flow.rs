@@ -171,9 +171,10 @@ async fn tick(
     else {
         return Ok(NodeOutput::update(ScheduleState { next_tick_ms: None, ..s.clone() }));
     };
-    let now = ctx.now_ms();
-    if next > now {
-        ctx.sleep_ms(next - now).await?;
+    if next > ctx.now_ms() {
+        // Until the tick itself: a duration from the reading above would be counted from the
+        // sleep's own, later, reading and wake past the tick.
+        ctx.sleep_until_ms(next).await?;
     }
     let now = ctx.now_ms().max(next);
     let (ticks, next_tick_ms) = due(&rule, s.anchor_ms, after, now, s.spec.end_ms);

@@ -35,12 +35,14 @@ impl Suspensions {
     /// The node's next durable sleep, started at `now_ms`: done if its timer fired, else a
     /// suspension until it is due.
     pub fn sleep(&mut self, now_ms: u64, duration_ms: u64) -> Result<(), NodeError> {
+        self.sleep_until(now_ms.saturating_add(duration_ms))
+    }
+
+    /// The node's next durable sleep until `at_ms`: done if its timer fired, else a suspension
+    /// until then.
+    pub fn sleep_until(&mut self, at_ms: u64) -> Result<(), NodeError> {
         let i = self.next_timer;
         self.next_timer += 1;
-        if i < self.timers_fired {
-            Ok(())
-        } else {
-            Err(NodeError::Sleeping { until_ms: now_ms.saturating_add(duration_ms) })
-        }
+        if i < self.timers_fired { Ok(()) } else { Err(NodeError::Sleeping { until_ms: at_ms }) }
     }
 }

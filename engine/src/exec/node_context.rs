@@ -345,6 +345,11 @@ impl NodeContext for LiveNodeContext {
         Box::pin(async move { result })
     }
 
+    fn sleep_until(&self, at_ms: u64) -> BoxFuture<'static, Result<(), NodeError>> {
+        let result = self.state().suspensions.sleep_until(at_ms);
+        Box::pin(async move { result })
+    }
+
     fn lock(
         &self,
         name: &str,

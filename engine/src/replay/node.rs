@@ -212,6 +212,10 @@ impl NodeContext for ReplayNodeContext {
         let result = self.state().suspensions.sleep(now, duration_ms);
         Box::pin(async move { result })
     }
+    fn sleep_until(&self, at_ms: u64) -> BoxFuture<'static, Result<(), NodeError>> {
+        let result = self.state().suspensions.sleep_until(at_ms);
+        Box::pin(async move { result })
+    }
     fn lock(
         &self,
         _name: &str,

@@ -218,7 +218,13 @@ async fn a_crash_at_any_append_of_a_tick_neither_loses_nor_doubles_it() {
                     && engine.schedule("s").ok().flatten().and_then(|i| i.state.last_tick_ms)
                         != Some(next)
                 {
-                    assert!(waited.elapsed().as_secs() < 20, "crash_after {crash_after}");
+                    assert!(
+                        waited.elapsed().as_secs() < 20,
+                        "crash_after {crash_after}: the tick at {next} was not handled with the \
+                         clock at {}: {:?}",
+                        clock.now_ms(),
+                        engine.schedule("s")
+                    );
                     tokio::time::sleep(std::time::Duration::from_millis(2)).await;
                 }
                 handled += 1;
@@ -256,6 +262,60 @@ async fn a_crash_at_any_append_of_a_tick_neither_loses_nor_doubles_it() {
     crate::common::report(&format!(
         "RELIABILITY schedule_crash crash_points={crashes} lost=0 doubled=0"
     ));
+}
+
+/// A manual clock that moves 1 ms forward at every reading, as a real one does between two
+/// readings of a node.
+struct Creeping(ManualClock);
+
+impl cairn::clock::Clock for Creeping {
+    fn now_ms(&self) -> u64 {
+        self.0.advance_ms(1);
+        self.0.now_ms()
+    }
+    fn sleep_until(&self, at_ms: u64) -> futures::future::BoxFuture<'static, ()> {
+        self.0.sleep_until(at_ms)
+    }
+}
+
+/// The schedule's timer is set for its next tick exactly, although the clock moved between the
+/// node's reading of it and its sleep (a sleep for `next - now` woke that much past the tick:
+/// with a manual clock set to the tick, never).
+#[tokio::test]
+async fn a_schedule_sleeps_until_its_tick_whatever_the_clock_did_since_it_read_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(JAN_1_2026);
+    let engine = Engine::with_store(file(&dir.path().join("s.db")))
+        .clock(Arc::new(Creeping(clock.clone())))
+        .workflow(&report())
+        .open()
+        .await
+        .unwrap();
+    let spec = spec(Every::Interval { ms: HOUR }).between(Some(JAN_1_2026 + HOUR), None);
+    engine.create_schedule("c", spec).await.unwrap();
+    let id = cairn::storage::ThreadId::new("schedule:c").unwrap();
+    let waited = std::time::Instant::now();
+    let timer = loop {
+        let events = engine.store().read_since(&id, cairn::storage::Seq(0), 100).unwrap();
+        let set = events.iter().find(|e| e.kind == cairn::storage::EventKind::TimerSet);
+        if let Some(set) = set {
+            let body: serde_json::Value = serde_json::from_slice(&set.data).unwrap();
+            break body["until_ms"].as_u64().unwrap();
+        }
+        assert!(waited.elapsed().as_secs() < 20, "the schedule never slept: {events:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    };
+    assert_eq!(timer, JAN_1_2026 + HOUR, "the timer is the first tick, not later");
+    let info = engine.schedule("c").unwrap().unwrap();
+    assert_eq!(info.state.next_tick_ms, Some(timer));
+    clock.set_ms(timer);
+    let waited = std::time::Instant::now();
+    while engine.schedule("c").unwrap().unwrap().state.last_tick_ms != Some(timer) {
+        assert!(waited.elapsed().as_secs() < 20, "the tick was not handled at its time");
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    assert_eq!(ticks_started(&engine, "c"), BTreeSet::from([timer]));
+    engine.shutdown().await;
 }
 
 #[tokio::test]

@@ -196,6 +196,12 @@ impl cairn_dsl::NodeContext for ScriptedContext {
         let until_ms = self.now_ms() + duration_ms;
         Box::pin(async move { Err(cairn_dsl::NodeError::Sleeping { until_ms }) })
     }
+    fn sleep_until(
+        &self,
+        until_ms: u64,
+    ) -> futures::future::BoxFuture<'static, Result<(), cairn_dsl::NodeError>> {
+        Box::pin(async move { Err(cairn_dsl::NodeError::Sleeping { until_ms }) })
+    }
     fn lock(
         &self,
         name: &str,

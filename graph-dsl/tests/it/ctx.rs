@@ -131,6 +131,7 @@ fn recv_suspends_until_a_signal_is_there_and_converts_it() {
 fn sleeps_locks_and_cancellation() {
     let (scripted, ctx) = ScriptedContext::new().ctx();
     assert_eq!(block_on(ctx.sleep_ms(500)), Err(NodeError::Sleeping { until_ms: 1_500 }));
+    assert_eq!(block_on(ctx.sleep_until_ms(900)), Err(NodeError::Sleeping { until_ms: 900 }));
     block_on(ctx.lock("gpu", 60_000)).unwrap();
     assert!(matches!(block_on(ctx.try_lock("gpu", 10)), Err(NodeError::Lock { .. })));
     block_on(ctx.unlock("gpu")).unwrap();
