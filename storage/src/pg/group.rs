@@ -18,7 +18,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::read::{decode_lock, decode_thread};
-use super::write::{Tx, write_checkpoints, write_locks, write_payloads};
+use super::write::{Sql, Tx, write_checkpoints, write_locks, write_payloads};
 use super::xid::Conflict;
 use super::{pg_error, to_db};
 use crate::codec::{self, StoredThread};
@@ -374,15 +374,16 @@ impl Writes {
         locks: &HashMap<String, Option<LockRecord>>,
     ) -> Result<(), Error> {
         let op = pg_error("append");
+        // The rows of every table in one round trip (`Tx::execute_all`).
+        let mut statements: Vec<Sql<'_>> = Vec::new();
         if !self.lsns.is_empty() {
-            tx.execute(
+            statements.push((
                 "INSERT INTO cairn_events (lsn, thread, seq, record) \
                  SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bytea[])",
-                &[&self.lsns, &self.event_threads, &self.seqs, &self.records],
-            )
-            .map_err(&op)?;
+                vec![&self.lsns, &self.event_threads, &self.seqs, &self.records],
+            ));
         }
-        self.correlations.insert(|sql, params| tx.execute(sql, params))?;
+        statements.extend(self.correlations.statement());
         let (mut old, mut new) = (ThreadRows::default(), ThreadRows::default());
         for id in &self.threads {
             if let Some(Some(stored)) = threads.get(id) {
@@ -392,25 +393,23 @@ impl Writes {
             }
         }
         if !old.ids.is_empty() {
-            tx.execute(
+            statements.push((
                 "UPDATE cairn_threads t SET status = u.status, workflow = u.workflow, \
                  record = u.record, ready_at = u.ready_at, last_xid = $6 \
                  FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::bigint[]) \
                  AS u(id, status, workflow, record, ready_at) WHERE t.id = u.id",
-                &[&old.ids, &old.statuses, &old.workflows, &old.records, &old.ready, &xid],
-            )
-            .map_err(&op)?;
+                vec![&old.ids, &old.statuses, &old.workflows, &old.records, &old.ready, &xid],
+            ));
         }
         if !new.ids.is_empty() {
             // No ON CONFLICT: a thread another group created meanwhile fails this group, which
             // runs again and finds it.
-            tx.execute(
+            statements.push((
                 "INSERT INTO cairn_threads (id, status, workflow, record, ready_at, last_xid) \
                  SELECT u.*, $6 FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], \
                  $5::bigint[]) AS u",
-                &[&new.ids, &new.statuses, &new.workflows, &new.records, &new.ready, &xid],
-            )
-            .map_err(&op)?;
+                vec![&new.ids, &new.statuses, &new.workflows, &new.records, &new.ready, &xid],
+            ));
         }
         let marked: Vec<&str> = self
             .checkpointed
@@ -419,12 +418,12 @@ impl Writes {
             .map(ThreadId::as_str)
             .collect();
         if !marked.is_empty() {
-            tx.execute(
+            statements.push((
                 "UPDATE cairn_threads SET last_xid = $2 WHERE id = ANY($1)",
-                &[&marked, &xid],
-            )
-            .map_err(&op)?;
+                vec![&marked, &xid],
+            ));
         }
+        tx.execute_all(&statements).map_err(&op)?;
         write_checkpoints(tx, &self.checkpoints)?;
         write_payloads(tx, &self.payloads)?;
         write_locks(
