@@ -475,52 +475,6 @@ fn begin(tx: &mut Tx<'_, '_>) -> Result<(u64, i64), Error> {
     Ok((from_db(row.get(0))?, row.get(1)))
 }
 
-/// Inserts new checkpoints (info, framed info, framed snapshot) and their tags.
-pub(super) fn write_checkpoints(
-    tx: &mut Tx<'_, '_>,
-    checkpoints: &[(CheckpointInfo, Vec<u8>, Vec<u8>)],
-) -> Result<(), Error> {
-    let op = pg_error("append");
-    for (info, info_frame, snapshot_frame) in checkpoints {
-        tx.execute(
-            "INSERT INTO cairn_checkpoints (id, thread, covers_seq, workflow, info, snapshot) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-            &[
-                &to_db(info.id.0)?,
-                &info.thread.as_str(),
-                &to_db(info.covers.seq.0)?,
-                &info.workflow.id,
-                info_frame,
-                snapshot_frame,
-            ],
-        )
-        .map_err(&op)?;
-        for tag in &info.meta.tags {
-            tx.execute(
-                "INSERT INTO cairn_checkpoint_tags (tag, id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                &[tag, &to_db(info.id.0)?],
-            )
-            .map_err(&op)?;
-        }
-    }
-    Ok(())
-}
-
-/// Inserts payloads not stored yet.
-pub(super) fn write_payloads(
-    tx: &mut Tx<'_, '_>,
-    payloads: &[(crate::PayloadRef, Vec<u8>)],
-) -> Result<(), Error> {
-    for (r, bytes) in payloads {
-        tx.execute(
-            "INSERT INTO cairn_payloads (hash, bytes) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            &[&&r.hash[..], bytes],
-        )
-        .map_err(pg_error("append"))?;
-    }
-    Ok(())
-}
-
 /// Writes locks as they now stand: `None` removes one. A lock not in `stored` (the rows the
 /// group found and locked) is inserted without `ON CONFLICT`: one another writer created
 /// meanwhile fails the group, which runs again and sees it.
