@@ -137,12 +137,21 @@ impl Cluster {
     pub fn new_database(&self) -> String {
         let name = format!("t{}", self.databases.fetch_add(1, Ordering::SeqCst));
         let admin = self.url("postgres");
-        // The client blocks on a runtime of its own: off any async runtime's thread.
+        // On a runtime of its own: off any async runtime's thread.
         std::thread::scope(|s| {
             s.spawn(|| {
-                let mut admin = postgres::Client::connect(&admin, postgres::NoTls)
-                    .expect("connect to the cluster");
-                admin.batch_execute(&format!("CREATE DATABASE {name}")).expect("create database");
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+                runtime.expect("a runtime").block_on(async {
+                    let (admin, connection) =
+                        tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+                            .await
+                            .expect("connect to the cluster");
+                    let connection = tokio::spawn(connection);
+                    let create = format!("CREATE DATABASE {name}");
+                    admin.batch_execute(&create).await.expect("create database");
+                    drop(admin);
+                    let _ = connection.await;
+                });
             })
             .join()
             .expect("create database");

@@ -7,7 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use postgres::Client;
+use super::blocking::Client;
+use super::pool::Conn;
 
 use super::{from_db, pg_error, to_db};
 use crate::codec;
@@ -22,8 +23,8 @@ const MIGRATION_LOCK: i64 = 0x4341_4952_4e43_4f52;
 
 /// Events of `query` with lsn > `after`, in lsn order, at most `limit`: the index rows of the
 /// correlation id, filtered on their columns, joined to their events.
-pub(crate) fn read_correlated(
-    client: &mut Client,
+pub(crate) async fn read_correlated(
+    client: &Conn,
     query: &CorrelationQuery,
     after: Lsn,
     limit: usize,
@@ -32,21 +33,22 @@ pub(crate) fn read_correlated(
     let thread = query.thread.as_ref().map(ThreadId::as_str);
     let from = query.from_ms.map(to_db).transpose()?;
     let to = query.to_ms.map(to_db).transpose()?;
-    let rows = client
-        .query(
-            // Paged by lsn like the log: below the watermark only (`xid.rs`).
-            concat!(
-                "SELECT c.lsn, c.thread, c.seq, c.at_ms, c.record, e.record \
+    let rows = super::read::query(
+        client,
+        // Paged by lsn like the log: below the watermark only (`xid.rs`).
+        concat!(
+            "SELECT c.lsn, c.thread, c.seq, c.at_ms, c.record, e.record \
                  FROM cairn_correlations c LEFT JOIN cairn_events e ON e.lsn = c.lsn \
                  WHERE c.correlation = $1 AND c.lsn > $2 AND ($3::text IS NULL OR c.thread = $3) \
                  AND ($4::bigint IS NULL OR c.at_ms >= $4) \
                  AND ($5::bigint IS NULL OR c.at_ms <= $5) AND c.",
-                super::xid::below_watermark!(),
-                " ORDER BY c.lsn LIMIT $6"
-            ),
-            &[&query.correlation, &to_db(after.0)?, &thread, &from, &to, &to_db(limit as u64)?],
-        )
-        .map_err(pg_error("read correlations"))?;
+            super::xid::below_watermark!(),
+            " ORDER BY c.lsn LIMIT $6"
+        ),
+        &[&query.correlation, &to_db(after.0)?, &thread, &from, &to, &to_db(limit as u64)?],
+    )
+    .await
+    .map_err(pg_error("read correlations"))?;
     let mut out = Vec::with_capacity(rows.len());
     for row in rows {
         let entry = entry_of(
@@ -123,22 +125,17 @@ impl Rows {
         Ok(())
     }
 
-    /// Inserts the rows (`ON CONFLICT DO NOTHING`: a resumed migration writes an entry again).
-    pub(crate) fn insert(
-        &self,
-        exec: impl FnOnce(
-            &'static str,
-            &[&(dyn postgres::types::ToSql + Sync)],
-        ) -> Result<u64, postgres::Error>,
-    ) -> Result<(), Error> {
+    /// The statement that inserts the rows, if there are any (`ON CONFLICT DO NOTHING`: a
+    /// resumed migration writes an entry again).
+    pub(crate) fn statement(&self) -> Option<super::write::Sql<'_>> {
         if self.lsns.is_empty() {
-            return Ok(());
+            return None;
         }
-        exec(
+        Some((
             "INSERT INTO cairn_correlations (correlation, lsn, thread, seq, at_ms, record) \
              SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], \
              $5::bigint[], $6::bytea[]) ON CONFLICT DO NOTHING",
-            &[
+            vec![
                 &self.correlations,
                 &self.lsns,
                 &self.threads,
@@ -146,14 +143,12 @@ impl Rows {
                 &self.at_ms,
                 &self.records,
             ],
-        )
-        .map_err(pg_error("write correlations"))?;
-        Ok(())
+        ))
     }
 }
 
 /// The correlation id `event` carries (a legacy body's payload read from `client`).
-pub(crate) fn of(client: &mut Client, event: &Event) -> Option<String> {
+pub(crate) fn of(client: &mut Client<'_>, event: &Event) -> Option<String> {
     correlation::of(event, |r: &PayloadRef| {
         let row = client
             .query_opt("SELECT bytes FROM cairn_payloads WHERE hash = $1", &[&&r.hash[..]])
@@ -165,7 +160,7 @@ pub(crate) fn of(client: &mut Client, event: &Event) -> Option<String> {
 /// Checks `cairn_correlations` against `expected` ((correlation, lsn) -> (thread, seq) of every
 /// event carrying a correlation id), both ways.
 pub(crate) fn verify(
-    client: &mut Client,
+    client: &mut Client<'_>,
     mut expected: BTreeMap<(String, u64), (ThreadId, u64)>,
     problems: &mut Vec<Problem>,
 ) -> Result<(), Error> {
@@ -212,7 +207,7 @@ pub(crate) fn verify(
 /// Builds the index of a format-1 database from its log, then sets the format to 2, under an
 /// advisory lock (one process migrates; the others wait, then find format 2): batches of
 /// [`MIGRATION_BATCH_EVENTS`] events per transaction, resuming from `correlations_built_to`.
-pub(crate) fn migrate(client: &mut Client) -> Result<(), Error> {
+pub(crate) fn migrate(client: &mut Client<'_>) -> Result<(), Error> {
     let op = pg_error("migrate to format 2");
     client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).map_err(&op)?;
     let result = migrate_locked(client);
@@ -222,7 +217,7 @@ pub(crate) fn migrate(client: &mut Client) -> Result<(), Error> {
     Ok(())
 }
 
-fn migrate_locked(client: &mut Client) -> Result<(), Error> {
+fn migrate_locked(client: &mut Client<'_>) -> Result<(), Error> {
     let op = pg_error("migrate to format 2");
     // Format 2 added the index; a later step (`schema.rs`) takes the format on from there.
     let version = 2_i64;
@@ -262,8 +257,10 @@ fn migrate_locked(client: &mut Client) -> Result<(), Error> {
             }
         }
         let mut done = events.len() < MIGRATION_BATCH_EVENTS;
-        let mut tx = client.transaction().map_err(&op)?;
-        rows.insert(|sql, params| tx.execute(sql, params))?;
+        let tx = client.transaction().map_err(&op)?;
+        if let Some((sql, params)) = rows.statement() {
+            tx.execute(sql, &params).map_err(&op)?;
+        }
         tx.execute(
             "INSERT INTO cairn_meta (key, value) VALUES ($1, $2) \
              ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",

@@ -18,7 +18,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::read::{decode_lock, decode_thread};
-use super::write::{Tx, write_checkpoints, write_locks, write_payloads};
+use super::write::{Sql, Tx, write_locks};
 use super::xid::Conflict;
 use super::{pg_error, to_db};
 use crate::codec::{self, StoredThread};
@@ -374,15 +374,19 @@ impl Writes {
         locks: &HashMap<String, Option<LockRecord>>,
     ) -> Result<(), Error> {
         let op = pg_error("append");
+        let checkpoints = CheckpointRows::of(&self.checkpoints)?;
+        let (hashes, payloads): (Vec<&[u8]>, Vec<&[u8]>) =
+            self.payloads.iter().map(|(r, bytes)| (&r.hash[..], bytes.as_slice())).unzip();
+        // The rows of every table in one round trip (`Tx::execute_all`).
+        let mut statements: Vec<Sql<'_>> = Vec::new();
         if !self.lsns.is_empty() {
-            tx.execute(
+            statements.push((
                 "INSERT INTO cairn_events (lsn, thread, seq, record) \
                  SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bytea[])",
-                &[&self.lsns, &self.event_threads, &self.seqs, &self.records],
-            )
-            .map_err(&op)?;
+                vec![&self.lsns, &self.event_threads, &self.seqs, &self.records],
+            ));
         }
-        self.correlations.insert(|sql, params| tx.execute(sql, params))?;
+        statements.extend(self.correlations.statement());
         let (mut old, mut new) = (ThreadRows::default(), ThreadRows::default());
         for id in &self.threads {
             if let Some(Some(stored)) = threads.get(id) {
@@ -392,25 +396,23 @@ impl Writes {
             }
         }
         if !old.ids.is_empty() {
-            tx.execute(
+            statements.push((
                 "UPDATE cairn_threads t SET status = u.status, workflow = u.workflow, \
                  record = u.record, ready_at = u.ready_at, last_xid = $6 \
                  FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::bigint[]) \
                  AS u(id, status, workflow, record, ready_at) WHERE t.id = u.id",
-                &[&old.ids, &old.statuses, &old.workflows, &old.records, &old.ready, &xid],
-            )
-            .map_err(&op)?;
+                vec![&old.ids, &old.statuses, &old.workflows, &old.records, &old.ready, &xid],
+            ));
         }
         if !new.ids.is_empty() {
             // No ON CONFLICT: a thread another group created meanwhile fails this group, which
             // runs again and finds it.
-            tx.execute(
+            statements.push((
                 "INSERT INTO cairn_threads (id, status, workflow, record, ready_at, last_xid) \
                  SELECT u.*, $6 FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], \
                  $5::bigint[]) AS u",
-                &[&new.ids, &new.statuses, &new.workflows, &new.records, &new.ready, &xid],
-            )
-            .map_err(&op)?;
+                vec![&new.ids, &new.statuses, &new.workflows, &new.records, &new.ready, &xid],
+            ));
         }
         let marked: Vec<&str> = self
             .checkpointed
@@ -419,14 +421,20 @@ impl Writes {
             .map(ThreadId::as_str)
             .collect();
         if !marked.is_empty() {
-            tx.execute(
+            statements.push((
                 "UPDATE cairn_threads SET last_xid = $2 WHERE id = ANY($1)",
-                &[&marked, &xid],
-            )
-            .map_err(&op)?;
+                vec![&marked, &xid],
+            ));
         }
-        write_checkpoints(tx, &self.checkpoints)?;
-        write_payloads(tx, &self.payloads)?;
+        checkpoints.statements(&mut statements);
+        if !hashes.is_empty() {
+            statements.push((
+                "INSERT INTO cairn_payloads (hash, bytes) \
+                 SELECT * FROM unnest($1::bytea[], $2::bytea[]) ON CONFLICT DO NOTHING",
+                vec![&hashes, &payloads],
+            ));
+        }
+        tx.execute_all(&statements).map_err(&op)?;
         write_locks(
             tx,
             &before.locks,
@@ -434,6 +442,67 @@ impl Writes {
         )?;
         super::signals::insert(tx, &self.signals)?;
         Ok(())
+    }
+}
+
+/// New checkpoints and their tags, column by column (for `unnest`).
+#[derive(Default)]
+struct CheckpointRows<'r> {
+    ids: Vec<i64>,
+    threads: Vec<&'r str>,
+    covers: Vec<i64>,
+    workflows: Vec<&'r str>,
+    infos: Vec<&'r [u8]>,
+    snapshots: Vec<&'r [u8]>,
+    tags: Vec<&'r str>,
+    tagged: Vec<i64>,
+}
+
+impl<'r> CheckpointRows<'r> {
+    /// The rows of `checkpoints` (info, framed info, framed snapshot).
+    fn of(checkpoints: &'r [(CheckpointInfo, Vec<u8>, Vec<u8>)]) -> Result<Self, Error> {
+        let mut rows = CheckpointRows::default();
+        for (info, info_frame, snapshot_frame) in checkpoints {
+            let id = to_db(info.id.0)?;
+            rows.ids.push(id);
+            rows.threads.push(info.thread.as_str());
+            rows.covers.push(to_db(info.covers.seq.0)?);
+            rows.workflows.push(info.workflow.id.as_str());
+            rows.infos.push(info_frame);
+            rows.snapshots.push(snapshot_frame);
+            for tag in &info.meta.tags {
+                rows.tags.push(tag);
+                rows.tagged.push(id);
+            }
+        }
+        Ok(rows)
+    }
+
+    /// The statements that insert them, if there are any.
+    fn statements<'s>(&'s self, into: &mut Vec<Sql<'s>>) {
+        if self.ids.is_empty() {
+            return;
+        }
+        into.push((
+            "INSERT INTO cairn_checkpoints (id, thread, covers_seq, workflow, info, snapshot) \
+             SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], \
+             $5::bytea[], $6::bytea[])",
+            vec![
+                &self.ids,
+                &self.threads,
+                &self.covers,
+                &self.workflows,
+                &self.infos,
+                &self.snapshots,
+            ],
+        ));
+        if !self.tags.is_empty() {
+            into.push((
+                "INSERT INTO cairn_checkpoint_tags (tag, id) \
+                 SELECT * FROM unnest($1::text[], $2::bigint[]) ON CONFLICT DO NOTHING",
+                vec![&self.tags, &self.tagged],
+            ));
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! Commits of other processes, heard through LISTEN/NOTIFY: the writer of every store sends the
-//! last lsn of each group after its commit; this thread listens on a connection of its own and
+//! last lsn of each group after its commit; a task of the store's runtime listens on a connection
+//! of its own (its notifications read by the connection's task, `tls.rs`), and
 //! moves the store's `committed` watch, which wakes subscriptions and the engines' pollers.
 //!
 //! A notification can be lost (the listening connection drops, the server restarts): after any
@@ -10,11 +11,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use postgres::Client;
-use postgres::fallible_iterator::FallibleIterator as _;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
-use super::pool::Connect;
+use super::pool::Target;
 
 /// The channel commits are announced on.
 pub(crate) const CHANNEL: &str = "cairn_commits";
@@ -25,6 +24,10 @@ pub(crate) const DRIVERS: &str = "cairn_drivers";
 
 /// Longest wait between reconnection attempts.
 const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// Notifications read from the connection and not yet handled, at most (the listener handles
+/// each at once; the connection waits while the queue is full).
+const NOTIFICATIONS_QUEUED_MAX: usize = 1024;
 
 /// The store's view of commits: all of them, and those of other stores only.
 pub(crate) struct Heard {
@@ -38,69 +41,62 @@ pub(crate) struct Heard {
     pub drivers: tokio::sync::broadcast::Sender<crate::DriverMessage>,
 }
 
-/// Starts the listening thread; it ends when every receiver of `committed` is gone.
-pub(crate) fn start(connect: Connect, heard: Heard) {
-    let spawned = std::thread::Builder::new()
-        .name("cairn-pg-listener".into())
-        .spawn(move || listen(&connect, &heard));
-    if let Err(e) = spawned {
-        tracing::warn!(error = %e, "no listener thread: other processes' commits are seen by polling only");
-    }
+/// Starts the listener, a task on the store's runtime; it ends when every receiver of
+/// `committed` is gone (or with the runtime).
+pub(crate) fn start(target: Target, heard: Heard) {
+    let handle = target.handle.clone();
+    handle.spawn(async move { listen(&target, &heard).await });
 }
 
-fn listen(connect: &Connect, heard: &Heard) {
+async fn listen(target: &Target, heard: &Heard) {
     let mut backoff = Duration::from_millis(50);
-    while !heard.committed.is_closed() {
-        match serve(connect, heard) {
-            Ok(()) => return,
-            Err(e) => {
+    loop {
+        tokio::select! {
+            () = heard.committed.closed() => return,
+            Err(e) = serve(target, heard) => {
                 tracing::debug!(error = %e, "listener connection lost; reconnecting");
-                std::thread::sleep(backoff);
-                backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
             }
         }
+        tokio::select! {
+            () = heard.committed.closed() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
     }
 }
 
-/// Listens until the store is dropped (`Ok`) or the connection fails (`Err`).
-fn serve(connect: &Connect, heard: &Heard) -> Result<(), crate::Error> {
+/// Listens on a connection of its own until it fails: the notifications its task reads from
+/// the server (`AsyncMessage::Notification`) come in order on a channel.
+async fn serve(target: &Target, heard: &Heard) -> Result<std::convert::Infallible, crate::Error> {
     let committed = &heard.committed;
-    let mut client: Client = connect()?;
+    let (notices, mut incoming) = mpsc::channel(NOTIFICATIONS_QUEUED_MAX);
+    let (client, _task) = target.open(Some(notices)).await.map_err(super::tls::connect_error)?;
     client
         .batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {DRIVERS}"))
+        .await
         .map_err(super::pg_error("listen"))?;
     // Whatever was committed while nobody listened: read it now.
-    let last = last_lsn(&mut client)?;
+    let last = last_lsn(&client).await?;
     publish(committed, last);
     // What was missed may have been anyone's: the pollers look.
     publish(&heard.remote, last);
-    loop {
-        if committed.is_closed() {
-            return Ok(());
+    // The channel closes when the connection's task ends: the connection failed.
+    while let Some(n) = incoming.recv().await {
+        if n.channel() == DRIVERS {
+            driver_message(&heard.drivers, n.payload());
+            continue;
         }
-        {
-            let mut notifications = client.notifications();
-            let mut incoming = notifications.timeout_iter(Duration::from_millis(500));
-            while let Some(n) = incoming.next().map_err(super::pg_error("listen"))? {
-                if n.channel() == DRIVERS {
-                    driver_message(&heard.drivers, n.payload());
-                    continue;
-                }
-                let mut parts = n.payload().split(' ');
-                let lsn = parts.next().and_then(|l| l.parse::<u64>().ok());
-                let token = parts.next().and_then(|t| u64::from_str_radix(t, 16).ok());
-                if let Some(lsn) = lsn {
-                    publish(committed, lsn);
-                    if token != Some(heard.token) {
-                        publish(&heard.remote, lsn);
-                    }
-                }
+        let mut parts = n.payload().split(' ');
+        let lsn = parts.next().and_then(|l| l.parse::<u64>().ok());
+        let token = parts.next().and_then(|t| u64::from_str_radix(t, 16).ok());
+        if let Some(lsn) = lsn {
+            publish(committed, lsn);
+            if token != Some(heard.token) {
+                publish(&heard.remote, lsn);
             }
         }
-        if client.is_closed() {
-            return Err(crate::Error::Closed);
-        }
     }
+    Err(crate::Error::Closed)
 }
 
 /// Wakes the receivers of `committed` (every commit: one whose lsns sort below another's
@@ -113,9 +109,10 @@ fn publish(committed: &watch::Sender<u64>, lsn: u64) {
 ///
 /// # Errors
 /// A failed query.
-pub(crate) fn last_lsn(client: &mut Client) -> Result<u64, crate::Error> {
+pub(crate) async fn last_lsn(client: &tokio_postgres::Client) -> Result<u64, crate::Error> {
     let last: i64 = client
         .query_one("SELECT coalesce(max(lsn), 0) FROM cairn_events", &[])
+        .await
         .map_err(super::pg_error("read the last lsn"))?
         .get(0);
     Ok(u64::try_from(last).unwrap_or(0))

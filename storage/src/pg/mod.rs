@@ -2,10 +2,12 @@
 //!
 //! The records are the CRC-framed records of a redb file, in `bytea` columns; batches are
 //! planned by the same planner as redb's and committed in group commits, one SQL transaction
-//! each, serialised across processes by a row lock (see `write.rs`). Queries run on threads of
-//! their own (`pool.rs`): an async read (`thread_async`...: what the engine's paths call) is
-//! awaited, a sync read blocks its caller's thread for one round trip, as a redb read blocks
-//! it for the disk. Durability: [`Durability::Immediate`] commits with `synchronous_commit =
+//! each, serialised across processes by a row lock (see `write.rs`). The client is
+//! `tokio-postgres`; the store's connections are driven by a small runtime of its own
+//! (`pool.rs`), so it works inside any runtime or none. An async read (`thread_async`...: what
+//! the engine's paths call) is a future on a pooled reader connection, awaited by its caller; a
+//! sync read blocks its caller's thread for one round trip, as a redb read blocks it for the
+//! disk. Durability: [`Durability::Immediate`] commits with `synchronous_commit =
 //! on` (an acknowledged batch survives a crash of the server); the other modes with it off (a
 //! server crash may lose the last few hundred milliseconds of acknowledged batches, never part
 //! of one). `docs/postgres.md` has the schema, the setup and what is not yet there.
@@ -19,6 +21,7 @@
 //! # Ok(()) }
 //! ```
 
+mod blocking;
 mod correlations;
 mod delete;
 mod group;
@@ -39,7 +42,7 @@ use std::sync::Arc;
 
 use tokio::sync::{oneshot, watch};
 
-use self::pool::Readers;
+use self::pool::{BoxRead, Conn, Driver, Readers, Target};
 use self::write::{Write, Writer};
 use crate::codec::table;
 use crate::{
@@ -48,8 +51,20 @@ use crate::{
     Subscription, ThreadFilter, ThreadId, ThreadRecord, VerifyReport,
 };
 
-/// Reader connections of one store.
+/// Reader connections of one store (the pool's size: reads beyond it wait for one).
 const READERS: usize = 4;
+
+/// A read for [`Readers`]: `read_with!(a, b; |c| f(c, &a, &b))`, a closure that runs the future
+/// `f(...)` on the connection `c`, with clones of the captured `a`, `b` (a read may run twice:
+/// `pool.rs`).
+macro_rules! read_with {
+    ($($cap:ident),* ; |$c:ident| $body:expr) => {
+        move |$c| {
+            $(let $cap = $cap.clone();)*
+            Box::pin(async move { $body.await })
+        }
+    };
+}
 
 /// A Cairn database in PostgreSQL.
 #[derive(Clone)]
@@ -57,6 +72,7 @@ pub struct PgStore {
     inner: Arc<Inner>,
 }
 
+/// Fields drop in order: the runtime that drives the connections goes last.
 struct Inner {
     readers: Readers,
     writer: Writer,
@@ -68,6 +84,8 @@ struct Inner {
     drivers: tokio::sync::broadcast::Sender<crate::DriverMessage>,
     /// Sync reads made from inside an async runtime ([`PgStore::blocking_reads`]).
     blocking_reads: std::sync::atomic::AtomicU64,
+    /// The runtime the connections' tasks run on: held, never read.
+    _driver: Driver,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -92,49 +110,49 @@ impl PgStore {
     }
 
     fn connect_here(url: &str, durability: Durability) -> Result<PgStore, Error> {
+        let driver = Driver::start()?;
         let sync = if durability == Durability::Immediate { "on" } else { "off" };
-        let connect_as = |role: &'static str| -> pool::Connect {
-            let owned = url.to_owned();
-            Arc::new(move || {
-                let mut client = pool::connect(&owned, role)?;
-                client
-                    .batch_execute(&format!("SET synchronous_commit = {sync}"))
-                    .map_err(pg_error("set synchronous_commit"))?;
-                Ok(client)
-            })
+        let target = |role: &'static str| -> Result<Target, Error> {
+            let mut target = Target::new(url, role, driver.handle())?;
+            target.setup = format!("SET synchronous_commit = {sync}");
+            Ok(target)
         };
         // The writer's connection: a transaction it leaves open (its process stopped mid-group)
         // is ended by the server, so it cannot hold other writers' rows or the readers'
         // watermark for long.
-        let writer_as = connect_as("cairn-writer");
-        let connect: pool::Connect = Arc::new(move || {
-            let mut client = writer_as()?;
-            client
-                .batch_execute(&format!(
-                    "SET idle_in_transaction_session_timeout = {}",
-                    write::IDLE_IN_GROUP_MAX.as_millis()
-                ))
-                .map_err(pg_error("set idle_in_transaction_session_timeout"))?;
-            Ok(client)
-        });
-        let mut client = connect()?;
-        schema::prepare(&mut client)?;
-        let last = listen::last_lsn(&mut client)?;
+        let mut writer_target = target("cairn-writer")?;
+        writer_target.setup.push_str(&format!(
+            "; SET idle_in_transaction_session_timeout = {}",
+            write::IDLE_IN_GROUP_MAX.as_millis()
+        ));
+        let connect: pool::Connect = Arc::new(move || writer_target.open_blocking());
+        let client = connect()?;
+        schema::prepare(&mut blocking::Client::new(&client))?;
+        let last = crate::pending::block_on(listen::last_lsn(&client))?;
         let (tx, committed) = watch::channel(last);
         let (remote_tx, remote) = watch::channel(last);
         let tx = Arc::new(tx);
         let token = token();
         let durable = durability == Durability::Immediate;
-        let writer = Writer::start(client, connect.clone(), tx.clone(), (token, durable))?;
+        let who = write::Identity { token, durable, handle: driver.handle() };
+        let writer = Writer::start(client, connect.clone(), tx.clone(), who)?;
         let (drivers, _) =
             tokio::sync::broadcast::channel(crate::limits::DRIVER_MESSAGES_QUEUED_MAX);
         let heard =
             listen::Heard { committed: tx, remote: remote_tx, token, drivers: drivers.clone() };
-        listen::start(connect_as("cairn-listener"), heard);
-        let readers = Readers::start(&connect_as("cairn-reader"), READERS)?;
+        listen::start(target("cairn-listener")?, heard);
+        let readers = Readers::start(target("cairn-reader")?, READERS)?;
         let blocking_reads = std::sync::atomic::AtomicU64::new(0);
-        let inner =
-            Inner { readers, writer, durability, committed, remote, drivers, blocking_reads };
+        let inner = Inner {
+            readers,
+            writer,
+            durability,
+            committed,
+            remote,
+            drivers,
+            blocking_reads,
+            _driver: driver,
+        };
         Ok(PgStore { inner: Arc::new(inner) })
     }
 
@@ -147,7 +165,7 @@ impl PgStore {
     /// `current_thread` runtime the whole runtime waits.
     fn read<T: Send + 'static>(
         &self,
-        f: impl Fn(&mut postgres::Client) -> Result<T, Error> + Send + 'static,
+        f: impl for<'c> Fn(&'c Conn) -> BoxRead<'c, T> + Send + Sync + 'static,
     ) -> Result<T, Error> {
         use tokio::runtime::{Handle, RuntimeFlavor};
         let run = || self.inner.readers.run(f);
@@ -175,7 +193,7 @@ impl PgStore {
     /// but the reader's waits for the server.
     fn read_async<T: Send + 'static>(
         &self,
-        f: impl Fn(&mut postgres::Client) -> Result<T, Error> + Send + 'static,
+        f: impl for<'c> Fn(&'c Conn) -> BoxRead<'c, T> + Send + Sync + 'static,
     ) -> Reading<T> {
         self.inner.readers.run_async(f)
     }
@@ -205,13 +223,15 @@ impl Store for PgStore {
 
     fn read_since(&self, thread: &ThreadId, after: Seq, limit: usize) -> Result<Vec<Event>, Error> {
         let thread = thread.clone();
-        self.read(move |c| read::read_since(c, &thread, after, limit, None))
+        self.read(read_with!(thread; |c| read::read_since(c, &thread, after, limit, None)))
     }
 
     fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Result<Vec<Event>, Error> {
         let Some((from, count)) = range(from, to)? else { return Ok(Vec::new()) };
         let thread = thread.clone();
-        self.read(move |c| read::read_since(c, &thread, Seq(from - 1), count, Some(to)))
+        self.read(
+            read_with!(thread; |c| read::read_since(c, &thread, Seq(from - 1), count, Some(to))),
+        )
     }
 
     fn last_bookmark(&self, thread: &ThreadId) -> Result<Option<Bookmark>, Error> {
@@ -219,7 +239,7 @@ impl Store for PgStore {
     }
 
     fn read_all_since(&self, after: Lsn, limit: usize) -> Result<Vec<Event>, Error> {
-        self.read(move |c| read::read_all_since(c, after, limit))
+        self.read(read_with!(; |c| read::read_all_since(c, after, limit)))
     }
 
     fn read_correlated(
@@ -229,7 +249,7 @@ impl Store for PgStore {
         limit: usize,
     ) -> Result<Vec<Event>, Error> {
         let query = query.clone();
-        self.read(move |c| correlations::read_correlated(c, &query, after, limit))
+        self.read(read_with!(query; |c| correlations::read_correlated(c, &query, after, limit)))
     }
 
     fn subscribe(&self, scope: Scope, after: u64) -> Result<Subscription, Error> {
@@ -239,15 +259,15 @@ impl Store for PgStore {
 
     fn payload(&self, r: &PayloadRef) -> Result<Vec<u8>, Error> {
         let r = *r;
-        self.read(move |c| read::payload(c, &r))
+        self.read(read_with!(; |c| read::payload(c, &r)))
     }
 
     fn checkpoint(&self, id: CheckpointId) -> Result<Option<Checkpoint>, Error> {
-        self.read(move |c| read::checkpoint(c, id))
+        self.read(read_with!(; |c| read::checkpoint(c, id)))
     }
 
     fn checkpoint_exists(&self, id: CheckpointId) -> Result<bool, Error> {
-        self.read(move |c| read::checkpoint_exists(c, id))
+        self.read(read_with!(; |c| read::checkpoint_exists(c, id)))
     }
 
     fn latest_checkpoint_at_or_before(
@@ -256,7 +276,7 @@ impl Store for PgStore {
         seq: Seq,
     ) -> Result<Option<Checkpoint>, Error> {
         let thread = thread.clone();
-        self.read(move |c| read::latest_checkpoint_at_or_before(c, &thread, seq))
+        self.read(read_with!(thread; |c| read::latest_checkpoint_at_or_before(c, &thread, seq)))
     }
 
     fn list_checkpoints(
@@ -265,7 +285,7 @@ impl Store for PgStore {
         page: Page,
     ) -> Result<Vec<CheckpointInfo>, Error> {
         let filter = filter.clone();
-        self.read(move |c| read::list_checkpoints(c, &filter, page))
+        self.read(read_with!(filter; |c| read::list_checkpoints(c, &filter, page)))
     }
 
     fn delete_checkpoint(&self, id: CheckpointId) -> Result<Pending<bool>, Error> {
@@ -279,12 +299,12 @@ impl Store for PgStore {
 
     fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>, Error> {
         let id = id.clone();
-        self.read(move |c| read::thread(c, &id))
+        self.read(read_with!(id; |c| read::thread(c, &id)))
     }
 
     fn list_threads(&self, filter: &ThreadFilter, page: Page) -> Result<Vec<ThreadRecord>, Error> {
         let filter = filter.clone();
-        self.read(move |c| read::list_threads(c, &filter, page))
+        self.read(read_with!(filter; |c| read::list_threads(c, &filter, page)))
     }
 
     fn list_threads_after(
@@ -294,11 +314,11 @@ impl Store for PgStore {
         limit: usize,
     ) -> Result<Vec<ThreadRecord>, Error> {
         let (filter, after) = (filter.clone(), after.cloned());
-        self.read(move |c| read::list_threads_after(c, &filter, after.as_ref(), limit))
+        self.read(read_with!(filter, after; |c| read::list_threads_after(c, &filter, after.as_ref(), limit)))
     }
 
     fn locks(&self) -> Result<Vec<LockRecord>, Error> {
-        self.read(read::locks)
+        self.read(read_with!(; |c| read::locks(c)))
     }
 
     fn signals(
@@ -308,16 +328,16 @@ impl Store for PgStore {
         limit: usize,
     ) -> Result<Vec<crate::Signal>, Error> {
         let thread = thread.clone();
-        self.read(move |client| signals::read(client, &thread, after, limit))
+        self.read(read_with!(thread; |c| signals::read(c, &thread, after, limit)))
     }
 
     fn queues(&self) -> Result<Vec<crate::QueueState>, Error> {
-        self.read(queues::read_all)
+        self.read(read_with!(; |c| queues::read_all(c)))
     }
 
     fn queue_member(&self, thread: &ThreadId) -> Result<Option<crate::QueueMember>, Error> {
         let thread = thread.clone();
-        self.read(move |client| queues::read_member(client, &thread))
+        self.read(read_with!(thread; |c| queues::read_member(c, &thread)))
     }
 
     fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error> {
@@ -335,17 +355,18 @@ impl Store for PgStore {
     }
 
     fn verify(&self) -> Result<VerifyReport, Error> {
-        self.read(verify::verify)
+        // A long series of statements, each waited for: this thread blocks (as `read` says).
+        self.read(read_with!(; |c| async { verify::verify(&mut blocking::Client::new(c)) }))
     }
 
     fn thread_async(&self, id: &ThreadId) -> Reading<Option<ThreadRecord>> {
         let id = id.clone();
-        self.read_async(move |c| read::thread(c, &id))
+        self.read_async(read_with!(id; |c| read::thread(c, &id)))
     }
 
     fn read_since_async(&self, thread: &ThreadId, after: Seq, limit: usize) -> Reading<Vec<Event>> {
         let thread = thread.clone();
-        self.read_async(move |c| read::read_since(c, &thread, after, limit, None))
+        self.read_async(read_with!(thread; |c| read::read_since(c, &thread, after, limit, None)))
     }
 
     fn read_range_async(&self, thread: &ThreadId, from: Seq, to: Seq) -> Reading<Vec<Event>> {
@@ -355,20 +376,22 @@ impl Store for PgStore {
             Err(e) => return Reading::ready(Err(e)),
         };
         let thread = thread.clone();
-        self.read_async(move |c| read::read_since(c, &thread, Seq(from - 1), count, Some(to)))
+        self.read_async(
+            read_with!(thread; |c| read::read_since(c, &thread, Seq(from - 1), count, Some(to))),
+        )
     }
 
     fn read_all_since_async(&self, after: Lsn, limit: usize) -> Reading<Vec<Event>> {
-        self.read_async(move |c| read::read_all_since(c, after, limit))
+        self.read_async(read_with!(; |c| read::read_all_since(c, after, limit)))
     }
 
     fn payload_async(&self, r: &PayloadRef) -> Reading<Vec<u8>> {
         let r = *r;
-        self.read_async(move |c| read::payload(c, &r))
+        self.read_async(read_with!(; |c| read::payload(c, &r)))
     }
 
     fn checkpoint_async(&self, id: CheckpointId) -> Reading<Option<Checkpoint>> {
-        self.read_async(move |c| read::checkpoint(c, id))
+        self.read_async(read_with!(; |c| read::checkpoint(c, id)))
     }
 
     fn latest_checkpoint_at_or_before_async(
@@ -377,7 +400,9 @@ impl Store for PgStore {
         seq: Seq,
     ) -> Reading<Option<Checkpoint>> {
         let thread = thread.clone();
-        self.read_async(move |c| read::latest_checkpoint_at_or_before(c, &thread, seq))
+        self.read_async(
+            read_with!(thread; |c| read::latest_checkpoint_at_or_before(c, &thread, seq)),
+        )
     }
 
     fn checkpoint_covering_async(
@@ -386,11 +411,12 @@ impl Store for PgStore {
         seq: Seq,
     ) -> Reading<Option<CheckpointId>> {
         let thread = thread.clone();
-        self.read_async(move |c| {
-            Ok(read::latest_checkpoint_at_or_before(c, &thread, seq)?
+        self.read_async(read_with!(thread; |c| async {
+            Ok(read::latest_checkpoint_at_or_before(c, &thread, seq)
+                .await?
                 .filter(|cp| cp.covers.seq == seq)
                 .map(|cp| cp.id))
-        })
+        }))
     }
 
     fn list_checkpoints_async(
@@ -399,12 +425,12 @@ impl Store for PgStore {
         page: Page,
     ) -> Reading<Vec<CheckpointInfo>> {
         let filter = filter.clone();
-        self.read_async(move |c| read::list_checkpoints(c, &filter, page))
+        self.read_async(read_with!(filter; |c| read::list_checkpoints(c, &filter, page)))
     }
 
     fn list_threads_async(&self, filter: &ThreadFilter, page: Page) -> Reading<Vec<ThreadRecord>> {
         let filter = filter.clone();
-        self.read_async(move |c| read::list_threads(c, &filter, page))
+        self.read_async(read_with!(filter; |c| read::list_threads(c, &filter, page)))
     }
 
     fn list_threads_after_async(
@@ -414,7 +440,7 @@ impl Store for PgStore {
         limit: usize,
     ) -> Reading<Vec<ThreadRecord>> {
         let (filter, after) = (filter.clone(), after.cloned());
-        self.read_async(move |c| read::list_threads_after(c, &filter, after.as_ref(), limit))
+        self.read_async(read_with!(filter, after; |c| read::list_threads_after(c, &filter, after.as_ref(), limit)))
     }
 
     fn signals_async(
@@ -424,15 +450,15 @@ impl Store for PgStore {
         limit: usize,
     ) -> Reading<Vec<crate::Signal>> {
         let thread = thread.clone();
-        self.read_async(move |client| signals::read(client, &thread, after, limit))
+        self.read_async(read_with!(thread; |c| signals::read(c, &thread, after, limit)))
     }
 
     fn locks_async(&self) -> Reading<Vec<LockRecord>> {
-        self.read_async(read::locks)
+        self.read_async(read_with!(; |c| read::locks(c)))
     }
 
     fn queues_async(&self) -> Reading<Vec<crate::QueueState>> {
-        self.read_async(queues::read_all)
+        self.read_async(read_with!(; |c| queues::read_all(c)))
     }
 
     fn due_threads_async(
@@ -443,9 +469,9 @@ impl Store for PgStore {
         limit: usize,
     ) -> Reading<Option<Vec<crate::DueThread>>> {
         let (workflows, after) = (workflows.to_vec(), after.cloned());
-        self.read_async(move |c| {
-            wake::due_threads(c, &workflows, horizon_ms, after.as_ref(), limit).map(Some)
-        })
+        self.read_async(read_with!(workflows, after; |c| async {
+            wake::due_threads(c, &workflows, horizon_ms, after.as_ref(), limit).await.map(Some)
+        }))
     }
 
     fn durability(&self) -> Durability {
@@ -464,7 +490,7 @@ impl Store for PgStore {
         limit: usize,
     ) -> Result<Option<Vec<crate::DueThread>>, Error> {
         let (workflows, after) = (workflows.to_vec(), after.cloned());
-        self.read(move |c| wake::due_threads(c, &workflows, horizon_ms, after.as_ref(), limit))
+        self.read(read_with!(workflows, after; |c| wake::due_threads(c, &workflows, horizon_ms, after.as_ref(), limit)))
             .map(Some)
     }
 
@@ -484,11 +510,12 @@ impl Store for PgStore {
         )?;
         let payload = format!("{thread}\t{message}");
         // Outside any transaction: delivered when this statement commits, at once.
-        self.read(move |c| {
+        self.read(read_with!(payload; |c| async {
             c.execute("SELECT pg_notify($1, $2)", &[&listen::DRIVERS, &payload])
+                .await
                 .map(drop)
                 .map_err(pg_error("tell a thread's driver"))
-        })
+        }))
     }
 
     fn driver_messages(&self) -> Option<tokio::sync::broadcast::Receiver<crate::DriverMessage>> {
@@ -522,7 +549,7 @@ fn token() -> u64 {
 }
 
 /// A client error as a storage error of `op`.
-fn pg_error(op: &'static str) -> impl Fn(postgres::Error) -> Error {
+fn pg_error(op: &'static str) -> impl Fn(tokio_postgres::Error) -> Error {
     move |e| Error::Storage { op, source: Arc::new(e) }
 }
 

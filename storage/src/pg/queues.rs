@@ -12,7 +12,8 @@
 
 use std::collections::HashMap;
 
-use postgres::Client;
+use super::blocking::Client;
+use super::pool::Conn;
 
 use super::write::Tx;
 use super::{corrupt, pg_error};
@@ -53,7 +54,7 @@ const WITH_QUEUES: i64 = 4;
 ///
 /// # Errors
 /// Connection errors.
-pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
+pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
     client.batch_execute(SCHEMA).map_err(pg_error("create the queue tables"))
 }
 
@@ -61,7 +62,7 @@ pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
 ///
 /// # Errors
 /// Connection errors.
-pub(crate) fn migrate(client: &mut Client) -> Result<(), Error> {
+pub(crate) fn migrate(client: &mut Client<'_>) -> Result<(), Error> {
     client
         .execute(
             "UPDATE cairn_meta SET value = $1 WHERE key = 'format_version' AND value < $1",
@@ -112,10 +113,11 @@ fn thread_id(raw: &str, table: &'static str) -> Result<ThreadId, Error> {
 ///
 /// # Errors
 /// A damaged row; connection errors.
-pub(crate) fn read_all(client: &mut Client) -> Result<Vec<QueueState>, Error> {
-    let rows = client
-        .query("SELECT name, record FROM cairn_queues ORDER BY name", &[])
-        .map_err(pg_error("read queues"))?;
+pub(crate) async fn read_all(client: &Conn) -> Result<Vec<QueueState>, Error> {
+    let rows =
+        super::read::query(client, "SELECT name, record FROM cairn_queues ORDER BY name", &[])
+            .await
+            .map_err(pg_error("read queues"))?;
     rows.iter().map(|r| decode_queue(r.get(0), r.get(1))).collect()
 }
 
@@ -123,12 +125,13 @@ pub(crate) fn read_all(client: &mut Client) -> Result<Vec<QueueState>, Error> {
 ///
 /// # Errors
 /// A damaged row; connection errors.
-pub(crate) fn read_member(
-    client: &mut Client,
+pub(crate) async fn read_member(
+    client: &Conn,
     thread: &ThreadId,
 ) -> Result<Option<QueueMember>, Error> {
-    let row = client
-        .query_opt("SELECT record FROM cairn_queue_members WHERE thread = $1", &[&thread.as_str()])
+    let sql = "SELECT record FROM cairn_queue_members WHERE thread = $1";
+    let row = super::read::query_opt(client, sql, &[&thread.as_str()])
+        .await
         .map_err(pg_error("read queue member"))?;
     row.map(|r| decode_member(thread.as_str(), r.get(0))).transpose()
 }
@@ -317,7 +320,7 @@ pub(crate) fn write(tx: &mut Tx<'_, '_>, all: &[QueueWrites]) -> Result<(), Erro
             .map_err(&op)?;
         }
         for ((queue, key, rank, thread), put) in &writes.waiting {
-            let params: [&(dyn postgres::types::ToSql + Sync); 4] =
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
                 [queue, key, &rank_to_db(*rank), &thread.as_str()];
             let sql = if *put {
                 "INSERT INTO cairn_queue_waiting (queue, key, rank, thread) VALUES ($1, $2, $3, $4)"
@@ -328,7 +331,7 @@ pub(crate) fn write(tx: &mut Tx<'_, '_>, all: &[QueueWrites]) -> Result<(), Erro
             tx.execute(sql, &params).map_err(&op)?;
         }
         for ((queue, dedup, thread), put) in &writes.dedup {
-            let params: [&(dyn postgres::types::ToSql + Sync); 3] =
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
                 [queue, dedup, &thread.as_str()];
             let sql = if *put {
                 "INSERT INTO cairn_queue_dedup (queue, dedup, thread) VALUES ($1, $2, $3)"
@@ -357,7 +360,7 @@ pub(crate) fn leave(tx: &mut Tx<'_, '_>, thread: &ThreadId) -> Result<(), Error>
 ///
 /// # Errors
 /// Connection errors.
-pub(crate) fn verify(client: &mut Client, problems: &mut Vec<Problem>) -> Result<u64, Error> {
+pub(crate) fn verify(client: &mut Client<'_>, problems: &mut Vec<Problem>) -> Result<u64, Error> {
     let mut scanned = 0;
     for row in client
         .query("SELECT name, record FROM cairn_queues", &[])

@@ -1,7 +1,10 @@
 //! Reads, each one query on a reader's connection; every record is decoded (CRC checked) and
 //! checked against the columns that locate it.
 
-use postgres::Client;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use super::pool::Conn;
 
 use super::{corrupt, from_db, pg_error, to_db};
 use crate::codec::{self, table};
@@ -12,9 +15,9 @@ use crate::{
 };
 
 /// The record of thread `id`.
-pub(crate) fn thread(client: &mut Client, id: &ThreadId) -> Result<Option<ThreadRecord>, Error> {
-    let row = client
-        .query_opt("SELECT record FROM cairn_threads WHERE id = $1", &[&id.as_str()])
+pub(crate) async fn thread(client: &Conn, id: &ThreadId) -> Result<Option<ThreadRecord>, Error> {
+    let row = query_opt(client, "SELECT record FROM cairn_threads WHERE id = $1", &[&id.as_str()])
+        .await
         .map_err(pg_error("read thread"))?;
     row.map(|r| decode_thread(id, r.get(0))).transpose()
 }
@@ -34,15 +37,15 @@ pub(crate) fn decode_thread(id: &ThreadId, bytes: &[u8]) -> Result<ThreadRecord,
 }
 
 /// Events of `id` with `after < seq <= to` (at most `limit`), without gaps.
-pub(crate) fn read_since(
-    client: &mut Client,
+pub(crate) async fn read_since(
+    client: &Conn,
     id: &ThreadId,
     after: Seq,
     limit: usize,
     to: Option<Seq>,
 ) -> Result<Vec<Event>, Error> {
     limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
-    let record = thread(client, id)?.ok_or_else(|| Error::UnknownThread(id.clone()))?;
+    let record = thread(client, id).await?.ok_or_else(|| Error::UnknownThread(id.clone()))?;
     let first_seq = record.first_seq;
     if after.0.saturating_add(1) < first_seq.0 {
         return Err(Error::Pruned { thread: id.clone(), first_available: first_seq });
@@ -52,11 +55,12 @@ pub(crate) fn read_since(
     if end <= after.0 {
         return Ok(Vec::new());
     }
-    let rows = client
-        .query(
+    let rows = query(
+            client,
             "SELECT lsn, seq, record FROM cairn_events WHERE thread = $1 AND seq > $2 AND seq <= $3 ORDER BY seq",
             &[&id.as_str(), &to_db(after.0)?, &to_db(end)?],
         )
+        .await
         .map_err(pg_error("read events"))?;
     let mut out = Vec::with_capacity(rows.len());
     for (i, row) in rows.iter().enumerate() {
@@ -99,33 +103,35 @@ pub(crate) fn decode_event(lsn: i64, seq: i64, bytes: &[u8]) -> Result<Event, Er
 }
 
 /// The global feed: events with lsn above `after`, in lsn order.
-pub(crate) fn read_all_since(
-    client: &mut Client,
+pub(crate) async fn read_all_since(
+    client: &Conn,
     after: Lsn,
     limit: usize,
 ) -> Result<Vec<Event>, Error> {
     limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
-    let rows = client
-        .query(
-            // Below the watermark only: an lsn above it may still be taken by a transaction
-            // that commits later (`xid.rs`).
-            concat!(
-                "SELECT lsn, seq, record FROM cairn_events WHERE lsn > $1 AND ",
-                super::xid::below_watermark!(),
-                " ORDER BY lsn LIMIT $2"
-            ),
-            &[&to_db(after.0)?, &to_db(limit as u64)?],
-        )
-        .map_err(pg_error("read the log"))?;
+    let rows = query(
+        client,
+        // Below the watermark only: an lsn above it may still be taken by a transaction
+        // that commits later (`xid.rs`).
+        concat!(
+            "SELECT lsn, seq, record FROM cairn_events WHERE lsn > $1 AND ",
+            super::xid::below_watermark!(),
+            " ORDER BY lsn LIMIT $2"
+        ),
+        &[&to_db(after.0)?, &to_db(limit as u64)?],
+    )
+    .await
+    .map_err(pg_error("read the log"))?;
     rows.iter().map(|r| decode_event(r.get(0), r.get(1), r.get(2))).collect()
 }
 
 /// Payload bytes, checked against their hash.
-pub(crate) fn payload(client: &mut Client, r: &PayloadRef) -> Result<Vec<u8>, Error> {
-    let row = client
-        .query_opt("SELECT bytes FROM cairn_payloads WHERE hash = $1", &[&&r.hash[..]])
-        .map_err(pg_error("read payload"))?
-        .ok_or(Error::MissingPayload(*r))?;
+pub(crate) async fn payload(client: &Conn, r: &PayloadRef) -> Result<Vec<u8>, Error> {
+    let row =
+        query_opt(client, "SELECT bytes FROM cairn_payloads WHERE hash = $1", &[&&r.hash[..]])
+            .await
+            .map_err(pg_error("read payload"))?
+            .ok_or(Error::MissingPayload(*r))?;
     let bytes: Vec<u8> = row.get(0);
     if PayloadRef::of(&bytes) != *r {
         return Err(corrupt(
@@ -168,38 +174,40 @@ fn decode_checkpoint(id: i64, info: &[u8], snapshot: &[u8]) -> Result<Checkpoint
     Ok(info.with_snapshot(snapshot))
 }
 
-pub(crate) fn checkpoint(
-    client: &mut Client,
+pub(crate) async fn checkpoint(
+    client: &Conn,
     id: CheckpointId,
 ) -> Result<Option<Checkpoint>, Error> {
-    let row = client
-        .query_opt(
-            "SELECT id, info, snapshot FROM cairn_checkpoints WHERE id = $1",
-            &[&to_db(id.0)?],
-        )
-        .map_err(pg_error("read checkpoint"))?;
+    let row = query_opt(
+        client,
+        "SELECT id, info, snapshot FROM cairn_checkpoints WHERE id = $1",
+        &[&to_db(id.0)?],
+    )
+    .await
+    .map_err(pg_error("read checkpoint"))?;
     row.map(|r| decode_checkpoint(r.get(0), r.get(1), r.get(2))).transpose()
 }
 
-pub(crate) fn checkpoint_exists(client: &mut Client, id: CheckpointId) -> Result<bool, Error> {
-    Ok(client
-        .query_opt("SELECT 1 FROM cairn_checkpoints WHERE id = $1", &[&to_db(id.0)?])
+pub(crate) async fn checkpoint_exists(client: &Conn, id: CheckpointId) -> Result<bool, Error> {
+    Ok(query_opt(client, "SELECT 1 FROM cairn_checkpoints WHERE id = $1", &[&to_db(id.0)?])
+        .await
         .map_err(pg_error("read checkpoint"))?
         .is_some())
 }
 
-pub(crate) fn latest_checkpoint_at_or_before(
-    client: &mut Client,
+pub(crate) async fn latest_checkpoint_at_or_before(
+    client: &Conn,
     thread: &ThreadId,
     seq: Seq,
 ) -> Result<Option<Checkpoint>, Error> {
-    let row = client
-        .query_opt(
-            "SELECT id, info, snapshot FROM cairn_checkpoints WHERE thread = $1 AND covers_seq <= $2 \
+    let row = query_opt(
+        client,
+        "SELECT id, info, snapshot FROM cairn_checkpoints WHERE thread = $1 AND covers_seq <= $2 \
              ORDER BY covers_seq DESC, id DESC LIMIT 1",
-            &[&thread.as_str(), &i64::try_from(seq.0).unwrap_or(i64::MAX)],
-        )
-        .map_err(pg_error("read checkpoint"))?;
+        &[&thread.as_str(), &i64::try_from(seq.0).unwrap_or(i64::MAX)],
+    )
+    .await
+    .map_err(pg_error("read checkpoint"))?;
     let Some(row) = row else { return Ok(None) };
     let found = decode_checkpoint(row.get(0), row.get(1), row.get(2))?;
     if &found.thread != thread || found.covers.seq > seq {
@@ -214,8 +222,8 @@ pub(crate) fn latest_checkpoint_at_or_before(
 }
 
 /// Checkpoints newest first, filtered.
-pub(crate) fn list_checkpoints(
-    client: &mut Client,
+pub(crate) async fn list_checkpoints(
+    client: &Conn,
     filter: &CheckpointFilter,
     page: Page,
 ) -> Result<Vec<CheckpointInfo>, Error> {
@@ -223,16 +231,17 @@ pub(crate) fn list_checkpoints(
     let thread = filter.thread.as_ref().map(ThreadId::as_str);
     let workflow = filter.workflow_id.as_deref();
     let tags: Vec<&str> = filter.any_tags.iter().map(String::as_str).collect();
-    let rows = client
-        .query(
-            "SELECT id, info FROM cairn_checkpoints c \
+    let rows = query(
+        client,
+        "SELECT id, info FROM cairn_checkpoints c \
              WHERE ($1::text IS NULL OR thread = $1) AND ($2::text IS NULL OR workflow = $2) \
                AND (cardinality($3::text[]) = 0 OR EXISTS \
                     (SELECT 1 FROM cairn_checkpoint_tags t WHERE t.id = c.id AND t.tag = ANY($3))) \
              ORDER BY id DESC",
-            &[&thread, &workflow, &tags],
-        )
-        .map_err(pg_error("list checkpoints"))?;
+        &[&thread, &workflow, &tags],
+    )
+    .await
+    .map_err(pg_error("list checkpoints"))?;
     let mut out = Vec::new();
     let mut skipped = 0;
     for row in rows {
@@ -253,8 +262,8 @@ pub(crate) fn list_checkpoints(
 }
 
 /// Threads by id, filtered.
-pub(crate) fn list_threads(
-    client: &mut Client,
+pub(crate) async fn list_threads(
+    client: &Conn,
     filter: &ThreadFilter,
     page: Page,
 ) -> Result<Vec<ThreadRecord>, Error> {
@@ -266,14 +275,15 @@ pub(crate) fn list_threads(
         None => (to_db(page.limit as u64)?, to_db(page.offset as u64)?),
         Some(_) => (i64::MAX, 0),
     };
-    let rows = client
-        .query(
-            "SELECT id, record FROM cairn_threads \
+    let rows = query(
+        client,
+        "SELECT id, record FROM cairn_threads \
              WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR workflow = $2) \
              ORDER BY id LIMIT $3 OFFSET $4",
-            &[&status, &workflow, &limit, &offset],
-        )
-        .map_err(pg_error("list threads"))?;
+        &[&status, &workflow, &limit, &offset],
+    )
+    .await
+    .map_err(pg_error("list threads"))?;
     let mut out = Vec::new();
     let mut skipped = 0;
     for row in rows {
@@ -302,8 +312,8 @@ pub(crate) fn list_threads(
 /// Threads matching `filter` with ids after `after` in the table's id order, at most `limit`:
 /// the cursor is a bound on the primary key, so a page reads from there. With a label filter the
 /// rows are fetched in chunks of `limit` (labels are inside the record) until `limit` match.
-pub(crate) fn list_threads_after(
-    client: &mut Client,
+pub(crate) async fn list_threads_after(
+    client: &Conn,
     filter: &ThreadFilter,
     after: Option<&ThreadId>,
     limit: usize,
@@ -315,14 +325,15 @@ pub(crate) fn list_threads_after(
     let chunk = to_db(limit.max(1) as u64)?;
     let mut out = Vec::new();
     while out.len() < limit {
-        let rows = client
-            .query(
-                "SELECT id, record FROM cairn_threads \
+        let rows = query(
+            client,
+            "SELECT id, record FROM cairn_threads \
                  WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR workflow = $2) \
                  AND ($3::text IS NULL OR id > $3) ORDER BY id LIMIT $4",
-                &[&status, &workflow, &cursor, &chunk],
-            )
-            .map_err(pg_error("list threads"))?;
+            &[&status, &workflow, &cursor, &chunk],
+        )
+        .await
+        .map_err(pg_error("list threads"))?;
         let n = rows.len();
         for row in rows {
             let key: &str = row.get(0);
@@ -344,9 +355,9 @@ pub(crate) fn list_threads_after(
     Ok(out)
 }
 
-pub(crate) fn locks(client: &mut Client) -> Result<Vec<LockRecord>, Error> {
-    let rows = client
-        .query("SELECT name, record FROM cairn_locks ORDER BY name", &[])
+pub(crate) async fn locks(client: &Conn) -> Result<Vec<LockRecord>, Error> {
+    let rows = query(client, "SELECT name, record FROM cairn_locks ORDER BY name", &[])
+        .await
         .map_err(pg_error("read locks"))?;
     rows.iter().map(|r| decode_lock(r.get(0), r.get(1))).collect()
 }
@@ -362,4 +373,24 @@ pub(crate) fn decode_lock(name: &str, bytes: &[u8]) -> Result<LockRecord, Error>
         ));
     }
     Ok(lock)
+}
+
+/// Runs `sql` (prepared once per connection) with `params`.
+pub(crate) async fn query(
+    client: &Conn,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>, tokio_postgres::Error> {
+    let statement = client.prepare_cached(sql).await?;
+    client.query(&statement, params).await
+}
+
+/// Runs `sql` (prepared once per connection) with `params`: its one row, if any.
+pub(crate) async fn query_opt(
+    client: &Conn,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Option<Row>, tokio_postgres::Error> {
+    let statement = client.prepare_cached(sql).await?;
+    client.query_opt(&statement, params).await
 }

@@ -4,7 +4,7 @@
 //! `bytea`; the other columns are keys and filters copied out of them, checked against the
 //! record on every read.
 
-use postgres::Client;
+use super::blocking::Client;
 
 use super::pg_error;
 use crate::{Error, FORMAT_VERSION};
@@ -79,7 +79,7 @@ const MAGIC_VALUE: i64 = 0x0043_4149_524e_4442;
 /// [`Error::NewerFormat`] for a database written by a newer Cairn (an older one is migrated:
 /// `correlations.rs`); [`Error::NotCairn`]-like
 /// [`Error::Corrupted`] when the meta rows disagree; connection errors.
-pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
+pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
     // Two processes creating the schema at once may collide in the catalog (one gets a unique
     // violation): the loser finds the tables on its next try.
     let mut tries = 0;
@@ -93,7 +93,7 @@ pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
     add_last_xid(client)?;
     super::signals::prepare(client)?;
     super::queues::prepare(client)?;
-    let mut tx = client.transaction().map_err(pg_error("begin"))?;
+    let tx = client.transaction().map_err(pg_error("begin"))?;
     for (key, value) in [(MAGIC, MAGIC_VALUE), (FORMAT, i64::from(FORMAT_VERSION))] {
         tx.execute(
             "INSERT INTO cairn_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
@@ -140,7 +140,11 @@ pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
 ///
 /// # Errors
 /// Connection errors.
-pub(crate) fn has_column(client: &mut Client, table: &str, column: &str) -> Result<bool, Error> {
+pub(crate) fn has_column(
+    client: &mut Client<'_>,
+    table: &str,
+    column: &str,
+) -> Result<bool, Error> {
     let row = client
         .query_opt(
             "SELECT 1 FROM information_schema.columns \
@@ -154,7 +158,7 @@ pub(crate) fn has_column(client: &mut Client, table: &str, column: &str) -> Resu
 /// A database made before lsns came from transaction ids gets the column that says which
 /// transaction last wrote a thread row (`xid.rs`); 0 for the rows it has: older than any
 /// transaction to come.
-fn add_last_xid(client: &mut Client) -> Result<(), Error> {
+fn add_last_xid(client: &mut Client<'_>) -> Result<(), Error> {
     if !has_column(client, "cairn_threads", "last_xid")? {
         client
             .batch_execute(
@@ -171,7 +175,7 @@ fn add_last_xid(client: &mut Client) -> Result<(), Error> {
 ///
 /// # Errors
 /// [`Error::Corrupted`] when they do not (a new lsn could sort before an old one).
-fn check_lsn_space(client: &mut Client) -> Result<(), Error> {
+fn check_lsn_space(client: &mut Client<'_>) -> Result<(), Error> {
     let row = client
         .query_one(
             "SELECT (SELECT coalesce(max(lsn), 0) FROM cairn_events), \

@@ -9,7 +9,8 @@
 
 use std::collections::HashMap;
 
-use postgres::Client;
+use super::blocking::Client;
+use super::pool::Conn;
 
 use super::write::Tx;
 use super::{from_db, pg_error, to_db};
@@ -34,7 +35,7 @@ const WITH_SIGNALS: i64 = 3;
 ///
 /// # Errors
 /// Connection errors.
-pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
+pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
     client.batch_execute(SCHEMA).map_err(pg_error("create the signal inbox"))
 }
 
@@ -42,7 +43,7 @@ pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
 ///
 /// # Errors
 /// Connection errors.
-pub(crate) fn migrate(client: &mut Client) -> Result<(), Error> {
+pub(crate) fn migrate(client: &mut Client<'_>) -> Result<(), Error> {
     client
         .execute(
             "UPDATE cairn_meta SET value = $1 WHERE key = 'format_version' AND value < $1",
@@ -72,19 +73,20 @@ fn decode(thread: &str, n: i64, bytes: &[u8]) -> Result<Signal, Error> {
 ///
 /// # Errors
 /// [`Error::LimitExceeded`] past `READ_LIMIT_MAX`; a damaged row; connection errors.
-pub(crate) fn read(
-    client: &mut Client,
+pub(crate) async fn read(
+    client: &Conn,
     thread: &ThreadId,
     after: u64,
     limit: usize,
 ) -> Result<Vec<Signal>, Error> {
     limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
-    let rows = client
-        .query(
-            "SELECT n, record FROM cairn_signals WHERE thread = $1 AND n > $2 ORDER BY n LIMIT $3",
-            &[&thread.as_str(), &to_db(after)?, &to_db(limit as u64)?],
-        )
-        .map_err(pg_error("read signals"))?;
+    let rows = super::read::query(
+        client,
+        "SELECT n, record FROM cairn_signals WHERE thread = $1 AND n > $2 ORDER BY n LIMIT $3",
+        &[&thread.as_str(), &to_db(after)?, &to_db(limit as u64)?],
+    )
+    .await
+    .map_err(pg_error("read signals"))?;
     rows.iter().map(|r| decode(thread.as_str(), r.get(0), r.get(1))).collect()
 }
 
@@ -157,7 +159,7 @@ pub(crate) fn insert(
 /// # Errors
 /// Connection errors.
 pub(crate) fn verify(
-    client: &mut Client,
+    client: &mut Client<'_>,
     thread_exists: impl Fn(&str) -> bool,
     problems: &mut Vec<Problem>,
 ) -> Result<u64, Error> {

@@ -12,10 +12,23 @@
 
 use std::path::PathBuf;
 
-use postgres::Client;
-use postgres::config::SslMode;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_postgres::config::SslMode;
+use tokio_postgres::{AsyncMessage, Client, Connection, Notification};
 
 use crate::Error;
+
+/// How the store's connections are made: plainly, or over TLS (rustls).
+#[derive(Clone)]
+pub(crate) enum Tls {
+    Plain,
+    #[cfg(feature = "tls")]
+    Rustls(tokio_postgres_rustls::MakeRustlsConnect),
+}
+
+/// Where a listening connection's notifications go (bounded: a listener that falls behind
+/// holds its connection's reading back, never memory).
+pub(crate) type Notices = tokio::sync::mpsc::Sender<Notification>;
 
 /// `url` without its `sslrootcert` parameter, and that parameter's file.
 pub(crate) fn split_root_cert(url: &str) -> (String, Option<PathBuf>) {
@@ -71,22 +84,82 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Connects with `config`: over TLS when it requires it, plainly otherwise.
+impl Tls {
+    /// The TLS `config` asks for (which it is then set to require).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a root certificate file that cannot be read, or TLS required by a
+    /// build without the `tls` feature.
+    pub(crate) fn for_config(
+        config: &mut tokio_postgres::Config,
+        root: Option<PathBuf>,
+    ) -> Result<Tls, Error> {
+        if config.get_ssl_mode() != SslMode::Require && root.is_none() {
+            return Ok(Tls::Plain);
+        }
+        // The handshake is always made (and verified) once asked for.
+        config.ssl_mode(SslMode::Require);
+        encrypted(root)
+    }
+}
+
+/// Connects with `config` and `tls`; the connection's socket is driven by a task spawned on
+/// `handle` (the store's runtime), which passes the notifications it reads on to `notices`.
 ///
 /// # Errors
-/// [`Error::Storage`] (op `connect`) when the server cannot be reached, refuses, or its
-/// certificate does not verify; [`Error::Invalid`] for a root certificate file that cannot be
-/// read, or TLS required by a build without the `tls` feature.
-pub(crate) fn connect(config: &postgres::Config, root: Option<PathBuf>) -> Result<Client, Error> {
-    if config.get_ssl_mode() != SslMode::Require && root.is_none() {
-        return config.connect(postgres::NoTls).map_err(connect_error);
+/// The server cannot be reached, refuses, or its certificate does not verify.
+pub(crate) async fn connect(
+    config: &tokio_postgres::Config,
+    tls: &Tls,
+    handle: &tokio::runtime::Handle,
+    notices: Option<Notices>,
+) -> Result<(Client, tokio::task::JoinHandle<()>), tokio_postgres::Error> {
+    match tls {
+        Tls::Plain => {
+            let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+            Ok((client, handle.spawn(drive(connection, notices))))
+        }
+        #[cfg(feature = "tls")]
+        Tls::Rustls(make) => {
+            let (client, connection) = config.connect(make.clone()).await?;
+            Ok((client, handle.spawn(drive(connection, notices))))
+        }
     }
-    encrypted(config, root)
+}
+
+/// Drives a connection until it ends: its requests and answers, and the messages the server
+/// sends on its own (notifications go to `notices`; notices of other kinds are logged).
+async fn drive<S, T>(mut connection: Connection<S, T>, notices: Option<Notices>)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    loop {
+        match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            Some(Ok(AsyncMessage::Notification(n))) => {
+                if let Some(to) = &notices
+                    && to.send(n).await.is_err()
+                {
+                    // Nobody listens any more: the connection goes with its listener.
+                    return;
+                }
+            }
+            Some(Ok(AsyncMessage::Notice(notice))) => {
+                tracing::debug!(%notice, "PostgreSQL notice");
+            }
+            Some(Ok(_)) => {}
+            Some(Err(error)) => {
+                tracing::debug!(%error, "a PostgreSQL connection ended");
+                return;
+            }
+            None => return,
+        }
+    }
 }
 
 /// A failed connection, with its causes in the message ("error performing TLS handshake:
 /// invalid peer certificate: UnknownIssuer", not only the first of them).
-fn connect_error(e: postgres::Error) -> Error {
+pub(crate) fn connect_error(e: tokio_postgres::Error) -> Error {
     let mut message = e.to_string();
     let mut cause = std::error::Error::source(&e);
     while let Some(c) = cause {
@@ -98,7 +171,7 @@ fn connect_error(e: postgres::Error) -> Error {
 }
 
 #[cfg(feature = "tls")]
-fn encrypted(config: &postgres::Config, root: Option<PathBuf>) -> Result<Client, Error> {
+fn encrypted(root: Option<PathBuf>) -> Result<Tls, Error> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject as _;
 
@@ -129,14 +202,11 @@ fn encrypted(config: &postgres::Config, root: Option<PathBuf>) -> Result<Client,
         .map_err(|e| Error::Invalid { detail: format!("TLS: {e}") })?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let mut config = config.clone();
-    // The handshake is always made (and verified) once asked for.
-    config.ssl_mode(SslMode::Require);
-    config.connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls)).map_err(connect_error)
+    Ok(Tls::Rustls(tokio_postgres_rustls::MakeRustlsConnect::new(tls)))
 }
 
 #[cfg(not(feature = "tls"))]
-fn encrypted(_: &postgres::Config, _: Option<PathBuf>) -> Result<Client, Error> {
+fn encrypted(_: Option<PathBuf>) -> Result<Tls, Error> {
     Err(Error::Invalid {
         detail: "the URL requires TLS (sslmode=require or sslrootcert), and this build of Cairn \
                  has no TLS: build it with the `tls` feature of cairn-storage (`postgres-tls` of \

@@ -4,14 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use postgres::Client;
+use super::blocking::Client;
 
 use super::pg_error;
 use super::read::{decode_event, decode_info, decode_lock, decode_thread};
 use crate::codec::table;
 use crate::{Error, PayloadRef, Problem, Seq, ThreadId, ThreadRecord, VerifyReport};
 
-pub(crate) fn verify(client: &mut Client) -> Result<VerifyReport, Error> {
+pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
     let mut report = VerifyReport::default();
     let mut threads: BTreeMap<String, ThreadRecord> = BTreeMap::new();
     let problem = |report: &mut VerifyReport, e: Error| {

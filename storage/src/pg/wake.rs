@@ -8,7 +8,8 @@
 //! look, never a thread nobody looks at. NULL only for a finished thread or a parked one that
 //! waits for someone to act on it ([`Wake::Never`]) without a lease.
 
-use postgres::Client;
+use super::blocking::Client;
+use super::pool::Conn;
 
 use super::read::decode_thread;
 use super::{pg_error, to_db};
@@ -28,9 +29,9 @@ CREATE INDEX IF NOT EXISTS cairn_threads_by_ready_at ON cairn_threads (workflow,
 ///
 /// # Errors
 /// Connection errors.
-pub(crate) fn prepare(client: &mut Client) -> Result<(), Error> {
+pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
     if !super::schema::has_column(client, "cairn_threads", "ready_at")? {
-        let mut tx = client.transaction().map_err(pg_error("begin"))?;
+        let tx = client.transaction().map_err(pg_error("begin"))?;
         tx.batch_execute(MIGRATE).map_err(pg_error("add the wake index"))?;
         tx.commit().map_err(pg_error("commit"))?;
     }
@@ -78,8 +79,8 @@ pub(crate) fn hint_for(wakes: &[(ThreadId, Wake)], thread: &ThreadId) -> Option<
 ///
 /// # Errors
 /// Connection errors; a record that fails its checks.
-pub(crate) fn due_threads(
-    client: &mut Client,
+pub(crate) async fn due_threads(
+    client: &Conn,
     workflows: &[String],
     horizon_ms: u64,
     after: Option<&(u64, ThreadId)>,
@@ -90,14 +91,15 @@ pub(crate) fn due_threads(
         Some((at, id)) => (to_db(*at)?, id.as_str()),
         None => (-1, ""),
     };
-    let rows = client
-        .query(
-            "SELECT id, record, ready_at FROM cairn_threads WHERE workflow = ANY($1) \
+    let rows = super::read::query(
+        client,
+        "SELECT id, record, ready_at FROM cairn_threads WHERE workflow = ANY($1) \
              AND ready_at <= (extract(epoch FROM clock_timestamp()) * 1000)::bigint + $2 \
              AND (ready_at, id) > ($3, $4) ORDER BY ready_at, id LIMIT $5",
-            &[&workflows, &to_db(horizon_ms)?, &from_at, &from_id, &to_db(limit as u64)?],
-        )
-        .map_err(pg_error("read due threads"))?;
+        &[&workflows, &to_db(horizon_ms)?, &from_at, &from_id, &to_db(limit as u64)?],
+    )
+    .await
+    .map_err(pg_error("read due threads"))?;
     rows.iter()
         .map(|row| {
             let key: &str = row.get(0);

@@ -14,9 +14,9 @@ use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 
 use std::collections::HashMap;
 
-use postgres::types::ToSql;
-use postgres::{Client, Row, Statement, Transaction};
 use tokio::sync::{oneshot, watch};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Row, Statement};
 
 use super::group::Cached;
 use super::pool::Connect;
@@ -24,6 +24,7 @@ use super::read::decode_info;
 use super::xid::{self, IDS_PER_TRANSACTION};
 use super::{from_db, pg_error, to_db};
 use crate::codec;
+use crate::pending::block_on;
 use crate::plan::{Counters, PlanState};
 pub(crate) use crate::request::Write;
 use crate::request::{Answer, Outcome, Request};
@@ -50,6 +51,14 @@ pub(crate) const IDLE_IN_GROUP_MAX: std::time::Duration = std::time::Duration::f
 /// writer runs with a younger transaction id, so the next usually passes).
 pub(crate) const GROUP_ATTEMPTS_MAX: u32 = 8;
 
+/// Who the writer is: its notifications' token, whether its commits wait for the server's WAL
+/// flush (`synchronous_commit`), and the store's runtime (whose clock times its checks).
+pub(crate) struct Identity {
+    pub token: u64,
+    pub durable: bool,
+    pub handle: tokio::runtime::Handle,
+}
+
 /// The handle to the writer thread.
 pub(crate) struct Writer {
     ops: SyncSender<Write>,
@@ -58,20 +67,21 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    /// Starts the writer on `client`; it publishes the last committed lsn on `committed`.
-    /// `durable`: whether its commits wait for the server's WAL flush (`synchronous_commit`).
+    /// Starts the writer on `client` (a connection driven by the store's runtime, used by this
+    /// thread alone: the writer's thread blocks on each of its statements, as its planner asks
+    /// for rows synchronously); it publishes the last committed lsn on `committed`.
     pub fn start(
         client: Client,
         reconnect: Connect,
         committed: Arc<watch::Sender<u64>>,
-        (token, durable): (u64, bool),
+        who: Identity,
     ) -> Result<Writer, Error> {
         let (ops, queue) = sync_channel(QUEUED_OPS_MAX);
         let metrics = StoreMetrics::default();
         let shared = metrics.clone();
         std::thread::Builder::new()
             .name("cairn-pg-writer".into())
-            .spawn(move || run(client, &reconnect, &queue, &committed, (token, durable, &shared)))
+            .spawn(move || run(client, &reconnect, &queue, &committed, (&who, &shared)))
             .map_err(|e| Error::Storage { op: "start the writer", source: Arc::new(e) })?;
         Ok(Writer { ops, metrics })
     }
@@ -94,8 +104,9 @@ fn run(
     reconnect: &Connect,
     queue: &Receiver<Write>,
     committed: &Arc<watch::Sender<u64>>,
-    (token, durable, metrics): (u64, bool, &StoreMetrics),
+    (who, metrics): (&Identity, &StoreMetrics),
 ) {
+    let (token, durable) = (who.token, who.durable);
     let mut cache = Statements::default();
     let mut suspect = false;
     // A request that did not fit the group before: the first of the next.
@@ -112,7 +123,7 @@ fn run(
         // (the group on it failed; its callers were told). After a group failed on its
         // connection, the client may not know yet that the connection is gone (a reset seen
         // by one request before the connection's task ends): ask it.
-        if client.is_closed() || (suspect && client.is_valid(CONNECTION_CHECK).is_err()) {
+        if client.is_closed() || (suspect && !answers(&client, &who.handle)) {
             match reconnect() {
                 Ok(fresh) => {
                     client = fresh;
@@ -169,6 +180,14 @@ fn run(
     }
 }
 
+/// Whether `client`'s connection answers an empty query within [`CONNECTION_CHECK`].
+fn answers(client: &Client, handle: &tokio::runtime::Handle) -> bool {
+    // The timer is made inside: it belongs to the store's runtime.
+    let check = handle
+        .block_on(async { tokio::time::timeout(CONNECTION_CHECK, client.simple_query("")).await });
+    matches!(check, Ok(Ok(_)))
+}
+
 /// Told a group's outcome and commit time before its callers are answered.
 type Report<'a> = &'a mut dyn FnMut(bool, std::time::Duration, u32);
 
@@ -220,7 +239,11 @@ fn commit_group(
     let (done, outcome) = loop {
         attempts += 1;
         let mut done = Attempt::default();
-        let mut outcome = attempt(client, cache, &requests, &mut done);
+        let mut outcome = attempt(client, cache, &requests, &mut done, token);
+        if outcome.is_err() && !client.is_closed() {
+            // Whatever the transaction did is undone (after a failed COMMIT there is none).
+            let _ = block_on(client.batch_execute("ROLLBACK"));
+        }
         if let (Err(e), Some((xid, _))) = (&outcome, done.sent)
             && client.is_closed()
         {
@@ -252,25 +275,12 @@ fn commit_group(
                 to.send(answer(outcomes.next().flatten(), None));
             }
             let last_lsn = done.sent.map_or(0, |(_, lsn)| lsn);
-            let wrote_events =
-                done.sent.is_some_and(|(xid, lsn)| xid::base(xid).is_ok_and(|base| lsn > base));
-            if !wrote_events {
+            if !done.sent.is_some_and(|(xid, lsn)| wrote_events(xid, lsn)) {
                 return false;
             }
             // Every commit wakes the subscriptions, also one whose lsns sort below another's
             // already announced: what it wrote may be what held their reads back.
             committed.send_modify(|last| *last = (*last).max(last_lsn));
-            // Tell the other processes, after the commit (a NOTIFY inside the transaction would
-            // take a cluster-wide lock at commit): their subscriptions and pollers wake at once.
-            // In one round trip, without a WAL flush of its own (a lost notification costs a
-            // delay, never an event: the listeners catch up by reading the log).
-            let notify = format!(
-                "BEGIN; SET LOCAL synchronous_commit = off; SELECT pg_notify('{}', '{last_lsn} {token:x}'); COMMIT",
-                super::listen::CHANNEL,
-            );
-            if let Err(e) = client.batch_execute(&notify) {
-                tracing::debug!(error = %e, "commit notification not sent");
-            }
             false
         }
         Err(e) => {
@@ -284,18 +294,23 @@ fn commit_group(
     }
 }
 
+/// Whether the group of transaction `xid` that assigned lsns up to `last_lsn` wrote events.
+fn wrote_events(xid: i64, last_lsn: u64) -> bool {
+    xid::base(xid).is_ok_and(|base| last_lsn > base)
+}
+
 /// Runs `requests` in one transaction: appends planned and written together, then each other
 /// request in a savepoint. `Err` when the transaction failed (its outcomes so far stay in
-/// `done`, for the requests that failed on their own terms).
+/// `done`, for the requests that failed on their own terms; the caller rolls it back).
 fn attempt(
-    client: &mut Client,
+    client: &Client,
     cache: &mut Statements,
     requests: &[Request],
     done: &mut Attempt,
+    token: u64,
 ) -> Result<(), Error> {
     done.outcomes.resize_with(requests.len(), || None);
-    let mut inner = client.transaction().map_err(pg_error("begin"))?;
-    let mut tx = Tx { tx: &mut inner, cache };
+    let mut tx = Tx { client, cache };
     let (db_now_ms, xid) = begin(&mut tx)?;
     let base = xid::base(xid)?;
     let mut counters = Counters { last_lsn: base, last_checkpoint_id: base };
@@ -359,9 +374,30 @@ fn attempt(
     );
     done.sent = Some((xid, counters.last_lsn));
     let started = std::time::Instant::now();
-    let committed = inner.commit().map_err(pg_error("commit"));
+    let commit = client.batch_execute("COMMIT");
+    let committed = if wrote_events(xid, counters.last_lsn) {
+        // Tell the other processes, after the commit (a NOTIFY inside the transaction would
+        // take a cluster-wide lock at commit): their subscriptions and pollers wake at once.
+        // Sent behind the COMMIT without waiting for its answer (the server runs it after the
+        // COMMIT, in a transaction of its own), and without a WAL flush of its own: a lost
+        // notification (or one for a COMMIT that failed) costs a delay or a look, never an
+        // event: the listeners read the log by cursor.
+        let notify = format!(
+            "BEGIN; SET LOCAL synchronous_commit = off; SELECT pg_notify('{}', '{} {token:x}'); COMMIT",
+            super::listen::CHANNEL,
+            counters.last_lsn,
+        );
+        let (committed, notified) =
+            block_on(futures::future::join(commit, client.batch_execute(&notify)));
+        if let Err(e) = notified {
+            tracing::debug!(error = %e, "commit notification not sent");
+        }
+        committed
+    } else {
+        block_on(commit)
+    };
     done.commit_time = started.elapsed();
-    committed
+    committed.map_err(pg_error("commit"))
 }
 
 /// Runs `f` inside a savepoint (unless the batch is `alone` in its group), rolled back when `f`
@@ -426,60 +462,17 @@ fn on_database_clock(batch: &mut Batch, now_ms: u64) {
 /// by which a COMMIT that got no answer is resolved; `txid_current` rather than
 /// `pg_current_xact_id` keeps PostgreSQL 12): one round trip.
 fn begin(tx: &mut Tx<'_, '_>) -> Result<(u64, i64), Error> {
-    let row = tx
-        .query_opt(
-            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, txid_current()",
-            &[],
-        )
-        .map_err(pg_error("begin"))?
-        .ok_or(Error::Closed)?;
+    let clock = tx
+        .prepared("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, txid_current()")
+        .map_err(pg_error("begin"))?;
+    // BEGIN and the first statement in one round trip.
+    let (began, row) = block_on(futures::future::join(
+        tx.client.batch_execute("BEGIN"),
+        tx.client.query_opt(&clock, &[]),
+    ));
+    began.map_err(pg_error("begin"))?;
+    let row = row.map_err(pg_error("begin"))?.ok_or(Error::Closed)?;
     Ok((from_db(row.get(0))?, row.get(1)))
-}
-
-/// Inserts new checkpoints (info, framed info, framed snapshot) and their tags.
-pub(super) fn write_checkpoints(
-    tx: &mut Tx<'_, '_>,
-    checkpoints: &[(CheckpointInfo, Vec<u8>, Vec<u8>)],
-) -> Result<(), Error> {
-    let op = pg_error("append");
-    for (info, info_frame, snapshot_frame) in checkpoints {
-        tx.execute(
-            "INSERT INTO cairn_checkpoints (id, thread, covers_seq, workflow, info, snapshot) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-            &[
-                &to_db(info.id.0)?,
-                &info.thread.as_str(),
-                &to_db(info.covers.seq.0)?,
-                &info.workflow.id,
-                info_frame,
-                snapshot_frame,
-            ],
-        )
-        .map_err(&op)?;
-        for tag in &info.meta.tags {
-            tx.execute(
-                "INSERT INTO cairn_checkpoint_tags (tag, id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                &[tag, &to_db(info.id.0)?],
-            )
-            .map_err(&op)?;
-        }
-    }
-    Ok(())
-}
-
-/// Inserts payloads not stored yet.
-pub(super) fn write_payloads(
-    tx: &mut Tx<'_, '_>,
-    payloads: &[(crate::PayloadRef, Vec<u8>)],
-) -> Result<(), Error> {
-    for (r, bytes) in payloads {
-        tx.execute(
-            "INSERT INTO cairn_payloads (hash, bytes) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            &[&&r.hash[..], bytes],
-        )
-        .map_err(pg_error("append"))?;
-    }
-    Ok(())
 }
 
 /// Writes locks as they now stand: `None` removes one. A lock not in `stored` (the rows the
@@ -519,7 +512,7 @@ pub(super) fn write_locks<'l>(
 pub(super) fn remove_checkpoints(
     tx: &mut Tx<'_, '_>,
     select: &'static str,
-    params: &[&(dyn postgres::types::ToSql + Sync)],
+    params: &[&(dyn ToSql + Sync)],
 ) -> Result<u64, Error> {
     let rows = tx.query(select, params).map_err(pg_error("read checkpoints"))?;
     let infos: Vec<CheckpointInfo> =
@@ -608,18 +601,23 @@ fn prune(
 #[derive(Default)]
 pub(crate) struct Statements(HashMap<&'static str, Statement>);
 
-/// The group's transaction with the writer's prepared statements.
+/// The group's transaction (on the writer's connection, between its BEGIN and COMMIT) with the
+/// writer's prepared statements. Each call blocks the writer's thread for its answer;
+/// [`Tx::execute_all`] sends several statements before it waits.
 pub(crate) struct Tx<'a, 'b> {
-    tx: &'a mut Transaction<'b>,
-    cache: &'a mut Statements,
+    client: &'a Client,
+    cache: &'b mut Statements,
 }
 
+/// A statement and its parameters, for [`Tx::execute_all`].
+pub(crate) type Sql<'p> = (&'static str, Vec<&'p (dyn ToSql + Sync)>);
+
 impl Tx<'_, '_> {
-    fn prepared(&mut self, sql: &'static str) -> Result<Statement, postgres::Error> {
+    fn prepared(&mut self, sql: &'static str) -> Result<Statement, tokio_postgres::Error> {
         if let Some(s) = self.cache.0.get(sql) {
             return Ok(s.clone());
         }
-        let s = self.tx.prepare(sql)?;
+        let s = block_on(self.client.prepare(sql))?;
         self.cache.0.insert(sql, s.clone());
         Ok(s)
     }
@@ -628,30 +626,47 @@ impl Tx<'_, '_> {
         &mut self,
         sql: &'static str,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<u64, postgres::Error> {
+    ) -> Result<u64, tokio_postgres::Error> {
         let s = self.prepared(sql)?;
-        self.tx.execute(&s, params)
+        block_on(self.client.execute(&s, params))
+    }
+
+    /// Runs `statements` in order, sent one after the other without waiting for each answer
+    /// (the server runs them in the order sent): one round trip for all. The first error, in
+    /// their order (a statement after a failed one fails too, the transaction being aborted).
+    pub(super) fn execute_all(
+        &mut self,
+        statements: &[Sql<'_>],
+    ) -> Result<(), tokio_postgres::Error> {
+        let prepared =
+            statements.iter().map(|(sql, _)| self.prepared(sql)).collect::<Result<Vec<_>, _>>()?;
+        let client = self.client;
+        let runs = prepared
+            .iter()
+            .zip(statements)
+            .map(|(s, (_, params))| client.execute(s, params.as_slice()));
+        block_on(futures::future::join_all(runs)).into_iter().try_for_each(|r| r.map(drop))
     }
 
     pub(super) fn query(
         &mut self,
         sql: &'static str,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<Row>, postgres::Error> {
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
         let s = self.prepared(sql)?;
-        self.tx.query(&s, params)
+        block_on(self.client.query(&s, params))
     }
 
     pub(super) fn query_opt(
         &mut self,
         sql: &'static str,
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Option<Row>, postgres::Error> {
+    ) -> Result<Option<Row>, tokio_postgres::Error> {
         let s = self.prepared(sql)?;
-        self.tx.query_opt(&s, params)
+        block_on(self.client.query_opt(&s, params))
     }
 
-    pub(super) fn batch_execute(&mut self, sql: &str) -> Result<(), postgres::Error> {
-        self.tx.batch_execute(sql)
+    pub(super) fn batch_execute(&mut self, sql: &str) -> Result<(), tokio_postgres::Error> {
+        block_on(self.client.batch_execute(sql))
     }
 }

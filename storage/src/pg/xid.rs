@@ -100,11 +100,12 @@ pub(crate) fn retryable(e: &Error) -> bool {
     if source.downcast_ref::<Conflict>().is_some() {
         return true;
     }
-    let Some(code) = source.downcast_ref::<postgres::Error>().and_then(postgres::Error::code)
+    let Some(code) =
+        source.downcast_ref::<tokio_postgres::Error>().and_then(tokio_postgres::Error::code)
     else {
         return false;
     };
-    use postgres::error::SqlState;
+    use tokio_postgres::error::SqlState;
     [
         SqlState::UNIQUE_VIOLATION,
         SqlState::T_R_DEADLOCK_DETECTED,
