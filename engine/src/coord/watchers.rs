@@ -37,14 +37,20 @@ pub(crate) struct Ended {
     pub error: Option<String>,
 }
 
+/// Locks ordering the status reads and publications of threads: one thread's always take the
+/// same, two threads' rarely the same, so waits on different threads do not queue behind each
+/// other's reads (a PostgreSQL round trip each).
+const READING_STRIPES: usize = 64;
+
 /// The status channels, keyed by thread.
 pub(super) struct Watchers {
     store: Arc<dyn Store>,
     channels: Mutex<HashMap<ThreadId, watch::Sender<Seen>>>,
-    /// Held across each read of a stored status and what is done with it (publishing it,
-    /// opening a channel on it): an async lock, since the read is awaited (on PostgreSQL a
-    /// round trip), so that reads and publications happen in one order.
-    reading: tokio::sync::Mutex<()>,
+    /// Held across each read of a thread's stored status and what is done with it (publishing
+    /// it, opening a channel on it), so that one thread's reads and publications happen in one
+    /// order: async locks, since the read is awaited (on PostgreSQL a round trip), striped by
+    /// thread ([`READING_STRIPES`]).
+    reading: Box<[tokio::sync::Mutex<()>]>,
     /// Ends published by runners, kept until they let their threads go.
     ends: Mutex<HashMap<ThreadId, Ended>>,
 }
@@ -54,9 +60,19 @@ impl Watchers {
         Self {
             store,
             channels: Mutex::new(HashMap::new()),
-            reading: tokio::sync::Mutex::new(()),
+            reading: (0..READING_STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
             ends: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The lock ordering `thread`'s reads and publications.
+    fn reading(&self, thread: &ThreadId) -> &tokio::sync::Mutex<()> {
+        use std::hash::BuildHasher as _;
+        // A fixed hasher: the stripe depends on the id only.
+        let hash =
+            std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+                .hash_one(thread);
+        &self.reading[(hash % READING_STRIPES as u64) as usize]
     }
 
     fn channels(&self) -> MutexGuard<'_, HashMap<ThreadId, watch::Sender<Seen>>> {
@@ -66,7 +82,7 @@ impl Watchers {
 
     /// Publishes the stored status of `thread` (or `status` if it cannot be read).
     pub async fn changed(&self, thread: &ThreadId, status: ThreadStatus) {
-        let _reading = self.reading.lock().await;
+        let _reading = self.reading(thread).lock().await;
         if !self.channels().contains_key(thread) {
             return;
         }
@@ -145,7 +161,7 @@ impl Watchers {
 
     /// A receiver of `thread`'s status changes, starting from its stored status.
     pub async fn watch(&self, thread: &ThreadId) -> Result<watch::Receiver<Seen>, Error> {
-        let _reading = self.reading.lock().await;
+        let _reading = self.reading(thread).lock().await;
         if let Some(tx) = self.channels().get(thread) {
             return Ok(tx.subscribe());
         }

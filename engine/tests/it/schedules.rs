@@ -58,6 +58,13 @@ fn ticks_started(engine: &Engine, name: &str) -> BTreeSet<u64> {
     threads.iter().map(|r| r.id.as_str().rsplit('@').next().unwrap().parse().unwrap()).collect()
 }
 
+/// The summaries of `thread`'s events (for a failure's message).
+fn summaries(engine: &Engine, thread: &str) -> Vec<String> {
+    let id = cairn::storage::ThreadId::new(thread).unwrap();
+    let events = engine.store().read_since(&id, cairn::storage::Seq(0), 1_000).unwrap_or_default();
+    events.into_iter().map(|e| e.summary).collect()
+}
+
 /// Moves the clock to the schedule's next tick and waits until the schedule has handled it
 /// (its last tick moved there).
 async fn tick(engine: &Engine, clock: &ManualClock, name: &str) -> u64 {
@@ -221,9 +228,10 @@ async fn a_crash_at_any_append_of_a_tick_neither_loses_nor_doubles_it() {
                     assert!(
                         waited.elapsed().as_secs() < 20,
                         "crash_after {crash_after}: the tick at {next} was not handled with the \
-                         clock at {}: {:?}",
+                         clock at {}: {:?}, its log: {:?}",
                         clock.now_ms(),
-                        engine.schedule("s")
+                        engine.schedule("s"),
+                        summaries(&engine, "schedule:s")
                     );
                     tokio::time::sleep(std::time::Duration::from_millis(2)).await;
                 }
