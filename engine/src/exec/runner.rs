@@ -11,8 +11,8 @@ use cairn_storage::{
     Batch, CheckpointKind, LeaseOp, LockOp, NewCheckpoint, ThreadRecord, ThreadStatus,
 };
 
+use super::acknowledge::InFlight;
 use super::env::ThreadEnv;
-use super::pipeline::InFlight;
 use super::shell::Shell;
 use super::task::run_task;
 use crate::coord::{Control, Due};
