@@ -13,9 +13,17 @@ use crate::Error;
 use crate::limits::THREAD_ID_BYTES_MAX;
 
 /// The id of a thread (one run of one workflow version on one input).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(try_from = "String")]
 pub struct ThreadId(String);
+
+/// Serialised as its text, borrowed: the same bytes as the `String` it holds (serde's
+/// `into = "String"` cloned the id for every record and event that names it).
+impl Serialize for ThreadId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
 
 impl ThreadId {
     /// Validates and wraps an id.
@@ -160,5 +168,20 @@ impl fmt::Display for PayloadRef {
             write!(f, "{byte:02x}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ThreadId;
+
+    #[test]
+    fn a_thread_id_serialises_as_the_text_it_holds() {
+        let id = ThreadId::new("order-42").expect("a valid id");
+        let text = String::from("order-42");
+        assert_eq!(serde_json::to_vec(&id).ok(), serde_json::to_vec(&text).ok());
+        assert_eq!(postcard::to_allocvec(&id).ok(), postcard::to_allocvec(&text).ok());
+        let back: ThreadId = serde_json::from_slice(b"\"order-42\"").expect("decodes");
+        assert_eq!(back, id);
     }
 }

@@ -90,7 +90,10 @@ pub(crate) fn plan(
         checkpoints: Vec::new(),
         payloads: Vec::new(),
         locks: BTreeMap::new(),
-        appended: Appended::default(),
+        appended: Appended {
+            bookmarks: Vec::with_capacity(batch.events.len()),
+            ..Appended::default()
+        },
         counters,
         wakes: batch.wakes,
         signals: Vec::new(),

@@ -6,6 +6,7 @@
 //! subgraph nodes reach child threads through `env::ChildThreads`, which `child_run` implements
 //! over the shell. `parked` changes threads nobody drives; `wake` acts on due timers.
 
+mod acknowledge;
 mod budgets;
 mod checkpoint_asks;
 pub(crate) mod child_run;

@@ -23,9 +23,10 @@
 //! until its outcome is known: a refused batch must not leave the next batch's guard expecting
 //! its events.
 //!
-//! Each running thread has one acknowledger task that waits for its batches in submission order,
-//! checks the seqs storage assigned, and reports each closed step as soon as it is durable (not
-//! when the runner next looks: a runner may be blocked in a long node meanwhile).
+//! Each running thread has one acknowledger ([`super::acknowledge`]), polled in the runner's
+//! task beside it, that waits for its batches in submission order, checks the seqs storage
+//! assigned, and reports each closed step as soon as it is durable (not when the runner next
+//! looks: a runner may be waiting on a long node meanwhile).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,11 +34,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cairn_storage::{Appended, Batch, Guard, LeaseOp, Pending, Seq, Store, ThreadId, WriteIntent};
 use tokio::sync::{mpsc, watch};
 
+use super::acknowledge::{Acked, Acknowledger, InFlight};
 use super::shell::StepAcks;
 use crate::core::decide::Tail;
 use crate::error::Error;
 use crate::limits;
-use crate::tasks::Tasks;
 use crate::telemetry::metrics::Metrics;
 
 /// The batches of one thread in flight, shared by its runner and its tasks.
@@ -71,44 +72,23 @@ struct Port {
     tail: Tail,
 }
 
-/// What the acknowledger has seen durable.
-#[derive(Debug, Clone, Default)]
-struct Acked {
-    /// Batches durable, counted from the first.
-    batches: u64,
-    /// The first failure: the batches after it were rejected (or never reached the disk), so
-    /// the runner's context is ahead of the log and every later settle reports it.
-    failed: Option<cairn_storage::Error>,
-}
-
-/// One submitted batch and what the runner predicted for it.
-pub(crate) struct InFlight {
-    /// The storage ticket.
-    pub pending: Pending,
-    /// The seq the runner gave the batch's first event.
-    pub first_seq: u64,
-    /// The step this batch closes, reported to the step hook once it is durable.
-    pub step: Option<u64>,
-    /// When it was submitted (its commit latency is measured from here).
-    pub at: std::time::Instant,
-}
-
 impl Pipeline {
     /// A pipeline for `thread`, whose log ends at `last_seq` with `tail_events` events after
-    /// its latest checkpoint, with its acknowledger running on `tasks`.
+    /// its latest checkpoint, and its acknowledger, which the caller runs beside the runner
+    /// ([`Acknowledger::beside`]): until it does, nothing submitted is acknowledged.
     pub fn start(
         store: Arc<dyn Store>,
         (owner, lease_ttl_ms): (&str, u64),
-        tasks: &Tasks,
         (acks, metrics): (Arc<StepAcks>, Metrics),
         thread: &ThreadId,
         last_seq: u64,
         tail_events: u64,
-    ) -> Pipeline {
+    ) -> (Pipeline, Acknowledger) {
         let (tx, rx) = mpsc::channel(limits::PIPELINE_BATCHES_MAX);
         let (ack_tx, acked) = watch::channel(Acked::default());
-        tasks.spawn(acknowledge((acks, metrics), thread.clone(), rx, ack_tx));
-        Pipeline {
+        let acknowledger =
+            Acknowledger { acks, metrics, thread: thread.clone(), rx, acked: ack_tx };
+        let pipeline = Pipeline {
             thread: thread.clone(),
             tx,
             submitted: AtomicU64::new(0),
@@ -122,7 +102,8 @@ impl Pipeline {
                 tail: Tail { events: tail_events, bytes: 0 },
             }),
             intent: std::sync::Mutex::new(None),
-        }
+        };
+        (pipeline, acknowledger)
     }
 
     /// Announces the runner's next batches to storage while the runner computes them, so that
@@ -315,33 +296,4 @@ fn batch_bytes(batch: &Batch) -> u64 {
     let events: usize = batch.events.iter().map(|e| e.data.len() + e.summary.len()).sum();
     let payloads: usize = batch.payloads.iter().map(Vec::len).sum();
     (events + payloads) as u64
-}
-
-/// Waits for the thread's batches in order, reporting each closed step once durable.
-async fn acknowledge(
-    (acks, metrics): (Arc<StepAcks>, Metrics),
-    thread: ThreadId,
-    mut rx: mpsc::Receiver<InFlight>,
-    acked: watch::Sender<Acked>,
-) {
-    while let Some(batch) = rx.recv().await {
-        match batch.pending.wait().await {
-            Ok(appended) => {
-                for (i, b) in appended.bookmarks.iter().enumerate() {
-                    // The runner is the thread's only writer while it holds the lease, and each
-                    // batch is guarded by the seq it expects: any other seq is a bug.
-                    assert_eq!(b.seq.0, batch.first_seq + i as u64, "seq predicted by the runner");
-                }
-                metrics.commit(batch.at.elapsed());
-                if let Some(step) = batch.step {
-                    acks.acknowledged(&thread, step);
-                }
-                acked.send_modify(|a| a.batches += 1);
-            }
-            Err(e) => {
-                acked.send_modify(|a| a.failed = Some(e));
-                return;
-            }
-        }
-    }
 }

@@ -11,8 +11,8 @@ use cairn_storage::{
     Batch, CheckpointKind, LeaseOp, LockOp, NewCheckpoint, ThreadRecord, ThreadStatus,
 };
 
+use super::acknowledge::InFlight;
 use super::env::ThreadEnv;
-use super::pipeline::InFlight;
 use super::shell::Shell;
 use super::task::run_task;
 use crate::coord::{Control, Due};
@@ -249,7 +249,7 @@ impl Runner {
             }
         };
         self.env.signals.reset(&self.ctx).await;
-        let mut futures = Vec::new();
+        let mut futures = Vec::with_capacity(tasks.len());
         for (id, key, item) in tasks {
             let journal = self.ctx.meta.open.get(&key).cloned().unwrap_or_default();
             if journal.outcome.is_some() {
@@ -358,10 +358,11 @@ impl Runner {
                 now,
             )?;
         }
-        let emitted = std::mem::take(&mut self.emitted);
-        let first_seq = self.ctx.meta.seq + 1 - emitted.len() as u64;
-        for (body, at) in &emitted {
-            codec::push_event(&mut batch, &self.env.thread, body, *at)?;
+        let first_seq = self.ctx.meta.seq + 1 - self.emitted.len() as u64;
+        batch.events.reserve(self.emitted.len());
+        // Drained, not taken: the next step's events reuse the vector.
+        for (body, at) in self.emitted.drain(..) {
+            codec::push_event(&mut batch, &self.env.thread, &body, at)?;
         }
         if let Some(plan) = checkpoint {
             batch.checkpoints.push(NewCheckpoint {

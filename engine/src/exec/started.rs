@@ -27,8 +27,9 @@ use cairn_storage::{Pending, ThreadId, WriteIntent};
 use tokio::sync::{OwnedSemaphorePermit, watch};
 use tracing::Instrument as _;
 
+use super::acknowledge::InFlight;
 use super::drive::{Claimed, released, run_claimed};
-use super::pipeline::{InFlight, Pipeline};
+use super::pipeline::Pipeline;
 use super::runner::Exit;
 use super::shell::Shell;
 use super::start::{Running, STARTED};
@@ -72,10 +73,9 @@ pub(crate) async fn start_running(
             return Err(e.into());
         }
     };
-    let pipeline = Pipeline::start(
+    let (pipeline, acknowledger) = Pipeline::start(
         shell.store.clone(),
         (&shell.owner, shell.config.lease_ttl_ms),
-        &shell.tasks,
         (shell.acks.clone(), shell.metrics.clone()),
         &thread,
         ctx.meta.seq,
@@ -108,12 +108,15 @@ pub(crate) async fn start_running(
         );
         async move {
             let result = if s.tasks.is_stopping() {
-                // The thread stays Running and is recovered at the next open.
-                Ok(Exit::Shutdown)
+                // The thread stays Running and is recovered at the next open (its creation is
+                // still acknowledged, for `start`, below).
+                drop(pipeline);
+                acknowledger.beside(std::pin::pin!(async { Ok(Exit::Shutdown) })).await
             } else {
                 let claimed =
                     Claimed { thread: &id, depth: 0, reason: STARTED, control: &control, wf: workflow };
-                run_claimed(&s, claimed, ctx, record, pipeline, true).await
+                let run = std::pin::pin!(run_claimed(&s, claimed, ctx, record, pipeline, true));
+                acknowledger.beside(run).await
             };
             drop(permit);
             // Accounted for before the thread is let go (whoever waits for the release sees

@@ -425,3 +425,47 @@ async fn concurrent_starts_of_one_id_make_one_thread() {
     assert!(report.is_clean(), "{report:?}");
     engine.shutdown().await;
 }
+
+/// A step is reported (the step hook) as soon as its batch is durable, while the runner waits
+/// in the next step's node: the acknowledger is polled beside the runner in its task, not only
+/// when the runner next settles.
+#[tokio::test]
+async fn a_step_is_acknowledged_while_the_runner_waits_in_the_next_node() {
+    let (_d, path) = db();
+    let (gate, gate_rx) = tokio::sync::watch::channel(false);
+    let wf = Workflow::<Tally>::builder("gated", 1)
+        .node("inc", move |s: Arc<Tally>, _ctx| {
+            let mut gate = gate_rx.clone();
+            async move {
+                if s.total >= 1 {
+                    let _ = gate.wait_for(|open| *open).await;
+                }
+                Ok(NodeOutput::update((1, String::new())))
+            }
+        })
+        .edge(START, "inc")
+        .route("inc", |s: &Tally| if s.total >= 3 { END } else { "inc" }, ["inc", END])
+        .loop_bound("inc", 3)
+        .build()
+        .unwrap();
+    let engine = engine_on(&path, &[&wf], None).await;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let tx = std::sync::Mutex::new(Some(tx));
+    engine.on_step(Arc::new(move |_t, step, _| {
+        if step == 1
+            && let Some(tx) = tx.lock().unwrap().take()
+        {
+            let _ = tx.send(());
+        }
+    }));
+    let t = engine.start("gated", Tally::default(), StartOptions::id("g")).await.unwrap();
+    // Step 2's node waits at the gate until step 1 is reported.
+    tokio::time::timeout(std::time::Duration::from_secs(30), rx)
+        .await
+        .expect("step 1 reported while the runner waits in step 2")
+        .unwrap();
+    gate.send_replace(true);
+    let done = t.finished().await.unwrap();
+    assert_eq!(done.status, ThreadStatus::Completed);
+    engine.shutdown().await;
+}
