@@ -45,14 +45,11 @@ pub(super) fn record_of(engine: &Engine, id: &str) -> Result<ThreadRecord, Rejec
 
 pub(super) async fn health(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
     let watchdog_ms = health_params(&pairs(q)?)?;
-    let report = blocking(move || {
-        let report = match watchdog_ms {
-            Some(ms) => app.engine.health_with_watchdog(ms),
-            None => app.engine.health(),
-        };
-        report.map_err(|e| reject(e, "health"))
-    })
-    .await?;
+    let report = match watchdog_ms {
+        Some(ms) => app.engine.health_with_watchdog(ms).await,
+        None => app.engine.health().await,
+    };
+    let report = report.map_err(|e| reject(e, "health"))?;
     Ok(Json(serde_json::to_value(report).map_err(|e| reject(e.into(), "health"))?))
 }
 

@@ -435,6 +435,11 @@ impl Store for PgStore {
         self.read_async(queues::read_all)
     }
 
+    fn queue_member_async(&self, thread: &ThreadId) -> Reading<Option<crate::QueueMember>> {
+        let thread = thread.clone();
+        self.read_async(move |client| queues::read_member(client, &thread))
+    }
+
     fn due_threads_async(
         &self,
         workflows: &[String],
@@ -476,15 +481,14 @@ impl Store for PgStore {
         Some(self.inner.remote.clone())
     }
 
-    fn tell_driver(&self, thread: &ThreadId, message: &str) -> Result<(), Error> {
-        crate::limits::check(
-            "DRIVER_MESSAGE_BYTES_MAX",
-            message.len(),
-            crate::limits::DRIVER_MESSAGE_BYTES_MAX,
-        )?;
+    fn tell_driver(&self, thread: &ThreadId, message: &str) -> Reading<()> {
+        let max = crate::limits::DRIVER_MESSAGE_BYTES_MAX;
+        if let Err(e) = crate::limits::check("DRIVER_MESSAGE_BYTES_MAX", message.len(), max) {
+            return Reading::ready(Err(e));
+        }
         let payload = format!("{thread}\t{message}");
         // Outside any transaction: delivered when this statement commits, at once.
-        self.read(move |c| {
+        self.read_async(move |c| {
             c.execute("SELECT pg_notify($1, $2)", &[&listen::DRIVERS, &payload])
                 .map(drop)
                 .map_err(pg_error("tell a thread's driver"))
