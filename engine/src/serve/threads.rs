@@ -45,11 +45,18 @@ pub(super) fn record_of(engine: &Engine, id: &str) -> Result<ThreadRecord, Rejec
 
 pub(super) async fn health(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
     let watchdog_ms = health_params(&pairs(q)?)?;
-    let report = match watchdog_ms {
-        Some(ms) => app.engine.health_with_watchdog(ms).await,
-        None => app.engine.health().await,
-    };
-    let report = report.map_err(|e| reject(e, "health"))?;
+    // Every thread listed: off the async workers (a file's reads answer inline), still awaited.
+    let runtime = tokio::runtime::Handle::current();
+    let report = blocking(move || {
+        let report = runtime.block_on(async {
+            match watchdog_ms {
+                Some(ms) => app.engine.health_with_watchdog(ms).await,
+                None => app.engine.health().await,
+            }
+        });
+        report.map_err(|e| reject(e, "health"))
+    })
+    .await?;
     Ok(Json(serde_json::to_value(report).map_err(|e| reject(e.into(), "health"))?))
 }
 
