@@ -306,7 +306,7 @@ fn recovery(
                 .open()
                 .await?;
             for n in 0..threads {
-                engine.thread(&format!("r-{n:06}"))?.finished().await?;
+                engine.thread(&format!("r-{n:06}")).await?.finished().await?;
             }
             let to_all = started.elapsed();
             // The first step completed after the reopen: the first one in the log after the

@@ -111,8 +111,8 @@ impl AgentRuntime {
     ///
     /// # Errors
     /// Storage errors.
-    pub fn resumable_tasks(&self) -> Result<Vec<String>, cairn::Error> {
-        Ok(self.engine.resumable()?.into_iter().map(|r| r.id.to_string()).collect())
+    pub async fn resumable_tasks(&self) -> Result<Vec<String>, cairn::Error> {
+        Ok(self.engine.resumable().await?.into_iter().map(|r| r.id.to_string()).collect())
     }
 
     /// Resumes a parked task where its log ends.
@@ -121,7 +121,7 @@ impl AgentRuntime {
     /// [`cairn::Error::WrongStatus`] if it is not resumable.
     pub async fn resume_task(&self, task: &str) -> Result<ThreadHandle, cairn::Error> {
         self.engine.resume(task).await?;
-        self.engine.thread(task)
+        self.engine.thread(task).await
     }
 
     /// Gives a parked task up for good: it ends cancelled and its
@@ -353,20 +353,20 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
 
     // The next process: both tasks are offered for resumption, their file locks still held.
     let rt = AgentRuntime::open(db, Arc::new(clock.clone()), out_dir).await?;
-    let resumable = rt.resumable_tasks()?;
+    let resumable = rt.resumable_tasks().await?;
     let locks_after_restart = rt.locks()?;
     let resumed = rt.resume_task("task-8").await?.output::<AgentTask>().await?;
     rt.abandon_task("task-9").await?;
     let restarted = Restarted {
         resumable,
         locks_after_restart,
-        resumed_status: rt.engine().thread("task-8")?.status()?,
+        resumed_status: rt.engine().thread("task-8").await?.status().await?,
         resumed: resumed.article,
         uninterrupted: written.article.clone(),
         model_calls_after_restart: rt.model_calls("task-8"),
         router_after_restart: rt.cache_stats(),
         progress: rt.progress("task-8")?,
-        abandoned_status: rt.engine().thread("task-9")?.status()?,
+        abandoned_status: rt.engine().thread("task-9").await?.status().await?,
         locks_after: rt.locks()?,
     };
     let stalled = stall_one(&rt, &clock, "task-10", "Write an article about watchdogs").await?;

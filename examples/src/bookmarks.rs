@@ -63,7 +63,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Seen> {
 
     let engine = Engine::builder(db).workflow(&wf).open().await?; // recovery resumes the thread
     let mut sub = engine.subscribe(Scope::Thread(id), bookmark.seq.0)?;
-    let thread = engine.thread("bookmarked")?;
+    let thread = engine.thread("bookmarked").await?;
     let value: u32 = thread.output().await?;
     let last = engine.store().last_bookmark(thread.id())?.map_or(0, |b| b.seq.0);
     let mut since = Vec::new();

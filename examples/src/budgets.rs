@@ -126,7 +126,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
 
     let mut budget_events = Vec::new();
     let mut events = t.events(0)?;
-    while let Some(e) = events.try_next()? {
+    while let Some(e) = events.try_next().await? {
         if let Body::Budget { budget, used, limit } = e.body {
             let kind = if used >= limit { "exceeded" } else { "warning" };
             budget_events.push((kind.to_owned(), budget, used, limit));

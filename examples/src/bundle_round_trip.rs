@@ -154,7 +154,7 @@ pub async fn run(first_db: &Path, second_db: &Path, bundle_path: &Path) -> anyho
     let key_in_bundle = serde_json::to_string(&read)?.contains(API_KEY);
     let second = Engine::builder(second_db).workflow(&wf).open().await?;
     let id = second.import_bundle(&read).await?;
-    let imported: Ticket = second.thread(id.as_str())?.output().await?;
+    let imported: Ticket = second.thread(id.as_str()).await?.output().await?;
     let replay = second.replay(id.as_str(), &ReplayOptions::default()).await?;
     // Fork after the first step's events (the topic is known), in another tone.
     let after_classify = second

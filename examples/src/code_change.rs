@@ -170,7 +170,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
         .map(|d| d.to_string())
         .ok_or_else(|| anyhow::anyhow!("the changed code replayed without a divergence"))?;
     engine.send_input("q-7", "dana").await?;
-    let t = engine.thread("q-7")?;
+    let t = engine.thread("q-7").await?;
     let blocked = t.wait().await?;
     let blocked_because = blocked.error.unwrap_or_default();
 

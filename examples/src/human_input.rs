@@ -196,7 +196,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     let engine = Engine::builder(db).workflow(&wf).open().await?;
     let mut after_restart = Vec::new();
     for report in &reports {
-        after_restart.push((report.id.clone(), engine.thread(&report.id)?.status()?));
+        after_restart.push((report.id.clone(), engine.thread(&report.id).await?.status().await?));
     }
     let prompt = match engine.state_at(REPORTS[0], None)?.meta.waiting {
         Some(Waiting::Input { prompt, .. }) => prompt,
@@ -206,8 +206,8 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     let no = Decision { approved: false, approver: "carol".into(), note: "over the limit".into() };
     engine.send_input(REPORTS[0], &yes).await?;
     engine.send_input(REPORTS[1], &no).await?;
-    let approved: Expense = engine.thread(REPORTS[0])?.output().await?;
-    let rejected: Expense = engine.thread(REPORTS[1])?.output().await?;
+    let approved: Expense = engine.thread(REPORTS[0]).await?.output().await?;
+    let rejected: Expense = engine.thread(REPORTS[1]).await?.output().await?;
 
     // The manager clicks again on a report that is already paid.
     let late_answer_error = match engine.send_input(REPORTS[0], &no).await {

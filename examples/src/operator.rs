@@ -105,7 +105,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     // The operator pauses; batch 4 then finishes and the thread stops before batch 5.
     let (paused, _) = tokio::join!(engine.pause("nightly"), async { open_tx.send_replace(true) });
     paused?;
-    let paused = t.status()?;
+    let paused = t.status().await?;
     let done_when_paused: u64 = serde_json::from_value(engine.state_at("nightly", None)?.state)?;
     engine.shutdown().await;
     drop((t, engine));
@@ -113,9 +113,9 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     // A new process: the import stays paused until the operator says otherwise.
     let engine = open(db, gate, imports.clone()).await?;
     let resumable_after_restart =
-        engine.resumable()?.into_iter().map(|r| r.id.to_string()).collect();
-    let t = engine.thread("nightly")?;
-    let after_restart = t.status()?;
+        engine.resumable().await?.into_iter().map(|r| r.id.to_string()).collect();
+    let t = engine.thread("nightly").await?;
+    let after_restart = t.status().await?;
     engine.resume("nightly").await?;
     let finished = t.finished().await?.status;
     let done: u64 = t.output().await?;

@@ -142,7 +142,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     // A new process: the order still waits for the rest of its payment.
     let engine = Engine::builder(db).workflow(&wf).open().await?;
     engine.signal("o-1", "payment", Payment { amount_cents: 3_000 }).await?;
-    let t = engine.thread("o-1")?;
+    let t = engine.thread("o-1").await?;
     assert_eq!(t.wait().await?.status, ThreadStatus::WaitingInput, "waits for the carrier");
     engine.signal("o-1", "shipped", Shipped { tracking: "1Z-999".into() }).await?;
     let shipped: Order = t.output().await?;

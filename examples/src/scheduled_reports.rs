@@ -88,7 +88,8 @@ async fn open(db: &Path, clock: &ManualClock) -> anyhow::Result<Engine> {
 async fn run_until(engine: &Engine, clock: &ManualClock, until_ms: u64) -> anyhow::Result<()> {
     loop {
         let next = engine
-            .schedules()?
+            .schedules()
+            .await?
             .iter()
             .filter_map(|s| s.state.next_tick_ms)
             .min()
@@ -106,7 +107,7 @@ async fn run_until(engine: &Engine, clock: &ManualClock, until_ms: u64) -> anyho
 async fn settle(engine: &Engine, at_ms: u64) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     loop {
-        let all = engine.schedules()?;
+        let all = engine.schedules().await?;
         if all.iter().all(|s| {
             s.status == ThreadStatus::Sleeping && s.state.next_tick_ms.is_some_and(|t| t > at_ms)
         }) {
@@ -117,8 +118,8 @@ async fn settle(engine: &Engine, at_ms: u64) -> anyhow::Result<()> {
     }
 }
 
-fn started(engine: &Engine) -> anyhow::Result<BTreeMap<String, usize>> {
-    Ok(engine.schedules()?.into_iter().map(|s| (s.name, s.state.started as usize)).collect())
+async fn started(engine: &Engine) -> anyhow::Result<BTreeMap<String, usize>> {
+    Ok(engine.schedules().await?.into_iter().map(|s| (s.name, s.state.started as usize)).collect())
 }
 
 /// Runs the example on `db`.
@@ -142,7 +143,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     settle(&engine, MONDAY_MS).await?;
     // The first week, Monday to Friday, and Saturday morning.
     run_until(&engine, &clock, MONDAY_MS + 5 * DAY_MS + 12 * 3_600_000).await?;
-    let first_week = started(&engine)?;
+    let first_week = started(&engine).await?;
     let first_acme_tick = engine
         .store()
         .list_threads(
@@ -166,16 +167,17 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     clock.set_ms(MONDAY_MS + 9 * DAY_MS + 12 * 3_600_000);
     let engine = open(db, &clock).await?;
     settle(&engine, clock.now_ms()).await?;
-    let after = started(&engine)?;
+    let after = started(&engine).await?;
     let caught_up = after.iter().map(|(k, v)| (k.clone(), v - first_week[k])).collect();
-    let skipped = engine.schedules()?.into_iter().map(|s| (s.name, s.state.skipped)).collect();
+    let skipped =
+        engine.schedules().await?.into_iter().map(|s| (s.name, s.state.skipped)).collect();
     let mut statuses = Vec::new();
     let filter =
         cairn::storage::ThreadFilter { workflow_id: Some("report".into()), ..Default::default() };
     for record in
         engine.store().list_threads(&filter, cairn::storage::Page { limit: 100, offset: 0 })?
     {
-        statuses.push(engine.thread(record.id.as_str())?.finished().await?.status);
+        statuses.push(engine.thread(record.id.as_str()).await?.finished().await?.status);
     }
     let most_at_once = most_at_once(engine.store().as_ref())?;
     engine.shutdown().await;

@@ -112,8 +112,8 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     // Half a day later, a new process opens the file: the timer is armed again, not due yet.
     clock.set_ms(START_MS + DAY_MS / 2);
     let engine = open(db, &clock, &sends).await?;
-    let t = engine.thread("reminder-1")?;
-    let after_reopen = t.status()?;
+    let t = engine.thread("reminder-1").await?;
+    let after_reopen = t.status().await?;
 
     // The rest of the day passes: the timer fires and the thread runs to its end.
     clock.set_ms(due_ms);

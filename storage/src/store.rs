@@ -556,6 +556,11 @@ pub trait Store: Send + Sync + 'static {
         Reading::ready(self.queues())
     }
 
+    /// [`Store::queue_member`], awaited. The default reads inline.
+    fn queue_member_async(&self, thread: &ThreadId) -> Reading<Option<crate::QueueMember>> {
+        Reading::ready(self.queue_member(thread))
+    }
+
     /// [`Store::due_threads`], awaited. The default reads inline.
     fn due_threads_async(
         &self,
@@ -626,14 +631,15 @@ pub trait Store: Send + Sync + 'static {
     /// [`Store::driver_messages`]). Best effort and not durable: a message can be lost (a
     /// listener reconnecting), so a sender that needs an outcome waits for it in the store and
     /// acts itself when it does not come. Where only this process writes there is nobody else
-    /// to tell, and this does nothing.
+    /// to tell, and this does nothing. The caller awaits the send (on PostgreSQL a round trip to
+    /// the server, made by a connection of the store's own: no runtime worker waits for it).
     ///
     /// # Errors
     /// [`Error::Invalid`] for a message over [`crate::limits::DRIVER_MESSAGE_BYTES_MAX`];
     /// storage errors.
-    fn tell_driver(&self, thread: &ThreadId, message: &str) -> Result<(), Error> {
+    fn tell_driver(&self, thread: &ThreadId, message: &str) -> Reading<()> {
         let _ = (thread, message);
-        Ok(())
+        Reading::ready(Ok(()))
     }
 
     /// The messages of [`Store::tell_driver`] sent by any process on the database (this one

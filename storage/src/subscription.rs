@@ -65,7 +65,7 @@ impl Subscription {
                 return Ok(event);
             }
             self.committed.borrow_and_update();
-            self.fill_async().await?;
+            self.fill().await?;
             if !self.buffer.is_empty() {
                 continue;
             }
@@ -79,20 +79,21 @@ impl Subscription {
             };
             if woken.is_err() {
                 // The writer stopped: return what it committed before stopping, then Closed.
-                self.fill_async().await?;
+                self.fill().await?;
                 return self.pop().ok_or(Error::Closed);
             }
         }
     }
 
-    /// The next event if one is committed, without waiting.
+    /// The next event if one is committed, without waiting for a commit (the read of what is
+    /// committed is awaited: on PostgreSQL a round trip, made without blocking the runtime).
     ///
     /// # Errors
     ///
     /// As [`Subscription::next`], except that a closed store yields `Ok(None)` here.
-    pub fn try_next(&mut self) -> Result<Option<Event>, Error> {
+    pub async fn try_next(&mut self) -> Result<Option<Event>, Error> {
         if self.buffer.is_empty() {
-            self.fill()?;
+            self.fill().await?;
         }
         Ok(self.pop())
     }
@@ -102,23 +103,8 @@ impl Subscription {
         self.cursor
     }
 
-    fn fill(&mut self) -> Result<(), Error> {
-        let events = match &self.scope {
-            Scope::Thread(thread) => {
-                match self.store.read_since(thread, Seq(self.cursor), FILL_EVENTS) {
-                    // Not created yet: nothing to return until it is.
-                    Err(Error::UnknownThread(_)) => Vec::new(),
-                    other => other?,
-                }
-            }
-            Scope::All => self.store.read_all_since(Lsn(self.cursor), FILL_EVENTS)?,
-        };
-        self.buffer.extend(events);
-        Ok(())
-    }
-
-    /// [`Subscription::fill`] with the store's async reads: what `next` waits on.
-    async fn fill_async(&mut self) -> Result<(), Error> {
+    /// Reads the events after the cursor into the buffer, with the store's async reads.
+    async fn fill(&mut self) -> Result<(), Error> {
         let events = match &self.scope {
             Scope::Thread(thread) => {
                 match self.store.read_since_async(thread, Seq(self.cursor), FILL_EVENTS).await {

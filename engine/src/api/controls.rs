@@ -86,7 +86,11 @@ impl Engine {
         let record = parked::stored(&self.shell, &id).await?;
         match record.status {
             ThreadStatus::Paused
-                if self.store().queue_member(&id)?.is_some_and(|m| m.admitted_at_ms.is_none()) =>
+                if self
+                    .store()
+                    .queue_member_async(&id)
+                    .await?
+                    .is_some_and(|m| m.admitted_at_ms.is_none()) =>
             {
                 // Paused while it waited in a queue: back in line, where it was.
                 let requeue = Some(Transition::Requeue);
@@ -184,7 +188,7 @@ impl Engine {
     ///
     /// # Errors
     /// Storage errors.
-    pub fn resumable(&self) -> Result<Vec<ThreadRecord>, Error> {
+    pub async fn resumable(&self) -> Result<Vec<ThreadRecord>, Error> {
         let mut out = Vec::new();
         for status in [
             ThreadStatus::Running,
@@ -195,7 +199,8 @@ impl Engine {
             let mut offset = 0;
             loop {
                 let filter = ThreadFilter { status: Some(status), ..ThreadFilter::default() };
-                let page = self.store().list_threads(&filter, Page { limit: 500, offset })?;
+                let page = Page { limit: 500, offset };
+                let page = self.store().list_threads_async(&filter, page).await?;
                 offset += page.len();
                 let done = page.len() < 500;
                 out.extend(page.into_iter().filter(|r| !self.shell.coord.is_driven(&r.id)));
@@ -216,16 +221,16 @@ impl Engine {
     ///
     /// # Examples
     /// ```no_run
-    /// # fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
+    /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
     /// const DAY_MS: u64 = 24 * 60 * 60 * 1_000;
-    /// for record in engine.resumable_within(DAY_MS)? {
+    /// for record in engine.resumable_within(DAY_MS).await? {
     ///     println!("{} ({})", record.id, record.status);
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn resumable_within(&self, max_age_ms: u64) -> Result<Vec<ThreadRecord>, Error> {
+    pub async fn resumable_within(&self, max_age_ms: u64) -> Result<Vec<ThreadRecord>, Error> {
         let since = self.clock().now_ms().saturating_sub(max_age_ms);
-        Ok(self.resumable()?.into_iter().filter(|r| r.updated_at_ms >= since).collect())
+        Ok(self.resumable().await?.into_iter().filter(|r| r.updated_at_ms >= since).collect())
     }
 
     /// Sends human input to a thread waiting for it, and resumes it.

@@ -267,9 +267,9 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::UnknownThread`].
-    pub fn thread(&self, id: &str) -> Result<ThreadHandle, Error> {
+    pub async fn thread(&self, id: &str) -> Result<ThreadHandle, Error> {
         let id = ThreadId::new(id)?;
-        if self.shell.store.thread(&id)?.is_none() {
+        if self.shell.store.thread_async(&id).await?.is_none() {
             return Err(Error::UnknownThread(id.to_string()));
         }
         Ok(ThreadHandle::new(self.clone(), id))
@@ -319,13 +319,18 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::UnknownWorkflow`], [`Error::FingerprintChanged`], [`Error::UnknownThread`].
-    pub fn workflow_of(&self, thread: &ThreadId) -> Result<Arc<DynWorkflow>, Error> {
-        let record = self
-            .shell
-            .store
-            .thread(thread)?
-            .ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
+    pub async fn workflow_of(&self, thread: &ThreadId) -> Result<Arc<DynWorkflow>, Error> {
+        let record = crate::exec::fetch::record(self.shell.store.as_ref(), thread).await?;
         self.shell.registry.workflow_for(&record)
+    }
+
+    /// The registered workflow the thread of `record` runs, as [`Engine::workflow_of`] (for
+    /// callers holding the record already: nothing is read).
+    pub(crate) fn workflow_for(
+        &self,
+        record: &cairn_storage::ThreadRecord,
+    ) -> Result<Arc<DynWorkflow>, Error> {
+        self.shell.registry.workflow_for(record)
     }
 
     /// Every registered workflow, by id then version.

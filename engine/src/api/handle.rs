@@ -5,7 +5,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::api::engine::Engine;
-use crate::core::codec::{self, Recorded};
+use crate::core::codec::Recorded;
 use crate::core::event::Body;
 use crate::error::Error;
 
@@ -60,9 +60,9 @@ impl ThreadHandle {
     ///
     /// # Errors
     /// Storage errors; [`Error::UnknownThread`].
-    pub fn status(&self) -> Result<ThreadStatus, Error> {
-        let record = self.engine.store().thread(&self.id)?;
-        record.map(|r| r.status).ok_or_else(|| Error::UnknownThread(self.id.to_string()))
+    pub async fn status(&self) -> Result<ThreadStatus, Error> {
+        let store = self.engine.store().as_ref();
+        Ok(crate::exec::fetch::record(store, &self.id).await?.status)
     }
 
     /// Waits until the thread stops running (ends, or parks waiting for something) and reports
@@ -106,47 +106,33 @@ impl ThreadHandle {
                 output: ended.output.clone(),
                 error: ended.error.clone(),
             }),
-            None => self.outcome_async().await,
+            None => self.outcome().await,
         }
     }
 
-    /// How the thread stands now (without waiting).
+    /// How the thread stands now (without waiting). On PostgreSQL the reads are awaited: no
+    /// runtime worker waits for the server.
     ///
     /// # Errors
-    /// Storage errors.
-    pub fn outcome(&self) -> Result<Outcome, Error> {
-        let record = self
-            .engine
-            .store()
-            .thread(&self.id)?
-            .ok_or_else(|| Error::UnknownThread(self.id.to_string()))?;
-        let output = if record.status == ThreadStatus::Completed {
-            self.completed_output(&record)?
-        } else {
-            None
-        };
-        Ok(outcome_of(&record, output))
-    }
-
-    /// [`ThreadHandle::outcome`] with the store's async reads (what the waits call: on
-    /// PostgreSQL no runtime worker waits for the server).
-    ///
-    /// # Errors
-    /// Storage errors.
-    pub(crate) async fn outcome_async(&self) -> Result<Outcome, Error> {
+    /// Storage errors; [`Error::UnknownThread`].
+    pub async fn outcome(&self) -> Result<Outcome, Error> {
         let store = self.engine.store().as_ref();
         let record = crate::exec::fetch::record(store, &self.id).await?;
         let output = if record.status == ThreadStatus::Completed {
-            self.completed_output_async(&record).await?
+            self.completed_output(&record).await?
         } else {
             None
         };
         Ok(outcome_of(&record, output))
     }
 
-    /// [`ThreadHandle::completed_output`] with the store's async reads.
-    async fn completed_output_async(&self, record: &ThreadRecord) -> Result<Option<Value>, Error> {
+    /// The output of a completed thread: the `Output` event of the batch that completed it,
+    /// found among its last events (a restore, which decodes a whole snapshot, only when
+    /// something was appended after the completion since).
+    async fn completed_output(&self, record: &ThreadRecord) -> Result<Option<Value>, Error> {
         let store = self.engine.store().as_ref();
+        // A pruned thread's stored log starts at `first_seq` (possibly after its last event:
+        // then its checkpoint holds the output).
         if let Some(last) = record.last.filter(|l| l.seq >= record.first_seq) {
             let from = Seq(last.seq.0.saturating_sub(OUTPUT_TAIL).max(record.first_seq.0).max(1));
             for event in store.read_range_async(&self.id, from, last.seq).await?.into_iter().rev() {
@@ -160,25 +146,6 @@ impl ThreadHandle {
         let wf = self.engine.shell.registry.workflow_for(record)?;
         let ctx = crate::exec::fetch::restore(store, &wf, &self.id, None).await?;
         Ok(ctx.meta.output)
-    }
-
-    /// The output of a completed thread: the `Output` event of the batch that completed it,
-    /// found among its last events (a restore, which decodes a whole snapshot, only when
-    /// something was appended after the completion since).
-    fn completed_output(&self, record: &ThreadRecord) -> Result<Option<Value>, Error> {
-        let store = self.engine.store();
-        // A pruned thread's stored log starts at `first_seq` (possibly after its last event:
-        // then its checkpoint holds the output).
-        if let Some(last) = record.last.filter(|l| l.seq >= record.first_seq) {
-            let from = Seq(last.seq.0.saturating_sub(OUTPUT_TAIL).max(record.first_seq.0).max(1));
-            for event in store.read_range(&self.id, from, last.seq)?.into_iter().rev() {
-                if let Body::Output { output } = codec::decode(store.as_ref(), event)?.body {
-                    return Ok(Some(output));
-                }
-            }
-        }
-        let wf = self.engine.shell.registry.workflow_for(record)?;
-        Ok(crate::core::restore::restore(store.as_ref(), &wf, &self.id, None)?.meta.output)
     }
 
     /// Waits until the thread ends and decodes its output (the final state) as `T`. A thread that
@@ -227,13 +194,16 @@ impl EventStream {
         crate::exec::fetch::decode_announced(self.engine.store().as_ref(), event).await
     }
 
-    /// The next event if one is committed already.
+    /// The next event if one is committed already (its read awaited; no wait for a commit).
     ///
     /// # Errors
     /// As [`EventStream::next`].
-    pub fn try_next(&mut self) -> Result<Option<Recorded>, Error> {
-        match self.sub.try_next()? {
-            Some(event) => Ok(Some(codec::decode_announced(self.engine.store().as_ref(), event)?)),
+    pub async fn try_next(&mut self) -> Result<Option<Recorded>, Error> {
+        match self.sub.try_next().await? {
+            Some(event) => {
+                let store = self.engine.store().as_ref();
+                Ok(Some(crate::exec::fetch::decode_announced(store, event).await?))
+            }
             None => Ok(None),
         }
     }

@@ -84,14 +84,14 @@ impl Engine {
     /// ```no_run
     /// # async fn run() -> Result<(), cairn::Error> {
     /// let engine = cairn::Engine::builder("cairn.db").open().await?;
-    /// let report = engine.health()?;
+    /// let report = engine.health().await?;
     /// if !report.ok {
     ///     eprintln!("{}", serde_json::to_string_pretty(&report)?);
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn health(&self) -> Result<HealthReport, Error> {
-        self.health_with_watchdog(self.shell.config.watchdog_ms)
+    pub async fn health(&self) -> Result<HealthReport, Error> {
+        self.health_with_watchdog(self.shell.config.watchdog_ms).await
     }
 
     /// [`Engine::health`] with another watchdog than the engine's (`cairn health
@@ -99,11 +99,12 @@ impl Engine {
     ///
     /// # Errors
     /// Storage errors reading the records.
-    pub fn health_with_watchdog(&self, watchdog_ms: u64) -> Result<HealthReport, Error> {
+    pub async fn health_with_watchdog(&self, watchdog_ms: u64) -> Result<HealthReport, Error> {
         let shell = &self.shell;
         let now = shell.clock.now_ms();
+        let store = shell.store.as_ref();
         let report =
-            crate::telemetry::health_check(shell.store.as_ref(), now, watchdog_ms, &shell.metrics)?;
+            crate::telemetry::health_check(store, now, watchdog_ms, &shell.metrics).await?;
         if !report.ok {
             tracing::warn!(
                 stuck_threads = report.stuck_threads,
@@ -126,9 +127,10 @@ impl Engine {
                     () = tokio::time::sleep(Duration::from_millis(every)) => {}
                     () = stopping.cancelled() => return,
                 }
-                // A pass reads every thread record: off the runtime's worker threads.
-                let pass = engine.clone();
-                match tokio::task::spawn_blocking(move || pass.health()).await {
+                // A pass reads every thread record: off the runtime's worker threads (a file's
+                // reads answer inline, so its CPU would be a worker's), still awaiting them.
+                let (pass, runtime) = (engine.clone(), tokio::runtime::Handle::current());
+                match tokio::task::spawn_blocking(move || runtime.block_on(pass.health())).await {
                     Ok(Ok(report)) => {
                         engine.act_on_health(&report).await;
                     }

@@ -20,13 +20,13 @@ impl Engine {
     /// # Examples
     /// ```no_run
     /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
-    /// let open_items = engine.query("order-7", "open_items", serde_json::Value::Null)?;
+    /// let open_items = engine.query("order-7", "open_items", serde_json::Value::Null).await?;
     /// # Ok(()) }
     /// ```
-    pub fn query(&self, thread: &str, name: &str, args: Value) -> Result<Value, Error> {
+    pub async fn query(&self, thread: &str, name: &str, args: Value) -> Result<Value, Error> {
         let id = cairn_storage::ThreadId::new(thread)?;
-        let record =
-            self.shell.store.thread(&id)?.ok_or_else(|| Error::UnknownThread(id.to_string()))?;
+        let store = self.shell.store.as_ref();
+        let record = crate::exec::fetch::record(store, &id).await?;
         let wf = self.shell.registry.workflow_for(&record)?;
         if !wf.query_names().contains(&name) {
             return Err(Error::Invalid(format!(
@@ -35,7 +35,7 @@ impl Engine {
                 wf.query_names().join(", ")
             )));
         }
-        let ctx = crate::core::restore::restore(self.shell.store.as_ref(), &wf, &id, None)?;
+        let ctx = crate::exec::fetch::restore(store, &wf, &id, None).await?;
         let answer = wf
             .query(name, ctx.state.as_ref(), &args)
             .map_err(|e| Error::Invalid(format!("query {name:?} of {id}: {e}")))?;

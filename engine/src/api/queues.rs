@@ -36,7 +36,7 @@ impl Engine {
     /// use cairn::storage::QueueLimits;
     /// let limits = QueueLimits { concurrency_max: Some(4), ..QueueLimits::default() };
     /// engine.define_queue("emails", limits).await?;
-    /// assert_eq!(engine.queues()?[0].limits.concurrency_max, Some(4));
+    /// assert_eq!(engine.queues().await?[0].limits.concurrency_max, Some(4));
     /// # Ok(()) }
     /// ```
     pub async fn define_queue(&self, name: &str, limits: QueueLimits) -> Result<(), Error> {
@@ -64,8 +64,8 @@ impl Engine {
     ///
     /// # Errors
     /// Storage errors.
-    pub fn queues(&self) -> Result<Vec<QueueState>, Error> {
-        Ok(self.shell.store.queues()?)
+    pub async fn queues(&self) -> Result<Vec<QueueState>, Error> {
+        Ok(self.shell.store.queues_async().await?)
     }
 
     /// One admission pass: for each queue with waiting threads and room under its limits,

@@ -9,7 +9,6 @@ use cairn_storage::{Seq, ThreadId};
 use serde_json::Value;
 
 use super::engine::Engine;
-use crate::core::codec;
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
 use crate::replay::{ReplayOptions, ReplayReport, replay_after};
@@ -28,16 +27,16 @@ impl Engine {
         let id = ThreadId::new(thread)?;
         let wf = match &options.workflow {
             Some(wf) => wf.clone(),
-            None => self.workflow_of(&id)?,
+            None => self.workflow_of(&id).await?,
         };
         let mut report = self.replay_one(&id, &wf, &options.overrides).await?;
         // Sub-workflow child threads, level by level (nesting is bounded by the DSL), each
         // against the child workflow the parent's code has (so a changed child is caught too).
         let mut parents = vec![(id, wf)];
         while let Some((parent, parent_wf)) = parents.pop() {
-            for child in crate::core::children::children_of(self.store().as_ref(), &parent)? {
+            for child in crate::exec::fetch::children_of(self.store().as_ref(), &parent).await? {
                 let Some(child_wf) = crate::replay::child_workflow(&parent_wf, &child.workflow.id)
-                    .or_else(|| self.workflow_of(&child.id).ok())
+                    .or_else(|| self.workflow_for(&child).ok())
                 else {
                     continue;
                 };
@@ -64,11 +63,11 @@ impl Engine {
         overrides: &BTreeMap<(u64, String, u32), Value>,
     ) -> Result<ReplayReport, Error> {
         let store = self.store().as_ref();
-        let first = store.read_since(id, Seq(0), 1)?;
+        let first = store.read_since_async(id, Seq(0), 1).await?;
         let Some(event) = first.into_iter().next() else {
             return Err(Error::UnknownThread(id.to_string()));
         };
-        let rec = codec::decode(store, event)?;
+        let rec = crate::exec::fetch::decode(store, event).await?;
         let ctx = ThreadCtx::created(wf, id.as_str(), &rec.body, rec.bookmark.at_ms)?;
         replay_after(store, wf, id, ctx, overrides).await
     }
@@ -94,7 +93,7 @@ impl Engine {
     /// ```
     pub async fn replay_tail(&self, thread: &str) -> Result<ReplayReport, Error> {
         let id = ThreadId::new(thread)?;
-        let wf = self.workflow_of(&id)?;
+        let wf = self.workflow_of(&id).await?;
         crate::exec::resume_check::tail(self.store().as_ref(), &wf, &id).await
     }
 }

@@ -20,13 +20,13 @@ impl Engine {
     /// # Examples
     /// ```no_run
     /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
-    /// if let Some(outcome) = engine.result("order-7")? {
+    /// if let Some(outcome) = engine.result("order-7").await? {
     ///     println!("order-7 ended {}: {:?}", outcome.status, outcome.output);
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn result(&self, thread: &str) -> Result<Option<Outcome>, Error> {
-        let outcome = self.thread(thread)?.outcome()?;
+    pub async fn result(&self, thread: &str) -> Result<Option<Outcome>, Error> {
+        let outcome = self.thread(thread).await?.outcome().await?;
         Ok(outcome.status.is_terminal().then_some(outcome))
     }
 
@@ -54,7 +54,7 @@ impl Engine {
     ) -> Result<Option<Outcome>, Error> {
         let id = cairn_storage::ThreadId::new(thread)?;
         let handle = crate::api::handle::ThreadHandle::new(self.clone(), id);
-        let outcome = handle.outcome_async().await?;
+        let outcome = handle.outcome().await?;
         if outcome.status.is_terminal() {
             return Ok(Some(outcome));
         }

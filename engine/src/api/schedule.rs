@@ -72,7 +72,7 @@ impl Engine {
                 "schedule ends ({end}) before it starts ({start})"
             )));
         }
-        if let Some(existing) = self.schedule_async(name).await? {
+        if let Some(existing) = self.schedule(name).await? {
             if existing.state.spec == spec {
                 return Ok(existing);
             }
@@ -95,41 +95,27 @@ impl Engine {
         };
         let options = StartOptions::id(thread_of(name)).label(SCHEDULE_LABEL, name);
         self.start(SCHEDULE_WORKFLOW, &state, options).await?;
-        self.schedule_async(name).await?.ok_or_else(|| Error::UnknownThread(thread_of(name)))
+        self.schedule(name).await?.ok_or_else(|| Error::UnknownThread(thread_of(name)))
     }
 
     /// Schedule `name`, if it exists.
     ///
     /// # Errors
     /// Storage errors; a schedule thread whose state does not read.
-    pub fn schedule(&self, name: &str) -> Result<Option<ScheduleInfo>, Error> {
+    pub async fn schedule(&self, name: &str) -> Result<Option<ScheduleInfo>, Error> {
         let id = ThreadId::new(thread_of(name))?;
-        let Some(record) = self.shell.store.thread(&id)? else { return Ok(None) };
+        let Some(record) = self.shell.store.thread_async(&id).await? else { return Ok(None) };
         if record.workflow.id != SCHEDULE_WORKFLOW {
             return Err(Error::Invalid(format!("thread {id} is not a schedule")));
         }
-        self.schedule_of(name, &record).map(Some)
-    }
-
-    /// [`Engine::schedule`] with the store's async reads (for the async schedule calls).
-    async fn schedule_async(&self, name: &str) -> Result<Option<ScheduleInfo>, Error> {
-        let id = ThreadId::new(thread_of(name))?;
-        let store = self.shell.store.as_ref();
-        let Some(record) = store.thread_async(&id).await? else { return Ok(None) };
-        if record.workflow.id != SCHEDULE_WORKFLOW {
-            return Err(Error::Invalid(format!("thread {id} is not a schedule")));
-        }
-        let wf = self.shell.registry.workflow_for(&record)?;
-        let ctx = crate::exec::fetch::restore(store, &wf, &record.id, None).await?;
-        let state: ScheduleState = serde_json::from_value(ctx.snapshot()?.state)?;
-        Ok(Some(ScheduleInfo { name: name.to_owned(), status: record.status, state }))
+        self.schedule_of(name, &record).await.map(Some)
     }
 
     /// Schedule `name` as its thread's `record` and log hold it.
-    fn schedule_of(&self, name: &str, record: &ThreadRecord) -> Result<ScheduleInfo, Error> {
+    async fn schedule_of(&self, name: &str, record: &ThreadRecord) -> Result<ScheduleInfo, Error> {
         let wf = self.shell.registry.workflow_for(record)?;
         let store = self.shell.store.as_ref();
-        let ctx = crate::core::restore::restore(store, &wf, &record.id, None)?;
+        let ctx = crate::exec::fetch::restore(store, &wf, &record.id, None).await?;
         let state: ScheduleState = serde_json::from_value(ctx.snapshot()?.state)?;
         Ok(ScheduleInfo { name: name.to_owned(), status: record.status, state })
     }
@@ -138,14 +124,14 @@ impl Engine {
     ///
     /// # Errors
     /// Storage errors.
-    pub fn schedules(&self) -> Result<Vec<ScheduleInfo>, Error> {
+    pub async fn schedules(&self) -> Result<Vec<ScheduleInfo>, Error> {
         let filter =
             ThreadFilter { workflow_id: Some(SCHEDULE_WORKFLOW.into()), ..ThreadFilter::default() };
         let page = Page { limit: SCHEDULES_LIST_MAX, offset: 0 };
         let mut out = Vec::new();
-        for record in self.shell.store.list_threads(&filter, page)? {
+        for record in self.shell.store.list_threads_async(&filter, page).await? {
             if let Some(name) = record.id.as_str().strip_prefix("schedule:") {
-                out.push(self.schedule_of(name, &record)?);
+                out.push(self.schedule_of(name, &record).await?);
             }
         }
         Ok(out)
@@ -182,7 +168,7 @@ impl Engine {
     /// # Errors
     /// As [`Engine::pause_schedule`]; what starting the workflow may return.
     pub async fn trigger_schedule(&self, name: &str) -> Result<ThreadHandle, Error> {
-        let info = self.schedule_async(name).await?;
+        let info = self.schedule(name).await?;
         let info = info.ok_or_else(|| Error::UnknownThread(thread_of(name)))?;
         let id = tick_thread_id(name, self.shell.clock.now_ms());
         let options = info.state.spec.start_options(id, name);
@@ -190,7 +176,7 @@ impl Engine {
     }
 
     async fn schedule_thread(&self, name: &str) -> Result<String, Error> {
-        match self.schedule_async(name).await? {
+        match self.schedule(name).await? {
             Some(_) => Ok(thread_of(name)),
             None => Err(Error::UnknownThread(thread_of(name))),
         }

@@ -89,8 +89,8 @@ pub(super) async fn resumable(args: ResumableArgs, wfs: &[Arc<DynWorkflow>]) -> 
             // "running" threads really have no runner.
             let engine = open_writable(&args.common.db, wfs).await?;
             let records = match args.max_age {
-                Some(ms) => engine.resumable_within(ms),
-                None => engine.resumable(),
+                Some(ms) => engine.resumable_within(ms).await,
+                None => engine.resumable().await,
             };
             let rows = records.map(|r| crate::debug::views::resumable_rows(&engine, r));
             engine.shutdown().await;
@@ -167,7 +167,7 @@ pub(super) async fn resume(args: ThreadArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     // The thread runs here, in this process, until it ends or parks (Ctrl-C stops the process;
     // the thread stays resumable).
     engine.resume(&args.thread).await?;
-    let handle = engine.thread(&args.thread)?;
+    let handle = engine.thread(&args.thread).await?;
     run_to_rest(&engine, &handle, args.common.json, "resumed").await
 }
 
@@ -186,7 +186,7 @@ pub(super) async fn input(args: InputArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
     let engine = open_writable(&args.common.db, wfs).await?;
     record_of(&engine, &args.thread)?;
     engine.send_input(&args.thread, value).await?;
-    let handle = engine.thread(&args.thread)?;
+    let handle = engine.thread(&args.thread).await?;
     run_to_rest(&engine, &handle, args.common.json, "input delivered to").await
 }
 
@@ -223,7 +223,10 @@ pub(super) async fn control(
         Control::Abandon => engine.abandon(thread).await,
         Control::Pause => engine.pause(thread).await,
     };
-    let status = engine.thread(thread)?.status();
+    let status = match engine.thread(thread).await {
+        Ok(handle) => handle.status().await,
+        Err(e) => Err(e),
+    };
     engine.shutdown().await;
     result?;
     let status = status?;

@@ -84,7 +84,7 @@ pub(super) async fn fork(args: ForkArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Re
     };
     let handle = engine.fork(&args.thread, from, options).await?;
     if args.no_run {
-        let status = handle.status()?;
+        let status = handle.status().await?;
         engine.shutdown().await;
         let id = handle.id().as_str();
         if args.common.json {

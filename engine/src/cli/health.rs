@@ -35,7 +35,7 @@ pub(super) async fn health(args: HealthArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         Some(report) => report,
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
-            engine.health_with_watchdog(args.watchdog_ms)?
+            engine.health_with_watchdog(args.watchdog_ms).await?
         }
     };
     if args.common.json {

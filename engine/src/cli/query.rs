@@ -34,7 +34,7 @@ pub(super) async fn query(args: QueryArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         })?,
     };
     let engine = open_read_only_or_copy(&args.common.db, wfs).await?;
-    let answer = engine.query(&args.thread, &args.name, input);
+    let answer = engine.query(&args.thread, &args.name, input).await;
     engine.shutdown().await;
     print_json(&answer?)
 }

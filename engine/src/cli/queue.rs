@@ -71,7 +71,7 @@ pub(super) async fn command(cmd: QueueCommand, wfs: &[Arc<DynWorkflow>]) -> anyh
     match cmd.action {
         Action::List(args) => {
             let engine = open_read_only(&args.common.db, wfs).await?;
-            let list = engine.queues();
+            let list = engine.queues().await;
             engine.shutdown().await;
             show(&list?, args.common.json)
         }
@@ -84,7 +84,7 @@ pub(super) async fn command(cmd: QueueCommand, wfs: &[Arc<DynWorkflow>]) -> anyh
             limits.check().map_err(|e| usage(e.to_string()))?;
             let engine = open_writable(&args.common.db, wfs).await?;
             let defined = engine.define_queue(&args.name, limits).await;
-            let list = engine.queues();
+            let list = engine.queues().await;
             engine.shutdown().await;
             defined?;
             let list: Vec<QueueState> = list?.into_iter().filter(|q| q.name == args.name).collect();

@@ -42,7 +42,7 @@ pub(super) async fn result(args: ResultArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     let answer = if is_postgres_url(&db) {
         let engine = open_writable(&db, wfs).await?;
         let outcome = engine.await_result(&args.thread, wait).await;
-        let answer = answer_of(&engine, &args.thread, outcome);
+        let answer = answer_of(&engine, &args.thread, outcome).await;
         engine.shutdown().await;
         answer?
     } else {
@@ -94,7 +94,7 @@ async fn from_snapshots(
     let mut pause = SNAPSHOT_PAUSE_MS.0;
     loop {
         let engine = open_read_only(db, wfs).await?;
-        let answer = answer_of(&engine, thread, engine.result(thread));
+        let answer = answer_of(&engine, thread, engine.result(thread).await).await;
         engine.shutdown().await;
         let answer = answer?;
         let left = deadline.saturating_duration_since(Instant::now());
@@ -106,7 +106,7 @@ async fn from_snapshots(
     }
 }
 
-fn answer_of(
+async fn answer_of(
     engine: &crate::Engine,
     thread: &str,
     outcome: Result<Option<crate::Outcome>, crate::Error>,
@@ -119,7 +119,7 @@ fn answer_of(
     };
     let status = match &outcome {
         Some(o) => o.status,
-        None => engine.thread(thread)?.status()?,
+        None => engine.thread(thread).await?.status().await?,
     };
     Ok(result_json(thread, status.as_str(), outcome.as_ref()))
 }

@@ -104,7 +104,7 @@ pub(super) async fn command(cmd: ScheduleCommand, wfs: &[Arc<DynWorkflow>]) -> a
         Action::Create(args) => create(args, wfs).await,
         Action::List(args) => {
             let engine = open_writable(&args.common.db, wfs).await?;
-            let list = engine.schedules();
+            let list = engine.schedules().await;
             engine.shutdown().await;
             show(&list?, args.common.json)
         }

@@ -59,8 +59,8 @@ pub(super) async fn signal(args: SignalArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         }
     };
     // A thread the signal woke runs here until it ends or parks again.
-    let handle = engine.thread(&args.thread)?;
-    let status = if woke { handle.wait().await.map(|o| o.status) } else { handle.status() };
+    let handle = engine.thread(&args.thread).await?;
+    let status = if woke { handle.wait().await.map(|o| o.status) } else { handle.status().await };
     engine.shutdown().await;
     let status = status?;
     if args.common.json {

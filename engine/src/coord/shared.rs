@@ -170,7 +170,7 @@ impl Coordinator for Shared {
             if !self.driven_elsewhere(thread).await {
                 return false;
             }
-            match self.store.tell_driver(thread, &encode(&request)) {
+            match self.store.tell_driver(thread, &encode(&request)).await {
                 Ok(()) => {
                     self.asked().insert(thread.clone());
                     true

@@ -31,7 +31,8 @@ pub(crate) struct Folded {
 /// Unknown thread, damaged or pruned log.
 pub(crate) fn fold(engine: &Engine, thread: &ThreadId, at: Option<u64>) -> Result<Folded, Error> {
     let store = engine.store().as_ref();
-    match engine.workflow_of(thread) {
+    let record = store.thread(thread)?.ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
+    match engine.workflow_for(&record) {
         Ok(wf) => {
             let ctx = crate::core::restore::restore(store, &wf, thread, at)?;
             Ok(Folded { ctx, state_unknown: None })

@@ -41,7 +41,7 @@ impl Engine {
                 max: NODE_RUNS_EVENTS_MAX,
             });
         }
-        let wf = self.workflow_of(&id)?;
+        let wf = self.workflow_for(&record)?;
         let mut events = Vec::new();
         let mut after = 0;
         while after < last {

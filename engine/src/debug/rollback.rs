@@ -84,7 +84,7 @@ impl Engine {
                 cp.workflow.id, cp.workflow.version, record.workflow.version
             )));
         }
-        let wf = self.workflow_of(&id)?;
+        let wf = self.workflow_for(&record)?;
         let target = from_checkpoint(&wf, &id, &cp)?;
         let last = record.last.map_or(0, |b| b.seq.0);
         let ctx = self.restore_at(&id, last)?;

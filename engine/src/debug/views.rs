@@ -55,7 +55,7 @@ pub(crate) fn thread_details(engine: &Engine, record: &ThreadRecord) -> Result<V
         .collect();
     let t = &m.telemetry;
     let wall = m.updated_at_ms.saturating_sub(m.created_at_ms);
-    let limits = engine.workflow_of(&record.id).ok().map(|wf| wf.budgets().clone());
+    let limits = engine.workflow_for(record).ok().map(|wf| wf.budgets().clone());
     let budget =
         |used: u64, limit: Option<Option<u64>>| json!({"used": used, "limit": limit.flatten()});
     let budgets = json!({
@@ -225,7 +225,7 @@ pub(crate) fn resumable_rows(engine: &Engine, mut records: Vec<ThreadRecord>) ->
     records
         .iter()
         .map(|r| {
-            let runnable = engine.workflow_of(&r.id);
+            let runnable = engine.workflow_for(r);
             json!({
                 "thread": r.id.as_str(),
                 "workflow": r.workflow,

@@ -60,13 +60,18 @@ pub(super) async fn replay(
 
 pub(super) async fn resumable(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
     let max_age_ms = resumable_params(&pairs(q)?)?;
+    // Every thread listed: off the async workers (a file's reads answer inline), still awaited.
+    let runtime = tokio::runtime::Handle::current();
     blocking(move || {
         let engine = &app.engine;
-        let records = match max_age_ms {
-            Some(ms) => engine.resumable_within(ms),
-            None => engine.resumable(),
-        }
-        .map_err(|e| reject(e, "resumable"))?;
+        let records = runtime
+            .block_on(async {
+                match max_age_ms {
+                    Some(ms) => engine.resumable_within(ms).await,
+                    None => engine.resumable().await,
+                }
+            })
+            .map_err(|e| reject(e, "resumable"))?;
         Ok(Json(json!({"threads": views::resumable_rows(engine, records)})))
     })
     .await

@@ -45,11 +45,15 @@ pub(super) fn record_of(engine: &Engine, id: &str) -> Result<ThreadRecord, Rejec
 
 pub(super) async fn health(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
     let watchdog_ms = health_params(&pairs(q)?)?;
+    // Every thread listed: off the async workers (a file's reads answer inline), still awaited.
+    let runtime = tokio::runtime::Handle::current();
     let report = blocking(move || {
-        let report = match watchdog_ms {
-            Some(ms) => app.engine.health_with_watchdog(ms),
-            None => app.engine.health(),
-        };
+        let report = runtime.block_on(async {
+            match watchdog_ms {
+                Some(ms) => app.engine.health_with_watchdog(ms).await,
+                None => app.engine.health().await,
+            }
+        });
         report.map_err(|e| reject(e, "health"))
     })
     .await?;

@@ -106,7 +106,7 @@ pub(super) async fn graph_svg(
     no_params(&pairs(q)?)?;
     blocking(move || {
         let record = record_of(&app.engine, &id)?;
-        let wf = match app.engine.workflow_of(&record.id) {
+        let wf = match app.engine.workflow_for(&record) {
             Ok(wf) => wf,
             // A thread of another version: the newest compiled in of its workflow, if any.
             Err(e) => app

@@ -71,8 +71,9 @@ pub struct CommitHealth {
     pub slowest_us: u64,
 }
 
-/// Runs a health pass over `store` at `now_ms` and sets the health gauges of `metrics`.
-pub(crate) fn check(
+/// Runs a health pass over `store` at `now_ms` and sets the health gauges of `metrics`, with
+/// the store's async reads.
+pub(crate) async fn check(
     store: &dyn Store,
     now_ms: u64,
     watchdog_ms: u64,
@@ -85,7 +86,8 @@ pub(crate) fn check(
     let limit = 500;
     let mut offset = 0;
     loop {
-        let page = store.list_threads(&ThreadFilter::default(), Page { limit, offset })?;
+        let page =
+            store.list_threads_async(&ThreadFilter::default(), Page { limit, offset }).await?;
         offset += page.len();
         for record in &page {
             *counts.entry(record.status).or_default() += 1;
@@ -106,7 +108,7 @@ pub(crate) fn check(
         }
     }
     let mut expired = Vec::new();
-    let locks = store.locks()?;
+    let locks = store.locks_async().await?;
     let mut expired_locks = 0;
     for lock in &locks {
         if !lock.is_live(now_ms) {

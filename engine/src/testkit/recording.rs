@@ -525,6 +525,10 @@ impl Store for RecordingStore {
         self.watch_async(self.inner.queues_async(), false)
     }
 
+    fn queue_member_async(&self, thread: &ThreadId) -> Reading<Option<cairn_storage::QueueMember>> {
+        self.watch_async(self.inner.queue_member_async(thread), false)
+    }
+
     fn due_threads_async(
         &self,
         workflows: &[String],
@@ -539,7 +543,7 @@ impl Store for RecordingStore {
         self.inner.commits()
     }
 
-    fn tell_driver(&self, thread: &ThreadId, message: &str) -> Result<(), Error> {
+    fn tell_driver(&self, thread: &ThreadId, message: &str) -> Reading<()> {
         self.inner.tell_driver(thread, message)
     }
 

@@ -188,13 +188,13 @@ impl CrashHarness {
                     let given = count(&read_all(engine.store().as_ref(), &self.thread)?);
                     match self.human_inputs.get(given) {
                         Some(answer) => engine.send_input(self.thread.as_str(), answer).await?,
-                        None => return engine.thread(self.thread.as_str())?.outcome(),
+                        None => return engine.thread(self.thread.as_str()).await?.outcome().await,
                     }
                     continue;
                 }
                 ThreadStatus::Sleeping => {
                     runner_released(engine, &self.thread).await;
-                    let wf = engine.workflow_of(&self.thread)?;
+                    let wf = engine.workflow_of(&self.thread).await?;
                     let ctx = crate::core::restore::restore(
                         engine.store().as_ref(),
                         &wf,
@@ -205,7 +205,7 @@ impl CrashHarness {
                         clock.set_ms(until_ms);
                     }
                 }
-                _ => return engine.thread(self.thread.as_str())?.outcome(),
+                _ => return engine.thread(self.thread.as_str()).await?.outcome().await,
             }
             tokio::select! {
                 changed = appends.changed() => {

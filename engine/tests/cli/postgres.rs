@@ -207,8 +207,8 @@ async fn park_with_signals_waiting(db: &Path, id: &str) {
 /// waiting signals after the move, in order, each once.
 async fn finish_after_the_move(db: &Path, id: &str) {
     let engine = cairn::Engine::builder(db).workflow(&signals_wf()).open().await.unwrap();
-    let t = engine.thread(id).unwrap();
-    assert_eq!(t.status().unwrap(), cairn::ThreadStatus::WaitingInput);
+    let t = engine.thread(id).await.unwrap();
+    assert_eq!(t.status().await.unwrap(), cairn::ThreadStatus::WaitingInput);
     assert_eq!(engine.signal(id, "go", "now").await.unwrap(), 4, "numbered after the copied ones");
     let finished = tokio::time::timeout(std::time::Duration::from_secs(20), t.finished()).await;
     assert_eq!(finished.expect("it finishes").unwrap().status, cairn::ThreadStatus::Completed);

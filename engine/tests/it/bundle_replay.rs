@@ -68,7 +68,7 @@ async fn an_imported_bundle_replays_and_forks_into_a_thread_that_runs_to_complet
     let fork = fresh.fork("t", ForkFrom::Seq(plan_done), ForkOptions::id("t-fork")).await.unwrap();
     let forked: Tally = fork.output().await.unwrap();
     assert_eq!(forked, original, "the fork reaches the original's output");
-    assert_eq!(fork.status().unwrap(), ThreadStatus::Completed);
+    assert_eq!(fork.status().await.unwrap(), ThreadStatus::Completed);
     let view = fresh.state_at("t-fork", None).unwrap();
     assert_eq!(view.meta.telemetry.tool_calls, 1, "the fork ran the tool itself");
     assert_eq!(fresh.replay("t-fork", &ReplayOptions::default()).await.unwrap().divergence, None);

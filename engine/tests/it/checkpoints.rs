@@ -20,10 +20,10 @@ fn note(
 }
 
 /// Every `checkpoint_created` event of `thread`, with its kind and the id it carries.
-fn announced(engine: &Engine, thread: &str) -> Vec<(CheckpointKind, Option<u64>)> {
-    let mut events = engine.thread(thread).unwrap().events(0).unwrap();
+async fn announced(engine: &Engine, thread: &str) -> Vec<(CheckpointKind, Option<u64>)> {
+    let mut events = engine.thread(thread).await.unwrap().events(0).unwrap();
     let mut out = Vec::new();
-    while let Some(e) = events.try_next().unwrap() {
+    while let Some(e) = events.try_next().await.unwrap() {
         if let Body::CheckpointCreated { kind, checkpoint, .. } = e.body {
             out.push((kind, checkpoint.map(|c| c.0)));
         }
@@ -74,12 +74,12 @@ async fn a_node_checkpoint_names_its_node_and_tags_and_its_event_carries_its_id(
     let mut stored = engine.store().list_checkpoints(&all, Page::default()).unwrap();
     stored.reverse();
     let expected: Vec<_> = stored.iter().map(|c| (c.kind, Some(c.id.0))).collect();
-    assert_eq!(announced(&engine, "t"), expected);
+    assert_eq!(announced(&engine, "t").await, expected);
     assert_eq!(expected.first().map(|e| e.0), Some(CheckpointKind::Node));
 
     // A deleted checkpoint is no longer announced by id.
     engine.store().delete_checkpoint(cp.id).unwrap().wait().await.unwrap();
-    assert_eq!(announced(&engine, "t")[0], (CheckpointKind::Node, None));
+    assert_eq!(announced(&engine, "t").await[0], (CheckpointKind::Node, None));
     engine.shutdown().await;
 }
 
@@ -135,7 +135,7 @@ async fn a_manual_checkpoint_of_a_running_thread_is_taken_at_its_next_step_bound
     let at = engine.state_at("r", Some(cp.covers.seq.0)).unwrap();
     assert_eq!(at.state["log"], serde_json::json!(["slow"]));
     assert_eq!(at.step, 1);
-    assert!(announced(&engine, "r").contains(&(CheckpointKind::Manual, Some(id.0))));
+    assert!(announced(&engine, "r").await.contains(&(CheckpointKind::Manual, Some(id.0))));
     engine.shutdown().await;
 }
 
@@ -172,10 +172,10 @@ async fn a_rollback_restores_the_thread_in_place_records_it_and_resumes_from_the
     assert_eq!(now.status, ThreadStatus::Paused);
     assert_eq!(now.state["log"], serde_json::json!(["a"]));
     assert_eq!((now.step, now.seq), (1, before.seq + 3), "rolled_back, status_changed, checkpoint");
-    assert_eq!(t.status().unwrap(), ThreadStatus::Paused);
+    assert_eq!(t.status().await.unwrap(), ThreadStatus::Paused);
     // Recorded, and nothing erased: the state before is still there to travel to.
     let mut events = t.events(before.seq).unwrap();
-    let Some(e) = events.try_next().unwrap() else { panic!("no rollback event") };
+    let Some(e) = events.try_next().await.unwrap() else { panic!("no rollback event") };
     let Body::RolledBack { checkpoint, ref reason, .. } = e.body else { panic!("{:?}", e.body) };
     assert_eq!((checkpoint, reason.as_str()), (after_a, "b went wrong"));
     assert_eq!(engine.state_at("u", Some(before.seq)).unwrap().state, before.state);

@@ -111,7 +111,7 @@ async fn cancel_a_parked_thread() {
     let t = engine.start("ask", Tally::default(), StartOptions::id("p1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     engine.cancel("p1", "no longer needed").await.unwrap();
-    assert_eq!(t.status().unwrap(), ThreadStatus::Cancelled);
+    assert_eq!(t.status().await.unwrap(), ThreadStatus::Cancelled);
     let err = engine.cancel("p1", "again").await.unwrap_err();
     assert!(matches!(err, cairn::Error::Transition { .. }), "{err}");
     engine.shutdown().await;
@@ -128,8 +128,12 @@ async fn interrupt_and_input_across_a_restart() {
     drop(t);
     drop(engine);
     let engine = open(&path, &[&wf], None).await;
-    let t = engine.thread("i1").unwrap();
-    assert_eq!(t.status().unwrap(), ThreadStatus::WaitingInput, "still waiting after the restart");
+    let t = engine.thread("i1").await.unwrap();
+    assert_eq!(
+        t.status().await.unwrap(),
+        ThreadStatus::WaitingInput,
+        "still waiting after the restart"
+    );
     engine.send_input("i1", 42).await.unwrap();
     let out: Tally = t.output().await.unwrap();
     assert_eq!(out.total, 42);
@@ -193,18 +197,18 @@ async fn pause_and_resume_survive_a_restart() {
         gate.send_replace(true);
     });
     paused.unwrap();
-    assert_eq!(t.status().unwrap(), ThreadStatus::Paused);
+    assert_eq!(t.status().await.unwrap(), ThreadStatus::Paused);
     engine.shutdown().await;
     drop(t);
     drop(engine);
     let engine = open(&path, &[&wf], None).await;
-    let t = engine.thread("pz").unwrap();
+    let t = engine.thread("pz").await.unwrap();
     assert_eq!(
-        t.status().unwrap(),
+        t.status().await.unwrap(),
         ThreadStatus::Paused,
         "a paused thread is not resumed by recovery"
     );
-    assert!(engine.resumable().unwrap().iter().any(|r| r.id.as_str() == "pz"));
+    assert!(engine.resumable().await.unwrap().iter().any(|r| r.id.as_str() == "pz"));
     engine.resume("pz").await.unwrap();
     assert_eq!(t.output::<Tally>().await.unwrap().total, 200);
     engine.shutdown().await;
@@ -379,11 +383,11 @@ async fn durable_sleep_across_a_restart_with_the_manual_clock() {
     drop(t);
     drop(engine);
     let engine = open(&path, &[&wf], Some(clock.clone())).await;
-    let t = engine.thread("s1").unwrap();
-    assert_eq!(t.status().unwrap(), ThreadStatus::Sleeping);
+    let t = engine.thread("s1").await.unwrap();
+    assert_eq!(t.status().await.unwrap(), ThreadStatus::Sleeping);
     clock.advance_ms(3_599_999);
     tokio::task::yield_now().await;
-    assert_eq!(t.status().unwrap(), ThreadStatus::Sleeping, "not before its time");
+    assert_eq!(t.status().await.unwrap(), ThreadStatus::Sleeping, "not before its time");
     clock.advance_ms(1);
     let out: Tally = t.output().await.unwrap();
     assert_eq!(out.log, vec!["woke"]);
@@ -561,7 +565,7 @@ async fn a_pause_while_a_woken_thread_waits_for_a_runner_holds() {
     busy_rx.await.unwrap();
     // The timer fires: `s` is Running, queued behind `b` for the permit.
     clock.advance_ms(1_000);
-    while s.status().unwrap() != ThreadStatus::Running {
+    while s.status().await.unwrap() != ThreadStatus::Running {
         tokio::task::yield_now().await;
     }
     // The pause is recorded while the runner of `s` still waits for the permit (opening the
@@ -574,7 +578,7 @@ async fn a_pause_while_a_woken_thread_waits_for_a_runner_holds() {
     let q = engine.start("quick", Tally::default(), StartOptions::id("q")).await.unwrap();
     assert_eq!(q.finished().await.unwrap().status, ThreadStatus::Completed);
     assert_eq!(
-        s.status().unwrap(),
+        s.status().await.unwrap(),
         ThreadStatus::Paused,
         "the acknowledged pause holds: {:#?}",
         bodies(&engine, "s")
@@ -595,7 +599,7 @@ async fn pause_and_resume_a_thread_waiting_for_input() {
     let t = engine.start("ask", Tally::default(), StartOptions::id("pi")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     engine.pause("pi").await.unwrap();
-    assert_eq!(t.status().unwrap(), ThreadStatus::Paused);
+    assert_eq!(t.status().await.unwrap(), ThreadStatus::Paused);
     let err = engine.send_input("pi", 1).await.unwrap_err();
     assert!(matches!(err, cairn::Error::WrongStatus { .. }), "input to a paused thread: {err}");
     engine.resume("pi").await.unwrap();
@@ -604,8 +608,8 @@ async fn pause_and_resume_a_thread_waiting_for_input() {
     drop(t);
     drop(engine);
     let engine = open(&path, &[&wf], None).await;
-    let t = engine.thread("pi").unwrap();
-    assert_eq!(t.status().unwrap(), ThreadStatus::WaitingInput);
+    let t = engine.thread("pi").await.unwrap();
+    assert_eq!(t.status().await.unwrap(), ThreadStatus::WaitingInput);
     engine.send_input("pi", 42).await.unwrap();
     assert_eq!(t.output::<Tally>().await.unwrap().total, 42);
     engine.shutdown().await;
@@ -629,7 +633,11 @@ async fn pause_and_resume_a_sleeping_thread() {
         if pass_while_paused {
             clock.advance_ms(1_000);
             tokio::task::yield_now().await;
-            assert_eq!(t.status().unwrap(), ThreadStatus::Paused, "{id}: no wake while paused");
+            assert_eq!(
+                t.status().await.unwrap(),
+                ThreadStatus::Paused,
+                "{id}: no wake while paused"
+            );
         }
         engine.resume(id).await.unwrap();
         if !pass_while_paused {
@@ -715,11 +723,11 @@ async fn a_paused_child_pauses_its_parent_and_resumes_with_it() {
     paused.unwrap();
     let outcome = p.wait().await.unwrap();
     assert_eq!(outcome.status, ThreadStatus::Paused, "{:#?}", bodies(&engine, "par"));
-    let c = engine.thread(&child_id).unwrap();
-    assert_eq!(c.status().unwrap(), ThreadStatus::Paused);
+    let c = engine.thread(&child_id).await.unwrap();
+    assert_eq!(c.status().await.unwrap(), ThreadStatus::Paused);
     engine.resume("par").await.unwrap();
     let out: Tally = p.output().await.unwrap();
     assert_eq!(out.total, 2, "the child ran a then b once each: {out:?}");
-    assert_eq!(c.status().unwrap(), ThreadStatus::Completed);
+    assert_eq!(c.status().await.unwrap(), ThreadStatus::Completed);
     engine.shutdown().await;
 }

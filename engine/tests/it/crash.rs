@@ -466,7 +466,7 @@ pub(crate) async fn run_on(
                 tokio::time::timeout(std::time::Duration::from_secs(60), h.output::<Acc>()).await;
             let out = match out {
                 Ok(r) => r.unwrap_or_else(|e| panic!("{}: {e}", h.id())),
-                Err(_) => panic!("{} did not finish: {:?}", h.id(), h.outcome()),
+                Err(_) => panic!("{} did not finish: {:?}", h.id(), h.outcome().await),
             };
             finals.insert(h.id().to_string(), out);
         }

@@ -232,7 +232,7 @@ async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
 
     // A fork that does not start stays Created.
     let f3 = engine.fork("orig", ForkFrom::Seq(1), ForkOptions::id("f3").paused()).await.unwrap();
-    assert_eq!(f3.status().unwrap(), ThreadStatus::Created);
+    assert_eq!(f3.status().await.unwrap(), ThreadStatus::Created);
 
     // Refusals write nothing.
     let bad = |r: Result<cairn::ThreadHandle, Error>| matches!(r, Err(Error::Invalid(_)));
@@ -390,7 +390,7 @@ async fn migration_moves_a_parked_thread_onto_the_new_version() {
     assert_eq!(views.len(), 1);
 
     engine.send_input("c", 7).await.unwrap();
-    let done = engine.thread("c").unwrap().finished().await.unwrap();
+    let done = engine.thread("c").await.unwrap().finished().await.unwrap();
     let out: V2 = serde_json::from_value(done.output.unwrap()).unwrap();
     assert_eq!(out, V2 { count: 5 + 7 + 100, note: "b v2".into() });
     let views = engine.states("c", 1, engine.state_at("c", None).unwrap().seq).unwrap();

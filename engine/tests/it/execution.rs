@@ -106,7 +106,7 @@ async fn a_thread_stays_on_its_version_and_refuses_a_changed_fingerprint() {
         .unwrap();
     let engine = engine_on(&path, &[&v1, &v2], None).await;
     engine.send_input("p", true).await.unwrap();
-    let old: Tally = engine.thread("p").unwrap().output().await.unwrap();
+    let old: Tally = engine.thread("p").await.unwrap().output().await.unwrap();
     assert_eq!(old.log, vec!["v1"]);
     let new: Tally = engine
         .start("pinned", Tally::default(), StartOptions::id("q"))
@@ -273,7 +273,7 @@ async fn a_write_behind_the_runners_back_stops_the_thread_before_its_next_tool_c
     let ran = ran.load(Ordering::SeqCst);
     assert_eq!(ran, 0, "the tool ran on a log written behind the runner's back");
     // The thread is left as a stopped engine leaves it: unfinished, for recovery to look at.
-    assert_eq!(t.status().unwrap(), ThreadStatus::Running);
+    assert_eq!(t.status().await.unwrap(), ThreadStatus::Running);
 }
 
 /// `start_many` starts a batch of threads whose creations share durable commits; it is
@@ -298,7 +298,7 @@ async fn start_many_starts_every_thread_once_and_checks_them_all_first() {
     // Again: the same threads, nothing started twice.
     let again = engine.start_many("linear", starts(50)).await.unwrap();
     assert_eq!(again.len(), 50);
-    assert_eq!(again[7].outcome().unwrap().status, ThreadStatus::Completed);
+    assert_eq!(again[7].outcome().await.unwrap().status, ThreadStatus::Completed);
     // A bad input among good ones: refused before anything is written.
     let mixed = vec![
         (serde_json::json!({"total": 1, "log": []}), StartOptions::id("ok-1")),
@@ -306,7 +306,7 @@ async fn start_many_starts_every_thread_once_and_checks_them_all_first() {
     ];
     let refused = engine.start_many("linear", mixed).await;
     assert!(matches!(refused, Err(Error::Invalid(_))), "{refused:?}");
-    assert!(engine.thread("ok-1").is_err(), "nothing was written");
+    assert!(engine.thread("ok-1").await.is_err(), "nothing was written");
     let report = engine.store().verify().unwrap();
     assert!(report.is_clean(), "{report:?}");
     engine.shutdown().await;
@@ -374,7 +374,7 @@ async fn a_started_thread_runs_from_its_creation_without_reading_it_back() {
     // What the outcome read from storage reads (the end of the log, for the output), and
     // that it is what the wait reported.
     let before = store.events_read();
-    let stored = t.outcome().unwrap();
+    let stored = t.outcome().await.unwrap();
     assert!(store.events_read() - before > 0, "the stored outcome reads the end of the log");
     assert_eq!(
         (done.status, &done.output, &done.error),

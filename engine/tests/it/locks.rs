@@ -76,7 +76,7 @@ async fn several_locks_are_taken_all_or_nothing_and_a_refusal_names_each_one_hel
     let lock_events: Vec<u64> = {
         let mut events = g.events(0).unwrap();
         let mut seqs = Vec::new();
-        while let Some(e) = events.try_next().unwrap() {
+        while let Some(e) = events.try_next().await.unwrap() {
             if matches!(e.body, cairn::event::Body::Lock { acquired: true, .. }) {
                 seqs.push(e.bookmark.seq.0);
             }

@@ -26,6 +26,8 @@ mod locks;
 mod node_runs;
 mod operator;
 #[cfg(feature = "postgres")]
+mod pg_public_reads;
+#[cfg(feature = "postgres")]
 mod pg_reads;
 #[cfg(feature = "postgres")]
 mod postgres;

@@ -34,7 +34,7 @@ async fn progress_carries_its_detail_line_into_the_log_and_the_state() {
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let mut events = t.events(0).unwrap();
     let mut details = Vec::new();
-    while let Some(e) = events.try_next().unwrap() {
+    while let Some(e) = events.try_next().await.unwrap() {
         if let Body::Progress { progress, .. } = e.body {
             details.push((progress.message, progress.detail));
         }
@@ -63,10 +63,10 @@ async fn resumable_within_an_age_leaves_out_threads_idle_for_longer() {
     let ids = |records: Vec<cairn::storage::ThreadRecord>| -> Vec<String> {
         records.into_iter().map(|r| r.id.to_string()).collect()
     };
-    assert_eq!(ids(engine.resumable().unwrap()), ["new", "old"]);
-    assert_eq!(ids(engine.resumable_within(3 * DAY_MS).unwrap()), ["new"]);
-    assert_eq!(ids(engine.resumable_within(5 * DAY_MS).unwrap()), ["new", "old"]);
-    assert!(engine.resumable_within(DAY_MS).unwrap().is_empty());
+    assert_eq!(ids(engine.resumable().await.unwrap()), ["new", "old"]);
+    assert_eq!(ids(engine.resumable_within(3 * DAY_MS).await.unwrap()), ["new"]);
+    assert_eq!(ids(engine.resumable_within(5 * DAY_MS).await.unwrap()), ["new", "old"]);
+    assert!(engine.resumable_within(DAY_MS).await.unwrap().is_empty());
     engine.shutdown().await;
 }
 
@@ -99,7 +99,7 @@ async fn usage_is_recorded_by_model_and_summed_per_model_in_the_telemetry() {
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
     let mut events = t.events(0).unwrap();
     let mut recorded = Vec::new();
-    while let Some(e) = events.try_next().unwrap() {
+    while let Some(e) = events.try_next().await.unwrap() {
         if let Body::ToolReturned { models, usage, .. } = e.body {
             assert_eq!(models.values().map(|u| u.tokens).sum::<u64>(), usage.tokens);
             recorded.extend(models.into_iter().map(|(m, u)| (m, u.tokens)));

@@ -58,11 +58,11 @@ async fn a_workflow_survives_a_crash_on_postgres_with_the_result_it_has_on_redb(
     let engine = open().await.unwrap();
     let report = engine.recover().await.unwrap();
     assert!(report.resumed.is_empty(), "a live lease is not taken over: {report:?}");
-    assert_eq!(engine.thread("p").unwrap().status().unwrap(), ThreadStatus::Running);
+    assert_eq!(engine.thread("p").await.unwrap().status().await.unwrap(), ThreadStatus::Running);
     // Past the lease's ttl its owner is presumed gone: the engine's poller takes the thread over.
     let out: Tally = tokio::time::timeout(
         std::time::Duration::from_secs(20),
-        engine.thread("p").unwrap().output(),
+        engine.thread("p").await.unwrap().output(),
     )
     .await
     .expect("taken over once the lease lapsed")
@@ -140,10 +140,10 @@ fn stall(heed: bool) -> Stall {
 }
 
 /// The bodies of a thread's log.
-fn bodies(engine: &Engine, thread: &str) -> Vec<cairn::event::Body> {
-    let mut stream = engine.thread(thread).unwrap().events(0).unwrap();
+async fn bodies(engine: &Engine, thread: &str) -> Vec<cairn::event::Body> {
+    let mut stream = engine.thread(thread).await.unwrap().events(0).unwrap();
     let mut out = Vec::new();
-    while let Some(recorded) = stream.try_next().unwrap() {
+    while let Some(recorded) = stream.try_next().await.unwrap() {
         out.push(recorded.body);
     }
     out
@@ -168,8 +168,8 @@ async fn a_cancel_from_another_engine_reaches_the_node_that_runs_the_thread() {
     other.cancel("s", "stop it").await.unwrap();
     assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
     assert!(s.saw_cancel.load(std::sync::atomic::Ordering::SeqCst), "the node saw its token");
-    assert_eq!(other.thread("s").unwrap().status().unwrap(), ThreadStatus::Cancelled);
-    let ended = bodies(&other, "s").into_iter().any(|b| {
+    assert_eq!(other.thread("s").await.unwrap().status().await.unwrap(), ThreadStatus::Cancelled);
+    let ended = bodies(&other, "s").await.into_iter().any(|b| {
         matches!(b, cairn::event::Body::StatusChanged { to: ThreadStatus::Cancelled, ref reason, .. }
             if reason == "stop it")
     });
@@ -204,8 +204,8 @@ async fn a_pause_from_another_engine_is_taken_by_the_runner_at_its_step_boundary
     assert!(!pausing.is_finished(), "a pause waits for the running step");
     s.gate.send_replace(true);
     pausing.await.unwrap().unwrap();
-    assert_eq!(other.thread("s").unwrap().status().unwrap(), ThreadStatus::Paused);
-    let kept = bodies(&other, "s").into_iter().any(
+    assert_eq!(other.thread("s").await.unwrap().status().await.unwrap(), ThreadStatus::Paused);
+    let kept = bodies(&other, "s").await.into_iter().any(
         |b| matches!(b, cairn::event::Body::NodeCompleted { ref task, .. } if task.node == "stall"),
     );
     assert!(kept, "the step that ran when the pause came is kept");
@@ -213,7 +213,7 @@ async fn a_pause_from_another_engine_is_taken_by_the_runner_at_its_step_boundary
     cairn::testkit::runner_released(&driver, &id).await;
     assert_eq!(driver.fenced_runners(), 0, "the driver's runner paused the thread itself");
     other.resume("s").await.unwrap();
-    let done = other.thread("s").unwrap().finished().await.unwrap();
+    let done = other.thread("s").await.unwrap().finished().await.unwrap();
     assert_eq!(done.status, ThreadStatus::Completed);
     driver.shutdown().await;
     Arc::try_unwrap(other).ok().expect("one owner").shutdown().await;
@@ -241,7 +241,7 @@ async fn a_cancel_the_driver_does_not_act_on_is_written_by_the_canceller_and_fen
         .await
         .unwrap();
     other.cancel("s", "stop it").await.unwrap();
-    assert_eq!(other.thread("s").unwrap().status().unwrap(), ThreadStatus::Cancelled);
+    assert_eq!(other.thread("s").await.unwrap().status().await.unwrap(), ThreadStatus::Cancelled);
     let id: cairn::ThreadId = "s".parse().unwrap();
     let before = other.store().read_since(&id, cairn::Seq(0), 100).unwrap().len();
     s.gate.send_replace(true);
@@ -254,7 +254,7 @@ async fn a_cancel_the_driver_does_not_act_on_is_written_by_the_canceller_and_fen
     .expect("the fenced runner stops");
     let after = other.store().read_since(&id, cairn::Seq(0), 100).unwrap();
     assert_eq!(after.len(), before, "the fenced runner wrote nothing after the cancel");
-    assert_eq!(other.thread("s").unwrap().status().unwrap(), ThreadStatus::Cancelled);
+    assert_eq!(other.thread("s").await.unwrap().status().await.unwrap(), ThreadStatus::Cancelled);
     assert!(other.store().verify().unwrap().is_clean());
     assert_eq!(driver.fenced_runners(), 1, "the driver's runner was fenced off");
     driver.shutdown().await;
@@ -302,7 +302,7 @@ async fn a_thread_started_on_a_busy_engine_is_finished_by_another_and_its_waiter
         .unwrap();
     assert_eq!(done.status, ThreadStatus::Completed);
     gate.send_replace(true);
-    first.thread("hold").unwrap().finished().await.unwrap();
+    first.thread("hold").await.unwrap().finished().await.unwrap();
     assert!(first.store().verify().unwrap().is_clean());
     first.shutdown().await;
     second.shutdown().await;
@@ -353,7 +353,7 @@ async fn a_worker_that_stalls_past_its_lease_is_fenced_and_another_finishes_its_
     let other = open().await.unwrap();
     let out: Tally = tokio::time::timeout(
         std::time::Duration::from_secs(20),
-        other.thread("s").unwrap().output(),
+        other.thread("s").await.unwrap().output(),
     )
     .await
     .expect("the other worker finishes the thread")
@@ -377,7 +377,7 @@ async fn a_worker_that_stalls_past_its_lease_is_fenced_and_another_finishes_its_
     assert_eq!(other.fenced_runners(), 0);
     let after = other.store().read_since(&id, cairn::Seq(0), 100).unwrap().len();
     assert_eq!(after, before, "nothing of the stalled worker reached the log");
-    assert_eq!(other.thread("s").unwrap().status().unwrap(), ThreadStatus::Completed);
+    assert_eq!(other.thread("s").await.unwrap().status().await.unwrap(), ThreadStatus::Completed);
     assert!(other.store().verify().unwrap().is_clean());
     stalled.shutdown().await;
     other.shutdown().await;
@@ -407,7 +407,7 @@ async fn a_started_thread_runs_from_its_creation_without_reading_it_back_on_post
     let done = t.finished().await.unwrap();
     assert_eq!(done.status, ThreadStatus::Completed);
     assert_eq!(store.events_read() - before, 0, "the start, the run and the wait read no event");
-    let stored = t.outcome().unwrap();
+    let stored = t.outcome().await.unwrap();
     assert_eq!((done.status, &done.output), (stored.status, &stored.output));
     assert_eq!(fx.count(), 3);
     // Started again: the thread exists, nothing runs again.

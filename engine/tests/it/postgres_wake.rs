@@ -54,7 +54,7 @@ async fn a_thread_sleeping_on_a_crashed_engine_wakes_on_another_when_due() {
     doomed.crash().await;
     let done = tokio::time::timeout(
         std::time::Duration::from_secs(20),
-        survivor.thread("short").unwrap().finished(),
+        survivor.thread("short").await.unwrap().finished(),
     )
     .await
     .expect("the survivor wakes the sleeper when its timer is due")

@@ -41,32 +41,35 @@ async fn queries_answer_from_the_stored_state_and_write_nothing() {
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let last = || engine.store().thread(t.id()).unwrap().unwrap().last.unwrap().seq;
     let before = last();
-    assert_eq!(engine.query("l1", "total", json!(null)).unwrap(), json!(0));
-    assert_eq!(engine.query("l1", "total_plus", json!(5)).unwrap(), json!(5));
+    assert_eq!(engine.query("l1", "total", json!(null)).await.unwrap(), json!(0));
+    assert_eq!(engine.query("l1", "total_plus", json!(5)).await.unwrap(), json!(5));
     assert_eq!(last(), before, "a query writes nothing");
-    assert_eq!(engine.thread("l1").unwrap().status().unwrap(), ThreadStatus::WaitingInput);
+    assert_eq!(
+        engine.thread("l1").await.unwrap().status().await.unwrap(),
+        ThreadStatus::WaitingInput
+    );
 
     engine.send_input("l1", 7).await.unwrap();
     // `hold` runs (held at its gate): the answer is the durable state after `ask`.
     let started = std::time::Instant::now();
-    while engine.query("l1", "log_has", json!("asked")).unwrap() != json!(true) {
+    while engine.query("l1", "log_has", json!("asked")).await.unwrap() != json!(true) {
         assert!(started.elapsed().as_secs() < 10, "ask's update becomes durable");
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    assert_eq!(engine.query("l1", "total", json!(null)).unwrap(), json!(7));
-    assert_eq!(engine.thread("l1").unwrap().status().unwrap(), ThreadStatus::Running);
+    assert_eq!(engine.query("l1", "total", json!(null)).await.unwrap(), json!(7));
+    assert_eq!(engine.thread("l1").await.unwrap().status().await.unwrap(), ThreadStatus::Running);
     gate.send_replace(true);
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
-    assert_eq!(engine.query("l1", "total", json!(null)).unwrap(), json!(107));
+    assert_eq!(engine.query("l1", "total", json!(null)).await.unwrap(), json!(107));
 
-    let unknown = engine.query("l1", "balance", json!(null)).unwrap_err().to_string();
+    let unknown = engine.query("l1", "balance", json!(null)).await.unwrap_err().to_string();
     assert!(
         unknown.contains("no query \"balance\"") && unknown.contains("log_has, total, total_plus"),
         "{unknown}"
     );
-    let bad = engine.query("l1", "total_plus", json!("five")).unwrap_err().to_string();
+    let bad = engine.query("l1", "total_plus", json!("five")).await.unwrap_err().to_string();
     assert!(bad.contains("query arguments"), "{bad}");
-    assert!(engine.query("nobody", "total", json!(null)).is_err());
+    assert!(engine.query("nobody", "total", json!(null)).await.is_err());
     engine.shutdown().await;
 }
 

@@ -124,7 +124,7 @@ async fn the_global_and_per_key_limits_hold_under_load_counted_from_the_log() {
     );
     // The limits were reached, not merely never approached.
     assert!(runs.max_global >= 3, "{}", runs.max_global);
-    let q = &engine.queues().unwrap()[0];
+    let q = &engine.queues().await.unwrap()[0];
     assert_eq!((q.running, q.waiting, q.keys.len()), (0, 0, 0), "{q:?}");
     assert!(engine.store().verify().unwrap().is_clean());
     engine.shutdown().await;
@@ -148,7 +148,7 @@ async fn enqueue_all(
         .unwrap();
     for options in starts {
         let h = engine.start("nap", Tally::default(), options).await.unwrap();
-        assert_eq!(h.status().unwrap(), ThreadStatus::Queued);
+        assert_eq!(h.status().await.unwrap(), ThreadStatus::Queued);
     }
     engine.shutdown().await;
 }
@@ -164,7 +164,7 @@ async fn a_key_with_a_thousand_waiting_does_not_starve_a_key_with_ten() {
     let engine =
         Engine::builder(&path).durability(Durability::None).workflow(&wf).open().await.unwrap();
     for i in 0..10 {
-        engine.thread(&format!("small-{i}")).unwrap().finished().await.unwrap();
+        engine.thread(&format!("small-{i}")).await.unwrap().finished().await.unwrap();
     }
     let runs = runs_from_log(engine.store().as_ref());
     engine.shutdown().await;
@@ -196,7 +196,7 @@ async fn higher_priority_runs_first_and_fifo_within_a_priority() {
         Engine::builder(&path).durability(Durability::None).workflow(&wf).open().await.unwrap();
     for name in ["low", "high", "mid"] {
         for i in 0..4 {
-            engine.thread(&format!("{name}-{i}")).unwrap().finished().await.unwrap();
+            engine.thread(&format!("{name}-{i}")).await.unwrap().finished().await.unwrap();
         }
     }
     let runs = runs_from_log(engine.store().as_ref());
@@ -241,7 +241,7 @@ async fn the_rate_limit_admits_n_per_window_of_the_engine_clock() {
     let ids: Vec<String> = admitted.iter().map(ToString::to_string).collect();
     assert_eq!(ids, ["r-0", "r-1", "r-2", "r-3", "r-4"]);
     for id in &ids {
-        engine.thread(id).unwrap().finished().await.unwrap();
+        engine.thread(id).await.unwrap().finished().await.unwrap();
     }
     engine.shutdown().await;
 }
@@ -269,7 +269,7 @@ async fn a_dedup_key_returns_the_waiting_or_running_thread_and_is_free_once_it_e
     first.finished().await.unwrap();
     let after = engine.start("nap", Tally::default(), dedup("d-4")).await.unwrap();
     assert_eq!(after.id().as_str(), "d-4", "the key is free once its thread ended");
-    assert_eq!(after.status().unwrap(), ThreadStatus::Queued);
+    assert_eq!(after.status().await.unwrap(), ThreadStatus::Queued);
     engine.shutdown().await;
 }
 
@@ -294,7 +294,7 @@ async fn a_queued_thread_can_be_paused_resumed_cancelled_and_deleted_and_waits_f
     engine.pause("p-1").await.unwrap();
     engine.cancel("c-1", "not needed").await.unwrap();
     engine.delete("x-1", cairn::storage::DeleteOptions { force: true }).await.unwrap();
-    let q = &engine.queues().unwrap()[0];
+    let q = &engine.queues().await.unwrap()[0];
     assert_eq!((q.waiting, q.running), (2, 0), "{q:?}");
     engine.shutdown().await;
     drop(engine);
@@ -309,14 +309,17 @@ async fn a_queued_thread_can_be_paused_resumed_cancelled_and_deleted_and_waits_f
         .unwrap();
     assert!(engine.admit_queued().await.unwrap().is_empty());
     engine.resume("p-1").await.unwrap();
-    assert_eq!(engine.thread("p-1").unwrap().status().unwrap(), ThreadStatus::Queued);
+    assert_eq!(engine.thread("p-1").await.unwrap().status().await.unwrap(), ThreadStatus::Queued);
     let admitted = engine.admit_queued().await.unwrap();
     assert_eq!(admitted.iter().map(ToString::to_string).collect::<Vec<_>>(), ["p-1"]);
-    engine.thread("p-1").unwrap().finished().await.unwrap();
-    assert_eq!(engine.thread("o-1").unwrap().status().unwrap(), ThreadStatus::Queued);
-    assert_eq!(engine.thread("c-1").unwrap().status().unwrap(), ThreadStatus::Cancelled);
-    assert!(engine.thread("x-1").is_err());
-    let q = &engine.queues().unwrap()[0];
+    engine.thread("p-1").await.unwrap().finished().await.unwrap();
+    assert_eq!(engine.thread("o-1").await.unwrap().status().await.unwrap(), ThreadStatus::Queued);
+    assert_eq!(
+        engine.thread("c-1").await.unwrap().status().await.unwrap(),
+        ThreadStatus::Cancelled
+    );
+    assert!(engine.thread("x-1").await.is_err());
+    let q = &engine.queues().await.unwrap()[0];
     assert_eq!((q.waiting, q.running), (1, 0), "{q:?}");
     assert!(engine.store().verify().unwrap().is_clean());
     engine.shutdown().await;
@@ -339,13 +342,13 @@ async fn a_crash_with_threads_in_line_and_running_loses_none_and_admits_none_twi
         engine.start("nap", Tally::default(), on("jobs", key, format!("{key}-{i}"))).await.unwrap();
     }
     // Crash once some ran and while others run and wait.
-    engine.thread("a-0").unwrap().finished().await.unwrap();
+    engine.thread("a-0").await.unwrap().finished().await.unwrap();
     engine.crash().await;
     drop(engine);
     let engine = open().await.unwrap();
     for i in 0..12 {
         let key = ["a", "b"][i % 2];
-        let out = engine.thread(&format!("{key}-{i}")).unwrap().finished().await.unwrap();
+        let out = engine.thread(&format!("{key}-{i}")).await.unwrap().finished().await.unwrap();
         assert_eq!(out.status, ThreadStatus::Completed);
     }
     let runs = runs_from_log(engine.store().as_ref());
@@ -356,7 +359,7 @@ async fn a_crash_with_threads_in_line_and_running_loses_none_and_admits_none_twi
         runs.max_per_key,
         runs.max_global
     );
-    let q = &engine.queues().unwrap()[0];
+    let q = &engine.queues().await.unwrap()[0];
     assert_eq!((q.running, q.waiting), (0, 0));
     assert!(engine.store().verify().unwrap().is_clean());
     engine.shutdown().await;

@@ -107,7 +107,7 @@ async fn crash_at(engine: Engine, at: u64, counters: &Counters) {
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), rx).await;
     engine.crash().await;
     counters.crashes.fetch_add(1, Ordering::SeqCst);
-    let q = &engine.queues().unwrap()[0];
+    let q = &engine.queues().await.unwrap()[0];
     if q.waiting > 0 {
         counters.with_waiting.fetch_add(1, Ordering::SeqCst);
     }
@@ -146,12 +146,12 @@ async fn one_case(c: &Case, counters: &Counters) -> Result<(), TestCaseError> {
     }
     if let Some(i) = c.pause.filter(|p| Some(*p) != c.cancel) {
         let thread = id(i, c.threads[i].0);
-        if engine.thread(&thread).unwrap().status().unwrap() == ThreadStatus::Paused {
+        if engine.thread(&thread).await.unwrap().status().await.unwrap() == ThreadStatus::Paused {
             engine.resume(&thread).await.unwrap();
         }
     }
     for (i, (key, _)) in c.threads.iter().enumerate() {
-        let handle = engine.thread(&id(i, *key)).unwrap();
+        let handle = engine.thread(&id(i, *key)).await.unwrap();
         let out = tokio::time::timeout(std::time::Duration::from_secs(30), handle.finished())
             .await
             .map_err(|_| TestCaseError::fail(format!("thread {} lost: never ended", id(i, *key))))?
@@ -182,7 +182,7 @@ async fn one_case(c: &Case, counters: &Counters) -> Result<(), TestCaseError> {
     prop_assert!(runs.max_global <= c.global as usize, "global {} > {}", runs.max_global, c.global);
     let per_key = runs.max_per_key.values().copied().max().unwrap_or(0);
     prop_assert!(per_key <= c.per_key as usize, "per key {} > {}", per_key, c.per_key);
-    let q = &engine.queues().unwrap()[0];
+    let q = &engine.queues().await.unwrap()[0];
     prop_assert_eq!((q.running, q.waiting), (0, 0), "{:?}", q);
     prop_assert!(store.verify().unwrap().is_clean());
     engine.shutdown().await;

@@ -47,7 +47,7 @@ async fn two_engines_on_one_database_never_exceed_the_global_and_per_key_limits_
     assert_eq!(runs.ended, 60);
     assert!(runs.max_global <= 3, "{}", runs.max_global);
     assert!(runs.max_per_key.values().all(|m| *m <= 2), "{:?}", runs.max_per_key);
-    let q = &one.queues().unwrap()[0];
+    let q = &one.queues().await.unwrap()[0];
     assert_eq!((q.running, q.waiting), (0, 0), "{q:?}");
     assert!(one.store().verify().unwrap().is_clean());
     one.shutdown().await;

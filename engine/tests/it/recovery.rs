@@ -80,15 +80,15 @@ async fn running_threads_are_resumed_or_parked_at_open() {
             .open()
             .await
             .unwrap();
-        let t = engine.thread("c").unwrap();
+        let t = engine.thread("c").await.unwrap();
         match policy {
             RecoveryPolicy::Resume => {
                 let out: Tally = t.output().await.unwrap();
                 assert_eq!(out.total, 50);
             }
             RecoveryPolicy::Park => {
-                assert_eq!(t.status().unwrap(), ThreadStatus::Running);
-                let resumable = engine.resumable().unwrap();
+                assert_eq!(t.status().await.unwrap(), ThreadStatus::Running);
+                let resumable = engine.resumable().await.unwrap();
                 assert_eq!(resumable.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), vec!["c"]);
                 engine.resume("c").await.unwrap();
                 let out: Tally = t.output().await.unwrap();
@@ -98,7 +98,7 @@ async fn running_threads_are_resumed_or_parked_at_open() {
         // An event says the thread was recovered.
         let mut events = t.events(0).unwrap();
         let mut recovered = false;
-        while let Some(e) = events.try_next().unwrap() {
+        while let Some(e) = events.try_next().await.unwrap() {
             recovered |= matches!(e.body, cairn::event::Body::Recovered { .. });
         }
         assert!(recovered, "{policy:?}: no recovered event");
@@ -228,7 +228,7 @@ async fn subscribe_since_a_bookmark_sees_every_event_once_under_load() {
         assert!(e.bookmark.lsn.0 > last, "every lsn once, in order");
         last = e.bookmark.lsn.0;
     }
-    assert!(sub.try_next().unwrap().is_none());
+    assert!(sub.try_next().await.unwrap().is_none());
     engine.shutdown().await;
 }
 
@@ -312,7 +312,7 @@ async fn a_parent_killed_while_its_child_runs_completes_after_reopen() {
         if policy == RecoveryPolicy::Park {
             engine.resume("p").await.unwrap();
         }
-        let t = engine.thread("p").unwrap();
+        let t = engine.thread("p").await.unwrap();
         let out: Tally = t.output().await.unwrap_or_else(|e| panic!("{policy:?}: {e}"));
         assert_eq!(out.total, 112, "{policy:?}: the child's 12 and the node after it");
         assert_eq!(out.log, ["sub", "after"], "{policy:?}");
@@ -330,8 +330,9 @@ async fn a_parent_killed_while_its_child_runs_completes_after_reopen() {
         assert_eq!(children[0].status, ThreadStatus::Completed, "{policy:?}");
         // One driver: the child went on under its parent's node, never as a recovered thread
         // of its own.
-        let mut child_log = engine.thread(children[0].id.as_str()).unwrap().events(0).unwrap();
-        while let Some(e) = child_log.try_next().unwrap() {
+        let mut child_log =
+            engine.thread(children[0].id.as_str()).await.unwrap().events(0).unwrap();
+        while let Some(e) = child_log.try_next().await.unwrap() {
             assert!(
                 !matches!(e.body, cairn::event::Body::Recovered { .. }),
                 "{policy:?}: the child was recovered on its own: {e:?}"

@@ -67,7 +67,7 @@ async fn recovery_resumes_every_unfinished_thread_while_the_ones_it_resumed_move
         .await
         .unwrap();
     for n in 0..THREADS {
-        let handle = engine.thread(&format!("q-{n:05}")).unwrap();
+        let handle = engine.thread(&format!("q-{n:05}")).await.unwrap();
         let outcome = tokio::time::timeout(std::time::Duration::from_secs(30), handle.finished())
             .await
             .unwrap_or_else(|_| panic!("q-{n:05} was never resumed"))

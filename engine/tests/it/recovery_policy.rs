@@ -48,10 +48,10 @@ fn flaky(recovery: Recovery, failures: u32, runs: Arc<AtomicU32>) -> Workflow<Ta
 }
 
 /// The kinds of the thread's events that tell its failure and recovery, in order.
-fn story(engine: &Engine, thread: &str) -> Vec<String> {
-    let mut events = engine.thread(thread).unwrap().events(0).unwrap();
+async fn story(engine: &Engine, thread: &str) -> Vec<String> {
+    let mut events = engine.thread(thread).await.unwrap().events(0).unwrap();
     let mut out = Vec::new();
-    while let Some(e) = events.try_next().unwrap() {
+    while let Some(e) = events.try_next().await.unwrap() {
         out.push(match e.body {
             Body::NodeFailed { task, attempt, terminal, .. } => {
                 format!("{task} failed #{attempt}{}", if terminal { " for good" } else { "" })
@@ -82,7 +82,7 @@ async fn fallback_routes_the_step_to_the_fallback_node() {
     let out: Tally = t.output().await.unwrap();
     assert_eq!(out.log, ["a", "fallback"]);
     assert_eq!(
-        story(&engine, "f"),
+        story(&engine, "f").await,
         [
             "-> running",
             "a done",
@@ -106,7 +106,7 @@ async fn abandon_ends_the_thread_cancelled_not_failed() {
     let t = engine.start("flaky", Tally::default(), StartOptions::id("x")).await.unwrap();
     let outcome = t.finished().await.unwrap();
     assert_eq!(outcome.status, ThreadStatus::Cancelled);
-    let s = story(&engine, "x");
+    let s = story(&engine, "x").await;
     assert_eq!(s[s.len() - 3..], ["work failed #2 for good", "recovery abandon", "-> cancelled"]);
     engine.shutdown().await;
 }
@@ -132,7 +132,7 @@ async fn escalate_waits_for_a_person_and_an_answer_runs_the_node_again() {
         "two failed attempts, then the one after the answer"
     );
     assert_eq!(
-        story(&engine, "e")[2..],
+        story(&engine, "e").await[2..],
         [
             "work failed #1",
             "work retry #2",
@@ -160,7 +160,7 @@ async fn restore_and_retry_rolls_back_to_the_latest_checkpoint_and_runs_on() {
     let out: Tally = t.output().await.unwrap();
     // `a` ran once: the thread went back to the checkpoint after it, not to its start.
     assert_eq!(out.log, ["a", "work"]);
-    let s = story(&engine, "r");
+    let s = story(&engine, "r").await;
     let at = s.iter().position(|e| e == "recovery restore_and_retry").unwrap();
     assert!(s[at + 1].starts_with("rolled back to seq "), "{s:?}");
     assert_eq!(s[at + 2..], ["work done", "-> completed"]);
@@ -175,7 +175,7 @@ async fn restore_and_retry_rolls_back_to_the_latest_checkpoint_and_runs_on() {
     let engine = engine_on(&path2, &[&wf], None).await;
     let t = engine.start("flaky", Tally::default(), StartOptions::id("r2")).await.unwrap();
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Failed);
-    let s = story(&engine, "r2");
+    let s = story(&engine, "r2").await;
     let restores = s.iter().filter(|e| e.as_str() == "recovery restore_and_retry").count();
     assert_eq!(restores as u32, cairn::limits::RESTORES_PER_THREAD_MAX);
     assert_eq!(s[s.len() - 2..], ["work failed #2 for good", "-> failed"]);

@@ -211,7 +211,7 @@ async fn a_recorded_value_read_as_another_kind_is_a_divergence() {
     let original = drawing(Order::ClockRandomId);
     let engine = engine_on(&path, &[&original], None).await;
     engine.start("draws", Tally::default(), StartOptions::id("d")).await.unwrap();
-    engine.thread("d").unwrap().finished().await.unwrap();
+    engine.thread("d").await.unwrap().finished().await.unwrap();
     let same = engine.replay("d", &ReplayOptions::default()).await.unwrap();
     assert!(same.is_deterministic(), "{same:?}");
     for (order, expected) in [

@@ -116,7 +116,7 @@ impl Fixture {
                 hold.store(false, Ordering::SeqCst);
             }
         }
-        let before = events(&engine);
+        let before = events(&engine).await;
         drop(engine);
         assert_eq!(effects.count(), 1, "the tool ran once");
         Self { _dir: dir, path, flip, hold, effects, before }
@@ -133,7 +133,7 @@ impl Fixture {
         let mut wfs = vec![&wf];
         wfs.extend_from_slice(extra);
         let engine = open(&self.path, &wfs).await;
-        let t = engine.thread("t").unwrap();
+        let t = engine.thread("t").await.unwrap();
         loop {
             match t.wait().await.unwrap().status {
                 ThreadStatus::WaitingInput => engine.send_input("t", 5).await.unwrap(),
@@ -144,8 +144,8 @@ impl Fixture {
 
     /// Asserts the thread's log is the first engine's, plus only what the block wrote (no node
     /// ran, no tool ran), and returns the Blocked reasons written after it.
-    fn assert_blocked_untouched(&self, engine: &Engine) -> Vec<String> {
-        let now = events(engine);
+    async fn assert_blocked_untouched(&self, engine: &Engine) -> Vec<String> {
+        let now = events(engine).await;
         assert_eq!(now[..self.before.len()], self.before[..], "recorded events changed");
         let mut reasons = Vec::new();
         for e in &now[self.before.len()..] {
@@ -172,10 +172,10 @@ async fn open(path: &std::path::Path, wfs: &[&Workflow<Tally>]) -> Engine {
     b.open().await.expect("open engine")
 }
 
-fn events(engine: &Engine) -> Vec<Recorded> {
-    let mut stream = engine.thread("t").unwrap().events(0).unwrap();
+async fn events(engine: &Engine) -> Vec<Recorded> {
+    let mut stream = engine.thread("t").await.unwrap().events(0).unwrap();
     let mut out = Vec::new();
-    while let Some(e) = stream.try_next().unwrap() {
+    while let Some(e) = stream.try_next().await.unwrap() {
         out.push(e);
     }
     out
@@ -200,11 +200,11 @@ async fn a_changed_node_body_blocks_the_resumed_thread() {
         fx.flip.store(true, Ordering::SeqCst);
         let (engine, status) = fx.second(&[]).await;
         assert_eq!(status, ThreadStatus::Blocked, "{leave:?}");
-        let reasons = fx.assert_blocked_untouched(&engine);
+        let reasons = fx.assert_blocked_untouched(&engine).await;
         assert_eq!(reasons.len(), 1, "{leave:?}: {reasons:?}");
         assert_names_the_divergence(&reasons[0]);
         // Listings and handles say why.
-        let outcome = engine.thread("t").unwrap().outcome().unwrap();
+        let outcome = engine.thread("t").await.unwrap().outcome().await.unwrap();
         assert_names_the_divergence(&outcome.error.unwrap_or_default());
         // The thread holds no lease: nothing drives it.
         let record = engine.store().thread(&cairn::ThreadId::new("t").unwrap()).unwrap().unwrap();
@@ -218,12 +218,13 @@ async fn unchanged_code_passes_the_check_and_completes() {
     for leave in [Leave::WaitingInput, Leave::Crashed] {
         let fx = Fixture::first(leave).await;
         let (engine, _) = fx.second(&[]).await;
-        let t = engine.thread("t").unwrap();
+        let t = engine.thread("t").await.unwrap();
         let out: Tally = t.output().await.unwrap();
         assert_eq!(out.total, TOTAL, "{leave:?}");
         assert_eq!(out.log, ["a", "b", "hold", "ask", "c"]);
         assert_eq!(fx.effects.count(), 1, "{leave:?}: the recorded tool call ran again");
         let blocked = events(&engine)
+            .await
             .iter()
             .any(|e| matches!(e.body, Body::StatusChanged { to: ThreadStatus::Blocked, .. }));
         assert!(!blocked, "{leave:?}");
@@ -238,11 +239,11 @@ async fn resuming_with_the_code_still_changed_blocks_again_until_it_is_restored(
     fx.flip.store(true, Ordering::SeqCst);
     let (engine, status) = fx.second(&[]).await;
     assert_eq!(status, ThreadStatus::Blocked);
-    let t = engine.thread("t").unwrap();
+    let t = engine.thread("t").await.unwrap();
 
     engine.resume("t").await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::Blocked);
-    let reasons = fx.assert_blocked_untouched(&engine);
+    let reasons = fx.assert_blocked_untouched(&engine).await;
     assert_eq!(reasons.len(), 2, "{reasons:?}");
     assert_names_the_divergence(&reasons[1]);
 
@@ -272,7 +273,7 @@ async fn a_migration_unblocks_the_thread_onto_the_new_version() {
     let tail = engine.replay_tail("t").await.unwrap();
     assert_eq!((tail.tasks_replayed, tail.divergence), (0, None));
     engine.resume("t").await.unwrap();
-    let out: Tally = engine.thread("t").unwrap().output().await.unwrap();
+    let out: Tally = engine.thread("t").await.unwrap().output().await.unwrap();
     assert_eq!(out.total, TOTAL);
     engine.shutdown().await;
 }
@@ -355,7 +356,7 @@ async fn the_check_replays_only_the_tail_since_the_latest_checkpoint() {
     assert!(engine.replay("t", &Default::default()).await.unwrap().divergence.is_some());
     assert_eq!(engine.replay_tail("t").await.unwrap().divergence, None);
     engine.send_input("t", 5).await.unwrap();
-    let out: Tally = engine.thread("t").unwrap().output().await.unwrap();
+    let out: Tally = engine.thread("t").await.unwrap().output().await.unwrap();
     assert_eq!(out.total, 30);
     engine.shutdown().await;
 }
@@ -446,7 +447,7 @@ async fn a_checkpoint_inside_a_step_gives_the_tail_its_recorded_tool_results() {
             assert!(d.what.contains("names another tool"), "{d}");
         }
         engine.send_input("t", 7).await.unwrap();
-        let t = engine.thread("t").unwrap();
+        let t = engine.thread("t").await.unwrap();
         let status = t.wait().await.unwrap().status;
         if changed {
             assert_eq!(status, ThreadStatus::Blocked);

@@ -101,10 +101,13 @@ async fn the_retention_policy_deletes_finished_threads_after_their_period() {
     assert_eq!(recorder.counter("cairn_threads_deleted_total{by=retention}"), 2);
     assert_eq!(recorder.counter("cairn_threads_deleted_total{by=hand}"), 0);
     for id in ["done", "gone"] {
-        assert!(matches!(engine.thread(id), Err(cairn::Error::UnknownThread(_))), "{id}");
-        assert!(matches!(engine.result(id), Err(cairn::Error::UnknownThread(_))));
+        assert!(matches!(engine.thread(id).await, Err(cairn::Error::UnknownThread(_))), "{id}");
+        assert!(matches!(engine.result(id).await, Err(cairn::Error::UnknownThread(_))));
     }
-    assert_eq!(engine.thread("waiting").unwrap().status().unwrap(), ThreadStatus::WaitingInput);
+    assert_eq!(
+        engine.thread("waiting").await.unwrap().status().await.unwrap(),
+        ThreadStatus::WaitingInput
+    );
     let report = engine.store().verify().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
 
@@ -129,7 +132,7 @@ async fn delete_by_hand_refuses_an_unfinished_thread_unless_forced() {
     t.wait().await.unwrap();
     let refused = engine.delete("p", DeleteOptions::default()).await.unwrap_err();
     assert!(matches!(refused, cairn::Error::Storage(StoreError::Unfinished { .. })), "{refused}");
-    assert_eq!(t.status().unwrap(), ThreadStatus::WaitingInput, "nothing removed");
+    assert_eq!(t.status().await.unwrap(), ThreadStatus::WaitingInput, "nothing removed");
     let deleted = engine.delete("p", DeleteOptions { force: true }).await.unwrap().unwrap();
     assert_eq!(deleted.status, ThreadStatus::WaitingInput);
     assert!(deleted.events > 0);
@@ -148,7 +151,7 @@ async fn a_result_is_awaited_by_id_until_the_thread_finishes() {
     let engine = open(&path, &clock, &[&ask]).await;
     let t = engine.start("ask", Tally::default(), StartOptions::id("q")).await.unwrap();
     t.wait().await.unwrap();
-    assert!(engine.result("q").unwrap().is_none());
+    assert!(engine.result("q").await.unwrap().is_none());
     let waited = engine.await_result("q", Duration::from_millis(50)).await.unwrap();
     assert!(waited.is_none(), "not finished within the wait");
     let awaiting = {
@@ -159,7 +162,7 @@ async fn a_result_is_awaited_by_id_until_the_thread_finishes() {
     let outcome = awaiting.await.unwrap().unwrap().expect("finished");
     assert_eq!(outcome.status, ThreadStatus::Completed);
     assert_eq!(outcome.output.unwrap()["total"], 7);
-    assert!(matches!(engine.result("nobody"), Err(cairn::Error::UnknownThread(_))));
+    assert!(matches!(engine.result("nobody").await, Err(cairn::Error::UnknownThread(_))));
     engine.shutdown().await;
 }
 
@@ -179,7 +182,7 @@ async fn a_result_is_awaited_across_engines_on_postgres_and_a_delete_frees_the_i
     t.wait().await.unwrap();
     let other =
         Engine::builder(&url).recovery(RecoveryPolicy::Park).workflow(&ask).open().await.unwrap();
-    assert!(other.result("x").unwrap().is_none());
+    assert!(other.result("x").await.unwrap().is_none());
     let awaiting = {
         let other = other.clone();
         tokio::spawn(async move { other.await_result("x", Duration::from_secs(30)).await })
@@ -192,7 +195,7 @@ async fn a_result_is_awaited_across_engines_on_postgres_and_a_delete_frees_the_i
     );
     let deleted = other.delete("x", DeleteOptions::default()).await.unwrap().unwrap();
     assert_eq!(deleted.status, ThreadStatus::Completed);
-    assert!(matches!(driver.result("x"), Err(cairn::Error::UnknownThread(_))));
+    assert!(matches!(driver.result("x").await, Err(cairn::Error::UnknownThread(_))));
     let again = driver.start("ask", Tally::default(), StartOptions::id("x")).await.unwrap();
     assert_eq!(again.wait().await.unwrap().status, ThreadStatus::WaitingInput, "a new thread");
     assert!(other.store().verify().unwrap().is_clean());

@@ -68,16 +68,17 @@ fn summaries(engine: &Engine, thread: &str) -> Vec<String> {
 /// Moves the clock to the schedule's next tick and waits until the schedule has handled it
 /// (its last tick moved there).
 async fn tick(engine: &Engine, clock: &ManualClock, name: &str) -> u64 {
-    let next = engine.schedule(name).unwrap().unwrap().state.next_tick_ms.expect("a next tick");
+    let next =
+        engine.schedule(name).await.unwrap().unwrap().state.next_tick_ms.expect("a next tick");
     clock.set_ms(next);
     let waited = std::time::Instant::now();
     loop {
-        let info = engine.schedule(name).unwrap().unwrap();
+        let info = engine.schedule(name).await.unwrap().unwrap();
         if info.state.last_tick_ms == Some(next) && info.status == ThreadStatus::Sleeping {
             return next;
         }
         if info.status.is_terminal() || waited.elapsed().as_secs() >= 20 {
-            let outcome = engine.thread(&format!("schedule:{name}")).unwrap().outcome();
+            let outcome = engine.thread(&format!("schedule:{name}")).await.unwrap().outcome().await;
             panic!("tick {next} not handled: {info:?}: {outcome:?}");
         }
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
@@ -113,7 +114,7 @@ async fn a_daily_schedule_ticks_once_per_local_day_over_a_year_across_daylight_s
     }
     // Every thread a tick started ran to the end.
     for t in ticks.iter().take(3) {
-        let handle = engine.thread(&cairn::tick_thread_id("nightly", *t)).unwrap();
+        let handle = engine.thread(&cairn::tick_thread_id("nightly", *t)).await.unwrap();
         assert_eq!(handle.finished().await.unwrap().status, ThreadStatus::Completed);
     }
     engine.shutdown().await;
@@ -142,7 +143,7 @@ async fn after_a_downtime_the_catch_up_policy_decides_which_missed_ticks_start()
         let engine = open(file(&path), &clock).await;
         let waited = std::time::Instant::now();
         let info = loop {
-            let info = engine.schedule("hourly").unwrap().unwrap();
+            let info = engine.schedule("hourly").await.unwrap().unwrap();
             if info.state.last_tick_ms == Some(JAN_1_2026 + 5 * HOUR)
                 && info.status == ThreadStatus::Sleeping
             {
@@ -177,9 +178,9 @@ async fn a_schedule_with_start_and_end_times_ticks_between_them_and_then_complet
     assert_eq!(tick(&engine, &clock, "ends").await, JAN_1_2026 + 2 * HOUR);
     // The tick at +3 h is the last one before the end: the schedule completes with it.
     clock.set_ms(JAN_1_2026 + 3 * HOUR);
-    let schedule = engine.thread("schedule:ends").unwrap();
+    let schedule = engine.thread("schedule:ends").await.unwrap();
     assert_eq!(schedule.finished().await.unwrap().status, ThreadStatus::Completed);
-    let info = engine.schedule("ends").unwrap().unwrap();
+    let info = engine.schedule("ends").await.unwrap().unwrap();
     assert_eq!(
         (info.state.last_tick_ms, info.state.next_tick_ms),
         (Some(JAN_1_2026 + 3 * HOUR), None)
@@ -192,7 +193,7 @@ async fn a_schedule_with_start_and_end_times_ticks_between_them_and_then_complet
         "none before the start, none at or after the end"
     );
     for t in &want {
-        let handle = engine.thread(&cairn::tick_thread_id("ends", *t)).unwrap();
+        let handle = engine.thread(&cairn::tick_thread_id("ends", *t)).await.unwrap();
         assert_eq!(handle.finished().await.unwrap().status, ThreadStatus::Completed);
     }
     engine.shutdown().await;
@@ -217,12 +218,13 @@ async fn a_crash_at_any_append_of_a_tick_neither_loses_nor_doubles_it() {
         let mut handled = 0;
         if created.is_ok() {
             while handled < TICKS && !dying.dead() {
-                let next = engine.schedule("s").ok().flatten().and_then(|i| i.state.next_tick_ms);
+                let next =
+                    engine.schedule("s").await.ok().flatten().and_then(|i| i.state.next_tick_ms);
                 let Some(next) = next else { break };
                 clock.set_ms(clock.now_ms().max(next));
                 let waited = std::time::Instant::now();
                 while !dying.dead()
-                    && engine.schedule("s").ok().flatten().and_then(|i| i.state.last_tick_ms)
+                    && engine.schedule("s").await.ok().flatten().and_then(|i| i.state.last_tick_ms)
                         != Some(next)
                 {
                     assert!(
@@ -230,7 +232,7 @@ async fn a_crash_at_any_append_of_a_tick_neither_loses_nor_doubles_it() {
                         "crash_after {crash_after}: the tick at {next} was not handled with the \
                          clock at {}: {:?}, its log: {:?}",
                         clock.now_ms(),
-                        engine.schedule("s"),
+                        engine.schedule("s").await,
                         summaries(&engine, "schedule:s")
                     );
                     tokio::time::sleep(std::time::Duration::from_millis(2)).await;
@@ -247,18 +249,18 @@ async fn a_crash_at_any_append_of_a_tick_neither_loses_nor_doubles_it() {
         crashes += 1;
         drop(dying);
         let engine = open(file(&path), &clock).await;
-        if engine.schedule("s").unwrap().is_none() {
+        if engine.schedule("s").await.unwrap().is_none() {
             // The crash came before the schedule was created: nothing to check.
             engine.shutdown().await;
             continue;
         }
         let want: BTreeSet<u64> = (1..=TICKS).map(|k| JAN_1_2026 + k * 1_000).collect();
-        while engine.schedule("s").unwrap().unwrap().state.last_tick_ms
+        while engine.schedule("s").await.unwrap().unwrap().state.last_tick_ms
             < Some(JAN_1_2026 + TICKS * 1_000)
         {
             tick(&engine, &clock, "s").await;
         }
-        let info = engine.schedule("s").unwrap().unwrap();
+        let info = engine.schedule("s").await.unwrap().unwrap();
         let started = ticks_started(&engine, "s");
         assert!(want.is_subset(&started), "crash_after {crash_after}: {started:?}");
         assert_eq!(info.state.skipped, 0, "crash_after {crash_after}");
@@ -314,11 +316,11 @@ async fn a_schedule_sleeps_until_its_tick_whatever_the_clock_did_since_it_read_i
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     };
     assert_eq!(timer, JAN_1_2026 + HOUR, "the timer is the first tick, not later");
-    let info = engine.schedule("c").unwrap().unwrap();
+    let info = engine.schedule("c").await.unwrap().unwrap();
     assert_eq!(info.state.next_tick_ms, Some(timer));
     clock.set_ms(timer);
     let waited = std::time::Instant::now();
-    while engine.schedule("c").unwrap().unwrap().state.last_tick_ms != Some(timer) {
+    while engine.schedule("c").await.unwrap().unwrap().state.last_tick_ms != Some(timer) {
         assert!(waited.elapsed().as_secs() < 20, "the tick was not handled at its time");
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
@@ -359,7 +361,7 @@ async fn schedules_pause_resume_trigger_delete_and_refuse_bad_specs() {
         let e = engine.create_schedule("bad", spec).await.unwrap_err().to_string();
         assert!(e.contains(what), "{e} should name {what}");
     }
-    assert!(engine.schedule("bad").unwrap().is_none(), "a refused spec leaves nothing");
+    assert!(engine.schedule("bad").await.unwrap().is_none(), "a refused spec leaves nothing");
     assert!(engine.create_schedule("a b", hourly).await.is_err());
 
     tick(&engine, &clock, "h").await;
@@ -368,7 +370,7 @@ async fn schedules_pause_resume_trigger_delete_and_refuse_bad_specs() {
     let before = ticks_started(&engine, "h").len();
     assert!((1..=2).contains(&before), "{before} ticks");
     engine.pause_schedule("h").await.unwrap();
-    assert_eq!(engine.schedule("h").unwrap().unwrap().status, ThreadStatus::Paused);
+    assert_eq!(engine.schedule("h").await.unwrap().unwrap().status, ThreadStatus::Paused);
     clock.advance_ms(3 * HOUR);
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert_eq!(ticks_started(&engine, "h").len(), before, "a paused schedule starts nothing");
@@ -377,9 +379,10 @@ async fn schedules_pause_resume_trigger_delete_and_refuse_bad_specs() {
     assert_eq!(ticks_started(&engine, "h").len(), before + 1, "trigger starts one now");
     engine.resume_schedule("h").await.unwrap();
     engine.delete_schedule("h").await.unwrap();
-    assert_eq!(engine.schedule("h").unwrap().unwrap().status, ThreadStatus::Cancelled);
+    assert_eq!(engine.schedule("h").await.unwrap().unwrap().status, ThreadStatus::Cancelled);
     assert!(engine.pause_schedule("missing").await.is_err());
-    let listed: Vec<String> = engine.schedules().unwrap().into_iter().map(|s| s.name).collect();
+    let listed: Vec<String> =
+        engine.schedules().await.unwrap().into_iter().map(|s| s.name).collect();
     assert_eq!(listed, vec!["h".to_owned()]);
     engine.shutdown().await;
 }

@@ -144,11 +144,14 @@ async fn the_endpoint_serves_reads_follows_a_log_and_guards_controls() {
     assert_eq!((status, err["field"].as_str()), (401, Some("authorization")), "{err}");
     let (status, _) = post("/api/threads/t-1/pause", Some("not-the-token"), "").await;
     assert_eq!(status, 401);
-    assert_eq!(engine.thread("t-1").unwrap().status().unwrap(), ThreadStatus::WaitingInput);
+    assert_eq!(
+        engine.thread("t-1").await.unwrap().status().await.unwrap(),
+        ThreadStatus::WaitingInput
+    );
     let token = server.token().to_owned();
     let (status, paused) = post("/api/threads/t-1/pause", Some(&token), "").await;
     assert_eq!((status, paused["status"].as_str()), (200, Some("paused")), "{paused}");
-    assert_eq!(engine.thread("t-1").unwrap().status().unwrap(), ThreadStatus::Paused);
+    assert_eq!(engine.thread("t-1").await.unwrap().status().await.unwrap(), ThreadStatus::Paused);
     let (status, err) = post("/api/threads/t-2/input", Some(&token), r#"{"valu": 3}"#).await;
     assert_eq!((status, err["field"].as_str()), (400, Some("valu")), "{err}");
     let (status, err) = post("/api/threads/t-2/input", Some(&token), "{}").await;
@@ -182,7 +185,7 @@ async fn the_endpoint_serves_reads_follows_a_log_and_guards_controls() {
     assert_eq!(status, 200, "{answered}");
     let kinds = reader.await.unwrap();
     assert!(kinds.iter().any(|k| k == "input_received"), "{kinds:?}");
-    assert_eq!(engine.thread("t-3").unwrap().output::<Tally>().await.unwrap().total, 7);
+    assert_eq!(engine.thread("t-3").await.unwrap().output::<Tally>().await.unwrap().total, 7);
 
     // Shutting the endpoint down removes its announcement.
     server.shutdown().await;

@@ -67,7 +67,7 @@ async fn signals_sent_before_the_node_asks_are_buffered_and_received_in_order_pe
     for v in [1u64, 2, 3] {
         engine.signal("o1", "n", v).await.unwrap();
     }
-    assert_eq!(t.status().unwrap(), ThreadStatus::WaitingInput, "no signal named go yet");
+    assert_eq!(t.status().await.unwrap(), ThreadStatus::WaitingInput, "no signal named go yet");
     assert_eq!(engine.signal("o1", "go", "now").await.unwrap(), 4, "numbered per thread");
     let out: Tally = t.output().await.unwrap();
     assert_eq!(out.log, vec!["1,2,3".to_string()]);
@@ -86,8 +86,8 @@ async fn recv_parks_the_thread_and_a_signal_wakes_it_across_a_restart() {
     engine.shutdown().await;
     drop((t, engine));
     let engine = open(&path, &[&wf]).await;
-    let t = engine.thread("w1").unwrap();
-    assert_eq!(t.status().unwrap(), ThreadStatus::WaitingInput);
+    let t = engine.thread("w1").await.unwrap();
+    assert_eq!(t.status().await.unwrap(), ThreadStatus::WaitingInput);
     engine.signal("w1", "payment", 12u64).await.unwrap();
     let out: Tally = t.output().await.unwrap();
     assert_eq!(out.log, vec!["30,12".to_string()], "the first receipt survived the restart");
@@ -234,7 +234,7 @@ async fn a_signal_from_another_engine_on_postgres_reaches_a_driven_thread_and_wa
     gate.notify_one();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     two.signal("pg-1", "x", 10u64).await.unwrap();
-    let h = two.thread("pg-1").unwrap();
+    let h = two.thread("pg-1").await.unwrap();
     assert_eq!(h.wait().await.unwrap().status, ThreadStatus::WaitingInput, "parked for the 2nd");
     one.signal("pg-1", "x", 20u64).await.unwrap();
     let out: Tally = h.output().await.unwrap();
@@ -301,7 +301,7 @@ async fn a_signal_to_a_sub_workflow_child_parked_in_recv_wakes_it_through_its_pa
     engine.shutdown().await;
     drop((t, engine));
     let engine = open(&path, &[&wf]).await;
-    let t = engine.thread("n1").unwrap();
+    let t = engine.thread("n1").await.unwrap();
     engine.signal(&leaf, "payment", 12u64).await.unwrap();
     let outcome = tokio::time::timeout(std::time::Duration::from_secs(10), t.finished()).await;
     assert_eq!(outcome.expect("the chain finished").unwrap().status, ThreadStatus::Completed);
@@ -327,7 +327,7 @@ async fn a_signal_from_another_engine_on_postgres_wakes_a_sub_workflow_child_par
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let leaf = leaf_of("pn1");
     two.signal(&leaf, "payment", 5u64).await.unwrap();
-    let h = two.thread("pn1").unwrap();
+    let h = two.thread("pn1").await.unwrap();
     assert_eq!(h.wait().await.unwrap().status, ThreadStatus::WaitingInput, "parks for the 2nd");
     assert_eq!(arrivals(&two, &leaf), 1, "the leaf received the first signal");
     one.signal(&leaf, "payment", 7u64).await.unwrap();
@@ -381,7 +381,7 @@ async fn a_crash_at_any_write_around_a_child_signal_wake_neither_loses_nor_doubl
         crashes += 1;
         drop(dying);
         let engine = open(&path, &[&wf]).await;
-        let t = match engine.thread("c1") {
+        let t = match engine.thread("c1").await {
             Ok(t) => t,
             Err(_) => {
                 engine.start("outer", Tally::default(), StartOptions::id("c1")).await.unwrap()

@@ -35,7 +35,7 @@ async fn a_run_moves_each_metric_by_what_it_did() {
         .await
         .unwrap();
     assert_eq!(out.total, 20);
-    let report = engine.health().unwrap();
+    let report = engine.health().await.unwrap();
     engine.shutdown().await;
 
     let r = &recorder;
@@ -164,13 +164,13 @@ async fn health_finds_a_stuck_thread_an_expired_lock_and_slow_commits() {
     while !engine.store().locks().unwrap().iter().any(|l| l.owner == "stuck") {
         events.next().await.expect("the thread's events");
     }
-    let fresh = engine.health().unwrap();
+    let fresh = engine.health().await.unwrap();
     assert_eq!((fresh.stuck_threads, fresh.expired_locks), (0, 0), "{fresh:?}");
     assert!(fresh.commits.slow_recent > 0, "every commit is over a 0 ms threshold");
     assert!(!fresh.ok, "slow commits need attention");
 
     clock.advance_ms(60_001);
-    let report = engine.health().unwrap();
+    let report = engine.health().await.unwrap();
     assert!(!report.ok);
     assert_eq!(report.stuck_threads, 1, "{report:?}");
     let stuck = &report.stuck[0];
@@ -196,7 +196,7 @@ async fn health_finds_a_stuck_thread_an_expired_lock_and_slow_commits() {
 
     release.send_replace(true);
     t.wait().await.unwrap();
-    let after = engine.health().unwrap();
+    let after = engine.health().await.unwrap();
     assert_eq!((after.stuck_threads, after.expired_locks), (0, 0), "{after:?}");
     assert_eq!(recorder.gauge(names::LOCKS_HELD), 0.0, "its end released the lock");
     engine.shutdown().await;
@@ -255,8 +255,8 @@ async fn gauges_follow_permits_timers_and_a_take_over_counts() {
     engine.start("hang", Tally::default(), StartOptions::id("second")).await.unwrap();
     until("a thread waiting for the permit", || recorder.gauge(names::WAITING_PERMIT) == 1.0).await;
     release.send_replace(true);
-    engine.thread("first").unwrap().wait().await.unwrap();
-    engine.thread("second").unwrap().wait().await.unwrap();
+    engine.thread("first").await.unwrap().wait().await.unwrap();
+    engine.thread("second").await.unwrap().wait().await.unwrap();
     assert_eq!(recorder.gauge(names::WAITING_PERMIT), 0.0);
     assert_eq!(recorder.gauge(names::TIMERS_ARMED), 0.0);
     let t = engine.start("nap", Tally::default(), StartOptions::id("nap")).await.unwrap();
@@ -285,7 +285,7 @@ async fn the_prometheus_exporter_renders_the_documented_names() {
         .unwrap();
     let run = engine.start("traced", Tally::default(), StartOptions::id("prom-p")).await.unwrap();
     run.wait().await.unwrap();
-    engine.health().unwrap();
+    engine.health().await.unwrap();
     engine.shutdown().await;
     let text = handle.render();
     for line in [
@@ -339,7 +339,7 @@ async fn a_health_policy_cancels_a_stuck_thread_and_releases_an_expired_lock() {
         .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
 
-    let report = engine.health().unwrap();
+    let report = engine.health().await.unwrap();
     assert_eq!(report.stuck_threads, 1, "{report:?}");
     assert!(report.expired.iter().any(|l| l.name == "old.lock"), "{report:?}");
     let done = engine.act_on_health(&report).await;
@@ -351,7 +351,7 @@ async fn a_health_policy_cancels_a_stuck_thread_and_releases_an_expired_lock() {
     assert_eq!(t.wait().await.unwrap().status, cairn::ThreadStatus::Cancelled);
     let mut log = t.events(0).unwrap();
     let mut reason = None;
-    while let Some(r) = log.try_next().unwrap() {
+    while let Some(r) = log.try_next().await.unwrap() {
         if let cairn::event::Body::StatusChanged {
             to: cairn::ThreadStatus::Cancelled,
             reason: why,

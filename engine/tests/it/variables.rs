@@ -162,7 +162,7 @@ async fn typed_variables_survive_restore_fork_and_sub_workflow_scopes() {
     );
 
     // The original goes on with them.
-    let t = engine.thread("v").unwrap();
+    let t = engine.thread("v").await.unwrap();
     engine.send_input("v", true).await.unwrap();
     let out: Variables =
         serde_json::from_value(t.finished().await.unwrap().output.unwrap()).unwrap();

@@ -237,7 +237,7 @@ async fn the_pages_show_threads_a_graph_a_live_log_messages_and_pause_with_the_t
         );
     });
     engine.send_input("ask-1", json!(41)).await.unwrap();
-    let _ = engine.thread("ask-1").unwrap().wait().await.unwrap();
+    let _ = engine.thread("ask-1").await.unwrap().wait().await.unwrap();
     let forked = tokio::task::block_in_place(|| {
         browser.wait_for(
             "document.querySelectorAll('#events tr[data-kind=input_received]').length === 1 && \
@@ -290,7 +290,7 @@ async fn the_pages_show_threads_a_graph_a_live_log_messages_and_pause_with_the_t
         browser.eval("document.querySelector('#control-result a').textContent")
     });
     let forked = forked.as_str().unwrap().to_owned();
-    assert_eq!(engine.thread("ask-2").unwrap().status().unwrap(), ThreadStatus::Paused);
+    assert_eq!(engine.thread("ask-2").await.unwrap().status().await.unwrap(), ThreadStatus::Paused);
     let fork = engine.store().thread(&cairn::ThreadId::new(forked.clone()).unwrap()).unwrap();
     assert!(fork.is_some(), "the fork {forked} of ask-2 exists");
     tokio::task::block_in_place(|| {
@@ -312,7 +312,7 @@ async fn the_pages_show_threads_a_graph_a_live_log_messages_and_pause_with_the_t
         assert_eq!(heads, json!(3), "order-7's intake and billing, ship-7's ship");
         browser.screenshot(&shots.join("messages.png"), 1400.);
     });
-    assert_eq!(engine.thread("ask-3").unwrap().status().unwrap(), ThreadStatus::Paused);
+    assert_eq!(engine.thread("ask-3").await.unwrap().status().await.unwrap(), ThreadStatus::Paused);
     drop(browser);
     server.shutdown().await;
     engine.shutdown().await;

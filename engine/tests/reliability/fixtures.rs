@@ -85,7 +85,7 @@ const THREADS: [(&str, &str, &[&str]); 4] = [
 
 /// Answers the inputs and moves the clock until the thread ends or runs out of answers.
 async fn drive(engine: &Engine, clock: &ManualClock, id: &str, answers: &[&str]) -> ThreadStatus {
-    let handle = engine.thread(id).expect("thread");
+    let handle = engine.thread(id).await.expect("thread");
     let tid = ThreadId::new(id).expect("id");
     let mut given = 0;
     loop {
@@ -107,7 +107,7 @@ async fn drive(engine: &Engine, clock: &ManualClock, id: &str, answers: &[&str])
                 given += 1;
             }
             ThreadStatus::Sleeping => {
-                let wf = engine.workflow_of(&tid).expect("workflow");
+                let wf = engine.workflow_of(&tid).await.expect("workflow");
                 let ctx = cairn::restore::restore(engine.store().as_ref(), &wf, &tid, None)
                     .expect("restore");
                 match ctx.meta.waiting {
@@ -216,7 +216,7 @@ fn t12_write_fixture() {
         let store = Arc::new(RedbStore::open(&copy, Options::default()).expect("open copy"));
         let engine = engine_builder(store.clone(), &clock).open().await.expect("engine");
         drive(&engine, &clock, "fx-waiting", &["go"]).await;
-        let out = engine.thread("fx-waiting").expect("t").outcome().expect("outcome");
+        let out = engine.thread("fx-waiting").await.expect("t").outcome().await.expect("outcome");
         engine.shutdown().await;
         (threads, out.output.map(|o| digest(&o)))
     });
@@ -301,7 +301,8 @@ fn t12_fixtures_open_and_replay_forever() {
             let clock = ManualClock::new(CLOCK_START_MS);
             let engine = engine_builder(store, &clock).open().await.expect("engine");
             let status = drive(&engine, &clock, "fx-waiting", &["go"]).await;
-            let out = engine.thread("fx-waiting").expect("t").outcome().expect("outcome");
+            let out =
+                engine.thread("fx-waiting").await.expect("t").outcome().await.expect("outcome");
             engine.shutdown().await;
             (status, out.output.map(|o| digest(&o)))
         });

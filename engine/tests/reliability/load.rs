@@ -223,7 +223,8 @@ fn t8_load_with_crashes() {
             .expect("engine");
         let mut out = BTreeMap::new();
         for i in 0..threads {
-            let outcome = engine.thread(&id(i)).and_then(|h| h.outcome()).expect("outcome");
+            let handle = engine.thread(&id(i)).await.expect("thread");
+            let outcome = handle.outcome().await.expect("outcome");
             out.insert(id(i), outcome.output.unwrap_or_default());
         }
         engine.shutdown().await;

@@ -388,8 +388,8 @@ async fn reference_run(dir: &Path, threads: usize) -> BTreeMap<String, Ledger> {
             if out.contains_key(&id) {
                 continue;
             }
-            let handle = engine.thread(&id).expect("thread");
-            match handle.status().expect("status") {
+            let handle = engine.thread(&id).await.expect("thread");
+            match handle.status().await.expect("status") {
                 ThreadStatus::WaitingInput => {
                     engine.send_input(&id, answer_for(&id)).await.expect("input");
                 }
@@ -446,10 +446,10 @@ async fn check(
         if record.workflow.id == CHAOS {
             *statuses.entry(record.status.to_string()).or_insert(0) += 1;
         }
-        let handle = engine.thread(record.id.as_str()).expect("thread");
+        let handle = engine.thread(record.id.as_str()).await.expect("thread");
         let mut events = handle.events(0).expect("events");
         let mut completions = 0;
-        while let Some(recorded) = events.try_next().expect("event") {
+        while let Some(recorded) = events.try_next().await.expect("event") {
             match recorded.body {
                 Body::StatusChanged { to: ThreadStatus::Completed, .. } => completions += 1,
                 Body::ToolCalled { name, input, .. } => {
@@ -461,7 +461,7 @@ async fn check(
         }
         doubles += u64::from(completions > 1);
         if record.status == ThreadStatus::Failed {
-            let error = handle.outcome().ok().and_then(|o| o.error).unwrap_or_default();
+            let error = handle.outcome().await.ok().and_then(|o| o.error).unwrap_or_default();
             *statuses.entry(format!("failed: {error}")).or_insert(0) += 1;
         }
         if let Some(expected) = reference.get(record.id.as_str()) {

@@ -461,6 +461,11 @@ impl Store for PgStore {
         self.read_async(read_with!(; |c| queues::read_all(c)))
     }
 
+    fn queue_member_async(&self, thread: &ThreadId) -> Reading<Option<crate::QueueMember>> {
+        let thread = thread.clone();
+        self.read_async(read_with!(thread; |c| queues::read_member(c, &thread)))
+    }
+
     fn due_threads_async(
         &self,
         workflows: &[String],
@@ -502,15 +507,14 @@ impl Store for PgStore {
         Some(self.inner.remote.clone())
     }
 
-    fn tell_driver(&self, thread: &ThreadId, message: &str) -> Result<(), Error> {
-        crate::limits::check(
-            "DRIVER_MESSAGE_BYTES_MAX",
-            message.len(),
-            crate::limits::DRIVER_MESSAGE_BYTES_MAX,
-        )?;
+    fn tell_driver(&self, thread: &ThreadId, message: &str) -> Reading<()> {
+        let max = crate::limits::DRIVER_MESSAGE_BYTES_MAX;
+        if let Err(e) = crate::limits::check("DRIVER_MESSAGE_BYTES_MAX", message.len(), max) {
+            return Reading::ready(Err(e));
+        }
         let payload = format!("{thread}\t{message}");
         // Outside any transaction: delivered when this statement commits, at once.
-        self.read(read_with!(payload; |c| async {
+        self.read_async(read_with!(payload; |c| async {
             c.execute("SELECT pg_notify($1, $2)", &[&listen::DRIVERS, &payload])
                 .await
                 .map(drop)

@@ -135,7 +135,8 @@ fn crc_mismatch_mid_log_fails_closed() {
     assert_verify_names(&store, "events", "t", 2);
     // A subscription stops at the damage instead of skipping it.
     let mut sub = store.subscribe(Scope::Thread(t), 0).expect("subscribe");
-    assert_corrupted(sub.try_next(), "events", "t", 2);
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    assert_corrupted(runtime.block_on(sub.try_next()), "events", "t", 2);
 }
 
 #[test]

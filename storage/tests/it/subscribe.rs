@@ -12,7 +12,7 @@ async fn a_thread_subscription_returns_history_then_live_events() {
     let mut sub = store.subscribe(Scope::Thread(tid("t")), 1).expect("subscribe");
     assert_eq!(sub.next().await.expect("history").bookmark.seq, Seq(2));
     assert_eq!(sub.next().await.expect("history").bookmark.seq, Seq(3));
-    assert!(sub.try_next().expect("try").is_none());
+    assert!(sub.try_next().await.expect("try").is_none());
     let waiter = tokio::spawn(async move {
         let event = sub.next().await.expect("live");
         (event, sub)
@@ -24,7 +24,7 @@ async fn a_thread_subscription_returns_history_then_live_events() {
     pending.expect("queued").wait().await.expect("commit");
     let (event, mut sub) = waiter.await.expect("task");
     assert_eq!((event.thread, event.bookmark.seq), (tid("t"), Seq(4)));
-    assert!(sub.try_next().expect("try").is_none());
+    assert!(sub.try_next().await.expect("try").is_none());
     assert_eq!(sub.cursor(), 4);
 }
 
@@ -32,7 +32,7 @@ async fn a_thread_subscription_returns_history_then_live_events() {
 async fn a_subscription_to_a_thread_not_created_yet_waits_for_it() {
     let (_dir, _path, store) = open_fast();
     let mut sub = store.subscribe(Scope::Thread(tid("later")), 0).expect("subscribe");
-    assert!(sub.try_next().expect("try").is_none());
+    assert!(sub.try_next().await.expect("try").is_none());
     let waiter = tokio::spawn(async move { sub.next().await });
     let pending = store.append(cairn_storage::Batch {
         threads: vec![thread_record("later")],

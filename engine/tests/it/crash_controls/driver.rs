@@ -388,7 +388,7 @@ impl Run<'_> {
     /// planned cancel).
     async fn progress(&self, t: usize, last: u64) -> Result<(), cairn::Error> {
         self.at(t, format!("waiting for an event after seq {last}"));
-        let handle = match self.engine.thread(&tid(t)) {
+        let handle = match self.engine.thread(&tid(t)).await {
             Ok(h) => h,
             Err(e) if self.gone(&e) => return Ok(()),
             Err(e) => return Err(e),
@@ -428,7 +428,7 @@ impl Run<'_> {
         let id = ThreadId::new(tid(t)).unwrap();
         // A retention pass of another thread's driver may delete this one once it has ended:
         // then it is done (reported Completed; only errors are looked at).
-        let h = match self.engine.thread(&tid(t)) {
+        let h = match self.engine.thread(&tid(t)).await {
             Ok(h) => h,
             Err(e) if self.gone(&e) => return Ok(ThreadStatus::Completed),
             Err(e) => return Err(e),
@@ -478,7 +478,7 @@ impl Run<'_> {
                     return Ok(watched);
                 }
                 ThreadStatus::WaitingInput | ThreadStatus::Sleeping => {
-                    let wf = self.engine.workflow_of(&id)?;
+                    let wf = self.engine.workflow_of(&id).await?;
                     let ctx =
                         cairn::restore::restore(self.engine.store().as_ref(), &wf, &id, None)?;
                     let signal = matches!(ctx.meta.waiting, Some(Waiting::Signal { .. }));

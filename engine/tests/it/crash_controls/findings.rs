@@ -148,13 +148,21 @@ async fn cancel_of_a_running_thread_returns_once_it_is_cancelled() {
         .unwrap();
     let first = engine.start("two", Acc::default(), StartOptions::id("first")).await.unwrap();
     let second = engine.start("two", Acc::default(), StartOptions::id("second")).await.unwrap();
-    assert_eq!(second.status().unwrap(), ThreadStatus::Created, "waits for the runner permit");
+    assert_eq!(
+        second.status().await.unwrap(),
+        ThreadStatus::Created,
+        "waits for the runner permit"
+    );
     // A status watch made now holds Created.
     assert!(second.wait().now_or_never().is_none());
     gate.send_replace(true);
     first.finished().await.unwrap();
     hung_rx.await.unwrap();
     engine.cancel("second", "stop").await.unwrap();
-    assert_eq!(second.status().unwrap(), ThreadStatus::Cancelled, "cancel returned before it");
+    assert_eq!(
+        second.status().await.unwrap(),
+        ThreadStatus::Cancelled,
+        "cancel returned before it"
+    );
     engine.shutdown().await;
 }
