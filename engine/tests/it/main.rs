@@ -34,6 +34,7 @@ mod postgres_wake;
 mod queries;
 mod queues;
 mod queues_crash;
+mod queues_many;
 #[cfg(feature = "postgres")]
 mod queues_pg;
 mod recovery;
