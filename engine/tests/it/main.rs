@@ -57,3 +57,5 @@ mod trace;
 mod variables;
 #[cfg(all(feature = "http", feature = "cli"))]
 mod web_view;
+#[cfg(all(feature = "http", feature = "cli"))]
+mod web_view_queues;
