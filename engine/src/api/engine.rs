@@ -263,8 +263,7 @@ impl Engine {
         let batch =
             crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy).await?;
         let queued = options.queue.is_some();
-        let batch =
-            if queued { batch.map(|b| super::queues::enqueued(b, &id, &options)) } else { batch };
+        let batch = if queued { batch.map(|b| Engine::enqueued(b, &id, &options)) } else { batch };
         Ok(Prepared { wf, id, batch, queued })
     }
 

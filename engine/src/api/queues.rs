@@ -176,12 +176,29 @@ impl Engine {
         let Some(batch) = prepared else {
             return Ok(ThreadHandle::new(self.clone(), id));
         };
-        let pending = self.shell.store.append(enqueued(batch, &id, &options))?;
+        let pending = self.shell.store.append(Engine::enqueued(batch, &id, &options))?;
         let answer = self.settle_queued(&wf, &id, pending).await?;
         if answer == id {
             self.shell.admit.notify_one();
         }
         Ok(ThreadHandle::new(self.clone(), answer))
+    }
+
+    /// A thread's creation batch turned into a start on `options`' queue: the thread is created
+    /// Queued and put in line in the same batch, so its creation and its place in line are durable
+    /// together.
+    pub(super) fn enqueued(mut batch: Batch, id: &ThreadId, options: &StartOptions) -> Batch {
+        for record in &mut batch.threads {
+            record.status = ThreadStatus::Queued;
+        }
+        batch.queues.push(QueueOp::Enqueue(Enqueue {
+            thread: id.clone(),
+            queue: options.queue.clone().unwrap_or_default(),
+            key: options.queue_key.clone().unwrap_or_default(),
+            priority: options.priority,
+            dedup: options.dedup_key.clone(),
+        }));
+        batch
     }
 
     /// Waits for the write of a start on a queue: the thread that answers the start is `id`
@@ -205,23 +222,6 @@ impl Engine {
             Err(e) => Err(e.into()),
         }
     }
-}
-
-/// A thread's creation batch turned into a start on `options`' queue: the thread is created
-/// Queued and put in line in the same batch, so its creation and its place in line are durable
-/// together.
-pub(super) fn enqueued(mut batch: Batch, id: &ThreadId, options: &StartOptions) -> Batch {
-    for record in &mut batch.threads {
-        record.status = ThreadStatus::Queued;
-    }
-    batch.queues.push(QueueOp::Enqueue(Enqueue {
-        thread: id.clone(),
-        queue: options.queue.clone().unwrap_or_default(),
-        key: options.queue_key.clone().unwrap_or_default(),
-        priority: options.priority,
-        dedup: options.dedup_key.clone(),
-    }));
-    batch
 }
 
 /// Whether an admission write could admit anything from `queue` at `now_ms` (a read-only
