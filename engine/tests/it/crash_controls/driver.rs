@@ -630,7 +630,12 @@ impl Run<'_> {
             let now = self.engine.store().thread(&id)?.map(|r| r.status);
             return if now.is_some_and(|s| s.is_terminal()) { Ok(None) } else { Err(e) };
         }
-        let status = self.engine.store().thread(&id)?.map(|r| r.status);
+        let status = match self.engine.store().thread(&id)?.map(|r| r.status) {
+            // Cancelled, then deleted by another driver's retention pass (a case with
+            // retention): only a finished thread is deleted.
+            None if self.plan.retention() => Some(ThreadStatus::Cancelled),
+            status => status,
+        };
         if status != Some(ThreadStatus::Cancelled) {
             self.gates.violation(format!("{}: cancel in line acknowledged, {status:?}", tid(t)));
         }
