@@ -88,6 +88,7 @@ pub mod pg_proxy;
 mod plan;
 mod plan_queue;
 mod queue;
+mod queue_verify;
 mod reading;
 mod redb;
 mod request;

@@ -13,6 +13,16 @@ use crate::error::Error;
 use crate::exec::drive::spawn_drive;
 use crate::exec::shell::{Shell, StepHook};
 
+/// One start of `start_many`, checked and ready to write.
+struct Prepared {
+    wf: Arc<DynWorkflow>,
+    id: ThreadId,
+    /// Its creation (put in line when `queued`), or `None` if the id exists already.
+    batch: Option<cairn_storage::Batch>,
+    /// Started on a queue.
+    queued: bool,
+}
+
 /// A durable workflow engine on one database file.
 ///
 /// # Examples
@@ -96,6 +106,11 @@ impl Engine {
     /// Use `start` for one thread, or when each start depends on the one before; `start_many`
     /// for a batch of independent threads (an import, a fan-out of jobs).
     ///
+    /// Starts on a queue ([`StartOptions::on_queue`]) are written the same way, each put in
+    /// line by its own batch, in order, sharing the commits: the limits apply to them exactly as
+    /// to single starts (admission asked for once, after them), and a dedup key held by a thread
+    /// (a stored one, or an earlier start of the same call) returns that thread's handle.
+    ///
     /// # Errors
     /// As [`Engine::start`]. Every start is checked before anything is written, so a bad input
     /// or an unknown workflow writes nothing; a storage error comes after the threads written
@@ -116,14 +131,14 @@ impl Engine {
         starts: impl IntoIterator<Item = (I, StartOptions)>,
     ) -> Result<Vec<ThreadHandle>, Error> {
         let starts: Vec<(I, StartOptions)> = starts.into_iter().collect();
-        if starts.iter().any(|(_, options)| options.queue.is_some()) {
-            // Starts on a queue go one by one, in order (each checks its dedup key against
-            // the ones before it).
-            let mut handles = Vec::with_capacity(starts.len());
-            for (input, options) in starts {
-                handles.push(self.start(workflow, input, options).await?);
+        // Every queue named must exist before anything is written (one read for the call).
+        let named: std::collections::BTreeSet<&String> =
+            starts.iter().filter_map(|(_, o)| o.queue.as_ref()).collect();
+        if !named.is_empty() {
+            let defined = self.shell.store.queues_async().await?;
+            if let Some(missing) = named.iter().find(|n| !defined.iter().any(|q| &&q.name == *n)) {
+                return Err(cairn_storage::Error::UnknownQueue((*missing).clone()).into());
             }
-            return Ok(handles);
         }
         let mut prepared = Vec::new();
         for (input, options) in starts {
@@ -133,27 +148,40 @@ impl Engine {
         self.write_prepared(prepared).await
     }
 
-    /// Writes prepared creations together and drives each thread created.
-    #[allow(clippy::type_complexity, reason = "the private triple of prepare_start")]
-    async fn write_prepared(
-        &self,
-        prepared: Vec<(Arc<DynWorkflow>, ThreadId, Option<cairn_storage::Batch>)>,
-    ) -> Result<Vec<ThreadHandle>, Error> {
+    /// Writes prepared creations together (pipelined: they share group commits, each batch
+    /// accepted or refused on its own, in order) and drives each thread created; threads put
+    /// in line wait for one admission pass, asked for once.
+    async fn write_prepared(&self, prepared: Vec<Prepared>) -> Result<Vec<ThreadHandle>, Error> {
         let mut first_error = None;
         let mut written = Vec::new();
-        let mut handles = Vec::with_capacity(prepared.len());
-        for (wf, id, batch) in prepared {
-            handles.push(ThreadHandle::new(self.clone(), id.clone()));
-            let Some(batch) = batch else { continue };
+        let mut ids = Vec::with_capacity(prepared.len());
+        for p in prepared {
+            ids.push(p.id.clone());
+            let Some(batch) = p.batch else { continue };
             if first_error.is_some() {
                 continue;
             }
             match self.shell.store.append(batch) {
-                Ok(pending) => written.push((wf, id, pending)),
+                Ok(pending) => written.push((ids.len() - 1, p.wf, p.queued, pending)),
                 Err(e) => first_error = Some(e.into()),
             }
         }
-        for (wf, id, pending) in written {
+        let mut queued_any = false;
+        for (at, wf, queued, pending) in written {
+            let id = ids[at].clone();
+            if queued {
+                match self.settle_queued(&wf, &id, pending).await {
+                    // The holder of its dedup key, or itself.
+                    Ok(answer) => {
+                        queued_any |= answer == id;
+                        ids[at] = answer;
+                    }
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+                continue;
+            }
             match crate::exec::start::settle(&self.shell, &wf, &id, pending).await {
                 Ok(true) => spawn_drive(&self.shell, id, "started"),
                 Ok(false) => {}
@@ -162,9 +190,12 @@ impl Engine {
                 }
             }
         }
+        if queued_any {
+            self.shell.admit.notify_one();
+        }
         match first_error {
             Some(e) => Err(e),
-            None => Ok(handles),
+            None => Ok(ids.into_iter().map(|id| ThreadHandle::new(self.clone(), id)).collect()),
         }
     }
 
@@ -226,12 +257,14 @@ impl Engine {
         workflow: &str,
         input: serde_json::Value,
         options: StartOptions,
-    ) -> Result<(Arc<DynWorkflow>, ThreadId, Option<cairn_storage::Batch>), Error> {
+    ) -> Result<Prepared, Error> {
         let wf = self.shell.registry.latest(workflow, options.version)?;
         let (id, labels, policy) = self.start_fields(&options)?;
         let batch =
             crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy).await?;
-        Ok((wf, id, batch))
+        let queued = options.queue.is_some();
+        let batch = if queued { batch.map(|b| Engine::enqueued(b, &id, &options)) } else { batch };
+        Ok(Prepared { wf, id, batch, queued })
     }
 
     /// A start's thread id (the given one, or a new one), labels and policy, checked.

@@ -13,7 +13,9 @@
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
-use cairn_storage::{Batch, Enqueue, QueueLimits, QueueOp, QueueState, ThreadId, ThreadStatus};
+use cairn_storage::{
+    Batch, Enqueue, Pending, QueueLimits, QueueOp, QueueState, ThreadId, ThreadStatus,
+};
 
 use super::engine::Engine;
 use super::handle::ThreadHandle;
@@ -168,42 +170,57 @@ impl Engine {
         input: serde_json::Value,
         options: StartOptions,
     ) -> Result<ThreadHandle, Error> {
-        let queue = options.queue.clone().unwrap_or_default();
         let (id, labels, policy) = self.start_fields(&options)?;
         let prepared =
             crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy).await?;
-        let Some(mut batch) = prepared else {
+        let Some(batch) = prepared else {
             return Ok(ThreadHandle::new(self.clone(), id));
         };
+        let pending = self.shell.store.append(Engine::enqueued(batch, &id, &options))?;
+        let answer = self.settle_queued(&wf, &id, pending).await?;
+        if answer == id {
+            self.shell.admit.notify_one();
+        }
+        Ok(ThreadHandle::new(self.clone(), answer))
+    }
+
+    /// A thread's creation batch turned into a start on `options`' queue: the thread is created
+    /// Queued and put in line in the same batch, so its creation and its place in line are durable
+    /// together.
+    pub(super) fn enqueued(mut batch: Batch, id: &ThreadId, options: &StartOptions) -> Batch {
         for record in &mut batch.threads {
             record.status = ThreadStatus::Queued;
         }
         batch.queues.push(QueueOp::Enqueue(Enqueue {
             thread: id.clone(),
-            queue,
+            queue: options.queue.clone().unwrap_or_default(),
             key: options.queue_key.clone().unwrap_or_default(),
             priority: options.priority,
             dedup: options.dedup_key.clone(),
         }));
-        match self.shell.store.append(batch)?.wait().await {
-            Ok(_) => {}
-            Err(cairn_storage::Error::Duplicate { thread, .. }) => {
-                return Ok(ThreadHandle::new(self.clone(), thread));
-            }
+        batch
+    }
+
+    /// Waits for the write of a start on a queue: the thread that answers the start is `id`
+    /// (put in line, or created meanwhile by another start of the id), or the holder of its
+    /// dedup key (the write was refused and wrote nothing).
+    pub(super) async fn settle_queued(
+        &self,
+        wf: &DynWorkflow,
+        id: &ThreadId,
+        pending: Pending,
+    ) -> Result<ThreadId, Error> {
+        match pending.wait().await {
+            Ok(_) => Ok(id.clone()),
+            Err(cairn_storage::Error::Duplicate { thread, .. }) => Ok(thread),
             Err(cairn_storage::Error::GuardFailed { .. }) => {
                 // Created meanwhile by another start of the id: the same answer as finding it.
-                let existing = self
-                    .shell
-                    .store
-                    .thread(&id)?
-                    .ok_or_else(|| Error::UnknownThread(id.to_string()))?;
-                crate::exec::start::same_workflow(&existing, &wf)?;
-                return Ok(ThreadHandle::new(self.clone(), id));
+                let existing = crate::exec::fetch::record(self.shell.store.as_ref(), id).await?;
+                crate::exec::start::same_workflow(&existing, wf)?;
+                Ok(id.clone())
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => Err(e.into()),
         }
-        self.shell.admit.notify_one();
-        Ok(ThreadHandle::new(self.clone(), id))
     }
 }
 

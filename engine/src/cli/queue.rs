@@ -1,6 +1,7 @@
 //! `cairn queue list|define`: named queues (`docs/queues.md`). A queue's threads are admitted
 //! by whichever engine resumes work on the database (`cairn worker`, an embedded engine);
-//! these commands read queues and write their limits.
+//! these commands read queues (through the endpoint of an engine serving the file, when one
+//! does: `GET /api/queues`) and write their limits.
 
 use std::sync::Arc;
 
@@ -70,6 +71,13 @@ fn parse_rate(text: &str) -> Result<RateLimit, String> {
 pub(super) async fn command(cmd: QueueCommand, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     match cmd.action {
         Action::List(args) => {
+            // Through the endpoint of an engine serving the file, if one does (its live store).
+            let found = super::endpoint::through(&args.common.db, |ep| ep.get("/api/queues", &[]))?;
+            if let Some(mut out) = found {
+                let list: Vec<QueueState> = serde_json::from_value(out["queues"].take())
+                    .map_err(|e| anyhow::anyhow!("/api/queues answered an unknown shape: {e}"))?;
+                return show(&list, args.common.json);
+            }
             let engine = open_read_only(&args.common.db, wfs).await?;
             let list = engine.queues().await;
             engine.shutdown().await;

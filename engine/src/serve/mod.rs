@@ -34,6 +34,7 @@
 //! | GET | `/api/workflows/{id}/graph?format=dot\|mermaid&version=` | a compiled-in workflow's graph |
 //! | GET | `/api/trace/{correlation_id}` | messages carrying the id, across threads |
 //! | GET | `/api/trace?thread=&correlation_id=&between=&from_ms=&to_ms=&chain=` | messages as `cairn trace` finds them (`thread` repeatable, `between` twice) |
+//! | GET | `/api/queues` | every queue: limits, running and waiting threads in all and per key, admissions in the rate window, as `cairn queue list --json`, with the engine clock's `now_ms` |
 //! | GET | `/api/checkpoints?thread=&workflow=&kind=&tag=A,B&limit=&offset=` | a page of checkpoints, newest first |
 //! | GET | `/api/checkpoints/{id}` (`?redact=1`) | one checkpoint with its snapshot, as `cairn checkpoint show` |
 //! | GET | `/api/threads/{id}/bundle?redact_key=&secret=&meta=&checkpoints=&last_events=&max_payload_bytes=` | the thread's debug bundle from the live store, as `cairn bundle export` writes it (see `ops`) |
@@ -41,8 +42,8 @@
 //! | GET | `/api/resumable?max_age_ms=` | threads the engine could resume and does not drive, as `cairn resumable --json` |
 //! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|fork` | controls (bearer token) |
 //!
-//! The web view's pages (`/ui/threads`, `/ui/threads/{id}`, `/ui/messages/{id}`, see `pages`)
-//! and the reads they need beyond these ([`view`]) are served at the same address.
+//! The web view's pages (`/ui/threads`, `/ui/threads/{id}`, `/ui/messages/{id}`, `/ui/queues`,
+//! see `pages`) and the reads they need beyond these ([`view`]) are served at the same address.
 
 pub mod discovery;
 pub mod params;
@@ -56,6 +57,7 @@ mod graph_svg;
 mod messages;
 mod ops;
 mod pages;
+mod queues;
 pub(crate) mod results;
 mod routes;
 mod sse;

@@ -8,6 +8,7 @@
 //! | `/ui/threads` | threads: status, workflow, progress, labels, age; filters, search, live counts, paging |
 //! | `/ui/threads/{id}` | a thread: graph, timeline, live event log (windowed), state and diff at a step, checkpoints, budgets, last error, controls |
 //! | `/ui/messages/{correlation_id}` | the messages of a correlation id as a sequence picture |
+//! | `/ui/queues` | queues: limits, running and waiting threads in all and per key, rate window use; live |
 //!
 //! The pages read the JSON API (and [`super::view`]'s routes) from the browser. No page carries
 //! the control token: the thread page asks for it (kept in the tab's `sessionStorage`), or takes
@@ -32,11 +33,13 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("threads.js", "text/javascript; charset=utf-8", include_str!("ui/threads.js")),
     ("thread.js", "text/javascript; charset=utf-8", include_str!("ui/thread.js")),
     ("messages.js", "text/javascript; charset=utf-8", include_str!("ui/messages.js")),
+    ("queues.js", "text/javascript; charset=utf-8", include_str!("ui/queues.js")),
 ];
 
 const THREADS_HTML: &str = include_str!("ui/threads.html");
 const THREAD_HTML: &str = include_str!("ui/thread.html");
 const MESSAGES_HTML: &str = include_str!("ui/messages.html");
+const QUEUES_HTML: &str = include_str!("ui/queues.html");
 
 /// Scripts, styles, images and requests from this endpoint only; no inline script. Inline
 /// styles are allowed for the SVG pictures' own `<style>` and the bars' widths.
@@ -53,6 +56,7 @@ pub(super) fn routes() -> Router<App> {
         .route("/ui/threads/{id}", get(|_: Path<String>| async { page(THREAD_HTML) }))
         .route("/ui/messages", get(|| async { page(MESSAGES_HTML) }))
         .route("/ui/messages/{id}", get(|_: Path<String>| async { page(MESSAGES_HTML) }))
+        .route("/ui/queues", get(|| async { page(QUEUES_HTML) }))
         .route("/ui/assets/{file}", get(asset))
         .route("/api/view/threads", get(view::threads))
         .route("/api/threads/{id}/graph.svg", get(view::graph_svg))

@@ -14,7 +14,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::params::Reject;
-use super::{checkpoints, controls, messages, ops, results, sse, threads};
+use super::{checkpoints, controls, messages, ops, queues, results, sse, threads};
 use crate::api::engine::Engine;
 use crate::debug::Redactor;
 use crate::error::Error;
@@ -61,6 +61,7 @@ pub(super) fn router(app: App, extra: Router<App>) -> Router {
         .route("/api/workflows/{id}/graph", get(threads::graph))
         .route("/api/trace/{id}", get(threads::trace))
         .route("/api/trace", get(messages::trace))
+        .route("/api/queues", get(queues::list))
         .route("/api/checkpoints", get(checkpoints::list))
         .route("/api/checkpoints/{id}", get(checkpoints::show))
         .route("/api/threads/{id}/{control}", post(controls::control))

@@ -16,6 +16,7 @@ mod paths;
 mod postgres;
 mod prune;
 mod query;
+mod queue;
 mod readme;
 mod resume;
 mod retention;

@@ -37,6 +37,18 @@
 //! tool call of node `c0` carries an input above the inline bound, so every thread that runs it
 //! has a payload to leave behind.
 //!
+//! Queues ([`queue`]): a thread may start on the case's queue (a key, a priority, maybe a dedup
+//! key) under a global limit of 1 or 2 and a per-key limit of 1 or 2, then wait in line for
+//! the others; its driver may cancel it there (or delete it, forced, when its plan deletes it)
+//! if it finds it still waiting, and probes its dedup key under another id while it is parked
+//! (the holder must answer, nothing be written). After each run (the uninterrupted one, and
+//! the resumed one after a crash and recovery), from the logs and the store: at no point did
+//! more queued threads run than the global limit, or than the per-key limit within a key (a
+//! thread runs from its first `Running` status event to its terminal one, in lsn order); no
+//! queued thread was lost (every one ends or was deleted as acknowledged); none was admitted
+//! twice (the queue counts nothing once all ended, and `verify` finds its counts equal to its
+//! members, at the crash too).
+//!
 //! Locks: node code records when it holds the shared lock ([`gates::Gates`]), and the logs give
 //! each thread's holding intervals in global log order; neither may overlap between threads, and
 //! once every thread has ended the store holds no lock.
@@ -150,6 +162,8 @@ struct ThreadPlan {
     early_signals: bool,
     /// Removed once it has ended.
     remove: Option<Remove>,
+    /// Started on the case's queue ([`queue`]).
+    queued: Option<queue::Queued>,
 }
 
 #[derive(Debug, Clone)]
@@ -159,6 +173,8 @@ struct Plan {
     /// branch calls one tool after its control (input or sleep), if any.
     branches: Vec<Kind>,
     threads: Vec<ThreadPlan>,
+    /// The limits of the queue some threads start on.
+    queue: queue::Limits,
 }
 
 impl Plan {
@@ -228,18 +244,33 @@ fn plan() -> impl Strategy<Value = Plan> {
                 0.35,
                 prop_oneof![Just(Remove::Delete), Just(Remove::Retention)],
             ),
+            queue::queued(),
         )
             .prop_map(
-                move |(cancel_at, pause_at, budget, pause_parked, early_signals, remove)| {
+                move |(
+                    cancel_at,
+                    pause_at,
+                    budget,
+                    pause_parked,
+                    early_signals,
+                    remove,
+                    queued,
+                )| {
                     let pause_at =
                         pause_at.filter(|&p| pausable[p] && cancel_at.is_none_or(|c| p < c));
-                    ThreadPlan { cancel_at, pause_at, pause_parked, budget, early_signals, remove }
+                    ThreadPlan {
+                        cancel_at,
+                        pause_at,
+                        pause_parked,
+                        budget,
+                        early_signals,
+                        remove,
+                        queued,
+                    }
                 },
             );
-        prop::collection::vec(thread, 1..3).prop_map(move |threads| Plan {
-            chain: chain.clone(),
-            branches: branches.clone(),
-            threads,
+        (prop::collection::vec(thread, 1..3), queue::limits()).prop_map(move |(threads, queue)| {
+            Plan { chain: chain.clone(), branches: branches.clone(), threads, queue }
         })
     })
 }
@@ -402,6 +433,7 @@ fn build(plan: &Plan, fx: &EffectLog, signals: &Arc<Signals>, gates: &Arc<Gates>
 mod driver;
 mod findings;
 mod gates;
+mod queue;
 
 /// How a thread ended, as far as a crashed run must agree with the uninterrupted one.
 #[derive(Debug, Clone, PartialEq)]
@@ -435,6 +467,9 @@ struct Facts {
     recorded: BTreeSet<String>,
     /// Signals in the thread's inbox.
     inbox: u64,
+    /// When it ran: [its first `Running` status event, its terminal one (or `u64::MAX`)], in
+    /// log order (lsn); `None`: it never ran.
+    ran: Option<(u64, u64)>,
     /// Broken log invariants (seq gaps, a step completed twice or skipped).
     problems: Vec<String>,
 }
@@ -454,6 +489,7 @@ fn inspect(store: &dyn Store, wf: &Workflow<Acc>, t: usize) -> Option<Facts> {
     let (mut held, mut since) = (Vec::new(), None);
     let (mut called, mut recorded) = (BTreeMap::new(), BTreeSet::new());
     let mut received = Vec::new();
+    let (mut ran_from, mut ran_to) = (None, u64::MAX);
     for e in events {
         let lsn = e.bookmark.lsn.0;
         let body = cairn::codec::decode(store, e).unwrap().body;
@@ -464,6 +500,13 @@ fn inspect(store: &dyn Store, wf: &Workflow<Acc>, t: usize) -> Option<Facts> {
         | Body::TimerSet { values, .. } = &body
         {
             received.extend(values.iter().filter_map(|v| v["signal"]["n"].as_u64()));
+        }
+        if let Body::StatusChanged { to, .. } = &body {
+            if *to == ThreadStatus::Running {
+                ran_from.get_or_insert(lsn);
+            } else if to.is_terminal() && ran_from.is_some() {
+                ran_to = lsn;
+            }
         }
         match body {
             Body::Lock { acquired: true, .. } => {
@@ -524,6 +567,7 @@ fn inspect(store: &dyn Store, wf: &Workflow<Acc>, t: usize) -> Option<Facts> {
     let inbox = store.signals(&id, 0, READ_LIMIT_MAX).unwrap().len() as u64;
     Some(Facts {
         inbox,
+        ran: ran_from.map(|from| (from, ran_to)),
         view,
         step_max: steps_seen.last().copied().unwrap_or(0),
         budgets_set,
@@ -734,6 +778,8 @@ fn one_case(
         prop_assert!(problems.is_empty(), "uninterrupted: {:?}", problems);
         let left = leftovers(store.as_ref(), threads);
         prop_assert!(left.is_empty(), "uninterrupted: {:?}", left);
+        let limits = queue::problems(plan, &expected, store.as_ref(), true);
+        prop_assert!(limits.is_empty(), "uninterrupted: {:?}", limits);
         drop(store);
         let seen = gates.take_violations();
         prop_assert!(seen.is_empty(), "uninterrupted: {:?}", seen);
@@ -741,7 +787,10 @@ fn one_case(
             // Removed once ended: deleted by hand, or by the retention pass at the run's end.
             prop_assert_eq!(f.is_none(), plan.removable(t), "uninterrupted {} present", tid(t));
             let Some(f) = f else { continue };
-            let want = if plan.threads[t].cancel_at.is_some() {
+            // A cancel in line may come just after the admission: Cancelled all the same.
+            let in_line = plan.threads[t].queued.is_some_and(|q| q.in_line);
+            let cancelled = in_line && f.view.status == ThreadStatus::Cancelled;
+            let want = if plan.threads[t].cancel_at.is_some() || cancelled {
                 ThreadStatus::Cancelled
             } else {
                 ThreadStatus::Completed
@@ -838,8 +887,16 @@ fn one_case(
                 tally.budget_drift.fetch_add(1, Ordering::SeqCst);
             }
         }
-        let got_views = comparable(&got);
-        let want_views = comparable(&expected);
+        // A thread with a control in line may have been admitted before its driver looked in
+        // one run and not in the other (or the cancel came after the admission, at another
+        // step): its end is not compared when the runs differ (its other checks still run).
+        let (mut got_views, mut want_views) = (comparable(&got), comparable(&expected));
+        for t in 0..threads {
+            if plan.threads[t].queued.is_some_and(|q| q.in_line) && got_views[t] != want_views[t] {
+                tally.in_line_raced.fetch_add(1, Ordering::SeqCst);
+                (got_views[t], want_views[t]) = (None, None);
+            }
+        }
         if got_views != want_views {
             tally.diverged.fetch_add(1, Ordering::SeqCst);
         }
@@ -852,8 +909,16 @@ fn one_case(
         prop_assert!(problems.is_empty(), "{:?}; {}", problems, ctx);
         prop_assert_eq!(got_views, want_views, "{}", ctx);
         prop_assert!(repeated.is_empty(), "ran again: {:?}; {}", repeated, ctx);
-        let all: BTreeSet<String> = before_crash.into_iter().chain(after).collect();
-        let baseline: BTreeSet<String> = baseline.into_iter().collect();
+        // The effects of a thread with a control in line depend on whether it was admitted
+        // before its driver looked (none ran twice all the same: `repeated`).
+        let in_line: Vec<String> = (0..threads)
+            .filter(|&t| plan.threads[t].queued.is_some_and(|q| q.in_line))
+            .map(|t| format!("{}:", tid(t)))
+            .collect();
+        let compared = |k: &String| !in_line.iter().any(|p| k.starts_with(p.as_str()));
+        let all: BTreeSet<String> =
+            before_crash.into_iter().chain(after).filter(compared).collect();
+        let baseline: BTreeSet<String> = baseline.into_iter().filter(compared).collect();
         prop_assert_eq!(all, baseline, "the set of side effects differs; {}", ctx);
         for (t, f) in got.iter().enumerate() {
             let Some(f) = f else { continue };
@@ -874,6 +939,26 @@ fn one_case(
         }
         let left = leftovers(store.as_ref(), threads);
         prop_assert!(left.is_empty(), "{:?}; {}", left, ctx);
+        let limits = queue::problems(plan, &got, store.as_ref(), true);
+        prop_assert!(limits.is_empty(), "{:?}; {}", limits, ctx);
+        if plan.threads.iter().any(|t| t.queued.is_some()) {
+            let (global, per_key) = queue::concurrency(plan, &got);
+            let per_key = per_key.values().copied().max().unwrap_or(0);
+            tally.queue_checks.fetch_add(1, Ordering::SeqCst);
+            tally.max_running.fetch_max(global as u64, Ordering::SeqCst);
+            tally.max_running_per_key.fetch_max(per_key as u64, Ordering::SeqCst);
+            if global == plan.queue.global as usize {
+                tally.reached_global.fetch_add(1, Ordering::SeqCst);
+            }
+            if per_key == plan.queue.per_key as usize {
+                tally.reached_per_key.fetch_add(1, Ordering::SeqCst);
+            }
+            let admitted = (0..threads)
+                .filter(|&t| plan.threads[t].queued.is_some())
+                .filter(|&t| got[t].as_ref().is_some_and(|f| f.ran.is_some()))
+                .count();
+            tally.admitted.fetch_add(admitted as u64, Ordering::SeqCst);
+        }
         Ok(())
     })
 }
@@ -903,7 +988,7 @@ fn crash_with_controls(name: &str, cases: u32, new_dbs: NewDbs<'_>) {
         runner.run(&(plan(), 0.0f64..1.0), |(plan, frac)| one_case(&plan, frac, &tally, new_dbs));
     let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
     crate::common::report(&format!(
-        "RELIABILITY {name} cases={} cancels={} inputs={} sleeps={} budgets={} pauses={} pauses_by_budget={} parked_pauses={} locks={} branch_controls={} signals_sent={} signals_received={} deletes={} retention_passes={} retention_deleted={} retention_kept_parked={} removed_at_crash={} crashes_in_removal={} paused_at_crash={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
+        "RELIABILITY {name} cases={} cancels={} inputs={} sleeps={} budgets={} pauses={} pauses_by_budget={} parked_pauses={} locks={} branch_controls={} signals_sent={} signals_received={} queued={} admitted={} in_line_cancels={} in_line_deletes={} in_line_raced={} dedup_hits={} queue_checks={} max_running={} max_running_per_key={} reached_global_limit={} reached_per_key_limit={} deletes={} retention_passes={} retention_deleted={} retention_kept_parked={} removed_at_crash={} crashes_in_removal={} paused_at_crash={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
         n(&tally.cases),
         n(&tally.cancels),
         n(&tally.inputs),
@@ -916,6 +1001,17 @@ fn crash_with_controls(name: &str, cases: u32, new_dbs: NewDbs<'_>) {
         n(&tally.branch_controls),
         n(&tally.signals),
         n(&tally.signals_received),
+        n(&tally.queued),
+        n(&tally.admitted),
+        n(&tally.in_line_cancels),
+        n(&tally.in_line_deletes),
+        n(&tally.in_line_raced),
+        n(&tally.dedup_hits),
+        n(&tally.queue_checks),
+        n(&tally.max_running),
+        n(&tally.max_running_per_key),
+        n(&tally.reached_global),
+        n(&tally.reached_per_key),
         n(&tally.deletes),
         n(&tally.retention_passes),
         n(&tally.retention_deleted),
@@ -952,6 +1048,12 @@ fn crash_with_controls(name: &str, cases: u32, new_dbs: NewDbs<'_>) {
             ("retention passes", &tally.retention_passes),
             ("retention deletes", &tally.retention_deleted),
             ("retention passes beside a parked thread", &tally.retention_kept_parked),
+            ("queued starts", &tally.queued),
+            ("admissions", &tally.admitted),
+            ("cancels in line", &tally.in_line_cancels),
+            ("dedup probes", &tally.dedup_hits),
+            ("the global limit reached", &tally.reached_global),
+            ("a per-key limit reached", &tally.reached_per_key),
         ] {
             assert!(n(c) > 0, "no case exercised {name}");
         }

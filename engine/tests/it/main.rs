@@ -36,6 +36,7 @@ mod postgres_wake;
 mod queries;
 mod queues;
 mod queues_crash;
+mod queues_many;
 #[cfg(feature = "postgres")]
 mod queues_pg;
 mod recovery;
@@ -58,3 +59,5 @@ mod trace;
 mod variables;
 #[cfg(all(feature = "http", feature = "cli"))]
 mod web_view;
+#[cfg(all(feature = "http", feature = "cli"))]
+mod web_view_queues;

@@ -22,7 +22,7 @@ use crate::common::{Tally, db};
 
 /// Where the screenshots go: `<target dir>/screenshots/` (the integration tests' scratch
 /// directory is `<target dir>/tmp`).
-fn screenshots() -> PathBuf {
+pub fn screenshots() -> PathBuf {
     let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     tmp.parent().map_or(tmp.clone(), std::path::Path::to_path_buf).join("screenshots")
 }

@@ -19,6 +19,7 @@ use super::write::Tx;
 use super::{corrupt, pg_error};
 use crate::codec::{self, table};
 use crate::plan_queue::{QueuePlan, QueueReads, QueueWrites, WaitKey};
+use crate::queue_verify::QueueRows;
 use crate::{Error, Problem, QueueMember, QueueState, ThreadId};
 
 /// The tables, idempotent (run at every open).
@@ -362,18 +363,20 @@ pub(crate) fn leave(tx: &mut Tx<'_, '_>, thread: &ThreadId) -> Result<(), Error>
 /// Connection errors.
 pub(crate) fn verify(client: &mut Client<'_>, problems: &mut Vec<Problem>) -> Result<u64, Error> {
     let mut scanned = 0;
+    let mut rows = QueueRows::default();
+    let mut problem = |table: &'static str, thread: Option<ThreadId>, e: Error| {
+        problems.push(Problem { table, thread, seq: None, detail: e.to_string() });
+    };
     for row in client
         .query("SELECT name, record FROM cairn_queues", &[])
         .map_err(pg_error("verify queues"))?
     {
         scanned += 1;
-        if let Err(e) = decode_queue(row.get(0), row.get(1)) {
-            problems.push(Problem {
-                table: table::QUEUES,
-                thread: None,
-                seq: None,
-                detail: e.to_string(),
-            });
+        match decode_queue(row.get(0), row.get(1)) {
+            Ok(q) => {
+                rows.queues.insert(q.name.clone(), q);
+            }
+            Err(e) => problem(table::QUEUES, None, e),
         }
     }
     for row in client
@@ -382,14 +385,24 @@ pub(crate) fn verify(client: &mut Client<'_>, problems: &mut Vec<Problem>) -> Re
     {
         scanned += 1;
         let thread: &str = row.get(0);
-        if let Err(e) = decode_member(thread, row.get(1)) {
-            problems.push(Problem {
-                table: table::QUEUE_MEMBERS,
-                thread: ThreadId::new(thread).ok(),
-                seq: None,
-                detail: e.to_string(),
-            });
+        match decode_member(thread, row.get(1)) {
+            Ok(m) => rows.members.push(m),
+            Err(e) => problem(table::QUEUE_MEMBERS, ThreadId::new(thread).ok(), e),
         }
     }
+    for row in client
+        .query("SELECT queue, key, rank, thread FROM cairn_queue_waiting", &[])
+        .map_err(pg_error("verify queue waiting"))?
+    {
+        let (queue, key, thread): (String, String, String) = (row.get(0), row.get(1), row.get(3));
+        rows.waiting.insert((queue, key, rank_from_db(row.get(2)), thread));
+    }
+    for row in client
+        .query("SELECT queue, dedup, thread FROM cairn_queue_dedup", &[])
+        .map_err(pg_error("verify queue dedup"))?
+    {
+        rows.dedup.insert((row.get(0), row.get(1), row.get(2)));
+    }
+    crate::queue_verify::check(&rows, problems);
     Ok(scanned)
 }

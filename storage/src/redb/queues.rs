@@ -12,6 +12,7 @@ use super::read::storage;
 use super::tables::{META, META_FORMAT_VERSION, Tables};
 use crate::codec::{self, table};
 use crate::plan_queue::QueueWrites;
+use crate::queue_verify::QueueRows;
 use crate::{Error, Problem, QueueMember, QueueState, ThreadId};
 
 /// Queue records by name.
@@ -191,7 +192,6 @@ impl Tables<'_, '_> {
 /// member; and each queue's counts (and each key's) are its members'. Returns the records
 /// scanned.
 pub(crate) fn verify(txn: &ReadTransaction, problems: &mut Vec<Problem>) -> Result<u64, Error> {
-    use std::collections::BTreeMap;
     let open = |e| Error::storage("open table", e);
     let (queues, members, waiting, dedup) = match (
         txn.open_table(QUEUES),
@@ -214,121 +214,36 @@ pub(crate) fn verify(txn: &ReadTransaction, problems: &mut Vec<Problem>) -> Resu
         problems.push(Problem { table, thread, seq: None, detail });
     };
     let mut scanned = 0;
-    let mut stored: BTreeMap<String, QueueState> = BTreeMap::new();
+    let mut rows = QueueRows::default();
     for item in queues.iter().map_err(&op)? {
         let (k, v) = item.map_err(&op)?;
         scanned += 1;
         match queue_at(k.value(), v.value()) {
             Ok(q) => {
-                stored.insert(q.name.clone(), q);
+                rows.queues.insert(q.name.clone(), q);
             }
             Err(e) => problem(table::QUEUES, None, e.to_string()),
         }
     }
-    // (queue, key) -> (running, waiting) counted from the members.
-    let mut counted: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
     for item in members.iter().map_err(&op)? {
         let (k, v) = item.map_err(&op)?;
         scanned += 1;
-        let m = match member_at(k.value(), v.value()) {
-            Ok(m) => m,
-            Err(e) => {
-                problem(table::QUEUE_MEMBERS, ThreadId::new(k.value()).ok(), e.to_string());
-                continue;
-            }
-        };
-        if !stored.contains_key(&m.queue) {
-            problem(
-                table::QUEUE_MEMBERS,
-                Some(m.thread.clone()),
-                format!("queue {} does not exist", m.queue),
-            );
-        }
-        let entry = (m.queue.as_str(), m.key.as_str(), m.rank, m.thread.as_str());
-        let listed = waiting.get(entry).map_err(&op)?.is_some();
-        let c = counted.entry((m.queue.clone(), m.key.clone())).or_default();
-        if m.admitted_at_ms.is_some() {
-            c.0 += 1;
-            if listed {
-                problem(
-                    table::QUEUE_WAITING,
-                    Some(m.thread.clone()),
-                    "an admitted thread is still listed as waiting".into(),
-                );
-            }
-        } else {
-            c.1 += 1;
-            if !listed {
-                problem(
-                    table::QUEUE_WAITING,
-                    Some(m.thread.clone()),
-                    "a waiting thread is not listed as waiting".into(),
-                );
-            }
-        }
-        if let Some(d) = &m.dedup
-            && dedup.get((m.queue.as_str(), d.as_str(), m.thread.as_str())).map_err(&op)?.is_none()
-        {
-            problem(
-                table::QUEUE_DEDUP,
-                Some(m.thread.clone()),
-                format!("dedup key {d} is not indexed"),
-            );
+        match member_at(k.value(), v.value()) {
+            Ok(m) => rows.members.push(m),
+            Err(e) => problem(table::QUEUE_MEMBERS, ThreadId::new(k.value()).ok(), e.to_string()),
         }
     }
     for item in waiting.iter().map_err(&op)? {
         let (k, _) = item.map_err(&op)?;
-        let (_, _, _, thread) = k.value();
-        if members.get(thread).map_err(&op)?.is_none() {
-            problem(
-                table::QUEUE_WAITING,
-                ThreadId::new(thread).ok(),
-                "a waiting entry without its member".into(),
-            );
-        }
+        let (queue, key, rank, thread) = k.value();
+        rows.waiting.insert((queue.to_string(), key.to_string(), rank, thread.to_string()));
     }
     for item in dedup.iter().map_err(&op)? {
         let (k, _) = item.map_err(&op)?;
-        let (_, _, thread) = k.value();
-        if members.get(thread).map_err(&op)?.is_none() {
-            problem(
-                table::QUEUE_DEDUP,
-                ThreadId::new(thread).ok(),
-                "a dedup entry without its member".into(),
-            );
-        }
+        let (queue, d, thread) = k.value();
+        rows.dedup.insert((queue.to_string(), d.to_string(), thread.to_string()));
     }
-    for q in stored.values() {
-        let (mut running, mut waiting_n) = (0, 0);
-        for ((queue, key), (r, w)) in &counted {
-            if *queue != q.name {
-                continue;
-            }
-            running += r;
-            waiting_n += w;
-            let k = q.keys.get(key).copied().unwrap_or_default();
-            if (k.running, k.waiting) != (*r, *w) {
-                problem(
-                    table::QUEUES,
-                    None,
-                    format!(
-                        "queue {} key {key:?} counts {} running / {} waiting, its members {r} / {w}",
-                        q.name, k.running, k.waiting
-                    ),
-                );
-            }
-        }
-        if (q.running, q.waiting) != (running, waiting_n) {
-            problem(
-                table::QUEUES,
-                None,
-                format!(
-                    "queue {} counts {} running / {} waiting, its members {running} / {waiting_n}",
-                    q.name, q.running, q.waiting
-                ),
-            );
-        }
-    }
+    crate::queue_verify::check(&rows, problems);
     Ok(scanned)
 }
 

@@ -220,3 +220,45 @@ fn a_damaged_queue_record_fails_closed_and_verify_names_the_disagreements() {
     // The log is unaffected.
     assert_eq!(store.thread(&tid("a-3")).unwrap().unwrap().status, ThreadStatus::Queued);
 }
+
+/// `verify` on PostgreSQL checks the queue tables as on a file: a queue record whose counts
+/// disagree with its members (rewritten whole, with a valid checksum, so only the counts are
+/// wrong), a waiting entry removed, and a dedup entry without its member are each reported.
+#[cfg(feature = "postgres")]
+#[test]
+fn verify_on_postgres_reports_queue_counts_that_disagree_with_the_members() {
+    use cairn_storage::pg_cluster::Cluster;
+    let Some(cluster) = Cluster::start("queues_verify_counts") else { return };
+    let url = cluster.new_database();
+    let store =
+        cairn_storage::PgStore::connect(&url, cairn_storage::Durability::Immediate).unwrap();
+    admission_contract(&store);
+    assert!(store.verify().unwrap().is_clean());
+    let mut sql = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    // One more running than its members, in all and for key "a".
+    let mut q = store.queues().unwrap().remove(0);
+    q.running += 1;
+    q.keys.get_mut("a").unwrap().running += 1;
+    let bytes = cairn_storage::codec::encode_queue(&q).unwrap();
+    sql.execute("UPDATE cairn_queues SET record = $1 WHERE name = 'q'", &[&bytes]).unwrap();
+    let report = store.verify().unwrap();
+    let about = |table: &str, words: &str| {
+        report.problems.iter().any(|p| p.table == table && p.detail.contains(words))
+    };
+    assert!(about("queues", "queue q counts 2 running / 2 waiting"), "{:?}", report.problems);
+    assert!(about("queues", "key \"a\" counts 2 running"), "{:?}", report.problems);
+    // A waiting entry removed, and a dedup entry of no member.
+    sql.execute("DELETE FROM cairn_queue_waiting WHERE thread = 'a-3'", &[]).unwrap();
+    sql.execute(
+        "INSERT INTO cairn_queue_dedup (queue, dedup, thread) VALUES ('q', 'stray', 'nobody')",
+        &[],
+    )
+    .unwrap();
+    let report = store.verify().unwrap();
+    let about = |table: &str, words: &str| {
+        report.problems.iter().any(|p| p.table == table && p.detail.contains(words))
+    };
+    assert!(about("queue_waiting", "not listed as waiting"), "{:?}", report.problems);
+    assert!(about("queue_dedup", "without its member"), "{:?}", report.problems);
+    assert!(about("queues", "queue q counts 2 running"), "{:?}", report.problems);
+}

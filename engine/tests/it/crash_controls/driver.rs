@@ -41,6 +41,24 @@ pub(super) struct Tally {
     pub(super) signals: AtomicU64,
     /// Signals received, counted in the logs after the resumed runs.
     pub(super) signals_received: AtomicU64,
+    /// Starts on the queue acknowledged.
+    pub(super) queued: AtomicU64,
+    /// Queued threads that ran (a `Running` event in their logs after the resumed runs).
+    pub(super) admitted: AtomicU64,
+    /// Threads cancelled, and deleted, while they waited in line (acknowledged).
+    pub(super) in_line_cancels: AtomicU64,
+    pub(super) in_line_deletes: AtomicU64,
+    /// Threads with a control in line that one run admitted first and the other did not.
+    pub(super) in_line_raced: AtomicU64,
+    /// Starts under another id with a held dedup key that returned the holder.
+    pub(super) dedup_hits: AtomicU64,
+    /// Resumed runs whose queue limits were checked from the log, the most queued threads seen
+    /// running at once (in all, and of one key), and how many reached their limit.
+    pub(super) queue_checks: AtomicU64,
+    pub(super) max_running: AtomicU64,
+    pub(super) max_running_per_key: AtomicU64,
+    pub(super) reached_global: AtomicU64,
+    pub(super) reached_per_key: AtomicU64,
     /// Threads deleted by hand (acknowledged).
     pub(super) deletes: AtomicU64,
     /// Retention passes run, and the threads they deleted.
@@ -120,6 +138,8 @@ pub(super) struct Run<'a> {
     phases: Mutex<Vec<String>>,
     /// Per thread, whether this run paused it in a wait already (`pause_parked`).
     paused_parked: Mutex<Vec<bool>>,
+    /// Per thread, whether this run probed its dedup key already.
+    probed: Mutex<Vec<bool>>,
     /// Threads this run leaves alone (deleted before a crash).
     skip: &'a BTreeSet<usize>,
 }
@@ -433,6 +453,9 @@ impl Run<'_> {
             Err(e) if self.gone(&e) => return Ok(ThreadStatus::Completed),
             Err(e) => return Err(e),
         };
+        if let Some(ended) = self.in_line(t).await? {
+            return Ok(ended);
+        }
         loop {
             // The handle's status watch moves once a runner has let go of the thread, so a
             // parked status seen here is safe to act on, except when the watch was made from
@@ -528,6 +551,9 @@ impl Run<'_> {
                         self.pause_parked(t, watched).await?;
                         continue; // Paused: the next round resumes it into its wait
                     }
+                    if !signal && until.is_none() && watched == ThreadStatus::WaitingInput {
+                        self.probe_dedup(t).await?;
+                    }
                     if cancel_here {
                         if !self.cancel(t).await? {
                             continue; // nothing was written: ask again
@@ -550,6 +576,7 @@ impl Run<'_> {
                     if self.plan.retention() {
                         self.pass_beside_parked(t, watched).await?;
                     }
+                    self.probe_dedup(t).await?;
                     let _busy = self.busy();
                     let explicit = self.paused_by_request(t)?;
                     if !explicit {
@@ -573,6 +600,72 @@ impl Run<'_> {
             }
             self.progress(t, last).await?;
         }
+    }
+
+    /// The planned control of queued thread `t` in line, if its driver finds it waiting there:
+    /// cancelled (deleted, forced, when its plan deletes it). Returns how it ended, or `None`
+    /// (no such control, or the thread was admitted first: driven as any other).
+    async fn in_line(&self, t: usize) -> Result<Option<ThreadStatus>, cairn::Error> {
+        if !self.plan.threads[t].queued.is_some_and(|q| q.in_line) {
+            return Ok(None);
+        }
+        let id = ThreadId::new(tid(t)).unwrap();
+        if self.engine.store().thread(&id)?.map(|r| r.status) != Some(ThreadStatus::Queued) {
+            return Ok(None);
+        }
+        if self.plan.threads[t].remove == Some(Remove::Delete) {
+            let _busy = self.busy_removing();
+            self.at(t, "delete in line in flight");
+            let force = DeleteOptions { force: true };
+            if self.engine.delete(&tid(t), force).await?.is_some() {
+                ack(&self.acks, &tid(t), |a| a.deleted = true);
+                bump(&self.tally.in_line_deletes);
+            }
+            return Ok(Some(ThreadStatus::Cancelled));
+        }
+        let _busy = self.busy();
+        self.at(t, "cancel in line in flight");
+        if let Err(e) = self.engine.cancel(&tid(t), "cancelled in line").await {
+            // Admitted since the look, and ended before the cancel came: nothing to cancel.
+            let now = self.engine.store().thread(&id)?.map(|r| r.status);
+            return if now.is_some_and(|s| s.is_terminal()) { Ok(None) } else { Err(e) };
+        }
+        let status = match self.engine.store().thread(&id)?.map(|r| r.status) {
+            // Cancelled, then deleted by another driver's retention pass (a case with
+            // retention): only a finished thread is deleted.
+            None if self.plan.retention() => Some(ThreadStatus::Cancelled),
+            status => status,
+        };
+        if status != Some(ThreadStatus::Cancelled) {
+            self.gates.violation(format!("{}: cancel in line acknowledged, {status:?}", tid(t)));
+        }
+        ack(&self.acks, &tid(t), |a| a.cancelled = true);
+        bump(&self.tally.in_line_cancels);
+        Ok(Some(ThreadStatus::Cancelled))
+    }
+
+    /// Once a run, while queued thread `t` holding its dedup key is parked where only its
+    /// driver moves it on: a start under another id with the same key must return `t`, and
+    /// create nothing.
+    async fn probe_dedup(&self, t: usize) -> Result<(), cairn::Error> {
+        let Some(q) = self.plan.threads[t].queued.filter(|q| q.dedup) else { return Ok(()) };
+        if std::mem::replace(&mut self.probed.lock().unwrap()[t], true) {
+            return Ok(());
+        }
+        let _busy = self.busy();
+        self.at(t, "dedup probe in flight");
+        let again = super::queue::options(StartOptions::id(super::queue::probe_id(t)), Some(q), t);
+        let answer = self.engine.start("ctl", Acc::default(), again).await?;
+        let probe = ThreadId::new(super::queue::probe_id(t)).unwrap();
+        if answer.id().as_str() != tid(t) || self.engine.store().thread(&probe)?.is_some() {
+            self.gates.violation(format!(
+                "{}: a start with its held dedup key answered {}",
+                tid(t),
+                answer.id()
+            ));
+        }
+        bump(&self.tally.dedup_hits);
+        Ok(())
     }
 
     /// Sends thread `t` the signals of its first `upto` signal nodes that its inbox lacks (the
@@ -605,10 +698,18 @@ impl Run<'_> {
                 Limit::ToolCalls(n) => Budgets { max_tool_calls: Some(n), ..Budgets::default() },
             });
             let opts = StartOptions { budgets, ..StartOptions::id(tid(t)) };
+            let opts = super::queue::options(opts, tp.queued, t);
             // Idempotent: after a crash this finds the thread if it was created.
             self.at(t, "start in flight");
-            self.engine.start("ctl", Acc::default(), opts).await?;
+            let started = self.engine.start("ctl", Acc::default(), opts).await?;
+            if started.id().as_str() != tid(t) {
+                // Its dedup key is its own: nothing else may hold it.
+                self.gates.violation(format!("{}: started as {}", tid(t), started.id()));
+            }
             ack(&self.acks, &tid(t), |a| a.started = true);
+            if tp.queued.is_some() {
+                bump(&self.tally.queued);
+            }
             if tp.early_signals {
                 self.send_signals(t, self.plan.signal_nodes().len()).await?;
             }
@@ -657,6 +758,7 @@ pub(super) async fn run(
     let engine = db
         .tune(Engine::with_store(dying.clone()))
         .workflow(wf)
+        .queue(super::queue::QUEUE, plan.queue.queue_limits())
         .seed(5)
         .concurrency(2)
         .clock(Arc::new(clock.clone()))
@@ -684,6 +786,7 @@ pub(super) async fn run(
         dying: dying.clone(),
         phases: Mutex::new(vec!["not started".to_owned(); plan.threads.len()]),
         paused_parked: Mutex::new(vec![false; plan.threads.len()]),
+        probed: Mutex::new(vec![false; plan.threads.len()]),
         skip,
     };
     let stuck = std::time::Duration::from_secs(STUCK_SECS);

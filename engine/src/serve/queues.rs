@@ -1,0 +1,20 @@
+//! `GET /api/queues`: every queue of the store with its limits and its counts (running and
+//! waiting, in all and per key), as `cairn queue list --json` prints them, and the engine
+//! clock's time (a queue's `recent` admissions count against its rate limit until
+//! `at + period_ms`).
+
+use axum::Json;
+use axum::extract::State;
+use serde_json::{Value, json};
+
+use super::params::{Reject, no_params};
+use super::routes::{App, pairs, reject};
+use super::threads::Q;
+
+/// The queues, by name: `{"now_ms": ..., "queues": [...]}`.
+pub(super) async fn list(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
+    no_params(&pairs(q)?)?;
+    let queues = app.engine.store().queues_async().await.map_err(|e| reject(e.into(), "queues"))?;
+    let now_ms = app.engine.clock().now_ms();
+    Ok(Json(json!({ "now_ms": now_ms, "queues": queues })))
+}

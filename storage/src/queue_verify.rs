@@ -1,0 +1,98 @@
+//! What `verify` checks of the queue tables, on either backend: each backend reads its rows
+//! (decoding them, which reports a bad record itself) and hands them here. Checked: every member
+//! belongs to a stored queue, is listed as waiting exactly when it is not admitted, and has its
+//! dedup key indexed; every waiting and dedup entry has its member; and each queue's counts (in
+//! all and per key, running and waiting) are those of its members.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::codec::table;
+use crate::{Problem, QueueMember, QueueState, ThreadId};
+
+/// The decoded rows of the four queue tables.
+#[derive(Default)]
+pub(crate) struct QueueRows {
+    /// Queue records by name.
+    pub(crate) queues: BTreeMap<String, QueueState>,
+    pub(crate) members: Vec<QueueMember>,
+    /// Waiting-index entries `(queue, key, rank, thread)`.
+    pub(crate) waiting: BTreeSet<(String, String, u64, String)>,
+    /// Dedup-index entries `(queue, dedup, thread)`.
+    pub(crate) dedup: BTreeSet<(String, String, String)>,
+}
+
+/// Pushes what is wrong with `rows` onto `problems`.
+pub(crate) fn check(rows: &QueueRows, problems: &mut Vec<Problem>) {
+    let mut problem = |table: &'static str, thread: Option<ThreadId>, detail: String| {
+        problems.push(Problem { table, thread, seq: None, detail });
+    };
+    let members: BTreeSet<&str> = rows.members.iter().map(|m| m.thread.as_str()).collect();
+    // (queue, key) -> (running, waiting) counted from the members.
+    let mut counted: BTreeMap<(&str, &str), (u64, u64)> = BTreeMap::new();
+    for m in &rows.members {
+        if !rows.queues.contains_key(&m.queue) {
+            let detail = format!("queue {} does not exist", m.queue);
+            problem(table::QUEUE_MEMBERS, Some(m.thread.clone()), detail);
+        }
+        let entry = (m.queue.clone(), m.key.clone(), m.rank, m.thread.to_string());
+        let listed = rows.waiting.contains(&entry);
+        let c = counted.entry((m.queue.as_str(), m.key.as_str())).or_default();
+        if m.admitted_at_ms.is_some() {
+            c.0 += 1;
+            if listed {
+                let detail = "an admitted thread is still listed as waiting".to_string();
+                problem(table::QUEUE_WAITING, Some(m.thread.clone()), detail);
+            }
+        } else {
+            c.1 += 1;
+            if !listed {
+                let detail = "a waiting thread is not listed as waiting".to_string();
+                problem(table::QUEUE_WAITING, Some(m.thread.clone()), detail);
+            }
+        }
+        if let Some(d) = &m.dedup
+            && !rows.dedup.contains(&(m.queue.clone(), d.clone(), m.thread.to_string()))
+        {
+            let detail = format!("dedup key {d} is not indexed");
+            problem(table::QUEUE_DEDUP, Some(m.thread.clone()), detail);
+        }
+    }
+    for (_, _, _, thread) in &rows.waiting {
+        if !members.contains(thread.as_str()) {
+            let detail = "a waiting entry without its member".to_string();
+            problem(table::QUEUE_WAITING, ThreadId::new(thread.as_str()).ok(), detail);
+        }
+    }
+    for (_, _, thread) in &rows.dedup {
+        if !members.contains(thread.as_str()) {
+            let detail = "a dedup entry without its member".to_string();
+            problem(table::QUEUE_DEDUP, ThreadId::new(thread.as_str()).ok(), detail);
+        }
+    }
+    for q in rows.queues.values() {
+        let (mut running, mut waiting) = (0, 0);
+        // Keys the record counts and keys its members are in: either side may lack one.
+        let mut keys: BTreeSet<&str> = q.keys.keys().map(String::as_str).collect();
+        keys.extend(counted.keys().filter(|(queue, _)| *queue == q.name).map(|(_, k)| *k));
+        for key in keys {
+            let (r, w) = counted.get(&(q.name.as_str(), key)).copied().unwrap_or_default();
+            running += r;
+            waiting += w;
+            let k = q.keys.get(key).copied().unwrap_or_default();
+            if (k.running, k.waiting) != (r, w) {
+                let detail = format!(
+                    "queue {} key {key:?} counts {} running / {} waiting, its members {r} / {w}",
+                    q.name, k.running, k.waiting
+                );
+                problem(table::QUEUES, None, detail);
+            }
+        }
+        if (q.running, q.waiting) != (running, waiting) {
+            let detail = format!(
+                "queue {} counts {} running / {} waiting, its members {running} / {waiting}",
+                q.name, q.running, q.waiting
+            );
+            problem(table::QUEUES, None, detail);
+        }
+    }
+}
