@@ -37,6 +37,10 @@ pub(crate) fn decode_thread(id: &ThreadId, bytes: &[u8]) -> Result<ThreadRecord,
 }
 
 /// Events of `id` with `after < seq <= to` (at most `limit`), without gaps.
+///
+/// The thread's record and its events are read by one statement, so from one snapshot: read
+/// apart, a deletion or a prune committed between the two reads would leave the record's last
+/// seq pointing at events already gone, a gap that only looks like corruption.
 pub(crate) async fn read_since(
     client: &Conn,
     id: &ThreadId,
@@ -45,27 +49,38 @@ pub(crate) async fn read_since(
     to: Option<Seq>,
 ) -> Result<Vec<Event>, Error> {
     limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
-    let record = thread(client, id).await?.ok_or_else(|| Error::UnknownThread(id.clone()))?;
+    let upto = after.0.saturating_add(limit as u64).min(to.map_or(u64::MAX, |t| t.0));
+    let mut rows = query(
+        client,
+        "SELECT 0 AS part, NULL::bigint AS lsn, NULL::bigint AS seq, record FROM cairn_threads \
+         WHERE id = $1 \
+         UNION ALL \
+         SELECT 1, lsn, seq, record FROM cairn_events WHERE thread = $1 AND seq > $2 AND seq <= $3 \
+         ORDER BY part, seq",
+        &[&id.as_str(), &to_db(after.0)?, &to_db(upto)?],
+    )
+    .await
+    .map_err(pg_error("read events"))?;
+    let record = match rows.first() {
+        Some(row) if row.get::<_, i32>(0) == 0 => decode_thread(id, row.get(3))?,
+        _ => return Err(Error::UnknownThread(id.clone())),
+    };
+    rows.remove(0);
     let first_seq = record.first_seq;
     if after.0.saturating_add(1) < first_seq.0 {
         return Err(Error::Pruned { thread: id.clone(), first_available: first_seq });
     }
     let last = record.last.map_or(0, |b| b.seq.0);
-    let end = last.min(after.0.saturating_add(limit as u64)).min(to.map_or(u64::MAX, |t| t.0));
+    let end = last.min(upto);
     if end <= after.0 {
         return Ok(Vec::new());
     }
-    let rows = query(
-            client,
-            "SELECT lsn, seq, record FROM cairn_events WHERE thread = $1 AND seq > $2 AND seq <= $3 ORDER BY seq",
-            &[&id.as_str(), &to_db(after.0)?, &to_db(end)?],
-        )
-        .await
-        .map_err(pg_error("read events"))?;
+    // One snapshot: no event past the record's last (they commit together); keep to it anyway.
+    rows.truncate(usize::try_from(end - after.0).unwrap_or(usize::MAX));
     let mut out = Vec::with_capacity(rows.len());
     for (i, row) in rows.iter().enumerate() {
         let want = after.0 + 1 + i as u64;
-        let event = decode_event(row.get(0), row.get(1), row.get(2))?;
+        let event = decode_event(row.get(1), row.get(2), row.get(3))?;
         if &event.thread != id || event.bookmark.seq.0 != want {
             return Err(corrupt(
                 table::EVENTS,

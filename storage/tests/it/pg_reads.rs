@@ -149,3 +149,33 @@ fn a_slow_postgres_read_suspends_its_task_not_the_runtime() {
     assert!(blocked >= delay, "a sync read stopped the runtime for {blocked:?} only");
     assert_eq!(store.blocking_reads(), 1);
 }
+
+/// A thread deleted while its log is being read reads as whole or as unknown, never as a gap:
+/// the record and the events come from one snapshot. The reader's queries are held 400 ms each
+/// and the deletion commits 600 ms in, where a record read apart from its events (one query,
+/// then another) had the record and then found the events gone: "seq 3 of t is missing".
+#[test]
+fn a_log_read_across_a_deletion_is_whole_or_unknown_never_a_gap() {
+    let Some(cluster) = Cluster::start("a_log_read_across_a_deletion") else { return };
+    let url = cluster.new_database();
+    let proxy = Proxy::start(&cluster).expect("proxy");
+    let store = PgStore::connect(&proxy.url(&url), Durability::Immediate).expect("connect");
+    create_thread(&store, "t", 3);
+    proxy.delay_queries("cairn-reader", Duration::from_millis(400));
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let read = rt.block_on(async {
+        let reading = store.read_since_async(&tid("t"), Seq(2), 10);
+        let reading = tokio::spawn(async move { reading.await });
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let options = cairn_storage::DeleteOptions { force: true };
+        let deleted = store.delete_thread(&tid("t"), options).unwrap().wait().await.unwrap();
+        assert!(deleted.is_some(), "the thread was deleted during the read");
+        reading.await.unwrap()
+    });
+    match read {
+        Ok(events) => assert_eq!(events.iter().map(|e| e.bookmark.seq.0).collect::<Vec<_>>(), [3]),
+        Err(cairn_storage::Error::UnknownThread(_)) => {}
+        Err(e) => panic!("a deletion read as {e}"),
+    }
+}
