@@ -165,8 +165,7 @@ fn a_log_read_across_a_deletion_is_whole_or_unknown_never_a_gap() {
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let read = rt.block_on(async {
-        let reading = store.read_since_async(&tid("t"), Seq(2), 10);
-        let reading = tokio::spawn(async move { reading.await });
+        let reading = tokio::spawn(store.read_since_async(&tid("t"), Seq(2), 10));
         tokio::time::sleep(Duration::from_millis(600)).await;
         let options = cairn_storage::DeleteOptions { force: true };
         let deleted = store.delete_thread(&tid("t"), options).unwrap().wait().await.unwrap();
