@@ -621,6 +621,10 @@ impl Run<'_> {
                 ack(&self.acks, &tid(t), |a| a.deleted = true);
                 bump(&self.tally.in_line_deletes);
             }
+            // Admitted between the look and the delete, a runner may wait in the node at the
+            // pause point for a pause nobody asks for now: let it reach its step boundary,
+            // where its next batch is fenced (or a graceful shutdown waits for it forever).
+            self.gates.open(&tid(t));
             return Ok(Some(ThreadStatus::Cancelled));
         }
         let _busy = self.busy();
