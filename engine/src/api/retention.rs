@@ -20,6 +20,9 @@ use crate::error::Error;
 use crate::exec::fetch::unfinished_parent;
 use crate::limits::RETENTION_PAGE_MAX;
 
+/// The cancellation reason a runner still driving a forcibly deleted thread is given.
+const DELETED_REASON: &str = "the thread was deleted";
+
 /// The finished statuses, in the order a pass visits them.
 const FINISHED: [ThreadStatus; 4] = [
     ThreadStatus::Completed,
@@ -57,7 +60,8 @@ impl Engine {
     /// # Errors
     /// [`cairn_storage::Error::Unfinished`] (as [`Error::Storage`]) for a thread that has not
     /// finished, unless `options.force`: a runner still driving a forcibly deleted thread is
-    /// fenced at its next batch and stops. [`Error::Invalid`] for a malformed id; storage errors.
+    /// fenced at its next batch and stops; a runner of this engine has its node cancelled too
+    /// (the node gets the engine's cancellation grace period, then is dropped). [`Error::Invalid`] for a malformed id; storage errors.
     ///
     /// # Examples
     /// ```no_run
@@ -76,6 +80,13 @@ impl Engine {
         let id = ThreadId::new(thread)?;
         let deleted = self.shell.store.delete_thread(&id, options)?.wait().await?;
         if let Some(d) = &deleted {
+            if !d.status.is_terminal() {
+                // A runner of this engine may still be in a node of it: cancelled, the node has
+                // its grace period and is then dropped, and the runner's next batch is fenced
+                // (a runner in another process is fenced at that batch, its node not cancelled).
+                let cancel = crate::coord::Request::Cancel(DELETED_REASON.to_owned());
+                self.shell.coord.deliver(&id, cancel).await;
+            }
             self.forget_deleted(&id);
             self.shell.metrics.deleted_by_hand.increment(1);
             tracing::info!(thread = %id, status = %d.status, events = d.events, "thread deleted");

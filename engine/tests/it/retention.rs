@@ -248,6 +248,63 @@ async fn a_forced_delete_fences_the_runner_and_nothing_of_the_thread_comes_back(
     engine.shutdown().await;
 }
 
+/// A forced delete of a thread whose node never returns (it ignores its cancellation token):
+/// the runner's node is cancelled too, so after the cancellation grace period the runner lets
+/// go and a graceful shutdown does not wait forever for a thread that no longer exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_delete_cancels_the_runners_node_so_shutdown_does_not_wait_for_it() {
+    let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
+    let entered = std::sync::Mutex::new(Some(entered_tx));
+    let wf = Workflow::<Tally>::builder("hang", 1)
+        .node("hang", move |_s, _ctx: Ctx| {
+            let entered = entered.lock().unwrap().take();
+            async move {
+                if let Some(tx) = entered {
+                    let _ = tx.send(());
+                }
+                std::future::pending::<()>().await;
+                Ok(NodeOutput::update((1, "never".to_owned())))
+            }
+        })
+        .edge(START, "hang")
+        .edge("hang", END)
+        .build()
+        .unwrap();
+    let (_d, path) = db();
+    let clock = ManualClock::new(0);
+    let engine = open(&path, &clock, &[&wf]).await;
+    engine.start("hang", Tally::default(), StartOptions::id("h")).await.unwrap();
+    entered_rx.await.unwrap();
+    let deleted = engine.delete("h", DeleteOptions { force: true }).await.unwrap().unwrap();
+    assert_eq!(deleted.status, ThreadStatus::Running);
+    let id: cairn::ThreadId = "h".parse().unwrap();
+    // The node had its grace period (5 s of the engine's clock) to stop on its own.
+    let ticking = {
+        let clock = clock.clone();
+        tokio::spawn(async move {
+            loop {
+                clock.advance_ms(1_000);
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        })
+    };
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        cairn::testkit::runner_released(&engine, &id),
+    )
+    .await
+    .expect("the deleted thread's runner let go");
+    tokio::time::timeout(std::time::Duration::from_secs(10), engine.shutdown())
+        .await
+        .expect("shutdown does not wait for the deleted thread's node");
+    ticking.abort();
+    drop(engine);
+    let reopened = open(&path, &clock, &[&wf]).await;
+    assert!(reopened.store().thread(&id).unwrap().is_none(), "nothing of the thread came back");
+    assert!(reopened.store().verify().unwrap().is_clean());
+    reopened.shutdown().await;
+}
+
 /// A finished sub-workflow child is kept while its parent is unfinished (the parent's node may
 /// still read it), and deleted with the parent's own period once the parent ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
