@@ -197,26 +197,62 @@ impl Engine {
     }
 
     /// Runs a retention pass every [`RetentionPolicy::every_ms`] of the engine's clock until
-    /// shutdown (a manual clock's advance wakes it).
+    /// shutdown (a manual clock's advance wakes it). The passes keep their cadence from the
+    /// moment the engine opened, whenever the task that runs them gets to run: a clock that
+    /// jumped past a pass's time runs one pass at once (not one per interval skipped), and the
+    /// cadence goes on one interval after it.
     pub(super) fn spawn_retention(&self) {
         let Some(policy) = self.shell.config.retention else { return };
         let engine = self.clone();
         let stopping = self.shell.tasks.stopping().clone();
+        // At least 1 ms: a zero interval would run passes back to back.
+        let every = policy.every_ms.max(1);
+        // Read now, not when the task first runs: a clock moved meanwhile is a pass due.
+        let mut next = engine.shell.clock.now_ms().saturating_add(every);
         self.shell.tasks.spawn(async move {
             loop {
-                // At least 1 ms: a zero interval would run passes back to back.
-                let next = engine.shell.clock.now_ms().saturating_add(policy.every_ms.max(1));
                 tokio::select! {
                     () = engine.shell.clock.sleep_until(next) => {}
                     () = stopping.cancelled() => return,
                 }
-                match engine.retention_pass().await {
+                // The pass's own time, read before its report is out: whoever moves the clock
+                // on seeing the report moves it after this.
+                let ran_at = match engine.retention_pass().await {
                     Ok(report) => {
+                        let at = report.at_ms;
                         engine.shell.retention.send_replace(report);
+                        at
                     }
-                    Err(e) => tracing::warn!(error = %e, "retention pass"),
-                }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "retention pass");
+                        next
+                    }
+                };
+                next = next_pass(next, every, ran_at);
             }
         });
+    }
+}
+
+/// When the pass after the one due at `due`, which ran at `ran_at`, runs: one interval after
+/// `due`, or, when the clock had already passed that (it jumped, or the pass was late), one
+/// interval after `ran_at` (the pass that ran was the catch-up: one pass, not one per interval
+/// skipped).
+fn next_pass(due: u64, every: u64, ran_at: u64) -> u64 {
+    let on_cadence = due.saturating_add(every);
+    if on_cadence > ran_at { on_cadence } else { ran_at.saturating_add(every) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_pass;
+
+    #[test]
+    fn passes_keep_their_cadence_and_a_jump_runs_one_pass() {
+        assert_eq!(next_pass(1_000, 1_000, 1_000), 2_000, "on time");
+        assert_eq!(next_pass(1_000, 1_000, 1_700), 2_000, "a slow pass keeps the cadence");
+        assert_eq!(next_pass(1_000, 1_000, 60_000), 61_000, "a jump: that pass caught up");
+        assert_eq!(next_pass(1_000, 1_000, 2_000), 3_000);
+        assert_eq!(next_pass(u64::MAX - 1, 1_000, 0), u64::MAX);
     }
 }
