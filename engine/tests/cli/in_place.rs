@@ -46,13 +46,21 @@ async fn a_listing_of_a_large_file_no_engine_holds_reads_it_in_place() {
             .expect("start");
         handle.finished().await.expect("finished");
     }
+    // A copy taken while the engine holds the file is one not shut down cleanly (as after a
+    // crash): redb cannot read it in place, and the command says it reads a copy instead.
+    let unclean = dir.path().join("unclean.db");
+    std::fs::copy(&db, &unclean).expect("copy");
     engine.shutdown().await;
     drop(engine);
+    let from_copy = call(&unclean, &["threads", "--limit", "1", "--json"]);
+    assert_eq!(from_copy.code, 0, "{}", from_copy.stderr);
+    assert!(from_copy.stderr.contains("reading a snapshot copy"), "{}", from_copy.stderr);
     let file_kb = std::fs::metadata(&db).expect("the file").len() / 1024;
     assert!(file_kb > 2 * RSS_BOUND_KB, "the file is larger than the bound: {file_kb} KiB");
 
     let listed = call(&db, &["threads", "--limit", "1", "--json"]);
     assert_eq!(listed.code, 0, "{}", listed.stderr);
+    assert!(!listed.stderr.contains("snapshot copy"), "read in place: {}", listed.stderr);
     let rows: serde_json::Value = serde_json::from_str(&listed.stdout).expect("JSON");
     assert_eq!(rows[0]["thread"], "t-0000", "{rows}");
     eprintln!("RSS threads_limit_1 file_kb={file_kb} max_rss_kb={}", listed.peak_kb);

@@ -59,7 +59,8 @@ pub(crate) fn open(path: &Path, cache_bytes: usize) -> Result<Opened, Error> {
         }
         // Needs repair (not shut down cleanly), or does not open: the snapshot path copies it,
         // lets redb repair the copy, and says what is wrong if that fails too.
-        Ok(Err(_)) | Err(_) => return super::snapshot::open(path).map(Opened::Copy),
+        Ok(Err(e)) => return copy(path, &e.to_string()),
+        Err(e) => return copy(path, &e.to_string()),
     };
     match guard("open read-only", || check_meta(&db)) {
         Ok(MetaState::Cairn(_, version)) if version >= super::FORMAT_VERSION => {
@@ -69,11 +70,23 @@ pub(crate) fn open(path: &Path, cache_bytes: usize) -> Result<Opened, Error> {
         Err(error @ (Error::NotCairn { .. } | Error::NewerFormat { .. })) => Err(error),
         // An older format (migrated in a private copy), or a meta table that does not read
         // (judged by the snapshot path): the lock is released first.
-        Ok(MetaState::Cairn(..)) | Err(_) => {
+        Ok(MetaState::Cairn(_, version)) => {
             drop(db);
-            super::snapshot::open(path).map(Opened::Copy)
+            copy(path, &format!("format version {version}, migrated in the copy"))
+        }
+        Err(e) => {
+            drop(db);
+            copy(path, &e.to_string())
         }
     }
+}
+
+/// The snapshot path, said in the log (memory then grows with the file: a reader wondering why
+/// finds out with `CAIRN_LOG=cairn_storage=info`).
+fn copy(path: &Path, why: &str) -> Result<Opened, Error> {
+    let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+    tracing::info!(path = %path.display(), bytes, why, "reading a snapshot copy of the file in memory");
+    super::snapshot::open(path).map(Opened::Copy)
 }
 
 fn open_file_error(path: &Path, error: std::io::Error) -> Error {
