@@ -128,7 +128,9 @@ fn a_slow_postgres_read_suspends_its_task_not_the_runtime() {
     let proxy = Proxy::start(&cluster).expect("proxy");
     let store = PgStore::connect(&proxy.url(&url), Durability::Immediate).expect("connect");
     create_thread(&store, "t", 2);
-    let delay = Duration::from_millis(300);
+    // Long enough that a loaded machine's scheduling stalls (tens of ms, once 150 ms under a
+    // load of 15 on 2 cores) stay far below the half of it the awaited reads may pause for.
+    let delay = Duration::from_millis(800);
     proxy.delay_queries("cairn-reader", delay);
     let t = tid("t");
 
