@@ -41,7 +41,7 @@ impl Engine {
     /// # async fn run(engine: cairn::Engine) -> Result<(), Box<dyn std::error::Error>> {
     /// let bundle = cairn::debug::Bundle::from_bytes(&std::fs::read("t1.bundle.json.gz")?)?;
     /// let id = engine.import_bundle(&bundle).await?;
-    /// let state = engine.state_at(id.as_str(), None)?;
+    /// let state = engine.state_at(id.as_str(), None).await?;
     /// # Ok(()) }
     /// ```
     pub async fn import_bundle(&self, bundle: &Bundle) -> Result<ThreadId, Error> {
