@@ -392,7 +392,7 @@ fn history(
                 let (mut best, mut best_cpu) = (f64::MAX, f64::MAX);
                 for _ in 0..3 {
                     let (started, cpu) = (Instant::now(), on_cpu_ns()?);
-                    let view = engine.state_at("long", Some(seq))?;
+                    let view = engine.state_at("long", Some(seq)).await?;
                     let cpu = on_cpu_ns()? - cpu;
                     best = best.min(started.elapsed().as_secs_f64() * 1e3);
                     best_cpu = best_cpu.min(cpu as f64 / 1e6);

@@ -159,8 +159,8 @@ impl AgentRuntime {
     ///
     /// # Errors
     /// Engine errors.
-    pub fn telemetry(&self, task: &str) -> anyhow::Result<Telemetry> {
-        Ok(self.engine.state_at(task, None)?.meta.telemetry)
+    pub async fn telemetry(&self, task: &str) -> anyhow::Result<Telemetry> {
+        Ok(self.engine.state_at(task, None).await?.meta.telemetry)
     }
 
     /// The routing cache's counters.
@@ -382,7 +382,7 @@ async fn write_one(rt: &AgentRuntime, task: &str, request: &str) -> anyhow::Resu
         progress: rt.progress(task)?,
         file,
         locks_after: rt.locks()?,
-        telemetry: rt.telemetry(task)?,
+        telemetry: rt.telemetry(task).await?,
         article: out.article,
     })
 }

@@ -144,7 +144,7 @@ pub async fn run(first_db: &Path, second_db: &Path, bundle_path: &Path) -> anyho
         redaction: Redaction { secrets: vec![API_KEY.into()], ..Redaction::default() },
         ..ExportOptions::default()
     };
-    let bundle = first.export_bundle("ticket-7", &options)?;
+    let bundle = first.export_bundle("ticket-7", &options).await?;
     let bytes = bundle.to_bytes(true)?;
     std::fs::write(bundle_path, &bytes)?;
     first.shutdown().await;
@@ -158,7 +158,8 @@ pub async fn run(first_db: &Path, second_db: &Path, bundle_path: &Path) -> anyho
     let replay = second.replay(id.as_str(), &ReplayOptions::default()).await?;
     // Fork after the first step's events (the topic is known), in another tone.
     let after_classify = second
-        .states(id.as_str(), 1, second.state_at(id.as_str(), None)?.seq)?
+        .states(id.as_str(), 1, second.state_at(id.as_str(), None).await?.seq)
+        .await?
         .into_iter()
         .find(|v| v.step == 1)
         .map(|v| v.seq)

@@ -198,7 +198,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     for report in &reports {
         after_restart.push((report.id.clone(), engine.thread(&report.id).await?.status().await?));
     }
-    let prompt = match engine.state_at(REPORTS[0], None)?.meta.waiting {
+    let prompt = match engine.state_at(REPORTS[0], None).await?.meta.waiting {
         Some(Waiting::Input { prompt, .. }) => prompt,
         other => anyhow::bail!("{} does not wait for input: {other:?}", REPORTS[0]),
     };

@@ -287,7 +287,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Report> {
         answer(&engine, "session_001", json!({"approve": true})).await?;
     }
     let (status, _) = park(&t, seq).await?;
-    let code_attempts = attempts(&engine, "session_001/code@3")?;
+    let code_attempts = attempts(&engine, "session_001/code@3").await?;
     let recovered = recover(&engine, "session_001", status).await?;
     let outcome = recovered.0.finished().await?;
     let session: Session =
@@ -369,7 +369,7 @@ async fn answer(engine: &Engine, thread: &str, value: serde_json::Value) -> anyh
 }
 
 /// Attempts the last task of a thread made (from its node results).
-fn attempts(engine: &Engine, thread: &str) -> anyhow::Result<u32> {
-    let view = engine.state_at(thread, None)?;
+async fn attempts(engine: &Engine, thread: &str) -> anyhow::Result<u32> {
+    let view = engine.state_at(thread, None).await?;
     Ok(view.meta.node_results.values().map(|r| r.attempt).max().unwrap_or(0))
 }

@@ -484,6 +484,16 @@ pub trait Store: Send + Sync + 'static {
         Reading::ready(self.read_all_since(after, limit))
     }
 
+    /// [`Store::read_correlated`], awaited (see the comment above these methods).
+    fn read_correlated_async(
+        &self,
+        query: &crate::CorrelationQuery,
+        after: Lsn,
+        limit: usize,
+    ) -> Reading<Vec<Event>> {
+        Reading::ready(self.read_correlated(query, after, limit))
+    }
+
     /// [`Store::payload`], awaited. The default reads inline.
     fn payload_async(&self, r: &PayloadRef) -> Reading<Vec<u8>> {
         Reading::ready(self.payload(r))

@@ -99,7 +99,7 @@ async fn export(args: ExportArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()
         Some(bundle) => bundle,
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
-            record_of(&engine, &args.thread)?;
+            record_of(&engine, &args.thread).await?;
             let mut redaction = Redaction::default();
             redaction.key_patterns.extend(args.redact_key.iter().cloned());
             redaction.secrets.clone_from(&args.secret);
@@ -112,7 +112,7 @@ async fn export(args: ExportArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()
                 metadata: metadata.collect(),
                 max_payload_bytes: args.max_payload_bytes,
             };
-            engine.export_bundle(&args.thread, &options)?
+            engine.export_bundle(&args.thread, &options).await?
         }
     };
     bar.inc(1);

@@ -311,10 +311,14 @@ pub fn thread_id(s: &str) -> anyhow::Result<cairn_storage::ThreadId> {
 ///
 /// # Errors
 /// "no thread" when it does not exist; storage errors.
-pub fn record_of(engine: &Engine, thread: &str) -> anyhow::Result<cairn_storage::ThreadRecord> {
+pub async fn record_of(
+    engine: &Engine,
+    thread: &str,
+) -> anyhow::Result<cairn_storage::ThreadRecord> {
     let id = thread_id(thread)?;
     engine
         .store()
-        .thread(&id)?
+        .thread_async(&id)
+        .await?
         .ok_or_else(|| fail(EXIT_FAILED, format!("no thread {thread} in this database")))
 }

@@ -163,7 +163,7 @@ pub(super) async fn resume(args: ThreadArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         return remote::report(&answer, args.common.json);
     }
     let engine = open_writable(&args.common.db, wfs).await?;
-    record_of(&engine, &args.thread)?;
+    record_of(&engine, &args.thread).await?;
     // The thread runs here, in this process, until it ends or parks (Ctrl-C stops the process;
     // the thread stays resumable).
     engine.resume(&args.thread).await?;
@@ -184,7 +184,7 @@ pub(super) async fn input(args: InputArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         return remote::report(&answer, args.common.json);
     }
     let engine = open_writable(&args.common.db, wfs).await?;
-    record_of(&engine, &args.thread)?;
+    record_of(&engine, &args.thread).await?;
     engine.send_input(&args.thread, value).await?;
     let handle = engine.thread(&args.thread).await?;
     run_to_rest(&engine, &handle, args.common.json, "input delivered to").await
@@ -217,7 +217,7 @@ pub(super) async fn control(
         return remote::report(&answer, common.json);
     }
     let engine = open_writable(&common.db, wfs).await?;
-    record_of(&engine, thread)?;
+    record_of(&engine, thread).await?;
     let result = match what {
         Control::Cancel => engine.cancel(thread, reason.unwrap_or("cancelled")).await,
         Control::Abandon => engine.abandon(thread).await,

@@ -121,11 +121,12 @@ impl Log {
         match self {
             Log::File => {
                 let engine = open_read_only(&args.common.db, wfs).await?;
-                let record = record_of(&engine, &args.thread)?;
+                let record = record_of(&engine, &args.thread).await?;
                 let first_kept = record.first_seq.0.saturating_sub(1);
                 let store = engine.store().as_ref();
                 let (rows, last) =
-                    events_after(store, &record.id, since.max(first_kept), &args.kind, usize::MAX)?;
+                    events_after(store, &record.id, since.max(first_kept), &args.kind, usize::MAX)
+                        .await?;
                 Ok(Read { rows, last, status: record.status, first_kept })
             }
             Log::Through(ep) => {
@@ -257,7 +258,7 @@ pub(super) async fn trace(args: TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
             }
             (query.from_ms, query.to_ms, query.chain_to) =
                 (args.from_ms, args.to_ms, args.chain.clone());
-            engine.trace(&query)?.iter().map(trace_json).collect()
+            engine.trace(&query).await?.iter().map(trace_json).collect()
         }
     };
     if args.common.json {

@@ -75,7 +75,7 @@ pub(super) async fn fork(args: ForkArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Re
         (None, None) => return Err(usage("give --at SEQ or --checkpoint ID")),
     };
     let engine = open_writable(&args.common.db, wfs).await?;
-    record_of(&engine, &args.thread)?;
+    record_of(&engine, &args.thread).await?;
     let options = ForkOptions {
         thread_id: args.id.clone(),
         update,

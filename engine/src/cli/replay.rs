@@ -31,7 +31,7 @@ pub(super) async fn replay(args: ReplayArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         Some(report) => report,
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
-            record_of(&engine, &args.thread)?;
+            record_of(&engine, &args.thread).await?;
             let report = engine.replay(&args.thread, &ReplayOptions::default()).await?;
             serde_json::to_value(&report)?
         }

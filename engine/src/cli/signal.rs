@@ -49,7 +49,7 @@ pub(super) async fn signal(args: SignalArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         return Ok(());
     }
     let engine = open_writable(&args.common.db, wfs).await?;
-    record_of(&engine, &args.thread)?;
+    record_of(&engine, &args.thread).await?;
     let sent = engine.signal_and_wake(&args.thread, &args.name, value).await;
     let (n, woke) = match sent {
         Ok(sent) => sent,

@@ -34,12 +34,12 @@ pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         Some(found) => found,
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
-            record_of(&engine, &args.thread)?;
+            record_of(&engine, &args.thread).await?;
             match args.diff.as_deref() {
-                Some([a, b]) => Found::Diff(engine.diff(&args.thread, *a, *b)?),
+                Some([a, b]) => Found::Diff(engine.diff(&args.thread, *a, *b).await?),
                 _ => Found::View(crate::debug::views::state_json(&match args.at_time {
-                    Some(ms) => engine.state_at_time(&args.thread, ms)?,
-                    None => engine.state_at(&args.thread, args.at)?,
+                    Some(ms) => engine.state_at_time(&args.thread, ms).await?,
+                    None => engine.state_at(&args.thread, args.at).await?,
                 })),
             }
         }

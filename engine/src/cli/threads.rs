@@ -58,7 +58,8 @@ pub(super) async fn threads(args: ThreadsArgs, wfs: &[Arc<DynWorkflow>]) -> anyh
         Some(rows) => rows,
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
-            let records = threads_page(engine.store().as_ref(), &filter, args.offset, args.limit)?;
+            let records =
+                threads_page(engine.store().as_ref(), &filter, args.offset, args.limit).await?;
             records.iter().map(thread_row).collect()
         }
     };
@@ -153,8 +154,8 @@ pub(super) async fn show(args: ShowArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Re
         Some(view) => view,
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
-            let record = record_of(&engine, &args.thread)?;
-            thread_details(&engine, &record)?
+            let record = record_of(&engine, &args.thread).await?;
+            thread_details(&engine, &record).await?
         }
     };
     if args.common.json {

@@ -60,7 +60,7 @@ pub(super) async fn worker(args: WorkerArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
             _ = terminate.recv() => break,
             () = tokio::time::sleep(Duration::from_millis(args.poll_ms)) => {}
         }
-        if args.exit_when_idle && idle(&engine)? {
+        if args.exit_when_idle && idle(&engine).await? {
             break;
         }
     }
@@ -79,10 +79,11 @@ pub(super) async fn worker(args: WorkerArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
 }
 
 /// No thread is Running or Created.
-fn idle(engine: &Engine) -> anyhow::Result<bool> {
+async fn idle(engine: &Engine) -> anyhow::Result<bool> {
     for status in [ThreadStatus::Running, ThreadStatus::Created] {
         let filter = ThreadFilter { status: Some(status), ..ThreadFilter::default() };
-        if !engine.store().list_threads(&filter, Page { limit: 1, offset: 0 })?.is_empty() {
+        let page = Page { limit: 1, offset: 0 };
+        if !engine.store().list_threads_async(&filter, page).await?.is_empty() {
             return Ok(false);
         }
     }

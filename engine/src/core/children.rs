@@ -11,10 +11,13 @@ pub const PARENT_LABEL: &str = "parent";
 /// Records read per page of a listing.
 const PAGE_RECORDS: usize = 500;
 
-/// The child threads of `parent` (every page of them).
+/// The child threads of `parent` (every page of them), with sync reads: for callers off the
+/// runtime (the test kit); the engine's paths, the debug tools and the endpoint await
+/// `exec::fetch::children_of`.
 ///
 /// # Errors
 /// Storage errors.
+#[cfg_attr(not(feature = "testkit"), expect(dead_code, reason = "read by the test kit only"))]
 pub(crate) fn children_of(
     store: &dyn Store,
     parent: &ThreadId,

@@ -61,7 +61,7 @@ impl Engine {
         meta: CheckpointMeta,
     ) -> Result<CheckpointId, Error> {
         let id = ThreadId::new(thread)?;
-        let record = self.thread_record(&id)?;
+        let record = self.thread_record(&id).await?;
         // Refuse metadata storage would refuse before a runner tries to commit it.
         NewCheckpoint {
             thread: id.clone(),
@@ -106,9 +106,9 @@ impl Engine {
         id: &ThreadId,
         meta: CheckpointMeta,
     ) -> Result<CheckpointId, Error> {
-        let record = self.thread_record(id)?;
+        let record = self.thread_record(id).await?;
         let last = record.last.map_or(0, |b| b.seq.0);
-        let ctx = self.restore_at(id, last)?;
+        let ctx = self.restore_at(id, last).await?;
         let description = manual_description(&meta);
         self.write_parked_checkpoint(record, ctx, CheckpointKind::Manual, description, meta, Ok)
             .await
@@ -178,7 +178,7 @@ impl Engine {
         // Under the claim no runner of this process can start; the thread must still be where
         // its state was computed.
         let result = async {
-            let now_last = self.thread_record(&id)?.last.map_or(0, |b| b.seq.0);
+            let now_last = self.thread_record(&id).await?.last.map_or(0, |b| b.seq.0);
             if now_last != last {
                 return Err(Error::Invalid(format!("thread {id} moved on to seq {now_last}")));
             }

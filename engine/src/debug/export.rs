@@ -22,11 +22,11 @@ use super::import::BASE_TAG;
 use super::redact::Redactor;
 use super::validate::{payload_key, place_body};
 use crate::api::engine::Engine;
-use crate::core::codec;
 use crate::core::event::{Body, ForkOrigin};
 use crate::core::restore::decode_snapshot;
 use crate::core::thread_ctx::Snapshot;
 use crate::error::Error;
+use crate::exec::fetch;
 use crate::limits;
 
 impl Engine {
@@ -47,14 +47,18 @@ impl Engine {
     ///     redaction: Redaction::default().secret("sk-live-0123456789"),
     ///     ..ExportOptions::default()
     /// };
-    /// let bundle = engine.export_bundle("t1", &options)?;
+    /// let bundle = engine.export_bundle("t1", &options).await?;
     /// std::fs::write("t1.bundle.json.gz", bundle.to_bytes(true)?)?;
     /// # Ok(()) }
     /// ```
-    pub fn export_bundle(&self, thread: &str, options: &ExportOptions) -> Result<Bundle, Error> {
+    pub async fn export_bundle(
+        &self,
+        thread: &str,
+        options: &ExportOptions,
+    ) -> Result<Bundle, Error> {
         let red = Redactor::new(&options.redaction)?;
         let id = ThreadId::new(thread)?;
-        let record = self.thread_record(&id)?;
+        let record = self.thread_record(&id).await?;
         let last =
             record.last.map(|b| b.seq.0).ok_or_else(|| Error::UnknownThread(id.to_string()))?;
         let mut start = record.first_seq.0;
@@ -64,11 +68,11 @@ impl Engine {
             }
             start = start.max(last.saturating_sub(n as u64 - 1).max(1));
         }
-        let (start, base) = self.export_base(&id, &record, start)?;
-        let state = match self.restore_at(&id, last) {
+        let (start, base) = self.export_base(&id, &record, start).await?;
+        let state = match self.restore_at(&id, last).await {
             Ok(ctx) => ctx.snapshot()?,
             Err(e @ (Error::UnknownWorkflow { .. } | Error::FingerprintChanged { .. })) => {
-                match self.store().latest_checkpoint_at_or_before(&id, Seq(last))? {
+                match self.store().latest_checkpoint_at_or_before_async(&id, Seq(last)).await? {
                     Some(cp) => decode_snapshot(&id, cp.covers.seq.0, &cp.snapshot)?,
                     None => return Err(e),
                 }
@@ -76,9 +80,9 @@ impl Engine {
             Err(e) => return Err(e),
         };
         let (events, tools) =
-            self.export_events(&id, start, last, &red, options.max_payload_bytes)?;
+            self.export_events(&id, start, last, &red, options.max_payload_bytes).await?;
         let checkpoints = if options.include_checkpoints {
-            Some(self.export_checkpoints(&id, start, last, &red)?)
+            Some(self.export_checkpoints(&id, start, last, &red).await?)
         } else {
             None
         };
@@ -128,7 +132,7 @@ impl Engine {
     }
 
     /// The first exported seq and the context just before it.
-    fn export_base(
+    async fn export_base(
         &self,
         id: &ThreadId,
         record: &ThreadRecord,
@@ -137,11 +141,11 @@ impl Engine {
         if start <= 1 {
             return Ok((1, None));
         }
-        match self.restore_at(id, start - 1) {
+        match self.restore_at(id, start - 1).await {
             Ok(ctx) => Ok((start, Some(ctx.snapshot()?))),
             Err(e @ (Error::UnknownWorkflow { .. } | Error::FingerprintChanged { .. })) => {
                 // Without the reducer, start right after a checkpoint.
-                match self.store().latest_checkpoint_at_or_before(id, Seq(start - 1))? {
+                match self.store().latest_checkpoint_at_or_before_async(id, Seq(start - 1)).await? {
                     Some(cp) => {
                         let seq = cp.covers.seq.0;
                         Ok((seq + 1, Some(decode_snapshot(id, seq, &cp.snapshot)?)))
@@ -156,7 +160,7 @@ impl Engine {
 
     /// The events `start..=last`, and a summary of their tool results (taken before bodies over
     /// `max_payload_bytes` are dropped, so that it covers those too).
-    fn export_events(
+    async fn export_events(
         &self,
         id: &ThreadId,
         start: u64,
@@ -168,7 +172,8 @@ impl Engine {
         let mut tools = Vec::new();
         let mut after = start - 1;
         while after < last {
-            let chunk = self.store().read_since(id, Seq(after), limits::READ_CHUNK_EVENTS)?;
+            let chunk =
+                self.store().read_since_async(id, Seq(after), limits::READ_CHUNK_EVENTS).await?;
             if chunk.is_empty() {
                 break;
             }
@@ -178,7 +183,7 @@ impl Engine {
                     break;
                 }
                 after = seq;
-                let rec = codec::decode(self.store().as_ref(), event)?;
+                let rec = fetch::decode(self.store().as_ref(), event).await?;
                 let mut value = serde_json::to_value(&rec.body)?;
                 red.value(&mut value);
                 let body: Body = serde_json::from_value(value.clone()).map_err(|e| {
@@ -212,7 +217,7 @@ impl Engine {
 
     /// The thread's checkpoints covering seqs `start - 1..=last` (a thread that moves on while
     /// it is exported, on a live store, makes newer ones: they are not part of this bundle).
-    fn export_checkpoints(
+    async fn export_checkpoints(
         &self,
         id: &ThreadId,
         start: u64,
@@ -223,7 +228,8 @@ impl Engine {
         let mut infos = Vec::new();
         let mut offset = 0;
         loop {
-            let page = self.store().list_checkpoints(&filter, Page { limit: 1_000, offset })?;
+            let page = Page { limit: 1_000, offset };
+            let page = self.store().list_checkpoints_async(&filter, page).await?;
             offset += page.len();
             let done = page.len() < 1_000;
             infos.extend(page);
@@ -240,7 +246,7 @@ impl Engine {
         infos.dedup_by_key(|c| c.id);
         let mut out: Vec<BundleCheckpoint> = Vec::with_capacity(infos.len());
         for info in infos {
-            let Some(cp): Option<Checkpoint> = self.store().checkpoint(info.id)? else {
+            let Some(cp): Option<Checkpoint> = self.store().checkpoint_async(info.id).await? else {
                 continue; // deleted meanwhile
             };
             let seq = cp.covers.seq.0;

@@ -62,24 +62,43 @@ impl FailureExport {
     }
 
     /// Exports `thread` from `engine` and writes it (to a temporary file renamed into place, so
-    /// a reader never sees half a bundle). Returns the file written.
+    /// a reader never sees half a bundle). Returns the file written. The export awaits the
+    /// store's reads; the file is written on a blocking thread of the runtime, so neither
+    /// holds up a runtime worker.
     ///
     /// # Errors
     /// What [`Engine::export_bundle`] returns; [`Error::Invalid`] when the directory or the file
     /// cannot be written.
-    pub fn write(&self, engine: &Engine, thread: &str) -> Result<PathBuf, Error> {
-        let bundle = engine.export_bundle(thread, &self.options)?;
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use cairn::debug::{ExportOptions, FailureExport};
+    /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
+    /// let policy = FailureExport::new("bundles", ExportOptions::default());
+    /// let file = policy.write(&engine, "t1").await?;
+    /// println!("wrote {}", file.display());
+    /// # Ok(()) }
+    /// ```
+    pub async fn write(&self, engine: &Engine, thread: &str) -> Result<PathBuf, Error> {
+        let bundle = engine.export_bundle(thread, &self.options).await?;
         let bytes = bundle.to_bytes(self.options.gzip)?;
         let path = self.path_for(thread);
-        let io = |what: &str, p: &Path, e: std::io::Error| {
-            Error::Invalid(format!("cannot {what} {}: {e}", p.display()))
-        };
-        std::fs::create_dir_all(&self.dir).map_err(|e| io("create", &self.dir, e))?;
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, &bytes).map_err(|e| io("write", &tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| io("rename into", &path, e))?;
-        Ok(path)
+        let dir = self.dir.clone();
+        let written =
+            tokio::task::spawn_blocking(move || write_file(&dir, &path, &bytes).map(|()| path));
+        written.await.map_err(|e| Error::Invalid(format!("the bundle's writer stopped: {e}")))?
     }
+}
+
+/// Writes `bytes` to `path` in `dir` (created when missing) through a temporary file.
+fn write_file(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    let io = |what: &str, p: &Path, e: std::io::Error| {
+        Error::Invalid(format!("cannot {what} {}: {e}", p.display()))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| io("create", dir, e))?;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).map_err(|e| io("write", &tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| io("rename into", path, e))
 }
 
 impl EngineBuilder {
@@ -100,14 +119,17 @@ impl EngineBuilder {
     /// ```
     pub fn export_on_failure(self, dir: impl Into<PathBuf>, options: ExportOptions) -> Self {
         let policy = FailureExport::new(dir, options);
-        self.on_failure(Arc::new(move |shell, thread| export_failed(&policy, shell, thread)))
+        let policy = Arc::new(policy);
+        self.on_failure(Arc::new(move |shell, thread| {
+            Box::pin(export_failed(policy.clone(), shell.clone(), thread.clone()))
+        }))
     }
 }
 
 /// Writes the bundle of `thread`, which has just failed.
-fn export_failed(policy: &FailureExport, shell: &Arc<Shell>, thread: &ThreadId) {
-    let engine = Engine { shell: shell.clone() };
-    match policy.write(&engine, thread.as_str()) {
+async fn export_failed(policy: Arc<FailureExport>, shell: Arc<Shell>, thread: ThreadId) {
+    let engine = Engine { shell };
+    match policy.write(&engine, thread.as_str()).await {
         Ok(path) => {
             tracing::info!(thread = %thread, file = %path.display(), "failed thread exported");
         }

@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::Engine;
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
+use crate::exec::fetch;
 
 /// A thread context folded from the log.
 pub(crate) struct Folded {
@@ -29,18 +30,22 @@ pub(crate) struct Folded {
 ///
 /// # Errors
 /// Unknown thread, damaged or pruned log.
-pub(crate) fn fold(engine: &Engine, thread: &ThreadId, at: Option<u64>) -> Result<Folded, Error> {
+pub(crate) async fn fold(
+    engine: &Engine,
+    thread: &ThreadId,
+    at: Option<u64>,
+) -> Result<Folded, Error> {
     let store = engine.store().as_ref();
-    let record = store.thread(thread)?.ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
+    let record = fetch::record(store, thread).await?;
     match engine.workflow_for(&record) {
         Ok(wf) => {
-            let ctx = crate::core::restore::restore(store, &wf, thread, at)?;
+            let ctx = fetch::restore(store, &wf, thread, at).await?;
             Ok(Folded { ctx, state_unknown: None })
         }
         Err(
             e @ (crate::Error::UnknownWorkflow { .. } | crate::Error::FingerprintChanged { .. }),
         ) => {
-            let ctx = crate::core::restore::restore(store, opaque(), thread, at)?;
+            let ctx = fetch::restore(store, opaque(), thread, at).await?;
             Ok(Folded { ctx, state_unknown: Some(e.to_string()) })
         }
         Err(e) => Err(e),

@@ -45,14 +45,15 @@ impl Engine {
         options: ForkOptions,
     ) -> Result<ThreadHandle, Error> {
         let origin = ThreadId::new(thread)?;
-        let record = self.thread_record(&origin)?;
+        let record = self.thread_record(&origin).await?;
         let last = record.last.map_or(0, |b| b.seq.0);
         let seq = match from {
             ForkFrom::Seq(seq) => seq,
             ForkFrom::Checkpoint(cp) => {
                 let info = self
                     .store()
-                    .checkpoint(cp)?
+                    .checkpoint_async(cp)
+                    .await?
                     .ok_or_else(|| Error::Invalid(format!("no checkpoint {}", cp.0)))?;
                 if info.thread != origin {
                     return Err(Error::Invalid(format!(
@@ -68,8 +69,8 @@ impl Engine {
                 "thread {origin} has events 1..={last}; cannot fork at seq {seq}"
             )));
         }
-        let wf = self.workflow_at(&origin, seq)?;
-        let ctx = self.restore_at(&origin, seq)?;
+        let wf = self.workflow_at(&origin, seq).await?;
+        let ctx = self.restore_at(&origin, seq).await?;
         let input = ctx.state.to_json().map_err(|e| Error::Codec(e.to_string()))?;
         if let Some(update) = &options.update {
             let mut probe = ctx.state.clone_box();
@@ -81,7 +82,7 @@ impl Engine {
             Some(id) => ThreadId::new(id.clone())?,
             None => ThreadId::new(self.shell.ids.new_id())?,
         };
-        if self.store().thread(&id)?.is_some() {
+        if self.store().thread_async(&id).await?.is_some() {
             return Err(Error::Invalid(format!(
                 "thread {id} exists already; a fork needs a new id"
             )));

@@ -41,7 +41,7 @@ impl Engine {
     /// # async fn run(engine: cairn::Engine) -> Result<(), Box<dyn std::error::Error>> {
     /// let bundle = cairn::debug::Bundle::from_bytes(&std::fs::read("t1.bundle.json.gz")?)?;
     /// let id = engine.import_bundle(&bundle).await?;
-    /// let state = engine.state_at(id.as_str(), None)?;
+    /// let state = engine.state_at(id.as_str(), None).await?;
     /// # Ok(()) }
     /// ```
     pub async fn import_bundle(&self, bundle: &Bundle) -> Result<ThreadId, Error> {
@@ -59,7 +59,7 @@ impl Engine {
         let bodies: Vec<_> = bodies.into_iter().flatten().collect();
         let meta = &bundle.metadata.thread;
         let id = ThreadId::new(meta.id.clone())?;
-        if self.store().thread(&id)?.is_some() {
+        if self.store().thread_async(&id).await?.is_some() {
             return Err(Error::Invalid(format!("thread {id} exists in this database already")));
         }
         let mut record = ThreadRecord::new(id.clone(), bundle.metadata.workflow.clone(), 0);

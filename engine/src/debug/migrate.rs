@@ -79,7 +79,7 @@ impl Engine {
     /// finished tasks whose updates belong to the old version; storage errors.
     pub async fn migrate(&self, thread: &str, to_version: u32) -> Result<(), Error> {
         let id = ThreadId::new(thread)?;
-        let record = self.thread_record(&id)?;
+        let record = self.thread_record(&id).await?;
         if record.status.is_terminal() {
             return Err(Error::WrongStatus {
                 thread: id.to_string(),
@@ -98,7 +98,7 @@ impl Engine {
             .find(|w| w.id() == old.id && w.version() == to_version)
             .ok_or_else(|| Error::UnknownWorkflow { id: old.id.clone(), version: to_version })?;
         let last = record.last.map_or(0, |b| b.seq.0);
-        let ctx = self.restore_at(&id, last)?;
+        let ctx = self.restore_at(&id, last).await?;
         if let Some((task, _)) = ctx.meta.open.iter().find(|(_, j)| j.outcome.is_some()) {
             return Err(Error::Invalid(format!(
                 "thread {id} has an open step where {task} finished under v{}: migrate at a step \

@@ -3,9 +3,9 @@
 use cairn_storage::{Seq, ThreadId};
 
 use crate::api::engine::Engine;
-use crate::core::codec;
 use crate::core::node_runs::{NodeRun, node_runs};
 use crate::error::Error;
+use crate::exec::fetch;
 use crate::limits::{self, NODE_RUNS_EVENTS_MAX};
 
 impl Engine {
@@ -25,14 +25,14 @@ impl Engine {
     /// ```no_run
     /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
     /// use cairn::core::node_runs::RunStatus;
-    /// let runs = engine.node_runs("t1")?;
+    /// let runs = engine.node_runs("t1").await?;
     /// let failed = runs.iter().filter(|r| r.status == RunStatus::Failed).count();
     /// println!("{} runs, {failed} failed", runs.len());
     /// # Ok(()) }
     /// ```
-    pub fn node_runs(&self, thread: &str) -> Result<Vec<NodeRun>, Error> {
+    pub async fn node_runs(&self, thread: &str) -> Result<Vec<NodeRun>, Error> {
         let id = ThreadId::new(thread)?;
-        let record = self.thread_record(&id)?;
+        let record = self.thread_record(&id).await?;
         let last = record.last.map_or(0, |b| b.seq.0);
         if last > NODE_RUNS_EVENTS_MAX {
             return Err(Error::LimitExceeded {
@@ -45,10 +45,11 @@ impl Engine {
         let mut events = Vec::new();
         let mut after = 0;
         while after < last {
-            let chunk = self.store().read_since(&id, Seq(after), limits::READ_CHUNK_EVENTS)?;
+            let chunk =
+                self.store().read_since_async(&id, Seq(after), limits::READ_CHUNK_EVENTS).await?;
             let Some(end) = chunk.last().map(|e| e.bookmark.seq.0) else { break };
             for event in chunk {
-                events.push(codec::decode(self.store().as_ref(), event)?);
+                events.push(fetch::decode(self.store().as_ref(), event).await?);
             }
             after = end;
         }

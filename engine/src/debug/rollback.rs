@@ -53,7 +53,7 @@ impl Engine {
         reason: &str,
     ) -> Result<CheckpointId, Error> {
         let id = ThreadId::new(thread)?;
-        let record = self.thread_record(&id)?;
+        let record = self.thread_record(&id).await?;
         let status = record.status;
         if !matches!(
             status,
@@ -70,7 +70,8 @@ impl Engine {
         }
         let cp = self
             .store()
-            .checkpoint(to)?
+            .checkpoint_async(to)
+            .await?
             .ok_or_else(|| Error::Invalid(format!("no checkpoint {to} in this database")))?;
         if cp.thread != id {
             return Err(Error::Invalid(format!(
@@ -87,7 +88,7 @@ impl Engine {
         let wf = self.workflow_for(&record)?;
         let target = from_checkpoint(&wf, &id, &cp)?;
         let last = record.last.map_or(0, |b| b.seq.0);
-        let ctx = self.restore_at(&id, last)?;
+        let ctx = self.restore_at(&id, last).await?;
         let reason = if reason.is_empty() { "rolled back".to_owned() } else { reason.to_owned() };
         let mut preface = vec![Body::RolledBack {
             checkpoint: to,

@@ -13,11 +13,10 @@ use cairn_storage::{CheckpointFilter, Page, Seq, ThreadId, ThreadRecord, Workflo
 use super::migrate::MIGRATION_TAG;
 use super::{Change, STATES_MAX, StateView};
 use crate::api::engine::Engine;
-use crate::core::codec;
 use crate::core::event::Body;
-use crate::core::restore::restore;
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
+use crate::exec::fetch;
 use crate::limits;
 
 impl Engine {
@@ -32,17 +31,17 @@ impl Engine {
     /// # Examples
     /// ```no_run
     /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
-    /// let at_5 = engine.state_at("t1", Some(5))?;
-    /// let now = engine.state_at("t1", None)?;
+    /// let at_5 = engine.state_at("t1", Some(5)).await?;
+    /// let now = engine.state_at("t1", None).await?;
     /// println!("step {} -> step {}: {}", at_5.step, now.step, now.state);
     /// # Ok(()) }
     /// ```
-    pub fn state_at(&self, thread: &str, seq: Option<u64>) -> Result<StateView, Error> {
+    pub async fn state_at(&self, thread: &str, seq: Option<u64>) -> Result<StateView, Error> {
         let id = ThreadId::new(thread)?;
-        let record = self.thread_record(&id)?;
+        let record = self.thread_record(&id).await?;
         let last = record.last.map_or(0, |b| b.seq.0);
         let seq = check_seq(&id, seq.unwrap_or(last), last)?;
-        let ctx = self.restore_at(&id, seq)?;
+        let ctx = self.restore_at(&id, seq).await?;
         view(&ctx)
     }
 
@@ -59,19 +58,20 @@ impl Engine {
     /// # Examples
     /// ```no_run
     /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
-    /// if let Some(seq) = engine.seq_at_time("t1", 1_764_000_000_000)? {
-    ///     let then = engine.state_at("t1", Some(seq))?;
+    /// if let Some(seq) = engine.seq_at_time("t1", 1_764_000_000_000).await? {
+    ///     let then = engine.state_at("t1", Some(seq)).await?;
     ///     println!("at seq {seq}: {}", then.state);
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn seq_at_time(&self, thread: &str, at_ms: u64) -> Result<Option<u64>, Error> {
+    pub async fn seq_at_time(&self, thread: &str, at_ms: u64) -> Result<Option<u64>, Error> {
         let id = ThreadId::new(thread)?;
-        let record = self.thread_record(&id)?;
+        let record = self.thread_record(&id).await?;
         let mut after = Seq(record.first_seq.0.saturating_sub(1));
         let mut found = None;
         loop {
-            let events = self.store().read_since(&id, after, limits::READ_CHUNK_EVENTS)?;
+            let events =
+                self.store().read_since_async(&id, after, limits::READ_CHUNK_EVENTS).await?;
             let Some(last) = events.last() else { return Ok(found) };
             after = last.bookmark.seq;
             for e in &events {
@@ -87,9 +87,9 @@ impl Engine {
     ///
     /// # Errors
     /// As [`Engine::state_at`]; [`Error::Invalid`] when the thread had no event yet at `at_ms`.
-    pub fn state_at_time(&self, thread: &str, at_ms: u64) -> Result<StateView, Error> {
-        match self.seq_at_time(thread, at_ms)? {
-            Some(seq) => self.state_at(thread, Some(seq)),
+    pub async fn state_at_time(&self, thread: &str, at_ms: u64) -> Result<StateView, Error> {
+        match self.seq_at_time(thread, at_ms).await? {
+            Some(seq) => self.state_at(thread, Some(seq)).await,
             None => Err(Error::Invalid(format!(
                 "thread {thread} has no event recorded at or before {at_ms} ms"
             ))),
@@ -102,40 +102,42 @@ impl Engine {
     /// # Errors
     /// As [`Engine::state_at`]; [`Error::Invalid`] if `from_seq > to_seq`;
     /// [`Error::LimitExceeded`] past [`STATES_MAX`] views.
-    pub fn states(
+    pub async fn states(
         &self,
         thread: &str,
         from_seq: u64,
         to_seq: u64,
     ) -> Result<Vec<StateView>, Error> {
         let id = ThreadId::new(thread)?;
-        let record = self.thread_record(&id)?;
+        let record = self.thread_record(&id).await?;
         let last = record.last.map_or(0, |b| b.seq.0);
         let from = check_seq(&id, from_seq, last)?;
         let to = check_seq(&id, to_seq, last)?;
         if from > to {
             return Err(Error::Invalid(format!("from seq {from} is after to seq {to}")));
         }
-        let migrations = self.migration_points(&id)?;
+        let migrations = self.migration_points(&id).await?;
         let mut out = Vec::new();
-        let mut ctx = self.restore_at(&id, from)?;
-        if ctx.meta.seq == from && ends_step(self, &id, from)? {
+        let mut ctx = self.restore_at(&id, from).await?;
+        if ctx.meta.seq == from && ends_step(self, &id, from).await? {
             out.push(view(&ctx)?);
         }
         'read: loop {
-            let events =
-                self.store().read_since(&id, Seq(ctx.meta.seq), limits::READ_CHUNK_EVENTS)?;
+            let events = self
+                .store()
+                .read_since_async(&id, Seq(ctx.meta.seq), limits::READ_CHUNK_EVENTS)
+                .await?;
             let n = events.len();
             for event in events {
                 let seq = event.bookmark.seq.0;
                 if seq > to {
                     break 'read;
                 }
-                let rec = codec::decode(self.store().as_ref(), event)?;
+                let rec = fetch::decode(self.store().as_ref(), event).await?;
                 ctx.apply(seq, rec.bookmark.at_ms, &rec.body)?;
                 if migrations.contains(&seq) {
                     // The state changed type here: continue from the migration's checkpoint.
-                    ctx = self.restore_at(&id, seq)?;
+                    ctx = self.restore_at(&id, seq).await?;
                 }
                 if matches!(rec.body, Body::StepCompleted { .. }) {
                     if out.len() == STATES_MAX {
@@ -159,29 +161,33 @@ impl Engine {
     ///
     /// # Errors
     /// As [`Engine::state_at`].
-    pub fn diff(&self, thread: &str, a: u64, b: u64) -> Result<Vec<Change>, Error> {
-        let before = self.state_at(thread, Some(a))?;
-        let after = self.state_at(thread, Some(b))?;
+    pub async fn diff(&self, thread: &str, a: u64, b: u64) -> Result<Vec<Change>, Error> {
+        let before = self.state_at(thread, Some(a)).await?;
+        let after = self.state_at(thread, Some(b)).await?;
         Ok(super::diff_values(&before.state, &after.state))
     }
 
     /// The thread's record, or [`Error::UnknownThread`].
-    pub(crate) fn thread_record(&self, id: &ThreadId) -> Result<ThreadRecord, Error> {
-        self.store().thread(id)?.ok_or_else(|| Error::UnknownThread(id.to_string()))
+    pub(crate) async fn thread_record(&self, id: &ThreadId) -> Result<ThreadRecord, Error> {
+        fetch::record(self.store().as_ref(), id).await
     }
 
     /// The thread context after `seq`, folded by the workflow version the thread ran there.
-    pub(crate) fn restore_at(&self, id: &ThreadId, seq: u64) -> Result<ThreadCtx, Error> {
-        let wf = self.workflow_at(id, seq)?;
-        restore(self.store().as_ref(), &wf, id, Some(seq))
+    pub(crate) async fn restore_at(&self, id: &ThreadId, seq: u64) -> Result<ThreadCtx, Error> {
+        let wf = self.workflow_at(id, seq).await?;
+        fetch::restore(self.store().as_ref(), &wf, id, Some(seq)).await
     }
 
     /// The registered workflow that folds `id`'s events up to `seq`.
-    pub(crate) fn workflow_at(&self, id: &ThreadId, seq: u64) -> Result<Arc<DynWorkflow>, Error> {
-        let wref = match self.store().latest_checkpoint_at_or_before(id, Seq(seq))? {
+    pub(crate) async fn workflow_at(
+        &self,
+        id: &ThreadId,
+        seq: u64,
+    ) -> Result<Arc<DynWorkflow>, Error> {
+        let wref = match self.store().latest_checkpoint_at_or_before_async(id, Seq(seq)).await? {
             // A migration checkpoint is filed under the version its snapshot belongs to.
             Some(cp) => cp.workflow,
-            None => created_workflow(self, id)?,
+            None => created_workflow(self, id).await?,
         };
         self.registered(&wref)
     }
@@ -206,7 +212,7 @@ impl Engine {
     }
 
     /// Seqs at which the thread was migrated (each covered by a migration checkpoint).
-    pub(crate) fn migration_points(&self, id: &ThreadId) -> Result<Vec<u64>, Error> {
+    pub(crate) async fn migration_points(&self, id: &ThreadId) -> Result<Vec<u64>, Error> {
         let filter = CheckpointFilter {
             thread: Some(id.clone()),
             any_tags: vec![MIGRATION_TAG.to_owned()],
@@ -215,7 +221,8 @@ impl Engine {
         let mut out = Vec::new();
         let mut offset = 0;
         loop {
-            let page = self.store().list_checkpoints(&filter, Page { limit: 1_000, offset })?;
+            let page = Page { limit: 1_000, offset };
+            let page = self.store().list_checkpoints_async(&filter, page).await?;
             offset += page.len();
             let done = page.len() < 1_000;
             out.extend(page.into_iter().map(|c| c.covers.seq.0));
@@ -229,10 +236,10 @@ impl Engine {
 }
 
 /// The workflow of the thread's `thread_created` event.
-fn created_workflow(engine: &Engine, id: &ThreadId) -> Result<WorkflowRef, Error> {
-    let first = engine.store().read_range(id, Seq(1), Seq(1))?;
+async fn created_workflow(engine: &Engine, id: &ThreadId) -> Result<WorkflowRef, Error> {
+    let first = engine.store().read_range_async(id, Seq(1), Seq(1)).await?;
     let event = first.into_iter().next().ok_or_else(|| Error::UnknownThread(id.to_string()))?;
-    match codec::decode(engine.store().as_ref(), event)?.body {
+    match fetch::decode(engine.store().as_ref(), event).await?.body {
         Body::ThreadCreated { workflow, .. } => Ok(workflow),
         _ => Err(Error::Record {
             thread: id.to_string(),
@@ -242,11 +249,11 @@ fn created_workflow(engine: &Engine, id: &ThreadId) -> Result<WorkflowRef, Error
     }
 }
 
-fn ends_step(engine: &Engine, id: &ThreadId, seq: u64) -> Result<bool, Error> {
-    let events = engine.store().read_range(id, Seq(seq), Seq(seq))?;
+async fn ends_step(engine: &Engine, id: &ThreadId, seq: u64) -> Result<bool, Error> {
+    let events = engine.store().read_range_async(id, Seq(seq), Seq(seq)).await?;
     match events.into_iter().next() {
         Some(event) => Ok(matches!(
-            codec::decode(engine.store().as_ref(), event)?.body,
+            fetch::decode(engine.store().as_ref(), event).await?.body,
             Body::StepCompleted { .. }
         )),
         None => Ok(false),

@@ -21,6 +21,7 @@ use crate::api::engine::Engine;
 use crate::core::codec;
 use crate::core::event::{Body, TaskKey};
 use crate::error::Error;
+use crate::exec::fetch;
 use crate::limits::{READ_CHUNK_EVENTS, TRACE_CHAIN_MAX, TRACE_MESSAGES_MAX};
 
 /// Whose messages a trace reads.
@@ -113,19 +114,19 @@ impl Engine {
     ///
     /// # Examples
     /// ```no_run
-    /// # fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
+    /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
     /// use cairn::debug::{TraceQuery, TraceScope};
     /// let mut query = TraceQuery::new(TraceScope::Threads(vec!["session_001".into()]));
     /// query.between = Some(("experiment_planning".into(), "code_agent".into()));
-    /// for m in engine.trace(&query)? {
+    /// for m in engine.trace(&query).await? {
     ///     println!("{} {}: {}", m.thread, m.message.role, m.message.content);
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn trace(&self, query: &TraceQuery) -> Result<Vec<TracedMessage>, Error> {
+    pub async fn trace(&self, query: &TraceQuery) -> Result<Vec<TracedMessage>, Error> {
         let all = match &query.scope {
-            TraceScope::All => self.messages_of_store(query)?,
-            TraceScope::Threads(roots) => self.messages_of_threads(roots, query)?,
+            TraceScope::All => self.messages_of_store(query).await?,
+            TraceScope::Threads(roots) => self.messages_of_threads(roots, query).await?,
         };
         let Some(last) = &query.chain_to else { return Ok(all) };
         let by_id: BTreeMap<&str, &TracedMessage> =
@@ -144,7 +145,7 @@ impl Engine {
         Ok(chain)
     }
 
-    fn messages_of_threads(
+    async fn messages_of_threads(
         &self,
         roots: &[String],
         query: &TraceQuery,
@@ -153,7 +154,7 @@ impl Engine {
         let mut pending: Vec<ThreadId> = Vec::new();
         for root in roots {
             let id = ThreadId::new(root)?;
-            self.thread_record(&id)?;
+            self.thread_record(&id).await?;
             pending.push(id);
         }
         let mut found = Vec::new();
@@ -161,28 +162,26 @@ impl Engine {
         while let Some(thread) = pending.pop() {
             let mut after = 0;
             loop {
-                let events = store.read_since(&thread, Seq(after), READ_CHUNK_EVENTS)?;
+                let events = store.read_since_async(&thread, Seq(after), READ_CHUNK_EVENTS).await?;
                 let n = events.len();
                 for event in events {
                     after = event.bookmark.seq.0;
                     if event.kind == EventKind::Message {
-                        push(&mut found, query, codec::decode(store, event)?)?;
+                        push(&mut found, query, fetch::decode(store, event).await?)?;
                     }
                 }
                 if n < READ_CHUNK_EVENTS {
                     break;
                 }
             }
-            pending.extend(
-                crate::core::children::children_of(store, &thread)?.into_iter().map(|r| r.id),
-            );
+            pending.extend(fetch::children_of(store, &thread).await?.into_iter().map(|r| r.id));
         }
         found.sort_by_key(|m| m.lsn);
         Ok(found)
     }
 
     /// The messages carrying `correlation`, through the store's index.
-    fn messages_of_correlation(
+    async fn messages_of_correlation(
         &self,
         correlation: &str,
         query: &TraceQuery,
@@ -196,12 +195,12 @@ impl Engine {
         let mut found = Vec::new();
         let mut after = 0;
         loop {
-            let events = store.read_correlated(&index, Lsn(after), READ_CHUNK_EVENTS)?;
+            let events = store.read_correlated_async(&index, Lsn(after), READ_CHUNK_EVENTS).await?;
             let n = events.len();
             for event in events {
                 after = event.bookmark.lsn.0;
                 if event.kind == EventKind::Message {
-                    push(&mut found, query, codec::decode(store, event)?)?;
+                    push(&mut found, query, fetch::decode(store, event).await?)?;
                 }
             }
             if n < READ_CHUNK_EVENTS {
@@ -210,20 +209,20 @@ impl Engine {
         }
     }
 
-    fn messages_of_store(&self, query: &TraceQuery) -> Result<Vec<TracedMessage>, Error> {
+    async fn messages_of_store(&self, query: &TraceQuery) -> Result<Vec<TracedMessage>, Error> {
         if let (Some(correlation), None) = (&query.correlation_id, &query.chain_to) {
-            return self.messages_of_correlation(correlation, query);
+            return self.messages_of_correlation(correlation, query).await;
         }
         let store = self.store().as_ref();
         let mut found = Vec::new();
         let mut after = 0;
         loop {
-            let events = store.read_all_since(Lsn(after), READ_CHUNK_EVENTS)?;
+            let events = store.read_all_since_async(Lsn(after), READ_CHUNK_EVENTS).await?;
             let n = events.len();
             for event in events {
                 after = event.bookmark.lsn.0;
                 if event.kind == EventKind::Message {
-                    push(&mut found, query, codec::decode(store, event)?)?;
+                    push(&mut found, query, fetch::decode(store, event).await?)?;
                 }
             }
             if n < READ_CHUNK_EVENTS {

@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 
 use super::fold::fold;
 use crate::Engine;
-use crate::core::codec::decode;
 use crate::core::event::Body;
 use crate::error::Error;
+use crate::exec::fetch;
 use crate::limits::READ_CHUNK_EVENTS;
 
 /// The small JSON summary the runner keeps in each thread record.
@@ -43,12 +43,13 @@ pub(crate) fn thread_row(record: &ThreadRecord) -> Value {
 
 /// Everything `cairn show` reports, as JSON (what `--json` prints and `GET /api/threads/{id}`
 /// serves).
-pub(crate) fn thread_details(engine: &Engine, record: &ThreadRecord) -> Result<Value, Error> {
-    let folded = fold(engine, &record.id, None)?;
+pub(crate) async fn thread_details(engine: &Engine, record: &ThreadRecord) -> Result<Value, Error> {
+    let folded = fold(engine, &record.id, None).await?;
     let m = &folded.ctx.meta;
     let locks: Vec<Value> = engine
         .store()
-        .locks()?
+        .locks_async()
+        .await?
         .into_iter()
         .filter(|l| l.owner == record.id.as_str())
         .map(|l| json!({"name": l.name, "acquired_at_ms": l.acquired_at_ms, "expires_at_ms": l.expires_at_ms}))
@@ -99,7 +100,7 @@ pub(crate) fn thread_details(engine: &Engine, record: &ThreadRecord) -> Result<V
 }
 
 /// One event as `cairn events --json` prints it and `GET /api/threads/{id}/events` serves it.
-pub(crate) fn event_json(store: &dyn Store, event: Event) -> Result<Value, Error> {
+pub(crate) async fn event_json(store: &dyn Store, event: Event) -> Result<Value, Error> {
     let head = json!({
         "seq": event.bookmark.seq.0,
         "lsn": event.bookmark.lsn.0,
@@ -110,7 +111,7 @@ pub(crate) fn event_json(store: &dyn Store, event: Event) -> Result<Value, Error
         "summary": event.summary,
     });
     // A `checkpoint_created` event is shown with the id its checkpoint got at commit.
-    let body = crate::core::codec::decode_announced(store, event)?.body;
+    let body = fetch::decode_announced(store, event).await?.body;
     let mut head = head;
     head["body"] = serde_json::to_value(&body)?;
     Ok(head)
@@ -246,7 +247,7 @@ pub(crate) fn resumable_rows(engine: &Engine, mut records: Vec<ThreadRecord>) ->
 ///
 /// # Errors
 /// Storage errors.
-pub(crate) fn threads_page(
+pub(crate) async fn threads_page(
     store: &dyn Store,
     filter: &ThreadFilter,
     offset: usize,
@@ -255,7 +256,7 @@ pub(crate) fn threads_page(
     let mut first = NaturalFirst::new(offset.saturating_add(limit));
     let mut after: Option<ThreadId> = None;
     loop {
-        let page = store.list_threads_after(filter, after.as_ref(), THREADS_CHUNK)?;
+        let page = store.list_threads_after_async(filter, after.as_ref(), THREADS_CHUNK).await?;
         let done = page.len() < THREADS_CHUNK;
         after = page.last().map(|r| r.id.clone());
         for record in page {
@@ -277,7 +278,7 @@ const THREADS_CHUNK: usize = 1_000;
 ///
 /// # Errors
 /// Storage errors.
-pub(crate) fn threads_after(
+pub(crate) async fn threads_after(
     store: &dyn Store,
     filter: &ThreadFilter,
     after: Option<&ThreadId>,
@@ -289,7 +290,7 @@ pub(crate) fn threads_after(
     let mut out = Vec::new();
     // One more than the page, to know whether another follows.
     while out.len() <= limit {
-        let page = store.list_threads_after(filter, cursor.as_ref(), THREADS_CHUNK)?;
+        let page = store.list_threads_after_async(filter, cursor.as_ref(), THREADS_CHUNK).await?;
         let done = page.len() < THREADS_CHUNK;
         cursor = page.last().map(|r| r.id.clone());
         for record in page {
@@ -373,7 +374,7 @@ impl<T> Eq for Keyed<T> {}
 ///
 /// # Errors
 /// Storage errors; an event that does not decode.
-pub(crate) fn events_after(
+pub(crate) async fn events_after(
     store: &dyn Store,
     thread: &ThreadId,
     mut after: u64,
@@ -383,12 +384,12 @@ pub(crate) fn events_after(
     let mut out = Vec::new();
     loop {
         let chunk = READ_CHUNK_EVENTS.min(max.saturating_sub(out.len()).max(1));
-        let events = store.read_since(thread, Seq(after), chunk)?;
+        let events = store.read_since_async(thread, Seq(after), chunk).await?;
         let n = events.len();
         for event in events {
             after = event.bookmark.seq.0;
             if kinds.is_empty() || kinds.contains(&event.kind) {
-                out.push(event_json(store, event)?);
+                out.push(event_json(store, event).await?);
             }
         }
         if n < chunk || out.len() >= max {
@@ -402,19 +403,19 @@ pub(crate) fn events_after(
 ///
 /// # Errors
 /// Storage errors; an event that does not decode.
-pub(crate) fn messages(store: &dyn Store, correlation_id: &str) -> Result<Vec<Value>, Error> {
+pub(crate) async fn messages(store: &dyn Store, correlation_id: &str) -> Result<Vec<Value>, Error> {
     let mut after = 0u64;
     let mut found = Vec::new();
     let query = cairn_storage::CorrelationQuery::new(correlation_id);
     loop {
-        let events = store.read_correlated(&query, Lsn(after), READ_CHUNK_EVENTS)?;
+        let events = store.read_correlated_async(&query, Lsn(after), READ_CHUNK_EVENTS).await?;
         let n = events.len();
         for event in events {
             after = event.bookmark.lsn.0;
             if event.kind != EventKind::Message {
                 continue;
             }
-            let rec = decode(store, event)?;
+            let rec = fetch::decode(store, event).await?;
             let Body::Message { task, message } = rec.body else { continue };
             if message.correlation_id.as_deref() != Some(correlation_id) {
                 continue;

@@ -296,7 +296,7 @@ pub(super) async fn run_claimed(
     if exit == Exit::Status(ThreadStatus::Failed)
         && let Some(hook) = &shell.on_failure
     {
-        hook(shell, thread);
+        hook(shell, thread).await;
     }
     Ok(exit)
 }

@@ -6,8 +6,8 @@
 //! `core` stays synchronous and pure: the reads are made here and their data handed to it
 //! (`core::restore::from_checkpoint`, `ThreadCtx::apply`, `core::codec::decode` of an event
 //! whose payload is loaded already). The synchronous `core::restore::restore` and friends
-//! remain for callers off the runtime (the CLI, debug, replay tools); the two restores follow
-//! the same steps and must stay alike.
+//! remain for callers off the runtime (the test kit); the two restores follow the same steps
+//! and must stay alike. The debug tools (`debug/`), the CLI and the endpoint read through here.
 
 use cairn_dsl::DynWorkflow;
 use cairn_storage::{CheckpointFilter, Event, Page, Seq, Store, ThreadFilter, ThreadId};

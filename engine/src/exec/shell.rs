@@ -22,7 +22,9 @@ pub type StepHook = Arc<dyn Fn(&ThreadId, u64, u64) + Send + Sync>;
 /// Called once a runner has durably recorded that a thread failed, before anyone waiting on the
 /// thread is told (the debug layer's `export_on_failure` policy). It must not fail the thread:
 /// it reports its own errors itself.
-pub(crate) type FailureHook = Arc<dyn Fn(&Arc<Shell>, &ThreadId) + Send + Sync>;
+/// The runner awaits the future it returns (its reads are the store's async reads).
+pub(crate) type FailureHook =
+    Arc<dyn Fn(&Arc<Shell>, &ThreadId) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
 /// The exec layer's services.
 pub(crate) struct Shell {

@@ -9,24 +9,22 @@ use cairn_storage::{CheckpointId, Page};
 use serde_json::{Value, json};
 
 use super::params::{Reject, checkpoints_params, redact_only};
-use super::routes::{App, blocking, pairs, reject};
+use super::routes::{App, pairs, reject};
 use crate::debug::views;
 
 type Q = Result<Query<Vec<(String, String)>>, QueryRejection>;
 
 pub(super) async fn list(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
     let p = checkpoints_params(&pairs(q)?)?;
-    blocking(move || {
-        let page = Page { limit: p.limit, offset: p.offset };
-        let infos = app
-            .engine
-            .store()
-            .list_checkpoints(&p.filter, page)
-            .map_err(|e| reject(e.into(), "checkpoints"))?;
-        let rows: Vec<Value> = infos.iter().map(views::checkpoint_json).collect();
-        Ok(Json(json!({"checkpoints": rows, "offset": p.offset, "limit": p.limit})))
-    })
-    .await
+    let page = Page { limit: p.limit, offset: p.offset };
+    let infos = app
+        .engine
+        .store()
+        .list_checkpoints_async(&p.filter, page)
+        .await
+        .map_err(|e| reject(e.into(), "checkpoints"))?;
+    let rows: Vec<Value> = infos.iter().map(views::checkpoint_json).collect();
+    Ok(Json(json!({"checkpoints": rows, "offset": p.offset, "limit": p.limit})))
 }
 
 pub(super) async fn show(
@@ -39,17 +37,15 @@ pub(super) async fn show(
     let id = text
         .parse::<u64>()
         .map_err(|_| Reject::bad("checkpoint", format!("{text:?} is not a checkpoint id")))?;
-    blocking(move || {
-        let found = app
-            .engine
-            .store()
-            .checkpoint(CheckpointId(id))
-            .map_err(|e| reject(e.into(), "checkpoint"))?;
-        let Some(cp) = found else {
-            return Err(Reject::not_found("checkpoint", format!("no checkpoint {id}")));
-        };
-        let out = views::checkpoint_details(&cp).map_err(|e| reject(e, "checkpoint"))?;
-        Ok(Json(app.answer(out, redact)))
-    })
-    .await
+    let found = app
+        .engine
+        .store()
+        .checkpoint_async(CheckpointId(id))
+        .await
+        .map_err(|e| reject(e.into(), "checkpoint"))?;
+    let Some(cp) = found else {
+        return Err(Reject::not_found("checkpoint", format!("no checkpoint {id}")));
+    };
+    let out = views::checkpoint_details(&cp).map_err(|e| reject(e, "checkpoint"))?;
+    Ok(Json(app.answer(out, redact)))
 }

@@ -79,9 +79,7 @@ pub(super) async fn control(
         field: Some("body".into()),
     })?;
     let engine = app.engine.clone();
-    let lookup = engine.clone();
-    let check = id.clone();
-    super::routes::blocking(move || record_of(&lookup, &check).map(drop)).await?;
+    record_of(&engine, &id).await?;
     let mut signal = None;
     let thread = match control.as_str() {
         "pause" => {

@@ -8,7 +8,7 @@ use axum::extract::{Query, State};
 use serde_json::{Value, json};
 
 use super::params::{Reject, trace_params};
-use super::routes::{App, blocking, pairs, reject};
+use super::routes::{App, pairs, reject};
 use crate::debug::views::trace_json;
 use crate::debug::{TraceQuery, TraceScope};
 
@@ -17,16 +17,12 @@ pub(super) async fn trace(
     q: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Json<Value>, Reject> {
     let p = trace_params(&pairs(q)?)?;
-    blocking(move || {
-        let scope =
-            if p.threads.is_empty() { TraceScope::All } else { TraceScope::Threads(p.threads) };
-        let mut query = TraceQuery::new(scope);
-        query.correlation_id = p.correlation_id;
-        query.between = p.between;
-        (query.from_ms, query.to_ms, query.chain_to) = (p.from_ms, p.to_ms, p.chain);
-        let found = app.engine.trace(&query).map_err(|e| reject(e, "trace"))?;
-        let rows: Vec<Value> = found.iter().map(trace_json).collect();
-        Ok(Json(json!({"messages": rows})))
-    })
-    .await
+    let scope = if p.threads.is_empty() { TraceScope::All } else { TraceScope::Threads(p.threads) };
+    let mut query = TraceQuery::new(scope);
+    query.correlation_id = p.correlation_id;
+    query.between = p.between;
+    (query.from_ms, query.to_ms, query.chain_to) = (p.from_ms, p.to_ms, p.chain);
+    let found = app.engine.trace(&query).await.map_err(|e| reject(e, "trace"))?;
+    let rows: Vec<Value> = found.iter().map(trace_json).collect();
+    Ok(Json(json!({"messages": rows})))
 }

@@ -32,15 +32,12 @@ pub(super) async fn bundle(
 ) -> Result<Response, Reject> {
     let id = segment(id)?;
     let options = bundle_params(&pairs(q)?)?;
-    blocking(move || {
-        record_of(&app.engine, &id)?;
-        Redactor::new(&options.redaction).map_err(|e| reject(e, "secret"))?;
-        let bundle = app.engine.export_bundle(&id, &options).map_err(|e| reject(e, "thread"))?;
-        let bytes = bundle.to_bytes(false).map_err(|e| reject(e, "thread"))?;
-        let headers = [(axum::http::header::CONTENT_TYPE, "application/json")];
-        Ok((headers, bytes).into_response())
-    })
-    .await
+    record_of(&app.engine, &id).await?;
+    Redactor::new(&options.redaction).map_err(|e| reject(e, "secret"))?;
+    let bundle = app.engine.export_bundle(&id, &options).await.map_err(|e| reject(e, "thread"))?;
+    let bytes = bundle.to_bytes(false).map_err(|e| reject(e, "thread"))?;
+    let headers = [(axum::http::header::CONTENT_TYPE, "application/json")];
+    Ok((headers, bytes).into_response())
 }
 
 pub(super) async fn replay(
@@ -50,9 +47,7 @@ pub(super) async fn replay(
 ) -> Result<Json<Value>, Reject> {
     let id = segment(id)?;
     no_params(&pairs(q)?)?;
-    let engine = app.engine.clone();
-    let lookup = id.clone();
-    blocking(move || record_of(&engine, &lookup).map(drop)).await?;
+    record_of(&app.engine, &id).await?;
     let report =
         app.engine.replay(&id, &ReplayOptions::default()).await.map_err(|e| reject(e, "thread"))?;
     Ok(Json(serde_json::to_value(&report).map_err(|e| reject(e.into(), "thread"))?))

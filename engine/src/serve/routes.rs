@@ -116,7 +116,9 @@ pub(super) fn pairs(
     query.map(|q| q.0).map_err(|e| Reject::bad("query", e.body_text()))
 }
 
-/// Runs a blocking store read off the async workers.
+/// Runs a blocking store read off the async workers: what is left for it is reading the whole
+/// database (`verify`, health, the web view's list of every thread); every read of one thread
+/// or page is awaited in its handler.
 pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Reject> + Send + 'static,
 ) -> Result<T, Reject> {

@@ -18,7 +18,7 @@ use cairn_storage::ThreadRecord;
 use serde_json::{Value, json};
 
 use super::params::{EventsParams, Reject, events_params};
-use super::routes::{App, blocking, pairs, reject};
+use super::routes::{App, pairs, reject};
 use super::threads::record_of;
 use crate::debug::views::events_after;
 
@@ -61,20 +61,18 @@ async fn read(
     p: EventsParams,
     after: u64,
 ) -> Result<(Vec<Value>, u64, ThreadRecord), Reject> {
-    blocking(move || {
-        let record = record_of(&app.engine, &id)?;
-        let after = after.max(record.first_seq.0.saturating_sub(1));
-        let store = app.engine.store().as_ref();
-        let (mut page, last) = events_after(store, &record.id, after, &p.kinds, p.limit)
-            .map_err(|e| reject(e, "since"))?;
-        if p.redact {
-            for e in &mut page {
-                app.redactor.value(e);
-            }
+    let record = record_of(&app.engine, &id).await?;
+    let after = after.max(record.first_seq.0.saturating_sub(1));
+    let store = app.engine.store().as_ref();
+    let (mut page, last) = events_after(store, &record.id, after, &p.kinds, p.limit)
+        .await
+        .map_err(|e| reject(e, "since"))?;
+    if p.redact {
+        for e in &mut page {
+            app.redactor.value(e);
         }
-        Ok((page, last, record))
-    })
-    .await
+    }
+    Ok((page, last, record))
 }
 
 struct Follow {

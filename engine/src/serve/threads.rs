@@ -1,5 +1,7 @@
 //! The read handlers: health, metrics, threads, one thread, state, checkpoints, graphs and
-//! traces. They read the engine's store (live, not a snapshot) off the async workers.
+//! traces. They read the engine's store (live, not a snapshot) with its async reads, awaited on
+//! the runtime (on PostgreSQL a round trip suspends the request's task and blocks no thread);
+//! the whole-database health and verify reads run on a blocking thread.
 
 use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -34,11 +36,12 @@ pub(super) async fn status_of(engine: &Engine, id: &str) -> Result<ThreadStatus,
 }
 
 /// The record of thread `id`, or a 400 (malformed id) or 404 (no such thread) naming `thread`.
-pub(super) fn record_of(engine: &Engine, id: &str) -> Result<ThreadRecord, Reject> {
+pub(super) async fn record_of(engine: &Engine, id: &str) -> Result<ThreadRecord, Reject> {
     let thread = ThreadId::new(id).map_err(|e| Reject::bad("thread", e.to_string()))?;
     engine
         .store()
-        .thread(&thread)
+        .thread_async(&thread)
+        .await
         .map_err(|e| reject(e.into(), "thread"))?
         .ok_or_else(|| Reject::not_found("thread", format!("no thread {id}")))
 }
@@ -81,16 +84,14 @@ pub(super) async fn metrics(State(app): State<App>, q: Q) -> Result<Response, Re
 
 pub(super) async fn list(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
     let p = list_params(&pairs(q)?)?;
-    blocking(move || {
-        let store = app.engine.store().as_ref();
-        let (records, next) =
-            views::threads_after(store, &p.filter, p.after.as_ref(), p.offset, p.limit)
-                .map_err(|e| reject(e, "threads"))?;
-        let rows: Vec<Value> = records.iter().map(views::thread_row).collect();
-        let next = next.map(|id| id.to_string());
-        Ok(Json(json!({"threads": rows, "offset": p.offset, "limit": p.limit, "next": next})))
-    })
-    .await
+    let store = app.engine.store().as_ref();
+    let (records, next) =
+        views::threads_after(store, &p.filter, p.after.as_ref(), p.offset, p.limit)
+            .await
+            .map_err(|e| reject(e, "threads"))?;
+    let rows: Vec<Value> = records.iter().map(views::thread_row).collect();
+    let next = next.map(|id| id.to_string());
+    Ok(Json(json!({"threads": rows, "offset": p.offset, "limit": p.limit, "next": next})))
 }
 
 pub(super) async fn show(
@@ -100,12 +101,9 @@ pub(super) async fn show(
 ) -> Result<Json<Value>, Reject> {
     let id = segment(id)?;
     let redact = redact_only(&pairs(q)?)?;
-    blocking(move || {
-        let record = record_of(&app.engine, &id)?;
-        let out = views::thread_details(&app.engine, &record).map_err(|e| reject(e, "thread"))?;
-        Ok(Json(app.answer(out, redact)))
-    })
-    .await
+    let record = record_of(&app.engine, &id).await?;
+    let out = views::thread_details(&app.engine, &record).await.map_err(|e| reject(e, "thread"))?;
+    Ok(Json(app.answer(out, redact)))
 }
 
 pub(super) async fn state(
@@ -115,25 +113,24 @@ pub(super) async fn state(
 ) -> Result<Json<Value>, Reject> {
     let id = segment(id)?;
     let p = state_params(&pairs(q)?)?;
-    blocking(move || {
-        let engine = &app.engine;
-        record_of(engine, &id)?;
-        let out = match p.diff {
-            Some((a, b)) => {
-                let changes = engine.diff(&id, a, b).map_err(|e| reject(e, "diff"))?;
-                json!({"thread": id, "from": a, "to": b, "changes": changes})
-            }
-            None => {
-                let view = match p.at_time {
-                    Some(ms) => engine.state_at_time(&id, ms).map_err(|e| reject(e, "at_time"))?,
-                    None => engine.state_at(&id, p.at).map_err(|e| reject(e, "at"))?,
-                };
-                views::state_json(&view)
-            }
-        };
-        Ok(Json(app.answer(out, p.redact)))
-    })
-    .await
+    let engine = &app.engine;
+    record_of(engine, &id).await?;
+    let out = match p.diff {
+        Some((a, b)) => {
+            let changes = engine.diff(&id, a, b).await.map_err(|e| reject(e, "diff"))?;
+            json!({"thread": id, "from": a, "to": b, "changes": changes})
+        }
+        None => {
+            let view = match p.at_time {
+                Some(ms) => {
+                    engine.state_at_time(&id, ms).await.map_err(|e| reject(e, "at_time"))?
+                }
+                None => engine.state_at(&id, p.at).await.map_err(|e| reject(e, "at"))?,
+            };
+            views::state_json(&view)
+        }
+    };
+    Ok(Json(app.answer(out, p.redact)))
 }
 
 pub(super) async fn checkpoints(
@@ -143,19 +140,17 @@ pub(super) async fn checkpoints(
 ) -> Result<Json<Value>, Reject> {
     let id = segment(id)?;
     let redact = redact_only(&pairs(q)?)?;
-    blocking(move || {
-        let record = record_of(&app.engine, &id)?;
-        let filter = CheckpointFilter { thread: Some(record.id), ..CheckpointFilter::default() };
-        let infos = app
-            .engine
-            .store()
-            .list_checkpoints(&filter, Page { limit: SERVE_PAGE_MAX, offset: 0 })
-            .map_err(|e| reject(e.into(), "thread"))?;
-        let rows: Vec<Value> = infos.iter().map(views::checkpoint_json).collect();
-        let out = json!({"thread": id, "checkpoints": rows});
-        Ok(Json(app.answer(out, redact)))
-    })
-    .await
+    let record = record_of(&app.engine, &id).await?;
+    let filter = CheckpointFilter { thread: Some(record.id), ..CheckpointFilter::default() };
+    let infos = app
+        .engine
+        .store()
+        .list_checkpoints_async(&filter, Page { limit: SERVE_PAGE_MAX, offset: 0 })
+        .await
+        .map_err(|e| reject(e.into(), "thread"))?;
+    let rows: Vec<Value> = infos.iter().map(views::checkpoint_json).collect();
+    let out = json!({"thread": id, "checkpoints": rows});
+    Ok(Json(app.answer(out, redact)))
 }
 
 pub(super) async fn graph(
@@ -186,11 +181,9 @@ pub(super) async fn trace(
 ) -> Result<Json<Value>, Reject> {
     let id = segment(id)?;
     let redact = redact_only(&pairs(q)?)?;
-    blocking(move || {
-        let found = views::messages(app.engine.store().as_ref(), &id)
-            .map_err(|e| reject(e, "correlation_id"))?;
-        let out = json!({"correlation_id": id, "messages": found});
-        Ok(Json(app.answer(out, redact)))
-    })
-    .await
+    let found = views::messages(app.engine.store().as_ref(), &id)
+        .await
+        .map_err(|e| reject(e, "correlation_id"))?;
+    let out = json!({"correlation_id": id, "messages": found});
+    Ok(Json(app.answer(out, redact)))
 }

@@ -31,10 +31,10 @@ pub use super::params_view::TIMELINE_EVENTS_MAX;
 use super::params_view::{timeline_params, view_threads_params};
 use super::routes::{App, blocking, pairs, reject};
 use super::threads::{record_of, segment};
-use crate::core::children::children_of;
-use crate::core::codec::decode;
 use crate::core::event::{Body, TaskKey};
 use crate::debug::views;
+use crate::exec::fetch::children_of;
+use crate::exec::fetch::decode;
 use crate::exec::subgraph::child_id;
 use crate::limits::READ_CHUNK_EVENTS;
 
@@ -104,44 +104,42 @@ pub(super) async fn graph_svg(
 ) -> Result<Response, Reject> {
     let id = segment(id)?;
     no_params(&pairs(q)?)?;
-    blocking(move || {
-        let record = record_of(&app.engine, &id)?;
-        let wf = match app.engine.workflow_for(&record) {
-            Ok(wf) => wf,
-            // A thread of another version: the newest compiled in of its workflow, if any.
-            Err(e) => app
-                .engine
-                .workflows()
-                .into_iter()
-                .filter(|w| w.id() == record.workflow.id)
-                .max_by_key(|w| w.version())
-                .ok_or_else(|| reject(e, "workflow"))?,
-        };
-        let details =
-            views::thread_details(&app.engine, &record).map_err(|e| reject(e, "thread"))?;
-        let mut marks = marks(&details);
-        let children = children_of(app.engine.store().as_ref(), &record.id)
-            .map_err(|e| reject(e, "thread"))?;
-        for node in wf.nodes().iter().filter(|n| matches!(n.kind, DynNodeKind::Subgraph { .. })) {
-            if let Some(child) = latest_child(&record.id, &node.name, &children) {
-                let mark = marks.entry(node.name.clone()).or_insert_with(|| Mark {
-                    status: NodeStatus::Idle,
-                    title: node.name.clone(),
-                    child: None,
-                });
-                let _ = write!(mark.title, " (child thread {child})");
-                mark.child = Some(child);
-            }
+    let record = record_of(&app.engine, &id).await?;
+    let wf = match app.engine.workflow_for(&record) {
+        Ok(wf) => wf,
+        // A thread of another version: the newest compiled in of its workflow, if any.
+        Err(e) => app
+            .engine
+            .workflows()
+            .into_iter()
+            .filter(|w| w.id() == record.workflow.id)
+            .max_by_key(|w| w.version())
+            .ok_or_else(|| reject(e, "workflow"))?,
+    };
+    let details =
+        views::thread_details(&app.engine, &record).await.map_err(|e| reject(e, "thread"))?;
+    let mut marks = marks(&details);
+    let children = children_of(app.engine.store().as_ref(), &record.id)
+        .await
+        .map_err(|e| reject(e, "thread"))?;
+    for node in wf.nodes().iter().filter(|n| matches!(n.kind, DynNodeKind::Subgraph { .. })) {
+        if let Some(child) = latest_child(&record.id, &node.name, &children) {
+            let mark = marks.entry(node.name.clone()).or_insert_with(|| Mark {
+                status: NodeStatus::Idle,
+                title: node.name.clone(),
+                child: None,
+            });
+            let _ = write!(mark.title, " (child thread {child})");
+            mark.child = Some(child);
         }
-        let svg = workflow_svg(&wf, &marks).map_err(|e| Reject {
-            status: 500,
-            error: e,
-            field: Some("workflow".into()),
-        })?;
-        let headers = [(axum::http::header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")];
-        Ok((headers, svg).into_response())
-    })
-    .await
+    }
+    let svg = workflow_svg(&wf, &marks).map_err(|e| Reject {
+        status: 500,
+        error: e,
+        field: Some("workflow".into()),
+    })?;
+    let headers = [(axum::http::header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")];
+    Ok((headers, svg).into_response())
 }
 
 /// The child thread of `parent`'s sub-workflow node `node` that was made last (a node that ran
@@ -214,44 +212,42 @@ pub(super) async fn timeline(
 ) -> Result<Json<Value>, Reject> {
     let id = segment(id)?;
     let p = timeline_params(&pairs(q)?)?;
-    blocking(move || {
-        let record = record_of(&app.engine, &id)?;
-        let store = app.engine.store().as_ref();
-        let last = record.last.map_or(0, |b| b.seq.0);
-        let first = record.first_seq.0.max(1);
-        let to = p.to.map_or(last, |to| to.min(last)).max(first.min(last));
-        let from = to.saturating_sub(p.last - 1).max(first);
-        let children = children_of(store, &record.id).map_err(|e| reject(e, "thread"))?;
-        let mut fold = Timeline {
-            parent: Some(record.id.clone()),
-            children: children.iter().map(|c| c.id.to_string()).collect(),
-            ..Timeline::default()
-        };
-        let mut after = from.saturating_sub(1);
-        while after < to {
-            let chunk = store
-                .read_since(&record.id, Seq(after), READ_CHUNK_EVENTS)
-                .map_err(|e| reject(e.into(), "thread"))?;
-            let Some(end) = chunk.last().map(|e| e.bookmark.seq.0) else { break };
-            for event in chunk.into_iter().filter(|e| e.bookmark.seq.0 <= to) {
-                let rec = decode(store, event).map_err(|e| reject(e, "thread"))?;
-                fold.apply(rec.bookmark.seq.0, rec.bookmark.at_ms, &rec.body);
-            }
-            after = end;
+    let record = record_of(&app.engine, &id).await?;
+    let store = app.engine.store().as_ref();
+    let last = record.last.map_or(0, |b| b.seq.0);
+    let first = record.first_seq.0.max(1);
+    let to = p.to.map_or(last, |to| to.min(last)).max(first.min(last));
+    let from = to.saturating_sub(p.last - 1).max(first);
+    let children = children_of(store, &record.id).await.map_err(|e| reject(e, "thread"))?;
+    let mut fold = Timeline {
+        parent: Some(record.id.clone()),
+        children: children.iter().map(|c| c.id.to_string()).collect(),
+        ..Timeline::default()
+    };
+    let mut after = from.saturating_sub(1);
+    while after < to {
+        let chunk = store
+            .read_since_async(&record.id, Seq(after), READ_CHUNK_EVENTS)
+            .await
+            .map_err(|e| reject(e.into(), "thread"))?;
+        let Some(end) = chunk.last().map(|e| e.bookmark.seq.0) else { break };
+        for event in chunk.into_iter().filter(|e| e.bookmark.seq.0 <= to) {
+            let rec = decode(store, event).await.map_err(|e| reject(e, "thread"))?;
+            fold.apply(rec.bookmark.seq.0, rec.bookmark.at_ms, &rec.body);
         }
-        Ok(Json(json!({
-            "thread": id,
-            "from_seq": from,
-            "to_seq": to,
-            "last_seq": last,
-            "whole": from <= first && to >= last,
-            "earlier": (from > first).then(|| from - 1),
-            "later": (to < last).then(|| to.saturating_add(p.last).min(last)),
-            "runs": fold.runs,
-            "waits": fold.waits,
-        })))
-    })
-    .await
+        after = end;
+    }
+    Ok(Json(json!({
+        "thread": id,
+        "from_seq": from,
+        "to_seq": to,
+        "last_seq": last,
+        "whole": from <= first && to >= last,
+        "earlier": (from > first).then(|| from - 1),
+        "later": (to < last).then(|| to.saturating_add(p.last).min(last)),
+        "runs": fold.runs,
+        "waits": fold.waits,
+    })))
 }
 
 /// Runs, tool calls, retries and waits folded from a window of a thread's log. A run whose start
@@ -395,13 +391,11 @@ pub(super) async fn sequence_svg(
 ) -> Result<Response, Reject> {
     let id = segment(id)?;
     no_params(&pairs(q)?)?;
-    blocking(move || {
-        let found = views::messages(app.engine.store().as_ref(), &id)
-            .map_err(|e| reject(e, "correlation_id"))?;
-        let headers = [(axum::http::header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")];
-        Ok((headers, sequence(&id, &found)).into_response())
-    })
-    .await
+    let found = views::messages(app.engine.store().as_ref(), &id)
+        .await
+        .map_err(|e| reject(e, "correlation_id"))?;
+    let headers = [(axum::http::header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")];
+    Ok((headers, sequence(&id, &found)).into_response())
 }
 
 /// The messages as a sequence picture: one lifeline per participant (a node of a thread, or the

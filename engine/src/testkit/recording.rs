@@ -463,6 +463,15 @@ impl Store for RecordingStore {
         self.watch_async(self.inner.read_all_since_async(after, limit), true)
     }
 
+    fn read_correlated_async(
+        &self,
+        query: &cairn_storage::CorrelationQuery,
+        after: Lsn,
+        limit: usize,
+    ) -> Reading<Vec<Event>> {
+        self.watch_async(self.inner.read_correlated_async(query, after, limit), true)
+    }
+
     fn payload_async(&self, r: &PayloadRef) -> Reading<Vec<u8>> {
         self.watch_async(self.inner.payload_async(r), false)
     }

@@ -47,7 +47,7 @@ async fn export_options_add_metadata_drop_large_bodies_and_summarise_tools_and_t
         redaction: Redaction::default(),
         ..ExportOptions::default()
     };
-    let bundle = engine.export_bundle("f", &options).unwrap();
+    let bundle = engine.export_bundle("f", &options).await.unwrap();
 
     // Custom fields are kept, through the redactor like everything else.
     let custom = &bundle.metadata.custom;
@@ -63,7 +63,7 @@ async fn export_options_add_metadata_drop_large_bodies_and_summarise_tools_and_t
     assert_eq!(event.kind, cairn::storage::EventKind::ToolReturned);
     assert_eq!(event.node_id.as_deref(), Some("fetch"));
     assert!(event.metadata.is_none() && bundle.events.payloads.is_empty());
-    let whole = engine.export_bundle("f", &ExportOptions::default()).unwrap();
+    let whole = engine.export_bundle("f", &ExportOptions::default()).await.unwrap();
     let body = &whole.events.payloads[key];
     assert_eq!(serde_json::to_vec(body).unwrap().len() as u64, *bytes, "the size is the body's");
     assert!(bundle.to_bytes(false).unwrap().len() < 10_000);

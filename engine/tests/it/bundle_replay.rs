@@ -44,7 +44,7 @@ async fn an_imported_bundle_replays_and_forks_into_a_thread_that_runs_to_complet
     let original: Tally = done.output().await.unwrap();
     assert_eq!(original.log, ["plan", "fetch", "write"]);
     let options = ExportOptions { redaction: Redaction::none(), ..ExportOptions::default() };
-    let bytes = origin.export_bundle("t", &options).unwrap().to_bytes(true).unwrap();
+    let bytes = origin.export_bundle("t", &options).await.unwrap().to_bytes(true).unwrap();
     origin.shutdown().await;
 
     // A fresh database with the workflow compiled in.
@@ -69,7 +69,7 @@ async fn an_imported_bundle_replays_and_forks_into_a_thread_that_runs_to_complet
     let forked: Tally = fork.output().await.unwrap();
     assert_eq!(forked, original, "the fork reaches the original's output");
     assert_eq!(fork.status().await.unwrap(), ThreadStatus::Completed);
-    let view = fresh.state_at("t-fork", None).unwrap();
+    let view = fresh.state_at("t-fork", None).await.unwrap();
     assert_eq!(view.meta.telemetry.tool_calls, 1, "the fork ran the tool itself");
     assert_eq!(fresh.replay("t-fork", &ReplayOptions::default()).await.unwrap().divergence, None);
     assert!(fresh.store().verify().unwrap().is_clean());

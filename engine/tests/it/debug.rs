@@ -105,11 +105,14 @@ async fn state_at_every_seq_is_the_live_state() {
     let truth = fold_all(&engine, &wf, "tt");
     for (i, expected) in truth.iter().enumerate() {
         let seq = i as u64 + 1;
-        let view = engine.state_at("tt", Some(seq)).unwrap();
+        let view = engine.state_at("tt", Some(seq)).await.unwrap();
         assert_eq!(view.seq, seq);
         assert_eq!(&view.state, expected, "seq {seq}");
     }
-    assert_eq!(engine.state_at("tt", None).unwrap().state, serde_json::to_value(&out).unwrap());
+    assert_eq!(
+        engine.state_at("tt", None).await.unwrap().state,
+        serde_json::to_value(&out).unwrap()
+    );
 
     // What each node saw at step k is the state after step k-1 (after thread_created for 1).
     let seen = seen.lock().unwrap().clone();
@@ -118,25 +121,25 @@ async fn state_at_every_seq_is_the_live_state() {
     for (_, step, state) in &seen {
         let seq =
             if *step == 1 { 1 } else { boundaries.iter().find(|(s, _)| *s == step - 1).unwrap().1 };
-        let view = engine.state_at("tt", Some(seq)).unwrap();
+        let view = engine.state_at("tt", Some(seq)).await.unwrap();
         assert_eq!(view.state, serde_json::to_value(state).unwrap(), "step {step}");
         assert_eq!(view.step, step - 1);
     }
 
     // states(): one view per completed step, each equal to state_at at its seq.
     let last = truth.len() as u64;
-    let views = engine.states("tt", 1, last).unwrap();
+    let views = engine.states("tt", 1, last).await.unwrap();
     assert_eq!(views.len(), 7);
     for v in &views {
         assert_eq!(v.state, truth[v.seq as usize - 1]);
     }
-    let middle = engine.states("tt", boundaries[2].1, boundaries[4].1).unwrap();
+    let middle = engine.states("tt", boundaries[2].1, boundaries[4].1).await.unwrap();
     assert_eq!(middle.iter().map(|v| v.step).collect::<Vec<_>>(), [3, 4, 5]);
 
-    assert!(matches!(engine.state_at("tt", Some(0)), Err(Error::Invalid(_))));
-    assert!(matches!(engine.state_at("tt", Some(last + 1)), Err(Error::Invalid(_))));
-    assert!(matches!(engine.states("tt", 5, 4), Err(Error::Invalid(_))));
-    assert!(matches!(engine.state_at("nope", None), Err(Error::UnknownThread(_))));
+    assert!(matches!(engine.state_at("tt", Some(0)).await, Err(Error::Invalid(_))));
+    assert!(matches!(engine.state_at("tt", Some(last + 1)).await, Err(Error::Invalid(_))));
+    assert!(matches!(engine.states("tt", 5, 4).await, Err(Error::Invalid(_))));
+    assert!(matches!(engine.state_at("nope", None).await, Err(Error::UnknownThread(_))));
     engine.shutdown().await;
 }
 
@@ -148,13 +151,13 @@ async fn diff_names_what_changed_between_two_seqs() {
     let t = engine.start("observed", Tally::default(), StartOptions::id("d")).await.unwrap();
     let out: Tally = t.output().await.unwrap();
     let b = step_completed_seqs(&engine, "d");
-    let changes = engine.diff("d", b[0].1, b[2].1).unwrap();
+    let changes = engine.diff("d", b[0].1, b[2].1).await.unwrap();
     let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
     assert_eq!(paths, ["/log/1", "/log/2", "/total"]);
     assert_eq!(changes[0].before, None);
     assert_eq!(changes[0].after, Some(json!("n1")));
     assert_eq!(changes[2].after, Some(json!(out.total)));
-    assert!(engine.diff("d", b[1].1, b[1].1).unwrap().is_empty());
+    assert!(engine.diff("d", b[1].1, b[1].1).await.unwrap().is_empty());
     engine.shutdown().await;
 }
 
@@ -178,7 +181,7 @@ async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
     let forked: Tally = f.output().await.unwrap();
     assert_eq!(&forked.log, &original.log, "same path from the fork point");
     let state_at_fork: Tally =
-        serde_json::from_value(engine.state_at("orig", Some(at)).unwrap().state).unwrap();
+        serde_json::from_value(engine.state_at("orig", Some(at)).await.unwrap().state).unwrap();
     assert_eq!(forked.log[..2], state_at_fork.log[..]);
     let fork_seen: Vec<(u64, Tally)> = seen
         .lock()
@@ -219,7 +222,7 @@ async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
         .unwrap();
     let patched: Tally = f2.output().await.unwrap();
     let at_cp: Tally =
-        serde_json::from_value(engine.state_at("orig", Some(cp.covers.seq.0)).unwrap().state)
+        serde_json::from_value(engine.state_at("orig", Some(cp.covers.seq.0)).await.unwrap().state)
             .unwrap();
     assert_eq!(patched.log[..at_cp.log.len()], at_cp.log[..]);
     assert_eq!(patched.log[at_cp.log.len()], "patched");
@@ -265,7 +268,7 @@ async fn manual_checkpoint_of_a_parked_thread() {
     let engine = open(&path, &[&wf]).await;
     let t = engine.start("ask", Tally::default(), StartOptions::id("m")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
-    let before = engine.state_at("m", None).unwrap();
+    let before = engine.state_at("m", None).await.unwrap();
     let meta = CheckpointMeta {
         creator: "test".into(),
         description: "before answering".into(),
@@ -277,7 +280,7 @@ async fn manual_checkpoint_of_a_parked_thread() {
     assert_eq!(stored.covers.seq.0, before.seq + 1);
     assert_eq!(stored.meta.tags, ["mark"]);
     assert_eq!(stored.kind, cairn::storage::CheckpointKind::Manual);
-    let after = engine.state_at("m", None).unwrap();
+    let after = engine.state_at("m", None).await.unwrap();
     assert_eq!(after.state, before.state);
     assert_eq!(after.status, ThreadStatus::WaitingInput);
     engine.send_input("m", 41).await.unwrap();
@@ -366,7 +369,7 @@ async fn migration_moves_a_parked_thread_onto_the_new_version() {
         .await
         .unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
-    let before = engine.state_at("c", None).unwrap();
+    let before = engine.state_at("c", None).await.unwrap();
     assert_eq!(before.state, json!({"n": 5}));
 
     assert!(matches!(engine.migrate("c", 2).await, Err(Error::NoMigration { .. })));
@@ -381,19 +384,19 @@ async fn migration_moves_a_parked_thread_onto_the_new_version() {
     let record = engine.store().thread(&id).unwrap().unwrap();
     assert_eq!(record.workflow.version, 2);
     assert_eq!(record.status, ThreadStatus::WaitingInput, "the status is kept");
-    let now = engine.state_at("c", None).unwrap();
+    let now = engine.state_at("c", None).await.unwrap();
     assert_eq!(now.state, json!({"count": 5, "note": "migrated"}));
     assert_eq!(now.meta.workflow.version, 2);
     // Earlier seqs still fold with v1.
-    assert_eq!(engine.state_at("c", Some(before.seq)).unwrap().state, json!({"n": 5}));
-    let views = engine.states("c", 1, now.seq).unwrap();
+    assert_eq!(engine.state_at("c", Some(before.seq)).await.unwrap().state, json!({"n": 5}));
+    let views = engine.states("c", 1, now.seq).await.unwrap();
     assert_eq!(views.len(), 1);
 
     engine.send_input("c", 7).await.unwrap();
     let done = engine.thread("c").await.unwrap().finished().await.unwrap();
     let out: V2 = serde_json::from_value(done.output.unwrap()).unwrap();
     assert_eq!(out, V2 { count: 5 + 7 + 100, note: "b v2".into() });
-    let views = engine.states("c", 1, engine.state_at("c", None).unwrap().seq).unwrap();
+    let views = engine.states("c", 1, engine.state_at("c", None).await.unwrap().seq).await.unwrap();
     assert_eq!(views.last().unwrap().state, json!({"count": 112, "note": "b v2"}));
     assert!(matches!(engine.migrate("c", 1).await, Err(Error::WrongStatus { .. })));
 
@@ -450,20 +453,20 @@ async fn the_state_at_a_time_is_the_state_after_the_last_event_recorded_by_then(
     let first = events[0].bookmark.at_ms;
     let times: std::collections::BTreeSet<u64> = events.iter().map(|e| e.bookmark.at_ms).collect();
     assert!(times.len() >= 5, "the steps' events have distinct times: {times:?}");
-    assert_eq!(engine.seq_at_time("tm", first - 1).unwrap(), None, "before its first event");
-    assert!(engine.state_at_time("tm", first - 1).is_err());
+    assert_eq!(engine.seq_at_time("tm", first - 1).await.unwrap(), None, "before its first event");
+    assert!(engine.state_at_time("tm", first - 1).await.is_err());
     for e in &events {
         for at in [e.bookmark.at_ms - 1, e.bookmark.at_ms, e.bookmark.at_ms + 1] {
-            let seq = engine.seq_at_time("tm", at).unwrap();
+            let seq = engine.seq_at_time("tm", at).await.unwrap();
             assert_eq!(seq, expected(at), "at {at} ms");
             if let Some(seq) = seq {
-                let then = engine.state_at_time("tm", at).unwrap();
-                assert_eq!(then.state, engine.state_at("tm", Some(seq)).unwrap().state);
+                let then = engine.state_at_time("tm", at).await.unwrap();
+                assert_eq!(then.state, engine.state_at("tm", Some(seq)).await.unwrap().state);
             }
         }
     }
     let last = events.last().unwrap();
-    assert_eq!(engine.seq_at_time("tm", u64::MAX).unwrap(), Some(last.bookmark.seq.0));
-    assert!(matches!(engine.seq_at_time("nope", 0), Err(Error::UnknownThread(_))));
+    assert_eq!(engine.seq_at_time("tm", u64::MAX).await.unwrap(), Some(last.bookmark.seq.0));
+    assert!(matches!(engine.seq_at_time("nope", 0).await, Err(Error::UnknownThread(_))));
     engine.shutdown().await;
 }

@@ -187,7 +187,7 @@ async fn export_import_export_gives_the_same_bundle() {
             redaction: redaction.clone(),
             ..ExportOptions::default()
         };
-        let first = engine.export_bundle("rt", &opts).unwrap();
+        let first = engine.export_bundle("rt", &opts).await.unwrap();
         assert!(
             last_events.is_some() || !first.events.payloads.is_empty(),
             "the large tool output travels by reference"
@@ -200,7 +200,7 @@ async fn export_import_export_gives_the_same_bundle() {
         let fresh = open(&path2, &wf).await;
         let id = fresh.import_bundle(&read).await.unwrap();
         assert_eq!(id.as_str(), "rt");
-        let again = fresh.export_bundle("rt", &opts).unwrap();
+        let again = fresh.export_bundle("rt", &opts).await.unwrap();
         same(&first, &again);
         assert!(fresh.store().verify().unwrap().is_clean());
 
@@ -211,14 +211,17 @@ async fn export_import_export_gives_the_same_bundle() {
         if redaction.secrets.is_empty() && redaction.key_patterns.is_empty() {
             for seq in lo.saturating_sub(1).max(1)..=hi {
                 assert_eq!(
-                    fresh.state_at("rt", Some(seq)).unwrap().state,
-                    engine.state_at("rt", Some(seq)).unwrap().state,
+                    fresh.state_at("rt", Some(seq)).await.unwrap().state,
+                    engine.state_at("rt", Some(seq)).await.unwrap().state,
                     "seq {seq}"
                 );
             }
         }
         if lo > 2 {
-            assert!(fresh.state_at("rt", Some(1)).is_err(), "seqs before the bundle are gone");
+            assert!(
+                fresh.state_at("rt", Some(1)).await.is_err(),
+                "seqs before the bundle are gone"
+            );
         }
         let err = fresh.import_bundle(&read).await.unwrap_err();
         assert!(matches!(err, Error::Invalid(_)), "{err}");
@@ -258,7 +261,7 @@ async fn planted_secrets_never_survive_export_and_malformed_bundles_never_panic(
             redaction: Redaction::default().secret(s.clone()),
             ..ExportOptions::default()
         };
-        let bundle = engine.export_bundle(id, &opts).unwrap();
+        let bundle = engine.export_bundle(id, &opts).await.unwrap();
         let bytes = bundle.to_bytes(opts.gzip).unwrap();
         let json = if opts.gzip { gunzip(&bytes) } else { bytes.clone() };
         for form in Redaction::forms(s).iter().chain([marker]) {
@@ -485,18 +488,18 @@ async fn export_needs_no_workflow_when_checkpoints_cover_the_state() {
         .finished()
         .await
         .unwrap();
-    let with = engine.export_bundle("nw", &ExportOptions::default()).unwrap();
+    let with = engine.export_bundle("nw", &ExportOptions::default()).await.unwrap();
     engine.shutdown().await;
     drop(engine);
     // The same file, opened by an engine that does not know the workflow (like the CLI).
     let bare = Engine::builder(&path).read_only().open().await.unwrap();
-    let without = bare.export_bundle("nw", &ExportOptions::default()).unwrap();
+    let without = bare.export_bundle("nw", &ExportOptions::default()).await.unwrap();
     same(&with, &without);
     let cut = ExportOptions { last_events: Some(3), ..ExportOptions::default() };
-    let short = bare.export_bundle("nw", &cut).unwrap();
+    let short = bare.export_bundle("nw", &cut).await.unwrap();
     assert!(short.base.is_some());
     Bundle::from_bytes(&short.to_bytes(false).unwrap()).unwrap();
-    assert!(matches!(bare.state_at("nw", None), Err(Error::UnknownWorkflow { .. })));
+    assert!(matches!(bare.state_at("nw", None).await, Err(Error::UnknownWorkflow { .. })));
 }
 
 /// Bundles are read strictly: a duplicate key anywhere is refused with its path (serde_json
@@ -510,7 +513,7 @@ async fn bundles_refuse_duplicate_keys_name_the_bad_value_and_check_the_version_
     let input = json!({"forms": ["x"], "api_key": "k"});
     let done = engine.start("leaky", Replace(input), StartOptions::id("strict")).await.unwrap();
     done.finished().await.unwrap();
-    let good = engine.export_bundle("strict", &ExportOptions::default()).unwrap();
+    let good = engine.export_bundle("strict", &ExportOptions::default()).await.unwrap();
     let text = String::from_utf8(good.to_bytes(false).unwrap()).unwrap();
     Bundle::from_bytes(text.as_bytes()).expect("the bundle as exported reads");
     let path_of = |bytes: &[u8]| match Bundle::from_bytes(bytes) {

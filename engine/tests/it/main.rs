@@ -25,6 +25,10 @@ mod layers;
 mod locks;
 mod node_runs;
 mod operator;
+#[cfg(all(feature = "postgres", feature = "http"))]
+mod pg_debug_endpoint;
+#[cfg(feature = "postgres")]
+mod pg_debug_reads;
 #[cfg(feature = "postgres")]
 mod pg_public_reads;
 #[cfg(feature = "postgres")]

@@ -55,7 +55,7 @@ async fn every_run_of_every_node_with_its_step_status_data_and_error() {
     let t = engine.start("looping", Tally::default(), StartOptions::id("l")).await.unwrap();
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
 
-    let runs = engine.node_runs("l").unwrap();
+    let runs = engine.node_runs("l").await.unwrap();
     let summary: Vec<_> = runs
         .iter()
         .map(|r| (r.task.node.as_str(), r.step, r.attempt, r.status, r.node_type))
@@ -86,7 +86,7 @@ async fn every_run_of_every_node_with_its_step_status_data_and_error() {
     }
 
     // The snapshot's execution history and errors, in order.
-    let view = engine.state_at("l", None).unwrap();
+    let view = engine.state_at("l", None).await.unwrap();
     let history: Vec<_> =
         view.meta.history.iter().map(|h| (h.step, h.task.node.as_str(), h.what.as_str())).collect();
     assert_eq!(
@@ -126,27 +126,27 @@ async fn a_waiting_node_runs_a_cancel_ends_it_and_a_fork_not_started_has_its_nod
     let engine = engine_on(&path, &[&wf], None).await;
     let t = engine.start("asks", Tally::default(), StartOptions::id("w")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
-    let statuses = |thread: &str| -> Vec<(String, u64, RunStatus)> {
-        let runs = engine.node_runs(thread).unwrap();
+    let statuses = async |thread: &str| -> Vec<(String, u64, RunStatus)> {
+        let runs = engine.node_runs(thread).await.unwrap();
         runs.into_iter().map(|r| (r.task.node, r.step, r.status)).collect()
     };
-    let waiting = statuses("w");
+    let waiting = statuses("w").await;
     assert_eq!(
         waiting,
         [("a".into(), 1, RunStatus::Completed), ("ask".into(), 2, RunStatus::Running)]
     );
 
     // A fork after step 1 that has not started: `ask` is due, in the fork's own step 1.
-    let at = engine.state_at("w", None).unwrap().seq;
-    let after_a = engine.state_at("w", Some(at)).unwrap();
+    let at = engine.state_at("w", None).await.unwrap().seq;
+    let after_a = engine.state_at("w", Some(at)).await.unwrap();
     assert_eq!(after_a.step, 1);
     let _fork = engine.fork("w", ForkFrom::Seq(at), ForkOptions::id("f").paused()).await.unwrap();
-    assert_eq!(statuses("f"), [("ask".into(), 1, RunStatus::Pending)]);
+    assert_eq!(statuses("f").await, [("ask".into(), 1, RunStatus::Pending)]);
 
     engine.cancel("w", "no answer").await.unwrap();
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Cancelled);
     assert_eq!(
-        statuses("w"),
+        statuses("w").await,
         [("a".into(), 1, RunStatus::Completed), ("ask".into(), 2, RunStatus::Cancelled)]
     );
     engine.shutdown().await;

@@ -152,7 +152,7 @@ async fn restore_cost_does_not_grow_with_history() {
     // `state_at` anywhere in a history: the slowest of eleven seqs spread over it (the last
     // included), each the best of three; it folds a checkpoint and at most its tail, so the long
     // thread's slowest is about the short one's.
-    let slowest_state_at = |id: &str| {
+    let slowest_state_at = async |id: &str| {
         let thread = cairn::ThreadId::new(id).unwrap();
         let last = engine.store().last_bookmark(&thread).unwrap().unwrap().seq.0;
         let mut slowest = 0.0_f64;
@@ -160,7 +160,7 @@ async fn restore_cost_does_not_grow_with_history() {
             let mut best = f64::MAX;
             for _ in 0..3 {
                 let start = Instant::now();
-                let view = engine.state_at(id, Some(seq)).unwrap();
+                let view = engine.state_at(id, Some(seq)).await.unwrap();
                 best = best.min(start.elapsed().as_secs_f64());
                 drop(view);
             }
@@ -168,8 +168,8 @@ async fn restore_cost_does_not_grow_with_history() {
         }
         slowest
     };
-    let s_long = slowest_state_at("long");
-    let s_short = slowest_state_at("short");
+    let s_long = slowest_state_at("long").await;
+    let s_short = slowest_state_at("short").await;
     crate::common::report(&format!(
         "RELIABILITY restore_cost long_100000_steps_s={t_long:.6} short_100_steps_s={t_short:.6} \
          state_at_slowest_long_s={s_long:.6} state_at_slowest_short_s={s_short:.6}"

@@ -55,15 +55,15 @@ async fn a_sessions_messages_by_correlation_parties_time_and_chain() {
         let t = engine.start("session", Tally::default(), StartOptions::id(id)).await.unwrap();
         assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
     }
-    let ids = |query: &TraceQuery| -> Vec<(String, String)> {
-        let found = engine.trace(query).unwrap();
+    let ids = async |query: &TraceQuery| -> Vec<(String, String)> {
+        let found = engine.trace(query).await.unwrap();
         found.into_iter().map(|m| (m.thread, m.message.id.unwrap_or_default())).collect()
     };
     let s1 = || TraceQuery::new(TraceScope::Threads(vec!["s1".into()]));
 
     // By correlation id, across the session's child thread, in the order written.
     let c1 = TraceQuery { correlation_id: Some("c1".into()), ..s1() };
-    let found = ids(&c1);
+    let found = ids(&c1).await;
     let threads: Vec<&str> = found.iter().map(|(t, _)| t.as_str()).collect();
     let msgs: Vec<&str> = found.iter().map(|(_, m)| m.as_str()).collect();
     assert_eq!(msgs, ["m1", "m2", "m3"]);
@@ -72,30 +72,30 @@ async fn a_sessions_messages_by_correlation_parties_time_and_chain() {
     assert_eq!(threads[2], "s1");
     // The store-wide scope sees both sessions.
     let everywhere = TraceQuery { scope: TraceScope::All, ..c1.clone() };
-    assert_eq!(ids(&everywhere).len(), 6);
+    assert_eq!(ids(&everywhere).await.len(), 6);
 
     // Between two parties, either way.
     let between = TraceQuery { between: Some(("planner".into(), "coder".into())), ..s1() };
-    let msgs: Vec<String> = ids(&between).into_iter().map(|(_, m)| m).collect();
+    let msgs: Vec<String> = ids(&between).await.into_iter().map(|(_, m)| m).collect();
     assert_eq!(msgs, ["m2", "m3"]);
 
     // Up a chain of parent ids, first message first.
     let chain = TraceQuery { chain_to: Some("m3".into()), ..s1() };
-    let msgs: Vec<String> = ids(&chain).into_iter().map(|(_, m)| m).collect();
+    let msgs: Vec<String> = ids(&chain).await.into_iter().map(|(_, m)| m).collect();
     assert_eq!(msgs, ["m1", "m2", "m3"]);
 
     // In a time range.
-    let all = engine.trace(&s1()).unwrap();
+    let all = engine.trace(&s1()).await.unwrap();
     let (first, last) = (all[0].at_ms, all[all.len() - 1].at_ms);
     let within = TraceQuery { from_ms: Some(first), to_ms: Some(last), ..s1() };
-    assert_eq!(ids(&within).len(), 4);
+    assert_eq!(ids(&within).await.len(), 4);
     let after = TraceQuery { from_ms: Some(last + 1), ..s1() };
-    assert!(ids(&after).is_empty());
+    assert!(ids(&after).await.is_empty());
     let before = TraceQuery { to_ms: Some(first.saturating_sub(1)), ..s1() };
-    assert!(ids(&before).is_empty());
+    assert!(ids(&before).await.is_empty());
 
     let unknown = TraceQuery::new(TraceScope::Threads(vec!["nobody".into()]));
-    assert!(matches!(engine.trace(&unknown), Err(cairn::Error::UnknownThread(_))));
+    assert!(matches!(engine.trace(&unknown).await, Err(cairn::Error::UnknownThread(_))));
     engine.shutdown().await;
 }
 
@@ -137,7 +137,7 @@ async fn a_store_wide_trace_by_correlation_id_reads_only_the_messages_carrying_i
     let before = store.events_read();
     let query =
         TraceQuery { correlation_id: Some("c1".into()), ..TraceQuery::new(TraceScope::All) };
-    let found = engine.trace(&query).unwrap();
+    let found = engine.trace(&query).await.unwrap();
     let read = store.events_read() - before;
     let ids: Vec<String> = found.iter().map(|m| m.message.id.clone().unwrap_or_default()).collect();
     assert_eq!(ids, ["m1", "m2", "m3"]);
@@ -148,7 +148,7 @@ async fn a_store_wide_trace_by_correlation_id_reads_only_the_messages_carrying_i
     let at = found[1].at_ms;
     let window = TraceQuery { from_ms: Some(at), to_ms: Some(at), ..query.clone() };
     let before = store.events_read();
-    assert_eq!(engine.trace(&window).unwrap().len(), 1);
+    assert_eq!(engine.trace(&window).await.unwrap().len(), 1);
     assert_eq!(store.events_read() - before, 1);
     engine.shutdown().await;
 }

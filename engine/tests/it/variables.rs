@@ -86,8 +86,8 @@ async fn open(path: &std::path::Path, wf: &Workflow<Variables>) -> Engine {
         .unwrap()
 }
 
-fn vars_at(engine: &Engine, thread: &str, seq: Option<u64>) -> Variables {
-    serde_json::from_value(engine.state_at(thread, seq).unwrap().state).unwrap()
+async fn vars_at(engine: &Engine, thread: &str, seq: Option<u64>) -> Variables {
+    serde_json::from_value(engine.state_at(thread, seq).await.unwrap().state).unwrap()
 }
 
 /// Asserts the variables `setup` defined and the sub-workflow handed back, whole.
@@ -123,38 +123,38 @@ async fn typed_variables_survive_restore_fork_and_sub_workflow_scopes() {
     let engine = open(&path, &wf).await;
     let t = engine.start("session", Variables::new(), StartOptions::id("v")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
-    let live = vars_at(&engine, "v", None);
+    let live = vars_at(&engine, "v", None).await;
     check(&live);
     // The child's refused write never reached the parent; the child recorded it.
     assert!(live.rejected().is_empty());
     let filter = ThreadFilter { workflow_id: Some("experiment".into()), ..Default::default() };
     let children = engine.store().list_threads(&filter, Page::default()).unwrap();
     let [child] = &children[..] else { panic!("{children:?}") };
-    let in_child = vars_at(&engine, child.id.as_str(), None);
+    let in_child = vars_at(&engine, child.id.as_str(), None).await;
     assert_eq!(in_child.rejected(), [RejectedWrite { name: "budget".into(), op: VarOp::Set }]);
     assert!(in_child.get("scratch").is_none());
-    let seq = engine.state_at("v", None).unwrap().seq;
+    let seq = engine.state_at("v", None).await.unwrap().seq;
     engine.shutdown().await;
     drop((t, engine));
 
     // Restore: a reopened engine rebuilds the same variables from checkpoint + tail, at every
     // seq from the one after setup on.
     let engine = open(&path, &wf).await;
-    assert_eq!(vars_at(&engine, "v", None), live);
-    assert_eq!(vars_at(&engine, "v", Some(seq)), live);
+    assert_eq!(vars_at(&engine, "v", None).await, live);
+    assert_eq!(vars_at(&engine, "v", Some(seq)).await, live);
 
     // A fork starts from them; its update is held to the declared type.
     let wrong =
         VarUpdate::Set { name: "budget".into(), value: json!("lots"), scope: Scope::Global };
     let opts = ForkOptions { start: false, ..ForkOptions::id("f1").update(wrong) };
     engine.fork("v", ForkFrom::Seq(seq), opts).await.unwrap();
-    let forked = vars_at(&engine, "f1", None);
+    let forked = vars_at(&engine, "f1", None).await;
     check(&forked);
     assert_eq!(forked.rejected().len(), 1, "{:?}", forked.rejected());
     let raise = forked.set("budget", 9000, Scope::Global).unwrap();
     let opts = ForkOptions { start: false, ..ForkOptions::id("f2").update(raise) };
     engine.fork("v", ForkFrom::Seq(seq), opts).await.unwrap();
-    let raised = vars_at(&engine, "f2", None);
+    let raised = vars_at(&engine, "f2", None).await;
     let budget = raised.variable("budget").unwrap();
     assert_eq!(
         (&budget.value, budget.ty, &budget.metadata["unit"]),

@@ -86,7 +86,8 @@ fn import_all(bundles: &[cairn::debug::Bundle], real: usize) -> usize {
                 .expect("open");
             let id = engine.import_bundle(bundle).await.expect("an accepted bundle imports");
             imported += 1;
-            let again = engine.export_bundle(id.as_str(), &cairn::debug::ExportOptions::default());
+            let again =
+                engine.export_bundle(id.as_str(), &cairn::debug::ExportOptions::default()).await;
             if i < real && bundle.metadata.redaction.secrets == 0 {
                 let again = again.expect("the imported thread exports");
                 assert_eq!(again.events, bundle.events, "events survive import and export");

@@ -385,6 +385,18 @@ impl Store for PgStore {
         self.read_async(read_with!(; |c| read::read_all_since(c, after, limit)))
     }
 
+    fn read_correlated_async(
+        &self,
+        query: &crate::CorrelationQuery,
+        after: Lsn,
+        limit: usize,
+    ) -> Reading<Vec<Event>> {
+        let query = query.clone();
+        self.read_async(
+            read_with!(query; |c| correlations::read_correlated(c, &query, after, limit)),
+        )
+    }
+
     fn payload_async(&self, r: &PayloadRef) -> Reading<Vec<u8>> {
         let r = *r;
         self.read_async(read_with!(; |c| read::payload(c, &r)))

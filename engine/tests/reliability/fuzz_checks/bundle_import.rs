@@ -80,21 +80,26 @@ pub fn seed_bundles() -> Vec<Vec<u8>> {
             engine.start("fuzz-bundle", vec![1u64], StartOptions::id("seed")).await.expect("start");
         handle.wait().await.expect("parks for input");
         runner_released(&engine, &thread).await;
-        let export = |options: ExportOptions| {
-            let bundle = engine.export_bundle("seed", &options).expect("export");
+        let export = async |options: ExportOptions| {
+            let bundle = engine.export_bundle("seed", &options).await.expect("export");
             bundle.to_bytes(options.gzip).expect("bytes")
         };
-        let mut out = vec![export(ExportOptions::default())];
+        let mut out = vec![export(ExportOptions::default()).await];
         engine.send_input("seed", 5u64).await.expect("input");
         handle.finished().await.expect("ends");
-        out.push(export(ExportOptions::default()));
-        out.push(export(ExportOptions { include_checkpoints: true, ..ExportOptions::default() }));
-        out.push(export(ExportOptions { last_events: Some(3), ..ExportOptions::default() }));
-        out.push(export(ExportOptions {
-            redaction: Redaction::default().secret(SECRET),
-            gzip: true,
-            ..ExportOptions::default()
-        }));
+        out.push(export(ExportOptions::default()).await);
+        out.push(
+            export(ExportOptions { include_checkpoints: true, ..ExportOptions::default() }).await,
+        );
+        out.push(export(ExportOptions { last_events: Some(3), ..ExportOptions::default() }).await);
+        out.push(
+            export(ExportOptions {
+                redaction: Redaction::default().secret(SECRET),
+                gzip: true,
+                ..ExportOptions::default()
+            })
+            .await,
+        );
         engine.shutdown().await;
         out
     })
