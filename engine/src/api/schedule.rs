@@ -7,9 +7,7 @@ use cairn_storage::{Page, ThreadFilter, ThreadId, ThreadRecord, ThreadStatus};
 
 use super::engine::Engine;
 use super::handle::ThreadHandle;
-use super::schedule_flow::{
-    SCHEDULE_LABEL, SCHEDULE_WORKFLOW, ScheduleSpec, ScheduleState, tick_thread_id,
-};
+use super::schedule_flow::{SCHEDULE_LABEL, SCHEDULE_WORKFLOW, ScheduleSpec, ScheduleState};
 use super::schedule_ticks::Rule;
 use crate::config::StartOptions;
 use crate::error::Error;
@@ -163,14 +161,24 @@ impl Engine {
         self.cancel(&self.schedule_thread(name).await?, "schedule deleted").await
     }
 
-    /// Starts schedule `name`'s workflow now, outside its ticks, as thread `<name>@<now ms>`.
+    /// Starts schedule `name`'s workflow now, outside its ticks, as a thread of its own:
+    /// `<name>@now-<now ms>-<16 hex digits>`, labelled `schedule=<name>` like its ticks'. Each
+    /// call starts one (two in one millisecond start two), and none is a tick's thread
+    /// (`<name>@<tick ms>`): a trigger at a tick's time runs beside the tick, not instead of it.
     ///
     /// # Errors
-    /// As [`Engine::pause_schedule`]; what starting the workflow may return.
+    /// As [`Engine::pause_schedule`]; [`Error::Invalid`] for a deleted schedule (it starts
+    /// nothing more); what starting the workflow may return.
     pub async fn trigger_schedule(&self, name: &str) -> Result<ThreadHandle, Error> {
         let info = self.schedule(name).await?;
         let info = info.ok_or_else(|| Error::UnknownThread(thread_of(name)))?;
-        let id = tick_thread_id(name, self.shell.clock.now_ms());
+        if info.status == ThreadStatus::Cancelled {
+            return Err(Error::Invalid(format!(
+                "schedule {name:?} is deleted: it starts nothing more"
+            )));
+        }
+        let fresh = self.shell.ids.new_id();
+        let id = format!("{name}@now-{}-{}", self.shell.clock.now_ms(), &fresh[..16]);
         let options = info.state.spec.start_options(id, name);
         self.start_json(&info.state.spec.workflow, info.state.spec.input, options).await
     }

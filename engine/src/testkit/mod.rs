@@ -121,6 +121,7 @@ mod judge;
 mod observe;
 mod recording;
 mod run;
+mod schedules;
 mod summary;
 
 use std::sync::Arc;
@@ -132,6 +133,7 @@ pub use harness::{Configure, CrashHarness, ENV_CASE, ENV_SEED, Reference};
 pub use observe::ToolCallRecord;
 pub use recording::{AckHook, RecordingStore};
 pub use run::runner_released;
+pub use schedules::{ScheduleCheck, check_schedule};
 pub use summary::{CaseReport, Summary};
 
 pub use crate::clock::ManualClock;

@@ -77,6 +77,9 @@ fn schedules_are_created_listed_paused_triggered_and_deleted_from_the_command_li
     assert!(waiting(&status(&db)), "{}", status(&db));
     on(&db, &["schedule", "delete", "nightly"]).expect(0);
     assert_eq!(status(&db), "cancelled");
+    let refused = on(&db, &["schedule", "trigger", "nightly"]);
+    assert_ne!(refused.code, 0, "a deleted schedule starts nothing");
+    assert!(refused.stderr.contains("deleted"), "{}", refused.stderr);
     assert_ne!(on(&db, &["schedule", "pause", "missing"]).code, 0);
     on(&db, &["verify"]).expect(0);
 }

@@ -49,6 +49,14 @@
 //! twice (the queue counts nothing once all ended, and `verify` finds its counts equal to its
 //! members, at the crash too).
 //!
+//! Schedules ([`schedule`]): a case may create up to two schedules (interval or cron, a
+//! catch-up policy, maybe a start and an end) whose driver pauses, resumes, triggers and deletes
+//! them and moves the clock, beside the threads' drivers; the crash may land in any of it, and
+//! the clock jumps by a downtime before the reopen. After each run, from the store alone
+//! (`cairn::testkit::check_schedule`): every round started exactly the ticks its policy picks,
+//! each once, none while paused, outside the start and end, or after the delete; each
+//! acknowledged trigger made one thread of its own.
+//!
 //! Locks: node code records when it holds the shared lock ([`gates::Gates`]), and the logs give
 //! each thread's holding intervals in global log order; neither may overlap between threads, and
 //! once every thread has ended the store holds no lock.
@@ -175,6 +183,10 @@ struct Plan {
     threads: Vec<ThreadPlan>,
     /// The limits of the queue some threads start on.
     queue: queue::Limits,
+    /// The schedules the case creates and drives ([`schedule`]).
+    schedules: Vec<schedule::SchedulePlan>,
+    /// How far the clock jumps between the crash and the reopen (in a case with schedules).
+    downtime_ms: u64,
 }
 
 impl Plan {
@@ -269,9 +281,21 @@ fn plan() -> impl Strategy<Value = Plan> {
                     }
                 },
             );
-        (prop::collection::vec(thread, 1..3), queue::limits()).prop_map(move |(threads, queue)| {
-            Plan { chain: chain.clone(), branches: branches.clone(), threads, queue }
-        })
+        (prop::collection::vec(thread, 1..3), queue::limits(), schedule::plans(), 0u64..300_000)
+            .prop_map(move |(threads, queue, schedules, downtime_ms)| {
+                let mut plan = Plan {
+                    chain: chain.clone(),
+                    branches: branches.clone(),
+                    threads,
+                    queue,
+                    schedules,
+                    downtime_ms,
+                };
+                if plan.retention() {
+                    plan.schedules = plan.schedules.into_iter().map(|s| s.kept()).collect();
+                }
+                plan
+            })
     })
 }
 
@@ -434,6 +458,7 @@ mod driver;
 mod findings;
 mod gates;
 mod queue;
+mod schedule;
 
 /// How a thread ended, as far as a crashed run must agree with the uninterrupted one.
 #[derive(Debug, Clone, PartialEq)]
@@ -621,9 +646,10 @@ fn lost(acked: &Acked, facts: Option<&Facts>, removable: bool) -> Vec<String> {
     lost
 }
 
-/// What the store holds beyond the threads present (thread `t` of `0..threads`): deleted
-/// threads' events, checkpoints, signals or locks, and totals `verify` counts (threads, events,
-/// checkpoints, payloads, signals) other than those of the threads present.
+/// What the store holds beyond the threads present (thread `t` of `0..threads`, and the
+/// schedules' threads and those they started): deleted threads' events, checkpoints, signals
+/// or locks, and totals `verify` counts (threads, events, checkpoints, payloads, signals) other
+/// than those of the threads present.
 fn leftovers(store: &dyn Store, threads: usize) -> Vec<String> {
     let mut problems = Vec::new();
     let report = store.verify().unwrap();
@@ -658,6 +684,23 @@ fn leftovers(store: &dyn Store, threads: usize) -> Vec<String> {
         events_n += events.len() as u64;
         checkpoints_n += checkpoints;
         signals_n += signals;
+        payloads.extend(events.iter().filter_map(|e| e.payload.as_ref().map(|p| p.hash)));
+    }
+    // The schedules' threads and the threads their ticks and triggers started.
+    let page = cairn::storage::Page { limit: READ_LIMIT_MAX, offset: 0 };
+    let all = store.list_threads(&cairn::storage::ThreadFilter::default(), page).unwrap();
+    let ours: BTreeSet<String> = (0..threads).map(tid).collect();
+    for record in all.iter().filter(|r| !ours.contains(r.id.as_str())) {
+        let id = &record.id;
+        let events = store.read_since(id, Seq(0), READ_LIMIT_MAX).unwrap();
+        let filter = cairn::storage::CheckpointFilter {
+            thread: Some(id.clone()),
+            ..cairn::storage::CheckpointFilter::default()
+        };
+        present += 1;
+        events_n += events.len() as u64;
+        checkpoints_n += store.list_checkpoints(&filter, page).unwrap().len() as u64;
+        signals_n += store.signals(id, 0, READ_LIMIT_MAX).unwrap().len() as u64;
         payloads.extend(events.iter().filter_map(|e| e.payload.as_ref().map(|p| p.hash)));
     }
     let want = (present, events_n, checkpoints_n, payloads.len() as u64, signals_n);
@@ -768,7 +811,9 @@ fn one_case(
         let clock = ManualClock::new(CLOCK_START_MS);
         let untallied = Tally::default();
         let none = BTreeSet::new();
-        let (appends, _) = run(&clean, &wf, plan, &clock, hooks, None, &untallied, &none).await?;
+        let no_prior = BTreeMap::new();
+        let (appends, clean_acks) =
+            run(&clean, &wf, plan, &clock, hooks, None, &untallied, &none, &no_prior).await?;
         let baseline = fx.take();
         prop_assert!(duplicates(&baseline).is_empty(), "{:?} ran twice", duplicates(&baseline));
         let store = open_store(&clean);
@@ -780,6 +825,9 @@ fn one_case(
         prop_assert!(left.is_empty(), "uninterrupted: {:?}", left);
         let limits = queue::problems(plan, &expected, store.as_ref(), true);
         prop_assert!(limits.is_empty(), "uninterrupted: {:?}", limits);
+        let scheduled =
+            schedule::problems(&plan.schedules, store.as_ref(), &clean_acks, false, None);
+        prop_assert!(scheduled.is_empty(), "uninterrupted: {:?}; plan {:?}", scheduled, plan);
         drop(store);
         let seen = gates.take_violations();
         prop_assert!(seen.is_empty(), "uninterrupted: {:?}", seen);
@@ -803,7 +851,8 @@ fn one_case(
         let clock = ManualClock::new(CLOCK_START_MS);
         let crash_after = ((appends as f64 * crash_frac) as i64).max(1);
         let (_, acks) =
-            run(&crashed, &wf, plan, &clock, hooks, Some(crash_after), tally, &none).await?;
+            run(&crashed, &wf, plan, &clock, hooks, Some(crash_after), tally, &none, &no_prior)
+                .await?;
         let before_crash = fx.take();
         let store = open_store(&crashed);
         let mut recorded = BTreeSet::new();
@@ -836,10 +885,18 @@ fn one_case(
         // A crash inside a deletion leaves the thread whole (checked above: its log folds)
         // or gone, with nothing of it left.
         let left_at_crash = leftovers(store.as_ref(), threads);
+        let scheduled_at_crash =
+            schedule::problems(&plan.schedules, store.as_ref(), &acks, true, None);
         drop(store);
+        if !plan.schedules.is_empty() {
+            // A downtime: the reopened schedules catch up what they missed meanwhile.
+            clock.advance_ms(plan.downtime_ms);
+            tally.downtime_jumps.fetch_add(1, Ordering::SeqCst);
+        }
         tally.lost.fetch_add(lost_now.len() as u64, Ordering::SeqCst);
         tally.removed_at_crash.fetch_add(gone.len() as u64, Ordering::SeqCst);
-        let (_, resumed) = run(&crashed, &wf, plan, &clock, hooks, None, tally, &gone).await?;
+        let (_, resumed) =
+            run(&crashed, &wf, plan, &clock, hooks, None, tally, &gone, &acks).await?;
         let after = fx.take();
         for &(t, seq) in &paused {
             // Still Paused after the reopen: the driver found it so and resumed it from there
@@ -903,6 +960,16 @@ fn one_case(
         let ctx = format!("plan {plan:?} crash after {crash_after} of {appends} appends");
         prop_assert!(lost_now.is_empty(), "acknowledged but lost: {:?}; {}", lost_now, ctx);
         prop_assert!(left_at_crash.is_empty(), "after the crash: {:?}; {}", left_at_crash, ctx);
+        prop_assert!(
+            scheduled_at_crash.is_empty(),
+            "schedules after the crash: {:?}; {}",
+            scheduled_at_crash,
+            ctx
+        );
+        let merged = schedule::merge(&acks, &resumed, plan.schedules.len());
+        let scheduled =
+            schedule::problems(&plan.schedules, store.as_ref(), &merged, false, Some(tally));
+        prop_assert!(scheduled.is_empty(), "schedules: {:?}; {}", scheduled, ctx);
         let seen = gates.take_violations();
         prop_assert!(seen.is_empty(), "{:?}; {}", seen, ctx);
         let problems = lock_problems(store.as_ref(), &got);
@@ -988,7 +1055,7 @@ fn crash_with_controls(name: &str, cases: u32, new_dbs: NewDbs<'_>) {
         runner.run(&(plan(), 0.0f64..1.0), |(plan, frac)| one_case(&plan, frac, &tally, new_dbs));
     let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
     crate::common::report(&format!(
-        "RELIABILITY {name} cases={} cancels={} inputs={} sleeps={} budgets={} pauses={} pauses_by_budget={} parked_pauses={} locks={} branch_controls={} signals_sent={} signals_received={} queued={} admitted={} in_line_cancels={} in_line_deletes={} in_line_raced={} dedup_hits={} queue_checks={} max_running={} max_running_per_key={} reached_global_limit={} reached_per_key_limit={} deletes={} retention_passes={} retention_deleted={} retention_kept_parked={} removed_at_crash={} crashes_in_removal={} paused_at_crash={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={}",
+        "RELIABILITY {name} cases={} cancels={} inputs={} sleeps={} budgets={} pauses={} pauses_by_budget={} parked_pauses={} locks={} branch_controls={} signals_sent={} signals_received={} queued={} admitted={} in_line_cancels={} in_line_deletes={} in_line_raced={} dedup_hits={} queue_checks={} max_running={} max_running_per_key={} reached_global_limit={} reached_per_key_limit={} deletes={} retention_passes={} retention_deleted={} retention_kept_parked={} removed_at_crash={} crashes_in_removal={} paused_at_crash={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={} schedules={} schedule_rounds={} ticks_started={} catch_up_ticks={} ticks_skipped={} paused_skips={} triggered={} triggered_checked={} triggers_found_after_crash={} triggers_refused={} schedule_pauses={} schedule_resumes={} schedule_deletes={} schedules_ended={} clock_moves={} ticks_awaited={} downtime_jumps={} crashes_in_schedule={}",
         n(&tally.cases),
         n(&tally.cancels),
         n(&tally.inputs),
@@ -1026,7 +1093,25 @@ fn crash_with_controls(name: &str, cases: u32, new_dbs: NewDbs<'_>) {
         n(&tally.budget_drift),
         n(&tally.diverged),
         n(&tally.repeated),
-        n(&tally.lost)
+        n(&tally.lost),
+        n(&tally.schedules),
+        n(&tally.schedule_rounds),
+        n(&tally.ticks_started),
+        n(&tally.catch_up_ticks),
+        n(&tally.ticks_skipped),
+        n(&tally.paused_skips),
+        n(&tally.triggered),
+        n(&tally.triggered_checked),
+        n(&tally.triggers_found_after_crash),
+        n(&tally.triggers_refused),
+        n(&tally.schedule_pauses),
+        n(&tally.schedule_resumes),
+        n(&tally.schedule_deletes),
+        n(&tally.schedules_ended),
+        n(&tally.clock_moves),
+        n(&tally.ticks_awaited),
+        n(&tally.downtime_jumps),
+        n(&tally.crashes_in_schedule)
     ));
     if let Err(e) = result {
         panic!("{e}\nreplay with CAIRN_CRASH_CONTROLS_SEED={seed}");
@@ -1054,6 +1139,19 @@ fn crash_with_controls(name: &str, cases: u32, new_dbs: NewDbs<'_>) {
             ("dedup probes", &tally.dedup_hits),
             ("the global limit reached", &tally.reached_global),
             ("a per-key limit reached", &tally.reached_per_key),
+            ("schedules", &tally.schedules),
+            ("schedule ticks started", &tally.ticks_started),
+            ("schedule catch-up ticks", &tally.catch_up_ticks),
+            ("ticks skipped by a catch-up policy", &tally.ticks_skipped),
+            ("ticks skipped after a pause", &tally.paused_skips),
+            ("schedule triggers", &tally.triggered),
+            ("triggers of a deleted schedule", &tally.triggers_refused),
+            ("schedule pauses", &tally.schedule_pauses),
+            ("schedule resumes", &tally.schedule_resumes),
+            ("schedule deletes", &tally.schedule_deletes),
+            ("schedules past their end", &tally.schedules_ended),
+            ("downtime jumps", &tally.downtime_jumps),
+            ("crashes in a schedule's control", &tally.crashes_in_schedule),
         ] {
             assert!(n(c) > 0, "no case exercised {name}");
         }

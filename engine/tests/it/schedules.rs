@@ -46,8 +46,8 @@ fn spec(every: Every) -> ScheduleSpec {
     ScheduleSpec::new("report", every).input(serde_json::json!({ "total": 0, "log": [] }))
 }
 
-/// The ticks the schedule's threads were started for, from their ids (`<name>@<ms>`).
-fn ticks_started(engine: &Engine, name: &str) -> BTreeSet<u64> {
+/// The threads schedule `name` started (ticks and triggers), by id.
+fn started(engine: &Engine, name: &str) -> BTreeSet<String> {
     let filter = cairn::storage::ThreadFilter {
         label: Some(("schedule".into(), name.into())),
         workflow_id: Some("report".into()),
@@ -55,7 +55,14 @@ fn ticks_started(engine: &Engine, name: &str) -> BTreeSet<u64> {
     };
     let page = cairn::storage::Page { limit: 10_000, offset: 0 };
     let threads = engine.store().list_threads(&filter, page).unwrap();
-    threads.iter().map(|r| r.id.as_str().rsplit('@').next().unwrap().parse().unwrap()).collect()
+    threads.into_iter().map(|r| r.id.as_str().to_owned()).collect()
+}
+
+/// The ticks the schedule's threads were started for, from their ids (`<name>@<ms>`; a
+/// triggered thread's, `<name>@now-...`, is not a tick's).
+fn ticks_started(engine: &Engine, name: &str) -> BTreeSet<u64> {
+    let ticks = started(engine, name).into_iter();
+    ticks.filter_map(|id| id.rsplit('@').next().and_then(|t| t.parse().ok())).collect()
 }
 
 /// The summaries of `thread`'s events (for a failure's message).
@@ -376,7 +383,8 @@ async fn schedules_pause_resume_trigger_delete_and_refuse_bad_specs() {
     assert_eq!(ticks_started(&engine, "h").len(), before, "a paused schedule starts nothing");
     let triggered = engine.trigger_schedule("h").await.unwrap();
     assert_eq!(triggered.finished().await.unwrap().status, ThreadStatus::Completed);
-    assert_eq!(ticks_started(&engine, "h").len(), before + 1, "trigger starts one now");
+    assert_eq!(ticks_started(&engine, "h").len(), before, "a trigger is not a tick");
+    assert_eq!(started(&engine, "h").len(), before + 1, "trigger starts one now");
     engine.resume_schedule("h").await.unwrap();
     engine.delete_schedule("h").await.unwrap();
     assert_eq!(engine.schedule("h").await.unwrap().unwrap().status, ThreadStatus::Cancelled);
@@ -384,5 +392,47 @@ async fn schedules_pause_resume_trigger_delete_and_refuse_bad_specs() {
     let listed: Vec<String> =
         engine.schedules().await.unwrap().into_iter().map(|s| s.name).collect();
     assert_eq!(listed, vec!["h".to_owned()]);
+    engine.shutdown().await;
+}
+
+/// Found by the controls proptest: a trigger's thread had a tick's id, `<name>@<now ms>`, so
+/// a trigger at a tick's time (the clock moved to the tick, the schedule paused) and the tick
+/// made one thread between them (the later start returned the earlier one's thread), and two
+/// triggers in one millisecond one. And a deleted schedule still started a thread when
+/// triggered. Now a trigger's thread is its own, and a deleted schedule refuses triggers.
+#[tokio::test]
+async fn a_trigger_at_a_tick_time_runs_beside_the_tick_and_a_deleted_schedule_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(JAN_1_2026);
+    let engine = open(file(&dir.path().join("s.db")), &clock).await;
+    let spec = spec(Every::Interval { ms: HOUR }).catch_up(CatchUp::One);
+    engine.create_schedule("h", spec).await.unwrap();
+    let first = tick(&engine, &clock, "h").await;
+    let before = started(&engine, "h");
+    engine.pause_schedule("h").await.unwrap();
+    let at = first + HOUR;
+    clock.set_ms(at);
+    let a = engine.trigger_schedule("h").await.unwrap();
+    let b = engine.trigger_schedule("h").await.unwrap();
+    assert_ne!(a.id(), b.id(), "two triggers in one millisecond: two runs");
+    engine.resume_schedule("h").await.unwrap();
+    let waited = std::time::Instant::now();
+    while engine.schedule("h").await.unwrap().unwrap().state.last_tick_ms != Some(at) {
+        assert!(waited.elapsed().as_secs() < 20, "the tick at {at} was not handled");
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let now = started(&engine, "h");
+    let tick = cairn::tick_thread_id("h", at);
+    assert!(now.contains(&tick), "the tick's own thread: {now:?}");
+    assert_eq!(now.len(), before.len() + 3, "the tick and two triggers: {now:?}");
+    assert!(![a.id().as_str(), b.id().as_str()].contains(&tick.as_str()));
+    let check = cairn::testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
+    assert!(check.problems.is_empty(), "{:?}", check.problems);
+    assert_eq!(check.others.len(), 2, "{check:?}");
+
+    engine.delete_schedule("h").await.unwrap();
+    let e = engine.trigger_schedule("h").await.unwrap_err().to_string();
+    assert!(e.contains("deleted"), "{e}");
+    assert_eq!(started(&engine, "h").len(), before.len() + 3, "a deleted schedule starts nothing");
     engine.shutdown().await;
 }

@@ -89,6 +89,31 @@ pub(super) struct Tally {
     pub(super) repeated: AtomicU64,
     pub(super) lost: AtomicU64,
     pub(super) budget_drift: AtomicU64,
+    /// Schedules created, and what their drivers did (acknowledged): clock moves (by some
+    /// seconds, or to a next tick, of which `ticks_awaited` saw the round), pauses, resumes,
+    /// triggers (made, found made by one in flight at the crash, refused once deleted),
+    /// deletes, crashes during a schedule's control call, and downtime jumps of the clock.
+    pub(super) schedules: AtomicU64,
+    pub(super) clock_moves: AtomicU64,
+    pub(super) ticks_awaited: AtomicU64,
+    pub(super) schedule_pauses: AtomicU64,
+    pub(super) schedule_resumes: AtomicU64,
+    pub(super) triggered: AtomicU64,
+    pub(super) triggers_found_after_crash: AtomicU64,
+    pub(super) triggers_refused: AtomicU64,
+    pub(super) schedule_deletes: AtomicU64,
+    pub(super) crashes_in_schedule: AtomicU64,
+    pub(super) downtime_jumps: AtomicU64,
+    /// What `check_schedule` counted after the resumed runs: rounds, ticks started (of them,
+    /// caught up), ticks skipped by the policy (of them, in a round with a pause), triggered
+    /// threads, schedules ended.
+    pub(super) schedule_rounds: AtomicU64,
+    pub(super) ticks_started: AtomicU64,
+    pub(super) catch_up_ticks: AtomicU64,
+    pub(super) ticks_skipped: AtomicU64,
+    pub(super) paused_skips: AtomicU64,
+    pub(super) triggered_checked: AtomicU64,
+    pub(super) schedules_ended: AtomicU64,
 }
 
 pub(super) fn bump(c: &AtomicU64) {
@@ -113,6 +138,10 @@ pub(super) struct Acked {
     pub(super) signals: u64,
     /// Its deletion by hand was acknowledged.
     pub(super) deleted: bool,
+    /// Of a schedule's driver: the steps done (the create, then its actions), and the triggers
+    /// that made a thread.
+    pub(super) done: usize,
+    pub(super) triggered: u64,
 }
 
 pub(super) type AckMap = Arc<Mutex<BTreeMap<String, Acked>>>;
@@ -142,6 +171,9 @@ pub(super) struct Run<'a> {
     probed: Mutex<Vec<bool>>,
     /// Threads this run leaves alone (deleted before a crash).
     skip: &'a BTreeSet<usize>,
+    /// What the run before this one (a crashed one) acknowledged: where the schedule drivers
+    /// go on from.
+    prior: &'a BTreeMap<String, Acked>,
 }
 
 /// A control call in flight: if the store dies before it is dropped, the crash landed during
@@ -724,7 +756,21 @@ impl Run<'_> {
                 self.remove(t).await?;
                 Ok(status)
             });
-        let ended = futures::future::join_all(drivers).await;
+        let schedules = self.plan.schedules.iter().enumerate().map(|(k, sp)| {
+            let prior = self.prior.get(&super::schedule::ack_key(k)).cloned().unwrap_or_default();
+            async move {
+                let (engine, clock, acks) = (&self.engine, &self.clock, &self.acks);
+                super::schedule::drive(engine, clock, sp, k, &prior, acks, self.tally, &self.dying)
+                    .await
+            }
+        });
+        let (ended, schedules) = futures::join!(
+            futures::future::join_all(drivers),
+            futures::future::join_all(schedules)
+        );
+        for r in schedules {
+            r?;
+        }
         if self.plan.retention() && ended.iter().all(Result::is_ok) {
             // Every thread has ended: the last pass removes those still there.
             self.retention_pass(0).await?;
@@ -741,7 +787,8 @@ pub(super) struct Hooks<'a> {
 }
 
 /// Runs a case's plan on database `db`: to the end, or with `crash_after` until the
-/// store dies after that many appends, leaving the threads of `skip` alone. Returns the
+/// store dies after that many appends, leaving the threads of `skip` alone, the schedule
+/// drivers going on from what `prior` acknowledged. Returns the
 /// appends made and what was acknowledged.
 #[allow(clippy::too_many_arguments, reason = "test driver: the case and its run's knobs")]
 pub(super) async fn run(
@@ -753,6 +800,7 @@ pub(super) async fn run(
     crash_after: Option<i64>,
     tally: &Tally,
     skip: &BTreeSet<usize>,
+    prior: &BTreeMap<String, Acked>,
 ) -> Result<(u64, BTreeMap<String, Acked>), TestCaseError> {
     // Before the open: recovery may resume a thread straight into its hang node.
     let Hooks { signals, gates } = hooks;
@@ -762,6 +810,7 @@ pub(super) async fn run(
     let engine = db
         .tune(Engine::with_store(dying.clone()))
         .workflow(wf)
+        .workflow(&super::schedule::tick_workflow())
         .queue(super::queue::QUEUE, plan.queue.queue_limits())
         .seed(5)
         .concurrency(2)
@@ -792,6 +841,7 @@ pub(super) async fn run(
         paused_parked: Mutex::new(vec![false; plan.threads.len()]),
         probed: Mutex::new(vec![false; plan.threads.len()]),
         skip,
+        prior,
     };
     let stuck = std::time::Duration::from_secs(STUCK_SECS);
     let first_error = |res: Vec<Result<ThreadStatus, cairn::Error>>| {

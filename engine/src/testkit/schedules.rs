@@ -1,0 +1,359 @@
+//! Checks a schedule's history from the store alone (any backend): every round of its thread
+//! (one step of `cairn.schedule`: wake at the next tick, start the ticks the catch-up policy
+//! picks) is recomputed from the state before it and the clock reading it recorded, and the
+//! threads it started are looked up.
+//!
+//! Found wrong ([`ScheduleCheck::problems`]): a round that started other ticks than the policy
+//! picks of the ticks due (the catch-up after a downtime or a pause included), or that woke
+//! before its tick; a state that does not follow; a tick started in two rounds, or whose thread
+//! is missing (so run the check before a retention pass could prune finished tick threads); a
+//! tick outside the schedule's start and end; a tick thread created, or a start called, while
+//! the schedule was paused or after it was deleted (log order, `lsn`, across the logs).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cairn_storage::limits::READ_LIMIT_MAX;
+use cairn_storage::{Page, Seq, Store, ThreadFilter, ThreadId, ThreadStatus};
+
+use crate::api::schedule_flow::{SCHEDULE_LABEL, SCHEDULE_WORKFLOW, ScheduleState, tick_thread_id};
+use crate::api::schedule_ticks::{CATCH_UP_GRACE_MS, CatchUp, Rule, SCHEDULE_TICKS_PER_WAKE_MAX};
+use crate::core::drawn::Drawn;
+use crate::error::Error;
+use crate::event::Body;
+
+/// What [`check_schedule`] found in a schedule's log and the threads it started.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScheduleCheck {
+    /// Rounds completed (wake-ups that handled due ticks, or found the schedule ended).
+    pub rounds: u64,
+    /// Ticks started by completed rounds.
+    pub ticks_started: u64,
+    /// Ticks started by a round that had more than one due: missed ticks caught up.
+    pub catch_up_ticks: u64,
+    /// Due ticks the catch-up policy skipped.
+    pub skipped: u64,
+    /// Of those, skipped in a round during which the schedule had been paused.
+    pub paused_skips: u64,
+    /// Pauses recorded.
+    pub pauses: u64,
+    /// The schedule was deleted (its thread is Cancelled).
+    pub deleted: bool,
+    /// The schedule ended (past its end: its thread completed).
+    pub ended: bool,
+    /// Thread ids started by a round not completed yet (a crash, or a delete, came in it).
+    pub in_flight: Vec<String>,
+    /// Threads labelled with the schedule that no round started: triggered by hand.
+    pub others: Vec<String>,
+    /// What is wrong; empty when the history is right.
+    pub problems: Vec<String>,
+}
+
+/// One step of the schedule thread as its log holds it.
+#[derive(Default)]
+struct Round {
+    attempt: u32,
+    clocks: Vec<u64>,
+    /// Ids the start tool was called with, by call index (a call that ran but was not
+    /// recorded as returned before a crash is recorded again when it runs again).
+    starts: BTreeMap<u32, String>,
+    update: Option<ScheduleState>,
+}
+
+/// Checks schedule `name`'s history in `store`; `None` when there is no such schedule.
+///
+/// # Errors
+/// Storage errors; [`Error::Codec`] when the schedule's log does not decode as one.
+///
+/// # Examples
+/// ```
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use cairn::testkit::{ManualClock, check_schedule};
+/// use cairn::{END, Engine, Every, NodeOutput, Replace, START, ScheduleSpec, Workflow};
+///
+/// let wf = Workflow::<Replace<u64>>::builder("job", 1)
+///     .node("n", |_s: Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(1)) })
+///     .edge(START, "n")
+///     .edge("n", END)
+///     .build()?;
+/// let dir = tempfile::tempdir()?;
+/// let clock = ManualClock::new(1_000_000);
+/// let engine = Engine::builder(dir.path().join("s.db"))
+///     .clock(Arc::new(clock.clone()))
+///     .workflow(&wf)
+///     .open()
+///     .await?;
+/// let spec = ScheduleSpec::new("job", Every::Interval { ms: 1_000 }).input(serde_json::json!(0));
+/// engine.create_schedule("each-second", spec).await?;
+/// clock.advance_ms(3_000);
+/// let check = check_schedule(engine.store().as_ref(), "each-second")?.expect("created");
+/// assert!(check.problems.is_empty(), "{:?}", check.problems);
+/// engine.shutdown().await;
+/// # Ok(()) }
+/// ```
+pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCheck>, Error> {
+    let id = ThreadId::new(format!("schedule:{name}"))?;
+    let Some(record) = store.thread(&id)? else { return Ok(None) };
+    if record.workflow.id != SCHEDULE_WORKFLOW {
+        return Err(Error::Invalid(format!("thread {id} is not a schedule")));
+    }
+    let mut out = ScheduleCheck {
+        deleted: record.status == ThreadStatus::Cancelled,
+        ended: record.status == ThreadStatus::Completed,
+        ..ScheduleCheck::default()
+    };
+    let events = store.read_since(&id, Seq(0), READ_LIMIT_MAX)?;
+    if events.len() == READ_LIMIT_MAX {
+        out.problems.push(format!("{id}: log longer than one read, checked in part"));
+    }
+    let mut state: Option<ScheduleState> = None;
+    let mut rounds: BTreeMap<u64, Round> = BTreeMap::new();
+    // Paused intervals [from, to) in lsn order; the deletion's lsn.
+    let (mut paused, mut paused_since, mut ended_at) = (Vec::new(), None, None);
+    // Tick id -> (round step) of completed rounds.
+    let mut started: BTreeMap<String, u64> = BTreeMap::new();
+    let mut calls: Vec<(String, u64)> = Vec::new();
+    // A pause began or ended since the last completed round.
+    let mut paused_in_round = false;
+    for e in events {
+        let lsn = e.bookmark.lsn.0;
+        let body = crate::codec::decode(store, e)?.body;
+        let clocks = |values: &[serde_json::Value]| -> Vec<u64> {
+            values.iter().filter_map(|v| Drawn::Clock.read(v).ok()?.as_u64()).collect()
+        };
+        match body {
+            Body::ThreadCreated { input, .. } => state = Some(serde_json::from_value(input)?),
+            Body::StatusChanged { from, to, .. } => {
+                if to == ThreadStatus::Paused {
+                    out.pauses += 1;
+                    paused_since.get_or_insert(lsn);
+                } else if from == ThreadStatus::Paused
+                    && let Some(since) = paused_since.take()
+                {
+                    paused.push((since, lsn));
+                }
+                if to == ThreadStatus::Paused || from == ThreadStatus::Paused {
+                    paused_in_round = true;
+                }
+                if to.is_terminal() {
+                    ended_at = Some(lsn);
+                }
+            }
+            Body::NodeStarted { step, attempt, .. } => {
+                open(&mut rounds, step, attempt);
+            }
+            Body::RetryScheduled { step, attempt, .. } => {
+                open(&mut rounds, step, attempt);
+            }
+            Body::TimerSet { step, values, .. } => {
+                open(&mut rounds, step, 0).clocks.extend(clocks(&values));
+            }
+            Body::ToolCalled { step, attempt, call, values, input, name, .. } => {
+                let r = open(&mut rounds, step, attempt);
+                r.clocks.extend(clocks(&values));
+                if name == "start" {
+                    let id = input.as_str().unwrap_or_default().to_owned();
+                    r.starts.insert(call, id.clone());
+                    calls.push((id, lsn));
+                }
+            }
+            Body::NodeCompleted { step, attempt, values, update, .. } => {
+                let r = open(&mut rounds, step, attempt);
+                r.clocks.extend(clocks(&values));
+                r.update = update.map(serde_json::from_value).transpose()?;
+            }
+            Body::StepCompleted { step, .. } => {
+                let r = rounds.remove(&step).unwrap_or_default();
+                let Some(s) = state.as_ref() else {
+                    out.problems.push(format!("{id}: step {step} before the thread's creation"));
+                    continue;
+                };
+                let next = round(s, &r, step, std::mem::take(&mut paused_in_round), &mut out);
+                for tick in r.starts.values() {
+                    if let Some(first) = started.insert(tick.clone(), step) {
+                        out.problems.push(format!(
+                            "tick {tick} started in step {first} and again in step {step}"
+                        ));
+                    }
+                }
+                state = Some(next);
+            }
+            _ => {}
+        }
+    }
+    let Some(state) = state else {
+        out.problems.push(format!("{id}: no thread_created event"));
+        return Ok(Some(out));
+    };
+    for r in rounds.values() {
+        for tick in r.starts.values() {
+            if !started.contains_key(tick) {
+                out.in_flight.push(tick.clone());
+            }
+            if !is_tick_of(&state, tick) {
+                out.problems.push(format!("in-flight start {tick} is not a tick of {name}"));
+            }
+        }
+    }
+    let during = |lsn: u64| -> Option<String> {
+        if let Some((from, to)) = paused.iter().find(|(from, to)| *from < lsn && lsn < *to) {
+            return Some(format!("while the schedule was paused (lsn {from}..{to})"));
+        }
+        if let Some(since) = paused_since.filter(|since| *since < lsn) {
+            return Some(format!("while the schedule was paused (since lsn {since})"));
+        }
+        ended_at.filter(|end| *end < lsn).map(|end| format!("after its end at lsn {end}"))
+    };
+    for (tick, lsn) in &calls {
+        if let Some(when) = during(*lsn) {
+            out.problems.push(format!("start of {tick} called at lsn {lsn} {when}"));
+        }
+    }
+    let filter = ThreadFilter {
+        label: Some((SCHEDULE_LABEL.into(), name.into())),
+        ..ThreadFilter::default()
+    };
+    let page = Page { limit: READ_LIMIT_MAX, offset: 0 };
+    let mut present = BTreeSet::new();
+    for t in store.list_threads(&filter, page)? {
+        if t.workflow.id == SCHEDULE_WORKFLOW {
+            continue;
+        }
+        let tid = t.id.as_str().to_owned();
+        if t.workflow.id != state.spec.workflow {
+            out.problems.push(format!(
+                "{tid} runs {}, the schedule {}",
+                t.workflow.id, state.spec.workflow
+            ));
+        }
+        if started.contains_key(&tid) || out.in_flight.contains(&tid) {
+            let first = store.read_since(&t.id, Seq(0), 1)?;
+            if let Some(when) = first.first().and_then(|e| during(e.bookmark.lsn.0)) {
+                out.problems.push(format!("tick thread {tid} created {when}"));
+            }
+        } else {
+            out.others.push(tid.clone());
+        }
+        present.insert(tid);
+    }
+    for tick in started.keys() {
+        if !present.contains(tick) {
+            out.problems.push(format!("tick {tick} was started and its thread is missing"));
+        }
+        if !is_tick_of(&state, tick) {
+            out.problems.push(format!("{tick} is not a tick of {name} between its start and end"));
+        }
+    }
+    Ok(Some(out))
+}
+
+/// The round of `step`, opened at `attempt` (0: the current one); a new attempt starts afresh.
+fn open(rounds: &mut BTreeMap<u64, Round>, step: u64, attempt: u32) -> &mut Round {
+    let r = rounds.entry(step).or_default();
+    if attempt > r.attempt {
+        *r = Round { attempt, ..Round::default() };
+    }
+    r
+}
+
+/// Whether thread id `tick` is `<name>@<ms>` for a tick of the schedule's rule between its
+/// start and end.
+fn is_tick_of(s: &ScheduleState, tick: &str) -> bool {
+    let Some(ms) = tick.strip_prefix(&format!("{}@", s.name)).and_then(|t| t.parse::<u64>().ok())
+    else {
+        return false;
+    };
+    let Ok(rule) = Rule::new(&s.spec.every) else { return false };
+    let from = s.spec.start_ms.unwrap_or(s.anchor_ms);
+    ms >= from
+        && s.spec.end_ms.is_none_or(|end| ms < end)
+        && rule.next_after(ms.saturating_sub(1), s.anchor_ms) == Some(ms)
+}
+
+/// Checks round `r` (step `step`, during which the schedule was `paused` for a while) against
+/// the state `s` before it; returns the state after it.
+fn round(
+    s: &ScheduleState,
+    r: &Round,
+    step: u64,
+    paused: bool,
+    out: &mut ScheduleCheck,
+) -> ScheduleState {
+    out.rounds += 1;
+    let Some(update) = r.update.clone() else {
+        out.problems.push(format!("step {step}: no state update recorded"));
+        return s.clone();
+    };
+    let Ok(rule) = Rule::new(&s.spec.every) else {
+        out.problems.push(format!("step {step}: the spec's rule does not parse"));
+        return update;
+    };
+    let end = s.spec.end_ms;
+    let before_end = |t: &u64| end.is_none_or(|end| *t < end);
+    let after = s.last_tick_ms.unwrap_or(s.anchor_ms.saturating_sub(1));
+    let starts: Vec<&str> = r.starts.values().map(String::as_str).collect();
+    let Some(next) = rule.next_after(after, s.anchor_ms).filter(before_end) else {
+        let want = ScheduleState { next_tick_ms: None, ..s.clone() };
+        if !starts.is_empty() || update != want {
+            out.problems.push(format!(
+                "step {step}: the schedule had ended, and started {starts:?}, state {update:?}"
+            ));
+        }
+        return update;
+    };
+    let Some(&read) = r.clocks.last() else {
+        out.problems.push(format!("step {step}: no clock reading recorded"));
+        return update;
+    };
+    if read < next {
+        out.problems.push(format!("step {step}: handled the tick at {next} at {read}, before it"));
+    }
+    let now = read.max(next);
+    // The ticks due in (after, now] before the end, the latest SCHEDULE_TICKS_PER_WAKE_MAX.
+    let mut due = Vec::new();
+    let mut cursor = after;
+    let upcoming = loop {
+        match rule.next_after(cursor, s.anchor_ms).filter(before_end) {
+            Some(t) if t <= now => {
+                due.push(t);
+                cursor = t;
+            }
+            other => break other,
+        }
+    };
+    let due = &due[due.len().saturating_sub(SCHEDULE_TICKS_PER_WAKE_MAX)..];
+    let keep = match s.spec.catch_up {
+        CatchUp::Skip => usize::from(due.last().is_some_and(|t| now - t <= CATCH_UP_GRACE_MS)),
+        CatchUp::One => due.len().min(1),
+        CatchUp::All { max } => due.len().min(max as usize),
+    };
+    let picks = &due[due.len() - keep..];
+    let want: Vec<String> = picks.iter().map(|t| tick_thread_id(&s.name, *t)).collect();
+    if starts != want {
+        out.problems.push(format!(
+            "step {step}: woke at {now} with {due:?} due under {:?}; started {starts:?}, the \
+             policy picks {want:?}",
+            s.spec.catch_up
+        ));
+    }
+    let want_state = ScheduleState {
+        last_tick_ms: due.last().copied().or(s.last_tick_ms),
+        next_tick_ms: upcoming,
+        started: s.started + picks.len() as u64,
+        skipped: s.skipped + (due.len() - picks.len()) as u64,
+        ..s.clone()
+    };
+    if update != want_state {
+        out.problems.push(format!("step {step}: state {update:?}, want {want_state:?}"));
+    }
+    out.ticks_started += starts.len() as u64;
+    if due.len() > 1 {
+        out.catch_up_ticks += starts.len() as u64;
+    }
+    let skipped = (due.len() - picks.len()) as u64;
+    out.skipped += skipped;
+    if paused {
+        out.paused_skips += skipped;
+    }
+    update
+}
