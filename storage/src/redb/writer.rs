@@ -91,6 +91,9 @@ pub(crate) struct Writer {
     pub(crate) intents: Arc<crate::WriteIntents>,
     /// The longest a group waits beyond what is queued ([`GATHER_WAIT_MAX`]; tests lengthen it).
     pub(crate) gather_max: Duration,
+    /// Thread rows the last group wrote: one per thread it changed, however many of its
+    /// batches the group held.
+    pub(crate) thread_rows: usize,
 }
 
 /// The longest the writer waits to fill a group beyond what is already queued: well under a
@@ -329,9 +332,11 @@ impl Writer {
                     Command::Nudge => {}
                 }
             };
-            let applied = applied.and_then(|()| {
+            // Each thread record the group changed, written once (see `Tables::stage_thread`).
+            let applied = applied.and_then(|()| tables.write_staged_threads()).and_then(|()| {
                 if removes { write_counters(tables.meta()?, self.counters) } else { Ok(()) }
             });
+            self.thread_rows = tables.thread_rows;
             drop(tables);
             // Back for the next group (after a failure too: the store is poisoned then, and a
             // reopen starts with a new writer and an empty cache).
@@ -504,6 +509,7 @@ mod tests {
             metrics: crate::telemetry::StoreMetrics::default(),
             intents: crate::WriteIntents::new(|| {}),
             gather_max: GATHER_WAIT_MAX,
+            thread_rows: 0,
         }
     }
 
@@ -592,6 +598,86 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(10), "committed on the nudge");
         third_answer.blocking_recv().expect("answered").expect("appended");
         drop(tx);
+    }
+
+    /// A batch of one event for `thread` after its seq `after`.
+    fn step(thread: &ThreadId, after: u64) -> Batch {
+        Batch {
+            guards: vec![Guard::LastSeq { thread: thread.clone(), seq: Seq(after) }],
+            events: vec![crate::NewEvent {
+                thread: thread.clone(),
+                kind: crate::EventKind::ThreadCreated,
+                node: None,
+                status: crate::EventStatus::Info,
+                summary: format!("step {}", after + 1),
+                payload: None,
+                data: Vec::new(),
+                at_ms: after,
+                correlation: None,
+            }],
+            ..Batch::default()
+        }
+    }
+
+    /// The record of `thread` as committed (read in a fresh read transaction, not the cache).
+    fn committed(writer: &Writer, thread: &ThreadId) -> Option<crate::ThreadRecord> {
+        use ::redb::ReadableDatabase;
+        let txn = writer.db.begin_read().expect("read");
+        super::super::read::thread(&txn, thread).expect("readable")
+    }
+
+    /// A group rewrites each thread record it changes once, whatever number of the thread's
+    /// batches it holds (a runner's pipelined steps), and what it writes is the record after
+    /// the last of them; a delete later in the same group still removes the thread whole.
+    #[test]
+    fn a_group_writes_each_thread_record_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut writer = writer_on(dir.path());
+        let (tx, rx) = std::sync::mpsc::sync_channel(64);
+        let a = ThreadId::new("a").expect("id");
+        let b = ThreadId::new("b").expect("id");
+        let (first, answer) = write(create(&a));
+        assert!(writer.group(first, &rx).is_none());
+        answer.blocking_recv().expect("answered").expect("created");
+        // Ten batches of `a` and two of `b`, all queued before the group starts.
+        let mut answers = Vec::new();
+        for n in 0..10 {
+            let (next, answer) = write(step(&a, n));
+            answers.push(answer);
+            if n == 0 {
+                let (create_b, created) = write(create(&b));
+                tx.send(Command::Write(create_b)).expect("queue");
+                answers.push(created);
+                let (step_b, stepped) = write(step(&b, 0));
+                tx.send(Command::Write(step_b)).expect("queue");
+                answers.push(stepped);
+            }
+            tx.send(Command::Write(next)).expect("queue");
+        }
+        let Ok(Command::Write(first)) = rx.try_recv() else { panic!("a queued write") };
+        assert!(writer.group(first, &rx).is_none());
+        for answer in answers {
+            answer.blocking_recv().expect("answered").expect("appended");
+        }
+        assert_eq!(writer.last_group, 2, "one group of both threads");
+        assert_eq!(writer.thread_rows, 2, "one row per thread, not one per batch");
+        let last = |record: Option<crate::ThreadRecord>| record.and_then(|r| r.last).map(|b| b.seq);
+        assert_eq!(last(committed(&writer, &a)), Some(Seq(10)), "the record after the last batch");
+        assert_eq!(last(committed(&writer, &b)), Some(Seq(1)));
+        // Two more steps of `a` and its deletion in one group: no row of `a` is left behind.
+        let (first, stepped) = write(step(&a, 10));
+        let (next, stepped_again) = write(step(&a, 11));
+        tx.send(Command::Write(next)).expect("queue");
+        let (delete_tx, deleted) = oneshot::channel();
+        let force = crate::DeleteOptions { force: true };
+        tx.send(Command::Write(Write::DeleteThread(a.clone(), force, delete_tx))).expect("queue");
+        assert!(writer.group(first, &rx).is_none());
+        stepped.blocking_recv().expect("answered").expect("appended");
+        stepped_again.blocking_recv().expect("answered").expect("appended");
+        let deleted = deleted.blocking_recv().expect("answered").expect("deleted");
+        assert_eq!(deleted.map(|d| d.events), Some(12), "every event of the thread went");
+        assert!(committed(&writer, &a).is_none(), "the deleted thread has no record");
+        assert_eq!(last(committed(&writer, &b)), Some(Seq(1)), "the other thread is untouched");
     }
 
     /// The gathering target counts threads, not writes: a runner's pipelined batches arrive
