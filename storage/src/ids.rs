@@ -6,6 +6,7 @@
 //! `Lsn` counts commits' events across the store from 1, strictly increasing.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -13,15 +14,34 @@ use crate::Error;
 use crate::limits::THREAD_ID_BYTES_MAX;
 
 /// The id of a thread (one run of one workflow version on one input).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
-#[serde(try_from = "String")]
-pub struct ThreadId(String);
+///
+/// The text is shared: a clone (every record, event, map key and message that names the
+/// thread holds one) counts a reference instead of copying the text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ThreadId(Arc<str>);
 
-/// Serialised as its text, borrowed: the same bytes as the `String` it holds (serde's
-/// `into = "String"` cloned the id for every record and event that names it).
+/// Serialised as its text, borrowed: the same bytes as a `String` of it.
 impl Serialize for ThreadId {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&self.0)
+    }
+}
+
+/// Deserialised from a string, checked as [`ThreadId::new`] checks it; the text is copied once,
+/// into the shared allocation (not through a `String` first).
+impl<'de> Deserialize<'de> for ThreadId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<ThreadId, D::Error> {
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = ThreadId;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a thread id")
+            }
+            fn visit_str<E: serde::de::Error>(self, id: &str) -> Result<ThreadId, E> {
+                ThreadId::checked(id).map_err(E::custom)
+            }
+        }
+        deserializer.deserialize_str(Text)
     }
 }
 
@@ -44,7 +64,11 @@ impl ThreadId {
     /// # Ok::<(), cairn_storage::Error>(())
     /// ```
     pub fn new(id: impl Into<String>) -> Result<ThreadId, Error> {
-        let id = id.into();
+        ThreadId::checked(&id.into())
+    }
+
+    /// Validates `id` and copies it into a new shared text.
+    fn checked(id: &str) -> Result<ThreadId, Error> {
         crate::limits::check("THREAD_ID_BYTES_MAX", id.len(), THREAD_ID_BYTES_MAX)?;
         if id.is_empty() {
             return Err(Error::Invalid { detail: "thread id is empty".into() });
@@ -52,7 +76,7 @@ impl ThreadId {
         if id.chars().any(char::is_control) {
             return Err(Error::Invalid { detail: format!("thread id {id:?} has a control char") });
         }
-        Ok(ThreadId(id))
+        Ok(ThreadId(Arc::from(id)))
     }
 
     /// The id as text.
@@ -77,7 +101,7 @@ impl TryFrom<String> for ThreadId {
 
 impl From<ThreadId> for String {
     fn from(id: ThreadId) -> String {
-        id.0
+        id.0.to_string()
     }
 }
 
@@ -183,5 +207,30 @@ mod tests {
         assert_eq!(postcard::to_allocvec(&id).ok(), postcard::to_allocvec(&text).ok());
         let back: ThreadId = serde_json::from_slice(b"\"order-42\"").expect("decodes");
         assert_eq!(back, id);
+        let escaped: ThreadId = serde_json::from_slice(b"\"order-\\u0034\"").expect("decodes");
+        assert_eq!(escaped.as_str(), "order-4");
+        let back: ThreadId =
+            postcard::from_bytes(&postcard::to_allocvec(&id).expect("encodes")).expect("decodes");
+        assert_eq!(back, id);
+    }
+
+    /// A decoded id is checked as a constructed one is: empty, too long or with a control
+    /// character is an error, not a thread id.
+    #[test]
+    fn a_decoded_thread_id_is_checked() {
+        assert!(serde_json::from_slice::<ThreadId>(b"\"\"").is_err());
+        assert!(serde_json::from_slice::<ThreadId>(b"\"a\\nb\"").is_err());
+        let long = format!("\"{}\"", "x".repeat(crate::limits::THREAD_ID_BYTES_MAX + 1));
+        assert!(serde_json::from_slice::<ThreadId>(long.as_bytes()).is_err());
+        assert!(postcard::from_bytes::<ThreadId>(&postcard::to_allocvec("").expect("e")).is_err());
+    }
+
+    /// A clone shares the text instead of copying it (an id is cloned into every record, event
+    /// and map key that names its thread: the writer's and the runner's most frequent copy).
+    #[test]
+    fn a_cloned_thread_id_shares_its_text() {
+        let id = ThreadId::new("order-42").expect("a valid id");
+        let clone = id.clone();
+        assert!(std::ptr::eq(id.as_str(), clone.as_str()));
     }
 }

@@ -30,13 +30,16 @@
 //! assert_eq!((intents.held(), nudged.load(Ordering::SeqCst)), (0, 1), "the last one nudges");
 //! ```
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Instant;
 
 /// The intents held on one store, and how to wake its writer when the last one goes.
 pub struct WriteIntents {
     held: AtomicUsize,
     nudge: Box<dyn Fn() + Send + Sync>,
+    /// Wakes a writer in [`WriteIntents::wait_withdrawn`] when the last intent goes.
+    withdrawn: (Mutex<()>, Condvar),
 }
 
 impl std::fmt::Debug for WriteIntents {
@@ -49,7 +52,11 @@ impl WriteIntents {
     /// No intent held yet; `nudge` is called each time the count falls to zero (for a store
     /// implementation: wake the writer that may be waiting for the intents to turn into writes).
     pub fn new(nudge: impl Fn() + Send + Sync + 'static) -> Arc<WriteIntents> {
-        Arc::new(WriteIntents { held: AtomicUsize::new(0), nudge: Box::new(nudge) })
+        Arc::new(WriteIntents {
+            held: AtomicUsize::new(0),
+            nudge: Box::new(nudge),
+            withdrawn: (Mutex::new(()), Condvar::new()),
+        })
     }
 
     /// Takes one intent, held until the returned guard drops.
@@ -61,6 +68,28 @@ impl WriteIntents {
     /// How many intents are held now.
     pub fn held(&self) -> usize {
         self.held.load(Ordering::Acquire)
+    }
+
+    /// Blocks until no intent is held or `deadline` passes; whether none is held. Writes queued
+    /// meanwhile do not wake the caller: a writer that waits here for a runner's announced
+    /// batches takes them all at once when the runner withdraws its intent, instead of waking
+    /// for each.
+    pub(crate) fn wait_withdrawn(&self, deadline: Instant) -> bool {
+        let (lock, withdrawn) = &self.withdrawn;
+        let mut guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if self.held() == 0 {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            guard = withdrawn
+                .wait_timeout(guard, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
     }
 }
 
@@ -74,6 +103,11 @@ impl Drop for WriteIntent {
     fn drop(&mut self) {
         if self.intents.held.fetch_sub(1, Ordering::AcqRel) == 1 {
             (self.intents.nudge)();
+            // Under the lock: a waiter checks the count and starts waiting without letting go
+            // of it, so this wake cannot fall between its check and its wait.
+            let (lock, withdrawn) = &self.intents.withdrawn;
+            drop(lock.lock().unwrap_or_else(PoisonError::into_inner));
+            withdrawn.notify_all();
         }
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! Events are stored by lsn (one global, append-only log, so the hot insert always lands on the
 //! B-tree's right edge). A thread's seqs map to lsns through its *tail* (the lsns of its newest
-//! events, at most [`SEQ_CHUNK_LEN`] - 1, kept in its thread record, which every append rewrites
-//! anyway) and *chunks* (a [`SeqChunk`] per [`SEQ_CHUNK_LEN`] older events, in the `seq_index`
+//! events, at most [`SEQ_CHUNK_LEN`] - 1, kept in its thread record, which every group commit that
+//! appends to the thread rewrites anyway) and *chunks* (a [`SeqChunk`] per [`SEQ_CHUNK_LEN`] older events, in the `seq_index`
 //! table, written once when the tail fills). So an append touches two tables: the log and the
 //! threads table, whose records are small and dense (many threads share a page).
 //!

@@ -4,7 +4,6 @@
 
 use ::redb::ReadableTable;
 
-use super::index::stored_thread_in;
 use super::read::{lock_in, storage};
 use super::tables::{Counters, Tables};
 use crate::codec::{self, StoredThread, table};
@@ -48,17 +47,10 @@ pub(crate) fn apply(
             .insert((thread.as_str(), *first_seq), framed.as_slice())
             .map_err(&op)?;
     }
-    for id in &plan.dirty_threads {
-        if let Some(Some(stored)) = plan.threads.remove(id) {
-            let framed = codec::encode_stored_thread(&stored.record, &stored.tail)?;
-            tables.threads()?.insert(id.as_str(), framed.as_slice()).map_err(&op)?;
-            if stored.record.lease.is_some() {
-                tables.cache.put(id.clone(), stored, framed.len());
-            } else {
-                // Nobody drives it now (parked, ended, not yet picked up): its next write is
-                // a while away, and a million parked threads must not sit in this cache.
-                tables.cache.forget(id);
-            }
+    // Written once per group, before the commit (`Tables::write_staged_threads`).
+    for id in std::mem::take(&mut plan.dirty_threads) {
+        if let Some(Some(stored)) = plan.threads.remove(&id) {
+            tables.stage_thread(id, stored);
         }
     }
     for (info, info_frame, snapshot_frame) in &plan.checkpoints {
@@ -98,10 +90,7 @@ pub(crate) fn apply(
 
 impl PlanState for Tables<'_, '_> {
     fn stored_thread(&mut self, id: &ThreadId) -> Result<Option<StoredThread>, Error> {
-        match self.cache.get(id) {
-            Some(cached) => Ok(Some(cached.clone())),
-            None => stored_thread_in(&*self.threads()?, id),
-        }
+        self.latest_thread(id)
     }
 
     fn lock(&mut self, name: &str) -> Result<Option<LockRecord>, Error> {

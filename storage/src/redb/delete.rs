@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use ::redb::ReadableTable;
 
-use super::index::{fetch, locate, lsns, storage, stored_thread_in};
+use super::index::{fetch, locate, lsns, storage};
 use super::prune::{correlation_entries, plan_clear, remove_checkpoints};
 use super::tables::Tables;
 use crate::codec;
@@ -45,14 +45,7 @@ pub(crate) fn plan_delete_thread(
     thread: &ThreadId,
     options: DeleteOptions,
 ) -> Result<Option<DeletePlan>, Error> {
-    let cached = tables.cache.get(thread).cloned();
-    let stored = match cached {
-        Some(stored) => stored,
-        None => match stored_thread_in(&*tables.threads()?, thread)? {
-            Some(stored) => stored,
-            None => return Ok(None),
-        },
-    };
+    let Some(stored) = tables.latest_thread(thread)? else { return Ok(None) };
     let status = stored.record.status;
     if !options.force && !status.is_terminal() {
         return Err(Error::Unfinished { thread: thread.clone(), status });

@@ -487,6 +487,8 @@ impl RedbStore {
             metrics: metrics.clone(),
             intents: intents.clone(),
             gather_max: writer::GATHER_WAIT_MAX,
+            thread_rows: 0,
+            waits: 0,
         };
         let thread = std::thread::Builder::new()
             .name("cairn-writer".into())

@@ -7,7 +7,7 @@
 
 use ::redb::ReadableTable;
 
-use super::index::{decode_chunk_at, fetch, locate, lsns, stored_thread_in};
+use super::index::{decode_chunk_at, fetch, locate, lsns};
 use super::read::{checkpoint_info_in, storage};
 use super::tables::Tables;
 use crate::codec::{self, StoredThread};
@@ -106,12 +106,8 @@ pub(crate) fn plan_prune(
             detail: format!("checkpoint {keep} belongs to thread {}, not {thread}", info.thread),
         });
     }
-    let cached = tables.cache.get(thread).cloned();
-    let mut stored = match cached {
-        Some(stored) => stored,
-        None => stored_thread_in(&*tables.threads()?, thread)?
-            .ok_or_else(|| Error::UnknownThread(thread.clone()))?,
-    };
+    let mut stored =
+        tables.latest_thread(thread)?.ok_or_else(|| Error::UnknownThread(thread.clone()))?;
     let covers = info.covers.seq.0;
     let last = stored.record.last.map_or(0, |b| b.seq.0);
     if covers > last {
@@ -189,15 +185,12 @@ pub(crate) fn apply_prune(tables: &mut Tables<'_, '_>, plan: PrunePlan) -> Resul
             .map_err(&op)?;
     }
     remove_checkpoints(tables, &plan.checkpoints)?;
-    let stored = plan.stored;
-    let framed = codec::encode_stored_thread(&stored.record, &stored.tail)?;
-    tables.threads()?.insert(plan.thread.as_str(), framed.as_slice()).map_err(&op)?;
     let pruned = Pruned {
         events: plan.events.len() as u64,
         checkpoints: plan.checkpoints.len() as u64,
-        first_seq: stored.record.first_seq,
+        first_seq: plan.stored.record.first_seq,
     };
-    tables.cache.put(plan.thread, stored, framed.len());
+    tables.stage_thread(plan.thread, plan.stored);
     Ok(pruned)
 }
 

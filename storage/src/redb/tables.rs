@@ -7,9 +7,12 @@ use ::redb::{
     ReadTransaction, ReadableDatabase, ReadableTable, Table, TableDefinition, WriteTransaction,
 };
 
+use std::collections::BTreeMap;
+
 use super::cache::ThreadCache;
-use crate::Error;
-use crate::codec::table;
+use super::index::{storage, stored_thread_in};
+use crate::codec::{self, StoredThread, table};
+use crate::{Error, ThreadId};
 
 /// Magic value of the meta table's `magic` key.
 pub(crate) const MAGIC: &[u8] = b"CAIRNDB";
@@ -57,10 +60,15 @@ pub(crate) struct Tables<'txn, 'c> {
     /// The writer's thread-record cache (see [`super::cache`]), kept current by every write of
     /// a thread record.
     pub(crate) cache: &'c mut ThreadCache,
+    /// Thread records changed in this transaction and not yet written to `threads`: the latest
+    /// of each (see [`Tables::stage_thread`]).
+    staged: BTreeMap<ThreadId, StoredThread>,
+    /// Thread rows written in this transaction so far.
+    pub(crate) thread_rows: usize,
     meta: Option<Table<'txn, &'static str, &'static [u8]>>,
     events: Option<Table<'txn, u64, &'static [u8]>>,
     seq_index: Option<Table<'txn, (&'static str, u64), &'static [u8]>>,
-    threads: Option<Table<'txn, &'static str, &'static [u8]>>,
+    threads_table: Option<Table<'txn, &'static str, &'static [u8]>>,
     checkpoints: Option<Table<'txn, u64, &'static [u8]>>,
     snapshots: Option<Table<'txn, u64, &'static [u8]>>,
     by_thread: Option<Table<'txn, (&'static str, u64, u64), ()>>,
@@ -95,10 +103,12 @@ impl<'txn, 'c> Tables<'txn, 'c> {
         Tables {
             txn,
             cache,
+            staged: BTreeMap::new(),
+            thread_rows: 0,
             meta: None,
             events: None,
             seq_index: None,
-            threads: None,
+            threads_table: None,
             checkpoints: None,
             snapshots: None,
             by_thread: None,
@@ -121,7 +131,7 @@ impl<'txn, 'c> Tables<'txn, 'c> {
         self.meta()?;
         self.events()?;
         self.seq_index()?;
-        self.threads()?;
+        self.threads_table()?;
         self.checkpoints()?;
         self.snapshots()?;
         self.by_thread()?;
@@ -141,7 +151,7 @@ impl<'txn, 'c> Tables<'txn, 'c> {
     lazy_table!(meta, META, &'static str, &'static [u8]);
     lazy_table!(events, EVENTS, u64, &'static [u8]);
     lazy_table!(seq_index, SEQ_INDEX, (&'static str, u64), &'static [u8]);
-    lazy_table!(threads, THREADS, &'static str, &'static [u8]);
+    lazy_table!(threads_table, THREADS, &'static str, &'static [u8]);
     lazy_table!(checkpoints, CHECKPOINTS, u64, &'static [u8]);
     lazy_table!(snapshots, SNAPSHOTS, u64, &'static [u8]);
     lazy_table!(by_thread, CHECKPOINTS_BY_THREAD, (&'static str, u64, u64), ());
@@ -155,6 +165,58 @@ impl<'txn, 'c> Tables<'txn, 'c> {
     lazy_table!(queue_members, super::queues::MEMBERS, &'static str, &'static [u8]);
     lazy_table!(queue_waiting, super::queues::WAITING, WaitingKey, ());
     lazy_table!(queue_dedup, super::queues::DEDUP, DedupKey, ());
+
+    /// The threads table, with every staged record written first: whatever reads or changes it
+    /// directly (a delete, a scan) sees the transaction's latest records.
+    pub(crate) fn threads(
+        &mut self,
+    ) -> Result<&mut Table<'txn, &'static str, &'static [u8]>, Error> {
+        self.write_staged_threads()?;
+        self.threads_table()
+    }
+
+    /// Takes `stored` as the record of `id` from now on in this transaction, written to the
+    /// threads table once, by [`Tables::write_staged_threads`] (before the commit, or before
+    /// anything reads the table directly). A group of several batches of one thread (a runner's
+    /// pipelined steps) rewrites its record once instead of once a batch.
+    pub(crate) fn stage_thread(&mut self, id: ThreadId, stored: StoredThread) {
+        self.staged.insert(id, stored);
+    }
+
+    /// The record of `id` as this transaction has it: staged, else the one this writer last
+    /// wrote (the cache), else the stored one, checked.
+    pub(crate) fn latest_thread(&mut self, id: &ThreadId) -> Result<Option<StoredThread>, Error> {
+        if let Some(staged) = self.staged.get(id) {
+            return Ok(Some(staged.clone()));
+        }
+        if let Some(cached) = self.cache.get(id) {
+            return Ok(Some(cached.clone()));
+        }
+        stored_thread_in(&*self.threads_table()?, id)
+    }
+
+    /// Writes every staged thread record (see [`Tables::stage_thread`]) and keeps the cache
+    /// current: a leased thread's record stays in it, any other leaves it (nobody drives that
+    /// thread now: parked, ended or not yet picked up; its next write is a while away, and a
+    /// million parked threads must not sit in the cache). An error leaves the transaction
+    /// half-written: the caller aborts it.
+    pub(crate) fn write_staged_threads(&mut self) -> Result<(), Error> {
+        if self.staged.is_empty() {
+            return Ok(());
+        }
+        let op = storage("write thread");
+        for (id, stored) in std::mem::take(&mut self.staged) {
+            let framed = codec::encode_stored_thread(&stored.record, &stored.tail)?;
+            self.threads_table()?.insert(id.as_str(), framed.as_slice()).map_err(&op)?;
+            self.thread_rows += 1;
+            if stored.record.lease.is_some() {
+                self.cache.put(id, stored, framed.len());
+            } else {
+                self.cache.forget(&id);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The counters the writer continues from.

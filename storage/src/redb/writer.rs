@@ -91,6 +91,12 @@ pub(crate) struct Writer {
     pub(crate) intents: Arc<crate::WriteIntents>,
     /// The longest a group waits beyond what is queued ([`GATHER_WAIT_MAX`]; tests lengthen it).
     pub(crate) gather_max: Duration,
+    /// Thread rows the last group wrote: one per thread it changed, however many of its
+    /// batches the group held.
+    pub(crate) thread_rows: usize,
+    /// Times the last group blocked waiting for more writes (each a sleep and a wake of this
+    /// thread).
+    pub(crate) waits: usize,
 }
 
 /// The longest the writer waits to fill a group beyond what is already queued: well under a
@@ -242,7 +248,10 @@ impl Writer {
     /// Within the same bound, the group also stays open while any write intent is held (see
     /// [`crate::WriteIntents`]): a runner computing its next batch, or a `start` whose runner
     /// has not sent its first one yet, so that a new thread's creation and its run share one
-    /// commit. The last intent withdrawn nudges the writer, which commits at once.
+    /// commit. The last intent withdrawn nudges the writer, which commits at once. While only
+    /// intents keep the group open (the callers expected have all written), the writer sleeps
+    /// until the intents are withdrawn and then takes every write queued meanwhile, instead of
+    /// waking for each: one sleep per group, not one thread switch per pipelined batch.
     fn group(
         &mut self,
         first: Write,
@@ -271,6 +280,7 @@ impl Writer {
         let _in_span = span.enter();
         let mut close = None;
         let mut commit_time = Duration::ZERO;
+        let mut waits = 0;
         // A panic inside redb (a damaged page met while updating a B-tree) becomes an error here,
         // and is handled like a failed commit: the writer thread survives, the store poisons.
         let outcome = guard("commit", || {
@@ -307,13 +317,27 @@ impl Writer {
                     Ok(command) => command,
                     Err(_) => {
                         let now = Instant::now();
-                        let awaited = callers.count() < target || self.intents.held() > 0;
-                        if !awaited || now >= deadline {
+                        let short = callers.count() < target;
+                        if !(short || self.intents.held() > 0) || now >= deadline {
                             break Ok(());
                         }
-                        match rx.recv_timeout(deadline - now) {
-                            Ok(command) => command,
-                            Err(_) => break Ok(()),
+                        waits += 1;
+                        if short {
+                            // Callers of the last group are still to come: take each write as
+                            // it arrives, so applying overlaps their sending.
+                            match rx.recv_timeout(deadline - now) {
+                                Ok(command) => command,
+                                Err(_) => break Ok(()),
+                            }
+                        } else {
+                            // Only announced writes keep the group open: sleep until their
+                            // intents are withdrawn (a runner settling) or the bound, not woken
+                            // by each batch sent meanwhile, then take what was queued at once.
+                            self.intents.wait_withdrawn(deadline);
+                            match rx.try_recv() {
+                                Ok(command) => command,
+                                Err(_) => break Ok(()),
+                            }
                         }
                     }
                 };
@@ -329,9 +353,11 @@ impl Writer {
                     Command::Nudge => {}
                 }
             };
-            let applied = applied.and_then(|()| {
+            // Each thread record the group changed, written once (see `Tables::stage_thread`).
+            let applied = applied.and_then(|()| tables.write_staged_threads()).and_then(|()| {
                 if removes { write_counters(tables.meta()?, self.counters) } else { Ok(()) }
             });
+            self.thread_rows = tables.thread_rows;
             drop(tables);
             // Back for the next group (after a failure too: the store is poisoned then, and a
             // reopen starts with a new writer and an empty cache).
@@ -347,6 +373,7 @@ impl Writer {
         });
         self.last_group = callers.count();
         self.last_commit = commit_time;
+        self.waits = waits;
         let figures = crate::telemetry::GroupFigures {
             writes: answers.len(),
             events,
@@ -504,6 +531,8 @@ mod tests {
             metrics: crate::telemetry::StoreMetrics::default(),
             intents: crate::WriteIntents::new(|| {}),
             gather_max: GATHER_WAIT_MAX,
+            thread_rows: 0,
+            waits: 0,
         }
     }
 
@@ -591,6 +620,130 @@ mod tests {
         assert_eq!(writer.last_group, 1);
         assert!(started.elapsed() < Duration::from_secs(10), "committed on the nudge");
         third_answer.blocking_recv().expect("answered").expect("appended");
+        drop(tx);
+    }
+
+    /// A batch of one event for `thread` after its seq `after`.
+    fn step(thread: &ThreadId, after: u64) -> Batch {
+        Batch {
+            guards: vec![Guard::LastSeq { thread: thread.clone(), seq: Seq(after) }],
+            events: vec![crate::NewEvent {
+                thread: thread.clone(),
+                kind: crate::EventKind::ThreadCreated,
+                node: None,
+                status: crate::EventStatus::Info,
+                summary: format!("step {}", after + 1),
+                payload: None,
+                data: Vec::new(),
+                at_ms: after,
+                correlation: None,
+            }],
+            ..Batch::default()
+        }
+    }
+
+    /// The record of `thread` as committed (read in a fresh read transaction, not the cache).
+    fn committed(writer: &Writer, thread: &ThreadId) -> Option<crate::ThreadRecord> {
+        use ::redb::ReadableDatabase;
+        let txn = writer.db.begin_read().expect("read");
+        super::super::read::thread(&txn, thread).expect("readable")
+    }
+
+    /// A group rewrites each thread record it changes once, whatever number of the thread's
+    /// batches it holds (a runner's pipelined steps), and what it writes is the record after
+    /// the last of them; a delete later in the same group still removes the thread whole.
+    #[test]
+    fn a_group_writes_each_thread_record_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut writer = writer_on(dir.path());
+        let (tx, rx) = std::sync::mpsc::sync_channel(64);
+        let a = ThreadId::new("a").expect("id");
+        let b = ThreadId::new("b").expect("id");
+        let (first, answer) = write(create(&a));
+        assert!(writer.group(first, &rx).is_none());
+        answer.blocking_recv().expect("answered").expect("created");
+        // Ten batches of `a` and two of `b`, all queued before the group starts.
+        let mut answers = Vec::new();
+        for n in 0..10 {
+            let (next, answer) = write(step(&a, n));
+            answers.push(answer);
+            if n == 0 {
+                let (create_b, created) = write(create(&b));
+                tx.send(Command::Write(create_b)).expect("queue");
+                answers.push(created);
+                let (step_b, stepped) = write(step(&b, 0));
+                tx.send(Command::Write(step_b)).expect("queue");
+                answers.push(stepped);
+            }
+            tx.send(Command::Write(next)).expect("queue");
+        }
+        let Ok(Command::Write(first)) = rx.try_recv() else { panic!("a queued write") };
+        assert!(writer.group(first, &rx).is_none());
+        for answer in answers {
+            answer.blocking_recv().expect("answered").expect("appended");
+        }
+        assert_eq!(writer.last_group, 2, "one group of both threads");
+        assert_eq!(writer.thread_rows, 2, "one row per thread, not one per batch");
+        let last = |record: Option<crate::ThreadRecord>| record.and_then(|r| r.last).map(|b| b.seq);
+        assert_eq!(last(committed(&writer, &a)), Some(Seq(10)), "the record after the last batch");
+        assert_eq!(last(committed(&writer, &b)), Some(Seq(1)));
+        // Two more steps of `a` and its deletion in one group: no row of `a` is left behind.
+        let (first, stepped) = write(step(&a, 10));
+        let (next, stepped_again) = write(step(&a, 11));
+        tx.send(Command::Write(next)).expect("queue");
+        let (delete_tx, deleted) = oneshot::channel();
+        let force = crate::DeleteOptions { force: true };
+        tx.send(Command::Write(Write::DeleteThread(a.clone(), force, delete_tx))).expect("queue");
+        assert!(writer.group(first, &rx).is_none());
+        stepped.blocking_recv().expect("answered").expect("appended");
+        stepped_again.blocking_recv().expect("answered").expect("appended");
+        let deleted = deleted.blocking_recv().expect("answered").expect("deleted");
+        assert_eq!(deleted.map(|d| d.events), Some(12), "every event of the thread went");
+        assert!(committed(&writer, &a).is_none(), "the deleted thread has no record");
+        assert_eq!(last(committed(&writer, &b)), Some(Seq(1)), "the other thread is untouched");
+    }
+
+    /// A group kept open only for announced writes sleeps until their intent is withdrawn and
+    /// then takes what was queued meanwhile: it does not wake for each write (a runner's
+    /// pipelined batches used to wake the writer one by one, a thread switch each).
+    #[test]
+    fn a_group_open_for_an_intent_wakes_once_when_it_is_withdrawn() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut writer = writer_on(dir.path());
+        let (tx, rx) = std::sync::mpsc::sync_channel(64);
+        let nudge = tx.clone();
+        writer.intents = crate::WriteIntents::new(move || drop(nudge.try_send(Command::Nudge)));
+        writer.gather_max = Duration::from_secs(30);
+        writer.last_commit = Duration::from_secs(30);
+        let a = ThreadId::new("a").expect("id");
+        let intent = writer.intents.hold();
+        let (first, created) = write(create(&a));
+        let mut batches = Vec::new();
+        let mut answers = Vec::new();
+        for n in 0..10 {
+            let (batch, answer) = write(step(&a, n));
+            batches.push(batch);
+            answers.push(answer);
+        }
+        // The runner: ten batches a few ms apart, then it settles (withdraws its intent).
+        let runner = std::thread::spawn(move || {
+            for batch in batches {
+                std::thread::sleep(Duration::from_millis(5));
+                tx.send(Command::Write(batch)).expect("send");
+            }
+            drop(intent);
+            tx
+        });
+        let started = Instant::now();
+        assert!(writer.group(first, &rx).is_none());
+        let tx = runner.join().expect("runner");
+        assert!(started.elapsed() < Duration::from_secs(10), "committed when the intent went");
+        created.blocking_recv().expect("answered").expect("created");
+        for answer in answers {
+            answer.blocking_recv().expect("answered").expect("appended");
+        }
+        assert_eq!(writer.thread_rows, 1, "the creation and the ten batches in one group");
+        assert!(writer.waits <= 2, "woken {} times for one runner's batches", writer.waits);
         drop(tx);
     }
 
