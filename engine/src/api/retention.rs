@@ -192,14 +192,20 @@ impl Engine {
         let engine = self.clone();
         let stopping = self.shell.tasks.stopping().clone();
         self.shell.tasks.spawn(async move {
+            // At least 1 ms: a zero interval would run passes back to back.
+            let every = policy.every_ms.max(1);
+            let mut next = engine.shell.clock.now_ms().saturating_add(every);
             loop {
-                // At least 1 ms: a zero interval would run passes back to back.
-                let next = engine.shell.clock.now_ms().saturating_add(policy.every_ms.max(1));
                 tokio::select! {
                     () = engine.shell.clock.sleep_until(next) => {}
                     () = stopping.cancelled() => return,
                 }
-                match engine.retention_pass().await {
+                let pass = engine.retention_pass().await;
+                // The next pass is due `every` after this one, read from the clock before its
+                // report is published: a clock moved on by a reader of the report (a manual
+                // clock) is then seen, not taken as the start of the next interval.
+                next = engine.shell.clock.now_ms().saturating_add(every);
+                match pass {
                     Ok(report) => {
                         engine.shell.retention.send_replace(report);
                     }
