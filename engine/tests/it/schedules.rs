@@ -436,3 +436,25 @@ async fn a_trigger_at_a_tick_time_runs_beside_the_tick_and_a_deleted_schedule_re
     assert_eq!(started(&engine, "h").len(), before.len() + 3, "a deleted schedule starts nothing");
     engine.shutdown().await;
 }
+
+/// `check_schedule` finds a history gone wrong: a tick's thread deleted by hand is reported
+/// missing (the check reads the store only, and knows what each round started).
+#[tokio::test]
+async fn check_schedule_reports_a_started_tick_whose_thread_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(JAN_1_2026);
+    let engine = open(file(&dir.path().join("s.db")), &clock).await;
+    engine.create_schedule("h", spec(Every::Interval { ms: HOUR })).await.unwrap();
+    let at = tick(&engine, &clock, "h").await;
+    let check = cairn::testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
+    assert!(check.problems.is_empty(), "{:?}", check.problems);
+    assert!(check.ticks_started >= 1 && check.rounds >= 1, "{check:?}");
+    let id = cairn::tick_thread_id("h", at);
+    engine.thread(&id).await.unwrap().finished().await.unwrap();
+    engine.delete(&id, cairn::storage::DeleteOptions::default()).await.unwrap();
+    let check = cairn::testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
+    let missing = format!("tick {id} was started and its thread is missing");
+    assert!(check.problems.contains(&missing), "{:?}", check.problems);
+    assert!(cairn::testkit::check_schedule(engine.store().as_ref(), "nope").unwrap().is_none());
+    engine.shutdown().await;
+}

@@ -123,7 +123,7 @@ pub(super) fn plans() -> impl Strategy<Value = Vec<SchedulePlan>> {
         catch_up,
         prop::option::weighted(0.3, 0u64..20_000),
         prop::option::weighted(0.3, 20_000u64..120_000),
-        prop::collection::vec(action, 1..9),
+        prop::collection::vec(action, 1..7),
     )
         .prop_map(|(every, catch_up, start, end, actions)| SchedulePlan {
             every,
@@ -244,7 +244,7 @@ fn others(store: &dyn Store, name: &str) -> Result<u64, cairn::Error> {
     Ok(check_schedule(store, name)?.map_or(0, |c| c.others.len() as u64))
 }
 
-/// Moves the clock to schedule `name`'s next tick; waits up to half a second for the round
+/// Moves the clock to schedule `name`'s next tick; waits up to 250 ms for the round
 /// that handles it (a paused or ended schedule has none).
 async fn to_next_tick(
     engine: &Engine,
@@ -257,7 +257,7 @@ async fn to_next_tick(
     clock.set_ms(next);
     bump(&tally.clock_moves);
     let waited = std::time::Instant::now();
-    while waited.elapsed() < std::time::Duration::from_millis(500) {
+    while waited.elapsed() < std::time::Duration::from_millis(250) {
         let Some(info) = engine.schedule(name).await? else { return Ok(()) };
         let moving = matches!(info.status, ThreadStatus::Sleeping | ThreadStatus::Running);
         if !moving || info.state.last_tick_ms.is_some_and(|t| t >= next) {
