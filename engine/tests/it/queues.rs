@@ -41,7 +41,8 @@ pub struct Runs {
     pub ended: usize,
 }
 
-pub fn runs_from_log(store: &dyn Store) -> Runs {
+/// Every event of the store, in lsn order, read a page at a time.
+pub fn whole_log(store: &dyn Store) -> Vec<cairn::storage::Event> {
     let mut events = Vec::new();
     let mut after = cairn::Lsn(0);
     loop {
@@ -50,6 +51,11 @@ pub fn runs_from_log(store: &dyn Store) -> Runs {
         after = last.bookmark.lsn;
         events.extend(page);
     }
+    events
+}
+
+pub fn runs_from_log(store: &dyn Store) -> Runs {
+    let events = whole_log(store);
     let mut running: BTreeMap<String, bool> = BTreeMap::new();
     let mut runs =
         Runs { order: Vec::new(), max_global: 0, max_per_key: BTreeMap::new(), ended: 0 };

@@ -18,7 +18,7 @@ use cairn::{Durability, END, Engine, START, StartOptions, ThreadStatus};
 use proptest::prelude::*;
 
 use crate::common::{Tally, report};
-use crate::queues::runs_from_log;
+use crate::queues::{runs_from_log, whole_log};
 
 /// Two nodes, so that a crash may fall between a thread's steps.
 fn two_steps() -> Workflow<Tally> {
@@ -162,19 +162,13 @@ async fn one_case(c: &Case, counters: &Counters) -> Result<(), TestCaseError> {
     let runs = runs_from_log(store.as_ref());
     // One terminal status per thread: none ran to its end twice.
     let mut ends = std::collections::BTreeMap::<String, usize>::new();
-    let mut after = cairn::Lsn(0);
-    loop {
-        let page = store.read_all_since(after, 1_000).unwrap();
-        let Some(last) = page.last() else { break };
-        after = last.bookmark.lsn;
-        for e in page {
-            let thread = e.thread.to_string();
-            if let Body::StatusChanged { to, .. } =
-                cairn::codec::decode(store.as_ref(), e).unwrap().body
-                && to.is_terminal()
-            {
-                *ends.entry(thread).or_default() += 1;
-            }
+    for e in whole_log(store.as_ref()) {
+        let thread = e.thread.to_string();
+        if let Body::StatusChanged { to, .. } =
+            cairn::codec::decode(store.as_ref(), e).unwrap().body
+            && to.is_terminal()
+        {
+            *ends.entry(thread).or_default() += 1;
         }
     }
     prop_assert_eq!(ends.len(), c.threads.len(), "every thread ended: {:?}", ends);

@@ -12,7 +12,7 @@ use cairn::storage::{QueueLimits, RateLimit};
 use cairn::{Durability, Engine, RecoveryPolicy, StartOptions, ThreadStatus};
 
 use crate::common::{Tally, report};
-use crate::queues::{napper, runs_from_log};
+use crate::queues::{napper, runs_from_log, whole_log};
 
 #[tokio::test]
 async fn two_engines_on_one_database_never_exceed_the_global_and_per_key_limits_together() {
@@ -118,18 +118,12 @@ async fn two_engines_on_one_database_never_start_more_than_the_rate_limit_per_pe
     // From the log: the first Running event of each thread, by window of the clock.
     let store = one.store().clone();
     let mut first_run = std::collections::BTreeMap::new();
-    let mut after = cairn::Lsn(0);
-    loop {
-        let page = store.read_all_since(after, 1_000).unwrap();
-        let Some(last) = page.last() else { break };
-        after = last.bookmark.lsn;
-        for e in page {
-            let (thread, at) = (e.thread.to_string(), e.bookmark.at_ms);
-            if let Body::StatusChanged { to: ThreadStatus::Running, .. } =
-                cairn::codec::decode(store.as_ref(), e).unwrap().body
-            {
-                first_run.entry(thread).or_insert(at);
-            }
+    for e in whole_log(store.as_ref()) {
+        let (thread, at) = (e.thread.to_string(), e.bookmark.at_ms);
+        if let Body::StatusChanged { to: ThreadStatus::Running, .. } =
+            cairn::codec::decode(store.as_ref(), e).unwrap().body
+        {
+            first_run.entry(thread).or_insert(at);
         }
     }
     let mut by_window = std::collections::BTreeMap::<u64, usize>::new();
