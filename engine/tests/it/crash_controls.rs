@@ -94,8 +94,9 @@ impl State for Acc {
     }
 }
 
-/// Short against the runners' lease (60 s of engine clock, renewed every step): moving the clock
-/// past a running thread's lease makes its next append fail (see `findings`).
+/// Short against the runners' lease (60 s of engine clock, renewed every step), so the cases
+/// do not lean on what a clock moved past a running thread's lease does (a tool call that
+/// outlasted its lease once lost its result: fixed, `findings::a_tool_call_longer_than_the_lease_still_completes`).
 const SLEEP_MS: u64 = 1_000;
 /// A sleep no driver wakes.
 const NEVER_MS: u64 = 1 << 40;
