@@ -39,7 +39,8 @@ pub struct Config {
     /// On a shared database: how often the engine looks for threads it can take over (runnable
     /// with no live lease), timers that are due and deadlines, in ms.
     pub poll_ms: u64,
-    /// Seed of the engine's random stream (ids, node randomness); from the clock when `None`.
+    /// Seed of the engine's random stream (ids, node randomness); from the operating system's
+    /// randomness when `None` (two engines never share a stream).
     pub seed: Option<u64>,
     /// A Running thread whose stored record has not moved (no step) for longer than this is
     /// reported stuck by [`crate::Engine::health`], in ms (engine clock).

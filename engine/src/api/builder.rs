@@ -258,13 +258,19 @@ impl EngineBuilder {
             }
             (None, None) => return Err(Error::Invalid("no database path or store given".into())),
         };
-        let seed = self.config.seed.unwrap_or_else(|| self.clock.now_ms() ^ 0x9E37_79B9_7F4A_7C15);
+        // Without a configured seed, the operating system's randomness: two engines opened in
+        // the same millisecond (a supervisor starting workers together) draw different streams,
+        // so they never make the same thread id or the same node randomness. A configured seed
+        // keeps runs reproducible.
+        let entropy = os_random()?;
+        let seed = self.config.seed.unwrap_or(entropy);
         // Unique per engine instance, also between two engines of one process with one seed
-        // (on a shared database, a lease is someone else's exactly when its owner is not us).
+        // (on a shared database, a lease is someone else's exactly when its owner is not us):
+        // fresh randomness, the process id and a per-process counter.
         static INSTANCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let instance = INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let owner =
-            format!("engine-{:016x}-{instance}", splitmix(seed ^ u64::from(std::process::id())));
+            format!("engine-{:016x}-{instance}", splitmix(entropy ^ u64::from(std::process::id())));
         let tasks = Tasks::default();
         // A redb file is this process's alone (its lock proves any other lease holder dead);
         // a PostgreSQL database may be shared, so only an expired lease is taken over.
@@ -382,4 +388,13 @@ async fn connect_postgres(_url: String, _durability: Durability) -> Result<Arc<d
     Err(Error::Invalid(
         "this build of cairn has no `postgres` feature: build it with --features postgres".into(),
     ))
+}
+
+/// 64 bits of the operating system's randomness.
+///
+/// # Errors
+/// [`Error::Invalid`] if the operating system has none to give (no `getrandom(2)` and no
+/// `/dev/urandom`): the engine refuses to open rather than make ids two engines could share.
+fn os_random() -> Result<u64, Error> {
+    getrandom::u64().map_err(|e| Error::Invalid(format!("the operating system's randomness: {e}")))
 }
