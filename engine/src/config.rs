@@ -31,10 +31,11 @@ pub struct Config {
     pub recovery: RecoveryPolicy,
     /// How long a cancelled node may run on before its future is dropped (engine clock).
     pub cancel_grace_ms: u64,
-    /// How long a runner's lease on a thread lasts without a batch renewing it (engine clock).
-    /// On a shared database (PostgreSQL) another engine takes a thread over once its lease has
-    /// expired, so this bounds how long a dead worker's threads wait; it must exceed the longest
-    /// step or tool call, or a live runner is fenced (its next batch is refused).
+    /// How long a runner's lease on a thread lasts without a renewal (the database's clock on
+    /// PostgreSQL). On a shared database another engine takes a thread over once its lease has
+    /// expired, so this bounds how long a dead or cut-off worker's threads wait. A live engine
+    /// renews the leases of the threads it drives every third of this (its heartbeat), so a
+    /// step or tool call may run longer than the lease.
     pub lease_ttl_ms: u64,
     /// On a shared database: how often the engine looks for threads it can take over (runnable
     /// with no live lease), timers that are due and deadlines, in ms.

@@ -80,9 +80,11 @@ pub const TRACE_CHAIN_MAX: usize = 10_000;
 /// whole log from its first event instead (always correct, slower).
 pub const RESTORE_FALLBACK_CHECKPOINTS_MAX: usize = 8;
 
-/// How long a runner's lease on a thread lasts without renewal. Renewed every step; a crashed
-/// process's threads are taken over at the next open regardless (the database file lock proves
-/// the old owner is gone).
+/// How long a runner's lease on a thread lasts without renewal. Renewed by every batch of the
+/// thread and, on a shared database, by the engine's heartbeat every third of it (so a live
+/// engine keeps a thread through a call of any length); a crashed process's threads on a file
+/// are taken over at the next open regardless (the database file lock proves the old owner is
+/// gone).
 pub const LEASE_TTL_MS: u64 = 60_000;
 
 /// Events read per query during restore and subscriptions.

@@ -12,6 +12,7 @@ pub mod map_reduce;
 pub mod observed;
 pub mod operator;
 pub mod order_signals;
+pub mod payments;
 pub mod quickstart;
 pub mod research_pipeline;
 pub mod routing;

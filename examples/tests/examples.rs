@@ -422,3 +422,22 @@ async fn observed_serves_its_web_view_and_metrics() {
     assert_eq!(rows[0]["thread"], seen.waiting.as_str());
     assert_eq!(seen.waiting_listing["counts"]["completed"], orders as u64 - 1);
 }
+
+#[tokio::test]
+async fn payments_charge_each_purpose_once_under_its_key() {
+    let (_d, p) = db("pay.db");
+    let shown = cairn_examples::payments::run(&p).await.unwrap();
+    let charged: Vec<(String, u64)> = shown
+        .checkouts
+        .iter()
+        .flat_map(|c| c.charges.iter().map(|ch| (ch.purpose.clone(), ch.amount_cents)))
+        .collect();
+    assert_eq!(charged.len(), 6, "{charged:?}");
+    assert_eq!(charged[0], ("order-1/items".to_owned(), 2_500));
+    assert_eq!(shown.ledger.requests, 6);
+    assert_eq!(shown.ledger.double_charges(), 0);
+    // Every call had a key of its own: six different charge ids.
+    let ids: std::collections::BTreeSet<_> =
+        shown.checkouts.iter().flat_map(|c| c.charges.iter().map(|ch| ch.id.clone())).collect();
+    assert_eq!(ids.len(), 6);
+}

@@ -148,10 +148,12 @@ impl ToolCall {
     }
 }
 
-/// What a running tool gets: the cancellation token and a place to report usage.
+/// What a running tool gets: the cancellation token, the call's idempotency key and a place to
+/// report usage.
 #[derive(Debug, Clone)]
 pub struct ToolCtx {
     cancellation: CancellationToken,
+    idempotency_key: Arc<str>,
     usage: Arc<Mutex<Usage>>,
     models: Arc<Mutex<BTreeMap<String, Usage>>>,
 }
@@ -168,7 +170,38 @@ impl ToolCtx {
     /// assert_eq!(ctx.usage_reported(), Usage { tokens: 11, cost_micros: 6 });
     /// ```
     pub fn new(cancellation: CancellationToken) -> Self {
-        Self { cancellation, usage: Arc::default(), models: Arc::default() }
+        Self {
+            cancellation,
+            idempotency_key: Arc::from(""),
+            usage: Arc::default(),
+            models: Arc::default(),
+        }
+    }
+
+    /// The same context with the call's idempotency key (the engine sets it for every call).
+    #[must_use]
+    pub fn with_idempotency_key(mut self, key: impl Into<Arc<str>>) -> Self {
+        self.idempotency_key = key.into();
+        self
+    }
+
+    /// A key that names this recorded call: the same every time the engine runs this call
+    /// again (after a crash between its start and its result, when another engine takes the
+    /// thread over, in a replay), and different for every other call (another call of the
+    /// node, another step, another attempt of the node after a failure, another thread, a
+    /// fork). Pass it to an external API that deduplicates requests (a payment's
+    /// `Idempotency-Key` header, a message id), and a call the engine runs twice takes effect
+    /// once. Empty for a context made outside the engine ([`ToolCtx::new`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::ToolCtx;
+    /// let ctx = ToolCtx::new(tokio_util::sync::CancellationToken::new())
+    ///     .with_idempotency_key("cairn-0123");
+    /// assert_eq!(ctx.idempotency_key(), "cairn-0123");
+    /// ```
+    pub fn idempotency_key(&self) -> &str {
+        &self.idempotency_key
     }
 
     /// The token that fires when the thread is cancelled or the node times out.

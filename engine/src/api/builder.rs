@@ -281,10 +281,10 @@ impl EngineBuilder {
             let wait = Duration::from_millis(self.config.cancel_grace_ms) + REMOTE_DRIVER_MARGIN;
             Arc::new(Shared::new(
                 store.clone(),
-                self.clock.clone(),
-                tasks.clone(),
+                (self.clock.clone(), tasks.clone()),
                 owner.clone(),
                 wait,
+                self.config.lease_ttl_ms,
             ))
         };
         let metrics = super::health::metrics_for(&store, self.recorder.as_deref(), &self.config);

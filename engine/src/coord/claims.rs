@@ -166,6 +166,11 @@ impl Claims {
         }
     }
 
+    /// The threads claimed now (the heartbeat renews their leases).
+    pub fn threads(&self) -> Vec<ThreadId> {
+        lock(&self.running).keys().cloned().collect()
+    }
+
     /// The control of a running thread.
     pub fn get(&self, thread: &ThreadId) -> Option<Arc<Control>> {
         lock(&self.running).get(thread).cloned()

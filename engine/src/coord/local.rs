@@ -77,6 +77,11 @@ impl Local {
         local
     }
 
+    /// The threads this engine's runners drive now.
+    pub(super) fn driven(&self) -> Vec<ThreadId> {
+        self.claims.threads()
+    }
+
     /// On a shared database: after other processes commit, waiters of this process look at the
     /// stored status again (a thread driven elsewhere is notified by nobody here), and lock
     /// waiters try again (the commit may have released a lock).

@@ -11,6 +11,7 @@
 //! ARCHITECTURE.md, "The coordination seam".
 
 pub(crate) mod claims;
+mod heartbeat;
 mod local;
 mod shared;
 mod timers;

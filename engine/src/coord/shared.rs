@@ -12,6 +12,10 @@
 //! driver has not let go within the wait (this engine's cancel grace plus
 //! [`REMOTE_DRIVER_MARGIN`]), the next delivery refuses, and the caller changes the thread
 //! itself with a guarded write, which fences the driver (its next batch is refused).
+//!
+//! While this engine's runners drive threads, their leases are renewed by a heartbeat
+//! (`heartbeat.rs`) whatever the runners do, so a live engine keeps a thread through a call
+//! longer than the lease.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,6 +27,7 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::Seen;
+use super::heartbeat::Heartbeat;
 use super::{CheckpointAsk, Control, Coordinator, Due, Local, Request, Wake};
 use crate::clock::Clock;
 use crate::error::Error;
@@ -47,26 +52,30 @@ pub(crate) struct Shared {
     owner: String,
     /// How long to wait for another engine's runner to act on a control.
     wait: Duration,
+    tasks: Tasks,
+    /// The lease time to live the heartbeat renews to, in ms.
+    lease_ttl_ms: u64,
     /// Threads whose driver elsewhere was sent a control and has not been seen to let go.
     asked: Mutex<HashSet<ThreadId>>,
 }
 
 impl Shared {
     /// A coordinator for an engine named `owner` on the shared database `store`; it waits
-    /// `wait` for another engine's runner to act on a control. Controls other engines send
-    /// to runners of this one are delivered from now on.
+    /// `wait` for another engine's runner to act on a control, and keeps the leases of the
+    /// threads it drives alive for `lease_ttl_ms` at a time once it serves. Controls other
+    /// engines send to runners of this one are delivered from now on.
     pub fn new(
         store: Arc<dyn Store>,
-        clock: Arc<dyn Clock>,
-        tasks: Tasks,
+        (clock, tasks): (Arc<dyn Clock>, Tasks),
         owner: String,
         wait: Duration,
+        lease_ttl_ms: u64,
     ) -> Self {
         let local = Arc::new(Local::new(store.clone(), clock.clone(), tasks.clone(), false));
         if let Some(messages) = store.driver_messages() {
             hear(&local, &tasks, messages);
         }
-        Shared { local, store, clock, owner, wait, asked: Mutex::default() }
+        Shared { local, store, clock, owner, wait, tasks, lease_ttl_ms, asked: Mutex::default() }
     }
 
     /// Whether another engine drives `thread` now: stored Running, under a live lease not ours.
@@ -144,6 +153,14 @@ fn decode(message: &str) -> Option<Request> {
 impl Coordinator for Shared {
     fn serve(&self, wake: Arc<dyn Wake>, timers_armed: metrics::Gauge) {
         self.local.serve(wake, timers_armed);
+        Heartbeat {
+            local: self.local.clone(),
+            store: self.store.clone(),
+            clock: self.clock.clone(),
+            owner: self.owner.clone(),
+            lease_ttl_ms: self.lease_ttl_ms,
+        }
+        .spawn(&self.tasks);
     }
 
     fn claim(&self, thread: &ThreadId, parent: Option<&CancellationToken>) -> Option<Arc<Control>> {

@@ -30,6 +30,8 @@ mod pg_debug_endpoint;
 #[cfg(feature = "postgres")]
 mod pg_debug_reads;
 #[cfg(feature = "postgres")]
+mod pg_lease;
+#[cfg(feature = "postgres")]
 mod pg_public_reads;
 #[cfg(feature = "postgres")]
 mod pg_reads;
