@@ -13,7 +13,9 @@
 //! The pages read the JSON API (and [`super::view`]'s routes) from the browser. No page carries
 //! the control token: the thread page asks for it (kept in the tab's `sessionStorage`), or takes
 //! it once from the address's fragment (`#token=...`, which a browser never sends to the server)
-//! and removes it from the address. Every page is served with a content security policy that
+//! and removes it from the address. The pages' reads send the tab's token when it has one (a
+//! public endpoint's reads need it; the pages and assets themselves do not, they hold no data);
+//! the live log, an `EventSource`, cannot send it. Every page is served with a content security policy that
 //! allows scripts, styles, images and connections from this endpoint only.
 
 use axum::extract::Path;
