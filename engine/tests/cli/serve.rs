@@ -191,3 +191,43 @@ fn cairn_serve_serves_prometheus_text_at_metrics() {
     assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     assert_eq!(server.wait(), 0);
 }
+
+/// `cairn worker --addr` serves the endpoint while it works, Prometheus text at `/metrics`
+/// included, and says where on stderr (its stdout is its report).
+#[test]
+fn cairn_worker_with_an_address_serves_prometheus_text_at_metrics() {
+    use std::io::BufRead as _;
+    let dir = tempdir();
+    let db = copy(demo_db(), dir.path());
+    let db_arg = db.to_str().expect("utf-8");
+    let mut child = std::process::Command::new(crate::harness::bin())
+        .args(["worker", "--db", db_arg, "--addr", "127.0.0.1:0", "--poll-ms", "50"])
+        .env_remove("CAIRN_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn cairn worker");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    // A hang guard, not synchronisation: the line comes once the listener is bound.
+    let line = loop {
+        let line = lines.recv_timeout(Duration::from_secs(120)).expect("the serving line");
+        if line.starts_with("serving http://") {
+            break line;
+        }
+    };
+    let address = line["serving http://".len()..].split('/').next().expect("an address").to_owned();
+    let mut scraped = ureq::get(&format!("http://{address}/metrics")).call().expect("a scrape");
+    let text = scraped.body_mut().read_to_string().unwrap();
+    assert!(text.contains("cairn_steps_total"), "{text}");
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = child.wait().expect("the worker exits");
+    assert_eq!(status.code(), Some(0));
+}
