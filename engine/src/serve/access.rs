@@ -4,7 +4,7 @@
 //!
 //! 1. a request whose `Host` is not an address this endpoint serves (421, field `host`): the
 //!    served address itself, for a loopback bind also `localhost`, `127.0.0.1` and `[::1]` at its
-//!    port, for an unspecified bind (`0.0.0.0`, `[::]`) any IP literal at its port, and the
+//!    port, for an unspecified bind (`0.0.0.0`, `[::]`) those and any IP literal at its port, and the
 //!    names of [`super::ServeOptions::allow_hosts`]. A web page an attacker serves under a name
 //!    they re-point at 127.0.0.1 (DNS rebinding) sends its own name, so it reads nothing; an IP
 //!    literal is no name an attacker controls;
@@ -60,7 +60,8 @@ impl Access {
     ) -> Result<Self, Error> {
         let port = addr.port();
         let mut hosts = vec![addr.to_string()];
-        if addr.ip().is_loopback() {
+        // An unspecified bind listens on loopback too; a loopback name is no attacker's name.
+        if addr.ip().is_loopback() || addr.ip().is_unspecified() {
             for name in ["localhost", "127.0.0.1", "[::1]"] {
                 hosts.push(format!("{name}:{port}"));
             }
@@ -293,7 +294,8 @@ mod tests {
             a.serves("192.168.1.5:7000") && a.serves("[fe80::1]:7000") && a.serves("0.0.0.0:7000")
         );
         assert!(!a.serves("192.168.1.5:7001") && !a.serves("rebound.example:7000"));
-        assert!(!a.serves("localhost:7000"), "a name, not loopback's own bind");
+        assert!(a.serves("localhost:7000"), "it listens on loopback too");
+        assert!(!a.serves("localhost:7001"));
         let on_80 = access("0.0.0.0:80", &["cairn.example"]);
         assert!(on_80.serves("cairn.example") && on_80.serves("10.1.2.3"), "port 80 implied");
     }
