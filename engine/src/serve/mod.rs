@@ -140,7 +140,7 @@ impl Server {
         self.addr
     }
 
-    /// The bearer token controls need.
+    /// The bearer token controls need (and a public endpoint's reads).
     pub fn token(&self) -> &str {
         &self.token
     }
@@ -184,8 +184,9 @@ impl Drop for Server {
 /// in [`Server::token`]).
 ///
 /// # Errors
-/// [`Error::Invalid`] for a non-loopback address without [`ServeOptions::public`], an address
-/// that cannot be bound, or a token or endpoint file that cannot be written.
+/// [`Error::Invalid`] for a non-loopback address without [`ServeOptions::public`], an entry of
+/// [`ServeOptions::allow_hosts`] that is no host name, an address that cannot be bound, or a
+/// token or endpoint file that cannot be written.
 ///
 /// # Examples
 /// ```no_run
