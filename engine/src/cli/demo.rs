@@ -58,8 +58,12 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
         (builder.open().await.map_err(|e| super::common::open_error(&args.db, e))?, None)
     } else {
         let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        let mut options = crate::serve::ServeOptions::new(loopback);
+        // Installed before the engine opens, so that its handles record into it: `/metrics`.
+        options.prometheus = super::serve::prometheus();
         let (engine, server) = builder
             .serve(loopback)
+            .options(options)
             .open()
             .await
             .map_err(|e| super::common::open_error(&args.db, e))?;
@@ -139,9 +143,9 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
 #[allow(clippy::print_stdout, clippy::print_stderr, reason = "the demo's output is the CLI's")]
 fn announce(server: &crate::serve::Server, json: bool) {
     let line = format!(
-        "serving http://{}/api/threads while the demo runs (read commands go through it; \
-         --no-serve turns it off)",
-        server.addr()
+        "serving http://{addr}/api/threads (Prometheus text at /metrics) while the demo runs \
+         (read commands go through it; --no-serve turns it off)",
+        addr = server.addr()
     );
     if json {
         eprintln!("{line}");

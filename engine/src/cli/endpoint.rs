@@ -3,7 +3,8 @@
 //! runs and its address accepts a connection), the read commands ask it instead of copying the
 //! file: the engine answers from its live store, a page at a time, and the command prints what it
 //! would print reading the file (the endpoint serves the same JSON views, `crate::debug::views`).
-//! No token is needed to read.
+//! A loopback endpoint needs no token to read; a public one does, so the token of
+//! `<db>.token` is sent with every read when it can be read (the owner of the database can).
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,8 @@ pub(super) struct Endpoint {
     base: String,
     db: PathBuf,
     agent: ureq::Agent,
+    /// The bearer token from the announced token file, when it can be read.
+    token: Option<String>,
 }
 
 /// The live endpoint announced for `db`, or `None` (no announcement, a malformed one, or one
@@ -43,7 +46,9 @@ pub(super) fn find(db: &Path) -> Option<Endpoint> {
         .timeout_global(Some(Duration::from_secs(READ_TIMEOUT_S)))
         .build()
         .into();
-    Some(Endpoint { base: format!("http://{}", endpoint.address), db: db.to_path_buf(), agent })
+    let token = std::fs::read_to_string(&endpoint.token_file).ok().map(|t| t.trim().to_owned());
+    let base = format!("http://{}", endpoint.address);
+    Some(Endpoint { base, db: db.to_path_buf(), agent, token })
 }
 
 /// Whether process `pid` runs (on Linux, by `/proc`; elsewhere the connection decides).
@@ -76,6 +81,9 @@ impl Endpoint {
     ) -> anyhow::Result<(String, Vec<u8>)> {
         let url = format!("{}{path}", self.base);
         let mut request = self.agent.get(&url);
+        if let Some(token) = &self.token {
+            request = request.header("authorization", &format!("Bearer {token}"));
+        }
         for (key, value) in query {
             request = request.query(*key, value);
         }

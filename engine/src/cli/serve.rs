@@ -1,6 +1,9 @@
-//! `cairn serve --db FILE [--addr 127.0.0.1:0] [--public]`: opens the file for writing (so no
-//! other engine may hold it), serves the HTTP endpoint (`crate::serve`) until interrupted, and
-//! prints where (the address, the token and its file). Threads are not resumed by opening: only
+//! `cairn serve --db FILE [--addr 127.0.0.1:0] [--public] [--allow-host NAME]`: opens the file
+//! for writing (so no other engine may hold it), serves the HTTP endpoint (`crate::serve`, with
+//! the Prometheus text of the process's metrics at `/metrics`) until interrupted, and prints
+//! where (the address, the token and its file). With `--public` every read needs the token too
+//! and every answer is redacted; `--allow-host` names the endpoint is reached by (any other
+//! `Host` is refused). Threads are not resumed by opening: only
 //! a control (`resume`, `input`, `fork`) runs one, in this process. `--retention AGE` has it
 //! delete finished threads that ended at least that long ago, once a minute.
 
@@ -21,29 +24,66 @@ pub struct ServeArgs {
     /// Where to listen (port 0: a free port, printed).
     #[arg(long, default_value = "127.0.0.1:0")]
     addr: SocketAddr,
-    /// Allow an address other than loopback: anyone who reaches it reads every thread.
-    #[arg(long)]
-    public: bool,
+    #[command(flatten)]
+    endpoint: EndpointFlags,
     /// Delete finished threads this long after they ended (`30d`, `12h`, `90m`; a retention
     /// pass every minute while it serves): `cairn::RetentionPolicy::after_ms`.
     #[arg(long, value_name = "AGE", value_parser = super::control::parse_age_ms)]
     retention: Option<u64>,
 }
 
+/// The endpoint's flags `cairn serve` and `cairn worker --addr` share.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EndpointFlags {
+    /// Allow an address other than loopback. Every read then needs the token too, and every
+    /// answer is redacted (as `redact=1`).
+    #[arg(long)]
+    public: bool,
+    /// A name (`host` or `host:port`) the endpoint is reached by, besides its address (and for
+    /// a loopback one `localhost`): requests with another `Host` are refused. Repeatable.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allow_host: Vec<String>,
+}
+
+impl EndpointFlags {
+    /// The options to serve `addr` with, the process's Prometheus recorder installed (before the
+    /// engine opens, so that its handles record into it).
+    ///
+    /// # Errors
+    /// A usage error (exit 2) for a non-loopback address without `--public`.
+    pub(super) fn options(&self, addr: SocketAddr) -> anyhow::Result<ServeOptions> {
+        if !addr.ip().is_loopback() && !self.public {
+            return Err(usage(format!(
+                "--addr {addr} is not a loopback address: add --public to serve it to the network \
+                 (reads then need the token)"
+            )));
+        }
+        let mut options = ServeOptions::new(addr);
+        options.public = self.public;
+        options.allow_hosts.clone_from(&self.allow_host);
+        options.prometheus = prometheus();
+        Ok(options)
+    }
+}
+
+/// The process's Prometheus handle: the recorder is installed by the first caller (a process
+/// has one global recorder; `None` if something else installed one first).
+pub(super) fn prometheus() -> Option<crate::telemetry::prometheus::Handle> {
+    static HANDLE: std::sync::OnceLock<Option<crate::telemetry::prometheus::Handle>> =
+        std::sync::OnceLock::new();
+    HANDLE
+        .get_or_init(|| match crate::telemetry::prometheus::install() {
+            Ok(handle) => Some(handle),
+            Err(e) => {
+                tracing::warn!(error = %e, "no Prometheus text at /metrics");
+                None
+            }
+        })
+        .clone()
+}
+
 pub(super) async fn run(args: ServeArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    if !args.addr.ip().is_loopback() && !args.public {
-        return Err(usage(format!(
-            "--addr {} is not a loopback address: add --public to serve it to the network",
-            args.addr
-        )));
-    }
-    let mut options = ServeOptions::new(args.addr);
-    options.public = args.public;
-    #[cfg(feature = "prometheus")]
-    {
-        // Installed before the engine opens, so its handles record here.
-        options.prometheus = crate::telemetry::prometheus::install().ok();
-    }
+    let options = args.endpoint.options(args.addr)?;
     let db = &args.common.db;
     let retention = args.retention.map(crate::RetentionPolicy::after_ms);
     let engine = open_writable_with(db, wfs, |builder| match retention {
@@ -69,9 +109,10 @@ pub(super) async fn run(args: ServeArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Re
     } else {
         print_text(&format!(
             "serving {} at http://{addr}/api/threads\nweb view: http://{addr}/ui/threads\n\
-             token (for controls: Authorization: Bearer ...): {}\n\
+             token (for controls{}: Authorization: Bearer ...): {}\n\
              token file: {token_file}\nCtrl-C stops it",
             db.display(),
+            if args.endpoint.public { ", and for reads on this public address" } else { "" },
             server.token(),
             addr = server.addr(),
         ));

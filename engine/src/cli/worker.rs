@@ -2,6 +2,10 @@
 //! into this binary until interrupted (SIGINT, SIGTERM), or, with `--exit-when-idle`, until no
 //! thread is left runnable.
 //!
+//! With `--addr 127.0.0.1:9464` it also serves the HTTP endpoint there (as `cairn serve`: reads,
+//! controls, and the Prometheus text of its metrics at `/metrics`), printing its address and
+//! token on stderr; `--public` and `--allow-host` as for `cairn serve`.
+//!
 //! A worker takes over runnable threads whose lease has lapsed (their engine died or stalled),
 //! fires due timers and deadlines, and drives threads woken by input from any process. Several
 //! workers on one database share the work; a thread is driven by one at a time, fenced by its
@@ -35,10 +39,18 @@ pub struct WorkerArgs {
     /// Exit once no thread is runnable (none Running or Created), instead of serving on.
     #[arg(long)]
     exit_when_idle: bool,
+    /// Serve the HTTP endpoint (and Prometheus text at `/metrics`) at this address while it
+    /// works (port 0: a free port, printed on stderr).
+    #[arg(long)]
+    addr: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    endpoint: super::serve::EndpointFlags,
 }
 
 pub(super) async fn worker(args: WorkerArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let db = &args.common.db;
+    // Checked, and the recorder installed, before the engine opens.
+    let options = args.addr.map(|addr| args.endpoint.options(addr)).transpose()?;
     let mut builder = Engine::builder(db)
         .concurrency(args.concurrency)
         .lease_ttl_ms(args.lease_ttl_ms)
@@ -48,6 +60,16 @@ pub(super) async fn worker(args: WorkerArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         builder = builder.workflow_dyn(wf.clone());
     }
     let engine = builder.open().await.map_err(|e| open_error(db, e))?;
+    let server = match options {
+        Some(options) => match serve_endpoint(&engine, db, options).await {
+            Ok(server) => Some(server),
+            Err(e) => {
+                engine.shutdown().await;
+                return Err(e);
+            }
+        },
+        None => None,
+    };
     let steps = Arc::new(AtomicU64::new(0));
     let counted = steps.clone();
     engine.on_step(Arc::new(move |_, _, _| {
@@ -64,6 +86,9 @@ pub(super) async fn worker(args: WorkerArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
             break;
         }
     }
+    if let Some(server) = server {
+        server.shutdown().await;
+    }
     engine.shutdown().await;
     let steps = steps.load(Ordering::Relaxed);
     let fenced = engine.fenced_runners();
@@ -76,6 +101,25 @@ pub(super) async fn worker(args: WorkerArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         ));
         Ok(())
     }
+}
+
+/// Serves the endpoint of `engine` (on a file, announced beside it) and says where on stderr
+/// (stdout is the worker's report).
+#[allow(clippy::print_stderr, reason = "the worker's stdout is its report")]
+async fn serve_endpoint(
+    engine: &Engine,
+    db: &std::path::Path,
+    options: crate::serve::ServeOptions,
+) -> anyhow::Result<crate::serve::Server> {
+    let file = (!crate::api::builder::is_postgres_url(db)).then_some(db);
+    let server = crate::serve::serve(engine, file, options).await?;
+    eprintln!(
+        "serving http://{addr}/api/threads and Prometheus text at http://{addr}/metrics \
+         (token: {token})",
+        addr = server.addr(),
+        token = server.token()
+    );
+    Ok(server)
 }
 
 /// No thread is Running or Created.

@@ -1,5 +1,5 @@
-//! The controls: `POST /api/threads/{id}/{pause|resume|cancel|input|signal|fork}`, each with
-//! `Authorization: Bearer <token>`. Bodies are JSON: `cancel` `{"reason"?}`, `input`
+//! The controls: `POST /api/threads/{id}/{pause|resume|cancel|input|signal|fork}` (the token is
+//! checked before, by the access layer, `super::access`). Bodies are JSON: `cancel` `{"reason"?}`, `input`
 //! `{"value"}`, `signal` `{"name", "value"}` (the answer adds `"signal"`: its number), `fork` `{"at"? | "checkpoint"?, "update"?, "id"?, "labels"?, "start"?}`; a body
 //! field that does not parse is named in the 400. `resume`, `input` and a started fork run the
 //! thread in this engine; the answer comes once the control is applied, not when the thread ends.
@@ -10,7 +10,6 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use cairn_storage::CheckpointId;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -19,7 +18,6 @@ use serde_json::{Value, json};
 use super::params::Reject;
 use super::routes::{App, reject};
 use super::threads::record_of;
-use super::token;
 use crate::debug::{ForkFrom, ForkOptions};
 
 #[derive(Deserialize, Default)]
@@ -56,22 +54,11 @@ struct ForkBody {
 pub(super) async fn control(
     State(app): State<App>,
     path: Result<Path<(String, String)>, PathRejection>,
-    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, Reject> {
     let (id, control) = path.map(|p| p.0).map_err(|e| Reject::bad("path", e.body_text()))?;
     if !matches!(control.as_str(), "pause" | "resume" | "cancel" | "input" | "signal" | "fork") {
         return Err(Reject::not_found("control", format!("no control {control:?}")));
-    }
-    let given = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    if !token::accepts(&app.token, given) {
-        return Err(Reject {
-            status: 401,
-            error: "a control needs `Authorization: Bearer <token>` (the token file beside the \
-                    database)"
-                .into(),
-            field: Some("authorization".into()),
-        });
     }
     let body = body.map_err(|e| Reject {
         status: e.status().as_u16(),

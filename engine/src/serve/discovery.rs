@@ -18,7 +18,7 @@ pub struct Endpoint {
     pub address: SocketAddr,
     /// The process serving it.
     pub pid: u32,
-    /// The file holding the bearer token controls need.
+    /// The file holding the bearer token controls (and a public endpoint's reads) need.
     pub token_file: PathBuf,
 }
 

@@ -6,8 +6,12 @@
 //! does the latter. It owns three things and these invariants:
 //! - the listener: loopback unless [`ServeOptions::public`] says otherwise (a non-loopback
 //!   address is refused without it);
-//! - the token (`<db>.token`, mode 0600, made at start, see [`token`]): every control checks it,
-//!   no read needs it;
+//! - the token (`<db>.token`, mode 0600, made at start, see [`token`]): every control needs it,
+//!   and on a public endpoint every read too;
+//! - the access layer (`access`), one `from_fn` middleware over every route and fallback: it
+//!   refuses a `Host` that is not the served address or an allowed name (421: no DNS
+//!   rebinding), a control from another origin (403), a request without the token that needs it
+//!   (401), and on a public endpoint redacts every answer as `redact=1` does;
 //! - the announcement (`<db>.endpoint`, see [`discovery`]): written once the listener is bound,
 //!   removed when the [`Server`] is shut down or dropped.
 //!
@@ -23,6 +27,7 @@
 //! | method | path | what |
 //! |---|---|---|
 //! | GET | `/api/health?watchdog_ms=` | the health report (a running thread with no step past the watchdog is stuck) |
+//! | GET | `/metrics` | Prometheus text (`text/plain; version=0.0.4`; feature `prometheus`, with a handle; else 404) |
 //! | GET | `/api/metrics` | Prometheus text (feature `prometheus`, with a handle) or the health report |
 //! | GET | `/api/threads?status=&workflow=&label=K=V&limit=&after=&offset=` | a page of threads in the store's id order; `next` is the `after` of the next page (`null`: none follows) |
 //! | GET | `/api/threads/{id}` | the thread as `cairn show` reports it |
@@ -30,7 +35,7 @@
 //! | GET | `/api/threads/{id}/state?at=SEQ`, `?at_time=MS` or `?diff=A,B` (`&redact=1`) | state after a seq or at a time, or a diff |
 //! | GET | `/api/threads/{id}/checkpoints` | the thread's checkpoints |
 //! | GET | `/api/threads/{id}/result?wait_ms=` | `{thread, finished, status, output, error}`; an unfinished thread is waited for up to `wait_ms` (at most [`crate::limits::RESULT_WAIT_MS_MAX`]): a long poll |
-//! | DELETE | `/api/threads/{id}?force=` | deletes the thread whole (bearer token); 409 for an unfinished one without `force=true` |
+//! | DELETE | `/api/threads/{id}?force=` | deletes the thread whole (a control); 409 for an unfinished one without `force=true` |
 //! | GET | `/api/workflows/{id}/graph?format=dot\|mermaid&version=` | a compiled-in workflow's graph |
 //! | GET | `/api/trace/{correlation_id}` | messages carrying the id, across threads |
 //! | GET | `/api/trace?thread=&correlation_id=&between=&from_ms=&to_ms=&chain=` | messages as `cairn trace` finds them (`thread` repeatable, `between` twice) |
@@ -40,11 +45,16 @@
 //! | GET | `/api/threads/{id}/bundle?redact_key=&secret=&meta=&checkpoints=&last_events=&max_payload_bytes=` | the thread's debug bundle from the live store, as `cairn bundle export` writes it (see `ops`) |
 //! | GET | `/api/threads/{id}/replay` | the thread replayed against the engine's code, as `cairn replay --json` |
 //! | GET | `/api/resumable?max_age_ms=` | threads the engine could resume and does not drive, as `cairn resumable --json` |
-//! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|fork` | controls (bearer token) |
+//! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|signal\|fork` | controls |
+//!
+//! Every `POST` and `DELETE` (a control) needs `Authorization: Bearer <token>`; on a public
+//! endpoint every `GET` does too, but the web view's pages and assets. [`route_table`] lists
+//! the routes.
 //!
 //! The web view's pages (`/ui/threads`, `/ui/threads/{id}`, `/ui/messages/{id}`, `/ui/queues`,
 //! see `pages`) and the reads they need beyond these ([`view`]) are served at the same address.
 
+mod access;
 pub mod discovery;
 pub mod params;
 pub mod params_ops;
@@ -83,12 +93,18 @@ pub use token::token_path;
 pub struct ServeOptions {
     /// Where to listen (port 0: any free port; [`Server::addr`] says which).
     pub addr: SocketAddr,
-    /// Allow an address other than loopback (anyone who can reach it reads every thread).
+    /// Allow an address other than loopback. A public endpoint needs the token for reads as for
+    /// controls (but the web view's static pages), and redacts every answer as `redact=1` does.
     pub public: bool,
     /// The rules `?redact=1` applies to state and events (default: the bundle defaults).
     pub redaction: Redaction,
-    /// What `/api/metrics` renders: the Prometheus text of this handle, or without one the
-    /// health report as JSON.
+    /// Names besides the served address a request's `Host` may carry (`host` or `host:port`;
+    /// without a port, the served one): the names the endpoint is reached by, behind a proxy or
+    /// on a public address. Any other is refused (421), which stops a web page from reading a
+    /// loopback endpoint through DNS rebinding.
+    pub allow_hosts: Vec<String>,
+    /// What `/metrics` and `/api/metrics` render: the Prometheus text of this handle (without
+    /// one, `/metrics` is a 404 and `/api/metrics` the health report as JSON).
     #[cfg(feature = "prometheus")]
     pub prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }
@@ -100,6 +116,7 @@ impl ServeOptions {
             addr,
             public: false,
             redaction: Redaction::default(),
+            allow_hosts: Vec::new(),
             #[cfg(feature = "prometheus")]
             prometheus: None,
         }
@@ -123,7 +140,7 @@ impl Server {
         self.addr
     }
 
-    /// The bearer token controls need.
+    /// The bearer token controls need (and a public endpoint's reads).
     pub fn token(&self) -> &str {
         &self.token
     }
@@ -167,8 +184,9 @@ impl Drop for Server {
 /// in [`Server::token`]).
 ///
 /// # Errors
-/// [`Error::Invalid`] for a non-loopback address without [`ServeOptions::public`], an address
-/// that cannot be bound, or a token or endpoint file that cannot be written.
+/// [`Error::Invalid`] for a non-loopback address without [`ServeOptions::public`], an entry of
+/// [`ServeOptions::allow_hosts`] that is no host name, an address that cannot be bound, or a
+/// token or endpoint file that cannot be written.
 ///
 /// # Examples
 /// ```no_run
@@ -195,6 +213,13 @@ pub async fn serve(
         .local_addr()
         .map_err(|e| Error::Invalid(format!("the listener has no address: {e}")))?;
     let token = token::generate()?;
+    let access = access::Access::new(
+        addr,
+        Arc::from(token.as_str()),
+        options.public,
+        &options.allow_hosts,
+        redactor.clone(),
+    )?;
     let files = match db {
         Some(db) => {
             let (token_file, endpoint_file) = (token_path(db), endpoint_path(db));
@@ -208,14 +233,14 @@ pub async fn serve(
     };
     let state = routes::App {
         engine: engine.clone(),
-        token: Arc::from(token.as_str()),
-        redactor,
+        redactor: redactor.clone(),
+        public: options.public,
         stop: CancellationToken::new(),
         #[cfg(feature = "prometheus")]
         prometheus: options.prometheus.clone(),
     };
     let stop = state.stop.clone();
-    let router = routes::router(state, pages::routes());
+    let router = routes::router(state, Arc::new(access));
     let until = stop.clone();
     let task = tokio::spawn(async move {
         let served = axum::serve(listener, router)
@@ -227,6 +252,29 @@ pub async fn serve(
         until.cancel();
     });
     Ok(Server { addr, token, files, stop, task: Some(task) })
+}
+
+/// A route of the endpoint: its method and its path pattern (`{id}` a segment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    /// `GET`, `POST` or `DELETE`.
+    pub method: &'static str,
+    /// The path, with `{name}` for a segment.
+    pub path: &'static str,
+}
+
+/// Every route the endpoint serves, read from the table its router is built from: a test (or a
+/// proxy's configuration) can walk them all. Every route but a `GET` is a control and needs the
+/// token.
+///
+/// # Examples
+/// ```
+/// let routes = cairn::serve::route_table();
+/// assert!(routes.iter().any(|r| r.method == "POST" && r.path == "/api/threads/{id}/{control}"));
+/// assert!(routes.iter().any(|r| r.method == "GET" && r.path == "/metrics"));
+/// ```
+pub fn route_table() -> Vec<Route> {
+    routes::table().into_routes()
 }
 
 /// Refuses a non-loopback address unless the options allow it.
@@ -266,9 +314,35 @@ impl EngineBuilder {
 }
 
 impl ServingBuilder {
-    /// Replaces the serve options (public address, redaction, Prometheus handle).
+    /// Replaces the serve options (address, public, redaction, allowed hosts, Prometheus
+    /// handle).
     pub fn options(mut self, options: ServeOptions) -> Self {
         self.options = options;
+        self
+    }
+
+    /// Serves a non-loopback address too ([`ServeOptions::public`]): reads need the token and
+    /// every answer is redacted.
+    pub fn public(mut self) -> Self {
+        self.options.public = true;
+        self
+    }
+
+    /// Accepts requests whose `Host` is `host` (`name` or `name:port`) besides the served
+    /// address ([`ServeOptions::allow_hosts`]).
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// let (engine, server) = cairn::Engine::builder("cairn.db")
+    ///     .serve(([127, 0, 0, 1], 8080).into())
+    ///     .allow_host("cairn.internal")
+    ///     .open()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn allow_host(mut self, host: impl Into<String>) -> Self {
+        self.options.allow_hosts.push(host.into());
         self
     }
 

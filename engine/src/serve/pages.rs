@@ -13,17 +13,17 @@
 //! The pages read the JSON API (and [`super::view`]'s routes) from the browser. No page carries
 //! the control token: the thread page asks for it (kept in the tab's `sessionStorage`), or takes
 //! it once from the address's fragment (`#token=...`, which a browser never sends to the server)
-//! and removes it from the address. Every page is served with a content security policy that
+//! and removes it from the address. The pages' reads send the tab's token when it has one (a
+//! public endpoint's reads need it; the pages and assets themselves do not, they hold no data);
+//! the live log, an `EventSource`, cannot send it. Every page is served with a content security policy that
 //! allows scripts, styles, images and connections from this endpoint only.
 
-use axum::Router;
 use axum::extract::Path;
 use axum::http::header;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::get;
 
 use super::params::Reject;
-use super::routes::App;
+use super::routes::Table;
 use super::view;
 
 /// The compiled-in files of the web view: (name under `/ui/assets/`, content type, text).
@@ -47,21 +47,21 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self' 'unsa
                    img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; \
                    frame-ancestors 'none'";
 
-/// The web view's routes (pages, assets, and the reads they need).
-pub(super) fn routes() -> Router<App> {
-    Router::new()
-        .route("/", get(|| async { Redirect::to("/ui/threads") }))
-        .route("/ui", get(|| async { Redirect::to("/ui/threads") }))
-        .route("/ui/threads", get(|| async { page(THREADS_HTML) }))
-        .route("/ui/threads/{id}", get(|_: Path<String>| async { page(THREAD_HTML) }))
-        .route("/ui/messages", get(|| async { page(MESSAGES_HTML) }))
-        .route("/ui/messages/{id}", get(|_: Path<String>| async { page(MESSAGES_HTML) }))
-        .route("/ui/queues", get(|| async { page(QUEUES_HTML) }))
-        .route("/ui/assets/{file}", get(asset))
-        .route("/api/view/threads", get(view::threads))
-        .route("/api/threads/{id}/graph.svg", get(view::graph_svg))
-        .route("/api/threads/{id}/timeline", get(view::timeline))
-        .route("/api/trace/{id}/sequence.svg", get(view::sequence_svg))
+/// `table` with the web view's routes (pages, assets, and the reads they need).
+pub(super) fn routes(table: Table) -> Table {
+    table
+        .get("/", || async { Redirect::to("/ui/threads") })
+        .get("/ui", || async { Redirect::to("/ui/threads") })
+        .get("/ui/threads", || async { page(THREADS_HTML) })
+        .get("/ui/threads/{id}", |_: Path<String>| async { page(THREAD_HTML) })
+        .get("/ui/messages", || async { page(MESSAGES_HTML) })
+        .get("/ui/messages/{id}", |_: Path<String>| async { page(MESSAGES_HTML) })
+        .get("/ui/queues", || async { page(QUEUES_HTML) })
+        .get("/ui/assets/{file}", asset)
+        .get("/api/view/threads", view::threads)
+        .get("/api/threads/{id}/graph.svg", view::graph_svg)
+        .get("/api/threads/{id}/timeline", view::timeline)
+        .get("/api/trace/{id}/sequence.svg", view::sequence_svg)
 }
 
 fn page(html: &'static str) -> Response {

@@ -1,4 +1,5 @@
-//! The routes and what they share: the app state, the JSON error response, and the mapping of
+//! The routes and what they share: the route table (the router is built from it, and
+//! `serve::route_table` lists it), the app state, the JSON error response, and the mapping of
 //! engine errors onto HTTP statuses.
 //!
 //! The route table is in the module docs of `serve`.
@@ -9,12 +10,13 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, delete, get, post};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::access::{self, Access};
 use super::params::Reject;
-use super::{checkpoints, controls, messages, ops, queues, results, sse, threads};
+use super::{checkpoints, controls, messages, ops, pages, queues, results, sse, threads};
 use crate::api::engine::Engine;
 use crate::debug::Redactor;
 use crate::error::Error;
@@ -24,8 +26,10 @@ use crate::limits::SERVE_BODY_BYTES_MAX;
 #[derive(Clone)]
 pub(super) struct App {
     pub engine: Engine,
-    pub token: Arc<str>,
     pub redactor: Arc<Redactor>,
+    /// The endpoint is public: every answer is redacted (JSON answers by the access layer, a
+    /// followed log and the sequence picture where they are made).
+    pub public: bool,
     /// Cancelled when the server stops (ends followed logs).
     pub stop: CancellationToken,
     #[cfg(feature = "prometheus")]
@@ -33,39 +37,87 @@ pub(super) struct App {
 }
 
 impl App {
-    /// `out` as answered: with the bundle redaction rules applied when the request asked.
+    /// `out` as answered: with the bundle redaction rules applied when the request asked (or
+    /// the endpoint is public).
     pub fn answer(&self, mut out: serde_json::Value, redact: bool) -> serde_json::Value {
-        if redact {
+        if redact || self.public {
             self.redactor.value(&mut out);
         }
         out
     }
 }
 
-/// The JSON API's routes, `extra` (the web view's, given by the caller so that this file does
-/// not import the pages) and the fallbacks, over `app`.
-pub(super) fn router(app: App, extra: Router<App>) -> Router {
-    Router::new()
-        .route("/api/health", get(threads::health))
-        .route("/api/verify", get(threads::verify))
-        .route("/api/metrics", get(threads::metrics))
-        .route("/api/threads", get(threads::list))
-        .route("/api/threads/{id}", get(threads::show).delete(results::delete))
-        .route("/api/threads/{id}/result", get(results::result))
-        .route("/api/threads/{id}/events", get(sse::events))
-        .route("/api/threads/{id}/state", get(threads::state))
-        .route("/api/threads/{id}/checkpoints", get(threads::checkpoints))
-        .route("/api/threads/{id}/bundle", get(ops::bundle))
-        .route("/api/threads/{id}/replay", get(ops::replay))
-        .route("/api/resumable", get(ops::resumable))
-        .route("/api/workflows/{id}/graph", get(threads::graph))
-        .route("/api/trace/{id}", get(threads::trace))
-        .route("/api/trace", get(messages::trace))
-        .route("/api/queues", get(queues::list))
-        .route("/api/checkpoints", get(checkpoints::list))
-        .route("/api/checkpoints/{id}", get(checkpoints::show))
-        .route("/api/threads/{id}/{control}", post(controls::control))
-        .merge(extra)
+/// A router and the list of its routes as it is built: the list is what [`super::route_table`]
+/// answers, so it cannot leave out a route the router has.
+pub(super) struct Table {
+    router: Router<App>,
+    routes: Vec<super::Route>,
+}
+
+impl Table {
+    pub fn new() -> Self {
+        Self { router: Router::new(), routes: Vec::new() }
+    }
+
+    /// Adds `route` at `path`, listed as `method` (a path may have several methods).
+    pub fn at(
+        mut self,
+        method: &'static str,
+        path: &'static str,
+        route: MethodRouter<App>,
+    ) -> Self {
+        self.router = self.router.route(path, route);
+        self.routes.push(super::Route { method, path });
+        self
+    }
+
+    /// `GET path`.
+    pub fn get<H, T>(self, path: &'static str, handler: H) -> Self
+    where
+        H: axum::handler::Handler<T, App>,
+        T: 'static,
+    {
+        self.at("GET", path, get(handler))
+    }
+
+    /// The routes added, in order.
+    pub fn into_routes(self) -> Vec<super::Route> {
+        self.routes
+    }
+}
+
+/// Every route of the endpoint: the JSON API's and the web view's.
+pub(super) fn table() -> Table {
+    let t = Table::new()
+        .get("/metrics", threads::prometheus)
+        .get("/api/health", threads::health)
+        .get("/api/verify", threads::verify)
+        .get("/api/metrics", threads::metrics)
+        .get("/api/threads", threads::list)
+        .get("/api/threads/{id}", threads::show)
+        .at("DELETE", "/api/threads/{id}", delete(results::delete))
+        .get("/api/threads/{id}/result", results::result)
+        .get("/api/threads/{id}/events", sse::events)
+        .get("/api/threads/{id}/state", threads::state)
+        .get("/api/threads/{id}/checkpoints", threads::checkpoints)
+        .get("/api/threads/{id}/bundle", ops::bundle)
+        .get("/api/threads/{id}/replay", ops::replay)
+        .get("/api/resumable", ops::resumable)
+        .get("/api/workflows/{id}/graph", threads::graph)
+        .get("/api/trace/{id}", threads::trace)
+        .get("/api/trace", messages::trace)
+        .get("/api/queues", queues::list)
+        .get("/api/checkpoints", checkpoints::list)
+        .get("/api/checkpoints/{id}", checkpoints::show)
+        .at("POST", "/api/threads/{id}/{control}", post(controls::control));
+    pages::routes(t)
+}
+
+/// The routes of [`table`], the fallbacks and the access layer ([`access::guard`]: over every
+/// route and fallback alike), over `app`.
+pub(super) fn router(app: App, access: Arc<Access>) -> Router {
+    table()
+        .router
         .fallback(|| async {
             Reject { status: 404, error: "no such route".into(), field: Some("path".into()) }
         })
@@ -74,6 +126,7 @@ pub(super) fn router(app: App, extra: Router<App>) -> Router {
             Reject { status: 405, error, field: Some("method".into()) }
         })
         .layer(DefaultBodyLimit::max(SERVE_BODY_BYTES_MAX))
+        .layer(axum::middleware::from_fn_with_state(access, access::guard))
         .with_state(app)
 }
 

@@ -82,6 +82,23 @@ pub(super) async fn metrics(State(app): State<App>, q: Q) -> Result<Response, Re
     Ok(health(State(app), Ok(Query(Vec::new()))).await?.into_response())
 }
 
+/// `GET /metrics`: the Prometheus text, as every scraper expects it at that path; a 404 when
+/// the endpoint has no exporter (a library user's without the `prometheus` feature or handle).
+pub(super) async fn prometheus(State(app): State<App>, q: Q) -> Result<Response, Reject> {
+    no_params(&pairs(q)?)?;
+    #[cfg(feature = "prometheus")]
+    if let Some(handle) = &app.prometheus {
+        let headers = [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")];
+        return Ok((headers, handle.render()).into_response());
+    }
+    #[cfg(not(feature = "prometheus"))]
+    let _ = app;
+    Err(Reject::not_found(
+        "path",
+        "this endpoint has no Prometheus exporter (`ServeOptions::prometheus`; `cairn serve` has one)",
+    ))
+}
+
 pub(super) async fn list(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
     let p = list_params(&pairs(q)?)?;
     let store = app.engine.store().as_ref();

@@ -1,9 +1,13 @@
-//! The bearer token controls need: 32 random bytes as hex, made when the endpoint starts and
-//! kept in a file only the owner can read (`<db>.token`, mode 0600), so that a local user who can
-//! read the database can also control it, and nobody else on the machine can.
+//! The bearer token controls (and, on a public endpoint, reads) need: 32 random bytes as hex,
+//! made when the endpoint starts and kept in a file only the owner can read (`<db>.token`, mode
+//! 0600), so that a local user who can read the database can also control it, and nobody else on
+//! the machine can. It is checked in one place, the endpoint's access layer (`serve::access`).
 
-use std::io::{Read as _, Write as _};
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
+
+use subtle::ConstantTimeEq as _;
 
 use crate::error::Error;
 
@@ -14,16 +18,32 @@ pub fn token_path(db: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// A fresh token: 32 bytes from the operating system's random source, as 64 hex digits.
+/// Random bytes in a token: 256 bits, beyond guessing however many requests an attacker makes.
+const TOKEN_BYTES: usize = 32;
+
+/// A fresh token: [`TOKEN_BYTES`] bytes from the operating system's random source
+/// (`getrandom`), as 64 hex digits.
 ///
 /// # Errors
 /// [`Error::Invalid`] when the random source cannot be read.
+///
+/// # Examples
+/// ```
+/// let token = cairn::serve::token::generate()?;
+/// assert_eq!(token.len(), 64);
+/// assert!(cairn::serve::token::accepts(&token, Some(&format!("Bearer {token}"))));
+/// # Ok::<(), cairn::Error>(())
+/// ```
 pub fn generate() -> Result<String, Error> {
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| Error::Invalid(format!("cannot read /dev/urandom for a token: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    let mut bytes = [0u8; TOKEN_BYTES];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| Error::Invalid(format!("the operating system's randomness: {e}")))?;
+    let mut hex = String::with_capacity(TOKEN_BYTES * 2);
+    for b in bytes {
+        // Writing to a String cannot fail.
+        let _ = write!(hex, "{b:02x}");
+    }
+    Ok(hex)
 }
 
 /// Writes `token` to `path`, readable and writable by the owner only, replacing any older one.
@@ -47,11 +67,21 @@ pub fn write(path: &Path, token: &str) -> Result<(), Error> {
 }
 
 /// Whether the `Authorization` header value `given` carries `token` (`Bearer <token>`),
-/// compared in constant time over the token's length.
+/// compared in constant time (`subtle`): how long a wrong token takes to refuse says nothing of
+/// how much of it was right. (A token of another length is refused at once; every token made
+/// here has the same length, so that says nothing either.)
+///
+/// # Examples
+/// ```
+/// use cairn::serve::token::accepts;
+/// assert!(accepts("abc123", Some("Bearer abc123")));
+/// assert!(!accepts("abc123", Some("Bearer abc124")));
+/// assert!(!accepts("abc123", Some("abc123")));
+/// assert!(!accepts("abc123", None));
+/// ```
 pub fn accepts(token: &str, given: Option<&str>) -> bool {
     let Some(given) = given.and_then(|g| g.strip_prefix("Bearer ")) else { return false };
-    let (a, b) = (token.as_bytes(), given.trim().as_bytes());
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    !token.is_empty() && bool::from(token.as_bytes().ct_eq(given.trim().as_bytes()))
 }
 
 #[cfg(test)]
@@ -65,6 +95,9 @@ mod tests {
         assert!(accepts(&t, Some(&format!("Bearer {t}"))));
         assert!(!accepts(&t, Some(&t)));
         assert!(!accepts(&t, Some("Bearer ")));
+        assert!(!accepts(&t, Some(&format!("Bearer {}", &t[..63]))));
         assert!(!accepts(&t, None));
+        assert!(!accepts("", Some("Bearer ")), "an empty token accepts nothing");
+        assert_ne!(generate().unwrap(), t, "two tokens differ");
     }
 }

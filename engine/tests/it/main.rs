@@ -55,6 +55,8 @@ mod scale;
 mod schedules;
 #[cfg(feature = "http")]
 mod serve;
+#[cfg(feature = "http")]
+mod serve_auth;
 mod signals;
 mod spans;
 mod telemetry;

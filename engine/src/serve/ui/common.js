@@ -5,7 +5,7 @@
 const cairn = (() => {
   /** GET a JSON route; throws an Error with the endpoint's message on a 4xx/5xx. */
   async function api(path) {
-    const resp = await fetch(path, { headers: { accept: "application/json" } });
+    const resp = await fetch(path, { headers: withToken({ accept: "application/json" }) });
     const text = await resp.text();
     let body;
     try { body = JSON.parse(text); } catch (_) { body = text; }
@@ -18,7 +18,7 @@ const cairn = (() => {
 
   /** GET a route as text (SVG pictures). */
   async function text(path) {
-    const resp = await fetch(path);
+    const resp = await fetch(path, { headers: withToken({}) });
     const t = await resp.text();
     if (!resp.ok) {
       let why = t;
@@ -97,6 +97,11 @@ const cairn = (() => {
     }
   }
   function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
+  /** `headers` with the token when this tab has one: a public endpoint's reads need it. */
+  function withToken(headers) {
+    const t = token();
+    return t ? Object.assign(headers, { authorization: `Bearer ${t}` }) : headers;
+  }
   function setToken(t) {
     if (t) sessionStorage.setItem(TOKEN_KEY, t.trim());
     else sessionStorage.removeItem(TOKEN_KEY);
