@@ -29,9 +29,39 @@ pub(super) struct Endpoint {
     agent: ureq::Agent,
 }
 
+/// Longest a read waits for an engine that holds the file, and announces no live endpoint yet,
+/// to announce one. An engine that serves one (`cairn demo`, `cairn serve`) holds the file from
+/// its open, through its recovery (which reads every unfinished thread), until its listener is
+/// bound and announced: a read started in that window waits for the endpoint instead of saying
+/// the file is held (exit 4). An engine that serves none keeps the file without announcing
+/// anything: the read says so after this wait.
+pub(super) const ENDPOINT_WAIT_MS: u64 = 5_000;
+
+/// How often a read waiting for an endpoint looks again.
+const ENDPOINT_RETRY_MS: u64 = 25;
+
 /// The live endpoint announced for `db`, or `None` (no announcement, a malformed one, or one
-/// left by an engine that is gone): then the command reads the file.
+/// left by an engine that is gone): then the command reads the file. While an engine holds the
+/// file for writing without a live announcement (it is opening and recovering), waits up to
+/// [`ENDPOINT_WAIT_MS`] for one.
 pub(super) fn find(db: &Path) -> Option<Endpoint> {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(endpoint) = live(db) {
+            return Some(endpoint);
+        }
+        if started.elapsed() >= Duration::from_millis(ENDPOINT_WAIT_MS)
+            || crate::api::builder::is_postgres_url(db)
+            || !cairn_storage::RedbStore::held_for_writing(db)
+        {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(ENDPOINT_RETRY_MS));
+    }
+}
+
+/// The live endpoint announced for `db` now, if any.
+fn live(db: &Path) -> Option<Endpoint> {
     let endpoint = discovery::find(db).ok().flatten()?;
     if !process_runs(endpoint.pid) {
         return None;

@@ -22,4 +22,5 @@ mod resume;
 mod retention;
 mod schedule;
 mod serve;
+mod starting;
 mod through;

@@ -175,7 +175,8 @@ impl RedbStore {
     /// # Errors
     ///
     /// [`Error::NotCairn`] for a file that is not a Cairn database (left untouched),
-    /// [`Error::NewerFormat`], [`Error::Locked`] if another handle has it open, storage errors.
+    /// [`Error::NewerFormat`], [`Error::Locked`] if another handle has it open for writing (at
+    /// once), or readers in place still hold it after [`READERS_WAIT_MS`]; storage errors.
     ///
     /// # Examples
     ///
@@ -281,7 +282,8 @@ impl RedbStore {
 
     /// Opens the database at `path` read-only where it is, without copying it: reads go to the
     /// file (memory does not grow with it), and a shared lock is held until the store is
-    /// dropped, so no engine can open the file for writing meanwhile. A file left unclean by a
+    /// dropped, so no engine can open the file for writing meanwhile (an engine's open waits up
+    /// to [`READERS_WAIT_MS`] for readers to let it go). A file left unclean by a
     /// crash, or of an older format, is read as a snapshot copy instead (as
     /// [`RedbStore::open_read_only`]): redb may not repair or migrate a file it opens
     /// read-only.
@@ -311,6 +313,27 @@ impl RedbStore {
             in_place::Opened::Copy(db) => Db::Full(Arc::new(db)),
         };
         Ok(RedbStore::read_only(db, path))
+    }
+
+    /// Whether a process (this one included) holds the database file at `path` open for
+    /// writing: an engine runs on it. False for a file only readers hold, a file nobody holds,
+    /// and anything that is not a database file. It takes and drops a shared lock on the file.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cairn_storage::{Options, RedbStore};
+    /// let dir = tempfile::tempdir().expect("temp dir");
+    /// let path = dir.path().join("cairn.db");
+    /// let writer = RedbStore::open(&path, Options::default())?;
+    /// assert!(RedbStore::held_for_writing(&path));
+    /// writer.close()?;
+    /// assert!(!RedbStore::held_for_writing(&path));
+    /// # Ok::<(), cairn_storage::Error>(())
+    /// ```
+    pub fn held_for_writing(path: impl AsRef<Path>) -> bool {
+        let path = path.as_ref();
+        path.is_file() && in_place::held_for_writing(path)
     }
 
     /// A store without a writer reading through `db`.
@@ -392,7 +415,7 @@ impl RedbStore {
     /// it is a Cairn database this build reads.
     fn open_file(path: &Path, options: Options) -> Result<RedbStore, Error> {
         guard("open", || snapshot::precheck(path, &options))?;
-        let db = guard("open", || options.builder().create(path).map_err(open_error))?;
+        let db = open_past_readers(path, &options)?;
         RedbStore::start(db, options, Some(path.to_path_buf()), false, Arc::new(crate::SystemClock))
     }
 
@@ -575,6 +598,38 @@ fn initialise(db: &Database) -> Result<(), Error> {
     let txn = db.begin_write().map_err(|e| Error::storage("begin write", e))?;
     tables::initialise(&txn, created_at_ms)?;
     txn.commit().map_err(|e| Error::storage("commit", e))
+}
+
+/// Longest an open for writing waits for readers in place (a CLI read holding the file's shared
+/// lock while it reads: a listing, a `show`, a `verify`) to let the file go before it is refused
+/// as [`Error::Locked`]. A read in place of a page takes milliseconds, a `verify` of a large
+/// file a few seconds; an engine started while one runs waits for it instead of failing. A file
+/// held for writing (another engine) is refused at once, without this wait.
+pub const READERS_WAIT_MS: u64 = 5_000;
+
+/// How often an open waiting for readers tries again.
+const READERS_RETRY_MS: u64 = 20;
+
+/// Opens `path` for writing; while only readers in place hold it (their shared lock refuses a
+/// writer, see [`in_place::held_for_writing`]), tries again for up to [`READERS_WAIT_MS`].
+fn open_past_readers(path: &Path, options: &Options) -> Result<Database, Error> {
+    let started = std::time::Instant::now();
+    let mut waited = false;
+    loop {
+        match guard("open", || options.builder().create(path).map_err(open_error)) {
+            Err(Error::Locked)
+                if started.elapsed() < Duration::from_millis(READERS_WAIT_MS)
+                    && !in_place::held_for_writing(path) =>
+            {
+                if !waited {
+                    tracing::info!(path = %path.display(), "waiting for readers to let the file go");
+                    waited = true;
+                }
+                std::thread::sleep(Duration::from_millis(READERS_RETRY_MS));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Maps redb's open errors onto ours.
