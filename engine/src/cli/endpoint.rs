@@ -9,6 +9,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use cairn_storage::RedbStore;
 use serde_json::Value;
 
 use super::EXIT_FAILED;
@@ -44,19 +45,31 @@ const ENDPOINT_RETRY_MS: u64 = 25;
 /// left by an engine that is gone): then the command reads the file. While an engine holds the
 /// file for writing without a live announcement (it is opening and recovering), waits up to
 /// [`ENDPOINT_WAIT_MS`] for one.
+///
+/// `None` with the file free: the file is opened for reading here already
+/// ([`RedbStore::open_read_only_in_place_ahead`]), and the command's own read-only open takes
+/// that over. An engine starting between this look and the command's open would otherwise hold
+/// the file by then, and the command, having looked for its endpoint too early, would say the
+/// file is held (exit 4). A command that opens the file for writing instead lets it go first.
 pub(super) fn find(db: &Path) -> Option<Endpoint> {
     let started = std::time::Instant::now();
     loop {
         if let Some(endpoint) = live(db) {
             return Some(endpoint);
         }
-        if started.elapsed() >= Duration::from_millis(ENDPOINT_WAIT_MS)
-            || crate::api::builder::is_postgres_url(db)
-            || !cairn_storage::RedbStore::held_for_writing(db)
-        {
+        if crate::api::builder::is_postgres_url(db) {
             return None;
         }
-        std::thread::sleep(Duration::from_millis(ENDPOINT_RETRY_MS));
+        match RedbStore::open_read_only_in_place_ahead(db) {
+            // An engine holds the file: it announces its endpoint once it is up.
+            Err(cairn_storage::Error::Locked)
+                if started.elapsed() < Duration::from_millis(ENDPOINT_WAIT_MS) =>
+            {
+                std::thread::sleep(Duration::from_millis(ENDPOINT_RETRY_MS));
+            }
+            // Opened ahead, held past the wait, or an error the command's own open says.
+            _ => return None,
+        }
     }
 }
 
