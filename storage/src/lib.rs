@@ -117,7 +117,7 @@ pub use queue::{
     check_name as check_queue_name,
 };
 pub use reading::Reading;
-pub use redb::{FORMAT_VERSION, Options, RedbStore};
+pub use redb::{FORMAT_VERSION, Options, READERS_WAIT_MS, RedbStore};
 pub use signal::{NewSignal, Signal};
 pub use store::{
     CheckpointFilter, DriverMessage, DueThread, Durability, Page, Problem, Scope, Store, StoreExt,

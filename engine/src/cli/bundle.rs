@@ -184,18 +184,33 @@ async fn import(args: FileArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> 
     let result = engine.import_bundle(&bundle).await;
     engine.shutdown().await;
     let id = result?;
+    // A seed-format thread is imported for viewing: said here, exactly, since it looks like any
+    // other thread in a listing.
+    let seed = crate::debug::is_seed_workflow(&bundle.metadata.workflow);
     if args.common.json {
-        return print_json(&json!({
+        let mut out = json!({
             "thread": id.as_str(),
             "events": bundle.events.events.len(),
             "db": args.common.db.display().to_string(),
-        }));
+        });
+        if seed {
+            out["seed_format"] = json!({
+                "version": crate::debug::SEED_VERSION,
+                "reads": crate::debug::SEED_THREAD_READS,
+                "controls": crate::debug::SEED_THREAD_CONTROLS,
+                "refused": crate::debug::SEED_THREAD_REFUSED,
+            });
+        }
+        return print_json(&out);
     }
     print_text(&format!(
         "imported thread {id} ({} events) into {}",
         bundle.events.events.len(),
         args.common.db.display()
     ));
+    if seed {
+        print_text(&crate::debug::seed_thread_note(id.as_str()));
+    }
     Ok(())
 }
 

@@ -10,6 +10,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use cairn_storage::RedbStore;
 use serde_json::Value;
 
 use super::EXIT_FAILED;
@@ -32,9 +33,51 @@ pub(super) struct Endpoint {
     token: Option<String>,
 }
 
+/// Longest a read waits for an engine that holds the file, and announces no live endpoint yet,
+/// to announce one. An engine that serves one (`cairn demo`, `cairn serve`) holds the file from
+/// its open, through its recovery (which reads every unfinished thread), until its listener is
+/// bound and announced: a read started in that window waits for the endpoint instead of saying
+/// the file is held (exit 4). An engine that serves none keeps the file without announcing
+/// anything: the read says so after this wait.
+pub(super) const ENDPOINT_WAIT_MS: u64 = 5_000;
+
+/// How often a read waiting for an endpoint looks again.
+const ENDPOINT_RETRY_MS: u64 = 25;
+
 /// The live endpoint announced for `db`, or `None` (no announcement, a malformed one, or one
-/// left by an engine that is gone): then the command reads the file.
+/// left by an engine that is gone): then the command reads the file. While an engine holds the
+/// file for writing without a live announcement (it is opening and recovering), waits up to
+/// [`ENDPOINT_WAIT_MS`] for one.
+///
+/// `None` with the file free: the file is opened for reading here already
+/// ([`RedbStore::open_read_only_in_place_ahead`]), and the command's own read-only open takes
+/// that over. An engine starting between this look and the command's open would otherwise hold
+/// the file by then, and the command, having looked for its endpoint too early, would say the
+/// file is held (exit 4). A command that opens the file for writing instead lets it go first.
 pub(super) fn find(db: &Path) -> Option<Endpoint> {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(endpoint) = live(db) {
+            return Some(endpoint);
+        }
+        if crate::api::builder::is_postgres_url(db) {
+            return None;
+        }
+        match RedbStore::open_read_only_in_place_ahead(db) {
+            // An engine holds the file: it announces its endpoint once it is up.
+            Err(cairn_storage::Error::Locked)
+                if started.elapsed() < Duration::from_millis(ENDPOINT_WAIT_MS) =>
+            {
+                std::thread::sleep(Duration::from_millis(ENDPOINT_RETRY_MS));
+            }
+            // Opened ahead, held past the wait, or an error the command's own open says.
+            _ => return None,
+        }
+    }
+}
+
+/// The live endpoint announced for `db` now, if any.
+fn live(db: &Path) -> Option<Endpoint> {
     let endpoint = discovery::find(db).ok().flatten()?;
     if !process_runs(endpoint.pid) {
         return None;

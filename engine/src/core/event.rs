@@ -325,9 +325,14 @@ pub enum Body {
         /// The message.
         message: Message,
     },
-    /// The thread was found unfinished when the engine opened.
+    /// The thread's work is driven again after its runner died (or stalled past its lease): it
+    /// was found unfinished when the engine opened (or at a look for work on a shared database),
+    /// or a runner took it over from another engine instance's runner that never let it go (a
+    /// sub-workflow child driven on by its recovered parent). What was in flight when the old
+    /// runner stopped (a `tool_called` without its `tool_returned`, say) runs again after it.
     Recovered {
-        /// What the engine did with it: "resumed" or "parked".
+        /// What the engine did with it: "resumed" (by recovery), "parked" (by recovery, for a
+        /// `resume`), or "taken over" (by a runner, from another engine instance's).
         action: String,
     },
     /// The thread finished; its output (the final state).

@@ -25,7 +25,8 @@ impl Engine {
     /// [`Error::UnknownThread`]; [`Error::Invalid`] for a seq outside the thread, a checkpoint of
     /// another thread, an update that does not apply, or a fork id that exists already;
     /// [`Error::UnknownWorkflow`] if the workflow the origin ran at that point is not registered;
-    /// storage errors.
+    /// [`Error::Invalid`] for a thread imported from a seed-format bundle (it has no Cairn
+    /// workflow); storage errors.
     ///
     /// # Examples
     /// ```no_run
@@ -67,6 +68,14 @@ impl Engine {
         if seq == 0 || seq > last {
             return Err(Error::Invalid(format!(
                 "thread {origin} has events 1..={last}; cannot fork at seq {seq}"
+            )));
+        }
+        if super::is_seed_workflow(&record.workflow) {
+            // Said as it is, not as a workflow to register: no build has a seed thread's.
+            return Err(Error::Invalid(format!(
+                "thread {origin} was imported from a seed-format ({}) bundle and has no Cairn \
+                 workflow to fork onto",
+                super::SEED_VERSION
             )));
         }
         let wf = self.workflow_at(&origin, seq).await?;

@@ -72,7 +72,10 @@ pub use failure_export::FailureExport;
 pub(crate) use redact::Redactor;
 pub use redact::{REDACTED, Redaction};
 pub use rollback::{ROLLBACK_TAG, ROLLED_BACK_TO_FIELD};
-pub use seed_names::{SEED_VERSION, SEED_WORKFLOW_ID, seed_event_kind};
+pub use seed_names::{
+    SEED_THREAD_CONTROLS, SEED_THREAD_READS, SEED_THREAD_REFUSED, SEED_VERSION, SEED_WORKFLOW_ID,
+    is_seed_workflow, seed_event_kind, seed_thread_note,
+};
 pub use trace::{TraceQuery, TraceScope, TracedMessage};
 
 #[allow(unused_imports, reason = "linked from the module docs")]

@@ -28,8 +28,11 @@
 //! - The thread's status, which the seed does not record: `failed` if the last event is an
 //!   `error`, `completed` if `task.progress` is 100, otherwise `paused`, so that nothing resumes
 //!   it. Its workflow is [`SEED_WORKFLOW_ID`], which no Cairn binary has: an imported seed
-//!   thread can be shown, its events listed and (when it has a checkpoint) exported again;
-//!   `state_at`, replay, fork and resume need its workflow, so they refuse it.
+//!   thread is for viewing. It is read ([`SEED_THREAD_READS`](super::SEED_THREAD_READS): shown,
+//!   its events and checkpoints listed, exported again when it has a checkpoint) and controlled
+//!   ([`SEED_THREAD_CONTROLS`](super::SEED_THREAD_CONTROLS)); `state_at`, replay, fork, resume,
+//!   input and rollback need its workflow, so they refuse it
+//!   ([`SEED_THREAD_REFUSED`](super::SEED_THREAD_REFUSED)). `cairn bundle import` says so.
 //!
 //! | seed `type`       | Cairn kind         | body built from the seed event                      |
 //! |-------------------|--------------------|-----------------------------------------------------|

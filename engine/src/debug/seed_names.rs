@@ -9,6 +9,38 @@ pub const SEED_VERSION: &str = "0.1.0";
 /// The workflow id a converted seed thread is pinned to (version 0): no Cairn workflow has it.
 pub const SEED_WORKFLOW_ID: &str = "seed";
 
+/// What a thread imported from a seed-format bundle can be read with here (`cairn` commands):
+/// everything that reads its log, record and checkpoints, none of which needs a workflow.
+pub const SEED_THREAD_READS: &[&str] =
+    &["show", "events", "threads", "checkpoints", "checkpoint show", "bundle export", "verify"];
+
+/// The controls a thread imported from a seed-format bundle takes: they write its status, which
+/// needs no workflow (it was imported paused, failed or completed, so nothing resumes it).
+pub const SEED_THREAD_CONTROLS: &[&str] = &["pause", "cancel", "delete"];
+
+/// What refuses a thread imported from a seed-format bundle (exit 1): each needs the thread's
+/// workflow (its reducer or its nodes), and the seed format records none Cairn has. Its workflow
+/// is [`SEED_WORKFLOW_ID`] v0, which no build registers.
+pub const SEED_THREAD_REFUSED: &[&str] =
+    &["state", "replay", "fork", "resume", "input", "rollback"];
+
+/// One sentence saying what the imported seed thread `thread` can and cannot do (the text
+/// `cairn bundle import` prints).
+pub fn seed_thread_note(thread: &str) -> String {
+    format!(
+        "{thread} comes from a seed-format ({SEED_VERSION}) bundle and has no Cairn workflow: it \
+         can be read ({}) and controlled ({}), not run: {} refuse it (they need its workflow)",
+        SEED_THREAD_READS.join(", "),
+        SEED_THREAD_CONTROLS.join(", "),
+        SEED_THREAD_REFUSED.join(", ")
+    )
+}
+
+/// Whether a thread pinned to `workflow` was imported from a seed-format bundle.
+pub fn is_seed_workflow(workflow: &cairn_storage::WorkflowRef) -> bool {
+    workflow.id == SEED_WORKFLOW_ID && workflow.version == 0
+}
+
 /// The Cairn event kind of a seed event type, `None` for a name the seed does not have.
 ///
 /// # Examples

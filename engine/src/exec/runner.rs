@@ -24,6 +24,14 @@ use crate::core::status::Transition;
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
 
+/// The `recovered` action of a thread recovery resumed at open (or at a look for work).
+pub(crate) const RECOVERED_RESUMED: &str = "resumed";
+
+/// The `recovered` action of a thread a runner took over from another engine instance's runner
+/// that never let it go (a sub-workflow child driven again by its recovered parent, a thread
+/// whose lease lapsed on a shared database).
+pub(crate) const RECOVERED_TAKEN_OVER: &str = "taken over";
+
 /// Why a drive returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Exit {
@@ -84,8 +92,17 @@ impl Runner {
     /// runner was written, and it must stop.
     pub async fn begin(&mut self, reason: &str) -> Result<bool, Error> {
         let now = self.now();
+        let taken_over =
+            self.record.lease.as_ref().is_some_and(|lease| lease.owner != self.shell.owner);
         if reason.starts_with("recovered") {
-            self.emit(Body::Recovered { action: "resumed".into() }, now)?;
+            self.emit(Body::Recovered { action: RECOVERED_RESUMED.into() }, now)?;
+        } else if taken_over {
+            // A runner of another engine instance held the thread and never let it go (its
+            // process died, or it stalled past its lease): whatever it had begun is driven again
+            // here, so the thread's own log says so, as recovery's does. A sub-workflow child of
+            // a recovered parent comes here (its parent's node drives it, not recovery), and so
+            // does a thread taken over on a shared database by any other path than recovery.
+            self.emit(Body::Recovered { action: RECOVERED_TAKEN_OVER.into() }, now)?;
         }
         // Woken threads (input, timer, resume) were moved to Running by the write that woke them.
         if self.ctx.meta.status != ThreadStatus::Running {

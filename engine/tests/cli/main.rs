@@ -21,5 +21,7 @@ mod readme;
 mod resume;
 mod retention;
 mod schedule;
+mod seed_import;
 mod serve;
+mod starting;
 mod through;

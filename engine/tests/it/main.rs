@@ -45,6 +45,7 @@ mod queues_crash;
 mod queues_many;
 #[cfg(feature = "postgres")]
 mod queues_pg;
+mod recovered_child;
 mod recovery;
 mod recovery_paging;
 mod recovery_policy;

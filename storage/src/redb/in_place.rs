@@ -81,6 +81,19 @@ pub(crate) fn open(path: &Path, cache_bytes: usize) -> Result<Opened, Error> {
     }
 }
 
+/// Whether a process (or another handle in this one) holds `path` for writing, when an open for
+/// writing was refused as locked: a read-only open shares the file's lock with readers in place
+/// and is refused only by a writer's. Any other outcome of that open (it succeeds, or fails for
+/// another reason than the lock) means no writer holds the file: what refused the open was
+/// readers' shared lock, which they let go when their read is done.
+pub(crate) fn held_for_writing(path: &Path) -> bool {
+    let opened = guard("open read-only", || Ok(Builder::new().open_read_only(path)));
+    matches!(
+        opened,
+        Ok(Err(DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch))
+    )
+}
+
 /// The snapshot path, said in the log (memory then grows with the file: a reader wondering why
 /// finds out with `CAIRN_LOG=cairn_storage=info`).
 fn copy(path: &Path, why: &str) -> Result<Opened, Error> {
@@ -96,5 +109,42 @@ fn open_file_error(path: &Path, error: std::io::Error) -> Error {
             Error::PermissionDenied { op: "open the database file read-only" }
         }
         _ => Error::storage("open database file", error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use crate::{Error, Options, READERS_WAIT_MS, RedbStore};
+
+    /// A reader in place holds the file's shared lock: an open for writing waits for it to let
+    /// go and opens; a file held for writing is refused at once, without that wait.
+    #[test]
+    fn a_writer_waits_for_readers_and_not_for_a_writer() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("cairn.db");
+        RedbStore::open(&path, Options::default()).expect("create").close().expect("close");
+        let reader = RedbStore::open_read_only_in_place(&path).expect("in place");
+        assert!(!RedbStore::held_for_writing(&path), "readers only");
+        let released = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            drop(reader);
+        });
+        let started = Instant::now();
+        let writer = RedbStore::open(&path, Options::default()).expect("opened once read");
+        assert!(started.elapsed() >= Duration::from_millis(250), "{:?}", started.elapsed());
+        released.join().expect("reader thread");
+        assert!(RedbStore::held_for_writing(&path));
+
+        let started = Instant::now();
+        let refused = RedbStore::open(&path, Options::default());
+        assert!(matches!(refused, Err(Error::Locked)), "{:?}", refused.err());
+        assert!(
+            started.elapsed() < Duration::from_millis(READERS_WAIT_MS / 2),
+            "a writer's lock is not waited for: {:?}",
+            started.elapsed()
+        );
+        writer.close().expect("close");
     }
 }

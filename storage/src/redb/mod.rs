@@ -175,7 +175,8 @@ impl RedbStore {
     /// # Errors
     ///
     /// [`Error::NotCairn`] for a file that is not a Cairn database (left untouched),
-    /// [`Error::NewerFormat`], [`Error::Locked`] if another handle has it open, storage errors.
+    /// [`Error::NewerFormat`], [`Error::Locked`] if another handle has it open for writing (at
+    /// once), or readers in place still hold it after [`READERS_WAIT_MS`]; storage errors.
     ///
     /// # Examples
     ///
@@ -281,7 +282,8 @@ impl RedbStore {
 
     /// Opens the database at `path` read-only where it is, without copying it: reads go to the
     /// file (memory does not grow with it), and a shared lock is held until the store is
-    /// dropped, so no engine can open the file for writing meanwhile. A file left unclean by a
+    /// dropped, so no engine can open the file for writing meanwhile (an engine's open waits up
+    /// to [`READERS_WAIT_MS`] for readers to let it go). A file left unclean by a
     /// crash, or of an older format, is read as a snapshot copy instead (as
     /// [`RedbStore::open_read_only`]): redb may not repair or migrate a file it opens
     /// read-only.
@@ -306,11 +308,70 @@ impl RedbStore {
     /// ```
     pub fn open_read_only_in_place(path: impl AsRef<Path>) -> Result<RedbStore, Error> {
         let path = path.as_ref();
-        let db = match in_place::open(path, Options::default().cache_bytes)? {
-            in_place::Opened::InPlace(db) => Db::ReadOnly(db),
-            in_place::Opened::Copy(db) => Db::Full(Arc::new(db)),
+        let db = match ahead::take(path) {
+            Some(db) => db,
+            None => RedbStore::in_place_db(path)?,
         };
         Ok(RedbStore::read_only(db, path))
+    }
+
+    /// Opens `path` as [`RedbStore::open_read_only_in_place`] does, now, and keeps it for the
+    /// next `open_read_only_in_place` of the same path in this process, which takes it over.
+    /// For a reader that decides, before opening, how to read (through an engine's endpoint, or
+    /// the file): what it decided holds when it opens, since its shared lock (or its copy of an
+    /// unclean file) is taken at the moment it decides; an engine opening in between would
+    /// otherwise make its open [`Error::Locked`]. An open for writing of the same path in this
+    /// process lets the kept one go first. Keeps at most one (a second call replaces it).
+    ///
+    /// # Errors
+    ///
+    /// As [`RedbStore::open_read_only_in_place`] ([`Error::Locked`] while a writer holds it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cairn_storage::{Options, RedbStore};
+    /// let dir = tempfile::tempdir().expect("temp dir");
+    /// let path = dir.path().join("cairn.db");
+    /// RedbStore::open(&path, Options::default())?.close()?;
+    /// RedbStore::open_read_only_in_place_ahead(&path)?;
+    /// let reader = RedbStore::open_read_only_in_place(&path)?; // the one opened ahead
+    /// assert_eq!(reader.last_lsn().0, 0);
+    /// # Ok::<(), cairn_storage::Error>(())
+    /// ```
+    pub fn open_read_only_in_place_ahead(path: impl AsRef<Path>) -> Result<(), Error> {
+        let path = path.as_ref();
+        let db = RedbStore::in_place_db(path)?;
+        ahead::keep(path, db);
+        Ok(())
+    }
+
+    fn in_place_db(path: &Path) -> Result<Db, Error> {
+        Ok(match in_place::open(path, Options::default().cache_bytes)? {
+            in_place::Opened::InPlace(db) => Db::ReadOnly(db),
+            in_place::Opened::Copy(db) => Db::Full(Arc::new(db)),
+        })
+    }
+
+    /// Whether a process (this one included) holds the database file at `path` open for
+    /// writing: an engine runs on it. False for a file only readers hold, a file nobody holds,
+    /// and anything that is not a database file. It takes and drops a shared lock on the file.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cairn_storage::{Options, RedbStore};
+    /// let dir = tempfile::tempdir().expect("temp dir");
+    /// let path = dir.path().join("cairn.db");
+    /// let writer = RedbStore::open(&path, Options::default())?;
+    /// assert!(RedbStore::held_for_writing(&path));
+    /// writer.close()?;
+    /// assert!(!RedbStore::held_for_writing(&path));
+    /// # Ok::<(), cairn_storage::Error>(())
+    /// ```
+    pub fn held_for_writing(path: impl AsRef<Path>) -> bool {
+        let path = path.as_ref();
+        path.is_file() && in_place::held_for_writing(path)
     }
 
     /// A store without a writer reading through `db`.
@@ -391,8 +452,10 @@ impl RedbStore {
     /// Opens the regular, non-empty file at `path` for writing, after checking (read-only) that
     /// it is a Cairn database this build reads.
     fn open_file(path: &Path, options: Options) -> Result<RedbStore, Error> {
+        // This process's own read kept ahead would hold the writer out: let go first.
+        drop(ahead::take(path));
         guard("open", || snapshot::precheck(path, &options))?;
-        let db = guard("open", || options.builder().create(path).map_err(open_error))?;
+        let db = open_past_readers(path, &options)?;
         RedbStore::start(db, options, Some(path.to_path_buf()), false, Arc::new(crate::SystemClock))
     }
 
@@ -575,6 +638,68 @@ fn initialise(db: &Database) -> Result<(), Error> {
     let txn = db.begin_write().map_err(|e| Error::storage("begin write", e))?;
     tables::initialise(&txn, created_at_ms)?;
     txn.commit().map_err(|e| Error::storage("commit", e))
+}
+
+/// The read in place kept by [`RedbStore::open_read_only_in_place_ahead`] until its open.
+mod ahead {
+    use std::path::{Path, PathBuf};
+    use std::sync::{Mutex, PoisonError};
+
+    use super::Db;
+
+    static KEPT: Mutex<Option<(PathBuf, Db)>> = Mutex::new(None);
+
+    /// Paths compare as the files they name (`a.db` and `./a.db` are one file).
+    fn key(path: &Path) -> PathBuf {
+        std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+    }
+
+    pub(super) fn keep(path: &Path, db: Db) {
+        let previous = KEPT.lock().unwrap_or_else(PoisonError::into_inner).replace((key(path), db));
+        // Dropped outside the lock: closing a database may take a moment.
+        drop(previous);
+    }
+
+    /// The read kept for `path`, if any (taken: kept no more).
+    pub(super) fn take(path: &Path) -> Option<Db> {
+        let mut kept = KEPT.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.as_ref().is_some_and(|(at, _)| *at == key(path)) {
+            return kept.take().map(|(_, db)| db);
+        }
+        None
+    }
+}
+
+/// Longest an open for writing waits for readers in place (a CLI read holding the file's shared
+/// lock while it reads: a listing, a `show`, a `verify`) to let the file go before it is refused
+/// as [`Error::Locked`]. A read in place of a page takes milliseconds, a `verify` of a large
+/// file a few seconds; an engine started while one runs waits for it instead of failing. A file
+/// held for writing (another engine) is refused at once, without this wait.
+pub const READERS_WAIT_MS: u64 = 5_000;
+
+/// How often an open waiting for readers tries again.
+const READERS_RETRY_MS: u64 = 20;
+
+/// Opens `path` for writing; while only readers in place hold it (their shared lock refuses a
+/// writer, see [`in_place::held_for_writing`]), tries again for up to [`READERS_WAIT_MS`].
+fn open_past_readers(path: &Path, options: &Options) -> Result<Database, Error> {
+    let started = std::time::Instant::now();
+    let mut waited = false;
+    loop {
+        match guard("open", || options.builder().create(path).map_err(open_error)) {
+            Err(Error::Locked)
+                if started.elapsed() < Duration::from_millis(READERS_WAIT_MS)
+                    && !in_place::held_for_writing(path) =>
+            {
+                if !waited {
+                    tracing::info!(path = %path.display(), "waiting for readers to let the file go");
+                    waited = true;
+                }
+                std::thread::sleep(Duration::from_millis(READERS_RETRY_MS));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Maps redb's open errors onto ours.
