@@ -35,7 +35,21 @@ pub mod demo;
 pub mod model;
 
 pub use crate::api::channels;
-pub use crate::core::{codec, event, restore, status, thread_ctx};
+pub use crate::core::{event, status, thread_ctx};
+
+/// Event bodies as stored: their encoding, and decoding with the payload read from a store.
+pub mod codec {
+    pub use crate::core::codec::*;
+    pub use crate::exec::blocking::decode;
+}
+
+/// Restore: a thread's context at a seq (the latest checkpoint at or before it + the events
+/// after), as a machine without I/O ([`Restore`]) and driven with a store's sync reads
+/// ([`restore()`]).
+pub mod restore {
+    pub use crate::core::restore::*;
+    pub use crate::exec::blocking::restore;
+}
 
 pub use cairn_dsl as dsl;
 pub use cairn_storage as storage;

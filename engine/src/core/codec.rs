@@ -5,7 +5,7 @@
 //! record keeps an empty data field and the payload reference. Decoding reverses that and checks
 //! the payload's hash (storage does), so a damaged payload is an error, never wrong data.
 
-use cairn_storage::{Batch, Bookmark, Event, NewEvent, PayloadRef, Store, ThreadId};
+use cairn_storage::{Batch, Bookmark, Event, NewEvent, PayloadRef, ThreadId};
 
 use crate::core::event::Body;
 use crate::error::Error;
@@ -69,23 +69,27 @@ fn correlation_of(body: &Body) -> Option<String> {
     fits.then(|| id.clone())
 }
 
-/// Decodes a stored event's body as stored, fetching its payload when it was offloaded.
+/// Decodes a stored event's body as stored; an offloaded body must have been loaded into the
+/// event's `data` first (`cairn::codec::decode` reads it from a store).
 ///
 /// # Errors
-/// [`Error::Record`] if the data is not a body this engine understands; storage errors if the
-/// payload is missing or damaged.
-pub fn decode(store: &dyn Store, event: Event) -> Result<Recorded, Error> {
-    let mut bytes = match (&event.payload, event.data.is_empty()) {
-        (Some(r), true) => store.payload(r)?,
-        _ => event.data,
+/// [`Error::Record`] if the data is not a body this engine understands, or the body is
+/// offloaded and was not loaded.
+pub fn decode_loaded(event: Event) -> Result<Recorded, Error> {
+    let record_error = |detail: String| Error::Record {
+        thread: event.thread.to_string(),
+        seq: event.bookmark.seq.0,
+        detail,
     };
+    if crate::core::restore::offloaded(&event).is_some() {
+        return Err(record_error("the event's offloaded body was not loaded".into()));
+    }
+    let mut bytes = event.data;
     let body = match tag_first::decode(&mut bytes) {
         Some(body) => body,
-        None => body_of(&bytes).map_err(|e| Error::Record {
-            thread: event.thread.to_string(),
-            seq: event.bookmark.seq.0,
-            detail: format!("event body does not decode: {e}"),
-        })?,
+        None => {
+            body_of(&bytes).map_err(|e| record_error(format!("event body does not decode: {e}")))?
+        }
     };
     Ok(Recorded { bookmark: event.bookmark, thread: event.thread, body })
 }
@@ -94,20 +98,6 @@ pub fn decode(store: &dyn Store, event: Event) -> Result<Recorded, Error> {
 /// [`tag_first`] does not take).
 fn body_of(bytes: &[u8]) -> serde_json::Result<Body> {
     serde_json::from_slice(bytes)
-}
-
-/// [`decode`], then what the log cannot hold filled in from the store: the id of the
-/// checkpoint a `checkpoint_created` event announces (see [`Body::CheckpointCreated`]). What
-/// event streams and `cairn events` give; restore and replay fold the log as stored.
-///
-/// # Errors
-/// As [`decode`]; storage errors reading the checkpoint index.
-pub fn decode_announced(store: &dyn Store, event: Event) -> Result<Recorded, Error> {
-    let mut rec = decode(store, event)?;
-    if let Body::CheckpointCreated { checkpoint, .. } = &mut rec.body {
-        *checkpoint = store.checkpoint_covering(&rec.thread, rec.bookmark.seq)?;
-    }
-    Ok(rec)
 }
 
 /// Cuts `s` to at most `max` bytes on a char boundary (summaries are for people; the full

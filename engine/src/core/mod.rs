@@ -3,8 +3,10 @@
 //! Event bodies ([`event`]) and their codec to storage records ([`codec`]), the thread context
 //! and its fold ([`thread_ctx`]), the status table ([`status`]), the step decision
 //! (`decide`: what a step's task runs mean for the thread), and restore ([`restore`]: the
-//! latest checkpoint and the log after it, folded). Nothing here awaits, spawns or writes; the
-//! reads go through the storage crate's synchronous `Store` reads.
+//! latest checkpoint and the log after it, folded: a machine that says which read it needs
+//! next). Nothing here reads, awaits, spawns or writes: `exec/fetch.rs` makes the reads with the
+//! store's async reads and `exec/blocking.rs` with its sync ones (`it::core_pure` checks that no
+//! file here names the store).
 
 pub mod checkpoint_plan;
 pub(crate) mod children;

@@ -2,9 +2,21 @@
 //!
 //! The cost is one checkpoint load plus the events since that checkpoint, so it does not grow with
 //! the length of the thread's history as long as checkpoints are taken (periodic policy).
+//!
+//! [`Restore`] is the whole procedure without I/O: it says which read it needs next
+//! ([`Read`]), is handed the answer, and folds it, until it has the context. One driver makes
+//! the reads (`exec::fetch::restore`, with the store's async reads), so the engine, the debug
+//! tools, the test kit and the reliability suites all restore through this one machine.
+//!
+//! A checkpoint that fails its checks (damaged bytes, a snapshot that does not decode or does
+//! not match the seq it claims) is skipped with a warning: the next older one is used, and
+//! failing all of them the thread's first event. The log is the source of truth; checkpoints
+//! only bound the cost, so a damaged one costs time, never data.
+
+use std::collections::VecDeque;
 
 use cairn_dsl::DynWorkflow;
-use cairn_storage::{Checkpoint, CheckpointFilter, Page, Seq, Store, ThreadId};
+use cairn_storage::{Checkpoint, CheckpointId, CheckpointInfo, Event, PayloadRef, Seq, ThreadId};
 
 use crate::core::codec;
 use crate::core::thread_ctx::{Snapshot, ThreadCtx};
@@ -23,60 +35,277 @@ pub fn decode_snapshot(thread: &ThreadId, seq: u64, bytes: &[u8]) -> Result<Snap
     })
 }
 
-/// The context of `thread` after the event at `at` (or after its last event when `at` is None).
-///
-/// A checkpoint that fails its checks (damaged bytes, a snapshot that does not decode or does not
-/// match the seq it claims) is skipped with a warning: the next older one is used, and failing
-/// all of them the thread's first event. The log is the source of truth; checkpoints only bound
-/// the cost, so a damaged one costs time, never data.
-///
-/// # Errors
-/// [`Error::UnknownThread`] if the thread has no events; [`Error::Record`] if the log does not
-/// fold (damage or a different workflow); storage errors.
-pub fn restore(
-    store: &dyn Store,
-    wf: &DynWorkflow,
-    thread: &ThreadId,
-    at: Option<u64>,
-) -> Result<ThreadCtx, Error> {
-    let target = at.unwrap_or(u64::MAX);
-    let latest = store.latest_checkpoint_at_or_before(thread, Seq(target));
-    let from_checkpoint = match latest {
-        Ok(None) => None,
-        Ok(Some(cp)) => {
-            let covers = cp.covers.seq.0;
-            match from_checkpoint(wf, thread, &cp) {
-                Ok(ctx) => Some(ctx),
-                Err(e) if damage(&e) => older(store, wf, thread, covers, &e)?,
-                Err(e) => return Err(e),
+/// A read [`Restore`] needs, of its thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Read {
+    /// The newest checkpoint covering a seq at or before `at` ([`Answer::Checkpoint`]).
+    Latest {
+        /// The seq.
+        at: Seq,
+    },
+    /// The thread's checkpoints ([`Answer::Checkpoints`]), to find an older intact one.
+    Checkpoints,
+    /// One checkpoint ([`Answer::Checkpoint`]).
+    Checkpoint(CheckpointId),
+    /// The events from seq `from` to `to` ([`Answer::Events`]).
+    Range {
+        /// First seq.
+        from: Seq,
+        /// Last seq.
+        to: Seq,
+    },
+    /// At most `limit` events after seq `after` ([`Answer::Events`]).
+    Since {
+        /// The seq the events follow.
+        after: Seq,
+        /// Most events.
+        limit: usize,
+    },
+    /// An event's offloaded payload ([`Answer::Payload`]).
+    Payload(PayloadRef),
+}
+
+/// The answer to a [`Read`].
+#[derive(Debug, Clone)]
+pub enum Answer {
+    /// A checkpoint, or none.
+    Checkpoint(Option<Checkpoint>),
+    /// A list of checkpoints.
+    Checkpoints(Vec<CheckpointInfo>),
+    /// Events, in seq order.
+    Events(Vec<Event>),
+    /// A payload's bytes.
+    Payload(Vec<u8>),
+}
+
+/// What [`Restore::step`] asks for next.
+#[derive(Debug)]
+pub enum Next {
+    /// Make this read and hand the answer to the next [`Restore::step`].
+    Read(Read),
+    /// The restored context.
+    Done(Box<ThreadCtx>),
+}
+
+/// Where a [`Restore`] is.
+#[derive(Debug)]
+enum Phase {
+    /// Nothing asked yet; `created_only`: start from the first event, fold nothing after it.
+    Start { created_only: bool },
+    /// Asked for the latest checkpoint.
+    Latest,
+    /// A checkpoint was damaged: asked for the list, to try older ones below `below`.
+    List { below: u64 },
+    /// Asked for the first of `left` (older intact candidates, newest first).
+    Candidate { left: VecDeque<CheckpointId> },
+    /// Asked for the first event.
+    First,
+    /// Asked for the payload of the first event.
+    FirstPayload(Event),
+    /// Folding events onto `ctx`: `chunk` is the rest of the last page read, `full` whether
+    /// that page was full (more may follow); `waiting` an event whose payload was asked for.
+    Fold { ctx: Box<ThreadCtx>, chunk: VecDeque<Event>, full: bool, waiting: Option<Event> },
+    /// Finished (or failed).
+    Over,
+}
+
+/// The restore of one thread's context, as a machine without I/O: call [`Restore::step`] with
+/// `None`, then with the answer to each [`Read`] it asks for, until it says [`Next::Done`].
+/// `cairn::restore::restore` drives it with a store's reads.
+#[derive(Debug)]
+pub struct Restore<'w> {
+    wf: &'w DynWorkflow,
+    thread: ThreadId,
+    /// Fold up to this seq.
+    target: u64,
+    phase: Phase,
+}
+
+/// An answer, or the storage error the read failed with.
+pub type Answered = Result<Answer, cairn_storage::Error>;
+
+impl<'w> Restore<'w> {
+    /// The restore of `thread`'s context after the event at `at` (after its last event when
+    /// `None`).
+    pub fn new(wf: &'w DynWorkflow, thread: ThreadId, at: Option<u64>) -> Self {
+        let phase = Phase::Start { created_only: false };
+        Restore { wf, thread, target: at.unwrap_or(u64::MAX), phase }
+    }
+
+    /// The restore of the context right after `thread`'s first event (its creation).
+    pub fn created(wf: &'w DynWorkflow, thread: ThreadId) -> Self {
+        Restore { wf, thread, target: 1, phase: Phase::Start { created_only: true } }
+    }
+
+    /// Takes the answer to the last read asked for (`None` for the first call) and says what
+    /// is needed next.
+    ///
+    /// # Errors
+    /// [`Error::UnknownThread`] if the thread has no events; [`Error::Record`] if the log does
+    /// not fold (damage or a different workflow); the storage error of a read whose failure
+    /// restore cannot work around.
+    ///
+    /// # Panics
+    /// If called again after it returned [`Next::Done`] or an error, or with an answer of
+    /// another kind than the read asked for (a bug of the driver).
+    pub fn step(&mut self, answer: Option<Answered>) -> Result<Next, Error> {
+        let phase = std::mem::replace(&mut self.phase, Phase::Over);
+        Ok(match (phase, answer) {
+            (Phase::Start { created_only: true }, None) => self.first(),
+            (Phase::Start { created_only: false }, None) => {
+                self.phase = Phase::Latest;
+                Next::Read(Read::Latest { at: Seq(self.target) })
             }
-        }
-        Err(e) => {
-            let e = Error::from(e);
-            if !damage(&e) {
-                return Err(e);
+            (Phase::Latest, Some(Ok(Answer::Checkpoint(None)))) => self.first(),
+            (Phase::Latest, Some(Ok(Answer::Checkpoint(Some(cp))))) => {
+                match from_checkpoint(self.wf, &self.thread, &cp) {
+                    Ok(ctx) => self.folding(ctx),
+                    Err(e) if damage(&e) => self.older(cp.covers.seq.0, &e),
+                    Err(e) => return Err(e),
+                }
             }
-            older(store, wf, thread, target.saturating_add(1), &e)?
-        }
-    };
-    let mut ctx = match from_checkpoint {
-        Some(ctx) => ctx,
-        None => created(store, wf, thread)?,
-    };
-    loop {
-        let events = store.read_since(thread, Seq(ctx.meta.seq), limits::READ_CHUNK_EVENTS)?;
-        let n = events.len();
-        for event in events {
-            if event.bookmark.seq.0 > target {
-                return Ok(ctx);
+            (Phase::Latest, Some(Err(e))) => {
+                let e = Error::from(e);
+                if !damage(&e) {
+                    return Err(e);
+                }
+                self.older(self.target.saturating_add(1), &e)
             }
-            let rec = codec::decode(store, event)?;
-            ctx.apply(rec.bookmark.seq.0, rec.bookmark.at_ms, &rec.body)?;
+            (Phase::List { below }, Some(Ok(Answer::Checkpoints(mut infos)))) => {
+                infos.retain(|i| i.covers.seq.0 < below);
+                infos.sort_by(|a, b| b.covers.seq.cmp(&a.covers.seq).then(b.id.cmp(&a.id)));
+                let left = infos.into_iter().take(limits::RESTORE_FALLBACK_CHECKPOINTS_MAX);
+                self.candidate(left.map(|i| i.id).collect())
+            }
+            (Phase::List { .. }, Some(Err(e))) => {
+                // The index itself is damaged: the log alone still restores the thread.
+                tracing::warn!(thread = %self.thread, error = %e, "checkpoint list unreadable; folding the whole log");
+                self.first()
+            }
+            (Phase::Candidate { mut left }, Some(answer)) => {
+                let id = left.pop_front().expect("a candidate was asked for");
+                let loaded = match answer {
+                    Ok(Answer::Checkpoint(Some(cp))) => from_checkpoint(self.wf, &self.thread, &cp),
+                    Ok(Answer::Checkpoint(None)) => return Ok(self.candidate(left)),
+                    Ok(other) => panic!("a checkpoint was asked for, not {other:?}"),
+                    Err(e) => Err(e.into()),
+                };
+                match loaded {
+                    Ok(ctx) => self.folding(ctx),
+                    Err(e) if damage(&e) => {
+                        tracing::warn!(thread = %self.thread, checkpoint = id.0, error = %e, "checkpoint damaged");
+                        self.candidate(left)
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            (Phase::First, Some(answer)) => {
+                let Answer::Events(events) = answer? else {
+                    panic!("the first event was asked for")
+                };
+                let Some(event) = events.into_iter().next() else {
+                    return Err(Error::UnknownThread(self.thread.to_string()));
+                };
+                if let Some(r) = offloaded(&event) {
+                    let read = Read::Payload(r.clone());
+                    self.phase = Phase::FirstPayload(event);
+                    return Ok(Next::Read(read));
+                }
+                self.created_from(event)?
+            }
+            (Phase::FirstPayload(event), Some(answer)) => {
+                let Answer::Payload(data) = answer? else { panic!("a payload was asked for") };
+                self.created_from(Event { data, ..event })?
+            }
+            (Phase::Fold { ctx, chunk, full, waiting }, answer) => {
+                return self.fold(ctx, chunk, full, waiting, answer);
+            }
+            (phase, answer) => panic!("restore at {phase:?} given {answer:?}"),
+        })
+    }
+
+    /// Asks for the first event.
+    fn first(&mut self) -> Next {
+        self.phase = Phase::First;
+        Next::Read(Read::Range { from: Seq(1), to: Seq(1) })
+    }
+
+    /// The context the first event creates, and the events after it folded on (up to the
+    /// target).
+    fn created_from(&mut self, event: Event) -> Result<Next, Error> {
+        let rec = codec::decode_loaded(event)?;
+        let ctx = ThreadCtx::created(self.wf, self.thread.as_str(), &rec.body, rec.bookmark.at_ms)?;
+        if self.target <= 1 {
+            return Ok(Next::Done(Box::new(ctx)));
         }
-        if n < limits::READ_CHUNK_EVENTS {
-            return Ok(ctx);
+        Ok(self.folding(ctx))
+    }
+
+    fn folding(&mut self, ctx: ThreadCtx) -> Next {
+        let read = Read::Since { after: Seq(ctx.meta.seq), limit: limits::READ_CHUNK_EVENTS };
+        self.phase =
+            Phase::Fold { ctx: Box::new(ctx), chunk: VecDeque::new(), full: true, waiting: None };
+        Next::Read(read)
+    }
+
+    fn older(&mut self, below: u64, why: &Error) -> Next {
+        tracing::warn!(thread = %self.thread, error = %why, "checkpoint damaged; restoring from an older one");
+        self.phase = Phase::List { below };
+        Next::Read(Read::Checkpoints)
+    }
+
+    fn candidate(&mut self, left: VecDeque<CheckpointId>) -> Next {
+        match left.front() {
+            Some(id) => {
+                let read = Read::Checkpoint(*id);
+                self.phase = Phase::Candidate { left };
+                Next::Read(read)
+            }
+            None => self.first(),
         }
     }
+
+    /// Folds what is left of the page onto `ctx`, asking for payloads and further pages.
+    fn fold(
+        &mut self,
+        mut ctx: Box<ThreadCtx>,
+        mut chunk: VecDeque<Event>,
+        mut full: bool,
+        waiting: Option<Event>,
+        answer: Option<Answered>,
+    ) -> Result<Next, Error> {
+        if let Some(answer) = answer {
+            match (answer?, waiting) {
+                (Answer::Payload(data), Some(event)) => chunk.push_front(Event { data, ..event }),
+                (Answer::Events(events), None) => {
+                    full = events.len() >= limits::READ_CHUNK_EVENTS;
+                    chunk = events.into();
+                }
+                (other, _) => panic!("folding given {other:?}"),
+            }
+        }
+        while let Some(event) = chunk.pop_front() {
+            if event.bookmark.seq.0 > self.target {
+                return Ok(Next::Done(ctx));
+            }
+            if let Some(r) = offloaded(&event) {
+                let read = Read::Payload(r.clone());
+                self.phase = Phase::Fold { ctx, chunk, full, waiting: Some(event) };
+                return Ok(Next::Read(read));
+            }
+            let rec = codec::decode_loaded(event)?;
+            ctx.apply(rec.bookmark.seq.0, rec.bookmark.at_ms, &rec.body)?;
+        }
+        if !full {
+            return Ok(Next::Done(ctx));
+        }
+        Ok(self.folding(*ctx))
+    }
+}
+
+/// The payload to read before `event` decodes: its body was offloaded and is not loaded yet.
+pub(crate) fn offloaded(event: &Event) -> Option<&PayloadRef> {
+    event.payload.as_ref().filter(|_| event.data.is_empty())
 }
 
 /// The context a checkpoint holds, checked against the seq it claims to cover.
@@ -107,58 +336,4 @@ pub(crate) fn damage(e: &Error) -> bool {
             | Error::Codec(_)
             | Error::Storage(cairn_storage::Error::Corrupted { .. })
     )
-}
-
-/// The context of the newest intact checkpoint of `thread` covering a seq below `below`, or
-/// `None` when there is none (restore then folds from the first event). Tries at most
-/// [`limits::RESTORE_FALLBACK_CHECKPOINTS_MAX`] of them.
-fn older(
-    store: &dyn Store,
-    wf: &DynWorkflow,
-    thread: &ThreadId,
-    below: u64,
-    why: &Error,
-) -> Result<Option<ThreadCtx>, Error> {
-    tracing::warn!(thread = %thread, error = %why, "checkpoint damaged; restoring from an older one");
-    let filter = CheckpointFilter { thread: Some(thread.clone()), ..CheckpointFilter::default() };
-    let page = Page { limit: limits::READ_CHUNK_EVENTS, offset: 0 };
-    let mut infos = match store.list_checkpoints(&filter, page) {
-        Ok(infos) => infos,
-        Err(e) => {
-            // The index itself is damaged: the log alone still restores the thread.
-            tracing::warn!(thread = %thread, error = %e, "checkpoint list unreadable; folding the whole log");
-            return Ok(None);
-        }
-    };
-    infos.retain(|i| i.covers.seq.0 < below);
-    infos.sort_by(|a, b| b.covers.seq.cmp(&a.covers.seq).then(b.id.cmp(&a.id)));
-    for info in infos.into_iter().take(limits::RESTORE_FALLBACK_CHECKPOINTS_MAX) {
-        let loaded = match store.checkpoint(info.id) {
-            Ok(Some(cp)) => from_checkpoint(wf, thread, &cp),
-            Ok(None) => continue,
-            Err(e) => Err(e.into()),
-        };
-        match loaded {
-            Ok(ctx) => return Ok(Some(ctx)),
-            Err(e) if damage(&e) => {
-                tracing::warn!(thread = %thread, checkpoint = info.id.0, error = %e, "checkpoint damaged");
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(None)
-}
-
-/// The context after the thread's first event.
-pub(crate) fn created(
-    store: &dyn Store,
-    wf: &DynWorkflow,
-    thread: &ThreadId,
-) -> Result<ThreadCtx, Error> {
-    let first = store.read_range(thread, Seq(1), Seq(1))?;
-    let Some(event) = first.into_iter().next() else {
-        return Err(Error::UnknownThread(thread.to_string()));
-    };
-    let rec = codec::decode(store, event)?;
-    ThreadCtx::created(wf, thread.as_str(), &rec.body, rec.bookmark.at_ms)
 }

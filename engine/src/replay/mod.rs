@@ -179,11 +179,11 @@ pub(crate) async fn replay_after(
         let n = events.len();
         for event in events {
             // An offloaded payload is read here, awaited (`core` decodes what it is given).
-            let event = match (&event.payload, event.data.is_empty()) {
-                (Some(r), true) => Event { data: store.payload_async(r).await?, ..event },
-                _ => event,
+            let event = match crate::core::restore::offloaded(&event) {
+                Some(r) => Event { data: store.payload_async(r).await?, ..event },
+                None => event,
             };
-            let rec = codec::decode(store, event)?;
+            let rec = codec::decode_loaded(event)?;
             let seq = rec.bookmark.seq.0;
             after = seq;
             match &rec.body {

@@ -195,7 +195,7 @@ impl CrashHarness {
                 ThreadStatus::Sleeping => {
                     runner_released(engine, &self.thread).await;
                     let wf = engine.workflow_of(&self.thread).await?;
-                    let ctx = crate::core::restore::restore(
+                    let ctx = crate::exec::blocking::restore(
                         engine.store().as_ref(),
                         &wf,
                         &self.thread,

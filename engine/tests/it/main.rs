@@ -14,6 +14,7 @@ mod cdp;
 mod checkpoints;
 mod common;
 mod controls;
+mod core_pure;
 mod crash;
 mod crash_controls;
 #[cfg(feature = "postgres")]
