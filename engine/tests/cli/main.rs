@@ -21,5 +21,6 @@ mod readme;
 mod resume;
 mod retention;
 mod schedule;
+mod schedule_run;
 mod serve;
 mod through;
