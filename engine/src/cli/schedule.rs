@@ -183,14 +183,17 @@ fn schedule_input(
     match wf.state_from_json(&value) {
         Ok(_) => Ok(value),
         Err(e) if input.is_none() => {
-            // What an empty object lacks names a field it needs.
-            let lacks = wf.state_from_json(&Value::Object(serde_json::Map::new())).err();
-            let why = lacks.map_or_else(|| e.to_string(), |l| l.to_string());
+            // What an empty object lacks names a field the input needs.
+            let empty = Value::Object(serde_json::Map::new());
+            let why = match wf.state_from_json(&empty) {
+                Err(lacks) => format!("an empty object is not one: {lacks}"),
+                Ok(_) => format!("null is not one: {e}"),
+            };
             Err(usage(format!(
-                "{} v{} needs an input and none was given: pass --input with a JSON state of it \
-                 ({why})",
-                wf.id(),
-                wf.version()
+                "{id} v{v} needs an input and none was given: pass --input with a JSON object, a \
+                 state of {id} ({why})",
+                id = wf.id(),
+                v = wf.version()
             )))
         }
         Err(e) => Err(usage(format!(

@@ -5,6 +5,7 @@
 mod checkpoint;
 mod control;
 mod debug;
+mod exit_codes;
 mod files;
 mod harness;
 mod health;
