@@ -173,8 +173,8 @@ fn export_query(args: &ExportArgs) -> Vec<(&'static str, String)> {
 }
 
 fn read_bundle(file: &PathBuf) -> anyhow::Result<Bundle> {
-    let bytes = std::fs::read(file)
-        .map_err(|e| fail(EXIT_FAILED, format!("cannot read {}: {e}", file.display())))?;
+    let bytes =
+        std::fs::read(file).map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
     Ok(Bundle::from_bytes(&bytes)?)
 }
 

@@ -30,8 +30,8 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | success |
-//! | 1 | the operation failed (unknown thread or schedule, refused transition, a resumed thread failed, a bundle file that cannot be read, ...) |
-//! | 2 | bad usage: an unknown command or flag, or any invalid argument value, whether clap or the command finds it (checked before the database is opened where it can be) |
+//! | 1 | the operation failed (unknown thread or schedule, refused transition, a resumed thread failed, ...) |
+//! | 2 | bad usage: an unknown command or flag, or any invalid argument value, whether clap or the command finds it (checked before the database is opened where it can be), a file named as an argument that cannot be read (a bundle, `--update @FILE`) |
 //! | 3 | damage found (`verify`, a damaged record met by any command, a file too damaged to open) |
 //! | 4 | the database file cannot be opened: missing (or its directory), locked by another process, not a Cairn file, a newer format, permission denied, or not a regular file (directory, FIFO, socket, device, link to nothing) |
 //! | 5 | `cairn health`: something needs attention |

@@ -1,6 +1,6 @@
 //! Exit codes are the same for the same kind of failure in every command: any invalid argument
-//! value is a usage error (2), whether clap or the command finds it, and writes nothing; a
-//! bundle file that cannot be read is a failed operation (1), not the database's exit code (4).
+//! value is a usage error (2), whether clap or the command finds it, and writes nothing; so is
+//! a bundle file that cannot be read (as `--update @FILE` is), not the database's exit code 4.
 
 use crate::harness::{copy, demo_db, on, tempdir};
 
@@ -58,7 +58,7 @@ fn every_invalid_argument_value_is_a_usage_error() {
     let missing = dir.path().join("missing.json");
     let missing = missing.to_str().expect("utf-8");
     for args in [vec!["bundle", "show", missing], vec!["bundle", "import", missing]] {
-        let run = on(&db, &args).expect(1);
+        let run = on(&db, &args).expect(2);
         assert!(run.stderr.contains("cannot read"), "{args:?}: {}", run.stderr);
     }
 }
