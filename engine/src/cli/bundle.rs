@@ -175,7 +175,16 @@ fn export_query(args: &ExportArgs) -> Vec<(&'static str, String)> {
 fn read_bundle(file: &PathBuf) -> anyhow::Result<Bundle> {
     let bytes =
         std::fs::read(file).map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
-    Ok(Bundle::from_bytes(&bytes)?)
+    // The error's path is a JSON path in the bundle ("$" its root): said after the file's name.
+    Bundle::from_bytes(&bytes).map_err(|e| match e {
+        crate::Error::Bundle { path, detail } if path == "$" => {
+            usage(format!("{} is not a bundle: {detail}", file.display()))
+        }
+        crate::Error::Bundle { path, detail } => {
+            usage(format!("{} is not a bundle: {path}: {detail}", file.display()))
+        }
+        other => other.into(),
+    })
 }
 
 async fn import(args: FileArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {

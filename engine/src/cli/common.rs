@@ -298,6 +298,18 @@ pub fn parse_label(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// Parses a count that must be at least 1 (a `--limit`).
+///
+/// # Errors
+/// A usage error for 0 or a non-number.
+pub fn parse_positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("0 would list nothing: give at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s:?} is not a count")),
+    }
+}
+
 /// A progress bar on stderr, hidden when stderr is not a terminal. `len` 0 gives a spinner.
 pub fn progress(len: u64, what: &str) -> ProgressBar {
     let bar = if len == 0 { ProgressBar::new_spinner() } else { ProgressBar::new(len) };

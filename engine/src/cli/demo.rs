@@ -10,7 +10,7 @@ use cairn_storage::ThreadStatus;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use super::common::print_text;
-use crate::demo::{QUESTIONS, Research, research_workflow};
+use crate::demo::{DEMO_THREADS_MAX, QUESTIONS, Research, research_workflow};
 use crate::model::ScriptedModel;
 use crate::{Engine, StartOptions};
 
@@ -20,8 +20,8 @@ pub struct DemoArgs {
     /// The database file (created if missing).
     #[arg(long, default_value = "cairn-demo.db")]
     db: PathBuf,
-    /// How many threads to run.
-    #[arg(long, default_value_t = 8)]
+    /// How many threads to run (1 to 10,000).
+    #[arg(long, default_value_t = 8, value_parser = parse_threads)]
     threads: usize,
     /// Abort the process abruptly after this many acknowledged steps (to show recovery).
     #[arg(long)]
@@ -41,6 +41,15 @@ pub struct DemoArgs {
     /// `events`... read through it while the demo writes; its address is printed at the start.
     #[arg(long)]
     no_serve: bool,
+}
+
+/// `--threads`: 1 to [`DEMO_THREADS_MAX`].
+fn parse_threads(text: &str) -> Result<usize, String> {
+    let n: usize = text.parse().map_err(|_| format!("{text:?} is not a number of threads"))?;
+    if n == 0 || n > DEMO_THREADS_MAX {
+        return Err(format!("{n} threads: a demo runs 1 to {DEMO_THREADS_MAX} (DEMO_THREADS_MAX)"));
+    }
+    Ok(n)
 }
 
 pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow::Result<ExitCode> {

@@ -31,8 +31,8 @@ pub struct ThreadsArgs {
     /// Only threads with this label (KEY=VALUE).
     #[arg(long, value_parser = parse_label)]
     label: Option<(String, String)>,
-    /// Most threads listed.
-    #[arg(long, default_value_t = 100)]
+    /// Most threads listed (at least 1).
+    #[arg(long, default_value_t = 100, value_parser = super::common::parse_positive)]
     limit: usize,
     /// Threads skipped first (in id order).
     #[arg(long, default_value_t = 0)]
