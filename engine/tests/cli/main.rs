@@ -24,5 +24,6 @@ mod resume;
 mod retention;
 mod schedule;
 mod schedule_run;
+mod seen;
 mod serve;
 mod through;
