@@ -176,13 +176,12 @@ fn read_bundle(file: &PathBuf) -> anyhow::Result<Bundle> {
     let bytes =
         std::fs::read(file).map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
     // The error's path is a JSON path in the bundle ("$" its root): said after the file's name.
+    // A file read whose content is refused fails the operation (1), as an import refused does.
+    let refused =
+        |what: String| fail(EXIT_FAILED, format!("{} is not a bundle: {what}", file.display()));
     Bundle::from_bytes(&bytes).map_err(|e| match e {
-        crate::Error::Bundle { path, detail } if path == "$" => {
-            usage(format!("{} is not a bundle: {detail}", file.display()))
-        }
-        crate::Error::Bundle { path, detail } => {
-            usage(format!("{} is not a bundle: {path}: {detail}", file.display()))
-        }
+        crate::Error::Bundle { path, detail } if path == "$" => refused(detail),
+        crate::Error::Bundle { path, detail } => refused(format!("{path}: {detail}")),
         other => other.into(),
     })
 }

@@ -31,7 +31,7 @@ fn messages_name_what_the_user_gave() {
 
     let not_json = dir.path().join("notes.txt");
     std::fs::write(&not_json, "hello").unwrap();
-    let run = cairn(&["bundle", "show", not_json.to_str().unwrap()]).expect(2);
+    let run = cairn(&["bundle", "show", not_json.to_str().unwrap()]).expect(1);
     assert!(run.stderr.contains("notes.txt is not a bundle"), "{}", run.stderr);
     assert!(!run.stderr.contains("bundle $"), "{}", run.stderr);
 
