@@ -115,6 +115,11 @@ fn a_schedule_is_deleted_whatever_its_status() {
     assert_eq!(on(&db, &["schedule", "list", "--json"]).expect(0).json(), serde_json::json!([]));
     assert_eq!(create(&db, "daily")[0]["status"], "created");
 
+    // `cairn resume` of a schedule's thread would run its ticks in a process about to exit.
+    let run = on(&db, &["resume", "schedule:daily"]).expect(1);
+    assert!(run.stderr.contains("cairn serve"), "{}", run.stderr);
+    assert_eq!(create(&db, "daily")[0]["status"], "created", "left as it was");
+
     let unknown = on(&db, &["schedule", "delete", "n1"]).expect(1);
     assert!(unknown.stderr.contains("no schedule n1"), "{}", unknown.stderr);
     on(&db, &["verify"]).expect(0);
