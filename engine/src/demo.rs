@@ -228,6 +228,12 @@ pub fn research_workflow(model: Arc<dyn LanguageModel>) -> Result<Workflow<Resea
         .build()
 }
 
+/// Threads one `cairn demo` runs at most. A demo thread writes about 17 KB to the file and
+/// takes a few ms of a core (200 threads: 3.4 MB in about a second), so this many fill about
+/// 170 MB in under a minute: as much as a demonstration needs, and a mistyped count is refused
+/// instead of filling the disk.
+pub const DEMO_THREADS_MAX: usize = 10_000;
+
 /// The demo's questions; thread `demo-<i>` asks question `i % len`.
 pub const QUESTIONS: &[&str] = &[
     "Why do durable workflow engines checkpoint?",

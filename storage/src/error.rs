@@ -102,7 +102,10 @@ pub enum Error {
 
     /// Permanent until the thread finishes: a delete of a thread that has not finished, asked
     /// without [`crate::DeleteOptions::force`]; nothing was removed.
-    #[error("thread {thread} is {status}, not finished; delete it with force to delete it anyway")]
+    #[error(
+        "thread {thread} is {status}, not finished: it is deleted only when forced (`cairn delete \
+         --force`, `?force=true` over HTTP, `DeleteOptions::force` in code)"
+    )]
     Unfinished {
         /// The thread.
         thread: ThreadId,

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use cairn_dsl::DynWorkflow;
 use serde_json::{Value, json};
 
+use super::EXIT_FAILED;
 use super::common::{Common, open_read_only, open_writable, print_json, print_text, progress};
 use super::common::{fail, parse_label, record_of, usage};
 use super::endpoint;
 use super::table::{Table, cut, time};
-use super::{EXIT_FAILED, EXIT_OPEN};
 use crate::debug::{Bundle, ExportOptions, Redaction};
 use crate::storage::EventStatus;
 
@@ -85,6 +85,15 @@ async fn export(args: ExportArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()
     if args.last_events == Some(0) {
         return Err(usage("--last-events must keep at least one event"));
     }
+    let mut redaction = Redaction::default();
+    redaction.key_patterns.extend(args.redact_key.iter().cloned());
+    redaction.secrets.clone_from(&args.secret);
+    // Checked here, whether a running engine or this process exports: a bad --secret or
+    // --redact-key is a usage error.
+    crate::debug::Redactor::new(&redaction).map_err(|e| match e {
+        crate::Error::Invalid(m) => usage(m),
+        other => other.into(),
+    })?;
     let bar = progress(3, "export");
     bar.set_message("reading the thread");
     // A running engine exports from its live store: no copy of the file.
@@ -100,9 +109,6 @@ async fn export(args: ExportArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
             record_of(&engine, &args.thread).await?;
-            let mut redaction = Redaction::default();
-            redaction.key_patterns.extend(args.redact_key.iter().cloned());
-            redaction.secrets.clone_from(&args.secret);
             let metadata = args.meta.iter().map(|(k, v)| (k.clone(), Value::String(v.clone())));
             let options = ExportOptions {
                 include_checkpoints: !args.no_checkpoints,
@@ -167,9 +173,17 @@ fn export_query(args: &ExportArgs) -> Vec<(&'static str, String)> {
 }
 
 fn read_bundle(file: &PathBuf) -> anyhow::Result<Bundle> {
-    let bytes = std::fs::read(file)
-        .map_err(|e| fail(EXIT_OPEN, format!("cannot read {}: {e}", file.display())))?;
-    Ok(Bundle::from_bytes(&bytes)?)
+    let bytes =
+        std::fs::read(file).map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
+    // The error's path is a JSON path in the bundle ("$" its root): said after the file's name.
+    // A file read whose content is refused fails the operation (1), as an import refused does.
+    let refused =
+        |what: String| fail(EXIT_FAILED, format!("{} is not a bundle: {what}", file.display()));
+    Bundle::from_bytes(&bytes).map_err(|e| match e {
+        crate::Error::Bundle { path, detail } if path == "$" => refused(detail),
+        crate::Error::Bundle { path, detail } => refused(format!("{path}: {detail}")),
+        other => other.into(),
+    })
 }
 
 async fn import(args: FileArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {

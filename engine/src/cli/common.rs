@@ -212,16 +212,41 @@ pub async fn open_read_only_or_copy(
 /// A [`Failure`] with exit code 4 when the file is missing, not Cairn, newer, or held by another
 /// process.
 pub async fn open_writable(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<Engine> {
-    open_writable_with(db, workflows, |builder| builder).await
+    let engine = open_parked(db, |builder| builder).await?;
+    register(&engine, workflows)?;
+    Ok(engine)
 }
 
-/// [`open_writable`] with the builder changed by `configure` first (`cairn serve --retention`).
+/// [`open_writable`] for an engine that stays open and serves the file until interrupted
+/// (`cairn serve`), with the builder changed by `configure` first (`--retention`): the file's
+/// schedules run on it (`Engine::run_schedules`), their ticks starting threads here.
 ///
 /// # Errors
 /// As [`open_writable`].
 pub async fn open_writable_with(
     db: &Path,
     workflows: &[Arc<DynWorkflow>],
+    configure: impl FnOnce(crate::EngineBuilder) -> crate::EngineBuilder,
+) -> anyhow::Result<Engine> {
+    let engine = open_parked(db, configure).await?;
+    register(&engine, workflows)?;
+    let taken = engine.run_schedules().await?;
+    tracing::info!(schedules = taken, "schedules run by this engine");
+    Ok(engine)
+}
+
+/// Registers `workflows` on `engine` (after its open: recovery found none of their threads
+/// runnable, so it wrote nothing).
+fn register(engine: &Engine, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    for wf in workflows {
+        engine.register_dyn(wf.clone())?;
+    }
+    Ok(())
+}
+
+/// Opens the file for writing, parking what recovery finds (see [`open_writable`]).
+async fn open_parked(
+    db: &Path,
     configure: impl FnOnce(crate::EngineBuilder) -> crate::EngineBuilder,
 ) -> anyhow::Result<Engine> {
     // Nothing at all at the path (not even a link): the store would create a database, which
@@ -233,14 +258,10 @@ pub async fn open_writable_with(
         };
         return Err(open_error(db, cairn_storage::Error::NotFound(missing).into()));
     }
-    let engine = configure(Engine::builder(db).recovery(RecoveryPolicy::Park))
+    configure(Engine::builder(db).recovery(RecoveryPolicy::Park))
         .open()
         .await
-        .map_err(|e| open_error(db, e))?;
-    for wf in workflows {
-        engine.register_dyn(wf.clone())?;
-    }
-    Ok(engine)
+        .map_err(|e| open_error(db, e))
 }
 
 /// Prints `value` as one pretty JSON document.
@@ -274,6 +295,18 @@ pub fn parse_label(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
         _ => Err(format!("expected KEY=VALUE, got {s:?}")),
+    }
+}
+
+/// Parses a count that must be at least 1 (a `--limit`).
+///
+/// # Errors
+/// A usage error for 0 or a non-number.
+pub fn parse_positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("0 would list nothing: give at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s:?} is not a count")),
     }
 }
 

@@ -163,7 +163,21 @@ pub(super) async fn resume(args: ThreadArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         return remote::report(&answer, args.common.json);
     }
     let engine = open_writable(&args.common.db, wfs).await?;
-    record_of(&engine, &args.thread).await?;
+    let record = record_of(&engine, &args.thread).await?;
+    if let Some(name) = args.thread.strip_prefix("schedule:")
+        && record.workflow.id == crate::api::schedule_flow::SCHEDULE_WORKFLOW
+    {
+        // Its ticks would start threads here that this process leaves half done at its exit.
+        engine.shutdown().await;
+        return Err(fail(
+            EXIT_FAILED,
+            format!(
+                "{} is schedule {name}'s thread: it runs in `cairn serve` or `cairn worker` on \
+                 this database (`cairn schedule resume {name}` resumes a paused one)",
+                args.thread
+            ),
+        ));
+    }
     // The thread runs here, in this process, until it ends or parks (Ctrl-C stops the process;
     // the thread stays resumable).
     engine.resume(&args.thread).await?;

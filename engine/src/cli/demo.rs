@@ -10,7 +10,7 @@ use cairn_storage::ThreadStatus;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use super::common::print_text;
-use crate::demo::{QUESTIONS, Research, research_workflow};
+use crate::demo::{DEMO_THREADS_MAX, QUESTIONS, Research, research_workflow};
 use crate::model::ScriptedModel;
 use crate::{Engine, StartOptions};
 
@@ -20,8 +20,8 @@ pub struct DemoArgs {
     /// The database file (created if missing).
     #[arg(long, default_value = "cairn-demo.db")]
     db: PathBuf,
-    /// How many threads to run.
-    #[arg(long, default_value_t = 8)]
+    /// How many threads to run (1 to 10,000).
+    #[arg(long, default_value_t = 8, value_parser = parse_threads)]
     threads: usize,
     /// Abort the process abruptly after this many acknowledged steps (to show recovery).
     #[arg(long)]
@@ -43,16 +43,21 @@ pub struct DemoArgs {
     no_serve: bool,
 }
 
+/// `--threads`: 1 to [`DEMO_THREADS_MAX`].
+fn parse_threads(text: &str) -> Result<usize, String> {
+    let n: usize = text.parse().map_err(|_| format!("{text:?} is not a number of threads"))?;
+    if n == 0 || n > DEMO_THREADS_MAX {
+        return Err(format!("{n} threads: a demo runs 1 to {DEMO_THREADS_MAX} (DEMO_THREADS_MAX)"));
+    }
+    Ok(n)
+}
+
 pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow::Result<ExitCode> {
     let wf = research_workflow(Arc::new(ScriptedModel::demo()))?;
-    let mut builder = Engine::builder(&args.db)
-        .workflow(&wf)
-        .seed(7)
-        .concurrency(4)
-        .lease_ttl_ms(args.lease_ttl_ms);
-    for w in extra {
-        builder = builder.workflow_dyn(w);
-    }
+    // The workflows are registered after the open, so that its recovery finds nothing to
+    // resume; the explicit recovery below then resumes what an earlier run left unfinished and
+    // reports it (the open's own report is not kept).
+    let builder = Engine::builder(&args.db).seed(7).concurrency(4).lease_ttl_ms(args.lease_ttl_ms);
     let is_url = crate::api::builder::is_postgres_url(&args.db);
     let (engine, server) = if args.no_serve || is_url {
         (builder.open().await.map_err(|e| super::common::open_error(&args.db, e))?, None)
@@ -71,14 +76,23 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
         (engine, Some(server))
     };
     if let Some(k) = args.crash_after_steps {
+        let db = args.db.display().to_string();
+        let said = std::sync::Once::new();
         engine.on_step(Arc::new(move |_thread, _step, total| {
             if total >= k {
+                said.call_once(|| say_abort(total, &db));
                 // An abrupt end, as a power cut or kill -9 would be: no destructors, no flush
                 // beyond what each acknowledged commit already made durable.
                 std::process::abort();
             }
         }));
     }
+    engine.register(&wf)?;
+    for w in extra {
+        engine.register_dyn(w)?;
+    }
+    let recovered = engine.recover().await?;
+    say_recovered(&recovered, args.json);
     let bars = MultiProgress::new();
     if args.quiet {
         bars.set_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -115,6 +129,10 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
                 }
             }
             if !matches!(outcome.status, ThreadStatus::Running | ThreadStatus::Created) {
+                if outcome.status == ThreadStatus::Completed {
+                    // A short route ends before the last reported step: done all the same.
+                    bar.set_position(bar.length().unwrap_or_default());
+                }
                 bar.finish_with_message(outcome.status.to_string());
                 rows.push((handle.id().to_string(), outcome));
                 break;
@@ -136,6 +154,45 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
     }
     let all_done = rows.iter().all(|(_, o)| o.status == ThreadStatus::Completed);
     Ok(if all_done { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_FAILED) })
+}
+
+/// The line `--crash-after-steps` prints before it aborts (on stderr: unbuffered, and apart
+/// from `--json`'s output).
+#[allow(clippy::print_stderr, reason = "the demo's output is the CLI's")]
+fn say_abort(steps: u64, db: &str) {
+    eprintln!(
+        "aborting after {steps} acknowledged steps, as asked (--crash-after-steps): \
+         `cairn demo --db {db}` again recovers the unfinished threads"
+    );
+}
+
+/// What recovery took on from an earlier run (nothing said when there was nothing): on stdout,
+/// or with `--json` on stderr.
+#[allow(clippy::print_stderr, reason = "the demo's output is the CLI's")]
+fn say_recovered(report: &crate::RecoveryReport, json: bool) {
+    let resumed = &report.resumed;
+    if resumed.is_empty() && report.parked.is_empty() {
+        return;
+    }
+    let names: Vec<&str> = resumed.iter().take(5).map(cairn_storage::ThreadId::as_str).collect();
+    let more = if resumed.len() > names.len() { ", ..." } else { "" };
+    let mut line = format!(
+        "recovered: {} unfinished thread{} of an earlier run resumed ({}{more})",
+        resumed.len(),
+        if resumed.len() == 1 { "" } else { "s" },
+        names.join(", ")
+    );
+    if !report.parked.is_empty() {
+        line.push_str(&format!(
+            "; {} left as they are (their workflow is not in this binary)",
+            report.parked.len()
+        ));
+    }
+    if json {
+        eprintln!("{line}");
+    } else {
+        print_text(&line);
+    }
 }
 
 /// Where the endpoint serves while the demo runs: on stdout, or with `--json` (whose stdout is

@@ -9,7 +9,9 @@ use cairn_storage::{EventKind, ThreadStatus};
 use serde_json::Value;
 
 use super::EXIT_FAILED;
-use super::common::{Common, fail, open_read_only, print_json, print_text, record_of, thread_id};
+use super::common::{
+    Common, fail, open_read_only, print_json, print_text, record_of, thread_id, usage,
+};
 use super::endpoint;
 use super::table::{Table, cut, time};
 use crate::debug::views::{events_after, trace_json};
@@ -229,6 +231,9 @@ pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
 }
 
 pub(super) async fn trace(args: TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    if args.correlation_id.as_deref().is_some_and(|c| c.trim().is_empty()) {
+        return Err(usage("the correlation id is empty: give one, or none for every message"));
+    }
     let through = endpoint::through(&args.common.db, |ep| {
         let mut query: Vec<(&str, String)> = Vec::new();
         query.extend(args.thread.iter().map(|t| ("thread", t.clone())));

@@ -58,6 +58,21 @@ fn update_text(given: &str) -> anyhow::Result<String> {
     }
 }
 
+/// Checks that `update` is an update of the thread's workflow (it decodes as one): one that
+/// does not is a usage error, said before anything is written. (Whether it applies at the seq
+/// forked from is the fork's own check; an update's decoding does not depend on the state.)
+async fn check_update(
+    engine: &crate::Engine,
+    record: &cairn_storage::ThreadRecord,
+    update: &Value,
+) -> anyhow::Result<()> {
+    let wf = engine.workflow_of(&record.id).await?;
+    let mut probe = wf.state_from_json(&engine.state_at(record.id.as_str(), None).await?.state)?;
+    probe.apply_json(update).map_err(|e| {
+        usage(format!("--update is not an update of {} v{}: {e}", wf.id(), wf.version()))
+    })
+}
+
 pub(super) async fn fork(args: ForkArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let update = match &args.update {
         Some(given) => {
@@ -75,7 +90,13 @@ pub(super) async fn fork(args: ForkArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Re
         (None, None) => return Err(usage("give --at SEQ or --checkpoint ID")),
     };
     let engine = open_writable(&args.common.db, wfs).await?;
-    record_of(&engine, &args.thread).await?;
+    let record = record_of(&engine, &args.thread).await?;
+    if let Some(update) = &update
+        && let Err(e) = check_update(&engine, &record, update).await
+    {
+        engine.shutdown().await;
+        return Err(e);
+    }
     let options = ForkOptions {
         thread_id: args.id.clone(),
         update,

@@ -18,9 +18,11 @@
 //! `delete` and `signal`, like the controls, go through an endpoint that serves the file. `result --wait`
 //! long-polls an endpoint that serves the file, and otherwise reads the file again until the
 //! wait ends; on PostgreSQL it waits through the database.
-//! `cairn serve` keeps it open and serves the HTTP endpoint (`crate::serve`) until interrupted. They
-//! never resume threads by themselves: only `resume`, `input`, `signal` and `fork` run a thread, in this
-//! process, until it ends or parks. `--json` prints one JSON document (with `events --follow`,
+//! `cairn serve` keeps it open and serves the HTTP endpoint (`crate::serve`) until interrupted,
+//! running the file's schedules meanwhile; `cairn worker` runs all of a database's work. The other
+//! commands never resume threads by themselves: only `resume`, `input`, `signal`, `fork` and
+//! `schedule trigger` run a thread, in this process, until it ends or parks; a schedule created or
+//! resumed here waits (durably) for `serve` or `worker`. `--json` prints one JSON document (with `events --follow`,
 //! one JSON object per line); the default is aligned tables.
 //!
 //! Exit codes scripts can rely on:
@@ -28,8 +30,8 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | success |
-//! | 1 | the operation failed (unknown thread, refused transition, a resumed thread failed, ...) |
-//! | 2 | bad usage (unknown command or flag, malformed argument) |
+//! | 1 | the operation failed (unknown thread or schedule, refused transition, a resumed thread failed, ...) |
+//! | 2 | bad usage: an unknown command or flag, or any invalid argument value, whether clap or the command finds it (checked before the database is opened where it can be), a file named as an argument that cannot be read (a bundle, `--update @FILE`) |
 //! | 3 | damage found (`verify`, a damaged record met by any command, a file too damaged to open) |
 //! | 4 | the database file cannot be opened: missing (or its directory), locked by another process, not a Cairn file, a newer format, permission denied, or not a regular file (directory, FIFO, socket, device, link to nothing) |
 //! | 5 | `cairn health`: something needs attention |
@@ -171,8 +173,8 @@ enum Command {
     /// Copy threads (logs, checkpoints, payloads) between databases: a file and a PostgreSQL
     /// URL, either way.
     Copy(copy::CopyArgs),
-    /// Serve a shared (PostgreSQL) database: drive its runnable threads, take over those of
-    /// stopped workers, fire due timers, until interrupted.
+    /// Run a database's work, a file or a shared PostgreSQL one: drive its runnable threads,
+    /// take over those of stopped workers, fire due timers, run schedules, until interrupted.
     Worker(worker::WorkerArgs),
     /// Serve the HTTP endpoint of a file no engine holds (JSON reads, live events, controls
     /// with the printed token), until interrupted.

@@ -89,6 +89,7 @@ pub(super) async fn command(cmd: QueueCommand, wfs: &[Arc<DynWorkflow>]) -> anyh
                 per_key_max: args.per_key,
                 rate: args.rate,
             };
+            cairn_storage::check_queue_name(&args.name).map_err(|e| usage(e.to_string()))?;
             limits.check().map_err(|e| usage(e.to_string()))?;
             let engine = open_writable(&args.common.db, wfs).await?;
             let defined = engine.define_queue(&args.name, limits).await;

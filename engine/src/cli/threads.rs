@@ -31,8 +31,8 @@ pub struct ThreadsArgs {
     /// Only threads with this label (KEY=VALUE).
     #[arg(long, value_parser = parse_label)]
     label: Option<(String, String)>,
-    /// Most threads listed.
-    #[arg(long, default_value_t = 100)]
+    /// Most threads listed (at least 1).
+    #[arg(long, default_value_t = 100, value_parser = super::common::parse_positive)]
     limit: usize,
     /// Threads skipped first (in id order).
     #[arg(long, default_value_t = 0)]
@@ -71,12 +71,7 @@ pub(super) async fn threads(args: ThreadsArgs, wfs: &[Arc<DynWorkflow>]) -> anyh
     for r in &rows {
         let progress = match (&r["last_error"], &r["progress"]) {
             (Value::String(e), _) if r["status"] == "failed" => cut(e, 60),
-            (_, p) if !p.is_null() => format!(
-                "{}/{} {}",
-                p["step"],
-                p["total"],
-                p["message"].as_str().unwrap_or_default()
-            ),
+            (_, p) if !p.is_null() => progress_text(&r["status"], p),
             _ => String::new(),
         };
         let w = &r["workflow"];
@@ -190,10 +185,7 @@ fn render(v: &Value) -> String {
         kv("waiting", short_json(&v["waiting"], 100));
     }
     if let Some(p) = v["progress"].as_object() {
-        kv(
-            "progress",
-            format!("{}/{} {}", p["step"], p["total"], p["message"].as_str().unwrap_or("")),
-        );
+        kv("progress", progress_text(&v["status"], &v["progress"]));
         if let Some(detail) = p.get("detail").and_then(Value::as_str) {
             kv("detail", cut(detail, 120));
         }
@@ -274,4 +266,15 @@ fn render(v: &Value) -> String {
         kv("state", format!("not decodable here: {why}"));
     }
     t.render().lines().skip(1).map(|l| format!("{l}\n")).collect()
+}
+
+/// A thread's progress as shown: `step/total message`, or `done` for a completed thread whose
+/// last report was short of its last step (a short route: the demo's direct answer reports
+/// step 1 of 5 and ends).
+fn progress_text(status: &Value, p: &Value) -> String {
+    let (step, total) = (p["step"].as_u64(), p["total"].as_u64());
+    if status == "completed" && step < total {
+        return "done".into();
+    }
+    format!("{}/{} {}", p["step"], p["total"], p["message"].as_str().unwrap_or_default())
 }

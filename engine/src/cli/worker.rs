@@ -1,15 +1,17 @@
-//! `cairn worker --db postgresql://...`: serves a shared database with the workflows compiled
-//! into this binary until interrupted (SIGINT, SIGTERM), or, with `--exit-when-idle`, until no
-//! thread is left runnable.
+//! `cairn worker --db FILE|postgresql://...`: runs a database's work with the workflows
+//! compiled into this binary until interrupted (SIGINT, SIGTERM), or, with `--exit-when-idle`,
+//! until no thread is left runnable.
 //!
 //! With `--addr 127.0.0.1:9464` it also serves the HTTP endpoint there (as `cairn serve`: reads,
 //! controls, and the Prometheus text of its metrics at `/metrics`), printing its address and
 //! token on stderr; `--public` and `--allow-host` as for `cairn serve`.
 //!
-//! A worker takes over runnable threads whose lease has lapsed (their engine died or stalled),
-//! fires due timers and deadlines, and drives threads woken by input from any process. Several
-//! workers on one database share the work; a thread is driven by one at a time, fenced by its
-//! lease.
+//! On a file it is the one process that holds it: at open it resumes every unfinished thread
+//! (those left running or created by a stopped process, a created schedule), re-arms timers,
+//! and runs schedules' ticks. On a shared (PostgreSQL) database it also takes over runnable
+//! threads whose lease has lapsed (their engine died or stalled), fires due timers and
+//! deadlines, and drives threads woken by input from any process; several workers on one
+//! database share the work, a thread driven by one at a time, fenced by its lease.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -340,7 +340,12 @@ impl ThreadCtx {
             return Err(self.record_error(seq, format!("expected seq {}", self.meta.seq + 1)));
         }
         self.meta.seq = seq;
-        self.meta.updated_at_ms = self.meta.updated_at_ms.max(at_ms);
+        // A checkpoint records the thread where it stands and does not move it: its time is not
+        // the thread's (a checkpoint of a finished thread made a day later would add the day to
+        // the thread's wall time and "updated").
+        if !matches!(body, Body::CheckpointCreated { .. }) {
+            self.meta.updated_at_ms = self.meta.updated_at_ms.max(at_ms);
+        }
         let m = &mut self.meta;
         if let Body::ToolCalled { values, .. }
         | Body::NodeCompleted { values, .. }

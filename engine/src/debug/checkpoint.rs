@@ -152,6 +152,9 @@ impl Engine {
         }
         let now = self.clock().now_ms();
         let expected = record.status;
+        // Only a checkpoint that changes the thread (a rollback's events, a migration's new
+        // workflow) updates it; a manual one changes no usage, budget or time of it.
+        let moves = !preface.is_empty() || kind != CheckpointKind::Manual;
         let mut bodies = preface;
         bodies.push(Body::CheckpointCreated { kind, description, checkpoint: None });
         let mut batch = Batch::default();
@@ -171,7 +174,9 @@ impl Engine {
         record.workflow = snapshot.meta.workflow.clone();
         record.status = ctx.meta.status;
         record.summary = crate::core::summary::summary_bytes(&ctx);
-        record.updated_at_ms = now;
+        if moves {
+            record.updated_at_ms = now;
+        }
         batch.threads.push(record);
         batch.guards.push(Guard::Status { thread: id.clone(), expected });
         self.claim_parked(&id).await?;

@@ -50,3 +50,29 @@ fn rollback_of_a_finished_thread_is_refused_and_changes_nothing() {
     assert!(run.stderr.contains("completed"), "{}", run.stderr);
     assert_eq!(events(&db, "demo-1"), before);
 }
+
+#[test]
+fn a_manual_checkpoint_of_a_finished_thread_changes_no_usage_budget_or_time_of_it() {
+    let dir = tempdir();
+    let db = copy(demo_db(), dir.path());
+    let shown = |db: &std::path::Path| on(db, &["show", "demo-1", "--json"]).expect(0).json();
+    let before = shown(&db);
+    assert_eq!(before["status"], "completed", "{before}");
+    // Later than the thread's last event by at least this process's start.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    on(&db, &["checkpoint", "create", "demo-1", "--tag", "later"]).expect(0);
+    let after = shown(&db);
+    for field in ["budgets", "updated_at_ms", "created_at_ms"] {
+        assert_eq!(after[field], before[field], "{field}: {before} then {after}");
+    }
+    assert_eq!(after["telemetry"]["tokens"], before["telemetry"]["tokens"]);
+    let listed = on(&db, &["threads", "--json"]).expect(0).json();
+    let row = listed.as_array().unwrap().iter().find(|t| t["thread"] == "demo-1").cloned();
+    assert_eq!(row.unwrap()["updated_at_ms"], before["updated_at_ms"]);
+    // A bundle carries the same figures: imported elsewhere, the thread shows them.
+    let out = dir.path().join("demo-1.json");
+    on(&db, &["bundle", "export", "demo-1", "-o", out.to_str().unwrap()]).expect(0);
+    let other = dir.path().join("other.db");
+    on(&other, &["bundle", "import", out.to_str().unwrap()]).expect(0);
+    assert_eq!(shown(&other)["budgets"], before["budgets"]);
+}

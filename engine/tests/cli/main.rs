@@ -2,9 +2,11 @@
 #![allow(missing_docs, reason = "test code")]
 #![allow(clippy::print_stderr, reason = "tests may report what they see")]
 
+mod bounds;
 mod checkpoint;
 mod control;
 mod debug;
+mod exit_codes;
 mod files;
 mod harness;
 mod health;
@@ -21,7 +23,9 @@ mod readme;
 mod resume;
 mod retention;
 mod schedule;
+mod schedule_run;
 mod seed_import;
+mod seen;
 mod serve;
 mod starting;
 mod through;
