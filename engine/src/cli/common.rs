@@ -355,3 +355,14 @@ pub async fn record_of(
         .await?
         .ok_or_else(|| fail(EXIT_FAILED, format!("no thread {thread} in this database")))
 }
+
+/// The SIGINT and SIGTERM streams a serving command stops on, registered now (a signal that
+/// arrives before registration kills the process instead of stopping it gracefully).
+///
+/// # Errors
+/// The operating system refused the handlers.
+pub(super) fn stop_signals()
+-> std::io::Result<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)> {
+    use tokio::signal::unix::{SignalKind, signal};
+    Ok((signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?))
+}

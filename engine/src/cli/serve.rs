@@ -93,6 +93,9 @@ pub(super) async fn run(args: ServeArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Re
     .await?;
     let server = serve(&engine, Some(db), options).await?;
     let token_file = server.token_file().map(|p| p.display().to_string()).unwrap_or_default();
+    // Before the address is printed: a signal sent as soon as it is read stops the server
+    // gracefully.
+    let (mut interrupt, mut terminate) = super::common::stop_signals()?;
     if args.common.json {
         // One line, so a script can read it before the server stops.
         print_text(
@@ -117,9 +120,8 @@ pub(super) async fn run(args: ServeArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Re
             addr = server.addr(),
         ));
     }
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
+        _ = interrupt.recv() => {}
         _ = terminate.recv() => {}
         () = server.stopped() => {}
     }

@@ -51,6 +51,9 @@ pub struct WorkerArgs {
 
 pub(super) async fn worker(args: WorkerArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let db = &args.common.db;
+    // Before anything is announced: a SIGTERM sent as soon as the endpoint answers stops the
+    // worker gracefully (installed later, it killed the process before the handler was there).
+    let (mut interrupt, mut terminate) = super::common::stop_signals()?;
     // Checked, and the recorder installed, before the engine opens.
     let options = args.addr.map(|addr| args.endpoint.options(addr)).transpose()?;
     let mut builder = Engine::builder(db)
@@ -77,10 +80,9 @@ pub(super) async fn worker(args: WorkerArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     engine.on_step(Arc::new(move |_, _, _| {
         counted.fetch_add(1, Ordering::Relaxed);
     }));
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => break,
+            _ = interrupt.recv() => break,
             _ = terminate.recv() => break,
             () = tokio::time::sleep(Duration::from_millis(args.poll_ms)) => {}
         }
