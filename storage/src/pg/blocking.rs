@@ -2,19 +2,41 @@
 //! its own, off every runtime: the writer's group commit (its planner asks for rows as it
 //! goes, synchronously), the schema's preparation at connect, `verify`. Each call sends its
 //! statement and parks the thread until the answer comes; the connection's socket is driven
-//! by its task on the store's runtime meanwhile (`pool.rs`).
+//! by its task on the store's runtime meanwhile (`pool.rs`). On a [`Link`] (the writer's
+//! connection), each wait has the link's deadline.
+
+use std::future::Future;
 
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error, Row};
 
+use super::pool::Link;
 use crate::pending::block_on;
 
 /// A client whose calls block.
-pub(crate) struct Client<'c>(&'c tokio_postgres::Client);
+#[derive(Clone, Copy)]
+pub(crate) struct Client<'c> {
+    client: &'c tokio_postgres::Client,
+    /// The connection's deadline, when it has one.
+    link: Option<&'c Link>,
+}
 
 impl<'c> Client<'c> {
+    /// Calls that wait with no deadline of their own (a pooled reader's: `verify`).
     pub(crate) fn new(client: &'c tokio_postgres::Client) -> Client<'c> {
-        Client(client)
+        Client { client, link: None }
+    }
+
+    /// Calls that wait within `link`'s deadline ([`Link::wait`]).
+    pub(crate) fn on(link: &'c Link) -> Client<'c> {
+        Client { client: link, link: Some(link) }
+    }
+
+    fn wait<F: Future>(&self, request: F) -> F::Output {
+        match self.link {
+            Some(link) => link.wait(request),
+            None => block_on(request),
+        }
     }
 
     pub(crate) fn query(
@@ -22,7 +44,7 @@ impl<'c> Client<'c> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, Error> {
-        block_on(self.0.query(sql, params))
+        self.wait(self.client.query(sql, params))
     }
 
     pub(crate) fn query_one(
@@ -30,7 +52,7 @@ impl<'c> Client<'c> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Row, Error> {
-        block_on(self.0.query_one(sql, params))
+        self.wait(self.client.query_one(sql, params))
     }
 
     pub(crate) fn query_opt(
@@ -38,21 +60,21 @@ impl<'c> Client<'c> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>, Error> {
-        block_on(self.0.query_opt(sql, params))
+        self.wait(self.client.query_opt(sql, params))
     }
 
     pub(crate) fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, Error> {
-        block_on(self.0.execute(sql, params))
+        self.wait(self.client.execute(sql, params))
     }
 
     pub(crate) fn batch_execute(&self, sql: &str) -> Result<(), Error> {
-        block_on(self.0.batch_execute(sql))
+        self.wait(self.client.batch_execute(sql))
     }
 
     /// Begins a transaction, rolled back unless committed.
     pub(crate) fn transaction(&mut self) -> Result<Transaction<'_>, Error> {
         self.batch_execute("BEGIN")?;
-        Ok(Transaction { client: Client(self.0), done: false })
+        Ok(Transaction { client: *self, done: false })
     }
 }
 

@@ -23,6 +23,7 @@
 
 mod blocking;
 mod correlations;
+mod deadline;
 mod delete;
 mod group;
 mod listen;
@@ -111,31 +112,32 @@ impl PgStore {
 
     fn connect_here(url: &str, durability: Durability) -> Result<PgStore, Error> {
         let driver = Driver::start()?;
+        let metrics = crate::telemetry::StoreMetrics::default();
         let sync = if durability == Durability::Immediate { "on" } else { "off" };
         let target = |role: &'static str| -> Result<Target, Error> {
-            let mut target = Target::new(url, role, driver.handle())?;
-            target.setup = format!("SET synchronous_commit = {sync}");
+            let mut target = Target::new(url, role, driver.handle(), metrics.clone())?;
+            target.set_up(&format!("SET synchronous_commit = {sync}"));
             Ok(target)
         };
         // The writer's connection: a transaction it leaves open (its process stopped mid-group)
         // is ended by the server, so it cannot hold other writers' rows or the readers'
         // watermark for long.
         let mut writer_target = target("cairn-writer")?;
-        writer_target.setup.push_str(&format!(
-            "; SET idle_in_transaction_session_timeout = {}",
+        writer_target.set_up(&format!(
+            "SET idle_in_transaction_session_timeout = {}",
             write::IDLE_IN_GROUP_MAX.as_millis()
         ));
         let connect: pool::Connect = Arc::new(move || writer_target.open_blocking());
         let client = connect()?;
-        schema::prepare(&mut blocking::Client::new(&client))?;
-        let last = crate::pending::block_on(listen::last_lsn(&client))?;
+        schema::prepare(&mut blocking::Client::on(&client))?;
+        let last = client.wait(listen::last_lsn(&client))?;
         let (tx, committed) = watch::channel(last);
         let (remote_tx, remote) = watch::channel(last);
         let tx = Arc::new(tx);
         let token = token();
         let durable = durability == Durability::Immediate;
-        let who = write::Identity { token, durable, handle: driver.handle() };
-        let writer = Writer::start(client, connect.clone(), tx.clone(), who)?;
+        let who = write::Identity { token, durable };
+        let writer = Writer::start(client, connect.clone(), tx.clone(), (who, metrics.clone()))?;
         let (drivers, _) =
             tokio::sync::broadcast::channel(crate::limits::DRIVER_MESSAGES_QUEUED_MAX);
         let heard =
@@ -219,6 +221,10 @@ impl PgStore {
 impl Store for PgStore {
     fn append(&self, batch: Batch) -> Result<Pending, Error> {
         self.inner.writer.append(batch)
+    }
+
+    fn append_async(&self, batch: Batch) -> Reading<Pending> {
+        self.inner.writer.append_async(batch)
     }
 
     fn read_since(&self, thread: &ThreadId, after: Seq, limit: usize) -> Result<Vec<Event>, Error> {
