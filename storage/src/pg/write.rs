@@ -319,6 +319,9 @@ fn commit_group(
             // Whatever the transaction did is undone (after a failed COMMIT there is none).
             let _ = client.wait(client.batch_execute("ROLLBACK"));
         }
+        // Whether the transaction is known to have changed nothing although its connection
+        // failed (before its COMMIT was sent, or resolved aborted after).
+        let mut undone = outcome.is_err() && done.sent.is_none() && client.is_closed();
         if let (Err(e), Some((xid, _))) = (&outcome, done.sent)
             && client.is_closed()
         {
@@ -328,6 +331,7 @@ fn commit_group(
                     // The statements were prepared on the dropped connection.
                     *client = fresh;
                     *cache = Statements::default();
+                    undone = !committed_after_all;
                     if committed_after_all { Ok(()) } else { outcome }
                 }
                 Err(unknown) => Err(unknown),
@@ -338,6 +342,21 @@ fn commit_group(
                 if done.sent.is_none() && xid::retryable(&e) && attempts < GROUP_ATTEMPTS_MAX =>
             {
                 tracing::debug!(error = %e, attempts, "the group met another writer; it runs again");
+            }
+            // The connection failed (the server went, the network, a deadline) and nothing of
+            // the group committed: it runs again, whole, on a fresh connection, rather than
+            // fail writes a moment's outage did not touch.
+            Err(e) if undone && attempts < GROUP_ATTEMPTS_MAX => {
+                tracing::info!(error = %e, attempts, "the group's connection failed; it runs again");
+                if client.is_closed() {
+                    match reconnect_within(reconnect, RECONNECT_WAIT_MAX) {
+                        Some(fresh) => {
+                            *client = fresh;
+                            *cache = Statements::default();
+                        }
+                        None => break (done, Err(e)),
+                    }
+                }
             }
             outcome => break (done, outcome),
         }
