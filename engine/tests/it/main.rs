@@ -27,6 +27,8 @@ mod node_runs;
 mod operator;
 #[cfg(all(feature = "postgres", feature = "http"))]
 mod pg_debug_endpoint;
+#[cfg(all(feature = "postgres", feature = "http"))]
+mod pg_hang;
 #[cfg(feature = "postgres")]
 mod pg_debug_reads;
 #[cfg(feature = "postgres")]
