@@ -146,19 +146,25 @@ fn an_engine_rides_out_a_silent_network_noticing_it_and_answering_meanwhile() {
         // The engine's own report says the database is gone.
         let mut noticed = None;
         while noticed.is_none() && silent.elapsed() < SILENT {
-            let report = engine.health().await.expect("a health report while silent");
-            if report.database.as_ref().is_some_and(|d| !d.reachable) {
-                noticed = Some(silent.elapsed());
-                assert!(!report.ok, "an unreachable database is not ok");
-            } else {
-                tokio::time::sleep(Duration::from_millis(50)).await;
+            // Bounded here too: a report that hangs with the network must fail the test, not
+            // hang it.
+            let left = SILENT.saturating_sub(silent.elapsed());
+            match tokio::time::timeout(left, engine.health()).await {
+                Ok(report) => {
+                    let report = report.expect("a health report while silent");
+                    if report.database.as_ref().is_some_and(|d| !d.reachable) {
+                        noticed = Some(silent.elapsed());
+                        assert!(!report.ok, "an unreachable database is not ok");
+                    }
+                }
+                Err(_) => break,
             }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         // The endpoint answers meanwhile, and says the same.
         let health = format!("http://{}/api/health", server.addr());
-        let (status, body, took) = tokio::task::spawn_blocking(move || get(health).join().unwrap())
-            .await
-            .unwrap();
+        let asked = tokio::task::spawn_blocking(move || get(health).join().unwrap());
+        let (status, body, took) = asked.await.unwrap();
         let during = effects.count() - before;
         let left = SILENT.saturating_sub(silent.elapsed());
         tokio::time::sleep(left).await;
