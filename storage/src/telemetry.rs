@@ -244,8 +244,7 @@ impl Handles {
             retries: r.register_counter(&Key::from_static_name(GROUP_RETRIES), &META),
             blocking_reads: r.register_counter(&Key::from_static_name(BLOCKING_READS), &META),
             database_up: r.register_gauge(&Key::from_static_name(DATABASE_UP), &META),
-            database_failures: r
-                .register_counter(&Key::from_static_name(DATABASE_FAILURES), &META),
+            database_failures: r.register_counter(&Key::from_static_name(DATABASE_FAILURES), &META),
         }
     }
 }

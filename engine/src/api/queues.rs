@@ -56,7 +56,12 @@ impl Engine {
             .iter()
             .map(|(name, limits)| QueueOp::Define { name: name.clone(), limits: *limits })
             .collect();
-        self.shell.store.append_async(Batch { queues: ops, ..Batch::default() }).await?.wait().await?;
+        self.shell
+            .store
+            .append_async(Batch { queues: ops, ..Batch::default() })
+            .await?
+            .wait()
+            .await?;
         self.shell.admit.notify_one();
         Ok(())
     }

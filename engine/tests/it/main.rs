@@ -27,10 +27,10 @@ mod node_runs;
 mod operator;
 #[cfg(all(feature = "postgres", feature = "http"))]
 mod pg_debug_endpoint;
-#[cfg(all(feature = "postgres", feature = "http"))]
-mod pg_hang;
 #[cfg(feature = "postgres")]
 mod pg_debug_reads;
+#[cfg(all(feature = "postgres", feature = "http"))]
+mod pg_hang;
 #[cfg(feature = "postgres")]
 mod pg_public_reads;
 #[cfg(feature = "postgres")]

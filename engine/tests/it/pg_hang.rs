@@ -133,7 +133,8 @@ fn an_engine_rides_out_a_silent_network_noticing_it_and_answering_meanwhile() {
         let mut handles = Vec::new();
         for t in 0..THREADS {
             let id = format!("t{t}");
-            handles.push(engine.start("slow", Tally::default(), StartOptions::id(id)).await.unwrap());
+            handles
+                .push(engine.start("slow", Tally::default(), StartOptions::id(id)).await.unwrap());
         }
         // Every thread a few steps in: the network goes silent in the middle of their runs.
         while effects.count() < (THREADS * 3) as u64 {

@@ -82,7 +82,9 @@ async fn serve(target: &Target, heard: &Heard) -> Result<std::convert::Infallibl
     let (every, limit) = target.timeouts.check();
     let answer = target.timeouts.answer().unwrap_or(limit);
     let listen = format!("LISTEN {CHANNEL}; LISTEN {DRIVERS}");
-    within(target, answer, client.batch_execute(&listen)).await?.map_err(super::pg_error("listen"))?;
+    within(target, answer, client.batch_execute(&listen))
+        .await?
+        .map_err(super::pg_error("listen"))?;
     // Whatever was committed while nobody listened: read it now.
     let last = within(target, answer, last_lsn(&client)).await??;
     publish(committed, last);

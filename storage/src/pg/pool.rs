@@ -366,10 +366,8 @@ async fn within<T>(
     match tokio::time::timeout(limit, read).await {
         Ok(answer) => Ok(answer),
         Err(_) => {
-            metrics.database_failed(&format!(
-                "a read got no answer within {} ms",
-                limit.as_millis()
-            ));
+            metrics
+                .database_failed(&format!("a read got no answer within {} ms", limit.as_millis()));
             Err(Late(limit))
         }
     }

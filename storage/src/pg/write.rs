@@ -32,8 +32,7 @@ pub(crate) use crate::request::Write;
 use crate::request::{Answer, Outcome, Request};
 use crate::telemetry::{GroupFigures, StoreMetrics};
 use crate::{
-    Batch, CheckpointId, CheckpointInfo, Error, LockRecord, Pending, Pruned, Reading, Seq,
-    ThreadId,
+    Batch, CheckpointId, CheckpointInfo, Error, LockRecord, Pending, Pruned, Reading, Seq, ThreadId,
 };
 
 /// Requests waiting for the writer, at most (a caller waits while the queue is full: an async
@@ -171,11 +170,11 @@ fn run(
         // (the group on it failed; its callers were told). After a group failed on its
         // connection, the client may not know yet that the connection is gone (a reset seen
         // by one request before the connection's task ends): ask it.
-        if client.is_closed() || (suspect && !answers(&client)) {
-            if let Some(fresh) = reconnect_within(reconnect, RECONNECT_WAIT_MAX) {
-                client = fresh;
-                cache = Statements::default();
-            }
+        if (client.is_closed() || (suspect && !answers(&client)))
+            && let Some(fresh) = reconnect_within(reconnect, RECONNECT_WAIT_MAX)
+        {
+            client = fresh;
+            cache = Statements::default();
         }
         let mut taken = ids(&first);
         let mut group = vec![first];
