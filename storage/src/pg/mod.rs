@@ -137,7 +137,12 @@ impl PgStore {
         let token = token();
         let durable = durability == Durability::Immediate;
         let who = write::Identity { token, durable };
-        let writer = Writer::start(client, connect.clone(), tx.clone(), (who, metrics.clone()))?;
+        let writer = Writer::start(
+            client,
+            connect.clone(),
+            tx.clone(),
+            (who, metrics.clone(), driver.handle()),
+        )?;
         let (drivers, _) =
             tokio::sync::broadcast::channel(crate::limits::DRIVER_MESSAGES_QUEUED_MAX);
         let heard =

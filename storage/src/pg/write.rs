@@ -72,6 +72,9 @@ pub(crate) struct Identity {
 /// The handle to the writer thread.
 pub(crate) struct Writer {
     ops: Sender<Write>,
+    /// The store's runtime: where a sync caller inside another runtime leaves a write to wait
+    /// for room.
+    handle: tokio::runtime::Handle,
     /// Where each group commit's figures go.
     pub metrics: StoreMetrics,
 }
@@ -84,7 +87,7 @@ impl Writer {
         client: Client,
         reconnect: Connect,
         committed: Arc<watch::Sender<u64>>,
-        (who, metrics): (Identity, StoreMetrics),
+        (who, metrics, handle): (Identity, StoreMetrics, tokio::runtime::Handle),
     ) -> Result<Writer, Error> {
         let (ops, mut queue) = channel(QUEUED_OPS_MAX);
         let shared = metrics.clone();
@@ -92,15 +95,26 @@ impl Writer {
             .name("cairn-pg-writer".into())
             .spawn(move || run(client, &reconnect, &mut queue, &committed, (&who, &shared)))
             .map_err(|e| Error::Storage { op: "start the writer", source: Arc::new(e) })?;
-        Ok(Writer { ops, metrics })
+        Ok(Writer { ops, handle, metrics })
     }
 
-    /// Queues `op`; while the queue is full, this thread waits (for sync callers, off any
-    /// runtime's workers: async callers use [`Writer::queue`]).
+    /// Queues `op` for a sync caller. While the queue is full, a caller off every runtime
+    /// waits; one on a runtime's thread does not (it would hold the runtime's other tasks):
+    /// a task of the store's runtime waits for room in its stead, and the write's answer
+    /// comes as ever (`Closed` if the writer stopped meanwhile). Writes left to wait so are
+    /// queued in no promised order among themselves: a caller that needs its writes in order
+    /// awaits each [`Writer::queue`].
     pub fn send(&self, op: Write) -> Result<(), Error> {
         match self.ops.try_send(op) {
             Ok(()) => Ok(()),
             Err(TrySendError::Closed(_)) => Err(Error::Closed),
+            Err(TrySendError::Full(op)) if tokio::runtime::Handle::try_current().is_ok() => {
+                tracing::debug!("the writer's queue is full: a write waits for room in a task");
+                let ops = self.ops.clone();
+                // Dropped unsent (the writer stopped), the write's answer channel closes.
+                drop(self.handle.spawn(async move { ops.send(op).await.map_err(drop) }));
+                Ok(())
+            }
             Err(TrySendError::Full(op)) => {
                 tracing::debug!("the writer's queue is full: a sync caller waits for room");
                 crate::pending::block_on(self.ops.send(op)).map_err(|_| Error::Closed)
