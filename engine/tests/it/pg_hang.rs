@@ -215,3 +215,99 @@ fn an_engine_rides_out_a_silent_network_noticing_it_and_answering_meanwhile() {
     });
     assert!(store.verify().unwrap().is_clean());
 }
+
+/// The same silence, with a second engine on a direct connection to the same database: the
+/// first engine's leases lapse while its network is silent, the second takes its threads over
+/// and finishes them; once the network is back, the first engine's late writes (the groups its
+/// writer held through the silence, run again on a fresh connection) are refused: fenced by
+/// the leases and the threads' guards, nothing of them in the log. A tool call whose result the
+/// first engine had not made durable when the network went silent runs again under the second
+/// (at least once, as after a crash): at most one per thread.
+///
+/// The takeover waits for the rows the first engine's writer had locked in its open
+/// transaction: the server ends that transaction once it has sat idle for
+/// `idle_in_transaction_session_timeout` (10 s, `write::IDLE_IN_GROUP_MAX`), the network
+/// being silent; the second engine then takes the lapsed leases.
+#[test]
+fn a_second_engine_takes_over_and_the_silent_engines_late_writes_are_fenced() {
+    const LEASE_TTL_MS: u64 = 1_500;
+    let Some(cluster) = Cluster::start("pg_hang_takeover") else { return };
+    let proxy = Proxy::start(&cluster).expect("proxy");
+    let direct = cluster.new_database();
+    let url = format!("{}?{TIMEOUTS}", proxy.url(&direct));
+    let silent_store = PgStore::connect(&url, Durability::Immediate).expect("connect");
+    let other_store = PgStore::connect(&direct, Durability::Immediate).expect("connect");
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let effects = Effects::default();
+    let wf = slow(&effects);
+    runtime.block_on(async {
+        let open = |store: &PgStore, seed: u64| {
+            Engine::with_store(Arc::new(store.clone()))
+                .seed(seed)
+                .lease_ttl_ms(LEASE_TTL_MS)
+                .poll_ms(100)
+                .health_every_ms(None)
+                .workflow(&wf)
+                .open()
+        };
+        let first = open(&silent_store, 27).await.expect("open the first engine");
+        for t in 0..THREADS {
+            first.start("slow", Tally::default(), StartOptions::id(format!("t{t}"))).await.unwrap();
+        }
+        while effects.count() < (THREADS * 3) as u64 {
+            tokio::time::sleep(TICK).await;
+        }
+        proxy.blackhole();
+        let silent = Instant::now();
+        // The second engine finds the threads once their leases lapse, and finishes them.
+        let second = open(&other_store, 28).await.expect("open the second engine");
+        let mut outputs = Vec::new();
+        for t in 0..THREADS {
+            let handle = second.thread(&format!("t{t}")).await.unwrap();
+            let out: Tally = tokio::time::timeout(Duration::from_secs(20), handle.output())
+                .await
+                .expect("taken over and finished while the first engine was silent")
+                .expect("completed");
+            outputs.push(out);
+        }
+        let taken_over_ms = silent.elapsed().as_millis();
+        let runs_before_resume = effects.count();
+        tokio::time::sleep(SILENT.saturating_sub(silent.elapsed())).await;
+        proxy.resume();
+        // The first engine's writer runs what it held; every write of it is refused. Give it
+        // the time to (its writer reconnects within about a second).
+        let resumed = Instant::now();
+        while resumed.elapsed() < Duration::from_secs(3) && first.fenced_runners() == 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let runs = effects.count();
+        let expected = (THREADS * NODES) as u64;
+        crate::common::report(&format!(
+            "PG_HANG takeover taken_over_ms={taken_over_ms} fenced_runners={} \
+             tool_runs={runs}/{expected} runs_after_resume={} double_runs={}",
+            first.fenced_runners(),
+            runs - runs_before_resume,
+            runs.saturating_sub(expected)
+        ));
+        for out in &outputs {
+            assert_eq!(out.log.len(), NODES, "every step once in the state: {out:?}");
+        }
+        assert!(first.fenced_runners() > 0, "the silent engine's runners were not fenced");
+        assert_eq!(runs, runs_before_resume, "the fenced engine ran a tool after the resume");
+        assert!(
+            runs <= expected + THREADS as u64,
+            "{runs} tool runs for {expected} calls: more than one in flight per thread ran again"
+        );
+        for t in 0..THREADS {
+            let id = cairn::storage::ThreadId::new(format!("t{t}")).unwrap();
+            let events = other_store.read_since(&id, cairn::storage::Seq(0), 10_000).unwrap();
+            let seqs: Vec<u64> = events.iter().map(|e| e.bookmark.seq.0).collect();
+            assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "t{t}: no gap, no dup");
+        }
+        second.shutdown().await;
+        first.shutdown().await;
+    });
+    assert!(other_store.verify().unwrap().is_clean());
+}
