@@ -109,7 +109,7 @@ impl Engine {
         let report =
             crate::telemetry::health_check(store, now, watchdog_ms, &shell.metrics).await?;
         if let Some(database) = report.database.as_ref().filter(|d| !d.reachable) {
-            tracing::error!(
+            tracing::warn!(
                 since_ms = database.since_ms,
                 last_error = database.last_error.as_deref().unwrap_or_default(),
                 "health: the database does not answer"

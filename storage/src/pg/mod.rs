@@ -10,7 +10,10 @@
 //! disk. Durability: [`Durability::Immediate`] commits with `synchronous_commit =
 //! on` (an acknowledged batch survives a crash of the server); the other modes with it off (a
 //! server crash may lose the last few hundred milliseconds of acknowledged batches, never part
-//! of one). `docs/postgres.md` has the schema, the setup and what is not yet there.
+//! of one). Every wait on the network has a deadline (`deadline.rs`): a connection that misses
+//! one is given up as one the network dropped, and the store says the database is unreachable
+//! ([`Store::database`], `cairn_database_up`) until a round trip is answered again.
+//! `docs/postgres.md` has the schema, the setup, the timeouts and what is not yet there.
 //!
 //! # Examples
 //! ```no_run

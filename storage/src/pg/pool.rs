@@ -7,7 +7,9 @@
 //! way), so the store works inside any runtime, or none, and an async read blocks no thread. A
 //! sync read ([`Readers::run`]) blocks its own thread for the round trip, as a redb read blocks
 //! it for the disk. The pool's size bounds how many reads run at once; more wait for a
-//! connection, suspended.
+//! connection, suspended. Every connection opens within the connect timeout and every read waits
+//! for its answer within the answer deadline (`deadline.rs`); the writer's [`Link`] gives each
+//! of its statements the same deadline.
 
 use std::future::Future;
 use std::pin::Pin;
