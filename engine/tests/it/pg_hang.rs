@@ -5,7 +5,8 @@
 //!
 //! - a ticker on the engine's runtime keeps ticking (no worker thread waits on the network);
 //! - the HTTP endpoint answers `/api/health`, and says the database is unreachable;
-//! - the engine's health report says so within a bound of the deadlines;
+//! - the engine's health report says so within a bound of the deadlines, and so does the
+//!   gauge `cairn_database_up`;
 //!
 //! and once the network is back, every thread completes by itself, each tool call run once
 //! (counted by [`Effects`]): nothing lost, nothing run twice.
@@ -22,6 +23,7 @@ use cairn::{Durability, END, Engine, START, StartOptions};
 use serde_json::Value;
 
 use crate::common::{Effects, Tally};
+use crate::telemetry_recorder::TestRecorder;
 
 /// Deadlines through the URL, as a user sets them: connections open within 1 s; statements
 /// end on the server after 1 s, so the client gives an unanswered one up after 2 s.
@@ -118,8 +120,11 @@ fn an_engine_rides_out_a_silent_network_noticing_it_and_answering_meanwhile() {
     let effects = Effects::default();
     let wf = slow(&effects);
     let test_started = Instant::now();
+    let recorder = Arc::new(TestRecorder::default());
+    let up = || recorder.gauge(cairn::telemetry::storage::DATABASE_UP);
     runtime.block_on(async {
         let (engine, server) = Engine::with_store(Arc::new(store.clone()))
+            .metrics_recorder(recorder.clone())
             .seed(27)
             .poll_ms(200)
             .health_every_ms(None)
@@ -141,6 +146,7 @@ fn an_engine_rides_out_a_silent_network_noticing_it_and_answering_meanwhile() {
             tokio::time::sleep(TICK).await;
         }
         let before = effects.count();
+        assert_eq!(up(), 1.0, "the database answers before the silence");
         proxy.blackhole();
         let silent = Instant::now();
 
@@ -162,6 +168,8 @@ fn an_engine_rides_out_a_silent_network_noticing_it_and_answering_meanwhile() {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        let up_while_silent = up();
+        let failures = recorder.counter(cairn::telemetry::storage::DATABASE_FAILURES);
         // The endpoint answers meanwhile, and says the same.
         let health = format!("http://{}/api/health", server.addr());
         let asked = tokio::task::spawn_blocking(move || get(health).join().unwrap());
@@ -189,7 +197,8 @@ fn an_engine_rides_out_a_silent_network_noticing_it_and_answering_meanwhile() {
         crate::common::report(&format!(
             "PG_HANG engine noticed_ms={} health_http_status={status} health_http_ms={} \
              max_tick_gap_ms={} tool_runs_while_silent={during} threads_completed={}/{THREADS} \
-             tool_runs={runs}/{expected} double_runs={} recovered_ms={} total_ms={}",
+             tool_runs={runs}/{expected} double_runs={} recovered_ms={} total_ms={} \
+             database_failures={failures}",
             noticed.map_or(-1, |d| d.as_millis() as i64),
             took.as_millis(),
             max_gap.as_millis(),
@@ -210,6 +219,9 @@ fn an_engine_rides_out_a_silent_network_noticing_it_and_answering_meanwhile() {
         }
         assert_eq!(runs, expected, "each tool call ran once: none lost, none twice");
         assert!(after.database.as_ref().is_some_and(|d| d.reachable), "{after:?}");
+        assert_eq!(up_while_silent, 0.0, "cairn_database_up while silent");
+        assert!(failures > 0, "no failed connection counted");
+        assert_eq!(up(), 1.0, "cairn_database_up once the network is back");
         server.shutdown().await;
         engine.shutdown().await;
     });
