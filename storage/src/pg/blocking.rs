@@ -2,8 +2,10 @@
 //! its own, off every runtime: the writer's group commit (its planner asks for rows as it
 //! goes, synchronously), the schema's preparation at connect, `verify`. Each call sends its
 //! statement and parks the thread until the answer comes; the connection's socket is driven
-//! by its task on the store's runtime meanwhile (`pool.rs`). On a [`Link`] (the writer's
-//! connection), each wait has the link's deadline.
+//! by its task on the store's runtime meanwhile (`pool.rs`). Each wait has a deadline: on a
+//! [`Link`] (the writer's connection) the link's, which closes the connection when missed; on a
+//! pooled reader (`verify`) the readers' answer deadline, whose miss fails the call, and the
+//! read then gives the connection up (`pool.rs`).
 
 use std::future::Future;
 
@@ -17,25 +19,51 @@ use crate::pending::block_on;
 #[derive(Clone, Copy)]
 pub(crate) struct Client<'c> {
     client: &'c tokio_postgres::Client,
-    /// The connection's deadline, when it has one.
-    link: Option<&'c Link>,
+    deadline: Deadline<'c>,
+}
+
+/// How long a call waits for its answer.
+#[derive(Clone, Copy)]
+enum Deadline<'c> {
+    /// The link's ([`Link::wait`]).
+    Link(&'c Link),
+    /// `None`: no deadline (the statement timeout is off); the timer is the store runtime's.
+    Timer(&'c tokio::runtime::Handle, Option<std::time::Duration>),
 }
 
 impl<'c> Client<'c> {
-    /// Calls that wait with no deadline of their own (a pooled reader's: `verify`).
-    pub(crate) fn new(client: &'c tokio_postgres::Client) -> Client<'c> {
-        Client { client, link: None }
+    /// Calls on a pooled reader's connection, each failing with a timeout error when its
+    /// answer has not come within `limit` (`handle`: the store's runtime, whose timer it is).
+    pub(crate) fn new(
+        client: &'c tokio_postgres::Client,
+        handle: &'c tokio::runtime::Handle,
+        limit: Option<std::time::Duration>,
+    ) -> Client<'c> {
+        Client { client, deadline: Deadline::Timer(handle, limit) }
     }
 
     /// Calls that wait within `link`'s deadline ([`Link::wait`]).
     pub(crate) fn on(link: &'c Link) -> Client<'c> {
-        Client { client: link, link: Some(link) }
+        Client { client: link, deadline: Deadline::Link(link) }
     }
 
-    fn wait<F: Future>(&self, request: F) -> F::Output {
-        match self.link {
-            Some(link) => link.wait(request),
-            None => block_on(request),
+    fn wait<T>(&self, request: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
+        match self.deadline {
+            Deadline::Link(link) => link.wait(request),
+            Deadline::Timer(_, None) => block_on(request),
+            Deadline::Timer(handle, Some(limit)) => {
+                let late = {
+                    let _entered = handle.enter();
+                    tokio::time::sleep(limit)
+                };
+                block_on(async {
+                    tokio::select! {
+                        answer = request => answer,
+                        // How tokio-postgres's own sync client reports one.
+                        () = late => Err(Error::__private_api_timeout()),
+                    }
+                })
+            }
         }
     }
 

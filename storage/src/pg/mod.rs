@@ -369,8 +369,12 @@ impl Store for PgStore {
     }
 
     fn verify(&self) -> Result<VerifyReport, Error> {
-        // A long series of statements, each waited for: this thread blocks (as `read` says).
-        self.read(read_with!(; |c| async { verify::verify(&mut blocking::Client::new(c)) }))
+        // A long series of statements, each waited for within the answer deadline: this thread
+        // blocks (as `read` says).
+        let (handle, limit) = self.inner.readers.deadline();
+        self.read(read_with!(handle; |c| async move {
+            verify::verify(&mut blocking::Client::new(c, &handle, limit))
+        }))
     }
 
     fn thread_async(&self, id: &ThreadId) -> Reading<Option<ThreadRecord>> {

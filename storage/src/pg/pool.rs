@@ -291,6 +291,12 @@ impl Readers {
         Ok(readers)
     }
 
+    /// The store's runtime and the answer deadline of a read's statements, for a read that
+    /// waits for them one by one (`verify`, through the blocking client).
+    pub fn deadline(&self) -> (tokio::runtime::Handle, Option<std::time::Duration>) {
+        (self.handle.clone(), self.answer)
+    }
+
     /// Runs the read `f` on a reader's connection and returns its answer, blocking this thread
     /// until it comes (see [`Readers::run_async`] for the rest). Never called on a worker of
     /// the store's runtime (its callers are the store's users).

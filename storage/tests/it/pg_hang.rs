@@ -168,3 +168,31 @@ async fn ticker(stop: Arc<AtomicBool>) -> Duration {
     }
     max_gap
 }
+
+/// `verify`, a long series of statements each waited for on a blocked thread, gives up within
+/// its deadlines when the network goes silent (its connection given up, an error returned,
+/// not a thread hung), and works again on fresh connections once the network is back.
+#[test]
+fn verify_into_a_silent_network_fails_within_its_deadlines_and_works_after() {
+    let Some(cluster) = Cluster::start("pg_hang_verify") else { return };
+    let proxy = Proxy::start(&cluster).expect("proxy");
+    let store = PgStore::connect(&proxied(&cluster, &proxy), Durability::Immediate).unwrap();
+    create_thread(&store, "t", 3);
+    assert!(store.verify().unwrap().is_clean());
+    proxy.blackhole();
+    let started = Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let verifying = store.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(verifying.verify().map(|r| r.is_clean()));
+    });
+    let outcome = rx.recv_timeout(Duration::from_secs(15));
+    let took = started.elapsed();
+    proxy.resume();
+    eprintln!("PG_HANG verify_into_silence took_ms={} outcome={outcome:?}", took.as_millis());
+    let outcome = outcome.expect("verify came back (it hung)");
+    assert!(outcome.is_err(), "verified through a silent network?");
+    // Two connections, each given up after the answer deadline (1 s), and a connect (1 s).
+    assert!(took < Duration::from_secs(6), "verify took {took:?}");
+    assert!(store.verify().unwrap().is_clean(), "verify works again on fresh connections");
+}
