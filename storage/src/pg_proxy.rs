@@ -9,7 +9,11 @@
 //! client never hears so). Armed with [`Proxy::hold_next_commit`], it keeps that COMMIT until
 //! the test releases it (a transaction that has written everything and not committed yet).
 //! With [`Proxy::delay_queries`], it holds every query of connections of a name for a while
-//! before passing it on (a slow network, or a slow server).
+//! before passing it on (a slow network, or a slow server). With [`Proxy::blackhole`], it stops
+//! passing bytes either way on every connection, new ones included, without closing anything
+//! (a half-open connection, a network partition: each side waits, hearing nothing) until
+//! [`Proxy::resume`], when what was held goes on, as TCP delivers what it retransmitted once a
+//! partition heals.
 //!
 //! # Examples
 //! ```no_run
@@ -54,6 +58,29 @@ pub struct Proxy {
     cuts: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     delay: Arc<Delay>,
+    blackhole: Arc<Blackhole>,
+}
+
+/// Whether bytes are held (both ways, every connection), and the pumps' wake-up when not.
+#[derive(Default)]
+struct Blackhole {
+    on: Mutex<bool>,
+    changed: Condvar,
+}
+
+impl Blackhole {
+    /// Waits while the blackhole is on.
+    fn pass(&self) {
+        let mut on = self.on.lock().unwrap_or_else(PoisonError::into_inner);
+        while *on {
+            on = self.changed.wait(on).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    fn set(&self, on: bool) {
+        *self.on.lock().unwrap_or_else(PoisonError::into_inner) = on;
+        self.changed.notify_all();
+    }
 }
 
 /// How long queries of connections of a name are held before they go on.
@@ -133,10 +160,12 @@ impl Proxy {
             cuts: Arc::default(),
             stop: Arc::default(),
             delay: Arc::default(),
+            blackhole: Arc::default(),
         };
         let (upstream, armed, cuts, stop) =
             (proxy.upstream.clone(), proxy.armed.clone(), proxy.cuts.clone(), proxy.stop.clone());
-        let (held, delay) = (proxy.held.clone(), proxy.delay.clone());
+        let (held, delay, blackhole) =
+            (proxy.held.clone(), proxy.delay.clone(), proxy.blackhole.clone());
         std::thread::Builder::new().name("pg-proxy".into()).spawn(move || {
             for client in listener.incoming() {
                 if stop.load(Ordering::SeqCst) {
@@ -145,8 +174,10 @@ impl Proxy {
                 let Ok(client) = client else { continue };
                 let Ok(server) = UnixStream::connect(&upstream) else { continue };
                 let (armed, cuts, held) = (armed.clone(), cuts.clone(), held.clone());
-                let delay = delay.clone();
-                std::thread::spawn(move || relay(client, server, (&armed, &held, &delay), &cuts));
+                let (delay, hole) = (delay.clone(), blackhole.clone());
+                std::thread::spawn(move || {
+                    relay(client, server, (&armed, &held, &delay), (&cuts, &hole));
+                });
             }
         })?;
         Ok(proxy)
@@ -184,6 +215,19 @@ impl Proxy {
             (!delay.is_zero()).then(|| (application_name.to_owned(), delay));
     }
 
+    /// Stops passing bytes, both ways, on every connection (those made from now on too),
+    /// closing nothing: each side's reads wait, its writes fill the socket's buffers, until
+    /// [`Proxy::resume`]. A connection a side closes meanwhile is closed on the other side only
+    /// after the resume, as a partition hides a FIN.
+    pub fn blackhole(&self) {
+        self.blackhole.set(true);
+    }
+
+    /// Passes bytes again after [`Proxy::blackhole`], those held first.
+    pub fn resume(&self) {
+        self.blackhole.set(false);
+    }
+
     /// How many connections were cut so far.
     pub fn cuts(&self) -> u64 {
         self.cuts.load(Ordering::SeqCst)
@@ -197,6 +241,7 @@ impl Proxy {
 
 impl Drop for Proxy {
     fn drop(&mut self) {
+        self.resume();
         self.stop.store(true, Ordering::SeqCst);
         // Wake the accepting thread so it sees the stop.
         let _ = UnixStream::connect(self.dir.path().join(SOCKET));
@@ -208,7 +253,7 @@ fn relay(
     client: UnixStream,
     server: UnixStream,
     (armed, held, delay): (&Armed<Cut>, &Armed<Arc<Gate>>, &Delay),
-    cuts: &AtomicU64,
+    (cuts, hole): (&AtomicU64, &Arc<Blackhole>),
 ) {
     let (Ok(client_r), Ok(server_w), Ok(server_r), Ok(client_w)) =
         (client.try_clone(), server.try_clone(), server.try_clone(), client.try_clone())
@@ -218,8 +263,11 @@ fn relay(
     // Set once the COMMIT to cut after its answer went up: the next bytes down are dropped.
     let drop_answer = Arc::new(AtomicBool::new(false));
     let down_drop = drop_answer.clone();
-    let down = std::thread::spawn(move || pump_down(server_r, client_w, &down_drop));
-    let cut = pump_up(client_r, server_w, (armed, held, delay), &drop_answer);
+    let down_hole = hole.clone();
+    let down = std::thread::spawn(move || pump_down(server_r, client_w, &down_drop, &down_hole));
+    let cut = pump_up(client_r, server_w, (armed, held, delay), (&drop_answer, hole));
+    // A side that closed while the network was down is seen closed once it is back.
+    hole.pass();
     if let Some(cut) = cut {
         cuts.fetch_add(1, Ordering::SeqCst);
         if cut == Cut::AfterAnswer {
@@ -234,13 +282,19 @@ fn relay(
 }
 
 /// Server to client, until either closes or an answer is to be dropped.
-fn pump_down(mut server: UnixStream, mut client: UnixStream, drop_answer: &AtomicBool) {
+fn pump_down(
+    mut server: UnixStream,
+    mut client: UnixStream,
+    drop_answer: &AtomicBool,
+    hole: &Blackhole,
+) {
     let mut buf = [0u8; 16 * 1024];
     loop {
         let n = match server.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        hole.pass();
         if drop_answer.load(Ordering::SeqCst) {
             break;
         }
@@ -248,6 +302,7 @@ fn pump_down(mut server: UnixStream, mut client: UnixStream, drop_answer: &Atomi
             break;
         }
     }
+    hole.pass();
     let _ = client.shutdown(Shutdown::Both);
     let _ = server.shutdown(Shutdown::Both);
 }
@@ -257,9 +312,9 @@ fn pump_up(
     mut client: UnixStream,
     mut server: UnixStream,
     (armed, held, delay): (&Armed<Cut>, &Armed<Arc<Gate>>, &Delay),
-    drop_answer: &AtomicBool,
+    (drop_answer, hole): (&AtomicBool, &Blackhole),
 ) -> Option<Cut> {
-    let name = startup(&mut client, &mut server)?;
+    let name = startup(&mut client, &mut server, hole)?;
     loop {
         let mut head = [0u8; 5];
         client.read_exact(&mut head).ok()?;
@@ -284,6 +339,7 @@ fn pump_up(
             Some(Cut::AfterAnswer) => drop_answer.store(true, Ordering::SeqCst),
             _ => {}
         }
+        hole.pass();
         server.write_all(&head).ok()?;
         server.write_all(&body).ok()?;
         if cut.is_some() {
@@ -294,7 +350,7 @@ fn pump_up(
 
 /// Passes the startup packets up (an SSL or GSS request first, if any) and returns the
 /// connection's `application_name` (empty if it has none).
-fn startup(client: &mut UnixStream, server: &mut UnixStream) -> Option<String> {
+fn startup(client: &mut UnixStream, server: &mut UnixStream, hole: &Blackhole) -> Option<String> {
     loop {
         let mut len = [0u8; 4];
         client.read_exact(&mut len).ok()?;
@@ -304,6 +360,7 @@ fn startup(client: &mut UnixStream, server: &mut UnixStream) -> Option<String> {
         }
         let mut body = vec![0u8; n - 4];
         client.read_exact(&mut body).ok()?;
+        hole.pass();
         server.write_all(&len).ok()?;
         server.write_all(&body).ok()?;
         let code = u32::from_be_bytes([body[0], body[1], body[2], body[3]]);

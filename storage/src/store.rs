@@ -143,6 +143,21 @@ pub trait Store: Send + Sync + 'static {
     /// lease and unknown-thread errors, which reject only this batch; storage errors.
     fn append(&self, batch: Batch) -> Result<Pending, Error>;
 
+    /// [`Store::append`] for async callers: resolves to the batch's [`Pending`] once the batch
+    /// is queued, waiting (suspended, never blocking its thread) while the writer's queue is
+    /// full. Batches queued one after the other by one task (each awaited before the next is
+    /// asked for) reach the writer in that order.
+    ///
+    /// The provided implementation calls [`Store::append`]: right for a store whose queueing
+    /// never waits on the network.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::append`].
+    fn append_async(&self, batch: Batch) -> Reading<Pending> {
+        Reading::ready(self.append(batch))
+    }
+
     /// Up to `limit` events of `thread` with seq > `after`, in seq order.
     ///
     /// # Errors
@@ -636,6 +651,13 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
+    /// Whether the database answers, as the store's connections last found (a store on a
+    /// server: PostgreSQL); `None` for a store that has no server to lose (a file). Known
+    /// without a round trip, so a health check asks it first.
+    fn database(&self) -> Option<crate::telemetry::DatabaseState> {
+        self.metrics().and_then(crate::telemetry::StoreMetrics::database)
+    }
+
     /// Passes `message` to whichever process drives `thread`, where the database is shared (on
     /// PostgreSQL a NOTIFY that every store on the database hears, through
     /// [`Store::driver_messages`]). Best effort and not durable: a message can be lost (a
@@ -677,8 +699,8 @@ pub trait StoreExt: Store {
     ///
     /// As [`Store::append`] and [`Pending::wait`].
     fn append_wait(&self, batch: Batch) -> impl Future<Output = Result<Appended, Error>> + Send {
-        let pending = self.append(batch);
-        async move { pending?.wait().await }
+        let queued = self.append_async(batch);
+        async move { queued.await?.wait().await }
     }
 
     /// Takes lock `name` for `owner` until `now_ms + ttl_ms`.
@@ -694,7 +716,7 @@ pub trait StoreExt: Store {
         ttl_ms: u64,
     ) -> impl Future<Output = Result<(), Error>> + Send {
         let op = LockOp::Acquire { name: name.into(), owner: owner.into(), now_ms, ttl_ms };
-        unit(self.append(Batch { locks: vec![op], ..Batch::default() }))
+        unit(self.append_async(Batch { locks: vec![op], ..Batch::default() }))
     }
 
     /// Extends lock `name` held by `owner` to `now_ms + ttl_ms`.
@@ -710,7 +732,7 @@ pub trait StoreExt: Store {
         ttl_ms: u64,
     ) -> impl Future<Output = Result<(), Error>> + Send {
         let op = LockOp::Renew { name: name.into(), owner: owner.into(), now_ms, ttl_ms };
-        unit(self.append(Batch { locks: vec![op], ..Batch::default() }))
+        unit(self.append_async(Batch { locks: vec![op], ..Batch::default() }))
     }
 
     /// Releases lock `name` held by `owner` (a missing lock is fine).
@@ -724,7 +746,7 @@ pub trait StoreExt: Store {
         owner: &str,
     ) -> impl Future<Output = Result<(), Error>> + Send {
         let op = LockOp::Release { name: name.into(), owner: owner.into() };
-        unit(self.append(Batch { locks: vec![op], ..Batch::default() }))
+        unit(self.append_async(Batch { locks: vec![op], ..Batch::default() }))
     }
 
     /// Releases every lock `owner` holds.
@@ -734,7 +756,7 @@ pub trait StoreExt: Store {
     /// Storage errors only.
     fn release_all_locks(&self, owner: &str) -> impl Future<Output = Result<(), Error>> + Send {
         let op = LockOp::ReleaseAll { owner: owner.into() };
-        unit(self.append(Batch { locks: vec![op], ..Batch::default() }))
+        unit(self.append_async(Batch { locks: vec![op], ..Batch::default() }))
     }
 
     /// Takes `thread`'s lease for `owner` until `now_ms + ttl_ms`.
@@ -750,7 +772,7 @@ pub trait StoreExt: Store {
         ttl_ms: u64,
     ) -> impl Future<Output = Result<(), Error>> + Send {
         let op = LeaseOp::Acquire { thread: thread.clone(), owner: owner.into(), now_ms, ttl_ms };
-        unit(self.append(Batch { leases: vec![op], ..Batch::default() }))
+        unit(self.append_async(Batch { leases: vec![op], ..Batch::default() }))
     }
 
     /// Extends `thread`'s lease held by `owner` to `now_ms + ttl_ms`.
@@ -766,7 +788,7 @@ pub trait StoreExt: Store {
         ttl_ms: u64,
     ) -> impl Future<Output = Result<(), Error>> + Send {
         let op = LeaseOp::Renew { thread: thread.clone(), owner: owner.into(), now_ms, ttl_ms };
-        unit(self.append(Batch { leases: vec![op], ..Batch::default() }))
+        unit(self.append_async(Batch { leases: vec![op], ..Batch::default() }))
     }
 
     /// Releases `thread`'s lease held by `owner`.
@@ -780,7 +802,7 @@ pub trait StoreExt: Store {
         owner: &str,
     ) -> impl Future<Output = Result<(), Error>> + Send {
         let op = LeaseOp::Release { thread: thread.clone(), owner: owner.into() };
-        unit(self.append(Batch { leases: vec![op], ..Batch::default() }))
+        unit(self.append_async(Batch { leases: vec![op], ..Batch::default() }))
     }
 
     /// Sets `thread`'s status to `new` (and `updated_at_ms` to `now_ms`) if it is `expected`;
@@ -808,11 +830,11 @@ pub trait StoreExt: Store {
             let guard = Guard::Status { thread: thread.clone(), expected };
             let batch =
                 Batch { threads: vec![record.clone()], guards: vec![guard], ..Batch::default() };
-            Ok((record, self.append(batch)?))
+            Ok((record, self.append_async(batch)))
         });
         async move {
-            let (record, pending) = prepared?;
-            pending.wait().await?;
+            let (record, queued) = prepared?;
+            queued.await?.wait().await?;
             Ok(record)
         }
     }
@@ -820,7 +842,7 @@ pub trait StoreExt: Store {
 
 impl<S: Store + ?Sized> StoreExt for S {}
 
-async fn unit(pending: Result<Pending, Error>) -> Result<(), Error> {
-    pending?.wait().await?;
+async fn unit(queued: Reading<Pending>) -> Result<(), Error> {
+    queued.await?.wait().await?;
     Ok(())
 }

@@ -9,7 +9,7 @@
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use metrics::{Counter, Histogram, Key, Label, Metadata, Recorder, Unit};
+use metrics::{Counter, Gauge, Histogram, Key, Label, Metadata, Recorder, Unit};
 
 /// Group commits, by outcome (`ok`, `failed`).
 pub const GROUP_COMMITS: &str = "cairn_storage_group_commits_total";
@@ -30,6 +30,24 @@ pub const GROUP_RETRIES: &str = "cairn_storage_group_retries_total";
 /// the whole runtime on a `current_thread` one. The engine's paths await their reads; what
 /// this counts is left to find.
 pub const BLOCKING_READS: &str = "cairn_storage_blocking_reads_total";
+/// Gauge: 1 while the store's database answers, 0 from the first connection that failed or
+/// missed its deadline until one answers again (PostgreSQL; a file store never sets it).
+pub const DATABASE_UP: &str = "cairn_database_up";
+/// Counter: connections to the database that failed, were refused or missed a deadline (each
+/// one the store gave up and replaced).
+pub const DATABASE_FAILURES: &str = "cairn_database_failures_total";
+
+/// Whether a store's database answers, as its connections last found (see
+/// [`crate::Store::database`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatabaseState {
+    /// Whether the last round trip (a statement, a check, a connection) was answered.
+    pub reachable: bool,
+    /// Since when it is as it is: ms since the Unix epoch, on this machine's clock.
+    pub since_ms: u64,
+    /// The last failure (a refused connection, a missed deadline), kept after recovery.
+    pub last_error: Option<String>,
+}
 
 /// What one group commit did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -94,9 +112,10 @@ pub(crate) fn batch_bytes(batch: &crate::Batch) -> usize {
     events + payloads + snapshots
 }
 
-/// A store's metric handles, shared by the store and its writer thread.
+/// A store's metric handles, shared by the store and its writer thread, and the database's
+/// state as its connections last found it.
 #[derive(Clone)]
-pub struct StoreMetrics(Arc<RwLock<Handles>>);
+pub struct StoreMetrics(Arc<RwLock<Handles>>, Arc<std::sync::Mutex<Option<DatabaseState>>>);
 
 impl std::fmt::Debug for StoreMetrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -114,19 +133,68 @@ struct Handles {
     bytes: Counter,
     retries: Counter,
     blocking_reads: Counter,
+    database_up: Gauge,
+    database_failures: Counter,
 }
 
 impl Default for StoreMetrics {
     /// Handles of the global recorder.
     fn default() -> StoreMetrics {
-        StoreMetrics(Arc::new(RwLock::new(metrics::with_recorder(Handles::of))))
+        StoreMetrics(
+            Arc::new(RwLock::new(metrics::with_recorder(Handles::of))),
+            Arc::new(std::sync::Mutex::new(None)),
+        )
     }
 }
 
 impl StoreMetrics {
     /// Reports to `recorder` from now on (the engine's, when it was given one).
     pub fn register(&self, recorder: &dyn Recorder) {
-        *self.0.write().unwrap_or_else(PoisonError::into_inner) = Handles::of(recorder);
+        let handles = Handles::of(recorder);
+        if let Some(state) = self.database() {
+            handles.database_up.set(if state.reachable { 1.0 } else { 0.0 });
+        }
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = handles;
+    }
+
+    /// The database's state, once a connection reported it (`None` for a file store).
+    pub fn database(&self) -> Option<DatabaseState> {
+        self.1.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// A round trip was answered: the database is reachable (logged when it was not).
+    pub fn database_answered(&self) {
+        let mut state = self.1.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.as_ref().is_some_and(|s| s.reachable) {
+            return;
+        }
+        let last_error = state.as_ref().and_then(|s| s.last_error.clone());
+        if let Some(down) = state.as_ref() {
+            let down_ms = now_ms().saturating_sub(down.since_ms);
+            tracing::warn!(down_ms, "the database answers again");
+        }
+        *state = Some(DatabaseState { reachable: true, since_ms: now_ms(), last_error });
+        self.0.read().unwrap_or_else(PoisonError::into_inner).database_up.set(1.0);
+    }
+
+    /// A connection failed, was refused or missed its deadline (`what`): counted, and the
+    /// database is unreachable until a round trip is answered (logged once per outage).
+    pub fn database_failed(&self, what: &str) {
+        let h = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        h.database_failures.increment(1);
+        let mut state = self.1.lock().unwrap_or_else(PoisonError::into_inner);
+        match state.as_mut() {
+            Some(s) if !s.reachable => s.last_error = Some(what.to_owned()),
+            _ => {
+                tracing::error!(error = what, "the database does not answer");
+                *state = Some(DatabaseState {
+                    reachable: false,
+                    since_ms: now_ms(),
+                    last_error: Some(what.to_owned()),
+                });
+                h.database_up.set(0.0);
+            }
+        }
     }
 
     /// Counts one group commit.
@@ -175,6 +243,8 @@ impl Handles {
             bytes: r.register_counter(&Key::from_static_name(BYTES), &META),
             retries: r.register_counter(&Key::from_static_name(GROUP_RETRIES), &META),
             blocking_reads: r.register_counter(&Key::from_static_name(BLOCKING_READS), &META),
+            database_up: r.register_gauge(&Key::from_static_name(DATABASE_UP), &META),
+            database_failures: r.register_counter(&Key::from_static_name(DATABASE_FAILURES), &META),
         }
     }
 }
@@ -200,6 +270,19 @@ fn describe(r: &dyn Recorder) {
         None,
         "sync reads over the network that blocked a thread of an async runtime".into(),
     );
+    r.describe_gauge(DATABASE_UP.into(), None, "1 while the database answers, else 0".into());
+    r.describe_counter(
+        DATABASE_FAILURES.into(),
+        None,
+        "database connections that failed or missed a deadline".into(),
+    );
+}
+
+/// This machine's clock, ms since the Unix epoch (when a database state began).
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]

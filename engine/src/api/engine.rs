@@ -161,7 +161,7 @@ impl Engine {
             if first_error.is_some() {
                 continue;
             }
-            match self.shell.store.append(batch) {
+            match self.shell.store.append_async(batch).await {
                 Ok(pending) => written.push((ids.len() - 1, p.wf, p.queued, pending)),
                 Err(e) => first_error = Some(e.into()),
             }
@@ -221,7 +221,7 @@ impl Engine {
                 crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy)
                     .await?;
             if let Some(batch) = batch {
-                let pending = self.shell.store.append(batch)?;
+                let pending = self.shell.store.append_async(batch).await?;
                 if crate::exec::start::settle(&self.shell, &wf, &id, pending).await? {
                     spawn_drive(&self.shell, id.clone(), "started");
                 }

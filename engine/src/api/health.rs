@@ -72,10 +72,13 @@ pub(super) fn metrics_for(
 
 impl Engine {
     /// A health pass: threads by status, Running threads with no step for longer than the
-    /// watchdog, locks held past their time to live, and this engine's slow commits; it also
-    /// sets the health gauges (`cairn_health_*`, `cairn_threads`, `cairn_locks_held`).
+    /// watchdog, locks held past their time to live, this engine's slow commits, and whether
+    /// the database answers (a store on a server); it also sets the health gauges
+    /// (`cairn_health_*`, `cairn_threads`, `cairn_locks_held`).
     ///
-    /// Reads every thread record and the lock table (not the logs).
+    /// Reads every thread record and the lock table (not the logs), each read within the
+    /// store's deadline; while the store knows its database unreachable (`cairn_database_up`
+    /// 0), it reads nothing and reports so at once.
     ///
     /// # Errors
     /// Storage errors reading the records.
@@ -105,7 +108,13 @@ impl Engine {
         let store = shell.store.as_ref();
         let report =
             crate::telemetry::health_check(store, now, watchdog_ms, &shell.metrics).await?;
-        if !report.ok {
+        if let Some(database) = report.database.as_ref().filter(|d| !d.reachable) {
+            tracing::warn!(
+                since_ms = database.since_ms,
+                last_error = database.last_error.as_deref().unwrap_or_default(),
+                "health: the database does not answer"
+            );
+        } else if !report.ok {
             tracing::warn!(
                 stuck_threads = report.stuck_threads,
                 expired_locks = report.expired_locks,

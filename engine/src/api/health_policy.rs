@@ -77,7 +77,11 @@ impl Engine {
             for lock in &report.expired {
                 let op = LockOp::Release { name: lock.name.clone(), owner: lock.holder.clone() };
                 let released = async {
-                    self.store().append(Batch { locks: vec![op], ..Batch::default() })?.wait().await
+                    self.store()
+                        .append_async(Batch { locks: vec![op], ..Batch::default() })
+                        .await?
+                        .wait()
+                        .await
                 };
                 match released.await {
                     Ok(_) => done.push(format!(

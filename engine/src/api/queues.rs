@@ -56,7 +56,12 @@ impl Engine {
             .iter()
             .map(|(name, limits)| QueueOp::Define { name: name.clone(), limits: *limits })
             .collect();
-        self.shell.store.append(Batch { queues: ops, ..Batch::default() })?.wait().await?;
+        self.shell
+            .store
+            .append_async(Batch { queues: ops, ..Batch::default() })
+            .await?
+            .wait()
+            .await?;
         self.shell.admit.notify_one();
         Ok(())
     }
@@ -101,7 +106,7 @@ impl Engine {
                     workflows: workflows.clone(),
                 };
                 let batch = Batch { queues: vec![op], ..Batch::default() };
-                let written = self.shell.store.append(batch)?.wait().await?;
+                let written = self.shell.store.append_async(batch).await?.wait().await?;
                 let n = written.admitted.len();
                 for thread in written.admitted {
                     spawn_drive(&self.shell, thread.clone(), "admitted");
@@ -176,7 +181,7 @@ impl Engine {
         let Some(batch) = prepared else {
             return Ok(ThreadHandle::new(self.clone(), id));
         };
-        let pending = self.shell.store.append(Engine::enqueued(batch, &id, &options))?;
+        let pending = self.shell.store.append_async(Engine::enqueued(batch, &id, &options)).await?;
         let answer = self.settle_queued(&wf, &id, pending).await?;
         if answer == id {
             self.shell.admit.notify_one();

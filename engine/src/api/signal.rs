@@ -52,7 +52,11 @@ impl Engine {
         let data = serde_json::to_vec(&serde_json::to_value(value)?)?;
         let signal = NewSignal::new(id.clone(), name, data, self.clock().now_ms())?;
         let sent = async {
-            self.store().append(Batch { signals: vec![signal], ..Batch::default() })?.wait().await
+            self.store()
+                .append_async(Batch { signals: vec![signal], ..Batch::default() })
+                .await?
+                .wait()
+                .await
         };
         let n = match sent.await {
             Ok(appended) => appended.signals.first().copied().unwrap_or_default(),

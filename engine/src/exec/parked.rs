@@ -76,11 +76,7 @@ pub(crate) async fn write_parked(
             detail: "a runner is driving it".into(),
         });
     };
-    let result = shell.store.append(batch).map(|p| async move { p.wait().await });
-    let result = match result {
-        Ok(fut) => fut.await.map(|_| ()),
-        Err(e) => Err(e),
-    };
+    let result = async { shell.store.append_async(batch).await?.wait().await }.await.map(|_| ());
     shell.coord.release(thread);
     match result {
         Ok(()) => {
@@ -183,7 +179,7 @@ async fn end_one(shell: &Shell, thread: &str, t: Transition, reason: &str) -> Re
         batch.locks.push(LockOp::ReleaseAll { owner: id.to_string() });
         batch.guards.push(Guard::Status { thread: id.clone(), expected: record.status });
         let Some(_claim) = shell.coord.claim(&id, None) else { continue };
-        let result = async { shell.store.append(batch)?.wait().await }.await;
+        let result = async { shell.store.append_async(batch).await?.wait().await }.await;
         shell.coord.release(&id);
         match result {
             Ok(_) => {
@@ -264,7 +260,7 @@ async fn write_status(
             detail: "a runner is driving it".into(),
         });
     };
-    let result = async { shell.store.append(batch)?.wait().await }.await;
+    let result = async { shell.store.append_async(batch).await?.wait().await }.await;
     shell.coord.release(id);
     result?;
     shell.coord.status_changed(id, to).await;

@@ -166,7 +166,9 @@ impl Pipeline {
         expected_first: Option<u64>,
     ) -> Result<(Pending, u64), Error> {
         let mut port = self.port.lock().await;
-        self.submit_locked(&mut port, batch, now_ms, expected_first)
+        let (batch, next) = self.prepare(&port, batch, now_ms, expected_first)?;
+        let pending = self.store.append_async(batch).await?;
+        Ok((pending, next.advance(&mut port)))
     }
 
     /// The lock table as stored (read only: which of several locks asked for at once others
@@ -184,11 +186,21 @@ impl Pipeline {
     }
 
     /// [`Pipeline::submit`] without waiting: `None` if the write path is busy (another batch is
-    /// being handed over, or a refusable one awaits its outcome). For writes that may come later
-    /// (progress reports).
+    /// being handed over, or a refusable one awaits its outcome, or storage's queue is full:
+    /// the batch is then dropped, queued nowhere). For writes that may come later (progress
+    /// reports), from sync code.
     pub fn try_submit(&self, batch: Batch, now_ms: u64) -> Option<Result<(Pending, u64), Error>> {
+        use futures::FutureExt;
         let mut port = self.port.try_lock().ok()?;
-        Some(self.submit_locked(&mut port, batch, now_ms, None))
+        let (batch, next) = match self.prepare(&port, batch, now_ms, None) {
+            Ok(prepared) => prepared,
+            Err(e) => return Some(Err(e)),
+        };
+        // Queued now or not at all: this caller must not wait for room.
+        match self.store.append_async(batch).now_or_never()? {
+            Ok(pending) => Some(Ok((pending, next.advance(&mut port)))),
+            Err(e) => Some(Err(e.into())),
+        }
     }
 
     /// Submits a batch that storage may refuse as a matter of course (a lock another thread
@@ -200,7 +212,9 @@ impl Pipeline {
     pub async fn submit_refusable(&self, batch: Batch, now_ms: u64) -> Result<Appended, Error> {
         let mut port = self.port.lock().await;
         let before = *port;
-        let (pending, _) = self.submit_locked(&mut port, batch, now_ms, None)?;
+        let (batch, next) = self.prepare(&port, batch, now_ms, None)?;
+        let pending = self.store.append_async(batch).await?;
+        next.advance(&mut port);
         match pending.wait().await {
             Ok(appended) => Ok(appended),
             Err(e) => {
@@ -210,13 +224,15 @@ impl Pipeline {
         }
     }
 
-    fn submit_locked(
+    /// `batch` as storage is to receive it after the last batch submitted (`port`): with the
+    /// lease renewal and the `LastSeq` guard; and how the write path moves once it is queued.
+    fn prepare(
         &self,
-        port: &mut Port,
+        port: &Port,
         mut batch: Batch,
         now_ms: u64,
         expected_first: Option<u64>,
-    ) -> Result<(Pending, u64), Error> {
+    ) -> Result<(Batch, Next), Error> {
         let acquires = batch.leases.iter().any(|l| matches!(l, LeaseOp::Acquire { .. }));
         let renews = batch.leases.iter().any(|l| matches!(l, LeaseOp::Renew { .. }));
         if !acquires && !renews {
@@ -244,15 +260,7 @@ impl Pipeline {
         let events = batch.events.len() as u64;
         let bytes = batch_bytes(&batch);
         let checkpointed = !batch.checkpoints.is_empty();
-        let pending = self.store.append(batch)?;
-        port.last_seq += events;
-        // A checkpoint covers the thread's log up to the end of its own batch.
-        port.tail = if checkpointed {
-            Tail::default()
-        } else {
-            Tail { events: port.tail.events + events, bytes: port.tail.bytes + bytes }
-        };
-        Ok((pending, first))
+        Ok((batch, Next { first, events, bytes, checkpointed }))
     }
 
     /// Hands a submitted batch to the acknowledger, waiting while [`limits::PIPELINE_BATCHES_MAX`]
@@ -288,6 +296,29 @@ impl Pipeline {
             }
             None => Ok(()),
         }
+    }
+}
+
+/// How the write path moves once a prepared batch is queued.
+struct Next {
+    /// The seq of the batch's first event.
+    first: u64,
+    events: u64,
+    bytes: u64,
+    checkpointed: bool,
+}
+
+impl Next {
+    /// Moves `port` past the queued batch; the seq of its first event.
+    fn advance(self, port: &mut Port) -> u64 {
+        port.last_seq += self.events;
+        // A checkpoint covers the thread's log up to the end of its own batch.
+        port.tail = if self.checkpointed {
+            Tail::default()
+        } else {
+            Tail { events: port.tail.events + self.events, bytes: port.tail.bytes + self.bytes }
+        };
+        self.first
     }
 }
 

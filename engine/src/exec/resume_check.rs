@@ -135,6 +135,6 @@ async fn block(
     }
     batch.guards.push(Guard::Status { thread: thread.clone(), expected: from });
     batch.guards.push(Guard::LastSeq { thread: thread.clone(), seq: Seq(ctx.meta.seq) });
-    shell.store.append(batch)?.wait().await?;
+    shell.store.append_async(batch).await?.wait().await?;
     Ok(())
 }

@@ -31,7 +31,7 @@ pub(crate) async fn create(
 ) -> Result<bool, Error> {
     match prepare(shell, wf, id, input, labels, fork, policy).await? {
         None => Ok(false),
-        Some(batch) => settle(shell, wf, id, shell.store.append(batch)?).await,
+        Some(batch) => settle(shell, wf, id, shell.store.append_async(batch).await?).await,
     }
 }
 

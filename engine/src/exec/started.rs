@@ -66,7 +66,7 @@ pub(crate) async fn start_running(
 ) -> Result<Option<watch::Receiver<Seen>>, Error> {
     let Created { thread, control, wf, running } = created;
     let Running { batch, ctx, record } = running;
-    let pending: Pending = match shell.store.append(batch) {
+    let pending: Pending = match shell.store.append_async(batch).await {
         Ok(pending) => pending,
         Err(e) => {
             released(shell, &thread, &Ok(Exit::Elsewhere)).await;

@@ -32,6 +32,28 @@ pub struct HealthReport {
     pub expired: Vec<ExpiredLock>,
     /// Step commits of this engine (none when no engine runs in this process).
     pub commits: CommitHealth,
+    /// Whether the store's database answers (a store on a server; absent for a file). While
+    /// it does not, the report is made without reading it (the counts above are zeros) and
+    /// `ok` is false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<DatabaseHealth>,
+}
+
+/// What the report says of the store's database.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatabaseHealth {
+    /// Whether its last round trip (a statement, a check, a connection) was answered.
+    pub reachable: bool,
+    /// Since when it is as it is, ms since the Unix epoch (this machine's clock).
+    pub since_ms: u64,
+    /// The last failure (a refused connection, a missed deadline), kept after recovery.
+    pub last_error: Option<String>,
+}
+
+impl From<cairn_storage::telemetry::DatabaseState> for DatabaseHealth {
+    fn from(s: cairn_storage::telemetry::DatabaseState) -> DatabaseHealth {
+        DatabaseHealth { reachable: s.reachable, since_ms: s.since_ms, last_error: s.last_error }
+    }
 }
 
 /// A Running thread with no step for longer than the watchdog.
@@ -72,8 +94,63 @@ pub struct CommitHealth {
 }
 
 /// Runs a health pass over `store` at `now_ms` and sets the health gauges of `metrics`, with
-/// the store's async reads.
+/// the store's async reads. A store that knows its database unreachable is not read (a report
+/// must come back while the database does not: each read would wait for its deadline); one
+/// whose database stops answering during the pass is reported so, not as an error.
 pub(crate) async fn check(
+    store: &dyn Store,
+    now_ms: u64,
+    watchdog_ms: u64,
+    metrics: &Metrics,
+) -> Result<HealthReport, cairn_storage::Error> {
+    let unreachable = |database: DatabaseHealth| HealthReport {
+        ok: false,
+        at_ms: now_ms,
+        threads: ThreadStatus::ALL.iter().map(|s| (s.as_str().to_owned(), 0)).collect(),
+        watchdog_ms,
+        stuck_threads: 0,
+        stuck: Vec::new(),
+        expired_locks: 0,
+        expired: Vec::new(),
+        commits: commit_health(metrics, false),
+        database: Some(database),
+    };
+    match store.database() {
+        Some(database) if !database.reachable => return Ok(unreachable(database.into())),
+        _ => {}
+    }
+    match read_and_check(store, now_ms, watchdog_ms, metrics).await {
+        Err(e @ cairn_storage::Error::Storage { .. }) => match store.database() {
+            Some(database) if !database.reachable => Ok(unreachable(database.into())),
+            _ => Err(e),
+        },
+        Ok(mut report) => {
+            report.database = store.database().map(DatabaseHealth::from);
+            report.ok &= report.database.as_ref().is_none_or(|d| d.reachable);
+            Ok(report)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// What the report says of this engine's step commits (`take`: the recent slow ones are
+/// counted from now on afresh).
+fn commit_health(metrics: &Metrics, take: bool) -> CommitHealth {
+    let slow = metrics.slow_commits();
+    CommitHealth {
+        slow_commit_ms: slow.threshold.as_millis() as u64,
+        slow_recent: if take {
+            slow.recent.swap(0, Ordering::Relaxed)
+        } else {
+            slow.recent.load(Ordering::Relaxed)
+        },
+        slow_total: slow.count.load(Ordering::Relaxed),
+        slowest_us: slow.slowest_us.load(Ordering::Relaxed),
+    }
+}
+
+/// [`check`]'s reads and what it finds in them.
+async fn read_and_check(
     store: &dyn Store,
     now_ms: u64,
     watchdog_ms: u64,
@@ -121,13 +198,7 @@ pub(crate) async fn check(
             keep_first(&mut expired, |l| std::cmp::Reverse(l.expired_ms));
         }
     }
-    let slow = metrics.slow_commits();
-    let commits = CommitHealth {
-        slow_commit_ms: slow.threshold.as_millis() as u64,
-        slow_recent: slow.recent.swap(0, Ordering::Relaxed),
-        slow_total: slow.count.load(Ordering::Relaxed),
-        slowest_us: slow.slowest_us.load(Ordering::Relaxed),
-    };
+    let commits = commit_health(metrics, true);
     metrics.threads(|s| counts.get(&s).copied().unwrap_or(0));
     metrics.stuck_threads.set(stuck_threads as f64);
     metrics.expired_locks.set(expired_locks as f64);
@@ -142,6 +213,7 @@ pub(crate) async fn check(
         expired_locks,
         expired,
         commits,
+        database: None,
     }
     .finish())
 }

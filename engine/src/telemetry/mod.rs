@@ -14,4 +14,4 @@ pub mod prometheus;
 
 pub use cairn_storage::telemetry as storage;
 pub(crate) use health::check as health_check;
-pub use health::{CommitHealth, ExpiredLock, HealthReport, StuckThread};
+pub use health::{CommitHealth, DatabaseHealth, ExpiredLock, HealthReport, StuckThread};

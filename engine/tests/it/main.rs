@@ -30,6 +30,8 @@ mod operator;
 mod pg_debug_endpoint;
 #[cfg(feature = "postgres")]
 mod pg_debug_reads;
+#[cfg(all(feature = "postgres", feature = "http"))]
+mod pg_hang;
 #[cfg(feature = "postgres")]
 mod pg_lease;
 #[cfg(feature = "postgres")]

@@ -7,6 +7,12 @@
 //! error the listener reconnects and reads the last lsn from the log at once, so a gap in
 //! notifications costs a delay, never an event. Subscriptions read the log by cursor, so a late
 //! or duplicated wake-up changes nothing they return.
+//!
+//! A listening connection sends nothing of its own: a network that silently stopped passing
+//! its bytes would leave it waiting for ever (keepalives cover TCP only). So the listener
+//! checks it every [`super::deadline::Timeouts::check`] with an empty query that must be
+//! answered within the connect timeout: this is also how a store that writes nothing notices
+//! (and says, `cairn_database_up`) that its database is gone.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,18 +76,34 @@ async fn listen(target: &Target, heard: &Heard) {
 async fn serve(target: &Target, heard: &Heard) -> Result<std::convert::Infallible, crate::Error> {
     let committed = &heard.committed;
     let (notices, mut incoming) = mpsc::channel(NOTIFICATIONS_QUEUED_MAX);
-    let (client, _task) = target.open(Some(notices)).await.map_err(super::tls::connect_error)?;
-    client
-        .batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {DRIVERS}"))
-        .await
+    let (client, task) = target.open(Some(notices)).await.map_err(super::tls::connect_error)?;
+    // Given up (a deadline missed, an error), the connection is closed with its task.
+    let _closes = Closes(task);
+    let (every, limit) = target.timeouts.check();
+    let answer = target.timeouts.answer().unwrap_or(limit);
+    let listen = format!("LISTEN {CHANNEL}; LISTEN {DRIVERS}");
+    within(target, answer, client.batch_execute(&listen))
+        .await?
         .map_err(super::pg_error("listen"))?;
     // Whatever was committed while nobody listened: read it now.
-    let last = last_lsn(&client).await?;
+    let last = within(target, answer, last_lsn(&client)).await??;
     publish(committed, last);
     // What was missed may have been anyone's: the pollers look.
     publish(&heard.remote, last);
+    let mut check = tokio::time::interval(every);
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The channel closes when the connection's task ends: the connection failed.
-    while let Some(n) = incoming.recv().await {
+    loop {
+        let n = tokio::select! {
+            n = incoming.recv() => n,
+            _ = check.tick() => {
+                within(target, limit, client.simple_query("")).await?
+                    .map_err(super::pg_error("check the listening connection"))?;
+                target.metrics.database_answered();
+                continue;
+            }
+        };
+        let Some(n) = n else { break };
         if n.channel() == DRIVERS {
             driver_message(&heard.drivers, n.payload());
             continue;
@@ -97,6 +119,30 @@ async fn serve(target: &Target, heard: &Heard) -> Result<std::convert::Infallibl
         }
     }
     Err(crate::Error::Closed)
+}
+
+/// Ends a connection's task when dropped.
+struct Closes(tokio::task::JoinHandle<()>);
+
+impl Drop for Closes {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// `request`'s answer, or an error (told to the store's metrics) if none came within `limit`.
+async fn within<T>(
+    target: &Target,
+    limit: Duration,
+    request: impl std::future::Future<Output = T>,
+) -> Result<T, crate::Error> {
+    tokio::time::timeout(limit, request).await.map_err(|_| {
+        target.metrics.database_failed(&format!(
+            "the listening connection got no answer within {} ms",
+            limit.as_millis()
+        ));
+        super::deadline::late("listen", limit)
+    })
 }
 
 /// Wakes the receivers of `committed` (every commit: one whose lsns sort below another's

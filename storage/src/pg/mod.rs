@@ -10,7 +10,10 @@
 //! disk. Durability: [`Durability::Immediate`] commits with `synchronous_commit =
 //! on` (an acknowledged batch survives a crash of the server); the other modes with it off (a
 //! server crash may lose the last few hundred milliseconds of acknowledged batches, never part
-//! of one). `docs/postgres.md` has the schema, the setup and what is not yet there.
+//! of one). Every wait on the network has a deadline (`deadline.rs`): a connection that misses
+//! one is given up as one the network dropped, and the store says the database is unreachable
+//! ([`Store::database`], `cairn_database_up`) until a round trip is answered again.
+//! `docs/postgres.md` has the schema, the setup, the timeouts and what is not yet there.
 //!
 //! # Examples
 //! ```no_run
@@ -23,6 +26,7 @@
 
 mod blocking;
 mod correlations;
+mod deadline;
 mod delete;
 mod group;
 mod listen;
@@ -111,31 +115,37 @@ impl PgStore {
 
     fn connect_here(url: &str, durability: Durability) -> Result<PgStore, Error> {
         let driver = Driver::start()?;
+        let metrics = crate::telemetry::StoreMetrics::default();
         let sync = if durability == Durability::Immediate { "on" } else { "off" };
         let target = |role: &'static str| -> Result<Target, Error> {
-            let mut target = Target::new(url, role, driver.handle())?;
-            target.setup = format!("SET synchronous_commit = {sync}");
+            let mut target = Target::new(url, role, driver.handle(), metrics.clone())?;
+            target.set_up(&format!("SET synchronous_commit = {sync}"));
             Ok(target)
         };
         // The writer's connection: a transaction it leaves open (its process stopped mid-group)
         // is ended by the server, so it cannot hold other writers' rows or the readers'
         // watermark for long.
         let mut writer_target = target("cairn-writer")?;
-        writer_target.setup.push_str(&format!(
-            "; SET idle_in_transaction_session_timeout = {}",
+        writer_target.set_up(&format!(
+            "SET idle_in_transaction_session_timeout = {}",
             write::IDLE_IN_GROUP_MAX.as_millis()
         ));
         let connect: pool::Connect = Arc::new(move || writer_target.open_blocking());
         let client = connect()?;
-        schema::prepare(&mut blocking::Client::new(&client))?;
-        let last = crate::pending::block_on(listen::last_lsn(&client))?;
+        schema::prepare(&mut blocking::Client::on(&client))?;
+        let last = client.wait(listen::last_lsn(&client))?;
         let (tx, committed) = watch::channel(last);
         let (remote_tx, remote) = watch::channel(last);
         let tx = Arc::new(tx);
         let token = token();
         let durable = durability == Durability::Immediate;
-        let who = write::Identity { token, durable, handle: driver.handle() };
-        let writer = Writer::start(client, connect.clone(), tx.clone(), who)?;
+        let who = write::Identity { token, durable };
+        let writer = Writer::start(
+            client,
+            connect.clone(),
+            tx.clone(),
+            (who, metrics.clone(), driver.handle()),
+        )?;
         let (drivers, _) =
             tokio::sync::broadcast::channel(crate::limits::DRIVER_MESSAGES_QUEUED_MAX);
         let heard =
@@ -219,6 +229,10 @@ impl PgStore {
 impl Store for PgStore {
     fn append(&self, batch: Batch) -> Result<Pending, Error> {
         self.inner.writer.append(batch)
+    }
+
+    fn append_async(&self, batch: Batch) -> Reading<Pending> {
+        self.inner.writer.append_async(batch)
     }
 
     fn read_since(&self, thread: &ThreadId, after: Seq, limit: usize) -> Result<Vec<Event>, Error> {
@@ -355,8 +369,12 @@ impl Store for PgStore {
     }
 
     fn verify(&self) -> Result<VerifyReport, Error> {
-        // A long series of statements, each waited for: this thread blocks (as `read` says).
-        self.read(read_with!(; |c| async { verify::verify(&mut blocking::Client::new(c)) }))
+        // A long series of statements, each waited for within the answer deadline: this thread
+        // blocks (as `read` says).
+        let (handle, limit) = self.inner.readers.deadline();
+        self.read(read_with!(handle; |c| async move {
+            verify::verify(&mut blocking::Client::new(c, &handle, limit))
+        }))
     }
 
     fn thread_async(&self, id: &ThreadId) -> Reading<Option<ThreadRecord>> {

@@ -7,7 +7,9 @@
 //! way), so the store works inside any runtime, or none, and an async read blocks no thread. A
 //! sync read ([`Readers::run`]) blocks its own thread for the round trip, as a redb read blocks
 //! it for the disk. The pool's size bounds how many reads run at once; more wait for a
-//! connection, suspended.
+//! connection, suspended. Every connection opens within the connect timeout and every read waits
+//! for its answer within the answer deadline (`deadline.rs`); the writer's [`Link`] gives each
+//! of its statements the same deadline.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,7 +17,9 @@ use std::sync::Arc;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 
+use super::deadline::Timeouts;
 use super::tls::Tls;
+use crate::telemetry::StoreMetrics;
 use crate::{Error, Reading};
 
 /// A reader connection of the pool, with its cache of prepared statements.
@@ -26,7 +30,54 @@ pub(crate) type BoxRead<'c, T> = Pin<Box<dyn Future<Output = Result<T, Error>> +
 
 /// Opens a fresh connection for the writer, set up as its first one was (blocking: the writer's
 /// thread is no runtime's worker).
-pub(crate) type Connect = Arc<dyn Fn() -> Result<tokio_postgres::Client, Error> + Send + Sync>;
+pub(crate) type Connect = Arc<dyn Fn() -> Result<Link, Error> + Send + Sync>;
+
+/// A connection used by a thread of its own (the writer's), whose every request is waited for
+/// with a deadline ([`Link::wait`]); dropped, its socket is closed.
+pub(crate) struct Link {
+    client: tokio_postgres::Client,
+    /// The task driving the connection's socket: ended to give the connection up.
+    task: tokio::task::AbortHandle,
+    handle: tokio::runtime::Handle,
+    answer: Option<std::time::Duration>,
+    metrics: StoreMetrics,
+}
+
+impl Link {
+    /// Blocks this thread until `request` (a request on this connection) completes. With no
+    /// answer within the answer deadline ([`Timeouts::answer`]), the connection is given up:
+    /// `request` fails as on a connection the network dropped, and [`Link::is_closed`] says so.
+    pub fn wait<F: Future>(&self, request: F) -> F::Output {
+        self.wait_for(self.answer, request)
+    }
+
+    /// [`Link::wait`] with another deadline.
+    pub fn wait_for<F: Future>(&self, limit: Option<std::time::Duration>, request: F) -> F::Output {
+        let metrics = &self.metrics;
+        let late = |limit: std::time::Duration| {
+            metrics.database_failed(&format!(
+                "the writer's connection got no answer within {} ms",
+                limit.as_millis()
+            ));
+        };
+        super::deadline::within(&self.handle, limit, &self.task, late, request)
+    }
+}
+
+impl std::ops::Deref for Link {
+    type Target = tokio_postgres::Client;
+
+    fn deref(&self) -> &tokio_postgres::Client {
+        &self.client
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        // A connection given up may still have a request in flight: its socket goes with it.
+        self.task.abort();
+    }
+}
 
 /// Threads of the store's runtime: the connections' tasks only parse and route messages.
 const DRIVER_THREADS: usize = 1;
@@ -74,6 +125,10 @@ pub(crate) struct Target {
     /// Statements run once on each new connection (`SET ...`).
     pub setup: String,
     pub handle: tokio::runtime::Handle,
+    /// The deadlines of its connections.
+    pub timeouts: Timeouts,
+    /// Where a connection's failures and answers are told (the database's state).
+    pub metrics: StoreMetrics,
 }
 
 impl Target {
@@ -81,55 +136,98 @@ impl Target {
     /// `pg_stat_activity.application_name` (`cairn-writer`, `cairn-reader`, `cairn-listener`)
     /// unless the URL names it: an operator (or a test) can tell the writer's connection from
     /// the others. Over TLS when the URL requires it (`tls.rs`).
-    pub fn new(url: &str, role: &str, handle: tokio::runtime::Handle) -> Result<Target, Error> {
+    /// Its deadlines are the URL's, with defaults for what it leaves out (`deadline.rs`).
+    pub fn new(
+        url: &str,
+        role: &str,
+        handle: tokio::runtime::Handle,
+        metrics: StoreMetrics,
+    ) -> Result<Target, Error> {
         let (url, root) = super::tls::split_root_cert(url);
         let mut config: tokio_postgres::Config =
             url.parse().map_err(super::pg_error("parse the URL"))?;
         if config.get_application_name().is_none() {
             config.application_name(role);
         }
+        let timeouts = Timeouts::apply(&mut config);
+        let setup = Timeouts::setup(&config);
         let tls = Tls::for_config(&mut config, root)?;
-        Ok(Target { config, tls, setup: String::new(), handle })
+        Ok(Target { config, tls, setup, handle, timeouts, metrics })
+    }
+
+    /// Adds `statement` to what each new connection runs once open.
+    pub fn set_up(&mut self, statement: &str) {
+        if !self.setup.is_empty() {
+            self.setup.push_str("; ");
+        }
+        self.setup.push_str(statement);
     }
 
     /// Opens a connection, its socket driven by a task on the store's runtime (which the
-    /// returned handle names), and runs the setup statements on it.
+    /// returned handle names), and runs the setup statements on it, all within the connect
+    /// timeout (tokio-postgres's own bounds only the socket's connect: a server that accepts
+    /// and then says nothing would hold the startup forever). A failure is told to the
+    /// store's metrics.
     pub async fn open(
         &self,
         notices: Option<super::tls::Notices>,
     ) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error> {
+        let limit = self.timeouts.connect;
+        let opening = async move {
+            // Made inside the store's runtime (see `Entered`): its timer is that runtime's.
+            let within = tokio::time::timeout(limit, async {
+                let (client, task) =
+                    super::tls::connect(&self.config, &self.tls, &self.handle, notices).await?;
+                if !self.setup.is_empty() {
+                    // A connection that fails its setup closes with its client; its task goes.
+                    if let Err(e) = client.batch_execute(&self.setup).await {
+                        task.abort();
+                        return Err(e);
+                    }
+                }
+                Ok((client, task))
+            });
+            // `__private_api_timeout` is how tokio-postgres's own sync client reports one.
+            within.await.unwrap_or_else(|_| Err(tokio_postgres::Error::__private_api_timeout()))
+        };
         // Polled inside the store's runtime: its socket belongs to that reactor, whoever awaits.
-        let connecting = super::tls::connect(&self.config, &self.tls, &self.handle, notices);
-        let (client, task) = Entered { handle: &self.handle, future: Box::pin(connecting) }.await?;
-        if !self.setup.is_empty() {
-            client.batch_execute(&self.setup).await?;
+        let opened = Entered { handle: &self.handle, future: Box::pin(opening) }.await;
+        match &opened {
+            Ok(_) => self.metrics.database_answered(),
+            Err(e) => self.metrics.database_failed(&format!("connect: {e}")),
         }
-        Ok((client, task))
+        opened
     }
 
     /// A connection for a blocking caller (the writer's thread, `connect`).
-    pub fn open_blocking(&self) -> Result<tokio_postgres::Client, Error> {
-        crate::pending::block_on(self.open(None))
-            .map(|(client, _task)| client)
-            .map_err(super::tls::connect_error)
+    pub fn open_blocking(&self) -> Result<Link, Error> {
+        let (client, task) =
+            crate::pending::block_on(self.open(None)).map_err(super::tls::connect_error)?;
+        Ok(Link {
+            client,
+            task: task.abort_handle(),
+            handle: self.handle.clone(),
+            answer: self.timeouts.answer(),
+            metrics: self.metrics.clone(),
+        })
     }
 }
 
 /// A future polled with the store's runtime entered (its I/O registers with that runtime's
 /// reactor, which then drives it), on whatever executor awaits it.
-struct Entered<'h, F> {
-    handle: &'h tokio::runtime::Handle,
+struct Entered<H, F> {
+    handle: H,
     future: Pin<Box<F>>,
 }
 
-impl<F: Future> Future for Entered<'_, F> {
+impl<H: std::borrow::Borrow<tokio::runtime::Handle> + Unpin, F: Future> Future for Entered<H, F> {
     type Output = F::Output;
 
     fn poll(
         mut self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<F::Output> {
-        let _entered = self.handle.enter();
+        let _entered = self.handle.borrow().enter();
         self.future.as_mut().poll(cx)
     }
 }
@@ -160,6 +258,10 @@ impl deadpool_postgres::Connect for Opener {
 #[derive(Clone)]
 pub(crate) struct Readers {
     pool: Pool,
+    /// How long a read waits for its answer before it gives its connection up.
+    answer: Option<std::time::Duration>,
+    handle: tokio::runtime::Handle,
+    metrics: StoreMetrics,
 }
 
 impl Readers {
@@ -167,6 +269,8 @@ impl Readers {
     /// says so at connect, and every connection of the store is there from the start).
     pub fn start(target: Target, n: usize) -> Result<Readers, Error> {
         let config = target.config.clone();
+        let (answer, handle) = (target.timeouts.answer(), target.handle.clone());
+        let metrics = target.metrics.clone();
         // A connection is checked only by whether its task still runs: one the server dropped
         // in the middle of a read is caught by that read (`run_async`).
         let manager = Manager::from_connect(
@@ -178,13 +282,19 @@ impl Readers {
             .max_size(n)
             .build()
             .map_err(|e| Error::Storage { op: "build the reader pool", source: Arc::new(e) })?;
-        let readers = Readers { pool };
+        let readers = Readers { pool, answer, handle, metrics };
         let warm =
             crate::pending::block_on(futures::future::join_all((0..n).map(|_| readers.pool.get())));
         for got in warm {
             drop(got.map_err(pool_error)?);
         }
         Ok(readers)
+    }
+
+    /// The store's runtime and the answer deadline of a read's statements, for a read that
+    /// waits for them one by one (`verify`, through the blocking client).
+    pub fn deadline(&self) -> (tokio::runtime::Handle, Option<std::time::Duration>) {
+        (self.handle.clone(), self.answer)
     }
 
     /// Runs the read `f` on a reader's connection and returns its answer, blocking this thread
@@ -199,8 +309,10 @@ impl Readers {
 
     /// Runs the read `f` on a reader's connection; the answer is awaited. A read that fails
     /// because the connection was dropped (the server restarted, an administrator ended it) is
-    /// run again once on a fresh connection: reads change nothing, so that is safe. With every
-    /// connection busy, the read waits for one, suspended.
+    /// run again once on a fresh connection: reads change nothing, so that is safe. A read
+    /// with no answer within the answer deadline gives its connection up (closed, out of the
+    /// pool) and fails. With every connection busy, the read waits for one, suspended (each
+    /// busy one is freed within its own deadline).
     pub fn run_async<T: Send + 'static>(
         &self,
         f: impl for<'c> Fn(&'c Conn) -> BoxRead<'c, T> + Send + Sync + 'static,
@@ -212,19 +324,59 @@ impl Readers {
         &self,
         f: impl for<'c> Fn(&'c Conn) -> BoxRead<'c, T> + Send + Sync + 'static,
     ) -> impl Future<Output = Result<T, Error>> + Send + 'static {
-        let pool = self.pool.clone();
-        async move {
+        let (pool, limit, metrics) = (self.pool.clone(), self.answer, self.metrics.clone());
+        let reading = async move {
             let conn = pool.get().await.map_err(pool_error)?;
-            let answer = f(&conn).await;
-            match answer {
-                Err(e) if dropped(&conn, &e) => {
+            let answer = within(limit, &metrics, f(&conn)).await;
+            let answer = match answer {
+                Err(Late(limit)) => {
                     // Out of the pool for good: its connection is closed with it.
                     drop(Object::take(conn));
+                    return Err(super::deadline::late("read", limit));
+                }
+                Ok(answer) => answer,
+            };
+            let answer = match answer {
+                Err(e) if dropped(&conn, &e) => {
+                    metrics.database_failed(&format!("a reader's connection: {e}"));
+                    drop(Object::take(conn));
                     let conn = pool.get().await.map_err(pool_error)?;
-                    f(&conn).await
+                    match within(limit, &metrics, f(&conn)).await {
+                        Ok(answer) => answer,
+                        Err(Late(limit)) => {
+                            drop(Object::take(conn));
+                            return Err(super::deadline::late("read", limit));
+                        }
+                    }
                 }
                 answer => answer,
+            };
+            if answer.is_ok() {
+                metrics.database_answered();
             }
+            answer
+        };
+        // Polled inside the store's runtime: the deadlines' timers are that runtime's.
+        Entered { handle: self.handle.clone(), future: Box::pin(reading) }
+    }
+}
+
+/// A read that got no answer within its deadline (in it).
+struct Late(std::time::Duration);
+
+/// `read`'s answer, or [`Late`] when none came within `limit` (told to `metrics`).
+async fn within<T>(
+    limit: Option<std::time::Duration>,
+    metrics: &StoreMetrics,
+    read: BoxRead<'_, T>,
+) -> Result<Result<T, Error>, Late> {
+    let Some(limit) = limit else { return Ok(read.await) };
+    match tokio::time::timeout(limit, read).await {
+        Ok(answer) => Ok(answer),
+        Err(_) => {
+            metrics
+                .database_failed(&format!("a read got no answer within {} ms", limit.as_millis()));
+            Err(Late(limit))
         }
     }
 }

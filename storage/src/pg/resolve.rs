@@ -9,10 +9,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio_postgres::Client;
-
 use super::pg_error;
-use super::pool::Connect;
+use super::pool::{Connect, Link as Client};
 use crate::Error;
 
 /// How long the writer keeps asking (the server may be restarting) before it reports the
@@ -58,7 +56,8 @@ pub(crate) fn commit_outcome(
 /// The status of `xid` (`None` when the server no longer keeps it), on a fresh connection.
 fn ask(reconnect: &Connect, xid: i64) -> Result<(Client, Option<String>), Error> {
     let client = reconnect()?;
-    let row = crate::pending::block_on(client.query_one("SELECT txid_status($1)", &[&xid]))
+    let row = client
+        .wait(client.query_one("SELECT txid_status($1)", &[&xid]))
         .map_err(pg_error("read a transaction's status"))?;
     let status: Option<String> = row.get(0);
     Ok((client, status))

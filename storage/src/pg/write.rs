@@ -9,35 +9,46 @@
 //! row created at the same time or a deadlock runs again from its requests in a new
 //! transaction, up to [`GROUP_ATTEMPTS_MAX`] times.
 
+use std::future::Future;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+use std::time::{Duration, Instant};
 
 use std::collections::HashMap;
 
+use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
+use tokio::sync::mpsc::{Receiver, Sender, channel};
 use tokio::sync::{oneshot, watch};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Row, Statement};
+use tokio_postgres::{Row, Statement};
 
 use super::group::Cached;
-use super::pool::Connect;
+use super::pool::{Connect, Link as Client};
 use super::read::decode_info;
 use super::xid::{self, IDS_PER_TRANSACTION};
 use super::{from_db, pg_error, to_db};
 use crate::codec;
-use crate::pending::block_on;
 use crate::plan::{Counters, PlanState};
 pub(crate) use crate::request::Write;
 use crate::request::{Answer, Outcome, Request};
 use crate::telemetry::{GroupFigures, StoreMetrics};
 use crate::{
-    Batch, CheckpointId, CheckpointInfo, Error, LockRecord, Pending, Pruned, Seq, ThreadId,
+    Batch, CheckpointId, CheckpointInfo, Error, LockRecord, Pending, Pruned, Reading, Seq, ThreadId,
 };
 
-/// Requests waiting for the writer, at most (a caller waits while the queue is full).
+/// Requests waiting for the writer, at most (a caller waits while the queue is full: an async
+/// caller suspended, [`Writer::queue`]).
 const QUEUED_OPS_MAX: usize = 1024;
 
 /// How long the writer waits for a connection it suspects to answer a check.
-const CONNECTION_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+const CONNECTION_CHECK: Duration = Duration::from_secs(2);
+
+/// How long the writer keeps trying to reconnect before it fails the group it holds (its
+/// callers are told; the next group tries again): an outage shorter than this costs the
+/// writes queued meanwhile a delay, not an error.
+const RECONNECT_WAIT_MAX: Duration = Duration::from_secs(30);
+
+/// Longest pause between two reconnection attempts.
+const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// Requests one group commit takes at most.
 const GROUP_OPS_MAX: usize = 256;
@@ -51,17 +62,19 @@ pub(crate) const IDLE_IN_GROUP_MAX: std::time::Duration = std::time::Duration::f
 /// writer runs with a younger transaction id, so the next usually passes).
 pub(crate) const GROUP_ATTEMPTS_MAX: u32 = 8;
 
-/// Who the writer is: its notifications' token, whether its commits wait for the server's WAL
-/// flush (`synchronous_commit`), and the store's runtime (whose clock times its checks).
+/// Who the writer is: its notifications' token, and whether its commits wait for the server's
+/// WAL flush (`synchronous_commit`).
 pub(crate) struct Identity {
     pub token: u64,
     pub durable: bool,
-    pub handle: tokio::runtime::Handle,
 }
 
 /// The handle to the writer thread.
 pub(crate) struct Writer {
-    ops: SyncSender<Write>,
+    ops: Sender<Write>,
+    /// The store's runtime: where a sync caller inside another runtime leaves a write to wait
+    /// for room.
+    handle: tokio::runtime::Handle,
     /// Where each group commit's figures go.
     pub metrics: StoreMetrics,
 }
@@ -74,21 +87,55 @@ impl Writer {
         client: Client,
         reconnect: Connect,
         committed: Arc<watch::Sender<u64>>,
-        who: Identity,
+        (who, metrics, handle): (Identity, StoreMetrics, tokio::runtime::Handle),
     ) -> Result<Writer, Error> {
-        let (ops, queue) = sync_channel(QUEUED_OPS_MAX);
-        let metrics = StoreMetrics::default();
+        let (ops, mut queue) = channel(QUEUED_OPS_MAX);
         let shared = metrics.clone();
         std::thread::Builder::new()
             .name("cairn-pg-writer".into())
-            .spawn(move || run(client, &reconnect, &queue, &committed, (&who, &shared)))
+            .spawn(move || run(client, &reconnect, &mut queue, &committed, (&who, &shared)))
             .map_err(|e| Error::Storage { op: "start the writer", source: Arc::new(e) })?;
-        Ok(Writer { ops, metrics })
+        Ok(Writer { ops, handle, metrics })
     }
 
-    /// Queues `op` (waiting while the queue is full).
+    /// Queues `op` for a sync caller. While the queue is full, a caller off every runtime
+    /// waits; one on a runtime's thread does not (it would hold the runtime's other tasks):
+    /// a task of the store's runtime waits for room in its stead, and the write's answer
+    /// comes as ever (`Closed` if the writer stopped meanwhile). Writes left to wait so are
+    /// queued in no promised order among themselves: a caller that needs its writes in order
+    /// awaits each [`Writer::queue`].
     pub fn send(&self, op: Write) -> Result<(), Error> {
-        self.ops.send(op).map_err(|_| Error::Closed)
+        match self.ops.try_send(op) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Closed(_)) => Err(Error::Closed),
+            Err(TrySendError::Full(op)) if tokio::runtime::Handle::try_current().is_ok() => {
+                tracing::debug!("the writer's queue is full: a write waits for room in a task");
+                let ops = self.ops.clone();
+                // Dropped unsent (the writer stopped), the write's answer channel closes.
+                drop(self.handle.spawn(async move { ops.send(op).await.map_err(drop) }));
+                Ok(())
+            }
+            Err(TrySendError::Full(op)) => {
+                tracing::debug!("the writer's queue is full: a sync caller waits for room");
+                crate::pending::block_on(self.ops.send(op)).map_err(|_| Error::Closed)
+            }
+        }
+    }
+
+    /// Queues `op`, suspended (never blocking its thread) while the queue is full; the
+    /// queue's room is handed out in the order it was waited for.
+    pub fn queue(&self, op: Write) -> impl Future<Output = Result<(), Error>> + Send + 'static {
+        let queued = match self.ops.try_send(op) {
+            Ok(()) => Ok(None),
+            Err(TrySendError::Closed(_)) => Err(Error::Closed),
+            Err(TrySendError::Full(op)) => Ok(Some((self.ops.clone(), op))),
+        };
+        async move {
+            match queued? {
+                None => Ok(()),
+                Some((ops, op)) => ops.send(op).await.map_err(|_| Error::Closed),
+            }
+        }
     }
 
     pub fn append(&self, batch: Batch) -> Result<Pending, Error> {
@@ -97,12 +144,25 @@ impl Writer {
         self.send(Write::Append(batch, tx))?;
         Ok(Pending::new(rx))
     }
+
+    /// [`Writer::append`] for async callers: the batch's [`Pending`] once it is queued.
+    pub fn append_async(&self, batch: Batch) -> Reading<Pending> {
+        if let Err(e) = batch.check_limits() {
+            return Reading::ready(Err(e));
+        }
+        let (tx, rx) = oneshot::channel();
+        let queued = self.queue(Write::Append(batch, tx));
+        Reading::later(async move {
+            queued.await?;
+            Ok(Pending::new(rx))
+        })
+    }
 }
 
 fn run(
     mut client: Client,
     reconnect: &Connect,
-    queue: &Receiver<Write>,
+    queue: &mut Receiver<Write>,
     committed: &Arc<watch::Sender<u64>>,
     (who, metrics): (&Identity, &StoreMetrics),
 ) {
@@ -114,23 +174,21 @@ fn run(
     loop {
         let first = match held.take() {
             Some(op) => op,
-            None => match queue.recv() {
-                Ok(op) => op,
-                Err(_) => break,
+            // The writer's thread is no runtime's: it may block here.
+            None => match queue.blocking_recv() {
+                Some(op) => op,
+                None => break,
             },
         };
         // A connection the server or the network dropped is replaced before the next group
         // (the group on it failed; its callers were told). After a group failed on its
         // connection, the client may not know yet that the connection is gone (a reset seen
         // by one request before the connection's task ends): ask it.
-        if client.is_closed() || (suspect && !answers(&client, &who.handle)) {
-            match reconnect() {
-                Ok(fresh) => {
-                    client = fresh;
-                    cache = Statements::default();
-                }
-                Err(e) => tracing::warn!(error = %e, "the writer cannot reconnect yet"),
-            }
+        if (client.is_closed() || (suspect && !answers(&client)))
+            && let Some(fresh) = reconnect_within(reconnect, RECONNECT_WAIT_MAX)
+        {
+            client = fresh;
+            cache = Statements::default();
         }
         let mut taken = ids(&first);
         let mut group = vec![first];
@@ -168,6 +226,9 @@ fn run(
             figures.record_on(&span);
             span.record("callers", callers.len());
             metrics.group(&figures);
+            if ok {
+                metrics.database_answered();
+            }
         };
         suspect = commit_group(
             &mut client,
@@ -180,12 +241,39 @@ fn run(
     }
 }
 
-/// Whether `client`'s connection answers an empty query within [`CONNECTION_CHECK`].
-fn answers(client: &Client, handle: &tokio::runtime::Handle) -> bool {
-    // The timer is made inside: it belongs to the store's runtime.
-    let check = handle
-        .block_on(async { tokio::time::timeout(CONNECTION_CHECK, client.simple_query("")).await });
-    matches!(check, Ok(Ok(_)))
+/// Whether `client`'s connection answers an empty query within [`CONNECTION_CHECK`] (if not,
+/// it is given up: closed).
+fn answers(client: &Client) -> bool {
+    client.wait_for(Some(CONNECTION_CHECK), client.simple_query("")).is_ok()
+}
+
+/// A fresh connection, tried again and again (each attempt within the connect timeout, with
+/// a growing pause between) until one opens or `wait` has passed (`None`: the group about to
+/// run fails on the closed connection, its callers told).
+fn reconnect_within(reconnect: &Connect, wait: Duration) -> Option<Client> {
+    let started = Instant::now();
+    let mut backoff = Duration::from_millis(50);
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        match reconnect() {
+            Ok(fresh) => {
+                if attempts > 1 {
+                    tracing::info!(attempts, "the writer reconnected");
+                }
+                return Some(fresh);
+            }
+            Err(e) if started.elapsed() >= wait => {
+                tracing::warn!(error = %e, attempts, "the writer cannot reconnect; a group fails");
+                return None;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, attempts, "the writer cannot reconnect yet");
+            }
+        }
+        std::thread::sleep(backoff);
+        backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
+    }
 }
 
 /// Told a group's outcome and commit time before its callers are answered.
@@ -242,8 +330,11 @@ fn commit_group(
         let mut outcome = attempt(client, cache, &requests, &mut done, token);
         if outcome.is_err() && !client.is_closed() {
             // Whatever the transaction did is undone (after a failed COMMIT there is none).
-            let _ = block_on(client.batch_execute("ROLLBACK"));
+            let _ = client.wait(client.batch_execute("ROLLBACK"));
         }
+        // Whether the transaction is known to have changed nothing although its connection
+        // failed (before its COMMIT was sent, or resolved aborted after).
+        let mut undone = outcome.is_err() && done.sent.is_none() && client.is_closed();
         if let (Err(e), Some((xid, _))) = (&outcome, done.sent)
             && client.is_closed()
         {
@@ -253,6 +344,7 @@ fn commit_group(
                     // The statements were prepared on the dropped connection.
                     *client = fresh;
                     *cache = Statements::default();
+                    undone = !committed_after_all;
                     if committed_after_all { Ok(()) } else { outcome }
                 }
                 Err(unknown) => Err(unknown),
@@ -263,6 +355,21 @@ fn commit_group(
                 if done.sent.is_none() && xid::retryable(&e) && attempts < GROUP_ATTEMPTS_MAX =>
             {
                 tracing::debug!(error = %e, attempts, "the group met another writer; it runs again");
+            }
+            // The connection failed (the server went, the network, a deadline) and nothing of
+            // the group committed: it runs again, whole, on a fresh connection, rather than
+            // fail writes a moment's outage did not touch.
+            Err(e) if undone && attempts < GROUP_ATTEMPTS_MAX => {
+                tracing::info!(error = %e, attempts, "the group's connection failed; it runs again");
+                if client.is_closed() {
+                    match reconnect_within(reconnect, RECONNECT_WAIT_MAX) {
+                        Some(fresh) => {
+                            *client = fresh;
+                            *cache = Statements::default();
+                        }
+                        None => break (done, Err(e)),
+                    }
+                }
             }
             outcome => break (done, outcome),
         }
@@ -388,13 +495,13 @@ fn attempt(
             counters.last_lsn,
         );
         let (committed, notified) =
-            block_on(futures::future::join(commit, client.batch_execute(&notify)));
+            client.wait(futures::future::join(commit, client.batch_execute(&notify)));
         if let Err(e) = notified {
             tracing::debug!(error = %e, "commit notification not sent");
         }
         committed
     } else {
-        block_on(commit)
+        client.wait(commit)
     };
     done.commit_time = started.elapsed();
     committed.map_err(pg_error("commit"))
@@ -466,7 +573,7 @@ fn begin(tx: &mut Tx<'_, '_>) -> Result<(u64, i64), Error> {
         .prepared("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint, txid_current()")
         .map_err(pg_error("begin"))?;
     // BEGIN and the first statement in one round trip.
-    let (began, row) = block_on(futures::future::join(
+    let (began, row) = tx.client.wait(futures::future::join(
         tx.client.batch_execute("BEGIN"),
         tx.client.query_opt(&clock, &[]),
     ));
@@ -617,7 +724,7 @@ impl Tx<'_, '_> {
         if let Some(s) = self.cache.0.get(sql) {
             return Ok(s.clone());
         }
-        let s = block_on(self.client.prepare(sql))?;
+        let s = self.client.wait(self.client.prepare(sql))?;
         self.cache.0.insert(sql, s.clone());
         Ok(s)
     }
@@ -628,7 +735,7 @@ impl Tx<'_, '_> {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64, tokio_postgres::Error> {
         let s = self.prepared(sql)?;
-        block_on(self.client.execute(&s, params))
+        self.client.wait(self.client.execute(&s, params))
     }
 
     /// Runs `statements` in order, sent one after the other without waiting for each answer
@@ -645,7 +752,7 @@ impl Tx<'_, '_> {
             .iter()
             .zip(statements)
             .map(|(s, (_, params))| client.execute(s, params.as_slice()));
-        block_on(futures::future::join_all(runs)).into_iter().try_for_each(|r| r.map(drop))
+        self.client.wait(futures::future::join_all(runs)).into_iter().try_for_each(|r| r.map(drop))
     }
 
     pub(super) fn query(
@@ -654,7 +761,7 @@ impl Tx<'_, '_> {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, tokio_postgres::Error> {
         let s = self.prepared(sql)?;
-        block_on(self.client.query(&s, params))
+        self.client.wait(self.client.query(&s, params))
     }
 
     pub(super) fn query_opt(
@@ -663,10 +770,10 @@ impl Tx<'_, '_> {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>, tokio_postgres::Error> {
         let s = self.prepared(sql)?;
-        block_on(self.client.query_opt(&s, params))
+        self.client.wait(self.client.query_opt(&s, params))
     }
 
     pub(super) fn batch_execute(&mut self, sql: &str) -> Result<(), tokio_postgres::Error> {
-        block_on(self.client.batch_execute(sql))
+        self.client.wait(self.client.batch_execute(sql))
     }
 }

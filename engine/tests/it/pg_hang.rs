@@ -1,0 +1,325 @@
+//! A network that hangs instead of failing, under a running engine on PostgreSQL: threads are
+//! mid-run when a proxy between the engine and the server silently stops passing bytes both
+//! ways ([`Proxy::blackhole`]: nothing is closed, every connection, new ones too, just hears
+//! nothing) for [`SILENT`], longer than every deadline the URL sets. Meanwhile:
+//!
+//! - a ticker on the engine's runtime keeps ticking (no worker thread waits on the network);
+//! - the HTTP endpoint answers `/api/health`, and says the database is unreachable;
+//! - the engine's health report says so within a bound of the deadlines, and so does the
+//!   gauge `cairn_database_up`;
+//!
+//! and once the network is back, every thread completes by itself, each tool call run once
+//! (counted by [`Effects`]): nothing lost, nothing run twice.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use cairn::dsl::{Ctx, NodeOutput, Workflow};
+use cairn::storage::pg_cluster::Cluster;
+use cairn::storage::pg_proxy::Proxy;
+use cairn::storage::{PgStore, Store};
+use cairn::{Durability, END, Engine, START, StartOptions};
+use serde_json::Value;
+
+use crate::common::{Effects, Tally};
+use crate::telemetry_recorder::TestRecorder;
+
+/// Deadlines through the URL, as a user sets them: connections open within 1 s; statements
+/// end on the server after 1 s, so the client gives an unanswered one up after 2 s.
+const TIMEOUTS: &str = "connect_timeout=1&options=-c%20statement_timeout%3D1000";
+
+/// The most the engine may take to say the database is gone: the answer deadline (2 s), or
+/// the listener's check (every 1 s, answered within 1 s), plus room for a loaded machine.
+const NOTICE_MAX: Duration = Duration::from_secs(5);
+
+/// How long the network is silent.
+const SILENT: Duration = Duration::from_secs(8);
+
+/// Threads run at once, and the steps of each (one tool call each, [`STEP`] long).
+const THREADS: usize = 6;
+const NODES: usize = 16;
+const STEP: Duration = Duration::from_millis(100);
+
+/// The ticker's period, and the longest gap it may see (a worker blocked on the network would
+/// stop it for a deadline at least, 1 s).
+const TICK: Duration = Duration::from_millis(10);
+const GAP_MAX: Duration = Duration::from_millis(500);
+
+/// START -> n0 -> ... -> END, each node one tool call that takes [`STEP`] and counts itself.
+fn slow(effects: &Effects) -> Workflow<Tally> {
+    let mut b = Workflow::<Tally>::builder("slow", 1);
+    for i in 0..NODES {
+        let fx = effects.clone();
+        b = b.node(format!("n{i}"), move |_s: Arc<Tally>, ctx: Ctx| {
+            let fx = fx.clone();
+            async move {
+                let v: u64 = ctx
+                    .tool("step", i as u64, move |x: u64, _| async move {
+                        tokio::time::sleep(STEP).await;
+                        fx.0.fetch_add(1, Ordering::SeqCst);
+                        Ok::<_, cairn::ToolError>(x + 1)
+                    })
+                    .await?;
+                Ok(NodeOutput::update((v, format!("n{i}"))))
+            }
+        });
+    }
+    b = b.edge(START, "n0");
+    for i in 1..NODES {
+        b = b.edge(format!("n{}", i - 1), format!("n{i}"));
+    }
+    b.edge(format!("n{}", NODES - 1), END).build().expect("slow workflow")
+}
+
+/// `GET url` on a thread of its own (a client that gives up after 15 s): the status, the body,
+/// and how long the answer took.
+fn get(url: String) -> std::thread::JoinHandle<(u16, Value, Duration)> {
+    std::thread::spawn(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(15)))
+            .build()
+            .into();
+        let started = Instant::now();
+        match agent.get(&url).call() {
+            Ok(mut resp) => {
+                let status = resp.status().as_u16();
+                let text = resp.body_mut().read_to_string().unwrap_or_default();
+                let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+                (status, body, started.elapsed())
+            }
+            Err(e) => (0, Value::String(e.to_string()), started.elapsed()),
+        }
+    })
+}
+
+/// Ticks every [`TICK`] until `stop`; the longest time between two ticks.
+async fn ticker(stop: Arc<AtomicBool>) -> Duration {
+    let mut interval = tokio::time::interval(TICK);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    interval.tick().await;
+    let mut last = Instant::now();
+    let mut max_gap = Duration::ZERO;
+    while !stop.load(Ordering::SeqCst) {
+        interval.tick().await;
+        max_gap = max_gap.max(last.elapsed());
+        last = Instant::now();
+    }
+    max_gap
+}
+
+#[test]
+fn an_engine_rides_out_a_silent_network_noticing_it_and_answering_meanwhile() {
+    let Some(cluster) = Cluster::start("pg_hang_engine") else { return };
+    let proxy = Proxy::start(&cluster).expect("proxy");
+    let url = format!("{}?{TIMEOUTS}", proxy.url(&cluster.new_database()));
+    let store = PgStore::connect(&url, Durability::Immediate).expect("connect");
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let effects = Effects::default();
+    let wf = slow(&effects);
+    let test_started = Instant::now();
+    let recorder = Arc::new(TestRecorder::default());
+    let up = || recorder.gauge(cairn::telemetry::storage::DATABASE_UP);
+    runtime.block_on(async {
+        let (engine, server) = Engine::with_store(Arc::new(store.clone()))
+            .metrics_recorder(recorder.clone())
+            .seed(27)
+            .poll_ms(200)
+            .health_every_ms(None)
+            .workflow(&wf)
+            .serve(([127, 0, 0, 1], 0).into())
+            .open()
+            .await
+            .expect("open on postgres");
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticking = tokio::spawn(ticker(stop.clone()));
+        let mut handles = Vec::new();
+        for t in 0..THREADS {
+            let id = format!("t{t}");
+            handles
+                .push(engine.start("slow", Tally::default(), StartOptions::id(id)).await.unwrap());
+        }
+        // Every thread a few steps in: the network goes silent in the middle of their runs.
+        while effects.count() < (THREADS * 3) as u64 {
+            tokio::time::sleep(TICK).await;
+        }
+        let before = effects.count();
+        assert_eq!(up(), 1.0, "the database answers before the silence");
+        proxy.blackhole();
+        let silent = Instant::now();
+
+        // The engine's own report says the database is gone.
+        let mut noticed = None;
+        while noticed.is_none() && silent.elapsed() < SILENT {
+            // Bounded here too: a report that hangs with the network must fail the test, not
+            // hang it.
+            let left = SILENT.saturating_sub(silent.elapsed());
+            match tokio::time::timeout(left, engine.health()).await {
+                Ok(report) => {
+                    let report = report.expect("a health report while silent");
+                    if report.database.as_ref().is_some_and(|d| !d.reachable) {
+                        noticed = Some(silent.elapsed());
+                        assert!(!report.ok, "an unreachable database is not ok");
+                    }
+                }
+                Err(_) => break,
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let up_while_silent = up();
+        let failures = recorder.counter(cairn::telemetry::storage::DATABASE_FAILURES);
+        // The endpoint answers meanwhile, and says the same.
+        let health = format!("http://{}/api/health", server.addr());
+        let asked = tokio::task::spawn_blocking(move || get(health).join().unwrap());
+        let (status, body, took) = asked.await.unwrap();
+        let during = effects.count() - before;
+        let left = SILENT.saturating_sub(silent.elapsed());
+        tokio::time::sleep(left).await;
+        proxy.resume();
+        let resumed = Instant::now();
+
+        let mut outputs = Vec::new();
+        for h in handles {
+            let out: Tally = tokio::time::timeout(Duration::from_secs(25), h.output())
+                .await
+                .expect("the thread completed once the network was back")
+                .expect("completed");
+            outputs.push(out);
+        }
+        let recovered = resumed.elapsed();
+        let after = engine.health().await.expect("health after");
+        stop.store(true, Ordering::SeqCst);
+        let max_gap = ticking.await.unwrap();
+        let runs = effects.count();
+        let expected = (THREADS * NODES) as u64;
+        crate::common::report(&format!(
+            "PG_HANG engine noticed_ms={} health_http_status={status} health_http_ms={} \
+             max_tick_gap_ms={} tool_runs_while_silent={during} threads_completed={}/{THREADS} \
+             tool_runs={runs}/{expected} double_runs={} recovered_ms={} total_ms={} \
+             database_failures={failures}",
+            noticed.map_or(-1, |d| d.as_millis() as i64),
+            took.as_millis(),
+            max_gap.as_millis(),
+            outputs.len(),
+            runs.saturating_sub(expected),
+            recovered.as_millis(),
+            test_started.elapsed().as_millis()
+        ));
+        let noticed = noticed.expect("the health report never said the database was gone");
+        assert!(noticed <= NOTICE_MAX, "noticed after {noticed:?}");
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["database"]["reachable"], false, "{body}");
+        assert!(body["database"]["last_error"].is_string(), "{body}");
+        assert!(took < Duration::from_secs(3), "/api/health took {took:?} while silent");
+        assert!(max_gap < GAP_MAX, "the ticker stopped for {max_gap:?}");
+        for out in &outputs {
+            assert_eq!(out.log.len(), NODES, "every step of every thread: {out:?}");
+        }
+        assert_eq!(runs, expected, "each tool call ran once: none lost, none twice");
+        assert!(after.database.as_ref().is_some_and(|d| d.reachable), "{after:?}");
+        assert_eq!(up_while_silent, 0.0, "cairn_database_up while silent");
+        assert!(failures > 0, "no failed connection counted");
+        assert_eq!(up(), 1.0, "cairn_database_up once the network is back");
+        server.shutdown().await;
+        engine.shutdown().await;
+    });
+    assert!(store.verify().unwrap().is_clean());
+}
+
+/// The same silence, with a second engine on a direct connection to the same database: the
+/// first engine's leases lapse while its network is silent, the second takes its threads over
+/// and finishes them; once the network is back, the first engine's late writes (the groups its
+/// writer held through the silence, run again on a fresh connection) are refused: fenced by
+/// the leases and the threads' guards, nothing of them in the log. A tool call whose result the
+/// first engine had not made durable when the network went silent runs again under the second
+/// (at least once, as after a crash): at most one per thread.
+///
+/// The takeover waits for the rows the first engine's writer had locked in its open
+/// transaction: the server ends that transaction once it has sat idle for
+/// `idle_in_transaction_session_timeout` (10 s, `write::IDLE_IN_GROUP_MAX`), the network
+/// being silent; the second engine then takes the lapsed leases.
+#[test]
+fn a_second_engine_takes_over_and_the_silent_engines_late_writes_are_fenced() {
+    const LEASE_TTL_MS: u64 = 1_500;
+    let Some(cluster) = Cluster::start("pg_hang_takeover") else { return };
+    let proxy = Proxy::start(&cluster).expect("proxy");
+    let direct = cluster.new_database();
+    let url = format!("{}?{TIMEOUTS}", proxy.url(&direct));
+    let silent_store = PgStore::connect(&url, Durability::Immediate).expect("connect");
+    let other_store = PgStore::connect(&direct, Durability::Immediate).expect("connect");
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let effects = Effects::default();
+    let wf = slow(&effects);
+    runtime.block_on(async {
+        let open = |store: &PgStore, seed: u64| {
+            Engine::with_store(Arc::new(store.clone()))
+                .seed(seed)
+                .lease_ttl_ms(LEASE_TTL_MS)
+                .poll_ms(100)
+                .health_every_ms(None)
+                .workflow(&wf)
+                .open()
+        };
+        let first = open(&silent_store, 27).await.expect("open the first engine");
+        for t in 0..THREADS {
+            first.start("slow", Tally::default(), StartOptions::id(format!("t{t}"))).await.unwrap();
+        }
+        while effects.count() < (THREADS * 3) as u64 {
+            tokio::time::sleep(TICK).await;
+        }
+        proxy.blackhole();
+        let silent = Instant::now();
+        // The second engine finds the threads once their leases lapse, and finishes them.
+        let second = open(&other_store, 28).await.expect("open the second engine");
+        let mut outputs = Vec::new();
+        for t in 0..THREADS {
+            let handle = second.thread(&format!("t{t}")).await.unwrap();
+            let out: Tally = tokio::time::timeout(Duration::from_secs(20), handle.output())
+                .await
+                .expect("taken over and finished while the first engine was silent")
+                .expect("completed");
+            outputs.push(out);
+        }
+        let taken_over_ms = silent.elapsed().as_millis();
+        let runs_before_resume = effects.count();
+        tokio::time::sleep(SILENT.saturating_sub(silent.elapsed())).await;
+        proxy.resume();
+        // The first engine's writer runs what it held; every write of it is refused. Give it
+        // the time to (its writer reconnects within about a second).
+        let resumed = Instant::now();
+        while resumed.elapsed() < Duration::from_secs(3) && first.fenced_runners() == 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let runs = effects.count();
+        let expected = (THREADS * NODES) as u64;
+        crate::common::report(&format!(
+            "PG_HANG takeover taken_over_ms={taken_over_ms} fenced_runners={} \
+             tool_runs={runs}/{expected} runs_after_resume={} double_runs={}",
+            first.fenced_runners(),
+            runs - runs_before_resume,
+            runs.saturating_sub(expected)
+        ));
+        for out in &outputs {
+            assert_eq!(out.log.len(), NODES, "every step once in the state: {out:?}");
+        }
+        assert!(first.fenced_runners() > 0, "the silent engine's runners were not fenced");
+        assert_eq!(runs, runs_before_resume, "the fenced engine ran a tool after the resume");
+        assert!(
+            runs <= expected + THREADS as u64,
+            "{runs} tool runs for {expected} calls: more than one in flight per thread ran again"
+        );
+        for t in 0..THREADS {
+            let id = cairn::storage::ThreadId::new(format!("t{t}")).unwrap();
+            let events = other_store.read_since(&id, cairn::storage::Seq(0), 10_000).unwrap();
+            let seqs: Vec<u64> = events.iter().map(|e| e.bookmark.seq.0).collect();
+            assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "t{t}: no gap, no dup");
+        }
+        second.shutdown().await;
+        first.shutdown().await;
+    });
+    assert!(other_store.verify().unwrap().is_clean());
+}
