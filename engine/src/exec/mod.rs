@@ -14,6 +14,7 @@ pub(crate) mod child_run;
 pub(crate) mod drive;
 pub(crate) mod env;
 pub(crate) mod fetch;
+mod idempotency;
 pub(crate) mod locks;
 pub(crate) mod node_context;
 mod observe;

@@ -276,7 +276,7 @@ impl NodeContext for LiveNodeContext {
             lock_state(&shared).appended.extend(recs);
             env.metrics.tool_call(false);
             let tool_ctx = ToolCtx::new(cancel)
-                .with_idempotency_key(idempotency_key(&env, step, &key, attempt, index));
+                .with_idempotency_key(super::idempotency::key(&env, step, &key, attempt, index));
             let output = env.metrics.time_tool(run(input, tool_ctx.clone())).await;
             let (usage, models) = (tool_ctx.usage_reported(), tool_ctx.models_reported());
             let done = clock.now_ms();
@@ -374,25 +374,4 @@ impl NodeContext for LiveNodeContext {
         let write = super::locks::release(self.env.clone(), name.to_owned());
         super::locks::appending(self.st.clone(), write)
     }
-}
-
-/// The idempotency key of call `index` of attempt `attempt` of task `key` at `step` (see
-/// [`ToolCtx::idempotency_key`]): a hash of what names the recorded call, all of it read from
-/// the log on a restore, so a call run again after a crash or a take-over gets the key it had.
-/// The thread's recorded seed tells apart two threads that had the same id (one deleted, then
-/// the id started again); an engine with a configured seed records the same seed in every
-/// thread, so there only the id, step, task, attempt and call tell calls apart.
-fn idempotency_key(env: &ThreadEnv, step: u64, key: &TaskKey, attempt: u32, index: u32) -> String {
-    let mut h = blake3::Hasher::new();
-    h.update(b"cairn idempotency key v1\0");
-    h.update(env.thread.as_str().as_bytes());
-    h.update(b"\0");
-    h.update(&env.seed.to_le_bytes());
-    h.update(&step.to_le_bytes());
-    h.update(key.node.as_bytes());
-    h.update(b"\0");
-    h.update(&key.item.map_or(u64::MAX, u64::from).to_le_bytes());
-    h.update(&attempt.to_le_bytes());
-    h.update(&index.to_le_bytes());
-    format!("cairn-{}", &h.finalize().to_hex()[..32])
 }

@@ -24,13 +24,10 @@ use crate::core::status::Transition;
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
 
-/// The `recovered` action of a thread recovery resumed at open (or at a look for work).
-pub(crate) const RECOVERED_RESUMED: &str = "resumed";
-
-/// The `recovered` action of a thread a runner took over from another engine instance's runner
-/// that never let it go (a sub-workflow child driven again by its recovered parent, a thread
-/// whose lease lapsed on a shared database).
-pub(crate) const RECOVERED_TAKEN_OVER: &str = "taken over";
+/// `recovered` actions: a thread recovery resumed, and one taken from another engine instance's
+/// runner that never let it go (a recovered parent's child, a lapsed lease on a shared database).
+const RECOVERED_RESUMED: &str = "resumed";
+const RECOVERED_TAKEN_OVER: &str = "taken over";
 
 /// Why a drive returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,11 +94,8 @@ impl Runner {
         if reason.starts_with("recovered") {
             self.emit(Body::Recovered { action: RECOVERED_RESUMED.into() }, now)?;
         } else if taken_over {
-            // A runner of another engine instance held the thread and never let it go (its
-            // process died, or it stalled past its lease): whatever it had begun is driven again
-            // here, so the thread's own log says so, as recovery's does. A sub-workflow child of
-            // a recovered parent comes here (its parent's node drives it, not recovery), and so
-            // does a thread taken over on a shared database by any other path than recovery.
+            // Another engine instance's runner never let the thread go (it died or stalled):
+            // what it had begun is driven again, and the thread's own log says so.
             self.emit(Body::Recovered { action: RECOVERED_TAKEN_OVER.into() }, now)?;
         }
         // Woken threads (input, timer, resume) were moved to Running by the write that woke them.

@@ -74,9 +74,11 @@ fn every_command_line_of_the_readme_and_docs_runs_as_written() {
         Command::new("sh")
             .args(["-c", command])
             .current_dir(dir.path())
+            // A newcomer's shell: no variable of this test's environment (an `$API_KEY` the
+            // README used to name was set here and unset for a reader, whose line failed).
+            .env_clear()
             .env("PATH", &path)
-            .env("API_KEY", "sk-readme-test-0123456789")
-            .env_remove("CAIRN_LOG")
+            .env("HOME", dir.path())
             .stdin(std::process::Stdio::null())
             .output()
             .expect("sh runs")

@@ -96,13 +96,21 @@ impl Timeouts {
         Timeouts { connect, statement }
     }
 
-    /// The `SET` a new connection runs when the URL's `options` set no `statement_timeout`
-    /// (empty when they did: the server has it from the startup packet).
-    pub fn setup(config: &tokio_postgres::Config) -> String {
-        if config.get_options().and_then(statement_timeout).is_some() {
-            return String::new();
+    /// The `SET`s a new connection runs: the default `statement_timeout` when the URL's
+    /// `options` set none (the server has it from the startup packet otherwise), and an
+    /// `idle_in_transaction_session_timeout` of the answer deadline, so that the transaction of
+    /// a connection the client gave up on (a silent network) ends on the server about when the
+    /// client stops waiting, and its row locks stop holding other engines back (a take-over of
+    /// the silent engine's threads waited for the server's own idle timeout before).
+    pub fn setup(&self, config: &tokio_postgres::Config) -> String {
+        let mut sets = Vec::new();
+        if config.get_options().and_then(statement_timeout).is_none() {
+            sets.push(format!("SET statement_timeout = {}", STATEMENT_DEFAULT.as_millis()));
         }
-        format!("SET statement_timeout = {}", STATEMENT_DEFAULT.as_millis())
+        if let Some(answer) = self.answer() {
+            sets.push(format!("SET idle_in_transaction_session_timeout = {}", answer.as_millis()));
+        }
+        sets.join("; ")
     }
 
     /// How long the client waits for the answer to one statement before it gives the
@@ -225,7 +233,11 @@ mod tests {
         assert_eq!(config.get_keepalives_idle(), Duration::from_secs(7));
         assert_eq!(config.get_keepalives_interval(), Some(KEEPALIVE_INTERVAL_DEFAULT));
         assert_eq!(config.get_tcp_user_timeout(), Some(&TCP_USER_TIMEOUT_DEFAULT));
-        assert!(!Timeouts::setup(&config).is_empty(), "the default is set on each connection");
+        assert_eq!(
+            t.setup(&config),
+            "SET statement_timeout = 30000; SET idle_in_transaction_session_timeout = 35000",
+            "the default is set on each connection"
+        );
 
         let mut config: tokio_postgres::Config =
             "postgresql://u@h/db?options=-c%20statement_timeout%3D800&tcp_user_timeout=3"
@@ -235,6 +247,10 @@ mod tests {
         assert_eq!(t.connect, CONNECT_DEFAULT);
         assert_eq!(t.answer(), Some(Duration::from_millis(1600)));
         assert_eq!(config.get_tcp_user_timeout(), Some(&Duration::from_secs(3)));
-        assert!(Timeouts::setup(&config).is_empty(), "the server has it from the URL");
+        assert_eq!(
+            t.setup(&config),
+            "SET idle_in_transaction_session_timeout = 1600",
+            "the server has the statement timeout from the URL"
+        );
     }
 }

@@ -122,14 +122,17 @@ impl PgStore {
             target.set_up(&format!("SET synchronous_commit = {sync}"));
             Ok(target)
         };
-        // The writer's connection: a transaction it leaves open (its process stopped mid-group)
-        // is ended by the server, so it cannot hold other writers' rows or the readers'
-        // watermark for long.
+        // The writer's connection: a transaction it leaves open (its process stopped mid-group,
+        // its network silent) is ended by the server, so it cannot hold other writers' rows or
+        // the readers' watermark for long: after the answer deadline (when the writer gives the
+        // connection up) or `IDLE_IN_GROUP_MAX`, whichever comes first.
         let mut writer_target = target("cairn-writer")?;
-        writer_target.set_up(&format!(
-            "SET idle_in_transaction_session_timeout = {}",
-            write::IDLE_IN_GROUP_MAX.as_millis()
-        ));
+        let idle = writer_target
+            .timeouts
+            .answer()
+            .map_or(write::IDLE_IN_GROUP_MAX, |a| a.min(write::IDLE_IN_GROUP_MAX));
+        writer_target
+            .set_up(&format!("SET idle_in_transaction_session_timeout = {}", idle.as_millis()));
         let connect: pool::Connect = Arc::new(move || writer_target.open_blocking());
         let client = connect()?;
         schema::prepare(&mut blocking::Client::on(&client))?;

@@ -150,7 +150,7 @@ impl Target {
             config.application_name(role);
         }
         let timeouts = Timeouts::apply(&mut config);
-        let setup = Timeouts::setup(&config);
+        let setup = timeouts.setup(&config);
         let tls = Tls::for_config(&mut config, root)?;
         Ok(Target { config, tls, setup, handle, timeouts, metrics })
     }

@@ -1,0 +1,26 @@
+//! The idempotency key of a recorded tool call (`ToolCtx::idempotency_key`): what an external
+//! service deduplicates a call the engine runs again (after a crash, a take-over) by.
+
+use super::env::ThreadEnv;
+use crate::core::event::TaskKey;
+
+/// The idempotency key of call `index` of attempt `attempt` of `task` at `step` (see
+/// [`cairn_dsl::ToolCtx::idempotency_key`]): a hash of what names the recorded call, all of it read from
+/// the log on a restore, so a call run again after a crash or a take-over gets the key it had.
+/// The thread's recorded seed tells apart two threads that had the same id (one deleted, then
+/// the id started again); an engine with a configured seed records the same seed in every
+/// thread, so there only the id, step, task, attempt and call tell calls apart.
+pub(super) fn key(env: &ThreadEnv, step: u64, task: &TaskKey, attempt: u32, index: u32) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(b"cairn idempotency key v1\0");
+    h.update(env.thread.as_str().as_bytes());
+    h.update(b"\0");
+    h.update(&env.seed.to_le_bytes());
+    h.update(&step.to_le_bytes());
+    h.update(task.node.as_bytes());
+    h.update(b"\0");
+    h.update(&task.item.map_or(u64::MAX, u64::from).to_le_bytes());
+    h.update(&attempt.to_le_bytes());
+    h.update(&index.to_le_bytes());
+    format!("cairn-{}", &h.finalize().to_hex()[..32])
+}
