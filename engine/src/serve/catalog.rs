@@ -29,7 +29,7 @@ use super::routes::{App, blocking, pairs, reject};
 use super::threads::{Q, segment};
 use crate::api::engine::Engine;
 use crate::api::schedule::ScheduleInfo;
-use crate::api::schedule_flow::SCHEDULE_LABEL;
+use crate::api::schedule_flow::{SCHEDULE_LABEL, SCHEDULE_WORKFLOW};
 use crate::api::schedule_ticks::Rule;
 
 /// Upcoming ticks listed per schedule: enough to see its rhythm, few enough to read.
@@ -209,6 +209,8 @@ async fn last_runs(engine: &Engine, name: &str) -> Result<Vec<ThreadRecord>, Rej
             break;
         }
     }
+    // The schedule's own thread carries its label too: it is no run.
+    runs.retain(|r| r.workflow.id != SCHEDULE_WORKFLOW);
     runs.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then_with(|| b.id.cmp(&a.id)));
     runs.truncate(LAST_RUNS);
     Ok(runs)

@@ -104,7 +104,10 @@ async fn a_finished_threads_page_offers_no_refused_control_and_shows_its_whole_o
                return b && b.offsetParent !== null; })",
         );
         assert_eq!(offered, json!([]), "a completed thread offers controls it refuses");
-        assert_eq!(browser.eval("document.getElementById('fork').offsetParent !== null"), json!(true));
+        assert_eq!(
+            browser.eval("document.getElementById('fork').offsetParent !== null"),
+            json!(true)
+        );
 
         // The output: whole, pretty-printed (one key a line), folded in a <details>.
         browser.wait_for("document.querySelector('details#output pre')", Duration::from_secs(10));
@@ -130,7 +133,11 @@ async fn a_finished_threads_page_offers_no_refused_control_and_shows_its_whole_o
         let dashes = browser.eval(
             "[...document.querySelectorAll('#edge-legend line')].map((l) => getComputedStyle(l).strokeDasharray)",
         );
-        assert_eq!(dashes, json!(["none", "none", "6px, 4px", "2px, 3px"]), "as the graph draws them");
+        assert_eq!(
+            dashes,
+            json!(["none", "none", "6px, 4px", "2px, 3px"]),
+            "as the graph draws them"
+        );
 
         // Timeline names are never cut: each fits its column (wrapped), and says all in a title.
         browser.wait_for(
@@ -147,6 +154,16 @@ async fn a_finished_threads_page_offers_no_refused_control_and_shows_its_whole_o
             "document.querySelector('#timeline .tl-row[data-task^=\"{LONG_NODE}\"] .name').textContent"
         ));
         assert!(long.as_str().unwrap().contains(LONG_NODE), "{long}");
+        // Nor are the graph's node names: each fits its box.
+        let overflowing = browser.eval(
+            "[...document.querySelectorAll('#graph svg g.node')].filter((g) => { \
+               const box = g.querySelector('rect').getBoundingClientRect(); \
+               return [...g.querySelectorAll('text')].some((t) => { \
+                 const r = t.getBoundingClientRect(); \
+                 return r.left < box.left - 0.5 || r.right > box.right + 0.5; }); }) \
+             .map((g) => g.dataset.node)",
+        );
+        assert_eq!(overflowing, json!([]), "node names wider than their boxes");
         browser.screenshot(&shots.join("thread-finished.png"), 2600.);
     });
     drop(browser);
@@ -163,8 +180,12 @@ fn chatter() -> Workflow<Tally> {
             let long = "please research the market for blue ceramic mugs in the EU and report back";
             ctx.message(Message::new("user", long).to("planner").correlation_id(corr));
             ctx.message(Message::new("planner", long).to("researcher").correlation_id(corr));
-            ctx.message(Message::new("planner", "note to self: check the budget").correlation_id(corr));
-            ctx.message(Message::new("planner", "draft the summary").to("writer").correlation_id(corr));
+            ctx.message(
+                Message::new("planner", "note to self: check the budget").correlation_id(corr),
+            );
+            ctx.message(
+                Message::new("planner", "draft the summary").to("writer").correlation_id(corr),
+            );
             Ok(NodeOutput::update((1, String::new())))
         })
         .node("researcher", |_s: Arc<Tally>, ctx: Ctx| async move {
@@ -248,7 +269,13 @@ async fn a_child_threads_listing_names_its_parent() {
         .open()
         .await
         .unwrap();
-    engine.start("outer", Tally::default(), StartOptions::id("p-1")).await.unwrap().wait().await.unwrap();
+    engine
+        .start("outer", Tally::default(), StartOptions::id("p-1"))
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
     let base = format!("http://{}", server.addr());
     let (status, listed) = get(format!("{base}/api/threads")).await;
     assert_eq!(status, 200, "{listed}");
@@ -262,12 +289,29 @@ async fn a_child_threads_listing_names_its_parent() {
     assert_eq!(shown["parent"]["thread"], "p-1", "{shown}");
     // A fork names the thread and seq it was forked from.
     let fork = engine
-        .fork("p-1", cairn::debug::ForkFrom::Seq(1), cairn::debug::ForkOptions::id("p-1-f").paused())
+        .fork(
+            "p-1",
+            cairn::debug::ForkFrom::Seq(1),
+            cairn::debug::ForkOptions::id("p-1-f").paused(),
+        )
         .await
         .unwrap();
     let (_, listed) = get(format!("{base}/api/threads")).await;
-    let forked = listed["threads"].as_array().unwrap().iter().find(|r| r["thread"] == fork.id().as_str()).cloned().unwrap();
-    assert_eq!((forked["parent"]["thread"].clone(), forked["parent"]["seq"].clone(), forked["parent"]["via"].clone()), (json!("p-1"), json!(1), json!("fork")));
+    let forked = listed["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["thread"] == fork.id().as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (
+            forked["parent"]["thread"].clone(),
+            forked["parent"]["seq"].clone(),
+            forked["parent"]["via"].clone()
+        ),
+        (json!("p-1"), json!(1), json!("fork"))
+    );
     server.shutdown().await;
     engine.shutdown().await;
 }
@@ -298,10 +342,19 @@ async fn the_workflows_and_schedules_pages_count_list_and_pause_with_the_token()
         .unwrap();
     for i in 0..3 {
         let id = format!("r-{i}");
-        engine.start("reporter", Tally::default(), StartOptions::id(id)).await.unwrap().wait().await.unwrap();
+        engine
+            .start("reporter", Tally::default(), StartOptions::id(id))
+            .await
+            .unwrap()
+            .wait()
+            .await
+            .unwrap();
     }
     for i in 0..2 {
-        engine.start("approval", Tally::default(), StartOptions::id(format!("a-{i}"))).await.unwrap();
+        engine
+            .start("approval", Tally::default(), StartOptions::id(format!("a-{i}")))
+            .await
+            .unwrap();
     }
     for i in 0..2 {
         let h = engine.thread(&format!("a-{i}")).await.unwrap();
@@ -311,7 +364,8 @@ async fn the_workflows_and_schedules_pages_count_list_and_pause_with_the_token()
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
-    let hourly = ScheduleSpec::new("reporter", Every::Interval { ms: 3_600_000 });
+    let hourly = ScheduleSpec::new("reporter", Every::Interval { ms: 3_600_000 })
+        .input(json!(Tally::default()));
     engine.create_schedule("hourly-report", hourly).await.unwrap();
     let base = format!("http://{}", server.addr());
     let token = server.token().to_owned();
@@ -320,19 +374,56 @@ async fn the_workflows_and_schedules_pages_count_list_and_pause_with_the_token()
     let (status, listed) = get(format!("{base}/api/schedules")).await;
     assert_eq!(status, 200, "{listed}");
     let s = &listed["schedules"][0];
-    assert_eq!((s["name"].as_str(), s["workflow"].as_str()), (Some("hourly-report"), Some("reporter")), "{listed}");
-    let ticks: Vec<u64> = s["next_ticks"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
+    assert_eq!(
+        (s["name"].as_str(), s["workflow"].as_str()),
+        (Some("hourly-report"), Some("reporter")),
+        "{listed}"
+    );
+    let ticks: Vec<u64> =
+        s["next_ticks"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect();
     assert_eq!(ticks.len(), 5, "{s}");
     assert!(ticks.windows(2).all(|w| w[1] - w[0] == 3_600_000), "{ticks:?}");
     let pause = format!("{base}/api/schedules/hourly-report/pause");
     assert_eq!(send("POST", pause.clone(), None).await.0, 401);
-    assert_eq!(send("POST", format!("{base}/api/schedules/nope/pause"), Some(format!("Bearer {token}"))).await.0, 404);
-    assert_eq!(send("POST", format!("{base}/api/schedules/hourly-report/explode"), Some(format!("Bearer {token}"))).await.0, 404);
-    let (status, triggered) = send("POST", format!("{base}/api/schedules/hourly-report/trigger"), Some(format!("Bearer {token}"))).await;
+    assert_eq!(
+        send("POST", format!("{base}/api/schedules/nope/pause"), Some(format!("Bearer {token}")))
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        send(
+            "POST",
+            format!("{base}/api/schedules/hourly-report/explode"),
+            Some(format!("Bearer {token}"))
+        )
+        .await
+        .0,
+        404
+    );
+    let (status, triggered) = send(
+        "POST",
+        format!("{base}/api/schedules/hourly-report/trigger"),
+        Some(format!("Bearer {token}")),
+    )
+    .await;
     assert_eq!(status, 200, "{triggered}");
     let started = triggered["thread"].as_str().unwrap().to_owned();
     assert!(started.starts_with("hourly-report@now-"), "{triggered}");
     engine.thread(&started).await.unwrap().wait().await.unwrap();
+
+    // 3 started, 1 triggered, and the ticks the schedule started (its first at its creation).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let done = loop {
+        let (_, all) = get(format!("{base}/api/threads?workflow=reporter")).await;
+        let all = all["threads"].as_array().cloned().unwrap_or_default();
+        if all.iter().all(|t| t["status"] == "completed") {
+            break all.len();
+        }
+        assert!(std::time::Instant::now() < deadline, "{all:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(done >= 4, "{done}");
 
     let shots = screenshots();
     let mut browser = tokio::task::block_in_place(|| Browser::launch(1400, 1000));
@@ -341,21 +432,35 @@ async fn the_workflows_and_schedules_pages_count_list_and_pause_with_the_token()
         browser.navigate(&format!("{base}/ui/workflows"));
         browser.wait_for("document.body.dataset.loaded === '1'", Duration::from_secs(20));
         let count = |wf: &str, status: &str| {
-            format!("document.querySelector('[data-workflow={wf}] .count[data-status={status}]')?.dataset.n")
+            format!(
+                "document.querySelector('[data-workflow={wf}] .count[data-status={status}]')?.dataset.n"
+            )
         };
-        assert_eq!(browser.eval(&count("reporter", "completed")), json!("4"), "3 started, 1 triggered");
+        let card = browser.eval("document.querySelector('[data-workflow=reporter]')?.textContent");
+        assert_eq!(
+            browser.eval(&count("reporter", "completed")),
+            json!(done.to_string()),
+            "{card}"
+        );
         assert_eq!(browser.eval(&count("approval", "waiting_input")), json!("2"));
         assert_eq!(browser.eval("document.querySelector('[data-workflow=approval] [data-versions]').dataset.versions"), json!("1"));
-        browser.wait_for("document.querySelector('[data-workflow=reporter] .graph svg g.node')", Duration::from_secs(10));
+        browser.wait_for(
+            "document.querySelector('[data-workflow=reporter] .graph svg g.node')",
+            Duration::from_secs(10),
+        );
         browser.screenshot(&shots.join("workflows.png"), 2000.);
 
         // Schedules: listed with its next ticks and last run; Pause, with the token, pauses it.
         browser.navigate(&format!("{base}/ui/schedules"));
         browser.wait_for("document.body.dataset.loaded === '1'", Duration::from_secs(20));
         let row = "document.querySelector('#schedules tr[data-schedule=hourly-report]')";
-        assert_eq!(browser.eval(&format!("{row}.querySelectorAll('[data-tick]').length")), json!(5));
-        let runs = browser.eval(&format!("{row}.textContent"));
+        assert_eq!(
+            browser.eval(&format!("{row}.querySelectorAll('[data-tick]').length")),
+            json!(5)
+        );
+        let runs = browser.eval(&format!("{row}.children[5].textContent"));
         assert!(runs.as_str().unwrap().contains(&started), "the last run is listed: {runs}");
+        assert!(!runs.as_str().unwrap().contains("schedule:"), "its own thread is no run: {runs}");
         browser.eval(&format!("{row}.querySelector('button[data-control=pause]').click()"));
         browser.wait_for(
             "document.getElementById('control-result').textContent.includes('token')",
@@ -367,8 +472,14 @@ async fn the_workflows_and_schedules_pages_count_list_and_pause_with_the_token()
              {row}.querySelector('button[data-control=pause]').click()"
         ));
         browser.wait_for(&format!("{row}.dataset.status === 'paused'"), Duration::from_secs(10));
-        assert_eq!(browser.eval(&format!("{row}.querySelector('button[data-control=pause]')")), Value::Null);
-        assert_eq!(browser.eval(&format!("!!{row}.querySelector('button[data-control=resume]')")), json!(true));
+        assert_eq!(
+            browser.eval(&format!("{row}.querySelector('button[data-control=pause]')")),
+            Value::Null
+        );
+        assert_eq!(
+            browser.eval(&format!("!!{row}.querySelector('button[data-control=resume]')")),
+            json!(true)
+        );
         browser.screenshot(&shots.join("schedules.png"), 1400.);
     });
     let info = engine.schedule("hourly-report").await.unwrap().unwrap();
@@ -378,8 +489,16 @@ async fn the_workflows_and_schedules_pages_count_list_and_pause_with_the_token()
         browser.eval(&format!("{row}.querySelector('button[data-control=resume]').click()"));
         browser.wait_for(&format!("{row}.dataset.status !== 'paused'"), Duration::from_secs(10));
     });
-    assert_ne!(engine.schedule("hourly-report").await.unwrap().unwrap().status, ThreadStatus::Paused);
-    let (status, deleted) = send("DELETE", format!("{base}/api/schedules/hourly-report"), Some(format!("Bearer {token}"))).await;
+    assert_ne!(
+        engine.schedule("hourly-report").await.unwrap().unwrap().status,
+        ThreadStatus::Paused
+    );
+    let (status, deleted) = send(
+        "DELETE",
+        format!("{base}/api/schedules/hourly-report"),
+        Some(format!("Bearer {token}")),
+    )
+    .await;
     assert_eq!((status, deleted["status"].as_str()), (200, Some("cancelled")), "{deleted}");
     drop(browser);
     server.shutdown().await;

@@ -52,7 +52,7 @@
     const button = (control, label, shown, cls) => shown
       ? el("button", { class: `b${cls ? ` ${cls}` : ""}`, type: "button", "data-control": control, onclick: () => act(s.name, control) }, label) : "";
     const ticks = s.next_ticks.length
-      ? el("ol", { class: "ticks" }, s.next_ticks.map((t) => el("li", { "data-tick": String(t) }, `${time(t)} (in ${age(t - nowMs)})`)))
+      ? el("ol", { class: "ticks" }, s.next_ticks.map((t) => el("li", { "data-tick": String(t) }, `${time(t).slice(0, 19)} (in ${age(t - nowMs)})`)))
       : el("span", { class: "muted" }, ended ? "ended" : "none");
     const runs = s.last_runs.length
       ? el("ol", { class: "ticks" }, s.last_runs.map((r) => el("li", {},
