@@ -172,7 +172,8 @@ async fn a_finished_threads_page_offers_no_refused_control_and_shows_its_whole_o
 }
 
 /// Trades messages under one correlation id: long ones, between neighbouring lifelines and to
-/// itself, so their labels would collide if the picture crowded them.
+/// itself, in a thread with a long id, so their labels and the participants' names would
+/// collide if the picture crowded them.
 fn chatter() -> Workflow<Tally> {
     Workflow::<Tally>::builder("chatter", 1)
         .node("planner", |_s: Arc<Tally>, ctx: Ctx| async move {
@@ -181,7 +182,7 @@ fn chatter() -> Workflow<Tally> {
             ctx.message(Message::new("user", long).to("planner").correlation_id(corr));
             ctx.message(Message::new("planner", long).to("researcher").correlation_id(corr));
             ctx.message(
-                Message::new("planner", "note to self: check the budget").correlation_id(corr),
+                Message::new("planner", "NOTE TO SELF: WEB SEARCH BUDGET AT 90% FOR MARCH").correlation_id(corr),
             );
             ctx.message(
                 Message::new("planner", "draft the summary").to("writer").correlation_id(corr),
@@ -212,7 +213,7 @@ async fn the_sequence_pictures_texts_do_not_overlap() {
         .open()
         .await
         .unwrap();
-    let run = engine.start("chatter", Tally::default(), StartOptions::id("c-1")).await.unwrap();
+    let run = engine.start("chatter", Tally::default(), StartOptions::id("CONVERSATION-2026-MARCH-0001")).await.unwrap();
     run.wait().await.unwrap();
     let base = format!("http://{}", server.addr());
     let mut browser = tokio::task::block_in_place(|| Browser::launch(1400, 1000));
@@ -224,22 +225,41 @@ async fn the_sequence_pictures_texts_do_not_overlap() {
             Duration::from_secs(10),
         );
         browser.screenshot(&screenshots().join("messages-long.png"), 1400.);
-        // Every pair of texts (participants' names, message labels, their lsn notes), measured
-        // as laid out: none intersects another.
+        // Every pair of texts (participants' names, message labels, their lsn notes), and each
+        // text and each arrow, measured as laid out: none intersects another.
         browser.eval(
             "(() => { \
                const boxes = [...document.querySelectorAll('#sequence svg text')] \
                  .map((t) => [t.textContent, t.getBoundingClientRect()]); \
+               const arrows = [...document.querySelectorAll('#sequence svg g.msg line, #sequence svg g.msg path')] \
+                 .map((a) => [`arrow of lsn ${a.parentNode.dataset.lsn}`, a.getBoundingClientRect()]); \
                const hit = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5 \
                  && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5; \
                const out = []; \
                for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) \
                  if (hit(boxes[i][1], boxes[j][1])) out.push([boxes[i][0], boxes[j][0]]); \
-               return { texts: boxes.length, overlaps: out }; })()",
+               for (const t of boxes) for (const a of arrows) \
+                 if (hit(t[1], a[1])) out.push([t[0], a[0]]); \
+               const picture = document.querySelector('#sequence svg').getBoundingClientRect(); \
+               const inside = (r, o) => r.left >= o.left - 0.5 && r.right <= o.right + 0.5; \
+               for (const [t, r] of boxes) if (!inside(r, picture)) out.push([t, 'the picture']); \
+               for (const g of document.querySelectorAll('#sequence svg g.head')) { \
+                 const box = g.querySelector('rect').getBoundingClientRect(); \
+                 for (const t of g.querySelectorAll('text')) \
+                   if (!inside(t.getBoundingClientRect(), box)) out.push([t.textContent, 'its box']); } \
+               const unhaloed = [...document.querySelectorAll('#sequence svg g.msg text.label')] \
+                 .filter((t) => { const c = getComputedStyle(t); \
+                   return !(c.paintOrder.startsWith('stroke') && parseFloat(c.strokeWidth) >= 3 \
+                     && c.stroke === 'rgb(255, 255, 255)'); }) \
+                 .map((t) => t.textContent); \
+               return { texts: boxes.length, overlaps: out, unhaloed }; })()",
         )
     });
     assert!(overlaps["texts"].as_u64().unwrap() >= 12, "{overlaps}");
     assert_eq!(overlaps["overlaps"], json!([]), "texts of the sequence picture overlap");
+    // A label crossing other participants' lifelines is drawn over a white halo: the dashed
+    // line stops at its letters.
+    assert_eq!(overlaps["unhaloed"], json!([]), "labels struck through by lifelines");
     drop(browser);
     server.shutdown().await;
     engine.shutdown().await;
