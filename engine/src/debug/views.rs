@@ -42,12 +42,12 @@ pub(crate) fn thread_row(record: &ThreadRecord) -> Value {
     })
 }
 
-/// The thread `record` comes from: the one it was forked from (`"via": "fork"`, at `seq`), or
-/// the one whose sub-workflow node runs it (`"via": "sub-workflow"`, named by its
-/// [`PARENT_LABEL`]; `seq` null); `null` for a thread started on its own.
+/// The thread `record` comes from: the one it was forked from (`{"thread", "seq"}`: at `seq`),
+/// or the one whose sub-workflow node runs it (named by its [`PARENT_LABEL`]: `seq` null and
+/// `"via": "sub-workflow"`); `null` for a thread started on its own.
 fn parent(record: &ThreadRecord) -> Value {
     if let Some((t, s)) = &record.parent {
-        return json!({"thread": t.as_str(), "seq": s.0, "via": "fork"});
+        return json!({"thread": t.as_str(), "seq": s.0});
     }
     match record.labels.get(PARENT_LABEL) {
         Some(p) => json!({"thread": p, "seq": null, "via": "sub-workflow"}),

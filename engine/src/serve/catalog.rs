@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::PathRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use cairn_storage::{Page, ThreadFilter, ThreadRecord};
@@ -149,9 +149,14 @@ pub(super) async fn schedules(State(app): State<App>, q: Q) -> Result<Json<Value
 pub(super) async fn control(
     State(app): State<App>,
     path: Result<Path<(String, String)>, PathRejection>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, Reject> {
     let (name, control) = path.map(|p| p.0).map_err(|e| Reject::bad("path", e.body_text()))?;
+    let body = body.map_err(|e| Reject {
+        status: e.status().as_u16(),
+        error: e.body_text(),
+        field: Some("body".into()),
+    })?;
     if !matches!(control.as_str(), "pause" | "resume" | "trigger") {
         return Err(Reject::not_found("control", format!("no schedule control {control:?}")));
     }
@@ -262,4 +267,41 @@ fn next_ticks(info: &ScheduleInfo) -> Vec<u64> {
         next = rule.next_after(at, s.anchor_ms);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use cairn_storage::ThreadStatus;
+
+    use super::*;
+    use crate::api::schedule_flow::{ScheduleSpec, ScheduleState};
+    use crate::api::schedule_ticks::Every;
+
+    fn info(status: ThreadStatus, next: Option<u64>, end_ms: Option<u64>) -> ScheduleInfo {
+        let spec = ScheduleSpec::new("w", Every::Interval { ms: 1_000 }).between(Some(500), end_ms);
+        let state = ScheduleState {
+            name: "s".into(),
+            spec,
+            anchor_ms: 500,
+            last_tick_ms: None,
+            next_tick_ms: next,
+            started: 0,
+            skipped: 0,
+        };
+        ScheduleInfo { name: "s".into(), status, state }
+    }
+
+    #[test]
+    fn next_ticks_follow_the_rule_from_the_stored_next_one_before_the_end() {
+        let running = info(ThreadStatus::Sleeping, Some(1_500), None);
+        assert_eq!(next_ticks(&running), vec![1_500, 2_500, 3_500, 4_500, 5_500]);
+        let ending = info(ThreadStatus::Sleeping, Some(1_500), Some(3_500));
+        assert_eq!(next_ticks(&ending), vec![1_500, 2_500], "no tick at or after the end");
+        let paused = info(ThreadStatus::Paused, Some(1_500), None);
+        assert_eq!(next_ticks(&paused).len(), NEXT_TICKS, "a paused schedule's rhythm is shown");
+        for ended in [ThreadStatus::Cancelled, ThreadStatus::Completed] {
+            assert_eq!(next_ticks(&info(ended, Some(1_500), None)), Vec::<u64>::new());
+        }
+        assert_eq!(next_ticks(&info(ThreadStatus::Sleeping, None, None)), Vec::<u64>::new());
+    }
 }
