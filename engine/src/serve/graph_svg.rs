@@ -221,7 +221,8 @@ const STYLE: &str = "\
 .st-pending rect{fill:#e0e7ff;stroke:#4338ca;stroke-dasharray:4 3}\
 .st-idle rect{fill:#f9fafb;stroke:#9ca3af}\
 [data-kind=subgraph] rect{stroke-width:3;stroke-dasharray:none}\
-.child-link{cursor:pointer}.child-link text{text-decoration:underline}";
+.child-link{cursor:pointer}.child-link text{text-decoration:underline}\
+.terminal text{font-size:11px}";
 
 fn draw(wf: &DynWorkflow, marks: &BTreeMap<String, Mark>, c: &Capture) -> String {
     // The bounding box of everything drawn, with a margin.

@@ -465,6 +465,8 @@ async fn the_workflows_and_schedules_pages_count_list_and_pause_with_the_token()
             "document.querySelector('[data-workflow=reporter] .graph svg g.node')",
             Duration::from_secs(10),
         );
+        let legend = browser.eval("document.getElementById('edge-legend')?.textContent ?? ''");
+        assert!(legend.as_str().unwrap().contains("route may choose (dashed)"), "{legend}");
         browser.screenshot(&shots.join("workflows.png"), 2000.);
 
         // Schedules: listed with its next ticks and last run; Pause, with the token, pauses it.
