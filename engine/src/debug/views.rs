@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::fold::fold;
 use crate::Engine;
+use crate::core::children::PARENT_LABEL;
 use crate::core::event::Body;
 use crate::error::Error;
 use crate::exec::fetch;
@@ -37,8 +38,21 @@ pub(crate) fn thread_row(record: &ThreadRecord) -> Value {
         "created_at_ms": record.created_at_ms,
         "updated_at_ms": record.updated_at_ms,
         "labels": record.labels,
-        "parent": record.parent.as_ref().map(|(t, s)| json!({"thread": t.as_str(), "seq": s.0})),
+        "parent": parent(record),
     })
+}
+
+/// The thread `record` comes from: the one it was forked from (`{"thread", "seq"}`: at `seq`),
+/// or the one whose sub-workflow node runs it (named by its [`PARENT_LABEL`]: `seq` null and
+/// `"via": "sub-workflow"`); `null` for a thread started on its own.
+fn parent(record: &ThreadRecord) -> Value {
+    if let Some((t, s)) = &record.parent {
+        return json!({"thread": t.as_str(), "seq": s.0});
+    }
+    match record.labels.get(PARENT_LABEL) {
+        Some(p) => json!({"thread": p, "seq": null, "via": "sub-workflow"}),
+        None => Value::Null,
+    }
 }
 
 /// Everything `cairn show` reports, as JSON (what `--json` prints and `GET /api/threads/{id}`

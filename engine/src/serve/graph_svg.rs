@@ -145,8 +145,12 @@ fn lay_out(wf: &DynWorkflow) -> Capture {
     let end = vg.add_node(circle("END", "end"));
     let nodes: Vec<_> = (0..wf.nodes().len())
         .map(|i| {
-            let shape = ShapeKind::new_box(&label(wf, i));
-            let size = Point::new(100., 40.);
+            let text = label(wf, i);
+            // As wide as its longest line at the picture's 14 px (a character is about 8.5 px
+            // wide, 12 px of margin a side), so a long name is drawn whole, not cut by the box.
+            let widest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+            let size = Point::new((widest as f64 * 8.5 + 24.).max(100.), 40.);
+            let shape = ShapeKind::new_box(&text);
             let e = Element::create_with_properties(
                 shape,
                 look.clone(),
@@ -217,7 +221,8 @@ const STYLE: &str = "\
 .st-pending rect{fill:#e0e7ff;stroke:#4338ca;stroke-dasharray:4 3}\
 .st-idle rect{fill:#f9fafb;stroke:#9ca3af}\
 [data-kind=subgraph] rect{stroke-width:3;stroke-dasharray:none}\
-.child-link{cursor:pointer}.child-link text{text-decoration:underline}";
+.child-link{cursor:pointer}.child-link text{text-decoration:underline}\
+.terminal text{font-size:11px}";
 
 fn draw(wf: &DynWorkflow, marks: &BTreeMap<String, Mark>, c: &Capture) -> String {
     // The bounding box of everything drawn, with a margin.

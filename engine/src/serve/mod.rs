@@ -46,12 +46,16 @@
 //! | GET | `/api/threads/{id}/replay` | the thread replayed against the engine's code, as `cairn replay --json` |
 //! | GET | `/api/resumable?max_age_ms=` | threads the engine could resume and does not drive, as `cairn resumable --json` |
 //! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|signal\|fork` | controls |
+//! | GET | `/api/schedules` | every schedule with its next ticks and last runs (see `catalog`) |
+//! | POST | `/api/schedules/{name}/pause\|resume\|trigger` | schedule controls |
+//! | DELETE | `/api/schedules/{name}` | deletes a schedule (a control) |
 //!
 //! Every `POST` and `DELETE` (a control) needs `Authorization: Bearer <token>`; on a public
 //! endpoint every `GET` does too, but the web view's pages and assets. [`route_table`] lists
 //! the routes.
 //!
 //! The web view's pages (`/ui/threads`, `/ui/threads/{id}`, `/ui/messages/{id}`, `/ui/queues`,
+//! `/ui/workflows`, `/ui/schedules`,
 //! see `pages`) and the reads they need beyond these ([`view`]) are served at the same address.
 
 mod access;
@@ -61,6 +65,7 @@ pub mod params_ops;
 pub mod params_view;
 pub mod token;
 
+mod catalog;
 mod checkpoints;
 mod controls;
 mod graph_svg;

@@ -9,6 +9,8 @@
 //! | `/ui/threads/{id}` | a thread: graph, timeline, live event log (windowed), state and diff at a step, checkpoints, budgets, last error, controls |
 //! | `/ui/messages/{correlation_id}` | the messages of a correlation id as a sequence picture |
 //! | `/ui/queues` | queues: limits, running and waiting threads in all and per key, rate window use; live |
+//! | `/ui/workflows` | workflows: each one's graph, versions, and threads by status |
+//! | `/ui/schedules` | schedules: spec, status, next ticks, last runs; pause, resume, trigger, delete |
 //!
 //! The pages read the JSON API (and [`super::view`]'s routes) from the browser. No page carries
 //! the control token: the thread page asks for it (kept in the tab's `sessionStorage`), or takes
@@ -21,10 +23,11 @@
 use axum::extract::Path;
 use axum::http::header;
 use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{delete, post};
 
 use super::params::Reject;
 use super::routes::Table;
-use super::view;
+use super::{catalog, view};
 
 /// The compiled-in files of the web view: (name under `/ui/assets/`, content type, text).
 const ASSETS: &[(&str, &str, &str)] = &[
@@ -34,12 +37,16 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("thread.js", "text/javascript; charset=utf-8", include_str!("ui/thread.js")),
     ("messages.js", "text/javascript; charset=utf-8", include_str!("ui/messages.js")),
     ("queues.js", "text/javascript; charset=utf-8", include_str!("ui/queues.js")),
+    ("workflows.js", "text/javascript; charset=utf-8", include_str!("ui/workflows.js")),
+    ("schedules.js", "text/javascript; charset=utf-8", include_str!("ui/schedules.js")),
 ];
 
 const THREADS_HTML: &str = include_str!("ui/threads.html");
 const THREAD_HTML: &str = include_str!("ui/thread.html");
 const MESSAGES_HTML: &str = include_str!("ui/messages.html");
 const QUEUES_HTML: &str = include_str!("ui/queues.html");
+const WORKFLOWS_HTML: &str = include_str!("ui/workflows.html");
+const SCHEDULES_HTML: &str = include_str!("ui/schedules.html");
 
 /// Scripts, styles, images and requests from this endpoint only; no inline script. Inline
 /// styles are allowed for the SVG pictures' own `<style>` and the bars' widths.
@@ -47,7 +54,8 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self' 'unsa
                    img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; \
                    frame-ancestors 'none'";
 
-/// `table` with the web view's routes (pages, assets, and the reads they need).
+/// `table` with the web view's routes (pages, assets, the reads they need, and the schedule
+/// controls of the schedules page).
 pub(super) fn routes(table: Table) -> Table {
     table
         .get("/", || async { Redirect::to("/ui/threads") })
@@ -57,11 +65,19 @@ pub(super) fn routes(table: Table) -> Table {
         .get("/ui/messages", || async { page(MESSAGES_HTML) })
         .get("/ui/messages/{id}", |_: Path<String>| async { page(MESSAGES_HTML) })
         .get("/ui/queues", || async { page(QUEUES_HTML) })
+        .get("/ui/workflows", || async { page(WORKFLOWS_HTML) })
+        .get("/ui/schedules", || async { page(SCHEDULES_HTML) })
         .get("/ui/assets/{file}", asset)
         .get("/api/view/threads", view::threads)
         .get("/api/threads/{id}/graph.svg", view::graph_svg)
         .get("/api/threads/{id}/timeline", view::timeline)
         .get("/api/trace/{id}/sequence.svg", view::sequence_svg)
+        .get("/api/view/workflows", catalog::workflows)
+        .get("/api/workflows/{id}/graph.svg", catalog::workflow_graph_svg)
+        .get("/api/schedules", catalog::schedules)
+        // `{id}` is the schedule's name (named as the other routes' segment).
+        .at("POST", "/api/schedules/{id}/{control}", post(catalog::control))
+        .at("DELETE", "/api/schedules/{id}", delete(catalog::delete))
 }
 
 fn page(html: &'static str) -> Response {

@@ -406,12 +406,15 @@ pub(super) async fn sequence_svg(
 ///
 /// Hand-drawn rather than laid out by a crate: a sequence picture has no layout to search for.
 /// Columns are the participants in order of first appearance and rows the messages in order, so
-/// every coordinate follows from two indexes.
+/// every coordinate follows from two indexes. No two texts overlap, whatever the font: a
+/// message's label starts right of the left gutter (where its lsn note is) on its own row, and
+/// a text that must fit a fixed width (a note in the gutter, a participant's name in its box)
+/// is drawn at that width at most (`textLength`) when it could be wider.
 pub(crate) fn sequence(correlation_id: &str, messages: &[Value]) -> String {
     const COL: f64 = 190.;
     const ROW: f64 = 46.;
     const TOP: f64 = 70.;
-    const LEFT: f64 = 150.;
+    const LEFT: f64 = 160.;
     let mut lifelines: Vec<(String, String)> = Vec::new();
     let mut column = |key: String, label: String| -> usize {
         match lifelines.iter().position(|(k, _)| *k == key) {
@@ -442,7 +445,24 @@ pub(crate) fn sequence(correlation_id: &str, messages: &[Value]) -> String {
         };
         arrows.push((from, to, m));
     }
-    let width = LEFT + COL * lifelines.len().max(1) as f64;
+    let x = |col: usize| LEFT + COL * col as f64 + COL / 2.;
+    // Each label starts right of its arrow's left end and runs right: the picture is as wide as
+    // the longest reaches, counted at a wide character's width.
+    let label_of = |m: &Value| {
+        let role = m["role"].as_str().unwrap_or_default();
+        let content = m["content"].as_str().map_or_else(|| m["content"].to_string(), str::to_owned);
+        clip(&format!("{role}: {content}"), LABEL_CHARS_MAX)
+    };
+    let label_x = |from: usize, to: usize| {
+        if from == to { x(from) + 48. } else { x(from.min(to)) + 10. }
+    };
+    let reach = arrows
+        .iter()
+        .map(|(from, to, m)| {
+            label_x(*from, *to) + WIDE_CHAR_PX * label_of(m).chars().count() as f64 + 10.
+        })
+        .fold(0., f64::max);
+    let width = (LEFT + COL * lifelines.len().max(1) as f64).max(reach);
     let height = TOP + ROW * (arrows.len() as f64 + 1.) + 20.;
     let mut out = String::new();
     let _ = write!(
@@ -452,30 +472,28 @@ pub(crate) fn sequence(correlation_id: &str, messages: &[Value]) -> String {
          <style>.seq text{{font:12px sans-serif;fill:#111827}}.life{{stroke:#9ca3af;\
          stroke-dasharray:4 4}}.head rect{{fill:#e0e7ff;stroke:#4338ca}}.head text{{\
          text-anchor:middle;font-weight:600}}.msg line,.msg path{{stroke:#1f2937;\
-         stroke-width:1.5;fill:none}}.msg .label{{text-anchor:middle}}.msg .when{{fill:#6b7280;\
-         font-size:11px}}</style><defs><marker id=\"seq-arrow\" viewBox=\"0 0 10 10\" refX=\"9\" \
-         refY=\"5\" markerWidth=\"8\" markerHeight=\"8\" orient=\"auto\"><path d=\"M0 0L10 5L0 \
-         10z\" fill=\"#1f2937\"/></marker></defs>",
+         stroke-width:1.5;fill:none}}.msg .when{{fill:#6b7280;font-size:11px}}.msg .label{{\
+         paint-order:stroke;stroke:#fff;stroke-width:4px;stroke-linejoin:round}}</style><defs>\
+         <marker id=\"seq-arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"8\" \
+         markerHeight=\"8\" orient=\"auto\"><path d=\"M0 0L10 5L0 10z\" fill=\"#1f2937\"/>\
+         </marker></defs>",
         esc(correlation_id)
     );
-    let x = |col: usize| LEFT + COL * col as f64 + COL / 2.;
     for (i, (key, label)) in lifelines.iter().enumerate() {
         let cx = x(i);
         let _ = write!(
             out,
-            "<g class=\"head\" data-participant=\"{}\"><rect x=\"{:.0}\" y=\"10\" width=\"{:.0}\" \
-             height=\"40\" rx=\"4\"/>",
+            "<g class=\"head\" data-participant=\"{}\"><title>{}</title><rect x=\"{:.0}\" y=\"10\" \
+             width=\"{:.0}\" height=\"40\" rx=\"4\"/>",
+            esc(key),
             esc(key),
             cx - COL / 2. + 8.,
             COL - 16.
         );
         for (k, line) in label.lines().enumerate() {
-            let _ = write!(
-                out,
-                "<text x=\"{cx:.0}\" y=\"{}\">{}</text>",
-                26 + 16 * k,
-                esc(&clip(line, 24))
-            );
+            let y = 26 + 16 * k;
+            let _ = write!(out, "<text x=\"{cx:.0}\" y=\"{y}\"{}>", fit(line, COL - 28., 9.5));
+            let _ = write!(out, "{}</text>", esc(&clip(line, 24)));
         }
         let _ = write!(
             out,
@@ -487,42 +505,43 @@ pub(crate) fn sequence(correlation_id: &str, messages: &[Value]) -> String {
         let y = TOP + ROW * (row as f64 + 0.5);
         let role = m["role"].as_str().unwrap_or_default();
         let content = m["content"].as_str().map_or_else(|| m["content"].to_string(), str::to_owned);
-        let label = clip(&format!("{role}: {content}"), 44);
-        let when = format!(
-            "lsn {} · {} #{}",
-            m["lsn"],
-            m["thread"].as_str().unwrap_or_default(),
-            m["seq"]
+        let when = clip(
+            &format!(
+                "lsn {} · {} #{}",
+                m["lsn"],
+                m["thread"].as_str().unwrap_or_default(),
+                m["seq"]
+            ),
+            24,
         );
         let _ = write!(
             out,
             "<g class=\"msg\" data-lsn=\"{}\"><title>{}</title><text class=\"when\" x=\"4\" \
-             y=\"{:.0}\">{}</text>",
+             y=\"{:.0}\"{}>{}</text>",
             m["lsn"],
             esc(&format!("{role} → {}: {content}", m["to"].as_str().unwrap_or("(none)"))),
             y + 4.,
-            esc(&clip(&when, 24))
+            fit(&when, LEFT - 14., 7.),
+            esc(&when)
         );
         let (x1, x2) = (x(*from), x(*to));
+        let label = esc(&label_of(m));
+        let lx = label_x(*from, *to);
         if from == to {
             let _ = write!(
                 out,
                 "<path d=\"M{x1:.0} {:.0}h40v16h-38\" marker-end=\"url(#seq-arrow)\"/>\
-                 <text class=\"label\" x=\"{:.0}\" y=\"{:.0}\">{}</text>",
+                 <text class=\"label\" x=\"{lx:.0}\" y=\"{:.0}\">{label}</text>",
                 y - 8.,
-                x1 + 60.,
-                y - 12.,
-                esc(&label)
+                y + 4.,
             );
         } else {
             let _ = write!(
                 out,
                 "<line x1=\"{x1:.0}\" y1=\"{y:.0}\" x2=\"{x2:.0}\" y2=\"{y:.0}\" \
-                 marker-end=\"url(#seq-arrow)\"/><text class=\"label\" x=\"{:.0}\" \
-                 y=\"{:.0}\">{}</text>",
-                (x1 + x2) / 2.,
-                y - 6.,
-                esc(&label)
+                 marker-end=\"url(#seq-arrow)\"/><text class=\"label\" x=\"{lx:.0}\" \
+                 y=\"{:.0}\">{label}</text>",
+                y - 7.,
             );
         }
         out.push_str("</g>");
@@ -536,6 +555,24 @@ pub(crate) fn sequence(correlation_id: &str, messages: &[Value]) -> String {
     }
     out.push_str("</svg>");
     out
+}
+
+/// The characters of a message's label at most (the whole message is in the arrow's tooltip
+/// and the list beside the picture).
+const LABEL_CHARS_MAX: usize = 60;
+
+/// A wide character's width at 12 px (a sans-serif `W` is about 11 px; most are near 7): what
+/// the picture's width is counted at, so a label never runs past its right edge.
+const WIDE_CHAR_PX: f64 = 9.;
+
+/// A `textLength` attribute holding `text` to `width_px` when it could be wider (at
+/// `char_px` a character, a wide one's width at its size), else nothing: a short text is drawn
+/// as the font has it.
+fn fit(text: &str, width_px: f64, char_px: f64) -> String {
+    if text.chars().count() as f64 * char_px <= width_px {
+        return String::new();
+    }
+    format!(" textLength=\"{width_px:.0}\" lengthAdjust=\"spacingAndGlyphs\"")
 }
 
 /// At most `max` characters of `s`, with an ellipsis when cut.

@@ -72,4 +72,6 @@ mod variables;
 #[cfg(all(feature = "http", feature = "cli"))]
 mod web_view;
 #[cfg(all(feature = "http", feature = "cli"))]
+mod web_view_pages;
+#[cfg(all(feature = "http", feature = "cli"))]
 mod web_view_queues;

@@ -108,9 +108,15 @@ const cairn = (() => {
   }
 
   /** POST a control with the token; resolves to the JSON answer, throws with the error. */
-  async function control(thread, name, body) {
-    const resp = await fetch(`/api/threads/${encodeURIComponent(thread)}/${name}`, {
-      method: "POST",
+  function control(thread, name, body) {
+    return send("POST", `/api/threads/${encodeURIComponent(thread)}/${name}`, body);
+  }
+
+  /** A control request (`POST`, `DELETE`) with the token; resolves to the JSON answer, throws
+   *  an Error with `status` and the endpoint's message. */
+  async function send(method, path, body) {
+    const resp = await fetch(path, {
+      method,
       headers: { "content-type": "application/json", authorization: `Bearer ${token()}` },
       body: body === undefined ? "" : JSON.stringify(body),
     });
@@ -133,5 +139,5 @@ const cairn = (() => {
   }
 
   adoptTokenFromFragment();
-  return { api, text, el, badge, age, duration, time, progressBar, labels, token, setToken, control, setLive };
+  return { api, text, el, badge, age, duration, time, progressBar, labels, token, setToken, control, send, setLive };
 })();

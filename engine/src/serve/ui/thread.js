@@ -42,7 +42,8 @@
     const waiting = s.waiting
       ? (s.waiting.type === "timer" ? `timer for ${s.waiting.task.node} until ${time(s.waiting.until_ms)}`
         : `input for ${s.waiting.task.node}: ${JSON.stringify(s.waiting.prompt)}`) : "";
-    const parent = s.parent ? el("a", { href: `/ui/threads/${encodeURIComponent(s.parent.thread)}` },
+    // A sub-workflow's parent is the "sub-workflow of" row; a fork's, the "parent" row.
+    const parent = s.parent && s.parent.via !== "sub-workflow" ? el("a", { href: `/ui/threads/${encodeURIComponent(s.parent.thread)}` },
       `${s.parent.thread} @ ${s.parent.seq}`) : "";
     const fork = s.fork ? `${s.fork.thread} @ ${s.fork.seq}` : "";
     kv($("summary"), [
@@ -61,7 +62,7 @@
       ["forked from", fork],
       ["lease", s.lease ? `${s.lease.owner || JSON.stringify(s.lease)}` : ""],
       ["locks", (s.locks || []).map((l) => l.name).join(", ")],
-      ["output", s.output === null || s.output === undefined ? "" : el("code", {}, JSON.stringify(s.output).slice(0, 300))],
+      ["output", s.output === null || s.output === undefined ? "" : output(s.output)],
     ]);
     const problems = [];
     if (s.last_error) {
@@ -95,12 +96,29 @@
       ["checkpoints", t.checkpoints],
       ["time in nodes", Object.entries(t.node_ms || {}).map(([n, ms]) => `${n} ${duration(ms)}`).join(", ")],
     ]);
+    // Only the controls the thread's status accepts are shown: a finished thread refuses pause,
+    // resume, cancel and input (the engine would answer 409), and is only forked.
     const st = s.status;
-    $("pause").disabled = TERMINAL.has(st) || st === "paused";
-    $("resume").disabled = st !== "paused" && st !== "blocked" && st !== "failed";
-    $("cancel").disabled = TERMINAL.has(st);
-    $("input").disabled = st !== "waiting_input";
+    const finished = TERMINAL.has(st);
+    $("pause").hidden = finished || st === "paused";
+    $("resume").hidden = st !== "paused" && st !== "blocked";
+    $("cancel").hidden = finished;
+    $("input").hidden = $("input-value").hidden = $("input-sep").hidden = st !== "waiting_input";
+    $("finished-note").hidden = !finished;
+    if (finished) $("finished-note").textContent = `${st.replace("_", " ")}: nothing to pause, resume or cancel; fork it to run it again`;
     if (!$("fork-at").value) $("fork-at").placeholder = String(s.seq);
+  }
+
+  /** A thread's output: its first line in the summary, the whole of it pretty-printed when
+   *  unfolded (never cut: a long output scrolls). */
+  function output(value) {
+    const pretty = JSON.stringify(value, null, 2);
+    const oneLine = JSON.stringify(value);
+    const head = oneLine.length > 80 ? `${oneLine.slice(0, 77)}…` : oneLine;
+    const lines = pretty.split("\n").length;
+    return el("details", { id: "output", open: lines <= 12 },
+      el("summary", { class: "mono" }, lines <= 12 ? `${lines} line${lines > 1 ? "s" : ""}` : `${head} (${lines} lines, ${pretty.length} characters)`),
+      el("pre", { class: "json" }, pretty));
   }
 
   async function loadSummary() {
@@ -144,8 +162,8 @@
       const left = pos(s);
       const width = Math.max(0.3, pos(e) - left);
       if (kind === "wait") {
-        return el("div", { class: "tl-row wait", "data-task": r.task },
-          el("span", { class: "name" }, `${r.task}`, el("span", { class: "muted" }, ` waits for ${r.kind}`)),
+        return el("div", { class: "tl-row wait", "data-task": r.task, title: `${r.task} waits for ${r.kind}` },
+          el("span", { class: "name", title: `${r.task} waits for ${r.kind}` }, `${r.task}`, el("span", { class: "muted" }, ` waits for ${r.kind}`)),
           el("span", { class: "tl-track" }, el("span", { class: "tl-bar wait", style: `left:${left}%;width:${width}%`, title: `waiting for ${r.kind}` })),
           el("span", { class: "dur" }, end ? duration(e - s) : "waiting"));
       }
@@ -160,7 +178,7 @@
       const title = `${r.task} step ${r.step}: ${r.status}${notes.length ? ` (${notes.join(", ")})` : ""}${r.error ? ` — ${r.error}` : ""}`;
       const child = r.child ? el("a", { class: "child", href: `/ui/threads/${encodeURIComponent(r.child)}`, title: `child thread ${r.child}` }, " ↳ child thread") : "";
       return el("div", { class: `tl-row run ${r.status}`, "data-task": r.task, title },
-        el("span", { class: "name" }, `${r.task}`, el("span", { class: "muted" }, ` #${r.step}${notes.length ? ` · ${notes.join(" · ")}` : ""}`), child),
+        el("span", { class: "name", title }, `${r.task}`, el("span", { class: "muted" }, ` #${r.step}${notes.length ? ` · ${notes.join(" · ")}` : ""}`), child),
         el("span", { class: "tl-track" }, el("span", { class: `tl-bar ${r.status}`, style: `left:${left}%;width:${width}%` }), ...tools),
         el("span", { class: "dur" }, end ? duration(e - s) : r.status));
     });

@@ -1,0 +1,105 @@
+// Cairn web view: the schedules page. Reads /api/schedules (each schedule: spec, status, next
+// ticks, last runs) every 2 s while the tab is visible; its buttons send the schedule controls
+// (POST /api/schedules/{name}/pause|resume|trigger, DELETE /api/schedules/{name}) with the
+// tab's token, which the page asks for (never served in it).
+"use strict";
+
+(() => {
+  const { api, el, badge, time, age, setLive } = cairn;
+  const $ = (id) => document.getElementById(id);
+  const ENDED = new Set(["cancelled", "completed", "failed", "timed_out"]);
+
+  function every(spec) {
+    const e = spec.every || {};
+    if (e.cron) return `cron ${e.cron.expr} (${e.cron.tz})`;
+    if (e.interval) return `every ${cairn.duration(e.interval.ms)}`;
+    return JSON.stringify(e);
+  }
+
+  function showToken() {
+    $("token-state").textContent = cairn.token() ? "token set for this tab" : "no token: the buttons need it";
+  }
+
+  async function act(name, control) {
+    const out = $("control-result");
+    if (!cairn.token()) {
+      out.className = "error";
+      out.textContent = "Paste the control token first (the file <database>.token beside the database).";
+      $("token").focus();
+      return;
+    }
+    if (control === "delete" && !confirm(`Delete schedule ${name}? It starts nothing more.`)) return;
+    out.className = "muted";
+    out.textContent = `${control} ${name}…`;
+    const path = `/api/schedules/${encodeURIComponent(name)}`;
+    try {
+      const r = control === "delete" ? await cairn.send("DELETE", path) : await cairn.send("POST", `${path}/${control}`);
+      out.className = "";
+      if (r.thread) {
+        out.replaceChildren(`${control} ${name}: started `, el("a", { href: `/ui/threads/${encodeURIComponent(r.thread)}` }, r.thread));
+      } else {
+        out.textContent = `${control} ${name}: ${r.status}`;
+      }
+      await refresh();
+    } catch (e) {
+      out.className = "error";
+      out.textContent = e.status === 401 ? "401: the token is wrong or missing (see <database>.token)." : String(e.message || e);
+    }
+  }
+
+  function row(s, nowMs) {
+    const ended = ENDED.has(s.status);
+    const button = (control, label, shown, cls) => shown
+      ? el("button", { class: `b${cls ? ` ${cls}` : ""}`, type: "button", "data-control": control, onclick: () => act(s.name, control) }, label) : "";
+    const ticks = s.next_ticks.length
+      ? el("ol", { class: "ticks" }, s.next_ticks.map((t) => el("li", { "data-tick": String(t) }, `${time(t).slice(0, 19)} (in ${age(t - nowMs)})`)))
+      : el("span", { class: "muted" }, ended ? "ended" : "none");
+    const runs = s.last_runs.length
+      ? el("ol", { class: "ticks" }, s.last_runs.map((r) => el("li", {},
+        el("a", { class: "mono", href: `/ui/threads/${encodeURIComponent(r.thread)}` }, r.thread), " ", badge(r.status))))
+      : el("span", { class: "muted" }, "none yet");
+    return el("tr", { "data-schedule": s.name, "data-status": s.status },
+      el("td", { class: "mono" }, el("a", { href: `/ui/threads/${encodeURIComponent(`schedule:${s.name}`)}` }, s.name)),
+      el("td", {}, badge(s.status), s.status === "paused" ? el("div", { class: "muted" }, "no tick starts") : ""),
+      el("td", {}, el("a", { href: `/ui/threads?workflow=${encodeURIComponent(s.workflow)}` }, s.workflow)),
+      el("td", {}, every(s.spec), s.spec.end_ms ? el("div", { class: "muted" }, `until ${time(s.spec.end_ms)}`) : ""),
+      el("td", {}, ticks),
+      el("td", {}, runs),
+      el("td", { class: "muted" }, `${s.started} started`, el("br"), `${s.skipped} skipped`),
+      el("td", {}, el("div", { class: "schedule-actions" },
+        button("pause", "Pause", !ended && s.status !== "paused"),
+        button("resume", "Resume", s.status === "paused"),
+        button("trigger", "Run now", !ended),
+        button("delete", "Delete", !ended, "danger"))));
+  }
+
+  let inflight = false;
+  async function refresh() {
+    if (inflight) return;
+    inflight = true;
+    try {
+      const out = await api("/api/schedules");
+      const rows = out.schedules.map((s) => row(s, out.now_ms));
+      $("schedules").tBodies[0].replaceChildren(...(rows.length ? rows
+        : [el("tr", {}, el("td", { colspan: 8, class: "empty" }, "No schedule (Engine::create_schedule, cairn schedule create)."))]));
+      $("total").textContent = `${out.schedules.length}`;
+      $("error").textContent = "";
+      setLive(true, "live");
+      document.body.dataset.loaded = "1";
+    } catch (e) {
+      $("error").textContent = String(e.message || e);
+      setLive(false, "disconnected");
+    } finally {
+      inflight = false;
+    }
+  }
+
+  $("token-save").addEventListener("click", () => {
+    cairn.setToken($("token").value);
+    $("token").value = "";
+    showToken();
+  });
+  showToken();
+  refresh();
+  setInterval(() => { if (document.visibilityState === "visible") refresh(); }, 2000);
+})();
