@@ -193,7 +193,13 @@ fn render(v: &Value) -> String {
     kv("created", time(v["created_at_ms"].as_u64().unwrap_or(0)));
     kv("updated", time(v["updated_at_ms"].as_u64().unwrap_or(0)));
     if let Some(p) = v["parent"].as_object() {
-        kv("parent", format!("{} at seq {}", p["thread"].as_str().unwrap_or(""), p["seq"]));
+        let thread = p["thread"].as_str().unwrap_or("");
+        let parent = match (p["seq"].as_u64(), p["via"].as_str()) {
+            (Some(seq), _) => format!("{thread} at seq {seq}"),
+            (None, Some(via)) => format!("{thread} ({via})"),
+            (None, None) => thread.to_owned(),
+        };
+        kv("parent", parent);
     }
     if let Some(labels) = v["labels"].as_object().filter(|l| !l.is_empty()) {
         let l: Vec<String> =
