@@ -6,7 +6,7 @@ mod controls;
 pub mod engine;
 pub mod handle;
 mod health;
-mod patches;
+pub mod patches;
 pub mod health_policy;
 mod query;
 mod queues;

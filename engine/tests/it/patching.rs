@@ -170,6 +170,7 @@ async fn after_deprecation_the_new_code_alone_runs_a_thread_that_had_the_marker(
     assert!(d.what.contains("deprecated patch \"a-ten\""), "{d:?}");
     assert_eq!(finish(&engine, "old").await, ThreadStatus::Blocked);
     engine.shutdown().await;
+    drop(engine);
 
     // With the deprecation calls deleted too, the markers left in the log are read past.
     let engine = open(&path, Code::Final).await;
