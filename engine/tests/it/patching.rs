@@ -27,8 +27,8 @@ enum Code {
     Final,
 }
 
-/// START -> a -> work -> END. `work` calls a tool on 1 then waits for a number `n`, and adds
-/// the tool's result and `n`.
+/// START -> a -> work -> END. `work` draws a random number, calls a tool on 1, then waits for a
+/// number `n`, and adds the tool's result and `n`.
 fn wf(code: Code) -> Workflow<Tally> {
     Workflow::<Tally>::builder("patchy", 1)
         .node("a", move |_s, ctx: Ctx| async move {
@@ -53,6 +53,8 @@ fn wf(code: Code) -> Workflow<Tally> {
                 }
                 Code::Unguarded | Code::Final => true,
             };
+            // A draw after the patch point: a marker recorded before it must not be read as it.
+            let _ = ctx.random_u64();
             let v: u64 = if new {
                 ctx.tool("mul", 1u64, |x: u64, _| async move { Ok::<_, ToolError>(x * 10) }).await?
             } else {
