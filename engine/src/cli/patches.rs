@@ -28,7 +28,8 @@ pub struct PatchesArgs {
 
 pub(super) async fn patches(args: PatchesArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let engine = open_read_only_or_copy(&args.common.db, wfs).await?;
-    let found = engine.threads_without_patch(&args.patch, args.workflow.as_deref(), args.limit).await;
+    let found =
+        engine.threads_without_patch(&args.patch, args.workflow.as_deref(), args.limit).await;
     engine.shutdown().await;
     let found = found?;
     if args.common.json {

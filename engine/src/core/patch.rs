@@ -39,7 +39,8 @@ pub(crate) fn marked(value: &Value) -> Option<&str> {
 /// Takes the marker of `id` out of the run of markers at the front of `values`, if it is there.
 /// Only the front run: a marker recorded after a drawn value belongs to a later call site.
 pub(crate) fn take(values: &mut VecDeque<Value>, id: &str) -> bool {
-    let found = values.iter().take_while(|v| marked(v).is_some()).position(|v| marked(v) == Some(id));
+    let found =
+        values.iter().take_while(|v| marked(v).is_some()).position(|v| marked(v) == Some(id));
     match found {
         Some(i) => {
             values.remove(i);
@@ -70,9 +71,8 @@ mod tests {
 
     #[test]
     fn a_marker_is_found_in_the_front_run_only() {
-        let mut q: VecDeque<Value> = [marker("b"), marker("a"), json!({"clock": 1}), marker("c")]
-            .into_iter()
-            .collect();
+        let mut q: VecDeque<Value> =
+            [marker("b"), marker("a"), json!({"clock": 1}), marker("c")].into_iter().collect();
         assert!(!take(&mut q, "c"), "after a drawn value: another call site");
         assert!(take(&mut q, "a"));
         assert!(!take(&mut q, "a"), "consumed once");

@@ -3,6 +3,8 @@
 //! branch, both replay cleanly, and the resume check blocks only an unguarded change.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::event::Body;
@@ -27,9 +29,14 @@ enum Code {
     Final,
 }
 
+/// While set, `work` stops after its tool call and never finishes (so a crash finds it there),
+/// and says so.
+#[derive(Clone, Default)]
+struct Hold(Arc<(AtomicBool, tokio::sync::Notify)>);
+
 /// START -> a -> work -> END. `work` draws a random number, calls a tool on 1, then waits for a
 /// number `n`, and adds the tool's result and `n`.
-fn wf(code: Code) -> Workflow<Tally> {
+fn wf(code: Code, hold: Hold) -> Workflow<Tally> {
     Workflow::<Tally>::builder("patchy", 1)
         .node("a", move |_s, ctx: Ctx| async move {
             let new = match code {
@@ -43,26 +50,35 @@ fn wf(code: Code) -> Workflow<Tally> {
             };
             Ok(NodeOutput::update(if new { (10, "a-new".to_owned()) } else { (1, "a".to_owned()) }))
         })
-        .node("work", move |_s, ctx: Ctx| async move {
-            let new = match code {
-                Code::Old => false,
-                Code::Patched => ctx.patched("work-mul"),
-                Code::Deprecated => {
-                    ctx.deprecate_patch("work-mul");
-                    true
+        .node("work", move |_s, ctx: Ctx| {
+            let hold = hold.clone();
+            async move {
+                let new = match code {
+                    Code::Old => false,
+                    Code::Patched => ctx.patched("work-mul"),
+                    Code::Deprecated => {
+                        ctx.deprecate_patch("work-mul");
+                        true
+                    }
+                    Code::Unguarded | Code::Final => true,
+                };
+                // A draw after the patch point: a marker recorded before it must not be read as it.
+                let _ = ctx.random_u64();
+                let v: u64 = if new {
+                    ctx.tool("mul", 1u64, |x: u64, _| async move { Ok::<_, ToolError>(x * 10) })
+                        .await?
+                } else {
+                    ctx.tool("add", 1u64, |x: u64, _| async move { Ok::<_, ToolError>(x + 1) })
+                        .await?
+                };
+                if hold.0.0.load(Ordering::SeqCst) {
+                    hold.0.1.notify_one();
+                    std::future::pending::<()>().await;
                 }
-                Code::Unguarded | Code::Final => true,
-            };
-            // A draw after the patch point: a marker recorded before it must not be read as it.
-            let _ = ctx.random_u64();
-            let v: u64 = if new {
-                ctx.tool("mul", 1u64, |x: u64, _| async move { Ok::<_, ToolError>(x * 10) }).await?
-            } else {
-                ctx.tool("add", 1u64, |x: u64, _| async move { Ok::<_, ToolError>(x + 1) }).await?
-            };
-            let n: u64 = ctx.interrupt("n?")?;
-            let note = if new { "work-new" } else { "work-old" };
-            Ok(NodeOutput::update((v + n, note.to_owned())))
+                let n: u64 = ctx.interrupt("n?")?;
+                let note = if new { "work-new" } else { "work-old" };
+                Ok(NodeOutput::update((v + n, note.to_owned())))
+            }
         })
         .edge(START, "a")
         .edge("a", "work")
@@ -77,7 +93,11 @@ const OLD_LOG: [&str; 2] = ["a", "work-old"];
 const NEW_LOG: [&str; 2] = ["a-new", "work-new"];
 
 async fn open(path: &Path, code: Code) -> Engine {
-    let wf = wf(code);
+    open_with(path, code, Hold::default()).await
+}
+
+async fn open_with(path: &Path, code: Code, hold: Hold) -> Engine {
+    let wf = wf(code, hold);
     Engine::builder(path).durability(Durability::None).seed(7).workflow(&wf).open().await.unwrap()
 }
 
@@ -130,6 +150,29 @@ async fn an_old_thread_finishes_through_the_old_branch_and_a_new_one_through_the
         let report = engine.replay(id, &Default::default()).await.unwrap();
         assert_eq!((report.tasks_replayed, report.divergence), (2, None), "{id}");
     }
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_old_thread_stopped_by_a_crash_inside_the_patched_node_finishes_the_old_way() {
+    let (_d, path) = db();
+    let hold = Hold::default();
+    hold.0.0.store(true, Ordering::SeqCst);
+    let engine = open_with(&path, Code::Old, hold.clone()).await;
+    engine.start("patchy", Tally::default(), StartOptions::id("old")).await.unwrap();
+    // `work` has called its tool (recorded) and is still running: crash.
+    hold.0.1.notified().await;
+    engine.crash().await;
+    drop(engine);
+
+    // Recovery runs `work` again under the patched code: it went past the patch with `add`.
+    let engine = open(&path, Code::Patched).await;
+    let t = engine.thread("old").await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    assert_eq!(finish(&engine, "old").await, ThreadStatus::Completed);
+    assert_eq!(log_of(&engine, "old").await, (1 + 2 + 5, OLD_LOG.map(String::from).to_vec()));
+    assert!(!blocked_ever(&engine, "old").await);
+    assert!(engine.replay("old", &Default::default()).await.unwrap().is_deterministic());
     engine.shutdown().await;
 }
 
