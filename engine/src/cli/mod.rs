@@ -168,7 +168,8 @@ enum Command {
     /// Fork a thread from a seq or checkpoint (optionally with a state update) and run the fork
     /// here until it ends or parks.
     Fork(fork::ForkArgs),
-    /// Unfinished threads that ran without a patch's marker (`ctx.patched(ID)`): they may need its old branch.
+    /// Unfinished threads that ran without the marker of patch ID (`ctx.patched(ID)`): they may
+    /// still need its old branch (docs/patching.md).
     Patches(patches::PatchesArgs),
     /// Replay a thread against the compiled-in code with its recorded results and report the
     /// first divergence (`--verify`: exit 1 on a divergence).
