@@ -57,6 +57,7 @@ pub use cairn_storage as storage;
 pub use api::builder::EngineBuilder;
 pub use api::engine::Engine;
 pub use api::handle::{EventStream, Outcome, ThreadHandle};
+pub use api::patches::Unpatched;
 pub use api::recover::RecoveryReport;
 pub use api::schedule::{SCHEDULES_LIST_MAX, ScheduleInfo};
 pub use api::schedule_flow::{

@@ -24,7 +24,8 @@ pub type ErasedTool =
 /// What the engine gives a running node. Implemented by the engine; object-safe.
 ///
 /// Methods that return a value the engine records (`now_ms`, `random_u64`, `new_id`,
-/// `call_tool`, `interrupt`) must return the recorded value when the node is re-executed.
+/// `call_tool`, `interrupt`, `patched`) must return the recorded value when the node is
+/// re-executed.
 pub trait NodeContext: Send + Sync + 'static {
     /// The thread this node runs in.
     fn thread_id(&self) -> &str;
@@ -91,6 +92,22 @@ pub trait NodeContext: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<(), NodeError>>;
     /// Releases the lock `name`.
     fn unlock(&self, name: &str) -> BoxFuture<'static, Result<(), NodeError>>;
+    /// Whether this task takes the new branch of the code change `id` (see
+    /// [`Ctx::patched`](crate::Ctx::patched)): true when the task's recorded history holds the
+    /// patch's marker here, or nothing past this point (then the engine records the marker);
+    /// false when the recorded history, written by code without this call, went past it. The
+    /// provided method, for contexts without a history (test doubles), answers true.
+    fn patched(&self, id: &str) -> bool {
+        let _ = id;
+        true
+    }
+    /// The patch `id` is deprecated: its old branch is gone (see
+    /// [`Ctx::deprecate_patch`](crate::Ctx::deprecate_patch)). The engine consumes the patch's
+    /// marker here, records it where `patched` would have, and reports nondeterminism for a task
+    /// whose recorded history went past this point without it. The provided method does nothing.
+    fn deprecate_patch(&self, id: &str) {
+        let _ = id;
+    }
     /// Takes every lock of `names` for `ttl_ms`, all or nothing; if `wait`, suspends until all
     /// are free. The engine takes them in one atomic write; this provided method, for contexts
     /// without one (test doubles), takes them one by one and gives back those it took when

@@ -75,6 +75,57 @@ impl Ctx {
         self.0.new_id()
     }
 
+    /// Whether this task runs the new code of the change `id` (a patch): `true` for a task that
+    /// reaches this call first under the code that has it, `false` for one whose recorded
+    /// history, written by the code before the change, already went past this point (it was
+    /// waiting for input, a timer or a signal further on, or stopped by a crash). Keep the old
+    /// code in the `false` branch, and a thread that ran it replays through it and matches its
+    /// log, where an unguarded change would block it.
+    ///
+    /// The engine records a marker the first time an attempt answers `true` live, so the
+    /// answer is the same when the task runs again and in every replay. The answer holds for
+    /// the task (each task decides on its own; later calls with the same id in the attempt
+    /// give the first answer). A change that spans nodes carries the decision in the state.
+    /// Once no unfinished thread needs the old branch (`Engine::threads_without_patch`,
+    /// `cairn patches ID`), replace the call with [`Ctx::deprecate_patch`] and delete the old
+    /// branch. Ids are free text; keep them unique per change.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{Ctx, NodeError};
+    /// async fn price(ctx: &Ctx, amount: u64) -> Result<u64, NodeError> {
+    ///     if ctx.patched("vat-2027") {
+    ///         Ok(amount * 121 / 100) // the new rule, for threads that get here from now on
+    ///     } else {
+    ///         Ok(amount * 120 / 100) // the old rule, for threads that went past it already
+    ///     }
+    /// }
+    /// ```
+    pub fn patched(&self, id: &str) -> bool {
+        self.0.patched(id)
+    }
+
+    /// The change `id` is kept for good and its old branch deleted: put this call where the
+    /// `if ctx.patched(id)` was and keep only the new branch. It reads the marker a thread
+    /// recorded under `patched`, so logs keep replaying, and records it for a task that gets
+    /// here first (so code that still asks `patched(id)`, in a rolling deployment or a
+    /// rollback, takes the new branch too). A task whose recorded history went past this point
+    /// without the marker needed the old branch: its attempt fails with
+    /// [`NodeError::Nondeterminism`] naming the patch (list such threads before deprecating).
+    /// Once no thread could still replay a task from the time of `patched`, the call can go too.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{Ctx, NodeError};
+    /// async fn price(ctx: &Ctx, amount: u64) -> Result<u64, NodeError> {
+    ///     ctx.deprecate_patch("vat-2027");
+    ///     Ok(amount * 121 / 100)
+    /// }
+    /// ```
+    pub fn deprecate_patch(&self, id: &str) {
+        self.0.deprecate_patch(id);
+    }
+
     /// The item of a map node's task, as a `T`.
     ///
     /// # Errors

@@ -7,6 +7,7 @@ pub mod engine;
 pub mod handle;
 mod health;
 pub mod health_policy;
+pub mod patches;
 mod query;
 mod queues;
 pub mod recover;

@@ -65,6 +65,7 @@ mod graph;
 mod health;
 mod hold;
 mod init;
+mod patches;
 mod query;
 mod queue;
 mod remote;
@@ -167,6 +168,9 @@ enum Command {
     /// Fork a thread from a seq or checkpoint (optionally with a state update) and run the fork
     /// here until it ends or parks.
     Fork(fork::ForkArgs),
+    /// Unfinished threads that ran without the marker of patch ID (`ctx.patched(ID)`): they may
+    /// still need its old branch (docs/patching.md).
+    Patches(patches::PatchesArgs),
     /// Replay a thread against the compiled-in code with its recorded results and report the
     /// first divergence (`--verify`: exit 1 on a divergence).
     Replay(replay::ReplayArgs),
@@ -293,6 +297,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Rollback(args) => checkpoint_create::rollback(args, wfs).await?,
         Command::Fork(args) => fork::fork(args, wfs).await?,
         Command::Replay(args) => replay::replay(args, wfs).await?,
+        Command::Patches(args) => patches::patches(args, wfs).await?,
         Command::Schedule(cmd) => schedule::command(cmd, wfs).await?,
         Command::Queue(cmd) => queue::command(cmd, wfs).await?,
         Command::Query(args) => query::query(args, wfs).await?,

@@ -15,6 +15,7 @@ pub(crate) mod decide;
 pub(crate) mod drawn;
 pub mod event;
 pub mod node_runs;
+pub(crate) mod patch;
 pub(crate) mod recovery;
 pub(crate) mod recovery_fold;
 pub mod restore;

@@ -207,7 +207,7 @@ impl<'w> Restore<'w> {
                     return Err(Error::UnknownThread(self.thread.to_string()));
                 };
                 if let Some(r) = offloaded(&event) {
-                    let read = Read::Payload(r.clone());
+                    let read = Read::Payload(*r);
                     self.phase = Phase::FirstPayload(event);
                     return Ok(Next::Read(read));
                 }
@@ -289,7 +289,7 @@ impl<'w> Restore<'w> {
                 return Ok(Next::Done(ctx));
             }
             if let Some(r) = offloaded(&event) {
-                let read = Read::Payload(r.clone());
+                let read = Read::Payload(*r);
                 self.phase = Phase::Fold { ctx, chunk, full, waiting: Some(event) };
                 return Ok(Next::Read(read));
             }

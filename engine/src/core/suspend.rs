@@ -25,6 +25,12 @@ impl Suspensions {
         &self.inputs
     }
 
+    /// Whether recorded inputs or fired timers remain that the node has not consumed yet: the
+    /// recorded run went past the node's current point (see `core::patch`).
+    pub fn pending(&self) -> bool {
+        self.next_input < self.inputs.len() || self.next_timer < self.timers_fired
+    }
+
     /// The node's next interrupt: its recorded input, or a suspension asking `prompt`.
     pub fn interrupt(&mut self, prompt: Value) -> Result<Value, NodeError> {
         let i = self.next_input;

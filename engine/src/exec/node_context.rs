@@ -5,7 +5,7 @@
 //! random numbers and ids. A task that runs again after a crash, an interrupt or a timer
 //! therefore sees exactly what it saw before, up to the point where it stopped.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cairn_dsl::{ErasedTool, Message, NodeContext, NodeError, Progress, ToolCall, ToolCtx, Usage};
@@ -23,6 +23,7 @@ use crate::core::suspend::Suspensions;
 use crate::core::thread_ctx::{TaskJournal, ToolRecord};
 use crate::limits;
 
+mod patch;
 mod recorded;
 
 fn lock_state(st: &Mutex<TaskState>) -> MutexGuard<'_, TaskState> {
@@ -49,6 +50,11 @@ pub(crate) struct TaskState {
     progress_later: Vec<(Body, u64)>,
     pub nondeterminism: Option<String>,
     draws: u64,
+    /// Tool calls recorded for this attempt (started, returned or both): a patch call made
+    /// before the last of them is a point the recorded run went past.
+    calls_recorded: u32,
+    /// The answer of each patch id this attempt asked (`ctx.patched`), so later calls agree.
+    patches: BTreeMap<String, bool>,
     /// Calls of this attempt already counted in the thread's telemetry (recorded before a
     /// suspension or a crash), so the budget check does not count them twice.
     calls_counted: u64,
@@ -79,6 +85,7 @@ impl LiveNodeContext {
             replay_values: j.values.iter().cloned().collect(),
             suspensions: Suspensions::new(j.inputs.clone(), j.timers_fired),
             calls_counted: u64::from(j.calls_started),
+            calls_recorded: j.calls_started.max(u32::try_from(j.tools.len()).unwrap_or(u32::MAX)),
             ..TaskState::default()
         };
         Self { env, step, key, attempt: j.attempt, item, cancel, st: Arc::new(Mutex::new(st)) }
@@ -173,6 +180,14 @@ impl NodeContext for LiveNodeContext {
                 String::new()
             }
         }
+    }
+
+    fn patched(&self, id: &str) -> bool {
+        self.patch(id, false)
+    }
+
+    fn deprecate_patch(&self, id: &str) {
+        self.patch(id, true);
     }
 
     fn call_tool(

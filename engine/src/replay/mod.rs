@@ -364,6 +364,7 @@ impl ReplayRun {
                 calls: calls.calls,
                 next_call: 0,
                 first: None,
+                patches: BTreeMap::new(),
             }),
         });
         let produced = handler(ctx.state.as_ref(), Ctx::new(replay_ctx.clone())).await;

@@ -1,7 +1,7 @@
 //! The context a task's node code sees when it is replayed: every tool call, clock reading,
 //! random number and id comes from what was recorded, and the first difference is kept.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use cairn_dsl::{ErasedTool, Message, NodeContext, NodeError, Progress, ToolCall, Usage};
@@ -21,6 +21,8 @@ pub(super) struct ReplayNodeState {
     pub(super) next_call: u32,
     /// The first difference seen inside the node (what, recorded, produced).
     pub(super) first: Option<(String, Value, Value)>,
+    /// The answer of each patch id the task asked, so later calls agree.
+    pub(super) patches: BTreeMap<String, bool>,
 }
 
 pub(super) struct ReplayNodeContext {
@@ -55,6 +57,7 @@ impl ReplayNodeContext {
     fn value(&self, drawn: Drawn) -> Value {
         let kind = drawn.name();
         let mut st = self.state();
+        crate::core::patch::skip(&mut st.values);
         match st.values.pop_front() {
             Some(recorded) => drawn.read(&recorded).unwrap_or_else(|was| {
                 st.first.get_or_insert((
@@ -81,6 +84,7 @@ impl ReplayNodeContext {
     /// task waited there), the same suspension as the live run for `recv`.
     fn receive(&self, name: &str, wait: bool) -> Result<Option<Value>, NodeError> {
         let mut st = self.state();
+        crate::core::patch::skip(&mut st.values);
         let Some(recorded) = st.values.front().cloned() else {
             if wait {
                 return Err(NodeError::WaitingSignal { name: name.to_owned() });
@@ -113,6 +117,28 @@ impl ReplayNodeContext {
     }
 }
 
+impl ReplayNodeContext {
+    /// A patch call of `id` in a completed task, whose history went past every point: true iff
+    /// the task recorded the marker here (`core::patch`). A deprecated patch without its marker
+    /// is a divergence: the thread needed the old branch.
+    fn patch(&self, id: &str, deprecated: bool) -> bool {
+        let mut st = self.state();
+        if let Some(known) = st.patches.get(id) {
+            return *known;
+        }
+        let taken = crate::core::patch::take(&mut st.values, id);
+        if deprecated && !taken {
+            st.first.get_or_insert((
+                format!("the task ran without deprecated patch {id:?}: it needs the old branch"),
+                Value::Null,
+                Value::String(id.to_owned()),
+            ));
+        }
+        st.patches.insert(id.to_owned(), taken);
+        taken
+    }
+}
+
 impl NodeContext for ReplayNodeContext {
     fn recv(&self, name: &str) -> BoxFuture<'static, Result<Value, NodeError>> {
         let got = self.receive(name, true).map(|v| v.unwrap_or(Value::Null));
@@ -121,6 +147,12 @@ impl NodeContext for ReplayNodeContext {
     fn try_recv(&self, name: &str) -> BoxFuture<'static, Result<Option<Value>, NodeError>> {
         let got = self.receive(name, false);
         Box::pin(async move { got })
+    }
+    fn patched(&self, id: &str) -> bool {
+        self.patch(id, false)
+    }
+    fn deprecate_patch(&self, id: &str) {
+        self.patch(id, true);
     }
     fn thread_id(&self) -> &str {
         &self.shared.thread

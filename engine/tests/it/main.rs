@@ -26,6 +26,7 @@ mod layers;
 mod locks;
 mod node_runs;
 mod operator;
+mod patching;
 #[cfg(all(feature = "postgres", feature = "http"))]
 mod pg_debug_endpoint;
 #[cfg(feature = "postgres")]

@@ -18,6 +18,7 @@ impl LiveNodeContext {
         let index = {
             let mut st = self.state();
             st.draws += 1;
+            crate::core::patch::skip(&mut st.replay_values);
             if let Some(recorded) = st.replay_values.pop_front() {
                 return kind.read(&recorded).unwrap_or_else(|was| {
                     st.nondeterminism.get_or_insert(format!(
@@ -59,6 +60,7 @@ impl LiveNodeContext {
         let recorded = {
             let mut st = self.state();
             st.draws += 1;
+            crate::core::patch::skip(&mut st.replay_values);
             st.replay_values.pop_front()
         };
         if let Some(recorded) = recorded {
