@@ -4,3 +4,18 @@
 
 /// The label that names a child thread's parent (set by the engine; reserved).
 pub const PARENT_LABEL: &str = "parent";
+
+/// Records read per page of a listing of child threads.
+pub(crate) const CHILDREN_PAGE: usize = 500;
+
+/// The listing filter of `parent`'s child threads, and the page after `found` of them.
+pub(crate) fn children_page(
+    parent: &cairn_storage::ThreadId,
+    found: usize,
+) -> (cairn_storage::ThreadFilter, cairn_storage::Page) {
+    let filter = cairn_storage::ThreadFilter {
+        label: Some((PARENT_LABEL.to_owned(), parent.to_string())),
+        ..cairn_storage::ThreadFilter::default()
+    };
+    (filter, cairn_storage::Page { limit: CHILDREN_PAGE, offset: found })
+}

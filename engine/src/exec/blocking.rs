@@ -3,10 +3,10 @@
 //! with the store's sync reads. Nothing of the engine's own paths reads through here.
 
 use cairn_dsl::DynWorkflow;
-use cairn_storage::{Event, Page, Store, ThreadFilter, ThreadId, ThreadRecord};
+use cairn_storage::{Event, Store, ThreadId, ThreadRecord};
 
 use super::fetch::checkpoints_of;
-use crate::core::children::PARENT_LABEL;
+use crate::core::children::{CHILDREN_PAGE, children_page};
 use crate::core::codec::{self, Recorded};
 use crate::core::restore::{Answer, Answered, Next, Read, Restore, offloaded};
 use crate::core::thread_ctx::ThreadCtx;
@@ -74,15 +74,11 @@ pub(crate) fn children_of(
     store: &dyn Store,
     parent: &ThreadId,
 ) -> Result<Vec<ThreadRecord>, Error> {
-    let filter = ThreadFilter {
-        label: Some((PARENT_LABEL.to_owned(), parent.to_string())),
-        ..ThreadFilter::default()
-    };
     let mut out = Vec::new();
     loop {
-        let page = Page { limit: super::fetch::CHILDREN_PAGE, offset: out.len() };
+        let (filter, page) = children_page(parent, out.len());
         let found = store.list_threads(&filter, page)?;
-        let done = found.len() < super::fetch::CHILDREN_PAGE;
+        let done = found.len() < CHILDREN_PAGE;
         out.extend(found);
         if done {
             return Ok(out);

@@ -10,18 +10,15 @@
 //! (`debug/`), the CLI and the endpoint read through here.
 
 use cairn_dsl::DynWorkflow;
-use cairn_storage::{CheckpointFilter, Event, Page, Store, ThreadFilter, ThreadId};
+use cairn_storage::{CheckpointFilter, Event, Page, Store, ThreadId};
 use cairn_storage::{ThreadRecord, ThreadStatus};
 
-use crate::core::children::PARENT_LABEL;
+use crate::core::children::{CHILDREN_PAGE, PARENT_LABEL, children_page};
 use crate::core::codec::{self, Recorded};
 use crate::core::restore::{Answer, Answered, Next, Read, Restore, offloaded};
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
 use crate::limits;
-
-/// Records read per page of a listing of child threads.
-pub(crate) const CHILDREN_PAGE: usize = 500;
 
 /// The stored record of `id`.
 ///
@@ -145,13 +142,9 @@ pub(crate) async fn children_of(
     store: &dyn Store,
     parent: &ThreadId,
 ) -> Result<Vec<ThreadRecord>, Error> {
-    let filter = ThreadFilter {
-        label: Some((PARENT_LABEL.to_owned(), parent.to_string())),
-        ..ThreadFilter::default()
-    };
     let mut out = Vec::new();
     loop {
-        let page = Page { limit: CHILDREN_PAGE, offset: out.len() };
+        let (filter, page) = children_page(parent, out.len());
         let found = store.list_threads_async(&filter, page).await?;
         let done = found.len() < CHILDREN_PAGE;
         out.extend(found);
