@@ -44,8 +44,8 @@ pub mod codec {
 }
 
 /// Restore: a thread's context at a seq (the latest checkpoint at or before it + the events
-/// after), as a machine without I/O ([`Restore`]) and driven with a store's sync reads
-/// ([`restore()`]).
+/// after), as a machine without I/O ([`Restore`](restore::Restore)) and driven with a store's
+/// sync reads ([`restore()`](fn@restore::restore)).
 pub mod restore {
     pub use crate::core::restore::*;
     pub use crate::exec::blocking::restore;

@@ -305,7 +305,7 @@ pub enum Body {
         /// Why (creator / description).
         description: String,
         /// The checkpoint's id. The store assigns it at commit, after the event is encoded, so
-        /// the log does not hold it: [`crate::codec::decode_announced`] (event streams,
+        /// the log does not hold it: the engine's announced read (`exec/fetch.rs`; event streams,
         /// `cairn events`) fills it in when the event is read (the checkpoint of this thread
         /// covering this event's seq), `None` once that checkpoint was deleted or pruned.
         #[serde(default, skip_serializing_if = "Option::is_none")]

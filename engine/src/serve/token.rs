@@ -21,7 +21,7 @@ pub fn token_path(db: &Path) -> PathBuf {
 /// Random bytes in a token: 256 bits, beyond guessing however many requests an attacker makes.
 const TOKEN_BYTES: usize = 32;
 
-/// A fresh token: [`TOKEN_BYTES`] bytes from the operating system's random source
+/// A fresh token: `TOKEN_BYTES` (32) bytes from the operating system's random source
 /// (`getrandom`), as 64 hex digits.
 ///
 /// # Errors
