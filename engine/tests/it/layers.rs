@@ -26,8 +26,9 @@ const ENGINE_LAYERS: &[&[&str]] = &[
     &["cli"],
 ];
 
-/// Circles known and allowed, each by its files; otherwise empty.
-const KNOWN_CIRCLES: &[&[&str]] = &[
+/// The storage crate's circles known and allowed, each by its files; otherwise empty (the
+/// engine and the DSL have none).
+const KNOWN_STORAGE_CIRCLES: &[&[&str]] = &[
     // issue 29: broken after the deadlines branch lands
     &[
         "pg/correlations",
@@ -287,7 +288,8 @@ fn no_import_circle_spans_more_than_two_files() {
     for dir in ["engine", "storage", "graph-dsl"] {
         let graph = graph(&crate_src(dir));
         assert!(graph.edges.len() > 10, "{dir} was read: {} files", graph.edges.len());
-        found.extend(circles(&graph, KNOWN_CIRCLES).into_iter().map(|c| format!("{dir}: {c:?}")));
+        let allowed = if dir == "storage" { KNOWN_STORAGE_CIRCLES } else { &[] };
+        found.extend(circles(&graph, allowed).into_iter().map(|c| format!("{dir}: {c:?}")));
     }
     assert!(found.is_empty(), "import circles of more than two files:\n{}", found.join("\n"));
 }
