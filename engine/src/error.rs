@@ -1,8 +1,7 @@
 //! The engine's error type.
 
 use cairn_storage::ThreadStatus;
-
-use crate::core::status::InvalidTransition;
+use serde::{Deserialize, Serialize};
 
 /// Everything the engine can report. Each variant says whether retrying can help.
 #[derive(Debug, thiserror::Error)]
@@ -113,5 +112,73 @@ pub enum Error {
 impl From<serde_json::Error> for Error {
     fn from(e: serde_json::Error) -> Self {
         Error::Codec(e.to_string())
+    }
+}
+
+/// What happened to a thread, as seen by its status machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transition {
+    /// A runner picked the thread up (first run, resume after a restart, after input or a timer).
+    Run,
+    /// The thread stopped at a step boundary because somebody asked it to (or a budget ran out).
+    Pause,
+    /// A node interrupted and asked for human input (or a thread paused while it waited for
+    /// input was resumed).
+    WaitInput,
+    /// A node started a durable timer (or a thread paused while it slept was resumed).
+    Sleep,
+    /// The frontier is empty: every branch reached END.
+    Complete,
+    /// A node failed for good (retries exhausted or not retryable), or the engine hit an error.
+    Fail,
+    /// Somebody cancelled the thread.
+    Cancel,
+    /// The thread's deadline passed.
+    TimeOut,
+    /// Resuming would diverge from the recorded history (changed code): held for a human.
+    Block,
+    /// A thread paused while it waited in a queue was resumed: it waits in line again
+    /// (`docs/queues.md`). Admission itself is the store's (Queued to Created).
+    Requeue,
+}
+
+/// A transition that the table does not allow from the current status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{}; it cannot {}", InvalidTransition::status_words(*from), transition.verb())]
+pub struct InvalidTransition {
+    /// The status the thread was in.
+    pub from: ThreadStatus,
+    /// What was attempted.
+    pub transition: Transition,
+}
+
+impl InvalidTransition {
+    /// "is already cancelled" for an ended thread, "is paused" for another.
+    fn status_words(from: ThreadStatus) -> String {
+        let status = from.to_string().replace('_', " ");
+        if from.is_terminal() {
+            format!("it is already {status}")
+        } else {
+            format!("it is {status}")
+        }
+    }
+}
+
+impl Transition {
+    /// What the transition does, as a verb ("be cancelled").
+    pub fn verb(self) -> &'static str {
+        match self {
+            Transition::Run => "run",
+            Transition::Pause => "be paused",
+            Transition::WaitInput => "wait for input",
+            Transition::Sleep => "sleep",
+            Transition::Complete => "complete",
+            Transition::Fail => "fail",
+            Transition::Cancel => "be cancelled",
+            Transition::TimeOut => "time out",
+            Transition::Block => "be blocked",
+            Transition::Requeue => "wait in its queue again",
+        }
     }
 }

@@ -6,16 +6,32 @@
 
 use std::collections::BTreeSet;
 
-use crate::builder::{Decls, NodeDecl};
-use crate::erased::{DynNode, DynNodeKind, DynStateCodec, DynWorkflow};
+use crate::erased::{DynNode, DynNodeKind, DynQuery, DynStateCodec, DynWorkflow};
 use crate::fingerprint::{self, Fingerprint};
 use crate::graph::Shape;
 use crate::limits::{
     FAN_OUT_MAX, JOIN_SOURCES_MAX, NODES_MAX, PERMISSIONS_MAX, SUBGRAPH_DEPTH_MAX,
 };
 use crate::policy::{Budgets, CheckpointPolicy};
-use crate::resolve::{Resolver, check_name};
+use crate::resolve::{NodeDecl, Resolver, RouteDecl, check_name};
 use crate::{BuildError, NextTarget, Problem, Recovery, START};
+
+/// Everything declared, before resolution.
+pub(crate) struct Decls {
+    pub id: String,
+    pub version: u32,
+    pub nodes: Vec<NodeDecl>,
+    pub edges: Vec<(String, String)>,
+    pub routes: Vec<RouteDecl>,
+    pub gotos: Vec<(String, Vec<String>)>,
+    pub joins: Vec<(Vec<String>, String)>,
+    pub loop_bounds: Vec<(String, u32)>,
+    pub budgets: Budgets,
+    pub permissions: BTreeSet<String>,
+    pub checkpoint: CheckpointPolicy,
+    pub on_failure: Recovery,
+    pub queries: Vec<(String, DynQuery)>,
+}
 
 /// Builds the erased workflow from `decls`, or every problem found.
 pub(crate) fn assemble(

@@ -12,9 +12,11 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::assemble::Decls;
 use crate::erased::{DynHandler, DynNodeKind, DynRoute, snapshot};
 use crate::limits::MAP_ITEMS_MAX;
 use crate::policy::{Budgets, CheckpointPolicy, NodePolicy};
+use crate::resolve::{NodeDecl, RouteDecl};
 use crate::{BuildError, Ctx, NodeError, NodeResult, Recovery, State, StateError, Workflow};
 
 /// Builds a [`Workflow`]; start with [`Workflow::builder`].
@@ -22,35 +24,6 @@ use crate::{BuildError, Ctx, NodeError, NodeResult, Recovery, State, StateError,
 pub struct WorkflowBuilder<S: State> {
     pub(crate) decls: Decls,
     _state: PhantomData<fn() -> S>,
-}
-
-/// Everything declared, before resolution.
-pub(crate) struct Decls {
-    pub id: String,
-    pub version: u32,
-    pub nodes: Vec<NodeDecl>,
-    pub edges: Vec<(String, String)>,
-    pub routes: Vec<RouteDecl>,
-    pub gotos: Vec<(String, Vec<String>)>,
-    pub joins: Vec<(Vec<String>, String)>,
-    pub loop_bounds: Vec<(String, u32)>,
-    pub budgets: Budgets,
-    pub permissions: BTreeSet<String>,
-    pub checkpoint: CheckpointPolicy,
-    pub on_failure: Recovery,
-    pub queries: Vec<(String, crate::erased::DynQuery)>,
-}
-
-pub(crate) struct NodeDecl {
-    pub name: String,
-    pub policy: NodePolicy,
-    pub kind: DynNodeKind,
-}
-
-pub(crate) struct RouteDecl {
-    pub from: String,
-    pub targets: Vec<String>,
-    pub f: DynRoute,
 }
 
 impl<S: State> WorkflowBuilder<S> {

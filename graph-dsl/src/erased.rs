@@ -15,12 +15,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::fingerprint::Fingerprint;
-use crate::graph::Shape;
+use crate::graph::{Links, NextTarget, NodeId, Shape};
 use crate::policy::{Budgets, CheckpointPolicy, NodePolicy};
 use crate::{Ctx, END, NodeError, NodeOutput, RouteError, START, State, StateError, Target};
-
-/// A node's index in declaration order; stable for a given fingerprint.
-pub type NodeId = usize;
 
 /// A type-erased node handler: reads the state snapshot, returns the update as JSON.
 pub type DynHandler = Arc<
@@ -100,15 +97,6 @@ impl Clone for Box<dyn DynState> {
 /// ```
 pub fn downcast_state<S: State>(state: &dyn DynState) -> Option<&S> {
     state.as_any().downcast_ref::<S>()
-}
-
-/// Where a thread goes next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum NextTarget {
-    /// The node with this id.
-    Node(NodeId),
-    /// The end of the workflow. Sorts after every node.
-    End,
 }
 
 /// One node of an erased workflow.
@@ -370,23 +358,6 @@ impl DynWorkflow {
         (self.state_codec)(value)
     }
 
-    /// Every link of the workflow's picture, in drawing order: (from, to, kind), where from
-    /// `None` is `START` (its route's targets included). Sub-workflows are not entered: a
-    /// sub-workflow node is one node here. For drawing it another way than DOT or Mermaid.
-    pub fn links(&self) -> Vec<(Option<NodeId>, NextTarget, crate::picture::LinkKind)> {
-        crate::picture::links_in_order(self)
-    }
-
-    /// Draws the workflow as Graphviz DOT (deterministic).
-    pub fn to_dot(&self) -> String {
-        crate::picture::dot(self)
-    }
-
-    /// Draws the workflow as a Mermaid flowchart (deterministic).
-    pub fn to_mermaid(&self) -> String {
-        crate::picture::mermaid(self)
-    }
-
     fn resolve(&self, name: &str) -> Option<NextTarget> {
         if name == END { Some(NextTarget::End) } else { self.node_id(name).map(NextTarget::Node) }
     }
@@ -395,7 +366,7 @@ impl DynWorkflow {
 fn follow(
     wf: &DynWorkflow,
     name: &str,
-    links: &crate::graph::Links,
+    links: &Links,
     route: Option<&DynRoute>,
     state: &dyn DynState,
     goto: &[Target],

@@ -19,8 +19,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::Recovery;
-use crate::erased::{DynNodeKind, DynWorkflow, NextTarget};
-use crate::graph::Links;
+use crate::erased::{DynNodeKind, DynWorkflow};
+use crate::graph::{Links, NextTarget};
 use crate::policy::NodePolicy;
 
 /// Domain separation and encoding version.

@@ -3,7 +3,17 @@
 //!
 //! [`DynWorkflow`]: crate::DynWorkflow
 
-use crate::erased::{NextTarget, NodeId};
+/// A node's index in declaration order; stable for a given fingerprint.
+pub type NodeId = usize;
+
+/// Where a thread goes next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NextTarget {
+    /// The node with this id.
+    Node(NodeId),
+    /// The end of the workflow. Sorts after every node.
+    End,
+}
 
 /// The ways out of one point (`START` or a node).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

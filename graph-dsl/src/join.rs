@@ -17,8 +17,7 @@
 //! `n <= NODES_MAX`. The join is satisfiable when `START`, or a node reachable from `START`
 //! without passing through the join, has every branch in its `must` set.
 
-use crate::erased::{NextTarget, NodeId};
-use crate::graph::{Links, Shape};
+use crate::graph::{Links, NextTarget, NodeId, Shape};
 
 /// A fixed-size set of node ids.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -332,10 +332,11 @@ pub use context::{ErasedTool, Message, NodeContext, Progress, ToolCall, ToolCtx,
 pub use ctx::Ctx;
 pub use erased::{
     DynHandler, DynInput, DynItems, DynNode, DynNodeKind, DynOutput, DynState, DynWorkflow,
-    NextTarget, NodeId, downcast_state,
+    downcast_state,
 };
 pub use error::{HeldLock, NodeError, RouteError, StateError, ToolError, VarError};
 pub use fingerprint::{Fingerprint, ParseFingerprintError};
+pub use graph::{NextTarget, NodeId};
 pub use output::{END, NodeOutput, NodeResult, START, Target};
 pub use picture::LinkKind;
 pub use policy::{Budgets, CheckpointPolicy, NodePolicy, RetryPolicy};

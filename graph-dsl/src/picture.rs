@@ -11,8 +11,8 @@
 
 use std::fmt::Write as _;
 
-use crate::erased::{DynNode, DynNodeKind, DynWorkflow, NextTarget};
-use crate::graph::Links;
+use crate::erased::{DynNode, DynNodeKind, DynWorkflow};
+use crate::graph::{Links, NextTarget, NodeId};
 
 /// The kinds of link, as drawn: a static edge, an edge into a join, a route's target, a goto.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,4 +243,23 @@ fn mq(lines: &[String]) -> String {
 /// A comment cannot span lines; names have no control characters, but be safe.
 fn mq_comment(s: &str) -> String {
     s.replace(['\n', '\r'], " ")
+}
+
+impl DynWorkflow {
+    /// Every link of the workflow's picture, in drawing order: (from, to, kind), where from
+    /// `None` is `START` (its route's targets included). Sub-workflows are not entered: a
+    /// sub-workflow node is one node here. For drawing it another way than DOT or Mermaid.
+    pub fn links(&self) -> Vec<(Option<NodeId>, NextTarget, LinkKind)> {
+        links_in_order(self)
+    }
+
+    /// Draws the workflow as Graphviz DOT (deterministic).
+    pub fn to_dot(&self) -> String {
+        dot(self)
+    }
+
+    /// Draws the workflow as a Mermaid flowchart (deterministic).
+    pub fn to_mermaid(&self) -> String {
+        mermaid(self)
+    }
 }

@@ -3,10 +3,22 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::builder::{NodeDecl, RouteDecl};
-use crate::erased::{DynNodeKind, DynRoute, NextTarget, NodeId};
-use crate::graph::{Links, Shape};
+use crate::erased::{DynNodeKind, DynRoute};
+use crate::graph::{Links, NextTarget, NodeId, Shape};
+use crate::policy::NodePolicy;
 use crate::{END, Problem, START};
+
+pub(crate) struct NodeDecl {
+    pub name: String,
+    pub policy: NodePolicy,
+    pub kind: DynNodeKind,
+}
+
+pub(crate) struct RouteDecl {
+    pub from: String,
+    pub targets: Vec<String>,
+    pub f: DynRoute,
+}
 
 /// The outcome of resolution; `problems` lists what did not resolve (the rest is kept).
 pub(crate) struct Resolved {

@@ -8,8 +8,7 @@ use petgraph::algo::kosaraju_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::Problem;
-use crate::erased::{NextTarget, NodeId};
-use crate::graph::{Links, Shape};
+use crate::graph::{Links, NextTarget, NodeId, Shape};
 use crate::join::{BitSet, must_reach};
 
 /// Every structural problem of `shape`, in a fixed order: entry, unreachable nodes, nodes with

@@ -8,8 +8,8 @@ use axum::extract::{Path, Query, State};
 use cairn_storage::{CheckpointId, Page};
 use serde_json::{Value, json};
 
+use super::app::{App, pairs, reject};
 use super::params::{Reject, checkpoints_params, redact_only};
-use super::routes::{App, pairs, reject};
 use crate::debug::views;
 
 type Q = Result<Query<Vec<(String, String)>>, QueryRejection>;

@@ -15,8 +15,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use super::app::{App, reject};
 use super::params::Reject;
-use super::routes::{App, reject};
 use super::threads::record_of;
 use crate::debug::{ForkFrom, ForkOptions};
 

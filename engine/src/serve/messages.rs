@@ -7,8 +7,8 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use serde_json::{Value, json};
 
+use super::app::{App, pairs, reject};
 use super::params::{Reject, trace_params};
-use super::routes::{App, pairs, reject};
 use crate::debug::views::trace_json;
 use crate::debug::{TraceQuery, TraceScope};
 

@@ -59,6 +59,7 @@
 //! see `pages`) and the reads they need beyond these ([`view`]) are served at the same address.
 
 mod access;
+mod app;
 pub mod discovery;
 pub mod params;
 pub mod params_ops;
@@ -236,7 +237,7 @@ pub async fn serve(
         }
         None => None,
     };
-    let state = routes::App {
+    let state = app::App {
         engine: engine.clone(),
         redactor: redactor.clone(),
         public: options.public,

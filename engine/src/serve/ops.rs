@@ -18,9 +18,9 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::app::{App, blocking, pairs, reject};
 use super::params::{Reject, no_params};
 use super::params_ops::{bundle_params, resumable_params};
-use super::routes::{App, blocking, pairs, reject};
 use super::threads::{Q, record_of, segment};
 use crate::debug::{Redactor, views};
 use crate::replay::ReplayOptions;

@@ -7,8 +7,8 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
+use super::app::{App, pairs, reject};
 use super::params::{Reject, no_params};
-use super::routes::{App, pairs, reject};
 use super::threads::Q;
 
 /// The queues, by name: `{"now_ms": ..., "queues": [...]}`.

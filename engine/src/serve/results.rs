@@ -15,8 +15,8 @@ use axum::extract::{Path, Query, State};
 use cairn_storage::DeleteOptions;
 use serde_json::{Value, json};
 
+use super::app::{App, pairs, reject};
 use super::params::Reject;
-use super::routes::{App, pairs, reject};
 use super::threads::segment;
 use crate::api::handle::Outcome;
 use crate::error::Error;

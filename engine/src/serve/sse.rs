@@ -17,8 +17,8 @@ use axum::response::{IntoResponse, Response};
 use cairn_storage::ThreadRecord;
 use serde_json::{Value, json};
 
+use super::app::{App, pairs, reject};
 use super::params::{EventsParams, Reject, events_params};
-use super::routes::{App, pairs, reject};
 use super::threads::record_of;
 use crate::debug::views::events_after;
 

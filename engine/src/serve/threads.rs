@@ -10,10 +10,10 @@ use axum::response::{IntoResponse, Response};
 use cairn_storage::{CheckpointFilter, Page, ThreadId, ThreadRecord, ThreadStatus};
 use serde_json::{Value, json};
 
+use super::app::{App, blocking, pairs, reject};
 use super::params::{
     Reject, graph_params, health_params, list_params, no_params, redact_only, state_params,
 };
-use super::routes::{App, blocking, pairs, reject};
 use crate::api::engine::Engine;
 use crate::debug::views;
 use crate::limits::SERVE_PAGE_MAX;

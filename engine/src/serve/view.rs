@@ -25,11 +25,11 @@ use cairn_dsl::DynNodeKind;
 use cairn_storage::{Page, Seq, ThreadId, ThreadRecord};
 use serde_json::{Value, json};
 
+use super::app::{App, blocking, pairs, reject};
 use super::graph_svg::{Mark, NodeStatus, esc, workflow_svg};
 use super::params::{Reject, no_params};
 pub use super::params_view::TIMELINE_EVENTS_MAX;
 use super::params_view::{timeline_params, view_threads_params};
-use super::routes::{App, blocking, pairs, reject};
 use super::threads::{record_of, segment};
 use crate::core::event::{Body, TaskKey};
 use crate::debug::views;

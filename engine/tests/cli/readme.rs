@@ -1,7 +1,7 @@
 //! Every command line in README.md and docs/ works as written: the `sh` blocks' `cairn` lines
 //! run, in order, in a directory where `cairn demo` has just made its default database, each
-//! giving exit code 0 or the one its comment documents (`(exit N)`); `cargo run --example NAME`
-//! names an example that exists. The two set-up commands (`cargo run --release -- demo`,
+//! giving exit code 0 or the one its comment documents (`(exit N)`);
+//! `cargo run --release --example NAME` names an example that exists. The two set-up commands (`cargo run --release -- demo`,
 //! `cargo test ...`) are what CI itself runs.
 
 use std::path::{Path, PathBuf};
@@ -105,7 +105,7 @@ fn every_command_line_of_the_readme_and_docs_runs_as_written() {
                         String::from_utf8_lossy(&out.stderr)
                     );
                     ran += 1;
-                } else if let Some(rest) = command.strip_prefix("cargo run --example ") {
+                } else if let Some(rest) = command.strip_prefix("cargo run --release --example ") {
                     let name = rest.split_whitespace().next().expect("an example name");
                     let source = root().join("examples/examples").join(format!("{name}.rs"));
                     assert!(source.exists(), "{}: no example {name}", file.display());

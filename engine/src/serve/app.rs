@@ -1,0 +1,89 @@
+//! What the handlers share: the app state, the JSON error response, the mapping of engine
+//! errors onto HTTP statuses, the query pairs and blocking reads.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::params::Reject;
+use crate::api::engine::Engine;
+use crate::debug::Redactor;
+use crate::error::Error;
+
+/// What every handler sees.
+#[derive(Clone)]
+pub(super) struct App {
+    pub engine: Engine,
+    pub redactor: Arc<Redactor>,
+    /// The endpoint is public: every answer is redacted (JSON answers by the access layer, a
+    /// followed log and the sequence picture where they are made).
+    pub public: bool,
+    /// Cancelled when the server stops (ends followed logs).
+    pub stop: CancellationToken,
+    #[cfg(feature = "prometheus")]
+    pub prometheus: Option<metrics_exporter_prometheus::PrometheusHandle>,
+}
+
+impl App {
+    /// `out` as answered: with the bundle redaction rules applied when the request asked (or
+    /// the endpoint is public).
+    pub fn answer(&self, mut out: serde_json::Value, redact: bool) -> serde_json::Value {
+        if redact || self.public {
+            self.redactor.value(&mut out);
+        }
+        out
+    }
+}
+
+impl IntoResponse for Reject {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::BAD_REQUEST);
+        (status, axum::Json(json!({"error": self.error, "field": self.field}))).into_response()
+    }
+}
+
+/// An engine error as a response about `field`: an unknown thread 404, a refused control or a
+/// thread whose workflow is not compiled in 409, a caller's mistake 400, the rest 500.
+pub(super) fn reject(e: Error, field: &str) -> Reject {
+    let status = match &e {
+        Error::UnknownThread(_) => 404,
+        Error::WrongStatus { .. }
+        | Error::Transition { .. }
+        | Error::UnknownWorkflow { .. }
+        | Error::FingerprintChanged { .. }
+        | Error::NoMigration { .. } => 409,
+        Error::Invalid(_) | Error::Codec(_) | Error::LimitExceeded { .. } => 400,
+        Error::Storage(
+            cairn_storage::Error::Invalid { .. } | cairn_storage::Error::LimitExceeded { .. },
+        ) => 400,
+        _ => 500,
+    };
+    if status == 500 {
+        tracing::warn!(error = %e, "an endpoint request failed");
+    }
+    Reject { status, error: e.to_string(), field: Some(field.to_owned()) }
+}
+
+/// The query pairs, or a 400 naming `query`.
+pub(super) fn pairs(
+    query: Result<
+        axum::extract::Query<Vec<(String, String)>>,
+        axum::extract::rejection::QueryRejection,
+    >,
+) -> Result<Vec<(String, String)>, Reject> {
+    query.map(|q| q.0).map_err(|e| Reject::bad("query", e.body_text()))
+}
+
+/// Runs a blocking store read off the async workers: what is left for it is reading the whole
+/// database (`verify`, health, the web view's list of every thread); every read of one thread
+/// or page is awaited in its handler.
+pub(super) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Reject> + Send + 'static,
+) -> Result<T, Reject> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(Reject { status: 500, error: format!("the read failed: {e}"), field: None })
+    })
+}
