@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 use super::graph_svg::workflow_svg;
 use super::params::{Reject, no_params};
-use super::routes::{App, blocking, pairs, reject};
+use super::app::{App, blocking, pairs, reject};
 use super::threads::{Q, segment};
 use crate::api::engine::Engine;
 use crate::api::schedule::ScheduleInfo;
