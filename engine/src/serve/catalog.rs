@@ -23,9 +23,9 @@ use axum::response::{IntoResponse, Response};
 use cairn_storage::{Page, ThreadFilter, ThreadRecord};
 use serde_json::{Value, json};
 
+use super::app::{App, blocking, pairs, reject};
 use super::graph_svg::workflow_svg;
 use super::params::{Reject, no_params};
-use super::app::{App, blocking, pairs, reject};
 use super::threads::{Q, segment};
 use crate::api::engine::Engine;
 use crate::api::schedule::ScheduleInfo;

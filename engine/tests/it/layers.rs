@@ -26,22 +26,6 @@ const ENGINE_LAYERS: &[&[&str]] = &[
     &["cli"],
 ];
 
-/// The storage crate's circles known and allowed, each by its files; otherwise empty (the
-/// engine and the DSL have none).
-const KNOWN_STORAGE_CIRCLES: &[&[&str]] = &[
-    // issue 29: broken after the deadlines branch lands
-    &[
-        "pg/correlations",
-        "pg/delete",
-        "pg/group",
-        "pg/queues",
-        "pg/schema",
-        "pg/signals",
-        "pg/wake",
-        "pg/write",
-    ],
-];
-
 /// A module path: `core/event.rs` is `["core", "event"]`, `core/mod.rs` is `["core"]`.
 type Module = Vec<String>;
 
@@ -186,9 +170,8 @@ fn graph(src: &Path) -> Graph {
     Graph { files, edges }
 }
 
-/// The import circles of more than two files (through no `mod.rs`), each sorted, minus
-/// `allowed`.
-fn circles(graph: &Graph, allowed: &[&[&str]]) -> Vec<Vec<String>> {
+/// The import circles of more than two files (through no `mod.rs`), each sorted.
+fn circles(graph: &Graph) -> Vec<Vec<String>> {
     let nodes: Vec<&Module> = graph.edges.keys().collect();
     let index_of: BTreeMap<&Module, usize> =
         nodes.iter().enumerate().map(|(i, n)| (*n, i)).collect();
@@ -238,7 +221,7 @@ fn circles(graph: &Graph, allowed: &[&[&str]]) -> Vec<Vec<String>> {
                     }
                 }
                 component.sort();
-                if component.len() > 2 && !allowed.iter().any(|a| *a == component) {
+                if component.len() > 2 {
                     big.push(component);
                 }
             }
@@ -288,8 +271,7 @@ fn no_import_circle_spans_more_than_two_files() {
     for dir in ["engine", "storage", "graph-dsl"] {
         let graph = graph(&crate_src(dir));
         assert!(graph.edges.len() > 10, "{dir} was read: {} files", graph.edges.len());
-        let allowed = if dir == "storage" { KNOWN_STORAGE_CIRCLES } else { &[] };
-        found.extend(circles(&graph, allowed).into_iter().map(|c| format!("{dir}: {c:?}")));
+        found.extend(circles(&graph).into_iter().map(|c| format!("{dir}: {c:?}")));
     }
     assert!(found.is_empty(), "import circles of more than two files:\n{}", found.join("\n"));
 }
@@ -313,8 +295,7 @@ fn the_checks_find_a_planted_circle_and_an_upward_arrow() {
     write("core/status.rs", "pub struct X;");
     write("error.rs", "pub struct E(crate::core::status::X);");
     let graph = graph(dir.path());
-    assert_eq!(circles(&graph, &[]), [["a", "b", "c"]]);
-    assert_eq!(circles(&graph, &[&["a", "b", "c"]]), Vec::<Vec<String>>::new());
+    assert_eq!(circles(&graph), [["a", "b", "c"]]);
     let layers: &[&[&str]] = &[&["error"], &["core"], &["c"], &["b"], &["a"]];
     assert_eq!(upward_arrows(&graph, layers), ["c -> a", "error -> core/status"]);
 }

@@ -127,7 +127,7 @@ impl Rows {
 
     /// The statement that inserts the rows, if there are any (`ON CONFLICT DO NOTHING`: a
     /// resumed migration writes an entry again).
-    pub(crate) fn statement(&self) -> Option<super::write::Sql<'_>> {
+    pub(crate) fn statement(&self) -> Option<super::tx::Sql<'_>> {
         if self.lsns.is_empty() {
             return None;
         }

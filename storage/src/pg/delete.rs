@@ -2,10 +2,12 @@
 //! and `storage/src/delete.rs`): every row of the thread is read and checked, then removed, so
 //! a crash or a failed commit leaves the thread whole.
 
-use super::pg_error;
-use super::read::{decode_event, decode_thread};
-use super::write::{Tx, remove_checkpoints};
-use crate::{DeleteOptions, Deleted, Error, ThreadId};
+use tokio_postgres::types::ToSql;
+
+use super::read::{decode_event, decode_info, decode_thread};
+use super::tx::Tx;
+use super::{pg_error, to_db};
+use crate::{CheckpointInfo, DeleteOptions, Deleted, Error, ThreadId};
 
 /// Event rows read and checked at a time: memory holds one page, not the thread's whole log.
 const READ_PAGE_EVENTS: i64 = 1024;
@@ -88,4 +90,28 @@ pub(super) fn delete_thread(
     tx.execute("DELETE FROM cairn_threads WHERE id = $1", &[&id])
         .map_err(pg_error("delete thread"))?;
     Ok(Some(Deleted { status: record.status, events, checkpoints, locks, payloads }))
+}
+
+/// Removes the checkpoints `select` finds (each read and checked first); their number.
+pub(super) fn remove_checkpoints(
+    tx: &mut Tx<'_, '_>,
+    select: &'static str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<u64, Error> {
+    let rows = tx.query(select, params).map_err(pg_error("read checkpoints"))?;
+    let infos: Vec<CheckpointInfo> =
+        rows.iter().map(|r| decode_info(r.get(0), r.get(1))).collect::<Result<_, _>>()?;
+    delete_infos(tx, &infos)?;
+    Ok(infos.len() as u64)
+}
+
+pub(super) fn delete_infos(tx: &mut Tx<'_, '_>, infos: &[CheckpointInfo]) -> Result<(), Error> {
+    for info in infos {
+        let id = to_db(info.id.0)?;
+        tx.execute("DELETE FROM cairn_checkpoints WHERE id = $1", &[&id])
+            .map_err(pg_error("remove checkpoint"))?;
+        tx.execute("DELETE FROM cairn_checkpoint_tags WHERE id = $1", &[&id])
+            .map_err(pg_error("remove checkpoint"))?;
+    }
+    Ok(())
 }

@@ -18,7 +18,8 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::read::{decode_lock, decode_thread};
-use super::write::{Sql, Tx, write_locks};
+use super::tx::{Sql, Tx};
+use super::write::write_locks;
 use super::xid::Conflict;
 use super::{pg_error, to_db};
 use crate::codec::{self, StoredThread};

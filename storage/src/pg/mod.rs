@@ -37,6 +37,7 @@ mod resolve;
 mod schema;
 mod signals;
 mod tls;
+mod tx;
 mod verify;
 mod wake;
 mod write;

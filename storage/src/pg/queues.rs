@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use super::blocking::Client;
 use super::pool::Conn;
 
-use super::write::Tx;
+use super::tx::Tx;
 use super::{corrupt, pg_error};
 use crate::codec::{self, table};
 use crate::plan_queue::{QueuePlan, QueueReads, QueueWrites, WaitKey};

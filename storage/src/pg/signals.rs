@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use super::blocking::Client;
 use super::pool::Conn;
 
-use super::write::Tx;
+use super::tx::Tx;
 use super::{from_db, pg_error, to_db};
 use crate::codec::table;
 use crate::limits::{self, READ_LIMIT_MAX};

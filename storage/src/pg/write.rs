@@ -13,17 +13,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use std::collections::HashMap;
-
 use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 use tokio::sync::mpsc::{Receiver, Sender, channel};
 use tokio::sync::{oneshot, watch};
-use tokio_postgres::types::ToSql;
-use tokio_postgres::{Row, Statement};
 
+use super::delete::{delete_infos, remove_checkpoints};
 use super::group::Cached;
 use super::pool::{Connect, Link as Client};
 use super::read::decode_info;
+use super::tx::{Statements, Tx};
 use super::xid::{self, IDS_PER_TRANSACTION};
 use super::{from_db, pg_error, to_db};
 use crate::codec;
@@ -615,30 +613,6 @@ pub(super) fn write_locks<'l>(
     Ok(())
 }
 
-/// Removes the checkpoints `select` finds (each read and checked first); their number.
-pub(super) fn remove_checkpoints(
-    tx: &mut Tx<'_, '_>,
-    select: &'static str,
-    params: &[&(dyn ToSql + Sync)],
-) -> Result<u64, Error> {
-    let rows = tx.query(select, params).map_err(pg_error("read checkpoints"))?;
-    let infos: Vec<CheckpointInfo> =
-        rows.iter().map(|r| decode_info(r.get(0), r.get(1))).collect::<Result<_, _>>()?;
-    delete_infos(tx, &infos)?;
-    Ok(infos.len() as u64)
-}
-
-fn delete_infos(tx: &mut Tx<'_, '_>, infos: &[CheckpointInfo]) -> Result<(), Error> {
-    for info in infos {
-        let id = to_db(info.id.0)?;
-        tx.execute("DELETE FROM cairn_checkpoints WHERE id = $1", &[&id])
-            .map_err(pg_error("remove checkpoint"))?;
-        tx.execute("DELETE FROM cairn_checkpoint_tags WHERE id = $1", &[&id])
-            .map_err(pg_error("remove checkpoint"))?;
-    }
-    Ok(())
-}
-
 /// Removes `thread`'s events up to the seq checkpoint `keep` covers, and its older checkpoints.
 fn prune(
     tx: &mut Tx<'_, '_>,
@@ -701,79 +675,4 @@ fn prune(
         rows.iter().map(|r| decode_info(r.get(0), r.get(1))).collect::<Result<_, _>>()?;
     delete_infos(tx, &old)?;
     Ok(Pruned { events, checkpoints: old.len() as u64, first_seq: stored.record.first_seq })
-}
-
-/// The writer's prepared statements, by their SQL: each is parsed once per connection, not at
-/// every use (a statement given as text costs a round trip to prepare it first).
-#[derive(Default)]
-pub(crate) struct Statements(HashMap<&'static str, Statement>);
-
-/// The group's transaction (on the writer's connection, between its BEGIN and COMMIT) with the
-/// writer's prepared statements. Each call blocks the writer's thread for its answer;
-/// [`Tx::execute_all`] sends several statements before it waits.
-pub(crate) struct Tx<'a, 'b> {
-    client: &'a Client,
-    cache: &'b mut Statements,
-}
-
-/// A statement and its parameters, for [`Tx::execute_all`].
-pub(crate) type Sql<'p> = (&'static str, Vec<&'p (dyn ToSql + Sync)>);
-
-impl Tx<'_, '_> {
-    fn prepared(&mut self, sql: &'static str) -> Result<Statement, tokio_postgres::Error> {
-        if let Some(s) = self.cache.0.get(sql) {
-            return Ok(s.clone());
-        }
-        let s = self.client.wait(self.client.prepare(sql))?;
-        self.cache.0.insert(sql, s.clone());
-        Ok(s)
-    }
-
-    pub(super) fn execute(
-        &mut self,
-        sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<u64, tokio_postgres::Error> {
-        let s = self.prepared(sql)?;
-        self.client.wait(self.client.execute(&s, params))
-    }
-
-    /// Runs `statements` in order, sent one after the other without waiting for each answer
-    /// (the server runs them in the order sent): one round trip for all. The first error, in
-    /// their order (a statement after a failed one fails too, the transaction being aborted).
-    pub(super) fn execute_all(
-        &mut self,
-        statements: &[Sql<'_>],
-    ) -> Result<(), tokio_postgres::Error> {
-        let prepared =
-            statements.iter().map(|(sql, _)| self.prepared(sql)).collect::<Result<Vec<_>, _>>()?;
-        let client = self.client;
-        let runs = prepared
-            .iter()
-            .zip(statements)
-            .map(|(s, (_, params))| client.execute(s, params.as_slice()));
-        self.client.wait(futures::future::join_all(runs)).into_iter().try_for_each(|r| r.map(drop))
-    }
-
-    pub(super) fn query(
-        &mut self,
-        sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<Row>, tokio_postgres::Error> {
-        let s = self.prepared(sql)?;
-        self.client.wait(self.client.query(&s, params))
-    }
-
-    pub(super) fn query_opt(
-        &mut self,
-        sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Option<Row>, tokio_postgres::Error> {
-        let s = self.prepared(sql)?;
-        self.client.wait(self.client.query_opt(&s, params))
-    }
-
-    pub(super) fn batch_execute(&mut self, sql: &str) -> Result<(), tokio_postgres::Error> {
-        self.client.wait(self.client.batch_execute(sql))
-    }
 }

@@ -14,6 +14,7 @@ mod errors;
 mod guard;
 mod in_place;
 mod index;
+mod meta;
 mod path;
 mod prune;
 mod queues;

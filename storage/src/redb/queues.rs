@@ -8,8 +8,9 @@
 
 use ::redb::{Database, ReadTransaction, ReadableTable, TableDefinition};
 
-use super::read::storage;
-use super::tables::{META, META_FORMAT_VERSION, Tables};
+use super::index::storage;
+use super::meta::{META, META_FORMAT_VERSION};
+use super::tables::Tables;
 use crate::codec::{self, table};
 use crate::plan_queue::QueueWrites;
 use crate::queue_verify::QueueRows;

@@ -6,8 +6,8 @@
 
 use ::redb::{Database, ReadTransaction, ReadableTable, TableDefinition};
 
-use super::read::storage;
-use super::tables::{META, META_FORMAT_VERSION};
+use super::index::storage;
+use super::meta::{META, META_FORMAT_VERSION};
 use crate::codec::{self, table};
 use crate::limits::{self, READ_LIMIT_MAX};
 use crate::{Error, Problem, Seq, Signal, ThreadId};

@@ -14,20 +14,8 @@ use super::index::{storage, stored_thread_in};
 use crate::codec::{self, StoredThread, table};
 use crate::{Error, ThreadId};
 
-/// Magic value of the meta table's `magic` key.
-pub(crate) const MAGIC: &[u8] = b"CAIRNDB";
-/// The first bytes of every redb file: 'redb' then 0x1A 0x0A 0xA9 0x0D 0x0A.
-pub(crate) const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
+pub(crate) use super::meta::*;
 
-pub(crate) const META_MAGIC: &str = "magic";
-pub(crate) const META_FORMAT_VERSION: &str = "format_version";
-pub(crate) const META_CREATED_AT_MS: &str = "created_at_ms";
-pub(crate) const META_LAST_LSN: &str = "last_lsn";
-pub(crate) const META_LAST_CHECKPOINT_ID: &str = "last_checkpoint_id";
-/// Only while a v1 file is migrated: the last lsn the correlation index covers (`migrate.rs`).
-pub(crate) const META_CORRELATIONS_BUILT_TO: &str = "correlations_built_to";
-
-pub(crate) const META: TableDefinition<'_, &str, &[u8]> = TableDefinition::new(table::META);
 pub(crate) const EVENTS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new(table::EVENTS);
 pub(crate) const SEQ_INDEX: TableDefinition<'_, (&str, u64), &[u8]> =
     TableDefinition::new(table::SEQ_INDEX);
