@@ -4,7 +4,7 @@
 //!
 //! A tool call is recorded before it runs (`tool_called`) and after (`tool_returned`); a crash
 //! between the two, or another engine taking the thread over, runs the call again (at least
-//! once). [`cairn::ToolCtx::idempotency_key`] is the same in every run of one recorded call, so
+//! once). [`cairn::dsl::ToolCtx::idempotency_key`] is the same in every run of one recorded call, so
 //! the service sees the second request under the first one's key and answers with the charge it
 //! already made: the card is charged once. The crash test of this example
 //! (`examples/tests/payments_crash.rs`) crashes the checkout at every I/O operation and counts
