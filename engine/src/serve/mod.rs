@@ -46,6 +46,7 @@
 //! | GET | `/api/threads/{id}/replay` | the thread replayed against the engine's code, as `cairn replay --json` |
 //! | GET | `/api/resumable?max_age_ms=` | threads the engine could resume and does not drive, as `cairn resumable --json` |
 //! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|signal\|fork` | controls |
+//! | POST | `/api/workflows/{id}/threads?wait_ms=` | starts a thread (a control): body `{input, id?, labels?, version?, queue?, key?, priority?, dedup?}`; 201 new, 200 existing; `{thread, created, link}`, with `wait_ms` also its result (see `start`) |
 //!
 //! Every `POST` and `DELETE` (a control) needs `Authorization: Bearer <token>`; on a public
 //! endpoint every `GET` does too, but the web view's pages and assets. [`route_table`] lists
@@ -71,6 +72,7 @@ mod queues;
 pub(crate) mod results;
 mod routes;
 mod sse;
+mod start;
 mod threads;
 pub mod view;
 

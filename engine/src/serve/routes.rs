@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::access::{self, Access};
 use super::params::Reject;
-use super::{checkpoints, controls, messages, ops, pages, queues, results, sse, threads};
+use super::{checkpoints, controls, messages, ops, pages, queues, results, sse, start, threads};
 use crate::api::engine::Engine;
 use crate::debug::Redactor;
 use crate::error::Error;
@@ -109,7 +109,8 @@ pub(super) fn table() -> Table {
         .get("/api/queues", queues::list)
         .get("/api/checkpoints", checkpoints::list)
         .get("/api/checkpoints/{id}", checkpoints::show)
-        .at("POST", "/api/threads/{id}/{control}", post(controls::control));
+        .at("POST", "/api/threads/{id}/{control}", post(controls::control))
+        .at("POST", "/api/workflows/{id}/threads", post(start::start));
     pages::routes(t)
 }
 
