@@ -120,7 +120,7 @@ async fn a_start_is_idempotent_on_its_id_applies_labels_and_waits_for_the_output
     let shown = get(format!("{base}{}/result", waited.location.unwrap())).await;
     assert_eq!(shown["output"], waited.body["output"]);
     // Without an id: a fresh one, created.
-    let fresh = post(url.clone(), token, json!({"input": {}})).await;
+    let fresh = post(url.clone(), token, json!({"input": {"total": 0, "log": []}})).await;
     assert_eq!((fresh.status, &fresh.body["created"]), (201, &json!(true)), "{}", fresh.body);
     assert_ne!(fresh.body["thread"], "s-1");
     server.shutdown().await;
@@ -142,13 +142,17 @@ async fn a_start_on_a_queue_waits_in_line_under_its_key_and_a_dedup_key_answers_
     let token = Some(server.token().to_owned());
     let url = format!("{base}/api/workflows/ask/threads");
     // The queue's one place, held by a thread waiting for input.
-    let holder =
-        post(url.clone(), token.clone(), json!({"input": {}, "id": "h", "queue": "q"})).await;
+    let holder = post(
+        url.clone(),
+        token.clone(),
+        json!({"input": {"total": 0, "log": []}, "id": "h", "queue": "q"}),
+    )
+    .await;
     assert_eq!(holder.status, 201, "{}", holder.body);
     let h = engine.thread("h").await.unwrap();
     assert_eq!(h.wait().await.unwrap().status, ThreadStatus::WaitingInput);
 
-    let queued = json!({"input": {}, "id": "w", "queue": "q", "key": "k", "priority": 9,
+    let queued = json!({"input": {"total": 0, "log": []}, "id": "w", "queue": "q", "key": "k", "priority": 9,
                         "dedup": "report-7"});
     let started = post(url.clone(), token.clone(), queued).await;
     assert_eq!(started.status, 201, "{}", started.body);
@@ -158,7 +162,8 @@ async fn a_start_on_a_queue_waits_in_line_under_its_key_and_a_dedup_key_answers_
     assert_eq!(q["waiting"], 1, "{q}");
     assert_eq!(q["keys"]["k"]["waiting"], 1, "{q}");
     // Another start with the dedup key: its holder, not a new thread.
-    let dup = json!({"input": {}, "id": "w2", "queue": "q", "dedup": "report-7"});
+    let dup =
+        json!({"input": {"total": 0, "log": []}, "id": "w2", "queue": "q", "dedup": "report-7"});
     let deduped = post(url, token, dup).await;
     assert_eq!(deduped.status, 200, "{}", deduped.body);
     assert_eq!((&deduped.body["thread"], &deduped.body["created"]), (&json!("w"), &json!(false)));
@@ -180,14 +185,29 @@ async fn a_bad_start_is_a_4xx_naming_what_and_writes_nothing() {
     let token = Some(server.token().to_owned());
     let url = format!("{base}/api/workflows/add/threads");
     let cases = [
-        (format!("{base}/api/workflows/no-such/threads"), json!({"input": {}}), 404, "workflow"),
+        (
+            format!("{base}/api/workflows/no-such/threads"),
+            json!({"input": {"total": 0, "log": []}}),
+            404,
+            "workflow",
+        ),
         (url.clone(), json!({"input": 5}), 400, "input"),
         (url.clone(), json!({"id": "x"}), 400, "input"),
-        (url.clone(), json!({"input": {}, "labels": {"a": 1}}), 400, "labels.a"),
-        (url.clone(), json!({"input": {}, "start_at_ms": 1}), 400, "start_at_ms"),
-        (url.clone(), json!({"input": {}, "key": "k"}), 400, "key"),
-        (url.clone(), json!({"input": {}, "queue": "nope"}), 404, "queue"),
-        (format!("{url}?wait_ms=soon"), json!({"input": {}}), 400, "wait_ms"),
+        (
+            url.clone(),
+            json!({"input": {"total": 0, "log": []}, "labels": {"a": 1}}),
+            400,
+            "labels.a",
+        ),
+        (
+            url.clone(),
+            json!({"input": {"total": 0, "log": []}, "start_at_ms": 1}),
+            400,
+            "start_at_ms",
+        ),
+        (url.clone(), json!({"input": {"total": 0, "log": []}, "key": "k"}), 400, "key"),
+        (url.clone(), json!({"input": {"total": 0, "log": []}, "queue": "nope"}), 404, "queue"),
+        (format!("{url}?wait_ms=soon"), json!({"input": {"total": 0, "log": []}}), 400, "wait_ms"),
     ];
     for (at, body, status, field) in cases {
         let got = post(at.clone(), token.clone(), body.clone()).await;
@@ -198,7 +218,7 @@ async fn a_bad_start_is_a_4xx_naming_what_and_writes_nothing() {
             got.body
         );
     }
-    let missing = post(url, None, json!({"input": {}, "id": "t"})).await;
+    let missing = post(url, None, json!({"input": {"total": 0, "log": []}, "id": "t"})).await;
     assert_eq!((missing.status, missing.body["field"].as_str()), (401, Some("authorization")));
     let all = engine
         .store()
