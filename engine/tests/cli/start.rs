@@ -26,10 +26,21 @@ fn serve(db: &Path) -> (Spawned, String, String) {
 }
 
 /// Stops `cairn serve` with SIGTERM and checks it exits cleanly.
-fn stop(server: Spawned, pid: &str) {
-    let killed = Command::new("kill").args(["-TERM", pid]).status().expect("kill");
+fn stop(server: Spawned, guard: Killer) {
+    let killed = Command::new("kill").args(["-TERM", &guard.0]).status().expect("kill");
+    std::mem::forget(guard);
     assert!(killed.success());
     assert_eq!(server.wait(), 0);
+}
+
+/// Kills `cairn serve` (by its pid) when a failed assertion unwinds past it: the process would
+/// otherwise outlive the test and hold the test runner's output open.
+struct Killer(String);
+
+impl Drop for Killer {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-KILL", &self.0]).status();
+    }
 }
 
 /// The fenced block of README.md that opens with "```{lang}" and contains `needle`.
@@ -52,6 +63,7 @@ fn cairn_start_through_cairn_serve_runs_the_thread_and_the_readme_snippets_work(
     let db = dir.path().join("cairn-demo.db");
     std::fs::copy(demo_db(), &db).expect("copy the demo database");
     let (server, address, pid) = serve(&db);
+    let guard = Killer(pid);
 
     let args = ["start", "research-agent", "--input", INPUT, "--id", "s-1", "--label", "team=a"];
     let mut waited = args.to_vec();
@@ -86,7 +98,7 @@ fn cairn_start_through_cairn_serve_runs_the_thread_and_the_readme_snippets_work(
     assert!(out.status.success(), "{python}: {}", String::from_utf8_lossy(&out.stderr));
     let printed = String::from_utf8_lossy(&out.stdout);
     assert!(printed.starts_with("asked-2 completed "), "{printed}");
-    stop(server, &pid);
+    stop(server, guard);
     let shown = on(&db, &["show", "asked-2", "--json"]).expect(0).json();
     assert_eq!(shown["status"], "completed", "{shown}");
 }
