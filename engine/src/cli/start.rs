@@ -164,8 +164,8 @@ pub(super) async fn start(args: StartArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         "status": status.as_str(),
         "through": "database",
     });
-    if let Some(Ok(Value::Object(result))) = &waited {
-        out.as_object_mut().map(|o| o.extend(result.clone()));
+    if let (Some(Ok(Value::Object(result))), Some(out)) = (&waited, out.as_object_mut()) {
+        out.extend(result.clone());
     }
     if args.common.json {
         print_json(&out)?;
