@@ -137,3 +137,21 @@ fn cairn_start_on_a_free_file_writes_the_thread_created_and_the_next_engine_runs
     assert_eq!(shown["status"], "completed", "{shown}");
     on(&db, &["result", "c-1"]).expect(0);
 }
+
+/// On PostgreSQL (when a local cluster can be started; skipped otherwise): the thread is
+/// written created, and a worker on the database runs it.
+#[test]
+fn cairn_start_on_postgres_writes_the_thread_created_and_a_worker_runs_it() {
+    use cairn::storage::pg_cluster::Cluster;
+    let Some(cluster) = Cluster::start("cairn_start_on_postgres") else { return };
+    let url = cluster.new_database();
+    let db = Path::new(&url);
+    on(db, &["init"]).expect(0);
+    let start = ["start", "research-agent", "--input", INPUT, "--id", "p-1", "--json"];
+    let written = on(db, &start).expect(0).json();
+    assert_eq!((&written["created"], &written["status"]), (&true.into(), &"created".into()));
+    assert_eq!(written["through"], "database", "{written}");
+    on(db, &["worker", "--exit-when-idle", "--poll-ms", "100"]).expect(0);
+    let shown = on(db, &["show", "p-1", "--json"]).expect(0).json();
+    assert_eq!(shown["status"], "completed", "{shown}");
+}
