@@ -55,6 +55,7 @@ pub use cairn_dsl as dsl;
 pub use cairn_storage as storage;
 
 pub use api::builder::EngineBuilder;
+pub use api::create::Creation;
 pub use api::engine::Engine;
 pub use api::handle::{EventStream, Outcome, ThreadHandle};
 pub use api::patches::Unpatched;

@@ -3,6 +3,7 @@
 pub mod builder;
 pub mod channels;
 mod controls;
+pub mod create;
 pub mod engine;
 pub mod handle;
 mod health;

@@ -15,6 +15,8 @@
 //! `abandon`, `cancel`, `pause`, `input`, `signal`, `fork`, `serve`), and `resumable` without an endpoint (its open
 //! proves that no runner holds the threads it lists), open it for writing and fail with exit
 //! code 4 while another process holds it.
+//! `start` posts to an endpoint that serves the file, and otherwise writes the thread `created`
+//! for the next engine that opens it (never runs it here).
 //! `delete` and `signal`, like the controls, go through an endpoint that serves the file. `result --wait`
 //! long-polls an endpoint that serves the file, and otherwise reads the file again until the
 //! wait ends; on PostgreSQL it waits through the database.
@@ -74,6 +76,7 @@ mod result;
 mod schedule;
 mod serve;
 mod signal;
+mod start;
 mod state;
 mod table;
 mod threads;
@@ -185,6 +188,9 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Answers a workflow's read-only query from a thread's stored state.
     Query(query::QueryArgs),
+    /// Start a thread: through the engine serving the file (`--wait SECS`: and wait for its
+    /// result), or, with none, written `created` for the next engine that opens the file.
+    Start(start::StartArgs),
     /// Durable schedules: create, list, pause, resume, trigger, delete.
     Schedule(schedule::ScheduleCommand),
     /// Named queues with concurrency, per-key and rate limits: list, define.
@@ -298,6 +304,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Fork(args) => fork::fork(args, wfs).await?,
         Command::Replay(args) => replay::replay(args, wfs).await?,
         Command::Patches(args) => patches::patches(args, wfs).await?,
+        Command::Start(args) => start::start(args, wfs).await?,
         Command::Schedule(cmd) => schedule::command(cmd, wfs).await?,
         Command::Queue(cmd) => queue::command(cmd, wfs).await?,
         Command::Query(args) => query::query(args, wfs).await?,

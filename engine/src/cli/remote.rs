@@ -27,6 +27,15 @@ pub(super) fn post(
     control: &str,
     body: &Value,
 ) -> anyhow::Result<Option<Value>> {
+    post_to(db, &format!("/api/threads/{thread}/{control}"), body)
+}
+
+/// The endpoint's answer to `POST {path}` (with its query) with `body`, as [`post`]: `None` when
+/// no endpoint is announced for `db` or none answers there; a 200 or 201 is an answer.
+///
+/// # Errors
+/// As [`post`].
+pub(super) fn post_to(db: &Path, path: &str, body: &Value) -> anyhow::Result<Option<Value>> {
     let Some(endpoint) = discovery::find(db).ok().flatten() else { return Ok(None) };
     let token = std::fs::read_to_string(&endpoint.token_file).map_err(|e| {
         fail(
@@ -45,7 +54,7 @@ pub(super) fn post(
         .timeout_global(Some(std::time::Duration::from_secs(CONTROL_TIMEOUT_S)))
         .build()
         .into();
-    let url = format!("http://{}/api/threads/{thread}/{control}", endpoint.address);
+    let url = format!("http://{}{path}", endpoint.address);
     let sent = agent
         .post(&url)
         .header("authorization", &format!("Bearer {}", token.trim()))
@@ -62,7 +71,7 @@ pub(super) fn post(
     let status = response.status().as_u16();
     let text = response.body_mut().read_to_string().unwrap_or_default();
     let answer: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    if status == 200 {
+    if status == 200 || status == 201 {
         return Ok(Some(answer));
     }
     let error = answer["error"].as_str().unwrap_or("refused").to_owned();

@@ -62,15 +62,24 @@ pub(super) async fn result(args: ResultArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     } else {
         print_text(&text_of(&answer));
     }
+    verdict(&answer, &args.thread)
+}
+
+/// The exit of a command that answers a thread's result: 0 completed, 1 ended otherwise,
+/// [`EXIT_PENDING`] not finished.
+///
+/// # Errors
+/// A [`super::common::Failure`] with that code when the thread did not complete.
+pub(super) fn verdict(answer: &Value, thread: &str) -> anyhow::Result<()> {
     match (answer["finished"].as_bool(), answer["status"].as_str()) {
         (Some(true), Some("completed")) => Ok(()),
-        (Some(true), _) => Err(fail(EXIT_FAILED, format!("{} did not complete", args.thread))),
-        _ => Err(fail(EXIT_PENDING, format!("{} has not finished", args.thread))),
+        (Some(true), _) => Err(fail(EXIT_FAILED, format!("{thread} did not complete"))),
+        _ => Err(fail(EXIT_PENDING, format!("{thread} has not finished"))),
     }
 }
 
 /// Long polls of the endpoint until the thread finished or `wait` is over.
-fn poll(ep: &Endpoint, thread: &str, wait: Duration) -> anyhow::Result<Value> {
+pub(super) fn poll(ep: &Endpoint, thread: &str, wait: Duration) -> anyhow::Result<Value> {
     let deadline = Instant::now() + wait;
     let path = format!("/api/threads/{}/result", endpoint::segment(thread));
     loop {
@@ -106,7 +115,7 @@ async fn from_snapshots(
     }
 }
 
-async fn answer_of(
+pub(super) async fn answer_of(
     engine: &crate::Engine,
     thread: &str,
     outcome: Result<Option<crate::Outcome>, crate::Error>,
@@ -124,7 +133,7 @@ async fn answer_of(
     Ok(result_json(thread, status.as_str(), outcome.as_ref()))
 }
 
-fn text_of(answer: &Value) -> String {
+pub(super) fn text_of(answer: &Value) -> String {
     let thread = answer["thread"].as_str().unwrap_or_default();
     let status = answer["status"].as_str().unwrap_or_default();
     if answer["finished"].as_bool() != Some(true) {

@@ -141,11 +141,11 @@ fn parse_or_default<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, Re
 
 /// The body as `T`; a field that does not parse is named (`value`, `labels.team`), or `body`
 /// when the JSON itself is malformed.
-fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, Reject> {
+pub(super) fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, Reject> {
     let mut de = serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
-        let field = if path == "." || path.is_empty() { "body".to_owned() } else { path };
+        let field = if matches!(path.as_str(), "." | "?" | "") { "body".to_owned() } else { path };
         let inner = e.into_inner();
         // A missing or unknown field is named in serde's message, not in the path.
         let field = missing_or_unknown(&inner.to_string()).unwrap_or(field);

@@ -49,6 +49,7 @@
 //! | GET | `/api/schedules` | every schedule with its next ticks and last runs (see `catalog`) |
 //! | POST | `/api/schedules/{name}/pause\|resume\|trigger` | schedule controls |
 //! | DELETE | `/api/schedules/{name}` | deletes a schedule (a control) |
+//! | POST | `/api/workflows/{id}/threads?wait_ms=` | starts a thread (a control): body `{input, id?, labels?, version?, queue?, key?, priority?, dedup?}`; 201 new, 200 existing; `{thread, created, link}`, with `wait_ms` also its result (see `start`) |
 //!
 //! Every `POST` and `DELETE` (a control) needs `Authorization: Bearer <token>`; on a public
 //! endpoint every `GET` does too, but the web view's pages and assets. [`route_table`] lists
@@ -77,6 +78,7 @@ mod queues;
 pub(crate) mod results;
 mod routes;
 mod sse;
+mod start;
 mod threads;
 pub mod view;
 

@@ -76,17 +76,23 @@ pub(super) async fn result(
 ) -> Result<Json<Value>, Reject> {
     let id = segment(id)?;
     let wait = Duration::from_millis(wait_param(&pairs(q)?)?);
+    Ok(Json(answer(&app, &id, wait).await?))
+}
+
+/// The result of thread `id` as `GET /api/threads/{id}/result` answers it, waiting up to `wait`
+/// (already bounded by [`wait_param`]) for an unfinished thread.
+pub(super) async fn answer(app: &App, id: &str, wait: Duration) -> Result<Value, Reject> {
     let engine = &app.engine;
     let outcome = tokio::select! {
-        outcome = engine.await_result(&id, wait) => outcome.map_err(|e| reject(e, "thread"))?,
+        outcome = engine.await_result(id, wait) => outcome.map_err(|e| reject(e, "thread"))?,
         // A server stopping answers what it has instead of holding the request.
         () = app.stop.cancelled() => None,
     };
     let status = match &outcome {
         Some(o) => o.status,
-        None => super::threads::status_of(engine, &id).await?,
+        None => super::threads::status_of(engine, id).await?,
     };
-    Ok(Json(result_json(&id, status.as_str(), outcome.as_ref())))
+    Ok(result_json(id, status.as_str(), outcome.as_ref()))
 }
 
 pub(super) async fn delete(

@@ -12,7 +12,7 @@ use axum::routing::{MethodRouter, delete, get, post};
 use super::access::{self, Access};
 use super::app::App;
 use super::params::Reject;
-use super::{checkpoints, controls, messages, ops, pages, queues, results, sse, threads};
+use super::{checkpoints, controls, messages, ops, pages, queues, results, sse, start, threads};
 use crate::limits::SERVE_BODY_BYTES_MAX;
 
 /// A router and the list of its routes as it is built: the list is what [`super::route_table`]
@@ -77,7 +77,8 @@ pub(super) fn table() -> Table {
         .get("/api/queues", queues::list)
         .get("/api/checkpoints", checkpoints::list)
         .get("/api/checkpoints/{id}", checkpoints::show)
-        .at("POST", "/api/threads/{id}/{control}", post(controls::control));
+        .at("POST", "/api/threads/{id}/{control}", post(controls::control))
+        .at("POST", "/api/workflows/{id}/threads", post(start::start));
     pages::routes(t)
 }
 

@@ -27,5 +27,6 @@ mod schedule_run;
 mod seed_import;
 mod seen;
 mod serve;
+mod start;
 mod starting;
 mod through;

@@ -62,6 +62,8 @@ mod schedules;
 mod serve;
 #[cfg(feature = "http")]
 mod serve_auth;
+#[cfg(feature = "http")]
+mod serve_start;
 mod signals;
 mod spans;
 mod telemetry;

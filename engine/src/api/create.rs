@@ -1,0 +1,117 @@
+//! Creating a thread without driving it ([`Engine::create`]): the thread is written `created`
+//! (or queued, on a queue) and left for an engine that runs threads, which resumes it from its
+//! open (recovery resumes `created` threads), its queue admitter, or, on a shared database, its
+//! poller. A process that only writes (the command line: `cairn start` on a file no engine
+//! holds) starts threads this way, so that it never leaves a thread `running` with nothing
+//! driving it when it exits.
+//!
+//! The same write, followed by a drive of the thread (or a nudge of the queue admitter), is how
+//! the HTTP endpoint starts one (`crate::serve`): [`Creation::created`] says whether the call
+//! wrote the thread or found it (an existing id, a dedup key held).
+
+use cairn_storage::{Pending, ThreadId};
+
+use super::engine::Engine;
+use super::handle::ThreadHandle;
+use crate::config::StartOptions;
+use crate::error::Error;
+use crate::exec::drive::spawn_drive;
+
+/// What [`Engine::create`] did: the thread that answers the call, and whether the call wrote it.
+#[derive(Clone)]
+pub struct Creation {
+    /// The thread: the one written, the existing thread of the id, or the holder of the dedup key.
+    pub thread: ThreadHandle,
+    /// The call wrote the thread (`false`: it existed, or another thread holds the dedup key).
+    pub created: bool,
+}
+
+impl Engine {
+    /// Writes a thread of `workflow` on `input` as [`Engine::start`] does, but does not run it:
+    /// it is left `created` (on a queue, queued in line) for an engine that runs threads. On a
+    /// file that is the next engine to open it (`cairn serve`, `cairn worker`, an application:
+    /// recovery resumes `created` threads); on a shared database any engine polling it. On an
+    /// engine that runs threads itself, use [`Engine::start`]: a thread created here waits for
+    /// the next open (a queued one is admitted by this engine's admitter).
+    ///
+    /// Idempotent on `options.thread_id` as `start` is; a dedup key held answers its holder.
+    ///
+    /// # Errors
+    /// As [`Engine::start`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// use cairn::{RecoveryPolicy, StartOptions, ThreadStatus};
+    /// // An engine that runs nothing: it writes the thread and closes.
+    /// let engine = cairn::Engine::builder("cairn.db").recovery(RecoveryPolicy::Park).open().await?;
+    /// let done = engine.create("double", 21, StartOptions::id("job-1")).await?;
+    /// assert_eq!(done.thread.status().await?, ThreadStatus::Created);
+    /// engine.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn create(
+        &self,
+        workflow: &str,
+        input: impl serde::Serialize,
+        options: StartOptions,
+    ) -> Result<Creation, Error> {
+        let input = serde_json::to_value(input)?;
+        self.write_start(workflow, input, options, false).await
+    }
+
+    /// Writes a start as [`Engine::create`] does and, when `drive`, runs what it wrote: a thread
+    /// started at once is driven here, a queued one waits for this engine's admitter.
+    pub(crate) async fn write_start(
+        &self,
+        workflow: &str,
+        input: serde_json::Value,
+        options: StartOptions,
+        drive: bool,
+    ) -> Result<Creation, Error> {
+        let wf = self.shell.registry.latest(workflow, options.version)?;
+        let (id, labels, policy) = self.start_fields(&options)?;
+        let batch =
+            crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy).await?;
+        let Some(batch) = batch else {
+            return Ok(Creation { thread: ThreadHandle::new(self.clone(), id), created: false });
+        };
+        let (thread, created) = if options.queue.is_some() {
+            let pending = self.shell.store.append(Engine::enqueued(batch, &id, &options))?;
+            let (thread, created) = self.settle_enqueued(&wf, &id, pending).await?;
+            if created && drive {
+                self.shell.admit.notify_one();
+            }
+            (thread, created)
+        } else {
+            let pending = self.shell.store.append(batch)?;
+            let created = crate::exec::start::settle(&self.shell, &wf, &id, pending).await?;
+            if created && drive {
+                spawn_drive(&self.shell, id.clone(), "started");
+            }
+            (id, created)
+        };
+        Ok(Creation { thread: ThreadHandle::new(self.clone(), thread), created })
+    }
+
+    /// Waits for the write of a start on a queue: the thread put in line (`true`), the same id
+    /// created meanwhile by another start, or the holder of the dedup key (`false`: the write
+    /// was refused and wrote nothing).
+    async fn settle_enqueued(
+        &self,
+        wf: &cairn_dsl::DynWorkflow,
+        id: &ThreadId,
+        pending: Pending,
+    ) -> Result<(ThreadId, bool), Error> {
+        match pending.wait().await {
+            Ok(_) => Ok((id.clone(), true)),
+            Err(cairn_storage::Error::Duplicate { thread, .. }) => Ok((thread, false)),
+            Err(cairn_storage::Error::GuardFailed { .. }) => {
+                let existing = crate::exec::fetch::record(self.shell.store.as_ref(), id).await?;
+                crate::exec::start::same_workflow(&existing, wf)?;
+                Ok((id.clone(), false))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}

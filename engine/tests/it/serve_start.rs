@@ -1,0 +1,230 @@
+//! Starting a thread from outside (issue 32 item 1): `POST /api/workflows/{id}/threads` over
+//! real loopback HTTP. A new id is 201 and the same id again 200 with the same thread (one
+//! thread stored); labels and the queue (key, priority, dedup) are applied; `wait_ms` answers
+//! the thread's output in the same call; an unknown workflow is a 404, a bad body a 400 naming
+//! its field, a missing token a 401.
+
+use std::sync::Arc;
+
+use cairn::dsl::{Ctx, NodeOutput, Workflow};
+use cairn::storage::{Page, QueueLimits, ThreadFilter};
+use cairn::{END, Engine, START, ThreadStatus};
+use serde_json::{Value, json};
+
+use crate::common::{Tally, db};
+
+/// Adds one to the total and ends.
+fn adds() -> Workflow<Tally> {
+    Workflow::<Tally>::builder("add", 1)
+        .node("add", |_s: Arc<Tally>, _ctx: Ctx| async move {
+            Ok(NodeOutput::update((1, "added".into())))
+        })
+        .edge(START, "add")
+        .edge("add", END)
+        .build()
+        .unwrap()
+}
+
+/// Waits for input (a thread that holds its queue's one place).
+fn asks() -> Workflow<Tally> {
+    Workflow::<Tally>::builder("ask", 1)
+        .node("ask", |_s: Arc<Tally>, ctx: Ctx| async move {
+            let n: u64 = ctx.interrupt(json!({"question": "how many?"}))?;
+            Ok(NodeOutput::update((n, "answered".into())))
+        })
+        .edge(START, "ask")
+        .edge("ask", END)
+        .build()
+        .unwrap()
+}
+
+/// An answer: status, the `Location` header, the body as JSON.
+struct Answer {
+    status: u16,
+    location: Option<String>,
+    body: Value,
+}
+
+/// `POST {url}` with `body` and the token `token`, off the async workers.
+async fn post(url: String, token: Option<String>, body: Value) -> Answer {
+    tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent =
+            ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let mut req = agent.post(&url).header("content-type", "application/json");
+        if let Some(t) = &token {
+            req = req.header("authorization", &format!("Bearer {t}"));
+        }
+        let mut resp = req.send(body.to_string().as_str()).unwrap();
+        let status = resp.status().as_u16();
+        let location =
+            resp.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let text = resp.body_mut().read_to_string().unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Answer { status, location, body }
+    })
+    .await
+    .unwrap()
+}
+
+/// A `GET` of `url`: the body as JSON.
+async fn get(url: String) -> Value {
+    tokio::task::spawn_blocking(move || {
+        let mut resp = ureq::get(&url).call().unwrap();
+        serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_is_idempotent_on_its_id_applies_labels_and_waits_for_the_output() {
+    let (_d, path) = db();
+    let (engine, server) = Engine::builder(&path)
+        .workflow(&adds())
+        .serve(([127, 0, 0, 1], 0).into())
+        .open()
+        .await
+        .unwrap();
+    let base = format!("http://{}", server.addr());
+    let token = Some(server.token().to_owned());
+    let url = format!("{base}/api/workflows/add/threads");
+
+    let body = json!({"input": {"total": 41, "log": []}, "id": "s-1", "labels": {"team": "a"}});
+    let first = post(url.clone(), token.clone(), body.clone()).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    assert_eq!(first.body, json!({"thread": "s-1", "created": true, "link": "/api/threads/s-1"}));
+    assert_eq!(first.location.as_deref(), Some("/api/threads/s-1"));
+    let again = post(url.clone(), token.clone(), body).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["thread"], "s-1");
+    assert_eq!(again.body["created"], false);
+    let all = engine
+        .store()
+        .list_threads(&ThreadFilter::default(), Page { limit: 10, offset: 0 })
+        .unwrap();
+    assert_eq!(all.len(), 1, "one thread for the two starts of one id");
+    assert_eq!(all[0].labels.get("team").map(String::as_str), Some("a"));
+
+    // Started and waited for in one call: the answer carries the output.
+    let waited = post(
+        format!("{url}?wait_ms=10000"),
+        token.clone(),
+        json!({"input": {"total": 1, "log": []}, "id": "s-2"}),
+    )
+    .await;
+    assert_eq!(waited.status, 201, "{}", waited.body);
+    assert_eq!(waited.body["finished"], true, "{}", waited.body);
+    assert_eq!(waited.body["status"], "completed");
+    assert_eq!(waited.body["output"]["total"], 2, "{}", waited.body);
+    // The link is the thread's, and what it reads is what the result route answers.
+    let shown = get(format!("{base}{}/result", waited.location.unwrap())).await;
+    assert_eq!(shown["output"], waited.body["output"]);
+    // Without an id: a fresh one, created.
+    let fresh = post(url.clone(), token, json!({"input": {"total": 0, "log": []}})).await;
+    assert_eq!((fresh.status, &fresh.body["created"]), (201, &json!(true)), "{}", fresh.body);
+    assert_ne!(fresh.body["thread"], "s-1");
+    server.shutdown().await;
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_on_a_queue_waits_in_line_under_its_key_and_a_dedup_key_answers_its_holder() {
+    let (_d, path) = db();
+    let one = QueueLimits { concurrency_max: Some(1), per_key_max: None, rate: None };
+    let (engine, server) = Engine::builder(&path)
+        .workflow(&asks())
+        .queue("q", one)
+        .serve(([127, 0, 0, 1], 0).into())
+        .open()
+        .await
+        .unwrap();
+    let base = format!("http://{}", server.addr());
+    let token = Some(server.token().to_owned());
+    let url = format!("{base}/api/workflows/ask/threads");
+    // The queue's one place, held by a thread waiting for input.
+    let holder = post(
+        url.clone(),
+        token.clone(),
+        json!({"input": {"total": 0, "log": []}, "id": "h", "queue": "q"}),
+    )
+    .await;
+    assert_eq!(holder.status, 201, "{}", holder.body);
+    let h = engine.thread("h").await.unwrap();
+    assert_eq!(h.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+
+    let queued = json!({"input": {"total": 0, "log": []}, "id": "w", "queue": "q", "key": "k", "priority": 9,
+                        "dedup": "report-7"});
+    let started = post(url.clone(), token.clone(), queued).await;
+    assert_eq!(started.status, 201, "{}", started.body);
+    assert_eq!(engine.thread("w").await.unwrap().status().await.unwrap(), ThreadStatus::Queued);
+    let queues = get(format!("{base}/api/queues")).await;
+    let q = queues["queues"].as_array().unwrap().iter().find(|q| q["name"] == "q").unwrap();
+    assert_eq!(q["waiting"], 1, "{q}");
+    assert_eq!(q["keys"]["k"]["waiting"], 1, "{q}");
+    // Another start with the dedup key: its holder, not a new thread.
+    let dup =
+        json!({"input": {"total": 0, "log": []}, "id": "w2", "queue": "q", "dedup": "report-7"});
+    let deduped = post(url, token, dup).await;
+    assert_eq!(deduped.status, 200, "{}", deduped.body);
+    assert_eq!((&deduped.body["thread"], &deduped.body["created"]), (&json!("w"), &json!(false)));
+    assert!(engine.thread("w2").await.is_err(), "no thread w2");
+    server.shutdown().await;
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_start_is_a_4xx_naming_what_and_writes_nothing() {
+    let (_d, path) = db();
+    let (engine, server) = Engine::builder(&path)
+        .workflow(&adds())
+        .serve(([127, 0, 0, 1], 0).into())
+        .open()
+        .await
+        .unwrap();
+    let base = format!("http://{}", server.addr());
+    let token = Some(server.token().to_owned());
+    let url = format!("{base}/api/workflows/add/threads");
+    let cases = [
+        (
+            format!("{base}/api/workflows/no-such/threads"),
+            json!({"input": {"total": 0, "log": []}}),
+            404,
+            "workflow",
+        ),
+        (url.clone(), json!({"input": 5}), 400, "input"),
+        (url.clone(), json!({"id": "x"}), 400, "input"),
+        (
+            url.clone(),
+            json!({"input": {"total": 0, "log": []}, "labels": {"a": 1}}),
+            400,
+            "labels.a",
+        ),
+        (
+            url.clone(),
+            json!({"input": {"total": 0, "log": []}, "start_at_ms": 1}),
+            400,
+            "start_at_ms",
+        ),
+        (url.clone(), json!({"input": {"total": 0, "log": []}, "key": "k"}), 400, "key"),
+        (url.clone(), json!({"input": {"total": 0, "log": []}, "queue": "nope"}), 404, "queue"),
+        (format!("{url}?wait_ms=soon"), json!({"input": {"total": 0, "log": []}}), 400, "wait_ms"),
+    ];
+    for (at, body, status, field) in cases {
+        let got = post(at.clone(), token.clone(), body.clone()).await;
+        assert_eq!(
+            (got.status, got.body["field"].as_str()),
+            (status, Some(field)),
+            "{at} {body}: {}",
+            got.body
+        );
+    }
+    let missing = post(url, None, json!({"input": {"total": 0, "log": []}, "id": "t"})).await;
+    assert_eq!((missing.status, missing.body["field"].as_str()), (401, Some("authorization")));
+    let all = engine
+        .store()
+        .list_threads(&ThreadFilter::default(), Page { limit: 10, offset: 0 })
+        .unwrap();
+    assert!(all.is_empty(), "nothing written: {all:?}");
+    server.shutdown().await;
+    engine.shutdown().await;
+}
