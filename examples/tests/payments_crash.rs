@@ -4,7 +4,8 @@
 //! flight at a crash runs again; its idempotency key makes the service answer with the charge
 //! it made the first time, so no purpose is ever charged twice.
 #![allow(missing_docs, reason = "test code")]
-#![allow(clippy::print_stderr, reason = "the test prints its RELIABILITY line")]
+
+use std::io::Write as _;
 
 use cairn::testkit::{CrashCase, CrashHarness, Summary};
 use cairn_examples::payments::{Checkout, Payments, workflow};
@@ -44,7 +45,11 @@ fn a_crashed_checkout_never_charges_twice() {
             assert_eq!(ledger.charges.len(), 2, "{case}: both purposes charged: {ledger:?}");
         }
     }
-    eprintln!(
+    // Straight to the process's stderr (not the test's captured output), as every RELIABILITY
+    // line of the suite.
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(
+        err,
         "RELIABILITY payments cases={} charges={charges} requests={requests} \
          deduplicated_by_key={deduplicated} double_charges={double} \
          double_charges_without_keys={repeated}",

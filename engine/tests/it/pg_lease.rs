@@ -94,13 +94,13 @@ async fn a_tool_call_three_times_the_lease_runs_once_on_two_live_engines() {
     assert_eq!(out.log, ["call", "after"]);
     let log = bodies(&other, "long").await;
     let executions = fx.count();
-    println!(
+    crate::common::report(&format!(
         "RELIABILITY long_call lease_ms={LEASE_TTL_MS} call_ms={} executions={executions} \
          recorded_calls={} fenced={}",
         3 * LEASE_TTL_MS,
         tool_calls(&log),
         driver.fenced_runners() + other.fenced_runners()
-    );
+    ));
     assert_eq!(executions, 1, "the long call ran once");
     assert_eq!(tool_calls(&log), 1, "one recorded call");
     assert!(!log.iter().any(|b| matches!(b, Body::Recovered { .. })), "nobody took it over");
@@ -223,12 +223,12 @@ async fn a_stopped_engine_loses_its_thread_and_its_late_write_is_fenced() {
     signal(pid, "CONT");
     assert_eq!(wait_for("FENCED", Duration::from_secs(20)), "1");
     let after = bodies(&taker, "stopped").await;
-    println!(
+    crate::common::report(&format!(
         "RELIABILITY stopped_engine lease_ms={LEASE_TTL_MS} taken_over_after_ms={} \
          late_events={} fenced=1",
         taken_after.as_millis(),
         after.len() - before.len()
-    );
+    ));
     assert!(taken_after >= Duration::from_millis(LEASE_TTL_MS), "not before the lease lapsed");
     assert_eq!(after, before, "nothing of the stopped engine's late write reached the log");
     assert_eq!(tool_calls(&after), 2, "the stopped engine's call and the taker's");
@@ -284,12 +284,12 @@ async fn two_engines_opened_in_one_millisecond_make_different_ids() {
     }
     let stored =
         a.store().list_threads(&ThreadFilter::default(), Page { limit: 500, offset: 0 }).unwrap();
-    println!(
+    crate::common::report(&format!(
         "RELIABILITY same_millisecond_engines threads={} inputs={} drawn_values={}",
         stored.len(),
         inputs.len(),
         drawn.len()
-    );
+    ));
     assert_eq!(stored.len(), 100, "one thread per start");
     let expected: BTreeSet<u64> = (0..50).chain(1_000..1_050).collect();
     assert_eq!(inputs, expected, "each thread ran on its own input");
