@@ -77,14 +77,15 @@ impl Engine {
             return Ok(Creation { thread: ThreadHandle::new(self.clone(), id), created: false });
         };
         let (thread, created) = if options.queue.is_some() {
-            let pending = self.shell.store.append(Engine::enqueued(batch, &id, &options))?;
+            let pending =
+                self.shell.store.append_async(Engine::enqueued(batch, &id, &options)).await?;
             let (thread, created) = self.settle_enqueued(&wf, &id, pending).await?;
             if created && drive {
                 self.shell.admit.notify_one();
             }
             (thread, created)
         } else {
-            let pending = self.shell.store.append(batch)?;
+            let pending = self.shell.store.append_async(batch).await?;
             let created = crate::exec::start::settle(&self.shell, &wf, &id, pending).await?;
             if created && drive {
                 spawn_drive(&self.shell, id.clone(), "started");
