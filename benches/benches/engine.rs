@@ -292,7 +292,8 @@ fn recovery(
             let starts = (0..threads).map(|n| (0_u64, StartOptions::id(format!("r-{n:06}"))));
             engine.start_many(WORKFLOW, starts).await?;
             let last = format!("r-{:06}", threads - 1);
-            let last = engine.store().last_bookmark(&last.parse()?)?.context("the last start")?;
+            let last =
+                engine.store().last_bookmark(&last.parse()?).wait()?.context("the last start")?;
             engine.crash().await;
             anyhow::Ok(last.lsn)
         })?;
@@ -316,7 +317,7 @@ fn recovery(
             let opened_ms = u64::try_from(opened.as_millis())?;
             let mut cursor = before;
             let first = loop {
-                let events = engine.store().read_all_since(cursor, 10_000)?;
+                let events = engine.store().read_all_since(cursor, 10_000).wait()?;
                 let last =
                     events.last().map(|e| e.bookmark.lsn).context("a step after the reopen")?;
                 let found = events.iter().find(|e| {
@@ -374,7 +375,7 @@ fn history(
             outcome.status,
             outcome.output
         );
-        let last = engine.store().last_bookmark(&"long".parse()?)?.context("the long thread")?;
+        let last = engine.store().last_bookmark(&"long".parse()?).wait()?.context("the long thread")?;
         let last = last.seq.0;
         for _ in 0..runs {
             let (started, cpu) = (Instant::now(), on_cpu_ns()?);

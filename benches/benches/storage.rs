@@ -9,6 +9,7 @@
 //! comma-separated subset of `single,concurrent,read,checkpoint`) the sections run.
 #![allow(clippy::print_stdout, reason = "a benchmark's output is its printed figures")]
 
+use cairn_storage::{Append, ThreadLog};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -21,7 +22,7 @@ use cairn_benches::{
 use cairn_storage::limits::READ_LIMIT_MAX;
 use cairn_storage::{
     Batch, CheckpointKind, CheckpointMeta, Durability, NewCheckpoint, Options, RedbStore, Seq,
-    Store, StoreExt, WorkflowRef,
+    StoreExt, WorkflowRef,
 };
 
 /// Runs per figure (each figure is their median).
@@ -292,7 +293,7 @@ fn read_whole_thread(store: &RedbStore, events: u64) -> anyhow::Result<f64> {
         let mut after = Seq(0);
         let mut seen = 0u64;
         loop {
-            let page = store.read_since(&id, after, READ_LIMIT_MAX)?;
+            let page = store.read_since(&id, after, READ_LIMIT_MAX).wait()?;
             let Some(last) = page.last() else { break };
             after = last.bookmark.seq;
             seen += page.len() as u64;
@@ -340,7 +341,7 @@ fn checkpoint_latency(path: &Path, size: usize) -> anyhow::Result<(f64, f64)> {
     saved?;
     let (loaded, load_time) = timed(|| -> anyhow::Result<()> {
         for checkpoint in &ids {
-            let found = store.checkpoint(*checkpoint)?.context("checkpoint just saved")?;
+            let found = store.checkpoint(*checkpoint).wait()?.context("checkpoint just saved")?;
             anyhow::ensure!(
                 found.snapshot.len() == size,
                 "snapshot of {} bytes",

@@ -152,7 +152,7 @@ impl AgentRuntime {
     /// # Errors
     /// Storage errors.
     pub fn locks(&self) -> anyhow::Result<Vec<(String, String)>> {
-        Ok(self.engine.store().locks()?.into_iter().map(|l| (l.name, l.owner)).collect())
+        Ok(self.engine.store().locks().wait()?.into_iter().map(|l| (l.name, l.owner)).collect())
     }
 
     /// What `task` spent and did: tokens, cost, tool calls, steps (the seed's cost tracker).
@@ -198,7 +198,7 @@ impl AgentRuntime {
         let id = ThreadId::new(task)?;
         let store = self.engine.store();
         let mut out = Vec::new();
-        for event in store.read_since(&id, cairn::Seq(0), 10_000)? {
+        for event in store.read_since(&id, cairn::Seq(0), 10_000).wait()? {
             out.push(cairn::codec::decode(store.as_ref(), event)?.body);
         }
         Ok(out)

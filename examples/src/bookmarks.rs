@@ -54,8 +54,11 @@ pub async fn run(db: &Path) -> anyhow::Result<Seen> {
     let thread = engine.start("steps", 0u32, StartOptions::id("bookmarked")).await?;
     rx.await?;
     engine.crash().await; // as if the process died here
-    let bookmark =
-        engine.store().last_bookmark(thread.id())?.ok_or_else(|| anyhow::anyhow!("no events"))?;
+    let bookmark = engine
+        .store()
+        .last_bookmark(thread.id())
+        .wait()?
+        .ok_or_else(|| anyhow::anyhow!("no events"))?;
     let id = thread.id().clone();
     // A handle holds the engine, and so the file: let go of both before reopening.
     drop(thread);
@@ -65,7 +68,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Seen> {
     let mut sub = engine.subscribe(Scope::Thread(id), bookmark.seq.0)?;
     let thread = engine.thread("bookmarked").await?;
     let value: u32 = thread.output().await?;
-    let last = engine.store().last_bookmark(thread.id())?.map_or(0, |b| b.seq.0);
+    let last = engine.store().last_bookmark(thread.id()).wait()?.map_or(0, |b| b.seq.0);
     let mut since = Vec::new();
     while since.last().copied().unwrap_or(bookmark.seq.0) < last {
         since.push(sub.next().await?.bookmark.seq.0);

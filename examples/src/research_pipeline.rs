@@ -295,7 +295,11 @@ pub async fn run(db: &Path) -> anyhow::Result<Report> {
     let mut kinds = Vec::new();
     for kind in CheckpointKind::ALL {
         let filter = CheckpointFilter { kind: Some(*kind), ..CheckpointFilter::default() };
-        let n = engine.store().list_checkpoints(&filter, Page { limit: 1_000, offset: 0 })?.len();
+        let n = engine
+            .store()
+            .list_checkpoints(&filter, Page { limit: 1_000, offset: 0 })
+            .wait()?
+            .len();
         if n > 0 {
             kinds.push((*kind, n));
         }
@@ -328,7 +332,7 @@ pub async fn recover(
         kind: Some(CheckpointKind::Phase),
         ..CheckpointFilter::default()
     };
-    let page = engine.store().list_checkpoints(&filter, Page { limit: 1, offset: 0 })?;
+    let page = engine.store().list_checkpoints(&filter, Page { limit: 1, offset: 0 }).wait()?;
     let last = page.first().ok_or_else(|| anyhow::anyhow!("no phase checkpoint"))?;
     let options = ForkOptions::id(format!("{thread}.recovered"))
         .update(SessionUpdate::UseSandbox("cpu".into()));

@@ -153,7 +153,8 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
                 ..Default::default()
             },
             cairn::storage::Page { limit: 100, offset: 0 },
-        )?
+        )
+        .wait()?
         .iter()
         .filter_map(|r| r.id.as_str().rsplit('@').next()?.parse::<u64>().ok())
         .min()
@@ -174,8 +175,10 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     let mut statuses = Vec::new();
     let filter =
         cairn::storage::ThreadFilter { workflow_id: Some("report".into()), ..Default::default() };
-    for record in
-        engine.store().list_threads(&filter, cairn::storage::Page { limit: 100, offset: 0 })?
+    for record in engine
+        .store()
+        .list_threads(&filter, cairn::storage::Page { limit: 100, offset: 0 })
+        .wait()?
     {
         statuses.push(engine.thread(record.id.as_str()).await?.finished().await?.status);
     }
@@ -202,7 +205,7 @@ fn most_at_once(store: &dyn cairn::storage::Store) -> anyhow::Result<BTreeMap<St
     let mut most = BTreeMap::new();
     let mut after = cairn::Lsn(0);
     loop {
-        let page = store.read_all_since(after, 1_000)?;
+        let page = store.read_all_since(after, 1_000).wait()?;
         let Some(last) = page.last() else { return Ok(most) };
         after = last.bookmark.lsn;
         for event in page {

@@ -88,7 +88,8 @@ pub async fn run(db: &Path) -> anyhow::Result<(Order, Vec<String>)> {
                 ..Default::default()
             },
             cairn::storage::Page { limit: 10, offset: 0 },
-        )?
+        )
+        .wait()?
         .into_iter()
         .map(|r| r.id.to_string())
         .collect();

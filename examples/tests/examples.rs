@@ -77,7 +77,7 @@ async fn research_pipeline_fails_in_code_and_recovers_from_the_phase_checkpoint(
     // messages of one correlation id span the module threads.
     let engine = cairn::Engine::builder(&p).read_only().open().await.unwrap();
     let fork = engine.store().thread(&cairn::ThreadId::new(&report.recovered).unwrap());
-    let fork = fork.unwrap().unwrap();
+    let fork = fork.wait().unwrap().unwrap();
     assert_eq!(
         fork.parent,
         Some((cairn::ThreadId::new("session_001").unwrap(), cairn::Seq(report.forked_at)))
@@ -86,7 +86,7 @@ async fn research_pipeline_fails_in_code_and_recovers_from_the_phase_checkpoint(
     let mut tagged = 0;
     let mut after = cairn::Lsn(0);
     loop {
-        let events = engine.store().read_all_since(after, 1_000).unwrap();
+        let events = engine.store().read_all_since(after, 1_000).wait().unwrap();
         let Some(last) = events.last() else { break };
         after = last.bookmark.lsn;
         for e in events {

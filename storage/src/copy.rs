@@ -57,7 +57,7 @@ pub async fn copy_all(from: &dyn Store, to: &dyn Store) -> Result<CopyReport, Er
     let mut offset = 0;
     loop {
         let page = Page { limit: THREADS_PAGE, offset };
-        let page = from.list_threads_async(&ThreadFilter::default(), page).await?;
+        let page = from.list_threads(&ThreadFilter::default(), page).await?;
         offset += page.len();
         for record in &page {
             copy_thread(from, to, &record.id, &mut report).await?;
@@ -78,7 +78,7 @@ pub async fn copy_thread(
     id: &ThreadId,
     report: &mut CopyReport,
 ) -> Result<(), Error> {
-    let record = from.thread_async(id).await?.ok_or_else(|| Error::UnknownThread(id.clone()))?;
+    let record = from.thread(id).await?.ok_or_else(|| Error::UnknownThread(id.clone()))?;
     if record.first_seq.0 > 1 {
         let why = format!(
             "its log was pruned (it starts at seq {}): copy keeps logs whole",
@@ -87,7 +87,7 @@ pub async fn copy_thread(
         report.skipped.push((id.clone(), why));
         return Ok(());
     }
-    if to.thread_async(id).await?.is_some() {
+    if to.thread(id).await?.is_some() {
         report.skipped.push((id.clone(), "the destination has a thread with this id".into()));
         return Ok(());
     }
@@ -95,8 +95,7 @@ pub async fn copy_thread(
     let mut offset = 0;
     loop {
         let filter = CheckpointFilter { thread: Some(id.clone()), ..CheckpointFilter::default() };
-        let page =
-            from.list_checkpoints_async(&filter, Page { limit: THREADS_PAGE, offset }).await?;
+        let page = from.list_checkpoints(&filter, Page { limit: THREADS_PAGE, offset }).await?;
         offset += page.len();
         let done = page.len() < THREADS_PAGE;
         checkpoints.extend(page);
@@ -117,12 +116,12 @@ pub async fn copy_thread(
     };
     let mut after = Seq(0);
     while after.0 < last {
-        for event in from.read_since_async(id, after, COPY_BATCH_EVENTS).await? {
+        for event in from.read_since(id, after, COPY_BATCH_EVENTS).await? {
             after = event.bookmark.seq;
             if let Some(r) = event.payload
                 && !batch.payloads.iter().any(|p| crate::PayloadRef::of(p) == r)
             {
-                batch.payloads.push(from.payload_async(&r).await?);
+                batch.payloads.push(from.payload(&r).await?);
                 report.payloads += 1;
             }
             // A v1 message event names its correlation id only in its body: the copy carries
@@ -146,7 +145,7 @@ pub async fn copy_thread(
             report.events += 1;
             let mut closes = false;
             while let Some(info) = checkpoints.next_if(|c| c.covers.seq == after) {
-                let full = from.checkpoint_async(info.id).await?;
+                let full = from.checkpoint(info.id).await?;
                 let full = full.ok_or(Error::UnknownCheckpoint(info.id))?;
                 batch.checkpoints.push(NewCheckpoint {
                     thread: full.thread,
@@ -174,7 +173,7 @@ pub async fn copy_thread(
         write(to, batch).await?;
     }
     copy_inbox(from, to, id, report).await?;
-    let copied_last = to.thread_async(id).await?.and_then(|r| r.last).map_or(0, |b| b.seq.0);
+    let copied_last = to.thread(id).await?.and_then(|r| r.last).map_or(0, |b| b.seq.0);
     if copied_last != last {
         return Err(Error::Invalid {
             detail: format!("thread {id} was copied up to seq {copied_last}, not {last}"),
@@ -194,7 +193,7 @@ async fn copy_inbox(
 ) -> Result<(), Error> {
     let mut after = 0;
     loop {
-        let page = from.signals_async(id, after, SIGNALS_PAGE).await?;
+        let page = from.signals(id, after, SIGNALS_PAGE).await?;
         let done = page.len() < SIGNALS_PAGE;
         let mut batch = Batch::default();
         let mut bytes = 0;

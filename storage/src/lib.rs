@@ -52,7 +52,7 @@
 //! };
 //! let appended = store.append(batch)?.wait_blocking()?;
 //! assert_eq!(appended.bookmarks[0].seq, Seq(1));
-//! assert_eq!(store.read_since(&thread, Seq(0), 10)?.len(), 1);
+//! assert_eq!(store.read_since(&thread, Seq(0), 10).wait()?.len(), 1);
 //! store.close()?;
 //! # Ok(())
 //! # }
@@ -116,12 +116,13 @@ pub use queue::{
     Enqueue, KeyCounts, QueueLimits, QueueMember, QueueOp, QueueState, RateLimit,
     check_name as check_queue_name,
 };
-pub use reading::Reading;
+pub use reading::{OnBlock, Reading};
 pub use redb::{FORMAT_VERSION, Options, READERS_WAIT_MS, RedbStore};
 pub use signal::{NewSignal, Signal};
 pub use store::{
-    CheckpointFilter, DriverMessage, DueThread, Durability, Page, Problem, Scope, Store, StoreExt,
-    ThreadFilter, VerifyReport,
+    Append, Catalog, CheckpointFilter, Decorates, DriverMessage, DueThread, Durability,
+    ForwardCatalog, ForwardLog, ForwardMaintenance, Maintenance, Page, Problem, Scope,
+    SharedDatabase, Store, StoreExt, ThreadFilter, ThreadLog, VerifyReport,
 };
 pub use subscription::Subscription;
 pub use thread::{Lease, ThreadRecord, ThreadStatus, WorkflowRef};

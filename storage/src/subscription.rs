@@ -69,7 +69,7 @@ impl Subscription {
             if !self.buffer.is_empty() {
                 continue;
             }
-            let woken = if matches!(self.scope, Scope::All) && !self.store.exclusive() {
+            let woken = if matches!(self.scope, Scope::All) && self.store.shared().is_some() {
                 match tokio::time::timeout(SHARED_LOG_POLL, self.committed.changed()).await {
                     Ok(woken) => woken,
                     Err(_) => continue,
@@ -107,12 +107,12 @@ impl Subscription {
     async fn fill(&mut self) -> Result<(), Error> {
         let events = match &self.scope {
             Scope::Thread(thread) => {
-                match self.store.read_since_async(thread, Seq(self.cursor), FILL_EVENTS).await {
+                match self.store.read_since(thread, Seq(self.cursor), FILL_EVENTS).await {
                     Err(Error::UnknownThread(_)) => Vec::new(),
                     other => other?,
                 }
             }
-            Scope::All => self.store.read_all_since_async(Lsn(self.cursor), FILL_EVENTS).await?,
+            Scope::All => self.store.read_all_since(Lsn(self.cursor), FILL_EVENTS).await?,
         };
         self.buffer.extend(events);
         Ok(())

@@ -20,6 +20,7 @@
 //! escapes the store, on any thread, is counted as `redb_panics` and must be zero.
 #![cfg(feature = "fault-injection")]
 
+use cairn_storage::{Append, Maintenance, ThreadLog};
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::sync::Once;
@@ -29,7 +30,7 @@ use cairn_storage::fault::FaultBackend;
 use cairn_storage::{
     Batch, Bookmark, Checkpoint, CheckpointId, CheckpointInfo, CheckpointKind, CheckpointMeta,
     Durability, Error, Event, EventKind, EventStatus, LockRecord, Lsn, NewCheckpoint, NewEvent,
-    Options, RedbStore, Seq, SeqChunk, Store, ThreadId, ThreadRecord, WorkflowRef, codec,
+    Options, RedbStore, Seq, SeqChunk, ThreadId, ThreadRecord, WorkflowRef, codec,
 };
 
 /// Panics that reached the process's panic hook: those that escaped the store, on any thread.
@@ -269,7 +270,7 @@ fn write_database() -> Written {
             });
         }
         for id in appended.checkpoints {
-            checkpoints.push(store.checkpoint(id).expect("read").expect("saved"));
+            checkpoints.push(store.checkpoint(id).wait().expect("read").expect("saved"));
         }
     }
     assert!(store.verify().expect("verify").is_clean());
@@ -319,7 +320,7 @@ fn read_back(image: Vec<u8>, target: &Target<'_>) -> (Outcome, bool) {
     };
     let outcome = match target {
         Target::Event(event) => {
-            match store.read_range(&event.thread, event.bookmark.seq, event.bookmark.seq) {
+            match store.read_range(&event.thread, event.bookmark.seq, event.bookmark.seq).wait() {
                 Ok(found) if found.as_slice() == std::slice::from_ref(*event) => Outcome::Original,
                 Ok(found) => Outcome::Wrong(format!("{found:?}")),
                 Err(Error::Corrupted { table, thread: Some(t), seq: Some(s), .. })
@@ -333,7 +334,7 @@ fn read_back(image: Vec<u8>, target: &Target<'_>) -> (Outcome, bool) {
                 Err(_) => Outcome::Redb,
             }
         }
-        Target::Checkpoint(checkpoint) => match store.checkpoint(checkpoint.id) {
+        Target::Checkpoint(checkpoint) => match store.checkpoint(checkpoint.id).wait() {
             Ok(Some(found)) if found == **checkpoint => Outcome::Original,
             Ok(found) => Outcome::Wrong(format!("{found:?}")),
             Err(Error::Corrupted { table, seq: Some(s), .. })
@@ -488,7 +489,7 @@ fn read_everything(image: Vec<u8>, written: &Written) -> Result<Outcome2, Error>
     let mut complete = true;
     for t in 0..3 {
         let want: Vec<&Event> = written.events.iter().filter(|e| e.thread == thread(t)).collect();
-        let found = store.read_since(&thread(t), Seq(0), 1_000)?;
+        let found = store.read_since(&thread(t), Seq(0), 1_000).wait()?;
         for event in &found {
             if !want.contains(&event) {
                 return Ok(Outcome2::Wrong(format!("{event:?}")));
@@ -497,7 +498,7 @@ fn read_everything(image: Vec<u8>, written: &Written) -> Result<Outcome2, Error>
         complete &= found.len() == want.len();
     }
     for checkpoint in &written.checkpoints {
-        match store.checkpoint(checkpoint.id)? {
+        match store.checkpoint(checkpoint.id).wait()? {
             Some(found) if found == *checkpoint => {}
             Some(found) => return Ok(Outcome2::Wrong(format!("{found:?}"))),
             None => complete = false,

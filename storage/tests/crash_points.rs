@@ -27,6 +27,7 @@
 //! not a database: counted as `before_create`.
 #![cfg(feature = "fault-injection")]
 
+use cairn_storage::Append;
 use std::io::Write as _;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -39,7 +40,7 @@ mod check;
 mod workload;
 
 use cairn_storage::fault::{CrashModel, Fault, FaultBackend};
-use cairn_storage::{Batch, RedbStore, Store};
+use cairn_storage::{Batch, RedbStore};
 
 use check::{check, continue_after_recovery};
 use workload::{Clean, Expected, applicable, clean_run, options, run};

@@ -11,7 +11,7 @@ use tokio::sync::Semaphore;
 use super::engine::Engine;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, RecoveryPolicy};
-use crate::coord::{Coordinator, Local, REMOTE_DRIVER_MARGIN, Shared};
+use crate::coord::REMOTE_DRIVER_MARGIN;
 use crate::error::Error;
 use crate::exec::registry::Registry;
 use crate::exec::shell::{FailureHook, Ids, Shell, Verified, splitmix};
@@ -272,21 +272,14 @@ impl EngineBuilder {
         let owner =
             format!("engine-{:016x}-{instance}", splitmix(entropy ^ u64::from(std::process::id())));
         let tasks = Tasks::default();
-        // A redb file is this process's alone (its lock proves any other lease holder dead);
-        // a PostgreSQL database may be shared, so only an expired lease is taken over.
-        let exclusive = store.exclusive();
-        let coord: Arc<dyn Coordinator> = if exclusive {
-            Arc::new(Local::new(store.clone(), self.clock.clone(), tasks.clone(), true))
-        } else {
-            let wait = Duration::from_millis(self.config.cancel_grace_ms) + REMOTE_DRIVER_MARGIN;
-            Arc::new(Shared::new(
-                store.clone(),
-                (self.clock.clone(), tasks.clone()),
-                owner.clone(),
-                wait,
-                self.config.lease_ttl_ms,
-            ))
-        };
+        let wait = Duration::from_millis(self.config.cancel_grace_ms) + REMOTE_DRIVER_MARGIN;
+        let coord = crate::coord::for_store(
+            store.clone(),
+            (self.clock.clone(), tasks.clone()),
+            owner.clone(),
+            wait,
+            self.config.lease_ttl_ms,
+        );
         let metrics = super::health::metrics_for(&store, self.recorder.as_deref(), &self.config);
         let shell = Arc::new(Shell {
             store,
@@ -326,7 +319,7 @@ impl EngineBuilder {
             engine.recover().await?;
             // A shared database is served by every engine that resumes work (not by one
             // opened only to inspect or control threads, which parks what it finds).
-            if !engine.shell.store.exclusive()
+            if engine.shell.coord.has_peers()
                 && engine.shell.config.recovery == RecoveryPolicy::Resume
             {
                 engine.spawn_poller();

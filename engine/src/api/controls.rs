@@ -88,7 +88,7 @@ impl Engine {
             ThreadStatus::Paused
                 if self
                     .store()
-                    .queue_member_async(&id)
+                    .queue_member(&id)
                     .await?
                     .is_some_and(|m| m.admitted_at_ms.is_none()) =>
             {
@@ -166,7 +166,7 @@ impl Engine {
                     continue;
                 }
                 let id = child_id(&record.id, &TaskKey::node(name.clone()), step);
-                if let Some(child) = self.store().thread_async(&ThreadId::new(id)?).await?
+                if let Some(child) = self.store().thread(&ThreadId::new(id)?).await?
                     && child.status == ThreadStatus::Paused
                 {
                     paused.push(child);
@@ -200,7 +200,7 @@ impl Engine {
             loop {
                 let filter = ThreadFilter { status: Some(status), ..ThreadFilter::default() };
                 let page = Page { limit: 500, offset };
-                let page = self.store().list_threads_async(&filter, page).await?;
+                let page = self.store().list_threads(&filter, page).await?;
                 offset += page.len();
                 let done = page.len() < 500;
                 out.extend(page.into_iter().filter(|r| !self.shell.coord.is_driven(&r.id)));

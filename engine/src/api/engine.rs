@@ -135,7 +135,7 @@ impl Engine {
         let named: std::collections::BTreeSet<&String> =
             starts.iter().filter_map(|(_, o)| o.queue.as_ref()).collect();
         if !named.is_empty() {
-            let defined = self.shell.store.queues_async().await?;
+            let defined = self.shell.store.queues().await?;
             if let Some(missing) = named.iter().find(|n| !defined.iter().any(|q| &&q.name == *n)) {
                 return Err(cairn_storage::Error::UnknownQueue((*missing).clone()).into());
             }
@@ -302,7 +302,7 @@ impl Engine {
     /// [`Error::UnknownThread`].
     pub async fn thread(&self, id: &str) -> Result<ThreadHandle, Error> {
         let id = ThreadId::new(id)?;
-        if self.shell.store.thread_async(&id).await?.is_none() {
+        if self.shell.store.thread(&id).await?.is_none() {
             return Err(Error::UnknownThread(id.to_string()));
         }
         Ok(ThreadHandle::new(self.clone(), id))

@@ -135,7 +135,7 @@ impl ThreadHandle {
         // then its checkpoint holds the output).
         if let Some(last) = record.last.filter(|l| l.seq >= record.first_seq) {
             let from = Seq(last.seq.0.saturating_sub(OUTPUT_TAIL).max(record.first_seq.0).max(1));
-            for event in store.read_range_async(&self.id, from, last.seq).await?.into_iter().rev() {
+            for event in store.read_range(&self.id, from, last.seq).await?.into_iter().rev() {
                 if let Body::Output { output } =
                     crate::exec::fetch::decode(store, event).await?.body
                 {

@@ -64,7 +64,7 @@ impl Engine {
         let mut found = Vec::new();
         let mut after: Option<ThreadId> = None;
         loop {
-            let page = store.list_threads_after_async(&filter, after.as_ref(), PAGE).await?;
+            let page = store.list_threads_after(&filter, after.as_ref(), PAGE).await?;
             let done = page.len() < PAGE;
             after = page.last().map(|r| r.id.clone());
             for record in page {
@@ -97,7 +97,7 @@ impl Engine {
         let store = self.store().as_ref();
         let (mut ran, mut read, mut after) = (false, 0u64, Seq(0));
         loop {
-            let events = store.read_since_async(thread, after, limits::READ_CHUNK_EVENTS).await?;
+            let events = store.read_since(thread, after, limits::READ_CHUNK_EVENTS).await?;
             let n = events.len();
             for event in events {
                 after = event.bookmark.seq;

@@ -72,7 +72,7 @@ impl Engine {
     /// # Errors
     /// Storage errors.
     pub async fn queues(&self) -> Result<Vec<QueueState>, Error> {
-        Ok(self.shell.store.queues_async().await?)
+        Ok(self.shell.store.queues().await?)
     }
 
     /// One admission pass: for each queue with waiting threads and room under its limits,
@@ -90,7 +90,7 @@ impl Engine {
             ids
         };
         let mut admitted = Vec::new();
-        let queues = self.shell.store.queues_async().await?;
+        let queues = self.shell.store.queues().await?;
         let waiting = queues.iter().any(|q| q.waiting > 0);
         self.shell.queue_waiting.store(waiting, std::sync::atomic::Ordering::Relaxed);
         for queue in queues {
@@ -162,7 +162,7 @@ impl Engine {
 
     /// When the soonest full rate window of a queue with waiting threads opens (engine clock).
     async fn rate_opens_at(&self) -> Option<u64> {
-        let queues = self.shell.store.queues_async().await.ok()?;
+        let queues = self.shell.store.queues().await.ok()?;
         queues.iter().filter(|q| q.waiting > 0).filter_map(QueueState::rate_opens_at).min()
     }
 

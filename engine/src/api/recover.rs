@@ -65,9 +65,7 @@ impl Engine {
     /// others are driven, parked for someone to act, or asleep past two polls: later looks
     /// find them when they fall due); otherwise every unfinished thread, listed.
     async fn recover_all(&self) -> Result<RecoveryReport, Error> {
-        if !self.shell.store.exclusive()
-            && let Some(report) = self.recover_due().await?
-        {
+        if let Some(report) = self.recover_due().await? {
             return Ok(report);
         }
         self.recover_listed().await
@@ -80,7 +78,7 @@ impl Engine {
         // On a shared database, only threads of workflows this engine has: the others are
         // other workers' (a thread this binary cannot run is not even read). On a file, all of
         // them (those without their workflow are reported parked, left as they are).
-        let workflows: Vec<Option<String>> = if self.shell.store.exclusive() {
+        let workflows: Vec<Option<String>> = if !self.shell.coord.has_peers() {
             vec![None]
         } else {
             let mut ids: Vec<String> =
@@ -115,7 +113,7 @@ impl Engine {
                 let page = self
                     .shell
                     .store
-                    .list_threads_after_async(&filter, after.as_ref(), RECOVERY_PAGE)
+                    .list_threads_after(&filter, after.as_ref(), RECOVERY_PAGE)
                     .await?;
                 let done = page.len() < RECOVERY_PAGE;
                 after = page.last().map(|r| r.id.clone());
@@ -145,11 +143,10 @@ impl Engine {
         let mut report = RecoveryReport::default();
         let mut after = None;
         loop {
-            let store = self.shell.store.as_ref();
-            let due = store.due_threads_async(&workflows, horizon_ms, after.as_ref(), DUE_PAGE);
-            let Some(page) = due.await? else {
-                return Ok(None);
-            };
+            let due =
+                self.shell.coord.due_threads(&workflows, horizon_ms, after.as_ref(), DUE_PAGE);
+            let Some(due) = due else { return Ok(None) };
+            let page = due.await?;
             let full = page.len() == DUE_PAGE;
             for due in page {
                 after = Some((due.ready_at_ms, due.record.id.clone()));
@@ -234,7 +231,7 @@ impl Engine {
             return Ok(());
         }
         let now = self.shell.clock.now_ms();
-        if !self.shell.store.exclusive()
+        if self.shell.coord.has_peers()
             && record.lease.is_none()
             && now.saturating_sub(record.updated_at_ms) < orphan_grace_ms(&self.shell.config)
         {

@@ -63,7 +63,7 @@ impl Engine {
         overrides: &BTreeMap<(u64, String, u32), Value>,
     ) -> Result<ReplayReport, Error> {
         let store = self.store().as_ref();
-        let first = store.read_since_async(id, Seq(0), 1).await?;
+        let first = store.read_since(id, Seq(0), 1).await?;
         let Some(event) = first.into_iter().next() else {
             return Err(Error::UnknownThread(id.to_string()));
         };

@@ -147,7 +147,7 @@ impl Engine {
         let mut after: Option<ThreadId> = None;
         loop {
             let page =
-                store.list_threads_after_async(&filter, after.as_ref(), RETENTION_PAGE_MAX).await?;
+                store.list_threads_after(&filter, after.as_ref(), RETENTION_PAGE_MAX).await?;
             report.scanned += page.len() as u64;
             let mut pending = Vec::new();
             // Added, not subtracted from now: a clock earlier than the period deletes nothing.

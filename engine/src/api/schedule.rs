@@ -124,7 +124,7 @@ impl Engine {
     /// Storage errors; a schedule thread whose state does not read.
     pub async fn schedule(&self, name: &str) -> Result<Option<ScheduleInfo>, Error> {
         let id = ThreadId::new(thread_of(name))?;
-        let Some(record) = self.shell.store.thread_async(&id).await? else { return Ok(None) };
+        let Some(record) = self.shell.store.thread(&id).await? else { return Ok(None) };
         if record.workflow.id != SCHEDULE_WORKFLOW {
             return Err(Error::Invalid(format!("thread {id} is not a schedule")));
         }
@@ -149,7 +149,7 @@ impl Engine {
             ThreadFilter { workflow_id: Some(SCHEDULE_WORKFLOW.into()), ..ThreadFilter::default() };
         let page = Page { limit: SCHEDULES_LIST_MAX, offset: 0 };
         let mut out = Vec::new();
-        for record in self.shell.store.list_threads_async(&filter, page).await? {
+        for record in self.shell.store.list_threads(&filter, page).await? {
             if let Some(name) = record.id.as_str().strip_prefix("schedule:") {
                 out.push(self.schedule_of(name, &record).await?);
             }
@@ -233,7 +233,7 @@ impl Engine {
     /// Storage errors; a schedule thread whose log does not restore.
     pub async fn run_schedules(&self) -> Result<usize, Error> {
         let mut taken = 0;
-        if !self.shell.store.exclusive() {
+        if self.shell.coord.has_peers() {
             return Ok(taken);
         }
         for status in [ThreadStatus::Created, ThreadStatus::Running, ThreadStatus::Sleeping] {
@@ -243,7 +243,7 @@ impl Engine {
                 ..ThreadFilter::default()
             };
             let page = Page { limit: SCHEDULES_LIST_MAX, offset: 0 };
-            for record in self.shell.store.list_threads_async(&filter, page).await? {
+            for record in self.shell.store.list_threads(&filter, page).await? {
                 let id = record.id.clone();
                 if self.shell.coord.is_driven(&id) {
                     continue;

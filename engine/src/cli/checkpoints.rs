@@ -125,7 +125,7 @@ pub(super) async fn list(args: CheckpointsArgs, wfs: &[Arc<DynWorkflow>]) -> any
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
             let page = Page { limit: args.limit, offset: args.offset };
-            let infos = engine.store().list_checkpoints_async(&filter, page).await?;
+            let infos = engine.store().list_checkpoints(&filter, page).await?;
             infos.iter().map(checkpoint_json).collect()
         }
     };
@@ -210,7 +210,7 @@ async fn show(common: &Common, id: u64, wfs: &[Arc<DynWorkflow>]) -> anyhow::Res
         Some(out) => out,
         None => {
             let engine = open_read_only(&common.db, wfs).await?;
-            let Some(cp) = engine.store().checkpoint_async(CheckpointId(id)).await? else {
+            let Some(cp) = engine.store().checkpoint(CheckpointId(id)).await? else {
                 return Err(fail(EXIT_FAILED, format!("no checkpoint {id} in this database")));
             };
             checkpoint_details(&cp)?
@@ -254,11 +254,11 @@ async fn show(common: &Common, id: u64, wfs: &[Arc<DynWorkflow>]) -> anyhow::Res
 /// it are gone and no older checkpoint remains.
 async fn needed_by_pruned_thread(engine: &Engine, info: &CheckpointInfo) -> anyhow::Result<bool> {
     let store = engine.store();
-    let Some(record) = store.thread_async(&info.thread).await? else { return Ok(false) };
+    let Some(record) = store.thread(&info.thread).await? else { return Ok(false) };
     if record.first_seq.0 <= 1 {
         return Ok(false);
     }
-    let older = store.latest_checkpoint_at_or_before_async(&info.thread, info.covers.seq).await?;
+    let older = store.latest_checkpoint_at_or_before(&info.thread, info.covers.seq).await?;
     Ok(match older {
         Some(cp) if cp.id != info.id => false,
         Some(_) => {
@@ -266,7 +266,7 @@ async fn needed_by_pruned_thread(engine: &Engine, info: &CheckpointInfo) -> anyh
             let filter =
                 CheckpointFilter { thread: Some(info.thread.clone()), ..Default::default() };
             let page = Page { limit: 1000, offset: 0 };
-            let all = store.list_checkpoints_async(&filter, page).await?;
+            let all = store.list_checkpoints(&filter, page).await?;
             !all.iter().any(|c| c.id != info.id && c.covers.seq <= info.covers.seq)
         }
         None => true,
@@ -280,7 +280,7 @@ async fn delete(
     wfs: &[Arc<DynWorkflow>],
 ) -> anyhow::Result<()> {
     let engine = open_writable(&common.db, wfs).await?;
-    let Some(cp) = engine.store().checkpoint_async(CheckpointId(id)).await? else {
+    let Some(cp) = engine.store().checkpoint(CheckpointId(id)).await? else {
         return Err(fail(EXIT_FAILED, format!("no checkpoint {id} in this database")));
     };
     let info = cp.info();
@@ -332,7 +332,7 @@ pub(super) async fn prune(args: PruneArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
             let mut all = Vec::new();
             loop {
                 let page = Page { limit: 500, offset: all.len() };
-                let batch = store.list_threads_async(&ThreadFilter::default(), page).await?;
+                let batch = store.list_threads(&ThreadFilter::default(), page).await?;
                 let done = batch.len() < 500;
                 all.extend(batch.into_iter().map(|r| r.id));
                 if done {
@@ -348,12 +348,12 @@ pub(super) async fn prune(args: PruneArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         bar.set_message(thread.to_string());
         // The latest checkpoint is the one every later restore starts from: keep it, and
         // everything after it; what it covers is no longer needed to restore the thread.
-        let latest = store.latest_checkpoint_at_or_before_async(thread, Seq(u64::MAX)).await?;
+        let latest = store.latest_checkpoint_at_or_before(thread, Seq(u64::MAX)).await?;
         let keep = latest.as_ref().map(Checkpoint::info);
         let result = match (&keep, args.dry_run) {
             (None, _) => None,
             (Some(k), true) => {
-                let record = store.thread_async(thread).await?;
+                let record = store.thread(thread).await?;
                 let first = record.map_or(1, |r| r.first_seq.0);
                 Some(json!({"events": k.covers.seq.0.saturating_sub(first - 1), "dry_run": true}))
             }

@@ -351,7 +351,7 @@ pub async fn record_of(
     let id = thread_id(thread)?;
     engine
         .store()
-        .thread_async(&id)
+        .thread(&id)
         .await?
         .ok_or_else(|| fail(EXIT_FAILED, format!("no thread {thread} in this database")))
 }

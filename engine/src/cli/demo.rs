@@ -117,7 +117,7 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
     let mut rows = Vec::new();
     for (handle, bar) in handles {
         // A pruned thread's stored log starts after its checkpoint: follow it from there.
-        let first_kept = engine.store().thread_async(handle.id()).await?;
+        let first_kept = engine.store().thread(handle.id()).await?;
         let first_kept = first_kept.map_or(0, |r| r.first_seq.0 - 1);
         let mut events = handle.events(first_kept)?;
         loop {

@@ -131,7 +131,7 @@ async fn idle(engine: &Engine) -> anyhow::Result<bool> {
     for status in [ThreadStatus::Running, ThreadStatus::Created] {
         let filter = ThreadFilter { status: Some(status), ..ThreadFilter::default() };
         let page = Page { limit: 1, offset: 0 };
-        if !engine.store().list_threads_async(&filter, page).await?.is_empty() {
+        if !engine.store().list_threads(&filter, page).await?.is_empty() {
             return Ok(false);
         }
     }

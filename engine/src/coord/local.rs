@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use cairn_storage::{Lease, Store, ThreadId, ThreadStatus};
+use cairn_storage::{DueThread, Lease, Reading, SharedDatabase, Store, ThreadId, ThreadStatus};
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -52,15 +52,11 @@ impl Local {
         true
     }
 
-    /// A coordinator reading statuses from `store`, timing on `clock`, its timers on `tasks`;
-    /// `exclusive` when no other process can write the database.
-    pub fn new(
-        store: Arc<dyn Store>,
-        clock: Arc<dyn Clock>,
-        tasks: Tasks,
-        exclusive: bool,
-    ) -> Self {
-        let commits = store.commits();
+    /// A coordinator reading statuses from `store`, timing on `clock`, its timers on `tasks`
+    /// (exclusive when no other process can write the database: no [`Store::shared`]).
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, tasks: Tasks) -> Self {
+        let commits = store.shared().map(SharedDatabase::commits);
+        let exclusive = commits.is_none();
         let local = Self {
             clock,
             tasks,
@@ -231,5 +227,19 @@ impl Coordinator for Local {
         // With the file lock, whoever wrote the lease is gone; on a shared database, only an
         // expired lease is void (and the storage lease ops fence its owner either way).
         self.exclusive || now_ms >= lease.expires_at_ms
+    }
+
+    fn has_peers(&self) -> bool {
+        !self.exclusive
+    }
+
+    fn due_threads(
+        &self,
+        _: &[String],
+        _: u64,
+        _: Option<&(u64, ThreadId)>,
+        _: usize,
+    ) -> Option<Reading<Vec<DueThread>>> {
+        None
     }
 }

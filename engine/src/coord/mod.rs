@@ -19,7 +19,7 @@ mod watchers;
 
 use std::sync::Arc;
 
-use cairn_storage::{Lease, ThreadId, ThreadRecord, ThreadStatus};
+use cairn_storage::{DueThread, Lease, Reading, Store, ThreadId, ThreadRecord, ThreadStatus};
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -30,9 +30,11 @@ pub(crate) use shared::{REMOTE_DRIVER_MARGIN, Shared};
 pub(crate) use timers::Slot;
 pub(crate) use watchers::{Ended, Seen};
 
+use crate::clock::Clock;
 use crate::core::event::TaskKey;
 use crate::core::thread_ctx::{ThreadCtx, Waiting};
 use crate::error::Error;
+use crate::tasks::Tasks;
 
 /// Whether a thread's stored status is still a parked one: an async read of its record (see
 /// [`Coordinator::claim_parked`]).
@@ -211,4 +213,40 @@ pub(crate) trait Coordinator: Send + Sync {
     /// Whether `lease`, held by another owner, may be taken over at `now_ms`: its owner can no
     /// longer write.
     fn may_take_over(&self, lease: &Lease, now_ms: u64) -> bool;
+
+    /// Whether other engines may write the database (a shared one). Then a refused write may be
+    /// another engine's fence, a lease taken is settled in the store before anything runs, a
+    /// look for work reads the wake index and only this engine's workflows, a thread without a
+    /// lease gets a grace before it is taken, and the workers serving the database run its
+    /// schedules. Where only this engine writes, none of that can happen.
+    fn has_peers(&self) -> bool;
+
+    /// Unfinished threads of `workflows` due by now plus `horizon_ms`, from the wake index of a
+    /// shared database (see [`cairn_storage::SharedDatabase::due_threads`]); `None` where there
+    /// is no such index (the caller lists unfinished threads instead).
+    fn due_threads(
+        &self,
+        workflows: &[String],
+        horizon_ms: u64,
+        after: Option<&(u64, ThreadId)>,
+        limit: usize,
+    ) -> Option<Reading<Vec<DueThread>>>;
+}
+
+/// The coordinator for `store`: [`Shared`] where other processes write the database too
+/// ([`cairn_storage::Store::shared`]), with `owner` this engine's lease name, `wait` how long a
+/// control waits for another engine's runner and `lease_ttl_ms` the lease it renews; else
+/// [`Local`] (a redb file is this process's alone: its lock proves any other lease holder dead).
+pub(crate) fn for_store(
+    store: Arc<dyn Store>,
+    (clock, tasks): (Arc<dyn Clock>, Tasks),
+    owner: String,
+    wait: std::time::Duration,
+    lease_ttl_ms: u64,
+) -> Arc<dyn Coordinator> {
+    if store.shared().is_some() {
+        Arc::new(Shared::new(store, (clock, tasks), owner, wait, lease_ttl_ms))
+    } else {
+        Arc::new(Local::new(store, clock, tasks))
+    }
 }

@@ -3,7 +3,7 @@
 //! process.
 //!
 //! A cancel, time-out or pause for a thread another engine drives (stored Running, its lease
-//! live and not ours) is sent to that engine through the store ([`Store::tell_driver`]: a
+//! live and not ours) is sent to that engine through the store ([`cairn_storage::SharedDatabase::tell_driver`]: a
 //! NOTIFY every engine on the database hears); the engine that drives the thread hands it to
 //! its runner as a local request, so the running node sees its cancellation token at once and
 //! the runner records the outcome at its step boundary, as it would for a control given in its
@@ -21,7 +21,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use cairn_storage::{Lease, Store, ThreadId, ThreadStatus};
+use cairn_storage::{DueThread, Lease, Reading, Store, ThreadId, ThreadStatus};
 use futures::future::BoxFuture;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
@@ -71,16 +71,16 @@ impl Shared {
         wait: Duration,
         lease_ttl_ms: u64,
     ) -> Self {
-        let local = Arc::new(Local::new(store.clone(), clock.clone(), tasks.clone(), false));
-        if let Some(messages) = store.driver_messages() {
-            hear(&local, &tasks, messages);
+        let local = Arc::new(Local::new(store.clone(), clock.clone(), tasks.clone()));
+        if let Some(db) = store.shared() {
+            hear(&local, &tasks, db.driver_messages());
         }
         Shared { local, store, clock, owner, wait, tasks, lease_ttl_ms, asked: Mutex::default() }
     }
 
     /// Whether another engine drives `thread` now: stored Running, under a live lease not ours.
     async fn driven_elsewhere(&self, thread: &ThreadId) -> bool {
-        let Ok(Some(record)) = self.store.thread_async(thread).await else { return false };
+        let Ok(Some(record)) = self.store.thread(thread).await else { return false };
         record.status == ThreadStatus::Running
             && record.lease.as_ref().is_some_and(|lease| {
                 lease.owner != self.owner && self.clock.now_ms() < lease.expires_at_ms
@@ -187,7 +187,8 @@ impl Coordinator for Shared {
             if !self.driven_elsewhere(thread).await {
                 return false;
             }
-            match self.store.tell_driver(thread, &encode(&request)).await {
+            let Some(db) = self.store.shared() else { return false };
+            match db.tell_driver(thread, &encode(&request)).await {
                 Ok(()) => {
                     self.asked().insert(thread.clone());
                     true
@@ -278,6 +279,21 @@ impl Coordinator for Shared {
 
     fn may_take_over(&self, lease: &Lease, now_ms: u64) -> bool {
         self.local.may_take_over(lease, now_ms)
+    }
+
+    fn has_peers(&self) -> bool {
+        true
+    }
+
+    fn due_threads(
+        &self,
+        workflows: &[String],
+        horizon_ms: u64,
+        after: Option<&(u64, ThreadId)>,
+        limit: usize,
+    ) -> Option<Reading<Vec<DueThread>>> {
+        let db = self.store.shared()?;
+        Some(db.due_threads(workflows, horizon_ms, after, limit))
     }
 }
 

@@ -90,7 +90,7 @@ impl Watchers {
         // after letting go of the thread, so a later change (a resume right after a pause) may
         // have been committed and notified in between, and must not be overwritten by an older
         // status (a handle would then wait on, or report, a status the thread has left).
-        let status = match self.store.thread_async(thread).await {
+        let status = match self.store.thread(thread).await {
             Ok(Some(record)) => record.status,
             _ => status,
         };
@@ -169,7 +169,7 @@ impl Watchers {
         // happened before the read, which then sees the committed status.
         let record = self
             .store
-            .thread_async(thread)
+            .thread(thread)
             .await?
             .ok_or_else(|| Error::UnknownThread(thread.to_string()))?;
         let mut channels = self.channels();

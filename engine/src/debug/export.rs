@@ -72,7 +72,7 @@ impl Engine {
         let state = match self.restore_at(&id, last).await {
             Ok(ctx) => ctx.snapshot()?,
             Err(e @ (Error::UnknownWorkflow { .. } | Error::FingerprintChanged { .. })) => {
-                match self.store().latest_checkpoint_at_or_before_async(&id, Seq(last)).await? {
+                match self.store().latest_checkpoint_at_or_before(&id, Seq(last)).await? {
                     Some(cp) => decode_snapshot(&id, cp.covers.seq.0, &cp.snapshot)?,
                     None => return Err(e),
                 }
@@ -145,7 +145,7 @@ impl Engine {
             Ok(ctx) => Ok((start, Some(ctx.snapshot()?))),
             Err(e @ (Error::UnknownWorkflow { .. } | Error::FingerprintChanged { .. })) => {
                 // Without the reducer, start right after a checkpoint.
-                match self.store().latest_checkpoint_at_or_before_async(id, Seq(start - 1)).await? {
+                match self.store().latest_checkpoint_at_or_before(id, Seq(start - 1)).await? {
                     Some(cp) => {
                         let seq = cp.covers.seq.0;
                         Ok((seq + 1, Some(decode_snapshot(id, seq, &cp.snapshot)?)))
@@ -172,8 +172,7 @@ impl Engine {
         let mut tools = Vec::new();
         let mut after = start - 1;
         while after < last {
-            let chunk =
-                self.store().read_since_async(id, Seq(after), limits::READ_CHUNK_EVENTS).await?;
+            let chunk = self.store().read_since(id, Seq(after), limits::READ_CHUNK_EVENTS).await?;
             if chunk.is_empty() {
                 break;
             }
@@ -229,7 +228,7 @@ impl Engine {
         let mut offset = 0;
         loop {
             let page = Page { limit: 1_000, offset };
-            let page = self.store().list_checkpoints_async(&filter, page).await?;
+            let page = self.store().list_checkpoints(&filter, page).await?;
             offset += page.len();
             let done = page.len() < 1_000;
             infos.extend(page);
@@ -246,7 +245,7 @@ impl Engine {
         infos.dedup_by_key(|c| c.id);
         let mut out: Vec<BundleCheckpoint> = Vec::with_capacity(infos.len());
         for info in infos {
-            let Some(cp): Option<Checkpoint> = self.store().checkpoint_async(info.id).await? else {
+            let Some(cp): Option<Checkpoint> = self.store().checkpoint(info.id).await? else {
                 continue; // deleted meanwhile
             };
             let seq = cp.covers.seq.0;

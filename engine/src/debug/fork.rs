@@ -53,7 +53,7 @@ impl Engine {
             ForkFrom::Checkpoint(cp) => {
                 let info = self
                     .store()
-                    .checkpoint_async(cp)
+                    .checkpoint(cp)
                     .await?
                     .ok_or_else(|| Error::Invalid(format!("no checkpoint {}", cp.0)))?;
                 if info.thread != origin {
@@ -91,7 +91,7 @@ impl Engine {
             Some(id) => ThreadId::new(id.clone())?,
             None => ThreadId::new(self.shell.ids.new_id())?,
         };
-        if self.store().thread_async(&id).await?.is_some() {
+        if self.store().thread(&id).await?.is_some() {
             return Err(Error::Invalid(format!(
                 "thread {id} exists already; a fork needs a new id"
             )));

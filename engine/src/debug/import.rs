@@ -59,7 +59,7 @@ impl Engine {
         let bodies: Vec<_> = bodies.into_iter().flatten().collect();
         let meta = &bundle.metadata.thread;
         let id = ThreadId::new(meta.id.clone())?;
-        if self.store().thread_async(&id).await?.is_some() {
+        if self.store().thread(&id).await?.is_some() {
             return Err(Error::Invalid(format!("thread {id} exists in this database already")));
         }
         let mut record = ThreadRecord::new(id.clone(), bundle.metadata.workflow.clone(), 0);

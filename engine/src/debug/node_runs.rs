@@ -45,8 +45,7 @@ impl Engine {
         let mut events = Vec::new();
         let mut after = 0;
         while after < last {
-            let chunk =
-                self.store().read_since_async(&id, Seq(after), limits::READ_CHUNK_EVENTS).await?;
+            let chunk = self.store().read_since(&id, Seq(after), limits::READ_CHUNK_EVENTS).await?;
             let Some(end) = chunk.last().map(|e| e.bookmark.seq.0) else { break };
             for event in chunk {
                 events.push(fetch::decode(self.store().as_ref(), event).await?);

@@ -70,7 +70,7 @@ impl Engine {
         }
         let cp = self
             .store()
-            .checkpoint_async(to)
+            .checkpoint(to)
             .await?
             .ok_or_else(|| Error::Invalid(format!("no checkpoint {to} in this database")))?;
         if cp.thread != id {

@@ -70,8 +70,7 @@ impl Engine {
         let mut after = Seq(record.first_seq.0.saturating_sub(1));
         let mut found = None;
         loop {
-            let events =
-                self.store().read_since_async(&id, after, limits::READ_CHUNK_EVENTS).await?;
+            let events = self.store().read_since(&id, after, limits::READ_CHUNK_EVENTS).await?;
             let Some(last) = events.last() else { return Ok(found) };
             after = last.bookmark.seq;
             for e in &events {
@@ -123,10 +122,8 @@ impl Engine {
             out.push(view(&ctx)?);
         }
         'read: loop {
-            let events = self
-                .store()
-                .read_since_async(&id, Seq(ctx.meta.seq), limits::READ_CHUNK_EVENTS)
-                .await?;
+            let events =
+                self.store().read_since(&id, Seq(ctx.meta.seq), limits::READ_CHUNK_EVENTS).await?;
             let n = events.len();
             for event in events {
                 let seq = event.bookmark.seq.0;
@@ -184,7 +181,7 @@ impl Engine {
         id: &ThreadId,
         seq: u64,
     ) -> Result<Arc<DynWorkflow>, Error> {
-        let wref = match self.store().latest_checkpoint_at_or_before_async(id, Seq(seq)).await? {
+        let wref = match self.store().latest_checkpoint_at_or_before(id, Seq(seq)).await? {
             // A migration checkpoint is filed under the version its snapshot belongs to.
             Some(cp) => cp.workflow,
             None => created_workflow(self, id).await?,
@@ -222,7 +219,7 @@ impl Engine {
         let mut offset = 0;
         loop {
             let page = Page { limit: 1_000, offset };
-            let page = self.store().list_checkpoints_async(&filter, page).await?;
+            let page = self.store().list_checkpoints(&filter, page).await?;
             offset += page.len();
             let done = page.len() < 1_000;
             out.extend(page.into_iter().map(|c| c.covers.seq.0));
@@ -237,7 +234,7 @@ impl Engine {
 
 /// The workflow of the thread's `thread_created` event.
 async fn created_workflow(engine: &Engine, id: &ThreadId) -> Result<WorkflowRef, Error> {
-    let first = engine.store().read_range_async(id, Seq(1), Seq(1)).await?;
+    let first = engine.store().read_range(id, Seq(1), Seq(1)).await?;
     let event = first.into_iter().next().ok_or_else(|| Error::UnknownThread(id.to_string()))?;
     match fetch::decode(engine.store().as_ref(), event).await?.body {
         Body::ThreadCreated { workflow, .. } => Ok(workflow),
@@ -250,7 +247,7 @@ async fn created_workflow(engine: &Engine, id: &ThreadId) -> Result<WorkflowRef,
 }
 
 async fn ends_step(engine: &Engine, id: &ThreadId, seq: u64) -> Result<bool, Error> {
-    let events = engine.store().read_range_async(id, Seq(seq), Seq(seq)).await?;
+    let events = engine.store().read_range(id, Seq(seq), Seq(seq)).await?;
     match events.into_iter().next() {
         Some(event) => Ok(matches!(
             fetch::decode(engine.store().as_ref(), event).await?.body,

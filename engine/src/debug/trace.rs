@@ -162,7 +162,7 @@ impl Engine {
         while let Some(thread) = pending.pop() {
             let mut after = 0;
             loop {
-                let events = store.read_since_async(&thread, Seq(after), READ_CHUNK_EVENTS).await?;
+                let events = store.read_since(&thread, Seq(after), READ_CHUNK_EVENTS).await?;
                 let n = events.len();
                 for event in events {
                     after = event.bookmark.seq.0;
@@ -195,7 +195,7 @@ impl Engine {
         let mut found = Vec::new();
         let mut after = 0;
         loop {
-            let events = store.read_correlated_async(&index, Lsn(after), READ_CHUNK_EVENTS).await?;
+            let events = store.read_correlated(&index, Lsn(after), READ_CHUNK_EVENTS).await?;
             let n = events.len();
             for event in events {
                 after = event.bookmark.lsn.0;
@@ -217,7 +217,7 @@ impl Engine {
         let mut found = Vec::new();
         let mut after = 0;
         loop {
-            let events = store.read_all_since_async(Lsn(after), READ_CHUNK_EVENTS).await?;
+            let events = store.read_all_since(Lsn(after), READ_CHUNK_EVENTS).await?;
             let n = events.len();
             for event in events {
                 after = event.bookmark.lsn.0;

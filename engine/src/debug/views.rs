@@ -62,7 +62,7 @@ pub(crate) async fn thread_details(engine: &Engine, record: &ThreadRecord) -> Re
     let m = &folded.ctx.meta;
     let locks: Vec<Value> = engine
         .store()
-        .locks_async()
+        .locks()
         .await?
         .into_iter()
         .filter(|l| l.owner == record.id.as_str())
@@ -270,7 +270,7 @@ pub(crate) async fn threads_page(
     let mut first = NaturalFirst::new(offset.saturating_add(limit));
     let mut after: Option<ThreadId> = None;
     loop {
-        let page = store.list_threads_after_async(filter, after.as_ref(), THREADS_CHUNK).await?;
+        let page = store.list_threads_after(filter, after.as_ref(), THREADS_CHUNK).await?;
         let done = page.len() < THREADS_CHUNK;
         after = page.last().map(|r| r.id.clone());
         for record in page {
@@ -304,7 +304,7 @@ pub(crate) async fn threads_after(
     let mut out = Vec::new();
     // One more than the page, to know whether another follows.
     while out.len() <= limit {
-        let page = store.list_threads_after_async(filter, cursor.as_ref(), THREADS_CHUNK).await?;
+        let page = store.list_threads_after(filter, cursor.as_ref(), THREADS_CHUNK).await?;
         let done = page.len() < THREADS_CHUNK;
         cursor = page.last().map(|r| r.id.clone());
         for record in page {
@@ -398,7 +398,7 @@ pub(crate) async fn events_after(
     let mut out = Vec::new();
     loop {
         let chunk = READ_CHUNK_EVENTS.min(max.saturating_sub(out.len()).max(1));
-        let events = store.read_since_async(thread, Seq(after), chunk).await?;
+        let events = store.read_since(thread, Seq(after), chunk).await?;
         let n = events.len();
         for event in events {
             after = event.bookmark.seq.0;
@@ -422,7 +422,7 @@ pub(crate) async fn messages(store: &dyn Store, correlation_id: &str) -> Result<
     let mut found = Vec::new();
     let query = cairn_storage::CorrelationQuery::new(correlation_id);
     loop {
-        let events = store.read_correlated_async(&query, Lsn(after), READ_CHUNK_EVENTS).await?;
+        let events = store.read_correlated(&query, Lsn(after), READ_CHUNK_EVENTS).await?;
         let n = events.len();
         for event in events {
             after = event.bookmark.lsn.0;

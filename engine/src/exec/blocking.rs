@@ -1,20 +1,20 @@
-//! Sync reads for callers off the runtime (the test kit, the reliability suites, a user's
-//! `cairn::restore::restore`): the same [`Restore`] machine and decoding as `fetch.rs`, driven
-//! with the store's sync reads. Nothing of the engine's own paths reads through here.
+//! The sync adapter of `fetch.rs`, for callers off the runtime (the test kit, the reliability
+//! suites, a user's `cairn::restore::restore`): the same async code, waited for on the
+//! caller's thread. Nothing of the engine's own paths reads through here.
+
+use std::future::Future;
 
 use cairn_dsl::DynWorkflow;
 use cairn_storage::{Event, Store, ThreadId, ThreadRecord};
 
-use super::fetch::checkpoints_of;
-use crate::core::children::{CHILDREN_PAGE, children_page};
-use crate::core::codec::{self, Recorded};
-use crate::core::restore::{Answer, Answered, Next, Read, Restore, offloaded};
+use super::fetch;
+use crate::core::codec::Recorded;
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
 
-/// The context of `thread` after the event at `at` (after its last event when `None`), read
-/// with the store's sync reads: the latest checkpoint at or before it and the events after
-/// (a damaged checkpoint is skipped for an older one, failing all of them the first event).
+/// The context of `thread` after the event at `at` (after its last event when `None`): the
+/// latest checkpoint at or before it and the events after (a damaged checkpoint is skipped for
+/// an older one, failing all of them the first event). The engine's own restore, waited for.
 ///
 /// # Errors
 /// [`Error::UnknownThread`] if the thread has no events; [`Error::Record`] if the log does not
@@ -25,31 +25,7 @@ pub fn restore(
     thread: &ThreadId,
     at: Option<u64>,
 ) -> Result<ThreadCtx, Error> {
-    let mut restore = Restore::new(wf, thread.clone(), at);
-    let mut answer = None;
-    loop {
-        match restore.step(answer.take())? {
-            Next::Done(ctx) => return Ok(*ctx),
-            Next::Read(read) => answer = Some(read_sync(store, thread, read)),
-        }
-    }
-}
-
-/// The answer to `read` of `thread`.
-fn read_sync(store: &dyn Store, thread: &ThreadId, read: Read) -> Answered {
-    Ok(match read {
-        Read::Latest { at } => {
-            Answer::Checkpoint(store.latest_checkpoint_at_or_before(thread, at)?)
-        }
-        Read::Checkpoints => {
-            let (filter, page) = checkpoints_of(thread);
-            Answer::Checkpoints(store.list_checkpoints(&filter, page)?)
-        }
-        Read::Checkpoint(id) => Answer::Checkpoint(store.checkpoint(id)?),
-        Read::Range { from, to } => Answer::Events(store.read_range(thread, from, to)?),
-        Read::Since { after, limit } => Answer::Events(store.read_since(thread, after, limit)?),
-        Read::Payload(r) => Answer::Payload(store.payload(&r)?),
-    })
+    wait(fetch::restore(store, wf, thread, at))
 }
 
 /// Decodes a stored event's body, its payload read first when it was offloaded.
@@ -58,11 +34,7 @@ fn read_sync(store: &dyn Store, thread: &ThreadId, read: Read) -> Answered {
 /// [`Error::Record`] if the data is not a body this engine understands; storage errors if the
 /// payload is missing or damaged.
 pub fn decode(store: &dyn Store, event: Event) -> Result<Recorded, Error> {
-    let event = match offloaded(&event) {
-        Some(r) => Event { data: store.payload(r)?, ..event },
-        None => event,
-    };
-    codec::decode_loaded(event)
+    wait(fetch::decode(store, event))
 }
 
 /// The child threads of `parent` (every page of them).
@@ -74,14 +46,17 @@ pub(crate) fn children_of(
     store: &dyn Store,
     parent: &ThreadId,
 ) -> Result<Vec<ThreadRecord>, Error> {
-    let mut out = Vec::new();
-    loop {
-        let (filter, page) = children_page(parent, out.len());
-        let found = store.list_threads(&filter, page)?;
-        let done = found.len() < CHILDREN_PAGE;
-        out.extend(found);
-        if done {
-            return Ok(out);
+    wait(fetch::children_of(store, parent))
+}
+
+/// Runs `future` to its end on this thread. On a worker of a multi-thread runtime it waits
+/// through `block_in_place`, so the runtime hands the worker's other tasks on meanwhile.
+fn wait<F: Future>(future: F) -> F::Output {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| futures::executor::block_on(future))
         }
+        _ => futures::executor::block_on(future),
     }
 }

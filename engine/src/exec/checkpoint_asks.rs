@@ -25,8 +25,7 @@ impl Runner {
             let (reply, result) = match written {
                 Ok(()) => {
                     let seq = Seq(self.ctx.meta.seq);
-                    let found =
-                        self.shell.store.checkpoint_covering_async(&self.env.thread, seq).await;
+                    let found = self.shell.store.checkpoint_covering(&self.env.thread, seq).await;
                     match found {
                         Ok(Some(id)) => (Ok(id), Ok(())),
                         Ok(None) => (Err(no_checkpoint(seq)), Ok(())),

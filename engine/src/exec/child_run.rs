@@ -53,14 +53,11 @@ impl ChildThreads for LiveChildren {
                 .map_err(engine)?;
             // A child parked in `recv` (itself, or through a child of its own) whose signal was
             // sent is woken here: the signal woke this parent for it (`signals.rs`).
-            if let Some(record) =
-                shell.store.thread_async(&id).await.map_err(|e| engine(e.into()))?
-            {
+            if let Some(record) = shell.store.thread(&id).await.map_err(|e| engine(e.into()))? {
                 super::signals::wake_parked(&shell, &record).await.map_err(engine)?;
             }
             if let Some(value) = input_for_child
-                && let Some(record) =
-                    shell.store.thread_async(&id).await.map_err(|e| engine(e.into()))?
+                && let Some(record) = shell.store.thread(&id).await.map_err(|e| engine(e.into()))?
                 && record.status == ThreadStatus::WaitingInput
             {
                 let delivered = super::parked::deliver_input(&shell, &wf, &id, value).await;

@@ -87,7 +87,7 @@ fn drive_queued(shell: &Arc<Shell>, thread: ThreadId, reason: &'static str, paus
 /// again from its log after a pause.
 pub(super) fn stopped_by(shell: &Shell, thread: &ThreadId, e: &Error) -> bool {
     match e {
-        e if fenced(e) && !shell.store.exclusive() => {
+        e if fenced(e) && shell.coord.has_peers() => {
             // Another engine took the thread over (this one stalled past its lease) or changed
             // it (a control from another process): the refusal is the fence doing its work, and
             // the thread goes on under whoever holds it now.
@@ -96,7 +96,7 @@ pub(super) fn stopped_by(shell: &Shell, thread: &ThreadId, e: &Error) -> bool {
             tracing::info!(thread = %thread, error = %e, "runner fenced off its thread");
             false
         }
-        e if in_doubt(e) && !shell.store.exclusive() => {
+        e if in_doubt(e) && shell.coord.has_peers() => {
             // A write failed or went unanswered on a shared database, whose store reconnects:
             // drive the thread again from its log, after a pause (this engine's lease is still
             // on it, so nobody else would for its ttl).
@@ -316,7 +316,7 @@ fn watch_deadline(shell: &Shell, at_ms: u64, control: &Arc<Control>) {
 
 /// Arms the deadline of a parked thread from the deadline kept in its record's summary.
 pub(crate) async fn arm_parked_deadline(shell: &Shell, thread: &ThreadId) {
-    let Ok(Some(record)) = shell.store.thread_async(thread).await else { return };
+    let Ok(Some(record)) = shell.store.thread(thread).await else { return };
     if let Some(due) = Due::deadline_of(&record) {
         shell.coord.arm(thread, due);
     }
@@ -329,7 +329,7 @@ async fn tail_events(store: &dyn Store, thread: &ThreadId, ctx: &ThreadCtx) -> R
         ..cairn_storage::CheckpointFilter::default()
     };
     let page = cairn_storage::Page { limit: 1, offset: 0 };
-    let latest = store.list_checkpoints_async(&filter, page).await?;
+    let latest = store.list_checkpoints(&filter, page).await?;
     let covered = latest.first().map_or(0, |c| c.covers.seq.0);
     Ok(ctx.meta.seq.saturating_sub(covered))
 }

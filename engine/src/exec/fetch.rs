@@ -25,7 +25,7 @@ use crate::limits;
 /// # Errors
 /// [`Error::UnknownThread`]; storage errors.
 pub(crate) async fn record(store: &dyn Store, id: &ThreadId) -> Result<ThreadRecord, Error> {
-    store.thread_async(id).await?.ok_or_else(|| Error::UnknownThread(id.to_string()))
+    store.thread(id).await?.ok_or_else(|| Error::UnknownThread(id.to_string()))
 }
 
 /// The stored status of `id`, if it exists.
@@ -36,7 +36,7 @@ pub(crate) async fn status(
     store: &dyn Store,
     id: &ThreadId,
 ) -> Result<Option<ThreadStatus>, Error> {
-    Ok(store.thread_async(id).await?.map(|r| r.status))
+    Ok(store.thread(id).await?.map(|r| r.status))
 }
 
 /// Decodes a stored event's body, its payload read first when it was offloaded.
@@ -46,7 +46,7 @@ pub(crate) async fn status(
 pub(crate) async fn decode(store: &dyn Store, event: Event) -> Result<Recorded, Error> {
     let event = match offloaded(&event) {
         Some(r) => {
-            let data = store.payload_async(r).await?;
+            let data = store.payload(r).await?;
             Event { data, ..event }
         }
         None => event,
@@ -63,7 +63,7 @@ pub(crate) async fn decode(store: &dyn Store, event: Event) -> Result<Recorded, 
 pub(crate) async fn decode_announced(store: &dyn Store, event: Event) -> Result<Recorded, Error> {
     let mut rec = decode(store, event).await?;
     if let crate::core::event::Body::CheckpointCreated { checkpoint, .. } = &mut rec.body {
-        *checkpoint = store.checkpoint_covering_async(&rec.thread, rec.bookmark.seq).await?;
+        *checkpoint = store.checkpoint_covering(&rec.thread, rec.bookmark.seq).await?;
     }
     Ok(rec)
 }
@@ -104,27 +104,27 @@ async fn drive(
     loop {
         match restore.step(answer.take())? {
             Next::Done(ctx) => return Ok(*ctx),
-            Next::Read(read) => answer = Some(read_async(store, thread, read).await),
+            Next::Read(read) => answer = Some(read_answer(store, thread, read).await),
         }
     }
 }
 
 /// The answer to `read` of `thread`.
-async fn read_async(store: &dyn Store, thread: &ThreadId, read: Read) -> Answered {
+async fn read_answer(store: &dyn Store, thread: &ThreadId, read: Read) -> Answered {
     Ok(match read {
         Read::Latest { at } => {
-            Answer::Checkpoint(store.latest_checkpoint_at_or_before_async(thread, at).await?)
+            Answer::Checkpoint(store.latest_checkpoint_at_or_before(thread, at).await?)
         }
         Read::Checkpoints => {
             let (filter, page) = checkpoints_of(thread);
-            Answer::Checkpoints(store.list_checkpoints_async(&filter, page).await?)
+            Answer::Checkpoints(store.list_checkpoints(&filter, page).await?)
         }
-        Read::Checkpoint(id) => Answer::Checkpoint(store.checkpoint_async(id).await?),
-        Read::Range { from, to } => Answer::Events(store.read_range_async(thread, from, to).await?),
+        Read::Checkpoint(id) => Answer::Checkpoint(store.checkpoint(id).await?),
+        Read::Range { from, to } => Answer::Events(store.read_range(thread, from, to).await?),
         Read::Since { after, limit } => {
-            Answer::Events(store.read_since_async(thread, after, limit).await?)
+            Answer::Events(store.read_since(thread, after, limit).await?)
         }
-        Read::Payload(r) => Answer::Payload(store.payload_async(&r).await?),
+        Read::Payload(r) => Answer::Payload(store.payload(&r).await?),
     })
 }
 
@@ -145,7 +145,7 @@ pub(crate) async fn children_of(
     let mut out = Vec::new();
     loop {
         let (filter, page) = children_page(parent, out.len());
-        let found = store.list_threads_async(&filter, page).await?;
+        let found = store.list_threads(&filter, page).await?;
         let done = found.len() < CHILDREN_PAGE;
         out.extend(found);
         if done {
@@ -165,7 +165,7 @@ pub(crate) async fn unfinished_parent(
 ) -> Result<Option<ThreadId>, Error> {
     let Some(parent) = record.labels.get(PARENT_LABEL) else { return Ok(None) };
     let parent = ThreadId::new(parent.clone())?;
-    Ok(match store.thread_async(&parent).await? {
+    Ok(match store.thread(&parent).await? {
         Some(p) if !p.status.is_terminal() => Some(parent),
         _ => None,
     })

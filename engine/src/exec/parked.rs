@@ -160,8 +160,7 @@ async fn end_one(shell: &Shell, thread: &str, t: Transition, reason: &str) -> Re
             .map_err(|source| Error::Transition { thread: id.to_string(), source })?;
         let now = shell.clock.now_ms();
         let mut bodies = Vec::new();
-        for lock in shell.store.locks_async().await?.into_iter().filter(|l| l.owner == id.as_str())
-        {
+        for lock in shell.store.locks().await?.into_iter().filter(|l| l.owner == id.as_str()) {
             bodies.push(Body::Lock { name: lock.name, acquired: false });
         }
         let released_locks = !bodies.is_empty();
@@ -186,7 +185,7 @@ async fn end_one(shell: &Shell, thread: &str, t: Transition, reason: &str) -> Re
                 shell.coord.disarm(&id);
                 shell.coord.status_changed(&id, to).await;
                 shell.coord.locks_released();
-                if released_locks && let Ok(locks) = shell.store.locks_async().await {
+                if released_locks && let Ok(locks) = shell.store.locks().await {
                     shell.metrics.set_locks_held(locks.len());
                 }
                 shell.verified.forget(&id);

@@ -177,7 +177,7 @@ impl Pipeline {
     /// # Errors
     /// Storage errors.
     pub async fn locks(&self) -> Result<Vec<cairn_storage::LockRecord>, Error> {
-        Ok(self.store.locks_async().await?)
+        Ok(self.store.locks().await?)
     }
 
     /// The log submitted since the thread's latest checkpoint.

@@ -23,7 +23,7 @@ impl Runner {
         // this thread really wrote before it.
         self.commit_durable(Batch::default(), None).await?;
         let thread = self.env.thread.clone();
-        let latest = self.shell.store.latest_checkpoint_at_or_before_async(&thread, Seq(u64::MAX));
+        let latest = self.shell.store.latest_checkpoint_at_or_before(&thread, Seq(u64::MAX));
         let Some(cp) = latest.await? else {
             let why = "a node failed and there is no checkpoint to restore";
             return Ok(Some(self.finish(Transition::Fail, why, now).await?));

@@ -80,7 +80,7 @@ pub(crate) async fn tail(
     wf: &Arc<DynWorkflow>,
     thread: &ThreadId,
 ) -> Result<ReplayReport, Error> {
-    let start = match store.latest_checkpoint_at_or_before_async(thread, Seq(u64::MAX)).await {
+    let start = match store.latest_checkpoint_at_or_before(thread, Seq(u64::MAX)).await {
         Ok(Some(cp)) => match from_checkpoint(wf, thread, &cp) {
             Ok(ctx) => ctx,
             Err(e) => {

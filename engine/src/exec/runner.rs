@@ -123,7 +123,7 @@ impl Runner {
             ttl_ms: self.shell.config.lease_ttl_ms,
         });
         self.commit(batch, None, None).await?;
-        if self.shell.store.exclusive() {
+        if !self.shell.coord.has_peers() {
             return Ok(true);
         }
         // On a shared database another engine may have taken the lease or moved the thread
@@ -190,7 +190,7 @@ impl Runner {
         let released_locks = self.release_all(&mut batch, now).await?;
         self.commit_durable(batch, kind).await?;
         self.shell.coord.locks_released();
-        if released_locks && let Ok(locks) = self.shell.store.locks_async().await {
+        if released_locks && let Ok(locks) = self.shell.store.locks().await {
             self.shell.metrics.set_locks_held(locks.len());
         }
         if status.is_terminal() {
@@ -231,7 +231,7 @@ impl Runner {
             let held: Vec<String> = self
                 .shell
                 .store
-                .locks_async()
+                .locks()
                 .await?
                 .into_iter()
                 .filter(|l| l.owner == thread.as_str())

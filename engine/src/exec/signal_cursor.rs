@@ -65,7 +65,7 @@ pub(crate) async fn next_of(
     mut after: u64,
 ) -> Result<Option<Signal>, Error> {
     loop {
-        let page = store.signals_async(thread, after, INBOX_PAGE).await?;
+        let page = store.signals(thread, after, INBOX_PAGE).await?;
         let full = page.len() == INBOX_PAGE;
         if let Some(found) = page.iter().find(|s| s.name == name) {
             return Ok(Some(found.clone()));

@@ -53,14 +53,14 @@ pub(crate) async fn wake_if_sent(
     thread: &ThreadId,
 ) -> Result<Option<ThreadId>, Error> {
     let store = shell.store.as_ref();
-    let Some(mut record) = store.thread_async(thread).await? else { return Ok(None) };
+    let Some(mut record) = store.thread(thread).await? else { return Ok(None) };
     // Up to the thread nobody else drives: a child's driver is its unfinished parent's node.
     // Bounded: the depth of nesting is, and a damaged label must not loop.
     for _ in 0..=crate::limits::SUBGRAPH_DEPTH_MAX {
         let Some(parent) = super::fetch::unfinished_parent(store, &record).await? else {
             return Ok(wake_parked(shell, &record).await?.then(|| record.id.clone()));
         };
-        let Some(up) = store.thread_async(&parent).await? else { return Ok(None) };
+        let Some(up) = store.thread(&parent).await? else { return Ok(None) };
         record = up;
     }
     Ok(None)
@@ -106,7 +106,7 @@ async fn pending(shell: &Shell, top: &ThreadRecord) -> Result<Option<(TaskKey, S
             wf.nodes().iter().any(|n| matches!(n.kind, cairn_dsl::DynNodeKind::Subgraph { .. }));
         // Cheap first look: a thread never sent a signal, whose waits cannot be a child's,
         // needs no restore.
-        if !has_subgraph && store.signals_async(&record.id, 0, 1).await?.is_empty() {
+        if !has_subgraph && store.signals(&record.id, 0, 1).await?.is_empty() {
             return Ok(None);
         }
         let ctx = super::fetch::restore(store, &wf, &record.id, None).await?;
@@ -125,7 +125,7 @@ async fn pending(shell: &Shell, top: &ThreadRecord) -> Result<Option<(TaskKey, S
                 }
                 let child = super::subgraph::child_id(&record.id, &task, ctx.meta.step + 1);
                 top_task.get_or_insert(task);
-                let Some(next) = store.thread_async(&ThreadId::new(child)?).await? else {
+                let Some(next) = store.thread(&ThreadId::new(child)?).await? else {
                     return Ok(None);
                 };
                 record = next;

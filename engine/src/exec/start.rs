@@ -49,7 +49,7 @@ pub(crate) async fn prepare(
     fork: Option<ForkSeed>,
     policy: ThreadPolicy,
 ) -> Result<Option<Batch>, Error> {
-    let existing = shell.store.thread_async(id).await?;
+    let existing = shell.store.thread(id).await?;
     let Some((body, record, now)) =
         creation(shell, wf, (id, existing), input, labels, fork, policy)?
     else {
@@ -91,7 +91,7 @@ pub(crate) async fn prepare_running(
     labels: BTreeMap<String, String>,
     policy: ThreadPolicy,
 ) -> Result<Option<Running>, Error> {
-    let existing = shell.store.thread_async(id).await?;
+    let existing = shell.store.thread(id).await?;
     let Some((body, mut record, now)) =
         creation(shell, wf, (id, existing), input, labels, None, policy)?
     else {

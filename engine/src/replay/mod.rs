@@ -175,12 +175,12 @@ pub(crate) async fn replay_after(
     });
     let mut after = c.meta.seq;
     loop {
-        let events = store.read_since_async(id, Seq(after), limits::READ_CHUNK_EVENTS).await?;
+        let events = store.read_since(id, Seq(after), limits::READ_CHUNK_EVENTS).await?;
         let n = events.len();
         for event in events {
             // An offloaded payload is read here, awaited (`core` decodes what it is given).
             let event = match crate::core::restore::offloaded(&event) {
-                Some(r) => Event { data: store.payload_async(r).await?, ..event },
+                Some(r) => Event { data: store.payload(r).await?, ..event },
                 None => event,
             };
             let rec = codec::decode_loaded(event)?;

@@ -54,6 +54,7 @@ pub(super) async fn workflows(State(app): State<App>, q: Q) -> Result<Json<Value
         loop {
             let batch = store
                 .list_threads(&ThreadFilter::default(), Page { limit: COUNT_PAGE, offset: seen })
+                .wait()
                 .map_err(|e| reject(e.into(), "threads"))?;
             seen += batch.len();
             for r in &batch {
@@ -207,7 +208,7 @@ async fn last_runs(engine: &Engine, name: &str) -> Result<Vec<ThreadRecord>, Rej
     loop {
         let page = Page { limit: COUNT_PAGE, offset: runs.len() };
         let batch =
-            store.list_threads_async(&filter, page).await.map_err(|e| reject(e.into(), "runs"))?;
+            store.list_threads(&filter, page).await.map_err(|e| reject(e.into(), "runs"))?;
         let done = batch.len() < COUNT_PAGE;
         runs.extend(batch);
         if done {

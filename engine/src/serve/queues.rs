@@ -14,7 +14,7 @@ use super::threads::Q;
 /// The queues, by name: `{"now_ms": ..., "queues": [...]}`.
 pub(super) async fn list(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
     no_params(&pairs(q)?)?;
-    let queues = app.engine.store().queues_async().await.map_err(|e| reject(e.into(), "queues"))?;
+    let queues = app.engine.store().queues().await.map_err(|e| reject(e.into(), "queues"))?;
     let now_ms = app.engine.clock().now_ms();
     Ok(Json(json!({ "now_ms": now_ms, "queues": queues })))
 }

@@ -40,7 +40,7 @@ pub(super) async fn record_of(engine: &Engine, id: &str) -> Result<ThreadRecord,
     let thread = ThreadId::new(id).map_err(|e| Reject::bad("thread", e.to_string()))?;
     engine
         .store()
-        .thread_async(&thread)
+        .thread(&thread)
         .await
         .map_err(|e| reject(e.into(), "thread"))?
         .ok_or_else(|| Reject::not_found("thread", format!("no thread {id}")))
@@ -162,7 +162,7 @@ pub(super) async fn checkpoints(
     let infos = app
         .engine
         .store()
-        .list_checkpoints_async(&filter, Page { limit: SERVE_PAGE_MAX, offset: 0 })
+        .list_checkpoints(&filter, Page { limit: SERVE_PAGE_MAX, offset: 0 })
         .await
         .map_err(|e| reject(e.into(), "thread"))?;
     let rows: Vec<Value> = infos.iter().map(views::checkpoint_json).collect();

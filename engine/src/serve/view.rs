@@ -54,6 +54,7 @@ pub(super) async fn threads(State(app): State<App>, q: Q) -> Result<Json<Value>,
         loop {
             let batch = store
                 .list_threads(&filter, Page { limit: PAGE, offset: records.len() })
+                .wait()
                 .map_err(|e| reject(e.into(), "threads"))?;
             let done = batch.len() < PAGE;
             records.extend(batch);
@@ -227,7 +228,7 @@ pub(super) async fn timeline(
     let mut after = from.saturating_sub(1);
     while after < to {
         let chunk = store
-            .read_since_async(&record.id, Seq(after), READ_CHUNK_EVENTS)
+            .read_since(&record.id, Seq(after), READ_CHUNK_EVENTS)
             .await
             .map_err(|e| reject(e.into(), "thread"))?;
         let Some(end) = chunk.last().map(|e| e.bookmark.seq.0) else { break };

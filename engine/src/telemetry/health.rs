@@ -163,8 +163,7 @@ async fn read_and_check(
     let limit = 500;
     let mut offset = 0;
     loop {
-        let page =
-            store.list_threads_async(&ThreadFilter::default(), Page { limit, offset }).await?;
+        let page = store.list_threads(&ThreadFilter::default(), Page { limit, offset }).await?;
         offset += page.len();
         for record in &page {
             *counts.entry(record.status).or_default() += 1;
@@ -185,7 +184,7 @@ async fn read_and_check(
         }
     }
     let mut expired = Vec::new();
-    let locks = store.locks_async().await?;
+    let locks = store.locks().await?;
     let mut expired_locks = 0;
     for lock in &locks {
         if !lock.is_live(now_ms) {

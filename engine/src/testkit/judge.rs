@@ -200,7 +200,7 @@ impl CrashHarness {
             Err(e) => report.problem(format!("the recovered log does not read: {e}")),
         }
         report.lost_acked += count_missing(Some(store), acked, "recovered log", report);
-        match cairn_storage::Store::verify(store) {
+        match cairn_storage::Maintenance::verify(store) {
             Ok(found) => {
                 report.verify_problems += found.problems.len() as u64;
                 for p in found.problems.iter().take(3) {

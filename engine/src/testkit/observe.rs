@@ -64,7 +64,7 @@ pub(crate) fn read_all(store: &dyn Store, thread: &ThreadId) -> Result<Vec<Event
     let mut out: Vec<Event> = Vec::new();
     loop {
         let after = out.last().map_or(Seq(0), |e| e.bookmark.seq);
-        match store.read_since(thread, after, cairn_storage::limits::READ_LIMIT_MAX) {
+        match store.read_since(thread, after, cairn_storage::limits::READ_LIMIT_MAX).wait() {
             Ok(events) if events.is_empty() => return Ok(out),
             Ok(events) => out.extend(events),
             Err(cairn_storage::Error::UnknownThread(_)) => return Ok(out),

@@ -13,9 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use cairn_storage::{
-    Appended, Batch, Bookmark, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo,
-    Durability, Error, Event, LockRecord, Lsn, Page, PayloadRef, Pending, Pruned, Reading, Scope,
-    Seq, Store, Subscription, ThreadFilter, ThreadId, ThreadRecord, VerifyReport,
+    Append, Appended, Batch, Bookmark, Catalog, Checkpoint, CheckpointFilter, CheckpointId,
+    CheckpointInfo, Durability, Error, Event, LockRecord, Lsn, Maintenance, Page, PayloadRef,
+    Pending, Pruned, Reading, Scope, Seq, SharedDatabase, Store, Subscription, ThreadFilter,
+    ThreadId, ThreadLog, ThreadRecord, VerifyReport,
 };
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -151,13 +152,6 @@ impl RecordingStore {
         self.shared.events_read.load(Ordering::Relaxed)
     }
 
-    fn count_read(&self, result: Result<Vec<Event>, Error>) -> Result<Vec<Event>, Error> {
-        if let Ok(events) = &result {
-            self.shared.events_read.fetch_add(events.len() as u64, Ordering::Relaxed);
-        }
-        result
-    }
-
     fn watch<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
         if let Err(e) = &result {
             self.shared.fail(e);
@@ -165,24 +159,14 @@ impl RecordingStore {
         result
     }
 
-    /// [`RecordingStore::watch`] for an async read, checked (and its events counted, with
-    /// `events`) when its answer arrives.
-    fn watch_async<T: Counted + Send + 'static>(
-        &self,
-        reading: Reading<T>,
-        events: bool,
-    ) -> Reading<T> {
+    /// Checks a read's answer (and counts its events) as it arrives.
+    fn watch_read<T: Counted + Send + 'static>(&self, reading: Reading<T>) -> Reading<T> {
         let shared = self.shared.clone();
-        Reading::later(async move {
-            let result = reading.await;
-            match &result {
-                Ok(value) if events => {
-                    shared.events_read.fetch_add(value.events(), Ordering::Relaxed);
-                }
-                Ok(_) => {}
-                Err(e) => shared.fail(e),
+        reading.inspect(move |result| match result {
+            Ok(value) => {
+                shared.events_read.fetch_add(value.events(), Ordering::Relaxed);
             }
-            result
+            Err(e) => shared.fail(e),
         })
     }
 
@@ -268,7 +252,7 @@ impl std::fmt::Debug for RecordingStore {
     }
 }
 
-impl Store for RecordingStore {
+impl Append for RecordingStore {
     fn intend_write(&self) -> Option<cairn_storage::WriteIntent> {
         self.inner.intend_write()
     }
@@ -296,20 +280,22 @@ impl Store for RecordingStore {
         }))
     }
 
-    fn read_since(&self, thread: &ThreadId, after: Seq, limit: usize) -> Result<Vec<Event>, Error> {
-        self.count_read(self.watch(self.inner.read_since(thread, after, limit)))
+    fn durability(&self) -> Durability {
+        self.inner.durability()
+    }
+}
+
+impl ThreadLog for RecordingStore {
+    fn read_since(&self, thread: &ThreadId, after: Seq, limit: usize) -> Reading<Vec<Event>> {
+        self.watch_read(self.inner.read_since(thread, after, limit))
     }
 
-    fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Result<Vec<Event>, Error> {
-        self.count_read(self.watch(self.inner.read_range(thread, from, to)))
+    fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Reading<Vec<Event>> {
+        self.watch_read(self.inner.read_range(thread, from, to))
     }
 
-    fn last_bookmark(&self, thread: &ThreadId) -> Result<Option<Bookmark>, Error> {
-        self.watch(self.inner.last_bookmark(thread))
-    }
-
-    fn read_all_since(&self, after: Lsn, limit: usize) -> Result<Vec<Event>, Error> {
-        self.count_read(self.watch(self.inner.read_all_since(after, limit)))
+    fn read_all_since(&self, after: Lsn, limit: usize) -> Reading<Vec<Event>> {
+        self.watch_read(self.inner.read_all_since(after, limit))
     }
 
     fn read_correlated(
@@ -317,50 +303,92 @@ impl Store for RecordingStore {
         query: &cairn_storage::CorrelationQuery,
         after: Lsn,
         limit: usize,
-    ) -> Result<Vec<Event>, Error> {
-        self.count_read(self.watch(self.inner.read_correlated(query, after, limit)))
+    ) -> Reading<Vec<Event>> {
+        self.watch_read(self.inner.read_correlated(query, after, limit))
     }
 
     fn subscribe(&self, scope: Scope, after: u64) -> Result<Subscription, Error> {
         self.watch(self.inner.subscribe(scope, after))
     }
 
-    fn payload(&self, r: &PayloadRef) -> Result<Vec<u8>, Error> {
-        self.watch(self.inner.payload(r))
+    fn payload(&self, r: &PayloadRef) -> Reading<Vec<u8>> {
+        self.watch_read(self.inner.payload(r))
     }
 
-    fn checkpoint(&self, id: CheckpointId) -> Result<Option<Checkpoint>, Error> {
-        self.watch(self.inner.checkpoint(id))
+    fn checkpoint(&self, id: CheckpointId) -> Reading<Option<Checkpoint>> {
+        self.watch_read(self.inner.checkpoint(id))
     }
 
-    fn checkpoint_exists(&self, id: CheckpointId) -> Result<bool, Error> {
-        self.watch(self.inner.checkpoint_exists(id))
+    fn checkpoint_exists(&self, id: CheckpointId) -> Reading<bool> {
+        self.watch_read(self.inner.checkpoint_exists(id))
     }
 
     fn latest_checkpoint_at_or_before(
         &self,
         thread: &ThreadId,
         seq: Seq,
-    ) -> Result<Option<Checkpoint>, Error> {
-        self.watch(self.inner.latest_checkpoint_at_or_before(thread, seq))
+    ) -> Reading<Option<Checkpoint>> {
+        self.watch_read(self.inner.latest_checkpoint_at_or_before(thread, seq))
     }
 
-    fn checkpoint_covering(
-        &self,
-        thread: &ThreadId,
-        seq: Seq,
-    ) -> Result<Option<CheckpointId>, Error> {
-        self.watch(self.inner.checkpoint_covering(thread, seq))
+    fn checkpoint_covering(&self, thread: &ThreadId, seq: Seq) -> Reading<Option<CheckpointId>> {
+        self.watch_read(self.inner.checkpoint_covering(thread, seq))
     }
 
     fn list_checkpoints(
         &self,
         filter: &CheckpointFilter,
         page: Page,
-    ) -> Result<Vec<CheckpointInfo>, Error> {
-        self.watch(self.inner.list_checkpoints(filter, page))
+    ) -> Reading<Vec<CheckpointInfo>> {
+        self.watch_read(self.inner.list_checkpoints(filter, page))
+    }
+}
+
+impl Catalog for RecordingStore {
+    fn thread(&self, id: &ThreadId) -> Reading<Option<ThreadRecord>> {
+        self.watch_read(self.inner.thread(id))
     }
 
+    fn last_bookmark(&self, thread: &ThreadId) -> Reading<Option<Bookmark>> {
+        self.watch_read(self.inner.last_bookmark(thread))
+    }
+
+    fn list_threads(&self, filter: &ThreadFilter, page: Page) -> Reading<Vec<ThreadRecord>> {
+        self.watch_read(self.inner.list_threads(filter, page))
+    }
+
+    fn list_threads_after(
+        &self,
+        filter: &ThreadFilter,
+        after: Option<&ThreadId>,
+        limit: usize,
+    ) -> Reading<Vec<ThreadRecord>> {
+        self.watch_read(self.inner.list_threads_after(filter, after, limit))
+    }
+
+    fn signals(
+        &self,
+        thread: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Reading<Vec<cairn_storage::Signal>> {
+        self.watch_read(self.inner.signals(thread, after, limit))
+    }
+
+    fn queues(&self) -> Reading<Vec<cairn_storage::QueueState>> {
+        self.watch_read(self.inner.queues())
+    }
+
+    fn queue_member(&self, thread: &ThreadId) -> Reading<Option<cairn_storage::QueueMember>> {
+        self.watch_read(self.inner.queue_member(thread))
+    }
+
+    fn locks(&self) -> Reading<Vec<LockRecord>> {
+        self.watch_read(self.inner.locks())
+    }
+}
+
+impl Maintenance for RecordingStore {
     fn delete_checkpoint(&self, id: CheckpointId) -> Result<Pending<bool>, Error> {
         let pending = self.watch(self.inner.delete_checkpoint(id))?;
         Ok(self.forward(pending, |_, _| {}))
@@ -369,44 +397,6 @@ impl Store for RecordingStore {
     fn clear_checkpoints(&self, thread: &ThreadId) -> Result<Pending<u64>, Error> {
         let pending = self.watch(self.inner.clear_checkpoints(thread))?;
         Ok(self.forward(pending, |_, _| {}))
-    }
-
-    fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>, Error> {
-        self.watch(self.inner.thread(id))
-    }
-
-    fn list_threads(&self, filter: &ThreadFilter, page: Page) -> Result<Vec<ThreadRecord>, Error> {
-        self.watch(self.inner.list_threads(filter, page))
-    }
-
-    fn list_threads_after(
-        &self,
-        filter: &ThreadFilter,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Result<Vec<ThreadRecord>, Error> {
-        self.watch(self.inner.list_threads_after(filter, after, limit))
-    }
-
-    fn locks(&self) -> Result<Vec<LockRecord>, Error> {
-        self.watch(self.inner.locks())
-    }
-
-    fn signals(
-        &self,
-        thread: &ThreadId,
-        after: u64,
-        limit: usize,
-    ) -> Result<Vec<cairn_storage::Signal>, Error> {
-        self.watch(self.inner.signals(thread, after, limit))
-    }
-
-    fn queues(&self) -> Result<Vec<cairn_storage::QueueState>, Error> {
-        self.watch(self.inner.queues())
-    }
-
-    fn queue_member(&self, thread: &ThreadId) -> Result<Option<cairn_storage::QueueMember>, Error> {
-        self.watch(self.inner.queue_member(thread))
     }
 
     fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error> {
@@ -426,140 +416,42 @@ impl Store for RecordingStore {
     fn verify(&self) -> Result<VerifyReport, Error> {
         self.watch(self.inner.verify())
     }
+}
 
-    fn durability(&self) -> Durability {
-        self.inner.durability()
-    }
-
-    fn exclusive(&self) -> bool {
-        self.inner.exclusive()
-    }
-
+// The shared database's reads, checked like the others (the rest forwarded as they are).
+impl SharedDatabase for RecordingStore {
     fn due_threads(
         &self,
         workflows: &[String],
         horizon_ms: u64,
         after: Option<&(u64, ThreadId)>,
         limit: usize,
-    ) -> Result<Option<Vec<cairn_storage::DueThread>>, Error> {
-        self.watch(self.inner.due_threads(workflows, horizon_ms, after, limit))
+    ) -> Reading<Vec<cairn_storage::DueThread>> {
+        match self.inner.shared() {
+            Some(db) => self.watch_read(db.due_threads(workflows, horizon_ms, after, limit)),
+            None => Reading::ready(Ok(Vec::new())),
+        }
     }
 
-    // The async reads, forwarded as the inner store answers them (awaited on PostgreSQL).
-
-    fn thread_async(&self, id: &ThreadId) -> Reading<Option<ThreadRecord>> {
-        self.watch_async(self.inner.thread_async(id), false)
-    }
-
-    fn read_since_async(&self, thread: &ThreadId, after: Seq, limit: usize) -> Reading<Vec<Event>> {
-        self.watch_async(self.inner.read_since_async(thread, after, limit), true)
-    }
-
-    fn read_range_async(&self, thread: &ThreadId, from: Seq, to: Seq) -> Reading<Vec<Event>> {
-        self.watch_async(self.inner.read_range_async(thread, from, to), true)
-    }
-
-    fn read_all_since_async(&self, after: Lsn, limit: usize) -> Reading<Vec<Event>> {
-        self.watch_async(self.inner.read_all_since_async(after, limit), true)
-    }
-
-    fn read_correlated_async(
-        &self,
-        query: &cairn_storage::CorrelationQuery,
-        after: Lsn,
-        limit: usize,
-    ) -> Reading<Vec<Event>> {
-        self.watch_async(self.inner.read_correlated_async(query, after, limit), true)
-    }
-
-    fn payload_async(&self, r: &PayloadRef) -> Reading<Vec<u8>> {
-        self.watch_async(self.inner.payload_async(r), false)
-    }
-
-    fn checkpoint_async(&self, id: CheckpointId) -> Reading<Option<Checkpoint>> {
-        self.watch_async(self.inner.checkpoint_async(id), false)
-    }
-
-    fn latest_checkpoint_at_or_before_async(
-        &self,
-        thread: &ThreadId,
-        seq: Seq,
-    ) -> Reading<Option<Checkpoint>> {
-        self.watch_async(self.inner.latest_checkpoint_at_or_before_async(thread, seq), false)
-    }
-
-    fn checkpoint_covering_async(
-        &self,
-        thread: &ThreadId,
-        seq: Seq,
-    ) -> Reading<Option<CheckpointId>> {
-        self.watch_async(self.inner.checkpoint_covering_async(thread, seq), false)
-    }
-
-    fn list_checkpoints_async(
-        &self,
-        filter: &CheckpointFilter,
-        page: Page,
-    ) -> Reading<Vec<CheckpointInfo>> {
-        self.watch_async(self.inner.list_checkpoints_async(filter, page), false)
-    }
-
-    fn list_threads_async(&self, filter: &ThreadFilter, page: Page) -> Reading<Vec<ThreadRecord>> {
-        self.watch_async(self.inner.list_threads_async(filter, page), false)
-    }
-
-    fn list_threads_after_async(
-        &self,
-        filter: &ThreadFilter,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Reading<Vec<ThreadRecord>> {
-        self.watch_async(self.inner.list_threads_after_async(filter, after, limit), false)
-    }
-
-    fn signals_async(
-        &self,
-        thread: &ThreadId,
-        after: u64,
-        limit: usize,
-    ) -> Reading<Vec<cairn_storage::Signal>> {
-        self.watch_async(self.inner.signals_async(thread, after, limit), false)
-    }
-
-    fn locks_async(&self) -> Reading<Vec<LockRecord>> {
-        self.watch_async(self.inner.locks_async(), false)
-    }
-
-    fn queues_async(&self) -> Reading<Vec<cairn_storage::QueueState>> {
-        self.watch_async(self.inner.queues_async(), false)
-    }
-
-    fn queue_member_async(&self, thread: &ThreadId) -> Reading<Option<cairn_storage::QueueMember>> {
-        self.watch_async(self.inner.queue_member_async(thread), false)
-    }
-
-    fn due_threads_async(
-        &self,
-        workflows: &[String],
-        horizon_ms: u64,
-        after: Option<&(u64, ThreadId)>,
-        limit: usize,
-    ) -> Reading<Option<Vec<cairn_storage::DueThread>>> {
-        self.watch_async(self.inner.due_threads_async(workflows, horizon_ms, after, limit), false)
-    }
-
-    fn commits(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        self.inner.commits()
+    fn commits(&self) -> watch::Receiver<u64> {
+        self.inner.shared().map_or_else(|| watch::channel(0).1, SharedDatabase::commits)
     }
 
     fn tell_driver(&self, thread: &ThreadId, message: &str) -> Reading<()> {
-        self.inner.tell_driver(thread, message)
+        self.inner.shared().map_or(Reading::ready(Ok(())), |db| db.tell_driver(thread, message))
     }
 
-    fn driver_messages(
-        &self,
-    ) -> Option<tokio::sync::broadcast::Receiver<cairn_storage::DriverMessage>> {
-        self.inner.driver_messages()
+    fn driver_messages(&self) -> tokio::sync::broadcast::Receiver<cairn_storage::DriverMessage> {
+        self.inner
+            .shared()
+            .map_or_else(|| tokio::sync::broadcast::channel(1).1, SharedDatabase::driver_messages)
+    }
+}
+
+impl Store for RecordingStore {
+    fn shared(&self) -> Option<&dyn SharedDatabase> {
+        // Shared exactly when the wrapped store is (the methods above reach it).
+        self.inner.shared().map(|_| self as &dyn SharedDatabase)
     }
 }
 
@@ -577,6 +469,8 @@ impl Counted for Vec<Event> {
 }
 
 impl<T> Counted for Option<T> {}
+impl Counted for bool {}
+impl Counted for Vec<cairn_storage::DueThread> {}
 impl Counted for Vec<u8> {}
 impl Counted for Vec<CheckpointInfo> {}
 impl Counted for Vec<ThreadRecord> {}

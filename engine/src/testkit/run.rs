@@ -179,7 +179,8 @@ impl CrashHarness {
             seen = advance_past_retries(rec, &self.thread, clock, seen);
             let record = engine
                 .store()
-                .thread(&self.thread)?
+                .thread(&self.thread)
+                .wait()?
                 .ok_or_else(|| Error::UnknownThread(self.thread.to_string()))?;
             match record.status {
                 ThreadStatus::Running | ThreadStatus::Created => {}

@@ -93,7 +93,7 @@ struct Round {
 /// ```
 pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCheck>, Error> {
     let id = ThreadId::new(format!("schedule:{name}"))?;
-    let Some(record) = store.thread(&id)? else { return Ok(None) };
+    let Some(record) = store.thread(&id).wait()? else { return Ok(None) };
     if record.workflow.id != SCHEDULE_WORKFLOW {
         return Err(Error::Invalid(format!("thread {id} is not a schedule")));
     }
@@ -102,7 +102,7 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
         ended: record.status == ThreadStatus::Completed,
         ..ScheduleCheck::default()
     };
-    let events = store.read_since(&id, Seq(0), READ_LIMIT_MAX)?;
+    let events = store.read_since(&id, Seq(0), READ_LIMIT_MAX).wait()?;
     if events.len() == READ_LIMIT_MAX {
         out.problems.push(format!("{id}: log longer than one read, checked in part"));
     }
@@ -215,7 +215,7 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
     };
     let page = Page { limit: READ_LIMIT_MAX, offset: 0 };
     let mut present = BTreeSet::new();
-    for t in store.list_threads(&filter, page)? {
+    for t in store.list_threads(&filter, page).wait()? {
         if t.workflow.id == SCHEDULE_WORKFLOW {
             continue;
         }
@@ -227,7 +227,7 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
             ));
         }
         if started.contains_key(&tid) || out.in_flight.contains(&tid) {
-            let first = store.read_since(&t.id, Seq(0), 1)?;
+            let first = store.read_since(&t.id, Seq(0), 1).wait()?;
             if let Some(when) = first.first().and_then(|e| during(e.bookmark.lsn.0)) {
                 out.problems.push(format!("tick thread {tid} created {when}"));
             }

@@ -94,7 +94,7 @@ async fn export_options_add_metadata_drop_large_bodies_and_summarise_tools_and_t
         other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
     }
     let f = cairn::ThreadId::new("f").unwrap();
-    assert!(fresh.store().thread(&f).unwrap().is_none(), "nothing was written");
+    assert!(fresh.store().thread(&f).wait().unwrap().is_none(), "nothing was written");
 
     // A dropped reference no event uses, or one also among the payloads, is refused.
     let mut v = serde_json::to_value(&bundle).unwrap();

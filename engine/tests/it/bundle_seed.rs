@@ -86,16 +86,16 @@ async fn the_seed_documents_example_bundle_reads_and_imports() {
     let (_d, path) = db();
     let engine = Engine::builder(&path).durability(Durability::None).open().await.unwrap();
     let id = engine.import_bundle(&bundle).await.unwrap();
-    let record = engine.store().thread(&id).unwrap().unwrap();
+    let record = engine.store().thread(&id).wait().unwrap().unwrap();
     assert_eq!(record.status, ThreadStatus::Paused);
     assert_eq!(record.workflow.id, SEED_WORKFLOW_ID);
-    let events = engine.store().read_range(&id, Seq(1), Seq(3)).unwrap();
+    let events = engine.store().read_range(&id, Seq(1), Seq(3)).wait().unwrap();
     let bodies: Vec<Body> =
         events.into_iter().map(|e| decode(engine.store().as_ref(), e).unwrap().body).collect();
     assert!(matches!(bodies[1], Body::NodeStarted { ref task, .. } if task.node == "planner"));
     assert!(engine.store().verify().unwrap().is_clean());
     // Its checkpoint gives the state without the workflow.
-    let cp = engine.store().latest_checkpoint_at_or_before(&id, Seq(3)).unwrap().unwrap();
+    let cp = engine.store().latest_checkpoint_at_or_before(&id, Seq(3)).wait().unwrap().unwrap();
     let snapshot: cairn::thread_ctx::Snapshot = serde_json::from_slice(&cp.snapshot).unwrap();
     assert_eq!(snapshot.state, seed["checkpoints"][0]["state"]);
     engine.shutdown().await;

@@ -57,7 +57,7 @@ async fn a_node_checkpoint_names_its_node_and_tags_and_its_event_carries_its_id(
         kind: Some(CheckpointKind::Node),
         ..Default::default()
     };
-    let nodes = engine.store().list_checkpoints(&filter, Page::default()).unwrap();
+    let nodes = engine.store().list_checkpoints(&filter, Page::default()).wait().unwrap();
     assert_eq!(nodes.len(), 1, "{nodes:?}");
     let cp = &nodes[0];
     assert_eq!(cp.meta.custom.get("node").map(String::as_str), Some("review"));
@@ -66,12 +66,12 @@ async fn a_node_checkpoint_names_its_node_and_tags_and_its_event_carries_its_id(
     assert_eq!(cp.meta.creator, "engine");
     // Listing by tag finds it.
     let by_tag = CheckpointFilter { any_tags: vec!["human".into()], ..Default::default() };
-    let found = engine.store().list_checkpoints(&by_tag, Page::default()).unwrap();
+    let found = engine.store().list_checkpoints(&by_tag, Page::default()).wait().unwrap();
     assert_eq!(found.iter().map(|c| c.id).collect::<Vec<_>>(), [cp.id]);
 
     // Each checkpoint's event carries its id: the node one, then the completion one.
     let all = CheckpointFilter { thread: filter.thread.clone(), ..Default::default() };
-    let mut stored = engine.store().list_checkpoints(&all, Page::default()).unwrap();
+    let mut stored = engine.store().list_checkpoints(&all, Page::default()).wait().unwrap();
     stored.reverse();
     let expected: Vec<_> = stored.iter().map(|c| (c.kind, Some(c.id.0))).collect();
     assert_eq!(announced(&engine, "t").await, expected);
@@ -125,7 +125,7 @@ async fn a_manual_checkpoint_of_a_running_thread_is_taken_at_its_next_step_bound
     let out = t.finished().await.unwrap();
     assert_eq!(out.status, ThreadStatus::Completed);
 
-    let cp = engine.store().checkpoint(id).unwrap().unwrap();
+    let cp = engine.store().checkpoint(id).wait().unwrap().unwrap();
     assert_eq!(
         (cp.kind, cp.meta.tags.as_slice()),
         (CheckpointKind::Manual, &["live".to_owned()][..])
@@ -163,7 +163,7 @@ async fn a_rollback_restores_the_thread_in_place_records_it_and_resumes_from_the
         kind: Some(CheckpointKind::Node),
         ..Default::default()
     };
-    let after_a = engine.store().list_checkpoints(&filter, Page::default()).unwrap()[0].id;
+    let after_a = engine.store().list_checkpoints(&filter, Page::default()).wait().unwrap()[0].id;
     let before = engine.state_at("u", None).await.unwrap();
     assert_eq!(before.state["log"], serde_json::json!(["a", "b"]));
 
@@ -179,7 +179,7 @@ async fn a_rollback_restores_the_thread_in_place_records_it_and_resumes_from_the
     let Body::RolledBack { checkpoint, ref reason, .. } = e.body else { panic!("{:?}", e.body) };
     assert_eq!((checkpoint, reason.as_str()), (after_a, "b went wrong"));
     assert_eq!(engine.state_at("u", Some(before.seq)).await.unwrap().state, before.state);
-    let cp = engine.store().checkpoint(written).unwrap().unwrap();
+    let cp = engine.store().checkpoint(written).wait().unwrap().unwrap();
     assert_eq!(cp.meta.tags, [cairn::debug::ROLLBACK_TAG]);
     // The fold through the event alone gives the same context as the rollback's checkpoint.
     engine.store().delete_checkpoint(written).unwrap().wait().await.unwrap();

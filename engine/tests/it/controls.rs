@@ -45,7 +45,11 @@ fn children_of(engine: &Engine, parent: &str) -> Vec<cairn::storage::ThreadRecor
         label: Some(("parent".into(), parent.into())),
         ..Default::default()
     };
-    engine.store().list_threads(&filter, cairn::storage::Page { limit: 10, offset: 0 }).unwrap()
+    engine
+        .store()
+        .list_threads(&filter, cairn::storage::Page { limit: 10, offset: 0 })
+        .wait()
+        .unwrap()
 }
 
 /// Bodies of a thread's events, in order.
@@ -54,6 +58,7 @@ fn bodies(engine: &Engine, thread: &str) -> Vec<Body> {
     engine
         .store()
         .read_since(&id, cairn::Seq(0), 10_000)
+        .wait()
         .unwrap()
         .into_iter()
         .map(|e| cairn::codec::decode(engine.store().as_ref(), e).unwrap().body)
@@ -85,11 +90,11 @@ async fn cancel_during_a_tool_call_reaches_the_tool_and_releases_locks() {
     let engine = open(&path, &[&wf], None).await;
     let t = engine.start("slow", Tally::default(), StartOptions::id("c1")).await.unwrap();
     started_rx.await.unwrap();
-    assert_eq!(engine.store().locks().unwrap().len(), 1);
+    assert_eq!(engine.store().locks().wait().unwrap().len(), 1);
     engine.cancel("c1", "user pressed stop").await.unwrap();
     let out = t.finished().await.unwrap();
     assert_eq!(out.status, ThreadStatus::Cancelled);
-    assert!(engine.store().locks().unwrap().is_empty(), "locks released on cancel");
+    assert!(engine.store().locks().wait().unwrap().is_empty(), "locks released on cancel");
     let b = bodies(&engine, "c1");
     assert!(b.iter().any(|b| matches!(b, Body::StatusChanged { to: ThreadStatus::Cancelled, reason, .. } if reason == "user pressed stop")));
     assert!(b.iter().any(|b| matches!(b, Body::Lock { acquired: false, .. })));
@@ -443,9 +448,9 @@ async fn lock_contention_expiry_and_release_on_every_end() {
     // lock was taken over. Cancel the holder: nothing of it remains.
     engine.cancel("h", "done").await.unwrap();
     assert!(
-        engine.store().locks().unwrap().iter().all(|l| l.owner != "h" && l.owner != "p"),
+        engine.store().locks().wait().unwrap().iter().all(|l| l.owner != "h" && l.owner != "p"),
         "{:?}",
-        engine.store().locks().unwrap()
+        engine.store().locks().wait().unwrap()
     );
     engine.shutdown().await;
 }

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use cairn::dsl::{Ctx, NodeOutput, State, Workflow};
 use cairn::storage::limits::READ_LIMIT_MAX;
 use cairn::storage::{
-    Batch, Bookmark, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Event, LockRecord,
-    Lsn, Page, Pending, Pruned, RedbStore, Scope, Seq, Store, Subscription, ThreadFilter, ThreadId,
-    ThreadRecord, VerifyReport,
+    Append, Batch, Catalog, CheckpointId, Decorates, ForwardLog, LockRecord, Maintenance, Page,
+    Pending, Pruned, Reading, RedbStore, Seq, Store, ThreadFilter, ThreadId, ThreadRecord,
+    VerifyReport,
 };
 use cairn::{Durability, END, Engine, START, StartOptions, ThreadStatus};
 use proptest::prelude::*;
@@ -262,87 +262,50 @@ impl Dying {
     }
 }
 
-impl Store for Dying {
-    fn append(&self, batch: Batch) -> Result<Pending, cairn::storage::Error> {
+impl Dying {
+    /// Counts a write as a crash point: the write the store dies at runs `at_death` first and
+    /// still goes through; every later one is refused.
+    fn write<T>(
+        &self,
+        write: impl FnOnce() -> Result<T, cairn::storage::Error>,
+    ) -> Result<T, cairn::storage::Error> {
         self.appends.fetch_add(1, Ordering::SeqCst);
         let left = self.left.fetch_sub(1, Ordering::SeqCst);
         if left == 0
             && let Some(at_death) = &self.at_death
         {
             at_death();
-            let pending = self.inner.append(batch);
+            let written = write();
             self.died.notify_one();
-            return pending;
+            return written;
         }
         if left <= 0 {
             self.died.notify_one();
             return Err(cairn::storage::Error::Closed);
         }
-        self.inner.append(batch)
+        write()
     }
-    fn read_since(
-        &self,
-        t: &ThreadId,
-        a: Seq,
-        l: usize,
-    ) -> Result<Vec<Event>, cairn::storage::Error> {
-        self.inner.read_since(t, a, l)
+}
+
+impl Decorates for Dying {
+    fn inner(&self) -> &dyn Store {
+        &*self.inner
     }
-    fn read_range(
-        &self,
-        t: &ThreadId,
-        f: Seq,
-        to: Seq,
-    ) -> Result<Vec<Event>, cairn::storage::Error> {
-        self.inner.read_range(t, f, to)
+}
+
+impl ForwardLog for Dying {}
+
+impl Append for Dying {
+    fn append(&self, batch: Batch) -> Result<Pending, cairn::storage::Error> {
+        self.write(|| self.inner.append(batch))
     }
-    fn last_bookmark(&self, t: &ThreadId) -> Result<Option<Bookmark>, cairn::storage::Error> {
-        self.inner.last_bookmark(t)
+    fn durability(&self) -> Durability {
+        self.inner.durability()
     }
-    fn read_all_since(&self, a: Lsn, l: usize) -> Result<Vec<Event>, cairn::storage::Error> {
-        self.inner.read_all_since(a, l)
-    }
-    fn read_correlated(
-        &self,
-        q: &cairn::storage::CorrelationQuery,
-        a: Lsn,
-        l: usize,
-    ) -> Result<Vec<Event>, cairn::storage::Error> {
-        self.inner.read_correlated(q, a, l)
-    }
-    fn subscribe(&self, s: Scope, a: u64) -> Result<Subscription, cairn::storage::Error> {
-        self.inner.subscribe(s, a)
-    }
-    fn payload(&self, r: &cairn::storage::PayloadRef) -> Result<Vec<u8>, cairn::storage::Error> {
-        self.inner.payload(r)
-    }
-    fn checkpoint(&self, id: CheckpointId) -> Result<Option<Checkpoint>, cairn::storage::Error> {
-        self.inner.checkpoint(id)
-    }
-    fn checkpoint_exists(&self, id: CheckpointId) -> Result<bool, cairn::storage::Error> {
-        self.inner.checkpoint_exists(id)
-    }
-    fn latest_checkpoint_at_or_before(
-        &self,
-        t: &ThreadId,
-        s: Seq,
-    ) -> Result<Option<Checkpoint>, cairn::storage::Error> {
-        self.inner.latest_checkpoint_at_or_before(t, s)
-    }
-    fn list_checkpoints(
-        &self,
-        f: &CheckpointFilter,
-        p: Page,
-    ) -> Result<Vec<CheckpointInfo>, cairn::storage::Error> {
-        self.inner.list_checkpoints(f, p)
-    }
-    fn delete_checkpoint(&self, id: CheckpointId) -> Result<Pending<bool>, cairn::storage::Error> {
-        self.inner.delete_checkpoint(id)
-    }
-    fn clear_checkpoints(&self, t: &ThreadId) -> Result<Pending<u64>, cairn::storage::Error> {
-        self.inner.clear_checkpoints(t)
-    }
-    fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>, cairn::storage::Error> {
+}
+
+impl Catalog for Dying {
+    fn thread(&self, id: &ThreadId) -> Reading<Option<ThreadRecord>> {
         self.inner.thread(id)
     }
     fn list_threads_after(
@@ -350,20 +313,15 @@ impl Store for Dying {
         f: &ThreadFilter,
         after: Option<&ThreadId>,
         limit: usize,
-    ) -> Result<Vec<ThreadRecord>, cairn::storage::Error> {
+    ) -> Reading<Vec<ThreadRecord>> {
         self.slow_listing();
         self.inner.list_threads_after(f, after, limit)
     }
-
-    fn list_threads(
-        &self,
-        f: &ThreadFilter,
-        p: Page,
-    ) -> Result<Vec<ThreadRecord>, cairn::storage::Error> {
+    fn list_threads(&self, f: &ThreadFilter, p: Page) -> Reading<Vec<ThreadRecord>> {
         self.slow_listing();
         self.inner.list_threads(f, p)
     }
-    fn locks(&self) -> Result<Vec<LockRecord>, cairn::storage::Error> {
+    fn locks(&self) -> Reading<Vec<LockRecord>> {
         self.inner.locks()
     }
     fn signals(
@@ -371,17 +329,23 @@ impl Store for Dying {
         thread: &ThreadId,
         after: u64,
         limit: usize,
-    ) -> Result<Vec<cairn::storage::Signal>, cairn::storage::Error> {
+    ) -> Reading<Vec<cairn::storage::Signal>> {
         self.inner.signals(thread, after, limit)
     }
-    fn queues(&self) -> Result<Vec<cairn::storage::QueueState>, cairn::storage::Error> {
+    fn queues(&self) -> Reading<Vec<cairn::storage::QueueState>> {
         self.inner.queues()
     }
-    fn queue_member(
-        &self,
-        thread: &ThreadId,
-    ) -> Result<Option<cairn::storage::QueueMember>, cairn::storage::Error> {
+    fn queue_member(&self, thread: &ThreadId) -> Reading<Option<cairn::storage::QueueMember>> {
         self.inner.queue_member(thread)
+    }
+}
+
+impl Maintenance for Dying {
+    fn delete_checkpoint(&self, id: CheckpointId) -> Result<Pending<bool>, cairn::storage::Error> {
+        self.inner.delete_checkpoint(id)
+    }
+    fn clear_checkpoints(&self, t: &ThreadId) -> Result<Pending<u64>, cairn::storage::Error> {
+        self.inner.clear_checkpoints(t)
     }
     fn prune(
         &self,
@@ -396,29 +360,14 @@ impl Store for Dying {
         o: cairn::storage::DeleteOptions,
     ) -> Result<Pending<Option<cairn::storage::Deleted>>, cairn::storage::Error> {
         // A thread deletion is a write like an append: a crash point too.
-        self.appends.fetch_add(1, Ordering::SeqCst);
-        let left = self.left.fetch_sub(1, Ordering::SeqCst);
-        if left == 0
-            && let Some(at_death) = &self.at_death
-        {
-            at_death();
-            let pending = self.inner.delete_thread(t, o);
-            self.died.notify_one();
-            return pending;
-        }
-        if left <= 0 {
-            self.died.notify_one();
-            return Err(cairn::storage::Error::Closed);
-        }
-        self.inner.delete_thread(t, o)
+        self.write(|| self.inner.delete_thread(t, o))
     }
     fn verify(&self) -> Result<VerifyReport, cairn::storage::Error> {
         self.inner.verify()
     }
-    fn durability(&self) -> Durability {
-        self.inner.durability()
-    }
 }
+
+impl Store for Dying {}
 
 const THREADS: usize = 2;
 
@@ -502,13 +451,13 @@ fn recorded_calls(path: &Path) -> BTreeSet<String> {
 pub(crate) fn recorded_calls_in(store: &dyn Store) -> BTreeSet<String> {
     let mut keys = BTreeSet::new();
     let all = store.list_threads(&ThreadFilter::default(), Page { limit: 1_000, offset: 0 });
-    let all = all.unwrap();
+    let all = all.wait().unwrap();
     assert!(all.len() < 1_000, "more threads than one page");
     for record in all {
         let id = record.id;
         // The whole log fits in one read (the largest allowed) for these small workflows; an
         // error here must fail the case, not empty the set (which would hide repeated calls).
-        let events = store.read_since(&id, Seq(0), READ_LIMIT_MAX).unwrap();
+        let events = store.read_since(&id, Seq(0), READ_LIMIT_MAX).wait().unwrap();
         assert!(events.len() < READ_LIMIT_MAX, "{id}: log longer than one read");
         let mut inputs = BTreeMap::new();
         for e in events {
@@ -581,7 +530,7 @@ fn one_case(shape: Shape, crash_frac: f64) -> Result<(), TestCaseError> {
         let report = store.verify().unwrap();
         prop_assert!(report.is_clean(), "{:?}", report);
         for t in 0..THREADS {
-            let r = store.thread(&ThreadId::new(format!("t{t}")).unwrap()).unwrap().unwrap();
+            let r = store.thread(&ThreadId::new(format!("t{t}")).unwrap()).wait().unwrap().unwrap();
             prop_assert_eq!(r.status, ThreadStatus::Completed);
         }
         Ok(())

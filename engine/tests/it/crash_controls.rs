@@ -502,8 +502,8 @@ struct Facts {
 
 fn inspect(store: &dyn Store, wf: &Workflow<Acc>, t: usize) -> Option<Facts> {
     let id = ThreadId::new(tid(t)).unwrap();
-    let record = store.thread(&id).unwrap()?;
-    let events = store.read_since(&id, Seq(0), READ_LIMIT_MAX).unwrap();
+    let record = store.thread(&id).wait().unwrap()?;
+    let events = store.read_since(&id, Seq(0), READ_LIMIT_MAX).wait().unwrap();
     assert!(events.len() < READ_LIMIT_MAX, "{id}: log longer than one read");
     let mut problems = Vec::new();
     if let Some((k, e)) = events.iter().enumerate().find(|(k, e)| e.bookmark.seq.0 != *k as u64 + 1)
@@ -590,7 +590,7 @@ fn inspect(store: &dyn Store, wf: &Workflow<Acc>, t: usize) -> Option<Facts> {
         budget_events,
         received,
     };
-    let inbox = store.signals(&id, 0, READ_LIMIT_MAX).unwrap().len() as u64;
+    let inbox = store.signals(&id, 0, READ_LIMIT_MAX).wait().unwrap().len() as u64;
     Some(Facts {
         inbox,
         ran: ran_from.map(|from| (from, ran_to)),
@@ -657,21 +657,21 @@ fn leftovers(store: &dyn Store, threads: usize) -> Vec<String> {
     if !report.is_clean() {
         problems.push(format!("verify: {:?}", report.problems));
     }
-    let locks = store.locks().unwrap();
+    let locks = store.locks().wait().unwrap();
     let (mut present, mut events_n, mut checkpoints_n, mut signals_n) = (0u64, 0u64, 0u64, 0u64);
     let mut payloads = BTreeSet::new();
     for t in 0..threads {
         let id = ThreadId::new(tid(t)).unwrap();
-        let events = store.read_since(&id, Seq(0), READ_LIMIT_MAX).unwrap_or_default();
+        let events = store.read_since(&id, Seq(0), READ_LIMIT_MAX).wait().unwrap_or_default();
         let filter = cairn::storage::CheckpointFilter {
             thread: Some(id.clone()),
             ..cairn::storage::CheckpointFilter::default()
         };
         let page = cairn::storage::Page { limit: READ_LIMIT_MAX, offset: 0 };
-        let checkpoints = store.list_checkpoints(&filter, page).unwrap().len() as u64;
-        let signals = store.signals(&id, 0, READ_LIMIT_MAX).unwrap().len() as u64;
+        let checkpoints = store.list_checkpoints(&filter, page).wait().unwrap().len() as u64;
+        let signals = store.signals(&id, 0, READ_LIMIT_MAX).wait().unwrap().len() as u64;
         let held = locks.iter().filter(|l| l.owner == id.as_str()).count();
-        if store.thread(&id).unwrap().is_none() {
+        if store.thread(&id).wait().unwrap().is_none() {
             if !events.is_empty() || checkpoints > 0 || signals > 0 || held > 0 {
                 problems.push(format!(
                     "{id} is deleted, and {} events, {checkpoints} checkpoints, {signals} \
@@ -689,19 +689,19 @@ fn leftovers(store: &dyn Store, threads: usize) -> Vec<String> {
     }
     // The schedules' threads and the threads their ticks and triggers started.
     let page = cairn::storage::Page { limit: READ_LIMIT_MAX, offset: 0 };
-    let all = store.list_threads(&cairn::storage::ThreadFilter::default(), page).unwrap();
+    let all = store.list_threads(&cairn::storage::ThreadFilter::default(), page).wait().unwrap();
     let ours: BTreeSet<String> = (0..threads).map(tid).collect();
     for record in all.iter().filter(|r| !ours.contains(r.id.as_str())) {
         let id = &record.id;
-        let events = store.read_since(id, Seq(0), READ_LIMIT_MAX).unwrap();
+        let events = store.read_since(id, Seq(0), READ_LIMIT_MAX).wait().unwrap();
         let filter = cairn::storage::CheckpointFilter {
             thread: Some(id.clone()),
             ..cairn::storage::CheckpointFilter::default()
         };
         present += 1;
         events_n += events.len() as u64;
-        checkpoints_n += store.list_checkpoints(&filter, page).unwrap().len() as u64;
-        signals_n += store.signals(id, 0, READ_LIMIT_MAX).unwrap().len() as u64;
+        checkpoints_n += store.list_checkpoints(&filter, page).wait().unwrap().len() as u64;
+        signals_n += store.signals(id, 0, READ_LIMIT_MAX).wait().unwrap().len() as u64;
         payloads.extend(events.iter().filter_map(|e| e.payload.as_ref().map(|p| p.hash)));
     }
     let want = (present, events_n, checkpoints_n, payloads.len() as u64, signals_n);
@@ -735,7 +735,7 @@ fn lock_problems(store: &dyn Store, facts: &[Option<Facts>]) -> Vec<String> {
             }
         }
     }
-    let left: Vec<_> = store.locks().unwrap();
+    let left: Vec<_> = store.locks().wait().unwrap();
     if !left.is_empty() {
         problems.push(format!("locks left after every thread ended: {left:?}"));
     }
@@ -864,7 +864,8 @@ fn one_case(
         let mut paused = Vec::new();
         for t in 0..threads {
             let id = ThreadId::new(tid(t)).unwrap();
-            if let Some(r) = store.thread(&id).unwrap().filter(|r| r.status == ThreadStatus::Paused)
+            if let Some(r) =
+                store.thread(&id).wait().unwrap().filter(|r| r.status == ThreadStatus::Paused)
             {
                 paused.push((t, r.last.map_or(0, |b| b.seq.0)));
             }

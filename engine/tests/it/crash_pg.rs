@@ -94,7 +94,7 @@ fn one_case(
         let report = store.verify().unwrap();
         prop_assert!(report.is_clean(), "{:?}", report);
         for t in 0..2 {
-            let r = store.thread(&ThreadId::new(format!("t{t}")).unwrap()).unwrap().unwrap();
+            let r = store.thread(&ThreadId::new(format!("t{t}")).unwrap()).wait().unwrap().unwrap();
             prop_assert_eq!(r.status, ThreadStatus::Completed);
         }
         Ok(())

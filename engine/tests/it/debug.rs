@@ -51,8 +51,8 @@ async fn open(path: &std::path::Path, wfs: &[&Workflow<Tally>]) -> Engine {
 fn fold_all(engine: &Engine, wf: &Workflow<Tally>, thread: &str) -> Vec<serde_json::Value> {
     let id = ThreadId::new(thread).unwrap();
     let store = engine.store();
-    let last = store.last_bookmark(&id).unwrap().unwrap().seq.0;
-    let events = store.read_range(&id, Seq(1), Seq(last)).unwrap();
+    let last = store.last_bookmark(&id).wait().unwrap().unwrap().seq.0;
+    let events = store.read_range(&id, Seq(1), Seq(last)).wait().unwrap();
     let dyn_wf = wf.erase();
     let mut out = Vec::new();
     let mut ctx: Option<ThreadCtx> = None;
@@ -73,9 +73,9 @@ fn fold_all(engine: &Engine, wf: &Workflow<Tally>, thread: &str) -> Vec<serde_js
 
 fn step_completed_seqs(engine: &Engine, thread: &str) -> Vec<(u64, u64)> {
     let id = ThreadId::new(thread).unwrap();
-    let last = engine.store().last_bookmark(&id).unwrap().unwrap().seq.0;
+    let last = engine.store().last_bookmark(&id).wait().unwrap().unwrap().seq.0;
     let mut out = Vec::new();
-    for event in engine.store().read_range(&id, Seq(1), Seq(last)).unwrap() {
+    for event in engine.store().read_range(&id, Seq(1), Seq(last)).wait().unwrap() {
         let rec = decode(engine.store().as_ref(), event).unwrap();
         if let cairn::event::Body::StepCompleted { step, .. } = rec.body {
             out.push((step, rec.bookmark.seq.0));
@@ -98,6 +98,7 @@ async fn state_at_every_seq_is_the_live_state() {
             &CheckpointFilter { thread: Some(t.id().clone()), ..Default::default() },
             Page::default(),
         )
+        .wait()
         .unwrap();
     assert!(checkpoints.len() >= 3, "periodic checkpoints are used by restore: {checkpoints:?}");
 
@@ -170,9 +171,9 @@ async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
     let t = engine.start("observed", Tally::default(), StartOptions::id("orig")).await.unwrap();
     let original: Tally = t.output().await.unwrap();
     let id = ThreadId::new("orig").unwrap();
-    let last = engine.store().last_bookmark(&id).unwrap().unwrap().seq;
-    let before = engine.store().read_range(&id, Seq(1), last).unwrap();
-    let record_before = engine.store().thread(&id).unwrap().unwrap();
+    let last = engine.store().last_bookmark(&id).wait().unwrap().unwrap().seq;
+    let before = engine.store().read_range(&id, Seq(1), last).wait().unwrap();
+    let record_before = engine.store().thread(&id).wait().unwrap().unwrap();
     let b = step_completed_seqs(&engine, "orig");
     let at = b[1].1; // after step 2
 
@@ -192,9 +193,9 @@ async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
         .collect();
     assert_eq!(fork_seen.len(), 3, "only the nodes after the fork point ran");
     assert_eq!(fork_seen[0], (1, state_at_fork.clone()), "a fork counts its own steps from 1");
-    let rec = engine.store().thread(&ThreadId::new("f1").unwrap()).unwrap().unwrap();
+    let rec = engine.store().thread(&ThreadId::new("f1").unwrap()).wait().unwrap().unwrap();
     assert_eq!(rec.parent, Some((id.clone(), Seq(at))));
-    let first = engine.store().read_range(&rec.id, Seq(1), Seq(1)).unwrap();
+    let first = engine.store().read_range(&rec.id, Seq(1), Seq(1)).wait().unwrap();
     match decode(engine.store().as_ref(), first[0].clone()).unwrap().body {
         cairn::event::Body::ThreadCreated { fork: Some(origin), frontier, .. } => {
             assert_eq!((origin.thread.as_str(), origin.seq), ("orig", at));
@@ -210,6 +211,7 @@ async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
             &CheckpointFilter { thread: Some(id.clone()), ..Default::default() },
             Page::default(),
         )
+        .wait()
         .unwrap();
     let cp = cps.iter().find(|c| c.covers.seq.0 < b[3].1).unwrap();
     let f2 = engine
@@ -227,7 +229,7 @@ async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
     assert_eq!(patched.log[..at_cp.log.len()], at_cp.log[..]);
     assert_eq!(patched.log[at_cp.log.len()], "patched");
     assert!(patched.total >= at_cp.total + 1000);
-    let second = engine.store().read_range(f2.id(), Seq(2), Seq(2)).unwrap();
+    let second = engine.store().read_range(f2.id(), Seq(2), Seq(2)).wait().unwrap();
     assert!(matches!(
         decode(engine.store().as_ref(), second[0].clone()).unwrap().body,
         cairn::event::Body::StateUpdated { .. }
@@ -243,11 +245,11 @@ async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
     assert!(bad(engine.fork("orig", ForkFrom::Seq(last.0 + 1), ForkOptions::id("x")).await));
     assert!(bad(engine.fork("orig", ForkFrom::Seq(at), ForkOptions::id("f1")).await));
     assert!(bad(engine.fork("orig", ForkFrom::Seq(at), ForkOptions::id("x").update("no")).await));
-    assert!(engine.store().thread(&ThreadId::new("x").unwrap()).unwrap().is_none());
+    assert!(engine.store().thread(&ThreadId::new("x").unwrap()).wait().unwrap().is_none());
 
     // The original is untouched.
-    assert_eq!(engine.store().read_range(&id, Seq(1), last).unwrap(), before);
-    assert_eq!(engine.store().thread(&id).unwrap().unwrap(), record_before);
+    assert_eq!(engine.store().read_range(&id, Seq(1), last).wait().unwrap(), before);
+    assert_eq!(engine.store().thread(&id).wait().unwrap().unwrap(), record_before);
     engine.shutdown().await;
 }
 
@@ -276,7 +278,7 @@ async fn manual_checkpoint_of_a_parked_thread() {
         ..Default::default()
     };
     let cp = engine.checkpoint_now("m", meta).await.unwrap();
-    let stored = engine.store().checkpoint(cp).unwrap().unwrap();
+    let stored = engine.store().checkpoint(cp).wait().unwrap().unwrap();
     assert_eq!(stored.covers.seq.0, before.seq + 1);
     assert_eq!(stored.meta.tags, ["mark"]);
     assert_eq!(stored.kind, cairn::storage::CheckpointKind::Manual);
@@ -381,7 +383,7 @@ async fn migration_moves_a_parked_thread_onto_the_new_version() {
     engine.migrate("c", 2).await.unwrap();
 
     let id = ThreadId::new("c").unwrap();
-    let record = engine.store().thread(&id).unwrap().unwrap();
+    let record = engine.store().thread(&id).wait().unwrap().unwrap();
     assert_eq!(record.workflow.version, 2);
     assert_eq!(record.status, ThreadStatus::WaitingInput, "the status is kept");
     let now = engine.state_at("c", None).await.unwrap();
@@ -411,9 +413,9 @@ async fn migration_moves_a_parked_thread_onto_the_new_version() {
         .await
         .unwrap();
     assert_eq!(t2.wait().await.unwrap().status, ThreadStatus::WaitingInput);
-    let last = engine.store().last_bookmark(t2.id()).unwrap();
+    let last = engine.store().last_bookmark(t2.id()).wait().unwrap();
     assert!(matches!(engine.migrate("c2", 2).await, Err(Error::Invalid(_))));
-    assert_eq!(engine.store().last_bookmark(t2.id()).unwrap(), last);
+    assert_eq!(engine.store().last_bookmark(t2.id()).wait().unwrap(), last);
     engine.shutdown().await;
 }
 
@@ -447,7 +449,7 @@ async fn the_state_at_a_time_is_the_state_after_the_last_event_recorded_by_then(
     let t = engine.start("timed", Tally::default(), StartOptions::id("tm")).await.unwrap();
     let _: Tally = t.output().await.unwrap();
     let id: ThreadId = "tm".parse().unwrap();
-    let events = engine.store().read_since(&id, Seq(0), 1_000).unwrap();
+    let events = engine.store().read_since(&id, Seq(0), 1_000).wait().unwrap();
     let expected =
         |at: u64| events.iter().filter(|e| e.bookmark.at_ms <= at).map(|e| e.bookmark.seq.0).max();
     let first = events[0].bookmark.at_ms;

@@ -1,5 +1,6 @@
 //! Execution semantics: linear runs, routes, joins, loops, idempotent start, version pinning.
 
+use cairn::storage::{Catalog, ThreadLog};
 use std::sync::Arc;
 
 use cairn::dsl::{NodeOutput, Workflow};
@@ -89,10 +90,10 @@ async fn a_thread_stays_on_its_version_and_refuses_a_changed_fingerprint() {
         .build()
         .unwrap();
     let engine = engine_on(&path, &[&changed], None).await;
-    let before = engine.store().last_bookmark(&cairn::ThreadId::new("p").unwrap()).unwrap();
+    let before = engine.store().last_bookmark(&cairn::ThreadId::new("p").unwrap()).wait().unwrap();
     let err = engine.send_input("p", true).await.unwrap_err();
     assert!(matches!(err, Error::FingerprintChanged { .. }), "{err}");
-    let after = engine.store().last_bookmark(&cairn::ThreadId::new("p").unwrap()).unwrap();
+    let after = engine.store().last_bookmark(&cairn::ThreadId::new("p").unwrap()).wait().unwrap();
     assert_eq!(before, after, "nothing written");
     engine.shutdown().await;
     drop(engine);
@@ -386,14 +387,14 @@ async fn a_started_thread_runs_from_its_creation_without_reading_it_back() {
     // handle of a start subscribed before the runner began): no event read either.
     let t2 = engine.start("linear", Tally::default(), StartOptions::id("t2")).await.unwrap();
     let t2_id: cairn::ThreadId = "t2".parse().unwrap();
-    while store.thread(&t2_id).unwrap().is_none_or(|r| r.status != ThreadStatus::Completed) {
+    while store.thread(&t2_id).wait().unwrap().is_none_or(|r| r.status != ThreadStatus::Completed) {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
     cairn::testkit::runner_released(&engine, &t2_id).await;
     let before = store.events_read();
     assert_eq!(t2.finished().await.unwrap().output, done.output);
     assert_eq!(store.events_read() - before, 0, "a late wait read no event");
-    let first = store.read_range(&"t1".parse().unwrap(), Seq(1), Seq(2)).unwrap();
+    let first = store.read_range(&"t1".parse().unwrap(), Seq(1), Seq(2)).wait().unwrap();
     let kinds: Vec<EventKind> = first.iter().map(|e| e.kind).collect();
     assert_eq!(kinds, [EventKind::ThreadCreated, EventKind::StatusChanged]);
     assert_eq!(first[1].bookmark.lsn.0, first[0].bookmark.lsn.0 + 1, "one batch");

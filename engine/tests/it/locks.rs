@@ -55,7 +55,7 @@ async fn several_locks_are_taken_all_or_nothing_and_a_refusal_names_each_one_hel
     let h = engine.start("hold", Tally::default(), StartOptions::id("holder")).await.unwrap();
     assert_eq!(h.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let names = |engine: &cairn::Engine| -> Vec<(String, String)> {
-        let locks = engine.store().locks().unwrap();
+        let locks = engine.store().locks().wait().unwrap();
         locks.into_iter().map(|l| (l.name, l.owner)).collect()
     };
     let held_by_holder = vec![("a".to_owned(), "holder".to_owned()), ("c".into(), "holder".into())];

@@ -9,6 +9,7 @@
 //! async) lets it tick not once while it runs; an awaited one lets it tick all along. Each read
 //! returns what it returns without the delay, and `PgStore::blocking_reads` does not move.
 
+use cairn::storage::Catalog;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use cairn::debug::{ExportOptions, TraceQuery, TraceScope};
 use cairn::dsl::{Ctx, Message, NodeOutput, Workflow};
+use cairn::storage::PgStore;
 use cairn::storage::pg_cluster::Cluster;
 use cairn::storage::pg_proxy::Proxy;
-use cairn::storage::{PgStore, Store};
 use cairn::{Durability, END, Engine, START, StartOptions, ThreadStatus};
 
 use crate::common::Tally;
@@ -157,7 +158,7 @@ fn debug_reads_on_one_runtime_thread_leave_it_running_while_postgres_is_slow() {
         let t = engine.start("chat", Tally::default(), StartOptions::id("chat-1")).await.unwrap();
         assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
         let id = cairn::storage::ThreadId::new("chat-1").unwrap();
-        let last = store.thread_async(&id).await.unwrap().unwrap().last.unwrap().seq.0;
+        let last = store.thread(&id).await.unwrap().unwrap().last.unwrap().seq.0;
         let seq = engine.states("chat-1", 1, last).await.unwrap()[0].seq;
         let fast = answers(&engine, seq, last).await;
         assert_eq!(fast.session.len(), 3, "{:?}", fast.session);

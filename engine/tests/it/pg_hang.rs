@@ -11,14 +11,15 @@
 //! and once the network is back, every thread completes by itself, each tool call run once
 //! (counted by [`Effects`]): nothing lost, nothing run twice.
 
+use cairn::storage::{Maintenance, ThreadLog};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cairn::dsl::{Ctx, NodeOutput, Workflow};
+use cairn::storage::PgStore;
 use cairn::storage::pg_cluster::Cluster;
 use cairn::storage::pg_proxy::Proxy;
-use cairn::storage::{PgStore, Store};
 use cairn::{Durability, END, Engine, START, StartOptions};
 use serde_json::Value;
 
@@ -314,7 +315,8 @@ fn a_second_engine_takes_over_and_the_silent_engines_late_writes_are_fenced() {
         );
         for t in 0..THREADS {
             let id = cairn::storage::ThreadId::new(format!("t{t}")).unwrap();
-            let events = other_store.read_since(&id, cairn::storage::Seq(0), 10_000).unwrap();
+            let events =
+                other_store.read_since(&id, cairn::storage::Seq(0), 10_000).wait().unwrap();
             let seqs: Vec<u64> = events.iter().map(|e| e.bookmark.seq.0).collect();
             assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "t{t}: no gap, no dup");
         }

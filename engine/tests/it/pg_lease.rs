@@ -282,8 +282,11 @@ async fn two_engines_opened_in_one_millisecond_make_different_ids() {
         inputs.insert(out.total);
         drawn.insert(out.log.concat());
     }
-    let stored =
-        a.store().list_threads(&ThreadFilter::default(), Page { limit: 500, offset: 0 }).unwrap();
+    let stored = a
+        .store()
+        .list_threads(&ThreadFilter::default(), Page { limit: 500, offset: 0 })
+        .wait()
+        .unwrap();
     crate::common::report(&format!(
         "RELIABILITY same_millisecond_engines threads={} inputs={} drawn_values={}",
         stored.len(),

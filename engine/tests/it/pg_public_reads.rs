@@ -11,6 +11,7 @@
 //! run (the ticker never ran). After: none, the longest gap 15 ms on an idle machine (390 ms,
 //! 3.7 s in gaps of 75 ms or more, when the whole `it` suite and other builds share 2 cores).
 
+use cairn::storage::SharedDatabase;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 use cairn::dsl::{Ctx, END, NodeOutput, START, Workflow};
 use cairn::storage::pg_cluster::Cluster;
 use cairn::storage::pg_proxy::Proxy;
-use cairn::storage::{PgStore, Scope, Store, ThreadId};
+use cairn::storage::{PgStore, Scope, ThreadId};
 use cairn::telemetry::storage as store_names;
 use cairn::{Durability, Engine, Every, ScheduleSpec, StartOptions, ThreadStatus};
 use serde_json::json;

@@ -11,14 +11,15 @@
 //! time: before this change the engine made 74 of them in this test, and its runtime stood
 //! still for 19.6 s at once; and the store counts them (`PgStore::blocking_reads`), which must not move.
 
+use cairn::storage::Maintenance;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cairn::dsl::{Ctx, END, NodeOutput, START, Workflow};
+use cairn::storage::PgStore;
 use cairn::storage::pg_cluster::Cluster;
 use cairn::storage::pg_proxy::Proxy;
-use cairn::storage::{PgStore, Store};
 use cairn::{Durability, Engine, StartOptions, ThreadStatus};
 
 use crate::common::{Effects, Tally, linear};

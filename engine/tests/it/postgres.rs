@@ -243,7 +243,7 @@ async fn a_cancel_the_driver_does_not_act_on_is_written_by_the_canceller_and_fen
     other.cancel("s", "stop it").await.unwrap();
     assert_eq!(other.thread("s").await.unwrap().status().await.unwrap(), ThreadStatus::Cancelled);
     let id: cairn::ThreadId = "s".parse().unwrap();
-    let before = other.store().read_since(&id, cairn::Seq(0), 100).unwrap().len();
+    let before = other.store().read_since(&id, cairn::Seq(0), 100).wait().unwrap().len();
     s.gate.send_replace(true);
     // The driver's runner finishes its node and tries to write the step: refused.
     tokio::time::timeout(
@@ -252,7 +252,7 @@ async fn a_cancel_the_driver_does_not_act_on_is_written_by_the_canceller_and_fen
     )
     .await
     .expect("the fenced runner stops");
-    let after = other.store().read_since(&id, cairn::Seq(0), 100).unwrap();
+    let after = other.store().read_since(&id, cairn::Seq(0), 100).wait().unwrap();
     assert_eq!(after.len(), before, "the fenced runner wrote nothing after the cancel");
     assert_eq!(other.thread("s").await.unwrap().status().await.unwrap(), ThreadStatus::Cancelled);
     assert!(other.store().verify().unwrap().is_clean());

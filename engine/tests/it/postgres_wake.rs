@@ -43,7 +43,7 @@ async fn a_thread_sleeping_on_a_crashed_engine_wakes_on_another_when_due() {
     }
     doomed.start("short-nap", Tally::default(), StartOptions::id("short")).await.unwrap();
     let sleeping = |id: &str| {
-        let record = survivor.store().thread(&id.parse().unwrap()).unwrap();
+        let record = survivor.store().thread(&id.parse().unwrap()).wait().unwrap();
         record.is_some_and(|r| r.status == ThreadStatus::Sleeping)
     };
     let started = std::time::Instant::now();

@@ -39,7 +39,7 @@ async fn queries_answer_from_the_stored_state_and_write_nothing() {
     let engine = cairn::Engine::builder(&path).workflow(&wf).open().await.unwrap();
     let t = engine.start("ledger", Tally::default(), StartOptions::id("l1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
-    let last = || engine.store().thread(t.id()).unwrap().unwrap().last.unwrap().seq;
+    let last = || engine.store().thread(t.id()).wait().unwrap().unwrap().last.unwrap().seq;
     let before = last();
     assert_eq!(engine.query("l1", "total", json!(null)).await.unwrap(), json!(0));
     assert_eq!(engine.query("l1", "total_plus", json!(5)).await.unwrap(), json!(5));

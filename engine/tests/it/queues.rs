@@ -46,7 +46,7 @@ pub fn whole_log(store: &dyn Store) -> Vec<cairn::storage::Event> {
     let mut events = Vec::new();
     let mut after = cairn::Lsn(0);
     loop {
-        let page = store.read_all_since(after, 1_000).unwrap();
+        let page = store.read_all_since(after, 1_000).wait().unwrap();
         let Some(last) = page.last() else { break };
         after = last.bookmark.lsn;
         events.extend(page);
@@ -268,7 +268,7 @@ async fn a_dedup_key_returns_the_waiting_or_running_thread_and_is_free_once_it_e
     let first = engine.start("nap", Tally::default(), dedup("d-1")).await.unwrap();
     let again = engine.start("nap", Tally::default(), dedup("d-2")).await.unwrap();
     assert_eq!(again.id(), first.id(), "a waiting thread holds the key");
-    assert!(engine.store().thread(&cairn::ThreadId::new("d-2").unwrap()).unwrap().is_none());
+    assert!(engine.store().thread(&cairn::ThreadId::new("d-2").unwrap()).wait().unwrap().is_none());
     assert_eq!(engine.admit_queued().await.unwrap().len(), 1);
     let running = engine.start("nap", Tally::default(), dedup("d-3")).await.unwrap();
     assert_eq!(running.id(), first.id(), "an admitted thread holds the key");

@@ -153,6 +153,7 @@ async fn check_logs(engine: &Engine, what: &str) {
             },
             cairn::storage::Page { limit: 10, offset: 0 },
         )
+        .wait()
         .unwrap();
     assert_eq!(children.len(), 1, "{what}");
     assert_eq!(children[0].status, ThreadStatus::Completed, "{what}");

@@ -135,7 +135,7 @@ async fn restore_cost_does_not_grow_with_history() {
         let erased = wf.erase();
         let thread = cairn::ThreadId::new(id).unwrap();
         // Restore at a seq in the middle, which needs a periodic checkpoint plus a tail.
-        let last = engine.store().last_bookmark(&thread).unwrap().unwrap().seq.0;
+        let last = engine.store().last_bookmark(&thread).wait().unwrap().unwrap().seq.0;
         let mut best = f64::MAX;
         for _ in 0..5 {
             let start = Instant::now();
@@ -154,7 +154,7 @@ async fn restore_cost_does_not_grow_with_history() {
     // thread's slowest is about the short one's.
     let slowest_state_at = async |id: &str| {
         let thread = cairn::ThreadId::new(id).unwrap();
-        let last = engine.store().last_bookmark(&thread).unwrap().unwrap().seq.0;
+        let last = engine.store().last_bookmark(&thread).wait().unwrap().unwrap().seq.0;
         let mut slowest = 0.0_f64;
         for seq in (0..=10).map(|k| (last * k / 10).max(1)) {
             let mut best = f64::MAX;
@@ -217,7 +217,7 @@ async fn subscribe_since_a_bookmark_sees_every_event_once_under_load() {
     let mut total = 0;
     let mut after = cairn::Lsn(0);
     loop {
-        let chunk = engine.store().read_all_since(after, 1_000).unwrap();
+        let chunk = engine.store().read_all_since(after, 1_000).wait().unwrap();
         let Some(last) = chunk.last() else { break };
         after = last.bookmark.lsn;
         total += chunk.len();
@@ -253,7 +253,7 @@ async fn floats_in_state_restore_bit_for_bit() {
         .await
         .unwrap();
     let thread = cairn::ThreadId::new("t").unwrap();
-    let last = engine.store().last_bookmark(&thread).unwrap().unwrap().seq.0;
+    let last = engine.store().last_bookmark(&thread).wait().unwrap().unwrap().seq.0;
     let erased = wf.erase();
     for seq in [last - 1, last] {
         let ctx =
@@ -325,6 +325,7 @@ async fn a_parent_killed_while_its_child_runs_completes_after_reopen() {
                 },
                 cairn::storage::Page { limit: 10, offset: 0 },
             )
+            .wait()
             .unwrap();
         assert_eq!(children.len(), 1, "{policy:?}: one child, started once");
         assert_eq!(children[0].status, ThreadStatus::Completed, "{policy:?}");

@@ -207,7 +207,8 @@ async fn a_changed_node_body_blocks_the_resumed_thread() {
         let outcome = engine.thread("t").await.unwrap().outcome().await.unwrap();
         assert_names_the_divergence(&outcome.error.unwrap_or_default());
         // The thread holds no lease: nothing drives it.
-        let record = engine.store().thread(&cairn::ThreadId::new("t").unwrap()).unwrap().unwrap();
+        let record =
+            engine.store().thread(&cairn::ThreadId::new("t").unwrap()).wait().unwrap().unwrap();
         assert!(record.lease.is_none(), "{leave:?}: {:?}", record.lease);
         engine.shutdown().await;
     }
@@ -337,7 +338,8 @@ async fn the_check_replays_only_the_tail_since_the_latest_checkpoint() {
     let t = engine.start("counter", Tally::default(), StartOptions::id("t")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let id = cairn::ThreadId::new("t").unwrap();
-    let checkpoint = engine.store().latest_checkpoint_at_or_before(&id, Seq(u64::MAX)).unwrap();
+    let checkpoint =
+        engine.store().latest_checkpoint_at_or_before(&id, Seq(u64::MAX)).wait().unwrap();
     let checkpoint = checkpoint.expect("a periodic checkpoint").covers.seq.0;
 
     let tail = engine.replay_tail("t").await.unwrap();
@@ -423,7 +425,7 @@ async fn a_checkpoint_inside_a_step_gives_the_tail_its_recorded_tool_results() {
         let t = engine.start("mid", Tally::default(), StartOptions::id("t")).await.unwrap();
         assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
         let id = cairn::ThreadId::new("t").unwrap();
-        let cp = engine.store().latest_checkpoint_at_or_before(&id, Seq(u64::MAX)).unwrap();
+        let cp = engine.store().latest_checkpoint_at_or_before(&id, Seq(u64::MAX)).wait().unwrap();
         let cp = cp.expect("p's checkpoint").covers.seq.0;
         engine.send_input("t", 5).await.unwrap();
         assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);

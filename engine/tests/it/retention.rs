@@ -115,7 +115,7 @@ async fn the_retention_policy_deletes_finished_threads_after_their_period() {
     let reborn = engine.start("linear", Tally::default(), StartOptions::id("done")).await.unwrap();
     assert_eq!(reborn.finished().await.unwrap().status, ThreadStatus::Completed);
     assert_eq!(effects.count(), 6, "a new run");
-    let first_seq = engine.store().read_since(reborn.id(), cairn::Seq(0), 1).unwrap();
+    let first_seq = engine.store().read_since(reborn.id(), cairn::Seq(0), 1).wait().unwrap();
     assert_eq!(first_seq[0].bookmark.seq, cairn::Seq(1));
     engine.shutdown().await;
 }
@@ -238,8 +238,8 @@ async fn a_forced_delete_fences_the_runner_and_nothing_of_the_thread_comes_back(
     gate.send_replace(true);
     let id: cairn::ThreadId = "s".parse().unwrap();
     cairn::testkit::runner_released(&engine, &id).await;
-    assert!(engine.store().thread(&id).unwrap().is_none(), "no record came back");
-    assert!(engine.store().read_since(&id, cairn::Seq(0), 10).is_err());
+    assert!(engine.store().thread(&id).wait().unwrap().is_none(), "no record came back");
+    assert!(engine.store().read_since(&id, cairn::Seq(0), 10).wait().is_err());
     let report = engine.store().verify().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
     gate.send_replace(true);
@@ -300,7 +300,10 @@ async fn a_forced_delete_cancels_the_runners_node_so_shutdown_does_not_wait_for_
     ticking.abort();
     drop(engine);
     let reopened = open(&path, &clock, &[&wf]).await;
-    assert!(reopened.store().thread(&id).unwrap().is_none(), "nothing of the thread came back");
+    assert!(
+        reopened.store().thread(&id).wait().unwrap().is_none(),
+        "nothing of the thread came back"
+    );
     assert!(reopened.store().verify().unwrap().is_clean());
     reopened.shutdown().await;
 }
@@ -335,7 +338,7 @@ async fn a_child_thread_is_kept_while_its_parent_is_unfinished() {
         ..Default::default()
     };
     let page = cairn::storage::Page { limit: 10, offset: 0 };
-    let children = engine.store().list_threads(&filter, page).unwrap();
+    let children = engine.store().list_threads(&filter, page).wait().unwrap();
     assert_eq!(children.len(), 1, "the child completed");
     assert_eq!(children[0].labels.get("parent").map(String::as_str), Some("par"));
     let kept = pass(&engine, &clock, PERIOD_MS + EVERY_MS).await;
@@ -344,7 +347,7 @@ async fn a_child_thread_is_kept_while_its_parent_is_unfinished() {
     assert_eq!(p.finished().await.unwrap().status, ThreadStatus::Completed);
     let gone = pass(&engine, &clock, PERIOD_MS + EVERY_MS).await;
     assert_eq!(gone.deleted, 2, "{gone:?}");
-    assert!(engine.store().list_threads(&Default::default(), page).unwrap().is_empty());
+    assert!(engine.store().list_threads(&Default::default(), page).wait().unwrap().is_empty());
     engine.shutdown().await;
 }
 

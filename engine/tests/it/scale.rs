@@ -80,6 +80,7 @@ async fn ten_thousand_threads_all_complete_under_a_concurrency_limit() {
         let page = engine
             .store()
             .list_threads(&filter, Page { limit: 500, offset: completed })
+            .wait()
             .expect("list threads");
         completed += page.len();
         if page.len() < 500 {

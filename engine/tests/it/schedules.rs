@@ -54,7 +54,7 @@ fn started(engine: &Engine, name: &str) -> BTreeSet<String> {
         ..Default::default()
     };
     let page = cairn::storage::Page { limit: 10_000, offset: 0 };
-    let threads = engine.store().list_threads(&filter, page).unwrap();
+    let threads = engine.store().list_threads(&filter, page).wait().unwrap();
     threads.into_iter().map(|r| r.id.as_str().to_owned()).collect()
 }
 
@@ -68,7 +68,8 @@ fn ticks_started(engine: &Engine, name: &str) -> BTreeSet<u64> {
 /// The summaries of `thread`'s events (for a failure's message).
 fn summaries(engine: &Engine, thread: &str) -> Vec<String> {
     let id = cairn::storage::ThreadId::new(thread).unwrap();
-    let events = engine.store().read_since(&id, cairn::storage::Seq(0), 1_000).unwrap_or_default();
+    let events =
+        engine.store().read_since(&id, cairn::storage::Seq(0), 1_000).wait().unwrap_or_default();
     events.into_iter().map(|e| e.summary).collect()
 }
 
@@ -313,7 +314,7 @@ async fn a_schedule_sleeps_until_its_tick_whatever_the_clock_did_since_it_read_i
     let id = cairn::storage::ThreadId::new("schedule:c").unwrap();
     let waited = std::time::Instant::now();
     let timer = loop {
-        let events = engine.store().read_since(&id, cairn::storage::Seq(0), 100).unwrap();
+        let events = engine.store().read_since(&id, cairn::storage::Seq(0), 100).wait().unwrap();
         let set = events.iter().find(|e| e.kind == cairn::storage::EventKind::TimerSet);
         if let Some(set) = set {
             let body: serde_json::Value = serde_json::from_slice(&set.data).unwrap();

@@ -266,7 +266,7 @@ async fn the_endpoint_redacts_diffs_forks_cancels_and_bounds_bodies() {
     let (status, _) = post("/api/threads/c-1/input", r#"{"value": 41}"#).await;
     assert_eq!(status, 200);
     assert_eq!(t.output::<Cred>().await.unwrap().total, 42);
-    let last = engine.store().thread(t.id()).unwrap().unwrap().last.unwrap().seq.0;
+    let last = engine.store().thread(t.id()).wait().unwrap().unwrap().last.unwrap().seq.0;
     let (status, diff) = get(&format!("/api/threads/c-1/state?diff=1,{last}")).await;
     assert_eq!(status, 200, "{diff}");
     let changes = diff["changes"].as_array().unwrap();

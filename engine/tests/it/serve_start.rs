@@ -101,6 +101,7 @@ async fn a_start_is_idempotent_on_its_id_applies_labels_and_waits_for_the_output
     let all = engine
         .store()
         .list_threads(&ThreadFilter::default(), Page { limit: 10, offset: 0 })
+        .wait()
         .unwrap();
     assert_eq!(all.len(), 1, "one thread for the two starts of one id");
     assert_eq!(all[0].labels.get("team").map(String::as_str), Some("a"));
@@ -223,6 +224,7 @@ async fn a_bad_start_is_a_4xx_naming_what_and_writes_nothing() {
     let all = engine
         .store()
         .list_threads(&ThreadFilter::default(), Page { limit: 10, offset: 0 })
+        .wait()
         .unwrap();
     assert!(all.is_empty(), "nothing written: {all:?}");
     server.shutdown().await;

@@ -95,6 +95,7 @@ async fn recv_parks_the_thread_and_a_signal_wakes_it_across_a_restart() {
     let bodies: Vec<Body> = engine
         .store()
         .read_since(&id, cairn::Seq(0), 10_000)
+        .wait()
         .unwrap()
         .into_iter()
         .map(|e| cairn::codec::decode(engine.store().as_ref(), e).unwrap().body)
@@ -153,7 +154,11 @@ async fn a_signal_to_a_finished_or_unknown_thread_is_refused_and_stores_nothing(
     let err = engine.signal("nobody", "n", 2u64).await.unwrap_err();
     assert!(matches!(err, cairn::Error::UnknownThread(_)), "{err}");
     let id = cairn::ThreadId::new("f1").unwrap();
-    assert_eq!(engine.store().signals(&id, 0, 10).unwrap().len(), 1, "the refused one is absent");
+    assert_eq!(
+        engine.store().signals(&id, 0, 10).wait().unwrap().len(),
+        1,
+        "the refused one is absent"
+    );
     assert!(engine.store().verify().unwrap().is_clean());
     engine.shutdown().await;
 }
@@ -266,7 +271,7 @@ fn nested() -> Workflow<Tally> {
 /// `SignalArrived` events in `thread`'s log.
 fn arrivals(engine: &Engine, thread: &str) -> usize {
     let id = cairn::ThreadId::new(thread).unwrap();
-    let events = engine.store().read_since(&id, cairn::Seq(0), 10_000).unwrap();
+    let events = engine.store().read_since(&id, cairn::Seq(0), 10_000).wait().unwrap();
     let decode = |e| cairn::codec::decode(engine.store().as_ref(), e).unwrap().body;
     events.into_iter().filter(|e| matches!(decode(e.clone()), Body::SignalArrived { .. })).count()
 }
@@ -289,7 +294,7 @@ async fn a_signal_to_a_sub_workflow_child_parked_in_recv_wakes_it_through_its_pa
     let leaf = leaf_of("n1");
     let status = |id: &str| {
         let id = cairn::ThreadId::new(id).unwrap();
-        engine.store().thread(&id).unwrap().map(|r| r.status)
+        engine.store().thread(&id).wait().unwrap().map(|r| r.status)
     };
     assert_eq!(status(&leaf), Some(ThreadStatus::WaitingInput), "the leaf waits in recv");
     assert_eq!(engine.signal(&leaf, "payment", 30u64).await.unwrap(), 1);
@@ -390,13 +395,13 @@ async fn a_crash_at_any_write_around_a_child_signal_wake_neither_loses_nor_doubl
         // Parked once the chain has created the leaf and it waits in recv (or finished).
         let parked = tokio::time::timeout(secs, t.wait()).await;
         assert!(parked.is_ok(), "crash_after {crash_after}: the chain did not park or finish");
-        let sent = engine.store().signals(&leaf_id, 0, 10).unwrap().len();
+        let sent = engine.store().signals(&leaf_id, 0, 10).wait().unwrap().len();
         for v in &values[sent..] {
             engine.signal(&leaf, "payment", *v).await.unwrap();
         }
         let finished = tokio::time::timeout(secs, t.finished()).await;
         let status = finished.unwrap_or_else(|_| {
-            let leaf_status = engine.store().thread(&leaf_id).unwrap().map(|r| r.status);
+            let leaf_status = engine.store().thread(&leaf_id).wait().unwrap().map(|r| r.status);
             panic!("crash_after {crash_after}: not finished; the leaf is {leaf_status:?}")
         });
         assert_eq!(status.unwrap().status, ThreadStatus::Completed, "crash_after {crash_after}");

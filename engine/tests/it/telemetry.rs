@@ -1,11 +1,12 @@
 //! Metrics and health, seen through a real recorder: a run moves each metric by what it did,
 //! and a health pass finds a stuck thread, an expired lock and slow commits.
 
+use cairn::storage::ThreadLog;
 use std::sync::Arc;
 
 use cairn::clock::ManualClock;
 use cairn::dsl::NodePolicy;
-use cairn::storage::{Durability, Lsn, Options, RedbStore, Store};
+use cairn::storage::{Durability, Lsn, Options, RedbStore};
 use cairn::telemetry::names;
 use cairn::telemetry::storage as store_names;
 use cairn::{Ctx, END, Engine, NodeOutput, START, StartOptions, Workflow};
@@ -57,7 +58,7 @@ async fn a_run_moves_each_metric_by_what_it_did() {
     assert_eq!(r.gauge(names::WAITING_PERMIT), 0.0, "nobody waits once the run is over");
     assert_eq!(r.gauge(names::TIMERS_ARMED), 0.0);
     // The store: every event this engine wrote went through its group commits, each synced.
-    let events = store.read_all_since(Lsn(0), 10_000).unwrap().len() as u64;
+    let events = store.read_all_since(Lsn(0), 10_000).wait().unwrap().len() as u64;
     assert_eq!(r.counter(store_names::EVENTS), events, "events committed");
     let groups = r.counter(&format!("{}{{outcome=ok}}", store_names::GROUP_COMMITS));
     assert!(groups > 0);
@@ -161,7 +162,7 @@ async fn health_finds_a_stuck_thread_an_expired_lock_and_slow_commits() {
     let t = engine.start("hang", Tally::default(), StartOptions::id("stuck")).await.unwrap();
     // Wait until the node holds its lock (the lock event is durable).
     let mut events = t.events(0).unwrap();
-    while !engine.store().locks().unwrap().iter().any(|l| l.owner == "stuck") {
+    while !engine.store().locks().wait().unwrap().iter().any(|l| l.owner == "stuck") {
         events.next().await.expect("the thread's events");
     }
     let fresh = engine.health().await.unwrap();
@@ -242,7 +243,7 @@ async fn gauges_follow_permits_timers_and_a_take_over_counts() {
     // over by the next one.
     let first = engine.start("hang", Tally::default(), StartOptions::id("first")).await.unwrap();
     let mut events = first.events(0).unwrap();
-    while !engine.store().locks().unwrap().iter().any(|l| l.owner == "first") {
+    while !engine.store().locks().wait().unwrap().iter().any(|l| l.owner == "first") {
         events.next().await.expect("the thread's events");
     }
     engine.crash().await;
@@ -324,7 +325,7 @@ async fn a_health_policy_cancels_a_stuck_thread_and_releases_an_expired_lock() {
         .unwrap();
     let t = engine.start("hang", Tally::default(), StartOptions::id("stuck")).await.unwrap();
     let mut events = t.events(0).unwrap();
-    while !engine.store().locks().unwrap().iter().any(|l| l.owner == "stuck") {
+    while !engine.store().locks().wait().unwrap().iter().any(|l| l.owner == "stuck") {
         events.next().await.expect("the thread's events");
     }
     // A lock nobody will renew, held by no thread at all.
@@ -365,6 +366,6 @@ async fn a_health_policy_cancels_a_stuck_thread_and_releases_an_expired_lock() {
         reason.is_some_and(|r| r.starts_with("watchdog: no step for")),
         "the reason is recorded"
     );
-    assert!(engine.store().locks().unwrap().is_empty(), "both locks are gone");
+    assert!(engine.store().locks().wait().unwrap().is_empty(), "both locks are gone");
     engine.shutdown().await;
 }

@@ -1,6 +1,7 @@
 //! Message tracing (`Engine::trace`): a session's messages across its sub-workflow threads,
 //! by correlation id, between two parties, in a time range, and up a chain of parent ids.
 
+use cairn::storage::ThreadLog;
 use std::sync::Arc;
 
 use cairn::debug::{TraceQuery, TraceScope};
@@ -132,7 +133,7 @@ async fn a_store_wide_trace_by_correlation_id_reads_only_the_messages_carrying_i
     }
     let t = engine.start("session", Tally::default(), StartOptions::id("s")).await.unwrap();
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
-    let total = store.read_all_since(cairn::storage::Lsn(0), 10_000).unwrap().len() as u64;
+    let total = store.read_all_since(cairn::storage::Lsn(0), 10_000).wait().unwrap().len() as u64;
 
     let before = store.events_read();
     let query =

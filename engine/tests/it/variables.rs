@@ -128,7 +128,7 @@ async fn typed_variables_survive_restore_fork_and_sub_workflow_scopes() {
     // The child's refused write never reached the parent; the child recorded it.
     assert!(live.rejected().is_empty());
     let filter = ThreadFilter { workflow_id: Some("experiment".into()), ..Default::default() };
-    let children = engine.store().list_threads(&filter, Page::default()).unwrap();
+    let children = engine.store().list_threads(&filter, Page::default()).wait().unwrap();
     let [child] = &children[..] else { panic!("{children:?}") };
     let in_child = vars_at(&engine, child.id.as_str(), None).await;
     assert_eq!(in_child.rejected(), [RejectedWrite { name: "budget".into(), op: VarOp::Set }]);

@@ -291,7 +291,8 @@ async fn the_pages_show_threads_a_graph_a_live_log_messages_and_pause_with_the_t
     });
     let forked = forked.as_str().unwrap().to_owned();
     assert_eq!(engine.thread("ask-2").await.unwrap().status().await.unwrap(), ThreadStatus::Paused);
-    let fork = engine.store().thread(&cairn::ThreadId::new(forked.clone()).unwrap()).unwrap();
+    let fork =
+        engine.store().thread(&cairn::ThreadId::new(forked.clone()).unwrap()).wait().unwrap();
     assert!(fork.is_some(), "the fork {forked} of ask-2 exists");
     tokio::task::block_in_place(|| {
         // A token passed once in the address's fragment is taken and removed from the address.
@@ -370,7 +371,7 @@ async fn the_pages_stay_usable_with_ten_thousand_threads_and_a_hundred_thousand_
         h.wait().await.unwrap();
     }
     big.wait().await.unwrap();
-    let last = engine.store().thread(big.id()).unwrap().unwrap().last.unwrap().seq.0;
+    let last = engine.store().thread(big.id()).wait().unwrap().unwrap().last.unwrap().seq.0;
     assert!(last >= BIG_LOG, "the big thread logged {last} events");
     crate::common::report(&format!(
         "WEBVIEW data: {MANY} threads and a thread of {last} events in {:?}",

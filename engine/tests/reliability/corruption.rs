@@ -8,6 +8,7 @@
 //! stored and scanning for it; a case damages every place the bytes occur (so the live copy is
 //! hit whatever stale copies redb keeps), writes the image to a file, and reads it back.
 
+use cairn::storage::{Maintenance, ThreadLog};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
@@ -67,16 +68,17 @@ fn write_database() -> Written {
         engine.shutdown().await;
     });
     let mut records = Vec::new();
-    for event in store.read_all_since(Lsn(0), 10_000).expect("events") {
+    for event in store.read_all_since(Lsn(0), 10_000).wait().expect("events") {
         let framed = codec::encode_event(&event).expect("encode");
         let target = Target::Event { thread: event.thread.clone(), seq: event.bookmark.seq.0 };
         records.push((framed, target));
     }
     for info in store
         .list_checkpoints(&CheckpointFilter::default(), Page { limit: 1_000, offset: 0 })
+        .wait()
         .expect("checkpoints")
     {
-        let checkpoint = store.checkpoint(info.id).expect("read").expect("exists");
+        let checkpoint = store.checkpoint(info.id).wait().expect("read").expect("exists");
         let framed = codec::encode_checkpoint(&info).expect("encode");
         let snapshot = codec::encode_snapshot(info.id, &checkpoint.snapshot).expect("encode");
         records.push((framed, Target::Checkpoint { id: info.id, thread: info.thread.clone() }));
@@ -219,14 +221,17 @@ fn read_back(
     };
     let (mut read_error, mut wrong, mut restored) = (false, false, false);
     match target {
-        Target::Event { thread, seq } => match store.read_range(thread, Seq(*seq), Seq(*seq)) {
-            Ok(found) => {
-                wrong |= found != clean().read_range(thread, Seq(*seq), Seq(*seq)).expect("clean")
+        Target::Event { thread, seq } => {
+            match store.read_range(thread, Seq(*seq), Seq(*seq)).wait() {
+                Ok(found) => {
+                    wrong |= found
+                        != clean().read_range(thread, Seq(*seq), Seq(*seq)).wait().expect("clean")
+                }
+                Err(_) => read_error = true,
             }
-            Err(_) => read_error = true,
-        },
-        Target::Checkpoint { id, .. } => match store.checkpoint(*id) {
-            Ok(found) => wrong |= found != clean().checkpoint(*id).expect("clean"),
+        }
+        Target::Checkpoint { id, .. } => match store.checkpoint(*id).wait() {
+            Ok(found) => wrong |= found != clean().checkpoint(*id).wait().expect("clean"),
             Err(_) => read_error = true,
         },
     }

@@ -18,6 +18,7 @@
 //! test -p cairn --features testkit --test reliability t12_write_fixture -- --ignored`) and a
 //! new version-log row; without them this test fails.
 
+use cairn::storage::Maintenance;
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -126,19 +127,21 @@ async fn drive(engine: &Engine, clock: &ManualClock, id: &str, answers: &[&str])
 fn inspect(store: &dyn Store) -> (String, bool, BTreeMap<String, Value>) {
     let mut hasher = blake3::Hasher::new();
     let mut bodies_roundtrip = true;
-    let events = store.read_all_since(Lsn(0), 10_000).expect("events");
+    let events = store.read_all_since(Lsn(0), 10_000).wait().expect("events");
     for event in &events {
         hasher.update(&codec::encode_event(event).expect("encode event"));
         let record = cairn::codec::decode(store, event.clone()).expect("decode body");
         let bytes = match (&event.payload, event.data.is_empty()) {
-            (Some(r), true) => store.payload(r).expect("payload"),
+            (Some(r), true) => store.payload(r).wait().expect("payload"),
             _ => event.data.clone(),
         };
         bodies_roundtrip &= serde_json::to_vec(&record.body).expect("encode body") == bytes;
     }
     let filter = CheckpointFilter::default();
-    for info in store.list_checkpoints(&filter, Page { limit: 1_000, offset: 0 }).expect("list") {
-        let checkpoint = store.checkpoint(info.id).expect("read").expect("exists");
+    for info in
+        store.list_checkpoints(&filter, Page { limit: 1_000, offset: 0 }).wait().expect("list")
+    {
+        let checkpoint = store.checkpoint(info.id).wait().expect("read").expect("exists");
         hasher.update(&codec::encode_checkpoint(&info).expect("encode checkpoint"));
         hasher.update(&codec::encode_snapshot(info.id, &checkpoint.snapshot).expect("encode"));
         let snapshot: Snapshot = serde_json::from_slice(&checkpoint.snapshot).expect("snapshot");
@@ -147,10 +150,10 @@ fn inspect(store: &dyn Store) -> (String, bool, BTreeMap<String, Value>) {
     let mut threads = BTreeMap::new();
     for (id, _, _) in THREADS {
         let tid = ThreadId::new(id).expect("id");
-        let record = store.thread(&tid).expect("thread").expect("exists");
+        let record = store.thread(&tid).wait().expect("thread").expect("exists");
         hasher.update(&codec::encode_thread(&record).expect("encode thread"));
         // The signal inbox (format v3; none in older fixtures, which hash as before).
-        for signal in store.signals(&tid, 0, 1_000).expect("signals") {
+        for signal in store.signals(&tid, 0, 1_000).wait().expect("signals") {
             hasher.update(&codec::encode_signal(&signal).expect("encode signal"));
         }
         let fx = Effects::new();
@@ -161,7 +164,7 @@ fn inspect(store: &dyn Store) -> (String, bool, BTreeMap<String, Value>) {
         } else {
             human_timer(&fx).erase()
         };
-        let last = store.last_bookmark(&tid).expect("last").expect("events").seq.0;
+        let last = store.last_bookmark(&tid).wait().expect("last").expect("events").seq.0;
         // Every seq restores (checkpoint + tail), and the last gives the recorded state.
         let mut state = Value::Null;
         for seq in 1..=last {

@@ -183,6 +183,7 @@ fn t7_disk_full_on_a_real_tmpfs() {
         let events = rec
             .inner()
             .read_since(&id, Seq(0), cairn::storage::limits::READ_LIMIT_MAX)
+            .wait()
             .expect("read the log");
         let lost = acked.iter().filter(|a| !events.contains(a)).count();
         engine.shutdown().await;

@@ -206,7 +206,7 @@ fn t8_load_with_crashes() {
         for e in log {
             found.insert((e.thread.to_string(), e.bookmark.seq.0), e);
         }
-        let record = store.thread(&thread).expect("read").expect("thread exists");
+        let record = store.thread(&thread).wait().expect("read").expect("thread exists");
         if record.status != cairn::ThreadStatus::Completed {
             unfinished += 1;
         }
@@ -259,6 +259,7 @@ fn read_thread(store: &dyn Store, thread: &ThreadId) -> Vec<Event> {
         let after = out.last().map_or(cairn::Seq(0), |e| e.bookmark.seq);
         let batch = store
             .read_since(thread, after, cairn::storage::limits::READ_LIMIT_MAX)
+            .wait()
             .expect("read a thread");
         if batch.is_empty() {
             return out;

@@ -17,6 +17,7 @@
 //! Sizes: `CAIRN_REL_PG_THREADS` (200 here; the soak runs 2,000), `CAIRN_REL_PG_SECONDS` (the
 //! time the threads get to finish), `CAIRN_REL_SEED`.
 
+use cairn::storage::{Catalog, Maintenance};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write as _};
 use std::path::Path;
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use cairn::event::Body;
 use cairn::storage::pg_cluster::Cluster;
-use cairn::storage::{Durability, Page, PgStore, Seq, Store, ThreadFilter, ThreadId, ThreadStatus};
+use cairn::storage::{Durability, Page, PgStore, Seq, ThreadFilter, ThreadId, ThreadStatus};
 use cairn::testkit::RecordingStore;
 use cairn::{Engine, RecoveryPolicy, StartOptions};
 
@@ -118,7 +119,8 @@ fn pg_worker_child() {
                 status: Some(ThreadStatus::WaitingInput),
                 ..ThreadFilter::default()
             };
-            let Ok(page) = engine.store().list_threads(&waiting, Page { limit: 64, offset: 0 })
+            let Ok(page) =
+                engine.store().list_threads(&waiting, Page { limit: 64, offset: 0 }).wait()
             else {
                 continue;
             };
@@ -211,7 +213,7 @@ fn signal(child: &Child, sig: &str) {
 /// database cannot be read (restarting).
 fn progress(store: &PgStore) -> Option<(usize, usize)> {
     let filter = ThreadFilter { workflow_id: Some(CHAOS.into()), ..ThreadFilter::default() };
-    let all = store.list_threads(&filter, Page { limit: 10_000, offset: 0 }).ok()?;
+    let all = store.list_threads(&filter, Page { limit: 10_000, offset: 0 }).wait().ok()?;
     Some((all.len(), all.iter().filter(|r| !r.status.is_terminal()).count()))
 }
 
@@ -429,6 +431,7 @@ async fn check(
         let stored: HashMap<u64, String> = engine
             .store()
             .read_since(&id, Seq(0), 10_000)
+            .wait()
             .expect("read")
             .into_iter()
             .map(|e| (e.bookmark.seq.0, digest(&e.data)))
@@ -442,7 +445,7 @@ async fn check(
     let mut statuses = BTreeMap::new();
     let all =
         engine.store().list_threads(&ThreadFilter::default(), Page { limit: 10_000, offset: 0 });
-    for record in all.expect("list") {
+    for record in all.wait().expect("list") {
         if record.workflow.id == CHAOS {
             *statuses.entry(record.status.to_string()).or_insert(0) += 1;
         }

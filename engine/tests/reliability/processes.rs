@@ -14,6 +14,7 @@
 //! `cairn demo` binary works, some aborts also run through `cairn demo --crash-after-steps` and
 //! compare `cairn demo --json` digests.
 
+use cairn::storage::ThreadLog;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write as _};
 use std::path::Path;
@@ -21,7 +22,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cairn::storage::{Durability, Options, RedbStore, Seq, Store, ThreadId};
+use cairn::storage::{Durability, Options, RedbStore, Seq, ThreadId};
 use cairn::testkit::{Effects, RecordingStore};
 use cairn::{Engine, StartOptions};
 
@@ -188,7 +189,7 @@ fn lost_acks(db: &Path, acks: &[(String, u64, String)]) -> u64 {
     let mut lost = 0;
     for (thread, seq, want) in acks {
         let id = ThreadId::new(thread.clone()).expect("id");
-        match store.read_range(&id, Seq(*seq), Seq(*seq)) {
+        match store.read_range(&id, Seq(*seq), Seq(*seq)).wait() {
             Ok(events) if events.len() == 1 && digest(&events[0].data) == *want => {}
             _ => lost += 1,
         }

@@ -44,6 +44,7 @@ mod write;
 mod xid;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::{oneshot, watch};
 
@@ -51,9 +52,10 @@ use self::pool::{BoxRead, Conn, Driver, Readers, Target};
 use self::write::{Write, Writer};
 use crate::codec::table;
 use crate::{
-    Batch, Bookmark, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Durability, Error,
-    Event, LockRecord, Lsn, Page, PayloadRef, Pending, Pruned, Reading, Scope, Seq, Store,
-    Subscription, ThreadFilter, ThreadId, ThreadRecord, VerifyReport,
+    Append, Batch, Catalog, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Durability,
+    Error, Event, LockRecord, Lsn, Maintenance, OnBlock, Page, PayloadRef, Pending, Pruned,
+    Reading, Scope, Seq, SharedDatabase, Store, Subscription, ThreadFilter, ThreadId, ThreadLog,
+    ThreadRecord, VerifyReport,
 };
 
 /// Reader connections of one store (the pool's size: reads beyond it wait for one).
@@ -88,7 +90,9 @@ struct Inner {
     /// Messages to threads' drivers, heard by the listener.
     drivers: tokio::sync::broadcast::Sender<crate::DriverMessage>,
     /// Sync reads made from inside an async runtime ([`PgStore::blocking_reads`]).
-    blocking_reads: std::sync::atomic::AtomicU64,
+    blocking_reads: Arc<AtomicU64>,
+    /// Counts such a read (into `blocking_reads` and the metrics).
+    on_block: OnBlock,
     /// The runtime the connections' tasks run on: held, never read.
     _driver: Driver,
 }
@@ -156,7 +160,8 @@ impl PgStore {
             listen::Heard { committed: tx, remote: remote_tx, token, drivers: drivers.clone() };
         listen::start(target("cairn-listener")?, heard);
         let readers = Readers::start(target("cairn-reader")?, READERS)?;
-        let blocking_reads = std::sync::atomic::AtomicU64::new(0);
+        let blocking_reads = Arc::new(AtomicU64::new(0));
+        let on_block = on_block(blocking_reads.clone(), metrics.clone());
         let inner = Inner {
             readers,
             writer,
@@ -165,51 +170,21 @@ impl PgStore {
             remote,
             drivers,
             blocking_reads,
+            on_block,
             _driver: driver,
         };
         Ok(PgStore { inner: Arc::new(inner) })
     }
 
-    /// Runs the read `f` on a reader's connection, blocking this thread for the round trip:
-    /// for sync callers off any runtime (CLI commands, `spawn_blocking`). Called from inside a
-    /// runtime, which the engine's paths no longer do (they await the `*_async` reads), it is
-    /// counted ([`crate::telemetry::BLOCKING_READS`], [`PgStore::blocking_reads`], a debug
-    /// event) and, on a worker of a multi-thread runtime, waits through `block_in_place`: the
-    /// runtime hands the worker's other tasks to another thread meanwhile. On a
-    /// `current_thread` runtime the whole runtime waits.
+    /// Runs the read `f` on a reader's connection: an async caller awaits the answer, and no
+    /// thread but the reader's waits for the server. A sync caller's [`Reading::wait`] on a
+    /// thread of an async runtime (which the engine's paths never do) is counted
+    /// ([`crate::telemetry::BLOCKING_READS`], [`PgStore::blocking_reads`], a debug event).
     fn read<T: Send + 'static>(
         &self,
         f: impl for<'c> Fn(&'c Conn) -> BoxRead<'c, T> + Send + Sync + 'static,
-    ) -> Result<T, Error> {
-        use tokio::runtime::{Handle, RuntimeFlavor};
-        let run = || self.inner.readers.run(f);
-        match Handle::try_current() {
-            Ok(h) => {
-                let flavor = h.runtime_flavor();
-                self.inner.blocking_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.inner.writer.metrics.blocking_read();
-                tracing::debug!(
-                    ?flavor,
-                    read = std::any::type_name::<T>(),
-                    "sync PostgreSQL read on an async runtime: its thread waits for the round trip"
-                );
-                if flavor == RuntimeFlavor::MultiThread {
-                    tokio::task::block_in_place(run)
-                } else {
-                    run()
-                }
-            }
-            Err(_) => run(),
-        }
-    }
-
-    /// Runs the read `f` on a reader's connection; the caller awaits the answer, and no thread
-    /// but the reader's waits for the server.
-    fn read_async<T: Send + 'static>(
-        &self,
-        f: impl for<'c> Fn(&'c Conn) -> BoxRead<'c, T> + Send + Sync + 'static,
     ) -> Reading<T> {
-        self.inner.readers.run_async(f)
+        self.inner.readers.run(f).counting_blocks(self.inner.on_block.clone())
     }
 
     /// Sync reads this store made from inside an async runtime, so far (each blocked a thread
@@ -217,7 +192,7 @@ impl PgStore {
     /// await their reads: a count that grows while an engine runs on this store points at a
     /// read left to move.
     pub fn blocking_reads(&self) -> u64 {
-        self.inner.blocking_reads.load(std::sync::atomic::Ordering::Relaxed)
+        self.inner.blocking_reads.load(Ordering::Relaxed)
     }
 
     fn write<T>(
@@ -230,7 +205,7 @@ impl PgStore {
     }
 }
 
-impl Store for PgStore {
+impl Append for PgStore {
     fn append(&self, batch: Batch) -> Result<Pending, Error> {
         self.inner.writer.append(batch)
     }
@@ -239,24 +214,34 @@ impl Store for PgStore {
         self.inner.writer.append_async(batch)
     }
 
-    fn read_since(&self, thread: &ThreadId, after: Seq, limit: usize) -> Result<Vec<Event>, Error> {
+    fn durability(&self) -> Durability {
+        self.inner.durability
+    }
+
+    fn metrics(&self) -> Option<&crate::telemetry::StoreMetrics> {
+        Some(&self.inner.writer.metrics)
+    }
+}
+
+impl ThreadLog for PgStore {
+    fn read_since(&self, thread: &ThreadId, after: Seq, limit: usize) -> Reading<Vec<Event>> {
         let thread = thread.clone();
         self.read(read_with!(thread; |c| read::read_since(c, &thread, after, limit, None)))
     }
 
-    fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Result<Vec<Event>, Error> {
-        let Some((from, count)) = range(from, to)? else { return Ok(Vec::new()) };
+    fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Reading<Vec<Event>> {
+        let (from, count) = match range(from, to) {
+            Ok(Some(range)) => range,
+            Ok(None) => return Reading::ready(Ok(Vec::new())),
+            Err(e) => return Reading::ready(Err(e)),
+        };
         let thread = thread.clone();
         self.read(
             read_with!(thread; |c| read::read_since(c, &thread, Seq(from - 1), count, Some(to))),
         )
     }
 
-    fn last_bookmark(&self, thread: &ThreadId) -> Result<Option<Bookmark>, Error> {
-        Ok(self.thread(thread)?.and_then(|r| r.last))
-    }
-
-    fn read_all_since(&self, after: Lsn, limit: usize) -> Result<Vec<Event>, Error> {
+    fn read_all_since(&self, after: Lsn, limit: usize) -> Reading<Vec<Event>> {
         self.read(read_with!(; |c| read::read_all_since(c, after, limit)))
     }
 
@@ -265,7 +250,7 @@ impl Store for PgStore {
         query: &crate::CorrelationQuery,
         after: Lsn,
         limit: usize,
-    ) -> Result<Vec<Event>, Error> {
+    ) -> Reading<Vec<Event>> {
         let query = query.clone();
         self.read(read_with!(query; |c| correlations::read_correlated(c, &query, after, limit)))
     }
@@ -275,16 +260,16 @@ impl Store for PgStore {
         Ok(Subscription::new(store, scope, after, self.inner.committed.clone()))
     }
 
-    fn payload(&self, r: &PayloadRef) -> Result<Vec<u8>, Error> {
+    fn payload(&self, r: &PayloadRef) -> Reading<Vec<u8>> {
         let r = *r;
         self.read(read_with!(; |c| read::payload(c, &r)))
     }
 
-    fn checkpoint(&self, id: CheckpointId) -> Result<Option<Checkpoint>, Error> {
+    fn checkpoint(&self, id: CheckpointId) -> Reading<Option<Checkpoint>> {
         self.read(read_with!(; |c| read::checkpoint(c, id)))
     }
 
-    fn checkpoint_exists(&self, id: CheckpointId) -> Result<bool, Error> {
+    fn checkpoint_exists(&self, id: CheckpointId) -> Reading<bool> {
         self.read(read_with!(; |c| read::checkpoint_exists(c, id)))
     }
 
@@ -292,7 +277,7 @@ impl Store for PgStore {
         &self,
         thread: &ThreadId,
         seq: Seq,
-    ) -> Result<Option<Checkpoint>, Error> {
+    ) -> Reading<Option<Checkpoint>> {
         let thread = thread.clone();
         self.read(read_with!(thread; |c| read::latest_checkpoint_at_or_before(c, &thread, seq)))
     }
@@ -301,26 +286,19 @@ impl Store for PgStore {
         &self,
         filter: &CheckpointFilter,
         page: Page,
-    ) -> Result<Vec<CheckpointInfo>, Error> {
+    ) -> Reading<Vec<CheckpointInfo>> {
         let filter = filter.clone();
         self.read(read_with!(filter; |c| read::list_checkpoints(c, &filter, page)))
     }
+}
 
-    fn delete_checkpoint(&self, id: CheckpointId) -> Result<Pending<bool>, Error> {
-        self.write(|tx| Write::DeleteCheckpoint(id, tx))
-    }
-
-    fn clear_checkpoints(&self, thread: &ThreadId) -> Result<Pending<u64>, Error> {
-        let thread = thread.clone();
-        self.write(|tx| Write::ClearCheckpoints(thread, tx))
-    }
-
-    fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>, Error> {
+impl Catalog for PgStore {
+    fn thread(&self, id: &ThreadId) -> Reading<Option<ThreadRecord>> {
         let id = id.clone();
         self.read(read_with!(id; |c| read::thread(c, &id)))
     }
 
-    fn list_threads(&self, filter: &ThreadFilter, page: Page) -> Result<Vec<ThreadRecord>, Error> {
+    fn list_threads(&self, filter: &ThreadFilter, page: Page) -> Reading<Vec<ThreadRecord>> {
         let filter = filter.clone();
         self.read(read_with!(filter; |c| read::list_threads(c, &filter, page)))
     }
@@ -330,32 +308,38 @@ impl Store for PgStore {
         filter: &ThreadFilter,
         after: Option<&ThreadId>,
         limit: usize,
-    ) -> Result<Vec<ThreadRecord>, Error> {
+    ) -> Reading<Vec<ThreadRecord>> {
         let (filter, after) = (filter.clone(), after.cloned());
         self.read(read_with!(filter, after; |c| read::list_threads_after(c, &filter, after.as_ref(), limit)))
     }
 
-    fn locks(&self) -> Result<Vec<LockRecord>, Error> {
-        self.read(read_with!(; |c| read::locks(c)))
-    }
-
-    fn signals(
-        &self,
-        thread: &ThreadId,
-        after: u64,
-        limit: usize,
-    ) -> Result<Vec<crate::Signal>, Error> {
+    fn signals(&self, thread: &ThreadId, after: u64, limit: usize) -> Reading<Vec<crate::Signal>> {
         let thread = thread.clone();
         self.read(read_with!(thread; |c| signals::read(c, &thread, after, limit)))
     }
 
-    fn queues(&self) -> Result<Vec<crate::QueueState>, Error> {
+    fn locks(&self) -> Reading<Vec<LockRecord>> {
+        self.read(read_with!(; |c| read::locks(c)))
+    }
+
+    fn queues(&self) -> Reading<Vec<crate::QueueState>> {
         self.read(read_with!(; |c| queues::read_all(c)))
     }
 
-    fn queue_member(&self, thread: &ThreadId) -> Result<Option<crate::QueueMember>, Error> {
+    fn queue_member(&self, thread: &ThreadId) -> Reading<Option<crate::QueueMember>> {
         let thread = thread.clone();
         self.read(read_with!(thread; |c| queues::read_member(c, &thread)))
+    }
+}
+
+impl Maintenance for PgStore {
+    fn delete_checkpoint(&self, id: CheckpointId) -> Result<Pending<bool>, Error> {
+        self.write(|tx| Write::DeleteCheckpoint(id, tx))
+    }
+
+    fn clear_checkpoints(&self, thread: &ThreadId) -> Result<Pending<u64>, Error> {
+        let thread = thread.clone();
+        self.write(|tx| Write::ClearCheckpoints(thread, tx))
     }
 
     fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error> {
@@ -373,172 +357,30 @@ impl Store for PgStore {
     }
 
     fn verify(&self) -> Result<VerifyReport, Error> {
-        // A long series of statements, each waited for within the answer deadline: this thread
-        // blocks (as `read` says).
+        // A long series of statements, each waited for within the answer deadline, on this
+        // thread (`blocking::Client`): it blocks, as `Reading::wait` says.
         let (handle, limit) = self.inner.readers.deadline();
         self.read(read_with!(handle; |c| async move {
             verify::verify(&mut blocking::Client::new(c, &handle, limit))
         }))
+        .wait()
     }
+}
 
-    fn thread_async(&self, id: &ThreadId) -> Reading<Option<ThreadRecord>> {
-        let id = id.clone();
-        self.read_async(read_with!(id; |c| read::thread(c, &id)))
-    }
-
-    fn read_since_async(&self, thread: &ThreadId, after: Seq, limit: usize) -> Reading<Vec<Event>> {
-        let thread = thread.clone();
-        self.read_async(read_with!(thread; |c| read::read_since(c, &thread, after, limit, None)))
-    }
-
-    fn read_range_async(&self, thread: &ThreadId, from: Seq, to: Seq) -> Reading<Vec<Event>> {
-        let (from, count) = match range(from, to) {
-            Ok(Some(range)) => range,
-            Ok(None) => return Reading::ready(Ok(Vec::new())),
-            Err(e) => return Reading::ready(Err(e)),
-        };
-        let thread = thread.clone();
-        self.read_async(
-            read_with!(thread; |c| read::read_since(c, &thread, Seq(from - 1), count, Some(to))),
-        )
-    }
-
-    fn read_all_since_async(&self, after: Lsn, limit: usize) -> Reading<Vec<Event>> {
-        self.read_async(read_with!(; |c| read::read_all_since(c, after, limit)))
-    }
-
-    fn read_correlated_async(
-        &self,
-        query: &crate::CorrelationQuery,
-        after: Lsn,
-        limit: usize,
-    ) -> Reading<Vec<Event>> {
-        let query = query.clone();
-        self.read_async(
-            read_with!(query; |c| correlations::read_correlated(c, &query, after, limit)),
-        )
-    }
-
-    fn payload_async(&self, r: &PayloadRef) -> Reading<Vec<u8>> {
-        let r = *r;
-        self.read_async(read_with!(; |c| read::payload(c, &r)))
-    }
-
-    fn checkpoint_async(&self, id: CheckpointId) -> Reading<Option<Checkpoint>> {
-        self.read_async(read_with!(; |c| read::checkpoint(c, id)))
-    }
-
-    fn latest_checkpoint_at_or_before_async(
-        &self,
-        thread: &ThreadId,
-        seq: Seq,
-    ) -> Reading<Option<Checkpoint>> {
-        let thread = thread.clone();
-        self.read_async(
-            read_with!(thread; |c| read::latest_checkpoint_at_or_before(c, &thread, seq)),
-        )
-    }
-
-    fn checkpoint_covering_async(
-        &self,
-        thread: &ThreadId,
-        seq: Seq,
-    ) -> Reading<Option<CheckpointId>> {
-        let thread = thread.clone();
-        self.read_async(read_with!(thread; |c| async {
-            Ok(read::latest_checkpoint_at_or_before(c, &thread, seq)
-                .await?
-                .filter(|cp| cp.covers.seq == seq)
-                .map(|cp| cp.id))
-        }))
-    }
-
-    fn list_checkpoints_async(
-        &self,
-        filter: &CheckpointFilter,
-        page: Page,
-    ) -> Reading<Vec<CheckpointInfo>> {
-        let filter = filter.clone();
-        self.read_async(read_with!(filter; |c| read::list_checkpoints(c, &filter, page)))
-    }
-
-    fn list_threads_async(&self, filter: &ThreadFilter, page: Page) -> Reading<Vec<ThreadRecord>> {
-        let filter = filter.clone();
-        self.read_async(read_with!(filter; |c| read::list_threads(c, &filter, page)))
-    }
-
-    fn list_threads_after_async(
-        &self,
-        filter: &ThreadFilter,
-        after: Option<&ThreadId>,
-        limit: usize,
-    ) -> Reading<Vec<ThreadRecord>> {
-        let (filter, after) = (filter.clone(), after.cloned());
-        self.read_async(read_with!(filter, after; |c| read::list_threads_after(c, &filter, after.as_ref(), limit)))
-    }
-
-    fn signals_async(
-        &self,
-        thread: &ThreadId,
-        after: u64,
-        limit: usize,
-    ) -> Reading<Vec<crate::Signal>> {
-        let thread = thread.clone();
-        self.read_async(read_with!(thread; |c| signals::read(c, &thread, after, limit)))
-    }
-
-    fn locks_async(&self) -> Reading<Vec<LockRecord>> {
-        self.read_async(read_with!(; |c| read::locks(c)))
-    }
-
-    fn queues_async(&self) -> Reading<Vec<crate::QueueState>> {
-        self.read_async(read_with!(; |c| queues::read_all(c)))
-    }
-
-    fn queue_member_async(&self, thread: &ThreadId) -> Reading<Option<crate::QueueMember>> {
-        let thread = thread.clone();
-        self.read_async(read_with!(thread; |c| queues::read_member(c, &thread)))
-    }
-
-    fn due_threads_async(
-        &self,
-        workflows: &[String],
-        horizon_ms: u64,
-        after: Option<&(u64, ThreadId)>,
-        limit: usize,
-    ) -> Reading<Option<Vec<crate::DueThread>>> {
-        let (workflows, after) = (workflows.to_vec(), after.cloned());
-        self.read_async(read_with!(workflows, after; |c| async {
-            wake::due_threads(c, &workflows, horizon_ms, after.as_ref(), limit).await.map(Some)
-        }))
-    }
-
-    fn durability(&self) -> Durability {
-        self.inner.durability
-    }
-
-    fn exclusive(&self) -> bool {
-        false
-    }
-
+impl SharedDatabase for PgStore {
     fn due_threads(
         &self,
         workflows: &[String],
         horizon_ms: u64,
         after: Option<&(u64, ThreadId)>,
         limit: usize,
-    ) -> Result<Option<Vec<crate::DueThread>>, Error> {
+    ) -> Reading<Vec<crate::DueThread>> {
         let (workflows, after) = (workflows.to_vec(), after.cloned());
         self.read(read_with!(workflows, after; |c| wake::due_threads(c, &workflows, horizon_ms, after.as_ref(), limit)))
-            .map(Some)
     }
 
-    fn metrics(&self) -> Option<&crate::telemetry::StoreMetrics> {
-        Some(&self.inner.writer.metrics)
-    }
-
-    fn commits(&self) -> Option<watch::Receiver<u64>> {
-        Some(self.inner.remote.clone())
+    fn commits(&self) -> watch::Receiver<u64> {
+        self.inner.remote.clone()
     }
 
     fn tell_driver(&self, thread: &ThreadId, message: &str) -> Reading<()> {
@@ -548,7 +390,7 @@ impl Store for PgStore {
         }
         let payload = format!("{thread}\t{message}");
         // Outside any transaction: delivered when this statement commits, at once.
-        self.read_async(read_with!(payload; |c| async {
+        self.read(read_with!(payload; |c| async {
             c.execute("SELECT pg_notify($1, $2)", &[&listen::DRIVERS, &payload])
                 .await
                 .map(drop)
@@ -556,9 +398,27 @@ impl Store for PgStore {
         }))
     }
 
-    fn driver_messages(&self) -> Option<tokio::sync::broadcast::Receiver<crate::DriverMessage>> {
-        Some(self.inner.drivers.subscribe())
+    fn driver_messages(&self) -> tokio::sync::broadcast::Receiver<crate::DriverMessage> {
+        self.inner.drivers.subscribe()
     }
+}
+
+impl Store for PgStore {
+    fn shared(&self) -> Option<&dyn SharedDatabase> {
+        Some(self)
+    }
+}
+
+/// What a sync read on an async runtime's thread costs: counted in `count` and `metrics`.
+fn on_block(count: Arc<AtomicU64>, metrics: crate::telemetry::StoreMetrics) -> OnBlock {
+    Arc::new(move |read: &'static str| {
+        count.fetch_add(1, Ordering::Relaxed);
+        metrics.blocking_read();
+        tracing::debug!(
+            read,
+            "sync PostgreSQL read on an async runtime: its thread waits for the round trip"
+        );
+    })
 }
 
 /// The first seq and the number of events of `read_range(from, to)`; `None` for an empty range.

@@ -297,23 +297,14 @@ impl Readers {
         (self.handle.clone(), self.answer)
     }
 
-    /// Runs the read `f` on a reader's connection and returns its answer, blocking this thread
-    /// until it comes (see [`Readers::run_async`] for the rest). Never called on a worker of
-    /// the store's runtime (its callers are the store's users).
-    pub fn run<T: Send + 'static>(
-        &self,
-        f: impl for<'c> Fn(&'c Conn) -> BoxRead<'c, T> + Send + Sync + 'static,
-    ) -> Result<T, Error> {
-        crate::pending::block_on(self.read(f))
-    }
-
-    /// Runs the read `f` on a reader's connection; the answer is awaited. A read that fails
+    /// Runs the read `f` on a reader's connection; the answer is awaited (or waited for: see
+    /// [`Reading::wait`]). A read that fails
     /// because the connection was dropped (the server restarted, an administrator ended it) is
     /// run again once on a fresh connection: reads change nothing, so that is safe. A read
     /// with no answer within the answer deadline gives its connection up (closed, out of the
     /// pool) and fails. With every connection busy, the read waits for one, suspended (each
     /// busy one is freed within its own deadline).
-    pub fn run_async<T: Send + 'static>(
+    pub fn run<T: Send + 'static>(
         &self,
         f: impl for<'c> Fn(&'c Conn) -> BoxRead<'c, T> + Send + Sync + 'static,
     ) -> Reading<T> {

@@ -160,7 +160,7 @@ fn sync_dir(path: &Path) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{RedbStore, Store};
+    use crate::{Maintenance, RedbStore};
 
     fn names(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir)

@@ -42,9 +42,10 @@ use self::guard::guard;
 use self::tables::{Counters, MetaState};
 use self::writer::{Command, Write, Writer};
 use crate::{
-    Batch, Bookmark, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Durability, Error,
-    Event, LockRecord, Lsn, Page, PayloadRef, Pending, Pruned, Scope, Seq, Store, Subscription,
-    ThreadFilter, ThreadId, ThreadRecord, VerifyReport,
+    Append, Batch, Bookmark, Catalog, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo,
+    Durability, Error, Event, LockRecord, Lsn, Maintenance, Page, PayloadRef, Pending, Pruned,
+    Reading, Scope, Seq, Store, Subscription, ThreadFilter, ThreadId, ThreadLog, ThreadRecord,
+    VerifyReport,
 };
 
 /// The Cairn format version this build writes and the newest it reads (see `docs/format.md`).
@@ -576,12 +577,16 @@ impl RedbStore {
 
     /// Runs `f` in one read transaction, guarded: a panic inside redb on a damaged page is an
     /// error, not a panic.
-    fn read<T>(&self, f: impl FnOnce(&ReadTransaction) -> Result<T, Error>) -> Result<T, Error> {
-        let db = self.inner.db.read().map_err(|_| Error::Closed)?.clone().ok_or(Error::Closed)?;
-        guard("read", || {
-            let txn = db.begin_read().map_err(|e| Error::storage("begin read", e))?;
-            f(&txn)
-        })
+    fn read<T>(&self, f: impl FnOnce(&ReadTransaction) -> Result<T, Error>) -> Reading<T> {
+        let read = || {
+            let db =
+                self.inner.db.read().map_err(|_| Error::Closed)?.clone().ok_or(Error::Closed)?;
+            guard("read", || {
+                let txn = db.begin_read().map_err(|e| Error::storage("begin read", e))?;
+                f(&txn)
+            })
+        };
+        Reading::ready(read())
     }
 
     fn send<T>(
@@ -714,7 +719,7 @@ fn open_error(error: DatabaseError) -> Error {
     }
 }
 
-impl Store for RedbStore {
+impl Append for RedbStore {
     fn intend_write(&self) -> Option<crate::WriteIntent> {
         self.inner.writer.as_ref().map(|w| w.intents.hold())
     }
@@ -728,19 +733,27 @@ impl Store for RedbStore {
         self.send(|tx| Write::Append(batch, tx))
     }
 
-    fn read_since(&self, thread: &ThreadId, after: Seq, limit: usize) -> Result<Vec<Event>, Error> {
+    fn metrics(&self) -> Option<&crate::telemetry::StoreMetrics> {
+        self.inner.writer.as_ref().map(|w| &w.metrics)
+    }
+
+    fn durability(&self) -> Durability {
+        self.inner.durability
+    }
+}
+
+// Reads are local (memory and the page cache, microseconds, like any computation on a runtime
+// worker): each answers at once, ready, with no allocation.
+impl ThreadLog for RedbStore {
+    fn read_since(&self, thread: &ThreadId, after: Seq, limit: usize) -> Reading<Vec<Event>> {
         self.read(|txn| read::read_since(txn, thread, after, limit, None))
     }
 
-    fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Result<Vec<Event>, Error> {
+    fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Reading<Vec<Event>> {
         self.read(|txn| read::read_range(txn, thread, from, to))
     }
 
-    fn last_bookmark(&self, thread: &ThreadId) -> Result<Option<Bookmark>, Error> {
-        self.read(|txn| read::last_bookmark(txn, thread))
-    }
-
-    fn read_all_since(&self, after: Lsn, limit: usize) -> Result<Vec<Event>, Error> {
+    fn read_all_since(&self, after: Lsn, limit: usize) -> Reading<Vec<Event>> {
         self.read(|txn| read::read_all_since(txn, after, limit))
     }
 
@@ -749,7 +762,7 @@ impl Store for RedbStore {
         query: &crate::CorrelationQuery,
         after: Lsn,
         limit: usize,
-    ) -> Result<Vec<Event>, Error> {
+    ) -> Reading<Vec<Event>> {
         self.read(|txn| correlations::read_correlated(txn, query, after, limit))
     }
 
@@ -761,15 +774,15 @@ impl Store for RedbStore {
         Ok(Subscription::new(store, scope, after, self.inner.committed.clone()))
     }
 
-    fn payload(&self, r: &PayloadRef) -> Result<Vec<u8>, Error> {
+    fn payload(&self, r: &PayloadRef) -> Reading<Vec<u8>> {
         self.read(|txn| read::payload(txn, r))
     }
 
-    fn checkpoint(&self, id: CheckpointId) -> Result<Option<Checkpoint>, Error> {
+    fn checkpoint(&self, id: CheckpointId) -> Reading<Option<Checkpoint>> {
         self.read(|txn| read::checkpoint(txn, id))
     }
 
-    fn checkpoint_exists(&self, id: CheckpointId) -> Result<bool, Error> {
+    fn checkpoint_exists(&self, id: CheckpointId) -> Reading<bool> {
         self.read(|txn| read::checkpoint_exists(txn, id))
     }
 
@@ -777,15 +790,11 @@ impl Store for RedbStore {
         &self,
         thread: &ThreadId,
         seq: Seq,
-    ) -> Result<Option<Checkpoint>, Error> {
+    ) -> Reading<Option<Checkpoint>> {
         self.read(|txn| read::latest_checkpoint_at_or_before(txn, thread, seq))
     }
 
-    fn checkpoint_covering(
-        &self,
-        thread: &ThreadId,
-        seq: Seq,
-    ) -> Result<Option<CheckpointId>, Error> {
+    fn checkpoint_covering(&self, thread: &ThreadId, seq: Seq) -> Reading<Option<CheckpointId>> {
         self.read(|txn| read::checkpoint_covering(txn, thread, seq))
     }
 
@@ -793,24 +802,21 @@ impl Store for RedbStore {
         &self,
         filter: &CheckpointFilter,
         page: Page,
-    ) -> Result<Vec<CheckpointInfo>, Error> {
+    ) -> Reading<Vec<CheckpointInfo>> {
         self.read(|txn| read::list_checkpoints(txn, filter, page))
     }
+}
 
-    fn delete_checkpoint(&self, id: CheckpointId) -> Result<Pending<bool>, Error> {
-        self.send(|tx| Write::DeleteCheckpoint(id, tx))
-    }
-
-    fn clear_checkpoints(&self, thread: &ThreadId) -> Result<Pending<u64>, Error> {
-        let thread = thread.clone();
-        self.send(|tx| Write::ClearCheckpoints(thread, tx))
-    }
-
-    fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>, Error> {
+impl Catalog for RedbStore {
+    fn thread(&self, id: &ThreadId) -> Reading<Option<ThreadRecord>> {
         self.read(|txn| read::thread(txn, id))
     }
 
-    fn list_threads(&self, filter: &ThreadFilter, page: Page) -> Result<Vec<ThreadRecord>, Error> {
+    fn last_bookmark(&self, thread: &ThreadId) -> Reading<Option<Bookmark>> {
+        self.read(|txn| read::last_bookmark(txn, thread))
+    }
+
+    fn list_threads(&self, filter: &ThreadFilter, page: Page) -> Reading<Vec<ThreadRecord>> {
         self.read(|txn| read::list_threads(txn, filter, page))
     }
 
@@ -819,29 +825,35 @@ impl Store for RedbStore {
         filter: &ThreadFilter,
         after: Option<&ThreadId>,
         limit: usize,
-    ) -> Result<Vec<ThreadRecord>, Error> {
+    ) -> Reading<Vec<ThreadRecord>> {
         self.read(|txn| read::list_threads_after(txn, filter, after, limit))
     }
 
-    fn locks(&self) -> Result<Vec<LockRecord>, Error> {
+    fn locks(&self) -> Reading<Vec<LockRecord>> {
         self.read(read::locks)
     }
 
-    fn signals(
-        &self,
-        thread: &ThreadId,
-        after: u64,
-        limit: usize,
-    ) -> Result<Vec<crate::Signal>, Error> {
+    fn signals(&self, thread: &ThreadId, after: u64, limit: usize) -> Reading<Vec<crate::Signal>> {
         self.read(|txn| signals::read(txn, thread, after, limit))
     }
 
-    fn queues(&self) -> Result<Vec<crate::QueueState>, Error> {
+    fn queues(&self) -> Reading<Vec<crate::QueueState>> {
         self.read(queues::read_all)
     }
 
-    fn queue_member(&self, thread: &ThreadId) -> Result<Option<crate::QueueMember>, Error> {
+    fn queue_member(&self, thread: &ThreadId) -> Reading<Option<crate::QueueMember>> {
         self.read(|txn| queues::read_member(txn, thread))
+    }
+}
+
+impl Maintenance for RedbStore {
+    fn delete_checkpoint(&self, id: CheckpointId) -> Result<Pending<bool>, Error> {
+        self.send(|tx| Write::DeleteCheckpoint(id, tx))
+    }
+
+    fn clear_checkpoints(&self, thread: &ThreadId) -> Result<Pending<u64>, Error> {
+        let thread = thread.clone();
+        self.send(|tx| Write::ClearCheckpoints(thread, tx))
     }
 
     fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error> {
@@ -859,14 +871,8 @@ impl Store for RedbStore {
     }
 
     fn verify(&self) -> Result<VerifyReport, Error> {
-        self.read(verify::verify)
-    }
-
-    fn metrics(&self) -> Option<&crate::telemetry::StoreMetrics> {
-        self.inner.writer.as_ref().map(|w| &w.metrics)
-    }
-
-    fn durability(&self) -> Durability {
-        self.inner.durability
+        self.read(verify::verify).wait()
     }
 }
+
+impl Store for RedbStore {}

@@ -1,9 +1,10 @@
 //! Checking a reopened image against what was acknowledged and what was in flight.
 
+use cairn_storage::{Append, Catalog, Maintenance, ThreadLog};
 use std::collections::BTreeMap;
 
 use cairn_storage::limits::READ_LIMIT_MAX;
-use cairn_storage::{Batch, Event, EventKind, Lsn, RedbStore, Seq, Store};
+use cairn_storage::{Batch, Event, EventKind, Lsn, RedbStore, Seq};
 
 use super::workload::{Expected, THREADS, event, expected_of, thread};
 
@@ -22,7 +23,7 @@ pub(crate) struct Check {
 pub(crate) fn stored_events(store: &RedbStore) -> Result<Vec<Event>, cairn_storage::Error> {
     let mut all = Vec::new();
     for t in 0..THREADS.len() {
-        match store.read_since(&thread(t), Seq(0), READ_LIMIT_MAX) {
+        match store.read_since(&thread(t), Seq(0), READ_LIMIT_MAX).wait() {
             Ok(events) => all.extend(events),
             Err(cairn_storage::Error::UnknownThread(_)) => {}
             Err(e) => return Err(e),
@@ -59,7 +60,7 @@ pub(crate) fn check(store: &RedbStore, must: &[&Expected], maybe: &[&Expected]) 
         }
     }
     for ckpt in must.iter().flat_map(|b| &b.checkpoints) {
-        match store.checkpoint(ckpt.id) {
+        match store.checkpoint(ckpt.id).wait() {
             Ok(Some(found)) if found == *ckpt => {}
             other => {
                 out.lost_acked += 1;
@@ -68,7 +69,7 @@ pub(crate) fn check(store: &RedbStore, must: &[&Expected], maybe: &[&Expected]) 
         }
     }
     for (r, payload) in must.iter().flat_map(|b| &b.payloads) {
-        match store.payload(r) {
+        match store.payload(r).wait() {
             Ok(found) if found == *payload => {}
             other => {
                 out.lost_acked += 1;
@@ -85,8 +86,9 @@ pub(crate) fn check(store: &RedbStore, must: &[&Expected], maybe: &[&Expected]) 
             present_pieces.push(stored_by_key.get(&key(event)).is_some_and(|f| *f == event));
         }
         for ckpt in &batch.checkpoints {
-            present_pieces
-                .push(matches!(store.checkpoint(ckpt.id), Ok(Some(found)) if found == *ckpt));
+            present_pieces.push(
+                matches!(store.checkpoint(ckpt.id).wait(), Ok(Some(found)) if found == *ckpt),
+            );
         }
         let landed = present_pieces.first().copied().unwrap_or(false);
         if present_pieces.iter().any(|&p| p != landed) {
@@ -95,7 +97,7 @@ pub(crate) fn check(store: &RedbStore, must: &[&Expected], maybe: &[&Expected]) 
         }
         if landed {
             for (r, payload) in &batch.payloads {
-                if !matches!(store.payload(r), Ok(found) if found == *payload) {
+                if !matches!(store.payload(r).wait(), Ok(found) if found == *payload) {
                     out.partial = true;
                     out.problems.push(format!("in-flight batch landed without payload {r}"));
                 }
@@ -124,7 +126,7 @@ pub(crate) fn check(store: &RedbStore, must: &[&Expected], maybe: &[&Expected]) 
             out.problems.push(format!("thread {t} seqs not gap-free: {seqs:?}"));
         }
     }
-    match store.read_all_since(Lsn(0), READ_LIMIT_MAX) {
+    match store.read_all_since(Lsn(0), READ_LIMIT_MAX).wait() {
         Ok(feed) => {
             let mut by_lsn = stored.clone();
             by_lsn.sort_by_key(|e| e.bookmark.lsn);
@@ -153,7 +155,7 @@ pub(crate) fn continue_after_recovery(
     problems: &mut Vec<String>,
 ) -> Option<Expected> {
     let t0 = thread(0);
-    let last = match store.last_bookmark(&t0) {
+    let last = match store.last_bookmark(&t0).wait() {
         Ok(last) => last,
         Err(e) => {
             problems.push(format!("last_bookmark after recovery: {e}"));

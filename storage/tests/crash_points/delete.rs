@@ -8,7 +8,8 @@
 //! of them, nor its payload), and gone for certain when the delete was acknowledged.
 
 use cairn_storage::fault::{CrashModel, Fault, FaultBackend};
-use cairn_storage::{CheckpointFilter, DeleteOptions, Page, RedbStore, Seq, Store};
+use cairn_storage::{Append, Catalog, Maintenance, ThreadLog};
+use cairn_storage::{CheckpointFilter, DeleteOptions, Page, RedbStore, Seq};
 
 use crate::workload::{THREADS, clean_run, options, thread};
 
@@ -20,10 +21,11 @@ struct Held {
 }
 
 fn held(store: &RedbStore, t: usize) -> Option<Held> {
-    store.thread(&thread(t)).ok()??;
-    let events = store.read_since(&thread(t), Seq(0), 10_000).ok()?.len();
+    store.thread(&thread(t)).wait().ok()??;
+    let events = store.read_since(&thread(t), Seq(0), 10_000).wait().ok()?.len();
     let filter = CheckpointFilter { thread: Some(thread(t)), ..CheckpointFilter::default() };
-    let checkpoints = store.list_checkpoints(&filter, Page { limit: 1_000, offset: 0 }).ok()?.len();
+    let checkpoints =
+        store.list_checkpoints(&filter, Page { limit: 1_000, offset: 0 }).wait().ok()?.len();
     Some(Held { events, checkpoints })
 }
 
@@ -91,7 +93,7 @@ pub(crate) fn crash_in_delete() -> (u64, Vec<String>) {
                 }
             }
             match held(&store, 0) {
-                None if store.thread(&thread(0)).ok().flatten().is_none() => {}
+                None if store.thread(&thread(0)).wait().ok().flatten().is_none() => {}
                 Some(whole) if whole == before[0] && !acked => {}
                 other => problems.push(format!(
                     "{label}: order-1 is {other:?} (acknowledged: {acked}), neither whole nor gone"

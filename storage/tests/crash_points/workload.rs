@@ -1,12 +1,13 @@
 //! The crash test's workload and what its clean run teaches: batches, their expected contents,
 //! and the op sequence.
 
+use cairn_storage::{Append, Maintenance, ThreadLog};
 use std::collections::BTreeMap;
 
 use cairn_storage::fault::{CrashModel, FaultBackend, OpKind};
 use cairn_storage::{
     Appended, Batch, Checkpoint, CheckpointKind, CheckpointMeta, Durability, Event, EventKind,
-    EventStatus, LockOp, NewCheckpoint, NewEvent, Options, PayloadRef, RedbStore, Store, ThreadId,
+    EventStatus, LockOp, NewCheckpoint, NewEvent, Options, PayloadRef, RedbStore, ThreadId,
     ThreadRecord, ThreadStatus, WorkflowRef,
 };
 
@@ -189,7 +190,7 @@ pub(crate) fn expected_of(batch: &Batch, appended: &Appended, store: &RedbStore)
     let checkpoints = appended
         .checkpoints
         .iter()
-        .map(|id| store.checkpoint(*id).expect("read").expect("checkpoint just saved"))
+        .map(|id| store.checkpoint(*id).wait().expect("read").expect("checkpoint just saved"))
         .collect();
     let payloads = batch.payloads.iter().map(|p| (PayloadRef::of(p), p.clone())).collect();
     Expected { events, checkpoints, payloads }

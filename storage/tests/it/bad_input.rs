@@ -1,7 +1,8 @@
 //! Bad input: a missing file, a file that is not a Cairn database, a locked file, bad ids.
 //! Each is a clear error, never a panic, and nothing is written.
 
-use cairn_storage::{Error, Options, RedbStore, Store, ThreadId};
+use cairn_storage::{Append, ThreadLog};
+use cairn_storage::{Error, Options, RedbStore, ThreadId};
 
 use crate::common::*;
 
@@ -119,7 +120,10 @@ fn a_locked_file_is_refused_while_read_only_snapshots_still_work() {
     assert!(matches!(RedbStore::open(&path, fast()), Err(Error::Locked)));
     assert!(matches!(RedbStore::open_existing(&path, fast()), Err(Error::Locked)));
     let snapshot = RedbStore::open_read_only(&path).expect("snapshot beside the writer");
-    assert_eq!(snapshot.read_since(&tid("t"), cairn_storage::Seq(0), 10).expect("read").len(), 2);
+    assert_eq!(
+        snapshot.read_since(&tid("t"), cairn_storage::Seq(0), 10).wait().expect("read").len(),
+        2
+    );
     let refused =
         snapshot.append(cairn_storage::Batch { events: vec![event("t", 3)], ..Default::default() });
     assert!(matches!(refused, Err(Error::ReadOnly)));
@@ -140,11 +144,17 @@ fn a_file_no_writer_holds_is_read_in_place_and_a_held_one_is_refused_up_front() 
     let unclean = dir.path().join("unclean.db");
     std::fs::copy(&path, &unclean).expect("copy");
     let repaired = RedbStore::open_read_only_in_place(&unclean).expect("read as a snapshot");
-    assert_eq!(repaired.read_since(&tid("t"), cairn_storage::Seq(0), 10).expect("read").len(), 2);
+    assert_eq!(
+        repaired.read_since(&tid("t"), cairn_storage::Seq(0), 10).wait().expect("read").len(),
+        2
+    );
     store.close().expect("close");
     let before = std::fs::read(&path).expect("bytes");
     let reader = RedbStore::open_read_only_in_place(&path).expect("in place");
-    assert_eq!(reader.read_since(&tid("t"), cairn_storage::Seq(0), 10).expect("read").len(), 2);
+    assert_eq!(
+        reader.read_since(&tid("t"), cairn_storage::Seq(0), 10).wait().expect("read").len(),
+        2
+    );
     let refused =
         reader.append(cairn_storage::Batch { events: vec![event("t", 3)], ..Default::default() });
     assert!(matches!(refused, Err(Error::ReadOnly)));

@@ -1,9 +1,10 @@
 //! Batches: all-or-nothing, guards, locks, leases, limits, and isolation inside a group commit.
 
 use cairn_storage::limits::{BATCH_EVENTS_MAX, SUMMARY_BYTES_MAX, TAGS_PER_CHECKPOINT_MAX};
+use cairn_storage::{Append, Catalog, Maintenance, ThreadLog};
 use cairn_storage::{
-    Batch, CheckpointKind, Error, Guard, LeaseOp, LockOp, Lsn, Options, RedbStore, Seq, Store,
-    StoreExt, ThreadStatus,
+    Batch, CheckpointKind, Error, Guard, LeaseOp, LockOp, Lsn, Options, RedbStore, Seq, StoreExt,
+    ThreadStatus,
 };
 
 use crate::common::*;
@@ -19,8 +20,8 @@ fn an_event_for_an_unknown_thread_rejects_the_whole_batch() {
     };
     let result = store.append(batch).expect("queued").wait_blocking();
     assert!(matches!(result, Err(Error::UnknownThread(t)) if t == tid("ghost")));
-    assert_eq!(store.read_since(&tid("a"), Seq(0), 10).expect("read").len(), 1);
-    assert!(store.payload(&cairn_storage::PayloadRef::of(b"p")).is_err());
+    assert_eq!(store.read_since(&tid("a"), Seq(0), 10).wait().expect("read").len(), 1);
+    assert!(store.payload(&cairn_storage::PayloadRef::of(b"p")).wait().is_err());
     // The lsn counter did not move either: the next event gets lsn 2.
     assert_eq!(events(&store, "a", 1).bookmarks[0].lsn, Lsn(2));
     assert!(store.verify().expect("verify").is_clean());
@@ -61,7 +62,7 @@ fn guards_absent_status_and_lease() {
     assert!(matches!(other, Err(Error::GuardFailed { .. })));
     let expired = store.append(lease_guard("w1", 150)).expect("queued").wait_blocking();
     assert!(matches!(expired, Err(Error::GuardFailed { .. })));
-    assert_eq!(store.last_bookmark(&tid("t")).expect("read").map(|b| b.seq), Some(Seq(2)));
+    assert_eq!(store.last_bookmark(&tid("t")).wait().expect("read").map(|b| b.seq), Some(Seq(2)));
 }
 
 /// Batches submitted back to back (so they share a commit group) each see the ones before them:
@@ -87,7 +88,7 @@ fn last_seq_guard_chains_pipelined_batches() {
         .collect();
     assert_eq!(seqs, vec![Some(vec![1, 2]), Some(vec![3]), None, Some(vec![4]), None, None]);
     assert!(matches!(results[2], Err(Error::GuardFailed { .. })));
-    assert_eq!(store.last_bookmark(&tid("t")).expect("read").map(|b| b.seq), Some(Seq(4)));
+    assert_eq!(store.last_bookmark(&tid("t")).wait().expect("read").map(|b| b.seq), Some(Seq(4)));
     let missing = Batch {
         events: vec![event("u", 1)],
         guards: vec![Guard::LastSeq { thread: tid("u"), seq: Seq(0) }],
@@ -111,10 +112,10 @@ async fn locks_acquire_hold_expire_renew_release() {
     assert!(matches!(store.renew_lock("r", "w2", 150, 100).await, Err(Error::LockNotHeld { .. })));
     assert!(matches!(store.release_lock("r", "w2").await, Err(Error::LockNotHeld { .. })));
     store.acquire_lock("r", "w2", 200, 100).await.expect("expired lock can be taken");
-    assert_eq!(store.locks().expect("locks")[0].owner, "w2");
+    assert_eq!(store.locks().wait().expect("locks")[0].owner, "w2");
     store.release_lock("r", "w2").await.expect("release");
     store.release_lock("r", "w2").await.expect("release is idempotent");
-    assert!(store.locks().expect("locks").is_empty());
+    assert!(store.locks().wait().expect("locks").is_empty());
 
     for name in ["a", "b", "c"] {
         store
@@ -123,7 +124,7 @@ async fn locks_acquire_hold_expire_renew_release() {
             .expect("acquire");
     }
     store.release_all_locks("w8").await.expect("release all");
-    let left: Vec<_> = store.locks().expect("locks").into_iter().map(|l| l.name).collect();
+    let left: Vec<_> = store.locks().wait().expect("locks").into_iter().map(|l| l.name).collect();
     assert_eq!(left, vec!["b".to_string()]);
 }
 
@@ -143,7 +144,7 @@ fn a_held_lock_rejects_the_whole_batch() {
         store.append(batch).expect("queued").wait_blocking(),
         Err(Error::LockHeld { .. })
     ));
-    assert_eq!(store.last_bookmark(&tid("t")).expect("read").map(|b| b.seq), Some(Seq(1)));
+    assert_eq!(store.last_bookmark(&tid("t")).wait().expect("read").map(|b| b.seq), Some(Seq(1)));
 }
 
 #[tokio::test]
@@ -162,7 +163,7 @@ async fn leases_acquire_hold_renew_release() {
     );
     store.renew_lease(&t, "w1", 90, 100).await.expect("renew");
     assert_eq!(
-        store.thread(&t).expect("read").and_then(|r| r.lease).map(|l| l.expires_at_ms),
+        store.thread(&t).wait().expect("read").and_then(|r| r.lease).map(|l| l.expires_at_ms),
         Some(190)
     );
     assert!(matches!(store.renew_lease(&t, "w2", 90, 100).await, Err(Error::LeaseNotHeld { .. })));
@@ -172,7 +173,7 @@ async fn leases_acquire_hold_renew_release() {
         .append_wait(Batch { threads: vec![thread_record("t")], ..Batch::default() })
         .await
         .expect("upsert");
-    assert!(store.thread(&t).expect("read").and_then(|r| r.lease).is_some());
+    assert!(store.thread(&t).wait().expect("read").and_then(|r| r.lease).is_some());
     store.release_lease(&t, "w1").await.expect("release");
     store.release_lease(&t, "w1").await.expect("release is idempotent");
     store.acquire_lease(&t, "w2", 100, 100).await.expect("free lease can be taken");
@@ -189,7 +190,7 @@ async fn set_status_cas_is_a_compare_and_set() {
         .expect("cas");
     assert_eq!(record.status, ThreadStatus::Running);
     assert_eq!(
-        store.thread(&t).expect("read").map(|r| (r.status, r.updated_at_ms)),
+        store.thread(&t).wait().expect("read").map(|r| (r.status, r.updated_at_ms)),
         Some((ThreadStatus::Running, 5))
     );
     let stale = store.set_status_cas(&t, ThreadStatus::Created, ThreadStatus::Paused, 6).await;
@@ -224,7 +225,7 @@ fn limits_are_named_and_checked_before_queueing() {
         store.append(Batch { checkpoints: vec![cp], ..Batch::default() }),
         Err(Error::LimitExceeded { limit: "TAGS_PER_CHECKPOINT_MAX", .. })
     ));
-    assert!(store.last_bookmark(&tid("t")).expect("read").is_none());
+    assert!(store.last_bookmark(&tid("t")).wait().expect("read").is_none());
 }
 
 #[test]
@@ -246,7 +247,7 @@ fn a_checkpoint_needs_an_event_to_cover() {
         ..Batch::default()
     };
     let appended = append(&store, batch);
-    let cp = store.checkpoint(appended.checkpoints[0]).expect("read").expect("present");
+    let cp = store.checkpoint(appended.checkpoints[0]).wait().expect("read").expect("present");
     assert_eq!(cp.covers, appended.bookmarks[1]);
 }
 
@@ -284,7 +285,7 @@ fn a_rejected_batch_does_not_affect_its_group() {
     for (i, (_, seq)) in committed.iter().enumerate() {
         assert_eq!(*seq, i as u64 + 1);
     }
-    let stored = store.read_since(&tid("t"), Seq(0), 1000).expect("read");
+    let stored = store.read_since(&tid("t"), Seq(0), 1000).wait().expect("read");
     let summaries: Vec<_> = stored.iter().map(|e| e.summary.clone()).collect();
     let expected: Vec<_> = committed.iter().map(|(n, _)| format!("event {n} of t")).collect();
     assert_eq!(summaries, expected);

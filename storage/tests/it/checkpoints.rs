@@ -4,6 +4,7 @@ use cairn_storage::{
     Batch, CheckpointFilter, CheckpointId, CheckpointKind, NewCheckpoint, Page, RedbStore, Seq,
     Store,
 };
+use cairn_storage::{Maintenance, ThreadLog};
 
 use crate::common::*;
 
@@ -24,14 +25,19 @@ fn latest_at_or_before_picks_the_newest_covering_checkpoint() {
     let c2 = save(&store, checkpoint("t", CheckpointKind::Periodic, &[])); // covers 5
     let c3 = save(&store, checkpoint("t", CheckpointKind::Manual, &[])); // covers 5 too
     let t = tid("t");
-    let at = |seq| store.latest_checkpoint_at_or_before(&t, Seq(seq)).expect("read").map(|c| c.id);
+    let at = |seq| {
+        store.latest_checkpoint_at_or_before(&t, Seq(seq)).wait().expect("read").map(|c| c.id)
+    };
     assert_eq!(at(1), None);
     assert_eq!(at(2), Some(c1));
     assert_eq!(at(4), Some(c1));
     assert_eq!(at(5), Some(c3));
     assert_eq!(at(100), Some(c3));
     assert!(c2 < c3);
-    assert_eq!(store.latest_checkpoint_at_or_before(&tid("other"), Seq(9)).expect("read"), None);
+    assert_eq!(
+        store.latest_checkpoint_at_or_before(&tid("other"), Seq(9)).wait().expect("read"),
+        None
+    );
 }
 
 #[test]
@@ -46,7 +52,7 @@ fn listing_filters_pages_and_orders_newest_first() {
     let c3 = save(&store, other_wf).0;
     let c4 = save(&store, checkpoint("a", CheckpointKind::Failure, &[])).0;
     let list = |filter: CheckpointFilter, page: Page| {
-        ids(store.list_checkpoints(&filter, page).expect("list"))
+        ids(store.list_checkpoints(&filter, page).wait().expect("list"))
     };
     let all = Page { limit: 100, offset: 0 };
     assert_eq!(list(CheckpointFilter::default(), all), vec![c4, c3, c2, c1]);
@@ -89,11 +95,11 @@ fn delete_and_clear_remove_checkpoints_and_their_index_entries() {
     let b1 = save(&store, checkpoint("b", CheckpointKind::Manual, &["x"]));
     assert!(store.delete_checkpoint(a1).expect("queued").wait_blocking().expect("delete"));
     assert!(!store.delete_checkpoint(a1).expect("queued").wait_blocking().expect("delete"));
-    assert!(!store.checkpoint_exists(a1).expect("exists"));
-    assert_eq!(store.checkpoint(a1).expect("read"), None);
+    assert!(!store.checkpoint_exists(a1).wait().expect("exists"));
+    assert_eq!(store.checkpoint(a1).wait().expect("read"), None);
     let by_tag = CheckpointFilter { any_tags: vec!["x".into()], ..Default::default() };
     assert_eq!(
-        ids(store.list_checkpoints(&by_tag, Page::default()).expect("list")),
+        ids(store.list_checkpoints(&by_tag, Page::default()).wait().expect("list")),
         vec![b1.0, a2.0]
     );
     assert_eq!(
@@ -104,8 +110,11 @@ fn delete_and_clear_remove_checkpoints_and_their_index_entries() {
         store.clear_checkpoints(&tid("a")).expect("queued").wait_blocking().expect("clear"),
         0
     );
-    assert_eq!(ids(store.list_checkpoints(&by_tag, Page::default()).expect("list")), vec![b1.0]);
-    assert_eq!(store.latest_checkpoint_at_or_before(&tid("a"), Seq(9)).expect("read"), None);
+    assert_eq!(
+        ids(store.list_checkpoints(&by_tag, Page::default()).wait().expect("list")),
+        vec![b1.0]
+    );
+    assert_eq!(store.latest_checkpoint_at_or_before(&tid("a"), Seq(9)).wait().expect("read"), None);
     let report = store.verify().expect("verify");
     assert!(report.is_clean(), "{:?}", report.problems);
     assert_eq!(report.checkpoints, 1);

@@ -84,7 +84,7 @@ pub fn create_thread(store: &impl Store, thread: &str, events: u64) -> Appended 
 }
 
 pub fn events(store: &impl Store, thread: &str, n: u64) -> Appended {
-    let start = store.last_bookmark(&tid(thread)).expect("read").map_or(0, |b| b.seq.0);
+    let start = store.last_bookmark(&tid(thread)).wait().expect("read").map_or(0, |b| b.seq.0);
     let batch = Batch {
         events: (start + 1..=start + n).map(|k| event(thread, k)).collect(),
         ..Batch::default()

@@ -1,10 +1,11 @@
 //! Concurrency: 64 tasks appending to 64 threads at once, with a subscriber watching.
 
+use cairn_storage::{Maintenance, ThreadLog};
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::sync::Arc;
 
-use cairn_storage::{Batch, Lsn, Options, RedbStore, Scope, Seq, Store, StoreExt};
+use cairn_storage::{Batch, Lsn, Options, RedbStore, Scope, Seq, StoreExt};
 
 use crate::common::*;
 
@@ -58,7 +59,7 @@ async fn sixty_four_appenders_lose_nothing_and_duplicate_nothing() {
         assert_eq!(seqs, (1..=APPENDS * EVENTS_PER_APPEND).collect::<Vec<_>>(), "{name}");
         assert!(bookmarks.windows(2).all(|w| w[0].lsn < w[1].lsn), "{name}");
         lsns.extend(bookmarks.iter().map(|b| b.lsn.0));
-        let stored = store.read_since(&tid(name), Seq(0), 1000).expect("read");
+        let stored = store.read_since(&tid(name), Seq(0), 1000).wait().expect("read");
         assert_eq!(stored.iter().map(|e| e.bookmark).collect::<Vec<_>>(), *bookmarks);
     }
     let acked_total = lsns.len() as u64;
@@ -70,7 +71,7 @@ async fn sixty_four_appenders_lose_nothing_and_duplicate_nothing() {
     let mut feed = Vec::new();
     let mut after = Lsn(0);
     loop {
-        let page = store.read_all_since(after, 500).expect("feed");
+        let page = store.read_all_since(after, 500).wait().expect("feed");
         let Some(last) = page.last() else { break };
         after = last.bookmark.lsn;
         feed.extend(page);

@@ -25,21 +25,21 @@ fn try_append<S: Store>(store: &S, batch: Batch) -> Result<cairn_storage::Append
 fn roundtrip<S: Store>(store: &S) {
     let created = create_thread(store, "rt", 5);
     assert_eq!(created.bookmarks.iter().map(|b| b.seq.0).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
-    let read = store.read_since(&tid("rt"), Seq(0), 100).unwrap();
+    let read = store.read_since(&tid("rt"), Seq(0), 100).wait().unwrap();
     assert_eq!(read.len(), 5);
     for (n, e) in (1..=5).zip(&read) {
         assert_eq!(e.bookmark.seq, Seq(n));
         assert_eq!(e.data, event("rt", n).data, "the bytes written come back");
         assert_eq!(e.summary, event("rt", n).summary);
     }
-    let range = store.read_range(&tid("rt"), Seq(2), Seq(4)).unwrap();
+    let range = store.read_range(&tid("rt"), Seq(2), Seq(4)).wait().unwrap();
     assert_eq!(range.iter().map(|e| e.bookmark.seq.0).collect::<Vec<_>>(), [2, 3, 4]);
-    assert_eq!(store.last_bookmark(&tid("rt")).unwrap().unwrap().seq, Seq(5));
+    assert_eq!(store.last_bookmark(&tid("rt")).wait().unwrap().unwrap().seq, Seq(5));
     let first = read[0].bookmark.lsn.0;
-    let feed = store.read_all_since(Lsn(first - 1), 100).unwrap();
+    let feed = store.read_all_since(Lsn(first - 1), 100).wait().unwrap();
     let lsns: Vec<u64> = feed.iter().map(|e| e.bookmark.lsn.0).collect();
     assert!(lsns.windows(2).all(|w| w[0] < w[1]), "the feed is in lsn order: {lsns:?}");
-    assert_eq!(store.thread(&tid("rt")).unwrap().unwrap().last.unwrap().seq, Seq(5));
+    assert_eq!(store.thread(&tid("rt")).wait().unwrap().unwrap().last.unwrap().seq, Seq(5));
 }
 
 /// A batch whose guard fails writes nothing, and the next seq does not move.
@@ -52,7 +52,11 @@ fn guards<S: Store>(store: &S) {
     assert!(refused(Guard::LastSeq { thread: tid("g"), seq: Seq(1) }));
     assert!(refused(Guard::Status { thread: tid("g"), expected: ThreadStatus::Completed }));
     assert!(refused(Guard::Absent { thread: tid("g") }));
-    assert_eq!(store.last_bookmark(&tid("g")).unwrap().unwrap().seq, Seq(2), "nothing written");
+    assert_eq!(
+        store.last_bookmark(&tid("g")).wait().unwrap().unwrap().seq,
+        Seq(2),
+        "nothing written"
+    );
     let kept = Batch {
         events: vec![event("g", 3)],
         guards: vec![Guard::LastSeq { thread: tid("g"), seq: Seq(2) }],
@@ -85,7 +89,7 @@ fn leases<S: Store>(store: &S) {
     op(acquire("b", 60_000)).expect("an expired lease is taken over");
     assert!(matches!(op(renew("a")), Err(Error::LeaseNotHeld { .. })), "the old owner is fenced");
     op(LeaseOp::Release { thread: tid("l"), owner: "b".into() }).expect("the owner releases");
-    assert!(store.thread(&tid("l")).unwrap().unwrap().lease.is_none());
+    assert!(store.thread(&tid("l")).wait().unwrap().unwrap().lease.is_none());
 }
 
 /// One lock owner at a time; releasing all of an owner's locks frees them.
@@ -106,7 +110,8 @@ fn locks<S: Store>(store: &S) {
     ));
     op(LockOp::ReleaseAll { owner: "x".into() }).expect("release all");
     op(take("file-a", "y")).expect("released, so free");
-    let held: Vec<_> = store.locks().unwrap().into_iter().map(|l| (l.name, l.owner)).collect();
+    let held: Vec<_> =
+        store.locks().wait().unwrap().into_iter().map(|l| (l.name, l.owner)).collect();
     assert_eq!(held, [("file-a".to_string(), "y".to_string())]);
 }
 
@@ -115,7 +120,7 @@ fn subscribe_without_gap<S: Store + Clone>(store: &S) {
     create_thread(store, "s", 0);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let after =
-        store.read_all_since(Lsn(0), 10_000).unwrap().last().map_or(0, |e| e.bookmark.lsn.0);
+        store.read_all_since(Lsn(0), 10_000).wait().unwrap().last().map_or(0, |e| e.bookmark.lsn.0);
     let mut sub = store.subscribe(Scope::All, after).unwrap();
     let writer = store.clone();
     let feeder = std::thread::spawn(move || {
@@ -156,11 +161,11 @@ fn prune_and_verify<S: Store>(store: &S) {
     events(store, "p", 2);
     let pruned = store.prune(&tid("p"), keep).unwrap().wait_blocking().unwrap();
     assert_eq!((pruned.events, pruned.checkpoints, pruned.first_seq), (6, 1, Seq(7)));
-    assert!(matches!(store.read_since(&tid("p"), Seq(0), 10), Err(Error::Pruned { .. })));
-    let rest = store.read_since(&tid("p"), Seq(6), 10).unwrap();
+    assert!(matches!(store.read_since(&tid("p"), Seq(0), 10).wait(), Err(Error::Pruned { .. })));
+    let rest = store.read_since(&tid("p"), Seq(6), 10).wait().unwrap();
     assert_eq!(rest.iter().map(|e| e.bookmark.seq.0).collect::<Vec<_>>(), [7, 8]);
-    assert!(!store.checkpoint_exists(old).unwrap());
-    assert!(store.checkpoint_exists(keep).unwrap());
+    assert!(!store.checkpoint_exists(old).wait().unwrap());
+    assert!(store.checkpoint_exists(keep).wait().unwrap());
     assert_eq!(events(store, "p", 1).bookmarks[0].seq, Seq(9));
     let report = store.verify().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
@@ -198,24 +203,30 @@ fn correlation_index<S: Store>(store: &S) {
         written.extend(append(store, batch).bookmarks);
     }
     let query = CorrelationQuery::new("order-1");
-    let all = store.read_correlated(&query, Lsn(0), 100).unwrap();
+    let all = store.read_correlated(&query, Lsn(0), 100).wait().unwrap();
     let keys: Vec<(String, u64)> =
         all.iter().map(|e| (e.thread.to_string(), e.bookmark.seq.0)).collect();
     assert_eq!(keys.len(), 9, "6 of ca, 3 of cb: {keys:?}");
     assert!(all.windows(2).all(|w| w[0].bookmark.lsn < w[1].bookmark.lsn), "lsn order");
     assert!(all.iter().all(|e| e.correlation.as_deref() == Some("order-1")));
     // Paged: two pages of 5 and 4, nothing repeated.
-    let first = store.read_correlated(&query, Lsn(0), 5).unwrap();
-    let rest = store.read_correlated(&query, first[4].bookmark.lsn, 5).unwrap();
+    let first = store.read_correlated(&query, Lsn(0), 5).wait().unwrap();
+    let rest = store.read_correlated(&query, first[4].bookmark.lsn, 5).wait().unwrap();
     assert_eq!((first.len(), rest.len()), (5, 4));
     assert_eq!([first, rest].concat(), all);
     // Filters: a thread, a time range (at_ms is 1_000 + n).
     let only_cb = CorrelationQuery { thread: Some(tid("cb")), ..query.clone() };
-    let cb = store.read_correlated(&only_cb, Lsn(0), 100).unwrap();
+    let cb = store.read_correlated(&only_cb, Lsn(0), 100).wait().unwrap();
     assert_eq!(cb.iter().map(|e| e.bookmark.at_ms).collect::<Vec<_>>(), [1_002, 1_004, 1_006]);
     let window = CorrelationQuery { from_ms: Some(1_002), to_ms: Some(1_003), ..query.clone() };
-    assert_eq!(store.read_correlated(&window, Lsn(0), 100).unwrap().len(), 3);
-    assert!(store.read_correlated(&CorrelationQuery::new("nobody"), Lsn(0), 9).unwrap().is_empty());
+    assert_eq!(store.read_correlated(&window, Lsn(0), 100).wait().unwrap().len(), 3);
+    assert!(
+        store
+            .read_correlated(&CorrelationQuery::new("nobody"), Lsn(0), 9)
+            .wait()
+            .unwrap()
+            .is_empty()
+    );
     // Prune drops the entries of pruned events only.
     let batch = Batch {
         checkpoints: vec![checkpoint("ca", CheckpointKind::Periodic, &[])],
@@ -224,7 +235,7 @@ fn correlation_index<S: Store>(store: &S) {
     let keep = append(store, batch).checkpoints[0];
     append(store, Batch { events: vec![correlated("ca", 7, Some("order-1"))], ..Batch::default() });
     store.prune(&tid("ca"), keep).unwrap().wait_blocking().unwrap();
-    let after = store.read_correlated(&query, Lsn(0), 100).unwrap();
+    let after = store.read_correlated(&query, Lsn(0), 100).wait().unwrap();
     let left: Vec<(String, u64)> =
         after.iter().map(|e| (e.thread.to_string(), e.bookmark.seq.0)).collect();
     assert_eq!(left, [("cb".into(), 2), ("cb".into(), 4), ("cb".into(), 6), ("ca".into(), 13)]);
@@ -250,7 +261,7 @@ fn thread_cursor<S: Store>(store: &S) {
         let mut seen = Vec::new();
         let mut after: Option<ThreadId> = None;
         loop {
-            let page = store.list_threads_after(filter, after.as_ref(), limit).unwrap();
+            let page = store.list_threads_after(filter, after.as_ref(), limit).wait().unwrap();
             assert!(page.len() <= limit);
             seen.extend(page.iter().map(|r| r.id.to_string()));
             match page.last() {
@@ -260,7 +271,7 @@ fn thread_cursor<S: Store>(store: &S) {
         }
     };
     let listed = |filter: &ThreadFilter| -> Vec<String> {
-        let all = store.list_threads(filter, Page { limit: 1_000, offset: 0 }).unwrap();
+        let all = store.list_threads(filter, Page { limit: 1_000, offset: 0 }).wait().unwrap();
         all.iter().map(|r| r.id.to_string()).collect()
     };
     let all = ThreadFilter::default();
@@ -271,9 +282,9 @@ fn thread_cursor<S: Store>(store: &S) {
     let evens = walk(&even, 3);
     assert_eq!(evens, ["cur-0", "cur-2", "cur-4", "cur-6"]);
     assert_eq!(evens, listed(&even));
-    let from = store.list_threads_after(&all, Some(&tid("cur-4")), 10).unwrap();
+    let from = store.list_threads_after(&all, Some(&tid("cur-4")), 10).wait().unwrap();
     assert!(from.iter().all(|r| r.id.as_str() > "cur-4"), "the cursor is exclusive");
-    assert!(store.list_threads_after(&all, None, 0).unwrap().is_empty());
+    assert!(store.list_threads_after(&all, None, 0).wait().unwrap().is_empty());
 }
 
 /// A whole-thread delete removes the thread's record, log, checkpoints (with their tag
@@ -329,8 +340,12 @@ fn delete_thread<S: Store>(store: &S) {
         matches!(&refused, Err(Error::Unfinished { status: ThreadStatus::Created, .. })),
         "an unfinished thread is refused: {refused:?}"
     );
-    assert_eq!(store.last_bookmark(&tid("dl")).unwrap().unwrap().seq, Seq(43), "nothing removed");
-    let mut done = store.thread(&tid("dl")).unwrap().unwrap();
+    assert_eq!(
+        store.last_bookmark(&tid("dl")).wait().unwrap().unwrap().seq,
+        Seq(43),
+        "nothing removed"
+    );
+    let mut done = store.thread(&tid("dl")).wait().unwrap().unwrap();
     done.status = ThreadStatus::Completed;
     append(store, Batch { threads: vec![done], ..Batch::default() });
     let deleted = delete(false).unwrap().wait_blocking().unwrap().expect("it existed");
@@ -340,23 +355,31 @@ fn delete_thread<S: Store>(store: &S) {
         (43, 2, 1, 1),
         "the shared payload stays"
     );
-    assert!(store.thread(&tid("dl")).unwrap().is_none());
-    assert!(matches!(store.read_since(&tid("dl"), Seq(0), 10), Err(Error::UnknownThread(_))));
-    assert!(!store.checkpoint_exists(dl_checkpoint).unwrap());
-    assert!(!store.checkpoint_exists(second.checkpoints[0]).unwrap());
+    assert!(store.thread(&tid("dl")).wait().unwrap().is_none());
+    assert!(matches!(
+        store.read_since(&tid("dl"), Seq(0), 10).wait(),
+        Err(Error::UnknownThread(_))
+    ));
+    assert!(!store.checkpoint_exists(dl_checkpoint).wait().unwrap());
+    assert!(!store.checkpoint_exists(second.checkpoints[0]).wait().unwrap());
     let tagged =
         CheckpointFilter { any_tags: vec!["del-tag".into()], ..CheckpointFilter::default() };
-    assert!(store.list_checkpoints(&tagged, Page::default()).unwrap().is_empty());
-    let traced = store.read_correlated(&CorrelationQuery::new("del-1"), Lsn(0), 100).unwrap();
+    assert!(store.list_checkpoints(&tagged, Page::default()).wait().unwrap().is_empty());
+    let traced =
+        store.read_correlated(&CorrelationQuery::new("del-1"), Lsn(0), 100).wait().unwrap();
     assert_eq!(
         traced.iter().map(|e| e.thread.to_string()).collect::<Vec<_>>(),
         ["dk"],
         "only the other thread's entry is left"
     );
-    assert!(store.locks().unwrap().iter().all(|l| l.owner != "dl"));
-    assert!(matches!(store.payload(&PayloadRef::of(&own)), Err(Error::MissingPayload(_))));
-    assert_eq!(store.payload(&PayloadRef::of(&shared)).unwrap(), shared);
-    assert_eq!(store.read_since(&tid("dk"), Seq(0), 10).unwrap().len(), 1, "dk is untouched");
+    assert!(store.locks().wait().unwrap().iter().all(|l| l.owner != "dl"));
+    assert!(matches!(store.payload(&PayloadRef::of(&own)).wait(), Err(Error::MissingPayload(_))));
+    assert_eq!(store.payload(&PayloadRef::of(&shared)).wait().unwrap(), shared);
+    assert_eq!(
+        store.read_since(&tid("dk"), Seq(0), 10).wait().unwrap().len(),
+        1,
+        "dk is untouched"
+    );
     let report = store.verify().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
     // The id is free again: a new thread starts at seq 1; a second delete finds nothing.
@@ -373,9 +396,9 @@ fn delete_thread<S: Store>(store: &S) {
         ..Batch::default()
     };
     assert!(try_append(store, fenced).is_err(), "a runner of the deleted thread is fenced");
-    assert!(store.thread(&tid("dl")).unwrap().is_none());
-    assert!(store.signals(&tid("dl"), 0, 10).unwrap().is_empty(), "its inbox goes with it");
-    assert_eq!(store.signals(&tid("dk"), 0, 10).unwrap().len(), 1, "another's inbox stays");
+    assert!(store.thread(&tid("dl")).wait().unwrap().is_none());
+    assert!(store.signals(&tid("dl"), 0, 10).wait().unwrap().is_empty(), "its inbox goes with it");
+    assert_eq!(store.signals(&tid("dk"), 0, 10).wait().unwrap().len(), 1, "another's inbox stays");
     let report = store.verify().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
 }
@@ -394,22 +417,26 @@ fn signal_inbox<S: Store>(store: &S) {
     assert_eq!(sent(vec![signal("sig", "a", 1)]).unwrap().signals, [1]);
     let two = sent(vec![signal("sig", "b", 2), signal("sig", "a", 3)]).unwrap();
     assert_eq!(two.signals, [2, 3], "numbered within a batch too");
-    let all = store.signals(&tid("sig"), 0, 100).unwrap();
+    let all = store.signals(&tid("sig"), 0, 100).wait().unwrap();
     let got: Vec<(u64, &str, &[u8])> =
         all.iter().map(|s| (s.n, s.name.as_str(), s.data.as_slice())).collect();
     assert_eq!(got, [(1, "a", &b"1"[..]), (2, "b", &b"2"[..]), (3, "a", &b"3"[..])]);
-    assert_eq!(store.signals(&tid("sig"), 2, 100).unwrap().len(), 1, "after is exclusive");
-    assert_eq!(store.signals(&tid("sig"), 0, 2).unwrap().len(), 2, "limit holds");
-    assert_eq!(store.last_bookmark(&tid("sig")).unwrap().unwrap().seq, Seq(2), "log untouched");
+    assert_eq!(store.signals(&tid("sig"), 2, 100).wait().unwrap().len(), 1, "after is exclusive");
+    assert_eq!(store.signals(&tid("sig"), 0, 2).wait().unwrap().len(), 2, "limit holds");
+    assert_eq!(
+        store.last_bookmark(&tid("sig")).wait().unwrap().unwrap().seq,
+        Seq(2),
+        "log untouched"
+    );
     assert!(matches!(sent(vec![signal("nobody", "a", 1)]), Err(Error::UnknownThread(_))));
     // Ended by a batch before it in the same batch order: refused, with its batch.
-    let mut done = store.thread(&tid("sig")).unwrap().unwrap();
+    let mut done = store.thread(&tid("sig")).wait().unwrap().unwrap();
     done.status = ThreadStatus::Completed;
     let ended =
         Batch { threads: vec![done], signals: vec![signal("sig", "a", 4)], ..Batch::default() };
     assert!(matches!(try_append(store, ended), Err(Error::Finished { .. })));
-    assert_eq!(store.thread(&tid("sig")).unwrap().unwrap().status, ThreadStatus::Created);
-    assert_eq!(store.signals(&tid("sig"), 0, 100).unwrap().len(), 3, "nothing stored");
+    assert_eq!(store.thread(&tid("sig")).wait().unwrap().unwrap().status, ThreadStatus::Created);
+    assert_eq!(store.signals(&tid("sig"), 0, 100).wait().unwrap().len(), 3, "nothing stored");
     let report = store.verify().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
     assert!(report.signals >= 3);

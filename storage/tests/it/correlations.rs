@@ -2,8 +2,9 @@
 //! file at open, and an index that disagrees with the log.
 
 use cairn_storage::{
-    Batch, CorrelationQuery, Error, EventKind, Lsn, NewEvent, Options, PayloadRef, RedbStore, Store,
+    Batch, CorrelationQuery, Error, EventKind, Lsn, NewEvent, Options, PayloadRef, RedbStore,
 };
+use cairn_storage::{Maintenance, ThreadLog};
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
 use crate::common::*;
@@ -71,7 +72,8 @@ fn a_v1_file_is_migrated_at_open_with_its_index_built_from_the_log() {
     // A read-only open builds the index in its private copy and leaves the file as it was.
     let before = std::fs::read(&path).expect("read");
     let snapshot = RedbStore::open_read_only(&path).expect("read-only open of v1");
-    let found = snapshot.read_correlated(&CorrelationQuery::new("c-1"), Lsn(0), 1_000).unwrap();
+    let found =
+        snapshot.read_correlated(&CorrelationQuery::new("c-1"), Lsn(0), 1_000).wait().unwrap();
     assert_eq!(found.len(), 87, "n % 10 == 0 and n % 3 == 1 for n in 1..=2600");
     drop(snapshot);
     assert_eq!(std::fs::read(&path).expect("read"), before, "the file is untouched");
@@ -79,7 +81,9 @@ fn a_v1_file_is_migrated_at_open_with_its_index_built_from_the_log() {
     let store = RedbStore::open(&path, fast()).expect("the v1 file opens");
     let all: usize = ["c-0", "c-1", "c-2", "c-big"]
         .iter()
-        .map(|c| store.read_correlated(&CorrelationQuery::new(*c), Lsn(0), 1_000).unwrap().len())
+        .map(|c| {
+            store.read_correlated(&CorrelationQuery::new(*c), Lsn(0), 1_000).wait().unwrap().len()
+        })
         .sum();
     assert_eq!(all, 261);
     let report = store.verify().expect("verify");
@@ -109,7 +113,7 @@ fn a_v1_file_is_migrated_at_open_with_its_index_built_from_the_log() {
     let store = RedbStore::open(&path, fast()).expect("resumes");
     let report = store.verify().expect("verify");
     assert!(report.is_clean(), "{:?}", report.problems);
-    let big = store.read_correlated(&CorrelationQuery::new("c-big"), Lsn(0), 10).unwrap();
+    let big = store.read_correlated(&CorrelationQuery::new("c-big"), Lsn(0), 10).wait().unwrap();
     assert_eq!(big.len(), 1, "a body in a payload is read for its id");
     store.close().expect("close");
     assert_eq!(format_version(&path), 4);
@@ -139,12 +143,12 @@ fn an_index_that_disagrees_with_the_log_fails_closed_and_verify_names_it() {
         index.insert(("k", lsn + 1), framed.as_slice()).expect("insert");
     });
     let store = RedbStore::open(&path, Options::default()).expect("open");
-    let read = store.read_correlated(&CorrelationQuery::new("k"), Lsn(0), 10);
+    let read = store.read_correlated(&CorrelationQuery::new("k"), Lsn(0), 10).wait();
     assert!(
         matches!(&read, Err(Error::Corrupted { table: "correlations", .. })),
         "fails closed: {read:?}"
     );
-    assert_eq!(store.read_since(&tid("x"), cairn_storage::Seq(0), 10).unwrap().len(), 2);
+    assert_eq!(store.read_since(&tid("x"), cairn_storage::Seq(0), 10).wait().unwrap().len(), 2);
     let problems = store.verify().expect("verify").problems;
     let details: Vec<&str> =
         problems.iter().filter(|p| p.table == "correlations").map(|p| p.detail.as_str()).collect();
@@ -187,7 +191,8 @@ fn a_format_1_postgres_database_is_migrated_at_connect() {
         .expect("back to format 1");
 
     let store = PgStore::connect(&url, Durability::Immediate).expect("a format-1 database opens");
-    let count = |c: &str| store.read_correlated(&CorrelationQuery::new(c), Lsn(0), 1_000).unwrap();
+    let count =
+        |c: &str| store.read_correlated(&CorrelationQuery::new(c), Lsn(0), 1_000).wait().unwrap();
     assert_eq!((count("c-0").len(), count("c-1").len(), count("c-new").len()), (55, 55, 1));
     let report = store.verify().expect("verify");
     assert!(report.is_clean(), "{:?}", report.problems);

@@ -1,7 +1,7 @@
 //! Durability modes, observed beneath redb on the fault-injection disk: what is on the durable
 //! image (what survives a power loss) when an append is acknowledged.
 
-use cairn_storage::{Durability, Options, RedbStore, Seq, Store};
+use cairn_storage::{Append, Durability, Options, RedbStore, Seq, ThreadLog};
 
 use crate::common::*;
 
@@ -25,14 +25,16 @@ fn a_non_durable_mode_is_made_durable_by_close() {
     create_thread(&store, "t", 3);
     store.close().expect("close");
     let store = RedbStore::open_existing(&path, Options::default()).expect("reopen");
-    assert_eq!(store.read_since(&tid("t"), Seq(0), 10).expect("read").len(), 3);
+    assert_eq!(store.read_since(&tid("t"), Seq(0), 10).wait().expect("read").len(), 3);
 }
 
 #[cfg(feature = "fault-injection")]
 mod beneath_redb {
 
     use cairn_storage::fault::{FaultBackend, FaultController, OpKind};
-    use cairn_storage::{Durability, Error, Options, RedbStore, Seq, Store};
+    use cairn_storage::{
+        Append, Durability, Error, Maintenance, Options, RedbStore, Seq, ThreadLog,
+    };
 
     use crate::common::*;
 
@@ -49,7 +51,7 @@ mod beneath_redb {
     fn events_in(image: Vec<u8>) -> Option<usize> {
         let store = RedbStore::with_backend(FaultBackend::from_image(image), Options::default())
             .expect("reopen");
-        match store.read_since(&tid("t"), Seq(0), 1000) {
+        match store.read_since(&tid("t"), Seq(0), 1000).wait() {
             Ok(events) => Some(events.len()),
             Err(Error::UnknownThread(_)) => None,
             Err(other) => panic!("read: {other}"),
@@ -139,7 +141,7 @@ mod beneath_redb {
             .append(cairn_storage::Batch { events: vec![event("t", 3)], ..Default::default() });
         assert!(matches!(after, Err(Error::Poisoned)), "{after:?}");
         // Reads still work on what was committed.
-        assert_eq!(store.read_since(&tid("t"), Seq(0), 10).expect("read").len(), 1);
+        assert_eq!(store.read_since(&tid("t"), Seq(0), 10).wait().expect("read").len(), 1);
         drop(store);
         let store = RedbStore::with_backend(
             FaultBackend::from_image(disk.crash_image()),

@@ -96,7 +96,7 @@ pub(crate) fn apply(store: &impl Store, model: &mut Model, op: &Op) {
                         assert_eq!(ids.len(), 1);
                         // A file counts ids one by one; a shared store takes them from
                         // transaction ids: rising, not dense. The model keeps the store's.
-                        if store.exclusive() {
+                        if store.shared().is_none() {
                             assert_eq!(ids[0], CheckpointId(model.last_checkpoint + 1));
                         } else {
                             assert!(ids[0].0 > model.last_checkpoint, "ids rise: {ids:?}");
@@ -173,16 +173,16 @@ pub(crate) fn compare(store: &impl Store, model: &Model) {
     let mut all = Vec::new();
     for (t, (first, last, log)) in &model.threads {
         let id = tid(t);
-        let read = store.read_since(&id, Seq(first - 1), 1000).expect("read");
+        let read = store.read_since(&id, Seq(first - 1), 1000).wait().expect("read");
         let got: Vec<_> = read
             .iter()
             .map(|e| (e.bookmark.seq.0, lsn(e.bookmark.lsn.0), e.summary.clone()))
             .collect();
         assert_eq!(&got, log, "thread {t}");
         if *first > 1 {
-            assert!(matches!(store.read_since(&id, Seq(0), 1), Err(Error::Pruned { .. })));
+            assert!(matches!(store.read_since(&id, Seq(0), 1).wait(), Err(Error::Pruned { .. })));
         }
-        let record = store.thread(&id).expect("read").expect("thread");
+        let record = store.thread(&id).wait().expect("read").expect("thread");
         assert_eq!(record.first_seq, Seq(*first));
         assert_eq!(record.last.map_or(0, |b| b.seq.0), *last);
         if let Some(&(seq, at, _)) = log.last() {
@@ -190,6 +190,7 @@ pub(crate) fn compare(store: &impl Store, model: &Model) {
         }
         let latest = store
             .latest_checkpoint_at_or_before(&id, Seq(u64::MAX))
+            .wait()
             .expect("latest")
             .map(|c| c.id.0);
         let expected =
@@ -200,6 +201,7 @@ pub(crate) fn compare(store: &impl Store, model: &Model) {
     all.sort();
     let feed: Vec<_> = store
         .read_all_since(Lsn(0), 10_000)
+        .wait()
         .expect("feed")
         .into_iter()
         .map(|e| (lsn(e.bookmark.lsn.0), e.summary))
@@ -207,6 +209,7 @@ pub(crate) fn compare(store: &impl Store, model: &Model) {
     assert_eq!(feed, all);
     let listed: Vec<u64> = store
         .list_checkpoints(&CheckpointFilter::default(), Page { limit: 10_000, offset: 0 })
+        .wait()
         .expect("list")
         .into_iter()
         .map(|c| c.id.0)
@@ -214,6 +217,7 @@ pub(crate) fn compare(store: &impl Store, model: &Model) {
     assert_eq!(listed, model.checkpoints.keys().rev().copied().collect::<Vec<_>>());
     let threads: Vec<String> = store
         .list_threads(&cairn_storage::ThreadFilter::default(), Page { limit: 100, offset: 0 })
+        .wait()
         .expect("list threads")
         .into_iter()
         .map(|r| r.id.to_string())
@@ -228,9 +232,10 @@ pub(crate) fn compare(store: &impl Store, model: &Model) {
 /// thread's seqs): the store's n-th smallest stands for the model's n-th smallest, so any
 /// difference of order still fails the comparison.
 fn numbering<S: Store>(store: &S, model: &Model) -> impl Fn(u64) -> u64 + use<S> {
-    let exclusive = store.exclusive();
+    let exclusive = store.shared().is_none();
     let mut stored: Vec<u64> = store
         .read_all_since(Lsn(0), 10_000)
+        .wait()
         .expect("feed")
         .iter()
         .map(|e| e.bookmark.lsn.0)

@@ -3,6 +3,7 @@
 //! `bytea` found by reads and by verify, and two stores (two processes' worth of writers) on one
 //! database whose global log never skips an event.
 
+use cairn_storage::{Append, Catalog, Maintenance, ThreadLog};
 use std::sync::Arc;
 
 use cairn_storage::{
@@ -65,8 +66,13 @@ fn a_failing_batch_is_rejected_alone_and_its_group_commits() {
     assert_eq!(good.wait_blocking().unwrap().bookmarks[0].seq, Seq(3));
     assert!(matches!(bad.wait_blocking(), Err(Error::GuardFailed { .. })));
     assert_eq!(after.wait_blocking().unwrap().bookmarks[0].seq, Seq(4), "no seq was lost");
-    let seqs: Vec<u64> =
-        store.read_since(&tid("a"), Seq(0), 10).unwrap().iter().map(|e| e.bookmark.seq.0).collect();
+    let seqs: Vec<u64> = store
+        .read_since(&tid("a"), Seq(0), 10)
+        .wait()
+        .unwrap()
+        .iter()
+        .map(|e| e.bookmark.seq.0)
+        .collect();
     assert_eq!(seqs, vec![1, 2, 3, 4]);
     assert!(store.verify().unwrap().is_clean());
 }
@@ -87,7 +93,7 @@ fn locks_and_leases_fence_their_owners() {
     let take =
         |op| store.append(Batch { leases: vec![op], ..Batch::default() }).unwrap().wait_blocking();
     take(lease("w1", 0)).expect("first owner");
-    let expires = store.thread(&tid("t")).unwrap().unwrap().lease.unwrap().expires_at_ms;
+    let expires = store.thread(&tid("t")).wait().unwrap().unwrap().lease.unwrap().expires_at_ms;
     assert!(expires > 1_600_000_000_000, "the expiry is the database's time + ttl: {expires}");
     assert!(
         matches!(take(lease("w2", u64::MAX / 2)), Err(Error::LeaseHeld { .. })),
@@ -110,13 +116,13 @@ fn locks_and_leases_fence_their_owners() {
     let op =
         |op| store.append(Batch { locks: vec![op], ..Batch::default() }).unwrap().wait_blocking();
     op(lock("a")).expect("free lock");
-    let held = store.locks().unwrap()[0].expires_at_ms;
+    let held = store.locks().wait().unwrap()[0].expires_at_ms;
     assert!(held > 1_600_000_000_000, "the lock's expiry is the database's time + ttl: {held}");
     assert!(matches!(op(lock_at("b", u64::MAX / 2)), Err(Error::LockHeld { .. })));
     assert!(matches!(op(lock("b")), Err(Error::LockHeld { .. })));
     op(LockOp::ReleaseAll { owner: "a".into() }).expect("release");
     op(lock("b")).expect("released lock");
-    assert_eq!(store.locks().unwrap().len(), 1);
+    assert_eq!(store.locks().wait().unwrap().len(), 1);
 }
 
 #[test]
@@ -130,7 +136,7 @@ fn damage_in_bytea_is_found_by_reads_and_verify() {
             "UPDATE cairn_events SET record = set_byte(record, 30, get_byte(record, 30) # 4) WHERE seq = 2",
         )
         .unwrap();
-    assert!(matches!(store.read_since(&tid("t"), Seq(0), 10), Err(Error::Corrupted { .. })));
+    assert!(matches!(store.read_since(&tid("t"), Seq(0), 10).wait(), Err(Error::Corrupted { .. })));
     let report = store.verify().unwrap();
     assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
     assert_eq!(report.problems[0].table, "events");
@@ -163,7 +169,7 @@ fn two_stores_on_one_database_never_let_the_log_skip_an_event() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while count < 400 {
         assert!(std::time::Instant::now() < deadline, "the reader saw {count} of 400");
-        for e in reader.read_all_since(cursor, 100).unwrap() {
+        for e in reader.read_all_since(cursor, 100).wait().unwrap() {
             assert!(e.bookmark.lsn > cursor, "the log went backwards");
             cursor = e.bookmark.lsn;
             seen.entry(e.thread.to_string()).or_default().push(e.bookmark.seq.0);
@@ -177,7 +183,7 @@ fn two_stores_on_one_database_never_let_the_log_skip_an_event() {
         w.join().unwrap();
     }
     for t in ["a", "b"] {
-        assert_eq!(first.read_since(&tid(t), Seq(0), 1000).unwrap().len(), 200);
+        assert_eq!(first.read_since(&tid(t), Seq(0), 1000).wait().unwrap().len(), 200);
     }
     assert!(first.verify().unwrap().is_clean());
 }
@@ -255,7 +261,7 @@ fn a_late_commit_skips_a_naive_sequence_but_not_the_stores_log() {
     let early_lsn = early.bookmarks[0].lsn;
     assert_eq!(naive.last().copied(), Some(i64::try_from(early_lsn.0).unwrap()));
     // ...and the store's reader: nothing at or above the transaction still running.
-    let before = fast_store.read_all_since(Lsn(0), 100).unwrap();
+    let before = fast_store.read_all_since(Lsn(0), 100).wait().unwrap();
     assert!(
         before.iter().all(|e| e.bookmark.lsn < early_lsn),
         "the early commit is held back while an older transaction runs: {:?}",
@@ -267,6 +273,7 @@ fn a_late_commit_skips_a_naive_sequence_but_not_the_stores_log() {
     assert!(late.bookmarks[0].lsn < early_lsn, "the held transaction is the older one");
     let after: Vec<(Lsn, String)> = fast_store
         .read_all_since(cursor, 100)
+        .wait()
         .unwrap()
         .iter()
         .map(|e| (e.bookmark.lsn, e.thread.to_string()))
@@ -307,7 +314,7 @@ fn a_group_that_a_younger_writer_overtook_runs_again_and_lsns_rise_with_seqs() {
     let done = waiting.wait_blocking().unwrap();
     assert_eq!(done.bookmarks[1].seq, Seq(2));
     assert!(done.bookmarks[1].lsn > overtaking.bookmarks[0].lsn);
-    let events = young.read_since(&tid("b-second"), Seq(0), 10).unwrap();
+    let events = young.read_since(&tid("b-second"), Seq(0), 10).wait().unwrap();
     let lsns: Vec<Lsn> = events.iter().map(|e| e.bookmark.lsn).collect();
     assert!(lsns.windows(2).all(|w| w[0] < w[1]), "lsns rise with seqs: {lsns:?}");
     assert!(young.verify().unwrap().is_clean());
@@ -344,7 +351,7 @@ fn a_dropped_connection_fails_its_group_and_the_store_reconnects() {
     assert_eq!(again.wait_blocking().unwrap().bookmarks[0].seq, Seq(next));
     // Reader connections were dropped too: a read that meets one runs again on a fresh one.
     for _ in 0..8 {
-        assert_eq!(store.read_since(&tid("t"), Seq(0), 10).unwrap().len(), next as usize);
+        assert_eq!(store.read_since(&tid("t"), Seq(0), 10).wait().unwrap().len(), next as usize);
     }
     assert!(store.verify().unwrap().is_clean());
 }
@@ -359,7 +366,7 @@ fn a_subscription_follows_the_commits_of_another_store() {
     create_thread(&writer, "t", 0);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let mut sub = reader.subscribe(Scope::All, 0).unwrap();
-    let mut heard = reader.commits().expect("a shared store announces commits");
+    let mut heard = reader.shared().expect("a shared store announces commits").commits();
     let feeder = std::thread::spawn(move || {
         for n in 1..=20 {
             append(&writer, Batch { events: vec![event("t", n)], ..Batch::default() });
@@ -412,7 +419,7 @@ fn a_commit_cut_off_from_its_answer_is_resolved_by_the_transaction_status() {
     let either = store.append(one(4)).unwrap().wait_blocking();
     assert_eq!(proxy.cuts(), 3);
     let next = if either.is_ok() { 5 } else { 4 };
-    let stored = store.read_since(&tid("t"), Seq(0), 10).unwrap();
+    let stored = store.read_since(&tid("t"), Seq(0), 10).wait().unwrap();
     assert_eq!(stored.len() as u64, next - 1, "the log holds exactly what was acknowledged");
     assert_eq!(
         store.append(one(next)).unwrap().wait_blocking().unwrap().bookmarks[0].seq,
@@ -435,18 +442,18 @@ fn a_thread_delete_cut_at_its_commit_leaves_the_thread_whole_or_gone() {
     let store = PgStore::connect(&proxy.url(&url), Durability::Immediate).expect("connect");
     let finished = |id: &str| {
         create_thread(&store, id, 5);
-        let mut record = store.thread(&tid(id)).unwrap().unwrap();
+        let mut record = store.thread(&tid(id)).wait().unwrap().unwrap();
         record.status = ThreadStatus::Completed;
         append(&store, Batch { threads: vec![record], ..Batch::default() });
     };
     let delete = |id: &str| store.delete_thread(&tid(id), DeleteOptions::default()).unwrap();
     let whole = |id: &str| {
-        store.thread(&tid(id)).unwrap().is_some()
-            && store.read_since(&tid(id), Seq(0), 10).unwrap().len() == 5
+        store.thread(&tid(id)).wait().unwrap().is_some()
+            && store.read_since(&tid(id), Seq(0), 10).wait().unwrap().len() == 5
     };
     let gone = |id: &str| {
-        store.thread(&tid(id)).unwrap().is_none()
-            && matches!(store.read_since(&tid(id), Seq(0), 10), Err(Error::UnknownThread(_)))
+        store.thread(&tid(id)).wait().unwrap().is_none()
+            && matches!(store.read_since(&tid(id), Seq(0), 10).wait(), Err(Error::UnknownThread(_)))
     };
     for id in ["a", "b", "c"] {
         finished(id);
@@ -486,7 +493,7 @@ fn a_thread_deletion_keeps_a_payload_an_append_in_flight_refers_to() {
     };
     create_thread(&deleter, "old", 0);
     append(&deleter, with_payload("old"));
-    let mut record = deleter.thread(&tid("old")).unwrap().unwrap();
+    let mut record = deleter.thread(&tid("old")).wait().unwrap().unwrap();
     record.status = ThreadStatus::Completed;
     append(&deleter, Batch { threads: vec![record], ..Batch::default() });
     create_thread(&appender, "new", 0);
@@ -499,6 +506,6 @@ fn a_thread_deletion_keeps_a_payload_an_append_in_flight_refers_to() {
     pending.wait_blocking().expect("the append commits");
     let deleted = deleting.wait_blocking().expect("the delete commits").expect("it was there");
     assert_eq!((deleted.events, deleted.payloads), (1, 0), "the new thread's event keeps it");
-    assert_eq!(deleter.payload(&PayloadRef::of(&bytes)).unwrap(), bytes);
+    assert_eq!(deleter.payload(&PayloadRef::of(&bytes)).wait().unwrap(), bytes);
     assert!(deleter.verify().unwrap().is_clean());
 }

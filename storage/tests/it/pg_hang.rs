@@ -5,13 +5,14 @@
 //! callers suspended rather than blocked while its writer waits, and go on by itself once the
 //! network is back.
 
+use cairn_storage::{Append, Maintenance, ThreadLog};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use cairn_storage::pg_cluster::Cluster;
 use cairn_storage::pg_proxy::Proxy;
-use cairn_storage::{Batch, Durability, PgStore, Seq, Store};
+use cairn_storage::{Batch, Durability, PgStore, Seq};
 
 use crate::common::*;
 
@@ -147,7 +148,7 @@ fn a_silent_database_is_noticed_and_appends_wait_for_room_without_blocking_their
             "the ticker stopped for {max_gap:?}: an append blocked the runtime's thread"
         );
     });
-    let events = store.read_since(&tid("t"), Seq(0), 100).unwrap();
+    let events = store.read_since(&tid("t"), Seq(0), 100).wait().unwrap();
     let seqs: Vec<u64> = events.iter().map(|e| e.bookmark.seq.0).collect();
     assert_eq!(seqs, (1..=1 + APPENDS / 100).collect::<Vec<_>>(), "each event once, in order");
     assert_eq!(store.database().map(|d| d.reachable), Some(true), "answers again");

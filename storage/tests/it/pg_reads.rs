@@ -3,6 +3,7 @@
 //! query of the reader connections) suspends the reading task and not the runtime: a task on
 //! the same `current_thread` runtime keeps ticking, where a sync read stops it (and is counted).
 
+use cairn_storage::{Catalog, Maintenance, ThreadLog};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -41,47 +42,49 @@ fn fill(store: &impl Store) -> PayloadRef {
 /// Every async read against its sync twin on `store`.
 async fn same_answers(store: &impl Store, payload: PayloadRef) {
     let t = tid("t");
-    assert_eq!(store.thread_async(&t).await.unwrap(), store.thread(&t).unwrap());
-    assert!(store.thread_async(&tid("none")).await.unwrap().is_none());
+    assert_eq!(store.thread(&t).await.unwrap(), store.thread(&t).wait().unwrap());
+    assert!(store.thread(&tid("none")).await.unwrap().is_none());
     assert_eq!(
-        store.read_since_async(&t, Seq(1), 10).await.unwrap(),
-        store.read_since(&t, Seq(1), 10).unwrap()
+        store.read_since(&t, Seq(1), 10).await.unwrap(),
+        store.read_since(&t, Seq(1), 10).wait().unwrap()
     );
     assert_eq!(
-        store.read_range_async(&t, Seq(2), Seq(3)).await.unwrap(),
-        store.read_range(&t, Seq(2), Seq(3)).unwrap()
+        store.read_range(&t, Seq(2), Seq(3)).await.unwrap(),
+        store.read_range(&t, Seq(2), Seq(3)).wait().unwrap()
     );
-    assert!(store.read_range_async(&t, Seq(3), Seq(2)).await.unwrap().is_empty());
+    assert!(store.read_range(&t, Seq(3), Seq(2)).await.unwrap().is_empty());
     assert_eq!(
-        store.read_all_since_async(Lsn(0), 100).await.unwrap(),
-        store.read_all_since(Lsn(0), 100).unwrap()
+        store.read_all_since(Lsn(0), 100).await.unwrap(),
+        store.read_all_since(Lsn(0), 100).wait().unwrap()
     );
-    assert_eq!(store.payload_async(&payload).await.unwrap(), b"{\"big\":true}".to_vec());
-    let latest = store.latest_checkpoint_at_or_before_async(&t, Seq(99)).await.unwrap();
-    assert_eq!(latest, store.latest_checkpoint_at_or_before(&t, Seq(99)).unwrap());
+    assert_eq!(store.payload(&payload).await.unwrap(), b"{\"big\":true}".to_vec());
+    let latest = store.latest_checkpoint_at_or_before(&t, Seq(99)).await.unwrap();
+    assert_eq!(latest, store.latest_checkpoint_at_or_before(&t, Seq(99)).wait().unwrap());
     let cp = latest.expect("a checkpoint");
-    assert_eq!(store.checkpoint_async(cp.id).await.unwrap(), Some(cp.clone()));
-    assert_eq!(store.checkpoint_covering_async(&t, cp.covers.seq).await.unwrap(), Some(cp.id));
+    assert_eq!(store.checkpoint(cp.id).await.unwrap(), Some(cp.clone()));
+    assert_eq!(store.checkpoint_covering(&t, cp.covers.seq).await.unwrap(), Some(cp.id));
     let filter = CheckpointFilter { thread: Some(t.clone()), ..CheckpointFilter::default() };
     assert_eq!(
-        store.list_checkpoints_async(&filter, Page::default()).await.unwrap(),
-        store.list_checkpoints(&filter, Page::default()).unwrap()
+        store.list_checkpoints(&filter, Page::default()).await.unwrap(),
+        store.list_checkpoints(&filter, Page::default()).wait().unwrap()
     );
     let all = ThreadFilter::default();
     assert_eq!(
-        store.list_threads_async(&all, Page::default()).await.unwrap(),
-        store.list_threads(&all, Page::default()).unwrap()
+        store.list_threads(&all, Page::default()).await.unwrap(),
+        store.list_threads(&all, Page::default()).wait().unwrap()
     );
-    let after = store.list_threads_after_async(&all, Some(&t), 10).await.unwrap();
-    assert_eq!(after, store.list_threads_after(&all, Some(&t), 10).unwrap());
+    let after = store.list_threads_after(&all, Some(&t), 10).await.unwrap();
+    assert_eq!(after, store.list_threads_after(&all, Some(&t), 10).wait().unwrap());
     assert_eq!(after.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["u"]);
-    assert_eq!(store.signals_async(&t, 0, 10).await.unwrap(), store.signals(&t, 0, 10).unwrap());
-    assert_eq!(store.locks_async().await.unwrap(), store.locks().unwrap());
+    assert_eq!(store.signals(&t, 0, 10).await.unwrap(), store.signals(&t, 0, 10).wait().unwrap());
+    assert_eq!(store.locks().await.unwrap(), store.locks().wait().unwrap());
     let workflows = ["wf".to_owned()];
-    assert_eq!(
-        store.due_threads_async(&workflows, 0, None, 10).await.unwrap(),
-        store.due_threads(&workflows, 0, None, 10).unwrap()
-    );
+    if let Some(db) = store.shared() {
+        assert_eq!(
+            db.due_threads(&workflows, 0, None, 10).await.unwrap(),
+            db.due_threads(&workflows, 0, None, 10).wait().unwrap()
+        );
+    }
 }
 
 #[test]
@@ -137,7 +140,7 @@ fn a_slow_postgres_read_suspends_its_task_not_the_runtime() {
     let started = Instant::now();
     let awaited = longest_pause(async {
         for _ in 0..3 {
-            assert!(store.thread_async(&t).await.unwrap().is_some());
+            assert!(store.thread(&t).await.unwrap().is_some());
         }
     });
     assert!(started.elapsed() >= delay * 3, "the reads were slowed");
@@ -146,7 +149,7 @@ fn a_slow_postgres_read_suspends_its_task_not_the_runtime() {
 
     // The sync read on the same runtime stops it for the delay, and is counted.
     let blocked = longest_pause(async {
-        assert!(store.thread(&t).unwrap().is_some());
+        assert!(store.thread(&t).wait().unwrap().is_some());
     });
     assert!(blocked >= delay, "a sync read stopped the runtime for {blocked:?} only");
     assert_eq!(store.blocking_reads(), 1);
@@ -167,7 +170,7 @@ fn a_log_read_across_a_deletion_is_whole_or_unknown_never_a_gap() {
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let read = rt.block_on(async {
-        let reading = tokio::spawn(store.read_since_async(&tid("t"), Seq(2), 10));
+        let reading = tokio::spawn(store.read_since(&tid("t"), Seq(2), 10));
         tokio::time::sleep(Duration::from_millis(600)).await;
         let options = cairn_storage::DeleteOptions { force: true };
         let deleted = store.delete_thread(&tid("t"), options).unwrap().wait().await.unwrap();

@@ -4,11 +4,12 @@
 //! connections is encrypted; a plain connection is refused by the server; a certificate from
 //! another authority is refused by the store.
 
+use cairn_storage::{Append, ThreadLog};
 use std::path::Path;
 use std::process::Command;
 
 use cairn_storage::pg_cluster::Cluster;
-use cairn_storage::{Batch, Durability, PgStore, Seq, Store};
+use cairn_storage::{Batch, Durability, PgStore, Seq};
 
 use crate::common::*;
 
@@ -101,7 +102,7 @@ fn a_store_over_tls_verifies_the_server_and_encrypts_every_connection() {
     create_thread(&store, "t", 2);
     let appended = store.append(Batch { events: vec![event("t", 3)], ..Batch::default() });
     assert_eq!(appended.unwrap().wait_blocking().unwrap().bookmarks[0].seq, Seq(3));
-    assert_eq!(store.read_since(&tid("t"), Seq(0), 10).unwrap().len(), 3);
+    assert_eq!(store.read_since(&tid("t"), Seq(0), 10).wait().unwrap().len(), 3);
 
     // Every connection of the store (writer, readers, listener) is encrypted.
     let mut admin = postgres::Client::connect(&cluster.url("postgres"), postgres::NoTls).unwrap();

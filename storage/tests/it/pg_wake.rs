@@ -3,10 +3,11 @@
 //! parked, the far-off or the finished ones, nor another workflow's; a database made before the
 //! index gets it at open with every unfinished thread due once. Reads page by cursor.
 
+use cairn_storage::{Append, Catalog, Maintenance, SharedDatabase};
 use std::collections::BTreeSet;
 
 use cairn_storage::pg_cluster::Cluster;
-use cairn_storage::{Batch, Durability, LeaseOp, PgStore, Store, ThreadStatus, Wake};
+use cairn_storage::{Batch, Durability, LeaseOp, PgStore, ThreadStatus, Wake};
 
 use crate::common::*;
 
@@ -25,7 +26,7 @@ fn due(store: &PgStore, horizon_ms: u64) -> BTreeSet<String> {
     let mut after = None;
     loop {
         let page =
-            store.due_threads(&["wf".to_owned()], horizon_ms, after.as_ref(), 2).unwrap().unwrap();
+            store.due_threads(&["wf".to_owned()], horizon_ms, after.as_ref(), 2).wait().unwrap();
         let full = page.len() == 2;
         for due in page {
             let key = (due.ready_at_ms, due.record.id.clone());
@@ -76,14 +77,14 @@ fn a_look_for_work_reads_only_the_threads_due() {
     assert!(!due(&store, u64::MAX / 4).contains("waits-for-input"), "never: someone acts on it");
 
     // A later write without a hint makes the thread due now (not known), never forgotten.
-    let mut record = store.thread(&tid("sleeps-an-hour")).unwrap().unwrap();
+    let mut record = store.thread(&tid("sleeps-an-hour")).wait().unwrap().unwrap();
     record.labels.insert("k".into(), "v".into());
     append(&store, Batch { threads: vec![record], ..Batch::default() });
     assert!(due(&store, 0).contains("sleeps-an-hour"));
     // Several batches of one group: the last hint wins (the group path writes them together).
     let mut pending = Vec::new();
     for wake in [Wake::At(0), Wake::At(now + hour)] {
-        let mut record = store.thread(&tid("timer-passed")).unwrap().unwrap();
+        let mut record = store.thread(&tid("timer-passed")).wait().unwrap().unwrap();
         record.summary = format!("{wake:?}").into_bytes();
         let batch = Batch {
             threads: vec![record],

@@ -4,6 +4,7 @@ use cairn_storage::{
     Batch, CheckpointFilter, CheckpointId, CheckpointKind, Error, Lsn, Page, Pruned, RedbStore,
     Seq, Store,
 };
+use cairn_storage::{Catalog, Maintenance, ThreadLog};
 
 use crate::common::*;
 
@@ -28,22 +29,23 @@ fn prune_keeps_the_checkpoint_and_everything_after_it() {
     let pruned = store.prune(&t, keep).expect("queued").wait_blocking().expect("prune");
     assert_eq!(pruned, Pruned { events: 6, checkpoints: 1, first_seq: Seq(7) });
     assert!(matches!(
-        store.read_since(&t, Seq(0), 10),
+        store.read_since(&t, Seq(0), 10).wait(),
         Err(Error::Pruned { first_available: Seq(7), .. })
     ));
-    assert!(matches!(store.read_range(&t, Seq(6), Seq(8)), Err(Error::Pruned { .. })));
-    let rest = store.read_since(&t, Seq(6), 10).expect("read after the checkpoint");
+    assert!(matches!(store.read_range(&t, Seq(6), Seq(8)).wait(), Err(Error::Pruned { .. })));
+    let rest = store.read_since(&t, Seq(6), 10).wait().expect("read after the checkpoint");
     assert_eq!(rest.iter().map(|e| e.bookmark.seq.0).collect::<Vec<_>>(), vec![7, 8]);
-    let restored = store.latest_checkpoint_at_or_before(&t, Seq(8)).expect("read").expect("kept");
+    let restored =
+        store.latest_checkpoint_at_or_before(&t, Seq(8)).wait().expect("read").expect("kept");
     assert_eq!((restored.id, restored.covers.seq), (keep, Seq(6)));
-    assert!(!store.checkpoint_exists(old).expect("exists"));
+    assert!(!store.checkpoint_exists(old).wait().expect("exists"));
     let listed =
-        store.list_checkpoints(&CheckpointFilter::default(), Page::default()).expect("list");
+        store.list_checkpoints(&CheckpointFilter::default(), Page::default()).wait().expect("list");
     assert_eq!(listed.iter().map(|c| c.id).collect::<Vec<_>>(), vec![keep]);
-    assert_eq!(store.thread(&t).expect("read").expect("present").first_seq, Seq(7));
+    assert_eq!(store.thread(&t).wait().expect("read").expect("present").first_seq, Seq(7));
     // Other threads and the global feed are intact (minus the pruned events).
-    assert_eq!(store.read_since(&tid("other"), Seq(0), 10).expect("read").len(), 2);
-    let feed = store.read_all_since(Lsn(0), 100).expect("feed");
+    assert_eq!(store.read_since(&tid("other"), Seq(0), 10).wait().expect("read").len(), 2);
+    let feed = store.read_all_since(Lsn(0), 100).wait().expect("feed");
     assert_eq!(feed.len(), 4);
     let report = store.verify().expect("verify");
     assert!(report.is_clean(), "{:?}", report.problems);
@@ -51,7 +53,7 @@ fn prune_keeps_the_checkpoint_and_everything_after_it() {
     assert_eq!(events(&store, "t", 1).bookmarks[0].seq, Seq(9));
     store.close().expect("close");
     let store = RedbStore::open(&path, fast()).expect("reopen");
-    assert!(matches!(store.read_since(&t, Seq(3), 1), Err(Error::Pruned { .. })));
+    assert!(matches!(store.read_since(&t, Seq(3), 1).wait(), Err(Error::Pruned { .. })));
     assert!(store.verify().expect("verify").is_clean());
 }
 
@@ -62,7 +64,7 @@ fn pruning_the_newest_lsn_never_lets_an_lsn_be_reused() {
     let keep = save(&store, "t");
     let last = store.last_lsn();
     store.prune(&tid("t"), keep).expect("queued").wait_blocking().expect("prune");
-    assert!(store.read_all_since(Lsn(0), 10).expect("feed").is_empty());
+    assert!(store.read_all_since(Lsn(0), 10).wait().expect("feed").is_empty());
     store.close().expect("close");
     let store = RedbStore::open(&path, fast()).expect("reopen");
     let next = events(&store, "t", 1).bookmarks[0];
@@ -80,7 +82,7 @@ fn prune_refuses_unknown_and_foreign_checkpoints() {
     assert!(matches!(unknown, Err(Error::UnknownCheckpoint(CheckpointId(99)))));
     let foreign = store.prune(&tid("a"), b).expect("queued").wait_blocking();
     assert!(matches!(foreign, Err(Error::Invalid { .. })));
-    assert_eq!(store.read_since(&tid("a"), Seq(0), 10).expect("read").len(), 1);
+    assert_eq!(store.read_since(&tid("a"), Seq(0), 10).wait().expect("read").len(), 1);
     // Pruning twice to the same checkpoint removes nothing more.
     store.prune(&tid("b"), b).expect("queued").wait_blocking().expect("prune");
     let again = store.prune(&tid("b"), b).expect("queued").wait_blocking().expect("prune");
@@ -106,8 +108,11 @@ fn prune_cuts_through_seq_index_chunks_and_the_tail() {
     for (keep, first) in checkpoints.into_iter().zip([41u64, 67, 71]) {
         let pruned = store.prune(&t, keep).expect("queued").wait_blocking().expect("prune");
         assert_eq!(pruned.first_seq, Seq(first));
-        assert!(matches!(store.read_since(&t, Seq(first - 2), 10), Err(Error::Pruned { .. })));
-        let rest = store.read_since(&t, Seq(first - 1), 1_000).expect("read after");
+        assert!(matches!(
+            store.read_since(&t, Seq(first - 2), 10).wait(),
+            Err(Error::Pruned { .. })
+        ));
+        let rest = store.read_since(&t, Seq(first - 1), 1_000).wait().expect("read after");
         assert_eq!(
             rest.iter().map(|e| e.bookmark.seq.0).collect::<Vec<_>>(),
             (first..=75).collect::<Vec<_>>()
@@ -115,13 +120,13 @@ fn prune_cuts_through_seq_index_chunks_and_the_tail() {
         let report = store.verify().expect("verify");
         assert!(report.is_clean(), "after pruning to {}: {:?}", first - 1, report.problems);
     }
-    assert_eq!(store.read_since(&tid("u"), Seq(0), 1_000).expect("u intact").len(), 75);
+    assert_eq!(store.read_since(&tid("u"), Seq(0), 1_000).wait().expect("u intact").len(), 75);
     // Appends continue and fill new chunks after the prunes; a reopen agrees.
     events(&store, "t", 40);
     assert!(store.verify().expect("verify").is_clean());
     store.close().expect("close");
     let store = RedbStore::open(&path, fast()).expect("reopen");
-    assert_eq!(store.last_bookmark(&t).expect("read").expect("events").seq, Seq(115));
-    assert_eq!(store.read_range(&t, Seq(71), Seq(115)).expect("all kept").len(), 45);
+    assert_eq!(store.last_bookmark(&t).wait().expect("read").expect("events").seq, Seq(115));
+    assert_eq!(store.read_range(&t, Seq(71), Seq(115)).wait().expect("all kept").len(), 45);
     assert!(store.verify().expect("verify").is_clean());
 }

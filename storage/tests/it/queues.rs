@@ -2,6 +2,7 @@
 //! contract on both backends (limits against the stored counts, a slot released by the batch
 //! that ends its thread, dedup, refusals), and the migration of a v3 file.
 
+use cairn_storage::{Append, Catalog, Maintenance};
 use cairn_storage::{
     Batch, Enqueue, Error, QueueLimits, QueueOp, Store, ThreadRecord, ThreadStatus,
 };
@@ -45,7 +46,7 @@ fn admit(store: &dyn Store, now_ms: u64, max: usize) -> Vec<String> {
 }
 
 fn end(store: &dyn Store, id: &str) {
-    let mut record = store.thread(&tid(id)).unwrap().unwrap();
+    let mut record = store.thread(&tid(id)).wait().unwrap().unwrap();
     record.status = ThreadStatus::Completed;
     store
         .append(Batch { threads: vec![record], ..Batch::default() })
@@ -82,7 +83,7 @@ fn admission_contract(store: &dyn Store) {
         .unwrap()
         .wait_blocking();
     assert!(matches!(refused, Err(Error::UnknownQueue(_))), "{refused:?}");
-    assert!(store.thread(&tid("u")).unwrap().is_none(), "a refused enqueue writes nothing");
+    assert!(store.thread(&tid("u")).wait().unwrap().is_none(), "a refused enqueue writes nothing");
     // Key a: 3 threads, key b: 2, one of them with a dedup key.
     for (id, key) in [("a-1", "a"), ("a-2", "a"), ("a-3", "a"), ("b-1", "b")] {
         queued(store, id, key, 0, None).unwrap();
@@ -95,8 +96,8 @@ fn admission_contract(store: &dyn Store) {
     );
     // x-1 (key ""), then round robin between a and b, the global limit 3 first.
     assert_eq!(admit(store, 10, 100), ["x-1", "a-1", "b-1"]);
-    assert_eq!(store.thread(&tid("a-1")).unwrap().unwrap().status, ThreadStatus::Created);
-    assert_eq!(store.thread(&tid("a-2")).unwrap().unwrap().status, ThreadStatus::Queued);
+    assert_eq!(store.thread(&tid("a-1")).wait().unwrap().unwrap().status, ThreadStatus::Created);
+    assert_eq!(store.thread(&tid("a-2")).wait().unwrap().unwrap().status, ThreadStatus::Queued);
     assert!(admit(store, 11, 100).is_empty(), "the global limit holds");
     end(store, "x-1");
     assert_eq!(admit(store, 12, 100), ["a-2"]);
@@ -107,11 +108,14 @@ fn admission_contract(store: &dyn Store) {
     end(store, "b-2");
     // The dedup key is free once b-2 ended.
     queued(store, "b-3", "b", 0, Some("d")).unwrap();
-    let q = &store.queues().unwrap()[0];
+    let q = &store.queues().wait().unwrap()[0];
     assert_eq!((q.running, q.waiting), (1, 2), "{q:?}");
     assert_eq!(q.keys["a"].running, 1);
-    assert!(store.queue_member(&tid("a-1")).unwrap().is_none(), "an ended thread left its queue");
-    assert_eq!(store.queue_member(&tid("a-3")).unwrap().unwrap().admitted_at_ms, None);
+    assert!(
+        store.queue_member(&tid("a-1")).wait().unwrap().is_none(),
+        "an ended thread left its queue"
+    );
+    assert_eq!(store.queue_member(&tid("a-3")).wait().unwrap().unwrap().admitted_at_ms, None);
     assert!(store.verify().unwrap().is_clean());
 }
 
@@ -161,7 +165,7 @@ fn a_v3_file_is_migrated_to_v4_at_open() {
     assert_eq!(version(&path), 3);
     let before = std::fs::read(&path).expect("read");
     let snapshot = cairn_storage::RedbStore::open_read_only(&path).expect("read-only open of v3");
-    assert!(snapshot.queues().expect("no queues").is_empty());
+    assert!(snapshot.queues().wait().expect("no queues").is_empty());
     assert!(snapshot.verify().expect("verify").is_clean());
     drop(snapshot);
     assert_eq!(std::fs::read(&path).expect("read"), before, "the file is untouched");
@@ -210,7 +214,7 @@ fn a_damaged_queue_record_fails_closed_and_verify_names_the_disagreements() {
         queues.insert("q", bytes.as_slice()).expect("insert");
     });
     let store = cairn_storage::RedbStore::open(&path, fast()).expect("open");
-    assert!(matches!(store.queues(), Err(Error::Corrupted { table: "queues", .. })));
+    assert!(matches!(store.queues().wait(), Err(Error::Corrupted { table: "queues", .. })));
     let op = QueueOp::Admit { queue: "q".into(), now_ms: 99, max: 10, workflows: vec!["w".into()] };
     let refused =
         store.append(Batch { queues: vec![op], ..Batch::default() }).unwrap().wait_blocking();
@@ -218,7 +222,7 @@ fn a_damaged_queue_record_fails_closed_and_verify_names_the_disagreements() {
     let report = store.verify().expect("verify");
     assert!(report.problems.iter().any(|p| p.table == "queues"), "{:?}", report.problems);
     // The log is unaffected.
-    assert_eq!(store.thread(&tid("a-3")).unwrap().unwrap().status, ThreadStatus::Queued);
+    assert_eq!(store.thread(&tid("a-3")).wait().unwrap().unwrap().status, ThreadStatus::Queued);
 }
 
 /// `verify` on PostgreSQL checks the queue tables as on a file: a queue record whose counts
@@ -236,7 +240,7 @@ fn verify_on_postgres_reports_queue_counts_that_disagree_with_the_members() {
     assert!(store.verify().unwrap().is_clean());
     let mut sql = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     // One more running than its members, in all and for key "a".
-    let mut q = store.queues().unwrap().remove(0);
+    let mut q = store.queues().wait().unwrap().remove(0);
     q.running += 1;
     q.keys.get_mut("a").unwrap().running += 1;
     let bytes = cairn_storage::codec::encode_queue(&q).unwrap();

@@ -4,10 +4,11 @@
 //! redb directly, see `raw`), reopens and checks the decision: fail closed with an error naming
 //! the table, thread and seq; never skip; never return wrong data; `verify()` lists the damage.
 
+use cairn_storage::{Append, Catalog, Maintenance, ThreadLog};
 use std::path::Path;
 
 use cairn_storage::{
-    Batch, CheckpointId, CheckpointKind, Error, Lsn, PayloadRef, RedbStore, Scope, Seq, Store,
+    Batch, CheckpointId, CheckpointKind, Error, Lsn, PayloadRef, RedbStore, Scope, Seq,
 };
 use redb::ReadableTable;
 
@@ -56,8 +57,8 @@ fn clean_tail_reopens_with_everything() {
     let (_dir, path) = temp_db();
     build(&path);
     let store = reopen(&path);
-    assert_eq!(store.read_since(&tid("t"), Seq(0), 10).expect("read").len(), 5);
-    assert_eq!(store.read_all_since(Lsn(0), 10).expect("feed").len(), 7);
+    assert_eq!(store.read_since(&tid("t"), Seq(0), 10).wait().expect("read").len(), 5);
+    assert_eq!(store.read_all_since(Lsn(0), 10).wait().expect("feed").len(), 7);
     assert!(store.verify().expect("verify").is_clean());
     assert_eq!(events(&store, "u", 1).bookmarks[0].lsn, Lsn(8));
 }
@@ -108,7 +109,7 @@ fn torn_tail_or_uncommitted_transaction_is_rolled_back_whole() {
                 Options::default(),
             )
             .expect("reopen after crash");
-            let n = reopened.read_since(&tid("t"), Seq(0), 10).expect("read").len();
+            let n = reopened.read_since(&tid("t"), Seq(0), 10).wait().expect("read").len();
             assert!(n == 2 || n == 5, "op {op} {model:?}: {n} events (a partial batch)");
             assert!(!acked || n == 5, "op {op} {model:?}: an acknowledged batch was lost");
             assert!(reopened.verify().expect("verify").is_clean());
@@ -126,12 +127,12 @@ fn crc_mismatch_mid_log_fails_closed() {
     raw::put_event_bytes(&path, "t", 2, &bytes);
     let store = reopen(&path);
     let t = tid("t");
-    assert_eq!(store.read_since(&t, Seq(0), 1).expect("before the damage").len(), 1);
-    assert_corrupted(store.read_since(&t, Seq(0), 10), "events", "t", 2);
-    assert_corrupted(store.read_since(&t, Seq(1), 1), "events", "t", 2);
-    assert_eq!(store.read_since(&t, Seq(2), 10).expect("after the damage").len(), 3);
-    assert_corrupted(store.read_all_since(Lsn(0), 10), "events", "t", 2);
-    assert_eq!(store.read_since(&tid("u"), Seq(0), 10).expect("other thread").len(), 2);
+    assert_eq!(store.read_since(&t, Seq(0), 1).wait().expect("before the damage").len(), 1);
+    assert_corrupted(store.read_since(&t, Seq(0), 10).wait(), "events", "t", 2);
+    assert_corrupted(store.read_since(&t, Seq(1), 1).wait(), "events", "t", 2);
+    assert_eq!(store.read_since(&t, Seq(2), 10).wait().expect("after the damage").len(), 3);
+    assert_corrupted(store.read_all_since(Lsn(0), 10).wait(), "events", "t", 2);
+    assert_eq!(store.read_since(&tid("u"), Seq(0), 10).wait().expect("other thread").len(), 2);
     assert_verify_names(&store, "events", "t", 2);
     // A subscription stops at the damage instead of skipping it.
     let mut sub = store.subscribe(Scope::Thread(t), 0).expect("subscribe");
@@ -150,7 +151,7 @@ fn crc_mismatch_at_the_tail_fails_closed_too() {
     bytes[last] ^= 0x80;
     raw::put_event_bytes(&path, "t", 5, &bytes);
     let store = reopen(&path);
-    assert_corrupted(store.read_since(&tid("t"), Seq(4), 10), "events", "t", 5);
+    assert_corrupted(store.read_since(&tid("t"), Seq(4), 10).wait(), "events", "t", 5);
     assert_verify_names(&store, "events", "t", 5);
 }
 
@@ -163,7 +164,7 @@ fn unknown_record_version_fails_closed() {
     covered[0] = 2;
     raw::put_event_bytes(&path, "t", 3, &raw::with_valid_crc(covered));
     let store = reopen(&path);
-    let result = store.read_range(&tid("t"), Seq(3), Seq(3));
+    let result = store.read_range(&tid("t"), Seq(3), Seq(3)).wait();
     assert!(
         matches!(&result, Err(Error::Corrupted { detail, .. }) if detail.contains("version 2")),
         "{result:?}"
@@ -205,15 +206,15 @@ fn seq_gap_fails_closed() {
         txn.open_table(raw::EVENTS).expect("events").remove(lsn).expect("remove");
     });
     let store = reopen(&path);
-    let result = store.read_since(&tid("t"), Seq(0), 10);
+    let result = store.read_since(&tid("t"), Seq(0), 10).wait();
     assert!(
         matches!(&result, Err(Error::Corrupted { detail, .. }) if detail.contains("gap")),
         "{result:?}"
     );
     assert_corrupted(result, "events", "t", 3);
     // Reads on either side of the hole still work.
-    assert_eq!(store.read_range(&tid("t"), Seq(4), Seq(5)).expect("after").len(), 2);
-    assert_eq!(store.read_range(&tid("t"), Seq(1), Seq(2)).expect("before").len(), 2);
+    assert_eq!(store.read_range(&tid("t"), Seq(4), Seq(5)).wait().expect("after").len(), 2);
+    assert_eq!(store.read_range(&tid("t"), Seq(1), Seq(2)).wait().expect("before").len(), 2);
     assert_verify_names(&store, "events", "t", 3);
 }
 
@@ -240,15 +241,15 @@ fn a_missing_seq_index_chunk_fails_closed() {
     });
     let store = reopen(&path);
     let t = tid("t");
-    let result = store.read_since(&t, Seq(30), 10);
+    let result = store.read_since(&t, Seq(30), 10).wait();
     assert!(
         matches!(&result, Err(Error::Corrupted { detail, .. }) if detail.contains("seq gap")),
         "{result:?}"
     );
     assert_corrupted(result, "seq_index", "t", 33);
-    assert_eq!(store.read_since(&t, Seq(0), 32).expect("the chunk before").len(), 32);
-    assert_eq!(store.read_since(&t, Seq(64), 10).expect("the tail").len(), 6);
-    assert_eq!(store.read_all_since(Lsn(0), 1_000).expect("the log is whole").len(), 140);
+    assert_eq!(store.read_since(&t, Seq(0), 32).wait().expect("the chunk before").len(), 32);
+    assert_eq!(store.read_since(&t, Seq(64), 10).wait().expect("the tail").len(), 6);
+    assert_eq!(store.read_all_since(Lsn(0), 1_000).wait().expect("the log is whole").len(), 140);
     assert_verify_names(&store, "seq_index", "t", 33);
 }
 
@@ -261,7 +262,7 @@ fn a_missing_tail_event_fails_closed() {
         txn.open_table(raw::EVENTS).expect("events").remove(lsn).expect("remove");
     });
     let store = reopen(&path);
-    assert_corrupted(store.read_since(&tid("t"), Seq(3), 10), "events", "t", 5);
+    assert_corrupted(store.read_since(&tid("t"), Seq(3), 10).wait(), "events", "t", 5);
     assert_verify_names(&store, "events", "t", 5);
 }
 
@@ -272,14 +273,14 @@ fn key_record_mismatch_fails_closed() {
     let second = raw::event_bytes(&path, "t", 2);
     raw::put_event_bytes(&path, "t", 3, &second);
     let store = reopen(&path);
-    let result = store.read_range(&tid("t"), Seq(3), Seq(3));
+    let result = store.read_range(&tid("t"), Seq(3), Seq(3)).wait();
     assert!(
         matches!(&result, Err(Error::Corrupted { detail, .. }) if detail.contains("holds the record")),
         "{result:?}"
     );
     assert_corrupted(result, "events", "t", 3);
     // The global feed checks the log's key against the record's lsn.
-    let feed = store.read_all_since(Lsn(0), 10);
+    let feed = store.read_all_since(Lsn(0), 10).wait();
     assert!(
         matches!(&feed, Err(Error::Corrupted { table: "events", detail, .. }) if detail.contains("holds the record")),
         "{feed:?}"
@@ -289,7 +290,7 @@ fn key_record_mismatch_fails_closed() {
     let other = raw::event_bytes(&path, "u", 1);
     raw::put_event_bytes(&path, "t", 1, &other);
     let store = reopen(&path);
-    assert_corrupted(store.read_range(&tid("t"), Seq(1), Seq(1)), "events", "t", 1);
+    assert_corrupted(store.read_range(&tid("t"), Seq(1), Seq(1)).wait(), "events", "t", 1);
     assert_verify_names(&store, "events", "t", 1);
 }
 
@@ -310,15 +311,15 @@ fn seq_index_mismatch_fails_closed() {
     });
     let store = reopen(&path);
     let t = tid("t");
-    let result = store.read_range(&t, Seq(2), Seq(2));
+    let result = store.read_range(&t, Seq(2), Seq(2)).wait();
     assert!(
         matches!(&result, Err(Error::Corrupted { detail, .. }) if detail.contains("holds the record of (u, 1)")),
         "{result:?}"
     );
     assert_corrupted(result, "events", "t", 2);
-    assert_eq!(store.read_range(&t, Seq(3), Seq(40)).expect("past it").len(), 38);
+    assert_eq!(store.read_range(&t, Seq(3), Seq(40)).wait().expect("past it").len(), 38);
     // The global feed reads the log itself, which is intact.
-    assert_eq!(store.read_all_since(Lsn(0), 1_000).expect("feed").len(), 140);
+    assert_eq!(store.read_all_since(Lsn(0), 1_000).wait().expect("feed").len(), 140);
     let report = store.verify().expect("verify");
     assert!(!report.is_clean());
     assert_verify_names(&store, "events", "t", 2);
@@ -330,7 +331,7 @@ fn seq_index_mismatch_fails_closed() {
         index.insert(("t", 34), bytes.as_slice()).expect("insert");
     });
     let store = reopen(&path);
-    let result = store.read_range(&t, Seq(34), Seq(34));
+    let result = store.read_range(&t, Seq(34), Seq(34)).wait();
     assert!(
         matches!(&result, Err(Error::Corrupted { table: "seq_index", detail, .. }) if detail.contains("holds the chunk")),
         "{result:?}"
@@ -352,9 +353,11 @@ fn missing_payload_is_reported() {
         txn.open_table(raw::PAYLOADS).expect("payloads").remove(&r.hash).expect("remove");
     });
     let store = reopen(&path);
-    assert!(matches!(store.payload(&r), Err(Error::MissingPayload(missing)) if missing == r));
+    assert!(
+        matches!(store.payload(&r).wait(), Err(Error::MissingPayload(missing)) if missing == r)
+    );
     assert_eq!(
-        store.read_since(&tid("t"), Seq(0), 10).expect("event still reads")[0].payload,
+        store.read_since(&tid("t"), Seq(0), 10).wait().expect("event still reads")[0].payload,
         Some(r)
     );
     assert_verify_names(&store, "payloads", "t", 1);
@@ -367,7 +370,7 @@ fn missing_payload_is_reported() {
             .expect("insert");
     });
     let store = reopen(&path);
-    assert!(matches!(store.payload(&r), Err(Error::Corrupted { table: "payloads", .. })));
+    assert!(matches!(store.payload(&r).wait(), Err(Error::Corrupted { table: "payloads", .. })));
 }
 
 #[test]
@@ -381,11 +384,11 @@ fn a_corrupt_thread_record_fails_closed_for_that_thread_only() {
         threads.insert("t", bytes.as_slice()).expect("insert");
     });
     let store = reopen(&path);
-    let result = store.thread(&tid("t"));
+    let result = store.thread(&tid("t")).wait();
     assert!(
         matches!(result, Err(Error::Corrupted { table: "threads", thread: Some(ref t), .. }) if t.as_str() == "t")
     );
-    assert!(store.read_since(&tid("t"), Seq(0), 10).is_err());
+    assert!(store.read_since(&tid("t"), Seq(0), 10).wait().is_err());
     let append_t =
         store.append(Batch { events: vec![event("t", 6)], ..Batch::default() }).expect("queued");
     assert!(matches!(append_t.wait_blocking(), Err(Error::Corrupted { table: "threads", .. })));
@@ -420,13 +423,16 @@ fn a_corrupt_checkpoint_fails_closed_and_older_ones_still_load() {
         snapshots.insert(newer.0, bytes.as_slice()).expect("insert");
     });
     let store = reopen(&path);
-    let result = store.checkpoint(newer);
+    let result = store.checkpoint(newer).wait();
     assert!(
         matches!(result, Err(Error::Corrupted { table: "checkpoint_snapshots", seq: Some(Seq(id)), .. }) if id == newer.0)
     );
-    assert!(store.latest_checkpoint_at_or_before(&tid("t"), Seq(9)).is_err());
-    let fallback =
-        store.latest_checkpoint_at_or_before(&tid("t"), Seq(3)).expect("older").expect("present");
+    assert!(store.latest_checkpoint_at_or_before(&tid("t"), Seq(9)).wait().is_err());
+    let fallback = store
+        .latest_checkpoint_at_or_before(&tid("t"), Seq(3))
+        .wait()
+        .expect("older")
+        .expect("present");
     assert_eq!(fallback.id, older);
     let report = store.verify().expect("verify");
     assert!(
@@ -435,5 +441,5 @@ fn a_corrupt_checkpoint_fails_closed_and_older_ones_still_load() {
             .iter()
             .any(|p| p.table == "checkpoint_snapshots" && p.seq == Some(Seq(newer.0)))
     );
-    assert!(store.checkpoint(CheckpointId(older.0)).expect("older loads").is_some());
+    assert!(store.checkpoint(CheckpointId(older.0)).wait().expect("older loads").is_some());
 }

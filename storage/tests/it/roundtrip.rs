@@ -1,5 +1,6 @@
 //! Round trips of every record through the store and the codec, and the read API's edges.
 
+use cairn_storage::{Catalog, Maintenance, ThreadLog};
 use std::collections::BTreeMap;
 
 use cairn_storage::codec;
@@ -7,7 +8,7 @@ use cairn_storage::limits::READ_LIMIT_MAX;
 use cairn_storage::{
     Batch, Bookmark, CheckpointFilter, CheckpointId, CheckpointInfo, CheckpointKind,
     CheckpointMeta, Error, Event, EventKind, EventStatus, Lease, LockOp, LockRecord, Lsn, NewEvent,
-    Page, PayloadRef, RedbStore, Seq, SeqChunk, Store, ThreadRecord, ThreadStatus,
+    Page, PayloadRef, RedbStore, Seq, SeqChunk, ThreadRecord, ThreadStatus,
 };
 
 use crate::common::*;
@@ -34,7 +35,7 @@ fn event_round_trips_with_every_field() {
     let bookmark = appended.bookmarks[0];
     assert_eq!(bookmark, Bookmark { seq: Seq(1), lsn: Lsn(1), at_ms: 77 });
     assert_eq!(appended.payloads, vec![PayloadRef::of(&payload)]);
-    let read = store.read_since(&tid("t"), Seq(0), 10).expect("read");
+    let read = store.read_since(&tid("t"), Seq(0), 10).wait().expect("read");
     let expected = Event {
         bookmark,
         thread: new.thread,
@@ -47,9 +48,9 @@ fn event_round_trips_with_every_field() {
         correlation: None,
     };
     assert_eq!(read, vec![expected.clone()]);
-    assert_eq!(store.read_all_since(Lsn(0), 10).expect("feed"), vec![expected]);
-    assert_eq!(store.payload(&PayloadRef::of(&payload)).expect("payload"), payload);
-    assert_eq!(store.last_bookmark(&tid("t")).expect("last"), Some(bookmark));
+    assert_eq!(store.read_all_since(Lsn(0), 10).wait().expect("feed"), vec![expected]);
+    assert_eq!(store.payload(&PayloadRef::of(&payload)).wait().expect("payload"), payload);
+    assert_eq!(store.last_bookmark(&tid("t")).wait().expect("last"), Some(bookmark));
 }
 
 #[test]
@@ -68,13 +69,13 @@ fn thread_record_round_trips_and_store_fields_are_the_stores() {
         &store,
         Batch { threads: vec![record.clone()], events: vec![event("t", 1)], ..Batch::default() },
     );
-    let stored = store.thread(&tid("t")).expect("read").expect("present");
+    let stored = store.thread(&tid("t")).wait().expect("read").expect("present");
     let mut expected = record;
     expected.last = Some(appended.bookmarks[0]);
     expected.first_seq = Seq(1);
     expected.lease = None;
     assert_eq!(stored, expected);
-    assert_eq!(store.thread(&tid("nobody")).expect("read"), None);
+    assert_eq!(store.thread(&tid("nobody")).wait().expect("read"), None);
 }
 
 #[test]
@@ -86,19 +87,19 @@ fn checkpoint_round_trips_with_metadata_and_snapshot() {
     let appended = append(&store, Batch { checkpoints: vec![new.clone()], ..Batch::default() });
     let id = appended.checkpoints[0];
     assert_eq!(id, CheckpointId(1));
-    let stored = store.checkpoint(id).expect("read").expect("present");
+    let stored = store.checkpoint(id).wait().expect("read").expect("present");
     assert_eq!(stored.snapshot, new.snapshot);
     assert_eq!(stored.meta, new.meta);
     assert_eq!(stored.kind, CheckpointKind::Phase);
     assert_eq!(stored.covers.seq, Seq(3));
     assert_eq!(stored.workflow, new.workflow);
     let infos =
-        store.list_checkpoints(&CheckpointFilter::default(), Page::default()).expect("list");
+        store.list_checkpoints(&CheckpointFilter::default(), Page::default()).wait().expect("list");
     assert_eq!(infos.len(), 1);
     assert_eq!(infos[0].snapshot_len, 100_000);
     assert_eq!(infos[0].clone().with_snapshot(new.snapshot.clone()), stored);
-    assert!(store.checkpoint_exists(id).expect("exists"));
-    assert!(!store.checkpoint_exists(CheckpointId(2)).expect("exists"));
+    assert!(store.checkpoint_exists(id).wait().expect("exists"));
+    assert!(!store.checkpoint_exists(CheckpointId(2)).wait().expect("exists"));
 }
 
 #[test]
@@ -110,9 +111,11 @@ fn payloads_are_content_addressed_and_idempotent() {
     let b = append(&store, Batch { payloads: vec![bytes.clone()], ..Batch::default() });
     assert_eq!(a.payloads[0], a.payloads[1]);
     assert_eq!(a.payloads[0], b.payloads[0]);
-    assert_eq!(store.payload(&a.payloads[0]).expect("read"), bytes);
+    assert_eq!(store.payload(&a.payloads[0]).wait().expect("read"), bytes);
     let missing = PayloadRef::of(b"never stored");
-    assert!(matches!(store.payload(&missing), Err(Error::MissingPayload(r)) if r == missing));
+    assert!(
+        matches!(store.payload(&missing).wait(), Err(Error::MissingPayload(r)) if r == missing)
+    );
     assert_eq!(store.verify().expect("verify").payloads, 1);
 }
 
@@ -127,7 +130,7 @@ fn lock_round_trips() {
         acquired_at_ms: 10,
         expires_at_ms: 15,
     };
-    assert_eq!(store.locks().expect("locks"), vec![expected]);
+    assert_eq!(store.locks().wait().expect("locks"), vec![expected]);
 }
 
 #[test]
@@ -144,11 +147,11 @@ fn seqs_per_thread_and_lsns_across_threads() {
     let appended = events(&store, "b", 2);
     let got: Vec<_> = appended.bookmarks.iter().map(|b| (b.seq.0, b.lsn.0)).collect();
     assert_eq!(got, vec![(2, 4), (3, 5)]);
-    let feed = store.read_all_since(Lsn(0), 100).expect("feed");
+    let feed = store.read_all_since(Lsn(0), 100).wait().expect("feed");
     let order: Vec<_> = feed.iter().map(|e| (e.thread.to_string(), e.bookmark.seq.0)).collect();
     let expect = [("a", 1), ("b", 1), ("a", 2), ("b", 2), ("b", 3)];
     assert_eq!(order, expect.map(|(t, s)| (t.to_string(), s)).to_vec());
-    assert_eq!(store.read_all_since(Lsn(3), 1).expect("feed")[0].bookmark.lsn, Lsn(4));
+    assert_eq!(store.read_all_since(Lsn(3), 1).wait().expect("feed")[0].bookmark.lsn, Lsn(4));
     assert_eq!(store.last_lsn(), Lsn(5));
 }
 
@@ -158,20 +161,26 @@ fn reads_since_are_exclusive_ranges_inclusive_and_limits_hold() {
     create_thread(&store, "t", 10);
     let seqs = |events: Vec<Event>| events.iter().map(|e| e.bookmark.seq.0).collect::<Vec<_>>();
     let t = tid("t");
-    assert_eq!(seqs(store.read_since(&t, Seq(7), 100).expect("read")), vec![8, 9, 10]);
-    assert_eq!(seqs(store.read_since(&t, Seq(0), 2).expect("read")), vec![1, 2]);
-    assert_eq!(seqs(store.read_since(&t, Seq(10), 5).expect("read")), Vec::<u64>::new());
-    assert_eq!(seqs(store.read_since(&t, Seq(3), 0).expect("read")), Vec::<u64>::new());
-    assert_eq!(seqs(store.read_range(&t, Seq(3), Seq(5)).expect("range")), vec![3, 4, 5]);
-    assert_eq!(seqs(store.read_range(&t, Seq(9), Seq(20)).expect("range")), vec![9, 10]);
-    assert_eq!(seqs(store.read_range(&t, Seq(5), Seq(4)).expect("range")), Vec::<u64>::new());
-    assert!(matches!(store.read_since(&tid("none"), Seq(0), 1), Err(Error::UnknownThread(_))));
+    assert_eq!(seqs(store.read_since(&t, Seq(7), 100).wait().expect("read")), vec![8, 9, 10]);
+    assert_eq!(seqs(store.read_since(&t, Seq(0), 2).wait().expect("read")), vec![1, 2]);
+    assert_eq!(seqs(store.read_since(&t, Seq(10), 5).wait().expect("read")), Vec::<u64>::new());
+    assert_eq!(seqs(store.read_since(&t, Seq(3), 0).wait().expect("read")), Vec::<u64>::new());
+    assert_eq!(seqs(store.read_range(&t, Seq(3), Seq(5)).wait().expect("range")), vec![3, 4, 5]);
+    assert_eq!(seqs(store.read_range(&t, Seq(9), Seq(20)).wait().expect("range")), vec![9, 10]);
+    assert_eq!(
+        seqs(store.read_range(&t, Seq(5), Seq(4)).wait().expect("range")),
+        Vec::<u64>::new()
+    );
     assert!(matches!(
-        store.read_since(&t, Seq(0), READ_LIMIT_MAX + 1),
+        store.read_since(&tid("none"), Seq(0), 1).wait(),
+        Err(Error::UnknownThread(_))
+    ));
+    assert!(matches!(
+        store.read_since(&t, Seq(0), READ_LIMIT_MAX + 1).wait(),
         Err(Error::LimitExceeded { limit: "READ_LIMIT_MAX", .. })
     ));
     assert!(matches!(
-        store.read_range(&t, Seq(1), Seq(READ_LIMIT_MAX as u64 + 1)),
+        store.read_range(&t, Seq(1), Seq(READ_LIMIT_MAX as u64 + 1)).wait(),
         Err(Error::LimitExceeded { limit: "READ_LIMIT_MAX", .. })
     ));
 }
@@ -187,11 +196,11 @@ fn everything_survives_a_reopen() {
             ..Batch::default()
         },
     );
-    let before = store.read_since(&tid("t"), Seq(0), 100).expect("read");
+    let before = store.read_since(&tid("t"), Seq(0), 100).wait().expect("read");
     store.close().expect("close");
     let store = RedbStore::open_existing(&path, fast()).expect("reopen");
-    assert_eq!(store.read_since(&tid("t"), Seq(0), 100).expect("read"), before);
-    assert!(store.checkpoint(CheckpointId(1)).expect("read").is_some());
+    assert_eq!(store.read_since(&tid("t"), Seq(0), 100).wait().expect("read"), before);
+    assert!(store.checkpoint(CheckpointId(1)).wait().expect("read").is_some());
     let next = events(&store, "t", 1);
     assert_eq!(next.bookmarks[0].seq, Seq(6));
     assert_eq!(next.bookmarks[0].lsn, Lsn(6));

@@ -1,7 +1,8 @@
 //! The signal inbox (`docs/format.md` §2.3, recovery rows 23 and 24): the migration of a v2
 //! file at open, and damaged or misplaced signals.
 
-use cairn_storage::{Batch, Error, NewSignal, Options, RedbStore, Store};
+use cairn_storage::{Batch, Error, NewSignal, Options, RedbStore};
+use cairn_storage::{Catalog, Maintenance, ThreadLog};
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
 use crate::common::*;
@@ -39,14 +40,14 @@ fn a_v2_file_is_migrated_to_v3_at_open() {
     // A read-only open migrates its private copy and leaves the file as it was.
     let before = std::fs::read(&path).expect("read");
     let snapshot = RedbStore::open_read_only(&path).expect("read-only open of v2");
-    assert!(snapshot.signals(&tid("m"), 0, 10).expect("an empty inbox").is_empty());
+    assert!(snapshot.signals(&tid("m"), 0, 10).wait().expect("an empty inbox").is_empty());
     assert!(snapshot.verify().expect("verify").is_clean());
     drop(snapshot);
     assert_eq!(std::fs::read(&path).expect("read"), before, "the file is untouched");
 
     let store = RedbStore::open(&path, Options::default()).expect("the v2 file opens");
     assert_eq!(send(&store, "m", "go", b"1"), 1, "signals work after the migration");
-    assert_eq!(store.read_since(&tid("m"), cairn_storage::Seq(0), 10).unwrap().len(), 3);
+    assert_eq!(store.read_since(&tid("m"), cairn_storage::Seq(0), 10).wait().unwrap().len(), 3);
     store.close().expect("close");
     assert_eq!(format_version(&path), cairn_storage::FORMAT_VERSION, "migrated (through v3)");
 }
@@ -74,11 +75,15 @@ fn a_damaged_signal_fails_closed_and_verify_names_it() {
         inbox.insert(("x", 5), moved.as_slice()).expect("put");
     });
     let store = RedbStore::open(&path, Options::default()).expect("open");
-    let read = store.signals(&tid("x"), 0, 10);
+    let read = store.signals(&tid("x"), 0, 10).wait();
     assert!(matches!(&read, Err(Error::Corrupted { table: "signals", .. })), "{read:?}");
-    assert_eq!(store.signals(&tid("x"), 0, 1).unwrap().len(), 1, "before the damage: read");
-    assert_eq!(store.signals(&tid("y"), 0, 10).unwrap().len(), 1, "another inbox: unaffected");
-    assert_eq!(store.read_since(&tid("x"), cairn_storage::Seq(0), 10).unwrap().len(), 1);
+    assert_eq!(store.signals(&tid("x"), 0, 1).wait().unwrap().len(), 1, "before the damage: read");
+    assert_eq!(
+        store.signals(&tid("y"), 0, 10).wait().unwrap().len(),
+        1,
+        "another inbox: unaffected"
+    );
+    assert_eq!(store.read_since(&tid("x"), cairn_storage::Seq(0), 10).wait().unwrap().len(), 1);
     let report = store.verify().expect("verify");
     let problems: Vec<_> = report.problems.iter().filter(|p| p.table == "signals").collect();
     assert_eq!(problems.len(), 3, "{:?}", report.problems);

@@ -1,6 +1,7 @@
 //! Subscriptions: history first, then live events, each once, in order, no gap at the switch.
 
-use cairn_storage::{Error, Scope, Seq, Store};
+use cairn_storage::{Append, ThreadLog};
+use cairn_storage::{Error, Scope, Seq};
 
 use crate::common::*;
 

@@ -1,10 +1,11 @@
 //! Two real processes: this test binary re-runs itself as a child that writes (holding the
 //! file's exclusive lock), while the parent opens read-only snapshots and checks them.
 
+use cairn_storage::{Maintenance, ThreadLog};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
-use cairn_storage::{Error, Options, RedbStore, Seq, Store};
+use cairn_storage::{Error, Options, RedbStore, Seq};
 
 use crate::common::*;
 
@@ -60,7 +61,7 @@ fn a_second_process_reads_snapshots_while_the_first_writes() {
     // After the writer closed, a writable open works and sees everything.
     let store = RedbStore::open_existing(&path, fast()).expect("open after the writer");
     assert_eq!(
-        store.read_since(&tid("t"), Seq(0), 1000).expect("read").len() as u64,
+        store.read_since(&tid("t"), Seq(0), 1000).wait().expect("read").len() as u64,
         CHILD_BATCHES
     );
 }
@@ -69,7 +70,7 @@ fn a_second_process_reads_snapshots_while_the_first_writes() {
 /// as written, with no gaps, and verifies clean.
 fn check_snapshot(path: &std::path::Path, acked: u64) {
     let snapshot = RedbStore::open_read_only(path).expect("read-only snapshot");
-    let events = snapshot.read_since(&tid("t"), Seq(0), 1000).expect("read");
+    let events = snapshot.read_since(&tid("t"), Seq(0), 1000).wait().expect("read");
     assert!(
         events.len() as u64 >= acked,
         "snapshot has {} events, {acked} were acked",

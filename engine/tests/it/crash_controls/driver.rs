@@ -221,7 +221,7 @@ impl Run<'_> {
     fn gone(&self, e: &cairn::Error) -> bool {
         let cairn::Error::UnknownThread(id) = e else { return false };
         let absent = ThreadId::new(id.clone())
-            .is_ok_and(|id| matches!(self.engine.store().thread(&id), Ok(None)));
+            .is_ok_and(|id| matches!(self.engine.store().thread(&id).wait(), Ok(None)));
         self.plan.retention() && absent
     }
 
@@ -240,7 +240,7 @@ impl Run<'_> {
     async fn pass_beside_parked(&self, t: usize, parked: ThreadStatus) -> Result<(), cairn::Error> {
         self.retention_pass(t).await?;
         let id = ThreadId::new(tid(t)).unwrap();
-        let now = self.engine.store().thread(&id)?.map(|r| r.status);
+        let now = self.engine.store().thread(&id).wait()?.map(|r| r.status);
         if now != Some(parked) {
             self.gates.violation(format!(
                 "{}: parked {parked:?}, and {now:?} after a retention pass",
@@ -268,7 +268,7 @@ impl Run<'_> {
             Some(Remove::Retention) => {
                 self.retention_pass(t).await?;
                 let id = ThreadId::new(tid(t)).unwrap();
-                if let Some(r) = self.engine.store().thread(&id)? {
+                if let Some(r) = self.engine.store().thread(&id).wait()? {
                     self.gates.violation(format!(
                         "{}: ended {:?}, and kept by a retention pass with period 0",
                         tid(t),
@@ -293,7 +293,7 @@ impl Run<'_> {
         self.at(t, "cancel in flight");
         self.engine.cancel(&tid(t), "planned cancel").await?;
         let id = ThreadId::new(tid(t)).unwrap();
-        let status = match self.engine.store().thread(&id)? {
+        let status = match self.engine.store().thread(&id).wait()? {
             Some(r) => r.status,
             // Cancelled, then deleted by another driver's retention pass (a case with
             // retention): only a finished thread is deleted.
@@ -335,13 +335,13 @@ impl Run<'_> {
             Poll::Pending => asked.await?,
         }
         let id = ThreadId::new(tid(t)).unwrap();
-        let Some(status) = self.engine.store().thread(&id)?.map(|r| r.status) else {
+        let Some(status) = self.engine.store().thread(&id).wait()?.map(|r| r.status) else {
             // Paused threads are never deleted: the pause did not hold.
             self.gates.violation(format!("{}: pause acknowledged, the thread is gone", tid(t)));
             return Ok(());
         };
         let mut next = None;
-        for e in self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX)? {
+        for e in self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX).wait()? {
             if let Body::StepCompleted { next: n, .. } =
                 cairn::codec::decode(self.engine.store().as_ref(), e)?.body
             {
@@ -381,11 +381,11 @@ impl Run<'_> {
         self.at(t, "pause of a parked thread in flight");
         self.engine.pause(&tid(t)).await?;
         let id = ThreadId::new(tid(t)).unwrap();
-        let Some(status) = self.engine.store().thread(&id)?.map(|r| r.status) else {
+        let Some(status) = self.engine.store().thread(&id).wait()?.map(|r| r.status) else {
             self.gates.violation(format!("{}: pause acknowledged, the thread is gone", tid(t)));
             return Ok(());
         };
-        let last = self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX)?.pop();
+        let last = self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX).wait()?.pop();
         let last =
             last.map(|e| cairn::codec::decode(self.engine.store().as_ref(), e)).transpose()?;
         let paused_from_wait = matches!(
@@ -408,7 +408,7 @@ impl Run<'_> {
     fn paused_by_request(&self, t: usize) -> Result<bool, cairn::Error> {
         let id = ThreadId::new(tid(t)).unwrap();
         let mut explicit = false;
-        for e in self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX)? {
+        for e in self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX).wait()? {
             if let Body::StatusChanged { to: ThreadStatus::Paused, reason, .. } =
                 cairn::codec::decode(self.engine.store().as_ref(), e)?.body
             {
@@ -452,7 +452,7 @@ impl Run<'_> {
         let deleted = async {
             loop {
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                if matches!(self.engine.store().thread(&id), Ok(None)) {
+                if matches!(self.engine.store().thread(&id).wait(), Ok(None)) {
                     return;
                 }
             }
@@ -510,7 +510,7 @@ impl Run<'_> {
             };
             // `wait` reports the stored status: Running means the watch it waited on was stale
             // (a timer or an input woke the thread meanwhile): wait for the log to move.
-            let Some(record) = self.engine.store().thread(&id)? else {
+            let Some(record) = self.engine.store().thread(&id).wait()? else {
                 if self.plan.retention() {
                     return Ok(ThreadStatus::Completed);
                 }
@@ -642,7 +642,7 @@ impl Run<'_> {
             return Ok(None);
         }
         let id = ThreadId::new(tid(t)).unwrap();
-        if self.engine.store().thread(&id)?.map(|r| r.status) != Some(ThreadStatus::Queued) {
+        if self.engine.store().thread(&id).wait()?.map(|r| r.status) != Some(ThreadStatus::Queued) {
             return Ok(None);
         }
         if self.plan.threads[t].remove == Some(Remove::Delete) {
@@ -663,10 +663,10 @@ impl Run<'_> {
         self.at(t, "cancel in line in flight");
         if let Err(e) = self.engine.cancel(&tid(t), "cancelled in line").await {
             // Admitted since the look, and ended before the cancel came: nothing to cancel.
-            let now = self.engine.store().thread(&id)?.map(|r| r.status);
+            let now = self.engine.store().thread(&id).wait()?.map(|r| r.status);
             return if now.is_some_and(|s| s.is_terminal()) { Ok(None) } else { Err(e) };
         }
-        let status = match self.engine.store().thread(&id)?.map(|r| r.status) {
+        let status = match self.engine.store().thread(&id).wait()?.map(|r| r.status) {
             // Cancelled, then deleted by another driver's retention pass (a case with
             // retention): only a finished thread is deleted.
             None if self.plan.retention() => Some(ThreadStatus::Cancelled),
@@ -693,7 +693,7 @@ impl Run<'_> {
         let again = super::queue::options(StartOptions::id(super::queue::probe_id(t)), Some(q), t);
         let answer = self.engine.start("ctl", Acc::default(), again).await?;
         let probe = ThreadId::new(super::queue::probe_id(t)).unwrap();
-        if answer.id().as_str() != tid(t) || self.engine.store().thread(&probe)?.is_some() {
+        if answer.id().as_str() != tid(t) || self.engine.store().thread(&probe).wait()?.is_some() {
             self.gates.violation(format!(
                 "{}: a start with its held dedup key answered {}",
                 tid(t),
@@ -709,7 +709,7 @@ impl Run<'_> {
     async fn send_signals(&self, t: usize, upto: usize) -> Result<(), cairn::Error> {
         let id = ThreadId::new(tid(t)).unwrap();
         let nodes = self.plan.signal_nodes();
-        let mut have = self.engine.store().signals(&id, 0, READ_LIMIT_MAX)?.len();
+        let mut have = self.engine.store().signals(&id, 0, READ_LIMIT_MAX).wait()?.len();
         while have < upto {
             let node = format!("c{}", nodes[have]);
             let _busy = self.busy();
@@ -909,9 +909,9 @@ pub(super) fn dump(store: &dyn Store, plan: &Plan) -> String {
     let mut out = String::new();
     for t in 0..plan.threads.len() {
         let id = ThreadId::new(tid(t)).unwrap();
-        let status = store.thread(&id).ok().flatten().map(|r| r.status);
+        let status = store.thread(&id).wait().ok().flatten().map(|r| r.status);
         out.push_str(&format!("{id} ({status:?}):\n"));
-        for e in store.read_since(&id, Seq(0), READ_LIMIT_MAX).unwrap_or_default() {
+        for e in store.read_since(&id, Seq(0), READ_LIMIT_MAX).wait().unwrap_or_default() {
             let body = cairn::codec::decode(store, e).map(|r| format!("{:?}", r.body));
             out.push_str(&format!("  {}\n", body.unwrap_or_else(|e| e.to_string())));
         }

@@ -69,7 +69,7 @@ async fn a_tool_call_longer_than_the_lease_still_completes() {
     let out = tokio::time::timeout(std::time::Duration::from_secs(10), h.output::<Acc>()).await;
     let log = {
         let id = ThreadId::new("long").unwrap();
-        let events = engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX).unwrap();
+        let events = engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX).wait().unwrap();
         let store = engine.store().as_ref();
         events
             .into_iter()

@@ -95,7 +95,7 @@ impl Gates {
     pub(super) fn replaying(&self, ctx: &Ctx) -> bool {
         let Some(store) = self.0.lock().unwrap().store.clone() else { return false };
         let id = ThreadId::new(ctx.thread_id()).unwrap();
-        let Ok(events) = store.read_since(&id, Seq(0), READ_LIMIT_MAX) else { return false };
+        let Ok(events) = store.read_since(&id, Seq(0), READ_LIMIT_MAX).wait() else { return false };
         events.into_iter().any(|e| {
             matches!(
                 cairn::codec::decode(store.as_ref(), e).map(|r| r.body),
@@ -118,7 +118,11 @@ impl Gates {
         let mut g = self.0.lock().unwrap();
         if let Some(other) = g.holder.clone().filter(|h| h != thread) {
             let status = g.store.as_ref().and_then(|s| {
-                s.thread(&ThreadId::new(other.clone()).unwrap()).ok().flatten().map(|r| r.status)
+                s.thread(&ThreadId::new(other.clone()).unwrap())
+                    .wait()
+                    .ok()
+                    .flatten()
+                    .map(|r| r.status)
             });
             // No store (or a dead one): nothing to tell, the log check still runs.
             if let Some(status) = status.filter(|s| !s.is_terminal()) {

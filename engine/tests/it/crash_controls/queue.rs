@@ -119,7 +119,7 @@ pub(super) fn problems(
         out.push(format!("{n} threads of key k{k} ran at once, limit {}", plan.queue.per_key));
     }
     if ended {
-        for q in store.queues().unwrap() {
+        for q in store.queues().wait().unwrap() {
             if q.running != 0 || q.waiting != 0 || !q.keys.is_empty() {
                 out.push(format!("every thread ended, and queue {} still counts {q:?}", q.name));
             }

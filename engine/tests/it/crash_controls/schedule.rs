@@ -168,16 +168,18 @@ pub(super) async fn drive(
                 }
                 Action::ToNextTick => to_next_tick(engine, clock, &name, tally).await?,
                 Action::Pause => {
-                    let moving =
-                        matches!(status()?, Some(ThreadStatus::Sleeping | ThreadStatus::Running));
+                    let moving = matches!(
+                        status().wait()?,
+                        Some(ThreadStatus::Sleeping | ThreadStatus::Running)
+                    );
                     // It may pass its end between the look and the pause.
-                    if moving && ended_or(engine.pause_schedule(&name).await, status()?)? {
+                    if moving && ended_or(engine.pause_schedule(&name).await, status().wait()?)? {
                         super::driver::ack(acks, &key, |a| a.pauses += 1);
                         bump(&tally.schedule_pauses);
                     }
                 }
                 Action::Unpause => {
-                    if status()? == Some(ThreadStatus::Paused) {
+                    if status().wait()? == Some(ThreadStatus::Paused) {
                         engine.resume_schedule(&name).await?;
                         super::driver::ack(acks, &key, |a| a.resumes += 1);
                         bump(&tally.schedule_resumes);
@@ -189,7 +191,7 @@ pub(super) async fn drive(
                         // The trigger in flight at the crash made its thread: not asked again.
                         triggered = found;
                         bump(&tally.triggers_found_after_crash);
-                    } else if status()? == Some(ThreadStatus::Cancelled) {
+                    } else if status().wait()? == Some(ThreadStatus::Cancelled) {
                         match engine.trigger_schedule(&name).await {
                             Err(cairn::Error::Invalid(_)) => bump(&tally.triggers_refused),
                             other => {
@@ -206,8 +208,8 @@ pub(super) async fn drive(
                     }
                 }
                 Action::Delete => {
-                    if !status()?.is_some_and(|s| s.is_terminal())
-                        && ended_or(engine.delete_schedule(&name).await, status()?)?
+                    if !status().wait()?.is_some_and(|s| s.is_terminal())
+                        && ended_or(engine.delete_schedule(&name).await, status().wait()?)?
                     {
                         super::driver::ack(acks, &key, |a| a.deleted = true);
                         bump(&tally.schedule_deletes);

@@ -72,7 +72,8 @@ fn seeds() -> &'static (Vec<Snapshot>, Vec<Vec<u8>>) {
             engine.send_input("seed", 5u64).await.expect("input");
             handle.finished().await.expect("ends");
             let erased = wf.erase();
-            let last = engine.store().last_bookmark(&thread).expect("read").expect("events").seq.0;
+            let last =
+                engine.store().last_bookmark(&thread).wait().expect("read").expect("events").seq.0;
             let snapshots = (1..=last)
                 .map(|seq| {
                     cairn::restore::restore(engine.store().as_ref(), &erased, &thread, Some(seq))
@@ -83,6 +84,7 @@ fn seeds() -> &'static (Vec<Snapshot>, Vec<Vec<u8>>) {
             let bodies = engine
                 .store()
                 .read_since(&thread, cairn::storage::Seq(0), 1_000)
+                .wait()
                 .expect("events")
                 .into_iter()
                 .map(|e| {

@@ -1,0 +1,204 @@
+//! The [`Store`]: everything the engine asks of storage, with no storage-engine types in any
+//! signature (redb is the default implementation, PostgreSQL the shared one), split by role so
+//! that a backend, or a decorator of one, writes each part once:
+//!
+//! | trait | what | methods |
+//! |---|---|---|
+//! | [`Append`] | the writer: batches in, acknowledged when durable | `append`, `append_async`, `durability` |
+//! | [`ThreadLog`] | a thread's events (or all, in lsn order), payloads, checkpoints | `read_since`, `read_range`, `read_all_since`, `read_correlated`, `subscribe`, `payload`, `checkpoint`, `latest_checkpoint_at_or_before`, `list_checkpoints` |
+//! | [`Catalog`] | thread records and the indexes over them | `thread`, `list_threads`, `list_threads_after`, `signals`, `queues`, `queue_member`, `locks` |
+//! | [`Maintenance`] | removing and checking data | `prune`, `delete_thread`, `delete_checkpoint`, `clear_checkpoints`, `verify` |
+//! | [`SharedDatabase`] | only where several processes write: wake index, commits heard, driver messages | `due_threads`, `commits`, `tell_driver`, `driver_messages` |
+//!
+//! Reads have one API: each answers a [`Reading`], which an async caller awaits (a store whose
+//! reads cross the network suspends the task, blocking no thread) and a sync caller
+//! [`Reading::wait`]s for. Writes queue to one writer and resolve through [`Pending`] when their
+//! commit completes. A decorator that changes some roles hands the others to the store it
+//! wraps through [`Decorates`] and the `Forward*` marker traits. `docs/backend.md` says how to
+//! write a backend.
+
+mod append;
+mod catalog;
+mod forward;
+mod log;
+mod maintain;
+mod shared;
+
+use std::future::Future;
+
+pub use append::{Append, Durability};
+pub use catalog::{Catalog, Page, ThreadFilter};
+pub use forward::{Decorates, ForwardCatalog, ForwardLog, ForwardMaintenance};
+pub use log::{CheckpointFilter, Scope, ThreadLog};
+pub use maintain::{Maintenance, Problem, VerifyReport};
+pub use shared::{DriverMessage, DueThread, SharedDatabase};
+
+use crate::{
+    Appended, Batch, Error, Guard, LeaseOp, LockOp, Pending, Reading, ThreadId, ThreadRecord,
+    ThreadStatus,
+};
+
+/// The storage interface: every role (see the module documentation). Object-safe; see the
+/// crate docs for the invariants every implementation keeps.
+pub trait Store: Append + ThreadLog + Catalog + Maintenance {
+    /// What a database several processes write offers ([`SharedDatabase`]); `None` (the
+    /// default) where only this process writes it (a redb file, held by its lock), so that a
+    /// lease found on a thread belongs to a process that died.
+    fn shared(&self) -> Option<&dyn SharedDatabase> {
+        None
+    }
+}
+
+/// Convenience helpers over any [`Store`]; each builds one batch and waits for its commit.
+pub trait StoreExt: Store {
+    /// Appends and waits for the commit.
+    ///
+    /// # Errors
+    ///
+    /// As [`Append::append`] and [`Pending::wait`].
+    fn append_wait(&self, batch: Batch) -> impl Future<Output = Result<Appended, Error>> + Send {
+        let queued = self.append_async(batch);
+        async move { queued.await?.wait().await }
+    }
+
+    /// Takes lock `name` for `owner` until `now_ms + ttl_ms`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LockHeld`] while another owner holds it.
+    fn acquire_lock(
+        &self,
+        name: &str,
+        owner: &str,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let op = LockOp::Acquire { name: name.into(), owner: owner.into(), now_ms, ttl_ms };
+        unit(self.append_async(Batch { locks: vec![op], ..Batch::default() }))
+    }
+
+    /// Extends lock `name` held by `owner` to `now_ms + ttl_ms`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LockNotHeld`].
+    fn renew_lock(
+        &self,
+        name: &str,
+        owner: &str,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let op = LockOp::Renew { name: name.into(), owner: owner.into(), now_ms, ttl_ms };
+        unit(self.append_async(Batch { locks: vec![op], ..Batch::default() }))
+    }
+
+    /// Releases lock `name` held by `owner` (a missing lock is fine).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LockNotHeld`] if another owner holds it.
+    fn release_lock(
+        &self,
+        name: &str,
+        owner: &str,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let op = LockOp::Release { name: name.into(), owner: owner.into() };
+        unit(self.append_async(Batch { locks: vec![op], ..Batch::default() }))
+    }
+
+    /// Releases every lock `owner` holds.
+    ///
+    /// # Errors
+    ///
+    /// Storage errors only.
+    fn release_all_locks(&self, owner: &str) -> impl Future<Output = Result<(), Error>> + Send {
+        let op = LockOp::ReleaseAll { owner: owner.into() };
+        unit(self.append_async(Batch { locks: vec![op], ..Batch::default() }))
+    }
+
+    /// Takes `thread`'s lease for `owner` until `now_ms + ttl_ms`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseHeld`] while another runner holds it; [`Error::UnknownThread`].
+    fn acquire_lease(
+        &self,
+        thread: &ThreadId,
+        owner: &str,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let op = LeaseOp::Acquire { thread: thread.clone(), owner: owner.into(), now_ms, ttl_ms };
+        unit(self.append_async(Batch { leases: vec![op], ..Batch::default() }))
+    }
+
+    /// Extends `thread`'s lease held by `owner` to `now_ms + ttl_ms`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseNotHeld`]; [`Error::UnknownThread`].
+    fn renew_lease(
+        &self,
+        thread: &ThreadId,
+        owner: &str,
+        now_ms: u64,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let op = LeaseOp::Renew { thread: thread.clone(), owner: owner.into(), now_ms, ttl_ms };
+        unit(self.append_async(Batch { leases: vec![op], ..Batch::default() }))
+    }
+
+    /// Releases `thread`'s lease held by `owner`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseNotHeld`] if another runner holds it; [`Error::UnknownThread`].
+    fn release_lease(
+        &self,
+        thread: &ThreadId,
+        owner: &str,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let op = LeaseOp::Release { thread: thread.clone(), owner: owner.into() };
+        unit(self.append_async(Batch { leases: vec![op], ..Batch::default() }))
+    }
+
+    /// Sets `thread`'s status to `new` (and `updated_at_ms` to `now_ms`) if it is `expected`;
+    /// returns the record as written (its store-maintained fields as they were read).
+    ///
+    /// The guard makes the status change a compare-and-set; the other fields of the record are
+    /// those read just before, so a concurrent upsert of the same thread's labels or summary
+    /// between the read and the commit is overwritten (one runner drives a thread, under its
+    /// lease, so this does not arise in the engine).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::GuardFailed`] if the status is not `expected`; [`Error::UnknownThread`].
+    fn set_status_cas(
+        &self,
+        thread: &ThreadId,
+        expected: ThreadStatus,
+        new: ThreadStatus,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<ThreadRecord, Error>> + Send {
+        let read = self.thread(thread);
+        let thread = thread.clone();
+        async move {
+            let mut record = read.await?.ok_or_else(|| Error::UnknownThread(thread.clone()))?;
+            record.status = new;
+            record.updated_at_ms = now_ms;
+            let guard = Guard::Status { thread, expected };
+            let batch =
+                Batch { threads: vec![record.clone()], guards: vec![guard], ..Batch::default() };
+            self.append_async(batch).await?.wait().await?;
+            Ok(record)
+        }
+    }
+}
+
+impl<S: Store + ?Sized> StoreExt for S {}
+
+async fn unit(queued: Reading<Pending>) -> Result<(), Error> {
+    queued.await?.wait().await?;
+    Ok(())
+}
