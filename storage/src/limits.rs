@@ -74,7 +74,7 @@ pub const BATCH_OPS_MAX: usize = 1_000;
 /// image that a live writer did not change while it was being read.
 pub const SNAPSHOT_ATTEMPTS_MAX: u32 = 8;
 
-/// Bytes in one message to a thread's driver ([`Store::tell_driver`](crate::Store::tell_driver)):
+/// Bytes in one message to a thread's driver ([`SharedDatabase::tell_driver`](crate::SharedDatabase::tell_driver)):
 /// it travels as a PostgreSQL NOTIFY payload (under 8,000 bytes with the thread id).
 pub const DRIVER_MESSAGE_BYTES_MAX: usize = 4 * 1024;
 

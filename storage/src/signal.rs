@@ -32,7 +32,7 @@ use crate::{Error, ThreadId};
 /// let signal = NewSignal::new(thread.clone(), "payment", br#"{"amount":30}"#.to_vec(), 10)?;
 /// let sent = store.append(Batch { signals: vec![signal], ..Batch::default() })?.wait_blocking()?;
 /// assert_eq!(sent.signals, vec![1]);
-/// let inbox = store.signals(&thread, 0, 10)?;
+/// let inbox = store.signals(&thread, 0, 10).wait()?;
 /// assert_eq!((inbox[0].n, inbox[0].name.as_str()), (1, "payment"));
 /// # Ok(())
 /// # }

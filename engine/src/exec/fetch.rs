@@ -1,11 +1,11 @@
-//! What the engine's async paths read through the store's async reads (`thread_async`,
-//! `read_since_async`...): a thread's record, its context (restore), an event's body with its
+//! What the engine's async paths read through the store (each read a `Reading`, awaited): a
+//! thread's record, its context (restore), an event's body with its
 //! payload, its child threads. On PostgreSQL each read is awaited, so a round trip to the server
 //! suspends the task and blocks no runtime worker; on a file the reads answer at once.
 //!
 //! `core` does no I/O: the reads are made here and their data handed to it (the
 //! [`Restore`] machine says which read it needs next; `core::codec::decode_loaded` decodes an
-//! event whose payload is loaded already). `blocking.rs` drives the same machine with sync reads
+//! event whose payload is loaded already). `blocking.rs` waits for these same functions
 //! for callers off the runtime (the test kit, `cairn::restore::restore`). The debug tools
 //! (`debug/`), the CLI and the endpoint read through here.
 

@@ -1,5 +1,5 @@
 //! The wake index on PostgreSQL, end to end: a thread sleeping on an engine that crashes wakes
-//! on another engine, found by its look for work through the index (`Store::due_threads`), when
+//! on another engine, found by its look for work through the index (`SharedDatabase::due_threads`), when
 //! its timer falls due; threads sleeping for an hour are left alone, also by a recovery pass.
 
 use cairn::dsl::{Ctx, END, NodeOutput, START, Workflow};

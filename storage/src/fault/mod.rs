@@ -20,7 +20,8 @@
 //!
 //! ```
 //! use cairn_storage::fault::{CrashModel, Fault, FaultBackend};
-//! use cairn_storage::{Batch, Options, RedbStore, Store, ThreadId, ThreadRecord, WorkflowRef};
+//! use cairn_storage::{Append, Batch, Catalog, Maintenance, Options, RedbStore, ThreadId};
+//! use cairn_storage::{ThreadRecord, WorkflowRef};
 //!
 //! let backend = FaultBackend::new();
 //! let controller = backend.controller();
@@ -40,7 +41,7 @@
 //!     FaultBackend::from_image(controller.crash_image()),
 //!     Options::default(),
 //! )?;
-//! let found = reopened.thread(&thread.id)?.expect("acknowledged, so it survived");
+//! let found = reopened.thread(&thread.id).wait()?.expect("acknowledged, so it survived");
 //! assert!(found.labels.is_empty(), "the unacknowledged upsert is wholly absent");
 //! assert!(reopened.verify()?.is_clean());
 //! # Ok::<(), Box<dyn std::error::Error>>(())

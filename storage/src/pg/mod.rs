@@ -4,10 +4,10 @@
 //! planned by the same planner as redb's and committed in group commits, one SQL transaction
 //! each, serialised across processes by a row lock (see `write.rs`). The client is
 //! `tokio-postgres`; the store's connections are driven by a small runtime of its own
-//! (`pool.rs`), so it works inside any runtime or none. An async read (`thread_async`...: what
-//! the engine's paths call) is a future on a pooled reader connection, awaited by its caller; a
-//! sync read blocks its caller's thread for one round trip, as a redb read blocks it for the
-//! disk. Durability: [`Durability::Immediate`] commits with `synchronous_commit =
+//! (`pool.rs`), so it works inside any runtime or none. A read (every read of the
+//! [`Store`] answers a [`Reading`]) is a future on a pooled reader connection, awaited by the
+//! engine's paths; a sync caller's [`Reading::wait`] blocks its thread for one round trip, as a
+//! redb read blocks it for the disk. Durability: [`Durability::Immediate`] commits with `synchronous_commit =
 //! on` (an acknowledged batch survives a crash of the server); the other modes with it off (a
 //! server crash may lose the last few hundred milliseconds of acknowledged batches, never part
 //! of one). Every wait on the network has a deadline (`deadline.rs`): a connection that misses
@@ -18,7 +18,7 @@
 //! # Examples
 //! ```no_run
 //! # fn run() -> Result<(), cairn_storage::Error> {
-//! use cairn_storage::{Durability, PgStore, Store};
+//! use cairn_storage::{Durability, Maintenance, PgStore};
 //! let store = PgStore::connect("host=/tmp user=postgres dbname=cairn", Durability::Immediate)?;
 //! assert!(store.verify()?.is_clean());
 //! # Ok(()) }

@@ -183,7 +183,7 @@ impl RedbStore {
     /// # Examples
     ///
     /// ```
-    /// use cairn_storage::{Options, RedbStore, Store, Durability};
+    /// use cairn_storage::{Append, Options, RedbStore, Durability};
     /// let dir = tempfile::tempdir().expect("temp dir");
     /// let store = RedbStore::open(dir.path().join("a.db"), Options::default())?;
     /// assert_eq!(store.durability(), Durability::Immediate);

@@ -1,5 +1,4 @@
-//! The async reads (`thread_async`, `read_since_async`...): on both backends they answer what
-//! the sync reads answer; on PostgreSQL they are awaited, so a slow server (a proxy holding each
+//! The reads, awaited: on both backends they answer what the same reads waited for answer; on PostgreSQL they are awaited, so a slow server (a proxy holding each
 //! query of the reader connections) suspends the reading task and not the runtime: a task on
 //! the same `current_thread` runtime keeps ticking, where a sync read stops it (and is counted).
 
