@@ -63,7 +63,7 @@ impl EngineBuilder {
     /// ```no_run
     /// # async fn run() -> Result<(), cairn::Error> {
     /// let engine = cairn::Engine::builder("cairn.db").read_only_in_place().open().await?;
-    /// let ended = engine.store().thread(&cairn::storage::ThreadId::new("t1")?)?;
+    /// let ended = engine.store().thread(&cairn::storage::ThreadId::new("t1")?).await?;
     /// # Ok(()) }
     /// ```
     pub fn read_only_in_place(mut self) -> Self {

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_storage::{Error as StoreError, Store, StoreExt};
+use cairn_storage::{Error as StoreError, LeaseOp, Store, StoreExt};
 use tracing::Instrument;
 
 use super::Local;
@@ -71,9 +71,14 @@ impl Heartbeat {
     /// batch, which is fenced).
     async fn beat(&self, threads: Vec<cairn_storage::ThreadId>) {
         let now_ms = self.clock.now_ms();
-        let renewals = threads
-            .iter()
-            .map(|thread| self.store.renew_lease(thread, &self.owner, now_ms, self.lease_ttl_ms));
+        let renewals = threads.iter().map(|thread| {
+            self.store.lease(LeaseOp::Renew {
+                thread: thread.clone(),
+                owner: self.owner.clone(),
+                now_ms,
+                ttl_ms: self.lease_ttl_ms,
+            })
+        });
         let outcomes = futures::future::join_all(renewals).await;
         for (thread, outcome) in threads.iter().zip(outcomes) {
             match outcome {

@@ -61,105 +61,24 @@ pub trait StoreExt: Store {
         async move { queued.await?.wait().await }
     }
 
-    /// Takes lock `name` for `owner` until `now_ms + ttl_ms`.
+    /// Applies one lock operation (take, renew, release, release all of an owner's) and waits
+    /// for its commit.
     ///
     /// # Errors
     ///
-    /// [`Error::LockHeld`] while another owner holds it.
-    fn acquire_lock(
-        &self,
-        name: &str,
-        owner: &str,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
-        let op = LockOp::Acquire { name: name.into(), owner: owner.into(), now_ms, ttl_ms };
+    /// [`Error::LockHeld`] taking a lock another owner holds; [`Error::LockNotHeld`] renewing
+    /// or releasing one held by another owner (releasing a missing lock is fine).
+    fn lock(&self, op: LockOp) -> impl Future<Output = Result<(), Error>> + Send {
         unit(self.append_async(Batch { locks: vec![op], ..Batch::default() }))
     }
 
-    /// Extends lock `name` held by `owner` to `now_ms + ttl_ms`.
+    /// Applies one lease operation (take, renew, release) on a thread and waits for its commit.
     ///
     /// # Errors
     ///
-    /// [`Error::LockNotHeld`].
-    fn renew_lock(
-        &self,
-        name: &str,
-        owner: &str,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
-        let op = LockOp::Renew { name: name.into(), owner: owner.into(), now_ms, ttl_ms };
-        unit(self.append_async(Batch { locks: vec![op], ..Batch::default() }))
-    }
-
-    /// Releases lock `name` held by `owner` (a missing lock is fine).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LockNotHeld`] if another owner holds it.
-    fn release_lock(
-        &self,
-        name: &str,
-        owner: &str,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
-        let op = LockOp::Release { name: name.into(), owner: owner.into() };
-        unit(self.append_async(Batch { locks: vec![op], ..Batch::default() }))
-    }
-
-    /// Releases every lock `owner` holds.
-    ///
-    /// # Errors
-    ///
-    /// Storage errors only.
-    fn release_all_locks(&self, owner: &str) -> impl Future<Output = Result<(), Error>> + Send {
-        let op = LockOp::ReleaseAll { owner: owner.into() };
-        unit(self.append_async(Batch { locks: vec![op], ..Batch::default() }))
-    }
-
-    /// Takes `thread`'s lease for `owner` until `now_ms + ttl_ms`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LeaseHeld`] while another runner holds it; [`Error::UnknownThread`].
-    fn acquire_lease(
-        &self,
-        thread: &ThreadId,
-        owner: &str,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
-        let op = LeaseOp::Acquire { thread: thread.clone(), owner: owner.into(), now_ms, ttl_ms };
-        unit(self.append_async(Batch { leases: vec![op], ..Batch::default() }))
-    }
-
-    /// Extends `thread`'s lease held by `owner` to `now_ms + ttl_ms`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LeaseNotHeld`]; [`Error::UnknownThread`].
-    fn renew_lease(
-        &self,
-        thread: &ThreadId,
-        owner: &str,
-        now_ms: u64,
-        ttl_ms: u64,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
-        let op = LeaseOp::Renew { thread: thread.clone(), owner: owner.into(), now_ms, ttl_ms };
-        unit(self.append_async(Batch { leases: vec![op], ..Batch::default() }))
-    }
-
-    /// Releases `thread`'s lease held by `owner`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LeaseNotHeld`] if another runner holds it; [`Error::UnknownThread`].
-    fn release_lease(
-        &self,
-        thread: &ThreadId,
-        owner: &str,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
-        let op = LeaseOp::Release { thread: thread.clone(), owner: owner.into() };
+    /// [`Error::LeaseHeld`] taking a lease another runner holds; [`Error::LeaseNotHeld`]
+    /// renewing or releasing one held by another; [`Error::UnknownThread`].
+    fn lease(&self, op: LeaseOp) -> impl Future<Output = Result<(), Error>> + Send {
         unit(self.append_async(Batch { leases: vec![op], ..Batch::default() }))
     }
 

@@ -101,29 +101,69 @@ fn last_seq_guard_chains_pipelined_batches() {
 #[tokio::test]
 async fn locks_acquire_hold_expire_renew_release() {
     let (_dir, _path, store) = open_fast();
-    store.acquire_lock("r", "w1", 0, 100).await.expect("acquire");
-    store.acquire_lock("r", "w1", 10, 100).await.expect("re-acquire by the owner");
-    let held = store.acquire_lock("r", "w2", 50, 100).await;
+    store
+        .lock(LockOp::Acquire { name: "r".into(), owner: "w1".into(), now_ms: 0, ttl_ms: 100 })
+        .await
+        .expect("acquire");
+    store
+        .lock(LockOp::Acquire { name: "r".into(), owner: "w1".into(), now_ms: 10, ttl_ms: 100 })
+        .await
+        .expect("re-acquire by the owner");
+    let held = store
+        .lock(LockOp::Acquire { name: "r".into(), owner: "w2".into(), now_ms: 50, ttl_ms: 100 })
+        .await;
     assert!(
         matches!(held, Err(Error::LockHeld { ref owner, expires_at_ms: 110, .. }) if owner == "w1")
     );
-    store.renew_lock("r", "w1", 100, 100).await.expect("renew");
-    assert!(matches!(store.acquire_lock("r", "w2", 150, 100).await, Err(Error::LockHeld { .. })));
-    assert!(matches!(store.renew_lock("r", "w2", 150, 100).await, Err(Error::LockNotHeld { .. })));
-    assert!(matches!(store.release_lock("r", "w2").await, Err(Error::LockNotHeld { .. })));
-    store.acquire_lock("r", "w2", 200, 100).await.expect("expired lock can be taken");
+    store
+        .lock(LockOp::Renew { name: "r".into(), owner: "w1".into(), now_ms: 100, ttl_ms: 100 })
+        .await
+        .expect("renew");
+    assert!(matches!(
+        store
+            .lock(LockOp::Acquire {
+                name: "r".into(),
+                owner: "w2".into(),
+                now_ms: 150,
+                ttl_ms: 100
+            })
+            .await,
+        Err(Error::LockHeld { .. })
+    ));
+    assert!(matches!(
+        store
+            .lock(LockOp::Renew { name: "r".into(), owner: "w2".into(), now_ms: 150, ttl_ms: 100 })
+            .await,
+        Err(Error::LockNotHeld { .. })
+    ));
+    assert!(matches!(
+        store.lock(LockOp::Release { name: "r".into(), owner: "w2".into() }).await,
+        Err(Error::LockNotHeld { .. })
+    ));
+    store
+        .lock(LockOp::Acquire { name: "r".into(), owner: "w2".into(), now_ms: 200, ttl_ms: 100 })
+        .await
+        .expect("expired lock can be taken");
     assert_eq!(store.locks().wait().expect("locks")[0].owner, "w2");
-    store.release_lock("r", "w2").await.expect("release");
-    store.release_lock("r", "w2").await.expect("release is idempotent");
+    store.lock(LockOp::Release { name: "r".into(), owner: "w2".into() }).await.expect("release");
+    store
+        .lock(LockOp::Release { name: "r".into(), owner: "w2".into() })
+        .await
+        .expect("release is idempotent");
     assert!(store.locks().wait().expect("locks").is_empty());
 
     for name in ["a", "b", "c"] {
         store
-            .acquire_lock(name, if name == "b" { "w9" } else { "w8" }, 0, 1_000)
+            .lock(LockOp::Acquire {
+                name: name.into(),
+                owner: if name == "b" { "w9" } else { "w8" }.into(),
+                now_ms: 0,
+                ttl_ms: 1_000,
+            })
             .await
             .expect("acquire");
     }
-    store.release_all_locks("w8").await.expect("release all");
+    store.lock(LockOp::ReleaseAll { owner: "w8".into() }).await.expect("release all");
     let left: Vec<_> = store.locks().wait().expect("locks").into_iter().map(|l| l.name).collect();
     assert_eq!(left, vec!["b".to_string()]);
 }
@@ -153,30 +193,64 @@ async fn leases_acquire_hold_renew_release() {
     create_thread(&store, "t", 0);
     let t = tid("t");
     assert!(matches!(
-        store.acquire_lease(&tid("nope"), "w1", 0, 10).await,
+        store
+            .lease(LeaseOp::Acquire {
+                thread: (&tid("nope")).clone(),
+                owner: "w1".into(),
+                now_ms: 0,
+                ttl_ms: 10
+            })
+            .await,
         Err(Error::UnknownThread(_))
     ));
-    store.acquire_lease(&t, "w1", 0, 100).await.expect("acquire");
-    let held = store.acquire_lease(&t, "w2", 50, 100).await;
+    store
+        .lease(LeaseOp::Acquire { thread: t.clone(), owner: "w1".into(), now_ms: 0, ttl_ms: 100 })
+        .await
+        .expect("acquire");
+    let held = store
+        .lease(LeaseOp::Acquire { thread: t.clone(), owner: "w2".into(), now_ms: 50, ttl_ms: 100 })
+        .await;
     assert!(
         matches!(held, Err(Error::LeaseHeld { ref owner, expires_at_ms: 100, .. }) if owner == "w1")
     );
-    store.renew_lease(&t, "w1", 90, 100).await.expect("renew");
+    store
+        .lease(LeaseOp::Renew { thread: t.clone(), owner: "w1".into(), now_ms: 90, ttl_ms: 100 })
+        .await
+        .expect("renew");
     assert_eq!(
         store.thread(&t).wait().expect("read").and_then(|r| r.lease).map(|l| l.expires_at_ms),
         Some(190)
     );
-    assert!(matches!(store.renew_lease(&t, "w2", 90, 100).await, Err(Error::LeaseNotHeld { .. })));
-    assert!(matches!(store.release_lease(&t, "w2").await, Err(Error::LeaseNotHeld { .. })));
+    assert!(matches!(
+        store
+            .lease(LeaseOp::Renew {
+                thread: t.clone(),
+                owner: "w2".into(),
+                now_ms: 90,
+                ttl_ms: 100
+            })
+            .await,
+        Err(Error::LeaseNotHeld { .. })
+    ));
+    assert!(matches!(
+        store.lease(LeaseOp::Release { thread: t.clone(), owner: "w2".into() }).await,
+        Err(Error::LeaseNotHeld { .. })
+    ));
     // An upsert of the record does not touch the lease.
     store
         .append_wait(Batch { threads: vec![thread_record("t")], ..Batch::default() })
         .await
         .expect("upsert");
     assert!(store.thread(&t).wait().expect("read").and_then(|r| r.lease).is_some());
-    store.release_lease(&t, "w1").await.expect("release");
-    store.release_lease(&t, "w1").await.expect("release is idempotent");
-    store.acquire_lease(&t, "w2", 100, 100).await.expect("free lease can be taken");
+    store.lease(LeaseOp::Release { thread: t.clone(), owner: "w1".into() }).await.expect("release");
+    store
+        .lease(LeaseOp::Release { thread: t.clone(), owner: "w1".into() })
+        .await
+        .expect("release is idempotent");
+    store
+        .lease(LeaseOp::Acquire { thread: t.clone(), owner: "w2".into(), now_ms: 100, ttl_ms: 100 })
+        .await
+        .expect("free lease can be taken");
 }
 
 #[tokio::test]
