@@ -3,8 +3,8 @@
 //! control it refuses and shows its whole output pretty-printed and foldable, the graph explains
 //! its edges, timeline names are never cut, the sequence picture's texts never overlap, a child
 //! thread's listing names its parent, the workflows page counts each workflow's threads, and
-//! the schedules page lists a schedule and pauses it with the token. Screenshots go to
-//! `<target>/screenshots/`.
+//! the schedules page lists a schedule and pauses, resumes, runs and deletes it with the token.
+//! Screenshots go to `<target>/screenshots/`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -512,13 +512,38 @@ async fn the_workflows_and_schedules_pages_count_list_and_pause_with_the_token()
         engine.schedule("hourly-report").await.unwrap().unwrap().status,
         ThreadStatus::Paused
     );
-    let (status, deleted) = send(
-        "DELETE",
-        format!("{base}/api/schedules/hourly-report"),
-        Some(format!("Bearer {token}")),
-    )
-    .await;
-    assert_eq!((status, deleted["status"].as_str()), (200, Some("cancelled")), "{deleted}");
+    // Run now starts a thread and links it; it shows among the last runs.
+    let ran = tokio::task::block_in_place(|| {
+        let row = "document.querySelector('#schedules tr[data-schedule=hourly-report]')";
+        browser.eval(&format!("{row}.querySelector('button[data-control=trigger]').click()"));
+        let ran = browser.wait_for(
+            "document.querySelector('#control-result a')?.textContent",
+            Duration::from_secs(10),
+        );
+        let ran = ran.as_str().unwrap().to_owned();
+        assert!(ran.starts_with("hourly-report@now-") && ran != started, "{ran}");
+        browser.wait_for(
+            &format!("{row}.children[5].textContent.includes('{ran}')"),
+            Duration::from_secs(10),
+        );
+        ran
+    });
+    engine.thread(&ran).await.unwrap().wait().await.unwrap();
+    // Delete asks first; confirmed, the schedule ends (cancelled) and offers no control.
+    tokio::task::block_in_place(|| {
+        let row = "document.querySelector('#schedules tr[data-schedule=hourly-report]')";
+        browser.eval("window.confirm = () => false");
+        browser.eval(&format!("{row}.querySelector('button[data-control=delete]').click()"));
+        let status = browser.eval(&format!("{row}.dataset.status"));
+        assert_ne!(status, json!("cancelled"), "a refused confirm deletes nothing");
+        browser.eval("window.confirm = () => true");
+        browser.eval(&format!("{row}.querySelector('button[data-control=delete]').click()"));
+        browser.wait_for(&format!("{row}.dataset.status === 'cancelled'"), Duration::from_secs(10));
+        assert_eq!(browser.eval(&format!("{row}.querySelectorAll('button').length")), json!(0));
+        browser.screenshot(&shots.join("schedules-deleted.png"), 1400.);
+    });
+    let info = engine.schedule("hourly-report").await.unwrap().unwrap();
+    assert_eq!(info.status, ThreadStatus::Cancelled);
     drop(browser);
     server.shutdown().await;
     engine.shutdown().await;

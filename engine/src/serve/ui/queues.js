@@ -4,7 +4,7 @@
 "use strict";
 
 (() => {
-  const { api, el, setLive } = cairn;
+  const { api, el } = cairn;
   const $ = (id) => document.getElementById(id);
 
   /** "n / max" with a bar, or "n" when there is no limit. */
@@ -50,27 +50,11 @@
           : el("tr", {}, el("td", { colspan: 4, class: "empty" }, "No key has a thread waiting or running.")))));
   }
 
-  let inflight = false;
-  async function refresh() {
-    if (inflight) return;
-    inflight = true;
-    try {
-      const out = await api("/api/queues");
-      const cards = out.queues.map((q) => card(q, out.now_ms));
-      $("queues").replaceChildren(...(cards.length ? cards
-        : [el("p", { class: "empty" }, "No queue is defined (EngineBuilder::queue, cairn queue define).")]));
-      $("total").textContent = `${out.queues.length}`;
-      $("error").textContent = "";
-      setLive(true, "live");
-      document.body.dataset.loaded = "1";
-    } catch (e) {
-      $("error").textContent = String(e.message || e);
-      setLive(false, "disconnected");
-    } finally {
-      inflight = false;
-    }
-  }
-
-  refresh();
-  setInterval(() => { if (document.visibilityState === "visible") refresh(); }, 2000);
+  cairn.poll(async () => {
+    const out = await api("/api/queues");
+    const cards = out.queues.map((q) => card(q, out.now_ms));
+    $("queues").replaceChildren(...(cards.length ? cards
+      : [el("p", { class: "empty" }, "No queue is defined (EngineBuilder::queue, cairn queue define).")]));
+    $("total").textContent = `${out.queues.length}`;
+  }, 2000);
 })();

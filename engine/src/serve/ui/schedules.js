@@ -5,7 +5,7 @@
 "use strict";
 
 (() => {
-  const { api, el, badge, time, age, setLive } = cairn;
+  const { api, el, badge, time, age } = cairn;
   const $ = (id) => document.getElementById(id);
   const ENDED = new Set(["cancelled", "completed", "failed", "timed_out"]);
 
@@ -16,18 +16,11 @@
     return JSON.stringify(e);
   }
 
-  function showToken() {
-    $("token-state").textContent = cairn.token() ? "token set for this tab" : "no token: the buttons need it";
-  }
+  const hasToken = cairn.tokenField("the buttons");
 
   async function act(name, control) {
     const out = $("control-result");
-    if (!cairn.token()) {
-      out.className = "error";
-      out.textContent = "Paste the control token first (the file <database>.token beside the database).";
-      $("token").focus();
-      return;
-    }
+    if (!hasToken(out)) return;
     if (control === "delete" && !confirm(`Delete schedule ${name}? It starts nothing more.`)) return;
     out.className = "muted";
     out.textContent = `${control} ${name}…`;
@@ -43,7 +36,7 @@
       await refresh();
     } catch (e) {
       out.className = "error";
-      out.textContent = e.status === 401 ? "401: the token is wrong or missing (see <database>.token)." : String(e.message || e);
+      out.textContent = cairn.failure(e);
     }
   }
 
@@ -73,33 +66,11 @@
         button("delete", "Delete", !ended, "danger"))));
   }
 
-  let inflight = false;
-  async function refresh() {
-    if (inflight) return;
-    inflight = true;
-    try {
-      const out = await api("/api/schedules");
-      const rows = out.schedules.map((s) => row(s, out.now_ms));
-      $("schedules").tBodies[0].replaceChildren(...(rows.length ? rows
-        : [el("tr", {}, el("td", { colspan: 8, class: "empty" }, "No schedule (Engine::create_schedule, cairn schedule create)."))]));
-      $("total").textContent = `${out.schedules.length}`;
-      $("error").textContent = "";
-      setLive(true, "live");
-      document.body.dataset.loaded = "1";
-    } catch (e) {
-      $("error").textContent = String(e.message || e);
-      setLive(false, "disconnected");
-    } finally {
-      inflight = false;
-    }
-  }
-
-  $("token-save").addEventListener("click", () => {
-    cairn.setToken($("token").value);
-    $("token").value = "";
-    showToken();
-  });
-  showToken();
-  refresh();
-  setInterval(() => { if (document.visibilityState === "visible") refresh(); }, 2000);
+  const refresh = cairn.poll(async () => {
+    const out = await api("/api/schedules");
+    const rows = out.schedules.map((s) => row(s, out.now_ms));
+    $("schedules").tBodies[0].replaceChildren(...(rows.length ? rows
+      : [el("tr", {}, el("td", { colspan: 8, class: "empty" }, "No schedule (Engine::create_schedule, cairn schedule create)."))]));
+    $("total").textContent = `${out.schedules.length}`;
+  }, 2000);
 })();
