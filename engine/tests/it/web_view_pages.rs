@@ -117,6 +117,11 @@ async fn a_finished_threads_page_offers_no_refused_control_and_shows_its_whole_o
         assert_eq!(parsed["log"][0], json!(long_note()), "{shown}");
         assert_eq!(parsed["total"], json!(2));
         assert!(shown.contains("\n  \"log\": ["), "pretty-printed: {shown}");
+        // Its summary says what it holds, quoting no piece of it that a cut could split.
+        let summary = browser.eval("document.querySelector('details#output summary').textContent");
+        let summary = summary.as_str().unwrap();
+        assert!(summary.starts_with("{ log, total } · "), "{summary}");
+        assert!(!summary.contains("line 0"), "{summary}");
         let open = "document.querySelector('details#output').open";
         browser.eval("document.querySelector('details#output summary').click()");
         let after_one = browser.eval(open);

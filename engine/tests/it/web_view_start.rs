@@ -87,8 +87,9 @@ async fn the_workflows_page_shows_versions_side_by_side_and_starts_a_thread_that
         assert_eq!(tops[0][0], json!("1"), "{tops}");
         assert_eq!(tops[0][1], tops[1][1], "side by side, on one row: {tops}");
         let threads =
-            browser.eval("document.querySelector('[data-version-threads=\"1\"]').textContent");
-        assert_eq!(threads, json!("1 thread"));
+            browser.eval("document.querySelector('[data-workflow=greeter] [data-version-threads=\"1\"]').textContent");
+        let card = browser.eval("document.querySelector('[data-workflow=greeter] dl').textContent");
+        assert_eq!(threads, json!("1 thread"), "{card}");
         let changes = browser.wait_for(
             "document.querySelector('figure.version[data-version=\"2\"] .changes')?.textContent",
             Duration::from_secs(10),
@@ -121,8 +122,8 @@ async fn the_workflows_page_shows_versions_side_by_side_and_starts_a_thread_that
             "document.getElementById('token').value = '{token}'; \
              document.getElementById('token-save').click(); {button}.click()"
         ));
-        let refused =
-            browser.wait_for(&format!("{result}.startsWith('400')"), Duration::from_secs(10));
+        browser.wait_for(&format!("{result}.startsWith('400')"), Duration::from_secs(10));
+        let refused = browser.eval(&result);
         assert!(refused.as_str().unwrap().ends_with("(input)"), "{refused}");
         assert_eq!(
             browser.eval(&format!(
@@ -138,6 +139,13 @@ async fn the_workflows_page_shows_versions_side_by_side_and_starts_a_thread_that
             "{\"total\": 40, \"log\": [\"from the page\"]}",
         );
         type_into(&mut browser, &format!("{form} input[name=id]"), "web-1");
+        // Format pretty-prints the input in place.
+        browser.eval(&format!("document.querySelector('{form} button[type=button]').click()"));
+        let formatted = browser.eval(&format!("document.querySelector('{form} textarea').value"));
+        assert_eq!(
+            formatted,
+            json!("{\n  \"total\": 40,\n  \"log\": [\n    \"from the page\"\n  ]\n}")
+        );
         browser.eval(&format!("{button}.click()"));
         let link = browser.wait_for(
             &format!("document.querySelector('{form} .start-result a[data-thread]')?.getAttribute('href')"),

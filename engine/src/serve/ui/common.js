@@ -189,7 +189,8 @@ const cairn = (() => {
     show();
     return (out) => {
       if (token()) return true;
-      out.className = "error";
+      out.classList.remove("muted");
+      out.classList.add("error");
       out.textContent = "Paste the control token first (the file <database>.token beside the database, printed by cairn serve).";
       $("token").focus();
       return false;

@@ -25,7 +25,7 @@
     const box = el("div", { class: "graph" }, el("p", { class: "empty" }, "loading…"));
     const n = el("span", { class: "muted", "data-version-threads": String(v) });
     const fig = el("figure", { class: "version", "data-version": String(v) },
-      el("figcaption", {}, el("b", {}, `v${v}`), newest ? el("span", { class: "muted" }, " (newest: starts use it)") : "", " · ", n),
+      el("figcaption", {}, el("b", {}, `v${v}`), newest && w.versions.length > 1 ? el("span", { class: "muted" }, " (newest: starts use it)") : "", " · ", n),
       box);
     text(`/api/workflows/${encodeURIComponent(w.workflow)}/graph.svg?version=${v}`)
       .then((svg) => { box.innerHTML = svg; fig.dispatchEvent(new Event("drawn", { bubbles: true })); })
@@ -72,20 +72,21 @@
     const wf = w.workflow;
     const input = el("textarea", { class: "mono", name: "input", rows: 6, spellcheck: "false", "aria-label": `input of ${wf}` }, "{}");
     const inputNote = el("div", { class: "note" });
-    const id = el("input", { name: "id", placeholder: "thread id (optional: a new one is made)", autocomplete: "off" });
-    const labels = el("input", { name: "labels", placeholder: "labels: team=a, env=test (optional)", autocomplete: "off" });
+    const id = el("input", { name: "id", "aria-label": "thread id", placeholder: "thread id (optional: a new one is made)", autocomplete: "off" });
+    const labels = el("input", { name: "labels", "aria-label": "labels", placeholder: "labels: team=a, env=test (optional)", autocomplete: "off" });
     const newest = w.versions[w.versions.length - 1];
     const version = w.versions.length > 1
       ? el("select", { name: "version", "aria-label": "version" }, w.versions.slice().reverse().map((v) => el("option", { value: String(v) }, `v${v}${v === newest ? " (newest)" : ""}`)))
       : null;
     const go = el("button", { class: "b primary", type: "submit" }, "Start");
+    const format = el("button", { class: "b", type: "button", title: "pretty-print the input" }, "Format");
     const result = el("div", { class: "start-result", role: "status" });
     const form = el("form", { class: "start", "data-start": wf, novalidate: true },
       el("h3", {}, "Start a thread"),
       el("label", {}, "input (JSON: the workflow's initial state)"), input, inputNote,
       el("div", { class: "row" }, id, version),
       labels,
-      el("div", { class: "row" }, go, result));
+      el("div", { class: "row" }, go, format, result));
 
     /** The body, or null with the reason shown by its field. */
     function body() {
@@ -114,7 +115,8 @@
       if (version) b.version = Number(version.value);
       return b;
     }
-    const check = () => { go.disabled = body() === null; };
+    const check = () => { go.disabled = format.disabled = body() === null; };
+    format.addEventListener("click", () => { input.value = JSON.stringify(JSON.parse(input.value), null, 2); check(); });
     input.addEventListener("input", check);
     labels.addEventListener("input", check);
     check();
@@ -132,12 +134,16 @@
         result.replaceChildren(r.created ? "started " : "already there: ",
           el("a", { class: "mono", href: `/ui/threads/${encodeURIComponent(r.thread)}`, "data-thread": r.thread }, r.thread));
         refresh();
+        check();
       } catch (e) {
+        check();
         result.className = "start-result error";
         result.textContent = cairn.failure(e);
-        if (/\(input\)$/.test(e.message)) input.classList.add("invalid");
-      } finally {
-        go.disabled = body() === null;
+        if (/\(input\)$/.test(e.message)) {
+          input.classList.add("invalid");
+          inputNote.className = "note error";
+          inputNote.textContent = `valid JSON, but not a state of ${wf}: see below`;
+        }
       }
     });
     return form;
@@ -162,13 +168,15 @@
             el("dt", {}, "threads"), total,
             el("dt", {}, "by version"), byVersion),
           row),
-        w.compiled ? startForm(w) : ""));
+        !w.compiled ? "" : w.workflow === "cairn.schedule"
+          ? el("p", { class: "muted" }, "Schedules start this one (cairn schedule create, the schedules page), not a form.")
+          : startForm(w)));
     function update(w2) {
       versions.dataset.versions = w2.versions.join(",");
       versions.textContent = w2.versions.length ? w2.versions.map((v) => `v${v}`).join(", ") : "none compiled in";
       nodes.textContent = w2.nodes === null ? "" : `${w2.nodes} in v${w2.versions[w2.versions.length - 1]}`;
       total.dataset.total = String(w2.total);
-      total.replaceChildren(`${w2.total} `, counts(w2));
+      total.replaceChildren(w2.total ? `${w2.total} in all · ` : "", ...[].concat(counts(w2)));
       byVersion.textContent = Object.entries(w2.thread_versions || {}).map(([v, n]) => `v${v}: ${n}`).join(", ");
       graphs.forEach((g) => g.update(w2));
     }
