@@ -152,7 +152,7 @@ async fn the_workflows_page_shows_versions_side_by_side_and_starts_a_thread_that
             Duration::from_secs(10),
         );
         assert_eq!(link, json!("/ui/threads/web-1"));
-        assert!(browser.eval(&format!("{result}")).as_str().unwrap().starts_with("started"));
+        assert!(browser.eval(&result).as_str().unwrap().starts_with("started"));
         browser.wait_for(
             "document.querySelector('[data-workflow=greeter] .count[data-status=completed]')?.dataset.n === '2'",
             Duration::from_secs(20),
