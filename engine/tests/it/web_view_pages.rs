@@ -123,6 +123,8 @@ async fn a_finished_threads_page_offers_no_refused_control_and_shows_its_whole_o
         assert!(summary.starts_with("{ log, total } · "), "{summary}");
         assert!(!summary.contains("line 0"), "{summary}");
         let open = "document.querySelector('details#output').open";
+        // 7 lines, but over a thousand characters: it starts folded.
+        assert_eq!(browser.eval(open), json!(false), "a long output starts folded");
         browser.eval("document.querySelector('details#output summary').click()");
         let after_one = browser.eval(open);
         browser.eval("document.querySelector('details#output summary').click()");

@@ -203,9 +203,9 @@ const cairn = (() => {
   }
 
   /** A JSON value for a person: pretty-printed whole (never cut), folded in a `<details>` when
-   *  longer than `lines`, its summary saying what it holds (keys, items, size) without quoting
-   *  a cut piece of it. */
-  function foldedJson(value, attrs, lines = 12) {
+   *  longer than `lines` lines or `chars` characters (a long string is one line), its summary
+   *  saying what it holds (keys, items, size) without quoting a cut piece of it. */
+  function foldedJson(value, attrs, lines = 12, chars = 800) {
     const pretty = JSON.stringify(value, null, 2) ?? String(value);
     const n = pretty.split("\n").length;
     const plural = (k, word) => `${k} ${word}${k === 1 ? "" : "s"}`;
@@ -218,7 +218,7 @@ const cairn = (() => {
     } else if (typeof value === "string") shape = `a string of ${plural(value.length, "character")}`;
     else shape = pretty;
     const size = n > 1 ? ` · ${plural(n, "line")}, ${plural(pretty.length, "character")}` : "";
-    return el("details", Object.assign({ class: "json-fold", open: n <= lines }, attrs || {}),
+    return el("details", Object.assign({ class: "json-fold", open: n <= lines && pretty.length <= chars }, attrs || {}),
       el("summary", { class: "mono" }, shape + size),
       el("pre", { class: "json" }, pretty));
   }
