@@ -8,7 +8,7 @@
 //! | `/ui/threads` | threads: status, workflow, progress, labels, age; filters, search, live counts, paging |
 //! | `/ui/threads/{id}` | a thread: graph, timeline, live event log (windowed), state and diff at a step, checkpoints, budgets, last error, controls |
 //! | `/ui/messages/{correlation_id}` | the messages of a correlation id as a sequence picture |
-//! | `/ui/queues` | queues: limits, running and waiting threads in all and per key, rate window use; live |
+//! | `/ui/queues` | queues: limits, running and waiting threads in all and per key, rate window use; live, with each queue's depth drawn over its last samples |
 //! | `/ui/workflows` | workflows: each compiled-in version's graph side by side, threads by status and version, and a form that starts a thread (`POST /api/workflows/{id}/threads`) |
 //! | `/ui/schedules` | schedules: spec, status, next ticks, last runs; pause, resume, trigger, delete |
 //!
@@ -38,6 +38,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("messages.js", "text/javascript; charset=utf-8", include_str!("ui/messages.js")),
     ("queues.js", "text/javascript; charset=utf-8", include_str!("ui/queues.js")),
     ("workflows.js", "text/javascript; charset=utf-8", include_str!("ui/workflows.js")),
+    ("start.js", "text/javascript; charset=utf-8", include_str!("ui/start.js")),
     ("schedules.js", "text/javascript; charset=utf-8", include_str!("ui/schedules.js")),
 ];
 

@@ -1,8 +1,8 @@
 // Cairn web view: the workflows page. Reads /api/view/workflows (each workflow compiled in or
 // with threads: versions, nodes, threads by status and version) every 5 s while the tab is
 // visible; draws each compiled-in version's graph side by side (/api/workflows/{id}/graph.svg
-// ?version=), once; and starts a thread (POST /api/workflows/{id}/threads) from each
-// workflow's form, with the tab's token, which the page asks for (never served in it).
+// ?version=), once; and gives each workflow a start form (start.js), which sends the tab's
+// token, which the page asks for (never served in it).
 "use strict";
 
 (() => {
@@ -55,100 +55,6 @@
     });
   }
 
-  /** "k=v, k2=v2" (commas or new lines) as an object, or an Error naming the bad pair. */
-  function parseLabels(raw) {
-    const out = {};
-    for (const pair of raw.split(/[,\n]/).map((p) => p.trim()).filter(Boolean)) {
-      const at = pair.indexOf("=");
-      if (at <= 0) throw new Error(`label "${pair}" is not key=value`);
-      out[pair.slice(0, at).trim()] = pair.slice(at + 1).trim();
-    }
-    return out;
-  }
-
-  /** The start form of workflow `w`: input (JSON, checked as it is typed), optional id and
-   *  labels, and the version when several are compiled in. */
-  function startForm(w) {
-    const wf = w.workflow;
-    const input = el("textarea", { class: "mono", name: "input", rows: 6, spellcheck: "false", "aria-label": `input of ${wf}` }, "{}");
-    const inputNote = el("div", { class: "note" });
-    const id = el("input", { name: "id", "aria-label": "thread id", placeholder: "thread id (optional: a new one is made)", autocomplete: "off" });
-    const labels = el("input", { name: "labels", "aria-label": "labels", placeholder: "labels: team=a, env=test (optional)", autocomplete: "off" });
-    const newest = w.versions[w.versions.length - 1];
-    const version = w.versions.length > 1
-      ? el("select", { name: "version", "aria-label": "version" }, w.versions.slice().reverse().map((v) => el("option", { value: String(v) }, `v${v}${v === newest ? " (newest)" : ""}`)))
-      : null;
-    const go = el("button", { class: "b primary", type: "submit" }, "Start");
-    const format = el("button", { class: "b", type: "button", title: "pretty-print the input" }, "Format");
-    const result = el("div", { class: "start-result", role: "status" });
-    const form = el("form", { class: "start", "data-start": wf, novalidate: true },
-      el("h3", {}, "Start a thread"),
-      el("label", {}, "input (JSON: the workflow's initial state)"), input, inputNote,
-      el("div", { class: "row" }, id, version),
-      labels,
-      el("div", { class: "row" }, go, format, result));
-
-    /** The body, or null with the reason shown by its field. */
-    function body() {
-      const b = {};
-      try {
-        b.input = JSON.parse(input.value);
-        input.classList.remove("invalid");
-        inputNote.className = "note ok";
-        inputNote.textContent = "valid JSON";
-      } catch (e) {
-        input.classList.add("invalid");
-        inputNote.className = "note error";
-        inputNote.textContent = input.value.trim() ? `not JSON: ${e.message}` : "the input is required (JSON, e.g. {})";
-        return null;
-      }
-      try {
-        b.labels = parseLabels(labels.value);
-        labels.classList.remove("invalid");
-      } catch (e) {
-        labels.classList.add("invalid");
-        inputNote.className = "note error";
-        inputNote.textContent = e.message;
-        return null;
-      }
-      if (id.value.trim()) b.id = id.value.trim();
-      if (version) b.version = Number(version.value);
-      return b;
-    }
-    const check = () => { go.disabled = format.disabled = body() === null; };
-    format.addEventListener("click", () => { input.value = JSON.stringify(JSON.parse(input.value), null, 2); check(); });
-    input.addEventListener("input", check);
-    labels.addEventListener("input", check);
-    check();
-
-    form.addEventListener("submit", async (ev) => {
-      ev.preventDefault();
-      const b = body();
-      if (!b || !hasToken(result)) return;
-      go.disabled = true;
-      result.className = "start-result muted";
-      result.textContent = "starting…";
-      try {
-        const r = await cairn.send("POST", `/api/workflows/${encodeURIComponent(wf)}/threads`, b);
-        result.className = "start-result";
-        result.replaceChildren(r.created ? "started " : "already there: ",
-          el("a", { class: "mono", href: `/ui/threads/${encodeURIComponent(r.thread)}`, "data-thread": r.thread }, r.thread));
-        refresh();
-        check();
-      } catch (e) {
-        check();
-        result.className = "start-result error";
-        result.textContent = cairn.failure(e);
-        if (/\(input\)$/.test(e.message)) {
-          input.classList.add("invalid");
-          inputNote.className = "note error";
-          inputNote.textContent = `valid JSON, but not a state of ${wf}: see below`;
-        }
-      }
-    });
-    return form;
-  }
-
   function card(w) {
     const versions = el("dd", {});
     const total = el("dd", { class: "counts-inline" });
@@ -170,7 +76,7 @@
           row),
         !w.compiled ? "" : w.workflow === "cairn.schedule"
           ? el("p", { class: "muted" }, "Schedules start this one (cairn schedule create, the schedules page), not a form.")
-          : startForm(w)));
+          : cairnStart.form(w, hasToken, () => refresh())));
     function update(w2) {
       versions.dataset.versions = w2.versions.join(",");
       versions.textContent = w2.versions.length ? w2.versions.map((v) => `v${v}`).join(", ") : "none compiled in";
