@@ -2,13 +2,15 @@
 //! workflows page draws each compiled-in version's graph side by side and names the nodes a
 //! version adds; its start form checks the input as JSON as it is typed, asks for the token,
 //! shows the endpoint's refusal of an input that is no state of the workflow, and starts a
-//! thread whose link opens its page, where it completes. Screenshots go to
+//! thread whose link opens its page, where it completes; the same id answers that thread, and
+//! a start on a queue names a bad queue or lands on the queue. Screenshots go to
 //! `<target>/screenshots/`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use cairn::dsl::{Ctx, NodeOutput, Workflow};
+use cairn::storage::QueueLimits;
 use cairn::{Durability, END, Engine, START, StartOptions};
 use serde_json::{Value, json};
 
@@ -60,6 +62,7 @@ async fn the_workflows_page_shows_versions_side_by_side_and_starts_a_thread_that
         .durability(Durability::None)
         .workflow(&greeter(1))
         .workflow(&greeter(2))
+        .queue("mail", QueueLimits { concurrency_max: Some(1), ..QueueLimits::default() })
         .serve(([127, 0, 0, 1], 0).into())
         .open()
         .await
@@ -187,7 +190,37 @@ async fn the_workflows_page_shows_versions_side_by_side_and_starts_a_thread_that
             Duration::from_secs(10),
         );
         assert_eq!(again, json!("already there: web-1"));
+
+        // On a queue: a key or a priority alone, or a priority out of range, is no start; an
+        // unknown queue is refused by name; a known one takes the thread.
+        let button = format!("document.querySelector('{form} button[type=submit]')");
+        let note = format!("document.querySelector('{form} .note').textContent");
+        type_into(&mut browser, &format!("{form} input[name=id]"), "web-q");
+        type_into(&mut browser, &format!("{form} input[name=key]"), "acme");
+        assert_eq!(browser.eval(&format!("{button}.disabled")), json!(true));
+        assert_eq!(browser.eval(&note), json!("a key or a priority needs a queue"));
+        type_into(&mut browser, &format!("{form} input[name=queue]"), "nope");
+        type_into(&mut browser, &format!("{form} input[name=priority]"), "300");
+        assert_eq!(browser.eval(&format!("{button}.disabled")), json!(true));
+        type_into(&mut browser, &format!("{form} input[name=priority]"), "7");
+        browser.eval(&format!("{button}.click()"));
+        let result = format!("document.querySelector('{form} .start-result').textContent");
+        browser.wait_for(&format!("{result}.startsWith('404')"), Duration::from_secs(10));
+        let refused = browser.eval(&result);
+        assert!(refused.as_str().unwrap().ends_with("(queue)"), "{refused}");
+        type_into(&mut browser, &format!("{form} input[name=queue]"), "mail");
+        browser.eval(&format!("{button}.click()"));
+        browser.wait_for(
+            &format!("document.querySelector('{form} .start-result a[data-thread=web-q]')"),
+            Duration::from_secs(10),
+        );
+        browser.eval(&format!("document.querySelector('{form} details.more').open = true"));
+        browser.screenshot(&shots.join("workflows-start-queue.png"), 2000.);
     });
+    let queues = get(format!("{base}/api/queues")).await;
+    let mail = queues["queues"].as_array().unwrap().iter().find(|q| q["name"] == "mail").cloned();
+    assert_eq!(mail.as_ref().map(|q| q["admitted"].clone()), Some(json!(1)), "{queues}");
+    engine.thread("web-q").await.unwrap().wait().await.unwrap();
     drop(browser);
     server.shutdown().await;
     engine.shutdown().await;

@@ -1,7 +1,8 @@
 // Cairn web view: the form that starts a thread of a workflow (POST
 // /api/workflows/{id}/threads, with the tab's token): its input as JSON, checked as it is typed
-// and pretty-printed on demand, an optional thread id and labels, the version when several are
-// compiled in; it shows the new thread's link, or the endpoint's refusal by its field.
+// and pretty-printed on demand, an optional thread id and labels, a queue (key, priority), the
+// version when several are compiled in; it shows the new thread's link, or the endpoint's
+// refusal by its field.
 "use strict";
 
 const cairnStart = (() => {
@@ -19,7 +20,8 @@ const cairnStart = (() => {
   }
 
   /** The start form of workflow `w`: input (JSON, checked as it is typed), optional id and
-   *  labels, and the version when several are compiled in. */
+   *  labels, a queue with its key and priority, and the version when several are compiled in.
+   *  `hasToken(out)` checks the tab's token; `started(answer)` follows a start. */
   function form(w, hasToken, started) {
     const wf = w.workflow;
     const input = el("textarea", { class: "mono", name: "input", rows: 6, spellcheck: "false", "aria-label": `input of ${wf}` }, "{}");
@@ -30,6 +32,9 @@ const cairnStart = (() => {
     const version = w.versions.length > 1
       ? el("select", { name: "version", "aria-label": "version" }, w.versions.slice().reverse().map((v) => el("option", { value: String(v) }, `v${v}${v === newest ? " (newest)" : ""}`)))
       : null;
+    const queue = el("input", { name: "queue", "aria-label": "queue", placeholder: "queue (optional)", autocomplete: "off" });
+    const key = el("input", { name: "key", "aria-label": "queue key", placeholder: "key (a tenant)", autocomplete: "off" });
+    const priority = el("input", { name: "priority", "aria-label": "priority", type: "number", min: 0, max: 255, placeholder: "priority" });
     const go = el("button", { class: "b primary", type: "submit" }, "Start");
     const format = el("button", { class: "b", type: "button", title: "pretty-print the input" }, "Format");
     const result = el("div", { class: "start-result", role: "status" });
@@ -38,6 +43,8 @@ const cairnStart = (() => {
       el("label", {}, "input (JSON: the workflow's initial state)"), input, inputNote,
       el("div", { class: "row" }, id, version),
       labels,
+      el("details", { class: "more" }, el("summary", {}, "on a queue"),
+        el("div", { class: "row" }, queue, key, priority)),
       el("div", { class: "row" }, go, format, result));
 
     /** The body, or null with the reason shown by its field. */
@@ -63,14 +70,27 @@ const cairnStart = (() => {
         inputNote.textContent = e.message;
         return null;
       }
+      if (queue.value.trim()) {
+        b.queue = queue.value.trim();
+        if (key.value.trim()) b.key = key.value.trim();
+        if (priority.value !== "") b.priority = Number(priority.value);
+      }
+      const lonely = !b.queue && (key.value.trim() || priority.value !== "");
+      const badPriority = priority.value !== "" && !(Number.isInteger(Number(priority.value)) && Number(priority.value) >= 0 && Number(priority.value) <= 255);
+      queue.classList.toggle("invalid", Boolean(lonely));
+      priority.classList.toggle("invalid", badPriority);
+      if (lonely || badPriority) {
+        inputNote.className = "note error";
+        inputNote.textContent = lonely ? "a key or a priority needs a queue" : "the priority is a whole number from 0 to 255";
+        return null;
+      }
       if (id.value.trim()) b.id = id.value.trim();
       if (version) b.version = Number(version.value);
       return b;
     }
     const check = () => { go.disabled = format.disabled = body() === null; };
     format.addEventListener("click", () => { input.value = JSON.stringify(JSON.parse(input.value), null, 2); check(); });
-    input.addEventListener("input", check);
-    labels.addEventListener("input", check);
+    for (const f of [input, labels, queue, key, priority]) f.addEventListener("input", check);
     check();
 
     form.addEventListener("submit", async (ev) => {
