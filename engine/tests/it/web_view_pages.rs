@@ -498,6 +498,8 @@ async fn the_workflows_and_schedules_pages_count_list_and_pause_with_the_token()
              {row}.querySelector('button[data-control=pause]').click()"
         ));
         browser.wait_for(&format!("{row}.dataset.status === 'paused'"), Duration::from_secs(10));
+        let ticks = browser.eval(&format!("{row}.children[4].textContent"));
+        assert!(ticks.as_str().unwrap().ends_with("none starts while paused"), "{ticks}");
         assert_eq!(
             browser.eval(&format!("{row}.querySelector('button[data-control=pause]')")),
             Value::Null

@@ -44,8 +44,10 @@
     const ended = ENDED.has(s.status);
     const button = (control, label, shown, cls) => shown
       ? el("button", { class: `b${cls ? ` ${cls}` : ""}`, type: "button", "data-control": control, onclick: () => act(s.name, control) }, label) : "";
+    const paused = s.status === "paused";
     const ticks = s.next_ticks.length
-      ? el("ol", { class: "ticks" }, s.next_ticks.map((t) => el("li", { "data-tick": String(t) }, `${time(t).slice(0, 19)} (in ${age(t - nowMs)})`)))
+      ? [el("ol", { class: `ticks${paused ? " paused" : ""}` }, s.next_ticks.map((t) => el("li", { "data-tick": String(t) }, `${time(t).slice(0, 19)} (in ${age(t - nowMs)})`))),
+        paused ? el("div", { class: "muted" }, "none starts while paused") : ""]
       : el("span", { class: "muted" }, ended ? "ended" : "none");
     const runs = s.last_runs.length
       ? el("ol", { class: "ticks" }, s.last_runs.map((r) => el("li", {},
@@ -53,12 +55,12 @@
       : el("span", { class: "muted" }, "none yet");
     return el("tr", { "data-schedule": s.name, "data-status": s.status },
       el("td", { class: "mono" }, el("a", { href: `/ui/threads/${encodeURIComponent(`schedule:${s.name}`)}` }, s.name)),
-      el("td", {}, badge(s.status), s.status === "paused" ? el("div", { class: "muted" }, "no tick starts") : ""),
+      el("td", {}, badge(s.status)),
       el("td", {}, el("a", { href: `/ui/threads?workflow=${encodeURIComponent(s.workflow)}` }, s.workflow)),
-      el("td", {}, every(s.spec), s.spec.end_ms ? el("div", { class: "muted" }, `until ${time(s.spec.end_ms)}`) : ""),
+      el("td", { class: "nowrap" }, every(s.spec), s.spec.end_ms ? el("div", { class: "muted" }, `until ${time(s.spec.end_ms)}`) : ""),
       el("td", {}, ticks),
       el("td", {}, runs),
-      el("td", { class: "muted" }, `${s.started} started`, el("br"), `${s.skipped} skipped`),
+      el("td", { class: "muted nowrap" }, `${s.started} started`, el("br"), `${s.skipped} skipped`),
       el("td", {}, el("div", { class: "schedule-actions" },
         button("pause", "Pause", !ended && s.status !== "paused"),
         button("resume", "Resume", s.status === "paused"),
