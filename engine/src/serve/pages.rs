@@ -8,12 +8,12 @@
 //! | `/ui/threads` | threads: status, workflow, progress, labels, age; filters, search, live counts, paging |
 //! | `/ui/threads/{id}` | a thread: graph, timeline, live event log (windowed), state and diff at a step, checkpoints, budgets, last error, controls |
 //! | `/ui/messages/{correlation_id}` | the messages of a correlation id as a sequence picture |
-//! | `/ui/queues` | queues: limits, running and waiting threads in all and per key, rate window use; live |
-//! | `/ui/workflows` | workflows: each one's graph, versions, and threads by status |
+//! | `/ui/queues` | queues: limits, running and waiting threads in all and per key, rate window use; live, with each queue's depth drawn over its last samples |
+//! | `/ui/workflows` | workflows: each compiled-in version's graph side by side, threads by status and version, and a form that starts a thread (`POST /api/workflows/{id}/threads`) |
 //! | `/ui/schedules` | schedules: spec, status, next ticks, last runs; pause, resume, trigger, delete |
 //!
 //! The pages read the JSON API (and [`super::view`]'s routes) from the browser. No page carries
-//! the control token: the thread page asks for it (kept in the tab's `sessionStorage`), or takes
+//! the control token: the pages with controls (thread, workflows, schedules) ask for it (kept in the tab's `sessionStorage`), or takes
 //! it once from the address's fragment (`#token=...`, which a browser never sends to the server)
 //! and removes it from the address. The pages' reads send the tab's token when it has one (a
 //! public endpoint's reads need it; the pages and assets themselves do not, they hold no data);
@@ -38,6 +38,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("messages.js", "text/javascript; charset=utf-8", include_str!("ui/messages.js")),
     ("queues.js", "text/javascript; charset=utf-8", include_str!("ui/queues.js")),
     ("workflows.js", "text/javascript; charset=utf-8", include_str!("ui/workflows.js")),
+    ("start.js", "text/javascript; charset=utf-8", include_str!("ui/start.js")),
     ("schedules.js", "text/javascript; charset=utf-8", include_str!("ui/schedules.js")),
 ];
 

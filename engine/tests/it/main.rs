@@ -78,3 +78,5 @@ mod web_view;
 mod web_view_pages;
 #[cfg(all(feature = "http", feature = "cli"))]
 mod web_view_queues;
+#[cfg(all(feature = "http", feature = "cli"))]
+mod web_view_start;

@@ -3,8 +3,8 @@
 //! control it refuses and shows its whole output pretty-printed and foldable, the graph explains
 //! its edges, timeline names are never cut, the sequence picture's texts never overlap, a child
 //! thread's listing names its parent, the workflows page counts each workflow's threads, and
-//! the schedules page lists a schedule and pauses it with the token. Screenshots go to
-//! `<target>/screenshots/`.
+//! the schedules page lists a schedule and pauses, resumes, runs and deletes it with the token.
+//! Screenshots go to `<target>/screenshots/`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,7 +117,14 @@ async fn a_finished_threads_page_offers_no_refused_control_and_shows_its_whole_o
         assert_eq!(parsed["log"][0], json!(long_note()), "{shown}");
         assert_eq!(parsed["total"], json!(2));
         assert!(shown.contains("\n  \"log\": ["), "pretty-printed: {shown}");
+        // Its summary says what it holds, quoting no piece of it that a cut could split.
+        let summary = browser.eval("document.querySelector('details#output summary').textContent");
+        let summary = summary.as_str().unwrap();
+        assert!(summary.starts_with("{ log, total } · "), "{summary}");
+        assert!(!summary.contains("line 0"), "{summary}");
         let open = "document.querySelector('details#output').open";
+        // 7 lines, but over a thousand characters: it starts folded.
+        assert_eq!(browser.eval(open), json!(false), "a long output starts folded");
         browser.eval("document.querySelector('details#output summary').click()");
         let after_one = browser.eval(open);
         browser.eval("document.querySelector('details#output summary').click()");
@@ -491,6 +498,8 @@ async fn the_workflows_and_schedules_pages_count_list_and_pause_with_the_token()
              {row}.querySelector('button[data-control=pause]').click()"
         ));
         browser.wait_for(&format!("{row}.dataset.status === 'paused'"), Duration::from_secs(10));
+        let ticks = browser.eval(&format!("{row}.children[4].textContent"));
+        assert!(ticks.as_str().unwrap().ends_with("none starts while paused"), "{ticks}");
         assert_eq!(
             browser.eval(&format!("{row}.querySelector('button[data-control=pause]')")),
             Value::Null
@@ -512,13 +521,38 @@ async fn the_workflows_and_schedules_pages_count_list_and_pause_with_the_token()
         engine.schedule("hourly-report").await.unwrap().unwrap().status,
         ThreadStatus::Paused
     );
-    let (status, deleted) = send(
-        "DELETE",
-        format!("{base}/api/schedules/hourly-report"),
-        Some(format!("Bearer {token}")),
-    )
-    .await;
-    assert_eq!((status, deleted["status"].as_str()), (200, Some("cancelled")), "{deleted}");
+    // Run now starts a thread and links it; it shows among the last runs.
+    let ran = tokio::task::block_in_place(|| {
+        let row = "document.querySelector('#schedules tr[data-schedule=hourly-report]')";
+        browser.eval(&format!("{row}.querySelector('button[data-control=trigger]').click()"));
+        let ran = browser.wait_for(
+            "document.querySelector('#control-result a')?.textContent",
+            Duration::from_secs(10),
+        );
+        let ran = ran.as_str().unwrap().to_owned();
+        assert!(ran.starts_with("hourly-report@now-") && ran != started, "{ran}");
+        browser.wait_for(
+            &format!("{row}.children[5].textContent.includes('{ran}')"),
+            Duration::from_secs(10),
+        );
+        ran
+    });
+    engine.thread(&ran).await.unwrap().wait().await.unwrap();
+    // Delete asks first; confirmed, the schedule ends (cancelled) and offers no control.
+    tokio::task::block_in_place(|| {
+        let row = "document.querySelector('#schedules tr[data-schedule=hourly-report]')";
+        browser.eval("window.confirm = () => false");
+        browser.eval(&format!("{row}.querySelector('button[data-control=delete]').click()"));
+        let status = browser.eval(&format!("{row}.dataset.status"));
+        assert_ne!(status, json!("cancelled"), "a refused confirm deletes nothing");
+        browser.eval("window.confirm = () => true");
+        browser.eval(&format!("{row}.querySelector('button[data-control=delete]').click()"));
+        browser.wait_for(&format!("{row}.dataset.status === 'cancelled'"), Duration::from_secs(10));
+        assert_eq!(browser.eval(&format!("{row}.querySelectorAll('button').length")), json!(0));
+        browser.screenshot(&shots.join("schedules-deleted.png"), 1400.);
+    });
+    let info = engine.schedule("hourly-report").await.unwrap().unwrap();
+    assert_eq!(info.status, ThreadStatus::Cancelled);
     drop(browser);
     server.shutdown().await;
     engine.shutdown().await;

@@ -169,6 +169,17 @@ async fn the_queues_route_and_page_show_limits_and_counts_per_queue_and_key() {
              .textContent.trim() === '1 / 1'",
             Duration::from_secs(10),
         );
+        // The depth over time: one sample a refresh, drawn as two lines of as many points.
+        let depth = "document.querySelector('[data-queue=reports] dd[data-n=depth]')";
+        browser.wait_for(&format!("Number({depth}.dataset.samples) >= 3"), Duration::from_secs(10));
+        let points = browser.eval(&format!(
+            "[...{depth}.querySelectorAll('polyline')].map((l) => l.getAttribute('points').split(' ').length                === Number({depth}.dataset.samples))"
+        ));
+        assert_eq!(points, json!([true, true]));
+        let said =
+            browser.eval(&format!("{depth}.querySelector('svg').getAttribute('aria-label')"));
+        assert!(said.as_str().unwrap().starts_with("running 2, waiting 1"), "{said}");
+        browser.screenshot(&shots.join("queues-depth.png"), 1400.);
     });
     drop(browser);
     server.shutdown().await;

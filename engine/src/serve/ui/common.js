@@ -138,6 +138,94 @@ const cairn = (() => {
     l.textContent = text;
   }
 
+  /** Runs `render` (async: reads and draws) now, every `ms` while the tab is visible, and when
+   *  the tab comes back into view; one run at a time. A run that throws shows its message in
+   *  `#error` and marks the page disconnected; one that succeeds clears it, marks the page live
+   *  and sets `body[data-loaded]`. Returns a function that runs it now (after a control; if a
+   *  run is under way, once more after it). */
+  function poll(render, ms) {
+    let inflight = null;
+    let again = false;
+    async function run() {
+      if (inflight) {
+        again = true;
+        return inflight;
+      }
+      inflight = once();
+      await inflight;
+      inflight = null;
+      if (again) {
+        again = false;
+        await run();
+      }
+    }
+    async function once() {
+      const error = document.getElementById("error");
+      try {
+        await render();
+        if (error) error.textContent = "";
+        setLive(true, "live");
+        document.body.dataset.loaded = "1";
+      } catch (e) {
+        if (error) error.textContent = String(e.message || e);
+        setLive(false, "disconnected");
+      }
+    }
+    const visible = () => document.visibilityState === "visible";
+    setInterval(() => { if (visible()) run(); }, ms);
+    document.addEventListener("visibilitychange", () => { if (visible()) run(); });
+    run();
+    return run;
+  }
+
+  /** Wires a page's token field (`#token`, `#token-save`, `#token-state`). Returns a check
+   *  for a control: true when the tab has a token, else it says so in `out` and focuses the
+   *  field. */
+  function tokenField(needs) {
+    const $ = (id) => document.getElementById(id);
+    const show = () => { $("token-state").textContent = token() ? "token set for this tab" : `no token: ${needs} need it`; };
+    $("token-save").addEventListener("click", () => { setToken($("token").value); $("token").value = ""; show(); });
+    $("token").addEventListener("keydown", (e) => { if (e.key === "Enter") $("token-save").click(); });
+    show();
+    return (out) => {
+      if (token()) return true;
+      out.classList.remove("muted");
+      out.classList.add("error");
+      out.textContent = "Paste the control token first (the file <database>.token beside the database, printed by cairn serve).";
+      $("token").focus();
+      return false;
+    };
+  }
+
+  /** A failed control's message: a 401 says where the token is. */
+  function failure(e) {
+    return e.status === 401 ? "401: the token is wrong or missing (see <database>.token)." : String(e.message || e);
+  }
+
+  /** A JSON value for a person: pretty-printed whole (never cut), folded in a `<details>` when
+   *  longer than `lines` lines or `chars` characters (a long string is one line), its summary
+   *  saying what it holds (keys, items, size) without quoting a cut piece of it. */
+  function foldedJson(value, attrs, lines = 12, chars = 800) {
+    const pretty = JSON.stringify(value, null, 2) ?? String(value);
+    const n = pretty.split("\n").length;
+    const plural = (k, word) => `${k} ${word}${k === 1 ? "" : "s"}`;
+    let shape;
+    if (Array.isArray(value)) shape = `[ ${plural(value.length, "item")} ]`;
+    else if (value && typeof value === "object") {
+      const keys = Object.keys(value);
+      const named = keys.slice(0, 6).join(", ") + (keys.length > 6 ? `, and ${keys.length - 6} more` : "");
+      shape = `{ ${named} }`;
+    } else if (typeof value === "string") shape = `a string of ${plural(value.length, "character")}`;
+    else shape = pretty;
+    const size = n > 1 ? ` · ${plural(n, "line")}, ${plural(pretty.length, "character")}` : "";
+    return el("details", Object.assign({ class: "json-fold", open: n <= lines && pretty.length <= chars }, attrs || {}),
+      el("summary", { class: "mono" }, shape + size),
+      el("pre", { class: "json" }, pretty));
+  }
+
   adoptTokenFromFragment();
-  return { api, text, el, badge, age, duration, time, progressBar, labels, token, setToken, control, send, setLive };
+  return {
+    api, text, el, badge, age, duration, time, progressBar, labels, token, setToken, control, send,
+    setLive, poll, tokenField, failure, foldedJson,
+  };
 })();

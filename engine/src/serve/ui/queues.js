@@ -1,10 +1,10 @@
 // Cairn web view: the queues page. Reads /api/queues (each queue's limits and its running and
 // waiting threads, in all and per key, and the admissions in its rate window); refreshes every
-// 2 s while the tab is visible.
+// 2 s while the tab is visible, drawing each queue's depth over the samples this tab took.
 "use strict";
 
 (() => {
-  const { api, el, setLive } = cairn;
+  const { api, el } = cairn;
   const $ = (id) => document.getElementById(id);
 
   /** "n / max" with a bar, or "n" when there is no limit. */
@@ -21,6 +21,43 @@
     if (ms % 60000 === 0) return `${ms / 60000} min`;
     if (ms % 1000 === 0) return `${ms / 1000} s`;
     return `${ms} ms`;
+  }
+
+  // Each queue's depth over the last samples this tab took (one a refresh), newest last.
+  const SAMPLES = 60;
+  const history = new Map();
+
+  /** A small picture of a queue's running (blue) and waiting (amber) counts over its samples. */
+  function sparkline(samples) {
+    const W = 180, H = 34;
+    const NS = "http://www.w3.org/2000/svg";
+    const svg = document.createElementNS(NS, "svg");
+    svg.setAttribute("width", W);
+    svg.setAttribute("height", H);
+    svg.setAttribute("class", "spark");
+    svg.setAttribute("role", "img");
+    const top = Math.max(1, ...samples.map((p) => Math.max(p.running, p.waiting)));
+    // Left to right as samples come (at least 10 wide, so the first ones show), then scrolls.
+    const span = Math.max(samples.length, 10) - 1;
+    const x = (i) => 1 + (W - 2) * i / span;
+    const y = (n) => H - 3 - (H - 6) * n / top;
+    for (const [key, cls] of [["waiting", "waiting"], ["running", "running"]]) {
+      const line = document.createElementNS(NS, "polyline");
+      line.setAttribute("points", samples.map((p, i) => `${x(i).toFixed(1)},${y(p[key]).toFixed(1)}`).join(" "));
+      line.setAttribute("class", cls);
+      svg.append(line);
+    }
+    const last = samples[samples.length - 1];
+    svg.setAttribute("aria-label", `running ${last.running}, waiting ${last.waiting}; highest ${top} over the last ${samples.length} samples`);
+    return svg;
+  }
+
+  function record(q) {
+    const samples = history.get(q.name) || [];
+    samples.push({ running: q.running, waiting: q.waiting });
+    if (samples.length > SAMPLES) samples.shift();
+    history.set(q.name, samples);
+    return samples;
   }
 
   function card(q, nowMs) {
@@ -43,34 +80,22 @@
         el("dt", {}, "per key"), el("dd", {}, lim.per_key_max ? `at most ${lim.per_key_max} running` : "no limit"),
         el("dt", {}, "rate"), el("dd", { "data-n": "rate" },
           rate ? el("span", {}, used(inWindow, rate.starts), el("span", { class: "muted" }, ` starts in the last ${period(rate.period_ms)}`)) : "no limit"),
-        el("dt", {}, "admitted"), el("dd", {}, `${q.admitted} in all`)),
+        el("dt", {}, "admitted"), el("dd", {}, `${q.admitted} in all`),
+        el("dt", {}, "depth"), el("dd", { "data-n": "depth", "data-samples": String(record(q).length) },
+          sparkline(history.get(q.name)), el("span", { class: "legend-inline" },
+            el("span", { class: "running" }, "running"), " ", el("span", { class: "waiting" }, "waiting"),
+            el("span", { class: "muted" }, ` · the last ${history.get(q.name).length} of ${SAMPLES} samples, one every 2 s`)))),
       el("table", { class: "grid keys" },
         el("thead", {}, el("tr", {}, ["key", "running", "waiting", "last served"].map((h) => el("th", {}, h)))),
         el("tbody", {}, keyRows.length ? keyRows
           : el("tr", {}, el("td", { colspan: 4, class: "empty" }, "No key has a thread waiting or running.")))));
   }
 
-  let inflight = false;
-  async function refresh() {
-    if (inflight) return;
-    inflight = true;
-    try {
-      const out = await api("/api/queues");
-      const cards = out.queues.map((q) => card(q, out.now_ms));
-      $("queues").replaceChildren(...(cards.length ? cards
-        : [el("p", { class: "empty" }, "No queue is defined (EngineBuilder::queue, cairn queue define).")]));
-      $("total").textContent = `${out.queues.length}`;
-      $("error").textContent = "";
-      setLive(true, "live");
-      document.body.dataset.loaded = "1";
-    } catch (e) {
-      $("error").textContent = String(e.message || e);
-      setLive(false, "disconnected");
-    } finally {
-      inflight = false;
-    }
-  }
-
-  refresh();
-  setInterval(() => { if (document.visibilityState === "visible") refresh(); }, 2000);
+  cairn.poll(async () => {
+    const out = await api("/api/queues");
+    const cards = out.queues.map((q) => card(q, out.now_ms));
+    $("queues").replaceChildren(...(cards.length ? cards
+      : [el("p", { class: "empty" }, "No queue is defined (EngineBuilder::queue, cairn queue define).")]));
+    $("total").textContent = `${out.queues.length}`;
+  }, 2000);
 })();

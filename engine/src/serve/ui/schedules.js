@@ -5,7 +5,7 @@
 "use strict";
 
 (() => {
-  const { api, el, badge, time, age, setLive } = cairn;
+  const { api, el, badge, time, age } = cairn;
   const $ = (id) => document.getElementById(id);
   const ENDED = new Set(["cancelled", "completed", "failed", "timed_out"]);
 
@@ -16,18 +16,11 @@
     return JSON.stringify(e);
   }
 
-  function showToken() {
-    $("token-state").textContent = cairn.token() ? "token set for this tab" : "no token: the buttons need it";
-  }
+  const hasToken = cairn.tokenField("the buttons");
 
   async function act(name, control) {
     const out = $("control-result");
-    if (!cairn.token()) {
-      out.className = "error";
-      out.textContent = "Paste the control token first (the file <database>.token beside the database).";
-      $("token").focus();
-      return;
-    }
+    if (!hasToken(out)) return;
     if (control === "delete" && !confirm(`Delete schedule ${name}? It starts nothing more.`)) return;
     out.className = "muted";
     out.textContent = `${control} ${name}…`;
@@ -43,7 +36,7 @@
       await refresh();
     } catch (e) {
       out.className = "error";
-      out.textContent = e.status === 401 ? "401: the token is wrong or missing (see <database>.token)." : String(e.message || e);
+      out.textContent = cairn.failure(e);
     }
   }
 
@@ -51,8 +44,10 @@
     const ended = ENDED.has(s.status);
     const button = (control, label, shown, cls) => shown
       ? el("button", { class: `b${cls ? ` ${cls}` : ""}`, type: "button", "data-control": control, onclick: () => act(s.name, control) }, label) : "";
+    const paused = s.status === "paused";
     const ticks = s.next_ticks.length
-      ? el("ol", { class: "ticks" }, s.next_ticks.map((t) => el("li", { "data-tick": String(t) }, `${time(t).slice(0, 19)} (in ${age(t - nowMs)})`)))
+      ? [el("ol", { class: `ticks${paused ? " paused" : ""}` }, s.next_ticks.map((t) => el("li", { "data-tick": String(t) }, `${time(t).slice(0, 19)} (in ${age(t - nowMs)})`))),
+        paused ? el("div", { class: "muted" }, "none starts while paused") : ""]
       : el("span", { class: "muted" }, ended ? "ended" : "none");
     const runs = s.last_runs.length
       ? el("ol", { class: "ticks" }, s.last_runs.map((r) => el("li", {},
@@ -60,12 +55,12 @@
       : el("span", { class: "muted" }, "none yet");
     return el("tr", { "data-schedule": s.name, "data-status": s.status },
       el("td", { class: "mono" }, el("a", { href: `/ui/threads/${encodeURIComponent(`schedule:${s.name}`)}` }, s.name)),
-      el("td", {}, badge(s.status), s.status === "paused" ? el("div", { class: "muted" }, "no tick starts") : ""),
+      el("td", {}, badge(s.status)),
       el("td", {}, el("a", { href: `/ui/threads?workflow=${encodeURIComponent(s.workflow)}` }, s.workflow)),
-      el("td", {}, every(s.spec), s.spec.end_ms ? el("div", { class: "muted" }, `until ${time(s.spec.end_ms)}`) : ""),
+      el("td", { class: "nowrap" }, every(s.spec), s.spec.end_ms ? el("div", { class: "muted" }, `until ${time(s.spec.end_ms)}`) : ""),
       el("td", {}, ticks),
       el("td", {}, runs),
-      el("td", { class: "muted" }, `${s.started} started`, el("br"), `${s.skipped} skipped`),
+      el("td", { class: "muted nowrap" }, `${s.started} started`, el("br"), `${s.skipped} skipped`),
       el("td", {}, el("div", { class: "schedule-actions" },
         button("pause", "Pause", !ended && s.status !== "paused"),
         button("resume", "Resume", s.status === "paused"),
@@ -73,33 +68,11 @@
         button("delete", "Delete", !ended, "danger"))));
   }
 
-  let inflight = false;
-  async function refresh() {
-    if (inflight) return;
-    inflight = true;
-    try {
-      const out = await api("/api/schedules");
-      const rows = out.schedules.map((s) => row(s, out.now_ms));
-      $("schedules").tBodies[0].replaceChildren(...(rows.length ? rows
-        : [el("tr", {}, el("td", { colspan: 8, class: "empty" }, "No schedule (Engine::create_schedule, cairn schedule create)."))]));
-      $("total").textContent = `${out.schedules.length}`;
-      $("error").textContent = "";
-      setLive(true, "live");
-      document.body.dataset.loaded = "1";
-    } catch (e) {
-      $("error").textContent = String(e.message || e);
-      setLive(false, "disconnected");
-    } finally {
-      inflight = false;
-    }
-  }
-
-  $("token-save").addEventListener("click", () => {
-    cairn.setToken($("token").value);
-    $("token").value = "";
-    showToken();
-  });
-  showToken();
-  refresh();
-  setInterval(() => { if (document.visibilityState === "visible") refresh(); }, 2000);
+  const refresh = cairn.poll(async () => {
+    const out = await api("/api/schedules");
+    const rows = out.schedules.map((s) => row(s, out.now_ms));
+    $("schedules").tBodies[0].replaceChildren(...(rows.length ? rows
+      : [el("tr", {}, el("td", { colspan: 8, class: "empty" }, "No schedule (Engine::create_schedule, cairn schedule create)."))]));
+    $("total").textContent = `${out.schedules.length}`;
+  }, 2000);
 })();

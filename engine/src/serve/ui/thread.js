@@ -109,17 +109,8 @@
     if (!$("fork-at").value) $("fork-at").placeholder = String(s.seq);
   }
 
-  /** A thread's output: its first line in the summary, the whole of it pretty-printed when
-   *  unfolded (never cut: a long output scrolls). */
-  function output(value) {
-    const pretty = JSON.stringify(value, null, 2);
-    const oneLine = JSON.stringify(value);
-    const head = oneLine.length > 80 ? `${oneLine.slice(0, 77)}…` : oneLine;
-    const lines = pretty.split("\n").length;
-    return el("details", { id: "output", open: lines <= 12 },
-      el("summary", { class: "mono" }, lines <= 12 ? `${lines} line${lines > 1 ? "s" : ""}` : `${head} (${lines} lines, ${pretty.length} characters)`),
-      el("pre", { class: "json" }, pretty));
-  }
+  /** A thread's output: pretty-printed whole, folded when long (`cairn.foldedJson`). */
+  const output = (value) => cairn.foldedJson(value, { id: "output" });
 
   async function loadSummary() {
     renderSummary(await api(`/api/threads/${enc}`));
@@ -348,17 +339,10 @@
   }
 
   // ---- controls ----
-  function showToken() {
-    $("token-state").textContent = cairn.token() ? "token set for this tab" : "no token: controls need it";
-  }
+  const hasToken = cairn.tokenField("controls");
   async function act(name, body) {
     const out = $("control-result");
-    if (!cairn.token()) {
-      out.className = "error";
-      out.textContent = "Paste the control token first (the file <database>.token beside the database, printed by cairn serve).";
-      $("token").focus();
-      return;
-    }
+    if (!hasToken(out)) return;
     out.className = "muted";
     out.textContent = `${name}…`;
     try {
@@ -373,7 +357,7 @@
       dirty = true;
     } catch (e) {
       out.className = "error";
-      out.textContent = e.status === 401 ? "401: the token is wrong or missing (see <database>.token)." : String(e.message || e);
+      out.textContent = cairn.failure(e);
     }
   }
   $("pause").addEventListener("click", () => act("pause"));
@@ -391,7 +375,6 @@
     const at = Number($("fork-at").value || (summary && summary.seq));
     act("fork", { at });
   });
-  $("token-save").addEventListener("click", () => { cairn.setToken($("token").value); $("token").value = ""; showToken(); });
   $("older").addEventListener("click", () => loadOlder().catch((e) => { $("error").textContent = String(e.message || e); }));
   $("latest").addEventListener("click", () => loadLatest().catch((e) => { $("error").textContent = String(e.message || e); }));
   $("follow").addEventListener("change", follow);
@@ -436,7 +419,6 @@
   }, 1000);
 
   (async () => {
-    showToken();
     try {
       await loadLatest();
       await refreshPanels();

@@ -3,7 +3,7 @@
 "use strict";
 
 (() => {
-  const { api, el, badge, age, progressBar, labels, setLive } = cairn;
+  const { api, el, badge, age, progressBar, labels } = cairn;
   const STATUSES = ["queued", "created", "running", "paused", "waiting_input", "sleeping", "blocked",
     "completed", "failed", "cancelled", "timed_out"];
   const $ = (id) => document.getElementById(id);
@@ -17,8 +17,6 @@
     offset: Number(params.get("offset")) || 0,
   };
   let total = 0;
-  let inflight = false;
-  let again = false;
 
   for (const s of STATUSES) $("status").append(el("option", { value: s }, s.replace("_", " ")));
   $("q").value = state.q;
@@ -97,33 +95,23 @@
     $("total").textContent = `(${total})`;
   }
 
-  async function refresh() {
-    if (inflight) { again = true; return; }
-    inflight = true;
+  /** Reads the page the filters ask for (the last one when they leave fewer threads than the
+   *  offset) and draws it. */
+  async function render() {
     remember();
-    try {
-      const page = await api(`/api/view/threads?${query()}`);
+    let page = await api(`/api/view/threads?${query()}`);
+    total = page.total;
+    if (state.offset >= total && total > 0) {
+      state.offset = Math.floor((total - 1) / state.limit) * state.limit;
+      page = await api(`/api/view/threads?${query()}`);
       total = page.total;
-      if (state.offset >= total && total > 0) {
-        state.offset = Math.floor((total - 1) / state.limit) * state.limit;
-        inflight = false;
-        return refresh();
-      }
-      renderCounts(page.counts);
-      renderWorkflows(page.workflows);
-      renderRows(page.threads, page.now_ms);
-      renderPager();
-      $("error").textContent = "";
-      setLive(true, `live · ${new Date().toLocaleTimeString()}`);
-      document.body.dataset.loaded = "1";
-    } catch (e) {
-      $("error").textContent = String(e.message || e);
-      setLive(false, "disconnected");
-    } finally {
-      inflight = false;
-      if (again) { again = false; refresh(); }
     }
+    renderCounts(page.counts);
+    renderWorkflows(page.workflows);
+    renderRows(page.threads, page.now_ms);
+    renderPager();
   }
+  const refresh = cairn.poll(render, 2000);
 
   let typing;
   $("q").addEventListener("input", () => {
@@ -145,7 +133,4 @@
   $("last").addEventListener("click", () => {
     state.offset = Math.max(0, Math.floor((total - 1) / state.limit) * state.limit); refresh();
   });
-
-  refresh();
-  setInterval(() => { if (!document.hidden) refresh(); }, 2000);
 })();

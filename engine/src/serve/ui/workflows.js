@@ -1,13 +1,15 @@
 // Cairn web view: the workflows page. Reads /api/view/workflows (each workflow compiled in or
-// with threads: versions, nodes, threads by status and version) and draws each compiled-in
-// workflow's graph (/api/workflows/{id}/graph.svg); refreshes the counts every 5 s while the
-// tab is visible.
+// with threads: versions, nodes, threads by status and version) every 5 s while the tab is
+// visible; draws each compiled-in version's graph side by side (/api/workflows/{id}/graph.svg
+// ?version=), once; and gives each workflow a start form (start.js), which sends the tab's
+// token, which the page asks for (never served in it).
 "use strict";
 
 (() => {
-  const { api, text, el, badge, setLive } = cairn;
+  const { api, text, el, badge } = cairn;
   const $ = (id) => document.getElementById(id);
-  const drawn = new Map(); // workflow id -> its graph's element, drawn once
+  const cards = new Map(); // workflow id -> { card, update(w) }: built once, so a refresh keeps what is typed
+  const hasToken = cairn.tokenField("starts");
 
   function counts(w) {
     const order = Object.entries(w.counts || {}).sort((a, b) => b[1] - a[1]);
@@ -18,53 +20,92 @@
     }, badge(status), ` ${n} `));
   }
 
-  function graph(w) {
-    if (!w.compiled) return el("p", { class: "muted" }, "Not compiled into this engine: no graph.");
-    let box = drawn.get(w.workflow);
-    if (!box) {
-      box = el("div", { class: "graph" }, el("p", { class: "empty" }, "loading…"));
-      drawn.set(w.workflow, box);
-      text(`/api/workflows/${encodeURIComponent(w.workflow)}/graph.svg`)
-        .then((svg) => { box.innerHTML = svg; })
-        .catch((e) => box.replaceChildren(el("p", { class: "error" }, String(e.message || e))));
-    }
-    return box;
+  /** One version's graph, drawn once; `n` is its thread count, kept current. */
+  function versionGraph(w, v, newest) {
+    const box = el("div", { class: "graph" }, el("p", { class: "empty" }, "loading…"));
+    const n = el("span", { class: "muted", "data-version-threads": String(v) });
+    const fig = el("figure", { class: "version", "data-version": String(v) },
+      el("figcaption", {}, el("b", {}, `v${v}`), newest && w.versions.length > 1 ? el("span", { class: "muted" }, " (newest: starts use it)") : "", " · ", n),
+      box);
+    text(`/api/workflows/${encodeURIComponent(w.workflow)}/graph.svg?version=${v}`)
+      .then((svg) => { box.innerHTML = svg; fig.dispatchEvent(new Event("drawn", { bubbles: true })); })
+      .catch((e) => box.replaceChildren(el("p", { class: "error" }, String(e.message || e))));
+    return { fig, update: (w2) => { const k = (w2.thread_versions || {})[v] || 0; n.textContent = `${k} thread${k === 1 ? "" : "s"}`; } };
+  }
+
+  /** Under each version after the first, the nodes it adds and drops against the one before
+   *  (read off the drawn graphs' `g.node[data-node]`). */
+  function compareVersions(row) {
+    const figs = [...row.querySelectorAll("figure.version")];
+    const nodes = (f) => new Set([...f.querySelectorAll("g.node")].map((g) => g.dataset.node));
+    if (figs.some((f) => !f.querySelector("svg"))) return;
+    figs.forEach((f, i) => {
+      if (i === 0) return;
+      const before = nodes(figs[i - 1]);
+      const now = nodes(f);
+      const added = [...now].filter((x) => !before.has(x));
+      const dropped = [...before].filter((x) => !now.has(x));
+      for (const g of f.querySelectorAll("g.node")) g.classList.toggle("added", added.includes(g.dataset.node));
+      f.querySelector(".changes")?.remove();
+      f.append(el("p", { class: "changes" },
+        !added.length && !dropped.length ? el("span", { class: "muted" }, `same nodes as v${figs[i - 1].dataset.version}`) : "",
+        added.length ? el("span", { class: "add" }, `+ ${added.join(", ")} `) : "",
+        dropped.length ? el("span", { class: "del" }, `− ${dropped.join(", ")}`) : "",
+        added.length || dropped.length ? el("span", { class: "muted" }, ` against v${figs[i - 1].dataset.version}`) : ""));
+    });
   }
 
   function card(w) {
-    const versions = w.versions.length ? w.versions.map((v) => `v${v}`).join(", ") : "none compiled in";
-    const byVersion = Object.entries(w.thread_versions || {}).map(([v, n]) => `v${v}: ${n}`).join(", ");
-    return el("section", { class: "card workflow", "data-workflow": w.workflow },
+    const versions = el("dd", {});
+    const total = el("dd", { class: "counts-inline" });
+    const byVersion = el("dd", {});
+    const nodes = el("dd", {});
+    const graphs = w.versions.map((v) => versionGraph(w, v, v === w.versions[w.versions.length - 1]));
+    const row = el("div", { class: "versions" }, graphs.length ? graphs.map((g) => g.fig)
+      : el("p", { class: "muted" }, "Not compiled into this engine: no graph, no start."));
+    row.addEventListener("drawn", () => compareVersions(row));
+    const section = el("section", { class: "card workflow", "data-workflow": w.workflow },
       el("h2", {}, el("a", { href: `/ui/threads?workflow=${encodeURIComponent(w.workflow)}` }, w.workflow)),
-      el("dl", { class: "kv" },
-        el("dt", {}, "versions"), el("dd", { "data-versions": w.versions.join(",") }, versions),
-        el("dt", {}, "nodes"), el("dd", {}, w.nodes === null ? "" : String(w.nodes)),
-        el("dt", {}, "threads"), el("dd", { class: "counts-inline", "data-total": String(w.total) }, `${w.total} `, counts(w)),
-        el("dt", {}, "by version"), el("dd", {}, byVersion || "")),
-      graph(w));
-  }
-
-  let inflight = false;
-  async function refresh() {
-    if (inflight) return;
-    inflight = true;
-    try {
-      const out = await api("/api/view/workflows");
-      const cards = out.workflows.map(card);
-      $("workflows").replaceChildren(...(cards.length ? cards
-        : [el("p", { class: "empty" }, "No workflow is registered (EngineBuilder::workflow).")]));
-      $("total").textContent = `${out.workflows.length}`;
-      $("error").textContent = "";
-      setLive(true, "live");
-      document.body.dataset.loaded = "1";
-    } catch (e) {
-      $("error").textContent = String(e.message || e);
-      setLive(false, "disconnected");
-    } finally {
-      inflight = false;
+      el("div", { class: "workflow-body" },
+        el("div", {},
+          el("dl", { class: "kv" },
+            el("dt", {}, "versions"), versions,
+            el("dt", {}, "nodes"), nodes,
+            el("dt", {}, "threads"), total,
+            el("dt", {}, "by version"), byVersion),
+          row),
+        !w.compiled ? "" : w.workflow === "cairn.schedule"
+          ? el("p", { class: "muted" }, "Schedules start this one (cairn schedule create, the schedules page), not a form.")
+          : cairnStart.form(w, hasToken, () => refresh())));
+    function update(w2) {
+      versions.dataset.versions = w2.versions.join(",");
+      versions.textContent = w2.versions.length ? w2.versions.map((v) => `v${v}`).join(", ") : "none compiled in";
+      nodes.textContent = w2.nodes === null ? "" : `${w2.nodes} in v${w2.versions[w2.versions.length - 1]}`;
+      total.dataset.total = String(w2.total);
+      total.replaceChildren(w2.total ? `${w2.total} in all · ` : "", ...[].concat(counts(w2)));
+      byVersion.textContent = Object.entries(w2.thread_versions || {}).map(([v, n]) => `v${v}: ${n}`).join(", ");
+      graphs.forEach((g) => g.update(w2));
     }
+    return { section, update };
   }
 
-  refresh();
-  setInterval(() => { if (document.visibilityState === "visible") refresh(); }, 5000);
+  const refresh = cairn.poll(async () => {
+    const out = await api("/api/view/workflows");
+    const shown = out.workflows.map((w) => {
+      let c = cards.get(w.workflow);
+      if (!c) {
+        c = card(w);
+        cards.set(w.workflow, c);
+      }
+      c.update(w);
+      return c.section;
+    });
+    const box = $("workflows");
+    const same = shown.length === box.children.length && shown.every((s, i) => box.children[i] === s);
+    if (!same) {
+      box.replaceChildren(...(shown.length ? shown
+        : [el("p", { class: "empty" }, "No workflow is registered (EngineBuilder::workflow).")]));
+    }
+    $("total").textContent = `${out.workflows.length}`;
+  }, 5000);
 })();
