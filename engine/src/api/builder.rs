@@ -287,7 +287,7 @@ impl EngineBuilder {
                 self.config.lease_ttl_ms,
             ))
         };
-        let metrics = super::health::metrics_for(&store, self.recorder.as_deref(), &self.config);
+        let metrics = super::health::metrics_for(&store, self.recorder.as_ref(), &self.config);
         let shell = Arc::new(Shell {
             store,
             clock: self.clock,

@@ -26,6 +26,8 @@ mod layers;
 mod locks;
 mod node_runs;
 mod operator;
+#[cfg(all(feature = "otel", feature = "http"))]
+mod otel;
 mod patching;
 #[cfg(all(feature = "postgres", feature = "http"))]
 mod pg_debug_endpoint;
