@@ -196,7 +196,7 @@ async fn a_thread_is_one_trace_across_a_crash_and_its_metrics_carry_the_workflow
     assert!(hang_threads.is_subset(&thread_ids));
 
     // Metrics: the steps of this workflow, labelled with it.
-    let metrics = got.metrics.lock().unwrap();
+    let metrics = got.metrics.lock().unwrap().clone();
     let labelled = |name: &str| {
         metrics
             .iter()
@@ -225,6 +225,5 @@ async fn a_thread_is_one_trace_across_a_crash_and_its_metrics_carry_the_workflow
     for name in ["cairn_steps_total", "cairn_step_duration_seconds", "cairn_retries_total"] {
         assert!(labelled(name), "{name} with workflow=otel-wf");
     }
-    drop(metrics);
     tokio::task::spawn_blocking(move || otel.shutdown()).await.unwrap();
 }
