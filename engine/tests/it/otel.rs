@@ -4,77 +4,18 @@
 //! file) is one trace across both engine runs, with steps, node attempts and tool calls parented
 //! as they ran; its metrics arrive with the `workflow` label.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::routing::post;
 use cairn::dsl::{NodePolicy, RetryPolicy};
 use cairn::telemetry::otel::{Otlp, thread_trace};
 use cairn::{Ctx, END, Engine, NodeError, NodeOutput, START, StartOptions, ToolError, Workflow};
-use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::any_value::Value;
-use opentelemetry_proto::tonic::metrics::v1::metric::Data;
 use opentelemetry_proto::tonic::trace::v1::Span;
-use prost::Message as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 
 use crate::common::{Tally, db};
-
-/// What the receiver was sent.
-#[derive(Default)]
-struct Received {
-    spans: Mutex<Vec<Span>>,
-    metrics: Mutex<Vec<ExportMetricsServiceRequest>>,
-}
-
-/// An OTLP/HTTP receiver on its own thread and runtime (the exporter's flush blocks the test's).
-fn receiver() -> (String, Arc<Received>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let got = Arc::new(Received::default());
-    let (traces, metrics) = (got.clone(), got.clone());
-    let app = axum::Router::new()
-        .route(
-            "/v1/traces",
-            post(move |body: Bytes| async move {
-                let request = ExportTraceServiceRequest::decode(body).expect("a trace export");
-                let spans = request.resource_spans.into_iter().flat_map(|r| r.scope_spans);
-                traces.spans.lock().unwrap().extend(spans.flat_map(|s| s.spans));
-                ""
-            }),
-        )
-        .route(
-            "/v1/metrics",
-            post(move |body: Bytes| async move {
-                let request = ExportMetricsServiceRequest::decode(body).expect("a metrics export");
-                metrics.metrics.lock().unwrap().push(request);
-                ""
-            }),
-        );
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            axum::serve(listener, app).await.unwrap();
-        });
-    });
-    (url, got)
-}
-
-/// A span's attribute, as text.
-fn attr(span: &Span, key: &str) -> Option<String> {
-    let kv = span.attributes.iter().find(|kv| kv.key == key)?;
-    Some(match kv.value.as_ref()?.value.as_ref()? {
-        Value::StringValue(s) => s.clone(),
-        Value::IntValue(i) => i.to_string(),
-        Value::BoolValue(b) => b.to_string(),
-        other => format!("{other:?}"),
-    })
-}
+use crate::otlp_receiver::{attr, metric_labelled, receiver};
 
 /// The workflow: a tool call, a node that fails once and is retried, and a node that hangs
 /// under the first engine (which then crashes) and finishes under the second.
@@ -196,34 +137,9 @@ async fn a_thread_is_one_trace_across_a_crash_and_its_metrics_carry_the_workflow
     assert!(hang_threads.is_subset(&thread_ids));
 
     // Metrics: the steps of this workflow, labelled with it.
-    let metrics = got.metrics.lock().unwrap().clone();
-    let labelled = |name: &str| {
-        metrics
-            .iter()
-            .flat_map(|r| &r.resource_metrics)
-            .flat_map(|r| &r.scope_metrics)
-            .flat_map(|s| &s.metrics)
-            .filter(|m| m.name == name)
-            .any(|m| {
-                let points: Vec<_> = match &m.data {
-                    Some(Data::Sum(s)) => s.data_points.iter().map(|p| &p.attributes).collect(),
-                    Some(Data::Histogram(h)) => {
-                        h.data_points.iter().map(|p| &p.attributes).collect()
-                    }
-                    Some(Data::Gauge(g)) => g.data_points.iter().map(|p| &p.attributes).collect(),
-                    _ => vec![],
-                };
-                points.iter().any(|a| {
-                    a.iter().any(|kv| {
-                        kv.key == "workflow"
-                            && matches!(kv.value.as_ref().and_then(|v| v.value.as_ref()),
-                                Some(Value::StringValue(w)) if w == "otel-wf")
-                    })
-                })
-            })
-    };
     for name in ["cairn_steps_total", "cairn_step_duration_seconds", "cairn_retries_total"] {
-        assert!(labelled(name), "{name} with workflow=otel-wf");
+        assert!(metric_labelled(&got, name, "workflow", "otel-wf"), "{name} with workflow=otel-wf");
     }
+    assert!(metric_labelled(&got, "cairn_retries_total", "node", "flaky"), "the retried node");
     tokio::task::spawn_blocking(move || otel.shutdown()).await.unwrap();
 }
