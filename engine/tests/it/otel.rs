@@ -143,3 +143,40 @@ async fn a_thread_is_one_trace_across_a_crash_and_its_metrics_carry_the_workflow
     assert!(metric_labelled(&got, "cairn_retries_total", "node", "flaky"), "the retried node");
     tokio::task::spawn_blocking(move || otel.shutdown()).await.unwrap();
 }
+
+/// A collector that accepts connections and never answers: the engine runs its thread as if
+/// nothing were exported, and a flush gives up after the export deadline with an error.
+#[tokio::test]
+async fn a_collector_that_never_answers_blocks_nothing() {
+    // Bound and listening, never accepting: connections succeed (the backlog), answers never come.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let deadline = Duration::from_millis(300);
+    let otel = Otlp::new(&url).timeout(deadline).build().unwrap();
+    let subscriber = tracing_subscriber::registry().with(otel.layer());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let wf = crate::spans::traced();
+    let (_d, path) = db();
+    let engine =
+        Engine::builder(&path).workflow(&wf).metrics_recorder(Arc::new(otel.recorder())).open();
+    let engine = engine.await.unwrap();
+    let began = std::time::Instant::now();
+    let run = engine.start("traced", Tally::default(), StartOptions::id("otel-silent"));
+    let out: Tally = tokio::time::timeout(Duration::from_secs(30), run.await.unwrap().output())
+        .await
+        .expect("the thread ends while the collector is silent")
+        .unwrap();
+    assert_eq!(out.total, 20);
+    engine.shutdown().await;
+    let ran = began.elapsed();
+    let began = std::time::Instant::now();
+    let flushed = tokio::task::spawn_blocking(move || otel.flush()).await.unwrap();
+    assert!(flushed.is_err(), "nothing could be exported");
+    // Spans and metrics, each one export given up at the deadline (with a margin for the CI).
+    let flush = began.elapsed();
+    assert!(flush < Duration::from_secs(10), "flush took {flush:?}");
+    crate::common::report(&format!(
+        "OTEL silent collector: thread ran in {ran:?}, flush {flush:?}"
+    ));
+    drop(silent);
+}
