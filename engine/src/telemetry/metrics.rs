@@ -244,7 +244,7 @@ impl Metrics {
         self.locks_held.set(n as f64);
     }
 
-    /// Counts a checkpoint of `kind` submitted with a runner's batch.
+    /// Counts a checkpoint of `kind` submitted with a runner's batch or written by a control.
     pub fn checkpoint(&self, kind: CheckpointKind) {
         if let Some((_, c)) = self.checkpoints.iter().find(|(k, _)| *k == kind) {
             c.increment(1);
@@ -311,7 +311,7 @@ fn describe(r: &dyn Recorder) {
         (LEASE_TAKEOVERS, "threads taken over from another lease owner"),
         (RUNNERS_FENCED, "runners fenced off their thread"),
         (THREADS_DELETED, "threads deleted whole; by=retention or hand"),
-        (CHECKPOINTS, "checkpoints written with a runner's batch, by kind"),
+        (CHECKPOINTS, "checkpoints written, by kind"),
     ];
     for (name, help) in counters {
         r.describe_counter(name.into(), Some(Unit::Count), help.into());

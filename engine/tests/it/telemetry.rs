@@ -120,6 +120,11 @@ async fn a_tool_call_answered_from_the_log_counts_as_a_memo_hit() {
         .unwrap();
     let t = engine.start("ask", Tally::default(), StartOptions::id("memo")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, cairn::ThreadStatus::WaitingInput);
+    // A manual checkpoint of the parked thread is counted by its kind.
+    let manual = format!("{}{{kind=manual}}", names::CHECKPOINTS);
+    assert_eq!(recorder.counter(&manual), 0);
+    engine.checkpoint_now("memo", cairn::storage::CheckpointMeta::default()).await.unwrap();
+    assert_eq!(recorder.counter(&manual), 1);
     engine.send_input("memo", 3_u64).await.unwrap();
     let out: Tally = t.output().await.unwrap();
     assert_eq!(out.total, 7);
