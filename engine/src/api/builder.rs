@@ -280,7 +280,7 @@ impl EngineBuilder {
             wait,
             self.config.lease_ttl_ms,
         );
-        let metrics = super::health::metrics_for(&store, self.recorder.as_deref(), &self.config);
+        let metrics = super::health::metrics_for(&store, self.recorder.as_ref(), &self.config);
         let shell = Arc::new(Shell {
             store,
             clock: self.clock,

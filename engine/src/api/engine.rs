@@ -60,6 +60,8 @@ impl Engine {
     /// # Errors
     /// As [`Engine::register`].
     pub fn register_dyn(&self, wf: Arc<DynWorkflow>) -> Result<(), Error> {
+        // Its labelled metrics exist from now on (a scrape shows its series at 0).
+        self.shell.metrics.for_workflow(wf.id());
         self.shell.registry.register(wf)
     }
 

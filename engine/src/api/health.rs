@@ -11,7 +11,7 @@ use super::engine::Engine;
 use crate::config::Config;
 use crate::error::Error;
 use crate::telemetry::HealthReport;
-use crate::telemetry::metrics::Metrics;
+use crate::telemetry::metrics::{Metrics, Source};
 
 /// A recorder an engine reports to.
 pub(super) type SharedRecorder = Arc<dyn metrics::Recorder + Send + Sync>;
@@ -55,16 +55,16 @@ impl EngineBuilder {
 /// The engine's handles, and its store's pointed at the same recorder.
 pub(super) fn metrics_for(
     store: &Arc<dyn Store>,
-    recorder: Option<&(dyn metrics::Recorder + Send + Sync)>,
+    recorder: Option<&SharedRecorder>,
     config: &Config,
 ) -> Metrics {
     let slow = Duration::from_millis(config.slow_commit_ms);
     match recorder {
         Some(recorder) => {
             if let Some(store_metrics) = store.metrics() {
-                store_metrics.register(recorder);
+                store_metrics.register(recorder.as_ref());
             }
-            Metrics::of(recorder, slow)
+            Metrics::of(Source::Given(recorder.clone()), slow)
         }
         None => Metrics::global(slow),
     }

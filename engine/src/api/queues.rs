@@ -95,29 +95,45 @@ impl Engine {
         self.shell.queue_waiting.store(waiting, std::sync::atomic::Ordering::Relaxed);
         for queue in queues {
             let now_ms = self.shell.clock.now_ms();
-            if !may_admit(&queue, now_ms) {
-                continue;
+            let before = admitted.len() as u64;
+            if may_admit(&queue, now_ms) {
+                self.admit_from(&queue.name, now_ms, &workflows, &mut admitted).await?;
             }
-            loop {
-                let op = QueueOp::Admit {
-                    queue: queue.name.clone(),
-                    now_ms,
-                    max: ADMIT_PER_WRITE_MAX,
-                    workflows: workflows.clone(),
-                };
-                let batch = Batch { queues: vec![op], ..Batch::default() };
-                let written = self.shell.store.append_async(batch).await?.wait().await?;
-                let n = written.admitted.len();
-                for thread in written.admitted {
-                    spawn_drive(&self.shell, thread.clone(), "admitted");
-                    admitted.push(thread);
-                }
-                if n < ADMIT_PER_WRITE_MAX {
-                    break;
-                }
-            }
+            // The queue's gauges, from the counts the store keeps (so right after a restart too)
+            // and this pass's admissions.
+            let n = admitted.len() as u64 - before;
+            let (waiting, running) = (queue.waiting.saturating_sub(n), queue.running + n);
+            self.shell.metrics.queue(&queue.name, waiting, running);
         }
         Ok(admitted)
+    }
+
+    /// Admits from `queue` as many threads as its limits allow now, and drives them.
+    async fn admit_from(
+        &self,
+        queue: &str,
+        now_ms: u64,
+        workflows: &[String],
+        admitted: &mut Vec<ThreadId>,
+    ) -> Result<(), Error> {
+        loop {
+            let op = QueueOp::Admit {
+                queue: queue.to_owned(),
+                now_ms,
+                max: ADMIT_PER_WRITE_MAX,
+                workflows: workflows.to_vec(),
+            };
+            let batch = Batch { queues: vec![op], ..Batch::default() };
+            let written = self.shell.store.append_async(batch).await?.wait().await?;
+            let n = written.admitted.len();
+            for thread in written.admitted {
+                spawn_drive(&self.shell, thread.clone(), "admitted");
+                admitted.push(thread);
+            }
+            if n < ADMIT_PER_WRITE_MAX {
+                return Ok(());
+            }
+        }
     }
 
     /// Runs admission passes in the background until the engine stops.

@@ -41,6 +41,9 @@ pub struct DemoArgs {
     /// `events`... read through it while the demo writes; its address is printed at the start.
     #[arg(long)]
     no_serve: bool,
+    #[cfg(feature = "otel")]
+    #[command(flatten)]
+    pub(super) otlp: super::otlp::OtlpFlag,
 }
 
 /// `--threads`: 1 to [`DEMO_THREADS_MAX`].

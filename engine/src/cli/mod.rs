@@ -67,6 +67,8 @@ mod graph;
 mod health;
 mod hold;
 mod init;
+#[cfg(feature = "otel")]
+mod otlp;
 mod patches;
 mod query;
 mod queue;
@@ -203,14 +205,22 @@ enum Command {
 /// Parses the command line and runs it, with `workflows` available to the commands that run
 /// threads or decode their state. Returns the process exit code (see the module docs).
 pub fn run(workflows: Vec<Arc<DynWorkflow>>) -> ExitCode {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let cli = Cli::parse();
     // `CAIRN_LOG` is a tracing filter (`CAIRN_LOG=cairn=debug`); unset, only errors are logged.
     // Colours only on a terminal: a log file or a pipe gets plain text.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("CAIRN_LOG"))
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+        .with_filter(tracing_subscriber::EnvFilter::from_env("CAIRN_LOG"));
+    let registry = tracing_subscriber::registry().with(log);
+    #[cfg(feature = "otel")]
+    let otel = otlp::endpoint(&cli.command).and_then(|url| otlp::start(&url));
+    #[cfg(feature = "otel")]
+    let registry = registry.with(otel.as_ref().map(|o| o.layer()));
+    let _ = registry.try_init();
     // A `--json` command reports its errors as JSON too (on stderr, stdout being its output).
     let json = std::env::args().skip(1).any(|a| a == "--json");
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -224,6 +234,11 @@ pub fn run(workflows: Vec<Arc<DynWorkflow>>) -> ExitCode {
         }
     };
     let result = runtime.block_on(dispatch(cli.command, workflows));
+    // Outside the runtime: the last spans and metrics, each export within its deadline.
+    #[cfg(feature = "otel")]
+    if let Some(otel) = otel {
+        otel.shutdown();
+    }
     match result {
         Ok(code) => code,
         Err(e) => {

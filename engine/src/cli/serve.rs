@@ -30,6 +30,9 @@ pub struct ServeArgs {
     /// pass every minute while it serves): `cairn::RetentionPolicy::after_ms`.
     #[arg(long, value_name = "AGE", value_parser = super::control::parse_age_ms)]
     retention: Option<u64>,
+    #[cfg(feature = "otel")]
+    #[command(flatten)]
+    pub(super) otlp: super::otlp::OtlpFlag,
 }
 
 /// The endpoint's flags `cairn serve` and `cairn worker --addr` share.
@@ -66,12 +69,15 @@ impl EndpointFlags {
     }
 }
 
+/// The process's Prometheus handle, once a recorder is installed (by [`prometheus`], or beside
+/// the OTLP one by `--otlp`).
+pub(super) static PROMETHEUS: std::sync::OnceLock<Option<crate::telemetry::prometheus::Handle>> =
+    std::sync::OnceLock::new();
+
 /// The process's Prometheus handle: the recorder is installed by the first caller (a process
 /// has one global recorder; `None` if something else installed one first).
 pub(super) fn prometheus() -> Option<crate::telemetry::prometheus::Handle> {
-    static HANDLE: std::sync::OnceLock<Option<crate::telemetry::prometheus::Handle>> =
-        std::sync::OnceLock::new();
-    HANDLE
+    PROMETHEUS
         .get_or_init(|| match crate::telemetry::prometheus::install() {
             Ok(handle) => Some(handle),
             Err(e) => {

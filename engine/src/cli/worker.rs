@@ -47,6 +47,9 @@ pub struct WorkerArgs {
     addr: Option<std::net::SocketAddr>,
     #[command(flatten)]
     endpoint: super::serve::EndpointFlags,
+    #[cfg(feature = "otel")]
+    #[command(flatten)]
+    pub(super) otlp: super::otlp::OtlpFlag,
 }
 
 pub(super) async fn worker(args: WorkerArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {

@@ -192,6 +192,7 @@ impl Engine {
         .await;
         self.shell.coord.release(&id);
         let appended = result?;
+        self.shell.metrics.checkpoint(kind);
         appended
             .checkpoints
             .first()

@@ -131,6 +131,7 @@ pub(crate) async fn drive_under(
         depth,
         reason,
     );
+    crate::telemetry::adopt_thread_trace(&span, thread.as_str());
     async move {
         let Some(control) = shell.coord.claim(&thread, parent.as_ref()) else {
             return Ok(Exit::Busy);
@@ -156,7 +157,6 @@ pub(super) async fn released(shell: &Shell, thread: &ThreadId, result: &Result<E
         shell.coord.status_changed(thread, *s).await;
         if s.is_terminal() {
             shell.verified.forget(thread);
-            shell.metrics.thread_ended(*s);
         } else {
             arm_parked_deadline(shell, thread).await;
         }
@@ -265,6 +265,7 @@ pub(super) async fn run_claimed(
         cancel: control.cancel.clone(),
         stop: stop.clone(),
     };
+    let metrics = shell.metrics.for_workflow(wf.id());
     let env = Arc::new(ThreadEnv {
         thread: thread.clone(),
         cancel: control.cancel.clone(),
@@ -280,7 +281,7 @@ pub(super) async fn run_claimed(
         coord: shell.coord.clone(),
         children: Arc::new(children),
         stop,
-        metrics: shell.metrics.clone(),
+        metrics,
         signals: super::signal_cursor::SignalCursor::new(shell.store.clone(), &ctx),
         // A thread begun here from its creation took no lock before this runner.
         may_hold_locks: (!begun).into(),
@@ -293,10 +294,12 @@ pub(super) async fn run_claimed(
         return Ok(Exit::Elsewhere);
     }
     let exit = runner.run(control).await?;
-    if exit == Exit::Status(ThreadStatus::Failed)
-        && let Some(hook) = &shell.on_failure
-    {
-        hook(shell, thread).await;
+    if exit == Exit::Status(ThreadStatus::Failed) {
+        // Counted here, where this engine ran it to its end (labelled with its workflow).
+        runner.env.metrics.thread_ended(ThreadStatus::Failed);
+        if let Some(hook) = &shell.on_failure {
+            hook(shell, thread).await;
+        }
     }
     Ok(exit)
 }

@@ -8,17 +8,17 @@ use std::time::Instant;
 
 use tracing::Instrument as _;
 
-use super::shell::Shell;
+use super::env::ThreadEnv;
 
 /// One step about to run.
 pub(super) struct Step {
-    shell: Arc<Shell>,
+    env: Arc<ThreadEnv>,
     span: tracing::Span,
 }
 
-/// Step `n` of a thread driven on `shell`.
-pub(super) fn step(shell: Arc<Shell>, n: u64) -> Step {
-    Step { shell, span: tracing::debug_span!("step", step = n) }
+/// Step `n` of the thread of `env` (whose metrics are labelled with its workflow).
+pub(super) fn step(env: Arc<ThreadEnv>, n: u64) -> Step {
+    Step { env, span: tracing::debug_span!("step", step = n) }
 }
 
 impl Step {
@@ -26,8 +26,8 @@ impl Step {
     pub async fn run<F: Future>(self, step: F) -> F::Output {
         let started = Instant::now();
         let output = step.instrument(self.span).await;
-        self.shell.metrics.step_seconds.record(started.elapsed().as_secs_f64());
-        self.shell.metrics.steps.increment(1);
+        self.env.metrics.step_seconds.record(started.elapsed().as_secs_f64());
+        self.env.metrics.steps.increment(1);
         output
     }
 }

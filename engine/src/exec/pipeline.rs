@@ -61,6 +61,8 @@ pub(crate) struct Pipeline {
     /// The storage write intent announcing the runner's next batch while it computes it (see
     /// [`Pipeline::intend`]).
     intent: std::sync::Mutex<Option<WriteIntent>>,
+    /// Counts the checkpoints its batches write (`cairn_checkpoints_total{kind}`).
+    metrics: Metrics,
 }
 
 /// What the write path knows of the thread's log.
@@ -86,8 +88,13 @@ impl Pipeline {
     ) -> (Pipeline, Acknowledger) {
         let (tx, rx) = mpsc::channel(limits::PIPELINE_BATCHES_MAX);
         let (ack_tx, acked) = watch::channel(Acked::default());
-        let acknowledger =
-            Acknowledger { acks, metrics, thread: thread.clone(), rx, acked: ack_tx };
+        let acknowledger = Acknowledger {
+            acks,
+            metrics: metrics.clone(),
+            thread: thread.clone(),
+            rx,
+            acked: ack_tx,
+        };
         let pipeline = Pipeline {
             thread: thread.clone(),
             tx,
@@ -102,6 +109,7 @@ impl Pipeline {
                 tail: Tail { events: tail_events, bytes: 0 },
             }),
             intent: std::sync::Mutex::new(None),
+            metrics,
         };
         (pipeline, acknowledger)
     }
@@ -257,6 +265,9 @@ impl Pipeline {
             )));
         }
         batch.guards.push(Guard::LastSeq { thread: self.thread.clone(), seq: Seq(port.last_seq) });
+        for checkpoint in &batch.checkpoints {
+            self.metrics.checkpoint(checkpoint.kind);
+        }
         let events = batch.events.len() as u64;
         let bytes = batch_bytes(&batch);
         let checkpointed = !batch.checkpoints.is_empty();

@@ -161,7 +161,7 @@ impl Runner {
             if let Some(exit) = self.check_budgets(now).await? {
                 return Ok(exit);
             }
-            let step = super::observe::step(self.shell.clone(), self.ctx.meta.step + 1);
+            let step = super::observe::step(self.env.clone(), self.ctx.meta.step + 1);
             match step.run(self.step()).await? {
                 StepEnd::Continue => {}
                 StepEnd::Exit(exit) => return Ok(exit),

@@ -106,6 +106,7 @@ pub(crate) async fn start_running(
             depth = 0,
             reason = STARTED,
         );
+        crate::telemetry::adopt_thread_trace(&span, id.as_str());
         async move {
             let result = if s.tasks.is_stopping() {
                 // The thread stays Running and is recovered at the next open (its creation is

@@ -89,14 +89,13 @@ pub(crate) async fn run_task(
             Err(NodeError::Paused { reason }) => return run(TaskEnd::Paused { reason }),
             Err(error) => error,
         };
-        env.metrics.node_failures.increment(1);
         let retry = !env.cancel.is_cancelled()
             && attempt < policy.retry.max_attempts
             && error.is_retryable(&policy.retry);
+        env.metrics.node_failed(key.node.as_str(), retry);
         if !retry {
             return run(TaskEnd::Failed { error });
         }
-        env.metrics.retries.increment(1);
         // Jitter comes from the thread's deterministic stream, and the resulting delay is
         // recorded in the RetryScheduled event, so a restore waits for the same instant.
         let unit = jitter_unit(&env.thread, step, &key, attempt);

@@ -2,12 +2,18 @@
 //! given ([`crate::EngineBuilder::metrics_recorder`]) or the process's global one. Without a
 //! recorder every handle is a no-op; with one, recording is an atomic operation on a handle
 //! (no name lookup on the hot path).
+//!
+//! The step, node and tool metrics carry a `workflow` label: a thread's runner takes its
+//! workflow's handles once per drive ([`Metrics::for_workflow`], registered at the first use of
+//! a workflow and kept). Node failures and retries also carry `node`, registered when one
+//! happens (a failure is rare; the label's values are the nodes of registered workflows).
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cairn_storage::ThreadStatus;
+use cairn_storage::{CheckpointKind, ThreadStatus};
 use metrics::{Counter, Gauge, Histogram, Key, Label, Metadata, Recorder, Unit};
 
 use super::names::*;
@@ -22,10 +28,10 @@ pub(crate) struct Metrics {
     tool_calls_real: Counter,
     tool_calls_memo: Counter,
     pub tool_seconds: Histogram,
-    pub retries: Counter,
-    pub node_failures: Counter,
     pub thread_failures: Counter,
     threads: Arc<[(ThreadStatus, Gauge)]>,
+    /// Checkpoints written, by kind (indexed by the kind's on-disk discriminant).
+    checkpoints: Arc<[(CheckpointKind, Counter)]>,
     pub waiting_permit: Gauge,
     pub timers_armed: Gauge,
     pub lease_takeovers: Counter,
@@ -39,6 +45,32 @@ pub(crate) struct Metrics {
     pub deleted_by_hand: Counter,
     /// Step commits slower than the threshold since open, and the slowest, in µs.
     slow: Arc<SlowCommits>,
+    /// Where handles are registered (labelled ones after open).
+    source: Source,
+    /// The workflow these handles are labelled with (none: the engine's own).
+    workflow: Option<Arc<str>>,
+    /// Each workflow's handles, registered at its first thread.
+    by_workflow: Arc<Mutex<HashMap<Arc<str>, Metrics>>>,
+    /// Each queue's depth and running gauges, registered at the first admission pass that saw it.
+    by_queue: Arc<Mutex<HashMap<String, (Gauge, Gauge)>>>,
+}
+
+/// The recorder handles are registered with.
+#[derive(Clone)]
+pub(crate) enum Source {
+    /// The one given to the engine.
+    Given(Arc<dyn Recorder + Send + Sync>),
+    /// The process's global recorder (a no-op until one is installed).
+    Global,
+}
+
+impl Source {
+    fn with<T>(&self, f: impl FnOnce(&dyn Recorder) -> T) -> T {
+        match self {
+            Source::Given(r) => f(r.as_ref()),
+            Source::Global => metrics::with_recorder(f),
+        }
+    }
 }
 
 /// What the health report says of commits.
@@ -54,8 +86,12 @@ pub(crate) struct SlowCommits {
 static META: Metadata<'static> = Metadata::new(module_path!(), metrics::Level::INFO, None);
 
 impl Metrics {
-    /// Handles of `recorder`; `slow_commit` is the threshold of a slow commit.
-    pub fn of(recorder: &dyn Recorder, slow_commit: Duration) -> Metrics {
+    /// Handles of `source`; `slow_commit` is the threshold of a slow commit.
+    pub fn of(source: Source, slow_commit: Duration) -> Metrics {
+        source.clone().with(|recorder| Metrics::registered(recorder, source, slow_commit))
+    }
+
+    fn registered(recorder: &dyn Recorder, source: Source, slow_commit: Duration) -> Metrics {
         describe(recorder);
         let counter =
             |name: &'static str| recorder.register_counter(&Key::from_static_name(name), &META);
@@ -70,19 +106,25 @@ impl Metrics {
             .iter()
             .map(|s| (*s, recorder.register_gauge(&labelled(THREADS, "status", s.as_str()), &META)))
             .collect();
+        let checkpoints = CheckpointKind::ALL
+            .iter()
+            .map(|k| {
+                let key = labelled(CHECKPOINTS, "kind", k.as_str());
+                (*k, recorder.register_counter(&key, &META))
+            })
+            .collect();
         Metrics {
-            steps: counter(STEPS),
-            step_seconds: histogram(STEP_SECONDS),
+            checkpoints,
+            // A workflow's own (`for_workflow`): the engine's are never recorded to, so they
+            // are not registered (an unlabelled series stuck at 0 would only mislead).
+            steps: Counter::noop(),
+            step_seconds: Histogram::noop(),
+            tool_calls_real: Counter::noop(),
+            tool_calls_memo: Counter::noop(),
+            tool_seconds: Histogram::noop(),
+            thread_failures: Counter::noop(),
             commit_seconds: histogram(COMMIT_SECONDS),
             commits_slow: counter(COMMITS_SLOW),
-            tool_calls_real: recorder
-                .register_counter(&labelled(TOOL_CALLS, "memo", "false"), &META),
-            tool_calls_memo: recorder
-                .register_counter(&labelled(TOOL_CALLS, "memo", "true"), &META),
-            tool_seconds: histogram(TOOL_CALL_SECONDS),
-            retries: counter(RETRIES),
-            node_failures: counter(NODE_FAILURES),
-            thread_failures: counter(THREAD_FAILURES),
             threads,
             waiting_permit: gauge(WAITING_PERMIT),
             timers_armed: gauge(TIMERS_ARMED),
@@ -101,12 +143,62 @@ impl Metrics {
                 recent: AtomicU64::new(0),
                 slowest_us: AtomicU64::new(0),
             }),
+            source,
+            workflow: None,
+            by_workflow: Arc::default(),
+            by_queue: Arc::default(),
         }
     }
 
     /// Handles of the global recorder (no-ops when none is installed).
     pub fn global(slow_commit: Duration) -> Metrics {
-        metrics::with_recorder(|r| Metrics::of(r, slow_commit))
+        Metrics::of(Source::Global, slow_commit)
+    }
+
+    /// These handles with the step, node and tool ones labelled `workflow` (registered at the
+    /// workflow's first thread, then taken from the cache).
+    pub fn for_workflow(&self, workflow: &str) -> Metrics {
+        let mut cache = self.by_workflow.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = cache.get(workflow) {
+            return m.clone();
+        }
+        let name: Arc<str> = workflow.into();
+        let labelled = self.source.with(|r| {
+            let key = |metric: &'static str, more: Option<(&'static str, &'static str)>| {
+                let mut labels = vec![Label::new("workflow", name.to_string())];
+                labels.extend(more.map(|(k, v)| Label::from_static_parts(k, v)));
+                Key::from_parts(metric, labels)
+            };
+            let mut m = self.clone();
+            m.steps = r.register_counter(&key(STEPS, None), &META);
+            m.step_seconds = r.register_histogram(&key(STEP_SECONDS, None), &META);
+            m.tool_calls_real =
+                r.register_counter(&key(TOOL_CALLS, Some(("memo", "false"))), &META);
+            m.tool_calls_memo = r.register_counter(&key(TOOL_CALLS, Some(("memo", "true"))), &META);
+            m.tool_seconds = r.register_histogram(&key(TOOL_CALL_SECONDS, None), &META);
+            m.thread_failures = r.register_counter(&key(THREAD_FAILURES, None), &META);
+            m.workflow = Some(name.clone());
+            m
+        });
+        cache.insert(name, labelled.clone());
+        labelled
+    }
+
+    /// A node attempt of `node` failed; `retried`: it will be tried again. Labelled `workflow`
+    /// (with [`Metrics::for_workflow`]'s handles) and `node`.
+    pub fn node_failed(&self, node: &str, retried: bool) {
+        let mut labels = Vec::with_capacity(2);
+        if let Some(w) = &self.workflow {
+            labels.push(Label::new("workflow", w.to_string()));
+        }
+        labels.push(Label::new("node", node.to_owned()));
+        self.source.with(|r| {
+            let failures = Key::from_parts(NODE_FAILURES, labels.clone());
+            r.register_counter(&failures, &META).increment(1);
+            if retried {
+                r.register_counter(&Key::from_parts(RETRIES, labels), &META).increment(1);
+            }
+        });
     }
 
     /// Counts a tool call: a memo hit, or a real call (whose time is recorded apart).
@@ -152,6 +244,32 @@ impl Metrics {
         self.locks_held.set(n as f64);
     }
 
+    /// Counts a checkpoint of `kind` submitted with a runner's batch or written by a control.
+    pub fn checkpoint(&self, kind: CheckpointKind) {
+        if let Some((_, c)) = self.checkpoints.iter().find(|(k, _)| *k == kind) {
+            c.increment(1);
+        }
+    }
+
+    /// Sets queue `name`'s gauges: threads waiting in it and admitted, unfinished ones.
+    pub fn queue(&self, name: &str, waiting: u64, running: u64) {
+        let mut cache = self.by_queue.lock().unwrap_or_else(|e| e.into_inner());
+        if !cache.contains_key(name) {
+            let key = |metric| Key::from_parts(metric, vec![Label::new("queue", name.to_owned())]);
+            let gauges = self.source.with(|r| {
+                (
+                    r.register_gauge(&key(QUEUE_DEPTH), &META),
+                    r.register_gauge(&key(QUEUE_RUNNING), &META),
+                )
+            });
+            cache.insert(name.to_owned(), gauges);
+        }
+        if let Some((depth, run)) = cache.get(name) {
+            depth.set(waiting as f64);
+            run.set(running as f64);
+        }
+    }
+
     /// Slow commits so far.
     pub fn slow_commits(&self) -> &SlowCommits {
         &self.slow
@@ -193,6 +311,7 @@ fn describe(r: &dyn Recorder) {
         (LEASE_TAKEOVERS, "threads taken over from another lease owner"),
         (RUNNERS_FENCED, "runners fenced off their thread"),
         (THREADS_DELETED, "threads deleted whole; by=retention or hand"),
+        (CHECKPOINTS, "checkpoints written, by kind"),
     ];
     for (name, help) in counters {
         r.describe_counter(name.into(), Some(Unit::Count), help.into());
@@ -204,6 +323,8 @@ fn describe(r: &dyn Recorder) {
         (LOCKS_HELD, "durable locks in the store"),
         (STUCK_THREADS, "running threads with no step past the watchdog"),
         (EXPIRED_LOCKS, "locks held past their time to live"),
+        (QUEUE_DEPTH, "threads waiting in the queue, at the latest admission pass"),
+        (QUEUE_RUNNING, "threads of the queue admitted and unfinished, at the latest pass"),
     ];
     for (name, help) in gauges {
         r.describe_gauge(name.into(), Some(Unit::Count), help.into());

@@ -9,9 +9,21 @@
 mod health;
 pub(crate) mod metrics;
 pub mod names;
+#[cfg(feature = "otel")]
+pub mod otel;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
 
 pub use cairn_storage::telemetry as storage;
 pub(crate) use health::check as health_check;
 pub use health::{CommitHealth, DatabaseHealth, ExpiredLock, HealthReport, StuckThread};
+
+/// Puts a `thread` span in its thread's OpenTelemetry trace (feature `otel`, with a pipeline
+/// built); otherwise nothing.
+#[inline]
+pub(crate) fn adopt_thread_trace(span: &tracing::Span, thread: &str) {
+    #[cfg(feature = "otel")]
+    otel::adopt(span, thread);
+    #[cfg(not(feature = "otel"))]
+    let _ = (span, thread);
+}

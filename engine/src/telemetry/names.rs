@@ -39,3 +39,12 @@ pub const EXPIRED_LOCKS: &str = "cairn_health_expired_locks";
 /// Threads deleted whole (by the retention policy or by hand), label `by` (`retention`,
 /// `hand`). Counter.
 pub const THREADS_DELETED: &str = "cairn_threads_deleted_total";
+/// Checkpoints written, label `kind`: with a runner's batch (`periodic`, `node`, `phase`,
+/// `failure`, `completion`) or by a control on a parked thread (`manual`, and a rollback's or a
+/// migration's). Counter.
+pub const CHECKPOINTS: &str = "cairn_checkpoints_total";
+/// Threads waiting in a queue, label `queue`, as of the latest admission pass (from the counts
+/// the store keeps: right after a restart too). Gauge.
+pub const QUEUE_DEPTH: &str = "cairn_queue_depth";
+/// A queue's admitted, unfinished threads, label `queue`, as of the latest admission pass. Gauge.
+pub const QUEUE_RUNNING: &str = "cairn_queue_running";

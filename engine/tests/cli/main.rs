@@ -14,6 +14,11 @@ mod in_place;
 mod inspect;
 mod load;
 mod misc;
+#[cfg(feature = "otel")]
+mod otlp;
+#[cfg(feature = "otel")]
+#[path = "../it/otlp_receiver.rs"]
+mod otlp_receiver;
 mod paths;
 mod postgres;
 mod prune;

@@ -26,6 +26,10 @@ mod layers;
 mod locks;
 mod node_runs;
 mod operator;
+#[cfg(all(feature = "otel", feature = "http"))]
+mod otel;
+#[cfg(all(feature = "otel", feature = "http"))]
+mod otlp_receiver;
 mod patching;
 #[cfg(all(feature = "postgres", feature = "http"))]
 mod pg_debug_endpoint;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use cairn::clock::ManualClock;
 use cairn::dsl::NodePolicy;
-use cairn::storage::{Durability, Lsn, Options, RedbStore};
+use cairn::storage::{Durability, Lsn, Options, QueueLimits, RedbStore};
 use cairn::telemetry::names;
 use cairn::telemetry::storage as store_names;
 use cairn::{Ctx, END, Engine, NodeOutput, START, StartOptions, Workflow};
@@ -40,19 +40,30 @@ async fn a_run_moves_each_metric_by_what_it_did() {
     engine.shutdown().await;
 
     let r = &recorder;
-    let tool = |memo| format!("{}{{memo={memo}}}", names::TOOL_CALLS);
+    // Labelled with the workflow (and the node, for failures and retries).
+    let wf = |name: &str, w: &str| format!("{name}{{workflow={w}}}");
+    let tool = |memo| format!("{}{{workflow=traced,memo={memo}}}", names::TOOL_CALLS);
     assert_eq!(r.counter(&tool(false)), 1, "one real call of fetch");
     assert_eq!(r.counter(&tool(true)), 0, "no memo hit in an uninterrupted run");
-    assert_eq!(r.samples(names::TOOL_CALL_SECONDS).len(), 1, "the real call is timed");
-    assert_eq!(r.counter(names::RETRIES), 1, "flaky is retried once");
-    assert_eq!(r.counter(names::NODE_FAILURES), 1, "flaky's first attempt failed");
-    assert_eq!(r.counter(names::THREAD_FAILURES), 0);
+    let timed = r.samples(&wf(names::TOOL_CALL_SECONDS, "traced"));
+    assert_eq!(timed.len(), 1, "the real call is timed");
+    let flaky = |name: &str| format!("{name}{{workflow=traced,node=flaky}}");
+    assert_eq!(r.counter(&flaky(names::RETRIES)), 1, "flaky is retried once");
+    assert_eq!(r.counter(&flaky(names::NODE_FAILURES)), 1, "flaky's first attempt failed");
+    assert_eq!(r.counter(&wf(names::THREAD_FAILURES, "traced")), 0);
     assert_eq!(r.counter(names::LEASE_TAKEOVERS), 0);
     assert_eq!(r.counter(names::RUNNERS_FENCED), 0);
     // Steps: the parent's call, flaky and sub, and the child's inner, each timed once.
-    let steps = r.counter(names::STEPS);
-    assert_eq!(steps, 4, "{steps} steps");
-    assert_eq!(r.samples(names::STEP_SECONDS).len() as u64, steps, "every step is timed");
+    let steps = r.counter(&wf(names::STEPS, "traced"));
+    assert_eq!(steps, 3, "{steps} steps");
+    assert_eq!(r.counter(&wf(names::STEPS, "traced-child")), 1, "the child's step");
+    let timed = r.samples(&wf(names::STEP_SECONDS, "traced")).len();
+    assert_eq!(timed as u64, steps, "every step is timed");
+    let steps = steps + 1;
+    // Checkpoints by kind: each thread's completion.
+    let checkpoint = |kind: &str| r.counter(&format!("{}{{kind={kind}}}", names::CHECKPOINTS));
+    assert_eq!(checkpoint("completion"), 2, "the parent's and the child's completion");
+    assert_eq!(checkpoint("failure"), 0);
     let commits = r.samples(names::COMMIT_SECONDS);
     assert!(commits.len() as u64 >= steps, "each step's batch is committed: {}", commits.len());
     assert_eq!(r.gauge(names::WAITING_PERMIT), 0.0, "nobody waits once the run is over");
@@ -110,14 +121,20 @@ async fn a_tool_call_answered_from_the_log_counts_as_a_memo_hit() {
         .unwrap();
     let t = engine.start("ask", Tally::default(), StartOptions::id("memo")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, cairn::ThreadStatus::WaitingInput);
+    // A manual checkpoint of the parked thread is counted by its kind.
+    let manual = format!("{}{{kind=manual}}", names::CHECKPOINTS);
+    assert_eq!(recorder.counter(&manual), 0);
+    engine.checkpoint_now("memo", cairn::storage::CheckpointMeta::default()).await.unwrap();
+    assert_eq!(recorder.counter(&manual), 1);
     engine.send_input("memo", 3_u64).await.unwrap();
     let out: Tally = t.output().await.unwrap();
     assert_eq!(out.total, 7);
     engine.shutdown().await;
-    let tool = |memo| format!("{}{{memo={memo}}}", names::TOOL_CALLS);
+    let tool = |memo| format!("{}{{workflow=ask,memo={memo}}}", names::TOOL_CALLS);
     assert_eq!(recorder.counter(&tool(false)), 1, "the tool ran once");
     assert_eq!(recorder.counter(&tool(true)), 1, "its second call came from the log");
-    assert_eq!(recorder.samples(names::TOOL_CALL_SECONDS).len(), 1, "only the real call is timed");
+    let timed = recorder.samples(&format!("{}{{workflow=ask}}", names::TOOL_CALL_SECONDS));
+    assert_eq!(timed.len(), 1, "only the real call is timed");
 }
 
 /// A node that takes a lock, then waits until the test lets it go (sends `true`).
@@ -280,6 +297,7 @@ async fn the_prometheus_exporter_renders_the_documented_names() {
     let wf = traced();
     let engine = Engine::builder(&path)
         .workflow(&wf)
+        .queue("prom-q", QueueLimits { concurrency_max: Some(1), ..QueueLimits::default() })
         .metrics_recorder(Arc::new(recorder))
         .open()
         .await
@@ -287,12 +305,17 @@ async fn the_prometheus_exporter_renders_the_documented_names() {
     let run = engine.start("traced", Tally::default(), StartOptions::id("prom-p")).await.unwrap();
     run.wait().await.unwrap();
     engine.health().await.unwrap();
+    engine.admit_queued().await.unwrap();
     engine.shutdown().await;
     let text = handle.render();
     for line in [
-        "cairn_steps_total 4",
-        "cairn_tool_calls_total{memo=\"false\"} 1",
-        "cairn_retries_total 1",
+        "cairn_steps_total{workflow=\"traced\"} 3",
+        "cairn_steps_total{workflow=\"traced-child\"} 1",
+        "cairn_tool_calls_total{workflow=\"traced\",memo=\"false\"} 1",
+        "cairn_retries_total{workflow=\"traced\",node=\"flaky\"} 1",
+        "cairn_checkpoints_total{kind=\"completion\"} 2",
+        "cairn_queue_depth{queue=\"prom-q\"} 0",
+        "cairn_queue_running{queue=\"prom-q\"} 0",
         "cairn_threads{status=\"completed\"} 2",
         "cairn_health_stuck_threads 0",
         "cairn_storage_group_commits_total{outcome=\"ok\"}",
@@ -367,5 +390,51 @@ async fn a_health_policy_cancels_a_stuck_thread_and_releases_an_expired_lock() {
         "the reason is recorded"
     );
     assert!(engine.store().locks().wait().unwrap().is_empty(), "both locks are gone");
+    engine.shutdown().await;
+}
+
+/// A queue's gauges come from the counts the store keeps: after a crash, a new engine (with a
+/// fresh recorder) reports the waiting and running threads the crashed one left.
+#[tokio::test]
+async fn queue_gauges_hold_across_a_restart() {
+    let (_d, path) = db();
+    let (release, hold) = tokio::sync::watch::channel(false);
+    let wf = hang(hold);
+    let limits = QueueLimits { concurrency_max: Some(1), ..QueueLimits::default() };
+    let open = |recorder: Arc<TestRecorder>| {
+        Engine::builder(&path)
+            .workflow(&wf)
+            .queue("gauged", limits)
+            .metrics_recorder(recorder)
+            .health_every_ms(None)
+            .open()
+    };
+    let gauge = |r: &TestRecorder, name: &str| r.gauge(&format!("{name}{{queue=gauged}}"));
+    let first = Arc::new(TestRecorder::default());
+    let engine = open(first.clone()).await.unwrap();
+    for id in ["g1", "g2", "g3"] {
+        engine
+            .start("hang", Tally::default(), StartOptions::id(id).on_queue("gauged"))
+            .await
+            .unwrap();
+    }
+    engine.admit_queued().await.unwrap();
+    assert_eq!(gauge(&first, names::QUEUE_DEPTH), 2.0, "two wait behind the one admitted");
+    assert_eq!(gauge(&first, names::QUEUE_RUNNING), 1.0);
+    engine.crash().await;
+    drop(engine);
+
+    let second = Arc::new(TestRecorder::default());
+    let engine = open(second.clone()).await.unwrap();
+    engine.admit_queued().await.unwrap();
+    assert_eq!(gauge(&second, names::QUEUE_DEPTH), 2.0, "the same after the restart");
+    assert_eq!(gauge(&second, names::QUEUE_RUNNING), 1.0);
+    release.send(true).unwrap();
+    for id in ["g1", "g2", "g3"] {
+        engine.thread(id).await.unwrap().wait().await.unwrap();
+    }
+    engine.admit_queued().await.unwrap();
+    assert_eq!(gauge(&second, names::QUEUE_DEPTH), 0.0);
+    assert_eq!(gauge(&second, names::QUEUE_RUNNING), 0.0, "all done");
     engine.shutdown().await;
 }
