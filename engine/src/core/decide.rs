@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::core::checkpoint_plan::CheckpointPlan;
 use crate::core::codec::Recorded;
+use crate::core::continuation;
 use crate::core::event::{Body, TaskKey};
 use crate::core::recovery::{self, AfterFailure, Failure};
 use crate::core::status::{Transition, transition};
@@ -358,10 +359,16 @@ pub(crate) fn close_step(
         }
     };
     let ended = next.is_empty();
+    let successor = continuation::requested(&out.ctx.meta).cloned();
     out.emit(Body::StepCompleted { step, next, arrivals }, now)?;
     if ended {
         let output = out.ctx.state.to_json().map_err(|e| Error::Codec(e.to_string()))?;
         out.emit(Body::Output { output }, now)?;
+        if let Some(input) = successor {
+            let thread = continuation::successor_id(&out.ctx.meta.thread);
+            out.emit(Body::ContinuedAsNew { thread, input }, now)?;
+            return Ok(out.decide(None, stop(Transition::Complete, continuation::REASON)));
+        }
         return Ok(out.decide(None, stop(Transition::Complete, "every branch reached END")));
     }
     let tail_events = rules.tail.events + out.events.len() as u64;
@@ -438,6 +445,9 @@ pub(crate) fn route_step(
     ctx: &ThreadCtx,
     step: u64,
 ) -> Result<(Vec<String>, Arrivals), NodeError> {
+    if continuation::requested(&ctx.meta).is_some() {
+        return Ok((Vec::new(), Arrivals::new())); // the thread ends: its successor goes on
+    }
     let mut state = ctx.state.clone_box();
     let mut gotos: BTreeMap<NodeId, Vec<Target>> = BTreeMap::new();
     for (task, journal) in &ctx.meta.open {

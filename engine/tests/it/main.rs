@@ -13,6 +13,8 @@ mod bundle_seed;
 mod cdp;
 mod checkpoints;
 mod common;
+mod compensation;
+mod continue_as_new;
 mod controls;
 mod core_pure;
 mod crash;
