@@ -10,6 +10,8 @@ use std::collections::VecDeque;
 
 use serde_json::{Map, Value};
 
+/// The tag of a patch marker (`core::patch`).
+pub(crate) const PATCH: &str = "patch";
 /// The tag of an undo marker.
 pub(crate) const UNDO: &str = "undo";
 /// The tag of a continue-as-new marker.
@@ -18,7 +20,7 @@ pub(crate) const CONTINUE: &str = "continue_as_new";
 /// Whether `value` is a marker (of a patch, an undo or a continue-as-new).
 pub(crate) fn is_marker(value: &Value) -> bool {
     value.as_object().filter(|o| o.len() == 1).is_some_and(|o| {
-        o.get(crate::core::patch::TAG).is_some_and(Value::is_string)
+        o.get(PATCH).is_some_and(Value::is_string)
             || o.get(UNDO).is_some_and(Value::is_object)
             || o.contains_key(CONTINUE)
     })

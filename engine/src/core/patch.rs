@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 use serde_json::{Map, Value};
 
 /// The tag of a patch marker among drawn values.
-pub(crate) const TAG: &str = "patch";
+pub(crate) const TAG: &str = crate::core::marks::PATCH;
 
 /// The marker `patched(id)` records.
 pub(crate) fn marker(id: &str) -> Value {
