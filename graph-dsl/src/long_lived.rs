@@ -43,7 +43,6 @@ impl<S: State> WorkflowBuilder<S> {
     ///     .unwrap();
     /// assert!(wf.as_dyn().compensation("cancel_flight").is_some());
     /// ```
-    #[must_use]
     pub fn compensation<A, O, F, Fut>(mut self, name: impl Into<String>, f: F) -> Self
     where
         A: DeserializeOwned + Send + 'static,

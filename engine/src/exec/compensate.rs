@@ -52,8 +52,7 @@ impl Runner {
             self.emit(Body::CompensationBegan { reason: reason.to_owned(), undos }, now)?;
             self.commit_durable(Batch::default(), None).await?;
         }
-        loop {
-            let Some(u) = self.ctx.meta.unwinding.clone() else { break };
+        while let Some(u) = self.ctx.meta.unwinding.clone() {
             let Some(index) = compensation::next(&self.ctx.meta.undos, u.done) else { break };
             let Some(undo) = self.ctx.meta.undos.get(index as usize).cloned() else { break };
             if u.running != Some(index) {

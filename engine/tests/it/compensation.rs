@@ -271,3 +271,39 @@ fn engine_crash_during_compensation_runs_each_undo_once() {
     }
     assert_eq!((DOUBLED.load(Ordering::SeqCst), MISSING.load(Ordering::SeqCst)), (0, 0));
 }
+
+/// Restore == live for a finished thread: its last checkpoint (a snapshot of the live context,
+/// written by its runner) equals the fold of its whole log up to the checkpoint's seq through
+/// `ThreadCtx::apply`, the new events (compensation, continue-as-new) included.
+pub(crate) fn restore_equals_live(store: &dyn Store, wf: &cairn::dsl::DynWorkflow, id: &str) {
+    use cairn::core::thread_ctx::ThreadCtx;
+    let tid = ThreadId::new(id).unwrap();
+    let checkpoint = store.latest_checkpoint_at_or_before(&tid, Seq(u64::MAX)).unwrap().unwrap();
+    let live: serde_json::Value = serde_json::from_slice(&checkpoint.snapshot).unwrap();
+    let events = store.read_since(&tid, Seq(0), 10_000).unwrap();
+    let mut ctx: Option<ThreadCtx> = None;
+    for e in events {
+        let rec = cairn::codec::decode(store, e).unwrap();
+        if rec.bookmark.seq > checkpoint.covers.seq {
+            break;
+        }
+        let at = rec.bookmark.at_ms;
+        match &mut ctx {
+            None => ctx = Some(ThreadCtx::created(wf, id, &rec.body, at).unwrap()),
+            Some(c) => c.apply(rec.bookmark.seq.0, at, &rec.body).unwrap(),
+        }
+    }
+    let folded = serde_json::to_value(ctx.unwrap().snapshot().unwrap()).unwrap();
+    assert_eq!(folded, live, "{id}: the fold of the log differs from the live context");
+}
+
+#[tokio::test]
+async fn a_restored_unwound_thread_is_the_live_one() {
+    let (_d, path) = db();
+    let wf = trip(2, 2, false, Undone::default());
+    let engine = Engine::with_store(redb(&path)).workflow(&wf).seed(2).open().await.unwrap();
+    let h = engine.start("trip", Tally::default(), StartOptions::id("trip-3")).await.unwrap();
+    assert_eq!(h.wait().await.unwrap().status, ThreadStatus::Failed);
+    restore_equals_live(engine.store().as_ref(), wf.as_dyn(), "trip-3");
+    engine.shutdown().await;
+}
