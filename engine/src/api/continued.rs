@@ -5,11 +5,17 @@ use std::time::{Duration, Instant};
 
 use super::engine::Engine;
 use super::handle::Outcome;
+use crate::core::event::Body;
 use crate::error::Error;
 
 /// The most links [`Engine::result_following`] follows in one call: a bound on a chain that
 /// keeps continuing while the call follows it.
 pub const CHAIN_FOLLOW_MAX: usize = 100_000;
+
+/// How far back from a completed thread's last event [`Engine::continued_as`] looks for its
+/// `continued_as_new` before it restores the thread (the completing batch's events after it:
+/// the status change, the checkpoint's, lock releases).
+const LAST_BATCH_EVENTS: u64 = 64;
 
 impl Engine {
     /// The successor thread `thread` continued as, once it did (`None` while it has not, or if
@@ -33,6 +39,21 @@ impl Engine {
         if record.status != cairn_storage::ThreadStatus::Completed {
             return Ok(None);
         }
+        // The link is in the batch that completed the thread, among its last events: read
+        // without the workflow (a command line that does not have it answers too).
+        if let Some(last) = record.last.filter(|l| l.seq >= record.first_seq) {
+            let from = last.seq.0.saturating_sub(LAST_BATCH_EVENTS).max(record.first_seq.0).max(1);
+            let events = store.read_range_async(&id, cairn_storage::Seq(from), last.seq).await?;
+            for event in events.into_iter().rev() {
+                // The completing batch holds `output`, then `continued_as_new` when it continued.
+                match crate::exec::fetch::decode(store, event).await?.body {
+                    Body::ContinuedAsNew { thread, .. } => return Ok(Some(thread)),
+                    Body::Output { .. } => return Ok(None),
+                    _ => {}
+                }
+            }
+        }
+        // Pruned, or appended to since: the thread's context says.
         let wf = self.shell.registry.workflow_for(&record)?;
         let ctx = crate::exec::fetch::restore(store, &wf, &id, None).await?;
         Ok(ctx.meta.continued_as)
