@@ -641,6 +641,29 @@ mod tests {
     }
 
     #[test]
+    fn a_continue_as_new_request_ends_the_thread_and_names_its_successor() {
+        let wf = two_nodes();
+        let mut ctx = running(&wf);
+        let mut asked = run("a", done(5));
+        asked.values = vec![crate::core::marks::successor(json!(0))];
+        let d = close_step(&mut ctx, &wf, 1, vec![asked], 200, Default::default(), None)
+            .expect("decision");
+        // `a` routes to `b`, but the request ends the thread with the step.
+        assert_eq!(
+            kinds(&d),
+            ["node_completed", "step_completed", "state_updated", "custom"],
+            "{:?}",
+            d.events
+        );
+        assert_eq!(d.next, Next::Stop(Transition::Complete, continuation::REASON.into()));
+        assert_eq!(ctx.meta.continued_as.as_deref(), Some("t~1"));
+        assert!(ctx.meta.frontier.is_empty());
+        assert!(
+            matches!(&d.events[3].0, Body::ContinuedAsNew { thread, input } if thread == "t~1" && input == &json!(0))
+        );
+    }
+
+    #[test]
     fn checkpoints_follow_the_node_policy_and_the_periodic_rules() {
         let wf = two_nodes();
         let mut ctx = running(&wf);
