@@ -21,7 +21,7 @@ const GENERATIONS: usize = 2;
 
 /// START -> tick (loops TICKS times) -> END. The generation is the length of the state's log;
 /// the last tick of a thread of generation below GENERATIONS continues as new, on generation + 1.
-fn chain(fx: Effects) -> Workflow<Tally> {
+pub(crate) fn chain(fx: Effects) -> Workflow<Tally> {
     Workflow::<Tally>::builder("chain", 1)
         .node("tick", move |s: Arc<Tally>, ctx: Ctx| {
             let fx = fx.clone();

@@ -77,6 +77,8 @@ mod variables;
 #[cfg(all(feature = "http", feature = "cli"))]
 mod web_view;
 #[cfg(all(feature = "http", feature = "cli"))]
+mod web_view_continued;
+#[cfg(all(feature = "http", feature = "cli"))]
 mod web_view_pages;
 #[cfg(all(feature = "http", feature = "cli"))]
 mod web_view_queues;
