@@ -57,6 +57,14 @@ impl LiveNodeContext {
 
     /// `ctx.continue_as_new(input)`: records the request, once the input is a valid state.
     pub(super) fn continue_as(&self, input: Value) -> Result<(), NodeError> {
+        if self.env.depth > 0 {
+            // Its parent's node waits for this thread's end and knows no successor.
+            return Err(NodeError::Failed {
+                code: Some("continue_as_new".into()),
+                message: "a sub-workflow's child thread cannot continue as new".into(),
+                retryable: false,
+            });
+        }
         self.env.wf.state_from_json(&input).map_err(|e| NodeError::Codec {
             detail: format!("the successor's input is not a valid state: {e}"),
         })?;
