@@ -19,3 +19,4 @@ pub mod routing;
 pub mod scheduled_reports;
 pub mod subworkflow;
 pub mod timers;
+pub mod trip;

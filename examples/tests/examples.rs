@@ -443,3 +443,16 @@ async fn payments_charge_each_purpose_once_under_its_key() {
         shown.checkouts.iter().flat_map(|c| c.charges.iter().map(|ch| ch.id.clone())).collect();
     assert_eq!(ids.len(), 6);
 }
+
+#[tokio::test]
+async fn trip_fails_at_the_car_and_unwinds_the_hotel_then_the_flight() {
+    let (_d, p) = db("trip.db");
+    let s = cairn_examples::trip::run(&p).await.unwrap();
+    assert_eq!(s.status, cairn::ThreadStatus::Failed);
+    assert_eq!(
+        s.service,
+        ["booked flight", "booked hotel", "cancelled hotel-ref", "cancelled flight-ref"]
+    );
+    assert_eq!(s.unwinding.len(), 5, "{:?}", s.unwinding);
+    assert!(s.unwinding[0].starts_with("compensating: 2 undo(s)"), "{:?}", s.unwinding);
+}

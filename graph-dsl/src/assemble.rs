@@ -31,6 +31,7 @@ pub(crate) struct Decls {
     pub checkpoint: CheckpointPolicy,
     pub on_failure: Recovery,
     pub queries: Vec<(String, DynQuery)>,
+    pub compensations: Vec<(String, crate::long_lived::DynCompensation)>,
 }
 
 /// Builds the erased workflow from `decls`, or every problem found.
@@ -52,6 +53,7 @@ pub(crate) fn assemble(
         checkpoint,
         on_failure,
         queries,
+        compensations,
     } = decls;
     for node in &mut nodes {
         if node.policy.on_failure.is_fail() {
@@ -99,6 +101,12 @@ pub(crate) fn assemble(
             problems.push(Problem::DuplicateQuery(name.clone()));
         }
     }
+    let mut seen = std::collections::BTreeSet::new();
+    for (name, _) in &compensations {
+        if !seen.insert(name.clone()) {
+            problems.push(Problem::DuplicateCompensation(name.clone()));
+        }
+    }
     if !problems.is_empty() {
         return Err(BuildError { workflow: id, problems });
     }
@@ -122,6 +130,7 @@ pub(crate) fn assemble(
         state_codec,
         depth,
         queries: queries.into_iter().collect(),
+        compensations: compensations.into_iter().collect(),
     };
     workflow.fingerprint = fingerprint::compute(&workflow);
     Ok(workflow)

@@ -39,6 +39,7 @@ impl<S: State> WorkflowBuilder<S> {
                 joins: Vec::new(),
                 loop_bounds: Vec::new(),
                 queries: Vec::new(),
+                compensations: Vec::new(),
                 budgets: Budgets::default(),
                 permissions: BTreeSet::new(),
                 checkpoint: CheckpointPolicy::default(),

@@ -108,6 +108,26 @@ pub trait NodeContext: Send + Sync + 'static {
     fn deprecate_patch(&self, id: &str) {
         let _ = id;
     }
+    /// Registers the undo `name` with `args` for this task, effective when it completes (see
+    /// [`Ctx::on_undo`](crate::Ctx::on_undo)); recorded among the task's drawn values. The
+    /// provided method, for contexts without a log (test doubles), does nothing.
+    ///
+    /// # Errors
+    /// [`NodeError::Failed`] for a compensation the workflow does not declare.
+    fn on_undo(&self, name: &str, args: Value) -> Result<(), NodeError> {
+        let _ = (name, args);
+        Ok(())
+    }
+    /// Asks to end the thread when this step completes and start its successor on `input`
+    /// (see [`Ctx::continue_as_new`](crate::Ctx::continue_as_new)); recorded among the task's
+    /// drawn values. The provided method does nothing.
+    ///
+    /// # Errors
+    /// [`NodeError::Codec`] for an input that is not a valid state.
+    fn continue_as_new(&self, input: Value) -> Result<(), NodeError> {
+        let _ = input;
+        Ok(())
+    }
     /// Takes every lock of `names` for `ttl_ms`, all or nothing; if `wait`, suspends until all
     /// are free. The engine takes them in one atomic write; this provided method, for contexts
     /// without one (test doubles), takes them one by one and gives back those it took when

@@ -186,6 +186,8 @@ pub struct DynWorkflow {
     pub(crate) depth: usize,
     /// Read-only queries by name (not part of the fingerprint: they change no run).
     pub(crate) queries: std::collections::BTreeMap<String, DynQuery>,
+    /// Compensations by name (not part of the fingerprint: code, like node bodies).
+    pub(crate) compensations: std::collections::BTreeMap<String, crate::DynCompensation>,
 }
 
 impl fmt::Debug for DynWorkflow {
@@ -200,6 +202,11 @@ impl fmt::Debug for DynWorkflow {
 }
 
 impl DynWorkflow {
+    /// The compensation `name` ([`crate::WorkflowBuilder::compensation`]), if declared.
+    pub fn compensation(&self, name: &str) -> Option<&crate::DynCompensation> {
+        self.compensations.get(name)
+    }
+
     /// The names of the workflow's queries ([`crate::WorkflowBuilder::query`]), in order.
     pub fn query_names(&self) -> Vec<&str> {
         self.queries.keys().map(String::as_str).collect()

@@ -316,6 +316,7 @@ mod fingerprint;
 mod graph;
 mod join;
 pub mod limits;
+mod long_lived;
 mod output;
 mod picture;
 mod policy;
@@ -337,6 +338,7 @@ pub use erased::{
 pub use error::{HeldLock, NodeError, RouteError, StateError, ToolError, VarError};
 pub use fingerprint::{Fingerprint, ParseFingerprintError};
 pub use graph::{NextTarget, NodeId};
+pub use long_lived::DynCompensation;
 pub use output::{END, NodeOutput, NodeResult, START, Target};
 pub use picture::LinkKind;
 pub use policy::{Budgets, CheckpointPolicy, NodePolicy, RetryPolicy};

@@ -41,6 +41,9 @@ pub enum Problem {
     /// Two queries share a name.
     #[error("query {0:?} is declared more than once")]
     DuplicateQuery(String),
+    /// Two compensations share a name.
+    #[error("compensation {0:?} is declared more than once")]
+    DuplicateCompensation(String),
     /// A node uses `START`, `END` or another name beginning with `__`, which are reserved.
     #[error("node name {0:?} is reserved")]
     ReservedName(String),

@@ -2,6 +2,7 @@
 
 pub mod builder;
 pub mod channels;
+pub mod continued;
 mod controls;
 pub mod create;
 pub mod engine;

@@ -1,4 +1,5 @@
-//! `cairn result THREAD [--wait SECS]`: how a thread ended, waiting for it if asked. Through a
+//! `cairn result THREAD [--wait SECS] [--follow]`: how a thread ended, waiting for it if asked
+//! (with `--follow`, the last thread of its continue-as-new chain). Through a
 //! running engine's endpoint when one serves the file (a long poll of
 //! `GET /api/threads/{id}/result?wait_ms=`, re-asked until the wait is over, so the thread
 //! runs on in that engine while this process waits); on PostgreSQL through the database (the
@@ -31,6 +32,10 @@ pub struct ResultArgs {
     /// Wait up to this many seconds for the thread to finish (default: answer at once).
     #[arg(long, value_name = "SECS", default_value_t = 0)]
     wait: u64,
+    /// Follow a thread that continued as new to its successor, and so on to the last thread of
+    /// the chain (within the same wait); the answer is about that thread.
+    #[arg(long)]
+    follow: bool,
 }
 
 /// The first and the longest pause between two snapshots of a file no endpoint serves.
@@ -38,31 +43,56 @@ const SNAPSHOT_PAUSE_MS: (u64, u64) = (250, 5_000);
 
 pub(super) async fn result(args: ResultArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let db = args.common.db.clone();
-    let wait = Duration::from_secs(args.wait);
-    let answer = if is_postgres_url(&db) {
-        let engine = open_writable(&db, wfs).await?;
-        let outcome = engine.await_result(&args.thread, wait).await;
-        let answer = answer_of(&engine, &args.thread, outcome).await;
-        engine.shutdown().await;
-        answer?
-    } else {
-        let thread = args.thread.clone();
-        let db2 = db.clone();
-        let through = tokio::task::spawn_blocking(move || {
-            endpoint::through(&db2, |ep| poll(ep, &thread, wait))
-        })
-        .await??;
-        match through {
-            Some(answer) => answer,
-            None => from_snapshots(&db, &args.thread, wait, wfs).await?,
+    let deadline = Instant::now() + Duration::from_secs(args.wait);
+    let mut thread = args.thread.clone();
+    let mut answer = one(&db, &thread, deadline, wfs).await?;
+    // With --follow: on from a thread that continued as new, to its successor (bounded).
+    for _ in 0..crate::api::continued::CHAIN_FOLLOW_MAX {
+        if !args.follow || answer["status"].as_str() != Some("completed") {
+            break;
         }
-    };
+        let engine = if is_postgres_url(&db) {
+            open_writable(&db, wfs).await?
+        } else {
+            open_read_only(&db, wfs).await?
+        };
+        let next = engine.continued_as(&thread).await;
+        engine.shutdown().await;
+        let Some(next) = next? else { break };
+        thread = next;
+        answer = one(&db, &thread, deadline, wfs).await?;
+    }
     if args.common.json {
         print_json(&answer)?;
     } else {
         print_text(&text_of(&answer));
     }
-    verdict(&answer, &args.thread)
+    verdict(&answer, &thread)
+}
+
+/// The answer about `thread`, waiting until `deadline` for it to finish.
+async fn one(
+    db: &std::path::Path,
+    thread: &str,
+    deadline: Instant,
+    wfs: &[Arc<DynWorkflow>],
+) -> anyhow::Result<Value> {
+    let wait = deadline.saturating_duration_since(Instant::now());
+    if is_postgres_url(db) {
+        let engine = open_writable(db, wfs).await?;
+        let outcome = engine.await_result(thread, wait).await;
+        let answer = answer_of(&engine, thread, outcome).await;
+        engine.shutdown().await;
+        return answer;
+    }
+    let (owned, db2) = (thread.to_owned(), db.to_owned());
+    let through =
+        tokio::task::spawn_blocking(move || endpoint::through(&db2, |ep| poll(ep, &owned, wait)))
+            .await??;
+    match through {
+        Some(answer) => Ok(answer),
+        None => from_snapshots(db, thread, wait, wfs).await,
+    }
 }
 
 /// The exit of a command that answers a thread's result: 0 completed, 1 ended otherwise,

@@ -190,6 +190,11 @@ fn render(v: &Value) -> String {
             kv("detail", cut(detail, 120));
         }
     }
+    for link in ["continued_from", "continued_as"] {
+        if let Some(thread) = v[link].as_str() {
+            kv(link, thread.to_owned());
+        }
+    }
     kv("created", time(v["created_at_ms"].as_u64().unwrap_or(0)));
     kv("updated", time(v["updated_at_ms"].as_u64().unwrap_or(0)));
     if let Some(p) = v["parent"].as_object() {

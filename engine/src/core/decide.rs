@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::core::checkpoint_plan::CheckpointPlan;
 use crate::core::codec::Recorded;
+use crate::core::continuation;
 use crate::core::event::{Body, TaskKey};
 use crate::core::recovery::{self, AfterFailure, Failure};
 use crate::core::status::{Transition, transition};
@@ -358,10 +359,16 @@ pub(crate) fn close_step(
         }
     };
     let ended = next.is_empty();
+    let successor = continuation::requested(&out.ctx.meta).cloned();
     out.emit(Body::StepCompleted { step, next, arrivals }, now)?;
     if ended {
         let output = out.ctx.state.to_json().map_err(|e| Error::Codec(e.to_string()))?;
         out.emit(Body::Output { output }, now)?;
+        if let Some(input) = successor {
+            let thread = continuation::successor_id(&out.ctx.meta.thread);
+            out.emit(Body::ContinuedAsNew { thread, input }, now)?;
+            return Ok(out.decide(None, stop(Transition::Complete, continuation::REASON)));
+        }
         return Ok(out.decide(None, stop(Transition::Complete, "every branch reached END")));
     }
     let tail_events = rules.tail.events + out.events.len() as u64;
@@ -438,6 +445,9 @@ pub(crate) fn route_step(
     ctx: &ThreadCtx,
     step: u64,
 ) -> Result<(Vec<String>, Arrivals), NodeError> {
+    if continuation::requested(&ctx.meta).is_some() {
+        return Ok((Vec::new(), Arrivals::new())); // the thread ends: its successor goes on
+    }
     let mut state = ctx.state.clone_box();
     let mut gotos: BTreeMap<NodeId, Vec<Target>> = BTreeMap::new();
     for (task, journal) in &ctx.meta.open {
@@ -628,6 +638,29 @@ mod tests {
         assert_eq!(kinds(&d), ["node_started", "input_requested", "status_changed"]);
         assert_eq!(d.next, Next::Park(Transition::WaitInput));
         assert_eq!(ctx.meta.status, ThreadStatus::WaitingInput);
+    }
+
+    #[test]
+    fn a_continue_as_new_request_ends_the_thread_and_names_its_successor() {
+        let wf = two_nodes();
+        let mut ctx = running(&wf);
+        let mut asked = run("a", done(5));
+        asked.values = vec![crate::core::marks::successor(json!(0))];
+        let d = close_step(&mut ctx, &wf, 1, vec![asked], 200, Default::default(), None)
+            .expect("decision");
+        // `a` routes to `b`, but the request ends the thread with the step.
+        assert_eq!(
+            kinds(&d),
+            ["node_completed", "step_completed", "state_updated", "custom"],
+            "{:?}",
+            d.events
+        );
+        assert_eq!(d.next, Next::Stop(Transition::Complete, continuation::REASON.into()));
+        assert_eq!(ctx.meta.continued_as.as_deref(), Some("t~1"));
+        assert!(ctx.meta.frontier.is_empty());
+        assert!(
+            matches!(&d.events[3].0, Body::ContinuedAsNew { thread, input } if thread == "t~1" && input == &json!(0))
+        );
     }
 
     #[test]

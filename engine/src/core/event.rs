@@ -386,6 +386,48 @@ pub enum Body {
         /// ones go to the payload table with the rest of the body).
         snapshot: Value,
     },
+    /// The thread ended by continuing as new (`ctx.continue_as_new`): the successor this
+    /// names was created in the same commit, on `input`.
+    ContinuedAsNew {
+        /// The successor's id.
+        thread: String,
+        /// Its input (initial state).
+        input: Value,
+    },
+    /// The thread is the successor of `thread`, which continued as new (its second event).
+    ContinuedFrom {
+        /// The predecessor's id.
+        thread: String,
+    },
+    /// The thread failed for good with undos registered: they run now, last registered first
+    /// (`core::compensation`); the thread stays Running until the last one finished.
+    CompensationBegan {
+        /// Why the thread failed.
+        reason: String,
+        /// How many undos are registered.
+        undos: u32,
+    },
+    /// An undo is about to run (written durably before it runs).
+    UndoStarted {
+        /// Its index in registration order.
+        index: u32,
+        /// The compensation's name.
+        name: String,
+        /// Its arguments.
+        args: Value,
+    },
+    /// An undo finished (its output, or its error: a failed undo is recorded and the unwinding
+    /// goes on with the next).
+    UndoFinished {
+        /// Its index in registration order.
+        index: u32,
+        /// The compensation's name.
+        name: String,
+        /// What it returned.
+        output: Result<Value, ToolError>,
+        /// How long it took, in ms of engine clock.
+        duration_ms: u64,
+    },
     /// The thread's state was replaced or updated from outside a node (fork, migration, user).
     StateUpdated {
         /// The update applied (JSON of the update type).
@@ -426,7 +468,13 @@ impl Body {
             Body::Budget { used, limit, .. } if used >= limit => EventKind::BudgetExceeded,
             Body::Budget { .. } => EventKind::BudgetWarning,
             Body::StateUpdated { .. } | Body::RolledBack { .. } => EventKind::StateUpdated,
-            Body::BudgetsSet { .. } | Body::RecoveryApplied { .. } => EventKind::Custom,
+            Body::BudgetsSet { .. }
+            | Body::RecoveryApplied { .. }
+            | Body::ContinuedAsNew { .. }
+            | Body::ContinuedFrom { .. }
+            | Body::CompensationBegan { .. }
+            | Body::UndoStarted { .. }
+            | Body::UndoFinished { .. } => EventKind::Custom,
         }
     }
 
@@ -444,6 +492,8 @@ impl Body {
             | Body::Budget { .. }
             | Body::Recovered { .. }
             | Body::RecoveryApplied { .. }
+            | Body::CompensationBegan { .. }
+            | Body::UndoFinished { output: Err(_), .. }
             | Body::RolledBack { .. } => EventStatus::Warning,
             Body::NodeCompleted { .. } | Body::StepCompleted { .. } | Body::Output { .. } => {
                 EventStatus::Success
@@ -533,6 +583,18 @@ impl Body {
                 format!("rolled back to checkpoint {checkpoint} (seq {to_seq}): {reason}")
             }
             Body::BudgetsSet { .. } => "budgets changed".to_owned(),
+            Body::ContinuedAsNew { thread, .. } => format!("continued as new: {thread}"),
+            Body::ContinuedFrom { thread } => format!("continued from {thread}"),
+            Body::CompensationBegan { reason, undos } => {
+                format!("compensating: {undos} undo(s) after: {reason}")
+            }
+            Body::UndoStarted { index, name, .. } => format!("undo #{index} {name} started"),
+            Body::UndoFinished { index, name, output: Ok(_), .. } => {
+                format!("undo #{index} {name} finished")
+            }
+            Body::UndoFinished { index, name, output: Err(e), .. } => {
+                format!("undo #{index} {name} failed: {}", e.message)
+            }
             Body::RecoveryApplied { task, strategy: Recovery::Fallback(to), .. } => {
                 format!("{task}: recovery: fall back to {to}")
             }

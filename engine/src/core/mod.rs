@@ -11,9 +11,12 @@
 pub mod checkpoint_plan;
 pub(crate) mod children;
 pub mod codec;
+pub mod compensation;
+pub(crate) mod continuation;
 pub(crate) mod decide;
 pub(crate) mod drawn;
 pub mod event;
+pub(crate) mod marks;
 pub mod node_runs;
 pub(crate) mod patch;
 pub(crate) mod recovery;

@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 use serde_json::{Map, Value};
 
 /// The tag of a patch marker among drawn values.
-pub(crate) const TAG: &str = "patch";
+pub(crate) const TAG: &str = crate::core::marks::PATCH;
 
 /// The marker `patched(id)` records.
 pub(crate) fn marker(id: &str) -> Value {
@@ -39,8 +39,10 @@ pub(crate) fn marked(value: &Value) -> Option<&str> {
 /// Takes the marker of `id` out of the run of markers at the front of `values`, if it is there.
 /// Only the front run: a marker recorded after a drawn value belongs to a later call site.
 pub(crate) fn take(values: &mut VecDeque<Value>, id: &str) -> bool {
-    let found =
-        values.iter().take_while(|v| marked(v).is_some()).position(|v| marked(v) == Some(id));
+    let found = values
+        .iter()
+        .take_while(|v| crate::core::marks::is_marker(v))
+        .position(|v| marked(v) == Some(id));
     match found {
         Some(i) => {
             values.remove(i);
@@ -50,10 +52,11 @@ pub(crate) fn take(values: &mut VecDeque<Value>, id: &str) -> bool {
     }
 }
 
-/// Drops the markers at the front of `values`, before a draw or a signal receipt reads the
-/// next recorded value: markers are only read by patch calls.
+/// Drops the markers at the front of `values` (of patches, undos, continue-as-new:
+/// `core::marks`), before a draw or a signal receipt reads the next recorded value: markers are
+/// only read by the calls that record them.
 pub(crate) fn skip(values: &mut VecDeque<Value>) {
-    while values.front().and_then(marked).is_some() {
+    while values.front().is_some_and(crate::core::marks::is_marker) {
         values.pop_front();
     }
 }

@@ -14,6 +14,7 @@ use cairn_storage::{ThreadStatus, WorkflowRef};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::core::compensation::Unwinding;
 use crate::core::event::{Body, ForkOrigin, TaskKey, ThreadPolicy};
 pub use crate::core::telemetry::Telemetry;
 use crate::core::telemetry::add_usage;
@@ -200,6 +201,18 @@ pub struct ThreadMeta {
     /// name after it. Absent when none was received.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub signals: BTreeMap<String, u64>,
+    /// The successor this thread continued as (`ctx.continue_as_new`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continued_as: Option<String>,
+    /// The thread this one continues (it is that thread's successor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continued_from: Option<String>,
+    /// Undos registered by completed tasks (`ctx.on_undo`), in registration order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub undos: Vec<crate::core::compensation::Undo>,
+    /// Set once the thread failed for good and its undos run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unwinding: Option<crate::core::compensation::Unwinding>,
     /// Created at (engine clock).
     pub created_at_ms: u64,
     /// Updated at (engine clock).
@@ -302,6 +315,10 @@ impl ThreadCtx {
                 restores: 0,
                 seed: *seed,
                 signals: BTreeMap::new(),
+                continued_as: None,
+                continued_from: None,
+                undos: Vec::new(),
+                unwinding: None,
                 created_at_ms: at_ms,
                 updated_at_ms: at_ms,
             },
@@ -408,6 +425,8 @@ impl ThreadCtx {
                 let j = journal(m, task, *attempt);
                 j.values.extend(values.iter().cloned());
                 j.outcome = Some(TaskOutcome { update: update.clone(), goto: goto.clone() });
+                let undos = crate::core::compensation::registered(task, *step, &j.values);
+                m.undos.extend(undos);
                 add_usage(&mut m.telemetry, usage, &BTreeMap::new());
                 match m.telemetry.node_ms.get_mut(&task.node) {
                     Some(ms) => *ms += duration_ms,
@@ -548,6 +567,23 @@ impl ThreadCtx {
             Body::RecoveryApplied { step, task, strategy, .. } => {
                 crate::core::recovery_fold::apply(m, *step, task, strategy);
                 push_history(m, seq, *step, task, &format!("recovery: {}", strategy.name()), at_ms);
+            }
+            Body::ContinuedAsNew { thread, .. } => m.continued_as = Some(thread.clone()),
+            Body::ContinuedFrom { thread } => m.continued_from = Some(thread.clone()),
+            Body::CompensationBegan { reason, .. } => {
+                let reason = reason.clone();
+                m.unwinding = Some(Unwinding { reason, done: 0, running: None });
+            }
+            Body::UndoStarted { index, .. } => {
+                if let Some(u) = &mut m.unwinding {
+                    u.running = Some(*index);
+                }
+            }
+            Body::UndoFinished { .. } => {
+                if let Some(u) = &mut m.unwinding {
+                    u.running = None;
+                    u.done += 1;
+                }
             }
             Body::Recovered { .. } | Body::Lock { .. } => {}
         }

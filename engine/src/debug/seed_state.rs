@@ -103,6 +103,10 @@ impl SeedState {
             budget_warned: Vec::new(),
             seed: None,
             signals: BTreeMap::new(),
+            continued_as: None,
+            continued_from: None,
+            undos: Vec::new(),
+            unwinding: None,
             created_at_ms,
             updated_at_ms,
         };

@@ -104,6 +104,10 @@ pub(crate) async fn thread_details(engine: &Engine, record: &ThreadRecord) -> Re
         "lease": record.lease,
         "last_error": last_error,
         "fork": m.fork,
+        "continued_as": m.continued_as,
+        "continued_from": m.continued_from,
+        "undos": m.undos,
+        "unwinding": m.unwinding,
         "output": m.output,
         "state_unknown": folded.state_unknown,
     });

@@ -24,3 +24,15 @@ pub(super) fn key(env: &ThreadEnv, step: u64, task: &TaskKey, attempt: u32, inde
     h.update(&index.to_le_bytes());
     format!("cairn-{}", &h.finalize().to_hex()[..32])
 }
+
+/// The idempotency key of undo `index` (in registration order) of the thread of `env`: run again
+/// after a crash (its `undo_started` recorded, its `undo_finished` not), it gets the same key.
+pub(super) fn undo_key(env: &ThreadEnv, index: u32) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(b"cairn undo key v1\0");
+    h.update(env.thread.as_str().as_bytes());
+    h.update(b"\0");
+    h.update(&env.seed.to_le_bytes());
+    h.update(&index.to_le_bytes());
+    format!("cairn-undo-{}", &h.finalize().to_hex()[..32])
+}

@@ -11,6 +11,8 @@ pub(crate) mod blocking;
 mod budgets;
 mod checkpoint_asks;
 pub(crate) mod child_run;
+mod compensate;
+mod continue_as_new;
 pub(crate) mod drive;
 pub(crate) mod env;
 pub(crate) mod fetch;

@@ -190,6 +190,14 @@ impl NodeContext for LiveNodeContext {
         self.patch(id, true);
     }
 
+    fn on_undo(&self, name: &str, args: Value) -> Result<(), NodeError> {
+        self.undo(name, args)
+    }
+
+    fn continue_as_new(&self, input: Value) -> Result<(), NodeError> {
+        self.continue_as(input)
+    }
+
     fn call_tool(
         &self,
         call: ToolCall,

@@ -24,8 +24,8 @@ use crate::core::status::Transition;
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
 
-/// `recovered` actions: a thread recovery resumed, and one taken from another engine instance's
-/// runner that never let it go (a recovered parent's child, a lapsed lease on a shared database).
+/// `recovered` actions: resumed by recovery; taken from another engine instance's runner that
+/// never let it go.
 const RECOVERED_RESUMED: &str = "resumed";
 const RECOVERED_TAKEN_OVER: &str = "taken over";
 
@@ -50,7 +50,7 @@ pub(crate) struct Runner {
     pub(super) ctx: ThreadCtx,
     record: ThreadRecord,
     /// Events of the batch being built, already applied to `ctx` under their predicted seqs.
-    emitted: Vec<(Body, u64)>,
+    pub(super) emitted: Vec<(Body, u64)>,
     last_checkpoint_ms: u64,
 }
 
@@ -71,7 +71,7 @@ impl Runner {
         Runner { shell, env, ctx, record, emitted: Vec::new(), last_checkpoint_ms: now }
     }
 
-    fn now(&self) -> u64 {
+    pub(super) fn now(&self) -> u64 {
         self.shell.clock.now_ms()
     }
 
@@ -94,8 +94,7 @@ impl Runner {
         if reason.starts_with("recovered") {
             self.emit(Body::Recovered { action: RECOVERED_RESUMED.into() }, now)?;
         } else if taken_over {
-            // Another engine instance's runner never let the thread go (it died or stalled):
-            // what it had begun is driven again, and the thread's own log says so.
+            // Another instance's runner never let it go (died, stalled): its log says so.
             self.emit(Body::Recovered { action: RECOVERED_TAKEN_OVER.into() }, now)?;
         }
         // Woken threads (input, timer, resume) were moved to Running by the write that woke them.
@@ -107,7 +106,7 @@ impl Runner {
         if let Some(lease) = &self.record.lease
             && lease.owner != me
         {
-            // Another owner's lease: taken over only once the coordinator says it cannot write.
+            // Another owner's: taken over only once the coordinator says it cannot write.
             if !self.shell.coord.may_take_over(lease, now) {
                 return Ok(false);
             }
@@ -126,8 +125,7 @@ impl Runner {
         if !self.shell.coord.has_peers() {
             return Ok(true);
         }
-        // On a shared database another engine may have taken the lease or moved the thread
-        // on since the read: wait for the outcome before running anything.
+        // Shared database: another engine may have taken the lease or moved the thread since.
         match self.env.settle().await {
             Ok(()) => Ok(true),
             Err(Error::Storage(
@@ -158,7 +156,7 @@ impl Runner {
             if control.take_pause() {
                 return self.finish(Transition::Pause, "paused at a step boundary", now).await;
             }
-            if let Some(exit) = self.check_budgets(now).await? {
+            if let Some(exit) = self.before_step(now).await? {
                 return Ok(exit);
             }
             let step = super::observe::step(self.env.clone(), self.ctx.meta.step + 1);
@@ -177,7 +175,8 @@ impl Runner {
         reason: &str,
         now: u64,
     ) -> Result<Exit, Error> {
-        self.emit_status(t, reason, now)?;
+        let (t, reason, now) = self.unwind(t, reason, now).await?;
+        self.emit_status(t, &reason, now)?;
         let status = self.ctx.meta.status;
         let kind = status.is_terminal().then(|| {
             CheckpointPlan::of(if status == ThreadStatus::Completed {
@@ -188,14 +187,15 @@ impl Runner {
         });
         let mut batch = Batch::default();
         let released_locks = self.release_all(&mut batch, now).await?;
+        let successor = self.successor(&mut batch, now).await?;
         self.commit_durable(batch, kind).await?;
+        self.drive_successor(successor);
         self.shell.coord.locks_released();
         if released_locks && let Ok(locks) = self.shell.store.locks().await {
             self.shell.metrics.set_locks_held(locks.len());
         }
         if status.is_terminal() {
-            // Published when this runner lets the thread go, under its claim still: no writer
-            // of this engine can have moved it since the commit above.
+            // Published under the runner's claim still: no writer of this engine moved it since.
             let ended = crate::coord::Ended {
                 status,
                 output: if status == ThreadStatus::Completed {
@@ -280,8 +280,7 @@ impl Runner {
             self.ctx.apply(rec.bookmark.seq.0, rec.bookmark.at_ms, &rec.body)?;
         }
         if self.env.cancel.is_cancelled() {
-            // Cancelled or timed out mid-step: the tasks' outcomes are moot; the loop records
-            // the end at its top.
+            // Cancelled or timed out mid-step: outcomes moot; the loop records the end at its top.
             return Ok(StepEnd::Continue);
         }
         self.close_step(step, runs).await

@@ -49,17 +49,37 @@ pub(crate) async fn prepare(
     fork: Option<ForkSeed>,
     policy: ThreadPolicy,
 ) -> Result<Option<Batch>, Error> {
+    let mut batch = Batch::default();
+    let created = prepare_in(shell, wf, id, input, labels, fork, policy, &mut batch).await?;
+    Ok(created.then_some(batch))
+}
+
+/// [`prepare`] into `batch`, which may hold other writes (a continue-as-new's successor is
+/// created in its predecessor's last batch); `false` (and nothing added) if the id exists.
+///
+/// # Errors
+/// As [`create`].
+#[allow(clippy::too_many_arguments, reason = "prepare's arguments and the batch")]
+pub(crate) async fn prepare_in(
+    shell: &Shell,
+    wf: &Arc<DynWorkflow>,
+    id: &ThreadId,
+    input: Value,
+    labels: BTreeMap<String, String>,
+    fork: Option<ForkSeed>,
+    policy: ThreadPolicy,
+    batch: &mut Batch,
+) -> Result<bool, Error> {
     let existing = shell.store.thread(id).await?;
     let Some((body, record, now)) =
         creation(shell, wf, (id, existing), input, labels, fork, policy)?
     else {
-        return Ok(None);
+        return Ok(false);
     };
-    let mut batch = Batch::default();
-    codec::push_event(&mut batch, id, &body, now)?;
+    codec::push_event(batch, id, &body, now)?;
     batch.threads.push(record);
     batch.guards.push(Guard::Absent { thread: id.clone() });
-    Ok(Some(batch))
+    Ok(true)
 }
 
 /// A thread created already running under this engine's lease: its creation batch, and the

@@ -139,6 +139,21 @@ impl ReplayNodeContext {
     }
 }
 
+impl ReplayNodeContext {
+    /// A marker call (`core::marks`) in a completed task: the log holds its marker here, or the
+    /// code does what the recorded run did not (a divergence).
+    fn marker(&self, marker: Value, what: &str) {
+        let mut st = self.state();
+        if !crate::core::marks::take(&mut st.values, &marker) {
+            st.first.get_or_insert((
+                format!("the code {what} where the recorded run did not"),
+                Value::Null,
+                marker,
+            ));
+        }
+    }
+}
+
 impl NodeContext for ReplayNodeContext {
     fn recv(&self, name: &str) -> BoxFuture<'static, Result<Value, NodeError>> {
         let got = self.receive(name, true).map(|v| v.unwrap_or(Value::Null));
@@ -153,6 +168,14 @@ impl NodeContext for ReplayNodeContext {
     }
     fn deprecate_patch(&self, id: &str) {
         self.patch(id, true);
+    }
+    fn on_undo(&self, name: &str, args: Value) -> Result<(), NodeError> {
+        self.marker(crate::core::marks::undo(name, args), "registers an undo");
+        Ok(())
+    }
+    fn continue_as_new(&self, input: Value) -> Result<(), NodeError> {
+        self.marker(crate::core::marks::successor(input), "continues as new");
+        Ok(())
     }
     fn thread_id(&self) -> &str {
         &self.shared.thread

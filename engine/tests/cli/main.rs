@@ -8,6 +8,7 @@ mod control;
 mod debug;
 mod exit_codes;
 mod files;
+mod follow;
 mod harness;
 mod health;
 mod in_place;

@@ -13,6 +13,8 @@ mod bundle_seed;
 mod cdp;
 mod checkpoints;
 mod common;
+mod compensation;
+mod continue_as_new;
 mod controls;
 mod core_pure;
 mod crash;
@@ -78,6 +80,8 @@ mod trace;
 mod variables;
 #[cfg(all(feature = "http", feature = "cli"))]
 mod web_view;
+#[cfg(all(feature = "http", feature = "cli"))]
+mod web_view_continued;
 #[cfg(all(feature = "http", feature = "cli"))]
 mod web_view_pages;
 #[cfg(all(feature = "http", feature = "cli"))]

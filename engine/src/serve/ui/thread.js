@@ -60,6 +60,9 @@
       ["sub-workflow of", s.labels && s.labels.parent
         ? el("a", { id: "parent-thread", href: `/ui/threads/${encodeURIComponent(s.labels.parent)}` }, s.labels.parent) : ""],
       ["forked from", fork],
+      // Continue-as-new: the thread this one continues, and the successor it continued as.
+      ["continued from", s.continued_from ? el("a", { id: "continued-from", href: `/ui/threads/${encodeURIComponent(s.continued_from)}` }, s.continued_from) : ""],
+      ["continued as", s.continued_as ? el("a", { id: "continued-as", href: `/ui/threads/${encodeURIComponent(s.continued_as)}` }, s.continued_as) : ""],
       ["lease", s.lease ? `${s.lease.owner || JSON.stringify(s.lease)}` : ""],
       ["locks", (s.locks || []).map((l) => l.name).join(", ")],
       ["output", s.output === null || s.output === undefined ? "" : output(s.output)],
