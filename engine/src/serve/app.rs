@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::params::Reject;
+use super::wire::Refusal;
 use crate::api::engine::Engine;
 use crate::debug::Redactor;
 use crate::error::Error;
@@ -41,7 +41,7 @@ impl App {
 impl IntoResponse for Reject {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::BAD_REQUEST);
-        (status, axum::Json(json!({"error": self.error, "field": self.field}))).into_response()
+        (status, axum::Json(Refusal { error: self.error, field: self.field })).into_response()
     }
 }
 

@@ -25,7 +25,8 @@ use serde_json::{Value, json};
 
 use super::app::{App, blocking, pairs, reject};
 use super::graph_svg::workflow_svg;
-use super::params::{Reject, no_params};
+use super::params::{Reject, VersionParams, no_params};
+use super::query::from_pairs;
 use super::threads::{Q, segment};
 use crate::api::engine::Engine;
 use crate::api::schedule::ScheduleInfo;
@@ -102,18 +103,7 @@ pub(super) async fn workflow_graph_svg(
     q: Q,
 ) -> Result<Response, Reject> {
     let id = segment(id)?;
-    let mut version = None;
-    for (k, v) in pairs(q)? {
-        match k.as_str() {
-            "version" => {
-                let n = v.parse::<u32>().map_err(|_| {
-                    Reject::bad("version", format!("version {v:?} is not a whole number"))
-                })?;
-                version = Some(n);
-            }
-            _ => return Err(Reject::bad(&k, format!("unknown parameter {k:?}"))),
-        }
-    }
+    let version = from_pairs::<VersionParams>(&pairs(q)?)?.version;
     let found = app
         .engine
         .workflows()

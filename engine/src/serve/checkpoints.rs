@@ -20,7 +20,7 @@ pub(super) async fn list(State(app): State<App>, q: Q) -> Result<Json<Value>, Re
     let infos = app
         .engine
         .store()
-        .list_checkpoints_async(&p.filter, page)
+        .list_checkpoints_async(&p.filter(), page)
         .await
         .map_err(|e| reject(e.into(), "checkpoints"))?;
     let rows: Vec<Value> = infos.iter().map(views::checkpoint_json).collect();

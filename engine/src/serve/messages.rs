@@ -20,7 +20,7 @@ pub(super) async fn trace(
     let scope = if p.threads.is_empty() { TraceScope::All } else { TraceScope::Threads(p.threads) };
     let mut query = TraceQuery::new(scope);
     query.correlation_id = p.correlation_id;
-    query.between = p.between;
+    query.between = <[String; 2]>::try_from(p.between).ok().map(|[a, b]| (a, b));
     (query.from_ms, query.to_ms, query.chain_to) = (p.from_ms, p.to_ms, p.chain);
     let found = app.engine.trace(&query).await.map_err(|e| reject(e, "trace"))?;
     let rows: Vec<Value> = found.iter().map(trace_json).collect();

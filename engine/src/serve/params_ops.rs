@@ -2,22 +2,53 @@
 //! and the resumable threads. Pure functions of decoded query pairs, as in [`super::params`]
 //! (the fuzz target `serve_params` drives them too); every refusal names its field.
 
-use std::collections::BTreeMap;
-
+use serde::Deserialize;
 use serde_json::Value;
+use utoipa::IntoParams;
 
-use super::params::{Reject, flag, number};
+use super::params::{KeyValue, Reject};
+use super::query::from_pairs;
 use crate::debug::{ExportOptions, Redaction};
 
-/// The parameters `GET /api/threads/{id}/bundle` knows.
-const BUNDLE_KNOWN: [&str; 6] =
-    ["redact_key", "secret", "meta", "checkpoints", "last_events", "max_payload_bytes"];
+/// `GET /api/threads/{id}/bundle`: `cairn bundle export`'s flags.
+#[derive(Debug, Clone, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct BundleParams {
+    /// A key pattern whose values are redacted, besides the defaults (repeatable).
+    #[serde(default)]
+    pub redact_key: Vec<String>,
+    /// A secret redacted wherever it appears (repeatable).
+    #[serde(default)]
+    pub secret: Vec<String>,
+    /// Metadata kept in the bundle, `KEY=VALUE` (repeatable; the last of a key wins).
+    #[serde(default)]
+    pub meta: Vec<String>,
+    /// Include the thread's checkpoints (default `1`).
+    #[serde(default = "yes")]
+    pub checkpoints: bool,
+    /// Keep only the last this many events (at least 1).
+    pub last_events: Option<usize>,
+    /// Cut payloads longer than this many bytes.
+    pub max_payload_bytes: Option<usize>,
+}
+
+/// `GET /api/resumable`.
+#[derive(Debug, Clone, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ResumableParams {
+    /// Only threads whose last step is at most this old (ms; every resumable thread without it).
+    pub max_age_ms: Option<u64>,
+}
+
+fn yes() -> bool {
+    true
+}
 
 /// Parses the query of `GET /api/threads/{id}/bundle` into export options, as `cairn bundle
-/// export`'s flags: `redact_key`, `secret` and `meta` (`KEY=VALUE`, kept as a string) may be
-/// repeated; `checkpoints` (default 1), `last_events` (at least 1) and `max_payload_bytes` are
-/// given at most once. The bundle is never compressed here (the caller compresses what it
-/// writes); whether the redaction rules work is the export's to judge.
+/// export`'s flags (see [`BundleParams`]). The bundle is never compressed here (the caller
+/// compresses what it writes); whether the redaction rules work is the export's to judge.
 ///
 /// # Errors
 /// A 400 naming the parameter: unknown, repeated when it may not be, or malformed.
@@ -29,50 +60,30 @@ const BUNDLE_KNOWN: [&str; 6] =
 /// assert_eq!(bundle_params(&pairs).unwrap_err().field.as_deref(), Some("last_events"));
 /// ```
 pub fn bundle_params(pairs: &[(String, String)]) -> Result<ExportOptions, Reject> {
+    let p: BundleParams = from_pairs(pairs)?;
+    if p.last_events == Some(0) {
+        return Err(Reject::bad("last_events", "must keep at least one event"));
+    }
+    let mut redaction = Redaction::default();
+    redaction.key_patterns.extend(p.redact_key);
+    redaction.secrets.extend(p.secret);
     let mut options = ExportOptions {
-        include_checkpoints: true,
-        redaction: Redaction::default(),
+        include_checkpoints: p.checkpoints,
+        redaction,
+        last_events: p.last_events,
+        max_payload_bytes: p.max_payload_bytes,
         ..ExportOptions::default()
     };
-    let mut metadata = BTreeMap::new();
-    let mut seen: Vec<&str> = Vec::new();
-    for (key, value) in pairs {
-        let Some(name) = BUNDLE_KNOWN.iter().copied().find(|k| *k == key.as_str()) else {
-            let field = key.chars().take(64).collect::<String>();
-            let known = BUNDLE_KNOWN.join(", ");
-            return Err(Reject::bad(&field, format!("unknown parameter (known: {known})")));
-        };
-        let once = !matches!(name, "redact_key" | "secret" | "meta");
-        if once && seen.contains(&name) {
-            return Err(Reject::bad(name, "given more than once"));
-        }
-        seen.push(name);
-        match name {
-            "redact_key" => options.redaction.key_patterns.push(value.clone()),
-            "secret" => options.redaction.secrets.push(value.clone()),
-            "meta" => match value.split_once('=') {
-                Some((k, v)) if !k.is_empty() => {
-                    metadata.insert(k.to_owned(), Value::String(v.to_owned()));
-                }
-                _ => return Err(Reject::bad("meta", format!("expected KEY=VALUE, got {value:?}"))),
-            },
-            "checkpoints" => options.include_checkpoints = flag("checkpoints", value)?,
-            "last_events" => {
-                let n: usize = number("last_events", value)?;
-                if n == 0 {
-                    return Err(Reject::bad("last_events", "must keep at least one event"));
-                }
-                options.last_events = Some(n);
-            }
-            _ => options.max_payload_bytes = Some(number("max_payload_bytes", value)?),
-        }
+    for meta in p.meta {
+        let kv = meta
+            .parse::<KeyValue>()
+            .map_err(|e| Reject::bad("meta", format!("{e}, got {meta:?}")))?;
+        options.metadata.insert(kv.key, Value::String(kv.value));
     }
-    options.metadata = metadata;
     Ok(options)
 }
 
-/// Parses the query of `GET /api/resumable`: `max_age_ms`, at most once (every resumable thread
-/// without it).
+/// Parses the query of `GET /api/resumable`: `max_age_ms`, at most once.
 ///
 /// # Errors
 /// A 400 naming the parameter.
@@ -84,11 +95,7 @@ pub fn bundle_params(pairs: &[(String, String)]) -> Result<ExportOptions, Reject
 /// assert_eq!(resumable_params(&pairs).unwrap(), Some(60_000));
 /// ```
 pub fn resumable_params(pairs: &[(String, String)]) -> Result<Option<u64>, Reject> {
-    let mut max_age = None;
-    for (_, value) in super::params::unique(pairs, &["max_age_ms"])? {
-        max_age = Some(number("max_age_ms", value)?);
-    }
-    Ok(max_age)
+    from_pairs::<ResumableParams>(pairs).map(|p| p.max_age_ms)
 }
 
 #[cfg(test)]

@@ -25,29 +25,40 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
+use utoipa::ToSchema;
 
 use super::app::{App, pairs, reject};
 use super::controls::parse;
 use super::params::Reject;
 use super::results::{answer, wait_param};
 use super::threads::{Q, segment};
+use super::wire::Started;
 use crate::config::StartOptions;
 use crate::error::Error;
 
 /// The body of a start.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct StartBody {
+pub(super) struct StartBody {
+    /// The thread's initial state.
     input: Value,
+    /// The thread's id (an idempotent start: an existing id answers its thread).
     id: Option<String>,
+    /// Labels.
     #[serde(default)]
     labels: BTreeMap<String, String>,
+    /// The workflow's version (the newest compiled in when none).
     version: Option<u32>,
+    /// The queue to wait on.
     queue: Option<String>,
+    /// The queue's key (with `queue`).
     key: Option<String>,
+    /// The priority on the queue, 0 to 255 (with `queue`).
     priority: Option<u8>,
+    /// A dedup key (with `queue`): a key held answers its holder.
     dedup: Option<String>,
+    /// Refused: the engine has no delayed start.
     start_at_ms: Option<u64>,
 }
 
@@ -125,13 +136,8 @@ pub(super) async fn start(
         })?;
     let thread = creation.thread.id().as_str().to_owned();
     let link = format!("/api/threads/{}", path_segment(&thread));
-    let mut out = json!({"thread": thread, "created": creation.created, "link": link});
-    if waits {
-        let result = answer(&app, &thread, wait).await?;
-        if let (Some(out), Value::Object(result)) = (out.as_object_mut(), result) {
-            out.extend(result);
-        }
-    }
+    let result = if waits { Some(answer(&app, &thread, wait).await?.result) } else { None };
+    let out = Started { thread, created: creation.created, link: link.clone(), result };
     let status = if creation.created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, [(header::LOCATION, link)], Json(out)).into_response())
 }
@@ -152,6 +158,8 @@ fn path_segment(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn body(text: &str) -> Result<(Value, StartOptions), Reject> {

@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 
 use super::app::{App, blocking, pairs, reject};
 use super::params::{
-    Reject, graph_params, health_params, list_params, no_params, redact_only, state_params,
+    GraphFormat, Reject, SeqPair, graph_params, health_params, list_params, no_params, redact_only,
+    state_params,
 };
 use crate::api::engine::Engine;
 use crate::debug::views;
@@ -103,7 +104,7 @@ pub(super) async fn list(State(app): State<App>, q: Q) -> Result<Json<Value>, Re
     let p = list_params(&pairs(q)?)?;
     let store = app.engine.store().as_ref();
     let (records, next) =
-        views::threads_after(store, &p.filter, p.after.as_ref(), p.offset, p.limit)
+        views::threads_after(store, &p.filter(), p.after.as_ref(), p.offset, p.limit)
             .await
             .map_err(|e| reject(e, "threads"))?;
     let rows: Vec<Value> = records.iter().map(views::thread_row).collect();
@@ -133,7 +134,7 @@ pub(super) async fn state(
     let engine = &app.engine;
     record_of(engine, &id).await?;
     let out = match p.diff {
-        Some((a, b)) => {
+        Some(SeqPair(a, b)) => {
             let changes = engine.diff(&id, a, b).await.map_err(|e| reject(e, "diff"))?;
             json!({"thread": id, "from": a, "to": b, "changes": changes})
         }
@@ -186,7 +187,10 @@ pub(super) async fn graph(
     let Some(wf) = found else {
         return Err(Reject::not_found("workflow", format!("workflow {id} is not compiled in")));
     };
-    let text = if p.mermaid { wf.to_mermaid() } else { wf.to_dot() };
+    let text = match p.format {
+        GraphFormat::Mermaid => wf.to_mermaid(),
+        GraphFormat::Dot => wf.to_dot(),
+    };
     let headers = [(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")];
     Ok((headers, text).into_response())
 }

@@ -47,7 +47,7 @@ pub(super) async fn threads(State(app): State<App>, q: Q) -> Result<Json<Value>,
         let store = app.engine.store().as_ref();
         // Every record of the workflow and label filters (the status filter applies after the
         // counts), in pages.
-        let mut filter = p.filter.clone();
+        let mut filter = p.filter();
         let status = filter.status.take();
         const PAGE: usize = 1_000;
         let mut records: Vec<ThreadRecord> = Vec::new();

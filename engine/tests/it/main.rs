@@ -25,6 +25,8 @@ mod execution;
 mod layers;
 mod locks;
 mod node_runs;
+#[cfg(feature = "http")]
+mod openapi;
 mod operator;
 mod patching;
 #[cfg(all(feature = "postgres", feature = "http"))]
@@ -58,7 +60,6 @@ mod resume_check;
 mod retention;
 mod scale;
 mod schedules;
-#[cfg(feature = "http")]
 mod serve;
 #[cfg(feature = "http")]
 mod serve_auth;

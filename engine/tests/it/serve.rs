@@ -10,7 +10,7 @@ use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::{END, Engine, START, StartOptions, ThreadStatus};
 use serde_json::{Value, json};
 
-use crate::common::{Tally, db};
+use crate::common::{Tally, call, db};
 
 fn asks_input() -> Workflow<Tally> {
     Workflow::<Tally>::builder("ask", 1)
@@ -26,32 +26,6 @@ fn asks_input() -> Workflow<Tally> {
 
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder().http_status_as_error(false).build().into()
-}
-
-/// A request off the async workers: the status and the body as JSON (or as a string).
-async fn call(
-    method: &'static str,
-    url: String,
-    token: Option<String>,
-    body: String,
-) -> (u16, Value) {
-    tokio::task::spawn_blocking(move || {
-        let agent = agent();
-        let mut resp = if method == "GET" {
-            agent.get(&url).call().unwrap()
-        } else {
-            let mut req = agent.post(&url).header("content-type", "application/json");
-            if let Some(t) = &token {
-                req = req.header("authorization", &format!("Bearer {t}"));
-            }
-            req.send(body.as_str()).unwrap()
-        };
-        let status = resp.status().as_u16();
-        let text = resp.body_mut().read_to_string().unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
-    })
-    .await
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
