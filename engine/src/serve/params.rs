@@ -1,6 +1,6 @@
 //! The request parameters of the HTTP endpoint: derived structs (`Deserialize` to read them from
-//! the query with [`super::query::from_pairs`], `IntoParams` for the OpenAPI document) and the
-//! checks across fields. Pure (no I/O, no axum), so the fuzz target `serve_params` drives them
+//! the query with [`super::query::parse`], `IntoParams` for the OpenAPI document) and the
+//! checks across fields ([`Check`]). Pure (no I/O, no axum), so the fuzz target `serve_params` drives them
 //! directly. Every refusal names the field it is about; none panics, whatever the input.
 
 use std::str::FromStr;
@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer};
 use utoipa::{IntoParams, ToSchema};
 
-use super::query::{from_pairs, text};
+use super::query::{Check, text};
 use crate::limits::SERVE_PAGE_MAX;
 
 /// A refused request: the HTTP status, what is wrong, and the field (query parameter, path
@@ -55,7 +55,7 @@ pub struct ListParams {
     #[param(value_type = Option<String>)]
     pub label: Option<KeyValue>,
     /// At most this many threads (1..=[`SERVE_PAGE_MAX`], default 100).
-    #[serde(default = "default_limit")]
+    #[serde(default = "default_limit", deserialize_with = "page")]
     pub limit: usize,
     /// Only threads after this id (the cursor: the previous page's `next`).
     #[serde(default, deserialize_with = "text")]
@@ -92,7 +92,7 @@ pub struct CheckpointsParams {
     /// Only checkpoints with any of these tags (comma-separated).
     pub tag: Option<String>,
     /// At most this many checkpoints (1..=[`SERVE_PAGE_MAX`], default 100).
-    #[serde(default = "default_limit")]
+    #[serde(default = "default_limit", deserialize_with = "page")]
     pub limit: usize,
     /// Checkpoints skipped first.
     #[serde(default)]
@@ -125,7 +125,7 @@ pub struct EventsParams {
     #[param(rename = "kind", value_type = Option<String>)]
     pub kinds: Vec<EventKind>,
     /// At most this many events in a page (1..=[`SERVE_PAGE_MAX`], default the maximum).
-    #[serde(default = "page_max")]
+    #[serde(default = "page_max", deserialize_with = "page")]
     pub limit: usize,
     /// Follow live as Server-Sent Events until the thread ends (`1`).
     #[serde(default)]
@@ -219,6 +219,14 @@ pub struct WaitParams {
     pub wait_ms: Option<u64>,
 }
 
+impl WaitParams {
+    /// `wait_ms` (0 without it), cut to [`crate::limits::RESULT_WAIT_MS_MAX`].
+    pub fn wait(&self) -> std::time::Duration {
+        let ms = self.wait_ms.unwrap_or(0).min(crate::limits::RESULT_WAIT_MS_MAX);
+        std::time::Duration::from_millis(ms)
+    }
+}
+
 /// `DELETE /api/threads/{id}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -291,104 +299,48 @@ impl FromStr for SeqPair {
     }
 }
 
-/// Parses the query of `GET /api/threads`.
-///
-/// # Errors
-/// A 400 naming the parameter: unknown, repeated, or malformed.
-pub fn list_params(pairs: &[(String, String)]) -> Result<ListParams, Reject> {
-    let p: ListParams = from_pairs(pairs)?;
-    check_limit(p.limit)?;
-    Ok(p)
-}
+impl Check for ListParams {}
+impl Check for CheckpointsParams {}
+impl Check for EventsParams {}
+impl Check for GraphParams {}
+impl Check for HealthParams {}
+impl Check for WaitParams {}
+impl Check for ForceParams {}
+impl Check for VersionParams {}
+impl Check for RedactParams {}
+impl Check for NoParams {}
 
-/// Parses the query of `GET /api/checkpoints` (`tag` is a comma-separated list: any of them).
-///
-/// # Errors
-/// A 400 naming the parameter.
-pub fn checkpoints_params(pairs: &[(String, String)]) -> Result<CheckpointsParams, Reject> {
-    let p: CheckpointsParams = from_pairs(pairs)?;
-    check_limit(p.limit)?;
-    Ok(p)
-}
-
-/// Parses the query of `GET /api/trace`: `thread` may be repeated, `between` must be given
-/// twice or not at all, the rest once.
-///
-/// # Errors
-/// A 400 naming the parameter.
-pub fn trace_params(pairs: &[(String, String)]) -> Result<TraceParams, Reject> {
-    let p: TraceParams = from_pairs(pairs)?;
-    for thread in &p.threads {
-        ThreadId::new(thread.as_str()).map_err(|e| Reject::bad("thread", e.to_string()))?;
+/// `thread` may be repeated (at most [`TRACE_THREADS_MAX`]), `between` must be given twice or
+/// not at all.
+impl Check for TraceParams {
+    fn check(&self) -> Result<(), Reject> {
+        for thread in &self.threads {
+            ThreadId::new(thread.as_str()).map_err(|e| Reject::bad("thread", e.to_string()))?;
+        }
+        if !matches!(self.between.len(), 0 | 2) {
+            return Err(Reject::bad("between", "give two parties (between twice)"));
+        }
+        if self.threads.len() > TRACE_THREADS_MAX {
+            return Err(Reject::bad("thread", format!("at most {TRACE_THREADS_MAX} threads")));
+        }
+        Ok(())
     }
-    if !matches!(p.between.len(), 0 | 2) {
-        return Err(Reject::bad("between", "give two parties (between twice)"));
-    }
-    if p.threads.len() > TRACE_THREADS_MAX {
-        return Err(Reject::bad("thread", format!("at most {TRACE_THREADS_MAX} threads")));
-    }
-    Ok(p)
 }
 
 /// Threads one `GET /api/trace` may name (a session's roots; each brings its sub-workflows).
 const TRACE_THREADS_MAX: usize = 100;
 
-/// Parses the query of `GET /api/health`: the watchdog in ms (the engine's own when `None`).
-///
-/// # Errors
-/// A 400 naming the parameter.
-pub fn health_params(pairs: &[(String, String)]) -> Result<Option<u64>, Reject> {
-    from_pairs::<HealthParams>(pairs).map(|p| p.watchdog_ms)
-}
-
-/// Parses the query of `GET /api/threads/{id}/events`.
-///
-/// # Errors
-/// A 400 naming the parameter.
-pub fn events_params(pairs: &[(String, String)]) -> Result<EventsParams, Reject> {
-    let p: EventsParams = from_pairs(pairs)?;
-    check_limit(p.limit)?;
-    Ok(p)
-}
-
-/// Parses the query of `GET /api/threads/{id}/state`.
-///
-/// # Errors
-/// A 400 naming the parameter (`at`, `at_time` and `diff`: one at most; refused naming the
-/// later one).
-pub fn state_params(pairs: &[(String, String)]) -> Result<StateParams, Reject> {
-    let p: StateParams = from_pairs(pairs)?;
-    if p.at.is_some() && p.diff.is_some() {
-        return Err(Reject::bad("diff", "give at or diff, not both"));
+/// `at`, `at_time` and `diff`: one at most (refused naming the later one).
+impl Check for StateParams {
+    fn check(&self) -> Result<(), Reject> {
+        if self.at.is_some() && self.diff.is_some() {
+            return Err(Reject::bad("diff", "give at or diff, not both"));
+        }
+        if self.at_time.is_some() && (self.at.is_some() || self.diff.is_some()) {
+            return Err(Reject::bad("at_time", "give one of at, at_time and diff"));
+        }
+        Ok(())
     }
-    if p.at_time.is_some() && (p.at.is_some() || p.diff.is_some()) {
-        return Err(Reject::bad("at_time", "give one of at, at_time and diff"));
-    }
-    Ok(p)
-}
-
-/// Parses the query of `GET /api/workflows/{id}/graph`.
-///
-/// # Errors
-/// A 400 naming the parameter.
-pub fn graph_params(pairs: &[(String, String)]) -> Result<GraphParams, Reject> {
-    from_pairs(pairs)
-}
-
-/// Refuses every parameter (for routes that take none).
-///
-/// # Errors
-/// A 400 naming the first parameter.
-pub fn no_params(pairs: &[(String, String)]) -> Result<(), Reject> {
-    from_pairs::<NoParams>(pairs).map(drop)
-}
-
-/// Refuses every parameter but `redact` (for routes that take only that).
-///
-/// # Errors
-/// A 400 naming the parameter.
-pub fn redact_only(pairs: &[(String, String)]) -> Result<bool, Reject> {
-    from_pairs::<RedactParams>(pairs).map(|p| p.redact)
 }
 
 /// Threads listed when no `limit` is given (as `cairn threads`).
@@ -400,12 +352,13 @@ fn page_max() -> usize {
     SERVE_PAGE_MAX
 }
 
-/// A page size within 1..=[`SERVE_PAGE_MAX`], or a 400 naming `limit`.
-fn check_limit(n: usize) -> Result<(), Reject> {
+/// A page size within 1..=[`SERVE_PAGE_MAX`].
+fn page<'de, D: Deserializer<'de>>(de: D) -> Result<usize, D::Error> {
+    let n = usize::deserialize(de)?;
     if n == 0 || n > SERVE_PAGE_MAX {
-        return Err(Reject::bad("limit", format!("{n} is not in 1..={SERVE_PAGE_MAX}")));
+        return Err(de::Error::custom(format!("{n} is not in 1..={SERVE_PAGE_MAX}")));
     }
-    Ok(())
+    Ok(n)
 }
 
 /// Comma-separated event kinds.
@@ -427,6 +380,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::serve::query::parse;
 
     fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
@@ -434,52 +388,63 @@ mod tests {
 
     #[test]
     fn each_refusal_names_its_field() {
-        assert_eq!(list_params(&q(&[("limit", "0")])).unwrap_err().field.as_deref(), Some("limit"));
         assert_eq!(
-            list_params(&q(&[("status", "asleep")])).unwrap_err().field.as_deref(),
+            parse::<ListParams>(&q(&[("limit", "0")])).unwrap_err().field.as_deref(),
+            Some("limit")
+        );
+        assert_eq!(
+            parse::<ListParams>(&q(&[("status", "asleep")])).unwrap_err().field.as_deref(),
             Some("status")
         );
         assert_eq!(
-            list_params(&q(&[("colour", "x")])).unwrap_err().field.as_deref(),
+            parse::<ListParams>(&q(&[("colour", "x")])).unwrap_err().field.as_deref(),
             Some("colour")
         );
         assert_eq!(
-            events_params(&q(&[("since", "-1")])).unwrap_err().field.as_deref(),
+            parse::<EventsParams>(&q(&[("since", "-1")])).unwrap_err().field.as_deref(),
             Some("since")
         );
         assert_eq!(
-            state_params(&q(&[("at", "1"), ("diff", "1,2")])).unwrap_err().field.as_deref(),
+            parse::<StateParams>(&q(&[("at", "1"), ("diff", "1,2")])).unwrap_err().field.as_deref(),
             Some("diff")
         );
         assert_eq!(
-            state_params(&q(&[("at", "1"), ("at", "2")])).unwrap_err().field.as_deref(),
+            parse::<StateParams>(&q(&[("at", "1"), ("at", "2")])).unwrap_err().field.as_deref(),
             Some("at")
         );
-        assert_eq!(list_params(&q(&[("after", "")])).unwrap_err().field.as_deref(), Some("after"));
         assert_eq!(
-            state_params(&q(&[("at", "1"), ("at_time", "2")])).unwrap_err().field.as_deref(),
+            parse::<ListParams>(&q(&[("after", "")])).unwrap_err().field.as_deref(),
+            Some("after")
+        );
+        assert_eq!(
+            parse::<StateParams>(&q(&[("at", "1"), ("at_time", "2")]))
+                .unwrap_err()
+                .field
+                .as_deref(),
             Some("at_time")
         );
         assert_eq!(
-            checkpoints_params(&q(&[("kind", "sometimes")])).unwrap_err().field.as_deref(),
+            parse::<CheckpointsParams>(&q(&[("kind", "sometimes")])).unwrap_err().field.as_deref(),
             Some("kind")
         );
         assert_eq!(
-            health_params(&q(&[("watchdog_ms", "soon")])).unwrap_err().field.as_deref(),
+            parse::<HealthParams>(&q(&[("watchdog_ms", "soon")])).unwrap_err().field.as_deref(),
             Some("watchdog_ms")
         );
         assert_eq!(
-            trace_params(&q(&[("between", "a")])).unwrap_err().field.as_deref(),
+            parse::<TraceParams>(&q(&[("between", "a")])).unwrap_err().field.as_deref(),
             Some("between")
         );
-        let trace = trace_params(&q(&[("thread", "a"), ("thread", "b"), ("between", "x")]));
+        let trace = parse::<TraceParams>(&q(&[("thread", "a"), ("thread", "b"), ("between", "x")]));
         assert_eq!(trace.unwrap_err().field.as_deref(), Some("between"));
-        let trace = trace_params(&q(&[("thread", "a"), ("thread", "b"), ("to_ms", "5")])).unwrap();
+        let trace =
+            parse::<TraceParams>(&q(&[("thread", "a"), ("thread", "b"), ("to_ms", "5")])).unwrap();
         assert_eq!((trace.threads.len(), trace.to_ms), (2, Some(5)));
-        let ok = list_params(&q(&[("status", "paused"), ("label", "a=b"), ("offset", "3")]));
+        let ok =
+            parse::<ListParams>(&q(&[("status", "paused"), ("label", "a=b"), ("offset", "3")]));
         let ok = ok.unwrap();
         assert_eq!((ok.filter().status, ok.offset, ok.limit), (Some(ThreadStatus::Paused), 3, 100));
-        assert_eq!(state_params(&q(&[("diff", "2,5")])).unwrap().diff, Some(SeqPair(2, 5)));
+        assert_eq!(parse::<StateParams>(&q(&[("diff", "2,5")])).unwrap().diff, Some(SeqPair(2, 5)));
     }
 
     proptest! {
@@ -496,47 +461,47 @@ mod tests {
             let refused_well = |r: Reject| {
                 assert!((400..500).contains(&r.status) && r.field.is_some(), "{r:?}");
             };
-            match list_params(&pairs) {
+            match parse::<ListParams>(&pairs) {
                 Ok(p) => prop_assert!((1..=SERVE_PAGE_MAX).contains(&p.limit)),
                 Err(r) => refused_well(r),
             }
-            match events_params(&pairs) {
+            match parse::<EventsParams>(&pairs) {
                 Ok(p) => prop_assert!((1..=SERVE_PAGE_MAX).contains(&p.limit)),
                 Err(r) => refused_well(r),
             }
-            match state_params(&pairs) {
+            match parse::<StateParams>(&pairs) {
                 Ok(p) => prop_assert!(p.at.is_none() || p.diff.is_none()),
                 Err(r) => refused_well(r),
             }
-            if let Err(r) = graph_params(&pairs) {
+            if let Err(r) = parse::<GraphParams>(&pairs) {
                 refused_well(r);
             }
-            match checkpoints_params(&pairs) {
+            match parse::<CheckpointsParams>(&pairs) {
                 Ok(p) => prop_assert!((1..=SERVE_PAGE_MAX).contains(&p.limit)),
                 Err(r) => refused_well(r),
             }
-            if let Err(r) = health_params(&pairs) {
+            if let Err(r) = parse::<HealthParams>(&pairs) {
                 refused_well(r);
             }
-            if let Err(r) = trace_params(&pairs) {
+            if let Err(r) = parse::<TraceParams>(&pairs) {
                 refused_well(r);
             }
             match crate::serve::params_view::view_threads_params(&pairs) {
                 Ok(p) => prop_assert!((1..=SERVE_PAGE_MAX).contains(&p.list.limit)),
                 Err(r) => refused_well(r),
             }
-            match crate::serve::params_view::timeline_params(&pairs) {
+            match parse::<crate::serve::params_view::TimelineParams>(&pairs) {
                 Ok(p) => prop_assert!(
                     (1..=crate::serve::params_view::TIMELINE_EVENTS_MAX).contains(&p.last)
                         && p.to != Some(0)
                 ),
                 Err(r) => refused_well(r),
             }
-            match crate::serve::params_ops::bundle_params(&pairs) {
+            match parse::<crate::serve::params_ops::BundleParams>(&pairs).map(|p| p.options()) {
                 Ok(o) => prop_assert!(o.last_events != Some(0)),
                 Err(r) => refused_well(r),
             }
-            if let Err(r) = crate::serve::params_ops::resumable_params(&pairs) {
+            if let Err(r) = parse::<crate::serve::params_ops::ResumableParams>(&pairs) {
                 refused_well(r);
             }
         }

@@ -7,7 +7,7 @@ use serde_json::Value;
 use utoipa::IntoParams;
 
 use super::params::{KeyValue, Reject};
-use super::query::from_pairs;
+use super::query::Check;
 use crate::debug::{ExportOptions, Redaction};
 
 /// `GET /api/threads/{id}/bundle`: `cairn bundle export`'s flags.
@@ -46,61 +46,53 @@ fn yes() -> bool {
     true
 }
 
-/// Parses the query of `GET /api/threads/{id}/bundle` into export options, as `cairn bundle
-/// export`'s flags (see [`BundleParams`]). The bundle is never compressed here (the caller
-/// compresses what it writes); whether the redaction rules work is the export's to judge.
-///
-/// # Errors
-/// A 400 naming the parameter: unknown, repeated when it may not be, or malformed.
-///
-/// # Examples
-/// ```
-/// use cairn::serve::params_ops::bundle_params;
-/// let pairs = vec![("last_events".to_owned(), "0".to_owned())];
-/// assert_eq!(bundle_params(&pairs).unwrap_err().field.as_deref(), Some("last_events"));
-/// ```
-pub fn bundle_params(pairs: &[(String, String)]) -> Result<ExportOptions, Reject> {
-    let p: BundleParams = from_pairs(pairs)?;
-    if p.last_events == Some(0) {
-        return Err(Reject::bad("last_events", "must keep at least one event"));
+/// `last_events` keeps at least one event; every `meta` is `KEY=VALUE`.
+impl Check for BundleParams {
+    fn check(&self) -> Result<(), Reject> {
+        if self.last_events == Some(0) {
+            return Err(Reject::bad("last_events", "must keep at least one event"));
+        }
+        match self.meta.iter().find(|m| m.parse::<KeyValue>().is_err()) {
+            Some(bad) => Err(Reject::bad("meta", format!("expected KEY=VALUE, got {bad:?}"))),
+            None => Ok(()),
+        }
     }
-    let mut redaction = Redaction::default();
-    redaction.key_patterns.extend(p.redact_key);
-    redaction.secrets.extend(p.secret);
-    let mut options = ExportOptions {
-        include_checkpoints: p.checkpoints,
-        redaction,
-        last_events: p.last_events,
-        max_payload_bytes: p.max_payload_bytes,
-        ..ExportOptions::default()
-    };
-    for meta in p.meta {
-        let kv = meta
-            .parse::<KeyValue>()
-            .map_err(|e| Reject::bad("meta", format!("{e}, got {meta:?}")))?;
-        options.metadata.insert(kv.key, Value::String(kv.value));
-    }
-    Ok(options)
 }
 
-/// Parses the query of `GET /api/resumable`: `max_age_ms`, at most once.
-///
-/// # Errors
-/// A 400 naming the parameter.
-///
-/// # Examples
-/// ```
-/// use cairn::serve::params_ops::resumable_params;
-/// let pairs = vec![("max_age_ms".to_owned(), "60000".to_owned())];
-/// assert_eq!(resumable_params(&pairs).unwrap(), Some(60_000));
-/// ```
-pub fn resumable_params(pairs: &[(String, String)]) -> Result<Option<u64>, Reject> {
-    from_pairs::<ResumableParams>(pairs).map(|p| p.max_age_ms)
+impl Check for ResumableParams {}
+
+impl BundleParams {
+    /// The export options these parameters ask for, as `cairn bundle export`'s flags: the
+    /// default redaction rules and these, never compressed here (the caller compresses what it
+    /// writes); whether the redaction rules work is the export's to judge.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn::serve::params_ops::BundleParams;
+    /// use cairn::serve::query::parse;
+    /// let pairs = vec![("last_events".to_owned(), "0".to_owned())];
+    /// assert_eq!(parse::<BundleParams>(&pairs).unwrap_err().field.as_deref(), Some("last_events"));
+    /// ```
+    pub fn options(self) -> ExportOptions {
+        let mut redaction = Redaction::default();
+        redaction.key_patterns.extend(self.redact_key);
+        redaction.secrets.extend(self.secret);
+        let meta = self.meta.iter().filter_map(|m| m.parse::<KeyValue>().ok());
+        ExportOptions {
+            include_checkpoints: self.checkpoints,
+            redaction,
+            last_events: self.last_events,
+            max_payload_bytes: self.max_payload_bytes,
+            metadata: meta.map(|kv| (kv.key, Value::String(kv.value))).collect(),
+            ..ExportOptions::default()
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serve::query::parse;
 
     fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
@@ -108,7 +100,7 @@ mod tests {
 
     #[test]
     fn a_bundle_query_is_read_as_the_cli_flags_and_refusals_name_their_field() {
-        let p = bundle_params(&q(&[
+        let p = parse::<BundleParams>(&q(&[
             ("secret", "sk-live-1"),
             ("secret", "sk-live-2"),
             ("redact_key", "session"),
@@ -117,13 +109,14 @@ mod tests {
             ("checkpoints", "0"),
             ("last_events", "5"),
         ]))
-        .unwrap();
+        .unwrap()
+        .options();
         assert_eq!(p.redaction.secrets, ["sk-live-1", "sk-live-2"]);
         assert!(p.redaction.key_patterns.contains(&"session".to_owned()));
         assert!(p.redaction.key_patterns.contains(&"token".to_owned()), "defaults kept");
         assert_eq!(p.metadata["ticket"], "T-2", "the last of a repeated key wins, as the CLI's");
         assert_eq!((p.include_checkpoints, p.last_events, p.gzip), (false, Some(5), false));
-        let field = |pairs: &[(&str, &str)]| bundle_params(&q(pairs)).unwrap_err().field;
+        let field = |pairs: &[(&str, &str)]| parse::<BundleParams>(&q(pairs)).unwrap_err().field;
         assert_eq!(field(&[("last_events", "0")]).as_deref(), Some("last_events"));
         assert_eq!(
             field(&[("last_events", "1"), ("last_events", "2")]).as_deref(),
@@ -133,10 +126,11 @@ mod tests {
         assert_eq!(field(&[("checkpoints", "maybe")]).as_deref(), Some("checkpoints"));
         assert_eq!(field(&[("max_payload_bytes", "-1")]).as_deref(), Some("max_payload_bytes"));
         assert_eq!(field(&[("gzip", "1")]).as_deref(), Some("gzip"));
+        let resumable = |pairs: &[(&str, &str)]| parse::<ResumableParams>(&q(pairs));
         assert_eq!(
-            resumable_params(&q(&[("max_age_ms", "x")])).unwrap_err().field.as_deref(),
+            resumable(&[("max_age_ms", "x")]).unwrap_err().field.as_deref(),
             Some("max_age_ms")
         );
-        assert_eq!(resumable_params(&q(&[])).unwrap(), None);
+        assert_eq!(resumable(&[]).unwrap().max_age_ms, None);
     }
 }

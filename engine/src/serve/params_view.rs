@@ -6,8 +6,8 @@
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::params::{ListParams, Reject, list_params};
-use super::query::from_pairs;
+use super::params::{ListParams, Reject};
+use super::query::{Check, from_pairs, parse};
 
 /// The most events a timeline folds in one window.
 pub const TIMELINE_EVENTS_MAX: u64 = 5_000;
@@ -51,7 +51,7 @@ fn timeline_max() -> u64 {
 }
 
 /// Parses the query of `GET /api/view/threads`: `q` at most once and at most
-/// [`SEARCH_CHARS_MAX`] characters, the rest as [`list_params`].
+/// [`SEARCH_CHARS_MAX`] characters, the rest as [`ListParams`].
 ///
 /// # Errors
 /// A 400 naming the parameter.
@@ -69,31 +69,21 @@ pub fn view_threads_params(pairs: &[(String, String)]) -> Result<ViewThreadsPara
         return Err(Reject::bad("q", format!("longer than {SEARCH_CHARS_MAX} characters")));
     }
     let search = search.map(|q| q.to_lowercase()).filter(|q| !q.is_empty());
-    Ok(ViewThreadsParams { list: list_params(&rest)?, search })
+    Ok(ViewThreadsParams { list: parse(&rest)?, search })
 }
 
-/// Parses the query of `GET /api/threads/{id}/timeline`: `to` (a seq, at least 1) and `last`
-/// (1..=[`TIMELINE_EVENTS_MAX`]), each at most once.
-///
-/// # Errors
-/// A 400 naming the parameter.
-///
-/// # Examples
-/// ```
-/// use cairn::serve::params_view::timeline_params;
-/// let pairs = vec![("last".to_owned(), "0".to_owned())];
-/// assert_eq!(timeline_params(&pairs).unwrap_err().field.as_deref(), Some("last"));
-/// ```
-pub fn timeline_params(pairs: &[(String, String)]) -> Result<TimelineParams, Reject> {
-    let p: TimelineParams = from_pairs(pairs)?;
-    if p.to == Some(0) {
-        return Err(Reject::bad("to", "a seq is at least 1"));
+/// `to` is a seq (at least 1), `last` within 1..=[`TIMELINE_EVENTS_MAX`].
+impl Check for TimelineParams {
+    fn check(&self) -> Result<(), Reject> {
+        if self.to == Some(0) {
+            return Err(Reject::bad("to", "a seq is at least 1"));
+        }
+        if !(1..=TIMELINE_EVENTS_MAX).contains(&self.last) {
+            let error = format!("{} is not in 1..={TIMELINE_EVENTS_MAX}", self.last);
+            return Err(Reject::bad("last", error));
+        }
+        Ok(())
     }
-    if !(1..=TIMELINE_EVENTS_MAX).contains(&p.last) {
-        let error = format!("{} is not in 1..={TIMELINE_EVENTS_MAX}", p.last);
-        return Err(Reject::bad("last", error));
-    }
-    Ok(p)
 }
 
 #[cfg(test)]
@@ -118,13 +108,13 @@ mod tests {
             view_threads_params(&q(&[("q", "x"), ("limit", "0")])).unwrap_err().field.as_deref(),
             Some("limit")
         );
-        let t = timeline_params(&q(&[("to", "900"), ("last", "100")])).unwrap();
+        let t = parse::<TimelineParams>(&q(&[("to", "900"), ("last", "100")])).unwrap();
         assert_eq!((t.to, t.last), (Some(900), 100));
         assert_eq!(
-            timeline_params(&q(&[])).unwrap(),
+            parse::<TimelineParams>(&q(&[])).unwrap(),
             TimelineParams { to: None, last: TIMELINE_EVENTS_MAX }
         );
-        let field = |pairs: &[(&str, &str)]| timeline_params(&q(pairs)).unwrap_err().field;
+        let field = |pairs: &[(&str, &str)]| parse::<TimelineParams>(&q(pairs)).unwrap_err().field;
         assert_eq!(field(&[("to", "0")]).as_deref(), Some("to"));
         assert_eq!(field(&[("to", "x")]).as_deref(), Some("to"));
         assert_eq!(field(&[("last", "5001")]).as_deref(), Some("last"));

@@ -44,6 +44,36 @@ pub fn from_pairs<T: DeserializeOwned>(pairs: &[(String, String)]) -> Result<T, 
     })
 }
 
+/// A query's parameters: read with [`from_pairs`], then checked across fields (what each field
+/// allows alone but not together); `app::Params` extracts them for a handler.
+pub trait Check: DeserializeOwned {
+    /// Refuses a combination of fields, naming the one at fault.
+    ///
+    /// # Errors
+    /// A 400 naming the parameter.
+    fn check(&self) -> Result<(), Reject> {
+        Ok(())
+    }
+}
+
+/// `pairs` read into `T` and checked: what a handler's `Params<T>` holds.
+///
+/// # Errors
+/// A 400 naming the parameter.
+///
+/// # Examples
+/// ```
+/// use cairn::serve::params::StateParams;
+/// use cairn::serve::query::parse;
+/// let pairs = vec![("at".to_owned(), "1".to_owned()), ("diff".to_owned(), "1,2".to_owned())];
+/// assert_eq!(parse::<StateParams>(&pairs).unwrap_err().field.as_deref(), Some("diff"));
+/// ```
+pub fn parse<T: Check>(pairs: &[(String, String)]) -> Result<T, Reject> {
+    let p: T = from_pairs(pairs)?;
+    p.check()?;
+    Ok(p)
+}
+
 /// Parses a field's text with [`FromStr`], as `#[serde(deserialize_with = "query::text")]`:
 /// for fields whose type reads itself from text (statuses, kinds, ids) and says what is wrong.
 ///

@@ -10,39 +10,29 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
 use cairn_storage::DeleteOptions;
 use serde_json::Value;
 
-use super::app::{App, pairs, reject};
+use super::app::{App, Params, reject};
 use super::params::{ForceParams, Reject, WaitParams};
-use super::query::from_pairs;
 use super::threads::segment;
 use super::wire::{Finish, ThreadResult};
 use crate::error::Error;
-use crate::limits::RESULT_WAIT_MS_MAX;
-
-type Q = Result<Query<Vec<(String, String)>>, QueryRejection>;
-
-/// `wait_ms` (0 without it; cut to [`RESULT_WAIT_MS_MAX`]), or a 400 naming the parameter.
-pub(super) fn wait_param(pairs: &[(String, String)]) -> Result<u64, Reject> {
-    let p: WaitParams = from_pairs(pairs)?;
-    Ok(p.wait_ms.unwrap_or(0).min(RESULT_WAIT_MS_MAX))
-}
 
 pub(super) async fn result(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
-    q: Q,
+    Params(p): Params<WaitParams>,
 ) -> Result<Json<ThreadResult>, Reject> {
     let id = segment(id)?;
-    let wait = Duration::from_millis(wait_param(&pairs(q)?)?);
+    let wait = p.wait();
     Ok(Json(answer(&app, &id, wait).await?))
 }
 
 /// The result of thread `id` as `GET /api/threads/{id}/result` answers it, waiting up to `wait`
-/// (already bounded by [`wait_param`]) for an unfinished thread.
+/// (already bounded by [`WaitParams::wait`]) for an unfinished thread.
 pub(super) async fn answer(app: &App, id: &str, wait: Duration) -> Result<ThreadResult, Reject> {
     let engine = &app.engine;
     let outcome = tokio::select! {
@@ -61,10 +51,9 @@ pub(super) async fn answer(app: &App, id: &str, wait: Duration) -> Result<Thread
 pub(super) async fn delete(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
-    q: Q,
+    Params(ForceParams { force }): Params<ForceParams>,
 ) -> Result<Json<Value>, Reject> {
     let id = segment(id)?;
-    let force = from_pairs::<ForceParams>(&pairs(q)?)?.force;
     match app.engine.delete(&id, DeleteOptions { force }).await {
         Ok(Some(d)) => Ok(Json(crate::debug::views::deleted_json(&id, &d))),
         Ok(None) => Err(Reject::not_found("thread", format!("no thread {id}"))),
@@ -72,25 +61,5 @@ pub(super) async fn delete(
             Err(Reject { status: 409, error: e.to_string(), field: Some("force".into()) })
         }
         Err(e) => Err(reject(e, "thread")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::wait_param;
-
-    fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
-
-    #[test]
-    fn each_parameter_is_parsed_bounded_or_refused_by_name() {
-        assert_eq!(wait_param(&q(&[])).unwrap(), 0);
-        assert_eq!(wait_param(&q(&[("wait_ms", "250")])).unwrap(), 250);
-        assert_eq!(wait_param(&q(&[("wait_ms", "99999999")])).unwrap(), super::RESULT_WAIT_MS_MAX);
-        let refused = |r: Result<u64, super::Reject>| r.unwrap_err().field.unwrap();
-        assert_eq!(refused(wait_param(&q(&[("wait_ms", "soon")]))), "wait_ms");
-        assert_eq!(refused(wait_param(&q(&[("wait_ms", "1"), ("wait_ms", "2")]))), "wait_ms");
-        assert_eq!(refused(wait_param(&q(&[("limit", "1")]))), "limit");
     }
 }

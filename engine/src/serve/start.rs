@@ -16,7 +16,6 @@
 //! body a 400 naming its field (`input` for an input that is not a state of the workflow).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -28,11 +27,11 @@ use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::app::{App, pairs, reject};
+use super::app::{App, Params, reject};
 use super::controls::parse;
-use super::params::Reject;
-use super::results::{answer, wait_param};
-use super::threads::{Q, segment};
+use super::params::{Reject, WaitParams};
+use super::results::answer;
+use super::threads::segment;
 use super::wire::Started;
 use crate::config::StartOptions;
 use crate::error::Error;
@@ -105,13 +104,10 @@ impl StartBody {
 pub(super) async fn start(
     State(app): State<App>,
     workflow: Result<Path<String>, PathRejection>,
-    q: Q,
+    Params(p): Params<WaitParams>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Reject> {
     let workflow = segment(workflow)?;
-    let pairs = pairs(q)?;
-    let waits = !pairs.is_empty();
-    let wait = Duration::from_millis(wait_param(&pairs)?);
     let body = body.map_err(|e| Reject {
         status: e.status().as_u16(),
         error: e.body_text(),
@@ -136,7 +132,10 @@ pub(super) async fn start(
         })?;
     let thread = creation.thread.id().as_str().to_owned();
     let link = format!("/api/threads/{}", path_segment(&thread));
-    let result = if waits { Some(answer(&app, &thread, wait).await?.result) } else { None };
+    let result = match p.wait_ms {
+        Some(_) => Some(answer(&app, &thread, p.wait()).await?.result),
+        None => None,
+    };
     let out = Started { thread, created: creation.created, link: link.clone(), result };
     let status = if creation.created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, [(header::LOCATION, link)], Json(out)).into_response())
