@@ -165,10 +165,10 @@ pub(super) async fn start(args: StartArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         "status": status.as_str(),
         "through": "database",
     });
-    if let (Some(Ok(answer)), Some(out)) = (&waited, out.as_object_mut()) {
-        if let Value::Object(result) = serde_json::to_value(&answer.result)? {
-            out.extend(result);
-        }
+    if let (Some(Ok(answer)), Some(out)) = (&waited, out.as_object_mut())
+        && let Value::Object(result) = serde_json::to_value(&answer.result)?
+    {
+        out.extend(result);
     }
     if args.common.json {
         print_json(&out)?;

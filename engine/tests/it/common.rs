@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use cairn::clock::ManualClock;
 use cairn::dsl::{Ctx, NodeOutput, NodePolicy, RetryPolicy, State, Workflow};
+#[cfg(feature = "http")]
+use cairn::serve::Server;
 use cairn::{Durability, END, Engine, EngineBuilder, START};
 use serde::{Deserialize, Serialize};
 
@@ -142,6 +144,26 @@ pub async fn engine_on(
         None => b.seed(11),
     })
     .await
+}
+
+/// An engine on `path` with the workflow `wf`, serving its endpoint on a free loopback port.
+#[cfg(feature = "http")]
+pub async fn serving<S: State>(path: &std::path::Path, wf: &Workflow<S>) -> (Engine, Server) {
+    let builder = Engine::builder(path).workflow(wf).serve(([127, 0, 0, 1], 0).into());
+    builder.open().await.expect("open a serving engine")
+}
+
+/// One node that asks for a number (an interrupt) and adds it.
+pub fn asks_input() -> Workflow<Tally> {
+    Workflow::<Tally>::builder("ask", 1)
+        .node("ask", |_s: Arc<Tally>, ctx: Ctx| async move {
+            let n: u64 = ctx.interrupt(serde_json::json!({"question": "how many?"}))?;
+            Ok(NodeOutput::update((n, "answered".into())))
+        })
+        .edge(START, "ask")
+        .edge("ask", END)
+        .build()
+        .expect("the ask workflow")
 }
 
 /// An HTTP answer: the status, the `Location` header, and the body as JSON (a JSON string when

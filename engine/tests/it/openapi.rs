@@ -1,30 +1,16 @@
 //! `GET /api/openapi.json` against the router it documents, on a real served engine: the
 //! document is OpenAPI 3.1, every route of the router is in it with its method, every documented
 //! route answers (no "no such route" 404, no 405), and the query parameters it lists are the
-//! ones the handlers take (a documented parameter is accepted, an undocumented one refused).
+//! ones the handlers take (a documented parameter is accepted, an undocumented one refused);
+//! every operation has its own id, and the answers are the documented types the CLI reads.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
-use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::serve::route_table;
 use cairn::serve::wire::{self, Refusal, ThreadResult};
-use cairn::{END, Engine, START, StartOptions, ThreadStatus};
-use serde_json::{Value, json};
+use cairn::{StartOptions, ThreadStatus};
 
-use crate::common::{Tally, call, db};
-
-fn asks() -> Workflow<Tally> {
-    Workflow::<Tally>::builder("ask", 1)
-        .node("ask", |_s: Arc<Tally>, ctx: Ctx| async move {
-            let n: u64 = ctx.interrupt(json!({"question": "how many?"}))?;
-            Ok(NodeOutput::update((n, "answered".into())))
-        })
-        .edge(START, "ask")
-        .edge("ask", END)
-        .build()
-        .unwrap()
-}
+use crate::common::{Tally, asks_input, call, db, serving};
 
 /// A documented path with its segments filled in: thread `t-1`, workflow `ask`, a control.
 fn concrete(path: &str) -> String {
@@ -40,12 +26,7 @@ fn concrete(path: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openapi_document_lists_every_route_and_every_documented_route_answers() {
     let (_d, path) = db();
-    let (engine, server) = Engine::builder(&path)
-        .workflow(&asks())
-        .serve(([127, 0, 0, 1], 0).into())
-        .open()
-        .await
-        .unwrap();
+    let (engine, server) = serving(&path, &asks_input()).await;
     let t = engine.start("ask", Tally::default(), StartOptions::id("t-1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let base = format!("http://{}", server.addr());
@@ -67,11 +48,13 @@ async fn the_openapi_document_lists_every_route_and_every_documented_route_answe
     // ...and nothing else is.
     let listed: BTreeSet<(String, String)> =
         routes.iter().map(|r| (r.method.to_lowercase(), r.path.to_owned())).collect();
-    let mut documented = Vec::new();
+    let (mut documented, mut ids) = (Vec::new(), BTreeSet::new());
     for (path, item) in paths {
         for method in ["get", "post", "delete", "put", "patch"] {
             if item.get(method).is_some() {
                 assert!(listed.contains(&(method.to_owned(), path.clone())), "{method} {path}");
+                let id = item[method]["operationId"].as_str().expect("an operation id");
+                assert!(ids.insert(id.to_owned()), "{id} twice");
                 documented.push((method, path.clone(), item[method].clone()));
             }
         }
@@ -121,30 +104,6 @@ async fn the_openapi_document_lists_every_route_and_every_documented_route_answe
     let start = &paths["/api/workflows/{id}/threads"]["post"]["requestBody"]["content"]["application/json"]
         ["schema"];
     assert!(start["properties"]["input"].is_object(), "{start}");
-    drop(server);
-    engine.shutdown().await;
-}
-
-/// The document a client generator would read parses as JSON and every operation id is unique.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_operation_has_a_unique_id() {
-    let (_d, path) = db();
-    let (engine, server) = Engine::builder(&path)
-        .workflow(&asks())
-        .serve(([127, 0, 0, 1], 0).into())
-        .open()
-        .await
-        .unwrap();
-    let (_, doc) =
-        call("GET", format!("http://{}/api/openapi.json", server.addr()), None, String::new())
-            .await;
-    let mut ids = BTreeSet::new();
-    for item in doc["paths"].as_object().unwrap().values() {
-        for op in item.as_object().unwrap().values().filter(|v: &&Value| v.is_object()) {
-            let id = op["operationId"].as_str().expect("an operation id").to_owned();
-            assert!(ids.insert(id.clone()), "{id} twice");
-        }
-    }
     drop(server);
     engine.shutdown().await;
 }

@@ -11,7 +11,7 @@ use cairn::storage::{Page, QueueLimits, ThreadFilter};
 use cairn::{END, Engine, START, ThreadStatus};
 use serde_json::json;
 
-use crate::common::{Tally, call, db, send};
+use crate::common::{Tally, call, db, send, serving};
 
 /// Adds one to the total and ends.
 fn adds() -> Workflow<Tally> {
@@ -41,12 +41,7 @@ fn asks() -> Workflow<Tally> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_is_idempotent_on_its_id_applies_labels_and_waits_for_the_output() {
     let (_d, path) = db();
-    let (engine, server) = Engine::builder(&path)
-        .workflow(&adds())
-        .serve(([127, 0, 0, 1], 0).into())
-        .open()
-        .await
-        .unwrap();
+    let (engine, server) = serving(&path, &adds()).await;
     let base = format!("http://{}", server.addr());
     let token = Some(server.token().to_owned());
     let url = format!("{base}/api/workflows/add/threads");
@@ -144,12 +139,7 @@ async fn a_start_on_a_queue_waits_in_line_under_its_key_and_a_dedup_key_answers_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_start_is_a_4xx_naming_what_and_writes_nothing() {
     let (_d, path) = db();
-    let (engine, server) = Engine::builder(&path)
-        .workflow(&adds())
-        .serve(([127, 0, 0, 1], 0).into())
-        .open()
-        .await
-        .unwrap();
+    let (engine, server) = serving(&path, &adds()).await;
     let base = format!("http://{}", server.addr());
     let token = Some(server.token().to_owned());
     let url = format!("{base}/api/workflows/add/threads");
