@@ -310,7 +310,7 @@ impl Check for VersionParams {}
 impl Check for RedactParams {}
 impl Check for NoParams {}
 
-/// `thread` may be repeated (at most [`TRACE_THREADS_MAX`]), `between` must be given twice or
+/// `thread` may be repeated (at most 100), `between` must be given twice or
 /// not at all.
 impl Check for TraceParams {
     fn check(&self) -> Result<(), Reject> {
