@@ -91,7 +91,7 @@ where
 
 /// A refusal while reading: what is wrong and the parameter (once known).
 #[derive(Debug)]
-pub struct QueryError {
+struct QueryError {
     message: String,
     field: Option<String>,
 }
