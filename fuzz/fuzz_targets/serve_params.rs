@@ -1,4 +1,5 @@
-//! Arbitrary query strings to the HTTP endpoint's parameter parsers (`cairn::serve::params`, the
+//! Arbitrary query strings to the HTTP endpoint's parameter structs (`cairn::serve::query::parse`
+//! of `cairn::serve::params`, the
 //! web view's `params_view`: the listing's search `q`, the timeline's `to` and `last`, and the
 //! operations reads' `params_ops`: a bundle export's options, `max_age_ms`): never a panic; every
 //! refusal is a 4xx that names a field; an accepted page size is within `SERVE_PAGE_MAX`, a
@@ -8,13 +9,14 @@
 
 use cairn::limits::SERVE_PAGE_MAX;
 use cairn::serve::params::{
-    Reject, checkpoints_params, events_params, graph_params, health_params, list_params, no_params,
-    redact_only, state_params, trace_params,
+    CheckpointsParams, EventsParams, GraphParams, HealthParams, ListParams, NoParams, RedactParams,
+    Reject, StateParams, TraceParams,
 };
-use cairn::serve::params_ops::{bundle_params, resumable_params};
+use cairn::serve::params_ops::{BundleParams, ResumableParams};
 use cairn::serve::params_view::{
-    SEARCH_CHARS_MAX, TIMELINE_EVENTS_MAX, timeline_params, view_threads_params,
+    SEARCH_CHARS_MAX, TIMELINE_EVENTS_MAX, TimelineParams, view_threads_params,
 };
+use cairn::serve::query::parse;
 
 fn refused_well(r: &Reject) {
     assert!((400..500).contains(&r.status), "{r:?}");
@@ -30,38 +32,38 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             None => (kv.to_owned(), String::new()),
         })
         .collect();
-    match list_params(&pairs) {
+    match parse::<ListParams>(&pairs) {
         Ok(p) => assert!(p.limit >= 1 && p.limit <= SERVE_PAGE_MAX),
         Err(r) => refused_well(&r),
     }
-    match events_params(&pairs) {
+    match parse::<EventsParams>(&pairs) {
         Ok(p) => assert!(p.limit >= 1 && p.limit <= SERVE_PAGE_MAX),
         Err(r) => refused_well(&r),
     }
-    match state_params(&pairs) {
+    match parse::<StateParams>(&pairs) {
         Ok(p) => assert!(
             [p.at.is_some(), p.at_time.is_some(), p.diff.is_some()].iter().filter(|x| **x).count()
                 <= 1
         ),
         Err(r) => refused_well(&r),
     }
-    if let Err(r) = graph_params(&pairs) {
+    if let Err(r) = parse::<GraphParams>(&pairs) {
         refused_well(&r);
     }
-    match checkpoints_params(&pairs) {
+    match parse::<CheckpointsParams>(&pairs) {
         Ok(p) => assert!(p.limit >= 1 && p.limit <= SERVE_PAGE_MAX),
         Err(r) => refused_well(&r),
     }
-    if let Err(r) = health_params(&pairs) {
+    if let Err(r) = parse::<HealthParams>(&pairs) {
         refused_well(&r);
     }
-    if let Err(r) = trace_params(&pairs) {
+    if let Err(r) = parse::<TraceParams>(&pairs) {
         refused_well(&r);
     }
-    if let Err(r) = no_params(&pairs) {
+    if let Err(r) = parse::<NoParams>(&pairs) {
         refused_well(&r);
     }
-    if let Err(r) = redact_only(&pairs) {
+    if let Err(r) = parse::<RedactParams>(&pairs) {
         refused_well(&r);
     }
     match view_threads_params(&pairs) {
@@ -73,18 +75,18 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         }
         Err(r) => refused_well(&r),
     }
-    match timeline_params(&pairs) {
+    match parse::<TimelineParams>(&pairs) {
         Ok(p) => {
             assert!(p.last >= 1 && p.last <= TIMELINE_EVENTS_MAX);
             assert!(p.to.is_none_or(|to| to >= 1));
         }
         Err(r) => refused_well(&r),
     }
-    match bundle_params(&pairs) {
+    match parse::<BundleParams>(&pairs).map(BundleParams::options) {
         Ok(o) => assert!(o.last_events.is_none_or(|n| n >= 1) && !o.gzip),
         Err(r) => refused_well(&r),
     }
-    if let Err(r) = resumable_params(&pairs) {
+    if let Err(r) = parse::<ResumableParams>(&pairs) {
         refused_well(&r);
     }
 });

@@ -15,6 +15,7 @@ use super::EXIT_FAILED;
 use super::common::{Common, fail, open_writable, print_json, print_text};
 use super::endpoint;
 use crate::serve::discovery;
+use crate::serve::wire::Refusal;
 
 /// Seconds a delete through the endpoint may take (one transaction; a thread with offloaded
 /// payloads costs a scan of the log) before the command gives up.
@@ -100,11 +101,10 @@ fn through_endpoint(db: &Path, thread: &str, force: bool) -> anyhow::Result<Opti
         .map_err(|e| fail(EXIT_FAILED, format!("asking the endpoint at {url}: {e}")))?;
     let status = response.status().as_u16();
     let text = response.body_mut().read_to_string().unwrap_or_default();
-    let answer: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
     if status == 200 {
-        return Ok(Some(answer));
+        return Ok(Some(serde_json::from_str(&text).unwrap_or(Value::String(text))));
     }
-    let error = answer["error"].as_str().unwrap_or("refused");
+    let error = Refusal::of(&text).error;
     Err(fail(
         EXIT_FAILED,
         if status == 404 {

@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::EXIT_FAILED;
 use super::common::fail;
 use crate::serve::discovery;
+use crate::serve::wire::Refusal;
 
 /// Seconds one read through the endpoint may take before the command gives up (a page is
 /// bounded, so this is a bound on a hung engine, not on a large database).
@@ -154,11 +155,8 @@ impl Endpoint {
         if status == 200 {
             return Ok((url, bytes));
         }
-        let answer: Value = serde_json::from_slice(&bytes).map_err(|e| {
-            fail(EXIT_FAILED, format!("{url} answered something that is not JSON: {e}"))
-        })?;
-        let error = answer["error"].as_str().unwrap_or("refused").to_owned();
-        let message = match answer["field"].as_str() {
+        let Refusal { error, field } = Refusal::of(&String::from_utf8_lossy(&bytes));
+        let message = match field.as_deref() {
             Some("thread" | "checkpoint") if status == 404 => format!("{error} in this database"),
             _ => error,
         };

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::EXIT_FAILED;
 use super::common::{fail, usage};
 use crate::serve::discovery;
+use crate::serve::wire::{self, Controlled, Refusal};
 
 /// Seconds a control through the endpoint may take before the command gives up.
 const CONTROL_TIMEOUT_S: u64 = 60;
@@ -26,8 +27,11 @@ pub(super) fn post(
     thread: &str,
     control: &str,
     body: &Value,
-) -> anyhow::Result<Option<Value>> {
-    post_to(db, &format!("/api/threads/{thread}/{control}"), body)
+) -> anyhow::Result<Option<Controlled>> {
+    match post_to(db, &format!("/api/threads/{thread}/{control}"), body)? {
+        Some(answer) => Ok(Some(wire::read(answer, "control's answer")?)),
+        None => Ok(None),
+    }
 }
 
 /// The endpoint's answer to `POST {path}` (with its query) with `body`, as [`post`]: `None` when
@@ -70,12 +74,11 @@ pub(super) fn post_to(db: &Path, path: &str, body: &Value) -> anyhow::Result<Opt
     };
     let status = response.status().as_u16();
     let text = response.body_mut().read_to_string().unwrap_or_default();
-    let answer: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
     if status == 200 || status == 201 {
-        return Ok(Some(answer));
+        return Ok(Some(serde_json::from_str(&text).unwrap_or(Value::String(text))));
     }
-    let error = answer["error"].as_str().unwrap_or("refused").to_owned();
-    let message = match answer["field"].as_str() {
+    let Refusal { error, field } = Refusal::of(&text);
+    let message = match field {
         Some(field) => format!("the engine serving {} refused ({field}): {error}", db.display()),
         None => format!("the engine serving {} refused: {error}", db.display()),
     };
@@ -86,14 +89,13 @@ pub(super) fn post_to(db: &Path, path: &str, body: &Value) -> anyhow::Result<Opt
 ///
 /// # Errors
 /// If the answer does not serialise (a bug).
-pub(super) fn report(answer: &Value, json: bool) -> anyhow::Result<()> {
+pub(super) fn report(answer: &Controlled, json: bool) -> anyhow::Result<()> {
     if json {
         return super::common::print_json(answer);
     }
     super::common::print_text(&format!(
         "{}: now {} (through the engine serving the file)",
-        answer["thread"].as_str().unwrap_or_default(),
-        answer["status"].as_str().unwrap_or_default()
+        answer.thread, answer.status
     ));
     Ok(())
 }

@@ -13,14 +13,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cairn_dsl::DynWorkflow;
-use serde_json::Value;
 
 use super::common::{Common, fail, open_read_only, open_writable, print_json, print_text};
 use super::endpoint::{self, Endpoint};
 use super::{EXIT_FAILED, EXIT_PENDING};
 use crate::api::builder::is_postgres_url;
 use crate::limits::RESULT_WAIT_MS_MAX;
-use crate::serve::results::result_json;
+use crate::serve::wire::{self, Finish, ThreadResult};
 
 /// Arguments of `cairn result`.
 #[derive(Debug, clap::Args)]
@@ -48,7 +47,7 @@ pub(super) async fn result(args: ResultArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     let mut answer = one(&db, &thread, deadline, wfs).await?;
     // With --follow: on from a thread that continued as new, to its successor (bounded).
     for _ in 0..crate::api::continued::CHAIN_FOLLOW_MAX {
-        if !args.follow || answer["status"].as_str() != Some("completed") {
+        if !args.follow || answer.result.status != "completed" {
             break;
         }
         let engine = if is_postgres_url(&db) {
@@ -67,7 +66,7 @@ pub(super) async fn result(args: ResultArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     } else {
         print_text(&text_of(&answer));
     }
-    verdict(&answer, &thread)
+    verdict(&answer.result, &thread)
 }
 
 /// The answer about `thread`, waiting until `deadline` for it to finish.
@@ -76,7 +75,7 @@ async fn one(
     thread: &str,
     deadline: Instant,
     wfs: &[Arc<DynWorkflow>],
-) -> anyhow::Result<Value> {
+) -> anyhow::Result<ThreadResult> {
     let wait = deadline.saturating_duration_since(Instant::now());
     if is_postgres_url(db) {
         let engine = open_writable(db, wfs).await?;
@@ -100,23 +99,24 @@ async fn one(
 ///
 /// # Errors
 /// A [`super::common::Failure`] with that code when the thread did not complete.
-pub(super) fn verdict(answer: &Value, thread: &str) -> anyhow::Result<()> {
-    match (answer["finished"].as_bool(), answer["status"].as_str()) {
-        (Some(true), Some("completed")) => Ok(()),
-        (Some(true), _) => Err(fail(EXIT_FAILED, format!("{thread} did not complete"))),
+pub(super) fn verdict(result: &Finish, thread: &str) -> anyhow::Result<()> {
+    match (result.finished, result.status.as_str()) {
+        (true, "completed") => Ok(()),
+        (true, _) => Err(fail(EXIT_FAILED, format!("{thread} did not complete"))),
         _ => Err(fail(EXIT_PENDING, format!("{thread} has not finished"))),
     }
 }
 
 /// Long polls of the endpoint until the thread finished or `wait` is over.
-pub(super) fn poll(ep: &Endpoint, thread: &str, wait: Duration) -> anyhow::Result<Value> {
+pub(super) fn poll(ep: &Endpoint, thread: &str, wait: Duration) -> anyhow::Result<ThreadResult> {
     let deadline = Instant::now() + wait;
     let path = format!("/api/threads/{}/result", endpoint::segment(thread));
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX).min(RESULT_WAIT_MS_MAX);
         let answer = ep.get(&path, &[("wait_ms", ms.to_string())])?;
-        if answer["finished"].as_bool() == Some(true) || Instant::now() >= deadline {
+        let answer: ThreadResult = wire::read(answer, "result")?;
+        if answer.result.finished || Instant::now() >= deadline {
             return Ok(answer);
         }
     }
@@ -128,7 +128,7 @@ async fn from_snapshots(
     thread: &str,
     wait: Duration,
     wfs: &[Arc<DynWorkflow>],
-) -> anyhow::Result<Value> {
+) -> anyhow::Result<ThreadResult> {
     let deadline = Instant::now() + wait;
     let mut pause = SNAPSHOT_PAUSE_MS.0;
     loop {
@@ -137,7 +137,7 @@ async fn from_snapshots(
         engine.shutdown().await;
         let answer = answer?;
         let left = deadline.saturating_duration_since(Instant::now());
-        if answer["finished"].as_bool() == Some(true) || left.is_zero() {
+        if answer.result.finished || left.is_zero() {
             return Ok(answer);
         }
         tokio::time::sleep(left.min(Duration::from_millis(pause))).await;
@@ -149,7 +149,7 @@ pub(super) async fn answer_of(
     engine: &crate::Engine,
     thread: &str,
     outcome: Result<Option<crate::Outcome>, crate::Error>,
-) -> anyhow::Result<Value> {
+) -> anyhow::Result<ThreadResult> {
     let outcome = match outcome {
         Err(crate::Error::UnknownThread(_)) => {
             return Err(fail(EXIT_FAILED, format!("no thread {thread} in this database")));
@@ -160,21 +160,22 @@ pub(super) async fn answer_of(
         Some(o) => o.status,
         None => engine.thread(thread).await?.status().await?,
     };
-    Ok(result_json(thread, status.as_str(), outcome.as_ref()))
+    let result = Finish::new(status.as_str(), outcome.as_ref());
+    Ok(ThreadResult { thread: thread.to_owned(), result })
 }
 
-pub(super) fn text_of(answer: &Value) -> String {
-    let thread = answer["thread"].as_str().unwrap_or_default();
-    let status = answer["status"].as_str().unwrap_or_default();
-    if answer["finished"].as_bool() != Some(true) {
+pub(super) fn text_of(answer: &ThreadResult) -> String {
+    let (thread, result) = (&answer.thread, &answer.result);
+    let status = &result.status;
+    if !result.finished {
         return format!("{thread}: {status}, not finished");
     }
     let mut text = format!("{thread}: {status}");
-    if let Some(error) = answer["error"].as_str() {
+    if let Some(error) = &result.error {
         text.push_str(&format!(" (last error: {error})"));
     }
-    if !answer["output"].is_null() {
-        text.push_str(&format!("\noutput: {}", answer["output"]));
+    if let Some(output) = result.output.as_ref().filter(|o| !o.is_null()) {
+        text.push_str(&format!("\noutput: {output}"));
     }
     text
 }

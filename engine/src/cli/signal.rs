@@ -41,10 +41,10 @@ pub(super) async fn signal(args: SignalArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         }
         print_text(&format!(
             "signal {} ({}) sent to {}: now {} (through the engine serving the file)",
-            answer["signal"],
+            answer.signal.map_or_else(|| "?".to_owned(), |n| n.to_string()),
             args.name,
             args.thread,
-            answer["status"].as_str().unwrap_or_default()
+            answer.status
         ));
         return Ok(());
     }

@@ -24,9 +24,10 @@ use cairn_dsl::DynWorkflow;
 use serde_json::{Value, json};
 
 use super::common::{Common, fail, open_writable, parse_label, print_json, print_text, usage};
-use super::{EXIT_FAILED, endpoint, remote, result};
+use super::{EXIT_FAILED, EXIT_PENDING, endpoint, remote, result};
 use crate::api::builder::is_postgres_url;
 use crate::limits::RESULT_WAIT_MS_MAX;
+use crate::serve::wire::{self, Started, ThreadResult};
 use crate::{Error, StartOptions};
 
 /// Arguments of `cairn start`.
@@ -164,8 +165,10 @@ pub(super) async fn start(args: StartArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         "status": status.as_str(),
         "through": "database",
     });
-    if let (Some(Ok(Value::Object(result))), Some(out)) = (&waited, out.as_object_mut()) {
-        out.extend(result.clone());
+    if let (Some(Ok(answer)), Some(out)) = (&waited, out.as_object_mut())
+        && let Value::Object(result) = serde_json::to_value(&answer.result)?
+    {
+        out.extend(result);
     }
     if args.common.json {
         print_json(&out)?;
@@ -185,7 +188,7 @@ pub(super) async fn start(args: StartArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         }
     }
     match waited {
-        Some(answer) => result::verdict(&answer?, &thread),
+        Some(answer) => result::verdict(&answer?.result, &thread),
         None => Ok(()),
     }
 }
@@ -194,38 +197,44 @@ pub(super) async fn start(args: StartArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
 /// from when) for the thread's result beyond the start's own long poll.
 async fn through_endpoint(
     args: &StartArgs,
-    mut answer: Value,
+    answer: Value,
     wait: Option<(Duration, Instant)>,
 ) -> anyhow::Result<()> {
-    let thread = answer["thread"].as_str().unwrap_or_default().to_owned();
-    if let Some((wait, started)) = wait {
-        let left = wait.saturating_sub(started.elapsed());
-        if answer["finished"].as_bool() != Some(true) && !left.is_zero() {
+    let mut started: Started = wire::read(answer, "start")?;
+    let thread = started.thread.clone();
+    if let Some((wait, since)) = wait {
+        let left = wait.saturating_sub(since.elapsed());
+        if !started.result.as_ref().is_some_and(|r| r.finished) && !left.is_zero() {
             let (db, id) = (args.common.db.clone(), thread.clone());
             let polled = tokio::task::spawn_blocking(move || {
                 endpoint::through(&db, |ep| result::poll(ep, &id, left))
             })
             .await??;
-            if let (Some(Value::Object(result)), Some(out)) = (polled, answer.as_object_mut()) {
-                out.extend(result);
+            if let Some(polled) = polled {
+                started.result = Some(polled.result);
             }
         }
     }
-    answer["through"] = json!("endpoint");
     if args.common.json {
-        print_json(&answer)?;
+        let mut out = serde_json::to_value(&started)?;
+        out["through"] = json!("endpoint");
+        print_json(&out)?;
     } else {
-        let what = if answer["created"].as_bool() == Some(true) { "started" } else { "exists" };
+        let what = if started.created { "started" } else { "exists" };
         print_text(&format!(
             "{thread}: {what}, run by the engine serving {}",
             args.common.db.display()
         ));
-        if wait.is_some() {
-            print_text(&result::text_of(&answer));
-        }
     }
-    match wait {
-        Some(_) => result::verdict(&answer, &thread),
-        None => Ok(()),
+    match (wait, started.result) {
+        (Some(_), Some(result)) => {
+            let answer = ThreadResult { thread: thread.clone(), result };
+            if !args.common.json {
+                print_text(&result::text_of(&answer));
+            }
+            result::verdict(&answer.result, &thread)
+        }
+        (Some(_), None) => Err(fail(EXIT_PENDING, format!("{thread} has not finished"))),
+        (None, _) => Ok(()),
     }
 }

@@ -3,12 +3,15 @@
 
 use std::sync::Arc;
 
+use axum::extract::FromRequestParts;
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::params::Reject;
+use super::query::{Check, parse};
+use super::wire::Refusal;
 use crate::api::engine::Engine;
 use crate::debug::Redactor;
 use crate::error::Error;
@@ -41,7 +44,7 @@ impl App {
 impl IntoResponse for Reject {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::BAD_REQUEST);
-        (status, axum::Json(json!({"error": self.error, "field": self.field}))).into_response()
+        (status, axum::Json(Refusal { error: self.error, field: self.field })).into_response()
     }
 }
 
@@ -65,6 +68,19 @@ pub(super) fn reject(e: Error, field: &str) -> Reject {
         tracing::warn!(error = %e, "an endpoint request failed");
     }
     Reject { status, error: e.to_string(), field: Some(field.to_owned()) }
+}
+
+/// A handler's query parameters, read and checked ([`super::query::parse`]); a bad one is a 400
+/// naming it.
+pub(super) struct Params<T>(pub T);
+
+impl<T: Check, S: Send + Sync> FromRequestParts<S> for Params<T> {
+    type Rejection = Reject;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Reject> {
+        let query = axum::extract::Query::try_from_uri(&parts.uri);
+        parse(&pairs(query)?).map(Params)
+    }
 }
 
 /// The query pairs, or a 400 naming `query`.

@@ -23,10 +23,10 @@ use axum::response::{IntoResponse, Response};
 use cairn_storage::{Page, ThreadFilter, ThreadRecord};
 use serde_json::{Value, json};
 
-use super::app::{App, blocking, pairs, reject};
+use super::app::{App, Params, blocking, reject};
 use super::graph_svg::workflow_svg;
-use super::params::{Reject, no_params};
-use super::threads::{Q, segment};
+use super::params::{NoParams, Reject, VersionParams};
+use super::threads::segment;
 use crate::api::engine::Engine;
 use crate::api::schedule::ScheduleInfo;
 use crate::api::schedule_flow::{SCHEDULE_LABEL, SCHEDULE_WORKFLOW};
@@ -42,8 +42,10 @@ pub const LAST_RUNS: usize = 5;
 const COUNT_PAGE: usize = 1_000;
 
 /// `GET /api/view/workflows`.
-pub(super) async fn workflows(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
-    no_params(&pairs(q)?)?;
+pub(super) async fn workflows(
+    State(app): State<App>,
+    _: Params<NoParams>,
+) -> Result<Json<Value>, Reject> {
     blocking(move || {
         let store = app.engine.store().as_ref();
         // (workflow, status) and (workflow, version) counts over every thread record (records
@@ -100,21 +102,9 @@ pub(super) async fn workflows(State(app): State<App>, q: Q) -> Result<Json<Value
 pub(super) async fn workflow_graph_svg(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
-    q: Q,
+    Params(VersionParams { version }): Params<VersionParams>,
 ) -> Result<Response, Reject> {
     let id = segment(id)?;
-    let mut version = None;
-    for (k, v) in pairs(q)? {
-        match k.as_str() {
-            "version" => {
-                let n = v.parse::<u32>().map_err(|_| {
-                    Reject::bad("version", format!("version {v:?} is not a whole number"))
-                })?;
-                version = Some(n);
-            }
-            _ => return Err(Reject::bad(&k, format!("unknown parameter {k:?}"))),
-        }
-    }
     let found = app
         .engine
         .workflows()
@@ -134,8 +124,10 @@ pub(super) async fn workflow_graph_svg(
 }
 
 /// `GET /api/schedules`.
-pub(super) async fn schedules(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
-    no_params(&pairs(q)?)?;
+pub(super) async fn schedules(
+    State(app): State<App>,
+    _: Params<NoParams>,
+) -> Result<Json<Value>, Reject> {
     let engine = &app.engine;
     let list = engine.schedules().await.map_err(|e| reject(e, "schedules"))?;
     let mut rows = Vec::with_capacity(list.len());

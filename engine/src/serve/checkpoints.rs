@@ -3,24 +3,24 @@
 //! `cairn checkpoint show`).
 
 use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
 use cairn_storage::{CheckpointId, Page};
 use serde_json::{Value, json};
 
-use super::app::{App, pairs, reject};
-use super::params::{Reject, checkpoints_params, redact_only};
+use super::app::{App, Params, reject};
+use super::params::{CheckpointsParams, RedactParams, Reject};
 use crate::debug::views;
 
-type Q = Result<Query<Vec<(String, String)>>, QueryRejection>;
-
-pub(super) async fn list(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
-    let p = checkpoints_params(&pairs(q)?)?;
+pub(super) async fn list(
+    State(app): State<App>,
+    Params(p): Params<CheckpointsParams>,
+) -> Result<Json<Value>, Reject> {
     let page = Page { limit: p.limit, offset: p.offset };
     let infos = app
         .engine
         .store()
-        .list_checkpoints(&p.filter, page)
+        .list_checkpoints(&p.filter(), page)
         .await
         .map_err(|e| reject(e.into(), "checkpoints"))?;
     let rows: Vec<Value> = infos.iter().map(views::checkpoint_json).collect();
@@ -30,10 +30,9 @@ pub(super) async fn list(State(app): State<App>, q: Q) -> Result<Json<Value>, Re
 pub(super) async fn show(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
-    q: Q,
+    Params(RedactParams { redact }): Params<RedactParams>,
 ) -> Result<Json<Value>, Reject> {
     let text = super::threads::segment(id)?;
-    let redact = redact_only(&pairs(q)?)?;
     let id = text
         .parse::<u64>()
         .map_err(|_| Reject::bad("checkpoint", format!("{text:?} is not a checkpoint id")))?;

@@ -13,33 +13,37 @@ use axum::extract::{Path, State};
 use cairn_storage::CheckpointId;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
+use utoipa::openapi::schema::OneOfBuilder;
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::{PartialSchema, ToSchema};
 
 use super::app::{App, reject};
 use super::params::Reject;
 use super::threads::record_of;
+use super::wire::Controlled;
 use crate::debug::{ForkFrom, ForkOptions};
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CancelBody {
     reason: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct InputBody {
     value: Value,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct SignalBody {
     name: String,
     value: Value,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ForkBody {
     at: Option<u64>,
@@ -51,11 +55,19 @@ struct ForkBody {
     start: Option<bool>,
 }
 
+/// The body of a control: cancel's, input's, signal's or fork's (pause and resume take none).
+pub(super) fn body_schema() -> RefOr<Schema> {
+    let bodies =
+        [CancelBody::schema(), InputBody::schema(), SignalBody::schema(), ForkBody::schema()];
+    let one_of = bodies.into_iter().fold(OneOfBuilder::new(), |b, s| b.item(s));
+    RefOr::T(Schema::OneOf(one_of.build()))
+}
+
 pub(super) async fn control(
     State(app): State<App>,
     path: Result<Path<(String, String)>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, Reject> {
+) -> Result<Json<Controlled>, Reject> {
     let (id, control) = path.map(|p| p.0).map_err(|e| Reject::bad("path", e.body_text()))?;
     if !matches!(control.as_str(), "pause" | "resume" | "cancel" | "input" | "signal" | "fork") {
         return Err(Reject::not_found("control", format!("no control {control:?}")));
@@ -118,11 +130,7 @@ pub(super) async fn control(
         }
     };
     let status = super::threads::status_of(&engine, &thread).await?;
-    let mut answer = json!({"thread": thread, "status": status.as_str()});
-    if let Some(n) = signal {
-        answer["signal"] = json!(n);
-    }
-    Ok(Json(answer))
+    Ok(Json(Controlled { thread, status: status.as_str().to_owned(), signal }))
 }
 
 fn no_body(body: &Bytes) -> Result<(), Reject> {

@@ -3,24 +3,22 @@
 //! parents), in the JSON `cairn trace --json` prints.
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use serde_json::{Value, json};
 
-use super::app::{App, pairs, reject};
-use super::params::{Reject, trace_params};
+use super::app::{App, Params, reject};
+use super::params::{Reject, TraceParams};
 use crate::debug::views::trace_json;
 use crate::debug::{TraceQuery, TraceScope};
 
 pub(super) async fn trace(
     State(app): State<App>,
-    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    Params(p): Params<TraceParams>,
 ) -> Result<Json<Value>, Reject> {
-    let p = trace_params(&pairs(q)?)?;
     let scope = if p.threads.is_empty() { TraceScope::All } else { TraceScope::Threads(p.threads) };
     let mut query = TraceQuery::new(scope);
     query.correlation_id = p.correlation_id;
-    query.between = p.between;
+    query.between = <[String; 2]>::try_from(p.between).ok().map(|[a, b]| (a, b));
     (query.from_ms, query.to_ms, query.chain_to) = (p.from_ms, p.to_ms, p.chain);
     let found = app.engine.trace(&query).await.map_err(|e| reject(e, "trace"))?;
     let rows: Vec<Value> = found.iter().map(trace_json).collect();

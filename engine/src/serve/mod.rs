@@ -26,6 +26,7 @@
 //!
 //! | method | path | what |
 //! |---|---|---|
+//! | GET | `/api/openapi.json` | this table as an OpenAPI 3.1 document, built from the route table and the handlers' parameter and body types (see `openapi`) |
 //! | GET | `/api/health?watchdog_ms=` | the health report (a running thread with no step past the watchdog is stuck) |
 //! | GET | `/metrics` | Prometheus text (`text/plain; version=0.0.4`; feature `prometheus`, with a handle; else 404) |
 //! | GET | `/api/metrics` | Prometheus text (feature `prometheus`, with a handle) or the health report |
@@ -65,6 +66,7 @@ pub mod discovery;
 pub mod params;
 pub mod params_ops;
 pub mod params_view;
+pub mod query;
 pub mod token;
 
 mod catalog;
@@ -72,6 +74,7 @@ mod checkpoints;
 mod controls;
 mod graph_svg;
 mod messages;
+mod openapi;
 mod ops;
 mod pages;
 mod queues;
@@ -81,6 +84,7 @@ mod sse;
 mod start;
 mod threads;
 pub mod view;
+pub mod wire;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -18,20 +18,20 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::app::{App, blocking, pairs, reject};
-use super::params::{Reject, no_params};
-use super::params_ops::{bundle_params, resumable_params};
-use super::threads::{Q, record_of, segment};
+use super::app::{App, Params, blocking, reject};
+use super::params::{NoParams, Reject};
+use super::params_ops::{BundleParams, ResumableParams};
+use super::threads::{record_of, segment};
 use crate::debug::{Redactor, views};
 use crate::replay::ReplayOptions;
 
 pub(super) async fn bundle(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
-    q: Q,
+    Params(p): Params<BundleParams>,
 ) -> Result<Response, Reject> {
     let id = segment(id)?;
-    let options = bundle_params(&pairs(q)?)?;
+    let options = p.options();
     record_of(&app.engine, &id).await?;
     Redactor::new(&options.redaction).map_err(|e| reject(e, "secret"))?;
     let bundle = app.engine.export_bundle(&id, &options).await.map_err(|e| reject(e, "thread"))?;
@@ -43,18 +43,19 @@ pub(super) async fn bundle(
 pub(super) async fn replay(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
-    q: Q,
+    _: Params<NoParams>,
 ) -> Result<Json<Value>, Reject> {
     let id = segment(id)?;
-    no_params(&pairs(q)?)?;
     record_of(&app.engine, &id).await?;
     let report =
         app.engine.replay(&id, &ReplayOptions::default()).await.map_err(|e| reject(e, "thread"))?;
     Ok(Json(serde_json::to_value(&report).map_err(|e| reject(e.into(), "thread"))?))
 }
 
-pub(super) async fn resumable(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
-    let max_age_ms = resumable_params(&pairs(q)?)?;
+pub(super) async fn resumable(
+    State(app): State<App>,
+    Params(ResumableParams { max_age_ms }): Params<ResumableParams>,
+) -> Result<Json<Value>, Reject> {
     // Every thread listed: off the async workers (a file's reads answer inline), still awaited.
     let runtime = tokio::runtime::Handle::current();
     blocking(move || {

@@ -1,11 +1,18 @@
-//! The request parameters of the HTTP endpoint, parsed from decoded query pairs: pure functions
-//! (no I/O, no axum), so the fuzz target `serve_params` drives them directly. Every refusal names
-//! the field it is about; none panics, whatever the input.
+//! The request parameters of the HTTP endpoint: derived structs (`Deserialize` to read them from
+//! the query with [`super::query::parse`], `IntoParams` for the OpenAPI document) and the
+//! checks across fields ([`Check`]). Pure (no I/O, no axum), so the fuzz target `serve_params` drives them
+//! directly. Every refusal names the field it is about; none panics, whatever the input.
+
+use std::str::FromStr;
 
 use cairn_storage::{
     CheckpointFilter, CheckpointKind, EventKind, ThreadFilter, ThreadId, ThreadStatus,
 };
+use serde::Deserialize;
+use serde::de::{self, Deserializer};
+use utoipa::{IntoParams, ToSchema};
 
+use super::query::{Check, text};
 use crate::limits::SERVE_PAGE_MAX;
 
 /// A refused request: the HTTP status, what is wrong, and the field (query parameter, path
@@ -33,147 +40,157 @@ impl Reject {
 }
 
 /// `GET /api/threads`: filters and a page, in the store's id order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListParams {
-    /// Filters (status, workflow, label).
-    pub filter: ThreadFilter,
+    /// Only threads with this status (`running`, `paused`, `completed`, ...).
+    #[serde(default, deserialize_with = "text")]
+    #[param(value_type = Option<String>)]
+    pub status: Option<ThreadStatus>,
+    /// Only threads of this workflow.
+    pub workflow: Option<String>,
+    /// Only threads with this label (`KEY=VALUE`).
+    #[serde(default, deserialize_with = "text")]
+    #[param(value_type = Option<String>)]
+    pub label: Option<KeyValue>,
     /// At most this many threads (1..=[`SERVE_PAGE_MAX`], default 100).
+    #[serde(default = "default_limit", deserialize_with = "page")]
     pub limit: usize,
     /// Only threads after this id (the cursor: the previous page's `next`).
+    #[serde(default, deserialize_with = "text")]
+    #[param(value_type = Option<String>)]
     pub after: Option<ThreadId>,
     /// Threads skipped first (after the cursor); each costs a read, so page with `after`.
+    #[serde(default)]
     pub offset: usize,
+}
+
+impl ListParams {
+    /// The store's filter for these parameters.
+    pub fn filter(&self) -> ThreadFilter {
+        let label = self.label.clone().map(|l| (l.key, l.value));
+        ThreadFilter { status: self.status, workflow_id: self.workflow.clone(), label }
+    }
 }
 
 /// `GET /api/checkpoints`: filters and a page, newest first (as `cairn checkpoints`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct CheckpointsParams {
-    /// Filters (thread, workflow, kind, any of the tags).
-    pub filter: CheckpointFilter,
+    /// Only the checkpoints of this thread.
+    #[serde(default, deserialize_with = "text")]
+    #[param(value_type = Option<String>)]
+    pub thread: Option<ThreadId>,
+    /// Only the checkpoints of this workflow's threads.
+    pub workflow: Option<String>,
+    /// Only checkpoints of this kind.
+    #[serde(default, deserialize_with = "text")]
+    #[param(value_type = Option<String>)]
+    pub kind: Option<CheckpointKind>,
+    /// Only checkpoints with any of these tags (comma-separated).
+    pub tag: Option<String>,
     /// At most this many checkpoints (1..=[`SERVE_PAGE_MAX`], default 100).
+    #[serde(default = "default_limit", deserialize_with = "page")]
     pub limit: usize,
     /// Checkpoints skipped first.
+    #[serde(default)]
     pub offset: usize,
 }
 
+impl CheckpointsParams {
+    /// The store's filter for these parameters.
+    pub fn filter(&self) -> CheckpointFilter {
+        let tags = self.tag.iter().flat_map(|t| t.split(',')).filter(|t| !t.is_empty());
+        CheckpointFilter {
+            thread: self.thread.clone(),
+            workflow_id: self.workflow.clone(),
+            kind: self.kind,
+            any_tags: tags.map(str::to_owned).collect(),
+        }
+    }
+}
+
 /// `GET /api/threads/{id}/events`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct EventsParams {
     /// Only events after this seq (a bookmark's seq).
+    #[serde(default)]
     pub since: u64,
     /// Only events of these kinds (comma-separated; all when empty).
+    #[serde(default, rename = "kind", deserialize_with = "kinds")]
+    #[param(rename = "kind", value_type = Option<String>)]
     pub kinds: Vec<EventKind>,
     /// At most this many events in a page (1..=[`SERVE_PAGE_MAX`], default the maximum).
+    #[serde(default = "page_max", deserialize_with = "page")]
     pub limit: usize,
-    /// Follow live as Server-Sent Events until the thread ends.
+    /// Follow live as Server-Sent Events until the thread ends (`1`).
+    #[serde(default)]
     pub follow: bool,
-    /// Apply the bundle redaction rules.
+    /// Apply the bundle redaction rules (`1`).
+    #[serde(default)]
     pub redact: bool,
 }
 
 /// `GET /api/threads/{id}/state`: the state after a seq, or the diff between two.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct StateParams {
-    /// The state after this seq (the latest when `None`).
+    /// The state after this seq (the latest when none of `at`, `at_time`, `diff`).
     pub at: Option<u64>,
     /// The state as it stood at this engine-clock time (ms): after the last event at or before.
     pub at_time: Option<u64>,
-    /// The diff between the states after these two seqs.
-    pub diff: Option<(u64, u64)>,
-    /// Apply the bundle redaction rules.
+    /// The diff between the states after these two seqs (`SEQ,SEQ`).
+    #[serde(default, deserialize_with = "text")]
+    #[param(value_type = Option<String>)]
+    pub diff: Option<SeqPair>,
+    /// Apply the bundle redaction rules (`1`).
+    #[serde(default)]
     pub redact: bool,
 }
 
 /// `GET /api/workflows/{id}/graph`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct GraphParams {
-    /// The version (the newest compiled in when `None`).
+    /// The version (the newest compiled in when none).
+    #[serde(default, deserialize_with = "version")]
     pub version: Option<u32>,
-    /// `mermaid` (true) or `dot` (false, the default).
-    pub mermaid: bool,
+    /// `dot` (the default) or `mermaid`.
+    #[serde(default)]
+    pub format: GraphFormat,
 }
 
-/// Parses the query of `GET /api/threads`.
-///
-/// # Errors
-/// A 400 naming the parameter: unknown, repeated, or malformed.
-pub fn list_params(pairs: &[(String, String)]) -> Result<ListParams, Reject> {
-    let mut p = ListParams {
-        filter: ThreadFilter::default(),
-        limit: DEFAULT_LIMIT,
-        after: None,
-        offset: 0,
-    };
-    let known = ["status", "workflow", "label", "limit", "after", "offset"];
-    for (key, value) in unique(pairs, &known)? {
-        match key {
-            "status" => {
-                let status = value.parse::<ThreadStatus>().map_err(|_| {
-                    Reject::bad("status", format!("{value:?} is not a thread status"))
-                })?;
-                p.filter.status = Some(status);
-            }
-            "workflow" => p.filter.workflow_id = Some(value.to_owned()),
-            "label" => match value.split_once('=') {
-                Some((k, v)) if !k.is_empty() => {
-                    p.filter.label = Some((k.to_owned(), v.to_owned()));
-                }
-                _ => {
-                    return Err(Reject::bad("label", format!("expected KEY=VALUE, got {value:?}")));
-                }
-            },
-            "limit" => p.limit = limit(value)?,
-            "after" => {
-                let id = ThreadId::new(value).map_err(|e| Reject::bad("after", e.to_string()))?;
-                p.after = Some(id);
-            }
-            _ => p.offset = number("offset", value)?,
-        }
-    }
-    Ok(p)
-}
-
-/// Parses the query of `GET /api/checkpoints` (`tag` is a comma-separated list: any of them).
-///
-/// # Errors
-/// A 400 naming the parameter.
-pub fn checkpoints_params(pairs: &[(String, String)]) -> Result<CheckpointsParams, Reject> {
-    let mut p =
-        CheckpointsParams { filter: CheckpointFilter::default(), limit: DEFAULT_LIMIT, offset: 0 };
-    let known = ["thread", "workflow", "kind", "tag", "limit", "offset"];
-    for (key, value) in unique(pairs, &known)? {
-        match key {
-            "thread" => {
-                let id = ThreadId::new(value).map_err(|e| Reject::bad("thread", e.to_string()))?;
-                p.filter.thread = Some(id);
-            }
-            "workflow" => p.filter.workflow_id = Some(value.to_owned()),
-            "kind" => {
-                let kind = value.parse::<CheckpointKind>().map_err(|_| {
-                    Reject::bad("kind", format!("{value:?} is not a checkpoint kind"))
-                })?;
-                p.filter.kind = Some(kind);
-            }
-            "tag" => {
-                let tags = value.split(',').filter(|t| !t.is_empty()).map(str::to_owned);
-                p.filter.any_tags = tags.collect();
-            }
-            "limit" => p.limit = limit(value)?,
-            _ => p.offset = number("offset", value)?,
-        }
-    }
-    Ok(p)
+/// The text a graph is drawn in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GraphFormat {
+    /// Graphviz.
+    #[default]
+    Dot,
+    /// Mermaid.
+    Mermaid,
 }
 
 /// `GET /api/trace`: the messages of a session or of every thread, as `cairn trace`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct TraceParams {
-    /// The session's threads (`thread`, repeatable; every thread when empty).
+    /// The session's threads (repeatable; every thread when none).
+    #[serde(default, rename = "thread")]
+    #[param(rename = "thread")]
     pub threads: Vec<String>,
     /// Only messages carrying this correlation id.
     pub correlation_id: Option<String>,
-    /// Only messages between these two parties (`between` given twice).
-    pub between: Option<(String, String)>,
+    /// Only messages between two parties (given twice, or not at all).
+    #[serde(default)]
+    pub between: Vec<String>,
     /// Only messages written at or after this time (ms).
     pub from_ms: Option<u64>,
     /// Only messages written at or before this time (ms).
@@ -182,218 +199,180 @@ pub struct TraceParams {
     pub chain: Option<String>,
 }
 
-/// Parses the query of `GET /api/trace`: `thread` may be repeated, `between` must be given
-/// twice or not at all, the rest once.
-///
-/// # Errors
-/// A 400 naming the parameter.
-pub fn trace_params(pairs: &[(String, String)]) -> Result<TraceParams, Reject> {
-    let mut p = TraceParams::default();
-    let mut between = Vec::new();
-    let mut rest = Vec::new();
-    for (key, value) in pairs {
-        match key.as_str() {
-            "thread" => {
-                ThreadId::new(value).map_err(|e| Reject::bad("thread", e.to_string()))?;
-                p.threads.push(value.clone());
-            }
-            "between" => between.push(value.clone()),
-            _ => rest.push((key.clone(), value.clone())),
+/// `GET /api/health`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct HealthParams {
+    /// A running thread with no step for this long (ms) is stuck (the engine's own watchdog
+    /// when not given).
+    pub watchdog_ms: Option<u64>,
+}
+
+/// `GET /api/threads/{id}/result` and a start's wait.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct WaitParams {
+    /// Wait up to this long (ms, at most [`crate::limits::RESULT_WAIT_MS_MAX`]) for an
+    /// unfinished thread's result.
+    pub wait_ms: Option<u64>,
+}
+
+impl WaitParams {
+    /// `wait_ms` (0 without it), cut to [`crate::limits::RESULT_WAIT_MS_MAX`].
+    pub fn wait(&self) -> std::time::Duration {
+        let ms = self.wait_ms.unwrap_or(0).min(crate::limits::RESULT_WAIT_MS_MAX);
+        std::time::Duration::from_millis(ms)
+    }
+}
+
+/// `DELETE /api/threads/{id}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ForceParams {
+    /// Delete an unfinished thread too (`true`).
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// `GET /api/workflows/{id}/graph.svg`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct VersionParams {
+    /// The version (the newest compiled in when none).
+    #[serde(default, deserialize_with = "version")]
+    pub version: Option<u32>,
+}
+
+/// Routes that take only `redact`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct RedactParams {
+    /// Apply the bundle redaction rules (`1`).
+    #[serde(default)]
+    pub redact: bool,
+}
+
+/// Routes that take no parameters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct NoParams {}
+
+/// `KEY=VALUE` (a label, a bundle's metadata).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    /// Before the first `=` (not empty).
+    pub key: String,
+    /// After it.
+    pub value: String,
+}
+
+impl FromStr for KeyValue {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok(Self { key: k.to_owned(), value: v.to_owned() }),
+            _ => Err("expected KEY=VALUE".to_owned()),
         }
     }
-    let known = ["correlation_id", "from_ms", "to_ms", "chain"];
-    for (key, value) in unique(&rest, &known)? {
-        match key {
-            "correlation_id" => p.correlation_id = Some(value.to_owned()),
-            "from_ms" => p.from_ms = Some(number("from_ms", value)?),
-            "to_ms" => p.to_ms = Some(number("to_ms", value)?),
-            _ => p.chain = Some(value.to_owned()),
+}
+
+/// `SEQ,SEQ` (a diff's two seqs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeqPair(pub u64, pub u64);
+
+impl FromStr for SeqPair {
+    type Err = &'static str;
+
+    fn from_str(s: &str) -> Result<Self, &'static str> {
+        let (a, b) = s.split_once(',').ok_or("expected SEQ,SEQ")?;
+        match (a.parse(), b.parse()) {
+            (Ok(a), Ok(b)) => Ok(Self(a, b)),
+            _ => Err("expected SEQ,SEQ (two numbers)"),
         }
     }
-    match <[String; 2]>::try_from(between) {
-        Ok([a, b]) => p.between = Some((a, b)),
-        Err(given) if given.is_empty() => {}
-        Err(_) => return Err(Reject::bad("between", "give two parties (between twice)")),
+}
+
+impl Check for ListParams {}
+impl Check for CheckpointsParams {}
+impl Check for EventsParams {}
+impl Check for GraphParams {}
+impl Check for HealthParams {}
+impl Check for WaitParams {}
+impl Check for ForceParams {}
+impl Check for VersionParams {}
+impl Check for RedactParams {}
+impl Check for NoParams {}
+
+/// `thread` may be repeated (at most 100), `between` must be given twice or
+/// not at all.
+impl Check for TraceParams {
+    fn check(&self) -> Result<(), Reject> {
+        for thread in &self.threads {
+            ThreadId::new(thread.as_str()).map_err(|e| Reject::bad("thread", e.to_string()))?;
+        }
+        if !matches!(self.between.len(), 0 | 2) {
+            return Err(Reject::bad("between", "give two parties (between twice)"));
+        }
+        if self.threads.len() > TRACE_THREADS_MAX {
+            return Err(Reject::bad("thread", format!("at most {TRACE_THREADS_MAX} threads")));
+        }
+        Ok(())
     }
-    if p.threads.len() > TRACE_THREADS_MAX {
-        return Err(Reject::bad("thread", format!("at most {TRACE_THREADS_MAX} threads")));
-    }
-    Ok(p)
 }
 
 /// Threads one `GET /api/trace` may name (a session's roots; each brings its sub-workflows).
 const TRACE_THREADS_MAX: usize = 100;
 
-/// Parses the query of `GET /api/health`: the watchdog in ms (the engine's own when `None`).
-///
-/// # Errors
-/// A 400 naming the parameter.
-pub fn health_params(pairs: &[(String, String)]) -> Result<Option<u64>, Reject> {
-    let mut watchdog_ms = None;
-    for (_, value) in unique(pairs, &["watchdog_ms"])? {
-        watchdog_ms = Some(number("watchdog_ms", value)?);
-    }
-    Ok(watchdog_ms)
-}
-
-/// Parses the query of `GET /api/threads/{id}/events`.
-///
-/// # Errors
-/// A 400 naming the parameter.
-pub fn events_params(pairs: &[(String, String)]) -> Result<EventsParams, Reject> {
-    let mut p = EventsParams {
-        since: 0,
-        kinds: Vec::new(),
-        limit: SERVE_PAGE_MAX,
-        follow: false,
-        redact: false,
-    };
-    for (key, value) in unique(pairs, &["since", "kind", "limit", "follow", "redact"])? {
-        match key {
-            "since" => p.since = number("since", value)?,
-            "kind" => {
-                for k in value.split(',').filter(|k| !k.is_empty()) {
-                    let kind = k
-                        .parse::<EventKind>()
-                        .map_err(|_| Reject::bad("kind", format!("{k:?} is not an event kind")))?;
-                    p.kinds.push(kind);
-                }
-            }
-            "limit" => p.limit = limit(value)?,
-            "follow" => p.follow = flag("follow", value)?,
-            _ => p.redact = flag("redact", value)?,
+/// `at`, `at_time` and `diff`: one at most (refused naming the later one).
+impl Check for StateParams {
+    fn check(&self) -> Result<(), Reject> {
+        if self.at.is_some() && self.diff.is_some() {
+            return Err(Reject::bad("diff", "give at or diff, not both"));
         }
-    }
-    Ok(p)
-}
-
-/// Parses the query of `GET /api/threads/{id}/state`.
-///
-/// # Errors
-/// A 400 naming the parameter (`at`, `at_time` and `diff`: one at most; refused naming the
-/// later one).
-pub fn state_params(pairs: &[(String, String)]) -> Result<StateParams, Reject> {
-    let mut p = StateParams { at: None, at_time: None, diff: None, redact: false };
-    for (key, value) in unique(pairs, &["at", "at_time", "diff", "redact"])? {
-        match key {
-            "at" => p.at = Some(number("at", value)?),
-            "at_time" => p.at_time = Some(number("at_time", value)?),
-            "diff" => {
-                let Some((a, b)) = value.split_once(',') else {
-                    return Err(Reject::bad("diff", format!("expected SEQ,SEQ, got {value:?}")));
-                };
-                p.diff = Some((number("diff", a)?, number("diff", b)?));
-            }
-            _ => p.redact = flag("redact", value)?,
+        if self.at_time.is_some() && (self.at.is_some() || self.diff.is_some()) {
+            return Err(Reject::bad("at_time", "give one of at, at_time and diff"));
         }
+        Ok(())
     }
-    if p.at.is_some() && p.diff.is_some() {
-        return Err(Reject::bad("diff", "give at or diff, not both"));
-    }
-    if p.at_time.is_some() && (p.at.is_some() || p.diff.is_some()) {
-        return Err(Reject::bad("at_time", "give one of at, at_time and diff"));
-    }
-    Ok(p)
-}
-
-/// Parses the query of `GET /api/workflows/{id}/graph`.
-///
-/// # Errors
-/// A 400 naming the parameter.
-pub fn graph_params(pairs: &[(String, String)]) -> Result<GraphParams, Reject> {
-    let mut p = GraphParams { version: None, mermaid: false };
-    for (key, value) in unique(pairs, &["version", "format"])? {
-        match key {
-            "version" => {
-                let v = value.parse::<u32>().map_err(|_| {
-                    Reject::bad("version", format!("{value:?} is not a version number"))
-                })?;
-                p.version = Some(v);
-            }
-            _ => {
-                p.mermaid = match value {
-                    "mermaid" => true,
-                    "dot" => false,
-                    _ => {
-                        return Err(Reject::bad(
-                            "format",
-                            format!("{value:?}: expected dot or mermaid"),
-                        ));
-                    }
-                }
-            }
-        }
-    }
-    Ok(p)
-}
-
-/// Refuses every parameter (for routes that take none).
-///
-/// # Errors
-/// A 400 naming the first parameter.
-pub fn no_params(pairs: &[(String, String)]) -> Result<(), Reject> {
-    unique(pairs, &[]).map(drop)
-}
-
-/// Refuses every parameter but `redact` (for routes that take only that).
-///
-/// # Errors
-/// A 400 naming the parameter.
-pub fn redact_only(pairs: &[(String, String)]) -> Result<bool, Reject> {
-    let mut redact = false;
-    for (_, value) in unique(pairs, &["redact"])? {
-        redact = flag("redact", value)?;
-    }
-    Ok(redact)
 }
 
 /// Threads listed when no `limit` is given (as `cairn threads`).
-const DEFAULT_LIMIT: usize = 100;
-
-/// The pairs, each key known and given once.
-pub(super) fn unique<'a>(
-    pairs: &'a [(String, String)],
-    known: &[&'static str],
-) -> Result<Vec<(&'static str, &'a str)>, Reject> {
-    let mut out: Vec<(&'static str, &'a str)> = Vec::with_capacity(pairs.len());
-    for (key, value) in pairs {
-        let Some(name) = known.iter().find(|k| **k == key.as_str()) else {
-            let field = key.chars().take(64).collect::<String>();
-            return Err(Reject::bad(
-                &field,
-                if known.is_empty() {
-                    "this route takes no parameters".to_owned()
-                } else {
-                    format!("unknown parameter (known: {})", known.join(", "))
-                },
-            ));
-        };
-        if out.iter().any(|(k, _)| k == name) {
-            return Err(Reject::bad(name, "given more than once"));
-        }
-        out.push((name, value.as_str()));
-    }
-    Ok(out)
+fn default_limit() -> usize {
+    100
 }
 
-pub(super) fn number<T: std::str::FromStr>(field: &str, value: &str) -> Result<T, Reject> {
-    value.parse::<T>().map_err(|_| Reject::bad(field, format!("{value:?} is not a number")))
+fn page_max() -> usize {
+    SERVE_PAGE_MAX
 }
 
-fn limit(value: &str) -> Result<usize, Reject> {
-    let n: usize = number("limit", value)?;
+/// A page size within 1..=[`SERVE_PAGE_MAX`].
+fn page<'de, D: Deserializer<'de>>(de: D) -> Result<usize, D::Error> {
+    let n = usize::deserialize(de)?;
     if n == 0 || n > SERVE_PAGE_MAX {
-        return Err(Reject::bad("limit", format!("{n} is not in 1..={SERVE_PAGE_MAX}")));
+        return Err(de::Error::custom(format!("{n} is not in 1..={SERVE_PAGE_MAX}")));
     }
     Ok(n)
 }
 
-pub(super) fn flag(field: &str, value: &str) -> Result<bool, Reject> {
-    match value {
-        "1" | "true" | "" => Ok(true),
-        "0" | "false" => Ok(false),
-        _ => Err(Reject::bad(field, format!("{value:?}: expected 1 or 0"))),
-    }
+/// Comma-separated event kinds.
+fn kinds<'de, D: Deserializer<'de>>(de: D) -> Result<Vec<EventKind>, D::Error> {
+    let raw = String::deserialize(de)?;
+    let each = raw.split(',').filter(|k| !k.is_empty());
+    each.map(|k| k.parse().map_err(|_| de::Error::custom(format!("{k:?} is not an event kind"))))
+        .collect()
+}
+
+/// A version number.
+fn version<'de, D: Deserializer<'de>>(de: D) -> Result<Option<u32>, D::Error> {
+    let raw = String::deserialize(de)?;
+    raw.parse().map(Some).map_err(|_| de::Error::custom(format!("{raw:?} is not a version number")))
 }
 
 #[cfg(test)]
@@ -401,6 +380,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::serve::query::parse;
 
     fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
@@ -408,52 +388,63 @@ mod tests {
 
     #[test]
     fn each_refusal_names_its_field() {
-        assert_eq!(list_params(&q(&[("limit", "0")])).unwrap_err().field.as_deref(), Some("limit"));
         assert_eq!(
-            list_params(&q(&[("status", "asleep")])).unwrap_err().field.as_deref(),
+            parse::<ListParams>(&q(&[("limit", "0")])).unwrap_err().field.as_deref(),
+            Some("limit")
+        );
+        assert_eq!(
+            parse::<ListParams>(&q(&[("status", "asleep")])).unwrap_err().field.as_deref(),
             Some("status")
         );
         assert_eq!(
-            list_params(&q(&[("colour", "x")])).unwrap_err().field.as_deref(),
+            parse::<ListParams>(&q(&[("colour", "x")])).unwrap_err().field.as_deref(),
             Some("colour")
         );
         assert_eq!(
-            events_params(&q(&[("since", "-1")])).unwrap_err().field.as_deref(),
+            parse::<EventsParams>(&q(&[("since", "-1")])).unwrap_err().field.as_deref(),
             Some("since")
         );
         assert_eq!(
-            state_params(&q(&[("at", "1"), ("diff", "1,2")])).unwrap_err().field.as_deref(),
+            parse::<StateParams>(&q(&[("at", "1"), ("diff", "1,2")])).unwrap_err().field.as_deref(),
             Some("diff")
         );
         assert_eq!(
-            state_params(&q(&[("at", "1"), ("at", "2")])).unwrap_err().field.as_deref(),
+            parse::<StateParams>(&q(&[("at", "1"), ("at", "2")])).unwrap_err().field.as_deref(),
             Some("at")
         );
-        assert_eq!(list_params(&q(&[("after", "")])).unwrap_err().field.as_deref(), Some("after"));
         assert_eq!(
-            state_params(&q(&[("at", "1"), ("at_time", "2")])).unwrap_err().field.as_deref(),
+            parse::<ListParams>(&q(&[("after", "")])).unwrap_err().field.as_deref(),
+            Some("after")
+        );
+        assert_eq!(
+            parse::<StateParams>(&q(&[("at", "1"), ("at_time", "2")]))
+                .unwrap_err()
+                .field
+                .as_deref(),
             Some("at_time")
         );
         assert_eq!(
-            checkpoints_params(&q(&[("kind", "sometimes")])).unwrap_err().field.as_deref(),
+            parse::<CheckpointsParams>(&q(&[("kind", "sometimes")])).unwrap_err().field.as_deref(),
             Some("kind")
         );
         assert_eq!(
-            health_params(&q(&[("watchdog_ms", "soon")])).unwrap_err().field.as_deref(),
+            parse::<HealthParams>(&q(&[("watchdog_ms", "soon")])).unwrap_err().field.as_deref(),
             Some("watchdog_ms")
         );
         assert_eq!(
-            trace_params(&q(&[("between", "a")])).unwrap_err().field.as_deref(),
+            parse::<TraceParams>(&q(&[("between", "a")])).unwrap_err().field.as_deref(),
             Some("between")
         );
-        let trace = trace_params(&q(&[("thread", "a"), ("thread", "b"), ("between", "x")]));
+        let trace = parse::<TraceParams>(&q(&[("thread", "a"), ("thread", "b"), ("between", "x")]));
         assert_eq!(trace.unwrap_err().field.as_deref(), Some("between"));
-        let trace = trace_params(&q(&[("thread", "a"), ("thread", "b"), ("to_ms", "5")])).unwrap();
+        let trace =
+            parse::<TraceParams>(&q(&[("thread", "a"), ("thread", "b"), ("to_ms", "5")])).unwrap();
         assert_eq!((trace.threads.len(), trace.to_ms), (2, Some(5)));
-        let ok = list_params(&q(&[("status", "paused"), ("label", "a=b"), ("offset", "3")]));
+        let ok =
+            parse::<ListParams>(&q(&[("status", "paused"), ("label", "a=b"), ("offset", "3")]));
         let ok = ok.unwrap();
-        assert_eq!((ok.filter.status, ok.offset, ok.limit), (Some(ThreadStatus::Paused), 3, 100));
-        assert_eq!(state_params(&q(&[("diff", "2,5")])).unwrap().diff, Some((2, 5)));
+        assert_eq!((ok.filter().status, ok.offset, ok.limit), (Some(ThreadStatus::Paused), 3, 100));
+        assert_eq!(parse::<StateParams>(&q(&[("diff", "2,5")])).unwrap().diff, Some(SeqPair(2, 5)));
     }
 
     proptest! {
@@ -470,47 +461,47 @@ mod tests {
             let refused_well = |r: Reject| {
                 assert!((400..500).contains(&r.status) && r.field.is_some(), "{r:?}");
             };
-            match list_params(&pairs) {
+            match parse::<ListParams>(&pairs) {
                 Ok(p) => prop_assert!((1..=SERVE_PAGE_MAX).contains(&p.limit)),
                 Err(r) => refused_well(r),
             }
-            match events_params(&pairs) {
+            match parse::<EventsParams>(&pairs) {
                 Ok(p) => prop_assert!((1..=SERVE_PAGE_MAX).contains(&p.limit)),
                 Err(r) => refused_well(r),
             }
-            match state_params(&pairs) {
+            match parse::<StateParams>(&pairs) {
                 Ok(p) => prop_assert!(p.at.is_none() || p.diff.is_none()),
                 Err(r) => refused_well(r),
             }
-            if let Err(r) = graph_params(&pairs) {
+            if let Err(r) = parse::<GraphParams>(&pairs) {
                 refused_well(r);
             }
-            match checkpoints_params(&pairs) {
+            match parse::<CheckpointsParams>(&pairs) {
                 Ok(p) => prop_assert!((1..=SERVE_PAGE_MAX).contains(&p.limit)),
                 Err(r) => refused_well(r),
             }
-            if let Err(r) = health_params(&pairs) {
+            if let Err(r) = parse::<HealthParams>(&pairs) {
                 refused_well(r);
             }
-            if let Err(r) = trace_params(&pairs) {
+            if let Err(r) = parse::<TraceParams>(&pairs) {
                 refused_well(r);
             }
             match crate::serve::params_view::view_threads_params(&pairs) {
                 Ok(p) => prop_assert!((1..=SERVE_PAGE_MAX).contains(&p.list.limit)),
                 Err(r) => refused_well(r),
             }
-            match crate::serve::params_view::timeline_params(&pairs) {
+            match parse::<crate::serve::params_view::TimelineParams>(&pairs) {
                 Ok(p) => prop_assert!(
                     (1..=crate::serve::params_view::TIMELINE_EVENTS_MAX).contains(&p.last)
                         && p.to != Some(0)
                 ),
                 Err(r) => refused_well(r),
             }
-            match crate::serve::params_ops::bundle_params(&pairs) {
+            match parse::<crate::serve::params_ops::BundleParams>(&pairs).map(|p| p.options()) {
                 Ok(o) => prop_assert!(o.last_events != Some(0)),
                 Err(r) => refused_well(r),
             }
-            if let Err(r) = crate::serve::params_ops::resumable_params(&pairs) {
+            if let Err(r) = parse::<crate::serve::params_ops::ResumableParams>(&pairs) {
                 refused_well(r);
             }
         }

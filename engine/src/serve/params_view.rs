@@ -3,7 +3,11 @@
 //! as in [`super::params`] (the fuzz target `serve_params` drives them too); every refusal names
 //! its field.
 
-use super::params::{ListParams, Reject, list_params, number, unique};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use super::params::{ListParams, Reject};
+use super::query::{Check, from_pairs, parse};
 
 /// The most events a timeline folds in one window.
 pub const TIMELINE_EVENTS_MAX: u64 = 5_000;
@@ -20,17 +24,34 @@ pub struct ViewThreadsParams {
     pub search: Option<String>,
 }
 
+/// The search of `GET /api/view/threads` (the rest is [`ListParams`]).
+#[derive(Debug, Clone, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SearchParam {
+    /// Text to find in a thread's id, workflow or labels (at most [`SEARCH_CHARS_MAX`]
+    /// characters).
+    pub q: Option<String>,
+}
+
 /// `GET /api/threads/{id}/timeline`: a window of the thread's log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct TimelineParams {
-    /// The window's last seq (the thread's last when `None`; a seq past it is the last).
+    /// The window's last seq, at least 1 (the thread's last when not given; a seq past it is
+    /// the last).
     pub to: Option<u64>,
     /// Events in the window (1..=[`TIMELINE_EVENTS_MAX`], default the maximum).
+    #[serde(default = "timeline_max")]
     pub last: u64,
 }
 
+fn timeline_max() -> u64 {
+    TIMELINE_EVENTS_MAX
+}
+
 /// Parses the query of `GET /api/view/threads`: `q` at most once and at most
-/// [`SEARCH_CHARS_MAX`] characters, the rest as [`list_params`].
+/// [`SEARCH_CHARS_MAX`] characters, the rest as [`ListParams`].
 ///
 /// # Errors
 /// A 400 naming the parameter.
@@ -42,56 +63,27 @@ pub struct TimelineParams {
 /// assert_eq!(view_threads_params(&pairs).unwrap_err().field.as_deref(), Some("q"));
 /// ```
 pub fn view_threads_params(pairs: &[(String, String)]) -> Result<ViewThreadsParams, Reject> {
-    let mut search: Option<String> = None;
-    let mut rest = Vec::with_capacity(pairs.len());
-    for (k, v) in pairs {
-        if k == "q" {
-            if search.is_some() {
-                return Err(Reject::bad("q", "given more than once"));
-            }
-            if v.chars().count() > SEARCH_CHARS_MAX {
-                return Err(Reject::bad("q", format!("longer than {SEARCH_CHARS_MAX} characters")));
-            }
-            search = Some(v.to_lowercase());
-        } else {
-            rest.push((k.clone(), v.clone()));
-        }
+    let (search, rest): (Vec<_>, Vec<_>) = pairs.iter().cloned().partition(|(k, _)| k == "q");
+    let search = from_pairs::<SearchParam>(&search)?.q;
+    if search.as_ref().is_some_and(|q| q.chars().count() > SEARCH_CHARS_MAX) {
+        return Err(Reject::bad("q", format!("longer than {SEARCH_CHARS_MAX} characters")));
     }
-    Ok(ViewThreadsParams { list: list_params(&rest)?, search: search.filter(|q| !q.is_empty()) })
+    let search = search.map(|q| q.to_lowercase()).filter(|q| !q.is_empty());
+    Ok(ViewThreadsParams { list: parse(&rest)?, search })
 }
 
-/// Parses the query of `GET /api/threads/{id}/timeline`: `to` (a seq, at least 1) and `last`
-/// (1..=[`TIMELINE_EVENTS_MAX`]), each at most once.
-///
-/// # Errors
-/// A 400 naming the parameter.
-///
-/// # Examples
-/// ```
-/// use cairn::serve::params_view::timeline_params;
-/// let pairs = vec![("last".to_owned(), "0".to_owned())];
-/// assert_eq!(timeline_params(&pairs).unwrap_err().field.as_deref(), Some("last"));
-/// ```
-pub fn timeline_params(pairs: &[(String, String)]) -> Result<TimelineParams, Reject> {
-    let mut p = TimelineParams { to: None, last: TIMELINE_EVENTS_MAX };
-    for (key, value) in unique(pairs, &["to", "last"])? {
-        if key == "to" {
-            let to: u64 = number("to", value)?;
-            if to == 0 {
-                return Err(Reject::bad("to", "a seq is at least 1"));
-            }
-            p.to = Some(to);
-        } else {
-            p.last = value
-                .parse::<u64>()
-                .ok()
-                .filter(|n| (1..=TIMELINE_EVENTS_MAX).contains(n))
-                .ok_or_else(|| {
-                    Reject::bad("last", format!("{value:?} is not in 1..={TIMELINE_EVENTS_MAX}"))
-                })?;
+/// `to` is a seq (at least 1), `last` within 1..=[`TIMELINE_EVENTS_MAX`].
+impl Check for TimelineParams {
+    fn check(&self) -> Result<(), Reject> {
+        if self.to == Some(0) {
+            return Err(Reject::bad("to", "a seq is at least 1"));
         }
+        if !(1..=TIMELINE_EVENTS_MAX).contains(&self.last) {
+            let error = format!("{} is not in 1..={TIMELINE_EVENTS_MAX}", self.last);
+            return Err(Reject::bad("last", error));
+        }
+        Ok(())
     }
-    Ok(p)
 }
 
 #[cfg(test)]
@@ -116,13 +108,13 @@ mod tests {
             view_threads_params(&q(&[("q", "x"), ("limit", "0")])).unwrap_err().field.as_deref(),
             Some("limit")
         );
-        let t = timeline_params(&q(&[("to", "900"), ("last", "100")])).unwrap();
+        let t = parse::<TimelineParams>(&q(&[("to", "900"), ("last", "100")])).unwrap();
         assert_eq!((t.to, t.last), (Some(900), 100));
         assert_eq!(
-            timeline_params(&q(&[])).unwrap(),
+            parse::<TimelineParams>(&q(&[])).unwrap(),
             TimelineParams { to: None, last: TIMELINE_EVENTS_MAX }
         );
-        let field = |pairs: &[(&str, &str)]| timeline_params(&q(pairs)).unwrap_err().field;
+        let field = |pairs: &[(&str, &str)]| parse::<TimelineParams>(&q(pairs)).unwrap_err().field;
         assert_eq!(field(&[("to", "0")]).as_deref(), Some("to"));
         assert_eq!(field(&[("to", "x")]).as_deref(), Some("to"));
         assert_eq!(field(&[("last", "5001")]).as_deref(), Some("last"));

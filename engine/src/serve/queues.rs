@@ -7,13 +7,14 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
-use super::app::{App, pairs, reject};
-use super::params::{Reject, no_params};
-use super::threads::Q;
+use super::app::{App, Params, reject};
+use super::params::{NoParams, Reject};
 
 /// The queues, by name: `{"now_ms": ..., "queues": [...]}`.
-pub(super) async fn list(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
-    no_params(&pairs(q)?)?;
+pub(super) async fn list(
+    State(app): State<App>,
+    _: Params<NoParams>,
+) -> Result<Json<Value>, Reject> {
     let queues = app.engine.store().queues().await.map_err(|e| reject(e.into(), "queues"))?;
     let now_ms = app.engine.clock().now_ms();
     Ok(Json(json!({ "now_ms": now_ms, "queues": queues })))

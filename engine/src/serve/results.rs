@@ -10,78 +10,30 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
 use cairn_storage::DeleteOptions;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::app::{App, pairs, reject};
-use super::params::Reject;
+use super::app::{App, Params, reject};
+use super::params::{ForceParams, Reject, WaitParams};
 use super::threads::segment;
-use crate::api::handle::Outcome;
+use super::wire::{Finish, ThreadResult};
 use crate::error::Error;
-use crate::limits::RESULT_WAIT_MS_MAX;
-
-type Q = Result<Query<Vec<(String, String)>>, QueryRejection>;
-
-/// `wait_ms` (0 without it; cut to [`RESULT_WAIT_MS_MAX`]), or a 400 naming the parameter.
-pub(super) fn wait_param(pairs: &[(String, String)]) -> Result<u64, Reject> {
-    let mut wait = None;
-    for (key, value) in pairs {
-        if key != "wait_ms" {
-            return Err(Reject::bad(key, format!("unknown parameter {key:?}; this takes wait_ms")));
-        }
-        if wait.is_some() {
-            return Err(Reject::bad("wait_ms", "given twice"));
-        }
-        let ms: u64 = value
-            .parse()
-            .map_err(|_| Reject::bad("wait_ms", format!("{value:?} is not a number of ms")))?;
-        wait = Some(ms.min(RESULT_WAIT_MS_MAX));
-    }
-    Ok(wait.unwrap_or(0))
-}
-
-/// `force` (false without it), or a 400 naming the parameter.
-fn force_param(pairs: &[(String, String)]) -> Result<bool, Reject> {
-    match pairs {
-        [] => Ok(false),
-        [(key, value)] if key == "force" => match value.as_str() {
-            "true" | "1" => Ok(true),
-            "false" | "0" => Ok(false),
-            _ => Err(Reject::bad("force", format!("{value:?} is not true or false"))),
-        },
-        [(key, _), ..] if key != "force" => {
-            Err(Reject::bad(key, format!("unknown parameter {key:?}; this takes force")))
-        }
-        _ => Err(Reject::bad("force", "given twice")),
-    }
-}
-
-/// The JSON of a result: `outcome` when the thread finished.
-pub(crate) fn result_json(thread: &str, status: &str, outcome: Option<&Outcome>) -> Value {
-    json!({
-        "thread": thread,
-        "finished": outcome.is_some(),
-        "status": outcome.map_or(status, |o| o.status.as_str()),
-        "output": outcome.and_then(|o| o.output.clone()),
-        "error": outcome.and_then(|o| o.error.clone()),
-    })
-}
 
 pub(super) async fn result(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
-    q: Q,
-) -> Result<Json<Value>, Reject> {
+    Params(p): Params<WaitParams>,
+) -> Result<Json<ThreadResult>, Reject> {
     let id = segment(id)?;
-    let wait = Duration::from_millis(wait_param(&pairs(q)?)?);
+    let wait = p.wait();
     Ok(Json(answer(&app, &id, wait).await?))
 }
 
 /// The result of thread `id` as `GET /api/threads/{id}/result` answers it, waiting up to `wait`
-/// (already bounded by [`wait_param`]) for an unfinished thread.
-pub(super) async fn answer(app: &App, id: &str, wait: Duration) -> Result<Value, Reject> {
+/// (already bounded by [`WaitParams::wait`]) for an unfinished thread.
+pub(super) async fn answer(app: &App, id: &str, wait: Duration) -> Result<ThreadResult, Reject> {
     let engine = &app.engine;
     let outcome = tokio::select! {
         outcome = engine.await_result(id, wait) => outcome.map_err(|e| reject(e, "thread"))?,
@@ -92,16 +44,16 @@ pub(super) async fn answer(app: &App, id: &str, wait: Duration) -> Result<Value,
         Some(o) => o.status,
         None => super::threads::status_of(engine, id).await?,
     };
-    Ok(result_json(id, status.as_str(), outcome.as_ref()))
+    let result = Finish::new(status.as_str(), outcome.as_ref());
+    Ok(ThreadResult { thread: id.to_owned(), result })
 }
 
 pub(super) async fn delete(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
-    q: Q,
+    Params(ForceParams { force }): Params<ForceParams>,
 ) -> Result<Json<Value>, Reject> {
     let id = segment(id)?;
-    let force = force_param(&pairs(q)?)?;
     match app.engine.delete(&id, DeleteOptions { force }).await {
         Ok(Some(d)) => Ok(Json(crate::debug::views::deleted_json(&id, &d))),
         Ok(None) => Err(Reject::not_found("thread", format!("no thread {id}"))),
@@ -109,29 +61,5 @@ pub(super) async fn delete(
             Err(Reject { status: 409, error: e.to_string(), field: Some("force".into()) })
         }
         Err(e) => Err(reject(e, "thread")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{force_param, wait_param};
-
-    fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
-
-    #[test]
-    fn each_parameter_is_parsed_bounded_or_refused_by_name() {
-        assert_eq!(wait_param(&q(&[])).unwrap(), 0);
-        assert_eq!(wait_param(&q(&[("wait_ms", "250")])).unwrap(), 250);
-        assert_eq!(wait_param(&q(&[("wait_ms", "99999999")])).unwrap(), super::RESULT_WAIT_MS_MAX);
-        let refused = |r: Result<u64, super::Reject>| r.unwrap_err().field.unwrap();
-        assert_eq!(refused(wait_param(&q(&[("wait_ms", "soon")]))), "wait_ms");
-        assert_eq!(refused(wait_param(&q(&[("wait_ms", "1"), ("wait_ms", "2")]))), "wait_ms");
-        assert_eq!(refused(wait_param(&q(&[("limit", "1")]))), "limit");
-        assert!(!force_param(&q(&[])).unwrap());
-        assert!(force_param(&q(&[("force", "true")])).unwrap());
-        assert_eq!(force_param(&q(&[("force", "yes")])).unwrap_err().field.unwrap(), "force");
-        assert_eq!(force_param(&q(&[("x", "1")])).unwrap_err().field.unwrap(), "x");
     }
 }

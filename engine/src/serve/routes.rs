@@ -12,7 +12,9 @@ use axum::routing::{MethodRouter, delete, get, post};
 use super::access::{self, Access};
 use super::app::App;
 use super::params::Reject;
-use super::{checkpoints, controls, messages, ops, pages, queues, results, sse, start, threads};
+use super::{
+    checkpoints, controls, messages, openapi, ops, pages, queues, results, sse, start, threads,
+};
 use crate::limits::SERVE_BODY_BYTES_MAX;
 
 /// A router and the list of its routes as it is built: the list is what [`super::route_table`]
@@ -58,6 +60,7 @@ impl Table {
 pub(super) fn table() -> Table {
     let t = Table::new()
         .get("/metrics", threads::prometheus)
+        .get("/api/openapi.json", openapi::openapi)
         .get("/api/health", threads::health)
         .get("/api/verify", threads::verify)
         .get("/api/metrics", threads::metrics)

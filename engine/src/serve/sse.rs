@@ -10,15 +10,15 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use cairn_storage::ThreadRecord;
 use serde_json::{Value, json};
 
-use super::app::{App, pairs, reject};
-use super::params::{EventsParams, Reject, events_params};
+use super::app::{App, Params, reject};
+use super::params::{EventsParams, Reject};
 use super::threads::record_of;
 use crate::debug::views::events_after;
 
@@ -29,10 +29,9 @@ pub const FOLLOW_POLL_MS: u64 = 200;
 pub(super) async fn events(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
-    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    Params(p): Params<EventsParams>,
 ) -> Result<Response, Reject> {
     let id = super::threads::segment(id)?;
-    let p = events_params(&pairs(q)?)?;
     let (page, last, record) = read(app.clone(), id.clone(), p.clone(), p.since).await?;
     let terminal = record.status.is_terminal();
     if !p.follow {

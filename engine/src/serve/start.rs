@@ -16,7 +16,6 @@
 //! body a 400 naming its field (`input` for an input that is not a state of the workflow).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -25,29 +24,40 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
+use utoipa::ToSchema;
 
-use super::app::{App, pairs, reject};
+use super::app::{App, Params, reject};
 use super::controls::parse;
-use super::params::Reject;
-use super::results::{answer, wait_param};
-use super::threads::{Q, segment};
+use super::params::{Reject, WaitParams};
+use super::results::answer;
+use super::threads::segment;
+use super::wire::Started;
 use crate::config::StartOptions;
 use crate::error::Error;
 
 /// The body of a start.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct StartBody {
+pub(super) struct StartBody {
+    /// The thread's initial state.
     input: Value,
+    /// The thread's id (an idempotent start: an existing id answers its thread).
     id: Option<String>,
+    /// Labels.
     #[serde(default)]
     labels: BTreeMap<String, String>,
+    /// The workflow's version (the newest compiled in when none).
     version: Option<u32>,
+    /// The queue to wait on.
     queue: Option<String>,
+    /// The queue's key (with `queue`).
     key: Option<String>,
+    /// The priority on the queue, 0 to 255 (with `queue`).
     priority: Option<u8>,
+    /// A dedup key (with `queue`): a key held answers its holder.
     dedup: Option<String>,
+    /// Refused: the engine has no delayed start.
     start_at_ms: Option<u64>,
 }
 
@@ -94,13 +104,10 @@ impl StartBody {
 pub(super) async fn start(
     State(app): State<App>,
     workflow: Result<Path<String>, PathRejection>,
-    q: Q,
+    Params(p): Params<WaitParams>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Reject> {
     let workflow = segment(workflow)?;
-    let pairs = pairs(q)?;
-    let waits = !pairs.is_empty();
-    let wait = Duration::from_millis(wait_param(&pairs)?);
     let body = body.map_err(|e| Reject {
         status: e.status().as_u16(),
         error: e.body_text(),
@@ -125,13 +132,11 @@ pub(super) async fn start(
         })?;
     let thread = creation.thread.id().as_str().to_owned();
     let link = format!("/api/threads/{}", path_segment(&thread));
-    let mut out = json!({"thread": thread, "created": creation.created, "link": link});
-    if waits {
-        let result = answer(&app, &thread, wait).await?;
-        if let (Some(out), Value::Object(result)) = (out.as_object_mut(), result) {
-            out.extend(result);
-        }
-    }
+    let result = match p.wait_ms {
+        Some(_) => Some(answer(&app, &thread, p.wait()).await?.result),
+        None => None,
+    };
+    let out = Started { thread, created: creation.created, link: link.clone(), result };
     let status = if creation.created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, [(header::LOCATION, link)], Json(out)).into_response())
 }
@@ -152,6 +157,8 @@ fn path_segment(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn body(text: &str) -> Result<(Value, StartOptions), Reject> {

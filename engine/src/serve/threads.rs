@@ -4,21 +4,20 @@
 //! the whole-database health and verify reads run on a blocking thread.
 
 use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use cairn_storage::{CheckpointFilter, Page, ThreadId, ThreadRecord, ThreadStatus};
 use serde_json::{Value, json};
 
-use super::app::{App, blocking, pairs, reject};
+use super::app::{App, Params, blocking, reject};
 use super::params::{
-    Reject, graph_params, health_params, list_params, no_params, redact_only, state_params,
+    GraphFormat, GraphParams, HealthParams, ListParams, NoParams, RedactParams, Reject, SeqPair,
+    StateParams,
 };
 use crate::api::engine::Engine;
 use crate::debug::views;
 use crate::limits::SERVE_PAGE_MAX;
-
-pub(super) type Q = Result<Query<Vec<(String, String)>>, QueryRejection>;
 
 /// The path's one segment (a thread, workflow or correlation id), or a 400 naming `path` (not
 /// UTF-8 once decoded).
@@ -46,8 +45,10 @@ pub(super) async fn record_of(engine: &Engine, id: &str) -> Result<ThreadRecord,
         .ok_or_else(|| Reject::not_found("thread", format!("no thread {id}")))
 }
 
-pub(super) async fn health(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
-    let watchdog_ms = health_params(&pairs(q)?)?;
+pub(super) async fn health(
+    State(app): State<App>,
+    Params(HealthParams { watchdog_ms }): Params<HealthParams>,
+) -> Result<Json<Value>, Reject> {
     // Every thread listed: off the async workers (a file's reads answer inline), still awaited.
     let runtime = tokio::runtime::Handle::current();
     let report = blocking(move || {
@@ -64,28 +65,34 @@ pub(super) async fn health(State(app): State<App>, q: Q) -> Result<Json<Value>, 
 }
 
 /// Every record checked, on the live store (a consistent snapshot of it), as `cairn verify`.
-pub(super) async fn verify(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
-    no_params(&pairs(q)?)?;
+pub(super) async fn verify(
+    State(app): State<App>,
+    _: Params<NoParams>,
+) -> Result<Json<Value>, Reject> {
     let report =
         blocking(move || app.engine.store().verify().map_err(|e| reject(e.into(), "verify")))
             .await?;
     Ok(Json(views::verify_json(&report)))
 }
 
-pub(super) async fn metrics(State(app): State<App>, q: Q) -> Result<Response, Reject> {
-    no_params(&pairs(q)?)?;
+pub(super) async fn metrics(
+    State(app): State<App>,
+    _: Params<NoParams>,
+) -> Result<Response, Reject> {
     #[cfg(feature = "prometheus")]
     if let Some(handle) = &app.prometheus {
         let headers = [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")];
         return Ok((headers, handle.render()).into_response());
     }
-    Ok(health(State(app), Ok(Query(Vec::new()))).await?.into_response())
+    Ok(health(State(app), Params(HealthParams::default())).await?.into_response())
 }
 
 /// `GET /metrics`: the Prometheus text, as every scraper expects it at that path; a 404 when
 /// the endpoint has no exporter (a library user's without the `prometheus` feature or handle).
-pub(super) async fn prometheus(State(app): State<App>, q: Q) -> Result<Response, Reject> {
-    no_params(&pairs(q)?)?;
+pub(super) async fn prometheus(
+    State(app): State<App>,
+    _: Params<NoParams>,
+) -> Result<Response, Reject> {
     #[cfg(feature = "prometheus")]
     if let Some(handle) = &app.prometheus {
         let headers = [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")];
@@ -99,11 +106,13 @@ pub(super) async fn prometheus(State(app): State<App>, q: Q) -> Result<Response,
     ))
 }
 
-pub(super) async fn list(State(app): State<App>, q: Q) -> Result<Json<Value>, Reject> {
-    let p = list_params(&pairs(q)?)?;
+pub(super) async fn list(
+    State(app): State<App>,
+    Params(p): Params<ListParams>,
+) -> Result<Json<Value>, Reject> {
     let store = app.engine.store().as_ref();
     let (records, next) =
-        views::threads_after(store, &p.filter, p.after.as_ref(), p.offset, p.limit)
+        views::threads_after(store, &p.filter(), p.after.as_ref(), p.offset, p.limit)
             .await
             .map_err(|e| reject(e, "threads"))?;
     let rows: Vec<Value> = records.iter().map(views::thread_row).collect();
@@ -114,10 +123,9 @@ pub(super) async fn list(State(app): State<App>, q: Q) -> Result<Json<Value>, Re
 pub(super) async fn show(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
-    q: Q,
+    Params(RedactParams { redact }): Params<RedactParams>,
 ) -> Result<Json<Value>, Reject> {
     let id = segment(id)?;
-    let redact = redact_only(&pairs(q)?)?;
     let record = record_of(&app.engine, &id).await?;
     let out = views::thread_details(&app.engine, &record).await.map_err(|e| reject(e, "thread"))?;
     Ok(Json(app.answer(out, redact)))
@@ -126,14 +134,13 @@ pub(super) async fn show(
 pub(super) async fn state(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
-    q: Q,
+    Params(p): Params<StateParams>,
 ) -> Result<Json<Value>, Reject> {
     let id = segment(id)?;
-    let p = state_params(&pairs(q)?)?;
     let engine = &app.engine;
     record_of(engine, &id).await?;
     let out = match p.diff {
-        Some((a, b)) => {
+        Some(SeqPair(a, b)) => {
             let changes = engine.diff(&id, a, b).await.map_err(|e| reject(e, "diff"))?;
             json!({"thread": id, "from": a, "to": b, "changes": changes})
         }
@@ -153,10 +160,9 @@ pub(super) async fn state(
 pub(super) async fn checkpoints(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
-    q: Q,
+    Params(RedactParams { redact }): Params<RedactParams>,
 ) -> Result<Json<Value>, Reject> {
     let id = segment(id)?;
-    let redact = redact_only(&pairs(q)?)?;
     let record = record_of(&app.engine, &id).await?;
     let filter = CheckpointFilter { thread: Some(record.id), ..CheckpointFilter::default() };
     let infos = app
@@ -173,10 +179,9 @@ pub(super) async fn checkpoints(
 pub(super) async fn graph(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
-    q: Q,
+    Params(p): Params<GraphParams>,
 ) -> Result<Response, Reject> {
     let id = segment(id)?;
-    let p = graph_params(&pairs(q)?)?;
     let found = app
         .engine
         .workflows()
@@ -186,7 +191,10 @@ pub(super) async fn graph(
     let Some(wf) = found else {
         return Err(Reject::not_found("workflow", format!("workflow {id} is not compiled in")));
     };
-    let text = if p.mermaid { wf.to_mermaid() } else { wf.to_dot() };
+    let text = match p.format {
+        GraphFormat::Mermaid => wf.to_mermaid(),
+        GraphFormat::Dot => wf.to_dot(),
+    };
     let headers = [(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")];
     Ok((headers, text).into_response())
 }
@@ -194,10 +202,9 @@ pub(super) async fn graph(
 pub(super) async fn trace(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
-    q: Q,
+    Params(RedactParams { redact }): Params<RedactParams>,
 ) -> Result<Json<Value>, Reject> {
     let id = segment(id)?;
-    let redact = redact_only(&pairs(q)?)?;
     let found = views::messages(app.engine.store().as_ref(), &id)
         .await
         .map_err(|e| reject(e, "correlation_id"))?;

@@ -25,11 +25,11 @@ use cairn_dsl::DynNodeKind;
 use cairn_storage::{Page, Seq, ThreadId, ThreadRecord};
 use serde_json::{Value, json};
 
-use super::app::{App, blocking, pairs, reject};
+use super::app::{App, Params, blocking, pairs, reject};
 use super::graph_svg::{Mark, NodeStatus, esc, workflow_svg};
-use super::params::{Reject, no_params};
+use super::params::{NoParams, Reject};
 pub use super::params_view::TIMELINE_EVENTS_MAX;
-use super::params_view::{timeline_params, view_threads_params};
+use super::params_view::{TimelineParams, view_threads_params};
 use super::threads::{record_of, segment};
 use crate::core::event::{Body, TaskKey};
 use crate::debug::views;
@@ -47,7 +47,7 @@ pub(super) async fn threads(State(app): State<App>, q: Q) -> Result<Json<Value>,
         let store = app.engine.store().as_ref();
         // Every record of the workflow and label filters (the status filter applies after the
         // counts), in pages.
-        let mut filter = p.filter.clone();
+        let mut filter = p.filter();
         let status = filter.status.take();
         const PAGE: usize = 1_000;
         let mut records: Vec<ThreadRecord> = Vec::new();
@@ -101,10 +101,9 @@ fn matches(r: &ThreadRecord, q: &str) -> bool {
 pub(super) async fn graph_svg(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
-    q: Q,
+    _: Params<NoParams>,
 ) -> Result<Response, Reject> {
     let id = segment(id)?;
-    no_params(&pairs(q)?)?;
     let record = record_of(&app.engine, &id).await?;
     let wf = match app.engine.workflow_for(&record) {
         Ok(wf) => wf,
@@ -209,10 +208,9 @@ pub(crate) fn marks(details: &Value) -> BTreeMap<String, Mark> {
 pub(super) async fn timeline(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
-    q: Q,
+    Params(p): Params<TimelineParams>,
 ) -> Result<Json<Value>, Reject> {
     let id = segment(id)?;
-    let p = timeline_params(&pairs(q)?)?;
     let record = record_of(&app.engine, &id).await?;
     let store = app.engine.store().as_ref();
     let last = record.last.map_or(0, |b| b.seq.0);
@@ -388,10 +386,9 @@ impl Timeline {
 pub(super) async fn sequence_svg(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
-    q: Q,
+    _: Params<NoParams>,
 ) -> Result<Response, Reject> {
     let id = segment(id)?;
-    no_params(&pairs(q)?)?;
     let found = views::messages(app.engine.store().as_ref(), &id)
         .await
         .map_err(|e| reject(e, "correlation_id"))?;

@@ -7,9 +7,9 @@ use cairn::debug::{Bundle, ExportOptions, ForkFrom, ForkOptions, Redaction};
 use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::replay::ReplayOptions;
 use cairn::storage::EventKind;
-use cairn::{Durability, END, Engine, START, StartOptions, ThreadStatus};
+use cairn::{END, START, StartOptions, ThreadStatus};
 
-use crate::common::{Tally, db};
+use crate::common::{Tally, db, open};
 
 /// START -> plan -> fetch (a tool call) -> write -> END.
 fn three_steps() -> Workflow<Tally> {
@@ -31,15 +31,11 @@ fn three_steps() -> Workflow<Tally> {
         .expect("three-step workflow")
 }
 
-async fn open(path: &std::path::Path, wf: &Workflow<Tally>) -> Engine {
-    Engine::builder(path).durability(Durability::None).seed(3).workflow(wf).open().await.unwrap()
-}
-
 #[tokio::test]
 async fn an_imported_bundle_replays_and_forks_into_a_thread_that_runs_to_completion() {
     let wf = three_steps();
     let (_d, path) = db();
-    let origin = open(&path, &wf).await;
+    let origin = open(&path, &[&wf], |b| b.seed(3)).await;
     let done = origin.start("three", Tally::default(), StartOptions::id("t")).await.unwrap();
     let original: Tally = done.output().await.unwrap();
     assert_eq!(original.log, ["plan", "fetch", "write"]);
@@ -49,7 +45,7 @@ async fn an_imported_bundle_replays_and_forks_into_a_thread_that_runs_to_complet
 
     // A fresh database with the workflow compiled in.
     let (_d2, path2) = db();
-    let fresh = open(&path2, &wf).await;
+    let fresh = open(&path2, &[&wf], |b| b.seed(3)).await;
     let bundle = Bundle::from_bytes(&bytes).unwrap();
     fresh.import_bundle(&bundle).await.unwrap();
 

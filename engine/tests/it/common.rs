@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use cairn::clock::ManualClock;
 use cairn::dsl::{Ctx, NodeOutput, NodePolicy, RetryPolicy, State, Workflow};
-use cairn::{Durability, END, Engine, START};
+#[cfg(feature = "http")]
+use cairn::serve::Server;
+use cairn::{Durability, END, Engine, EngineBuilder, START};
 use serde::{Deserialize, Serialize};
 
 /// A counter state whose updates add.
@@ -119,19 +121,108 @@ pub fn db() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, path)
 }
 
+/// An engine on `path` without fsync (`Durability::None`), with the workflows `wfs` and what
+/// `tune` sets besides (a seed, checkpoints, a clock): the setup the test files share.
+pub async fn open<S: State>(
+    path: &std::path::Path,
+    wfs: &[&Workflow<S>],
+    tune: impl FnOnce(EngineBuilder) -> EngineBuilder,
+) -> Engine {
+    let b =
+        wfs.iter().fold(Engine::builder(path).durability(Durability::None), |b, wf| b.workflow(wf));
+    tune(b).open().await.expect("open engine")
+}
+
+/// [`open`] with seed 11 and `clock` (the system's when `None`).
 pub async fn engine_on(
     path: &std::path::Path,
     wfs: &[&Workflow<Tally>],
     clock: Option<ManualClock>,
 ) -> Engine {
-    let mut b = Engine::builder(path).durability(Durability::None).seed(11);
-    if let Some(c) = clock {
-        b = b.clock(Arc::new(c));
-    }
-    for wf in wfs {
-        b = b.workflow(wf);
-    }
-    b.open().await.expect("open engine")
+    open(path, wfs, |b| match clock {
+        Some(c) => b.seed(11).clock(Arc::new(c)),
+        None => b.seed(11),
+    })
+    .await
+}
+
+/// An engine on `path` with the workflow `wf`, serving its endpoint on a free loopback port.
+#[cfg(feature = "http")]
+pub async fn serving<S: State>(path: &std::path::Path, wf: &Workflow<S>) -> (Engine, Server) {
+    let builder = Engine::builder(path).workflow(wf).serve(([127, 0, 0, 1], 0).into());
+    builder.open().await.expect("open a serving engine")
+}
+
+/// One node that asks for a number (an interrupt) and adds it.
+pub fn asks_input() -> Workflow<Tally> {
+    Workflow::<Tally>::builder("ask", 1)
+        .node("ask", |_s: Arc<Tally>, ctx: Ctx| async move {
+            let n: u64 = ctx.interrupt(serde_json::json!({"question": "how many?"}))?;
+            Ok(NodeOutput::update((n, "answered".into())))
+        })
+        .edge(START, "ask")
+        .edge("ask", END)
+        .build()
+        .expect("the ask workflow")
+}
+
+/// An HTTP answer: the status, the `Location` header, and the body as JSON (a JSON string when
+/// the body is not JSON).
+pub struct Answer {
+    pub status: u16,
+    pub location: Option<String>,
+    pub body: serde_json::Value,
+}
+
+/// `method url` (GET, POST or DELETE) with the bearer `token` (if any) and the JSON `body`, off
+/// the async workers; a 4xx or 5xx is an answer, not an error.
+pub async fn send(
+    method: &'static str,
+    url: String,
+    token: Option<String>,
+    body: String,
+) -> Answer {
+    tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent =
+            ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let with = |req: ureq::RequestBuilder<ureq::typestate::WithoutBody>| match &auth {
+            Some(a) => req.header("authorization", a),
+            None => req,
+        };
+        let resp = match method {
+            "GET" => with(agent.get(&url)).call(),
+            "DELETE" => with(agent.delete(&url)).call(),
+            _ => {
+                let req = agent.post(&url).header("content-type", "application/json");
+                match &auth {
+                    Some(a) => req.header("authorization", a),
+                    None => req,
+                }
+                .send(body.as_str())
+            }
+        };
+        let mut resp = resp.expect("an HTTP answer");
+        let status = resp.status().as_u16();
+        let location =
+            resp.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let text = resp.body_mut().read_to_string().expect("a UTF-8 body");
+        let body = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+        Answer { status, location, body }
+    })
+    .await
+    .expect("the request's thread")
+}
+
+/// [`send`], as the status and the body.
+pub async fn call(
+    method: &'static str,
+    url: String,
+    token: Option<String>,
+    body: String,
+) -> (u16, serde_json::Value) {
+    let answer = send(method, url, token, body).await;
+    (answer.status, answer.body)
 }
 
 /// Prints a `RELIABILITY` summary line to the stderr handle directly: libtest captures

@@ -11,7 +11,7 @@ use cairn::{Durability, END, Engine, Error, START, StartOptions, ThreadStatus};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::common::{Tally, db};
+use crate::common::{Tally, db, open};
 
 /// What each node saw: (thread, step, the state snapshot it was given).
 type Seen = Arc<Mutex<Vec<(String, u64, Tally)>>>;
@@ -36,15 +36,6 @@ fn observed(len: usize, seen: Seen) -> Workflow<Tally> {
         b = b.edge(format!("n{}", i - 1), format!("n{i}"));
     }
     b.edge(format!("n{}", len - 1), END).build().unwrap()
-}
-
-async fn open(path: &std::path::Path, wfs: &[&Workflow<Tally>]) -> Engine {
-    let mut b =
-        Engine::builder(path).durability(Durability::None).seed(3).checkpoint_every(Some(2), None);
-    for wf in wfs {
-        b = b.workflow(wf);
-    }
-    b.open().await.unwrap()
 }
 
 /// The state after every seq, folded from seq 1 without any checkpoint (the ground truth).
@@ -89,7 +80,7 @@ async fn state_at_every_seq_is_the_live_state() {
     let (_d, path) = db();
     let seen: Seen = Arc::default();
     let wf = observed(7, seen.clone());
-    let engine = open(&path, &[&wf]).await;
+    let engine = open(&path, &[&wf], |b| b.seed(3).checkpoint_every(Some(2), None)).await;
     let t = engine.start("observed", Tally::default(), StartOptions::id("tt")).await.unwrap();
     let out: Tally = t.output().await.unwrap();
     let checkpoints = engine
@@ -148,7 +139,7 @@ async fn state_at_every_seq_is_the_live_state() {
 async fn diff_names_what_changed_between_two_seqs() {
     let (_d, path) = db();
     let wf = observed(3, Seen::default());
-    let engine = open(&path, &[&wf]).await;
+    let engine = open(&path, &[&wf], |b| b.seed(3).checkpoint_every(Some(2), None)).await;
     let t = engine.start("observed", Tally::default(), StartOptions::id("d")).await.unwrap();
     let out: Tally = t.output().await.unwrap();
     let b = step_completed_seqs(&engine, "d");
@@ -167,7 +158,7 @@ async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
     let (_d, path) = db();
     let seen: Seen = Arc::default();
     let wf = observed(5, seen.clone());
-    let engine = open(&path, &[&wf]).await;
+    let engine = open(&path, &[&wf], |b| b.seed(3).checkpoint_every(Some(2), None)).await;
     let t = engine.start("observed", Tally::default(), StartOptions::id("orig")).await.unwrap();
     let original: Tally = t.output().await.unwrap();
     let id = ThreadId::new("orig").unwrap();
@@ -267,7 +258,7 @@ async fn manual_checkpoint_of_a_parked_thread() {
         .edge("ask", END)
         .build()
         .unwrap();
-    let engine = open(&path, &[&wf]).await;
+    let engine = open(&path, &[&wf], |b| b.seed(3).checkpoint_every(Some(2), None)).await;
     let t = engine.start("ask", Tally::default(), StartOptions::id("m")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let before = engine.state_at("m", None).await.unwrap();

@@ -7,10 +7,10 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE};
 use cairn::debug::{Bundle, ExportOptions, Redaction};
 use cairn::dsl::{Ctx, Message, NodeOutput, Replace, Workflow};
-use cairn::{Durability, END, Engine, Error, START, StartOptions};
+use cairn::{END, Engine, Error, START, StartOptions};
 use serde_json::{Value, json};
 
-use crate::common::db;
+use crate::common::{db, open};
 
 /// A small deterministic random stream (SplitMix64).
 struct Rng(u64);
@@ -129,17 +129,6 @@ fn leaky() -> Workflow<Replace<Value>> {
         .unwrap()
 }
 
-async fn open(path: &std::path::Path, wf: &Workflow<Replace<Value>>) -> Engine {
-    Engine::builder(path)
-        .durability(Durability::None)
-        .seed(5)
-        .checkpoint_every(Some(1), None)
-        .workflow(wf)
-        .open()
-        .await
-        .unwrap()
-}
-
 fn gunzip(bytes: &[u8]) -> Vec<u8> {
     use std::io::Read;
     let mut out = Vec::new();
@@ -166,7 +155,7 @@ fn same(a: &Bundle, b: &Bundle) {
 async fn export_import_export_gives_the_same_bundle() {
     let (_d, path) = db();
     let wf = leaky();
-    let engine = open(&path, &wf).await;
+    let engine = open(&path, &[&wf], |b| b.seed(5).checkpoint_every(Some(1), None)).await;
     let mut rng = Rng(1);
     let s = secret(&mut rng);
     let input = json!({"forms": planted(&mut rng, &s), "api_key": "marker-abc-123"});
@@ -197,7 +186,7 @@ async fn export_import_export_gives_the_same_bundle() {
         same(&first, &read);
 
         let (_d2, path2) = db();
-        let fresh = open(&path2, &wf).await;
+        let fresh = open(&path2, &[&wf], |b| b.seed(5).checkpoint_every(Some(1), None)).await;
         let id = fresh.import_bundle(&read).await.unwrap();
         assert_eq!(id.as_str(), "rt");
         let again = fresh.export_bundle("rt", &opts).await.unwrap();
@@ -234,7 +223,7 @@ async fn export_import_export_gives_the_same_bundle() {
 async fn planted_secrets_never_survive_export_and_malformed_bundles_never_panic() {
     let (_d, path) = db();
     let wf = leaky();
-    let engine = open(&path, &wf).await;
+    let engine = open(&path, &[&wf], |b| b.seed(5).checkpoint_every(Some(1), None)).await;
     let mut rng = Rng(42);
     const CASES: usize = 1_000;
     let mut cases = Vec::with_capacity(CASES);
@@ -479,7 +468,7 @@ fn mutate(v: &mut Value, rng: &mut Rng) {
 async fn export_needs_no_workflow_when_checkpoints_cover_the_state() {
     let (_d, path) = db();
     let wf = leaky();
-    let engine = open(&path, &wf).await;
+    let engine = open(&path, &[&wf], |b| b.seed(5).checkpoint_every(Some(1), None)).await;
     let input = json!({"forms": ["a"], "api_key": "m"});
     engine
         .start("leaky", Replace(input), StartOptions::id("nw"))
@@ -509,7 +498,7 @@ async fn export_needs_no_workflow_when_checkpoints_cover_the_state() {
 async fn bundles_refuse_duplicate_keys_name_the_bad_value_and_check_the_version_first() {
     let (_d, path) = db();
     let wf = leaky();
-    let engine = open(&path, &wf).await;
+    let engine = open(&path, &[&wf], |b| b.seed(5).checkpoint_every(Some(1), None)).await;
     let input = json!({"forms": ["x"], "api_key": "k"});
     let done = engine.start("leaky", Replace(input), StartOptions::id("strict")).await.unwrap();
     done.finished().await.unwrap();

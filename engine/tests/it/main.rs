@@ -27,6 +27,8 @@ mod execution;
 mod layers;
 mod locks;
 mod node_runs;
+#[cfg(feature = "http")]
+mod openapi;
 mod operator;
 #[cfg(all(feature = "otel", feature = "http"))]
 mod otel;
@@ -64,7 +66,6 @@ mod resume_check;
 mod retention;
 mod scale;
 mod schedules;
-#[cfg(feature = "http")]
 mod serve;
 #[cfg(feature = "http")]
 mod serve_auth;

@@ -10,7 +10,7 @@ use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::event::Body;
 use cairn::{Durability, END, Engine, START, Seq, StartOptions, ThreadStatus, ToolError};
 
-use crate::common::{Effects, Tally, db};
+use crate::common::{Effects, Tally, db, open};
 
 /// START -> a -> b -> hold -> ask -> c -> END. `a` calls tool `add` with 2 instead of 1 while
 /// `flip` is set (same id, version and graph: the fingerprint cannot tell); `hold` never
@@ -91,7 +91,7 @@ impl Fixture {
         let hold = Arc::new(AtomicBool::new(matches!(leave, Leave::Crashed)));
         let effects = Effects::default();
         let wf = flip_wf(1, flip.clone(), hold.clone(), effects.clone());
-        let engine = open(&path, &[&wf]).await;
+        let engine = open(&path, &[&wf], |b| b.seed(7)).await;
         match leave {
             Leave::WaitingInput => {
                 let t =
@@ -132,7 +132,7 @@ impl Fixture {
         let wf = self.wf(1);
         let mut wfs = vec![&wf];
         wfs.extend_from_slice(extra);
-        let engine = open(&self.path, &wfs).await;
+        let engine = open(&self.path, &wfs, |b| b.seed(7)).await;
         let t = engine.thread("t").await.unwrap();
         loop {
             match t.wait().await.unwrap().status {
@@ -162,14 +162,6 @@ impl Fixture {
         assert_eq!(self.effects.count(), 1, "a tool ran again");
         reasons
     }
-}
-
-async fn open(path: &std::path::Path, wfs: &[&Workflow<Tally>]) -> Engine {
-    let mut b = Engine::builder(path).durability(Durability::None).seed(7);
-    for wf in wfs {
-        b = b.workflow(*wf);
-    }
-    b.open().await.expect("open engine")
 }
 
 async fn events(engine: &Engine) -> Vec<Recorded> {
@@ -287,7 +279,7 @@ async fn threads_created_by_this_engine_are_not_checked() {
     let flip = Arc::new(AtomicBool::new(false));
     let effects = Effects::default();
     let wf = flip_wf(1, flip.clone(), Arc::new(AtomicBool::new(false)), effects.clone());
-    let engine = open(&path, &[&wf]).await;
+    let engine = open(&path, &[&wf], |b| b.seed(7)).await;
     let t = engine.start("flip", Tally::default(), StartOptions::id("t")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     flip.store(true, Ordering::SeqCst);

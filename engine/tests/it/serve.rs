@@ -10,60 +10,17 @@ use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::{END, Engine, START, StartOptions, ThreadStatus};
 use serde_json::{Value, json};
 
-use crate::common::{Tally, db};
-
-fn asks_input() -> Workflow<Tally> {
-    Workflow::<Tally>::builder("ask", 1)
-        .node("ask", |_s: Arc<Tally>, ctx: Ctx| async move {
-            let n: u64 = ctx.interrupt(json!({"question": "how many?"}))?;
-            Ok(NodeOutput::update((n, "answered".into())))
-        })
-        .edge(START, "ask")
-        .edge("ask", END)
-        .build()
-        .unwrap()
-}
+use crate::common::{Tally, asks_input, call, db, serving};
 
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder().http_status_as_error(false).build().into()
-}
-
-/// A request off the async workers: the status and the body as JSON (or as a string).
-async fn call(
-    method: &'static str,
-    url: String,
-    token: Option<String>,
-    body: String,
-) -> (u16, Value) {
-    tokio::task::spawn_blocking(move || {
-        let agent = agent();
-        let mut resp = if method == "GET" {
-            agent.get(&url).call().unwrap()
-        } else {
-            let mut req = agent.post(&url).header("content-type", "application/json");
-            if let Some(t) = &token {
-                req = req.header("authorization", &format!("Bearer {t}"));
-            }
-            req.send(body.as_str()).unwrap()
-        };
-        let status = resp.status().as_u16();
-        let text = resp.body_mut().read_to_string().unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
-    })
-    .await
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_endpoint_serves_reads_follows_a_log_and_guards_controls() {
     let (_d, path) = db();
     let wf = asks_input();
-    let (engine, server) = Engine::builder(&path)
-        .workflow(&wf)
-        .serve(([127, 0, 0, 1], 0).into())
-        .open()
-        .await
-        .unwrap();
+    let (engine, server) = serving(&path, &wf).await;
     for i in 1..=5 {
         let t = engine.start("ask", Tally::default(), StartOptions::id(format!("t-{i}"))).await;
         assert_eq!(t.unwrap().wait().await.unwrap().status, ThreadStatus::WaitingInput);
@@ -226,12 +183,7 @@ async fn the_endpoint_redacts_diffs_forks_cancels_and_bounds_bodies() {
     let refused = Engine::builder(&path).workflow(&wf).serve(([0, 0, 0, 0], 0).into()).open().await;
     assert!(matches!(refused, Err(cairn::Error::Invalid(_))), "a public address needs `public`");
     drop(refused);
-    let (engine, server) = Engine::builder(&path)
-        .workflow(&wf)
-        .serve(([127, 0, 0, 1], 0).into())
-        .open()
-        .await
-        .unwrap();
+    let (engine, server) = serving(&path, &wf).await;
     let input = Cred { api_key: SECRET.into(), total: 1 };
     let t = engine.start("cred", input, StartOptions::id("c-1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
@@ -337,12 +289,7 @@ async fn the_signal_control_sends_a_signal_through_the_endpoint() {
         .edge("recv", END)
         .build()
         .unwrap();
-    let (engine, server) = Engine::builder(&path)
-        .workflow(&wf)
-        .serve(([127, 0, 0, 1], 0).into())
-        .open()
-        .await
-        .unwrap();
+    let (engine, server) = serving(&path, &wf).await;
     let t = engine.start("waits", Tally::default(), StartOptions::id("s-1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let base = format!("http://{}", server.addr());

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::storage::{Page, QueueLimits, ThreadFilter};
 use cairn::{END, Engine, START, ThreadStatus};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::common::{Tally, db};
+use crate::common::{Tally, call, db, send, serving};
 
 /// Adds one to the total and ends.
 fn adds() -> Workflow<Tally> {
@@ -38,63 +38,20 @@ fn asks() -> Workflow<Tally> {
         .unwrap()
 }
 
-/// An answer: status, the `Location` header, the body as JSON.
-struct Answer {
-    status: u16,
-    location: Option<String>,
-    body: Value,
-}
-
-/// `POST {url}` with `body` and the token `token`, off the async workers.
-async fn post(url: String, token: Option<String>, body: Value) -> Answer {
-    tokio::task::spawn_blocking(move || {
-        let agent: ureq::Agent =
-            ureq::Agent::config_builder().http_status_as_error(false).build().into();
-        let mut req = agent.post(&url).header("content-type", "application/json");
-        if let Some(t) = &token {
-            req = req.header("authorization", &format!("Bearer {t}"));
-        }
-        let mut resp = req.send(body.to_string().as_str()).unwrap();
-        let status = resp.status().as_u16();
-        let location =
-            resp.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let text = resp.body_mut().read_to_string().unwrap();
-        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        Answer { status, location, body }
-    })
-    .await
-    .unwrap()
-}
-
-/// A `GET` of `url`: the body as JSON.
-async fn get(url: String) -> Value {
-    tokio::task::spawn_blocking(move || {
-        let mut resp = ureq::get(&url).call().unwrap();
-        serde_json::from_str(&resp.body_mut().read_to_string().unwrap()).unwrap()
-    })
-    .await
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_is_idempotent_on_its_id_applies_labels_and_waits_for_the_output() {
     let (_d, path) = db();
-    let (engine, server) = Engine::builder(&path)
-        .workflow(&adds())
-        .serve(([127, 0, 0, 1], 0).into())
-        .open()
-        .await
-        .unwrap();
+    let (engine, server) = serving(&path, &adds()).await;
     let base = format!("http://{}", server.addr());
     let token = Some(server.token().to_owned());
     let url = format!("{base}/api/workflows/add/threads");
 
     let body = json!({"input": {"total": 41, "log": []}, "id": "s-1", "labels": {"team": "a"}});
-    let first = post(url.clone(), token.clone(), body.clone()).await;
+    let first = send("POST", url.clone(), token.clone(), body.to_string()).await;
     assert_eq!(first.status, 201, "{}", first.body);
     assert_eq!(first.body, json!({"thread": "s-1", "created": true, "link": "/api/threads/s-1"}));
     assert_eq!(first.location.as_deref(), Some("/api/threads/s-1"));
-    let again = post(url.clone(), token.clone(), body).await;
+    let again = send("POST", url.clone(), token.clone(), body.to_string()).await;
     assert_eq!(again.status, 200, "{}", again.body);
     assert_eq!(again.body["thread"], "s-1");
     assert_eq!(again.body["created"], false);
@@ -107,10 +64,11 @@ async fn a_start_is_idempotent_on_its_id_applies_labels_and_waits_for_the_output
     assert_eq!(all[0].labels.get("team").map(String::as_str), Some("a"));
 
     // Started and waited for in one call: the answer carries the output.
-    let waited = post(
+    let waited = send(
+        "POST",
         format!("{url}?wait_ms=10000"),
         token.clone(),
-        json!({"input": {"total": 1, "log": []}, "id": "s-2"}),
+        json!({"input": {"total": 1, "log": []}, "id": "s-2"}).to_string(),
     )
     .await;
     assert_eq!(waited.status, 201, "{}", waited.body);
@@ -118,10 +76,15 @@ async fn a_start_is_idempotent_on_its_id_applies_labels_and_waits_for_the_output
     assert_eq!(waited.body["status"], "completed");
     assert_eq!(waited.body["output"]["total"], 2, "{}", waited.body);
     // The link is the thread's, and what it reads is what the result route answers.
-    let shown = get(format!("{base}{}/result", waited.location.unwrap())).await;
+    let shown =
+        call("GET", format!("{base}{}/result", waited.location.unwrap()), None, String::new())
+            .await
+            .1;
     assert_eq!(shown["output"], waited.body["output"]);
     // Without an id: a fresh one, created.
-    let fresh = post(url.clone(), token, json!({"input": {"total": 0, "log": []}})).await;
+    let fresh =
+        send("POST", url.clone(), token, json!({"input": {"total": 0, "log": []}}).to_string())
+            .await;
     assert_eq!((fresh.status, &fresh.body["created"]), (201, &json!(true)), "{}", fresh.body);
     assert_ne!(fresh.body["thread"], "s-1");
     server.shutdown().await;
@@ -143,10 +106,11 @@ async fn a_start_on_a_queue_waits_in_line_under_its_key_and_a_dedup_key_answers_
     let token = Some(server.token().to_owned());
     let url = format!("{base}/api/workflows/ask/threads");
     // The queue's one place, held by a thread waiting for input.
-    let holder = post(
+    let holder = send(
+        "POST",
         url.clone(),
         token.clone(),
-        json!({"input": {"total": 0, "log": []}, "id": "h", "queue": "q"}),
+        json!({"input": {"total": 0, "log": []}, "id": "h", "queue": "q"}).to_string(),
     )
     .await;
     assert_eq!(holder.status, 201, "{}", holder.body);
@@ -155,17 +119,17 @@ async fn a_start_on_a_queue_waits_in_line_under_its_key_and_a_dedup_key_answers_
 
     let queued = json!({"input": {"total": 0, "log": []}, "id": "w", "queue": "q", "key": "k", "priority": 9,
                         "dedup": "report-7"});
-    let started = post(url.clone(), token.clone(), queued).await;
+    let started = send("POST", url.clone(), token.clone(), queued.to_string()).await;
     assert_eq!(started.status, 201, "{}", started.body);
     assert_eq!(engine.thread("w").await.unwrap().status().await.unwrap(), ThreadStatus::Queued);
-    let queues = get(format!("{base}/api/queues")).await;
+    let queues = call("GET", format!("{base}/api/queues"), None, String::new()).await.1;
     let q = queues["queues"].as_array().unwrap().iter().find(|q| q["name"] == "q").unwrap();
     assert_eq!(q["waiting"], 1, "{q}");
     assert_eq!(q["keys"]["k"]["waiting"], 1, "{q}");
     // Another start with the dedup key: its holder, not a new thread.
     let dup =
         json!({"input": {"total": 0, "log": []}, "id": "w2", "queue": "q", "dedup": "report-7"});
-    let deduped = post(url, token, dup).await;
+    let deduped = send("POST", url, token, dup.to_string()).await;
     assert_eq!(deduped.status, 200, "{}", deduped.body);
     assert_eq!((&deduped.body["thread"], &deduped.body["created"]), (&json!("w"), &json!(false)));
     assert!(engine.thread("w2").await.is_err(), "no thread w2");
@@ -176,12 +140,7 @@ async fn a_start_on_a_queue_waits_in_line_under_its_key_and_a_dedup_key_answers_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_start_is_a_4xx_naming_what_and_writes_nothing() {
     let (_d, path) = db();
-    let (engine, server) = Engine::builder(&path)
-        .workflow(&adds())
-        .serve(([127, 0, 0, 1], 0).into())
-        .open()
-        .await
-        .unwrap();
+    let (engine, server) = serving(&path, &adds()).await;
     let base = format!("http://{}", server.addr());
     let token = Some(server.token().to_owned());
     let url = format!("{base}/api/workflows/add/threads");
@@ -211,7 +170,7 @@ async fn a_bad_start_is_a_4xx_naming_what_and_writes_nothing() {
         (format!("{url}?wait_ms=soon"), json!({"input": {"total": 0, "log": []}}), 400, "wait_ms"),
     ];
     for (at, body, status, field) in cases {
-        let got = post(at.clone(), token.clone(), body.clone()).await;
+        let got = send("POST", at.clone(), token.clone(), body.to_string()).await;
         assert_eq!(
             (got.status, got.body["field"].as_str()),
             (status, Some(field)),
@@ -219,7 +178,9 @@ async fn a_bad_start_is_a_4xx_naming_what_and_writes_nothing() {
             got.body
         );
     }
-    let missing = post(url, None, json!({"input": {"total": 0, "log": []}, "id": "t"})).await;
+    let missing =
+        send("POST", url, None, json!({"input": {"total": 0, "log": []}, "id": "t"}).to_string())
+            .await;
     assert_eq!((missing.status, missing.body["field"].as_str()), (401, Some("authorization")));
     let all = engine
         .store()

@@ -8,15 +8,7 @@ use cairn::dsl::{Ctx, NodeOutput, NodePolicy, Workflow};
 use cairn::event::Body;
 use cairn::{Durability, END, Engine, START, StartOptions, ThreadStatus};
 
-use crate::common::{Tally, db};
-
-async fn open(path: &std::path::Path, wfs: &[&Workflow<Tally>]) -> Engine {
-    let mut b = Engine::builder(path).durability(Durability::None);
-    for wf in wfs {
-        b = b.workflow(wf);
-    }
-    b.open().await.unwrap()
-}
+use crate::common::{Tally, db, open};
 
 /// One node that receives `count` signals named `name` and notes them in order.
 fn receiver(id: &str, name: &'static str, count: usize) -> Workflow<Tally> {
@@ -61,7 +53,7 @@ async fn signals_sent_before_the_node_asks_are_buffered_and_received_in_order_pe
         .edge("recv", END)
         .build()
         .unwrap();
-    let engine = open(&path, &[&wf]).await;
+    let engine = open(&path, &[&wf], |b| b).await;
     let t = engine.start("ordered", Tally::default(), StartOptions::id("o1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     for v in [1u64, 2, 3] {
@@ -78,14 +70,14 @@ async fn signals_sent_before_the_node_asks_are_buffered_and_received_in_order_pe
 async fn recv_parks_the_thread_and_a_signal_wakes_it_across_a_restart() {
     let (_d, path) = db();
     let wf = receiver("waits", "payment", 2);
-    let engine = open(&path, &[&wf]).await;
+    let engine = open(&path, &[&wf], |b| b).await;
     let t = engine.start("waits", Tally::default(), StartOptions::id("w1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     engine.signal("w1", "payment", 30u64).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput, "parks for the 2nd");
     engine.shutdown().await;
     drop((t, engine));
-    let engine = open(&path, &[&wf]).await;
+    let engine = open(&path, &[&wf], |b| b).await;
     let t = engine.thread("w1").await.unwrap();
     assert_eq!(t.status().await.unwrap(), ThreadStatus::WaitingInput);
     engine.signal("w1", "payment", 12u64).await.unwrap();
@@ -125,7 +117,7 @@ async fn try_recv_returns_none_on_an_empty_inbox_and_the_next_signal_after() {
         .edge("poll", END)
         .build()
         .unwrap();
-    let engine = open(&path, &[&wf]).await;
+    let engine = open(&path, &[&wf], |b| b).await;
     let t = engine.start("polls", Tally::default(), StartOptions::id("p1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     engine.signal("p1", "x", 7u64).await.unwrap();
@@ -141,7 +133,7 @@ async fn try_recv_returns_none_on_an_empty_inbox_and_the_next_signal_after() {
 async fn a_signal_to_a_finished_or_unknown_thread_is_refused_and_stores_nothing() {
     let (_d, path) = db();
     let wf = receiver("once", "n", 1);
-    let engine = open(&path, &[&wf]).await;
+    let engine = open(&path, &[&wf], |b| b).await;
     let t = engine.start("once", Tally::default(), StartOptions::id("f1")).await.unwrap();
     engine.signal("f1", "n", 1u64).await.unwrap();
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
@@ -179,7 +171,7 @@ async fn two_tasks_of_one_step_receiving_one_name_take_different_signals() {
         .edge("b", END)
         .build()
         .unwrap();
-    let engine = open(&path, &[&wf]).await;
+    let engine = open(&path, &[&wf], |b| b).await;
     let t = engine.start("pair", Tally::default(), StartOptions::id("d1")).await.unwrap();
     engine.signal("d1", "job", 1u64).await.unwrap();
     engine.signal("d1", "job", 10u64).await.unwrap();
@@ -288,7 +280,7 @@ fn leaf_of(top: &str) -> String {
 async fn a_signal_to_a_sub_workflow_child_parked_in_recv_wakes_it_through_its_parents() {
     let (_d, path) = db();
     let wf = nested();
-    let engine = open(&path, &[&wf]).await;
+    let engine = open(&path, &[&wf], |b| b).await;
     let t = engine.start("outer", Tally::default(), StartOptions::id("n1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let leaf = leaf_of("n1");
@@ -305,7 +297,7 @@ async fn a_signal_to_a_sub_workflow_child_parked_in_recv_wakes_it_through_its_pa
     assert_eq!(arrivals(&engine, &leaf), 1, "the leaf received the first signal");
     engine.shutdown().await;
     drop((t, engine));
-    let engine = open(&path, &[&wf]).await;
+    let engine = open(&path, &[&wf], |b| b).await;
     let t = engine.thread("n1").await.unwrap();
     engine.signal(&leaf, "payment", 12u64).await.unwrap();
     let outcome = tokio::time::timeout(std::time::Duration::from_secs(10), t.finished()).await;
@@ -385,7 +377,7 @@ async fn a_crash_at_any_write_around_a_child_signal_wake_neither_loses_nor_doubl
         }
         crashes += 1;
         drop(dying);
-        let engine = open(&path, &[&wf]).await;
+        let engine = open(&path, &[&wf], |b| b).await;
         let t = match engine.thread("c1").await {
             Ok(t) => t,
             Err(_) => {

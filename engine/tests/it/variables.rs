@@ -10,10 +10,10 @@ use cairn::dsl::{
     Ctx, NodeOutput, RejectedWrite, Scope, VarOp, VarType, VarUpdate, Variable, Variables, Workflow,
 };
 use cairn::storage::{Page, ThreadFilter};
-use cairn::{Durability, END, Engine, START, StartOptions, ThreadStatus};
+use cairn::{END, Engine, START, StartOptions, ThreadStatus};
 use serde_json::json;
 
-use crate::common::db;
+use crate::common::{db, open};
 
 fn child() -> Workflow<Variables> {
     Workflow::<Variables>::builder("experiment", 1)
@@ -76,16 +76,6 @@ fn session() -> Workflow<Variables> {
         .unwrap()
 }
 
-async fn open(path: &std::path::Path, wf: &Workflow<Variables>) -> Engine {
-    Engine::builder(path)
-        .durability(Durability::None)
-        .checkpoint_every(Some(2), None)
-        .workflow(wf)
-        .open()
-        .await
-        .unwrap()
-}
-
 async fn vars_at(engine: &Engine, thread: &str, seq: Option<u64>) -> Variables {
     serde_json::from_value(engine.state_at(thread, seq).await.unwrap().state).unwrap()
 }
@@ -120,7 +110,7 @@ fn check(vars: &Variables) {
 async fn typed_variables_survive_restore_fork_and_sub_workflow_scopes() {
     let (_d, path) = db();
     let wf = session();
-    let engine = open(&path, &wf).await;
+    let engine = open(&path, &[&wf], |b| b.checkpoint_every(Some(2), None)).await;
     let t = engine.start("session", Variables::new(), StartOptions::id("v")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let live = vars_at(&engine, "v", None).await;
@@ -139,7 +129,7 @@ async fn typed_variables_survive_restore_fork_and_sub_workflow_scopes() {
 
     // Restore: a reopened engine rebuilds the same variables from checkpoint + tail, at every
     // seq from the one after setup on.
-    let engine = open(&path, &wf).await;
+    let engine = open(&path, &[&wf], |b| b.checkpoint_every(Some(2), None)).await;
     assert_eq!(vars_at(&engine, "v", None).await, live);
     assert_eq!(vars_at(&engine, "v", Some(seq)).await, live);
 
