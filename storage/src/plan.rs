@@ -105,7 +105,9 @@ pub(crate) fn plan(
     }
     for upsert in batch.threads {
         let id = upsert.id.clone();
-        let current = plan.thread(tables, &id)?.as_ref();
+        plan.thread(tables, &id)?;
+        // Taken, not borrowed: the upsert replaces it, so its tail and lease move over.
+        let current = plan.threads.remove(&id).flatten();
         let stored = merge_upsert(upsert, current);
         plan.set_thread(id, stored);
     }
@@ -210,13 +212,13 @@ pub(crate) fn exhausted(counter: &str, thread: Option<&ThreadId>) -> Error {
 
 /// The record an upsert writes: the caller's fields, the store's `last`, `first_seq`, `lease`
 /// and seq-index tail.
-fn merge_upsert(mut upsert: ThreadRecord, current: Option<&StoredThread>) -> StoredThread {
+fn merge_upsert(mut upsert: ThreadRecord, current: Option<StoredThread>) -> StoredThread {
     match current {
         Some(current) => {
             upsert.last = current.record.last;
             upsert.first_seq = current.record.first_seq;
-            upsert.lease = current.record.lease.clone();
-            StoredThread { record: upsert, tail: current.tail.clone() }
+            upsert.lease = current.record.lease;
+            StoredThread { record: upsert, tail: current.tail }
         }
         None => {
             upsert.last = None;
