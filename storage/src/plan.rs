@@ -235,7 +235,7 @@ impl Plan {
         let (thread, failure) = match guard {
             Guard::Lease { thread, owner, now_ms } => {
                 let lease =
-                    self.thread(tables, thread)?.as_ref().and_then(|s| s.record.lease.clone());
+                    self.thread(tables, thread)?.as_ref().and_then(|s| s.record.lease.as_ref());
                 match lease {
                     Some(l) if &l.owner == owner && *now_ms < l.expires_at_ms => return Ok(()),
                     Some(l) => {
@@ -411,8 +411,11 @@ impl Plan {
             | LeaseOp::Renew { thread, .. }
             | LeaseOp::Release { thread, .. } => thread.clone(),
         };
-        let mut stored =
-            self.thread(tables, &thread)?.clone().ok_or(Error::UnknownThread(thread.clone()))?;
+        self.thread(tables, &thread)?;
+        // The plan's own copy, changed in place (not cloned): an error drops the whole plan.
+        let Some(Some(stored)) = self.threads.get_mut(&thread) else {
+            return Err(Error::UnknownThread(thread));
+        };
         let record = &mut stored.record;
         match op {
             LeaseOp::Acquire { owner, now_ms, ttl_ms, .. } => {
@@ -440,7 +443,7 @@ impl Plan {
                 Some(_) => return Err(Error::LeaseNotHeld { thread, owner }),
             },
         }
-        self.set_thread(thread, stored);
+        self.mark_dirty(&thread);
         Ok(())
     }
 }
