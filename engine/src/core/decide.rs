@@ -621,6 +621,18 @@ mod tests {
     }
 
     #[test]
+    fn a_borrowed_snapshot_is_the_json_of_the_owned_one() {
+        let wf = two_nodes();
+        let mut ctx = running(&wf);
+        close_step(&mut ctx, &wf, 1, vec![run("a", done(5))], 200, Default::default(), None)
+            .expect("step 1");
+        close_step(&mut ctx, &wf, 2, vec![run("b", done(9))], 300, Default::default(), None)
+            .expect("step 2");
+        let owned = serde_json::to_vec(&ctx.snapshot().expect("snapshot")).expect("json");
+        assert_eq!(ctx.snapshot_json().expect("borrowed"), owned);
+    }
+
+    #[test]
     fn a_failed_task_stops_the_thread_and_a_suspension_parks_it() {
         let wf = two_nodes();
         let mut ctx = running(&wf);

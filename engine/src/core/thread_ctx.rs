@@ -347,6 +347,22 @@ impl ThreadCtx {
         Ok(Snapshot { meta: self.meta.clone(), state })
     }
 
+    /// The JSON of [`ThreadCtx::snapshot`], serialised from the context as it is (the meta
+    /// borrowed, not cloned): what the runner's checkpoints store.
+    ///
+    /// # Errors
+    /// [`Error::Codec`] if the state does not serialise.
+    pub fn snapshot_json(&self) -> Result<Vec<u8>, Error> {
+        /// [`Snapshot`]'s fields, borrowed: the same JSON, byte for byte.
+        #[derive(Serialize)]
+        struct Borrowed<'a> {
+            meta: &'a ThreadMeta,
+            state: Value,
+        }
+        let state = self.state.to_json().map_err(|e| Error::Codec(e.to_string()))?;
+        Ok(serde_json::to_vec(&Borrowed { meta: &self.meta, state })?)
+    }
+
     /// Applies one recorded event. Pure: the result depends only on `self` and the event.
     ///
     /// # Errors

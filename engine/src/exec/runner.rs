@@ -379,7 +379,7 @@ impl Runner {
                 thread: self.env.thread.clone(),
                 workflow: self.record.workflow.clone(),
                 kind: plan.kind,
-                snapshot: serde_json::to_vec(&self.ctx.snapshot()?)?,
+                snapshot: self.ctx.snapshot_json()?,
                 meta: plan.meta(done),
                 created_at_ms: now,
             });
