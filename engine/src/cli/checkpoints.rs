@@ -18,8 +18,10 @@ use super::common::{
 use super::endpoint;
 use super::table::{Table, cut, pretty, time};
 use crate::Engine;
-use crate::debug::views::{checkpoint_details, checkpoint_json};
+use crate::debug::rows::{CheckpointDetails, CheckpointRow};
+use crate::debug::views::{checkpoint_details, checkpoint_row};
 use crate::limits::SERVE_PAGE_MAX;
+use crate::serve::wire;
 
 /// Arguments of `cairn checkpoints`.
 #[derive(Debug, clap::Args)]
@@ -120,13 +122,13 @@ pub(super) async fn list(args: CheckpointsArgs, wfs: &[Arc<DynWorkflow>]) -> any
     let found = endpoint::through(&args.common.db, |ep| {
         list_through(ep, &filter, args.offset, args.limit)
     })?;
-    let rows = match found {
-        Some(rows) => rows,
+    let rows: Vec<CheckpointRow> = match found {
+        Some(rows) => wire::read_all(rows, "checkpoint")?,
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
             let page = Page { limit: args.limit, offset: args.offset };
             let infos = engine.store().list_checkpoints(&filter, page).await?;
-            infos.iter().map(checkpoint_json).collect()
+            infos.iter().map(checkpoint_row).collect()
         }
     };
     if args.common.json {
@@ -139,17 +141,15 @@ pub(super) async fn list(args: CheckpointsArgs, wfs: &[Arc<DynWorkflow>]) -> any
     let mut table =
         Table::new(&["ID", "THREAD", "KIND", "SEQ", "CREATED", "BYTES", "TAGS", "DESCRIPTION"]);
     for c in &rows {
-        let tags: Vec<&str> =
-            c["meta"]["tags"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
         table.row(vec![
-            c["id"].to_string(),
-            c["thread"].as_str().unwrap_or_default().to_owned(),
-            c["kind"].as_str().unwrap_or_default().to_owned(),
-            c["covers"]["seq"].to_string(),
-            time(c["created_at_ms"].as_u64().unwrap_or_default()),
-            c["snapshot_len"].to_string(),
-            tags.join(","),
-            cut(c["meta"]["description"].as_str().unwrap_or_default(), 60),
+            c.id.to_string(),
+            c.thread.clone(),
+            c.kind.clone(),
+            c.covers.seq.to_string(),
+            time(c.created_at_ms),
+            c.snapshot_len.to_string(),
+            c.meta.tags.join(","),
+            cut(&c.meta.description, 60),
         ]);
     }
     print_text(&table.render());
@@ -206,8 +206,8 @@ pub(super) async fn command(
 
 async fn show(common: &Common, id: u64, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let found = endpoint::through(&common.db, |ep| ep.get(&format!("/api/checkpoints/{id}"), &[]))?;
-    let out = match found {
-        Some(out) => out,
+    let out: CheckpointDetails = match found {
+        Some(out) => wire::read(out, "checkpoint")?,
         None => {
             let engine = open_read_only(&common.db, wfs).await?;
             let Some(cp) = engine.store().checkpoint(CheckpointId(id)).await? else {
@@ -219,34 +219,23 @@ async fn show(common: &Common, id: u64, wfs: &[Arc<DynWorkflow>]) -> anyhow::Res
     if common.json {
         return print_json(&out);
     }
-    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_owned).collect()
-    };
-    let (w, covers, meta) = (&out["workflow"], &out["covers"], &out["meta"]);
+    let (c, meta) = (&out.info, &out.info.meta);
     let mut t = Table::new(&["", ""]);
     t.row(vec!["checkpoint".into(), id.to_string()]);
-    t.row(vec!["thread".into(), text(&out["thread"])]);
-    t.row(vec!["workflow".into(), format!("{} v{}", text(&w["id"]), w["version"])]);
-    t.row(vec!["kind".into(), text(&out["kind"])]);
-    t.row(vec![
-        "covers".into(),
-        format!(
-            "seq {} (lsn {}, {})",
-            covers["seq"],
-            covers["lsn"],
-            time(covers["at_ms"].as_u64().unwrap_or_default())
-        ),
-    ]);
-    t.row(vec!["step".into(), out["step"].to_string()]);
-    t.row(vec!["status".into(), text(&out["status"])]);
-    t.row(vec!["frontier".into(), strings(&out["frontier"]).join(", ")]);
-    t.row(vec!["created by".into(), text(&meta["creator"])]);
-    t.row(vec!["description".into(), text(&meta["description"])]);
-    t.row(vec!["tags".into(), strings(&meta["tags"]).join(", ")]);
-    t.row(vec!["snapshot".into(), format!("{} bytes", out["snapshot_len"])]);
+    t.row(vec!["thread".into(), c.thread.clone()]);
+    t.row(vec!["workflow".into(), format!("{} v{}", c.workflow.id, c.workflow.version)]);
+    t.row(vec!["kind".into(), c.kind.clone()]);
+    let covers = format!("seq {} (lsn {}, {})", c.covers.seq, c.covers.lsn, time(c.covers.at_ms));
+    t.row(vec!["covers".into(), covers]);
+    t.row(vec!["step".into(), out.step.to_string()]);
+    t.row(vec!["status".into(), out.status.clone()]);
+    t.row(vec!["frontier".into(), out.frontier.join(", ")]);
+    t.row(vec!["created by".into(), meta.creator.clone()]);
+    t.row(vec!["description".into(), meta.description.clone()]);
+    t.row(vec!["tags".into(), meta.tags.join(", ")]);
+    t.row(vec!["snapshot".into(), format!("{} bytes", c.snapshot_len)]);
     let table: String = t.render().lines().skip(1).map(|l| format!("{l}\n")).collect();
-    print_text(&format!("{table}state:\n{}", pretty(&out["state"])));
+    print_text(&format!("{table}state:\n{}", pretty(&out.state)));
     Ok(())
 }
 

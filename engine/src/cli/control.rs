@@ -4,6 +4,7 @@
 //! `resume`, `cancel`, `pause` and `input` go through it (`remote.rs`), and a resumed thread runs
 //! in that engine; `resumable` asks it what it could resume and does not drive.
 
+use crate::debug::rows::ResumableRow;
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
@@ -82,8 +83,8 @@ pub(super) async fn resumable(args: ResumableArgs, wfs: &[Arc<DynWorkflow>]) -> 
         let answer = ep.get("/api/resumable", &query)?;
         Ok(answer["threads"].as_array().cloned().unwrap_or_default())
     })?;
-    let rows = match found {
-        Some(rows) => rows,
+    let rows: Vec<ResumableRow> = match found {
+        Some(rows) => crate::serve::wire::read_all(rows, "resumable thread")?,
         None => {
             // A writable open: it proves that no engine process holds the file, so that
             // "running" threads really have no runner.
@@ -106,15 +107,14 @@ pub(super) async fn resumable(args: ResumableArgs, wfs: &[Arc<DynWorkflow>]) -> 
     }
     let mut table =
         Table::new(&["THREAD", "WORKFLOW", "STATUS", "SEQ", "UPDATED", "RUNNABLE HERE"]);
-    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
     for row in &rows {
         table.row(vec![
-            text(&row["thread"]),
-            format!("{} v{}", text(&row["workflow"]["id"]), row["workflow"]["version"]),
-            text(&row["status"]),
-            row["last_seq"].as_u64().map(|s| s.to_string()).unwrap_or_default(),
-            time(row["updated_at_ms"].as_u64().unwrap_or(0)),
-            match row["why_not"].as_str() {
+            row.thread.clone(),
+            format!("{} v{}", row.workflow.id, row.workflow.version),
+            row.status.clone(),
+            row.last_seq.map(|s| s.to_string()).unwrap_or_default(),
+            time(row.updated_at_ms),
+            match &row.why_not {
                 None => "yes".into(),
                 Some(why) => format!("no: {why}"),
             },

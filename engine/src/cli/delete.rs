@@ -4,6 +4,7 @@
 //! `<db>.token`), else on the file opened for writing (exit 4 while another process holds it).
 //! An unfinished thread is refused (exit 1) unless `--force`.
 
+use crate::debug::rows::DeletedRow;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -38,14 +39,14 @@ pub(super) async fn delete(args: DeleteArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     let (thread, force) = (args.thread.clone(), args.force);
     let remote =
         tokio::task::spawn_blocking(move || through_endpoint(&db, &thread, force)).await??;
-    let answer = match remote {
-        Some(answer) => answer,
+    let answer: DeletedRow = match remote {
+        Some(answer) => crate::serve::wire::read(answer, "deletion")?,
         None => {
             let engine = open_writable(&args.common.db, wfs).await?;
             let deleted = engine.delete(&args.thread, DeleteOptions { force: args.force }).await;
             engine.shutdown().await;
             match deleted? {
-                Some(d) => crate::debug::views::deleted_json(&args.thread, &d),
+                Some(d) => crate::debug::views::deleted_row(&args.thread, &d),
                 None => {
                     return Err(fail(
                         EXIT_FAILED,
@@ -61,11 +62,11 @@ pub(super) async fn delete(args: DeleteArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     print_text(&format!(
         "deleted {} ({}): {} events, {} checkpoints, {} locks, {} payloads",
         args.thread,
-        answer["status"].as_str().unwrap_or_default(),
-        answer["events"],
-        answer["checkpoints"],
-        answer["locks"],
-        answer["payloads"],
+        answer.status,
+        answer.events,
+        answer.checkpoints,
+        answer.locks,
+        answer.payloads,
     ));
     Ok(())
 }

@@ -14,9 +14,11 @@ use super::common::{
 };
 use super::endpoint;
 use super::table::{Table, cut, time};
-use crate::debug::views::{events_after, trace_json};
+use crate::debug::rows::{EventRow, MessageRow};
+use crate::debug::views::{events_after, message_row};
 use crate::debug::{TraceQuery, TraceScope};
 use crate::limits::SERVE_PAGE_MAX;
+use crate::serve::wire;
 
 /// Arguments of `cairn events`.
 #[derive(Debug, clap::Args)]
@@ -67,14 +69,14 @@ pub struct TraceArgs {
     chain: Option<String>,
 }
 
-fn event_row(table: &mut Table, e: &Value) {
+fn event_row(table: &mut Table, e: &EventRow) {
     table.row(vec![
-        e["seq"].to_string(),
-        time(e["at_ms"].as_u64().unwrap_or(0)),
-        e["kind"].as_str().unwrap_or("").to_owned(),
-        e["node"].as_str().unwrap_or("").to_owned(),
-        e["status"].as_str().unwrap_or("").to_owned(),
-        cut(e["summary"].as_str().unwrap_or(""), 100),
+        e.seq.to_string(),
+        time(e.at_ms),
+        e.kind.clone(),
+        e.node.clone().unwrap_or_default(),
+        e.status.clone(),
+        cut(&e.summary, 100),
     ]);
 }
 
@@ -89,7 +91,7 @@ enum Log {
 /// A read of a thread's log after a seq: the events (all of them from there), the last seq read,
 /// the thread's status as read before them, and the seq before its first stored event.
 struct Read {
-    rows: Vec<Value>,
+    rows: Vec<EventRow>,
     last: u64,
     status: ThreadStatus,
     first_kept: u64,
@@ -155,7 +157,7 @@ impl Log {
                     }
                     let Value::Array(events) = page["events"].take() else { break };
                     let full = events.len() >= SERVE_PAGE_MAX;
-                    rows.extend(events);
+                    rows.extend(wire::read_all::<EventRow>(events, "event")?);
                     after = page["next_since"].as_u64().unwrap_or(after);
                     if !full {
                         break;
@@ -202,10 +204,10 @@ pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     }
     // Follow: print as we go, then poll (a fresh snapshot of the file, which does not see later
     // commits, or the endpoint) until the thread reaches a terminal status.
-    let print = |rows: &[Value], header: bool| {
+    let print = |rows: &[EventRow], header: bool| {
         if args.common.json {
             for e in rows {
-                print_text(&e.to_string());
+                print_text(&serde_json::json!(e).to_string());
             }
         } else {
             let mut table = Table::new(&EVENT_HEADERS);
@@ -247,8 +249,8 @@ pub(super) async fn trace(args: TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
             _ => Vec::new(),
         })
     })?;
-    let found: Vec<Value> = match through {
-        Some(rows) => rows,
+    let found: Vec<MessageRow> = match through {
+        Some(rows) => wire::read_all(rows, "traced message")?,
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
             let scope = if args.thread.is_empty() {
@@ -263,7 +265,7 @@ pub(super) async fn trace(args: TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
             }
             (query.from_ms, query.to_ms, query.chain_to) =
                 (args.from_ms, args.to_ms, args.chain.clone());
-            engine.trace(&query).await?.iter().map(trace_json).collect()
+            engine.trace(&query).await?.iter().map(message_row).collect()
         }
     };
     if args.common.json {
@@ -279,14 +281,14 @@ pub(super) async fn trace(args: TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
     let mut table = Table::new(&["LSN", "TIME", "THREAD", "SEQ", "NODE", "FROM", "TO", "CONTENT"]);
     for m in &found {
         table.row(vec![
-            m["lsn"].to_string(),
-            time(m["at_ms"].as_u64().unwrap_or(0)),
-            m["thread"].as_str().unwrap_or("").to_owned(),
-            m["seq"].to_string(),
-            m["node"].as_str().unwrap_or("").to_owned(),
-            m["role"].as_str().unwrap_or("").to_owned(),
-            m["to"].as_str().unwrap_or("").to_owned(),
-            cut(m["content"].as_str().unwrap_or(""), 80),
+            m.lsn.to_string(),
+            time(m.at_ms),
+            m.thread.clone(),
+            m.seq.to_string(),
+            m.node.clone(),
+            m.role.clone(),
+            m.to.clone().unwrap_or_default(),
+            cut(&m.content, 80),
         ]);
     }
     print_text(&table.render());

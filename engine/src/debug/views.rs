@@ -10,6 +10,9 @@ use cairn_storage::{
 use serde_json::{Value, json};
 
 use super::fold::fold;
+use super::rows::{
+    CheckpointDetails, CheckpointRow, Covers, DeletedRow, EventRow, MessageRow, ResumableRow,
+};
 use crate::Engine;
 use crate::core::children::PARENT_LABEL;
 use crate::core::event::Body;
@@ -118,21 +121,13 @@ pub(crate) async fn thread_details(engine: &Engine, record: &ThreadRecord) -> Re
 }
 
 /// One event as `cairn events --json` prints it and `GET /api/threads/{id}/events` serves it.
-pub(crate) async fn event_json(store: &dyn Store, event: Event) -> Result<Value, Error> {
-    let head = json!({
-        "seq": event.bookmark.seq.0,
-        "lsn": event.bookmark.lsn.0,
-        "at_ms": event.bookmark.at_ms,
-        "kind": event.kind.as_str(),
-        "node": event.node,
-        "status": event.status.as_str(),
-        "summary": event.summary,
-    });
+pub(crate) async fn event_row(store: &dyn Store, event: Event) -> Result<EventRow, Error> {
+    let (seq, lsn, at_ms) = (event.bookmark.seq.0, event.bookmark.lsn.0, event.bookmark.at_ms);
+    let (kind, status) = (event.kind.as_str().to_owned(), event.status.as_str().to_owned());
+    let (node, summary) = (event.node.clone(), event.summary.clone());
     // A `checkpoint_created` event is shown with the id its checkpoint got at commit.
-    let body = fetch::decode_announced(store, event).await?.body;
-    let mut head = head;
-    head["body"] = serde_json::to_value(&body)?;
-    Ok(head)
+    let body = serde_json::to_value(fetch::decode_announced(store, event).await?.body)?;
+    Ok(EventRow { seq, lsn, at_ms, kind, node, status, summary, body })
 }
 
 /// The state at a seq as `cairn state --json` prints it and `GET /api/threads/{id}/state`
@@ -150,19 +145,18 @@ pub(crate) fn state_json(view: &super::StateView) -> Value {
 
 /// What a thread deletion removed, as `cairn delete --json` prints it and `DELETE
 /// /api/threads/{id}` answers it (one document for both).
-pub(crate) fn deleted_json(thread: &str, d: &cairn_storage::Deleted) -> Value {
-    json!({
-        "thread": thread,
-        "deleted": true,
-        "status": d.status.as_str(),
-        "events": d.events,
-        "checkpoints": d.checkpoints,
-        "locks": d.locks,
-        "payloads": d.payloads,
-    })
+pub(crate) fn deleted_row(thread: &str, d: &cairn_storage::Deleted) -> DeletedRow {
+    DeletedRow {
+        thread: thread.to_owned(),
+        deleted: true,
+        status: d.status.as_str().to_owned(),
+        events: d.events,
+        checkpoints: d.checkpoints,
+        locks: d.locks,
+        payloads: d.payloads,
+    }
 }
 
-/// One checkpoint's metadata as `cairn checkpoints --json` prints it.
 /// A verify report as `cairn verify --json` prints it and `GET /api/verify` answers it.
 pub(crate) fn verify_json(report: &cairn_storage::VerifyReport) -> Value {
     let problems: Vec<Value> = report
@@ -189,17 +183,18 @@ pub(crate) fn verify_json(report: &cairn_storage::VerifyReport) -> Value {
     })
 }
 
-pub(crate) fn checkpoint_json(c: &CheckpointInfo) -> Value {
-    json!({
-        "id": c.id.0,
-        "thread": c.thread.as_str(),
-        "workflow": c.workflow,
-        "kind": c.kind.as_str(),
-        "covers": {"seq": c.covers.seq.0, "lsn": c.covers.lsn.0, "at_ms": c.covers.at_ms},
-        "created_at_ms": c.created_at_ms,
-        "snapshot_len": c.snapshot_len,
-        "meta": c.meta,
-    })
+/// One checkpoint's metadata as `cairn checkpoints --json` prints it.
+pub(crate) fn checkpoint_row(c: &CheckpointInfo) -> CheckpointRow {
+    CheckpointRow {
+        id: c.id.0,
+        thread: c.thread.as_str().to_owned(),
+        workflow: c.workflow.clone(),
+        kind: c.kind.as_str().to_owned(),
+        covers: Covers { seq: c.covers.seq.0, lsn: c.covers.lsn.0, at_ms: c.covers.at_ms },
+        created_at_ms: c.created_at_ms,
+        snapshot_len: c.snapshot_len,
+        meta: c.meta.clone(),
+    }
 }
 
 /// One checkpoint with the snapshot it holds, as `cairn checkpoint show --json` prints it and
@@ -208,52 +203,53 @@ pub(crate) fn checkpoint_json(c: &CheckpointInfo) -> Value {
 ///
 /// # Errors
 /// A snapshot that does not decode.
-pub(crate) fn checkpoint_details(cp: &Checkpoint) -> Result<Value, Error> {
+pub(crate) fn checkpoint_details(cp: &Checkpoint) -> Result<CheckpointDetails, Error> {
     let snapshot =
         crate::core::restore::decode_snapshot(&cp.thread, cp.covers.seq.0, &cp.snapshot)?;
-    let mut out = checkpoint_json(&cp.info());
-    out["status"] = json!(snapshot.meta.status.as_str());
-    out["step"] = json!(snapshot.meta.step);
-    out["frontier"] = json!(snapshot.meta.frontier);
-    out["state"] = snapshot.state;
-    Ok(out)
+    Ok(CheckpointDetails {
+        info: checkpoint_row(&cp.info()),
+        status: snapshot.meta.status.as_str().to_owned(),
+        step: snapshot.meta.step,
+        frontier: snapshot.meta.frontier,
+        state: snapshot.state,
+    })
 }
 
 /// One traced message as `cairn trace --json` prints it and `GET /api/trace` serves it.
-pub(crate) fn trace_json(m: &super::TracedMessage) -> Value {
-    json!({
-        "lsn": m.lsn,
-        "thread": m.thread,
-        "seq": m.seq,
-        "at_ms": m.at_ms,
-        "node": m.task.to_string(),
-        "role": m.message.role,
-        "to": m.message.to,
-        "content": m.message.content,
-        "correlation_id": m.message.correlation_id,
-        "id": m.message.id,
-        "parent": m.message.parent,
-    })
+pub(crate) fn message_row(m: &super::TracedMessage) -> MessageRow {
+    MessageRow {
+        lsn: m.lsn,
+        thread: m.thread.clone(),
+        seq: m.seq,
+        at_ms: m.at_ms,
+        node: m.task.to_string(),
+        role: m.message.role.clone(),
+        to: m.message.to.clone(),
+        content: m.message.content.clone(),
+        correlation_id: m.message.correlation_id.clone(),
+        id: m.message.id.clone(),
+        parent: m.message.parent.clone(),
+    }
 }
 
 /// The resumable threads as `cairn resumable --json` prints them and `GET /api/resumable`
 /// serves them, in natural id order: each with whether `engine` has its workflow compiled in
 /// (`runnable`) and why not.
-pub(crate) fn resumable_rows(engine: &Engine, mut records: Vec<ThreadRecord>) -> Vec<Value> {
+pub(crate) fn resumable_rows(engine: &Engine, mut records: Vec<ThreadRecord>) -> Vec<ResumableRow> {
     records.sort_by(|a, b| natural_cmp(a.id.as_str(), b.id.as_str()));
     records
         .iter()
         .map(|r| {
             let runnable = engine.workflow_for(r);
-            json!({
-                "thread": r.id.as_str(),
-                "workflow": r.workflow,
-                "status": r.status.as_str(),
-                "last_seq": r.last.map(|b| b.seq.0),
-                "updated_at_ms": r.updated_at_ms,
-                "runnable": runnable.is_ok(),
-                "why_not": runnable.err().map(|e| e.to_string()),
-            })
+            ResumableRow {
+                thread: r.id.as_str().to_owned(),
+                workflow: r.workflow.clone(),
+                status: r.status.as_str().to_owned(),
+                last_seq: r.last.map(|b| b.seq.0),
+                updated_at_ms: r.updated_at_ms,
+                runnable: runnable.is_ok(),
+                why_not: runnable.err().map(|e| e.to_string()),
+            }
         })
         .collect()
 }
@@ -398,7 +394,7 @@ pub(crate) async fn events_after(
     mut after: u64,
     kinds: &[EventKind],
     max: usize,
-) -> Result<(Vec<Value>, u64), Error> {
+) -> Result<(Vec<EventRow>, u64), Error> {
     let mut out = Vec::new();
     loop {
         let chunk = READ_CHUNK_EVENTS.min(max.saturating_sub(out.len()).max(1));
@@ -407,7 +403,7 @@ pub(crate) async fn events_after(
         for event in events {
             after = event.bookmark.seq.0;
             if kinds.is_empty() || kinds.contains(&event.kind) {
-                out.push(event_json(store, event).await?);
+                out.push(event_row(store, event).await?);
             }
         }
         if n < chunk || out.len() >= max {

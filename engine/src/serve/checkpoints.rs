@@ -23,7 +23,7 @@ pub(super) async fn list(
         .list_checkpoints(&p.filter(), page)
         .await
         .map_err(|e| reject(e.into(), "checkpoints"))?;
-    let rows: Vec<Value> = infos.iter().map(views::checkpoint_json).collect();
+    let rows: Vec<_> = infos.iter().map(views::checkpoint_row).collect();
     Ok(Json(json!({"checkpoints": rows, "offset": p.offset, "limit": p.limit})))
 }
 
@@ -46,5 +46,5 @@ pub(super) async fn show(
         return Err(Reject::not_found("checkpoint", format!("no checkpoint {id}")));
     };
     let out = views::checkpoint_details(&cp).map_err(|e| reject(e, "checkpoint"))?;
-    Ok(Json(app.answer(out, redact)))
+    Ok(Json(app.answer(json!(out), redact)))
 }

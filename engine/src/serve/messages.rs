@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::app::{App, Params, reject};
 use super::params::{Reject, TraceParams};
-use crate::debug::views::trace_json;
+use crate::debug::views::message_row;
 use crate::debug::{TraceQuery, TraceScope};
 
 pub(super) async fn trace(
@@ -21,6 +21,6 @@ pub(super) async fn trace(
     query.between = <[String; 2]>::try_from(p.between).ok().map(|[a, b]| (a, b));
     (query.from_ms, query.to_ms, query.chain_to) = (p.from_ms, p.to_ms, p.chain);
     let found = app.engine.trace(&query).await.map_err(|e| reject(e, "trace"))?;
-    let rows: Vec<Value> = found.iter().map(trace_json).collect();
+    let rows: Vec<_> = found.iter().map(message_row).collect();
     Ok(Json(json!({"messages": rows})))
 }

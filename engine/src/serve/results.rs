@@ -55,7 +55,7 @@ pub(super) async fn delete(
 ) -> Result<Json<Value>, Reject> {
     let id = segment(id)?;
     match app.engine.delete(&id, DeleteOptions { force }).await {
-        Ok(Some(d)) => Ok(Json(crate::debug::views::deleted_json(&id, &d))),
+        Ok(Some(d)) => Ok(Json(serde_json::json!(crate::debug::views::deleted_row(&id, &d)))),
         Ok(None) => Err(Reject::not_found("thread", format!("no thread {id}"))),
         Err(Error::Storage(e @ cairn_storage::Error::Unfinished { .. })) => {
             Err(Reject { status: 409, error: e.to_string(), field: Some("force".into()) })

@@ -63,9 +63,10 @@ async fn read(
     let record = record_of(&app.engine, &id).await?;
     let after = after.max(record.first_seq.0.saturating_sub(1));
     let store = app.engine.store().as_ref();
-    let (mut page, last) = events_after(store, &record.id, after, &p.kinds, p.limit)
+    let (rows, last) = events_after(store, &record.id, after, &p.kinds, p.limit)
         .await
         .map_err(|e| reject(e, "since"))?;
+    let mut page: Vec<Value> = rows.iter().map(|row| serde_json::json!(row)).collect();
     // A public endpoint redacts whatever the query says (a stream is no body the access layer
     // can redact whole).
     if p.redact || app.public {

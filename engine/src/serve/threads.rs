@@ -171,7 +171,7 @@ pub(super) async fn checkpoints(
         .list_checkpoints(&filter, Page { limit: SERVE_PAGE_MAX, offset: 0 })
         .await
         .map_err(|e| reject(e.into(), "thread"))?;
-    let rows: Vec<Value> = infos.iter().map(views::checkpoint_json).collect();
+    let rows: Vec<_> = infos.iter().map(views::checkpoint_row).collect();
     let out = json!({"thread": id, "checkpoints": rows});
     Ok(Json(app.answer(out, redact)))
 }

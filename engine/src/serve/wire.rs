@@ -130,3 +130,14 @@ pub fn read<T: DeserializeOwned + Serialize>(answer: Value, what: &str) -> Resul
         None => Ok(typed),
     }
 }
+
+/// Each of `answers` as a `T`, as [`read`] reads one.
+///
+/// # Errors
+/// As [`read`], for the first that does not read.
+pub fn read_all<T: DeserializeOwned + Serialize>(
+    answers: Vec<Value>,
+    what: &str,
+) -> Result<Vec<T>, Error> {
+    answers.into_iter().map(|answer| read(answer, what)).collect()
+}

@@ -1,0 +1,97 @@
+//! The rows the command line prints and the endpoint serves, as serde types: `views.rs` builds
+//! them, the handlers serialize them, and the CLI reads an endpoint's answer back into them
+//! (`serve::wire::read`, which refuses a field a row does not know), so a renamed field fails
+//! loudly instead of printing blanks.
+
+use cairn_storage::{CheckpointMeta, WorkflowRef};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One event: `cairn events --json`, `GET /api/threads/{id}/events`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct EventRow {
+    pub seq: u64,
+    pub lsn: u64,
+    pub at_ms: u64,
+    pub kind: String,
+    pub node: Option<String>,
+    pub status: String,
+    pub summary: String,
+    /// The decoded body (a `checkpoint_created` one with the id its checkpoint got).
+    pub body: Value,
+}
+
+/// One traced message: `cairn trace --json`, `GET /api/trace`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct MessageRow {
+    pub lsn: u64,
+    pub thread: String,
+    pub seq: u64,
+    pub at_ms: u64,
+    /// The task that wrote it.
+    pub node: String,
+    pub role: String,
+    pub to: Option<String>,
+    pub content: String,
+    pub correlation_id: Option<String>,
+    pub id: Option<String>,
+    pub parent: Option<String>,
+}
+
+/// Where a checkpoint's snapshot stands in its thread's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Covers {
+    pub seq: u64,
+    pub lsn: u64,
+    pub at_ms: u64,
+}
+
+/// One checkpoint's metadata: `cairn checkpoints --json`, `GET /api/checkpoints`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct CheckpointRow {
+    pub id: u64,
+    pub thread: String,
+    pub workflow: WorkflowRef,
+    pub kind: String,
+    pub covers: Covers,
+    pub created_at_ms: u64,
+    pub snapshot_len: u64,
+    pub meta: CheckpointMeta,
+}
+
+/// One checkpoint with what it restores: `cairn checkpoint show --json`,
+/// `GET /api/checkpoints/{id}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct CheckpointDetails {
+    #[serde(flatten)]
+    pub info: CheckpointRow,
+    pub status: String,
+    pub step: u64,
+    pub frontier: Vec<String>,
+    pub state: Value,
+}
+
+/// One resumable thread: `cairn resumable --json`, `GET /api/resumable`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ResumableRow {
+    pub thread: String,
+    pub workflow: WorkflowRef,
+    pub status: String,
+    pub last_seq: Option<u64>,
+    pub updated_at_ms: u64,
+    /// Whether this engine has the thread's workflow compiled in.
+    pub runnable: bool,
+    pub why_not: Option<String>,
+}
+
+/// What a thread deletion removed: `cairn delete --json`, `DELETE /api/threads/{id}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct DeletedRow {
+    pub thread: String,
+    pub deleted: bool,
+    pub status: String,
+    pub events: u64,
+    pub checkpoints: u64,
+    pub locks: u64,
+    pub payloads: u64,
+}
