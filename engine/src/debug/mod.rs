@@ -45,6 +45,7 @@ mod node_runs;
 mod reader;
 mod redact;
 mod rollback;
+#[cfg(feature = "http")]
 pub(crate) mod rows;
 mod seed;
 mod seed_events;
