@@ -55,6 +55,9 @@ pub struct Config {
     pub health_policy: HealthPolicy,
     /// Which finished threads the engine deletes on its own, and when (default: none).
     pub retention: Option<RetentionPolicy>,
+    /// Whether the engine prunes, on its own, what checkpoints cover in unfinished threads
+    /// (default `true`; see `EngineBuilder::prune_history`).
+    pub prune_history: bool,
 }
 
 impl Default for Config {
@@ -76,6 +79,7 @@ impl Default for Config {
             health_every_ms: Some(crate::limits::HEALTH_EVERY_MS_DEFAULT),
             health_policy: HealthPolicy::default(),
             retention: None,
+            prune_history: true,
         }
     }
 }

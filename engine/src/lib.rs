@@ -59,6 +59,7 @@ pub use api::create::Creation;
 pub use api::engine::Engine;
 pub use api::handle::{EventStream, Outcome, ThreadHandle};
 pub use api::patches::Unpatched;
+pub use api::prune::PruneReport;
 pub use api::recover::RecoveryReport;
 pub use api::schedule::{SCHEDULES_LIST_MAX, ScheduleInfo};
 pub use api::schedule_flow::{

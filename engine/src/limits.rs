@@ -118,6 +118,11 @@ pub const RETENTION_EVERY_MS_DEFAULT: u64 = 60_000;
 /// flight at once: memory holds one page, and the page's deletes share group commits.
 pub const RETENTION_PAGE_MAX: usize = 256;
 
+/// Threads one history pass (`Engine::prune_covered`) prunes at most: each prune is one write
+/// transaction through the store's writer, so a pass over many long-lived threads shares the
+/// writer with the runners instead of holding it; the next pass goes on.
+pub const PRUNE_PASS_MAX: u64 = 256;
+
 /// The longest an endpoint holds a `GET /api/threads/{id}/result?wait_ms=` request open: a
 /// long poll is re-asked by its client (`cairn result --wait` does), so a dropped connection
 /// costs at most this, and an endpoint never holds a request for ever.

@@ -10,6 +10,7 @@ pub mod handle;
 mod health;
 pub mod health_policy;
 pub mod patches;
+pub mod prune;
 mod query;
 mod queues;
 pub mod recover;

@@ -18,7 +18,7 @@ use super::engine::Engine;
 use crate::config::{RetentionPolicy, RetentionReport};
 use crate::error::Error;
 use crate::exec::fetch::unfinished_parent;
-use crate::limits::RETENTION_PAGE_MAX;
+use crate::limits::{RETENTION_EVERY_MS_DEFAULT, RETENTION_PAGE_MAX};
 
 /// The cancellation reason a runner still driving a forcibly deleted thread is given.
 const DELETED_REASON: &str = "the thread was deleted";
@@ -201,12 +201,18 @@ impl Engine {
     /// moment the engine opened, whenever the task that runs them gets to run: a clock that
     /// jumped past a pass's time runs one pass at once (not one per interval skipped), and the
     /// cadence goes on one interval after it.
+    ///
+    /// With [`EngineBuilder::prune_history`] on, each pass also runs a history pass
+    /// ([`Engine::prune_covered`]), at the retention cadence (its default without a policy).
     pub(super) fn spawn_retention(&self) {
-        let Some(policy) = self.shell.config.retention else { return };
+        let config = &self.shell.config;
+        if config.retention.is_none() && !config.prune_history {
+            return;
+        }
         let engine = self.clone();
         let stopping = self.shell.tasks.stopping().clone();
         // At least 1 ms: a zero interval would run passes back to back.
-        let every = policy.every_ms.max(1);
+        let every = config.retention.map_or(RETENTION_EVERY_MS_DEFAULT, |p| p.every_ms).max(1);
         // Read now, not when the task first runs: a clock moved meanwhile is a pass due.
         let mut next = engine.shell.clock.now_ms().saturating_add(every);
         self.shell.tasks.spawn(async move {
@@ -228,6 +234,11 @@ impl Engine {
                         next
                     }
                 };
+                if engine.shell.config.prune_history
+                    && let Err(e) = engine.prune_covered().await
+                {
+                    tracing::warn!(error = %e, "history pass");
+                }
                 next = next_pass(next, every, ran_at);
             }
         });

@@ -71,6 +71,10 @@ pub(crate) async fn decode_announced(store: &dyn Store, event: Event) -> Result<
 /// The context of `thread` after the event at `at` (or after its last event): the
 /// [`Restore`] machine driven with the store's async reads.
 ///
+/// A restore whose reads met a prune between them (the checkpoint it read was replaced and the
+/// events after it removed: `Pruned`) starts over from the newest checkpoint, at most
+/// [`RESTORE_PRUNED_RETRIES`] times; a step that is really pruned answers `Pruned` again.
+///
 /// # Errors
 /// As [`Restore::step`].
 pub(crate) async fn restore(
@@ -79,8 +83,22 @@ pub(crate) async fn restore(
     thread: &ThreadId,
     at: Option<u64>,
 ) -> Result<ThreadCtx, Error> {
-    drive(store, thread, Restore::new(wf, thread.clone(), at)).await
+    let mut tries = 0;
+    loop {
+        match drive(store, thread, Restore::new(wf, thread.clone(), at)).await {
+            Err(Error::Storage(cairn_storage::Error::Pruned { .. }))
+                if tries < RESTORE_PRUNED_RETRIES =>
+            {
+                tries += 1;
+            }
+            other => return other,
+        }
+    }
 }
+
+/// Times [`restore`] starts over after a concurrent prune (one prune per history pass, so one
+/// retry is nearly always enough).
+const RESTORE_PRUNED_RETRIES: u32 = 3;
 
 /// The context after the thread's first event.
 ///

@@ -6,6 +6,7 @@
 )]
 #![allow(missing_docs, reason = "test code")]
 
+mod bounded_history;
 mod bundle_export_options;
 mod bundle_replay;
 mod bundle_seed;
