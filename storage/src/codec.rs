@@ -482,20 +482,10 @@ fn corrupted(kind: RecordKind, detail: String) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Bookmark, EventKind, EventStatus, Lsn, ThreadRecord, WorkflowRef};
+    use crate::{Bookmark, Lsn, ThreadRecord, WorkflowRef};
 
     fn event() -> Event {
-        Event {
-            bookmark: Bookmark { seq: Seq(1), lsn: Lsn(1), at_ms: 0 },
-            thread: ThreadId::new("t").expect("id"),
-            kind: EventKind::Message,
-            node: None,
-            status: EventStatus::Info,
-            summary: String::new(),
-            payload: None,
-            data: Vec::new(),
-            correlation: None,
-        }
+        Event::sample(Bookmark { seq: Seq(1), lsn: Lsn(1), at_ms: 0 }, Vec::new())
     }
 
     #[test]

@@ -187,20 +187,10 @@ pub(crate) fn corrupted(thread: Option<&ThreadId>, seq: Option<Seq>, detail: Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Bookmark, EventStatus};
+    use crate::Bookmark;
 
     fn message(data: &str) -> Event {
-        Event {
-            bookmark: Bookmark { seq: Seq(2), lsn: Lsn(9), at_ms: 5 },
-            thread: ThreadId::new("t").expect("id"),
-            kind: EventKind::Message,
-            node: None,
-            status: EventStatus::Info,
-            summary: String::new(),
-            payload: None,
-            data: data.as_bytes().to_vec(),
-            correlation: None,
-        }
+        Event::sample(Bookmark { seq: Seq(2), lsn: Lsn(9), at_ms: 5 }, data.as_bytes().to_vec())
     }
 
     #[test]

@@ -179,6 +179,22 @@ pub(crate) fn check_correlation(correlation: &str) -> Result<(), Error> {
 }
 
 impl Event {
+    /// A message event of thread `t` at `bookmark` carrying `data` (unit tests).
+    #[cfg(test)]
+    pub(crate) fn sample(bookmark: crate::Bookmark, data: Vec<u8>) -> Event {
+        Event {
+            bookmark,
+            thread: ThreadId::new("t").expect("id"),
+            kind: EventKind::Message,
+            node: None,
+            status: EventStatus::Info,
+            summary: String::new(),
+            payload: None,
+            data,
+            correlation: None,
+        }
+    }
+
     /// The stored event for `new` at `seq`/`lsn`.
     pub(crate) fn from_new(new: NewEvent, seq: crate::Seq, lsn: crate::Lsn) -> Event {
         Event {

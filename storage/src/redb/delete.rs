@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashSet};
 use ::redb::ReadableTable;
 
 use super::index::{fetch, locate, lsns, storage};
-use super::prune::{correlation_entries, plan_clear, remove_checkpoints};
+use super::prune::{correlation_entries, plan_clear, remove_checkpoints, remove_log};
 use super::tables::Tables;
 use crate::codec;
 use crate::delete::may_refer_to;
@@ -128,15 +128,8 @@ pub(crate) fn apply_delete_thread(
     plan: DeletePlan,
 ) -> Result<Deleted, Error> {
     let op = storage("delete thread");
-    for lsn in &plan.events {
-        tables.events()?.remove(*lsn).map_err(&op)?;
-    }
-    for (correlation, lsn) in &plan.correlations {
-        tables.correlations()?.remove((correlation.as_str(), *lsn)).map_err(&op)?;
-    }
-    for first in &plan.chunks {
-        tables.seq_index()?.remove((plan.thread.as_str(), *first)).map_err(&op)?;
-    }
+    let log = (&plan.events[..], &plan.correlations[..], &plan.chunks[..]);
+    remove_log(tables, &plan.thread, log, "delete thread")?;
     remove_checkpoints(tables, &plan.checkpoints)?;
     for name in &plan.locks {
         tables.locks()?.remove(name.as_str()).map_err(&op)?;

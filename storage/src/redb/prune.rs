@@ -166,18 +166,31 @@ pub(crate) fn plan_prune(
     Ok(plan)
 }
 
+/// Removes `thread`'s events at `events` (lsns), their correlation-index entries and its
+/// seq-index chunks starting at `chunks` (first seqs): what a prune cuts and a delete removes.
+pub(super) fn remove_log(
+    tables: &mut Tables<'_, '_>,
+    thread: &ThreadId,
+    (events, correlations, chunks): (&[u64], &[(String, u64)], &[u64]),
+    what: &'static str,
+) -> Result<(), Error> {
+    let op = storage(what);
+    for lsn in events {
+        tables.events()?.remove(*lsn).map_err(&op)?;
+    }
+    for (correlation, lsn) in correlations {
+        tables.correlations()?.remove((correlation.as_str(), *lsn)).map_err(&op)?;
+    }
+    for first in chunks {
+        tables.seq_index()?.remove((thread.as_str(), *first)).map_err(&op)?;
+    }
+    Ok(())
+}
+
 /// Carries out a checked prune.
 pub(crate) fn apply_prune(tables: &mut Tables<'_, '_>, plan: PrunePlan) -> Result<Pruned, Error> {
     let op = storage("prune");
-    for lsn in &plan.events {
-        tables.events()?.remove(*lsn).map_err(&op)?;
-    }
-    for (correlation, lsn) in &plan.correlations {
-        tables.correlations()?.remove((correlation.as_str(), *lsn)).map_err(&op)?;
-    }
-    for first in &plan.chunks {
-        tables.seq_index()?.remove((plan.thread.as_str(), *first)).map_err(&op)?;
-    }
+    remove_log(tables, &plan.thread, (&plan.events, &plan.correlations, &plan.chunks), "prune")?;
     if let Some((first, framed)) = &plan.rekeyed {
         tables
             .seq_index()?
