@@ -143,10 +143,8 @@ impl Engine {
         let mut report = RecoveryReport::default();
         let mut after = None;
         loop {
-            let due =
-                self.shell.coord.due_threads(&workflows, horizon_ms, after.as_ref(), DUE_PAGE);
-            let Some(due) = due else { return Ok(None) };
-            let page = due.await?;
+            let Some(index) = self.shell.coord.wake_index() else { return Ok(None) };
+            let page = index.due_threads(&workflows, horizon_ms, after.as_ref(), DUE_PAGE).await?;
             let full = page.len() == DUE_PAGE;
             for due in page {
                 after = Some((due.ready_at_ms, due.record.id.clone()));

@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use cairn_storage::{DueThread, Lease, Reading, SharedDatabase, Store, ThreadId, ThreadStatus};
+use cairn_storage::{Lease, SharedDatabase, Store, ThreadId, ThreadStatus};
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -233,13 +233,7 @@ impl Coordinator for Local {
         !self.exclusive
     }
 
-    fn due_threads(
-        &self,
-        _: &[String],
-        _: u64,
-        _: Option<&(u64, ThreadId)>,
-        _: usize,
-    ) -> Option<Reading<Vec<DueThread>>> {
+    fn wake_index(&self) -> Option<&dyn SharedDatabase> {
         None
     }
 }

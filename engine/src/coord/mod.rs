@@ -19,7 +19,7 @@ mod watchers;
 
 use std::sync::Arc;
 
-use cairn_storage::{DueThread, Lease, Reading, Store, ThreadId, ThreadRecord, ThreadStatus};
+use cairn_storage::{Lease, SharedDatabase, Store, ThreadId, ThreadRecord, ThreadStatus};
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -221,16 +221,10 @@ pub(crate) trait Coordinator: Send + Sync {
     /// schedules. Where only this engine writes, none of that can happen.
     fn has_peers(&self) -> bool;
 
-    /// Unfinished threads of `workflows` due by now plus `horizon_ms`, from the wake index of a
-    /// shared database (see [`cairn_storage::SharedDatabase::due_threads`]); `None` where there
-    /// is no such index (the caller lists unfinished threads instead).
-    fn due_threads(
-        &self,
-        workflows: &[String],
-        horizon_ms: u64,
-        after: Option<&(u64, ThreadId)>,
-        limit: usize,
-    ) -> Option<Reading<Vec<DueThread>>>;
+    /// The wake index of a shared database, which says which threads are due for an engine
+    /// ([`SharedDatabase::due_threads`]); `None` where there is none (the caller lists
+    /// unfinished threads instead).
+    fn wake_index(&self) -> Option<&dyn SharedDatabase>;
 }
 
 /// The coordinator for `store`: [`Shared`] where other processes write the database too

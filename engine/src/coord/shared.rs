@@ -21,7 +21,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use cairn_storage::{DueThread, Lease, Reading, Store, ThreadId, ThreadStatus};
+use cairn_storage::{Lease, SharedDatabase, Store, ThreadId, ThreadStatus};
 use futures::future::BoxFuture;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
@@ -285,15 +285,8 @@ impl Coordinator for Shared {
         true
     }
 
-    fn due_threads(
-        &self,
-        workflows: &[String],
-        horizon_ms: u64,
-        after: Option<&(u64, ThreadId)>,
-        limit: usize,
-    ) -> Option<Reading<Vec<DueThread>>> {
-        let db = self.store.shared()?;
-        Some(db.due_threads(workflows, horizon_ms, after, limit))
+    fn wake_index(&self) -> Option<&dyn SharedDatabase> {
+        self.store.shared()
     }
 }
 
