@@ -570,6 +570,7 @@ impl ThreadCtx {
             }
             Body::ContinuedAsNew { thread, .. } => m.continued_as = Some(thread.clone()),
             Body::ContinuedFrom { thread } => m.continued_from = Some(thread.clone()),
+            Body::LabelsChanged { set, removed } => crate::core::labels::apply(m, set, removed),
             Body::CompensationBegan { reason, .. } => {
                 let reason = reason.clone();
                 m.unwinding = Some(Unwinding { reason, done: 0, running: None });

@@ -198,6 +198,10 @@ impl NodeContext for LiveNodeContext {
         self.continue_as(input)
     }
 
+    fn change_label(&self, key: &str, value: Option<&str>) -> Result<(), NodeError> {
+        self.label(key, value)
+    }
+
     fn call_tool(
         &self,
         call: ToolCall,
