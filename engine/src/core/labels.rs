@@ -1,8 +1,7 @@
 //! Search attributes in the fold: the label changes a step's tasks asked for
 //! (`ctx.set_label`, `ctx.remove_label`: markers among their drawn values, `core::marks`),
-//! decided into one `labels_changed` event when the step completes, and that event applied to
-//! the thread's labels (which the runner copies into the thread record in the same batch, so the
-//! stores' label index follows the log).
+//! decided into one `labels_changed` event when the step completes. `thread_ctx` folds it into
+//! the thread's labels, which the runner copies into the thread record in the same batch.
 
 use std::collections::BTreeMap;
 
@@ -47,12 +46,4 @@ pub(crate) fn requested(meta: &ThreadMeta) -> Result<Option<Body>, String> {
         ));
     }
     Ok(Some(Body::LabelsChanged { set, removed }))
-}
-
-/// Applies a `labels_changed` event to the thread's labels.
-pub(crate) fn apply(meta: &mut ThreadMeta, set: &BTreeMap<String, String>, removed: &[String]) {
-    for key in removed {
-        meta.labels.remove(key);
-    }
-    meta.labels.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
 }

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use cairn::debug::{ForkFrom, ForkOptions};
 use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::event::Body;
 use cairn::storage::{Page, Seq, ThreadFilter, ThreadId};
@@ -81,6 +82,7 @@ async fn a_node_sets_labels_that_filters_find_and_replay_agrees_with() {
     let events =
         engine.store().read_since(&ThreadId::new("o1").unwrap(), Seq(0), 1_000).wait().unwrap();
     let changes: Vec<(Vec<String>, Vec<String>)> = events
+        .clone()
         .into_iter()
         .filter_map(|e| match cairn::codec::decode(engine.store().as_ref(), e).unwrap().body {
             Body::LabelsChanged { set, removed } => {
@@ -96,6 +98,17 @@ async fn a_node_sets_labels_that_filters_find_and_replay_agrees_with() {
             (vec!["stage=done".to_owned()], vec![])
         ]
     );
+    // A fork from just after the first change carries the labels as they were there.
+    let first_change = events
+        .iter()
+        .find(|e| e.kind == cairn::storage::EventKind::Custom)
+        .map(|e| e.bookmark.seq.0)
+        .unwrap();
+    let fork = ForkOptions { start: false, ..ForkOptions::id("o1-fork") };
+    engine.fork("o1", ForkFrom::Seq(first_change), fork).await.unwrap();
+    let forked = engine.store().thread(&ThreadId::new("o1-fork").unwrap()).wait().unwrap().unwrap();
+    let labels: Vec<_> = forked.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    assert_eq!(labels, ["customer=c-1", "stage=payment"], "the fork sees the node's labels");
     crate::compensation::restore_equals_live(engine.store().as_ref(), wf.as_dyn(), "o1");
     let report = engine.replay("o1", &Default::default()).await.unwrap();
     assert_eq!(report.divergence, None);

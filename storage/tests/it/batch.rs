@@ -195,7 +195,7 @@ async fn leases_acquire_hold_renew_release() {
     assert!(matches!(
         store
             .lease(LeaseOp::Acquire {
-                thread: (&tid("nope")).clone(),
+                thread: tid("nope"),
                 owner: "w1".into(),
                 now_ms: 0,
                 ttl_ms: 10
