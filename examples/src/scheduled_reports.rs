@@ -148,7 +148,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
         .store()
         .list_threads(
             &cairn::storage::ThreadFilter {
-                label: Some(("schedule".into(), "acme-daily".into())),
+                labels: vec![("schedule".into(), "acme-daily".into())],
                 workflow_id: Some("report".into()),
                 ..Default::default()
             },

@@ -84,7 +84,7 @@ pub async fn run(db: &Path) -> anyhow::Result<(Order, Vec<String>)> {
         .store()
         .list_threads(
             &cairn::storage::ThreadFilter {
-                label: Some(("parent".into(), "order-1".into())),
+                labels: vec![("parent".into(), "order-1".into())],
                 ..Default::default()
             },
             cairn::storage::Page { limit: 10, offset: 0 },

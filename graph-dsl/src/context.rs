@@ -128,6 +128,16 @@ pub trait NodeContext: Send + Sync + 'static {
         let _ = input;
         Ok(())
     }
+    /// Sets (`Some(value)`) or removes (`None`) the thread's label `key` when this step
+    /// completes (see [`Ctx::set_label`](crate::Ctx::set_label)); recorded among the task's
+    /// drawn values. The provided method, for contexts without a log, does nothing.
+    ///
+    /// # Errors
+    /// None from the provided method; the engine's reports nondeterminism as the others do.
+    fn change_label(&self, key: &str, value: Option<&str>) -> Result<(), NodeError> {
+        let _ = (key, value);
+        Ok(())
+    }
     /// Takes every lock of `names` for `ttl_ms`, all or nothing; if `wait`, suspends until all
     /// are free. The engine takes them in one atomic write; this provided method, for contexts
     /// without one (test doubles), takes them one by one and gives back those it took when

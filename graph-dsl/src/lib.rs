@@ -323,6 +323,7 @@ mod policy;
 mod problem;
 mod recovery;
 mod resolve;
+mod search;
 mod state;
 mod validate;
 mod var_type;

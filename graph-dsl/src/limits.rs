@@ -65,6 +65,29 @@ pub const REJECTED_WRITES_MAX: usize = 64;
 /// value, it is not a second store beside it.
 pub const VAR_METADATA_ENTRIES_MAX: usize = 32;
 
+/// Bytes in a label's key or value set by a node ([`Ctx::set_label`](crate::Ctx::set_label)):
+/// the same bound the store puts on every label (`cairn_storage::limits::LABEL_BYTES_MAX`),
+/// checked where the node can still handle it. Labels are indexed search keys, not payloads.
+pub const LABEL_BYTES_MAX: usize = 256;
+
+/// Checks a label change: a key of 1..=[`LABEL_BYTES_MAX`] bytes and a value of at most that.
+///
+/// # Errors
+/// A message naming the bound exceeded.
+pub(crate) fn check_label(key: &str, value: Option<&str>) -> Result<(), String> {
+    if key.is_empty() {
+        return Err("a label's key is empty".into());
+    }
+    for (what, len) in [("key", key.len()), ("value", value.map_or(0, str::len))] {
+        if len > LABEL_BYTES_MAX {
+            return Err(format!(
+                "a label's {what} is {len} bytes, past LABEL_BYTES_MAX ({LABEL_BYTES_MAX})"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// What a limit of this module bounds, in words, for messages.
 pub fn in_words(limit: &str) -> &'static str {
     match limit {
@@ -83,6 +106,7 @@ pub fn in_words(limit: &str) -> &'static str {
         "LOOP_BOUND_MAX" => "a loop bound",
         "REJECTED_WRITES_MAX" => "the rejected writes kept",
         "VAR_METADATA_ENTRIES_MAX" => "the metadata entries of one variable",
+        "LABEL_BYTES_MAX" => "a label's key or value in bytes",
         _ => "a value",
     }
 }

@@ -28,9 +28,10 @@ pub struct ThreadsArgs {
     /// Only threads of this workflow id.
     #[arg(long)]
     workflow: Option<String>,
-    /// Only threads with this label (KEY=VALUE).
+    /// Only threads with this label (KEY=VALUE); give it several times for threads with
+    /// every one of them.
     #[arg(long, value_parser = parse_label)]
-    label: Option<(String, String)>,
+    label: Vec<(String, String)>,
     /// Most threads listed (at least 1).
     #[arg(long, default_value_t = 100, value_parser = super::common::parse_positive)]
     limit: usize,
@@ -50,7 +51,7 @@ pub struct ShowArgs {
 
 pub(super) async fn threads(args: ThreadsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let filter =
-        ThreadFilter { status: args.status, workflow_id: args.workflow, label: args.label };
+        ThreadFilter { status: args.status, workflow_id: args.workflow, labels: args.label };
     let found = endpoint::through(&args.common.db, |ep| {
         rows_through(ep, &filter, args.offset, args.limit)
     })?;
@@ -109,8 +110,9 @@ fn rows_through(
     if let Some(workflow) = &filter.workflow_id {
         query.push(("workflow", workflow.clone()));
     }
-    if let Some((k, v)) = &filter.label {
-        query.push(("label", format!("{k}={v}")));
+    if !filter.labels.is_empty() {
+        let labels: Vec<String> = filter.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        query.push(("label", labels.join(",")));
     }
     let mut first = NaturalFirst::new(offset.saturating_add(limit));
     let mut after: Option<String> = None;

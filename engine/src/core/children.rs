@@ -14,7 +14,7 @@ pub(crate) fn children_page(
     found: usize,
 ) -> (cairn_storage::ThreadFilter, cairn_storage::Page) {
     let filter = cairn_storage::ThreadFilter {
-        label: Some((PARENT_LABEL.to_owned(), parent.to_string())),
+        labels: vec![(PARENT_LABEL.to_owned(), parent.to_string())],
         ..cairn_storage::ThreadFilter::default()
     };
     (filter, cairn_storage::Page { limit: CHILDREN_PAGE, offset: found })

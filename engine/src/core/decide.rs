@@ -15,11 +15,11 @@ use serde_json::Value;
 
 use crate::core::checkpoint_plan::CheckpointPlan;
 use crate::core::codec::Recorded;
-use crate::core::continuation;
 use crate::core::event::{Body, TaskKey};
 use crate::core::recovery::{self, AfterFailure, Failure};
 use crate::core::status::{Transition, transition};
 use crate::core::thread_ctx::ThreadCtx;
+use crate::core::{continuation, labels};
 use crate::error::Error;
 use crate::limits;
 
@@ -349,6 +349,16 @@ pub(crate) fn close_step(
         };
         out.emit_status(t, why, now)?;
         return Ok(out.decide(checkpoint, Next::Park(t)));
+    }
+    match labels::requested(&out.ctx.meta) {
+        Ok(Some(change)) => out.emit(change, now)?,
+        Ok(None) => {}
+        Err(message) => {
+            let task = TaskKey::node(out.ctx.meta.frontier.first().cloned().unwrap_or_default());
+            let error = NodeError::Failed { code: Some("label".into()), message, retryable: false };
+            out.emit(Body::NodeFailed { step, task, attempt: 1, error, terminal: true }, now)?;
+            return Ok(out.decide(None, stop(Transition::Fail, "labels past their limit")));
+        }
     }
     let (next, arrivals) = match route_step(wf, out.ctx, step) {
         Ok(x) => x,

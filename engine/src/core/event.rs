@@ -428,6 +428,16 @@ pub enum Body {
         /// How long it took, in ms of engine clock.
         duration_ms: u64,
     },
+    /// Nodes of the step changed the thread's labels (`ctx.set_label`, `ctx.remove_label`):
+    /// written before the step's `step_completed`, in the batch that updates the record.
+    LabelsChanged {
+        /// Labels set, to these values.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        set: BTreeMap<String, String>,
+        /// Labels removed.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        removed: Vec<String>,
+    },
     /// The thread's state was replaced or updated from outside a node (fork, migration, user).
     StateUpdated {
         /// The update applied (JSON of the update type).
@@ -472,6 +482,7 @@ impl Body {
             | Body::RecoveryApplied { .. }
             | Body::ContinuedAsNew { .. }
             | Body::ContinuedFrom { .. }
+            | Body::LabelsChanged { .. }
             | Body::CompensationBegan { .. }
             | Body::UndoStarted { .. }
             | Body::UndoFinished { .. } => EventKind::Custom,
@@ -585,6 +596,11 @@ impl Body {
             Body::BudgetsSet { .. } => "budgets changed".to_owned(),
             Body::ContinuedAsNew { thread, .. } => format!("continued as new: {thread}"),
             Body::ContinuedFrom { thread } => format!("continued from {thread}"),
+            Body::LabelsChanged { set, removed } => {
+                let set = set.iter().map(|(k, v)| format!("{k}={v}"));
+                let removed = removed.iter().map(|k| format!("-{k}"));
+                format!("labels: {}", set.chain(removed).collect::<Vec<_>>().join(", "))
+            }
             Body::CompensationBegan { reason, undos } => {
                 format!("compensating: {undos} undo(s) after: {reason}")
             }

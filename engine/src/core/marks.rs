@@ -2,7 +2,8 @@
 //! values, each a one-key object: `{"patch": id}` (`core::patch`), `{"undo": {"name", "args"}}`
 //! (`ctx.on_undo`: a compensation registered when the task completes, `core::compensation`) and
 //! `{"continue_as_new": input}` (`ctx.continue_as_new`: the thread ends with the step and its
-//! successor starts, `core::continuation`). Every draw skips the markers before it, so a marker
+//! successor starts, `core::continuation`) and `{"label": {"key", "value"}}` (`ctx.set_label`, a null
+//! value for `ctx.remove_label`: applied when the step completes, `core::labels`). Every draw skips the markers before it, so a marker
 //! never shifts the other values; a task that runs again consumes its recorded markers rather
 //! than recording them twice.
 
@@ -17,13 +18,36 @@ pub(crate) const UNDO: &str = "undo";
 /// The tag of a continue-as-new marker.
 pub(crate) const CONTINUE: &str = "continue_as_new";
 
-/// Whether `value` is a marker (of a patch, an undo or a continue-as-new).
+/// The tag of a label marker.
+pub(crate) const LABEL: &str = "label";
+
+/// Whether `value` is a marker (of a patch, an undo, a continue-as-new or a label change).
 pub(crate) fn is_marker(value: &Value) -> bool {
     value.as_object().filter(|o| o.len() == 1).is_some_and(|o| {
         o.get(PATCH).is_some_and(Value::is_string)
             || o.get(UNDO).is_some_and(Value::is_object)
+            || o.get(LABEL).is_some_and(Value::is_object)
             || o.contains_key(CONTINUE)
     })
+}
+
+/// The marker `ctx.set_label(key, value)` (`Some`) or `ctx.remove_label(key)` (`None`) records.
+pub(crate) fn label(key: &str, value: Option<&str>) -> Value {
+    let mut inner = Map::new();
+    inner.insert("key".to_owned(), Value::String(key.to_owned()));
+    inner.insert("value".to_owned(), value.map_or(Value::Null, |v| Value::String(v.to_owned())));
+    tagged(LABEL, Value::Object(inner))
+}
+
+/// The label change a recorded value asks for: its key and new value (`None`: removed).
+pub(crate) fn label_in(value: &Value) -> Option<(&str, Option<&str>)> {
+    let inner = value.as_object().filter(|o| o.len() == 1)?.get(LABEL)?;
+    let key = inner.get("key")?.as_str()?;
+    match inner.get("value")? {
+        Value::Null => Some((key, None)),
+        Value::String(v) => Some((key, Some(v))),
+        _ => None,
+    }
 }
 
 fn tagged(tag: &str, value: Value) -> Value {
@@ -83,6 +107,11 @@ mod tests {
         assert!(is_marker(&c));
         assert_eq!(successor_in(&c), Some(&json!(3)));
         assert!(is_marker(&json!({"patch": "x"})));
+        let l = label("stage", Some("paid"));
+        assert!(is_marker(&l));
+        assert_eq!(label_in(&l), Some(("stage", Some("paid"))));
+        assert_eq!(label_in(&label("stage", None)), Some(("stage", None)));
+        assert!(!is_marker(&json!({"label": "x"})));
         assert!(!is_marker(&json!({"clock": 1})));
         assert!(!is_marker(&json!({"undo": 1})));
         let mut q: VecDeque<Value> =

@@ -16,6 +16,7 @@ pub(crate) mod continuation;
 pub(crate) mod decide;
 pub(crate) mod drawn;
 pub mod event;
+pub(crate) mod labels;
 pub(crate) mod marks;
 pub mod node_runs;
 pub(crate) mod patch;

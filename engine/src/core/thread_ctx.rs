@@ -586,6 +586,10 @@ impl ThreadCtx {
             }
             Body::ContinuedAsNew { thread, .. } => m.continued_as = Some(thread.clone()),
             Body::ContinuedFrom { thread } => m.continued_from = Some(thread.clone()),
+            Body::LabelsChanged { set, removed } => {
+                m.labels.retain(|k, _| !removed.contains(k));
+                m.labels.extend(set.clone());
+            }
             Body::CompensationBegan { reason, .. } => {
                 let reason = reason.clone();
                 m.unwinding = Some(Unwinding { reason, done: 0, running: None });

@@ -102,9 +102,12 @@ impl Engine {
             arrivals: ctx.meta.arrivals.clone(),
             visits: ctx.meta.visits.clone(),
         };
-        if !create(&self.shell, &wf, &id, input, options.labels, Some(seed), Default::default())
-            .await?
-        {
+        // The origin's labels at the fork point (a node may have changed them), less the
+        // parent link (a fork is no sub-workflow), under those the options give.
+        let mut labels = ctx.meta.labels.clone();
+        labels.remove(crate::core::children::PARENT_LABEL);
+        labels.extend(options.labels);
+        if !create(&self.shell, &wf, &id, input, labels, Some(seed), Default::default()).await? {
             return Err(Error::Invalid(format!("thread {id} was created concurrently")));
         }
         if let Some(update) = options.update {

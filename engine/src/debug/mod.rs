@@ -133,7 +133,8 @@ pub struct ForkOptions {
     /// An update (JSON of the workflow's update type) applied before the fork runs, recorded
     /// as a `state_updated` event.
     pub update: Option<Value>,
-    /// Labels of the new thread.
+    /// Labels of the new thread, over the origin's labels at the fork point (as its nodes left
+    /// them; less its `parent` link).
     pub labels: BTreeMap<String, String>,
     /// Run the fork at once (default `true`); otherwise it stays Created until resumed.
     pub start: bool,

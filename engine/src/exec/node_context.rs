@@ -185,17 +185,17 @@ impl NodeContext for LiveNodeContext {
     fn patched(&self, id: &str) -> bool {
         self.patch(id, false)
     }
-
     fn deprecate_patch(&self, id: &str) {
         self.patch(id, true);
     }
-
     fn on_undo(&self, name: &str, args: Value) -> Result<(), NodeError> {
         self.undo(name, args)
     }
-
     fn continue_as_new(&self, input: Value) -> Result<(), NodeError> {
         self.continue_as(input)
+    }
+    fn change_label(&self, key: &str, value: Option<&str>) -> Result<(), NodeError> {
+        self.label(key, value)
     }
 
     fn call_tool(

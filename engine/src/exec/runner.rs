@@ -386,6 +386,7 @@ impl Runner {
             self.last_checkpoint_ms = now;
         }
         self.record.status = self.ctx.meta.status;
+        self.record.labels.clone_from(&self.ctx.meta.labels); // moved by labels_changed
         self.record.updated_at_ms = now;
         self.record.summary = crate::core::summary::summary_bytes(&self.ctx);
         if let Some(wake) = crate::coord::wake_hint(&self.record, Some(&self.ctx)) {

@@ -177,6 +177,10 @@ impl NodeContext for ReplayNodeContext {
         self.marker(crate::core::marks::successor(input), "continues as new");
         Ok(())
     }
+    fn change_label(&self, key: &str, value: Option<&str>) -> Result<(), NodeError> {
+        self.marker(crate::core::marks::label(key, value), "changes a label");
+        Ok(())
+    }
     fn thread_id(&self) -> &str {
         &self.shared.thread
     }

@@ -192,7 +192,7 @@ async fn answer(engine: &Engine, name: &str) -> Result<Value, Reject> {
 /// [`LAST_RUNS`]. Every one is read to sort them: a schedule's runs are pruned with retention.
 async fn last_runs(engine: &Engine, name: &str) -> Result<Vec<ThreadRecord>, Reject> {
     let filter = ThreadFilter {
-        label: Some((SCHEDULE_LABEL.to_owned(), name.to_owned())),
+        labels: vec![(SCHEDULE_LABEL.to_owned(), name.to_owned())],
         ..ThreadFilter::default()
     };
     let store = engine.store();

@@ -30,7 +30,7 @@
 //! | GET | `/api/health?watchdog_ms=` | the health report (a running thread with no step past the watchdog is stuck) |
 //! | GET | `/metrics` | Prometheus text (`text/plain; version=0.0.4`; feature `prometheus`, with a handle; else 404) |
 //! | GET | `/api/metrics` | Prometheus text (feature `prometheus`, with a handle) or the health report |
-//! | GET | `/api/threads?status=&workflow=&label=K=V&limit=&after=&offset=` | a page of threads in the store's id order; `next` is the `after` of the next page (`null`: none follows) |
+//! | GET | `/api/threads?status=&workflow=&label=K=V,K2=V2&limit=&after=&offset=` | a page of threads in the store's id order; `next` is the `after` of the next page (`null`: none follows) |
 //! | GET | `/api/threads/{id}` | the thread as `cairn show` reports it |
 //! | GET | `/api/threads/{id}/events?since=&kind=&limit=&redact=1` | events after a seq, with `next_since`, the thread's `status` (read first) and `first_seq`; `follow=1`: SSE until the thread ends |
 //! | GET | `/api/threads/{id}/state?at=SEQ`, `?at_time=MS` or `?diff=A,B` (`&redact=1`) | state after a seq or at a time, or a diff |

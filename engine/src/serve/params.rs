@@ -50,10 +50,10 @@ pub struct ListParams {
     pub status: Option<ThreadStatus>,
     /// Only threads of this workflow.
     pub workflow: Option<String>,
-    /// Only threads with this label (`KEY=VALUE`).
+    /// Only threads with these labels (`KEY=VALUE`, several joined by `,`: all must match).
     #[serde(default, deserialize_with = "text")]
     #[param(value_type = Option<String>)]
-    pub label: Option<KeyValue>,
+    pub label: Option<KeyValues>,
     /// At most this many threads (1..=[`SERVE_PAGE_MAX`], default 100).
     #[serde(default = "default_limit", deserialize_with = "page")]
     pub limit: usize,
@@ -69,8 +69,12 @@ pub struct ListParams {
 impl ListParams {
     /// The store's filter for these parameters.
     pub fn filter(&self) -> ThreadFilter {
-        let label = self.label.clone().map(|l| (l.key, l.value));
-        ThreadFilter { status: self.status, workflow_id: self.workflow.clone(), label }
+        let labels = self.label.iter().flat_map(|l| &l.0).map(|l| (l.key.clone(), l.value.clone()));
+        ThreadFilter {
+            status: self.status,
+            workflow_id: self.workflow.clone(),
+            labels: labels.collect(),
+        }
     }
 }
 
@@ -283,6 +287,18 @@ impl FromStr for KeyValue {
     }
 }
 
+/// `KEY=VALUE,KEY=VALUE` (a thread filter's labels, all of which must match).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValues(pub Vec<KeyValue>);
+
+impl FromStr for KeyValues {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        s.split(',').map(str::parse).collect::<Result<_, _>>().map(Self)
+    }
+}
+
 /// `SEQ,SEQ` (a diff's two seqs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SeqPair(pub u64, pub u64);
@@ -444,6 +460,12 @@ mod tests {
             parse::<ListParams>(&q(&[("status", "paused"), ("label", "a=b"), ("offset", "3")]));
         let ok = ok.unwrap();
         assert_eq!((ok.filter().status, ok.offset, ok.limit), (Some(ThreadStatus::Paused), 3, 100));
+        let two = parse::<ListParams>(&q(&[("label", "a=b,c=d=e")])).unwrap().filter();
+        assert_eq!(two.labels, [("a".into(), "b".into()), ("c".into(), "d=e".into())]);
+        assert_eq!(
+            parse::<ListParams>(&q(&[("label", "a=b,c")])).unwrap_err().field.as_deref(),
+            Some("label")
+        );
         assert_eq!(parse::<StateParams>(&q(&[("diff", "2,5")])).unwrap().diff, Some(SeqPair(2, 5)));
     }
 

@@ -210,7 +210,7 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
         }
     }
     let filter = ThreadFilter {
-        label: Some((SCHEDULE_LABEL.into(), name.into())),
+        labels: vec![(SCHEDULE_LABEL.into(), name.into())],
         ..ThreadFilter::default()
     };
     let page = Page { limit: READ_LIMIT_MAX, offset: 0 };

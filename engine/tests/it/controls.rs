@@ -42,7 +42,7 @@ where
 /// The sub-workflow threads of `parent`.
 fn children_of(engine: &Engine, parent: &str) -> Vec<cairn::storage::ThreadRecord> {
     let filter = cairn::storage::ThreadFilter {
-        label: Some(("parent".into(), parent.into())),
+        labels: vec![("parent".into(), parent.into())],
         ..Default::default()
     };
     engine

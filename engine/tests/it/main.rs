@@ -67,6 +67,7 @@ mod resume_check;
 mod retention;
 mod scale;
 mod schedules;
+mod search_labels;
 mod serve;
 #[cfg(feature = "http")]
 mod serve_auth;

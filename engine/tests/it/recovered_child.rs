@@ -148,7 +148,7 @@ async fn check_logs(engine: &Engine, what: &str) {
         .store()
         .list_threads(
             &cairn::storage::ThreadFilter {
-                label: Some(("parent".into(), "p".into())),
+                labels: vec![("parent".into(), "p".into())],
                 ..Default::default()
             },
             cairn::storage::Page { limit: 10, offset: 0 },

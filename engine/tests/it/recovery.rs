@@ -320,7 +320,7 @@ async fn a_parent_killed_while_its_child_runs_completes_after_reopen() {
             .store()
             .list_threads(
                 &cairn::storage::ThreadFilter {
-                    label: Some(("parent".into(), "p".into())),
+                    labels: vec![("parent".into(), "p".into())],
                     ..Default::default()
                 },
                 cairn::storage::Page { limit: 10, offset: 0 },

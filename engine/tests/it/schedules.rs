@@ -49,7 +49,7 @@ fn spec(every: Every) -> ScheduleSpec {
 /// The threads schedule `name` started (ticks and triggers), by id.
 fn started(engine: &Engine, name: &str) -> BTreeSet<String> {
     let filter = cairn::storage::ThreadFilter {
-        label: Some(("schedule".into(), name.into())),
+        labels: vec![("schedule".into(), name.into())],
         workflow_id: Some("report".into()),
         ..Default::default()
     };

@@ -286,9 +286,10 @@ pub(crate) async fn list_threads(
     let status = filter.status.map(|s| s.to_string());
     let workflow = filter.workflow_id.as_deref();
     // Without a label filter the page is cut in SQL; with one, labels are inside the record.
-    let (limit, offset) = match &filter.label {
-        None => (to_db(page.limit as u64)?, to_db(page.offset as u64)?),
-        Some(_) => (i64::MAX, 0),
+    let (limit, offset) = if filter.labels.is_empty() {
+        (to_db(page.limit as u64)?, to_db(page.offset as u64)?)
+    } else {
+        (i64::MAX, 0)
     };
     let rows = query(
         client,
@@ -310,8 +311,8 @@ pub(crate) async fn list_threads(
             corrupt(table::THREADS, None, None, format!("key {key:?} is not a thread id: {e}"))
         })?;
         let record = decode_thread(&id, row.get(1))?;
-        if let Some((k, v)) = &filter.label {
-            if record.labels.get(k) != Some(v) {
+        if !filter.labels.is_empty() {
+            if !filter.labels_match(&record) {
                 continue;
             }
             if skipped < page.offset {
@@ -357,9 +358,7 @@ pub(crate) async fn list_threads_after(
             })?;
             cursor = Some(key.to_owned());
             let record = decode_thread(&id, row.get(1))?;
-            let labelled =
-                filter.label.as_ref().is_none_or(|(k, v)| record.labels.get(k) == Some(v));
-            if labelled && out.len() < limit {
+            if filter.labels_match(&record) && out.len() < limit {
                 out.push(record);
             }
         }

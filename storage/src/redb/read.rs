@@ -448,10 +448,7 @@ fn matching_thread(
             detail: format!("key {id} holds the record of thread {}", record.id),
         });
     }
-    let matches = filter.status.is_none_or(|s| record.status == s)
-        && filter.workflow_id.as_ref().is_none_or(|w| &record.workflow.id == w)
-        && filter.label.as_ref().is_none_or(|(k, v)| record.labels.get(k) == Some(v));
-    Ok(matches.then_some(record))
+    Ok(filter.matches(&record).then_some(record))
 }
 
 pub(crate) fn locks(txn: &ReadTransaction) -> Result<Vec<LockRecord>, Error> {

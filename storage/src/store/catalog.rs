@@ -27,8 +27,39 @@ pub struct ThreadFilter {
     pub status: Option<ThreadStatus>,
     /// Only threads of this workflow id.
     pub workflow_id: Option<String>,
-    /// Only threads with this label key set to this value.
-    pub label: Option<(String, String)>,
+    /// Only threads with every one of these labels (key set to value): several are ANDed.
+    pub labels: Vec<(String, String)>,
+}
+
+impl ThreadFilter {
+    /// Adds the label `key` = `value` to the labels a thread must have (ANDed).
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_storage::{ThreadFilter, ThreadStatus};
+    /// let f = ThreadFilter { status: Some(ThreadStatus::Paused), ..ThreadFilter::default() }
+    ///     .label("customer", "c-9")
+    ///     .label("stage", "payment");
+    /// assert_eq!(f.labels.len(), 2);
+    /// ```
+    #[must_use]
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.push((key.into(), value.into()));
+        self
+    }
+
+    /// Whether `record` has every label of the filter (its status and workflow are not
+    /// looked at: the backends select those by column or key).
+    pub fn labels_match(&self, record: &ThreadRecord) -> bool {
+        self.labels.iter().all(|(k, v)| record.labels.get(k) == Some(v))
+    }
+
+    /// Whether `record` passes every part of the filter.
+    pub fn matches(&self, record: &ThreadRecord) -> bool {
+        self.status.is_none_or(|s| record.status == s)
+            && self.workflow_id.as_ref().is_none_or(|w| &record.workflow.id == w)
+            && self.labels_match(record)
+    }
 }
 
 /// Thread records and indexes. Every read sees committed data only and answers a

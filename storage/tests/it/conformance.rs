@@ -278,7 +278,7 @@ fn thread_cursor<S: Store>(store: &S) {
     assert_eq!(walk(&all, 2), listed(&all));
     assert_eq!(walk(&all, 1_000), listed(&all));
     let even =
-        ThreadFilter { label: Some(("even".into(), "yes".into())), ..ThreadFilter::default() };
+        ThreadFilter { labels: vec![("even".into(), "yes".into())], ..ThreadFilter::default() };
     let evens = walk(&even, 3);
     assert_eq!(evens, ["cur-0", "cur-2", "cur-4", "cur-6"]);
     assert_eq!(evens, listed(&even));

@@ -1,6 +1,7 @@
 //! Marker calls of a live attempt (`core::marks`): patches (`ctx.patched`,
 //! `ctx.deprecate_patch`: the decision table of `core::patch`, made against what this attempt's
-//! journal recorded and has not yet consumed), undos (`ctx.on_undo`) and continue-as-new.
+//! journal recorded and has not yet consumed), undos (`ctx.on_undo`), label changes
+//! (`ctx.set_label`) and continue-as-new.
 
 use cairn_dsl::NodeError;
 use serde_json::Value;
@@ -69,6 +70,13 @@ impl LiveNodeContext {
             detail: format!("the successor's input is not a valid state: {e}"),
         })?;
         self.mark(marks::successor(input));
+        Ok(())
+    }
+
+    /// `ctx.set_label` / `ctx.remove_label`: records the change, applied when the step
+    /// completes (`core::labels`).
+    pub(super) fn label(&self, key: &str, value: Option<&str>) -> Result<(), NodeError> {
+        self.mark(marks::label(key, value));
         Ok(())
     }
 
