@@ -38,7 +38,7 @@ pub struct PruneReport {
 
 impl EngineBuilder {
     /// Whether the engine drops, on its own, the history its checkpoints cover in threads that
-    /// have not finished (default `true`): a pass every [`crate::RetentionPolicy::every_ms`] of
+    /// have not finished (default `false`: every step stays readable): a pass every [`crate::RetentionPolicy::every_ms`] of
     /// the engine's clock (the retention cadence, [`crate::limits::RETENTION_EVERY_MS_DEFAULT`]
     /// without a retention policy) prunes each such thread to its newest checkpoint (see
     /// [`Engine::prune`]). Finished threads are left whole (retention deletes them). An engine
@@ -47,8 +47,8 @@ impl EngineBuilder {
     /// # Examples
     /// ```no_run
     /// # async fn run() -> Result<(), cairn::Error> {
-    /// // Keep every event of every thread (state_at, replay and fork of any step).
-    /// let engine = cairn::Engine::builder("cairn.db").prune_history(false).open().await?;
+    /// // Threads that never end: drop what their newest checkpoint covers, every pass.
+    /// let engine = cairn::Engine::builder("cairn.db").prune_history(true).open().await?;
     /// # Ok(()) }
     /// ```
     pub fn prune_history(mut self, on: bool) -> Self {
