@@ -10,9 +10,10 @@ use std::collections::BTreeMap;
 
 use arbitrary::Arbitrary;
 use cairn_storage::fault::{FaultBackend, FaultController};
+use cairn_storage::{Append, Catalog, Maintenance, ThreadLog};
 use cairn_storage::{
     Appended, Batch, Bookmark, Checkpoint, CheckpointId, CheckpointKind, CheckpointMeta, Event,
-    EventKind, EventStatus, Lsn, NewCheckpoint, NewEvent, Options, RedbStore, Seq, Store, ThreadId,
+    EventKind, EventStatus, Lsn, NewCheckpoint, NewEvent, Options, RedbStore, Seq, ThreadId,
     ThreadRecord, WorkflowRef,
 };
 
@@ -250,7 +251,7 @@ fn append(
 
 fn read_since(store: &RedbStore, model: &Model, n: u8, after: u64, limit: u16) {
     let limit = usize::from(limit % 50) + 1;
-    let result = store.read_since(&thread_id(n), Seq(after), limit);
+    let result = store.read_since(&thread_id(n), Seq(after), limit).wait();
     let Some(thread) = model.threads.get(&n) else {
         assert!(result.is_err(), "read of unknown thread {n}: {result:?}");
         return;
@@ -278,12 +279,12 @@ fn read_all(store: &RedbStore, model: &Model, after: u64, limit: u16) {
         .collect();
     expected.sort_by_key(|e| e.bookmark.lsn);
     expected.truncate(limit);
-    let found = store.read_all_since(Lsn(after), limit).expect("read_all_since");
+    let found = store.read_all_since(Lsn(after), limit).wait().expect("read_all_since");
     assert_eq!(found.iter().collect::<Vec<_>>(), expected, "read_all_since({after}, {limit})");
 }
 
 fn latest(store: &RedbStore, model: &Model, n: u8, seq: u64) {
-    let result = store.latest_checkpoint_at_or_before(&thread_id(n), Seq(seq));
+    let result = store.latest_checkpoint_at_or_before(&thread_id(n), Seq(seq)).wait();
     if !model.threads.contains_key(&n) {
         assert!(matches!(result, Ok(None) | Err(_)), "unknown thread: {result:?}");
         return;
@@ -305,7 +306,7 @@ fn delete(store: &RedbStore, model: &mut Model, pick: u16) {
     };
     let existed = store.delete_checkpoint(id).and_then(|p| p.wait_blocking()).expect("delete");
     assert_eq!(existed, model.checkpoints.remove(&id).is_some(), "delete {id}");
-    assert!(!store.checkpoint_exists(id).expect("exists"), "deleted {id} still exists");
+    assert!(!store.checkpoint_exists(id).wait().expect("exists"), "deleted {id} still exists");
 }
 
 fn prune(store: &RedbStore, model: &mut Model, n: u8, pick: u16) {
@@ -346,11 +347,14 @@ fn verify(store: &RedbStore, model: &Model) {
     assert_eq!(report.events, stored_events as u64, "events counted by verify");
     assert_eq!(report.checkpoints, model.checkpoints.len() as u64, "checkpoints counted");
     for (n, thread) in &model.threads {
-        let record = store.thread(&thread_id(*n)).expect("thread").expect("thread exists");
+        let record = store.thread(&thread_id(*n)).wait().expect("thread").expect("thread exists");
         assert_eq!(record.last, thread.last, "thread {n} last");
         assert_eq!(record.first_seq, Seq(thread.first_seq), "thread {n} first_seq");
     }
     for checkpoint in model.checkpoints.values() {
-        assert_eq!(store.checkpoint(checkpoint.id).expect("checkpoint").as_ref(), Some(checkpoint));
+        assert_eq!(
+            store.checkpoint(checkpoint.id).wait().expect("checkpoint").as_ref(),
+            Some(checkpoint)
+        );
     }
 }
