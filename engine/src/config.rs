@@ -198,7 +198,7 @@ pub struct HealthPolicy {
 
 /// Which finished threads an engine deletes on its own (`EngineBuilder::retention`): a thread
 /// that ended with a status whose period is set is deleted whole (its log, checkpoints, locks,
-/// and payloads nobody else references: `cairn_storage::Store::delete_thread`) once that period
+/// and payloads nobody else references: `cairn_storage::Maintenance::delete_thread`) once that period
 /// has passed since it ended (its record's `updated_at_ms`, engine clock). Until then an
 /// idempotent start of its id returns it ("exists: keep"); after that the id is free and a start
 /// creates a new thread. A child thread of a sub-workflow is kept while its parent is unfinished.

@@ -1,4 +1,4 @@
-//! Whole-thread deletion: what [`crate::Store::delete_thread`] is asked and answers, and the
+//! Whole-thread deletion: what [`crate::Maintenance::delete_thread`] is asked and answers, and the
 //! rule both backends use to tell whether a payload is still referenced.
 //!
 //! A thread is deleted in one transaction (redb: one write transaction of the writer's group;
@@ -14,7 +14,7 @@
 
 use crate::ThreadStatus;
 
-/// How [`crate::Store::delete_thread`] treats a thread that has not finished.
+/// How [`crate::Maintenance::delete_thread`] treats a thread that has not finished.
 ///
 /// # Examples
 ///
@@ -33,7 +33,7 @@ pub struct DeleteOptions {
     pub force: bool,
 }
 
-/// What a committed [`crate::Store::delete_thread`] removed.
+/// What a committed [`crate::Maintenance::delete_thread`] removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Deleted {
     /// The thread's status when it was deleted.

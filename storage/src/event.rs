@@ -108,7 +108,7 @@ pub struct NewEvent {
     /// Engine clock time, in ms.
     pub at_ms: u64,
     /// The correlation id this event carries, if any: the store indexes it database-wide
-    /// ([`Store::read_correlated`](crate::Store::read_correlated); `docs/format.md` §2.2).
+    /// ([`ThreadLog::read_correlated`](crate::ThreadLog::read_correlated); `docs/format.md` §2.2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correlation: Option<String>,
 }

@@ -38,7 +38,7 @@ pub const DATABASE_UP: &str = "cairn_database_up";
 pub const DATABASE_FAILURES: &str = "cairn_database_failures_total";
 
 /// Whether a store's database answers, as its connections last found (see
-/// [`crate::Store::database`]).
+/// [`crate::Append::database`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DatabaseState {
     /// Whether the last round trip (a statement, a check, a connection) was answered.

@@ -52,7 +52,7 @@ impl EngineBuilder {
 }
 
 impl Engine {
-    /// Deletes thread `thread` whole (`cairn_storage::Store::delete_thread`): its record, log,
+    /// Deletes thread `thread` whole (`cairn_storage::Maintenance::delete_thread`): its record, log,
     /// checkpoints, locks and the payloads no other thread references, in one transaction.
     /// Afterwards the id is free: [`Engine::start`] with it starts a new thread. `None`: there
     /// was no such thread.

@@ -6,7 +6,7 @@
 //! thread index (children by their parent label), and each thread's `message` events from its
 //! own log through the per-thread seq index, the kind checked before a body is decoded. Without
 //! a session ([`TraceScope::All`]) and with a correlation id, the store's correlation index
-//! ([`Store::read_correlated`](cairn_storage::Store::read_correlated), `docs/format.md` §2.2)
+//! ([`ThreadLog::read_correlated`](cairn_storage::ThreadLog::read_correlated), `docs/format.md` §2.2)
 //! gives the messages carrying it, with the time range applied to the index entries: no other
 //! event is read. Without either (or for a chain, which may leave the correlation id), the whole
 //! store's log is read in lsn order.

@@ -1,5 +1,5 @@
 //! T4 corruption of a database file written by the engine: bit flips, bursts and torn tails in
-//! event and checkpoint records. Every case must be detected (by `Store::verify` and by
+//! event and checkpoint records. Every case must be detected (by `Maintenance::verify` and by
 //! `cairn verify`, which exits 3 and names the record), and no read through the store or the
 //! engine's restore may return anything but the original data.
 //!

@@ -1,4 +1,4 @@
-//! Whole-thread deletion in the group's SQL transaction (see [`crate::Store::delete_thread`]
+//! Whole-thread deletion in the group's SQL transaction (see [`crate::Maintenance::delete_thread`]
 //! and `storage/src/delete.rs`): every row of the thread is read and checked, then removed, so
 //! a crash or a failed commit leaves the thread whole.
 

@@ -12,7 +12,7 @@
 //! server crash may lose the last few hundred milliseconds of acknowledged batches, never part
 //! of one). Every wait on the network has a deadline (`deadline.rs`): a connection that misses
 //! one is given up as one the network dropped, and the store says the database is unreachable
-//! ([`Store::database`], `cairn_database_up`) until a round trip is answered again.
+//! ([`Append::database`], `cairn_database_up`) until a round trip is answered again.
 //! `docs/postgres.md` has the schema, the setup, the timeouts and what is not yet there.
 //!
 //! # Examples

@@ -1,4 +1,4 @@
-//! Whole-thread deletion inside the writer (see [`crate::Store::delete_thread`] and
+//! Whole-thread deletion inside the writer (see [`crate::Maintenance::delete_thread`] and
 //! `storage/src/delete.rs`).
 //!
 //! Same two phases as [`super::prune`]: the plan reads and checks everything it will remove (a
