@@ -59,6 +59,7 @@ pub(super) fn find(db: &Path) -> Option<Endpoint> {
     let started = std::time::Instant::now();
     loop {
         if let Some(endpoint) = live(db) {
+            tracing::info!(endpoint = %endpoint.base, "reading through the endpoint");
             return Some(endpoint);
         }
         if crate::api::builder::is_postgres_url(db) {
@@ -72,7 +73,10 @@ pub(super) fn find(db: &Path) -> Option<Endpoint> {
                 std::thread::sleep(Duration::from_millis(ENDPOINT_RETRY_MS));
             }
             // Opened ahead, held past the wait, or an error the command's own open says.
-            _ => return None,
+            opened => {
+                tracing::info!(file = %db.display(), free = opened.is_ok(), "reading the file");
+                return None;
+            }
         }
     }
 }
@@ -194,7 +198,10 @@ pub(super) fn through<T>(
     let Some(endpoint) = find(db) else { return Ok(None) };
     match read(&endpoint) {
         Ok(value) => Ok(Some(value)),
-        Err(e) if is_gone(&e) => Ok(None),
+        Err(e) if is_gone(&e) => {
+            tracing::info!(error = %e, "the endpoint went away: reading the file");
+            Ok(None)
+        }
         Err(e) => Err(e),
     }
 }

@@ -38,8 +38,9 @@ pub(crate) fn call(db: &Path, args: &[&str]) -> Call {
         .args(args)
         .arg("--db")
         .arg(db)
-        // The store says when it reads a copy of the file (memory then grows with it).
-        .env("CAIRN_LOG", "cairn_storage=info")
+        // The store says when it reads a copy of the file (memory then grows with it), the
+        // command whether it reads through the endpoint or the file.
+        .env("CAIRN_LOG", "cairn_storage=info,cairn::cli=info")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -77,7 +78,13 @@ pub(crate) fn call(db: &Path, args: &[&str]) -> Call {
     }
 }
 
+/// `VmHWM` of a sample of the `cairn` image only: the pid's status before its `exec` would be
+/// the test process's.
 fn vm_hwm_kb(status: &str) -> Option<u64> {
+    let name = status.lines().find_map(|l| l.strip_prefix("Name:"))?;
+    if name.trim() != "cairn" {
+        return None;
+    }
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
