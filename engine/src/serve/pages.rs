@@ -42,12 +42,68 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("schedules.js", "text/javascript; charset=utf-8", include_str!("ui/schedules.js")),
 ];
 
-const THREADS_HTML: &str = include_str!("ui/threads.html");
-const THREAD_HTML: &str = include_str!("ui/thread.html");
-const MESSAGES_HTML: &str = include_str!("ui/messages.html");
-const QUEUES_HTML: &str = include_str!("ui/queues.html");
-const WORKFLOWS_HTML: &str = include_str!("ui/workflows.html");
-const SCHEDULES_HTML: &str = include_str!("ui/schedules.html");
+/// A page of the web view: its name (`data-page`, and the script `{name}.js` it runs), title, the
+/// scripts it runs before its own, and its `<main>` (`serve/ui/{name}.html`). Every page is
+/// served in one frame (`serve/ui/frame.html`: head, style, header and navigation).
+struct Page {
+    name: &'static str,
+    title: &'static str,
+    before: &'static [&'static str],
+    main: &'static str,
+}
+
+const THREADS: Page = page_of("threads", "Threads", &[], include_str!("ui/threads.html"));
+const THREAD: Page = page_of("thread", "Thread", &[], include_str!("ui/thread.html"));
+const MESSAGES: Page = page_of("messages", "Messages", &[], include_str!("ui/messages.html"));
+const QUEUES: Page = page_of("queues", "Queues", &[], include_str!("ui/queues.html"));
+const WORKFLOWS: Page =
+    page_of("workflows", "Workflows", &["start"], include_str!("ui/workflows.html"));
+const SCHEDULES: Page = page_of("schedules", "Schedules", &[], include_str!("ui/schedules.html"));
+
+const fn page_of(
+    name: &'static str,
+    title: &'static str,
+    before: &'static [&'static str],
+    main: &'static str,
+) -> Page {
+    Page { name, title, before, main }
+}
+
+/// The navigation, in order: (page name, label); a page's path is `/ui/{name}`.
+const NAV: &[(&str, &str)] = &[
+    ("threads", "Threads"),
+    ("messages", "Messages"),
+    ("queues", "Queues"),
+    ("workflows", "Workflows"),
+    ("schedules", "Schedules"),
+];
+
+const FRAME: &str = include_str!("ui/frame.html");
+
+impl Page {
+    /// The whole document: the frame with this page's title, scripts, navigation and `<main>`.
+    fn html(&self) -> String {
+        let scripts: String = self
+            .before
+            .iter()
+            .chain(std::iter::once(&self.name))
+            .map(|s| format!("<script src=\"/ui/assets/{s}.js\" defer></script>\n"))
+            .collect();
+        let nav: String = NAV
+            .iter()
+            .map(|(name, label)| {
+                let active = if *name == self.name { " class=\"active\"" } else { "" };
+                format!("<a href=\"/ui/{name}\"{active}>{label}</a>")
+            })
+            .collect();
+        FRAME
+            .replace("{title}", self.title)
+            .replace("{scripts}", &scripts)
+            .replace("{page}", self.name)
+            .replace("{nav}", &nav)
+            .replace("{main}", self.main)
+    }
+}
 
 /// Scripts, styles, images and requests from this endpoint only; no inline script. Inline
 /// styles are allowed for the SVG pictures' own `<style>` and the bars' widths.
@@ -61,13 +117,13 @@ pub(super) fn routes(table: Table) -> Table {
     table
         .get("/", || async { Redirect::to("/ui/threads") })
         .get("/ui", || async { Redirect::to("/ui/threads") })
-        .get("/ui/threads", || async { page(THREADS_HTML) })
-        .get("/ui/threads/{id}", |_: Path<String>| async { page(THREAD_HTML) })
-        .get("/ui/messages", || async { page(MESSAGES_HTML) })
-        .get("/ui/messages/{id}", |_: Path<String>| async { page(MESSAGES_HTML) })
-        .get("/ui/queues", || async { page(QUEUES_HTML) })
-        .get("/ui/workflows", || async { page(WORKFLOWS_HTML) })
-        .get("/ui/schedules", || async { page(SCHEDULES_HTML) })
+        .get("/ui/threads", || async { page(&THREADS) })
+        .get("/ui/threads/{id}", |_: Path<String>| async { page(&THREAD) })
+        .get("/ui/messages", || async { page(&MESSAGES) })
+        .get("/ui/messages/{id}", |_: Path<String>| async { page(&MESSAGES) })
+        .get("/ui/queues", || async { page(&QUEUES) })
+        .get("/ui/workflows", || async { page(&WORKFLOWS) })
+        .get("/ui/schedules", || async { page(&SCHEDULES) })
         .get("/ui/assets/{file}", asset)
         .get("/api/view/threads", view::threads)
         .get("/api/threads/{id}/graph.svg", view::graph_svg)
@@ -81,7 +137,7 @@ pub(super) fn routes(table: Table) -> Table {
         .at("DELETE", "/api/schedules/{id}", delete(catalog::delete))
 }
 
-fn page(html: &'static str) -> Response {
+fn page(page: &Page) -> Response {
     let headers = [
         (header::CONTENT_TYPE, "text/html; charset=utf-8"),
         (header::CONTENT_SECURITY_POLICY, CSP),
@@ -89,7 +145,7 @@ fn page(html: &'static str) -> Response {
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         (header::REFERRER_POLICY, "no-referrer"),
     ];
-    (headers, html).into_response()
+    (headers, page.html()).into_response()
 }
 
 async fn asset(Path(file): Path<String>) -> Result<Response, Reject> {
@@ -102,4 +158,30 @@ async fn asset(Path(file): Path<String>) -> Result<Response, Reject> {
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
     ];
     Ok((headers, *text).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MESSAGES, NAV, Page, QUEUES, SCHEDULES, THREAD, THREADS, WORKFLOWS};
+
+    /// Every page is a whole document: its title, its scripts (its own last), its navigation
+    /// entry marked (the thread page has none), its `<main>`, and no placeholder left.
+    #[test]
+    fn every_page_is_framed_whole() {
+        for page in [&THREADS, &THREAD, &MESSAGES, &QUEUES, &WORKFLOWS, &SCHEDULES] {
+            let html = page.html();
+            let Page { name, title, main, .. } = page;
+            assert!(html.starts_with("<!doctype html>") && html.ends_with("</html>\n"), "{name}");
+            assert!(html.contains(&format!("<title>{title} · Cairn</title>")), "{name}");
+            assert!(html.contains(&format!("<body data-page=\"{name}\">")), "{name}");
+            let own = format!("/ui/assets/{name}.js");
+            assert!(html.rfind("<script").is_some_and(|i| html[i..].contains(&own)), "{name}");
+            let active = html.matches("class=\"active\"").count();
+            let listed = NAV.iter().any(|(n, _)| n == name);
+            assert_eq!(active, usize::from(listed), "{name}");
+            assert!(html.contains(main.trim()), "{name}");
+            assert!(!html.contains("{title}") && !html.contains("{main}"), "{name}");
+        }
+        assert!(WORKFLOWS.html().contains("/ui/assets/start.js"));
+    }
 }
