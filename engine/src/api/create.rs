@@ -16,6 +16,7 @@ use super::handle::ThreadHandle;
 use crate::config::StartOptions;
 use crate::error::Error;
 use crate::exec::drive::spawn_drive;
+use crate::exec::start;
 
 /// What [`Engine::create`] did: the thread that answers the call, and whether the call wrote it.
 #[derive(Clone)]
@@ -70,9 +71,9 @@ impl Engine {
         drive: bool,
     ) -> Result<Creation, Error> {
         let wf = self.shell.registry.latest(workflow, options.version)?;
-        let (id, labels, policy) = self.start_fields(&options)?;
+        let id = self.start_id(&options)?;
         let batch =
-            crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy).await?;
+            start::prepare(&self.shell, self.new_thread((&wf, &id), input, &options)).await?;
         let Some(batch) = batch else {
             return Ok(Creation { thread: ThreadHandle::new(self.clone(), id), created: false });
         };
@@ -86,7 +87,7 @@ impl Engine {
             (thread, created)
         } else {
             let pending = self.shell.store.append_async(batch).await?;
-            let created = crate::exec::start::settle(&self.shell, &wf, &id, pending).await?;
+            let created = start::settle(&self.shell, &wf, &id, pending).await?;
             if created && drive {
                 spawn_drive(&self.shell, id.clone(), "started");
             }
@@ -109,7 +110,7 @@ impl Engine {
             Err(cairn_storage::Error::Duplicate { thread, .. }) => Ok((thread, false)),
             Err(cairn_storage::Error::GuardFailed { .. }) => {
                 let existing = crate::exec::fetch::record(self.shell.store.as_ref(), id).await?;
-                crate::exec::start::same_workflow(&existing, wf)?;
+                start::same_workflow(&existing, wf)?;
                 Ok((id.clone(), false))
             }
             Err(e) => Err(e.into()),

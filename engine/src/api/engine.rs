@@ -12,6 +12,7 @@ use crate::config::StartOptions;
 use crate::error::Error;
 use crate::exec::drive::spawn_drive;
 use crate::exec::shell::{Shell, StepHook};
+use crate::exec::start::{self, NewThread};
 
 /// One start of `start_many`, checked and ready to write.
 struct Prepared {
@@ -184,7 +185,7 @@ impl Engine {
                 }
                 continue;
             }
-            match crate::exec::start::settle(&self.shell, &wf, &id, pending).await {
+            match start::settle(&self.shell, &wf, &id, pending).await {
                 Ok(true) => spawn_drive(&self.shell, id, "started"),
                 Ok(false) => {}
                 Err(e) => {
@@ -213,18 +214,17 @@ impl Engine {
         options: StartOptions,
     ) -> Result<ThreadHandle, Error> {
         let wf = self.shell.registry.latest(workflow, options.version)?;
-        let (id, labels, policy) = self.start_fields(&options)?;
+        let id = self.start_id(&options)?;
         // A thread that would wait for a runner permit is created as before (Created, no
         // lease), and queued.
         let permit = self.shell.permits.clone().try_acquire_owned().ok();
         let claimed = permit.and_then(|p| Some((p, self.shell.coord.claim(&id, None)?)));
         let Some((permit, control)) = claimed else {
             let batch =
-                crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy)
-                    .await?;
+                start::prepare(&self.shell, self.new_thread((&wf, &id), input, &options)).await?;
             if let Some(batch) = batch {
                 let pending = self.shell.store.append_async(batch).await?;
-                if crate::exec::start::settle(&self.shell, &wf, &id, pending).await? {
+                if start::settle(&self.shell, &wf, &id, pending).await? {
                     spawn_drive(&self.shell, id.clone(), "started");
                 }
             }
@@ -234,7 +234,7 @@ impl Engine {
         // open for the runner's first batch.
         let intent = self.shell.store.intend_write();
         let prepared =
-            crate::exec::start::prepare_running(&self.shell, &wf, &id, input, labels, policy).await;
+            start::prepare_running(&self.shell, self.new_thread((&wf, &id), input, &options)).await;
         let running = match prepared {
             Ok(Some(running)) => running,
             Ok(None) => {
@@ -261,33 +261,39 @@ impl Engine {
         options: StartOptions,
     ) -> Result<Prepared, Error> {
         let wf = self.shell.registry.latest(workflow, options.version)?;
-        let (id, labels, policy) = self.start_fields(&options)?;
+        let id = self.start_id(&options)?;
         let batch =
-            crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy).await?;
+            start::prepare(&self.shell, self.new_thread((&wf, &id), input, &options)).await?;
         let queued = options.queue.is_some();
         let batch = if queued { batch.map(|b| Engine::enqueued(b, &id, &options)) } else { batch };
         Ok(Prepared { wf, id, batch, queued })
     }
 
-    /// A start's thread id (the given one, or a new one), labels and policy, checked.
-    #[allow(clippy::type_complexity, reason = "a private triple read once by each caller")]
-    pub(super) fn start_fields(
-        &self,
-        options: &StartOptions,
-    ) -> Result<
-        (ThreadId, std::collections::BTreeMap<String, String>, crate::core::event::ThreadPolicy),
-        Error,
-    > {
+    /// The id a start with `options` creates (theirs, or a new one).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for an id that is not one, or labels holding the reserved parent label.
+    pub(super) fn start_id(&self, options: &StartOptions) -> Result<ThreadId, Error> {
         if options.labels.contains_key(crate::core::children::PARENT_LABEL) {
             return Err(Error::Invalid(format!(
                 "the label {:?} is reserved: the engine sets it on sub-workflow child threads",
                 crate::core::children::PARENT_LABEL
             )));
         }
-        let id = match &options.thread_id {
+        Ok(match &options.thread_id {
             Some(id) => ThreadId::new(id.clone())?,
             None => ThreadId::new(self.shell.ids.new_id())?,
-        };
+        })
+    }
+
+    /// Thread `id` of `wf` on `input` as `options` start it: their labels, and a policy of their
+    /// deadline (from now), budgets and permissions.
+    pub(super) fn new_thread<'a>(
+        &self,
+        (wf, id): (&'a Arc<DynWorkflow>, &'a ThreadId),
+        input: serde_json::Value,
+        options: &StartOptions,
+    ) -> NewThread<'a> {
         let policy = crate::core::event::ThreadPolicy {
             deadline_at_ms: options
                 .deadline_ms
@@ -295,7 +301,7 @@ impl Engine {
             budgets: options.budgets.clone(),
             permissions: options.permissions.clone(),
         };
-        Ok((id, options.labels.clone(), policy))
+        NewThread { labels: options.labels.clone(), policy, ..NewThread::new(wf, id, input) }
     }
 
     /// A handle to an existing thread.

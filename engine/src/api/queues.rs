@@ -22,6 +22,7 @@ use super::handle::ThreadHandle;
 use crate::config::StartOptions;
 use crate::error::Error;
 use crate::exec::drive::spawn_drive;
+use crate::exec::start;
 use crate::limits::ADMIT_PER_WRITE_MAX;
 
 impl Engine {
@@ -191,9 +192,9 @@ impl Engine {
         input: serde_json::Value,
         options: StartOptions,
     ) -> Result<ThreadHandle, Error> {
-        let (id, labels, policy) = self.start_fields(&options)?;
+        let id = self.start_id(&options)?;
         let prepared =
-            crate::exec::start::prepare(&self.shell, &wf, &id, input, labels, None, policy).await?;
+            start::prepare(&self.shell, self.new_thread((&wf, &id), input, &options)).await?;
         let Some(batch) = prepared else {
             return Ok(ThreadHandle::new(self.clone(), id));
         };
@@ -237,7 +238,7 @@ impl Engine {
             Err(cairn_storage::Error::GuardFailed { .. }) => {
                 // Created meanwhile by another start of the id: the same answer as finding it.
                 let existing = crate::exec::fetch::record(self.shell.store.as_ref(), id).await?;
-                crate::exec::start::same_workflow(&existing, wf)?;
+                start::same_workflow(&existing, wf)?;
                 Ok(id.clone())
             }
             Err(e) => Err(e.into()),

@@ -16,6 +16,7 @@ use crate::core::status::Transition;
 use crate::core::thread_ctx::Waiting;
 use crate::error::Error;
 use crate::exec::drive::spawn_drive;
+use crate::exec::start;
 
 /// Schedules one listing returns at most.
 pub const SCHEDULES_LIST_MAX: usize = 10_000;
@@ -111,9 +112,9 @@ impl Engine {
             // (recovery) or from `run_schedules`; this one would leave its first tick half done
             // when it closes.
             let wf = self.shell.registry.latest(SCHEDULE_WORKFLOW, None)?;
-            let (id, labels, policy) = self.start_fields(&options)?;
+            let id = self.start_id(&options)?;
             let input = serde_json::to_value(&state)?;
-            crate::exec::start::create(&self.shell, &wf, &id, input, labels, None, policy).await?;
+            start::create(&self.shell, self.new_thread((&wf, &id), input, &options)).await?;
         }
         self.schedule(name).await?.ok_or_else(|| Error::UnknownThread(thread_of(name)))
     }

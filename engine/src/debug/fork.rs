@@ -15,7 +15,7 @@ use crate::api::engine::Engine;
 use crate::api::handle::ThreadHandle;
 use crate::core::event::{Body, ForkOrigin};
 use crate::error::Error;
-use crate::exec::start::{ForkSeed, create};
+use crate::exec::start::{ForkSeed, NewThread, create};
 
 impl Engine {
     /// Starts a new thread from `thread`'s state at `from`, optionally with `options.update`
@@ -107,7 +107,8 @@ impl Engine {
         let mut labels = ctx.meta.labels.clone();
         labels.remove(crate::core::children::PARENT_LABEL);
         labels.extend(options.labels);
-        if !create(&self.shell, &wf, &id, input, labels, Some(seed), Default::default()).await? {
+        let new = NewThread { labels, fork: Some(seed), ..NewThread::new(&wf, &id, input) };
+        if !create(&self.shell, new).await? {
             return Err(Error::Invalid(format!("thread {id} was created concurrently")));
         }
         if let Some(update) = options.update {

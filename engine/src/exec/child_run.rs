@@ -15,6 +15,7 @@ use super::drive::drive_under;
 use super::env::{ChildStop, ChildThreads};
 use super::runner::Exit;
 use super::shell::Shell;
+use super::start::NewThread;
 use super::stop::StopSlot;
 use crate::core::children::PARENT_LABEL;
 use crate::error::Error;
@@ -48,7 +49,7 @@ impl ChildThreads for LiveChildren {
             let engine = |e: Error| stop.node_error(e);
             let mut labels = BTreeMap::new();
             labels.insert(PARENT_LABEL.to_owned(), parent);
-            super::start::create(&shell, &wf, &id, input, labels, None, Default::default())
+            super::start::create(&shell, NewThread { labels, ..NewThread::new(&wf, &id, input) })
                 .await
                 .map_err(engine)?;
             // A child parked in `recv` (itself, or through a child of its own) whose signal was

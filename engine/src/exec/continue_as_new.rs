@@ -4,6 +4,7 @@
 use cairn_storage::{Batch, ThreadId, ThreadStatus};
 
 use super::runner::Runner;
+use super::start::NewThread;
 use crate::core::codec;
 use crate::core::event::{Body, ThreadPolicy};
 use crate::error::Error;
@@ -38,9 +39,8 @@ impl Runner {
         let labels = self.ctx.meta.labels.clone();
         let policy = ThreadPolicy { deadline_at_ms: None, ..self.ctx.meta.policy.clone() };
         let wf = &self.env.wf;
-        if !super::start::prepare_in(&self.shell, wf, &id, input, labels, None, policy, batch)
-            .await?
-        {
+        let new = NewThread { labels, policy, ..NewThread::new(wf, &id, input) };
+        if !super::start::prepare_in(&self.shell, new, batch).await? {
             return Err(Error::Invalid(format!(
                 "thread {} continues as {id}, but a thread {id} exists",
                 self.env.thread

@@ -14,44 +14,53 @@ use crate::core::thread_ctx::ThreadCtx;
 use crate::core::{codec, decide, summary};
 use crate::error::Error;
 
-/// Writes a new thread of `wf` on `input`. Returns `false` (and writes nothing) if a thread with
-/// this id exists already: starting is idempotent.
+/// What a new thread is: its workflow, id, input (its first state), labels, the point it is
+/// forked from, and its policy.
+pub(crate) struct NewThread<'a> {
+    pub wf: &'a Arc<DynWorkflow>,
+    pub id: &'a ThreadId,
+    pub input: Value,
+    pub labels: BTreeMap<String, String>,
+    pub fork: Option<ForkSeed>,
+    pub policy: ThreadPolicy,
+}
+
+impl<'a> NewThread<'a> {
+    /// A thread `id` of `wf` on `input`, without labels, fork or policy.
+    pub(crate) fn new(wf: &'a Arc<DynWorkflow>, id: &'a ThreadId, input: Value) -> Self {
+        NewThread {
+            wf,
+            id,
+            input,
+            labels: BTreeMap::new(),
+            fork: None,
+            policy: ThreadPolicy::default(),
+        }
+    }
+}
+
+/// Writes `new`. Returns `false` (and writes nothing) if a thread with its id exists already:
+/// starting is idempotent.
 ///
 /// # Errors
 /// [`Error::Invalid`] if the id exists with another workflow or the input is not a valid state;
 /// storage errors.
-pub(crate) async fn create(
-    shell: &Shell,
-    wf: &Arc<DynWorkflow>,
-    id: &ThreadId,
-    input: Value,
-    labels: BTreeMap<String, String>,
-    fork: Option<ForkSeed>,
-    policy: ThreadPolicy,
-) -> Result<bool, Error> {
-    match prepare(shell, wf, id, input, labels, fork, policy).await? {
+pub(crate) async fn create(shell: &Shell, new: NewThread<'_>) -> Result<bool, Error> {
+    let (wf, id) = (new.wf, new.id);
+    match prepare(shell, new).await? {
         None => Ok(false),
         Some(batch) => settle(shell, wf, id, shell.store.append_async(batch).await?).await,
     }
 }
 
-/// The batch that creates a thread of `wf` on `input`, or `None` if a thread with this id
-/// exists already (of the same workflow).
+/// The batch that creates `new`, or `None` if a thread with its id exists already (of the same
+/// workflow).
 ///
 /// # Errors
 /// As [`create`].
-pub(crate) async fn prepare(
-    shell: &Shell,
-    wf: &Arc<DynWorkflow>,
-    id: &ThreadId,
-    input: Value,
-    labels: BTreeMap<String, String>,
-    fork: Option<ForkSeed>,
-    policy: ThreadPolicy,
-) -> Result<Option<Batch>, Error> {
+pub(crate) async fn prepare(shell: &Shell, new: NewThread<'_>) -> Result<Option<Batch>, Error> {
     let mut batch = Batch::default();
-    let created = prepare_in(shell, wf, id, input, labels, fork, policy, &mut batch).await?;
-    Ok(created.then_some(batch))
+    Ok(prepare_in(shell, new, &mut batch).await?.then_some(batch))
 }
 
 /// [`prepare`] into `batch`, which may hold other writes (a continue-as-new's successor is
@@ -59,21 +68,14 @@ pub(crate) async fn prepare(
 ///
 /// # Errors
 /// As [`create`].
-#[allow(clippy::too_many_arguments, reason = "prepare's arguments and the batch")]
 pub(crate) async fn prepare_in(
     shell: &Shell,
-    wf: &Arc<DynWorkflow>,
-    id: &ThreadId,
-    input: Value,
-    labels: BTreeMap<String, String>,
-    fork: Option<ForkSeed>,
-    policy: ThreadPolicy,
+    new: NewThread<'_>,
     batch: &mut Batch,
 ) -> Result<bool, Error> {
+    let id = new.id;
     let existing = shell.store.thread(id).await?;
-    let Some((body, record, now)) =
-        creation(shell, wf, (id, existing), input, labels, fork, policy)?
-    else {
+    let Some((body, record, now)) = creation(shell, new, existing)? else {
         return Ok(false);
     };
     codec::push_event(batch, id, &body, now)?;
@@ -105,16 +107,11 @@ pub(crate) struct Running {
 /// As [`create`].
 pub(crate) async fn prepare_running(
     shell: &Shell,
-    wf: &Arc<DynWorkflow>,
-    id: &ThreadId,
-    input: Value,
-    labels: BTreeMap<String, String>,
-    policy: ThreadPolicy,
+    new: NewThread<'_>,
 ) -> Result<Option<Running>, Error> {
+    let (wf, id) = (new.wf, new.id);
     let existing = shell.store.thread(id).await?;
-    let Some((body, mut record, now)) =
-        creation(shell, wf, (id, existing), input, labels, None, policy)?
-    else {
+    let Some((body, mut record, now)) = creation(shell, new, existing)? else {
         return Ok(None);
     };
     let mut ctx = ThreadCtx::created(wf, id.as_str(), &body, now)?;
@@ -140,18 +137,14 @@ pub(crate) async fn prepare_running(
 /// Why a thread created by `start` is driven (the status change's reason).
 pub(crate) const STARTED: &str = "started";
 
-/// The first event and the record of a new thread of `wf` on `input`, and the creation time;
-/// `None` if a thread with this id exists already (of the same workflow).
-#[allow(clippy::type_complexity, reason = "a private triple read by the two builders above")]
+/// The first event and the record of `new`, and the creation time; `None` if a thread with its
+/// id exists already (`existing`, of the same workflow).
 fn creation(
     shell: &Shell,
-    wf: &Arc<DynWorkflow>,
-    (id, existing): (&ThreadId, Option<ThreadRecord>),
-    input: Value,
-    labels: BTreeMap<String, String>,
-    fork: Option<ForkSeed>,
-    policy: ThreadPolicy,
+    new: NewThread<'_>,
+    existing: Option<ThreadRecord>,
 ) -> Result<Option<(Body, ThreadRecord, u64)>, Error> {
+    let NewThread { wf, id, input, labels, fork, policy } = new;
     if let Some(existing) = existing {
         return same_workflow(&existing, wf).map(|()| None);
     }
