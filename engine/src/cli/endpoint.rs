@@ -17,6 +17,7 @@ use super::EXIT_FAILED;
 use super::common::fail;
 use crate::serve::discovery;
 use crate::serve::wire::Refusal;
+pub(super) use crate::serve::wire::path_segment as segment;
 
 /// Seconds one read through the endpoint may take before the command gives up (a page is
 /// bounded, so this is a bound on a hung engine, not on a large database).
@@ -203,27 +204,5 @@ pub(super) fn through<T>(
             Ok(None)
         }
         Err(e) => Err(e),
-    }
-}
-
-/// `text` as one path segment: every byte but the unreserved ones percent-encoded.
-pub(super) fn segment(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_segment_keeps_unreserved_bytes_and_encodes_the_rest() {
-        assert_eq!(super::segment("demo-1"), "demo-1");
-        assert_eq!(super::segment("a/b c?d#é"), "a%2Fb%20c%3Fd%23%C3%A9");
     }
 }

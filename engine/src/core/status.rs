@@ -49,26 +49,9 @@ pub fn transition(
         (S::Running | S::Paused, T::Sleep) => S::Sleeping,
         (S::Running, T::Complete) => S::Completed,
         (S::Created | S::Running | S::Blocked, T::Fail) => S::Failed,
-        (
-            S::Created
-            | S::Running
-            | S::Paused
-            | S::WaitingInput
-            | S::Sleeping
-            | S::Blocked
-            | S::Queued,
-            T::Cancel,
-        ) => S::Cancelled,
-        (
-            S::Created
-            | S::Running
-            | S::Paused
-            | S::WaitingInput
-            | S::Sleeping
-            | S::Blocked
-            | S::Queued,
-            T::TimeOut,
-        ) => S::TimedOut,
+        // Every status that is not terminal may be cancelled or time out.
+        (from, T::Cancel) if !from.is_terminal() => S::Cancelled,
+        (from, T::TimeOut) if !from.is_terminal() => S::TimedOut,
         (S::Created | S::Running | S::Paused, T::Block) => S::Blocked,
         _ => return Err(InvalidTransition { from, transition }),
     };

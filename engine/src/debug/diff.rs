@@ -27,46 +27,39 @@ pub fn diff_values(before: &Value, after: &Value) -> Vec<Change> {
 }
 
 fn walk(path: &mut String, before: &Value, after: &Value, out: &mut Vec<Change>) {
-    match (before, after) {
+    // The children on either side, by path segment (object keys sorted and merged, array
+    // indexes in order).
+    let children: Vec<(String, Option<&Value>, Option<&Value>)> = match (before, after) {
         (Value::Object(a), Value::Object(b)) => {
             let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
             keys.sort();
             keys.dedup();
-            for key in keys {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&escape(key));
-                match (a.get(key), b.get(key)) {
-                    (Some(x), Some(y)) => walk(path, x, y, out),
-                    (x, y) => out.push(Change {
-                        path: path.clone(),
-                        before: x.cloned(),
-                        after: y.cloned(),
-                    }),
-                }
-                path.truncate(len);
-            }
+            keys.into_iter().map(|k| (escape(k), a.get(k), b.get(k))).collect()
         }
         (Value::Array(a), Value::Array(b)) => {
-            for i in 0..a.len().max(b.len()) {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&i.to_string());
-                match (a.get(i), b.get(i)) {
-                    (Some(x), Some(y)) => walk(path, x, y, out),
-                    (x, y) => out.push(Change {
-                        path: path.clone(),
-                        before: x.cloned(),
-                        after: y.cloned(),
-                    }),
-                }
-                path.truncate(len);
+            (0..a.len().max(b.len())).map(|i| (i.to_string(), a.get(i), b.get(i))).collect()
+        }
+        (a, b) if a == b => return,
+        (a, b) => {
+            out.push(Change {
+                path: path.clone(),
+                before: Some(a.clone()),
+                after: Some(b.clone()),
+            });
+            return;
+        }
+    };
+    for (segment, x, y) in children {
+        let len = path.len();
+        path.push('/');
+        path.push_str(&segment);
+        match (x, y) {
+            (Some(x), Some(y)) => walk(path, x, y, out),
+            (x, y) => {
+                out.push(Change { path: path.clone(), before: x.cloned(), after: y.cloned() })
             }
         }
-        (a, b) if a == b => {}
-        (a, b) => {
-            out.push(Change { path: path.clone(), before: Some(a.clone()), after: Some(b.clone()) })
-        }
+        path.truncate(len);
     }
 }
 

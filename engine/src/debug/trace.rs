@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use cairn_dsl::Message;
-use cairn_storage::{CorrelationQuery, EventKind, Lsn, Seq, ThreadId};
+use cairn_storage::{CorrelationQuery, EventKind, Lsn, Seq, Store, ThreadId};
 use serde::Serialize;
 
 use crate::api::engine::Engine;
@@ -160,74 +160,70 @@ impl Engine {
         let mut found = Vec::new();
         // A stack, not recursion: nesting comes from stored records.
         while let Some(thread) = pending.pop() {
-            let mut after = 0;
-            loop {
-                let events = store.read_since(&thread, Seq(after), READ_CHUNK_EVENTS).await?;
-                let n = events.len();
-                for event in events {
-                    after = event.bookmark.seq.0;
-                    if event.kind == EventKind::Message {
-                        push(&mut found, query, fetch::decode(store, event).await?)?;
-                    }
-                }
-                if n < READ_CHUNK_EVENTS {
-                    break;
-                }
-            }
+            messages_in(store, Source::Thread(&thread), query, &mut found).await?;
             pending.extend(fetch::children_of(store, &thread).await?.into_iter().map(|r| r.id));
         }
         found.sort_by_key(|m| m.lsn);
         Ok(found)
     }
 
-    /// The messages carrying `correlation`, through the store's index.
-    async fn messages_of_correlation(
-        &self,
-        correlation: &str,
-        query: &TraceQuery,
-    ) -> Result<Vec<TracedMessage>, Error> {
-        let store = self.store().as_ref();
-        let index = CorrelationQuery {
-            from_ms: query.from_ms,
-            to_ms: query.to_ms,
-            ..CorrelationQuery::new(correlation)
+    async fn messages_of_store(&self, query: &TraceQuery) -> Result<Vec<TracedMessage>, Error> {
+        let index;
+        let source = match (&query.correlation_id, &query.chain_to) {
+            // The messages carrying the correlation id, through the store's index.
+            (Some(correlation), None) => {
+                index = CorrelationQuery {
+                    from_ms: query.from_ms,
+                    to_ms: query.to_ms,
+                    ..CorrelationQuery::new(correlation)
+                };
+                Source::Correlated(&index)
+            }
+            _ => Source::All,
         };
         let mut found = Vec::new();
-        let mut after = 0;
-        loop {
-            let events = store.read_correlated(&index, Lsn(after), READ_CHUNK_EVENTS).await?;
-            let n = events.len();
-            for event in events {
-                after = event.bookmark.lsn.0;
-                if event.kind == EventKind::Message {
-                    push(&mut found, query, fetch::decode(store, event).await?)?;
-                }
-            }
-            if n < READ_CHUNK_EVENTS {
-                return Ok(found);
-            }
-        }
+        messages_in(self.store().as_ref(), source, query, &mut found).await?;
+        Ok(found)
     }
+}
 
-    async fn messages_of_store(&self, query: &TraceQuery) -> Result<Vec<TracedMessage>, Error> {
-        if let (Some(correlation), None) = (&query.correlation_id, &query.chain_to) {
-            return self.messages_of_correlation(correlation, query).await;
+/// What [`messages_in`] reads, a page at a time.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    /// One thread's log, by seq.
+    Thread(&'a ThreadId),
+    /// The store's correlation index, by lsn.
+    Correlated(&'a CorrelationQuery),
+    /// The whole store, by lsn.
+    All,
+}
+
+/// Adds the messages of `source` that `query` admits to `found`.
+async fn messages_in(
+    store: &dyn Store,
+    source: Source<'_>,
+    query: &TraceQuery,
+    found: &mut Vec<TracedMessage>,
+) -> Result<(), Error> {
+    let mut after = 0;
+    loop {
+        let events = match source {
+            Source::Thread(id) => store.read_since(id, Seq(after), READ_CHUNK_EVENTS).await?,
+            Source::Correlated(index) => {
+                store.read_correlated(index, Lsn(after), READ_CHUNK_EVENTS).await?
+            }
+            Source::All => store.read_all_since(Lsn(after), READ_CHUNK_EVENTS).await?,
+        };
+        let n = events.len();
+        for event in events {
+            let at = &event.bookmark;
+            after = if let Source::Thread(_) = source { at.seq.0 } else { at.lsn.0 };
+            if event.kind == EventKind::Message {
+                push(found, query, fetch::decode(store, event).await?)?;
+            }
         }
-        let store = self.store().as_ref();
-        let mut found = Vec::new();
-        let mut after = 0;
-        loop {
-            let events = store.read_all_since(Lsn(after), READ_CHUNK_EVENTS).await?;
-            let n = events.len();
-            for event in events {
-                after = event.bookmark.lsn.0;
-                if event.kind == EventKind::Message {
-                    push(&mut found, query, fetch::decode(store, event).await?)?;
-                }
-            }
-            if n < READ_CHUNK_EVENTS {
-                return Ok(found);
-            }
+        if n < READ_CHUNK_EVENTS {
+            return Ok(());
         }
     }
 }

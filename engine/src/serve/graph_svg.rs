@@ -318,7 +318,7 @@ fn draw(wf: &DynWorkflow, marks: &BTreeMap<String, Mark>, c: &Capture) -> String
                     let _ = write!(
                         out,
                         "<a class=\"child-link\" href=\"/ui/threads/{}\" data-child=\"{}\">",
-                        esc(&path_segment(child)),
+                        esc(&super::wire::path_segment(child)),
                         esc(child)
                     );
                 }
@@ -354,19 +354,6 @@ fn draw(wf: &DynWorkflow, marks: &BTreeMap<String, Mark>, c: &Capture) -> String
         }
     }
     out.push_str("</g></svg>");
-    out
-}
-
-/// `text` as one URL path segment: every byte but the unreserved ones percent-encoded.
-fn path_segment(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
     out
 }
 

@@ -131,7 +131,7 @@ pub(super) async fn start(
             other => reject(other, "body"),
         })?;
     let thread = creation.thread.id().as_str().to_owned();
-    let link = format!("/api/threads/{}", path_segment(&thread));
+    let link = format!("/api/threads/{}", super::wire::path_segment(&thread));
     let result = match p.wait_ms {
         Some(_) => Some(answer(&app, &thread, p.wait()).await?.result),
         None => None,
@@ -139,20 +139,6 @@ pub(super) async fn start(
     let out = Started { thread, created: creation.created, link: link.clone(), result };
     let status = if creation.created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, [(header::LOCATION, link)], Json(out)).into_response())
-}
-
-/// `text` as one path segment: every byte but the unreserved ones (and `:`, `@`, which a
-/// segment may carry as they are) percent-encoded, so that a thread id with `/` links to itself.
-fn path_segment(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b':' | b'@') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -191,11 +177,5 @@ mod tests {
         assert_eq!(field(r#"{"input": 1, "colour": "red"}"#), "colour");
         assert_eq!(field(r#"{"input": 1, "id": ""}"#), "id");
         assert_eq!(field("{"), "body");
-    }
-
-    #[test]
-    fn a_link_encodes_what_a_segment_cannot_carry() {
-        assert_eq!(path_segment("schedule:a@1"), "schedule:a@1");
-        assert_eq!(path_segment("a/b c"), "a%2Fb%20c");
     }
 }

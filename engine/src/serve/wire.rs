@@ -141,3 +141,26 @@ pub fn read_all<T: DeserializeOwned + Serialize>(
 ) -> Result<Vec<T>, Error> {
     answers.into_iter().map(|answer| read(answer, what)).collect()
 }
+
+/// `text` as one URL path segment: every byte percent-encoded but the unreserved ones and `:`,
+/// `@` (which a segment may carry as they are), so that a thread id with `/` links to itself.
+pub(crate) fn path_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b':' | b'@') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_path_segment_keeps_unreserved_bytes_colon_and_at_and_encodes_the_rest() {
+        assert_eq!(super::path_segment("schedule:a@1"), "schedule:a@1");
+        assert_eq!(super::path_segment("a/b c?d#é"), "a%2Fb%20c%3Fd%23%C3%A9");
+    }
+}
