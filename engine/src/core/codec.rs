@@ -48,7 +48,7 @@ pub fn push_event(
         kind: body.kind(),
         node: body.node().map(str::to_owned),
         status: body.status(),
-        summary: truncate(body.summary(), cairn_storage::limits::SUMMARY_BYTES_MAX),
+        summary: summary_of(body),
         payload,
         data,
         at_ms,
@@ -98,6 +98,11 @@ pub fn decode_loaded(event: Event) -> Result<Recorded, Error> {
 /// [`tag_first`] does not take).
 fn body_of(bytes: &[u8]) -> serde_json::Result<Body> {
     serde_json::from_slice(bytes)
+}
+
+/// The summary of `body` as the log stores it (cut to the storage limit).
+pub(crate) fn summary_of(body: &Body) -> String {
+    truncate(body.summary(), cairn_storage::limits::SUMMARY_BYTES_MAX)
 }
 
 /// Cuts `s` to at most `max` bytes on a char boundary (summaries are for people; the full

@@ -8,7 +8,7 @@
 //! the state just before the first exported event; without it, both come from checkpoints (the
 //! exported range then starts just after a checkpoint).
 
-use cairn_storage::{Checkpoint, CheckpointFilter, Page, Seq, ThreadId, ThreadRecord};
+use cairn_storage::{Checkpoint, CheckpointFilter, Seq, ThreadId, ThreadRecord};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -205,7 +205,7 @@ impl Engine {
                     kind: body.kind(),
                     node_id: body.node().map(str::to_owned),
                     status: body.status(),
-                    summary: red.text(&summary(&body)).into_owned(),
+                    summary: red.text(&crate::core::codec::summary_of(&body)).into_owned(),
                     payload_ref,
                     metadata,
                 });
@@ -224,18 +224,7 @@ impl Engine {
         red: &Redactor,
     ) -> Result<Vec<BundleCheckpoint>, Error> {
         let filter = CheckpointFilter { thread: Some(id.clone()), ..CheckpointFilter::default() };
-        let mut infos = Vec::new();
-        let mut offset = 0;
-        loop {
-            let page = Page { limit: 1_000, offset };
-            let page = self.store().list_checkpoints(&filter, page).await?;
-            offset += page.len();
-            let done = page.len() < 1_000;
-            infos.extend(page);
-            if done {
-                break;
-            }
-        }
+        let mut infos = fetch::checkpoints_all(self.store().as_ref(), &filter).await?;
         let lowest = start.saturating_sub(1).max(1);
         infos.retain(|c| {
             (lowest..=last).contains(&c.covers.seq.0) && !c.meta.tags.iter().any(|t| t == BASE_TAG)
@@ -277,19 +266,4 @@ fn redacted<T: Serialize + DeserializeOwned>(value: &T, red: &Redactor) -> Resul
     red.value(&mut v);
     serde_json::from_value(v)
         .map_err(|e| Error::Codec(format!("a redacted value does not decode any more: {e}")))
-}
-
-/// The event's summary as the log stores it (cut to the storage limit).
-fn summary(body: &Body) -> String {
-    let mut s = body.summary();
-    let max = cairn_storage::limits::SUMMARY_BYTES_MAX;
-    if s.len() > max {
-        let mut end = max.saturating_sub(3);
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-        s.push_str("...");
-    }
-    s
 }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
-use cairn_storage::{CheckpointFilter, Page, Seq, ThreadId, ThreadRecord, WorkflowRef};
+use cairn_storage::{CheckpointFilter, Seq, ThreadId, ThreadRecord, WorkflowRef};
 
 use super::migrate::MIGRATION_TAG;
 use super::{Change, STATES_MAX, StateView};
@@ -215,19 +215,10 @@ impl Engine {
             any_tags: vec![MIGRATION_TAG.to_owned()],
             ..CheckpointFilter::default()
         };
-        let mut out = Vec::new();
-        let mut offset = 0;
-        loop {
-            let page = Page { limit: 1_000, offset };
-            let page = self.store().list_checkpoints(&filter, page).await?;
-            offset += page.len();
-            let done = page.len() < 1_000;
-            out.extend(page.into_iter().map(|c| c.covers.seq.0));
-            if done {
-                break;
-            }
-        }
+        let listed = fetch::checkpoints_all(self.store().as_ref(), &filter).await?;
+        let mut out: Vec<u64> = listed.into_iter().map(|c| c.covers.seq.0).collect();
         out.sort_unstable();
+        out.dedup();
         Ok(out)
     }
 }

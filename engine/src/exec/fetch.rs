@@ -10,7 +10,7 @@
 //! (`debug/`), the CLI and the endpoint read through here.
 
 use cairn_dsl::DynWorkflow;
-use cairn_storage::{CheckpointFilter, Event, Page, Store, ThreadId};
+use cairn_storage::{CheckpointFilter, CheckpointInfo, Event, Page, Store, ThreadId};
 use cairn_storage::{ThreadRecord, ThreadStatus};
 
 use crate::core::children::{CHILDREN_PAGE, PARENT_LABEL, children_page};
@@ -150,6 +150,27 @@ async fn read_answer(store: &dyn Store, thread: &ThreadId, read: Read) -> Answer
 pub(crate) fn checkpoints_of(thread: &ThreadId) -> (CheckpointFilter, Page) {
     let filter = CheckpointFilter { thread: Some(thread.clone()), ..CheckpointFilter::default() };
     (filter, Page { limit: limits::READ_CHUNK_EVENTS, offset: 0 })
+}
+
+/// Every checkpoint `filter` lists, a page at a time (listed newest first: one made meanwhile
+/// may show twice).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) async fn checkpoints_all(
+    store: &dyn Store,
+    filter: &CheckpointFilter,
+) -> Result<Vec<CheckpointInfo>, Error> {
+    let mut out = Vec::new();
+    loop {
+        let page = Page { limit: limits::READ_CHUNK_EVENTS, offset: out.len() };
+        let found = store.list_checkpoints(filter, page).await?;
+        let done = found.len() < limits::READ_CHUNK_EVENTS;
+        out.extend(found);
+        if done {
+            return Ok(out);
+        }
+    }
 }
 
 /// The child threads of `parent` (every page of them).

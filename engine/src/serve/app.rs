@@ -39,6 +39,32 @@ impl App {
         }
         out
     }
+
+    /// The compiled-in workflow `id` at `version` (its latest without one), or a 404 naming
+    /// the workflow.
+    pub fn workflow(
+        &self,
+        id: &str,
+        version: Option<u32>,
+    ) -> Result<Arc<cairn_dsl::DynWorkflow>, Reject> {
+        let found = self
+            .engine
+            .workflows()
+            .into_iter()
+            .filter(|w| w.id() == id && version.is_none_or(|v| w.version() == v))
+            .max_by_key(|w| w.version());
+        found.ok_or_else(|| {
+            Reject::not_found("workflow", format!("workflow {id} is not compiled in"))
+        })
+    }
+}
+
+/// A picture of a workflow as an SVG answer, or a 500 naming the workflow when it cannot be
+/// drawn.
+pub(super) fn svg_answer(svg: Result<String, String>) -> Result<Response, Reject> {
+    let svg = svg.map_err(|e| Reject { status: 500, error: e, field: Some("workflow".into()) })?;
+    let headers = [(axum::http::header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")];
+    Ok((headers, svg).into_response())
 }
 
 impl IntoResponse for Reject {

@@ -19,11 +19,11 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use cairn_storage::{Page, ThreadFilter, ThreadRecord};
 use serde_json::{Value, json};
 
-use super::app::{App, Params, blocking, reject};
+use super::app::{App, Params, blocking, reject, svg_answer};
 use super::graph_svg::workflow_svg;
 use super::params::{NoParams, Reject, VersionParams};
 use super::threads::segment;
@@ -105,22 +105,8 @@ pub(super) async fn workflow_graph_svg(
     Params(VersionParams { version }): Params<VersionParams>,
 ) -> Result<Response, Reject> {
     let id = segment(id)?;
-    let found = app
-        .engine
-        .workflows()
-        .into_iter()
-        .filter(|w| w.id() == id && version.is_none_or(|v| w.version() == v))
-        .max_by_key(|w| w.version());
-    let Some(wf) = found else {
-        return Err(Reject::not_found("workflow", format!("workflow {id} is not compiled in")));
-    };
-    let svg = workflow_svg(&wf, &BTreeMap::new()).map_err(|e| Reject {
-        status: 500,
-        error: e,
-        field: Some("workflow".into()),
-    })?;
-    let headers = [(axum::http::header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")];
-    Ok((headers, svg).into_response())
+    let wf = app.workflow(&id, version)?;
+    svg_answer(workflow_svg(&wf, &BTreeMap::new()))
 }
 
 /// `GET /api/schedules`.

@@ -182,15 +182,7 @@ pub(super) async fn graph(
     Params(p): Params<GraphParams>,
 ) -> Result<Response, Reject> {
     let id = segment(id)?;
-    let found = app
-        .engine
-        .workflows()
-        .into_iter()
-        .filter(|w| w.id() == id && p.version.is_none_or(|v| w.version() == v))
-        .max_by_key(|w| w.version());
-    let Some(wf) = found else {
-        return Err(Reject::not_found("workflow", format!("workflow {id} is not compiled in")));
-    };
+    let wf = app.workflow(&id, p.version)?;
     let text = match p.format {
         GraphFormat::Mermaid => wf.to_mermaid(),
         GraphFormat::Dot => wf.to_dot(),

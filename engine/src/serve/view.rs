@@ -25,7 +25,7 @@ use cairn_dsl::DynNodeKind;
 use cairn_storage::{Page, Seq, ThreadId, ThreadRecord};
 use serde_json::{Value, json};
 
-use super::app::{App, Params, blocking, pairs, reject};
+use super::app::{App, Params, blocking, pairs, reject, svg_answer};
 use super::graph_svg::{Mark, NodeStatus, esc, workflow_svg};
 use super::params::{NoParams, Reject};
 pub use super::params_view::TIMELINE_EVENTS_MAX;
@@ -133,13 +133,7 @@ pub(super) async fn graph_svg(
             mark.child = Some(child);
         }
     }
-    let svg = workflow_svg(&wf, &marks).map_err(|e| Reject {
-        status: 500,
-        error: e,
-        field: Some("workflow".into()),
-    })?;
-    let headers = [(axum::http::header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")];
-    Ok((headers, svg).into_response())
+    svg_answer(workflow_svg(&wf, &marks))
 }
 
 /// The child thread of `parent`'s sub-workflow node `node` that was made last (a node that ran

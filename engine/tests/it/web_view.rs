@@ -672,7 +672,7 @@ async fn a_sub_workflow_links_to_its_child_thread() {
     assert_eq!(timeline["runs"][0]["child"], "p-1/sub@1", "{timeline}");
     assert!(
         graph.contains(
-            "<a class=\"child-link\" href=\"/ui/threads/p-1%2Fsub%401\" data-child=\"p-1/sub@1\">\
+            "<a class=\"child-link\" href=\"/ui/threads/p-1%2Fsub@1\" data-child=\"p-1/sub@1\">\
              <g class=\"node st-completed\" data-node=\"sub\""
         ),
         "{graph}"
