@@ -80,6 +80,12 @@ const NAV: &[(&str, &str)] = &[
 
 const FRAME: &str = include_str!("ui/frame.html");
 
+/// The parts more than one page's `<main>` holds, by the placeholder that stands for each.
+const PARTS: &[(&str, &str)] = &[
+    ("{token_bar}", include_str!("ui/token-bar.html")),
+    ("{edge_legend}", include_str!("ui/edge-legend.html")),
+];
+
 impl Page {
     /// The whole document: the frame with this page's title, scripts, navigation and `<main>`.
     fn html(&self) -> String {
@@ -101,7 +107,12 @@ impl Page {
             .replace("{scripts}", &scripts)
             .replace("{page}", self.name)
             .replace("{nav}", &nav)
-            .replace("{main}", self.main)
+            .replace(
+                "{main}",
+                &PARTS
+                    .iter()
+                    .fold(self.main.to_owned(), |main, (at, part)| main.replace(at, part.trim())),
+            )
     }
 }
 
@@ -179,9 +190,18 @@ mod tests {
             let active = html.matches("class=\"active\"").count();
             let listed = NAV.iter().any(|(n, _)| n == name);
             assert_eq!(active, usize::from(listed), "{name}");
-            assert!(html.contains(main.trim()), "{name}");
-            assert!(!html.contains("{title}") && !html.contains("{main}"), "{name}");
+            let first = main.lines().nth(1).unwrap_or_default();
+            assert!(html.contains(first), "{name}");
+            for placeholder in ["{title}", "{main}", "{token_bar}", "{edge_legend}"] {
+                assert!(!html.contains(placeholder), "{name}: {placeholder}");
+            }
         }
         assert!(WORKFLOWS.html().contains("/ui/assets/start.js"));
+        for page in [&WORKFLOWS, &SCHEDULES] {
+            assert!(page.html().contains("<input id=\"token\""), "{}", page.name);
+        }
+        for page in [&WORKFLOWS, &THREAD] {
+            assert!(page.html().contains("id=\"edge-legend\""), "{}", page.name);
+        }
     }
 }
