@@ -56,7 +56,7 @@ pub struct Config {
     /// Which finished threads the engine deletes on its own, and when (default: none).
     pub retention: Option<RetentionPolicy>,
     /// Whether the engine prunes, on its own, what checkpoints cover in unfinished threads
-    /// (default `false`; see `EngineBuilder::prune_history`).
+    /// (default `true`; see `EngineBuilder::prune_history`).
     pub prune_history: bool,
 }
 
@@ -79,7 +79,7 @@ impl Default for Config {
             health_every_ms: Some(crate::limits::HEALTH_EVERY_MS_DEFAULT),
             health_policy: HealthPolicy::default(),
             retention: None,
-            prune_history: false,
+            prune_history: true,
         }
     }
 }

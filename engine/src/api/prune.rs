@@ -38,7 +38,8 @@ pub struct PruneReport {
 
 impl EngineBuilder {
     /// Whether the engine drops, on its own, the history its checkpoints cover in threads that
-    /// have not finished (default `false`: every step stays readable): a pass every [`crate::RetentionPolicy::every_ms`] of
+    /// have not finished (default `true`; `false` keeps every step readable for time travel,
+    /// replay, fork and bundles from the first step): a pass every [`crate::RetentionPolicy::every_ms`] of
     /// the engine's clock (the retention cadence, [`crate::limits::RETENTION_EVERY_MS_DEFAULT`]
     /// without a retention policy) prunes each such thread to its newest checkpoint (see
     /// [`Engine::prune`]). Finished threads are left whole (retention deletes them). An engine

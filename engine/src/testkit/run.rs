@@ -120,7 +120,10 @@ impl CrashHarness {
             .workflow_dyn(self.workflow.clone())
             .seed(self.seed)
             .clock(Arc::new(clock.clone()))
-            .concurrency(4);
+            .concurrency(4)
+            // The judge reads whole logs (every acknowledged event, every recorded tool call):
+            // the history policy would drop what it must find. `configure` may turn it on.
+            .prune_history(false);
         if let Some(configure) = &self.configure {
             builder = configure(builder);
         }

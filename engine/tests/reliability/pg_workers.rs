@@ -93,6 +93,8 @@ fn pg_worker_child() {
             .poll_ms(100)
             .concurrency(16)
             .recovery(RecoveryPolicy::Resume)
+            // The checks read whole logs (acknowledged events, announced tool calls).
+            .prune_history(false)
             .open()
             .await
             .expect("engine");
