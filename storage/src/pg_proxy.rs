@@ -138,7 +138,8 @@ impl Gate {
 /// The socket file name a server on the default port listens on.
 const SOCKET: &str = ".s.PGSQL.5432";
 
-/// The simple-query message of a bare COMMIT, after its type byte and length.
+/// How the simple-query message of a COMMIT ends, after its type byte and length: a bare
+/// `COMMIT`, or statements ending with one (a writer's commit mark and its COMMIT).
 const COMMIT: &[u8] = b"COMMIT\0";
 
 /// A startup packet longer than this is not one.
@@ -191,14 +192,14 @@ impl Proxy {
         format!("{head}@{}/{db}", encode_host(self.dir.path()))
     }
 
-    /// Cuts the next connection named `application_name` that sends a bare COMMIT, at `cut`
+    /// Cuts the next connection named `application_name` that sends a COMMIT (a simple query ending with one), at `cut`
     /// (one cut per call).
     pub fn cut_next_commit(&self, application_name: &str, cut: Cut) {
         *self.armed.lock().unwrap_or_else(PoisonError::into_inner) =
             Some((application_name.to_owned(), cut));
     }
 
-    /// Keeps the next bare COMMIT of a connection named `application_name` until the returned
+    /// Keeps the next COMMIT (a simple query ending with one) of a connection named `application_name` until the returned
     /// [`Held`] is released or dropped (one COMMIT per call).
     pub fn hold_next_commit(&self, application_name: &str) -> Held {
         let gate = Arc::new(Gate::default());
@@ -329,7 +330,9 @@ fn pump_up(
                 std::thread::sleep(wait);
             }
         }
-        let commit = head[0] == b'Q' && body == COMMIT;
+        let commit = head[0] == b'Q'
+            && (body == COMMIT || body.ends_with(b"; COMMIT\0"))
+            && !body.starts_with(b"BEGIN");
         if commit && let Some(gate) = take(held, &name) {
             gate.pass();
         }

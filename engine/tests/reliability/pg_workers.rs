@@ -430,17 +430,25 @@ async fn check(
     let mut lost = 0;
     for (thread, acked) in &by_thread {
         let id = ThreadId::new(*thread).expect("id");
-        let stored: HashMap<u64, String> = engine
-            .store()
-            .read_since(&id, Seq(0), 10_000)
-            .wait()
-            .expect("read")
-            .into_iter()
-            .map(|e| (e.bookmark.seq.0, digest(&e.data)))
-            .collect();
-        lost +=
-            acked.iter().filter(|(seq, d)| stored.get(seq).map(String::as_str) != Some(*d)).count()
-                as u64;
+        let stored: HashMap<u64, String> =
+            match engine.store().read_since(&id, Seq(0), 10_000).wait() {
+                Ok(events) => {
+                    events.into_iter().map(|e| (e.bookmark.seq.0, digest(&e.data))).collect()
+                }
+                // A thread with acknowledged events that is not stored: every one of them is lost.
+                Err(e) => {
+                    eprintln!("LOST {thread}: {e}");
+                    HashMap::new()
+                }
+            };
+        for (seq, d) in acked {
+            let found = stored.get(seq).map(String::as_str);
+            if found != Some(*d) {
+                lost += 1;
+                // Which events, and what the database holds instead: the report names them.
+                eprintln!("LOST {thread} seq {seq}: acknowledged {d}, stored {found:?}");
+            }
+        }
     }
     let mut announced: HashMap<(String, String), u64> = HashMap::new();
     let (mut doubles, mut diverged) = (0, 0);

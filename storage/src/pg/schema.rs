@@ -90,6 +90,7 @@ pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
         }
     }
     super::wake::prepare(client)?;
+    client.batch_execute(super::resolve::SCHEMA).map_err(pg_error("create the commit marks"))?;
     add_last_xid(client)?;
     super::signals::prepare(client)?;
     super::queues::prepare(client)?;

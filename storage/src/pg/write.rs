@@ -337,7 +337,7 @@ fn commit_group(
             && client.is_closed()
         {
             // The COMMIT got no answer: the transaction's status says what happened.
-            outcome = match super::resolve::commit_outcome(reconnect, xid, e) {
+            outcome = match super::resolve::commit_outcome(reconnect, (xid, token), e) {
                 Ok((fresh, committed_after_all)) => {
                     // The statements were prepared on the dropped connection.
                     *client = fresh;
@@ -479,7 +479,8 @@ fn attempt(
     );
     done.sent = Some((xid, counters.last_lsn));
     let started = std::time::Instant::now();
-    let commit = client.batch_execute("COMMIT");
+    let end = super::resolve::mark_and_commit(token);
+    let commit = client.batch_execute(&end);
     let committed = if wrote_events(xid, counters.last_lsn) {
         // Tell the other processes, after the commit (a NOTIFY inside the transaction would
         // take a cluster-wide lock at commit): their subscriptions and pollers wake at once.

@@ -15,6 +15,8 @@ mod model;
 #[cfg(feature = "postgres")]
 mod pg;
 #[cfg(feature = "postgres")]
+mod pg_commit_marks;
+#[cfg(feature = "postgres")]
 mod pg_hang;
 #[cfg(feature = "postgres")]
 mod pg_reads;
