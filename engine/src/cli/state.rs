@@ -9,6 +9,9 @@ use serde_json::{Value, json};
 use super::common::{Common, open_read_only, print_json, print_text, record_of, thread_id};
 use super::endpoint;
 use super::table::{pretty, short_json};
+use crate::debug::rows::StateRow;
+use crate::debug::views::state_row;
+use crate::serve::wire;
 
 /// Arguments of `cairn state`.
 #[derive(Debug, clap::Args)]
@@ -37,7 +40,7 @@ pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
             record_of(&engine, &args.thread).await?;
             match args.diff.as_deref() {
                 Some([a, b]) => Found::Diff(engine.diff(&args.thread, *a, *b).await?),
-                _ => Found::View(crate::debug::views::state_json(&match args.at_time {
+                _ => Found::View(state_row(match args.at_time {
                     Some(ms) => engine.state_at_time(&args.thread, ms).await?,
                     None => engine.state_at(&args.thread, args.at).await?,
                 })),
@@ -51,16 +54,14 @@ pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
     if args.common.json {
         return print_json(&view);
     }
-    let frontier: Vec<&str> =
-        view["frontier"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-    let frontier = if frontier.is_empty() { "END".to_owned() } else { frontier.join(", ") };
+    let frontier = if view.frontier.is_empty() { "END".into() } else { view.frontier.join(", ") };
     print_text(&format!(
         "thread {} after seq {} (step {}, {}; next: {frontier})\n{}",
-        view["thread"].as_str().unwrap_or_default(),
-        view["seq"],
-        view["step"],
-        view["status"].as_str().unwrap_or_default(),
-        pretty(&view["state"])
+        view.thread,
+        view.seq,
+        view.step,
+        view.status,
+        pretty(&view.state)
     ));
     Ok(())
 }
@@ -93,9 +94,9 @@ fn print_diff(args: &StateArgs, changes: &[crate::debug::Change]) -> anyhow::Res
     Ok(())
 }
 
-/// What `cairn state` shows: a state (as `state_json`) or the changes between two.
+/// What `cairn state` shows: a state or the changes between two.
 enum Found {
-    View(Value),
+    View(StateRow),
     Diff(Vec<crate::debug::Change>),
 }
 
@@ -105,9 +106,10 @@ fn through(ep: &endpoint::Endpoint, args: &StateArgs) -> anyhow::Result<Found> {
     thread_id(&args.thread)?;
     let path = format!("/api/threads/{}/state", endpoint::segment(&args.thread));
     if let Some([a, b]) = args.diff.as_deref() {
-        let before = ep.get(&path, &[("at", a.to_string())])?;
-        let after = ep.get(&path, &[("at", b.to_string())])?;
-        let changes = crate::debug::diff_values(&before["state"], &after["state"]);
+        let at = |seq: &u64| -> anyhow::Result<Value> {
+            Ok(wire::read::<StateRow>(ep.get(&path, &[("at", seq.to_string())])?, "state")?.state)
+        };
+        let changes = crate::debug::diff_values(&at(a)?, &at(b)?);
         return Ok(Found::Diff(changes));
     }
     let query = match (args.at_time, args.at) {
@@ -115,5 +117,5 @@ fn through(ep: &endpoint::Endpoint, args: &StateArgs) -> anyhow::Result<Found> {
         (None, Some(seq)) => vec![("at", seq.to_string())],
         (None, None) => Vec::new(),
     };
-    Ok(Found::View(ep.get(&path, &query)?))
+    Ok(Found::View(wire::read(ep.get(&path, &query)?, "state")?))
 }

@@ -7,8 +7,15 @@ use cairn_storage::{CheckpointMeta, WorkflowRef};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod thread;
+pub(crate) use thread::{
+    Budget, Budgets, LastError, LockRow, Parent, ProblemRow, Redactable, StateRow, ThreadDetails,
+    ThreadRow, ThreadsPage, VerifyRow,
+};
+
 /// One event: `cairn events --json`, `GET /api/threads/{id}/events`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct EventRow {
     pub seq: u64,
     pub lsn: u64,
@@ -21,8 +28,22 @@ pub(crate) struct EventRow {
     pub body: Value,
 }
 
+/// A page of a thread's events, `GET /api/threads/{id}/events`: the thread's status read before
+/// them, where its stored log starts (after 1 once pruned) and the `since` of the next page. The
+/// endpoint serves its events as JSON (redacted when it must be), the CLI reads them as rows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EventsPage<E = EventRow> {
+    pub events: Vec<E>,
+    pub first_seq: u64,
+    pub next_since: u64,
+    pub status: String,
+    pub thread: String,
+}
+
 /// One traced message: `cairn trace --json`, `GET /api/trace`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct MessageRow {
     pub lsn: u64,
     pub thread: String,
@@ -36,6 +57,13 @@ pub(crate) struct MessageRow {
     pub correlation_id: Option<String>,
     pub id: Option<String>,
     pub parent: Option<String>,
+}
+
+/// The messages `GET /api/trace` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Traced {
+    pub messages: Vec<MessageRow>,
 }
 
 /// Where a checkpoint's snapshot stands in its thread's log.

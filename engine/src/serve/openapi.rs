@@ -24,6 +24,10 @@ use super::params_ops::{BundleParams, ResumableParams};
 use super::params_view::{SearchParam, TimelineParams};
 use super::wire::{Finish, Refusal, Started, ThreadResult};
 use super::{Route, controls, start};
+use crate::debug::rows::{
+    Budget, Budgets, LastError, LockRow, Parent, ProblemRow, StateRow, ThreadDetails, ThreadRow,
+    ThreadsPage, VerifyRow,
+};
 
 /// The security scheme's name in the document: the bearer token (`<db>.token`).
 const TOKEN: &str = "token";
@@ -79,12 +83,18 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
         ("GET", "/metrics") => Doc::new("Prometheus text").query::<NoParams>().media(text),
         ("GET", "/api/openapi.json") => Doc::new("This document").query::<NoParams>(),
         ("GET", "/api/health") => Doc::new("The health report").query::<HealthParams>(),
-        ("GET", "/api/verify") => Doc::new("Every record checked").query::<NoParams>(),
+        ("GET", "/api/verify") => {
+            Doc::new("Every record checked").query::<NoParams>().answers::<VerifyRow>()
+        }
         ("GET", "/api/metrics") => {
             Doc::new("Prometheus text or the health report").query::<NoParams>().media(text)
         }
-        ("GET", "/api/threads") => Doc::new("A page of threads").query::<ListParams>(),
-        ("GET", "/api/threads/{id}") => Doc::new("One thread").query::<RedactParams>(),
+        ("GET", "/api/threads") => {
+            Doc::new("A page of threads").query::<ListParams>().answers::<ThreadsPage>()
+        }
+        ("GET", "/api/threads/{id}") => {
+            Doc::new("One thread").query::<RedactParams>().answers::<ThreadDetails>()
+        }
         ("DELETE", "/api/threads/{id}") => Doc::new("Deletes a thread").query::<ForceParams>(),
         ("GET", "/api/threads/{id}/result") => Doc::new("The thread's result (a long poll)")
             .query::<WaitParams>()
@@ -93,7 +103,9 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
             Doc::new("Events after a seq; `follow=1`: Server-Sent Events").query::<EventsParams>()
         }
         ("GET", "/api/threads/{id}/state") => {
-            Doc::new("State after a seq or at a time, or a diff").query::<StateParams>()
+            Doc::new("State after a seq or at a time (`diff`: {thread, from, to, changes})")
+                .query::<StateParams>()
+                .answers::<StateRow>()
         }
         ("GET", "/api/threads/{id}/checkpoints") => {
             Doc::new("The thread's checkpoints").query::<RedactParams>()
@@ -168,7 +180,18 @@ pub(super) fn document(routes: &[Route]) -> OpenApi {
         .schema_from::<Refusal>()
         .schema_from::<Finish>()
         .schema_from::<ThreadResult>()
-        .schema_from::<Started>();
+        .schema_from::<Started>()
+        .schema_from::<ThreadsPage>()
+        .schema_from::<ThreadRow>()
+        .schema_from::<Parent>()
+        .schema_from::<ThreadDetails>()
+        .schema_from::<Budgets>()
+        .schema_from::<Budget>()
+        .schema_from::<LockRow>()
+        .schema_from::<LastError>()
+        .schema_from::<StateRow>()
+        .schema_from::<VerifyRow>()
+        .schema_from::<ProblemRow>();
     OpenApiBuilder::new()
         .info(
             InfoBuilder::new()
