@@ -76,6 +76,7 @@ pub(crate) struct Covers {
 
 /// One checkpoint's metadata: `cairn checkpoints --json`, `GET /api/checkpoints`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct CheckpointRow {
     pub id: u64,
     pub thread: String,
@@ -85,6 +86,15 @@ pub(crate) struct CheckpointRow {
     pub created_at_ms: u64,
     pub snapshot_len: u64,
     pub meta: CheckpointMeta,
+}
+
+/// A page of checkpoints, newest first: `GET /api/checkpoints`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CheckpointsPage {
+    pub checkpoints: Vec<CheckpointRow>,
+    pub limit: usize,
+    pub offset: usize,
 }
 
 /// One checkpoint with what it restores: `cairn checkpoint show --json`,
@@ -101,6 +111,7 @@ pub(crate) struct CheckpointDetails {
 
 /// One resumable thread: `cairn resumable --json`, `GET /api/resumable`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct ResumableRow {
     pub thread: String,
     pub workflow: WorkflowRef,
@@ -110,6 +121,13 @@ pub(crate) struct ResumableRow {
     /// Whether this engine has the thread's workflow compiled in.
     pub runnable: bool,
     pub why_not: Option<String>,
+}
+
+/// The threads an engine could resume: `GET /api/resumable`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ResumablePage {
+    pub threads: Vec<ResumableRow>,
 }
 
 /// What a thread deletion removed: `cairn delete --json`, `DELETE /api/threads/{id}`.

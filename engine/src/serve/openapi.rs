@@ -17,17 +17,14 @@ use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 use super::app::App;
 use super::params::{
-    CheckpointsParams, EventsParams, ForceParams, GraphParams, HealthParams, ListParams, NoParams,
-    RedactParams, StateParams, TraceParams, VersionParams, WaitParams,
+    CheckpointsParams, EventsParams, ForceParams, GraphFormat, GraphParams, HealthParams,
+    ListParams, NoParams, RedactParams, StateParams, TraceParams, VersionParams, WaitParams,
 };
 use super::params_ops::{BundleParams, ResumableParams};
 use super::params_view::{SearchParam, TimelineParams};
-use super::wire::{Finish, Refusal, Started, ThreadResult};
+use super::wire::{Refusal, Started, ThreadResult};
 use super::{Route, controls, start};
-use crate::debug::rows::{
-    Budget, Budgets, LastError, LockRow, Parent, ProblemRow, StateRow, ThreadDetails, ThreadRow,
-    ThreadsPage, VerifyRow,
-};
+use crate::debug::rows::{StateRow, ThreadDetails, ThreadsPage, VerifyRow};
 
 /// The security scheme's name in the document: the bearer token (`<db>.token`).
 const TOKEN: &str = "token";
@@ -43,8 +40,8 @@ pub(super) struct Doc {
     body: Option<RefOr<Schema>>,
     /// The answer's media type (`application/json` when `None`).
     media: Option<&'static str>,
-    /// The answer's type, a component (an object when `None`).
-    answer: Option<String>,
+    /// The answer's type, a component (an object when `None`), with the components it names.
+    answer: Option<(String, Vec<(String, RefOr<Schema>)>)>,
 }
 
 impl Doc {
@@ -63,7 +60,9 @@ impl Doc {
     }
 
     fn answers<T: ToSchema>(mut self) -> Self {
-        self.answer = Some(T::name().into_owned());
+        let mut schemas = vec![(T::name().into_owned(), T::schema())];
+        T::schemas(&mut schemas);
+        self.answer = Some((T::name().into_owned(), schemas));
         self
     }
 
@@ -169,29 +168,18 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
 
 /// The document of `routes` (the endpoint's route table).
 pub(super) fn document(routes: &[Route]) -> OpenApi {
-    let mut paths = PathsBuilder::new();
+    let (mut paths, mut schemas) = (PathsBuilder::new(), Vec::new());
     for route in routes {
-        let doc = doc(route).unwrap_or_else(|| Doc::new("Undocumented"));
+        let mut doc = doc(route).unwrap_or_else(|| Doc::new("Undocumented"));
+        schemas.extend(doc.answer.iter_mut().flat_map(|(_, s)| std::mem::take(s)));
         paths = paths.path(route.path, PathItem::new(method(route.method), operation(route, doc)));
     }
     let bearer = SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer));
     let components = ComponentsBuilder::new()
         .security_scheme(TOKEN, bearer)
         .schema_from::<Refusal>()
-        .schema_from::<Finish>()
-        .schema_from::<ThreadResult>()
-        .schema_from::<Started>()
-        .schema_from::<ThreadsPage>()
-        .schema_from::<ThreadRow>()
-        .schema_from::<Parent>()
-        .schema_from::<ThreadDetails>()
-        .schema_from::<Budgets>()
-        .schema_from::<Budget>()
-        .schema_from::<LockRow>()
-        .schema_from::<LastError>()
-        .schema_from::<StateRow>()
-        .schema_from::<VerifyRow>()
-        .schema_from::<ProblemRow>();
+        .schema_from::<GraphFormat>()
+        .schemas_from_iter(schemas);
     OpenApiBuilder::new()
         .info(
             InfoBuilder::new()
@@ -230,7 +218,7 @@ fn operation(route: &Route, doc: Doc) -> Operation {
     });
     let media = doc.media.unwrap_or("application/json");
     let content = match doc.answer {
-        Some(name) => ContentBuilder::new().schema(Some(Ref::from_schema_name(name))),
+        Some((name, _)) => ContentBuilder::new().schema(Some(Ref::from_schema_name(name))),
         None => ContentBuilder::new(),
     };
     let answer =
