@@ -40,8 +40,10 @@ pub(super) struct Doc {
     body: Option<RefOr<Schema>>,
     /// The answer's media type (`application/json` when `None`).
     media: Option<&'static str>,
-    /// The answer's type, a component (an object when `None`), with the components it names.
-    answer: Option<(String, Vec<(String, RefOr<Schema>)>)>,
+    /// The answer's type, a component (an object when `None`).
+    answer: Option<String>,
+    /// The answer's component and the components it names.
+    schemas: Vec<(String, RefOr<Schema>)>,
 }
 
 impl Doc {
@@ -60,9 +62,9 @@ impl Doc {
     }
 
     fn answers<T: ToSchema>(mut self) -> Self {
-        let mut schemas = vec![(T::name().into_owned(), T::schema())];
-        T::schemas(&mut schemas);
-        self.answer = Some((T::name().into_owned(), schemas));
+        self.schemas.push((T::name().into_owned(), T::schema()));
+        T::schemas(&mut self.schemas);
+        self.answer = Some(T::name().into_owned());
         self
     }
 
@@ -171,7 +173,7 @@ pub(super) fn document(routes: &[Route]) -> OpenApi {
     let (mut paths, mut schemas) = (PathsBuilder::new(), Vec::new());
     for route in routes {
         let mut doc = doc(route).unwrap_or_else(|| Doc::new("Undocumented"));
-        schemas.extend(doc.answer.iter_mut().flat_map(|(_, s)| std::mem::take(s)));
+        schemas.append(&mut doc.schemas);
         paths = paths.path(route.path, PathItem::new(method(route.method), operation(route, doc)));
     }
     let bearer = SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer));
@@ -218,7 +220,7 @@ fn operation(route: &Route, doc: Doc) -> Operation {
     });
     let media = doc.media.unwrap_or("application/json");
     let content = match doc.answer {
-        Some((name, _)) => ContentBuilder::new().schema(Some(Ref::from_schema_name(name))),
+        Some(name) => ContentBuilder::new().schema(Some(Ref::from_schema_name(name))),
         None => ContentBuilder::new(),
     };
     let answer =
