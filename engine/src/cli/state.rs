@@ -4,12 +4,11 @@
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
-use serde_json::{Value, json};
 
 use super::common::{Common, open_read_only, print_json, print_text, record_of, thread_id};
 use super::endpoint;
 use super::table::{pretty, short_json};
-use crate::debug::rows::StateRow;
+use crate::debug::rows::{StateDiff, StateRow};
 use crate::debug::views::state_row;
 use crate::serve::wire;
 
@@ -49,7 +48,7 @@ pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
     };
     let view = match found {
         Found::View(view) => view,
-        Found::Diff(changes) => return print_diff(&args, &changes),
+        Found::Diff(changes) => return print_diff(&args, changes),
     };
     if args.common.json {
         return print_json(&view);
@@ -67,10 +66,10 @@ pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
 }
 
 /// Prints the changes between the states after two seqs.
-fn print_diff(args: &StateArgs, changes: &[crate::debug::Change]) -> anyhow::Result<()> {
+fn print_diff(args: &StateArgs, changes: Vec<crate::debug::Change>) -> anyhow::Result<()> {
     let Some([a, b]) = args.diff.as_deref() else { return Ok(()) };
     if args.common.json {
-        return print_json(&json!({"thread": args.thread, "from": a, "to": b, "changes": changes}));
+        return print_json(&StateDiff { changes, from: *a, thread: args.thread.clone(), to: *b });
     }
     if changes.is_empty() {
         print_text(&format!("no change between seq {a} and seq {b}"));
@@ -100,17 +99,13 @@ enum Found {
     Diff(Vec<crate::debug::Change>),
 }
 
-/// The state or the diff through a running engine's endpoint (the two states of a diff compared
-/// here, as `Engine::diff` compares them).
+/// The state or the diff through a running engine's endpoint.
 fn through(ep: &endpoint::Endpoint, args: &StateArgs) -> anyhow::Result<Found> {
     thread_id(&args.thread)?;
     let path = format!("/api/threads/{}/state", endpoint::segment(&args.thread));
     if let Some([a, b]) = args.diff.as_deref() {
-        let at = |seq: &u64| -> anyhow::Result<Value> {
-            Ok(wire::read::<StateRow>(ep.get(&path, &[("at", seq.to_string())])?, "state")?.state)
-        };
-        let changes = crate::debug::diff_values(&at(a)?, &at(b)?);
-        return Ok(Found::Diff(changes));
+        let diff = ep.get(&path, &[("diff", format!("{a},{b}"))])?;
+        return Ok(Found::Diff(wire::read::<StateDiff>(diff, "diff")?.changes));
     }
     let query = match (args.at_time, args.at) {
         (Some(ms), _) => vec![("at_time", ms.to_string())],

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 mod thread;
 pub(crate) use thread::{
-    Budget, Budgets, LastError, LockRow, Parent, ProblemRow, Redactable, StateRow, ThreadDetails,
-    ThreadRow, ThreadsPage, VerifyRow,
+    Budget, Budgets, LastError, LockRow, Parent, ProblemRow, Redactable, StateDiff, StateRow,
+    ThreadDetails, ThreadRow, ThreadsPage, VerifyRow,
 };
 
 /// One event: `cairn events --json`, `GET /api/threads/{id}/events`.

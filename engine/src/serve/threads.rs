@@ -16,7 +16,7 @@ use super::params::{
     StateParams,
 };
 use crate::api::engine::Engine;
-use crate::debug::rows::{ThreadsPage, VerifyRow};
+use crate::debug::rows::{StateDiff, ThreadsPage, VerifyRow};
 use crate::debug::views;
 use crate::limits::SERVE_PAGE_MAX;
 
@@ -143,7 +143,7 @@ pub(super) async fn state(
     let out = match p.diff {
         Some(SeqPair(a, b)) => {
             let changes = engine.diff(&id, a, b).await.map_err(|e| reject(e, "diff"))?;
-            json!({"thread": id, "from": a, "to": b, "changes": changes})
+            json!(StateDiff { changes, from: a, thread: id, to: b })
         }
         None => {
             let view = match p.at_time {

@@ -14,6 +14,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::core::telemetry::Telemetry;
+use crate::debug::Change;
 
 /// One thread as a listing shows it: `cairn threads --json`, `GET /api/threads`. The step,
 /// frontier, progress and last error are the thread record's summary (absent in a record
@@ -163,6 +164,17 @@ pub(crate) struct StateRow {
     pub status: String,
     pub step: u64,
     pub thread: String,
+}
+
+/// The changes between the states after two seqs: `cairn state --diff A B --json`,
+/// `GET /api/threads/{id}/state?diff=A,B`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StateDiff {
+    pub changes: Vec<Change>,
+    pub from: u64,
+    pub thread: String,
+    pub to: u64,
 }
 
 /// A verify report: `cairn verify --json`, `GET /api/verify`.
