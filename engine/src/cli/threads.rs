@@ -3,8 +3,7 @@
 
 use std::sync::Arc;
 
-use cairn_dsl::DynWorkflow;
-use cairn_dsl::Progress;
+use cairn_dsl::{DynWorkflow, Progress};
 use cairn_storage::{ThreadFilter, ThreadStatus};
 
 use super::EXIT_FAILED;
