@@ -18,7 +18,7 @@ use super::common::{
 use super::endpoint;
 use super::table::{Table, cut, pretty, time};
 use crate::Engine;
-use crate::debug::rows::{CheckpointDetails, CheckpointRow};
+use crate::debug::rows::{CheckpointDetails, CheckpointRow, CheckpointsPage};
 use crate::debug::views::{checkpoint_details, checkpoint_row};
 use crate::limits::SERVE_PAGE_MAX;
 use crate::serve::wire;
@@ -123,7 +123,7 @@ pub(super) async fn list(args: CheckpointsArgs, wfs: &[Arc<DynWorkflow>]) -> any
         list_through(ep, &filter, args.offset, args.limit)
     })?;
     let rows: Vec<CheckpointRow> = match found {
-        Some(rows) => wire::read_all(rows, "checkpoint")?,
+        Some(rows) => rows,
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
             let page = Page { limit: args.limit, offset: args.offset };
@@ -162,7 +162,7 @@ fn list_through(
     filter: &CheckpointFilter,
     offset: usize,
     limit: usize,
-) -> anyhow::Result<Vec<Value>> {
+) -> anyhow::Result<Vec<CheckpointRow>> {
     let mut query: Vec<(&str, String)> = Vec::new();
     if let Some(thread) = &filter.thread {
         query.push(("thread", thread.to_string()));
@@ -182,10 +182,9 @@ fn list_through(
         let mut q = query.clone();
         q.push(("limit", want.to_string()));
         q.push(("offset", (offset + rows.len()).to_string()));
-        let mut page = ep.get("/api/checkpoints", &q)?;
-        let Value::Array(found) = page["checkpoints"].take() else { break };
-        let n = found.len();
-        rows.extend(found);
+        let page: CheckpointsPage = wire::read(ep.get("/api/checkpoints", &q)?, "checkpoints")?;
+        let n = page.checkpoints.len();
+        rows.extend(page.checkpoints);
         if n < want {
             break;
         }

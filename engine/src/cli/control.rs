@@ -4,7 +4,7 @@
 //! `resume`, `cancel`, `pause` and `input` go through it (`remote.rs`), and a resumed thread runs
 //! in that engine; `resumable` asks it what it could resume and does not drive.
 
-use crate::debug::rows::ResumableRow;
+use crate::debug::rows::{ResumablePage, ResumableRow};
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
@@ -81,10 +81,10 @@ pub(super) async fn resumable(args: ResumableArgs, wfs: &[Arc<DynWorkflow>]) -> 
         args.max_age.iter().map(|ms| ("max_age_ms", ms.to_string())).collect();
     let found = super::endpoint::through(&args.common.db, |ep| {
         let answer = ep.get("/api/resumable", &query)?;
-        Ok(answer["threads"].as_array().cloned().unwrap_or_default())
+        Ok(crate::serve::wire::read::<ResumablePage>(answer, "resumable threads")?.threads)
     })?;
     let rows: Vec<ResumableRow> = match found {
-        Some(rows) => crate::serve::wire::read_all(rows, "resumable thread")?,
+        Some(rows) => rows,
         None => {
             // A writable open: it proves that no engine process holds the file, so that
             // "running" threads really have no runner.

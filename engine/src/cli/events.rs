@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use cairn_dsl::DynWorkflow;
 use cairn_storage::{EventKind, ThreadStatus};
-use serde_json::Value;
 
 use super::EXIT_FAILED;
 use super::common::{
@@ -14,7 +13,7 @@ use super::common::{
 };
 use super::endpoint;
 use super::table::{Table, cut, time};
-use crate::debug::rows::{EventRow, MessageRow};
+use crate::debug::rows::{EventRow, EventsPage, MessageRow, Traced};
 use crate::debug::views::{events_after, message_row};
 use crate::debug::{TraceQuery, TraceScope};
 use crate::limits::SERVE_PAGE_MAX;
@@ -146,19 +145,17 @@ impl Log {
                     if !kinds.is_empty() {
                         query.push(("kind", kinds.join(",")));
                     }
-                    let mut page = ep.get(&path, &query)?;
+                    let page: EventsPage = wire::read(ep.get(&path, &query)?, "page of events")?;
                     if first.is_none() {
-                        let status = page["status"].as_str().unwrap_or_default();
-                        let status = status.parse::<ThreadStatus>().map_err(|_| {
+                        let status = page.status.parse::<ThreadStatus>().map_err(|_| {
+                            let status = &page.status;
                             fail(EXIT_FAILED, format!("the endpoint gave no status ({status:?})"))
                         })?;
-                        let first_seq = page["first_seq"].as_u64().unwrap_or(1);
-                        first = Some((status, first_seq.saturating_sub(1)));
+                        first = Some((status, page.first_seq.saturating_sub(1)));
                     }
-                    let Value::Array(events) = page["events"].take() else { break };
-                    let full = events.len() >= SERVE_PAGE_MAX;
-                    rows.extend(wire::read_all::<EventRow>(events, "event")?);
-                    after = page["next_since"].as_u64().unwrap_or(after);
+                    let full = page.events.len() >= SERVE_PAGE_MAX;
+                    rows.extend(page.events);
+                    after = page.next_since;
                     if !full {
                         break;
                     }
@@ -244,13 +241,10 @@ pub(super) async fn trace(args: TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         query.extend(args.from_ms.map(|ms| ("from_ms", ms.to_string())));
         query.extend(args.to_ms.map(|ms| ("to_ms", ms.to_string())));
         query.extend(args.chain.iter().map(|c| ("chain", c.clone())));
-        Ok(match ep.get("/api/trace", &query)?["messages"].take() {
-            Value::Array(rows) => rows,
-            _ => Vec::new(),
-        })
+        Ok(wire::read::<Traced>(ep.get("/api/trace", &query)?, "trace")?.messages)
     })?;
     let found: Vec<MessageRow> = match through {
-        Some(rows) => wire::read_all(rows, "traced message")?,
+        Some(rows) => rows,
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
             let scope = if args.thread.is_empty() {

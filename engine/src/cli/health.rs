@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
 
+use super::EXIT_UNHEALTHY;
 use super::common::{Common, fail, open_read_only, print_json, print_text};
 use super::endpoint;
-use super::{EXIT_FAILED, EXIT_UNHEALTHY};
+use crate::serve::wire;
 use crate::telemetry::HealthReport;
 
 /// Arguments of `cairn health`.
@@ -26,10 +27,7 @@ pub(super) async fn health(args: HealthArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     // The running engine's own report (its slow commits included), for this watchdog.
     let found = endpoint::through(&args.common.db, |ep| {
         let query = [("watchdog_ms", args.watchdog_ms.to_string())];
-        let answer = ep.get("/api/health", &query)?;
-        serde_json::from_value::<HealthReport>(answer).map_err(|e| {
-            fail(EXIT_FAILED, format!("the endpoint's health report does not read: {e}"))
-        })
+        Ok(wire::read::<HealthReport>(ep.get("/api/health", &query)?, "health report")?)
     })?;
     let report = match found {
         Some(report) => report,

@@ -10,7 +10,8 @@ use cairn_dsl::DynWorkflow;
 use super::EXIT_FAILED;
 use super::common::{Common, fail, open_read_only, print_json, print_text, record_of};
 use super::endpoint;
-use crate::replay::ReplayOptions;
+use crate::replay::{ReplayOptions, ReplayReport};
+use crate::serve::wire;
 
 /// Arguments of `cairn replay`.
 #[derive(Debug, clap::Args)]
@@ -27,42 +28,36 @@ pub struct ReplayArgs {
 pub(super) async fn replay(args: ReplayArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     // A running engine replays against its own code, reading its live store: no copy.
     let path = format!("/api/threads/{}/replay", endpoint::segment(&args.thread));
-    let report = match endpoint::through(&args.common.db, |ep| ep.get(&path, &[]))? {
+    let found = endpoint::through(&args.common.db, |ep| {
+        Ok(wire::read::<ReplayReport>(ep.get(&path, &[])?, "replay report")?)
+    })?;
+    let report = match found {
         Some(report) => report,
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
             record_of(&engine, &args.thread).await?;
-            let report = engine.replay(&args.thread, &ReplayOptions::default()).await?;
-            serde_json::to_value(&report)?
+            engine.replay(&args.thread, &ReplayOptions::default()).await?
         }
     };
-    if args.common.json {
-        print_json(&report)?;
-    } else {
-        let n = |key: &str| report[key].as_u64().unwrap_or(0);
-        let thread = report["thread"].as_str().unwrap_or_default();
-        let d = &report["divergence"];
-        if d.is_null() {
-            print_text(&format!(
-                "{thread}: {} tasks replayed (with {} sub-workflow child threads), no divergence",
-                n("tasks_replayed"),
-                n("children_replayed")
-            ));
-        } else {
-            let text = |key: &str| d[key].as_str().unwrap_or_default().to_owned();
-            print_text(&format!(
-                "{thread}: divergence{} at step {} in {} (seq {}): {}\n  recorded: {}\n  produced: {}",
-                d["child"].as_str().map(|c| format!(" in child thread {c}")).unwrap_or_default(),
-                d["step"],
-                text("task"),
-                d["seq"],
-                text("what"),
-                d["recorded"],
-                d["produced"]
-            ));
-        }
+    let thread = &report.thread;
+    match &report.divergence {
+        _ if args.common.json => print_json(&report)?,
+        None => print_text(&format!(
+            "{thread}: {} tasks replayed (with {} sub-workflow child threads), no divergence",
+            report.tasks_replayed, report.children_replayed
+        )),
+        Some(d) => print_text(&format!(
+            "{thread}: divergence{} at step {} in {} (seq {}): {}\n  recorded: {}\n  produced: {}",
+            d.child.as_ref().map(|c| format!(" in child thread {c}")).unwrap_or_default(),
+            d.step,
+            d.task,
+            d.seq,
+            d.what,
+            d.recorded,
+            d.produced
+        )),
     }
-    if args.verify && !report["divergence"].is_null() {
+    if args.verify && report.divergence.is_some() {
         return Err(fail(EXIT_FAILED, "replay diverged from the record"));
     }
     Ok(())

@@ -4,11 +4,13 @@
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
-use serde_json::{Value, json};
 
 use super::common::{Common, open_read_only, print_json, print_text, record_of, thread_id};
 use super::endpoint;
 use super::table::{pretty, short_json};
+use crate::debug::rows::{StateDiff, StateRow};
+use crate::debug::views::state_row;
+use crate::serve::wire;
 
 /// Arguments of `cairn state`.
 #[derive(Debug, clap::Args)]
@@ -37,7 +39,7 @@ pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
             record_of(&engine, &args.thread).await?;
             match args.diff.as_deref() {
                 Some([a, b]) => Found::Diff(engine.diff(&args.thread, *a, *b).await?),
-                _ => Found::View(crate::debug::views::state_json(&match args.at_time {
+                _ => Found::View(state_row(match args.at_time {
                     Some(ms) => engine.state_at_time(&args.thread, ms).await?,
                     None => engine.state_at(&args.thread, args.at).await?,
                 })),
@@ -46,30 +48,28 @@ pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
     };
     let view = match found {
         Found::View(view) => view,
-        Found::Diff(changes) => return print_diff(&args, &changes),
+        Found::Diff(changes) => return print_diff(&args, changes),
     };
     if args.common.json {
         return print_json(&view);
     }
-    let frontier: Vec<&str> =
-        view["frontier"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-    let frontier = if frontier.is_empty() { "END".to_owned() } else { frontier.join(", ") };
+    let frontier = if view.frontier.is_empty() { "END".into() } else { view.frontier.join(", ") };
     print_text(&format!(
         "thread {} after seq {} (step {}, {}; next: {frontier})\n{}",
-        view["thread"].as_str().unwrap_or_default(),
-        view["seq"],
-        view["step"],
-        view["status"].as_str().unwrap_or_default(),
-        pretty(&view["state"])
+        view.thread,
+        view.seq,
+        view.step,
+        view.status,
+        pretty(&view.state)
     ));
     Ok(())
 }
 
 /// Prints the changes between the states after two seqs.
-fn print_diff(args: &StateArgs, changes: &[crate::debug::Change]) -> anyhow::Result<()> {
+fn print_diff(args: &StateArgs, changes: Vec<crate::debug::Change>) -> anyhow::Result<()> {
     let Some([a, b]) = args.diff.as_deref() else { return Ok(()) };
     if args.common.json {
-        return print_json(&json!({"thread": args.thread, "from": a, "to": b, "changes": changes}));
+        return print_json(&StateDiff { changes, from: *a, thread: args.thread.clone(), to: *b });
     }
     if changes.is_empty() {
         print_text(&format!("no change between seq {a} and seq {b}"));
@@ -93,27 +93,24 @@ fn print_diff(args: &StateArgs, changes: &[crate::debug::Change]) -> anyhow::Res
     Ok(())
 }
 
-/// What `cairn state` shows: a state (as `state_json`) or the changes between two.
+/// What `cairn state` shows: a state or the changes between two.
 enum Found {
-    View(Value),
+    View(StateRow),
     Diff(Vec<crate::debug::Change>),
 }
 
-/// The state or the diff through a running engine's endpoint (the two states of a diff compared
-/// here, as `Engine::diff` compares them).
+/// The state or the diff through a running engine's endpoint.
 fn through(ep: &endpoint::Endpoint, args: &StateArgs) -> anyhow::Result<Found> {
     thread_id(&args.thread)?;
     let path = format!("/api/threads/{}/state", endpoint::segment(&args.thread));
     if let Some([a, b]) = args.diff.as_deref() {
-        let before = ep.get(&path, &[("at", a.to_string())])?;
-        let after = ep.get(&path, &[("at", b.to_string())])?;
-        let changes = crate::debug::diff_values(&before["state"], &after["state"]);
-        return Ok(Found::Diff(changes));
+        let diff = ep.get(&path, &[("diff", format!("{a},{b}"))])?;
+        return Ok(Found::Diff(wire::read::<StateDiff>(diff, "diff")?.changes));
     }
     let query = match (args.at_time, args.at) {
         (Some(ms), _) => vec![("at_time", ms.to_string())],
         (None, Some(seq)) => vec![("at", seq.to_string())],
         (None, None) => Vec::new(),
     };
-    Ok(Found::View(ep.get(&path, &query)?))
+    Ok(Found::View(wire::read(ep.get(&path, &query)?, "state")?))
 }

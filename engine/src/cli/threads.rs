@@ -3,9 +3,8 @@
 
 use std::sync::Arc;
 
-use cairn_dsl::DynWorkflow;
+use cairn_dsl::{DynWorkflow, Progress};
 use cairn_storage::{ThreadFilter, ThreadStatus};
-use serde_json::Value;
 
 use super::EXIT_FAILED;
 use super::common::{
@@ -13,8 +12,10 @@ use super::common::{
 };
 use super::endpoint;
 use super::table::{Table, cut, short_json, time};
+use crate::debug::rows::{Budget, Redactable, ThreadDetails, ThreadRow, ThreadsPage};
 use crate::debug::views::{NaturalFirst, thread_details, thread_row, threads_page};
 use crate::limits::SERVE_PAGE_MAX;
+use crate::serve::wire;
 
 /// Arguments of `cairn threads`.
 #[derive(Debug, clap::Args)]
@@ -70,19 +71,18 @@ pub(super) async fn threads(args: ThreadsArgs, wfs: &[Arc<DynWorkflow>]) -> anyh
     let mut table =
         Table::new(&["THREAD", "WORKFLOW", "STATUS", "STEP", "SEQ", "UPDATED", "PROGRESS"]);
     for r in &rows {
-        let progress = match (&r["last_error"], &r["progress"]) {
-            (Value::String(e), _) if r["status"] == "failed" => cut(e, 60),
-            (_, p) if !p.is_null() => progress_text(&r["status"], p),
+        let progress = match (&r.last_error, &r.progress) {
+            (Some(e), _) if r.status == "failed" => cut(e, 60),
+            (_, Some(p)) => progress_text(&r.status, p),
             _ => String::new(),
         };
-        let w = &r["workflow"];
         table.row(vec![
-            r["thread"].as_str().unwrap_or_default().to_owned(),
-            format!("{} v{}", w["id"].as_str().unwrap_or_default(), w["version"]),
-            r["status"].as_str().unwrap_or_default().to_owned(),
-            if r["step"].is_null() { String::new() } else { r["step"].to_string() },
-            r["last_seq"].as_u64().map(|s| s.to_string()).unwrap_or_default(),
-            time(r["updated_at_ms"].as_u64().unwrap_or_default()),
+            r.thread.clone(),
+            format!("{} v{}", r.workflow.id, r.workflow.version),
+            r.status.clone(),
+            r.step.map(|s| s.to_string()).unwrap_or_default(),
+            r.last_seq.map(|s| s.to_string()).unwrap_or_default(),
+            time(r.updated_at_ms),
             progress,
         ]);
     }
@@ -102,7 +102,7 @@ fn rows_through(
     filter: &ThreadFilter,
     offset: usize,
     limit: usize,
-) -> anyhow::Result<Vec<Value>> {
+) -> anyhow::Result<Vec<ThreadRow>> {
     let mut query: Vec<(&str, String)> = vec![("limit", SERVE_PAGE_MAX.to_string())];
     if let Some(status) = filter.status {
         query.push(("status", status.to_string()));
@@ -121,14 +121,11 @@ fn rows_through(
         if let Some(a) = &after {
             q.push(("after", a.clone()));
         }
-        let mut page = ep.get("/api/threads", &q)?;
-        if let Value::Array(rows) = page["threads"].take() {
-            for row in rows {
-                let id = row["thread"].as_str().unwrap_or_default().to_owned();
-                first.offer(id, row);
-            }
+        let page: ThreadsPage = wire::read(ep.get("/api/threads", &q)?, "page of threads")?;
+        for row in page.threads {
+            first.offer(row.thread.clone(), row);
         }
-        match page["next"].as_str() {
+        match page.next.as_deref() {
             // A cursor that does not move would walk forever: a broken or foreign server.
             Some(next) if after.as_deref() == Some(next) => {
                 return Err(fail(
@@ -145,7 +142,8 @@ fn rows_through(
 pub(super) async fn show(args: ShowArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let found = endpoint::through(&args.common.db, |ep| {
         thread_id(&args.thread)?;
-        ep.get(&format!("/api/threads/{}", endpoint::segment(&args.thread)), &[])
+        let answer = ep.get(&format!("/api/threads/{}", endpoint::segment(&args.thread)), &[])?;
+        Ok(wire::read::<ThreadDetails>(answer, "thread")?)
     })?;
     let view = match found {
         Some(view) => view,
@@ -162,132 +160,99 @@ pub(super) async fn show(args: ShowArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Re
     Ok(())
 }
 
-fn render(v: &Value) -> String {
+fn render(v: &ThreadDetails) -> String {
     let mut t = Table::new(&["", ""]);
     let mut kv = |k: &str, v: String| t.row(vec![k.to_owned(), v]);
-    let w = &v["workflow"];
-    kv("thread", short_json(&v["thread"], 200));
-    kv(
-        "workflow",
-        format!(
-            "{} v{} ({})",
-            w["id"].as_str().unwrap_or(""),
-            w["version"],
-            cut(w["fingerprint"].as_str().unwrap_or(""), 16)
-        ),
-    );
-    kv("status", short_json(&v["status"], 40));
-    kv("step", format!("{} (seq {}, first stored seq {})", v["step"], v["seq"], v["first_seq"]));
-    let frontier: Vec<String> = v["frontier"]
-        .as_array()
-        .map(|a| a.iter().map(|n| short_json(n, 60)).collect())
-        .unwrap_or_default();
+    let w = &v.workflow;
+    kv("thread", cut(&v.thread, 200));
+    kv("workflow", format!("{} v{} ({})", w.id, w.version, cut(&w.fingerprint, 16)));
+    kv("status", cut(&v.status, 40));
+    kv("step", format!("{} (seq {}, first stored seq {})", v.step, v.seq, v.first_seq));
+    let frontier: Vec<String> = v.frontier.iter().map(|n| cut(n, 60)).collect();
     kv("frontier", if frontier.is_empty() { "(none: END)".into() } else { frontier.join(", ") });
-    if !v["waiting"].is_null() {
-        kv("waiting", short_json(&v["waiting"], 100));
+    if let Some(waiting) = &v.waiting {
+        kv("waiting", short_json(waiting, 100));
     }
-    if let Some(p) = v["progress"].as_object() {
-        kv("progress", progress_text(&v["status"], &v["progress"]));
-        if let Some(detail) = p.get("detail").and_then(Value::as_str) {
+    if let Some(p) = &v.progress {
+        kv("progress", progress_text(&v.status, p));
+        if let Some(detail) = &p.detail {
             kv("detail", cut(detail, 120));
         }
     }
-    for link in ["continued_from", "continued_as"] {
-        if let Some(thread) = v[link].as_str() {
-            kv(link, thread.to_owned());
+    for (link, thread) in [("continued_from", &v.continued_from), ("continued_as", &v.continued_as)]
+    {
+        if let Some(thread) = thread {
+            kv(link, thread.clone());
         }
     }
-    kv("created", time(v["created_at_ms"].as_u64().unwrap_or(0)));
-    kv("updated", time(v["updated_at_ms"].as_u64().unwrap_or(0)));
-    if let Some(p) = v["parent"].as_object() {
-        let thread = p["thread"].as_str().unwrap_or("");
-        let parent = match (p["seq"].as_u64(), p["via"].as_str()) {
-            (Some(seq), _) => format!("{thread} at seq {seq}"),
-            (None, Some(via)) => format!("{thread} ({via})"),
-            (None, None) => thread.to_owned(),
-        };
-        kv("parent", parent);
+    kv("created", time(v.created_at_ms));
+    kv("updated", time(v.updated_at_ms));
+    if let Some(p) = &v.parent {
+        kv(
+            "parent",
+            match (p.seq, &p.via) {
+                (Some(seq), _) => format!("{} at seq {seq}", p.thread),
+                (None, Some(via)) => format!("{} ({via})", p.thread),
+                (None, None) => p.thread.clone(),
+            },
+        );
     }
-    if let Some(labels) = v["labels"].as_object().filter(|l| !l.is_empty()) {
-        let l: Vec<String> =
-            labels.iter().map(|(k, x)| format!("{k}={}", short_json(x, 40))).collect();
+    if !v.labels.is_empty() {
+        let l: Vec<String> = v.labels.iter().map(|(k, x)| format!("{k}={}", cut(x, 40))).collect();
         kv("labels", l.join(" "));
     }
-    let tel = &v["telemetry"];
+    let tel = &v.telemetry;
     kv(
         "telemetry",
         format!(
             "steps {}, tool calls {}, errors {}, retries {}, checkpoints {}",
-            tel["steps"], tel["tool_calls"], tel["errors"], tel["retries"], tel["checkpoints"]
+            tel.steps, tel.tool_calls, tel.errors, tel.retries, tel.checkpoints
         ),
     );
-    if let Some(nodes) = tel["node_ms"].as_object().filter(|n| !n.is_empty()) {
-        let n: Vec<String> = nodes.iter().map(|(k, ms)| format!("{k} {ms} ms")).collect();
+    if !tel.node_ms.is_empty() {
+        let n: Vec<String> = tel.node_ms.iter().map(|(k, ms)| format!("{k} {ms} ms")).collect();
         kv("node time", n.join(", "));
     }
-    let mut budgets = Vec::new();
-    if let Some(b) = v["budgets"].as_object() {
-        for (name, x) in b {
-            match x["limit"].as_u64() {
-                Some(limit) => budgets.push(format!("{name} {}/{limit}", x["used"])),
-                None => budgets.push(format!("{name} {}", x["used"])),
-            }
-        }
-    }
-    kv("budgets used", budgets.join(", "));
-    let locks: Vec<String> = v["locks"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|l| {
-                    format!(
-                        "{} (until {})",
-                        l["name"].as_str().unwrap_or(""),
-                        time(l["expires_at_ms"].as_u64().unwrap_or(0))
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let b = &v.budgets;
+    let tokens = match &b.tokens {
+        Redactable::Shown(used) => budget("tokens", used),
+        Redactable::Redacted(text) => format!("tokens {text}"),
+    };
+    let (cost, steps) = (budget("cost_micros", &b.cost_micros), budget("steps", &b.steps));
+    let (calls, wall) = (budget("tool_calls", &b.tool_calls), budget("wall_ms", &b.wall_ms));
+    kv("budgets used", [cost, steps, tokens, calls, wall].join(", "));
+    let locks: Vec<String> =
+        v.locks.iter().map(|l| format!("{} (until {})", l.name, time(l.expires_at_ms))).collect();
     kv("locks held", if locks.is_empty() { "none".into() } else { locks.join(", ") });
-    if let Some(lease) = v["lease"].as_object() {
-        kv(
-            "lease",
-            format!(
-                "{} until {}",
-                lease["owner"].as_str().unwrap_or(""),
-                time(lease["expires_at_ms"].as_u64().unwrap_or(0))
-            ),
-        );
+    if let Some(lease) = &v.lease {
+        kv("lease", format!("{} until {}", lease.owner, time(lease.expires_at_ms)));
     }
-    match v["last_error"].as_object() {
-        Some(e) => kv(
-            "last error",
-            format!(
-                "seq {} {}: {}",
-                e["seq"],
-                e["task"].as_str().unwrap_or(""),
-                e["error"].as_str().unwrap_or("")
-            ),
-        ),
-        None => match v["status_reason"].as_str() {
-            Some(reason) => kv("last error", reason.to_owned()),
-            None => kv("last error", "none".into()),
-        },
-    }
-    if let Some(why) = v["state_unknown"].as_str() {
+    let last_error = match (&v.last_error, &v.status_reason) {
+        (Some(e), _) => format!("seq {} {}: {}", e.seq, e.task, e.error),
+        (None, Some(reason)) => reason.clone(),
+        (None, None) => "none".into(),
+    };
+    kv("last error", last_error);
+    if let Some(why) = &v.state_unknown {
         kv("state", format!("not decodable here: {why}"));
     }
     t.render().lines().skip(1).map(|l| format!("{l}\n")).collect()
 }
 
+/// One budget as shown: `name used/limit`, or `name used` without a limit.
+fn budget(name: &str, b: &Budget) -> String {
+    match b.limit {
+        Some(limit) => format!("{name} {}/{limit}", b.used),
+        None => format!("{name} {}", b.used),
+    }
+}
+
 /// A thread's progress as shown: `step/total message`, or `done` for a completed thread whose
 /// last report was short of its last step (a short route: the demo's direct answer reports
 /// step 1 of 5 and ends).
-fn progress_text(status: &Value, p: &Value) -> String {
-    let (step, total) = (p["step"].as_u64(), p["total"].as_u64());
-    if status == "completed" && step < total {
+fn progress_text(status: &str, p: &Progress) -> String {
+    if status == "completed" && p.step < p.total {
         return "done".into();
     }
-    format!("{}/{} {}", p["step"], p["total"], p["message"].as_str().unwrap_or_default())
+    format!("{}/{} {}", p.step, p.total, p.message)
 }

@@ -5,12 +5,14 @@
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::EXIT_DAMAGE;
 use super::common::{Common, fail, open_read_only, print_json, print_text, progress};
 use super::endpoint;
 use super::table::Table;
+use crate::debug::rows::VerifyRow;
+use crate::serve::wire;
 
 /// Arguments of `cairn verify`.
 #[derive(Debug, clap::Args)]
@@ -21,7 +23,9 @@ pub struct VerifyArgs {
 
 pub(super) async fn verify(args: VerifyArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     // A running engine checks its own live store (a consistent snapshot of it): no copy.
-    let found = endpoint::through(&args.common.db, |ep| ep.get("/api/verify", &[]))?;
+    let found = endpoint::through(&args.common.db, |ep| {
+        Ok(wire::read(ep.get("/api/verify", &[])?, "verify report")?)
+    })?;
     let doc = match found {
         Some(doc) => doc,
         None => local(&args, wfs).await?,
@@ -31,7 +35,7 @@ pub(super) async fn verify(args: VerifyArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
 
 /// Verifies the file itself: the report's JSON document (damage that keeps the file from
 /// opening is printed as verify's finding with `--json`, and returned as the error).
-async fn local(args: &VerifyArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<Value> {
+async fn local(args: &VerifyArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<VerifyRow> {
     let bar = progress(0, "verify");
     bar.set_message(format!("reading {}", args.common.db.display()));
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
@@ -54,39 +58,29 @@ async fn local(args: &VerifyArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<Va
     let store = engine.store().clone();
     let report = tokio::task::spawn_blocking(move || store.verify()).await??;
     bar.finish_and_clear();
-    Ok(crate::debug::views::verify_json(&report))
+    Ok(crate::debug::views::verify_row(&report))
 }
 
 /// Prints a verify document (as the file path or the endpoint made it); exit 3 when it names
 /// problems.
-fn show(doc: &Value, json: bool) -> anyhow::Result<()> {
-    let n = |key: &str| doc[key].as_u64().unwrap_or(0);
+fn show(doc: &VerifyRow, json: bool) -> anyhow::Result<()> {
     let counts = format!(
         "{} threads, {} events, {} checkpoints, {} payloads, {} locks",
-        n("threads"),
-        n("events"),
-        n("checkpoints"),
-        n("payloads"),
-        n("locks")
+        doc.threads, doc.events, doc.checkpoints, doc.payloads, doc.locks
     );
-    let problems = doc["problems"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let problems = &doc.problems;
     if json {
         print_json(doc)?;
     } else if problems.is_empty() {
         print_text(&format!("ok: {counts} checked; no damage"));
     } else {
         let mut table = Table::new(&["TABLE", "THREAD", "SEQ/ID", "PROBLEM"]);
-        let cell = |v: &Value| match v {
-            Value::Null => "-".to_owned(),
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
         for p in problems {
             table.row(vec![
-                cell(&p["table"]),
-                cell(&p["thread"]),
-                cell(&p["seq"]),
-                cell(&p["detail"]),
+                p.table.clone(),
+                p.thread.clone().unwrap_or_else(|| "-".into()),
+                p.seq.map_or_else(|| "-".into(), |s| s.to_string()),
+                p.detail.clone(),
             ]);
         }
         print_text(&table.render());

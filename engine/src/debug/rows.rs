@@ -7,8 +7,15 @@ use cairn_storage::{CheckpointMeta, WorkflowRef};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod thread;
+pub(crate) use thread::{
+    Budget, Budgets, LastError, LockRow, Parent, ProblemRow, Redactable, StateDiff, StateRow,
+    ThreadDetails, ThreadRow, ThreadsPage, VerifyRow,
+};
+
 /// One event: `cairn events --json`, `GET /api/threads/{id}/events`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct EventRow {
     pub seq: u64,
     pub lsn: u64,
@@ -21,8 +28,22 @@ pub(crate) struct EventRow {
     pub body: Value,
 }
 
+/// A page of a thread's events, `GET /api/threads/{id}/events`: the thread's status read before
+/// them, where its stored log starts (after 1 once pruned) and the `since` of the next page. The
+/// endpoint serves its events as JSON (redacted when it must be), the CLI reads them as rows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EventsPage<E = EventRow> {
+    pub events: Vec<E>,
+    pub first_seq: u64,
+    pub next_since: u64,
+    pub status: String,
+    pub thread: String,
+}
+
 /// One traced message: `cairn trace --json`, `GET /api/trace`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct MessageRow {
     pub lsn: u64,
     pub thread: String,
@@ -38,6 +59,13 @@ pub(crate) struct MessageRow {
     pub parent: Option<String>,
 }
 
+/// The messages `GET /api/trace` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Traced {
+    pub messages: Vec<MessageRow>,
+}
+
 /// Where a checkpoint's snapshot stands in its thread's log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Covers {
@@ -48,6 +76,7 @@ pub(crate) struct Covers {
 
 /// One checkpoint's metadata: `cairn checkpoints --json`, `GET /api/checkpoints`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct CheckpointRow {
     pub id: u64,
     pub thread: String,
@@ -57,6 +86,15 @@ pub(crate) struct CheckpointRow {
     pub created_at_ms: u64,
     pub snapshot_len: u64,
     pub meta: CheckpointMeta,
+}
+
+/// A page of checkpoints, newest first: `GET /api/checkpoints`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CheckpointsPage {
+    pub checkpoints: Vec<CheckpointRow>,
+    pub limit: usize,
+    pub offset: usize,
 }
 
 /// One checkpoint with what it restores: `cairn checkpoint show --json`,
@@ -73,6 +111,7 @@ pub(crate) struct CheckpointDetails {
 
 /// One resumable thread: `cairn resumable --json`, `GET /api/resumable`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct ResumableRow {
     pub thread: String,
     pub workflow: WorkflowRef,
@@ -82,6 +121,13 @@ pub(crate) struct ResumableRow {
     /// Whether this engine has the thread's workflow compiled in.
     pub runnable: bool,
     pub why_not: Option<String>,
+}
+
+/// The threads an engine could resume: `GET /api/resumable`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ResumablePage {
+    pub threads: Vec<ResumableRow>,
 }
 
 /// What a thread deletion removed: `cairn delete --json`, `DELETE /api/threads/{id}`.

@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 
 use super::fold::fold;
 use super::rows::{
-    CheckpointDetails, CheckpointRow, Covers, DeletedRow, EventRow, MessageRow, ResumableRow,
+    Budget, Budgets, CheckpointDetails, CheckpointRow, Covers, DeletedRow, EventRow, LastError,
+    LockRow, MessageRow, Parent, ProblemRow, Redactable, ResumableRow, StateRow, ThreadDetails,
+    ThreadRow, VerifyRow,
 };
 use crate::Engine;
 use crate::core::children::PARENT_LABEL;
@@ -20,104 +22,110 @@ use crate::error::Error;
 use crate::exec::fetch;
 use crate::limits::READ_CHUNK_EVENTS;
 
-/// The small JSON summary the runner keeps in each thread record.
-pub(crate) fn record_summary(record: &ThreadRecord) -> Value {
-    serde_json::from_slice(&record.summary).unwrap_or(Value::Null)
+/// The summary the runner keeps in each thread record (`core/summary.rs`), as far as a listing
+/// shows it; a summary that does not read shows nothing.
+#[derive(Default, serde::Deserialize)]
+struct Summary {
+    step: Option<u64>,
+    frontier: Option<Vec<String>>,
+    progress: Option<cairn_dsl::Progress>,
+    last_error: Option<String>,
 }
 
 /// One thread as a listing shows it (`cairn threads --json`, `GET /api/threads`).
-pub(crate) fn thread_row(record: &ThreadRecord) -> Value {
-    let s = record_summary(record);
-    json!({
-        "thread": record.id.as_str(),
-        "workflow": record.workflow,
-        "status": record.status.as_str(),
-        "step": s.get("step"),
-        "frontier": s.get("frontier"),
-        "progress": s.get("progress"),
-        "last_error": s.get("last_error"),
-        "last_seq": record.last.map(|b| b.seq.0),
-        "first_seq": record.first_seq.0,
-        "created_at_ms": record.created_at_ms,
-        "updated_at_ms": record.updated_at_ms,
-        "labels": record.labels,
-        "parent": parent(record),
-    })
+pub(crate) fn thread_row(record: &ThreadRecord) -> ThreadRow {
+    let s: Summary = serde_json::from_slice(&record.summary).unwrap_or_default();
+    ThreadRow {
+        created_at_ms: record.created_at_ms,
+        first_seq: record.first_seq.0,
+        frontier: s.frontier,
+        labels: record.labels.clone(),
+        last_error: s.last_error,
+        last_seq: record.last.map(|b| b.seq.0),
+        parent: parent(record),
+        progress: s.progress,
+        status: record.status.as_str().to_owned(),
+        step: s.step,
+        thread: record.id.as_str().to_owned(),
+        updated_at_ms: record.updated_at_ms,
+        workflow: record.workflow.clone(),
+    }
 }
 
-/// The thread `record` comes from: the one it was forked from (`{"thread", "seq"}`: at `seq`),
-/// or the one whose sub-workflow node runs it (named by its [`PARENT_LABEL`]: `seq` null and
-/// `"via": "sub-workflow"`); `null` for a thread started on its own.
-fn parent(record: &ThreadRecord) -> Value {
+/// The thread `record` comes from: the one it was forked from (at `seq`), or the one whose
+/// sub-workflow node runs it (named by its [`PARENT_LABEL`]: `seq` null, via `sub-workflow`);
+/// `None` for a thread started on its own.
+fn parent(record: &ThreadRecord) -> Option<Parent> {
     if let Some((t, s)) = &record.parent {
-        return json!({"thread": t.as_str(), "seq": s.0});
+        return Some(Parent { seq: Some(s.0), thread: t.as_str().to_owned(), via: None });
     }
-    match record.labels.get(PARENT_LABEL) {
-        Some(p) => json!({"thread": p, "seq": null, "via": "sub-workflow"}),
-        None => Value::Null,
-    }
+    let p = record.labels.get(PARENT_LABEL)?;
+    Some(Parent { seq: None, thread: p.clone(), via: Some("sub-workflow".into()) })
 }
 
-/// Everything `cairn show` reports, as JSON (what `--json` prints and `GET /api/threads/{id}`
-/// serves).
-pub(crate) async fn thread_details(engine: &Engine, record: &ThreadRecord) -> Result<Value, Error> {
+/// Everything `cairn show` reports (what `--json` prints and `GET /api/threads/{id}` serves).
+pub(crate) async fn thread_details(
+    engine: &Engine,
+    record: &ThreadRecord,
+) -> Result<ThreadDetails, Error> {
     let folded = fold(engine, &record.id, None).await?;
-    let m = &folded.ctx.meta;
-    let locks: Vec<Value> = engine
-        .store()
-        .locks()
-        .await?
-        .into_iter()
-        .filter(|l| l.owner == record.id.as_str())
-        .map(|l| json!({"name": l.name, "acquired_at_ms": l.acquired_at_ms, "expires_at_ms": l.expires_at_ms}))
-        .collect();
+    let m = folded.ctx.meta;
+    let locks = engine.store().locks().await?.into_iter().filter(|l| l.owner == record.id.as_str());
+    let locks = locks.map(|l| LockRow {
+        acquired_at_ms: l.acquired_at_ms,
+        expires_at_ms: l.expires_at_ms,
+        name: l.name,
+    });
     let t = &m.telemetry;
     let wall = m.updated_at_ms.saturating_sub(m.created_at_ms);
     let limits = engine.workflow_for(record).ok().map(|wf| wf.budgets().clone());
-    let budget =
-        |used: u64, limit: Option<Option<u64>>| json!({"used": used, "limit": limit.flatten()});
-    let budgets = json!({
-        "steps": budget(t.steps, limits.as_ref().map(|b| b.max_steps)),
-        "tool_calls": budget(t.tool_calls, limits.as_ref().map(|b| b.max_tool_calls)),
-        "tokens": budget(t.tokens, limits.as_ref().map(|b| b.max_tokens)),
-        "cost_micros": budget(t.cost_micros, limits.as_ref().map(|b| b.max_cost_micros)),
-        "wall_ms": budget(wall, limits.as_ref().map(|b| b.max_wall_ms)),
-    });
-    let last_error = m.errors.back().map(|e| {
-        json!({"seq": e.seq, "task": e.task.to_string(), "error": e.error.to_string(), "at_ms": e.at_ms})
+    let limit = |f: fn(&cairn_dsl::Budgets) -> Option<u64>| limits.as_ref().and_then(f);
+    let budgets = Budgets {
+        cost_micros: Budget { used: t.cost_micros, limit: limit(|b| b.max_cost_micros) },
+        steps: Budget { used: t.steps, limit: limit(|b| b.max_steps) },
+        tokens: Redactable::Shown(Budget { used: t.tokens, limit: limit(|b| b.max_tokens) }),
+        tool_calls: Budget { used: t.tool_calls, limit: limit(|b| b.max_tool_calls) },
+        wall_ms: Budget { used: wall, limit: limit(|b| b.max_wall_ms) },
+    };
+    let last_error = m.errors.back().map(|e| LastError {
+        at_ms: e.at_ms,
+        error: e.error.to_string(),
+        seq: e.seq,
+        task: e.task.to_string(),
     });
     // Errors that are not a node's (a resume blocked by a diverging replay) are only in the
     // record's summary.
-    let summary_error = serde_json::from_slice::<Value>(&record.summary)
-        .ok()
-        .and_then(|s| s.get("last_error").and_then(Value::as_str).map(str::to_owned));
-    let mut out = thread_row(record);
-    let extra = json!({
-        "status_reason": summary_error,
-        "status": m.status.as_str(),
-        "step": m.step,
-        "seq": m.seq,
-        "frontier": m.frontier,
-        "waiting": m.waiting,
-        "progress": m.progress,
-        "node_results": m.node_results,
-        "telemetry": m.telemetry,
-        "budgets": budgets,
-        "locks": locks,
-        "lease": record.lease,
-        "last_error": last_error,
-        "fork": m.fork,
-        "continued_as": m.continued_as,
-        "continued_from": m.continued_from,
-        "undos": m.undos,
-        "unwinding": m.unwinding,
-        "output": m.output,
-        "state_unknown": folded.state_unknown,
-    });
-    if let (Value::Object(out), Value::Object(extra)) = (&mut out, extra) {
-        out.extend(extra);
-    }
-    Ok(out)
+    let row = thread_row(record);
+    Ok(ThreadDetails {
+        budgets,
+        continued_as: m.continued_as,
+        continued_from: m.continued_from,
+        created_at_ms: row.created_at_ms,
+        first_seq: row.first_seq,
+        fork: m.fork.map(serde_json::to_value).transpose()?,
+        frontier: m.frontier,
+        labels: row.labels,
+        last_error,
+        last_seq: row.last_seq,
+        lease: record.lease.clone(),
+        locks: locks.collect(),
+        node_results: serde_json::to_value(&m.node_results)?,
+        output: m.output,
+        parent: row.parent,
+        progress: m.progress,
+        seq: m.seq,
+        state_unknown: folded.state_unknown,
+        status: m.status.as_str().to_owned(),
+        status_reason: row.last_error,
+        step: m.step,
+        telemetry: m.telemetry,
+        thread: row.thread,
+        undos: m.undos.iter().map(serde_json::to_value).collect::<Result<_, _>>()?,
+        unwinding: m.unwinding.map(serde_json::to_value).transpose()?,
+        updated_at_ms: row.updated_at_ms,
+        waiting: m.waiting.map(serde_json::to_value).transpose()?,
+        workflow: row.workflow,
+    })
 }
 
 /// One event as `cairn events --json` prints it and `GET /api/threads/{id}/events` serves it.
@@ -132,15 +140,15 @@ pub(crate) async fn event_row(store: &dyn Store, event: Event) -> Result<EventRo
 
 /// The state at a seq as `cairn state --json` prints it and `GET /api/threads/{id}/state`
 /// serves it.
-pub(crate) fn state_json(view: &super::StateView) -> Value {
-    json!({
-        "thread": view.thread,
-        "seq": view.seq,
-        "step": view.step,
-        "status": view.status.as_str(),
-        "frontier": view.meta.frontier,
-        "state": view.state,
-    })
+pub(crate) fn state_row(view: super::StateView) -> StateRow {
+    StateRow {
+        frontier: view.meta.frontier,
+        seq: view.seq,
+        state: view.state,
+        status: view.status.as_str().to_owned(),
+        step: view.step,
+        thread: view.thread,
+    }
 }
 
 /// What a thread deletion removed, as `cairn delete --json` prints it and `DELETE
@@ -158,29 +166,23 @@ pub(crate) fn deleted_row(thread: &str, d: &cairn_storage::Deleted) -> DeletedRo
 }
 
 /// A verify report as `cairn verify --json` prints it and `GET /api/verify` answers it.
-pub(crate) fn verify_json(report: &cairn_storage::VerifyReport) -> Value {
-    let problems: Vec<Value> = report
-        .problems
-        .iter()
-        .map(|p| {
-            json!({
-                "table": p.table,
-                "thread": p.thread.as_ref().map(|t| t.as_str()),
-                "seq": p.seq.map(|s| s.0),
-                "detail": p.detail,
-            })
-        })
-        .collect();
-    json!({
-        "clean": report.is_clean(),
-        "opened": true,
-        "threads": report.threads,
-        "events": report.events,
-        "checkpoints": report.checkpoints,
-        "payloads": report.payloads,
-        "locks": report.locks,
-        "problems": problems,
-    })
+pub(crate) fn verify_row(report: &cairn_storage::VerifyReport) -> VerifyRow {
+    let problems = report.problems.iter().map(|p| ProblemRow {
+        detail: p.detail.clone(),
+        seq: p.seq.map(|s| s.0),
+        table: p.table.to_owned(),
+        thread: p.thread.as_ref().map(|t| t.as_str().to_owned()),
+    });
+    VerifyRow {
+        checkpoints: report.checkpoints,
+        clean: report.is_clean(),
+        events: report.events,
+        locks: report.locks,
+        opened: true,
+        payloads: report.payloads,
+        problems: problems.collect(),
+        threads: report.threads,
+    }
 }
 
 /// One checkpoint's metadata as `cairn checkpoints --json` prints it.
@@ -261,6 +263,7 @@ pub(crate) fn resumable_rows(engine: &Engine, mut records: Vec<ThreadRecord>) ->
 ///
 /// # Errors
 /// Storage errors.
+#[cfg(feature = "cli")]
 pub(crate) async fn threads_page(
     store: &dyn Store,
     filter: &ThreadFilter,
@@ -326,11 +329,13 @@ pub(crate) async fn threads_after(
 
 /// The `keep` first items in natural order of their keys (ties in byte order), kept while any
 /// number of items are offered: a bounded max-heap, so memory holds `keep` items and no more.
+#[cfg(feature = "cli")]
 pub(crate) struct NaturalFirst<T> {
     keep: usize,
     heap: std::collections::BinaryHeap<Keyed<T>>,
 }
 
+#[cfg(feature = "cli")]
 impl<T> NaturalFirst<T> {
     /// Keeps the `keep` first.
     pub(crate) fn new(keep: usize) -> Self {
@@ -358,29 +363,34 @@ impl<T> NaturalFirst<T> {
 }
 
 /// An item ordered by its key, naturally (ties in byte order, as the store's order left them).
+#[cfg(feature = "cli")]
 pub(crate) struct Keyed<T> {
     key: String,
     item: T,
 }
 
+#[cfg(feature = "cli")]
 impl<T> Ord for Keyed<T> {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         natural_cmp(&self.key, &other.key).then_with(|| self.key.cmp(&other.key))
     }
 }
 
+#[cfg(feature = "cli")]
 impl<T> PartialOrd for Keyed<T> {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
 }
 
+#[cfg(feature = "cli")]
 impl<T> PartialEq for Keyed<T> {
     fn eq(&self, other: &Self) -> bool {
         self.key == other.key
     }
 }
 
+#[cfg(feature = "cli")]
 impl<T> Eq for Keyed<T> {}
 
 /// The events of `thread` after seq `after` that pass `kinds` (all when empty), decoded, at

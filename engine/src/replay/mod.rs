@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use cairn_dsl::{Ctx, DynNodeKind, DynWorkflow, Target};
 use cairn_storage::{Event, Seq, Store, ThreadId};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -35,7 +35,7 @@ pub struct ReplayOptions {
 }
 
 /// The first place the current code disagrees with the record.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Divergence {
     /// The step.
     pub step: u64,
@@ -87,7 +87,7 @@ fn cut(v: &Value) -> String {
 const DISPLAY_VALUE_CHARS: usize = 200;
 
 /// The result of a replay.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplayReport {
     /// The thread.
     pub thread: String,

@@ -10,12 +10,13 @@ use serde_json::{Value, json};
 
 use super::app::{App, Params, reject};
 use super::params::{CheckpointsParams, RedactParams, Reject};
+use crate::debug::rows::CheckpointsPage;
 use crate::debug::views;
 
 pub(super) async fn list(
     State(app): State<App>,
     Params(p): Params<CheckpointsParams>,
-) -> Result<Json<Value>, Reject> {
+) -> Result<Json<CheckpointsPage>, Reject> {
     let page = Page { limit: p.limit, offset: p.offset };
     let infos = app
         .engine
@@ -23,8 +24,8 @@ pub(super) async fn list(
         .list_checkpoints(&p.filter(), page)
         .await
         .map_err(|e| reject(e.into(), "checkpoints"))?;
-    let rows: Vec<_> = infos.iter().map(views::checkpoint_row).collect();
-    Ok(Json(json!({"checkpoints": rows, "offset": p.offset, "limit": p.limit})))
+    let checkpoints = infos.iter().map(views::checkpoint_row).collect();
+    Ok(Json(CheckpointsPage { checkpoints, limit: p.limit, offset: p.offset }))
 }
 
 pub(super) async fn show(

@@ -4,23 +4,22 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde_json::{Value, json};
 
 use super::app::{App, Params, reject};
 use super::params::{Reject, TraceParams};
+use crate::debug::rows::Traced;
 use crate::debug::views::message_row;
 use crate::debug::{TraceQuery, TraceScope};
 
 pub(super) async fn trace(
     State(app): State<App>,
     Params(p): Params<TraceParams>,
-) -> Result<Json<Value>, Reject> {
+) -> Result<Json<Traced>, Reject> {
     let scope = if p.threads.is_empty() { TraceScope::All } else { TraceScope::Threads(p.threads) };
     let mut query = TraceQuery::new(scope);
     query.correlation_id = p.correlation_id;
     query.between = <[String; 2]>::try_from(p.between).ok().map(|[a, b]| (a, b));
     (query.from_ms, query.to_ms, query.chain_to) = (p.from_ms, p.to_ms, p.chain);
     let found = app.engine.trace(&query).await.map_err(|e| reject(e, "trace"))?;
-    let rows: Vec<_> = found.iter().map(message_row).collect();
-    Ok(Json(json!({"messages": rows})))
+    Ok(Json(Traced { messages: found.iter().map(message_row).collect() }))
 }

@@ -17,13 +17,14 @@ use utoipa::{IntoParams, PartialSchema, ToSchema};
 
 use super::app::App;
 use super::params::{
-    CheckpointsParams, EventsParams, ForceParams, GraphParams, HealthParams, ListParams, NoParams,
-    RedactParams, StateParams, TraceParams, VersionParams, WaitParams,
+    CheckpointsParams, EventsParams, ForceParams, GraphFormat, GraphParams, HealthParams,
+    ListParams, NoParams, RedactParams, StateParams, TraceParams, VersionParams, WaitParams,
 };
 use super::params_ops::{BundleParams, ResumableParams};
 use super::params_view::{SearchParam, TimelineParams};
-use super::wire::{Finish, Refusal, Started, ThreadResult};
+use super::wire::{Refusal, Started, ThreadResult};
 use super::{Route, controls, start};
+use crate::debug::rows::{StateRow, ThreadDetails, ThreadsPage, VerifyRow};
 
 /// The security scheme's name in the document: the bearer token (`<db>.token`).
 const TOKEN: &str = "token";
@@ -41,6 +42,8 @@ pub(super) struct Doc {
     media: Option<&'static str>,
     /// The answer's type, a component (an object when `None`).
     answer: Option<String>,
+    /// The answer's component and the components it names.
+    schemas: Vec<(String, RefOr<Schema>)>,
 }
 
 impl Doc {
@@ -59,6 +62,8 @@ impl Doc {
     }
 
     fn answers<T: ToSchema>(mut self) -> Self {
+        self.schemas.push((T::name().into_owned(), T::schema()));
+        T::schemas(&mut self.schemas);
         self.answer = Some(T::name().into_owned());
         self
     }
@@ -79,12 +84,18 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
         ("GET", "/metrics") => Doc::new("Prometheus text").query::<NoParams>().media(text),
         ("GET", "/api/openapi.json") => Doc::new("This document").query::<NoParams>(),
         ("GET", "/api/health") => Doc::new("The health report").query::<HealthParams>(),
-        ("GET", "/api/verify") => Doc::new("Every record checked").query::<NoParams>(),
+        ("GET", "/api/verify") => {
+            Doc::new("Every record checked").query::<NoParams>().answers::<VerifyRow>()
+        }
         ("GET", "/api/metrics") => {
             Doc::new("Prometheus text or the health report").query::<NoParams>().media(text)
         }
-        ("GET", "/api/threads") => Doc::new("A page of threads").query::<ListParams>(),
-        ("GET", "/api/threads/{id}") => Doc::new("One thread").query::<RedactParams>(),
+        ("GET", "/api/threads") => {
+            Doc::new("A page of threads").query::<ListParams>().answers::<ThreadsPage>()
+        }
+        ("GET", "/api/threads/{id}") => {
+            Doc::new("One thread").query::<RedactParams>().answers::<ThreadDetails>()
+        }
         ("DELETE", "/api/threads/{id}") => Doc::new("Deletes a thread").query::<ForceParams>(),
         ("GET", "/api/threads/{id}/result") => Doc::new("The thread's result (a long poll)")
             .query::<WaitParams>()
@@ -93,7 +104,9 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
             Doc::new("Events after a seq; `follow=1`: Server-Sent Events").query::<EventsParams>()
         }
         ("GET", "/api/threads/{id}/state") => {
-            Doc::new("State after a seq or at a time, or a diff").query::<StateParams>()
+            Doc::new("State after a seq or at a time (`diff`: {thread, from, to, changes})")
+                .query::<StateParams>()
+                .answers::<StateRow>()
         }
         ("GET", "/api/threads/{id}/checkpoints") => {
             Doc::new("The thread's checkpoints").query::<RedactParams>()
@@ -157,18 +170,18 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
 
 /// The document of `routes` (the endpoint's route table).
 pub(super) fn document(routes: &[Route]) -> OpenApi {
-    let mut paths = PathsBuilder::new();
+    let (mut paths, mut schemas) = (PathsBuilder::new(), Vec::new());
     for route in routes {
-        let doc = doc(route).unwrap_or_else(|| Doc::new("Undocumented"));
+        let mut doc = doc(route).unwrap_or_else(|| Doc::new("Undocumented"));
+        schemas.append(&mut doc.schemas);
         paths = paths.path(route.path, PathItem::new(method(route.method), operation(route, doc)));
     }
     let bearer = SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer));
     let components = ComponentsBuilder::new()
         .security_scheme(TOKEN, bearer)
         .schema_from::<Refusal>()
-        .schema_from::<Finish>()
-        .schema_from::<ThreadResult>()
-        .schema_from::<Started>();
+        .schema_from::<GraphFormat>()
+        .schemas_from_iter(schemas);
     OpenApiBuilder::new()
         .info(
             InfoBuilder::new()

@@ -16,14 +16,14 @@ use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
 
 use super::app::{App, Params, blocking, reject};
 use super::params::{NoParams, Reject};
 use super::params_ops::{BundleParams, ResumableParams};
 use super::threads::{record_of, segment};
+use crate::debug::rows::ResumablePage;
 use crate::debug::{Redactor, views};
-use crate::replay::ReplayOptions;
+use crate::replay::{ReplayOptions, ReplayReport};
 
 pub(super) async fn bundle(
     State(app): State<App>,
@@ -44,18 +44,18 @@ pub(super) async fn replay(
     State(app): State<App>,
     id: Result<Path<String>, PathRejection>,
     _: Params<NoParams>,
-) -> Result<Json<Value>, Reject> {
+) -> Result<Json<ReplayReport>, Reject> {
     let id = segment(id)?;
     record_of(&app.engine, &id).await?;
     let report =
         app.engine.replay(&id, &ReplayOptions::default()).await.map_err(|e| reject(e, "thread"))?;
-    Ok(Json(serde_json::to_value(&report).map_err(|e| reject(e.into(), "thread"))?))
+    Ok(Json(report))
 }
 
 pub(super) async fn resumable(
     State(app): State<App>,
     Params(ResumableParams { max_age_ms }): Params<ResumableParams>,
-) -> Result<Json<Value>, Reject> {
+) -> Result<Json<ResumablePage>, Reject> {
     // Every thread listed: off the async workers (a file's reads answer inline), still awaited.
     let runtime = tokio::runtime::Handle::current();
     blocking(move || {
@@ -68,7 +68,7 @@ pub(super) async fn resumable(
                 }
             })
             .map_err(|e| reject(e, "resumable"))?;
-        Ok(Json(json!({"threads": views::resumable_rows(engine, records)})))
+        Ok(Json(ResumablePage { threads: views::resumable_rows(engine, records) }))
     })
     .await
 }

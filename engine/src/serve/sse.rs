@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use super::app::{App, Params, reject};
 use super::params::{EventsParams, Reject};
 use super::threads::record_of;
+use crate::debug::rows::EventsPage;
 use crate::debug::views::events_after;
 
 /// How often a follower looks for new events: low enough for a person watching, and a read of
@@ -37,13 +38,9 @@ pub(super) async fn events(
     if !p.follow {
         // The status read before the page, and where the stored log starts (a pruned thread's
         // is after 1): what a client paging or polling the log needs to know when to stop.
-        let answer = json!({
-            "thread": id,
-            "events": page,
-            "next_since": last,
-            "status": record.status.as_str(),
-            "first_seq": record.first_seq.0,
-        });
+        let (status, first_seq) = (record.status.as_str().to_owned(), record.first_seq.0);
+        let answer =
+            EventsPage::<Value> { events: page, first_seq, next_since: last, status, thread: id };
         return Ok(Json(answer).into_response());
     }
     let done = terminal && page.is_empty();

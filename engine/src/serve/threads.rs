@@ -16,6 +16,7 @@ use super::params::{
     StateParams,
 };
 use crate::api::engine::Engine;
+use crate::debug::rows::{StateDiff, ThreadsPage, VerifyRow};
 use crate::debug::views;
 use crate::limits::SERVE_PAGE_MAX;
 
@@ -68,11 +69,11 @@ pub(super) async fn health(
 pub(super) async fn verify(
     State(app): State<App>,
     _: Params<NoParams>,
-) -> Result<Json<Value>, Reject> {
+) -> Result<Json<VerifyRow>, Reject> {
     let report =
         blocking(move || app.engine.store().verify().map_err(|e| reject(e.into(), "verify")))
             .await?;
-    Ok(Json(views::verify_json(&report)))
+    Ok(Json(views::verify_row(&report)))
 }
 
 pub(super) async fn metrics(
@@ -109,15 +110,15 @@ pub(super) async fn prometheus(
 pub(super) async fn list(
     State(app): State<App>,
     Params(p): Params<ListParams>,
-) -> Result<Json<Value>, Reject> {
+) -> Result<Json<ThreadsPage>, Reject> {
     let store = app.engine.store().as_ref();
     let (records, next) =
         views::threads_after(store, &p.filter(), p.after.as_ref(), p.offset, p.limit)
             .await
             .map_err(|e| reject(e, "threads"))?;
-    let rows: Vec<Value> = records.iter().map(views::thread_row).collect();
+    let threads = records.iter().map(views::thread_row).collect();
     let next = next.map(|id| id.to_string());
-    Ok(Json(json!({"threads": rows, "offset": p.offset, "limit": p.limit, "next": next})))
+    Ok(Json(ThreadsPage { limit: p.limit, next, offset: p.offset, threads }))
 }
 
 pub(super) async fn show(
@@ -128,7 +129,7 @@ pub(super) async fn show(
     let id = segment(id)?;
     let record = record_of(&app.engine, &id).await?;
     let out = views::thread_details(&app.engine, &record).await.map_err(|e| reject(e, "thread"))?;
-    Ok(Json(app.answer(out, redact)))
+    Ok(Json(app.answer(json!(out), redact)))
 }
 
 pub(super) async fn state(
@@ -142,7 +143,7 @@ pub(super) async fn state(
     let out = match p.diff {
         Some(SeqPair(a, b)) => {
             let changes = engine.diff(&id, a, b).await.map_err(|e| reject(e, "diff"))?;
-            json!({"thread": id, "from": a, "to": b, "changes": changes})
+            json!(StateDiff { changes, from: a, thread: id, to: b })
         }
         None => {
             let view = match p.at_time {
@@ -151,7 +152,7 @@ pub(super) async fn state(
                 }
                 None => engine.state_at(&id, p.at).await.map_err(|e| reject(e, "at"))?,
             };
-            views::state_json(&view)
+            json!(views::state_row(view))
         }
     };
     Ok(Json(app.answer(out, p.redact)))

@@ -32,6 +32,7 @@ pub use super::params_view::TIMELINE_EVENTS_MAX;
 use super::params_view::{TimelineParams, view_threads_params};
 use super::threads::{record_of, segment};
 use crate::core::event::{Body, TaskKey};
+use crate::debug::rows::{ThreadDetails, ThreadRow};
 use crate::debug::views;
 use crate::exec::fetch::children_of;
 use crate::exec::fetch::decode;
@@ -74,7 +75,7 @@ pub(super) async fn threads(State(app): State<App>, q: Q) -> Result<Json<Value>,
         }
         let total = records.len();
         records.sort_by(|a, b| views::natural_cmp(a.id.as_str(), b.id.as_str()));
-        let rows: Vec<Value> =
+        let rows: Vec<ThreadRow> =
             records.iter().skip(p.offset).take(p.limit).map(views::thread_row).collect();
         let workflows: BTreeSet<String> =
             app.engine.workflows().iter().map(|w| w.id().to_owned()).collect();
@@ -154,13 +155,11 @@ fn latest_child(parent: &ThreadId, node: &str, children: &[ThreadRecord]) -> Opt
 
 /// Where each node stands, from a thread's details (`cairn show`'s JSON): the waiting node, the
 /// latest result of each node that ran, the frontier of a thread that has not ended.
-pub(crate) fn marks(details: &Value) -> BTreeMap<String, Mark> {
+pub(crate) fn marks(details: &ThreadDetails) -> BTreeMap<String, Mark> {
     let mut out = BTreeMap::new();
-    let terminal = matches!(
-        details["status"].as_str(),
-        Some("completed" | "failed" | "cancelled" | "timed_out")
-    );
-    if let Some(results) = details["node_results"].as_object() {
+    let terminal =
+        matches!(details.status.as_str(), "completed" | "failed" | "cancelled" | "timed_out");
+    if let Some(results) = details.node_results.as_object() {
         for (node, r) in results {
             let status = match r["status"].as_str() {
                 Some("running") if !terminal => NodeStatus::Running,
@@ -177,17 +176,17 @@ pub(crate) fn marks(details: &Value) -> BTreeMap<String, Mark> {
             out.insert(node.clone(), Mark { status, title, child: None });
         }
     }
-    if !terminal && let Some(frontier) = details["frontier"].as_array() {
-        for node in frontier.iter().filter_map(Value::as_str) {
+    if !terminal {
+        for node in &details.frontier {
             let running = out.get(node).is_some_and(|m| m.status == NodeStatus::Running);
             if !running {
                 let title = format!("{node}: due in the next step");
                 let mark = Mark { status: NodeStatus::Pending, title, child: None };
-                out.insert(node.to_owned(), mark);
+                out.insert(node.clone(), mark);
             }
         }
     }
-    let waiting = &details["waiting"];
+    let waiting = details.waiting.as_ref().unwrap_or(&Value::Null);
     if let Some(node) = waiting["task"]["node"].as_str() {
         let what = match waiting["type"].as_str() {
             Some("timer") => "a timer".to_owned(),

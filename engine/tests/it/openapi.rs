@@ -100,10 +100,38 @@ async fn the_openapi_document_lists_every_route_and_every_documented_route_answe
     let answer: ThreadResult = wire::read(body, "result").unwrap();
     assert_eq!((answer.thread.as_str(), answer.result.finished), ("t-1", false));
     assert!(doc["components"]["schemas"]["ThreadResult"].is_object());
+    // The answers the CLI reads as its rows are documented with their fields, and every
+    // reference in the document names a schema it has.
+    let shown = &paths["/api/threads/{id}"]["get"]["responses"]["200"]["content"];
+    let shown = &shown["application/json"]["schema"]["$ref"];
+    assert_eq!(shown, "#/components/schemas/ThreadDetails", "{shown}");
+    let details = &doc["components"]["schemas"]["ThreadDetails"];
+    assert!(details["properties"]["budgets"].is_object(), "{details}");
+    let mut refs = Vec::new();
+    refs_in(&doc, &mut refs);
+    for r in &refs {
+        let name = r.strip_prefix("#/components/schemas/").unwrap_or(r);
+        assert!(doc["components"]["schemas"][name].is_object(), "{r} names no schema");
+    }
+    assert!(refs.iter().any(|r| r.ends_with("/Budget")), "{refs:?}");
     // The start documents its body's fields.
     let start = &paths["/api/workflows/{id}/threads"]["post"]["requestBody"]["content"]["application/json"]
         ["schema"];
     assert!(start["properties"]["input"].is_object(), "{start}");
     drop(server);
     engine.shutdown().await;
+}
+
+/// Every `$ref` in `v`.
+fn refs_in(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            if let Some(r) = map.get("$ref").and_then(serde_json::Value::as_str) {
+                out.push(r.to_owned());
+            }
+            map.values().for_each(|x| refs_in(x, out));
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|x| refs_in(x, out)),
+        _ => {}
+    }
 }
