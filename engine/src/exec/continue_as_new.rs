@@ -1,7 +1,10 @@
 //! Continue-as-new in the runner: the batch that ends a thread continued as new also creates
 //! its successor (`core::continuation`), and the successor is driven once that batch is durable.
+//! A thread that ran on a queue puts its successor in line on the same queue and key, with its
+//! priority (not its dedup key): the queue's limits hold across the chain, and the threads that
+//! waited meanwhile go first.
 
-use cairn_storage::{Batch, ThreadId, ThreadStatus};
+use cairn_storage::{Batch, Enqueue, QueueOp, ThreadId, ThreadStatus};
 
 use super::runner::Runner;
 use super::start::NewThread;
@@ -12,12 +15,20 @@ use crate::error::Error;
 /// Why a successor is driven (its first status change's reason).
 const CONTINUED: &str = "continued from its predecessor";
 
+/// The successor a thread's last batch creates.
+pub(super) struct Successor {
+    id: ThreadId,
+    /// Put in line on its predecessor's queue (admission drives it), not driven at once.
+    queued: bool,
+}
+
 impl Runner {
     /// Adds the creation of the successor this ending thread continues as (its
     /// `continued_as_new` among the emitted events) to `batch`, the thread's last: the
     /// successor's `thread_created` and `continued_from`, its record, and the guard that it
     /// does not exist. The successor runs the thread's workflow with its labels, budgets and
-    /// permissions (not its deadline). `None` for a thread that does not continue.
+    /// permissions (not its deadline), in line on the thread's queue if it ran on one. `None`
+    /// for a thread that does not continue.
     ///
     /// # Errors
     /// [`Error::Invalid`] if the successor's id is taken; storage errors.
@@ -25,7 +36,7 @@ impl Runner {
         &mut self,
         batch: &mut Batch,
         now: u64,
-    ) -> Result<Option<ThreadId>, Error> {
+    ) -> Result<Option<Successor>, Error> {
         if self.ctx.meta.status != ThreadStatus::Completed {
             return Ok(None);
         }
@@ -48,13 +59,34 @@ impl Runner {
         }
         let from = Body::ContinuedFrom { thread: self.env.thread.to_string() };
         codec::push_event(batch, &id, &from, now)?;
-        Ok(Some(id))
+        let member = self.shell.store.queue_member(&self.env.thread).await?;
+        if let Some(member) = &member {
+            batch.threads.iter_mut().filter(|r| r.id == id).for_each(|r| {
+                r.status = ThreadStatus::Queued;
+            });
+            batch.queues.push(QueueOp::Enqueue(Enqueue {
+                thread: id.clone(),
+                queue: member.queue.clone(),
+                key: member.key.clone(),
+                priority: member.priority(),
+                dedup: None,
+            }));
+        }
+        Ok(Some(Successor { id, queued: member.is_some() }))
     }
 
-    /// Drives the successor created with the thread's last batch (now durable).
-    pub(super) fn drive_successor(&self, successor: Option<ThreadId>) {
-        if let Some(id) = successor {
-            super::drive::spawn_drive(&self.shell, id, CONTINUED);
+    /// Drives the successor created with the thread's last batch (now durable), or, put in
+    /// line, wakes the admitter.
+    pub(super) fn drive_successor(&self, successor: Option<Successor>) {
+        match successor {
+            Some(Successor { queued: true, .. }) => {
+                self.shell.queue_waiting.store(true, std::sync::atomic::Ordering::Relaxed);
+                self.shell.admit.notify_one();
+            }
+            Some(Successor { id, queued: false }) => {
+                super::drive::spawn_drive(&self.shell, id, CONTINUED);
+            }
+            None => {}
         }
     }
 }

@@ -108,6 +108,32 @@ async fn a_thread_continues_as_new_and_the_result_follows_the_chain() {
     engine.shutdown().await;
 }
 
+/// A thread on a queue puts its successor in line on the same queue: with one thread at a time,
+/// a thread that waited meanwhile runs before the successor, and never two run at once.
+#[tokio::test]
+async fn the_successor_of_a_thread_on_a_queue_waits_in_line_on_it() {
+    let (_d, path) = db();
+    let wf = chain(Effects::default());
+    let engine = open(redb(&path), &wf).await;
+    let one = cairn::storage::QueueLimits { concurrency_max: Some(1), ..Default::default() };
+    engine.define_queue("q", one).await.unwrap();
+    engine.start("chain", Tally::default(), StartOptions::id("a-1").on_queue("q")).await.unwrap();
+    // The last generation already: it does not continue.
+    let last = Tally { total: 0, log: vec!["gen".into(); GENERATIONS] };
+    engine.start("chain", last, StartOptions::id("b-1").on_queue("q")).await.unwrap();
+    let (end, outcome) = engine.result_following("a-1", Duration::from_secs(30)).await.unwrap();
+    assert_eq!(end, format!("a-1~{GENERATIONS}"));
+    assert_eq!(outcome.expect("the chain ended").status, ThreadStatus::Completed);
+    let b = engine.thread("b-1").await.unwrap().output::<Tally>().await.unwrap();
+    assert_eq!(b.total, TICKS);
+    let runs = crate::queues::runs_from_log(engine.store().as_ref());
+    assert_eq!(runs.order, ["a-1", "b-1", "a-1~1", "a-1~2"], "b-1 waited before a-1's successor");
+    assert_eq!(runs.max_global, 1, "one at a time across the chain");
+    let member = engine.store().queue_member(&ThreadId::new("a-1~2").unwrap()).wait().unwrap();
+    assert!(member.is_none(), "the last successor left the queue when it ended: {member:?}");
+    engine.shutdown().await;
+}
+
 async fn bodies(engine: &Engine, id: &str) -> Vec<Body> {
     let store = engine.store();
     let events = store.read_since(&ThreadId::new(id).unwrap(), Seq(0), 10_000).wait().unwrap();
