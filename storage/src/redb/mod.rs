@@ -22,6 +22,8 @@ mod read;
 mod signals;
 mod snapshot;
 mod tables;
+mod thread_index;
+mod thread_search;
 mod verify;
 mod writer;
 
@@ -49,7 +51,7 @@ use crate::{
 };
 
 /// The Cairn format version this build writes and the newest it reads (see `docs/format.md`).
-pub const FORMAT_VERSION: u16 = 4;
+pub const FORMAT_VERSION: u16 = 5;
 
 /// How a [`RedbStore`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -517,6 +519,9 @@ impl RedbStore {
                 }
                 if version < 4 {
                     guard("migrate", || queues::migrate(&db))?;
+                }
+                if version < 5 {
+                    guard("migrate", || thread_index::migrate(&db))?;
                 }
                 counters
             }
