@@ -15,6 +15,7 @@ mod guard;
 mod in_place;
 mod index;
 mod meta;
+mod migrate;
 mod path;
 mod prune;
 mod queues;
@@ -511,18 +512,7 @@ impl RedbStore {
     ) -> Result<RedbStore, Error> {
         let counters = match guard("open", || tables::check_meta(&db))? {
             MetaState::Cairn(counters, version) => {
-                if version < 2 {
-                    guard("migrate", || correlations::migrate(&db))?;
-                }
-                if version < 3 {
-                    guard("migrate", || signals::migrate(&db))?;
-                }
-                if version < 4 {
-                    guard("migrate", || queues::migrate(&db))?;
-                }
-                if version < 5 {
-                    guard("migrate", || thread_index::migrate(&db))?;
-                }
+                migrate::upgrade(&db, version, "migrate")?;
                 counters
             }
             MetaState::Empty if may_initialise => {
