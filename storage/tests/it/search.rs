@@ -238,3 +238,95 @@ fn a_label_filter_over_many_threads_costs_its_matches() {
     );
     assert!(index < scan, "the index ({index:?}) is no faster than a scan ({scan:?})");
 }
+
+#[cfg(feature = "postgres")]
+mod pg {
+    use cairn_storage::pg_cluster::Cluster;
+    use cairn_storage::{Catalog, Durability, Maintenance, Page, PgStore, ThreadFilter};
+
+    use super::{filter, ids, measure, search_contract, searchable};
+    use crate::common::append;
+
+    #[test]
+    fn the_postgres_label_index_answers_what_a_scan_answers() {
+        let Some(cluster) = Cluster::start("search_pg_contract") else { return };
+        let store = PgStore::connect(&cluster.new_database(), Durability::Immediate).unwrap();
+        search_contract(&store);
+    }
+
+    /// A stale label row and a wrong status column are reported; a format-4 database (no label
+    /// table) is filled at connect and moved to format 5, by one of two stores connecting.
+    #[test]
+    fn postgres_verify_and_the_v4_migration() {
+        let Some(cluster) = Cluster::start("search_pg_verify_migrate") else { return };
+        let url = cluster.new_database();
+        let store = PgStore::connect(&url, Durability::Immediate).unwrap();
+        let batch = cairn_storage::Batch {
+            threads: (0..12).map(searchable).collect(),
+            ..cairn_storage::Batch::default()
+        };
+        append(&store, batch);
+        let mut sql = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        sql.batch_execute(
+            "INSERT INTO cairn_thread_labels VALUES ('s-01', 'stale', 'yes'); \
+             UPDATE cairn_threads SET status = 'failed' WHERE id = 's-02'; \
+             DELETE FROM cairn_thread_labels WHERE thread = 's-03'",
+        )
+        .unwrap();
+        let report = store.verify().unwrap();
+        let found: Vec<(&str, String)> = report
+            .problems
+            .iter()
+            .map(|p| (p.table, p.thread.as_ref().map(ToString::to_string).unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("threads_by_label", "s-01".into()),
+                ("threads_by_label", "s-03".into()),
+                ("threads_by_status", "s-02".into())
+            ],
+            "{:?}",
+            report.problems
+        );
+        drop(store);
+        sql.batch_execute(
+            "DROP TABLE cairn_thread_labels; \
+             UPDATE cairn_threads SET status = 'paused' WHERE id = 's-02'; \
+             UPDATE cairn_meta SET value = 4 WHERE key = 'format_version'",
+        )
+        .unwrap();
+        let (a, b) = std::thread::scope(|s| {
+            let one = s.spawn(|| PgStore::connect(&url, Durability::Immediate).unwrap());
+            let two = s.spawn(|| PgStore::connect(&url, Durability::Immediate).unwrap());
+            (one.join().unwrap(), two.join().unwrap())
+        });
+        drop(b);
+        let gold = filter(None, &[("tier", "gold")]);
+        let listed = a.list_threads(&gold, Page { limit: 10, offset: 0 }).wait().unwrap();
+        assert_eq!(ids(&listed), ["s-00", "s-05", "s-10"]);
+        let report = a.verify().unwrap();
+        assert!(report.is_clean(), "{:?}", report.problems);
+        let format: i64 = sql
+            .query_one("SELECT value FROM cairn_meta WHERE key = 'format_version'", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(format, 5);
+        let all = a.list_threads(&ThreadFilter::default(), Page { limit: 100, offset: 0 });
+        assert_eq!(all.wait().unwrap().len(), 12);
+    }
+
+    #[test]
+    fn a_label_filter_over_many_threads_on_postgres() {
+        let Some(cluster) = Cluster::start("search_pg_measure") else { return };
+        let n = if std::env::var("SEARCH_BENCH").is_ok_and(|v| v == "1") { 100_000 } else { 5_000 };
+        let store = PgStore::connect(&cluster.new_database(), Durability::Immediate).unwrap();
+        let (scan, index) = measure(&store, n);
+        eprintln!(
+            "SEARCH backend=postgres threads={n} matches=10 scan_ms={:.2} index_ms={:.2}",
+            scan.as_secs_f64() * 1e3,
+            index.as_secs_f64() * 1e3
+        );
+        assert!(index < scan, "the index ({index:?}) is no faster than a scan ({scan:?})");
+    }
+}
