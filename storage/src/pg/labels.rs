@@ -1,8 +1,9 @@
 //! The thread search index on PostgreSQL (format v5, `docs/format.md` §2.6): the table
 //! `cairn_thread_labels (thread, key, value)`, primary key `(thread, key)`, indexed by
 //! `(key, value, thread)`, rewritten for a thread only when a group changes its labels, in the
-//! group's transaction; its filling from the stored records when a v4 database is migrated; the
-//! SQL of a listing by labels; and its check (with the `status` column) in `verify`.
+//! group's transaction; its filling from the stored records when a v4 database is migrated; and
+//! its check (with the `status` column) in `verify`. Listings through it are `read.rs`
+//! (`BY_LABELS`).
 //!
 //! A thread's status was already a column with an index (`cairn_threads_by_status`).
 
@@ -18,7 +19,8 @@ use crate::{Error, Problem, ThreadId, ThreadRecord};
 /// A thread's labels.
 pub(super) type Labels = BTreeMap<String, String>;
 
-const SCHEMA: &str = "
+/// The table and its index, idempotent (created by `schema.rs`).
+pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS cairn_thread_labels (
     thread text NOT NULL,
     key text NOT NULL,
@@ -37,14 +39,6 @@ const MIGRATION_BATCH_THREADS: u64 = 1_000;
 /// Held while one connection migrates, so two stores starting together fill the table once
 /// ("CAIRNLBL").
 const MIGRATION_LOCK: i64 = 0x4341_4952_4e4c_424c;
-
-/// Creates the table if missing.
-///
-/// # Errors
-/// Connection errors.
-pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
-    super::schema::create(client, SCHEMA, "create the thread label table")
-}
 
 /// Moves a format-4 database to format 5: fills the table from every stored thread record and
 /// moves the format row, in one transaction, under an advisory lock (a second store waits, then
@@ -160,21 +154,6 @@ impl<'r> LabelRows<'r> {
         out.extend(self.insert());
     }
 }
-
-/// A listing by labels, driven by `cairn_thread_labels_by_label`: the threads with the first
-/// label (`$1` = `$2`), in id order, that also have every other label (`$6` keys, `$7`
-/// values), in status `$3` and workflow `$4` if given, after the cursor `$5`; `$8` rows after
-/// skipping `$9`.
-pub(super) const BY_LABELS: &str = "SELECT t.id, t.record FROM cairn_thread_labels l \
-     JOIN cairn_threads t ON t.id = l.thread \
-     WHERE l.key = $1 AND l.value = $2 \
-     AND ($3::text IS NULL OR t.status = $3) AND ($4::text IS NULL OR t.workflow = $4) \
-     AND ($5::text IS NULL OR l.thread > $5) \
-     AND (SELECT count(*) FROM unnest($6::text[], $7::text[]) AS f(key, value) \
-          WHERE EXISTS (SELECT 1 FROM cairn_thread_labels o \
-                        WHERE o.thread = l.thread AND o.key = f.key AND o.value = f.value)) \
-         = cardinality($6::text[]) \
-     ORDER BY l.thread LIMIT $8 OFFSET $9";
 
 /// Checks the label table and the `status` column against `records` (every decodable thread
 /// record), both ways.

@@ -276,6 +276,21 @@ pub(crate) async fn list_checkpoints(
     Ok(out)
 }
 
+/// A listing by labels (`labels.rs`), driven by `cairn_thread_labels_by_label`: the threads with the first
+/// label (`$1` = `$2`), in id order, that also have every other label (`$6` keys, `$7`
+/// values), in status `$3` and workflow `$4` if given, after the cursor `$5`; `$8` rows after
+/// skipping `$9`.
+const BY_LABELS: &str = "SELECT t.id, t.record FROM cairn_thread_labels l \
+     JOIN cairn_threads t ON t.id = l.thread \
+     WHERE l.key = $1 AND l.value = $2 \
+     AND ($3::text IS NULL OR t.status = $3) AND ($4::text IS NULL OR t.workflow = $4) \
+     AND ($5::text IS NULL OR l.thread > $5) \
+     AND (SELECT count(*) FROM unnest($6::text[], $7::text[]) AS f(key, value) \
+          WHERE EXISTS (SELECT 1 FROM cairn_thread_labels o \
+                        WHERE o.thread = l.thread AND o.key = f.key AND o.value = f.value)) \
+         = cardinality($6::text[]) \
+     ORDER BY l.thread LIMIT $8 OFFSET $9";
+
 /// Threads by id, filtered, skipping `page.offset` matches: cut in SQL, through the label
 /// index when the filter names labels (`labels.rs`), else through the status index.
 pub(crate) async fn list_threads(
@@ -314,7 +329,7 @@ async fn select_threads(
             rest.iter().map(|(k, v)| (k.as_str(), v.as_str())).unzip();
         let params: [&(dyn ToSql + Sync); 9] =
             [key, value, &status, &workflow, &cursor, &keys, &values, &limit, &offset];
-        query(client, super::labels::BY_LABELS, &params).await
+        query(client, BY_LABELS, &params).await
     } else {
         query(
             client,

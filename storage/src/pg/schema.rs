@@ -85,7 +85,7 @@ pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
     add_last_xid(client)?;
     super::signals::prepare(client)?;
     super::queues::prepare(client)?;
-    super::labels::prepare(client)?;
+    create(client, super::labels::SCHEMA, "create the thread label table")?;
     let tx = client.transaction().map_err(pg_error("begin"))?;
     for (key, value) in [(MAGIC, MAGIC_VALUE), (FORMAT, i64::from(FORMAT_VERSION))] {
         tx.execute(
@@ -138,7 +138,7 @@ pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
 ///
 /// # Errors
 /// Connection errors, or the third collision.
-pub(crate) fn create(client: &mut Client<'_>, ddl: &str, op: &'static str) -> Result<(), Error> {
+fn create(client: &mut Client<'_>, ddl: &str, op: &'static str) -> Result<(), Error> {
     let mut tries = 0;
     while let Err(e) = client.batch_execute(ddl) {
         tries += 1;

@@ -10,9 +10,9 @@ use std::collections::{BTreeSet, HashSet};
 use ::redb::ReadableTable;
 
 use super::index::{fetch, locate, lsns, storage};
+use super::index_keys::keys_of_frame;
 use super::prune::{correlation_entries, plan_clear, remove_checkpoints, remove_log};
 use super::tables::Tables;
-use super::thread_index::keys_of_frame;
 use crate::codec;
 use crate::delete::may_refer_to;
 use crate::{CheckpointInfo, DeleteOptions, Deleted, Error, ThreadId, ThreadStatus};

@@ -14,6 +14,7 @@ mod errors;
 mod guard;
 mod in_place;
 mod index;
+mod index_keys;
 mod meta;
 mod migrate;
 mod path;

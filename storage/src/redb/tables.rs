@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use super::cache::ThreadCache;
 use super::index::{storage, stored_thread_in};
-use super::thread_index::{IndexKeys, keys_of_frame};
+use super::index_keys::{IndexKeys, keys_of_frame};
 use crate::codec::{self, StoredThread, table};
 use crate::{Error, ThreadId};
 
@@ -162,8 +162,8 @@ impl<'txn, 'c> Tables<'txn, 'c> {
     lazy_table!(queue_members, super::queues::MEMBERS, &'static str, &'static [u8]);
     lazy_table!(queue_waiting, super::queues::WAITING, WaitingKey, ());
     lazy_table!(queue_dedup, super::queues::DEDUP, DedupKey, ());
-    lazy_table!(threads_by_label, super::thread_index::BY_LABEL, LabelKey, ());
-    lazy_table!(threads_by_status, super::thread_index::BY_STATUS, (u8, &'static str), ());
+    lazy_table!(threads_by_label, super::index_keys::BY_LABEL, LabelKey, ());
+    lazy_table!(threads_by_status, super::index_keys::BY_STATUS, (u8, &'static str), ());
 
     /// The threads table, with every staged record written first: whatever reads or changes it
     /// directly (a delete, a scan) sees the transaction's latest records.

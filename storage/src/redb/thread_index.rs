@@ -2,41 +2,21 @@
 //! `threads_by_label` `(key, value, thread) -> ()` and `threads_by_status` `(status, thread) ->
 //! ()`, kept equal to the thread records by every write and delete of a record in the same
 //! write transaction, their check in `verify`, and the migration of a v4 file (which lacks
-//! them) to v5. The reads through them are `thread_search.rs`.
+//! them) to v5. Their layout is `index_keys.rs`; the reads through them are `thread_search.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ::redb::{Database, ReadTransaction, ReadableTable, TableDefinition};
+use ::redb::{Database, ReadTransaction, ReadableTable};
 
 use super::index::storage;
+use super::index_keys::{BY_LABEL, BY_STATUS, IndexKeys, keys_of_frame};
 use super::meta::{META, META_FORMAT_VERSION};
 use super::tables::{THREADS, Tables};
-use crate::codec::{self, table};
+use crate::codec::table;
 use crate::{Error, Problem, Seq, ThreadId, ThreadRecord};
-
-/// Threads by label: `(key, value, thread)`.
-pub(crate) const BY_LABEL: TableDefinition<'_, (&str, &str, &str), ()> =
-    TableDefinition::new(table::THREADS_BY_LABEL);
-/// Threads by status: `(status discriminant, thread)`.
-pub(crate) const BY_STATUS: TableDefinition<'_, (u8, &str), ()> =
-    TableDefinition::new(table::THREADS_BY_STATUS);
 
 /// The format that added the two tables.
 const WITH_THREAD_INDEX: u16 = 5;
-
-/// What the index holds for one thread: its status and its labels.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct IndexKeys {
-    status: u8,
-    labels: BTreeMap<String, String>,
-}
-
-impl IndexKeys {
-    /// The entries `record` needs.
-    pub(crate) fn of(record: &ThreadRecord) -> IndexKeys {
-        IndexKeys { status: record.status as u8, labels: record.labels.clone() }
-    }
-}
 
 impl Tables<'_, '_> {
     /// Moves `id`'s index entries from what `old` needs to what `new` needs (`None`: no record),
@@ -80,12 +60,6 @@ impl Tables<'_, '_> {
         }
         Ok(())
     }
-}
-
-/// The index keys of the framed thread record `bytes` stored under `id`.
-pub(crate) fn keys_of_frame(id: &ThreadId, bytes: &[u8]) -> Result<IndexKeys, Error> {
-    let record = codec::decode_thread(bytes).map_err(|e| codec::locate(e, Some(id), None))?;
-    Ok(IndexKeys::of(&record))
 }
 
 /// Migrates a v4 file to v5: builds both tables from every thread record and sets the format

@@ -11,9 +11,9 @@ use std::ops::Bound;
 use ::redb::ReadTransaction;
 
 use super::index::storage;
+use super::index_keys::{BY_LABEL, BY_STATUS};
 use super::read::open;
 use super::tables::THREADS;
-use super::thread_index::{BY_LABEL, BY_STATUS};
 use crate::codec::{self, table};
 use crate::limits::{self, READ_LIMIT_MAX};
 use crate::{Error, Page, ThreadFilter, ThreadId, ThreadRecord};

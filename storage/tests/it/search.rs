@@ -20,10 +20,10 @@ const BY_STATUS: TableDefinition<'_, (u8, &str), ()> = TableDefinition::new("thr
 fn searchable(i: usize) -> cairn_storage::ThreadRecord {
     let mut record = thread_record(&format!("s-{i:02}"));
     record.labels.insert("customer".into(), format!("c-{}", i % 3));
-    if i % 5 == 0 {
+    if i.is_multiple_of(5) {
         record.labels.insert("tier".into(), "gold".into());
     }
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         record.status = ThreadStatus::Paused;
     }
     record
@@ -202,7 +202,7 @@ pub fn measure<S: Store>(store: &S, n: usize) -> (std::time::Duration, std::time
             .map(|i| {
                 let mut r = thread_record(&format!("b-{i:06}"));
                 r.labels.insert("customer".into(), format!("x-{}", i % 1_000));
-                if i % every == 0 {
+                if i.is_multiple_of(every) {
                     r.labels.insert("customer".into(), "c-9".into());
                     r.workflow = workflow("rare");
                 }
