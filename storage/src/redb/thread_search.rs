@@ -80,8 +80,13 @@ fn sources(filter: &ThreadFilter) -> Vec<Source<'_>> {
     labels.chain(filter.status.map(|s| Source::Status(s as u8))).collect()
 }
 
+/// Entries of each range the choice of the smallest steps through at most: ranges all longer
+/// than this are alike for a page (its matches are likely dense), and the first is walked.
+pub(crate) const CHOOSE_STEPS_MAX: usize = 4_096;
+
 /// The smallest of `sources` after `after`: their ranges are stepped through together until
-/// one ends, so choosing costs at most (number of sources) x (the smallest range's size).
+/// one ends, so choosing costs at most (number of sources) x (the smallest range's size, or
+/// [`CHOOSE_STEPS_MAX`]).
 fn smallest<'f>(
     txn: &ReadTransaction,
     sources: &[Source<'f>],
@@ -91,7 +96,7 @@ fn smallest<'f>(
         return Ok(*only);
     }
     let mut ranges = sources.iter().map(|s| s.ids(txn, after)).collect::<Result<Vec<_>, _>>()?;
-    loop {
+    for _ in 0..CHOOSE_STEPS_MAX {
         for (source, range) in sources.iter().zip(&mut ranges) {
             match range.next() {
                 None => return Ok(*source),
@@ -100,6 +105,7 @@ fn smallest<'f>(
             }
         }
     }
+    Ok(sources[0])
 }
 
 /// Calls `visit` with every thread record matching `filter` whose id sorts after `after`, in id
