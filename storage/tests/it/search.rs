@@ -152,6 +152,71 @@ fn verify_reports_stale_and_missing_index_entries() {
     // The index narrows only: a stale entry never lists a thread that does not match.
     let stale = filter(None, &[("customer", "c-9")]);
     assert!(store.list_threads(&stale, Page { limit: 10, offset: 0 }).wait().unwrap().is_empty());
+    // An entry of a thread with no record fails the listing closed, naming the index.
+    store.close().expect("close");
+    raw::write(&path, |txn| {
+        let mut by_label = txn.open_table(BY_LABEL).expect("by label");
+        by_label.insert(("customer", "c-9", "ghost"), ()).expect("orphan");
+    });
+    let store = cairn_storage::RedbStore::open(&path, fast()).expect("open");
+    let listed = store.list_threads(&stale, Page { limit: 10, offset: 0 }).wait();
+    assert!(
+        matches!(listed, Err(cairn_storage::Error::Corrupted { table: "threads_by_label", .. })),
+        "{listed:?}"
+    );
+    let report = store.verify().unwrap();
+    assert!(report.problems.iter().any(|p| p.detail.contains("ghost")), "{:?}", report.problems);
+}
+
+/// Ranges longer than the choice steps through (`CHOOSE_STEPS_MAX`, 4,096): a label and a
+/// status that every one of 5,000 threads has, with a third that only some have, list what a
+/// scan lists, by page and by cursor.
+#[test]
+fn dense_ranges_list_what_a_scan_lists() {
+    let (_dir, _path, store) = open_fast();
+    for start in (0..5_000).step_by(1_000) {
+        let threads = (start..start + 1_000)
+            .map(|i| {
+                let mut r = thread_record(&format!("d-{i:05}"));
+                r.labels.insert("env".into(), "prod".into());
+                if i % 7 == 3 {
+                    r.labels.insert("team".into(), "a".into());
+                }
+                r
+            })
+            .collect();
+        append(&store, Batch { threads, ..Batch::default() });
+    }
+    same_as_scan_paged(&store, &filter(Some(ThreadStatus::Created), &[("env", "prod")]), 5_000);
+    same_as_scan_paged(&store, &filter(None, &[("env", "prod"), ("team", "a")]), 714);
+    same_as_scan_paged(&store, &filter(Some(ThreadStatus::Created), &[("team", "a")]), 714);
+}
+
+fn same_as_scan_paged<S: Store>(store: &S, f: &ThreadFilter, expected: usize) {
+    let all = store.list_threads(&ThreadFilter::default(), Page { limit: 10_000, offset: 0 });
+    let want: Vec<String> = all
+        .wait()
+        .unwrap()
+        .into_iter()
+        .filter(|r| f.matches(r))
+        .map(|r| r.id.to_string())
+        .collect();
+    assert_eq!(want.len(), expected);
+    let listed = store.list_threads(f, Page { limit: 10_000, offset: 0 }).wait().unwrap();
+    assert_eq!(ids(&listed), want);
+    let middle = store.list_threads(f, Page { limit: 100, offset: 600 }).wait().unwrap();
+    assert_eq!(ids(&middle), want.iter().skip(600).take(100).cloned().collect::<Vec<_>>());
+    let mut walked = Vec::new();
+    let mut after: Option<ThreadId> = None;
+    loop {
+        let page = store.list_threads_after(f, after.as_ref(), 1_000).wait().unwrap();
+        walked.extend(ids(&page));
+        match page.last() {
+            Some(last) if page.len() == 1_000 => after = Some(last.id.clone()),
+            _ => break,
+        }
+    }
+    assert_eq!(walked, want);
 }
 
 fn format_version(path: &std::path::Path) -> u16 {
