@@ -45,7 +45,7 @@ const MIGRATION_LOCK: i64 = 0x4341_4952_4e4c_424c;
 /// finds format 5 and does nothing; a crash rolls back, and the next connect starts over).
 ///
 /// # Errors
-/// Connection errors, an undecodable thread record (nothing is committed).
+/// Connection errors (nothing is committed).
 pub(crate) fn migrate(client: &mut Client<'_>) -> Result<(), Error> {
     let op = pg_error("migrate to format 5");
     client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).map_err(&op)?;
@@ -80,9 +80,14 @@ fn migrate_locked(client: &mut Client<'_>) -> Result<(), Error> {
         let mut records = Vec::with_capacity(rows.len());
         for row in &rows {
             let key: &str = row.get(0);
-            let id = ThreadId::new(key)?;
-            records.push((id.clone(), decode_thread(&id, row.get(1))?));
             after = key.to_owned();
+            // A damaged record is left out (reads of it and verify report it).
+            match ThreadId::new(key)
+                .and_then(|id| Ok((id.clone(), decode_thread(&id, row.get(1))?)))
+            {
+                Ok(record) => records.push(record),
+                Err(error) => tracing::warn!(key, %error, "a thread record left unindexed"),
+            }
         }
         for (id, record) in &records {
             rows_of.push(id, None, &record.labels);

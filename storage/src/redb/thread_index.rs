@@ -67,10 +67,10 @@ impl Tables<'_, '_> {
 /// are emptied first, so a rerun builds the same entries).
 ///
 /// # Errors
-/// Storage errors, an undecodable thread record; the file is left as it was.
+/// Storage errors; the file is left as it was.
 pub(crate) fn migrate(db: &Database) -> Result<(), Error> {
     let txn = db.begin_write().map_err(|e| Error::storage("begin migration", e))?;
-    let mut indexed = 0u64;
+    let (mut indexed, mut skipped) = (0u64, 0u64);
     {
         let op = storage("migrate to format v5");
         let open_table = |e| Error::storage("open table", e);
@@ -81,16 +81,21 @@ pub(crate) fn migrate(db: &Database) -> Result<(), Error> {
         by_status.retain(|_, ()| false).map_err(&op)?;
         for entry in threads.iter().map_err(&op)? {
             let (key, value) = entry.map_err(&op)?;
-            let id = ThreadId::new(key.value()).map_err(|e| Error::Corrupted {
-                table: table::THREADS,
-                thread: None,
-                seq: None,
-                detail: format!("key {:?} is not a valid thread id: {e}", key.value()),
-            })?;
-            let keys = keys_of_frame(&id, value.value())?;
-            by_status.insert((keys.status, id.as_str()), ()).map_err(&op)?;
+            // A damaged record is left out (reads of it and verify report it); the migration
+            // goes on, so one damaged record does not keep the file from opening.
+            let keys = ThreadId::new(key.value()).and_then(|id| keys_of_frame(&id, value.value()));
+            let keys = match keys {
+                Ok(keys) => keys,
+                Err(error) => {
+                    tracing::warn!(key = key.value(), %error, "a thread record left unindexed");
+                    skipped += 1;
+                    continue;
+                }
+            };
+            let id = key.value();
+            by_status.insert((keys.status, id), ()).map_err(&op)?;
             for (k, v) in &keys.labels {
-                by_label.insert((k.as_str(), v.as_str(), id.as_str()), ()).map_err(&op)?;
+                by_label.insert((k.as_str(), v.as_str(), id), ()).map_err(&op)?;
             }
             indexed += 1;
         }
@@ -99,7 +104,7 @@ pub(crate) fn migrate(db: &Database) -> Result<(), Error> {
             .map_err(&op)?;
     }
     txn.commit().map_err(|e| Error::storage("commit migration", e))?;
-    tracing::info!(threads = indexed, "built the thread search index: format v5");
+    tracing::info!(threads = indexed, skipped, "built the thread search index: format v5");
     Ok(())
 }
 

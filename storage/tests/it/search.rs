@@ -7,7 +7,7 @@
 use cairn_storage::{
     Batch, Catalog, DeleteOptions, Maintenance, Page, Store, ThreadFilter, ThreadId, ThreadStatus,
 };
-use redb::{ReadableDatabase, TableDefinition};
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
 use crate::common::*;
 use crate::raw;
@@ -408,4 +408,34 @@ mod pg {
         );
         assert!(index < scan, "the index ({index:?}) is no faster than a scan ({scan:?})");
     }
+}
+
+/// A damaged thread record does not keep a v4 file from opening: the migration leaves it out
+/// of the index, the other threads are listed through it, and verify names the damaged one.
+#[test]
+fn a_damaged_record_is_left_out_of_the_v4_migration() {
+    let (_dir, path) = temp_db();
+    let store = cairn_storage::RedbStore::open(&path, fast()).expect("open");
+    append(&store, Batch { threads: (0..6).map(searchable).collect(), ..Batch::default() });
+    store.close().expect("close");
+    raw::write(&path, |txn| {
+        txn.delete_table(BY_LABEL).expect("delete");
+        txn.delete_table(BY_STATUS).expect("delete");
+        let mut threads = txn.open_table(raw::THREADS).expect("threads");
+        let mut bytes = threads.get("s-05").expect("get").expect("s-05").value().to_vec();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        threads.insert("s-05", bytes.as_slice()).expect("damage");
+        let mut meta = txn.open_table(raw::META).expect("meta");
+        meta.insert("format_version", 4u16.to_le_bytes().as_slice()).expect("version 4");
+    });
+    let store = cairn_storage::RedbStore::open(&path, fast()).expect("the v4 file opens");
+    let gold = filter(None, &[("tier", "gold")]);
+    let listed = store.list_threads(&gold, Page { limit: 10, offset: 0 }).wait().unwrap();
+    assert_eq!(ids(&listed), ["s-00"]);
+    let report = store.verify().unwrap();
+    let tables: Vec<&str> = report.problems.iter().map(|p| p.table).collect();
+    assert_eq!(tables, ["threads"], "{:?}", report.problems);
+    store.close().expect("close");
+    assert_eq!(format_version(&path), 5);
 }
