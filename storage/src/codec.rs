@@ -55,6 +55,10 @@ pub mod table {
     pub const QUEUE_WAITING: &str = "queue_waiting";
     /// Index (queue, dedup key, thread) of the members with a dedup key (format v4).
     pub const QUEUE_DEDUP: &str = "queue_dedup";
+    /// Index (label key, label value, thread) of every thread's labels (format v5).
+    pub const THREADS_BY_LABEL: &str = "threads_by_label";
+    /// Index (status, thread) of every thread's status (format v5).
+    pub const THREADS_BY_STATUS: &str = "threads_by_status";
     /// Not a table: redb's own structures (page headers, B-tree pages, the allocator state),
     /// named in [`Error::Corrupted`](crate::Error::Corrupted) when redb panicked on them.
     pub const REDB: &str = "redb";

@@ -170,6 +170,29 @@ async fn the_pages_show_threads_a_graph_a_live_log_messages_and_pause_with_the_t
             Duration::from_secs(10),
         );
         assert!(browser.eval("location.search").as_str().unwrap().contains("status=failed"));
+        // Labels typed into the filter (several ANDed) reach the store's label index.
+        browser.eval("document.querySelector('.counts [data-status=all]').click()");
+        let label = |browser: &mut Browser, value: &str| {
+            browser.eval(&format!(
+                "(() => {{ const i = document.getElementById('label'); i.value = '{value}'; \
+                 i.dispatchEvent(new Event('change')); }})()"
+            ));
+        };
+        let rows = "[...document.querySelectorAll('#threads tbody tr[data-thread]')]\
+                    .map(r => r.dataset.thread).join(' ')";
+        label(&mut browser, "tenant=acme");
+        browser.wait_for(
+            &format!("{rows} === 'ask-1 ask-2 ask-3 demo-0 demo-2 demo-4'"),
+            Duration::from_secs(10),
+        );
+        assert!(browser.eval("location.search").as_str().unwrap().contains("label=tenant%3Dacme"));
+        browser.eval("document.querySelector('.counts [data-status=waiting_input]').click()");
+        browser.wait_for(&format!("{rows} === 'ask-1 ask-2 ask-3'"), Duration::from_secs(10));
+        label(&mut browser, "tenant=acme,tenant=globex");
+        browser.wait_for(&format!("{rows} === ''"), Duration::from_secs(10));
+        label(&mut browser, "");
+        browser.eval("document.querySelector('.counts [data-status=all]').click()");
+        browser.wait_for(&format!("{rows}.split(' ').length === {total}"), Duration::from_secs(10));
 
         // A thread: the graph has one element per node, coloured; the timeline and the log.
         browser.navigate(&format!("{base}/ui/threads/demo-0"));

@@ -87,6 +87,8 @@ pub(super) fn delete_thread(
             )
             .map_err(pg_error("delete payloads"))?;
     }
+    tx.execute("DELETE FROM cairn_thread_labels WHERE thread = $1", &[&id])
+        .map_err(pg_error("delete thread labels"))?;
     tx.execute("DELETE FROM cairn_threads WHERE id = $1", &[&id])
         .map_err(pg_error("delete thread"))?;
     Ok(Some(Deleted { status: record.status, events, checkpoints, locks, payloads }))

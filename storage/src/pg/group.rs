@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use super::labels::{LabelRows, Labels};
 use super::read::{decode_lock, decode_thread};
 use super::tx::{Sql, Tx};
 use super::write::write_locks;
@@ -65,7 +66,8 @@ pub(super) struct Cached<'t, 'a, 'b> {
     /// The transaction's id: a row a younger one wrote is a conflict.
     xid: i64,
     /// Which threads and locks were stored before the group (updated, not inserted).
-    stored_threads: HashSet<ThreadId>,
+    /// The threads stored before the group, with their labels then (`labels.rs`).
+    stored_threads: HashMap<ThreadId, Labels>,
     stored_locks: HashSet<String>,
     /// Threads read (`None`: not stored).
     threads: HashMap<ThreadId, Option<StoredThread>>,
@@ -88,7 +90,7 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
         Cached {
             tx,
             xid,
-            stored_threads: HashSet::new(),
+            stored_threads: HashMap::new(),
             stored_locks: HashSet::new(),
             threads: HashMap::new(),
             locks: HashMap::new(),
@@ -144,7 +146,7 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
                 let id = ThreadId::new(row.get::<_, &str>(0))?;
                 Conflict::check(id.as_str(), row.get(2), xid)?;
                 let record = decode_thread(&id, row.get(1))?;
-                state.stored_threads.insert(id.clone());
+                state.stored_threads.insert(id.clone(), record.labels.clone());
                 state.threads.insert(id, Some(StoredThread { record, tail: Vec::new() }));
             }
         }
@@ -216,12 +218,14 @@ impl PlanState for Cached<'_, '_, '_> {
             .map_err(pg_error("read thread"))?;
         if let Some(r) = &row {
             Conflict::check(id.as_str(), r.get(1), self.xid)?;
-            self.stored_threads.insert(id.clone());
         }
         let stored = row
             .map(|r| decode_thread(id, r.get(0)))
             .transpose()?
             .map(|record| StoredThread { record, tail: Vec::new() });
+        if let Some(stored) = &stored {
+            self.stored_threads.insert(id.clone(), stored.record.labels.clone());
+        }
         self.threads.insert(id.clone(), stored.clone());
         Ok(stored)
     }
@@ -312,7 +316,8 @@ impl crate::plan_queue::QueueReads for Cached<'_, '_, '_> {
 
 /// The rows stored before the group: written again with `UPDATE`, the others inserted.
 pub(super) struct Before {
-    pub threads: HashSet<ThreadId>,
+    /// Each thread stored before the group, with its labels.
+    pub threads: HashMap<ThreadId, Labels>,
     pub locks: HashSet<String>,
 }
 
@@ -389,9 +394,12 @@ impl Writes {
         }
         statements.extend(self.correlations.statement());
         let (mut old, mut new) = (ThreadRows::default(), ThreadRows::default());
+        let mut labels = LabelRows::default();
         for id in &self.threads {
             if let Some(Some(stored)) = threads.get(id) {
-                let rows = if before.threads.contains(id) { &mut old } else { &mut new };
+                let stored_labels = before.threads.get(id);
+                labels.push(id, stored_labels, &stored.record.labels);
+                let rows = if stored_labels.is_some() { &mut old } else { &mut new };
                 let hint = self.wakes.get(id).copied().flatten();
                 rows.push(id, stored, super::wake::ready_at(&stored.record, hint)?)?;
             }
@@ -415,6 +423,7 @@ impl Writes {
                 vec![&new.ids, &new.statuses, &new.workflows, &new.records, &new.ready, &xid],
             ));
         }
+        labels.statements(&mut statements);
         let marked: Vec<&str> = self
             .checkpointed
             .iter()

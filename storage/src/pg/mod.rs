@@ -29,6 +29,7 @@ mod correlations;
 mod deadline;
 mod delete;
 mod group;
+mod labels;
 mod listen;
 mod pool;
 mod queues;

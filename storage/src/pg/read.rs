@@ -276,58 +276,34 @@ pub(crate) async fn list_checkpoints(
     Ok(out)
 }
 
-/// Threads by id, filtered.
+/// A listing by labels (`labels.rs`), driven by `cairn_thread_labels_by_label`: the threads with the first
+/// label (`$1` = `$2`), in id order, that also have every other label (`$6` keys, `$7`
+/// values), in status `$3` and workflow `$4` if given, after the cursor `$5`; `$8` rows after
+/// skipping `$9`.
+const BY_LABELS: &str = "SELECT t.id, t.record FROM cairn_thread_labels l \
+     JOIN cairn_threads t ON t.id = l.thread \
+     WHERE l.key = $1 AND l.value = $2 \
+     AND ($3::text IS NULL OR t.status = $3) AND ($4::text IS NULL OR t.workflow = $4) \
+     AND ($5::text IS NULL OR l.thread > $5) \
+     AND (SELECT count(*) FROM unnest($6::text[], $7::text[]) AS f(key, value) \
+          WHERE EXISTS (SELECT 1 FROM cairn_thread_labels o \
+                        WHERE o.thread = l.thread AND o.key = f.key AND o.value = f.value)) \
+         = cardinality($6::text[]) \
+     ORDER BY l.thread LIMIT $8 OFFSET $9";
+
+/// Threads by id, filtered, skipping `page.offset` matches: cut in SQL, through the label
+/// index when the filter names labels (`labels.rs`), else through the status index.
 pub(crate) async fn list_threads(
     client: &Conn,
     filter: &ThreadFilter,
     page: Page,
 ) -> Result<Vec<ThreadRecord>, Error> {
     limits::check("READ_LIMIT_MAX", page.limit, READ_LIMIT_MAX)?;
-    let status = filter.status.map(|s| s.to_string());
-    let workflow = filter.workflow_id.as_deref();
-    // Without a label filter the page is cut in SQL; with one, labels are inside the record.
-    let (limit, offset) = if filter.labels.is_empty() {
-        (to_db(page.limit as u64)?, to_db(page.offset as u64)?)
-    } else {
-        (i64::MAX, 0)
-    };
-    let rows = query(
-        client,
-        "SELECT id, record FROM cairn_threads \
-             WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR workflow = $2) \
-             ORDER BY id LIMIT $3 OFFSET $4",
-        &[&status, &workflow, &limit, &offset],
-    )
-    .await
-    .map_err(pg_error("list threads"))?;
-    let mut out = Vec::new();
-    let mut skipped = 0;
-    for row in rows {
-        if out.len() >= page.limit {
-            break;
-        }
-        let key: &str = row.get(0);
-        let id = ThreadId::new(key).map_err(|e| {
-            corrupt(table::THREADS, None, None, format!("key {key:?} is not a thread id: {e}"))
-        })?;
-        let record = decode_thread(&id, row.get(1))?;
-        if !filter.labels.is_empty() {
-            if !filter.labels_match(&record) {
-                continue;
-            }
-            if skipped < page.offset {
-                skipped += 1;
-                continue;
-            }
-        }
-        out.push(record);
-    }
-    Ok(out)
+    select_threads(client, filter, None, page).await
 }
 
 /// Threads matching `filter` with ids after `after` in the table's id order, at most `limit`:
-/// the cursor is a bound on the primary key, so a page reads from there. With a label filter the
-/// rows are fetched in chunks of `limit` (labels are inside the record) until `limit` match.
+/// the cursor is a bound on the key the listing walks, so a page reads from there.
 pub(crate) async fn list_threads_after(
     client: &Conn,
     filter: &ThreadFilter,
@@ -335,35 +311,46 @@ pub(crate) async fn list_threads_after(
     limit: usize,
 ) -> Result<Vec<ThreadRecord>, Error> {
     limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
+    select_threads(client, filter, after, Page { limit, offset: 0 }).await
+}
+
+async fn select_threads(
+    client: &Conn,
+    filter: &ThreadFilter,
+    after: Option<&ThreadId>,
+    page: Page,
+) -> Result<Vec<ThreadRecord>, Error> {
     let status = filter.status.map(|s| s.to_string());
     let workflow = filter.workflow_id.as_deref();
-    let mut cursor = after.map(|a| a.as_str().to_owned());
-    let chunk = to_db(limit.max(1) as u64)?;
-    let mut out = Vec::new();
-    while out.len() < limit {
-        let rows = query(
+    let cursor = after.map(ThreadId::as_str);
+    let (limit, offset) = (to_db(page.limit as u64)?, to_db(page.offset as u64)?);
+    let rows = if let Some(((key, value), rest)) = filter.labels.split_first() {
+        let (keys, values): (Vec<&str>, Vec<&str>) =
+            rest.iter().map(|(k, v)| (k.as_str(), v.as_str())).unzip();
+        let params: [&(dyn ToSql + Sync); 9] =
+            [key, value, &status, &workflow, &cursor, &keys, &values, &limit, &offset];
+        query(client, BY_LABELS, &params).await
+    } else {
+        query(
             client,
             "SELECT id, record FROM cairn_threads \
                  WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR workflow = $2) \
-                 AND ($3::text IS NULL OR id > $3) ORDER BY id LIMIT $4",
-            &[&status, &workflow, &cursor, &chunk],
+                 AND ($3::text IS NULL OR id > $3) ORDER BY id LIMIT $4 OFFSET $5",
+            &[&status, &workflow, &cursor, &limit, &offset],
         )
         .await
-        .map_err(pg_error("list threads"))?;
-        let n = rows.len();
-        for row in rows {
-            let key: &str = row.get(0);
-            let id = ThreadId::new(key).map_err(|e| {
-                corrupt(table::THREADS, None, None, format!("key {key:?} is not a thread id: {e}"))
-            })?;
-            cursor = Some(key.to_owned());
-            let record = decode_thread(&id, row.get(1))?;
-            if filter.labels_match(&record) && out.len() < limit {
-                out.push(record);
-            }
-        }
-        if i64::try_from(n).unwrap_or(i64::MAX) < chunk {
-            break;
+    }
+    .map_err(pg_error("list threads"))?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let key: &str = row.get(0);
+        let id = ThreadId::new(key).map_err(|e| {
+            corrupt(table::THREADS, None, None, format!("key {key:?} is not a thread id: {e}"))
+        })?;
+        let record = decode_thread(&id, row.get(1))?;
+        // The index narrows; the record decides (verify reports a row that disagrees).
+        if filter.labels_match(&record) {
+            out.push(record);
         }
     }
     Ok(out)

@@ -80,20 +80,13 @@ const MAGIC_VALUE: i64 = 0x0043_4149_524e_4442;
 /// `correlations.rs`); [`Error::NotCairn`]-like
 /// [`Error::Corrupted`] when the meta rows disagree; connection errors.
 pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
-    // Two processes creating the schema at once may collide in the catalog (one gets a unique
-    // violation): the loser finds the tables on its next try.
-    let mut tries = 0;
-    while let Err(e) = client.batch_execute(SCHEMA) {
-        tries += 1;
-        if tries == 3 {
-            return Err(pg_error("create the schema")(e));
-        }
-    }
+    create(client, SCHEMA, "create the schema")?;
     super::wake::prepare(client)?;
     client.batch_execute(super::resolve::SCHEMA).map_err(pg_error("create the commit marks"))?;
     add_last_xid(client)?;
     super::signals::prepare(client)?;
     super::queues::prepare(client)?;
+    create(client, super::labels::SCHEMA, "create the thread label table")?;
     let tx = client.transaction().map_err(pg_error("begin"))?;
     for (key, value) in [(MAGIC, MAGIC_VALUE), (FORMAT, i64::from(FORMAT_VERSION))] {
         tx.execute(
@@ -134,7 +127,27 @@ pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
     if format < 4 {
         super::queues::migrate(client)?;
     }
+    if format < 5 {
+        super::labels::migrate(client)?;
+    }
     check_lsn_space(client)
+}
+
+/// Runs `ddl` (`CREATE ... IF NOT EXISTS` statements). Two processes creating the same table at
+/// once may collide in the catalog (one gets a unique violation): the loser finds the table on
+/// its next try.
+///
+/// # Errors
+/// Connection errors, or the third collision.
+fn create(client: &mut Client<'_>, ddl: &str, op: &'static str) -> Result<(), Error> {
+    let mut tries = 0;
+    while let Err(e) = client.batch_execute(ddl) {
+        tries += 1;
+        if tries == 3 {
+            return Err(pg_error(op)(e));
+        }
+    }
+    Ok(())
 }
 
 /// Whether `table` of the current schema has `column` (a column a later build added).

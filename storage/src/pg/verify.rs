@@ -1,6 +1,7 @@
 //! `verify` on PostgreSQL: every record decodes (CRC), agrees with its key columns, and every
 //! thread's events run from its first seq to its last without a gap; the correlation index and
-//! the events carrying a correlation id agree both ways.
+//! the events carrying a correlation id agree both ways; the label table and the status column
+//! agree with the thread records.
 
 use std::collections::BTreeMap;
 
@@ -151,5 +152,6 @@ pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
     let known = |id: &str| threads.contains_key(id);
     report.signals = super::signals::verify(client, known, &mut report.problems)?;
     report.queues = super::queues::verify(client, &mut report.problems)?;
+    super::labels::verify(client, &threads, &mut report.problems)?;
     Ok(report)
 }

@@ -10,6 +10,7 @@ use std::collections::{BTreeSet, HashSet};
 use ::redb::ReadableTable;
 
 use super::index::{fetch, locate, lsns, storage};
+use super::index_keys::keys_of_frame;
 use super::prune::{correlation_entries, plan_clear, remove_checkpoints, remove_log};
 use super::tables::Tables;
 use crate::codec;
@@ -141,7 +142,12 @@ pub(crate) fn apply_delete_thread(
         tables.payloads()?.remove(hash).map_err(&op)?;
     }
     tables.write_queues(&plan.queue)?;
-    tables.threads()?.remove(plan.thread.as_str()).map_err(&op)?;
+    let removed = match tables.threads()?.remove(plan.thread.as_str()) {
+        Ok(Some(old)) => Some(keys_of_frame(&plan.thread, old.value())?),
+        Ok(None) => None,
+        Err(e) => return Err(op(e)),
+    };
+    tables.reindex_thread(&plan.thread, removed.as_ref(), None)?;
     tables.cache.forget(&plan.thread);
     Ok(Deleted {
         status: plan.status,

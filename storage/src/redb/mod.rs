@@ -14,7 +14,9 @@ mod errors;
 mod guard;
 mod in_place;
 mod index;
+mod index_keys;
 mod meta;
+mod migrate;
 mod path;
 mod prune;
 mod queues;
@@ -22,6 +24,8 @@ mod read;
 mod signals;
 mod snapshot;
 mod tables;
+mod thread_index;
+mod thread_search;
 mod verify;
 mod writer;
 
@@ -49,7 +53,7 @@ use crate::{
 };
 
 /// The Cairn format version this build writes and the newest it reads (see `docs/format.md`).
-pub const FORMAT_VERSION: u16 = 4;
+pub const FORMAT_VERSION: u16 = 5;
 
 /// How a [`RedbStore`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -509,15 +513,7 @@ impl RedbStore {
     ) -> Result<RedbStore, Error> {
         let counters = match guard("open", || tables::check_meta(&db))? {
             MetaState::Cairn(counters, version) => {
-                if version < 2 {
-                    guard("migrate", || correlations::migrate(&db))?;
-                }
-                if version < 3 {
-                    guard("migrate", || signals::migrate(&db))?;
-                }
-                if version < 4 {
-                    guard("migrate", || queues::migrate(&db))?;
-                }
+                migrate::upgrade(&db, version, "migrate")?;
                 counters
             }
             MetaState::Empty if may_initialise => {

@@ -12,11 +12,12 @@ use super::tables::{
     CHECKPOINTS, CHECKPOINTS_BY_TAG, CHECKPOINTS_BY_THREAD, CHECKPOINTS_BY_WORKFLOW, EVENTS, LOCKS,
     PAYLOADS, SEQ_INDEX, SNAPSHOTS, THREADS,
 };
+pub(crate) use super::thread_search::{list_threads, list_threads_after};
 use crate::codec::{self, table};
 use crate::limits::{self, READ_LIMIT_MAX};
 use crate::{
     Bookmark, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Error, Event, LockRecord,
-    Lsn, Page, PayloadRef, Seq, ThreadFilter, ThreadId, ThreadRecord,
+    Lsn, Page, PayloadRef, Seq, ThreadId, ThreadRecord,
 };
 
 type Bytes = &'static [u8];
@@ -374,81 +375,6 @@ fn checkpoint_candidates(
     ids.sort_unstable_by(|a, b| b.cmp(a));
     ids.dedup();
     Ok(Box::new(ids.into_iter().map(CheckpointId)))
-}
-
-pub(crate) fn list_threads(
-    txn: &ReadTransaction,
-    filter: &ThreadFilter,
-    page: Page,
-) -> Result<Vec<ThreadRecord>, Error> {
-    limits::check("READ_LIMIT_MAX", page.limit, READ_LIMIT_MAX)?;
-    let threads = open(txn, THREADS)?;
-    let mut out = Vec::new();
-    let mut skipped = 0;
-    for entry in threads.iter().map_err(storage("read threads"))? {
-        if out.len() >= page.limit {
-            break;
-        }
-        let (key, value) = entry.map_err(storage("read threads"))?;
-        let Some(record) = matching_thread(key.value(), value.value(), filter)? else { continue };
-        if skipped < page.offset {
-            skipped += 1;
-            continue;
-        }
-        out.push(record);
-    }
-    Ok(out)
-}
-
-/// Threads matching `filter` with ids after `after` in key (byte) order, at most `limit`: a
-/// range scan that starts at the cursor, so a page costs what it reads, not what precedes it.
-pub(crate) fn list_threads_after(
-    txn: &ReadTransaction,
-    filter: &ThreadFilter,
-    after: Option<&ThreadId>,
-    limit: usize,
-) -> Result<Vec<ThreadRecord>, Error> {
-    use std::ops::Bound;
-    limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
-    let threads = open(txn, THREADS)?;
-    let start = after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.as_str()));
-    let mut out = Vec::new();
-    let range =
-        threads.range::<&str>((start, Bound::Unbounded)).map_err(storage("read threads"))?;
-    for entry in range {
-        if out.len() >= limit {
-            break;
-        }
-        let (key, value) = entry.map_err(storage("read threads"))?;
-        if let Some(record) = matching_thread(key.value(), value.value(), filter)? {
-            out.push(record);
-        }
-    }
-    Ok(out)
-}
-
-/// The record stored under `key`, checked, if it matches `filter`.
-fn matching_thread(
-    key: &str,
-    value: &[u8],
-    filter: &ThreadFilter,
-) -> Result<Option<ThreadRecord>, Error> {
-    let id = ThreadId::new(key).map_err(|e| Error::Corrupted {
-        table: table::THREADS,
-        thread: None,
-        seq: None,
-        detail: format!("key {key:?} is not a valid thread id: {e}"),
-    })?;
-    let record = codec::decode_thread(value).map_err(|e| codec::locate(e, Some(&id), None))?;
-    if record.id != id {
-        return Err(Error::Corrupted {
-            table: table::THREADS,
-            thread: Some(id.clone()),
-            seq: None,
-            detail: format!("key {id} holds the record of thread {}", record.id),
-        });
-    }
-    Ok(filter.matches(&record).then_some(record))
 }
 
 pub(crate) fn locks(txn: &ReadTransaction) -> Result<Vec<LockRecord>, Error> {

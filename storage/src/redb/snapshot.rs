@@ -84,16 +84,8 @@ pub(crate) fn open(path: &Path) -> Result<Database, Error> {
         };
         match guard("open snapshot", || check_meta(&db)) {
             Ok(MetaState::Cairn(_, version)) => {
-                // A v1 file: its index is built in this private copy (the file is untouched).
-                if version < 2 {
-                    guard("migrate snapshot", || super::correlations::migrate(&db))?;
-                }
-                if version < 3 {
-                    guard("migrate snapshot", || super::signals::migrate(&db))?;
-                }
-                if version < 4 {
-                    guard("migrate snapshot", || super::queues::migrate(&db))?;
-                }
+                // An older file is migrated in this private copy (the file is untouched).
+                super::migrate::upgrade(&db, version, "migrate snapshot")?;
                 return Ok(db);
             }
             Ok(MetaState::Empty) => {

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use super::cache::ThreadCache;
 use super::index::{storage, stored_thread_in};
+use super::index_keys::{IndexKeys, keys_of_frame};
 use crate::codec::{self, StoredThread, table};
 use crate::{Error, ThreadId};
 
@@ -40,9 +41,11 @@ pub(crate) const CORRELATIONS: TableDefinition<'_, (&str, u64), &[u8]> =
 pub(crate) type WaitingKey = (&'static str, &'static str, u64, &'static str);
 /// A key of `queue_dedup`: queue, dedup key, thread.
 pub(crate) type DedupKey = (&'static str, &'static str, &'static str);
+/// A key of `threads_by_label`: label key, label value, thread.
+pub(crate) type LabelKey = (&'static str, &'static str, &'static str);
 
 /// The tables of one write transaction, each opened on first use: opening a table costs a lookup
-/// in redb's table tree, and an append needs only two or three of the thirteen.
+/// in redb's table tree, and an append needs only two or three of the nineteen.
 pub(crate) struct Tables<'txn, 'c> {
     txn: &'txn WriteTransaction,
     /// The writer's thread-record cache (see [`super::cache`]), kept current by every write of
@@ -70,6 +73,8 @@ pub(crate) struct Tables<'txn, 'c> {
     queue_members: Option<Table<'txn, &'static str, &'static [u8]>>,
     queue_waiting: Option<Table<'txn, WaitingKey, ()>>,
     queue_dedup: Option<Table<'txn, DedupKey, ()>>,
+    threads_by_label: Option<Table<'txn, LabelKey, ()>>,
+    threads_by_status: Option<Table<'txn, (u8, &'static str), ()>>,
 }
 
 /// An accessor that opens (creating if needed) its table on first use.
@@ -110,6 +115,8 @@ impl<'txn, 'c> Tables<'txn, 'c> {
             queue_members: None,
             queue_waiting: None,
             queue_dedup: None,
+            threads_by_label: None,
+            threads_by_status: None,
         }
     }
 
@@ -133,6 +140,8 @@ impl<'txn, 'c> Tables<'txn, 'c> {
         self.queue_members()?;
         self.queue_waiting()?;
         self.queue_dedup()?;
+        self.threads_by_label()?;
+        self.threads_by_status()?;
         Ok(())
     }
 
@@ -153,6 +162,8 @@ impl<'txn, 'c> Tables<'txn, 'c> {
     lazy_table!(queue_members, super::queues::MEMBERS, &'static str, &'static [u8]);
     lazy_table!(queue_waiting, super::queues::WAITING, WaitingKey, ());
     lazy_table!(queue_dedup, super::queues::DEDUP, DedupKey, ());
+    lazy_table!(threads_by_label, super::index_keys::BY_LABEL, LabelKey, ());
+    lazy_table!(threads_by_status, super::index_keys::BY_STATUS, (u8, &'static str), ());
 
     /// The threads table, with every staged record written first: whatever reads or changes it
     /// directly (a delete, a scan) sees the transaction's latest records.
@@ -186,8 +197,9 @@ impl<'txn, 'c> Tables<'txn, 'c> {
     /// Writes every staged thread record (see [`Tables::stage_thread`]) and keeps the cache
     /// current: a leased thread's record stays in it, any other leaves it (nobody drives that
     /// thread now: parked, ended or not yet picked up; its next write is a while away, and a
-    /// million parked threads must not sit in the cache). An error leaves the transaction
-    /// half-written: the caller aborts it.
+    /// million parked threads must not sit in the cache). The search index follows each record
+    /// (`thread_index.rs`): the old record's entries come from the cache, else from the row the
+    /// write replaces. An error leaves the transaction half-written: the caller aborts it.
     pub(crate) fn write_staged_threads(&mut self) -> Result<(), Error> {
         if self.staged.is_empty() {
             return Ok(());
@@ -195,7 +207,14 @@ impl<'txn, 'c> Tables<'txn, 'c> {
         let op = storage("write thread");
         for (id, stored) in std::mem::take(&mut self.staged) {
             let framed = codec::encode_stored_thread(&stored.record, &stored.tail)?;
-            self.threads_table()?.insert(id.as_str(), framed.as_slice()).map_err(&op)?;
+            let cached = self.cache.get(&id).map(|old| IndexKeys::of(&old.record));
+            let old = match self.threads_table()?.insert(id.as_str(), framed.as_slice()) {
+                Ok(Some(_)) if cached.is_some() => cached,
+                Ok(Some(replaced)) => Some(keys_of_frame(&id, replaced.value())?),
+                Ok(None) => None,
+                Err(e) => return Err(op(e)),
+            };
+            self.reindex_thread(&id, old.as_ref(), Some(&IndexKeys::of(&stored.record)))?;
             self.thread_rows += 1;
             if stored.record.lease.is_some() {
                 self.cache.put(id, stored, framed.len());

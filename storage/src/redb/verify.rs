@@ -10,7 +10,8 @@
 //! per such event kept in memory);
 //! checkpoints and their
 //! three indexes agree both ways, each has its snapshot, and covers an event that exists (or was
-//! pruned); payloads hash to their keys and every referenced payload exists; the meta counters
+//! pruned); payloads hash to their keys and every referenced payload exists; the thread search
+//! index (labels, status) and the thread records agree both ways; the meta counters
 //! are at or above every lsn and checkpoint id in use.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -73,6 +74,13 @@ pub(crate) fn verify(txn: &ReadTransaction) -> Result<VerifyReport, Error> {
         let mut problems = Vec::new();
         let known = |id: &ThreadId| threads.contains_key(id);
         s.report.signals = super::signals::verify(s.txn, known, &mut problems)?;
+        s.report.problems.extend(problems);
+        Ok(())
+    });
+    scan.section(table::THREADS_BY_LABEL, |s| {
+        let mut problems = Vec::new();
+        let records = threads.values().map(|stored| &stored.record);
+        super::thread_index::verify(s.txn, records, &mut problems)?;
         s.report.problems.extend(problems);
         Ok(())
     });

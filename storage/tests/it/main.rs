@@ -29,6 +29,7 @@ mod queues;
 mod raw;
 mod recovery;
 mod roundtrip;
+mod search;
 mod signals;
 mod subscribe;
 mod two_process;

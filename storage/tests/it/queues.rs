@@ -172,7 +172,7 @@ fn a_v3_file_is_migrated_to_v4_at_open() {
     let store = cairn_storage::RedbStore::open(&path, fast()).expect("the v3 file opens");
     admission_contract(&store);
     store.close().expect("close");
-    assert_eq!(version(&path), 4);
+    assert_eq!(version(&path), cairn_storage::FORMAT_VERSION);
 }
 
 #[test]

@@ -1,0 +1,220 @@
+//! Listing threads: through the search index (`thread_index.rs`) when the filter names labels
+//! or a status, else by a scan of the thread records.
+//!
+//! Every index entry is a candidate only: its record is read, checked and matched against the
+//! whole filter, so the index narrows and never decides. Each index is ordered by thread id
+//! within one label or status, so a walk yields the same order as the scan (key order) and a
+//! cursor (`after`) starts the walk where the last page ended.
+
+use std::ops::Bound;
+
+use ::redb::ReadTransaction;
+
+use super::index::storage;
+use super::index_keys::{BY_LABEL, BY_STATUS};
+use super::read::open;
+use super::tables::THREADS;
+use crate::codec::{self, table};
+use crate::limits::{self, READ_LIMIT_MAX};
+use crate::{Error, Page, ThreadFilter, ThreadId, ThreadRecord};
+
+/// Thread ids from one index, in id order.
+type Ids = Box<dyn Iterator<Item = Result<String, Error>>>;
+
+/// One index range a filter's matches all lie in.
+#[derive(Clone, Copy)]
+enum Source<'f> {
+    Label(&'f str, &'f str),
+    Status(u8),
+}
+
+impl Source<'_> {
+    fn table(self) -> &'static str {
+        match self {
+            Source::Label(..) => table::THREADS_BY_LABEL,
+            Source::Status(_) => table::THREADS_BY_STATUS,
+        }
+    }
+
+    /// The ids of this range after `after`.
+    fn ids(self, txn: &ReadTransaction, after: Option<&str>) -> Result<Ids, Error> {
+        let op = storage("read thread index");
+        Ok(match self {
+            Source::Label(key, value) => {
+                let start = after.map_or(Bound::Included((key, value, "")), |a| {
+                    Bound::Excluded((key, value, a))
+                });
+                let range = open(txn, BY_LABEL)?
+                    .range::<(&str, &str, &str)>((start, Bound::Unbounded))
+                    .map_err(&op)?;
+                let (key, value) = (key.to_string(), value.to_string());
+                Box::new(range.map_while(move |entry| match entry {
+                    Ok((k, _)) => {
+                        let (k, v, thread) = k.value();
+                        (k == key && v == value).then(|| Ok(thread.to_string()))
+                    }
+                    Err(e) => Some(Err(op(e))),
+                }))
+            }
+            Source::Status(status) => {
+                let start =
+                    after.map_or(Bound::Included((status, "")), |a| Bound::Excluded((status, a)));
+                let range = open(txn, BY_STATUS)?
+                    .range::<(u8, &str)>((start, Bound::Unbounded))
+                    .map_err(&op)?;
+                Box::new(range.map_while(move |entry| match entry {
+                    Ok((k, _)) => {
+                        let (s, thread) = k.value();
+                        (s == status).then(|| Ok(thread.to_string()))
+                    }
+                    Err(e) => Some(Err(op(e))),
+                }))
+            }
+        })
+    }
+}
+
+/// The index ranges `filter` narrows to: one per label, and its status.
+fn sources(filter: &ThreadFilter) -> Vec<Source<'_>> {
+    let labels = filter.labels.iter().map(|(k, v)| Source::Label(k, v));
+    labels.chain(filter.status.map(|s| Source::Status(s as u8))).collect()
+}
+
+/// Entries of each range the choice of the smallest steps through at most: ranges all longer
+/// than this are alike for a page (its matches are likely dense), and the first is walked.
+pub(crate) const CHOOSE_STEPS_MAX: usize = 4_096;
+
+/// The smallest of `sources` after `after`: their ranges are stepped through together until
+/// one ends, so choosing costs at most (number of sources) x (the smallest range's size, or
+/// [`CHOOSE_STEPS_MAX`]).
+fn smallest<'f>(
+    txn: &ReadTransaction,
+    sources: &[Source<'f>],
+    after: Option<&str>,
+) -> Result<Source<'f>, Error> {
+    if let [only] = sources {
+        return Ok(*only);
+    }
+    let mut ranges = sources.iter().map(|s| s.ids(txn, after)).collect::<Result<Vec<_>, _>>()?;
+    for _ in 0..CHOOSE_STEPS_MAX {
+        for (source, range) in sources.iter().zip(&mut ranges) {
+            match range.next() {
+                None => return Ok(*source),
+                Some(Err(e)) => return Err(e),
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+    Ok(sources[0])
+}
+
+/// Calls `visit` with every thread record matching `filter` whose id sorts after `after`, in id
+/// order, until it returns false.
+fn each_match(
+    txn: &ReadTransaction,
+    filter: &ThreadFilter,
+    after: Option<&ThreadId>,
+    mut visit: impl FnMut(ThreadRecord) -> bool,
+) -> Result<(), Error> {
+    let threads = open(txn, THREADS)?;
+    let op = storage("read threads");
+    let sources = sources(filter);
+    let after = after.map(ThreadId::as_str);
+    if sources.is_empty() {
+        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
+        for entry in threads.range::<&str>((start, Bound::Unbounded)).map_err(&op)? {
+            let (key, value) = entry.map_err(&op)?;
+            if let Some(record) = matching_thread(key.value(), value.value(), filter)?
+                && !visit(record)
+            {
+                break;
+            }
+        }
+        return Ok(());
+    }
+    let source = smallest(txn, &sources, after)?;
+    for id in source.ids(txn, after)? {
+        let id = id?;
+        let Some(value) = threads.get(id.as_str()).map_err(&op)? else {
+            return Err(Error::Corrupted {
+                table: source.table(),
+                thread: ThreadId::new(id.as_str()).ok(),
+                seq: None,
+                detail: format!("an index entry of thread {id}, which has no record"),
+            });
+        };
+        if let Some(record) = matching_thread(&id, value.value(), filter)?
+            && !visit(record)
+        {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Threads matching `filter`, in id order, skipping `page.offset` matches.
+pub(crate) fn list_threads(
+    txn: &ReadTransaction,
+    filter: &ThreadFilter,
+    page: Page,
+) -> Result<Vec<ThreadRecord>, Error> {
+    limits::check("READ_LIMIT_MAX", page.limit, READ_LIMIT_MAX)?;
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    if page.limit == 0 {
+        return Ok(out);
+    }
+    each_match(txn, filter, None, |record| {
+        if skipped < page.offset {
+            skipped += 1;
+        } else {
+            out.push(record);
+        }
+        out.len() < page.limit
+    })?;
+    Ok(out)
+}
+
+/// Threads matching `filter` with ids after `after` in key (byte) order, at most `limit`: a
+/// range walk that starts at the cursor, so a page costs what it reads, not what precedes it.
+pub(crate) fn list_threads_after(
+    txn: &ReadTransaction,
+    filter: &ThreadFilter,
+    after: Option<&ThreadId>,
+    limit: usize,
+) -> Result<Vec<ThreadRecord>, Error> {
+    limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
+    let mut out = Vec::new();
+    if limit == 0 {
+        return Ok(out);
+    }
+    each_match(txn, filter, after, |record| {
+        out.push(record);
+        out.len() < limit
+    })?;
+    Ok(out)
+}
+
+/// The record stored under `key`, checked, if it matches `filter`.
+fn matching_thread(
+    key: &str,
+    value: &[u8],
+    filter: &ThreadFilter,
+) -> Result<Option<ThreadRecord>, Error> {
+    let id = ThreadId::new(key).map_err(|e| Error::Corrupted {
+        table: table::THREADS,
+        thread: None,
+        seq: None,
+        detail: format!("key {key:?} is not a valid thread id: {e}"),
+    })?;
+    let record = codec::decode_thread(value).map_err(|e| codec::locate(e, Some(&id), None))?;
+    if record.id != id {
+        return Err(Error::Corrupted {
+            table: table::THREADS,
+            thread: Some(id.clone()),
+            seq: None,
+            detail: format!("key {id} holds the record of thread {}", record.id),
+        });
+    }
+    Ok(filter.matches(&record).then_some(record))
+}
