@@ -100,6 +100,23 @@ impl<'c> Client<'c> {
     }
 
     /// Begins a transaction, rolled back unless committed.
+    /// Runs `f` holding the database's advisory lock `key` (one process at a time), and lets
+    /// it go whatever `f` answered; `op` names a failure to take or let go of the lock.
+    pub(crate) fn advisory_locked<T>(
+        &mut self,
+        key: i64,
+        op: &'static str,
+        f: impl FnOnce(&mut Self) -> Result<T, crate::Error>,
+    ) -> Result<T, crate::Error> {
+        let op = super::pg_error(op);
+        self.execute("SELECT pg_advisory_lock($1)", &[&key]).map_err(&op)?;
+        let result = f(self);
+        let unlocked = self.execute("SELECT pg_advisory_unlock($1)", &[&key]);
+        let out = result?;
+        unlocked.map_err(&op)?;
+        Ok(out)
+    }
+
     pub(crate) fn transaction(&mut self) -> Result<Transaction<'_>, Error> {
         self.batch_execute("BEGIN")?;
         Ok(Transaction { client: *self, done: false })

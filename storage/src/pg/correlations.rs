@@ -208,13 +208,7 @@ pub(crate) fn verify(
 /// advisory lock (one process migrates; the others wait, then find format 2): batches of
 /// [`MIGRATION_BATCH_EVENTS`] events per transaction, resuming from `correlations_built_to`.
 pub(crate) fn migrate(client: &mut Client<'_>) -> Result<(), Error> {
-    let op = pg_error("migrate to format 2");
-    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).map_err(&op)?;
-    let result = migrate_locked(client);
-    let unlocked = client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]);
-    result?;
-    unlocked.map_err(&op)?;
-    Ok(())
+    client.advisory_locked(MIGRATION_LOCK, "migrate to format 2", migrate_locked)
 }
 
 fn migrate_locked(client: &mut Client<'_>) -> Result<(), Error> {

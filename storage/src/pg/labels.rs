@@ -47,13 +47,7 @@ const MIGRATION_LOCK: i64 = 0x4341_4952_4e4c_424c;
 /// # Errors
 /// Connection errors (nothing is committed).
 pub(crate) fn migrate(client: &mut Client<'_>) -> Result<(), Error> {
-    let op = pg_error("migrate to format 5");
-    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).map_err(&op)?;
-    let result = migrate_locked(client);
-    let unlocked = client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]);
-    result?;
-    unlocked.map_err(&op)?;
-    Ok(())
+    client.advisory_locked(MIGRATION_LOCK, "migrate to format 5", migrate_locked)
 }
 
 fn migrate_locked(client: &mut Client<'_>) -> Result<(), Error> {
