@@ -98,7 +98,13 @@ impl Browser {
         browser
     }
 
-    fn send(&mut self, session: Option<String>, method: &str, params: Value) -> Value {
+    /// The answer to `method`, or the error DevTools gave.
+    fn send(
+        &mut self,
+        session: Option<String>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, Value> {
         self.next_id += 1;
         let id = self.next_id;
         let mut msg = json!({"id": id, "method": method, "params": params});
@@ -117,19 +123,25 @@ impl Browser {
             let Message::Text(text) = frame else { continue };
             let v: Value = serde_json::from_str(text.as_str()).expect("DevTools JSON");
             if v["id"] == id {
-                assert!(v.get("error").is_none(), "{method} failed: {}", v["error"]);
-                return v["result"].clone();
+                return match v.get("error") {
+                    Some(error) => Err(error.clone()),
+                    None => Ok(v["result"].clone()),
+                };
             }
             // Events (and answers to nobody) are ignored.
         }
     }
 
     fn call_browser(&mut self, method: &str, params: Value) -> Value {
-        self.send(None, method, params)
+        self.send(None, method, params).unwrap_or_else(|e| panic!("{method} failed: {e}"))
     }
 
     /// A command to the page.
     pub fn call(&mut self, method: &str, params: Value) -> Value {
+        self.try_call(method, params).unwrap_or_else(|e| panic!("{method} failed: {e}"))
+    }
+
+    fn try_call(&mut self, method: &str, params: Value) -> Result<Value, Value> {
         let session = Some(self.session.clone());
         self.send(session, method, params)
     }
@@ -143,14 +155,19 @@ impl Browser {
 
     /// The value of `expression` (awaited if a promise), as JSON.
     pub fn eval(&mut self, expression: &str) -> Value {
-        let r = self.call(
+        self.try_eval(expression).unwrap_or_else(|e| panic!("Runtime.evaluate failed: {e}"))
+    }
+
+    /// As [`Browser::eval`], or the error DevTools gave (the page navigated meanwhile, say).
+    fn try_eval(&mut self, expression: &str) -> Result<Value, Value> {
+        let r = self.try_call(
             "Runtime.evaluate",
             json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
-        );
+        )?;
         if let Some(e) = r.get("exceptionDetails") {
             panic!("{expression} threw: {e}");
         }
-        r["result"]["value"].clone()
+        Ok(r["result"]["value"].clone())
     }
 
     /// Waits until `expression` is truthy; returns its value.
@@ -160,7 +177,12 @@ impl Browser {
     pub fn wait_for(&mut self, expression: &str, timeout: Duration) -> Value {
         let deadline = Instant::now() + timeout;
         loop {
-            let v = self.eval(expression);
+            // A page that navigates (a link clicked) drops an evaluation in flight: not yet.
+            let v = match self.try_eval(expression) {
+                Ok(v) => v,
+                Err(e) if e.to_string().contains("navigated or closed") => Value::Null,
+                Err(e) => panic!("Runtime.evaluate failed: {e}"),
+            };
             let truthy = match &v {
                 Value::Null => false,
                 Value::Bool(b) => *b,
