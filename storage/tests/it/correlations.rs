@@ -5,7 +5,7 @@ use cairn_storage::{
     Batch, CorrelationQuery, Error, EventKind, Lsn, NewEvent, Options, PayloadRef, RedbStore,
 };
 use cairn_storage::{Maintenance, ThreadLog};
-use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{ReadableTable, TableDefinition};
 
 use crate::common::*;
 use crate::raw;
@@ -21,14 +21,6 @@ fn legacy_message(thread: &str, n: u64, correlation: &str) -> NewEvent {
     )
     .into_bytes();
     e
-}
-
-fn format_version(path: &std::path::Path) -> u16 {
-    let db = redb::Database::open(path).expect("raw open");
-    let txn = db.begin_read().expect("read");
-    let meta = txn.open_table(raw::META).expect("meta");
-    let v = meta.get("format_version").expect("get").expect("present");
-    u16::from_le_bytes(v.value().try_into().expect("2 bytes"))
 }
 
 /// Makes the file at `path` look as a v1 build left it: no correlation index, format 1.
@@ -67,7 +59,7 @@ fn a_v1_file_is_migrated_at_open_with_its_index_built_from_the_log() {
     append(&store, Batch { events: vec![big], payloads: vec![body], ..Batch::default() });
     store.close().expect("close");
     to_v1(&path);
-    assert_eq!(format_version(&path), 1);
+    assert_eq!(raw::format_version(&path), 1);
 
     // A read-only open builds the index in its private copy and leaves the file as it was.
     let before = std::fs::read(&path).expect("read");
@@ -90,7 +82,7 @@ fn a_v1_file_is_migrated_at_open_with_its_index_built_from_the_log() {
     assert!(report.is_clean(), "{:?}", report.problems);
     store.close().expect("close");
     assert_eq!(
-        format_version(&path),
+        raw::format_version(&path),
         cairn_storage::FORMAT_VERSION,
         "migrated through every version"
     );
@@ -120,7 +112,7 @@ fn a_v1_file_is_migrated_at_open_with_its_index_built_from_the_log() {
     let big = store.read_correlated(&CorrelationQuery::new("c-big"), Lsn(0), 10).wait().unwrap();
     assert_eq!(big.len(), 1, "a body in a payload is read for its id");
     store.close().expect("close");
-    assert_eq!(format_version(&path), cairn_storage::FORMAT_VERSION);
+    assert_eq!(raw::format_version(&path), cairn_storage::FORMAT_VERSION);
 }
 
 #[test]

@@ -59,3 +59,12 @@ pub fn with_valid_crc(mut covered: Vec<u8>) -> Vec<u8> {
     covered.extend_from_slice(&crc.to_le_bytes());
     covered
 }
+
+/// The format version the file's meta table holds.
+pub fn format_version(path: &Path) -> u16 {
+    let db = Database::open(path).expect("raw open");
+    let txn = db.begin_read().expect("read");
+    let meta = txn.open_table(META).expect("meta");
+    let v = meta.get("format_version").expect("get").expect("present");
+    u16::from_le_bytes(v.value().try_into().expect("2 bytes"))
+}

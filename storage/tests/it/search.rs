@@ -7,7 +7,7 @@
 use cairn_storage::{
     Batch, Catalog, DeleteOptions, Maintenance, Page, Store, ThreadFilter, ThreadId, ThreadStatus,
 };
-use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{ReadableTable, TableDefinition};
 
 use crate::common::*;
 use crate::raw;
@@ -219,14 +219,6 @@ fn same_as_scan_paged<S: Store>(store: &S, f: &ThreadFilter, expected: usize) {
     assert_eq!(walked, want);
 }
 
-fn format_version(path: &std::path::Path) -> u16 {
-    let db = redb::Database::open(path).expect("raw open");
-    let txn = db.begin_read().expect("read");
-    let meta = txn.open_table(raw::META).expect("meta");
-    let v = meta.get("format_version").expect("get").expect("present");
-    u16::from_le_bytes(v.value().try_into().expect("2 bytes"))
-}
-
 #[test]
 fn a_v4_file_is_migrated_to_v5_at_open() {
     let (_dir, path) = temp_db();
@@ -239,7 +231,7 @@ fn a_v4_file_is_migrated_to_v5_at_open() {
         let mut meta = txn.open_table(raw::META).expect("meta");
         meta.insert("format_version", 4u16.to_le_bytes().as_slice()).expect("version 4");
     });
-    assert_eq!(format_version(&path), 4);
+    assert_eq!(raw::format_version(&path), 4);
     let gold = filter(None, &[("tier", "gold")]);
     let before = std::fs::read(&path).expect("read");
     let snapshot = cairn_storage::RedbStore::open_read_only(&path).expect("read-only open of v4");
@@ -254,7 +246,7 @@ fn a_v4_file_is_migrated_to_v5_at_open() {
     let report = store.verify().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
     store.close().expect("close");
-    assert_eq!(format_version(&path), 5);
+    assert_eq!(raw::format_version(&path), 5);
 }
 
 /// Creates `n` threads (10 of them customer=c-9) in batches, then times the label filter
@@ -437,5 +429,5 @@ fn a_damaged_record_is_left_out_of_the_v4_migration() {
     let tables: Vec<&str> = report.problems.iter().map(|p| p.table).collect();
     assert_eq!(tables, ["threads"], "{:?}", report.problems);
     store.close().expect("close");
-    assert_eq!(format_version(&path), 5);
+    assert_eq!(raw::format_version(&path), 5);
 }

@@ -3,20 +3,12 @@
 
 use cairn_storage::{Batch, Error, NewSignal, Options, RedbStore};
 use cairn_storage::{Catalog, Maintenance, ThreadLog};
-use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{ReadableTable, TableDefinition};
 
 use crate::common::*;
 use crate::raw;
 
 const SIGNALS: TableDefinition<'_, (&str, u64), &[u8]> = TableDefinition::new("signals");
-
-fn format_version(path: &std::path::Path) -> u16 {
-    let db = redb::Database::open(path).expect("raw open");
-    let txn = db.begin_read().expect("read");
-    let meta = txn.open_table(raw::META).expect("meta");
-    let v = meta.get("format_version").expect("get").expect("present");
-    u16::from_le_bytes(v.value().try_into().expect("2 bytes"))
-}
 
 fn send(store: &RedbStore, thread: &str, name: &str, data: &[u8]) -> u64 {
     let signal = NewSignal::new(tid(thread), name, data.to_vec(), 0).expect("signal");
@@ -35,7 +27,7 @@ fn a_v2_file_is_migrated_to_v3_at_open() {
         let mut meta = txn.open_table(raw::META).expect("meta");
         meta.insert("format_version", 2u16.to_le_bytes().as_slice()).expect("version 2");
     });
-    assert_eq!(format_version(&path), 2);
+    assert_eq!(raw::format_version(&path), 2);
 
     // A read-only open migrates its private copy and leaves the file as it was.
     let before = std::fs::read(&path).expect("read");
@@ -49,7 +41,7 @@ fn a_v2_file_is_migrated_to_v3_at_open() {
     assert_eq!(send(&store, "m", "go", b"1"), 1, "signals work after the migration");
     assert_eq!(store.read_since(&tid("m"), cairn_storage::Seq(0), 10).wait().unwrap().len(), 3);
     store.close().expect("close");
-    assert_eq!(format_version(&path), cairn_storage::FORMAT_VERSION, "migrated (through v3)");
+    assert_eq!(raw::format_version(&path), cairn_storage::FORMAT_VERSION, "migrated (through v3)");
 }
 
 #[test]
