@@ -109,3 +109,50 @@ impl Answer {
         }
     }
 }
+
+/// Implements [`crate::Maintenance`] for a store whose `send(make)` queues the [`Write`] `make`
+/// builds around a reply channel to its writer; `verify` is what its `verify` runs.
+macro_rules! maintenance_through_writer {
+    ($store:ty, $verify:expr) => {
+        impl crate::Maintenance for $store {
+            fn delete_checkpoint(
+                &self,
+                id: CheckpointId,
+            ) -> Result<crate::Pending<bool>, crate::Error> {
+                self.send(|tx| crate::request::Write::DeleteCheckpoint(id, tx))
+            }
+
+            fn clear_checkpoints(
+                &self,
+                thread: &crate::ThreadId,
+            ) -> Result<crate::Pending<u64>, crate::Error> {
+                let thread = thread.clone();
+                self.send(|tx| crate::request::Write::ClearCheckpoints(thread, tx))
+            }
+
+            fn prune(
+                &self,
+                thread: &crate::ThreadId,
+                keep_from: crate::CheckpointId,
+            ) -> Result<crate::Pending<crate::Pruned>, crate::Error> {
+                let thread = thread.clone();
+                self.send(|tx| crate::request::Write::Prune(thread, keep_from, tx))
+            }
+
+            fn delete_thread(
+                &self,
+                thread: &crate::ThreadId,
+                options: crate::DeleteOptions,
+            ) -> Result<crate::Pending<Option<crate::Deleted>>, crate::Error> {
+                let thread = thread.clone();
+                self.send(|tx| crate::request::Write::DeleteThread(thread, options, tx))
+            }
+
+            fn verify(&self) -> Result<crate::VerifyReport, crate::Error> {
+                let verify: fn(&Self) -> Result<crate::VerifyReport, crate::Error> = $verify;
+                verify(self)
+            }
+        }
+    };
+}
+pub(crate) use maintenance_through_writer;

@@ -54,9 +54,8 @@ use self::write::{Write, Writer};
 use crate::codec::table;
 use crate::{
     Append, Batch, Catalog, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Durability,
-    Error, Event, LockRecord, Lsn, Maintenance, OnBlock, Page, PayloadRef, Pending, Pruned,
-    Reading, Scope, Seq, SharedDatabase, Store, Subscription, ThreadFilter, ThreadId, ThreadLog,
-    ThreadRecord, VerifyReport,
+    Error, Event, LockRecord, Lsn, OnBlock, Page, PayloadRef, Pending, Reading, Scope, Seq,
+    SharedDatabase, Store, Subscription, ThreadFilter, ThreadId, ThreadLog, ThreadRecord,
 };
 
 /// Reader connections of one store (the pool's size: reads beyond it wait for one).
@@ -196,7 +195,7 @@ impl PgStore {
         self.inner.blocking_reads.load(Ordering::Relaxed)
     }
 
-    fn write<T>(
+    fn send<T>(
         &self,
         op: impl FnOnce(oneshot::Sender<Result<T, Error>>) -> Write,
     ) -> Result<Pending<T>, Error> {
@@ -333,40 +332,16 @@ impl Catalog for PgStore {
     }
 }
 
-impl Maintenance for PgStore {
-    fn delete_checkpoint(&self, id: CheckpointId) -> Result<Pending<bool>, Error> {
-        self.write(|tx| Write::DeleteCheckpoint(id, tx))
-    }
-
-    fn clear_checkpoints(&self, thread: &ThreadId) -> Result<Pending<u64>, Error> {
-        let thread = thread.clone();
-        self.write(|tx| Write::ClearCheckpoints(thread, tx))
-    }
-
-    fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error> {
-        let thread = thread.clone();
-        self.write(|tx| Write::Prune(thread, keep_from, tx))
-    }
-
-    fn delete_thread(
-        &self,
-        thread: &ThreadId,
-        options: crate::DeleteOptions,
-    ) -> Result<Pending<Option<crate::Deleted>>, Error> {
-        let thread = thread.clone();
-        self.write(|tx| Write::DeleteThread(thread, options, tx))
-    }
-
-    fn verify(&self) -> Result<VerifyReport, Error> {
-        // A long series of statements, each waited for within the answer deadline, on this
-        // thread (`blocking::Client`): it blocks, as `Reading::wait` says.
-        let (handle, limit) = self.inner.readers.deadline();
-        self.read(read_with!(handle; |c| async move {
+crate::request::maintenance_through_writer!(PgStore, |store| {
+    // A long series of statements, each waited for within the answer deadline, on this
+    // thread (`blocking::Client`): it blocks, as `Reading::wait` says.
+    let (handle, limit) = store.inner.readers.deadline();
+    store
+        .read(read_with!(handle; |c| async move {
             verify::verify(&mut blocking::Client::new(c, &handle, limit))
         }))
         .wait()
-    }
-}
+});
 
 impl SharedDatabase for PgStore {
     fn due_threads(

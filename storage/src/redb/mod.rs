@@ -47,9 +47,8 @@ use self::tables::{Counters, MetaState};
 use self::writer::{Command, Write, Writer};
 use crate::{
     Append, Batch, Bookmark, Catalog, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo,
-    Durability, Error, Event, LockRecord, Lsn, Maintenance, Page, PayloadRef, Pending, Pruned,
-    Reading, Scope, Seq, Store, Subscription, ThreadFilter, ThreadId, ThreadLog, ThreadRecord,
-    VerifyReport,
+    Durability, Error, Event, LockRecord, Lsn, Page, PayloadRef, Pending, Reading, Scope, Seq,
+    Store, Subscription, ThreadFilter, ThreadId, ThreadLog, ThreadRecord,
 };
 
 /// The Cairn format version this build writes and the newest it reads (see `docs/format.md`).
@@ -842,33 +841,6 @@ impl Catalog for RedbStore {
     }
 }
 
-impl Maintenance for RedbStore {
-    fn delete_checkpoint(&self, id: CheckpointId) -> Result<Pending<bool>, Error> {
-        self.send(|tx| Write::DeleteCheckpoint(id, tx))
-    }
-
-    fn clear_checkpoints(&self, thread: &ThreadId) -> Result<Pending<u64>, Error> {
-        let thread = thread.clone();
-        self.send(|tx| Write::ClearCheckpoints(thread, tx))
-    }
-
-    fn prune(&self, thread: &ThreadId, keep_from: CheckpointId) -> Result<Pending<Pruned>, Error> {
-        let thread = thread.clone();
-        self.send(|tx| Write::Prune(thread, keep_from, tx))
-    }
-
-    fn delete_thread(
-        &self,
-        thread: &ThreadId,
-        options: crate::DeleteOptions,
-    ) -> Result<Pending<Option<crate::Deleted>>, Error> {
-        let thread = thread.clone();
-        self.send(|tx| Write::DeleteThread(thread, options, tx))
-    }
-
-    fn verify(&self) -> Result<VerifyReport, Error> {
-        self.read(verify::verify).wait()
-    }
-}
+crate::request::maintenance_through_writer!(RedbStore, |store| store.read(verify::verify).wait());
 
 impl Store for RedbStore {}
