@@ -257,23 +257,8 @@ pub(crate) async fn list_checkpoints(
     )
     .await
     .map_err(pg_error("list checkpoints"))?;
-    let mut out = Vec::new();
-    let mut skipped = 0;
-    for row in rows {
-        if out.len() >= page.limit {
-            break;
-        }
-        let info = decode_info(row.get(0), row.get(1))?;
-        if filter.kind.is_some_and(|k| info.kind != k) {
-            continue;
-        }
-        if skipped < page.offset {
-            skipped += 1;
-            continue;
-        }
-        out.push(info);
-    }
-    Ok(out)
+    let infos = rows.iter().map(|row| decode_info(row.get(0), row.get(1)));
+    page.cut(infos, |info| filter.kind.is_none_or(|k| info.kind == k))
 }
 
 /// A listing by labels (`labels.rs`), driven by `cairn_thread_labels_by_label`: the threads with the first

@@ -298,34 +298,22 @@ pub(crate) fn list_checkpoints(
     limits::check("READ_LIMIT_MAX", page.limit, READ_LIMIT_MAX)?;
     let candidates = checkpoint_candidates(txn, filter)?;
     let checkpoints = open(txn, CHECKPOINTS)?;
-    let mut out = Vec::new();
-    let mut skipped = 0;
-    for id in candidates {
-        if out.len() >= page.limit {
-            break;
-        }
-        let info = checkpoint_info_in(&checkpoints, id)?.ok_or_else(|| {
+    let infos = candidates.map(|id| {
+        checkpoint_info_in(&checkpoints, id)?.ok_or_else(|| {
             corrupt_checkpoint(
                 table::CHECKPOINTS,
                 id,
                 format!("an index points to missing checkpoint {id}"),
             )
-        })?;
-        let matches = filter.thread.as_ref().is_none_or(|t| &info.thread == t)
+        })
+    });
+    page.cut(infos, |info| {
+        filter.thread.as_ref().is_none_or(|t| &info.thread == t)
             && filter.workflow_id.as_ref().is_none_or(|w| &info.workflow.id == w)
             && filter.kind.is_none_or(|k| info.kind == k)
             && (filter.any_tags.is_empty()
-                || info.meta.tags.iter().any(|tag| filter.any_tags.contains(tag)));
-        if !matches {
-            continue;
-        }
-        if skipped < page.offset {
-            skipped += 1;
-            continue;
-        }
-        out.push(info);
-    }
-    Ok(out)
+                || info.meta.tags.iter().any(|tag| filter.any_tags.contains(tag)))
+    })
 }
 
 /// Candidate checkpoint ids, newest first, from the narrowest index the filter allows. Every

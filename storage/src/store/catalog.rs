@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Bookmark, LockRecord, Reading, ThreadId, ThreadRecord, ThreadStatus};
+use crate::{Bookmark, Error, LockRecord, Reading, ThreadId, ThreadRecord, ThreadStatus};
 
 /// Pagination for list calls: skip `offset`, return at most `limit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -17,6 +17,32 @@ pub struct Page {
 impl Default for Page {
     fn default() -> Page {
         Page { limit: 100, offset: 0 }
+    }
+}
+
+impl Page {
+    /// The items `keep` accepts, the first `offset` of them skipped, at most `limit`: a listing
+    /// that filters as it reads. Stops at the first error and reads no item past the page.
+    pub(crate) fn cut<T>(
+        self,
+        items: impl IntoIterator<Item = Result<T, Error>>,
+        mut keep: impl FnMut(&T) -> bool,
+    ) -> Result<Vec<T>, Error> {
+        let (mut out, mut skip) = (Vec::new(), self.offset);
+        for item in items {
+            if out.len() >= self.limit {
+                break;
+            }
+            let item = item?;
+            if !keep(&item) {
+                continue;
+            }
+            match skip.checked_sub(1) {
+                Some(left) => skip = left,
+                None => out.push(item),
+            }
+        }
+        Ok(out)
     }
 }
 
