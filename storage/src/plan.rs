@@ -139,7 +139,7 @@ pub(crate) fn plan(
             plan.chunks.push((id.clone(), first_seq, codec::encode_seq_chunk(&chunk)?));
         }
         plan.appended.bookmarks.push(event.bookmark);
-        plan.mark_dirty(&id);
+        mark_dirty(&mut plan.dirty_threads, &id);
     }
     for new in batch.checkpoints {
         let covers = match plan.thread(tables, &new.thread)? {
@@ -205,6 +205,30 @@ pub(crate) fn exhausted(counter: &str, thread: Option<&ThreadId>) -> Error {
         thread: thread.cloned(),
         seq: None,
         detail: format!("the {counter} counter is at its maximum"),
+    }
+}
+
+/// The value `cache` holds under `key`, read with `read` (and kept) the first time.
+pub(crate) fn cached<'c, K, Q, V>(
+    cache: &'c mut BTreeMap<K, V>,
+    key: &Q,
+    read: impl FnOnce() -> Result<V, Error>,
+) -> Result<&'c V, Error>
+where
+    K: Ord + std::borrow::Borrow<Q>,
+    Q: Ord + ToOwned<Owned = K> + ?Sized,
+{
+    if !cache.contains_key(key) {
+        let value = read()?;
+        cache.insert(key.to_owned(), value);
+    }
+    Ok(&cache[key])
+}
+
+/// Adds `key` to the `dirty` keys (written at the end of the plan) unless it is there.
+pub(crate) fn mark_dirty<K: PartialEq + Clone>(dirty: &mut Vec<K>, key: &K) {
+    if !dirty.contains(key) {
+        dirty.push(key.clone());
     }
 }
 
@@ -281,11 +305,7 @@ impl Plan {
         tables: &mut impl PlanState,
         id: &ThreadId,
     ) -> Result<&Option<StoredThread>, Error> {
-        if !self.threads.contains_key(id) {
-            let stored = tables.stored_thread(id)?;
-            self.threads.insert(id.clone(), stored);
-        }
-        Ok(&self.threads[id])
+        cached(&mut self.threads, id, || tables.stored_thread(id))
     }
 
     /// Numbers a signal and encodes it, refusing a thread that does not exist or has ended as
@@ -335,14 +355,8 @@ impl Plan {
         Ok(())
     }
 
-    fn mark_dirty(&mut self, id: &ThreadId) {
-        if !self.dirty_threads.contains(id) {
-            self.dirty_threads.push(id.clone());
-        }
-    }
-
     pub(crate) fn set_thread(&mut self, id: ThreadId, stored: StoredThread) {
-        self.mark_dirty(&id);
+        mark_dirty(&mut self.dirty_threads, &id);
         self.threads.insert(id, Some(stored));
     }
 
@@ -351,11 +365,7 @@ impl Plan {
         tables: &mut impl PlanState,
         name: &str,
     ) -> Result<Option<LockRecord>, Error> {
-        if !self.locks.contains_key(name) {
-            let stored = tables.lock(name)?;
-            self.locks.insert(name.to_string(), stored);
-        }
-        Ok(self.locks[name].clone())
+        Ok(cached(&mut self.locks, name, || tables.lock(name))?.clone())
     }
 
     fn lock_op(&mut self, tables: &mut impl PlanState, op: LockOp) -> Result<(), Error> {

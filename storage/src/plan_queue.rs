@@ -14,6 +14,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::plan::{cached, mark_dirty};
+
 use crate::codec;
 use crate::limits::QUEUE_HEAD_SCAN_MAX;
 use crate::plan::{Plan, PlanState};
@@ -97,17 +99,11 @@ impl QueuePlan {
         tables: &mut impl QueueReads,
         name: &str,
     ) -> Result<Option<QueueState>, Error> {
-        if !self.queues.contains_key(name) {
-            let stored = tables.queue(name)?;
-            self.queues.insert(name.to_string(), stored);
-        }
-        Ok(self.queues[name].clone())
+        Ok(cached(&mut self.queues, name, || tables.queue(name))?.clone())
     }
 
     fn put_queue(&mut self, q: QueueState) {
-        if !self.dirty_queues.contains(&q.name) {
-            self.dirty_queues.push(q.name.clone());
-        }
+        mark_dirty(&mut self.dirty_queues, &q.name);
         self.queues.insert(q.name.clone(), Some(q));
     }
 
@@ -116,17 +112,11 @@ impl QueuePlan {
         tables: &mut impl QueueReads,
         id: &ThreadId,
     ) -> Result<Option<QueueMember>, Error> {
-        if !self.members.contains_key(id) {
-            let stored = tables.queue_member(id)?;
-            self.members.insert(id.clone(), stored);
-        }
-        Ok(self.members[id].clone())
+        Ok(cached(&mut self.members, id, || tables.queue_member(id))?.clone())
     }
 
     fn set_member(&mut self, id: ThreadId, member: Option<QueueMember>) {
-        if !self.dirty_members.contains(&id) {
-            self.dirty_members.push(id.clone());
-        }
+        mark_dirty(&mut self.dirty_members, &id);
         self.members.insert(id, member);
     }
 
