@@ -48,29 +48,12 @@ CREATE TABLE IF NOT EXISTS cairn_queue_dedup (
 );
 ";
 
-/// The format a format-3 database is moved to (the tables are created at every open).
-const WITH_QUEUES: i64 = 4;
-
 /// Creates the tables if they are missing.
 ///
 /// # Errors
 /// Connection errors.
 pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
     client.batch_execute(SCHEMA).map_err(pg_error("create the queue tables"))
-}
-
-/// Moves a format-3 database to format 4: nothing to build, the (empty) tables exist.
-///
-/// # Errors
-/// Connection errors.
-pub(crate) fn migrate(client: &mut Client<'_>) -> Result<(), Error> {
-    client
-        .execute(
-            "UPDATE cairn_meta SET value = $1 WHERE key = 'format_version' AND value < $1",
-            &[&WITH_QUEUES],
-        )
-        .map_err(pg_error("migrate to format 4"))?;
-    Ok(())
 }
 
 /// A rank (u64) as an order-preserving bigint.

@@ -121,16 +121,31 @@ pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
     if format < 2 {
         super::correlations::migrate(client)?;
     }
+    // Formats 3 (signals) and 4 (queues) only added tables, created above, empty.
     if format < 3 {
-        super::signals::migrate(client)?;
+        raise_format(client, 3, "migrate to format 3")?;
     }
     if format < 4 {
-        super::queues::migrate(client)?;
+        raise_format(client, 4, "migrate to format 4")?;
     }
     if format < 5 {
         super::labels::migrate(client)?;
     }
     check_lsn_space(client)
+}
+
+/// Sets the format version to `to` unless it is there already (the migration `op`).
+///
+/// # Errors
+/// Connection errors.
+fn raise_format(client: &mut Client<'_>, to: i64, op: &'static str) -> Result<(), Error> {
+    client
+        .execute(
+            "UPDATE cairn_meta SET value = $1 WHERE key = 'format_version' AND value < $1",
+            &[&to],
+        )
+        .map_err(pg_error(op))?;
+    Ok(())
 }
 
 /// Runs `ddl` (`CREATE ... IF NOT EXISTS` statements). Two processes creating the same table at

@@ -28,29 +28,12 @@ CREATE TABLE IF NOT EXISTS cairn_signals (
 );
 ";
 
-/// The format a format-2 database is moved to (the table itself is created at every open).
-const WITH_SIGNALS: i64 = 3;
-
 /// Creates the table if it is missing.
 ///
 /// # Errors
 /// Connection errors.
 pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
     client.batch_execute(SCHEMA).map_err(pg_error("create the signal inbox"))
-}
-
-/// Moves a format-2 database to format 3: nothing to build, the (empty) table exists.
-///
-/// # Errors
-/// Connection errors.
-pub(crate) fn migrate(client: &mut Client<'_>) -> Result<(), Error> {
-    client
-        .execute(
-            "UPDATE cairn_meta SET value = $1 WHERE key = 'format_version' AND value < $1",
-            &[&WITH_SIGNALS],
-        )
-        .map_err(pg_error("migrate to format 3"))?;
-    Ok(())
 }
 
 /// Decodes the row `(thread, n)` and checks the record against it.

@@ -3,9 +3,13 @@
 //! Run at a writable open (`mod.rs`) and in the private copy of a read-only open
 //! (`snapshot.rs`).
 
-use ::redb::Database;
+use ::redb::{Database, TableError, WriteTransaction};
 
 use super::guard::guard;
+use super::index::storage;
+use super::meta::{META, META_FORMAT_VERSION};
+use super::queues::{DEDUP, MEMBERS, QUEUES, WAITING};
+use super::signals::SIGNALS;
 use crate::Error;
 
 /// Takes `db`, of format `version`, to the current format (`super::FORMAT_VERSION`).
@@ -18,13 +22,39 @@ pub(crate) fn upgrade(db: &Database, version: u16, op: &'static str) -> Result<(
         guard(op, || super::correlations::migrate(db))?;
     }
     if version < 3 {
-        guard(op, || super::signals::migrate(db))?;
+        let create = |txn: &WriteTransaction| txn.open_table(SIGNALS).map(drop);
+        guard(op, || new_tables(db, (3, "migrate to format v3"), "the signal inbox", create))?;
     }
     if version < 4 {
-        guard(op, || super::queues::migrate(db))?;
+        let create = |txn: &WriteTransaction| {
+            txn.open_table(QUEUES)?;
+            txn.open_table(MEMBERS)?;
+            txn.open_table(WAITING)?;
+            txn.open_table(DEDUP).map(drop)
+        };
+        guard(op, || new_tables(db, (4, "migrate to format v4"), "the queue tables", create))?;
     }
     if version < 5 {
         guard(op, || super::thread_index::migrate(db))?;
     }
+    Ok(())
+}
+
+/// Takes `db` to format `to` (the migration `op`) in one transaction that creates the empty
+/// tables `create` opens (a crash leaves the format before, and the next open migrates again).
+fn new_tables(
+    db: &Database,
+    (to, op): (u16, &'static str),
+    what: &str,
+    create: impl FnOnce(&WriteTransaction) -> Result<(), TableError>,
+) -> Result<(), Error> {
+    let txn = db.begin_write().map_err(|e| Error::storage("begin migration", e))?;
+    let open_table = |e| Error::storage("open table", e);
+    create(&txn).map_err(open_table)?;
+    let mut meta = txn.open_table(META).map_err(open_table)?;
+    meta.insert(META_FORMAT_VERSION, to.to_le_bytes().as_slice()).map_err(storage(op))?;
+    drop(meta);
+    txn.commit().map_err(|e| Error::storage("commit migration", e))?;
+    tracing::info!("created {what}: format v{to}");
     Ok(())
 }

@@ -6,10 +6,9 @@
 //!
 //! What is written is the planner's (`crate::plan_queue`); this file stores it.
 
-use ::redb::{Database, ReadTransaction, ReadableTable, TableDefinition};
+use ::redb::{ReadTransaction, ReadableTable, TableDefinition};
 
 use super::index::storage;
-use super::meta::{META, META_FORMAT_VERSION};
 use super::tables::Tables;
 use crate::codec::{self, table};
 use crate::plan_queue::QueueWrites;
@@ -27,9 +26,6 @@ pub(crate) const WAITING: TableDefinition<'_, (&str, &str, u64, &str), ()> =
 /// Members holding a dedup key.
 pub(crate) const DEDUP: TableDefinition<'_, (&str, &str, &str), ()> =
     TableDefinition::new(table::QUEUE_DEDUP);
-
-/// The format a v3 file is migrated to.
-const WITH_QUEUES: u16 = 4;
 
 /// Decodes the queue stored under `name` and checks it against its key.
 pub(crate) fn queue_at(name: &str, bytes: &[u8]) -> Result<QueueState, Error> {
@@ -246,26 +242,4 @@ pub(crate) fn verify(txn: &ReadTransaction, problems: &mut Vec<Problem>) -> Resu
     }
     crate::queue_verify::check(&rows, problems);
     Ok(scanned)
-}
-
-/// Migrates a v3 file to v4: creates the empty queue tables and sets the format version, in one
-/// transaction (a crash leaves v3, and the next open migrates again).
-///
-/// # Errors
-/// Storage errors; the file is left as it was.
-pub(crate) fn migrate(db: &Database) -> Result<(), Error> {
-    let txn = db.begin_write().map_err(|e| Error::storage("begin migration", e))?;
-    {
-        let op = storage("migrate to format v4");
-        let open_table = |e| Error::storage("open table", e);
-        txn.open_table(QUEUES).map_err(open_table)?;
-        txn.open_table(MEMBERS).map_err(open_table)?;
-        txn.open_table(WAITING).map_err(open_table)?;
-        txn.open_table(DEDUP).map_err(open_table)?;
-        let mut meta = txn.open_table(META).map_err(open_table)?;
-        meta.insert(META_FORMAT_VERSION, WITH_QUEUES.to_le_bytes().as_slice()).map_err(&op)?;
-    }
-    txn.commit().map_err(|e| Error::storage("commit migration", e))?;
-    tracing::info!("created the queue tables: format v4");
-    Ok(())
 }

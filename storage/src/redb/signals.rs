@@ -4,10 +4,9 @@
 //!
 //! Writes are the planner's (`crate::plan`, applied in `apply.rs`).
 
-use ::redb::{Database, ReadTransaction, ReadableTable, TableDefinition};
+use ::redb::{ReadTransaction, ReadableTable, TableDefinition};
 
 use super::index::storage;
-use super::meta::{META, META_FORMAT_VERSION};
 use crate::codec::{self, table};
 use crate::limits::{self, READ_LIMIT_MAX};
 use crate::{Error, Problem, Seq, Signal, ThreadId};
@@ -15,9 +14,6 @@ use crate::{Error, Problem, Seq, Signal, ThreadId};
 /// The inbox: framed [`Signal`] (kind 9) by `(thread, n)`.
 pub(crate) const SIGNALS: TableDefinition<'_, (&str, u64), &[u8]> =
     TableDefinition::new(table::SIGNALS);
-
-/// The format a v2 file is migrated to.
-const WITH_SIGNALS: u16 = 3;
 
 /// Decodes the signal stored under `(thread, n)` and checks it against its key.
 pub(crate) fn signal_at(thread: &str, n: u64, bytes: &[u8]) -> Result<Signal, Error> {
@@ -126,23 +122,4 @@ pub(crate) fn verify(
         }
     }
     Ok(scanned)
-}
-
-/// Migrates a v2 file to v3: creates the empty inbox and sets the format version, in one
-/// transaction (a crash leaves v2, and the next open migrates again).
-///
-/// # Errors
-/// Storage errors; the file is left as it was.
-pub(crate) fn migrate(db: &Database) -> Result<(), Error> {
-    let txn = db.begin_write().map_err(|e| Error::storage("begin migration", e))?;
-    {
-        let op = storage("migrate to format v3");
-        let open_table = |e| Error::storage("open table", e);
-        txn.open_table(SIGNALS).map_err(open_table)?;
-        let mut meta = txn.open_table(META).map_err(open_table)?;
-        meta.insert(META_FORMAT_VERSION, WITH_SIGNALS.to_le_bytes().as_slice()).map_err(&op)?;
-    }
-    txn.commit().map_err(|e| Error::storage("commit migration", e))?;
-    tracing::info!("created the signal inbox: format v3");
-    Ok(())
 }
