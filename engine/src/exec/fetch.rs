@@ -161,16 +161,10 @@ pub(crate) async fn checkpoints_all(
     store: &dyn Store,
     filter: &CheckpointFilter,
 ) -> Result<Vec<CheckpointInfo>, Error> {
-    let mut out = Vec::new();
-    loop {
-        let page = Page { limit: limits::READ_CHUNK_EVENTS, offset: out.len() };
-        let found = store.list_checkpoints(filter, page).await?;
-        let done = found.len() < limits::READ_CHUNK_EVENTS;
-        out.extend(found);
-        if done {
-            return Ok(out);
-        }
-    }
+    every_page(limits::READ_CHUNK_EVENTS, |found| {
+        store.list_checkpoints(filter, Page { limit: limits::READ_CHUNK_EVENTS, offset: found })
+    })
+    .await
 }
 
 /// The child threads of `parent` (every page of them).
@@ -181,11 +175,23 @@ pub(crate) async fn children_of(
     store: &dyn Store,
     parent: &ThreadId,
 ) -> Result<Vec<ThreadRecord>, Error> {
+    every_page(CHILDREN_PAGE, |found| {
+        let (filter, page) = children_page(parent, found);
+        async move { store.list_threads(&filter, page).await }
+    })
+    .await
+}
+
+/// Every item of a listing read `page` items at a time: `list(found)` reads the page after the
+/// `found` items read so far, until a page comes back short.
+async fn every_page<T, F>(page: usize, mut list: impl FnMut(usize) -> F) -> Result<Vec<T>, Error>
+where
+    F: std::future::Future<Output = Result<Vec<T>, cairn_storage::Error>>,
+{
     let mut out = Vec::new();
     loop {
-        let (filter, page) = children_page(parent, out.len());
-        let found = store.list_threads(&filter, page).await?;
-        let done = found.len() < CHILDREN_PAGE;
+        let found = list(out.len()).await?;
+        let done = found.len() < page;
         out.extend(found);
         if done {
             return Ok(out);
