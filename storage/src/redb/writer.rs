@@ -581,23 +581,13 @@ mod tests {
     #[test]
     fn a_group_waits_for_the_writes_announced_to_it() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut writer = writer_on(dir.path());
-        let (tx, rx) = std::sync::mpsc::sync_channel(8);
-        let nudge = tx.clone();
-        writer.intents = crate::WriteIntents::new(move || drop(nudge.try_send(Command::Nudge)));
-        writer.gather_max = Duration::from_secs(30);
-        writer.last_commit = Duration::from_secs(30);
+        let (mut writer, tx, rx) = waiting_writer_on(dir.path(), 8);
         let a = ThreadId::new("a").expect("id");
         let b = ThreadId::new("b").expect("id");
         let intent = writer.intents.hold();
         let (first, first_answer) = write(create(&a));
         let (second, second_answer) = write(create(&b));
-        let sender = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
-            tx.send(Command::Write(second)).expect("send");
-            drop(intent);
-            tx
-        });
+        let sender = announced(tx, intent, vec![second], Duration::from_millis(50));
         let started = Instant::now();
         assert!(writer.group(first, &rx).is_none());
         let tx = sender.join().expect("sender");
@@ -621,6 +611,39 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(10), "committed on the nudge");
         third_answer.blocking_recv().expect("answered").expect("appended");
         drop(tx);
+    }
+
+    /// A writer on `dir` whose groups wait only for announced writes (its gathering bounds 30 s),
+    /// with its queue of `depth`, which a withdrawn intent nudges.
+    fn waiting_writer_on(
+        dir: &std::path::Path,
+        depth: usize,
+    ) -> (Writer, std::sync::mpsc::SyncSender<Command>, std::sync::mpsc::Receiver<Command>) {
+        let mut writer = writer_on(dir);
+        let (tx, rx) = std::sync::mpsc::sync_channel(depth);
+        let nudge = tx.clone();
+        writer.intents = crate::WriteIntents::new(move || drop(nudge.try_send(Command::Nudge)));
+        writer.gather_max = Duration::from_secs(30);
+        writer.last_commit = Duration::from_secs(30);
+        (writer, tx, rx)
+    }
+
+    /// A runner on another thread: sends `writes` to the writer's queue `tx`, `gap` apart, then
+    /// withdraws the `intent` that announced them; joined, it gives `tx` back.
+    fn announced(
+        tx: std::sync::mpsc::SyncSender<Command>,
+        intent: crate::WriteIntent,
+        writes: Vec<Write>,
+        gap: Duration,
+    ) -> std::thread::JoinHandle<std::sync::mpsc::SyncSender<Command>> {
+        std::thread::spawn(move || {
+            for write in writes {
+                std::thread::sleep(gap);
+                tx.send(Command::Write(write)).expect("send");
+            }
+            drop(intent);
+            tx
+        })
     }
 
     /// A batch of one event for `thread` after its seq `after`.
@@ -709,12 +732,7 @@ mod tests {
     #[test]
     fn a_group_open_for_an_intent_wakes_once_when_it_is_withdrawn() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut writer = writer_on(dir.path());
-        let (tx, rx) = std::sync::mpsc::sync_channel(64);
-        let nudge = tx.clone();
-        writer.intents = crate::WriteIntents::new(move || drop(nudge.try_send(Command::Nudge)));
-        writer.gather_max = Duration::from_secs(30);
-        writer.last_commit = Duration::from_secs(30);
+        let (mut writer, tx, rx) = waiting_writer_on(dir.path(), 64);
         let a = ThreadId::new("a").expect("id");
         let intent = writer.intents.hold();
         let (first, created) = write(create(&a));
@@ -726,14 +744,7 @@ mod tests {
             answers.push(answer);
         }
         // The runner: ten batches a few ms apart, then it settles (withdraws its intent).
-        let runner = std::thread::spawn(move || {
-            for batch in batches {
-                std::thread::sleep(Duration::from_millis(5));
-                tx.send(Command::Write(batch)).expect("send");
-            }
-            drop(intent);
-            tx
-        });
+        let runner = announced(tx, intent, batches, Duration::from_millis(5));
         let started = Instant::now();
         assert!(writer.group(first, &rx).is_none());
         let tx = runner.join().expect("runner");
