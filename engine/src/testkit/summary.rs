@@ -54,75 +54,75 @@ pub struct CaseReport {
 }
 
 impl CaseReport {
-    /// Whether every must-be-zero counter is zero.
-    pub fn is_clean(&self) -> bool {
-        self.problems.is_empty()
-            && self.lost_acked
-                + self.acked_not_durable
-                + self.diverged
-                + self.repeated_effects
-                + self.missing_effects
-                + self.unexpected_effects
-                + self.duplicate_commits
-                + self.untyped_errors
-                + self.verify_problems
-                + self.hung
-                + self.panics
-                == 0
-    }
-
     pub(crate) fn problem(&mut self, text: impl Into<String>) {
         self.problems.push(text.into());
     }
 }
 
-/// The findings of a sweep of crash cases.
-#[derive(Debug, Clone, Default)]
-pub struct Summary {
-    /// Cases run.
-    pub cases: u64,
-    /// Cases whose fault fired.
-    pub fired: u64,
-    /// Cases that crashed a second time during recovery.
-    pub second_crashes: u64,
-    /// Sum of [`CaseReport::lost_acked`].
-    pub lost_acked: u64,
-    /// Sum of [`CaseReport::acked_not_durable`].
-    pub acked_not_durable: u64,
-    /// Sum of [`CaseReport::diverged`].
-    pub diverged: u64,
-    /// Sum of [`CaseReport::repeated_effects`].
-    pub repeated_effects: u64,
-    /// Sum of [`CaseReport::missing_effects`].
-    pub missing_effects: u64,
-    /// Sum of [`CaseReport::unexpected_effects`].
-    pub unexpected_effects: u64,
-    /// Sum of [`CaseReport::duplicate_commits`].
-    pub duplicate_commits: u64,
-    /// Sum of [`CaseReport::untyped_errors`].
-    pub untyped_errors: u64,
-    /// Sum of [`CaseReport::verify_problems`].
-    pub verify_problems: u64,
-    /// Sum of [`CaseReport::hung`].
-    pub hung: u64,
-    /// Sum of [`CaseReport::panics`].
-    pub panics: u64,
-    /// Sum of [`CaseReport::unrecoverable`] (informational).
-    pub unrecoverable: u64,
-    /// Sum of [`CaseReport::reexecuted`] (informational).
-    pub reexecuted: u64,
-    /// Sum of [`CaseReport::disk_full_typed`] (informational).
-    pub disk_full_typed: u64,
-    /// Cases per first crash model.
-    pub per_model: BTreeMap<&'static str, u64>,
-    /// Mutating ops of the uninterrupted run.
-    pub ops: u64,
-    /// The random sweep's seed, if it was one.
-    pub seed: Option<u64>,
-    /// Wall time of the sweep in seconds.
-    pub secs: f64,
-    /// The failing cases and what went wrong in each.
-    pub failures: Vec<CaseReport>,
+/// Names the counters a case reports and a sweep sums, once: a case with a `must_be_zero` one
+/// above zero fails, an `informational` one does not. [`Summary`] has a field of each name, the
+/// sum of the case's.
+macro_rules! counters {
+    ($n:literal; must_be_zero: $($zero:ident),+; informational: $($info:ident),+) => {
+        /// The findings of a sweep of crash cases.
+        #[derive(Debug, Clone, Default)]
+        pub struct Summary {
+            /// Cases run.
+            pub cases: u64,
+            /// Cases whose fault fired.
+            pub fired: u64,
+            /// Cases that crashed a second time during recovery.
+            pub second_crashes: u64,
+            $(#[doc = concat!("Sum of [`CaseReport::", stringify!($zero), "`].")]
+            pub $zero: u64,)+
+            $(#[doc = concat!("Sum of [`CaseReport::", stringify!($info), "`] (informational).")]
+            pub $info: u64,)+
+            /// Cases per first crash model.
+            pub per_model: BTreeMap<&'static str, u64>,
+            /// Mutating ops of the uninterrupted run.
+            pub ops: u64,
+            /// The random sweep's seed, if it was one.
+            pub seed: Option<u64>,
+            /// Wall time of the sweep in seconds.
+            pub secs: f64,
+            /// The failing cases and what went wrong in each.
+            pub failures: Vec<CaseReport>,
+        }
+
+        /// The summed counters' names, in the order of [`Summary::line`].
+        const COUNTERS: [&str; $n] = [$(stringify!($zero),)+ $(stringify!($info)),+];
+
+        impl CaseReport {
+            /// Whether every must-be-zero counter is zero.
+            pub fn is_clean(&self) -> bool {
+                self.problems.is_empty() $(&& self.$zero == 0)+
+            }
+
+            fn counts(&self) -> [u64; $n] {
+                [$(self.$zero,)+ $(self.$info),+]
+            }
+        }
+
+        impl Summary {
+            fn counts(&self) -> [u64; $n] {
+                [$(self.$zero,)+ $(self.$info),+]
+            }
+
+            fn add_counts(&mut self, counts: [u64; $n]) {
+                let sums = [$(&mut self.$zero,)+ $(&mut self.$info),+];
+                for (sum, n) in sums.into_iter().zip(counts) {
+                    *sum += n;
+                }
+            }
+        }
+    };
+}
+
+counters! {
+    14;
+    must_be_zero: lost_acked, acked_not_durable, diverged, repeated_effects, missing_effects,
+        unexpected_effects, duplicate_commits, untyped_errors, verify_problems, hung, panics;
+    informational: unrecoverable, reexecuted, disk_full_typed
 }
 
 impl Summary {
@@ -131,20 +131,7 @@ impl Summary {
         self.cases += 1;
         self.fired += u64::from(report.fired);
         self.second_crashes += u64::from(report.second_crash);
-        self.lost_acked += report.lost_acked;
-        self.acked_not_durable += report.acked_not_durable;
-        self.diverged += report.diverged;
-        self.repeated_effects += report.repeated_effects;
-        self.missing_effects += report.missing_effects;
-        self.unexpected_effects += report.unexpected_effects;
-        self.duplicate_commits += report.duplicate_commits;
-        self.untyped_errors += report.untyped_errors;
-        self.verify_problems += report.verify_problems;
-        self.hung += report.hung;
-        self.panics += report.panics;
-        self.unrecoverable += report.unrecoverable;
-        self.reexecuted += report.reexecuted;
-        self.disk_full_typed += report.disk_full_typed;
+        self.add_counts(report.counts());
         if let Some(case) = report.case {
             *self.per_model.entry(case.model.as_str()).or_insert(0) += 1;
         }
@@ -158,20 +145,7 @@ impl Summary {
         self.cases += other.cases;
         self.fired += other.fired;
         self.second_crashes += other.second_crashes;
-        self.lost_acked += other.lost_acked;
-        self.acked_not_durable += other.acked_not_durable;
-        self.diverged += other.diverged;
-        self.repeated_effects += other.repeated_effects;
-        self.missing_effects += other.missing_effects;
-        self.unexpected_effects += other.unexpected_effects;
-        self.duplicate_commits += other.duplicate_commits;
-        self.untyped_errors += other.untyped_errors;
-        self.verify_problems += other.verify_problems;
-        self.hung += other.hung;
-        self.panics += other.panics;
-        self.unrecoverable += other.unrecoverable;
-        self.reexecuted += other.reexecuted;
-        self.disk_full_typed += other.disk_full_typed;
+        self.add_counts(other.counts());
         for (model, n) in other.per_model {
             *self.per_model.entry(model).or_insert(0) += n;
         }
@@ -188,31 +162,13 @@ impl Summary {
     /// The one-line summary `RELIABILITY <test> key=value...` the suite prints.
     pub fn line(&self, test: &str) -> String {
         let mut line = format!(
-            "RELIABILITY {test} cases={} fired={} second_crashes={} lost_acked={} \
-             acked_not_durable={} diverged={} repeated_effects={} missing_effects={} \
-             unexpected_effects={} duplicate_commits={} untyped_errors={} verify_problems={} \
-             hung={} panics={} unrecoverable={} reexecuted={} disk_full_typed={} ops={} \
-             secs={:.1}",
-            self.cases,
-            self.fired,
-            self.second_crashes,
-            self.lost_acked,
-            self.acked_not_durable,
-            self.diverged,
-            self.repeated_effects,
-            self.missing_effects,
-            self.unexpected_effects,
-            self.duplicate_commits,
-            self.untyped_errors,
-            self.verify_problems,
-            self.hung,
-            self.panics,
-            self.unrecoverable,
-            self.reexecuted,
-            self.disk_full_typed,
-            self.ops,
-            self.secs,
+            "RELIABILITY {test} cases={} fired={} second_crashes={}",
+            self.cases, self.fired, self.second_crashes
         );
+        for (name, n) in COUNTERS.iter().zip(self.counts()) {
+            let _ = write!(line, " {name}={n}");
+        }
+        let _ = write!(line, " ops={} secs={:.1}", self.ops, self.secs);
         if let Some(seed) = self.seed {
             let _ = write!(line, " seed={seed:#x}");
         }
@@ -242,5 +198,49 @@ impl Summary {
             );
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every counter is summed by `add` and `merge` and named in the line, in its place.
+    #[test]
+    fn the_line_names_every_counter_summed() {
+        let report = CaseReport {
+            fired: true,
+            lost_acked: 1,
+            acked_not_durable: 2,
+            diverged: 3,
+            repeated_effects: 4,
+            missing_effects: 5,
+            unexpected_effects: 6,
+            duplicate_commits: 7,
+            untyped_errors: 8,
+            verify_problems: 9,
+            hung: 10,
+            panics: 11,
+            unrecoverable: 12,
+            reexecuted: 13,
+            disk_full_typed: 14,
+            ..CaseReport::default()
+        };
+        assert!(!report.is_clean());
+        let clean = CaseReport { unrecoverable: 1, reexecuted: 1, ..CaseReport::default() };
+        assert!(clean.is_clean(), "informational counters do not fail a case");
+        let mut summary = Summary::default();
+        summary.add(report.clone());
+        let mut other = Summary { ops: 5, ..Summary::default() };
+        other.add(report);
+        summary.merge(other);
+        assert_eq!(
+            summary.line("t"),
+            "RELIABILITY t cases=2 fired=2 second_crashes=0 lost_acked=2 acked_not_durable=4 \
+             diverged=6 repeated_effects=8 missing_effects=10 unexpected_effects=12 \
+             duplicate_commits=14 untyped_errors=16 verify_problems=18 hung=20 panics=22 \
+             unrecoverable=24 reexecuted=26 disk_full_typed=28 ops=5 secs=0.0 per_model=[]"
+        );
+        assert_eq!(summary.failures.len(), 2);
     }
 }
