@@ -247,15 +247,22 @@ pub(crate) fn checkpoint_covering(
     thread: &ThreadId,
     seq: Seq,
 ) -> Result<Option<CheckpointId>, Error> {
+    Ok(newest_indexed(txn, thread, seq.0..=seq.0)?.map(|(_, id)| CheckpointId(id)))
+}
+
+/// The newest entry `(covers, id)` of `thread`'s checkpoint index that covers a seq in `covers`.
+fn newest_indexed(
+    txn: &ReadTransaction,
+    thread: &ThreadId,
+    covers: std::ops::RangeInclusive<u64>,
+) -> Result<Option<(u64, u64)>, Error> {
     let index = open(txn, CHECKPOINTS_BY_THREAD)?;
-    let mut range = index
-        .range((thread.as_str(), seq.0, 0)..=(thread.as_str(), seq.0, u64::MAX))
-        .map_err(storage("read checkpoint index"))?;
-    let Some(entry) = range.next_back() else {
-        return Ok(None);
-    };
-    let (key, _) = entry.map_err(storage("read checkpoint index"))?;
-    Ok(Some(CheckpointId(key.value().2)))
+    let (t, op) = (thread.as_str(), storage("read checkpoint index"));
+    let mut range =
+        index.range((t, *covers.start(), 0)..=(t, *covers.end(), u64::MAX)).map_err(&op)?;
+    let Some(entry) = range.next_back() else { return Ok(None) };
+    let (_, covers, id) = entry.map_err(&op)?.0.value();
+    Ok(Some((covers, id)))
 }
 
 pub(crate) fn latest_checkpoint_at_or_before(
@@ -263,15 +270,7 @@ pub(crate) fn latest_checkpoint_at_or_before(
     thread: &ThreadId,
     seq: Seq,
 ) -> Result<Option<Checkpoint>, Error> {
-    let index = open(txn, CHECKPOINTS_BY_THREAD)?;
-    let mut range = index
-        .range((thread.as_str(), 0, 0)..=(thread.as_str(), seq.0, u64::MAX))
-        .map_err(storage("read checkpoint index"))?;
-    let Some(entry) = range.next_back() else {
-        return Ok(None);
-    };
-    let (key, _) = entry.map_err(storage("read checkpoint index"))?;
-    let (_, covers, id) = key.value();
+    let Some((covers, id)) = newest_indexed(txn, thread, 0..=seq.0)? else { return Ok(None) };
     let id = CheckpointId(id);
     let found = checkpoint(txn, id)?.ok_or_else(|| {
         corrupt_checkpoint(
