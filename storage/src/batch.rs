@@ -249,19 +249,20 @@ pub enum LeaseOp {
 impl LeaseOp {
     /// The thread whose lease it is.
     pub fn thread(&self) -> &ThreadId {
+        self.holder().0
+    }
+
+    /// The thread and the runner.
+    fn holder(&self) -> (&ThreadId, &str) {
         match self {
-            LeaseOp::Acquire { thread, .. }
-            | LeaseOp::Renew { thread, .. }
-            | LeaseOp::Release { thread, .. } => thread,
+            LeaseOp::Acquire { thread, owner, .. }
+            | LeaseOp::Renew { thread, owner, .. }
+            | LeaseOp::Release { thread, owner } => (thread, owner),
         }
     }
 
     fn check_limits(&self) -> Result<(), Error> {
-        let owner = match self {
-            LeaseOp::Acquire { owner, .. }
-            | LeaseOp::Renew { owner, .. }
-            | LeaseOp::Release { owner, .. } => owner,
-        };
+        let owner = self.holder().1;
         limits::check("TEXT_BYTES_MAX", owner.len(), TEXT_BYTES_MAX)?;
         if owner.is_empty() {
             return Err(Error::Invalid { detail: "lease owner is empty".into() });

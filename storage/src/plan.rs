@@ -414,11 +414,7 @@ impl Plan {
     }
 
     fn lease_op(&mut self, tables: &mut impl PlanState, op: LeaseOp) -> Result<(), Error> {
-        let thread = match &op {
-            LeaseOp::Acquire { thread, .. }
-            | LeaseOp::Renew { thread, .. }
-            | LeaseOp::Release { thread, .. } => thread.clone(),
-        };
+        let thread = op.thread().clone();
         let mut stored =
             self.thread(tables, &thread)?.clone().ok_or(Error::UnknownThread(thread.clone()))?;
         let record = &mut stored.record;
