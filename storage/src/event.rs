@@ -162,20 +162,11 @@ pub struct Event {
     pub correlation: Option<String>,
 }
 
-/// Checks a correlation id: 1 to [`CORRELATION_ID_BYTES_MAX`] bytes, no control characters.
-///
-/// # Errors
-///
-/// [`Error::LimitExceeded`] past the bound; [`Error::Invalid`] for an empty id or one with a
-/// control character.
+/// Checks a correlation id: 1 to [`CORRELATION_ID_BYTES_MAX`] bytes, no control characters
+/// (as [`limits::check_text`]).
 pub(crate) fn check_correlation(correlation: &str) -> Result<(), Error> {
-    limits::check("CORRELATION_ID_BYTES_MAX", correlation.len(), CORRELATION_ID_BYTES_MAX)?;
-    if correlation.is_empty() || correlation.chars().any(char::is_control) {
-        return Err(Error::Invalid {
-            detail: format!("correlation id {correlation:?} is empty or has a control character"),
-        });
-    }
-    Ok(())
+    let max = CORRELATION_ID_BYTES_MAX;
+    limits::check_text("CORRELATION_ID_BYTES_MAX", max, "correlation id", correlation)
 }
 
 impl Event {

@@ -115,6 +115,28 @@ pub(crate) fn check(limit: &'static str, value: usize, max: usize) -> Result<(),
     Ok(())
 }
 
+/// Checks `text`, a `what` ("signal name"): 1 to `max` bytes (the limit named `limit`), no
+/// control characters.
+///
+/// # Errors
+///
+/// [`Error::LimitExceeded`](crate::Error::LimitExceeded) past `max`;
+/// [`Error::Invalid`](crate::Error::Invalid) for an empty text or one with a control character.
+pub(crate) fn check_text(
+    limit: &'static str,
+    max: usize,
+    what: &str,
+    text: &str,
+) -> Result<(), crate::Error> {
+    check(limit, text.len(), max)?;
+    if text.is_empty() || text.chars().any(char::is_control) {
+        return Err(crate::Error::Invalid {
+            detail: format!("{what} {text:?} is empty or has a control character"),
+        });
+    }
+    Ok(())
+}
+
 /// What a limit of this module bounds, in words, for messages (a user should not need to know
 /// the constant's name to understand which of their values was too large).
 pub fn in_words(limit: &str) -> &'static str {

@@ -94,20 +94,10 @@ pub struct Signal {
     pub data: Vec<u8>,
 }
 
-/// Checks a signal name: 1 to [`SIGNAL_NAME_BYTES_MAX`] bytes, no control characters.
-///
-/// # Errors
-///
-/// [`Error::LimitExceeded`] past the bound; [`Error::Invalid`] for an empty name or one with a
-/// control character.
+/// Checks a signal name: 1 to [`SIGNAL_NAME_BYTES_MAX`] bytes, no control characters (as
+/// [`limits::check_text`]).
 pub(crate) fn check_name(name: &str) -> Result<(), Error> {
-    limits::check("SIGNAL_NAME_BYTES_MAX", name.len(), SIGNAL_NAME_BYTES_MAX)?;
-    if name.is_empty() || name.chars().any(char::is_control) {
-        return Err(Error::Invalid {
-            detail: format!("signal name {name:?} is empty or has a control character"),
-        });
-    }
-    Ok(())
+    limits::check_text("SIGNAL_NAME_BYTES_MAX", SIGNAL_NAME_BYTES_MAX, "signal name", name)
 }
 
 /// The number the next signal of a thread gets, after `last` (0: none yet).
