@@ -177,6 +177,29 @@ pub(crate) fn prefetch_members(
     Ok(())
 }
 
+/// The record `sql` selects (`FOR UPDATE`) under `key` (its `$1`), decoded by `decode`: read
+/// once per group, then from `cache`.
+fn read_once<K, Q, V>(
+    tx: &mut Tx<'_, '_>,
+    cache: &mut HashMap<K, Option<V>>,
+    key: &Q,
+    (sql, op): (&'static str, &'static str),
+    decode: impl FnOnce(&[u8]) -> Result<V, Error>,
+) -> Result<Option<V>, Error>
+where
+    K: std::hash::Hash + Eq + std::borrow::Borrow<Q>,
+    Q: std::hash::Hash + Eq + std::fmt::Display + ToOwned<Owned = K> + ?Sized,
+    V: Clone,
+{
+    if let Some(value) = cache.get(key) {
+        return Ok(value.clone());
+    }
+    let row = tx.query_opt(sql, &[&key.to_string()]).map_err(pg_error(op))?;
+    let value = row.map(|r| decode(r.get(0))).transpose()?;
+    cache.insert(key.to_owned(), value.clone());
+    Ok(value)
+}
+
 /// The planner's queue reads over a group's transaction and cache.
 pub(crate) struct Reads<'c, 't, 'a, 'b> {
     /// The group's transaction.
@@ -187,32 +210,15 @@ pub(crate) struct Reads<'c, 't, 'a, 'b> {
 
 impl QueueReads for Reads<'_, '_, '_, '_> {
     fn queue(&mut self, name: &str) -> Result<Option<QueueState>, Error> {
-        if let Some(q) = self.cache.queues.get(name) {
-            return Ok(q.clone());
-        }
-        let row = self
-            .tx
-            .query_opt("SELECT record FROM cairn_queues WHERE name = $1 FOR UPDATE", &[&name])
-            .map_err(pg_error("read queue"))?;
-        let q = row.map(|r| decode_queue(name, r.get(0))).transpose()?;
-        self.cache.queues.insert(name.to_owned(), q.clone());
-        Ok(q)
+        const SQL: &str = "SELECT record FROM cairn_queues WHERE name = $1 FOR UPDATE";
+        let read = |record: &[u8]| decode_queue(name, record);
+        read_once(self.tx, &mut self.cache.queues, name, (SQL, "read queue"), read)
     }
 
     fn queue_member(&mut self, thread: &ThreadId) -> Result<Option<QueueMember>, Error> {
-        if let Some(m) = self.cache.members.get(thread) {
-            return Ok(m.clone());
-        }
-        let row = self
-            .tx
-            .query_opt(
-                "SELECT record FROM cairn_queue_members WHERE thread = $1 FOR UPDATE",
-                &[&thread.as_str()],
-            )
-            .map_err(pg_error("read queue member"))?;
-        let m = row.map(|r| decode_member(thread.as_str(), r.get(0))).transpose()?;
-        self.cache.members.insert(thread.clone(), m.clone());
-        Ok(m)
+        const SQL: &str = "SELECT record FROM cairn_queue_members WHERE thread = $1 FOR UPDATE";
+        let read = |record: &[u8]| decode_member(thread.as_str(), record);
+        read_once(self.tx, &mut self.cache.members, thread, (SQL, "read queue member"), read)
     }
 
     fn queue_waiting(
