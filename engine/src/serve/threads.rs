@@ -80,10 +80,8 @@ pub(super) async fn metrics(
     State(app): State<App>,
     _: Params<NoParams>,
 ) -> Result<Response, Reject> {
-    #[cfg(feature = "prometheus")]
-    if let Some(handle) = &app.prometheus {
-        let headers = [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")];
-        return Ok((headers, handle.render()).into_response());
+    if let Some(text) = exposition(&app) {
+        return Ok(text);
     }
     Ok(health(State(app), Params(HealthParams::default())).await?.into_response())
 }
@@ -94,17 +92,24 @@ pub(super) async fn prometheus(
     State(app): State<App>,
     _: Params<NoParams>,
 ) -> Result<Response, Reject> {
+    exposition(&app).ok_or_else(|| {
+        Reject::not_found(
+            "path",
+            "this endpoint has no Prometheus exporter (`ServeOptions::prometheus`; `cairn serve` has one)",
+        )
+    })
+}
+
+/// The Prometheus text of the endpoint's exporter, if it has one.
+fn exposition(app: &App) -> Option<Response> {
     #[cfg(feature = "prometheus")]
     if let Some(handle) = &app.prometheus {
         let headers = [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")];
-        return Ok((headers, handle.render()).into_response());
+        return Some((headers, handle.render()).into_response());
     }
     #[cfg(not(feature = "prometheus"))]
     let _ = app;
-    Err(Reject::not_found(
-        "path",
-        "this endpoint has no Prometheus exporter (`ServeOptions::prometheus`; `cairn serve` has one)",
-    ))
+    None
 }
 
 pub(super) async fn list(
