@@ -96,19 +96,13 @@ fn events(v: &Value, path: &str) -> Result<EventsExport, Error> {
     Ok(EventsExport { events, payloads, dropped })
 }
 
+/// The fields of a seed's event; a bundle's event has its `seq` too.
+pub(super) const SEED_EVENT_FIELDS: &[&str] =
+    &["id", "timestamp", "type", "nodeId", "status", "summary", "payloadRef", "metadata"];
+
 fn event(v: &Value, path: &str) -> Result<BundleEvent, Error> {
     let o = Obj::new(v, path)?;
-    o.only(&[
-        "id",
-        "seq",
-        "timestamp",
-        "type",
-        "nodeId",
-        "status",
-        "summary",
-        "payloadRef",
-        "metadata",
-    ])?;
+    o.only(&[SEED_EVENT_FIELDS, &["seq"]].concat())?;
     Ok(BundleEvent {
         id: o.string("id")?,
         seq: o.u64("seq")?,

@@ -33,16 +33,7 @@ impl SeedEvent {
     /// Reads the seed event at `path`; `payloads` are the seed's, to resolve its reference.
     pub fn read(v: &Value, path: &str, payloads: &BTreeMap<String, Value>) -> Result<Self, Error> {
         let o = Obj::new(v, path)?;
-        o.only(&[
-            "id",
-            "timestamp",
-            "type",
-            "nodeId",
-            "status",
-            "summary",
-            "payloadRef",
-            "metadata",
-        ])?;
+        o.only(super::reader::SEED_EVENT_FIELDS)?;
         let name = o.string("type")?;
         let kind = seed_event_kind(&name).ok_or_else(|| {
             bad(
