@@ -11,11 +11,7 @@ use crate::core::event::TaskKey;
 /// the id started again); an engine with a configured seed records the same seed in every
 /// thread, so there only the id, step, task, attempt and call tell calls apart.
 pub(super) fn key(env: &ThreadEnv, step: u64, task: &TaskKey, attempt: u32, index: u32) -> String {
-    let mut h = blake3::Hasher::new();
-    h.update(b"cairn idempotency key v1\0");
-    h.update(env.thread.as_str().as_bytes());
-    h.update(b"\0");
-    h.update(&env.seed.to_le_bytes());
+    let mut h = thread_hasher(b"cairn idempotency key v1\0", env);
     h.update(&step.to_le_bytes());
     h.update(task.node.as_bytes());
     h.update(b"\0");
@@ -28,11 +24,17 @@ pub(super) fn key(env: &ThreadEnv, step: u64, task: &TaskKey, attempt: u32, inde
 /// The idempotency key of undo `index` (in registration order) of the thread of `env`: run again
 /// after a crash (its `undo_started` recorded, its `undo_finished` not), it gets the same key.
 pub(super) fn undo_key(env: &ThreadEnv, index: u32) -> String {
+    let mut h = thread_hasher(b"cairn undo key v1\0", env);
+    h.update(&index.to_le_bytes());
+    format!("cairn-undo-{}", &h.finalize().to_hex()[..32])
+}
+
+/// A hasher of the key kind `domain` that has read the thread's id and recorded seed.
+fn thread_hasher(domain: &[u8], env: &ThreadEnv) -> blake3::Hasher {
     let mut h = blake3::Hasher::new();
-    h.update(b"cairn undo key v1\0");
+    h.update(domain);
     h.update(env.thread.as_str().as_bytes());
     h.update(b"\0");
     h.update(&env.seed.to_le_bytes());
-    h.update(&index.to_le_bytes());
-    format!("cairn-undo-{}", &h.finalize().to_hex()[..32])
+    h
 }
