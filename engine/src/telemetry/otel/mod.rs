@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::SdkTracerProvider;
@@ -111,6 +111,16 @@ impl Otlp {
         self
     }
 
+    /// `builder` sending OTLP/HTTP (binary) to `<endpoint>/v1/<signal>` through the engine's
+    /// HTTP client, each export bounded by the timeout.
+    fn over_http<B: WithExportConfig + WithHttpConfig>(&self, builder: B, signal: &str) -> B {
+        builder
+            .with_http_client(http::Ureq::new(self.timeout))
+            .with_protocol(Protocol::HttpBinary)
+            .with_endpoint(format!("{}/v1/{signal}", self.endpoint))
+            .with_timeout(self.timeout)
+    }
+
     /// Builds the exporters (no connection yet: exports start with the first batch).
     ///
     /// # Errors
@@ -118,22 +128,10 @@ impl Otlp {
     pub fn build(self) -> Result<Exporter, Error> {
         let bad = |e: opentelemetry_otlp::ExporterBuildError| Error::Invalid(format!("otlp: {e}"));
         let resource = Resource::builder().with_service_name(self.service.clone()).build();
-        let spans = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_http_client(http::Ureq::new(self.timeout))
-            .with_protocol(Protocol::HttpBinary)
-            .with_endpoint(format!("{}/v1/traces", self.endpoint))
-            .with_timeout(self.timeout)
-            .build()
-            .map_err(bad)?;
-        let metrics = opentelemetry_otlp::MetricExporter::builder()
-            .with_http()
-            .with_http_client(http::Ureq::new(self.timeout))
-            .with_protocol(Protocol::HttpBinary)
-            .with_endpoint(format!("{}/v1/metrics", self.endpoint))
-            .with_timeout(self.timeout)
-            .build()
-            .map_err(bad)?;
+        let spans = opentelemetry_otlp::SpanExporter::builder().with_http();
+        let spans = self.over_http(spans, "traces").build().map_err(bad)?;
+        let metrics = opentelemetry_otlp::MetricExporter::builder().with_http();
+        let metrics = self.over_http(metrics, "metrics").build().map_err(bad)?;
         let tracer_provider = SdkTracerProvider::builder()
             .with_batch_exporter(spans)
             .with_resource(resource.clone())
