@@ -594,6 +594,20 @@ mod tests {
         }
     }
 
+    /// Closes `step` of `ctx` (at 200 ms the first, 100 ms more each next) with `node` done and
+    /// its update `update`.
+    fn step_done(
+        ctx: &mut ThreadCtx,
+        wf: &DynWorkflow,
+        step: u64,
+        node: &str,
+        update: u64,
+    ) -> Decision {
+        let at_ms = 100 + 100 * step;
+        close_step(ctx, wf, step, vec![run(node, done(update))], at_ms, Default::default(), None)
+            .expect("decision")
+    }
+
     fn kinds(d: &Decision) -> Vec<&'static str> {
         d.events.iter().map(|(b, _)| b.kind().as_str()).collect()
     }
@@ -604,9 +618,7 @@ mod tests {
         let mut ctx = running(&wf);
         let plan = plan_step(&ctx, &wf, 1).expect("plan").expect("tasks");
         assert_eq!(plan.len(), 1);
-        let d =
-            close_step(&mut ctx, &wf, 1, vec![run("a", done(5))], 200, Default::default(), None)
-                .expect("decision");
+        let d = step_done(&mut ctx, &wf, 1, "a", 5);
         // No NodeStarted: implied by the completion in the same batch.
         assert_eq!(kinds(&d), ["node_completed", "step_completed"]);
         assert_eq!((d.next, d.checkpoint), (Next::Continue, None));
@@ -619,11 +631,8 @@ mod tests {
     fn the_last_node_ends_the_thread_with_its_output() {
         let wf = two_nodes();
         let mut ctx = running(&wf);
-        close_step(&mut ctx, &wf, 1, vec![run("a", done(5))], 200, Default::default(), None)
-            .expect("step 1");
-        let d =
-            close_step(&mut ctx, &wf, 2, vec![run("b", done(9))], 300, Default::default(), None)
-                .expect("step 2");
+        step_done(&mut ctx, &wf, 1, "a", 5);
+        let d = step_done(&mut ctx, &wf, 2, "b", 9);
         assert_eq!(kinds(&d), ["node_completed", "step_completed", "state_updated"]);
         assert_eq!(d.next, Next::Stop(Transition::Complete, "every branch reached END".into()));
         assert_eq!(d.checkpoint, None, "the runner's stop writes the completion checkpoint");
@@ -634,10 +643,8 @@ mod tests {
     fn a_borrowed_snapshot_is_the_json_of_the_owned_one() {
         let wf = two_nodes();
         let mut ctx = running(&wf);
-        close_step(&mut ctx, &wf, 1, vec![run("a", done(5))], 200, Default::default(), None)
-            .expect("step 1");
-        close_step(&mut ctx, &wf, 2, vec![run("b", done(9))], 300, Default::default(), None)
-            .expect("step 2");
+        step_done(&mut ctx, &wf, 1, "a", 5);
+        step_done(&mut ctx, &wf, 2, "b", 9);
         let owned = serde_json::to_vec(&ctx.snapshot().expect("snapshot")).expect("json");
         assert_eq!(ctx.snapshot_json().expect("borrowed"), owned);
     }
@@ -688,41 +695,32 @@ mod tests {
     #[test]
     fn checkpoints_follow_the_node_policy_and_the_periodic_rules() {
         let wf = two_nodes();
-        let mut ctx = running(&wf);
+        // The kind of checkpoint a first step of `a` writes under `rules`, if any.
+        let first_step = |rules| {
+            let mut ctx = running(&wf);
+            let d = close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, rules, None);
+            d.expect("step 1").checkpoint.map(|c| c.kind)
+        };
+        let periodic = Some(CheckpointKind::Periodic);
         let every_step = CheckpointRules { every_steps: Some(1), ..Default::default() };
-        let d = close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, every_step, None)
-            .expect("step 1");
-        assert_eq!(d.checkpoint.map(|c| c.kind), Some(CheckpointKind::Periodic));
-        let mut ctx = running(&wf);
+        assert_eq!(first_step(every_step), periodic);
         let by_time =
             CheckpointRules { every_ms: Some(100), last_checkpoint_ms: 150, ..Default::default() };
-        let d = close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, by_time, None)
-            .expect("step 1");
-        assert_eq!(d.checkpoint, None, "50 ms since the last one");
+        assert_eq!(first_step(by_time), None, "50 ms since the last one");
         // The tail after the latest checkpoint: 9 events, then this step's 2 reach 10.
-        let mut ctx = running(&wf);
-        let tail = CheckpointRules {
+        let tail = |events| CheckpointRules {
             tail_events_max: Some(10),
-            tail: Tail { events: 8, bytes: 0 },
+            tail: Tail { events, bytes: 0 },
             ..Default::default()
         };
-        let d =
-            close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, tail, None).expect("step 1");
-        assert_eq!(d.checkpoint.map(|c| c.kind), Some(CheckpointKind::Periodic), "8 + 2 events");
-        let mut ctx = running(&wf);
-        let tail = CheckpointRules { tail: Tail { events: 7, bytes: 0 }, ..tail };
-        let d =
-            close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, tail, None).expect("step 1");
-        assert_eq!(d.checkpoint, None, "7 + 2 events");
-        let mut ctx = running(&wf);
+        assert_eq!(first_step(tail(8)), periodic, "8 + 2 events");
+        assert_eq!(first_step(tail(7)), None, "7 + 2 events");
         let bytes = CheckpointRules {
             tail_bytes_max: Some(1_000),
             tail: Tail { events: 0, bytes: 1_000 },
             ..Default::default()
         };
-        let d = close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, bytes, None)
-            .expect("step 1");
-        assert_eq!(d.checkpoint.map(|c| c.kind), Some(CheckpointKind::Periodic), "by bytes");
+        assert_eq!(first_step(bytes), periodic, "by bytes");
         let mut ctx = running(&wf);
         close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, by_time, None).expect("1");
         // `b` checkpoints after itself, but it ends the thread: the completion checkpoint wins.
