@@ -477,30 +477,10 @@ impl Scan<'_> {
                 );
             }
         }
-        for entry in by_workflow.iter().map_err(&op)? {
-            let (key, _) = entry.map_err(&op)?;
-            let (workflow, id) = key.value();
-            if infos.get(&id).is_none_or(|i| i.workflow.id != workflow) {
-                self.problem(
-                    table::CHECKPOINTS_BY_WORKFLOW,
-                    None,
-                    Some(id),
-                    format!("entry ({workflow}, {id}) has no matching checkpoint"),
-                );
-            }
-        }
-        for entry in by_tag.iter().map_err(&op)? {
-            let (key, _) = entry.map_err(&op)?;
-            let (tag, id) = key.value();
-            if !infos.get(&id).is_some_and(|i| i.meta.tags.iter().any(|t| t == tag)) {
-                self.problem(
-                    table::CHECKPOINTS_BY_TAG,
-                    None,
-                    Some(id),
-                    format!("entry ({tag}, {id}) has no matching checkpoint"),
-                );
-            }
-        }
+        let by_workflow = (table::CHECKPOINTS_BY_WORKFLOW, &by_workflow);
+        self.unmatched(by_workflow, &infos, |i, workflow| i.workflow.id == workflow)?;
+        let by_tag = (table::CHECKPOINTS_BY_TAG, &by_tag);
+        self.unmatched(by_tag, &infos, |i, tag| i.meta.tags.iter().any(|t| t == tag))?;
         for entry in snapshots.iter().map_err(&op)? {
             let (key, _) = entry.map_err(&op)?;
             let id = key.value();
@@ -516,6 +496,26 @@ impl Scan<'_> {
             }
         }
         Ok(max_id)
+    }
+
+    /// Reports the entries `(key, id)` of the checkpoint `index` (`table`) whose checkpoint is
+    /// not in `infos` or does not match the key.
+    fn unmatched(
+        &mut self,
+        (table, index): (&'static str, &::redb::ReadOnlyTable<(&str, u64), ()>),
+        infos: &BTreeMap<u64, CheckpointInfo>,
+        matches: impl Fn(&CheckpointInfo, &str) -> bool,
+    ) -> Result<(), Error> {
+        let op = storage("verify checkpoints");
+        for entry in index.iter().map_err(&op)? {
+            let (key, _) = entry.map_err(&op)?;
+            let (name, id) = key.value();
+            if !infos.get(&id).is_some_and(|i| matches(i, name)) {
+                let detail = format!("entry ({name}, {id}) has no matching checkpoint");
+                self.problem(table, None, Some(id), detail);
+            }
+        }
+        Ok(())
     }
 
     fn payloads(&mut self) -> Result<(), Error> {

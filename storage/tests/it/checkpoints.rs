@@ -131,3 +131,29 @@ fn checkpoint_ids_are_never_reused_even_across_reopen() {
     let second = save(&store, checkpoint("t", CheckpointKind::Manual, &[]));
     assert!(second > first);
 }
+
+/// An entry of the workflow or tag index whose checkpoint does not match it is one problem of
+/// verify each, in its index.
+#[test]
+fn verify_names_index_entries_their_checkpoint_does_not_match() {
+    let (_dir, path, store) = open_fast();
+    create_thread(&store, "a", 1);
+    let c1 = save(&store, checkpoint("a", CheckpointKind::Manual, &["red"])).0;
+    store.close().expect("close");
+    crate::raw::write(&path, |txn| {
+        for (table, key) in [("checkpoints_by_workflow", "other"), ("checkpoints_by_tag", "blue")] {
+            let index: redb::TableDefinition<'_, (&str, u64), ()> =
+                redb::TableDefinition::new(table);
+            txn.open_table(index).expect("index").insert((key, c1), ()).expect("stale");
+        }
+    });
+    let store = RedbStore::open(&path, fast()).expect("open");
+    let report = store.verify().expect("verify");
+    let found: Vec<(&str, &str)> =
+        report.problems.iter().map(|p| (p.table, p.detail.as_str())).collect();
+    let (workflow, tag) = (
+        format!("entry (other, {c1}) has no matching checkpoint"),
+        format!("entry (blue, {c1}) has no matching checkpoint"),
+    );
+    assert_eq!(found, [("checkpoints_by_workflow", &*workflow), ("checkpoints_by_tag", &*tag)]);
+}
