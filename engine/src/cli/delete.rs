@@ -15,7 +15,6 @@ use serde_json::Value;
 use super::EXIT_FAILED;
 use super::common::{Common, fail, open_writable, print_json, print_text};
 use super::endpoint;
-use crate::serve::discovery;
 use crate::serve::wire::Refusal;
 
 /// Seconds a delete through the endpoint may take (one transaction; a thread with offloaded
@@ -76,28 +75,14 @@ fn through_endpoint(db: &Path, thread: &str, force: bool) -> anyhow::Result<Opti
     if endpoint::find(db).is_none() {
         return Ok(None);
     }
-    let Some(announced) = discovery::find(db).ok().flatten() else { return Ok(None) };
-    let token = std::fs::read_to_string(&announced.token_file).map_err(|e| {
-        fail(
-            EXIT_FAILED,
-            format!(
-                "{} serves {}, but its token file {} cannot be read: {e}",
-                announced.address,
-                db.display(),
-                announced.token_file.display()
-            ),
-        )
-    })?;
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(std::time::Duration::from_secs(DELETE_TIMEOUT_S)))
-        .build()
-        .into();
+    let Some((announced, token, agent)) = super::remote::announced(db, DELETE_TIMEOUT_S)? else {
+        return Ok(None);
+    };
     let url = format!("http://{}/api/threads/{}", announced.address, endpoint::segment(thread));
     let mut response = agent
         .delete(&url)
         .query("force", if force { "true" } else { "false" })
-        .header("authorization", &format!("Bearer {}", token.trim()))
+        .header("authorization", &format!("Bearer {token}"))
         .call()
         .map_err(|e| fail(EXIT_FAILED, format!("asking the endpoint at {url}: {e}")))?;
     let status = response.status().as_u16();

@@ -13,7 +13,8 @@ use super::common::{fail, usage};
 use crate::serve::discovery;
 use crate::serve::wire::{self, Controlled, Refusal};
 
-/// Seconds a control through the endpoint may take before the command gives up.
+/// Seconds a control through the endpoint may take before the command gives up (it is applied
+/// in well under this).
 const CONTROL_TIMEOUT_S: u64 = 60;
 
 /// The endpoint's answer to `POST /api/threads/{thread}/{control}` with `body`, or `None` when
@@ -40,28 +41,11 @@ pub(super) fn post(
 /// # Errors
 /// As [`post`].
 pub(super) fn post_to(db: &Path, path: &str, body: &Value) -> anyhow::Result<Option<Value>> {
-    let Some(endpoint) = discovery::find(db).ok().flatten() else { return Ok(None) };
-    let token = std::fs::read_to_string(&endpoint.token_file).map_err(|e| {
-        fail(
-            EXIT_FAILED,
-            format!(
-                "{} serves {}, but its token file {} cannot be read: {e}",
-                endpoint.address,
-                db.display(),
-                endpoint.token_file.display()
-            ),
-        )
-    })?;
-    // A bound on a hung engine: a control is applied in well under this.
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(std::time::Duration::from_secs(CONTROL_TIMEOUT_S)))
-        .build()
-        .into();
+    let Some((endpoint, token, agent)) = announced(db, CONTROL_TIMEOUT_S)? else { return Ok(None) };
     let url = format!("http://{}{path}", endpoint.address);
     let sent = agent
         .post(&url)
-        .header("authorization", &format!("Bearer {}", token.trim()))
+        .header("authorization", &format!("Bearer {token}"))
         .header("content-type", "application/json")
         .send(body.to_string().as_str());
     let mut response = match sent {
@@ -83,6 +67,35 @@ pub(super) fn post_to(db: &Path, path: &str, body: &Value) -> anyhow::Result<Opt
         None => format!("the engine serving {} refused: {error}", db.display()),
     };
     Err(if status == 400 { usage(message) } else { fail(EXIT_FAILED, message) })
+}
+
+/// The endpoint announced for `db` (`None`: none is), its token, and an agent whose calls to it
+/// take at most `timeout_s` (a bound on a hung engine).
+///
+/// # Errors
+/// An unreadable token file.
+pub(super) fn announced(
+    db: &Path,
+    timeout_s: u64,
+) -> anyhow::Result<Option<(discovery::Endpoint, String, ureq::Agent)>> {
+    let Some(endpoint) = discovery::find(db).ok().flatten() else { return Ok(None) };
+    let token = std::fs::read_to_string(&endpoint.token_file).map_err(|e| {
+        fail(
+            EXIT_FAILED,
+            format!(
+                "{} serves {}, but its token file {} cannot be read: {e}",
+                endpoint.address,
+                db.display(),
+                endpoint.token_file.display()
+            ),
+        )
+    })?;
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(timeout_s)))
+        .build()
+        .into();
+    Ok(Some((endpoint, token.trim().to_owned(), agent)))
 }
 
 /// Prints what the endpoint answered a control with (as the local command would).
