@@ -165,8 +165,8 @@ pub(crate) fn verify(
     problems: &mut Vec<Problem>,
 ) -> Result<(), Error> {
     let mut problem = |e: Error| {
-        if let Error::Corrupted { table, thread, seq, detail } = e {
-            problems.push(Problem { table, thread, seq, detail });
+        if let Ok(found) = Problem::of(e) {
+            problems.push(found);
         }
     };
     let rows = client

@@ -115,10 +115,7 @@ pub(crate) fn verify(
                 problems.push(problem(format!("signal {n} of a thread that does not exist")));
             }
             Ok(_) => {}
-            Err(Error::Corrupted { table, thread, seq, detail }) => {
-                problems.push(Problem { table, thread, seq, detail });
-            }
-            Err(other) => return Err(other),
+            Err(e) => problems.push(Problem::of(e)?),
         }
     }
     Ok(scanned)

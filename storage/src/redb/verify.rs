@@ -130,13 +130,8 @@ impl Scan<'_> {
 
     /// Reports a record error as a problem at its location.
     fn record_error(&mut self, error: Error) -> Result<(), Error> {
-        match error {
-            Error::Corrupted { table, thread, seq, detail } => {
-                self.report.problems.push(Problem { table, thread, seq, detail });
-                Ok(())
-            }
-            other => Err(other),
-        }
+        self.report.problems.push(Problem::of(error)?);
+        Ok(())
     }
 
     fn open<K: ::redb::Key + 'static, V: ::redb::Value + 'static>(

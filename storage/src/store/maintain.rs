@@ -16,6 +16,18 @@ pub struct Problem {
     pub detail: String,
 }
 
+impl Problem {
+    /// The problem an [`Error::Corrupted`] names; any other error back as it is.
+    pub(crate) fn of(error: Error) -> Result<Problem, Error> {
+        match error {
+            Error::Corrupted { table, thread, seq, detail } => {
+                Ok(Problem { table, thread, seq, detail })
+            }
+            other => Err(other),
+        }
+    }
+}
+
 /// What [`Maintenance::verify`] scanned and found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VerifyReport {
