@@ -425,6 +425,20 @@ pub fn decode_queue_member(bytes: &[u8]) -> Result<crate::QueueMember, Error> {
     decode(RecordKind::QueueMember, bytes)
 }
 
+/// Checks that a record agrees with the key it was read under: `mismatch`, when it does not,
+/// says how, as a [`Error::Corrupted`] in `table` (of `thread`, at `seq`).
+pub(crate) fn key_agrees(
+    mismatch: Option<String>,
+    table: &'static str,
+    thread: Option<&ThreadId>,
+    seq: Option<Seq>,
+) -> Result<(), Error> {
+    match mismatch {
+        None => Ok(()),
+        Some(detail) => Err(Error::Corrupted { table, thread: thread.cloned(), seq, detail }),
+    }
+}
+
 /// Adds the thread and seq a record was read under to a [`Error::Corrupted`].
 pub(crate) fn locate(error: Error, thread: Option<&ThreadId>, seq: Option<Seq>) -> Error {
     match error {

@@ -67,24 +67,17 @@ fn rank_from_db(rank: i64) -> u64 {
 
 fn decode_queue(name: &str, bytes: &[u8]) -> Result<QueueState, Error> {
     let q = codec::decode_queue(bytes)?;
-    if q.name != name {
-        return Err(corrupt(
-            table::QUEUES,
-            None,
-            None,
-            format!("row {name} holds queue {}", q.name),
-        ));
-    }
+    let mismatch = (q.name != name).then(|| format!("row {name} holds queue {}", q.name));
+    codec::key_agrees(mismatch, table::QUEUES, None, None)?;
     Ok(q)
 }
 
 fn decode_member(thread: &str, bytes: &[u8]) -> Result<QueueMember, Error> {
     let id = ThreadId::new(thread).ok();
     let m = codec::decode_queue_member(bytes).map_err(|e| codec::locate(e, id.as_ref(), None))?;
-    if m.thread.as_str() != thread {
-        let detail = format!("row {thread} holds the member record of {}", m.thread);
-        return Err(corrupt(table::QUEUE_MEMBERS, id.as_ref(), None, detail));
-    }
+    let mismatch = (m.thread.as_str() != thread)
+        .then(|| format!("row {thread} holds the member record of {}", m.thread));
+    codec::key_agrees(mismatch, table::QUEUE_MEMBERS, id.as_ref(), None)?;
     Ok(m)
 }
 

@@ -25,14 +25,9 @@ pub(crate) async fn thread(client: &Conn, id: &ThreadId) -> Result<Option<Thread
 pub(crate) fn decode_thread(id: &ThreadId, bytes: &[u8]) -> Result<ThreadRecord, Error> {
     let stored =
         codec::decode_stored_thread(bytes).map_err(|e| codec::locate(e, Some(id), None))?;
-    if &stored.record.id != id {
-        return Err(corrupt(
-            table::THREADS,
-            Some(id),
-            None,
-            format!("row {id} holds the record of thread {}", stored.record.id),
-        ));
-    }
+    let mismatch = (&stored.record.id != id)
+        .then(|| format!("row {id} holds the record of thread {}", stored.record.id));
+    codec::key_agrees(mismatch, table::THREADS, Some(id), None)?;
     Ok(stored.record)
 }
 
@@ -106,14 +101,9 @@ pub(crate) async fn read_since(
 /// An event row, decoded and checked against its key columns.
 pub(crate) fn decode_event(lsn: i64, seq: i64, bytes: &[u8]) -> Result<Event, Error> {
     let event = codec::decode_event(bytes)?;
-    if event.bookmark.lsn.0 != from_db(lsn)? || event.bookmark.seq.0 != from_db(seq)? {
-        return Err(corrupt(
-            table::EVENTS,
-            Some(&event.thread),
-            Some(event.bookmark.seq),
-            format!("row (lsn {lsn}, seq {seq}) holds event {}", event.bookmark),
-        ));
-    }
+    let mismatch = (event.bookmark.lsn.0 != from_db(lsn)? || event.bookmark.seq.0 != from_db(seq)?)
+        .then(|| format!("row (lsn {lsn}, seq {seq}) holds event {}", event.bookmark));
+    codec::key_agrees(mismatch, table::EVENTS, Some(&event.thread), Some(event.bookmark.seq))?;
     Ok(event)
 }
 
@@ -162,14 +152,9 @@ pub(crate) async fn payload(client: &Conn, r: &PayloadRef) -> Result<Vec<u8>, Er
 /// A checkpoint's metadata, checked against its row.
 pub(crate) fn decode_info(id: i64, bytes: &[u8]) -> Result<CheckpointInfo, Error> {
     let info = codec::decode_checkpoint(bytes)?;
-    if info.id.0 != from_db(id)? {
-        return Err(corrupt(
-            table::CHECKPOINTS,
-            Some(&info.thread),
-            None,
-            format!("row {id} holds checkpoint {}", info.id),
-        ));
-    }
+    let mismatch =
+        (info.id.0 != from_db(id)?).then(|| format!("row {id} holds checkpoint {}", info.id));
+    codec::key_agrees(mismatch, table::CHECKPOINTS, Some(&info.thread), None)?;
     Ok(info)
 }
 
@@ -350,14 +335,8 @@ pub(crate) async fn locks(client: &Conn) -> Result<Vec<LockRecord>, Error> {
 
 pub(crate) fn decode_lock(name: &str, bytes: &[u8]) -> Result<LockRecord, Error> {
     let lock = codec::decode_lock(bytes)?;
-    if lock.name != name {
-        return Err(corrupt(
-            table::LOCKS,
-            None,
-            None,
-            format!("row {name:?} holds lock {:?}", lock.name),
-        ));
-    }
+    let mismatch = (lock.name != name).then(|| format!("row {name:?} holds lock {:?}", lock.name));
+    codec::key_agrees(mismatch, table::LOCKS, None, None)?;
     Ok(lock)
 }
 

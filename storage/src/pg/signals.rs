@@ -41,14 +41,12 @@ fn decode(thread: &str, n: i64, bytes: &[u8]) -> Result<Signal, Error> {
     let id = ThreadId::new(thread).ok();
     let signal = crate::codec::decode_signal(bytes)
         .map_err(|e| crate::codec::locate(e, id.as_ref(), u64::try_from(n).ok().map(Seq)))?;
-    if signal.thread.as_str() != thread || i64::try_from(signal.n).ok() != Some(n) {
-        return Err(super::corrupt(
-            table::SIGNALS,
-            id.as_ref(),
-            u64::try_from(n).ok().map(Seq),
-            format!("row ({thread}, {n}) holds the signal of ({}, {})", signal.thread, signal.n),
-        ));
-    }
+    let mismatch = (signal.thread.as_str() != thread || i64::try_from(signal.n).ok() != Some(n))
+        .then(|| {
+            format!("row ({thread}, {n}) holds the signal of ({}, {})", signal.thread, signal.n)
+        });
+    let seq = u64::try_from(n).ok().map(Seq);
+    crate::codec::key_agrees(mismatch, table::SIGNALS, id.as_ref(), seq)?;
     Ok(signal)
 }
 

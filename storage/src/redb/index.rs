@@ -32,14 +32,9 @@ pub(crate) fn stored_thread_in(
     };
     let stored =
         codec::decode_stored_thread(guard.value()).map_err(|e| codec::locate(e, Some(id), None))?;
-    if &stored.record.id != id {
-        return Err(Error::Corrupted {
-            table: table::THREADS,
-            thread: Some(id.clone()),
-            seq: None,
-            detail: format!("key {id} holds the record of thread {}", stored.record.id),
-        });
-    }
+    let mismatch = (&stored.record.id != id)
+        .then(|| format!("key {id} holds the record of thread {}", stored.record.id));
+    codec::key_agrees(mismatch, table::THREADS, Some(id), None)?;
     Ok(Some(stored))
 }
 

@@ -30,14 +30,8 @@ pub(crate) const DEDUP: TableDefinition<'_, (&str, &str, &str), ()> =
 /// Decodes the queue stored under `name` and checks it against its key.
 pub(crate) fn queue_at(name: &str, bytes: &[u8]) -> Result<QueueState, Error> {
     let q = codec::decode_queue(bytes)?;
-    if q.name != name {
-        return Err(Error::Corrupted {
-            table: table::QUEUES,
-            thread: None,
-            seq: None,
-            detail: format!("key {name} holds queue {}", q.name),
-        });
-    }
+    let mismatch = (q.name != name).then(|| format!("key {name} holds queue {}", q.name));
+    codec::key_agrees(mismatch, table::QUEUES, None, None)?;
     Ok(q)
 }
 
@@ -45,14 +39,9 @@ pub(crate) fn queue_at(name: &str, bytes: &[u8]) -> Result<QueueState, Error> {
 pub(crate) fn member_at(thread: &str, bytes: &[u8]) -> Result<QueueMember, Error> {
     let id = ThreadId::new(thread).ok();
     let m = codec::decode_queue_member(bytes).map_err(|e| codec::locate(e, id.as_ref(), None))?;
-    if m.thread.as_str() != thread {
-        return Err(Error::Corrupted {
-            table: table::QUEUE_MEMBERS,
-            thread: id,
-            seq: None,
-            detail: format!("key {thread} holds the member record of {}", m.thread),
-        });
-    }
+    let mismatch = (m.thread.as_str() != thread)
+        .then(|| format!("key {thread} holds the member record of {}", m.thread));
+    codec::key_agrees(mismatch, table::QUEUE_MEMBERS, id.as_ref(), None)?;
     Ok(m)
 }
 

@@ -47,13 +47,8 @@ pub(crate) fn checkpoint_info_in(
     };
     let info = codec::decode_checkpoint(guard.value())
         .map_err(|e| codec::locate(e, None, Some(Seq(id.0))))?;
-    if info.id != id {
-        return Err(corrupt_checkpoint(
-            table::CHECKPOINTS,
-            id,
-            format!("key {id} holds checkpoint {}", info.id),
-        ));
-    }
+    let mismatch = (info.id != id).then(|| format!("key {id} holds checkpoint {}", info.id));
+    codec::key_agrees(mismatch, table::CHECKPOINTS, None, Some(Seq(id.0)))?;
     Ok(Some(info))
 }
 
@@ -66,14 +61,9 @@ pub(crate) fn lock_in(
         return Ok(None);
     };
     let lock = codec::decode_lock(guard.value())?;
-    if lock.name != name {
-        return Err(Error::Corrupted {
-            table: table::LOCKS,
-            thread: None,
-            seq: None,
-            detail: format!("key {name:?} holds the lock {:?}", lock.name),
-        });
-    }
+    let mismatch =
+        (lock.name != name).then(|| format!("key {name:?} holds the lock {:?}", lock.name));
+    codec::key_agrees(mismatch, table::LOCKS, None, None)?;
     Ok(Some(lock))
 }
 
@@ -157,14 +147,10 @@ pub(crate) fn read_all_since(
                 ));
             }
         };
-        if event.bookmark.lsn.0 != lsn {
-            return Err(Error::Corrupted {
-                table: table::EVENTS,
-                thread: Some(event.thread.clone()),
-                seq: Some(event.bookmark.seq),
-                detail: format!("lsn {lsn} holds the record of lsn {}", event.bookmark.lsn),
-            });
-        }
+        let mismatch = (event.bookmark.lsn.0 != lsn)
+            .then(|| format!("lsn {lsn} holds the record of lsn {}", event.bookmark.lsn));
+        let seq = Some(event.bookmark.seq);
+        codec::key_agrees(mismatch, table::EVENTS, Some(&event.thread), seq)?;
         out.push(event);
     }
     Ok(out)
@@ -198,14 +184,9 @@ pub(crate) fn payload(txn: &ReadTransaction, r: &PayloadRef) -> Result<Vec<u8>, 
     let guard =
         payloads.get(&r.hash).map_err(storage("read payload"))?.ok_or(Error::MissingPayload(*r))?;
     let bytes = guard.value();
-    if PayloadRef::of(bytes) != *r {
-        return Err(Error::Corrupted {
-            table: table::PAYLOADS,
-            thread: None,
-            seq: None,
-            detail: format!("payload {r} does not hash to its key"),
-        });
-    }
+    let mismatch =
+        (PayloadRef::of(bytes) != *r).then(|| format!("payload {r} does not hash to its key"));
+    codec::key_agrees(mismatch, table::PAYLOADS, None, None)?;
     Ok(bytes.to_vec())
 }
 

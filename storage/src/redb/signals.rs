@@ -20,17 +20,10 @@ pub(crate) fn signal_at(thread: &str, n: u64, bytes: &[u8]) -> Result<Signal, Er
     let id = ThreadId::new(thread).ok();
     let signal =
         codec::decode_signal(bytes).map_err(|e| codec::locate(e, id.as_ref(), Some(Seq(n))))?;
-    if signal.thread.as_str() != thread || signal.n != n {
-        return Err(Error::Corrupted {
-            table: table::SIGNALS,
-            thread: id,
-            seq: Some(Seq(n)),
-            detail: format!(
-                "key ({thread}, {n}) holds the signal of ({}, {})",
-                signal.thread, signal.n
-            ),
-        });
-    }
+    let mismatch = (signal.thread.as_str() != thread || signal.n != n).then(|| {
+        format!("key ({thread}, {n}) holds the signal of ({}, {})", signal.thread, signal.n)
+    });
+    codec::key_agrees(mismatch, table::SIGNALS, id.as_ref(), Some(Seq(n)))?;
     Ok(signal)
 }
 

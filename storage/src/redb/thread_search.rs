@@ -208,13 +208,8 @@ fn matching_thread(
         detail: format!("key {key:?} is not a valid thread id: {e}"),
     })?;
     let record = codec::decode_thread(value).map_err(|e| codec::locate(e, Some(&id), None))?;
-    if record.id != id {
-        return Err(Error::Corrupted {
-            table: table::THREADS,
-            thread: Some(id.clone()),
-            seq: None,
-            detail: format!("key {id} holds the record of thread {}", record.id),
-        });
-    }
+    let mismatch =
+        (record.id != id).then(|| format!("key {id} holds the record of thread {}", record.id));
+    codec::key_agrees(mismatch, table::THREADS, Some(&id), None)?;
     Ok(filter.matches(&record).then_some(record))
 }
