@@ -76,14 +76,9 @@ pub(crate) async fn read_since(
     for (i, row) in rows.iter().enumerate() {
         let want = after.0 + 1 + i as u64;
         let event = decode_event(row.get(1), row.get(2), row.get(3))?;
-        if &event.thread != id || event.bookmark.seq.0 != want {
-            return Err(corrupt(
-                table::EVENTS,
-                Some(id),
-                Some(Seq(want)),
-                format!("seq {want} of {id} is missing or holds another event"),
-            ));
-        }
+        let mismatch = (&event.thread != id || event.bookmark.seq.0 != want)
+            .then(|| format!("seq {want} of {id} is missing or holds another event"));
+        codec::key_agrees(mismatch, table::EVENTS, Some(id), Some(Seq(want)))?;
         out.push(event);
     }
     if out.len() as u64 != end - after.0 {
@@ -138,14 +133,9 @@ pub(crate) async fn payload(client: &Conn, r: &PayloadRef) -> Result<Vec<u8>, Er
             .map_err(pg_error("read payload"))?
             .ok_or(Error::MissingPayload(*r))?;
     let bytes: Vec<u8> = row.get(0);
-    if PayloadRef::of(&bytes) != *r {
-        return Err(corrupt(
-            table::PAYLOADS,
-            None,
-            None,
-            format!("payload {r} does not hash to its key"),
-        ));
-    }
+    let mismatch =
+        (PayloadRef::of(&bytes) != *r).then(|| format!("payload {r} does not hash to its key"));
+    codec::key_agrees(mismatch, table::PAYLOADS, None, None)?;
     Ok(bytes)
 }
 
@@ -163,14 +153,9 @@ fn decode_checkpoint(id: i64, info: &[u8], snapshot: &[u8]) -> Result<Checkpoint
     let info = decode_info(id, info)?;
     let (stored_id, snapshot) = codec::decode_snapshot(snapshot)
         .map_err(|e| codec::locate(e, Some(&info.thread), Some(Seq(info.id.0))))?;
-    if stored_id != info.id || snapshot.len() as u64 != info.snapshot_len {
-        return Err(corrupt(
-            table::SNAPSHOTS,
-            Some(&info.thread),
-            None,
-            format!("the snapshot of checkpoint {} is another one's or cut", info.id),
-        ));
-    }
+    let mismatch = (stored_id != info.id || snapshot.len() as u64 != info.snapshot_len)
+        .then(|| format!("the snapshot of checkpoint {} is another one's or cut", info.id));
+    codec::key_agrees(mismatch, table::SNAPSHOTS, Some(&info.thread), None)?;
     Ok(info.with_snapshot(snapshot))
 }
 
@@ -210,14 +195,9 @@ pub(crate) async fn latest_checkpoint_at_or_before(
     .map_err(pg_error("read checkpoint"))?;
     let Some(row) = row else { return Ok(None) };
     let found = decode_checkpoint(row.get(0), row.get(1), row.get(2))?;
-    if &found.thread != thread || found.covers.seq > seq {
-        return Err(corrupt(
-            table::CHECKPOINTS,
-            Some(thread),
-            None,
-            format!("checkpoint {} is not one of {thread}'s at or before {seq}", found.id),
-        ));
-    }
+    let mismatch = (&found.thread != thread || found.covers.seq > seq)
+        .then(|| format!("checkpoint {} is not one of {thread}'s at or before {seq}", found.id));
+    codec::key_agrees(mismatch, table::CHECKPOINTS, Some(thread), None)?;
     Ok(Some(found))
 }
 

@@ -46,17 +46,13 @@ pub(crate) fn decode_chunk_at(
 ) -> Result<SeqChunk, Error> {
     let chunk = codec::decode_seq_chunk(bytes)
         .map_err(|e| codec::locate(e, Some(id), Some(Seq(first_seq))))?;
-    if &chunk.thread != id || chunk.first_seq != first_seq {
-        return Err(corrupt(
-            table::SEQ_INDEX,
-            id,
-            first_seq,
-            format!(
-                "key ({id}, {first_seq}) holds the chunk of ({}, {})",
-                chunk.thread, chunk.first_seq
-            ),
-        ));
-    }
+    let mismatch = (&chunk.thread != id || chunk.first_seq != first_seq).then(|| {
+        format!(
+            "key ({id}, {first_seq}) holds the chunk of ({}, {})",
+            chunk.thread, chunk.first_seq
+        )
+    });
+    codec::key_agrees(mismatch, table::SEQ_INDEX, Some(id), Some(Seq(first_seq)))?;
     Ok(chunk)
 }
 
@@ -171,17 +167,14 @@ pub(crate) fn decode_event_at(
 ) -> Result<Event, Error> {
     let event =
         codec::decode_event(bytes).map_err(|e| codec::locate(e, Some(id), Some(Seq(seq))))?;
-    if event.bookmark.seq.0 != seq || &event.thread != id || event.bookmark.lsn.0 != lsn {
-        return Err(corrupt(
-            table::EVENTS,
-            id,
-            seq,
-            format!(
-                "lsn {lsn}, indexed as ({id}, {seq}), holds the record of ({}, {}) with lsn {}",
-                event.thread, event.bookmark.seq, event.bookmark.lsn
-            ),
-        ));
-    }
+    let (thread, at, stored) = (&event.thread, event.bookmark.seq, event.bookmark.lsn);
+    let mismatch = (at.0 != seq || thread != id || stored.0 != lsn).then(|| {
+        format!(
+            "lsn {lsn}, indexed as ({id}, {seq}), holds the record of ({thread}, {at}) with lsn \
+             {stored}"
+        )
+    });
+    codec::key_agrees(mismatch, table::EVENTS, Some(id), Some(Seq(seq)))?;
     Ok(event)
 }
 

@@ -203,17 +203,14 @@ pub(crate) fn checkpoint(
     })?;
     let (stored_id, snapshot) = codec::decode_snapshot(guard.value())
         .map_err(|e| codec::locate(e, None, Some(Seq(id.0))))?;
-    if stored_id != id || snapshot.len() as u64 != info.snapshot_len {
-        return Err(corrupt_checkpoint(
-            table::SNAPSHOTS,
-            id,
-            format!(
-                "snapshot of checkpoint {stored_id} with {} bytes where checkpoint {id} with {} was expected",
-                snapshot.len(),
-                info.snapshot_len
-            ),
-        ));
-    }
+    let (len, expected) = (snapshot.len(), info.snapshot_len);
+    let mismatch = (stored_id != id || len as u64 != expected).then(|| {
+        format!(
+            "snapshot of checkpoint {stored_id} with {len} bytes where checkpoint {id} with \
+             {expected} was expected"
+        )
+    });
+    codec::key_agrees(mismatch, table::SNAPSHOTS, None, Some(Seq(id.0)))?;
     Ok(Some(info.with_snapshot(snapshot)))
 }
 
@@ -260,13 +257,9 @@ pub(crate) fn latest_checkpoint_at_or_before(
             format!("thread index of {thread} points to missing checkpoint {id}"),
         )
     })?;
-    if &found.thread != thread || found.covers.seq.0 != covers {
-        return Err(corrupt_checkpoint(
-            table::CHECKPOINTS_BY_THREAD,
-            id,
-            format!("index entry ({thread}, {covers}) disagrees with checkpoint {id}"),
-        ));
-    }
+    let mismatch = (&found.thread != thread || found.covers.seq.0 != covers)
+        .then(|| format!("index entry ({thread}, {covers}) disagrees with checkpoint {id}"));
+    codec::key_agrees(mismatch, table::CHECKPOINTS_BY_THREAD, None, Some(Seq(id.0)))?;
     Ok(Some(found))
 }
 
