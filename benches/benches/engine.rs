@@ -1,5 +1,6 @@
 //! Engine benchmark: a 10-node linear workflow with a tiny state, run by Cairn's engine, against
-//! raw redb on the same disk, in the same process.
+//! raw redb on the same disk, in the same process, and (one thread at a time) against the same
+//! workflow on `memable`, the closest embedded peer.
 //!
 //! `cargo bench -p cairn-benches --bench engine` prints `BENCH` and `RATIO` lines (see
 //! `benches/README.md`, section "Engine"). Every figure is the median of [`RUNS`] runs; engine and
@@ -25,7 +26,8 @@ use anyhow::Context as _;
 use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::{Durability, END, Engine, Replace, START, StartOptions, ThreadStatus};
 use cairn_benches::{
-    SyncCountingFile, bench_line, median, per_second, ratio_line, raw_redb_inserts, scratch_dir,
+    SyncCountingFile, bench_line, median, memable_peer, per_second, ratio_line, raw_redb_inserts,
+    scratch_dir,
 };
 use cairn_storage::{Options, RedbStore};
 use tokio::runtime::Runtime;
@@ -121,7 +123,7 @@ fn sequential(
     fresh: &mut impl FnMut(&str) -> PathBuf,
 ) -> anyhow::Result<()> {
     let steps = SEQUENTIAL_THREADS as u64 * NODES;
-    let (mut engine, mut raw) = (Vec::new(), Vec::new());
+    let (mut engine, mut raw, mut peer) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         let path = fresh("sequential");
         let elapsed = runtime.block_on(on_file(&path, Durability::Immediate, |e| {
@@ -129,11 +131,16 @@ fn sequential(
         }))?;
         engine.push(per_second(steps, elapsed));
         raw.push(raw_redb_inserts(&fresh("raw-single"), steps, 1)?);
+        let path = fresh("memable");
+        let memable = memable_peer::one_at_a_time(&path, SEQUENTIAL_THREADS, NODES);
+        peer.push(per_second(steps, runtime.block_on(memable)?));
     }
-    let (engine, raw) = (median(engine), median(raw));
+    let (engine, raw, peer) = (median(engine), median(raw), median(peer));
     println!("{}", bench_line("engine_1_thread_immediate", engine, "node-steps/s"));
     println!("{}", bench_line("raw_redb_1_insert_per_commit", raw, "commits/s"));
+    println!("{}", bench_line("memable_1_thread_immediate", peer, "node-steps/s"));
     println!("{}", ratio_line("engine_1_thread_vs_raw_redb", engine / raw));
+    println!("{}", ratio_line("engine_1_thread_vs_memable", engine / peer));
     let (mut commits, mut kib) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         let counted = runtime.block_on(on_counted_file(&fresh("seq-counted"), |e| {

@@ -7,6 +7,7 @@
 //! several runs made in the same process on the same disk.
 
 pub mod cpu;
+pub mod memable_peer;
 
 use std::path::Path;
 use std::sync::Arc;

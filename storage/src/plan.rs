@@ -105,7 +105,9 @@ pub(crate) fn plan(
     }
     for upsert in batch.threads {
         let id = upsert.id.clone();
-        let current = plan.thread(tables, &id)?.as_ref();
+        plan.thread(tables, &id)?;
+        // Taken, not borrowed: the upsert replaces it, so its tail and lease move over.
+        let current = plan.threads.remove(&id).flatten();
         let stored = merge_upsert(upsert, current);
         plan.set_thread(id, stored);
     }
@@ -234,13 +236,13 @@ pub(crate) fn mark_dirty<K: PartialEq + Clone>(dirty: &mut Vec<K>, key: &K) {
 
 /// The record an upsert writes: the caller's fields, the store's `last`, `first_seq`, `lease`
 /// and seq-index tail.
-fn merge_upsert(mut upsert: ThreadRecord, current: Option<&StoredThread>) -> StoredThread {
+fn merge_upsert(mut upsert: ThreadRecord, current: Option<StoredThread>) -> StoredThread {
     match current {
         Some(current) => {
             upsert.last = current.record.last;
             upsert.first_seq = current.record.first_seq;
-            upsert.lease = current.record.lease.clone();
-            StoredThread { record: upsert, tail: current.tail.clone() }
+            upsert.lease = current.record.lease;
+            StoredThread { record: upsert, tail: current.tail }
         }
         None => {
             upsert.last = None;
@@ -257,7 +259,7 @@ impl Plan {
         let (thread, failure) = match guard {
             Guard::Lease { thread, owner, now_ms } => {
                 let lease =
-                    self.thread(tables, thread)?.as_ref().and_then(|s| s.record.lease.clone());
+                    self.thread(tables, thread)?.as_ref().and_then(|s| s.record.lease.as_ref());
                 match lease {
                     Some(l) if &l.owner == owner && *now_ms < l.expires_at_ms => return Ok(()),
                     Some(l) => {
@@ -415,8 +417,11 @@ impl Plan {
 
     fn lease_op(&mut self, tables: &mut impl PlanState, op: LeaseOp) -> Result<(), Error> {
         let thread = op.thread().clone();
-        let mut stored =
-            self.thread(tables, &thread)?.clone().ok_or(Error::UnknownThread(thread.clone()))?;
+        self.thread(tables, &thread)?;
+        // The plan's own copy, changed in place (not cloned): an error drops the whole plan.
+        let Some(Some(stored)) = self.threads.get_mut(&thread) else {
+            return Err(Error::UnknownThread(thread));
+        };
         let record = &mut stored.record;
         match op {
             LeaseOp::Acquire { owner, now_ms, ttl_ms, .. } => {
@@ -444,7 +449,7 @@ impl Plan {
                 Some(_) => return Err(Error::LeaseNotHeld { thread, owner }),
             },
         }
-        self.set_thread(thread, stored);
+        mark_dirty(&mut self.dirty_threads, &thread);
         Ok(())
     }
 }

@@ -8,7 +8,7 @@ use cairn_storage::{
     Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, CheckpointKind, Page, Seq,
     ThreadFilter, ThreadId,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::EXIT_FAILED;
 use super::common::{
@@ -292,13 +292,25 @@ async fn delete(
 }
 
 /// What prune did (or would do) to one thread.
-fn prune_row(thread: &ThreadId, keep: Option<&CheckpointInfo>, result: Option<Value>) -> Value {
-    json!({
-        "thread": thread.as_str(),
-        "keep_checkpoint": keep.map(|k| k.id.0),
-        "keep_from_seq": keep.map(|k| k.covers.seq.0),
-        "result": result,
-    })
+/// One thread's line of `cairn checkpoints prune` (`--json` prints these as they are).
+#[derive(serde::Serialize)]
+struct PruneRow {
+    thread: String,
+    keep_checkpoint: Option<u64>,
+    keep_from_seq: Option<u64>,
+    result: Option<Pruned>,
+}
+
+/// What a prune removed from one thread, or would remove (`dry_run`).
+#[derive(serde::Serialize)]
+struct Pruned {
+    events: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    checkpoints: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    first_seq: Option<u64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    dry_run: bool,
 }
 
 pub(super) async fn prune(args: PruneArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
@@ -343,7 +355,8 @@ pub(super) async fn prune(args: PruneArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
             (Some(k), true) => {
                 let record = store.thread(thread).await?;
                 let first = record.map_or(1, |r| r.first_seq.0);
-                Some(json!({"events": k.covers.seq.0.saturating_sub(first - 1), "dry_run": true}))
+                let events = k.covers.seq.0.saturating_sub(first - 1);
+                Some(Pruned { events, checkpoints: None, first_seq: None, dry_run: true })
             }
             (Some(k), false) => {
                 let pruned = store.prune(thread, k.id)?.wait().await?;
@@ -352,14 +365,20 @@ pub(super) async fn prune(args: PruneArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
                 if pruned.events + pruned.checkpoints > 0 {
                     pruned_threads += 1;
                 }
-                Some(json!({
-                    "events": pruned.events,
-                    "checkpoints": pruned.checkpoints,
-                    "first_seq": pruned.first_seq.0,
-                }))
+                Some(Pruned {
+                    events: pruned.events,
+                    checkpoints: Some(pruned.checkpoints),
+                    first_seq: Some(pruned.first_seq.0),
+                    dry_run: false,
+                })
             }
         };
-        rows.push(prune_row(thread, keep.as_ref(), result));
+        rows.push(PruneRow {
+            thread: thread.to_string(),
+            keep_checkpoint: keep.as_ref().map(|k| k.id.0),
+            keep_from_seq: keep.as_ref().map(|k| k.covers.seq.0),
+            result,
+        });
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -373,14 +392,14 @@ pub(super) async fn prune(args: PruneArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         }));
     }
     let mut table = Table::new(&["THREAD", "KEEP CHECKPOINT", "FROM SEQ", "EVENTS", "CHECKPOINTS"]);
+    let text = |n: Option<u64>| n.map(|n| n.to_string()).unwrap_or_default();
     for r in &rows {
-        let res = &r["result"];
         table.row(vec![
-            r["thread"].as_str().unwrap_or("").to_owned(),
-            r["keep_checkpoint"].as_u64().map_or("none: nothing pruned".into(), |i| i.to_string()),
-            r["keep_from_seq"].as_u64().map(|s| s.to_string()).unwrap_or_default(),
-            res["events"].as_u64().map(|s| s.to_string()).unwrap_or_default(),
-            res["checkpoints"].as_u64().map(|s| s.to_string()).unwrap_or_default(),
+            r.thread.clone(),
+            r.keep_checkpoint.map_or("none: nothing pruned".into(), |i| i.to_string()),
+            text(r.keep_from_seq),
+            text(r.result.as_ref().map(|p| p.events)),
+            text(r.result.as_ref().and_then(|p| p.checkpoints)),
         ]);
     }
     print_text(&table.render());

@@ -10,6 +10,7 @@ use cairn_storage::{QueueLimits, QueueState, RateLimit};
 
 use super::common::{Common, open_read_only, open_writable, print_json, print_text, usage};
 use super::table::Table;
+use crate::debug::rows::QueuesPage;
 
 /// `cairn queue ...`.
 #[derive(Debug, clap::Args)]
@@ -73,10 +74,9 @@ pub(super) async fn command(cmd: QueueCommand, wfs: &[Arc<DynWorkflow>]) -> anyh
         Action::List(args) => {
             // Through the endpoint of an engine serving the file, if one does (its live store).
             let found = super::endpoint::through(&args.common.db, |ep| ep.get("/api/queues", &[]))?;
-            if let Some(mut out) = found {
-                let list: Vec<QueueState> = serde_json::from_value(out["queues"].take())
-                    .map_err(|e| anyhow::anyhow!("/api/queues answered an unknown shape: {e}"))?;
-                return show(&list, args.common.json);
+            if let Some(out) = found {
+                let page: QueuesPage = crate::serve::wire::read(out, "queue list")?;
+                return show(&page.queues, args.common.json);
             }
             let engine = open_read_only(&args.common.db, wfs).await?;
             let list = engine.queues().await;

@@ -66,6 +66,16 @@ pub(crate) struct Traced {
     pub messages: Vec<MessageRow>,
 }
 
+/// Every queue, `GET /api/queues` (`cairn queue list` reads it): the queues with their limits and
+/// counts, and the engine clock's time (a queue's `recent` admissions count against its rate
+/// limit until `at + period_ms`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct QueuesPage {
+    pub now_ms: u64,
+    pub queues: Vec<cairn_storage::QueueState>,
+}
+
 /// Where a checkpoint's snapshot stands in its thread's log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Covers {

@@ -5,17 +5,17 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde_json::{Value, json};
 
 use super::app::{App, Params, reject};
 use super::params::{NoParams, Reject};
+use crate::debug::rows::QueuesPage;
 
-/// The queues, by name: `{"now_ms": ..., "queues": [...]}`.
+/// The queues, by name.
 pub(super) async fn list(
     State(app): State<App>,
     _: Params<NoParams>,
-) -> Result<Json<Value>, Reject> {
+) -> Result<Json<QueuesPage>, Reject> {
     let queues = app.engine.store().queues().await.map_err(|e| reject(e.into(), "queues"))?;
     let now_ms = app.engine.clock().now_ms();
-    Ok(Json(json!({ "now_ms": now_ms, "queues": queues })))
+    Ok(Json(QueuesPage { now_ms, queues }))
 }
