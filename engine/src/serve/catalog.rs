@@ -267,7 +267,7 @@ mod tests {
             started: 0,
             skipped: 0,
         };
-        ScheduleInfo { name: "s".into(), status, state }
+        ScheduleInfo { name: "s".into(), status, thread: "schedule:s".into(), state }
     }
 
     #[test]
