@@ -29,10 +29,7 @@ pub const SCHEDULE_WORKFLOW: &str = "cairn.schedule";
 /// The label every thread a schedule starts carries, naming the schedule.
 pub const SCHEDULE_LABEL: &str = "schedule";
 
-/// Rounds (wake-ups at a tick: one tick, or the ticks a catch-up starts together) a schedule's
-/// thread runs before it continues as new: each link of the chain handles at most this many,
-/// a few thousand events, whether or not bounded history prunes it.
-pub const SCHEDULE_TICKS_PER_RUN: u32 = 1_000;
+pub use crate::limits::SCHEDULE_TICKS_PER_RUN;
 
 /// The version of [`SCHEDULE_WORKFLOW`] new schedules run: one visit of `tick` per round, at
 /// most [`SCHEDULE_TICKS_PER_RUN`]. Version 1 (a loop bound of `LOOP_BOUND_MAX`) stays
