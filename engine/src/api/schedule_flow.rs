@@ -47,7 +47,6 @@ impl crate::api::builder::EngineBuilder {
     /// let engine = cairn::Engine::builder("cairn.db").schedule_ticks_per_run(10).open().await?;
     /// # Ok(()) }
     /// ```
-    #[must_use]
     pub fn schedule_ticks_per_run(mut self, n: u32) -> Self {
         self.config.schedule_ticks_per_run = n.clamp(1, SCHEDULE_TICKS_PER_RUN);
         self

@@ -2,7 +2,10 @@
 //! (one step of `cairn.schedule`: wake at the next tick, start the ticks the catch-up policy
 //! picks) is recomputed from the state before it and the clock reading it recorded, and the
 //! threads it started are looked up. A schedule that continued as new is checked along its
-//! chain of threads (`schedule:<name>`, `~1`, ...), each link's first state the last one's.
+//! chain of threads (`schedule:<name>`, `~1`, ...), each link's first state the last one's. A
+//! link deleted since (the retention policy deletes completed links) leaves a gap: the ticks up
+//! to the next stored link's first state are counted in [`ScheduleCheck::ticks_of_deleted_links`],
+//! unchecked.
 //!
 //! Found wrong ([`ScheduleCheck::problems`]): a round that started other ticks than the policy
 //! picks of the ticks due (the catch-up after a downtime or a pause included), or that woke
@@ -41,8 +44,13 @@ pub struct ScheduleCheck {
     pub deleted: bool,
     /// The schedule ended (past its end: its live thread completed).
     pub ended: bool,
-    /// Threads of its chain stored (1 until it first continues as new).
+    /// Threads of its chain stored (1 until it first continues as new; fewer than
+    /// `continuations + 1` once retention deleted completed ones).
     pub links: u64,
+    /// Times it continued as new: the live link's number (`schedule:<name>~<n>`).
+    pub continuations: u64,
+    /// Tick threads started by links deleted since (their rounds cannot be checked).
+    pub ticks_of_deleted_links: u64,
     /// Thread ids started by a round not completed yet (a crash, or a delete, came in it).
     pub in_flight: Vec<String>,
     /// Threads labelled with the schedule that no round started: triggered by hand.
@@ -101,6 +109,8 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
         deleted: live.status == ThreadStatus::Cancelled,
         ended: live.status == ThreadStatus::Completed,
         links: links.len() as u64,
+        continuations: crate::api::schedule_links::schedule_link(live.id.as_str())
+            .map_or(0, |l| l.1),
         ..ScheduleCheck::default()
     };
     let mut state: Option<ScheduleState> = None;
@@ -112,6 +122,9 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
     let mut calls: Vec<(String, u64)> = Vec::new();
     // A pause began or ended since the last completed round.
     let mut paused_in_round = false;
+    // Tick times (after, up to] the deleted links handled; the number of the last link read.
+    let mut gaps: Vec<(Option<u64>, Option<u64>)> = Vec::new();
+    let mut link_before: Option<u64> = None;
     let mut events = Vec::new();
     for link in &links {
         let id = &link.id;
@@ -136,7 +149,12 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
         match body {
             Body::ThreadCreated { input, .. } => {
                 let first: ScheduleState = serde_json::from_value(input)?;
-                if let Some(before) = state.as_ref().filter(|s| **s != first) {
+                let n = crate::api::schedule_links::schedule_link(id.as_str()).map_or(0, |l| l.1);
+                let follows = link_before.map_or(n == 0, |before| n == before + 1);
+                link_before = Some(n);
+                if !follows {
+                    gaps.push((state.as_ref().and_then(|s| s.last_tick_ms), first.last_tick_ms));
+                } else if let Some(before) = state.as_ref().filter(|s| **s != first) {
                     out.problems.push(format!("{id} starts from {first:?}, not {before:?}"));
                 }
                 // The rounds of the link before, all completed, are done with.
@@ -254,6 +272,10 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
             if let Some(when) = first.first().and_then(|e| during(e.bookmark.lsn.0)) {
                 out.problems.push(format!("tick thread {tid} created {when}"));
             }
+        } else if let Some(ms) = tick_ms(&state, &tid)
+            && gaps.iter().any(|(after, upto)| after.is_none_or(|a| ms > a) && Some(ms) <= *upto)
+        {
+            out.ticks_of_deleted_links += 1;
         } else {
             out.others.push(tid.clone());
         }
@@ -277,6 +299,12 @@ fn open(rounds: &mut BTreeMap<u64, Round>, step: u64, attempt: u32) -> &mut Roun
         *r = Round { attempt, ..Round::default() };
     }
     r
+}
+
+/// The tick time of thread id `tick` if it is a tick's of the schedule (see [`is_tick_of`]).
+fn tick_ms(s: &ScheduleState, tick: &str) -> Option<u64> {
+    let ms = tick.strip_prefix(&format!("{}@", s.name))?.parse::<u64>().ok()?;
+    is_tick_of(s, tick).then_some(ms)
 }
 
 /// Whether thread id `tick` is `<name>@<ms>` for a tick of the schedule's rule between its
