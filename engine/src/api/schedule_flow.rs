@@ -245,3 +245,39 @@ async fn tick(
     }
     Ok(NodeOutput::update(updated))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Weak};
+
+    use cairn_dsl::{END, NodeOutput, START, Workflow};
+
+    use super::{SCHEDULE_WORKFLOW, ScheduleState};
+
+    /// The fingerprint version 1 had when it was the only version: schedules stored then
+    /// recorded it, and restore refuses a thread whose workflow's fingerprint changed.
+    const V1_FINGERPRINT: &str = "e14bacd22e2778d71c05813277da91667ff4154d539e45bb0359543f3e937401";
+
+    #[test]
+    fn version_1_keeps_the_fingerprint_stored_schedules_recorded() {
+        // The graph as version 1 was declared before schedules continued as new.
+        let before = Workflow::<ScheduleState>::builder(SCHEDULE_WORKFLOW, 1)
+            .node("tick", |s: Arc<ScheduleState>, _ctx| async move {
+                Ok(NodeOutput::update((*s).clone()))
+            })
+            .edge(START, "tick")
+            .loop_bound("tick", cairn_dsl::limits::LOOP_BOUND_MAX)
+            .route(
+                "tick",
+                |s: &ScheduleState| if s.next_tick_ms.is_some() { "tick" } else { END },
+                ["tick", END],
+            )
+            .build()
+            .unwrap();
+        assert_eq!(before.fingerprint().to_string(), V1_FINGERPRINT);
+        let v1 = super::workflow(Weak::new(), 1);
+        assert_eq!(v1.fingerprint().to_string(), V1_FINGERPRINT);
+        let v2 = super::workflow(Weak::new(), super::SCHEDULE_WORKFLOW_VERSION);
+        assert_ne!(v2.fingerprint().to_string(), V1_FINGERPRINT);
+    }
+}
