@@ -24,8 +24,14 @@ pub const SCHEDULE_LINKS_MAX: usize = 100_000;
 /// when the link it acted on continued as new meanwhile.
 pub const SCHEDULE_CONTROL_TRIES: usize = 8;
 
-/// Records read per page of the walk over a schedule's links.
+/// Records read per page of the walk over a schedule's links, after a first page of
+/// [`LINK_FIRST_PAGE`].
 const LINK_PAGE: usize = 256;
+
+/// Records read by the first page of the walk: a few links (retention deletes completed ones)
+/// and the first record past them (the label's listing goes on with the schedule's ticks when
+/// they sort after its threads).
+const LINK_FIRST_PAGE: usize = 8;
 
 /// The prefix of every schedule thread's id.
 const PREFIX: &str = "schedule:";
@@ -66,6 +72,8 @@ pub(crate) struct LinkWalk<'n> {
     pub(crate) after: ThreadId,
     /// The listing the links are in: the schedule's label.
     pub(crate) filter: ThreadFilter,
+    /// The size of the next page to read.
+    pub(crate) limit: usize,
     found: Vec<(u64, ThreadRecord)>,
 }
 
@@ -77,7 +85,8 @@ impl<'n> LinkWalk<'n> {
     pub(crate) fn new(name: &'n str) -> Result<LinkWalk<'n>, Error> {
         let head = ThreadId::new(head_of(name))?;
         let filter = ThreadFilter::default().label(SCHEDULE_LABEL, name);
-        Ok(LinkWalk { name, after: head.clone(), head, filter, found: Vec::new() })
+        let limit = LINK_FIRST_PAGE;
+        Ok(LinkWalk { name, after: head.clone(), head, filter, limit, found: Vec::new() })
     }
 
     /// Takes the head's record, if stored.
@@ -94,13 +103,14 @@ impl<'n> LinkWalk<'n> {
         Ok(())
     }
 
-    /// Takes one page of the listing (at most [`LINK_PAGE`] after `after`); whether to read
+    /// Takes one page of the listing (at most `limit` after `after`); whether to read
     /// another.
     ///
     /// # Errors
     /// [`Error::Invalid`] past [`SCHEDULE_LINKS_MAX`] links.
     pub(crate) fn page(&mut self, page: Vec<ThreadRecord>) -> Result<bool, Error> {
-        let full = page.len() == LINK_PAGE;
+        let full = page.len() == self.limit;
+        self.limit = LINK_PAGE;
         for record in page {
             // Ids after the head that start with it: the links, then others (ticks, ...).
             if !record.id.as_str().starts_with(self.head.as_str()) {
@@ -139,7 +149,8 @@ impl<'n> LinkWalk<'n> {
 pub(crate) async fn links(store: &dyn Store, name: &str) -> Result<Vec<ThreadRecord>, Error> {
     let mut walk = LinkWalk::new(name)?;
     walk.head(store.thread(&walk.head).await?)?;
-    while walk.page(store.list_threads_after(&walk.filter, Some(&walk.after), LINK_PAGE).await?)? {}
+    while walk.page(store.list_threads_after(&walk.filter, Some(&walk.after), walk.limit).await?)? {
+    }
     Ok(walk.done())
 }
 
@@ -151,8 +162,9 @@ pub(crate) async fn links(store: &dyn Store, name: &str) -> Result<Vec<ThreadRec
 pub(crate) fn links_wait(store: &dyn Store, name: &str) -> Result<Vec<ThreadRecord>, Error> {
     let mut walk = LinkWalk::new(name)?;
     walk.head(store.thread(&walk.head).wait()?)?;
-    while walk.page(store.list_threads_after(&walk.filter, Some(&walk.after), LINK_PAGE).wait()?)? {
-    }
+    while walk
+        .page(store.list_threads_after(&walk.filter, Some(&walk.after), walk.limit).wait()?)?
+    {}
     Ok(walk.done())
 }
 

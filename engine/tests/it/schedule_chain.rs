@@ -205,3 +205,25 @@ async fn a_schedule_ticks_past_one_links_loop_bound() {
     assert_eq!(check.ticks_started, rounds);
     engine.shutdown().await;
 }
+
+/// A schedule that continues at every round has more links than the walk's first page, and a
+/// name whose ticks (`zz@<ms>`) sort after its threads (`schedule:zz~<n>`) in the label's
+/// listing: the walk reads on past the first page and stops at the first tick.
+#[tokio::test]
+async fn links_past_the_first_page_are_found_and_the_ticks_after_them_are_not_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(JAN_1_2026);
+    let engine = open_with(file(&dir.path().join("s.db")), &clock, 1).await;
+    engine.create_schedule("zz", spec(Every::Interval { ms: HOUR })).await.unwrap();
+    while engine.schedule("zz").await.unwrap().unwrap().state.started < 12 {
+        tick(&engine, &clock, "zz").await;
+    }
+    let info = engine.schedule("zz").await.unwrap().unwrap();
+    assert_eq!(info.thread, "schedule:zz~12", "{info:?}");
+    one_live_link(&engine, "zz", 13).await;
+    let check = cairn::testkit::check_schedule(engine.store().as_ref(), "zz").unwrap().unwrap();
+    assert!(check.problems.is_empty(), "{:?}", check.problems);
+    assert_eq!((check.links, check.continuations, check.ticks_started), (13, 12, 12));
+    assert_eq!(engine.schedules().await.unwrap().len(), 1);
+    engine.shutdown().await;
+}
