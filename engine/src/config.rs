@@ -58,6 +58,9 @@ pub struct Config {
     /// Whether the engine prunes, on its own, what checkpoints cover in unfinished threads
     /// (default `true`; see `EngineBuilder::prune_history`).
     pub prune_history: bool,
+    /// Rounds a schedule's thread runs before it continues as new (default and most
+    /// `crate::limits::SCHEDULE_TICKS_PER_RUN`; see `EngineBuilder::schedule_ticks_per_run`).
+    pub schedule_ticks_per_run: u32,
 }
 
 impl Default for Config {
@@ -80,6 +83,7 @@ impl Default for Config {
             health_policy: HealthPolicy::default(),
             retention: None,
             prune_history: true,
+            schedule_ticks_per_run: crate::limits::SCHEDULE_TICKS_PER_RUN,
         }
     }
 }

@@ -147,3 +147,8 @@ pub const SERVE_BODY_BYTES_MAX: usize = 1024 * 1024;
 /// `QUEUE_ADMIT_MAX`.
 pub const ADMIT_PER_WRITE_MAX: usize = 64;
 const _: () = assert!(ADMIT_PER_WRITE_MAX <= cairn_storage::limits::QUEUE_ADMIT_MAX);
+
+/// Rounds (wake-ups at a tick: one tick, or the ticks a catch-up starts together) a schedule's
+/// thread runs before it continues as new: each link of the chain handles at most this many,
+/// a few thousand events, whether or not bounded history prunes it.
+pub const SCHEDULE_TICKS_PER_RUN: u32 = 1_000;

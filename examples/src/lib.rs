@@ -13,6 +13,7 @@ pub mod observed;
 pub mod operator;
 pub mod order_signals;
 pub mod payments;
+pub mod polling_loop;
 pub mod quickstart;
 pub mod research_pipeline;
 pub mod routing;

@@ -26,6 +26,20 @@ async fn routing_with_a_bounded_loop() {
 }
 
 #[tokio::test]
+async fn a_polling_loop_continues_as_new_and_carries_its_cursor() {
+    use cairn_examples::polling_loop::{FEED_ITEMS, POLLS_PER_RUN, run};
+    let (_d, p) = db("poll.db");
+    let s = run(&p).await.unwrap();
+    // 12 polls read the 23 items, the 13th finds none: 5 polls a thread, 3 threads.
+    assert_eq!(s.links, ["poller", "poller~1", "poller~2"]);
+    assert_eq!(s.status, cairn::ThreadStatus::Completed);
+    assert_eq!((s.last.cursor, s.last.seen, s.last.polls), (FEED_ITEMS, FEED_ITEMS, 13));
+    assert!(s.last.done);
+    // Every log holds one thread's polls (a few events each), not the loop's 13.
+    assert!(s.events.iter().all(|e| *e <= 7 * POLLS_PER_RUN as usize), "{:?}", s.events);
+}
+
+#[tokio::test]
 async fn map_reduce_in_item_order() {
     let (_d, p) = db("m.db");
     let out = cairn_examples::map_reduce::run(&p).await.unwrap();

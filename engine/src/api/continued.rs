@@ -43,7 +43,11 @@ impl Engine {
         // without the workflow (a command line that does not have it answers too).
         if let Some(last) = record.last.filter(|l| l.seq >= record.first_seq) {
             let from = last.seq.0.saturating_sub(LAST_BATCH_EVENTS).max(record.first_seq.0).max(1);
-            let events = store.read_range(&id, cairn_storage::Seq(from), last.seq).await?;
+            // A thread pruned while it ran may hold fewer: its context says (below).
+            let events = match store.read_range(&id, cairn_storage::Seq(from), last.seq).await {
+                Err(cairn_storage::Error::Pruned { .. }) => Vec::new(),
+                read => read?,
+            };
             for event in events.into_iter().rev() {
                 // The completing batch holds `output`, then `continued_as_new` when it continued.
                 match crate::exec::fetch::decode(store, event).await?.body {

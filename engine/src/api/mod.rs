@@ -19,5 +19,6 @@ mod result;
 mod retention;
 pub mod schedule;
 pub mod schedule_flow;
+pub mod schedule_links;
 pub mod schedule_ticks;
 mod signal;

@@ -1,13 +1,19 @@
 //! Durable schedules: create, list, pause, resume, trigger and delete (`cairn schedule ...`).
-//! Each schedule is a thread of the built-in workflow [`SCHEDULE_WORKFLOW`] with the id
-//! `schedule:<name>` (see `schedule_flow.rs` for why a crash at a tick neither loses nor
-//! doubles it).
+//! Each schedule is a chain of threads of the built-in workflow [`SCHEDULE_WORKFLOW`],
+//! `schedule:<name>`, `schedule:<name>~1`, ... (see `schedule_flow.rs` for why a crash at a
+//! tick neither loses nor doubles it, and why it continues as new); every call here acts on
+//! the live link (`schedule_links.rs`).
+
+use std::collections::BTreeMap;
 
 use cairn_storage::{Page, ThreadFilter, ThreadId, ThreadRecord, ThreadStatus};
 
 use super::engine::Engine;
 use super::handle::ThreadHandle;
-use super::schedule_flow::{SCHEDULE_LABEL, SCHEDULE_WORKFLOW, ScheduleSpec, ScheduleState};
+use super::schedule_flow::{
+    SCHEDULE_LABEL, SCHEDULE_WORKFLOW, SCHEDULE_WORKFLOW_VERSION, ScheduleSpec, ScheduleState,
+};
+use super::schedule_links::{SCHEDULE_CONTROL_TRIES, head_of, links, live, schedule_link};
 use super::schedule_ticks::Rule;
 use crate::config::RecoveryPolicy;
 use crate::config::StartOptions;
@@ -21,21 +27,29 @@ use crate::exec::start;
 /// Schedules one listing returns at most.
 pub const SCHEDULES_LIST_MAX: usize = 10_000;
 
+/// Schedule threads read per page of a listing.
+const LIST_PAGE: usize = 1_000;
+
+/// A control of a schedule, applied to its live link.
+#[derive(Clone, Copy)]
+enum Control {
+    Pause,
+    Resume,
+    Delete,
+}
+
 /// A schedule as stored: its state and whether it runs.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ScheduleInfo {
     /// Its name.
     pub name: String,
-    /// Its thread's status: `sleeping` or `running` while it runs, `paused`, `cancelled` once
-    /// deleted, `completed` once past its end.
+    /// Its live thread's status: `sleeping` or `running` while it runs, `paused`, `cancelled`
+    /// once deleted, `completed` once past its end.
     pub status: ThreadStatus,
+    /// Its live thread: `schedule:<name>`, or `schedule:<name>~<n>` after `n` continuations.
+    pub thread: String,
     /// What it starts and when, and what it has done.
     pub state: ScheduleState,
-}
-
-/// The thread id of schedule `name`.
-fn thread_of(name: &str) -> String {
-    format!("schedule:{name}")
 }
 
 /// Checks schedule `name` and `spec` as far as they go without an engine: the name, when it
@@ -62,7 +76,11 @@ pub(crate) fn check(name: &str, spec: &ScheduleSpec) -> Result<Rule, Error> {
 impl Engine {
     /// Registers the schedule workflow, starting threads on this engine.
     pub(crate) fn register_schedules(&self) -> Result<(), Error> {
-        self.register(&super::schedule_flow::workflow(std::sync::Arc::downgrade(&self.shell)))
+        for version in 1..=SCHEDULE_WORKFLOW_VERSION {
+            let shell = std::sync::Arc::downgrade(&self.shell);
+            self.register(&super::schedule_flow::workflow(shell, version))?;
+        }
+        Ok(())
     }
 
     /// Creates schedule `name` (letters, digits, `-`, `_`, `.`): from now on, each tick starts
@@ -104,7 +122,8 @@ impl Engine {
             started: 0,
             skipped: 0,
         };
-        let options = StartOptions::id(thread_of(name)).label(SCHEDULE_LABEL, name);
+        // The head's id: a name whose every link was deleted is free (`delete_schedule`).
+        let options = StartOptions::id(head_of(name)).label(SCHEDULE_LABEL, name);
         if self.runs_schedules() {
             self.start(SCHEDULE_WORKFLOW, &state, options).await?;
         } else {
@@ -116,19 +135,15 @@ impl Engine {
             let input = serde_json::to_value(&state)?;
             start::create(&self.shell, self.new_thread((&wf, &id), input, &options)).await?;
         }
-        self.schedule(name).await?.ok_or_else(|| Error::UnknownThread(thread_of(name)))
+        self.schedule(name).await?.ok_or_else(|| Error::UnknownThread(head_of(name)))
     }
 
-    /// Schedule `name`, if it exists.
+    /// Schedule `name`, if it exists, as its live link holds it.
     ///
     /// # Errors
     /// Storage errors; a schedule thread whose state does not read.
     pub async fn schedule(&self, name: &str) -> Result<Option<ScheduleInfo>, Error> {
-        let id = ThreadId::new(thread_of(name))?;
-        let Some(record) = self.shell.store.thread(&id).await? else { return Ok(None) };
-        if record.workflow.id != SCHEDULE_WORKFLOW {
-            return Err(Error::Invalid(format!("thread {id} is not a schedule")));
-        }
+        let Some(record) = live(self.shell.store.as_ref(), name).await? else { return Ok(None) };
         self.schedule_of(name, &record).await.map(Some)
     }
 
@@ -138,22 +153,39 @@ impl Engine {
         let store = self.shell.store.as_ref();
         let ctx = crate::exec::fetch::restore(store, &wf, &record.id, None).await?;
         let state: ScheduleState = serde_json::from_value(ctx.snapshot()?.state)?;
-        Ok(ScheduleInfo { name: name.to_owned(), status: record.status, state })
+        let thread = record.id.to_string();
+        Ok(ScheduleInfo { name: name.to_owned(), status: record.status, thread, state })
     }
 
-    /// Every schedule (deleted ones included, status `cancelled`), by name.
+    /// Every schedule (deleted ones included, status `cancelled`), by name, at most
+    /// [`SCHEDULES_LIST_MAX`]: each once, as its live link holds it (the walk reads every
+    /// schedule thread's record, a page at a time).
     ///
     /// # Errors
     /// Storage errors.
     pub async fn schedules(&self) -> Result<Vec<ScheduleInfo>, Error> {
         let filter =
             ThreadFilter { workflow_id: Some(SCHEDULE_WORKFLOW.into()), ..ThreadFilter::default() };
-        let page = Page { limit: SCHEDULES_LIST_MAX, offset: 0 };
-        let mut out = Vec::new();
-        for record in self.shell.store.list_threads(&filter, page).await? {
-            if let Some(name) = record.id.as_str().strip_prefix("schedule:") {
-                out.push(self.schedule_of(name, &record).await?);
+        let store = self.shell.store.as_ref();
+        let mut lives: BTreeMap<String, (u64, ThreadRecord)> = BTreeMap::new();
+        let mut after: Option<ThreadId> = None;
+        loop {
+            let page = store.list_threads_after(&filter, after.as_ref(), LIST_PAGE).await?;
+            let full = page.len() == LIST_PAGE;
+            for record in page {
+                after = Some(record.id.clone());
+                let Some((name, n)) = schedule_link(record.id.as_str()) else { continue };
+                if lives.get(name).is_none_or(|(best, _)| n > *best) {
+                    lives.insert(name.to_owned(), (n, record));
+                }
             }
+            if !full {
+                break;
+            }
+        }
+        let mut out = Vec::new();
+        for (name, (_, record)) in lives.into_iter().take(SCHEDULES_LIST_MAX) {
+            out.push(self.schedule_of(&name, &record).await?);
         }
         Ok(out)
     }
@@ -164,7 +196,7 @@ impl Engine {
     /// # Errors
     /// [`Error::UnknownThread`] for no such schedule; a schedule that is not running.
     pub async fn pause_schedule(&self, name: &str) -> Result<(), Error> {
-        self.pause(&self.schedule_thread(name).await?).await
+        self.control_schedule(name, Control::Pause).await
     }
 
     /// Resumes a paused schedule. On an engine that does not run schedules (see
@@ -175,11 +207,15 @@ impl Engine {
     /// # Errors
     /// As [`Engine::pause_schedule`].
     pub async fn resume_schedule(&self, name: &str) -> Result<(), Error> {
-        let thread = self.schedule_thread(name).await?;
+        self.control_schedule(name, Control::Resume).await
+    }
+
+    /// Resumes the paused link `record` of a schedule.
+    async fn resume_link(&self, record: &ThreadRecord) -> Result<(), Error> {
         if self.runs_schedules() {
-            return self.resume(&thread).await;
+            return self.resume(record.id.as_str()).await;
         }
-        let id = ThreadId::new(thread)?;
+        let id = record.id.clone();
         let record = crate::exec::parked::stored(&self.shell, &id).await?;
         if record.status != ThreadStatus::Paused {
             return Err(Error::WrongStatus {
@@ -206,13 +242,40 @@ impl Engine {
     /// # Errors
     /// As [`Engine::pause_schedule`].
     pub async fn delete_schedule(&self, name: &str) -> Result<(), Error> {
-        let thread = self.schedule_thread(name).await?;
-        let record = crate::exec::parked::stored(&self.shell, &ThreadId::new(&*thread)?).await?;
-        if record.status.is_terminal() {
-            self.delete(&thread, cairn_storage::DeleteOptions::default()).await?;
-            return Ok(());
+        self.control_schedule(name, Control::Delete).await
+    }
+
+    /// Applies `control` to schedule `name`'s live link; when it fails and the live link has
+    /// changed meanwhile (the link continued as new under it), again on the new one, at most
+    /// [`SCHEDULE_CONTROL_TRIES`] times.
+    async fn control_schedule(&self, name: &str, control: Control) -> Result<(), Error> {
+        let store = self.shell.store.as_ref();
+        let mut tries = 0;
+        loop {
+            let link =
+                live(store, name).await?.ok_or_else(|| Error::UnknownThread(head_of(name)))?;
+            let result = match control {
+                Control::Pause => self.pause(link.id.as_str()).await,
+                Control::Resume => self.resume_link(&link).await,
+                Control::Delete if link.status.is_terminal() => self.delete_links(name).await,
+                Control::Delete => self.cancel(link.id.as_str(), "schedule deleted").await,
+            };
+            tries += 1;
+            let Err(e) = result else { return Ok(()) };
+            let moved = live(store, name).await?.is_some_and(|now| now.id != link.id);
+            if !moved || tries >= SCHEDULE_CONTROL_TRIES {
+                return Err(e);
+            }
+            tracing::debug!(schedule = name, link = %link.id, "the link continued: again");
         }
-        self.cancel(&thread, "schedule deleted").await
+    }
+
+    /// Deletes every link of an ended schedule whole: its name is free.
+    async fn delete_links(&self, name: &str) -> Result<(), Error> {
+        for link in links(self.shell.store.as_ref(), name).await? {
+            self.delete(link.id.as_str(), cairn_storage::DeleteOptions::default()).await?;
+        }
+        Ok(())
     }
 
     /// Whether this engine runs schedules' ticks: one that resumes work at open (an
@@ -275,7 +338,7 @@ impl Engine {
     /// nothing more); what starting the workflow may return.
     pub async fn trigger_schedule(&self, name: &str) -> Result<ThreadHandle, Error> {
         let info = self.schedule(name).await?;
-        let info = info.ok_or_else(|| Error::UnknownThread(thread_of(name)))?;
+        let info = info.ok_or_else(|| Error::UnknownThread(head_of(name)))?;
         if info.status == ThreadStatus::Cancelled {
             return Err(Error::Invalid(format!(
                 "schedule {name:?} is deleted: it starts nothing more"
@@ -285,12 +348,5 @@ impl Engine {
         let id = format!("{name}@now-{}-{}", self.shell.clock.now_ms(), &fresh[..16]);
         let options = info.state.spec.start_options(id, name);
         self.start_json(&info.state.spec.workflow, info.state.spec.input, options).await
-    }
-
-    async fn schedule_thread(&self, name: &str) -> Result<String, Error> {
-        match self.schedule(name).await? {
-            Some(_) => Ok(thread_of(name)),
-            None => Err(Error::UnknownThread(thread_of(name))),
-        }
     }
 }

@@ -6,6 +6,12 @@
 //! the same thread id, `<schedule>@<tick ms>`, which returns the thread the first one made. So a
 //! crash at a tick neither loses nor doubles it. Pausing the schedule is pausing its thread;
 //! deleting it is cancelling it.
+//!
+//! A schedule runs for ever as a chain of threads: every [`SCHEDULE_TICKS_PER_RUN`] rounds its
+//! thread continues as new (`schedule:<name>` -> `schedule:<name>~1` -> ...), carrying its
+//! [`ScheduleState`] as the successor's input, in the commit of the round's last tick. No
+//! link's log outgrows those rounds, and no link nears its loop bound (`schedule_links.rs`
+//! finds the live link from the name).
 
 use std::sync::{Arc, Weak};
 
@@ -22,6 +28,30 @@ pub const SCHEDULE_WORKFLOW: &str = "cairn.schedule";
 
 /// The label every thread a schedule starts carries, naming the schedule.
 pub const SCHEDULE_LABEL: &str = "schedule";
+
+pub use crate::limits::SCHEDULE_TICKS_PER_RUN;
+
+/// The version of [`SCHEDULE_WORKFLOW`] new schedules run: one visit of `tick` per round, at
+/// most [`SCHEDULE_TICKS_PER_RUN`]. Version 1 (a loop bound of `LOOP_BOUND_MAX`) stays
+/// registered for the schedules stored before; its threads continue as new too.
+pub const SCHEDULE_WORKFLOW_VERSION: u32 = 2;
+
+impl crate::api::builder::EngineBuilder {
+    /// Rounds a schedule's thread runs before it continues as new: `n` clamped to
+    /// 1..=[`SCHEDULE_TICKS_PER_RUN`] (the default, and the loop bound a link is built with).
+    /// Smaller chains: for tests that cross links in a few ticks.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// let engine = cairn::Engine::builder("cairn.db").schedule_ticks_per_run(10).open().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn schedule_ticks_per_run(mut self, n: u32) -> Self {
+        self.config.schedule_ticks_per_run = n.clamp(1, SCHEDULE_TICKS_PER_RUN);
+        self
+    }
+}
 
 /// What a schedule starts, and when.
 ///
@@ -139,17 +169,22 @@ pub fn tick_thread_id(schedule: &str, tick_ms: u64) -> String {
     format!("{schedule}@{tick_ms}")
 }
 
-/// The schedule workflow, starting threads on the engine of `shell`.
-pub(crate) fn workflow(shell: Weak<Shell>) -> Workflow<ScheduleState> {
-    Workflow::<ScheduleState>::builder(SCHEDULE_WORKFLOW, 1)
+/// Version `version` (1 or [`SCHEDULE_WORKFLOW_VERSION`]) of the schedule workflow, starting
+/// threads on the engine of `shell`. They differ in the loop bound only (the fingerprint).
+pub(crate) fn workflow(shell: Weak<Shell>, version: u32) -> Workflow<ScheduleState> {
+    // One visit per round; a link runs at most SCHEDULE_TICKS_PER_RUN of them. Version 1 was
+    // built when a schedule was one thread, bounded by LOOP_BOUND_MAX rounds.
+    let bound = match version {
+        1 => cairn_dsl::limits::LOOP_BOUND_MAX,
+        _ => SCHEDULE_TICKS_PER_RUN,
+    };
+    Workflow::<ScheduleState>::builder(SCHEDULE_WORKFLOW, version)
         .node("tick", move |s: Arc<ScheduleState>, ctx: Ctx| {
             let shell = shell.clone();
             async move { tick(&s, &ctx, &shell).await }
         })
         .edge(START, "tick")
-        // One visit per tick, as many as a loop may have: a schedule handles at most
-        // LOOP_BOUND_MAX (1,000,000) ticks (an hourly one 114 years, a minutely one 1.9).
-        .loop_bound("tick", cairn_dsl::limits::LOOP_BOUND_MAX)
+        .loop_bound("tick", bound)
         .route(
             "tick",
             |s: &ScheduleState| if s.next_tick_ms.is_some() { "tick" } else { END },
@@ -195,11 +230,54 @@ async fn tick(
             })
             .await?;
     }
-    Ok(NodeOutput::update(ScheduleState {
+    let updated = ScheduleState {
         last_tick_ms: ticks.last().copied().or(s.last_tick_ms),
         next_tick_ms,
         started: s.started + start.len() as u64,
         skipped: s.skipped + (ticks.len() - start.len()) as u64,
         ..s.clone()
-    }))
+    };
+    // The link's last round: the successor goes on from this state, created in this commit.
+    let per_run =
+        shell.upgrade().map_or(SCHEDULE_TICKS_PER_RUN, |s| s.config.schedule_ticks_per_run);
+    if updated.next_tick_ms.is_some() && ctx.step() >= u64::from(per_run) {
+        ctx.continue_as_new(&updated)?;
+    }
+    Ok(NodeOutput::update(updated))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Weak};
+
+    use cairn_dsl::{END, NodeOutput, START, Workflow};
+
+    use super::{SCHEDULE_WORKFLOW, ScheduleState};
+
+    /// The fingerprint version 1 had when it was the only version: schedules stored then
+    /// recorded it, and restore refuses a thread whose workflow's fingerprint changed.
+    const V1_FINGERPRINT: &str = "e14bacd22e2778d71c05813277da91667ff4154d539e45bb0359543f3e937401";
+
+    #[test]
+    fn version_1_keeps_the_fingerprint_stored_schedules_recorded() {
+        // The graph as version 1 was declared before schedules continued as new.
+        let before = Workflow::<ScheduleState>::builder(SCHEDULE_WORKFLOW, 1)
+            .node("tick", |s: Arc<ScheduleState>, _ctx| async move {
+                Ok(NodeOutput::update((*s).clone()))
+            })
+            .edge(START, "tick")
+            .loop_bound("tick", cairn_dsl::limits::LOOP_BOUND_MAX)
+            .route(
+                "tick",
+                |s: &ScheduleState| if s.next_tick_ms.is_some() { "tick" } else { END },
+                ["tick", END],
+            )
+            .build()
+            .unwrap();
+        assert_eq!(before.fingerprint().to_string(), V1_FINGERPRINT);
+        let v1 = super::workflow(Weak::new(), 1);
+        assert_eq!(v1.fingerprint().to_string(), V1_FINGERPRINT);
+        let v2 = super::workflow(Weak::new(), super::SCHEDULE_WORKFLOW_VERSION);
+        assert_ne!(v2.fingerprint().to_string(), V1_FINGERPRINT);
+    }
 }

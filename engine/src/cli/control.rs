@@ -164,7 +164,7 @@ pub(super) async fn resume(args: ThreadArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     }
     let engine = open_writable(&args.common.db, wfs).await?;
     let record = record_of(&engine, &args.thread).await?;
-    if let Some(name) = args.thread.strip_prefix("schedule:")
+    if let Some((name, _)) = crate::api::schedule_links::schedule_link(&args.thread)
         && record.workflow.id == crate::api::schedule_flow::SCHEDULE_WORKFLOW
     {
         // Its ticks would start threads here that this process leaves half done at its exit.

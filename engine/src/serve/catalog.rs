@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | GET | `/api/view/workflows` | each workflow compiled in or with threads: its versions, node count, thread counts by status and by version |
 //! | GET | `/api/workflows/{id}/graph.svg?version=` | a compiled-in workflow's graph as SVG, every node unmarked (the newest version without `version`) |
-//! | GET | `/api/schedules` | every schedule as [`Engine::schedules`] reads it, with its next ticks (at most [`NEXT_TICKS`]) and last runs (at most [`LAST_RUNS`]) and the engine clock's `now_ms` |
+//! | GET | `/api/schedules` | every schedule as [`Engine::schedules`] reads it (`thread`: its live link), with its next ticks (at most [`NEXT_TICKS`]) and last runs (at most [`LAST_RUNS`]) and the engine clock's `now_ms` |
 //! | POST | `/api/schedules/{name}/pause\|resume\|trigger` | [`Engine::pause_schedule`], [`Engine::resume_schedule`], [`Engine::trigger_schedule`] (the answer names the started thread) |
 //! | DELETE | `/api/schedules/{name}` | [`Engine::delete_schedule`] |
 //!
@@ -216,6 +216,7 @@ fn schedule_json(info: &ScheduleInfo, runs: &[ThreadRecord]) -> Value {
     json!({
         "name": info.name,
         "status": info.status.as_str(),
+        "thread": info.thread,
         "workflow": s.spec.workflow,
         "spec": s.spec,
         "last_tick_ms": s.last_tick_ms,
@@ -267,7 +268,7 @@ mod tests {
             started: 0,
             skipped: 0,
         };
-        ScheduleInfo { name: "s".into(), status, state }
+        ScheduleInfo { name: "s".into(), status, thread: "schedule:s".into(), state }
     }
 
     #[test]

@@ -1,7 +1,11 @@
 //! Checks a schedule's history from the store alone (any backend): every round of its thread
 //! (one step of `cairn.schedule`: wake at the next tick, start the ticks the catch-up policy
 //! picks) is recomputed from the state before it and the clock reading it recorded, and the
-//! threads it started are looked up.
+//! threads it started are looked up. A schedule that continued as new is checked along its
+//! chain of threads (`schedule:<name>`, `~1`, ...), each link's first state the last one's. A
+//! link deleted since (the retention policy deletes completed links) leaves a gap: the ticks up
+//! to the next stored link's first state are counted in [`ScheduleCheck::ticks_of_deleted_links`],
+//! unchecked.
 //!
 //! Found wrong ([`ScheduleCheck::problems`]): a round that started other ticks than the policy
 //! picks of the ticks due (the catch-up after a downtime or a pause included), or that woke
@@ -13,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cairn_storage::limits::READ_LIMIT_MAX;
-use cairn_storage::{Page, Seq, Store, ThreadFilter, ThreadId, ThreadStatus};
+use cairn_storage::{Page, Seq, Store, ThreadFilter, ThreadStatus};
 
 use crate::api::schedule_flow::{SCHEDULE_LABEL, SCHEDULE_WORKFLOW, ScheduleState, tick_thread_id};
 use crate::api::schedule_ticks::{CATCH_UP_GRACE_MS, CatchUp, Rule, SCHEDULE_TICKS_PER_WAKE_MAX};
@@ -38,8 +42,15 @@ pub struct ScheduleCheck {
     pub pauses: u64,
     /// The schedule was deleted (its thread is Cancelled).
     pub deleted: bool,
-    /// The schedule ended (past its end: its thread completed).
+    /// The schedule ended (past its end: its live thread completed).
     pub ended: bool,
+    /// Threads of its chain stored (1 until it first continues as new; fewer than
+    /// `continuations + 1` once retention deleted completed ones).
+    pub links: u64,
+    /// Times it continued as new: the live link's number (`schedule:<name>~<n>`).
+    pub continuations: u64,
+    /// Tick threads started by links deleted since (their rounds cannot be checked).
+    pub ticks_of_deleted_links: u64,
     /// Thread ids started by a round not completed yet (a crash, or a delete, came in it).
     pub in_flight: Vec<String>,
     /// Threads labelled with the schedule that no round started: triggered by hand.
@@ -92,37 +103,64 @@ struct Round {
 /// # Ok(()) }
 /// ```
 pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCheck>, Error> {
-    let id = ThreadId::new(format!("schedule:{name}"))?;
-    let Some(record) = store.thread(&id).wait()? else { return Ok(None) };
-    if record.workflow.id != SCHEDULE_WORKFLOW {
-        return Err(Error::Invalid(format!("thread {id} is not a schedule")));
-    }
+    let links = crate::api::schedule_links::links_wait(store, name)?;
+    let Some(live) = links.last() else { return Ok(None) };
     let mut out = ScheduleCheck {
-        deleted: record.status == ThreadStatus::Cancelled,
-        ended: record.status == ThreadStatus::Completed,
+        deleted: live.status == ThreadStatus::Cancelled,
+        ended: live.status == ThreadStatus::Completed,
+        links: links.len() as u64,
+        continuations: crate::api::schedule_links::schedule_link(live.id.as_str())
+            .map_or(0, |l| l.1),
         ..ScheduleCheck::default()
     };
-    let events = store.read_since(&id, Seq(0), READ_LIMIT_MAX).wait()?;
-    if events.len() == READ_LIMIT_MAX {
-        out.problems.push(format!("{id}: log longer than one read, checked in part"));
-    }
     let mut state: Option<ScheduleState> = None;
     let mut rounds: BTreeMap<u64, Round> = BTreeMap::new();
     // Paused intervals [from, to) in lsn order; the deletion's lsn.
     let (mut paused, mut paused_since, mut ended_at) = (Vec::new(), None, None);
-    // Tick id -> (round step) of completed rounds.
-    let mut started: BTreeMap<String, u64> = BTreeMap::new();
+    // Tick id -> (link, round step) of completed rounds.
+    let mut started: BTreeMap<String, (String, u64)> = BTreeMap::new();
     let mut calls: Vec<(String, u64)> = Vec::new();
     // A pause began or ended since the last completed round.
     let mut paused_in_round = false;
-    for e in events {
+    // Tick times (after, up to] the deleted links handled; the number of the last link read.
+    let mut gaps: Vec<(Option<u64>, Option<u64>)> = Vec::new();
+    let mut link_before: Option<u64> = None;
+    let mut events = Vec::new();
+    for link in &links {
+        let id = &link.id;
+        let mut after = Seq(0);
+        loop {
+            let page = store.read_since(id, after, READ_LIMIT_MAX).wait()?;
+            let full = page.len() == READ_LIMIT_MAX;
+            after = page.last().map_or(after, |e| e.bookmark.seq);
+            // Only the live link's end is the schedule's: the others ended continued as new.
+            events.extend(page.into_iter().map(|e| (id.clone(), id == &live.id, e)));
+            if !full {
+                break;
+            }
+        }
+    }
+    for (id, is_live, e) in events {
         let lsn = e.bookmark.lsn.0;
         let body = crate::codec::decode(store, e)?.body;
         let clocks = |values: &[serde_json::Value]| -> Vec<u64> {
             values.iter().filter_map(|v| Drawn::Clock.read(v).ok()?.as_u64()).collect()
         };
         match body {
-            Body::ThreadCreated { input, .. } => state = Some(serde_json::from_value(input)?),
+            Body::ThreadCreated { input, .. } => {
+                let first: ScheduleState = serde_json::from_value(input)?;
+                let n = crate::api::schedule_links::schedule_link(id.as_str()).map_or(0, |l| l.1);
+                let follows = link_before.map_or(n == 0, |before| n == before + 1);
+                link_before = Some(n);
+                if !follows {
+                    gaps.push((state.as_ref().and_then(|s| s.last_tick_ms), first.last_tick_ms));
+                } else if let Some(before) = state.as_ref().filter(|s| **s != first) {
+                    out.problems.push(format!("{id} starts from {first:?}, not {before:?}"));
+                }
+                // The rounds of the link before, all completed, are done with.
+                rounds.clear();
+                state = Some(first);
+            }
             Body::StatusChanged { from, to, .. } => {
                 if to == ThreadStatus::Paused {
                     out.pauses += 1;
@@ -135,7 +173,7 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
                 if to == ThreadStatus::Paused || from == ThreadStatus::Paused {
                     paused_in_round = true;
                 }
-                if to.is_terminal() {
+                if to.is_terminal() && is_live {
                     ended_at = Some(lsn);
                 }
             }
@@ -170,9 +208,12 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
                 };
                 let next = round(s, &r, step, std::mem::take(&mut paused_in_round), &mut out);
                 for tick in r.starts.values() {
-                    if let Some(first) = started.insert(tick.clone(), step) {
+                    if let Some((link, first)) =
+                        started.insert(tick.clone(), (id.to_string(), step))
+                    {
                         out.problems.push(format!(
-                            "tick {tick} started in step {first} and again in step {step}"
+                            "tick {tick} started in step {first} of {link} and again in step \
+                             {step} of {id}"
                         ));
                     }
                 }
@@ -182,7 +223,7 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
         }
     }
     let Some(state) = state else {
-        out.problems.push(format!("{id}: no thread_created event"));
+        out.problems.push(format!("{}: no thread_created event", live.id));
         return Ok(Some(out));
     };
     for r in rounds.values() {
@@ -231,6 +272,10 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
             if let Some(when) = first.first().and_then(|e| during(e.bookmark.lsn.0)) {
                 out.problems.push(format!("tick thread {tid} created {when}"));
             }
+        } else if let Some(ms) = tick_ms(&state, &tid)
+            && gaps.iter().any(|(after, upto)| after.is_none_or(|a| ms > a) && Some(ms) <= *upto)
+        {
+            out.ticks_of_deleted_links += 1;
         } else {
             out.others.push(tid.clone());
         }
@@ -254,6 +299,12 @@ fn open(rounds: &mut BTreeMap<u64, Round>, step: u64, attempt: u32) -> &mut Roun
         *r = Round { attempt, ..Round::default() };
     }
     r
+}
+
+/// The tick time of thread id `tick` if it is a tick's of the schedule (see [`is_tick_of`]).
+fn tick_ms(s: &ScheduleState, tick: &str) -> Option<u64> {
+    let ms = tick.strip_prefix(&format!("{}@", s.name))?.parse::<u64>().ok()?;
+    is_tick_of(s, tick).then_some(ms)
 }
 
 /// Whether thread id `tick` is `<name>@<ms>` for a tick of the schedule's rule between its

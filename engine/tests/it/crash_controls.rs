@@ -1069,7 +1069,7 @@ fn crash_with_controls(name: &str, cases: u32, new_dbs: NewDbs<'_>) {
     }
     let n = |c: &AtomicU64| c.load(Ordering::SeqCst);
     crate::common::report(&format!(
-        "RELIABILITY {name} cases={} cancels={} inputs={} sleeps={} budgets={} pauses={} pauses_by_budget={} parked_pauses={} locks={} branch_controls={} signals_sent={} signals_received={} queued={} admitted={} in_line_cancels={} in_line_deletes={} in_line_raced={} dedup_hits={} queue_checks={} max_running={} max_running_per_key={} reached_global_limit={} reached_per_key_limit={} deletes={} retention_passes={} retention_deleted={} retention_kept_parked={} removed_at_crash={} crashes_in_removal={} paused_at_crash={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={} schedules={} schedule_rounds={} ticks_started={} catch_up_ticks={} ticks_skipped={} paused_skips={} triggered={} triggered_checked={} triggers_found_after_crash={} triggers_refused={} schedule_pauses={} schedule_resumes={} schedule_deletes={} schedules_ended={} clock_moves={} ticks_awaited={} downtime_jumps={} crashes_in_schedule={}",
+        "RELIABILITY {name} cases={} cancels={} inputs={} sleeps={} budgets={} pauses={} pauses_by_budget={} parked_pauses={} locks={} branch_controls={} signals_sent={} signals_received={} queued={} admitted={} in_line_cancels={} in_line_deletes={} in_line_raced={} dedup_hits={} queue_checks={} max_running={} max_running_per_key={} reached_global_limit={} reached_per_key_limit={} deletes={} retention_passes={} retention_deleted={} retention_kept_parked={} removed_at_crash={} crashes_in_removal={} paused_at_crash={} crashes_in_control={} cancel_early={} cancel_lost={} budget_races={} tool_budget_drift={} diverged={} repeated_effects={} lost_acked={} schedules={} schedule_rounds={} ticks_started={} catch_up_ticks={} ticks_skipped={} paused_skips={} triggered={} triggered_checked={} triggers_found_after_crash={} triggers_refused={} schedule_pauses={} schedule_resumes={} schedule_deletes={} schedules_ended={} clock_moves={} ticks_awaited={} downtime_jumps={} crashes_in_schedule={} schedule_continuations={}",
         n(&tally.cases),
         n(&tally.cancels),
         n(&tally.inputs),
@@ -1125,7 +1125,8 @@ fn crash_with_controls(name: &str, cases: u32, new_dbs: NewDbs<'_>) {
         n(&tally.clock_moves),
         n(&tally.ticks_awaited),
         n(&tally.downtime_jumps),
-        n(&tally.crashes_in_schedule)
+        n(&tally.crashes_in_schedule),
+        n(&tally.schedule_continuations)
     ));
     if let Err(e) = result {
         let last = seed.wrapping_add(sweeps - 1);
@@ -1178,6 +1179,7 @@ fn uncovered(tally: &Tally) -> Vec<&'static str> {
         ("schedules past their end", &tally.schedules_ended),
         ("downtime jumps", &tally.downtime_jumps),
         ("crashes in a schedule's control", &tally.crashes_in_schedule),
+        ("schedules continued as new", &tally.schedule_continuations),
     ];
     counters.iter().filter(|(_, c)| n(c) == 0).map(|(name, _)| *name).collect()
 }

@@ -66,6 +66,7 @@ mod replay;
 mod resume_check;
 mod retention;
 mod scale;
+mod schedule_chain;
 mod schedules;
 mod search_labels;
 mod serve;

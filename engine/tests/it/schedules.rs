@@ -15,8 +15,8 @@ use crate::common::Tally;
 use crate::crash::Dying;
 
 /// 2026-01-01T00:00:00Z.
-const JAN_1_2026: u64 = 1_767_225_600_000;
-const HOUR: u64 = 3_600_000;
+pub(crate) const JAN_1_2026: u64 = 1_767_225_600_000;
+pub(crate) const HOUR: u64 = 3_600_000;
 
 fn report() -> Workflow<Tally> {
     Workflow::<Tally>::builder("report", 1)
@@ -36,18 +36,31 @@ async fn open(store: Arc<dyn Store>, clock: &ManualClock) -> Engine {
         .unwrap()
 }
 
-fn file(path: &std::path::Path) -> Arc<dyn Store> {
+/// [`open`] with schedules continuing as new every `per_run` rounds, and whole logs (no
+/// bounded-history pruning) for `check_schedule`, which reads them from the first event.
+pub(crate) async fn open_with(store: Arc<dyn Store>, clock: &ManualClock, per_run: u32) -> Engine {
+    Engine::with_store(store)
+        .clock(Arc::new(clock.clone()))
+        .workflow(&report())
+        .schedule_ticks_per_run(per_run)
+        .prune_history(false)
+        .open()
+        .await
+        .unwrap()
+}
+
+pub(crate) fn file(path: &std::path::Path) -> Arc<dyn Store> {
     let options = Options { durability: Durability::None, ..Options::default() };
     Arc::new(RedbStore::open(path, options).unwrap())
 }
 
 /// A spec starting `report` with a valid input.
-fn spec(every: Every) -> ScheduleSpec {
+pub(crate) fn spec(every: Every) -> ScheduleSpec {
     ScheduleSpec::new("report", every).input(serde_json::json!({ "total": 0, "log": [] }))
 }
 
 /// The threads schedule `name` started (ticks and triggers), by id.
-fn started(engine: &Engine, name: &str) -> BTreeSet<String> {
+pub(crate) fn started(engine: &Engine, name: &str) -> BTreeSet<String> {
     let filter = cairn::storage::ThreadFilter {
         labels: vec![("schedule".into(), name.into())],
         workflow_id: Some("report".into()),
@@ -60,7 +73,7 @@ fn started(engine: &Engine, name: &str) -> BTreeSet<String> {
 
 /// The ticks the schedule's threads were started for, from their ids (`<name>@<ms>`; a
 /// triggered thread's, `<name>@now-...`, is not a tick's).
-fn ticks_started(engine: &Engine, name: &str) -> BTreeSet<u64> {
+pub(crate) fn ticks_started(engine: &Engine, name: &str) -> BTreeSet<u64> {
     let ticks = started(engine, name).into_iter();
     ticks.filter_map(|id| id.rsplit('@').next().and_then(|t| t.parse().ok())).collect()
 }
@@ -75,7 +88,7 @@ fn summaries(engine: &Engine, thread: &str) -> Vec<String> {
 
 /// Moves the clock to the schedule's next tick and waits until the schedule has handled it
 /// (its last tick moved there).
-async fn tick(engine: &Engine, clock: &ManualClock, name: &str) -> u64 {
+pub(crate) async fn tick(engine: &Engine, clock: &ManualClock, name: &str) -> u64 {
     let next =
         engine.schedule(name).await.unwrap().unwrap().state.next_tick_ms.expect("a next tick");
     clock.set_ms(next);
@@ -86,7 +99,7 @@ async fn tick(engine: &Engine, clock: &ManualClock, name: &str) -> u64 {
             return next;
         }
         if info.status.is_terminal() || waited.elapsed().as_secs() >= 20 {
-            let outcome = engine.thread(&format!("schedule:{name}")).await.unwrap().outcome().await;
+            let outcome = engine.thread(&info.thread).await.unwrap().outcome().await;
             panic!("tick {next} not handled: {info:?}: {outcome:?}");
         }
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
@@ -208,17 +221,20 @@ async fn a_schedule_with_start_and_end_times_ticks_between_them_and_then_complet
 }
 
 /// The store dies at every append of a schedule's first ticks in turn; the reopened engine
-/// carries on: every tick's thread exists once, none is missing, none skipped.
+/// carries on: every tick's thread exists once, none is missing, none skipped. The schedule
+/// continues as new every [`PER_RUN`] rounds, so the crashes cross its continuations: each
+/// leaves exactly one live link.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_at_any_append_of_a_tick_neither_loses_nor_doubles_it() {
-    const TICKS: u64 = 4;
+    const TICKS: u64 = 5;
+    const PER_RUN: u32 = 2;
     let mut crashes = 0;
-    for crash_after in 1..40 {
+    for crash_after in 1..80 {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.db");
         let clock = ManualClock::new(JAN_1_2026);
         let dying = Arc::new(Dying::new(file(&path), Some(crash_after)));
-        let engine = open(dying.clone(), &clock).await;
+        let engine = open_with(dying.clone(), &clock, PER_RUN).await;
         let spec = spec(Every::Interval { ms: 1_000 })
             .between(Some(JAN_1_2026 + 1_000), None)
             .catch_up(CatchUp::All { max: 100 });
@@ -256,7 +272,7 @@ async fn a_crash_at_any_append_of_a_tick_neither_loses_nor_doubles_it() {
         }
         crashes += 1;
         drop(dying);
-        let engine = open(file(&path), &clock).await;
+        let engine = open_with(file(&path), &clock, PER_RUN).await;
         if engine.schedule("s").await.unwrap().is_none() {
             // The crash came before the schedule was created: nothing to check.
             engine.shutdown().await;
@@ -274,6 +290,12 @@ async fn a_crash_at_any_append_of_a_tick_neither_loses_nor_doubles_it() {
         assert_eq!(info.state.skipped, 0, "crash_after {crash_after}");
         assert_eq!(info.state.started as usize, started.len(), "crash_after {crash_after}");
         assert!(engine.store().verify().unwrap().is_clean());
+        let check = cairn::testkit::check_schedule(engine.store().as_ref(), "s").unwrap().unwrap();
+        assert!(check.problems.is_empty(), "crash_after {crash_after}: {:?}", check.problems);
+        // Rounds (a catch-up handles several ticks in one) / PER_RUN continuations, each link
+        // but the live one completed and continued as the next.
+        assert_eq!(check.links, check.rounds / u64::from(PER_RUN) + 1, "{check:?}");
+        crate::schedule_chain::one_live_link(&engine, "s", check.links).await;
         engine.shutdown().await;
     }
     assert!(crashes >= 10, "the crash points covered the ticks: {crashes}");

@@ -94,12 +94,12 @@ async fn the_workflows_page_shows_versions_side_by_side_and_starts_a_thread_that
         let card = browser.eval("document.querySelector('[data-workflow=greeter] dl').textContent");
         assert_eq!(threads, json!("1 thread"), "{card}");
         let changes = browser.wait_for(
-            "document.querySelector('figure.version[data-version=\"2\"] .changes')?.textContent",
+            "document.querySelector('[data-workflow=greeter] figure.version[data-version=\"2\"] .changes')?.textContent",
             Duration::from_secs(10),
         );
         assert!(changes.as_str().unwrap().starts_with("+ sign"), "{changes}");
         let added = browser.eval(
-            "[...document.querySelectorAll('figure.version[data-version=\"2\"] g.node.added')] \
+            "[...document.querySelectorAll('[data-workflow=greeter] figure.version[data-version=\"2\"] g.node.added')] \
                .map((g) => g.dataset.node)",
         );
         assert_eq!(added, json!(["sign"]));

@@ -3,14 +3,15 @@
 //! `(key, value, thread)`, rewritten for a thread only when a group changes its labels, in the
 //! group's transaction; its filling from the stored records when a v4 database is migrated; and
 //! its check (with the `status` column) in `verify`. Listings through it are `read.rs`
-//! (`BY_LABELS`).
+//! (`BY_LABELS`), driven by the filter's most selective label ([`driving_label`]).
 //!
 //! A thread's status was already a column with an index (`cairn_threads_by_status`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::blocking::Client;
-use super::read::decode_thread;
+use super::pool::Conn;
+use super::read::{decode_thread, query};
 use super::tx::Sql;
 use super::{pg_error, to_db};
 use crate::codec::table;
@@ -29,6 +30,39 @@ CREATE TABLE IF NOT EXISTS cairn_thread_labels (
 );
 CREATE INDEX IF NOT EXISTS cairn_thread_labels_by_label ON cairn_thread_labels (key, value, thread);
 ";
+
+/// Rows of each label [`driving_label`] counts at most (as redb's choice steps through at
+/// most `CHOOSE_STEPS_MAX` entries): labels all this common are alike for a page, whose
+/// matches are then likely dense, and the first of them drives.
+pub(super) const LABEL_COUNT_MAX: i64 = 4_096;
+
+/// Per label of a filter (`$1` keys, `$2` values, in the filter's order), its rows after the
+/// cursor `$3`, counted through `cairn_thread_labels_by_label` up to `$4`: one query.
+const LABEL_COUNTS: &str = "SELECT (SELECT count(*) FROM (SELECT 1 FROM cairn_thread_labels l          WHERE l.key = f.key AND l.value = f.value AND ($3::text IS NULL OR l.thread > $3)          LIMIT $4) c)      FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS f(key, value, n) ORDER BY f.n";
+
+/// The index in `labels` of the label with the fewest threads after `cursor` (counted up to
+/// [`LABEL_COUNT_MAX`]; the first of equals): the one a listing walks, the others checked per
+/// thread. The order of the answer is the thread ids' whichever label drives, so order and
+/// pages do not depend on it. One label: 0, without a query.
+///
+/// # Errors
+/// Connection errors.
+pub(super) async fn driving_label(
+    client: &Conn,
+    labels: &[(String, String)],
+    cursor: Option<&str>,
+) -> Result<usize, Error> {
+    if labels.len() < 2 {
+        return Ok(0);
+    }
+    let (keys, values): (Vec<&str>, Vec<&str>) =
+        labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).unzip();
+    let rows = query(client, LABEL_COUNTS, &[&keys, &values, &cursor, &LABEL_COUNT_MAX])
+        .await
+        .map_err(pg_error("count label rows"))?;
+    let counts = rows.iter().map(|r| r.get::<_, i64>(0));
+    Ok(counts.enumerate().min_by_key(|(i, count)| (*count, *i)).map_or(0, |(i, _)| i))
+}
 
 /// The format that added the table.
 const WITH_LABELS: i64 = 5;

@@ -226,8 +226,8 @@ pub(crate) async fn list_checkpoints(
     page.cut(infos, |info| filter.kind.is_none_or(|k| info.kind == k))
 }
 
-/// A listing by labels (`labels.rs`), driven by `cairn_thread_labels_by_label`: the threads with the first
-/// label (`$1` = `$2`), in id order, that also have every other label (`$6` keys, `$7`
+/// A listing by labels (`labels.rs`), driven by `cairn_thread_labels_by_label`: the threads with the
+/// driving label (`$1` = `$2`, the most selective, `labels::driving_label`), in id order, that also have every other label (`$6` keys, `$7`
 /// values), in status `$3` and workflow `$4` if given, after the cursor `$5`; `$8` rows after
 /// skipping `$9`.
 const BY_LABELS: &str = "SELECT t.id, t.record FROM cairn_thread_labels l \
@@ -274,9 +274,12 @@ async fn select_threads(
     let workflow = filter.workflow_id.as_deref();
     let cursor = after.map(ThreadId::as_str);
     let (limit, offset) = (to_db(page.limit as u64)?, to_db(page.offset as u64)?);
-    let rows = if let Some(((key, value), rest)) = filter.labels.split_first() {
+    let rows = if !filter.labels.is_empty() {
+        let driving = super::labels::driving_label(client, &filter.labels, cursor).await?;
+        let (key, value) = &filter.labels[driving];
+        let rest = filter.labels.iter().enumerate().filter(|(i, _)| *i != driving);
         let (keys, values): (Vec<&str>, Vec<&str>) =
-            rest.iter().map(|(k, v)| (k.as_str(), v.as_str())).unzip();
+            rest.map(|(_, (k, v))| (k.as_str(), v.as_str())).unzip();
         let params: [&(dyn ToSql + Sync); 9] =
             [key, value, &status, &workflow, &cursor, &keys, &values, &limit, &offset];
         query(client, BY_LABELS, &params).await

@@ -1,8 +1,9 @@
 //! The thread search index (format v5, `docs/search.md`): `list_threads` and
 //! `list_threads_after` with labels and a status answer exactly what a scan of every record
 //! answers, in the same order and pages, while labels and statuses change and threads are
-//! deleted; verify finds a stale entry; a v4 file is migrated at open; and the cost of a
-//! filter over 100,000 threads (`SEARCH_BENCH=1`).
+//! deleted; verify finds a stale entry; a v4 file is migrated at open; a filter of several
+//! labels answers the same whatever their order, at the cost of its rarest label; and the cost
+//! of a filter over 100,000 threads (`SEARCH_BENCH=1`).
 
 use cairn_storage::{
     Batch, Catalog, DeleteOptions, Maintenance, Page, Store, ThreadFilter, ThreadId, ThreadStatus,
@@ -112,6 +113,103 @@ pub fn search_contract<S: Store>(store: &S) {
     assert_eq!(ids(&gold), ["s-15"]);
     let report = store.verify().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
+}
+
+/// Thread `o-NNN` of `n`: `common=yes` on all, `mid=m` on every third, `rare=r` on ten of
+/// them (every `n / 10 + 1`th), paused for every even one.
+fn ordered(i: usize, n: usize) -> cairn_storage::ThreadRecord {
+    let mut record = thread_record(&format!("o-{i:06}"));
+    record.labels.insert("common".into(), "yes".into());
+    if i.is_multiple_of(3) {
+        record.labels.insert("mid".into(), "m".into());
+    }
+    if i.is_multiple_of(n / 10 + 1) {
+        record.labels.insert("rare".into(), "r".into());
+    }
+    if i.is_multiple_of(2) {
+        record.status = ThreadStatus::Paused;
+    }
+    record
+}
+
+/// Appends threads `ordered(0..n)`, a thousand a batch.
+fn append_ordered<S: Store>(store: &S, n: usize) {
+    for start in (0..n).step_by(1_000) {
+        let threads = (start..(start + 1_000).min(n)).map(|i| ordered(i, n)).collect();
+        append(store, Batch { threads, ..Batch::default() });
+    }
+}
+
+/// Every order of the labels of a filter answers the same threads in the same order and
+/// pages (whichever label a backend walks).
+pub fn label_order_contract<S: Store>(store: &S) {
+    append_ordered(store, 600);
+    let labels = [("common", "yes"), ("mid", "m"), ("rare", "r")];
+    let orders = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+    for status in [None, Some(ThreadStatus::Paused)] {
+        for pair in [[0, 2], [2, 0], [0, 1], [1, 0], [1, 2], [2, 1]] {
+            same_as_scan(store, &filter(status, &pair.map(|i| labels[i])));
+        }
+        let mut answers = Vec::new();
+        for order in orders {
+            let f = filter(status, &order.map(|i| labels[i]));
+            same_as_scan(store, &f);
+            let page = Page { limit: 2, offset: 1 };
+            answers.push(ids(&store.list_threads(&f, page).wait().unwrap()));
+        }
+        assert!(answers.windows(2).all(|w| w[0] == w[1]), "{answers:?}");
+        // All three: o-000000, o-000183, o-000366, o-000549; paused: the even ones.
+        assert_eq!(answers[0].len(), if status.is_none() { 2 } else { 1 }, "{answers:?}");
+    }
+}
+
+/// The best of five times of a page of 100 of a filter whose first label is on every one of
+/// `n` threads and whose second on ten of them, and of the same filter the other way round.
+pub fn label_order_times<S: Store>(
+    store: &S,
+    n: usize,
+) -> (std::time::Duration, std::time::Duration) {
+    append_ordered(store, n);
+    let page = Page { limit: 100, offset: 0 };
+    let best = |f: &ThreadFilter| {
+        let mut times = Vec::new();
+        for _ in 0..5 {
+            let started = std::time::Instant::now();
+            let found = store.list_threads(f, page).wait().unwrap();
+            times.push(started.elapsed());
+            assert_eq!(found.len(), 10);
+        }
+        times.into_iter().min().expect("five runs")
+    };
+    let common_first = best(&filter(None, &[("common", "yes"), ("rare", "r")]));
+    let rare_first = best(&filter(None, &[("rare", "r"), ("common", "yes")]));
+    (common_first, rare_first)
+}
+
+/// Reports the times of [`label_order_times`] and checks the common-first filter costs about
+/// what the rare-first one does: both walk the rare label.
+fn check_label_order_times<S: Store>(store: &S, backend: &str) {
+    let n = if std::env::var("SEARCH_BENCH").is_ok_and(|v| v == "1") { 100_000 } else { 5_000 };
+    let (common_first, rare_first) = label_order_times(store, n);
+    eprintln!(
+        "SEARCH backend={backend} threads={n} labels=common,rare common_first_ms={:.2} \
+         rare_first_ms={:.2}",
+        common_first.as_secs_f64() * 1e3,
+        rare_first.as_secs_f64() * 1e3
+    );
+    let bound = rare_first * 3 + std::time::Duration::from_millis(2);
+    assert!(
+        common_first < bound,
+        "common first {common_first:?}, rare first {rare_first:?}: not from the rarest label"
+    );
+}
+
+#[test]
+fn a_filter_answers_the_same_whatever_the_order_of_its_labels() {
+    let (_dir, _path, store) = open_fast();
+    label_order_contract(&store);
+    let (_dir, _path, store) = open_fast();
+    check_label_order_times(&store, "redb");
 }
 
 #[test]
@@ -315,7 +413,18 @@ mod pg {
     use cairn_storage::pg_cluster::Cluster;
     use cairn_storage::{Catalog, Durability, Maintenance, Page, PgStore, ThreadFilter};
 
+    use super::{check_label_order_times, label_order_contract};
     use super::{filter, ids, measure, search_contract, searchable};
+
+    /// Several labels in any order answer the same; the listing starts from the rarest.
+    #[test]
+    fn a_postgres_filter_starts_from_its_rarest_label() {
+        let Some(cluster) = Cluster::start("search_pg_label_order") else { return };
+        let store = PgStore::connect(&cluster.new_database(), Durability::Immediate).unwrap();
+        label_order_contract(&store);
+        let store = PgStore::connect(&cluster.new_database(), Durability::Immediate).unwrap();
+        check_label_order_times(&store, "postgres");
+    }
     use crate::common::append;
 
     #[test]

@@ -54,7 +54,7 @@
         el("a", { class: "mono", href: `/ui/threads/${encodeURIComponent(r.thread)}` }, r.thread), " ", badge(r.status))))
       : el("span", { class: "muted" }, "none yet");
     return el("tr", { "data-schedule": s.name, "data-status": s.status },
-      el("td", { class: "mono" }, el("a", { href: `/ui/threads/${encodeURIComponent(`schedule:${s.name}`)}` }, s.name)),
+      el("td", { class: "mono" }, el("a", { href: `/ui/threads/${encodeURIComponent(s.thread)}`, title: s.thread }, s.name)),
       el("td", {}, badge(s.status)),
       el("td", {}, el("a", { href: `/ui/threads?workflow=${encodeURIComponent(s.workflow)}` }, s.workflow)),
       el("td", { class: "nowrap" }, every(s.spec), s.spec.end_ms ? el("div", { class: "muted" }, `until ${time(s.spec.end_ms)}`) : ""),

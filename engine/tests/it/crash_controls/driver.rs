@@ -103,6 +103,8 @@ pub(super) struct Tally {
     pub(super) triggers_refused: AtomicU64,
     pub(super) schedule_deletes: AtomicU64,
     pub(super) crashes_in_schedule: AtomicU64,
+    /// Schedule threads that continued as new (links past each schedule's first), checked.
+    pub(super) schedule_continuations: AtomicU64,
     pub(super) downtime_jumps: AtomicU64,
     /// What `check_schedule` counted after the resumed runs: rounds, ticks started (of them,
     /// caught up), ticks skipped by the policy (of them, in a round with a pause), triggered
@@ -811,6 +813,8 @@ pub(super) async fn run(
         .tune(Engine::with_store(dying.clone()))
         .workflow(wf)
         .workflow(&super::schedule::tick_workflow())
+        // Schedules continue as new every few rounds: the crashes and controls cross links.
+        .schedule_ticks_per_run(super::schedule::TICKS_PER_RUN)
         .queue(super::queue::QUEUE, plan.queue.queue_limits())
         .seed(5)
         .concurrency(2)
