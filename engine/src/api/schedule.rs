@@ -143,8 +143,22 @@ impl Engine {
     /// # Errors
     /// Storage errors; a schedule thread whose state does not read.
     pub async fn schedule(&self, name: &str) -> Result<Option<ScheduleInfo>, Error> {
-        let Some(record) = live(self.shell.store.as_ref(), name).await? else { return Ok(None) };
-        self.schedule_of(name, &record).await.map(Some)
+        let mut tries = 1;
+        loop {
+            let Some(record) = live(self.shell.store.as_ref(), name).await? else {
+                return Ok(None);
+            };
+            match self.schedule_of(name, &record).await {
+                // The link continued as new and a retention pass deleted it after the walk
+                // found it (crash_controls met this): the walk finds its successor.
+                Err(Error::UnknownThread(id))
+                    if id == record.id.as_str() && tries < SCHEDULE_CONTROL_TRIES =>
+                {
+                    tries += 1;
+                }
+                other => return other.map(Some),
+            }
+        }
     }
 
     /// Schedule `name` as its thread's `record` and log hold it.
@@ -185,7 +199,13 @@ impl Engine {
         }
         let mut out = Vec::new();
         for (name, (_, record)) in lives.into_iter().take(SCHEDULES_LIST_MAX) {
-            out.push(self.schedule_of(&name, &record).await?);
+            match self.schedule_of(&name, &record).await {
+                // Gone since the listing (continued, then deleted): as `schedule` finds it now.
+                Err(Error::UnknownThread(id)) if id == record.id.as_str() => {
+                    out.extend(self.schedule(&name).await?);
+                }
+                other => out.push(other?),
+            }
         }
         Ok(out)
     }
