@@ -40,6 +40,28 @@ async fn a_polling_loop_continues_as_new_and_carries_its_cursor() {
 }
 
 #[tokio::test]
+async fn a_patched_rule_keeps_old_orders_on_the_old_branch_and_new_ones_on_the_new() {
+    use cairn_examples::vat_patch::run;
+    let (_d, p) = db("vat.db");
+    let s = run(&p).await.unwrap();
+    // old-1 was priced under the old code: it needs the old branch, new-1 does not.
+    assert_eq!(s.unpatched, ["old-1"]);
+    assert_eq!((s.old.gross, s.old.paid), (12_000, true));
+    assert_eq!((s.new.gross, s.new.paid), (12_100, true));
+    assert_eq!(s.statuses, [cairn::ThreadStatus::Completed; 2]);
+    assert_eq!(s.diverged, [false, false]);
+}
+
+#[tokio::test]
+async fn orders_are_found_by_their_labels_and_status() {
+    let (_d, p) = db("orders.db");
+    let s = cairn_examples::order_search::run(&p).await.unwrap();
+    // c-2 has o-2, o-3 and o-5; o-3 was paid and moved on to shipping.
+    assert_eq!(s.c2_waiting, ["o-2", "o-5"]);
+    assert_eq!(s.shipping, ["o-1", "o-3"]);
+}
+
+#[tokio::test]
 async fn map_reduce_in_item_order() {
     let (_d, p) = db("m.db");
     let out = cairn_examples::map_reduce::run(&p).await.unwrap();
