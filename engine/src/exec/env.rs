@@ -84,7 +84,9 @@ impl ThreadEnv {
         self.pipeline.settle().await
     }
 
-    /// Appends events of the thread durably now (tool calls, retries), after settling.
+    /// Appends events of the thread durably now (tool calls, retries), after settling; an
+    /// acknowledgement that outlived the lease it renewed fences the runner
+    /// ([`ThreadEnv::lease_held_since`]).
     pub(crate) async fn append_now(
         &self,
         bodies: Vec<Body>,
@@ -94,7 +96,24 @@ impl ThreadEnv {
         let (pending, _) =
             self.pipeline.submit(self.batch_of(&bodies, at_ms)?, at_ms, None).await?;
         let appended = pending.wait().await?;
+        self.lease_held_since(at_ms)?;
         Ok(self.zip_recorded(appended.bookmarks, bodies))
+    }
+
+    /// After a write that renewed the lease at `renewed_ms` (`append_now`, before a tool call or
+    /// a retry): on a shared database, an acknowledgement that came back after the lease had
+    /// lapsed (a network that hung, then resumed) does not let an effect start, since another
+    /// engine may hold the thread by now and run the recorded call itself (with the same
+    /// idempotency key). The runner stops as fenced; on a file nobody else can take the thread.
+    ///
+    /// # Errors
+    /// [`cairn_storage::Error::LeaseNotHeld`] once the lease may have lapsed.
+    pub(crate) fn lease_held_since(&self, renewed_ms: u64) -> Result<(), Error> {
+        if !self.coord.has_peers() {
+            return Ok(());
+        }
+        let now = self.clock.now_ms();
+        self.pipeline.lease_lapsed(&self.thread, renewed_ms, now).map_or(Ok(()), Err)
     }
 
     /// A batch of the thread's events.

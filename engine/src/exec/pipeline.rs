@@ -179,6 +179,15 @@ impl Pipeline {
         Ok((pending, next.advance(&mut port)))
     }
 
+    /// The lease a batch renewed at `renewed_ms` is refused as this engine's: `None` while it
+    /// lasts (the engine clock before `renewed_ms + ttl`), else the error a takeover gives.
+    pub fn lease_lapsed(&self, thread: &ThreadId, renewed_ms: u64, now_ms: u64) -> Option<Error> {
+        (now_ms >= renewed_ms.saturating_add(self.lease_ttl_ms)).then(|| {
+            let owner = self.owner.clone();
+            cairn_storage::Error::LeaseNotHeld { thread: thread.clone(), owner }.into()
+        })
+    }
+
     /// The lock table as stored (read only: which of several locks asked for at once others
     /// hold, when storage refused them).
     ///
