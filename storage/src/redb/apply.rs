@@ -114,26 +114,3 @@ impl PlanState for Tables<'_, '_> {
         super::signals::last_in(&*self.signals()?, thread)
     }
 }
-
-impl crate::plan_queue::QueueReads for Tables<'_, '_> {
-    fn queue(&mut self, name: &str) -> Result<Option<crate::QueueState>, Error> {
-        self.queue_in(name)
-    }
-
-    fn queue_member(&mut self, thread: &ThreadId) -> Result<Option<crate::QueueMember>, Error> {
-        self.member_of(thread)
-    }
-
-    fn queue_waiting(
-        &mut self,
-        queue: &str,
-        key: &str,
-        limit: usize,
-    ) -> Result<Vec<(u64, ThreadId)>, Error> {
-        self.waiting_in(queue, key, limit)
-    }
-
-    fn queue_dedup(&mut self, queue: &str, dedup: &str) -> Result<Option<ThreadId>, Error> {
-        self.dedup_in(queue, dedup)
-    }
-}

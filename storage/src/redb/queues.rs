@@ -90,17 +90,18 @@ fn member_in(
     value.map(|v| member_at(thread.as_str(), v.value())).transpose()
 }
 
-impl Tables<'_, '_> {
-    pub(crate) fn queue_in(&mut self, name: &str) -> Result<Option<QueueState>, Error> {
+/// (`self.queue_waiting()`, `self.queue_dedup()`: [`Tables`]' own accessors of those tables.)
+impl crate::plan_queue::QueueReads for Tables<'_, '_> {
+    fn queue(&mut self, name: &str) -> Result<Option<QueueState>, Error> {
         let value = self.queues()?.get(name).map_err(storage("read queue"))?;
         value.map(|v| queue_at(name, v.value())).transpose()
     }
 
-    pub(crate) fn member_of(&mut self, thread: &ThreadId) -> Result<Option<QueueMember>, Error> {
+    fn queue_member(&mut self, thread: &ThreadId) -> Result<Option<QueueMember>, Error> {
         member_in(&*self.queue_members()?, thread)
     }
 
-    pub(crate) fn waiting_in(
+    fn queue_waiting(
         &mut self,
         queue: &str,
         key: &str,
@@ -109,20 +110,16 @@ impl Tables<'_, '_> {
         let op = storage("read queue_waiting");
         let table = self.queue_waiting()?;
         let mut out = Vec::new();
-        for item in
-            table.range((queue, key, 0, "")..=(queue, key, u64::MAX, "\u{10FFFF}")).map_err(&op)?
-        {
-            if out.len() >= limit {
-                break;
-            }
-            let (k, ()) = item.map_err(&op).map(|(k, _)| (k, ()))?;
+        let range = table.range((queue, key, 0, "")..=(queue, key, u64::MAX, "\u{10FFFF}"));
+        for item in range.map_err(&op)?.take(limit) {
+            let (k, _) = item.map_err(&op)?;
             let (_, _, rank, thread) = k.value();
             out.push((rank, thread_id(thread, table::QUEUE_WAITING)?));
         }
         Ok(out)
     }
 
-    pub(crate) fn dedup_in(&mut self, queue: &str, dedup: &str) -> Result<Option<ThreadId>, Error> {
+    fn queue_dedup(&mut self, queue: &str, dedup: &str) -> Result<Option<ThreadId>, Error> {
         let op = storage("read queue_dedup");
         let table = self.queue_dedup()?;
         let mut range =
@@ -135,7 +132,9 @@ impl Tables<'_, '_> {
             }
         }
     }
+}
 
+impl Tables<'_, '_> {
     /// Writes a plan's queue part.
     pub(crate) fn write_queues(&mut self, writes: &QueueWrites) -> Result<(), Error> {
         let op = storage("write queues");
