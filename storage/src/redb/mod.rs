@@ -525,31 +525,13 @@ impl RedbStore {
         };
         let db = Arc::new(db);
         let (committed_tx, committed) = watch::channel(counters.last_lsn);
-        let poisoned = Arc::new(AtomicBool::new(false));
         let (tx, rx) = sync_channel(options.queue_depth.max(1));
         let nudge = tx.clone();
         // A full queue wakes the writer anyway; a closed one has no writer left to wake.
         let intents = crate::WriteIntents::new(move || drop(nudge.try_send(Command::Nudge)));
-        let metrics = crate::telemetry::StoreMetrics::default();
-        let writer = Writer {
-            db: db.clone(),
-            counters,
-            durability: options.durability,
-            group_max: options.group_max_batches.max(1),
-            poisoned: poisoned.clone(),
-            committed: committed_tx,
-            dirty: false,
-            last_durable: clock.now(),
-            clock,
-            last_group: 1,
-            last_commit: Duration::ZERO,
-            cache: cache::ThreadCache::default(),
-            metrics: metrics.clone(),
-            intents: intents.clone(),
-            gather_max: writer::GATHER_WAIT_MAX,
-            thread_rows: 0,
-            waits: 0,
-        };
+        let writer =
+            Writer::new(db.clone(), counters, &options, committed_tx, (clock, intents.clone()));
+        let (poisoned, metrics) = (writer.poisoned.clone(), writer.metrics.clone());
         let thread = std::thread::Builder::new()
             .name("cairn-writer".into())
             .spawn(move || writer.run(rx))

@@ -71,23 +71,16 @@ pub(crate) fn verify(txn: &ReadTransaction) -> Result<VerifyReport, Error> {
     scan.section(table::PAYLOADS, Scan::payloads);
     scan.section(table::LOCKS, Scan::locks);
     scan.section(table::SIGNALS, |s| {
-        let mut problems = Vec::new();
         let known = |id: &ThreadId| threads.contains_key(id);
-        s.report.signals = super::signals::verify(s.txn, known, &mut problems)?;
-        s.report.problems.extend(problems);
+        s.report.signals = super::signals::verify(s.txn, known, &mut s.report.problems)?;
         Ok(())
     });
     scan.section(table::THREADS_BY_LABEL, |s| {
-        let mut problems = Vec::new();
         let records = threads.values().map(|stored| &stored.record);
-        super::thread_index::verify(s.txn, records, &mut problems)?;
-        s.report.problems.extend(problems);
-        Ok(())
+        super::thread_index::verify(s.txn, records, &mut s.report.problems)
     });
     scan.section(table::QUEUES, |s| {
-        let mut problems = Vec::new();
-        s.report.queues = super::queues::verify(s.txn, &mut problems)?;
-        s.report.problems.extend(problems);
+        s.report.queues = super::queues::verify(s.txn, &mut s.report.problems)?;
         Ok(())
     });
     if let (Some(lsn), Some(checkpoint)) = (max_lsn, max_checkpoint) {
