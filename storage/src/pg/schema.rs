@@ -105,12 +105,10 @@ pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
         .get(0);
     tx.commit().map_err(pg_error("commit"))?;
     if magic != MAGIC_VALUE {
-        return Err(Error::Corrupted {
-            table: crate::codec::table::META,
-            thread: None,
-            seq: None,
-            detail: format!("the magic row holds {magic:#x}, not Cairn's"),
-        });
+        return Err(Error::corrupted(
+            crate::codec::table::META,
+            format!("the magic row holds {magic:#x}, not Cairn's"),
+        ));
     }
     if format > i64::from(FORMAT_VERSION) {
         return Err(Error::NewerFormat {
@@ -216,15 +214,13 @@ fn check_lsn_space(client: &mut Client<'_>) -> Result<(), Error> {
     let base = super::xid::base(row.get(2))?;
     let highest = u64::try_from(lsn.max(checkpoint)).unwrap_or(u64::MAX);
     if highest >= base {
-        return Err(Error::Corrupted {
-            table: crate::codec::table::META,
-            thread: None,
-            seq: None,
-            detail: format!(
+        return Err(Error::corrupted(
+            crate::codec::table::META,
+            format!(
                 "lsn or checkpoint id {highest} in use is not below the next transaction's range \
                  (from {base}): new events would sort before it"
             ),
-        });
+        ));
     }
     Ok(())
 }

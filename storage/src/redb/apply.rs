@@ -27,12 +27,10 @@ pub(crate) fn apply(
         if old.is_some() {
             // The counter starts above the last key the events table shows: only a damaged
             // table (one that hides its last key) puts an event at this lsn already.
-            return Err(Error::Corrupted {
-                table: table::EVENTS,
-                thread: None,
-                seq: None,
-                detail: format!("lsn {lsn} is already taken in the log (its index is damaged)"),
-            });
+            return Err(Error::corrupted(
+                table::EVENTS,
+                format!("lsn {lsn} is already taken in the log (its index is damaged)"),
+            ));
         }
     }
     for (correlation, lsn, framed) in &plan.correlations {

@@ -96,12 +96,10 @@ pub(crate) fn migrate(db: &Database) -> Result<u64, Error> {
                 None => 0,
                 Some(v) => {
                     <[u8; 8]>::try_from(v.value()).map(u64::from_le_bytes).map_err(|_| {
-                        Error::Corrupted {
-                            table: codec::table::META,
-                            thread: None,
-                            seq: None,
-                            detail: format!("meta key {META_CORRELATIONS_BUILT_TO} is not 8 bytes"),
-                        }
+                        Error::corrupted(
+                            codec::table::META,
+                            format!("meta key {META_CORRELATIONS_BUILT_TO} is not 8 bytes"),
+                        )
                     })?
                 }
             };

@@ -46,12 +46,8 @@ pub(crate) fn member_at(thread: &str, bytes: &[u8]) -> Result<QueueMember, Error
 }
 
 fn thread_id(raw: &str, table: &'static str) -> Result<ThreadId, Error> {
-    ThreadId::new(raw).map_err(|e| Error::Corrupted {
-        table,
-        thread: None,
-        seq: None,
-        detail: format!("index key holds a bad thread id: {e}"),
-    })
+    ThreadId::new(raw)
+        .map_err(|e| Error::corrupted(table, format!("index key holds a bad thread id: {e}")))
 }
 
 /// Every queue, by name (none in a file from before v4 not yet migrated).

@@ -101,12 +101,10 @@ pub(crate) fn open(path: &Path) -> Result<Database, Error> {
             detail: last_failure,
         });
     }
-    Err(Error::Corrupted {
-        table: crate::codec::table::REDB,
-        thread: None,
-        seq: None,
-        detail: format!("the file does not open as a database ({last_failure})"),
-    })
+    Err(Error::corrupted(
+        crate::codec::table::REDB,
+        format!("the file does not open as a database ({last_failure})"),
+    ))
 }
 
 /// Refuses a non-empty file that is not a Cairn database this build can open, without writing to

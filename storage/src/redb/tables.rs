@@ -288,20 +288,19 @@ pub(crate) fn check_meta_txn(txn: &ReadTransaction) -> Result<MetaState, Error> 
     if version == 0 {
         return Err(Error::NotCairn { detail: "format version 0 was never written".into() });
     }
-    let counter =
-        |key: &str| -> Result<u64, Error> {
-            match get(key)? {
-                None => Ok(0),
-                Some(bytes) => <[u8; 8]>::try_from(bytes.as_slice())
-                    .map(u64::from_le_bytes)
-                    .map_err(|_| Error::Corrupted {
-                        table: table::META,
-                        thread: None,
-                        seq: None,
-                        detail: format!("meta key {key} holds {} bytes, not 8", bytes.len()),
-                    }),
+    let counter = |key: &str| -> Result<u64, Error> {
+        match get(key)? {
+            None => Ok(0),
+            Some(bytes) => {
+                <[u8; 8]>::try_from(bytes.as_slice()).map(u64::from_le_bytes).map_err(|_| {
+                    Error::corrupted(
+                        table::META,
+                        format!("meta key {key} holds {} bytes, not 8", bytes.len()),
+                    )
+                })
             }
-        };
+        }
+    };
     // The meta counters are written only by groups that remove records (see `Counters`); the
     // highest key of each table covers everything appended since.
     let op = "read counters";
