@@ -95,14 +95,11 @@ pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
         )
         .map_err(pg_error("write meta"))?;
     }
-    let magic: i64 = tx
-        .query_one("SELECT value FROM cairn_meta WHERE key = $1", &[&MAGIC])
-        .map_err(pg_error("read meta"))?
-        .get(0);
-    let format: i64 = tx
-        .query_one("SELECT value FROM cairn_meta WHERE key = $1", &[&FORMAT])
-        .map_err(pg_error("read meta"))?
-        .get(0);
+    let read = |key: &str| {
+        let row = tx.query_one("SELECT value FROM cairn_meta WHERE key = $1", &[&key]);
+        row.map(|row| row.get::<_, i64>(0)).map_err(pg_error("read meta"))
+    };
+    let (magic, format) = (read(MAGIC)?, read(FORMAT)?);
     tx.commit().map_err(pg_error("commit"))?;
     if magic != MAGIC_VALUE {
         return Err(Error::corrupted(

@@ -234,9 +234,7 @@ impl RedbStore {
         backend: impl ::redb::StorageBackend,
         options: Options,
     ) -> Result<RedbStore, Error> {
-        let db =
-            guard("open", || options.builder().create_with_backend(backend).map_err(open_error))?;
-        RedbStore::start(db, options, None, true, Arc::new(crate::SystemClock))
+        RedbStore::with_backend_and_clock(backend, options, Arc::new(crate::SystemClock))
     }
 
     /// [`RedbStore::with_backend`] whose writer goes by `clock` for
