@@ -319,7 +319,7 @@ fn checkpoint_candidates(
 
 /// The checkpoint id in each key of `range` (of an index, or the checkpoints table), which `id`
 /// picks out.
-fn ids_in<K: ::redb::Key + 'static, V: ::redb::Value + 'static>(
+pub(super) fn ids_in<K: ::redb::Key + 'static, V: ::redb::Value + 'static>(
     range: ::redb::Range<'_, K, V>,
     id: impl for<'k> Fn(K::SelfType<'k>) -> u64,
 ) -> Result<Vec<u64>, Error> {

@@ -41,13 +41,7 @@ const HEADER_PROBE_BYTES: usize = 4096;
 
 /// Opens an in-memory snapshot of the database file at `path`; see the module doc.
 pub(crate) fn open(path: &Path) -> Result<Database, Error> {
-    match super::path::inspect(path)? {
-        super::path::Found::Nothing => return Err(Error::NotFound(path.to_path_buf())),
-        super::path::Found::Empty => {
-            return Err(Error::NotCairn { detail: super::path::EMPTY_FILE.into() });
-        }
-        super::path::Found::File => {}
-    }
+    super::path::existing(path)?;
     let mut last_failure = String::new();
     // Whether any copy was torn by a commit landing during it. If none was, every attempt read
     // the same last durable commit and redb could not open it: the file is damaged, and trying
