@@ -153,14 +153,9 @@ impl Db {
 
     fn close(self) -> Result<(), Error> {
         match self {
-            Db::Full(db) => match Arc::try_unwrap(db) {
-                Ok(db) => db.close().map_err(|e| Error::storage("close", e)),
-                // Another handle still holds it: it closes on drop.
-                Err(shared) => {
-                    drop(shared);
-                    Ok(())
-                }
-            },
+            // Another handle still holding it closes it on drop.
+            Db::Full(db) => Arc::try_unwrap(db)
+                .map_or(Ok(()), |db| db.close().map_err(|e| Error::storage("close", e))),
             Db::ReadOnly(db) => db.close().map_err(|e| Error::storage("close", e)),
         }
     }
@@ -402,14 +397,8 @@ impl RedbStore {
         let result = self.inner.stop();
         let db = self.inner.db.write().map_err(|_| Error::Closed)?.take();
         if let Some(db) = db {
-            guard("close", move || match Arc::try_unwrap(db) {
-                Ok(db) => db.close(),
-                // Another handle (a subscription's store) still holds it: it closes on drop.
-                Err(shared) => {
-                    drop(shared);
-                    Ok(())
-                }
-            })?;
+            // Another handle (a subscription's store) still holding it closes it on drop.
+            guard("close", move || Arc::try_unwrap(db).map_or(Ok(()), Db::close))?;
         }
         result
     }

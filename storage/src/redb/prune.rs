@@ -12,7 +12,7 @@ use super::read::{checkpoint_info_in, storage};
 use super::tables::Tables;
 use crate::codec::{self, StoredThread};
 use crate::correlation;
-use crate::{CheckpointId, CheckpointInfo, Error, PayloadRef, Pruned, Seq, SeqChunk, ThreadId};
+use crate::{CheckpointId, CheckpointInfo, Error, Pruned, Seq, SeqChunk, ThreadId};
 
 /// Removes checked checkpoints and their index entries.
 pub(crate) fn remove_checkpoints(
@@ -202,11 +202,7 @@ pub(super) fn correlation_entries(
     let payloads = tables.payloads()?;
     let mut entries = Vec::new();
     for event in events {
-        let body = |r: &PayloadRef| -> Result<Vec<u8>, Error> {
-            let value = payloads.get(&r.hash).map_err(storage("read payload"))?;
-            value.map(|v| v.value().to_vec()).ok_or(Error::MissingPayload(*r))
-        };
-        if let Some(c) = correlation::of(event, body) {
+        if let Some(c) = correlation::of(event, |r| super::read::payload_in(&*payloads, r)) {
             entries.push((c, event.bookmark.lsn.0));
         }
     }

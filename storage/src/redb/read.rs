@@ -176,6 +176,15 @@ pub(crate) fn owner_of(txn: &ReadTransaction, lsn: u64) -> Result<Option<(Thread
     Ok(None)
 }
 
+/// The bytes of payload `r` in `payloads`, unchecked (a legacy body's correlation id is read so).
+pub(crate) fn payload_in(
+    payloads: &impl ReadableTable<&'static [u8; 32], &'static [u8]>,
+    r: &PayloadRef,
+) -> Result<Vec<u8>, Error> {
+    let value = payloads.get(&r.hash).map_err(storage("read payload"))?;
+    value.map(|v| v.value().to_vec()).ok_or(Error::MissingPayload(*r))
+}
+
 pub(crate) fn payload(txn: &ReadTransaction, r: &PayloadRef) -> Result<Vec<u8>, Error> {
     let payloads = open(txn, PAYLOADS)?;
     let guard =

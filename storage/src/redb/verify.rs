@@ -318,11 +318,7 @@ impl Scan<'_> {
                 let detail = "last bookmark differs from the last event".to_string();
                 self.problem(table::THREADS, Some(id), Some(r.seq), detail);
             }
-            let body = |r: &PayloadRef| -> Result<Vec<u8>, Error> {
-                let value = payloads.get(&r.hash).map_err(storage("read payload"))?;
-                value.map(|v| v.value().to_vec()).ok_or(Error::MissingPayload(*r))
-            };
-            if let Some(c) = correlation::of(&event, body) {
+            if let Some(c) = correlation::of(&event, |r| super::read::payload_in(&payloads, r)) {
                 self.correlated.insert((c, lsn), (id.clone(), r.seq));
             }
             if let Some(p) = event.payload
