@@ -123,15 +123,9 @@ impl Batch {
             limits::check("SIGNAL_BYTES_MAX", signal.data.len(), limits::SIGNAL_BYTES_MAX)?;
             weight += signal.data.len();
         }
-        for op in &self.locks {
-            op.check_limits()?;
-        }
-        for op in &self.queues {
-            op.check_limits()?;
-        }
-        for op in &self.leases {
-            op.check_limits()?;
-        }
+        self.locks.iter().try_for_each(LockOp::check_limits)?;
+        self.queues.iter().try_for_each(crate::QueueOp::check_limits)?;
+        self.leases.iter().try_for_each(LeaseOp::check_limits)?;
         limits::check("BATCH_BYTES_MAX", weight, BATCH_BYTES_MAX)
     }
 

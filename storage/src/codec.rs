@@ -494,7 +494,7 @@ fn decode<T: DeserializeOwned>(kind: RecordKind, bytes: &[u8]) -> Result<T, Erro
 }
 
 fn corrupted(kind: RecordKind, detail: String) -> Error {
-    Error::Corrupted { table: kind.table(), thread: None, seq: None, detail }
+    Error::corrupted(kind.table(), detail)
 }
 
 #[cfg(test)]

@@ -264,6 +264,11 @@ impl Error {
         )
     }
 
+    /// [`Error::Corrupted`] in `table`, of no known thread or seq.
+    pub(crate) fn corrupted(table: &'static str, detail: String) -> Error {
+        Error::Corrupted { table, thread: None, seq: None, detail }
+    }
+
     /// Wraps an error from the storage engine or the OS: [`Error::DiskFull`] when the OS error
     /// inside it says the disk is full, [`Error::Storage`] otherwise.
     pub(crate) fn storage(

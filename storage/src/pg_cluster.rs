@@ -74,14 +74,7 @@ impl Cluster {
         // The server refuses to run as root: as root, run it as the postgres user.
         let as_postgres = is_root();
         if as_postgres {
-            let ok = Command::new("chown")
-                .args(["postgres:postgres", &dir.path().display().to_string()])
-                .status()
-                .map_err(|e| e.to_string())?
-                .success();
-            if !ok {
-                return Err("cannot hand the directory to the postgres user".into());
-            }
+            to_postgres(dir.path())?;
         }
         let mut cluster =
             Cluster { dir, bin, as_postgres, databases: AtomicU32::new(0), tls_port: None };
@@ -100,18 +93,12 @@ impl Cluster {
 
     fn run(&self, tool: &str, args: &[&str]) -> Result<(), String> {
         let exe = self.bin.join(tool);
-        let output = if self.as_postgres {
-            Command::new("runuser")
-                .arg("-u")
-                .arg("postgres")
-                .arg("--")
-                .arg(&exe)
-                .args(args)
-                .output()
-        } else {
-            Command::new(&exe).args(args).output()
+        let mut command = Command::new(&exe);
+        if self.as_postgres {
+            command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(&exe);
         }
-        .map_err(|e| format!("{tool}: {e}"))?;
+        let output = command.args(args).output().map_err(|e| format!("{tool}: {e}"))?;
         if output.status.success() {
             Ok(())
         } else {
@@ -186,9 +173,13 @@ impl Cluster {
     /// # Errors
     /// What `pg_ctl` said when it failed.
     pub fn restart(&self) -> Result<(), String> {
-        let data = self.data();
-        self.run("pg_ctl", &["-D", &data, "-m", "immediate", "-w", "stop"])?;
+        self.stop()?;
         self.start_server()
+    }
+
+    /// Stops the server abruptly.
+    fn stop(&self) -> Result<(), String> {
+        self.run("pg_ctl", &["-D", &self.data(), "-m", "immediate", "-w", "stop"])
     }
 
     fn start_server(&self) -> Result<(), String> {
@@ -215,17 +206,7 @@ impl Cluster {
             use std::os::unix::fs::PermissionsExt as _;
             std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600))
                 .map_err(|e| e.to_string())?;
-            if self.as_postgres {
-                let ok = Command::new("chown")
-                    .args(["postgres:postgres", &to.display().to_string()])
-                    .status()
-                    .map_err(|e| e.to_string())?
-                    .success();
-                if !ok {
-                    return Err(format!("cannot hand {} to the postgres user", to.display()));
-                }
-            }
-            Ok(())
+            if self.as_postgres { to_postgres(&to) } else { Ok(()) }
         };
         copy(cert, "server.crt")?;
         copy(key, "server.key")?;
@@ -265,8 +246,7 @@ pub(crate) fn encode_host(dir: &Path) -> String {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let data = self.data();
-        let _ = self.run("pg_ctl", &["-D", &data, "-m", "immediate", "-w", "stop"]);
+        let _ = self.stop();
     }
 }
 
@@ -291,6 +271,15 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Hands `path` to the postgres user.
+fn to_postgres(path: &Path) -> Result<(), String> {
+    let status = Command::new("chown").arg("postgres:postgres").arg(path).status();
+    match status.map_err(|e| e.to_string())?.success() {
+        true => Ok(()),
+        false => Err(format!("cannot hand {} to the postgres user", path.display())),
     }
 }
 

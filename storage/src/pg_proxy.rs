@@ -29,7 +29,7 @@
 use std::io::{Read, Write};
 use std::net::Shutdown;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
@@ -52,13 +52,18 @@ type Armed<T> = Mutex<Option<(String, T)>>;
 /// A running proxy; it stops accepting when dropped (connections already made go on).
 pub struct Proxy {
     dir: TempDir,
-    upstream: PathBuf,
-    armed: Arc<Armed<Cut>>,
-    held: Arc<Armed<Arc<Gate>>>,
-    cuts: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-    delay: Arc<Delay>,
-    blackhole: Arc<Blackhole>,
+    shared: Arc<Shared>,
+}
+
+/// What the proxy's threads share with it.
+#[derive(Default)]
+struct Shared {
+    armed: Armed<Cut>,
+    held: Armed<Arc<Gate>>,
+    cuts: AtomicU64,
+    stop: AtomicBool,
+    delay: Delay,
+    blackhole: Blackhole,
 }
 
 /// Whether bytes are held (both ways, every connection), and the pumps' wake-up when not.
@@ -153,32 +158,18 @@ impl Proxy {
     pub fn start(cluster: &Cluster) -> std::io::Result<Proxy> {
         let dir = TempDir::new()?;
         let listener = UnixListener::bind(dir.path().join(SOCKET))?;
-        let proxy = Proxy {
-            dir,
-            upstream: cluster.host().join(SOCKET),
-            armed: Arc::default(),
-            held: Arc::default(),
-            cuts: Arc::default(),
-            stop: Arc::default(),
-            delay: Arc::default(),
-            blackhole: Arc::default(),
-        };
-        let (upstream, armed, cuts, stop) =
-            (proxy.upstream.clone(), proxy.armed.clone(), proxy.cuts.clone(), proxy.stop.clone());
-        let (held, delay, blackhole) =
-            (proxy.held.clone(), proxy.delay.clone(), proxy.blackhole.clone());
+        let upstream = cluster.host().join(SOCKET);
+        let proxy = Proxy { dir, shared: Arc::default() };
+        let shared = proxy.shared.clone();
         std::thread::Builder::new().name("pg-proxy".into()).spawn(move || {
             for client in listener.incoming() {
-                if stop.load(Ordering::SeqCst) {
+                if shared.stop.load(Ordering::SeqCst) {
                     return;
                 }
                 let Ok(client) = client else { continue };
                 let Ok(server) = UnixStream::connect(&upstream) else { continue };
-                let (armed, cuts, held) = (armed.clone(), cuts.clone(), held.clone());
-                let (delay, hole) = (delay.clone(), blackhole.clone());
-                std::thread::spawn(move || {
-                    relay(client, server, (&armed, &held, &delay), (&cuts, &hole));
-                });
+                let shared = shared.clone();
+                std::thread::spawn(move || relay(client, server, shared));
             }
         })?;
         Ok(proxy)
@@ -195,7 +186,7 @@ impl Proxy {
     /// Cuts the next connection named `application_name` that sends a COMMIT (a simple query ending with one), at `cut`
     /// (one cut per call).
     pub fn cut_next_commit(&self, application_name: &str, cut: Cut) {
-        *self.armed.lock().unwrap_or_else(PoisonError::into_inner) =
+        *self.shared.armed.lock().unwrap_or_else(PoisonError::into_inner) =
             Some((application_name.to_owned(), cut));
     }
 
@@ -203,7 +194,7 @@ impl Proxy {
     /// [`Held`] is released or dropped (one COMMIT per call).
     pub fn hold_next_commit(&self, application_name: &str) -> Held {
         let gate = Arc::new(Gate::default());
-        *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
+        *self.shared.held.lock().unwrap_or_else(PoisonError::into_inner) =
             Some((application_name.to_owned(), gate.clone()));
         Held(gate)
     }
@@ -212,7 +203,7 @@ impl Proxy {
     /// that ends an extended one) for `delay` before passing it on, from now on, until called
     /// again (a zero `delay` stops it).
     pub fn delay_queries(&self, application_name: &str, delay: std::time::Duration) {
-        *self.delay.lock().unwrap_or_else(PoisonError::into_inner) =
+        *self.shared.delay.lock().unwrap_or_else(PoisonError::into_inner) =
             (!delay.is_zero()).then(|| (application_name.to_owned(), delay));
     }
 
@@ -221,17 +212,17 @@ impl Proxy {
     /// [`Proxy::resume`]. A connection a side closes meanwhile is closed on the other side only
     /// after the resume, as a partition hides a FIN.
     pub fn blackhole(&self) {
-        self.blackhole.set(true);
+        self.shared.blackhole.set(true);
     }
 
     /// Passes bytes again after [`Proxy::blackhole`], those held first.
     pub fn resume(&self) {
-        self.blackhole.set(false);
+        self.shared.blackhole.set(false);
     }
 
     /// How many connections were cut so far.
     pub fn cuts(&self) -> u64 {
-        self.cuts.load(Ordering::SeqCst)
+        self.shared.cuts.load(Ordering::SeqCst)
     }
 
     /// The proxy's socket directory.
@@ -243,19 +234,14 @@ impl Proxy {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.resume();
-        self.stop.store(true, Ordering::SeqCst);
+        self.shared.stop.store(true, Ordering::SeqCst);
         // Wake the accepting thread so it sees the stop.
         let _ = UnixStream::connect(self.dir.path().join(SOCKET));
     }
 }
 
 /// Passes one connection's bytes both ways until either side closes or a cut drops it.
-fn relay(
-    client: UnixStream,
-    server: UnixStream,
-    (armed, held, delay): (&Armed<Cut>, &Armed<Arc<Gate>>, &Delay),
-    (cuts, hole): (&AtomicU64, &Arc<Blackhole>),
-) {
+fn relay(client: UnixStream, server: UnixStream, shared: Arc<Shared>) {
     let (Ok(client_r), Ok(server_w), Ok(server_r), Ok(client_w)) =
         (client.try_clone(), server.try_clone(), server.try_clone(), client.try_clone())
     else {
@@ -263,14 +249,15 @@ fn relay(
     };
     // Set once the COMMIT to cut after its answer went up: the next bytes down are dropped.
     let drop_answer = Arc::new(AtomicBool::new(false));
-    let down_drop = drop_answer.clone();
-    let down_hole = hole.clone();
-    let down = std::thread::spawn(move || pump_down(server_r, client_w, &down_drop, &down_hole));
-    let cut = pump_up(client_r, server_w, (armed, held, delay), (&drop_answer, hole));
+    let (down_drop, down_shared) = (drop_answer.clone(), shared.clone());
+    let down = std::thread::spawn(move || {
+        pump_down(server_r, client_w, &down_drop, &down_shared.blackhole);
+    });
+    let cut = pump_up(client_r, server_w, &shared, &drop_answer);
     // A side that closed while the network was down is seen closed once it is back.
-    hole.pass();
+    shared.blackhole.pass();
     if let Some(cut) = cut {
-        cuts.fetch_add(1, Ordering::SeqCst);
+        shared.cuts.fetch_add(1, Ordering::SeqCst);
         if cut == Cut::AfterAnswer {
             // The answer is on its way down: the other pump drops it and the connection.
             let _ = down.join();
@@ -312,9 +299,10 @@ fn pump_down(
 fn pump_up(
     mut client: UnixStream,
     mut server: UnixStream,
-    (armed, held, delay): (&Armed<Cut>, &Armed<Arc<Gate>>, &Delay),
-    (drop_answer, hole): (&AtomicBool, &Blackhole),
+    shared: &Shared,
+    drop_answer: &AtomicBool,
 ) -> Option<Cut> {
+    let hole = &shared.blackhole;
     let name = startup(&mut client, &mut server, hole)?;
     loop {
         let mut head = [0u8; 5];
@@ -323,7 +311,7 @@ fn pump_up(
         let mut body = vec![0u8; len.checked_sub(4)?];
         client.read_exact(&mut body).ok()?;
         if matches!(head[0], b'Q' | b'S') {
-            let wait = delay.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            let wait = shared.delay.lock().unwrap_or_else(PoisonError::into_inner).clone();
             if let Some((n, wait)) = wait
                 && n == name
             {
@@ -333,10 +321,10 @@ fn pump_up(
         let commit = head[0] == b'Q'
             && (body == COMMIT || body.ends_with(b"; COMMIT\0"))
             && !body.starts_with(b"BEGIN");
-        if commit && let Some(gate) = take(held, &name) {
+        if commit && let Some(gate) = take(&shared.held, &name) {
             gate.pass();
         }
-        let cut = if commit { take(armed, &name) } else { None };
+        let cut = if commit { take(&shared.armed, &name) } else { None };
         match cut {
             Some(Cut::BeforeCommit) => return Some(Cut::BeforeCommit),
             Some(Cut::AfterAnswer) => drop_answer.store(true, Ordering::SeqCst),

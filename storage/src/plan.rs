@@ -42,6 +42,7 @@ pub(crate) struct Counters {
 }
 
 /// Everything one batch will write, fully encoded.
+#[derive(Default)]
 pub(crate) struct Plan {
     /// (lsn, framed event).
     pub(crate) events: Vec<(u64, Vec<u8>)>,
@@ -83,22 +84,13 @@ pub(crate) fn plan(
     let mut plan = Plan {
         events: Vec::with_capacity(batch.events.len()),
         event_keys: Vec::with_capacity(batch.events.len()),
-        correlations: Vec::new(),
-        chunks: Vec::new(),
-        threads: BTreeMap::new(),
-        dirty_threads: Vec::new(),
-        checkpoints: Vec::new(),
-        payloads: Vec::new(),
-        locks: BTreeMap::new(),
         appended: Appended {
             bookmarks: Vec::with_capacity(batch.events.len()),
             ..Appended::default()
         },
         counters,
         wakes: batch.wakes,
-        signals: Vec::new(),
-        queue_plan: crate::plan_queue::QueuePlan::default(),
-        queue_writes: crate::plan_queue::QueueWrites::default(),
+        ..Plan::default()
     };
     for guard in &batch.guards {
         plan.check_guard(tables, guard)?;
@@ -237,20 +229,12 @@ pub(crate) fn mark_dirty<K: PartialEq + Clone>(dirty: &mut Vec<K>, key: &K) {
 /// The record an upsert writes: the caller's fields, the store's `last`, `first_seq`, `lease`
 /// and seq-index tail.
 fn merge_upsert(mut upsert: ThreadRecord, current: Option<StoredThread>) -> StoredThread {
-    match current {
-        Some(current) => {
-            upsert.last = current.record.last;
-            upsert.first_seq = current.record.first_seq;
-            upsert.lease = current.record.lease;
-            StoredThread { record: upsert, tail: current.tail }
-        }
-        None => {
-            upsert.last = None;
-            upsert.first_seq = Seq(1);
-            upsert.lease = None;
-            StoredThread { record: upsert, tail: Vec::new() }
-        }
-    }
+    let (last, first_seq, lease, tail) = match current {
+        Some(StoredThread { record, tail }) => (record.last, record.first_seq, record.lease, tail),
+        None => (None, Seq(1), None, Vec::new()),
+    };
+    (upsert.last, upsert.first_seq, upsert.lease) = (last, first_seq, lease);
+    StoredThread { record: upsert, tail }
 }
 
 impl Plan {
@@ -320,16 +304,25 @@ impl Plan {
             }
             Some(_) => {}
         }
-        let last = match self.signals.iter().rev().find(|(t, _, _)| *t == new.thread) {
-            Some((_, n, _)) => *n,
-            None => tables.last_signal(&new.thread)?,
-        };
-        let n = crate::signal::next_n(last)?;
+        let n = crate::signal::next_n(self.last_signal(tables, &new.thread)?)?;
         let signal =
             Signal { thread: new.thread, n, name: new.name, at_ms: new.at_ms, data: new.data };
+        self.push_signal(signal)
+    }
+
+    /// The number of `thread`'s last signal as this batch sees it.
+    fn last_signal(&self, tables: &mut impl PlanState, thread: &ThreadId) -> Result<u64, Error> {
+        match self.signals.iter().rev().find(|(t, _, _)| t == thread) {
+            Some((_, n, _)) => Ok(*n),
+            None => tables.last_signal(thread),
+        }
+    }
+
+    /// Encodes a numbered signal into the plan.
+    fn push_signal(&mut self, signal: Signal) -> Result<(), Error> {
         let framed = codec::encode_signal(&signal)?;
-        self.appended.signals.push(n);
-        self.signals.push((signal.thread, n, framed));
+        self.appended.signals.push(signal.n);
+        self.signals.push((signal.thread, signal.n, framed));
         Ok(())
     }
 
@@ -339,10 +332,7 @@ impl Plan {
         if self.thread(tables, &signal.thread)?.is_none() {
             return Err(Error::UnknownThread(signal.thread));
         }
-        let last = match self.signals.iter().rev().find(|(t, _, _)| *t == signal.thread) {
-            Some((_, n, _)) => *n,
-            None => tables.last_signal(&signal.thread)?,
-        };
+        let last = self.last_signal(tables, &signal.thread)?;
         if signal.n != crate::signal::next_n(last)? {
             return Err(Error::Invalid {
                 detail: format!(
@@ -351,10 +341,7 @@ impl Plan {
                 ),
             });
         }
-        let framed = codec::encode_signal(&signal)?;
-        self.appended.signals.push(signal.n);
-        self.signals.push((signal.thread, signal.n, framed));
-        Ok(())
+        self.push_signal(signal)
     }
 
     pub(crate) fn set_thread(&mut self, id: ThreadId, stored: StoredThread) {

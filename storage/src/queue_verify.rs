@@ -6,8 +6,27 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::codec::table;
-use crate::{Problem, QueueMember, QueueState, ThreadId};
+use crate::codec::{self, table};
+use crate::{Error, Problem, QueueMember, QueueState, ThreadId};
+
+/// Decodes the queue stored under `name` and checks it against it (`under`, for the error: a
+/// redb "key", a PostgreSQL "row").
+pub(crate) fn queue_under(under: &str, name: &str, bytes: &[u8]) -> Result<QueueState, Error> {
+    let q = codec::decode_queue(bytes)?;
+    let mismatch = (q.name != name).then(|| format!("{under} {name} holds queue {}", q.name));
+    codec::key_agrees(mismatch, table::QUEUES, None, None)?;
+    Ok(q)
+}
+
+/// Decodes the member stored under `thread` and checks it against it (`under` as above).
+pub(crate) fn member_under(under: &str, thread: &str, bytes: &[u8]) -> Result<QueueMember, Error> {
+    let id = ThreadId::new(thread).ok();
+    let m = codec::decode_queue_member(bytes).map_err(|e| codec::locate(e, id.as_ref(), None))?;
+    let mismatch = (m.thread.as_str() != thread)
+        .then(|| format!("{under} {thread} holds the member record of {}", m.thread));
+    codec::key_agrees(mismatch, table::QUEUE_MEMBERS, id.as_ref(), None)?;
+    Ok(m)
+}
 
 /// The decoded rows of the four queue tables.
 #[derive(Default)]

@@ -99,7 +99,6 @@ impl<'c> Client<'c> {
         self.wait(self.client.batch_execute(sql))
     }
 
-    /// Begins a transaction, rolled back unless committed.
     /// Runs `f` holding the database's advisory lock `key` (one process at a time), and lets
     /// it go whatever `f` answered; `op` names a failure to take or let go of the lock.
     pub(crate) fn advisory_locked<T>(
@@ -117,6 +116,7 @@ impl<'c> Client<'c> {
         Ok(out)
     }
 
+    /// Begins a transaction, rolled back unless committed.
     pub(crate) fn transaction(&mut self) -> Result<Transaction<'_>, Error> {
         self.batch_execute("BEGIN")?;
         Ok(Transaction { client: *self, done: false })

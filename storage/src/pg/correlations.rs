@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use super::blocking::Client;
 use super::pool::Conn;
+use tokio_postgres::Row;
 
 use super::{from_db, pg_error, to_db};
 use crate::codec;
@@ -51,14 +52,7 @@ pub(crate) async fn read_correlated(
     .map_err(pg_error("read correlations"))?;
     let mut out = Vec::with_capacity(rows.len());
     for row in rows {
-        let entry = entry_of(
-            &query.correlation,
-            row.get(0),
-            row.get(1),
-            row.get(2),
-            row.get(3),
-            row.get(4),
-        )?;
+        let entry = entry_of(&query.correlation, &row, 0)?;
         let (thread, seq) = (Some(&entry.thread), Some(Seq(entry.seq)));
         let Some(bytes) = row.get::<_, Option<Vec<u8>>>(5) else {
             let detail =
@@ -72,16 +66,12 @@ pub(crate) async fn read_correlated(
     Ok(out)
 }
 
-/// Decodes an index row's record and checks it against the row's columns.
-fn entry_of(
-    correlation: &str,
-    lsn: i64,
-    thread: String,
-    seq: i64,
-    at_ms: i64,
-    record: Vec<u8>,
-) -> Result<CorrelationEntry, Error> {
-    let entry = codec::decode_correlation(&record)?;
+/// Decodes an index row's record and checks it against the row's columns (`lsn, thread, seq,
+/// at_ms, record` from column `at` on).
+fn entry_of(correlation: &str, row: &Row, at: usize) -> Result<CorrelationEntry, Error> {
+    let (lsn, thread, seq): (i64, &str, i64) = (row.get(at), row.get(at + 1), row.get(at + 2));
+    let (at_ms, record): (i64, &[u8]) = (row.get(at + 3), row.get(at + 4));
+    let entry = codec::decode_correlation(record)?;
     if entry.correlation != correlation
         || entry.lsn != from_db(lsn)?
         || entry.thread.as_str() != thread
@@ -181,7 +171,7 @@ pub(crate) fn verify(
         let lsn: i64 = row.get(1);
         let key = (correlation.clone(), u64::try_from(lsn).unwrap_or(0));
         let want = expected.remove(&key);
-        match entry_of(&correlation, lsn, row.get(2), row.get(3), row.get(4), row.get(5)) {
+        match entry_of(&correlation, &row, 1) {
             Err(e) => problem(e),
             Ok(entry) => match want {
                 Some((thread, seq)) if thread == entry.thread && seq == entry.seq => {}

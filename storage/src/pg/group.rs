@@ -65,9 +65,10 @@ pub(super) struct Cached<'t, 'a, 'b> {
     tx: &'t mut Tx<'a, 'b>,
     /// The transaction's id: a row a younger one wrote is a conflict.
     xid: i64,
-    /// Which threads and locks were stored before the group (updated, not inserted).
-    /// The threads stored before the group, with their labels then (`labels.rs`).
+    /// The threads stored before the group (updated, not inserted), with their labels then
+    /// (`labels.rs`).
     stored_threads: HashMap<ThreadId, Labels>,
+    /// The locks stored before the group (updated, not inserted).
     stored_locks: HashSet<String>,
     /// Threads read (`None`: not stored).
     threads: HashMap<ThreadId, Option<StoredThread>>,
@@ -104,7 +105,8 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
     /// Reads and locks the threads and locks `batches` name, in one query each.
     fn prefetch(tx: &'t mut Tx<'a, 'b>, xid: i64, batches: &[Batch]) -> Result<Self, Error> {
         let mut ids = BTreeSet::new();
-        let (mut names, mut owners) = (BTreeSet::new(), BTreeSet::new());
+        let (mut names, mut owners, mut ending) =
+            (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
         for b in batches {
             ids.extend(b.guards.iter().map(|g| g.thread().as_str()));
             ids.extend(b.threads.iter().map(|t| t.id.as_str()));
@@ -121,12 +123,9 @@ impl<'t, 'a, 'b> Cached<'t, 'a, 'b> {
                     LockOp::ReleaseAll { owner } => owners.insert(owner.as_str()),
                 };
             }
-        }
-        // Threads a batch ends: each leaves its queue, if it is in one (`plan_queue.rs`).
-        let mut ending = BTreeSet::new();
-        for b in batches {
-            ending
-                .extend(b.threads.iter().filter(|t| t.status.is_terminal()).map(|t| t.id.as_str()));
+            // Threads a batch ends: each leaves its queue, if it is in one (`plan_queue.rs`).
+            let ended = b.threads.iter().filter(|t| t.status.is_terminal());
+            ending.extend(ended.map(|t| t.id.as_str()));
         }
         let mut state = Cached::fresh(tx, xid);
         let ids: Vec<&str> = ids.into_iter().collect();

@@ -230,7 +230,7 @@ impl ThreadLog for PgStore {
     }
 
     fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Reading<Vec<Event>> {
-        let (from, count) = match range(from, to) {
+        let (from, count) = match crate::store::range(from, to) {
             Ok(Some(range)) => range,
             Ok(None) => return Reading::ready(Ok(Vec::new())),
             Err(e) => return Reading::ready(Err(e)),
@@ -395,18 +395,6 @@ fn on_block(count: Arc<AtomicU64>, metrics: crate::telemetry::StoreMetrics) -> O
             "sync PostgreSQL read on an async runtime: its thread waits for the round trip"
         );
     })
-}
-
-/// The first seq and the number of events of `read_range(from, to)`; `None` for an empty range.
-fn range(from: Seq, to: Seq) -> Result<Option<(u64, usize)>, Error> {
-    if to < from || to.0 == 0 {
-        return Ok(None);
-    }
-    let from = from.0.max(1);
-    let count = (to.0 - from).saturating_add(1);
-    let count = usize::try_from(count).unwrap_or(usize::MAX);
-    crate::limits::check("READ_LIMIT_MAX", count, crate::limits::READ_LIMIT_MAX)?;
-    Ok(Some((from, count)))
 }
 
 /// A number telling this store's notifications from others' (unique enough: time, process and

@@ -19,7 +19,7 @@ use super::tx::Tx;
 use super::{corrupt, pg_error};
 use crate::codec::{self, table};
 use crate::plan_queue::{QueuePlan, QueueReads, QueueWrites, WaitKey};
-use crate::queue_verify::QueueRows;
+use crate::queue_verify::{QueueRows, member_under, queue_under};
 use crate::{Error, Problem, QueueMember, QueueState, ThreadId};
 
 /// The tables, idempotent (run at every open).
@@ -65,22 +65,6 @@ fn rank_from_db(rank: i64) -> u64 {
     u64::from_ne_bytes(rank.to_ne_bytes()) ^ (1 << 63)
 }
 
-fn decode_queue(name: &str, bytes: &[u8]) -> Result<QueueState, Error> {
-    let q = codec::decode_queue(bytes)?;
-    let mismatch = (q.name != name).then(|| format!("row {name} holds queue {}", q.name));
-    codec::key_agrees(mismatch, table::QUEUES, None, None)?;
-    Ok(q)
-}
-
-fn decode_member(thread: &str, bytes: &[u8]) -> Result<QueueMember, Error> {
-    let id = ThreadId::new(thread).ok();
-    let m = codec::decode_queue_member(bytes).map_err(|e| codec::locate(e, id.as_ref(), None))?;
-    let mismatch = (m.thread.as_str() != thread)
-        .then(|| format!("row {thread} holds the member record of {}", m.thread));
-    codec::key_agrees(mismatch, table::QUEUE_MEMBERS, id.as_ref(), None)?;
-    Ok(m)
-}
-
 fn thread_id(raw: &str, table: &'static str) -> Result<ThreadId, Error> {
     ThreadId::new(raw)
         .map_err(|e| corrupt(table, None, None, format!("a row holds a bad thread id: {e}")))
@@ -95,7 +79,7 @@ pub(crate) async fn read_all(client: &Conn) -> Result<Vec<QueueState>, Error> {
         super::read::query(client, "SELECT name, record FROM cairn_queues ORDER BY name", &[])
             .await
             .map_err(pg_error("read queues"))?;
-    rows.iter().map(|r| decode_queue(r.get(0), r.get(1))).collect()
+    rows.iter().map(|r| queue_under("row", r.get(0), r.get(1))).collect()
 }
 
 /// A thread's member record.
@@ -110,7 +94,7 @@ pub(crate) async fn read_member(
     let row = super::read::query_opt(client, sql, &[&thread.as_str()])
         .await
         .map_err(pg_error("read queue member"))?;
-    row.map(|r| decode_member(thread.as_str(), r.get(0))).transpose()
+    row.map(|r| member_under("row", thread.as_str(), r.get(0))).transpose()
 }
 
 /// The queue rows a group has read (and locked), as its batches leave them.
@@ -164,7 +148,7 @@ pub(crate) fn prefetch_members(
     }
     for row in rows {
         let thread: &str = row.get(0);
-        let member = decode_member(thread, row.get(1))?;
+        let member = member_under("row", thread, row.get(1))?;
         cache.members.insert(ThreadId::new(thread)?, Some(member));
     }
     Ok(())
@@ -204,13 +188,13 @@ pub(crate) struct Reads<'c, 't, 'a, 'b> {
 impl QueueReads for Reads<'_, '_, '_, '_> {
     fn queue(&mut self, name: &str) -> Result<Option<QueueState>, Error> {
         const SQL: &str = "SELECT record FROM cairn_queues WHERE name = $1 FOR UPDATE";
-        let read = |record: &[u8]| decode_queue(name, record);
+        let read = |record: &[u8]| queue_under("row", name, record);
         read_once(self.tx, &mut self.cache.queues, name, (SQL, "read queue"), read)
     }
 
     fn queue_member(&mut self, thread: &ThreadId) -> Result<Option<QueueMember>, Error> {
         const SQL: &str = "SELECT record FROM cairn_queue_members WHERE thread = $1 FOR UPDATE";
-        let read = |record: &[u8]| decode_member(thread.as_str(), record);
+        let read = |record: &[u8]| member_under("row", thread.as_str(), record);
         read_once(self.tx, &mut self.cache.members, thread, (SQL, "read queue member"), read)
     }
 
@@ -354,7 +338,7 @@ pub(crate) fn verify(client: &mut Client<'_>, problems: &mut Vec<Problem>) -> Re
         .map_err(pg_error("verify queues"))?
     {
         scanned += 1;
-        match decode_queue(row.get(0), row.get(1)) {
+        match queue_under("row", row.get(0), row.get(1)) {
             Ok(q) => {
                 rows.queues.insert(q.name.clone(), q);
             }
@@ -367,7 +351,7 @@ pub(crate) fn verify(client: &mut Client<'_>, problems: &mut Vec<Problem>) -> Re
     {
         scanned += 1;
         let thread: &str = row.get(0);
-        match decode_member(thread, row.get(1)) {
+        match member_under("row", thread, row.get(1)) {
             Ok(m) => rows.members.push(m),
             Err(e) => problem(table::QUEUE_MEMBERS, ThreadId::new(thread).ok(), e),
         }

@@ -95,22 +95,17 @@ pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
         )
         .map_err(pg_error("write meta"))?;
     }
-    let magic: i64 = tx
-        .query_one("SELECT value FROM cairn_meta WHERE key = $1", &[&MAGIC])
-        .map_err(pg_error("read meta"))?
-        .get(0);
-    let format: i64 = tx
-        .query_one("SELECT value FROM cairn_meta WHERE key = $1", &[&FORMAT])
-        .map_err(pg_error("read meta"))?
-        .get(0);
+    let read = |key: &str| {
+        let row = tx.query_one("SELECT value FROM cairn_meta WHERE key = $1", &[&key]);
+        row.map(|row| row.get::<_, i64>(0)).map_err(pg_error("read meta"))
+    };
+    let (magic, format) = (read(MAGIC)?, read(FORMAT)?);
     tx.commit().map_err(pg_error("commit"))?;
     if magic != MAGIC_VALUE {
-        return Err(Error::Corrupted {
-            table: crate::codec::table::META,
-            thread: None,
-            seq: None,
-            detail: format!("the magic row holds {magic:#x}, not Cairn's"),
-        });
+        return Err(Error::corrupted(
+            crate::codec::table::META,
+            format!("the magic row holds {magic:#x}, not Cairn's"),
+        ));
     }
     if format > i64::from(FORMAT_VERSION) {
         return Err(Error::NewerFormat {
@@ -216,15 +211,13 @@ fn check_lsn_space(client: &mut Client<'_>) -> Result<(), Error> {
     let base = super::xid::base(row.get(2))?;
     let highest = u64::try_from(lsn.max(checkpoint)).unwrap_or(u64::MAX);
     if highest >= base {
-        return Err(Error::Corrupted {
-            table: crate::codec::table::META,
-            thread: None,
-            seq: None,
-            detail: format!(
+        return Err(Error::corrupted(
+            crate::codec::table::META,
+            format!(
                 "lsn or checkpoint id {highest} in use is not below the next transaction's range \
                  (from {base}): new events would sort before it"
             ),
-        });
+        ));
     }
     Ok(())
 }

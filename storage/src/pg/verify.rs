@@ -22,6 +22,10 @@ pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
         };
         report.problems.push(Problem { table, thread, seq, detail: e.to_string() });
     };
+    // A corruption found here, reported as `problem` reports a damaged record's.
+    let corrupt = |report: &mut VerifyReport, table, thread: Option<&ThreadId>, seq, detail| {
+        problem(report, super::corrupt(table, thread, seq, detail));
+    };
     for row in client
         .query("SELECT id, record FROM cairn_threads ORDER BY id", &[])
         .map_err(pg_error("verify"))?
@@ -60,27 +64,23 @@ pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
                 .insert((c, event.bookmark.lsn.0), (event.thread.clone(), event.bookmark.seq.0));
         }
         let Some(record) = threads.get(&thread) else {
-            problem(
+            corrupt(
                 &mut report,
-                super::corrupt(
-                    table::EVENTS,
-                    Some(&event.thread),
-                    Some(event.bookmark.seq),
-                    format!("event of unknown thread {thread}"),
-                ),
+                table::EVENTS,
+                Some(&event.thread),
+                Some(event.bookmark.seq),
+                format!("event of unknown thread {thread}"),
             );
             continue;
         };
         let want = *next.entry(thread.clone()).or_insert(record.first_seq.0);
         if event.thread.as_str() != thread || event.bookmark.seq.0 != want {
-            problem(
+            corrupt(
                 &mut report,
-                super::corrupt(
-                    table::EVENTS,
-                    Some(&event.thread),
-                    Some(Seq(want)),
-                    format!("seq {want} of {thread} is missing"),
-                ),
+                table::EVENTS,
+                Some(&event.thread),
+                Some(Seq(want)),
+                format!("seq {want} of {thread} is missing"),
             );
         }
         next.insert(thread, event.bookmark.seq.0 + 1);
@@ -89,16 +89,14 @@ pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
         let last = record.last.map_or(0, |b| b.seq.0);
         let reached = next.get(id).copied().unwrap_or(record.first_seq.0);
         if reached != last + 1 && !(record.last.is_none() && reached == record.first_seq.0) {
-            problem(
+            corrupt(
                 &mut report,
-                super::corrupt(
-                    table::THREADS,
-                    Some(&record.id),
-                    None,
-                    format!(
-                        "the log of {id} ends at seq {} but its record says {last}",
-                        reached.saturating_sub(1)
-                    ),
+                table::THREADS,
+                Some(&record.id),
+                None,
+                format!(
+                    "the log of {id} ends at seq {} but its record says {last}",
+                    reached.saturating_sub(1)
                 ),
             );
         }
@@ -109,14 +107,12 @@ pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
     {
         report.checkpoints += 1;
         match decode_info(row.get(0), row.get(1)) {
-            Ok(info) if !threads.contains_key(info.thread.as_str()) => problem(
+            Ok(info) if !threads.contains_key(info.thread.as_str()) => corrupt(
                 &mut report,
-                super::corrupt(
-                    table::CHECKPOINTS,
-                    Some(&info.thread),
-                    None,
-                    format!("checkpoint {} of unknown thread", info.id),
-                ),
+                table::CHECKPOINTS,
+                Some(&info.thread),
+                None,
+                format!("checkpoint {} of unknown thread", info.id),
             ),
             Ok(_) => {}
             Err(e) => problem(&mut report, e),
@@ -129,14 +125,12 @@ pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
         let hash: Vec<u8> = row.get(0);
         let bytes: Vec<u8> = row.get(1);
         if PayloadRef::of(&bytes).hash[..] != hash[..] {
-            problem(
+            corrupt(
                 &mut report,
-                super::corrupt(
-                    table::PAYLOADS,
-                    None,
-                    None,
-                    "a payload does not hash to its key".into(),
-                ),
+                table::PAYLOADS,
+                None,
+                None,
+                "a payload does not hash to its key".into(),
             );
         }
     }

@@ -103,11 +103,11 @@ pub(crate) async fn due_threads(
     rows.iter()
         .map(|row| {
             let key: &str = row.get(0);
-            let id = ThreadId::new(key).map_err(|e| Error::Corrupted {
-                table: crate::codec::table::THREADS,
-                thread: None,
-                seq: None,
-                detail: format!("key {key:?} is not a thread id: {e}"),
+            let id = ThreadId::new(key).map_err(|e| {
+                Error::corrupted(
+                    crate::codec::table::THREADS,
+                    format!("key {key:?} is not a thread id: {e}"),
+                )
             })?;
             let record = decode_thread(&id, row.get(1))?;
             let ready_at_ms = u64::try_from(row.get::<_, i64>(2)).unwrap_or(0);

@@ -591,25 +591,16 @@ pub(super) fn write_locks<'l>(
 ) -> Result<(), Error> {
     let op = pg_error("append");
     for (name, lock) in locks {
-        match lock {
-            Some(lock) if stored.contains(name) => {
-                tx.execute(
-                    "UPDATE cairn_locks SET owner = $2, record = $3 WHERE name = $1",
-                    &[&name, &lock.owner, &codec::encode_lock(lock)?],
-                )
-                .map_err(&op)?;
-            }
-            Some(lock) => {
-                tx.execute(
-                    "INSERT INTO cairn_locks (name, owner, record) VALUES ($1, $2, $3)",
-                    &[&name, &lock.owner, &codec::encode_lock(lock)?],
-                )
-                .map_err(&op)?;
-            }
-            None => {
-                tx.execute("DELETE FROM cairn_locks WHERE name = $1", &[&name]).map_err(&op)?;
-            }
-        }
+        let Some(lock) = lock else {
+            tx.execute("DELETE FROM cairn_locks WHERE name = $1", &[&name]).map_err(&op)?;
+            continue;
+        };
+        let sql = if stored.contains(name) {
+            "UPDATE cairn_locks SET owner = $2, record = $3 WHERE name = $1"
+        } else {
+            "INSERT INTO cairn_locks (name, owner, record) VALUES ($1, $2, $3)"
+        };
+        tx.execute(sql, &[&name, &lock.owner, &codec::encode_lock(lock)?]).map_err(&op)?;
     }
     Ok(())
 }

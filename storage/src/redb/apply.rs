@@ -27,12 +27,10 @@ pub(crate) fn apply(
         if old.is_some() {
             // The counter starts above the last key the events table shows: only a damaged
             // table (one that hides its last key) puts an event at this lsn already.
-            return Err(Error::Corrupted {
-                table: table::EVENTS,
-                thread: None,
-                seq: None,
-                detail: format!("lsn {lsn} is already taken in the log (its index is damaged)"),
-            });
+            return Err(Error::corrupted(
+                table::EVENTS,
+                format!("lsn {lsn} is already taken in the log (its index is damaged)"),
+            ));
         }
     }
     for (correlation, lsn, framed) in &plan.correlations {
@@ -112,28 +110,5 @@ impl PlanState for Tables<'_, '_> {
 
     fn last_signal(&mut self, thread: &ThreadId) -> Result<u64, Error> {
         super::signals::last_in(&*self.signals()?, thread)
-    }
-}
-
-impl crate::plan_queue::QueueReads for Tables<'_, '_> {
-    fn queue(&mut self, name: &str) -> Result<Option<crate::QueueState>, Error> {
-        self.queue_in(name)
-    }
-
-    fn queue_member(&mut self, thread: &ThreadId) -> Result<Option<crate::QueueMember>, Error> {
-        self.member_of(thread)
-    }
-
-    fn queue_waiting(
-        &mut self,
-        queue: &str,
-        key: &str,
-        limit: usize,
-    ) -> Result<Vec<(u64, ThreadId)>, Error> {
-        self.waiting_in(queue, key, limit)
-    }
-
-    fn queue_dedup(&mut self, queue: &str, dedup: &str) -> Result<Option<ThreadId>, Error> {
-        self.dedup_in(queue, dedup)
     }
 }

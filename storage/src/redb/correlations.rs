@@ -13,7 +13,7 @@ use super::tables::{
 use crate::codec;
 use crate::correlation::{self, CorrelationEntry, CorrelationQuery, corrupted};
 use crate::limits::{self, MIGRATION_BATCH_EVENTS, READ_LIMIT_MAX};
-use crate::{Error, Event, Lsn, PayloadRef, Seq};
+use crate::{Error, Event, Lsn, Seq};
 
 /// The format a v1 file is migrated to (a later migration takes it on from there).
 const WITH_CORRELATIONS: u16 = 2;
@@ -96,12 +96,10 @@ pub(crate) fn migrate(db: &Database) -> Result<u64, Error> {
                 None => 0,
                 Some(v) => {
                     <[u8; 8]>::try_from(v.value()).map(u64::from_le_bytes).map_err(|_| {
-                        Error::Corrupted {
-                            table: codec::table::META,
-                            thread: None,
-                            seq: None,
-                            detail: format!("meta key {META_CORRELATIONS_BUILT_TO} is not 8 bytes"),
-                        }
+                        Error::corrupted(
+                            codec::table::META,
+                            format!("meta key {META_CORRELATIONS_BUILT_TO} is not 8 bytes"),
+                        )
                     })?
                 }
             };
@@ -121,11 +119,8 @@ pub(crate) fn migrate(db: &Database) -> Result<u64, Error> {
                         continue;
                     }
                 };
-                let payload = |r: &PayloadRef| -> Result<Vec<u8>, Error> {
-                    let value = payloads.get(&r.hash).map_err(storage("read payload"))?;
-                    value.map(|v| v.value().to_vec()).ok_or(Error::MissingPayload(*r))
-                };
-                if let Some(c) = correlation::of(&event, payload) {
+                if let Some(c) = correlation::of(&event, |r| super::read::payload_in(&payloads, r))
+                {
                     entries.push(CorrelationEntry::of_event(&event, c));
                 }
             }

@@ -78,12 +78,7 @@ pub(crate) fn guard<T>(op: &'static str, f: impl FnOnce() -> Result<T, Error>) -
 
 /// The error a guarded panic becomes.
 pub(crate) fn panicked(op: &'static str, message: &str) -> Error {
-    Error::Corrupted {
-        table: table::REDB,
-        thread: None,
-        seq: None,
-        detail: format!("redb panicked during {op} (a damaged page?): {message}"),
-    }
+    Error::corrupted(table::REDB, format!("redb panicked during {op} (a damaged page?): {message}"))
 }
 
 fn install_hook() {

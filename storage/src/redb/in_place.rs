@@ -30,13 +30,7 @@ pub(crate) enum Opened {
 
 /// Opens `path` read-only in place; see the module doc.
 pub(crate) fn open(path: &Path, cache_bytes: usize) -> Result<Opened, Error> {
-    match super::path::inspect(path)? {
-        super::path::Found::Nothing => return Err(Error::NotFound(path.to_path_buf())),
-        super::path::Found::Empty => {
-            return Err(Error::NotCairn { detail: super::path::EMPTY_FILE.into() });
-        }
-        super::path::Found::File => {}
-    }
+    super::path::existing(path)?;
     let mut head = [0u8; REDB_MAGIC.len()];
     let mut file = File::open(path).map_err(|e| open_file_error(path, e))?;
     if file.read_exact(&mut head).is_err() || head != REDB_MAGIC {

@@ -153,14 +153,9 @@ impl Db {
 
     fn close(self) -> Result<(), Error> {
         match self {
-            Db::Full(db) => match Arc::try_unwrap(db) {
-                Ok(db) => db.close().map_err(|e| Error::storage("close", e)),
-                // Another handle still holds it: it closes on drop.
-                Err(shared) => {
-                    drop(shared);
-                    Ok(())
-                }
-            },
+            // Another handle still holding it closes it on drop.
+            Db::Full(db) => Arc::try_unwrap(db)
+                .map_or(Ok(()), |db| db.close().map_err(|e| Error::storage("close", e))),
             Db::ReadOnly(db) => db.close().map_err(|e| Error::storage("close", e)),
         }
     }
@@ -234,9 +229,7 @@ impl RedbStore {
         backend: impl ::redb::StorageBackend,
         options: Options,
     ) -> Result<RedbStore, Error> {
-        let db =
-            guard("open", || options.builder().create_with_backend(backend).map_err(open_error))?;
-        RedbStore::start(db, options, None, true, Arc::new(crate::SystemClock))
+        RedbStore::with_backend_and_clock(backend, options, Arc::new(crate::SystemClock))
     }
 
     /// [`RedbStore::with_backend`] whose writer goes by `clock` for
@@ -404,14 +397,8 @@ impl RedbStore {
         let result = self.inner.stop();
         let db = self.inner.db.write().map_err(|_| Error::Closed)?.take();
         if let Some(db) = db {
-            guard("close", move || match Arc::try_unwrap(db) {
-                Ok(db) => db.close(),
-                // Another handle (a subscription's store) still holds it: it closes on drop.
-                Err(shared) => {
-                    drop(shared);
-                    Ok(())
-                }
-            })?;
+            // Another handle (a subscription's store) still holding it closes it on drop.
+            guard("close", move || Arc::try_unwrap(db).map_or(Ok(()), Db::close))?;
         }
         result
     }
@@ -525,31 +512,13 @@ impl RedbStore {
         };
         let db = Arc::new(db);
         let (committed_tx, committed) = watch::channel(counters.last_lsn);
-        let poisoned = Arc::new(AtomicBool::new(false));
         let (tx, rx) = sync_channel(options.queue_depth.max(1));
         let nudge = tx.clone();
         // A full queue wakes the writer anyway; a closed one has no writer left to wake.
         let intents = crate::WriteIntents::new(move || drop(nudge.try_send(Command::Nudge)));
-        let metrics = crate::telemetry::StoreMetrics::default();
-        let writer = Writer {
-            db: db.clone(),
-            counters,
-            durability: options.durability,
-            group_max: options.group_max_batches.max(1),
-            poisoned: poisoned.clone(),
-            committed: committed_tx,
-            dirty: false,
-            last_durable: clock.now(),
-            clock,
-            last_group: 1,
-            last_commit: Duration::ZERO,
-            cache: cache::ThreadCache::default(),
-            metrics: metrics.clone(),
-            intents: intents.clone(),
-            gather_max: writer::GATHER_WAIT_MAX,
-            thread_rows: 0,
-            waits: 0,
-        };
+        let writer =
+            Writer::new(db.clone(), counters, &options, committed_tx, (clock, intents.clone()));
+        let (poisoned, metrics) = (writer.poisoned.clone(), writer.metrics.clone());
         let thread = std::thread::Builder::new()
             .name("cairn-writer".into())
             .spawn(move || writer.run(rx))

@@ -27,6 +27,16 @@ pub(crate) enum Found {
     File,
 }
 
+/// Checks that `path` holds a file to read, as [`inspect`] judges it: [`Error::NotFound`] for
+/// nothing there, [`Error::NotCairn`] for an empty file.
+pub(crate) fn existing(path: &Path) -> Result<(), Error> {
+    match inspect(path)? {
+        Found::Nothing => Err(Error::NotFound(path.to_path_buf())),
+        Found::Empty => Err(Error::NotCairn { detail: EMPTY_FILE.into() }),
+        Found::File => Ok(()),
+    }
+}
+
 /// Looks at `path` (following symbolic links) without opening it.
 ///
 /// # Errors

@@ -12,7 +12,7 @@ use super::read::{checkpoint_info_in, storage};
 use super::tables::Tables;
 use crate::codec::{self, StoredThread};
 use crate::correlation;
-use crate::{CheckpointId, CheckpointInfo, Error, PayloadRef, Pruned, Seq, SeqChunk, ThreadId};
+use crate::{CheckpointId, CheckpointInfo, Error, Pruned, Seq, SeqChunk, ThreadId};
 
 /// Removes checked checkpoints and their index entries.
 pub(crate) fn remove_checkpoints(
@@ -56,26 +56,20 @@ fn thread_checkpoints(
     max_covers: u64,
 ) -> Result<Vec<CheckpointInfo>, Error> {
     let op = storage("read checkpoint index");
-    let mut ids = Vec::new();
-    let range = tables
-        .by_thread()?
-        .range((thread.as_str(), 0, 0)..=(thread.as_str(), max_covers, u64::MAX))
-        .map_err(&op)?;
-    for entry in range {
-        ids.push(CheckpointId(entry.map_err(&op)?.0.value().2));
-    }
-    let mut infos = Vec::with_capacity(ids.len());
-    for id in ids {
-        let info = checkpoint_info_in(&*tables.checkpoints()?, id)?.ok_or_else(|| {
-            super::read::corrupt_checkpoint(
-                codec::table::CHECKPOINTS_BY_THREAD,
-                id,
-                format!("thread index of {thread} points to missing checkpoint {id}"),
-            )
-        })?;
-        infos.push(info);
-    }
-    Ok(infos)
+    let t = thread.as_str();
+    let range = tables.by_thread()?.range((t, 0, 0)..=(t, max_covers, u64::MAX)).map_err(&op)?;
+    super::read::ids_in(range, |key| key.2)?
+        .into_iter()
+        .map(|id| {
+            checkpoint_info_in(&*tables.checkpoints()?, CheckpointId(id))?.ok_or_else(|| {
+                super::read::corrupt_checkpoint(
+                    codec::table::CHECKPOINTS_BY_THREAD,
+                    CheckpointId(id),
+                    format!("thread index of {thread} points to missing checkpoint {id}"),
+                )
+            })
+        })
+        .collect()
 }
 
 /// What a prune will remove, read and checked.
@@ -118,22 +112,14 @@ pub(crate) fn plan_prune(
         ));
     }
     let first_seq = stored.record.first_seq.0;
-    let mut plan = PrunePlan {
-        thread: thread.clone(),
-        events: Vec::new(),
-        correlations: Vec::new(),
-        chunks: Vec::new(),
-        rekeyed: None,
-        checkpoints: Vec::new(),
-        stored: stored.clone(),
-    };
+    let (mut events, mut correlations, mut chunks, mut rekeyed) = (vec![], vec![], vec![], None);
     if covers >= first_seq {
         // Every event removed is read and checked first: a damaged one rejects the prune.
         let located = locate(&*tables.seq_index()?, &stored, first_seq, covers)?;
         let removed = fetch(&*tables.events()?, thread, &located)?;
-        plan.correlations = correlation_entries(tables, &removed)?;
+        correlations = correlation_entries(tables, &removed)?;
         drop(removed);
-        plan.events = lsns(&located).collect();
+        events = lsns(&located).collect();
         let op = storage("read seq index");
         let range = tables
             .seq_index()?
@@ -143,14 +129,14 @@ pub(crate) fn plan_prune(
             let (key, value) = entry.map_err(&op)?;
             let first = key.value().1;
             let chunk = decode_chunk_at(thread, first, value.value())?;
-            plan.chunks.push(first);
+            chunks.push(first);
             let kept =
                 usize::try_from((first + chunk.lsns.len() as u64).saturating_sub(covers + 1))
                     .unwrap_or(0);
             if kept > 0 {
                 let lsns = chunk.lsns[chunk.lsns.len() - kept..].to_vec();
                 let rest = SeqChunk { thread: thread.clone(), first_seq: covers + 1, lsns };
-                plan.rekeyed = Some((covers + 1, codec::encode_seq_chunk(&rest)?));
+                rekeyed = Some((covers + 1, codec::encode_seq_chunk(&rest)?));
             }
         }
         let tail_start = stored.tail_start();
@@ -160,10 +146,10 @@ pub(crate) fn plan_prune(
         }
         stored.record.first_seq = Seq(covers + 1);
     }
-    plan.checkpoints =
+    let checkpoints =
         thread_checkpoints(tables, thread, covers)?.into_iter().filter(|c| c.id < keep).collect();
-    plan.stored = stored;
-    Ok(plan)
+    let thread = thread.clone();
+    Ok(PrunePlan { thread, events, correlations, chunks, rekeyed, checkpoints, stored })
 }
 
 /// Removes `thread`'s events at `events` (lsns), their correlation-index entries and its
@@ -216,11 +202,7 @@ pub(super) fn correlation_entries(
     let payloads = tables.payloads()?;
     let mut entries = Vec::new();
     for event in events {
-        let body = |r: &PayloadRef| -> Result<Vec<u8>, Error> {
-            let value = payloads.get(&r.hash).map_err(storage("read payload"))?;
-            value.map(|v| v.value().to_vec()).ok_or(Error::MissingPayload(*r))
-        };
-        if let Some(c) = correlation::of(event, body) {
+        if let Some(c) = correlation::of(event, |r| super::read::payload_in(&*payloads, r)) {
             entries.push((c, event.bookmark.lsn.0));
         }
     }

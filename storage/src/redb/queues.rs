@@ -10,9 +10,9 @@ use ::redb::{ReadTransaction, ReadableTable, TableDefinition};
 
 use super::index::storage;
 use super::tables::Tables;
-use crate::codec::{self, table};
+use crate::codec::table;
 use crate::plan_queue::QueueWrites;
-use crate::queue_verify::QueueRows;
+use crate::queue_verify::{QueueRows, member_under, queue_under};
 use crate::{Error, Problem, QueueMember, QueueState, ThreadId};
 
 /// Queue records by name.
@@ -27,31 +27,9 @@ pub(crate) const WAITING: TableDefinition<'_, (&str, &str, u64, &str), ()> =
 pub(crate) const DEDUP: TableDefinition<'_, (&str, &str, &str), ()> =
     TableDefinition::new(table::QUEUE_DEDUP);
 
-/// Decodes the queue stored under `name` and checks it against its key.
-pub(crate) fn queue_at(name: &str, bytes: &[u8]) -> Result<QueueState, Error> {
-    let q = codec::decode_queue(bytes)?;
-    let mismatch = (q.name != name).then(|| format!("key {name} holds queue {}", q.name));
-    codec::key_agrees(mismatch, table::QUEUES, None, None)?;
-    Ok(q)
-}
-
-/// Decodes the member stored under `thread` and checks it against its key.
-pub(crate) fn member_at(thread: &str, bytes: &[u8]) -> Result<QueueMember, Error> {
-    let id = ThreadId::new(thread).ok();
-    let m = codec::decode_queue_member(bytes).map_err(|e| codec::locate(e, id.as_ref(), None))?;
-    let mismatch = (m.thread.as_str() != thread)
-        .then(|| format!("key {thread} holds the member record of {}", m.thread));
-    codec::key_agrees(mismatch, table::QUEUE_MEMBERS, id.as_ref(), None)?;
-    Ok(m)
-}
-
 fn thread_id(raw: &str, table: &'static str) -> Result<ThreadId, Error> {
-    ThreadId::new(raw).map_err(|e| Error::Corrupted {
-        table,
-        thread: None,
-        seq: None,
-        detail: format!("index key holds a bad thread id: {e}"),
-    })
+    ThreadId::new(raw)
+        .map_err(|e| Error::corrupted(table, format!("index key holds a bad thread id: {e}")))
 }
 
 /// Every queue, by name (none in a file from before v4 not yet migrated).
@@ -65,7 +43,7 @@ pub(crate) fn read_all(txn: &ReadTransaction) -> Result<Vec<QueueState>, Error> 
     let mut out = Vec::new();
     for item in queues.iter().map_err(&op)? {
         let (k, v) = item.map_err(&op)?;
-        out.push(queue_at(k.value(), v.value())?);
+        out.push(queue_under("key", k.value(), v.value())?);
     }
     Ok(out)
 }
@@ -87,20 +65,21 @@ fn member_in(
     thread: &ThreadId,
 ) -> Result<Option<QueueMember>, Error> {
     let value = t.get(thread.as_str()).map_err(storage("read queue member"))?;
-    value.map(|v| member_at(thread.as_str(), v.value())).transpose()
+    value.map(|v| member_under("key", thread.as_str(), v.value())).transpose()
 }
 
-impl Tables<'_, '_> {
-    pub(crate) fn queue_in(&mut self, name: &str) -> Result<Option<QueueState>, Error> {
+/// (`self.queue_waiting()`, `self.queue_dedup()`: [`Tables`]' own accessors of those tables.)
+impl crate::plan_queue::QueueReads for Tables<'_, '_> {
+    fn queue(&mut self, name: &str) -> Result<Option<QueueState>, Error> {
         let value = self.queues()?.get(name).map_err(storage("read queue"))?;
-        value.map(|v| queue_at(name, v.value())).transpose()
+        value.map(|v| queue_under("key", name, v.value())).transpose()
     }
 
-    pub(crate) fn member_of(&mut self, thread: &ThreadId) -> Result<Option<QueueMember>, Error> {
+    fn queue_member(&mut self, thread: &ThreadId) -> Result<Option<QueueMember>, Error> {
         member_in(&*self.queue_members()?, thread)
     }
 
-    pub(crate) fn waiting_in(
+    fn queue_waiting(
         &mut self,
         queue: &str,
         key: &str,
@@ -109,20 +88,16 @@ impl Tables<'_, '_> {
         let op = storage("read queue_waiting");
         let table = self.queue_waiting()?;
         let mut out = Vec::new();
-        for item in
-            table.range((queue, key, 0, "")..=(queue, key, u64::MAX, "\u{10FFFF}")).map_err(&op)?
-        {
-            if out.len() >= limit {
-                break;
-            }
-            let (k, ()) = item.map_err(&op).map(|(k, _)| (k, ()))?;
+        let range = table.range((queue, key, 0, "")..=(queue, key, u64::MAX, "\u{10FFFF}"));
+        for item in range.map_err(&op)?.take(limit) {
+            let (k, _) = item.map_err(&op)?;
             let (_, _, rank, thread) = k.value();
             out.push((rank, thread_id(thread, table::QUEUE_WAITING)?));
         }
         Ok(out)
     }
 
-    pub(crate) fn dedup_in(&mut self, queue: &str, dedup: &str) -> Result<Option<ThreadId>, Error> {
+    fn queue_dedup(&mut self, queue: &str, dedup: &str) -> Result<Option<ThreadId>, Error> {
         let op = storage("read queue_dedup");
         let table = self.queue_dedup()?;
         let mut range =
@@ -135,7 +110,9 @@ impl Tables<'_, '_> {
             }
         }
     }
+}
 
+impl Tables<'_, '_> {
     /// Writes a plan's queue part.
     pub(crate) fn write_queues(&mut self, writes: &QueueWrites) -> Result<(), Error> {
         let op = storage("write queues");
@@ -204,7 +181,7 @@ pub(crate) fn verify(txn: &ReadTransaction, problems: &mut Vec<Problem>) -> Resu
     for item in queues.iter().map_err(&op)? {
         let (k, v) = item.map_err(&op)?;
         scanned += 1;
-        match queue_at(k.value(), v.value()) {
+        match queue_under("key", k.value(), v.value()) {
             Ok(q) => {
                 rows.queues.insert(q.name.clone(), q);
             }
@@ -214,7 +191,7 @@ pub(crate) fn verify(txn: &ReadTransaction, problems: &mut Vec<Problem>) -> Resu
     for item in members.iter().map_err(&op)? {
         let (k, v) = item.map_err(&op)?;
         scanned += 1;
-        match member_at(k.value(), v.value()) {
+        match member_under("key", k.value(), v.value()) {
             Ok(m) => rows.members.push(m),
             Err(e) => problem(table::QUEUE_MEMBERS, ThreadId::new(k.value()).ok(), e.to_string()),
         }

@@ -112,13 +112,10 @@ pub(crate) fn read_range(
     from: Seq,
     to: Seq,
 ) -> Result<Vec<Event>, Error> {
-    if to < from || to.0 == 0 {
-        return Ok(Vec::new());
+    match crate::store::range(from, to)? {
+        Some((from, count)) => read_since(txn, id, Seq(from - 1), count, Some(to)),
+        None => Ok(Vec::new()),
     }
-    let from = from.0.max(1);
-    let count = (to.0 - from).saturating_add(1);
-    limits::check("READ_LIMIT_MAX", usize::try_from(count).unwrap_or(usize::MAX), READ_LIMIT_MAX)?;
-    read_since(txn, id, Seq(from - 1), count as usize, Some(to))
 }
 
 /// The global feed: events with lsn above `after`, in lsn order, straight from the log.
@@ -177,6 +174,15 @@ pub(crate) fn owner_of(txn: &ReadTransaction, lsn: u64) -> Result<Option<(Thread
         }
     }
     Ok(None)
+}
+
+/// The bytes of payload `r` in `payloads`, unchecked (a legacy body's correlation id is read so).
+pub(crate) fn payload_in(
+    payloads: &impl ReadableTable<&'static [u8; 32], &'static [u8]>,
+    r: &PayloadRef,
+) -> Result<Vec<u8>, Error> {
+    let value = payloads.get(&r.hash).map_err(storage("read payload"))?;
+    value.map(|v| v.value().to_vec()).ok_or(Error::MissingPayload(*r))
 }
 
 pub(crate) fn payload(txn: &ReadTransaction, r: &PayloadRef) -> Result<Vec<u8>, Error> {
@@ -296,46 +302,38 @@ fn checkpoint_candidates(
     filter: &CheckpointFilter,
 ) -> Result<Box<dyn Iterator<Item = CheckpointId>>, Error> {
     let op = storage("read checkpoint index");
-    let ids: Vec<u64> = if let Some(thread) = &filter.thread {
+    let mut ids: Vec<u64> = if let Some(thread) = &filter.thread {
+        let t = thread.as_str();
         let index = open(txn, CHECKPOINTS_BY_THREAD)?;
-        let range = index
-            .range((thread.as_str(), 0, 0)..=(thread.as_str(), u64::MAX, u64::MAX))
-            .map_err(&op)?;
-        let mut ids = Vec::new();
-        for entry in range {
-            ids.push(entry.map_err(&op)?.0.value().2);
-        }
-        ids
+        ids_in(index.range((t, 0, 0)..=(t, u64::MAX, u64::MAX)).map_err(&op)?, |k| k.2)?
     } else if let Some(workflow) = &filter.workflow_id {
+        let w = workflow.as_str();
         let index = open(txn, CHECKPOINTS_BY_WORKFLOW)?;
-        let range =
-            index.range((workflow.as_str(), 0)..=(workflow.as_str(), u64::MAX)).map_err(&op)?;
-        let mut ids = Vec::new();
-        for entry in range {
-            ids.push(entry.map_err(&op)?.0.value().1);
-        }
-        ids
+        ids_in(index.range((w, 0)..=(w, u64::MAX)).map_err(&op)?, |k| k.1)?
     } else if !filter.any_tags.is_empty() {
         let index = open(txn, CHECKPOINTS_BY_TAG)?;
         let mut ids = Vec::new();
         for tag in &filter.any_tags {
-            for entry in index.range((tag.as_str(), 0)..=(tag.as_str(), u64::MAX)).map_err(&op)? {
-                ids.push(entry.map_err(&op)?.0.value().1);
-            }
+            let tag = tag.as_str();
+            ids.extend(ids_in(index.range((tag, 0)..=(tag, u64::MAX)).map_err(&op)?, |k| k.1)?);
         }
         ids
     } else {
-        let checkpoints = open(txn, CHECKPOINTS)?;
-        let mut ids = Vec::new();
-        for entry in checkpoints.iter().map_err(&op)? {
-            ids.push(entry.map_err(&op)?.0.value());
-        }
-        ids
+        ids_in(open(txn, CHECKPOINTS)?.range(0..).map_err(&op)?, |k| k)?
     };
-    let mut ids = ids;
     ids.sort_unstable_by(|a, b| b.cmp(a));
     ids.dedup();
     Ok(Box::new(ids.into_iter().map(CheckpointId)))
+}
+
+/// The checkpoint id in each key of `range` (of an index, or the checkpoints table), which `id`
+/// picks out.
+pub(super) fn ids_in<K: ::redb::Key + 'static, V: ::redb::Value + 'static>(
+    range: ::redb::Range<'_, K, V>,
+    id: impl for<'k> Fn(K::SelfType<'k>) -> u64,
+) -> Result<Vec<u64>, Error> {
+    let op = storage("read checkpoint index");
+    range.map(|entry| entry.map(|(key, _)| id(key.value()))).collect::<Result<_, _>>().map_err(op)
 }
 
 pub(crate) fn locks(txn: &ReadTransaction) -> Result<Vec<LockRecord>, Error> {

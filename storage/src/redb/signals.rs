@@ -44,10 +44,8 @@ pub(crate) fn read(
     let op = storage("read signals");
     let key = thread.as_str();
     let mut out = Vec::new();
-    for item in inbox.range((key, after.saturating_add(1))..=(key, u64::MAX)).map_err(&op)? {
-        if out.len() >= limit {
-            break;
-        }
+    let range = inbox.range((key, after.saturating_add(1))..=(key, u64::MAX)).map_err(&op)?;
+    for item in range.take(limit) {
         let (k, v) = item.map_err(&op)?;
         out.push(signal_at(key, k.value().1, v.value())?);
     }

@@ -41,13 +41,7 @@ const HEADER_PROBE_BYTES: usize = 4096;
 
 /// Opens an in-memory snapshot of the database file at `path`; see the module doc.
 pub(crate) fn open(path: &Path) -> Result<Database, Error> {
-    match super::path::inspect(path)? {
-        super::path::Found::Nothing => return Err(Error::NotFound(path.to_path_buf())),
-        super::path::Found::Empty => {
-            return Err(Error::NotCairn { detail: super::path::EMPTY_FILE.into() });
-        }
-        super::path::Found::File => {}
-    }
+    super::path::existing(path)?;
     let mut last_failure = String::new();
     // Whether any copy was torn by a commit landing during it. If none was, every attempt read
     // the same last durable commit and redb could not open it: the file is damaged, and trying
@@ -101,12 +95,10 @@ pub(crate) fn open(path: &Path) -> Result<Database, Error> {
             detail: last_failure,
         });
     }
-    Err(Error::Corrupted {
-        table: crate::codec::table::REDB,
-        thread: None,
-        seq: None,
-        detail: format!("the file does not open as a database ({last_failure})"),
-    })
+    Err(Error::corrupted(
+        crate::codec::table::REDB,
+        format!("the file does not open as a database ({last_failure})"),
+    ))
 }
 
 /// Refuses a non-empty file that is not a Cairn database this build can open, without writing to

@@ -44,127 +44,78 @@ pub(crate) type DedupKey = (&'static str, &'static str, &'static str);
 /// A key of `threads_by_label`: label key, label value, thread.
 pub(crate) type LabelKey = (&'static str, &'static str, &'static str);
 
-/// The tables of one write transaction, each opened on first use: opening a table costs a lookup
-/// in redb's table tree, and an append needs only two or three of the nineteen.
-pub(crate) struct Tables<'txn, 'c> {
-    txn: &'txn WriteTransaction,
-    /// The writer's thread-record cache (see [`super::cache`]), kept current by every write of
-    /// a thread record.
-    pub(crate) cache: &'c mut ThreadCache,
-    /// Thread records changed in this transaction and not yet written to `threads`: the latest
-    /// of each (see [`Tables::stage_thread`]).
-    staged: BTreeMap<ThreadId, StoredThread>,
-    /// Thread rows written in this transaction so far.
-    pub(crate) thread_rows: usize,
-    meta: Option<Table<'txn, &'static str, &'static [u8]>>,
-    events: Option<Table<'txn, u64, &'static [u8]>>,
-    seq_index: Option<Table<'txn, (&'static str, u64), &'static [u8]>>,
-    threads_table: Option<Table<'txn, &'static str, &'static [u8]>>,
-    checkpoints: Option<Table<'txn, u64, &'static [u8]>>,
-    snapshots: Option<Table<'txn, u64, &'static [u8]>>,
-    by_thread: Option<Table<'txn, (&'static str, u64, u64), ()>>,
-    by_workflow: Option<Table<'txn, (&'static str, u64), ()>>,
-    by_tag: Option<Table<'txn, (&'static str, u64), ()>>,
-    payloads: Option<Table<'txn, &'static [u8; 32], &'static [u8]>>,
-    locks: Option<Table<'txn, &'static str, &'static [u8]>>,
-    correlations: Option<Table<'txn, (&'static str, u64), &'static [u8]>>,
-    signals: Option<Table<'txn, (&'static str, u64), &'static [u8]>>,
-    queues: Option<Table<'txn, &'static str, &'static [u8]>>,
-    queue_members: Option<Table<'txn, &'static str, &'static [u8]>>,
-    queue_waiting: Option<Table<'txn, WaitingKey, ()>>,
-    queue_dedup: Option<Table<'txn, DedupKey, ()>>,
-    threads_by_label: Option<Table<'txn, LabelKey, ()>>,
-    threads_by_status: Option<Table<'txn, (u8, &'static str), ()>>,
-}
+/// Declares [`Tables`] from one list of its tables (`accessor: definition, key, value;`): a
+/// field each, its accessor (which opens the table, creating it if needed, on first use), and
+/// `create_all`, which opens them all.
+macro_rules! tables {
+    ($($name:ident: $def:expr, $key:ty, $value:ty;)+) => {
+        /// The tables of one write transaction, each opened on first use: opening a table costs
+        /// a lookup in redb's table tree, and an append needs only two or three of the nineteen.
+        pub(crate) struct Tables<'txn, 'c> {
+            txn: &'txn WriteTransaction,
+            /// The writer's thread-record cache (see [`super::cache`]), kept current by every
+            /// write of a thread record.
+            pub(crate) cache: &'c mut ThreadCache,
+            /// Thread records changed in this transaction and not yet written to `threads`: the
+            /// latest of each (see [`Tables::stage_thread`]).
+            staged: BTreeMap<ThreadId, StoredThread>,
+            /// Thread rows written in this transaction so far.
+            pub(crate) thread_rows: usize,
+            $($name: Option<Table<'txn, $key, $value>>,)+
+        }
 
-/// An accessor that opens (creating if needed) its table on first use.
-macro_rules! lazy_table {
-    ($name:ident, $def:expr, $key:ty, $value:ty) => {
-        pub(crate) fn $name(&mut self) -> Result<&mut Table<'txn, $key, $value>, Error> {
-            let table = match self.$name.take() {
-                Some(table) => table,
-                None => self.txn.open_table($def).map_err(|e| Error::storage("open table", e))?,
-            };
-            Ok(self.$name.insert(table))
+        impl<'txn, 'c> Tables<'txn, 'c> {
+            /// No table opened yet.
+            pub(crate) fn new(
+                txn: &'txn WriteTransaction,
+                cache: &'c mut ThreadCache,
+            ) -> Tables<'txn, 'c> {
+                Tables { txn, cache, staged: BTreeMap::new(), thread_rows: 0, $($name: None,)+ }
+            }
+
+            /// Opens (creating) every table: a new database has them all, so readers never meet
+            /// a missing one.
+            pub(crate) fn create_all(&mut self) -> Result<(), Error> {
+                $(self.$name()?;)+
+                Ok(())
+            }
+
+            $(pub(crate) fn $name(&mut self) -> Result<&mut Table<'txn, $key, $value>, Error> {
+                let table = match self.$name.take() {
+                    Some(table) => table,
+                    None => {
+                        self.txn.open_table($def).map_err(|e| Error::storage("open table", e))?
+                    }
+                };
+                Ok(self.$name.insert(table))
+            })+
         }
     };
 }
 
-impl<'txn, 'c> Tables<'txn, 'c> {
-    /// No table opened yet.
-    pub(crate) fn new(txn: &'txn WriteTransaction, cache: &'c mut ThreadCache) -> Tables<'txn, 'c> {
-        Tables {
-            txn,
-            cache,
-            staged: BTreeMap::new(),
-            thread_rows: 0,
-            meta: None,
-            events: None,
-            seq_index: None,
-            threads_table: None,
-            checkpoints: None,
-            snapshots: None,
-            by_thread: None,
-            by_workflow: None,
-            by_tag: None,
-            payloads: None,
-            locks: None,
-            correlations: None,
-            signals: None,
-            queues: None,
-            queue_members: None,
-            queue_waiting: None,
-            queue_dedup: None,
-            threads_by_label: None,
-            threads_by_status: None,
-        }
-    }
+tables! {
+    meta: META, &'static str, &'static [u8];
+    events: EVENTS, u64, &'static [u8];
+    seq_index: SEQ_INDEX, (&'static str, u64), &'static [u8];
+    threads_table: THREADS, &'static str, &'static [u8];
+    checkpoints: CHECKPOINTS, u64, &'static [u8];
+    snapshots: SNAPSHOTS, u64, &'static [u8];
+    by_thread: CHECKPOINTS_BY_THREAD, (&'static str, u64, u64), ();
+    by_workflow: CHECKPOINTS_BY_WORKFLOW, (&'static str, u64), ();
+    by_tag: CHECKPOINTS_BY_TAG, (&'static str, u64), ();
+    payloads: PAYLOADS, &'static [u8; 32], &'static [u8];
+    locks: LOCKS, &'static str, &'static [u8];
+    correlations: CORRELATIONS, (&'static str, u64), &'static [u8];
+    signals: super::signals::SIGNALS, (&'static str, u64), &'static [u8];
+    queues: super::queues::QUEUES, &'static str, &'static [u8];
+    queue_members: super::queues::MEMBERS, &'static str, &'static [u8];
+    queue_waiting: super::queues::WAITING, WaitingKey, ();
+    queue_dedup: super::queues::DEDUP, DedupKey, ();
+    threads_by_label: super::index_keys::BY_LABEL, LabelKey, ();
+    threads_by_status: super::index_keys::BY_STATUS, (u8, &'static str), ();
+}
 
-    /// Opens (creating) every table: a new database has them all, so readers never meet a
-    /// missing one.
-    pub(crate) fn create_all(&mut self) -> Result<(), Error> {
-        self.meta()?;
-        self.events()?;
-        self.seq_index()?;
-        self.threads_table()?;
-        self.checkpoints()?;
-        self.snapshots()?;
-        self.by_thread()?;
-        self.by_workflow()?;
-        self.by_tag()?;
-        self.payloads()?;
-        self.locks()?;
-        self.correlations()?;
-        self.signals()?;
-        self.queues()?;
-        self.queue_members()?;
-        self.queue_waiting()?;
-        self.queue_dedup()?;
-        self.threads_by_label()?;
-        self.threads_by_status()?;
-        Ok(())
-    }
-
-    lazy_table!(meta, META, &'static str, &'static [u8]);
-    lazy_table!(events, EVENTS, u64, &'static [u8]);
-    lazy_table!(seq_index, SEQ_INDEX, (&'static str, u64), &'static [u8]);
-    lazy_table!(threads_table, THREADS, &'static str, &'static [u8]);
-    lazy_table!(checkpoints, CHECKPOINTS, u64, &'static [u8]);
-    lazy_table!(snapshots, SNAPSHOTS, u64, &'static [u8]);
-    lazy_table!(by_thread, CHECKPOINTS_BY_THREAD, (&'static str, u64, u64), ());
-    lazy_table!(by_workflow, CHECKPOINTS_BY_WORKFLOW, (&'static str, u64), ());
-    lazy_table!(by_tag, CHECKPOINTS_BY_TAG, (&'static str, u64), ());
-    lazy_table!(payloads, PAYLOADS, &'static [u8; 32], &'static [u8]);
-    lazy_table!(locks, LOCKS, &'static str, &'static [u8]);
-    lazy_table!(correlations, CORRELATIONS, (&'static str, u64), &'static [u8]);
-    lazy_table!(signals, super::signals::SIGNALS, (&'static str, u64), &'static [u8]);
-    lazy_table!(queues, super::queues::QUEUES, &'static str, &'static [u8]);
-    lazy_table!(queue_members, super::queues::MEMBERS, &'static str, &'static [u8]);
-    lazy_table!(queue_waiting, super::queues::WAITING, WaitingKey, ());
-    lazy_table!(queue_dedup, super::queues::DEDUP, DedupKey, ());
-    lazy_table!(threads_by_label, super::index_keys::BY_LABEL, LabelKey, ());
-    lazy_table!(threads_by_status, super::index_keys::BY_STATUS, (u8, &'static str), ());
-
+impl<'txn> Tables<'txn, '_> {
     /// The threads table, with every staged record written first: whatever reads or changes it
     /// directly (a delete, a scan) sees the transaction's latest records.
     pub(crate) fn threads(
@@ -288,20 +239,19 @@ pub(crate) fn check_meta_txn(txn: &ReadTransaction) -> Result<MetaState, Error> 
     if version == 0 {
         return Err(Error::NotCairn { detail: "format version 0 was never written".into() });
     }
-    let counter =
-        |key: &str| -> Result<u64, Error> {
-            match get(key)? {
-                None => Ok(0),
-                Some(bytes) => <[u8; 8]>::try_from(bytes.as_slice())
-                    .map(u64::from_le_bytes)
-                    .map_err(|_| Error::Corrupted {
-                        table: table::META,
-                        thread: None,
-                        seq: None,
-                        detail: format!("meta key {key} holds {} bytes, not 8", bytes.len()),
-                    }),
+    let counter = |key: &str| -> Result<u64, Error> {
+        match get(key)? {
+            None => Ok(0),
+            Some(bytes) => {
+                <[u8; 8]>::try_from(bytes.as_slice()).map(u64::from_le_bytes).map_err(|_| {
+                    Error::corrupted(
+                        table::META,
+                        format!("meta key {key} holds {} bytes, not 8", bytes.len()),
+                    )
+                })
             }
-        };
+        }
+    };
     // The meta counters are written only by groups that remove records (see `Counters`); the
     // highest key of each table covers everything appended since.
     let op = "read counters";

@@ -201,11 +201,8 @@ fn matching_thread(
     value: &[u8],
     filter: &ThreadFilter,
 ) -> Result<Option<ThreadRecord>, Error> {
-    let id = ThreadId::new(key).map_err(|e| Error::Corrupted {
-        table: table::THREADS,
-        thread: None,
-        seq: None,
-        detail: format!("key {key:?} is not a valid thread id: {e}"),
+    let id = ThreadId::new(key).map_err(|e| {
+        Error::corrupted(table::THREADS, format!("key {key:?} is not a valid thread id: {e}"))
     })?;
     let record = codec::decode_thread(value).map_err(|e| codec::locate(e, Some(&id), None))?;
     let mismatch =

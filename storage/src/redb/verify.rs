@@ -71,23 +71,16 @@ pub(crate) fn verify(txn: &ReadTransaction) -> Result<VerifyReport, Error> {
     scan.section(table::PAYLOADS, Scan::payloads);
     scan.section(table::LOCKS, Scan::locks);
     scan.section(table::SIGNALS, |s| {
-        let mut problems = Vec::new();
         let known = |id: &ThreadId| threads.contains_key(id);
-        s.report.signals = super::signals::verify(s.txn, known, &mut problems)?;
-        s.report.problems.extend(problems);
+        s.report.signals = super::signals::verify(s.txn, known, &mut s.report.problems)?;
         Ok(())
     });
     scan.section(table::THREADS_BY_LABEL, |s| {
-        let mut problems = Vec::new();
         let records = threads.values().map(|stored| &stored.record);
-        super::thread_index::verify(s.txn, records, &mut problems)?;
-        s.report.problems.extend(problems);
-        Ok(())
+        super::thread_index::verify(s.txn, records, &mut s.report.problems)
     });
     scan.section(table::QUEUES, |s| {
-        let mut problems = Vec::new();
-        s.report.queues = super::queues::verify(s.txn, &mut problems)?;
-        s.report.problems.extend(problems);
+        s.report.queues = super::queues::verify(s.txn, &mut s.report.problems)?;
         Ok(())
     });
     if let (Some(lsn), Some(checkpoint)) = (max_lsn, max_checkpoint) {
@@ -325,11 +318,7 @@ impl Scan<'_> {
                 let detail = "last bookmark differs from the last event".to_string();
                 self.problem(table::THREADS, Some(id), Some(r.seq), detail);
             }
-            let body = |r: &PayloadRef| -> Result<Vec<u8>, Error> {
-                let value = payloads.get(&r.hash).map_err(storage("read payload"))?;
-                value.map(|v| v.value().to_vec()).ok_or(Error::MissingPayload(*r))
-            };
-            if let Some(c) = correlation::of(&event, body) {
+            if let Some(c) = correlation::of(&event, |r| super::read::payload_in(&payloads, r)) {
                 self.correlated.insert((c, lsn), (id.clone(), r.seq));
             }
             if let Some(p) = event.payload

@@ -104,6 +104,36 @@ pub(crate) struct Writer {
 pub(crate) const GATHER_WAIT_MAX: Duration = Duration::from_millis(2);
 
 impl Writer {
+    /// A writer (not yet running) on `db`, whose counters are `counters`, writing as `options`
+    /// say and publishing the last committed lsn on `committed`.
+    pub(crate) fn new(
+        db: Arc<Database>,
+        counters: Counters,
+        options: &super::Options,
+        committed: watch::Sender<u64>,
+        (clock, intents): (Arc<dyn crate::Clock>, Arc<crate::WriteIntents>),
+    ) -> Writer {
+        Writer {
+            db,
+            counters,
+            durability: options.durability,
+            group_max: options.group_max_batches.max(1),
+            poisoned: Arc::default(),
+            committed,
+            dirty: false,
+            last_durable: clock.now(),
+            clock,
+            last_group: 1,
+            last_commit: Duration::ZERO,
+            cache: ThreadCache::default(),
+            metrics: crate::telemetry::StoreMetrics::default(),
+            intents,
+            gather_max: GATHER_WAIT_MAX,
+            thread_rows: 0,
+            waits: 0,
+        }
+    }
+
     /// Runs until a `Close` command or until every sender is gone.
     pub(crate) fn run(mut self, rx: Receiver<Command>) {
         // A panic here is a Cairn bug (redb's panics on damaged pages are caught by the guards
@@ -515,25 +545,9 @@ mod tests {
     fn writer_on(dir: &std::path::Path) -> Writer {
         let db = Database::create(dir.join("writer.redb")).expect("create");
         super::super::initialise(&db).expect("initialise");
-        Writer {
-            db: Arc::new(db),
-            counters: Counters::default(),
-            durability: Durability::None,
-            group_max: 256,
-            poisoned: Arc::default(),
-            committed: watch::channel(0).0,
-            dirty: false,
-            last_durable: Instant::now(),
-            clock: Arc::new(crate::SystemClock),
-            last_group: 1,
-            last_commit: Duration::ZERO,
-            cache: ThreadCache::default(),
-            metrics: crate::telemetry::StoreMetrics::default(),
-            intents: crate::WriteIntents::new(|| {}),
-            gather_max: GATHER_WAIT_MAX,
-            thread_rows: 0,
-            waits: 0,
-        }
+        let options = super::super::Options::default().with_durability(Durability::None);
+        let parts = (Arc::new(crate::SystemClock) as _, crate::WriteIntents::new(|| {}));
+        Writer::new(Arc::new(db), Counters::default(), &options, watch::channel(0).0, parts)
     }
 
     /// A write of `batch`, and where its answer comes.

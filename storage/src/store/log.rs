@@ -171,3 +171,15 @@ pub trait ThreadLog: Send + Sync + 'static {
         page: Page,
     ) -> Reading<Vec<CheckpointInfo>>;
 }
+
+/// The first seq and the number of events of `read_range(from, to)`; `None` for an empty range.
+pub(crate) fn range(from: Seq, to: Seq) -> Result<Option<(u64, usize)>, crate::Error> {
+    if to < from || to.0 == 0 {
+        return Ok(None);
+    }
+    let from = from.0.max(1);
+    let count = (to.0 - from).saturating_add(1);
+    let count = usize::try_from(count).unwrap_or(usize::MAX);
+    crate::limits::check("READ_LIMIT_MAX", count, crate::limits::READ_LIMIT_MAX)?;
+    Ok(Some((from, count)))
+}

@@ -29,6 +29,7 @@ use std::future::Future;
 pub use append::{Append, Durability};
 pub use catalog::{Catalog, Page, ThreadFilter};
 pub use forward::{Decorates, ForwardCatalog, ForwardLog, ForwardMaintenance};
+pub(crate) use log::range;
 pub use log::{CheckpointFilter, Scope, ThreadLog};
 pub use maintain::{Maintenance, Problem, VerifyReport};
 pub use shared::{DriverMessage, DueThread, SharedDatabase};
