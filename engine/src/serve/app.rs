@@ -3,10 +3,13 @@
 
 use std::sync::Arc;
 
-use axum::extract::FromRequestParts;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequestParts, Path};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use super::params::Reject;
@@ -107,6 +110,28 @@ impl<T: Check, S: Send + Sync> FromRequestParts<S> for Params<T> {
         let query = axum::extract::Query::try_from_uri(&parts.uri);
         parse(&pairs(query)?).map(Params)
     }
+}
+
+/// A route's path segments (`{id}`, or `{id}/{control}` as a pair), or a 400 naming `path`
+/// (not UTF-8 once decoded).
+pub(super) struct Segment<T = String>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Segment<T> {
+    type Rejection = Reject;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Reject> {
+        let path = Path::<T>::from_request_parts(parts, state).await;
+        path.map(|p| Self(p.0)).map_err(|e| Reject::bad("path", e.body_text()))
+    }
+}
+
+/// A request's body, or its refusal (413 for one too large) naming `body`.
+pub(super) fn body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Reject> {
+    body.map_err(|e| Reject {
+        status: e.status().as_u16(),
+        error: e.body_text(),
+        field: Some("body".into()),
+    })
 }
 
 /// The query pairs, or a 400 naming `query`.
