@@ -160,15 +160,9 @@ fn export_query(args: &ExportArgs) -> Vec<(&'static str, String)> {
     query.extend(args.redact_key.iter().map(|k| ("redact_key", k.clone())));
     query.extend(args.secret.iter().map(|s| ("secret", s.clone())));
     query.extend(args.meta.iter().map(|(k, v)| ("meta", format!("{k}={v}"))));
-    if args.no_checkpoints {
-        query.push(("checkpoints", "0".into()));
-    }
-    if let Some(n) = args.last_events {
-        query.push(("last_events", n.to_string()));
-    }
-    if let Some(n) = args.max_payload_bytes {
-        query.push(("max_payload_bytes", n.to_string()));
-    }
+    query.extend(args.no_checkpoints.then(|| ("checkpoints", "0".into())));
+    query.extend(args.last_events.map(|n| ("last_events", n.to_string())));
+    query.extend(args.max_payload_bytes.map(|n| ("max_payload_bytes", n.to_string())));
     query
 }
 

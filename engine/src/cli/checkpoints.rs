@@ -164,18 +164,10 @@ fn list_through(
     limit: usize,
 ) -> anyhow::Result<Vec<CheckpointRow>> {
     let mut query: Vec<(&str, String)> = Vec::new();
-    if let Some(thread) = &filter.thread {
-        query.push(("thread", thread.to_string()));
-    }
-    if let Some(workflow) = &filter.workflow_id {
-        query.push(("workflow", workflow.clone()));
-    }
-    if let Some(kind) = filter.kind {
-        query.push(("kind", kind.to_string()));
-    }
-    if !filter.any_tags.is_empty() {
-        query.push(("tag", filter.any_tags.join(",")));
-    }
+    query.extend(filter.thread.iter().map(|t| ("thread", t.to_string())));
+    query.extend(filter.workflow_id.iter().map(|w| ("workflow", w.clone())));
+    query.extend(filter.kind.map(|k| ("kind", k.to_string())));
+    query.extend((!filter.any_tags.is_empty()).then(|| ("tag", filter.any_tags.join(","))));
     let mut rows = Vec::new();
     while rows.len() < limit {
         let want = (limit - rows.len()).min(SERVE_PAGE_MAX);

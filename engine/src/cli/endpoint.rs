@@ -171,16 +171,9 @@ impl Endpoint {
 
 /// The endpoint went away while a command read through it (its engine stopped): the command
 /// reads the file instead (exit 1 if this ever reaches the user).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub(super) struct Gone(String);
-
-impl std::fmt::Display for Gone {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Gone {}
 
 /// Whether `error` is the endpoint going away ([`Gone`]).
 pub(super) fn is_gone(error: &anyhow::Error) -> bool {

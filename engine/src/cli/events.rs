@@ -142,9 +142,7 @@ impl Log {
                 loop {
                     let mut query =
                         vec![("since", after.to_string()), ("limit", SERVE_PAGE_MAX.to_string())];
-                    if !kinds.is_empty() {
-                        query.push(("kind", kinds.join(",")));
-                    }
+                    query.extend((!kinds.is_empty()).then(|| ("kind", kinds.join(","))));
                     let page: EventsPage = wire::read(ep.get(&path, &query)?, "page of events")?;
                     if first.is_none() {
                         let status = page.status.parse::<ThreadStatus>().map_err(|_| {

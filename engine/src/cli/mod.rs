@@ -280,6 +280,7 @@ fn report(e: &anyhow::Error, json_code: Option<u8>) {
 }
 
 async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Result<ExitCode> {
+    use control::Control;
     let wfs = &wfs[..];
     match command {
         Command::Demo(args) => return demo::run(args, wfs.to_vec()).await,
@@ -301,18 +302,9 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Workflows(args) => workflows::workflows(&args, wfs)?,
         Command::Resumable(args) => control::resumable(args, wfs).await?,
         Command::Resume(args) => control::resume(args, wfs).await?,
-        Command::Abandon(args) => {
-            let (common, thread) = args.parts();
-            control::control(control::Control::Abandon, common, thread, None, wfs).await?;
-        }
-        Command::Cancel(args) => {
-            let (common, thread, reason) = args.parts();
-            control::control(control::Control::Cancel, common, thread, Some(reason), wfs).await?;
-        }
-        Command::Pause(args) => {
-            let (common, thread) = args.parts();
-            control::control(control::Control::Pause, common, thread, None, wfs).await?;
-        }
+        Command::Abandon(args) => control::control(Control::Abandon, &args, wfs).await?,
+        Command::Cancel(a) => control::control(Control::Cancel(&a.reason), &a.target, wfs).await?,
+        Command::Pause(args) => control::control(Control::Pause, &args, wfs).await?,
         Command::Input(args) => control::input(args, wfs).await?,
         Command::Signal(args) => signal::signal(args, wfs).await?,
         Command::Rollback(args) => checkpoint_create::rollback(args, wfs).await?,

@@ -272,12 +272,7 @@ async fn trigger(args: NameArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()>
         }
         print_text(&line);
     }
-    match status {
-        ThreadStatus::Failed | ThreadStatus::TimedOut => {
-            Err(fail(EXIT_FAILED, format!("thread {thread} ended {status}")))
-        }
-        _ => Ok(()),
-    }
+    super::control::ended(&thread, status)
 }
 
 fn show(list: &[ScheduleInfo], json: bool) -> anyhow::Result<()> {

@@ -104,16 +104,10 @@ fn rows_through(
     limit: usize,
 ) -> anyhow::Result<Vec<ThreadRow>> {
     let mut query: Vec<(&str, String)> = vec![("limit", SERVE_PAGE_MAX.to_string())];
-    if let Some(status) = filter.status {
-        query.push(("status", status.to_string()));
-    }
-    if let Some(workflow) = &filter.workflow_id {
-        query.push(("workflow", workflow.clone()));
-    }
-    if !filter.labels.is_empty() {
-        let labels: Vec<String> = filter.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        query.push(("label", labels.join(",")));
-    }
+    query.extend(filter.status.map(|s| ("status", s.to_string())));
+    query.extend(filter.workflow_id.iter().map(|w| ("workflow", w.clone())));
+    let labels: Vec<String> = filter.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    query.extend((!labels.is_empty()).then(|| ("label", labels.join(","))));
     let mut first = NaturalFirst::new(offset.saturating_add(limit));
     let mut after: Option<String> = None;
     loop {

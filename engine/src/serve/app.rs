@@ -65,7 +65,7 @@ impl App {
 /// A picture of a workflow as an SVG answer, or a 500 naming the workflow when it cannot be
 /// drawn.
 pub(super) fn svg_answer(svg: Result<String, String>) -> Result<Response, Reject> {
-    let svg = svg.map_err(|e| Reject { status: 500, error: e, field: Some("workflow".into()) })?;
+    let svg = svg.map_err(|e| Reject::new(500, "workflow", e))?;
     let headers = [(axum::http::header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")];
     Ok((headers, svg).into_response())
 }
@@ -96,7 +96,7 @@ pub(super) fn reject(e: Error, field: &str) -> Reject {
     if status == 500 {
         tracing::warn!(error = %e, "an endpoint request failed");
     }
-    Reject { status, error: e.to_string(), field: Some(field.to_owned()) }
+    Reject::new(status, field, e.to_string())
 }
 
 /// A handler's query parameters, read and checked ([`super::query::parse`]); a bad one is a 400
@@ -127,11 +127,7 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Segment
 
 /// A request's body, or its refusal (413 for one too large) naming `body`.
 pub(super) fn body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Reject> {
-    body.map_err(|e| Reject {
-        status: e.status().as_u16(),
-        error: e.body_text(),
-        field: Some("body".into()),
-    })
+    body.map_err(|e| Reject::new(e.status().as_u16(), "body", e.body_text()))
 }
 
 /// The query pairs, or a 400 naming `query`.

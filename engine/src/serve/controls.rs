@@ -150,7 +150,7 @@ pub(super) fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, Reject> {
         let inner = e.into_inner();
         // A missing or unknown field is named in serde's message, not in the path.
         let field = missing_or_unknown(&inner.to_string()).unwrap_or(field);
-        Reject { status: 400, error: inner.to_string(), field: Some(field) }
+        Reject::bad(&field, inner.to_string())
     })
 }
 

@@ -28,14 +28,19 @@ pub struct Reject {
 }
 
 impl Reject {
+    /// A refusal with HTTP status `status` about `field`.
+    pub fn new(status: u16, field: &str, error: impl Into<String>) -> Self {
+        Self { status, error: error.into(), field: Some(field.to_owned()) }
+    }
+
     /// A 400 about `field`.
     pub fn bad(field: &str, error: impl Into<String>) -> Self {
-        Self { status: 400, error: error.into(), field: Some(field.to_owned()) }
+        Self::new(400, field, error)
     }
 
     /// A 404 about `field`.
     pub fn not_found(field: &str, error: impl Into<String>) -> Self {
-        Self { status: 404, error: error.into(), field: Some(field.to_owned()) }
+        Self::new(404, field, error)
     }
 }
 

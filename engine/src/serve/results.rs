@@ -54,7 +54,7 @@ pub(super) async fn delete(
         Ok(Some(d)) => Ok(Json(serde_json::json!(crate::debug::views::deleted_row(&id, &d)))),
         Ok(None) => Err(Reject::not_found("thread", format!("no thread {id}"))),
         Err(Error::Storage(e @ cairn_storage::Error::Unfinished { .. })) => {
-            Err(Reject { status: 409, error: e.to_string(), field: Some("force".into()) })
+            Err(Reject::new(409, "force", e.to_string()))
         }
         Err(e) => Err(reject(e, "thread")),
     }
