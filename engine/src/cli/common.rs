@@ -226,7 +226,7 @@ pub async fn open_writable_with(
 
 /// Registers `workflows` on `engine` (after its open: recovery found none of their threads
 /// runnable, so it wrote nothing).
-fn register(engine: &Engine, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+pub(super) fn register(engine: &Engine, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     for wf in workflows {
         engine.register_dyn(wf.clone())?;
     }

@@ -397,13 +397,14 @@ fn version<'de, D: Deserializer<'de>>(de: D) -> Result<Option<u32>, D::Error> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use proptest::prelude::*;
 
     use super::*;
     use crate::serve::query::parse;
 
-    fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    /// Query pairs, as the endpoint decodes them.
+    pub(in crate::serve) fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
     }
 

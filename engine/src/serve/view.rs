@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use cairn_dsl::DynNodeKind;
 use cairn_storage::{Page, Seq, ThreadId, ThreadRecord};
 use serde_json::{Value, json};
@@ -385,8 +385,7 @@ pub(super) async fn sequence_svg(
     // A picture is no JSON the access layer redacts: a public endpoint redacts what it shows.
     let found = app.answer(Value::Array(found), false);
     let found = found.as_array().map_or(&[][..], Vec::as_slice);
-    let headers = [(axum::http::header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")];
-    Ok((headers, sequence(&id, found)).into_response())
+    svg_answer(Ok(sequence(&id, found)))
 }
 
 /// The messages as a sequence picture: one lifeline per participant (a node of a thread, or the
