@@ -1,13 +1,12 @@
 //! What every command shares: the `--db`/`--json` arguments, opening the database (read-only or
 //! writable), the errors that carry an exit code, and output helpers.
 
-use std::io::IsTerminal as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use super::{EXIT_DAMAGE, EXIT_FAILED, EXIT_OPEN, EXIT_USAGE};
@@ -325,12 +324,8 @@ pub fn progress(len: u64, what: &str) -> ProgressBar {
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
+    // Drawn on stderr (indicatif's default target), which hides it off a terminal.
     bar.set_prefix(what.to_owned());
-    if std::io::stderr().is_terminal() {
-        bar.set_draw_target(ProgressDrawTarget::stderr());
-    } else {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
-    }
     bar
 }
 

@@ -112,10 +112,7 @@ pub(super) async fn resumable(args: ResumableArgs, wfs: &[Arc<DynWorkflow>]) -> 
             row.status.clone(),
             row.last_seq.map(|s| s.to_string()).unwrap_or_default(),
             time(row.updated_at_ms),
-            match &row.why_not {
-                None => "yes".into(),
-                Some(why) => format!("no: {why}"),
-            },
+            row.why_not.as_ref().map_or_else(|| "yes".into(), |why| format!("no: {why}")),
         ]);
     }
     print_text(&table.render());

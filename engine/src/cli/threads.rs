@@ -156,7 +156,7 @@ pub(super) async fn show(args: ShowArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Re
 
 fn render(v: &ThreadDetails) -> String {
     let mut t = Table::new(&["", ""]);
-    let mut kv = |k: &str, v: String| t.row(vec![k.to_owned(), v]);
+    let mut kv = |k: &str, v: String| t.pair(k, v);
     let w = &v.workflow;
     kv("thread", cut(&v.thread, 200));
     kv("workflow", format!("{} v{} ({})", w.id, w.version, cut(&w.fingerprint, 16)));
@@ -230,7 +230,7 @@ fn render(v: &ThreadDetails) -> String {
     if let Some(why) = &v.state_unknown {
         kv("state", format!("not decodable here: {why}"));
     }
-    t.render().lines().skip(1).map(|l| format!("{l}\n")).collect()
+    t.render()
 }
 
 /// One budget as shown: `name used/limit`, or `name used` without a limit.

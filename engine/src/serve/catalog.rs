@@ -13,7 +13,7 @@
 //! A schedule control takes no body (nothing, or `{}`); an unknown schedule is a 404, one in a
 //! status that refuses the control a 409, as for a thread.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use axum::Json;
 use axum::body::Bytes;
@@ -72,9 +72,7 @@ pub(super) async fn workflows(
         for w in app.engine.workflows() {
             compiled.entry(w.id().to_owned()).or_default().push((w.version(), w.nodes().len()));
         }
-        let mut ids: Vec<&String> = compiled.keys().chain(by_status.keys()).collect();
-        ids.sort();
-        ids.dedup();
+        let ids: BTreeSet<&String> = compiled.keys().chain(by_status.keys()).collect();
         let rows: Vec<Value> = ids
             .into_iter()
             .map(|id| {

@@ -61,14 +61,9 @@ async fn read(
     let (rows, last) = events_after(store, &record.id, after, &p.kinds, p.limit)
         .await
         .map_err(|e| reject(e, "since"))?;
-    let mut page: Vec<Value> = rows.iter().map(|row| serde_json::json!(row)).collect();
     // A public endpoint redacts whatever the query says (a stream is no body the access layer
     // can redact whole).
-    if p.redact || app.public {
-        for e in &mut page {
-            app.redactor.value(e);
-        }
-    }
+    let page = rows.iter().map(|row| app.answer(json!(row), p.redact)).collect();
     Ok((page, last, record))
 }
 

@@ -108,13 +108,7 @@ pub(super) async fn graph_svg(
     let wf = match app.engine.workflow_for(&record) {
         Ok(wf) => wf,
         // A thread of another version: the newest compiled in of its workflow, if any.
-        Err(e) => app
-            .engine
-            .workflows()
-            .into_iter()
-            .filter(|w| w.id() == record.workflow.id)
-            .max_by_key(|w| w.version())
-            .ok_or_else(|| reject(e, "workflow"))?,
+        Err(e) => app.workflow(&record.workflow.id, None).map_err(|_| reject(e, "workflow"))?,
     };
     let details =
         views::thread_details(&app.engine, &record).await.map_err(|e| reject(e, "thread"))?;
