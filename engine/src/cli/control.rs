@@ -23,9 +23,9 @@ use crate::{Engine, ThreadHandle};
 #[derive(Debug, clap::Args)]
 pub struct ThreadArgs {
     #[command(flatten)]
-    common: Common,
+    pub(super) common: Common,
     /// The thread id.
-    thread: String,
+    pub(super) thread: String,
 }
 
 /// Arguments of `cairn cancel`.

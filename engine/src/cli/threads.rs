@@ -10,6 +10,7 @@ use super::EXIT_FAILED;
 use super::common::{
     Common, fail, open_read_only, parse_label, print_json, print_text, record_of, thread_id,
 };
+use super::control::ThreadArgs;
 use super::endpoint;
 use super::table::{Table, cut, short_json, time};
 use crate::debug::rows::{Budget, Redactable, ThreadDetails, ThreadRow, ThreadsPage};
@@ -39,15 +40,6 @@ pub struct ThreadsArgs {
     /// Threads skipped first (in id order).
     #[arg(long, default_value_t = 0)]
     offset: usize,
-}
-
-/// Arguments of `cairn show`.
-#[derive(Debug, clap::Args)]
-pub struct ShowArgs {
-    #[command(flatten)]
-    common: Common,
-    /// The thread id.
-    thread: String,
 }
 
 pub(super) async fn threads(args: ThreadsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
@@ -133,7 +125,7 @@ fn rows_through(
     }
 }
 
-pub(super) async fn show(args: ShowArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+pub(super) async fn show(args: ThreadArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let found = endpoint::through(&args.common.db, |ep| {
         thread_id(&args.thread)?;
         let answer = ep.get(&format!("/api/threads/{}", endpoint::segment(&args.thread)), &[])?;
