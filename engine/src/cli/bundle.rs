@@ -160,15 +160,9 @@ fn export_query(args: &ExportArgs) -> Vec<(&'static str, String)> {
     query.extend(args.redact_key.iter().map(|k| ("redact_key", k.clone())));
     query.extend(args.secret.iter().map(|s| ("secret", s.clone())));
     query.extend(args.meta.iter().map(|(k, v)| ("meta", format!("{k}={v}"))));
-    if args.no_checkpoints {
-        query.push(("checkpoints", "0".into()));
-    }
-    if let Some(n) = args.last_events {
-        query.push(("last_events", n.to_string()));
-    }
-    if let Some(n) = args.max_payload_bytes {
-        query.push(("max_payload_bytes", n.to_string()));
-    }
+    query.extend(args.no_checkpoints.then(|| ("checkpoints", "0".into())));
+    query.extend(args.last_events.map(|n| ("last_events", n.to_string())));
+    query.extend(args.max_payload_bytes.map(|n| ("max_payload_bytes", n.to_string())));
     query
 }
 
@@ -247,15 +241,12 @@ fn show(args: &FileArgs) -> anyhow::Result<()> {
         }));
     }
     let mut t = Table::new(&["", ""]);
-    t.row(vec![
-        "bundle".into(),
-        format!("version {}, exported {}", bundle.version, time(bundle.timestamp)),
-    ]);
-    t.row(vec!["thread".into(), format!("{} ({})", m.thread.id, m.thread.status)]);
-    t.row(vec![
-        "workflow".into(),
+    t.pair("bundle", format!("version {}, exported {}", bundle.version, time(bundle.timestamp)));
+    t.pair("thread", format!("{} ({})", m.thread.id, m.thread.status));
+    t.pair(
+        "workflow",
         format!("{} v{} ({})", m.workflow.id, m.workflow.version, cut(&m.workflow.fingerprint, 16)),
-    ]);
+    );
     let by = match &m.source_version {
         Some(v) => format!(
             "the seed framework (bundle {v}) on {}, converted by cairn {}",
@@ -263,9 +254,9 @@ fn show(args: &FileArgs) -> anyhow::Result<()> {
         ),
         None => format!("cairn {} on {}", m.cairn_version, m.platform),
     };
-    t.row(vec!["exported by".into(), by]);
-    t.row(vec![
-        "events".into(),
+    t.pair("exported by", by);
+    t.pair(
+        "events",
         format!(
             "{} (seq {}..={}), {} by reference, {} dropped ({} bytes)",
             bundle.events.events.len(),
@@ -275,10 +266,10 @@ fn show(args: &FileArgs) -> anyhow::Result<()> {
             bundle.events.dropped.len(),
             bundle.events.dropped.values().sum::<u64>()
         ),
-    ]);
+    );
     if let Some(tm) = &bundle.telemetry {
-        t.row(vec![
-            "telemetry".into(),
+        t.pair(
+            "telemetry",
             format!(
                 "{} ms in all, {} tool calls, {} errors, {} retries, {} tokens",
                 tm.total_duration,
@@ -287,29 +278,28 @@ fn show(args: &FileArgs) -> anyhow::Result<()> {
                 tm.retry_count,
                 tm.token_count
             ),
-        ]);
+        );
     }
     if let Some(tools) = &bundle.tool_results_summary {
         let failed = tools.iter().filter(|t| t.status == EventStatus::Failure).count();
-        t.row(vec!["tool results".into(), format!("{} ({failed} failed)", tools.len())]);
+        t.pair("tool results", format!("{} ({failed} failed)", tools.len()));
     }
-    t.row(vec![
-        "checkpoints".into(),
+    t.pair(
+        "checkpoints",
         bundle.checkpoints.as_ref().map_or("not included".into(), |c| c.len().to_string()),
-    ]);
-    t.row(vec![
-        "state".into(),
+    );
+    t.pair(
+        "state",
         format!("after seq {} (step {})", bundle.state.meta.seq, bundle.state.meta.step),
-    ]);
-    t.row(vec![
-        "redaction".into(),
+    );
+    t.pair(
+        "redaction",
         format!("keys [{}], {} secrets", m.redaction.key_patterns.join(", "), m.redaction.secrets),
-    ]);
+    );
     for (k, v) in &m.custom {
         let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-        t.row(vec![format!("meta {k}"), cut(&text, 60)]);
+        t.pair(&format!("meta {k}"), cut(&text, 60));
     }
-    let text: String = t.render().lines().skip(1).map(|l| format!("{l}\n")).collect();
-    print_text(&text);
+    print_text(&t.render());
     Ok(())
 }

@@ -164,18 +164,10 @@ fn list_through(
     limit: usize,
 ) -> anyhow::Result<Vec<CheckpointRow>> {
     let mut query: Vec<(&str, String)> = Vec::new();
-    if let Some(thread) = &filter.thread {
-        query.push(("thread", thread.to_string()));
-    }
-    if let Some(workflow) = &filter.workflow_id {
-        query.push(("workflow", workflow.clone()));
-    }
-    if let Some(kind) = filter.kind {
-        query.push(("kind", kind.to_string()));
-    }
-    if !filter.any_tags.is_empty() {
-        query.push(("tag", filter.any_tags.join(",")));
-    }
+    query.extend(filter.thread.iter().map(|t| ("thread", t.to_string())));
+    query.extend(filter.workflow_id.iter().map(|w| ("workflow", w.clone())));
+    query.extend(filter.kind.map(|k| ("kind", k.to_string())));
+    query.extend((!filter.any_tags.is_empty()).then(|| ("tag", filter.any_tags.join(","))));
     let mut rows = Vec::new();
     while rows.len() < limit {
         let want = (limit - rows.len()).min(SERVE_PAGE_MAX);
@@ -220,21 +212,20 @@ async fn show(common: &Common, id: u64, wfs: &[Arc<DynWorkflow>]) -> anyhow::Res
     }
     let (c, meta) = (&out.info, &out.info.meta);
     let mut t = Table::new(&["", ""]);
-    t.row(vec!["checkpoint".into(), id.to_string()]);
-    t.row(vec!["thread".into(), c.thread.clone()]);
-    t.row(vec!["workflow".into(), format!("{} v{}", c.workflow.id, c.workflow.version)]);
-    t.row(vec!["kind".into(), c.kind.clone()]);
+    t.pair("checkpoint", id.to_string());
+    t.pair("thread", c.thread.clone());
+    t.pair("workflow", format!("{} v{}", c.workflow.id, c.workflow.version));
+    t.pair("kind", c.kind.clone());
     let covers = format!("seq {} (lsn {}, {})", c.covers.seq, c.covers.lsn, time(c.covers.at_ms));
-    t.row(vec!["covers".into(), covers]);
-    t.row(vec!["step".into(), out.step.to_string()]);
-    t.row(vec!["status".into(), out.status.clone()]);
-    t.row(vec!["frontier".into(), out.frontier.join(", ")]);
-    t.row(vec!["created by".into(), meta.creator.clone()]);
-    t.row(vec!["description".into(), meta.description.clone()]);
-    t.row(vec!["tags".into(), meta.tags.join(", ")]);
-    t.row(vec!["snapshot".into(), format!("{} bytes", c.snapshot_len)]);
-    let table: String = t.render().lines().skip(1).map(|l| format!("{l}\n")).collect();
-    print_text(&format!("{table}state:\n{}", pretty(&out.state)));
+    t.pair("covers", covers);
+    t.pair("step", out.step.to_string());
+    t.pair("status", out.status.clone());
+    t.pair("frontier", out.frontier.join(", "));
+    t.pair("created by", meta.creator.clone());
+    t.pair("description", meta.description.clone());
+    t.pair("tags", meta.tags.join(", "));
+    t.pair("snapshot", format!("{} bytes", c.snapshot_len));
+    print_text(&format!("{}state:\n{}", t.render(), pretty(&out.state)));
     Ok(())
 }
 

@@ -1,14 +1,12 @@
 //! What every command shares: the `--db`/`--json` arguments, opening the database (read-only or
 //! writable), the errors that carry an exit code, and output helpers.
 
-use std::fmt;
-use std::io::IsTerminal as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use super::{EXIT_DAMAGE, EXIT_FAILED, EXIT_OPEN, EXIT_USAGE};
@@ -26,21 +24,14 @@ pub struct Common {
 }
 
 /// An error that decides the exit code and carries the message to print.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
 pub struct Failure {
     /// The exit code.
     pub code: u8,
     /// What to tell the user.
     pub message: String,
 }
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Failure {}
 
 /// A failure with exit code `code`.
 pub fn fail(code: u8, message: impl Into<String>) -> anyhow::Error {
@@ -147,11 +138,7 @@ const HELD_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
 pub async fn open_read_only(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<Engine> {
     let started = std::time::Instant::now();
     let opened = loop {
-        let mut builder = Engine::builder(db).read_only_in_place();
-        for wf in workflows {
-            builder = builder.workflow_dyn(wf.clone());
-        }
-        match builder.open().await {
+        match with_workflows(Engine::builder(db).read_only_in_place(), workflows).open().await {
             // An engine stopping withdraws its endpoint just before it closes the file: a
             // moment later the file is free.
             Err(crate::Error::Storage(cairn_storage::Error::Locked))
@@ -187,21 +174,22 @@ pub async fn open_read_only_or_copy(
     db: &Path,
     workflows: &[Arc<DynWorkflow>],
 ) -> anyhow::Result<Engine> {
-    let mut builder = Engine::builder(db).read_only_in_place();
-    for wf in workflows {
-        builder = builder.workflow_dyn(wf.clone());
-    }
-    match builder.open().await {
+    match with_workflows(Engine::builder(db).read_only_in_place(), workflows).open().await {
         Ok(engine) => Ok(engine),
         Err(crate::Error::Storage(cairn_storage::Error::Locked)) => {
-            let mut builder = Engine::builder(db).read_only();
-            for wf in workflows {
-                builder = builder.workflow_dyn(wf.clone());
-            }
-            builder.open().await.map_err(|e| open_error(db, e))
+            let copy = with_workflows(Engine::builder(db).read_only(), workflows);
+            copy.open().await.map_err(|e| open_error(db, e))
         }
         Err(e) => Err(open_error(db, e)),
     }
+}
+
+/// `builder` with `workflows` registered.
+pub(super) fn with_workflows(
+    builder: crate::EngineBuilder,
+    workflows: &[Arc<DynWorkflow>],
+) -> crate::EngineBuilder {
+    workflows.iter().fold(builder, |builder, wf| builder.workflow_dyn(wf.clone()))
 }
 
 /// Opens the database for writing, without creating it and without running anything: recovery
@@ -237,7 +225,7 @@ pub async fn open_writable_with(
 
 /// Registers `workflows` on `engine` (after its open: recovery found none of their threads
 /// runnable, so it wrote nothing).
-fn register(engine: &Engine, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+pub(super) fn register(engine: &Engine, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     for wf in workflows {
         engine.register_dyn(wf.clone())?;
     }
@@ -287,6 +275,19 @@ pub fn print_text(text: &str) {
     }
 }
 
+/// A JSON argument (`what` names it in the error); text that does not start as JSON does (a
+/// bare word) is taken as a string.
+///
+/// # Errors
+/// A usage error for text that starts as JSON and is not valid JSON.
+pub fn json_arg(text: &str, what: &str) -> anyhow::Result<serde_json::Value> {
+    match serde_json::from_str(text) {
+        Ok(value) => Ok(value),
+        Err(_) if !text.trim_start().starts_with(['{', '[', '"']) => Ok(text.into()),
+        Err(e) => Err(usage(format!("{what} is not valid JSON: {e}"))),
+    }
+}
+
 /// Parses `k=v`.
 ///
 /// # Errors
@@ -323,12 +324,8 @@ pub fn progress(len: u64, what: &str) -> ProgressBar {
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
+    // Drawn on stderr (indicatif's default target), which hides it off a terminal.
     bar.set_prefix(what.to_owned());
-    if std::io::stderr().is_terminal() {
-        bar.set_draw_target(ProgressDrawTarget::stderr());
-    } else {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
-    }
     bar
 }
 

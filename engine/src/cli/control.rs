@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
 use cairn_storage::ThreadStatus;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::EXIT_FAILED;
 use super::common::{
-    Common, fail, open_writable, print_json, print_text, record_of, thread_id, usage,
+    Common, fail, json_arg, open_writable, print_json, print_text, record_of, thread_id,
 };
 use super::remote;
 use super::table::{Table, time};
@@ -23,21 +23,19 @@ use crate::{Engine, ThreadHandle};
 #[derive(Debug, clap::Args)]
 pub struct ThreadArgs {
     #[command(flatten)]
-    common: Common,
+    pub(super) common: Common,
     /// The thread id.
-    thread: String,
+    pub(super) thread: String,
 }
 
 /// Arguments of `cairn cancel`.
 #[derive(Debug, clap::Args)]
 pub struct CancelArgs {
     #[command(flatten)]
-    common: Common,
-    /// The thread id.
-    thread: String,
+    pub(super) target: ThreadArgs,
     /// Why (recorded with the cancellation).
     #[arg(long, default_value = "cancelled from the command line")]
-    reason: String,
+    pub(super) reason: String,
 }
 
 /// Arguments of `cairn input`.
@@ -114,10 +112,7 @@ pub(super) async fn resumable(args: ResumableArgs, wfs: &[Arc<DynWorkflow>]) -> 
             row.status.clone(),
             row.last_seq.map(|s| s.to_string()).unwrap_or_default(),
             time(row.updated_at_ms),
-            match &row.why_not {
-                None => "yes".into(),
-                Some(why) => format!("no: {why}"),
-            },
+            row.why_not.as_ref().map_or_else(|| "yes".into(), |why| format!("no: {why}")),
         ]);
     }
     print_text(&table.render());
@@ -150,9 +145,17 @@ pub(super) async fn run_to_rest(
         }
         print_text(&line);
     }
-    match outcome.status {
+    ended(id, outcome.status)
+}
+
+/// Exit 1 for a thread that ended failed or timed out, naming it.
+///
+/// # Errors
+/// A [`super::common::Failure`] with exit code 1 for such a thread.
+pub(super) fn ended(thread: &str, status: ThreadStatus) -> anyhow::Result<()> {
+    match status {
         ThreadStatus::Failed | ThreadStatus::TimedOut => {
-            Err(fail(EXIT_FAILED, format!("thread {id} ended {}", outcome.status)))
+            Err(fail(EXIT_FAILED, format!("thread {thread} ended {status}")))
         }
         _ => Ok(()),
     }
@@ -186,13 +189,7 @@ pub(super) async fn resume(args: ThreadArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
 }
 
 pub(super) async fn input(args: InputArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let value: Value = match serde_json::from_str(&args.value) {
-        Ok(v) => v,
-        Err(_) if !args.value.trim_start().starts_with(['{', '[', '"']) => {
-            Value::String(args.value.clone())
-        }
-        Err(e) => return Err(usage(format!("the input is not valid JSON: {e}"))),
-    };
+    let value = json_arg(&args.value, "the input")?;
     let body = json!({ "value": value });
     if let Some(answer) = remote::post(&args.common.db, &args.thread, "input", &body)? {
         return remote::report(&answer, args.common.json);
@@ -204,24 +201,23 @@ pub(super) async fn input(args: InputArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
     run_to_rest(&engine, &handle, args.common.json, "input delivered to").await
 }
 
-/// Which control a command applies.
+/// Which control a command applies (a cancellation with its reason).
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Control {
-    Cancel,
+pub(super) enum Control<'a> {
+    Cancel(&'a str),
     Abandon,
     Pause,
 }
 
 pub(super) async fn control(
-    what: Control,
-    common: &Common,
-    thread: &str,
-    reason: Option<&str>,
+    what: Control<'_>,
+    args: &ThreadArgs,
     wfs: &[Arc<DynWorkflow>],
 ) -> anyhow::Result<()> {
+    let (common, thread) = (&args.common, args.thread.as_str());
     thread_id(thread)?;
     let remote = match what {
-        Control::Cancel => Some(("cancel", json!({ "reason": reason.unwrap_or("cancelled") }))),
+        Control::Cancel(reason) => Some(("cancel", json!({ "reason": reason }))),
         Control::Pause => Some(("pause", json!({}))),
         Control::Abandon => None,
     };
@@ -233,7 +229,7 @@ pub(super) async fn control(
     let engine = open_writable(&common.db, wfs).await?;
     record_of(&engine, thread).await?;
     let result = match what {
-        Control::Cancel => engine.cancel(thread, reason.unwrap_or("cancelled")).await,
+        Control::Cancel(reason) => engine.cancel(thread, reason).await,
         Control::Abandon => engine.abandon(thread).await,
         Control::Pause => engine.pause(thread).await,
     };
@@ -249,20 +245,6 @@ pub(super) async fn control(
     }
     print_text(&format!("{thread}: now {status}"));
     Ok(())
-}
-
-impl ThreadArgs {
-    /// The common arguments and the thread id.
-    pub(super) fn parts(&self) -> (&Common, &str) {
-        (&self.common, &self.thread)
-    }
-}
-
-impl CancelArgs {
-    /// The common arguments, the thread id and the reason.
-    pub(super) fn parts(&self) -> (&Common, &str, &str) {
-        (&self.common, &self.thread, &self.reason)
-    }
 }
 
 #[cfg(test)]

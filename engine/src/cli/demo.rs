@@ -91,9 +91,7 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
         }));
     }
     engine.register(&wf)?;
-    for w in extra {
-        engine.register_dyn(w)?;
-    }
+    super::common::register(&engine, &extra)?;
     let recovered = engine.recover().await?;
     say_recovered(&recovered, args.json);
     let bars = MultiProgress::new();
@@ -169,9 +167,7 @@ fn say_abort(steps: u64, db: &str) {
     );
 }
 
-/// What recovery took on from an earlier run (nothing said when there was nothing): on stdout,
-/// or with `--json` on stderr.
-#[allow(clippy::print_stderr, reason = "the demo's output is the CLI's")]
+/// What recovery took on from an earlier run (nothing said when there was nothing).
 fn say_recovered(report: &crate::RecoveryReport, json: bool) {
     let resumed = &report.resumed;
     if resumed.is_empty() && report.parked.is_empty() {
@@ -191,33 +187,34 @@ fn say_recovered(report: &crate::RecoveryReport, json: bool) {
             report.parked.len()
         ));
     }
-    if json {
-        eprintln!("{line}");
-    } else {
-        print_text(&line);
-    }
+    say(&line, json);
 }
 
-/// Where the endpoint serves while the demo runs: on stdout, or with `--json` (whose stdout is
-/// one JSON line per thread) on stderr.
-#[allow(clippy::print_stdout, clippy::print_stderr, reason = "the demo's output is the CLI's")]
+/// Where the endpoint serves while the demo runs.
 fn announce(server: &crate::serve::Server, json: bool) {
     let line = format!(
         "serving http://{addr}/api/threads (Prometheus text at /metrics) while the demo runs \
          (read commands go through it; --no-serve turns it off)",
         addr = server.addr()
     );
+    say(&line, json);
+}
+
+/// A line about the run: on stdout, or with `--json` (whose stdout is one JSON line per thread)
+/// on stderr.
+#[allow(clippy::print_stderr, reason = "the demo's output is the CLI's")]
+fn say(line: &str, json: bool) {
     if json {
         eprintln!("{line}");
     } else {
-        print_text(&line);
+        print_text(line);
     }
 }
 
 /// Where to look next: the database, a thread's details and log, and the HTTP endpoint.
 fn print_next(db: &std::path::Path, thread: Option<&str>) {
     let shown = db.to_string_lossy();
-    let is_url = shown.starts_with("postgres://") || shown.starts_with("postgresql://");
+    let is_url = crate::api::builder::is_postgres_url(db);
     let path = if is_url {
         shown.into_owned()
     } else {
@@ -243,13 +240,7 @@ fn print_next(db: &std::path::Path, thread: Option<&str>) {
 
 fn print_summary(rows: &[(String, crate::Outcome)], json: bool) {
     for (id, outcome) in rows {
-        let answer = outcome
-            .output
-            .as_ref()
-            .and_then(|o| o.get("answer"))
-            .and_then(|a| a.as_str())
-            .unwrap_or("")
-            .to_owned();
+        let answer = outcome.output.as_ref().and_then(|o| o["answer"].as_str()).unwrap_or_default();
         let digest = outcome
             .output
             .as_ref()

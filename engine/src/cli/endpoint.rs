@@ -90,11 +90,7 @@ fn live(db: &Path) -> Option<Endpoint> {
     }
     let timeout = Duration::from_millis(CONNECT_TIMEOUT_MS);
     TcpStream::connect_timeout(&endpoint.address, timeout).ok()?;
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(READ_TIMEOUT_S)))
-        .build()
-        .into();
+    let agent = super::remote::agent(READ_TIMEOUT_S);
     let token = std::fs::read_to_string(&endpoint.token_file).ok().map(|t| t.trim().to_owned());
     let base = format!("http://{}", endpoint.address);
     Some(Endpoint { base, db: db.to_path_buf(), agent, token })
@@ -171,16 +167,9 @@ impl Endpoint {
 
 /// The endpoint went away while a command read through it (its engine stopped): the command
 /// reads the file instead (exit 1 if this ever reaches the user).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub(super) struct Gone(String);
-
-impl std::fmt::Display for Gone {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Gone {}
 
 /// Whether `error` is the endpoint going away ([`Gone`]).
 pub(super) fn is_gone(error: &anyhow::Error) -> bool {

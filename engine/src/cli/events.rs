@@ -68,18 +68,21 @@ pub struct TraceArgs {
     chain: Option<String>,
 }
 
-fn event_row(table: &mut Table, e: &EventRow) {
-    table.row(vec![
-        e.seq.to_string(),
-        time(e.at_ms),
-        e.kind.clone(),
-        e.node.clone().unwrap_or_default(),
-        e.status.clone(),
-        cut(&e.summary, 100),
-    ]);
+/// The events as an aligned table, headers first.
+fn events_table(rows: &[EventRow]) -> String {
+    let mut table = Table::new(&["SEQ", "TIME", "KIND", "NODE", "STATUS", "SUMMARY"]);
+    for e in rows {
+        table.row(vec![
+            e.seq.to_string(),
+            time(e.at_ms),
+            e.kind.clone(),
+            e.node.clone().unwrap_or_default(),
+            e.status.clone(),
+            cut(&e.summary, 100),
+        ]);
+    }
+    table.render()
 }
-
-const EVENT_HEADERS: [&str; 6] = ["SEQ", "TIME", "KIND", "NODE", "STATUS", "SUMMARY"];
 
 /// Where a thread's log is read: the live store through an endpoint, or a snapshot of the file.
 enum Log {
@@ -142,9 +145,7 @@ impl Log {
                 loop {
                     let mut query =
                         vec![("since", after.to_string()), ("limit", SERVE_PAGE_MAX.to_string())];
-                    if !kinds.is_empty() {
-                        query.push(("kind", kinds.join(",")));
-                    }
+                    query.extend((!kinds.is_empty()).then(|| ("kind", kinds.join(","))));
                     let page: EventsPage = wire::read(ep.get(&path, &query)?, "page of events")?;
                     if first.is_none() {
                         let status = page.status.parse::<ThreadStatus>().map_err(|_| {
@@ -192,11 +193,7 @@ pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
                 args.thread
             ));
         }
-        let mut table = Table::new(&EVENT_HEADERS);
-        for e in &rows {
-            event_row(&mut table, e);
-        }
-        print_text(&table.render());
+        print_text(&events_table(&rows));
         return Ok(());
     }
     // Follow: print as we go, then poll (a fresh snapshot of the file, which does not see later
@@ -207,11 +204,7 @@ pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
                 print_text(&serde_json::json!(e).to_string());
             }
         } else {
-            let mut table = Table::new(&EVENT_HEADERS);
-            for e in rows {
-                event_row(&mut table, e);
-            }
-            let text = table.render();
+            let text = events_table(rows);
             let lines: Vec<&str> = text.lines().skip(usize::from(!header)).collect();
             if !lines.is_empty() {
                 print_text(&lines.join("\n"));

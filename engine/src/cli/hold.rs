@@ -5,17 +5,10 @@ use std::io::Read as _;
 
 use super::common::{Common, open_writable, print_text};
 
-/// Arguments of `cairn __hold`.
-#[derive(Debug, clap::Args)]
-pub struct HoldArgs {
-    #[command(flatten)]
-    common: Common,
-}
-
-pub(super) async fn hold(args: HoldArgs) -> anyhow::Result<()> {
-    let engine = open_writable(&args.common.db, &[]).await?;
+pub(super) async fn hold(args: Common) -> anyhow::Result<()> {
+    let engine = open_writable(&args.db, &[]).await?;
     // The line tells the parent the file is held: it can go on without sleeping.
-    print_text(&format!("holding {}", args.common.db.display()));
+    print_text(&format!("holding {}", args.db.display()));
     tokio::task::spawn_blocking(|| {
         let mut sink = Vec::new();
         let _ = std::io::stdin().read_to_end(&mut sink);

@@ -5,41 +5,32 @@
 use super::common::{Common, fail, print_json, print_text};
 use super::{EXIT_FAILED, EXIT_OPEN};
 
-/// Arguments of `cairn init`.
-#[derive(Debug, clap::Args)]
-pub struct InitArgs {
-    #[command(flatten)]
-    common: Common,
-}
-
-pub(super) async fn init(args: InitArgs) -> anyhow::Result<()> {
-    if crate::api::builder::is_postgres_url(&args.common.db) {
+pub(super) async fn init(args: Common) -> anyhow::Result<()> {
+    if crate::api::builder::is_postgres_url(&args.db) {
         // Connecting creates Cairn's tables in a database that has none.
-        let engine = crate::Engine::builder(&args.common.db)
+        let engine = crate::Engine::builder(&args.db)
             .read_only()
             .open()
             .await
-            .map_err(|e| super::common::open_error(&args.common.db, e))?;
+            .map_err(|e| super::common::open_error(&args.db, e))?;
         engine.shutdown().await;
-        let shown = args.common.db.display().to_string();
-        return if args.common.json {
+        let shown = args.db.display().to_string();
+        return if args.json {
             print_json(&serde_json::json!({ "initialised": shown }))
         } else {
             print_text(&format!("initialised Cairn's tables in {shown}"));
             Ok(())
         };
     }
-    let db = args.common.db.clone();
+    let db = args.db.clone();
     let made = tokio::task::spawn_blocking(move || {
         cairn_storage::RedbStore::initialise(&db, cairn_storage::Options::default())
             .and_then(cairn_storage::RedbStore::close)
     })
     .await?;
-    let shown = args.common.db.display();
+    let shown = args.db.display();
     match made {
-        Ok(()) if args.common.json => {
-            print_json(&serde_json::json!({ "initialised": shown.to_string() }))
-        }
+        Ok(()) if args.json => print_json(&serde_json::json!({ "initialised": shown.to_string() })),
         Ok(()) => {
             print_text(&format!("initialised an empty Cairn database at {shown}"));
             Ok(())

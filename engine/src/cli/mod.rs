@@ -117,11 +117,11 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Make an empty database (where nothing is, or in a zero-length file, which other commands
     /// refuse to touch).
-    Init(init::InitArgs),
+    Init(common::Common),
     /// List threads (filters: status, workflow, label; paged).
     Threads(threads::ThreadsArgs),
     /// One thread: status, frontier, progress, telemetry, budgets, locks, last error.
-    Show(threads::ShowArgs),
+    Show(control::ThreadArgs),
     /// A thread's events, optionally followed live.
     Events(events::EventsArgs),
     /// A thread's state after any seq, or the diff between two seqs.
@@ -145,7 +145,7 @@ enum Command {
     #[command(subcommand)]
     Bundle(bundle::BundleCommand),
     /// Check every record's CRC, seq continuity and the indexes; exit 3 on damage.
-    Verify(verify::VerifyArgs),
+    Verify(common::Common),
     /// Health: threads by status, running threads with no step past the watchdog, locks held
     /// past their ttl; exit 5 when something needs attention.
     Health(health::HealthArgs),
@@ -199,7 +199,7 @@ enum Command {
     Queue(queue::QueueCommand),
     /// Internal: hold the database open for writing until stdin closes (tests).
     #[command(name = "__hold", hide = true)]
-    Hold(hold::HoldArgs),
+    Hold(common::Common),
 }
 
 /// Parses the command line and runs it, with `workflows` available to the commands that run
@@ -280,6 +280,7 @@ fn report(e: &anyhow::Error, json_code: Option<u8>) {
 }
 
 async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Result<ExitCode> {
+    use control::Control;
     let wfs = &wfs[..];
     match command {
         Command::Demo(args) => return demo::run(args, wfs.to_vec()).await,
@@ -301,18 +302,9 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Workflows(args) => workflows::workflows(&args, wfs)?,
         Command::Resumable(args) => control::resumable(args, wfs).await?,
         Command::Resume(args) => control::resume(args, wfs).await?,
-        Command::Abandon(args) => {
-            let (common, thread) = args.parts();
-            control::control(control::Control::Abandon, common, thread, None, wfs).await?;
-        }
-        Command::Cancel(args) => {
-            let (common, thread, reason) = args.parts();
-            control::control(control::Control::Cancel, common, thread, Some(reason), wfs).await?;
-        }
-        Command::Pause(args) => {
-            let (common, thread) = args.parts();
-            control::control(control::Control::Pause, common, thread, None, wfs).await?;
-        }
+        Command::Abandon(args) => control::control(Control::Abandon, &args, wfs).await?,
+        Command::Cancel(a) => control::control(Control::Cancel(&a.reason), &a.target, wfs).await?,
+        Command::Pause(args) => control::control(Control::Pause, &args, wfs).await?,
         Command::Input(args) => control::input(args, wfs).await?,
         Command::Signal(args) => signal::signal(args, wfs).await?,
         Command::Rollback(args) => checkpoint_create::rollback(args, wfs).await?,

@@ -22,16 +22,9 @@ pub struct QueueCommand {
 #[derive(Debug, clap::Subcommand)]
 enum Action {
     /// Lists queues: limits, running and waiting threads, in all and per key.
-    List(ListArgs),
+    List(Common),
     /// Defines a queue, or replaces its limits (its threads are kept).
     Define(DefineArgs),
-}
-
-/// Arguments of `cairn queue list`.
-#[derive(Debug, clap::Args)]
-struct ListArgs {
-    #[command(flatten)]
-    common: Common,
 }
 
 /// Arguments of `cairn queue define`.
@@ -71,17 +64,17 @@ fn parse_rate(text: &str) -> Result<RateLimit, String> {
 
 pub(super) async fn command(cmd: QueueCommand, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     match cmd.action {
-        Action::List(args) => {
+        Action::List(common) => {
             // Through the endpoint of an engine serving the file, if one does (its live store).
-            let found = super::endpoint::through(&args.common.db, |ep| ep.get("/api/queues", &[]))?;
+            let found = super::endpoint::through(&common.db, |ep| ep.get("/api/queues", &[]))?;
             if let Some(out) = found {
                 let page: QueuesPage = crate::serve::wire::read(out, "queue list")?;
-                return show(&page.queues, args.common.json);
+                return show(&page.queues, common.json);
             }
-            let engine = open_read_only(&args.common.db, wfs).await?;
+            let engine = open_read_only(&common.db, wfs).await?;
             let list = engine.queues().await;
             engine.shutdown().await;
-            show(&list?, args.common.json)
+            show(&list?, common.json)
         }
         Action::Define(args) => {
             let limits = QueueLimits {

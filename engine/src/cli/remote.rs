@@ -90,12 +90,14 @@ pub(super) fn announced(
             ),
         )
     })?;
-    let agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(std::time::Duration::from_secs(timeout_s)))
-        .build()
-        .into();
-    Ok(Some((endpoint, token.trim().to_owned(), agent)))
+    Ok(Some((endpoint, token.trim().to_owned(), agent(timeout_s))))
+}
+
+/// An agent whose calls take at most `timeout_s` and answer every status (a refusal is read,
+/// not an error).
+pub(super) fn agent(timeout_s: u64) -> ureq::Agent {
+    let config = ureq::Agent::config_builder().http_status_as_error(false);
+    config.timeout_global(Some(std::time::Duration::from_secs(timeout_s))).build().into()
 }
 
 /// Prints what the endpoint answered a control with (as the local command would).

@@ -30,7 +30,7 @@ enum Action {
     /// Creates a schedule (the same spec again is a no-op; another spec is an error).
     Create(CreateArgs),
     /// Lists schedules: status, what they start, the next tick, ticks started and skipped.
-    List(ListArgs),
+    List(Common),
     /// Pauses a schedule: no tick starts until it is resumed.
     Pause(NameArgs),
     /// Resumes a paused schedule (its catch-up policy decides about the ticks missed).
@@ -75,13 +75,6 @@ struct CreateArgs {
     end_ms: Option<u64>,
 }
 
-/// Arguments of `cairn schedule list`.
-#[derive(Debug, clap::Args)]
-struct ListArgs {
-    #[command(flatten)]
-    common: Common,
-}
-
 /// Arguments of the commands on one schedule.
 #[derive(Debug, clap::Args)]
 struct NameArgs {
@@ -116,11 +109,11 @@ fn parse_catch_up(text: &str) -> Result<CatchUp, String> {
 pub(super) async fn command(cmd: ScheduleCommand, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     match cmd.action {
         Action::Create(args) => create(args, wfs).await,
-        Action::List(args) => {
-            let engine = open_writable(&args.common.db, wfs).await?;
+        Action::List(common) => {
+            let engine = open_writable(&common.db, wfs).await?;
             let list = engine.schedules().await;
             engine.shutdown().await;
-            show(&list?, args.common.json)
+            show(&list?, common.json)
         }
         Action::Pause(args) => on_one(args, wfs, "paused").await,
         Action::Resume(args) => on_one(args, wfs, "resumed").await,
@@ -272,12 +265,7 @@ async fn trigger(args: NameArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()>
         }
         print_text(&line);
     }
-    match status {
-        ThreadStatus::Failed | ThreadStatus::TimedOut => {
-            Err(fail(EXIT_FAILED, format!("thread {thread} ended {status}")))
-        }
-        _ => Ok(()),
-    }
+    super::control::ended(&thread, status)
 }
 
 fn show(list: &[ScheduleInfo], json: bool) -> anyhow::Result<()> {

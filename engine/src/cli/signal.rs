@@ -6,10 +6,11 @@
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
-use cairn_storage::ThreadStatus;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::common::{Common, open_writable, print_json, print_text, record_of, thread_id, usage};
+use super::common::{
+    Common, json_arg, open_writable, print_json, print_text, record_of, thread_id,
+};
 use super::remote;
 
 /// Arguments of `cairn signal`.
@@ -27,13 +28,7 @@ pub struct SignalArgs {
 
 pub(super) async fn signal(args: SignalArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     thread_id(&args.thread)?;
-    let value: Value = match serde_json::from_str(&args.value) {
-        Ok(v) => v,
-        Err(_) if !args.value.trim_start().starts_with(['{', '[', '"']) => {
-            Value::String(args.value.clone())
-        }
-        Err(e) => return Err(usage(format!("the signal's value is not valid JSON: {e}"))),
-    };
+    let value = json_arg(&args.value, "the signal's value")?;
     let body = json!({ "name": args.name, "value": value });
     if let Some(answer) = remote::post(&args.common.db, &args.thread, "signal", &body)? {
         if args.common.json {
@@ -72,11 +67,5 @@ pub(super) async fn signal(args: SignalArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     }
     let line = format!("signal {n} ({}) sent to {}: now {status}", args.name, args.thread);
     print_text(&line);
-    if matches!(status, ThreadStatus::Failed | ThreadStatus::TimedOut) {
-        return Err(super::common::fail(
-            super::EXIT_FAILED,
-            format!("thread {} ended {status}", args.thread),
-        ));
-    }
-    Ok(())
+    super::control::ended(&args.thread, status)
 }

@@ -22,12 +22,17 @@ impl Table {
         self.rows.push(cells);
     }
 
+    /// Adds a row of a table of names and values (headers `["", ""]`: rendered without them).
+    pub fn pair(&mut self, name: &str, value: String) {
+        self.row(vec![name.to_owned(), value]);
+    }
+
     /// Whether no rows were added.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
 
-    /// The table as text, one line per row, headers first.
+    /// The table as text, one line per row, headers first (none when they are all empty).
     pub fn render(&self) -> String {
         let n = self.headers.len();
         let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
@@ -38,7 +43,8 @@ impl Table {
         }
         let mut out = String::new();
         let empty = String::new();
-        for row in std::iter::once(&self.headers).chain(&self.rows) {
+        let headers = self.headers.iter().any(|h| !h.is_empty()).then_some(&self.headers);
+        for row in headers.into_iter().chain(&self.rows) {
             let mut line = String::new();
             for (i, width) in widths.iter().enumerate() {
                 let cell = row.get(i).unwrap_or(&empty);
@@ -128,6 +134,9 @@ mod tests {
         t.row(vec!["xx".into(), "y".into(), "last".into()]);
         t.row(vec!["x".into()]);
         assert_eq!(t.render(), "A   BBB  C\nxx  y    last\nx\n");
+        let mut pairs = Table::new(&["", ""]);
+        pairs.pair("name", "value".into());
+        assert_eq!(pairs.render(), "name  value\n", "no header line");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use super::EXIT_FAILED;
 use super::common::{
     Common, fail, open_read_only, parse_label, print_json, print_text, record_of, thread_id,
 };
+use super::control::ThreadArgs;
 use super::endpoint;
 use super::table::{Table, cut, short_json, time};
 use crate::debug::rows::{Budget, Redactable, ThreadDetails, ThreadRow, ThreadsPage};
@@ -39,15 +40,6 @@ pub struct ThreadsArgs {
     /// Threads skipped first (in id order).
     #[arg(long, default_value_t = 0)]
     offset: usize,
-}
-
-/// Arguments of `cairn show`.
-#[derive(Debug, clap::Args)]
-pub struct ShowArgs {
-    #[command(flatten)]
-    common: Common,
-    /// The thread id.
-    thread: String,
 }
 
 pub(super) async fn threads(args: ThreadsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
@@ -104,16 +96,10 @@ fn rows_through(
     limit: usize,
 ) -> anyhow::Result<Vec<ThreadRow>> {
     let mut query: Vec<(&str, String)> = vec![("limit", SERVE_PAGE_MAX.to_string())];
-    if let Some(status) = filter.status {
-        query.push(("status", status.to_string()));
-    }
-    if let Some(workflow) = &filter.workflow_id {
-        query.push(("workflow", workflow.clone()));
-    }
-    if !filter.labels.is_empty() {
-        let labels: Vec<String> = filter.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        query.push(("label", labels.join(",")));
-    }
+    query.extend(filter.status.map(|s| ("status", s.to_string())));
+    query.extend(filter.workflow_id.iter().map(|w| ("workflow", w.clone())));
+    let labels: Vec<String> = filter.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    query.extend((!labels.is_empty()).then(|| ("label", labels.join(","))));
     let mut first = NaturalFirst::new(offset.saturating_add(limit));
     let mut after: Option<String> = None;
     loop {
@@ -139,7 +125,7 @@ fn rows_through(
     }
 }
 
-pub(super) async fn show(args: ShowArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+pub(super) async fn show(args: ThreadArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let found = endpoint::through(&args.common.db, |ep| {
         thread_id(&args.thread)?;
         let answer = ep.get(&format!("/api/threads/{}", endpoint::segment(&args.thread)), &[])?;
@@ -162,7 +148,7 @@ pub(super) async fn show(args: ShowArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Re
 
 fn render(v: &ThreadDetails) -> String {
     let mut t = Table::new(&["", ""]);
-    let mut kv = |k: &str, v: String| t.row(vec![k.to_owned(), v]);
+    let mut kv = |k: &str, v: String| t.pair(k, v);
     let w = &v.workflow;
     kv("thread", cut(&v.thread, 200));
     kv("workflow", format!("{} v{} ({})", w.id, w.version, cut(&w.fingerprint, 16)));
@@ -236,7 +222,7 @@ fn render(v: &ThreadDetails) -> String {
     if let Some(why) = &v.state_unknown {
         kv("state", format!("not decodable here: {why}"));
     }
-    t.render().lines().skip(1).map(|l| format!("{l}\n")).collect()
+    t.render()
 }
 
 /// One budget as shown: `name used/limit`, or `name used` without a limit.

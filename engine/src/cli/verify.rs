@@ -14,36 +14,29 @@ use super::table::Table;
 use crate::debug::rows::VerifyRow;
 use crate::serve::wire;
 
-/// Arguments of `cairn verify`.
-#[derive(Debug, clap::Args)]
-pub struct VerifyArgs {
-    #[command(flatten)]
-    common: Common,
-}
-
-pub(super) async fn verify(args: VerifyArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+pub(super) async fn verify(args: Common, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     // A running engine checks its own live store (a consistent snapshot of it): no copy.
-    let found = endpoint::through(&args.common.db, |ep| {
+    let found = endpoint::through(&args.db, |ep| {
         Ok(wire::read(ep.get("/api/verify", &[])?, "verify report")?)
     })?;
     let doc = match found {
         Some(doc) => doc,
         None => local(&args, wfs).await?,
     };
-    show(&doc, args.common.json)
+    show(&doc, args.json)
 }
 
 /// Verifies the file itself: the report's JSON document (damage that keeps the file from
 /// opening is printed as verify's finding with `--json`, and returned as the error).
-async fn local(args: &VerifyArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<VerifyRow> {
+async fn local(args: &Common, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<VerifyRow> {
     let bar = progress(0, "verify");
-    bar.set_message(format!("reading {}", args.common.db.display()));
+    bar.set_message(format!("reading {}", args.db.display()));
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
-    let engine = match open_read_only(&args.common.db, wfs).await {
+    let engine = match open_read_only(&args.db, wfs).await {
         Ok(engine) => engine,
         // Damage that keeps the file from opening at all is still verify's finding: the same
         // document, with the one problem it could see.
-        Err(e) if args.common.json && super::common::exit_code(&e) == EXIT_DAMAGE => {
+        Err(e) if args.json && super::common::exit_code(&e) == EXIT_DAMAGE => {
             bar.finish_and_clear();
             print_json(&json!({
                 "clean": false,

@@ -21,7 +21,7 @@ use cairn_dsl::DynWorkflow;
 use cairn_storage::{Page, ThreadFilter, ThreadStatus};
 use serde_json::json;
 
-use super::common::{Common, open_error, print_json, print_text};
+use super::common::{Common, open_error, print_json, print_text, with_workflows};
 use crate::{Engine, RecoveryPolicy};
 
 /// Arguments of `cairn worker`.
@@ -59,15 +59,12 @@ pub(super) async fn worker(args: WorkerArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     let (mut interrupt, mut terminate) = super::common::stop_signals()?;
     // Checked, and the recorder installed, before the engine opens.
     let options = args.addr.map(|addr| args.endpoint.options(addr)).transpose()?;
-    let mut builder = Engine::builder(db)
+    let builder = Engine::builder(db)
         .concurrency(args.concurrency)
         .lease_ttl_ms(args.lease_ttl_ms)
         .poll_ms(args.poll_ms)
         .recovery(RecoveryPolicy::Resume);
-    for wf in wfs {
-        builder = builder.workflow_dyn(wf.clone());
-    }
-    let engine = builder.open().await.map_err(|e| open_error(db, e))?;
+    let engine = with_workflows(builder, wfs).open().await.map_err(|e| open_error(db, e))?;
     let server = match options {
         Some(options) => match serve_endpoint(&engine, db, options).await {
             Ok(server) => Some(server),

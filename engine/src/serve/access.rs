@@ -162,14 +162,11 @@ fn check(
         return Err(Reject::bad("host", "a request needs a Host header"));
     };
     if !access.serves(host) {
-        return Err(Reject {
-            status: 421,
-            error: format!(
-                "{host:?} is not an address this endpoint serves (allow a name it is reached by \
-                 with `allow_host`, `--allow-host`)"
-            ),
-            field: Some("host".into()),
-        });
+        let error = format!(
+            "{host:?} is not an address this endpoint serves (allow a name it is reached by with \
+             `allow_host`, `--allow-host`)"
+        );
+        return Err(Reject::new(421, "host", error));
     }
     let mutates = !matches!(*method, Method::GET | Method::HEAD);
     if mutates {
@@ -180,14 +177,10 @@ fn check(
         let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
         if !token::accepts(&access.token, given) {
             let what = if mutates { "a control" } else { "a read of a public endpoint" };
-            return Err(Reject {
-                status: 401,
-                error: format!(
-                    "{what} needs `Authorization: Bearer <token>` (the token file beside the \
-                     database)"
-                ),
-                field: Some("authorization".into()),
-            });
+            let error = format!(
+                "{what} needs `Authorization: Bearer <token>` (the token file beside the database)"
+            );
+            return Err(Reject::new(401, "authorization", error));
         }
     }
     Ok(())
@@ -196,7 +189,7 @@ fn check(
 /// Refuses a request a browser sent from another site: its `Origin` is not `host` over http or
 /// https, or it says `Sec-Fetch-Site: cross-site`.
 fn cross_site(host: &str, headers: &HeaderMap) -> Result<(), Reject> {
-    let refuse = |what: String| Reject { status: 403, error: what, field: Some("origin".into()) };
+    let refuse = |what: String| Reject::new(403, "origin", what);
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or_default();
         let authority = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));

@@ -3,10 +3,13 @@
 
 use std::sync::Arc;
 
-use axum::extract::FromRequestParts;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequestParts, Path};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use super::params::Reject;
@@ -62,7 +65,7 @@ impl App {
 /// A picture of a workflow as an SVG answer, or a 500 naming the workflow when it cannot be
 /// drawn.
 pub(super) fn svg_answer(svg: Result<String, String>) -> Result<Response, Reject> {
-    let svg = svg.map_err(|e| Reject { status: 500, error: e, field: Some("workflow".into()) })?;
+    let svg = svg.map_err(|e| Reject::new(500, "workflow", e))?;
     let headers = [(axum::http::header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")];
     Ok((headers, svg).into_response())
 }
@@ -93,7 +96,7 @@ pub(super) fn reject(e: Error, field: &str) -> Reject {
     if status == 500 {
         tracing::warn!(error = %e, "an endpoint request failed");
     }
-    Reject { status, error: e.to_string(), field: Some(field.to_owned()) }
+    Reject::new(status, field, e.to_string())
 }
 
 /// A handler's query parameters, read and checked ([`super::query::parse`]); a bad one is a 400
@@ -107,6 +110,24 @@ impl<T: Check, S: Send + Sync> FromRequestParts<S> for Params<T> {
         let query = axum::extract::Query::try_from_uri(&parts.uri);
         parse(&pairs(query)?).map(Params)
     }
+}
+
+/// A route's path segments (`{id}`, or `{id}/{control}` as a pair), or a 400 naming `path`
+/// (not UTF-8 once decoded).
+pub(super) struct Segment<T = String>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Segment<T> {
+    type Rejection = Reject;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Reject> {
+        let path = Path::<T>::from_request_parts(parts, state).await;
+        path.map(|p| Self(p.0)).map_err(|e| Reject::bad("path", e.body_text()))
+    }
+}
+
+/// A request's body, or its refusal (413 for one too large) naming `body`.
+pub(super) fn body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Reject> {
+    body.map_err(|e| Reject::new(e.status().as_u16(), "body", e.body_text()))
 }
 
 /// The query pairs, or a 400 naming `query`.

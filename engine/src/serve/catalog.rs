@@ -13,20 +13,19 @@
 //! A schedule control takes no body (nothing, or `{}`); an unknown schedule is a 404, one in a
 //! status that refuses the control a 409, as for a thread.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{Path, State};
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::response::Response;
 use cairn_storage::{Page, ThreadFilter, ThreadRecord};
 use serde_json::{Value, json};
 
-use super::app::{App, Params, blocking, reject, svg_answer};
+use super::app::{App, Params, Segment, blocking, reject, svg_answer};
 use super::graph_svg::workflow_svg;
 use super::params::{NoParams, Reject, VersionParams};
-use super::threads::segment;
 use crate::api::engine::Engine;
 use crate::api::schedule::ScheduleInfo;
 use crate::api::schedule_flow::{SCHEDULE_LABEL, SCHEDULE_WORKFLOW};
@@ -73,9 +72,7 @@ pub(super) async fn workflows(
         for w in app.engine.workflows() {
             compiled.entry(w.id().to_owned()).or_default().push((w.version(), w.nodes().len()));
         }
-        let mut ids: Vec<&String> = compiled.keys().chain(by_status.keys()).collect();
-        ids.sort();
-        ids.dedup();
+        let ids: BTreeSet<&String> = compiled.keys().chain(by_status.keys()).collect();
         let rows: Vec<Value> = ids
             .into_iter()
             .map(|id| {
@@ -101,10 +98,9 @@ pub(super) async fn workflows(
 /// `GET /api/workflows/{id}/graph.svg?version=`.
 pub(super) async fn workflow_graph_svg(
     State(app): State<App>,
-    id: Result<Path<String>, PathRejection>,
     Params(VersionParams { version }): Params<VersionParams>,
+    Segment(id): Segment,
 ) -> Result<Response, Reject> {
-    let id = segment(id)?;
     let wf = app.workflow(&id, version)?;
     svg_answer(workflow_svg(&wf, &BTreeMap::new()))
 }
@@ -127,21 +123,14 @@ pub(super) async fn schedules(
 /// `POST /api/schedules/{name}/{control}`: `pause`, `resume` or `trigger`, no body.
 pub(super) async fn control(
     State(app): State<App>,
-    path: Result<Path<(String, String)>, PathRejection>,
+    Segment((name, control)): Segment<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, Reject> {
-    let (name, control) = path.map(|p| p.0).map_err(|e| Reject::bad("path", e.body_text()))?;
-    let body = body.map_err(|e| Reject {
-        status: e.status().as_u16(),
-        error: e.body_text(),
-        field: Some("body".into()),
-    })?;
+    let body = super::app::body(body)?;
     if !matches!(control.as_str(), "pause" | "resume" | "trigger") {
         return Err(Reject::not_found("control", format!("no schedule control {control:?}")));
     }
-    if !(body.iter().all(u8::is_ascii_whitespace) || body.as_ref() == b"{}") {
-        return Err(Reject::bad("body", "a schedule control takes no body"));
-    }
+    super::controls::no_body(&body, "a schedule control")?;
     let engine = &app.engine;
     let mut started = None;
     match control.as_str() {
@@ -160,9 +149,8 @@ pub(super) async fn control(
 /// `DELETE /api/schedules/{name}`.
 pub(super) async fn delete(
     State(app): State<App>,
-    name: Result<Path<String>, PathRejection>,
+    Segment(name): Segment,
 ) -> Result<Json<Value>, Reject> {
-    let name = segment(name)?;
     app.engine.delete_schedule(&name).await.map_err(|e| reject(e, "schedule"))?;
     Ok(Json(answer(&app.engine, &name).await?))
 }

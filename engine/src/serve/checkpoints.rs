@@ -3,12 +3,11 @@
 //! `cairn checkpoint show`).
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use cairn_storage::{CheckpointId, Page};
 use serde_json::{Value, json};
 
-use super::app::{App, Params, reject};
+use super::app::{App, Params, Segment, reject};
 use super::params::{CheckpointsParams, RedactParams, Reject};
 use crate::debug::rows::CheckpointsPage;
 use crate::debug::views;
@@ -30,10 +29,9 @@ pub(super) async fn list(
 
 pub(super) async fn show(
     State(app): State<App>,
-    id: Result<Path<String>, PathRejection>,
     Params(RedactParams { redact }): Params<RedactParams>,
+    Segment(text): Segment,
 ) -> Result<Json<Value>, Reject> {
-    let text = super::threads::segment(id)?;
     let id = text
         .parse::<u64>()
         .map_err(|_| Reject::bad("checkpoint", format!("{text:?} is not a checkpoint id")))?;

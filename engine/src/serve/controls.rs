@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{Path, State};
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use cairn_storage::CheckpointId;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -18,7 +18,7 @@ use utoipa::openapi::schema::OneOfBuilder;
 use utoipa::openapi::{RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
 
-use super::app::{App, reject};
+use super::app::{App, Segment, reject};
 use super::params::Reject;
 use super::threads::record_of;
 use super::wire::Controlled;
@@ -65,30 +65,22 @@ pub(super) fn body_schema() -> RefOr<Schema> {
 
 pub(super) async fn control(
     State(app): State<App>,
-    path: Result<Path<(String, String)>, PathRejection>,
+    Segment((id, control)): Segment<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Controlled>, Reject> {
-    let (id, control) = path.map(|p| p.0).map_err(|e| Reject::bad("path", e.body_text()))?;
     if !matches!(control.as_str(), "pause" | "resume" | "cancel" | "input" | "signal" | "fork") {
         return Err(Reject::not_found("control", format!("no control {control:?}")));
     }
-    let body = body.map_err(|e| Reject {
-        status: e.status().as_u16(),
-        error: e.body_text(),
-        field: Some("body".into()),
-    })?;
+    let body = super::app::body(body)?;
     let engine = app.engine.clone();
     record_of(&engine, &id).await?;
     let mut signal = None;
     let thread = match control.as_str() {
-        "pause" => {
-            no_body(&body)?;
-            engine.pause(&id).await.map_err(|e| reject(e, "thread"))?;
-            id
-        }
-        "resume" => {
-            no_body(&body)?;
-            engine.resume(&id).await.map_err(|e| reject(e, "thread"))?;
+        "pause" | "resume" => {
+            no_body(&body, "this control")?;
+            let done =
+                if control == "pause" { engine.pause(&id).await } else { engine.resume(&id).await };
+            done.map_err(|e| reject(e, "thread"))?;
             id
         }
         "cancel" => {
@@ -133,11 +125,12 @@ pub(super) async fn control(
     Ok(Json(Controlled { thread, status: status.as_str().to_owned(), signal }))
 }
 
-fn no_body(body: &Bytes) -> Result<(), Reject> {
+/// Refuses a body other than nothing or `{}` (`what` takes none).
+pub(super) fn no_body(body: &Bytes, what: &str) -> Result<(), Reject> {
     if body.iter().all(u8::is_ascii_whitespace) || body.as_ref() == b"{}" {
         return Ok(());
     }
-    Err(Reject::bad("body", "this control takes no body"))
+    Err(Reject::bad("body", format!("{what} takes no body")))
 }
 
 fn parse_or_default<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, Reject> {
@@ -157,7 +150,7 @@ pub(super) fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, Reject> {
         let inner = e.into_inner();
         // A missing or unknown field is named in serde's message, not in the path.
         let field = missing_or_unknown(&inner.to_string()).unwrap_or(field);
-        Reject { status: 400, error: inner.to_string(), field: Some(field) }
+        Reject::bad(&field, inner.to_string())
     })
 }
 

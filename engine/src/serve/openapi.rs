@@ -18,7 +18,7 @@ use utoipa::{IntoParams, PartialSchema, ToSchema};
 use super::app::App;
 use super::params::{
     CheckpointsParams, EventsParams, ForceParams, GraphFormat, GraphParams, HealthParams,
-    ListParams, NoParams, RedactParams, StateParams, TraceParams, VersionParams, WaitParams,
+    ListParams, RedactParams, StateParams, TraceParams, VersionParams, WaitParams,
 };
 use super::params_ops::{BundleParams, ResumableParams};
 use super::params_view::{SearchParam, TimelineParams};
@@ -81,15 +81,11 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
     let svg = "image/svg+xml";
     let html = "text/html";
     Some(match (route.method, route.path) {
-        ("GET", "/metrics") => Doc::new("Prometheus text").query::<NoParams>().media(text),
-        ("GET", "/api/openapi.json") => Doc::new("This document").query::<NoParams>(),
+        ("GET", "/metrics") => Doc::new("Prometheus text").media(text),
+        ("GET", "/api/openapi.json") => Doc::new("This document"),
         ("GET", "/api/health") => Doc::new("The health report").query::<HealthParams>(),
-        ("GET", "/api/verify") => {
-            Doc::new("Every record checked").query::<NoParams>().answers::<VerifyRow>()
-        }
-        ("GET", "/api/metrics") => {
-            Doc::new("Prometheus text or the health report").query::<NoParams>().media(text)
-        }
+        ("GET", "/api/verify") => Doc::new("Every record checked").answers::<VerifyRow>(),
+        ("GET", "/api/metrics") => Doc::new("Prometheus text or the health report").media(text),
         ("GET", "/api/threads") => {
             Doc::new("A page of threads").query::<ListParams>().answers::<ThreadsPage>()
         }
@@ -115,7 +111,7 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
             Doc::new("The thread's debug bundle").query::<BundleParams>()
         }
         ("GET", "/api/threads/{id}/replay") => {
-            Doc::new("The thread replayed against the engine's code").query::<NoParams>()
+            Doc::new("The thread replayed against the engine's code")
         }
         ("GET", "/api/resumable") => {
             Doc::new("Threads the engine could resume").query::<ResumableParams>()
@@ -123,13 +119,11 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
         ("GET", "/api/workflows/{id}/graph") => {
             Doc::new("A workflow's graph (dot or mermaid)").query::<GraphParams>().media(text)
         }
-        ("GET", "/api/trace/{id}") => {
-            Doc::new("Messages carrying a correlation id").query::<NoParams>()
-        }
+        ("GET", "/api/trace/{id}") => Doc::new("Messages carrying a correlation id"),
         ("GET", "/api/trace") => {
             Doc::new("Messages as `cairn trace` finds them").query::<TraceParams>()
         }
-        ("GET", "/api/queues") => Doc::new("Every queue").query::<NoParams>(),
+        ("GET", "/api/queues") => Doc::new("Every queue"),
         ("GET", "/api/checkpoints") => {
             Doc::new("A page of checkpoints").query::<CheckpointsParams>()
         }
@@ -146,22 +140,18 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
         ("GET", "/api/view/threads") => {
             Doc::new("The web view's threads listing").query::<ListParams>().query::<SearchParam>()
         }
-        ("GET", "/api/threads/{id}/graph.svg") => {
-            Doc::new("The thread's graph").query::<NoParams>().media(svg)
-        }
+        ("GET", "/api/threads/{id}/graph.svg") => Doc::new("The thread's graph").media(svg),
         ("GET", "/api/threads/{id}/timeline") => {
             Doc::new("A window of the thread's log").query::<TimelineParams>()
         }
         ("GET", "/api/trace/{id}/sequence.svg") => {
-            Doc::new("A sequence picture of the messages").query::<NoParams>().media(svg)
+            Doc::new("A sequence picture of the messages").media(svg)
         }
-        ("GET", "/api/view/workflows") => {
-            Doc::new("Every workflow compiled in").query::<NoParams>()
-        }
+        ("GET", "/api/view/workflows") => Doc::new("Every workflow compiled in"),
         ("GET", "/api/workflows/{id}/graph.svg") => {
             Doc::new("A workflow's graph").query::<VersionParams>().media(svg)
         }
-        ("GET", "/api/schedules") => Doc::new("Every schedule").query::<NoParams>(),
+        ("GET", "/api/schedules") => Doc::new("Every schedule"),
         ("POST", "/api/schedules/{id}/{control}") => Doc::new("pause, resume or trigger"),
         ("DELETE", "/api/schedules/{id}") => Doc::new("Deletes a schedule"),
         _ => return None,

@@ -13,24 +13,22 @@
 //! it is a consistent picture of the thread even while the thread moves on.
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 
-use super::app::{App, Params, blocking, reject};
+use super::app::{App, Params, Segment, blocking, reject};
 use super::params::{NoParams, Reject};
 use super::params_ops::{BundleParams, ResumableParams};
-use super::threads::{record_of, segment};
+use super::threads::record_of;
 use crate::debug::rows::ResumablePage;
 use crate::debug::{Redactor, views};
 use crate::replay::{ReplayOptions, ReplayReport};
 
 pub(super) async fn bundle(
     State(app): State<App>,
-    id: Result<Path<String>, PathRejection>,
     Params(p): Params<BundleParams>,
+    Segment(id): Segment,
 ) -> Result<Response, Reject> {
-    let id = segment(id)?;
     let options = p.options();
     record_of(&app.engine, &id).await?;
     Redactor::new(&options.redaction).map_err(|e| reject(e, "secret"))?;
@@ -42,10 +40,9 @@ pub(super) async fn bundle(
 
 pub(super) async fn replay(
     State(app): State<App>,
-    id: Result<Path<String>, PathRejection>,
     _: Params<NoParams>,
+    Segment(id): Segment,
 ) -> Result<Json<ReplayReport>, Reject> {
-    let id = segment(id)?;
     record_of(&app.engine, &id).await?;
     let report =
         app.engine.replay(&id, &ReplayOptions::default()).await.map_err(|e| reject(e, "thread"))?;

@@ -28,14 +28,19 @@ pub struct Reject {
 }
 
 impl Reject {
+    /// A refusal with HTTP status `status` about `field`.
+    pub fn new(status: u16, field: &str, error: impl Into<String>) -> Self {
+        Self { status, error: error.into(), field: Some(field.to_owned()) }
+    }
+
     /// A 400 about `field`.
     pub fn bad(field: &str, error: impl Into<String>) -> Self {
-        Self { status: 400, error: error.into(), field: Some(field.to_owned()) }
+        Self::new(400, field, error)
     }
 
     /// A 404 about `field`.
     pub fn not_found(field: &str, error: impl Into<String>) -> Self {
-        Self { status: 404, error: error.into(), field: Some(field.to_owned()) }
+        Self::new(404, field, error)
     }
 }
 
@@ -392,65 +397,44 @@ fn version<'de, D: Deserializer<'de>>(de: D) -> Result<Option<u32>, D::Error> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use proptest::prelude::*;
 
     use super::*;
     use crate::serve::query::parse;
 
-    fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    /// Query pairs, as the endpoint decodes them.
+    pub(in crate::serve) fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    /// The field named by the refusal of `pairs` read as a `T` (`None`: they read).
+    fn refused<T: Check>(pairs: &[(&str, &str)]) -> Option<String> {
+        parse::<T>(&q(pairs)).err()?.field
     }
 
     #[test]
     fn each_refusal_names_its_field() {
+        assert_eq!(refused::<ListParams>(&[("limit", "0")]).as_deref(), Some("limit"));
+        assert_eq!(refused::<ListParams>(&[("status", "asleep")]).as_deref(), Some("status"));
+        assert_eq!(refused::<ListParams>(&[("colour", "x")]).as_deref(), Some("colour"));
+        assert_eq!(refused::<EventsParams>(&[("since", "-1")]).as_deref(), Some("since"));
         assert_eq!(
-            parse::<ListParams>(&q(&[("limit", "0")])).unwrap_err().field.as_deref(),
-            Some("limit")
-        );
-        assert_eq!(
-            parse::<ListParams>(&q(&[("status", "asleep")])).unwrap_err().field.as_deref(),
-            Some("status")
-        );
-        assert_eq!(
-            parse::<ListParams>(&q(&[("colour", "x")])).unwrap_err().field.as_deref(),
-            Some("colour")
-        );
-        assert_eq!(
-            parse::<EventsParams>(&q(&[("since", "-1")])).unwrap_err().field.as_deref(),
-            Some("since")
-        );
-        assert_eq!(
-            parse::<StateParams>(&q(&[("at", "1"), ("diff", "1,2")])).unwrap_err().field.as_deref(),
+            refused::<StateParams>(&[("at", "1"), ("diff", "1,2")]).as_deref(),
             Some("diff")
         );
+        assert_eq!(refused::<StateParams>(&[("at", "1"), ("at", "2")]).as_deref(), Some("at"));
+        assert_eq!(refused::<ListParams>(&[("after", "")]).as_deref(), Some("after"));
         assert_eq!(
-            parse::<StateParams>(&q(&[("at", "1"), ("at", "2")])).unwrap_err().field.as_deref(),
-            Some("at")
-        );
-        assert_eq!(
-            parse::<ListParams>(&q(&[("after", "")])).unwrap_err().field.as_deref(),
-            Some("after")
-        );
-        assert_eq!(
-            parse::<StateParams>(&q(&[("at", "1"), ("at_time", "2")]))
-                .unwrap_err()
-                .field
-                .as_deref(),
+            refused::<StateParams>(&[("at", "1"), ("at_time", "2")]).as_deref(),
             Some("at_time")
         );
+        assert_eq!(refused::<CheckpointsParams>(&[("kind", "sometimes")]).as_deref(), Some("kind"));
         assert_eq!(
-            parse::<CheckpointsParams>(&q(&[("kind", "sometimes")])).unwrap_err().field.as_deref(),
-            Some("kind")
-        );
-        assert_eq!(
-            parse::<HealthParams>(&q(&[("watchdog_ms", "soon")])).unwrap_err().field.as_deref(),
+            refused::<HealthParams>(&[("watchdog_ms", "soon")]).as_deref(),
             Some("watchdog_ms")
         );
-        assert_eq!(
-            parse::<TraceParams>(&q(&[("between", "a")])).unwrap_err().field.as_deref(),
-            Some("between")
-        );
+        assert_eq!(refused::<TraceParams>(&[("between", "a")]).as_deref(), Some("between"));
         let trace = parse::<TraceParams>(&q(&[("thread", "a"), ("thread", "b"), ("between", "x")]));
         assert_eq!(trace.unwrap_err().field.as_deref(), Some("between"));
         let trace =
@@ -462,10 +446,7 @@ mod tests {
         assert_eq!((ok.filter().status, ok.offset, ok.limit), (Some(ThreadStatus::Paused), 3, 100));
         let two = parse::<ListParams>(&q(&[("label", "a=b,c=d=e")])).unwrap().filter();
         assert_eq!(two.labels, [("a".into(), "b".into()), ("c".into(), "d=e".into())]);
-        assert_eq!(
-            parse::<ListParams>(&q(&[("label", "a=b,c")])).unwrap_err().field.as_deref(),
-            Some("label")
-        );
+        assert_eq!(refused::<ListParams>(&[("label", "a=b,c")]).as_deref(), Some("label"));
         assert_eq!(parse::<StateParams>(&q(&[("diff", "2,5")])).unwrap().diff, Some(SeqPair(2, 5)));
     }
 

@@ -92,11 +92,8 @@ impl BundleParams {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serve::params::tests::q;
     use crate::serve::query::parse;
-
-    fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
-    }
 
     #[test]
     fn a_bundle_query_is_read_as_the_cli_flags_and_refusals_name_their_field() {

@@ -89,10 +89,7 @@ impl Check for TimelineParams {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
-    }
+    use crate::serve::params::tests::q;
 
     #[test]
     fn the_views_parameters_are_read_or_refused_naming_their_field() {

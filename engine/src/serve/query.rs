@@ -90,19 +90,12 @@ where
 }
 
 /// A refusal while reading: what is wrong and the parameter (once known).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
 struct QueryError {
     message: String,
     field: Option<String>,
 }
-
-impl fmt::Display for QueryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for QueryError {}
 
 impl de::Error for QueryError {
     fn custom<T: fmt::Display>(msg: T) -> Self {

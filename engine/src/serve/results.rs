@@ -10,23 +10,20 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use cairn_storage::DeleteOptions;
 use serde_json::Value;
 
-use super::app::{App, Params, reject};
+use super::app::{App, Params, Segment, reject};
 use super::params::{ForceParams, Reject, WaitParams};
-use super::threads::segment;
 use super::wire::{Finish, ThreadResult};
 use crate::error::Error;
 
 pub(super) async fn result(
     State(app): State<App>,
-    id: Result<Path<String>, PathRejection>,
     Params(p): Params<WaitParams>,
+    Segment(id): Segment,
 ) -> Result<Json<ThreadResult>, Reject> {
-    let id = segment(id)?;
     let wait = p.wait();
     Ok(Json(answer(&app, &id, wait).await?))
 }
@@ -50,15 +47,14 @@ pub(super) async fn answer(app: &App, id: &str, wait: Duration) -> Result<Thread
 
 pub(super) async fn delete(
     State(app): State<App>,
-    id: Result<Path<String>, PathRejection>,
     Params(ForceParams { force }): Params<ForceParams>,
+    Segment(id): Segment,
 ) -> Result<Json<Value>, Reject> {
-    let id = segment(id)?;
     match app.engine.delete(&id, DeleteOptions { force }).await {
         Ok(Some(d)) => Ok(Json(serde_json::json!(crate::debug::views::deleted_row(&id, &d)))),
         Ok(None) => Err(Reject::not_found("thread", format!("no thread {id}"))),
         Err(Error::Storage(e @ cairn_storage::Error::Unfinished { .. })) => {
-            Err(Reject { status: 409, error: e.to_string(), field: Some("force".into()) })
+            Err(Reject::new(409, "force", e.to_string()))
         }
         Err(e) => Err(reject(e, "thread")),
     }

@@ -90,12 +90,9 @@ pub(super) fn table() -> Table {
 pub(super) fn router(app: App, access: Arc<Access>) -> Router {
     table()
         .router
-        .fallback(|| async {
-            Reject { status: 404, error: "no such route".into(), field: Some("path".into()) }
-        })
+        .fallback(|| async { Reject::not_found("path", "no such route") })
         .method_not_allowed_fallback(|| async {
-            let error = "reads are GET, controls POST".into();
-            Reject { status: 405, error, field: Some("method".into()) }
+            Reject::new(405, "method", "reads are GET, controls POST")
         })
         .layer(DefaultBodyLimit::max(SERVE_BODY_BYTES_MAX))
         .layer(axum::middleware::from_fn_with_state(access, access::guard))

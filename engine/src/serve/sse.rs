@@ -10,14 +10,13 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use cairn_storage::ThreadRecord;
 use serde_json::{Value, json};
 
-use super::app::{App, Params, reject};
+use super::app::{App, Params, Segment, reject};
 use super::params::{EventsParams, Reject};
 use super::threads::record_of;
 use crate::debug::rows::EventsPage;
@@ -29,10 +28,9 @@ pub const FOLLOW_POLL_MS: u64 = 200;
 
 pub(super) async fn events(
     State(app): State<App>,
-    id: Result<Path<String>, PathRejection>,
     Params(p): Params<EventsParams>,
+    Segment(id): Segment,
 ) -> Result<Response, Reject> {
-    let id = super::threads::segment(id)?;
     let (page, last, record) = read(app.clone(), id.clone(), p.clone(), p.since).await?;
     let terminal = record.status.is_terminal();
     if !p.follow {
@@ -63,14 +61,9 @@ async fn read(
     let (rows, last) = events_after(store, &record.id, after, &p.kinds, p.limit)
         .await
         .map_err(|e| reject(e, "since"))?;
-    let mut page: Vec<Value> = rows.iter().map(|row| serde_json::json!(row)).collect();
     // A public endpoint redacts whatever the query says (a stream is no body the access layer
     // can redact whole).
-    if p.redact || app.public {
-        for e in &mut page {
-            app.redactor.value(e);
-        }
-    }
+    let page = rows.iter().map(|row| app.answer(json!(row), p.redact)).collect();
     Ok((page, last, record))
 }
 

@@ -19,19 +19,18 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{Path, State};
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::app::{App, Params, reject};
+use super::app::{App, Params, Segment, reject};
 use super::controls::parse;
 use super::params::{Reject, WaitParams};
 use super::results::answer;
-use super::threads::segment;
 use super::wire::Started;
 use crate::config::StartOptions;
 use crate::error::Error;
@@ -103,16 +102,11 @@ impl StartBody {
 /// `POST /api/workflows/{id}/threads`.
 pub(super) async fn start(
     State(app): State<App>,
-    workflow: Result<Path<String>, PathRejection>,
     Params(p): Params<WaitParams>,
+    Segment(workflow): Segment,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Reject> {
-    let workflow = segment(workflow)?;
-    let body = body.map_err(|e| Reject {
-        status: e.status().as_u16(),
-        error: e.body_text(),
-        field: Some("body".into()),
-    })?;
+    let body = super::app::body(body)?;
     let (input, options) = parse::<StartBody>(&body)?.options()?;
     let engine = &app.engine;
     let wf = engine.shell.registry.latest(&workflow, options.version).map_err(|e| match e {

@@ -4,13 +4,12 @@
 //! the whole-database health and verify reads run on a blocking thread.
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use cairn_storage::{CheckpointFilter, Page, ThreadId, ThreadRecord, ThreadStatus};
 use serde_json::{Value, json};
 
-use super::app::{App, Params, blocking, reject};
+use super::app::{App, Params, Segment, blocking, reject};
 use super::params::{
     GraphFormat, GraphParams, HealthParams, ListParams, NoParams, RedactParams, Reject, SeqPair,
     StateParams,
@@ -19,12 +18,6 @@ use crate::api::engine::Engine;
 use crate::debug::rows::{StateDiff, ThreadsPage, VerifyRow};
 use crate::debug::views;
 use crate::limits::SERVE_PAGE_MAX;
-
-/// The path's one segment (a thread, workflow or correlation id), or a 400 naming `path` (not
-/// UTF-8 once decoded).
-pub(super) fn segment(path: Result<Path<String>, PathRejection>) -> Result<String, Reject> {
-    path.map(|p| p.0).map_err(|e| Reject::bad("path", e.body_text()))
-}
 
 /// The stored status of thread `id`, read with the store's async reads (a handler that does
 /// not move to a blocking thread awaits it), or an error naming `thread`.
@@ -128,10 +121,9 @@ pub(super) async fn list(
 
 pub(super) async fn show(
     State(app): State<App>,
-    id: Result<Path<String>, PathRejection>,
     Params(RedactParams { redact }): Params<RedactParams>,
+    Segment(id): Segment,
 ) -> Result<Json<Value>, Reject> {
-    let id = segment(id)?;
     let record = record_of(&app.engine, &id).await?;
     let out = views::thread_details(&app.engine, &record).await.map_err(|e| reject(e, "thread"))?;
     Ok(Json(app.answer(json!(out), redact)))
@@ -139,10 +131,9 @@ pub(super) async fn show(
 
 pub(super) async fn state(
     State(app): State<App>,
-    id: Result<Path<String>, PathRejection>,
     Params(p): Params<StateParams>,
+    Segment(id): Segment,
 ) -> Result<Json<Value>, Reject> {
-    let id = segment(id)?;
     let engine = &app.engine;
     record_of(engine, &id).await?;
     let out = match p.diff {
@@ -165,10 +156,9 @@ pub(super) async fn state(
 
 pub(super) async fn checkpoints(
     State(app): State<App>,
-    id: Result<Path<String>, PathRejection>,
     Params(RedactParams { redact }): Params<RedactParams>,
+    Segment(id): Segment,
 ) -> Result<Json<Value>, Reject> {
-    let id = segment(id)?;
     let record = record_of(&app.engine, &id).await?;
     let filter = CheckpointFilter { thread: Some(record.id), ..CheckpointFilter::default() };
     let infos = app
@@ -184,10 +174,9 @@ pub(super) async fn checkpoints(
 
 pub(super) async fn graph(
     State(app): State<App>,
-    id: Result<Path<String>, PathRejection>,
     Params(p): Params<GraphParams>,
+    Segment(id): Segment,
 ) -> Result<Response, Reject> {
-    let id = segment(id)?;
     let wf = app.workflow(&id, p.version)?;
     let text = match p.format {
         GraphFormat::Mermaid => wf.to_mermaid(),
@@ -199,10 +188,9 @@ pub(super) async fn graph(
 
 pub(super) async fn trace(
     State(app): State<App>,
-    id: Result<Path<String>, PathRejection>,
     Params(RedactParams { redact }): Params<RedactParams>,
+    Segment(id): Segment,
 ) -> Result<Json<Value>, Reject> {
-    let id = segment(id)?;
     let found = views::messages(app.engine.store().as_ref(), &id)
         .await
         .map_err(|e| reject(e, "correlation_id"))?;

@@ -3,7 +3,6 @@
 //! 0600), so that a local user who can read the database can also control it, and nobody else on
 //! the machine can. It is checked in one place, the endpoint's access layer (`serve::access`).
 
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -38,12 +37,7 @@ pub fn generate() -> Result<String, Error> {
     let mut bytes = [0u8; TOKEN_BYTES];
     getrandom::fill(&mut bytes)
         .map_err(|e| Error::Invalid(format!("the operating system's randomness: {e}")))?;
-    let mut hex = String::with_capacity(TOKEN_BYTES * 2);
-    for b in bytes {
-        // Writing to a String cannot fail.
-        let _ = write!(hex, "{b:02x}");
-    }
-    Ok(hex)
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Writes `token` to `path`, readable and writable by the owner only, replacing any older one.
@@ -53,10 +47,10 @@ pub fn generate() -> Result<String, Error> {
 pub fn write(path: &Path, token: &str) -> Result<(), Error> {
     let fail = |e: std::io::Error| Error::Invalid(format!("writing {}: {e}", path.display()));
     // Removed first: an older file may have looser permissions, which `mode` would not change.
-    match std::fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(fail(e)),
+    if let Err(e) = std::fs::remove_file(path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        return Err(fail(e));
     }
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);

@@ -18,19 +18,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
-use axum::response::{IntoResponse, Response};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::response::Response;
 use cairn_dsl::DynNodeKind;
 use cairn_storage::{Page, Seq, ThreadId, ThreadRecord};
 use serde_json::{Value, json};
 
-use super::app::{App, Params, blocking, pairs, reject, svg_answer};
+use super::app::{App, Params, Segment, blocking, pairs, reject, svg_answer};
 use super::graph_svg::{Mark, NodeStatus, esc, workflow_svg};
 use super::params::{NoParams, Reject};
 pub use super::params_view::TIMELINE_EVENTS_MAX;
 use super::params_view::{TimelineParams, view_threads_params};
-use super::threads::{record_of, segment};
+use super::threads::record_of;
 use crate::core::event::{Body, TaskKey};
 use crate::debug::rows::{ThreadDetails, ThreadRow};
 use crate::debug::views;
@@ -101,21 +101,14 @@ fn matches(r: &ThreadRecord, q: &str) -> bool {
 
 pub(super) async fn graph_svg(
     State(app): State<App>,
-    id: Result<Path<String>, PathRejection>,
     _: Params<NoParams>,
+    Segment(id): Segment,
 ) -> Result<Response, Reject> {
-    let id = segment(id)?;
     let record = record_of(&app.engine, &id).await?;
     let wf = match app.engine.workflow_for(&record) {
         Ok(wf) => wf,
         // A thread of another version: the newest compiled in of its workflow, if any.
-        Err(e) => app
-            .engine
-            .workflows()
-            .into_iter()
-            .filter(|w| w.id() == record.workflow.id)
-            .max_by_key(|w| w.version())
-            .ok_or_else(|| reject(e, "workflow"))?,
+        Err(e) => app.workflow(&record.workflow.id, None).map_err(|_| reject(e, "workflow"))?,
     };
     let details =
         views::thread_details(&app.engine, &record).await.map_err(|e| reject(e, "thread"))?;
@@ -200,10 +193,9 @@ pub(crate) fn marks(details: &ThreadDetails) -> BTreeMap<String, Mark> {
 
 pub(super) async fn timeline(
     State(app): State<App>,
-    id: Result<Path<String>, PathRejection>,
     Params(p): Params<TimelineParams>,
+    Segment(id): Segment,
 ) -> Result<Json<Value>, Reject> {
-    let id = segment(id)?;
     let record = record_of(&app.engine, &id).await?;
     let store = app.engine.store().as_ref();
     let last = record.last.map_or(0, |b| b.seq.0);
@@ -378,18 +370,16 @@ impl Timeline {
 
 pub(super) async fn sequence_svg(
     State(app): State<App>,
-    id: Result<Path<String>, PathRejection>,
     _: Params<NoParams>,
+    Segment(id): Segment,
 ) -> Result<Response, Reject> {
-    let id = segment(id)?;
     let found = views::messages(app.engine.store().as_ref(), &id)
         .await
         .map_err(|e| reject(e, "correlation_id"))?;
     // A picture is no JSON the access layer redacts: a public endpoint redacts what it shows.
     let found = app.answer(Value::Array(found), false);
     let found = found.as_array().map_or(&[][..], Vec::as_slice);
-    let headers = [(axum::http::header::CONTENT_TYPE, "image/svg+xml; charset=utf-8")];
-    Ok((headers, sequence(&id, found)).into_response())
+    svg_answer(Ok(sequence(&id, found)))
 }
 
 /// The messages as a sequence picture: one lifeline per participant (a node of a thread, or the

@@ -131,17 +131,6 @@ pub fn read<T: DeserializeOwned + Serialize>(answer: Value, what: &str) -> Resul
     }
 }
 
-/// Each of `answers` as a `T`, as [`read`] reads one.
-///
-/// # Errors
-/// As [`read`], for the first that does not read.
-pub fn read_all<T: DeserializeOwned + Serialize>(
-    answers: Vec<Value>,
-    what: &str,
-) -> Result<Vec<T>, Error> {
-    answers.into_iter().map(|answer| read(answer, what)).collect()
-}
-
 /// `text` as one URL path segment: every byte percent-encoded but the unreserved ones and `:`,
 /// `@` (which a segment may carry as they are), so that a thread id with `/` links to itself.
 pub(crate) fn path_segment(text: &str) -> String {
