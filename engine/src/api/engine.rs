@@ -222,13 +222,8 @@ impl Engine {
         let Some((permit, control)) = claimed else {
             let batch =
                 start::prepare(&self.shell, self.new_thread((&wf, &id), input, &options)).await?;
-            if let Some(batch) = batch {
-                let pending = self.shell.store.append_async(batch).await?;
-                if start::settle(&self.shell, &wf, &id, pending).await? {
-                    spawn_drive(&self.shell, id.clone(), "started");
-                }
-            }
-            return Ok(ThreadHandle::new(self.clone(), id));
+            let prepared = Prepared { wf, id, batch, queued: false };
+            return Ok(self.write_prepared(vec![prepared]).await?.remove(0));
         };
         // Announced before the creation is queued: the writer may hold the creation's group
         // open for the runner's first batch.
@@ -253,7 +248,6 @@ impl Engine {
     }
 
     /// Checks a start and builds the batch that creates its thread (`None`: the thread exists).
-    #[allow(clippy::type_complexity, reason = "a private triple read once by each caller")]
     async fn prepare_start(
         &self,
         workflow: &str,

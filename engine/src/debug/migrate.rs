@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use cairn_storage::{CheckpointKind, CheckpointMeta, ThreadId};
 use serde_json::Value;
 
+use super::checkpoint::ParkedCheckpoint;
 use crate::api::engine::Engine;
 use crate::error::Error;
 use crate::exec::shell::Shell;
@@ -137,8 +138,8 @@ impl Engine {
             tags: vec![MIGRATION_TAG.to_owned()],
             custom,
         };
-        let kind = CheckpointKind::Manual;
-        self.write_parked_checkpoint(record, ctx, kind, description, meta, move |mut snapshot| {
+        let checkpoint = ParkedCheckpoint { kind: CheckpointKind::Manual, description, meta };
+        self.write_parked(record, ctx, Vec::new(), checkpoint, move |mut snapshot| {
             snapshot.meta.workflow = new_ref;
             snapshot.meta.visits.retain(|node, _| new_wf.node_id(node).is_some());
             snapshot.state = state;
