@@ -328,70 +328,40 @@ pub(crate) async fn threads_after(
 }
 
 /// The `keep` first items in natural order of their keys (ties in byte order), kept while any
-/// number of items are offered: a bounded max-heap, so memory holds `keep` items and no more.
+/// number of items are offered: memory holds at most twice `keep` items (sorted and cut back to
+/// the `keep` first whenever it fills).
 #[cfg(feature = "cli")]
 pub(crate) struct NaturalFirst<T> {
     keep: usize,
-    heap: std::collections::BinaryHeap<Keyed<T>>,
+    items: Vec<(String, T)>,
 }
 
 #[cfg(feature = "cli")]
 impl<T> NaturalFirst<T> {
     /// Keeps the `keep` first.
     pub(crate) fn new(keep: usize) -> Self {
-        Self { keep, heap: std::collections::BinaryHeap::new() }
+        Self { keep, items: Vec::new() }
     }
 
     /// Offers `item` under `key`: kept if among the `keep` first so far.
     pub(crate) fn offer(&mut self, key: String, item: T) {
-        if self.keep == 0 {
-            return;
+        self.items.push((key, item));
+        if self.items.len() > self.keep.saturating_mul(2).max(1) {
+            self.cut();
         }
-        let keyed = Keyed { key, item };
-        if self.heap.len() < self.keep {
-            self.heap.push(keyed);
-        } else if self.heap.peek().is_some_and(|last| keyed < *last) {
-            self.heap.pop();
-            self.heap.push(keyed);
-        }
+    }
+
+    fn cut(&mut self) {
+        self.items.sort_by(|(a, _), (b, _)| natural_cmp(a, b).then_with(|| a.cmp(b)));
+        self.items.truncate(self.keep);
     }
 
     /// The items kept, first first, `offset` skipped and at most `limit`.
-    pub(crate) fn finish(self, offset: usize, limit: usize) -> Vec<T> {
-        self.heap.into_sorted_vec().into_iter().skip(offset).take(limit).map(|k| k.item).collect()
+    pub(crate) fn finish(mut self, offset: usize, limit: usize) -> Vec<T> {
+        self.cut();
+        self.items.into_iter().skip(offset).take(limit).map(|(_, item)| item).collect()
     }
 }
-
-/// An item ordered by its key, naturally (ties in byte order, as the store's order left them).
-#[cfg(feature = "cli")]
-pub(crate) struct Keyed<T> {
-    key: String,
-    item: T,
-}
-
-#[cfg(feature = "cli")]
-impl<T> Ord for Keyed<T> {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        natural_cmp(&self.key, &other.key).then_with(|| self.key.cmp(&other.key))
-    }
-}
-
-#[cfg(feature = "cli")]
-impl<T> PartialOrd for Keyed<T> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-#[cfg(feature = "cli")]
-impl<T> PartialEq for Keyed<T> {
-    fn eq(&self, other: &Self) -> bool {
-        self.key == other.key
-    }
-}
-
-#[cfg(feature = "cli")]
-impl<T> Eq for Keyed<T> {}
 
 /// The events of `thread` after seq `after` that pass `kinds` (all when empty), decoded, at
 /// most `max` of them; returns them and the last seq read (matching or not).
