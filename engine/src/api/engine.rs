@@ -14,8 +14,8 @@ use crate::exec::drive::spawn_drive;
 use crate::exec::shell::{Shell, StepHook};
 use crate::exec::start::{self, NewThread};
 
-/// One start of `start_many`, checked and ready to write.
-struct Prepared {
+/// One start, checked and ready to write.
+pub(super) struct Prepared {
     wf: Arc<DynWorkflow>,
     id: ThreadId,
     /// Its creation (put in line when `queued`), or `None` if the id exists already.
@@ -95,8 +95,11 @@ impl Engine {
         options: StartOptions,
     ) -> Result<ThreadHandle, Error> {
         if options.queue.is_some() {
-            let wf = self.shell.registry.latest(workflow, options.version)?;
-            return self.start_queued(wf, input, options).await;
+            // Created Queued and put in line in one batch; the admitter runs it when the
+            // limits allow (a dedup key held in the queue answers with its holder).
+            let prepared = self.prepare_start(workflow, input, options).await?;
+            let (id, _) = self.write_prepared(vec![prepared], true).await?.remove(0);
+            return Ok(ThreadHandle::new(self.clone(), id));
         }
         self.start_running(workflow, input, options).await
     }
@@ -148,57 +151,63 @@ impl Engine {
             let input = serde_json::to_value(input)?;
             prepared.push(self.prepare_start(workflow, input, options).await?);
         }
-        self.write_prepared(prepared).await
+        let written = self.write_prepared(prepared, true).await?;
+        Ok(written.into_iter().map(|(id, _)| ThreadHandle::new(self.clone(), id)).collect())
     }
 
     /// Writes prepared creations together (pipelined: they share group commits, each batch
-    /// accepted or refused on its own, in order) and drives each thread created; threads put
-    /// in line wait for one admission pass, asked for once.
-    async fn write_prepared(&self, prepared: Vec<Prepared>) -> Result<Vec<ThreadHandle>, Error> {
+    /// accepted or refused on its own, in order) and, when `drive`, drives each thread created;
+    /// threads put in line wait for one admission pass, asked for once. Returns, per start, the
+    /// thread that answers it (the one written, the existing thread of the id, or the holder of
+    /// its dedup key) and whether the call wrote it.
+    pub(super) async fn write_prepared(
+        &self,
+        prepared: Vec<Prepared>,
+        drive: bool,
+    ) -> Result<Vec<(ThreadId, bool)>, Error> {
         let mut first_error = None;
         let mut written = Vec::new();
-        let mut ids = Vec::with_capacity(prepared.len());
+        let mut out = Vec::with_capacity(prepared.len());
         for p in prepared {
-            ids.push(p.id.clone());
+            out.push((p.id.clone(), false));
             let Some(batch) = p.batch else { continue };
             if first_error.is_some() {
                 continue;
             }
             match self.shell.store.append_async(batch).await {
-                Ok(pending) => written.push((ids.len() - 1, p.wf, p.queued, pending)),
+                Ok(pending) => written.push((out.len() - 1, p.wf, p.queued, pending)),
                 Err(e) => first_error = Some(e.into()),
             }
         }
         let mut queued_any = false;
         for (at, wf, queued, pending) in written {
-            let id = ids[at].clone();
-            if queued {
-                match self.settle_queued(&wf, &id, pending).await {
-                    // The holder of its dedup key, or itself.
-                    Ok(answer) => {
-                        queued_any |= answer == id;
-                        ids[at] = answer;
+            let id = out[at].0.clone();
+            let settled = if queued {
+                self.settle_queued(&wf, &id, pending).await
+            } else {
+                start::settle(&self.shell, &wf, &id, pending)
+                    .await
+                    .map(|created| (id.clone(), created))
+            };
+            match settled {
+                Ok((answer, created)) => {
+                    queued_any |= created && queued;
+                    if created && drive && !queued {
+                        spawn_drive(&self.shell, id, "started");
                     }
-                    Err(e) => {
-                        first_error.get_or_insert(e);
-                    }
+                    out[at] = (answer, created);
                 }
-                continue;
-            }
-            match start::settle(&self.shell, &wf, &id, pending).await {
-                Ok(true) => spawn_drive(&self.shell, id, "started"),
-                Ok(false) => {}
                 Err(e) => {
                     first_error.get_or_insert(e);
                 }
             }
         }
-        if queued_any {
+        if queued_any && drive {
             self.shell.admit.notify_one();
         }
         match first_error {
             Some(e) => Err(e),
-            None => Ok(ids.into_iter().map(|id| ThreadHandle::new(self.clone(), id)).collect()),
+            None => Ok(out),
         }
     }
 
@@ -223,7 +232,8 @@ impl Engine {
             let batch =
                 start::prepare(&self.shell, self.new_thread((&wf, &id), input, &options)).await?;
             let prepared = Prepared { wf, id, batch, queued: false };
-            return Ok(self.write_prepared(vec![prepared]).await?.remove(0));
+            let (id, _) = self.write_prepared(vec![prepared], true).await?.remove(0);
+            return Ok(ThreadHandle::new(self.clone(), id));
         };
         // Announced before the creation is queued: the writer may hold the creation's group
         // open for the runner's first batch.
@@ -248,7 +258,7 @@ impl Engine {
     }
 
     /// Checks a start and builds the batch that creates its thread (`None`: the thread exists).
-    async fn prepare_start(
+    pub(super) async fn prepare_start(
         &self,
         workflow: &str,
         input: serde_json::Value,

@@ -94,12 +94,8 @@ impl Engine {
             ThreadStatus::Paused,
             ThreadStatus::Blocked,
         ];
-        let mut lists = Vec::with_capacity(statuses.len() * workflows.len());
-        for status in statuses {
-            for workflow_id in &workflows {
-                lists.push((status, workflow_id.clone()));
-            }
-        }
+        let lists: Vec<(ThreadStatus, Option<String>)> =
+            statuses.iter().flat_map(|s| workflows.iter().map(|w| (*s, w.clone()))).collect();
         for (status, workflow_id) in lists {
             // By cursor (thread id), not offset: the threads this pass resumes leave the status
             // listed while it pages, and an offset would then skip as many others.
