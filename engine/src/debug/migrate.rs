@@ -93,11 +93,7 @@ impl Engine {
             return Err(Error::Invalid(format!("thread {id} is on v{to_version} already")));
         }
         let chain = self.migration_chain(&old.id, old.version, to_version)?;
-        let new_wf = self
-            .workflows()
-            .into_iter()
-            .find(|w| w.id() == old.id && w.version() == to_version)
-            .ok_or_else(|| Error::UnknownWorkflow { id: old.id.clone(), version: to_version })?;
+        let new_wf = self.shell.registry.latest(&old.id, Some(to_version))?;
         let last = record.last.map_or(0, |b| b.seq.0);
         let ctx = self.restore_at(&id, last).await?;
         if let Some((task, _)) = ctx.meta.open.iter().find(|(_, j)| j.outcome.is_some()) {
