@@ -99,28 +99,15 @@ impl Engine {
         for (status, workflow_id) in lists {
             // By cursor (thread id), not offset: the threads this pass resumes leave the status
             // listed while it pages, and an offset would then skip as many others.
-            let mut after: Option<ThreadId> = None;
-            loop {
-                let filter = ThreadFilter {
-                    status: Some(status),
-                    workflow_id: workflow_id.clone(),
-                    ..ThreadFilter::default()
-                };
-                let page = self
-                    .shell
-                    .store
-                    .list_threads_after(&filter, after.as_ref(), RECOVERY_PAGE)
-                    .await?;
-                let done = page.len() < RECOVERY_PAGE;
-                after = page.last().map(|r| r.id.clone());
+            let filter =
+                ThreadFilter { status: Some(status), workflow_id, ..ThreadFilter::default() };
+            let mut pages = super::ThreadPages::new(filter, None, RECOVERY_PAGE);
+            while let Some(page) = pages.next(self.shell.store.as_ref()).await? {
                 for record in page {
                     if self.taken(&record.id) {
                         continue;
                     }
                     self.recover_one(record, &mut report).await?;
-                }
-                if done {
-                    break;
                 }
             }
         }

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use cairn_storage::{Page, ThreadFilter, ThreadId, ThreadRecord, ThreadStatus};
+use cairn_storage::{Page, ThreadFilter, ThreadRecord, ThreadStatus};
 
 use super::engine::Engine;
 use super::handle::ThreadHandle;
@@ -182,19 +182,13 @@ impl Engine {
             ThreadFilter { workflow_id: Some(SCHEDULE_WORKFLOW.into()), ..ThreadFilter::default() };
         let store = self.shell.store.as_ref();
         let mut lives: BTreeMap<String, (u64, ThreadRecord)> = BTreeMap::new();
-        let mut after: Option<ThreadId> = None;
-        loop {
-            let page = store.list_threads_after(&filter, after.as_ref(), LIST_PAGE).await?;
-            let full = page.len() == LIST_PAGE;
+        let mut pages = super::ThreadPages::new(filter, None, LIST_PAGE);
+        while let Some(page) = pages.next(store).await? {
             for record in page {
-                after = Some(record.id.clone());
                 let Some((name, n)) = schedule_link(record.id.as_str()) else { continue };
                 if lives.get(name).is_none_or(|(best, _)| n > *best) {
                     lives.insert(name.to_owned(), (n, record));
                 }
-            }
-            if !full {
-                break;
             }
         }
         let mut out = Vec::new();

@@ -4,8 +4,7 @@
 //! only.
 
 use cairn_storage::{
-    Checkpoint, CheckpointInfo, Event, EventKind, Lsn, Seq, Store, ThreadFilter, ThreadId,
-    ThreadRecord,
+    Checkpoint, CheckpointInfo, Event, EventKind, Seq, Store, ThreadFilter, ThreadId, ThreadRecord,
 };
 use serde_json::{Value, json};
 
@@ -16,8 +15,8 @@ use super::rows::{
     ThreadRow, VerifyRow,
 };
 use crate::Engine;
+use crate::api::ThreadPages;
 use crate::core::children::PARENT_LABEL;
-use crate::core::event::Body;
 use crate::error::Error;
 use crate::exec::fetch;
 use crate::limits::READ_CHUNK_EVENTS;
@@ -271,18 +270,13 @@ pub(crate) async fn threads_page(
     limit: usize,
 ) -> Result<Vec<ThreadRecord>, Error> {
     let mut first = NaturalFirst::new(offset.saturating_add(limit));
-    let mut after: Option<ThreadId> = None;
-    loop {
-        let page = store.list_threads_after(filter, after.as_ref(), THREADS_CHUNK).await?;
-        let done = page.len() < THREADS_CHUNK;
-        after = page.last().map(|r| r.id.clone());
+    let mut pages = ThreadPages::new(filter.clone(), None, THREADS_CHUNK);
+    while let Some(page) = pages.next(store).await? {
         for record in page {
             first.offer(record.id.to_string(), record);
         }
-        if done {
-            return Ok(first.finish(offset, limit));
-        }
     }
+    Ok(first.finish(offset, limit))
 }
 
 /// Threads read a chunk at a time by the walks here.
@@ -302,23 +296,19 @@ pub(crate) async fn threads_after(
     offset: usize,
     limit: usize,
 ) -> Result<(Vec<ThreadRecord>, Option<ThreadId>), Error> {
-    let mut cursor = after.cloned();
+    let mut pages = ThreadPages::new(filter.clone(), after.cloned(), THREADS_CHUNK);
     let mut skip = offset;
     let mut out = Vec::new();
     // One more than the page, to know whether another follows.
-    while out.len() <= limit {
-        let page = store.list_threads_after(filter, cursor.as_ref(), THREADS_CHUNK).await?;
-        let done = page.len() < THREADS_CHUNK;
-        cursor = page.last().map(|r| r.id.clone());
+    while out.len() <= limit
+        && let Some(page) = pages.next(store).await?
+    {
         for record in page {
             if skip > 0 {
                 skip -= 1;
             } else if out.len() <= limit {
                 out.push(record);
             }
-        }
-        if done {
-            break;
         }
     }
     let more = out.len() > limit;
@@ -396,39 +386,27 @@ pub(crate) async fn events_after(
 /// store's correlation index (`docs/format.md` §2.2): no other event is read.
 ///
 /// # Errors
-/// Storage errors; an event that does not decode.
+/// Storage errors; an event that does not decode; [`Error::LimitExceeded`] past
+/// [`crate::limits::TRACE_MESSAGES_MAX`] messages.
 pub(crate) async fn messages(store: &dyn Store, correlation_id: &str) -> Result<Vec<Value>, Error> {
-    let mut after = 0u64;
-    let mut found = Vec::new();
-    let query = cairn_storage::CorrelationQuery::new(correlation_id);
-    loop {
-        let events = store.read_correlated(&query, Lsn(after), READ_CHUNK_EVENTS).await?;
-        let n = events.len();
-        for event in events {
-            after = event.bookmark.lsn.0;
-            if event.kind != EventKind::Message {
-                continue;
-            }
-            let rec = fetch::decode(store, event).await?;
-            let Body::Message { task, message } = rec.body else { continue };
-            if message.correlation_id.as_deref() != Some(correlation_id) {
-                continue;
-            }
-            found.push(json!({
-                "lsn": rec.bookmark.lsn.0,
-                "thread": rec.thread.as_str(),
-                "seq": rec.bookmark.seq.0,
-                "at_ms": rec.bookmark.at_ms,
-                "node": task.to_string(),
-                "role": message.role,
-                "to": message.to,
-                "content": message.content,
-            }));
-        }
-        if n < READ_CHUNK_EVENTS {
-            return Ok(found);
-        }
-    }
+    let query = super::TraceQuery {
+        correlation_id: Some(correlation_id.to_owned()),
+        ..super::TraceQuery::new(super::TraceScope::All)
+    };
+    let found = super::trace::messages_of_store(store, &query).await?;
+    let row = |m: super::TracedMessage| {
+        json!({
+            "lsn": m.lsn,
+            "thread": m.thread,
+            "seq": m.seq,
+            "at_ms": m.at_ms,
+            "node": m.task.to_string(),
+            "role": m.message.role,
+            "to": m.message.to,
+            "content": m.message.content,
+        })
+    };
+    Ok(found.into_iter().map(row).collect())
 }
 
 /// Natural order of thread ids: runs of digits compare as numbers, so `demo-2` comes before
