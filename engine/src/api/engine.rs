@@ -382,4 +382,19 @@ impl Engine {
     pub fn workflows(&self) -> Vec<Arc<DynWorkflow>> {
         self.shell.registry.all()
     }
+
+    /// The ids of the registered workflows, each once, in order.
+    pub(crate) fn workflow_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.workflows().iter().map(|wf| wf.id().to_owned()).collect();
+        ids.dedup();
+        ids
+    }
+
+    /// Appends `batch` and waits until it is durable.
+    pub(crate) async fn write(
+        &self,
+        batch: cairn_storage::Batch,
+    ) -> Result<cairn_storage::Appended, cairn_storage::Error> {
+        self.shell.store.append_async(batch).await?.wait().await
+    }
 }

@@ -54,12 +54,7 @@ impl Engine {
             .iter()
             .map(|(name, limits)| QueueOp::Define { name: name.clone(), limits: *limits })
             .collect();
-        self.shell
-            .store
-            .append_async(Batch { queues: ops, ..Batch::default() })
-            .await?
-            .wait()
-            .await?;
+        self.write(Batch { queues: ops, ..Batch::default() }).await?;
         self.shell.admit.notify_one();
         Ok(())
     }
@@ -81,12 +76,7 @@ impl Engine {
     /// # Errors
     /// Storage errors.
     pub async fn admit_queued(&self) -> Result<Vec<ThreadId>, Error> {
-        let workflows: Vec<String> = {
-            let mut ids: Vec<String> =
-                self.shell.registry.all().iter().map(|wf| wf.id().to_string()).collect();
-            ids.dedup();
-            ids
-        };
+        let workflows = self.workflow_ids();
         let mut admitted = Vec::new();
         let queues = self.shell.store.queues().await?;
         let waiting = queues.iter().any(|q| q.waiting > 0);
@@ -122,7 +112,7 @@ impl Engine {
                 workflows: workflows.to_vec(),
             };
             let batch = Batch { queues: vec![op], ..Batch::default() };
-            let written = self.shell.store.append_async(batch).await?.wait().await?;
+            let written = self.write(batch).await?;
             let n = written.admitted.len();
             for thread in written.admitted {
                 spawn_drive(&self.shell, thread.clone(), "admitted");

@@ -81,10 +81,7 @@ impl Engine {
         let workflows: Vec<Option<String>> = if !self.shell.coord.has_peers() {
             vec![None]
         } else {
-            let mut ids: Vec<String> =
-                self.shell.registry.all().iter().map(|wf| wf.id().to_owned()).collect();
-            ids.dedup();
-            ids.into_iter().map(Some).collect()
+            self.workflow_ids().into_iter().map(Some).collect()
         };
         let statuses = [
             ThreadStatus::Running,
@@ -118,10 +115,7 @@ impl Engine {
     /// within two polls, or not known), page by page in the index's order, each handled as
     /// recovery handles it; `None` for a store without the index.
     async fn recover_due(&self) -> Result<Option<RecoveryReport>, Error> {
-        let mut workflows: Vec<String> =
-            self.shell.registry.all().iter().map(|wf| wf.id().to_owned()).collect();
-        workflows.sort();
-        workflows.dedup();
+        let workflows = self.workflow_ids();
         let horizon_ms = self.shell.config.poll_ms.saturating_mul(2);
         let mut report = RecoveryReport::default();
         let mut after = None;

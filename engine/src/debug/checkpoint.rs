@@ -173,7 +173,7 @@ impl Engine {
             if now_last != last {
                 return Err(Error::Invalid(format!("thread {id} moved on to seq {now_last}")));
             }
-            Ok(self.store().append_async(batch).await?.wait().await?)
+            Ok(self.write(batch).await?)
         }
         .await;
         self.shell.coord.release(&id);
