@@ -277,7 +277,7 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::Invalid`] for an id that is not one, or labels holding the reserved parent label.
-    pub(super) fn start_id(&self, options: &StartOptions) -> Result<ThreadId, Error> {
+    fn start_id(&self, options: &StartOptions) -> Result<ThreadId, Error> {
         if options.labels.contains_key(crate::core::children::PARENT_LABEL) {
             return Err(Error::Invalid(format!(
                 "the label {:?} is reserved: the engine sets it on sub-workflow child threads",
@@ -292,7 +292,7 @@ impl Engine {
 
     /// Thread `id` of `wf` on `input` as `options` start it: their labels, and a policy of their
     /// deadline (from now), budgets and permissions.
-    pub(super) fn new_thread<'a>(
+    fn new_thread<'a>(
         &self,
         (wf, id): (&'a Arc<DynWorkflow>, &'a ThreadId),
         input: serde_json::Value,

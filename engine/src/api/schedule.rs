@@ -22,7 +22,6 @@ use crate::core::status::Transition;
 use crate::core::thread_ctx::Waiting;
 use crate::error::Error;
 use crate::exec::drive::spawn_drive;
-use crate::exec::start;
 
 /// Schedules one listing returns at most.
 pub const SCHEDULES_LIST_MAX: usize = 10_000;
@@ -130,10 +129,7 @@ impl Engine {
             // Written Created, not driven: an engine that runs schedules drives it from its open
             // (recovery) or from `run_schedules`; this one would leave its first tick half done
             // when it closes.
-            let wf = self.shell.registry.latest(SCHEDULE_WORKFLOW, None)?;
-            let id = self.start_id(&options)?;
-            let input = serde_json::to_value(&state)?;
-            start::create(&self.shell, self.new_thread((&wf, &id), input, &options)).await?;
+            self.create(SCHEDULE_WORKFLOW, &state, options).await?;
         }
         self.schedule(name).await?.ok_or_else(|| Error::UnknownThread(head_of(name)))
     }
