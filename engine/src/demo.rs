@@ -104,11 +104,7 @@ fn search(source: &'static str, query: &str) -> Result<String, ToolError> {
 /// # Errors
 /// [`BuildError`] only if the definition below is wrong (a bug).
 pub fn research_workflow(model: Arc<dyn LanguageModel>) -> Result<Workflow<Research>, BuildError> {
-    let m1 = model.clone();
-    let m2 = model.clone();
-    let m3 = model.clone();
-    let m4 = model.clone();
-    let m5 = model;
+    let [m1, m2, m3, m4, m5] = std::array::from_fn(|_| model.clone());
     let retry = NodePolicy::default().retry(RetryPolicy::exponential(3, 10, 100));
     Workflow::<Research>::builder("research-agent", 1)
         .node("classify", move |s: Arc<Research>, ctx: Ctx| {

@@ -5,7 +5,7 @@
 //! through its cancellation token). A parked thread is changed directly by a guarded write
 //! (`exec/parked.rs`).
 
-use cairn_storage::{Page, ThreadFilter, ThreadId, ThreadRecord, ThreadStatus};
+use cairn_storage::{ThreadFilter, ThreadId, ThreadRecord, ThreadStatus};
 use serde::Serialize;
 
 use super::engine::Engine;
@@ -196,17 +196,10 @@ impl Engine {
             ThreadStatus::Paused,
             ThreadStatus::Blocked,
         ] {
-            let mut offset = 0;
-            loop {
-                let filter = ThreadFilter { status: Some(status), ..ThreadFilter::default() };
-                let page = Page { limit: 500, offset };
-                let page = self.store().list_threads(&filter, page).await?;
-                offset += page.len();
-                let done = page.len() < 500;
+            let filter = ThreadFilter { status: Some(status), ..ThreadFilter::default() };
+            let mut pages = super::ThreadPages::new(filter, None, 500);
+            while let Some(page) = pages.next(self.store().as_ref()).await? {
                 out.extend(page.into_iter().filter(|r| !self.shell.coord.is_driven(&r.id)));
-                if done {
-                    break;
-                }
             }
         }
         out.sort_by(|a, b| a.id.cmp(&b.id));

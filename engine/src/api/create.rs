@@ -9,14 +9,10 @@
 //! the HTTP endpoint starts one (`crate::serve`): [`Creation::created`] says whether the call
 //! wrote the thread or found it (an existing id, a dedup key held).
 
-use cairn_storage::{Pending, ThreadId};
-
 use super::engine::Engine;
 use super::handle::ThreadHandle;
 use crate::config::StartOptions;
 use crate::error::Error;
-use crate::exec::drive::spawn_drive;
-use crate::exec::start;
 
 /// What [`Engine::create`] did: the thread that answers the call, and whether the call wrote it.
 #[derive(Clone)]
@@ -70,50 +66,8 @@ impl Engine {
         options: StartOptions,
         drive: bool,
     ) -> Result<Creation, Error> {
-        let wf = self.shell.registry.latest(workflow, options.version)?;
-        let id = self.start_id(&options)?;
-        let batch =
-            start::prepare(&self.shell, self.new_thread((&wf, &id), input, &options)).await?;
-        let Some(batch) = batch else {
-            return Ok(Creation { thread: ThreadHandle::new(self.clone(), id), created: false });
-        };
-        let (thread, created) = if options.queue.is_some() {
-            let pending =
-                self.shell.store.append_async(Engine::enqueued(batch, &id, &options)).await?;
-            let (thread, created) = self.settle_enqueued(&wf, &id, pending).await?;
-            if created && drive {
-                self.shell.admit.notify_one();
-            }
-            (thread, created)
-        } else {
-            let pending = self.shell.store.append_async(batch).await?;
-            let created = start::settle(&self.shell, &wf, &id, pending).await?;
-            if created && drive {
-                spawn_drive(&self.shell, id.clone(), "started");
-            }
-            (id, created)
-        };
+        let prepared = self.prepare_start(workflow, input, options).await?;
+        let (thread, created) = self.write_prepared(vec![prepared], drive).await?.remove(0);
         Ok(Creation { thread: ThreadHandle::new(self.clone(), thread), created })
-    }
-
-    /// Waits for the write of a start on a queue: the thread put in line (`true`), the same id
-    /// created meanwhile by another start, or the holder of the dedup key (`false`: the write
-    /// was refused and wrote nothing).
-    async fn settle_enqueued(
-        &self,
-        wf: &cairn_dsl::DynWorkflow,
-        id: &ThreadId,
-        pending: Pending,
-    ) -> Result<(ThreadId, bool), Error> {
-        match pending.wait().await {
-            Ok(_) => Ok((id.clone(), true)),
-            Err(cairn_storage::Error::Duplicate { thread, .. }) => Ok((thread, false)),
-            Err(cairn_storage::Error::GuardFailed { .. }) => {
-                let existing = crate::exec::fetch::record(self.shell.store.as_ref(), id).await?;
-                start::same_workflow(&existing, wf)?;
-                Ok((id.clone(), false))
-            }
-            Err(e) => Err(e.into()),
-        }
     }
 }

@@ -14,8 +14,8 @@ use crate::exec::drive::spawn_drive;
 use crate::exec::shell::{Shell, StepHook};
 use crate::exec::start::{self, NewThread};
 
-/// One start of `start_many`, checked and ready to write.
-struct Prepared {
+/// One start, checked and ready to write.
+pub(super) struct Prepared {
     wf: Arc<DynWorkflow>,
     id: ThreadId,
     /// Its creation (put in line when `queued`), or `None` if the id exists already.
@@ -95,8 +95,11 @@ impl Engine {
         options: StartOptions,
     ) -> Result<ThreadHandle, Error> {
         if options.queue.is_some() {
-            let wf = self.shell.registry.latest(workflow, options.version)?;
-            return self.start_queued(wf, input, options).await;
+            // Created Queued and put in line in one batch; the admitter runs it when the
+            // limits allow (a dedup key held in the queue answers with its holder).
+            let prepared = self.prepare_start(workflow, input, options).await?;
+            let (id, _) = self.write_prepared(vec![prepared], true).await?.remove(0);
+            return Ok(ThreadHandle::new(self.clone(), id));
         }
         self.start_running(workflow, input, options).await
     }
@@ -148,57 +151,63 @@ impl Engine {
             let input = serde_json::to_value(input)?;
             prepared.push(self.prepare_start(workflow, input, options).await?);
         }
-        self.write_prepared(prepared).await
+        let written = self.write_prepared(prepared, true).await?;
+        Ok(written.into_iter().map(|(id, _)| ThreadHandle::new(self.clone(), id)).collect())
     }
 
     /// Writes prepared creations together (pipelined: they share group commits, each batch
-    /// accepted or refused on its own, in order) and drives each thread created; threads put
-    /// in line wait for one admission pass, asked for once.
-    async fn write_prepared(&self, prepared: Vec<Prepared>) -> Result<Vec<ThreadHandle>, Error> {
+    /// accepted or refused on its own, in order) and, when `drive`, drives each thread created;
+    /// threads put in line wait for one admission pass, asked for once. Returns, per start, the
+    /// thread that answers it (the one written, the existing thread of the id, or the holder of
+    /// its dedup key) and whether the call wrote it.
+    pub(super) async fn write_prepared(
+        &self,
+        prepared: Vec<Prepared>,
+        drive: bool,
+    ) -> Result<Vec<(ThreadId, bool)>, Error> {
         let mut first_error = None;
         let mut written = Vec::new();
-        let mut ids = Vec::with_capacity(prepared.len());
+        let mut out = Vec::with_capacity(prepared.len());
         for p in prepared {
-            ids.push(p.id.clone());
+            out.push((p.id.clone(), false));
             let Some(batch) = p.batch else { continue };
             if first_error.is_some() {
                 continue;
             }
             match self.shell.store.append_async(batch).await {
-                Ok(pending) => written.push((ids.len() - 1, p.wf, p.queued, pending)),
+                Ok(pending) => written.push((out.len() - 1, p.wf, p.queued, pending)),
                 Err(e) => first_error = Some(e.into()),
             }
         }
         let mut queued_any = false;
         for (at, wf, queued, pending) in written {
-            let id = ids[at].clone();
-            if queued {
-                match self.settle_queued(&wf, &id, pending).await {
-                    // The holder of its dedup key, or itself.
-                    Ok(answer) => {
-                        queued_any |= answer == id;
-                        ids[at] = answer;
+            let id = out[at].0.clone();
+            let settled = if queued {
+                self.settle_queued(&wf, &id, pending).await
+            } else {
+                start::settle(&self.shell, &wf, &id, pending)
+                    .await
+                    .map(|created| (id.clone(), created))
+            };
+            match settled {
+                Ok((answer, created)) => {
+                    queued_any |= created && queued;
+                    if created && drive && !queued {
+                        spawn_drive(&self.shell, id, "started");
                     }
-                    Err(e) => {
-                        first_error.get_or_insert(e);
-                    }
+                    out[at] = (answer, created);
                 }
-                continue;
-            }
-            match start::settle(&self.shell, &wf, &id, pending).await {
-                Ok(true) => spawn_drive(&self.shell, id, "started"),
-                Ok(false) => {}
                 Err(e) => {
                     first_error.get_or_insert(e);
                 }
             }
         }
-        if queued_any {
+        if queued_any && drive {
             self.shell.admit.notify_one();
         }
         match first_error {
             Some(e) => Err(e),
-            None => Ok(ids.into_iter().map(|id| ThreadHandle::new(self.clone(), id)).collect()),
+            None => Ok(out),
         }
     }
 
@@ -222,12 +231,8 @@ impl Engine {
         let Some((permit, control)) = claimed else {
             let batch =
                 start::prepare(&self.shell, self.new_thread((&wf, &id), input, &options)).await?;
-            if let Some(batch) = batch {
-                let pending = self.shell.store.append_async(batch).await?;
-                if start::settle(&self.shell, &wf, &id, pending).await? {
-                    spawn_drive(&self.shell, id.clone(), "started");
-                }
-            }
+            let prepared = Prepared { wf, id, batch, queued: false };
+            let (id, _) = self.write_prepared(vec![prepared], true).await?.remove(0);
             return Ok(ThreadHandle::new(self.clone(), id));
         };
         // Announced before the creation is queued: the writer may hold the creation's group
@@ -253,8 +258,7 @@ impl Engine {
     }
 
     /// Checks a start and builds the batch that creates its thread (`None`: the thread exists).
-    #[allow(clippy::type_complexity, reason = "a private triple read once by each caller")]
-    async fn prepare_start(
+    pub(super) async fn prepare_start(
         &self,
         workflow: &str,
         input: serde_json::Value,
@@ -273,7 +277,7 @@ impl Engine {
     ///
     /// # Errors
     /// [`Error::Invalid`] for an id that is not one, or labels holding the reserved parent label.
-    pub(super) fn start_id(&self, options: &StartOptions) -> Result<ThreadId, Error> {
+    fn start_id(&self, options: &StartOptions) -> Result<ThreadId, Error> {
         if options.labels.contains_key(crate::core::children::PARENT_LABEL) {
             return Err(Error::Invalid(format!(
                 "the label {:?} is reserved: the engine sets it on sub-workflow child threads",
@@ -288,7 +292,7 @@ impl Engine {
 
     /// Thread `id` of `wf` on `input` as `options` start it: their labels, and a policy of their
     /// deadline (from now), budgets and permissions.
-    pub(super) fn new_thread<'a>(
+    fn new_thread<'a>(
         &self,
         (wf, id): (&'a Arc<DynWorkflow>, &'a ThreadId),
         input: serde_json::Value,
@@ -377,5 +381,20 @@ impl Engine {
     /// Every registered workflow, by id then version.
     pub fn workflows(&self) -> Vec<Arc<DynWorkflow>> {
         self.shell.registry.all()
+    }
+
+    /// The ids of the registered workflows, each once, in order.
+    pub(crate) fn workflow_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.workflows().iter().map(|wf| wf.id().to_owned()).collect();
+        ids.dedup();
+        ids
+    }
+
+    /// Appends `batch` and waits until it is durable.
+    pub(crate) async fn write(
+        &self,
+        batch: cairn_storage::Batch,
+    ) -> Result<cairn_storage::Appended, cairn_storage::Error> {
+        self.shell.store.append_async(batch).await?.wait().await
     }
 }

@@ -76,14 +76,7 @@ impl Engine {
         if policy.expired_locks == ExpiredLockAction::Release {
             for lock in &report.expired {
                 let op = LockOp::Release { name: lock.name.clone(), owner: lock.holder.clone() };
-                let released = async {
-                    self.store()
-                        .append_async(Batch { locks: vec![op], ..Batch::default() })
-                        .await?
-                        .wait()
-                        .await
-                };
-                match released.await {
+                match self.write(Batch { locks: vec![op], ..Batch::default() }).await {
                     Ok(_) => done.push(format!(
                         "lock {} of {} released ({} ms past its time to live)",
                         lock.name, lock.holder, lock.expired_ms

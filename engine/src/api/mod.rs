@@ -22,3 +22,40 @@ pub mod schedule_flow;
 pub mod schedule_links;
 pub mod schedule_ticks;
 mod signal;
+
+use cairn_storage::{Store, ThreadFilter, ThreadId, ThreadRecord};
+
+/// The thread records matching a filter, read a page at a time in id order by cursor (the last
+/// id read), not by offset: a walk whose own work changes the records listed skips none.
+pub(crate) struct ThreadPages {
+    filter: ThreadFilter,
+    after: Option<ThreadId>,
+    page: usize,
+    done: bool,
+}
+
+impl ThreadPages {
+    /// The records matching `filter` after `after` (from the first when `None`), `page` a read.
+    pub(crate) fn new(filter: ThreadFilter, after: Option<ThreadId>, page: usize) -> Self {
+        Self { filter, after, page, done: false }
+    }
+
+    /// The next page; `None` after the last (a short one).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) async fn next(
+        &mut self,
+        store: &dyn Store,
+    ) -> Result<Option<Vec<ThreadRecord>>, crate::error::Error> {
+        if self.done {
+            return Ok(None);
+        }
+        let page = store.list_threads_after(&self.filter, self.after.as_ref(), self.page).await?;
+        self.done = page.len() < self.page;
+        if let Some(last) = page.last() {
+            self.after = Some(last.id.clone());
+        }
+        Ok(Some(page))
+    }
+}

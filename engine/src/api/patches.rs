@@ -62,11 +62,8 @@ impl Engine {
         let filter =
             ThreadFilter { workflow_id: workflow.map(str::to_owned), ..ThreadFilter::default() };
         let mut found = Vec::new();
-        let mut after: Option<ThreadId> = None;
-        loop {
-            let page = store.list_threads_after(&filter, after.as_ref(), PAGE).await?;
-            let done = page.len() < PAGE;
-            after = page.last().map(|r| r.id.clone());
+        let mut pages = super::ThreadPages::new(filter, None, PAGE);
+        while let Some(page) = pages.next(store).await? {
             for record in page {
                 if record.status.is_terminal() {
                     continue;
@@ -85,10 +82,8 @@ impl Engine {
                     }
                 }
             }
-            if done {
-                return Ok(found);
-            }
         }
+        Ok(found)
     }
 
     /// Reads `thread`'s log: whether a task of it ran, whether it recorded the marker of `id`

@@ -93,13 +93,9 @@ impl Engine {
     /// # Errors
     /// Storage errors (the pass stops at the first).
     pub async fn prune_covered(&self) -> Result<PruneReport, Error> {
-        let store = &self.shell.store;
-        let filter = ThreadFilter::default();
         let mut report = PruneReport::default();
-        let mut after: Option<ThreadId> = None;
-        loop {
-            let page =
-                store.list_threads_after(&filter, after.as_ref(), RETENTION_PAGE_MAX).await?;
+        let mut pages = super::ThreadPages::new(ThreadFilter::default(), None, RETENTION_PAGE_MAX);
+        while let Some(page) = pages.next(self.shell.store.as_ref()).await? {
             report.scanned += page.len() as u64;
             for record in page.iter().filter(|r| !r.status.is_terminal()) {
                 if report.pruned >= PRUNE_PASS_MAX {
@@ -108,11 +104,8 @@ impl Engine {
                 }
                 self.prune_record(record, &mut report).await?;
             }
-            match page.last() {
-                Some(last) if page.len() == RETENTION_PAGE_MAX => after = Some(last.id.clone()),
-                _ => return Ok(report),
-            }
         }
+        Ok(report)
     }
 
     /// Prunes `record`'s thread if its newest checkpoint covers a stored event.

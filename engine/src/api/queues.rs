@@ -10,15 +10,12 @@
 //! waiting or admitted, and an admitted thread is an ordinary Created thread that recovery
 //! drives.
 
-use std::sync::Arc;
-
 use cairn_dsl::DynWorkflow;
 use cairn_storage::{
     Batch, Enqueue, Pending, QueueLimits, QueueOp, QueueState, ThreadId, ThreadStatus,
 };
 
 use super::engine::Engine;
-use super::handle::ThreadHandle;
 use crate::config::StartOptions;
 use crate::error::Error;
 use crate::exec::drive::spawn_drive;
@@ -57,12 +54,7 @@ impl Engine {
             .iter()
             .map(|(name, limits)| QueueOp::Define { name: name.clone(), limits: *limits })
             .collect();
-        self.shell
-            .store
-            .append_async(Batch { queues: ops, ..Batch::default() })
-            .await?
-            .wait()
-            .await?;
+        self.write(Batch { queues: ops, ..Batch::default() }).await?;
         self.shell.admit.notify_one();
         Ok(())
     }
@@ -84,12 +76,7 @@ impl Engine {
     /// # Errors
     /// Storage errors.
     pub async fn admit_queued(&self) -> Result<Vec<ThreadId>, Error> {
-        let workflows: Vec<String> = {
-            let mut ids: Vec<String> =
-                self.shell.registry.all().iter().map(|wf| wf.id().to_string()).collect();
-            ids.dedup();
-            ids
-        };
+        let workflows = self.workflow_ids();
         let mut admitted = Vec::new();
         let queues = self.shell.store.queues().await?;
         let waiting = queues.iter().any(|q| q.waiting > 0);
@@ -125,7 +112,7 @@ impl Engine {
                 workflows: workflows.to_vec(),
             };
             let batch = Batch { queues: vec![op], ..Batch::default() };
-            let written = self.shell.store.append_async(batch).await?.wait().await?;
+            let written = self.write(batch).await?;
             let n = written.admitted.len();
             for thread in written.admitted {
                 spawn_drive(&self.shell, thread.clone(), "admitted");
@@ -183,29 +170,6 @@ impl Engine {
         queues.iter().filter(|q| q.waiting > 0).filter_map(QueueState::rate_opens_at).min()
     }
 
-    /// [`Engine::start_json`] on a queue: the thread is created Queued and put in line in one
-    /// batch; the admitter runs it when the limits allow. A dedup key held by a waiting or
-    /// running thread of the queue returns that thread, and writes nothing.
-    pub(super) async fn start_queued(
-        &self,
-        wf: Arc<DynWorkflow>,
-        input: serde_json::Value,
-        options: StartOptions,
-    ) -> Result<ThreadHandle, Error> {
-        let id = self.start_id(&options)?;
-        let prepared =
-            start::prepare(&self.shell, self.new_thread((&wf, &id), input, &options)).await?;
-        let Some(batch) = prepared else {
-            return Ok(ThreadHandle::new(self.clone(), id));
-        };
-        let pending = self.shell.store.append_async(Engine::enqueued(batch, &id, &options)).await?;
-        let answer = self.settle_queued(&wf, &id, pending).await?;
-        if answer == id {
-            self.shell.admit.notify_one();
-        }
-        Ok(ThreadHandle::new(self.clone(), answer))
-    }
-
     /// A thread's creation batch turned into a start on `options`' queue: the thread is created
     /// Queued and put in line in the same batch, so its creation and its place in line are durable
     /// together.
@@ -223,23 +187,23 @@ impl Engine {
         batch
     }
 
-    /// Waits for the write of a start on a queue: the thread that answers the start is `id`
-    /// (put in line, or created meanwhile by another start of the id), or the holder of its
-    /// dedup key (the write was refused and wrote nothing).
+    /// Waits for the write of a start on a queue: the thread that answers the start is `id`,
+    /// put in line (`true`) or created meanwhile by another start of the id, or the holder of
+    /// its dedup key (`false`: the write was refused and wrote nothing).
     pub(super) async fn settle_queued(
         &self,
         wf: &DynWorkflow,
         id: &ThreadId,
         pending: Pending,
-    ) -> Result<ThreadId, Error> {
+    ) -> Result<(ThreadId, bool), Error> {
         match pending.wait().await {
-            Ok(_) => Ok(id.clone()),
-            Err(cairn_storage::Error::Duplicate { thread, .. }) => Ok(thread),
+            Ok(_) => Ok((id.clone(), true)),
+            Err(cairn_storage::Error::Duplicate { thread, .. }) => Ok((thread, false)),
             Err(cairn_storage::Error::GuardFailed { .. }) => {
                 // Created meanwhile by another start of the id: the same answer as finding it.
                 let existing = crate::exec::fetch::record(self.shell.store.as_ref(), id).await?;
                 start::same_workflow(&existing, wf)?;
-                Ok(id.clone())
+                Ok((id.clone(), false))
             }
             Err(e) => Err(e.into()),
         }

@@ -81,10 +81,7 @@ impl Engine {
         let workflows: Vec<Option<String>> = if !self.shell.coord.has_peers() {
             vec![None]
         } else {
-            let mut ids: Vec<String> =
-                self.shell.registry.all().iter().map(|wf| wf.id().to_owned()).collect();
-            ids.dedup();
-            ids.into_iter().map(Some).collect()
+            self.workflow_ids().into_iter().map(Some).collect()
         };
         let statuses = [
             ThreadStatus::Running,
@@ -94,37 +91,20 @@ impl Engine {
             ThreadStatus::Paused,
             ThreadStatus::Blocked,
         ];
-        let mut lists = Vec::with_capacity(statuses.len() * workflows.len());
-        for status in statuses {
-            for workflow_id in &workflows {
-                lists.push((status, workflow_id.clone()));
-            }
-        }
+        let lists: Vec<(ThreadStatus, Option<String>)> =
+            statuses.iter().flat_map(|s| workflows.iter().map(|w| (*s, w.clone()))).collect();
         for (status, workflow_id) in lists {
             // By cursor (thread id), not offset: the threads this pass resumes leave the status
             // listed while it pages, and an offset would then skip as many others.
-            let mut after: Option<ThreadId> = None;
-            loop {
-                let filter = ThreadFilter {
-                    status: Some(status),
-                    workflow_id: workflow_id.clone(),
-                    ..ThreadFilter::default()
-                };
-                let page = self
-                    .shell
-                    .store
-                    .list_threads_after(&filter, after.as_ref(), RECOVERY_PAGE)
-                    .await?;
-                let done = page.len() < RECOVERY_PAGE;
-                after = page.last().map(|r| r.id.clone());
+            let filter =
+                ThreadFilter { status: Some(status), workflow_id, ..ThreadFilter::default() };
+            let mut pages = super::ThreadPages::new(filter, None, RECOVERY_PAGE);
+            while let Some(page) = pages.next(self.shell.store.as_ref()).await? {
                 for record in page {
                     if self.taken(&record.id) {
                         continue;
                     }
                     self.recover_one(record, &mut report).await?;
-                }
-                if done {
-                    break;
                 }
             }
         }
@@ -135,10 +115,7 @@ impl Engine {
     /// within two polls, or not known), page by page in the index's order, each handled as
     /// recovery handles it; `None` for a store without the index.
     async fn recover_due(&self) -> Result<Option<RecoveryReport>, Error> {
-        let mut workflows: Vec<String> =
-            self.shell.registry.all().iter().map(|wf| wf.id().to_owned()).collect();
-        workflows.sort();
-        workflows.dedup();
+        let workflows = self.workflow_ids();
         let horizon_ms = self.shell.config.poll_ms.saturating_mul(2);
         let mut report = RecoveryReport::default();
         let mut after = None;

@@ -58,9 +58,7 @@ impl Engine {
         if outcome.status.is_terminal() {
             return Ok(Some(outcome));
         }
-        match tokio::time::timeout(timeout, handle.finished()).await {
-            Ok(outcome) => outcome.map(Some),
-            Err(_elapsed) => Ok(None),
-        }
+        // Past the timeout: no result yet.
+        tokio::time::timeout(timeout, handle.finished()).await.ok().transpose()
     }
 }

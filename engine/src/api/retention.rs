@@ -144,10 +144,8 @@ impl Engine {
     ) -> Result<(), Error> {
         let store = &self.shell.store;
         let filter = ThreadFilter { status: Some(status), ..ThreadFilter::default() };
-        let mut after: Option<ThreadId> = None;
-        loop {
-            let page =
-                store.list_threads_after(&filter, after.as_ref(), RETENTION_PAGE_MAX).await?;
+        let mut pages = super::ThreadPages::new(filter, None, RETENTION_PAGE_MAX);
+        while let Some(page) = pages.next(store.as_ref()).await? {
             report.scanned += page.len() as u64;
             let mut pending = Vec::new();
             // Added, not subtracted from now: a clock earlier than the period deletes nothing.
@@ -172,11 +170,8 @@ impl Engine {
                     Err(e) => return Err(e.into()),
                 }
             }
-            match page.last() {
-                Some(last) if page.len() == RETENTION_PAGE_MAX => after = Some(last.id.clone()),
-                _ => return Ok(()),
-            }
         }
+        Ok(())
     }
 
     /// Whether `record` is a sub-workflow child whose parent (named by its `parent` label)

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use cairn_storage::{Page, ThreadFilter, ThreadId, ThreadRecord, ThreadStatus};
+use cairn_storage::{Page, ThreadFilter, ThreadRecord, ThreadStatus};
 
 use super::engine::Engine;
 use super::handle::ThreadHandle;
@@ -22,7 +22,6 @@ use crate::core::status::Transition;
 use crate::core::thread_ctx::Waiting;
 use crate::error::Error;
 use crate::exec::drive::spawn_drive;
-use crate::exec::start;
 
 /// Schedules one listing returns at most.
 pub const SCHEDULES_LIST_MAX: usize = 10_000;
@@ -130,10 +129,7 @@ impl Engine {
             // Written Created, not driven: an engine that runs schedules drives it from its open
             // (recovery) or from `run_schedules`; this one would leave its first tick half done
             // when it closes.
-            let wf = self.shell.registry.latest(SCHEDULE_WORKFLOW, None)?;
-            let id = self.start_id(&options)?;
-            let input = serde_json::to_value(&state)?;
-            start::create(&self.shell, self.new_thread((&wf, &id), input, &options)).await?;
+            self.create(SCHEDULE_WORKFLOW, &state, options).await?;
         }
         self.schedule(name).await?.ok_or_else(|| Error::UnknownThread(head_of(name)))
     }
@@ -182,19 +178,13 @@ impl Engine {
             ThreadFilter { workflow_id: Some(SCHEDULE_WORKFLOW.into()), ..ThreadFilter::default() };
         let store = self.shell.store.as_ref();
         let mut lives: BTreeMap<String, (u64, ThreadRecord)> = BTreeMap::new();
-        let mut after: Option<ThreadId> = None;
-        loop {
-            let page = store.list_threads_after(&filter, after.as_ref(), LIST_PAGE).await?;
-            let full = page.len() == LIST_PAGE;
+        let mut pages = super::ThreadPages::new(filter, None, LIST_PAGE);
+        while let Some(page) = pages.next(store).await? {
             for record in page {
-                after = Some(record.id.clone());
                 let Some((name, n)) = schedule_link(record.id.as_str()) else { continue };
                 if lives.get(name).is_none_or(|(best, _)| n > *best) {
                     lives.insert(name.to_owned(), (n, record));
                 }
-            }
-            if !full {
-                break;
             }
         }
         let mut out = Vec::new();

@@ -51,14 +51,7 @@ impl Engine {
         let id = ThreadId::new(thread)?;
         let data = serde_json::to_vec(&serde_json::to_value(value)?)?;
         let signal = NewSignal::new(id.clone(), name, data, self.clock().now_ms())?;
-        let sent = async {
-            self.store()
-                .append_async(Batch { signals: vec![signal], ..Batch::default() })
-                .await?
-                .wait()
-                .await
-        };
-        let n = match sent.await {
+        let n = match self.write(Batch { signals: vec![signal], ..Batch::default() }).await {
             Ok(appended) => appended.signals.first().copied().unwrap_or_default(),
             Err(cairn_storage::Error::UnknownThread(_)) => {
                 return Err(Error::UnknownThread(thread.to_owned()));

@@ -110,29 +110,15 @@ impl Engine {
         let last = record.last.map_or(0, |b| b.seq.0);
         let ctx = self.restore_at(id, last).await?;
         let description = manual_description(&meta);
-        self.write_parked_checkpoint(record, ctx, CheckpointKind::Manual, description, meta, Ok)
-            .await
+        let checkpoint = ParkedCheckpoint { kind: CheckpointKind::Manual, description, meta };
+        self.write_parked(record, ctx, Vec::new(), checkpoint, Ok).await
     }
 
-    /// Appends `checkpoint_created` and a checkpoint of the context after it to a thread no
-    /// runner drives. `reshape` may change the snapshot before it is stored (a migration puts
-    /// the new state and workflow there); the thread record takes the snapshot's workflow.
-    pub(crate) async fn write_parked_checkpoint(
-        &self,
-        record: ThreadRecord,
-        ctx: ThreadCtx,
-        kind: CheckpointKind,
-        description: String,
-        meta: CheckpointMeta,
-        reshape: impl FnOnce(Snapshot) -> Result<Snapshot, Error>,
-    ) -> Result<CheckpointId, Error> {
-        let checkpoint = ParkedCheckpoint { kind, description, meta };
-        self.write_parked(record, ctx, Vec::new(), checkpoint, reshape).await
-    }
-
-    /// [`Engine::write_parked_checkpoint`] with `preface` appended first (each applied to the
-    /// context in turn): a rollback's events. The record takes the context's status and
-    /// summary; the batch is guarded on the status the record had.
+    /// Appends `preface` (each applied to the context in turn: a rollback's events), then
+    /// `checkpoint_created` and a checkpoint of the context after them, to a thread no runner
+    /// drives. `reshape` may change the snapshot before it is stored (a migration puts the new
+    /// state and workflow there). The record takes the snapshot's workflow and the context's
+    /// status and summary; the batch is guarded on the status the record had.
     pub(crate) async fn write_parked(
         &self,
         mut record: ThreadRecord,
@@ -187,7 +173,7 @@ impl Engine {
             if now_last != last {
                 return Err(Error::Invalid(format!("thread {id} moved on to seq {now_last}")));
             }
-            Ok(self.store().append_async(batch).await?.wait().await?)
+            Ok(self.write(batch).await?)
         }
         .await;
         self.shell.coord.release(&id);

@@ -26,6 +26,15 @@ pub(crate) fn check(json: &[u8]) -> Result<(), Error> {
 }
 
 /// One value at `path`; records the first duplicate it meets in `found`.
+/// Visitor methods that accept a scalar of each given type and walk no further.
+macro_rules! scalars {
+    ($($visit:ident: $t:ty),+) => {
+        $(fn $visit<E>(self, _: $t) -> Result<(), E> {
+            Ok(())
+        })+
+    };
+}
+
 struct Walk<'f> {
     path: String,
     found: &'f RefCell<Option<String>>,
@@ -74,21 +83,7 @@ impl<'de> Visitor<'de> for Walk<'_> {
         Ok(())
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
+    scalars!(visit_bool: bool, visit_i64: i64, visit_u64: u64, visit_f64: f64, visit_str: &str);
     fn visit_unit<E>(self) -> Result<(), E> {
         Ok(())
     }

@@ -114,19 +114,10 @@ impl Engine {
         if let Some(update) = options.update {
             let reason = format!("fork of {origin} at seq {seq}");
             let body = Body::StateUpdated { update, reason };
-            match crate::exec::parked::write_parked(
-                &self.shell,
-                &id,
-                ThreadStatus::Created,
-                vec![body],
-                None,
-            )
-            .await
-            {
-                Ok(()) => {}
-                Err(Error::WrongStatus { .. }) => return Err(busy(&id)),
-                Err(e) => return Err(e),
-            }
+            let created = ThreadStatus::Created;
+            crate::exec::parked::write_parked(&self.shell, &id, created, vec![body], None)
+                .await
+                .map_err(|e| if let Error::WrongStatus { .. } = e { busy(&id) } else { e })?;
         }
         if options.start {
             crate::exec::drive::spawn_drive(&self.shell, id.clone(), "forked");

@@ -178,7 +178,7 @@ impl Writer<'_> {
         let mut batch = std::mem::take(&mut self.batch);
         batch.threads.push(self.record.clone());
         self.bytes = 0;
-        Ok(self.engine.store().append_async(batch).await?.wait().await?)
+        Ok(self.engine.write(batch).await?)
     }
 }
 

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use cairn_storage::{CheckpointKind, CheckpointMeta, ThreadId};
 use serde_json::Value;
 
+use super::checkpoint::ParkedCheckpoint;
 use crate::api::engine::Engine;
 use crate::error::Error;
 use crate::exec::shell::Shell;
@@ -92,11 +93,7 @@ impl Engine {
             return Err(Error::Invalid(format!("thread {id} is on v{to_version} already")));
         }
         let chain = self.migration_chain(&old.id, old.version, to_version)?;
-        let new_wf = self
-            .workflows()
-            .into_iter()
-            .find(|w| w.id() == old.id && w.version() == to_version)
-            .ok_or_else(|| Error::UnknownWorkflow { id: old.id.clone(), version: to_version })?;
+        let new_wf = self.shell.registry.latest(&old.id, Some(to_version))?;
         let last = record.last.map_or(0, |b| b.seq.0);
         let ctx = self.restore_at(&id, last).await?;
         if let Some((task, _)) = ctx.meta.open.iter().find(|(_, j)| j.outcome.is_some()) {
@@ -137,8 +134,8 @@ impl Engine {
             tags: vec![MIGRATION_TAG.to_owned()],
             custom,
         };
-        let kind = CheckpointKind::Manual;
-        self.write_parked_checkpoint(record, ctx, kind, description, meta, move |mut snapshot| {
+        let checkpoint = ParkedCheckpoint { kind: CheckpointKind::Manual, description, meta };
+        self.write_parked(record, ctx, Vec::new(), checkpoint, move |mut snapshot| {
             snapshot.meta.workflow = new_ref;
             snapshot.meta.visits.retain(|node, _| new_wf.node_id(node).is_some());
             snapshot.state = state;

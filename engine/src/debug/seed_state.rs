@@ -176,15 +176,12 @@ fn task(t: &Obj<'_>) -> Result<TaskParts, Error> {
 fn telemetry(t: &Obj<'_>, elapsed_ms: u64) -> Result<(Telemetry, BundleTelemetry), Error> {
     let node_ms: BTreeMap<String, u64> = t.opt_typed("nodeTimings")?.unwrap_or_default();
     let cairn = Telemetry {
-        steps: 0,
         tool_calls: t.opt_u64("toolCallCount")?.unwrap_or(0),
         errors: t.opt_u64("errorCount")?.unwrap_or(0),
         retries: t.opt_u64("retryCount")?.unwrap_or(0),
         tokens: t.opt_u64("tokenCount")?.unwrap_or(0),
-        cost_micros: 0,
         node_ms: node_ms.clone(),
-        checkpoints: 0,
-        by_model: BTreeMap::new(),
+        ..Telemetry::default()
     };
     let bundle = BundleTelemetry {
         total_duration: t.opt_u64("totalDuration")?.unwrap_or(elapsed_ms),

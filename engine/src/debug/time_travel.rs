@@ -191,11 +191,7 @@ impl Engine {
 
     /// The registered workflow with this id, version and fingerprint.
     pub(crate) fn registered(&self, wref: &WorkflowRef) -> Result<Arc<DynWorkflow>, Error> {
-        let wf = self
-            .workflows()
-            .into_iter()
-            .find(|w| w.id() == wref.id && w.version() == wref.version)
-            .ok_or_else(|| Error::UnknownWorkflow { id: wref.id.clone(), version: wref.version })?;
+        let wf = self.shell.registry.latest(&wref.id, Some(wref.version))?;
         let current = wf.fingerprint().to_string();
         if current != wref.fingerprint {
             return Err(Error::FingerprintChanged {

@@ -125,7 +125,7 @@ impl Engine {
     /// ```
     pub async fn trace(&self, query: &TraceQuery) -> Result<Vec<TracedMessage>, Error> {
         let all = match &query.scope {
-            TraceScope::All => self.messages_of_store(query).await?,
+            TraceScope::All => messages_of_store(self.store().as_ref(), query).await?,
             TraceScope::Threads(roots) => self.messages_of_threads(roots, query).await?,
         };
         let Some(last) = &query.chain_to else { return Ok(all) };
@@ -166,25 +166,30 @@ impl Engine {
         found.sort_by_key(|m| m.lsn);
         Ok(found)
     }
+}
 
-    async fn messages_of_store(&self, query: &TraceQuery) -> Result<Vec<TracedMessage>, Error> {
-        let index;
-        let source = match (&query.correlation_id, &query.chain_to) {
-            // The messages carrying the correlation id, through the store's index.
-            (Some(correlation), None) => {
-                index = CorrelationQuery {
-                    from_ms: query.from_ms,
-                    to_ms: query.to_ms,
-                    ..CorrelationQuery::new(correlation)
-                };
-                Source::Correlated(&index)
-            }
-            _ => Source::All,
-        };
-        let mut found = Vec::new();
-        messages_in(self.store().as_ref(), source, query, &mut found).await?;
-        Ok(found)
-    }
+/// The messages of the whole store that `query` admits, in lsn order (through the correlation
+/// index when it names a correlation id and no chain).
+pub(crate) async fn messages_of_store(
+    store: &dyn Store,
+    query: &TraceQuery,
+) -> Result<Vec<TracedMessage>, Error> {
+    let index;
+    let source = match (&query.correlation_id, &query.chain_to) {
+        // The messages carrying the correlation id, through the store's index.
+        (Some(correlation), None) => {
+            index = CorrelationQuery {
+                from_ms: query.from_ms,
+                to_ms: query.to_ms,
+                ..CorrelationQuery::new(correlation)
+            };
+            Source::Correlated(&index)
+        }
+        _ => Source::All,
+    };
+    let mut found = Vec::new();
+    messages_in(store, source, query, &mut found).await?;
+    Ok(found)
 }
 
 /// What [`messages_in`] reads, a page at a time.

@@ -17,6 +17,17 @@ use crate::core::thread_ctx::Snapshot;
 use crate::error::Error;
 use crate::limits::INLINE_VALUE_BYTES_MAX;
 
+/// Returns an [`Error::Bundle`] at `$path` when `$value` is over the limit `$max`, a constant
+/// the message names.
+macro_rules! at_most {
+    ($path:expr, $value:expr, $max:ident) => {{
+        let value = $value;
+        if value > $max {
+            return Err(limit(&$path, stringify!($max), value, $max));
+        }
+    }};
+}
+
 /// The key of a body stored by reference: `payload-` and the blake3 hex of its compact JSON.
 pub(crate) fn payload_key(body: &Value) -> Result<String, Error> {
     let bytes = serde_json::to_vec(body)?;
@@ -70,19 +81,13 @@ impl Bundle {
         check_text(&self.metadata.cairn_version, "$.metadata.cairn_version")?;
         check_text(&self.metadata.platform, "$.metadata.platform")?;
         check_custom(&self.metadata.custom)?;
-        if thread.labels.len() > LABELS_PER_THREAD_MAX {
-            return Err(limit(
-                "$.metadata.thread.labels",
-                "LABELS_PER_THREAD_MAX",
-                thread.labels.len(),
-                LABELS_PER_THREAD_MAX,
-            ));
-        }
+        at_most!("$.metadata.thread.labels", thread.labels.len(), LABELS_PER_THREAD_MAX);
         for (k, v) in &thread.labels {
-            let path = key_path("$.metadata.thread.labels", k);
-            if k.len() > LABEL_BYTES_MAX || v.len() > LABEL_BYTES_MAX {
-                return Err(limit(&path, "LABEL_BYTES_MAX", k.len().max(v.len()), LABEL_BYTES_MAX));
-            }
+            at_most!(
+                key_path("$.metadata.thread.labels", k),
+                k.len().max(v.len()),
+                LABEL_BYTES_MAX
+            );
         }
         if let Some(parent) = &thread.parent {
             ThreadId::new(parent.thread.clone())
@@ -120,14 +125,9 @@ impl Bundle {
                 ));
             }
             check_text(&e.id, &format!("{path}.id"))?;
-            if e.summary.len() > SUMMARY_BYTES_MAX {
-                let p = format!("{path}.summary");
-                return Err(limit(&p, "SUMMARY_BYTES_MAX", e.summary.len(), SUMMARY_BYTES_MAX));
-            }
-            if let Some(node) = e.node_id.as_ref().filter(|n| n.len() > NODE_NAME_BYTES_MAX) {
-                let p = format!("{path}.nodeId");
-                return Err(limit(&p, "NODE_NAME_BYTES_MAX", node.len(), NODE_NAME_BYTES_MAX));
-            }
+            at_most!(format!("{path}.summary"), e.summary.len(), SUMMARY_BYTES_MAX);
+            let node_len = e.node_id.as_ref().map_or(0, String::len);
+            at_most!(format!("{path}.nodeId"), node_len, NODE_NAME_BYTES_MAX);
             let (value, body_path) = match (&e.payload_ref, &e.metadata) {
                 (Some(_), Some(_)) => {
                     return Err(bad(path, "has both payloadRef and metadata (inline body)"));
@@ -149,10 +149,7 @@ impl Bundle {
                     (v, key_path("$.events.payloads", r))
                 }
             };
-            let size = serde_json::to_vec(value)?.len();
-            if size > PAYLOAD_BYTES_MAX {
-                return Err(limit(&body_path, "PAYLOAD_BYTES_MAX", size, PAYLOAD_BYTES_MAX));
-            }
+            at_most!(body_path, serde_json::to_vec(value)?.len(), PAYLOAD_BYTES_MAX);
             let body: Body = decode(value, &body_path)?;
             check_body(&body, e.seq, &path, &body_path)?;
             if e.kind != body.kind() {
@@ -230,14 +227,7 @@ impl Bundle {
             }
         }
         if let Some(checkpoints) = &self.checkpoints {
-            if checkpoints.len() > BUNDLE_EVENTS_MAX {
-                return Err(limit(
-                    "$.checkpoints",
-                    "BUNDLE_EVENTS_MAX",
-                    checkpoints.len(),
-                    BUNDLE_EVENTS_MAX,
-                ));
-            }
+            at_most!("$.checkpoints", checkpoints.len(), BUNDLE_EVENTS_MAX);
             let mut ids = BTreeSet::new();
             let mut prev = 0;
             for (i, cp) in checkpoints.iter().enumerate() {
@@ -319,10 +309,7 @@ fn check_snapshot(s: &Snapshot, id: &ThreadId, path: &str) -> Result<(), Error> 
         return Err(bad(format!("{path}.meta.thread"), format!("is not the bundle's thread {id}")));
     }
     check_workflow(&s.meta.workflow, &format!("{path}.meta.workflow"))?;
-    let size = serde_json::to_vec(s)?.len();
-    if size > SNAPSHOT_BYTES_MAX {
-        return Err(limit(path, "SNAPSHOT_BYTES_MAX", size, SNAPSHOT_BYTES_MAX));
-    }
+    at_most!(path, serde_json::to_vec(s)?.len(), SNAPSHOT_BYTES_MAX);
     Ok(())
 }
 
@@ -334,34 +321,19 @@ fn check_workflow(w: &WorkflowRef, path: &str) -> Result<(), Error> {
 fn check_checkpoint_meta(m: &CheckpointMeta, path: &str) -> Result<(), Error> {
     check_text(&m.creator, &format!("{path}.creator"))?;
     check_text(&m.description, &format!("{path}.description"))?;
-    if m.tags.len() > TAGS_PER_CHECKPOINT_MAX {
-        let p = format!("{path}.tags");
-        return Err(limit(&p, "TAGS_PER_CHECKPOINT_MAX", m.tags.len(), TAGS_PER_CHECKPOINT_MAX));
-    }
+    at_most!(format!("{path}.tags"), m.tags.len(), TAGS_PER_CHECKPOINT_MAX);
     for (i, tag) in m.tags.iter().enumerate() {
-        if tag.len() > TAG_BYTES_MAX {
-            let p = format!("{path}.tags[{i}]");
-            return Err(limit(&p, "TAG_BYTES_MAX", tag.len(), TAG_BYTES_MAX));
-        }
+        at_most!(format!("{path}.tags[{i}]"), tag.len(), TAG_BYTES_MAX);
     }
-    if m.custom.len() > CUSTOM_FIELDS_MAX {
-        let p = format!("{path}.custom");
-        return Err(limit(&p, "CUSTOM_FIELDS_MAX", m.custom.len(), CUSTOM_FIELDS_MAX));
-    }
+    at_most!(format!("{path}.custom"), m.custom.len(), CUSTOM_FIELDS_MAX);
     for (k, v) in &m.custom {
-        if k.len() > LABEL_BYTES_MAX || v.len() > LABEL_BYTES_MAX {
-            let p = key_path(&format!("{path}.custom"), k);
-            return Err(limit(&p, "LABEL_BYTES_MAX", k.len().max(v.len()), LABEL_BYTES_MAX));
-        }
+        at_most!(key_path(&format!("{path}.custom"), k), k.len().max(v.len()), LABEL_BYTES_MAX);
     }
     Ok(())
 }
 
 fn check_custom(custom: &BTreeMap<String, Value>) -> Result<(), Error> {
-    if custom.len() > CUSTOM_FIELDS_MAX {
-        let n = custom.len();
-        return Err(limit("$.metadata.custom", "CUSTOM_FIELDS_MAX", n, CUSTOM_FIELDS_MAX));
-    }
+    at_most!("$.metadata.custom", custom.len(), CUSTOM_FIELDS_MAX);
     match custom.keys().find(|k| k.is_empty() || k.len() > LABEL_BYTES_MAX) {
         Some(k) => Err(bad(
             key_path("$.metadata.custom", k),
@@ -372,9 +344,7 @@ fn check_custom(custom: &BTreeMap<String, Value>) -> Result<(), Error> {
 }
 
 fn check_text(text: &str, path: &str) -> Result<(), Error> {
-    if text.len() > TEXT_BYTES_MAX {
-        return Err(limit(path, "TEXT_BYTES_MAX", text.len(), TEXT_BYTES_MAX));
-    }
+    at_most!(path, text.len(), TEXT_BYTES_MAX);
     Ok(())
 }
 

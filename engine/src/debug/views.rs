@@ -4,8 +4,7 @@
 //! only.
 
 use cairn_storage::{
-    Checkpoint, CheckpointInfo, Event, EventKind, Lsn, Seq, Store, ThreadFilter, ThreadId,
-    ThreadRecord,
+    Checkpoint, CheckpointInfo, Event, EventKind, Seq, Store, ThreadFilter, ThreadId, ThreadRecord,
 };
 use serde_json::{Value, json};
 
@@ -16,8 +15,8 @@ use super::rows::{
     ThreadRow, VerifyRow,
 };
 use crate::Engine;
+use crate::api::ThreadPages;
 use crate::core::children::PARENT_LABEL;
-use crate::core::event::Body;
 use crate::error::Error;
 use crate::exec::fetch;
 use crate::limits::READ_CHUNK_EVENTS;
@@ -271,18 +270,13 @@ pub(crate) async fn threads_page(
     limit: usize,
 ) -> Result<Vec<ThreadRecord>, Error> {
     let mut first = NaturalFirst::new(offset.saturating_add(limit));
-    let mut after: Option<ThreadId> = None;
-    loop {
-        let page = store.list_threads_after(filter, after.as_ref(), THREADS_CHUNK).await?;
-        let done = page.len() < THREADS_CHUNK;
-        after = page.last().map(|r| r.id.clone());
+    let mut pages = ThreadPages::new(filter.clone(), None, THREADS_CHUNK);
+    while let Some(page) = pages.next(store).await? {
         for record in page {
             first.offer(record.id.to_string(), record);
         }
-        if done {
-            return Ok(first.finish(offset, limit));
-        }
     }
+    Ok(first.finish(offset, limit))
 }
 
 /// Threads read a chunk at a time by the walks here.
@@ -302,23 +296,19 @@ pub(crate) async fn threads_after(
     offset: usize,
     limit: usize,
 ) -> Result<(Vec<ThreadRecord>, Option<ThreadId>), Error> {
-    let mut cursor = after.cloned();
+    let mut pages = ThreadPages::new(filter.clone(), after.cloned(), THREADS_CHUNK);
     let mut skip = offset;
     let mut out = Vec::new();
     // One more than the page, to know whether another follows.
-    while out.len() <= limit {
-        let page = store.list_threads_after(filter, cursor.as_ref(), THREADS_CHUNK).await?;
-        let done = page.len() < THREADS_CHUNK;
-        cursor = page.last().map(|r| r.id.clone());
+    while out.len() <= limit
+        && let Some(page) = pages.next(store).await?
+    {
         for record in page {
             if skip > 0 {
                 skip -= 1;
             } else if out.len() <= limit {
                 out.push(record);
             }
-        }
-        if done {
-            break;
         }
     }
     let more = out.len() > limit;
@@ -328,70 +318,40 @@ pub(crate) async fn threads_after(
 }
 
 /// The `keep` first items in natural order of their keys (ties in byte order), kept while any
-/// number of items are offered: a bounded max-heap, so memory holds `keep` items and no more.
+/// number of items are offered: memory holds at most twice `keep` items (sorted and cut back to
+/// the `keep` first whenever it fills).
 #[cfg(feature = "cli")]
 pub(crate) struct NaturalFirst<T> {
     keep: usize,
-    heap: std::collections::BinaryHeap<Keyed<T>>,
+    items: Vec<(String, T)>,
 }
 
 #[cfg(feature = "cli")]
 impl<T> NaturalFirst<T> {
     /// Keeps the `keep` first.
     pub(crate) fn new(keep: usize) -> Self {
-        Self { keep, heap: std::collections::BinaryHeap::new() }
+        Self { keep, items: Vec::new() }
     }
 
     /// Offers `item` under `key`: kept if among the `keep` first so far.
     pub(crate) fn offer(&mut self, key: String, item: T) {
-        if self.keep == 0 {
-            return;
+        self.items.push((key, item));
+        if self.items.len() > self.keep.saturating_mul(2).max(1) {
+            self.cut();
         }
-        let keyed = Keyed { key, item };
-        if self.heap.len() < self.keep {
-            self.heap.push(keyed);
-        } else if self.heap.peek().is_some_and(|last| keyed < *last) {
-            self.heap.pop();
-            self.heap.push(keyed);
-        }
+    }
+
+    fn cut(&mut self) {
+        self.items.sort_by(|(a, _), (b, _)| natural_cmp(a, b).then_with(|| a.cmp(b)));
+        self.items.truncate(self.keep);
     }
 
     /// The items kept, first first, `offset` skipped and at most `limit`.
-    pub(crate) fn finish(self, offset: usize, limit: usize) -> Vec<T> {
-        self.heap.into_sorted_vec().into_iter().skip(offset).take(limit).map(|k| k.item).collect()
+    pub(crate) fn finish(mut self, offset: usize, limit: usize) -> Vec<T> {
+        self.cut();
+        self.items.into_iter().skip(offset).take(limit).map(|(_, item)| item).collect()
     }
 }
-
-/// An item ordered by its key, naturally (ties in byte order, as the store's order left them).
-#[cfg(feature = "cli")]
-pub(crate) struct Keyed<T> {
-    key: String,
-    item: T,
-}
-
-#[cfg(feature = "cli")]
-impl<T> Ord for Keyed<T> {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        natural_cmp(&self.key, &other.key).then_with(|| self.key.cmp(&other.key))
-    }
-}
-
-#[cfg(feature = "cli")]
-impl<T> PartialOrd for Keyed<T> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-#[cfg(feature = "cli")]
-impl<T> PartialEq for Keyed<T> {
-    fn eq(&self, other: &Self) -> bool {
-        self.key == other.key
-    }
-}
-
-#[cfg(feature = "cli")]
-impl<T> Eq for Keyed<T> {}
 
 /// The events of `thread` after seq `after` that pass `kinds` (all when empty), decoded, at
 /// most `max` of them; returns them and the last seq read (matching or not).
@@ -426,39 +386,27 @@ pub(crate) async fn events_after(
 /// store's correlation index (`docs/format.md` §2.2): no other event is read.
 ///
 /// # Errors
-/// Storage errors; an event that does not decode.
+/// Storage errors; an event that does not decode; [`Error::LimitExceeded`] past
+/// [`crate::limits::TRACE_MESSAGES_MAX`] messages.
 pub(crate) async fn messages(store: &dyn Store, correlation_id: &str) -> Result<Vec<Value>, Error> {
-    let mut after = 0u64;
-    let mut found = Vec::new();
-    let query = cairn_storage::CorrelationQuery::new(correlation_id);
-    loop {
-        let events = store.read_correlated(&query, Lsn(after), READ_CHUNK_EVENTS).await?;
-        let n = events.len();
-        for event in events {
-            after = event.bookmark.lsn.0;
-            if event.kind != EventKind::Message {
-                continue;
-            }
-            let rec = fetch::decode(store, event).await?;
-            let Body::Message { task, message } = rec.body else { continue };
-            if message.correlation_id.as_deref() != Some(correlation_id) {
-                continue;
-            }
-            found.push(json!({
-                "lsn": rec.bookmark.lsn.0,
-                "thread": rec.thread.as_str(),
-                "seq": rec.bookmark.seq.0,
-                "at_ms": rec.bookmark.at_ms,
-                "node": task.to_string(),
-                "role": message.role,
-                "to": message.to,
-                "content": message.content,
-            }));
-        }
-        if n < READ_CHUNK_EVENTS {
-            return Ok(found);
-        }
-    }
+    let query = super::TraceQuery {
+        correlation_id: Some(correlation_id.to_owned()),
+        ..super::TraceQuery::new(super::TraceScope::All)
+    };
+    let found = super::trace::messages_of_store(store, &query).await?;
+    let row = |m: super::TracedMessage| {
+        json!({
+            "lsn": m.lsn,
+            "thread": m.thread,
+            "seq": m.seq,
+            "at_ms": m.at_ms,
+            "node": m.task.to_string(),
+            "role": m.message.role,
+            "to": m.message.to,
+            "content": m.message.content,
+        })
+    };
+    Ok(found.into_iter().map(row).collect())
 }
 
 /// Natural order of thread ids: runs of digits compare as numbers, so `demo-2` comes before

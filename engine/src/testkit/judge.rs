@@ -250,11 +250,10 @@ fn judge_effects(
                 .problem(format!("{key:?} recorded {r} times, the uninterrupted run made it {c}"));
         }
         let due = c.saturating_sub(r);
-        if a > due {
-            report.repeated_effects += a - due;
-            report.problem(format!("{key:?} ran {a} times after recovery, {due} were due"));
-        } else if a < due {
-            report.missing_effects += due - a;
+        if a != due {
+            let counter =
+                if a > due { &mut report.repeated_effects } else { &mut report.missing_effects };
+            *counter += a.abs_diff(due);
             report.problem(format!("{key:?} ran {a} times after recovery, {due} were due"));
         }
     }

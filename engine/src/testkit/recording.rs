@@ -159,12 +159,21 @@ impl RecordingStore {
         result
     }
 
-    /// Checks a read's answer (and counts its events) as it arrives.
-    fn watch_read<T: Counted + Send + 'static>(&self, reading: Reading<T>) -> Reading<T> {
+    /// Checks a read's answer as it arrives.
+    fn watch_read<T: Send + 'static>(&self, reading: Reading<T>) -> Reading<T> {
+        self.watch_events(reading, |_| 0)
+    }
+
+    /// Checks a read's answer as it arrives, and adds the events `count` says it holds to
+    /// [`RecordingStore::events_read`].
+    fn watch_events<T>(&self, reading: Reading<T>, count: fn(&T) -> usize) -> Reading<T>
+    where
+        T: Send + 'static,
+    {
         let shared = self.shared.clone();
         reading.inspect(move |result| match result {
             Ok(value) => {
-                shared.events_read.fetch_add(value.events(), Ordering::Relaxed);
+                shared.events_read.fetch_add(count(value) as u64, Ordering::Relaxed);
             }
             Err(e) => shared.fail(e),
         })
@@ -287,15 +296,15 @@ impl Append for RecordingStore {
 
 impl ThreadLog for RecordingStore {
     fn read_since(&self, thread: &ThreadId, after: Seq, limit: usize) -> Reading<Vec<Event>> {
-        self.watch_read(self.inner.read_since(thread, after, limit))
+        self.watch_events(self.inner.read_since(thread, after, limit), Vec::len)
     }
 
     fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Reading<Vec<Event>> {
-        self.watch_read(self.inner.read_range(thread, from, to))
+        self.watch_events(self.inner.read_range(thread, from, to), Vec::len)
     }
 
     fn read_all_since(&self, after: Lsn, limit: usize) -> Reading<Vec<Event>> {
-        self.watch_read(self.inner.read_all_since(after, limit))
+        self.watch_events(self.inner.read_all_since(after, limit), Vec::len)
     }
 
     fn read_correlated(
@@ -304,7 +313,7 @@ impl ThreadLog for RecordingStore {
         after: Lsn,
         limit: usize,
     ) -> Reading<Vec<Event>> {
-        self.watch_read(self.inner.read_correlated(query, after, limit))
+        self.watch_events(self.inner.read_correlated(query, after, limit), Vec::len)
     }
 
     fn subscribe(&self, scope: Scope, after: u64) -> Result<Subscription, Error> {
@@ -454,29 +463,6 @@ impl Store for RecordingStore {
         self.inner.shared().map(|_| self as &dyn SharedDatabase)
     }
 }
-
-/// What an async read returned, as the events it counts for [`RecordingStore::events_read`].
-trait Counted {
-    fn events(&self) -> u64 {
-        0
-    }
-}
-
-impl Counted for Vec<Event> {
-    fn events(&self) -> u64 {
-        self.len() as u64
-    }
-}
-
-impl<T> Counted for Option<T> {}
-impl Counted for bool {}
-impl Counted for Vec<cairn_storage::DueThread> {}
-impl Counted for Vec<u8> {}
-impl Counted for Vec<CheckpointInfo> {}
-impl Counted for Vec<ThreadRecord> {}
-impl Counted for Vec<cairn_storage::Signal> {}
-impl Counted for Vec<LockRecord> {}
-impl Counted for Vec<cairn_storage::QueueState> {}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // The recorded data stays valid if a hook panicked while the lock was held.

@@ -72,35 +72,23 @@ pub(crate) fn store_options() -> Options {
 impl CrashHarness {
     /// Opens a store on `backend`, runs the engine on it, and reports how that went.
     pub(crate) async fn attempt(&self, backend: FaultBackend, clock: &ManualClock) -> Attempt {
+        // Storage failed before the engine could run.
+        let failed = |store, open_error, failure| Attempt {
+            store,
+            open_error,
+            before: None,
+            stop: Stop::StoreFailed,
+            acked: Vec::new(),
+            failure,
+        };
         let store = match RedbStore::with_backend(backend, store_options()) {
             Ok(store) => store,
-            Err(e) => {
-                return Attempt {
-                    store: None,
-                    open_error: Some(e),
-                    before: None,
-                    stop: Stop::StoreFailed,
-                    acked: Vec::new(),
-                    failure: None,
-                };
-            }
+            Err(e) => return failed(None, Some(e), None),
         };
         let before = match observe(&store, &self.thread) {
             Ok(view) => view,
-            Err(e) => {
-                let failure = match e {
-                    Error::Storage(e) => Some(e),
-                    _ => None,
-                };
-                return Attempt {
-                    store: Some(store),
-                    open_error: None,
-                    before: None,
-                    stop: Stop::StoreFailed,
-                    acked: Vec::new(),
-                    failure,
-                };
-            }
+            Err(Error::Storage(e)) => return failed(Some(store), None, Some(e)),
+            Err(_) => return failed(Some(store), None, None),
         };
         let rec = Arc::new(RecordingStore::new(Arc::new(store.clone())));
         let stop = self.run_engine(&rec, clock).await;
@@ -131,13 +119,8 @@ impl CrashHarness {
             Ok(engine) => engine,
             Err(e) => return stopped_by(rec, &e),
         };
-        let stop =
-            match tokio::time::timeout(self.timeout, self.start_and_drive(&engine, rec, clock))
-                .await
-            {
-                Ok(stop) => stop,
-                Err(_) => Stop::Hung,
-            };
+        let drive = self.start_and_drive(&engine, rec, clock);
+        let stop = tokio::time::timeout(self.timeout, drive).await.unwrap_or(Stop::Hung);
         match stop {
             Stop::Finished(_) => engine.shutdown().await,
             _ => engine.crash().await,

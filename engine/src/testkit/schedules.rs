@@ -177,10 +177,8 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
                     ended_at = Some(lsn);
                 }
             }
-            Body::NodeStarted { step, attempt, .. } => {
-                open(&mut rounds, step, attempt);
-            }
-            Body::RetryScheduled { step, attempt, .. } => {
+            Body::NodeStarted { step, attempt, .. }
+            | Body::RetryScheduled { step, attempt, .. } => {
                 open(&mut rounds, step, attempt);
             }
             Body::TimerSet { step, values, .. } => {
@@ -231,7 +229,7 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
             if !started.contains_key(tick) {
                 out.in_flight.push(tick.clone());
             }
-            if !is_tick_of(&state, tick) {
+            if tick_ms(&state, tick).is_none() {
                 out.problems.push(format!("in-flight start {tick} is not a tick of {name}"));
             }
         }
@@ -285,7 +283,7 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
         if !present.contains(tick) {
             out.problems.push(format!("tick {tick} was started and its thread is missing"));
         }
-        if !is_tick_of(&state, tick) {
+        if tick_ms(&state, tick).is_none() {
             out.problems.push(format!("{tick} is not a tick of {name} between its start and end"));
         }
     }
@@ -301,24 +299,16 @@ fn open(rounds: &mut BTreeMap<u64, Round>, step: u64, attempt: u32) -> &mut Roun
     r
 }
 
-/// The tick time of thread id `tick` if it is a tick's of the schedule (see [`is_tick_of`]).
+/// The tick time of thread id `tick` if it is `<name>@<ms>` for a tick of the schedule's rule
+/// between its start and end.
 fn tick_ms(s: &ScheduleState, tick: &str) -> Option<u64> {
     let ms = tick.strip_prefix(&format!("{}@", s.name))?.parse::<u64>().ok()?;
-    is_tick_of(s, tick).then_some(ms)
-}
-
-/// Whether thread id `tick` is `<name>@<ms>` for a tick of the schedule's rule between its
-/// start and end.
-fn is_tick_of(s: &ScheduleState, tick: &str) -> bool {
-    let Some(ms) = tick.strip_prefix(&format!("{}@", s.name)).and_then(|t| t.parse::<u64>().ok())
-    else {
-        return false;
-    };
-    let Ok(rule) = Rule::new(&s.spec.every) else { return false };
+    let rule = Rule::new(&s.spec.every).ok()?;
     let from = s.spec.start_ms.unwrap_or(s.anchor_ms);
-    ms >= from
+    let ticks = ms >= from
         && s.spec.end_ms.is_none_or(|end| ms < end)
-        && rule.next_after(ms.saturating_sub(1), s.anchor_ms) == Some(ms)
+        && rule.next_after(ms.saturating_sub(1), s.anchor_ms) == Some(ms);
+    ticks.then_some(ms)
 }
 
 /// Checks round `r` (step `step`, during which the schedule was `paused` for a while) against

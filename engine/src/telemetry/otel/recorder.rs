@@ -19,24 +19,25 @@ pub struct OtelRecorder {
     meter: Meter,
     /// Units and help of the names described so far (the engine describes before registering).
     described: Mutex<HashMap<String, (Option<Unit>, SharedString)>>,
-    beside: Option<Arc<dyn Recorder + Send + Sync>>,
+    /// Where every call goes too ([`OtelRecorder::beside`]; a no-op recorder without one).
+    beside: Arc<dyn Recorder + Send + Sync>,
 }
 
 impl std::fmt::Debug for OtelRecorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OtelRecorder").field("beside", &self.beside.is_some()).finish()
+        f.debug_struct("OtelRecorder").finish_non_exhaustive()
     }
 }
 
 impl OtelRecorder {
     pub(super) fn new(meter: Meter) -> OtelRecorder {
-        OtelRecorder { meter, described: Mutex::default(), beside: None }
+        OtelRecorder { meter, described: Mutex::default(), beside: Arc::new(metrics::NoopRecorder) }
     }
 
     /// Records to `other` too (e.g. the Prometheus recorder that `/metrics` renders).
     #[must_use]
     pub fn beside(mut self, other: Arc<dyn Recorder + Send + Sync>) -> OtelRecorder {
-        self.beside = Some(other);
+        self.beside = other;
         self
     }
 
@@ -62,23 +63,17 @@ impl OtelRecorder {
 impl Recorder for OtelRecorder {
     fn describe_counter(&self, key: KeyName, unit: Option<Unit>, help: SharedString) {
         self.describe(&key, unit, help.clone());
-        if let Some(b) = &self.beside {
-            b.describe_counter(key, unit, help);
-        }
+        self.beside.describe_counter(key, unit, help);
     }
 
     fn describe_gauge(&self, key: KeyName, unit: Option<Unit>, help: SharedString) {
         self.describe(&key, unit, help.clone());
-        if let Some(b) = &self.beside {
-            b.describe_gauge(key, unit, help);
-        }
+        self.beside.describe_gauge(key, unit, help);
     }
 
     fn describe_histogram(&self, key: KeyName, unit: Option<Unit>, help: SharedString) {
         self.describe(&key, unit, help.clone());
-        if let Some(b) = &self.beside {
-            b.describe_histogram(key, unit, help);
-        }
+        self.beside.describe_histogram(key, unit, help);
     }
 
     fn register_counter(&self, key: &Key, metadata: &Metadata<'_>) -> Counter {
@@ -91,7 +86,7 @@ impl Recorder for OtelRecorder {
             counter: builder.build(),
             attributes,
             last: AtomicU64::new(0),
-            beside: self.beside.as_ref().map(|b| b.register_counter(key, metadata)),
+            beside: self.beside.register_counter(key, metadata),
         }))
     }
 
@@ -105,7 +100,7 @@ impl Recorder for OtelRecorder {
             gauge: builder.build(),
             attributes,
             value: AtomicU64::new(0f64.to_bits()),
-            beside: self.beside.as_ref().map(|b| b.register_gauge(key, metadata)),
+            beside: self.beside.register_gauge(key, metadata),
         }))
     }
 
@@ -118,7 +113,7 @@ impl Recorder for OtelRecorder {
         Histogram::from_arc(Arc::new(OtelHistogram {
             histogram: builder.build(),
             attributes,
-            beside: self.beside.as_ref().map(|b| b.register_histogram(key, metadata)),
+            beside: self.beside.register_histogram(key, metadata),
         }))
     }
 }
@@ -128,24 +123,21 @@ struct OtelCounter {
     attributes: Vec<KeyValue>,
     /// The total so far (an `absolute` becomes the increment since).
     last: AtomicU64,
-    beside: Option<Counter>,
+    /// The same counter of the recorder beside this one (a no-op without one).
+    beside: Counter,
 }
 
 impl CounterFn for OtelCounter {
     fn increment(&self, value: u64) {
         self.last.fetch_add(value, Ordering::Relaxed);
         self.counter.add(value, &self.attributes);
-        if let Some(b) = &self.beside {
-            b.increment(value);
-        }
+        self.beside.increment(value);
     }
 
     fn absolute(&self, value: u64) {
         let before = self.last.fetch_max(value, Ordering::Relaxed);
         self.counter.add(value.saturating_sub(before), &self.attributes);
-        if let Some(b) = &self.beside {
-            b.absolute(value);
-        }
+        self.beside.absolute(value);
     }
 }
 
@@ -154,7 +146,8 @@ struct OtelGauge {
     attributes: Vec<KeyValue>,
     /// The value as f64 bits (OTel's gauge records values; increments are kept here).
     value: AtomicU64,
-    beside: Option<Gauge>,
+    /// The same gauge of the recorder beside this one (a no-op without one).
+    beside: Gauge,
 }
 
 impl OtelGauge {
@@ -171,37 +164,30 @@ impl OtelGauge {
 impl GaugeFn for OtelGauge {
     fn increment(&self, value: f64) {
         self.update(|v| v + value);
-        if let Some(b) = &self.beside {
-            b.increment(value);
-        }
+        self.beside.increment(value);
     }
 
     fn decrement(&self, value: f64) {
         self.update(|v| v - value);
-        if let Some(b) = &self.beside {
-            b.decrement(value);
-        }
+        self.beside.decrement(value);
     }
 
     fn set(&self, value: f64) {
         self.update(|_| value);
-        if let Some(b) = &self.beside {
-            b.set(value);
-        }
+        self.beside.set(value);
     }
 }
 
 struct OtelHistogram {
     histogram: opentelemetry::metrics::Histogram<f64>,
     attributes: Vec<KeyValue>,
-    beside: Option<Histogram>,
+    /// The same histogram of the recorder beside this one (a no-op without one).
+    beside: Histogram,
 }
 
 impl HistogramFn for OtelHistogram {
     fn record(&self, value: f64) {
         self.histogram.record(value, &self.attributes);
-        if let Some(b) = &self.beside {
-            b.record(value);
-        }
+        self.beside.record(value);
     }
 }
