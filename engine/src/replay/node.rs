@@ -14,6 +14,7 @@ use crate::core::drawn::Drawn;
 use crate::core::event::TaskKey;
 use crate::core::suspend::Suspensions;
 
+#[derive(Default)]
 pub(super) struct ReplayNodeState {
     pub(super) values: VecDeque<Value>,
     pub(super) suspensions: Suspensions,
