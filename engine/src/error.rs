@@ -109,6 +109,13 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// An [`Error::Record`]: the event at `seq` of `thread` does not fit, as `detail` says.
+    pub(crate) fn record(thread: impl ToString, seq: u64, detail: impl Into<String>) -> Self {
+        Error::Record { thread: thread.to_string(), seq, detail: detail.into() }
+    }
+}
+
 impl From<serde_json::Error> for Error {
     fn from(e: serde_json::Error) -> Self {
         Error::Codec(e.to_string())

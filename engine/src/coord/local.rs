@@ -128,43 +128,51 @@ impl Local {
     }
 }
 
-impl Coordinator for Local {
-    fn serve(&self, wake: Arc<dyn Wake>, timers_armed: metrics::Gauge) {
+impl Local {
+    pub fn serve(&self, wake: Arc<dyn Wake>, timers_armed: metrics::Gauge) {
         assert!(self.wake.set(wake.clone()).is_ok(), "a coordinator serves one engine");
         self.armed.report_to(timers_armed);
         self.fire_timers(wake);
     }
 
-    fn claim(&self, thread: &ThreadId, parent: Option<&CancellationToken>) -> Option<Arc<Control>> {
+    pub fn claim(
+        &self,
+        thread: &ThreadId,
+        parent: Option<&CancellationToken>,
+    ) -> Option<Arc<Control>> {
         self.claims.claim_under(thread, parent)
     }
 
-    fn release(&self, thread: &ThreadId) {
+    pub fn release(&self, thread: &ThreadId) {
         // Under the claim still: no writer of this engine has moved the thread since its end.
         self.watchers.publish_end(thread);
         self.claims.release(thread);
     }
 
-    fn is_driven(&self, thread: &ThreadId) -> bool {
+    pub fn is_driven(&self, thread: &ThreadId) -> bool {
         self.claims.get(thread).is_some()
     }
 
-    fn deliver<'a>(&'a self, thread: &'a ThreadId, request: Request) -> BoxFuture<'a, bool> {
+    pub fn deliver<'a>(&'a self, thread: &'a ThreadId, request: Request) -> BoxFuture<'a, bool> {
         Box::pin(std::future::ready(self.deliver_here(thread, request)))
     }
 
-    fn ask_checkpoint(&self, thread: &ThreadId, ask: CheckpointAsk) -> Result<(), CheckpointAsk> {
+    pub fn ask_checkpoint(
+        &self,
+        thread: &ThreadId,
+        ask: CheckpointAsk,
+    ) -> Result<(), CheckpointAsk> {
         match self.claims.get(thread) {
             Some(control) => control.ask_checkpoint(ask),
             None => Err(ask),
         }
     }
 
-    fn wait_released<'a>(&'a self, thread: &'a ThreadId) -> BoxFuture<'a, ()> {
+    pub fn wait_released<'a>(&'a self, thread: &'a ThreadId) -> BoxFuture<'a, ()> {
         Box::pin(self.claims.wait_released(thread))
     }
 
-    fn claim_parked<'a>(
+    pub fn claim_parked<'a>(
         &'a self,
         thread: &'a ThreadId,
         still_parked: &'a super::StillParked<'a>,
@@ -172,7 +180,7 @@ impl Coordinator for Local {
         Box::pin(self.claims.claim_parked(thread, still_parked))
     }
 
-    fn status_changed<'a>(
+    pub fn status_changed<'a>(
         &'a self,
         thread: &'a ThreadId,
         status: ThreadStatus,
@@ -180,34 +188,34 @@ impl Coordinator for Local {
         Box::pin(self.watchers.changed(thread, status))
     }
 
-    fn watch<'a>(
+    pub fn watch<'a>(
         &'a self,
         thread: &'a ThreadId,
     ) -> BoxFuture<'a, Result<watch::Receiver<Seen>, Error>> {
         Box::pin(self.watchers.watch(thread))
     }
 
-    fn unwatch_if_unused(&self, thread: &ThreadId) {
+    pub fn unwatch_if_unused(&self, thread: &ThreadId) {
         self.watchers.unwatch_if_unused(thread);
     }
 
-    fn ended(&self, thread: &ThreadId, ended: super::Ended) {
+    pub fn ended(&self, thread: &ThreadId, ended: super::Ended) {
         self.watchers.ended(thread, ended);
     }
 
-    fn expect_status(&self, thread: &ThreadId, status: ThreadStatus) -> watch::Receiver<Seen> {
+    pub fn expect_status(&self, thread: &ThreadId, status: ThreadStatus) -> watch::Receiver<Seen> {
         self.watchers.expect(thread, status)
     }
 
-    fn locks_released(&self) {
+    pub fn locks_released(&self) {
         self.lock_releases.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    fn lock_releases(&self) -> watch::Receiver<u64> {
+    pub fn lock_releases(&self) -> watch::Receiver<u64> {
         self.lock_releases.subscribe()
     }
 
-    fn arm(&self, thread: &ThreadId, due: Due) {
+    pub fn arm(&self, thread: &ThreadId, due: Due) {
         if self.wake.get().is_none() {
             // A read-only engine serves nobody: nothing it opens is ever due.
             return;
@@ -215,22 +223,28 @@ impl Coordinator for Local {
         self.armed.arm(thread, due);
     }
 
-    fn disarm(&self, thread: &ThreadId) {
+    pub fn disarm(&self, thread: &ThreadId) {
         self.armed.disarm(thread);
     }
 
-    fn is_armed(&self, thread: &ThreadId, slot: super::Slot) -> bool {
+    pub fn is_armed(&self, thread: &ThreadId, slot: super::Slot) -> bool {
         self.armed.is_armed(thread, slot)
     }
 
-    fn may_take_over(&self, lease: &Lease, now_ms: u64) -> bool {
+    pub fn may_take_over(&self, lease: &Lease, now_ms: u64) -> bool {
         // With the file lock, whoever wrote the lease is gone; on a shared database, only an
         // expired lease is void (and the storage lease ops fence its owner either way).
         self.exclusive || now_ms >= lease.expires_at_ms
     }
 
-    fn has_peers(&self) -> bool {
+    pub fn has_peers(&self) -> bool {
         !self.exclusive
+    }
+}
+
+impl Coordinator for Local {
+    fn local(&self) -> &Local {
+        self
     }
 
     fn wake_index(&self) -> Option<&dyn SharedDatabase> {

@@ -124,33 +124,51 @@ pub(crate) trait Wake: Send + Sync {
 
 /// The engine's view of everyone else: see the module documentation.
 pub(crate) trait Coordinator: Send + Sync {
+    /// The in-process coordinator: each method below is [`Local`]'s unless an implementation
+    /// does more.
+    fn local(&self) -> &Local;
+
     /// Starts firing armed timers into `wake`, keeping `timers_armed` at the number armed.
     /// Called once, when the engine opens.
-    fn serve(&self, wake: Arc<dyn Wake>, timers_armed: metrics::Gauge);
+    fn serve(&self, wake: Arc<dyn Wake>, timers_armed: metrics::Gauge) {
+        self.local().serve(wake, timers_armed)
+    }
 
     /// Claims `thread` for a runner of this engine: `None` if it is driven already (here, or by
     /// another engine where there are several). With `parent`, cancelling the parent's token
     /// cancels this thread too (a sub-workflow's child ends with its parent).
-    fn claim(&self, thread: &ThreadId, parent: Option<&CancellationToken>) -> Option<Arc<Control>>;
+    fn claim(&self, thread: &ThreadId, parent: Option<&CancellationToken>) -> Option<Arc<Control>> {
+        self.local().claim(thread, parent)
+    }
 
     /// Gives `thread` up; wakes whoever waits for that.
-    fn release(&self, thread: &ThreadId);
+    fn release(&self, thread: &ThreadId) {
+        self.local().release(thread)
+    }
 
     /// Whether a runner of this engine drives `thread` now.
-    fn is_driven(&self, thread: &ThreadId) -> bool;
+    fn is_driven(&self, thread: &ThreadId) -> bool {
+        self.local().is_driven(thread)
+    }
 
     /// Hands `request` to whoever drives `thread`: false if nobody does (then the caller
     /// changes the parked thread itself, under a claim).
-    fn deliver<'a>(&'a self, thread: &'a ThreadId, request: Request) -> BoxFuture<'a, bool>;
+    fn deliver<'a>(&'a self, thread: &'a ThreadId, request: Request) -> BoxFuture<'a, bool> {
+        self.local().deliver(thread, request)
+    }
 
     /// Hands a manual checkpoint to the runner of this engine that drives `thread`, for its
     /// next step boundary; the ask back if none does (or too many wait already). Not sent to
     /// other processes: the reply needs the asker's channel.
-    fn ask_checkpoint(&self, thread: &ThreadId, ask: CheckpointAsk) -> Result<(), CheckpointAsk>;
+    fn ask_checkpoint(&self, thread: &ThreadId, ask: CheckpointAsk) -> Result<(), CheckpointAsk> {
+        self.local().ask_checkpoint(thread, ask)
+    }
 
     /// Returns once nobody drives `thread` (at once if nobody does). The driver's last batch
     /// is durable by then, so the stored record says how it left the thread.
-    fn wait_released<'a>(&'a self, thread: &'a ThreadId) -> BoxFuture<'a, ()>;
+    fn wait_released<'a>(&'a self, thread: &'a ThreadId) -> BoxFuture<'a, ()> {
+        self.local().wait_released(thread)
+    }
 
     /// Claims `thread` once its driver lets go, as long as `still_parked()` says its stored
     /// status is a parked one (a runner that just committed the step that parked the thread
@@ -159,7 +177,9 @@ pub(crate) trait Coordinator: Send + Sync {
         &'a self,
         thread: &'a ThreadId,
         still_parked: &'a StillParked<'a>,
-    ) -> BoxFuture<'a, Option<Arc<Control>>>;
+    ) -> BoxFuture<'a, Option<Arc<Control>>> {
+        self.local().claim_parked(thread, still_parked)
+    }
 
     /// Tells whoever waits on `thread` that its status changed (they see the stored status,
     /// read after this call began, never an older one).
@@ -167,7 +187,9 @@ pub(crate) trait Coordinator: Send + Sync {
         &'a self,
         thread: &'a ThreadId,
         status: ThreadStatus,
-    ) -> BoxFuture<'a, ()>;
+    ) -> BoxFuture<'a, ()> {
+        self.local().status_changed(thread, status)
+    }
 
     /// A receiver of `thread`'s status changes, starting from its stored status.
     ///
@@ -176,50 +198,72 @@ pub(crate) trait Coordinator: Send + Sync {
     fn watch<'a>(
         &'a self,
         thread: &'a ThreadId,
-    ) -> BoxFuture<'a, Result<watch::Receiver<Seen>, Error>>;
+    ) -> BoxFuture<'a, Result<watch::Receiver<Seen>, Error>> {
+        self.local().watch(thread)
+    }
 
     /// Drops `thread`'s status channel if nobody listens any more.
-    fn unwatch_if_unused(&self, thread: &ThreadId);
+    fn unwatch_if_unused(&self, thread: &ThreadId) {
+        self.local().unwatch_if_unused(thread)
+    }
 
     /// Tells whoever waits on `thread` how it ended, from the runner that ended it (they need
     /// not read the thread back): kept, and published by [`Coordinator::release`] before the
     /// claim goes, so that the runner's permit is free by the time a waiter wakes.
-    fn ended(&self, thread: &ThreadId, ended: Ended);
+    fn ended(&self, thread: &ThreadId, ended: Ended) {
+        self.local().ended(thread, ended)
+    }
 
     /// Opens `thread`'s status channel at `status`, known without a read: the status a runner
     /// of this engine is about to drive a thread it just created from (until the runner lets it
     /// go and calls [`Coordinator::status_changed`], nothing else can have moved it). A waiter
     /// that comes later subscribes without reading the thread.
-    fn expect_status(&self, thread: &ThreadId, status: ThreadStatus) -> watch::Receiver<Seen>;
+    fn expect_status(&self, thread: &ThreadId, status: ThreadStatus) -> watch::Receiver<Seen> {
+        self.local().expect_status(thread, status)
+    }
 
     /// Tells lock waiters that a lock was released (after the commit that released it).
-    fn locks_released(&self);
+    fn locks_released(&self) {
+        self.local().locks_released()
+    }
 
     /// A receiver whose value changes at every lock release: take it before trying a lock, so
     /// a release between the try and the wait is seen.
-    fn lock_releases(&self) -> watch::Receiver<u64>;
+    fn lock_releases(&self) -> watch::Receiver<u64> {
+        self.local().lock_releases()
+    }
 
     /// Arms `due` for `thread`, replacing the one of its kind armed before (a thread has at
     /// most one timer and one deadline armed).
-    fn arm(&self, thread: &ThreadId, due: Due);
+    fn arm(&self, thread: &ThreadId, due: Due) {
+        self.local().arm(thread, due)
+    }
 
     /// Disarms whatever is armed for `thread` (it ended).
-    fn disarm(&self, thread: &ThreadId);
+    fn disarm(&self, thread: &ThreadId) {
+        self.local().disarm(thread)
+    }
 
     /// Whether `slot` of `thread` is armed in this engine (a look for work need not read the
     /// thread again to arm it).
-    fn is_armed(&self, thread: &ThreadId, slot: Slot) -> bool;
+    fn is_armed(&self, thread: &ThreadId, slot: Slot) -> bool {
+        self.local().is_armed(thread, slot)
+    }
 
     /// Whether `lease`, held by another owner, may be taken over at `now_ms`: its owner can no
     /// longer write.
-    fn may_take_over(&self, lease: &Lease, now_ms: u64) -> bool;
+    fn may_take_over(&self, lease: &Lease, now_ms: u64) -> bool {
+        self.local().may_take_over(lease, now_ms)
+    }
 
     /// Whether other engines may write the database (a shared one). Then a refused write may be
     /// another engine's fence, a lease taken is settled in the store before anything runs, a
     /// look for work reads the wake index and only this engine's workflows, a thread without a
     /// lease gets a grace before it is taken, and the workers serving the database run its
     /// schedules. Where only this engine writes, none of that can happen.
-    fn has_peers(&self) -> bool;
+    fn has_peers(&self) -> bool {
+        self.local().has_peers()
+    }
 
     /// The wake index of a shared database, which says which threads are due for an engine
     /// ([`SharedDatabase::due_threads`]); `None` where there is none (the caller lists

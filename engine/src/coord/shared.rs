@@ -21,16 +21,13 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use cairn_storage::{Lease, SharedDatabase, Store, ThreadId, ThreadStatus};
+use cairn_storage::{SharedDatabase, Store, ThreadId, ThreadStatus};
 use futures::future::BoxFuture;
-use tokio::sync::{broadcast, watch};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::broadcast;
 
-use super::Seen;
 use super::heartbeat::Heartbeat;
-use super::{CheckpointAsk, Control, Coordinator, Due, Local, Request, Wake};
+use super::{Coordinator, Local, Request, Wake};
 use crate::clock::Clock;
-use crate::error::Error;
 use crate::tasks::Tasks;
 
 /// How much longer than its own cancel grace an engine waits for another engine's runner to
@@ -151,6 +148,10 @@ fn decode(message: &str) -> Option<Request> {
 }
 
 impl Coordinator for Shared {
+    fn local(&self) -> &Local {
+        &self.local
+    }
+
     fn serve(&self, wake: Arc<dyn Wake>, timers_armed: metrics::Gauge) {
         self.local.serve(wake, timers_armed);
         Heartbeat {
@@ -161,18 +162,6 @@ impl Coordinator for Shared {
             lease_ttl_ms: self.lease_ttl_ms,
         }
         .spawn(&self.tasks);
-    }
-
-    fn claim(&self, thread: &ThreadId, parent: Option<&CancellationToken>) -> Option<Arc<Control>> {
-        self.local.claim(thread, parent)
-    }
-
-    fn release(&self, thread: &ThreadId) {
-        self.local.release(thread);
-    }
-
-    fn is_driven(&self, thread: &ThreadId) -> bool {
-        self.local.is_driven(thread)
     }
 
     fn deliver<'a>(&'a self, thread: &'a ThreadId, request: Request) -> BoxFuture<'a, bool> {
@@ -201,10 +190,6 @@ impl Coordinator for Shared {
         })
     }
 
-    fn ask_checkpoint(&self, thread: &ThreadId, ask: CheckpointAsk) -> Result<(), CheckpointAsk> {
-        self.local.ask_checkpoint(thread, ask)
-    }
-
     fn wait_released<'a>(&'a self, thread: &'a ThreadId) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             if !self.asked().contains(thread) {
@@ -220,69 +205,6 @@ impl Coordinator for Shared {
             }
             tracing::info!(%thread, "the engine that drives the thread did not act on the control in time");
         })
-    }
-
-    fn claim_parked<'a>(
-        &'a self,
-        thread: &'a ThreadId,
-        still_parked: &'a super::StillParked<'a>,
-    ) -> BoxFuture<'a, Option<Arc<Control>>> {
-        self.local.claim_parked(thread, still_parked)
-    }
-
-    fn status_changed<'a>(
-        &'a self,
-        thread: &'a ThreadId,
-        status: ThreadStatus,
-    ) -> BoxFuture<'a, ()> {
-        self.local.status_changed(thread, status)
-    }
-
-    fn watch<'a>(
-        &'a self,
-        thread: &'a ThreadId,
-    ) -> BoxFuture<'a, Result<watch::Receiver<Seen>, Error>> {
-        self.local.watch(thread)
-    }
-
-    fn unwatch_if_unused(&self, thread: &ThreadId) {
-        self.local.unwatch_if_unused(thread);
-    }
-
-    fn ended(&self, thread: &ThreadId, ended: super::Ended) {
-        self.local.ended(thread, ended);
-    }
-
-    fn expect_status(&self, thread: &ThreadId, status: ThreadStatus) -> watch::Receiver<Seen> {
-        self.local.expect_status(thread, status)
-    }
-
-    fn locks_released(&self) {
-        self.local.locks_released();
-    }
-
-    fn lock_releases(&self) -> watch::Receiver<u64> {
-        self.local.lock_releases()
-    }
-
-    fn arm(&self, thread: &ThreadId, due: Due) {
-        self.local.arm(thread, due);
-    }
-
-    fn disarm(&self, thread: &ThreadId) {
-        self.local.disarm(thread);
-    }
-
-    fn is_armed(&self, thread: &ThreadId, slot: super::Slot) -> bool {
-        self.local.is_armed(thread, slot)
-    }
-
-    fn may_take_over(&self, lease: &Lease, now_ms: u64) -> bool {
-        self.local.may_take_over(lease, now_ms)
-    }
-
-    fn has_peers(&self) -> bool {
-        true
     }
 
     fn wake_index(&self) -> Option<&dyn SharedDatabase> {

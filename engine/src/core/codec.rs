@@ -76,11 +76,7 @@ fn correlation_of(body: &Body) -> Option<String> {
 /// [`Error::Record`] if the data is not a body this engine understands, or the body is
 /// offloaded and was not loaded.
 pub fn decode_loaded(event: Event) -> Result<Recorded, Error> {
-    let record_error = |detail: String| Error::Record {
-        thread: event.thread.to_string(),
-        seq: event.bookmark.seq.0,
-        detail,
-    };
+    let record_error = |detail: String| Error::record(&event.thread, event.bookmark.seq.0, detail);
     if crate::core::restore::offloaded(&event).is_some() {
         return Err(record_error("the event's offloaded body was not loaded".into()));
     }

@@ -146,11 +146,9 @@ pub(crate) fn plan_step(
     let mut tasks = Vec::new();
     for name in &ctx.meta.frontier {
         let Some(id) = wf.node_id(name) else {
-            return Err(Error::Record {
-                thread: ctx.meta.thread.clone(),
-                seq: ctx.meta.seq,
-                detail: format!("the frontier names node {name}, which the workflow does not have"),
-            });
+            let detail =
+                format!("the frontier names node {name}, which the workflow does not have");
+            return Err(Error::record(&ctx.meta.thread, ctx.meta.seq, detail));
         };
         let node = &wf.nodes()[id];
         let visits = ctx.meta.visits.get(name).copied().unwrap_or(0);

@@ -28,10 +28,8 @@ use crate::limits;
 /// # Errors
 /// [`Error::Record`] if the bytes are not a snapshot.
 pub fn decode_snapshot(thread: &ThreadId, seq: u64, bytes: &[u8]) -> Result<Snapshot, Error> {
-    serde_json::from_slice(bytes).map_err(|e| Error::Record {
-        thread: thread.to_string(),
-        seq,
-        detail: format!("checkpoint snapshot does not decode: {e}"),
+    serde_json::from_slice(bytes).map_err(|e| {
+        Error::record(thread, seq, format!("checkpoint snapshot does not decode: {e}"))
     })
 }
 
@@ -316,14 +314,11 @@ pub(crate) fn from_checkpoint(
 ) -> Result<ThreadCtx, Error> {
     let snapshot = decode_snapshot(thread, cp.covers.seq.0, &cp.snapshot)?;
     if snapshot.meta.seq != cp.covers.seq.0 {
-        return Err(Error::Record {
-            thread: thread.to_string(),
-            seq: cp.covers.seq.0,
-            detail: format!(
-                "checkpoint {} covers seq {} but its snapshot is at {}",
-                cp.id.0, cp.covers.seq, snapshot.meta.seq
-            ),
-        });
+        let detail = format!(
+            "checkpoint {} covers seq {} but its snapshot is at {}",
+            cp.id.0, cp.covers.seq, snapshot.meta.seq
+        );
+        return Err(Error::record(thread, cp.covers.seq.0, detail));
     }
     ThreadCtx::from_snapshot(wf, snapshot)
 }

@@ -244,6 +244,11 @@ impl Clone for ThreadCtx {
 }
 
 impl ThreadMeta {
+    /// An [`Error::Record`] of this thread at `seq`.
+    fn record(&self, seq: u64, detail: String) -> Error {
+        Error::record(&self.thread, seq, detail)
+    }
+
     /// The budgets in force: the thread's own, else the workflow's.
     pub fn budgets<'a>(&'a self, wf: &'a DynWorkflow) -> &'a cairn_dsl::Budgets {
         self.policy.budgets.as_ref().unwrap_or_else(|| wf.budgets())
@@ -276,16 +281,11 @@ impl ThreadCtx {
             seed,
         } = body
         else {
-            return Err(Error::Record {
-                thread: thread.to_owned(),
-                seq: 1,
-                detail: "the first event of a thread is not thread_created".into(),
-            });
+            let detail = "the first event of a thread is not thread_created";
+            return Err(Error::record(thread, 1, detail));
         };
-        let state = wf.state_from_json(input).map_err(|e| Error::Record {
-            thread: thread.to_owned(),
-            seq: 1,
-            detail: format!("the input is not a valid state: {e}"),
+        let state = wf.state_from_json(input).map_err(|e| {
+            Error::record(thread, 1, format!("the input is not a valid state: {e}"))
         })?;
         Ok(Self {
             state,
@@ -330,10 +330,9 @@ impl ThreadCtx {
     /// # Errors
     /// [`Error::Record`] if the state does not decode as the workflow's state type.
     pub fn from_snapshot(wf: &DynWorkflow, snapshot: Snapshot) -> Result<Self, Error> {
-        let state = wf.state_from_json(&snapshot.state).map_err(|e| Error::Record {
-            thread: snapshot.meta.thread.clone(),
-            seq: snapshot.meta.seq,
-            detail: format!("checkpoint state does not decode: {e}"),
+        let state = wf.state_from_json(&snapshot.state).map_err(|e| {
+            let detail = format!("checkpoint state does not decode: {e}");
+            Error::record(&snapshot.meta.thread, snapshot.meta.seq, detail)
         })?;
         Ok(Self { meta: snapshot.meta, state })
     }
@@ -370,7 +369,7 @@ impl ThreadCtx {
     /// not decode): the log and the workflow disagree, which restore must not paper over.
     pub fn apply(&mut self, seq: u64, at_ms: u64, body: &Body) -> Result<(), Error> {
         if seq != self.meta.seq + 1 {
-            return Err(self.record_error(seq, format!("expected seq {}", self.meta.seq + 1)));
+            return Err(self.meta.record(seq, format!("expected seq {}", self.meta.seq + 1)));
         }
         self.meta.seq = seq;
         // A checkpoint records the thread where it stands and does not move it: its time is not
@@ -393,7 +392,7 @@ impl ThreadCtx {
         }
         match body {
             Body::ThreadCreated { .. } => {
-                return Err(self.record_error(seq, "thread_created after the first event".into()));
+                return Err(self.meta.record(seq, "thread_created after the first event".into()));
             }
             Body::StatusChanged { to, .. } => m.status = *to,
             Body::NodeStarted { task, attempt, .. } => {
@@ -540,7 +539,7 @@ impl ThreadCtx {
             Body::StepCompleted { step, next, arrivals } => {
                 if *step != m.step + 1 {
                     let detail = format!("step {step} follows step {}", m.step);
-                    return Err(self.record_error(seq, detail));
+                    return Err(self.meta.record(seq, detail));
                 }
                 self.complete_step(seq, *step, next, arrivals)?;
             }
@@ -551,11 +550,8 @@ impl ThreadCtx {
             }
             Body::Output { output } => m.output = Some(output.clone()),
             Body::StateUpdated { update, .. } => {
-                self.state.apply_json(update).map_err(|e| Error::Record {
-                    thread: self.meta.thread.clone(),
-                    seq,
-                    detail: format!("state update does not apply: {e}"),
-                })?;
+                let detail = |e| format!("state update does not apply: {e}");
+                self.state.apply_json(update).map_err(|e| self.meta.record(seq, detail(e)))?;
             }
             Body::Budget { budget, used, limit } => {
                 if used < limit && !m.budget_warned.contains(budget) {
@@ -568,10 +564,9 @@ impl ThreadCtx {
                 m.budget_warned.clear();
             }
             Body::RolledBack { snapshot, .. } => {
-                let bad = |detail: String| Error::Record {
-                    thread: self.meta.thread.clone(),
-                    seq,
-                    detail: format!("the rolled-back context does not apply: {detail}"),
+                let bad = |detail: String| {
+                    self.meta
+                        .record(seq, format!("the rolled-back context does not apply: {detail}"))
                 };
                 let to = Snapshot::deserialize(snapshot).map_err(|e| bad(e.to_string()))?;
                 self.state.replace_json(&to.state).map_err(|e| bad(e.to_string()))?;
@@ -627,16 +622,13 @@ impl ThreadCtx {
                 ran.push(&task.node);
             }
             let Some(outcome) = &journal.outcome else {
-                return Err(
-                    self.record_error(seq, format!("step {step} completed but {task} did not"))
-                );
+                return Err(self
+                    .meta
+                    .record(seq, format!("step {step} completed but {task} did not")));
             };
             if let Some(update) = &outcome.update {
-                self.state.apply_json(update).map_err(|e| Error::Record {
-                    thread: self.meta.thread.clone(),
-                    seq,
-                    detail: format!("update of {task} does not apply: {e}"),
-                })?;
+                let detail = |e| format!("update of {task} does not apply: {e}");
+                self.state.apply_json(update).map_err(|e| self.meta.record(seq, detail(e)))?;
             }
         }
         for node in ran {
@@ -652,10 +644,6 @@ impl ThreadCtx {
         self.meta.arrivals.clone_from(arrivals);
         self.meta.telemetry.steps += 1;
         Ok(())
-    }
-
-    fn record_error(&self, seq: u64, detail: String) -> Error {
-        Error::Record { thread: self.meta.thread.clone(), seq, detail }
     }
 }
 

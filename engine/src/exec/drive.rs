@@ -43,14 +43,15 @@ fn drive_queued(shell: &Arc<Shell>, thread: ThreadId, reason: &'static str, paus
     shell.tasks.spawn(async move {
         let _counted = counted;
         let mut backoff = std::time::Duration::from_millis(s.config.poll_ms.max(1));
-        if pause_first {
-            tokio::select! {
-                () = tokio::time::sleep(backoff) => {}
-                () = s.tasks.stopping().cancelled() => return,
-            }
-            backoff = (backoff * 2).min(DRIVE_AGAIN_BACKOFF_MAX);
-        }
+        let mut pause = pause_first;
         loop {
+            if std::mem::take(&mut pause) {
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = s.tasks.stopping().cancelled() => return,
+                }
+                backoff = (backoff * 2).min(DRIVE_AGAIN_BACKOFF_MAX);
+            }
             let waiting = s.metrics.waiting_permit();
             let Ok(permit) = s.permits.clone().acquire_owned().await else { return };
             drop(waiting);
@@ -67,17 +68,10 @@ fn drive_queued(shell: &Arc<Shell>, thread: ThreadId, reason: &'static str, paus
                 // Another engine drives it: it is that engine's until its lease lapses, when
                 // the shared-database poller finds it again.
                 Ok(_) => return,
-                Err(e) => {
-                    if !stopped_by(&s, &thread, &e) {
-                        return;
-                    }
-                    drop(permit);
-                    tokio::select! {
-                        () = tokio::time::sleep(backoff) => {}
-                        () = s.tasks.stopping().cancelled() => return,
-                    }
-                    backoff = (backoff * 2).min(DRIVE_AGAIN_BACKOFF_MAX);
-                }
+                // Accounted for by `stopped_by`; driven again after a pause (the permit goes back
+                // meanwhile).
+                Err(e) if stopped_by(&s, &thread, &e) => pause = true,
+                Err(_) => return,
             }
         }
     });

@@ -102,24 +102,20 @@ impl LiveNodeContext {
     /// Waits for fire-and-forget appends (progress) and hands back the state.
     pub(super) async fn finish(&self) -> TaskState {
         let mut st = std::mem::take(&mut *self.state());
+        let lost = |e: &dyn std::fmt::Display| {
+            tracing::warn!(thread = %self.env.thread, error = %e, "progress event not recorded");
+        };
         for (body, at_ms) in std::mem::take(&mut st.progress_later) {
-            let submitted = match self.env.batch_of(std::slice::from_ref(&body), at_ms) {
-                Ok(batch) => self.env.pipeline.submit(batch, at_ms, None).await,
-                Err(e) => Err(e),
-            };
-            match submitted {
+            let batch = self.env.batch_of(std::slice::from_ref(&body), at_ms);
+            match async { self.env.pipeline.submit(batch?, at_ms, None).await }.await {
                 Ok((pending, _)) => st.progress.push((pending, body)),
-                Err(e) => {
-                    tracing::warn!(thread = %self.env.thread, error = %e, "progress event not recorded")
-                }
+                Err(e) => lost(&e),
             }
         }
         for (pending, body) in std::mem::take(&mut st.progress) {
             match pending.wait().await {
                 Ok(a) => st.appended.extend(self.env.zip_recorded(a.bookmarks, vec![body])),
-                Err(e) => {
-                    tracing::warn!(thread = %self.env.thread, error = %e, "progress event not recorded")
-                }
+                Err(e) => lost(&e),
             }
         }
         st.appended.sort_by_key(|r| r.bookmark.seq);

@@ -38,7 +38,7 @@ pub(crate) async fn write_parked(
     next: Option<Transition>,
 ) -> Result<(), Error> {
     let now = shell.clock.now_ms();
-    let mut record = stored(shell, thread).await?;
+    let record = stored(shell, thread).await?;
     if record.status != expected {
         return Err(Error::WrongStatus {
             thread: thread.to_string(),
@@ -46,23 +46,14 @@ pub(crate) async fn write_parked(
             detail: format!("it is not {expected}"),
         });
     }
-    let wake = next == Some(Transition::Run);
+    let mut to = expected;
     if let Some(t) = next {
-        let to = crate::core::status::transition(expected, t)
+        to = transition(expected, t)
             .map_err(|source| Error::Transition { thread: thread.to_string(), source })?;
-        let reason = if wake { "woken" } else { "resumed into its wait" };
+        let reason = if t == Transition::Run { "woken" } else { "resumed into its wait" };
         bodies.push(Body::StatusChanged { from: expected, to, reason: reason.into() });
-        record.status = to;
     }
-    record.updated_at_ms = now;
-    let to = record.status;
-    let mut batch = Batch::default();
-    for body in &bodies {
-        codec::push_event(&mut batch, thread, body, now)?;
-    }
-    batch.wakes.extend(crate::coord::wake_hint(&record, None).map(|w| (thread.clone(), w)));
-    batch.threads.push(record);
-    batch.guards.push(Guard::Status { thread: thread.clone(), expected });
+    let batch = move_batch(record, to, &bodies, now)?;
     let store = shell.store.as_ref();
     let parked = || -> futures::future::BoxFuture<'_, bool> {
         Box::pin(async move {
@@ -165,18 +156,8 @@ async fn end_one(shell: &Shell, thread: &str, t: Transition, reason: &str) -> Re
         }
         let released_locks = !bodies.is_empty();
         bodies.push(Body::StatusChanged { from: record.status, to, reason: reason.to_owned() });
-        let mut batch = Batch::default();
-        for body in &bodies {
-            codec::push_event(&mut batch, &id, body, now)?;
-        }
-        let mut rec = record.clone();
-        rec.status = to;
-        rec.updated_at_ms = now;
-        rec.lease = None;
-        batch.wakes.extend(crate::coord::wake_hint(&rec, None).map(|w| (id.clone(), w)));
-        batch.threads.push(rec);
+        let mut batch = move_batch(ThreadRecord { lease: None, ..record }, to, &bodies, now)?;
         batch.locks.push(LockOp::ReleaseAll { owner: id.to_string() });
-        batch.guards.push(Guard::Status { thread: id.clone(), expected: record.status });
         let Some(_claim) = shell.coord.claim(&id, None) else { continue };
         let result = async { shell.store.append_async(batch).await?.wait().await }.await;
         shell.coord.release(&id);
@@ -241,17 +222,7 @@ async fn write_status(
     bodies: Vec<Body>,
 ) -> Result<(), Error> {
     let id = &record.id;
-    let now = shell.clock.now_ms();
-    let mut batch = Batch::default();
-    for body in &bodies {
-        codec::push_event(&mut batch, id, body, now)?;
-    }
-    let mut rec = record.clone();
-    rec.status = to;
-    rec.updated_at_ms = now;
-    batch.wakes.extend(crate::coord::wake_hint(&rec, None).map(|w| (id.clone(), w)));
-    batch.threads.push(rec);
-    batch.guards.push(Guard::Status { thread: id.clone(), expected: record.status });
+    let batch = move_batch(record.clone(), to, &bodies, shell.clock.now_ms())?;
     let Some(_claim) = shell.coord.claim(id, None) else {
         return Err(Error::WrongStatus {
             thread: id.to_string(),
@@ -264,6 +235,26 @@ async fn write_status(
     result?;
     shell.coord.status_changed(id, to).await;
     Ok(())
+}
+
+/// One batch that records `bodies` at `now` and moves the thread record `rec` to status `to`,
+/// guarded by the status in `rec` (refused if the stored one moved since it was read).
+pub(super) fn move_batch(
+    mut rec: ThreadRecord,
+    to: ThreadStatus,
+    bodies: &[Body],
+    now: u64,
+) -> Result<Batch, Error> {
+    let (id, expected) = (rec.id.clone(), rec.status);
+    let mut batch = Batch::default();
+    for body in bodies {
+        codec::push_event(&mut batch, &id, body, now)?;
+    }
+    (rec.status, rec.updated_at_ms) = (to, now);
+    batch.wakes.extend(crate::coord::wake_hint(&rec, None).map(|w| (id.clone(), w)));
+    batch.threads.push(rec);
+    batch.guards.push(Guard::Status { thread: id, expected });
+    Ok(batch)
 }
 
 /// Records `value` as the input a waiting thread asked for.

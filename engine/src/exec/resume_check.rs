@@ -17,11 +17,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
-use cairn_storage::{Batch, Guard, LeaseOp, Seq, Store, ThreadId, ThreadRecord, ThreadStatus};
+use cairn_storage::{Guard, LeaseOp, Seq, Store, ThreadId, ThreadRecord, ThreadStatus};
 
 use super::fetch;
 use super::shell::Shell;
-use crate::core::codec;
 use crate::core::event::Body;
 use crate::core::restore::from_checkpoint;
 use crate::core::status::{Transition, transition};
@@ -116,24 +115,14 @@ async fn block(
         .map_err(|source| Error::Transition { thread: thread.to_string(), source })?;
     let reason = format!("{BLOCK_REASON}: {divergence}");
     let now = shell.clock.now_ms();
-    let mut batch = Batch::default();
-    codec::push_event(
-        &mut batch,
-        thread,
-        &Body::StatusChanged { from, to, reason: reason.clone() },
-        now,
-    )?;
-    let mut rec = record.clone();
-    rec.status = to;
-    rec.updated_at_ms = now;
-    rec.summary = summary::with_last_error(&record.summary, &reason);
-    batch.wakes.extend(crate::coord::wake_hint(&rec, None).map(|w| (thread.clone(), w)));
-    batch.threads.push(rec);
+    let summary = summary::with_last_error(&record.summary, &reason);
+    let body = Body::StatusChanged { from, to, reason };
+    let rec = ThreadRecord { summary, ..record.clone() };
+    let mut batch = super::parked::move_batch(rec, to, &[body], now)?;
     if let Some(lease) = &record.lease {
         // The file is locked by this process, so the holder is this runner's predecessor.
         batch.leases.push(LeaseOp::Release { thread: thread.clone(), owner: lease.owner.clone() });
     }
-    batch.guards.push(Guard::Status { thread: thread.clone(), expected: from });
     batch.guards.push(Guard::LastSeq { thread: thread.clone(), seq: Seq(ctx.meta.seq) });
     shell.store.append_async(batch).await?.wait().await?;
     Ok(())

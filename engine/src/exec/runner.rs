@@ -211,20 +211,19 @@ impl Runner {
     }
 
     async fn park_for_shutdown(&mut self) -> Result<(), Error> {
-        let mut batch = Batch::default();
-        batch.leases.push(LeaseOp::Release {
-            thread: self.env.thread.clone(),
-            owner: self.shell.owner.clone(),
-        });
+        let batch = Batch { leases: vec![self.lease_release()], ..Batch::default() };
         self.commit_durable(batch, None).await
+    }
+
+    /// Gives this runner's lease up.
+    fn lease_release(&self) -> LeaseOp {
+        LeaseOp::Release { thread: self.env.thread.clone(), owner: self.shell.owner.clone() }
     }
 
     /// Releases the lease, and every lock of the thread when it has ended; true if it held any.
     async fn release_all(&mut self, batch: &mut Batch, now: u64) -> Result<bool, Error> {
         let thread = self.env.thread.clone();
-        batch
-            .leases
-            .push(LeaseOp::Release { thread: thread.clone(), owner: self.shell.owner.clone() });
+        batch.leases.push(self.lease_release());
         if self.ctx.meta.status.is_terminal()
             && self.env.may_hold_locks.load(std::sync::atomic::Ordering::SeqCst)
         {
@@ -317,11 +316,7 @@ impl Runner {
                 Ok(StepEnd::Continue)
             }
             Next::Park(t) => {
-                let mut batch = Batch::default();
-                batch.leases.push(LeaseOp::Release {
-                    thread: self.env.thread.clone(),
-                    owner: self.shell.owner.clone(),
-                });
+                let batch = Batch { leases: vec![self.lease_release()], ..Batch::default() };
                 self.commit_durable(batch, decision.checkpoint).await?;
                 if t == Transition::Sleep
                     && let Some(due) = Due::timer_of(&self.ctx)

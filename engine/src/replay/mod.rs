@@ -116,11 +116,6 @@ impl ReplayReport {
 /// which keeps name and result but not input), result.
 pub(crate) type RecordedCall = (String, Option<Value>, Result<Value, cairn_dsl::ToolError>);
 
-#[derive(Debug, Default, Clone)]
-struct Recorded {
-    calls: Vec<RecordedCall>,
-}
-
 /// The child workflow with id `id` that a sub-workflow node of `parent` runs.
 pub(crate) fn child_workflow(parent: &DynWorkflow, id: &str) -> Option<Arc<DynWorkflow>> {
     parent.nodes().iter().find_map(|node| match &node.kind {
@@ -154,16 +149,15 @@ pub(crate) async fn replay_after(
     let mut c = start;
     // Tool calls recorded per (step, task, attempt), from ToolCalled + ToolReturned; for a step
     // open at `start`, first those its journals kept (inputs unknown, so not compared).
-    let mut calls: BTreeMap<(u64, TaskKey, u32), Recorded> = BTreeMap::new();
+    let mut calls: BTreeMap<(u64, TaskKey, u32), Vec<RecordedCall>> = BTreeMap::new();
     for (task, journal) in &c.meta.open {
-        let mut r = Recorded::default();
-        for i in 0..journal.calls_started.max(journal.tools.len() as u32) as usize {
-            r.calls.push(match journal.tools.get(i) {
+        let r = (0..journal.calls_started.max(journal.tools.len() as u32) as usize)
+            .map(|i| match journal.tools.get(i) {
                 Some(t) => (t.name.clone(), None, t.output.clone()),
                 // Started, not yet returned at `start`: its ToolReturned follows.
                 None => (String::new(), None, Ok(Value::Null)),
-            });
-        }
+            })
+            .collect();
         calls.insert((c.meta.step + 1, task.clone(), journal.attempt), r);
     }
     let mut items: BTreeMap<(u64, TaskKey), Value> = BTreeMap::new();
@@ -195,15 +189,15 @@ pub(crate) async fn replay_after(
                     // index), and only the second one has a result.
                     let r = calls.entry((*step, task.clone(), *attempt)).or_default();
                     let i = *call as usize;
-                    if r.calls.len() <= i {
-                        r.calls.resize(i + 1, (String::new(), None, Ok(Value::Null)));
+                    if r.len() <= i {
+                        r.resize(i + 1, (String::new(), None, Ok(Value::Null)));
                     }
-                    r.calls[i] = (name.clone(), Some(input.clone()), Ok(Value::Null));
+                    r[i] = (name.clone(), Some(input.clone()), Ok(Value::Null));
                 }
                 Body::ToolReturned { step, task, attempt, call, name, output, .. } => {
                     if let Some(slot) = calls
                         .get_mut(&(*step, task.clone(), *attempt))
-                        .and_then(|r| r.calls.get_mut(*call as usize))
+                        .and_then(|r| r.get_mut(*call as usize))
                     {
                         slot.0.clone_from(name);
                         slot.2 = output.clone();
@@ -225,7 +219,7 @@ pub(crate) async fn replay_after(
                         // An attempt completes once: what was recorded for it is not needed
                         // after (the maps stay empty for tasks that call no tool).
                         let recorded_calls = if calls.is_empty() {
-                            Recorded::default()
+                            Vec::new()
                         } else {
                             calls.remove(&(*step, task.clone(), *attempt)).unwrap_or_default()
                         };
@@ -236,20 +230,24 @@ pub(crate) async fn replay_after(
                         } else {
                             items.remove(&(*step, task.clone()))
                         };
-                        let run = ReplayRun {
-                            wf: wf.clone(),
+                        let inputs = journal.map(|j| j.inputs.clone()).unwrap_or_default();
+                        let timers_fired = journal.map_or(0, |j| j.timers_fired);
+                        let run = ReplayNodeContext {
                             shared: shared.clone(),
                             step: *step,
                             task: task.clone(),
                             attempt: *attempt,
                             item,
-                            values,
-                            inputs: journal.map(|j| j.inputs.clone()).unwrap_or_default(),
-                            timers_fired: journal.map_or(0, |j| j.timers_fired),
-                            calls: recorded_calls,
+                            st: Mutex::new(ReplayNodeState {
+                                values,
+                                suspensions: Suspensions::new(inputs, timers_fired),
+                                calls: recorded_calls,
+                                ..ReplayNodeState::default()
+                            }),
                         };
                         report.tasks_replayed += 1;
-                        report.divergence = run.compare(&c, seq, update.as_ref(), goto).await?;
+                        report.divergence =
+                            compare(wf, run, &c, seq, update.as_ref(), goto).await?;
                     }
                 }
                 Body::StepCompleted { step, next, .. } if report.divergence.is_none() => {
@@ -307,112 +305,68 @@ pub(super) struct Shared {
     pub(super) cancel: CancellationToken,
 }
 
-struct ReplayRun {
-    wf: Arc<DynWorkflow>,
-    shared: Arc<Shared>,
-    step: u64,
-    task: TaskKey,
-    attempt: u32,
-    item: Option<Value>,
-    values: VecDeque<Value>,
-    inputs: Vec<Value>,
-    timers_fired: u32,
-    calls: Recorded,
-}
-
-impl ReplayRun {
-    async fn compare(
-        self,
-        ctx: &ThreadCtx,
-        seq: u64,
-        update: Option<&Value>,
-        goto: &[Target],
-    ) -> Result<Option<Divergence>, Error> {
-        let Some(id) = self.wf.node_id(&self.task.node) else {
-            return Ok(Some(self.divergence(
-                seq,
-                "the node no longer exists",
-                Value::String(self.task.node.clone()),
-                Value::Null,
-            )));
-        };
-        let handler = match &self.wf.nodes()[id].kind {
-            DynNodeKind::Task(h) | DynNodeKind::Map { handler: h, .. } => h.clone(),
-            DynNodeKind::Subgraph { .. } => return Ok(None),
-        };
-        let ReplayRun {
-            shared,
-            step,
-            task,
-            attempt,
-            item,
-            values,
-            inputs,
-            timers_fired,
-            calls,
-            ..
-        } = self;
-        let replay_ctx = Arc::new(ReplayNodeContext {
-            shared,
-            step,
-            task,
-            attempt,
-            item,
-            st: Mutex::new(ReplayNodeState {
-                values,
-                suspensions: Suspensions::new(inputs, timers_fired),
-                calls: calls.calls,
-                next_call: 0,
-                first: None,
-                patches: BTreeMap::new(),
-            }),
-        });
-        let produced = handler(ctx.state.as_ref(), Ctx::new(replay_ctx.clone())).await;
-        let task = &replay_ctx.task;
-        let differs = |what: &str, recorded, produced| {
-            Some(divergence(step, task, seq, what, recorded, produced))
-        };
-        let st = replay_ctx.st.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((what, recorded, now)) = st.first.clone() {
-            return Ok(differs(&what, recorded, now));
-        }
-        if (st.next_call as usize) < st.calls.len() {
-            let missing = &st.calls[st.next_call as usize];
+/// Runs the task `replay_ctx` replays against `wf` on `ctx`, and compares what it produces with
+/// the completion recorded at `seq` (`update`, `goto`).
+async fn compare(
+    wf: &DynWorkflow,
+    replay_ctx: ReplayNodeContext,
+    ctx: &ThreadCtx,
+    seq: u64,
+    update: Option<&Value>,
+    goto: &[Target],
+) -> Result<Option<Divergence>, Error> {
+    let step = replay_ctx.step;
+    let Some(id) = wf.node_id(&replay_ctx.task.node) else {
+        let node = Value::String(replay_ctx.task.node.clone());
+        let what = "the node no longer exists";
+        return Ok(Some(divergence(step, &replay_ctx.task, seq, what, node, Value::Null)));
+    };
+    let handler = match &wf.nodes()[id].kind {
+        DynNodeKind::Task(h) | DynNodeKind::Map { handler: h, .. } => h.clone(),
+        DynNodeKind::Subgraph { .. } => return Ok(None),
+    };
+    let replay_ctx = Arc::new(replay_ctx);
+    let produced = handler(ctx.state.as_ref(), Ctx::new(replay_ctx.clone())).await;
+    let task = &replay_ctx.task;
+    let differs = |what: &str, recorded, produced| {
+        Some(divergence(step, task, seq, what, recorded, produced))
+    };
+    let st = replay_ctx.st.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((what, recorded, now)) = st.first.clone() {
+        return Ok(differs(&what, recorded, now));
+    }
+    if (st.next_call as usize) < st.calls.len() {
+        let missing = &st.calls[st.next_call as usize];
+        return Ok(differs(
+            "the code made fewer tool calls than recorded",
+            Value::String(missing.0.clone()),
+            Value::Null,
+        ));
+    }
+    let out = match produced {
+        Ok(out) => out,
+        Err(e) => {
+            let now = serde_json::to_value(&e).unwrap_or(Value::Null);
             return Ok(differs(
-                "the code made fewer tool calls than recorded",
-                Value::String(missing.0.clone()),
-                Value::Null,
-            ));
-        }
-        let out = match produced {
-            Ok(out) => out,
-            Err(e) => {
-                let now = serde_json::to_value(&e).unwrap_or(Value::Null);
-                return Ok(differs(
-                    "the node failed where it completed",
-                    update.cloned().unwrap_or(Value::Null),
-                    now,
-                ));
-            }
-        };
-        if out.update.as_ref() != update {
-            return Ok(differs(
-                "the update differs",
+                "the node failed where it completed",
                 update.cloned().unwrap_or(Value::Null),
-                out.update.unwrap_or(Value::Null),
+                now,
             ));
         }
-        if out.goto != goto {
-            let rec = serde_json::to_value(goto).unwrap_or(Value::Null);
-            let now = serde_json::to_value(&out.goto).unwrap_or(Value::Null);
-            return Ok(differs("the chosen targets differ", rec, now));
-        }
-        Ok(None)
+    };
+    if out.update.as_ref() != update {
+        return Ok(differs(
+            "the update differs",
+            update.cloned().unwrap_or(Value::Null),
+            out.update.unwrap_or(Value::Null),
+        ));
     }
-
-    fn divergence(&self, seq: u64, what: &str, recorded: Value, produced: Value) -> Divergence {
-        divergence(self.step, &self.task, seq, what, recorded, produced)
+    if out.goto != goto {
+        let rec = serde_json::to_value(goto).unwrap_or(Value::Null);
+        let now = serde_json::to_value(&out.goto).unwrap_or(Value::Null);
+        return Ok(differs("the chosen targets differ", rec, now));
     }
+    Ok(None)
 }
 
 /// The report of a difference in `task` of `step`, seen at `seq`.

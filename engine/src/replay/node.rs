@@ -14,6 +14,7 @@ use crate::core::drawn::Drawn;
 use crate::core::event::TaskKey;
 use crate::core::suspend::Suspensions;
 
+#[derive(Default)]
 pub(super) struct ReplayNodeState {
     pub(super) values: VecDeque<Value>,
     pub(super) suspensions: Suspensions,
@@ -77,9 +78,7 @@ impl ReplayNodeContext {
             }
         }
     }
-}
 
-impl ReplayNodeContext {
     /// The recorded receipt of the task's next receive of `name`; with nothing recorded (the
     /// task waited there), the same suspension as the live run for `recv`.
     fn receive(&self, name: &str, wait: bool) -> Result<Option<Value>, NodeError> {
@@ -115,9 +114,7 @@ impl ReplayNodeContext {
             }
         }
     }
-}
 
-impl ReplayNodeContext {
     /// A patch call of `id` in a completed task, whose history went past every point: true iff
     /// the task recorded the marker here (`core::patch`). A deprecated patch without its marker
     /// is a divergence: the thread needed the old branch.
@@ -137,9 +134,7 @@ impl ReplayNodeContext {
         st.patches.insert(id.to_owned(), taken);
         taken
     }
-}
 
-impl ReplayNodeContext {
     /// A marker call (`core::marks`) in a completed task: the log holds its marker here, or the
     /// code does what the recorded run did not (a divergence).
     fn marker(&self, marker: Value, what: &str) {

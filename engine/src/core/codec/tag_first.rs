@@ -64,136 +64,82 @@ fn fields_of<F: DeserializeOwned + Into<Body>>(json: &[u8]) -> Option<Body> {
     serde_json::from_slice::<F>(json).ok().map(Into::into)
 }
 
-/// [`Body::NodeCompleted`]'s fields.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NodeCompletedFields {
-    step: u64,
-    task: TaskKey,
-    attempt: u32,
-    update: Option<Value>,
-    #[serde(default)]
-    goto: Vec<Target>,
-    #[serde(default)]
-    values: Vec<Value>,
-    duration_ms: u64,
-    #[serde(default)]
-    usage: Usage,
+/// Declares each `*Fields` struct (a variant's fields, with its serde attributes, denying
+/// unknown fields) and its conversion into the variant, which names every field.
+macro_rules! fields {
+    ($($fields:ident => $variant:ident { $($(#[$attr:meta])* $field:ident: $ty:ty,)* })*) => {$(
+        #[doc = concat!("[`Body::", stringify!($variant), "`]'s fields.")]
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct $fields {
+            $($(#[$attr])* $field: $ty,)*
+        }
+
+        impl From<$fields> for Body {
+            fn from(f: $fields) -> Self {
+                let $fields { $($field),* } = f;
+                Body::$variant { $($field),* }
+            }
+        }
+    )*};
 }
 
-impl From<NodeCompletedFields> for Body {
-    fn from(f: NodeCompletedFields) -> Self {
-        let NodeCompletedFields { step, task, attempt, update, goto, values, duration_ms, usage } =
-            f;
-        Body::NodeCompleted { step, task, attempt, update, goto, values, duration_ms, usage }
+fields! {
+    NodeCompletedFields => NodeCompleted {
+        step: u64,
+        task: TaskKey,
+        attempt: u32,
+        update: Option<Value>,
+        #[serde(default)]
+        goto: Vec<Target>,
+        #[serde(default)]
+        values: Vec<Value>,
+        duration_ms: u64,
+        #[serde(default)]
+        usage: Usage,
     }
-}
-
-/// [`Body::StepCompleted`]'s fields.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StepCompletedFields {
-    step: u64,
-    next: Vec<String>,
-    #[serde(default)]
-    arrivals: BTreeMap<String, Vec<String>>,
-}
-
-impl From<StepCompletedFields> for Body {
-    fn from(f: StepCompletedFields) -> Self {
-        let StepCompletedFields { step, next, arrivals } = f;
-        Body::StepCompleted { step, next, arrivals }
+    StepCompletedFields => StepCompleted {
+        step: u64,
+        next: Vec<String>,
+        #[serde(default)]
+        arrivals: BTreeMap<String, Vec<String>>,
     }
-}
-
-/// [`Body::NodeStarted`]'s fields.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NodeStartedFields {
-    step: u64,
-    task: TaskKey,
-    attempt: u32,
-    #[serde(default)]
-    item: Option<Value>,
-}
-
-impl From<NodeStartedFields> for Body {
-    fn from(f: NodeStartedFields) -> Self {
-        let NodeStartedFields { step, task, attempt, item } = f;
-        Body::NodeStarted { step, task, attempt, item }
+    NodeStartedFields => NodeStarted {
+        step: u64,
+        task: TaskKey,
+        attempt: u32,
+        #[serde(default)]
+        item: Option<Value>,
     }
-}
-
-/// [`Body::ToolCalled`]'s fields.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ToolCalledFields {
-    step: u64,
-    task: TaskKey,
-    attempt: u32,
-    call: u32,
-    name: String,
-    #[serde(default)]
-    permission: Option<String>,
-    input: Value,
-    #[serde(default)]
-    values: Vec<Value>,
-}
-
-impl From<ToolCalledFields> for Body {
-    fn from(f: ToolCalledFields) -> Self {
-        let ToolCalledFields { step, task, attempt, call, name, permission, input, values } = f;
-        Body::ToolCalled { step, task, attempt, call, name, permission, input, values }
+    ToolCalledFields => ToolCalled {
+        step: u64,
+        task: TaskKey,
+        attempt: u32,
+        call: u32,
+        name: String,
+        #[serde(default)]
+        permission: Option<String>,
+        input: Value,
+        #[serde(default)]
+        values: Vec<Value>,
     }
-}
-
-/// [`Body::ToolReturned`]'s fields.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ToolReturnedFields {
-    step: u64,
-    task: TaskKey,
-    attempt: u32,
-    call: u32,
-    name: String,
-    output: Result<Value, ToolError>,
-    #[serde(default)]
-    usage: Usage,
-    #[serde(default)]
-    models: BTreeMap<String, Usage>,
-    duration_ms: u64,
-}
-
-impl From<ToolReturnedFields> for Body {
-    fn from(f: ToolReturnedFields) -> Self {
-        let ToolReturnedFields {
-            step,
-            task,
-            attempt,
-            call,
-            name,
-            output,
-            usage,
-            models,
-            duration_ms,
-        } = f;
-        Body::ToolReturned { step, task, attempt, call, name, output, usage, models, duration_ms }
+    ToolReturnedFields => ToolReturned {
+        step: u64,
+        task: TaskKey,
+        attempt: u32,
+        call: u32,
+        name: String,
+        output: Result<Value, ToolError>,
+        #[serde(default)]
+        usage: Usage,
+        #[serde(default)]
+        models: BTreeMap<String, Usage>,
+        duration_ms: u64,
     }
-}
-
-/// [`Body::StatusChanged`]'s fields.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StatusChangedFields {
-    from: ThreadStatus,
-    to: ThreadStatus,
-    reason: String,
-}
-
-impl From<StatusChangedFields> for Body {
-    fn from(f: StatusChangedFields) -> Self {
-        let StatusChangedFields { from, to, reason } = f;
-        Body::StatusChanged { from, to, reason }
+    StatusChangedFields => StatusChanged {
+        from: ThreadStatus,
+        to: ThreadStatus,
+        reason: String,
     }
 }
 
