@@ -170,7 +170,11 @@ impl EngineBuilder {
         self
     }
 
-    /// Seed of the random stream (deterministic ids and randomness in tests).
+    /// Seed of the random stream (deterministic ids and randomness in tests). Node randomness
+    /// draws from the seed itself; the ids the engine makes (a start without an id, a fork, a
+    /// schedule's trigger) draw from the seed mixed with the database's last lsn at open: the
+    /// same ids on the same history, and never again the ids of an earlier life on the same
+    /// database.
     pub fn seed(mut self, seed: u64) -> Self {
         self.config.seed = Some(seed);
         self
@@ -281,13 +285,14 @@ impl EngineBuilder {
             self.config.lease_ttl_ms,
         );
         let metrics = super::health::metrics_for(&store, self.recorder.as_ref(), &self.config);
+        let history = store.last_lsn().0;
         let shell = Arc::new(Shell {
             store,
             clock: self.clock,
             coord,
             tasks,
             permits: Arc::new(Semaphore::new(self.config.concurrency)),
-            ids: Ids::new(seed, self.config.seed.is_some()),
+            ids: Ids::new(seed, self.config.seed.is_some(), history),
             config: self.config,
             registry: Registry::default(),
             owner,

@@ -107,9 +107,15 @@ pub(crate) struct Ids {
 }
 
 impl Ids {
-    /// A stream from `seed`; `configured` says whether the user chose it.
-    pub fn new(seed: u64, configured: bool) -> Self {
-        Self { configured: configured.then_some(seed), seed, state: Mutex::new(seed) }
+    /// A stream from `seed`; `configured` says whether the user chose it. `history` (the
+    /// store's last lsn when the engine opened) is mixed into a configured seed's stream: one
+    /// seed gives the same ids on the same history (run after run, from an empty database), and
+    /// new ones on a database it wrote to before (a reopened seeded engine drew the ids of its
+    /// previous life again, and a start without an id answered with that life's first thread).
+    pub fn new(seed: u64, configured: bool, history: u64) -> Self {
+        // splitmix(0) is 0: an empty database keeps the seed's stream as it is.
+        let state = if configured { seed ^ splitmix(history) } else { seed };
+        Self { configured: configured.then_some(seed), seed, state: Mutex::new(state) }
     }
 
     /// The seed recorded in a new thread's `ThreadCreated` event: the engine's own seed when

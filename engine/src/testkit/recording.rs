@@ -295,6 +295,10 @@ impl Append for RecordingStore {
 }
 
 impl ThreadLog for RecordingStore {
+    fn last_lsn(&self) -> Lsn {
+        self.inner.last_lsn()
+    }
+
     fn read_since(&self, thread: &ThreadId, after: Seq, limit: usize) -> Reading<Vec<Event>> {
         self.watch_events(self.inner.read_since(thread, after, limit), Vec::len)
     }

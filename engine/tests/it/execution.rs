@@ -470,3 +470,26 @@ async fn a_step_is_acknowledged_while_the_runner_waits_in_the_next_node() {
     assert_eq!(done.status, ThreadStatus::Completed);
     engine.shutdown().await;
 }
+
+/// A seeded engine makes the same ids run after run on the same history, but never again an
+/// id it made before on this database: a start without an id after a reopen is a new thread,
+/// not the first thread of the engine's previous life found again.
+#[tokio::test]
+async fn a_seeded_engine_reopened_starts_new_threads() {
+    let (_d, path) = db();
+    let wf = linear(1, Effects::default());
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let engine = engine_on(&path, &[&wf], None).await;
+        let t = engine.start("linear", Tally::default(), StartOptions::default()).await.unwrap();
+        t.output::<Tally>().await.unwrap();
+        ids.push(t.id().to_string());
+        engine.shutdown().await;
+    }
+    let distinct: std::collections::BTreeSet<_> = ids.iter().collect();
+    assert_eq!(distinct.len(), 3, "ids made: {ids:?}");
+    let engine = engine_on(&path, &[&wf], None).await;
+    let threads = engine.store().list_threads(&Default::default(), Default::default());
+    assert_eq!(threads.wait().unwrap().len(), 3);
+    engine.shutdown().await;
+}

@@ -241,6 +241,10 @@ impl ThreadLog for PgStore {
         )
     }
 
+    fn last_lsn(&self) -> Lsn {
+        Lsn(*self.inner.committed.borrow())
+    }
+
     fn read_all_since(&self, after: Lsn, limit: usize) -> Reading<Vec<Event>> {
         self.read(read_with!(; |c| read::read_all_since(c, after, limit)))
     }

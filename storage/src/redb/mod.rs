@@ -294,7 +294,7 @@ impl RedbStore {
     /// # Examples
     ///
     /// ```
-    /// use cairn_storage::{Error, Options, RedbStore};
+    /// use cairn_storage::{Error, Options, RedbStore, ThreadLog};
     /// let dir = tempfile::tempdir().expect("temp dir");
     /// let path = dir.path().join("cairn.db");
     /// let writer = RedbStore::open(&path, Options::default())?;
@@ -328,7 +328,7 @@ impl RedbStore {
     /// # Examples
     ///
     /// ```
-    /// use cairn_storage::{Options, RedbStore};
+    /// use cairn_storage::{Options, RedbStore, ThreadLog};
     /// let dir = tempfile::tempdir().expect("temp dir");
     /// let path = dir.path().join("cairn.db");
     /// RedbStore::open(&path, Options::default())?.close()?;
@@ -401,11 +401,6 @@ impl RedbStore {
             guard("close", move || Arc::try_unwrap(db).map_or(Ok(()), Db::close))?;
         }
         result
-    }
-
-    /// The lsn of the last committed event.
-    pub fn last_lsn(&self) -> Lsn {
-        Lsn(*self.inner.committed.borrow())
     }
 
     fn open_path(path: &Path, options: Options, mode: Mode) -> Result<RedbStore, Error> {
@@ -715,6 +710,10 @@ impl ThreadLog for RedbStore {
 
     fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Reading<Vec<Event>> {
         self.read(|txn| read::read_range(txn, thread, from, to))
+    }
+
+    fn last_lsn(&self) -> Lsn {
+        Lsn(*self.inner.committed.borrow())
     }
 
     fn read_all_since(&self, after: Lsn, limit: usize) -> Reading<Vec<Event>> {

@@ -69,6 +69,9 @@ impl<T: ForwardLog> ThreadLog for T {
     fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Reading<Vec<Event>> {
         self.inner().read_range(thread, from, to)
     }
+    fn last_lsn(&self) -> Lsn {
+        self.inner().last_lsn()
+    }
     fn read_all_since(&self, after: Lsn, limit: usize) -> Reading<Vec<Event>> {
         self.inner().read_all_since(after, limit)
     }

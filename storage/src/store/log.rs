@@ -48,6 +48,11 @@ pub trait ThreadLog: Send + Sync + 'static {
     /// As [`ThreadLog::read_since`]; [`Error::LimitExceeded`] past `READ_LIMIT_MAX` events.
     fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Reading<Vec<Event>>;
 
+    /// The lsn of the last event committed when this store opened or since (by any process, on
+    /// a shared database, once heard): 0 for an empty log. It only grows while the store is
+    /// open; after deletions a newly opened store reads the highest lsn the log still holds.
+    fn last_lsn(&self) -> Lsn;
+
     /// Up to `limit` events of every thread with lsn > `after`, in lsn order.
     ///
     /// # Errors

@@ -5,7 +5,7 @@
 //! | trait | what | methods |
 //! |---|---|---|
 //! | [`Append`] | the writer: batches in, acknowledged when durable | `append`, `append_async`, `durability` |
-//! | [`ThreadLog`] | a thread's events (or all, in lsn order), payloads, checkpoints | `read_since`, `read_range`, `read_all_since`, `read_correlated`, `subscribe`, `payload`, `checkpoint`, `latest_checkpoint_at_or_before`, `list_checkpoints` |
+//! | [`ThreadLog`] | a thread's events (or all, in lsn order), payloads, checkpoints | `read_since`, `read_range`, `last_lsn`, `read_all_since`, `read_correlated`, `subscribe`, `payload`, `checkpoint`, `latest_checkpoint_at_or_before`, `list_checkpoints` |
 //! | [`Catalog`] | thread records and the indexes over them | `thread`, `list_threads`, `list_threads_after`, `signals`, `queues`, `queue_member`, `locks` |
 //! | [`Maintenance`] | removing and checking data | `prune`, `delete_thread`, `delete_checkpoint`, `clear_checkpoints`, `verify` |
 //! | [`SharedDatabase`] | only where several processes write: wake index, commits heard, driver messages | `due_threads`, `commits`, `tell_driver`, `driver_messages` |
