@@ -397,16 +397,11 @@ fn version<'de, D: Deserializer<'de>>(de: D) -> Result<Option<u32>, D::Error> {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::serve::query::parse;
-
-    /// Query pairs, as the endpoint decodes them.
-    pub(in crate::serve) fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
-    }
+    use crate::serve::query::{parse, q};
 
     /// The field named by the refusal of `pairs` read as a `T` (`None`: they read).
     fn refused<T: Check>(pairs: &[(&str, &str)]) -> Option<String> {

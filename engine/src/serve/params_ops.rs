@@ -92,8 +92,7 @@ impl BundleParams {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::params::tests::q;
-    use crate::serve::query::parse;
+    use crate::serve::query::{parse, q};
 
     #[test]
     fn a_bundle_query_is_read_as_the_cli_flags_and_refusals_name_their_field() {

@@ -89,7 +89,7 @@ impl Check for TimelineParams {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::params::tests::q;
+    use crate::serve::query::q;
 
     #[test]
     fn the_views_parameters_are_read_or_refused_naming_their_field() {

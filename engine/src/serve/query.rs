@@ -244,3 +244,9 @@ impl<'de> IntoDeserializer<'de, QueryError> for Values<'_> {
         self
     }
 }
+
+/// Query pairs, as the endpoint decodes them (for the parameter tests).
+#[cfg(test)]
+pub(super) fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
