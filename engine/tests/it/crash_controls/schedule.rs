@@ -247,6 +247,15 @@ fn ended_or(
     }
 }
 
+/// Every thread labelled with schedule `name` (its links, ticks and triggered threads), with its
+/// status: what a failed trigger count prints.
+fn schedule_threads(store: &dyn Store, name: &str) -> Vec<(String, ThreadStatus)> {
+    let filter = cairn::storage::ThreadFilter::default().label(cairn::SCHEDULE_LABEL, name);
+    let page = cairn::storage::Page { limit: 1_000, offset: 0 };
+    let listed = store.list_threads(&filter, page).wait().unwrap_or_default();
+    listed.into_iter().map(|r| (r.id.to_string(), r.status)).collect()
+}
+
 /// Threads labelled with schedule `name` that no round started: the triggered ones.
 fn others(store: &dyn Store, name: &str) -> Result<u64, cairn::Error> {
     Ok(check_schedule(store, name)?.map_or(0, |c| c.others.len() as u64))
@@ -313,8 +322,11 @@ pub(super) fn problems(
         };
         if !triggers_ok {
             out.push(format!(
-                "{name}: {} triggers acknowledged, {found} triggered threads: {:?}",
-                acked.triggered, check.others
+                "{name}: {} triggers acknowledged, {found} triggered threads: {:?} (at the \
+                 crash: {at_crash}; threads of the schedule: {:?})",
+                acked.triggered,
+                check.others,
+                schedule_threads(store, &name)
             ));
         }
         if acked.deleted && !check.deleted {
