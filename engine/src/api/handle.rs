@@ -5,6 +5,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::api::engine::Engine;
+use crate::coord::{Ended, Seen};
 use crate::core::codec::Recorded;
 use crate::core::event::Body;
 use crate::error::Error;
@@ -28,7 +29,7 @@ pub struct ThreadHandle {
     /// The thread's status channel, subscribed by the `start` that created it before its
     /// runner began: a wait started after the thread ended still gets the end its runner
     /// published, without reading the thread back.
-    seen: Option<tokio::sync::watch::Receiver<crate::coord::Seen>>,
+    seen: Option<tokio::sync::watch::Receiver<Seen>>,
 }
 
 impl std::fmt::Debug for ThreadHandle {
@@ -43,10 +44,7 @@ impl ThreadHandle {
     }
 
     /// This handle, waiting on `seen` (the channel its start subscribed) when there is one.
-    pub(crate) fn watching(
-        mut self,
-        seen: Option<tokio::sync::watch::Receiver<crate::coord::Seen>>,
-    ) -> Self {
+    pub(crate) fn watching(mut self, seen: Option<tokio::sync::watch::Receiver<Seen>>) -> Self {
         self.seen = seen;
         self
     }
@@ -90,23 +88,46 @@ impl ThreadHandle {
             Some(seen) => seen.clone(),
             None => self.engine.shell.coord.watch(&self.id).await?,
         };
-        let shutdown = self.engine.shell.tasks.stopping().clone();
-        let waited = tokio::select! {
-            r = rx.wait_for(|s| done(s.status)) => {
-                r.map(|seen| seen.ended.clone()).map_err(|_| Error::ShutDown)
-            }
-            () = shutdown.cancelled() => Err(Error::ShutDown),
-        };
+        let waited = self.wait_on(&mut rx, done).await;
         drop(rx);
         self.engine.shell.coord.unwatch_if_unused(&self.id);
-        match waited? {
+        waited
+    }
+
+    /// [`ThreadHandle::wait_until`] on `rx`. The channel may still show a status the thread
+    /// has left (a parked thread woken by a signal is Running in the store before the wake is
+    /// published): the stored outcome is read back, and when it is not `done` yet, the wait
+    /// goes on from the next publication (which `wait_for` marked unseen-so-far).
+    async fn wait_on(
+        &self,
+        rx: &mut tokio::sync::watch::Receiver<Seen>,
+        done: impl Fn(ThreadStatus) -> bool,
+    ) -> Result<Outcome, Error> {
+        let shutdown = self.engine.shell.tasks.stopping().clone();
+        loop {
+            let seen = tokio::select! {
+                r = rx.wait_for(|s| done(s.status)) => {
+                    r.map(|seen| seen.ended.clone()).map_err(|_| Error::ShutDown)?
+                }
+                () = shutdown.cancelled() => return Err(Error::ShutDown),
+            };
             // Ended by a runner of this engine, which published how: nothing to read back.
-            Some(ended) => Ok(Outcome {
-                status: ended.status,
-                output: ended.output.clone(),
-                error: ended.error.clone(),
-            }),
-            None => self.outcome().await,
+            if let Some(ended) = seen {
+                let Ended { status, output, error } = &*ended;
+                return Ok(Outcome {
+                    status: *status,
+                    output: output.clone(),
+                    error: error.clone(),
+                });
+            }
+            let outcome = self.outcome().await?;
+            if done(outcome.status) {
+                return Ok(outcome);
+            }
+            tokio::select! {
+                r = rx.changed() => r.map_err(|_| Error::ShutDown)?,
+                () = shutdown.cancelled() => return Err(Error::ShutDown),
+            }
         }
     }
 

@@ -407,3 +407,25 @@ async fn a_crash_at_any_write_around_a_child_signal_wake_neither_loses_nor_doubl
         "RELIABILITY child_signal_crash crash_points={crashes} lost=0 doubled=0"
     ));
 }
+
+/// `wait()` right after a signal that wakes a parked thread never reports Running: the status
+/// channel may still show the park the wake left (the store holds Running before the wake is
+/// published), and the wait goes on until the thread parks again or ends. An example saw
+/// Running here once in CI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_after_a_waking_signal_reports_where_the_thread_stops_not_running() {
+    const SIGNALS: usize = 200;
+    let (_d, path) = db();
+    let wf = receiver("many", "n", SIGNALS);
+    let engine = open(&path, &[&wf], |b| b.durability(Durability::None)).await;
+    let t = engine.start("many", Tally::default(), StartOptions::id("m")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    for v in 1..=SIGNALS as u64 {
+        engine.signal("m", "n", v).await.unwrap();
+        let status = t.wait().await.unwrap().status;
+        let want =
+            if v == SIGNALS as u64 { ThreadStatus::Completed } else { ThreadStatus::WaitingInput };
+        assert_eq!(status, want, "after signal {v}");
+    }
+    engine.shutdown().await;
+}
