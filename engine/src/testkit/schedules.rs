@@ -13,11 +13,16 @@
 //! is missing (so run the check before a retention pass could prune finished tick threads); a
 //! tick outside the schedule's start and end; a tick thread created, or a start called, while
 //! the schedule was paused or after it was deleted (log order, `lsn`, across the logs).
+//!
+//! The check may run beside an engine that runs the schedule. Its threads are listed before the
+//! logs are read and again after: [`ScheduleCheck::others`] holds only threads of the first
+//! list, so a tick started while the logs were read (its start recorded after the read) is not
+//! taken for a triggered thread.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use cairn_storage::limits::READ_LIMIT_MAX;
-use cairn_storage::{Page, Seq, Store, ThreadFilter, ThreadStatus};
+use cairn_storage::{Page, Seq, Store, ThreadFilter, ThreadRecord, ThreadStatus};
 
 use crate::api::schedule_flow::{SCHEDULE_LABEL, SCHEDULE_WORKFLOW, ScheduleState, tick_thread_id};
 use crate::api::schedule_ticks::{CATCH_UP_GRACE_MS, CatchUp, Rule, SCHEDULE_TICKS_PER_WAKE_MAX};
@@ -53,7 +58,8 @@ pub struct ScheduleCheck {
     pub ticks_of_deleted_links: u64,
     /// Thread ids started by a round not completed yet (a crash, or a delete, came in it).
     pub in_flight: Vec<String>,
-    /// Threads labelled with the schedule that no round started: triggered by hand.
+    /// Threads labelled with the schedule that no round started: triggered by hand. Only
+    /// those present before the logs were read (the check may run beside the engine).
     pub others: Vec<String>,
     /// What is wrong; empty when the history is right.
     pub problems: Vec<String>,
@@ -103,6 +109,10 @@ struct Round {
 /// # Ok(()) }
 /// ```
 pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCheck>, Error> {
+    // Listed before the logs are read: a thread in this list that no round read below
+    // started is one no round started (its start call is recorded before it runs).
+    let before: BTreeSet<String> =
+        labelled(store, name)?.into_iter().map(|t| t.id.as_str().to_owned()).collect();
     let links = crate::api::schedule_links::links_wait(store, name)?;
     let Some(live) = links.last() else { return Ok(None) };
     let mut out = ScheduleCheck {
@@ -248,16 +258,8 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
             out.problems.push(format!("start of {tick} called at lsn {lsn} {when}"));
         }
     }
-    let filter = ThreadFilter {
-        labels: vec![(SCHEDULE_LABEL.into(), name.into())],
-        ..ThreadFilter::default()
-    };
-    let page = Page { limit: READ_LIMIT_MAX, offset: 0 };
     let mut present = BTreeSet::new();
-    for t in store.list_threads(&filter, page).wait()? {
-        if t.workflow.id == SCHEDULE_WORKFLOW {
-            continue;
-        }
+    for t in labelled(store, name)? {
         let tid = t.id.as_str().to_owned();
         if t.workflow.id != state.spec.workflow {
             out.problems.push(format!(
@@ -274,7 +276,7 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
             && gaps.iter().any(|(after, upto)| after.is_none_or(|a| ms > a) && Some(ms) <= *upto)
         {
             out.ticks_of_deleted_links += 1;
-        } else {
+        } else if before.contains(&tid) {
             out.others.push(tid.clone());
         }
         present.insert(tid);
@@ -288,6 +290,18 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
         }
     }
     Ok(Some(out))
+}
+
+/// The threads labelled with schedule `name` but its links: its ticks and triggered threads.
+fn labelled(store: &dyn Store, name: &str) -> Result<Vec<ThreadRecord>, Error> {
+    let filter = ThreadFilter {
+        labels: vec![(SCHEDULE_LABEL.into(), name.into())],
+        ..ThreadFilter::default()
+    };
+    let page = Page { limit: READ_LIMIT_MAX, offset: 0 };
+    let mut listed = store.list_threads(&filter, page).wait()?;
+    listed.retain(|t| t.workflow.id != SCHEDULE_WORKFLOW);
+    Ok(listed)
 }
 
 /// The round of `step`, opened at `attempt` (0: the current one); a new attempt starts afresh.

@@ -484,3 +484,35 @@ async fn check_schedule_reports_a_started_tick_whose_thread_is_missing() {
     assert!(cairn::testkit::check_schedule(engine.store().as_ref(), "nope").unwrap().is_none());
     engine.shutdown().await;
 }
+
+/// `check_schedule` beside an engine that runs the schedule: a tick started while the check
+/// read the logs (its start recorded after the read, its thread listed after) is not taken for
+/// a triggered thread. The crash sweep read `others` this way to tell whether a trigger in
+/// flight at a crash had made its thread, and took such a tick for it now and then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_schedule_beside_a_running_schedule_counts_no_tick_as_triggered() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(JAN_1_2026);
+    let engine = open_with(file(&dir.path().join("s.db")), &clock, 1_000).await;
+    engine.create_schedule("h", spec(Every::Interval { ms: 1_000 })).await.unwrap();
+    let mover = {
+        let clock = clock.clone();
+        tokio::spawn(async move {
+            for _ in 0..400 {
+                clock.advance_ms(1_000);
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        })
+    };
+    let mut checks = 0;
+    while !mover.is_finished() {
+        let check = cairn::testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
+        assert!(check.others.is_empty(), "check {checks}: triggered {:?}", check.others);
+        assert!(check.problems.is_empty(), "check {checks}: {:?}", check.problems);
+        checks += 1;
+        tokio::task::yield_now().await;
+    }
+    let check = cairn::testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
+    assert!(check.ticks_started > 10 && checks > 10, "{checks} checks: {check:?}");
+    engine.shutdown().await;
+}
