@@ -97,7 +97,8 @@ impl ThreadHandle {
     /// [`ThreadHandle::wait_until`] on `rx`. The channel may still show a status the thread
     /// has left (a parked thread woken by a signal is Running in the store before the wake is
     /// published): the stored outcome is read back, and when it is not `done` yet, the wait
-    /// goes on from the next publication (which `wait_for` marked unseen-so-far).
+    /// goes on from the next publication (`wait_for` marked the value it returned as seen, so
+    /// one published since the read back is not missed).
     async fn wait_on(
         &self,
         rx: &mut tokio::sync::watch::Receiver<Seen>,
