@@ -7,9 +7,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// Storage failed (permanent or transient as the inner error says).
+    /// Storage failed (permanent or transient as the inner error says). A thread the store
+    /// finds missing is [`Error::UnknownThread`], not this.
     #[error(transparent)]
-    Storage(#[from] cairn_storage::Error),
+    Storage(cairn_storage::Error),
     /// The workflow definition was rejected (permanent).
     #[error(transparent)]
     Build(#[from] cairn_dsl::BuildError),
@@ -116,6 +117,17 @@ impl Error {
     }
 }
 
+impl From<cairn_storage::Error> for Error {
+    fn from(e: cairn_storage::Error) -> Self {
+        match e {
+            // One "no such thread" to match, whether the engine or the store found it missing
+            // (a thread deleted between a listing and a read is found missing by the store).
+            cairn_storage::Error::UnknownThread(id) => Error::UnknownThread(id.to_string()),
+            e => Error::Storage(e),
+        }
+    }
+}
+
 impl From<serde_json::Error> for Error {
     fn from(e: serde_json::Error) -> Self {
         Error::Codec(e.to_string())
@@ -187,5 +199,19 @@ impl Transition {
             Transition::Block => "be blocked",
             Transition::Requeue => "wait in its queue again",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    #[test]
+    fn a_thread_the_store_finds_missing_is_the_engines_unknown_thread() {
+        let id = cairn_storage::ThreadId::new("gone").unwrap();
+        let e = Error::from(cairn_storage::Error::UnknownThread(id));
+        assert!(matches!(&e, Error::UnknownThread(id) if id == "gone"), "{e:?}");
+        let closed = Error::from(cairn_storage::Error::Closed);
+        assert!(matches!(closed, Error::Storage(cairn_storage::Error::Closed)));
     }
 }

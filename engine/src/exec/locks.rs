@@ -176,6 +176,11 @@ pub(super) fn appending(
 fn as_storage(e: crate::error::Error) -> cairn_storage::Error {
     match e {
         crate::error::Error::Storage(e) => e,
+        crate::error::Error::UnknownThread(id)
+            if let Ok(id) = cairn_storage::ThreadId::new(&id) =>
+        {
+            cairn_storage::Error::UnknownThread(id)
+        }
         other => cairn_storage::Error::Invalid { detail: other.to_string() },
     }
 }

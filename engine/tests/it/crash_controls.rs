@@ -1056,7 +1056,13 @@ fn crash_with_controls(name: &str, cases: u32, new_dbs: NewDbs<'_>) {
         let mut runner = proptest::test_runner::TestRunner::new_with_rng(config.clone(), rng);
         runner
             .run(&(plan(), 0.0f64..1.0), |(plan, frac)| one_case(&plan, frac, &tally, new_dbs))
-            .map_err(|e| e.to_string())
+            .map_err(|e| match e {
+                // The reason last as well: a CI log cut to its tail keeps it.
+                proptest::test_runner::TestError::Fail(why, input) => {
+                    format!("{why}\nminimal failing input: {input:#?}\nfailed: {why}")
+                }
+                other => other.to_string(),
+            })
     };
     let mut result = sweep(seed);
     // The random cases of one sweep may miss a rare path (a CI sweep of 256 paused schedules 31

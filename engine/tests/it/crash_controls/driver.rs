@@ -144,6 +144,8 @@ pub(super) struct Acked {
     /// that made a thread.
     pub(super) done: usize,
     pub(super) triggered: u64,
+    /// Of a schedule's driver: its delete found it ended (past its end) and deleted it whole.
+    pub(super) gone: bool,
 }
 
 pub(super) type AckMap = Arc<Mutex<BTreeMap<String, Acked>>>;

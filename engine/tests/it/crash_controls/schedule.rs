@@ -12,7 +12,8 @@
 //! paused, outside the start and end, or after the delete. Besides: each acknowledged trigger
 //! made one thread of its own (a trigger in flight at the crash is found in the store, not
 //! asked again), a trigger of a deleted schedule is refused, and an acknowledged delete or pause
-//! is in the log.
+//! is in the log. A delete that comes as the schedule passes its end deletes it whole (it had
+//! ended): it is then gone, which only a schedule with an end may be.
 //!
 //! The threads ticks start wait for input forever: no retention pass prunes one the check
 //! looks for. In a case with retention passes, schedules have no end and are not deleted (a
@@ -156,6 +157,8 @@ pub(super) async fn drive(
     let key = ack_key(k);
     // Step 0 is the create; step i > 0 is action i - 1.
     let mut triggered = prior.triggered;
+    // Deleted whole: it had ended (past its end) when the delete came.
+    let mut gone = prior.gone;
     // The status of the schedule's live thread (it continues as new every TICKS_PER_RUN
     // rounds).
     let status =
@@ -163,10 +166,12 @@ pub(super) async fn drive(
     for i in prior.done..=plan.actions.len() {
         let dead_before = dying.dead();
         let in_flight = i == prior.done && prior.done > 0;
-        if i == 0 {
-            engine.create_schedule(&name, plan.spec()).await?;
-            bump(&tally.schedules);
-        } else {
+        let step = async {
+            if i == 0 {
+                engine.create_schedule(&name, plan.spec()).await?;
+                bump(&tally.schedules);
+                return Ok(());
+            }
             match plan.actions[i - 1] {
                 Action::Move(ms) => {
                     clock.set_ms(clock.now_ms() + ms);
@@ -193,7 +198,17 @@ pub(super) async fn drive(
                 }
                 Action::Trigger => {
                     let found = others(engine.store().as_ref(), &name)?;
-                    if in_flight && found > triggered {
+                    if gone {
+                        match engine.trigger_schedule(&name).await {
+                            Err(cairn::Error::UnknownThread(_)) => bump(&tally.triggers_refused),
+                            other => {
+                                let got = other.map(|h| h.id().to_string());
+                                return Err(cairn::Error::Invalid(format!(
+                                    "a trigger of {name}, deleted whole, answered {got:?}"
+                                )));
+                            }
+                        }
+                    } else if in_flight && found > triggered {
                         // The trigger in flight at the crash made its thread: not asked again.
                         triggered = found;
                         bump(&tally.triggers_found_after_crash);
@@ -213,19 +228,38 @@ pub(super) async fn drive(
                         bump(&tally.triggered);
                     }
                 }
-                Action::Delete => {
-                    if !status().await?.is_some_and(|s| s.is_terminal())
-                        && ended_or(engine.delete_schedule(&name).await, status().await?)?
-                    {
-                        super::driver::ack(acks, &key, |a| a.deleted = true);
-                        bump(&tally.schedule_deletes);
+                Action::Delete => match status().await? {
+                    // The delete in flight at the crash found it ended and deleted it whole.
+                    None if gone || (in_flight && plan.end.is_some()) => gone = true,
+                    Some(s) if s.is_terminal() => {}
+                    _ => {
+                        if ended_or(engine.delete_schedule(&name).await, status().await?)? {
+                            // It may end (past its end) between the look and the delete:
+                            // then the delete takes it whole, and its name is free.
+                            gone = status().await?.is_none();
+                            if gone && plan.end.is_none() {
+                                return Err(cairn::Error::Invalid(format!(
+                                    "the delete of {name}, which has no end, deleted it whole"
+                                )));
+                            }
+                            super::driver::ack(acks, &key, |a| a.deleted = true);
+                            bump(&tally.schedule_deletes);
+                        }
                     }
-                }
+                },
             }
-        }
+            Ok(())
+        };
+        // Which step failed: a CI log may hold nothing else of the case.
+        step.await.map_err(|e| {
+            let what =
+                if i == 0 { "create".to_owned() } else { format!("{:?}", plan.actions[i - 1]) };
+            cairn::Error::Invalid(format!("{name} driver, step {i} ({what}): {e}"))
+        })?;
         super::driver::ack(acks, &key, |a| {
             a.done = i + 1;
             a.triggered = triggered;
+            a.gone = gone;
         });
         if !dead_before && dying.dead() {
             bump(&tally.crashes_in_schedule);
@@ -298,12 +332,20 @@ pub(super) fn problems(
     tally: Option<&Tally>,
 ) -> Vec<String> {
     let mut out = Vec::new();
-    for (k, _) in plans.iter().enumerate() {
+    for (k, plan) in plans.iter().enumerate() {
         let name = name(k);
         let acked = acks.get(&ack_key(k)).cloned().unwrap_or_default();
         let check: ScheduleCheck = match check_schedule(store, &name) {
             Ok(Some(c)) => c,
-            Ok(None) if acked.done == 0 => continue,
+            Ok(None) if acked.done == 0 || acked.gone => continue,
+            // Deleted whole by a delete in flight at the crash (it had ended).
+            Ok(None)
+                if at_crash
+                    && plan.end.is_some()
+                    && plan.actions.get(acked.done - 1) == Some(&Action::Delete) =>
+            {
+                continue;
+            }
             Ok(None) => {
                 out.push(format!("{name}: created (acknowledged), and gone"));
                 continue;
@@ -373,6 +415,7 @@ pub(super) fn merge(
                 done: b.done.max(a.done),
                 triggered: if a.done > 0 { a.triggered } else { b.triggered },
                 deleted: b.deleted || a.deleted,
+                gone: b.gone || a.gone,
                 pauses: b.pauses + a.pauses,
                 resumes: b.resumes + a.resumes,
                 ..Acked::default()
