@@ -198,27 +198,22 @@ pub(super) async fn drive(
                 }
                 Action::Trigger => {
                     let found = others(engine.store().as_ref(), &name)?;
-                    if gone {
-                        match engine.trigger_schedule(&name).await {
-                            Err(cairn::Error::UnknownThread(_)) => bump(&tally.triggers_refused),
-                            other => {
-                                let got = other.map(|h| h.id().to_string());
-                                return Err(cairn::Error::Invalid(format!(
-                                    "a trigger of {name}, deleted whole, answered {got:?}"
-                                )));
-                            }
-                        }
-                    } else if in_flight && found > triggered {
+                    if in_flight && found > triggered {
                         // The trigger in flight at the crash made its thread: not asked again.
                         triggered = found;
                         bump(&tally.triggers_found_after_crash);
-                    } else if status().await? == Some(ThreadStatus::Cancelled) {
+                    } else if gone || status().await? == Some(ThreadStatus::Cancelled) {
+                        // Deleted, it starts nothing more; deleted whole, it is no more.
                         match engine.trigger_schedule(&name).await {
-                            Err(cairn::Error::Invalid(_)) => bump(&tally.triggers_refused),
+                            Err(cairn::Error::Invalid(_)) if !gone => bump(&tally.triggers_refused),
+                            Err(cairn::Error::UnknownThread(_)) if gone => {
+                                bump(&tally.triggers_refused);
+                            }
                             other => {
                                 let got = other.map(|h| h.id().to_string());
                                 return Err(cairn::Error::Invalid(format!(
-                                    "a trigger of deleted schedule {name} answered {got:?}"
+                                    "a trigger of deleted schedule {name} (whole: {gone}) \
+                                     answered {got:?}"
                                 )));
                             }
                         }
