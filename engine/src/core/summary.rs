@@ -1,11 +1,12 @@
 //! The small JSON summary a thread record keeps for listings (step, frontier, progress, last
-//! error, deadline): written by the runner with every batch, read by listings, by the resume
-//! check (which sets the last error of a thread it blocks) and by recovery (the deadline of a
-//! parked thread).
+//! error, deadline, the timer a sleeping thread waits for): written by the runner with every
+//! batch, read by listings, by the resume check (which sets the last error of a thread it
+//! blocks), by recovery (the deadline of a parked thread) and by a timer as it fires (is it
+//! the sleep's own?).
 
 use serde_json::Value;
 
-use crate::core::thread_ctx::ThreadCtx;
+use crate::core::thread_ctx::{ThreadCtx, Waiting};
 
 /// A small JSON summary kept in the thread record for listings (step, frontier, progress).
 /// Written on every batch, so serialised from borrowed fields without building a JSON tree.
@@ -17,13 +18,20 @@ pub(crate) fn summary_bytes(ctx: &ThreadCtx) -> Vec<u8> {
         progress: &'a Option<cairn_dsl::Progress>,
         last_error: Option<String>,
         deadline_at_ms: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        sleeping_until_ms: Option<u64>,
     }
+    let sleeping_until_ms = match &ctx.meta.waiting {
+        Some(Waiting::Timer { until_ms, .. }) => Some(*until_ms),
+        _ => None,
+    };
     let summary = Summary {
         step: ctx.meta.step,
         frontier: &ctx.meta.frontier,
         progress: &ctx.meta.progress,
         last_error: ctx.meta.errors.back().map(|e| e.error.to_string()),
         deadline_at_ms: ctx.meta.policy.deadline_at_ms,
+        sleeping_until_ms,
     };
     serde_json::to_vec(&summary).unwrap_or_default()
 }
@@ -43,8 +51,18 @@ pub(crate) fn with_last_error(summary: &[u8], error: &str) -> Vec<u8> {
 
 /// The deadline kept in a summary, if any (a summary that does not parse has none).
 pub(crate) fn deadline_at_ms(summary: &[u8]) -> Option<u64> {
+    field(summary, "deadline_at_ms")
+}
+
+/// The time the durable timer a sleeping thread waits for is due, kept in its summary (none in
+/// a record written before the summary kept it).
+pub(crate) fn sleeping_until_ms(summary: &[u8]) -> Option<u64> {
+    field(summary, "sleeping_until_ms")
+}
+
+fn field(summary: &[u8], name: &str) -> Option<u64> {
     let v: Value = serde_json::from_slice(summary).ok()?;
-    v.get("deadline_at_ms").and_then(Value::as_u64)
+    v.get(name).and_then(Value::as_u64)
 }
 
 #[cfg(test)]

@@ -34,11 +34,26 @@ pub(crate) async fn write_parked(
     shell: &Shell,
     thread: &ThreadId,
     expected: ThreadStatus,
-    mut bodies: Vec<Body>,
+    bodies: Vec<Body>,
     next: Option<Transition>,
 ) -> Result<(), Error> {
-    let now = shell.clock.now_ms();
     let record = stored(shell, thread).await?;
+    write_read(shell, record, expected, bodies, next, false).await
+}
+
+/// [`write_parked`] of `record`, read by the caller, which may have looked into it; with
+/// `same_log`, refused (as [`Error::WrongStatus`]) when the thread's log moved on since the read,
+/// though its status is the same again.
+pub(crate) async fn write_read(
+    shell: &Shell,
+    record: ThreadRecord,
+    expected: ThreadStatus,
+    mut bodies: Vec<Body>,
+    next: Option<Transition>,
+    same_log: bool,
+) -> Result<(), Error> {
+    let now = shell.clock.now_ms();
+    let thread = &record.id.clone();
     if record.status != expected {
         return Err(Error::WrongStatus {
             thread: thread.to_string(),
@@ -46,6 +61,7 @@ pub(crate) async fn write_parked(
             detail: format!("it is not {expected}"),
         });
     }
+    let last = record.last.map_or(cairn_storage::Seq(0), |b| b.seq);
     let mut to = expected;
     if let Some(t) = next {
         to = transition(expected, t)
@@ -53,7 +69,10 @@ pub(crate) async fn write_parked(
         let reason = if t == Transition::Run { "woken" } else { "resumed into its wait" };
         bodies.push(Body::StatusChanged { from: expected, to, reason: reason.into() });
     }
-    let batch = move_batch(record, to, &bodies, now)?;
+    let mut batch = move_batch(record, to, &bodies, now)?;
+    if same_log {
+        batch.guards.push(Guard::LastSeq { thread: thread.clone(), seq: last });
+    }
     let store = shell.store.as_ref();
     let parked = || -> futures::future::BoxFuture<'_, bool> {
         Box::pin(async move {
@@ -77,7 +96,7 @@ pub(crate) async fn write_parked(
             }
             Ok(())
         }
-        // The status moved between the read above and the commit.
+        // The status (or, with `same_log`, the log) moved between the read and the commit.
         Err(cairn_storage::Error::GuardFailed { .. }) => Err(Error::WrongStatus {
             thread: thread.to_string(),
             status: super::fetch::status(shell.store.as_ref(), thread).await?.unwrap_or(expected),

@@ -912,14 +912,20 @@ fn stuck_message(r: &Run<'_>) -> String {
 
 /// Every thread's log and status, one event a line (for a stuck case's failure message).
 pub(super) fn dump(store: &dyn Store, plan: &Plan) -> String {
+    logs(store, (0..plan.threads.len()).map(tid))
+}
+
+/// The logs and statuses of threads `ids`, one event a line, each with its lsn.
+pub(super) fn logs(store: &dyn Store, ids: impl IntoIterator<Item = String>) -> String {
     let mut out = String::new();
-    for t in 0..plan.threads.len() {
-        let id = ThreadId::new(tid(t)).unwrap();
+    for id in ids {
+        let id = ThreadId::new(id).unwrap();
         let status = store.thread(&id).wait().ok().flatten().map(|r| r.status);
         out.push_str(&format!("{id} ({status:?}):\n"));
         for e in store.read_since(&id, Seq(0), READ_LIMIT_MAX).wait().unwrap_or_default() {
+            let lsn = e.bookmark.lsn.0;
             let body = cairn::codec::decode(store, e).map(|r| format!("{:?}", r.body));
-            out.push_str(&format!("  {}\n", body.unwrap_or_else(|e| e.to_string())));
+            out.push_str(&format!("  {lsn} {}\n", body.unwrap_or_else(|e| e.to_string())));
         }
     }
     out

@@ -351,6 +351,12 @@ pub(super) fn problems(
             }
         };
         out.extend(check.problems.iter().map(|p| format!("{name}: {p}")));
+        if !check.problems.is_empty() {
+            // The schedule's own logs: a CI log may hold nothing else of the case.
+            let threads = schedule_threads(store, &name).into_iter().map(|(id, _)| id);
+            let links = threads.filter(|id| cairn::schedule_link(id).is_some());
+            out.push(format!("{name}'s logs:\n{}", super::driver::logs(store, links)));
+        }
         let found = check.others.len() as u64;
         let triggers_ok = if at_crash {
             (acked.triggered..=acked.triggered + 1).contains(&found)
