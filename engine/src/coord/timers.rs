@@ -1,7 +1,9 @@
 //! Armed timers and deadlines of parked threads, in memory: at most one timer and one deadline
 //! per thread. Arming a thread's timer again (recovery, a resume after a pause) disarms the one
-//! before, so a stale timer never wakes a later sleep; an end from outside (cancel, deadline)
-//! disarms both, so the armed set is bounded by the parked threads.
+//! before; an arming read from a sleep the thread has left since (it woke and slept again) may
+//! replace the new sleep's, and is refused as it fires (`exec/wake.rs`), which arms the new
+//! sleep's again. An end from outside (cancel, deadline) disarms both, so the armed set is
+//! bounded by the parked threads.
 //!
 //! An arming is two small table entries (by thread and slot, and by due time), not a task: one
 //! timer task per engine (`local.rs`) sleeps until the earliest due time, takes what is due and

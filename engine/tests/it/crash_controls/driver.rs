@@ -566,10 +566,11 @@ impl Run<'_> {
                     }
                     let cancel_here = !branch && self.plan.threads[t].cancel_at == Some(i);
                     // A sleeper is paused only when it is alone and its time has not come:
-                    // another thread's driver moves the shared clock, and a timer already due
-                    // (the clock moved before a crash) fires at once, either waking it under
-                    // the pause.
-                    let alone = self.plan.threads.len() == 1;
+                    // another thread's driver, or a schedule's, moves the shared clock, and a
+                    // timer already due (the clock moved before a crash) fires at once, either
+                    // waking it under the pause.
+                    let alone = self.plan.threads.len() == 1
+                        && self.plan.schedules.iter().all(|s| !s.moves_the_clock());
                     let due = until.is_some_and(|u| u <= self.clock.now_ms());
                     // A thread sent its signals at the start may be parked in `recv` with its
                     // signal there: its runner's look after the park wakes it at once, racing

@@ -79,6 +79,11 @@ impl SchedulePlan {
             .between(self.start.map(|s| CLOCK_START_MS + s), self.end.map(|e| CLOCK_START_MS + e))
     }
 
+    /// Whether its driver moves the shared clock.
+    pub(super) fn moves_the_clock(&self) -> bool {
+        self.actions.iter().any(|a| matches!(a, Action::Move(_) | Action::ToNextTick))
+    }
+
     /// Without what a retention pass would prune before the check (an end, a delete).
     pub(super) fn kept(mut self) -> SchedulePlan {
         self.end = None;
