@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use cairn_storage::{Page, ThreadFilter, ThreadRecord, ThreadStatus};
+use cairn_storage::{ThreadFilter, ThreadRecord, ThreadStatus};
 
 use super::engine::Engine;
 use super::handle::ThreadHandle;
@@ -17,11 +17,9 @@ use super::schedule_links::{SCHEDULE_CONTROL_TRIES, head_of, links, live, schedu
 use super::schedule_ticks::Rule;
 use crate::config::RecoveryPolicy;
 use crate::config::StartOptions;
-use crate::coord::Due;
 use crate::core::status::Transition;
 use crate::core::thread_ctx::Waiting;
 use crate::error::Error;
-use crate::exec::drive::spawn_drive;
 
 /// Schedules one listing returns at most.
 pub const SCHEDULES_LIST_MAX: usize = 10_000;
@@ -127,8 +125,7 @@ impl Engine {
             self.start(SCHEDULE_WORKFLOW, &state, options).await?;
         } else {
             // Written Created, not driven: an engine that runs schedules drives it from its open
-            // (recovery) or from `run_schedules`; this one would leave its first tick half done
-            // when it closes.
+            // (recovery); this one would leave its first tick half done when it closes.
             self.create(SCHEDULE_WORKFLOW, &state, options).await?;
         }
         self.schedule(name).await?.ok_or_else(|| Error::UnknownThread(head_of(name)))
@@ -294,48 +291,6 @@ impl Engine {
     /// waiting, durably, for an engine that runs them: it would close in the middle of a tick.
     fn runs_schedules(&self) -> bool {
         self.shell.config.recovery == RecoveryPolicy::Resume
-    }
-
-    /// Runs the schedules of the database on this engine from now on, though it was opened to
-    /// park what it finds (`cairn serve`, which serves the file until interrupted): each
-    /// schedule waiting for an engine (created, or left running by a stopped one) is driven,
-    /// and each sleeping one has the timer of its next tick armed. Returns how many it took.
-    /// An engine that resumes work does this at open. On a shared database (PostgreSQL) it
-    /// takes none: the workers serving it run the schedules, under their leases.
-    ///
-    /// # Errors
-    /// Storage errors; a schedule thread whose log does not restore.
-    pub async fn run_schedules(&self) -> Result<usize, Error> {
-        let mut taken = 0;
-        if self.shell.coord.has_peers() {
-            return Ok(taken);
-        }
-        for status in [ThreadStatus::Created, ThreadStatus::Running, ThreadStatus::Sleeping] {
-            let filter = ThreadFilter {
-                workflow_id: Some(SCHEDULE_WORKFLOW.into()),
-                status: Some(status),
-                ..ThreadFilter::default()
-            };
-            let page = Page { limit: SCHEDULES_LIST_MAX, offset: 0 };
-            for record in self.shell.store.list_threads(&filter, page).await? {
-                let id = record.id.clone();
-                if self.shell.coord.is_driven(&id) {
-                    continue;
-                }
-                if status == ThreadStatus::Sleeping {
-                    let wf = self.shell.registry.workflow_for(&record)?;
-                    let store = self.shell.store.as_ref();
-                    let ctx = crate::exec::fetch::restore(store, &wf, &id, None).await?;
-                    if let Some(due) = Due::timer_of(&ctx) {
-                        self.shell.coord.arm(&id, due);
-                    }
-                } else {
-                    spawn_drive(&self.shell, id, "schedule run by this engine");
-                }
-                taken += 1;
-            }
-        }
-        Ok(taken)
     }
 
     /// Starts schedule `name`'s workflow now, outside its ticks, as a thread of its own:

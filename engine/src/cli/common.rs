@@ -200,27 +200,29 @@ pub(super) fn with_workflows(
 /// A [`Failure`] with exit code 4 when the file is missing, not Cairn, newer, or held by another
 /// process.
 pub async fn open_writable(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<Engine> {
-    let engine = open_parked(db, |builder| builder).await?;
+    refuse_missing(db)?;
+    let opened = Engine::builder(db).recovery(RecoveryPolicy::Park).open().await;
+    let engine = opened.map_err(|e| open_error(db, e))?;
     register(&engine, workflows)?;
     Ok(engine)
 }
 
-/// [`open_writable`] for an engine that stays open and serves the file until interrupted
-/// (`cairn serve`), with the builder changed by `configure` first (`--retention`): the file's
-/// schedules run on it (`Engine::run_schedules`), their ticks starting threads here.
+/// Opens the database for writing, as the one engine that runs its work until interrupted
+/// (`cairn serve`): `workflows` registered before recovery, so every unfinished thread is
+/// resumed (created ones started, sleeping ones' timers armed), schedules run and queues are
+/// admitted from, as by `cairn worker` or an application's engine; `configure` changes the
+/// builder first (`--retention`).
 ///
 /// # Errors
 /// As [`open_writable`].
-pub async fn open_writable_with(
+pub async fn open_running(
     db: &Path,
     workflows: &[Arc<DynWorkflow>],
     configure: impl FnOnce(crate::EngineBuilder) -> crate::EngineBuilder,
 ) -> anyhow::Result<Engine> {
-    let engine = open_parked(db, configure).await?;
-    register(&engine, workflows)?;
-    let taken = engine.run_schedules().await?;
-    tracing::info!(schedules = taken, "schedules run by this engine");
-    Ok(engine)
+    refuse_missing(db)?;
+    let builder = with_workflows(Engine::builder(db).recovery(RecoveryPolicy::Resume), workflows);
+    configure(builder).open().await.map_err(|e| open_error(db, e))
 }
 
 /// Registers `workflows` on `engine` (after its open: recovery found none of their threads
@@ -230,26 +232,6 @@ pub(super) fn register(engine: &Engine, workflows: &[Arc<DynWorkflow>]) -> anyho
         engine.register_dyn(wf.clone())?;
     }
     Ok(())
-}
-
-/// Opens the file for writing, parking what recovery finds (see [`open_writable`]).
-async fn open_parked(
-    db: &Path,
-    configure: impl FnOnce(crate::EngineBuilder) -> crate::EngineBuilder,
-) -> anyhow::Result<Engine> {
-    // Nothing at all at the path (not even a link): the store would create a database, which
-    // only `demo` and `init` may do. Anything else there is judged by the store.
-    if !crate::api::builder::is_postgres_url(db) && std::fs::symlink_metadata(db).is_err() {
-        let missing = match db.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => dir.to_path_buf(),
-            _ => db.to_path_buf(),
-        };
-        return Err(open_error(db, cairn_storage::Error::NotFound(missing).into()));
-    }
-    configure(Engine::builder(db).recovery(RecoveryPolicy::Park))
-        .open()
-        .await
-        .map_err(|e| open_error(db, e))
 }
 
 /// Prints `value` as one pretty JSON document.
@@ -362,4 +344,17 @@ pub(super) fn stop_signals()
 -> std::io::Result<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)> {
     use tokio::signal::unix::{SignalKind, signal};
     Ok((signal(SignalKind::interrupt())?, signal(SignalKind::terminate())?))
+}
+
+/// Refuses a path with nothing at all there (not even a link): the store would create a
+/// database, which only `demo` and `init` may do. Anything else there is judged by the store.
+fn refuse_missing(db: &Path) -> anyhow::Result<()> {
+    if crate::api::builder::is_postgres_url(db) || std::fs::symlink_metadata(db).is_ok() {
+        return Ok(());
+    }
+    let missing = match db.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => dir.to_path_buf(),
+        _ => db.to_path_buf(),
+    };
+    Err(open_error(db, cairn_storage::Error::NotFound(missing).into()))
 }

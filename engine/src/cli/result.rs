@@ -84,13 +84,27 @@ async fn one(
         engine.shutdown().await;
         return answer;
     }
-    let (owned, db2) = (thread.to_owned(), db.to_owned());
-    let through =
-        tokio::task::spawn_blocking(move || endpoint::through(&db2, |ep| poll(ep, &owned, wait)))
-            .await??;
-    match through {
-        Some(answer) => Ok(answer),
-        None => from_snapshots(db, thread, wait, wfs).await,
+    // Each look first asks an endpoint: an engine that opens the file while this waits (its
+    // `cairn serve` or `cairn worker` started just after this command) runs the thread and
+    // holds the file, which is then read through it, not from a snapshot.
+    let mut pause = SNAPSHOT_PAUSE_MS.0;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (owned, db2) = (thread.to_owned(), db.to_owned());
+        let through = tokio::task::spawn_blocking(move || {
+            endpoint::through(&db2, |ep| poll(ep, &owned, left))
+        })
+        .await??;
+        if let Some(answer) = through {
+            return Ok(answer);
+        }
+        let answer = from_snapshot(db, thread, wfs).await?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if answer.result.finished || left.is_zero() {
+            return Ok(answer);
+        }
+        tokio::time::sleep(left.min(Duration::from_millis(pause))).await;
+        pause = (pause * 2).min(SNAPSHOT_PAUSE_MS.1);
     }
 }
 
@@ -122,27 +136,16 @@ pub(super) fn poll(ep: &Endpoint, thread: &str, wait: Duration) -> anyhow::Resul
     }
 }
 
-/// Reads snapshots of the file until the thread finished or `wait` is over.
-async fn from_snapshots(
+/// The answer about `thread` from the file as it is now.
+async fn from_snapshot(
     db: &std::path::Path,
     thread: &str,
-    wait: Duration,
     wfs: &[Arc<DynWorkflow>],
 ) -> anyhow::Result<ThreadResult> {
-    let deadline = Instant::now() + wait;
-    let mut pause = SNAPSHOT_PAUSE_MS.0;
-    loop {
-        let engine = open_read_only(db, wfs).await?;
-        let answer = answer_of(&engine, thread, engine.result(thread).await).await;
-        engine.shutdown().await;
-        let answer = answer?;
-        let left = deadline.saturating_duration_since(Instant::now());
-        if answer.result.finished || left.is_zero() {
-            return Ok(answer);
-        }
-        tokio::time::sleep(left.min(Duration::from_millis(pause))).await;
-        pause = (pause * 2).min(SNAPSHOT_PAUSE_MS.1);
-    }
+    let engine = open_read_only(db, wfs).await?;
+    let answer = answer_of(&engine, thread, engine.result(thread).await).await;
+    engine.shutdown().await;
+    answer
 }
 
 pub(super) async fn answer_of(

@@ -3,9 +3,12 @@
 //! the Prometheus text of the process's metrics at `/metrics`) until interrupted, and prints
 //! where (the address, the token and its file). With `--public` every read needs the token too
 //! and every answer is redacted; `--allow-host` names the endpoint is reached by (any other
-//! `Host` is refused). Threads are not resumed by opening: only
-//! a control (`resume`, `input`, `fork`) runs one, in this process. `--retention AGE` has it
-//! delete finished threads that ended at least that long ago, once a minute.
+//! `Host` is refused). It runs the file's work as `cairn worker` does: at open it resumes every
+//! unfinished thread (created by `cairn start` while no engine held the file, queued, or left
+//! running by a stopped process), and from then on it admits queued threads as their queue's
+//! limits allow, runs schedules' ticks and fires timers; whatever it accepts (a start, a
+//! signal, a control) it runs. `--retention AGE` has it delete finished threads that ended at
+//! least that long ago, once a minute.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,7 +16,7 @@ use std::sync::Arc;
 use cairn_dsl::DynWorkflow;
 use serde_json::json;
 
-use super::common::{Common, open_writable_with, print_json, print_text, usage};
+use super::common::{Common, open_running, print_json, print_text, usage};
 use crate::serve::{ServeOptions, serve};
 
 /// Arguments of `cairn serve`.
@@ -92,7 +95,7 @@ pub(super) async fn run(args: ServeArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Re
     let options = args.endpoint.options(args.addr)?;
     let db = &args.common.db;
     let retention = args.retention.map(crate::RetentionPolicy::after_ms);
-    let engine = open_writable_with(db, wfs, |builder| match retention {
+    let engine = open_running(db, wfs, |builder| match retention {
         Some(policy) => builder.retention(policy),
         None => builder,
     })

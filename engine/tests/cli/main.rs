@@ -2,6 +2,7 @@
 #![allow(missing_docs, reason = "test code")]
 #![allow(clippy::print_stderr, reason = "tests may report what they see")]
 
+mod accepted;
 mod bounds;
 mod checkpoint;
 mod control;

@@ -6,6 +6,8 @@
 )]
 #![allow(missing_docs, reason = "test code")]
 
+#[cfg(feature = "http")]
+mod accepted;
 mod bounded_history;
 mod bundle_export_options;
 mod bundle_replay;
