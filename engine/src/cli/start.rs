@@ -174,11 +174,18 @@ pub(super) async fn start(args: StartArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         print_json(&out)?;
     } else {
         let d = db.display();
+        let (line, next) = match (&args.queue, status) {
+            (Some(queue), crate::ThreadStatus::Queued) => {
+                (format!(" (in line on queue {queue})"), "admits it as the queue's limits allow")
+            }
+            _ => (String::new(), "runs it"),
+        };
         print_text(&if created {
             format!(
-                "{thread}: written created in {d}, not run by this command: the next engine \
-                 that opens it runs it (`cairn serve --db {d}`, `cairn worker --db {d}`, an \
-                 application)"
+                "{thread}: written {}{line} in {d}, not run by this command: the next engine \
+                 that opens it {next} (`cairn serve --db {d}`, `cairn worker --db {d}`, an \
+                 application)",
+                status.as_str()
             )
         } else {
             format!("{thread}: exists in {d} ({}), not started again", status.as_str())

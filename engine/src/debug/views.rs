@@ -93,7 +93,9 @@ pub(crate) async fn thread_details(
         task: e.task.to_string(),
     });
     // Errors that are not a node's (a resume blocked by a diverging replay) are only in the
-    // record's summary.
+    // record's summary; so is a place in line (a queue's admission flips the record's status
+    // from queued to created and writes no event), so the status is the record's, as
+    // `cairn threads` lists it.
     let row = thread_row(record);
     Ok(ThreadDetails {
         budgets,
@@ -114,7 +116,7 @@ pub(crate) async fn thread_details(
         progress: m.progress,
         seq: m.seq,
         state_unknown: folded.state_unknown,
-        status: m.status.as_str().to_owned(),
+        status: row.status,
         status_reason: row.last_error,
         step: m.step,
         telemetry: m.telemetry,

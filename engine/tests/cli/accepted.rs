@@ -37,11 +37,21 @@ fn serve_and_worker_run_every_thread_they_accept_created_queued_or_posted() {
         let status = status_of(&db, "offline-q");
         assert!(["created", "queued"].contains(&status.as_str()), "offline-q: {status}");
 
+        // On a queue whose rate is spent by its first start, the second waits in line: said.
+        on(&db, &["queue", "define", "hourly", "--rate", "1/1h"]).expect(0);
+        let hourly = |id| [&queued[..5], &[id, "--queue", "hourly"]].concat();
+        on(&db, &hourly("hourly-1")).expect(0);
+        let second = on(&db, &hourly("hourly-2")).expect(0).stdout;
+        let said = "hourly-2: written queued (in line on queue hourly)";
+        assert!(second.starts_with(said), "{second}");
+        // `show` says what `threads` lists: queued (it said created, the log's status).
+        assert_eq!(status_of(&db, "hourly-2"), "queued");
+
         let db_arg = db.to_str().expect("utf-8");
         let server =
             Spawned::start(&[engine, &["--db", db_arg]].concat(), Duration::from_secs(240));
         // Each result command waits for the endpoint, then for the thread.
-        for thread in ["offline", "offline-q"] {
+        for thread in ["offline", "offline-q", "hourly-1"] {
             completed(&db, thread, engine);
         }
         let endpoint =
@@ -73,9 +83,11 @@ fn serve_and_worker_run_every_thread_they_accept_created_queued_or_posted() {
         assert_eq!(server.wait(), 0, "{engine:?} stops on SIGTERM");
 
         // From the file, with the engine gone: all six completed, three admitted from the queue.
-        for thread in ["offline", "offline-q", "posted", "posted-q", "cli", "cli-q"] {
+        for thread in ["offline", "offline-q", "hourly-1", "posted", "posted-q", "cli", "cli-q"] {
             assert_eq!(status_of(&db, thread), "completed", "{engine:?}: {thread}");
         }
+        // Its queue's rate holds it an hour: it still waits, as said.
+        assert_eq!(status_of(&db, "hourly-2"), "queued", "{engine:?}");
         let list = on(&db, &["queue", "list", "--json"]).expect(0).json();
         let q1 = list.as_array().unwrap().iter().find(|q| q["name"] == "q1").expect("q1");
         assert_eq!((q1["waiting"].clone(), q1["admitted"].clone()), (0.into(), 3.into()), "{q1}");
