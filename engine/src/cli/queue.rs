@@ -62,6 +62,16 @@ fn parse_rate(text: &str) -> Result<RateLimit, String> {
     Ok(RateLimit { starts, period_ms: period_ms.saturating_mul(unit_ms) })
 }
 
+/// A rate's period as `--rate` takes it, in the largest unit that divides it (`3600000` ms is
+/// `1h`, `90000` is `90s`).
+fn period(ms: u64) -> String {
+    let units = [(3_600_000, "h"), (60_000, "m"), (1_000, "s")];
+    match units.iter().find(|(unit, _)| ms > 0 && ms % unit == 0) {
+        Some((unit, name)) => format!("{}{name}", ms / unit),
+        None => format!("{ms}ms"),
+    }
+}
+
 pub(super) async fn command(cmd: QueueCommand, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     match cmd.action {
         Action::List(common) => {
@@ -103,8 +113,10 @@ fn show(list: &[QueueState], json: bool) -> anyhow::Result<()> {
     let mut table =
         Table::new(&["QUEUE", "KEY", "RUNNING", "WAITING", "CONCURRENCY", "PER KEY", "RATE"]);
     for q in list {
-        let rate =
-            q.limits.rate.map_or_else(|| "-".into(), |r| format!("{}/{}ms", r.starts, r.period_ms));
+        let rate = q
+            .limits
+            .rate
+            .map_or_else(|| "-".into(), |r| format!("{}/{}", r.starts, period(r.period_ms)));
         table.row(vec![
             q.name.clone(),
             "*".into(),
@@ -139,6 +151,11 @@ mod tests {
         assert_eq!(parse_rate("100/60s"), Ok(RateLimit { starts: 100, period_ms: 60_000 }));
         assert_eq!(parse_rate("5/250ms"), Ok(RateLimit { starts: 5, period_ms: 250 }));
         assert_eq!(parse_rate("2/1h"), Ok(RateLimit { starts: 2, period_ms: 3_600_000 }));
+        // Listed as it is written.
+        for (ms, text) in [(3_600_000, "1h"), (90_000, "90s"), (120_000, "2m"), (250, "250ms")] {
+            assert_eq!(period(ms), text);
+            assert_eq!(parse_rate(&format!("1/{text}")).map(|r| r.period_ms), Ok(ms));
+        }
         assert!(parse_rate("5").is_err());
         assert!(parse_rate("x/1s").is_err());
         assert!(parse_rate("5/1y").is_err());
