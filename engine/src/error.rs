@@ -14,13 +14,21 @@ pub enum Error {
     /// The workflow definition was rejected (permanent).
     #[error(transparent)]
     Build(#[from] cairn_dsl::BuildError),
-    /// No workflow with this id and version is registered (permanent until registered).
-    #[error("workflow {id} v{version} is not registered")]
+    /// No workflow with this id (and version, when one was asked for) is registered
+    /// (permanent until registered). Build it with [`Error::unknown_workflow`].
+    #[error(
+        "workflow {id}{} is not registered; registered: {}",
+        version.map(|v| format!(" v{v}")).unwrap_or_default(),
+        if registered.is_empty() { "none".to_owned() } else { registered.join(", ") }
+    )]
     UnknownWorkflow {
         /// Workflow id.
         id: String,
-        /// Version.
-        version: u32,
+        /// The version asked for (`None`: the newest was).
+        version: Option<u32>,
+        /// The workflows that are registered, as `id vN`, so that the error says what could
+        /// have been meant (the engine's own schedule workflow left out).
+        registered: Vec<String>,
     },
     /// The thread's workflow changed since it started (permanent: register the old version or
     /// migrate the thread).
@@ -111,6 +119,21 @@ pub enum Error {
 }
 
 impl Error {
+    /// An [`Error::UnknownWorkflow`] for `id` (and `version`, when one was asked for), listing
+    /// `registered` (id and version of each workflow there is, in any order).
+    pub(crate) fn unknown_workflow<'a>(
+        id: &str,
+        version: Option<u32>,
+        registered: impl IntoIterator<Item = (&'a str, u32)>,
+    ) -> Self {
+        let internal = crate::api::schedule_flow::SCHEDULE_WORKFLOW;
+        let mut known: Vec<(&str, u32)> =
+            registered.into_iter().filter(|(id, _)| *id != internal).collect();
+        known.sort_unstable();
+        let registered = known.into_iter().map(|(id, v)| format!("{id} v{v}")).collect();
+        Error::UnknownWorkflow { id: id.to_owned(), version, registered }
+    }
+
     /// An [`Error::Record`]: the event at `seq` of `thread` does not fit, as `detail` says.
     pub(crate) fn record(thread: impl ToString, seq: u64, detail: impl Into<String>) -> Self {
         Error::Record { thread: thread.to_string(), seq, detail: detail.into() }
@@ -153,6 +176,9 @@ pub enum Transition {
     Fail,
     /// Somebody cancelled the thread.
     Cancel,
+    /// Somebody gave the thread up for good (`Engine::abandon`): it ends Cancelled, as a
+    /// cancellation does, but a refusal names what was asked.
+    Abandon,
     /// The thread's deadline passed.
     TimeOut,
     /// Resuming would diverge from the recorded history (changed code): held for a human.
@@ -195,6 +221,7 @@ impl Transition {
             Transition::Complete => "complete",
             Transition::Fail => "fail",
             Transition::Cancel => "be cancelled",
+            Transition::Abandon => "be abandoned",
             Transition::TimeOut => "time out",
             Transition::Block => "be blocked",
             Transition::Requeue => "wait in its queue again",

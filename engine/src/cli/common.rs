@@ -275,16 +275,40 @@ pub fn print_text(text: &str) {
     }
 }
 
-/// A JSON argument (`what` names it in the error); text that does not start as JSON does (a
-/// bare word) is taken as a string.
+/// A JSON argument (`what` names it in errors), read by every command that takes one: `@FILE`
+/// reads it from a file and `@-` (or `-`) from stdin, for a value too large for a command line;
+/// text that does not start as JSON does (a bare word) is taken as a string. A string that
+/// starts with `@` is given as JSON (`'"@name"'`).
 ///
 /// # Errors
-/// A usage error for text that starts as JSON and is not valid JSON.
-pub fn json_arg(text: &str, what: &str) -> anyhow::Result<serde_json::Value> {
-    match serde_json::from_str(text) {
+/// A usage error for a file or stdin that cannot be read, and for text that starts as JSON and
+/// is not valid JSON.
+pub fn json_arg(given: &str, what: &str) -> anyhow::Result<serde_json::Value> {
+    let text = if given == "-" || given == "@-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .map_err(|e| usage(format!("{what} {given}: cannot read stdin: {e}")))?;
+        text
+    } else if let Some(file) = given.strip_prefix('@') {
+        std::fs::read_to_string(file)
+            .map_err(|e| usage(format!("{what} {given}: cannot read the file: {e}")))?
+    } else {
+        given.to_owned()
+    };
+    match serde_json::from_str(&text) {
         Ok(value) => Ok(value),
         Err(_) if !text.trim_start().starts_with(['{', '[', '"']) => Ok(text.into()),
-        Err(e) => Err(usage(format!("{what} is not valid JSON: {e}"))),
+        Err(e) => Err(usage(format!("{what} is not JSON: {e}"))),
+    }
+}
+
+/// An engine error about what a command was given: [`crate::Error::Invalid`], the engine's
+/// word for a caller's bad argument, is a usage error (exit 2, said without the variant's
+/// prefix); any other error is as it is.
+pub fn argument_error(error: crate::Error) -> anyhow::Error {
+    match error {
+        crate::Error::Invalid(message) => usage(message),
+        other => other.into(),
     }
 }
 

@@ -177,21 +177,14 @@ pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         None => Log::File,
     };
     let Read { rows, mut last, status, first_kept } = log.read_any(&args, wfs, args.since).await?;
-    // Pruned events are gone: the read started at the first stored one rather than fail.
-    let pruned = args.since < first_kept;
+    // Pruned events are gone: the read started at the first stored one rather than fail, and
+    // says so where people read it, not in a log line they may never see.
+    if args.since < first_kept {
+        say_pruned(&args, first_kept + 1);
+    }
     if !args.follow {
         if args.common.json {
             return print_json(&rows);
-        }
-        if pruned {
-            // Said where people read it, not in a log line they may never see.
-            print_text(&format!(
-                "the log of {} before seq {} was pruned; its stored log starts there \
-                 (`cairn state {}` restores the thread from its checkpoint)",
-                args.thread,
-                first_kept + 1,
-                args.thread
-            ));
         }
         print_text(&events_table(&rows));
         return Ok(());
@@ -220,6 +213,22 @@ pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         print(&read.rows, false);
     }
     Ok(())
+}
+
+/// Says that the events of the thread before `first` were pruned: a line before the table, or
+/// on stderr with `--json` (whose stdout is events only).
+#[allow(clippy::print_stderr, reason = "a note beside JSON output goes to stderr")]
+fn say_pruned(args: &EventsArgs, first: u64) {
+    let thread = &args.thread;
+    let note = format!(
+        "the events of thread {thread} before seq {first} were pruned; the first available seq \
+         is {first} (`cairn state {thread}` restores the thread from its checkpoint)"
+    );
+    if args.common.json {
+        eprintln!("note: {note}");
+    } else {
+        print_text(&note);
+    }
 }
 
 pub(super) async fn trace(args: TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
 
-use super::common::{Common, open_read_only, print_json, print_text, record_of, thread_id};
+use super::common::{
+    Common, argument_error, open_read_only, print_json, print_text, record_of, thread_id,
+};
 use super::endpoint;
 use super::table::{pretty, short_json};
 use crate::debug::rows::{StateDiff, StateRow};
@@ -37,12 +39,18 @@ pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
             record_of(&engine, &args.thread).await?;
+            // A seq or time the thread has no state at is a bad argument (exit 2).
             match args.diff.as_deref() {
-                Some([a, b]) => Found::Diff(engine.diff(&args.thread, *a, *b).await?),
-                _ => Found::View(state_row(match args.at_time {
-                    Some(ms) => engine.state_at_time(&args.thread, ms).await?,
-                    None => engine.state_at(&args.thread, args.at).await?,
-                })),
+                Some([a, b]) => {
+                    Found::Diff(engine.diff(&args.thread, *a, *b).await.map_err(argument_error)?)
+                }
+                _ => Found::View(state_row(
+                    match args.at_time {
+                        Some(ms) => engine.state_at_time(&args.thread, ms).await,
+                        None => engine.state_at(&args.thread, args.at).await,
+                    }
+                    .map_err(argument_error)?,
+                )),
             }
         }
     };
