@@ -93,6 +93,20 @@ pub enum Error {
     /// The engine is shutting down or shut down (permanent for this engine instance).
     #[error("the engine is shut down")]
     ShutDown,
+    /// The thread has no state at `seq` to show or fork from: seq 0, past its last event, or
+    /// before what a prune kept (permanent for this seq). Said with the seqs there are.
+    #[error("{}", seq_words(thread, *seq, *last, *first_stored))]
+    SeqUnavailable {
+        /// Thread id.
+        thread: String,
+        /// The seq asked for.
+        seq: u64,
+        /// The thread's last seq.
+        last: u64,
+        /// Its first stored seq: 1, or the first after what a prune removed (its newest
+        /// checkpoint covers the seq before it, so the state is there from that seq on).
+        first_stored: u64,
+    },
     /// Invalid argument from the caller (permanent).
     #[error("invalid argument: {0}")]
     Invalid(String),
@@ -116,6 +130,23 @@ pub enum Error {
         /// The version asked for.
         to: u32,
     },
+}
+
+/// "thread t has events 1..=45; seq 99 is not one of them", with the seqs a prune removed.
+fn seq_words(thread: &str, seq: u64, last: u64, first_stored: u64) -> String {
+    let from = first_stored.saturating_sub(1).max(1);
+    let have = if first_stored <= 1 {
+        format!("thread {thread} has events 1..={last}")
+    } else {
+        let at = if from == last { format!("seq {last}") } else { format!("seqs {from}..={last}") };
+        format!(
+            "thread {thread} has events 1..={last}, of which 1..={} were pruned (the first \
+             available seq is {first_stored}; its state is available at {at})",
+            first_stored - 1
+        )
+    };
+    let not = if seq != 0 && seq < from { "was pruned" } else { "is not one of them" };
+    format!("{have}; seq {seq} {not}")
 }
 
 impl Error {
@@ -231,7 +262,23 @@ impl Transition {
 
 #[cfg(test)]
 mod tests {
-    use super::Error;
+    use super::{Error, seq_words};
+
+    #[test]
+    fn an_unavailable_seq_is_said_with_the_seqs_there_are_and_those_pruned() {
+        let whole = seq_words("t", 99, 45, 1);
+        assert_eq!(whole, "thread t has events 1..=45; seq 99 is not one of them");
+        let pruned = seq_words("t", 3, 45, 20);
+        assert_eq!(
+            pruned,
+            "thread t has events 1..=45, of which 1..=19 were pruned (the first available seq \
+             is 20; its state is available at seqs 19..=45); seq 3 was pruned"
+        );
+        let all = seq_words("t", 0, 45, 46);
+        let said = "(the first available seq is 46; its state is available at seq 45); seq 0 is \
+                    not one of them";
+        assert!(all.ends_with(said), "{all}");
+    }
 
     #[test]
     fn a_thread_the_store_finds_missing_is_the_engines_unknown_thread() {

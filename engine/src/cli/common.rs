@@ -44,11 +44,15 @@ pub fn usage(message: impl Into<String>) -> anyhow::Error {
 }
 
 /// The exit code for an error: a [`Failure`]'s own, 4 for a file that cannot be opened, 3 for
-/// damaged records, 1 for everything else.
+/// damaged records, 2 for a seq the thread has no state at, 1 for everything else.
 pub fn exit_code(error: &anyhow::Error) -> u8 {
     for cause in error.chain() {
         if let Some(f) = cause.downcast_ref::<Failure>() {
             return f.code;
+        }
+        // A seq given to `state` or `fork` that the thread has no state at.
+        if let Some(crate::Error::SeqUnavailable { .. }) = cause.downcast_ref::<crate::Error>() {
+            return EXIT_USAGE;
         }
         let storage = match cause.downcast_ref::<crate::Error>() {
             Some(crate::Error::Storage(e)) => Some(e),
@@ -303,11 +307,11 @@ pub fn json_arg(given: &str, what: &str) -> anyhow::Result<serde_json::Value> {
 }
 
 /// An engine error about what a command was given: [`crate::Error::Invalid`], the engine's
-/// word for a caller's bad argument, is a usage error (exit 2, said without the variant's
-/// prefix); any other error is as it is.
+/// word for a caller's bad argument, is a usage error (exit 2, said as the engine says it, as
+/// through an endpoint); any other error is as it is.
 pub fn argument_error(error: crate::Error) -> anyhow::Error {
     match error {
-        crate::Error::Invalid(message) => usage(message),
+        e @ crate::Error::Invalid(_) => usage(e.to_string()),
         other => other.into(),
     }
 }

@@ -9,8 +9,7 @@ use cairn_storage::CheckpointId;
 use serde_json::{Value, json};
 
 use super::common::{
-    Common, argument_error, json_arg, open_writable, parse_label, print_json, print_text,
-    record_of, usage,
+    Common, json_arg, open_writable, parse_label, print_json, print_text, record_of, usage,
 };
 use super::control::run_to_rest;
 use crate::debug::{ForkFrom, ForkOptions};
@@ -79,8 +78,7 @@ pub(super) async fn fork(args: ForkArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Re
         labels: args.label.iter().cloned().collect::<BTreeMap<_, _>>(),
         start: !args.no_run,
     };
-    // A seq the thread has no state at, or an id taken, is a bad argument (exit 2).
-    let handle = engine.fork(&args.thread, from, options).await.map_err(argument_error)?;
+    let handle = engine.fork(&args.thread, from, options).await?;
     if args.no_run {
         let status = handle.status().await?;
         engine.shutdown().await;

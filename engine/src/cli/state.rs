@@ -39,7 +39,7 @@ pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
             record_of(&engine, &args.thread).await?;
-            // A seq or time the thread has no state at is a bad argument (exit 2).
+            // A time the thread has no state at is a bad argument (exit 2), as a seq is.
             match args.diff.as_deref() {
                 Some([a, b]) => {
                     Found::Diff(engine.diff(&args.thread, *a, *b).await.map_err(argument_error)?)

@@ -23,8 +23,8 @@ impl Engine {
     /// The state of `thread` after the event at `seq` (after its last event when `None`).
     ///
     /// # Errors
-    /// [`Error::UnknownThread`]; [`Error::Invalid`] for seq 0, a seq past the last event, or one
-    /// before what a prune kept, naming the seqs there are;
+    /// [`Error::UnknownThread`]; [`Error::SeqUnavailable`] for seq 0, a seq past the last
+    /// event, or one before what a prune kept;
     /// [`Error::UnknownWorkflow`] / [`Error::FingerprintChanged`] when the workflow the thread
     /// ran at that point is not registered; storage errors ([`cairn_storage::Error::Pruned`]
     /// when a checkpoint a prune kept was deleted since).
@@ -246,26 +246,13 @@ async fn ends_step(engine: &Engine, id: &ThreadId, seq: u64) -> Result<bool, Err
 
 /// `seq` if the thread's state after it can be restored: a seq of its log, not before what a
 /// prune kept (the thread's newest checkpoint, covering the seq before its first stored event).
-/// Otherwise [`Error::Invalid`] naming the seqs there are and the ones pruned.
+/// Otherwise [`Error::SeqUnavailable`].
 pub(crate) fn check_seq(record: &ThreadRecord, seq: u64) -> Result<u64, Error> {
-    let (id, first) = (&record.id, record.first_seq.0);
-    let last = record.last.map_or(0, |b| b.seq.0);
-    let from = first.saturating_sub(1).max(1);
-    if seq != 0 && (from..=last).contains(&seq) {
+    let (last, first_stored) = (record.last.map_or(0, |b| b.seq.0), record.first_seq.0);
+    if seq != 0 && (first_stored.saturating_sub(1).max(1)..=last).contains(&seq) {
         return Ok(seq);
     }
-    let have = if first <= 1 {
-        format!("thread {id} has events 1..={last}")
-    } else {
-        let at = if from == last { format!("seq {last}") } else { format!("seqs {from}..={last}") };
-        format!(
-            "thread {id} has events 1..={last}, of which 1..={} were pruned (the first available \
-             seq is {first}; its state is available at {at})",
-            first - 1
-        )
-    };
-    let not = if seq != 0 && seq < from { "was pruned" } else { "is not one of them" };
-    Err(Error::Invalid(format!("{have}; seq {seq} {not}")))
+    Err(Error::SeqUnavailable { thread: record.id.to_string(), seq, last, first_stored })
 }
 
 /// The view of a context.
