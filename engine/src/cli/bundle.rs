@@ -35,6 +35,7 @@ pub struct ExportArgs {
     #[command(flatten)]
     common: Common,
     /// The thread to export.
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// The bundle file to write.
     #[arg(short = 'o', long = "output")]

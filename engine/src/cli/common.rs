@@ -357,6 +357,17 @@ pub fn progress(len: u64, what: &str) -> ProgressBar {
     bar
 }
 
+/// A thread id argument, checked as clap parses it (`value_parser`): an empty, oversized or
+/// control-character id is a usage error in every command, before anything is opened.
+///
+/// # Errors
+/// What is wrong with the id.
+pub fn parse_thread_id(s: &str) -> Result<String, String> {
+    cairn_storage::ThreadId::new(s)
+        .map(|id| id.to_string())
+        .map_err(|e| format!("thread id {s:?}: {e}"))
+}
+
 /// The thread id, checked.
 ///
 /// # Errors

@@ -25,6 +25,7 @@ pub struct ThreadArgs {
     #[command(flatten)]
     pub(super) common: Common,
     /// The thread id.
+    #[arg(value_parser = super::common::parse_thread_id)]
     pub(super) thread: String,
 }
 
@@ -44,6 +45,7 @@ pub struct InputArgs {
     #[command(flatten)]
     common: Common,
     /// The thread id (waiting for input).
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// The input, as JSON (a bare word is taken as a string).
     value: String,

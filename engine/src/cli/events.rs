@@ -25,6 +25,7 @@ pub struct EventsArgs {
     #[command(flatten)]
     common: Common,
     /// The thread id.
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// Only events after this seq.
     #[arg(long, default_value_t = 0)]
@@ -51,7 +52,7 @@ pub struct TraceArgs {
     /// Only this session: the thread and its sub-workflow threads (repeatable; default: every
     /// thread, read through the database's correlation index when a correlation id is given
     /// without --chain, else the whole log).
-    #[arg(long)]
+    #[arg(long, value_parser = super::common::parse_thread_id)]
     thread: Vec<String>,
     /// Only messages between these two parties, either way (a role, node or thread, and an
     /// addressee).

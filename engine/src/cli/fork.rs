@@ -20,6 +20,7 @@ pub struct ForkArgs {
     #[command(flatten)]
     common: Common,
     /// The thread to fork.
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// Start from the state after the event at this seq.
     #[arg(long, required_unless_present = "checkpoint", conflicts_with = "checkpoint")]
@@ -32,7 +33,7 @@ pub struct ForkArgs {
     #[arg(long)]
     update: Option<String>,
     /// The new thread's id (default: a fresh one).
-    #[arg(long)]
+    #[arg(long, value_parser = super::common::parse_thread_id)]
     id: Option<String>,
     /// Labels of the new thread (KEY=VALUE, repeatable).
     #[arg(long, value_parser = parse_label)]

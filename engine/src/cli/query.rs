@@ -15,6 +15,7 @@ pub struct QueryArgs {
     #[command(flatten)]
     common: Common,
     /// The thread id.
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// The query's name (declared by the thread's workflow).
     name: String,

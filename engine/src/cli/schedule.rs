@@ -84,6 +84,7 @@ struct NameArgs {
     #[command(flatten)]
     common: Common,
     /// The schedule's name.
+    #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new())]
     name: String,
 }
 

@@ -19,6 +19,7 @@ pub struct SignalArgs {
     #[command(flatten)]
     common: Common,
     /// The thread id (running or waiting; not finished).
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// The signal's name (what `ctx.recv(name)` receives).
     name: String,

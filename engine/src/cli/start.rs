@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 use super::common::{
     Common, argument_error, fail, json_arg, open_writable, parse_label, print_json, print_text,
-    thread_id, usage,
+    usage,
 };
 use super::{EXIT_FAILED, EXIT_PENDING, endpoint, remote, result};
 use crate::api::builder::is_postgres_url;
@@ -45,13 +45,13 @@ pub struct StartArgs {
     #[arg(long)]
     input: String,
     /// The thread's id: starting an id that exists answers that thread (idempotent).
-    #[arg(long)]
+    #[arg(long, value_parser = super::common::parse_thread_id)]
     id: Option<String>,
     /// A label KEY=VALUE (repeatable).
     #[arg(long = "label", value_parser = parse_label)]
     labels: Vec<(String, String)>,
     /// The queue the thread waits in until its limits admit it.
-    #[arg(long)]
+    #[arg(long, value_parser = super::queue::parse_queue_name)]
     queue: Option<String>,
     /// Its concurrency key in the queue.
     #[arg(long, requires = "queue")]
@@ -104,9 +104,6 @@ impl StartArgs {
 
 pub(super) async fn start(args: StartArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let input = json_arg(&args.input, "--input")?;
-    if let Some(id) = &args.id {
-        thread_id(id)?;
-    }
     let db = args.common.db.clone();
     let wait = args.wait.map(Duration::from_secs);
     if !is_postgres_url(&db) {

@@ -20,6 +20,7 @@ pub struct StateArgs {
     #[command(flatten)]
     common: Common,
     /// The thread id.
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// The state after the event at this seq (default: after the last event).
     #[arg(long, conflicts_with_all = ["diff", "at_time"])]

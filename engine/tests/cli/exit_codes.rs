@@ -113,3 +113,49 @@ fn an_unknown_workflow_is_a_usage_error_listing_the_registered_ones() {
     let schedule = on(&db, &schedule).expect(2);
     assert!(schedule.stderr.contains(said), "{}", schedule.stderr);
 }
+
+/// An empty id or name is a usage error in every command that takes one, as README's table
+/// says (several exited 1: `checkpoint create`, `result`, `delete`, `query`, `fork --id`,
+/// `rollback`, `trace --thread`, `start --queue`, the schedule commands), and writes nothing.
+#[test]
+fn an_empty_id_or_name_is_a_usage_error_in_every_command() {
+    let dir = tempdir();
+    let db = copy(demo_db(), dir.path());
+    let out = dir.path().join("b.json");
+    let out = out.to_str().expect("utf-8");
+    let input = r#"{"question":"q"}"#;
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["show", ""],
+        vec!["events", ""],
+        vec!["state", ""],
+        vec!["checkpoints", "--thread", ""],
+        vec!["checkpoint", "create", ""],
+        vec!["result", ""],
+        vec!["delete", ""],
+        vec!["resume", ""],
+        vec!["pause", ""],
+        vec!["cancel", ""],
+        vec!["abandon", ""],
+        vec!["input", "", "1"],
+        vec!["signal", "", "n", "1"],
+        vec!["query", "", "findings"],
+        vec!["fork", "", "--at", "1"],
+        vec!["fork", "demo-1", "--at", "3", "--id", ""],
+        vec!["rollback", "", "--to", "1"],
+        vec!["replay", ""],
+        vec!["bundle", "export", "", "-o", out],
+        vec!["trace", "--thread", ""],
+        vec!["start", "research-agent", "--input", input, "--id", ""],
+        vec!["start", "research-agent", "--input", input, "--queue", ""],
+        vec!["schedule", "trigger", ""],
+        vec!["schedule", "pause", ""],
+        vec!["schedule", "resume", ""],
+        vec!["schedule", "delete", ""],
+    ];
+    for args in &cases {
+        on(&db, args).expect(2);
+    }
+    let threads = on(&db, &["threads", "--json"]).expect(0).json();
+    assert_eq!(threads.as_array().map(Vec::len), Some(3), "nothing was written: {threads}");
+    assert!(!std::path::Path::new(out).exists());
+}
