@@ -12,9 +12,7 @@ use cairn_storage::ThreadStatus;
 use serde_json::json;
 
 use super::EXIT_FAILED;
-use super::common::{
-    Common, fail, json_arg, open_writable, print_json, print_text, record_of, thread_id,
-};
+use super::common::{Common, fail, json_arg, open_writable, print_json, print_text, record_of};
 use super::remote;
 use super::table::{Table, time};
 use crate::{Engine, ThreadHandle};
@@ -217,7 +215,6 @@ pub(super) async fn control(
     wfs: &[Arc<DynWorkflow>],
 ) -> anyhow::Result<()> {
     let (common, thread) = (&args.common, args.thread.as_str());
-    thread_id(thread)?;
     let remote = match what {
         Control::Cancel(reason) => Some(("cancel", json!({ "reason": reason }))),
         Control::Pause => Some(("pause", json!({}))),

@@ -8,9 +8,7 @@ use cairn_dsl::DynWorkflow;
 use cairn_storage::{EventKind, ThreadStatus};
 
 use super::EXIT_FAILED;
-use super::common::{
-    Common, fail, open_read_only, print_json, print_text, record_of, thread_id, usage,
-};
+use super::common::{Common, fail, open_read_only, print_json, print_text, record_of, usage};
 use super::endpoint;
 use super::table::{Table, cut, time};
 use crate::debug::rows::{EventRow, EventsPage, MessageRow, Traced};
@@ -170,13 +168,7 @@ impl Log {
 }
 
 pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let mut log = match endpoint::find(&args.common.db) {
-        Some(ep) => {
-            thread_id(&args.thread)?;
-            Log::Through(ep)
-        }
-        None => Log::File,
-    };
+    let mut log = endpoint::find(&args.common.db).map_or(Log::File, Log::Through);
     let Read { rows, mut last, status, first_kept } = log.read_any(&args, wfs, args.since).await?;
     // Pruned events are gone: the read started at the first stored one rather than fail, and
     // says so where people read it, not in a log line they may never see.

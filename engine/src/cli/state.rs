@@ -5,9 +5,7 @@ use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
 
-use super::common::{
-    Common, argument_error, open_read_only, print_json, print_text, record_of, thread_id,
-};
+use super::common::{Common, argument_error, open_read_only, print_json, print_text, record_of};
 use super::endpoint;
 use super::table::{pretty, short_json};
 use crate::debug::rows::{StateDiff, StateRow};
@@ -110,7 +108,6 @@ enum Found {
 
 /// The state or the diff through a running engine's endpoint.
 fn through(ep: &endpoint::Endpoint, args: &StateArgs) -> anyhow::Result<Found> {
-    thread_id(&args.thread)?;
     let path = format!("/api/threads/{}/state", endpoint::segment(&args.thread));
     if let Some([a, b]) = args.diff.as_deref() {
         let diff = ep.get(&path, &[("diff", format!("{a},{b}"))])?;
