@@ -14,13 +14,21 @@ pub enum Error {
     /// The workflow definition was rejected (permanent).
     #[error(transparent)]
     Build(#[from] cairn_dsl::BuildError),
-    /// No workflow with this id and version is registered (permanent until registered).
-    #[error("workflow {id} v{version} is not registered")]
+    /// No workflow with this id (and version, when one was asked for) is registered
+    /// (permanent until registered). Build it with [`Error::unknown_workflow`].
+    #[error(
+        "workflow {id}{} is not registered; registered: {}",
+        version.map(|v| format!(" v{v}")).unwrap_or_default(),
+        if registered.is_empty() { "none".to_owned() } else { registered.join(", ") }
+    )]
     UnknownWorkflow {
         /// Workflow id.
         id: String,
-        /// Version.
-        version: u32,
+        /// The version asked for (`None`: the newest was).
+        version: Option<u32>,
+        /// The workflows that are registered, as `id vN`, so that the error says what could
+        /// have been meant (the engine's own schedule workflow left out).
+        registered: Vec<String>,
     },
     /// The thread's workflow changed since it started (permanent: register the old version or
     /// migrate the thread).
@@ -85,6 +93,20 @@ pub enum Error {
     /// The engine is shutting down or shut down (permanent for this engine instance).
     #[error("the engine is shut down")]
     ShutDown,
+    /// The thread has no state at `seq` to show or fork from: seq 0, past its last event, or
+    /// before what a prune kept (permanent for this seq). Said with the seqs there are.
+    #[error("{}", seq_words(thread, *seq, *last, *first_stored))]
+    SeqUnavailable {
+        /// Thread id.
+        thread: String,
+        /// The seq asked for.
+        seq: u64,
+        /// The thread's last seq.
+        last: u64,
+        /// Its first stored seq: 1, or the first after what a prune removed (its newest
+        /// checkpoint covers the seq before it, so the state is there from that seq on).
+        first_stored: u64,
+    },
     /// Invalid argument from the caller (permanent).
     #[error("invalid argument: {0}")]
     Invalid(String),
@@ -110,7 +132,39 @@ pub enum Error {
     },
 }
 
+/// "thread t has events 1..=45; seq 99 is not one of them", with the seqs a prune removed.
+fn seq_words(thread: &str, seq: u64, last: u64, first_stored: u64) -> String {
+    let from = first_stored.saturating_sub(1).max(1);
+    let have = if first_stored <= 1 {
+        format!("thread {thread} has events 1..={last}")
+    } else {
+        let at = if from == last { format!("seq {last}") } else { format!("seqs {from}..={last}") };
+        format!(
+            "thread {thread} has events 1..={last}, of which 1..={} were pruned (the first \
+             available seq is {first_stored}; its state is available at {at})",
+            first_stored - 1
+        )
+    };
+    let not = if seq != 0 && seq < from { "was pruned" } else { "is not one of them" };
+    format!("{have}; seq {seq} {not}")
+}
+
 impl Error {
+    /// An [`Error::UnknownWorkflow`] for `id` (and `version`, when one was asked for), listing
+    /// `registered` (id and version of each workflow there is, in any order).
+    pub(crate) fn unknown_workflow<'a>(
+        id: &str,
+        version: Option<u32>,
+        registered: impl IntoIterator<Item = (&'a str, u32)>,
+    ) -> Self {
+        let internal = crate::api::schedule_flow::SCHEDULE_WORKFLOW;
+        let mut known: Vec<(&str, u32)> =
+            registered.into_iter().filter(|(id, _)| *id != internal).collect();
+        known.sort_unstable();
+        let registered = known.into_iter().map(|(id, v)| format!("{id} v{v}")).collect();
+        Error::UnknownWorkflow { id: id.to_owned(), version, registered }
+    }
+
     /// An [`Error::Record`]: the event at `seq` of `thread` does not fit, as `detail` says.
     pub(crate) fn record(thread: impl ToString, seq: u64, detail: impl Into<String>) -> Self {
         Error::Record { thread: thread.to_string(), seq, detail: detail.into() }
@@ -153,6 +207,9 @@ pub enum Transition {
     Fail,
     /// Somebody cancelled the thread.
     Cancel,
+    /// Somebody gave the thread up for good (`Engine::abandon`): it ends Cancelled, as a
+    /// cancellation does, but a refusal names what was asked.
+    Abandon,
     /// The thread's deadline passed.
     TimeOut,
     /// Resuming would diverge from the recorded history (changed code): held for a human.
@@ -195,6 +252,7 @@ impl Transition {
             Transition::Complete => "complete",
             Transition::Fail => "fail",
             Transition::Cancel => "be cancelled",
+            Transition::Abandon => "be abandoned",
             Transition::TimeOut => "time out",
             Transition::Block => "be blocked",
             Transition::Requeue => "wait in its queue again",
@@ -204,7 +262,23 @@ impl Transition {
 
 #[cfg(test)]
 mod tests {
-    use super::Error;
+    use super::{Error, seq_words};
+
+    #[test]
+    fn an_unavailable_seq_is_said_with_the_seqs_there_are_and_those_pruned() {
+        let whole = seq_words("t", 99, 45, 1);
+        assert_eq!(whole, "thread t has events 1..=45; seq 99 is not one of them");
+        let pruned = seq_words("t", 3, 45, 20);
+        assert_eq!(
+            pruned,
+            "thread t has events 1..=45, of which 1..=19 were pruned (the first available seq \
+             is 20; its state is available at seqs 19..=45); seq 3 was pruned"
+        );
+        let all = seq_words("t", 0, 45, 46);
+        let said = "(the first available seq is 46; its state is available at seq 45); seq 0 is \
+                    not one of them";
+        assert!(all.ends_with(said), "{all}");
+    }
 
     #[test]
     fn a_thread_the_store_finds_missing_is_the_engines_unknown_thread() {

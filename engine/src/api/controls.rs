@@ -33,7 +33,7 @@ impl Engine {
     /// # Errors
     /// As [`Engine::cancel`].
     pub async fn abandon(&self, thread: &str) -> Result<(), Error> {
-        parked::end_from_outside(&self.shell, thread, Transition::Cancel, "abandoned").await
+        parked::end_from_outside(&self.shell, thread, Transition::Abandon, "abandoned").await
     }
 
     /// Replaces the budgets of a parked thread (e.g. raises the one that stopped it); resume it

@@ -10,9 +10,10 @@
 //! so writers are not blocked beyond one transaction; a runner that writes a newer checkpoint
 //! meanwhile is unaffected (it is kept; the next pass prunes to it).
 //!
-//! What stays: the newest checkpoint and every event after it. Reads of a pruned step
-//! (`state_at`, `replay`, `fork`, a bundle from before it) answer
-//! [`cairn_storage::Error::Pruned`] naming the first seq still stored.
+//! What stays: the newest checkpoint and every event after it. `state_at` and `fork` of a pruned
+//! step answer [`crate::Error::SeqUnavailable`] naming what was pruned; other reads of one
+//! (`replay`, a bundle from before it) answer [`cairn_storage::Error::Pruned`] naming the first
+//! seq still stored.
 
 use cairn_storage::{Pruned, Seq, ThreadFilter, ThreadId, ThreadRecord};
 

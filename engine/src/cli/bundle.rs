@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::EXIT_FAILED;
 use super::common::{Common, open_read_only, open_writable, print_json, print_text, progress};
-use super::common::{fail, parse_label, record_of, usage};
+use super::common::{argument_error, fail, parse_label, record_of, usage};
 use super::endpoint;
 use super::table::{Table, cut, time};
 use crate::debug::{Bundle, ExportOptions, Redaction};
@@ -35,6 +35,7 @@ pub struct ExportArgs {
     #[command(flatten)]
     common: Common,
     /// The thread to export.
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// The bundle file to write.
     #[arg(short = 'o', long = "output")]
@@ -90,10 +91,7 @@ async fn export(args: ExportArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()
     redaction.secrets.clone_from(&args.secret);
     // Checked here, whether a running engine or this process exports: a bad --secret or
     // --redact-key is a usage error.
-    crate::debug::Redactor::new(&redaction).map_err(|e| match e {
-        crate::Error::Invalid(m) => usage(m),
-        other => other.into(),
-    })?;
+    crate::debug::Redactor::new(&redaction).map_err(argument_error)?;
     let bar = progress(3, "export");
     bar.set_message("reading the thread");
     // A running engine exports from its live store: no copy of the file.

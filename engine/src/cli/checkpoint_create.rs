@@ -15,6 +15,7 @@ pub struct CreateArgs {
     #[command(flatten)]
     common: Common,
     /// The thread.
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// A tag for the checkpoint (repeatable); `cairn checkpoints --tag` finds it by it.
     #[arg(long)]
@@ -51,6 +52,7 @@ pub struct RollbackArgs {
     #[command(flatten)]
     common: Common,
     /// The thread (paused, waiting for input, sleeping or blocked).
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// The id of the thread's checkpoint to go back to (`cairn checkpoints --thread`).
     #[arg(long)]

@@ -29,7 +29,7 @@ pub struct CheckpointsArgs {
     #[command(flatten)]
     common: Common,
     /// Only this thread's checkpoints.
-    #[arg(long)]
+    #[arg(long, value_parser = super::common::parse_thread_id)]
     thread: Option<String>,
     /// Only checkpoints of this workflow id.
     #[arg(long)]
@@ -80,7 +80,7 @@ pub struct PruneArgs {
     #[command(flatten)]
     common: Common,
     /// Only this thread (default: every thread).
-    #[arg(long)]
+    #[arg(long, value_parser = super::common::parse_thread_id)]
     thread: Option<String>,
     /// Show what would be removed without removing it.
     #[arg(long)]

@@ -44,11 +44,15 @@ pub fn usage(message: impl Into<String>) -> anyhow::Error {
 }
 
 /// The exit code for an error: a [`Failure`]'s own, 4 for a file that cannot be opened, 3 for
-/// damaged records, 1 for everything else.
+/// damaged records, 2 for a seq the thread has no state at, 1 for everything else.
 pub fn exit_code(error: &anyhow::Error) -> u8 {
     for cause in error.chain() {
         if let Some(f) = cause.downcast_ref::<Failure>() {
             return f.code;
+        }
+        // A seq given to `state` or `fork` that the thread has no state at.
+        if let Some(crate::Error::SeqUnavailable { .. }) = cause.downcast_ref::<crate::Error>() {
+            return EXIT_USAGE;
         }
         let storage = match cause.downcast_ref::<crate::Error>() {
             Some(crate::Error::Storage(e)) => Some(e),
@@ -257,16 +261,40 @@ pub fn print_text(text: &str) {
     }
 }
 
-/// A JSON argument (`what` names it in the error); text that does not start as JSON does (a
-/// bare word) is taken as a string.
+/// A JSON argument (`what` names it in errors), read by every command that takes one: `@FILE`
+/// reads it from a file and `@-` (or `-`) from stdin, for a value too large for a command line;
+/// text that does not start as JSON does (a bare word) is taken as a string. A string that
+/// starts with `@` is given as JSON (`'"@name"'`).
 ///
 /// # Errors
-/// A usage error for text that starts as JSON and is not valid JSON.
-pub fn json_arg(text: &str, what: &str) -> anyhow::Result<serde_json::Value> {
-    match serde_json::from_str(text) {
+/// A usage error for a file or stdin that cannot be read, and for text that starts as JSON and
+/// is not valid JSON.
+pub fn json_arg(given: &str, what: &str) -> anyhow::Result<serde_json::Value> {
+    let text = if given == "-" || given == "@-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .map_err(|e| usage(format!("{what} {given}: cannot read stdin: {e}")))?;
+        text
+    } else if let Some(file) = given.strip_prefix('@') {
+        std::fs::read_to_string(file)
+            .map_err(|e| usage(format!("{what} {given}: cannot read the file: {e}")))?
+    } else {
+        given.to_owned()
+    };
+    match serde_json::from_str(&text) {
         Ok(value) => Ok(value),
         Err(_) if !text.trim_start().starts_with(['{', '[', '"']) => Ok(text.into()),
-        Err(e) => Err(usage(format!("{what} is not valid JSON: {e}"))),
+        Err(e) => Err(usage(format!("{what} is not JSON: {e}"))),
+    }
+}
+
+/// An engine error about what a command was given: [`crate::Error::Invalid`], the engine's
+/// word for a caller's bad argument, is a usage error (exit 2, said as the engine says it, as
+/// through an endpoint); any other error is as it is.
+pub fn argument_error(error: crate::Error) -> anyhow::Error {
+    match error {
+        e @ crate::Error::Invalid(_) => usage(e.to_string()),
+        other => other.into(),
     }
 }
 
@@ -309,6 +337,17 @@ pub fn progress(len: u64, what: &str) -> ProgressBar {
     // Drawn on stderr (indicatif's default target), which hides it off a terminal.
     bar.set_prefix(what.to_owned());
     bar
+}
+
+/// A thread id argument, checked as clap parses it (`value_parser`): an empty, oversized or
+/// control-character id is a usage error in every command, before anything is opened.
+///
+/// # Errors
+/// What is wrong with the id.
+pub fn parse_thread_id(s: &str) -> Result<String, String> {
+    cairn_storage::ThreadId::new(s)
+        .map(|id| id.to_string())
+        .map_err(|e| format!("thread id {s:?}: {e}"))
 }
 
 /// The thread id, checked.

@@ -12,9 +12,7 @@ use cairn_storage::ThreadStatus;
 use serde_json::json;
 
 use super::EXIT_FAILED;
-use super::common::{
-    Common, fail, json_arg, open_writable, print_json, print_text, record_of, thread_id,
-};
+use super::common::{Common, fail, json_arg, open_writable, print_json, print_text, record_of};
 use super::remote;
 use super::table::{Table, time};
 use crate::{Engine, ThreadHandle};
@@ -25,6 +23,7 @@ pub struct ThreadArgs {
     #[command(flatten)]
     pub(super) common: Common,
     /// The thread id.
+    #[arg(value_parser = super::common::parse_thread_id)]
     pub(super) thread: String,
 }
 
@@ -44,6 +43,7 @@ pub struct InputArgs {
     #[command(flatten)]
     common: Common,
     /// The thread id (waiting for input).
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// The input, as JSON (a bare word is taken as a string).
     value: String,
@@ -215,7 +215,6 @@ pub(super) async fn control(
     wfs: &[Arc<DynWorkflow>],
 ) -> anyhow::Result<()> {
     let (common, thread) = (&args.common, args.thread.as_str());
-    thread_id(thread)?;
     let remote = match what {
         Control::Cancel(reason) => Some(("cancel", json!({ "reason": reason }))),
         Control::Pause => Some(("pause", json!({}))),

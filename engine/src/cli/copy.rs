@@ -23,7 +23,7 @@ pub struct CopyArgs {
     #[arg(long)]
     to: PathBuf,
     /// Copy only this thread (repeatable); every thread when absent.
-    #[arg(long = "thread")]
+    #[arg(long = "thread", value_parser = super::common::parse_thread_id)]
     threads: Vec<String>,
     /// Machine output: one JSON document on stdout.
     #[arg(long)]

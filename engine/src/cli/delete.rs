@@ -27,6 +27,7 @@ pub struct DeleteArgs {
     #[command(flatten)]
     common: Common,
     /// The thread id.
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// Delete it even if it has not finished (a runner still driving it is fenced and stops).
     #[arg(long)]

@@ -14,7 +14,7 @@ use cairn_storage::RedbStore;
 use serde_json::Value;
 
 use super::EXIT_FAILED;
-use super::common::fail;
+use super::common::{fail, usage};
 use crate::serve::discovery;
 use crate::serve::wire::Refusal;
 pub(super) use crate::serve::wire::path_segment as segment;
@@ -106,8 +106,8 @@ impl Endpoint {
     ///
     /// # Errors
     /// Exit 1 with the endpoint's own message for a refusal (a 404 of a thread or checkpoint
-    /// says "... in this database", as the file path does); exit 1 naming the endpoint when it
-    /// stops answering.
+    /// says "... in this database", as the file path does; a 400, a bad argument, exits 2);
+    /// exit 1 naming the endpoint when it stops answering.
     pub(super) fn get(&self, path: &str, query: &[(&str, String)]) -> anyhow::Result<Value> {
         let (url, bytes) = self.get_bytes(path, query)?;
         serde_json::from_slice(&bytes).map_err(|e| {
@@ -161,7 +161,9 @@ impl Endpoint {
             Some("thread" | "checkpoint") if status == 404 => format!("{error} in this database"),
             _ => error,
         };
-        Err(fail(EXIT_FAILED, message))
+        // A 400 refuses what the command asked, built from its arguments: as the file's read
+        // would, a usage error.
+        Err(if status == 400 { usage(message) } else { fail(EXIT_FAILED, message) })
     }
 }
 

@@ -8,9 +8,7 @@ use cairn_dsl::DynWorkflow;
 use cairn_storage::{EventKind, ThreadStatus};
 
 use super::EXIT_FAILED;
-use super::common::{
-    Common, fail, open_read_only, print_json, print_text, record_of, thread_id, usage,
-};
+use super::common::{Common, fail, open_read_only, print_json, print_text, record_of, usage};
 use super::endpoint;
 use super::table::{Table, cut, time};
 use crate::debug::rows::{EventRow, EventsPage, MessageRow, Traced};
@@ -25,6 +23,7 @@ pub struct EventsArgs {
     #[command(flatten)]
     common: Common,
     /// The thread id.
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// Only events after this seq.
     #[arg(long, default_value_t = 0)]
@@ -51,7 +50,7 @@ pub struct TraceArgs {
     /// Only this session: the thread and its sub-workflow threads (repeatable; default: every
     /// thread, read through the database's correlation index when a correlation id is given
     /// without --chain, else the whole log).
-    #[arg(long)]
+    #[arg(long, value_parser = super::common::parse_thread_id)]
     thread: Vec<String>,
     /// Only messages between these two parties, either way (a role, node or thread, and an
     /// addressee).
@@ -169,29 +168,16 @@ impl Log {
 }
 
 pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let mut log = match endpoint::find(&args.common.db) {
-        Some(ep) => {
-            thread_id(&args.thread)?;
-            Log::Through(ep)
-        }
-        None => Log::File,
-    };
+    let mut log = endpoint::find(&args.common.db).map_or(Log::File, Log::Through);
     let Read { rows, mut last, status, first_kept } = log.read_any(&args, wfs, args.since).await?;
-    // Pruned events are gone: the read started at the first stored one rather than fail.
-    let pruned = args.since < first_kept;
+    // Pruned events are gone: the read started at the first stored one rather than fail, and
+    // says so where people read it, not in a log line they may never see.
+    if args.since < first_kept {
+        say_pruned(&args, first_kept + 1);
+    }
     if !args.follow {
         if args.common.json {
             return print_json(&rows);
-        }
-        if pruned {
-            // Said where people read it, not in a log line they may never see.
-            print_text(&format!(
-                "the log of {} before seq {} was pruned; its stored log starts there \
-                 (`cairn state {}` restores the thread from its checkpoint)",
-                args.thread,
-                first_kept + 1,
-                args.thread
-            ));
         }
         print_text(&events_table(&rows));
         return Ok(());
@@ -220,6 +206,22 @@ pub(super) async fn events(args: EventsArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         print(&read.rows, false);
     }
     Ok(())
+}
+
+/// Says that the events of the thread before `first` were pruned: a line before the table, or
+/// on stderr with `--json` (whose stdout is events only).
+#[allow(clippy::print_stderr, reason = "a note beside JSON output goes to stderr")]
+fn say_pruned(args: &EventsArgs, first: u64) {
+    let thread = &args.thread;
+    let note = format!(
+        "the events of thread {thread} before seq {first} were pruned; the first available seq \
+         is {first} (`cairn state {thread}` restores the thread from its checkpoint)"
+    );
+    if args.common.json {
+        eprintln!("note: {note}");
+    } else {
+        print_text(&note);
+    }
 }
 
 pub(super) async fn trace(args: TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {

@@ -8,7 +8,9 @@ use cairn_dsl::DynWorkflow;
 use cairn_storage::CheckpointId;
 use serde_json::{Value, json};
 
-use super::common::{Common, open_writable, parse_label, print_json, print_text, record_of, usage};
+use super::common::{
+    Common, json_arg, open_writable, parse_label, print_json, print_text, record_of, usage,
+};
 use super::control::run_to_rest;
 use crate::debug::{ForkFrom, ForkOptions};
 
@@ -18,6 +20,7 @@ pub struct ForkArgs {
     #[command(flatten)]
     common: Common,
     /// The thread to fork.
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// Start from the state after the event at this seq.
     #[arg(long, required_unless_present = "checkpoint", conflicts_with = "checkpoint")]
@@ -26,11 +29,11 @@ pub struct ForkArgs {
     #[arg(long)]
     checkpoint: Option<u64>,
     /// An update (JSON of the workflow's update type) applied before the fork runs; `@FILE`
-    /// reads it from a file, `-` from stdin.
+    /// reads it from a file, `@-` (or `-`) from stdin.
     #[arg(long)]
     update: Option<String>,
     /// The new thread's id (default: a fresh one).
-    #[arg(long)]
+    #[arg(long, value_parser = super::common::parse_thread_id)]
     id: Option<String>,
     /// Labels of the new thread (KEY=VALUE, repeatable).
     #[arg(long, value_parser = parse_label)]
@@ -38,24 +41,6 @@ pub struct ForkArgs {
     /// Create the fork without running it (`cairn resume` runs it later).
     #[arg(long)]
     no_run: bool,
-}
-
-/// The JSON text of `--update`: as given, or read from a file (`@FILE`) or stdin (`-`) for an
-/// update too large for a command line.
-fn update_text(given: &str) -> anyhow::Result<String> {
-    use std::io::Read as _;
-    if given == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| usage(format!("--update -: cannot read stdin: {e}")))?;
-        return Ok(text);
-    }
-    match given.strip_prefix('@') {
-        Some(file) => std::fs::read_to_string(file)
-            .map_err(|e| usage(format!("--update @{file}: cannot read the file: {e}"))),
-        None => Ok(given.to_owned()),
-    }
 }
 
 /// Checks that `update` is an update of the thread's workflow (it decodes as one): one that
@@ -74,16 +59,7 @@ async fn check_update(
 }
 
 pub(super) async fn fork(args: ForkArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let update = match &args.update {
-        Some(given) => {
-            let text = update_text(given)?;
-            Some(
-                serde_json::from_str::<Value>(&text)
-                    .map_err(|e| usage(format!("--update is not valid JSON: {e}")))?,
-            )
-        }
-        None => None,
-    };
+    let update = args.update.as_deref().map(|given| json_arg(given, "--update")).transpose()?;
     let from = match (args.at, args.checkpoint) {
         (_, Some(cp)) => ForkFrom::Checkpoint(CheckpointId(cp)),
         (Some(seq), None) => ForkFrom::Seq(seq),

@@ -5,8 +5,7 @@ use std::sync::Arc;
 use cairn_dsl::DynWorkflow;
 use serde_json::json;
 
-use super::EXIT_FAILED;
-use super::common::{fail, print_json, print_text};
+use super::common::{print_json, print_text, usage};
 
 /// Output format of `cairn graph`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -40,17 +39,9 @@ pub(super) fn graph(args: &GraphArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Resul
         .filter(|w| w.id() == args.workflow && args.version.is_none_or(|v| w.version() == v))
         .max_by_key(|w| w.version());
     let Some(wf) = found else {
-        let known: Vec<String> =
-            wfs.iter().map(|w| format!("{} v{}", w.id(), w.version())).collect();
-        return Err(fail(
-            EXIT_FAILED,
-            format!(
-                "workflow {}{} is not compiled into this binary (known: {})",
-                args.workflow,
-                args.version.map(|v| format!(" v{v}")).unwrap_or_default(),
-                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
-            ),
-        ));
+        let known = wfs.iter().map(|w| (w.id(), w.version()));
+        let unknown = crate::Error::unknown_workflow(&args.workflow, args.version, known);
+        return Err(usage(unknown.to_string()));
     };
     let text = match args.format {
         GraphFormat::Dot => wf.to_dot(),

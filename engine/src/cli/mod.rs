@@ -33,7 +33,7 @@
 //! |---|---|
 //! | 0 | success |
 //! | 1 | the operation failed (unknown thread or schedule, refused transition, a resumed thread failed, ...) |
-//! | 2 | bad usage: an unknown command or flag, or any invalid argument value, whether clap or the command finds it (checked before the database is opened where it can be), a file named as an argument that cannot be read (a bundle, `--update @FILE`) |
+//! | 2 | bad usage: an unknown command or flag, or any invalid argument value, whether clap, the command or the engine finds it (checked before the database is opened where it can be; an unknown workflow or query, a seq the thread has no state at), a file named as an argument that cannot be read (a bundle, the `@FILE` of a JSON argument) |
 //! | 3 | damage found (`verify`, a damaged record met by any command, a file too damaged to open) |
 //! | 4 | the database file cannot be opened: missing (or its directory), locked by another process, not a Cairn file, a newer format, permission denied, or not a regular file (directory, FIFO, socket, device, link to nothing) |
 //! | 5 | `cairn health`: something needs attention |

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cairn_dsl::DynWorkflow;
 use serde_json::Value;
 
-use super::common::{Common, open_read_only_or_copy, print_json, usage};
+use super::common::{Common, argument_error, json_arg, open_read_only_or_copy, print_json};
 
 /// Arguments of `cairn query`.
 #[derive(Debug, clap::Args)]
@@ -15,26 +15,23 @@ pub struct QueryArgs {
     #[command(flatten)]
     common: Common,
     /// The thread id.
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// The query's name (declared by the thread's workflow).
     name: String,
-    /// Its arguments as JSON (none: `null`; a bare word is taken as a string).
+    /// Its arguments as JSON (none: `null`; a bare word is taken as a string; `@FILE` reads them
+    /// from a file, `@-` from stdin).
     args: Option<String>,
 }
 
 pub(super) async fn query(args: QueryArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let input = match args.args.as_deref() {
         None => Value::Null,
-        Some(text) => serde_json::from_str(text).or_else(|_| {
-            if text.chars().all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.')) {
-                Ok(Value::String(text.to_owned()))
-            } else {
-                Err(usage(format!("the query's arguments are not JSON: {text}")))
-            }
-        })?,
+        Some(text) => json_arg(text, "ARGS")?,
     };
     let engine = open_read_only_or_copy(&args.common.db, wfs).await?;
     let answer = engine.query(&args.thread, &args.name, input).await;
     engine.shutdown().await;
-    print_json(&answer?)
+    // An unknown query, or arguments it does not take, are the command's arguments at fault.
+    print_json(&answer.map_err(argument_error)?)
 }

@@ -33,6 +33,7 @@ struct DefineArgs {
     #[command(flatten)]
     common: Common,
     /// The queue's name.
+    #[arg(value_parser = parse_queue_name)]
     name: String,
     /// Threads of the queue running at once, at most.
     #[arg(long)]
@@ -43,6 +44,12 @@ struct DefineArgs {
     /// Starts per window, at most: N/DURATION, e.g. 100/60s, 5/1s (units ms, s, m, h).
     #[arg(long, value_parser = parse_rate)]
     rate: Option<RateLimit>,
+}
+
+/// A queue name argument, checked as clap parses it: an empty or oversized name is a usage
+/// error, in `queue define` and `start --queue` alike.
+pub(super) fn parse_queue_name(name: &str) -> Result<String, String> {
+    cairn_storage::check_queue_name(name).map(|()| name.to_owned()).map_err(|e| e.to_string())
 }
 
 fn parse_rate(text: &str) -> Result<RateLimit, String> {
@@ -92,7 +99,6 @@ pub(super) async fn command(cmd: QueueCommand, wfs: &[Arc<DynWorkflow>]) -> anyh
                 per_key_max: args.per_key,
                 rate: args.rate,
             };
-            cairn_storage::check_queue_name(&args.name).map_err(|e| usage(e.to_string()))?;
             limits.check().map_err(|e| usage(e.to_string()))?;
             let engine = open_writable(&args.common.db, wfs).await?;
             let defined = engine.define_queue(&args.name, limits).await;

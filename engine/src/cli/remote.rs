@@ -21,8 +21,8 @@ const CONTROL_TIMEOUT_S: u64 = 60;
 /// no endpoint is announced for `db` or none answers there.
 ///
 /// # Errors
-/// A refusal of the endpoint (exit 2 for a 400, else 1), naming its field; an unreadable token
-/// file.
+/// A refusal of the endpoint (exit 2 for a 400 or an unknown workflow, else 1), naming its
+/// field; an unreadable token file.
 pub(super) fn post(
     db: &Path,
     thread: &str,
@@ -62,11 +62,14 @@ pub(super) fn post_to(db: &Path, path: &str, body: &Value) -> anyhow::Result<Opt
         return Ok(Some(serde_json::from_str(&text).unwrap_or(Value::String(text))));
     }
     let Refusal { error, field } = Refusal::of(&text);
+    // A bad argument, or a workflow the engine does not have (named in the command, as a
+    // workflow this binary lacks is): usage errors.
+    let usage_error = status == 400 || (status == 404 && field.as_deref() == Some("workflow"));
     let message = match field {
         Some(field) => format!("the engine serving {} refused ({field}): {error}", db.display()),
         None => format!("the engine serving {} refused: {error}", db.display()),
     };
-    Err(if status == 400 { usage(message) } else { fail(EXIT_FAILED, message) })
+    Err(if usage_error { usage(message) } else { fail(EXIT_FAILED, message) })
 }
 
 /// The endpoint announced for `db` (`None`: none is), its token, and an agent whose calls to it

@@ -19,6 +19,7 @@ pub struct ReplayArgs {
     #[command(flatten)]
     common: Common,
     /// The thread id.
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// Exit with code 1 when the code no longer reproduces the record.
     #[arg(long)]

@@ -27,6 +27,7 @@ pub struct ResultArgs {
     #[command(flatten)]
     common: Common,
     /// The thread id.
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// Wait up to this many seconds for the thread to finish (default: answer at once).
     #[arg(long, value_name = "SECS", default_value_t = 0)]

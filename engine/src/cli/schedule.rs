@@ -13,9 +13,11 @@ use cairn_storage::ThreadStatus;
 use serde_json::Value;
 
 use super::EXIT_FAILED;
-use super::common::{Common, fail, open_writable, print_json, print_text, usage};
+use super::common::{
+    Common, argument_error, fail, json_arg, open_writable, print_json, print_text, usage,
+};
 use super::control::parse_age_ms;
-use super::table::{Table, time};
+use super::table::{Table, time_in};
 use crate::{CatchUp, Every, ScheduleInfo, ScheduleSpec};
 
 /// `cairn schedule ...`.
@@ -61,7 +63,8 @@ struct CreateArgs {
     /// A fixed interval instead of cron: a number with a unit, 90s, 30m, 24h or 7d (not 0).
     #[arg(long, value_parser = parse_interval_ms)]
     every: Option<u64>,
-    /// The input of each thread it starts, as JSON (a state of the workflow; default null).
+    /// The input of each thread it starts, as JSON (a state of the workflow; default null);
+    /// `@FILE` reads it from a file, `@-` from stdin.
     #[arg(long)]
     input: Option<String>,
     /// Which missed ticks start after a downtime: skip, one, or all:N.
@@ -81,6 +84,7 @@ struct NameArgs {
     #[command(flatten)]
     common: Common,
     /// The schedule's name.
+    #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new())]
     name: String,
 }
 
@@ -134,10 +138,7 @@ async fn create(args: CreateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()
         .catch_up(args.catch_up)
         .between(args.start_ms, args.end_ms);
     // Checked before the file is opened: a bad argument is a usage error, whatever the file.
-    crate::api::schedule::check(&args.name, &spec).map_err(|e| match e {
-        crate::Error::Invalid(m) => usage(m),
-        other => other.into(),
-    })?;
+    crate::api::schedule::check(&args.name, &spec).map_err(argument_error)?;
     let db = &args.common.db;
     let engine = open_writable(db, wfs).await?;
     let created = engine.create_schedule(&args.name, spec).await;
@@ -162,16 +163,10 @@ fn schedule_input(
     input: Option<&str>,
     wfs: &[Arc<DynWorkflow>],
 ) -> anyhow::Result<Value> {
-    let value = match input {
-        Some(text) => {
-            serde_json::from_str(text).map_err(|e| usage(format!("--input is not JSON: {e}")))?
-        }
-        None => Value::Null,
-    };
+    let value = input.map_or(Ok(Value::Null), |text| json_arg(text, "--input"))?;
     let Some(wf) = wfs.iter().filter(|wf| wf.id() == workflow).max_by_key(|wf| wf.version()) else {
-        return Err(usage(format!(
-            "no workflow {workflow:?} in this binary (`cairn workflows` lists them)"
-        )));
+        let known = wfs.iter().map(|w| (w.id(), w.version()));
+        return Err(usage(crate::Error::unknown_workflow(workflow, None, known).to_string()));
     };
     match wf.state_from_json(&value) {
         Ok(_) => Ok(value),
@@ -275,16 +270,19 @@ fn show(list: &[ScheduleInfo], json: bool) -> anyhow::Result<()> {
     let mut table =
         Table::new(&["NAME", "STATUS", "WORKFLOW", "EVERY", "NEXT TICK", "STARTED", "SKIPPED"]);
     for s in list {
-        let every = match &s.state.spec.every {
-            Every::Cron { expr, tz } => format!("{expr} ({tz})"),
-            Every::Interval { ms } => format!("{ms} ms"),
+        // A tick is shown in the zone its cron fields are read in (an interval's in UTC).
+        let (every, zone) = match &s.state.spec.every {
+            Every::Cron { expr, tz } => {
+                (format!("{expr} ({tz})"), tz.parse().unwrap_or(chrono_tz::UTC))
+            }
+            Every::Interval { ms } => (format!("{ms} ms"), chrono_tz::UTC),
         };
         table.row(vec![
             s.name.clone(),
             s.status.to_string(),
             s.state.spec.workflow.clone(),
             every,
-            s.state.next_tick_ms.map_or_else(|| "-".into(), time),
+            s.state.next_tick_ms.map_or_else(|| "-".into(), |ms| time_in(ms, zone)),
             s.state.started.to_string(),
             s.state.skipped.to_string(),
         ]);

@@ -8,9 +8,7 @@ use std::sync::Arc;
 use cairn_dsl::DynWorkflow;
 use serde_json::json;
 
-use super::common::{
-    Common, json_arg, open_writable, print_json, print_text, record_of, thread_id,
-};
+use super::common::{Common, json_arg, open_writable, print_json, print_text, record_of};
 use super::remote;
 
 /// Arguments of `cairn signal`.
@@ -19,6 +17,7 @@ pub struct SignalArgs {
     #[command(flatten)]
     common: Common,
     /// The thread id (running or waiting; not finished).
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// The signal's name (what `ctx.recv(name)` receives).
     name: String,
@@ -27,7 +26,6 @@ pub struct SignalArgs {
 }
 
 pub(super) async fn signal(args: SignalArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    thread_id(&args.thread)?;
     let value = json_arg(&args.value, "the signal's value")?;
     let body = json!({ "name": args.name, "value": value });
     if let Some(answer) = remote::post(&args.common.db, &args.thread, "signal", &body)? {

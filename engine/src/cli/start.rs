@@ -23,7 +23,10 @@ use std::time::{Duration, Instant};
 use cairn_dsl::DynWorkflow;
 use serde_json::{Value, json};
 
-use super::common::{Common, fail, open_writable, parse_label, print_json, print_text, usage};
+use super::common::{
+    Common, argument_error, fail, json_arg, open_writable, parse_label, print_json, print_text,
+    usage,
+};
 use super::{EXIT_FAILED, EXIT_PENDING, endpoint, remote, result};
 use crate::api::builder::is_postgres_url;
 use crate::limits::RESULT_WAIT_MS_MAX;
@@ -37,17 +40,18 @@ pub struct StartArgs {
     common: Common,
     /// The workflow to start (`cairn workflows` lists them).
     workflow: String,
-    /// The thread's input (its initial state), as JSON.
+    /// The thread's input (its initial state), as JSON; `@FILE` reads it from a file, `@-`
+    /// from stdin.
     #[arg(long)]
     input: String,
     /// The thread's id: starting an id that exists answers that thread (idempotent).
-    #[arg(long)]
+    #[arg(long, value_parser = super::common::parse_thread_id)]
     id: Option<String>,
     /// A label KEY=VALUE (repeatable).
     #[arg(long = "label", value_parser = parse_label)]
     labels: Vec<(String, String)>,
     /// The queue the thread waits in until its limits admit it.
-    #[arg(long)]
+    #[arg(long, value_parser = super::queue::parse_queue_name)]
     queue: Option<String>,
     /// Its concurrency key in the queue.
     #[arg(long, requires = "queue")]
@@ -99,8 +103,7 @@ impl StartArgs {
 }
 
 pub(super) async fn start(args: StartArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let input: Value = serde_json::from_str(&args.input)
-        .map_err(|e| usage(format!("--input is not JSON: {e}")))?;
+    let input = json_arg(&args.input, "--input")?;
     let db = args.common.db.clone();
     let wait = args.wait.map(Duration::from_secs);
     if !is_postgres_url(&db) {
@@ -147,12 +150,12 @@ pub(super) async fn start(args: StartArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         }
         Err(e) => {
             engine.shutdown().await;
+            // The workflow, the queue and the input are what the command was given.
             return Err(match e {
-                Error::UnknownWorkflow { .. } | Error::Invalid(_) | Error::Codec(_) => {
-                    usage(e.to_string())
-                }
-                Error::Storage(cairn_storage::Error::UnknownQueue(_)) => usage(e.to_string()),
-                other => other.into(),
+                Error::UnknownWorkflow { .. }
+                | Error::Codec(_)
+                | Error::Storage(cairn_storage::Error::UnknownQueue(_)) => usage(e.to_string()),
+                other => argument_error(other),
             });
         }
     };

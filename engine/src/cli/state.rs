@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
 
-use super::common::{Common, open_read_only, print_json, print_text, record_of, thread_id};
+use super::common::{Common, argument_error, open_read_only, print_json, print_text, record_of};
 use super::endpoint;
 use super::table::{pretty, short_json};
 use crate::debug::rows::{StateDiff, StateRow};
@@ -18,6 +18,7 @@ pub struct StateArgs {
     #[command(flatten)]
     common: Common,
     /// The thread id.
+    #[arg(value_parser = super::common::parse_thread_id)]
     thread: String,
     /// The state after the event at this seq (default: after the last event).
     #[arg(long, conflicts_with_all = ["diff", "at_time"])]
@@ -37,12 +38,18 @@ pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
             record_of(&engine, &args.thread).await?;
+            // A time the thread has no state at is a bad argument (exit 2), as a seq is.
             match args.diff.as_deref() {
-                Some([a, b]) => Found::Diff(engine.diff(&args.thread, *a, *b).await?),
-                _ => Found::View(state_row(match args.at_time {
-                    Some(ms) => engine.state_at_time(&args.thread, ms).await?,
-                    None => engine.state_at(&args.thread, args.at).await?,
-                })),
+                Some([a, b]) => {
+                    Found::Diff(engine.diff(&args.thread, *a, *b).await.map_err(argument_error)?)
+                }
+                _ => Found::View(state_row(
+                    match args.at_time {
+                        Some(ms) => engine.state_at_time(&args.thread, ms).await,
+                        None => engine.state_at(&args.thread, args.at).await,
+                    }
+                    .map_err(argument_error)?,
+                )),
             }
         }
     };
@@ -101,7 +108,6 @@ enum Found {
 
 /// The state or the diff through a running engine's endpoint.
 fn through(ep: &endpoint::Endpoint, args: &StateArgs) -> anyhow::Result<Found> {
-    thread_id(&args.thread)?;
     let path = format!("/api/threads/{}/state", endpoint::segment(&args.thread));
     if let Some([a, b]) = args.diff.as_deref() {
         let diff = ep.get(&path, &[("diff", format!("{a},{b}"))])?;

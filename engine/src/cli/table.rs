@@ -62,33 +62,19 @@ impl Table {
     }
 }
 
-/// `ms` since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm` (UTC).
+/// `ms` since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`: every time the CLI prints says
+/// its zone.
 pub fn time(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{:03}",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60,
-        ms % 1000
-    )
+    time_in(ms, chrono_tz::UTC)
 }
 
-/// Days since 1970-01-01 to a (year, month, day) date (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
-    let m = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+/// `ms` since the Unix epoch in `zone`, the zone's abbreviation last (`2026-03-02 03:00:00.000
+/// CET`): a schedule's ticks read in the zone their cron fields are in.
+pub fn time_in(ms: u64, zone: chrono_tz::Tz) -> String {
+    match i64::try_from(ms).ok().and_then(chrono::DateTime::from_timestamp_millis) {
+        Some(at) => at.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S%.3f %Z").to_string(),
+        None => format!("{ms} ms since the epoch"),
+    }
 }
 
 /// A JSON value on one line, cut to `max` characters.
@@ -122,10 +108,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn times_are_utc_calendar_dates() {
-        assert_eq!(time(0), "1970-01-01 00:00:00.000");
-        assert_eq!(time(951_782_400_000 + 1), "2000-02-29 00:00:00.001");
-        assert_eq!(time(1_700_000_000_123), "2023-11-14 22:13:20.123");
+    fn times_are_calendar_dates_with_their_zone() {
+        assert_eq!(time(0), "1970-01-01 00:00:00.000 UTC");
+        assert_eq!(time(951_782_400_000 + 1), "2000-02-29 00:00:00.001 UTC");
+        assert_eq!(time(1_700_000_000_123), "2023-11-14 22:13:20.123 UTC");
+        let berlin = chrono_tz::Europe::Berlin;
+        assert_eq!(time_in(1_700_000_000_123, berlin), "2023-11-14 23:13:20.123 CET");
+        assert_eq!(time_in(1_690_000_000_000, berlin), "2023-07-22 06:26:40.000 CEST");
+        assert_eq!(time(u64::MAX), "18446744073709551615 ms since the epoch");
     }
 
     #[test]

@@ -7,9 +7,7 @@ use cairn_dsl::{DynWorkflow, Progress};
 use cairn_storage::{ThreadFilter, ThreadStatus};
 
 use super::EXIT_FAILED;
-use super::common::{
-    Common, fail, open_read_only, parse_label, print_json, print_text, record_of, thread_id,
-};
+use super::common::{Common, fail, open_read_only, parse_label, print_json, print_text, record_of};
 use super::control::ThreadArgs;
 use super::endpoint;
 use super::table::{Table, cut, short_json, time};
@@ -127,7 +125,6 @@ fn rows_through(
 
 pub(super) async fn show(args: ThreadArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let found = endpoint::through(&args.common.db, |ep| {
-        thread_id(&args.thread)?;
         let answer = ep.get(&format!("/api/threads/{}", endpoint::segment(&args.thread)), &[])?;
         Ok(wire::read::<ThreadDetails>(answer, "thread")?)
     })?;

@@ -49,8 +49,8 @@ pub fn transition(
         (S::Running | S::Paused, T::Sleep) => S::Sleeping,
         (S::Running, T::Complete) => S::Completed,
         (S::Created | S::Running | S::Blocked, T::Fail) => S::Failed,
-        // Every status that is not terminal may be cancelled or time out.
-        (from, T::Cancel) if !from.is_terminal() => S::Cancelled,
+        // Every status that is not terminal may be cancelled (or abandoned) or time out.
+        (from, T::Cancel | T::Abandon) if !from.is_terminal() => S::Cancelled,
         (from, T::TimeOut) if !from.is_terminal() => S::TimedOut,
         (S::Created | S::Running | S::Paused, T::Block) => S::Blocked,
         _ => return Err(InvalidTransition { from, transition }),
@@ -75,7 +75,7 @@ mod tests {
         ThreadStatus::Blocked,
         ThreadStatus::Queued,
     ];
-    const ALL_TRANSITIONS: [Transition; 10] = [
+    const ALL_TRANSITIONS: [Transition; 11] = [
         Transition::Run,
         Transition::Pause,
         Transition::WaitInput,
@@ -83,6 +83,7 @@ mod tests {
         Transition::Complete,
         Transition::Fail,
         Transition::Cancel,
+        Transition::Abandon,
         Transition::TimeOut,
         Transition::Block,
         Transition::Requeue,
@@ -99,19 +100,21 @@ mod tests {
                     Ok(to) => {
                         allowed += 1;
                         assert!(!from.is_terminal(), "{from} must absorb nothing, took {t:?}");
-                        if t == Transition::Cancel {
+                        if matches!(t, Transition::Cancel | Transition::Abandon) {
                             assert_eq!(to, ThreadStatus::Cancelled);
                         }
                     }
                     Err(e) => {
                         assert_eq!(e.from, from);
-                        if !from.is_terminal() && t == Transition::Cancel {
-                            panic!("{from} must be cancellable");
+                        if !from.is_terminal()
+                            && matches!(t, Transition::Cancel | Transition::Abandon)
+                        {
+                            panic!("{from} must be cancellable and abandonable");
                         }
                     }
                 }
             }
         }
-        assert_eq!(allowed, 39, "the table changed: update this count and the docs");
+        assert_eq!(allowed, 46, "the table changed: update this count and the docs");
     }
 }

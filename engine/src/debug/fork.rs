@@ -47,7 +47,6 @@ impl Engine {
     ) -> Result<ThreadHandle, Error> {
         let origin = ThreadId::new(thread)?;
         let record = self.thread_record(&origin).await?;
-        let last = record.last.map_or(0, |b| b.seq.0);
         let seq = match from {
             ForkFrom::Seq(seq) => seq,
             ForkFrom::Checkpoint(cp) => {
@@ -65,11 +64,7 @@ impl Engine {
                 info.covers.seq.0
             }
         };
-        if seq == 0 || seq > last {
-            return Err(Error::Invalid(format!(
-                "thread {origin} has events 1..={last}; cannot fork at seq {seq}"
-            )));
-        }
+        super::time_travel::check_seq(&record, seq)?;
         if super::is_seed_workflow(&record.workflow) {
             // Said as it is, not as a workflow to register: no build has a seed thread's.
             return Err(Error::Invalid(format!(

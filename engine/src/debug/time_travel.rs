@@ -23,10 +23,11 @@ impl Engine {
     /// The state of `thread` after the event at `seq` (after its last event when `None`).
     ///
     /// # Errors
-    /// [`Error::UnknownThread`]; [`Error::Invalid`] for seq 0 or a seq past the last event;
+    /// [`Error::UnknownThread`]; [`Error::SeqUnavailable`] for seq 0, a seq past the last
+    /// event, or one before what a prune kept;
     /// [`Error::UnknownWorkflow`] / [`Error::FingerprintChanged`] when the workflow the thread
     /// ran at that point is not registered; storage errors ([`cairn_storage::Error::Pruned`]
-    /// for a seq before the thread's retained history).
+    /// when a checkpoint a prune kept was deleted since).
     ///
     /// # Examples
     /// ```no_run
@@ -40,7 +41,7 @@ impl Engine {
         let id = ThreadId::new(thread)?;
         let record = self.thread_record(&id).await?;
         let last = record.last.map_or(0, |b| b.seq.0);
-        let seq = check_seq(&id, seq.unwrap_or(last), last)?;
+        let seq = check_seq(&record, seq.unwrap_or(last))?;
         let ctx = self.restore_at(&id, seq).await?;
         view(&ctx)
     }
@@ -109,9 +110,8 @@ impl Engine {
     ) -> Result<Vec<StateView>, Error> {
         let id = ThreadId::new(thread)?;
         let record = self.thread_record(&id).await?;
-        let last = record.last.map_or(0, |b| b.seq.0);
-        let from = check_seq(&id, from_seq, last)?;
-        let to = check_seq(&id, to_seq, last)?;
+        let from = check_seq(&record, from_seq)?;
+        let to = check_seq(&record, to_seq)?;
         if from > to {
             return Err(Error::Invalid(format!("from seq {from} is after to seq {to}")));
         }
@@ -244,13 +244,15 @@ async fn ends_step(engine: &Engine, id: &ThreadId, seq: u64) -> Result<bool, Err
     }
 }
 
-fn check_seq(id: &ThreadId, seq: u64, last: u64) -> Result<u64, Error> {
-    if seq == 0 || seq > last {
-        return Err(Error::Invalid(format!(
-            "thread {id} has events 1..={last}; seq {seq} is not one of them"
-        )));
+/// `seq` if the thread's state after it can be restored: a seq of its log, not before what a
+/// prune kept (the thread's newest checkpoint, covering the seq before its first stored event).
+/// Otherwise [`Error::SeqUnavailable`].
+pub(crate) fn check_seq(record: &ThreadRecord, seq: u64) -> Result<u64, Error> {
+    let (last, first_stored) = (record.last.map_or(0, |b| b.seq.0), record.first_seq.0);
+    if seq != 0 && (first_stored.saturating_sub(1).max(1)..=last).contains(&seq) {
+        return Ok(seq);
     }
-    Ok(seq)
+    Err(Error::SeqUnavailable { thread: record.id.to_string(), seq, last, first_stored })
 }
 
 /// The view of a context.

@@ -51,13 +51,7 @@ impl Registry {
     /// [`Error::UnknownWorkflow`], [`Error::FingerprintChanged`].
     pub fn workflow_for(&self, record: &ThreadRecord) -> Result<Arc<DynWorkflow>, Error> {
         let w = &record.workflow;
-        let wf = self
-            .workflows
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&(w.id.clone(), w.version))
-            .cloned()
-            .ok_or_else(|| Error::UnknownWorkflow { id: w.id.clone(), version: w.version })?;
+        let wf = self.latest(&w.id, Some(w.version))?;
         let current = wf.fingerprint().to_string();
         if current != w.fingerprint {
             return Err(Error::FingerprintChanged {
@@ -84,9 +78,8 @@ impl Registry {
                 .max_by_key(|((_, v), _)| *v)
                 .map(|(_, w)| w.clone()),
         };
-        found.ok_or_else(|| Error::UnknownWorkflow {
-            id: id.to_owned(),
-            version: version.unwrap_or(0),
+        found.ok_or_else(|| {
+            Error::unknown_workflow(id, version, reg.keys().map(|(id, v)| (id.as_str(), *v)))
         })
     }
 

@@ -87,7 +87,10 @@ pub(super) fn reject(e: Error, field: &str) -> Reject {
         | Error::UnknownWorkflow { .. }
         | Error::FingerprintChanged { .. }
         | Error::NoMigration { .. } => 409,
-        Error::Invalid(_) | Error::Codec(_) | Error::LimitExceeded { .. } => 400,
+        Error::Invalid(_)
+        | Error::SeqUnavailable { .. }
+        | Error::Codec(_)
+        | Error::LimitExceeded { .. } => 400,
         Error::Storage(
             cairn_storage::Error::Invalid { .. } | cairn_storage::Error::LimitExceeded { .. },
         ) => 400,

@@ -1,5 +1,6 @@
 //! `GET /api/threads/{id}/events`: a page of events after a seq, or with `follow=1` the log as
-//! Server-Sent Events (one `event` per log event, its seq as the SSE id), live until the thread
+//! Server-Sent Events (one `event` per log event, its seq as the SSE id; first a `pruned` event
+//! naming the first available seq when the events asked for were pruned), live until the thread
 //! reaches a terminal status or the server stops. Following polls the store every
 //! [`FOLLOW_POLL_MS`]: the record is read before the events, and a thread's last events and its
 //! terminal status are written in one batch, so a follower that sees the status terminal and no
@@ -42,7 +43,8 @@ pub(super) async fn events(
         return Ok(Json(answer).into_response());
     }
     let done = terminal && page.is_empty();
-    let follow = Follow { app, id, p, buffer: page.into(), last, done };
+    let pruned = pruned_notice(&record, p.since);
+    let follow = Follow { app, id, p, pruned, buffer: page.into(), last, done };
     let stream = futures::stream::unfold(follow, Follow::next);
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
 }
@@ -67,10 +69,32 @@ async fn read(
     Ok((page, last, record))
 }
 
+/// The first event of a stream asked to start before what a prune kept: a `pruned` event
+/// naming the first available seq, since the events asked for will never come. `None` for a
+/// `since` at or after the start of the stored log.
+fn pruned_notice(record: &ThreadRecord, since: u64) -> Option<Event> {
+    let first = record.first_seq.0;
+    if since >= first.saturating_sub(1) {
+        return None;
+    }
+    let data = json!({
+        "thread": record.id.as_str(),
+        "first_seq": first,
+        "message": format!(
+            "the events of thread {} before seq {first} were pruned; the first available seq \
+             is {first}",
+            record.id
+        ),
+    });
+    Some(Event::default().event("pruned").data(data.to_string()))
+}
+
 struct Follow {
     app: App,
     id: String,
     p: EventsParams,
+    /// Said first: the events asked for were pruned ([`pruned_notice`]).
+    pruned: Option<Event>,
     buffer: VecDeque<Value>,
     last: u64,
     /// A read after the thread became terminal found no more events: none will follow.
@@ -79,6 +103,9 @@ struct Follow {
 
 impl Follow {
     async fn next(mut self) -> Option<(Result<Event, Infallible>, Self)> {
+        if let Some(notice) = self.pruned.take() {
+            return Some((Ok(notice), self));
+        }
         loop {
             if let Some(e) = self.buffer.pop_front() {
                 let seq = e["seq"].as_u64().unwrap_or_default();

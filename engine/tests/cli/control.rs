@@ -111,3 +111,21 @@ fn signal_stores_a_signal_for_a_thread_and_refuses_a_finished_one() {
     assert!(refused.stderr.contains("no more signals"), "{}", refused.stderr);
     on(&db, &["verify"]).expect(0);
 }
+
+/// A control refused on a finished thread names itself (issue 38: `abandon` said "it cannot be
+/// cancelled"): the status machine's words come from what was asked.
+#[test]
+fn every_refused_control_names_itself() {
+    let dir = tempdir();
+    let db = copy(crate::harness::demo_db(), dir.path());
+    let refused = |args: &[&str]| on(&db, args).expect(1).stderr;
+    let abandon = refused(&["abandon", "demo-1"]);
+    assert!(abandon.contains("it is already completed; it cannot be abandoned"), "{abandon}");
+    assert!(!abandon.contains("cancel"), "{abandon}");
+    let cancel = refused(&["cancel", "demo-1"]);
+    assert!(cancel.contains("it cannot be cancelled"), "{cancel}");
+    let pause = refused(&["pause", "demo-1"]);
+    assert!(pause.contains("it cannot be paused"), "{pause}");
+    let resume = refused(&["resume", "demo-1"]);
+    assert!(resume.contains("resume"), "{resume}");
+}

@@ -52,7 +52,7 @@ fn state_at_a_seq_and_the_diff_between_two() {
     assert!(text.stdout.lines().any(|l| l.starts_with("+ /plan/0:")), "{}", text.stdout);
     let human = on(demo_db(), &["state", "demo-1", "--at", "1"]).expect(0);
     assert!(human.stdout.starts_with("thread demo-1 after seq 1 (step 0"), "{}", human.stdout);
-    on(demo_db(), &["state", "demo-1", "--at", "100000"]).expect(1);
+    on(demo_db(), &["state", "demo-1", "--at", "100000"]).expect(2);
     on(demo_db(), &["state", "demo-1", "--diff", "1"]).expect(2);
 }
 

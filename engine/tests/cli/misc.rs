@@ -19,8 +19,8 @@ fn graph_prints_the_demo_workflow_as_dot_or_mermaid() {
     let json = cairn(&["graph", "research-agent", "--json"]).expect(0).json();
     assert_eq!(json["version"], 1);
     assert_eq!(json["format"], "dot");
-    let unknown = cairn(&["graph", "nope"]).expect(1);
-    assert!(unknown.stderr.contains("not compiled into this binary"), "{}", unknown.stderr);
+    let unknown = cairn(&["graph", "nope"]).expect(2);
+    assert!(unknown.stderr.contains("workflow nope is not registered"), "{}", unknown.stderr);
     assert!(unknown.stderr.contains("research-agent v1"), "names what is known");
     cairn(&["graph", "research-agent", "--format", "svg"]).expect(2);
 }

@@ -13,7 +13,7 @@ fn query_answers_from_a_threads_state_and_names_what_is_wrong() {
     assert!(web[0].as_str().unwrap().starts_with("web result"), "{web}");
     let quoted = on(db, &["query", "demo-1", "findings_about", "\"docs\""]).expect(0).json();
     assert!(quoted[0].as_str().unwrap().starts_with("docs result"), "{quoted}");
-    let unknown = on(db, &["query", "demo-1", "budget"]).expect(1);
+    let unknown = on(db, &["query", "demo-1", "budget"]).expect(2);
     assert!(unknown.stderr.contains("findings, findings_about"), "{}", unknown.stderr);
     let bad = on(db, &["query", "demo-1", "findings_about", "{oops"]).expect(2);
     assert!(bad.stderr.contains("not JSON"), "{}", bad.stderr);

@@ -83,3 +83,39 @@ fn schedules_are_created_listed_paused_triggered_and_deleted_from_the_command_li
     assert_ne!(on(&db, &["schedule", "pause", "missing"]).code, 0);
     on(&db, &["verify"]).expect(0);
 }
+
+/// Every time the CLI prints says its zone: a schedule's next tick in the zone its cron is read
+/// in (issue 38: a Berlin 03:00 cron showed NEXT TICK 02:00:00, no zone), the other times in
+/// UTC, marked.
+#[test]
+fn printed_times_carry_their_zone() {
+    let dir = tempdir();
+    let db = copy(demo_db(), dir.path());
+    let create = ["schedule", "create", "nightly", "--workflow", "research-agent"];
+    let mut args = create.to_vec();
+    args.extend(["--cron", "0 3 * * *", "--tz", "Europe/Berlin", "--input", INPUT]);
+    let created = on(&db, &args).expect(0).stdout;
+    let next = |table: &str| {
+        let row = table.lines().find(|l| l.starts_with("nightly")).expect("the schedule's row");
+        let at = row.find("0 3 * * * (Europe/Berlin)").expect("its rule") + 25;
+        row[at..].split("  ").map(str::trim).find(|c| !c.is_empty()).expect("NEXT TICK").to_owned()
+    };
+    for table in [created, on(&db, &["schedule", "list"]).expect(0).stdout] {
+        let tick = next(&table);
+        // Berlin is CET (+01:00) in winter and CEST (+02:00) in summer.
+        assert!(
+            tick.ends_with(" 03:00:00.000 CET") || tick.ends_with(" 03:00:00.000 CEST"),
+            "{tick:?} in {table}"
+        );
+    }
+    let utc = |args: &[&str]| {
+        let text = on(&db, args).expect(0).stdout;
+        assert!(text.lines().skip(1).all(|l| l.contains(" UTC")), "{args:?}: {text}");
+    };
+    utc(&["threads"]);
+    utc(&["events", "demo-1"]);
+    utc(&["checkpoints", "--thread", "demo-1"]);
+    let shown = on(&db, &["show", "demo-1"]).expect(0).stdout;
+    let created_at = shown.lines().find(|l| l.starts_with("created")).expect("created");
+    assert!(created_at.ends_with(" UTC"), "{shown}");
+}

@@ -15,7 +15,7 @@ use crate::harness::{Spawned, demo_db, on, tempdir};
 const INPUT: &str = r#"{"question":"What is a lease?"}"#;
 
 /// `cairn serve --json` on `db`: the process, its address and its pid.
-fn serve(db: &Path) -> (Spawned, String, String) {
+pub fn serve(db: &Path) -> (Spawned, String, String) {
     let db_arg = db.to_str().expect("utf-8");
     let server = Spawned::start(&["serve", "--json", "--db", db_arg], Duration::from_secs(180));
     let first: Value =
@@ -26,7 +26,7 @@ fn serve(db: &Path) -> (Spawned, String, String) {
 }
 
 /// Stops `cairn serve` with SIGTERM and checks it exits cleanly.
-fn stop(server: Spawned, guard: Killer) {
+pub fn stop(server: Spawned, guard: Killer) {
     let killed = Command::new("kill").args(["-TERM", &guard.0]).status().expect("kill");
     std::mem::forget(guard);
     assert!(killed.success());
@@ -35,7 +35,7 @@ fn stop(server: Spawned, guard: Killer) {
 
 /// Kills `cairn serve` (by its pid) when a failed assertion unwinds past it: the process would
 /// otherwise outlive the test and hold the test runner's output open.
-struct Killer(String);
+pub struct Killer(pub String);
 
 impl Drop for Killer {
     fn drop(&mut self) {
@@ -44,7 +44,7 @@ impl Drop for Killer {
 }
 
 /// The fenced block of README.md that opens with "```{lang}" and contains `needle`.
-fn readme_block(lang: &str, needle: &str) -> String {
+pub fn readme_block(lang: &str, needle: &str) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace");
     let text = std::fs::read_to_string(root.join("README.md")).expect("README.md");
     let fence = format!("```{lang}\n");
@@ -78,8 +78,10 @@ fn cairn_start_through_cairn_serve_runs_the_thread_and_the_readme_snippets_work(
     let shown = on(&db, &["show", "s-1", "--json"]).expect(0).json();
     assert_eq!(shown["labels"]["team"], "a", "{shown}");
     // Refusals of the engine: an unknown workflow, an input that is no state of the workflow.
-    let unknown = on(&db, &["start", "no-such", "--input", "{}"]).expect(1);
+    let unknown = on(&db, &["start", "no-such", "--input", "{}"]).expect(2);
     assert!(unknown.stderr.contains("(workflow)"), "{}", unknown.stderr);
+    let listed = "workflow no-such is not registered; registered: research-agent v1";
+    assert!(unknown.stderr.contains(listed), "as without an engine: {}", unknown.stderr);
     on(&db, &["start", "research-agent", "--input", "5"]).expect(2);
 
     // The README's curl line, as written but for the port.
@@ -154,4 +156,72 @@ fn cairn_start_on_postgres_writes_the_thread_created_and_a_worker_runs_it() {
     on(db, &["worker", "--exit-when-idle", "--poll-ms", "100"]).expect(0);
     let shown = on(db, &["show", "p-1", "--json"]).expect(0).json();
     assert_eq!(shown["status"], "completed", "{shown}");
+}
+
+/// Runs `cairn ARGS... --db DB` with `stdin` as its standard input.
+fn on_with_stdin(db: &Path, args: &[&str], stdin: &str) -> crate::harness::Run {
+    use std::io::Write as _;
+    let mut child = Command::new(crate::harness::bin())
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .env_remove("CAIRN_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn cairn");
+    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
+    let out = child.wait_with_output().expect("cairn runs");
+    crate::harness::Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Every JSON argument reads `@FILE`, and `@-` from stdin, through one parser (issue 38: `start
+/// --input @file` was refused as bad JSON while `fork --update @file` worked).
+#[test]
+fn every_json_argument_reads_a_file_or_stdin() {
+    let dir = tempdir();
+    let db = dir.path().join("free.db");
+    std::fs::copy(demo_db(), &db).expect("copy the demo database");
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        format!("@{}", path.display())
+    };
+    let input = write("input.json", INPUT);
+    let question = |thread: &str| {
+        let state = on(&db, &["state", thread, "--json"]).expect(0).json();
+        state["state"]["question"].as_str().map(str::to_owned)
+    };
+    on(&db, &["start", "research-agent", "--input", &input, "--id", "f-1"]).expect(0);
+    assert_eq!(question("f-1").as_deref(), Some("What is a lease?"));
+    let piped = ["start", "research-agent", "--input", "@-", "--id", "f-2"];
+    on_with_stdin(&db, &piped, INPUT).expect(0);
+    assert_eq!(question("f-2").as_deref(), Some("What is a lease?"));
+    let schedule = ["schedule", "create", "s", "--workflow", "research-agent", "--every", "1h"];
+    let mut with_input = schedule.to_vec();
+    with_input.extend(["--input", &input]);
+    on(&db, &with_input).expect(0);
+    let about = write("about.json", "\"web\"");
+    let bare = on(&db, &["query", "demo-1", "findings_about", "web"]).expect(0).json();
+    assert_eq!(on(&db, &["query", "demo-1", "findings_about", &about]).expect(0).json(), bare);
+    let update = write("update.json", r#"{"Plan":["alpha","beta"]}"#);
+    on(&db, &["fork", "demo-1", "--at", "14", "--update", &update, "--no-run"]).expect(0);
+    // A file that cannot be read is a usage error naming it, in every command.
+    let missing = format!("@{}", dir.path().join("missing.json").display());
+    for args in [
+        vec!["start", "research-agent", "--input", &missing],
+        vec!["query", "demo-1", "findings_about", &missing],
+        vec!["signal", "demo-1", "note", &missing],
+        vec!["input", "demo-1", &missing],
+        vec!["fork", "demo-1", "--at", "14", "--update", &missing],
+        [&schedule[..], &["--input", &missing]].concat(),
+    ] {
+        let run = on(&db, &args).expect(2);
+        assert!(run.stderr.contains("cannot read the file"), "{args:?}: {}", run.stderr);
+    }
 }

@@ -128,8 +128,9 @@ async fn state_at_every_seq_is_the_live_state() {
     let middle = engine.states("tt", boundaries[2].1, boundaries[4].1).await.unwrap();
     assert_eq!(middle.iter().map(|v| v.step).collect::<Vec<_>>(), [3, 4, 5]);
 
-    assert!(matches!(engine.state_at("tt", Some(0)).await, Err(Error::Invalid(_))));
-    assert!(matches!(engine.state_at("tt", Some(last + 1)).await, Err(Error::Invalid(_))));
+    assert!(matches!(engine.state_at("tt", Some(0)).await, Err(Error::SeqUnavailable { .. })));
+    let past = engine.state_at("tt", Some(last + 1)).await;
+    assert!(matches!(past, Err(Error::SeqUnavailable { seq, .. }) if seq == last + 1), "{past:?}");
     assert!(matches!(engine.states("tt", 5, 4).await, Err(Error::Invalid(_))));
     assert!(matches!(engine.state_at("nope", None).await, Err(Error::UnknownThread(_))));
     engine.shutdown().await;
@@ -232,8 +233,10 @@ async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
 
     // Refusals write nothing.
     let bad = |r: Result<cairn::ThreadHandle, Error>| matches!(r, Err(Error::Invalid(_)));
-    assert!(bad(engine.fork("orig", ForkFrom::Seq(0), ForkOptions::id("x")).await));
-    assert!(bad(engine.fork("orig", ForkFrom::Seq(last.0 + 1), ForkOptions::id("x")).await));
+    let no_seq =
+        |r: Result<cairn::ThreadHandle, Error>| matches!(r, Err(Error::SeqUnavailable { .. }));
+    assert!(no_seq(engine.fork("orig", ForkFrom::Seq(0), ForkOptions::id("x")).await));
+    assert!(no_seq(engine.fork("orig", ForkFrom::Seq(last.0 + 1), ForkOptions::id("x")).await));
     assert!(bad(engine.fork("orig", ForkFrom::Seq(at), ForkOptions::id("f1")).await));
     assert!(bad(engine.fork("orig", ForkFrom::Seq(at), ForkOptions::id("x").update("no")).await));
     assert!(engine.store().thread(&ThreadId::new("x").unwrap()).wait().unwrap().is_none());
