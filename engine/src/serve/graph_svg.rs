@@ -8,6 +8,10 @@
 //! that each node is one `<g class="node st-STATUS" data-node="NAME">` the page can style, count
 //! and click. A sub-workflow is one node here (its child is a thread of its own, drawn on its
 //! own page): once it ran, the node is a link (`<a href="/ui/threads/CHILD">`) to that page.
+//! Two of its edges we draw ourselves: a node's edge to itself, a loop out of its box and back
+//! (layout-rs goes out to a point beside the node and straight back, a sliver of a triangle),
+//! and an edge back up that an edge down joins to the same two nodes, bowed beside it with its
+//! head at its start (layout-rs lays it out reversed, over the other).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
