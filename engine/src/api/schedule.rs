@@ -12,6 +12,7 @@ use super::engine::Engine;
 use super::handle::ThreadHandle;
 use super::schedule_flow::{
     SCHEDULE_LABEL, SCHEDULE_WORKFLOW, SCHEDULE_WORKFLOW_VERSION, ScheduleSpec, ScheduleState,
+    triggered_prefix,
 };
 use super::schedule_links::{SCHEDULE_CONTROL_TRIES, head_of, links, live, schedule_link};
 use super::schedule_ticks::Rule;
@@ -310,7 +311,8 @@ impl Engine {
             )));
         }
         let fresh = self.shell.ids.new_id();
-        let id = format!("{name}@now-{}-{}", self.shell.clock.now_ms(), &fresh[..16]);
+        let id =
+            format!("{}{}-{}", triggered_prefix(name), self.shell.clock.now_ms(), &fresh[..16]);
         let options = info.state.spec.start_options(id, name);
         self.start_json(&info.state.spec.workflow, info.state.spec.input, options).await
     }

@@ -169,6 +169,12 @@ pub fn tick_thread_id(schedule: &str, tick_ms: u64) -> String {
     format!("{schedule}@{tick_ms}")
 }
 
+/// How the id of every thread a trigger of `schedule` starts begins (`Engine::trigger_schedule`:
+/// then its time and 16 hex digits); no tick's id does.
+pub(crate) fn triggered_prefix(schedule: &str) -> String {
+    format!("{schedule}@now-")
+}
+
 /// Version `version` (1 or [`SCHEDULE_WORKFLOW_VERSION`]) of the schedule workflow, starting
 /// threads on the engine of `shell`. They differ in the loop bound only (the fingerprint).
 pub(crate) fn workflow(shell: Weak<Shell>, version: u32) -> Workflow<ScheduleState> {

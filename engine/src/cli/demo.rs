@@ -10,6 +10,7 @@ use cairn_storage::ThreadStatus;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use super::common::print_text;
+use super::table::Table;
 use crate::demo::{DEMO_THREADS_MAX, QUESTIONS, Research, research_workflow};
 use crate::model::ScriptedModel;
 use crate::{Engine, StartOptions};
@@ -38,7 +39,9 @@ pub struct DemoArgs {
     lease_ttl_ms: u64,
     /// Serve no HTTP endpoint while the demo runs. By default a demo on a file serves one on a
     /// free loopback port and announces it in `<db>.endpoint`, so that `cairn threads`, `show`,
-    /// `events`... read through it while the demo writes; its address is printed at the start.
+    /// `events`... read through it while the demo writes. Its address is not printed: it ends
+    /// with the demo; the demo ends by printing the `cairn serve` command that serves the file
+    /// (the web view) after it.
     #[arg(long)]
     no_serve: bool,
     #[cfg(feature = "otel")]
@@ -75,7 +78,6 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
             .open()
             .await
             .map_err(|e| super::common::open_error(&args.db, e))?;
-        announce(&server, args.json);
         (engine, Some(server))
     };
     if let Some(k) = args.crash_after_steps {
@@ -190,16 +192,6 @@ fn say_recovered(report: &crate::RecoveryReport, json: bool) {
     say(&line, json);
 }
 
-/// Where the endpoint serves while the demo runs.
-fn announce(server: &crate::serve::Server, json: bool) {
-    let line = format!(
-        "serving http://{addr}/api/threads (Prometheus text at /metrics) while the demo runs \
-         (read commands go through it; --no-serve turns it off)",
-        addr = server.addr()
-    );
-    say(&line, json);
-}
-
 /// A line about the run: on stdout, or with `--json` (whose stdout is one JSON line per thread)
 /// on stderr.
 #[allow(clippy::print_stderr, reason = "the demo's output is the CLI's")]
@@ -231,14 +223,23 @@ fn print_next(db: &std::path::Path, thread: Option<&str>) {
     }
     if !is_url {
         lines.push(format!(
-            "           cairn serve --db {path}              # an HTTP API and its token, for tools"
+            "           cairn serve --db {path}            # the web view (it prints the address) and the HTTP API; Ctrl-C stops it"
         ));
     }
     // `print_text` ends the process quietly on a closed stdout (`cairn demo | head`).
     print_text(&lines.join("\n"));
 }
 
+/// What the summary's columns hold, under it: the digest and the id ending an answer are
+/// not self-explanatory.
+const SUMMARY_LEGEND: &str = "\
+OUTPUT DIGEST: the first 16 hex digits of the BLAKE3 hash of the thread's output; a run
+interrupted by a crash and resumed prints the same ones. [8 hex digits] ending an ANSWER: an id
+the workflow drew (ctx.new_id(), recorded in the log: the same one after a crash).";
+
+/// One line per thread: labelled columns and a legend, or with `--json` one JSON object each.
 fn print_summary(rows: &[(String, crate::Outcome)], json: bool) {
+    let mut table = Table::new(&["THREAD", "STATUS", "OUTPUT DIGEST", "ANSWER"]);
     for (id, outcome) in rows {
         let answer = outcome.output.as_ref().and_then(|o| o["answer"].as_str()).unwrap_or_default();
         let digest = outcome
@@ -249,11 +250,11 @@ fn print_summary(rows: &[(String, crate::Outcome)], json: bool) {
             let line = serde_json::json!({ "thread": id, "status": outcome.status.as_str(), "answer": answer, "digest": digest });
             print_text(&line.to_string());
         } else {
-            print_text(&format!(
-                "{id:<8} {:<10} {:<16} {answer}",
-                outcome.status.as_str(),
-                digest.unwrap_or_default()
-            ));
+            let status = outcome.status.as_str().to_owned();
+            table.row(vec![id.clone(), status, digest.unwrap_or_default(), answer.to_owned()]);
         }
+    }
+    if !json && !table.is_empty() {
+        print_text(&format!("{}\n{SUMMARY_LEGEND}", table.render()));
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cairn_dsl::{DynWorkflow, Progress};
+use cairn_dsl::DynWorkflow;
 use cairn_storage::{ThreadFilter, ThreadStatus};
 
 use super::EXIT_FAILED;
@@ -61,10 +61,9 @@ pub(super) async fn threads(args: ThreadsArgs, wfs: &[Arc<DynWorkflow>]) -> anyh
     let mut table =
         Table::new(&["THREAD", "WORKFLOW", "STATUS", "STEP", "SEQ", "UPDATED", "PROGRESS"]);
     for r in &rows {
-        let progress = match (&r.last_error, &r.progress) {
-            (Some(e), _) if r.status == "failed" => cut(e, 60),
-            (_, Some(p)) => progress_text(&r.status, p),
-            _ => String::new(),
+        let progress = match &r.last_error {
+            Some(e) if r.status == "failed" => cut(e, 60),
+            _ => r.progress_text.clone().unwrap_or_default(),
         };
         table.row(vec![
             r.thread.clone(),
@@ -157,7 +156,7 @@ fn render(v: &ThreadDetails) -> String {
         kv("waiting", short_json(waiting, 100));
     }
     if let Some(p) = &v.progress {
-        kv("progress", progress_text(&v.status, p));
+        kv("progress", v.progress_text.clone().unwrap_or_default());
         if let Some(detail) = &p.detail {
             kv("detail", cut(detail, 120));
         }
@@ -228,14 +227,4 @@ fn budget(name: &str, b: &Budget) -> String {
         Some(limit) => format!("{name} {}/{limit}", b.used),
         None => format!("{name} {}", b.used),
     }
-}
-
-/// A thread's progress as shown: `step/total message`, or `done` for a completed thread whose
-/// last report was short of its last step (a short route: the demo's direct answer reports
-/// step 1 of 5 and ends).
-fn progress_text(status: &str, p: &Progress) -> String {
-    if status == "completed" && p.step < p.total {
-        return "done".into();
-    }
-    format!("{}/{} {}", p.step, p.total, p.message)
 }

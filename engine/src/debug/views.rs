@@ -5,6 +5,7 @@
 
 use cairn_storage::{
     Checkpoint, CheckpointInfo, Event, EventKind, Seq, Store, ThreadFilter, ThreadId, ThreadRecord,
+    ThreadStatus,
 };
 use serde_json::{Value, json};
 
@@ -42,6 +43,7 @@ pub(crate) fn thread_row(record: &ThreadRecord) -> ThreadRow {
         last_error: s.last_error,
         last_seq: record.last.map(|b| b.seq.0),
         parent: parent(record),
+        progress_text: s.progress.as_ref().map(|p| progress_text(record.status, p)),
         progress: s.progress,
         status: record.status.as_str().to_owned(),
         step: s.step,
@@ -49,6 +51,16 @@ pub(crate) fn thread_row(record: &ThreadRecord) -> ThreadRow {
         updated_at_ms: record.updated_at_ms,
         workflow: record.workflow.clone(),
     }
+}
+
+/// A thread's progress as a person reads it, in a listing, `cairn show` and the web view alike:
+/// `step/total message`, or `done` for a completed thread whose last report was short of its
+/// last step (a short route: the demo's direct answer reports step 1 of 5 and ends).
+pub(crate) fn progress_text(status: ThreadStatus, p: &cairn_dsl::Progress) -> String {
+    if status == ThreadStatus::Completed && p.step < p.total {
+        return "done".into();
+    }
+    format!("{}/{} {}", p.step, p.total, p.message)
 }
 
 /// The thread `record` comes from: the one it was forked from (at `seq`), or the one whose
@@ -113,6 +125,7 @@ pub(crate) async fn thread_details(
         node_results: serde_json::to_value(&m.node_results)?,
         output: m.output,
         parent: row.parent,
+        progress_text: m.progress.as_ref().map(|p| progress_text(m.status, p)),
         progress: m.progress,
         seq: m.seq,
         state_unknown: folded.state_unknown,

@@ -4,9 +4,9 @@
 //!
 //! | method | path | what |
 //! |---|---|---|
-//! | GET | `/api/view/workflows` | each workflow compiled in or with threads: its versions, node count, thread counts by status and by version |
+//! | GET | `/api/view/workflows` | each workflow compiled in or with threads, the application's first and the engine's own (`builtin`) after: its versions, node count, thread counts by status and by version |
 //! | GET | `/api/workflows/{id}/graph.svg?version=` | a compiled-in workflow's graph as SVG, every node unmarked (the newest version without `version`) |
-//! | GET | `/api/schedules` | every schedule as [`Engine::schedules`] reads it (`thread`: its live link), with its next ticks (at most [`NEXT_TICKS`]) and last runs (at most [`LAST_RUNS`]) and the engine clock's `now_ms` |
+//! | GET | `/api/schedules` | every schedule as [`Engine::schedules`] reads it (`thread`: its live link; `status` its thread's, `deleted` once deleted), with its next ticks (at most [`NEXT_TICKS`]), last runs (at most [`LAST_RUNS`]), threads `started` (by its ticks and its triggers, `triggered`) and the engine clock's `now_ms` |
 //! | POST | `/api/schedules/{name}/pause\|resume\|trigger` | [`Engine::pause_schedule`], [`Engine::resume_schedule`], [`Engine::trigger_schedule`] (the answer names the started thread) |
 //! | DELETE | `/api/schedules/{name}` | [`Engine::delete_schedule`] |
 //!
@@ -20,7 +20,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::response::Response;
-use cairn_storage::{Page, ThreadFilter, ThreadRecord};
+use cairn_storage::{Page, ThreadFilter, ThreadRecord, ThreadStatus};
 use serde_json::{Value, json};
 
 use super::app::{App, Params, Segment, blocking, reject, svg_answer};
@@ -28,7 +28,7 @@ use super::graph_svg::workflow_svg;
 use super::params::{NoParams, Reject, VersionParams};
 use crate::api::engine::Engine;
 use crate::api::schedule::ScheduleInfo;
-use crate::api::schedule_flow::{SCHEDULE_LABEL, SCHEDULE_WORKFLOW};
+use crate::api::schedule_flow::{SCHEDULE_LABEL, SCHEDULE_WORKFLOW, triggered_prefix};
 use crate::api::schedule_ticks::Rule;
 
 /// Upcoming ticks listed per schedule: enough to see its rhythm, few enough to read.
@@ -73,8 +73,12 @@ pub(super) async fn workflows(
             compiled.entry(w.id().to_owned()).or_default().push((w.version(), w.nodes().len()));
         }
         let ids: BTreeSet<&String> = compiled.keys().chain(by_status.keys()).collect();
-        let rows: Vec<Value> = ids
+        // The application's workflows first, the engine's own after them.
+        let (builtin, own): (Vec<&String>, Vec<&String>) =
+            ids.into_iter().partition(|id| is_builtin(id));
+        let rows: Vec<Value> = own
             .into_iter()
+            .chain(builtin)
             .map(|id| {
                 let mut versions = compiled.get(id).cloned().unwrap_or_default();
                 versions.sort_unstable();
@@ -84,6 +88,7 @@ pub(super) async fn workflows(
                     "versions": versions.iter().map(|(v, _)| v).collect::<Vec<_>>(),
                     "nodes": versions.last().map(|(_, n)| n),
                     "compiled": !versions.is_empty(),
+                    "builtin": is_builtin(id),
                     "total": counts.values().sum::<u64>(),
                     "counts": counts,
                     "thread_versions": by_version.get(id).cloned().unwrap_or_default(),
@@ -93,6 +98,12 @@ pub(super) async fn workflows(
         Ok(Json(json!({ "workflows": rows })))
     })
     .await
+}
+
+/// Whether workflow `id` is the engine's own (schedules run as [`SCHEDULE_WORKFLOW`]), not the
+/// application's.
+fn is_builtin(id: &str) -> bool {
+    id == SCHEDULE_WORKFLOW
 }
 
 /// `GET /api/workflows/{id}/graph.svg?version=`.
@@ -114,7 +125,7 @@ pub(super) async fn schedules(
     let list = engine.schedules().await.map_err(|e| reject(e, "schedules"))?;
     let mut rows = Vec::with_capacity(list.len());
     for info in &list {
-        let runs = last_runs(engine, &info.name).await?;
+        let runs = runs(engine, &info.name).await?;
         rows.push(schedule_json(info, &runs));
     }
     Ok(Json(json!({ "now_ms": engine.clock().now_ms(), "schedules": rows })))
@@ -158,13 +169,32 @@ pub(super) async fn delete(
 /// `{"schedule", "status"}` of schedule `name` as it now stands.
 async fn answer(engine: &Engine, name: &str) -> Result<Value, Reject> {
     let info = engine.schedule(name).await.map_err(|e| reject(e, "schedule"))?;
-    let status = info.map_or("unknown", |i| i.status.as_str());
+    let status = info.map_or("unknown", |i| status(i.status));
     Ok(json!({ "schedule": name, "status": status }))
 }
 
-/// The threads schedule `name` started (its label says so), newest first, at most
-/// [`LAST_RUNS`]. Every one is read to sort them: a schedule's runs are pruned with retention.
-async fn last_runs(engine: &Engine, name: &str) -> Result<Vec<ThreadRecord>, Reject> {
+/// A schedule's status as its page words it: its live thread's, but `deleted` for the
+/// cancelled thread of a deleted schedule (the only way a schedule's thread is cancelled).
+fn status(thread: ThreadStatus) -> &'static str {
+    match thread {
+        ThreadStatus::Cancelled => "deleted",
+        other => other.as_str(),
+    }
+}
+
+/// The threads a schedule started that are still stored: the last few, and how many of them
+/// its triggers started.
+struct Runs {
+    /// Newest first, at most [`LAST_RUNS`].
+    last: Vec<ThreadRecord>,
+    /// Those started by a trigger (`Engine::trigger_schedule`), not a tick: the schedule's own
+    /// count is of its ticks.
+    triggered: u64,
+}
+
+/// The threads schedule `name` started (its label says so). Every one is read to sort them: a
+/// schedule's runs are pruned with retention.
+async fn runs(engine: &Engine, name: &str) -> Result<Runs, Reject> {
     let filter = ThreadFilter {
         labels: vec![(SCHEDULE_LABEL.to_owned(), name.to_owned())],
         ..ThreadFilter::default()
@@ -183,15 +213,19 @@ async fn last_runs(engine: &Engine, name: &str) -> Result<Vec<ThreadRecord>, Rej
     }
     // The schedule's own thread carries its label too: it is no run.
     runs.retain(|r| r.workflow.id != SCHEDULE_WORKFLOW);
+    let prefix = triggered_prefix(name);
+    let triggered = runs.iter().filter(|r| r.id.as_str().starts_with(&prefix)).count() as u64;
     runs.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then_with(|| b.id.cmp(&a.id)));
     runs.truncate(LAST_RUNS);
-    Ok(runs)
+    Ok(Runs { last: runs, triggered })
 }
 
-/// A schedule as the schedules page shows it.
-fn schedule_json(info: &ScheduleInfo, runs: &[ThreadRecord]) -> Value {
+/// A schedule as the schedules page shows it: `started` counts its ticks' threads and the
+/// stored threads its triggers started (`triggered`).
+fn schedule_json(info: &ScheduleInfo, runs: &Runs) -> Value {
     let s = &info.state;
-    let runs: Vec<Value> = runs
+    let last: Vec<Value> = runs
+        .last
         .iter()
         .map(|r| {
             json!({
@@ -203,16 +237,17 @@ fn schedule_json(info: &ScheduleInfo, runs: &[ThreadRecord]) -> Value {
         .collect();
     json!({
         "name": info.name,
-        "status": info.status.as_str(),
+        "status": status(info.status),
         "thread": info.thread,
         "workflow": s.spec.workflow,
         "spec": s.spec,
         "last_tick_ms": s.last_tick_ms,
         "next_tick_ms": s.next_tick_ms,
         "next_ticks": next_ticks(info),
-        "started": s.started,
+        "started": s.started + runs.triggered,
+        "triggered": runs.triggered,
         "skipped": s.skipped,
-        "last_runs": runs,
+        "last_runs": last,
     })
 }
 
@@ -239,8 +274,6 @@ fn next_ticks(info: &ScheduleInfo) -> Vec<u64> {
 
 #[cfg(test)]
 mod tests {
-    use cairn_storage::ThreadStatus;
-
     use super::*;
     use crate::api::schedule_flow::{ScheduleSpec, ScheduleState};
     use crate::api::schedule_ticks::Every;

@@ -8,6 +8,10 @@
 //! that each node is one `<g class="node st-STATUS" data-node="NAME">` the page can style, count
 //! and click. A sub-workflow is one node here (its child is a thread of its own, drawn on its
 //! own page): once it ran, the node is a link (`<a href="/ui/threads/CHILD">`) to that page.
+//! Two of its edges we draw ourselves: a node's edge to itself, a loop out of its box and back
+//! (layout-rs goes out to a point beside the node and straight back, a sliver of a triangle),
+//! and an edge back up that an edge down joins to the same two nodes, bowed beside it with its
+//! head at its start (layout-rs lays it out reversed, over the other).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -65,9 +69,31 @@ pub(crate) struct Mark {
 struct Capture {
     /// (key, top-left, size, is a circle).
     shapes: Vec<(String, Point, Point, bool)>,
-    /// (key, path as layout-rs gives it: (point, control point) pairs).
-    arrows: Vec<(String, Vec<(Point, Point)>)>,
+    /// Edges between two nodes.
+    arrows: Vec<Edge>,
+    /// Self-loops: (class, node key, the point layout-rs routed them through). Laid out as a
+    /// node and a connector beside it (the room the loop needs), but drawn as a [`SelfLoop`]:
+    /// layout-rs's own path goes out to the connector and straight back, a thin triangle.
+    loops: Vec<(String, String, Point)>,
 }
+
+/// What separates a self-loop's class from its node's key in the properties its arrow carries.
+const LOOP_MARK: char = '@';
+
+/// An edge as layout-rs routed it.
+struct Edge {
+    /// Its CSS classes.
+    class: String,
+    /// Its path: (point, control point) pairs, from the upper node to the lower one.
+    path: Vec<(Point, Point)>,
+    /// An edge back up (layout-rs reverses those to lay the graph out): its head is at the
+    /// path's start.
+    back: bool,
+}
+
+/// How far (px) an edge back up between two nodes an edge down also joins bows out to the
+/// side, so that the two are seen apart, not one drawn over the other.
+const BOW: f64 = 36.;
 
 impl RenderBackend for Capture {
     fn draw_rect(
@@ -99,12 +125,21 @@ impl RenderBackend for Capture {
         &mut self,
         path: &[(Point, Point)],
         _dashed: bool,
-        _head: (bool, bool),
+        head: (bool, bool),
         _look: &StyleAttr,
         properties: Option<String>,
         _text: &str,
     ) {
-        self.arrows.push((properties.unwrap_or_default(), path.to_vec()));
+        let key = properties.unwrap_or_default();
+        match (key.split_once(LOOP_MARK), path.get(path.len() / 2)) {
+            (Some((class, node)), Some((via, _))) => {
+                self.loops.push((class.to_owned(), node.to_owned(), *via));
+            }
+            _ => {
+                let back = head == (true, false);
+                self.arrows.push(Edge { class: key, path: path.to_vec(), back });
+            }
+        }
     }
 
     fn create_clip(&mut self, _: Point, _: Point, _: usize) -> ClipHandle {
@@ -161,9 +196,15 @@ fn lay_out(wf: &DynWorkflow) -> Capture {
             vg.add_node(e)
         })
         .collect();
-    for (from, to, kind) in wf.links() {
+    for (from, target, kind) in wf.links() {
+        let key = match (from, target) {
+            (Some(a), NextTarget::Node(b)) if a == b => {
+                format!("{}{LOOP_MARK}n{a}", kind_class(kind))
+            }
+            _ => kind_class(kind).to_owned(),
+        };
         let from = from.map_or(start, |i| nodes[i]);
-        let to = match to {
+        let to = match target {
             NextTarget::Node(i) => nodes[i],
             NextTarget::End => end,
         };
@@ -178,7 +219,7 @@ fn lay_out(wf: &DynWorkflow) -> Capture {
             style,
             "",
             &look,
-            kind_class(kind),
+            key,
             &None,
             &None,
         );
@@ -235,11 +276,26 @@ fn draw(wf: &DynWorkflow, marks: &BTreeMap<String, Mark>, c: &Capture) -> String
         grow(*xy);
         grow(xy.add(*size));
     }
-    for (_, path) in &c.arrows {
-        for (p, q) in path {
+    for e in &c.arrows {
+        for (p, q) in &e.path {
             grow(*p);
             grow(*q);
+            if e.back {
+                grow(Point::new(q.x + BOW, q.y));
+            }
         }
+    }
+    let loops: Vec<(&str, SelfLoop)> = c
+        .loops
+        .iter()
+        .filter_map(|(class, node, via)| {
+            let (_, xy, size, _) = c.shapes.iter().find(|(key, ..)| key == node)?;
+            Some((class.as_str(), SelfLoop::beside(*xy, *size, *via)))
+        })
+        .collect();
+    for (_, l) in &loops {
+        grow(l.reach.0);
+        grow(l.reach.1);
     }
     if lo.x > hi.x {
         (lo, hi) = (Point::zero(), Point::splat(10.));
@@ -260,26 +316,21 @@ fn draw(wf: &DynWorkflow, marks: &BTreeMap<String, Mark>, c: &Capture) -> String
          <path d=\"M0 0L10 5L0 10z\" fill=\"#6b7280\"/></marker></defs>"
     );
     out.push_str("<g class=\"edges\">");
-    for (class, path) in &c.arrows {
-        if path.len() < 2 {
-            continue;
-        }
-        // The path as layout-rs's own SVG backend writes it: an exit vector, then entries.
-        let mut d = format!(
-            "M{:.1} {:.1}C{:.1} {:.1},{:.1} {:.1},{:.1} {:.1}",
-            path[0].0.x,
-            path[0].0.y,
-            path[0].1.x,
-            path[0].1.y,
-            path[1].0.x,
-            path[1].0.y,
-            path[1].1.x,
-            path[1].1.y
+    for e in &c.arrows {
+        let Some(d) = edge_path(e, &c.arrows) else { continue };
+        let (class, head) = if e.back { (" back", "start") } else { ("", "end") };
+        let _ = write!(
+            out,
+            "<path class=\"{}{class}\" d=\"{d}\" marker-{head}=\"url(#wf-arrow)\"/>",
+            e.class
         );
-        for (p, q) in &path[2..] {
-            let _ = write!(d, "S{:.1} {:.1},{:.1} {:.1}", p.x, p.y, q.x, q.y);
-        }
-        let _ = write!(out, "<path class=\"{class}\" d=\"{d}\" marker-end=\"url(#wf-arrow)\"/>");
+    }
+    for (class, l) in &loops {
+        let _ = write!(
+            out,
+            "<path class=\"{class} self-loop\" d=\"{}\" marker-end=\"url(#wf-arrow)\"/>",
+            l.d
+        );
     }
     out.push_str("</g><g class=\"nodes\">");
     for (key, xy, size, _) in &c.shapes {
@@ -357,6 +408,80 @@ fn draw(wf: &DynWorkflow, marks: &BTreeMap<String, Mark>, c: &Capture) -> String
     out
 }
 
+/// The SVG path of edge `e` as layout-rs's own SVG backend writes it (an exit vector, then
+/// entries); an edge back up that an edge down between the same nodes would hide bows out to
+/// the side by [`BOW`]. `None` for a path of fewer than two points.
+fn edge_path(e: &Edge, all: &[Edge]) -> Option<String> {
+    let (first, last) = (e.path.first()?, e.path.last()?);
+    if e.path.len() < 2 {
+        return None;
+    }
+    let near = |a: Point, b: Point| (a.x - b.x).abs() < 1. && (a.y - b.y).abs() < 1.;
+    let hidden = e.back
+        && all.iter().any(|o| {
+            !o.back
+                && o.path.len() == e.path.len()
+                && o.path.first().is_some_and(|p| near(p.0, first.0))
+                && o.path.last().is_some_and(|p| near(p.1, last.1))
+        });
+    // Bowed, its ends move a third of the way too, along the boxes' edges (a node box is at
+    // least 100 px wide): the two arrows do not meet at one point.
+    let (dx, end_dx) = if hidden { (BOW, BOW / 3.) } else { (0., 0.) };
+    let (p, q) = (e.path[0], e.path[1]);
+    let last = e.path.len() - 1;
+    let end = |i: usize, x: f64| if i == last { x + end_dx } else { x };
+    let mut d = format!(
+        "M{:.1} {:.1}C{:.1} {:.1},{:.1} {:.1},{:.1} {:.1}",
+        p.0.x + end_dx,
+        p.0.y,
+        p.1.x + dx,
+        p.1.y,
+        q.0.x + dx,
+        q.0.y,
+        end(1, q.1.x),
+        q.1.y
+    );
+    for (i, (p, q)) in e.path.iter().enumerate().skip(2) {
+        let _ = write!(d, "S{:.1} {:.1},{:.1} {:.1}", p.x + dx, p.y, end(i, q.x), q.y);
+    }
+    Some(d)
+}
+
+/// A node's edge to itself, drawn as a loop out of one side of its box and back into it, the
+/// arrowhead on the box.
+struct SelfLoop {
+    /// The SVG path.
+    d: String,
+    /// Two opposite corners of the box the loop fills (for the picture's bounds).
+    reach: (Point, Point),
+}
+
+impl SelfLoop {
+    /// How far the loop's control points stand off the box; the curve reaches 3/4 of it.
+    const OUT: f64 = 44.;
+
+    /// The loop of the box at `xy` of `size`, on the side of `via` (where layout-rs made room
+    /// for it).
+    fn beside(xy: Point, size: Point, via: Point) -> SelfLoop {
+        let cy = xy.y + size.y / 2.;
+        let right = via.x >= xy.x + size.x / 2.;
+        let (edge, out) = if right { (xy.x + size.x, Self::OUT) } else { (xy.x, -Self::OUT) };
+        // Leaves and enters a quarter of the box's height above and below its middle.
+        let (q, lift) = (size.y / 4., 12.);
+        let d = format!(
+            "M{edge:.1} {:.1}C{:.1} {:.1},{:.1} {:.1},{edge:.1} {:.1}",
+            cy - q,
+            edge + out,
+            cy - q - lift,
+            edge + out,
+            cy + q + lift,
+            cy + q
+        );
+        let reach = (Point::new(edge, cy - q - lift), Point::new(edge + out * 0.75, cy + q + lift));
+        SelfLoop { d, reach }
+    }
+}
+
 /// Text escaped for XML content and attribute values.
 pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -404,5 +529,35 @@ mod tests {
         // START -> check, check -> fix and END (route), fix -> check.
         assert_eq!(svg.matches("<path class=\"edge").count(), 4, "{svg}");
         assert!(svg.contains("edge route"));
+        // fix -> check goes back up beside check -> fix: its head at its start, bowed out.
+        let back = svg.split("<path class=\"edge back\" d=\"").nth(1).expect(&svg);
+        let (d, rest) = back.split_once('"').unwrap();
+        assert!(rest.starts_with(" marker-start="), "{svg}");
+        let down = svg.split("<path class=\"edge route\" d=\"").nth(1).unwrap();
+        let (down, _) = down.split_once('"').unwrap();
+        assert_ne!(d, down, "drawn apart from the edge down");
+    }
+
+    #[test]
+    fn a_self_loop_leaves_its_node_and_comes_back_to_it() {
+        let wf = Workflow::<Replace<bool>>::builder("w", 1)
+            .node("tick", |_s: Arc<Replace<bool>>, _ctx| async { Ok(NodeOutput::none()) })
+            .edge(START, "tick")
+            .route("tick", |s: &Replace<bool>| if s.0 { END } else { "tick" }, ["tick", END])
+            .loop_bound("tick", 3)
+            .build()
+            .unwrap()
+            .erase();
+        let svg = workflow_svg(&wf, &BTreeMap::new()).unwrap();
+        let looped = svg.split("<path class=\"edge route self-loop\" d=\"M").nth(1).expect(&svg);
+        let (d, rest) = looped.split_once('"').unwrap();
+        assert!(rest.starts_with(" marker-end="), "{svg}");
+        // M x y C ..., ..., x y': out of one side of the box and back into the same side.
+        let numbers: Vec<f64> = d.split(['C', ',', ' ']).filter_map(|n| n.parse().ok()).collect();
+        let (x0, y0, x1, y1) = (numbers[0], numbers[1], numbers[6], numbers[7]);
+        assert_eq!(x0, x1, "{d}");
+        assert!(y1 - y0 >= 10., "{d}");
+        let reach = (numbers[2] - x0).abs();
+        assert!(reach >= 30., "a loop, not a sliver: {d}");
     }
 }

@@ -178,6 +178,39 @@ fn the_demo_says_where_to_look_next() {
     assert!(!json.stdout.contains("look next"), "--json prints JSON lines only");
 }
 
+/// The demo's result table labels every column and says what its digest and the id ending an
+/// answer are; it prints no address of its endpoint (which ends with it, issue 38: a newcomer
+/// opened it after the demo and found nothing) but the `cairn serve` that serves the file after
+/// it, with the web view.
+#[test]
+fn the_demos_table_is_labelled_and_it_prints_no_address_that_dies_with_it() {
+    let dir = crate::harness::tempdir();
+    let db = dir.path().join("labelled.db");
+    let out = crate::harness::on(&db, &["demo", "--threads", "8", "--quiet"]).expect(0).stdout;
+    let lines: Vec<&str> = out.lines().collect();
+    let header = lines.iter().position(|l| l.starts_with("THREAD")).expect(&out);
+    let columns: Vec<&str> = lines[header].split("  ").filter(|c| !c.is_empty()).collect();
+    let columns: Vec<&str> = columns.iter().map(|c| c.trim()).collect();
+    assert_eq!(columns, ["THREAD", "STATUS", "OUTPUT DIGEST", "ANSWER"], "{out}");
+    // Each row's cells start under their headers.
+    let at = |c: &str| lines[header].find(c).unwrap();
+    for row in &lines[header + 1..header + 9] {
+        assert!(row.starts_with("demo-"), "{out}");
+        for c in ["STATUS", "OUTPUT DIGEST", "ANSWER"] {
+            let cell = &row[at(c)..];
+            assert!(row[..at(c)].ends_with(' ') && !cell.starts_with(' '), "{c} in {row:?}");
+        }
+    }
+    assert!(lines[header + 1].contains("completed"), "{out}");
+    assert!(out.contains("OUTPUT DIGEST: the first 16 hex digits of the BLAKE3 hash"), "{out}");
+    assert!(out.contains("[8 hex digits] ending an ANSWER: an id\nthe workflow drew"), "{out}");
+    assert!(!out.contains("http://"), "an address that ends with the demo: {out}");
+    let path = std::path::absolute(&db).unwrap().display().to_string();
+    let serve = format!("cairn serve --db {path}");
+    let serve = lines.iter().find(|l| l.contains(&serve)).expect(&out);
+    assert!(serve.contains("the web view"), "{serve}");
+}
+
 /// `cairn demo | head -0`: with its reader gone before it prints, the demo's output stops at the
 /// closed pipe and the process ends quietly (exit 0, no panic), as every other command's does.
 #[test]

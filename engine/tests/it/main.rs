@@ -93,4 +93,6 @@ mod web_view_pages;
 #[cfg(all(feature = "http", feature = "cli"))]
 mod web_view_queues;
 #[cfg(all(feature = "http", feature = "cli"))]
+mod web_view_seen;
+#[cfg(all(feature = "http", feature = "cli"))]
 mod web_view_start;

@@ -538,16 +538,17 @@ async fn the_workflows_and_schedules_pages_count_list_and_pause_with_the_token()
         ran
     });
     engine.thread(&ran).await.unwrap().wait().await.unwrap();
-    // Delete asks first; confirmed, the schedule ends (cancelled) and offers no control.
+    // Delete asks first; confirmed, the schedule ends (its thread cancelled: it reads
+    // `deleted`) and offers no control.
     tokio::task::block_in_place(|| {
         let row = "document.querySelector('#schedules tr[data-schedule=hourly-report]')";
         browser.eval("window.confirm = () => false");
         browser.eval(&format!("{row}.querySelector('button[data-control=delete]').click()"));
         let status = browser.eval(&format!("{row}.dataset.status"));
-        assert_ne!(status, json!("cancelled"), "a refused confirm deletes nothing");
+        assert_ne!(status, json!("deleted"), "a refused confirm deletes nothing");
         browser.eval("window.confirm = () => true");
         browser.eval(&format!("{row}.querySelector('button[data-control=delete]').click()"));
-        browser.wait_for(&format!("{row}.dataset.status === 'cancelled'"), Duration::from_secs(10));
+        browser.wait_for(&format!("{row}.dataset.status === 'deleted'"), Duration::from_secs(10));
         assert_eq!(browser.eval(&format!("{row}.querySelectorAll('button').length")), json!(0));
         browser.screenshot(&shots.join("schedules-deleted.png"), 1400.);
     });

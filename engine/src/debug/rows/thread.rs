@@ -32,6 +32,9 @@ pub(crate) struct ThreadRow {
     pub parent: Option<Parent>,
     #[schema(value_type = Option<Object>)]
     pub progress: Option<Progress>,
+    /// The progress as a person reads it (`views::progress_text`): `step/total message`, or
+    /// `done` for a completed thread that reported less.
+    pub progress_text: Option<String>,
     pub status: String,
     pub step: Option<u64>,
     pub thread: String,
@@ -86,6 +89,8 @@ pub(crate) struct ThreadDetails {
     pub parent: Option<Parent>,
     #[schema(value_type = Option<Object>)]
     pub progress: Option<Progress>,
+    /// As [`ThreadRow::progress_text`].
+    pub progress_text: Option<String>,
     pub seq: u64,
     /// Why the state could not be folded here (a workflow not compiled in), if so.
     pub state_unknown: Option<String>,
@@ -220,7 +225,7 @@ mod tests {
             "fork": null, "frontier": ["a"], "labels": {"k": "v"}, "last_error": null,
             "last_seq": 7, "lease": null, "locks": [], "node_results": {}, "output": null,
             "parent": {"thread": "p", "seq": null, "via": "sub-workflow"}, "progress": null,
-            "seq": 7, "state_unknown": null, "status": "running", "status_reason": null,
+            "progress_text": null, "seq": 7, "state_unknown": null, "status": "running", "status_reason": null,
             "step": 3, "telemetry": crate::core::telemetry::Telemetry::default(), "thread": "t",
             "undos": [], "unwinding": null, "updated_at_ms": 2, "waiting": null,
             "workflow": {"id": "w", "version": 1, "fingerprint": "f"},

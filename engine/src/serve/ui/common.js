@@ -72,14 +72,17 @@ const cairn = (() => {
     return d.toISOString().replace("T", " ").replace("Z", "").slice(0, 23);
   }
 
-  function progressBar(p) {
+  /** A thread's progress (`t`: a thread row or details): its bar, full once the thread has
+   *  completed, and the text the engine words for it (`progress_text`, as the CLI prints it). */
+  function progressBar(t) {
+    const p = t.progress;
     if (!p || !p.total) return "";
-    const frac = p.percent !== null && p.percent !== undefined
+    const frac = t.status === "completed" ? 1 : p.percent !== null && p.percent !== undefined
       ? (p.step - 1 + p.percent / 100) / p.total : p.step / p.total;
     const pct = Math.max(0, Math.min(100, Math.round(100 * frac)));
     return el("span", { class: "progress-wrap", title: p.message || "" },
       el("span", { class: "progress" }, el("span", { style: `width:${pct}%` })),
-      `${p.step}/${p.total}`, p.message ? el("span", { class: "muted" }, ` ${p.message}`) : "");
+      el("span", { class: "progress-text" }, t.progress_text || ""));
   }
 
   function labels(map) {

@@ -1,13 +1,15 @@
 // Cairn web view: the schedules page. Reads /api/schedules (each schedule: spec, status, next
-// ticks, last runs) every 2 s while the tab is visible; its buttons send the schedule controls
-// (POST /api/schedules/{name}/pause|resume|trigger, DELETE /api/schedules/{name}) with the
-// tab's token, which the page asks for (never served in it).
+// ticks, last runs, threads started by its ticks and its Run now) every 2 s while the tab is
+// visible; its buttons send the schedule controls (POST /api/schedules/{name}/pause|resume|
+// trigger, DELETE /api/schedules/{name}) with the tab's token, which the page asks for (never
+// served in it).
 "use strict";
 
 (() => {
   const { api, el, badge, time, age } = cairn;
   const $ = (id) => document.getElementById(id);
-  const ENDED = new Set(["cancelled", "completed", "failed", "timed_out"]);
+  // A schedule's status is its thread's, but `deleted` once deleted (its thread cancelled).
+  const ENDED = new Set(["deleted", "cancelled", "completed", "failed", "timed_out"]);
 
   function every(spec) {
     const e = spec.every || {};
@@ -60,7 +62,9 @@
       el("td", { class: "nowrap" }, every(s.spec), s.spec.end_ms ? el("div", { class: "muted" }, `until ${time(s.spec.end_ms)}`) : ""),
       el("td", {}, ticks),
       el("td", {}, runs),
-      el("td", { class: "muted nowrap" }, `${s.started} started`, el("br"), `${s.skipped} skipped`),
+      el("td", { class: "muted nowrap" },
+        el("div", { "data-started": String(s.started) }, `${s.started} started`, s.triggered ? ` (${s.triggered} by Run now)` : ""),
+        el("div", {}, `${s.skipped} skipped`)),
       el("td", {}, el("div", { class: "schedule-actions" },
         button("pause", "Pause", !ended && s.status !== "paused"),
         button("resume", "Resume", s.status === "paused"),

@@ -52,7 +52,7 @@
       ["step / seq", `${s.step} / ${s.seq}`],
       ["next", (s.frontier || []).join(", ")],
       ["waiting", waiting],
-      ["progress", progressBar(s.progress)],
+      ["progress", progressBar(s)],
       ["labels", labels(s.labels)],
       ["created", `${time(s.created_at_ms)} (${age(Date.now() - s.created_at_ms)} ago)`],
       ["updated", `${time(s.updated_at_ms)} (${age(Date.now() - s.updated_at_ms)} ago)`],

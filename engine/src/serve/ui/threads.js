@@ -76,7 +76,7 @@
       el("td", {}, badge(t.status)),
       el("td", {}, t.workflow ? `${t.workflow.id} v${t.workflow.version}` : ""),
       el("td", {}, t.step ?? ""),
-      el("td", {}, progressBar(t.progress)),
+      el("td", {}, progressBar(t)),
       el("td", {}, labels(t.labels)),
       el("td", { title: cairn.time(t.created_at_ms) }, age(now - t.created_at_ms)),
       el("td", { title: cairn.time(t.updated_at_ms) }, `${age(now - t.updated_at_ms)} ago`)));

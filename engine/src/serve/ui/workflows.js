@@ -1,8 +1,9 @@
 // Cairn web view: the workflows page. Reads /api/view/workflows (each workflow compiled in or
-// with threads: versions, nodes, threads by status and version) every 5 s while the tab is
-// visible; draws each compiled-in version's graph side by side (/api/workflows/{id}/graph.svg
-// ?version=), once; and gives each workflow a start form (start.js), which sends the tab's
-// token, which the page asks for (never served in it).
+// with threads: versions, nodes, threads by status and version; the application's first, the
+// engine's own after them, shown built-in and folded) every 5 s while the tab is visible; draws
+// each compiled-in version's graph side by side, once, at its own size in a box that scrolls
+// (/api/workflows/{id}/graph.svg?version=); and gives each workflow a start form (start.js),
+// which sends the tab's token, which the page asks for (never served in it).
 "use strict";
 
 (() => {
@@ -64,19 +65,26 @@
     const row = el("div", { class: "versions" }, graphs.length ? graphs.map((g) => g.fig)
       : el("p", { class: "muted" }, "Not compiled into this engine: no graph, no start."));
     row.addEventListener("drawn", () => compareVersions(row));
-    const section = el("section", { class: "card workflow", "data-workflow": w.workflow },
-      el("h2", {}, el("a", { href: `/ui/threads?workflow=${encodeURIComponent(w.workflow)}` }, w.workflow)),
-      el("div", { class: "workflow-body" },
-        el("div", {},
-          el("dl", { class: "kv" },
-            el("dt", {}, "versions"), versions,
-            el("dt", {}, "nodes"), nodes,
-            el("dt", {}, "threads"), total,
-            el("dt", {}, "by version"), byVersion),
-          row),
-        !w.compiled ? "" : w.workflow === "cairn.schedule"
-          ? el("p", { class: "muted" }, "Schedules start this one (cairn schedule create, the schedules page), not a form.")
-          : cairnStart.form(w, hasToken, () => refresh())));
+    const body = el("div", { class: "workflow-body" },
+      el("div", {},
+        el("dl", { class: "kv" },
+          el("dt", {}, "versions"), versions,
+          el("dt", {}, "nodes"), nodes,
+          el("dt", {}, "threads"), total,
+          el("dt", {}, "by version"), byVersion),
+        row),
+      !w.compiled ? "" : w.builtin
+        ? el("p", { class: "muted" }, "Schedules start this one (cairn schedule create, the schedules page), not a form.")
+        : cairnStart.form(w, hasToken, () => refresh()));
+    const title = el("a", { href: `/ui/threads?workflow=${encodeURIComponent(w.workflow)}` }, w.workflow);
+    // The engine's own workflows (schedules run as one) come after the application's, folded.
+    const section = w.builtin
+      ? el("section", { class: "card workflow builtin", "data-workflow": w.workflow, "data-builtin": "1" },
+        el("details", {},
+          el("summary", {}, el("h2", {}, title, " ", el("span", { class: "badge" }, "built-in"),
+            el("span", { class: "muted" }, " the engine's own: every schedule runs as a thread of it")), " "),
+          body))
+      : el("section", { class: "card workflow", "data-workflow": w.workflow }, el("h2", {}, title), body);
     function update(w2) {
       versions.dataset.versions = w2.versions.join(",");
       versions.textContent = w2.versions.length ? w2.versions.map((v) => `v${v}`).join(", ") : "none compiled in";
