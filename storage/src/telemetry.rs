@@ -355,6 +355,63 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_failed_connection_is_an_outage_until_an_answer_and_a_lost_one_is_not() {
+        let m = StoreMetrics::default();
+        assert_eq!(m.database(), None, "nothing known before a connection reports");
+        m.database_answered();
+        assert!(m.database().is_some_and(|s| s.reachable));
+        m.connection_lost("terminated by an administrator");
+        assert!(m.database().is_some_and(|s| s.reachable), "one lost connection is no outage");
+        m.database_failed("connect: refused");
+        let down = m.database().unwrap();
+        assert!(!down.reachable);
+        match down.unavailable() {
+            Some(crate::Error::Unavailable { cause, since_ms }) => {
+                assert_eq!((cause.as_str(), since_ms), ("connect: refused", down.since_ms));
+            }
+            other => panic!("{other:?}"),
+        }
+        m.database_failed("connect: refused again");
+        let still = m.database().unwrap();
+        assert_eq!(still.since_ms, down.since_ms, "the outage began at its first failure");
+        assert_eq!(still.last_error.as_deref(), Some("connect: refused again"));
+        m.database_answered();
+        assert!(m.database().unwrap().unavailable().is_none());
+    }
+
+    #[test]
+    fn a_wait_on_the_database_ends_once_it_has_been_away_long_enough() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        rt.block_on(async {
+            let short = Duration::from_millis(50);
+            let m = StoreMetrics::default();
+            let mut changes = m.database_changes();
+            m.database_answered();
+            let waiting =
+                tokio::time::timeout(short, unavailable_for(&mut changes, Duration::ZERO));
+            assert!(waiting.await.is_err(), "no end while the database answers");
+            // A wait in progress ends when the store learns the database is gone.
+            let mut watching = m.database_changes();
+            let waiter = tokio::spawn(async move {
+                unavailable_for(&mut watching, Duration::ZERO).await.to_string()
+            });
+            tokio::task::yield_now().await;
+            m.database_failed("no answer within 2000 ms");
+            let told = tokio::time::timeout(Duration::from_secs(5), waiter).await.unwrap().unwrap();
+            assert_eq!(told, "the database does not answer: no answer within 2000 ms");
+            // With a grace: not before the outage is that old.
+            let grace = Duration::from_millis(300);
+            let started = std::time::Instant::now();
+            let e =
+                tokio::time::timeout(Duration::from_secs(5), unavailable_for(&mut changes, grace))
+                    .await
+                    .expect("ended after its grace");
+            assert!(matches!(e, crate::Error::Unavailable { .. }));
+            assert!(started.elapsed() >= grace - short, "ended after {:?}", started.elapsed());
+        });
+    }
+
+    #[test]
     fn fsync_time_is_the_commit_time_of_a_durable_group_only() {
         let commit = Duration::from_micros(1_500);
         let durable = GroupFigures { commit, durable: true, ..GroupFigures::default() };
