@@ -128,13 +128,15 @@ fn with_default_deadlines_a_silent_network_is_noticed_in_seconds_and_reads_answe
         crate::common::report(&format!(
             "PG_OUTAGE silent defaults noticed_ms={} health_said_ms={} health_answers={asked} \
              health_slowest_ms={} early_read_status={early_status} early_read_ms={} \
-             refused_status={status} refused_ms={} recovered_ms={} tool_runs={runs}/{expected}",
+             refused_status={status} refused_ms={} recovered_ms={} tool_runs={runs}/{expected} \
+             refused_with={:?}",
             noticed.map_or(-1, |d| d.as_millis() as i64),
             health_said.map_or(-1, |d| d.as_millis() as i64),
             health_slowest.as_millis(),
             early_took.as_millis(),
             refused_in.as_millis(),
             recovered.as_millis(),
+            body["error"].as_str().unwrap_or_default(),
         ));
         let noticed = noticed.unwrap_or_else(|| panic!("never noticed: {last}"));
         assert!(noticed <= NOTICE_MAX, "noticed after {noticed:?}");
@@ -204,7 +206,7 @@ fn a_server_stopped_for_a_while_fails_waiters_with_the_cause_and_the_engine_carr
         let c = &cluster;
         tokio::task::block_in_place(|| c.stop()).expect("stop the server");
         let stopped = Instant::now();
-        let mut waited_for = Duration::ZERO;
+        let (mut waited_for, mut heard) = (Duration::ZERO, String::new());
         for w in waiters {
             let (waited, at) =
                 tokio::time::timeout(Duration::from_secs(30), w).await.expect("a waiter").unwrap();
@@ -213,6 +215,7 @@ fn a_server_stopped_for_a_while_fails_waiters_with_the_cause_and_the_engine_carr
                     cause, ..
                 })) => {
                     assert!(!cause.is_empty());
+                    heard = cause;
                 }
                 other => panic!("a waiter heard {other:?}"),
             }
@@ -243,7 +246,7 @@ fn a_server_stopped_for_a_while_fails_waiters_with_the_cause_and_the_engine_carr
         let expected = (THREADS * NODES) as u64;
         crate::common::report(&format!(
             "PG_OUTAGE stopped waiters_failed_after_ms={} health_ms={} read_ms={} start_ms={} \
-             recovered_ms={} tool_runs={runs}/{expected}",
+             recovered_ms={} tool_runs={runs}/{expected} waiter_heard={heard:?}",
             waited_for.as_millis(),
             health_in.as_millis(),
             read_in.as_millis(),

@@ -194,7 +194,8 @@ impl Target {
         let opened = Entered { handle: &self.handle, future: Box::pin(opening) }.await;
         match &opened {
             Ok(_) => self.metrics.database_answered(),
-            Err(e) => self.metrics.database_failed(&format!("connect: {e}")),
+            // With its causes: "error connecting to server: Connection refused (os error 111)".
+            Err(e) => self.metrics.database_failed(&super::tls::connect_error_text(e)),
         }
         opened
     }

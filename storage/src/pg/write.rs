@@ -129,12 +129,13 @@ impl Writer {
     /// ([`Error::Unavailable`]) once the database has not answered for a while
     /// ([`waited_out`]), as [`Writer::send`] is.
     pub fn queue(&self, op: Write) -> impl Future<Output = Result<(), Error>> + Send + 'static {
-        let queued = match waited_out(&self.metrics).map_or_else(|| Ok(self.ops.try_send(op)), Err)
-        {
-            Err(e) => Err(e),
-            Ok(Ok(())) => Ok(None),
-            Ok(Err(TrySendError::Closed(_))) => Err(Error::Closed),
-            Ok(Err(TrySendError::Full(op))) => Ok(Some((self.ops.clone(), op))),
+        let queued = match waited_out(&self.metrics) {
+            Some(e) => Err(e),
+            None => match self.ops.try_send(op) {
+                Ok(()) => Ok(None),
+                Err(TrySendError::Closed(_)) => Err(Error::Closed),
+                Err(TrySendError::Full(op)) => Ok(Some((self.ops.clone(), op))),
+            },
         };
         async move {
             match queued? {
