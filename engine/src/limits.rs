@@ -109,6 +109,12 @@ pub const HEALTH_EVERY_MS_DEFAULT: u64 = 60_000;
 /// on, small enough to print.
 pub const HEALTH_ITEMS_MAX: usize = 100;
 
+/// How long a health pass waits for each of its reads of a database on a server (PostgreSQL)
+/// before it reports the database as not answering, with the reason: a health check must
+/// answer while the database does not (a page of thread records reads in milliseconds; the
+/// store itself says a database is unreachable within its check's bound, a few seconds).
+pub const HEALTH_DATABASE_WAIT_MS: u64 = 750;
+
 /// The default interval of the retention passes (`RetentionPolicy::every_ms`): a pass lists the
 /// finished threads (their records, not their logs), so once a minute costs little, and a
 /// thread outlives its period by at most that.

@@ -232,6 +232,18 @@ pub enum Error {
         source: Arc<dyn std::error::Error + Send + Sync>,
     },
 
+    /// Transient: the database server is known not to answer (PostgreSQL: a connection or a
+    /// check of it failed or missed its deadline), so the request was not sent; `cause` is the
+    /// last failure, `since_ms` when the outage began (ms since the Unix epoch, this machine's
+    /// clock). The store checks the server on its own and answers again once it does.
+    #[error("the database does not answer: {cause}")]
+    Unavailable {
+        /// The last failure seen (a refused connection, a missed deadline).
+        cause: String,
+        /// When the database stopped answering.
+        since_ms: u64,
+    },
+
     /// Transient (reads) or poisoning (commits): the storage engine or the OS reported an error.
     #[error("storage error during {op}: {source}")]
     Storage {
@@ -260,6 +272,7 @@ impl Error {
                 | Error::LockHeld { .. }
                 | Error::LeaseHeld { .. }
                 | Error::SnapshotUnstable { .. }
+                | Error::Unavailable { .. }
                 | Error::Storage { .. }
         )
     }

@@ -103,6 +103,44 @@ pub const SIGNAL_BYTES_MAX: usize = 256 * 1024;
 /// signals of one workflow execution at the same 10,000 by default.
 pub const SIGNALS_PER_THREAD_MAX: u64 = 10_000;
 
+/// PostgreSQL: opening a connection, all of it (socket, TLS, startup, the `SET`s Cairn runs),
+/// when the URL sets no `connect_timeout`. A connection opens in milliseconds on a LAN and in
+/// well under a second across regions with TLS; 5 s leaves room for a loaded server's fork and
+/// authentication, and bounds what a reconnection into a silent network costs (libpq has no
+/// default: it waits for ever).
+pub const PG_CONNECT_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// PostgreSQL: the server's `statement_timeout`, when the URL's `options` set none. Cairn's
+/// statements touch a page of rows by index (a group's rows, a page of a listing or of
+/// `verify`'s scan): milliseconds each, so 10 s only ends a statement stuck behind a lock or a
+/// server that no longer works, and the client gives its connection up soon after
+/// ([`PG_ANSWER_GRACE_MAX`]).
+pub const PG_STATEMENT_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// PostgreSQL: how long past its statement timeout a client waits for the server's own answer
+/// (the server's cancellation, then the round trip back) before it gives the connection up as
+/// one the network dropped. A read's (and a write's) deadline is the statement timeout plus
+/// this: 12 s by default. A read seldom waits that long: one that needs a database the store
+/// knows is unreachable fails at once ([`crate::Error::Unavailable`]), and one in flight when
+/// the store learns it fails then.
+pub const PG_ANSWER_GRACE_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// PostgreSQL: how often the store checks that its database answers (an empty query on its
+/// listening connection), whatever it reads or writes meanwhile: a network that goes silent
+/// is noticed within this plus [`PG_CHECK_ANSWER_MAX`] even when nothing is written.
+pub const PG_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// PostgreSQL: how long that check may go unanswered before the store says the database is
+/// unreachable (an empty query answers in a millisecond; 2 s is a server or a network that is
+/// gone, not a busy one). The connection is given up and a fresh one, opened within the
+/// connect timeout, is the check while the database does not answer.
+pub const PG_CHECK_ANSWER_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// PostgreSQL: how long writes wait for a database that does not answer before they fail
+/// ([`crate::Error::Unavailable`]) instead of waiting on: a server restart (about a second)
+/// costs writes a delay, an outage of minutes costs each caller an error within this.
+pub const PG_WRITE_WAIT_UNAVAILABLE_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Checks `value <= max`, naming the limit in the error.
 ///
 /// # Errors

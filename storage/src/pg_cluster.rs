@@ -177,12 +177,20 @@ impl Cluster {
         self.start_server()
     }
 
-    /// Stops the server abruptly.
-    fn stop(&self) -> Result<(), String> {
+    /// Stops the server abruptly (as [`Cluster::restart`] does), leaving it down until
+    /// [`Cluster::start_server`]: a server that is gone for as long as a test wants.
+    ///
+    /// # Errors
+    /// What `pg_ctl` said when it failed.
+    pub fn stop(&self) -> Result<(), String> {
         self.run("pg_ctl", &["-D", &self.data(), "-m", "immediate", "-w", "stop"])
     }
 
-    fn start_server(&self) -> Result<(), String> {
+    /// Starts the server again after [`Cluster::stop`]; it recovers from its WAL.
+    ///
+    /// # Errors
+    /// What `pg_ctl` said when it failed.
+    pub fn start_server(&self) -> Result<(), String> {
         let data = self.data();
         let socket = self.dir.path().display().to_string();
         let log = self.dir.path().join("log").display().to_string();

@@ -10,6 +10,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use metrics::{Counter, Gauge, Histogram, Key, Label, Metadata, Recorder, Unit};
+use tokio::sync::watch;
 
 /// Group commits, by outcome (`ok`, `failed`).
 pub const GROUP_COMMITS: &str = "cairn_storage_group_commits_total";
@@ -47,6 +48,54 @@ pub struct DatabaseState {
     pub since_ms: u64,
     /// The last failure (a refused connection, a missed deadline), kept after recovery.
     pub last_error: Option<String>,
+}
+
+impl DatabaseState {
+    /// [`crate::Error::Unavailable`] naming the cause, while the database does not answer;
+    /// `None` while it does.
+    pub fn unavailable(&self) -> Option<crate::Error> {
+        (!self.reachable).then(|| crate::Error::Unavailable {
+            cause: self.last_error.clone().unwrap_or_else(|| "no answer".to_owned()),
+            since_ms: self.since_ms,
+        })
+    }
+}
+
+/// Resolves once the database has not answered for `after` (at once if it has not for that
+/// long already), with [`DatabaseState::unavailable`]'s error; never while it answers, nor for a
+/// store that has no server (`changes` from [`StoreMetrics::database_changes`]). What a wait
+/// that needs the database selects on, so that it ends with the reason instead of waiting on.
+pub async fn unavailable_for(
+    changes: &mut watch::Receiver<Option<DatabaseState>>,
+    after: Duration,
+) -> crate::Error {
+    loop {
+        let state = changes.borrow_and_update().clone();
+        let down = state.and_then(|s| s.unavailable().map(|e| (s.since_ms, e)));
+        let left = down.as_ref().map(|(since_ms, _)| {
+            let due_ms =
+                since_ms.saturating_add(u64::try_from(after.as_millis()).unwrap_or(u64::MAX));
+            Duration::from_millis(due_ms.saturating_sub(now_ms()))
+        });
+        match (down, left) {
+            (Some((_, e)), Some(left)) if left.is_zero() => return e,
+            (_, left) => {
+                let sleep = async {
+                    match left {
+                        Some(left) => tokio::time::sleep(left).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    () = sleep => {}
+                    changed = changes.changed() => if changed.is_err() {
+                        // The store is gone: nothing will say the database is down.
+                        return std::future::pending().await;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// What one group commit did.
@@ -115,7 +164,7 @@ pub(crate) fn batch_bytes(batch: &crate::Batch) -> usize {
 /// A store's metric handles, shared by the store and its writer thread, and the database's
 /// state as its connections last found it.
 #[derive(Clone)]
-pub struct StoreMetrics(Arc<RwLock<Handles>>, Arc<std::sync::Mutex<Option<DatabaseState>>>);
+pub struct StoreMetrics(Arc<RwLock<Handles>>, Arc<watch::Sender<Option<DatabaseState>>>);
 
 impl std::fmt::Debug for StoreMetrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -142,7 +191,7 @@ impl Default for StoreMetrics {
     fn default() -> StoreMetrics {
         StoreMetrics(
             Arc::new(RwLock::new(metrics::with_recorder(Handles::of))),
-            Arc::new(std::sync::Mutex::new(None)),
+            Arc::new(watch::Sender::new(None)),
         )
     }
 }
@@ -159,22 +208,31 @@ impl StoreMetrics {
 
     /// The database's state, once a connection reported it (`None` for a file store).
     pub fn database(&self) -> Option<DatabaseState> {
-        self.1.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.1.borrow().clone()
+    }
+
+    /// Every change of [`StoreMetrics::database`], as it happens: what a wait that needs the
+    /// database (a read, a caller waiting for a thread) watches to end at once with
+    /// [`DatabaseState::unavailable`] when it stops answering.
+    pub fn database_changes(&self) -> watch::Receiver<Option<DatabaseState>> {
+        self.1.subscribe()
     }
 
     /// A round trip was answered: the database is reachable (logged when it was not).
     pub fn database_answered(&self) {
-        let mut state = self.1.lock().unwrap_or_else(PoisonError::into_inner);
-        if state.as_ref().is_some_and(|s| s.reachable) {
-            return;
-        }
-        let last_error = state.as_ref().and_then(|s| s.last_error.clone());
-        if let Some(down) = state.as_ref() {
-            let down_ms = now_ms().saturating_sub(down.since_ms);
-            tracing::warn!(down_ms, "the database answers again");
-        }
-        *state = Some(DatabaseState { reachable: true, since_ms: now_ms(), last_error });
-        self.0.read().unwrap_or_else(PoisonError::into_inner).database_up.set(1.0);
+        self.1.send_if_modified(|state| {
+            if state.as_ref().is_some_and(|s| s.reachable) {
+                return false;
+            }
+            let last_error = state.as_ref().and_then(|s| s.last_error.clone());
+            if let Some(down) = state.as_ref() {
+                let down_ms = now_ms().saturating_sub(down.since_ms);
+                tracing::warn!(down_ms, "the database answers again");
+            }
+            *state = Some(DatabaseState { reachable: true, since_ms: now_ms(), last_error });
+            self.0.read().unwrap_or_else(PoisonError::into_inner).database_up.set(1.0);
+            true
+        });
     }
 
     /// A connection failed, was refused or missed its deadline (`what`): counted, and the
@@ -182,11 +240,10 @@ impl StoreMetrics {
     pub fn database_failed(&self, what: &str) {
         let h = self.0.read().unwrap_or_else(PoisonError::into_inner);
         h.database_failures.increment(1);
-        let mut state = self.1.lock().unwrap_or_else(PoisonError::into_inner);
-        match state.as_mut() {
+        self.1.send_modify(|state| match state.as_mut() {
             Some(s) if !s.reachable => s.last_error = Some(what.to_owned()),
             _ => {
-                tracing::error!(error = what, "the database does not answer");
+                tracing::warn!(error = what, "the database does not answer");
                 *state = Some(DatabaseState {
                     reachable: false,
                     since_ms: now_ms(),
@@ -194,7 +251,15 @@ impl StoreMetrics {
                 });
                 h.database_up.set(0.0);
             }
-        }
+        });
+    }
+
+    /// One connection was lost (the server ended it, its socket failed) while the database
+    /// may well answer on a fresh one: counted, not an outage (a failed reconnection, or a
+    /// missed deadline, is one: [`StoreMetrics::database_failed`]).
+    pub fn connection_lost(&self, what: &str) {
+        self.0.read().unwrap_or_else(PoisonError::into_inner).database_failures.increment(1);
+        tracing::debug!(error = what, "a database connection was lost");
     }
 
     /// Counts one group commit.
@@ -279,7 +344,7 @@ fn describe(r: &dyn Recorder) {
 }
 
 /// This machine's clock, ms since the Unix epoch (when a database state began).
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -288,6 +353,63 @@ fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_connection_is_an_outage_until_an_answer_and_a_lost_one_is_not() {
+        let m = StoreMetrics::default();
+        assert_eq!(m.database(), None, "nothing known before a connection reports");
+        m.database_answered();
+        assert!(m.database().is_some_and(|s| s.reachable));
+        m.connection_lost("terminated by an administrator");
+        assert!(m.database().is_some_and(|s| s.reachable), "one lost connection is no outage");
+        m.database_failed("connect: refused");
+        let down = m.database().unwrap();
+        assert!(!down.reachable);
+        match down.unavailable() {
+            Some(crate::Error::Unavailable { cause, since_ms }) => {
+                assert_eq!((cause.as_str(), since_ms), ("connect: refused", down.since_ms));
+            }
+            other => panic!("{other:?}"),
+        }
+        m.database_failed("connect: refused again");
+        let still = m.database().unwrap();
+        assert_eq!(still.since_ms, down.since_ms, "the outage began at its first failure");
+        assert_eq!(still.last_error.as_deref(), Some("connect: refused again"));
+        m.database_answered();
+        assert!(m.database().unwrap().unavailable().is_none());
+    }
+
+    #[test]
+    fn a_wait_on_the_database_ends_once_it_has_been_away_long_enough() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        rt.block_on(async {
+            let short = Duration::from_millis(50);
+            let m = StoreMetrics::default();
+            let mut changes = m.database_changes();
+            m.database_answered();
+            let waiting =
+                tokio::time::timeout(short, unavailable_for(&mut changes, Duration::ZERO));
+            assert!(waiting.await.is_err(), "no end while the database answers");
+            // A wait in progress ends when the store learns the database is gone.
+            let mut watching = m.database_changes();
+            let waiter = tokio::spawn(async move {
+                unavailable_for(&mut watching, Duration::ZERO).await.to_string()
+            });
+            tokio::task::yield_now().await;
+            m.database_failed("no answer within 2000 ms");
+            let told = tokio::time::timeout(Duration::from_secs(5), waiter).await.unwrap().unwrap();
+            assert_eq!(told, "the database does not answer: no answer within 2000 ms");
+            // With a grace: not before the outage is that old.
+            let grace = Duration::from_millis(300);
+            let started = std::time::Instant::now();
+            let e =
+                tokio::time::timeout(Duration::from_secs(5), unavailable_for(&mut changes, grace))
+                    .await
+                    .expect("ended after its grace");
+            assert!(matches!(e, crate::Error::Unavailable { .. }));
+            assert!(started.elapsed() >= grace - short, "ended after {:?}", started.elapsed());
+        });
+    }
 
     #[test]
     fn fsync_time_is_the_commit_time_of_a_durable_group_only() {

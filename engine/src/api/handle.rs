@@ -67,7 +67,11 @@ impl ThreadHandle {
     /// how it stands. A thread waiting in a queue has not run yet: this waits on.
     ///
     /// # Errors
-    /// Storage errors; [`Error::ShutDown`] if the engine shut down first.
+    /// Storage errors; [`Error::ShutDown`] if the engine shut down first;
+    /// [`cairn_storage::Error::Unavailable`] (as [`Error::Storage`]), naming the cause, once
+    /// the store's database (on a server) has not answered for
+    /// [`cairn_storage::limits::PG_WRITE_WAIT_UNAVAILABLE_MAX`]: the thread goes on once it
+    /// answers again, and a wait then finds it as it stands.
     pub async fn wait(&self) -> Result<Outcome, Error> {
         self.wait_until(|s| {
             !matches!(s, ThreadStatus::Running | ThreadStatus::Created | ThreadStatus::Queued)
@@ -105,12 +109,14 @@ impl ThreadHandle {
         done: impl Fn(ThreadStatus) -> bool,
     ) -> Result<Outcome, Error> {
         let shutdown = self.engine.shell.tasks.stopping().clone();
+        let mut database = self.engine.store().metrics().map(|m| m.database_changes());
         loop {
             let seen = tokio::select! {
                 r = rx.wait_for(|s| done(s.status)) => {
                     r.map(|seen| seen.ended.clone()).map_err(|_| Error::ShutDown)?
                 }
                 () = shutdown.cancelled() => return Err(Error::ShutDown),
+                e = unavailable(database.as_mut()) => return Err(e.into()),
             };
             // Ended by a runner of this engine, which published how: nothing to read back.
             if let Some(ended) = seen {
@@ -128,6 +134,7 @@ impl ThreadHandle {
             tokio::select! {
                 r = rx.changed() => r.map_err(|_| Error::ShutDown)?,
                 () = shutdown.cancelled() => return Err(Error::ShutDown),
+                e = unavailable(database.as_mut()) => return Err(e.into()),
             }
         }
     }
@@ -251,4 +258,22 @@ fn outcome_of(record: &ThreadRecord, output: Option<Value>) -> Outcome {
     let summary: Value = serde_json::from_slice(&record.summary).unwrap_or(Value::Null);
     let error = summary.get("last_error").and_then(Value::as_str).map(str::to_owned);
     Outcome { status: record.status, output, error }
+}
+
+/// Resolves once the store's database (on a server) has not answered for as long as writes
+/// wait for it ([`cairn_storage::limits::PG_WRITE_WAIT_UNAVAILABLE_MAX`]): a waiter then hears
+/// why instead of waiting through the outage (the thread goes on once the database is back).
+/// Never for a store without a server (`None`).
+async fn unavailable(
+    changes: Option<
+        &mut tokio::sync::watch::Receiver<Option<cairn_storage::telemetry::DatabaseState>>,
+    >,
+) -> cairn_storage::Error {
+    match changes {
+        Some(changes) => {
+            let after = cairn_storage::limits::PG_WRITE_WAIT_UNAVAILABLE_MAX;
+            cairn_storage::telemetry::unavailable_for(changes, after).await
+        }
+        None => std::future::pending().await,
+    }
 }

@@ -76,9 +76,11 @@ impl Engine {
     /// the database answers (a store on a server); it also sets the health gauges
     /// (`cairn_health_*`, `cairn_threads`, `cairn_locks_held`).
     ///
-    /// Reads every thread record and the lock table (not the logs), each read within the
-    /// store's deadline; while the store knows its database unreachable (`cairn_database_up`
-    /// 0), it reads nothing and reports so at once.
+    /// Reads every thread record and the lock table (not the logs); while the store knows its
+    /// database unreachable (`cairn_database_up` 0), it reads nothing and reports so at once,
+    /// with the cause. A database on a server that leaves one of the pass's reads unanswered
+    /// for [`crate::limits::HEALTH_DATABASE_WAIT_MS`] is reported as not answering, with that
+    /// reason, so a report never waits on the database longer.
     ///
     /// # Errors
     /// Storage errors reading the records.

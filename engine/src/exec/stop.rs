@@ -67,6 +67,7 @@ pub(crate) fn in_doubt(e: &Error) -> bool {
         Error::Storage(s) => matches!(
             s,
             S::Storage { .. }
+                | S::Unavailable { .. }
                 | S::Closed
                 | S::Poisoned
                 | S::DiskFull { .. }

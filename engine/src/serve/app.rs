@@ -78,7 +78,8 @@ impl IntoResponse for Reject {
 }
 
 /// An engine error as a response about `field`: an unknown thread 404, a refused control or a
-/// thread whose workflow is not compiled in 409, a caller's mistake 400, the rest 500.
+/// thread whose workflow is not compiled in 409, a caller's mistake 400, a database that does
+/// not answer 503 (the error says why), the rest 500.
 pub(super) fn reject(e: Error, field: &str) -> Reject {
     let status = match &e {
         Error::UnknownThread(_) => 404,
@@ -94,6 +95,8 @@ pub(super) fn reject(e: Error, field: &str) -> Reject {
         Error::Storage(
             cairn_storage::Error::Invalid { .. } | cairn_storage::Error::LimitExceeded { .. },
         ) => 400,
+        // The database does not answer (the store knows it): try again later, as it says why.
+        Error::Storage(cairn_storage::Error::Unavailable { .. }) => 503,
         _ => 500,
     };
     if status == 500 {

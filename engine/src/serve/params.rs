@@ -19,7 +19,7 @@ use crate::limits::SERVE_PAGE_MAX;
 /// segment or body field) it is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reject {
-    /// The HTTP status code (400, 401, 404, 405, 409, 413, 500).
+    /// The HTTP status code (400, 401, 404, 405, 409, 413, 500, 503).
     pub status: u16,
     /// What is wrong, for a person.
     pub error: String,

@@ -4,12 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use cairn_storage::{Page, Store, ThreadFilter, ThreadStatus};
 use serde::{Deserialize, Serialize};
 
 use super::metrics::Metrics;
-use crate::limits::HEALTH_ITEMS_MAX;
+use crate::limits::{HEALTH_DATABASE_WAIT_MS, HEALTH_ITEMS_MAX};
 
 /// The report of one health pass.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,7 +97,8 @@ pub struct CommitHealth {
 /// Runs a health pass over `store` at `now_ms` and sets the health gauges of `metrics`, with
 /// the store's async reads. A store that knows its database unreachable is not read (a report
 /// must come back while the database does not: each read would wait for its deadline); one
-/// whose database stops answering during the pass is reported so, not as an error.
+/// whose database stops answering during the pass, or does not answer one of its reads within
+/// [`HEALTH_DATABASE_WAIT_MS`], is reported so, not as an error.
 pub(crate) async fn check(
     store: &dyn Store,
     now_ms: u64,
@@ -115,11 +117,17 @@ pub(crate) async fn check(
         commits: commit_health(metrics, false),
         database: Some(database),
     };
-    match store.database() {
-        Some(database) if !database.reachable => return Ok(unreachable(database.into())),
-        _ => {}
+    let server = store.database();
+    if let Some(database) = server.clone().filter(|d| !d.reachable) {
+        return Ok(unreachable(database.into()));
     }
-    match read_and_check(store, now_ms, watchdog_ms, metrics).await {
+    // A database on a server is waited for a bounded time per read; a file answers at once.
+    let wait = server.map(|_| Duration::from_millis(HEALTH_DATABASE_WAIT_MS));
+    match read_and_check(store, now_ms, watchdog_ms, (metrics, wait)).await {
+        Err(cairn_storage::Error::Unavailable { cause, since_ms }) => {
+            let database = DatabaseHealth { reachable: false, since_ms, last_error: Some(cause) };
+            Ok(unreachable(database))
+        }
         Err(e @ cairn_storage::Error::Storage { .. }) => match store.database() {
             Some(database) if !database.reachable => Ok(unreachable(database.into())),
             _ => Err(e),
@@ -131,6 +139,24 @@ pub(crate) async fn check(
         }
         Err(e) => Err(e),
     }
+}
+
+/// `reading`'s answer, within `wait` if given: past it, [`cairn_storage::Error::Unavailable`]
+/// saying so (the database did not answer the health pass in time).
+async fn answered<T>(
+    wait: Option<Duration>,
+    reading: impl std::future::IntoFuture<Output = Result<T, cairn_storage::Error>>,
+) -> Result<T, cairn_storage::Error> {
+    let Some(wait) = wait else { return reading.await };
+    let since_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    tokio::time::timeout(wait, reading.into_future()).await.unwrap_or_else(|_| {
+        Err(cairn_storage::Error::Unavailable {
+            cause: format!("no answer to the health pass's read within {} ms", wait.as_millis()),
+            since_ms,
+        })
+    })
 }
 
 /// What the report says of this engine's step commits (`take`: the recent slow ones are
@@ -154,7 +180,7 @@ async fn read_and_check(
     store: &dyn Store,
     now_ms: u64,
     watchdog_ms: u64,
-    metrics: &Metrics,
+    (metrics, wait): (&Metrics, Option<Duration>),
 ) -> Result<HealthReport, cairn_storage::Error> {
     let mut counts: BTreeMap<ThreadStatus, u64> =
         ThreadStatus::ALL.iter().map(|s| (*s, 0)).collect();
@@ -163,7 +189,9 @@ async fn read_and_check(
     let limit = 500;
     let mut offset = 0;
     loop {
-        let page = store.list_threads(&ThreadFilter::default(), Page { limit, offset }).await?;
+        let page =
+            answered(wait, store.list_threads(&ThreadFilter::default(), Page { limit, offset }))
+                .await?;
         offset += page.len();
         for record in &page {
             *counts.entry(record.status).or_default() += 1;
@@ -184,7 +212,7 @@ async fn read_and_check(
         }
     }
     let mut expired = Vec::new();
-    let locks = store.locks().await?;
+    let locks = answered(wait, store.locks()).await?;
     let mut expired_locks = 0;
     for lock in &locks {
         if !lock.is_live(now_ms) {

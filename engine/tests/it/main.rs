@@ -46,6 +46,8 @@ mod pg_debug_reads;
 mod pg_hang;
 #[cfg(feature = "postgres")]
 mod pg_lease;
+#[cfg(all(feature = "postgres", feature = "http"))]
+mod pg_outage;
 #[cfg(feature = "postgres")]
 mod pg_public_reads;
 #[cfg(feature = "postgres")]

@@ -28,16 +28,14 @@ use std::time::Duration;
 
 use tokio::task::AbortHandle;
 
-/// Opening a connection, when the URL sets no `connect_timeout`.
-pub(crate) const CONNECT_DEFAULT: Duration = Duration::from_secs(10);
+/// Opening a connection, when the URL sets no `connect_timeout` (the reason is with it).
+pub(crate) const CONNECT_DEFAULT: Duration = crate::limits::PG_CONNECT_TIMEOUT_DEFAULT;
 
-/// The server's `statement_timeout`, when the URL's `options` set none: long enough for the
-/// longest statement Cairn sends on a large database (a page of `verify`'s scan).
-pub(crate) const STATEMENT_DEFAULT: Duration = Duration::from_secs(30);
+/// The server's `statement_timeout`, when the URL's `options` set none.
+pub(crate) const STATEMENT_DEFAULT: Duration = crate::limits::PG_STATEMENT_TIMEOUT_DEFAULT;
 
-/// The most the client waits past the statement timeout for the server's own answer (its
-/// cancellation, then the round trip back).
-pub(crate) const GRACE_MAX: Duration = Duration::from_secs(5);
+/// The most the client waits past the statement timeout for the server's own answer.
+pub(crate) const GRACE_MAX: Duration = crate::limits::PG_ANSWER_GRACE_MAX;
 
 /// TCP keepalive: idle time before the first probe (tokio-postgres's own default, two hours,
 /// would let a dead peer hold an idle connection that long).
@@ -51,10 +49,6 @@ pub(crate) const KEEPALIVE_RETRIES_DEFAULT: u32 = 3;
 
 /// How long sent data may stay unacknowledged before the kernel drops the connection.
 pub(crate) const TCP_USER_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
-
-/// Longest pause between two checks of an idle connection (the listener's): a lost database is
-/// noticed within this plus the connect timeout even when nothing is written.
-pub(crate) const CHECK_EVERY_MAX: Duration = Duration::from_secs(5);
 
 /// tokio-postgres's keepalive idle when the URL sets none (so the store's default applies).
 const KEEPALIVE_IDLE_UNSET: Duration = Duration::from_secs(2 * 60 * 60);
@@ -119,9 +113,10 @@ impl Timeouts {
         self.statement.map(|s| s + s.min(GRACE_MAX))
     }
 
-    /// How often an idle connection is checked, and how long its check may take.
+    /// How often the database is checked (on the listener's connection), and how long a
+    /// check may go unanswered before the database is said to be unreachable.
     pub fn check(&self) -> (Duration, Duration) {
-        (self.connect.min(CHECK_EVERY_MAX), self.connect)
+        (crate::limits::PG_CHECK_EVERY, self.connect.min(crate::limits::PG_CHECK_ANSWER_MAX))
     }
 }
 
@@ -235,7 +230,7 @@ mod tests {
         assert_eq!(config.get_tcp_user_timeout(), Some(&TCP_USER_TIMEOUT_DEFAULT));
         assert_eq!(
             t.setup(&config),
-            "SET statement_timeout = 30000; SET idle_in_transaction_session_timeout = 35000",
+            "SET statement_timeout = 10000; SET idle_in_transaction_session_timeout = 12000",
             "the default is set on each connection"
         );
 

@@ -10,9 +10,11 @@
 //!
 //! A listening connection sends nothing of its own: a network that silently stopped passing
 //! its bytes would leave it waiting for ever (keepalives cover TCP only). So the listener
-//! checks it every [`super::deadline::Timeouts::check`] with an empty query that must be
-//! answered within the connect timeout: this is also how a store that writes nothing notices
-//! (and says, `cairn_database_up`) that its database is gone.
+//! checks it every second with an empty query that must be answered within a bound
+//! ([`super::deadline::Timeouts::check`]): this is how the store notices (and says,
+//! `cairn_database_up`, [`crate::Error::Unavailable`] for the reads meanwhile) that its
+//! database is gone, within a few seconds whatever it reads or writes. While it is gone, the
+//! listener's reconnection attempts are the check that says when it is back.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -194,7 +194,8 @@ impl Target {
         let opened = Entered { handle: &self.handle, future: Box::pin(opening) }.await;
         match &opened {
             Ok(_) => self.metrics.database_answered(),
-            Err(e) => self.metrics.database_failed(&format!("connect: {e}")),
+            // With its causes: "error connecting to server: Connection refused (os error 111)".
+            Err(e) => self.metrics.database_failed(&super::tls::connect_error_text(e)),
         }
         opened
     }
@@ -303,7 +304,9 @@ impl Readers {
     /// run again once on a fresh connection: reads change nothing, so that is safe. A read
     /// with no answer within the answer deadline gives its connection up (closed, out of the
     /// pool) and fails. With every connection busy, the read waits for one, suspended (each
-    /// busy one is freed within its own deadline).
+    /// busy one is freed within its own deadline). While the store knows the database does
+    /// not answer (its check, a connection or a deadline said so), a read fails at once with
+    /// [`Error::Unavailable`] naming why, and one waiting when the store learns it fails then.
     pub fn run<T: Send + 'static>(
         &self,
         f: impl for<'c> Fn(&'c Conn) -> BoxRead<'c, T> + Send + Sync + 'static,
@@ -317,59 +320,108 @@ impl Readers {
     ) -> impl Future<Output = Result<T, Error>> + Send + 'static {
         let (pool, limit, metrics) = (self.pool.clone(), self.answer, self.metrics.clone());
         let reading = async move {
-            let conn = pool.get().await.map_err(pool_error)?;
-            let answer = within(limit, &metrics, f(&conn)).await;
-            let answer = match answer {
-                Err(Late(limit)) => {
-                    // Out of the pool for good: its connection is closed with it.
-                    drop(Object::take(conn));
-                    return Err(super::deadline::late("read", limit));
-                }
-                Ok(answer) => answer,
-            };
-            let answer = match answer {
-                Err(e) if dropped(&conn, &e) => {
-                    metrics.database_failed(&format!("a reader's connection: {e}"));
-                    drop(Object::take(conn));
-                    let conn = pool.get().await.map_err(pool_error)?;
-                    match within(limit, &metrics, f(&conn)).await {
-                        Ok(answer) => answer,
-                        Err(Late(limit)) => {
-                            drop(Object::take(conn));
-                            return Err(super::deadline::late("read", limit));
-                        }
-                    }
-                }
-                answer => answer,
-            };
-            if answer.is_ok() {
-                metrics.database_answered();
+            // A database known not to answer is not asked: the caller hears why at once.
+            let mut changes = metrics.database_changes();
+            if let Some(e) = changes.borrow_and_update().as_ref().and_then(|s| s.unavailable()) {
+                return Err(e);
             }
-            answer
+            let answer = read_on(&pool, limit, &metrics, &mut changes, &f).await;
+            match answer {
+                Ok(answer) => {
+                    metrics.database_answered();
+                    Ok(answer)
+                }
+                // A read that failed on its connection as the database went away says so.
+                Err(e @ Error::Storage { .. }) => {
+                    Err(metrics.database().and_then(|s| s.unavailable()).unwrap_or(e))
+                }
+                Err(e) => Err(e),
+            }
         };
         // Polled inside the store's runtime: the deadlines' timers are that runtime's.
         Entered { handle: self.handle.clone(), future: Box::pin(reading) }
     }
 }
 
-/// A read that got no answer within its deadline (in it).
-struct Late(std::time::Duration);
+/// [`Readers::read`] on a pooled connection, and once more on a fresh one if that one was
+/// dropped; each wait ends early when the store learns the database does not answer.
+async fn read_on<T>(
+    pool: &Pool,
+    limit: Option<std::time::Duration>,
+    metrics: &StoreMetrics,
+    changes: &mut Changes,
+    f: &(impl for<'c> Fn(&'c Conn) -> BoxRead<'c, T> + Send + Sync),
+) -> Result<T, Error> {
+    let mut again = true;
+    loop {
+        let conn = tokio::select! {
+            got = pool.get() => got.map_err(pool_error)?,
+            e = unavailable(changes) => return Err(e),
+        };
+        match within(limit, metrics, changes, f(&conn)).await {
+            Err(gone) => return Err(gone.give_up(conn)),
+            Ok(Err(e)) if again && dropped(&conn, &e) => {
+                metrics.connection_lost(&format!("a reader's connection: {e}"));
+                drop(Object::take(conn));
+                again = false;
+            }
+            Ok(answer) => return answer,
+        }
+    }
+}
 
-/// `read`'s answer, or [`Late`] when none came within `limit` (told to `metrics`).
+/// The database's state as it changes ([`StoreMetrics::database_changes`]).
+type Changes = tokio::sync::watch::Receiver<Option<crate::telemetry::DatabaseState>>;
+
+/// Why a read stopped waiting for its answer.
+enum Gone {
+    /// None came within its deadline (in it).
+    Late(std::time::Duration),
+    /// The store learnt meanwhile that the database does not answer (the error says why).
+    Unavailable(Error),
+}
+
+impl Gone {
+    /// The read's error; its connection, which may still have the request in flight, is
+    /// closed and out of the pool for good.
+    fn give_up(self, conn: Object) -> Error {
+        drop(Object::take(conn));
+        match self {
+            Gone::Late(limit) => super::deadline::late("read", limit),
+            Gone::Unavailable(e) => e,
+        }
+    }
+}
+
+/// `read`'s answer, or why none came: not within `limit` (told to `metrics`), or the store
+/// learnt that the database does not answer (from `changes`).
 async fn within<T>(
     limit: Option<std::time::Duration>,
     metrics: &StoreMetrics,
+    changes: &mut Changes,
     read: BoxRead<'_, T>,
-) -> Result<Result<T, Error>, Late> {
-    let Some(limit) = limit else { return Ok(read.await) };
-    match tokio::time::timeout(limit, read).await {
-        Ok(answer) => Ok(answer),
-        Err(_) => {
+) -> Result<Result<T, Error>, Gone> {
+    let late = async {
+        match limit {
+            Some(limit) => tokio::time::sleep(limit).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        answer = read => Ok(answer),
+        e = unavailable(changes) => Err(Gone::Unavailable(e)),
+        () = late => {
+            let limit = limit.unwrap_or_default();
             metrics
                 .database_failed(&format!("a read got no answer within {} ms", limit.as_millis()));
-            Err(Late(limit))
+            Err(Gone::Late(limit))
         }
     }
+}
+
+/// Resolves once the database's state says it does not answer, with the error that says why.
+async fn unavailable(changes: &mut Changes) -> Error {
+    crate::telemetry::unavailable_for(changes, std::time::Duration::ZERO).await
 }
 
 /// Whether a read that failed with `e` failed because its connection did (rather than on the

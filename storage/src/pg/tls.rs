@@ -160,14 +160,26 @@ where
 /// A failed connection, with its causes in the message ("error performing TLS handshake:
 /// invalid peer certificate: UnknownIssuer", not only the first of them).
 pub(crate) fn connect_error(e: tokio_postgres::Error) -> Error {
+    let message = error_chain(&e);
+    Error::Storage { op: "connect", source: std::sync::Arc::new(std::io::Error::other(message)) }
+}
+
+/// "connect: " and a failed connection's error with its causes, as the database's state names
+/// it ([`crate::telemetry::DatabaseState::last_error`]).
+pub(crate) fn connect_error_text(e: &tokio_postgres::Error) -> String {
+    format!("connect: {}", error_chain(e))
+}
+
+/// `e`'s message followed by each of its causes'.
+fn error_chain(e: &tokio_postgres::Error) -> String {
     let mut message = e.to_string();
-    let mut cause = std::error::Error::source(&e);
+    let mut cause = std::error::Error::source(e);
     while let Some(c) = cause {
         message.push_str(": ");
         message.push_str(&c.to_string());
         cause = c.source();
     }
-    Error::Storage { op: "connect", source: std::sync::Arc::new(std::io::Error::other(message)) }
+    message
 }
 
 #[cfg(feature = "tls")]

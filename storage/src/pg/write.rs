@@ -101,8 +101,12 @@ impl Writer {
     /// a task of the store's runtime waits for room in its stead, and the write's answer
     /// comes as ever (`Closed` if the writer stopped meanwhile). Writes left to wait so are
     /// queued in no promised order among themselves: a caller that needs its writes in order
-    /// awaits each [`Writer::queue`].
+    /// awaits each [`Writer::queue`]. Once the database has not answered for a while
+    /// ([`waited_out`]), `op` is refused at once with [`Error::Unavailable`] naming why.
     pub fn send(&self, op: Write) -> Result<(), Error> {
+        if let Some(e) = waited_out(&self.metrics) {
+            return Err(e);
+        }
         match self.ops.try_send(op) {
             Ok(()) => Ok(()),
             Err(TrySendError::Closed(_)) => Err(Error::Closed),
@@ -121,12 +125,17 @@ impl Writer {
     }
 
     /// Queues `op`, suspended (never blocking its thread) while the queue is full; the
-    /// queue's room is handed out in the order it was waited for.
+    /// queue's room is handed out in the order it was waited for. Refused
+    /// ([`Error::Unavailable`]) once the database has not answered for a while
+    /// ([`waited_out`]), as [`Writer::send`] is.
     pub fn queue(&self, op: Write) -> impl Future<Output = Result<(), Error>> + Send + 'static {
-        let queued = match self.ops.try_send(op) {
-            Ok(()) => Ok(None),
-            Err(TrySendError::Closed(_)) => Err(Error::Closed),
-            Err(TrySendError::Full(op)) => Ok(Some((self.ops.clone(), op))),
+        let queued = match waited_out(&self.metrics) {
+            Some(e) => Err(e),
+            None => match self.ops.try_send(op) {
+                Ok(()) => Ok(None),
+                Err(TrySendError::Closed(_)) => Err(Error::Closed),
+                Err(TrySendError::Full(op)) => Ok(Some((self.ops.clone(), op))),
+            },
         };
         async move {
             match queued? {
@@ -183,7 +192,7 @@ fn run(
         // connection, the client may not know yet that the connection is gone (a reset seen
         // by one request before the connection's task ends): ask it.
         if (client.is_closed() || (suspect && !answers(&client)))
-            && let Some(fresh) = reconnect_within(reconnect, RECONNECT_WAIT_MAX)
+            && let Some(fresh) = reconnect_within(reconnect, metrics)
         {
             client = fresh;
             cache = Statements::default();
@@ -234,9 +243,21 @@ fn run(
             reconnect,
             group,
             committed,
-            (token, &mut report),
+            (token, &mut report, metrics),
         );
     }
+}
+
+/// [`Error::Unavailable`] once the database has not answered for
+/// [`crate::limits::PG_WRITE_WAIT_UNAVAILABLE_MAX`] (a shorter outage costs writes a delay).
+pub(crate) fn waited_out(metrics: &StoreMetrics) -> Option<Error> {
+    let state = metrics.database()?;
+    let down_ms = crate::telemetry::now_ms().saturating_sub(state.since_ms);
+    let max_ms = crate::limits::PG_WRITE_WAIT_UNAVAILABLE_MAX.as_millis();
+    if u128::from(down_ms) < max_ms {
+        return None;
+    }
+    state.unavailable()
 }
 
 /// Whether `client`'s connection answers an empty query within [`CONNECTION_CHECK`] (if not,
@@ -246,10 +267,14 @@ fn answers(client: &Client) -> bool {
 }
 
 /// A fresh connection, tried again and again (each attempt within the connect timeout, with
-/// a growing pause between) until one opens or `wait` has passed (`None`: the group about to
-/// run fails on the closed connection, its callers told).
-fn reconnect_within(reconnect: &Connect, wait: Duration) -> Option<Client> {
-    let started = Instant::now();
+/// a growing pause between) until one opens or [`RECONNECT_WAIT_MAX`] has passed (`None`: the
+/// group about to run fails on the closed connection, its callers told). Tried once only when
+/// the database had already been away for [`waited_out`]'s while: the group the writer held
+/// when it went away waits for it (a short outage costs its writes a delay, not an error, and a
+/// tool call whose result it carries is not run again), and those after it fail at once.
+fn reconnect_within(reconnect: &Connect, metrics: &StoreMetrics) -> Option<Client> {
+    let (started, wait) = (Instant::now(), RECONNECT_WAIT_MAX);
+    let patient = waited_out(metrics).is_none();
     let mut backoff = Duration::from_millis(50);
     let mut attempts = 0u32;
     loop {
@@ -261,7 +286,7 @@ fn reconnect_within(reconnect: &Connect, wait: Duration) -> Option<Client> {
                 }
                 return Some(fresh);
             }
-            Err(e) if started.elapsed() >= wait => {
+            Err(e) if started.elapsed() >= wait || !patient => {
                 tracing::warn!(error = %e, attempts, "the writer cannot reconnect; a group fails");
                 return None;
             }
@@ -317,7 +342,7 @@ fn commit_group(
     reconnect: &Connect,
     group: Vec<Write>,
     committed: &watch::Sender<u64>,
-    (token, report): (u64, Report<'_>),
+    (token, report, metrics): (u64, Report<'_>, &StoreMetrics),
 ) -> bool {
     let (requests, answers): (Vec<Request>, Vec<Answer>) =
         group.into_iter().map(Write::split).unzip();
@@ -360,7 +385,7 @@ fn commit_group(
             Err(e) if undone && attempts < GROUP_ATTEMPTS_MAX => {
                 tracing::info!(error = %e, attempts, "the group's connection failed; it runs again");
                 if client.is_closed() {
-                    match reconnect_within(reconnect, RECONNECT_WAIT_MAX) {
+                    match reconnect_within(reconnect, metrics) {
                         Some(fresh) => {
                             *client = fresh;
                             *cache = Statements::default();
@@ -389,12 +414,18 @@ fn commit_group(
             false
         }
         Err(e) => {
+            // Failed on its connection before its COMMIT was sent (nothing of it committed)
+            // while the database does not answer: the callers hear why.
+            let e = match e {
+                Error::Storage { .. } if done.sent.is_none() => waited_out(metrics).unwrap_or(e),
+                e => e,
+            };
             tracing::warn!(error = %e, attempts, "a group commit failed; its writes are rolled back");
             report(false, done.commit_time, attempts - 1);
             for to in answers {
                 to.send(answer(outcomes.next().flatten(), Some(&e)));
             }
-            matches!(e, Error::Storage { .. }) && !xid::retryable(&e)
+            matches!(e, Error::Storage { .. } | Error::Unavailable { .. }) && !xid::retryable(&e)
         }
     }
 }

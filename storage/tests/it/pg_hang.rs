@@ -195,5 +195,12 @@ fn verify_into_a_silent_network_fails_within_its_deadlines_and_works_after() {
     assert!(outcome.is_err(), "verified through a silent network?");
     // Two connections, each given up after the answer deadline (1 s), and a connect (1 s).
     assert!(took < Duration::from_secs(6), "verify took {took:?}");
+    // Meanwhile the store's check said the database was gone (reads are refused at once while
+    // it is: `Error::Unavailable`); it says so no longer within a check or two.
+    let resumed = Instant::now();
+    while store.database().is_some_and(|d| !d.reachable) {
+        assert!(resumed.elapsed() < Duration::from_secs(10), "the database never answered again");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(store.verify().unwrap().is_clean(), "verify works again on fresh connections");
 }
