@@ -73,7 +73,7 @@ fn parse_rate(text: &str) -> Result<RateLimit, String> {
 /// `1h`, `90000` is `90s`).
 fn period(ms: u64) -> String {
     let units = [(3_600_000, "h"), (60_000, "m"), (1_000, "s")];
-    match units.iter().find(|(unit, _)| ms > 0 && ms % unit == 0) {
+    match units.iter().find(|(unit, _)| ms > 0 && ms.is_multiple_of(*unit)) {
         Some((unit, name)) => format!("{}{name}", ms / unit),
         None => format!("{ms}ms"),
     }
