@@ -67,7 +67,11 @@ impl ThreadHandle {
     /// how it stands. A thread waiting in a queue has not run yet: this waits on.
     ///
     /// # Errors
-    /// Storage errors; [`Error::ShutDown`] if the engine shut down first.
+    /// Storage errors; [`Error::ShutDown`] if the engine shut down first. When the thread's
+    /// runner stops without ending or parking it (a commit failed: the disk is full, an I/O
+    /// error), at once the error it stopped with, e.g. `Error::Storage(DiskFull { .. })`: the
+    /// thread stays as its log says, and is driven on when the store recovers (see
+    /// `docs/reliability.md`, "A failed commit").
     pub async fn wait(&self) -> Result<Outcome, Error> {
         self.wait_until(|s| {
             !matches!(s, ThreadStatus::Running | ThreadStatus::Created | ThreadStatus::Queued)
@@ -85,8 +89,10 @@ impl ThreadHandle {
 
     async fn wait_until(&self, done: impl Fn(ThreadStatus) -> bool) -> Result<Outcome, Error> {
         let mut rx = match &self.seen {
-            Some(seen) => seen.clone(),
-            None => self.engine.shell.coord.watch(&self.id).await?,
+            // A runner that stopped published its error on it, and its channel went: a later
+            // wait starts afresh from the stored status (the thread may be driven again).
+            Some(seen) if seen.borrow().stopped.is_none() => seen.clone(),
+            _ => self.engine.shell.coord.watch(&self.id).await?,
         };
         let waited = self.wait_on(&mut rx, done).await;
         drop(rx);
@@ -107,8 +113,14 @@ impl ThreadHandle {
         let shutdown = self.engine.shell.tasks.stopping().clone();
         loop {
             let seen = tokio::select! {
-                r = rx.wait_for(|s| done(s.status)) => {
-                    r.map(|seen| seen.ended.clone()).map_err(|_| Error::ShutDown)?
+                biased;
+                r = rx.wait_for(|s| done(s.status) || s.stopped.is_some()) => {
+                    let seen = r.map_err(|_| Error::ShutDown)?;
+                    if let Some(stopped) = &seen.stopped {
+                        // Its runner stopped (a failed commit) and nothing drives it now.
+                        return Err(Error::clone(stopped));
+                    }
+                    seen.ended.clone()
                 }
                 () = shutdown.cancelled() => return Err(Error::ShutDown),
             };

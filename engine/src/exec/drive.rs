@@ -147,14 +147,28 @@ pub(super) async fn released(shell: &Shell, thread: &ThreadId, result: &Result<E
         shell.admit.notify_one();
     }
     shell.coord.release(thread);
-    if let Ok(Exit::Status(s)) = result {
-        shell.coord.status_changed(thread, *s).await;
-        if s.is_terminal() {
-            shell.verified.forget(thread);
-        } else {
-            arm_parked_deadline(shell, thread).await;
+    match result {
+        Ok(Exit::Status(s)) => {
+            shell.coord.status_changed(thread, *s).await;
+            if s.is_terminal() {
+                shell.verified.forget(thread);
+            } else {
+                arm_parked_deadline(shell, thread).await;
+            }
         }
+        // Nothing drives the thread now, and nothing will until the store recovers or another
+        // engine takes it: its waiters hear why at once instead of waiting on a Running status.
+        Err(e) if !moved_on_by_another(shell, e) => shell.coord.stopped(thread, e),
+        _ => {}
     }
+}
+
+/// Whether a runner that stopped with `e` leaves its thread to another writer, whose change
+/// reaches the waiters as any does: the one whose write fenced it off (a control, another
+/// engine), the next engine to open after a shutdown, or on a shared database this engine again
+/// after a pause (a write in doubt, see [`stopped_by`]).
+fn moved_on_by_another(shell: &Shell, e: &Error) -> bool {
+    fenced(e) || matches!(e, Error::ShutDown) || (shell.coord.has_peers() && in_doubt(e))
 }
 
 /// A thread its runner left waiting for input may be waiting for a signal sent after its node
