@@ -111,6 +111,7 @@ impl ThreadHandle {
         done: impl Fn(ThreadStatus) -> bool,
     ) -> Result<Outcome, Error> {
         let shutdown = self.engine.shell.tasks.stopping().clone();
+        let mut refusals = self.engine.store().refusals();
         loop {
             let seen = tokio::select! {
                 biased;
@@ -123,6 +124,7 @@ impl ThreadHandle {
                     seen.ended.clone()
                 }
                 () = shutdown.cancelled() => return Err(Error::ShutDown),
+                cause = refused(refusals.as_mut()) => return Err(Error::Storage(cause)),
             };
             // Ended by a runner of this engine, which published how: nothing to read back.
             if let Some(ended) = seen {
@@ -140,6 +142,7 @@ impl ThreadHandle {
             tokio::select! {
                 r = rx.changed() => r.map_err(|_| Error::ShutDown)?,
                 () = shutdown.cancelled() => return Err(Error::ShutDown),
+                cause = refused(refusals.as_mut()) => return Err(Error::Storage(cause)),
             }
         }
     }
@@ -253,6 +256,21 @@ impl Engine {
         let sub = self.store().subscribe(scope, after)?;
         Ok(EventStream { engine: self.clone(), sub })
     }
+}
+
+/// Completes with the failure that makes the store refuse writes, once it does (at once if it
+/// does now): no thread of this engine moves until it recovers, so a wait ends with it. Never,
+/// for a store that never refuses writes as a whole.
+async fn refused(
+    refusals: Option<&mut tokio::sync::watch::Receiver<Option<cairn_storage::Error>>>,
+) -> cairn_storage::Error {
+    if let Some(refusals) = refusals
+        && let Ok(cause) = refusals.wait_for(Option::is_some).await
+        && let Some(cause) = cause.clone()
+    {
+        return cause;
+    }
+    std::future::pending().await
 }
 
 /// Events of the completing batch after `Output`: status, lock releases, checkpoint.

@@ -47,7 +47,7 @@ fn drive_queued(shell: &Arc<Shell>, thread: ThreadId, reason: &'static str, paus
         loop {
             if std::mem::take(&mut pause) {
                 tokio::select! {
-                    () = tokio::time::sleep(backoff) => {}
+                    () = pause_before_driving_again(&s, backoff) => {}
                     () = s.tasks.stopping().cancelled() => return,
                 }
                 backoff = (backoff * 2).min(DRIVE_AGAIN_BACKOFF_MAX);
@@ -77,10 +77,27 @@ fn drive_queued(shell: &Arc<Shell>, thread: ThreadId, reason: &'static str, paus
     });
 }
 
+/// Waits `backoff`, and then, on a store that refuses writes as a whole after a failed commit
+/// (see [`cairn_storage::Append::refusals`]), until it takes them again.
+async fn pause_before_driving_again(shell: &Shell, backoff: std::time::Duration) {
+    tokio::time::sleep(backoff).await;
+    if let Some(mut refusals) = shell.store.refusals() {
+        // An error: the store is gone, and so is the engine's work with it.
+        let _ = refusals.wait_for(Option::is_none).await;
+    }
+}
+
 /// Accounts for a runner of `thread` that stopped with `e`; true if the thread is to be driven
 /// again from its log after a pause.
 pub(super) fn stopped_by(shell: &Shell, thread: &ThreadId, e: &Error) -> bool {
     match e {
+        e if failed_commit(e) && shell.store.refusals().is_some() => {
+            // The store refuses writes until it has reopened its database (a full disk, an I/O
+            // error): driven again from its log once it takes them (recovery would not find it
+            // if it ran before this runner let the thread go).
+            tracing::warn!(thread = %thread, error = %e, "runner stopped by a failed commit; driving the thread again once the store takes writes");
+            true
+        }
         e if fenced(e) && shell.coord.has_peers() => {
             // Another engine took the thread over (this one stalled past its lease) or changed
             // it (a control from another process): the refusal is the fence doing its work, and
@@ -347,6 +364,12 @@ async fn tail_events(store: &dyn Store, thread: &ThreadId, ctx: &ThreadCtx) -> R
 
 /// Whether `e` is a write refused because the thread is someone else's now (its lease taken
 /// over, or its log moved on by another writer).
+/// Whether `e` is a commit that failed, or a write refused because one did.
+fn failed_commit(e: &Error) -> bool {
+    use cairn_storage::Error as S;
+    matches!(e, Error::Storage(S::Storage { .. } | S::DiskFull { .. } | S::Poisoned { .. }))
+}
+
 fn fenced(e: &Error) -> bool {
     matches!(
         e,

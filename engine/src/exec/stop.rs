@@ -68,7 +68,7 @@ pub(crate) fn in_doubt(e: &Error) -> bool {
             s,
             S::Storage { .. }
                 | S::Closed
-                | S::Poisoned
+                | S::Poisoned { .. }
                 | S::DiskFull { .. }
                 | S::LeaseHeld { .. }
                 | S::LeaseNotHeld { .. }

@@ -115,3 +115,137 @@ async fn a_wait_on_a_thread_that_hit_a_full_disk_ends_with_disk_full() {
     assert!(error.to_string().contains("disk full"), "{error}");
     engine.shutdown().await;
 }
+
+/// After the full disk, every caller hears the cause: a start on the same engine is refused
+/// with `Poisoned` naming the full disk (it used to say only "poisoned ... reopen it"), and a
+/// wait begun afterwards (a new handle, `await_result`) ends at once with the cause instead of
+/// waiting for a thread nothing drives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn later_callers_hear_what_poisoned_the_store() {
+    let (engine, disk, gate) = engine_on_a_disk().await;
+    let handle = run_into_a_full_disk(&engine, &disk, &gate, "t1").await;
+    let _ = tokio::time::timeout(PROMPT, handle.wait()).await.expect("the wait ends at once");
+    let refused = engine
+        .start("bulky", Notes::default(), StartOptions::id("t2"))
+        .await
+        .expect_err("the store refuses writes");
+    let Error::Storage(cairn::storage::Error::Poisoned { cause }) = &refused else {
+        panic!("a start after the full disk: {refused:?}");
+    };
+    assert!(matches!(**cause, cairn::storage::Error::DiskFull { .. }), "{cause:?}");
+    let said = refused.to_string();
+    assert!(said.contains("poisoned by: disk full during"), "{said}");
+    let again = tokio::time::timeout(PROMPT, handle.finished()).await.expect("at once");
+    assert!(again.as_ref().is_err_and(is_disk_full), "{again:?}");
+    let by_id = engine.thread("t1").await.expect("t1");
+    let waited = tokio::time::timeout(PROMPT, by_id.wait()).await.expect("at once");
+    assert!(waited.as_ref().is_err_and(is_disk_full), "{waited:?}");
+    let result = tokio::time::timeout(PROMPT, engine.await_result("t1", Duration::from_secs(30)))
+        .await
+        .expect("at once");
+    assert!(result.as_ref().is_err_and(is_disk_full), "{result:?}");
+    engine.shutdown().await;
+}
+
+/// While the store refuses writes, the health report says so and why (without a write), the
+/// `cairn_database_writable` gauge is 0, and the endpoint's `/api/health` says the same.
+#[cfg(feature = "http")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_says_the_store_refuses_writes_and_why() {
+    use crate::telemetry_recorder::TestRecorder;
+    let backend = FaultBackend::new();
+    let disk = backend.controller();
+    let options = Options { durability: Durability::Immediate, ..Options::default() };
+    let store = RedbStore::with_backend(backend, options).expect("store");
+    let gate = Gate::new();
+    let recorder = Arc::new(TestRecorder::default());
+    let (engine, server) = Engine::with_store(Arc::new(store))
+        .workflow(&bulky(&gate))
+        .metrics_recorder(recorder.clone())
+        .serve(([127, 0, 0, 1], 0).into())
+        .open()
+        .await
+        .expect("a serving engine");
+    let before = engine.health().await.expect("health");
+    assert!(before.ok && before.database.is_none(), "{before:?}");
+    assert_eq!(recorder.gauge("cairn_database_writable"), 1.0);
+    let handle = run_into_a_full_disk(&engine, &disk, &gate, "t1").await;
+    let waited = tokio::time::timeout(PROMPT, handle.wait()).await.expect("the wait ends at once");
+    assert!(waited.as_ref().is_err_and(is_disk_full), "{waited:?}");
+
+    let report = engine.health().await.expect("health answers");
+    assert!(!report.ok, "{report:?}");
+    let database = report.database.expect("the report says how the database stands");
+    assert!(database.reachable && !database.writable, "{database:?}");
+    let said = database.last_error.unwrap_or_default();
+    assert!(said.contains("disk full during"), "{said}");
+    assert_eq!(recorder.gauge("cairn_database_writable"), 0.0);
+
+    let url = format!("http://{}/api/health", server.addr());
+    let (status, body) = crate::common::call("GET", url, None, String::new()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["ok"], false, "{body}");
+    assert_eq!(body["database"]["writable"], false, "{body}");
+    let said = body["database"]["last_error"].as_str().unwrap_or_default();
+    assert!(said.contains("disk full during"), "{body}");
+    server.shutdown().await;
+    engine.shutdown().await;
+}
+
+/// Once the disk has room again, the same engine comes back by itself (no reopen by the
+/// caller): its store reopens the file, the thread that was in flight is driven on from its
+/// log and completes, each of its steps recorded once, a new start runs, and the file
+/// verifies clean. It used to refuse every write with `Poisoned` until the process restarted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_comes_back_by_itself_once_the_disk_has_room() {
+    use cairn::storage::{Append, EventKind, Maintenance, Seq, ThreadId, ThreadLog};
+    let backend = FaultBackend::new();
+    let disk = backend.controller();
+    let options = Options { durability: Durability::Immediate, ..Options::default() };
+    let store = Arc::new(RedbStore::with_reopening_backend(backend, options).expect("store"));
+    let gate = Gate::new();
+    let engine =
+        Engine::with_store(store.clone()).workflow(&bulky(&gate)).open().await.expect("engine");
+    let handle = run_into_a_full_disk(&engine, &disk, &gate, "t1").await;
+    let waited = tokio::time::timeout(PROMPT, handle.wait()).await.expect("the wait ends at once");
+    assert!(waited.as_ref().is_err_and(is_disk_full), "{waited:?}");
+
+    disk.clear();
+    let finished = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut refusals = store.refusals().expect("a file store says when it refuses writes");
+        loop {
+            // Woken by the store, not polled: once it takes writes, the engine drives t1 on.
+            refusals.wait_for(Option::is_none).await.expect("the store is open");
+            match engine.await_result("t1", Duration::from_secs(30)).await {
+                Ok(Some(outcome)) => return outcome,
+                Ok(None) => panic!("t1 did not finish"),
+                // The runner that hit the full disk stopped only now (its waiters hear why), or
+                // the store refuses writes again: wait as the engine does, for the store.
+                Err(e) => assert!(is_disk_full(&e), "{e:?}"),
+            }
+        }
+    })
+    .await
+    .expect("the engine comes back within 30 s of the disk having room");
+    assert_eq!(finished.status, cairn::ThreadStatus::Completed, "{finished:?}");
+    let notes: Notes = serde_json::from_value(finished.output.expect("output")).expect("notes");
+    assert_eq!(notes.notes.len(), 3);
+    assert_eq!((notes.notes[0].as_str(), notes.notes[2].as_str()), ("first", "last"));
+
+    let t1 = ThreadId::new("t1").expect("id");
+    let events = store.read_since(&t1, Seq(0), 10_000).await.expect("t1's log");
+    for node in ["first", "big", "last"] {
+        let completed = events
+            .iter()
+            .filter(|e| e.kind == EventKind::NodeCompleted && e.node.as_deref() == Some(node))
+            .count();
+        assert_eq!(completed, 1, "{node} completed {completed} times in t1's log");
+    }
+    let t2 =
+        engine.start("bulky", Notes::default(), StartOptions::id("t2")).await.expect("a start");
+    let t2 = tokio::time::timeout(Duration::from_secs(30), t2.finished()).await.expect("t2 runs");
+    assert_eq!(t2.expect("t2").status, cairn::ThreadStatus::Completed);
+    let report = store.verify().expect("verify");
+    assert!(report.is_clean(), "{report:?}");
+    engine.shutdown().await;
+}
