@@ -16,8 +16,9 @@
 //! ([`crate::Durability::Immediate`]) reopens by itself, so the reopen loses nothing
 //! acknowledged; a store acknowledging before durability stays poisoned until its owner
 //! reopens it (which goes back to the last durable commit, as a crash would). While the file
-//! cannot be opened again, a store on a path reads through a copy of its last durable commit
-//! (a store on a backend answers reads with the refusal).
+//! cannot be opened again, a store on a path reads through a copy of its last durable commit,
+//! made once and kept until the file opens (a store on a backend answers reads with the
+//! refusal).
 
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
@@ -60,6 +61,9 @@ pub(crate) struct Reopen {
     /// opened for writing (a store on a path).
     fallback: Option<Opener>,
     readers: ReadSlot,
+    /// Whether the readers read through the fallback copy (it holds no lock on the file: it
+    /// stays until the file opens again, instead of being copied at every try).
+    reading_copy: bool,
     backoff: Duration,
     next_at: Option<Instant>,
     last_recovered: Option<Instant>,
@@ -73,6 +77,7 @@ impl Reopen {
             open,
             fallback,
             readers,
+            reading_copy: false,
             backoff: REOPEN_BACKOFF_MIN,
             next_at: None,
             last_recovered: None,
@@ -112,7 +117,11 @@ impl Reopen {
         &mut self,
         writer: &mut Option<Arc<Database>>,
     ) -> Result<(Arc<Database>, Counters), Error> {
-        let mut slot = self.readers.write().unwrap_or_else(PoisonError::into_inner);
+        let readers = Arc::clone(&self.readers);
+        let mut slot = readers.write().unwrap_or_else(PoisonError::into_inner);
+        if self.reading_copy {
+            return self.open_again(&mut slot, writer);
+        }
         let Some(old) = slot.take() else {
             // Closed meanwhile (or read through nothing since a failed try): nothing to hold.
             return self.open_again(&mut slot, writer);
@@ -136,7 +145,7 @@ impl Reopen {
     }
 
     fn open_again(
-        &self,
+        &mut self,
         slot: &mut Option<Arc<Db>>,
         writer: &mut Option<Arc<Database>>,
     ) -> Result<(Arc<Database>, Counters), Error> {
@@ -151,6 +160,7 @@ impl Reopen {
         match opened {
             Ok((db, counters)) => {
                 *slot = Some(Arc::new(Db::Full(db.clone())));
+                self.reading_copy = false;
                 *writer = Some(db.clone());
                 Ok((db, counters))
             }
@@ -159,6 +169,7 @@ impl Reopen {
                     && let Some(fallback) = &self.fallback
                 {
                     *slot = fallback().ok().map(|copy| Arc::new(Db::Full(Arc::new(copy))));
+                    self.reading_copy = slot.is_some();
                 }
                 Err(error)
             }
