@@ -192,13 +192,48 @@ async fn health_says_the_store_refuses_writes_and_why() {
     engine.shutdown().await;
 }
 
+/// Waits, as the engine does, for `store` to take writes and then for `id` to finish: it must
+/// complete within 30 s, with every step of `bulky` in its log once.
+async fn finishes_once_the_store_takes_writes(engine: &Engine, store: &RedbStore, id: &str) {
+    use cairn::storage::{Append, EventKind, Seq, ThreadId, ThreadLog};
+    let finished = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut refusals = store.refusals().expect("a file store says when it refuses writes");
+        loop {
+            // Woken by the store, not polled: once it takes writes, the engine drives it on.
+            refusals.wait_for(Option::is_none).await.expect("the store is open");
+            match engine.await_result(id, Duration::from_secs(30)).await {
+                Ok(Some(outcome)) => return outcome,
+                Ok(None) => panic!("{id} did not finish"),
+                // The runner that hit the failure stopped only now (its waiters hear why), or
+                // the store refuses writes again: wait for the store again.
+                Err(e) => assert!(matches!(e, Error::Storage(_)), "{e:?}"),
+            }
+        }
+    })
+    .await
+    .expect("the engine comes back within 30 s of the cause clearing");
+    assert_eq!(finished.status, cairn::ThreadStatus::Completed, "{finished:?}");
+    let notes: Notes = serde_json::from_value(finished.output.expect("output")).expect("notes");
+    assert_eq!(notes.notes.len(), 3);
+    assert_eq!((notes.notes[0].as_str(), notes.notes[2].as_str()), ("first", "last"));
+    let thread = ThreadId::new(id).expect("id");
+    let events = store.read_since(&thread, Seq(0), 10_000).await.expect("the log");
+    for node in ["first", "big", "last"] {
+        let completed = events
+            .iter()
+            .filter(|e| e.kind == EventKind::NodeCompleted && e.node.as_deref() == Some(node))
+            .count();
+        assert_eq!(completed, 1, "{node} completed {completed} times in {id}'s log");
+    }
+}
+
 /// Once the disk has room again, the same engine comes back by itself (no reopen by the
 /// caller): its store reopens the file, the thread that was in flight is driven on from its
 /// log and completes, each of its steps recorded once, a new start runs, and the file
 /// verifies clean. It used to refuse every write with `Poisoned` until the process restarted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_comes_back_by_itself_once_the_disk_has_room() {
-    use cairn::storage::{Append, EventKind, Maintenance, Seq, ThreadId, ThreadLog};
+    use cairn::storage::Maintenance;
     let backend = FaultBackend::new();
     let disk = backend.controller();
     let options = Options { durability: Durability::Immediate, ..Options::default() };
@@ -211,40 +246,41 @@ async fn the_engine_comes_back_by_itself_once_the_disk_has_room() {
     assert!(waited.as_ref().is_err_and(is_disk_full), "{waited:?}");
 
     disk.clear();
-    let finished = tokio::time::timeout(Duration::from_secs(30), async {
-        let mut refusals = store.refusals().expect("a file store says when it refuses writes");
-        loop {
-            // Woken by the store, not polled: once it takes writes, the engine drives t1 on.
-            refusals.wait_for(Option::is_none).await.expect("the store is open");
-            match engine.await_result("t1", Duration::from_secs(30)).await {
-                Ok(Some(outcome)) => return outcome,
-                Ok(None) => panic!("t1 did not finish"),
-                // The runner that hit the full disk stopped only now (its waiters hear why), or
-                // the store refuses writes again: wait as the engine does, for the store.
-                Err(e) => assert!(is_disk_full(&e), "{e:?}"),
-            }
-        }
-    })
-    .await
-    .expect("the engine comes back within 30 s of the disk having room");
-    assert_eq!(finished.status, cairn::ThreadStatus::Completed, "{finished:?}");
-    let notes: Notes = serde_json::from_value(finished.output.expect("output")).expect("notes");
-    assert_eq!(notes.notes.len(), 3);
-    assert_eq!((notes.notes[0].as_str(), notes.notes[2].as_str()), ("first", "last"));
-
-    let t1 = ThreadId::new("t1").expect("id");
-    let events = store.read_since(&t1, Seq(0), 10_000).await.expect("t1's log");
-    for node in ["first", "big", "last"] {
-        let completed = events
-            .iter()
-            .filter(|e| e.kind == EventKind::NodeCompleted && e.node.as_deref() == Some(node))
-            .count();
-        assert_eq!(completed, 1, "{node} completed {completed} times in t1's log");
-    }
+    finishes_once_the_store_takes_writes(&engine, &store, "t1").await;
     let t2 =
         engine.start("bulky", Notes::default(), StartOptions::id("t2")).await.expect("a start");
     let t2 = tokio::time::timeout(Duration::from_secs(30), t2.finished()).await.expect("t2 runs");
     assert_eq!(t2.expect("t2").status, cairn::ThreadStatus::Completed);
+    let report = store.verify().expect("verify");
+    assert!(report.is_clean(), "{report:?}");
+    engine.shutdown().await;
+}
+
+/// An I/O error is told and waited out the same way: the wait ends at once with the typed
+/// storage error naming it, and once the disk answers again the same engine finishes the thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_io_error_is_told_and_waited_out_the_same_way() {
+    use cairn::storage::Maintenance;
+    use cairn::storage::fault::{CrashModel, Fault};
+    let backend = FaultBackend::new();
+    let disk = backend.controller();
+    let options = Options { durability: Durability::Immediate, ..Options::default() };
+    let store = Arc::new(RedbStore::with_reopening_backend(backend, options).expect("store"));
+    let gate = Gate::new();
+    let engine =
+        Engine::with_store(store.clone()).workflow(&bulky(&gate)).open().await.expect("engine");
+    let handle =
+        engine.start("bulky", Notes::default(), StartOptions::id("t1")).await.expect("start");
+    gate.reached.notified().await;
+    disk.arm(Fault::at(disk.mutations(), CrashModel::IoErrorPersistent));
+    gate.open.send_replace(true);
+    let waited = tokio::time::timeout(PROMPT, handle.wait()).await.expect("the wait ends at once");
+    let error = waited.expect_err("the commit failed");
+    assert!(matches!(error, Error::Storage(cairn::storage::Error::Storage { .. })), "{error:?}");
+    assert!(error.to_string().contains("persistent I/O error"), "{error}");
+
+    disk.clear();
+    finishes_once_the_store_takes_writes(&engine, &store, "t1").await;
     let report = store.verify().expect("verify");
     assert!(report.is_clean(), "{report:?}");
     engine.shutdown().await;
