@@ -4,7 +4,7 @@ use cairn_storage::ThreadStatus;
 use serde::{Deserialize, Serialize};
 
 /// Everything the engine can report. Each variant says whether retrying can help.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// Storage failed (permanent or transient as the inner error says). A thread the store

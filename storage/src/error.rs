@@ -196,10 +196,17 @@ pub enum Error {
         owner: String,
     },
 
-    /// Permanent until reopen: a commit failed part way, so the outcome of the batches in it is
-    /// unknown; the store refuses writes until it is closed and reopened (which recovers).
-    #[error("the store is poisoned by an earlier failed commit; reopen it")]
-    Poisoned,
+    /// Permanent until the store recovers: a commit failed part way (`cause`: the disk is full,
+    /// an I/O error), so the outcome of the batches in it is unknown, and the store refuses
+    /// writes until it has reopened its database from what is durable. A [`crate::RedbStore`]
+    /// on a file does that by itself, retrying with a bounded backoff until the cause clears;
+    /// any store recovers when it is closed and opened again.
+    #[error("the store refuses writes until it recovers; poisoned by: {cause}")]
+    Poisoned {
+        /// The failure that poisoned the store (the first; what failed after it failed
+        /// because of it).
+        cause: Arc<Error>,
+    },
 
     /// Permanent: the store was closed (or its writer stopped).
     #[error("the store is closed")]
@@ -262,7 +269,7 @@ impl Error {
     /// ```
     /// use cairn_storage::Error;
     /// assert!(Error::Locked.is_transient());
-    /// assert!(!Error::Poisoned.is_transient());
+    /// assert!(!Error::Closed.is_transient());
     /// ```
     pub fn is_transient(&self) -> bool {
         matches!(

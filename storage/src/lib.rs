@@ -15,7 +15,9 @@
 //!   key agrees with the record; a failure is [`Error::Corrupted`] naming the table, thread and
 //!   seq. Corrupt records are never skipped and never returned as data.
 //! - Under [`Durability::Immediate`] (the default) a write is acknowledged only after a durable
-//!   commit. After a failed commit the store is [poisoned](Error::Poisoned) until reopened.
+//!   commit. After a failed commit the store is [poisoned](Error::Poisoned), naming the failure,
+//!   until its database is reopened, which a [`RedbStore`] under `Immediate` does by itself once
+//!   the cause clears.
 //! - Untrusted bytes (anything read from disk) become errors, never panics. That includes redb's
 //!   own structures: redb 4.5 panics on some damaged pages, so every call into redb runs inside a
 //!   guard that turns a panic into [`Error::Corrupted`] with table `"redb"`; a panic during a

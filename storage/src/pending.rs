@@ -41,7 +41,8 @@ impl<T> Pending<T> {
     /// # Errors
     ///
     /// The batch's own error (a guard, a held lock, a limit), or [`Error::Storage`] /
-    /// [`Error::DiskFull`] / [`Error::Poisoned`] when the commit failed, or [`Error::Closed`] if the writer stopped.
+    /// [`Error::DiskFull`] / [`Error::Poisoned`] (naming the failure that poisoned the store)
+    /// when the commit failed, or [`Error::Closed`] if the writer stopped.
     pub async fn wait(self) -> Result<T, Error> {
         match self.inner {
             Inner::Ready(result) => result,

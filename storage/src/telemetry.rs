@@ -34,6 +34,10 @@ pub const BLOCKING_READS: &str = "cairn_storage_blocking_reads_total";
 /// Gauge: 1 while the store's database answers, 0 from the first connection that failed or
 /// missed its deadline until one answers again (PostgreSQL; a file store never sets it).
 pub const DATABASE_UP: &str = "cairn_database_up";
+/// Gauge: 1 while the store accepts writes, 0 from a failed commit that poisoned it (the disk
+/// is full, an I/O error) until it has reopened its database (a file store; never set by a
+/// store that never refused writes).
+pub const DATABASE_WRITABLE: &str = "cairn_database_writable";
 /// Counter: connections to the database that failed, were refused or missed a deadline (each
 /// one the store gave up and replaced).
 pub const DATABASE_FAILURES: &str = "cairn_database_failures_total";
@@ -44,9 +48,14 @@ pub const DATABASE_FAILURES: &str = "cairn_database_failures_total";
 pub struct DatabaseState {
     /// Whether the last round trip (a statement, a check, a connection) was answered.
     pub reachable: bool,
+    /// Whether the store accepts writes: false from a commit that failed part way (the disk is
+    /// full, an I/O error) until the store has reopened its database (see
+    /// [`crate::Error::Poisoned`]).
+    pub writable: bool,
     /// Since when it is as it is: ms since the Unix epoch, on this machine's clock.
     pub since_ms: u64,
-    /// The last failure (a refused connection, a missed deadline), kept after recovery.
+    /// The last failure (a refused connection, a missed deadline, the commit that poisoned
+    /// the store), kept after recovery.
     pub last_error: Option<String>,
 }
 
@@ -183,6 +192,7 @@ struct Handles {
     retries: Counter,
     blocking_reads: Counter,
     database_up: Gauge,
+    database_writable: Gauge,
     database_failures: Counter,
 }
 
@@ -200,13 +210,19 @@ impl StoreMetrics {
     /// Reports to `recorder` from now on (the engine's, when it was given one).
     pub fn register(&self, recorder: &dyn Recorder) {
         let handles = Handles::of(recorder);
-        if let Some(state) = self.database() {
-            handles.database_up.set(if state.reachable { 1.0 } else { 0.0 });
+        match self.database() {
+            Some(state) => {
+                handles.database_up.set(if state.reachable { 1.0 } else { 0.0 });
+                handles.database_writable.set(if state.writable { 1.0 } else { 0.0 });
+            }
+            // No failure reported: a store that writes takes writes.
+            None => handles.database_writable.set(1.0),
         }
         *self.0.write().unwrap_or_else(PoisonError::into_inner) = handles;
     }
 
-    /// The database's state, once a connection reported it (`None` for a file store).
+    /// The database's state, once a connection reported it, or a failed commit poisoned the
+    /// store (`None` for a file store that never had a commit fail).
     pub fn database(&self) -> Option<DatabaseState> {
         self.1.borrow().clone()
     }
@@ -229,7 +245,9 @@ impl StoreMetrics {
                 let down_ms = now_ms().saturating_sub(down.since_ms);
                 tracing::warn!(down_ms, "the database answers again");
             }
-            *state = Some(DatabaseState { reachable: true, since_ms: now_ms(), last_error });
+            let writable = state.as_ref().is_none_or(|s| s.writable);
+            *state =
+                Some(DatabaseState { reachable: true, writable, since_ms: now_ms(), last_error });
             self.0.read().unwrap_or_else(PoisonError::into_inner).database_up.set(1.0);
             true
         });
@@ -246,6 +264,7 @@ impl StoreMetrics {
                 tracing::warn!(error = what, "the database does not answer");
                 *state = Some(DatabaseState {
                     reachable: false,
+                    writable: state.as_ref().is_none_or(|s| s.writable),
                     since_ms: now_ms(),
                     last_error: Some(what.to_owned()),
                 });
@@ -260,6 +279,35 @@ impl StoreMetrics {
     pub fn connection_lost(&self, what: &str) {
         self.0.read().unwrap_or_else(PoisonError::into_inner).database_failures.increment(1);
         tracing::debug!(error = what, "a database connection was lost");
+    }
+
+    /// A commit failed part way (`cause`) and the store refuses writes until it recovers:
+    /// not writable from now (the database may still be read).
+    pub fn writes_refused(&self, cause: &str) {
+        self.1.send_modify(|state| {
+            let reachable = state.as_ref().is_none_or(|s| s.reachable);
+            *state = Some(DatabaseState {
+                reachable,
+                writable: false,
+                since_ms: now_ms(),
+                last_error: Some(cause.to_owned()),
+            });
+        });
+        self.0.read().unwrap_or_else(PoisonError::into_inner).database_writable.set(0.0);
+    }
+
+    /// The store recovered from [`StoreMetrics::writes_refused`]: writable again (the cause is
+    /// kept as the last error).
+    pub fn writes_accepted(&self) {
+        let changed = self.1.send_if_modified(|state| {
+            let Some(s) = state.as_mut().filter(|s| !s.writable) else { return false };
+            s.writable = true;
+            s.since_ms = now_ms();
+            true
+        });
+        if changed {
+            self.0.read().unwrap_or_else(PoisonError::into_inner).database_writable.set(1.0);
+        }
     }
 
     /// Counts one group commit.
@@ -309,6 +357,7 @@ impl Handles {
             retries: r.register_counter(&Key::from_static_name(GROUP_RETRIES), &META),
             blocking_reads: r.register_counter(&Key::from_static_name(BLOCKING_READS), &META),
             database_up: r.register_gauge(&Key::from_static_name(DATABASE_UP), &META),
+            database_writable: r.register_gauge(&Key::from_static_name(DATABASE_WRITABLE), &META),
             database_failures: r.register_counter(&Key::from_static_name(DATABASE_FAILURES), &META),
         }
     }
@@ -336,6 +385,11 @@ fn describe(r: &dyn Recorder) {
         "sync reads over the network that blocked a thread of an async runtime".into(),
     );
     r.describe_gauge(DATABASE_UP.into(), None, "1 while the database answers, else 0".into());
+    r.describe_gauge(
+        DATABASE_WRITABLE.into(),
+        None,
+        "1 while the store accepts writes, 0 after a commit that failed until it recovers".into(),
+    );
     r.describe_counter(
         DATABASE_FAILURES.into(),
         None,

@@ -648,7 +648,7 @@ fn write_everything(image: Vec<u8>, counts: &mut WriteCounts) {
             match result {
                 Ok(_) if failure.is_some() => counts.not_poisoned += 1,
                 Ok(_) => {}
-                Err(Error::Poisoned) if failure.is_some() => {}
+                Err(Error::Poisoned { .. }) if failure.is_some() => {}
                 Err(_) if failure.is_some() => counts.not_poisoned += 1,
                 // A failed commit: an I/O-level error, or a panic inside redb caught by the writer.
                 Err(e @ (Error::Storage { .. } | Error::Corrupted { table: "redb", .. })) => {

@@ -337,7 +337,7 @@ fn disk_full_fails_the_write_and_the_store_recovers_when_space_is_freed() {
     );
     let refused = store.append(clean.batches[7].clone()).and_then(|p| p.wait_blocking());
     assert!(
-        matches!(refused, Err(cairn_storage::Error::Poisoned)),
+        matches!(refused, Err(cairn_storage::Error::Poisoned { .. })),
         "after a failed commit the store refuses writes until reopened: {refused:?}"
     );
     let _ = store.close();
@@ -361,7 +361,7 @@ fn io_errors_fail_the_write_and_the_store_recovers_after_reopen() {
         assert!(failed.is_err(), "{model}: the failed commit is not acknowledged: {failed:?}");
         let refused = store.append(clean.batches[4].clone()).and_then(|p| p.wait_blocking());
         assert!(
-            matches!(refused, Err(cairn_storage::Error::Poisoned)),
+            matches!(refused, Err(cairn_storage::Error::Poisoned { .. })),
             "{model}: poisoned until reopened: {refused:?}"
         );
         let _ = store.close();

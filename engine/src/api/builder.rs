@@ -330,6 +330,7 @@ impl EngineBuilder {
                 engine.spawn_poller();
             }
             engine.spawn_health_passes();
+            engine.spawn_recovery_after_refusals();
             engine.spawn_retention();
             engine.define_queues(&self.queues).await?;
             if engine.shell.config.recovery == RecoveryPolicy::Resume {

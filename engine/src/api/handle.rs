@@ -67,11 +67,14 @@ impl ThreadHandle {
     /// how it stands. A thread waiting in a queue has not run yet: this waits on.
     ///
     /// # Errors
-    /// Storage errors; [`Error::ShutDown`] if the engine shut down first;
-    /// [`cairn_storage::Error::Unavailable`] (as [`Error::Storage`]), naming the cause, once
-    /// the store's database (on a server) has not answered for
-    /// [`cairn_storage::limits::PG_WRITE_WAIT_UNAVAILABLE_MAX`]: the thread goes on once it
-    /// answers again, and a wait then finds it as it stands.
+    /// Storage errors; [`Error::ShutDown`] if the engine shut down first. When the thread's
+    /// runner stops without ending or parking it (a commit failed: the disk is full, an I/O
+    /// error), at once the error it stopped with, e.g. `Error::Storage(DiskFull { .. })`: the
+    /// thread stays as its log says, and is driven on when the store recovers (see
+    /// `docs/reliability.md`, "A failed commit"). [`cairn_storage::Error::Unavailable`] (as
+    /// [`Error::Storage`]), naming the cause, once the store's database (on a server) has not
+    /// answered for [`cairn_storage::limits::PG_WRITE_WAIT_UNAVAILABLE_MAX`]: the thread goes on
+    /// once it answers again, and a wait then finds it as it stands.
     pub async fn wait(&self) -> Result<Outcome, Error> {
         self.wait_until(|s| {
             !matches!(s, ThreadStatus::Running | ThreadStatus::Created | ThreadStatus::Queued)
@@ -89,8 +92,10 @@ impl ThreadHandle {
 
     async fn wait_until(&self, done: impl Fn(ThreadStatus) -> bool) -> Result<Outcome, Error> {
         let mut rx = match &self.seen {
-            Some(seen) => seen.clone(),
-            None => self.engine.shell.coord.watch(&self.id).await?,
+            // A runner that stopped published its error on it, and its channel went: a later
+            // wait starts afresh from the stored status (the thread may be driven again).
+            Some(seen) if seen.borrow().stopped.is_none() => seen.clone(),
+            _ => self.engine.shell.coord.watch(&self.id).await?,
         };
         let waited = self.wait_on(&mut rx, done).await;
         drop(rx);
@@ -110,13 +115,21 @@ impl ThreadHandle {
     ) -> Result<Outcome, Error> {
         let shutdown = self.engine.shell.tasks.stopping().clone();
         let mut database = self.engine.store().metrics().map(|m| m.database_changes());
+        let mut refusals = self.engine.store().refusals();
         loop {
             let seen = tokio::select! {
-                r = rx.wait_for(|s| done(s.status)) => {
-                    r.map(|seen| seen.ended.clone()).map_err(|_| Error::ShutDown)?
+                biased;
+                r = rx.wait_for(|s| done(s.status) || s.stopped.is_some()) => {
+                    let seen = r.map_err(|_| Error::ShutDown)?;
+                    if let Some(stopped) = &seen.stopped {
+                        // Its runner stopped (a failed commit) and nothing drives it now.
+                        return Err(Error::clone(stopped));
+                    }
+                    seen.ended.clone()
                 }
                 () = shutdown.cancelled() => return Err(Error::ShutDown),
                 e = unavailable(database.as_mut()) => return Err(e.into()),
+                cause = refused(refusals.as_mut()) => return Err(Error::Storage(cause)),
             };
             // Ended by a runner of this engine, which published how: nothing to read back.
             if let Some(ended) = seen {
@@ -135,6 +148,7 @@ impl ThreadHandle {
                 r = rx.changed() => r.map_err(|_| Error::ShutDown)?,
                 () = shutdown.cancelled() => return Err(Error::ShutDown),
                 e = unavailable(database.as_mut()) => return Err(e.into()),
+                cause = refused(refusals.as_mut()) => return Err(Error::Storage(cause)),
             }
         }
     }
@@ -248,6 +262,21 @@ impl Engine {
         let sub = self.store().subscribe(scope, after)?;
         Ok(EventStream { engine: self.clone(), sub })
     }
+}
+
+/// Completes with the failure that makes the store refuse writes, once it does (at once if it
+/// does now): no thread of this engine moves until it recovers, so a wait ends with it. Never,
+/// for a store that never refuses writes as a whole.
+async fn refused(
+    refusals: Option<&mut tokio::sync::watch::Receiver<Option<cairn_storage::Error>>>,
+) -> cairn_storage::Error {
+    if let Some(refusals) = refusals
+        && let Ok(cause) = refusals.wait_for(Option::is_some).await
+        && let Some(cause) = cause.clone()
+    {
+        return cause;
+    }
+    std::future::pending().await
 }
 
 /// Events of the completing batch after `Output`: status, lock releases, checkpoint.

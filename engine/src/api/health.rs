@@ -72,8 +72,10 @@ pub(super) fn metrics_for(
 
 impl Engine {
     /// A health pass: threads by status, Running threads with no step for longer than the
-    /// watchdog, locks held past their time to live, this engine's slow commits, and whether
-    /// the database answers (a store on a server); it also sets the health gauges
+    /// watchdog, locks held past their time to live, this engine's slow commits, whether the
+    /// database answers (a store on a server) and whether the store takes writes (false, with
+    /// the cause, after a failed commit until the store recovered); it also sets the health
+    /// gauges
     /// (`cairn_health_*`, `cairn_threads`, `cairn_locks_held`).
     ///
     /// Reads every thread record and the lock table (not the logs); while the store knows its
@@ -115,6 +117,12 @@ impl Engine {
                 since_ms = database.since_ms,
                 last_error = database.last_error.as_deref().unwrap_or_default(),
                 "health: the database does not answer"
+            );
+        } else if let Some(database) = report.database.as_ref().filter(|d| !d.writable) {
+            tracing::warn!(
+                since_ms = database.since_ms,
+                last_error = database.last_error.as_deref().unwrap_or_default(),
+                "health: the store refuses writes until it recovers"
             );
         } else if !report.ok {
             tracing::warn!(

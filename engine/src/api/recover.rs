@@ -274,6 +274,35 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Whenever the store takes writes again after refusing them (a file store reopened its
+    /// database after a failed commit: the disk had been full; see
+    /// [`cairn_storage::Append::refusals`]), runs the recovery pass of `open` again, until
+    /// shutdown: the threads whose runners stopped on the failure are driven on from their
+    /// logs, as after a restart.
+    pub(crate) fn spawn_recovery_after_refusals(&self) {
+        let Some(mut refusals) = self.shell.store.refusals() else { return };
+        let engine = self.clone();
+        let stopping = self.shell.tasks.stopping().clone();
+        self.shell.tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    changed = refusals.changed() => if changed.is_err() { return },
+                    () = stopping.cancelled() => return,
+                }
+                // A refusal and its end may come as one change: what counts is that it ended.
+                if refusals.borrow_and_update().is_some() {
+                    continue;
+                }
+                tracing::info!("the store takes writes again: restoring unfinished threads");
+                if let Err(e) = engine.recover().await {
+                    tracing::warn!(error = %e, "restoring threads after the store recovered");
+                }
+            }
+        });
+    }
+}
+
 /// Unfinished threads recovery reads per page.
 const RECOVERY_PAGE: usize = 500;
 

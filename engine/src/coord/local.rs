@@ -203,6 +203,10 @@ impl Local {
         self.watchers.ended(thread, ended);
     }
 
+    pub fn stopped(&self, thread: &ThreadId, error: &Error) {
+        self.watchers.stopped(thread, error);
+    }
+
     pub fn expect_status(&self, thread: &ThreadId, status: ThreadStatus) -> watch::Receiver<Seen> {
         self.watchers.expect(thread, status)
     }

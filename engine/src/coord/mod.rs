@@ -214,6 +214,12 @@ pub(crate) trait Coordinator: Send + Sync {
         self.local().ended(thread, ended)
     }
 
+    /// Tells whoever waits on `thread` that its runner stopped with `error` and nothing drives
+    /// it now (called as the runner lets it go): their waits end with the error.
+    fn stopped(&self, thread: &ThreadId, error: &Error) {
+        self.local().stopped(thread, error)
+    }
+
     /// Opens `thread`'s status channel at `status`, known without a read: the status a runner
     /// of this engine is about to drive a thread it just created from (until the runner lets it
     /// go and calls [`Coordinator::status_changed`], nothing else can have moved it). A waiter

@@ -12,17 +12,19 @@ use tokio::sync::watch;
 
 use crate::error::Error;
 
-/// What a status channel carries: the thread's status, and how it ended when the runner that
-/// ended it published that (so a waiter need not read it back).
+/// What a status channel carries: the thread's status, how it ended when the runner that
+/// ended it published that (so a waiter need not read it back), and the error its runner
+/// stopped with when it stopped without ending or parking it (nothing drives it then).
 #[derive(Debug, Clone)]
 pub(crate) struct Seen {
     pub status: ThreadStatus,
     pub ended: Option<Arc<Ended>>,
+    pub stopped: Option<Arc<Error>>,
 }
 
 impl Seen {
     fn status(status: ThreadStatus) -> Seen {
-        Seen { status, ended: None }
+        Seen { status, ended: None, stopped: None }
     }
 }
 
@@ -151,7 +153,23 @@ impl Watchers {
     pub fn publish_end(&self, thread: &ThreadId) {
         let Some(ended) = self.ends().remove(thread) else { return };
         if let Some(tx) = self.channels().remove(thread) {
-            tx.send_replace(Seen { status: ended.status, ended: Some(Arc::new(ended)) });
+            tx.send_replace(Seen {
+                status: ended.status,
+                ended: Some(Arc::new(ended)),
+                stopped: None,
+            });
+        }
+    }
+
+    /// Tells whoever waits on `thread` that its runner stopped with `error`, leaving it as its
+    /// log says with nothing driving it (a commit failed: the disk is full, the store refuses
+    /// writes): their waits end with that error instead of waiting for a change that no runner
+    /// will make. The channel goes: a later wait starts from the stored status again (a drive
+    /// after the store recovered publishes on it as on any).
+    pub fn stopped(&self, thread: &ThreadId, error: &Error) {
+        if let Some(tx) = self.channels().remove(thread) {
+            let status = tx.borrow().status;
+            tx.send_replace(Seen { status, ended: None, stopped: Some(Arc::new(error.clone())) });
         }
     }
 

@@ -47,7 +47,7 @@ fn drive_queued(shell: &Arc<Shell>, thread: ThreadId, reason: &'static str, paus
         loop {
             if std::mem::take(&mut pause) {
                 tokio::select! {
-                    () = tokio::time::sleep(backoff) => {}
+                    () = pause_before_driving_again(&s, backoff) => {}
                     () = s.tasks.stopping().cancelled() => return,
                 }
                 backoff = (backoff * 2).min(DRIVE_AGAIN_BACKOFF_MAX);
@@ -77,10 +77,27 @@ fn drive_queued(shell: &Arc<Shell>, thread: ThreadId, reason: &'static str, paus
     });
 }
 
+/// Waits `backoff`, and then, on a store that refuses writes as a whole after a failed commit
+/// (see [`cairn_storage::Append::refusals`]), until it takes them again.
+async fn pause_before_driving_again(shell: &Shell, backoff: std::time::Duration) {
+    tokio::time::sleep(backoff).await;
+    if let Some(mut refusals) = shell.store.refusals() {
+        // An error: the store is gone, and so is the engine's work with it.
+        let _ = refusals.wait_for(Option::is_none).await;
+    }
+}
+
 /// Accounts for a runner of `thread` that stopped with `e`; true if the thread is to be driven
 /// again from its log after a pause.
 pub(super) fn stopped_by(shell: &Shell, thread: &ThreadId, e: &Error) -> bool {
     match e {
+        e if failed_commit(e) && shell.store.refusals().is_some() => {
+            // The store refuses writes until it has reopened its database (a full disk, an I/O
+            // error): driven again from its log once it takes them (recovery would not find it
+            // if it ran before this runner let the thread go).
+            tracing::warn!(thread = %thread, error = %e, "runner stopped by a failed commit; driving the thread again once the store takes writes");
+            true
+        }
         e if fenced(e) && shell.coord.has_peers() => {
             // Another engine took the thread over (this one stalled past its lease) or changed
             // it (a control from another process): the refusal is the fence doing its work, and
@@ -147,14 +164,28 @@ pub(super) async fn released(shell: &Shell, thread: &ThreadId, result: &Result<E
         shell.admit.notify_one();
     }
     shell.coord.release(thread);
-    if let Ok(Exit::Status(s)) = result {
-        shell.coord.status_changed(thread, *s).await;
-        if s.is_terminal() {
-            shell.verified.forget(thread);
-        } else {
-            arm_parked_deadline(shell, thread).await;
+    match result {
+        Ok(Exit::Status(s)) => {
+            shell.coord.status_changed(thread, *s).await;
+            if s.is_terminal() {
+                shell.verified.forget(thread);
+            } else {
+                arm_parked_deadline(shell, thread).await;
+            }
         }
+        // Nothing drives the thread now, and nothing will until the store recovers or another
+        // engine takes it: its waiters hear why at once instead of waiting on a Running status.
+        Err(e) if !moved_on_by_another(shell, e) => shell.coord.stopped(thread, e),
+        _ => {}
     }
+}
+
+/// Whether a runner that stopped with `e` leaves its thread to another writer, whose change
+/// reaches the waiters as any does: the one whose write fenced it off (a control, another
+/// engine), the next engine to open after a shutdown, or on a shared database this engine again
+/// after a pause (a write in doubt, see [`stopped_by`]).
+fn moved_on_by_another(shell: &Shell, e: &Error) -> bool {
+    fenced(e) || matches!(e, Error::ShutDown) || (shell.coord.has_peers() && in_doubt(e))
 }
 
 /// A thread its runner left waiting for input may be waiting for a signal sent after its node
@@ -333,6 +364,12 @@ async fn tail_events(store: &dyn Store, thread: &ThreadId, ctx: &ThreadCtx) -> R
 
 /// Whether `e` is a write refused because the thread is someone else's now (its lease taken
 /// over, or its log moved on by another writer).
+/// Whether `e` is a commit that failed, or a write refused because one did.
+fn failed_commit(e: &Error) -> bool {
+    use cairn_storage::Error as S;
+    matches!(e, Error::Storage(S::Storage { .. } | S::DiskFull { .. } | S::Poisoned { .. }))
+}
+
 fn fenced(e: &Error) -> bool {
     matches!(
         e,

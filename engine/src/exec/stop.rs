@@ -69,7 +69,7 @@ pub(crate) fn in_doubt(e: &Error) -> bool {
             S::Storage { .. }
                 | S::Unavailable { .. }
                 | S::Closed
-                | S::Poisoned
+                | S::Poisoned { .. }
                 | S::DiskFull { .. }
                 | S::LeaseHeld { .. }
                 | S::LeaseNotHeld { .. }

@@ -33,9 +33,10 @@ pub struct HealthReport {
     pub expired: Vec<ExpiredLock>,
     /// Step commits of this engine (none when no engine runs in this process).
     pub commits: CommitHealth,
-    /// Whether the store's database answers (a store on a server; absent for a file). While
-    /// it does not, the report is made without reading it (the counts above are zeros) and
-    /// `ok` is false.
+    /// Whether the store's database answers (a store on a server) and takes writes (absent for
+    /// a file that never had a commit fail). While it does not answer, the report is made
+    /// without reading it (the counts above are zeros); while either fails, `ok` is false and
+    /// `last_error` says why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub database: Option<DatabaseHealth>,
 }
@@ -45,15 +46,38 @@ pub struct HealthReport {
 pub struct DatabaseHealth {
     /// Whether its last round trip (a statement, a check, a connection) was answered.
     pub reachable: bool,
+    /// Whether the store takes writes: false from a commit that failed part way (the disk is
+    /// full, an I/O error: `last_error`) until the store has reopened its database, which a
+    /// file store does by itself once the cause clears.
+    #[serde(default = "writable_by_default")]
+    pub writable: bool,
     /// Since when it is as it is, ms since the Unix epoch (this machine's clock).
     pub since_ms: u64,
-    /// The last failure (a refused connection, a missed deadline), kept after recovery.
+    /// The last failure (a refused connection, a missed deadline, the commit that poisoned
+    /// the store: "disk full during commit: ..."), kept after recovery.
     pub last_error: Option<String>,
+}
+
+impl DatabaseHealth {
+    /// Whether the database answers and takes writes.
+    pub fn is_ok(&self) -> bool {
+        self.reachable && self.writable
+    }
+}
+
+/// A report of an engine that predates `writable` wrote none: its database took writes.
+fn writable_by_default() -> bool {
+    true
 }
 
 impl From<cairn_storage::telemetry::DatabaseState> for DatabaseHealth {
     fn from(s: cairn_storage::telemetry::DatabaseState) -> DatabaseHealth {
-        DatabaseHealth { reachable: s.reachable, since_ms: s.since_ms, last_error: s.last_error }
+        DatabaseHealth {
+            reachable: s.reachable,
+            writable: s.writable,
+            since_ms: s.since_ms,
+            last_error: s.last_error,
+        }
     }
 }
 
@@ -125,7 +149,9 @@ pub(crate) async fn check(
     let wait = server.map(|_| Duration::from_millis(HEALTH_DATABASE_WAIT_MS));
     match read_and_check(store, now_ms, watchdog_ms, (metrics, wait)).await {
         Err(cairn_storage::Error::Unavailable { cause, since_ms }) => {
-            let database = DatabaseHealth { reachable: false, since_ms, last_error: Some(cause) };
+            let writable = store.database().is_none_or(|d| d.writable);
+            let last_error = Some(cause);
+            let database = DatabaseHealth { reachable: false, writable, since_ms, last_error };
             Ok(unreachable(database))
         }
         Err(e @ cairn_storage::Error::Storage { .. }) => match store.database() {
@@ -134,7 +160,7 @@ pub(crate) async fn check(
         },
         Ok(mut report) => {
             report.database = store.database().map(DatabaseHealth::from);
-            report.ok &= report.database.as_ref().is_none_or(|d| d.reachable);
+            report.ok &= report.database.as_ref().is_none_or(DatabaseHealth::is_ok);
             Ok(report)
         }
         Err(e) => Err(e),

@@ -122,7 +122,10 @@ impl CrashHarness {
         let Some(failure) = &first.failure else { return };
         report.error = Some(failure.to_string());
         use cairn_storage::Error as E;
-        if !matches!(failure, E::Storage { .. } | E::DiskFull { .. } | E::Poisoned | E::Closed) {
+        if !matches!(
+            failure,
+            E::Storage { .. } | E::DiskFull { .. } | E::Poisoned { .. } | E::Closed
+        ) {
             report.untyped_errors += 1;
             report.problem(format!("{}: the engine saw {failure}", case.model));
         }

@@ -123,8 +123,9 @@ impl RecordingStore {
         *lock(&self.shared.hook) = Some(hook);
     }
 
-    /// The failure seen, if any: the first storage or corruption error (the cause), else the
-    /// first refusal (`Poisoned`, `Closed`) when no cause was seen.
+    /// The failure seen, if any: the first storage or corruption error (the cause, also when
+    /// it was seen as the `Poisoned` refusal that names it), else `Closed` when no cause was
+    /// seen.
     pub fn failure(&self) -> Option<Error> {
         lock(&self.shared.first_error).clone()
     }
@@ -214,17 +215,22 @@ impl RecordingStore {
 
 impl Shared {
     fn fail(&self, error: &Error) {
+        // A refusal names the failure that poisoned the store: that failure is what was seen.
+        let error = match error {
+            Error::Poisoned { cause } => cause.as_ref(),
+            other => other,
+        };
         let fatal = matches!(
             error,
             Error::Storage { .. }
                 | Error::DiskFull { .. }
-                | Error::Poisoned
+                | Error::Poisoned { .. }
                 | Error::Closed
                 | Error::Corrupted { .. }
         );
         if fatal {
-            // Keep the cause, not its echo: once a commit failed, later writes are refused with
-            // `Poisoned` (or `Closed`), and those refusals may be answered first.
+            // Keep the cause, not its echo: once a commit failed, later writes are refused
+            // (`Closed` when the store stopped), and those refusals may be answered first.
             let cause = |e: &Error| {
                 matches!(
                     e,
@@ -291,6 +297,10 @@ impl Append for RecordingStore {
 
     fn durability(&self) -> Durability {
         self.inner.durability()
+    }
+
+    fn refusals(&self) -> Option<tokio::sync::watch::Receiver<Option<Error>>> {
+        self.inner.refusals()
     }
 }
 

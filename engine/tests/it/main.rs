@@ -26,6 +26,7 @@ mod crash_controls;
 mod crash_pg;
 mod debug;
 mod debug_bundle;
+mod disk_full;
 mod execution;
 mod layers;
 mod locks;

@@ -9,7 +9,8 @@
 //!
 //! Real: the same workflow on a real file in a 2 MiB tmpfs (we mount one; skipped with the
 //! reason where the machine does not allow it) runs into ENOSPC; the tmpfs is then grown, the
-//! engine reopened, and the same must hold.
+//! engine reopened, and the same must hold. Then the same without a restart: the engine's store
+//! reopens its file by itself once the tmpfs has room, and the engine finishes the thread.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -201,4 +202,94 @@ fn t7_disk_full_on_a_real_tmpfs() {
     assert!(!acked.is_empty(), "some steps are acknowledged before the disk fills");
     assert_eq!(status, ThreadStatus::Completed);
     assert_eq!(output, reference.outcome.output);
+}
+
+/// The issue-38 scenario on a real full disk, without a restart: an engine on a 2 MiB tmpfs runs
+/// into ENOSPC; a wait begun before the failure ends at once with `DiskFull`; once the tmpfs is
+/// grown, the same engine (no reopen by the caller) reopens its file by itself and finishes the
+/// thread with the uninterrupted result, nothing acknowledged lost, each node completed once.
+#[test]
+fn t7_a_full_tmpfs_heals_without_a_restart() {
+    use std::time::{Duration, Instant};
+
+    use cairn::storage::EventKind;
+    let tmpfs = match Tmpfs::mount("2m") {
+        Ok(t) => t,
+        Err(reason) => {
+            report(&format!("RELIABILITY T7_heal skipped=1 reason={reason}"));
+            return;
+        }
+    };
+    let (harness, _) = harness();
+    let reference = harness.reference().expect("uninterrupted run");
+    let path = tmpfs.path().join("cairn.db");
+    let fx = Effects::new();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let (rec, engine) = open(&path, &fx).await;
+        let handle = engine
+            .start("bulky", Ledger::default(), StartOptions::id("crash-test"))
+            .await
+            .expect("start");
+        let waiter = tokio::spawn(async move { (handle.finished().await, Instant::now()) });
+        rec.failed().await;
+        let failed_at = Instant::now();
+        let (waited, ended_at) = tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("the wait ends")
+            .expect("the waiter");
+        let error = waited.expect_err("the 2 MiB tmpfs must fill up");
+        let typed = matches!(error, cairn::Error::Storage(cairn::storage::Error::DiskFull { .. }));
+        assert!(typed, "a full disk is reported as DiskFull, got {error}");
+        let wait_ms = ended_at.saturating_duration_since(failed_at).as_millis();
+        assert!(wait_ms < 2_000, "the wait ended {wait_ms} ms after the failure");
+
+        assert!(tmpfs.resize("64m"), "remount the tmpfs larger");
+        let grown = Instant::now();
+        let mut refusals = rec.inner().refusals().expect("a file store says when it refuses");
+        let outcome = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                refusals.wait_for(Option::is_none).await.expect("the store is open");
+                match engine.await_result("crash-test", Duration::from_secs(60)).await {
+                    Ok(Some(outcome)) => return outcome,
+                    Ok(None) => panic!("not finished within 60 s"),
+                    Err(e) => assert!(matches!(e, cairn::Error::Storage(_)), "{e:?}"),
+                }
+            }
+        })
+        .await
+        .expect("the engine comes back within 60 s of the tmpfs growing");
+        let healed_ms = grown.elapsed().as_millis();
+        let id = ThreadId::new("crash-test").expect("id");
+        let events = rec
+            .inner()
+            .read_since(&id, Seq(0), cairn::storage::limits::READ_LIMIT_MAX)
+            .await
+            .expect("the log");
+        let lost = rec.acked_events().iter().filter(|a| !events.contains(a)).count();
+        let mut completed = std::collections::BTreeMap::<String, usize>::new();
+        for e in events.iter().filter(|e| e.kind == EventKind::NodeCompleted) {
+            *completed.entry(e.node.clone().unwrap_or_default()).or_default() += 1;
+        }
+        let clean = rec.inner().verify().expect("verify").is_clean();
+        report(&format!(
+            "RELIABILITY T7_heal skipped=0 size=2m wait_after_failure_ms={wait_ms} \
+             healed_after_growth_ms={healed_ms} lost_acked={lost} finished={} \
+             equal_to_uninterrupted={} nodes_completed_once={} verify_clean={}",
+            u8::from(outcome.status == ThreadStatus::Completed),
+            u8::from(outcome.output == reference.outcome.output),
+            u8::from(completed.values().all(|n| *n == 1)),
+            u8::from(clean),
+        ));
+        assert_eq!(lost, 0);
+        assert_eq!(outcome.status, ThreadStatus::Completed);
+        assert_eq!(outcome.output, reference.outcome.output);
+        assert!(completed.values().all(|n| *n == 1), "{completed:?}");
+        assert!(clean);
+        engine.shutdown().await;
+    });
 }

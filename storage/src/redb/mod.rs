@@ -18,9 +18,11 @@ mod index_keys;
 mod meta;
 mod migrate;
 mod path;
+mod poison;
 mod prune;
 mod queues;
 mod read;
+mod reopen;
 mod signals;
 mod snapshot;
 mod tables;
@@ -30,7 +32,6 @@ mod verify;
 mod writer;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
@@ -117,8 +118,9 @@ impl std::fmt::Debug for RedbStore {
 }
 
 struct Inner {
-    /// `None` once closed.
-    db: RwLock<Option<Arc<Db>>>,
+    /// `None` once closed (or while a reopen after a failed commit could not open the file;
+    /// see [`reopen`]). Shared with the writer, which swaps it when it reopens the database.
+    db: reopen::ReadSlot,
     /// `None` for a read-only store.
     writer: Option<WriterHandle>,
     durability: Durability,
@@ -128,7 +130,7 @@ struct Inner {
 
 struct WriterHandle {
     tx: SyncSender<Command>,
-    poisoned: Arc<AtomicBool>,
+    poison: poison::Poison,
     thread: Mutex<Option<JoinHandle<()>>>,
     metrics: crate::telemetry::StoreMetrics,
     /// Writes announced by callers still computing them (see [`crate::WriteIntents`]).
@@ -246,7 +248,29 @@ impl RedbStore {
     ) -> Result<RedbStore, Error> {
         let db =
             guard("open", || options.builder().create_with_backend(backend).map_err(open_error))?;
-        RedbStore::start(db, options, None, true, clock)
+        RedbStore::start(db, options, None, true, (clock, None))
+    }
+
+    /// [`RedbStore::with_backend`] on a backend the store may be given again (a clone that
+    /// reaches the same storage, as [`crate::fault::FaultBackend`]'s clones do): after a failed
+    /// commit the store reopens its database on a clone by itself, as a store on a path reopens
+    /// its file (see [`RedbStore::open`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`RedbStore::open`].
+    pub fn with_reopening_backend<B>(backend: B, options: Options) -> Result<RedbStore, Error>
+    where
+        B: ::redb::StorageBackend + Clone,
+    {
+        let first = backend.clone();
+        let db =
+            guard("open", || options.builder().create_with_backend(first).map_err(open_error))?;
+        let open: reopen::Opener = Box::new(move || {
+            let backend = backend.clone();
+            guard("open", || options.builder().create_with_backend(backend).map_err(open_error))
+        });
+        RedbStore::start(db, options, None, true, (Arc::new(crate::SystemClock), Some(open)))
     }
 
     /// Makes the writer look at its clock now, and returns once it has: a periodic flush that
@@ -377,7 +401,7 @@ impl RedbStore {
         let (sender, committed) = watch::channel(0);
         drop(sender);
         let inner = Inner {
-            db: RwLock::new(Some(Arc::new(db))),
+            db: Arc::new(RwLock::new(Some(Arc::new(db)))),
             writer: None,
             durability: Durability::Immediate,
             committed,
@@ -443,7 +467,10 @@ impl RedbStore {
         drop(ahead::take(path));
         guard("open", || snapshot::precheck(path, &options))?;
         let db = open_past_readers(path, &options)?;
-        RedbStore::start(db, options, Some(path.to_path_buf()), false, Arc::new(crate::SystemClock))
+        let at = path.to_path_buf();
+        let open: reopen::Opener = Box::new(move || open_past_readers(&at, &options));
+        let clock = (Arc::new(crate::SystemClock) as Arc<dyn crate::Clock>, Some(open));
+        RedbStore::start(db, options, Some(path.to_path_buf()), false, clock)
     }
 
     /// Makes a new database at `path` where there is nothing, or in a zero-length regular file
@@ -485,12 +512,15 @@ impl RedbStore {
         RedbStore::open_file(&real, options)
     }
 
+    /// Starts the writer on `db`. With `open`, the writer reopens the database after a failed
+    /// commit, when every acknowledged write is durable (see [`reopen`]); a store on `path`
+    /// reads through a copy of its last durable commit while it cannot.
     fn start(
         db: Database,
         options: Options,
         path: Option<PathBuf>,
         may_initialise: bool,
-        clock: Arc<dyn crate::Clock>,
+        (clock, open): (Arc<dyn crate::Clock>, Option<reopen::Opener>),
     ) -> Result<RedbStore, Error> {
         let counters = match guard("open", || tables::check_meta(&db))? {
             MetaState::Cairn(counters, version) => {
@@ -511,18 +541,25 @@ impl RedbStore {
         let nudge = tx.clone();
         // A full queue wakes the writer anyway; a closed one has no writer left to wake.
         let intents = crate::WriteIntents::new(move || drop(nudge.try_send(Command::Nudge)));
-        let writer =
+        let mut writer =
             Writer::new(db.clone(), counters, &options, committed_tx, (clock, intents.clone()));
-        let (poisoned, metrics) = (writer.poisoned.clone(), writer.metrics.clone());
+        let readers: reopen::ReadSlot = Arc::new(RwLock::new(Some(Arc::new(Db::Full(db)))));
+        if let Some(open) = open.filter(|_| options.durability == Durability::Immediate) {
+            let fallback = path
+                .clone()
+                .map(|path| -> reopen::Opener { Box::new(move || snapshot::open(&path)) });
+            writer.reopen = Some(reopen::Reopen::new(open, fallback, readers.clone()));
+        }
+        let (poison, metrics) = (writer.poison.clone(), writer.metrics.clone());
         let thread = std::thread::Builder::new()
             .name("cairn-writer".into())
             .spawn(move || writer.run(rx))
             .map_err(|e| Error::storage("spawn writer", e))?;
         let inner = Inner {
-            db: RwLock::new(Some(Arc::new(Db::Full(db)))),
+            db: readers,
             writer: Some(WriterHandle {
                 tx,
-                poisoned,
+                poison,
                 thread: Mutex::new(Some(thread)),
                 metrics,
                 intents,
@@ -538,8 +575,8 @@ impl RedbStore {
     /// error, not a panic.
     fn read<T>(&self, f: impl FnOnce(&ReadTransaction) -> Result<T, Error>) -> Reading<T> {
         let read = || {
-            let db =
-                self.inner.db.read().map_err(|_| Error::Closed)?.clone().ok_or(Error::Closed)?;
+            let db = self.inner.db.read().map_err(|_| Error::Closed)?.clone();
+            let db = db.ok_or_else(|| self.unreadable())?;
             guard("read", || {
                 let txn = db.begin_read().map_err(|e| Error::storage("begin read", e))?;
                 f(&txn)
@@ -548,13 +585,20 @@ impl RedbStore {
         Reading::ready(read())
     }
 
+    /// Why there is no database to read: the refusal while a reopen could not open it again,
+    /// else closed.
+    fn unreadable(&self) -> Error {
+        let refusal = self.inner.writer.as_ref().and_then(|w| w.poison.refusal());
+        refusal.unwrap_or(Error::Closed)
+    }
+
     fn send<T>(
         &self,
         make: impl FnOnce(oneshot::Sender<Result<T, Error>>) -> Write,
     ) -> Result<Pending<T>, Error> {
         let writer = self.inner.writer.as_ref().ok_or(Error::ReadOnly)?;
-        if writer.poisoned.load(Ordering::Acquire) {
-            return Err(Error::Poisoned);
+        if let Some(refused) = writer.poison.refusal() {
+            return Err(refused);
         }
         let (tx, rx) = oneshot::channel();
         writer.tx.send(Command::Write(make(tx))).map_err(|_| Error::Closed)?;
@@ -587,7 +631,7 @@ impl Drop for Inner {
             tracing::error!(%error, "closing the store on drop failed");
         }
         // Dropping the last handle closes redb, which may read damaged pages: guarded.
-        let db = self.db.get_mut().ok().and_then(Option::take);
+        let db = self.db.write().ok().and_then(|mut db| db.take());
         if let Err(error) = guard("close", move || {
             drop(db);
             Ok(())
@@ -694,6 +738,10 @@ impl Append for RedbStore {
 
     fn metrics(&self) -> Option<&crate::telemetry::StoreMetrics> {
         self.inner.writer.as_ref().map(|w| &w.metrics)
+    }
+
+    fn refusals(&self) -> Option<watch::Receiver<Option<Error>>> {
+        self.inner.writer.as_ref().map(|w| w.poison.watch())
     }
 
     fn durability(&self) -> Durability {

@@ -9,11 +9,11 @@
 //! commit if nothing else is queued.
 //!
 //! After a failed commit (or a failure half-way through applying a batch) the outcome of the
-//! whole group is unknown: every caller in it gets the error, and the store is poisoned, refusing
-//! writes until reopened (redb repairs on reopen; the counters are reread from the file).
+//! whole group is unknown: every caller in it gets the error, and the store is poisoned (see
+//! [`super::poison`]), refusing writes until reopened (redb repairs on reopen; the counters are
+//! reread from the file), which the writer does by itself when it may ([`super::reopen`]).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -67,11 +67,15 @@ impl Callers {
 
 /// The writer thread's state.
 pub(crate) struct Writer {
-    pub(crate) db: Arc<Database>,
+    /// `None` only while a reopen could not open the database again (the store is poisoned).
+    pub(crate) db: Option<Arc<Database>>,
+    /// How the store reopens its database after a failed commit (`None`: it stays poisoned
+    /// until its owner reopens it; see [`super::reopen`]).
+    pub(crate) reopen: Option<super::reopen::Reopen>,
     pub(crate) counters: Counters,
     pub(crate) durability: Durability,
     pub(crate) group_max: usize,
-    pub(crate) poisoned: Arc<AtomicBool>,
+    pub(crate) poison: super::poison::Poison,
     pub(crate) committed: watch::Sender<u64>,
     /// Non-durable commits since the last durable one.
     pub(crate) dirty: bool,
@@ -113,12 +117,14 @@ impl Writer {
         committed: watch::Sender<u64>,
         (clock, intents): (Arc<dyn crate::Clock>, Arc<crate::WriteIntents>),
     ) -> Writer {
+        let metrics = crate::telemetry::StoreMetrics::default();
         Writer {
-            db,
+            db: Some(db),
+            reopen: None,
             counters,
             durability: options.durability,
             group_max: options.group_max_batches.max(1),
-            poisoned: Arc::default(),
+            poison: super::poison::Poison::new(metrics.clone()),
             committed,
             dirty: false,
             last_durable: clock.now(),
@@ -126,7 +132,7 @@ impl Writer {
             last_group: 1,
             last_commit: Duration::ZERO,
             cache: ThreadCache::default(),
-            metrics: crate::telemetry::StoreMetrics::default(),
+            metrics,
             intents,
             gather_max: GATHER_WAIT_MAX,
             thread_rows: 0,
@@ -159,6 +165,18 @@ impl Writer {
 
     fn serve(&mut self, rx: &Receiver<Command>) {
         loop {
+            if let Some(due) = self.reopen_due() {
+                match rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
+                    Ok(command) => {
+                        if self.handle(command, rx) {
+                            return;
+                        }
+                    }
+                    Err(RecvTimeoutError::Timeout) => self.recover(),
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+                continue;
+            }
             let first = match self.flush_deadline() {
                 Some(deadline) => {
                     let wait = deadline.saturating_duration_since(self.clock.now());
@@ -178,31 +196,42 @@ impl Writer {
                     Err(_) => break,
                 },
             };
-            let close = match first {
-                Command::Close(reply) => Some(reply),
-                Command::Write(write) => self.group(write, rx),
-                Command::Tick(reply) => {
-                    let result = self.flush_if_due();
-                    drop(reply.send(result));
-                    None
-                }
-                Command::Nudge => None,
-            };
-            if let Some(close) = close {
-                let result = self.flush();
-                // Later commands find the channel closed once `rx` drops; answer any queued now.
-                while let Ok(command) = rx.try_recv() {
-                    match command {
-                        Command::Write(write) => refuse(write, &Error::Closed),
-                        Command::Close(other) | Command::Tick(other) => drop(other.send(Ok(()))),
-                        Command::Nudge => {}
-                    }
-                }
-                drop(close.send(result));
+            if self.handle(first, rx) {
                 return;
             }
         }
         self.flush_logged();
+    }
+
+    /// Carries out `command` (the first of a group, for a write); true once the writer closed.
+    fn handle(&mut self, command: Command, rx: &Receiver<Command>) -> bool {
+        let close = match command {
+            Command::Close(reply) => Some(reply),
+            Command::Write(write) => self.group(write, rx),
+            Command::Tick(reply) => {
+                let result = self.flush_if_due();
+                drop(reply.send(result));
+                None
+            }
+            Command::Nudge => None,
+        };
+        let Some(close) = close else { return false };
+        let result = self.flush();
+        // Later commands find the channel closed once `rx` drops; answer any queued now.
+        while let Ok(command) = rx.try_recv() {
+            match command {
+                Command::Write(write) => refuse(write, &Error::Closed),
+                Command::Close(other) | Command::Tick(other) => drop(other.send(Ok(()))),
+                Command::Nudge => {}
+            }
+        }
+        drop(close.send(result));
+        true
+    }
+
+    /// The database, or why there is none (a reopen could not open it: the store is poisoned).
+    fn db(&self) -> Result<&Database, Error> {
+        self.db.as_deref().ok_or_else(|| self.poison.refusal().unwrap_or(Error::Closed))
     }
 
     fn flush_deadline(&self) -> Option<Instant> {
@@ -234,14 +263,14 @@ impl Writer {
         if !self.dirty {
             return Ok(());
         }
-        if self.poisoned.load(Ordering::Acquire) {
+        if let Some(refused) = self.poison.refusal() {
             // Nothing more can be made durable until reopen; forget the debt so the periodic
             // timer does not fire again and again.
             self.dirty = false;
-            return Err(Error::Poisoned);
+            return Err(refused);
         }
         let result = guard("flush", || {
-            let txn = self.db.begin_write().map_err(|e| Error::storage("begin write", e))?;
+            let txn = self.db()?.begin_write().map_err(|e| Error::storage("begin write", e))?;
             txn.commit().map_err(|e| Error::storage("commit", e))
         });
         match result {
@@ -251,7 +280,7 @@ impl Writer {
                 Ok(())
             }
             Err(error) => {
-                self.poisoned.store(true, Ordering::Release);
+                self.poison.set(&error);
                 self.dirty = false;
                 Err(error)
             }
@@ -287,8 +316,8 @@ impl Writer {
         first: Write,
         rx: &Receiver<Command>,
     ) -> Option<std::sync::mpsc::Sender<Result<(), Error>>> {
-        if self.poisoned.load(Ordering::Acquire) {
-            refuse(first, &Error::Poisoned);
+        if let Some(refused) = self.poison.refusal() {
+            refuse(first, &refused);
             return None;
         }
         let durable = match self.durability {
@@ -314,7 +343,7 @@ impl Writer {
         // A panic inside redb (a damaged page met while updating a B-tree) becomes an error here,
         // and is handled like a failed commit: the writer thread survives, the store poisons.
         let outcome = guard("commit", || {
-            let mut txn = self.db.begin_write().map_err(|e| Error::storage("begin write", e))?;
+            let mut txn = self.db()?.begin_write().map_err(|e| Error::storage("begin write", e))?;
             let level = if durable { RedbDurability::Immediate } else { RedbDurability::None };
             if let Err(e) = txn.set_durability(level) {
                 abort(txn);
@@ -428,7 +457,7 @@ impl Writer {
                 None
             }
             Err(error) => {
-                self.poisoned.store(true, Ordering::Release);
+                self.poison.set(&error);
                 tracing::error!(%error, "group commit failed; the store is poisoned");
                 Some(error)
             }
@@ -682,7 +711,7 @@ mod tests {
     /// The record of `thread` as committed (read in a fresh read transaction, not the cache).
     fn committed(writer: &Writer, thread: &ThreadId) -> Option<crate::ThreadRecord> {
         use ::redb::ReadableDatabase;
-        let txn = writer.db.begin_read().expect("read");
+        let txn = writer.db.as_ref().expect("open").begin_read().expect("read");
         super::super::read::thread(&txn, thread).expect("readable")
     }
 

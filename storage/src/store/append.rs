@@ -68,9 +68,21 @@ pub trait Append: Send + Sync + 'static {
         None
     }
 
+    /// The failure that makes this store refuse every write now (`None` while it accepts
+    /// them), as a channel that follows it: a [`crate::RedbStore`] sets it at a failed commit
+    /// (the disk is full, an I/O error: writes are then refused with [`Error::Poisoned`] naming
+    /// it) and clears it once it has reopened its database from what is durable. An engine
+    /// ends its callers' waits with the cause while it is set, and restores its unfinished
+    /// threads when it clears. `None` (the default): a store that never refuses writes as a
+    /// whole (PostgreSQL retries each write on a fresh connection).
+    fn refusals(&self) -> Option<tokio::sync::watch::Receiver<Option<Error>>> {
+        None
+    }
+
     /// Whether the database answers, as the store's connections last found (a store on a
-    /// server: PostgreSQL); `None` for a store that has no server to lose (a file). Known
-    /// without a round trip, so a health check asks it first.
+    /// server: PostgreSQL), and whether it takes writes (false while a failed commit keeps the
+    /// store poisoned); `None` for a file store that never had a commit fail. Known without a
+    /// round trip, so a health check asks it first.
     fn database(&self) -> Option<crate::telemetry::DatabaseState> {
         self.metrics().and_then(crate::telemetry::StoreMetrics::database)
     }

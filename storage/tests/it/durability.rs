@@ -139,7 +139,7 @@ mod beneath_redb {
         assert!(matches!(failed, Err(Error::Storage { .. })), "{failed:?}");
         let after = store
             .append(cairn_storage::Batch { events: vec![event("t", 3)], ..Default::default() });
-        assert!(matches!(after, Err(Error::Poisoned)), "{after:?}");
+        assert!(matches!(after, Err(Error::Poisoned { .. })), "{after:?}");
         // Reads still work on what was committed.
         assert_eq!(store.read_since(&tid("t"), Seq(0), 10).wait().expect("read").len(), 1);
         drop(store);
@@ -168,7 +168,7 @@ mod beneath_redb {
         assert!(full.is_err_and(|e| !e.is_transient()), "permanent until space is freed");
         let after = store
             .append(cairn_storage::Batch { events: vec![event("t", 2)], ..Default::default() });
-        assert!(matches!(after, Err(Error::Poisoned)), "{after:?}");
+        assert!(matches!(after, Err(Error::Poisoned { .. })), "{after:?}");
         drop(store);
         // Space is freed: a reopen has everything acknowledged and accepts the next append.
         disk.set_capacity(None);
@@ -184,5 +184,48 @@ mod beneath_redb {
         backend.controller().set_capacity(Some(0));
         let created = RedbStore::with_backend(backend, Options::default());
         assert!(matches!(created, Err(Error::DiskFull { .. })), "{created:?}");
+    }
+
+    /// A store that may reopen its database does so by itself once the disk has room: the
+    /// refusal names the full disk and is watched; after `clear`, writes are taken again
+    /// (everything acknowledged is there, the failed write is not), and the file verifies.
+    #[test]
+    fn a_full_disk_poisons_the_store_until_it_reopens_itself() {
+        let backend = FaultBackend::new();
+        let disk = backend.controller();
+        let store = RedbStore::with_reopening_backend(backend, Options::default()).expect("open");
+        create_thread(&store, "t", 1);
+        let mut refusals = store.refusals().expect("a file store says when it refuses writes");
+        disk.set_capacity(Some(disk.live_image().len() as u64));
+        let big = cairn_storage::Batch {
+            events: (2..200).map(|n| event("t", n)).collect(),
+            payloads: vec![vec![7u8; 8 << 20]],
+            ..Default::default()
+        };
+        let full = store.append(big).expect("queued").wait_blocking();
+        assert!(matches!(full, Err(Error::DiskFull { .. })), "{full:?}");
+        let after = store
+            .append(cairn_storage::Batch { events: vec![event("t", 2)], ..Default::default() });
+        let Err(Error::Poisoned { cause }) = &after else { panic!("{after:?}") };
+        assert!(matches!(**cause, Error::DiskFull { .. }), "{cause:?}");
+        assert!(after.unwrap_err().to_string().contains("poisoned by: disk full during"));
+        assert!(refusals.borrow_and_update().is_some(), "the refusal is published");
+        let database = store.database().expect("a failed commit is reported");
+        assert!(!database.writable && database.reachable, "{database:?}");
+        // Reads go on meanwhile.
+        assert_eq!(store.read_since(&tid("t"), Seq(0), 10).wait().expect("read").len(), 1);
+
+        disk.clear();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let cleared = refusals.wait_for(Option::is_none);
+            tokio::time::timeout(std::time::Duration::from_secs(30), cleared)
+                .await
+                .expect("the store reopens within 30 s of the disk having room")
+                .expect("open");
+        });
+        assert_eq!(events(&store, "t", 1).bookmarks[0].seq, Seq(2), "the failed write is absent");
+        assert!(store.database().is_some_and(|d| d.writable));
+        assert!(store.verify().expect("verify").is_clean());
     }
 }
