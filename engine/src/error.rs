@@ -110,6 +110,18 @@ pub enum Error {
     /// Invalid argument from the caller (permanent).
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// A signal the thread's workflow does not accept: a name it does not declare (when it
+    /// declares some), or a value that does not decode as the declared type
+    /// (`WorkflowBuilder::signal`). Refused before anything is stored: the thread is untouched
+    /// (permanent for this name and value).
+    #[error("signal refused for thread {thread}: {source}")]
+    SignalRefused {
+        /// Thread id.
+        thread: String,
+        /// Why, naming the signal, the declared type and the decoder's error, or the declared
+        /// names.
+        source: cairn_dsl::SignalError,
+    },
     /// A debug bundle is malformed or unsupported; `path` is the JSON path of the first problem
     /// (permanent for these bytes).
     #[error("bundle {path}: {detail}")]

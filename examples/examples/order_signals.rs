@@ -12,6 +12,7 @@ async fn main() -> anyhow::Result<()> {
         s.shipped.tracking.as_deref().unwrap_or("nothing")
     );
     println!("o-2: cancelled ({})", s.cancelled.cancelled.as_deref().unwrap_or("?"));
+    println!("a payment that is not one: {}", s.wrong_type_error);
     println!("a payment to the finished o-1: {}", s.late_signal_error);
     Ok(())
 }

@@ -7,7 +7,9 @@
 //! signal. Signals are sent with [`Engine::signal`] (or `cairn signal ORDER NAME JSON`); they may
 //! arrive before the node asks (they are buffered durably, in order per name), while the thread
 //! runs, or while it is parked (it wakes). The example sends the first payment before the engine
-//! restarts and the rest after, and shows that a signal to a finished order is refused.
+//! restarts and the rest after, and shows that a signal to a finished order is refused. The
+//! workflow declares its signals' types (`.signal::<Payment>("payment")`), so a payment that is
+//! not a [`Payment`] is refused at send, before anything is stored, and the order keeps waiting.
 //!
 //! ```text
 //! START -> pay -> ship -> END
@@ -105,6 +107,9 @@ pub fn workflow() -> Workflow<Order> {
         .edge("pay", "ship")
         .edge("ship", END)
         .gotos("pay", [END])
+        .signal::<Payment>("payment")
+        .signal::<String>("cancel")
+        .signal::<Shipped>("shipped")
         .build()
         .expect("the order workflow is valid")
 }
@@ -120,6 +125,8 @@ pub struct Summary {
     pub cancelled: Order,
     /// The error a signal to the finished order got.
     pub late_signal_error: String,
+    /// The error a payment that is not a [`Payment`] got (the order waiting for one).
+    pub wrong_type_error: String,
 }
 
 /// Runs two orders: one paid in two parts (one before a restart, one after) and shipped, one
@@ -141,6 +148,9 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     };
     // A new process: the order still waits for the rest of its payment.
     let engine = Engine::builder(db).workflow(&wf).open().await?;
+    // Not a `Payment`: refused, nothing stored, the order still waiting.
+    let wrong = engine.signal("o-1", "payment", serde_json::json!({"amount": "lots"})).await;
+    let wrong_type_error = wrong.err().map(|e| e.to_string()).unwrap_or_default();
     engine.signal("o-1", "payment", Payment { amount_cents: 3_000 }).await?;
     let t = engine.thread("o-1").await?;
     assert_eq!(t.wait().await?.status, ThreadStatus::WaitingInput, "waits for the carrier");
@@ -158,5 +168,5 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     let late = engine.signal("o-1", "payment", Payment { amount_cents: 1 }).await;
     let late_signal_error = late.err().map(|e| e.to_string()).unwrap_or_default();
     engine.shutdown().await;
-    Ok(Summary { after_first_payment, shipped, cancelled, late_signal_error })
+    Ok(Summary { after_first_payment, shipped, cancelled, late_signal_error, wrong_type_error })
 }

@@ -170,6 +170,9 @@ async fn order_signals_are_received_in_order_across_a_restart() {
     assert_eq!(s.cancelled.cancelled.as_deref(), Some("the customer changed their mind"));
     assert!(s.cancelled.payments.is_empty() && s.cancelled.tracking.is_none());
     assert!(s.late_signal_error.contains("no more signals"), "{}", s.late_signal_error);
+    let wrong = &s.wrong_type_error;
+    assert!(wrong.contains(r#"signal "payment" takes a Payment"#), "{wrong}");
+    assert!(wrong.contains("missing field `amount_cents`"), "{wrong}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

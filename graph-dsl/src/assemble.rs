@@ -32,6 +32,7 @@ pub(crate) struct Decls {
     pub on_failure: Recovery,
     pub queries: Vec<(String, DynQuery)>,
     pub compensations: Vec<(String, crate::long_lived::DynCompensation)>,
+    pub signals: Vec<(String, crate::signals::DynSignal)>,
 }
 
 /// Builds the erased workflow from `decls`, or every problem found.
@@ -54,6 +55,7 @@ pub(crate) fn assemble(
         on_failure,
         queries,
         compensations,
+        signals,
     } = decls;
     for node in &mut nodes {
         if node.policy.on_failure.is_fail() {
@@ -107,6 +109,13 @@ pub(crate) fn assemble(
             problems.push(Problem::DuplicateCompensation(name.clone()));
         }
     }
+    let mut seen = std::collections::BTreeSet::new();
+    for (name, _) in &signals {
+        check_name(name, &mut problems);
+        if !seen.insert(name.clone()) {
+            problems.push(Problem::DuplicateSignal(name.clone()));
+        }
+    }
     if !problems.is_empty() {
         return Err(BuildError { workflow: id, problems });
     }
@@ -131,6 +140,7 @@ pub(crate) fn assemble(
         depth,
         queries: queries.into_iter().collect(),
         compensations: compensations.into_iter().collect(),
+        signals: signals.into_iter().collect(),
     };
     workflow.fingerprint = fingerprint::compute(&workflow);
     Ok(workflow)

@@ -40,6 +40,7 @@ impl<S: State> WorkflowBuilder<S> {
                 loop_bounds: Vec::new(),
                 queries: Vec::new(),
                 compensations: Vec::new(),
+                signals: Vec::new(),
                 budgets: Budgets::default(),
                 permissions: BTreeSet::new(),
                 checkpoint: CheckpointPolicy::default(),
@@ -344,6 +345,35 @@ impl<S: State> WorkflowBuilder<S> {
                 .map_err(|e| StateError::Codec { what: "query answer", detail: e.to_string() })
         });
         self.decls.queries.push((name.into(), q));
+        self
+    }
+
+    /// Declares the signal `name` and the type `T` its value must decode as. Once a workflow
+    /// declares a signal, `Engine::signal` (and the endpoint, `cairn signal`) refuses, before
+    /// storing anything, a value of a declared name that does not decode as its `T`, and any
+    /// name the workflow does not declare; the thread is untouched. A workflow that declares
+    /// none accepts every signal. Receive it as the same `T` with [`Ctx::recv`]. Declarations
+    /// are not part of the fingerprint; a name declared twice is a build error.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{Ctx, NodeOutput, Replace, Workflow, END, START};
+    /// let wf = Workflow::<Replace<String>>::builder("parcel", 1)
+    ///     .node("wait", |_s, ctx: Ctx| async move {
+    ///         let place: String = ctx.recv("delivered").await?;
+    ///         Ok(NodeOutput::update(place))
+    ///     })
+    ///     .edge(START, "wait")
+    ///     .edge("wait", END)
+    ///     .signal::<String>("delivered") // its values must decode as a String
+    ///     .signal::<u32>("delay_days")
+    ///     .build()?;
+    /// assert_eq!(wf.as_dyn().signal_names(), ["delay_days", "delivered"]);
+    /// assert_eq!(wf.as_dyn().signal_type("delivered"), Some("String"));
+    /// # Ok::<(), cairn_dsl::BuildError>(())
+    /// ```
+    pub fn signal<T: serde::de::DeserializeOwned>(mut self, name: impl Into<String>) -> Self {
+        self.decls.signals.push((name.into(), crate::signals::DynSignal::of::<T>()));
         self
     }
 

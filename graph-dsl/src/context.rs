@@ -77,6 +77,14 @@ pub trait NodeContext: Send + Sync + 'static {
     /// As [`NodeContext::recv`], but returns at once: `Ok(None)` when no signal of that name is
     /// waiting (recorded too, so a re-execution sees the same `None`).
     fn try_recv(&self, name: &str) -> BoxFuture<'static, Result<Option<Value>, NodeError>>;
+    /// A signal named `name` was received whose value does not decode as the type the node
+    /// receives (`detail`: the decoder's error), and [`Ctx::recv`](crate::Ctx::recv) set it
+    /// aside to receive the next one. Called again each time the task runs again and reads
+    /// that receipt. The provided method does nothing; the engine logs a warning naming the
+    /// thread and node.
+    fn signal_set_aside(&self, name: &str, detail: &str) {
+        let _ = (name, detail);
+    }
     /// `Ok(())` once the durable timer fired, else `Err(NodeError::Sleeping { until_ms })`.
     fn sleep(&self, duration_ms: u64) -> BoxFuture<'static, Result<(), NodeError>>;
     /// As [`NodeContext::sleep`], until the absolute time `at_ms` (ms since the epoch) rather

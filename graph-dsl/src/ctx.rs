@@ -226,10 +226,17 @@ impl Ctx {
     /// sent, each exactly once: the receipt is recorded, so a node that runs again after a
     /// crash receives the same signal, and the next call the next one.
     ///
+    /// Declare the signal with the same type
+    /// ([`WorkflowBuilder::signal`](crate::WorkflowBuilder::signal)) and a value that is not an
+    /// `R` is refused at send. One that arrives anyway (sent before the declaration, or under a
+    /// name the workflow does not declare) is set aside: received, so never received again,
+    /// reported ([`NodeContext::signal_set_aside`]: the engine logs a warning), and this call
+    /// goes on to the next signal of that name, waiting while there is none. The thread keeps
+    /// running; it never fails on a value that does not decode.
+    ///
     /// # Errors
     /// [`NodeError::WaitingSignal`] while none is there (propagate it with `?`: the thread parks
-    /// durably and runs the node again once a signal of that name is sent);
-    /// [`NodeError::Codec`] if the signal's value does not convert.
+    /// durably and runs the node again once a signal of that name is sent).
     ///
     /// # Examples
     /// ```
@@ -241,14 +248,21 @@ impl Ctx {
     /// }
     /// ```
     pub async fn recv<R: DeserializeOwned>(&self, name: &str) -> Result<R, NodeError> {
-        let value = self.0.recv(name).await?;
-        R::deserialize(&value).map_err(|e| NodeError::codec("signal", e))
+        // Bounded: each turn receives a signal, and a thread is sent finitely many
+        // (`SIGNALS_PER_THREAD_MAX` in storage).
+        loop {
+            let value = self.0.recv(name).await?;
+            if let Some(received) = self.decoded(name, &value) {
+                return Ok(received);
+            }
+        }
     }
 
-    /// The next signal named `name` if one is there now, else `None`; never waits.
+    /// The next signal named `name` if one is there now, else `None`; never waits. A value
+    /// that is not an `R` is set aside as [`Ctx::recv`] does, and the next one looked at.
     ///
     /// # Errors
-    /// [`NodeError::Codec`] if the signal's value does not convert.
+    /// Whatever the engine refuses (a storage failure stops the node).
     ///
     /// # Examples
     /// ```
@@ -258,11 +272,25 @@ impl Ctx {
     /// }
     /// ```
     pub async fn try_recv<R: DeserializeOwned>(&self, name: &str) -> Result<Option<R>, NodeError> {
-        match self.0.try_recv(name).await? {
-            Some(value) => {
-                R::deserialize(&value).map(Some).map_err(|e| NodeError::codec("signal", e))
+        // Bounded as `recv`'s loop.
+        while let Some(value) = self.0.try_recv(name).await? {
+            if let Some(received) = self.decoded(name, &value) {
+                return Ok(Some(received));
             }
-            None => Ok(None),
+        }
+        Ok(None)
+    }
+
+    /// `value` as an `R`, or `None` after reporting it set aside.
+    fn decoded<R: DeserializeOwned>(&self, name: &str, value: &Value) -> Option<R> {
+        match R::deserialize(value) {
+            Ok(received) => Some(received),
+            Err(e) => {
+                let expected = crate::signals::short_type_name(std::any::type_name::<R>());
+                let detail = format!("not a {expected}: {e}");
+                self.0.signal_set_aside(name, &detail);
+                None
+            }
         }
     }
 

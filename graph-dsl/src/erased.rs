@@ -188,6 +188,9 @@ pub struct DynWorkflow {
     pub(crate) queries: std::collections::BTreeMap<String, DynQuery>,
     /// Compensations by name (not part of the fingerprint: code, like node bodies).
     pub(crate) compensations: std::collections::BTreeMap<String, crate::DynCompensation>,
+    /// Declared signals by name (not part of the fingerprint: they check what is sent, not
+    /// how a thread runs).
+    pub(crate) signals: std::collections::BTreeMap<String, crate::signals::DynSignal>,
 }
 
 impl fmt::Debug for DynWorkflow {

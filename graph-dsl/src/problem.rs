@@ -44,6 +44,9 @@ pub enum Problem {
     /// Two compensations share a name.
     #[error("compensation {0:?} is declared more than once")]
     DuplicateCompensation(String),
+    /// Two signal declarations share a name.
+    #[error("signal {0:?} is declared more than once")]
+    DuplicateSignal(String),
     /// A node uses `START`, `END` or another name beginning with `__`, which are reserved.
     #[error("node name {0:?} is reserved")]
     ReservedName(String),

@@ -3,10 +3,13 @@
 //! [`Engine::signal`] writes the signal to the thread's inbox in its own batch (never to the
 //! thread's log, which its runner guards), acknowledged once durable; a node receives it with
 //! `ctx.recv(name)` or `ctx.try_recv(name)` (`exec/signals.rs`). A thread parked waiting for
-//! that name is woken here; one that parks just after the send wakes itself.
+//! that name is woken here; one that parks just after the send wakes itself. A signal the
+//! thread's workflow does not accept (`WorkflowBuilder::signal` declarations) is refused before
+//! anything is written.
 
 use cairn_storage::{Batch, NewSignal, ThreadId};
 use serde::Serialize;
+use serde_json::Value;
 
 use super::engine::Engine;
 use crate::error::Error;
@@ -20,8 +23,15 @@ impl Engine {
     /// once. A thread waiting in `ctx.recv(name)` is woken (and driven by this engine, which
     /// needs the thread's workflow registered).
     ///
+    /// When the thread's workflow declares signals (`WorkflowBuilder::signal`), a name it does
+    /// not declare and a value that does not decode as the declared type are refused before
+    /// anything is stored; a workflow that declares none accepts any signal. The check needs
+    /// the workflow registered here: an engine without it stores the signal unchecked.
+    ///
     /// # Errors
-    /// [`Error::UnknownThread`]; [`Error::WrongStatus`] for a thread that has finished;
+    /// [`Error::SignalRefused`] for a signal the thread's workflow does not accept (the thread
+    /// is untouched); [`Error::UnknownThread`]; [`Error::WrongStatus`] for a thread that has
+    /// finished;
     /// [`Error::Storage`] with `LimitExceeded` for a name over 256 bytes, a value over
     /// 256 KiB, or a thread sent 10,000 signals already; storage errors.
     ///
@@ -49,7 +59,9 @@ impl Engine {
         value: impl Serialize,
     ) -> Result<(u64, bool), Error> {
         let id = ThreadId::new(thread)?;
-        let data = serde_json::to_vec(&serde_json::to_value(value)?)?;
+        let value = serde_json::to_value(value)?;
+        self.check_declared(&id, name, &value).await?;
+        let data = serde_json::to_vec(&value)?;
         let signal = NewSignal::new(id.clone(), name, data, self.clock().now_ms())?;
         let n = match self.write(Batch { signals: vec![signal], ..Batch::default() }).await {
             Ok(appended) => appended.signals.first().copied().unwrap_or_default(),
@@ -75,5 +87,19 @@ impl Engine {
         let Some(top) = woke else { return Ok((n, false)) };
         spawn_drive(&self.shell, top, "signal received");
         Ok((n, true))
+    }
+
+    /// Refuses a signal the thread's workflow does not accept (its declarations). A thread
+    /// that has finished or is missing is left to the write, which refuses it with its own
+    /// error; a workflow not registered here (or changed since the thread started) cannot be
+    /// asked, and the signal is stored unchecked, as before declarations existed.
+    async fn check_declared(&self, id: &ThreadId, name: &str, value: &Value) -> Result<(), Error> {
+        let Some(record) = self.store().thread(id).await? else { return Ok(()) };
+        if record.status.is_terminal() {
+            return Ok(());
+        }
+        let Ok(wf) = self.workflow_for(&record) else { return Ok(()) };
+        wf.check_signal(name, value)
+            .map_err(|source| Error::SignalRefused { thread: id.to_string(), source })
     }
 }

@@ -166,7 +166,8 @@ enum Command {
     /// Send human input to a thread waiting for it, and run it here until it ends or parks.
     Input(control::InputArgs),
     /// Send a signal (a named JSON value) to a running or waiting thread: `ctx.recv(name)`
-    /// receives it; a thread waiting for it runs here until it ends or parks.
+    /// receives it; a thread waiting for it runs here until it ends or parks. A signal the
+    /// thread's workflow does not declare, or of the wrong type, is refused (exit 2).
     Signal(signal::SignalArgs),
     /// Roll a parked thread back in place to one of its checkpoints; it is left paused.
     Rollback(checkpoint_create::RollbackArgs),

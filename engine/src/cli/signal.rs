@@ -1,14 +1,16 @@
 //! `cairn signal THREAD NAME JSON`: sends a signal to a running or waiting thread. Through the
 //! endpoint of an engine serving the file (`POST /api/threads/{id}/signal`, `remote.rs`) when
 //! one holds it; otherwise the file is opened for writing, the signal stored, and a thread that
-//! was waiting for it runs here until it ends or parks again.
+//! was waiting for it runs here until it ends or parks again. A signal the thread's workflow
+//! refuses (a name it does not declare, a value not of the declared type) exits 2 either way:
+//! the endpoint's 400, or `Error::SignalRefused` here.
 
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
 use serde_json::json;
 
-use super::common::{Common, json_arg, open_writable, print_json, print_text, record_of};
+use super::common::{Common, json_arg, open_writable, print_json, print_text, record_of, usage};
 use super::remote;
 
 /// Arguments of `cairn signal`.
@@ -48,7 +50,11 @@ pub(super) async fn signal(args: SignalArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         Ok(sent) => sent,
         Err(e) => {
             engine.shutdown().await;
-            return Err(e.into());
+            // A signal its workflow does not accept is bad input, as bad JSON is: exit 2.
+            return Err(match e {
+                e @ crate::Error::SignalRefused { .. } => usage(e.to_string()),
+                e => e.into(),
+            });
         }
     };
     // A thread the signal woke runs here until it ends or parks again.

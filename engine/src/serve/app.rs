@@ -91,7 +91,8 @@ pub(super) fn reject(e: Error, field: &str) -> Reject {
         Error::Invalid(_)
         | Error::SeqUnavailable { .. }
         | Error::Codec(_)
-        | Error::LimitExceeded { .. } => 400,
+        | Error::LimitExceeded { .. }
+        | Error::SignalRefused { .. } => 400,
         Error::Storage(
             cairn_storage::Error::Invalid { .. } | cairn_storage::Error::LimitExceeded { .. },
         ) => 400,

@@ -1,7 +1,8 @@
 //! The controls: `POST /api/threads/{id}/{pause|resume|cancel|input|signal|fork}` (the token is
 //! checked before, by the access layer, `super::access`). Bodies are JSON: `cancel` `{"reason"?}`, `input`
 //! `{"value"}`, `signal` `{"name", "value"}` (the answer adds `"signal"`: its number), `fork` `{"at"? | "checkpoint"?, "update"?, "id"?, "labels"?, "start"?}`; a body
-//! field that does not parse is named in the 400. `resume`, `input` and a started fork run the
+//! field that does not parse is named in the 400, as a signal the thread's workflow refuses is
+//! (`name` undeclared, `value` not of the declared type). `resume`, `input` and a started fork run the
 //! thread in this engine; the answer comes once the control is applied, not when the thread ends.
 
 use std::collections::BTreeMap;
@@ -22,6 +23,7 @@ use super::app::{App, Segment, reject};
 use super::params::Reject;
 use super::threads::record_of;
 use super::wire::Controlled;
+use crate::Error;
 use crate::debug::{ForkFrom, ForkOptions};
 
 #[derive(Deserialize, Default, ToSchema)]
@@ -96,7 +98,13 @@ pub(super) async fn control(
         }
         "signal" => {
             let b: SignalBody = parse(&body)?;
-            let n = engine.signal(&id, &b.name, b.value).await.map_err(|e| reject(e, "name"))?;
+            let n = engine.signal(&id, &b.name, b.value).await.map_err(|e| {
+                let field = match &e {
+                    Error::SignalRefused { source, .. } => source.field(),
+                    _ => "name",
+                };
+                reject(e, field)
+            })?;
             signal = Some(n);
             id
         }

@@ -34,6 +34,7 @@ mod schedule_run;
 mod seed_import;
 mod seen;
 mod serve;
+mod signal_types;
 mod start;
 mod starting;
 mod through;

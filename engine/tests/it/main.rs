@@ -79,6 +79,7 @@ mod serve;
 mod serve_auth;
 #[cfg(feature = "http")]
 mod serve_start;
+mod signal_types;
 mod signals;
 mod spans;
 mod telemetry;

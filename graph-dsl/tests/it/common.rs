@@ -189,6 +189,9 @@ impl cairn_dsl::NodeContext for ScriptedContext {
         let next = self.signals.lock().expect("signals").pop_front();
         Box::pin(async move { Ok(next) })
     }
+    fn signal_set_aside(&self, name: &str, detail: &str) {
+        self.note(format!("set aside {name}: {detail}"));
+    }
     fn sleep(
         &self,
         duration_ms: u64,

@@ -80,6 +80,27 @@ fn names() {
 }
 
 #[test]
+fn signal_declarations() {
+    check(
+        "a signal declared twice",
+        linear().signal::<u32>("paid").signal::<String>("paid"),
+        vec![Problem::DuplicateSignal(s("paid"))],
+    );
+    check(
+        "an empty signal name",
+        linear().signal::<u32>(""),
+        vec![Problem::InvalidName { name: s(""), detail: s("empty") }],
+    );
+    // Declarations are not part of the fingerprint: adding one blocks no running thread.
+    let plain = linear().build().unwrap();
+    let declared = linear().signal::<u32>("paid").build().unwrap();
+    assert_eq!(plain.fingerprint(), declared.fingerprint());
+    let none = serde_json::json!({"any": "thing"});
+    assert_eq!(plain.as_dyn().check_signal("whatever", &none), Ok(()), "none declared: any");
+    assert_eq!(declared.as_dyn().check_signal("paid", &serde_json::json!(3)), Ok(()));
+}
+
+#[test]
 fn unknown_names() {
     check(
         "edge to undeclared",
