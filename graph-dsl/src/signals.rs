@@ -14,11 +14,14 @@ use serde_json::Value;
 
 use crate::erased::DynWorkflow;
 
+/// Whether a value decodes as a signal's declared type (`Err`: the decoder's error).
+type DynCheck = Arc<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
+
 /// One declared signal: the name of its type and a check that a value decodes as it.
 #[derive(Clone)]
 pub(crate) struct DynSignal {
     type_name: String,
-    check: Arc<dyn Fn(&Value) -> Result<(), String> + Send + Sync>,
+    check: DynCheck,
 }
 
 impl DynSignal {

@@ -2,7 +2,7 @@
 //! of the application that serves the file (this binary does not have the workflow): a value of
 //! the wrong type, or an undeclared name, exits 2 with the reason and leaves the thread waiting.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 
 use cairn::{Ctx, END, Engine, NodeOutput, Replace, START, StartOptions, ThreadStatus, Workflow};
@@ -23,8 +23,8 @@ fn parcel() -> Workflow<Replace<String>> {
 }
 
 /// `cairn ARGS... --db DB`, off the runtime's workers (the engine serving DB runs on them).
-async fn cairn_on(db: &PathBuf, args: &'static [&'static str]) -> Run {
-    let db = db.clone();
+async fn cairn_on(db: &Path, args: &'static [&'static str]) -> Run {
+    let db = db.to_path_buf();
     tokio::task::spawn_blocking(move || on(&db, args)).await.expect("the command's thread")
 }
 
