@@ -190,7 +190,7 @@ pub struct DynWorkflow {
     pub(crate) compensations: std::collections::BTreeMap<String, crate::DynCompensation>,
     /// Declared signals by name (not part of the fingerprint: they check what is sent, not
     /// how a thread runs).
-    pub(crate) signals: std::collections::BTreeMap<String, crate::signals::DynSignal>,
+    pub(crate) signals: crate::signals::Signals,
 }
 
 impl fmt::Debug for DynWorkflow {
@@ -245,6 +245,48 @@ impl DynWorkflow {
         args: &Value,
     ) -> Result<Option<Value>, StateError> {
         self.queries.get(name).map(|q| q(state, args)).transpose()
+    }
+
+    /// The names of the signals the workflow declares, in order (empty: it declares none, and
+    /// any name is accepted).
+    pub fn signal_names(&self) -> Vec<&str> {
+        self.signals.names()
+    }
+
+    /// The declared type of signal `name`, as its name without module paths (`Option<String>`).
+    pub fn signal_type(&self, name: &str) -> Option<&str> {
+        self.signals.type_name(name)
+    }
+
+    /// Checks that a signal `name` with `value` is one a thread of this workflow accepts: any
+    /// signal when the workflow declares none; otherwise a declared name whose value decodes
+    /// as the declared type.
+    ///
+    /// # Errors
+    /// [`SignalError::Undeclared`](crate::SignalError::Undeclared) for a name the workflow does not declare (when it declares
+    /// some); [`SignalError::Type`](crate::SignalError::Type) for a value that does not decode as the declared type.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{NodeOutput, Replace, SignalError, Workflow, END, START};
+    /// let wf = Workflow::<Replace<String>>::builder("parcel", 1)
+    ///     .node("wait", |_s, _ctx| async { Ok(NodeOutput::none()) })
+    ///     .edge(START, "wait")
+    ///     .edge("wait", END)
+    ///     .signal::<String>("delivered")
+    ///     .build()?
+    ///     .erase();
+    /// assert!(wf.check_signal("delivered", &serde_json::json!("at the door")).is_ok());
+    /// let wrong = wf.check_signal("delivered", &serde_json::json!(12345)).unwrap_err();
+    /// assert!(matches!(wrong, SignalError::Type { .. }));
+    /// assert_eq!(wrong.to_string(), "signal \"delivered\" takes a String, and the value does \
+    ///     not decode as one: invalid type: integer `12345`, expected a string");
+    /// let unknown = wf.check_signal("lost", &serde_json::json!(null)).unwrap_err();
+    /// assert!(matches!(unknown, SignalError::Undeclared { .. }));
+    /// # Ok::<(), cairn_dsl::BuildError>(())
+    /// ```
+    pub fn check_signal(&self, name: &str, value: &Value) -> Result<(), crate::SignalError> {
+        self.signals.check(&self.id, name, value)
     }
 
     /// The workflow's id.

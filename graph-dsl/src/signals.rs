@@ -6,13 +6,12 @@
 //! declared type and dropped. Declarations are not part of the fingerprint: they change what a
 //! sender may send, not how a thread runs, so adding one never blocks a thread that is running.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-
-use crate::erased::DynWorkflow;
 
 /// Whether a value decodes as a signal's declared type (`Err`: the decoder's error).
 type DynCheck = Arc<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
@@ -33,7 +32,7 @@ impl DynSignal {
     }
 }
 
-/// Why a thread's workflow refuses a signal ([`DynWorkflow::check_signal`]).
+/// Why a thread's workflow refuses a signal ([`DynWorkflow::check_signal`](crate::DynWorkflow::check_signal)).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SignalError {
@@ -74,54 +73,43 @@ fn quoted(names: &[String]) -> String {
     names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
 }
 
-impl DynWorkflow {
-    /// The names of the signals the workflow declares, in order (empty: it declares none, and
-    /// any name is accepted).
-    pub fn signal_names(&self) -> Vec<&str> {
-        self.signals.keys().map(String::as_str).collect()
+/// The signals a workflow declares, by name.
+#[derive(Clone, Default)]
+pub(crate) struct Signals(BTreeMap<String, DynSignal>);
+
+impl FromIterator<(String, DynSignal)> for Signals {
+    fn from_iter<I: IntoIterator<Item = (String, DynSignal)>>(iter: I) -> Self {
+        Self(iter.into_iter().collect())
+    }
+}
+
+impl Signals {
+    /// The declared names, in order.
+    pub(crate) fn names(&self) -> Vec<&str> {
+        self.0.keys().map(String::as_str).collect()
     }
 
-    /// The declared type of signal `name`, as its name without module paths (`Option<String>`).
-    pub fn signal_type(&self, name: &str) -> Option<&str> {
-        self.signals.get(name).map(|s| s.type_name.as_str())
+    /// The declared type of `name`, without module paths.
+    pub(crate) fn type_name(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(|s| s.type_name.as_str())
     }
 
-    /// Checks that a signal `name` with `value` is one a thread of this workflow accepts: any
-    /// signal when the workflow declares none; otherwise a declared name whose value decodes
-    /// as the declared type.
-    ///
-    /// # Errors
-    /// [`SignalError::Undeclared`] for a name the workflow does not declare (when it declares
-    /// some); [`SignalError::Type`] for a value that does not decode as the declared type.
-    ///
-    /// # Examples
-    /// ```
-    /// use cairn_dsl::{NodeOutput, Replace, SignalError, Workflow, END, START};
-    /// let wf = Workflow::<Replace<String>>::builder("parcel", 1)
-    ///     .node("wait", |_s, _ctx| async { Ok(NodeOutput::none()) })
-    ///     .edge(START, "wait")
-    ///     .edge("wait", END)
-    ///     .signal::<String>("delivered")
-    ///     .build()?
-    ///     .erase();
-    /// assert!(wf.check_signal("delivered", &serde_json::json!("at the door")).is_ok());
-    /// let wrong = wf.check_signal("delivered", &serde_json::json!(12345)).unwrap_err();
-    /// assert!(matches!(wrong, SignalError::Type { .. }));
-    /// assert_eq!(wrong.to_string(), "signal \"delivered\" takes a String, and the value does \
-    ///     not decode as one: invalid type: integer `12345`, expected a string");
-    /// let unknown = wf.check_signal("lost", &serde_json::json!(null)).unwrap_err();
-    /// assert!(matches!(unknown, SignalError::Undeclared { .. }));
-    /// # Ok::<(), cairn_dsl::BuildError>(())
-    /// ```
-    pub fn check_signal(&self, name: &str, value: &Value) -> Result<(), SignalError> {
-        if self.signals.is_empty() {
+    /// Whether the workflow `workflow` accepts signal `name` with `value`: any signal when it
+    /// declares none; otherwise a declared name whose value decodes as its type.
+    pub(crate) fn check(
+        &self,
+        workflow: &str,
+        name: &str,
+        value: &Value,
+    ) -> Result<(), SignalError> {
+        if self.0.is_empty() {
             return Ok(());
         }
-        let Some(signal) = self.signals.get(name) else {
+        let Some(signal) = self.0.get(name) else {
             return Err(SignalError::Undeclared {
-                workflow: self.id.clone(),
+                workflow: workflow.to_owned(),
                 name: name.to_owned(),
-                declared: self.signals.keys().cloned().collect(),
+                declared: self.0.keys().cloned().collect(),
             });
         };
         (signal.check)(value).map_err(|detail| SignalError::Type {

@@ -360,24 +360,7 @@ impl NodeContext for LiveNodeContext {
     }
 
     fn signal_set_aside(&self, name: &str, detail: &str) {
-        // Fresh values are drawn only once the recorded ones are used up: a receipt just
-        // recorded means this signal was received now, not read again from the journal (the
-        // warning was given when it was received).
-        let received = self.state().new_values.last().and_then(|v| {
-            let inner = v.get(crate::core::drawn::Drawn::Signal.tag())?;
-            crate::core::drawn::received(inner)?.1.map(|(n, _)| n)
-        });
-        let (thread, node) = (&self.env.thread, &self.key.node);
-        match received {
-            Some(n) => tracing::warn!(
-                %thread, %node, signal = name, n, detail,
-                "a signal was set aside: its value does not decode as the type the node receives"
-            ),
-            None => tracing::debug!(
-                %thread, %node, signal = name, detail,
-                "a signal set aside before is set aside again as the node runs again"
-            ),
-        }
+        self.set_aside(name, detail);
     }
 
     fn sleep(&self, duration_ms: u64) -> BoxFuture<'static, Result<(), NodeError>> {

@@ -1,5 +1,6 @@
 //! The values a task records as it draws them (clock readings, random numbers, ids, and the
-//! signals it receives): the recorded one when the task runs again, else a fresh one, recorded.
+//! signals it receives): the recorded one when the task runs again, else a fresh one, recorded;
+//! and the report of a received signal the node set aside.
 
 use cairn_dsl::NodeError;
 use futures::future::BoxFuture;
@@ -73,5 +74,27 @@ impl LiveNodeContext {
             super::lock_state(&st).new_values.push(record);
             Ok(value)
         })
+    }
+
+    /// Reports a signal `ctx.recv` set aside (its value is not the node's type): a warning when
+    /// it was received now, a debug line when the task runs again past its recorded receipt.
+    pub(super) fn set_aside(&self, name: &str, detail: &str) {
+        // Fresh values are drawn only once the recorded ones are used up, so a receipt just
+        // recorded means this signal was received now, not read again from the journal.
+        let received = self.state().new_values.last().and_then(|v| {
+            let (_, got) = crate::core::drawn::received(v.get(Drawn::Signal.tag())?)?;
+            got.map(|(n, _)| n)
+        });
+        let (thread, node) = (&self.env.thread, &self.key.node);
+        match received {
+            Some(n) => tracing::warn!(
+                %thread, %node, signal = name, n, detail,
+                "a signal was set aside: its value does not decode as the type the node receives"
+            ),
+            None => tracing::debug!(
+                %thread, %node, signal = name, detail,
+                "a signal set aside before is set aside again as the node runs again"
+            ),
+        }
     }
 }
