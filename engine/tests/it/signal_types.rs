@@ -3,10 +3,14 @@
 //! and the thread is untouched; a workflow declaring none accepts any signal, and a value its
 //! node cannot decode is set aside, the thread still waiting for a good one.
 
-use std::sync::Arc;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
 
 use cairn::dsl::{Ctx, NodeOutput, Replace, SignalError, Workflow, WorkflowBuilder};
 use cairn::{END, Engine, START, StartOptions, ThreadStatus};
+use tracing::field::{Field, Visit};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 use crate::common::{db, open};
 
@@ -33,6 +37,27 @@ async fn parked(engine: &Engine, id: &str) -> cairn::ThreadHandle {
     let t = engine.start("parcel", String::new(), StartOptions::id(id)).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     t
+}
+
+/// The warnings logged on this thread (a current-thread runtime runs the nodes here), each as
+/// its fields, `name=value ` after each other.
+#[derive(Clone, Default)]
+struct Warnings(Arc<Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> Layer<S> for Warnings {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        struct Line<'a>(&'a mut String);
+        impl Visit for Line<'_> {
+            fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+                let _ = write!(self.0, "{}={value:?} ", field.name());
+            }
+        }
+        if *event.metadata().level() == tracing::Level::WARN {
+            let mut line = String::new();
+            event.record(&mut Line(&mut line));
+            self.0.lock().unwrap().push(line);
+        }
+    }
 }
 
 fn inbox(engine: &Engine, id: &str) -> usize {
@@ -78,6 +103,8 @@ async fn a_signal_of_the_wrong_type_is_refused_and_the_waiting_thread_is_untouch
 
 #[tokio::test]
 async fn no_declarations_accept_any_signal_and_a_value_the_node_cannot_read_is_set_aside() {
+    let warnings = Warnings::default();
+    let _logs = tracing_subscriber::registry().with(warnings.clone()).set_default();
     let (_d, path) = db();
     let wf = parcel(|b| b);
     let engine = open(&path, &[&wf], |b| b).await;
@@ -89,7 +116,14 @@ async fn no_declarations_accept_any_signal_and_a_value_the_node_cannot_read_is_s
     assert_eq!(engine.signal("c", "anything", serde_json::json!({"a": 1})).await.unwrap(), 2);
     assert_eq!(engine.signal("c", "delivered", "at the door").await.unwrap(), 3);
     assert_eq!(t.output::<Replace<String>>().await.unwrap().0, "at the door");
-    // The set-aside signal was received once (its receipt is in the log), never again.
+    // Not silently: one warning naming the thread, node, signal, its number and why; the run
+    // after the right value reads the receipt again without a second warning.
+    let set_aside: Vec<String> = warnings.0.lock().unwrap().clone();
+    let set_aside: Vec<&String> = set_aside.iter().filter(|w| w.contains("set aside")).collect();
+    assert_eq!(set_aside.len(), 1, "{set_aside:?}");
+    for part in ["thread=c ", "node=wait ", "signal=\"delivered\" ", "n=1 ", "not a String"] {
+        assert!(set_aside[0].contains(part), "{part} in {}", set_aside[0]);
+    }
     assert!(engine.store().verify().unwrap().is_clean());
     engine.shutdown().await;
 }
