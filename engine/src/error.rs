@@ -169,7 +169,7 @@ impl Error {
         version: Option<u32>,
         registered: impl IntoIterator<Item = (&'a str, u32)>,
     ) -> Self {
-        let internal = crate::api::schedule_flow::SCHEDULE_WORKFLOW;
+        let internal = crate::limits::SCHEDULE_WORKFLOW;
         let mut known: Vec<(&str, u32)> =
             registered.into_iter().filter(|(id, _)| *id != internal).collect();
         known.sort_unstable();

@@ -158,3 +158,8 @@ const _: () = assert!(ADMIT_PER_WRITE_MAX <= cairn_storage::limits::QUEUE_ADMIT_
 /// thread runs before it continues as new: each link of the chain handles at most this many,
 /// a few thousand events, whether or not bounded history prunes it.
 pub const SCHEDULE_TICKS_PER_RUN: u32 = 1_000;
+
+/// The workflow id of schedule threads (`api/schedule_flow.rs`): the engine's own workflow,
+/// registered beside an application's and listed apart from them (an unknown workflow's error
+/// names only the application's).
+pub const SCHEDULE_WORKFLOW: &str = "cairn.schedule";

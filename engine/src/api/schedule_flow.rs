@@ -23,8 +23,9 @@ use super::schedule_ticks::{CatchUp, Every, Rule, due};
 use crate::config::StartOptions;
 use crate::exec::shell::Shell;
 
-/// The workflow id of schedule threads.
-pub const SCHEDULE_WORKFLOW: &str = "cairn.schedule";
+/// The workflow id of schedule threads (kept in `limits.rs` beside the engine's other fixed
+/// names, where the error an unknown workflow gives can leave it out of the list it shows).
+pub use crate::limits::SCHEDULE_WORKFLOW;
 
 /// The label every thread a schedule starts carries, naming the schedule.
 pub const SCHEDULE_LABEL: &str = "schedule";
