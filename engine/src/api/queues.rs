@@ -130,8 +130,13 @@ impl Engine {
         let stopping = self.shell.tasks.stopping().clone();
         self.shell.tasks.spawn(async move {
             let poll = std::time::Duration::from_millis(engine.shell.config.poll_ms.max(1));
+            let mut failing = crate::telemetry::repeated::Repeated::new("queue admission");
             loop {
-                let next_rate = match engine.admit_queued().await {
+                let admitted = engine.admit_queued().await;
+                if admitted.is_ok() {
+                    failing.passed();
+                }
+                let next_rate = match admitted {
                     // Nobody waits: no rate window to wake for (and nothing to read).
                     Ok(_)
                         if !engine
@@ -143,7 +148,7 @@ impl Engine {
                     }
                     Ok(_) => engine.rate_opens_at().await,
                     Err(e) => {
-                        tracing::warn!(error = %e, "queue admission pass");
+                        failing.failed(&e);
                         None
                     }
                 };

@@ -258,6 +258,7 @@ impl Engine {
         let engine = self.clone();
         let stopping = self.shell.tasks.stopping().clone();
         self.shell.tasks.spawn(async move {
+            let mut failing = crate::telemetry::repeated::Repeated::new("looking for work");
             loop {
                 let base = engine.shell.config.poll_ms;
                 let jitter = engine.shell.ids.random_u64() % (base / 2 + 1);
@@ -266,8 +267,11 @@ impl Engine {
                     () = tokio::time::sleep(pause) => {}
                     () = stopping.cancelled() => return,
                 }
-                if let Err(e) = engine.look_for_work().await {
-                    tracing::warn!(error = %e, "looking for work on the shared database");
+                match engine.look_for_work().await {
+                    Ok(_) => failing.passed(),
+                    Err(e) => {
+                        failing.failed(&e);
+                    }
                 }
             }
         });

@@ -13,6 +13,7 @@ pub mod names;
 pub mod otel;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
+pub(crate) mod repeated;
 
 pub use cairn_storage::telemetry as storage;
 pub(crate) use health::check as health_check;
