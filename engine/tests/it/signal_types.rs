@@ -11,7 +11,6 @@ use cairn::dsl::{Ctx, NodeOutput, Replace, SignalError, Workflow, WorkflowBuilde
 use cairn::{END, Engine, START, StartOptions, ThreadStatus};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
-use tracing_subscriber::util::SubscriberInitExt as _;
 
 use crate::common::{db, open};
 
@@ -108,7 +107,11 @@ async fn a_signal_of_the_wrong_type_is_refused_and_the_waiting_thread_is_untouch
 #[tokio::test]
 async fn no_declarations_accept_any_signal_and_a_value_the_node_cannot_read_is_set_aside() {
     let warnings = Warnings::default();
-    let _logs = tracing_subscriber::registry().with(warnings.clone()).set_default();
+    // `tracing::subscriber::set_default`, not `SubscriberInitExt::set_default`: that one also
+    // installs the process's `log` logger, and `spans::recorder`'s global subscriber (in this
+    // same test binary) then fails to install.
+    let logs = tracing_subscriber::registry().with(warnings.clone());
+    let _logs = tracing::subscriber::set_default(logs);
     let (_d, path) = db();
     let engine = open(&path, &[&parcel(|b| b)], |b| b).await;
     let t = parked(&engine, "c").await;
