@@ -234,3 +234,17 @@ async fn the_guides_order_is_charged_reminded_and_delivered() {
     let again = main_rs::run(db, 30).await.unwrap();
     assert_eq!(again, order);
 }
+
+/// The guide's command for seeing the crash test's `RELIABILITY` line shows it: cargo keeps a
+/// passing test's output to itself unless told `--nocapture`.
+#[test]
+fn the_guide_shows_the_reliability_line_with_nocapture() {
+    let guide = include_str!("../../docs/embedding.md");
+    let before = guide.split("`RELIABILITY order").next().unwrap_or_default();
+    let command = before.rsplit("`cargo test").next().unwrap_or_default();
+    assert!(
+        command.starts_with(" -- --nocapture`"),
+        "the guide's command before its RELIABILITY line: `cargo test{command}"
+    );
+    assert!(guide.contains("verdict: PASS"), "the guide shows the line's verdict");
+}

@@ -203,7 +203,9 @@ fn say(line: &str, json: bool) {
     }
 }
 
-/// Where to look next: the database, a thread's details and log, and the HTTP endpoint.
+/// Where to look next: the database, a thread's details and log, and the HTTP endpoint, as
+/// commands that run as printed: `cairn` when one is on the PATH, this binary's own path
+/// otherwise (`cargo run --release -- demo` puts none there), with the line that installs one.
 fn print_next(db: &std::path::Path, thread: Option<&str>) {
     let shown = db.to_string_lossy();
     let is_url = crate::api::builder::is_postgres_url(db);
@@ -212,22 +214,55 @@ fn print_next(db: &std::path::Path, thread: Option<&str>) {
     } else {
         std::path::absolute(db).map_or_else(|_| shown.into_owned(), |p| p.display().to_string())
     };
+    let cairn = program();
     let mut lines = vec![String::new(), format!("database: {path}")];
     if let Some(thread) = thread {
         lines.push(format!(
-            "look next: cairn show {thread} --db {path}      # status, progress, telemetry"
+            "look next: {cairn} show {thread} --db {path}      # status, progress, telemetry"
         ));
         lines.push(format!(
-            "           cairn events {thread} --db {path}    # its log; --follow to watch one run"
+            "           {cairn} events {thread} --db {path}    # its log; --follow to watch one run"
         ));
     }
     if !is_url {
         lines.push(format!(
-            "           cairn serve --db {path}            # the web view (it prints the address) and the HTTP API; Ctrl-C stops it"
+            "           {cairn} serve --db {path}            # the web view (it prints the address) and the HTTP API; Ctrl-C stops it"
         ));
+    }
+    if cairn != "cairn" {
+        lines.push(
+            "           (no `cairn` on your PATH: `cargo install --locked --path engine --features \
+             cli`, run in the clone, puts one in ~/.cargo/bin)"
+                .to_owned(),
+        );
     }
     // `print_text` ends the process quietly on a closed stdout (`cairn demo | head`).
     print_text(&lines.join("\n"));
+}
+
+/// How a shell runs this binary: `cairn` when the PATH finds an executable of that name, else
+/// this executable's path (`./target/release/cairn` when it lies under the working directory).
+fn program() -> String {
+    let on_path = std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|d| is_executable(&d.join("cairn")))
+    });
+    let exe = std::env::current_exe().ok().filter(|_| !on_path);
+    let Some(exe) = exe else { return "cairn".to_owned() };
+    let cwd = std::env::current_dir().unwrap_or_default();
+    match exe.strip_prefix(&cwd) {
+        Ok(under) => std::path::Path::new(".").join(under).display().to_string(),
+        Err(_) => exe.display().to_string(),
+    }
+}
+
+/// Whether `file` is a file its owner, group or others may run.
+fn is_executable(file: &std::path::Path) -> bool {
+    let Ok(meta) = std::fs::metadata(file) else { return false };
+    #[cfg(unix)]
+    let runnable = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o111 != 0;
+    #[cfg(not(unix))]
+    let runnable = true;
+    meta.is_file() && runnable
 }
 
 /// What the summary's columns hold, under it: the digest and the id ending an answer are

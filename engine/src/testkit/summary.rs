@@ -159,7 +159,8 @@ impl Summary {
         self.failures.is_empty()
     }
 
-    /// The one-line summary `RELIABILITY <test> key=value...` the suite prints.
+    /// The one-line summary `RELIABILITY <test> key=value... verdict: ...` the suite prints: the
+    /// counters, then [`Summary::verdict`].
     pub fn line(&self, test: &str) -> String {
         let mut line = format!(
             "RELIABILITY {test} cases={} fired={} second_crashes={}",
@@ -173,8 +174,44 @@ impl Summary {
             let _ = write!(line, " seed={seed:#x}");
         }
         let models: Vec<String> = self.per_model.iter().map(|(m, n)| format!("{m}={n}")).collect();
-        let _ = write!(line, " per_model=[{}]", models.join(","));
+        let _ = write!(line, " per_model=[{}] verdict: {}", models.join(","), self.verdict());
         line
+    }
+
+    /// The sweep's verdict in words, for a reader who does not know the counters: `PASS` or
+    /// `FAIL`, and why an informational counter above zero is expected.
+    pub fn verdict(&self) -> String {
+        let mut text = if self.is_clean() {
+            "PASS: nothing acknowledged lost, no recorded effect repeated or missing, every \
+             recovered run ended as the uninterrupted one"
+                .to_owned()
+        } else {
+            format!(
+                "FAIL: {} of {} cases failed (Summary::failure_report names each, with the \
+                 CAIRN_CRASH_CASE that replays it)",
+                self.failures.len(),
+                self.cases
+            )
+        };
+        if self.unrecoverable > 0 {
+            // Only `garbage_unsynced` may end unrecoverable (`judge_recovery`).
+            let _ = write!(
+                text,
+                "; {} unrecoverable, as expected: garbage_unsynced power losses (garbage over \
+                 unsynced sectors, outside redb's media contract) left a database the engine \
+                 refused with a storage error",
+                self.unrecoverable
+            );
+        }
+        if self.reexecuted > 0 {
+            let _ = write!(
+                text,
+                "; {} reexecuted, as expected: tool calls a crash cut off before their result \
+                 was recorded ran again (pass ToolCtx::idempotency_key to the service)",
+                self.reexecuted
+            );
+        }
+        text
     }
 
     /// A readable account of the first `max` failures, each with the case text that replays it
@@ -239,8 +276,39 @@ mod tests {
             "RELIABILITY t cases=2 fired=2 second_crashes=0 lost_acked=2 acked_not_durable=4 \
              diverged=6 repeated_effects=8 missing_effects=10 unexpected_effects=12 \
              duplicate_commits=14 untyped_errors=16 verify_problems=18 hung=20 panics=22 \
-             unrecoverable=24 reexecuted=26 disk_full_typed=28 ops=5 secs=0.0 per_model=[]"
+             unrecoverable=24 reexecuted=26 disk_full_typed=28 ops=5 secs=0.0 per_model=[] \
+             verdict: FAIL: 2 of 2 cases failed (Summary::failure_report names each, with the \
+             CAIRN_CRASH_CASE that replays it); 24 unrecoverable, as expected: garbage_unsynced \
+             power losses (garbage over unsynced sectors, outside redb's media contract) left a \
+             database the engine refused with a storage error; 26 reexecuted, as expected: tool \
+             calls a crash cut off before their result was recorded ran again (pass \
+             ToolCtx::idempotency_key to the service)"
         );
         assert_eq!(summary.failures.len(), 2);
+    }
+
+    /// A clean sweep's line ends with a verdict a newcomer reads without knowing the counters:
+    /// PASS, and why its informational counters above zero are expected.
+    #[test]
+    fn a_clean_sweep_says_pass_and_why_unrecoverable_cases_are_expected() {
+        let mut summary = Summary::default();
+        summary.add(CaseReport { fired: true, unrecoverable: 1, ..CaseReport::default() });
+        summary.add(CaseReport { fired: true, unrecoverable: 1, ..CaseReport::default() });
+        summary.add(CaseReport { fired: true, ..CaseReport::default() });
+        let line = summary.line("order");
+        let verdict = line.split_once(" verdict: ").map(|(_, v)| v).unwrap_or_default();
+        assert_eq!(
+            verdict,
+            "PASS: nothing acknowledged lost, no recorded effect repeated or missing, every \
+             recovered run ended as the uninterrupted one; 2 unrecoverable, as expected: \
+             garbage_unsynced power losses (garbage over unsynced sectors, outside redb's media \
+             contract) left a database the engine refused with a storage error",
+            "{line}"
+        );
+        let bare = Summary { cases: 3, ..Summary::default() };
+        assert!(bare.line("t").ends_with(
+            "verdict: PASS: nothing acknowledged lost, no recorded \
+             effect repeated or missing, every recovered run ended as the uninterrupted one"
+        ));
     }
 }

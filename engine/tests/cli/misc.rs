@@ -162,18 +162,72 @@ fn workflows_graph_natural_order_and_fork_updates_from_a_file_or_stdin() {
 }
 
 /// The demo ends by saying where to look next: the database, a thread's details and log, and
-/// the endpoint (each command works as printed).
+/// the endpoint, each command running as printed in the shell that ran the demo. With no `cairn`
+/// on the PATH (after `cargo run --release -- demo`) it names this binary by its path, with the
+/// line that installs `cairn` (it said `cairn show demo-0`, which that shell did not find).
 #[test]
 fn the_demo_says_where_to_look_next() {
     let dir = crate::harness::tempdir();
     let db = dir.path().join("next.db");
-    let out = crate::harness::on(&db, &["demo", "--threads", "2", "--quiet"]).expect(0).stdout;
     let path = std::path::absolute(&db).unwrap().display().to_string();
-    assert!(out.contains(&format!("database: {path}")), "{out}");
-    assert!(out.contains(&format!("cairn show demo-0 --db {path}")), "{out}");
-    assert!(out.contains(&format!("cairn serve --db {path}")), "{out}");
-    // The printed show command works.
-    crate::harness::cairn(&["show", "demo-0", "--db", &path]).expect(0);
+    let bin = std::path::Path::new(crate::harness::bin());
+    let bin_dir = bin.parent().expect("the binary's directory");
+    // The working directory holds the binary two levels down: `./debug/cairn`, say.
+    let cwd = bin_dir.parent().expect("the target directory");
+    let bare = "/usr/bin:/bin".to_owned();
+    let with_cairn = format!("{}:{bare}", bin_dir.display());
+    let shell = |command: &str, path_var: &str| {
+        std::process::Command::new("sh")
+            .args(["-c", command])
+            .current_dir(cwd)
+            .env("PATH", path_var)
+            .env_remove("CAIRN_LOG")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("sh runs")
+    };
+    let demo = |path_var: &str| {
+        let command = format!("{} demo --threads 2 --quiet --db {path}", bin.display());
+        let out = shell(&command, path_var);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // The printed commands, as a reader copies them: what follows `look next:` up to the comment.
+    let commands = |out: &str| -> Vec<String> {
+        let start = out.find("look next:").unwrap_or_else(|| panic!("{out}"));
+        out[start + "look next:".len()..]
+            .lines()
+            .filter_map(|line| line.split(" #").next())
+            .map(str::trim)
+            .filter(|c| c.contains(" --db "))
+            .map(str::to_owned)
+            .collect()
+    };
+
+    for path_var in [&bare, &with_cairn] {
+        let out = demo(path_var);
+        assert!(out.contains(&format!("database: {path}")), "{out}");
+        let printed = commands(&out);
+        assert_eq!(printed.len(), 3, "show, events, serve: {out}");
+        let program = if path_var == &bare {
+            assert!(
+                out.contains("cargo install --locked --path engine --features cli"),
+                "the install line: {out}"
+            );
+            format!("./{}", bin.strip_prefix(cwd).unwrap().display())
+        } else {
+            assert!(!out.contains("cargo install"), "{out}");
+            "cairn".to_owned()
+        };
+        assert_eq!(printed[0], format!("{program} show demo-0 --db {path}"), "{out}");
+        assert_eq!(printed[2], format!("{program} serve --db {path}"), "{out}");
+        // The show and events commands work as printed, in the demo's shell.
+        for command in &printed[..2] {
+            let ran = shell(command, path_var);
+            let stderr = String::from_utf8_lossy(&ran.stderr);
+            assert!(ran.status.success(), "`{command}` with PATH={path_var}: {stderr}");
+        }
+    }
     let json = crate::harness::on(&db, &["demo", "--threads", "2", "--quiet", "--json"]).expect(0);
     assert!(!json.stdout.contains("look next"), "--json prints JSON lines only");
 }

@@ -73,16 +73,16 @@ fn first_available(text: &str) -> u64 {
     digits.parse().unwrap_or_else(|_| panic!("{text}"))
 }
 
-/// After the README's own prune, `state --at` past the end and `--diff` from a pruned seq say
+/// After docs/cli.md's own prune, `state --at` past the end and `--diff` from a pruned seq say
 /// the same range (issue 38: "has events 1..=46" against "the first available seq is 47"), and
 /// following the log from before the pruned point, by `cairn events --follow` and by the
-/// README's own `curl` follow line, says the events before it were pruned (it streamed an empty
+/// endpoint page's own `curl` follow line (docs/endpoint.md), says the events before it were pruned (it streamed an empty
 /// 200). Through the engine serving the file the same words and exit code come back.
 #[test]
 fn after_the_readmes_prune_state_and_following_name_what_was_pruned() {
     use crate::start::{Killer, readme_block, serve, stop};
     let dir = tempdir();
-    // Named as the README's lines name it.
+    // Named as the docs' lines name it.
     let db = dir.path().join("cairn-demo.db");
     std::fs::copy(demo_db(), &db).expect("copy the demo database");
     on(&db, &["prune", "--yes"]).expect(0);
@@ -93,7 +93,7 @@ fn after_the_readmes_prune_state_and_following_name_what_was_pruned() {
     let diff = on(&db, &["state", "demo-1", "--diff", "1", "2"]).expect(2).stderr;
     assert!(diff.contains("were pruned (the first available seq is"), "{diff}");
     assert_eq!(first_available(&diff), first, "{at}\n{diff}");
-    assert!(first > 21, "the README's `since=20` asks for pruned events: {at}");
+    assert!(first > 21, "docs/endpoint.md's `since=20` asks for pruned events: {at}");
 
     let followed = on(&db, &["events", "demo-1", "--since", "20", "--follow"]).expect(0).stdout;
     let said = format!("before seq {first} were pruned; the first available seq is {first}");
@@ -109,7 +109,7 @@ fn after_the_readmes_prune_state_and_following_name_what_was_pruned() {
     let line = readme_block("text", "follow=1")
         .lines()
         .find(|l| l.contains("follow=1") && l.starts_with("curl"))
-        .expect("the README's follow line")
+        .expect("docs/endpoint.md's follow line")
         .split("   #")
         .next()
         .expect("the command")

@@ -1,8 +1,9 @@
 //! `cairn start` (issue 32 item 1): through `cairn serve`'s endpoint it starts the thread in
 //! that engine and waits for its result; on a file no engine holds it writes the thread
 //! `created` without running it, and the next engine to open the file (`cairn worker`)
-//! completes it. The README's `curl` and Python lines for `POST /api/workflows/ID/threads` run
-//! as written against `cairn serve` (its port put in for `PORT`).
+//! completes it. The `curl` and Python lines of docs/endpoint.md for
+//! `POST /api/workflows/ID/threads` run as written against `cairn serve` (its port put in for
+//! `PORT`).
 
 use std::path::Path;
 use std::process::Command;
@@ -43,23 +44,23 @@ impl Drop for Killer {
     }
 }
 
-/// The fenced block of README.md that opens with "```{lang}" and contains `needle`.
+/// The fenced block of docs/endpoint.md that opens with "```{lang}" and contains `needle`.
 pub fn readme_block(lang: &str, needle: &str) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace");
-    let text = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let text = std::fs::read_to_string(root.join("docs/endpoint.md")).expect("docs/endpoint.md");
     let fence = format!("```{lang}\n");
     text.split(fence.as_str())
         .skip(1)
         .filter_map(|rest| rest.split("```").next())
         .find(|block| block.contains(needle))
-        .unwrap_or_else(|| panic!("README.md has a {lang} block with {needle:?}"))
+        .unwrap_or_else(|| panic!("docs/endpoint.md has a {lang} block with {needle:?}"))
         .to_owned()
 }
 
 #[test]
 fn cairn_start_through_cairn_serve_runs_the_thread_and_the_readme_snippets_work() {
     let dir = tempdir();
-    // Named as the README's snippets name it: their token file is `cairn-demo.db.token`.
+    // Named as docs/endpoint.md's snippets name it: their token file is `cairn-demo.db.token`.
     let db = dir.path().join("cairn-demo.db");
     std::fs::copy(demo_db(), &db).expect("copy the demo database");
     let (server, address, pid) = serve(&db);
@@ -84,7 +85,7 @@ fn cairn_start_through_cairn_serve_runs_the_thread_and_the_readme_snippets_work(
     assert!(unknown.stderr.contains(listed), "as without an engine: {}", unknown.stderr);
     on(&db, &["start", "research-agent", "--input", "5"]).expect(2);
 
-    // The README's curl line, as written but for the port.
+    // The page's curl line, as written but for the port.
     let port = address.rsplit_once(':').expect("a port").1;
     let curl = readme_block("bash", "/api/workflows/").trim().replace("PORT", port);
     let out = Command::new("sh").args(["-c", &curl]).current_dir(dir.path()).output().unwrap();
@@ -93,7 +94,7 @@ fn cairn_start_through_cairn_serve_runs_the_thread_and_the_readme_snippets_work(
     assert_eq!((&answer["thread"], &answer["created"]), (&"asked-1".into(), &true.into()));
     assert_eq!(answer["status"], "completed", "{answer}");
     assert_eq!(answer["link"], "/api/threads/asked-1");
-    // The README's Python lines, as written but for the port.
+    // The page's Python lines, as written but for the port.
     let python = readme_block("python", "urllib").replace("PORT", port);
     let out = Command::new("python3").args(["-c", &python]).current_dir(dir.path()).output();
     let out = out.expect("python3 runs");

@@ -16,6 +16,7 @@
 
 mod corruption;
 mod crash_points;
+mod crash_testing_example;
 mod env;
 mod fixtures;
 mod fuzz_corpus;
@@ -26,5 +27,4 @@ mod pg_chaos_workflow;
 #[cfg(feature = "postgres")]
 mod pg_workers;
 mod processes;
-mod readme_example;
 mod workflows;

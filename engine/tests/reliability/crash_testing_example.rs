@@ -1,5 +1,6 @@
-//! The README's "Crash-test your own workflows" example, compiled and run as part of the suite.
-//! `readme_example_is_the_readme_s` keeps the two identical: edit both together.
+//! The example of docs/crash-testing.md ("Crash-test your own workflows"), compiled and run as
+//! part of the suite. `the_example_is_the_one_docs_crash_testing_md_shows` keeps the two
+//! identical: edit both together.
 
 // tests/crash.rs
 use std::sync::Arc;
@@ -80,11 +81,13 @@ fn orders_survive_every_crash() {
 }
 
 #[test]
-fn readme_example_is_the_readme_s() {
-    let readme = include_str!("../../../README.md");
-    let this = include_str!("readme_example.rs");
+fn the_example_is_the_one_docs_crash_testing_md_shows() {
+    let page = include_str!("../../../docs/crash-testing.md");
+    let this = include_str!("crash_testing_example.rs");
     let example = this.split_once("\n\n").map_or("", |(_, rest)| rest);
-    let example =
-        example.split("\n#[test]\nfn readme_example_is_the_readme_s").next().unwrap_or("");
-    assert!(readme.contains(example), "README.md's crash-test example and this file differ");
+    let example = example
+        .split("\n#[test]\nfn the_example_is_the_one_docs_crash_testing_md_shows")
+        .next()
+        .unwrap_or("");
+    assert!(page.contains(example), "docs/crash-testing.md's example and this file differ");
 }
