@@ -15,7 +15,7 @@ pub enum Error {
     #[error(transparent)]
     Build(#[from] cairn_dsl::BuildError),
     /// No workflow with this id (and version, when one was asked for) is registered
-    /// (permanent until registered). Build it with [`Error::unknown_workflow`].
+    /// (permanent until registered).
     #[error(
         "workflow {id}{} is not registered; registered: {}",
         version.map(|v| format!(" v{v}")).unwrap_or_default(),

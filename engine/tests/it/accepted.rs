@@ -5,27 +5,14 @@
 //! through the endpoint's start route, on a queue or not. (The command line's engines,
 //! `cairn serve` and `cairn worker`: `cli::accepted`.)
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::storage::QueueLimits;
-use cairn::{END, Engine, RecoveryPolicy, START, StartOptions, ThreadStatus};
+use cairn::{Engine, RecoveryPolicy, StartOptions, ThreadStatus};
 use serde_json::json;
 
 use crate::common::{Tally, db, send, serving};
-
-/// Adds one to the total and ends.
-fn adds() -> Workflow<Tally> {
-    Workflow::<Tally>::builder("add", 1)
-        .node("add", |_s: Arc<Tally>, _ctx: Ctx| async move {
-            Ok(NodeOutput::update((1, "added".into())))
-        })
-        .edge(START, "add")
-        .edge("add", END)
-        .build()
-        .unwrap()
-}
+use crate::serve_start::adds;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_application_runs_every_thread_it_accepts_created_queued_started_or_posted() {

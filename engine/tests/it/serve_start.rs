@@ -14,7 +14,7 @@ use serde_json::json;
 use crate::common::{Tally, call, db, send, serving};
 
 /// Adds one to the total and ends.
-fn adds() -> Workflow<Tally> {
+pub(crate) fn adds() -> Workflow<Tally> {
     Workflow::<Tally>::builder("add", 1)
         .node("add", |_s: Arc<Tally>, _ctx: Ctx| async move {
             Ok(NodeOutput::update((1, "added".into())))

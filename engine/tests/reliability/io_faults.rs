@@ -138,24 +138,42 @@ async fn open(path: &PathBuf, fx: &Effects) -> (Arc<RecordingStore>, Engine) {
     (rec, engine)
 }
 
-#[test]
-fn t7_disk_full_on_a_real_tmpfs() {
+/// What the tmpfs tests start from: a 2 MiB tmpfs, the uninterrupted run, the database's path
+/// on the tmpfs, fresh effects and a two-worker runtime.
+struct OnTmpfs {
+    tmpfs: Tmpfs,
+    reference: Arc<cairn::testkit::Reference>,
+    path: PathBuf,
+    fx: Effects,
+    runtime: tokio::runtime::Runtime,
+}
+
+/// [`OnTmpfs`], or `None` (reported as `RELIABILITY {name} skipped=1` with the reason) where
+/// no tmpfs can be mounted.
+fn on_a_tmpfs(name: &str) -> Option<OnTmpfs> {
     let tmpfs = match Tmpfs::mount("2m") {
         Ok(t) => t,
         Err(reason) => {
-            report(&format!("RELIABILITY T7_tmpfs skipped=1 reason={reason}"));
-            return;
+            report(&format!("RELIABILITY {name} skipped=1 reason={reason}"));
+            return None;
         }
     };
     let (harness, _) = harness();
     let reference = harness.reference().expect("uninterrupted run");
     let path = tmpfs.path().join("cairn.db");
-    let fx = Effects::new();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime");
+    Some(OnTmpfs { tmpfs, reference, path, fx: Effects::new(), runtime })
+}
+
+#[test]
+fn t7_disk_full_on_a_real_tmpfs() {
+    let Some(OnTmpfs { tmpfs, reference, path, fx, runtime }) = on_a_tmpfs("T7_tmpfs") else {
+        return;
+    };
     let id = ThreadId::new("crash-test").expect("id");
     let (error, acked) = runtime.block_on(async {
         let (rec, engine) = open(&path, &fx).await;
@@ -213,22 +231,9 @@ fn t7_a_full_tmpfs_heals_without_a_restart() {
     use std::time::{Duration, Instant};
 
     use cairn::storage::EventKind;
-    let tmpfs = match Tmpfs::mount("2m") {
-        Ok(t) => t,
-        Err(reason) => {
-            report(&format!("RELIABILITY T7_heal skipped=1 reason={reason}"));
-            return;
-        }
+    let Some(OnTmpfs { tmpfs, reference, path, fx, runtime }) = on_a_tmpfs("T7_heal") else {
+        return;
     };
-    let (harness, _) = harness();
-    let reference = harness.reference().expect("uninterrupted run");
-    let path = tmpfs.path().join("cairn.db");
-    let fx = Effects::new();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
     runtime.block_on(async {
         let (rec, engine) = open(&path, &fx).await;
         let handle = engine
