@@ -227,13 +227,9 @@ async fn finishes_once_the_store_takes_writes(engine: &Engine, store: &RedbStore
     }
 }
 
-/// Once the disk has room again, the same engine comes back by itself (no reopen by the
-/// caller): its store reopens the file, the thread that was in flight is driven on from its
-/// log and completes, each of its steps recorded once, a new start runs, and the file
-/// verifies clean. It used to refuse every write with `Poisoned` until the process restarted.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_engine_comes_back_by_itself_once_the_disk_has_room() {
-    use cairn::storage::Maintenance;
+/// An engine running `bulky` on a store over a faulty disk that reopens its file by itself
+/// (`Durability::Immediate`): the disk's controller, the store, the workflow's gate, the engine.
+async fn on_a_reopening_store() -> (FaultController, Arc<RedbStore>, Gate, Engine) {
     let backend = FaultBackend::new();
     let disk = backend.controller();
     let options = Options { durability: Durability::Immediate, ..Options::default() };
@@ -241,6 +237,17 @@ async fn the_engine_comes_back_by_itself_once_the_disk_has_room() {
     let gate = Gate::new();
     let engine =
         Engine::with_store(store.clone()).workflow(&bulky(&gate)).open().await.expect("engine");
+    (disk, store, gate, engine)
+}
+
+/// Once the disk has room again, the same engine comes back by itself (no reopen by the
+/// caller): its store reopens the file, the thread that was in flight is driven on from its
+/// log and completes, each of its steps recorded once, a new start runs, and the file
+/// verifies clean. It used to refuse every write with `Poisoned` until the process restarted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_comes_back_by_itself_once_the_disk_has_room() {
+    use cairn::storage::Maintenance;
+    let (disk, store, gate, engine) = on_a_reopening_store().await;
     let handle = run_into_a_full_disk(&engine, &disk, &gate, "t1").await;
     let waited = tokio::time::timeout(PROMPT, handle.wait()).await.expect("the wait ends at once");
     assert!(waited.as_ref().is_err_and(is_disk_full), "{waited:?}");
@@ -262,13 +269,7 @@ async fn the_engine_comes_back_by_itself_once_the_disk_has_room() {
 async fn an_io_error_is_told_and_waited_out_the_same_way() {
     use cairn::storage::Maintenance;
     use cairn::storage::fault::{CrashModel, Fault};
-    let backend = FaultBackend::new();
-    let disk = backend.controller();
-    let options = Options { durability: Durability::Immediate, ..Options::default() };
-    let store = Arc::new(RedbStore::with_reopening_backend(backend, options).expect("store"));
-    let gate = Gate::new();
-    let engine =
-        Engine::with_store(store.clone()).workflow(&bulky(&gate)).open().await.expect("engine");
+    let (disk, store, gate, engine) = on_a_reopening_store().await;
     let handle =
         engine.start("bulky", Notes::default(), StartOptions::id("t1")).await.expect("start");
     gate.reached.notified().await;
