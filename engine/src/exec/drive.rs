@@ -362,14 +362,14 @@ async fn tail_events(store: &dyn Store, thread: &ThreadId, ctx: &ThreadCtx) -> R
     Ok(ctx.meta.seq.saturating_sub(covered))
 }
 
-/// Whether `e` is a write refused because the thread is someone else's now (its lease taken
-/// over, or its log moved on by another writer).
 /// Whether `e` is a commit that failed, or a write refused because one did.
 fn failed_commit(e: &Error) -> bool {
     use cairn_storage::Error as S;
     matches!(e, Error::Storage(S::Storage { .. } | S::DiskFull { .. } | S::Poisoned { .. }))
 }
 
+/// Whether `e` is a write refused because the thread is someone else's now (its lease taken
+/// over, or its log moved on by another writer).
 fn fenced(e: &Error) -> bool {
     matches!(
         e,
