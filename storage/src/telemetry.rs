@@ -4,7 +4,7 @@
 //! Metrics go through the `metrics` facade. The handles are registered once, at open, with the
 //! process's global recorder (none installed: no-op handles, nothing measured), or later with a
 //! recorder the engine is given ([`StoreMetrics::register`]); a group commit then costs a few
-//! atomic adds. Names and units are in ARCHITECTURE.md ("Metrics").
+//! atomic adds. Names and units are in docs/observability.md ("Metrics").
 
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;

@@ -8,7 +8,7 @@
 //! only this trait; [`Local`] is the implementation for one process that owns its database
 //! file, [`Shared`] the one for a database several processes share (controls reach a runner in
 //! another process). The contract each method keeps (what is atomic, what is best effort) is in
-//! ARCHITECTURE.md, "The coordination seam".
+//! docs/coordination.md.
 
 pub(crate) mod claims;
 mod heartbeat;

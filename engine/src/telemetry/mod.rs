@@ -1,7 +1,7 @@
 //! Telemetry: the engine's metrics (through the `metrics` facade) and its health report. The
 //! tracing spans are emitted where the work happens (`exec/`, `api/recover.rs`, the store's
 //! writers); their names and fields, and the metric names with their units, are listed in
-//! ARCHITECTURE.md ("Tracing", "Metrics").
+//! docs/observability.md ("Spans", "Metrics").
 //!
 //! This module sits beside `config.rs` at the bottom of the layers: every layer may record a
 //! metric, and it imports nothing of theirs.

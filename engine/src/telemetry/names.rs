@@ -1,5 +1,5 @@
 //! The engine's metric names: a stable interface, documented with their units in
-//! ARCHITECTURE.md ("Metrics"). The store's group-commit metrics are in
+//! docs/observability.md ("Metrics"). The store's group-commit metrics are in
 //! [`cairn_storage::telemetry`].
 
 /// Steps run (a step ends with its batch submitted, or with the thread stopped at it). Counter.

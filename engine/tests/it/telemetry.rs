@@ -82,15 +82,19 @@ async fn a_run_moves_each_metric_by_what_it_did() {
     assert_eq!(r.gauge(&format!("{}{{status=running}}", names::THREADS)), 0.0);
     assert!(report.ok, "{report:?}");
     assert_eq!(report.threads["completed"], 2);
-    // Units, as ARCHITECTURE.md lists them; and every metric is in its table.
+    // Units, as docs/observability.md lists them; and every metric is in its table.
     assert_eq!(r.unit(names::STEP_SECONDS), Some(metrics::Unit::Seconds));
     assert_eq!(r.unit(store_names::BYTES), Some(metrics::Unit::Bytes));
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../ARCHITECTURE.md"));
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/observability.md"));
     let doc = doc.unwrap();
     let names = r.names();
     assert!(names.len() >= 23, "{names:?}");
     for name in names {
-        assert!(doc.contains(&format!("| `{name}")), "{name} is not in ARCHITECTURE.md's table");
+        assert!(
+            doc.contains(&format!("| `{name}")),
+            "{name} is not in docs/observability.md's table"
+        );
     }
 }
 
