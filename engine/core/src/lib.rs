@@ -1,11 +1,11 @@
-//! Cairn's functional core: what a thread is and how its log folds, with no I/O of its own.
+//! The functional core: what a thread is and how its log folds, with no I/O of its own.
 //!
 //! Event bodies ([`event`]) and their codec to storage records ([`codec`]), the thread context
 //! and its fold ([`thread_ctx`]), the status table ([`status`]), the step decision
-//! ([`decide`]: what a step's task runs mean for the thread), and restore ([`restore`]: the
+//! (`decide`: what a step's task runs mean for the thread), and restore ([`restore`]: the
 //! latest checkpoint and the log after it, folded: a machine that says which read it needs
-//! next). Nothing here reads, awaits, spawns or writes: the engine's `exec/fetch.rs` makes the
-//! reads with the store's async reads and its `exec/blocking.rs` with its sync ones.
+//! next). Nothing here reads, awaits, spawns or writes: `exec/fetch.rs` makes the reads with the
+//! store's async reads and `exec/blocking.rs` with its sync ones (in the engine, crate `cairn`).
 //!
 //! The compiler keeps it so: this crate depends on no async runtime (it cannot name `tokio`),
 //! and it names the store's plain types (ids, events, checkpoints, statuses, its error) but
