@@ -1,7 +1,9 @@
 //! The engine's error type.
 
 use cairn_storage::ThreadStatus;
-use serde::{Deserialize, Serialize};
+
+// The status machine's refusal lives with the machine, in `cairn-core`.
+pub use cairn_core::error::{InvalidTransition, Transition};
 
 /// Everything the engine can report. Each variant says whether retrying can help.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -176,11 +178,6 @@ impl Error {
         let registered = known.into_iter().map(|(id, v)| format!("{id} v{v}")).collect();
         Error::UnknownWorkflow { id: id.to_owned(), version, registered }
     }
-
-    /// An [`Error::Record`]: the event at `seq` of `thread` does not fit, as `detail` says.
-    pub(crate) fn record(thread: impl ToString, seq: u64, detail: impl Into<String>) -> Self {
-        Error::Record { thread: thread.to_string(), seq, detail: detail.into() }
-    }
 }
 
 impl From<cairn_storage::Error> for Error {
@@ -194,81 +191,27 @@ impl From<cairn_storage::Error> for Error {
     }
 }
 
+/// The core's errors are the engine's variants of the same name, with the same words (the match
+/// is exhaustive: a variant the core adds needs its place here).
+impl From<cairn_core::Error> for Error {
+    fn from(e: cairn_core::Error) -> Self {
+        match e {
+            cairn_core::Error::Storage(e) => Error::Storage(e),
+            cairn_core::Error::UnknownThread(thread) => Error::UnknownThread(thread),
+            cairn_core::Error::Transition { thread, source } => {
+                Error::Transition { thread, source }
+            }
+            cairn_core::Error::Record { thread, seq, detail } => {
+                Error::Record { thread, seq, detail }
+            }
+            cairn_core::Error::Codec(detail) => Error::Codec(detail),
+        }
+    }
+}
+
 impl From<serde_json::Error> for Error {
     fn from(e: serde_json::Error) -> Self {
         Error::Codec(e.to_string())
-    }
-}
-
-/// What happened to a thread, as seen by its status machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Transition {
-    /// A runner picked the thread up (first run, resume after a restart, after input or a timer).
-    Run,
-    /// The thread stopped at a step boundary because somebody asked it to (or a budget ran out).
-    Pause,
-    /// A node interrupted and asked for human input (or a thread paused while it waited for
-    /// input was resumed).
-    WaitInput,
-    /// A node started a durable timer (or a thread paused while it slept was resumed).
-    Sleep,
-    /// The frontier is empty: every branch reached END.
-    Complete,
-    /// A node failed for good (retries exhausted or not retryable), or the engine hit an error.
-    Fail,
-    /// Somebody cancelled the thread.
-    Cancel,
-    /// Somebody gave the thread up for good (`Engine::abandon`): it ends Cancelled, as a
-    /// cancellation does, but a refusal names what was asked.
-    Abandon,
-    /// The thread's deadline passed.
-    TimeOut,
-    /// Resuming would diverge from the recorded history (changed code): held for a human.
-    Block,
-    /// A thread paused while it waited in a queue was resumed: it waits in line again
-    /// (`docs/queues.md`). Admission itself is the store's (Queued to Created).
-    Requeue,
-}
-
-/// A transition that the table does not allow from the current status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("{}; it cannot {}", InvalidTransition::status_words(*from), transition.verb())]
-pub struct InvalidTransition {
-    /// The status the thread was in.
-    pub from: ThreadStatus,
-    /// What was attempted.
-    pub transition: Transition,
-}
-
-impl InvalidTransition {
-    /// "is already cancelled" for an ended thread, "is paused" for another.
-    fn status_words(from: ThreadStatus) -> String {
-        let status = from.to_string().replace('_', " ");
-        if from.is_terminal() {
-            format!("it is already {status}")
-        } else {
-            format!("it is {status}")
-        }
-    }
-}
-
-impl Transition {
-    /// What the transition does, as a verb ("be cancelled").
-    pub fn verb(self) -> &'static str {
-        match self {
-            Transition::Run => "run",
-            Transition::Pause => "be paused",
-            Transition::WaitInput => "wait for input",
-            Transition::Sleep => "sleep",
-            Transition::Complete => "complete",
-            Transition::Fail => "fail",
-            Transition::Cancel => "be cancelled",
-            Transition::Abandon => "be abandoned",
-            Transition::TimeOut => "time out",
-            Transition::Block => "be blocked",
-            Transition::Requeue => "wait in its queue again",
-        }
     }
 }
 

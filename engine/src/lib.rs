@@ -15,7 +15,6 @@ pub mod api;
 pub mod clock;
 pub mod config;
 pub(crate) mod coord;
-pub mod core;
 pub mod debug;
 pub mod error;
 mod exec;
@@ -36,6 +35,16 @@ pub mod model;
 
 pub use crate::api::channels;
 pub use crate::core::{event, status, thread_ctx};
+
+/// The functional core (crate `cairn-core`: thread state, the step decision, restore, the codec
+/// of event bodies): the modules that were public here stay public, the others are the engine's.
+pub mod core {
+    pub use cairn_core::{
+        checkpoint_plan, codec, compensation, event, node_runs, restore, status, telemetry,
+        thread_ctx,
+    };
+    pub(crate) use cairn_core::{children, decide, drawn, marks, patch, summary, suspend};
+}
 
 /// Event bodies as stored: their encoding, and decoding with the payload read from a store.
 pub mod codec {

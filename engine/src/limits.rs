@@ -1,30 +1,14 @@
 //! Named limits of the engine, each with its reason. Exceeding one is an error that names it.
 
-/// Execution-history entries kept in a snapshot. The full history is the event log; the
-/// snapshot keeps a window so that checkpoint size (and so restore cost) does not grow with the
-/// length of a thread's life.
-pub const SNAPSHOT_HISTORY_ENTRIES_MAX: usize = 256;
-
-/// Errors kept in a snapshot, for the same reason as [`SNAPSHOT_HISTORY_ENTRIES_MAX`].
-pub const SNAPSHOT_ERRORS_ENTRIES_MAX: usize = 64;
-
-/// Tasks in one step (static fan-out plus map items). One step is one atomic batch, and a batch
-/// is bounded by storage; 1,024 tasks of a few events each stays well inside it. A step over it
-/// fails its thread with an error that says so.
-pub const TASKS_PER_STEP_MAX: usize = 1_024;
-
-// One map node's items always fit in one step, and a step's events (about three per task, plus
-// the step's own) in one storage batch.
-const _: () = assert!(cairn_dsl::limits::MAP_ITEMS_MAX <= TASKS_PER_STEP_MAX);
-const _: () = assert!(TASKS_PER_STEP_MAX * 4 + 16 <= cairn_storage::limits::BATCH_EVENTS_MAX);
+// The limits the core folds and decides by live with it; named here as before.
+pub use cairn_core::limits::{
+    INLINE_VALUE_BYTES_MAX, MODELS_PER_THREAD_MAX, READ_CHUNK_EVENTS,
+    RESTORE_FALLBACK_CHECKPOINTS_MAX, RESTORES_PER_THREAD_MAX, SNAPSHOT_ERRORS_ENTRIES_MAX,
+    SNAPSHOT_HISTORY_ENTRIES_MAX, TASKS_PER_STEP_MAX,
+};
 
 /// Tool calls in one attempt of one task: a node that calls more is almost surely looping.
 pub const TOOL_CALLS_PER_TASK_MAX: u32 = 10_000;
-
-/// JSON values above this size (tool inputs and outputs, inputs, updates) are stored in the
-/// content-addressed payload table and referenced from the event, so that event records stay
-/// small and scans stay fast.
-pub const INLINE_VALUE_BYTES_MAX: usize = 16 * 1024;
 
 /// Steps of one thread: a runaway loop without bounds stops here instead of filling the disk.
 pub const STEPS_PER_THREAD_MAX: u64 = 10_000_000;
@@ -60,14 +44,6 @@ pub const CHECKPOINT_ASKS_MAX: usize = 16;
 /// memory (decoded bodies), so a thread longer than this is read through `events` in pages.
 pub const NODE_RUNS_EVENTS_MAX: u64 = 1_000_000;
 
-/// Model names whose usage a thread's telemetry keeps apart (the rest is summed under
-/// `(other)`): a snapshot stays small whatever names tools report.
-pub const MODELS_PER_THREAD_MAX: usize = 64;
-
-/// Rollbacks the recovery strategy `restore_and_retry` makes in one thread before the next
-/// failure fails it: a failure that comes back from every restore is not transient.
-pub const RESTORES_PER_THREAD_MAX: u32 = 3;
-
 /// Messages one trace returns (`Engine::trace`): the result is held in memory; a query that
 /// matches more is narrowed (a session, a correlation id, a time range) rather than cut.
 pub const TRACE_MESSAGES_MAX: usize = 100_000;
@@ -76,19 +52,12 @@ pub const TRACE_MESSAGES_MAX: usize = 100_000;
 /// stops here instead of running forever.
 pub const TRACE_CHAIN_MAX: usize = 10_000;
 
-/// Older checkpoints restore tries when the newest is damaged, before it folds the thread's
-/// whole log from its first event instead (always correct, slower).
-pub const RESTORE_FALLBACK_CHECKPOINTS_MAX: usize = 8;
-
 /// How long a runner's lease on a thread lasts without renewal. Renewed by every batch of the
 /// thread and, on a shared database, by the engine's heartbeat every third of it (so a live
 /// engine keeps a thread through a call of any length); a crashed process's threads on a file
 /// are taken over at the next open regardless (the database file lock proves the old owner is
 /// gone).
 pub const LEASE_TTL_MS: u64 = 60_000;
-
-/// Events read per query during restore and subscriptions.
-pub const READ_CHUNK_EVENTS: usize = 1_024;
 
 /// The default watchdog of a Running thread (`Config::watchdog_ms`): ten minutes without a step
 /// is far past any step the engine's own work takes; a node or tool that takes longer should

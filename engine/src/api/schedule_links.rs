@@ -179,7 +179,7 @@ pub(crate) async fn live(store: &dyn Store, name: &str) -> Result<Option<ThreadR
 #[cfg(test)]
 mod tests {
     use super::schedule_link;
-    use crate::core::continuation::successor_id;
+    use cairn_core::continuation::successor_id;
 
     #[test]
     fn links_are_the_successor_ids() {

@@ -51,7 +51,7 @@ pub(crate) async fn decode(store: &dyn Store, event: Event) -> Result<Recorded, 
         }
         None => event,
     };
-    codec::decode_loaded(event)
+    Ok(codec::decode_loaded(event)?)
 }
 
 /// [`decode`], then the id of the checkpoint a `checkpoint_created` event announces filled in

@@ -77,11 +77,11 @@ impl Runner {
 
     /// Applies `body` to the context under the next seq and keeps it for the batch.
     pub(super) fn emit(&mut self, body: Body, at_ms: u64) -> Result<(), Error> {
-        decide::emit(&mut self.ctx, &mut self.emitted, body, at_ms)
+        decide::emit(&mut self.ctx, &mut self.emitted, body, at_ms).map_err(Error::from)
     }
 
     fn emit_status(&mut self, t: Transition, reason: &str, at_ms: u64) -> Result<(), Error> {
-        decide::emit_status(&mut self.ctx, &mut self.emitted, t, reason, at_ms)
+        decide::emit_status(&mut self.ctx, &mut self.emitted, t, reason, at_ms).map_err(Error::from)
     }
 
     /// Moves the thread to Running and takes its lease (taking it over from a dead owner).

@@ -77,7 +77,7 @@ fn seeds() -> &'static (Vec<Snapshot>, Vec<Vec<u8>>) {
             let snapshots = (1..=last)
                 .map(|seq| {
                     cairn::restore::restore(engine.store().as_ref(), &erased, &thread, Some(seq))
-                        .and_then(|ctx| ctx.snapshot())
+                        .and_then(|ctx| ctx.snapshot().map_err(Into::into))
                         .expect("a real thread restores at every seq")
                 })
                 .collect();

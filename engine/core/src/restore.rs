@@ -18,10 +18,10 @@ use std::collections::VecDeque;
 use cairn_dsl::DynWorkflow;
 use cairn_storage::{Checkpoint, CheckpointId, CheckpointInfo, Event, PayloadRef, Seq, ThreadId};
 
-use crate::core::codec;
-use crate::core::thread_ctx::{Snapshot, ThreadCtx};
+use crate::codec;
 use crate::error::Error;
 use crate::limits;
+use crate::thread_ctx::{Snapshot, ThreadCtx};
 
 /// Decodes a checkpoint's snapshot bytes.
 ///
@@ -302,12 +302,12 @@ impl<'w> Restore<'w> {
 }
 
 /// The payload to read before `event` decodes: its body was offloaded and is not loaded yet.
-pub(crate) fn offloaded(event: &Event) -> Option<&PayloadRef> {
+pub fn offloaded(event: &Event) -> Option<&PayloadRef> {
     event.payload.as_ref().filter(|_| event.data.is_empty())
 }
 
 /// The context a checkpoint holds, checked against the seq it claims to cover.
-pub(crate) fn from_checkpoint(
+pub fn from_checkpoint(
     wf: &DynWorkflow,
     thread: &ThreadId,
     cp: &Checkpoint,
@@ -324,7 +324,7 @@ pub(crate) fn from_checkpoint(
 }
 
 /// Whether `e` says a checkpoint is damaged (rather than that storage cannot be read at all).
-pub(crate) fn damage(e: &Error) -> bool {
+pub fn damage(e: &Error) -> bool {
     matches!(
         e,
         Error::Record { .. }

@@ -11,8 +11,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::core::event::TaskKey;
-use crate::core::marks;
+use crate::event::TaskKey;
+use crate::marks;
 
 /// One registered undo.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,7 +40,7 @@ pub struct Unwinding {
 }
 
 /// The undos `values` (a completed task's drawn values) register, in order.
-pub(crate) fn registered(task: &TaskKey, step: u64, values: &[Value]) -> Vec<Undo> {
+pub fn registered(task: &TaskKey, step: u64, values: &[Value]) -> Vec<Undo> {
     values
         .iter()
         .filter_map(marks::undo_in)
@@ -55,7 +55,7 @@ pub(crate) fn registered(task: &TaskKey, step: u64, values: &[Value]) -> Vec<Und
 
 /// The next undo to run of `undos` once `done` finished: the index (in registration order) of
 /// the last one not yet run.
-pub(crate) fn next(undos: &[Undo], done: u32) -> Option<u32> {
+pub fn next(undos: &[Undo], done: u32) -> Option<u32> {
     let left = u32::try_from(undos.len()).unwrap_or(u32::MAX).checked_sub(done)?;
     left.checked_sub(1)
 }

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use cairn_storage::limits::LABELS_PER_THREAD_MAX;
 
-use crate::core::event::Body;
-use crate::core::marks;
-use crate::core::thread_ctx::ThreadMeta;
+use crate::event::Body;
+use crate::marks;
+use crate::thread_ctx::ThreadMeta;
 
 /// The `labels_changed` event of the open step: the changes of its completed tasks in task
 /// order (a later change of a key wins), less those that change nothing; `Ok(None)` when none
@@ -17,7 +17,7 @@ use crate::core::thread_ctx::ThreadMeta;
 ///
 /// # Errors
 /// A message when the labels would pass `LABELS_PER_THREAD_MAX`.
-pub(crate) fn requested(meta: &ThreadMeta) -> Result<Option<Body>, String> {
+pub fn requested(meta: &ThreadMeta) -> Result<Option<Body>, String> {
     let mut changes: BTreeMap<&str, Option<&str>> = BTreeMap::new();
     let completed = meta.open.values().filter(|j| j.outcome.is_some());
     for (key, value) in completed.flat_map(|j| j.values.iter().filter_map(marks::label_in)) {

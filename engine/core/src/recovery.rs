@@ -18,15 +18,15 @@
 use cairn_dsl::{DynWorkflow, NodeError, Recovery};
 use serde_json::json;
 
-use crate::core::decide;
-use crate::core::event::{Body, TaskKey};
-use crate::core::thread_ctx::ThreadCtx;
+use crate::decide;
 use crate::error::Error;
+use crate::event::{Body, TaskKey};
 use crate::limits::RESTORES_PER_THREAD_MAX;
+use crate::thread_ctx::ThreadCtx;
 
 /// What the thread does after a task's failure for good.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum AfterFailure {
+pub enum AfterFailure {
     /// The thread fails.
     Fail,
     /// The step goes on (a fallback route).
@@ -40,11 +40,16 @@ pub(crate) enum AfterFailure {
 }
 
 /// A failed task of step `step`, with what it needs to be recovered.
-pub(crate) struct Failure {
+pub struct Failure {
+    /// The step the task ran in.
     pub step: u64,
+    /// The task.
     pub task: TaskKey,
+    /// Its final attempt.
     pub attempt: u32,
+    /// Its error.
     pub error: NodeError,
+    /// When it failed (ms since the epoch).
     pub at_ms: u64,
 }
 
@@ -55,7 +60,7 @@ pub(crate) struct Failure {
 ///
 /// # Errors
 /// As [`decide::emit`].
-pub(crate) fn failed(
+pub fn failed(
     ctx: &mut ThreadCtx,
     events: &mut Vec<(Body, u64)>,
     wf: &DynWorkflow,

@@ -22,7 +22,7 @@ pub const STEP_FIELD: &str = "step";
 
 /// A checkpoint to write with a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CheckpointPlan {
+pub struct CheckpointPlan {
     /// Why.
     pub kind: CheckpointKind,
     /// The node that asked for it (node and phase checkpoints).
@@ -84,7 +84,7 @@ impl CheckpointPlan {
 }
 
 /// The event description of a manual checkpoint: the caller's, or a default.
-pub(crate) fn manual_description(meta: &CheckpointMeta) -> String {
+pub fn manual_description(meta: &CheckpointMeta) -> String {
     if meta.description.is_empty() {
         "manual checkpoint".to_owned()
     } else {

@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::core::event::{Body, TaskKey};
+use crate::event::{Body, TaskKey};
 
 /// What the engine's encoder writes before a body's tag.
 const PREFIX: &[u8] = b"{\"type\":\"";
@@ -152,7 +152,7 @@ mod tests {
     use serde_json::json;
 
     use super::decode;
-    use crate::core::event::{Body, TaskKey};
+    use crate::event::{Body, TaskKey};
 
     /// Every variant [`decode`] takes, once with each optional field set and once with none.
     fn taken() -> Vec<Body> {

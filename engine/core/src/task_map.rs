@@ -10,13 +10,13 @@ use serde::de::{self, DeserializeOwned, MapAccess, SeqAccess, Visitor};
 use serde::ser::SerializeSeq;
 use serde::{Deserializer, Serialize, Serializer};
 
-use crate::core::event::TaskKey;
+use crate::event::TaskKey;
 
 /// Writes the map as `[[key, value], ...]` in key order.
 ///
 /// # Errors
 /// The serializer's.
-pub(crate) fn serialize<V: Serialize, S: Serializer>(
+pub fn serialize<V: Serialize, S: Serializer>(
     map: &BTreeMap<TaskKey, V>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
@@ -31,7 +31,7 @@ pub(crate) fn serialize<V: Serialize, S: Serializer>(
 ///
 /// # Errors
 /// The deserializer's, for anything else.
-pub(crate) fn deserialize<'de, V: DeserializeOwned, D: Deserializer<'de>>(
+pub fn deserialize<'de, V: DeserializeOwned, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<BTreeMap<TaskKey, V>, D::Error> {
     deserializer.deserialize_any(Pairs(PhantomData))
@@ -82,7 +82,7 @@ mod tests {
 
     use serde::{Deserialize, Serialize};
 
-    use crate::core::event::TaskKey;
+    use crate::event::TaskKey;
 
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Holder {

@@ -6,10 +6,10 @@
 pub const PARENT_LABEL: &str = "parent";
 
 /// Records read per page of a listing of child threads.
-pub(crate) const CHILDREN_PAGE: usize = 500;
+pub const CHILDREN_PAGE: usize = 500;
 
 /// The listing filter of `parent`'s child threads, and the page after `found` of them.
-pub(crate) fn children_page(
+pub fn children_page(
     parent: &cairn_storage::ThreadId,
     found: usize,
 ) -> (cairn_storage::ThreadFilter, cairn_storage::Page) {

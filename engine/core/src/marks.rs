@@ -12,17 +12,17 @@ use std::collections::VecDeque;
 use serde_json::{Map, Value};
 
 /// The tag of a patch marker (`core::patch`).
-pub(crate) const PATCH: &str = "patch";
+pub const PATCH: &str = "patch";
 /// The tag of an undo marker.
-pub(crate) const UNDO: &str = "undo";
+pub const UNDO: &str = "undo";
 /// The tag of a continue-as-new marker.
-pub(crate) const CONTINUE: &str = "continue_as_new";
+pub const CONTINUE: &str = "continue_as_new";
 
 /// The tag of a label marker.
-pub(crate) const LABEL: &str = "label";
+pub const LABEL: &str = "label";
 
 /// Whether `value` is a marker (of a patch, an undo, a continue-as-new or a label change).
-pub(crate) fn is_marker(value: &Value) -> bool {
+pub fn is_marker(value: &Value) -> bool {
     value.as_object().filter(|o| o.len() == 1).is_some_and(|o| {
         o.get(PATCH).is_some_and(Value::is_string)
             || o.get(UNDO).is_some_and(Value::is_object)
@@ -32,7 +32,7 @@ pub(crate) fn is_marker(value: &Value) -> bool {
 }
 
 /// The marker `ctx.set_label(key, value)` (`Some`) or `ctx.remove_label(key)` (`None`) records.
-pub(crate) fn label(key: &str, value: Option<&str>) -> Value {
+pub fn label(key: &str, value: Option<&str>) -> Value {
     let mut inner = Map::new();
     inner.insert("key".to_owned(), Value::String(key.to_owned()));
     inner.insert("value".to_owned(), value.map_or(Value::Null, |v| Value::String(v.to_owned())));
@@ -40,7 +40,7 @@ pub(crate) fn label(key: &str, value: Option<&str>) -> Value {
 }
 
 /// The label change a recorded value asks for: its key and new value (`None`: removed).
-pub(crate) fn label_in(value: &Value) -> Option<(&str, Option<&str>)> {
+pub fn label_in(value: &Value) -> Option<(&str, Option<&str>)> {
     let inner = value.as_object().filter(|o| o.len() == 1)?.get(LABEL)?;
     let key = inner.get("key")?.as_str()?;
     match inner.get("value")? {
@@ -57,7 +57,7 @@ fn tagged(tag: &str, value: Value) -> Value {
 }
 
 /// The marker `ctx.on_undo(name, args)` records.
-pub(crate) fn undo(name: &str, args: Value) -> Value {
+pub fn undo(name: &str, args: Value) -> Value {
     let mut inner = Map::new();
     inner.insert("name".to_owned(), Value::String(name.to_owned()));
     inner.insert("args".to_owned(), args);
@@ -65,24 +65,24 @@ pub(crate) fn undo(name: &str, args: Value) -> Value {
 }
 
 /// The marker `ctx.continue_as_new(input)` records.
-pub(crate) fn successor(input: Value) -> Value {
+pub fn successor(input: Value) -> Value {
     tagged(CONTINUE, input)
 }
 
 /// The undo a recorded value registers: its compensation's name and arguments.
-pub(crate) fn undo_in(value: &Value) -> Option<(&str, &Value)> {
+pub fn undo_in(value: &Value) -> Option<(&str, &Value)> {
     let inner = value.as_object().filter(|o| o.len() == 1)?.get(UNDO)?;
     Some((inner.get("name")?.as_str()?, inner.get("args")?))
 }
 
 /// The successor's input a recorded value asks for.
-pub(crate) fn successor_in(value: &Value) -> Option<&Value> {
+pub fn successor_in(value: &Value) -> Option<&Value> {
     value.as_object().filter(|o| o.len() == 1)?.get(CONTINUE)
 }
 
 /// Takes `marker` out of the run of markers at the front of `values`, if it is there: a task
 /// run again meets the marker its earlier run recorded (and records nothing new).
-pub(crate) fn take(values: &mut VecDeque<Value>, marker: &Value) -> bool {
+pub fn take(values: &mut VecDeque<Value>, marker: &Value) -> bool {
     match values.iter().take_while(|v| is_marker(v)).position(|v| v == marker) {
         Some(i) => {
             values.remove(i);

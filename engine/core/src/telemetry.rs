@@ -38,7 +38,7 @@ pub struct Telemetry {
 }
 
 /// Adds `usage` (of which `models` is the part named by model) to the counters.
-pub(crate) fn add_usage(t: &mut Telemetry, usage: &Usage, models: &BTreeMap<String, Usage>) {
+pub fn add_usage(t: &mut Telemetry, usage: &Usage, models: &BTreeMap<String, Usage>) {
     t.tokens = t.tokens.saturating_add(usage.tokens);
     t.cost_micros = t.cost_micros.saturating_add(usage.cost_micros);
     for (model, used) in models {

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 /// What a drawn value is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Drawn {
+pub enum Drawn {
     /// `ctx.now_ms()`.
     Clock,
     /// `ctx.random_u64()`.
@@ -63,7 +63,7 @@ impl Drawn {
 
 /// The signal a recorded [`Drawn::Signal`] value (the inner object) says was received: its
 /// name, and its number and value when one was (`None`: `try_recv` found none).
-pub(crate) fn received(inner: &Value) -> Option<(&str, Option<(u64, &Value)>)> {
+pub fn received(inner: &Value) -> Option<(&str, Option<(u64, &Value)>)> {
     let name = inner.get("name")?.as_str()?;
     match (inner.get("n").and_then(Value::as_u64), inner.get("value")) {
         (Some(n), Some(value)) => Some((name, Some((n, value)))),
@@ -72,7 +72,7 @@ pub(crate) fn received(inner: &Value) -> Option<(&str, Option<(u64, &Value)>)> {
 }
 
 /// The signals a list of recorded values received: (name, n) of each, in order.
-pub(crate) fn signals_in(values: &[Value]) -> impl Iterator<Item = (&str, u64)> {
+pub fn signals_in(values: &[Value]) -> impl Iterator<Item = (&str, u64)> {
     values.iter().filter_map(|v| {
         let inner = v.as_object().filter(|o| o.len() == 1)?.get(Drawn::Signal.tag())?;
         let (name, got) = received(inner)?;
@@ -83,7 +83,7 @@ pub(crate) fn signals_in(values: &[Value]) -> impl Iterator<Item = (&str, u64)> 
 /// A random number for a task's `n`th fresh draw: a function of the thread's recorded seed and
 /// the task's identity only, so whichever process drives the thread, and whatever the timing,
 /// the thread draws the same values.
-pub(crate) fn task_random(
+pub fn task_random(
     seed: u64,
     thread: &cairn_storage::ThreadId,
     step: u64,

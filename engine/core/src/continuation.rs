@@ -8,15 +8,15 @@
 
 use serde_json::Value;
 
-use crate::core::marks;
-use crate::core::thread_ctx::ThreadMeta;
+use crate::marks;
+use crate::thread_ctx::ThreadMeta;
 
 /// The reason of the status change that ends a thread continued as new.
-pub(crate) const REASON: &str = "continued as new";
+pub const REASON: &str = "continued as new";
 
 /// The input of the successor the open step asked for: the first request in task order (of
 /// tasks that completed), or `None`.
-pub(crate) fn requested(meta: &ThreadMeta) -> Option<&Value> {
+pub fn requested(meta: &ThreadMeta) -> Option<&Value> {
     meta.open
         .values()
         .filter(|j| j.outcome.is_some())
@@ -32,7 +32,7 @@ pub(crate) fn requested(meta: &ThreadMeta) -> Option<&Value> {
 /// assert_eq!(successor_id("order-7"), "order-7~1");
 /// assert_eq!(successor_id("order-7~1"), "order-7~2");
 /// ```
-pub(crate) fn successor_id(thread: &str) -> String {
+pub fn successor_id(thread: &str) -> String {
     if let Some((base, n)) = thread.rsplit_once('~')
         && let Ok(n) = n.parse::<u64>()
         && !n.to_string().is_empty()

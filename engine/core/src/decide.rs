@@ -13,58 +13,77 @@ use cairn_dsl::{DynNodeKind, DynWorkflow, Message, NextTarget, NodeError, NodeId
 use cairn_storage::CheckpointKind;
 use serde_json::Value;
 
-use crate::core::checkpoint_plan::CheckpointPlan;
-use crate::core::codec::Recorded;
-use crate::core::event::{Body, TaskKey};
-use crate::core::recovery::{self, AfterFailure, Failure};
-use crate::core::status::{Transition, transition};
-use crate::core::thread_ctx::ThreadCtx;
-use crate::core::{continuation, labels};
+use crate::checkpoint_plan::CheckpointPlan;
+use crate::codec::Recorded;
 use crate::error::Error;
+use crate::event::{Body, TaskKey};
 use crate::limits;
+use crate::recovery::{self, AfterFailure, Failure};
+use crate::status::{Transition, transition};
+use crate::thread_ctx::ThreadCtx;
+use crate::{continuation, labels};
 
 /// Join node -> the branches that arrived.
-pub(crate) type Arrivals = BTreeMap<String, Vec<String>>;
+pub type Arrivals = BTreeMap<String, Vec<String>>;
 
 /// How a task ended.
 #[derive(Debug)]
-pub(crate) enum TaskEnd {
+pub enum TaskEnd {
+    /// The node returned.
     Done {
+        /// Its state update, if any.
         update: Option<Value>,
+        /// Where it asked to go next (empty: the workflow's edges decide).
         goto: Vec<Target>,
+        /// The usage its tools reported.
         usage: Usage,
+        /// The messages it sent.
         messages: Vec<Message>,
     },
+    /// The node interrupted and asks for human input.
     WaitInput {
+        /// What it asks, as it gave it.
         prompt: Value,
     },
     /// The node waits for a signal of this name (`ctx.recv`) and none is there.
     WaitSignal {
+        /// The signal's name.
         name: String,
     },
+    /// The node started a durable timer.
     Sleep {
+        /// When it fires (ms since the epoch).
         until_ms: u64,
     },
     /// A budget ran out inside the node (a tool call it may not make).
     Budget {
+        /// The budget's name.
         budget: String,
     },
     /// Something the node waits on is paused (a sub-workflow's child thread).
     Paused {
+        /// Why, in words.
         reason: String,
     },
+    /// The node failed (after its retries, or not retryable).
     Failed {
+        /// Its error.
         error: NodeError,
     },
 }
 
 /// The result of running one task to its end (through any retries).
 #[derive(Debug)]
-pub(crate) struct TaskRun {
+pub struct TaskRun {
+    /// The task.
     pub key: TaskKey,
+    /// Its final attempt (1 for the first).
     pub attempt: u32,
+    /// Its map item, for a task of a map node.
     pub item: Option<Value>,
+    /// When its final attempt started (ms since the epoch).
     pub started_at_ms: u64,
+    /// How long its final attempt ran.
     pub duration_ms: u64,
     /// Whether a NodeStarted for the final attempt is already in the log.
     pub started_logged: bool,
@@ -72,12 +91,13 @@ pub(crate) struct TaskRun {
     pub values: Vec<Value>,
     /// Events this task appended itself (tool calls, retries, progress), with their bookmarks.
     pub appended: Vec<Recorded>,
+    /// How it ended.
     pub end: TaskEnd,
 }
 
 /// The log after a thread's latest checkpoint: what a restore reads and folds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Tail {
+pub struct Tail {
     /// Events.
     pub events: u64,
     /// Bytes of their bodies, summaries and offloaded payloads.
@@ -86,7 +106,7 @@ pub(crate) struct Tail {
 
 /// What the checkpoint policy needs to know besides the step.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct CheckpointRules {
+pub struct CheckpointRules {
     /// A periodic checkpoint every N steps.
     pub every_steps: Option<u64>,
     /// A periodic checkpoint once T ms passed since the last checkpoint.
@@ -103,7 +123,7 @@ pub(crate) struct CheckpointRules {
 
 /// What the thread does after the step.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Next {
+pub enum Next {
     /// The next step runs; the step's batch is submitted without waiting for its commit.
     Continue,
     /// The thread parks (waits for input or a timer): its status event is among the events;
@@ -119,7 +139,7 @@ pub(crate) enum Next {
 
 /// The step's decision.
 #[derive(Debug)]
-pub(crate) struct Decision {
+pub struct Decision {
     /// The events, in order, with their times; already applied to the context.
     pub events: Vec<(Body, u64)>,
     /// The checkpoint to write with them.
@@ -129,7 +149,7 @@ pub(crate) struct Decision {
 }
 
 /// A task of a step: its node, key and map item.
-pub(crate) type PlannedTask = (NodeId, TaskKey, Option<Value>);
+pub type PlannedTask = (NodeId, TaskKey, Option<Value>);
 
 /// Expands the frontier of `ctx` into step `step`'s tasks, in task order, or the task and error
 /// that fail the step before anything runs (a loop bound reached, map items that do not
@@ -138,7 +158,7 @@ pub(crate) type PlannedTask = (NodeId, TaskKey, Option<Value>);
 /// # Errors
 /// [`Error::Record`] if the frontier names a node the workflow does not have.
 #[allow(clippy::type_complexity, reason = "the two failure levels are the point of the signature")]
-pub(crate) fn plan_step(
+pub fn plan_step(
     ctx: &ThreadCtx,
     wf: &DynWorkflow,
     step: u64,
@@ -212,7 +232,7 @@ pub(crate) fn plan_step(
 /// [`Error::Record`] if an event does not apply (a bug, or a context that is not the thread's);
 /// [`Error::Transition`] for a status move the table refuses; [`Error::Codec`] if the final
 /// state does not serialise.
-pub(crate) fn close_step(
+pub fn close_step(
     ctx: &mut ThreadCtx,
     wf: &DynWorkflow,
     step: u64,
@@ -415,7 +435,7 @@ impl Out<'_> {
 ///
 /// # Errors
 /// [`Error::Record`] if it does not apply.
-pub(crate) fn emit(
+pub fn emit(
     ctx: &mut ThreadCtx,
     events: &mut Vec<(Body, u64)>,
     body: Body,
@@ -431,7 +451,7 @@ pub(crate) fn emit(
 ///
 /// # Errors
 /// [`Error::Transition`] if the status table refuses it; as [`emit`].
-pub(crate) fn emit_status(
+pub fn emit_status(
     ctx: &mut ThreadCtx,
     events: &mut Vec<(Body, u64)>,
     t: Transition,
@@ -448,7 +468,7 @@ pub(crate) fn emit_status(
 /// and by replay, which checks the recorded routing against the current code). Errors here are
 /// the workflow's (a route to an undeclared target, a join that can no longer be satisfied), so
 /// they fail the thread.
-pub(crate) fn route_step(
+pub fn route_step(
     wf: &DynWorkflow,
     ctx: &ThreadCtx,
     step: u64,
@@ -672,7 +692,7 @@ mod tests {
         let wf = two_nodes();
         let mut ctx = running(&wf);
         let mut asked = run("a", done(5));
-        asked.values = vec![crate::core::marks::successor(json!(0))];
+        asked.values = vec![crate::marks::successor(json!(0))];
         let d = close_step(&mut ctx, &wf, 1, vec![asked], 200, Default::default(), None)
             .expect("decision");
         // `a` routes to `b`, but the request ends the thread with the step.

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 /// The recorded inputs and timers of one task, and how many the node has consumed.
 #[derive(Debug, Default)]
-pub(crate) struct Suspensions {
+pub struct Suspensions {
     inputs: Vec<Value>,
     next_input: usize,
     timers_fired: u32,

@@ -6,7 +6,7 @@
 
 use cairn_storage::ThreadStatus;
 
-// The error's words and what a caller attempted live with the engine's error, below `core/`.
+// The error's words and what a caller attempted live with the core's error.
 pub use crate::error::{InvalidTransition, Transition};
 
 /// The status machine: the status after `transition` from `from`, or why that is not allowed.

@@ -7,8 +7,8 @@
 
 use cairn_storage::{Batch, Bookmark, Event, NewEvent, PayloadRef, ThreadId};
 
-use crate::core::event::Body;
 use crate::error::Error;
+use crate::event::Body;
 use crate::limits;
 
 mod tag_first;
@@ -77,7 +77,7 @@ fn correlation_of(body: &Body) -> Option<String> {
 /// offloaded and was not loaded.
 pub fn decode_loaded(event: Event) -> Result<Recorded, Error> {
     let record_error = |detail: String| Error::record(&event.thread, event.bookmark.seq.0, detail);
-    if crate::core::restore::offloaded(&event).is_some() {
+    if crate::restore::offloaded(&event).is_some() {
         return Err(record_error("the event's offloaded body was not loaded".into()));
     }
     let mut bytes = event.data;
@@ -97,7 +97,7 @@ fn body_of(bytes: &[u8]) -> serde_json::Result<Body> {
 }
 
 /// The summary of `body` as the log stores it (cut to the storage limit).
-pub(crate) fn summary_of(body: &Body) -> String {
+pub fn summary_of(body: &Body) -> String {
     truncate(body.summary(), cairn_storage::limits::SUMMARY_BYTES_MAX)
 }
 

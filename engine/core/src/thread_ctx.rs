@@ -14,12 +14,12 @@ use cairn_storage::{ThreadStatus, WorkflowRef};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::core::compensation::Unwinding;
-use crate::core::event::{Body, ForkOrigin, TaskKey, ThreadPolicy};
-pub use crate::core::telemetry::Telemetry;
-use crate::core::telemetry::add_usage;
+use crate::compensation::Unwinding;
 use crate::error::Error;
+use crate::event::{Body, ForkOrigin, TaskKey, ThreadPolicy};
 use crate::limits;
+pub use crate::telemetry::Telemetry;
+use crate::telemetry::add_usage;
 
 /// One tool call recorded in an open step: what the memo returns when the task runs again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -162,7 +162,7 @@ pub struct ThreadMeta {
     /// How often each node ran (loop bounds).
     pub visits: BTreeMap<String, u32>,
     /// Journals of the open step's tasks.
-    #[serde(with = "crate::core::task_map")]
+    #[serde(with = "crate::task_map")]
     pub open: BTreeMap<TaskKey, TaskJournal>,
     /// What a parked thread waits for.
     pub waiting: Option<Waiting>,
@@ -190,7 +190,7 @@ pub struct ThreadMeta {
     pub budget_warned: Vec<String>,
     /// Rollbacks its recovery strategy `restore_and_retry` made (kept across them, so the
     /// strategy's bound holds). Absent when 0.
-    #[serde(default, skip_serializing_if = "crate::core::recovery_fold::is_zero")]
+    #[serde(default, skip_serializing_if = "crate::recovery_fold::is_zero")]
     pub restores: u32,
     /// The seed of the thread's fresh draws, from its `ThreadCreated` event (`None` for threads
     /// created before seeds were recorded).
@@ -209,10 +209,10 @@ pub struct ThreadMeta {
     pub continued_from: Option<String>,
     /// Undos registered by completed tasks (`ctx.on_undo`), in registration order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub undos: Vec<crate::core::compensation::Undo>,
+    pub undos: Vec<crate::compensation::Undo>,
     /// Set once the thread failed for good and its undos run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unwinding: Option<crate::core::compensation::Unwinding>,
+    pub unwinding: Option<crate::compensation::Unwinding>,
     /// Created at (engine clock).
     pub created_at_ms: u64,
     /// Updated at (engine clock).
@@ -385,7 +385,7 @@ impl ThreadCtx {
         | Body::SignalAwaited { values, .. }
         | Body::TimerSet { values, .. } = body
         {
-            for (name, n) in crate::core::drawn::signals_in(values) {
+            for (name, n) in crate::drawn::signals_in(values) {
                 let last = m.signals.entry(name.to_owned()).or_default();
                 *last = (*last).max(n);
             }
@@ -440,7 +440,7 @@ impl ThreadCtx {
                 let j = journal(m, task, *attempt);
                 j.values.extend(values.iter().cloned());
                 j.outcome = Some(TaskOutcome { update: update.clone(), goto: goto.clone() });
-                let undos = crate::core::compensation::registered(task, *step, &j.values);
+                let undos = crate::compensation::registered(task, *step, &j.values);
                 m.undos.extend(undos);
                 add_usage(&mut m.telemetry, usage, &BTreeMap::new());
                 match m.telemetry.node_ms.get_mut(&task.node) {
@@ -576,7 +576,7 @@ impl ThreadCtx {
                 self.meta = ThreadMeta { seq, status, updated_at_ms, restores, ..to.meta };
             }
             Body::RecoveryApplied { step, task, strategy, .. } => {
-                crate::core::recovery_fold::apply(m, *step, task, strategy);
+                crate::recovery_fold::apply(m, *step, task, strategy);
                 push_history(m, seq, *step, task, &format!("recovery: {}", strategy.name()), at_ms);
             }
             Body::ContinuedAsNew { thread, .. } => m.continued_as = Some(thread.clone()),

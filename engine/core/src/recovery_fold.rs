@@ -4,13 +4,13 @@
 
 use cairn_dsl::{Recovery, Target};
 
-use crate::core::event::TaskKey;
-use crate::core::thread_ctx::{TaskOutcome, ThreadMeta};
+use crate::event::TaskKey;
+use crate::thread_ctx::{TaskOutcome, ThreadMeta};
 
 /// Folds `recovery_applied` into the thread's meta: a fallback gives the failed task the
 /// outcome "go to the fallback node" (so the step completes and routes there, live, in a
 /// restore and in a replay alike); a restore is counted.
-pub(crate) fn apply(m: &mut ThreadMeta, _step: u64, task: &TaskKey, strategy: &Recovery) {
+pub fn apply(m: &mut ThreadMeta, _step: u64, task: &TaskKey, strategy: &Recovery) {
     match strategy {
         Recovery::Fallback(node) => {
             let j = m.open.entry(task.clone()).or_default();
@@ -23,6 +23,6 @@ pub(crate) fn apply(m: &mut ThreadMeta, _step: u64, task: &TaskKey, strategy: &R
 
 /// For serde's `skip_serializing_if`.
 #[allow(clippy::trivially_copy_pass_by_ref, reason = "serde passes a reference")]
-pub(crate) fn is_zero(n: &u32) -> bool {
+pub fn is_zero(n: &u32) -> bool {
     *n == 0
 }

@@ -21,27 +21,27 @@ use std::collections::VecDeque;
 use serde_json::{Map, Value};
 
 /// The tag of a patch marker among drawn values.
-pub(crate) const TAG: &str = crate::core::marks::PATCH;
+pub const TAG: &str = crate::marks::PATCH;
 
 /// The marker `patched(id)` records.
-pub(crate) fn marker(id: &str) -> Value {
+pub fn marker(id: &str) -> Value {
     let mut tagged = Map::new();
     tagged.insert(TAG.to_owned(), Value::String(id.to_owned()));
     Value::Object(tagged)
 }
 
 /// The patch id a recorded value marks, if it is a marker.
-pub(crate) fn marked(value: &Value) -> Option<&str> {
+pub fn marked(value: &Value) -> Option<&str> {
     let tagged = value.as_object().filter(|o| o.len() == 1)?;
     tagged.get(TAG)?.as_str()
 }
 
 /// Takes the marker of `id` out of the run of markers at the front of `values`, if it is there.
 /// Only the front run: a marker recorded after a drawn value belongs to a later call site.
-pub(crate) fn take(values: &mut VecDeque<Value>, id: &str) -> bool {
+pub fn take(values: &mut VecDeque<Value>, id: &str) -> bool {
     let found = values
         .iter()
-        .take_while(|v| crate::core::marks::is_marker(v))
+        .take_while(|v| crate::marks::is_marker(v))
         .position(|v| marked(v) == Some(id));
     match found {
         Some(i) => {
@@ -55,14 +55,14 @@ pub(crate) fn take(values: &mut VecDeque<Value>, id: &str) -> bool {
 /// Drops the markers at the front of `values` (of patches, undos, continue-as-new:
 /// `core::marks`), before a draw or a signal receipt reads the next recorded value: markers are
 /// only read by the calls that record them.
-pub(crate) fn skip(values: &mut VecDeque<Value>) {
-    while values.front().is_some_and(crate::core::marks::is_marker) {
+pub fn skip(values: &mut VecDeque<Value>) {
+    while values.front().is_some_and(crate::marks::is_marker) {
         values.pop_front();
     }
 }
 
 /// Whether `values` (one event's drawn values) hold the marker of `id`.
-pub(crate) fn holds(values: &[Value], id: &str) -> bool {
+pub fn holds(values: &[Value], id: &str) -> bool {
     values.iter().any(|v| marked(v) == Some(id))
 }
 

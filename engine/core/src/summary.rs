@@ -6,11 +6,11 @@
 
 use serde_json::Value;
 
-use crate::core::thread_ctx::{ThreadCtx, Waiting};
+use crate::thread_ctx::{ThreadCtx, Waiting};
 
 /// A small JSON summary kept in the thread record for listings (step, frontier, progress).
 /// Written on every batch, so serialised from borrowed fields without building a JSON tree.
-pub(crate) fn summary_bytes(ctx: &ThreadCtx) -> Vec<u8> {
+pub fn summary_bytes(ctx: &ThreadCtx) -> Vec<u8> {
     #[derive(serde::Serialize)]
     struct Summary<'a> {
         step: u64,
@@ -38,7 +38,7 @@ pub(crate) fn summary_bytes(ctx: &ThreadCtx) -> Vec<u8> {
 
 /// The record's JSON summary with `last_error` set to `error` (the other fields kept as the
 /// runner wrote them; a summary that is not a JSON object becomes one).
-pub(crate) fn with_last_error(summary: &[u8], error: &str) -> Vec<u8> {
+pub fn with_last_error(summary: &[u8], error: &str) -> Vec<u8> {
     let mut v: Value = serde_json::from_slice(summary).unwrap_or(Value::Null);
     if !v.is_object() {
         v = Value::Object(serde_json::Map::new());
@@ -50,13 +50,13 @@ pub(crate) fn with_last_error(summary: &[u8], error: &str) -> Vec<u8> {
 }
 
 /// The deadline kept in a summary, if any (a summary that does not parse has none).
-pub(crate) fn deadline_at_ms(summary: &[u8]) -> Option<u64> {
+pub fn deadline_at_ms(summary: &[u8]) -> Option<u64> {
     field(summary, "deadline_at_ms")
 }
 
 /// The time the durable timer a sleeping thread waits for is due, kept in its summary (none in
 /// a record written before the summary kept it).
-pub(crate) fn sleeping_until_ms(summary: &[u8]) -> Option<u64> {
+pub fn sleeping_until_ms(summary: &[u8]) -> Option<u64> {
     field(summary, "sleeping_until_ms")
 }
 

@@ -16,8 +16,8 @@ use cairn_storage::ThreadStatus;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::core::codec::Recorded;
-use crate::core::event::{Body, TaskKey};
+use crate::codec::Recorded;
+use crate::event::{Body, TaskKey};
 
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -1,0 +1,39 @@
+//! The functional core: what a thread is and how its log folds, with no I/O of its own.
+//!
+//! Event bodies ([`event`]) and their codec to storage records ([`codec`]), the thread context
+//! and its fold ([`thread_ctx`]), the status table ([`status`]), the step decision
+//! (`decide`: what a step's task runs mean for the thread), and restore ([`restore`]: the
+//! latest checkpoint and the log after it, folded: a machine that says which read it needs
+//! next). Nothing here reads, awaits, spawns or writes: `exec/fetch.rs` makes the reads with the
+//! store's async reads and `exec/blocking.rs` with its sync ones (in the engine, crate `cairn`).
+//!
+//! The compiler keeps it so: this crate depends on no async runtime (it cannot name `tokio`),
+//! and it names the store's plain types (ids, events, checkpoints, statuses, its error) but
+//! never its traits or backends (`clippy.toml` beside `Cargo.toml` refuses them). Its errors are
+//! its own ([`Error`]); the engine's error converts from them, with the same words.
+
+pub mod checkpoint_plan;
+pub mod children;
+pub mod codec;
+pub mod compensation;
+pub mod continuation;
+pub mod decide;
+pub mod drawn;
+pub mod error;
+pub mod event;
+pub mod labels;
+pub mod limits;
+pub mod marks;
+pub mod node_runs;
+pub mod patch;
+pub mod recovery;
+pub mod recovery_fold;
+pub mod restore;
+pub mod status;
+pub mod summary;
+pub mod suspend;
+pub mod task_map;
+pub mod telemetry;
+pub mod thread_ctx;
+
+pub use error::Error;
