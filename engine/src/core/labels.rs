@@ -8,8 +8,11 @@ use std::collections::BTreeMap;
 use cairn_storage::limits::LABELS_PER_THREAD_MAX;
 
 use crate::core::event::Body;
+use crate::core::fold::EventAt;
 use crate::core::marks;
+use crate::core::thread_ctx::ThreadCtx;
 use crate::core::thread_ctx::ThreadMeta;
+use crate::error::Error;
 
 /// The `labels_changed` event of the open step: the changes of its completed tasks in task
 /// order (a later change of a key wins), less those that change nothing; `Ok(None)` when none
@@ -46,4 +49,16 @@ pub(crate) fn requested(meta: &ThreadMeta) -> Result<Option<Body>, String> {
         ));
     }
     Ok(Some(Body::LabelsChanged { set, removed }))
+}
+
+/// Folds the labels' part of `e` into `ctx`.
+///
+/// # Errors
+/// None: every event folds.
+pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
+    if let Body::LabelsChanged { set, removed } = e.body {
+        ctx.meta.labels.retain(|k, _| !removed.contains(k));
+        ctx.meta.labels.extend(set.clone());
+    }
+    Ok(())
 }
