@@ -8,7 +8,11 @@
 
 use serde_json::Value;
 
+use crate::error::Error;
+use crate::event::Body;
+use crate::fold::EventAt;
 use crate::marks;
+use crate::thread_ctx::ThreadCtx;
 use crate::thread_ctx::ThreadMeta;
 
 /// The reason of the status change that ends a thread continued as new.
@@ -41,6 +45,19 @@ pub fn successor_id(thread: &str) -> String {
         return format!("{base}~{}", n + 1);
     }
     format!("{thread}~1")
+}
+
+/// Folds continuation's part of `e` into `ctx`.
+///
+/// # Errors
+/// None: every event folds.
+pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
+    match e.body {
+        Body::ContinuedAsNew { thread, .. } => ctx.meta.continued_as = Some(thread.clone()),
+        Body::ContinuedFrom { thread } => ctx.meta.continued_from = Some(thread.clone()),
+        _ => {}
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -15,13 +15,14 @@ use serde_json::Value;
 
 use crate::checkpoint_plan::CheckpointPlan;
 use crate::codec::Recorded;
+use crate::continuation;
 use crate::error::Error;
 use crate::event::{Body, TaskKey};
 use crate::limits;
 use crate::recovery::{self, AfterFailure, Failure};
 use crate::status::{Transition, transition};
+use crate::step_end::{self, Claim, Claims, Ending};
 use crate::thread_ctx::ThreadCtx;
-use crate::{continuation, labels};
 
 /// Join node -> the branches that arrived.
 pub type Arrivals = BTreeMap<String, Vec<String>>;
@@ -226,7 +227,8 @@ pub fn plan_step(
 }
 
 /// Decides the end of step `step` of `ctx` from its task runs (in task order; the events they
-/// appended themselves already folded into `ctx`), at time `now`.
+/// appended themselves already folded into `ctx`), at time `now`: each run's events and its
+/// concern's claim, then the first claim in `step_end::PRECEDENCE` decides.
 ///
 /// # Errors
 /// [`Error::Record`] if an event does not apply (a bug, or a context that is not the thread's);
@@ -241,15 +243,32 @@ pub fn close_step(
     rules: CheckpointRules,
     max_tool_calls: Option<u64>,
 ) -> Result<Decision, Error> {
-    let mut out = Out { ctx, events: Vec::new() };
-    let mut failed = false;
-    let mut suspended: Option<Transition> = None;
-    let mut waits_signal = false;
-    let mut budget_stop: Option<String> = None;
-    let mut paused_by: Option<String> = None;
-    let mut checkpoint: Option<CheckpointPlan> = None;
-    let (mut restore, mut abandoned) = (false, None::<String>);
+    let out = Out { ctx, events: Vec::new() };
+    let claims = Claims::default();
+    let mut c = Closing { out, wf, step, now, rules, max_tool_calls, claims, checkpoint: None };
     for run in runs {
+        c.collect(run)?;
+    }
+    let (next, checkpoint) = step_end::resolve(&mut c)?;
+    Ok(Decision { events: c.out.events, checkpoint, next })
+}
+
+/// A step being closed: its events so far, and the claims its task runs made.
+pub(crate) struct Closing<'a> {
+    pub out: Out<'a>,
+    pub wf: &'a DynWorkflow,
+    pub step: u64,
+    pub now: u64,
+    pub rules: CheckpointRules,
+    pub max_tool_calls: Option<u64>,
+    pub claims: Claims,
+    /// The checkpoint the completed tasks' nodes ask for (the strongest).
+    pub checkpoint: Option<CheckpointPlan>,
+}
+
+impl Closing<'_> {
+    /// Records `run`'s events and its concern's claim on the step's end.
+    fn collect(&mut self, run: TaskRun) -> Result<(), Error> {
         let at = run.started_at_ms;
         // A task that completes in this batch without a map item needs no NodeStarted: nothing
         // could see it before the completion (same commit), and its start is the completion's
@@ -258,176 +277,158 @@ pub fn close_step(
         let implied = run.item.is_none() && matches!(run.end, TaskEnd::Done { .. });
         if !run.started_logged && !implied {
             let (task, attempt, item) = (run.key.clone(), run.attempt, run.item.clone());
-            out.emit(Body::NodeStarted { step, task, attempt, item }, at)?;
+            self.out.emit(Body::NodeStarted { step: self.step, task, attempt, item }, at)?;
         }
         let done_at = at + run.duration_ms;
         match run.end {
             TaskEnd::Done { update, goto, usage, messages } => {
-                for message in messages {
-                    out.emit(Body::Message { task: run.key.clone(), message }, done_at)?;
-                }
-                let policy = &wf.nodes()[wf.node_id(&run.key.node).unwrap_or(0)].policy;
-                let asked = if policy.phase {
-                    Some(CheckpointKind::Phase)
-                } else {
-                    policy.checkpoint_after.then_some(CheckpointKind::Node)
-                };
-                if let Some(kind) = asked {
-                    let node = Some(run.key.node.clone());
-                    let plan =
-                        CheckpointPlan { kind, node, tags: policy.tags.clone(), given: None };
-                    checkpoint = CheckpointPlan::stronger(checkpoint, plan);
-                }
-                let body = Body::NodeCompleted {
-                    step,
-                    task: run.key,
-                    attempt: run.attempt,
-                    update,
-                    goto,
-                    values: run.values,
-                    duration_ms: run.duration_ms,
-                    usage,
-                };
-                out.emit(body, done_at)?;
+                let done = Done { update, goto, usage, messages };
+                self.completed(run.key, run.attempt, run.values, run.duration_ms, done, done_at)
             }
             TaskEnd::Failed { error } => {
                 let (task, attempt, at_ms) = (run.key, run.attempt, done_at);
-                let failure = Failure { step, task, attempt, error, at_ms };
-                let wait_free = suspended.is_none();
-                match recovery::failed(out.ctx, &mut out.events, wf, failure, wait_free)? {
-                    AfterFailure::Fail => failed = true,
-                    AfterFailure::Recovered => {}
-                    AfterFailure::Escalated => suspended = Some(Transition::WaitInput),
-                    AfterFailure::Restore => restore = true,
-                    AfterFailure::Abandon(reason) => {
-                        abandoned.get_or_insert(reason);
-                    }
-                }
+                self.failed(Failure { step: self.step, task, attempt, error, at_ms })
             }
-            TaskEnd::WaitInput { prompt } if suspended.is_none() && !failed => {
-                suspended = Some(Transition::WaitInput);
-                let (task, values) = (run.key, run.values);
-                out.emit(Body::InputRequested { step, task, prompt, values }, done_at)?;
-            }
-            TaskEnd::WaitSignal { name } if suspended.is_none() && !failed => {
-                suspended = Some(Transition::WaitInput);
-                waits_signal = true;
-                let (task, values) = (run.key, run.values);
-                out.emit(Body::SignalAwaited { step, task, name, values }, done_at)?;
-            }
-            TaskEnd::Sleep { until_ms } if suspended.is_none() && !failed => {
-                suspended = Some(Transition::Sleep);
-                let (task, values) = (run.key, run.values);
-                out.emit(Body::TimerSet { step, task, until_ms, values }, done_at)?;
-            }
-            // A second suspended task in the same step runs again when the thread resumes and
-            // suspends again then; recording one wait at a time keeps `waiting` single.
-            TaskEnd::WaitInput { .. } | TaskEnd::WaitSignal { .. } | TaskEnd::Sleep { .. } => {}
+            end @ (TaskEnd::WaitInput { .. }
+            | TaskEnd::WaitSignal { .. }
+            | TaskEnd::Sleep { .. }) => self.waits(run.key, run.values, end, done_at),
             // Runs again (its recorded calls replayed) when the thread resumes.
             TaskEnd::Budget { budget } => {
-                budget_stop.get_or_insert(budget);
+                self.claims.claim(Ending::Budget, Claim::Budget(budget));
+                Ok(())
             }
             // Runs again when the thread resumes (a paused child thread is driven on then).
             TaskEnd::Paused { reason } => {
-                paused_by.get_or_insert(reason);
+                self.claims.claim(Ending::Pause, Claim::Stop(Transition::Pause, reason));
+                Ok(())
             }
         }
     }
-    let stop = |t, reason: &str| Next::Stop(t, reason.to_owned());
-    if failed {
-        return Ok(out.decide(None, stop(Transition::Fail, "a node failed")));
-    }
-    if let Some(reason) = abandoned {
-        return Ok(out.decide(None, stop(Transition::Cancel, &reason)));
-    }
-    if restore {
-        return Ok(out.decide(None, Next::Restore));
-    }
-    if let Some(budget) = budget_stop
-        && suspended.is_none()
-    {
-        let limit = max_tool_calls.unwrap_or(0);
-        let used = out.ctx.meta.telemetry.tool_calls;
-        out.emit(Body::Budget { budget: budget.clone(), used, limit }, now)?;
-        let why = format!("budget {budget} exhausted inside a node");
-        return Ok(out.decide(None, Next::Stop(Transition::Pause, why)));
-    }
-    if let Some(reason) = paused_by
-        && suspended.is_none()
-    {
-        return Ok(out.decide(None, Next::Stop(Transition::Pause, reason)));
-    }
-    if let Some(t) = suspended {
-        let why = if waits_signal {
-            "waiting for a signal"
-        } else if t == Transition::WaitInput {
-            "waiting for input"
+
+    /// A completed task: its messages, the checkpoint its node asks for, its completion.
+    fn completed(
+        &mut self,
+        task: TaskKey,
+        attempt: u32,
+        values: Vec<Value>,
+        duration_ms: u64,
+        done: Done,
+        at: u64,
+    ) -> Result<(), Error> {
+        let Done { update, goto, usage, messages } = done;
+        for message in messages {
+            self.out.emit(Body::Message { task: task.clone(), message }, at)?;
+        }
+        let policy = &self.wf.nodes()[self.wf.node_id(&task.node).unwrap_or(0)].policy;
+        let asked = if policy.phase {
+            Some(CheckpointKind::Phase)
         } else {
-            "sleeping on a durable timer"
+            policy.checkpoint_after.then_some(CheckpointKind::Node)
         };
-        out.emit_status(t, why, now)?;
-        return Ok(out.decide(checkpoint, Next::Park(t)));
-    }
-    match labels::requested(&out.ctx.meta) {
-        Ok(Some(change)) => out.emit(change, now)?,
-        Ok(None) => {}
-        Err(message) => {
-            let task = TaskKey::node(out.ctx.meta.frontier.first().cloned().unwrap_or_default());
-            let error = NodeError::Failed { code: Some("label".into()), message, retryable: false };
-            out.emit(Body::NodeFailed { step, task, attempt: 1, error, terminal: true }, now)?;
-            return Ok(out.decide(None, stop(Transition::Fail, "labels past their limit")));
+        if let Some(kind) = asked {
+            let node = Some(task.node.clone());
+            let plan = CheckpointPlan { kind, node, tags: policy.tags.clone(), given: None };
+            self.checkpoint = CheckpointPlan::stronger(self.checkpoint.take(), plan);
         }
+        let step = self.step;
+        let body =
+            Body::NodeCompleted { step, task, attempt, update, goto, values, duration_ms, usage };
+        self.out.emit(body, at)
     }
-    let (next, arrivals) = match route_step(wf, out.ctx, step) {
-        Ok(x) => x,
-        Err(error) => {
-            let task = TaskKey::node(out.ctx.meta.frontier.first().cloned().unwrap_or_default());
-            out.emit(Body::NodeFailed { step, task, attempt: 1, error, terminal: true }, now)?;
-            return Ok(out.decide(None, stop(Transition::Fail, "routing failed")));
+
+    /// Failure and recovery: a failed task's events under its node's strategy, and its claim.
+    fn failed(&mut self, failure: Failure) -> Result<(), Error> {
+        let wait_free = !self.claims.has(Ending::Park);
+        let out = &mut self.out;
+        let claim = match recovery::failed(out.ctx, &mut out.events, self.wf, failure, wait_free)? {
+            AfterFailure::Fail => {
+                (Ending::Fail, Claim::Stop(Transition::Fail, "a node failed".into()))
+            }
+            AfterFailure::Recovered => return Ok(()),
+            AfterFailure::Escalated => {
+                (Ending::Park, Claim::Park(Transition::WaitInput, "waiting for input"))
+            }
+            AfterFailure::Restore => (Ending::Restore, Claim::Restore),
+            AfterFailure::Abandon(reason) => {
+                (Ending::Abandon, Claim::Stop(Transition::Cancel, reason))
+            }
+        };
+        self.claims.claim(claim.0, claim.1);
+        Ok(())
+    }
+
+    /// Parking and waits: a task that waits for input, a signal or a timer. A second waiting
+    /// task in the same step runs again when the thread resumes and waits again then; recording
+    /// one wait at a time keeps `waiting` single. A step that fails records none.
+    fn waits(
+        &mut self,
+        task: TaskKey,
+        values: Vec<Value>,
+        end: TaskEnd,
+        at: u64,
+    ) -> Result<(), Error> {
+        if self.claims.has(Ending::Park) || self.claims.has(Ending::Fail) {
+            return Ok(());
         }
-    };
-    let ended = next.is_empty();
-    let successor = continuation::requested(&out.ctx.meta).cloned();
-    out.emit(Body::StepCompleted { step, next, arrivals }, now)?;
-    if ended {
-        let output = out.ctx.state.to_json().map_err(|e| Error::Codec(e.to_string()))?;
-        out.emit(Body::Output { output }, now)?;
-        if let Some(input) = successor {
-            let thread = continuation::successor_id(&out.ctx.meta.thread);
-            out.emit(Body::ContinuedAsNew { thread, input }, now)?;
-            return Ok(out.decide(None, stop(Transition::Complete, continuation::REASON)));
-        }
-        return Ok(out.decide(None, stop(Transition::Complete, "every branch reached END")));
+        let step = self.step;
+        let (body, t, why) = match end {
+            TaskEnd::WaitInput { prompt } => {
+                let body = Body::InputRequested { step, task, prompt, values };
+                (body, Transition::WaitInput, "waiting for input")
+            }
+            TaskEnd::WaitSignal { name } => {
+                let body = Body::SignalAwaited { step, task, name, values };
+                (body, Transition::WaitInput, "waiting for a signal")
+            }
+            TaskEnd::Sleep { until_ms } => {
+                let body = Body::TimerSet { step, task, until_ms, values };
+                (body, Transition::Sleep, "sleeping on a durable timer")
+            }
+            _ => return Ok(()),
+        };
+        self.claims.claim(Ending::Park, Claim::Park(t, why));
+        self.out.emit(body, at)
     }
-    let tail_events = rules.tail.events + out.events.len() as u64;
-    if rules.every_steps.is_some_and(|n| n > 0 && step.is_multiple_of(n))
-        || rules.every_ms.is_some_and(|ms| now.saturating_sub(rules.last_checkpoint_ms) >= ms)
-        || rules.tail_events_max.is_some_and(|max| tail_events >= max)
-        || rules.tail_bytes_max.is_some_and(|max| rules.tail.bytes >= max)
-    {
-        checkpoint =
-            CheckpointPlan::stronger(checkpoint, CheckpointPlan::of(CheckpointKind::Periodic));
-    }
-    Ok(out.decide(checkpoint, Next::Continue))
+}
+
+/// What a completed task's end carries.
+struct Done {
+    update: Option<Value>,
+    goto: Vec<Target>,
+    usage: Usage,
+    messages: Vec<Message>,
 }
 
 /// The events decided so far, each applied to the context as it is decided.
-struct Out<'a> {
-    ctx: &'a mut ThreadCtx,
-    events: Vec<(Body, u64)>,
+pub(crate) struct Out<'a> {
+    pub ctx: &'a mut ThreadCtx,
+    pub events: Vec<(Body, u64)>,
 }
 
 impl Out<'_> {
-    fn emit(&mut self, body: Body, at_ms: u64) -> Result<(), Error> {
+    pub(crate) fn emit(&mut self, body: Body, at_ms: u64) -> Result<(), Error> {
         emit(self.ctx, &mut self.events, body, at_ms)
     }
 
-    fn emit_status(&mut self, t: Transition, reason: &str, at_ms: u64) -> Result<(), Error> {
+    pub(crate) fn emit_status(
+        &mut self,
+        t: Transition,
+        reason: &str,
+        at_ms: u64,
+    ) -> Result<(), Error> {
         emit_status(self.ctx, &mut self.events, t, reason, at_ms)
     }
+}
 
-    fn decide(self, checkpoint: Option<CheckpointPlan>, next: Next) -> Decision {
-        Decision { events: self.events, checkpoint, next }
+impl CheckpointRules {
+    /// Whether a periodic checkpoint is due after step `step`, at `now`, with `events` more
+    /// submitted after the latest checkpoint.
+    pub(crate) fn periodic_due(&self, step: u64, now: u64, events: u64) -> bool {
+        let tail_events = self.tail.events + events;
+        self.every_steps.is_some_and(|n| n > 0 && step.is_multiple_of(n))
+            || self.every_ms.is_some_and(|ms| now.saturating_sub(self.last_checkpoint_ms) >= ms)
+            || self.tail_events_max.is_some_and(|max| tail_events >= max)
+            || self.tail_bytes_max.is_some_and(|max| self.tail.bytes >= max)
     }
 }
 

@@ -7,8 +7,11 @@ use std::collections::BTreeMap;
 
 use cairn_storage::limits::LABELS_PER_THREAD_MAX;
 
+use crate::error::Error;
 use crate::event::Body;
+use crate::fold::EventAt;
 use crate::marks;
+use crate::thread_ctx::ThreadCtx;
 use crate::thread_ctx::ThreadMeta;
 
 /// The `labels_changed` event of the open step: the changes of its completed tasks in task
@@ -46,4 +49,16 @@ pub fn requested(meta: &ThreadMeta) -> Result<Option<Body>, String> {
         ));
     }
     Ok(Some(Body::LabelsChanged { set, removed }))
+}
+
+/// Folds the labels' part of `e` into `ctx`.
+///
+/// # Errors
+/// None: every event folds.
+pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
+    if let Body::LabelsChanged { set, removed } = e.body {
+        ctx.meta.labels.retain(|k, _| !removed.contains(k));
+        ctx.meta.labels.extend(set.clone());
+    }
+    Ok(())
 }

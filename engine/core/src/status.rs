@@ -9,6 +9,11 @@ use cairn_storage::ThreadStatus;
 // The error's words and what a caller attempted live with the core's error.
 pub use crate::error::{InvalidTransition, Transition};
 
+use crate::error::Error;
+use crate::event::Body;
+use crate::fold::EventAt;
+use crate::thread_ctx::ThreadCtx;
+
 /// The status machine: the status after `transition` from `from`, or why that is not allowed.
 ///
 /// Terminal statuses (completed, failed, cancelled, timed out) absorb nothing: acting on a
@@ -56,6 +61,23 @@ pub fn transition(
         _ => return Err(InvalidTransition { from, transition }),
     };
     Ok(to)
+}
+
+/// Folds the status's part of `e` into `ctx`.
+///
+/// # Errors
+/// [`Error::Record`] for a `thread_created` (only a thread's first event is one, and
+/// [`ThreadCtx::created`](crate::thread_ctx::ThreadCtx::created) folds it).
+pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
+    match e.body {
+        Body::ThreadCreated { .. } => {
+            let detail = "thread_created after the first event";
+            return Err(Error::record(&ctx.meta.thread, e.seq, detail));
+        }
+        Body::StatusChanged { to, .. } => ctx.meta.status = *to,
+        _ => {}
+    }
+    Ok(())
 }
 
 #[cfg(test)]

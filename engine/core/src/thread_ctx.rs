@@ -2,7 +2,7 @@
 //! one event on.
 //!
 //! This is the functional core: [`ThreadCtx::apply`] takes one recorded event and returns the
-//! context after it, touching nothing else. The runner builds a step's events, applies them here,
+//! context after it, touching nothing else; each concern folds its own part (`fold.rs`). The runner builds a step's events, applies them here,
 //! and appends them; restore loads a checkpoint's [`Snapshot`] and applies the events after it.
 //! Because both go through the same function, the state restored at any seq equals the state the
 //! live run had at that seq.
@@ -14,12 +14,10 @@ use cairn_storage::{ThreadStatus, WorkflowRef};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::compensation::Unwinding;
 use crate::error::Error;
 use crate::event::{Body, ForkOrigin, TaskKey, ThreadPolicy};
-use crate::limits;
+use crate::fold::{EventAt, FOLD};
 pub use crate::telemetry::Telemetry;
-use crate::telemetry::add_usage;
 
 /// One tool call recorded in an open step: what the memo returns when the task runs again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -363,6 +361,7 @@ impl ThreadCtx {
     }
 
     /// Applies one recorded event. Pure: the result depends only on `self` and the event.
+    /// Each concern of the fold takes its part, in the order of `fold::FOLD`.
     ///
     /// # Errors
     /// [`Error::Record`] when the event cannot follow the context (a seq gap, an update that does
@@ -378,271 +377,10 @@ impl ThreadCtx {
         if !matches!(body, Body::CheckpointCreated { .. }) {
             self.meta.updated_at_ms = self.meta.updated_at_ms.max(at_ms);
         }
-        let m = &mut self.meta;
-        if let Body::ToolCalled { values, .. }
-        | Body::NodeCompleted { values, .. }
-        | Body::InputRequested { values, .. }
-        | Body::SignalAwaited { values, .. }
-        | Body::TimerSet { values, .. } = body
-        {
-            for (name, n) in crate::drawn::signals_in(values) {
-                let last = m.signals.entry(name.to_owned()).or_default();
-                *last = (*last).max(n);
-            }
+        let event = EventAt { seq, at_ms, body };
+        for concern in FOLD {
+            concern.fold()(self, event)?;
         }
-        match body {
-            Body::ThreadCreated { .. } => {
-                return Err(self.meta.record(seq, "thread_created after the first event".into()));
-            }
-            Body::StatusChanged { to, .. } => m.status = *to,
-            Body::NodeStarted { task, attempt, .. } => {
-                let j = m.open.entry(task.clone()).or_default();
-                if j.attempt != *attempt {
-                    *j = TaskJournal { attempt: *attempt, ..TaskJournal::default() };
-                }
-                m.node_results.insert(
-                    task.node.clone(),
-                    NodeResult {
-                        status: "running".into(),
-                        attempt: *attempt,
-                        started_at_ms: at_ms,
-                        finished_at_ms: None,
-                        error: None,
-                    },
-                );
-            }
-            Body::ToolCalled { task, attempt, values, input, .. } => {
-                let j = journal(m, task, *attempt);
-                j.calls_started += 1;
-                j.called_input_hash = Some(input_hash(input));
-                j.values.extend(values.iter().cloned());
-                m.telemetry.tool_calls += 1;
-            }
-            Body::ToolReturned { task, attempt, name, output, usage, models, .. } => {
-                let j = journal(m, task, *attempt);
-                let input_hash = j.called_input_hash.take();
-                j.tools.push(ToolRecord { name: name.clone(), input_hash, output: output.clone() });
-                add_usage(&mut m.telemetry, usage, models);
-            }
-            Body::NodeCompleted {
-                step,
-                task,
-                attempt,
-                update,
-                goto,
-                values,
-                duration_ms,
-                usage,
-            } => {
-                // No NodeStarted of this attempt before it: the runner left it implied (the
-                // task completed in the batch that started it).
-                let implied = m.open.get(task).is_none_or(|j| j.attempt != *attempt);
-                let j = journal(m, task, *attempt);
-                j.values.extend(values.iter().cloned());
-                j.outcome = Some(TaskOutcome { update: update.clone(), goto: goto.clone() });
-                let undos = crate::compensation::registered(task, *step, &j.values);
-                m.undos.extend(undos);
-                add_usage(&mut m.telemetry, usage, &BTreeMap::new());
-                match m.telemetry.node_ms.get_mut(&task.node) {
-                    Some(ms) => *ms += duration_ms,
-                    None => {
-                        m.telemetry.node_ms.insert(task.node.clone(), *duration_ms);
-                    }
-                }
-                if implied {
-                    let result = NodeResult {
-                        status: String::new(),
-                        attempt: *attempt,
-                        started_at_ms: at_ms.saturating_sub(*duration_ms),
-                        finished_at_ms: Some(at_ms),
-                        error: None,
-                    };
-                    // In place when the node ran before (a loop's every step): no allocation.
-                    let r = match m.node_results.get_mut(&task.node) {
-                        Some(r) => {
-                            let status = std::mem::take(&mut r.status);
-                            *r = NodeResult { status, ..result };
-                            r
-                        }
-                        None => m.node_results.entry(task.node.clone()).or_insert(result),
-                    };
-                    set_str(&mut r.status, "completed");
-                } else if let Some(r) = m.node_results.get_mut(&task.node) {
-                    if r.attempt != *attempt {
-                        // A retried attempt that completed in the batch that started it.
-                        r.attempt = *attempt;
-                        r.started_at_ms = at_ms.saturating_sub(*duration_ms);
-                    }
-                    set_str(&mut r.status, "completed");
-                    r.finished_at_ms = Some(at_ms);
-                    r.error = None;
-                }
-                push_history(m, seq, *step, task, "completed", at_ms);
-            }
-            Body::NodeFailed { step, task, attempt, error, terminal } => {
-                m.telemetry.errors += 1;
-                if let Some(r) = m.node_results.get_mut(&task.node) {
-                    r.status = "failed".into();
-                    r.attempt = *attempt;
-                    r.finished_at_ms = Some(at_ms);
-                    r.error = Some(error.clone());
-                }
-                m.errors.push_back(ErrorEntry {
-                    seq,
-                    task: task.clone(),
-                    error: error.clone(),
-                    at_ms,
-                });
-                while m.errors.len() > limits::SNAPSHOT_ERRORS_ENTRIES_MAX {
-                    m.errors.pop_front();
-                }
-                let what = if *terminal { "failed" } else { "attempt failed" };
-                push_history(m, seq, *step, task, what, at_ms);
-            }
-            Body::RetryScheduled { step, task, attempt, at_ms: not_before, .. } => {
-                m.telemetry.retries += 1;
-                let j = m.open.entry(task.clone()).or_default();
-                *j = TaskJournal {
-                    attempt: *attempt,
-                    not_before_ms: *not_before,
-                    ..TaskJournal::default()
-                };
-                push_history(m, seq, *step, task, "retry scheduled", at_ms);
-            }
-            Body::InputRequested { step, task, prompt, values } => {
-                let attempt = m.open.get(task).map_or(1, |j| j.attempt);
-                journal(m, task, attempt).values.extend(values.iter().cloned());
-                m.waiting = Some(Waiting::Input { task: task.clone(), prompt: prompt.clone() });
-                push_history(m, seq, *step, task, "waiting for input", at_ms);
-            }
-            Body::InputReceived { task, value } => {
-                m.open.entry(task.clone()).or_default().inputs.push(value.clone());
-                m.waiting = None;
-            }
-            Body::SignalAwaited { step, task, name, values } => {
-                let attempt = m.open.get(task).map_or(1, |j| j.attempt);
-                journal(m, task, attempt).values.extend(values.iter().cloned());
-                m.waiting = Some(Waiting::Signal { task: task.clone(), name: name.clone() });
-                push_history(m, seq, *step, task, &format!("waiting for signal {name}"), at_ms);
-            }
-            Body::SignalArrived { .. } => m.waiting = None,
-            Body::TimerSet { step, task, until_ms, values } => {
-                let attempt = m.open.get(task).map_or(1, |j| j.attempt);
-                journal(m, task, attempt).values.extend(values.iter().cloned());
-                m.waiting = Some(Waiting::Timer { task: task.clone(), until_ms: *until_ms });
-                push_history(m, seq, *step, task, "sleeping", at_ms);
-            }
-            Body::TimerFired { task, .. } => {
-                m.open.entry(task.clone()).or_default().timers_fired += 1;
-                m.waiting = None;
-            }
-            Body::StepCompleted { step, next, arrivals } => {
-                if *step != m.step + 1 {
-                    let detail = format!("step {step} follows step {}", m.step);
-                    return Err(self.meta.record(seq, detail));
-                }
-                self.complete_step(seq, *step, next, arrivals)?;
-            }
-            Body::CheckpointCreated { .. } => m.telemetry.checkpoints += 1,
-            Body::Progress { progress, .. } => m.progress = Some(progress.clone()),
-            Body::Message { message, .. } => {
-                m.conversation.push(message.clone());
-            }
-            Body::Output { output } => m.output = Some(output.clone()),
-            Body::StateUpdated { update, .. } => {
-                let detail = |e| format!("state update does not apply: {e}");
-                self.state.apply_json(update).map_err(|e| self.meta.record(seq, detail(e)))?;
-            }
-            Body::Budget { budget, used, limit } => {
-                if used < limit && !m.budget_warned.contains(budget) {
-                    m.budget_warned.push(budget.clone());
-                }
-            }
-            Body::BudgetsSet { budgets } => {
-                m.policy.budgets = Some(budgets.clone());
-                // New limits: warn again when the new fractions are crossed.
-                m.budget_warned.clear();
-            }
-            Body::RolledBack { snapshot, .. } => {
-                let bad = |detail: String| {
-                    self.meta
-                        .record(seq, format!("the rolled-back context does not apply: {detail}"))
-                };
-                let to = Snapshot::deserialize(snapshot).map_err(|e| bad(e.to_string()))?;
-                self.state.replace_json(&to.state).map_err(|e| bad(e.to_string()))?;
-                // The checkpoint's context, at this seq; the status moves by its own event.
-                let (status, updated_at_ms) = (self.meta.status, self.meta.updated_at_ms);
-                let restores = self.meta.restores;
-                self.meta = ThreadMeta { seq, status, updated_at_ms, restores, ..to.meta };
-            }
-            Body::RecoveryApplied { step, task, strategy, .. } => {
-                crate::recovery_fold::apply(m, *step, task, strategy);
-                push_history(m, seq, *step, task, &format!("recovery: {}", strategy.name()), at_ms);
-            }
-            Body::ContinuedAsNew { thread, .. } => m.continued_as = Some(thread.clone()),
-            Body::ContinuedFrom { thread } => m.continued_from = Some(thread.clone()),
-            Body::LabelsChanged { set, removed } => {
-                m.labels.retain(|k, _| !removed.contains(k));
-                m.labels.extend(set.clone());
-            }
-            Body::CompensationBegan { reason, .. } => {
-                let reason = reason.clone();
-                m.unwinding = Some(Unwinding { reason, done: 0, running: None });
-            }
-            Body::UndoStarted { index, .. } => {
-                if let Some(u) = &mut m.unwinding {
-                    u.running = Some(*index);
-                }
-            }
-            Body::UndoFinished { .. } => {
-                if let Some(u) = &mut m.unwinding {
-                    u.running = None;
-                    u.done += 1;
-                }
-            }
-            Body::Recovered { .. } | Body::Lock { .. } => {}
-        }
-        Ok(())
-    }
-
-    /// Applies the open step's outcomes in task order and moves to the next frontier.
-    fn complete_step(
-        &mut self,
-        seq: u64,
-        step: u64,
-        next: &[String],
-        arrivals: &BTreeMap<String, Vec<String>>,
-    ) -> Result<(), Error> {
-        let open = std::mem::take(&mut self.meta.open);
-        let mut ran: Vec<&str> = Vec::new();
-        // BTreeMap order: by node name, then item index. This fixed order is what makes a
-        // step's result independent of which task finished first.
-        for (task, journal) in &open {
-            if ran.last() != Some(&task.node.as_str()) {
-                ran.push(&task.node);
-            }
-            let Some(outcome) = &journal.outcome else {
-                return Err(self
-                    .meta
-                    .record(seq, format!("step {step} completed but {task} did not")));
-            };
-            if let Some(update) = &outcome.update {
-                let detail = |e| format!("update of {task} does not apply: {e}");
-                self.state.apply_json(update).map_err(|e| self.meta.record(seq, detail(e)))?;
-            }
-        }
-        for node in ran {
-            match self.meta.visits.get_mut(node) {
-                Some(n) => *n += 1,
-                None => {
-                    self.meta.visits.insert(node.to_owned(), 1);
-                }
-            }
-        }
-        self.meta.step = step;
-        next.clone_into(&mut self.meta.frontier);
-        self.meta.arrivals.clone_from(arrivals);
-        self.meta.telemetry.steps += 1;
         Ok(())
     }
 }
@@ -652,47 +390,4 @@ impl ThreadCtx {
 pub fn input_hash(input: &Value) -> String {
     let text = serde_json::to_string(input).unwrap_or_default();
     blake3::hash(text.as_bytes()).to_hex()[..32].to_owned()
-}
-
-fn journal<'a>(m: &'a mut ThreadMeta, task: &TaskKey, attempt: u32) -> &'a mut TaskJournal {
-    // The key is cloned only for a task not yet open.
-    if !m.open.contains_key(task) {
-        m.open.insert(task.clone(), TaskJournal::default());
-    }
-    let j = m.open.get_mut(task).expect("inserted above");
-    if j.attempt != attempt {
-        *j = TaskJournal { attempt, ..TaskJournal::default() };
-    }
-    j
-}
-
-fn push_history(m: &mut ThreadMeta, seq: u64, step: u64, task: &TaskKey, what: &str, at_ms: u64) {
-    // A full history drops its oldest entry for the new one: that entry's strings are reused.
-    let entry = if m.history.len() >= limits::SNAPSHOT_HISTORY_ENTRIES_MAX {
-        m.history.pop_front()
-    } else {
-        None
-    };
-    let entry = match entry {
-        Some(mut e) => {
-            e.seq = seq;
-            e.step = step;
-            e.task.node.clone_from(&task.node);
-            e.task.item = task.item;
-            set_str(&mut e.what, what);
-            e.at_ms = at_ms;
-            e
-        }
-        None => HistoryEntry { seq, step, task: task.clone(), what: what.to_owned(), at_ms },
-    };
-    m.history.push_back(entry);
-    while m.history.len() > limits::SNAPSHOT_HISTORY_ENTRIES_MAX {
-        m.history.pop_front();
-    }
-}
-
-/// Sets `s` to `to`, reusing its allocation.
-fn set_str(s: &mut String, to: &str) {
-    s.clear();
-    s.push_str(to);
 }
