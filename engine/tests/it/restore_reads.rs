@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use cairn::dsl::{Ctx, NodeError, NodeOutput, NodePolicy, Recovery, RetryPolicy, Workflow};
 use cairn::event::Body;
+use cairn::restore::{Answer, Next, Origin, Read, Restore, Restored};
 use cairn::storage::{
     Append, Batch, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Decorates,
     Durability, Error, Event, ForwardCatalog, ForwardMaintenance, Lsn, Options, Page, PayloadRef,
@@ -26,16 +27,19 @@ enum Damage {
     Corrupted,
 }
 
+/// Which checkpoints a [`Watched`] store damages.
+type Picked = Arc<dyn Fn(&Checkpoint) -> bool + Send + Sync>;
+
 /// A store over another that counts checkpoint reads (every lookup and listing of checkpoints)
 /// and damages the checkpoints `damaged` picks.
 struct Watched {
     inner: Arc<dyn Store>,
     reads: AtomicU64,
-    damaged: Option<(Damage, fn(&Checkpoint) -> bool)>,
+    damaged: Option<(Damage, Picked)>,
 }
 
 impl Watched {
-    fn new(inner: Arc<dyn Store>, damaged: Option<(Damage, fn(&Checkpoint) -> bool)>) -> Self {
+    fn new(inner: Arc<dyn Store>, damaged: Option<(Damage, Picked)>) -> Self {
         Watched { inner, reads: AtomicU64::new(0), damaged }
     }
 
@@ -46,7 +50,7 @@ impl Watched {
     /// A checkpoint read: counted, and damaged if picked.
     fn checkpoint_read(&self, read: Reading<Option<Checkpoint>>) -> Reading<Option<Checkpoint>> {
         self.reads.fetch_add(1, Ordering::SeqCst);
-        let Some((damage, picked)) = self.damaged else { return read };
+        let Some((damage, picked)) = self.damaged.clone() else { return read };
         Reading::later(async move {
             match read.await? {
                 Some(cp) if picked(&cp) => damaged(cp, damage).map(Some),
@@ -268,7 +272,8 @@ async fn a_damaged_latest_checkpoint_during_a_retry_restore_falls_back_to_an_old
         let (_d, path) = db();
         let options = Options { durability: Durability::None, ..Options::default() };
         let file = Arc::new(RedbStore::open(&path, options).unwrap());
-        let store = Arc::new(Watched::new(file, Some((damage, |cp| step_of(cp) >= 2))));
+        let picked: Picked = Arc::new(|cp| step_of(cp) >= 2);
+        let store = Arc::new(Watched::new(file, Some((damage, picked))));
         let wf = retried(Arc::default());
         let engine = Engine::with_store(store.clone()).workflow(&wf).open().await.unwrap();
         let t = engine.start("retried", Tally::default(), StartOptions::id("r")).await.unwrap();
@@ -289,7 +294,84 @@ async fn a_damaged_latest_checkpoint_during_a_retry_restore_falls_back_to_an_old
         };
         let cp = store.inner.checkpoint(checkpoint).await.unwrap().expect("the checkpoint");
         assert_eq!((step_of(&cp), cp.covers.seq.0), (1, to_seq), "{damage:?}: a's checkpoint");
-        assert_eq!(engine.state_at("r", None).await.unwrap().meta.restores, 1);
         engine.shutdown().await;
     }
+}
+
+/// Runs `restore` with `store`'s reads (as the engine's driver does).
+async fn run(store: &dyn Store, thread: &ThreadId, mut restore: Restore<'_>) -> Restored {
+    let mut answer = None;
+    loop {
+        let read = match restore.step(answer.take()).unwrap() {
+            Next::Done(restored) => return restored,
+            Next::Read(read) => read,
+        };
+        answer = Some(match read {
+            Read::Latest { at } => {
+                store.latest_checkpoint_at_or_before(thread, at).await.map(Answer::Checkpoint)
+            }
+            Read::Checkpoints => {
+                let filter = CheckpointFilter {
+                    thread: Some(thread.clone()),
+                    ..CheckpointFilter::default()
+                };
+                let page = Page { limit: 1_000, offset: 0 };
+                store.list_checkpoints(&filter, page).await.map(Answer::Checkpoints)
+            }
+            Read::Checkpoint(id) => store.checkpoint(id).await.map(Answer::Checkpoint),
+            Read::Range { from, to } => {
+                store.read_range(thread, from, to).await.map(Answer::Events)
+            }
+            Read::Since { after, limit } => {
+                store.read_since(thread, after, limit).await.map(Answer::Events)
+            }
+            Read::Payload(r) => store.payload(&r).await.map(Answer::Payload),
+        });
+    }
+}
+
+/// Every entry of the machine says where it started: the checkpoint (id and seq) whose context
+/// it folded on, or the first event; the checkpoint entry folds nothing, and a damaged latest
+/// checkpoint moves both to the older intact one.
+#[tokio::test]
+async fn restore_says_where_it_started() {
+    let (_d, path) = db();
+    let wf = held_counter(Arc::new(AtomicBool::new(false)));
+    let engine = Engine::builder(&path)
+        .durability(Durability::None)
+        .checkpoint_every(Some(3), None)
+        .workflow(&wf)
+        .open()
+        .await
+        .unwrap();
+    let t = engine.start("counter", Tally::default(), StartOptions::id("c")).await.unwrap();
+    assert_eq!(t.output::<Tally>().await.unwrap().total, 20);
+    let (store, id, erased) = (engine.store().clone(), ThreadId::new("c").unwrap(), wf.erase());
+    let last = store.last_bookmark(&id).await.unwrap().unwrap().seq.0;
+    let latest = store.latest_checkpoint_at_or_before(&id, Seq(u64::MAX)).await.unwrap().unwrap();
+    let older = store.latest_checkpoint_at_or_before(&id, Seq(latest.covers.seq.0 - 1));
+    let older = older.await.unwrap().expect("an older checkpoint");
+    let origin = |cp: &Checkpoint| Origin::Checkpoint { id: cp.id, seq: cp.covers.seq.0 };
+    let state = |r: &Restored| r.ctx.snapshot().unwrap();
+
+    let whole = run(store.as_ref(), &id, Restore::new(&erased, id.clone(), None)).await;
+    assert_eq!((whole.from, whole.ctx.meta.seq), (origin(&latest), last));
+    assert!(whole.start.is_none(), "the start is kept only when asked for");
+    let first = run(store.as_ref(), &id, Restore::new(&erased, id.clone(), Some(1))).await;
+    assert_eq!((first.from, first.ctx.meta.seq), (Origin::Creation, 1));
+    let at = Restore::at_checkpoint(&erased, id.clone(), None).keeping_start();
+    let at = run(store.as_ref(), &id, at).await;
+    assert_eq!((at.from, at.ctx.meta.seq), (origin(&latest), latest.covers.seq.0));
+    assert_eq!(at.start.expect("kept").meta.seq, latest.covers.seq.0);
+
+    let latest_id = latest.id;
+    let picked: Picked = Arc::new(move |cp| cp.id == latest_id);
+    let damaged = Watched::new(store.clone(), Some((Damage::Undecodable, picked)));
+    let past = run(&damaged, &id, Restore::new(&erased, id.clone(), None).keeping_start()).await;
+    assert_eq!((past.from, past.ctx.meta.seq), (origin(&older), last));
+    assert_eq!(state(&past), state(&whole), "the same context, from further back");
+    assert_eq!(past.start.expect("kept").meta.seq, older.covers.seq.0);
+    let at = run(&damaged, &id, Restore::at_checkpoint(&erased, id.clone(), None)).await;
+    assert_eq!((at.from, at.ctx.meta.seq), (origin(&older), older.covers.seq.0));
+    engine.shutdown().await;
 }
