@@ -4,9 +4,13 @@
 //! the length of the thread's history as long as checkpoints are taken (periodic policy).
 //!
 //! [`Restore`] is the whole procedure without I/O: it says which read it needs next
-//! ([`Read`]), is handed the answer, and folds it, until it has the context. One driver makes
-//! the reads (`exec::fetch::restore`, with the store's async reads), so the engine, the debug
-//! tools, the test kit and the reliability suites all restore through this one machine.
+//! ([`Read`]), is handed the answer, and folds it, until it has the context and says where it
+//! started ([`Origin`]: a checkpoint's id and seq, or the first event). Its entries are the
+//! context after a seq, the context a checkpoint holds (the rollback of `restore_and_retry`, the
+//! start of the resume check's replay) and the context after the first event. One driver makes
+//! the reads (`exec::fetch::restored`, with the store's async reads), so the engine, the debug
+//! tools, the test kit and the reliability suites all restore through this one machine, and
+//! nothing else looks up a thread's checkpoints to rebuild a context.
 //!
 //! A checkpoint that fails its checks (damaged bytes, a snapshot that does not decode or does
 //! not match the seq it claims) is skipped with a warning: the next older one is used, and
@@ -81,8 +85,50 @@ pub enum Answer {
 pub enum Next {
     /// Make this read and hand the answer to the next [`Restore::step`].
     Read(Read),
-    /// The restored context.
-    Done(Box<ThreadCtx>),
+    /// The restored context, and where the restore started.
+    Done(Restored),
+}
+
+/// Where a restore started: the checkpoint whose context the events after it were folded onto,
+/// or the thread's first event (no intact checkpoint at or before the target).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// An intact checkpoint.
+    Checkpoint {
+        /// Its id.
+        id: CheckpointId,
+        /// The last seq it covers.
+        seq: u64,
+    },
+    /// The thread's first event.
+    Creation,
+}
+
+impl Origin {
+    /// The last seq the origin's checkpoint covers; 0 for [`Origin::Creation`] (no checkpoint:
+    /// every event of the thread is after it).
+    pub fn covered(self) -> u64 {
+        match self {
+            Origin::Checkpoint { seq, .. } => seq,
+            Origin::Creation => 0,
+        }
+    }
+
+    fn of(cp: &Checkpoint) -> Origin {
+        Origin::Checkpoint { id: cp.id, seq: cp.covers.seq.0 }
+    }
+}
+
+/// A finished [`Restore`].
+#[derive(Debug)]
+pub struct Restored {
+    /// The context.
+    pub ctx: Box<ThreadCtx>,
+    /// Where the restore started.
+    pub from: Origin,
+    /// The context at [`Restored::from`], before any event was folded onto it: kept when
+    /// asked for with [`Restore::keeping_start`].
+    pub start: Option<Box<ThreadCtx>>,
 }
 
 /// Where a [`Restore`] is.
@@ -110,12 +156,22 @@ enum Phase {
 /// The restore of one thread's context, as a machine without I/O: call [`Restore::step`] with
 /// `None`, then with the answer to each [`Read`] it asks for, until it says [`Next::Done`].
 /// `cairn::restore::restore` drives it with a store's reads.
+///
+/// Its entries: [`Restore::new`] (the context after a seq), [`Restore::at_checkpoint`] (the
+/// context a checkpoint holds, no event folded on) and [`Restore::created`] (the context after
+/// the first event). Each says where it started ([`Restored::from`]).
 #[derive(Debug)]
 pub struct Restore<'w> {
     wf: &'w DynWorkflow,
     thread: ThreadId,
-    /// Fold up to this seq.
+    /// Fold up to this seq (and start from a checkpoint at or before it).
     target: u64,
+    /// Finish where it starts: fold no event.
+    at_origin: bool,
+    /// Keep a copy of the context it starts from ([`Restored::start`]).
+    keep_start: bool,
+    from: Origin,
+    start: Option<Box<ThreadCtx>>,
     phase: Phase,
 }
 
@@ -124,15 +180,42 @@ pub type Answered = Result<Answer, cairn_storage::Error>;
 
 impl<'w> Restore<'w> {
     /// The restore of `thread`'s context after the event at `at` (after its last event when
-    /// `None`).
+    /// `None`): its newest intact checkpoint at or before `at`, and the events after it.
     pub fn new(wf: &'w DynWorkflow, thread: ThreadId, at: Option<u64>) -> Self {
-        let phase = Phase::Start { created_only: false };
-        Restore { wf, thread, target: at.unwrap_or(u64::MAX), phase }
+        Restore {
+            wf,
+            thread,
+            target: at.unwrap_or(u64::MAX),
+            at_origin: false,
+            keep_start: false,
+            from: Origin::Creation,
+            start: None,
+            phase: Phase::Start { created_only: false },
+        }
+    }
+
+    /// The restore of the context `thread`'s newest intact checkpoint at or before `at` holds
+    /// (its latest when `None`), with no event folded onto it: the checkpoint [`Restore::new`]
+    /// would start from, found the same way (a damaged one skipped for an older one). Without an
+    /// intact checkpoint, the context after the first event ([`Origin::Creation`]).
+    pub fn at_checkpoint(wf: &'w DynWorkflow, thread: ThreadId, at: Option<u64>) -> Self {
+        Restore { at_origin: true, ..Restore::new(wf, thread, at) }
     }
 
     /// The restore of the context right after `thread`'s first event (its creation).
     pub fn created(wf: &'w DynWorkflow, thread: ThreadId) -> Self {
-        Restore { wf, thread, target: 1, phase: Phase::Start { created_only: true } }
+        Restore {
+            target: 1,
+            phase: Phase::Start { created_only: true },
+            ..Self::new(wf, thread, None)
+        }
+    }
+
+    /// This restore, keeping a copy of the context it starts from (before folding any event
+    /// onto it) in [`Restored::start`].
+    #[must_use]
+    pub fn keeping_start(self) -> Self {
+        Restore { keep_start: true, ..self }
     }
 
     /// Takes the answer to the last read asked for (`None` for the first call) and says what
@@ -148,78 +231,102 @@ impl<'w> Restore<'w> {
     /// another kind than the read asked for (a bug of the driver).
     pub fn step(&mut self, answer: Option<Answered>) -> Result<Next, Error> {
         let phase = std::mem::replace(&mut self.phase, Phase::Over);
-        Ok(match (phase, answer) {
-            (Phase::Start { created_only: true }, None) => self.first(),
+        match (phase, answer) {
+            (Phase::Start { created_only: true }, None) => Ok(self.first()),
             (Phase::Start { created_only: false }, None) => {
                 self.phase = Phase::Latest;
-                Next::Read(Read::Latest { at: Seq(self.target) })
+                Ok(Next::Read(Read::Latest { at: Seq(self.target) }))
             }
-            (Phase::Latest, Some(Ok(Answer::Checkpoint(None)))) => self.first(),
-            (Phase::Latest, Some(Ok(Answer::Checkpoint(Some(cp))))) => {
-                match from_checkpoint(self.wf, &self.thread, &cp) {
-                    Ok(ctx) => self.folding(ctx),
-                    Err(e) if damage(&e) => self.older(cp.covers.seq.0, &e),
-                    Err(e) => return Err(e),
-                }
+            (Phase::Latest, Some(answer)) => self.latest(answer),
+            (Phase::List { below }, Some(answer)) => Ok(self.listed(below, answer)),
+            (Phase::Candidate { left }, Some(answer)) => self.candidate_read(left, answer),
+            (Phase::First, Some(answer)) => self.first_read(answer),
+            (Phase::FirstPayload(event), Some(answer)) => {
+                let Answer::Payload(data) = answer? else { panic!("a payload was asked for") };
+                self.created_from(Event { data, ..event })
             }
-            (Phase::Latest, Some(Err(e))) => {
+            (Phase::Fold { ctx, chunk, full, waiting }, answer) => {
+                self.fold(ctx, chunk, full, waiting, answer)
+            }
+            (phase, answer) => panic!("restore at {phase:?} given {answer:?}"),
+        }
+    }
+
+    /// The latest checkpoint at or before the target, read.
+    fn latest(&mut self, answer: Answered) -> Result<Next, Error> {
+        match answer {
+            Ok(Answer::Checkpoint(None)) => Ok(self.first()),
+            Ok(Answer::Checkpoint(Some(cp))) => match from_checkpoint(self.wf, &self.thread, &cp) {
+                Ok(ctx) => Ok(self.started(ctx, Origin::of(&cp))),
+                Err(e) if damage(&e) => Ok(self.older(cp.covers.seq.0, &e)),
+                Err(e) => Err(e),
+            },
+            Ok(other) => panic!("a checkpoint was asked for, not {other:?}"),
+            Err(e) => {
                 let e = Error::from(e);
                 if !damage(&e) {
                     return Err(e);
                 }
-                self.older(self.target.saturating_add(1), &e)
+                Ok(self.older(self.target.saturating_add(1), &e))
             }
-            (Phase::List { below }, Some(Ok(Answer::Checkpoints(mut infos)))) => {
+        }
+    }
+
+    /// The thread's checkpoints, listed to find intact ones below `below`.
+    fn listed(&mut self, below: u64, answer: Answered) -> Next {
+        match answer {
+            Ok(Answer::Checkpoints(mut infos)) => {
                 infos.retain(|i| i.covers.seq.0 < below);
                 infos.sort_by(|a, b| b.covers.seq.cmp(&a.covers.seq).then(b.id.cmp(&a.id)));
                 let left = infos.into_iter().take(limits::RESTORE_FALLBACK_CHECKPOINTS_MAX);
                 self.candidate(left.map(|i| i.id).collect())
             }
-            (Phase::List { .. }, Some(Err(e))) => {
+            Ok(other) => panic!("the checkpoints were asked for, not {other:?}"),
+            Err(e) => {
                 // The index itself is damaged: the log alone still restores the thread.
                 tracing::warn!(thread = %self.thread, error = %e, "checkpoint list unreadable; folding the whole log");
                 self.first()
             }
-            (Phase::Candidate { mut left }, Some(answer)) => {
-                let id = left.pop_front().expect("a candidate was asked for");
-                let loaded = match answer {
-                    Ok(Answer::Checkpoint(Some(cp))) => from_checkpoint(self.wf, &self.thread, &cp),
-                    Ok(Answer::Checkpoint(None)) => return Ok(self.candidate(left)),
-                    Ok(other) => panic!("a checkpoint was asked for, not {other:?}"),
-                    Err(e) => Err(e.into()),
-                };
-                match loaded {
-                    Ok(ctx) => self.folding(ctx),
-                    Err(e) if damage(&e) => {
-                        tracing::warn!(thread = %self.thread, checkpoint = id.0, error = %e, "checkpoint damaged");
-                        self.candidate(left)
-                    }
-                    Err(e) => return Err(e),
-                }
+        }
+    }
+
+    /// The first of the candidates `left`, read: started from if intact, else the next one.
+    fn candidate_read(
+        &mut self,
+        mut left: VecDeque<CheckpointId>,
+        answer: Answered,
+    ) -> Result<Next, Error> {
+        let id = left.pop_front().expect("a candidate was asked for");
+        let loaded = match answer {
+            Ok(Answer::Checkpoint(Some(cp))) => {
+                from_checkpoint(self.wf, &self.thread, &cp).map(|ctx| (ctx, Origin::of(&cp)))
             }
-            (Phase::First, Some(answer)) => {
-                let Answer::Events(events) = answer? else {
-                    panic!("the first event was asked for")
-                };
-                let Some(event) = events.into_iter().next() else {
-                    return Err(Error::UnknownThread(self.thread.to_string()));
-                };
-                if let Some(r) = offloaded(&event) {
-                    let read = Read::Payload(*r);
-                    self.phase = Phase::FirstPayload(event);
-                    return Ok(Next::Read(read));
-                }
-                self.created_from(event)?
+            Ok(Answer::Checkpoint(None)) => return Ok(self.candidate(left)),
+            Ok(other) => panic!("a checkpoint was asked for, not {other:?}"),
+            Err(e) => Err(e.into()),
+        };
+        match loaded {
+            Ok((ctx, from)) => Ok(self.started(ctx, from)),
+            Err(e) if damage(&e) => {
+                tracing::warn!(thread = %self.thread, checkpoint = id.0, error = %e, "checkpoint damaged");
+                Ok(self.candidate(left))
             }
-            (Phase::FirstPayload(event), Some(answer)) => {
-                let Answer::Payload(data) = answer? else { panic!("a payload was asked for") };
-                self.created_from(Event { data, ..event })?
-            }
-            (Phase::Fold { ctx, chunk, full, waiting }, answer) => {
-                return self.fold(ctx, chunk, full, waiting, answer);
-            }
-            (phase, answer) => panic!("restore at {phase:?} given {answer:?}"),
-        })
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The first event, read: the context it creates, once its payload is read if offloaded.
+    fn first_read(&mut self, answer: Answered) -> Result<Next, Error> {
+        let Answer::Events(events) = answer? else { panic!("the first event was asked for") };
+        let Some(event) = events.into_iter().next() else {
+            return Err(Error::UnknownThread(self.thread.to_string()));
+        };
+        if let Some(r) = offloaded(&event) {
+            let read = Read::Payload(*r);
+            self.phase = Phase::FirstPayload(event);
+            return Ok(Next::Read(read));
+        }
+        self.created_from(event)
     }
 
     /// Asks for the first event.
@@ -233,10 +340,23 @@ impl<'w> Restore<'w> {
     fn created_from(&mut self, event: Event) -> Result<Next, Error> {
         let rec = codec::decode_loaded(event)?;
         let ctx = ThreadCtx::created(self.wf, self.thread.as_str(), &rec.body, rec.bookmark.at_ms)?;
-        if self.target <= 1 {
-            return Ok(Next::Done(Box::new(ctx)));
+        Ok(self.started(ctx, Origin::Creation))
+    }
+
+    /// Starts from `ctx` (at `from`): done if nothing is to be folded onto it, else folding.
+    fn started(&mut self, ctx: ThreadCtx, from: Origin) -> Next {
+        self.from = from;
+        if self.keep_start {
+            self.start = Some(Box::new(ctx.clone()));
         }
-        Ok(self.folding(ctx))
+        if self.at_origin || ctx.meta.seq >= self.target {
+            return self.done(Box::new(ctx));
+        }
+        self.folding(ctx)
+    }
+
+    fn done(&mut self, ctx: Box<ThreadCtx>) -> Next {
+        Next::Done(Restored { ctx, from: self.from, start: self.start.take() })
     }
 
     fn folding(&mut self, ctx: ThreadCtx) -> Next {
@@ -284,7 +404,7 @@ impl<'w> Restore<'w> {
         }
         while let Some(event) = chunk.pop_front() {
             if event.bookmark.seq.0 > self.target {
-                return Ok(Next::Done(ctx));
+                return Ok(self.done(ctx));
             }
             if let Some(r) = offloaded(&event) {
                 let read = Read::Payload(*r);
@@ -295,7 +415,7 @@ impl<'w> Restore<'w> {
             ctx.apply(rec.bookmark.seq.0, rec.bookmark.at_ms, &rec.body)?;
         }
         if !full {
-            return Ok(Next::Done(ctx));
+            return Ok(self.done(ctx));
         }
         Ok(self.folding(*ctx))
     }

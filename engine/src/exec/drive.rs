@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use cairn_storage::{Store, ThreadId, ThreadStatus};
+use cairn_storage::{ThreadId, ThreadStatus};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
@@ -18,6 +18,7 @@ use super::runner::{Exit, Runner};
 use super::shell::Shell;
 use super::stop::{StopSlot, in_doubt};
 use crate::coord::{Control, Due};
+use crate::core::restore::{Restore, Restored};
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
 
@@ -229,7 +230,16 @@ async fn drive_claimed(
     let span = tracing::Span::current();
     span.record("workflow", wf.id());
     span.record("version", wf.version());
-    let ctx = fetch::restore(shell.store.as_ref(), &wf, thread, None).await?;
+    // A thread driven for the first time in this process is checked against the code (below):
+    // its restore keeps the context it starts from, for the check's replay.
+    let check = super::resume_check::needed(shell, thread, reason);
+    let entry = || {
+        let restore = Restore::new(&wf, thread.clone(), None);
+        if check { restore.keeping_start() } else { restore }
+    };
+    let Restored { ctx, from, start } =
+        fetch::restored(shell.store.as_ref(), thread, entry).await?;
+    let ctx = *ctx;
     if ctx.meta.status.is_terminal() || ctx.meta.status == ThreadStatus::Paused {
         // The log moved on since the record was read (another engine ended or paused it).
         return Ok(Exit::Status(ctx.meta.status));
@@ -238,12 +248,16 @@ async fn drive_claimed(
         // Waiting for input or a timer: only `send_input` or the timer may wake it.
         return Ok(Exit::Status(ctx.meta.status));
     }
-    // A thread driven for the first time in this process is replayed since its latest
-    // checkpoint: if the code now diverges from what it recorded, it is blocked, not run.
-    if let Some(s) = super::resume_check::check(shell, &wf, thread, &ctx, &record, reason).await? {
+    // Replayed since where its restore started: if the code now diverges from what it
+    // recorded, it is blocked, not run.
+    if let Some(start) = start
+        && let Some(s) =
+            super::resume_check::check(shell, &wf, thread, &ctx, &record, *start).await?
+    {
         return Ok(Exit::Status(s));
     }
-    let tail = tail_events(shell.store.as_ref(), thread, &ctx).await?;
+    // The events after its latest intact checkpoint: the ones its restore folded.
+    let tail = ctx.meta.seq.saturating_sub(from.covered());
     let (pipeline, acknowledger) = Pipeline::start(
         shell.store.clone(),
         (&shell.owner, shell.config.lease_ttl_ms),
@@ -348,18 +362,6 @@ pub(crate) async fn arm_parked_deadline(shell: &Shell, thread: &ThreadId) {
     if let Some(due) = Due::deadline_of(&record) {
         shell.coord.arm(thread, due);
     }
-}
-
-/// Events of `thread` after its latest checkpoint (all of them when it has none).
-async fn tail_events(store: &dyn Store, thread: &ThreadId, ctx: &ThreadCtx) -> Result<u64, Error> {
-    let filter = cairn_storage::CheckpointFilter {
-        thread: Some(thread.clone()),
-        ..cairn_storage::CheckpointFilter::default()
-    };
-    let page = cairn_storage::Page { limit: 1, offset: 0 };
-    let latest = store.list_checkpoints(&filter, page).await?;
-    let covered = latest.first().map_or(0, |c| c.covers.seq.0);
-    Ok(ctx.meta.seq.saturating_sub(covered))
 }
 
 /// Whether `e` is a commit that failed, or a write refused because one did.

@@ -15,7 +15,7 @@ use cairn_storage::{ThreadRecord, ThreadStatus};
 
 use crate::core::children::{CHILDREN_PAGE, PARENT_LABEL, children_page};
 use crate::core::codec::{self, Recorded};
-use crate::core::restore::{Answer, Answered, Next, Read, Restore, offloaded};
+use crate::core::restore::{Answer, Answered, Next, Read, Restore, Restored, offloaded};
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
 use crate::limits;
@@ -69,11 +69,7 @@ pub(crate) async fn decode_announced(store: &dyn Store, event: Event) -> Result<
 }
 
 /// The context of `thread` after the event at `at` (or after its last event): the
-/// [`Restore`] machine driven with the store's async reads.
-///
-/// A restore whose reads met a prune between them (the checkpoint it read was replaced and the
-/// events after it removed: `Pruned`) starts over from the newest checkpoint, at most
-/// [`RESTORE_PRUNED_RETRIES`] times; a step that is really pruned answers `Pruned` again.
+/// [`Restore`] machine driven with the store's async reads (see [`restored`]).
 ///
 /// # Errors
 /// As [`Restore::step`].
@@ -83,9 +79,27 @@ pub(crate) async fn restore(
     thread: &ThreadId,
     at: Option<u64>,
 ) -> Result<ThreadCtx, Error> {
+    let restored = restored(store, thread, || Restore::new(wf, thread.clone(), at)).await?;
+    Ok(*restored.ctx)
+}
+
+/// The restore `entry` makes (one of [`Restore`]'s entries, for `thread`), run to its end with
+/// the store's async reads.
+///
+/// A restore whose reads met a prune between them (the checkpoint it read was replaced and the
+/// events after it removed: `Pruned`) starts over, a new one from `entry`, at most
+/// [`RESTORE_PRUNED_RETRIES`] times; a step that is really pruned answers `Pruned` again.
+///
+/// # Errors
+/// As [`Restore::step`].
+pub(crate) async fn restored<'w>(
+    store: &dyn Store,
+    thread: &ThreadId,
+    entry: impl Fn() -> Restore<'w>,
+) -> Result<Restored, Error> {
     let mut tries = 0;
     loop {
-        match drive(store, thread, Restore::new(wf, thread.clone(), at)).await {
+        match drive(store, thread, entry()).await {
             Err(Error::Storage(cairn_storage::Error::Pruned { .. }))
                 if tries < RESTORE_PRUNED_RETRIES =>
             {
@@ -96,32 +110,20 @@ pub(crate) async fn restore(
     }
 }
 
-/// Times [`restore`] starts over after a concurrent prune (one prune per history pass, so one
+/// Times [`restored`] starts over after a concurrent prune (one prune per history pass, so one
 /// retry is nearly always enough).
 const RESTORE_PRUNED_RETRIES: u32 = 3;
-
-/// The context after the thread's first event.
-///
-/// # Errors
-/// [`Error::UnknownThread`] for a thread without events; storage and record errors.
-pub(crate) async fn created(
-    store: &dyn Store,
-    wf: &DynWorkflow,
-    thread: &ThreadId,
-) -> Result<ThreadCtx, Error> {
-    drive(store, thread, Restore::created(wf, thread.clone())).await
-}
 
 /// Runs `restore` to its end, answering each read it asks for with the store's async reads.
 async fn drive(
     store: &dyn Store,
     thread: &ThreadId,
     mut restore: Restore<'_>,
-) -> Result<ThreadCtx, Error> {
+) -> Result<Restored, Error> {
     let mut answer = None;
     loop {
         match restore.step(answer.take())? {
-            Next::Done(ctx) => return Ok(*ctx),
+            Next::Done(restored) => return Ok(restored),
             Next::Read(read) => answer = Some(read_answer(store, thread, read).await),
         }
     }

@@ -1,6 +1,6 @@
 //! The resume check: a thread that this engine instance did not create is replayed, the first
-//! time it is driven here, over its steps since its latest checkpoint against the code now
-//! registered. If the code no longer reproduces what was recorded (a node body changed under the
+//! time it is driven here, over its steps since its latest intact checkpoint (where the drive's
+//! restore started) against the code now registered. If the code no longer reproduces what was recorded (a node body changed under the
 //! same workflow id, version and graph, which the fingerprint cannot see), the thread is not run:
 //! it is moved to Blocked with the divergence as the reason, for a human to fix the code or
 //! migrate the thread, then resume it (which checks again).
@@ -8,7 +8,8 @@
 //! Why only the tail: the checkpoint's state is what the thread goes on from, whatever code
 //! produced it; the recorded outcomes after it are folded into the restored context without being
 //! re-run, so they are what could silently disagree with the code that runs next. The cost is
-//! one checkpoint load and the events after it, the same bound as restore's.
+//! the events after it, the same bound as restore's: the checkpoint's context is the one the
+//! drive's restore loaded, kept for the check, not read again.
 //!
 //! Why once per instance: code cannot change inside one process, so a thread verified (or
 //! created) by this instance stays verified until the instance is dropped.
@@ -22,16 +23,29 @@ use cairn_storage::{Guard, LeaseOp, Seq, Store, ThreadId, ThreadRecord, ThreadSt
 use super::fetch;
 use super::shell::Shell;
 use crate::core::event::Body;
-use crate::core::restore::from_checkpoint;
+use crate::core::restore::Restore;
 use crate::core::status::{Transition, transition};
 use crate::core::summary;
 use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
 use crate::replay::{Divergence, ReplayReport, replay_after};
 
-/// The check the runner makes after restoring `thread` (`ctx`, from `record`) and before running
-/// it, for a run started for `reason`. Returns `Some(Blocked)` when it blocked the thread (the
-/// runner then stops without running it), `None` to go on.
+/// Whether the drive of `thread` for `reason` is to check it (its first here, of a thread this
+/// instance did not create): its restore then keeps the context it starts from
+/// ([`crate::core::restore::Restore::keeping_start`]) for [`check`]. A thread created here is
+/// verified from now on.
+pub(crate) fn needed(shell: &Shell, thread: &ThreadId, reason: &str) -> bool {
+    if CREATED_HERE.contains(&reason) {
+        shell.verified.insert(thread);
+        return false;
+    }
+    !shell.verified.contains(thread)
+}
+
+/// The check the runner makes after restoring `thread` (`ctx`, from `record`; `start`, the
+/// context its restore started from, at its latest intact checkpoint or its creation) and
+/// before running it. Returns `Some(Blocked)` when it blocked the thread (the runner then
+/// stops without running it), `None` to go on.
 ///
 /// # Errors
 /// Storage and record errors; [`Error::Transition`] if the thread's status cannot block.
@@ -41,16 +55,9 @@ pub(crate) async fn check(
     thread: &ThreadId,
     ctx: &ThreadCtx,
     record: &ThreadRecord,
-    reason: &str,
+    start: ThreadCtx,
 ) -> Result<Option<ThreadStatus>, Error> {
-    if CREATED_HERE.contains(&reason) {
-        shell.verified.insert(thread);
-        return Ok(None);
-    }
-    if shell.verified.contains(thread) {
-        return Ok(None);
-    }
-    let report = tail(shell.store.as_ref(), wf, thread).await?;
+    let report = replay_after(shell.store.as_ref(), wf, thread, start, &BTreeMap::new()).await?;
     tracing::debug!(
         thread = %thread,
         after_seq = report.after_seq,
@@ -73,30 +80,16 @@ const CREATED_HERE: [&str; 2] = ["started", "forked"];
 /// Prefix of the Blocked status reason; the divergence follows.
 pub(crate) const BLOCK_REASON: &str = "resuming would diverge from the recorded history";
 
-/// Replays `thread` from its latest checkpoint (or its creation) to its last event.
+/// Replays `thread` from its latest intact checkpoint (or its creation) to its last event: the
+/// context restore's checkpoint entry gives ([`Restore::at_checkpoint`]), replayed on.
 pub(crate) async fn tail(
     store: &dyn Store,
     wf: &Arc<DynWorkflow>,
     thread: &ThreadId,
 ) -> Result<ReplayReport, Error> {
-    let start = match store.latest_checkpoint_at_or_before(thread, Seq(u64::MAX)).await {
-        Ok(Some(cp)) => match from_checkpoint(wf, thread, &cp) {
-            Ok(ctx) => ctx,
-            Err(e) => {
-                // A damaged checkpoint: restore rebuilds the context it should hold (from an
-                // older one, or the log), which is what the tail goes on from.
-                tracing::warn!(thread = %thread, error = %e, "checkpoint unusable; restoring its seq");
-                fetch::restore(store, wf, thread, Some(cp.covers.seq.0)).await?
-            }
-        },
-        Ok(None) => fetch::created(store, wf, thread).await?,
-        Err(e) => {
-            // The checkpoint index is unreadable: the log alone still gives the start.
-            tracing::warn!(thread = %thread, error = %e, "checkpoint lookup failed; replaying the whole log");
-            fetch::created(store, wf, thread).await?
-        }
-    };
-    replay_after(store, wf, thread, start, &BTreeMap::new()).await
+    let entry = || Restore::at_checkpoint(wf, thread.clone(), None);
+    let start = fetch::restored(store, thread, entry).await?.ctx;
+    replay_after(store, wf, thread, *start, &BTreeMap::new()).await
 }
 
 /// Writes, in one batch guarded by the status and last seq the runner restored, the move to

@@ -68,6 +68,7 @@ mod recovery;
 mod recovery_paging;
 mod recovery_policy;
 mod replay;
+mod restore_reads;
 mod resume_check;
 mod retention;
 mod scale;
