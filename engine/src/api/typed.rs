@@ -90,6 +90,13 @@ impl<S> ThreadHandle<S> {
     /// thread.signal(DELIVERED, "Lyon".to_owned()).await?;
     /// # Ok(()) }
     /// ```
+    /// A value of another type than the signal's does not compile:
+    /// ```compile_fail
+    /// # async fn run(thread: cairn::ThreadHandle) -> Result<(), cairn::Error> {
+    /// const DELIVERED: cairn::dsl::SignalDef<String> = cairn::dsl::SignalDef::new("delivered");
+    /// thread.signal(DELIVERED, 12345_u64).await?; // not a String
+    /// # Ok(()) }
+    /// ```
     pub async fn signal<T: Serialize>(&self, signal: SignalDef<T>, value: T) -> Result<u64, Error> {
         self.engine.signal(self.id().as_str(), signal.name(), value).await
     }
