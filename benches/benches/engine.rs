@@ -247,7 +247,7 @@ fn starts(
             Durability::Immediate,
             |e| async move {
                 for n in 0..STARTED_THREADS {
-                    e.start(WORKFLOW, 0_u64, StartOptions::id(format!("s-{n:05}"))).await?;
+                    e.start_json(WORKFLOW, 0_u64, StartOptions::id(format!("s-{n:05}"))).await?;
                 }
                 Ok(())
             },
@@ -295,7 +295,7 @@ fn recovery(
                 .open()
                 .await?;
             // One thread holds the only permit, so none of the others runs before the crash.
-            engine.start(STUCK, 0_u64, StartOptions::id("holder")).await?;
+            engine.start_json(STUCK, 0_u64, StartOptions::id("holder")).await?;
             let starts = (0..threads).map(|n| (0_u64, StartOptions::id(format!("r-{n:06}"))));
             engine.start_many(WORKFLOW, starts).await?;
             let last = format!("r-{:06}", threads - 1);
@@ -374,7 +374,7 @@ fn history(
     runtime.block_on(async {
         let engine =
             builder_with_cache(&path)?.durability(Durability::None).workflow(&wf).open().await?;
-        let handle = engine.start(LOOPING, 0u64, StartOptions::id("long")).await?;
+        let handle = engine.start_json(LOOPING, 0u64, StartOptions::id("long")).await?;
         let outcome = handle.finished().await?;
         anyhow::ensure!(
             outcome.output == Some(serde_json::json!(steps)),
@@ -519,7 +519,7 @@ fn memory_child(which: &str, threads: usize, path: &Path) -> anyhow::Result<()> 
             let mut handles = Vec::with_capacity(last - first);
             for n in first..last {
                 let id = StartOptions::id(format!("mem-{n:07}"));
-                handles.push(engine.start(workflow, 0u64, id).await?);
+                handles.push(engine.start_json(workflow, 0u64, id).await?);
             }
             if let Some(want) = want {
                 for handle in &handles {
@@ -716,7 +716,7 @@ async fn many_at_once(engine: Engine, clients: usize, each: usize) -> anyhow::Re
 
 /// Starts one thread and waits for it to complete, checking it ran every node.
 async fn run_thread(engine: &Engine, id: String) -> anyhow::Result<()> {
-    let handle = engine.start(WORKFLOW, 0u64, StartOptions::id(id)).await?;
+    let handle = engine.start_json(WORKFLOW, 0u64, StartOptions::id(id)).await?;
     let outcome = handle.finished().await?;
     anyhow::ensure!(
         outcome.status == ThreadStatus::Completed

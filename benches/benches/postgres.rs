@@ -237,7 +237,7 @@ async fn drive(engines: &[Engine]) -> anyhow::Result<Run> {
                 for n in 0..THREADS_PER_CLIENT {
                     let t = Instant::now();
                     let id = format!("e{e}-c{client:02}-{n:03}");
-                    let handle = engine.start(WORKFLOW, 0u64, StartOptions::id(id)).await?;
+                    let handle = engine.start_json(WORKFLOW, 0u64, StartOptions::id(id)).await?;
                     let outcome = handle.finished().await?;
                     anyhow::ensure!(outcome.status == ThreadStatus::Completed, "{outcome:?}");
                     took.push(t.elapsed());

@@ -77,6 +77,7 @@ pub use api::schedule_flow::{
 };
 pub use api::schedule_links::{SCHEDULE_CONTROL_TRIES, SCHEDULE_LINKS_MAX, schedule_link};
 pub use api::schedule_ticks::{CATCH_UP_GRACE_MS, CatchUp, Every, SCHEDULE_TICKS_PER_WAKE_MAX};
+pub use api::typed::Untyped;
 pub use cairn_dsl::{
     Ctx, END, NodeError, NodeOutput, NodeResult, Replace, START, State, Target, ToolError,
     Variables, Workflow,

@@ -42,7 +42,7 @@ use std::sync::Arc;
 use cairn::clock::{Clock, ManualClock};
 use cairn::event::Body;
 use cairn::thread_ctx::Telemetry;
-use cairn::{Engine, RecoveryPolicy, StartOptions, ThreadHandle, ThreadId, ThreadStatus};
+use cairn::{Engine, RecoveryPolicy, StartOptions, ThreadHandle, ThreadId, ThreadStatus, Workflow};
 use tokio::sync::mpsc;
 
 use self::model::ModelService;
@@ -53,6 +53,7 @@ use self::skills::{AgentTask, Article, Services};
 /// database file and one output directory.
 pub struct AgentRuntime {
     engine: Engine,
+    workflow: Workflow<AgentTask>,
     services: Services,
 }
 
@@ -75,23 +76,27 @@ impl AgentRuntime {
             model: Arc::new(ModelService::new(llm)),
             out_dir,
         };
-        let wf = skills::workflow(&services)?;
+        let workflow = skills::workflow(&services)?;
         let engine = Engine::builder(db)
-            .workflow(&wf)
+            .workflow(&workflow)
             .clock(clock)
             .recovery(RecoveryPolicy::Park)
             .open()
             .await?;
-        Ok(Self { engine, services })
+        Ok(Self { engine, workflow, services })
     }
 
     /// Starts task `task` on the user's `request` (idempotent on `task`).
     ///
     /// # Errors
     /// Engine errors.
-    pub async fn submit(&self, task: &str, request: &str) -> Result<ThreadHandle, cairn::Error> {
+    pub async fn submit(
+        &self,
+        task: &str,
+        request: &str,
+    ) -> Result<ThreadHandle<AgentTask>, cairn::Error> {
         let input = AgentTask { request: request.to_owned(), ..AgentTask::default() };
-        self.engine.start(skills::WORKFLOW, input, StartOptions::id(task)).await
+        self.engine.start(&self.workflow, input, StartOptions::id(task)).await
     }
 
     /// Subscribes a UI to the article body `task` will write (call before [`Self::submit`]).
@@ -119,9 +124,9 @@ impl AgentRuntime {
     ///
     /// # Errors
     /// [`cairn::Error::WrongStatus`] if it is not resumable.
-    pub async fn resume_task(&self, task: &str) -> Result<ThreadHandle, cairn::Error> {
+    pub async fn resume_task(&self, task: &str) -> Result<ThreadHandle<AgentTask>, cairn::Error> {
         self.engine.resume(task).await?;
-        self.engine.thread(task).await
+        self.engine.thread_of(&self.workflow, task).await
     }
 
     /// Gives a parked task up for good: it ends cancelled and its
@@ -355,7 +360,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     let rt = AgentRuntime::open(db, Arc::new(clock.clone()), out_dir).await?;
     let resumable = rt.resumable_tasks().await?;
     let locks_after_restart = rt.locks()?;
-    let resumed = rt.resume_task("task-8").await?.output::<AgentTask>().await?;
+    let resumed = rt.resume_task("task-8").await?.output().await?;
     rt.abandon_task("task-9").await?;
     let restarted = Restarted {
         resumable,
@@ -375,7 +380,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
 }
 
 async fn write_one(rt: &AgentRuntime, task: &str, request: &str) -> anyhow::Result<Written> {
-    let out: AgentTask = rt.submit(task, request).await?.output().await?;
+    let out = rt.submit(task, request).await?.output().await?;
     let file = std::fs::read_to_string(rt.out_dir().join(&out.article.path))?;
     Ok(Written {
         task: task.to_owned(),
@@ -390,8 +395,8 @@ async fn write_one(rt: &AgentRuntime, task: &str, request: &str) -> anyhow::Resu
 async fn route_one(rt: &AgentRuntime, task: &str, request: &str) -> anyhow::Result<Routed> {
     let handle = rt.submit(task, request).await?;
     let outcome = handle.finished().await?;
-    let state: AgentTask = match outcome.output {
-        Some(v) => serde_json::from_value(v)?,
+    let state = match outcome.output {
+        Some(state) => state,
         None => anyhow::bail!("{task} ended {} without output", outcome.status),
     };
     let intent = state.intent.ok_or_else(|| anyhow::anyhow!("{task} was not routed"))?;

@@ -51,7 +51,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Seen> {
             let _ = tx.send(());
         }
     }));
-    let thread = engine.start("steps", 0u32, StartOptions::id("bookmarked")).await?;
+    let thread = engine.start(&wf, Replace(0), StartOptions::id("bookmarked")).await?;
     rx.await?;
     engine.crash().await; // as if the process died here
     let bookmark = engine
@@ -66,8 +66,8 @@ pub async fn run(db: &Path) -> anyhow::Result<Seen> {
 
     let engine = Engine::builder(db).workflow(&wf).open().await?; // recovery resumes the thread
     let mut sub = engine.subscribe(Scope::Thread(id), bookmark.seq.0)?;
-    let thread = engine.thread("bookmarked").await?;
-    let value: u32 = thread.output().await?;
+    let thread = engine.thread_of(&wf, "bookmarked").await?;
+    let Replace(value) = thread.output().await?;
     let last = engine.store().last_bookmark(thread.id()).wait()?.map_or(0, |b| b.seq.0);
     let mut since = Vec::new();
     while since.last().copied().unwrap_or(bookmark.seq.0) < last {

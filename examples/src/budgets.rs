@@ -112,7 +112,7 @@ pub fn workflow() -> Result<Workflow<Crawl>, cairn::dsl::BuildError> {
 pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     let wf = workflow()?;
     let engine = Engine::builder(db).workflow(&wf).open().await?;
-    let t = engine.start("crawler", Crawl::default(), StartOptions::id("crawl-1")).await?;
+    let t = engine.start(&wf, Crawl::default(), StartOptions::id("crawl-1")).await?;
     let stopped = t.wait().await?.status;
     let fetched_when_stopped =
         engine.state_at("crawl-1", None).await?.state["fetched"].as_array().map_or(0, Vec::len);
@@ -122,7 +122,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     engine.set_budgets("crawl-1", raised).await?;
     engine.resume("crawl-1").await?;
     let finished = t.finished().await?.status;
-    let crawl: Crawl = t.output().await?;
+    let crawl = t.output().await?;
 
     let mut budget_events = Vec::new();
     let mut events = t.events(0)?;

@@ -136,8 +136,7 @@ pub async fn run(first_db: &Path, second_db: &Path, bundle_path: &Path) -> anyho
         tone: "formal".into(),
         ..Ticket::default()
     };
-    let original: Ticket =
-        first.start("support", input, StartOptions::id("ticket-7")).await?.output().await?;
+    let original = first.start(&wf, input, StartOptions::id("ticket-7")).await?.output().await?;
     let options = ExportOptions {
         include_checkpoints: true,
         gzip: true,

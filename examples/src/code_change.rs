@@ -155,9 +155,10 @@ pub fn v2() -> Result<Workflow<QuoteV2>, cairn::dsl::BuildError> {
 /// # Errors
 /// Engine errors; an error when the thread does not behave as described.
 pub async fn run(db: &Path) -> anyhow::Result<Summary> {
-    let engine = Engine::builder(db).workflow(&v1(false)?).open().await?;
+    let quote_v1 = v1(false)?;
+    let engine = Engine::builder(db).workflow(&quote_v1).open().await?;
     let quote = Quote { items: 4, ..Quote::default() };
-    let t = engine.start("quote", quote, StartOptions::id("q-7")).await?;
+    let t = engine.start(&quote_v1, quote, StartOptions::id("q-7")).await?;
     let parked = t.wait().await?.status;
     engine.shutdown().await;
     drop((t, engine));

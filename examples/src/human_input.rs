@@ -185,7 +185,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     {
         let engine = Engine::builder(db).workflow(&wf).open().await?;
         for report in &reports {
-            let t = engine.start(WORKFLOW, report, StartOptions::id(&report.id)).await?;
+            let t = engine.start(&wf, report.clone(), StartOptions::id(&report.id)).await?;
             before_restart.push((report.id.clone(), t.wait().await?.status));
         }
         engine.shutdown().await;

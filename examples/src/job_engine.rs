@@ -225,7 +225,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     let mut handles = Vec::new();
     for n in 0..JOBS {
         let job = Job { n, input: 1_000 + u64::from(n), faults: faults(n), result: None };
-        handles.push(engine.start("job", job, StartOptions::id(format!("job-{n:03}"))).await?);
+        handles.push(engine.start(&wf, job, StartOptions::id(format!("job-{n:03}"))).await?);
     }
     let mut rows = Vec::new();
     for (n, handle) in (0..JOBS).zip(&handles) {
@@ -247,7 +247,7 @@ fn row(
     engine: &Engine,
     n: u32,
     id: &cairn::ThreadId,
-    outcome: cairn::Outcome,
+    outcome: cairn::Outcome<Job>,
 ) -> anyhow::Result<JobRow> {
     let mut attempts = 0;
     let mut timeouts = 0;
@@ -264,10 +264,7 @@ fn row(
             _ => {}
         }
     }
-    let result = match &outcome.output {
-        Some(v) => serde_json::from_value::<Job>(v.clone())?.result,
-        None => None,
-    };
+    let result = outcome.output.as_ref().and_then(|job| job.result.clone());
     // The thread keeps its last error also when a later attempt succeeded: report it only for
     // jobs it ended.
     let error = if outcome.status == ThreadStatus::Completed { None } else { outcome.error };

@@ -79,8 +79,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Corpus> {
     let docs = ["alpha one", "beta two two", "gamma three three three", "delta", "epsilon five"];
     let input =
         Corpus { docs: docs.iter().map(|d| (*d).to_owned()).collect(), ..Corpus::default() };
-    let out: Corpus =
-        engine.start("map-reduce", input, StartOptions::id("mr-1")).await?.output().await?;
+    let out = engine.start(&wf, input, StartOptions::id("mr-1")).await?.output().await?;
     engine.shutdown().await;
     Ok(out)
 }

@@ -161,7 +161,7 @@ pub async fn start(db: &Path, addr: SocketAddr) -> anyhow::Result<(Engine, Serve
     for n in 1..=ORDERS {
         let order = Order { items: n, needs_approval: n == ORDERS, ..Order::default() };
         let options = StartOptions::id(format!("order-{n}")).label("shop", "north");
-        handles.push(engine.start("order", order, options).await?);
+        handles.push(engine.start(&wf, order, options).await?);
     }
     let mut completed = 0;
     let mut waiting = String::new();

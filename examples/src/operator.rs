@@ -86,8 +86,14 @@ fn workflow(gate: Gate, imports: Arc<AtomicU64>) -> anyhow::Result<Workflow<Repl
     Ok(wf)
 }
 
-async fn open(db: &Path, gate: Gate, imports: Arc<AtomicU64>) -> anyhow::Result<Engine> {
-    Ok(Engine::builder(db).workflow(&workflow(gate, imports)?).open().await?)
+/// The engine on `db` with the import workflow registered, and the workflow.
+async fn open(
+    db: &Path,
+    gate: Gate,
+    imports: Arc<AtomicU64>,
+) -> anyhow::Result<(Engine, Workflow<Replace<u64>>)> {
+    let wf = workflow(gate, imports)?;
+    Ok((Engine::builder(db).workflow(&wf).open().await?, wf))
 }
 
 /// Runs the operator's session on `db`.
@@ -99,8 +105,8 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     let (reached_tx, mut reached) = watch::channel(false);
     let (open_tx, open_rx) = watch::channel(false);
     let gate = Gate { reached: reached_tx, open: open_rx };
-    let engine = open(db, gate.clone(), imports.clone()).await?;
-    let t = engine.start("import", 0, StartOptions::id("nightly")).await?;
+    let (engine, wf) = open(db, gate.clone(), imports.clone()).await?;
+    let t = engine.start(&wf, Replace(0), StartOptions::id("nightly")).await?;
     reached.wait_for(|at| *at).await?;
     // The operator pauses; batch 4 then finishes and the thread stops before batch 5.
     let (paused, _) = tokio::join!(engine.pause("nightly"), async { open_tx.send_replace(true) });
@@ -112,14 +118,14 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     drop((t, engine));
 
     // A new process: the import stays paused until the operator says otherwise.
-    let engine = open(db, gate, imports.clone()).await?;
+    let (engine, wf) = open(db, gate, imports.clone()).await?;
     let resumable_after_restart =
         engine.resumable().await?.into_iter().map(|r| r.id.to_string()).collect();
-    let t = engine.thread("nightly").await?;
+    let t = engine.thread_of(&wf, "nightly").await?;
     let after_restart = t.status().await?;
     engine.resume("nightly").await?;
     let finished = t.finished().await?.status;
-    let done: u64 = t.output().await?;
+    let Replace(done) = t.output().await?;
     engine.shutdown().await;
     Ok(Summary {
         paused,

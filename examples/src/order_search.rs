@@ -77,10 +77,11 @@ pub struct Summary {
 /// # Errors
 /// Engine errors.
 pub async fn run(db: &Path) -> anyhow::Result<Summary> {
-    let engine = Engine::builder(db).workflow(&workflow()?).open().await?;
+    let wf = workflow()?;
+    let engine = Engine::builder(db).workflow(&wf).open().await?;
     for (id, customer) in ORDERS {
         let order = Order { customer: customer.into(), paid: false };
-        engine.start("order", &order, StartOptions::id(id)).await?.wait().await?;
+        engine.start(&wf, Replace(order), StartOptions::id(id)).await?.wait().await?;
     }
     for id in PAID {
         engine.send_input(id, true).await?;

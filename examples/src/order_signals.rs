@@ -7,9 +7,12 @@
 //! signal. Signals are sent with [`Engine::signal`] (or `cairn signal ORDER NAME JSON`); they may
 //! arrive before the node asks (they are buffered durably, in order per name), while the thread
 //! runs, or while it is parked (it wakes). The example sends the first payment before the engine
-//! restarts and the rest after, and shows that a signal to a finished order is refused. The
-//! workflow declares its signals' types (`.signal::<Payment>("payment")`), so a payment that is
-//! not a [`Payment`] is refused at send, before anything is stored, and the order keeps waiting.
+//! restarts and the rest after, and shows that a signal to a finished order is refused. Each
+//! signal is named by a [`SignalDef`] ([`PAYMENT`]: `"payment"`, whose values are [`Payment`]s),
+//! used by the workflow's declaration (`.signal(PAYMENT)`), the node's receive and the sender's
+//! [`cairn::ThreadHandle::signal`]: the compiler checks that all three agree. A payment sent by
+//! name (`Engine::signal`, the endpoint, the command line) that is not a [`Payment`] is refused
+//! at send, before anything is stored, and the order keeps waiting.
 //!
 //! ```text
 //! START -> pay -> ship -> END
@@ -18,12 +21,19 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use cairn::dsl::{Ctx, NodeError, NodeOutput, State, Workflow};
+use cairn::dsl::{Ctx, NodeError, NodeOutput, SignalDef, State, Workflow};
 use cairn::{END, Engine, START, StartOptions, ThreadStatus};
 use serde::{Deserialize, Serialize};
 
 /// The workflow's id.
 pub const WORKFLOW: &str = "order";
+
+/// A payment towards an order.
+pub const PAYMENT: SignalDef<Payment> = SignalDef::new("payment");
+/// The customer cancels the order, saying why.
+pub const CANCEL: SignalDef<String> = SignalDef::new("cancel");
+/// The carrier took the parcel.
+pub const SHIPPED: SignalDef<Shipped> = SignalDef::new("shipped");
 
 /// An order and what happened to it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,17 +91,17 @@ async fn pay(order: Arc<Order>, ctx: Ctx) -> Result<NodeOutput<OrderUpdate>, Nod
     while paid.iter().sum::<u64>() < order.total_cents {
         // Every receive is recorded: when the thread wakes and this node runs again, the
         // payments it had are returned as before, and the next recv takes the next one.
-        if let Some(why) = ctx.try_recv::<String>("cancel").await? {
+        if let Some(why) = ctx.try_recv(CANCEL).await? {
             return Ok(NodeOutput::update(OrderUpdate::Cancelled(why)).goto(END));
         }
-        let payment: Payment = ctx.recv("payment").await?;
+        let payment = ctx.recv(PAYMENT).await?;
         paid.push(payment.amount_cents);
     }
     Ok(NodeOutput::update(OrderUpdate::Paid(paid)))
 }
 
 async fn ship(_order: Arc<Order>, ctx: Ctx) -> Result<NodeOutput<OrderUpdate>, NodeError> {
-    let shipped: Shipped = ctx.recv("shipped").await?;
+    let shipped = ctx.recv(SHIPPED).await?;
     Ok(NodeOutput::update(OrderUpdate::Shipped(shipped.tracking)))
 }
 
@@ -107,9 +117,9 @@ pub fn workflow() -> Workflow<Order> {
         .edge("pay", "ship")
         .edge("ship", END)
         .gotos("pay", [END])
-        .signal::<Payment>("payment")
-        .signal::<String>("cancel")
-        .signal::<Shipped>("shipped")
+        .signal(PAYMENT)
+        .signal(CANCEL)
+        .signal(SHIPPED)
         .build()
         .expect("the order workflow is valid")
 }
@@ -139,33 +149,33 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     let order = |id: &str| Order { id: id.into(), total_cents: 5_000, ..Order::default() };
     let after_first_payment = {
         let engine = Engine::builder(db).workflow(&wf).open().await?;
-        let t = engine.start(WORKFLOW, order("o-1"), StartOptions::id("o-1")).await?;
+        let t = engine.start(&wf, order("o-1"), StartOptions::id("o-1")).await?;
         // Sent before the node asks: buffered.
-        engine.signal("o-1", "payment", Payment { amount_cents: 2_000 }).await?;
+        t.signal(PAYMENT, Payment { amount_cents: 2_000 }).await?;
         let status = t.wait().await?.status;
         engine.shutdown().await;
         status
     };
     // A new process: the order still waits for the rest of its payment.
     let engine = Engine::builder(db).workflow(&wf).open().await?;
-    // Not a `Payment`: refused, nothing stored, the order still waiting.
+    // Sent by name, not a `Payment`: refused, nothing stored, the order still waiting.
     let wrong = engine.signal("o-1", "payment", serde_json::json!({"amount": "lots"})).await;
     let wrong_type_error = wrong.err().map(|e| e.to_string()).unwrap_or_default();
-    engine.signal("o-1", "payment", Payment { amount_cents: 3_000 }).await?;
-    let t = engine.thread("o-1").await?;
+    let t = engine.thread_of(&wf, "o-1").await?;
+    t.signal(PAYMENT, Payment { amount_cents: 3_000 }).await?;
     assert_eq!(t.wait().await?.status, ThreadStatus::WaitingInput, "waits for the carrier");
-    engine.signal("o-1", "shipped", Shipped { tracking: "1Z-999".into() }).await?;
-    let shipped: Order = t.output().await?;
+    t.signal(SHIPPED, Shipped { tracking: "1Z-999".into() }).await?;
+    let shipped = t.output().await?;
 
-    let c = engine.start(WORKFLOW, order("o-2"), StartOptions::id("o-2")).await?;
+    let c = engine.start(&wf, order("o-2"), StartOptions::id("o-2")).await?;
     c.wait().await?;
-    engine.signal("o-2", "cancel", "the customer changed their mind").await?;
+    c.signal(CANCEL, "the customer changed their mind".to_owned()).await?;
     // The cancel wakes nothing by itself (the node waits for a payment): the next payment
     // wakes it, and the node sees the cancel first.
-    engine.signal("o-2", "payment", Payment { amount_cents: 100 }).await?;
-    let cancelled: Order = c.output().await?;
+    c.signal(PAYMENT, Payment { amount_cents: 100 }).await?;
+    let cancelled = c.output().await?;
 
-    let late = engine.signal("o-1", "payment", Payment { amount_cents: 1 }).await;
+    let late = t.signal(PAYMENT, Payment { amount_cents: 1 }).await;
     let late_signal_error = late.err().map(|e| e.to_string()).unwrap_or_default();
     engine.shutdown().await;
     Ok(Summary { after_first_payment, shipped, cancelled, late_signal_error, wrong_type_error })

@@ -191,8 +191,8 @@ pub async fn run(db: &Path) -> anyhow::Result<Shown> {
             shipping_cents: 450,
             ..Checkout::default()
         };
-        let thread = engine.start("checkout", input, StartOptions::id(&order)).await?;
-        checkouts.push(thread.output::<Checkout>().await?);
+        let thread = engine.start(&wf, input, StartOptions::id(&order)).await?;
+        checkouts.push(thread.output().await?);
     }
     engine.shutdown().await;
     Ok(Shown { checkouts, ledger: payments.ledger() })

@@ -95,8 +95,9 @@ pub fn workflow() -> Result<Workflow<Replace<Poll>>, cairn::dsl::BuildError> {
 /// # Errors
 /// Engine errors.
 pub async fn run(db: &Path) -> anyhow::Result<Summary> {
-    let engine = Engine::builder(db).workflow(&workflow()?).open().await?;
-    engine.start("poller", &Poll::default(), StartOptions::id("poller")).await?;
+    let wf = workflow()?;
+    let engine = Engine::builder(db).workflow(&wf).open().await?;
+    engine.start(&wf, Replace(Poll::default()), StartOptions::id("poller")).await?;
     let (last_id, outcome) = engine.result_following("poller", Duration::from_secs(30)).await?;
     let outcome = outcome.ok_or_else(|| anyhow::anyhow!("{last_id} did not finish"))?;
     let last: Poll = serde_json::from_value(outcome.output.unwrap_or_default())?;

@@ -69,8 +69,8 @@ pub async fn run(db: &Path) -> anyhow::Result<Doc> {
     let wf = workflow()?;
     let engine = Engine::builder(db).workflow(&wf).open().await?;
     let input = Doc { text: "hello durable world".into(), ..Doc::default() };
-    let thread = engine.start("quickstart", input, StartOptions::id("quickstart-1")).await?;
-    let out: Doc = thread.output().await?;
+    let thread = engine.start(&wf, input, StartOptions::id("quickstart-1")).await?;
+    let out = thread.output().await?;
     engine.shutdown().await;
     Ok(out)
 }

@@ -268,7 +268,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Report> {
         sandbox: "gpu".into(),
         ..Session::default()
     };
-    let t = engine.start("research_pipeline", session, StartOptions::id("session_001")).await?;
+    let t = engine.start(&wf, session, StartOptions::id("session_001")).await?;
     let mut seq = 0;
     // Two confirmations: the idea, then the plan (bookmarked first: a manual checkpoint).
     for confirmation in ["idea", "plan"] {
@@ -344,7 +344,7 @@ pub async fn recover(
 
 /// Waits until the thread stops running after seq `after`; returns its status and the seq of
 /// that status change. Reads the log, so it never mistakes an earlier pause for this one.
-async fn park(t: &ThreadHandle, after: u64) -> anyhow::Result<(ThreadStatus, u64)> {
+async fn park(t: &ThreadHandle<Session>, after: u64) -> anyhow::Result<(ThreadStatus, u64)> {
     let mut events = t.events(after)?;
     loop {
         let rec = events.next().await?;

@@ -67,11 +67,10 @@ pub fn workflow() -> Result<Workflow<Review>, cairn::dsl::BuildError> {
 pub async fn run(db: &Path) -> anyhow::Result<(Review, Review)> {
     let wf = workflow()?;
     let engine = Engine::builder(db).workflow(&wf).open().await?;
-    let easy = engine
-        .start("routing", Review { bar: 9, ..Review::default() }, StartOptions::id("easy"))
-        .await?;
+    let easy =
+        engine.start(&wf, Review { bar: 9, ..Review::default() }, StartOptions::id("easy")).await?;
     let hard = engine
-        .start("routing", Review { bar: 100, ..Review::default() }, StartOptions::id("hard"))
+        .start(&wf, Review { bar: 100, ..Review::default() }, StartOptions::id("hard"))
         .await?;
     let out = (easy.output().await?, hard.output().await?);
     engine.shutdown().await;

@@ -78,8 +78,7 @@ pub async fn run(db: &Path) -> anyhow::Result<(Order, Vec<String>)> {
     let wf = workflow()?;
     let engine = Engine::builder(db).workflow(&wf).open().await?;
     let input = Order { items: vec![1_000, 250, 750], ..Order::default() };
-    let out: Order =
-        engine.start("order", input, StartOptions::id("order-1")).await?.output().await?;
+    let out = engine.start(&wf, input, StartOptions::id("order-1")).await?.output().await?;
     let children = engine
         .store()
         .list_threads(

@@ -86,10 +86,15 @@ pub fn workflow(
         .build()
 }
 
-async fn open(db: &Path, clock: &ManualClock, sends: &Arc<AtomicU64>) -> anyhow::Result<Engine> {
+/// The engine on `db` with the reminder workflow registered, and the workflow.
+async fn open(
+    db: &Path,
+    clock: &ManualClock,
+    sends: &Arc<AtomicU64>,
+) -> anyhow::Result<(Engine, Workflow<Replace<String>>)> {
     let wf = workflow(sends.clone())?;
     let clock: Arc<dyn Clock> = Arc::new(clock.clone());
-    Ok(Engine::builder(db).workflow(&wf).clock(clock).open().await?)
+    Ok((Engine::builder(db).workflow(&wf).clock(clock).open().await?, wf))
 }
 
 /// Runs the reminder on `db`.
@@ -99,8 +104,10 @@ async fn open(db: &Path, clock: &ManualClock, sends: &Arc<AtomicU64>) -> anyhow:
 pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     let clock = ManualClock::new(START_MS);
     let sends = Arc::new(AtomicU64::new(0));
-    let engine = open(db, &clock, &sends).await?;
-    let t = engine.start("reminder", "water the plants", StartOptions::id("reminder-1")).await?;
+    let (engine, wf) = open(db, &clock, &sends).await?;
+    let t = engine
+        .start(&wf, Replace("water the plants".into()), StartOptions::id("reminder-1"))
+        .await?;
     let parked = t.wait().await?.status;
     let due_ms = match engine.state_at("reminder-1", None).await?.meta.waiting {
         Some(Waiting::Timer { until_ms, .. }) => until_ms,
@@ -111,14 +118,14 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
 
     // Half a day later, a new process opens the file: the timer is armed again, not due yet.
     clock.set_ms(START_MS + DAY_MS / 2);
-    let engine = open(db, &clock, &sends).await?;
-    let t = engine.thread("reminder-1").await?;
+    let (engine, wf) = open(db, &clock, &sends).await?;
+    let t = engine.thread_of(&wf, "reminder-1").await?;
     let after_reopen = t.status().await?;
 
     // The rest of the day passes: the timer fires and the thread runs to its end.
     clock.set_ms(due_ms);
     let outcome = t.finished().await?;
-    let receipt: String = t.output().await?;
+    let Replace(receipt) = t.output().await?;
     let sent_at_ms = receipt
         .strip_prefix("sent at ")
         .and_then(|r| r.split(':').next())

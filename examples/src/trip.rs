@@ -106,7 +106,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     let service = Service::default();
     let wf = workflow(&service)?;
     let engine = Engine::builder(db).workflow(&wf).open().await?;
-    let thread = engine.start("trip", Trip::default(), StartOptions::id("trip-1")).await?;
+    let thread = engine.start(&wf, Trip::default(), StartOptions::id("trip-1")).await?;
     let status = thread.wait().await?.status;
     let store = engine.store();
     let mut unwinding = Vec::new();

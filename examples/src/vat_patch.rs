@@ -82,14 +82,16 @@ pub struct Summary {
 /// Engine errors.
 pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     let net = Order { net: 10_000, ..Order::default() };
-    let old_code = Engine::builder(db).workflow(&workflow(Code::Old)?).open().await?;
-    old_code.start("checkout", &net, StartOptions::id("old-1")).await?.wait().await?;
+    let old = workflow(Code::Old)?;
+    let old_code = Engine::builder(db).workflow(&old).open().await?;
+    old_code.start(&old, Replace(net.clone()), StartOptions::id("old-1")).await?.wait().await?;
     old_code.shutdown().await;
     drop(old_code); // the file's lock goes with the engine
 
     // The deployment: the same workflow, the rule behind a patch.
-    let engine = Engine::builder(db).workflow(&workflow(Code::Patched)?).open().await?;
-    engine.start("checkout", &net, StartOptions::id("new-1")).await?.wait().await?;
+    let patched = workflow(Code::Patched)?;
+    let engine = Engine::builder(db).workflow(&patched).open().await?;
+    engine.start(&patched, Replace(net), StartOptions::id("new-1")).await?.wait().await?;
     let unpatched = engine.threads_without_patch(PATCH, Some("checkout"), 100).await?;
     let mut statuses = [ThreadStatus::Created; 2];
     let mut diverged = [true; 2];

@@ -128,16 +128,17 @@ mod main_rs {
     /// Takes order 7 on the database `db`: charged, reminded after `remind_after_ms`, delivered.
     pub async fn run(db: &str, remind_after_ms: u64) -> Result<Order, Box<dyn std::error::Error>> {
         let payments = Payments::default();
-        let engine = Engine::builder(db).workflow(&order_workflow(payments, true)).open().await?;
+        let workflow = order_workflow(payments, true);
+        let engine = Engine::builder(db).workflow(&workflow).open().await?;
         let input =
             Order { id: "order-7".into(), cents: 4_650, remind_after_ms, ..Order::default() };
         // A second run finds order-7 stored and returns it as it stands.
-        let thread = engine.start("order", input, StartOptions::id("order-7")).await?;
+        let thread = engine.start(&workflow, input, StartOptions::id("order-7")).await?;
         if !thread.status().await?.is_terminal() {
             // Kept in the thread's inbox until its `recv` takes it, whenever that runs.
             engine.signal("order-7", "delivered", "courier-12").await?;
         }
-        let order: Order = thread.output().await?;
+        let order = thread.output().await?;
         engine.shutdown().await;
         Ok(order)
     }

@@ -37,8 +37,8 @@ mod main_rs {
             .edge("double", END)
             .build()?;
         let engine = Engine::builder(db).workflow(&workflow).open().await?;
-        let thread = engine.start("double", n, StartOptions::id("t1")).await?;
-        let output: u64 = thread.output().await?;
+        let thread = engine.start(&workflow, Replace(n), StartOptions::id("t1")).await?;
+        let Replace(output) = thread.output().await?;
         engine.shutdown().await;
         Ok(output)
     }

@@ -17,7 +17,10 @@ use crate::erased::{DynHandler, DynNodeKind, DynRoute, snapshot};
 use crate::limits::MAP_ITEMS_MAX;
 use crate::policy::{Budgets, CheckpointPolicy, NodePolicy};
 use crate::resolve::{NodeDecl, RouteDecl};
-use crate::{BuildError, Ctx, NodeError, NodeResult, Recovery, State, StateError, Workflow};
+use crate::{
+    BuildError, Ctx, NodeError, NodeResult, QueryName, Recovery, SignalName, State, StateError,
+    Workflow,
+};
 
 /// Builds a [`Workflow`]; start with [`Workflow::builder`].
 #[must_use = "a builder does nothing until `build()` is called"]
@@ -329,7 +332,7 @@ impl<S: State> WorkflowBuilder<S> {
     ///     .unwrap();
     /// assert_eq!(wf.as_dyn().query_names(), ["length"]);
     /// ```
-    pub fn query<A, R, F>(mut self, name: impl Into<String>, f: F) -> Self
+    pub fn query<A, R, F>(mut self, name: impl QueryName<A, R>, f: F) -> Self
     where
         A: serde::de::DeserializeOwned,
         R: serde::Serialize,
@@ -344,7 +347,7 @@ impl<S: State> WorkflowBuilder<S> {
             serde_json::to_value(f(&typed, args))
                 .map_err(|e| StateError::Codec { what: "query answer", detail: e.to_string() })
         });
-        self.decls.queries.push((name.into(), q));
+        self.decls.queries.push((name.query_name().to_owned(), q));
         self
     }
 
@@ -372,8 +375,9 @@ impl<S: State> WorkflowBuilder<S> {
     /// assert_eq!(wf.as_dyn().signal_type("delivered"), Some("String"));
     /// # Ok::<(), cairn_dsl::BuildError>(())
     /// ```
-    pub fn signal<T: serde::de::DeserializeOwned>(mut self, name: impl Into<String>) -> Self {
-        self.decls.signals.push((name.into(), crate::signals::DynSignal::of::<T>()));
+    pub fn signal<T: serde::de::DeserializeOwned>(mut self, name: impl SignalName<T>) -> Self {
+        let name = name.signal_name().to_owned();
+        self.decls.signals.push((name, crate::signals::DynSignal::of::<T>()));
         self
     }
 

@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::context::{ErasedTool, Message, NodeContext, Progress, ToolCall, ToolCtx, Usage};
-use crate::{NodeError, ToolError};
+use crate::{NodeError, SignalName, ToolError};
 
 /// The context a node handler receives. Cheap to clone.
 #[derive(Clone)]
@@ -247,7 +247,11 @@ impl Ctx {
     ///     Ok(payment.amount)
     /// }
     /// ```
-    pub async fn recv<R: DeserializeOwned>(&self, name: &str) -> Result<R, NodeError> {
+    pub async fn recv<R: DeserializeOwned>(
+        &self,
+        name: impl SignalName<R>,
+    ) -> Result<R, NodeError> {
+        let name = name.signal_name();
         // Bounded: each turn receives a signal, and a thread is sent finitely many
         // (`SIGNALS_PER_THREAD_MAX` in storage).
         loop {
@@ -271,7 +275,11 @@ impl Ctx {
     ///     Ok(ctx.try_recv::<serde_json::Value>("cancel").await?.is_some())
     /// }
     /// ```
-    pub async fn try_recv<R: DeserializeOwned>(&self, name: &str) -> Result<Option<R>, NodeError> {
+    pub async fn try_recv<R: DeserializeOwned>(
+        &self,
+        name: impl SignalName<R>,
+    ) -> Result<Option<R>, NodeError> {
+        let name = name.signal_name();
         // Bounded as `recv`'s loop.
         while let Some(value) = self.0.try_recv(name).await? {
             if let Some(received) = self.decoded(name, &value) {

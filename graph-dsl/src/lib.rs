@@ -310,6 +310,7 @@ mod assemble;
 mod builder;
 mod context;
 mod ctx;
+mod declared;
 mod erased;
 mod error;
 mod fingerprint;
@@ -333,6 +334,7 @@ mod variables;
 pub use builder::WorkflowBuilder;
 pub use context::{ErasedTool, Message, NodeContext, Progress, ToolCall, ToolCtx, Usage};
 pub use ctx::Ctx;
+pub use declared::{QueryDef, QueryName, SignalDef, SignalName};
 pub use erased::{
     DynHandler, DynInput, DynItems, DynNode, DynNodeKind, DynOutput, DynState, DynWorkflow,
     downcast_state,

@@ -36,8 +36,8 @@ pub(super) struct Prepared {
 ///     .edge("double", END)
 ///     .build()?;
 /// let engine = cairn::Engine::builder("cairn.db").workflow(&wf).open().await?;
-/// let thread = engine.start("double", 21, cairn::StartOptions::id("t1")).await?;
-/// assert_eq!(thread.output::<u64>().await?, 42);
+/// let thread = engine.start(&wf, Replace(21), cairn::StartOptions::id("t1")).await?;
+/// assert_eq!(thread.output().await?, Replace(42));
 /// engine.shutdown().await;
 /// # Ok(()) }
 /// ```
@@ -66,34 +66,79 @@ impl Engine {
         self.shell.registry.register(wf)
     }
 
-    /// Starts a thread of the newest registered version of `workflow` (or `options.version`) on
-    /// `input`, which is the initial state. Idempotent on `options.thread_id` while the thread
+    /// Starts a thread of `workflow` (this version of it, which must be registered) on
+    /// `input`, its initial state. The handle returned is typed by the state: its
+    /// [`ThreadHandle::output`] is an `S`. Idempotent on `options.thread_id` while the thread
     /// is stored (a start of an existing id returns it, whatever its status); once it is deleted
     /// ([`Engine::delete`], [`crate::RetentionPolicy`]) the id starts a new thread.
     ///
     /// # Errors
+    /// [`Error::UnknownWorkflow`] if this version of `workflow` is not registered;
+    /// [`Error::Invalid`] if another workflow is registered under its id and version, if
+    /// `options.version` names another version, if the input is not a valid state or the id
+    /// exists with another workflow; storage errors.
+    ///
+    /// A wrong input or output type does not compile:
+    /// ```compile_fail
+    /// # async fn run(engine: cairn::Engine, wf: cairn::dsl::Workflow<cairn::dsl::Replace<u64>>) -> Result<(), cairn::Error> {
+    /// engine.start(&wf, "21", cairn::StartOptions::default()).await?; // not a Replace<u64>
+    /// # Ok(()) }
+    /// ```
+    /// ```compile_fail
+    /// # async fn run(engine: cairn::Engine, wf: cairn::dsl::Workflow<cairn::dsl::Replace<u64>>) -> Result<(), cairn::Error> {
+    /// let thread = engine.start(&wf, cairn::dsl::Replace(21), cairn::StartOptions::default()).await?;
+    /// let out: String = thread.output().await?; // the output is a Replace<u64>
+    /// # Ok(()) }
+    /// ```
+    pub async fn start<S: State>(
+        &self,
+        workflow: &Workflow<S>,
+        input: S,
+        options: StartOptions,
+    ) -> Result<ThreadHandle<S>, Error> {
+        let (id, version) = (workflow.id(), workflow.version());
+        if options.version.is_some_and(|v| v != version) {
+            return Err(Error::Invalid(format!(
+                "a typed start of workflow {id} v{version} names version {:?} in its options",
+                options.version
+            )));
+        }
+        let registered = self.shell.registry.latest(id, Some(version))?;
+        if registered.fingerprint() != workflow.fingerprint() {
+            return Err(Error::Invalid(format!(
+                "the workflow registered as {id} v{version} is not this one (fingerprint {}, not {})",
+                registered.fingerprint(),
+                workflow.fingerprint()
+            )));
+        }
+        let options = StartOptions { version: Some(version), ..options };
+        Ok(self.start_json(id, input, options).await?.retyped())
+    }
+
+    /// Starts a thread of the newest registered version of the workflow named `workflow` (or
+    /// `options.version`) on `input`, its initial state as JSON (or anything that serialises
+    /// as it), for callers that know the workflow only by name (the endpoint, the command
+    /// line). The handle is [`crate::Untyped`]; prefer [`Engine::start`] where the workflow's
+    /// type is at hand. Idempotent on `options.thread_id` as `start` is.
+    ///
+    /// # Errors
     /// [`Error::UnknownWorkflow`]; [`Error::Invalid`] if the input is not a valid state or the id
     /// exists with another workflow; storage errors.
-    pub async fn start(
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
+    /// let thread = engine.start_json("double", 21, cairn::StartOptions::id("t1")).await?;
+    /// assert_eq!(thread.output::<u64>().await?, 42);
+    /// # Ok(()) }
+    /// ```
+    pub async fn start_json(
         &self,
         workflow: &str,
         input: impl Serialize,
         options: StartOptions,
     ) -> Result<ThreadHandle, Error> {
         let input = serde_json::to_value(input)?;
-        self.start_json(workflow, input, options).await
-    }
-
-    /// [`Engine::start`] with a JSON input.
-    ///
-    /// # Errors
-    /// As [`Engine::start`].
-    pub async fn start_json(
-        &self,
-        workflow: &str,
-        input: serde_json::Value,
-        options: StartOptions,
-    ) -> Result<ThreadHandle, Error> {
         if options.queue.is_some() {
             // Created Queued and put in line in one batch; the admitter runs it when the
             // limits allow (a dedup key held in the queue answers with its holder).

@@ -1,38 +1,53 @@
-//! Handles to threads: await a result, read status, stream events.
+//! Handles to threads: await a result, read status, stream events. A handle from a typed
+//! start ([`Engine::start`]) knows its workflow's state type `S` and decodes results as one
+//! (`api/typed.rs`); one from a start by name ([`Engine::start_json`]) is [`Untyped`].
+
+use std::marker::PhantomData;
 
 use cairn_storage::{Scope, Seq, Subscription, ThreadId, ThreadRecord, ThreadStatus};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::api::engine::Engine;
+use crate::api::typed::{Typing, Untyped};
 use crate::coord::{Ended, Seen};
 use crate::core::codec::Recorded;
 use crate::core::event::Body;
 use crate::error::Error;
 
-/// How a thread stands once it stopped running (ended or parked).
+/// How a thread stands once it stopped running (ended or parked). `O` is the type of its
+/// output: the workflow's state for a typed handle, JSON otherwise.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
+pub struct Outcome<O = Value> {
     /// Its status: terminal, or parked (paused, waiting for input, sleeping, blocked).
     pub status: ThreadStatus,
     /// The final state, when completed.
-    pub output: Option<Value>,
+    pub output: Option<O>,
     /// The last error recorded, if any.
     pub error: Option<String>,
 }
 
-/// A handle to one thread of an [`Engine`].
-#[derive(Clone)]
-pub struct ThreadHandle {
-    engine: Engine,
+/// A handle to one thread of an [`Engine`]. `S` is its workflow's state type when the handle
+/// came from a typed start ([`Engine::start`]): its results are `S`s. [`Untyped`] (from
+/// [`Engine::start_json`], [`Engine::thread`]) gives them as JSON, or as any type asked for.
+pub struct ThreadHandle<S = Untyped> {
+    pub(crate) engine: Engine,
     id: ThreadId,
     /// The thread's status channel, subscribed by the `start` that created it before its
     /// runner began: a wait started after the thread ended still gets the end its runner
     /// published, without reading the thread back.
     seen: Option<tokio::sync::watch::Receiver<Seen>>,
+    _state: PhantomData<fn() -> S>,
 }
 
-impl std::fmt::Debug for ThreadHandle {
+impl<S> Clone for ThreadHandle<S> {
+    fn clone(&self) -> Self {
+        let (engine, id, seen) = (self.engine.clone(), self.id.clone(), self.seen.clone());
+        Self { engine, id, seen, _state: PhantomData }
+    }
+}
+
+impl<S> std::fmt::Debug for ThreadHandle<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ThreadHandle").field("id", &self.id).finish()
     }
@@ -40,13 +55,26 @@ impl std::fmt::Debug for ThreadHandle {
 
 impl ThreadHandle {
     pub(crate) fn new(engine: Engine, id: ThreadId) -> Self {
-        Self { engine, id, seen: None }
+        Self { engine, id, seen: None, _state: PhantomData }
     }
+}
 
+impl<S> ThreadHandle<S> {
     /// This handle, waiting on `seen` (the channel its start subscribed) when there is one.
     pub(crate) fn watching(mut self, seen: Option<tokio::sync::watch::Receiver<Seen>>) -> Self {
         self.seen = seen;
         self
+    }
+
+    /// The same thread, its results read as `T` (`Untyped`: as JSON).
+    pub(crate) fn retyped<T>(self) -> ThreadHandle<T> {
+        let Self { engine, id, seen, _state } = self;
+        ThreadHandle { engine, id, seen, _state: PhantomData }
+    }
+
+    /// This handle without its state type: results as JSON, or as any type asked for.
+    pub fn untyped(self) -> ThreadHandle {
+        self.retyped()
     }
 
     /// The thread's id.
@@ -75,19 +103,27 @@ impl ThreadHandle {
     /// [`Error::Storage`]), naming the cause, once the store's database (on a server) has not
     /// answered for [`cairn_storage::limits::PG_WRITE_WAIT_UNAVAILABLE_MAX`]: the thread goes on
     /// once it answers again, and a wait then finds it as it stands.
-    pub async fn wait(&self) -> Result<Outcome, Error> {
-        self.wait_until(|s| {
-            !matches!(s, ThreadStatus::Running | ThreadStatus::Created | ThreadStatus::Queued)
-        })
-        .await
+    pub async fn wait(&self) -> Result<Outcome<S::Output>, Error>
+    where
+        S: Typing,
+    {
+        let outcome = self
+            .wait_until(|s| {
+                !matches!(s, ThreadStatus::Running | ThreadStatus::Created | ThreadStatus::Queued)
+            })
+            .await?;
+        S::outcome(outcome)
     }
 
     /// Waits until the thread ends (completed, failed, cancelled, timed out).
     ///
     /// # Errors
     /// As [`ThreadHandle::wait`].
-    pub async fn finished(&self) -> Result<Outcome, Error> {
-        self.wait_until(ThreadStatus::is_terminal).await
+    pub async fn finished(&self) -> Result<Outcome<S::Output>, Error>
+    where
+        S: Typing,
+    {
+        S::outcome(self.wait_until(ThreadStatus::is_terminal).await?)
     }
 
     async fn wait_until(&self, done: impl Fn(ThreadStatus) -> bool) -> Result<Outcome, Error> {
@@ -140,7 +176,7 @@ impl ThreadHandle {
                     error: error.clone(),
                 });
             }
-            let outcome = self.outcome().await?;
+            let outcome = self.json_outcome().await?;
             if done(outcome.status) {
                 return Ok(outcome);
             }
@@ -158,7 +194,15 @@ impl ThreadHandle {
     ///
     /// # Errors
     /// Storage errors; [`Error::UnknownThread`].
-    pub async fn outcome(&self) -> Result<Outcome, Error> {
+    pub async fn outcome(&self) -> Result<Outcome<S::Output>, Error>
+    where
+        S: Typing,
+    {
+        S::outcome(self.json_outcome().await?)
+    }
+
+    /// [`ThreadHandle::outcome`], its output as JSON.
+    async fn json_outcome(&self) -> Result<Outcome, Error> {
         let store = self.engine.store().as_ref();
         let record = crate::exec::fetch::record(store, &self.id).await?;
         let output = if record.status == ThreadStatus::Completed {
@@ -191,16 +235,12 @@ impl ThreadHandle {
         Ok(ctx.meta.output)
     }
 
-    /// Waits until the thread ends and decodes its output (the final state) as `T`. A thread that
-    /// parks (waits for input, sleeps, pauses) is waited for until it is resumed and ends; use
-    /// [`ThreadHandle::wait`] to return at a park.
-    ///
-    /// # Errors
-    /// [`Error::WrongStatus`] if the thread ends other than completed; codec errors.
-    pub async fn output<T: DeserializeOwned>(&self) -> Result<T, Error> {
-        let outcome = self.finished().await?;
+    /// Waits until the thread ends and returns its output (the final state) as JSON; what
+    /// [`ThreadHandle::output`] decodes.
+    pub(crate) async fn json_output(&self) -> Result<Value, Error> {
+        let outcome = self.wait_until(ThreadStatus::is_terminal).await?;
         match outcome.output {
-            Some(v) if outcome.status == ThreadStatus::Completed => Ok(serde_json::from_value(v)?),
+            Some(v) if outcome.status == ThreadStatus::Completed => Ok(v),
             _ => Err(Error::WrongStatus {
                 thread: self.id.to_string(),
                 status: outcome.status,
@@ -218,6 +258,19 @@ impl ThreadHandle {
     /// Storage errors.
     pub fn events(&self, after: u64) -> Result<EventStream, Error> {
         self.engine.subscribe(Scope::Thread(self.id.clone()), after)
+    }
+}
+
+impl ThreadHandle {
+    /// Waits until the thread ends and decodes its output (the final state) as `T`. A thread that
+    /// parks (waits for input, sleeps, pauses) is waited for until it is resumed and ends; use
+    /// [`ThreadHandle::wait`] to return at a park. (A typed handle's `output` returns its state
+    /// type: no `T` to name.)
+    ///
+    /// # Errors
+    /// [`Error::WrongStatus`] if the thread ends other than completed; codec errors.
+    pub async fn output<T: DeserializeOwned>(&self) -> Result<T, Error> {
+        Ok(serde_json::from_value(self.json_output().await?)?)
     }
 }
 

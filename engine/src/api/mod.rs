@@ -22,6 +22,7 @@ pub mod schedule_flow;
 pub mod schedule_links;
 pub mod schedule_ticks;
 mod signal;
+pub mod typed;
 
 use cairn_storage::{Store, ThreadFilter, ThreadId, ThreadRecord};
 

@@ -123,7 +123,7 @@ impl Engine {
         // The head's id: a name whose every link was deleted is free (`delete_schedule`).
         let options = StartOptions::id(head_of(name)).label(SCHEDULE_LABEL, name);
         if self.runs_schedules() {
-            self.start(SCHEDULE_WORKFLOW, &state, options).await?;
+            self.start_json(SCHEDULE_WORKFLOW, &state, options).await?;
         } else {
             // Written Created, not driven: an engine that runs schedules drives it from its open
             // (recovery); this one would leave its first tick half done when it closes.

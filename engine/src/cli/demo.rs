@@ -111,7 +111,7 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
         // Two tenants, so that listings can be filtered by label (`--label tenant=acme`).
         let tenant = if i % 2 == 0 { "acme" } else { "globex" };
         let options = StartOptions::id(&id).label("demo", "1").label("tenant", tenant);
-        let handle = engine.start("research-agent", input, options).await?;
+        let handle = engine.start_json("research-agent", input, options).await?;
         let bar = bars.add(ProgressBar::new(5));
         bar.set_style(style.clone());
         bar.set_prefix(id.clone());

@@ -148,7 +148,7 @@ mod tests {
             .await
             .unwrap();
         let options = crate::StartOptions::id("t");
-        let id = engine.start("naps", &Replace(0u64), options).await.unwrap().id().clone();
+        let id = engine.start_json("naps", &Replace(0u64), options).await.unwrap().id().clone();
         let sleeping_until = |ms: u64| {
             move |r: &cairn_storage::ThreadRecord| {
                 r.status == ThreadStatus::Sleeping

@@ -170,7 +170,7 @@ pub const CLOCK_START_MS: u64 = 1_700_000_000_000;
 /// for _ in 0..2 {
 ///     let (builder, _clock) = deterministic_engine(42)?;
 ///     let engine = builder.workflow(&wf).open().await?;
-///     let t = engine.start("ids", "", StartOptions::id("t")).await?;
+///     let t = engine.start_json("ids", "", StartOptions::id("t")).await?;
 ///     ids.push(t.output::<String>().await?);
 ///     engine.shutdown().await;
 /// }

@@ -34,7 +34,7 @@ async fn result_follows_a_chain_of_threads_continued_as_new() {
     let db = dir.path().join("chain.db");
     let wf = chain();
     let engine = Engine::builder(&db).workflow(&wf).open().await.expect("open");
-    engine.start("chain", (0_u64, 0_u64), StartOptions::id("c")).await.expect("start");
+    engine.start_json("chain", (0_u64, 0_u64), StartOptions::id("c")).await.expect("start");
     let (last, _) = engine
         .result_following("c", std::time::Duration::from_secs(30))
         .await

@@ -41,7 +41,7 @@ async fn a_listing_of_a_large_file_no_engine_holds_reads_it_in_place() {
         let input: String =
             std::iter::repeat_n(char::from(b'a' + (i % 26) as u8), INPUT_BYTES).collect();
         let handle = engine
-            .start("bulky", input, StartOptions::id(format!("t-{i:04}")))
+            .start_json("bulky", input, StartOptions::id(format!("t-{i:04}")))
             .await
             .expect("start");
         handle.finished().await.expect("finished");

@@ -68,8 +68,10 @@ async fn trace_finds_every_message_of_a_correlation_id_across_threads() {
     let wf = messaging_workflow();
     let engine = Engine::builder(&db).workflow(&wf).open().await.expect("open");
     for (id, topic) in [("t-a", "corr-7"), ("t-b", "corr-7"), ("t-c", "corr-9")] {
-        let handle =
-            engine.start("messaging", topic.to_owned(), StartOptions::id(id)).await.expect("start");
+        let handle = engine
+            .start_json("messaging", topic.to_owned(), StartOptions::id(id))
+            .await
+            .expect("start");
         handle.finished().await.expect("finished");
     }
     engine.shutdown().await;

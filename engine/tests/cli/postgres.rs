@@ -194,7 +194,7 @@ fn signals_wf() -> cairn::dsl::Workflow<Got> {
 /// and 3 sent but not received: signals waiting in its inbox.
 async fn park_with_signals_waiting(db: &Path, id: &str) {
     let engine = cairn::Engine::builder(db).workflow(&signals_wf()).open().await.unwrap();
-    let t = engine.start("inbox", Got::default(), cairn::StartOptions::id(id)).await.unwrap();
+    let t = engine.start_json("inbox", Got::default(), cairn::StartOptions::id(id)).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, cairn::ThreadStatus::WaitingInput);
     engine.signal(id, "n", 1u64).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, cairn::ThreadStatus::WaitingInput, "waits for go");

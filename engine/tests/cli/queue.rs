@@ -40,7 +40,7 @@ fn queues_are_defined_and_listed_and_queued_threads_are_listed_by_status() {
         for (i, tenant) in ["acme", "acme", "globex"].iter().enumerate() {
             let input = Research { question: format!("report {i}"), ..Research::default() };
             let opts = StartOptions::id(format!("report-{i}")).on_queue("reports").key(*tenant);
-            engine.start("research-agent", input, opts).await.unwrap();
+            engine.start_json("research-agent", input, opts).await.unwrap();
         }
         engine.shutdown().await;
     });
@@ -76,7 +76,7 @@ fn queue_list_prints_through_the_endpoint_what_it_prints_from_the_file() {
         // One start admitted (and run to its end) by an engine that resumes work ...
         let engine = Engine::builder(&db).workflow(&wf).open().await.unwrap();
         let opts = StartOptions::id("report-0").on_queue("reports").key("acme");
-        let handle = engine.start("research-agent", Research::default(), opts).await.unwrap();
+        let handle = engine.start_json("research-agent", Research::default(), opts).await.unwrap();
         handle.finished().await.unwrap();
         // The handle holds the engine's store (and the file's lock) too.
         drop(handle);
@@ -88,7 +88,7 @@ fn queue_list_prints_through_the_endpoint_what_it_prints_from_the_file() {
         for (i, tenant) in [(1, "acme"), (2, "acme"), (3, "globex")] {
             let input = Research { question: format!("report {i}"), ..Research::default() };
             let opts = StartOptions::id(format!("report-{i}")).on_queue("reports").key(tenant);
-            engine.start("research-agent", input, opts).await.unwrap();
+            engine.start_json("research-agent", input, opts).await.unwrap();
         }
         engine.shutdown().await;
     });

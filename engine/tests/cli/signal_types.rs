@@ -34,7 +34,7 @@ async fn signal_of_the_wrong_type_exits_2_and_the_thread_keeps_waiting() {
     let db = dir.path().join("parcels.db");
     let builder = Engine::builder(&db).workflow(&parcel()).serve(([127, 0, 0, 1], 0).into());
     let (engine, server) = builder.open().await.expect("a serving engine");
-    let t = engine.start("parcel", String::new(), StartOptions::id("c")).await.expect("start");
+    let t = engine.start_json("parcel", String::new(), StartOptions::id("c")).await.expect("start");
     assert_eq!(t.wait().await.expect("parks").status, ThreadStatus::WaitingInput);
 
     let refused = cairn_on(&db, &["signal", "c", "delivered", "12345"]).await.expect(2);

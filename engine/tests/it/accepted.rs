@@ -32,8 +32,8 @@ async fn an_application_runs_every_thread_it_accepts_created_queued_started_or_p
     drop(writer);
 
     let (engine, server) = serving(&path, &wf).await;
-    engine.start("add", &input, StartOptions::id("rust")).await.unwrap();
-    engine.start("add", &input, StartOptions::id("rust-q").on_queue("q")).await.unwrap();
+    engine.start_json("add", &input, StartOptions::id("rust")).await.unwrap();
+    engine.start_json("add", &input, StartOptions::id("rust-q").on_queue("q")).await.unwrap();
     let url = format!("http://{}/api/workflows/add/threads", server.addr());
     let token = Some(server.token().to_owned());
     for (id, queue) in [("posted", None), ("posted-q", Some("q"))] {

@@ -35,7 +35,7 @@ async fn export_options_add_metadata_drop_large_bodies_and_summarise_tools_and_t
     let wf = fetching();
     let engine =
         Engine::builder(&path).durability(Durability::None).workflow(&wf).open().await.unwrap();
-    let h = engine.start("fetching", Replace(json!({})), StartOptions::id("f")).await.unwrap();
+    let h = engine.start_json("fetching", Replace(json!({})), StartOptions::id("f")).await.unwrap();
     h.finished().await.unwrap();
 
     let mut metadata = BTreeMap::new();
@@ -131,10 +131,10 @@ async fn an_engine_with_the_policy_writes_the_bundle_of_each_thread_that_fails()
         .await
         .unwrap();
     let bad = StartOptions::id("bad/1");
-    let failed = engine.start("brittle", Replace(json!({"fail": true})), bad).await.unwrap();
+    let failed = engine.start_json("brittle", Replace(json!({"fail": true})), bad).await.unwrap();
     assert_eq!(failed.finished().await.unwrap().status, cairn::ThreadStatus::Failed);
     let good = StartOptions::id("good");
-    let done = engine.start("brittle", Replace(json!({"fail": false})), good).await.unwrap();
+    let done = engine.start_json("brittle", Replace(json!({"fail": false})), good).await.unwrap();
     assert_eq!(done.finished().await.unwrap().status, cairn::ThreadStatus::Completed);
 
     let policy = cairn::debug::FailureExport::new(&dir, options);

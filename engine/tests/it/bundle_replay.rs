@@ -36,7 +36,7 @@ async fn an_imported_bundle_replays_and_forks_into_a_thread_that_runs_to_complet
     let wf = three_steps();
     let (_d, path) = db();
     let origin = open(&path, &[&wf], |b| b.seed(3)).await;
-    let done = origin.start("three", Tally::default(), StartOptions::id("t")).await.unwrap();
+    let done = origin.start_json("three", Tally::default(), StartOptions::id("t")).await.unwrap();
     let original: Tally = done.output().await.unwrap();
     assert_eq!(original.log, ["plan", "fetch", "write"]);
     let options = ExportOptions { redaction: Redaction::none(), ..ExportOptions::default() };

@@ -49,7 +49,7 @@ async fn a_node_checkpoint_names_its_node_and_tags_and_its_event_carries_its_id(
         .build()
         .unwrap();
     let engine = engine_on(&path, &[&wf], None).await;
-    let t = engine.start("tagged", Tally::default(), StartOptions::id("t")).await.unwrap();
+    let t = engine.start_json("tagged", Tally::default(), StartOptions::id("t")).await.unwrap();
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
 
     let filter = CheckpointFilter {
@@ -105,7 +105,7 @@ async fn a_manual_checkpoint_of_a_running_thread_is_taken_at_its_next_step_bound
         .build()
         .unwrap();
     let engine = engine_on(&path, &[&wf], None).await;
-    let t = engine.start("gated", Tally::default(), StartOptions::id("r")).await.unwrap();
+    let t = engine.start_json("gated", Tally::default(), StartOptions::id("r")).await.unwrap();
     // The node runs: a runner drives the thread (its stored status may still read Created,
     // the runner's first batch being on its way to disk).
     started.acquire().await.unwrap().forget();
@@ -156,7 +156,7 @@ async fn a_rollback_restores_the_thread_in_place_records_it_and_resumes_from_the
         .build()
         .unwrap();
     let engine = engine_on(&path, &[&wf], None).await;
-    let t = engine.start("undo", Tally::default(), StartOptions::id("u")).await.unwrap();
+    let t = engine.start_json("undo", Tally::default(), StartOptions::id("u")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let filter = CheckpointFilter {
         thread: Some(ThreadId::new("u").unwrap()),

@@ -83,7 +83,7 @@ async fn a_failed_thread_runs_its_undos_in_reverse_order_then_fails() {
     let undone = Undone::default();
     let wf = trip(3, 1, false, undone.clone());
     let engine = Engine::with_store(redb(&path)).workflow(&wf).seed(2).open().await.unwrap();
-    let h = engine.start("trip", Tally::default(), StartOptions::id("trip-1")).await.unwrap();
+    let h = engine.start_json("trip", Tally::default(), StartOptions::id("trip-1")).await.unwrap();
     let outcome = h.wait().await.unwrap();
     assert_eq!(outcome.status, ThreadStatus::Failed);
     let ran: Vec<String> = undone.take().into_iter().map(|(_, what)| what).collect();
@@ -111,7 +111,7 @@ async fn a_failed_thread_runs_its_undos_in_reverse_order_then_fails() {
     let (_d2, path) = db();
     let wf = trip(2, 2, true, undone.clone());
     let engine = Engine::with_store(redb(&path)).workflow(&wf).seed(2).open().await.unwrap();
-    let h = engine.start("trip", Tally::default(), StartOptions::id("trip-2")).await.unwrap();
+    let h = engine.start_json("trip", Tally::default(), StartOptions::id("trip-2")).await.unwrap();
     assert_eq!(h.wait().await.unwrap().status, ThreadStatus::Completed);
     assert!(undone.take().is_empty());
     engine.shutdown().await;
@@ -124,7 +124,7 @@ async fn run(dying: Arc<Dying>, wf: &Workflow<Tally>, crashing: bool) {
     let engine = Engine::with_store(dying.clone()).workflow(wf).seed(5).open().await.unwrap();
     let mut handles = Vec::new();
     for t in 0..THREADS {
-        match engine.start("trip", Tally::default(), StartOptions::id(format!("t{t}"))).await {
+        match engine.start_json("trip", Tally::default(), StartOptions::id(format!("t{t}"))).await {
             Ok(h) => handles.push(h),
             Err(_) => break,
         }
@@ -304,7 +304,7 @@ async fn a_restored_unwound_thread_is_the_live_one() {
     let (_d, path) = db();
     let wf = trip(2, 2, false, Undone::default());
     let engine = Engine::with_store(redb(&path)).workflow(&wf).seed(2).open().await.unwrap();
-    let h = engine.start("trip", Tally::default(), StartOptions::id("trip-3")).await.unwrap();
+    let h = engine.start_json("trip", Tally::default(), StartOptions::id("trip-3")).await.unwrap();
     assert_eq!(h.wait().await.unwrap().status, ThreadStatus::Failed);
     restore_equals_live(engine.store().as_ref(), wf.as_dyn(), "trip-3");
     engine.shutdown().await;

@@ -69,7 +69,7 @@ async fn a_thread_continues_as_new_and_the_result_follows_the_chain() {
     let wf = chain(Effects::default());
     let engine = open(redb(&path), &wf).await;
     let options = StartOptions::id("t").label("customer", "c-9");
-    engine.start("chain", Tally::default(), options).await.unwrap();
+    engine.start_json("chain", Tally::default(), options).await.unwrap();
     let (last, outcome) = engine.result_following("t", Duration::from_secs(30)).await.unwrap();
     assert_eq!(last, format!("t~{GENERATIONS}"));
     let outcome = outcome.expect("the chain ended");
@@ -117,10 +117,13 @@ async fn the_successor_of_a_thread_on_a_queue_waits_in_line_on_it() {
     let engine = open(redb(&path), &wf).await;
     let one = cairn::storage::QueueLimits { concurrency_max: Some(1), ..Default::default() };
     engine.define_queue("q", one).await.unwrap();
-    engine.start("chain", Tally::default(), StartOptions::id("a-1").on_queue("q")).await.unwrap();
+    engine
+        .start_json("chain", Tally::default(), StartOptions::id("a-1").on_queue("q"))
+        .await
+        .unwrap();
     // The last generation already: it does not continue.
     let last = Tally { total: 0, log: vec!["gen".into(); GENERATIONS] };
-    engine.start("chain", last, StartOptions::id("b-1").on_queue("q")).await.unwrap();
+    engine.start_json("chain", last, StartOptions::id("b-1").on_queue("q")).await.unwrap();
     let (end, outcome) = engine.result_following("a-1", Duration::from_secs(30)).await.unwrap();
     assert_eq!(end, format!("a-1~{GENERATIONS}"));
     assert_eq!(outcome.expect("the chain ended").status, ThreadStatus::Completed);
@@ -177,7 +180,7 @@ fn a_crash_at_any_append_leaves_exactly_one_successor() {
         let (_d, path) = db();
         let dying = Arc::new(Dying::new(redb(&path), None));
         let engine = open(dying.clone(), &wf).await;
-        engine.start("chain", Tally::default(), StartOptions::id("t")).await.unwrap();
+        engine.start_json("chain", Tally::default(), StartOptions::id("t")).await.unwrap();
         engine.result_following("t", Duration::from_secs(30)).await.unwrap();
         engine.shutdown().await;
         let appends = dying.appends.load(Ordering::SeqCst) as i64;
@@ -188,7 +191,7 @@ fn a_crash_at_any_append_leaves_exactly_one_successor() {
             let (_d, path) = db();
             let dying = Arc::new(Dying::new(redb(&path), Some(crash_after)));
             let engine = open(dying.clone(), &wf).await;
-            if engine.start("chain", Tally::default(), StartOptions::id("t")).await.is_ok() {
+            if engine.start_json("chain", Tally::default(), StartOptions::id("t")).await.is_ok() {
                 tokio::select! {
                     () = dying.died.notified() => {}
                     _ = engine.result_following("t", Duration::from_secs(30)) => {}
@@ -200,7 +203,7 @@ fn a_crash_at_any_append_leaves_exactly_one_successor() {
             drop(dying);
             // Reopen on the same file: recovery resumes whatever was left.
             let engine = open(inner.clone(), &wf).await;
-            let _ = engine.start("chain", Tally::default(), StartOptions::id("t")).await;
+            let _ = engine.start_json("chain", Tally::default(), StartOptions::id("t")).await;
             // An error here is a link to a successor that does not exist: counted as missing.
             let ended = engine.result_following("t", Duration::from_secs(30)).await;
             engine.shutdown().await;

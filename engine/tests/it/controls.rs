@@ -88,7 +88,7 @@ async fn cancel_during_a_tool_call_reaches_the_tool_and_releases_locks() {
         }
     });
     let engine = open(&path, &[&wf], None).await;
-    let t = engine.start("slow", Tally::default(), StartOptions::id("c1")).await.unwrap();
+    let t = engine.start_json("slow", Tally::default(), StartOptions::id("c1")).await.unwrap();
     started_rx.await.unwrap();
     assert_eq!(engine.store().locks().wait().unwrap().len(), 1);
     engine.cancel("c1", "user pressed stop").await.unwrap();
@@ -113,7 +113,7 @@ async fn cancel_a_parked_thread() {
     let (_d, path) = db();
     let wf = asks_input("ask");
     let engine = open(&path, &[&wf], None).await;
-    let t = engine.start("ask", Tally::default(), StartOptions::id("p1")).await.unwrap();
+    let t = engine.start_json("ask", Tally::default(), StartOptions::id("p1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     engine.cancel("p1", "no longer needed").await.unwrap();
     assert_eq!(t.status().await.unwrap(), ThreadStatus::Cancelled);
@@ -127,7 +127,7 @@ async fn interrupt_and_input_across_a_restart() {
     let (_d, path) = db();
     let wf = asks_input("ask");
     let engine = open(&path, &[&wf], None).await;
-    let t = engine.start("ask", Tally::default(), StartOptions::id("i1")).await.unwrap();
+    let t = engine.start_json("ask", Tally::default(), StartOptions::id("i1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     engine.shutdown().await;
     drop(t);
@@ -194,7 +194,7 @@ async fn pause_and_resume_survive_a_restart() {
             let _ = tx.send(());
         }
     }));
-    let t = engine.start("count", Tally::default(), StartOptions::id("pz")).await.unwrap();
+    let t = engine.start_json("count", Tally::default(), StartOptions::id("pz")).await.unwrap();
     rx.await.unwrap();
     // The pause is asked while step 11 waits at the gate (join! polls it first), then the gate
     // opens: the thread pauses at the end of that step.
@@ -241,7 +241,7 @@ async fn retry_then_success_and_non_retryable_failure() {
     );
     let engine = open(&path, &[&flaky, &fatal], None).await;
     let out: Tally = engine
-        .start("flaky", Tally::default(), StartOptions::id("r1"))
+        .start_json("flaky", Tally::default(), StartOptions::id("r1"))
         .await
         .unwrap()
         .output()
@@ -258,7 +258,7 @@ async fn retry_then_success_and_non_retryable_failure() {
         .collect();
     assert_eq!(retries, vec![2, 3]);
 
-    let t = engine.start("fatal", Tally::default(), StartOptions::id("r2")).await.unwrap();
+    let t = engine.start_json("fatal", Tally::default(), StartOptions::id("r2")).await.unwrap();
     let outcome = t.finished().await.unwrap();
     assert_eq!(outcome.status, ThreadStatus::Failed);
     let b = bodies(&engine, "r2");
@@ -286,7 +286,7 @@ async fn node_timeout_counts_as_a_failure_for_the_retry_policy() {
     );
     let engine = open(&path, &[&wf], None).await;
     let out: Tally = engine
-        .start("slowpoke", Tally::default(), StartOptions::id("to"))
+        .start_json("slowpoke", Tally::default(), StartOptions::id("to"))
         .await
         .unwrap()
         .output()
@@ -310,14 +310,14 @@ async fn thread_deadline_ends_it_timed_out() {
     });
     let engine = open(&path, &[&wf], None).await;
     let opts = StartOptions { deadline_ms: Some(40), ..StartOptions::id("dl") };
-    let t = engine.start("forever", Tally::default(), opts).await.unwrap();
+    let t = engine.start_json("forever", Tally::default(), opts).await.unwrap();
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::TimedOut);
 
     // A parked thread times out too.
     let ask = asks_input("ask");
     engine.register(&ask).unwrap();
     let opts = StartOptions { deadline_ms: Some(40), ..StartOptions::id("dl2") };
-    let t = engine.start("ask", Tally::default(), opts).await.unwrap();
+    let t = engine.start_json("ask", Tally::default(), opts).await.unwrap();
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::TimedOut);
     engine.shutdown().await;
 }
@@ -329,7 +329,7 @@ async fn budget_warning_stop_raise_and_resume() {
     let engine = open(&path, &[&wf], None).await;
     let budgets = Budgets { max_steps: Some(5), warn_fraction: 0.6, ..Budgets::default() };
     let opts = StartOptions { budgets: Some(budgets.clone()), ..StartOptions::id("b1") };
-    let t = engine.start("count", Tally::default(), opts).await.unwrap();
+    let t = engine.start_json("count", Tally::default(), opts).await.unwrap();
     let outcome = t.wait().await.unwrap();
     assert_eq!(outcome.status, ThreadStatus::Paused, "stopped cleanly at the limit");
     let b = bodies(&engine, "b1");
@@ -359,7 +359,7 @@ async fn permission_denied_is_an_error_event() {
         Ok(NodeOutput::update((v, "fetched".into())))
     });
     let engine = open(&path, &[&wf], None).await;
-    let t = engine.start("net", Tally::default(), StartOptions::id("n1")).await.unwrap();
+    let t = engine.start_json("net", Tally::default(), StartOptions::id("n1")).await.unwrap();
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Failed);
     let b = bodies(&engine, "n1");
     assert!(b.iter().any(|b| matches!(b, Body::NodeFailed { error: NodeError::PermissionDenied { permission, .. }, .. } if permission == "net")));
@@ -368,7 +368,7 @@ async fn permission_denied_is_an_error_event() {
     perms.insert("net".to_owned());
     let opts = StartOptions { permissions: Some(perms), ..StartOptions::id("n2") };
     let out: Tally =
-        engine.start("net", Tally::default(), opts).await.unwrap().output().await.unwrap();
+        engine.start_json("net", Tally::default(), opts).await.unwrap().output().await.unwrap();
     assert_eq!(out.total, 1);
     engine.shutdown().await;
 }
@@ -382,7 +382,7 @@ async fn durable_sleep_across_a_restart_with_the_manual_clock() {
     });
     let clock = ManualClock::new(1_000_000);
     let engine = open(&path, &[&wf], Some(clock.clone())).await;
-    let t = engine.start("nap", Tally::default(), StartOptions::id("s1")).await.unwrap();
+    let t = engine.start_json("nap", Tally::default(), StartOptions::id("s1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::Sleeping);
     engine.shutdown().await;
     drop(t);
@@ -427,9 +427,9 @@ async fn lock_contention_expiry_and_release_on_every_end() {
         }
     });
     let engine = open(&path, &[&holder, &impatient, &patient], Some(clock.clone())).await;
-    let h = engine.start("holder", Tally::default(), StartOptions::id("h")).await.unwrap();
+    let h = engine.start_json("holder", Tally::default(), StartOptions::id("h")).await.unwrap();
     assert_eq!(h.wait().await.unwrap().status, ThreadStatus::WaitingInput);
-    let i = engine.start("impatient", Tally::default(), StartOptions::id("i")).await.unwrap();
+    let i = engine.start_json("impatient", Tally::default(), StartOptions::id("i")).await.unwrap();
     assert_eq!(
         i.finished().await.unwrap().status,
         ThreadStatus::Failed,
@@ -441,7 +441,7 @@ async fn lock_contention_expiry_and_release_on_every_end() {
             .any(|b| matches!(b, Body::NodeFailed { error: NodeError::Lock { .. }, .. }))
     );
     // Expiry: after the ttl another thread takes the lock even though the holder still waits.
-    let p = engine.start("patient", Tally::default(), StartOptions::id("p")).await.unwrap();
+    let p = engine.start_json("patient", Tally::default(), StartOptions::id("p")).await.unwrap();
     clock.advance_ms(1_001);
     assert_eq!(p.finished().await.unwrap().status, ThreadStatus::Completed);
     // Release on end: the patient thread completed, so its lock is gone; the holder's expired
@@ -476,9 +476,9 @@ async fn a_waiting_lock_is_taken_when_released_and_cancel_reaches_child_threads(
         Ok(NodeOutput::update((1, "got".into())))
     });
     let engine = open(&path, &[&parent, &waiter], Some(clock.clone())).await;
-    let p = engine.start("parent", Tally::default(), StartOptions::id("par")).await.unwrap();
+    let p = engine.start_json("parent", Tally::default(), StartOptions::id("par")).await.unwrap();
     assert_eq!(p.wait().await.unwrap().status, ThreadStatus::WaitingInput);
-    let w = engine.start("waiter", Tally::default(), StartOptions::id("w")).await.unwrap();
+    let w = engine.start_json("waiter", Tally::default(), StartOptions::id("w")).await.unwrap();
     engine.cancel("par", "stop everything").await.unwrap();
     // The clock never moves: the waiter gets the lock because the cancelled child released it.
     assert_eq!(w.finished().await.unwrap().status, ThreadStatus::Completed);
@@ -499,7 +499,7 @@ async fn the_three_channel_view_splits_progress_control_and_monitor() {
         Ok(NodeOutput::update((n, "x".into())))
     });
     let engine = open(&path, &[&wf], None).await;
-    let t = engine.start("chan", Tally::default(), StartOptions::id("ch")).await.unwrap();
+    let t = engine.start_json("chan", Tally::default(), StartOptions::id("ch")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let mut control = t.events(0).unwrap();
     let first = control.next_in(Channel::Control).await.unwrap();
@@ -564,9 +564,9 @@ async fn a_pause_while_a_woken_thread_waits_for_a_runner_holds() {
         .open()
         .await
         .unwrap();
-    let s = engine.start("nap", Tally::default(), StartOptions::id("s")).await.unwrap();
+    let s = engine.start_json("nap", Tally::default(), StartOptions::id("s")).await.unwrap();
     assert_eq!(s.wait().await.unwrap().status, ThreadStatus::Sleeping);
-    let b = engine.start("busy", Tally::default(), StartOptions::id("b")).await.unwrap();
+    let b = engine.start_json("busy", Tally::default(), StartOptions::id("b")).await.unwrap();
     busy_rx.await.unwrap();
     // The timer fires: `s` is Running, queued behind `b` for the permit.
     clock.advance_ms(1_000);
@@ -580,7 +580,7 @@ async fn a_pause_while_a_woken_thread_waits_for_a_runner_holds() {
     assert_eq!(b.finished().await.unwrap().status, ThreadStatus::Completed);
     // Queued behind the runner of `s` (permits are handed out in order, and this test's
     // runtime has one thread): once `q` has finished, that runner has come and gone.
-    let q = engine.start("quick", Tally::default(), StartOptions::id("q")).await.unwrap();
+    let q = engine.start_json("quick", Tally::default(), StartOptions::id("q")).await.unwrap();
     assert_eq!(q.finished().await.unwrap().status, ThreadStatus::Completed);
     assert_eq!(
         s.status().await.unwrap(),
@@ -601,7 +601,7 @@ async fn pause_and_resume_a_thread_waiting_for_input() {
     let (_d, path) = db();
     let wf = asks_input("ask");
     let engine = open(&path, &[&wf], None).await;
-    let t = engine.start("ask", Tally::default(), StartOptions::id("pi")).await.unwrap();
+    let t = engine.start_json("ask", Tally::default(), StartOptions::id("pi")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     engine.pause("pi").await.unwrap();
     assert_eq!(t.status().await.unwrap(), ThreadStatus::Paused);
@@ -632,7 +632,7 @@ async fn pause_and_resume_a_sleeping_thread() {
     let clock = ManualClock::new(1_000_000);
     let engine = open(&path, &[&wf], Some(clock.clone())).await;
     for (id, pass_while_paused) in [("early", false), ("late", true)] {
-        let t = engine.start("nap", Tally::default(), StartOptions::id(id)).await.unwrap();
+        let t = engine.start_json("nap", Tally::default(), StartOptions::id(id)).await.unwrap();
         assert_eq!(t.wait().await.unwrap().status, ThreadStatus::Sleeping);
         engine.pause(id).await.unwrap();
         if pass_while_paused {
@@ -669,7 +669,7 @@ async fn a_resumed_sleeper_wakes_once() {
         });
         let clock = ManualClock::new(1_000_000);
         let engine = open(&path, &[&wf], Some(clock.clone())).await;
-        let t = engine.start("nap", Tally::default(), StartOptions::id("x")).await.unwrap();
+        let t = engine.start_json("nap", Tally::default(), StartOptions::id("x")).await.unwrap();
         assert_eq!(t.wait().await.unwrap().status, ThreadStatus::Sleeping);
         engine.pause("x").await.unwrap();
         engine.resume("x").await.unwrap();
@@ -717,7 +717,7 @@ async fn a_paused_child_pauses_its_parent_and_resumes_with_it() {
         .build()
         .unwrap();
     let engine = open(&path, &[&parent], None).await;
-    let p = engine.start("parent", Tally::default(), StartOptions::id("par")).await.unwrap();
+    let p = engine.start_json("parent", Tally::default(), StartOptions::id("par")).await.unwrap();
     at_gate.await.unwrap();
     let children = children_of(&engine, "par");
     let child_id = children[0].id.to_string();

@@ -403,7 +403,7 @@ pub(crate) async fn run_on(
     let mut handles = Vec::new();
     for t in 0..THREADS {
         // Starting is idempotent: after a crash this finds the threads recovery resumed.
-        match engine.start("gen", Acc::default(), StartOptions::id(format!("t{t}"))).await {
+        match engine.start_json("gen", Acc::default(), StartOptions::id(format!("t{t}"))).await {
             Ok(h) => handles.push(h),
             Err(_) => break, // the store died during start
         }

@@ -81,7 +81,7 @@ async fn state_at_every_seq_is_the_live_state() {
     let seen: Seen = Arc::default();
     let wf = observed(7, seen.clone());
     let engine = open(&path, &[&wf], |b| b.seed(3).checkpoint_every(Some(2), None)).await;
-    let t = engine.start("observed", Tally::default(), StartOptions::id("tt")).await.unwrap();
+    let t = engine.start_json("observed", Tally::default(), StartOptions::id("tt")).await.unwrap();
     let out: Tally = t.output().await.unwrap();
     let checkpoints = engine
         .store()
@@ -141,7 +141,7 @@ async fn diff_names_what_changed_between_two_seqs() {
     let (_d, path) = db();
     let wf = observed(3, Seen::default());
     let engine = open(&path, &[&wf], |b| b.seed(3).checkpoint_every(Some(2), None)).await;
-    let t = engine.start("observed", Tally::default(), StartOptions::id("d")).await.unwrap();
+    let t = engine.start_json("observed", Tally::default(), StartOptions::id("d")).await.unwrap();
     let out: Tally = t.output().await.unwrap();
     let b = step_completed_seqs(&engine, "d");
     let changes = engine.diff("d", b[0].1, b[2].1).await.unwrap();
@@ -160,7 +160,8 @@ async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
     let seen: Seen = Arc::default();
     let wf = observed(5, seen.clone());
     let engine = open(&path, &[&wf], |b| b.seed(3).checkpoint_every(Some(2), None)).await;
-    let t = engine.start("observed", Tally::default(), StartOptions::id("orig")).await.unwrap();
+    let t =
+        engine.start_json("observed", Tally::default(), StartOptions::id("orig")).await.unwrap();
     let original: Tally = t.output().await.unwrap();
     let id = ThreadId::new("orig").unwrap();
     let last = engine.store().last_bookmark(&id).wait().unwrap().unwrap().seq;
@@ -262,7 +263,7 @@ async fn manual_checkpoint_of_a_parked_thread() {
         .build()
         .unwrap();
     let engine = open(&path, &[&wf], |b| b.seed(3).checkpoint_every(Some(2), None)).await;
-    let t = engine.start("ask", Tally::default(), StartOptions::id("m")).await.unwrap();
+    let t = engine.start_json("ask", Tally::default(), StartOptions::id("m")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let before = engine.state_at("m", None).await.unwrap();
     let meta = CheckpointMeta {
@@ -440,7 +441,7 @@ async fn the_state_at_a_time_is_the_state_after_the_last_event_recorded_by_then(
         .open()
         .await
         .unwrap();
-    let t = engine.start("timed", Tally::default(), StartOptions::id("tm")).await.unwrap();
+    let t = engine.start_json("timed", Tally::default(), StartOptions::id("tm")).await.unwrap();
     let _: Tally = t.output().await.unwrap();
     let id: ThreadId = "tm".parse().unwrap();
     let events = engine.store().read_since(&id, Seq(0), 1_000).wait().unwrap();

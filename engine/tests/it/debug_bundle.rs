@@ -160,7 +160,7 @@ async fn export_import_export_gives_the_same_bundle() {
     let s = secret(&mut rng);
     let input = json!({"forms": planted(&mut rng, &s), "api_key": "marker-abc-123"});
     let options = StartOptions::id("rt").label("team", "blue").label("api-token", "xyz-777");
-    let done = engine.start("leaky", Replace(input), options).await.unwrap().finished().await;
+    let done = engine.start_json("leaky", Replace(input), options).await.unwrap().finished().await;
     assert_eq!(done.unwrap().status, cairn::ThreadStatus::Completed);
 
     for (redaction, last_events) in [
@@ -234,7 +234,7 @@ async fn planted_secrets_never_survive_export_and_malformed_bundles_never_panic(
         let input = json!({"forms": planted(&mut rng, &s), "api_key": marker});
         let id = format!("s{i}");
         let options = StartOptions::id(id.clone()).label("note", format!("has {s}"));
-        handles.push(engine.start("leaky", Replace(input), options).await.unwrap());
+        handles.push(engine.start_json("leaky", Replace(input), options).await.unwrap());
         cases.push((id, s, marker));
     }
     for h in &handles {
@@ -471,7 +471,7 @@ async fn export_needs_no_workflow_when_checkpoints_cover_the_state() {
     let engine = open(&path, &[&wf], |b| b.seed(5).checkpoint_every(Some(1), None)).await;
     let input = json!({"forms": ["a"], "api_key": "m"});
     engine
-        .start("leaky", Replace(input), StartOptions::id("nw"))
+        .start_json("leaky", Replace(input), StartOptions::id("nw"))
         .await
         .unwrap()
         .finished()
@@ -500,7 +500,8 @@ async fn bundles_refuse_duplicate_keys_name_the_bad_value_and_check_the_version_
     let wf = leaky();
     let engine = open(&path, &[&wf], |b| b.seed(5).checkpoint_every(Some(1), None)).await;
     let input = json!({"forms": ["x"], "api_key": "k"});
-    let done = engine.start("leaky", Replace(input), StartOptions::id("strict")).await.unwrap();
+    let done =
+        engine.start_json("leaky", Replace(input), StartOptions::id("strict")).await.unwrap();
     done.finished().await.unwrap();
     let good = engine.export_bundle("strict", &ExportOptions::default()).await.unwrap();
     let text = String::from_utf8(good.to_bytes(false).unwrap()).unwrap();

@@ -91,7 +91,7 @@ async fn run_into_a_full_disk(
     id: &str,
 ) -> cairn::ThreadHandle {
     let handle =
-        engine.start("bulky", Notes::default(), StartOptions::id(id)).await.expect("start");
+        engine.start_json("bulky", Notes::default(), StartOptions::id(id)).await.expect("start");
     gate.reached.notified().await;
     disk.set_capacity(Some(disk.live_image().len() as u64));
     gate.open.send_replace(true);
@@ -126,7 +126,7 @@ async fn later_callers_hear_what_poisoned_the_store() {
     let handle = run_into_a_full_disk(&engine, &disk, &gate, "t1").await;
     let _ = tokio::time::timeout(PROMPT, handle.wait()).await.expect("the wait ends at once");
     let refused = engine
-        .start("bulky", Notes::default(), StartOptions::id("t2"))
+        .start_json("bulky", Notes::default(), StartOptions::id("t2"))
         .await
         .expect_err("the store refuses writes");
     let Error::Storage(cairn::storage::Error::Poisoned { cause }) = &refused else {
@@ -254,8 +254,10 @@ async fn the_engine_comes_back_by_itself_once_the_disk_has_room() {
 
     disk.clear();
     finishes_once_the_store_takes_writes(&engine, &store, "t1").await;
-    let t2 =
-        engine.start("bulky", Notes::default(), StartOptions::id("t2")).await.expect("a start");
+    let t2 = engine
+        .start_json("bulky", Notes::default(), StartOptions::id("t2"))
+        .await
+        .expect("a start");
     let t2 = tokio::time::timeout(Duration::from_secs(30), t2.finished()).await.expect("t2 runs");
     assert_eq!(t2.expect("t2").status, cairn::ThreadStatus::Completed);
     let report = store.verify().expect("verify");
@@ -271,7 +273,7 @@ async fn an_io_error_is_told_and_waited_out_the_same_way() {
     use cairn::storage::fault::{CrashModel, Fault};
     let (disk, store, gate, engine) = on_a_reopening_store().await;
     let handle =
-        engine.start("bulky", Notes::default(), StartOptions::id("t1")).await.expect("start");
+        engine.start_json("bulky", Notes::default(), StartOptions::id("t1")).await.expect("start");
     gate.reached.notified().await;
     disk.arm(Fault::at(disk.mutations(), CrashModel::IoErrorPersistent));
     gate.open.send_replace(true);

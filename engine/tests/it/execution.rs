@@ -14,7 +14,7 @@ async fn linear_runs_every_node_once_in_order() {
     let fx = Effects::default();
     let wf = linear(5, fx.clone());
     let engine = engine_on(&path, &[&wf], None).await;
-    let t = engine.start("linear", Tally::default(), StartOptions::id("t1")).await.unwrap();
+    let t = engine.start_json("linear", Tally::default(), StartOptions::id("t1")).await.unwrap();
     let out: Tally = t.output().await.unwrap();
     assert_eq!(out.total, 1 + 2 + 3 + 4 + 5);
     assert_eq!(out.log, vec!["n0", "n1", "n2", "n3", "n4"]);
@@ -30,7 +30,7 @@ async fn fan_out_join_route_and_loop_bound() {
     let fx = Effects::default();
     let wf = diamond(3, fx.clone());
     let engine = engine_on(&path, &[&wf], None).await;
-    let t = engine.start("diamond", Tally::default(), StartOptions::id("d")).await.unwrap();
+    let t = engine.start_json("diamond", Tally::default(), StartOptions::id("d")).await.unwrap();
     let out: Tally = t.output().await.unwrap();
     // Branch updates are applied in task order (by name), whatever finished first.
     assert_eq!(&out.log[..4], &["split", "b0", "b1", "b2"]);
@@ -47,9 +47,9 @@ async fn same_thread_id_starts_once() {
     let fx = Effects::default();
     let wf = linear(2, fx.clone());
     let engine = engine_on(&path, &[&wf], None).await;
-    let a = engine.start("linear", Tally::default(), StartOptions::id("same")).await.unwrap();
+    let a = engine.start_json("linear", Tally::default(), StartOptions::id("same")).await.unwrap();
     let b = engine
-        .start("linear", Tally { total: 100, log: vec![] }, StartOptions::id("same"))
+        .start_json("linear", Tally { total: 100, log: vec![] }, StartOptions::id("same"))
         .await
         .unwrap();
     let out_a: Tally = a.output().await.unwrap();
@@ -73,7 +73,7 @@ async fn a_thread_stays_on_its_version_and_refuses_a_changed_fingerprint() {
         .build()
         .unwrap();
     let engine = engine_on(&path, &[&v1], None).await;
-    let t = engine.start("pinned", Tally::default(), StartOptions::id("p")).await.unwrap();
+    let t = engine.start_json("pinned", Tally::default(), StartOptions::id("p")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     engine.shutdown().await;
     // Handles share the engine: the file closes when the last of them is gone.
@@ -110,7 +110,7 @@ async fn a_thread_stays_on_its_version_and_refuses_a_changed_fingerprint() {
     let old: Tally = engine.thread("p").await.unwrap().output().await.unwrap();
     assert_eq!(old.log, vec!["v1"]);
     let new: Tally = engine
-        .start("pinned", Tally::default(), StartOptions::id("q"))
+        .start_json("pinned", Tally::default(), StartOptions::id("q"))
         .await
         .unwrap()
         .output()
@@ -125,7 +125,7 @@ async fn input_to_a_thread_that_is_not_waiting_is_an_error() {
     let (_d, path) = db();
     let wf = linear(1, Effects::default());
     let engine = engine_on(&path, &[&wf], None).await;
-    let t = engine.start("linear", Tally::default(), StartOptions::id("x")).await.unwrap();
+    let t = engine.start_json("linear", Tally::default(), StartOptions::id("x")).await.unwrap();
     t.finished().await.unwrap();
     let err = engine.send_input("x", 1).await.unwrap_err();
     assert!(matches!(err, Error::WrongStatus { .. }), "{err}");
@@ -162,14 +162,14 @@ async fn a_step_over_the_task_limit_fails_its_thread_clearly() {
     let over_map = map("over-map", MAP_ITEMS_MAX as u64 + 1);
     let engine = engine_on(&path, &[&at_limit, &over_step, &over_map], None).await;
 
-    let ok = engine.start("at-limit", Tally::default(), StartOptions::id("ok")).await.unwrap();
+    let ok = engine.start_json("at-limit", Tally::default(), StartOptions::id("ok")).await.unwrap();
     let out: Tally = ok.output().await.unwrap();
     assert_eq!(out.total, MAP_ITEMS_MAX as u64 - 1);
 
     for (wf, needle) in
         [("over-step", "at most 1024 run in one step"), ("over-map", "items of one map node")]
     {
-        let t = engine.start(wf, Tally::default(), StartOptions::id(wf)).await.unwrap();
+        let t = engine.start_json(wf, Tally::default(), StartOptions::id(wf)).await.unwrap();
         let outcome = tokio::time::timeout(std::time::Duration::from_secs(30), t.finished())
             .await
             .unwrap_or_else(|_| panic!("{wf}: the thread never ended"))
@@ -206,7 +206,7 @@ async fn a_recorded_tool_result_is_never_returned_for_another_input() {
         .build()
         .unwrap();
     let engine = engine_on(&path, &[&wf], None).await;
-    let t = engine.start("drifting", Tally::default(), StartOptions::id("d")).await.unwrap();
+    let t = engine.start_json("drifting", Tally::default(), StartOptions::id("d")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     engine.send_input("d", 1).await.unwrap();
     let outcome = t.finished().await.unwrap();
@@ -251,7 +251,7 @@ async fn a_write_behind_the_runners_back_stops_the_thread_before_its_next_tool_c
         .unwrap();
     let (_d, path) = db();
     let engine = engine_on(&path, &[&wf], None).await;
-    let t = engine.start("gated", Tally::default(), StartOptions::id("g")).await.unwrap();
+    let t = engine.start_json("gated", Tally::default(), StartOptions::id("g")).await.unwrap();
     reached_rx.await.unwrap();
     // Another writer appends to the thread's log (no lease, no guard) while the node runs.
     let id = cairn::ThreadId::new("g").unwrap();
@@ -339,7 +339,7 @@ async fn values_drawn_in_another_order_on_a_rerun_are_nondeterminism() {
         .build()
         .unwrap();
     let engine = engine_on(&path, &[&wf], None).await;
-    let t = engine.start("reordered", Tally::default(), StartOptions::id("r")).await.unwrap();
+    let t = engine.start_json("reordered", Tally::default(), StartOptions::id("r")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     engine.send_input("r", 1).await.unwrap();
     let outcome = t.finished().await.unwrap();
@@ -366,7 +366,7 @@ async fn a_started_thread_runs_from_its_creation_without_reading_it_back() {
     let as_dyn: Arc<dyn Store> = store.clone();
     let engine = cairn::Engine::with_store(as_dyn).workflow(&wf).open().await.unwrap();
     let before = store.events_read();
-    let t = engine.start("linear", Tally::default(), StartOptions::id("t1")).await.unwrap();
+    let t = engine.start_json("linear", Tally::default(), StartOptions::id("t1")).await.unwrap();
     let done = t.finished().await.unwrap();
     assert_eq!(done.status, ThreadStatus::Completed);
     let run = store.events_read() - before;
@@ -385,7 +385,7 @@ async fn a_started_thread_runs_from_its_creation_without_reading_it_back() {
     assert_eq!(fx.count(), 3);
     // A wait that begins after the thread ended still gets the end its runner published (the
     // handle of a start subscribed before the runner began): no event read either.
-    let t2 = engine.start("linear", Tally::default(), StartOptions::id("t2")).await.unwrap();
+    let t2 = engine.start_json("linear", Tally::default(), StartOptions::id("t2")).await.unwrap();
     let t2_id: cairn::ThreadId = "t2".parse().unwrap();
     while store.thread(&t2_id).wait().unwrap().is_none_or(|r| r.status != ThreadStatus::Completed) {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -413,7 +413,7 @@ async fn concurrent_starts_of_one_id_make_one_thread() {
     for _ in 0..16 {
         let engine = engine.clone();
         starts.push(tokio::spawn(async move {
-            engine.start("linear", Tally::default(), StartOptions::id("once")).await
+            engine.start_json("linear", Tally::default(), StartOptions::id("once")).await
         }));
     }
     for start in starts {
@@ -459,7 +459,7 @@ async fn a_step_is_acknowledged_while_the_runner_waits_in_the_next_node() {
             let _ = tx.send(());
         }
     }));
-    let t = engine.start("gated", Tally::default(), StartOptions::id("g")).await.unwrap();
+    let t = engine.start_json("gated", Tally::default(), StartOptions::id("g")).await.unwrap();
     // Step 2's node waits at the gate until step 1 is reported.
     tokio::time::timeout(std::time::Duration::from_secs(30), rx)
         .await
@@ -481,7 +481,8 @@ async fn a_seeded_engine_reopened_starts_new_threads() {
     let mut ids = Vec::new();
     for _ in 0..3 {
         let engine = engine_on(&path, &[&wf], None).await;
-        let t = engine.start("linear", Tally::default(), StartOptions::default()).await.unwrap();
+        let t =
+            engine.start_json("linear", Tally::default(), StartOptions::default()).await.unwrap();
         t.output::<Tally>().await.unwrap();
         ids.push(t.id().to_string());
         engine.shutdown().await;

@@ -52,7 +52,7 @@ async fn several_locks_are_taken_all_or_nothing_and_a_refusal_names_each_one_hel
     let (_d, path) = db();
     let (hold, grab) = workflows();
     let engine = engine_on(&path, &[&hold, &grab], None).await;
-    let h = engine.start("hold", Tally::default(), StartOptions::id("holder")).await.unwrap();
+    let h = engine.start_json("hold", Tally::default(), StartOptions::id("holder")).await.unwrap();
     assert_eq!(h.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let names = |engine: &cairn::Engine| -> Vec<(String, String)> {
         let locks = engine.store().locks().wait().unwrap();
@@ -61,7 +61,7 @@ async fn several_locks_are_taken_all_or_nothing_and_a_refusal_names_each_one_hel
     let held_by_holder = vec![("a".to_owned(), "holder".to_owned()), ("c".into(), "holder".into())];
     assert_eq!(names(&engine), held_by_holder);
 
-    let g = engine.start("grab", Tally::default(), StartOptions::id("g1")).await.unwrap();
+    let g = engine.start_json("grab", Tally::default(), StartOptions::id("g1")).await.unwrap();
     let out: Tally = g.output().await.unwrap();
     assert_eq!(out.log, ["held: a by holder, c by holder"]);
     // None was taken: `b` is free, the holder's are as they were.
@@ -70,7 +70,7 @@ async fn several_locks_are_taken_all_or_nothing_and_a_refusal_names_each_one_hel
     // Once the holder ends (its locks go with it), all three are taken in one write.
     engine.send_input("holder", true).await.unwrap();
     assert_eq!(h.finished().await.unwrap().status, ThreadStatus::Completed);
-    let g = engine.start("grab", Tally::default(), StartOptions::id("g2")).await.unwrap();
+    let g = engine.start_json("grab", Tally::default(), StartOptions::id("g2")).await.unwrap();
     let out: Tally = g.output().await.unwrap();
     assert_eq!(out.log, ["took a, b, c"]);
     let lock_events: Vec<u64> = {

@@ -88,6 +88,7 @@ mod telemetry;
 mod telemetry_pg;
 mod telemetry_recorder;
 mod trace;
+mod typed_start;
 mod variables;
 #[cfg(all(feature = "http", feature = "cli"))]
 mod web_view;

@@ -52,7 +52,7 @@ async fn every_run_of_every_node_with_its_step_status_data_and_error() {
     let (_d, path) = db();
     let wf = looping(Arc::new(AtomicU32::new(0)));
     let engine = engine_on(&path, &[&wf], None).await;
-    let t = engine.start("looping", Tally::default(), StartOptions::id("l")).await.unwrap();
+    let t = engine.start_json("looping", Tally::default(), StartOptions::id("l")).await.unwrap();
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
 
     let runs = engine.node_runs("l").await.unwrap();
@@ -124,7 +124,7 @@ async fn a_waiting_node_runs_a_cancel_ends_it_and_a_fork_not_started_has_its_nod
         .build()
         .unwrap();
     let engine = engine_on(&path, &[&wf], None).await;
-    let t = engine.start("asks", Tally::default(), StartOptions::id("w")).await.unwrap();
+    let t = engine.start_json("asks", Tally::default(), StartOptions::id("w")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let statuses = async |thread: &str| -> Vec<(String, u64, RunStatus)> {
         let runs = engine.node_runs(thread).await.unwrap();

@@ -27,7 +27,7 @@ fn concrete(path: &str) -> String {
 async fn the_openapi_document_lists_every_route_and_every_documented_route_answers() {
     let (_d, path) = db();
     let (engine, server) = serving(&path, &asks_input()).await;
-    let t = engine.start("ask", Tally::default(), StartOptions::id("t-1")).await.unwrap();
+    let t = engine.start_json("ask", Tally::default(), StartOptions::id("t-1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let base = format!("http://{}", server.addr());
     let token = Some(server.token().to_owned());

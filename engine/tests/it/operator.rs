@@ -30,7 +30,7 @@ async fn progress_carries_its_detail_line_into_the_log_and_the_state() {
     let (_d, path) = db();
     let wf = asking();
     let engine = engine_on(&path, &[&wf], None).await;
-    let t = engine.start("asking", Tally::default(), StartOptions::id("p")).await.unwrap();
+    let t = engine.start_json("asking", Tally::default(), StartOptions::id("p")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let mut events = t.events(0).unwrap();
     let mut details = Vec::new();
@@ -54,7 +54,7 @@ async fn resumable_within_an_age_leaves_out_threads_idle_for_longer() {
     let clock = ManualClock::new(10 * DAY_MS);
     let engine = engine_on(&path, &[&wf], Some(clock.clone())).await;
     for id in ["old", "new"] {
-        let t = engine.start("asking", Tally::default(), StartOptions::id(id)).await.unwrap();
+        let t = engine.start_json("asking", Tally::default(), StartOptions::id(id)).await.unwrap();
         assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
         engine.pause(id).await.unwrap();
         // `old` was last touched two days before `new`.
@@ -95,7 +95,7 @@ async fn usage_is_recorded_by_model_and_summed_per_model_in_the_telemetry() {
         .build()
         .unwrap();
     let engine = engine_on(&path, &[&wf], None).await;
-    let t = engine.start("models", Tally::default(), StartOptions::id("m")).await.unwrap();
+    let t = engine.start_json("models", Tally::default(), StartOptions::id("m")).await.unwrap();
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
     let mut events = t.events(0).unwrap();
     let mut recorded = Vec::new();

@@ -73,7 +73,7 @@ async fn a_thread_is_one_trace_across_a_crash_and_its_metrics_carry_the_workflow
         || Engine::builder(&path).workflow(&wf).metrics_recorder(Arc::new(otel.recorder())).open();
 
     let engine = open().await.unwrap();
-    engine.start("otel-wf", Tally::default(), StartOptions::id("otel-t1")).await.unwrap();
+    engine.start_json("otel-wf", Tally::default(), StartOptions::id("otel-t1")).await.unwrap();
     tokio::time::timeout(Duration::from_secs(30), hung.notified()).await.expect("hang ran");
     engine.crash().await;
     drop(engine);
@@ -161,7 +161,7 @@ async fn a_collector_that_never_answers_blocks_nothing() {
         Engine::builder(&path).workflow(&wf).metrics_recorder(Arc::new(otel.recorder())).open();
     let engine = engine.await.unwrap();
     let began = std::time::Instant::now();
-    let run = engine.start("traced", Tally::default(), StartOptions::id("otel-silent"));
+    let run = engine.start_json("traced", Tally::default(), StartOptions::id("otel-silent"));
     let out: Tally = tokio::time::timeout(Duration::from_secs(30), run.await.unwrap().output())
         .await
         .expect("the thread ends while the collector is silent")

@@ -105,7 +105,7 @@ async fn open_with(path: &Path, code: Code, hold: Hold) -> Engine {
 /// recorded), the engine shut down.
 async fn waiting(path: &Path, code: Code, id: &str) {
     let engine = open(path, code).await;
-    let t = engine.start("patchy", Tally::default(), StartOptions::id(id)).await.unwrap();
+    let t = engine.start_json("patchy", Tally::default(), StartOptions::id(id)).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     engine.shutdown().await;
 }
@@ -138,7 +138,7 @@ async fn an_old_thread_finishes_through_the_old_branch_and_a_new_one_through_the
     // The resume check replays `a` (completed under the old code): the guard matches its log.
     let tail = engine.replay_tail("old").await.unwrap();
     assert_eq!((tail.tasks_replayed, tail.divergence), (1, None));
-    let new = engine.start("patchy", Tally::default(), StartOptions::id("new")).await.unwrap();
+    let new = engine.start_json("patchy", Tally::default(), StartOptions::id("new")).await.unwrap();
     assert_eq!(new.wait().await.unwrap().status, ThreadStatus::WaitingInput);
 
     assert_eq!(finish(&engine, "old").await, ThreadStatus::Completed);
@@ -159,7 +159,7 @@ async fn an_old_thread_stopped_by_a_crash_inside_the_patched_node_finishes_the_o
     let hold = Hold::default();
     hold.0.0.store(true, Ordering::SeqCst);
     let engine = open_with(&path, Code::Old, hold.clone()).await;
-    engine.start("patchy", Tally::default(), StartOptions::id("old")).await.unwrap();
+    engine.start_json("patchy", Tally::default(), StartOptions::id("old")).await.unwrap();
     // `work` has called its tool (recorded) and is still running: crash.
     hold.0.1.notified().await;
     engine.crash().await;

@@ -69,7 +69,8 @@ fn the_endpoint_serves_states_while_postgres_is_slow_without_a_blocking_thread_p
             .open()
             .await
             .expect("open on postgres");
-        let t = engine.start("chat", Tally::default(), StartOptions::id("chat-1")).await.unwrap();
+        let t =
+            engine.start_json("chat", Tally::default(), StartOptions::id("chat-1")).await.unwrap();
         assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
         let state = format!("http://{}/api/threads/chat-1/state?at=3", server.addr());
         let (status, fast, _) = answer(get(state.clone())).await;

@@ -155,7 +155,8 @@ fn debug_reads_on_one_runtime_thread_leave_it_running_while_postgres_is_slow() {
             .open()
             .await
             .expect("open on postgres");
-        let t = engine.start("chat", Tally::default(), StartOptions::id("chat-1")).await.unwrap();
+        let t =
+            engine.start_json("chat", Tally::default(), StartOptions::id("chat-1")).await.unwrap();
         assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
         let id = cairn::storage::ThreadId::new("chat-1").unwrap();
         let last = store.thread(&id).await.unwrap().unwrap().last.unwrap().seq.0;

@@ -157,8 +157,9 @@ fn an_engine_rides_out_a_silent_network_noticing_it_and_answering_meanwhile() {
         let mut handles = Vec::new();
         for t in 0..THREADS {
             let id = format!("t{t}");
-            handles
-                .push(engine.start("slow", Tally::default(), StartOptions::id(id)).await.unwrap());
+            handles.push(
+                engine.start_json("slow", Tally::default(), StartOptions::id(id)).await.unwrap(),
+            );
         }
         // Every thread a few steps in: the network goes silent in the middle of their runs.
         while effects.count() < (THREADS * 3) as u64 {
@@ -282,7 +283,10 @@ fn a_second_engine_takes_over_and_the_silent_engines_late_writes_are_fenced() {
         };
         let first = open(&silent_store, 27).await.expect("open the first engine");
         for t in 0..THREADS {
-            first.start("slow", Tally::default(), StartOptions::id(format!("t{t}"))).await.unwrap();
+            first
+                .start_json("slow", Tally::default(), StartOptions::id(format!("t{t}")))
+                .await
+                .unwrap();
         }
         while effects.count() < (THREADS * 3) as u64 {
             tokio::time::sleep(TICK).await;

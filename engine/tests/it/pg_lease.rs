@@ -83,7 +83,7 @@ async fn a_tool_call_three_times_the_lease_runs_once_on_two_live_engines() {
     );
     let driver = open(&url, &wf).await;
     let other = open(&url, &wf).await;
-    driver.start("long-call", Tally::default(), StartOptions::id("long")).await.unwrap();
+    driver.start_json("long-call", Tally::default(), StartOptions::id("long")).await.unwrap();
     let out: Tally = tokio::time::timeout(
         Duration::from_secs(30),
         driver.thread("long").await.unwrap().output(),
@@ -125,7 +125,10 @@ fn lease_child() {
     rt.block_on(async {
         let wf = long_call(2_000, Arc::new(move |key: &str| say(&format!("CALL {key}"))));
         let engine = open(&url, &wf).await;
-        engine.start("long-call", Tally::default(), StartOptions::id("stopped")).await.unwrap();
+        engine
+            .start_json("long-call", Tally::default(), StartOptions::id("stopped"))
+            .await
+            .unwrap();
         let mut fenced = 0;
         loop {
             if engine.fenced_runners() != fenced {
@@ -271,8 +274,9 @@ async fn two_engines_opened_in_one_millisecond_make_different_ids() {
     let mut handles = Vec::new();
     for i in 0..50_u64 {
         let input = |n: u64| Tally { total: n, log: Vec::new() };
-        handles.push(a.start("draw", input(i), StartOptions::default()).await.unwrap());
-        handles.push(b.start("draw", input(1_000 + i), StartOptions::default()).await.unwrap());
+        handles.push(a.start_json("draw", input(i), StartOptions::default()).await.unwrap());
+        handles
+            .push(b.start_json("draw", input(1_000 + i), StartOptions::default()).await.unwrap());
     }
     let mut inputs = BTreeSet::new();
     let mut drawn = BTreeSet::new();

@@ -78,7 +78,7 @@ fn with_default_deadlines_a_silent_network_is_noticed_in_seconds_and_reads_answe
         let mut handles = Vec::new();
         for t in 0..THREADS {
             let id = StartOptions::id(format!("t{t}"));
-            handles.push(engine.start("slow", Tally::default(), id).await.unwrap());
+            handles.push(engine.start_json("slow", Tally::default(), id).await.unwrap());
         }
         while effects.count() < (THREADS * 3) as u64 {
             tokio::time::sleep(TICK).await;
@@ -185,7 +185,7 @@ fn a_server_stopped_for_a_while_fails_waiters_with_the_cause_and_the_engine_carr
         let mut handles = Vec::new();
         for t in 0..THREADS {
             let id = StartOptions::id(format!("t{t}"));
-            handles.push(engine.start("slow", Tally::default(), id).await.unwrap());
+            handles.push(engine.start_json("slow", Tally::default(), id).await.unwrap());
         }
         // Every thread a step or so in (of 16 of 100 ms each): none ends before the stop.
         while effects.count() < THREADS as u64 {
@@ -229,7 +229,7 @@ fn a_server_stopped_for_a_while_fails_waiters_with_the_cause_and_the_engine_carr
         let read = engine.thread("t0").await.map(drop);
         let read_in = asked.elapsed();
         let asked = Instant::now();
-        let started = engine.start("slow", Tally::default(), StartOptions::id("late")).await;
+        let started = engine.start_json("slow", Tally::default(), StartOptions::id("late")).await;
         let start_in = asked.elapsed();
         let away = AWAY.saturating_sub(stopping.elapsed());
         tokio::time::sleep(away).await;
@@ -241,7 +241,7 @@ fn a_server_stopped_for_a_while_fails_waiters_with_the_cause_and_the_engine_carr
         }
         let recovered = back.elapsed();
         let after = engine.health().await.expect("health after");
-        let late = engine.start("slow", Tally::default(), StartOptions::id("late")).await;
+        let late = engine.start_json("slow", Tally::default(), StartOptions::id("late")).await;
         let runs = effects.count();
         let expected = (THREADS * NODES) as u64;
         crate::common::report(&format!(

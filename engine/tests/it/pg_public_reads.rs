@@ -77,7 +77,7 @@ fn every_public_read_on_one_runtime_thread_leaves_it_running_while_postgres_is_s
             .open()
             .await
             .expect("open on postgres");
-        let done = engine.start("counted", Tally::default(), StartOptions::id("done-1")).await;
+        let done = engine.start_json("counted", Tally::default(), StartOptions::id("done-1")).await;
         assert_eq!(done.unwrap().output::<Tally>().await.unwrap().total, 5);
         let spec = ScheduleSpec::new("counted", Every::Interval { ms: DAY_MS }).input(json!({
             "total": 0, "log": []

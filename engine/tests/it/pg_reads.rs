@@ -88,11 +88,12 @@ fn an_engine_on_one_runtime_thread_keeps_it_running_while_postgres_reads_are_slo
         });
 
         let started = Instant::now();
-        let asked = engine.start("ask", Tally::default(), StartOptions::id("ask-1")).await.unwrap();
+        let asked =
+            engine.start_json("ask", Tally::default(), StartOptions::id("ask-1")).await.unwrap();
         let mut runs = Vec::new();
         for i in 0..3 {
             let options = StartOptions::id(format!("run-{i}"));
-            runs.push(engine.start("linear", Tally::default(), options).await.unwrap());
+            runs.push(engine.start_json("linear", Tally::default(), options).await.unwrap());
         }
         for run in &runs {
             let out: Tally = run.output().await.expect("a thread runs to its end");

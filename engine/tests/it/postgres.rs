@@ -32,7 +32,7 @@ async fn run_to_crash(url: &str, effects: &Effects) {
             let _ = tx.send(());
         }
     }));
-    engine.start("linear", Tally::default(), StartOptions::id("p")).await.unwrap();
+    engine.start_json("linear", Tally::default(), StartOptions::id("p")).await.unwrap();
     rx.await.unwrap();
     engine.crash().await;
 }
@@ -82,7 +82,7 @@ async fn a_workflow_survives_a_crash_on_postgres_with_the_result_it_has_on_redb(
         .await
         .unwrap();
     let expected: Tally = engine
-        .start("linear", Tally::default(), StartOptions::id("p"))
+        .start_json("linear", Tally::default(), StartOptions::id("p"))
         .await
         .unwrap()
         .output()
@@ -159,7 +159,7 @@ async fn a_cancel_from_another_engine_reaches_the_node_that_runs_the_thread() {
     let url = cluster.new_database();
     let mut s = stall(true);
     let driver = Engine::builder(&url).workflow(&s.wf).open().await.unwrap();
-    driver.start("stall", Tally::default(), StartOptions::id("s")).await.unwrap();
+    driver.start_json("stall", Tally::default(), StartOptions::id("s")).await.unwrap();
     s.entered.take().unwrap().await.unwrap();
     // Another process's engine, as `cairn cancel` opens one: it parks what it finds.
     let other =
@@ -192,7 +192,7 @@ async fn a_pause_from_another_engine_is_taken_by_the_runner_at_its_step_boundary
     let url = cluster.new_database();
     let mut s = stall(false);
     let driver = Engine::builder(&url).workflow(&s.wf).open().await.unwrap();
-    driver.start("stall", Tally::default(), StartOptions::id("s")).await.unwrap();
+    driver.start_json("stall", Tally::default(), StartOptions::id("s")).await.unwrap();
     s.entered.take().unwrap().await.unwrap();
     let other = Arc::new(
         Engine::builder(&url).recovery(RecoveryPolicy::Park).workflow(&s.wf).open().await.unwrap(),
@@ -233,7 +233,7 @@ async fn a_cancel_the_driver_does_not_act_on_is_written_by_the_canceller_and_fen
     let mut s = stall(false);
     let driver =
         Engine::builder(&url).cancel_grace_ms(60_000).workflow(&s.wf).open().await.unwrap();
-    driver.start("stall", Tally::default(), StartOptions::id("s")).await.unwrap();
+    driver.start_json("stall", Tally::default(), StartOptions::id("s")).await.unwrap();
     s.entered.take().unwrap().await.unwrap();
     let other = Engine::builder(&url)
         .recovery(RecoveryPolicy::Park)
@@ -296,8 +296,9 @@ async fn a_thread_started_on_a_busy_engine_is_finished_by_another_and_its_waiter
     };
     let first = open(1).await.unwrap();
     let second = open(4).await.unwrap();
-    first.start("busy", Tally::default(), StartOptions::id("hold")).await.unwrap();
-    let queued = first.start("linear", Tally::default(), StartOptions::id("queued")).await.unwrap();
+    first.start_json("busy", Tally::default(), StartOptions::id("hold")).await.unwrap();
+    let queued =
+        first.start_json("linear", Tally::default(), StartOptions::id("queued")).await.unwrap();
     let done = tokio::time::timeout(std::time::Duration::from_secs(20), queued.finished())
         .await
         .expect("the waiter on the first engine hears the end")
@@ -330,7 +331,7 @@ async fn a_started_thread_runs_from_its_creation_without_reading_it_back_on_post
     let as_dyn: Arc<dyn Store> = store.clone();
     let engine = Engine::with_store(as_dyn).workflow(&wf).open().await.unwrap();
     let before = store.events_read();
-    let t = engine.start("linear", Tally::default(), StartOptions::id("t1")).await.unwrap();
+    let t = engine.start_json("linear", Tally::default(), StartOptions::id("t1")).await.unwrap();
     let done = t.finished().await.unwrap();
     assert_eq!(done.status, ThreadStatus::Completed);
     assert_eq!(store.events_read() - before, 0, "the start, the run and the wait read no event");
@@ -338,7 +339,8 @@ async fn a_started_thread_runs_from_its_creation_without_reading_it_back_on_post
     assert_eq!((done.status, &done.output), (stored.status, &stored.output));
     assert_eq!(fx.count(), 3);
     // Started again: the thread exists, nothing runs again.
-    let again = engine.start("linear", Tally::default(), StartOptions::id("t1")).await.unwrap();
+    let again =
+        engine.start_json("linear", Tally::default(), StartOptions::id("t1")).await.unwrap();
     assert_eq!(again.finished().await.unwrap().output, done.output);
     assert_eq!(fx.count(), 3);
     engine.shutdown().await;

@@ -39,13 +39,13 @@ async fn a_thread_sleeping_on_a_crashed_engine_wakes_on_another_when_due() {
     let doomed = open().await.unwrap();
     for i in 0..20 {
         let id = format!("long-{i}");
-        doomed.start("long-nap", Tally::default(), StartOptions::id(&id)).await.unwrap();
+        doomed.start_json("long-nap", Tally::default(), StartOptions::id(&id)).await.unwrap();
     }
     // The short nap's timer runs from its node, which runs after this instant: its wake can be
     // no earlier than 2 s after it (timing from after the threads fell asleep let a due wake
     // look early).
     let short_started = std::time::Instant::now();
-    doomed.start("short-nap", Tally::default(), StartOptions::id("short")).await.unwrap();
+    doomed.start_json("short-nap", Tally::default(), StartOptions::id("short")).await.unwrap();
     let sleeping = |id: &str| {
         let record = survivor.store().thread(&id.parse().unwrap()).wait().unwrap();
         record.is_some_and(|r| r.status == ThreadStatus::Sleeping)

@@ -37,7 +37,7 @@ async fn queries_answer_from_the_stored_state_and_write_nothing() {
     let (gate, gate_rx) = tokio::sync::watch::channel(false);
     let wf = workflow(gate_rx);
     let engine = cairn::Engine::builder(&path).workflow(&wf).open().await.unwrap();
-    let t = engine.start("ledger", Tally::default(), StartOptions::id("l1")).await.unwrap();
+    let t = engine.start_json("ledger", Tally::default(), StartOptions::id("l1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let last = || engine.store().thread(t.id()).wait().unwrap().unwrap().last.unwrap().seq;
     let before = last();

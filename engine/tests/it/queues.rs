@@ -107,7 +107,7 @@ async fn the_global_and_per_key_limits_hold_under_load_counted_from_the_log() {
         for key in ["a", "b", "c"] {
             handles.push(
                 engine
-                    .start("nap", Tally::default(), on("jobs", key, format!("{key}-{i}")))
+                    .start_json("nap", Tally::default(), on("jobs", key, format!("{key}-{i}")))
                     .await
                     .unwrap(),
             );
@@ -153,7 +153,7 @@ async fn enqueue_all(
         .await
         .unwrap();
     for options in starts {
-        let h = engine.start("nap", Tally::default(), options).await.unwrap();
+        let h = engine.start_json("nap", Tally::default(), options).await.unwrap();
         assert_eq!(h.status().await.unwrap(), ThreadStatus::Queued);
     }
     engine.shutdown().await;
@@ -234,7 +234,7 @@ async fn the_rate_limit_admits_n_per_window_of_the_engine_clock() {
         .await
         .unwrap();
     for i in 0..5 {
-        engine.start("nap", Tally::default(), on("q", "", format!("r-{i}"))).await.unwrap();
+        engine.start_json("nap", Tally::default(), on("q", "", format!("r-{i}"))).await.unwrap();
     }
     let mut admitted = Vec::new();
     for (advance_ms, expected) in [(0, 2), (400, 0), (599, 0), (2, 2), (999, 0), (1, 1), (5_000, 0)]
@@ -265,15 +265,15 @@ async fn a_dedup_key_returns_the_waiting_or_running_thread_and_is_free_once_it_e
         .await
         .unwrap();
     let dedup = |id: &str| StartOptions::id(id).on_queue("q").dedup("report-7");
-    let first = engine.start("nap", Tally::default(), dedup("d-1")).await.unwrap();
-    let again = engine.start("nap", Tally::default(), dedup("d-2")).await.unwrap();
+    let first = engine.start_json("nap", Tally::default(), dedup("d-1")).await.unwrap();
+    let again = engine.start_json("nap", Tally::default(), dedup("d-2")).await.unwrap();
     assert_eq!(again.id(), first.id(), "a waiting thread holds the key");
     assert!(engine.store().thread(&cairn::ThreadId::new("d-2").unwrap()).wait().unwrap().is_none());
     assert_eq!(engine.admit_queued().await.unwrap().len(), 1);
-    let running = engine.start("nap", Tally::default(), dedup("d-3")).await.unwrap();
+    let running = engine.start_json("nap", Tally::default(), dedup("d-3")).await.unwrap();
     assert_eq!(running.id(), first.id(), "an admitted thread holds the key");
     first.finished().await.unwrap();
-    let after = engine.start("nap", Tally::default(), dedup("d-4")).await.unwrap();
+    let after = engine.start_json("nap", Tally::default(), dedup("d-4")).await.unwrap();
     assert_eq!(after.id().as_str(), "d-4", "the key is free once its thread ended");
     assert_eq!(after.status().await.unwrap(), ThreadStatus::Queued);
     engine.shutdown().await;
@@ -294,9 +294,9 @@ async fn a_queued_thread_can_be_paused_resumed_cancelled_and_deleted_and_waits_f
         .await
         .unwrap();
     for id in ["p-1", "c-1", "x-1"] {
-        engine.start("nap", Tally::default(), on("q", "", id.into())).await.unwrap();
+        engine.start_json("nap", Tally::default(), on("q", "", id.into())).await.unwrap();
     }
-    engine.start("other", Tally::default(), on("q", "", "o-1".into())).await.unwrap();
+    engine.start_json("other", Tally::default(), on("q", "", "o-1".into())).await.unwrap();
     engine.pause("p-1").await.unwrap();
     engine.cancel("c-1", "not needed").await.unwrap();
     engine.delete("x-1", cairn::storage::DeleteOptions { force: true }).await.unwrap();
@@ -345,7 +345,10 @@ async fn a_crash_with_threads_in_line_and_running_loses_none_and_admits_none_twi
     let engine = open().await.unwrap();
     for i in 0..12 {
         let key = ["a", "b"][i % 2];
-        engine.start("nap", Tally::default(), on("jobs", key, format!("{key}-{i}"))).await.unwrap();
+        engine
+            .start_json("nap", Tally::default(), on("jobs", key, format!("{key}-{i}")))
+            .await
+            .unwrap();
     }
     // Crash once some ran and while others run and wait.
     engine.thread("a-0").await.unwrap().finished().await.unwrap();

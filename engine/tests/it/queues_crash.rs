@@ -126,7 +126,7 @@ async fn one_case(c: &Case, counters: &Counters) -> Result<(), TestCaseError> {
     for (i, (key, priority)) in c.threads.iter().enumerate() {
         let options =
             StartOptions::id(id(i, *key)).on_queue("q").key(format!("k{key}")).priority(*priority);
-        engine.start("two", Tally::default(), options).await.unwrap();
+        engine.start_json("two", Tally::default(), options).await.unwrap();
     }
     if let Some(i) = c.cancel {
         // Fails only for a thread that already ended (it ran first).

@@ -54,7 +54,7 @@ async fn start_many_on_a_queue(engine: Engine, recorder: &TestRecorder, backend:
     };
     // A stored holder of dedup key "held", parked with its slot.
     let pre = engine
-        .start("held", Tally::default(), on("c-pre".into(), "c", "held".into()))
+        .start_json("held", Tally::default(), on("c-pre".into(), "c", "held".into()))
         .await
         .unwrap();
     while pre.status().await.unwrap() != ThreadStatus::WaitingInput {

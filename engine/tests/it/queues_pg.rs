@@ -34,7 +34,7 @@ async fn two_engines_on_one_database_never_exceed_the_global_and_per_key_limits_
     for i in 0..20 {
         for (engine, key) in [(&one, "a"), (&two, "b"), (&one, "c")] {
             let options = StartOptions::id(format!("{key}-{i}")).on_queue("jobs").key(key);
-            handles.push(engine.start("nap", Tally::default(), options).await.unwrap());
+            handles.push(engine.start_json("nap", Tally::default(), options).await.unwrap());
         }
     }
     for h in &handles {
@@ -90,7 +90,7 @@ async fn two_engines_on_one_database_never_start_more_than_the_rate_limit_per_pe
     for i in 0..THREADS {
         let engine = if i.is_multiple_of(2) { &one } else { &two };
         let options = StartOptions::id(format!("r-{i}")).on_queue("rated");
-        engine.start("nap", Tally::default(), options).await.unwrap();
+        engine.start_json("nap", Tally::default(), options).await.unwrap();
     }
     let mut per_window = Vec::new();
     let mut admitted = 0;

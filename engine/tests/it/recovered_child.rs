@@ -74,7 +74,7 @@ async fn a_recovered_parents_child_says_it_was_recovered_in_its_own_log() {
         let runs = Arc::new(AtomicU64::new(0));
         let wf = parent(child(hold.clone(), started.clone(), runs.clone()));
         let engine = Engine::builder(&path).workflow(&wf).open().await.unwrap();
-        engine.start("parent", Tally::default(), StartOptions::id("p")).await.unwrap();
+        engine.start_json("parent", Tally::default(), StartOptions::id("p")).await.unwrap();
         started.notified().await;
         engine.crash().await;
         drop(engine);
@@ -116,7 +116,7 @@ async fn a_child_taken_over_on_postgres_says_so_in_its_own_log() {
             .open()
     };
     let dying = open().await.unwrap();
-    dying.start("parent", Tally::default(), StartOptions::id("p")).await.unwrap();
+    dying.start_json("parent", Tally::default(), StartOptions::id("p")).await.unwrap();
     started.notified().await;
     dying.crash().await;
     drop(dying);

@@ -67,7 +67,7 @@ async fn running_threads_are_resumed_or_parked_at_open() {
                 let _ = tx.send(());
             }
         }));
-        engine.start("counter", Tally::default(), StartOptions::id("c")).await.unwrap();
+        engine.start_json("counter", Tally::default(), StartOptions::id("c")).await.unwrap();
         rx.await.unwrap();
         engine.crash().await;
         drop(engine);
@@ -127,8 +127,8 @@ async fn restore_cost_does_not_grow_with_history() {
         .open()
         .await
         .unwrap();
-    let a = engine.start("counter", Tally::default(), StartOptions::id("long")).await.unwrap();
-    let b = engine.start("short", Tally::default(), StartOptions::id("short")).await.unwrap();
+    let a = engine.start_json("counter", Tally::default(), StartOptions::id("long")).await.unwrap();
+    let b = engine.start_json("short", Tally::default(), StartOptions::id("short")).await.unwrap();
     assert_eq!(a.output::<Tally>().await.unwrap().total, 100_000);
     assert_eq!(b.output::<Tally>().await.unwrap().total, 100);
     let time = |id: &str, wf: &Workflow<Tally>| {
@@ -195,7 +195,7 @@ async fn subscribe_since_a_bookmark_sees_every_event_once_under_load() {
         Engine::builder(&path).durability(Durability::None).workflow(&wf).open().await.unwrap();
     // Some history before subscribing.
     engine
-        .start("linear", Tally::default(), StartOptions::id("pre"))
+        .start_json("linear", Tally::default(), StartOptions::id("pre"))
         .await
         .unwrap()
         .finished()
@@ -206,7 +206,7 @@ async fn subscribe_since_a_bookmark_sees_every_event_once_under_load() {
     for i in 0..32 {
         handles.push(
             engine
-                .start("linear", Tally::default(), StartOptions::id(format!("load-{i}")))
+                .start_json("linear", Tally::default(), StartOptions::id(format!("load-{i}")))
                 .await
                 .unwrap(),
         );
@@ -246,7 +246,7 @@ async fn floats_in_state_restore_bit_for_bit() {
     let (builder, _clock) = cairn::testkit::deterministic_engine(1).unwrap();
     let engine = builder.workflow(&wf).open().await.unwrap();
     let out: Vec<f64> = engine
-        .start("floats", Vec::<f64>::new(), StartOptions::id("t"))
+        .start_json("floats", Vec::<f64>::new(), StartOptions::id("t"))
         .await
         .unwrap()
         .output()
@@ -301,7 +301,7 @@ async fn a_parent_killed_while_its_child_runs_completes_after_reopen() {
                 let _ = tx.send(());
             }
         }));
-        engine.start("parent", Tally::default(), StartOptions::id("p")).await.unwrap();
+        engine.start_json("parent", Tally::default(), StartOptions::id("p")).await.unwrap();
         rx.await.unwrap();
         engine.crash().await;
         drop(engine);
@@ -342,7 +342,7 @@ async fn a_parent_killed_while_its_child_runs_completes_after_reopen() {
         assert_eq!(markers, ["taken over"], "{policy:?}: the child was recovered on its own");
         // The label that links a child to its parent is the engine's own.
         let refused = engine
-            .start("parent", Tally::default(), StartOptions::id("q").label("parent", "p"))
+            .start_json("parent", Tally::default(), StartOptions::id("q").label("parent", "p"))
             .await;
         assert!(matches!(refused, Err(cairn::Error::Invalid(_))), "{refused:?}");
         engine.shutdown().await;

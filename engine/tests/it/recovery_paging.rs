@@ -51,7 +51,7 @@ async fn recovery_resumes_every_unfinished_thread_while_the_ones_it_resumed_move
             .open()
             .await
             .unwrap();
-        engine.start("hold", Tally::default(), StartOptions::id("holder")).await.unwrap();
+        engine.start_json("hold", Tally::default(), StartOptions::id("holder")).await.unwrap();
         let starts =
             (0..THREADS).map(|n| (Tally::default(), StartOptions::id(format!("q-{n:05}"))));
         engine.start_many("quick", starts).await.unwrap();

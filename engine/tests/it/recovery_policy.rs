@@ -78,7 +78,7 @@ async fn fallback_routes_the_step_to_the_fallback_node() {
     let (_d, path) = db();
     let wf = flaky(Recovery::Fallback("fallback".into()), u32::MAX, Arc::default());
     let engine = engine_on(&path, &[&wf], None).await;
-    let t = engine.start("flaky", Tally::default(), StartOptions::id("f")).await.unwrap();
+    let t = engine.start_json("flaky", Tally::default(), StartOptions::id("f")).await.unwrap();
     let out: Tally = t.output().await.unwrap();
     assert_eq!(out.log, ["a", "fallback"]);
     assert_eq!(
@@ -103,7 +103,7 @@ async fn abandon_ends_the_thread_cancelled_not_failed() {
     let (_d, path) = db();
     let wf = flaky(Recovery::Abandon, u32::MAX, Arc::default());
     let engine = engine_on(&path, &[&wf], None).await;
-    let t = engine.start("flaky", Tally::default(), StartOptions::id("x")).await.unwrap();
+    let t = engine.start_json("flaky", Tally::default(), StartOptions::id("x")).await.unwrap();
     let outcome = t.finished().await.unwrap();
     assert_eq!(outcome.status, ThreadStatus::Cancelled);
     let s = story(&engine, "x").await;
@@ -117,7 +117,7 @@ async fn escalate_waits_for_a_person_and_an_answer_runs_the_node_again() {
     let runs = Arc::new(AtomicU32::new(0));
     let wf = flaky(Recovery::Escalate, 2, runs.clone());
     let engine = engine_on(&path, &[&wf], None).await;
-    let t = engine.start("flaky", Tally::default(), StartOptions::id("e")).await.unwrap();
+    let t = engine.start_json("flaky", Tally::default(), StartOptions::id("e")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let waiting = engine.state_at("e", None).await.unwrap().meta.waiting;
     let prompt = serde_json::to_value(waiting).unwrap();
@@ -156,7 +156,7 @@ async fn restore_and_retry_rolls_back_to_the_latest_checkpoint_and_runs_on() {
     let runs = Arc::new(AtomicU32::new(0));
     let wf = flaky(Recovery::RestoreAndRetry, 2, runs.clone());
     let engine = engine_on(&path, &[&wf], None).await;
-    let t = engine.start("flaky", Tally::default(), StartOptions::id("r")).await.unwrap();
+    let t = engine.start_json("flaky", Tally::default(), StartOptions::id("r")).await.unwrap();
     let out: Tally = t.output().await.unwrap();
     // `a` ran once: the thread went back to the checkpoint after it, not to its start.
     assert_eq!(out.log, ["a", "work"]);
@@ -173,7 +173,7 @@ async fn restore_and_retry_rolls_back_to_the_latest_checkpoint_and_runs_on() {
     drop((t, engine));
     let (_d2, path2) = db();
     let engine = engine_on(&path2, &[&wf], None).await;
-    let t = engine.start("flaky", Tally::default(), StartOptions::id("r2")).await.unwrap();
+    let t = engine.start_json("flaky", Tally::default(), StartOptions::id("r2")).await.unwrap();
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Failed);
     let s = story(&engine, "r2").await;
     let restores = s.iter().filter(|e| e.as_str() == "recovery restore_and_retry").count();

@@ -113,7 +113,8 @@ async fn replay_detects_every_mutant_at_its_step_and_never_flags_the_original() 
     let mut threads = Vec::new();
     for t in 0..4 {
         let input = Tally { total: t * 5, log: vec![] };
-        let h = engine.start("replayed", input, StartOptions::id(format!("r{t}"))).await.unwrap();
+        let h =
+            engine.start_json("replayed", input, StartOptions::id(format!("r{t}"))).await.unwrap();
         h.finished().await.unwrap();
         threads.push(format!("r{t}"));
     }
@@ -210,7 +211,7 @@ async fn a_recorded_value_read_as_another_kind_is_a_divergence() {
     let (_d, path) = db();
     let original = drawing(Order::ClockRandomId);
     let engine = engine_on(&path, &[&original], None).await;
-    engine.start("draws", Tally::default(), StartOptions::id("d")).await.unwrap();
+    engine.start_json("draws", Tally::default(), StartOptions::id("d")).await.unwrap();
     engine.thread("d").await.unwrap().finished().await.unwrap();
     let same = engine.replay("d", &ReplayOptions::default()).await.unwrap();
     assert!(same.is_deterministic(), "{same:?}");
@@ -262,7 +263,8 @@ async fn replay_of_a_parent_replays_its_child_threads() {
     let (_d, path) = db();
     let original = parent(0);
     let engine = engine_on(&path, &[&original], None).await;
-    let t = engine.start("parent", Tally { total: 5, log: vec![] }, StartOptions::id("p")).await;
+    let t =
+        engine.start_json("parent", Tally { total: 5, log: vec![] }, StartOptions::id("p")).await;
     t.unwrap().finished().await.unwrap();
     let same = engine.replay("p", &ReplayOptions::default()).await.unwrap();
     assert!(same.is_deterministic(), "{same:?}");

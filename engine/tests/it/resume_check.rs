@@ -94,8 +94,10 @@ impl Fixture {
         let engine = open(&path, &[&wf], |b| b.seed(7)).await;
         match leave {
             Leave::WaitingInput => {
-                let t =
-                    engine.start("flip", Tally::default(), StartOptions::id("t")).await.unwrap();
+                let t = engine
+                    .start_json("flip", Tally::default(), StartOptions::id("t"))
+                    .await
+                    .unwrap();
                 assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
                 engine.shutdown().await;
             }
@@ -110,7 +112,7 @@ impl Fixture {
                         let _ = tx.send(());
                     }
                 }));
-                engine.start("flip", Tally::default(), StartOptions::id("t")).await.unwrap();
+                engine.start_json("flip", Tally::default(), StartOptions::id("t")).await.unwrap();
                 rx.await.unwrap();
                 engine.crash().await;
                 hold.store(false, Ordering::SeqCst);
@@ -280,7 +282,7 @@ async fn threads_created_by_this_engine_are_not_checked() {
     let effects = Effects::default();
     let wf = flip_wf(1, flip.clone(), Arc::new(AtomicBool::new(false)), effects.clone());
     let engine = open(&path, &[&wf], |b| b.seed(7)).await;
-    let t = engine.start("flip", Tally::default(), StartOptions::id("t")).await.unwrap();
+    let t = engine.start_json("flip", Tally::default(), StartOptions::id("t")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     flip.store(true, Ordering::SeqCst);
     engine.send_input("t", 5).await.unwrap();
@@ -327,7 +329,7 @@ async fn the_check_replays_only_the_tail_since_the_latest_checkpoint() {
             .workflow(&wf)
     };
     let engine = builder().open().await.unwrap();
-    let t = engine.start("counter", Tally::default(), StartOptions::id("t")).await.unwrap();
+    let t = engine.start_json("counter", Tally::default(), StartOptions::id("t")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let id = cairn::ThreadId::new("t").unwrap();
     let checkpoint =
@@ -414,7 +416,7 @@ async fn a_checkpoint_inside_a_step_gives_the_tail_its_recorded_tool_results() {
             .open()
             .await
             .unwrap();
-        let t = engine.start("mid", Tally::default(), StartOptions::id("t")).await.unwrap();
+        let t = engine.start_json("mid", Tally::default(), StartOptions::id("t")).await.unwrap();
         assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
         let id = cairn::ThreadId::new("t").unwrap();
         let cp = engine.store().latest_checkpoint_at_or_before(&id, Seq(u64::MAX)).wait().unwrap();

@@ -79,11 +79,14 @@ async fn the_retention_policy_deletes_finished_threads_after_their_period() {
     let ask = asks_input();
     let recorder = Arc::new(TestRecorder::default());
     let engine = open_recorded(&path, &clock, &[&wf, &ask], recorder.clone()).await;
-    let done = engine.start("linear", Tally::default(), StartOptions::id("done")).await.unwrap();
+    let done =
+        engine.start_json("linear", Tally::default(), StartOptions::id("done")).await.unwrap();
     assert_eq!(done.finished().await.unwrap().status, ThreadStatus::Completed);
-    let waiting = engine.start("ask", Tally::default(), StartOptions::id("waiting")).await.unwrap();
+    let waiting =
+        engine.start_json("ask", Tally::default(), StartOptions::id("waiting")).await.unwrap();
     assert_eq!(waiting.wait().await.unwrap().status, ThreadStatus::WaitingInput);
-    let cancelled = engine.start("ask", Tally::default(), StartOptions::id("gone")).await.unwrap();
+    let cancelled =
+        engine.start_json("ask", Tally::default(), StartOptions::id("gone")).await.unwrap();
     cancelled.wait().await.unwrap();
     engine.cancel("gone", "not needed").await.unwrap();
     assert_eq!(effects.count(), 3);
@@ -91,7 +94,8 @@ async fn the_retention_policy_deletes_finished_threads_after_their_period() {
     // Younger than the period: kept, and a start of its id is the same thread (no new run).
     let first = pass(&engine, &clock, EVERY_MS).await;
     assert_eq!((first.deleted, first.scanned), (0, 2), "two finished threads looked at");
-    let again = engine.start("linear", Tally::default(), StartOptions::id("done")).await.unwrap();
+    let again =
+        engine.start_json("linear", Tally::default(), StartOptions::id("done")).await.unwrap();
     assert_eq!(again.finished().await.unwrap().output.unwrap()["total"], 6);
     assert_eq!(effects.count(), 3, "exists: keep");
 
@@ -112,7 +116,8 @@ async fn the_retention_policy_deletes_finished_threads_after_their_period() {
     assert!(report.is_clean(), "{:?}", report.problems);
 
     // The id is free: a start runs a new thread from seq 1.
-    let reborn = engine.start("linear", Tally::default(), StartOptions::id("done")).await.unwrap();
+    let reborn =
+        engine.start_json("linear", Tally::default(), StartOptions::id("done")).await.unwrap();
     assert_eq!(reborn.finished().await.unwrap().status, ThreadStatus::Completed);
     assert_eq!(effects.count(), 6, "a new run");
     let first_seq = engine.store().read_since(reborn.id(), cairn::Seq(0), 1).wait().unwrap();
@@ -128,7 +133,7 @@ async fn delete_by_hand_refuses_an_unfinished_thread_unless_forced() {
     let clock = ManualClock::new(0);
     let ask = asks_input();
     let engine = open(&path, &clock, &[&ask]).await;
-    let t = engine.start("ask", Tally::default(), StartOptions::id("p")).await.unwrap();
+    let t = engine.start_json("ask", Tally::default(), StartOptions::id("p")).await.unwrap();
     t.wait().await.unwrap();
     let refused = engine.delete("p", DeleteOptions::default()).await.unwrap_err();
     assert!(matches!(refused, cairn::Error::Storage(StoreError::Unfinished { .. })), "{refused}");
@@ -149,7 +154,7 @@ async fn a_result_is_awaited_by_id_until_the_thread_finishes() {
     let clock = ManualClock::new(0);
     let ask = asks_input();
     let engine = open(&path, &clock, &[&ask]).await;
-    let t = engine.start("ask", Tally::default(), StartOptions::id("q")).await.unwrap();
+    let t = engine.start_json("ask", Tally::default(), StartOptions::id("q")).await.unwrap();
     t.wait().await.unwrap();
     assert!(engine.result("q").await.unwrap().is_none());
     let waited = engine.await_result("q", Duration::from_millis(50)).await.unwrap();
@@ -178,7 +183,7 @@ async fn a_result_is_awaited_across_engines_on_postgres_and_a_delete_frees_the_i
     let url = cluster.new_database();
     let ask = asks_input();
     let driver = Engine::builder(&url).workflow(&ask).open().await.unwrap();
-    let t = driver.start("ask", Tally::default(), StartOptions::id("x")).await.unwrap();
+    let t = driver.start_json("ask", Tally::default(), StartOptions::id("x")).await.unwrap();
     t.wait().await.unwrap();
     let other =
         Engine::builder(&url).recovery(RecoveryPolicy::Park).workflow(&ask).open().await.unwrap();
@@ -196,7 +201,7 @@ async fn a_result_is_awaited_across_engines_on_postgres_and_a_delete_frees_the_i
     let deleted = other.delete("x", DeleteOptions::default()).await.unwrap().unwrap();
     assert_eq!(deleted.status, ThreadStatus::Completed);
     assert!(matches!(driver.result("x").await, Err(cairn::Error::UnknownThread(_))));
-    let again = driver.start("ask", Tally::default(), StartOptions::id("x")).await.unwrap();
+    let again = driver.start_json("ask", Tally::default(), StartOptions::id("x")).await.unwrap();
     assert_eq!(again.wait().await.unwrap().status, ThreadStatus::WaitingInput, "a new thread");
     assert!(other.store().verify().unwrap().is_clean());
     driver.shutdown().await;
@@ -231,7 +236,7 @@ async fn a_forced_delete_fences_the_runner_and_nothing_of_the_thread_comes_back(
     let (_d, path) = db();
     let clock = ManualClock::new(0);
     let engine = open(&path, &clock, &[&wf]).await;
-    engine.start("stall", Tally::default(), StartOptions::id("s")).await.unwrap();
+    engine.start_json("stall", Tally::default(), StartOptions::id("s")).await.unwrap();
     entered_rx.await.unwrap();
     let deleted = engine.delete("s", DeleteOptions { force: true }).await.unwrap().unwrap();
     assert_eq!(deleted.status, ThreadStatus::Running);
@@ -243,7 +248,7 @@ async fn a_forced_delete_fences_the_runner_and_nothing_of_the_thread_comes_back(
     let report = engine.store().verify().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
     gate.send_replace(true);
-    let again = engine.start("stall", Tally::default(), StartOptions::id("s")).await.unwrap();
+    let again = engine.start_json("stall", Tally::default(), StartOptions::id("s")).await.unwrap();
     assert_eq!(again.finished().await.unwrap().status, ThreadStatus::Completed);
     engine.shutdown().await;
 }
@@ -273,7 +278,7 @@ async fn a_forced_delete_cancels_the_runners_node_so_shutdown_does_not_wait_for_
     let (_d, path) = db();
     let clock = ManualClock::new(0);
     let engine = open(&path, &clock, &[&wf]).await;
-    engine.start("hang", Tally::default(), StartOptions::id("h")).await.unwrap();
+    engine.start_json("hang", Tally::default(), StartOptions::id("h")).await.unwrap();
     entered_rx.await.unwrap();
     let deleted = engine.delete("h", DeleteOptions { force: true }).await.unwrap().unwrap();
     assert_eq!(deleted.status, ThreadStatus::Running);
@@ -331,7 +336,7 @@ async fn a_child_thread_is_kept_while_its_parent_is_unfinished() {
     let (_d, path) = db();
     let clock = ManualClock::new(0);
     let engine = open(&path, &clock, &[&parent]).await;
-    let p = engine.start("parent", Tally::default(), StartOptions::id("par")).await.unwrap();
+    let p = engine.start_json("parent", Tally::default(), StartOptions::id("par")).await.unwrap();
     assert_eq!(p.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let filter = cairn::storage::ThreadFilter {
         status: Some(ThreadStatus::Completed),
@@ -360,7 +365,7 @@ async fn a_thread_that_just_ended_is_kept_on_a_clock_that_starts_at_zero() {
     let clock = ManualClock::new(0);
     let wf = linear(1, Effects::default());
     let engine = open(&path, &clock, &[&wf]).await;
-    let t = engine.start("linear", Tally::default(), StartOptions::id("z")).await.unwrap();
+    let t = engine.start_json("linear", Tally::default(), StartOptions::id("z")).await.unwrap();
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
     let report = engine.retention_pass().await.unwrap();
     assert_eq!((report.scanned, report.deleted), (1, 0), "{report:?}");
@@ -383,7 +388,7 @@ async fn the_endpoint_long_polls_a_result_and_deletes_with_the_token() {
         .await
         .unwrap();
     for id in ["w", "p"] {
-        let t = engine.start("ask", Tally::default(), StartOptions::id(id)).await.unwrap();
+        let t = engine.start_json("ask", Tally::default(), StartOptions::id(id)).await.unwrap();
         assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     }
     let base = format!("http://{}", server.addr());

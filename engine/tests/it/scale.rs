@@ -63,7 +63,7 @@ async fn ten_thousand_threads_all_complete_under_a_concurrency_limit() {
     let mut handles = Vec::with_capacity(THREADS);
     for n in 0..THREADS {
         let id = StartOptions::id(format!("scale-{n:05}"));
-        handles.push(engine.start("scale", n as u64, id).await.expect("start"));
+        handles.push(engine.start_json("scale", n as u64, id).await.expect("start"));
     }
     let started = began.elapsed();
     let outcomes = futures::future::join_all(handles.iter().map(|h| h.finished())).await;

@@ -53,7 +53,7 @@ async fn a_node_sets_labels_that_filters_find_and_replay_agrees_with() {
     let engine = Engine::builder(&path).workflow(&wf).seed(5).open().await.unwrap();
     for (id, customer) in [("o1", "c-1"), ("o2", "c-2"), ("o3", "c-1")] {
         let options = StartOptions::id(id).label("customer", customer).label("fresh", "yes");
-        let t = engine.start("order", Tally::default(), options).await.unwrap();
+        let t = engine.start_json("order", Tally::default(), options).await.unwrap();
         assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     }
     let record = engine.store().thread(&ThreadId::new("o1").unwrap()).wait().unwrap().unwrap();
@@ -122,7 +122,7 @@ async fn a_label_past_its_bound_fails_the_node() {
     let wf = order();
     let engine = Engine::builder(&path).workflow(&wf).seed(5).open().await.unwrap();
     let state = Tally { total: 0, log: vec!["bad".into()] };
-    let t = engine.start("order", state, StartOptions::id("b1")).await.unwrap();
+    let t = engine.start_json("order", state, StartOptions::id("b1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     engine.signal("b1", "paid", 1u64).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::Failed, "an empty key is refused");

@@ -22,7 +22,8 @@ async fn the_endpoint_serves_reads_follows_a_log_and_guards_controls() {
     let wf = asks_input();
     let (engine, server) = serving(&path, &wf).await;
     for i in 1..=5 {
-        let t = engine.start("ask", Tally::default(), StartOptions::id(format!("t-{i}"))).await;
+        let t =
+            engine.start_json("ask", Tally::default(), StartOptions::id(format!("t-{i}"))).await;
         assert_eq!(t.unwrap().wait().await.unwrap().status, ThreadStatus::WaitingInput);
     }
     let base = format!("http://{}", server.addr());
@@ -185,7 +186,7 @@ async fn the_endpoint_redacts_diffs_forks_cancels_and_bounds_bodies() {
     drop(refused);
     let (engine, server) = serving(&path, &wf).await;
     let input = Cred { api_key: SECRET.into(), total: 1 };
-    let t = engine.start("cred", input, StartOptions::id("c-1")).await.unwrap();
+    let t = engine.start_json("cred", input, StartOptions::id("c-1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let base = format!("http://{}", server.addr());
     let get = |p: &str| call("GET", format!("{base}{p}"), None, String::new());
@@ -290,7 +291,7 @@ async fn the_signal_control_sends_a_signal_through_the_endpoint() {
         .build()
         .unwrap();
     let (engine, server) = serving(&path, &wf).await;
-    let t = engine.start("waits", Tally::default(), StartOptions::id("s-1")).await.unwrap();
+    let t = engine.start_json("waits", Tally::default(), StartOptions::id("s-1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let base = format!("http://{}", server.addr());
     let token = server.token().to_owned();

@@ -60,7 +60,7 @@ async fn serving(options: ServeOptions) -> (tempfile::TempDir, Engine, Server) {
         .await
         .unwrap();
     let input = Cred { api_key: SECRET.into(), total: 1 };
-    let t = engine.start("cred", input, StartOptions::id("c-1")).await.unwrap();
+    let t = engine.start_json("cred", input, StartOptions::id("c-1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     (dir, engine, server)
 }
@@ -424,7 +424,7 @@ async fn metrics_are_prometheus_text_at_slash_metrics_behind_the_token_when_publ
         .open()
         .await
         .unwrap();
-    let t = engine.start("cred", Cred::default(), StartOptions::id("m-1")).await.unwrap();
+    let t = engine.start_json("cred", Cred::default(), StartOptions::id("m-1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let addr = server.addr();
     let host = addr.to_string();

@@ -34,7 +34,7 @@ fn declared() -> Workflow<Replace<String>> {
 
 /// Starts thread `id` and waits until it parks in `recv`.
 async fn parked(engine: &Engine, id: &str) -> cairn::ThreadHandle {
-    let t = engine.start("parcel", String::new(), StartOptions::id(id)).await.unwrap();
+    let t = engine.start_json("parcel", String::new(), StartOptions::id(id)).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     t
 }

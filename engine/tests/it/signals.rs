@@ -54,7 +54,7 @@ async fn signals_sent_before_the_node_asks_are_buffered_and_received_in_order_pe
         .build()
         .unwrap();
     let engine = open(&path, &[&wf], |b| b).await;
-    let t = engine.start("ordered", Tally::default(), StartOptions::id("o1")).await.unwrap();
+    let t = engine.start_json("ordered", Tally::default(), StartOptions::id("o1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     for v in [1u64, 2, 3] {
         engine.signal("o1", "n", v).await.unwrap();
@@ -71,7 +71,7 @@ async fn recv_parks_the_thread_and_a_signal_wakes_it_across_a_restart() {
     let (_d, path) = db();
     let wf = receiver("waits", "payment", 2);
     let engine = open(&path, &[&wf], |b| b).await;
-    let t = engine.start("waits", Tally::default(), StartOptions::id("w1")).await.unwrap();
+    let t = engine.start_json("waits", Tally::default(), StartOptions::id("w1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     engine.signal("w1", "payment", 30u64).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput, "parks for the 2nd");
@@ -118,7 +118,7 @@ async fn try_recv_returns_none_on_an_empty_inbox_and_the_next_signal_after() {
         .build()
         .unwrap();
     let engine = open(&path, &[&wf], |b| b).await;
-    let t = engine.start("polls", Tally::default(), StartOptions::id("p1")).await.unwrap();
+    let t = engine.start_json("polls", Tally::default(), StartOptions::id("p1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     engine.signal("p1", "x", 7u64).await.unwrap();
     engine.signal("p1", "go", "now").await.unwrap();
@@ -134,7 +134,7 @@ async fn a_signal_to_a_finished_or_unknown_thread_is_refused_and_stores_nothing(
     let (_d, path) = db();
     let wf = receiver("once", "n", 1);
     let engine = open(&path, &[&wf], |b| b).await;
-    let t = engine.start("once", Tally::default(), StartOptions::id("f1")).await.unwrap();
+    let t = engine.start_json("once", Tally::default(), StartOptions::id("f1")).await.unwrap();
     engine.signal("f1", "n", 1u64).await.unwrap();
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
     let err = engine.signal("f1", "n", 2u64).await.unwrap_err();
@@ -172,7 +172,7 @@ async fn two_tasks_of_one_step_receiving_one_name_take_different_signals() {
         .build()
         .unwrap();
     let engine = open(&path, &[&wf], |b| b).await;
-    let t = engine.start("pair", Tally::default(), StartOptions::id("d1")).await.unwrap();
+    let t = engine.start_json("pair", Tally::default(), StartOptions::id("d1")).await.unwrap();
     engine.signal("d1", "job", 1u64).await.unwrap();
     engine.signal("d1", "job", 10u64).await.unwrap();
     let outcome = t.finished().await.unwrap();
@@ -225,7 +225,7 @@ async fn a_signal_from_another_engine_on_postgres_reaches_a_driven_thread_and_wa
         .unwrap();
     let one = Engine::builder(&url).workflow(&wf).open().await.unwrap();
     let two = Engine::builder(&url).workflow(&wf).open().await.unwrap();
-    let t = one.start("pg-signals", Tally::default(), StartOptions::id("pg-1")).await.unwrap();
+    let t = one.start_json("pg-signals", Tally::default(), StartOptions::id("pg-1")).await.unwrap();
     entered_rx.await.unwrap();
     assert_eq!(two.signal("pg-1", "early", 5u64).await.unwrap(), 1, "to a driven thread");
     gate.notify_one();
@@ -281,7 +281,7 @@ async fn a_signal_to_a_sub_workflow_child_parked_in_recv_wakes_it_through_its_pa
     let (_d, path) = db();
     let wf = nested();
     let engine = open(&path, &[&wf], |b| b).await;
-    let t = engine.start("outer", Tally::default(), StartOptions::id("n1")).await.unwrap();
+    let t = engine.start_json("outer", Tally::default(), StartOptions::id("n1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let leaf = leaf_of("n1");
     let status = |id: &str| {
@@ -320,7 +320,7 @@ async fn a_signal_from_another_engine_on_postgres_wakes_a_sub_workflow_child_par
     let wf = nested();
     let one = Engine::builder(&url).workflow(&wf).open().await.unwrap();
     let two = Engine::builder(&url).workflow(&wf).open().await.unwrap();
-    let t = one.start("outer", Tally::default(), StartOptions::id("pn1")).await.unwrap();
+    let t = one.start_json("outer", Tally::default(), StartOptions::id("pn1")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let leaf = leaf_of("pn1");
     two.signal(&leaf, "payment", 5u64).await.unwrap();
@@ -358,7 +358,7 @@ async fn a_crash_at_any_write_around_a_child_signal_wake_neither_loses_nor_doubl
         let dying = Arc::new(Dying::new(file, Some(crash_after)));
         let engine = Engine::with_store(dying.clone()).workflow(&wf).open().await.unwrap();
         let run = async {
-            let t = engine.start("outer", Tally::default(), StartOptions::id("c1")).await?;
+            let t = engine.start_json("outer", Tally::default(), StartOptions::id("c1")).await?;
             for v in values {
                 t.wait().await?;
                 engine.signal(&leaf, "payment", v).await?;
@@ -381,7 +381,7 @@ async fn a_crash_at_any_write_around_a_child_signal_wake_neither_loses_nor_doubl
         let t = match engine.thread("c1").await {
             Ok(t) => t,
             Err(_) => {
-                engine.start("outer", Tally::default(), StartOptions::id("c1")).await.unwrap()
+                engine.start_json("outer", Tally::default(), StartOptions::id("c1")).await.unwrap()
             }
         };
         // Parked once the chain has created the leaf and it waits in recv (or finished).
@@ -418,7 +418,7 @@ async fn wait_after_a_waking_signal_reports_where_the_thread_stops_not_running()
     let (_d, path) = db();
     let wf = receiver("many", "n", SIGNALS);
     let engine = open(&path, &[&wf], |b| b.durability(Durability::None)).await;
-    let t = engine.start("many", Tally::default(), StartOptions::id("m")).await.unwrap();
+    let t = engine.start_json("many", Tally::default(), StartOptions::id("m")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     for v in 1..=SIGNALS as u64 {
         engine.signal("m", "n", v).await.unwrap();

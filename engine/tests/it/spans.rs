@@ -169,7 +169,7 @@ async fn a_subscriber_sees_the_span_tree_of_a_run() {
     let wf = traced();
     let engine = Engine::builder(&path).workflow(&wf).open().await.unwrap();
     let out: Tally = engine
-        .start("traced", Tally::default(), StartOptions::id("spans-p"))
+        .start_json("traced", Tally::default(), StartOptions::id("spans-p"))
         .await
         .unwrap()
         .output()

@@ -29,7 +29,7 @@ async fn a_run_moves_each_metric_by_what_it_did() {
         .await
         .unwrap();
     let out: Tally = engine
-        .start("traced", Tally::default(), StartOptions::id("metrics-p"))
+        .start_json("traced", Tally::default(), StartOptions::id("metrics-p"))
         .await
         .unwrap()
         .output()
@@ -123,7 +123,7 @@ async fn a_tool_call_answered_from_the_log_counts_as_a_memo_hit() {
         .open()
         .await
         .unwrap();
-    let t = engine.start("ask", Tally::default(), StartOptions::id("memo")).await.unwrap();
+    let t = engine.start_json("ask", Tally::default(), StartOptions::id("memo")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, cairn::ThreadStatus::WaitingInput);
     // A manual checkpoint of the parked thread is counted by its kind.
     let manual = format!("{}{{kind=manual}}", names::CHECKPOINTS);
@@ -180,7 +180,7 @@ async fn health_finds_a_stuck_thread_an_expired_lock_and_slow_commits() {
         .open()
         .await
         .unwrap();
-    let t = engine.start("hang", Tally::default(), StartOptions::id("stuck")).await.unwrap();
+    let t = engine.start_json("hang", Tally::default(), StartOptions::id("stuck")).await.unwrap();
     // Wait until the node holds its lock (the lock event is durable).
     let mut events = t.events(0).unwrap();
     while !engine.store().locks().wait().unwrap().iter().any(|l| l.owner == "stuck") {
@@ -262,7 +262,8 @@ async fn gauges_follow_permits_timers_and_a_take_over_counts() {
     let engine = open(recorder.clone()).await.unwrap();
     // A thread that holds a lock (so its lease is written) when its engine crashes is taken
     // over by the next one.
-    let first = engine.start("hang", Tally::default(), StartOptions::id("first")).await.unwrap();
+    let first =
+        engine.start_json("hang", Tally::default(), StartOptions::id("first")).await.unwrap();
     let mut events = first.events(0).unwrap();
     while !engine.store().locks().wait().unwrap().iter().any(|l| l.owner == "first") {
         events.next().await.expect("the thread's events");
@@ -274,14 +275,14 @@ async fn gauges_follow_permits_timers_and_a_take_over_counts() {
     assert_eq!(recorder.counter(names::LEASE_TAKEOVERS), 1, "first's lease was the dead engine's");
     // One permit: whichever of the two threads holds it waits in its node (for the release or
     // the lock), so the other waits for the permit until the release.
-    engine.start("hang", Tally::default(), StartOptions::id("second")).await.unwrap();
+    engine.start_json("hang", Tally::default(), StartOptions::id("second")).await.unwrap();
     until("a thread waiting for the permit", || recorder.gauge(names::WAITING_PERMIT) == 1.0).await;
     release.send_replace(true);
     engine.thread("first").await.unwrap().wait().await.unwrap();
     engine.thread("second").await.unwrap().wait().await.unwrap();
     assert_eq!(recorder.gauge(names::WAITING_PERMIT), 0.0);
     assert_eq!(recorder.gauge(names::TIMERS_ARMED), 0.0);
-    let t = engine.start("nap", Tally::default(), StartOptions::id("nap")).await.unwrap();
+    let t = engine.start_json("nap", Tally::default(), StartOptions::id("nap")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, cairn::ThreadStatus::Sleeping);
     // Its runner arms the wake-up right after the commit that parked it, which `wait` may see
     // first (the thread can park within its creation's commit, before `start` returns).
@@ -306,7 +307,8 @@ async fn the_prometheus_exporter_renders_the_documented_names() {
         .open()
         .await
         .unwrap();
-    let run = engine.start("traced", Tally::default(), StartOptions::id("prom-p")).await.unwrap();
+    let run =
+        engine.start_json("traced", Tally::default(), StartOptions::id("prom-p")).await.unwrap();
     run.wait().await.unwrap();
     engine.health().await.unwrap();
     engine.admit_queued().await.unwrap();
@@ -350,7 +352,7 @@ async fn a_health_policy_cancels_a_stuck_thread_and_releases_an_expired_lock() {
         .open()
         .await
         .unwrap();
-    let t = engine.start("hang", Tally::default(), StartOptions::id("stuck")).await.unwrap();
+    let t = engine.start_json("hang", Tally::default(), StartOptions::id("stuck")).await.unwrap();
     let mut events = t.events(0).unwrap();
     while !engine.store().locks().wait().unwrap().iter().any(|l| l.owner == "stuck") {
         events.next().await.expect("the thread's events");
@@ -418,7 +420,7 @@ async fn queue_gauges_hold_across_a_restart() {
     let engine = open(first.clone()).await.unwrap();
     for id in ["g1", "g2", "g3"] {
         engine
-            .start("hang", Tally::default(), StartOptions::id(id).on_queue("gauged"))
+            .start_json("hang", Tally::default(), StartOptions::id(id).on_queue("gauged"))
             .await
             .unwrap();
     }

@@ -27,7 +27,7 @@ async fn group_commits_on_postgres_report_the_same_metrics_and_span_fields() {
         .open()
         .await
         .unwrap();
-    let run = engine.start("traced", Tally::default(), StartOptions::id("pg-metrics")).await;
+    let run = engine.start_json("traced", Tally::default(), StartOptions::id("pg-metrics")).await;
     run.unwrap().wait().await.unwrap();
     let events = engine.store().read_all_since(Lsn(0), 10_000).wait().unwrap().len() as u64;
     engine.shutdown().await;

@@ -53,7 +53,7 @@ async fn a_sessions_messages_by_correlation_parties_time_and_chain() {
     let wf = session();
     let engine = engine_on(&path, &[&wf], None).await;
     for id in ["s1", "s2"] {
-        let t = engine.start("session", Tally::default(), StartOptions::id(id)).await.unwrap();
+        let t = engine.start_json("session", Tally::default(), StartOptions::id(id)).await.unwrap();
         assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
     }
     let ids = async |query: &TraceQuery| -> Vec<(String, String)> {
@@ -128,10 +128,10 @@ async fn a_store_wide_trace_by_correlation_id_reads_only_the_messages_carrying_i
     let engine = cairn::Engine::with_store(as_dyn).workflow(&wf).workflow(&noisy).seed(3);
     let engine = engine.open().await.unwrap();
     for i in 0..60 {
-        let t = engine.start("noisy", Tally::default(), StartOptions::id(format!("n{i}")));
+        let t = engine.start_json("noisy", Tally::default(), StartOptions::id(format!("n{i}")));
         assert_eq!(t.await.unwrap().finished().await.unwrap().status, ThreadStatus::Completed);
     }
-    let t = engine.start("session", Tally::default(), StartOptions::id("s")).await.unwrap();
+    let t = engine.start_json("session", Tally::default(), StartOptions::id("s")).await.unwrap();
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
     let total = store.read_all_since(cairn::storage::Lsn(0), 10_000).wait().unwrap().len() as u64;
 
@@ -168,7 +168,7 @@ async fn the_endpoint_traces_a_correlation_id_across_threads() {
         .await
         .unwrap();
     for id in ["s1", "s2"] {
-        let t = engine.start("session", Tally::default(), StartOptions::id(id)).await.unwrap();
+        let t = engine.start_json("session", Tally::default(), StartOptions::id(id)).await.unwrap();
         assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
     }
     let get = |id: &'static str| {

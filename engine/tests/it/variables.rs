@@ -111,7 +111,7 @@ async fn typed_variables_survive_restore_fork_and_sub_workflow_scopes() {
     let (_d, path) = db();
     let wf = session();
     let engine = open(&path, &[&wf], |b| b.checkpoint_every(Some(2), None)).await;
-    let t = engine.start("session", Variables::new(), StartOptions::id("v")).await.unwrap();
+    let t = engine.start_json("session", Variables::new(), StartOptions::id("v")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let live = vars_at(&engine, "v", None).await;
     check(&live);

@@ -128,18 +128,20 @@ async fn the_pages_show_threads_a_graph_a_live_log_messages_and_pause_with_the_t
         let input = Research { question: format!("question {i}"), ..Research::default() };
         let tenant = if i % 2 == 0 { "acme" } else { "globex" };
         let opts = StartOptions::id(format!("demo-{i}")).label("tenant", tenant);
-        threads.push(engine.start("research-agent", input, opts).await.unwrap());
+        threads.push(engine.start_json("research-agent", input, opts).await.unwrap());
     }
     for i in 1..=3 {
         let opts = StartOptions::id(format!("ask-{i}")).label("tenant", "acme");
-        threads.push(engine.start("ask", Tally::default(), opts).await.unwrap());
+        threads.push(engine.start_json("ask", Tally::default(), opts).await.unwrap());
     }
-    threads
-        .push(engine.start("flaky", Tally::default(), StartOptions::id("flaky-1")).await.unwrap());
-    threads
-        .push(engine.start("orders", Tally::default(), StartOptions::id("order-7")).await.unwrap());
+    threads.push(
+        engine.start_json("flaky", Tally::default(), StartOptions::id("flaky-1")).await.unwrap(),
+    );
+    threads.push(
+        engine.start_json("orders", Tally::default(), StartOptions::id("order-7")).await.unwrap(),
+    );
     let ship = Tally { total: 0, log: vec!["ship".into()] };
-    threads.push(engine.start("orders", ship, StartOptions::id("ship-7")).await.unwrap());
+    threads.push(engine.start_json("orders", ship, StartOptions::id("ship-7")).await.unwrap());
     for t in &threads {
         t.wait().await.unwrap();
     }
@@ -383,12 +385,12 @@ async fn the_pages_stay_usable_with_ten_thousand_threads_and_a_hundred_thousand_
         .await
         .unwrap();
     let began = Instant::now();
-    let big = engine.start("long", Tally::default(), StartOptions::id("big")).await.unwrap();
+    let big = engine.start_json("long", Tally::default(), StartOptions::id("big")).await.unwrap();
     let mut handles = Vec::with_capacity(MANY);
     for n in 0..MANY {
         let tenant = if n % 3 == 0 { "acme" } else { "globex" };
         let opts = StartOptions::id(format!("t-{n:05}")).label("tenant", tenant);
-        handles.push(engine.start("quick", Tally::default(), opts).await.unwrap());
+        handles.push(engine.start_json("quick", Tally::default(), opts).await.unwrap());
     }
     for h in &handles {
         h.wait().await.unwrap();
@@ -511,10 +513,10 @@ async fn the_web_views_reads_filter_count_and_refuse_naming_the_field() {
     for i in 1..=12 {
         let opts =
             StartOptions::id(format!("ask-{i}")).label("team", if i <= 4 { "red" } else { "blue" });
-        engine.start("ask", Tally::default(), opts).await.unwrap().wait().await.unwrap();
+        engine.start_json("ask", Tally::default(), opts).await.unwrap().wait().await.unwrap();
     }
     engine
-        .start("flaky", Tally::default(), StartOptions::id("flaky-1"))
+        .start_json("flaky", Tally::default(), StartOptions::id("flaky-1"))
         .await
         .unwrap()
         .wait()
@@ -668,7 +670,7 @@ async fn a_sub_workflow_links_to_its_child_thread() {
         .open()
         .await
         .unwrap();
-    let run = engine.start("outer", Tally::default(), StartOptions::id("p-1")).await.unwrap();
+    let run = engine.start_json("outer", Tally::default(), StartOptions::id("p-1")).await.unwrap();
     run.wait().await.unwrap();
     let base = format!("http://{}", server.addr());
     let (graph, timeline, child_page) = tokio::task::spawn_blocking(move || {

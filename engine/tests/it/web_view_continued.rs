@@ -18,7 +18,7 @@ async fn the_thread_page_links_the_chain_of_a_continued_thread() {
         .open()
         .await
         .unwrap();
-    engine.start("chain", Tally::default(), StartOptions::id("t")).await.unwrap();
+    engine.start_json("chain", Tally::default(), StartOptions::id("t")).await.unwrap();
     engine.result_following("t", Duration::from_secs(30)).await.unwrap();
     let base = format!("http://{}", server.addr());
     let mut browser = tokio::task::block_in_place(|| Browser::launch(1200, 900));

@@ -87,7 +87,8 @@ async fn a_finished_threads_page_offers_no_refused_control_and_shows_its_whole_o
         .open()
         .await
         .unwrap();
-    let run = engine.start("reporter", Tally::default(), StartOptions::id("r-1")).await.unwrap();
+    let run =
+        engine.start_json("reporter", Tally::default(), StartOptions::id("r-1")).await.unwrap();
     run.wait().await.unwrap();
     let base = format!("http://{}", server.addr());
     let shots = screenshots();
@@ -222,7 +223,7 @@ async fn the_sequence_pictures_texts_do_not_overlap() {
         .await
         .unwrap();
     let run = engine
-        .start("chatter", Tally::default(), StartOptions::id("CONVERSATION-2026-MARCH-0001"))
+        .start_json("chatter", Tally::default(), StartOptions::id("CONVERSATION-2026-MARCH-0001"))
         .await
         .unwrap();
     run.wait().await.unwrap();
@@ -301,7 +302,7 @@ async fn a_child_threads_listing_names_its_parent() {
         .await
         .unwrap();
     engine
-        .start("outer", Tally::default(), StartOptions::id("p-1"))
+        .start_json("outer", Tally::default(), StartOptions::id("p-1"))
         .await
         .unwrap()
         .wait()
@@ -367,7 +368,7 @@ async fn the_workflows_and_schedules_pages_count_list_and_pause_with_the_token()
     for i in 0..3 {
         let id = format!("r-{i}");
         engine
-            .start("reporter", Tally::default(), StartOptions::id(id))
+            .start_json("reporter", Tally::default(), StartOptions::id(id))
             .await
             .unwrap()
             .wait()
@@ -376,7 +377,7 @@ async fn the_workflows_and_schedules_pages_count_list_and_pause_with_the_token()
     }
     for i in 0..2 {
         engine
-            .start("approval", Tally::default(), StartOptions::id(format!("a-{i}")))
+            .start_json("approval", Tally::default(), StartOptions::id(format!("a-{i}")))
             .await
             .unwrap();
     }

@@ -84,7 +84,7 @@ async fn the_queues_route_and_page_show_limits_and_counts_per_queue_and_key() {
         [("acme-1", "acme"), ("globex-1", "globex"), ("acme-2", "acme"), ("initech-1", "initech")]
     {
         let opts = StartOptions::id(id).on_queue("reports").key(tenant);
-        engine.start("report", Tally::default(), opts).await.unwrap();
+        engine.start_json("report", Tally::default(), opts).await.unwrap();
     }
     for id in ["acme-1", "globex-1"] {
         waiting_input(&engine, id).await;

@@ -37,7 +37,7 @@ async fn a_completed_threads_progress_says_done_in_the_list_and_on_its_page() {
     // answer reports step 1 of 5, "classifying the question", and ends).
     for (i, question) in QUESTIONS.iter().enumerate() {
         let input = Research { question: (*question).to_owned(), ..Research::default() };
-        let run = engine.start("research-agent", input, StartOptions::id(format!("demo-{i}")));
+        let run = engine.start_json("research-agent", input, StartOptions::id(format!("demo-{i}")));
         run.await.unwrap().wait().await.unwrap();
     }
     let base = format!("http://{}", server.addr());

@@ -68,7 +68,7 @@ async fn the_workflows_page_shows_versions_side_by_side_and_starts_a_thread_that
         .await
         .unwrap();
     let old = StartOptions { version: Some(1), ..StartOptions::id("old-1") };
-    engine.start("greeter", Tally::default(), old).await.unwrap().wait().await.unwrap();
+    engine.start_json("greeter", Tally::default(), old).await.unwrap().wait().await.unwrap();
     let base = format!("http://{}", server.addr());
     let token = server.token().to_owned();
     let shots = screenshots();

@@ -61,8 +61,10 @@ fn write_database() -> Written {
             .expect("engine");
         for (i, wf) in ["linear-tools", "fan-out-join", "linear-tools"].iter().enumerate() {
             let input = Ledger { entries: vec![format!("corrupt {i}")], sum: i as u64 };
-            let h =
-                engine.start(wf, input, StartOptions::id(format!("t4-{i}"))).await.expect("start");
+            let h = engine
+                .start_json(wf, input, StartOptions::id(format!("t4-{i}")))
+                .await
+                .expect("start");
             h.output::<Ledger>().await.expect("finishes");
         }
         engine.shutdown().await;

@@ -200,7 +200,7 @@ fn t12_write_fixture() {
         let engine = engine_builder(store.clone(), &clock).open().await.expect("engine");
         for (i, (id, wf, answers)) in THREADS.iter().enumerate() {
             let input = Ledger { entries: vec![format!("fixture {i}")], sum: i as u64 };
-            engine.start(wf, input, StartOptions::id(*id)).await.expect("start");
+            engine.start_json(wf, input, StartOptions::id(*id)).await.expect("start");
             drive(&engine, &clock, id, answers).await;
         }
         // Kind-9 records in the file (format v3): signals the waiting thread has not asked for.

@@ -177,7 +177,8 @@ fn t7_disk_full_on_a_real_tmpfs() {
     let id = ThreadId::new("crash-test").expect("id");
     let (error, acked) = runtime.block_on(async {
         let (rec, engine) = open(&path, &fx).await;
-        let handle = engine.start("bulky", Ledger::default(), StartOptions::id("crash-test")).await;
+        let handle =
+            engine.start_json("bulky", Ledger::default(), StartOptions::id("crash-test")).await;
         if let Ok(handle) = &handle {
             tokio::select! {
                 _ = handle.finished() => {}
@@ -195,7 +196,7 @@ fn t7_disk_full_on_a_real_tmpfs() {
     let (status, output, lost) = runtime.block_on(async {
         let (rec, engine) = open(&path, &fx).await;
         let handle = engine
-            .start("bulky", Ledger::default(), StartOptions::id("crash-test"))
+            .start_json("bulky", Ledger::default(), StartOptions::id("crash-test"))
             .await
             .expect("start after the disk was freed");
         let outcome = handle.finished().await.expect("finishes");
@@ -237,7 +238,7 @@ fn t7_a_full_tmpfs_heals_without_a_restart() {
     runtime.block_on(async {
         let (rec, engine) = open(&path, &fx).await;
         let handle = engine
-            .start("bulky", Ledger::default(), StartOptions::id("crash-test"))
+            .start_json("bulky", Ledger::default(), StartOptions::id("crash-test"))
             .await
             .expect("start");
         let waiter = tokio::spawn(async move { (handle.finished().await, Instant::now()) });

@@ -71,7 +71,7 @@ async fn solo_runs(threads: u64) -> BTreeMap<String, serde_json::Value> {
     let engine = builder.workflow(&workflow()).concurrency(1).open().await.expect("open");
     let mut out = BTreeMap::new();
     for i in 0..threads {
-        let h = engine.start("load", input(i), StartOptions::id(id(i))).await.expect("start");
+        let h = engine.start_json("load", input(i), StartOptions::id(id(i))).await.expect("start");
         let state: serde_json::Value = h.output().await.expect("solo output");
         out.insert(id(i), state);
     }
@@ -100,7 +100,7 @@ async fn open(image: Option<Vec<u8>>) -> (FaultBackend, Arc<RecordingStore>, Eng
 async fn run_all(engine: &Engine, rec: &RecordingStore, threads: u64) -> bool {
     let mut handles = Vec::new();
     for i in 0..threads {
-        match engine.start("load", input(i), StartOptions::id(id(i))).await {
+        match engine.start_json("load", input(i), StartOptions::id(id(i))).await {
             Ok(h) => handles.push(h),
             Err(_) => return false,
         }

@@ -100,7 +100,11 @@ fn pg_worker_child() {
             .expect("engine");
         for i in first..first + count {
             let id = thread_id(i);
-            while engine.start(CHAOS, input_for(&id), StartOptions::id(id.clone())).await.is_err() {
+            while engine
+                .start_json(CHAOS, input_for(&id), StartOptions::id(id.clone()))
+                .await
+                .is_err()
+            {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
@@ -383,7 +387,10 @@ async fn reference_run(dir: &Path, threads: usize) -> BTreeMap<String, Ledger> {
         .expect("reference engine");
     for i in 0..threads {
         let id = thread_id(i);
-        engine.start(CHAOS, input_for(&id), StartOptions::id(id.clone())).await.expect("start");
+        engine
+            .start_json(CHAOS, input_for(&id), StartOptions::id(id.clone()))
+            .await
+            .expect("start");
     }
     let mut out = BTreeMap::new();
     while out.len() < threads {

@@ -97,7 +97,8 @@ fn t2_child() {
         for i in 0..THREADS {
             let (id, workflow) = thread_of(i);
             let input = Ledger { entries: vec![format!("input {i}")], sum: i as u64 };
-            let handle = engine.start(workflow, input, StartOptions::id(id)).await.expect("start");
+            let handle =
+                engine.start_json(workflow, input, StartOptions::id(id)).await.expect("start");
             handles.push(handle);
         }
         for handle in handles {

@@ -696,7 +696,7 @@ impl Run<'_> {
         let _busy = self.busy();
         self.at(t, "dedup probe in flight");
         let again = super::queue::options(StartOptions::id(super::queue::probe_id(t)), Some(q), t);
-        let answer = self.engine.start("ctl", Acc::default(), again).await?;
+        let answer = self.engine.start_json("ctl", Acc::default(), again).await?;
         let probe = ThreadId::new(super::queue::probe_id(t)).unwrap();
         if answer.id().as_str() != tid(t) || self.engine.store().thread(&probe).wait()?.is_some() {
             self.gates.violation(format!(
@@ -742,7 +742,7 @@ impl Run<'_> {
             let opts = super::queue::options(opts, tp.queued, t);
             // Idempotent: after a crash this finds the thread if it was created.
             self.at(t, "start in flight");
-            let started = self.engine.start("ctl", Acc::default(), opts).await?;
+            let started = self.engine.start_json("ctl", Acc::default(), opts).await?;
             if started.id().as_str() != tid(t) {
                 // Its dedup key is its own: nothing else may hold it.
                 self.gates.violation(format!("{}: started as {}", tid(t), started.id()));

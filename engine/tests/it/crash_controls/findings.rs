@@ -65,7 +65,7 @@ async fn a_tool_call_longer_than_the_lease_still_completes() {
     let during = clock.clone();
     let body: Arc<dyn Fn() + Send + Sync> = Arc::new(move || during.advance_ms(61_000));
     let engine = one_tool_engine(&path, &clock, 1, body).await;
-    let h = engine.start("tools", Acc::default(), StartOptions::id("long")).await.unwrap();
+    let h = engine.start_json("tools", Acc::default(), StartOptions::id("long")).await.unwrap();
     let out = tokio::time::timeout(std::time::Duration::from_secs(10), h.output::<Acc>()).await;
     let log = {
         let id = ThreadId::new("long").unwrap();
@@ -95,7 +95,7 @@ async fn a_tool_call_budget_reached_inside_a_node_stops_cleanly() {
     let engine = one_tool_engine(&path, &clock, 3, body).await;
     let budgets = Budgets { max_tool_calls: Some(2), ..Budgets::default() };
     let opts = StartOptions { budgets: Some(budgets), ..StartOptions::id("b") };
-    let h = engine.start("tools", Acc::default(), opts).await.unwrap();
+    let h = engine.start_json("tools", Acc::default(), opts).await.unwrap();
     let outcome = h.wait().await.unwrap();
     assert_eq!(outcome.status, ThreadStatus::Paused, "{outcome:?}");
     engine.set_budgets("b", Budgets::default()).await.unwrap();
@@ -146,8 +146,9 @@ async fn cancel_of_a_running_thread_returns_once_it_is_cancelled() {
         .open()
         .await
         .unwrap();
-    let first = engine.start("two", Acc::default(), StartOptions::id("first")).await.unwrap();
-    let second = engine.start("two", Acc::default(), StartOptions::id("second")).await.unwrap();
+    let first = engine.start_json("two", Acc::default(), StartOptions::id("first")).await.unwrap();
+    let second =
+        engine.start_json("two", Acc::default(), StartOptions::id("second")).await.unwrap();
     assert_eq!(
         second.status().await.unwrap(),
         ThreadStatus::Created,

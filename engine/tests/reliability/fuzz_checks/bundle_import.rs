@@ -76,8 +76,10 @@ pub fn seed_bundles() -> Vec<Vec<u8>> {
         let (builder, _clock) = deterministic_engine(5).expect("engine");
         let engine = builder.workflow(&wf).open().await.expect("open");
         let thread = ThreadId::new("seed").expect("id");
-        let handle =
-            engine.start("fuzz-bundle", vec![1u64], StartOptions::id("seed")).await.expect("start");
+        let handle = engine
+            .start_json("fuzz-bundle", vec![1u64], StartOptions::id("seed"))
+            .await
+            .expect("start");
         handle.wait().await.expect("parks for input");
         runner_released(&engine, &thread).await;
         let export = async |options: ExportOptions| {

@@ -64,7 +64,7 @@ fn seeds() -> &'static (Vec<Snapshot>, Vec<Vec<u8>>) {
             let engine = builder.workflow(&wf).open().await.expect("open");
             let thread = ThreadId::new("seed").expect("id");
             let handle = engine
-                .start("fuzz-snapshot", vec![1u64], StartOptions::id("seed"))
+                .start_json("fuzz-snapshot", vec![1u64], StartOptions::id("seed"))
                 .await
                 .expect("start");
             handle.wait().await.expect("parks for input");
