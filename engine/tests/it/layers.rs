@@ -1,6 +1,7 @@
 //! The library crates keep their layers: arrows between the engine's folders go down its table
 //! of layers ([`ENGINE_LAYERS`], the one place that ranks them), no import circle spans more than
-//! two files in any library crate, and the exec layer's files stay small. Read from the source
+//! two files in any library crate, the exec layer's files stay small, and the pure core
+//! (`cairn-core`, below the engine: it cannot name it) depends on no runtime and no I/O crate. Read from the source
 //! with `syn` (grouped `use` trees expanded, `crate::`, `self::` and `super::` paths in code and
 //! types too), so a new path that breaks a rule fails here.
 
@@ -16,7 +17,6 @@ const ENGINE_LAYERS: &[&[&str]] = &[
     &["limits"],
     &["error", "clock", "config", "tasks"],
     &["telemetry"],
-    &["core"],
     &["coord", "replay"],
     &["exec"],
     &["api"],
@@ -268,7 +268,7 @@ fn arrows_between_the_layers_go_one_way() {
 #[test]
 fn no_import_circle_spans_more_than_two_files() {
     let mut found = Vec::new();
-    for dir in ["engine", "storage", "graph-dsl"] {
+    for dir in ["engine", "engine/core", "storage", "graph-dsl"] {
         let graph = graph(&crate_src(dir));
         assert!(graph.edges.len() > 10, "{dir} was read: {} files", graph.edges.len());
         found.extend(circles(&graph).into_iter().map(|c| format!("{dir}: {c:?}")));
@@ -316,4 +316,44 @@ fn the_exec_layer_files_stay_small() {
             assert!(lines <= 400, "{} has {lines} lines (400 at most)", path.display());
         }
     }
+}
+
+/// What `cairn-core` may depend on: its data (serde, JSON, hashes, errors, logs), the DSL and the
+/// store's plain types. Not the engine (Cargo refuses the circle), and no async runtime, no
+/// backend, no I/O crate: the compiler then refuses `tokio::` in the core, and its
+/// `clippy.toml` refuses the store's traits and backends and `std::fs`/`std::net`.
+const CORE_DEPENDENCIES: &[&str] =
+    &["blake3", "cairn-dsl", "cairn-storage", "serde", "serde_json", "thiserror", "tracing"];
+
+/// The names in the `[dependencies]` table of a `Cargo.toml` text (`name = ...` and
+/// `name.workspace = true` alike).
+fn dependencies(manifest: &str) -> Vec<String> {
+    let mut inside = false;
+    let mut names = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line == "[dependencies]";
+        } else if inside && !line.is_empty() && !line.starts_with('#') {
+            let name = line.split(['=', '.']).next().unwrap_or_default().trim();
+            names.push(name.trim_matches('"').to_owned());
+        }
+    }
+    names
+}
+
+#[test]
+fn the_core_crate_depends_on_no_runtime_and_no_io() {
+    let manifest = crate_src("engine/core").with_file_name("Cargo.toml");
+    let names = dependencies(&std::fs::read_to_string(&manifest).unwrap());
+    assert!(names.iter().any(|n| n == "cairn-dsl"), "the dependencies were read: {names:?}");
+    let extra: Vec<&String> =
+        names.iter().filter(|n| !CORE_DEPENDENCIES.contains(&n.as_str())).collect();
+    assert!(extra.is_empty(), "cairn-core depends on {extra:?}, which it may not");
+}
+
+#[test]
+fn the_dependency_check_finds_a_runtime() {
+    let manifest = "[package]\nname = \"x\"\n\n[dependencies]\n# a comment\nserde.workspace = \
+                    true\ntokio = { workspace = true }\n\n[dev-dependencies]\nproptest = \"1\"\n";
+    assert_eq!(dependencies(manifest), ["serde", "tokio"]);
 }
