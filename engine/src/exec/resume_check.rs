@@ -1,9 +1,10 @@
 //! The resume check: a thread that this engine instance did not create is replayed, the first
 //! time it is driven here, over its steps since its latest intact checkpoint (where the drive's
-//! restore started) against the code now registered. If the code no longer reproduces what was recorded (a node body changed under the
-//! same workflow id, version and graph, which the fingerprint cannot see), the thread is not run:
-//! it is moved to Blocked with the divergence as the reason, for a human to fix the code or
-//! migrate the thread, then resume it (which checks again).
+//! restore started) against the code now registered. If the code no longer reproduces what was
+//! recorded (a node body changed under the same workflow id, version and graph, which the
+//! fingerprint cannot see), the thread is not run: it is moved to Blocked with the divergence as
+//! the reason, for a human to fix the code or migrate the thread, then resume it (which checks
+//! again).
 //!
 //! Why only the tail: the checkpoint's state is what the thread goes on from, whatever code
 //! produced it; the recorded outcomes after it are folded into the restored context without being
