@@ -191,7 +191,7 @@ async fn a_first_drive_reads_the_latest_checkpoint_once() {
             let _ = tx.send(());
         }
     }));
-    engine.start("counter", Tally::default(), StartOptions::id("c")).await.unwrap();
+    engine.start_json("counter", Tally::default(), StartOptions::id("c")).await.unwrap();
     rx.await.unwrap();
     engine.crash().await;
     drop(engine);
@@ -276,7 +276,7 @@ async fn a_damaged_latest_checkpoint_during_a_retry_restore_falls_back_to_an_old
         let store = Arc::new(Watched::new(file, Some((damage, picked))));
         let wf = retried(Arc::default());
         let engine = Engine::with_store(store.clone()).workflow(&wf).open().await.unwrap();
-        let t = engine.start("retried", Tally::default(), StartOptions::id("r")).await.unwrap();
+        let t = engine.start_json("retried", Tally::default(), StartOptions::id("r")).await.unwrap();
         let out = tokio::time::timeout(std::time::Duration::from_secs(60), t.output::<Tally>())
             .await
             .expect("the thread ends");
@@ -344,7 +344,7 @@ async fn restore_says_where_it_started() {
         .open()
         .await
         .unwrap();
-    let t = engine.start("counter", Tally::default(), StartOptions::id("c")).await.unwrap();
+    let t = engine.start_json("counter", Tally::default(), StartOptions::id("c")).await.unwrap();
     assert_eq!(t.output::<Tally>().await.unwrap().total, 20);
     let (store, id, erased) = (engine.store().clone(), ThreadId::new("c").unwrap(), wf.erase());
     let last = store.last_bookmark(&id).await.unwrap().unwrap().seq.0;
