@@ -264,7 +264,7 @@ fn row(
             _ => {}
         }
     }
-    let result = outcome.output.as_ref().and_then(|job| job.result.clone());
+    let result = outcome.output.as_ref().and_then(|job| job.result);
     // The thread keeps its last error also when a later attempt succeeded: report it only for
     // jobs it ended.
     let error = if outcome.status == ThreadStatus::Completed { None } else { outcome.error };

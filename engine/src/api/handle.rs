@@ -102,7 +102,8 @@ impl<S> ThreadHandle<S> {
     /// `docs/reliability.md`, "A failed commit"). [`cairn_storage::Error::Unavailable`] (as
     /// [`Error::Storage`]), naming the cause, once the store's database (on a server) has not
     /// answered for [`cairn_storage::limits::PG_WRITE_WAIT_UNAVAILABLE_MAX`]: the thread goes on
-    /// once it answers again, and a wait then finds it as it stands.
+    /// once it answers again, and a wait then finds it as it stands. [`Error::Codec`] when a
+    /// typed handle's output does not decode as its state type.
     pub async fn wait(&self) -> Result<Outcome<S::Output>, Error>
     where
         S: Typing,
