@@ -3,11 +3,11 @@
 //! Event bodies ([`event`]) and their codec to storage records ([`codec`]), the thread context
 //! and its fold ([`thread_ctx`]; each concern folds its part, in the order `fold` writes down),
 //! the status table ([`status`]), the step decision (`decide`: what a step's task runs mean for
-//! the thread; `step_end` holds the precedence between the concerns that end a step), and restore ([`restore`]: the
-//! latest checkpoint and the log after it, folded: a machine that says which read it needs
-//! next). Nothing here reads, awaits, spawns or writes: `exec/fetch.rs` makes the reads with the
-//! store's async reads and `exec/blocking.rs` with its sync ones (`it::core_pure` checks that no
-//! file here names the store).
+//! the thread; `step_end` holds the precedence between the concerns that end a step), and
+//! restore ([`restore`]: the latest checkpoint and the log after it, folded: a machine that says
+//! which read it needs next). Nothing here reads, awaits, spawns or writes: `exec/fetch.rs`
+//! makes the reads with the store's async reads and `exec/blocking.rs` with its sync ones
+//! (`it::core_pure` checks that no file here names the store).
 
 pub(crate) mod budgets;
 pub mod checkpoint_plan;
