@@ -13,10 +13,10 @@ use crate::thread_ctx::ThreadCtx;
 pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
     let m = &mut ctx.meta;
     match e.body {
-        Body::Budget { budget, used, limit } => {
-            if used < limit && !m.budget_warned.contains(budget) {
-                m.budget_warned.push(budget.clone());
-            }
+        Body::Budget { budget, used, limit }
+            if used < limit && !m.budget_warned.contains(budget) =>
+        {
+            m.budget_warned.push(budget.clone());
         }
         Body::BudgetsSet { budgets } => {
             m.policy.budgets = Some(budgets.clone());

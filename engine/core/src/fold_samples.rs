@@ -67,7 +67,7 @@ pub(crate) fn samples(k: u64, snapshot: &Value) -> Vec<Body> {
             task: task.clone(),
             attempt,
             error: error.clone(),
-            terminal: k % 2 == 0,
+            terminal: k.is_multiple_of(2),
         },
         Body::ToolCalled {
             step,
@@ -146,7 +146,7 @@ pub(crate) fn samples(k: u64, snapshot: &Value) -> Vec<Body> {
         },
         Body::Recovered { action: "resumed".into() },
         Body::Output { output: json!(k) },
-        Body::Lock { name: "l".into(), acquired: k % 2 == 0 },
+        Body::Lock { name: "l".into(), acquired: k.is_multiple_of(2) },
         Body::Budget { budget: "max_tool_calls".into(), used: k % 5, limit: 3 },
         Body::RecoveryApplied {
             step,
