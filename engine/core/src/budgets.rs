@@ -3,7 +3,7 @@
 
 use crate::error::Error;
 use crate::event::Body;
-use crate::fold::EventAt;
+use crate::thread_ctx::EventAt;
 use crate::thread_ctx::ThreadCtx;
 
 /// Folds the budgets' part of `e` into `ctx`.

@@ -14,8 +14,8 @@ use serde_json::Value;
 use crate::error::Error;
 use crate::event::Body;
 use crate::event::TaskKey;
-use crate::fold::EventAt;
 use crate::marks;
+use crate::thread_ctx::EventAt;
 use crate::thread_ctx::ThreadCtx;
 
 /// One registered undo.

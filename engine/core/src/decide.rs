@@ -18,9 +18,10 @@ use crate::codec::Recorded;
 use crate::continuation;
 use crate::error::Error;
 use crate::event::{Body, TaskKey};
+pub use crate::fold::{emit, emit_status};
 use crate::limits;
 use crate::recovery::{self, AfterFailure, Failure};
-use crate::status::{Transition, transition};
+use crate::status::Transition;
 use crate::step_end::{self, Claim, Claims, Ending};
 use crate::thread_ctx::ThreadCtx;
 
@@ -430,39 +431,6 @@ impl CheckpointRules {
             || self.tail_events_max.is_some_and(|max| tail_events >= max)
             || self.tail_bytes_max.is_some_and(|max| self.tail.bytes >= max)
     }
-}
-
-/// Applies `body` to `ctx` under the next seq and keeps it in `events` (the batch being built).
-///
-/// # Errors
-/// [`Error::Record`] if it does not apply.
-pub fn emit(
-    ctx: &mut ThreadCtx,
-    events: &mut Vec<(Body, u64)>,
-    body: Body,
-    at_ms: u64,
-) -> Result<(), Error> {
-    let seq = ctx.meta.seq + 1;
-    ctx.apply(seq, at_ms, &body)?;
-    events.push((body, at_ms));
-    Ok(())
-}
-
-/// [`emit`]s the status change `t` leads to from the context's status.
-///
-/// # Errors
-/// [`Error::Transition`] if the status table refuses it; as [`emit`].
-pub fn emit_status(
-    ctx: &mut ThreadCtx,
-    events: &mut Vec<(Body, u64)>,
-    t: Transition,
-    reason: &str,
-    at_ms: u64,
-) -> Result<(), Error> {
-    let from = ctx.meta.status;
-    let to = transition(from, t)
-        .map_err(|source| Error::Transition { thread: ctx.meta.thread.clone(), source })?;
-    emit(ctx, events, Body::StatusChanged { from, to, reason: reason.to_owned() }, at_ms)
 }
 
 /// The next frontier and join arrivals after the open step of `ctx` (used by the step decision

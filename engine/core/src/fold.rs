@@ -10,22 +10,12 @@
 
 use crate::error::Error;
 use crate::event::Body;
-use crate::thread_ctx::ThreadCtx;
+use crate::status::{Transition, transition};
+use crate::thread_ctx::{EventAt, ThreadCtx};
 use crate::{
     budgets, compensation, continuation, journal, labels, record, recovery_fold, status, telemetry,
     waits,
 };
-
-/// One recorded event as the fold sees it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct EventAt<'a> {
-    /// Its seq (already checked to follow the context's).
-    pub seq: u64,
-    /// When it was recorded.
-    pub at_ms: u64,
-    /// What it says.
-    pub body: &'a Body,
-}
 
 /// A part of the thread context with its own rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -89,6 +79,65 @@ impl Concern {
             Concern::Labels => labels::fold,
         }
     }
+}
+
+impl ThreadCtx {
+    /// Applies one recorded event. Pure: the result depends only on `self` and the event.
+    /// Each concern of the fold takes its part, in the order of `fold::FOLD`.
+    ///
+    /// # Errors
+    /// [`Error::Record`] when the event cannot follow the context (a seq gap, an update that does
+    /// not decode): the log and the workflow disagree, which restore must not paper over.
+    pub fn apply(&mut self, seq: u64, at_ms: u64, body: &Body) -> Result<(), Error> {
+        if seq != self.meta.seq + 1 {
+            return Err(self.meta.record(seq, format!("expected seq {}", self.meta.seq + 1)));
+        }
+        self.meta.seq = seq;
+        // A checkpoint records the thread where it stands and does not move it: its time is not
+        // the thread's (a checkpoint of a finished thread made a day later would add the day to
+        // the thread's wall time and "updated").
+        if !matches!(body, Body::CheckpointCreated { .. }) {
+            self.meta.updated_at_ms = self.meta.updated_at_ms.max(at_ms);
+        }
+        let event = EventAt { seq, at_ms, body };
+        for concern in FOLD {
+            concern.fold()(self, event)?;
+        }
+        Ok(())
+    }
+}
+
+/// Applies `body` to `ctx` under the next seq and keeps it in `events` (the batch being built).
+///
+/// # Errors
+/// [`Error::Record`] if it does not apply.
+pub fn emit(
+    ctx: &mut ThreadCtx,
+    events: &mut Vec<(Body, u64)>,
+    body: Body,
+    at_ms: u64,
+) -> Result<(), Error> {
+    let seq = ctx.meta.seq + 1;
+    ctx.apply(seq, at_ms, &body)?;
+    events.push((body, at_ms));
+    Ok(())
+}
+
+/// [`emit`]s the status change `t` leads to from the context's status.
+///
+/// # Errors
+/// [`Error::Transition`] if the status table refuses it; as [`emit`].
+pub fn emit_status(
+    ctx: &mut ThreadCtx,
+    events: &mut Vec<(Body, u64)>,
+    t: Transition,
+    reason: &str,
+    at_ms: u64,
+) -> Result<(), Error> {
+    let from = ctx.meta.status;
+    let to = transition(from, t)
+        .map_err(|source| Error::Transition { thread: ctx.meta.thread.clone(), source })?;
+    emit(ctx, events, Body::StatusChanged { from, to, reason: reason.to_owned() }, at_ms)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::error::Error;
 use crate::event::{Body, TaskKey};
-use crate::fold::EventAt;
+use crate::thread_ctx::EventAt;
 use crate::thread_ctx::{TaskJournal, TaskOutcome, ThreadCtx, ThreadMeta, ToolRecord, input_hash};
 
 /// Folds the journals' part of `e` into `ctx`.

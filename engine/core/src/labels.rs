@@ -9,8 +9,8 @@ use cairn_storage::limits::LABELS_PER_THREAD_MAX;
 
 use crate::error::Error;
 use crate::event::Body;
-use crate::fold::EventAt;
 use crate::marks;
+use crate::thread_ctx::EventAt;
 use crate::thread_ctx::ThreadCtx;
 use crate::thread_ctx::ThreadMeta;
 

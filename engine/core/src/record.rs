@@ -4,8 +4,8 @@
 
 use crate::error::Error;
 use crate::event::{Body, TaskKey};
-use crate::fold::EventAt;
 use crate::limits;
+use crate::thread_ctx::EventAt;
 use crate::thread_ctx::{ErrorEntry, HistoryEntry, NodeResult, ThreadCtx, ThreadMeta};
 
 /// Folds the record's part of `e` into `ctx`. Runs before the journals: a completion reads

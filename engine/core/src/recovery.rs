@@ -18,9 +18,9 @@
 use cairn_dsl::{DynWorkflow, NodeError, Recovery};
 use serde_json::json;
 
-use crate::decide;
 use crate::error::Error;
 use crate::event::{Body, TaskKey};
+use crate::fold;
 use crate::limits::RESTORES_PER_THREAD_MAX;
 use crate::thread_ctx::ThreadCtx;
 
@@ -59,7 +59,7 @@ pub struct Failure {
 /// runs when the thread resumes and escalates again then if it fails).
 ///
 /// # Errors
-/// As [`decide::emit`].
+/// As [`fold::emit`](crate::fold::emit).
 pub fn failed(
     ctx: &mut ThreadCtx,
     events: &mut Vec<(Body, u64)>,
@@ -78,7 +78,7 @@ pub fn failed(
     let terminal = matches!(strategy, Recovery::Fail | Recovery::Abandon);
     let failed =
         Body::NodeFailed { step, task: task.clone(), attempt, error: error.clone(), terminal };
-    decide::emit(ctx, events, failed, at_ms)?;
+    fold::emit(ctx, events, failed, at_ms)?;
     if strategy.is_fail() {
         return Ok(AfterFailure::Fail);
     }
@@ -89,7 +89,7 @@ pub fn failed(
         strategy: strategy.clone(),
         error: error.clone(),
     };
-    decide::emit(ctx, events, applied, at_ms)?;
+    fold::emit(ctx, events, applied, at_ms)?;
     Ok(match strategy {
         Recovery::Fallback(_) => AfterFailure::Recovered,
         Recovery::RestoreAndRetry => AfterFailure::Restore,
@@ -106,7 +106,7 @@ pub fn failed(
                 at_ms,
                 error: error.clone(),
             };
-            decide::emit(ctx, events, retry, at_ms)?;
+            fold::emit(ctx, events, retry, at_ms)?;
             if !wait_free {
                 return Ok(AfterFailure::Recovered);
             }
@@ -116,7 +116,7 @@ pub fn failed(
                 "question": "answer anything to run it again; cancel or abandon the thread to give up",
             });
             let values = Vec::new();
-            decide::emit(ctx, events, Body::InputRequested { step, task, prompt, values }, at_ms)?;
+            fold::emit(ctx, events, Body::InputRequested { step, task, prompt, values }, at_ms)?;
             AfterFailure::Escalated
         }
     })

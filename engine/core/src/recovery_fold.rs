@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::event::{Body, TaskKey};
-use crate::fold::EventAt;
+use crate::thread_ctx::EventAt;
 use crate::thread_ctx::{Snapshot, TaskOutcome, ThreadCtx, ThreadMeta};
 
 /// Folds recovery's part of `e` into `ctx`.

@@ -11,7 +11,7 @@ pub use crate::error::{InvalidTransition, Transition};
 
 use crate::error::Error;
 use crate::event::Body;
-use crate::fold::EventAt;
+use crate::thread_ctx::EventAt;
 use crate::thread_ctx::ThreadCtx;
 
 /// The status machine: the status after `transition` from `from`, or why that is not allowed.

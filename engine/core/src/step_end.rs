@@ -90,7 +90,7 @@ pub(crate) type Verdict = (Next, Option<CheckpointPlan>);
 /// The step's end: the verdict of the first concern in [`PRECEDENCE`] that claims it.
 ///
 /// # Errors
-/// As the concern's events (`decide::emit`), and [`Error::Codec`] if the final state does not
+/// As the concern's events (`fold::emit`), and [`Error::Codec`] if the final state does not
 /// serialise.
 pub(crate) fn resolve(c: &mut Closing<'_>) -> Result<Verdict, Error> {
     for by in PRECEDENCE {

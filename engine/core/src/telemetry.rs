@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::event::Body;
-use crate::fold::EventAt;
 use crate::limits::MODELS_PER_THREAD_MAX;
+use crate::thread_ctx::EventAt;
 use crate::thread_ctx::ThreadCtx;
 
 /// The model name usage is filed under once a thread has used [`MODELS_PER_THREAD_MAX`] others.

@@ -16,7 +16,6 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::event::{Body, ForkOrigin, TaskKey, ThreadPolicy};
-use crate::fold::{EventAt, FOLD};
 pub use crate::telemetry::Telemetry;
 
 /// One tool call recorded in an open step: what the memo returns when the task runs again.
@@ -243,7 +242,7 @@ impl Clone for ThreadCtx {
 
 impl ThreadMeta {
     /// An [`Error::Record`] of this thread at `seq`.
-    fn record(&self, seq: u64, detail: String) -> Error {
+    pub(crate) fn record(&self, seq: u64, detail: String) -> Error {
         Error::record(&self.thread, seq, detail)
     }
 
@@ -359,30 +358,6 @@ impl ThreadCtx {
         let state = self.state.to_json().map_err(|e| Error::Codec(e.to_string()))?;
         Ok(serde_json::to_vec(&Borrowed { meta: &self.meta, state })?)
     }
-
-    /// Applies one recorded event. Pure: the result depends only on `self` and the event.
-    /// Each concern of the fold takes its part, in the order of `fold::FOLD`.
-    ///
-    /// # Errors
-    /// [`Error::Record`] when the event cannot follow the context (a seq gap, an update that does
-    /// not decode): the log and the workflow disagree, which restore must not paper over.
-    pub fn apply(&mut self, seq: u64, at_ms: u64, body: &Body) -> Result<(), Error> {
-        if seq != self.meta.seq + 1 {
-            return Err(self.meta.record(seq, format!("expected seq {}", self.meta.seq + 1)));
-        }
-        self.meta.seq = seq;
-        // A checkpoint records the thread where it stands and does not move it: its time is not
-        // the thread's (a checkpoint of a finished thread made a day later would add the day to
-        // the thread's wall time and "updated").
-        if !matches!(body, Body::CheckpointCreated { .. }) {
-            self.meta.updated_at_ms = self.meta.updated_at_ms.max(at_ms);
-        }
-        let event = EventAt { seq, at_ms, body };
-        for concern in FOLD {
-            concern.fold()(self, event)?;
-        }
-        Ok(())
-    }
 }
 
 /// The hash a [`ToolRecord`] keeps of its call's input: blake3 of the input's JSON text, 128
@@ -390,4 +365,15 @@ impl ThreadCtx {
 pub fn input_hash(input: &Value) -> String {
     let text = serde_json::to_string(input).unwrap_or_default();
     blake3::hash(text.as_bytes()).to_hex()[..32].to_owned()
+}
+
+/// One recorded event as the fold sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EventAt<'a> {
+    /// Its seq (already checked to follow the context's).
+    pub seq: u64,
+    /// When it was recorded.
+    pub at_ms: u64,
+    /// What it says.
+    pub body: &'a Body,
 }

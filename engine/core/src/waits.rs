@@ -5,7 +5,7 @@
 use crate::drawn;
 use crate::error::Error;
 use crate::event::Body;
-use crate::fold::EventAt;
+use crate::thread_ctx::EventAt;
 use crate::thread_ctx::{ThreadCtx, Waiting};
 
 /// Folds the waits' part of `e` into `ctx`.

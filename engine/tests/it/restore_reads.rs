@@ -276,7 +276,8 @@ async fn a_damaged_latest_checkpoint_during_a_retry_restore_falls_back_to_an_old
         let store = Arc::new(Watched::new(file, Some((damage, picked))));
         let wf = retried(Arc::default());
         let engine = Engine::with_store(store.clone()).workflow(&wf).open().await.unwrap();
-        let t = engine.start_json("retried", Tally::default(), StartOptions::id("r")).await.unwrap();
+        let t =
+            engine.start_json("retried", Tally::default(), StartOptions::id("r")).await.unwrap();
         let out = tokio::time::timeout(std::time::Duration::from_secs(60), t.output::<Tally>())
             .await
             .expect("the thread ends");
