@@ -97,7 +97,7 @@ fn body_of(bytes: &[u8]) -> serde_json::Result<Body> {
 }
 
 /// The summary of `body` as the log stores it (cut to the storage limit).
-pub(crate) fn summary_of(body: &Body) -> String {
+pub fn summary_of(body: &Body) -> String {
     truncate(body.summary(), cairn_storage::limits::SUMMARY_BYTES_MAX)
 }
 

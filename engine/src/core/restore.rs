@@ -307,7 +307,7 @@ pub(crate) fn offloaded(event: &Event) -> Option<&PayloadRef> {
 }
 
 /// The context a checkpoint holds, checked against the seq it claims to cover.
-pub(crate) fn from_checkpoint(
+pub fn from_checkpoint(
     wf: &DynWorkflow,
     thread: &ThreadId,
     cp: &Checkpoint,
