@@ -68,7 +68,7 @@ pub const MODELS_PER_THREAD_MAX: usize = 64;
 /// failure fails it: a failure that comes back from every restore is not transient.
 pub const RESTORES_PER_THREAD_MAX: u32 = 3;
 
-/// Messages one trace returns (`Engine::trace`): the result is held in memory; a query that
+/// Messages one trace returns (`cairn_tools::Operator::trace`): the result is held in memory; a query that
 /// matches more is narrowed (a session, a correlation id, a time range) rather than cut.
 pub const TRACE_MESSAGES_MAX: usize = 100_000;
 

@@ -102,7 +102,12 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     let engine = open(db, &clock, &sends).await?;
     let t = engine.start("reminder", "water the plants", StartOptions::id("reminder-1")).await?;
     let parked = t.wait().await?.status;
-    let due_ms = match engine.state_at("reminder-1", None).await?.meta.waiting {
+    let due_ms = match cairn_tools::Operator::new(&engine)
+        .state_at("reminder-1", None)
+        .await?
+        .meta
+        .waiting
+    {
         Some(Waiting::Timer { until_ms, .. }) => until_ms,
         other => anyhow::bail!("expected a timer, found {other:?}"),
     };

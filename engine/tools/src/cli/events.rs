@@ -1,5 +1,5 @@
 //! `cairn events THREAD` (a thread's log, optionally followed live) and `cairn trace [ID]`
-//! (conversation messages through `Engine::trace`: by correlation id, session, parties, time, chain).
+//! (conversation messages through `Operator::trace`: by correlation id, session, parties, time, chain).
 
 use std::sync::Arc;
 use std::time::Duration;

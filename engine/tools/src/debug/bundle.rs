@@ -56,7 +56,7 @@ pub const BUNDLE_EVENTS_MAX: usize = 1_000_000;
 /// thread's events from 1), so this bounds that work.
 pub const BUNDLE_FIRST_SEQ_MAX: u64 = 1_000_000;
 
-/// A debug bundle of one thread. Build one with [`cairn::Engine::export_bundle`], read one
+/// A debug bundle of one thread. Build one with [`Operator::export_bundle`](crate::Operator::export_bundle), read one
 /// with [`Bundle::from_bytes`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Bundle {

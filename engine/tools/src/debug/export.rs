@@ -48,7 +48,7 @@ impl Operator {
     ///     redaction: Redaction::default().secret("sk-live-0123456789"),
     ///     ..ExportOptions::default()
     /// };
-    /// let bundle = engine.export_bundle("t1", &options).await?;
+    /// let bundle = cairn_tools::Operator::new(&engine).export_bundle("t1", &options).await?;
     /// std::fs::write("t1.bundle.json.gz", bundle.to_bytes(true)?)?;
     /// # Ok(()) }
     /// ```

@@ -66,7 +66,7 @@ impl FailureExport {
     /// holds up a runtime worker.
     ///
     /// # Errors
-    /// What [`Engine::export_bundle`] returns; [`Error::Invalid`] when the directory or the file
+    /// What [`Operator::export_bundle`](crate::Operator::export_bundle) returns; [`Error::Invalid`] when the directory or the file
     /// cannot be written.
     ///
     /// # Examples

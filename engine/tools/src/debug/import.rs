@@ -41,8 +41,8 @@ impl Operator {
     /// ```no_run
     /// # async fn run(engine: cairn::Engine) -> Result<(), Box<dyn std::error::Error>> {
     /// let bundle = cairn_tools::debug::Bundle::from_bytes(&std::fs::read("t1.bundle.json.gz")?)?;
-    /// let id = engine.import_bundle(&bundle).await?;
-    /// let state = engine.state_at(id.as_str(), None).await?;
+    /// let id = cairn_tools::Operator::new(&engine).import_bundle(&bundle).await?;
+    /// let state = cairn_tools::Operator::new(&engine).state_at(id.as_str(), None).await?;
     /// # Ok(()) }
     /// ```
     pub async fn import_bundle(&self, bundle: &Bundle) -> Result<ThreadId, Error> {

@@ -4,25 +4,25 @@
 //! ([`cairn::core::thread_ctx::ThreadCtx::apply`]), so the state shown at a seq is the state the live
 //! run had at that seq, not a reconstruction.
 //!
-//! - Time travel: [`Engine::state_at`] (nearest checkpoint at or before the seq plus the events
-//!   after it), [`Engine::states`] (the state after each step of a range), [`Engine::diff`]
+//! - Time travel: [`Operator::state_at`](crate::Operator::state_at) (nearest checkpoint at or before the seq plus the events
+//!   after it), [`Operator::states`](crate::Operator::states) (the state after each step of a range), [`Operator::diff`](crate::Operator::diff)
 //!   (what changed between two seqs, as JSON pointers).
-//! - Node runs: [`Engine::node_runs`], every run of every node (type, step, attempt, status,
+//! - Node runs: [`Operator::node_runs`](crate::Operator::node_runs), every run of every node (type, step, attempt, status,
 //!   times, data, error), pending and skipped nodes included.
-//! - Message tracing: [`Engine::trace`], a session's (or the store's) messages by correlation
+//! - Message tracing: [`Operator::trace`](crate::Operator::trace), a session's (or the store's) messages by correlation
 //!   id, between two parties, in a time range, or up a chain of parent ids.
-//! - Forks: [`Engine::fork`] starts a new thread from another's state at a seq or checkpoint,
+//! - Forks: [`Operator::fork`](crate::Operator::fork) starts a new thread from another's state at a seq or checkpoint,
 //!   optionally with an update applied first; the original is never written to.
 //! - Manual checkpoints: [`Engine::checkpoint_now`] (of a running thread at its next step
 //!   boundary, through its runner; of a parked one at once).
-//! - Rollback: [`Engine::rollback`] restores a parked thread in place to one of its
+//! - Rollback: [`Operator::rollback`](crate::Operator::rollback) restores a parked thread in place to one of its
 //!   checkpoints (recorded as a `rolled_back` event; nothing is erased) and leaves it Paused.
 //! - Migrations: [`Engine::register_migration`] and [`Engine::migrate`] move a parked thread
 //!   onto a new workflow version deliberately.
 //! - Debug bundles ([`Bundle`]): one JSON document (a format shared with other agent runtimes) with the state, the
 //!   events and their payloads, checkpoints and metadata, redacted on export
 //!   ([`Redaction`]), validated field by field on import ([`Bundle::from_bytes`]), and importable
-//!   into a fresh database ([`Engine::import_bundle`]) to inspect or replay it there. Bundles
+//!   into a fresh database ([`Operator::import_bundle`](crate::Operator::import_bundle)) to inspect or replay it there. Bundles
 //!   of the framework Cairn grew from (the seed format, version [`SEED_VERSION`]) are read too,
 //!   converted on read. An engine can write one for every thread that fails
 //!   ([`FailureExport`], [`cairn::EngineBuilder::export_on_failure`]).
@@ -82,7 +82,7 @@ pub use trace::{TraceQuery, TraceScope, TracedMessage};
 use cairn::Engine;
 use cairn::core::thread_ctx::ThreadMeta;
 
-/// Views returned by one [`Engine::states`] call at most: each holds a whole state, so a range
+/// Views returned by one [`Operator::states`](crate::Operator::states) call at most: each holds a whole state, so a range
 /// is paged by the caller rather than materialised whole.
 pub const STATES_MAX: usize = 10_000;
 
@@ -123,7 +123,7 @@ pub enum ForkFrom {
     Checkpoint(CheckpointId),
 }
 
-/// Options of [`Engine::fork`].
+/// Options of [`Operator::fork`](crate::Operator::fork).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ForkOptions {
     /// The new thread's id; a fresh one when `None`. An existing id is refused.
@@ -165,7 +165,7 @@ impl ForkOptions {
     }
 }
 
-/// Options of [`Engine::export_bundle`].
+/// Options of [`Operator::export_bundle`](crate::Operator::export_bundle).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ExportOptions {
     /// Include the thread's checkpoints.

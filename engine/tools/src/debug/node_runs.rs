@@ -1,4 +1,4 @@
-//! [`Engine::node_runs`]: every run of every node of a thread, from its log.
+//! [`Operator::node_runs`](crate::Operator::node_runs): every run of every node of a thread, from its log.
 
 use cairn_storage::{Seq, ThreadId};
 
@@ -26,7 +26,7 @@ impl Operator {
     /// ```no_run
     /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
     /// use cairn::core::node_runs::RunStatus;
-    /// let runs = engine.node_runs("t1").await?;
+    /// let runs = cairn_tools::Operator::new(&engine).node_runs("t1").await?;
     /// let failed = runs.iter().filter(|r| r.status == RunStatus::Failed).count();
     /// println!("{} runs, {failed} failed", runs.len());
     /// # Ok(()) }

@@ -42,7 +42,7 @@ impl Operator {
     /// # Examples
     /// ```no_run
     /// # async fn run(engine: cairn::Engine, good: cairn::storage::CheckpointId) -> Result<(), cairn::Error> {
-    /// engine.rollback("t1", good, "the plan went wrong after this").await?;
+    /// cairn_tools::Operator::new(&engine).rollback("t1", good, "the plan went wrong after this").await?;
     /// engine.resume("t1").await?;
     /// # Ok(()) }
     /// ```

@@ -29,8 +29,8 @@ impl Operator {
     /// # Examples
     /// ```no_run
     /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
-    /// let at_5 = engine.state_at("t1", Some(5)).await?;
-    /// let now = engine.state_at("t1", None).await?;
+    /// let at_5 = cairn_tools::Operator::new(&engine).state_at("t1", Some(5)).await?;
+    /// let now = cairn_tools::Operator::new(&engine).state_at("t1", None).await?;
     /// println!("step {} -> step {}: {}", at_5.step, now.step, now.state);
     /// # Ok(()) }
     /// ```
@@ -45,7 +45,7 @@ impl Operator {
 
     /// The highest seq of `thread` whose event was recorded at or before `at_ms` (engine clock,
     /// ms since the epoch): time travel to a point in time goes through it (`state_at`,
-    /// [`Engine::state_at_time`], a fork there). `None` when every retained event is later.
+    /// [`Operator::state_at_time`](crate::Operator::state_at_time), a fork there). `None` when every retained event is later.
     /// Times along a log are nearly but not strictly ordered (parallel tasks stamp their tool
     /// calls before they commit), so the whole retained log is read, in chunks of
     /// [`limits::READ_CHUNK_EVENTS`].
@@ -56,8 +56,8 @@ impl Operator {
     /// # Examples
     /// ```no_run
     /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
-    /// if let Some(seq) = engine.seq_at_time("t1", 1_764_000_000_000).await? {
-    ///     let then = engine.state_at("t1", Some(seq)).await?;
+    /// if let Some(seq) = cairn_tools::Operator::new(&engine).seq_at_time("t1", 1_764_000_000_000).await? {
+    ///     let then = cairn_tools::Operator::new(&engine).state_at("t1", Some(seq)).await?;
     ///     println!("at seq {seq}: {}", then.state);
     /// }
     /// # Ok(()) }
@@ -84,7 +84,7 @@ impl Operator {
     /// the last event recorded at or before then.
     ///
     /// # Errors
-    /// As [`Engine::state_at`]; [`Error::Invalid`] when the thread had no event yet at `at_ms`.
+    /// As [`Operator::state_at`](crate::Operator::state_at); [`Error::Invalid`] when the thread had no event yet at `at_ms`.
     pub async fn state_at_time(&self, thread: &str, at_ms: u64) -> Result<StateView, Error> {
         match self.seq_at_time(thread, at_ms).await? {
             Some(seq) => self.state_at(thread, Some(seq)).await,
@@ -95,10 +95,10 @@ impl Operator {
     }
 
     /// The state after each step completed in `from_seq..=to_seq`: one view per
-    /// `step_completed` event in the range, in order (use [`Engine::state_at`] for any seq).
+    /// `step_completed` event in the range, in order (use [`Operator::state_at`](crate::Operator::state_at) for any seq).
     ///
     /// # Errors
-    /// As [`Engine::state_at`]; [`Error::Invalid`] if `from_seq > to_seq`;
+    /// As [`Operator::state_at`](crate::Operator::state_at); [`Error::Invalid`] if `from_seq > to_seq`;
     /// [`Error::LimitExceeded`] past [`STATES_MAX`] views.
     pub async fn states(
         &self,
@@ -158,7 +158,7 @@ impl Operator {
     /// What changed in the user state between seq `a` and seq `b`, as JSON pointers.
     ///
     /// # Errors
-    /// As [`Engine::state_at`].
+    /// As [`Operator::state_at`](crate::Operator::state_at).
     pub async fn diff(&self, thread: &str, a: u64, b: u64) -> Result<Vec<Change>, Error> {
         let before = self.state_at(thread, Some(a)).await?;
         let after = self.state_at(thread, Some(b)).await?;

@@ -119,7 +119,7 @@ impl Operator {
     /// use cairn_tools::debug::{TraceQuery, TraceScope};
     /// let mut query = TraceQuery::new(TraceScope::Threads(vec!["session_001".into()]));
     /// query.between = Some(("experiment_planning".into(), "code_agent".into()));
-    /// for m in engine.trace(&query).await? {
+    /// for m in cairn_tools::Operator::new(&engine).trace(&query).await? {
     ///     println!("{} {}: {}", m.thread, m.message.role, m.message.content);
     /// }
     /// # Ok(()) }

@@ -62,7 +62,7 @@ pub(crate) fn key_path(base: &str, key: &str) -> String {
 }
 
 impl Bundle {
-    /// Checks everything [`cairn::Engine::import_bundle`] relies on.
+    /// Checks everything [`Operator::import_bundle`](crate::Operator::import_bundle) relies on.
     ///
     /// # Errors
     /// [`Error::Bundle`] naming the JSON path of the first problem.

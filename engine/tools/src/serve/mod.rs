@@ -319,6 +319,27 @@ pub struct ServingBuilder {
     options: ServeOptions,
 }
 
+/// [`ServingBuilder::new`] as a method of the engine's builder: `builder.serve(addr)`.
+///
+/// # Examples
+/// ```no_run
+/// use cairn_tools::serve::Serve as _;
+/// # async fn run() -> Result<(), cairn::Error> {
+/// let (engine, server) =
+///     cairn::Engine::builder("cairn.db").serve(([127, 0, 0, 1], 0).into()).open().await?;
+/// # Ok(()) }
+/// ```
+pub trait Serve {
+    /// The builder that opens this engine and serves its endpoint at `addr`.
+    fn serve(self, addr: SocketAddr) -> ServingBuilder;
+}
+
+impl Serve for EngineBuilder {
+    fn serve(self, addr: SocketAddr) -> ServingBuilder {
+        ServingBuilder::new(self, addr)
+    }
+}
+
 impl ServingBuilder {
     /// Serves the HTTP endpoint at `addr` (loopback; port 0 for any free port) once the engine
     /// `builder` builds is open: [`ServingBuilder::open`] returns the engine and its [`Server`].
