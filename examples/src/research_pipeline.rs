@@ -338,7 +338,7 @@ pub async fn recover(
         .update(SessionUpdate::UseSandbox("cpu".into()));
     let mut options = options;
     options.labels.insert("recovered_from".into(), thread.to_owned());
-    let fork = cairn_tools::Operator::new(&engine)
+    let fork = cairn_tools::Operator::new(engine)
         .fork(thread, ForkFrom::Checkpoint(last.id), options)
         .await?;
     Ok((fork, last.covers.seq.0))
@@ -376,6 +376,6 @@ async fn answer(engine: &Engine, thread: &str, value: serde_json::Value) -> anyh
 
 /// Attempts the last task of a thread made (from its node results).
 async fn attempts(engine: &Engine, thread: &str) -> anyhow::Result<u32> {
-    let view = cairn_tools::Operator::new(&engine).state_at(thread, None).await?;
+    let view = cairn_tools::Operator::new(engine).state_at(thread, None).await?;
     Ok(view.meta.node_results.values().map(|r| r.attempt).max().unwrap_or(0))
 }

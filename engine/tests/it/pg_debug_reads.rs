@@ -126,17 +126,17 @@ fn bundle_options() -> ExportOptions {
 
 /// Every debug read once, untimed.
 async fn answers(engine: &Engine, seq: u64, last: u64) -> Answers {
-    let mut bundle = cairn_tools::Operator::new(&engine)
+    let mut bundle = cairn_tools::Operator::new(engine)
         .export_bundle("chat-1", &bundle_options())
         .await
         .unwrap();
     bundle.timestamp = 0;
     Answers {
-        state: cairn_tools::Operator::new(&engine).state_at("chat-1", Some(seq)).await.unwrap(),
-        diff: cairn_tools::Operator::new(&engine).diff("chat-1", seq, last).await.unwrap(),
-        session: cairn_tools::Operator::new(&engine).trace(&session()).await.unwrap(),
-        correlated: cairn_tools::Operator::new(&engine).trace(&correlated()).await.unwrap(),
-        runs: cairn_tools::Operator::new(&engine).node_runs("chat-1").await.unwrap(),
+        state: cairn_tools::Operator::new(engine).state_at("chat-1", Some(seq)).await.unwrap(),
+        diff: cairn_tools::Operator::new(engine).diff("chat-1", seq, last).await.unwrap(),
+        session: cairn_tools::Operator::new(engine).trace(&session()).await.unwrap(),
+        correlated: cairn_tools::Operator::new(engine).trace(&correlated()).await.unwrap(),
+        runs: cairn_tools::Operator::new(engine).node_runs("chat-1").await.unwrap(),
         bundle,
     }
 }

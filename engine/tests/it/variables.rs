@@ -78,7 +78,7 @@ fn session() -> Workflow<Variables> {
 
 async fn vars_at(engine: &Engine, thread: &str, seq: Option<u64>) -> Variables {
     serde_json::from_value(
-        cairn_tools::Operator::new(&engine).state_at(thread, seq).await.unwrap().state,
+        cairn_tools::Operator::new(engine).state_at(thread, seq).await.unwrap().state,
     )
     .unwrap()
 }

@@ -53,7 +53,7 @@ async fn check_update(
 ) -> anyhow::Result<()> {
     let wf = engine.workflow_of(&record.id).await?;
     let mut probe = wf.state_from_json(
-        &crate::Operator::new(&engine).state_at(record.id.as_str(), None).await?.state,
+        &crate::Operator::new(engine).state_at(record.id.as_str(), None).await?.state,
     )?;
     probe.apply_json(update).map_err(|e| {
         usage(format!("--update is not an update of {} v{}: {e}", wf.id(), wf.version()))

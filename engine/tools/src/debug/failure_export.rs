@@ -79,7 +79,7 @@ impl FailureExport {
     /// # Ok(()) }
     /// ```
     pub async fn write(&self, engine: &Engine, thread: &str) -> Result<PathBuf, Error> {
-        let bundle = crate::Operator::new(&engine).export_bundle(thread, &self.options).await?;
+        let bundle = crate::Operator::new(engine).export_bundle(thread, &self.options).await?;
         let bytes = bundle.to_bytes(self.options.gzip)?;
         let path = self.path_for(thread);
         let dir = self.dir.clone();

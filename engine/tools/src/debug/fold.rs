@@ -37,7 +37,7 @@ pub(crate) async fn fold(
 ) -> Result<Folded, Error> {
     let store = engine.store().as_ref();
     let record = fetch::thread_record(store, thread).await?;
-    match cairn::admin::workflow_for(&engine, &record) {
+    match cairn::admin::workflow_for(engine, &record) {
         Ok(wf) => {
             let ctx = fetch::restore(store, &wf, thread, at).await?;
             Ok(Folded { ctx, state_unknown: None })

@@ -89,7 +89,7 @@ pub(crate) async fn thread_details(
     });
     let t = &m.telemetry;
     let wall = m.updated_at_ms.saturating_sub(m.created_at_ms);
-    let limits = cairn::admin::workflow_for(&engine, record).ok().map(|wf| wf.budgets().clone());
+    let limits = cairn::admin::workflow_for(engine, record).ok().map(|wf| wf.budgets().clone());
     let limit = |f: fn(&cairn_dsl::Budgets) -> Option<u64>| limits.as_ref().and_then(f);
     let budgets = Budgets {
         cost_micros: Budget { used: t.cost_micros, limit: limit(|b| b.max_cost_micros) },
@@ -256,7 +256,7 @@ pub(crate) fn resumable_rows(engine: &Engine, mut records: Vec<ThreadRecord>) ->
     records
         .iter()
         .map(|r| {
-            let runnable = cairn::admin::workflow_for(&engine, r);
+            let runnable = cairn::admin::workflow_for(engine, r);
             ResumableRow {
                 thread: r.id.as_str().to_owned(),
                 workflow: r.workflow.clone(),

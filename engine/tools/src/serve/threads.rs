@@ -137,7 +137,7 @@ pub(super) async fn state(
     record_of(engine, &id).await?;
     let out = match p.diff {
         Some(SeqPair(a, b)) => {
-            let changes = crate::Operator::new(&engine)
+            let changes = crate::Operator::new(engine)
                 .diff(&id, a, b)
                 .await
                 .map_err(|e| reject(e, "diff"))?;
@@ -145,11 +145,11 @@ pub(super) async fn state(
         }
         None => {
             let view = match p.at_time {
-                Some(ms) => crate::Operator::new(&engine)
+                Some(ms) => crate::Operator::new(engine)
                     .state_at_time(&id, ms)
                     .await
                     .map_err(|e| reject(e, "at_time"))?,
-                None => crate::Operator::new(&engine)
+                None => crate::Operator::new(engine)
                     .state_at(&id, p.at)
                     .await
                     .map_err(|e| reject(e, "at"))?,
