@@ -42,17 +42,6 @@ pub async fn thread_record(store: &dyn Store, id: &ThreadId) -> Result<ThreadRec
     fetch::record(store, id).await
 }
 
-/// The stored status of thread `id`, `None` if there is no such thread.
-///
-/// # Errors
-/// Storage errors.
-pub async fn thread_status(
-    store: &dyn Store,
-    id: &ThreadId,
-) -> Result<Option<ThreadStatus>, Error> {
-    fetch::status(store, id).await
-}
-
 /// The context of thread `id` after the event at `seq`, folded by the workflow version the
 /// thread ran there ([`workflow_at`]).
 ///
