@@ -20,7 +20,6 @@ use serde_json::Value;
 
 use super::engine::Engine;
 use super::handle::ThreadHandle;
-use super::migrate::MIGRATION_TAG;
 use crate::core::codec::Recorded;
 use crate::core::event::{Body, ForkOrigin};
 use crate::core::thread_ctx::{Snapshot, ThreadCtx};
@@ -33,6 +32,9 @@ pub use super::checkpoint::ParkedCheckpoint;
 pub use super::create::Creation;
 pub use crate::core::children::PARENT_LABEL;
 pub use crate::exec::subgraph::child_id;
+
+/// The tag of the checkpoint a migration writes (and of nothing else).
+pub const MIGRATION_TAG: &str = "migration";
 
 /// The record of thread `id`.
 ///

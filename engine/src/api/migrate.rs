@@ -16,13 +16,11 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use cairn_storage::{CheckpointKind, CheckpointMeta, ThreadId};
 use serde_json::Value;
 
+use super::admin::MIGRATION_TAG;
 use super::checkpoint::ParkedCheckpoint;
 use crate::api::engine::Engine;
 use crate::error::Error;
 use crate::exec::shell::Shell;
-
-/// The tag of the checkpoint a migration writes (and of nothing else).
-pub const MIGRATION_TAG: &str = "migration";
 
 type MigrationFn = Arc<dyn Fn(Value) -> Result<Value, String> + Send + Sync>;
 type Registry = HashMap<(String, u32, u32), MigrationFn>;
