@@ -395,12 +395,13 @@ fn history(
             // its CPU for a scheduler slice, tens of ms, which says nothing about `state_at`.
             // Its time on the CPU (this thread's, from the scheduler) is counted apart.
             let (mut times, mut cpus) = (Vec::new(), Vec::new());
+            let operator = cairn_tools::Operator::new(&engine);
             for k in 0..=HISTORY_SEQS {
                 let seq = (last * k / HISTORY_SEQS).max(1);
                 let (mut best, mut best_cpu) = (f64::MAX, f64::MAX);
                 for _ in 0..3 {
                     let (started, cpu) = (Instant::now(), on_cpu_ns()?);
-                    let view = engine.state_at("long", Some(seq)).await?;
+                    let view = operator.state_at("long", Some(seq)).await?;
                     let cpu = on_cpu_ns()? - cpu;
                     best = best.min(started.elapsed().as_secs_f64() * 1e3);
                     best_cpu = best_cpu.min(cpu as f64 / 1e6);

@@ -166,7 +166,7 @@ fn seq_words(thread: &str, seq: u64, last: u64, first_stored: u64) -> String {
 impl Error {
     /// An [`Error::UnknownWorkflow`] for `id` (and `version`, when one was asked for), listing
     /// `registered` (id and version of each workflow there is, in any order).
-    pub(crate) fn unknown_workflow<'a>(
+    pub fn unknown_workflow<'a>(
         id: &str,
         version: Option<u32>,
         registered: impl IntoIterator<Item = (&'a str, u32)>,

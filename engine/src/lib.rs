@@ -6,8 +6,10 @@
 //! restores each thread (latest checkpoint + the events after it) and carries on.
 //!
 //! This crate owns execution: the step loop ([`runner`](crate)), the node context, restore,
-//! controls, its telemetry ([`telemetry`]: metrics and the health report), the local HTTP
-//! endpoint (`serve`, feature `http`), and the `cairn` command line. Its invariant: for any workflow, input and crash point,
+//! controls, and its telemetry ([`telemetry`]: metrics and the health report). The operator
+//! tooling (the `cairn` command line, the HTTP endpoint and web view, debug tools and bundles)
+//! is the `cairn-tools` crate, built on this one's API ([`admin`] holds what it needs beyond an
+//! application's). Its invariant: for any workflow, input and crash point,
 //! reopen + resume gives the same final state, outputs and recorded side effects as a run that
 //! never crashed.
 
@@ -15,25 +17,16 @@ pub mod api;
 pub mod clock;
 pub mod config;
 pub(crate) mod coord;
-pub mod debug;
 pub mod error;
 mod exec;
 pub mod limits;
 pub mod replay;
-#[cfg(feature = "http")]
-pub mod serve;
 mod tasks;
 pub mod telemetry;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
-#[cfg(feature = "cli")]
-pub mod cli;
-#[cfg(feature = "cli")]
-pub mod demo;
-pub mod model;
-
-pub use crate::api::channels;
+pub use crate::api::{admin, channels};
 pub use crate::core::{event, status, thread_ctx};
 
 /// The functional core (crate `cairn-core`: thread state, the step decision, restore, the codec

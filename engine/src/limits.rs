@@ -44,7 +44,7 @@ pub const CHECKPOINT_ASKS_MAX: usize = 16;
 /// memory (decoded bodies), so a thread longer than this is read through `events` in pages.
 pub const NODE_RUNS_EVENTS_MAX: u64 = 1_000_000;
 
-/// Messages one trace returns (`Engine::trace`): the result is held in memory; a query that
+/// Messages one trace returns (`cairn_tools::Operator::trace`): the result is held in memory; a query that
 /// matches more is narrowed (a session, a correlation id, a time range) rather than cut.
 pub const TRACE_MESSAGES_MAX: usize = 100_000;
 

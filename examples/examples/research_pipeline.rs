@@ -53,5 +53,5 @@ fn main() -> anyhow::Result<ExitCode> {
         _ => {}
     }
     let wf = cairn_examples::research_pipeline::workflow()?;
-    Ok(cairn::cli::run(vec![wf.erase()]))
+    Ok(cairn_tools::cli::run(vec![wf.erase()]))
 }

@@ -70,7 +70,7 @@ impl AgentRuntime {
     /// # Errors
     /// Engine errors opening the file.
     pub async fn open(db: &Path, clock: Arc<dyn Clock>, out_dir: PathBuf) -> anyhow::Result<Self> {
-        let llm: Arc<dyn cairn::model::LanguageModel> = Arc::new(model::scripted());
+        let llm: Arc<dyn cairn_tools::model::LanguageModel> = Arc::new(model::scripted());
         let services = Services {
             router: Arc::new(IntentRouter::new(llm.clone())),
             model: Arc::new(ModelService::new(llm)),
@@ -165,7 +165,7 @@ impl AgentRuntime {
     /// # Errors
     /// Engine errors.
     pub async fn telemetry(&self, task: &str) -> anyhow::Result<Telemetry> {
-        Ok(self.engine.state_at(task, None).await?.meta.telemetry)
+        Ok(cairn_tools::Operator::new(&self.engine).state_at(task, None).await?.meta.telemetry)
     }
 
     /// The routing cache's counters.

@@ -115,7 +115,9 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     let t = engine.start(&wf, Crawl::default(), StartOptions::id("crawl-1")).await?;
     let stopped = t.wait().await?.status;
     let fetched_when_stopped =
-        engine.state_at("crawl-1", None).await?.state["fetched"].as_array().map_or(0, Vec::len);
+        cairn_tools::Operator::new(&engine).state_at("crawl-1", None).await?.state["fetched"]
+            .as_array()
+            .map_or(0, Vec::len);
 
     // The operator raises the budget and resumes the thread.
     let raised = Budgets { max_tool_calls: Some(RAISED_BUDGET), ..wf.as_dyn().budgets().clone() };

@@ -19,10 +19,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use cairn::debug::{Bundle, ExportOptions, ForkFrom, ForkOptions, Redaction};
 use cairn::dsl::{Ctx, NodeOutput, State, Workflow};
 use cairn::replay::ReplayOptions;
 use cairn::{END, Engine, START, StartOptions, ToolError};
+use cairn_tools::debug::{Bundle, ExportOptions, ForkFrom, ForkOptions, Redaction};
 use serde::{Deserialize, Serialize};
 
 /// The key the `classify` tool is called with: it must not appear in the bundle.
@@ -143,7 +143,7 @@ pub async fn run(first_db: &Path, second_db: &Path, bundle_path: &Path) -> anyho
         redaction: Redaction { secrets: vec![API_KEY.into()], ..Redaction::default() },
         ..ExportOptions::default()
     };
-    let bundle = first.export_bundle("ticket-7", &options).await?;
+    let bundle = cairn_tools::Operator::new(&first).export_bundle("ticket-7", &options).await?;
     let bytes = bundle.to_bytes(true)?;
     std::fs::write(bundle_path, &bytes)?;
     first.shutdown().await;
@@ -152,18 +152,19 @@ pub async fn run(first_db: &Path, second_db: &Path, bundle_path: &Path) -> anyho
     let read = Bundle::from_bytes(&std::fs::read(bundle_path)?)?;
     let key_in_bundle = serde_json::to_string(&read)?.contains(API_KEY);
     let second = Engine::builder(second_db).workflow(&wf).open().await?;
-    let id = second.import_bundle(&read).await?;
+    let operator = cairn_tools::Operator::new(&second);
+    let id = operator.import_bundle(&read).await?;
     let imported: Ticket = second.thread(id.as_str()).await?.output().await?;
     let replay = second.replay(id.as_str(), &ReplayOptions::default()).await?;
     // Fork after the first step's events (the topic is known), in another tone.
-    let after_classify = second
-        .states(id.as_str(), 1, second.state_at(id.as_str(), None).await?.seq)
+    let after_classify = operator
+        .states(id.as_str(), 1, operator.state_at(id.as_str(), None).await?.seq)
         .await?
         .into_iter()
         .find(|v| v.step == 1)
         .map(|v| v.seq)
         .ok_or_else(|| anyhow::anyhow!("no step 1 in the imported thread"))?;
-    let fork = second
+    let fork = operator
         .fork(
             id.as_str(),
             ForkFrom::Seq(after_classify),

@@ -198,10 +198,11 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     for report in &reports {
         after_restart.push((report.id.clone(), engine.thread(&report.id).await?.status().await?));
     }
-    let prompt = match engine.state_at(REPORTS[0], None).await?.meta.waiting {
-        Some(Waiting::Input { prompt, .. }) => prompt,
-        other => anyhow::bail!("{} does not wait for input: {other:?}", REPORTS[0]),
-    };
+    let prompt =
+        match cairn_tools::Operator::new(&engine).state_at(REPORTS[0], None).await?.meta.waiting {
+            Some(Waiting::Input { prompt, .. }) => prompt,
+            other => anyhow::bail!("{} does not wait for input: {other:?}", REPORTS[0]),
+        };
     let yes = Decision { approved: true, approver: "carol".into(), note: "budgeted".into() };
     let no = Decision { approved: false, approver: "carol".into(), note: "over the limit".into() };
     engine.send_input(REPORTS[0], &yes).await?;

@@ -14,8 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use cairn::dsl::{Ctx, NodeError, NodeOutput, NodePolicy, RetryPolicy, State, Workflow};
-use cairn::serve::{ServeOptions, Server};
 use cairn::{END, Engine, START, StartOptions, ThreadStatus};
+use cairn_tools::serve::Serve as _;
+use cairn_tools::serve::{ServeOptions, Server};
 use serde::{Deserialize, Serialize};
 
 /// An order.
@@ -146,7 +147,7 @@ pub async fn start(db: &Path, addr: SocketAddr) -> anyhow::Result<(Engine, Serve
     let wf = workflow(failures.clone())?;
     // Metrics into a recorder of this engine's own (not the process's global one), rendered by
     // the endpoint at /api/metrics.
-    let (recorder, handle) = cairn::telemetry::prometheus::recorder()?;
+    let (recorder, handle) = cairn_tools::prometheus::recorder()?;
     let mut options = ServeOptions::new(addr);
     options.prometheus = Some(handle);
     let (engine, server) = Engine::builder(db)

@@ -112,8 +112,9 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     let (paused, _) = tokio::join!(engine.pause("nightly"), async { open_tx.send_replace(true) });
     paused?;
     let paused = t.status().await?;
-    let done_when_paused: u64 =
-        serde_json::from_value(engine.state_at("nightly", None).await?.state)?;
+    let done_when_paused: u64 = serde_json::from_value(
+        cairn_tools::Operator::new(&engine).state_at("nightly", None).await?.state,
+    )?;
     engine.shutdown().await;
     drop((t, engine));
 

@@ -12,13 +12,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use cairn::debug::{ForkFrom, ForkOptions};
 use cairn::dsl::{
     CheckpointPolicy, Ctx, Message, NodeOutput, NodePolicy, RetryPolicy, State, Workflow,
 };
 use cairn::event::Body;
 use cairn::storage::{CheckpointFilter, CheckpointKind, CheckpointMeta, Page};
 use cairn::{END, Engine, START, StartOptions, ThreadHandle, ThreadStatus, ToolError};
+use cairn_tools::debug::{ForkFrom, ForkOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -338,7 +338,9 @@ pub async fn recover(
         .update(SessionUpdate::UseSandbox("cpu".into()));
     let mut options = options;
     options.labels.insert("recovered_from".into(), thread.to_owned());
-    let fork = engine.fork(thread, ForkFrom::Checkpoint(last.id), options).await?;
+    let fork = cairn_tools::Operator::new(engine)
+        .fork(thread, ForkFrom::Checkpoint(last.id), options)
+        .await?;
     Ok((fork, last.covers.seq.0))
 }
 
@@ -374,6 +376,6 @@ async fn answer(engine: &Engine, thread: &str, value: serde_json::Value) -> anyh
 
 /// Attempts the last task of a thread made (from its node results).
 async fn attempts(engine: &Engine, thread: &str) -> anyhow::Result<u32> {
-    let view = engine.state_at(thread, None).await?;
+    let view = cairn_tools::Operator::new(engine).state_at(thread, None).await?;
     Ok(view.meta.node_results.values().map(|r| r.attempt).max().unwrap_or(0))
 }

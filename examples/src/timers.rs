@@ -109,7 +109,12 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
         .start(&wf, Replace("water the plants".into()), StartOptions::id("reminder-1"))
         .await?;
     let parked = t.wait().await?.status;
-    let due_ms = match engine.state_at("reminder-1", None).await?.meta.waiting {
+    let due_ms = match cairn_tools::Operator::new(&engine)
+        .state_at("reminder-1", None)
+        .await?
+        .meta
+        .waiting
+    {
         Some(Waiting::Timer { until_ms, .. }) => until_ms,
         other => anyhow::bail!("expected a timer, found {other:?}"),
     };

@@ -134,8 +134,11 @@ async fn research_pipeline_fails_in_code_and_recovers_from_the_phase_checkpoint(
     }
     assert!(tagged >= 2, "the module's output and the user's reply: {tagged}");
     // A bundle of the failed session reads back.
-    let bundle = engine.export_bundle("session_001", &Default::default()).await.unwrap();
-    cairn::debug::Bundle::from_bytes(&bundle.to_bytes(true).unwrap()).unwrap();
+    let bundle = cairn_tools::Operator::new(&engine)
+        .export_bundle("session_001", &Default::default())
+        .await
+        .unwrap();
+    cairn_tools::debug::Bundle::from_bytes(&bundle.to_bytes(true).unwrap()).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

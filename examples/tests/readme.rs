@@ -84,7 +84,7 @@ fn the_readme_adds_the_crate_at_this_version() {
     let minor = version.rsplit_once('.').map_or(version, |(m, _)| m);
     let line = format!("cairn = \"{minor}\"");
     assert!(README.contains(&line), "README.md's dependency line: {line}");
-    assert!(README.contains("cargo install --locked --path engine --features cli"));
+    assert!(README.contains("cargo install --locked --path engine/tools --features cli"));
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! Arbitrary query strings to the HTTP endpoint's parameter structs (`cairn::serve::query::parse`
-//! of `cairn::serve::params`, the
+//! Arbitrary query strings to the HTTP endpoint's parameter structs (`cairn_tools::serve::query::parse`
+//! of `cairn_tools::serve::params`, the
 //! web view's `params_view`: the listing's search `q`, the timeline's `to` and `last`, and the
 //! operations reads' `params_ops`: a bundle export's options, `max_age_ms`): never a panic; every
 //! refusal is a 4xx that names a field; an accepted page size is within `SERVE_PAGE_MAX`, a
@@ -8,15 +8,15 @@
 #![no_main]
 
 use cairn::limits::SERVE_PAGE_MAX;
-use cairn::serve::params::{
+use cairn_tools::serve::params::{
     CheckpointsParams, EventsParams, GraphParams, HealthParams, ListParams, NoParams, RedactParams,
     Reject, StateParams, TraceParams,
 };
-use cairn::serve::params_ops::{BundleParams, ResumableParams};
-use cairn::serve::params_view::{
+use cairn_tools::serve::params_ops::{BundleParams, ResumableParams};
+use cairn_tools::serve::params_view::{
     SEARCH_CHARS_MAX, TIMELINE_EVENTS_MAX, TimelineParams, view_threads_params,
 };
-use cairn::serve::query::parse;
+use cairn_tools::serve::query::parse;
 
 fn refused_well(r: &Reject) {
     assert!((400..500).contains(&r.status), "{r:?}");

@@ -371,7 +371,7 @@ pub enum Body {
         /// The failure it answered.
         error: NodeError,
     },
-    /// The thread was rolled back in place to an earlier checkpoint (`Engine::rollback`): from
+    /// The thread was rolled back in place to an earlier checkpoint (`cairn_tools::Operator::rollback`): from
     /// this event on it is the context that checkpoint holds, at this seq. The events between
     /// stay in the log (what happened is never erased); a restore folding through this event
     /// takes the context from it, so it needs neither the checkpoint nor the events before.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_dsl::{DynWorkflow, State, Workflow};
-use cairn_storage::{Durability, Options, RedbStore, Store};
+use cairn_storage::{Durability, Options, RedbStore, Store, ThreadId};
 use tokio::sync::Semaphore;
 
 use super::engine::Engine;
@@ -158,8 +158,32 @@ impl EngineBuilder {
         self
     }
 
-    /// Sets what runs when a runner fails a thread (see `FailureHook`).
-    pub(crate) fn on_failure(mut self, hook: FailureHook) -> Self {
+    /// Runs `hook` for every thread a runner of this engine fails (a node failed with no retry
+    /// left, a budget or step limit stopped it), once the failure is durable and before anyone
+    /// waiting on the thread is told; the runner awaits the future it returns. It cannot change
+    /// the thread's outcome: it reports its own errors itself. A thread failed from outside a
+    /// runner (`abandon`) is not passed to it. Setting it again replaces it.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// let engine = cairn::Engine::builder("app.db")
+    ///     .on_failure(|_engine, thread| {
+    ///         Box::pin(async move { tracing::warn!(%thread, "thread failed") })
+    ///     })
+    ///     .open()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn on_failure(
+        mut self,
+        hook: impl Fn(Engine, ThreadId) -> futures::future::BoxFuture<'static, ()>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        let hook: FailureHook =
+            Arc::new(move |shell, thread| hook(Engine { shell: shell.clone() }, thread.clone()));
         self.on_failure = Some(hook);
         self
     }
@@ -219,9 +243,15 @@ impl EngineBuilder {
         self
     }
 
-    /// The database file this builder opens (`None` for a store or a PostgreSQL URL).
-    #[cfg(feature = "http")]
-    pub(crate) fn file_path(&self) -> Option<&Path> {
+    /// The database file this builder opens (`None` for a store or a PostgreSQL URL): where
+    /// tooling beside the engine announces itself (the endpoint's `<db>.endpoint` file).
+    ///
+    /// # Examples
+    /// ```
+    /// let builder = cairn::Engine::builder("app.db");
+    /// assert_eq!(builder.file_path(), Some(std::path::Path::new("app.db")));
+    /// ```
+    pub fn file_path(&self) -> Option<&Path> {
         match (&self.store, &self.path) {
             (None, Some(path)) if !is_postgres_url(path) => Some(path),
             _ => None,
@@ -369,7 +399,14 @@ impl Engine {
 }
 
 /// Whether `path` is a PostgreSQL URL (`postgres://` or `postgresql://`) rather than a file.
-pub(crate) fn is_postgres_url(path: &Path) -> bool {
+///
+/// # Examples
+/// ```
+/// use cairn::api::builder::is_postgres_url;
+/// assert!(is_postgres_url("postgres://db/cairn".as_ref()));
+/// assert!(!is_postgres_url("cairn.db".as_ref()));
+/// ```
+pub fn is_postgres_url(path: &Path) -> bool {
     path.to_str().is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
 }
 

@@ -1,7 +1,9 @@
 //! The embedding API: the engine, its builder, thread handles, controls and event channels.
 
+pub mod admin;
 pub mod builder;
 pub mod channels;
+mod checkpoint;
 pub mod continued;
 mod controls;
 pub mod create;
@@ -9,6 +11,7 @@ pub mod engine;
 pub mod handle;
 mod health;
 pub mod health_policy;
+mod migrate;
 pub mod patches;
 pub mod prune;
 mod query;
@@ -28,7 +31,7 @@ use cairn_storage::{Store, ThreadFilter, ThreadId, ThreadRecord};
 
 /// The thread records matching a filter, read a page at a time in id order by cursor (the last
 /// id read), not by offset: a walk whose own work changes the records listed skips none.
-pub(crate) struct ThreadPages {
+pub struct ThreadPages {
     filter: ThreadFilter,
     after: Option<ThreadId>,
     page: usize,
@@ -37,7 +40,9 @@ pub(crate) struct ThreadPages {
 
 impl ThreadPages {
     /// The records matching `filter` after `after` (from the first when `None`), `page` a read.
-    pub(crate) fn new(filter: ThreadFilter, after: Option<ThreadId>, page: usize) -> Self {
+    /// The pages of `filter`'s records after the id `after` (from the first when `None`),
+    /// `page` records each.
+    pub fn new(filter: ThreadFilter, after: Option<ThreadId>, page: usize) -> Self {
         Self { filter, after, page, done: false }
     }
 
@@ -45,7 +50,11 @@ impl ThreadPages {
     ///
     /// # Errors
     /// Storage errors.
-    pub(crate) async fn next(
+    /// The next page, `None` after the last one.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn next(
         &mut self,
         store: &dyn Store,
     ) -> Result<Option<Vec<ThreadRecord>>, crate::error::Error> {

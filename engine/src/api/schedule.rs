@@ -55,7 +55,7 @@ pub struct ScheduleInfo {
 ///
 /// # Errors
 /// [`Error::Invalid`] naming what is wrong.
-pub(crate) fn check(name: &str, spec: &ScheduleSpec) -> Result<Rule, Error> {
+pub fn check(name: &str, spec: &ScheduleSpec) -> Result<Rule, Error> {
     if name.is_empty()
         || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
     {

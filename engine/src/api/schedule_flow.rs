@@ -172,7 +172,7 @@ pub fn tick_thread_id(schedule: &str, tick_ms: u64) -> String {
 
 /// How the id of every thread a trigger of `schedule` starts begins (`Engine::trigger_schedule`:
 /// then its time and 16 hex digits); no tick's id does.
-pub(crate) fn triggered_prefix(schedule: &str) -> String {
+pub fn triggered_prefix(schedule: &str) -> String {
     format!("{schedule}@now-")
 }
 

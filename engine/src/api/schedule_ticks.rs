@@ -56,9 +56,11 @@ pub enum CatchUp {
 /// How late a tick may be started under [`CatchUp::Skip`] (a wake-up is never exactly on time).
 pub const CATCH_UP_GRACE_MS: u64 = 60_000;
 
-/// A parsed [`Every`].
-pub(crate) enum Rule {
+/// A parsed [`Every`]: what finds a schedule's ticks.
+pub enum Rule {
+    /// A cron expression in a time zone.
     Cron(Box<croner::Cron>, Tz),
+    /// A fixed interval, ms.
     Interval(u64),
 }
 
@@ -67,7 +69,7 @@ impl Rule {
     ///
     /// # Errors
     /// [`Error::Invalid`] naming what is wrong (the expression, the zone, a zero interval).
-    pub(crate) fn new(every: &Every) -> Result<Rule, Error> {
+    pub fn new(every: &Every) -> Result<Rule, Error> {
         match every {
             Every::Cron { expr, tz } => {
                 let zone = Tz::from_str(tz).map_err(|_| {
@@ -86,7 +88,7 @@ impl Rule {
 
     /// The first tick strictly after `after_ms`, counting intervals from `anchor_ms`; `None`
     /// when there is none (an expression that never matches again).
-    pub(crate) fn next_after(&self, after_ms: u64, anchor_ms: u64) -> Option<u64> {
+    pub fn next_after(&self, after_ms: u64, anchor_ms: u64) -> Option<u64> {
         match self {
             Rule::Interval(period) => {
                 if after_ms < anchor_ms {

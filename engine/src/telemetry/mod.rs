@@ -11,8 +11,6 @@ pub(crate) mod metrics;
 pub mod names;
 #[cfg(feature = "otel")]
 pub mod otel;
-#[cfg(feature = "prometheus")]
-pub mod prometheus;
 pub(crate) mod repeated;
 
 pub use cairn_storage::telemetry as storage;

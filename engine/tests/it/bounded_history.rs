@@ -116,7 +116,7 @@ async fn check_schedule_thread(engine: &Engine, pruned: bool) {
             matches!(read, Err(StoreError::Pruned { .. })),
             "a read of a pruned step says so: {read:?}"
         );
-        let at = engine.state_at(&live, Some(1)).await;
+        let at = cairn_tools::Operator::new(engine).state_at(&live, Some(1)).await;
         assert!(at.is_err(), "state_at of a pruned step is an error");
     } else {
         assert_eq!(record.first_seq.0, 1);

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use cairn::debug::{Bundle, ExportOptions, REDACTED, Redaction};
 use cairn::dsl::{Ctx, NodeOutput, Replace, Workflow};
 use cairn::storage::EventStatus;
 use cairn::{Durability, END, Engine, Error, START, StartOptions};
+use cairn_tools::debug::{Bundle, ExportOptions, REDACTED, Redaction};
 use serde_json::{Value, json};
 
 use crate::common::db;
@@ -47,7 +47,7 @@ async fn export_options_add_metadata_drop_large_bodies_and_summarise_tools_and_t
         redaction: Redaction::default(),
         ..ExportOptions::default()
     };
-    let bundle = engine.export_bundle("f", &options).await.unwrap();
+    let bundle = cairn_tools::Operator::new(&engine).export_bundle("f", &options).await.unwrap();
 
     // Custom fields are kept, through the redactor like everything else.
     let custom = &bundle.metadata.custom;
@@ -63,7 +63,10 @@ async fn export_options_add_metadata_drop_large_bodies_and_summarise_tools_and_t
     assert_eq!(event.kind, cairn::storage::EventKind::ToolReturned);
     assert_eq!(event.node_id.as_deref(), Some("fetch"));
     assert!(event.metadata.is_none() && bundle.events.payloads.is_empty());
-    let whole = engine.export_bundle("f", &ExportOptions::default()).await.unwrap();
+    let whole = cairn_tools::Operator::new(&engine)
+        .export_bundle("f", &ExportOptions::default())
+        .await
+        .unwrap();
     let body = &whole.events.payloads[key];
     assert_eq!(serde_json::to_vec(body).unwrap().len() as u64, *bytes, "the size is the body's");
     assert!(bundle.to_bytes(false).unwrap().len() < 10_000);
@@ -86,7 +89,7 @@ async fn export_options_add_metadata_drop_large_bodies_and_summarise_tools_and_t
     let (_d2, path2) = db();
     let fresh =
         Engine::builder(&path2).durability(Durability::None).workflow(&wf).open().await.unwrap();
-    match fresh.import_bundle(&read).await {
+    match cairn_tools::Operator::new(&fresh).import_bundle(&read).await {
         Err(Error::Bundle { path, detail }) => {
             assert!(path.starts_with("$.events.dropped"), "{path}");
             assert!(detail.contains("dropped"), "{detail}");
@@ -126,7 +129,7 @@ async fn an_engine_with_the_policy_writes_the_bundle_of_each_thread_that_fails()
     let engine = Engine::builder(&path)
         .durability(Durability::None)
         .workflow(&wf)
-        .export_on_failure(&dir, options.clone())
+        .on_failure(cairn_tools::debug::FailureExport::new(&dir, options.clone()).hook())
         .open()
         .await
         .unwrap();
@@ -137,7 +140,7 @@ async fn an_engine_with_the_policy_writes_the_bundle_of_each_thread_that_fails()
     let done = engine.start_json("brittle", Replace(json!({"fail": false})), good).await.unwrap();
     assert_eq!(done.finished().await.unwrap().status, cairn::ThreadStatus::Completed);
 
-    let policy = cairn::debug::FailureExport::new(&dir, options);
+    let policy = cairn_tools::debug::FailureExport::new(&dir, options);
     let file = policy.path_for("bad/1");
     assert_eq!(file, dir.join("bad%2F1.bundle.json.gz"));
     let bundle = Bundle::from_bytes(&std::fs::read(&file).unwrap()).unwrap();

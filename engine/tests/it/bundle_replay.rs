@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use cairn::debug::{Bundle, ExportOptions, ForkFrom, ForkOptions, Redaction};
 use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::replay::ReplayOptions;
 use cairn::storage::EventKind;
 use cairn::{END, START, StartOptions, ThreadStatus};
+use cairn_tools::debug::{Bundle, ExportOptions, ForkFrom, ForkOptions, Redaction};
 
 use crate::common::{Tally, db, open};
 
@@ -40,14 +40,19 @@ async fn an_imported_bundle_replays_and_forks_into_a_thread_that_runs_to_complet
     let original: Tally = done.output().await.unwrap();
     assert_eq!(original.log, ["plan", "fetch", "write"]);
     let options = ExportOptions { redaction: Redaction::none(), ..ExportOptions::default() };
-    let bytes = origin.export_bundle("t", &options).await.unwrap().to_bytes(true).unwrap();
+    let bytes = cairn_tools::Operator::new(&origin)
+        .export_bundle("t", &options)
+        .await
+        .unwrap()
+        .to_bytes(true)
+        .unwrap();
     origin.shutdown().await;
 
     // A fresh database with the workflow compiled in.
     let (_d2, path2) = db();
     let fresh = open(&path2, &[&wf], |b| b.seed(3)).await;
     let bundle = Bundle::from_bytes(&bytes).unwrap();
-    fresh.import_bundle(&bundle).await.unwrap();
+    cairn_tools::Operator::new(&fresh).import_bundle(&bundle).await.unwrap();
 
     let report = fresh.replay("t", &ReplayOptions::default()).await.unwrap();
     assert!(report.is_deterministic(), "{:?}", report.divergence);
@@ -61,11 +66,14 @@ async fn an_imported_bundle_replays_and_forks_into_a_thread_that_runs_to_complet
         .find(|e| e.kind == EventKind::StepCompleted)
         .map(|e| e.seq)
         .expect("a step_completed event");
-    let fork = fresh.fork("t", ForkFrom::Seq(plan_done), ForkOptions::id("t-fork")).await.unwrap();
+    let fork = cairn_tools::Operator::new(&fresh)
+        .fork("t", ForkFrom::Seq(plan_done), ForkOptions::id("t-fork"))
+        .await
+        .unwrap();
     let forked: Tally = fork.output().await.unwrap();
     assert_eq!(forked, original, "the fork reaches the original's output");
     assert_eq!(fork.status().await.unwrap(), ThreadStatus::Completed);
-    let view = fresh.state_at("t-fork", None).await.unwrap();
+    let view = cairn_tools::Operator::new(&fresh).state_at("t-fork", None).await.unwrap();
     assert_eq!(view.meta.telemetry.tool_calls, 1, "the fork ran the tool itself");
     assert_eq!(fresh.replay("t-fork", &ReplayOptions::default()).await.unwrap().divergence, None);
     assert!(fresh.store().verify().unwrap().is_clean());

@@ -4,10 +4,10 @@
 use std::panic::AssertUnwindSafe;
 
 use cairn::codec::decode;
-use cairn::debug::{Bundle, SEED_WORKFLOW_ID};
 use cairn::event::Body;
 use cairn::storage::{EventKind, Seq};
 use cairn::{Durability, Engine, Error, ThreadStatus};
+use cairn_tools::debug::{Bundle, SEED_WORKFLOW_ID};
 use serde_json::{Value, json};
 
 use crate::common::db;
@@ -80,12 +80,12 @@ async fn the_seed_documents_example_bundle_reads_and_imports() {
     // Written out again it is a Cairn bundle that reads back equal.
     let again = Bundle::from_bytes(&bundle.to_bytes(false).unwrap()).unwrap();
     assert_eq!(again, bundle);
-    assert_eq!(again.version, cairn::debug::BUNDLE_VERSION);
+    assert_eq!(again.version, cairn_tools::debug::BUNDLE_VERSION);
 
     // It imports into a database that has no workflow for it.
     let (_d, path) = db();
     let engine = Engine::builder(&path).durability(Durability::None).open().await.unwrap();
-    let id = engine.import_bundle(&bundle).await.unwrap();
+    let id = cairn_tools::Operator::new(&engine).import_bundle(&bundle).await.unwrap();
     let record = engine.store().thread(&id).wait().unwrap().unwrap();
     assert_eq!(record.status, ThreadStatus::Paused);
     assert_eq!(record.workflow.id, SEED_WORKFLOW_ID);
@@ -153,7 +153,7 @@ fn every_seed_event_type_maps_onto_its_cairn_kind() {
         ]
     );
     for (name, kind) in [("node_start", EventKind::NodeStarted), ("error", EventKind::NodeFailed)] {
-        assert_eq!(cairn::debug::seed_event_kind(name), Some(kind));
+        assert_eq!(cairn_tools::debug::seed_event_kind(name), Some(kind));
     }
     let body = |i: usize| -> Body {
         serde_json::from_value(bundle.events.events[i].metadata.clone().unwrap()).unwrap()

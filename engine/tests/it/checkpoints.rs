@@ -132,7 +132,8 @@ async fn a_manual_checkpoint_of_a_running_thread_is_taken_at_its_next_step_bound
     );
     assert_eq!(cp.meta.description, "while it runs");
     // Taken between the steps: `slow` is in it, `after` is not.
-    let at = engine.state_at("r", Some(cp.covers.seq.0)).await.unwrap();
+    let at =
+        cairn_tools::Operator::new(&engine).state_at("r", Some(cp.covers.seq.0)).await.unwrap();
     assert_eq!(at.state["log"], serde_json::json!(["slow"]));
     assert_eq!(at.step, 1);
     assert!(announced(&engine, "r").await.contains(&(CheckpointKind::Manual, Some(id.0))));
@@ -164,11 +165,12 @@ async fn a_rollback_restores_the_thread_in_place_records_it_and_resumes_from_the
         ..Default::default()
     };
     let after_a = engine.store().list_checkpoints(&filter, Page::default()).wait().unwrap()[0].id;
-    let before = engine.state_at("u", None).await.unwrap();
+    let before = cairn_tools::Operator::new(&engine).state_at("u", None).await.unwrap();
     assert_eq!(before.state["log"], serde_json::json!(["a", "b"]));
 
-    let written = engine.rollback("u", after_a, "b went wrong").await.unwrap();
-    let now = engine.state_at("u", None).await.unwrap();
+    let written =
+        cairn_tools::Operator::new(&engine).rollback("u", after_a, "b went wrong").await.unwrap();
+    let now = cairn_tools::Operator::new(&engine).state_at("u", None).await.unwrap();
     assert_eq!(now.status, ThreadStatus::Paused);
     assert_eq!(now.state["log"], serde_json::json!(["a"]));
     assert_eq!((now.step, now.seq), (1, before.seq + 3), "rolled_back, status_changed, checkpoint");
@@ -178,12 +180,15 @@ async fn a_rollback_restores_the_thread_in_place_records_it_and_resumes_from_the
     let Some(e) = events.try_next().await.unwrap() else { panic!("no rollback event") };
     let Body::RolledBack { checkpoint, ref reason, .. } = e.body else { panic!("{:?}", e.body) };
     assert_eq!((checkpoint, reason.as_str()), (after_a, "b went wrong"));
-    assert_eq!(engine.state_at("u", Some(before.seq)).await.unwrap().state, before.state);
+    assert_eq!(
+        cairn_tools::Operator::new(&engine).state_at("u", Some(before.seq)).await.unwrap().state,
+        before.state
+    );
     let cp = engine.store().checkpoint(written).wait().unwrap().unwrap();
-    assert_eq!(cp.meta.tags, [cairn::debug::ROLLBACK_TAG]);
+    assert_eq!(cp.meta.tags, [cairn_tools::debug::ROLLBACK_TAG]);
     // The fold through the event alone gives the same context as the rollback's checkpoint.
     engine.store().delete_checkpoint(written).unwrap().wait().await.unwrap();
-    let folded = engine.state_at("u", None).await.unwrap();
+    let folded = cairn_tools::Operator::new(&engine).state_at("u", None).await.unwrap();
     assert_eq!((folded.state, folded.status, folded.step), (now.state, now.status, now.step));
 
     // Resumed, it goes on from the checkpoint: `b` runs again, then the question.
@@ -194,7 +199,8 @@ async fn a_rollback_restores_the_thread_in_place_records_it_and_resumes_from_the
     assert_eq!(out.log, ["a", "b", "ask"]);
     assert_eq!(out.total, 42);
     // An ended thread refuses.
-    let err = engine.rollback("u", after_a, "again").await.unwrap_err();
+    let err =
+        cairn_tools::Operator::new(&engine).rollback("u", after_a, "again").await.unwrap_err();
     assert!(matches!(err, cairn::Error::WrongStatus { .. }), "{err}");
     engine.shutdown().await;
 }

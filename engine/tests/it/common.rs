@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use cairn::clock::ManualClock;
 use cairn::dsl::{Ctx, NodeOutput, NodePolicy, RetryPolicy, State, Workflow};
-#[cfg(feature = "http")]
-use cairn::serve::Server;
 use cairn::{Durability, END, Engine, EngineBuilder, START};
+use cairn_tools::serve::Serve as _;
+use cairn_tools::serve::Server;
 use serde::{Deserialize, Serialize};
 
 /// A counter state whose updates add.
@@ -147,7 +147,6 @@ pub async fn engine_on(
 }
 
 /// An engine on `path` with the workflow `wf`, serving its endpoint on a free loopback port.
-#[cfg(feature = "http")]
 pub async fn serving<S: State>(path: &std::path::Path, wf: &Workflow<S>) -> (Engine, Server) {
     let builder = Engine::builder(path).workflow(wf).serve(([127, 0, 0, 1], 0).into());
     builder.open().await.expect("open a serving engine")

@@ -1,13 +1,13 @@
-//! Time travel, diffs, forks, manual checkpoints and migrations (`cairn::debug`).
+//! Time travel, diffs, forks, manual checkpoints and migrations (`cairn_tools::debug`).
 
 use std::sync::{Arc, Mutex};
 
 use cairn::codec::decode;
-use cairn::debug::{ForkFrom, ForkOptions};
 use cairn::dsl::{Ctx, NodeOutput, State, Workflow};
 use cairn::storage::{CheckpointFilter, CheckpointMeta, Page, Seq, ThreadId};
 use cairn::thread_ctx::ThreadCtx;
 use cairn::{Durability, END, Engine, Error, START, StartOptions, ThreadStatus};
+use cairn_tools::debug::{ForkFrom, ForkOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -97,12 +97,12 @@ async fn state_at_every_seq_is_the_live_state() {
     let truth = fold_all(&engine, &wf, "tt");
     for (i, expected) in truth.iter().enumerate() {
         let seq = i as u64 + 1;
-        let view = engine.state_at("tt", Some(seq)).await.unwrap();
+        let view = cairn_tools::Operator::new(&engine).state_at("tt", Some(seq)).await.unwrap();
         assert_eq!(view.seq, seq);
         assert_eq!(&view.state, expected, "seq {seq}");
     }
     assert_eq!(
-        engine.state_at("tt", None).await.unwrap().state,
+        cairn_tools::Operator::new(&engine).state_at("tt", None).await.unwrap().state,
         serde_json::to_value(&out).unwrap()
     );
 
@@ -113,26 +113,38 @@ async fn state_at_every_seq_is_the_live_state() {
     for (_, step, state) in &seen {
         let seq =
             if *step == 1 { 1 } else { boundaries.iter().find(|(s, _)| *s == step - 1).unwrap().1 };
-        let view = engine.state_at("tt", Some(seq)).await.unwrap();
+        let view = cairn_tools::Operator::new(&engine).state_at("tt", Some(seq)).await.unwrap();
         assert_eq!(view.state, serde_json::to_value(state).unwrap(), "step {step}");
         assert_eq!(view.step, step - 1);
     }
 
     // states(): one view per completed step, each equal to state_at at its seq.
     let last = truth.len() as u64;
-    let views = engine.states("tt", 1, last).await.unwrap();
+    let views = cairn_tools::Operator::new(&engine).states("tt", 1, last).await.unwrap();
     assert_eq!(views.len(), 7);
     for v in &views {
         assert_eq!(v.state, truth[v.seq as usize - 1]);
     }
-    let middle = engine.states("tt", boundaries[2].1, boundaries[4].1).await.unwrap();
+    let middle = cairn_tools::Operator::new(&engine)
+        .states("tt", boundaries[2].1, boundaries[4].1)
+        .await
+        .unwrap();
     assert_eq!(middle.iter().map(|v| v.step).collect::<Vec<_>>(), [3, 4, 5]);
 
-    assert!(matches!(engine.state_at("tt", Some(0)).await, Err(Error::SeqUnavailable { .. })));
-    let past = engine.state_at("tt", Some(last + 1)).await;
+    assert!(matches!(
+        cairn_tools::Operator::new(&engine).state_at("tt", Some(0)).await,
+        Err(Error::SeqUnavailable { .. })
+    ));
+    let past = cairn_tools::Operator::new(&engine).state_at("tt", Some(last + 1)).await;
     assert!(matches!(past, Err(Error::SeqUnavailable { seq, .. }) if seq == last + 1), "{past:?}");
-    assert!(matches!(engine.states("tt", 5, 4).await, Err(Error::Invalid(_))));
-    assert!(matches!(engine.state_at("nope", None).await, Err(Error::UnknownThread(_))));
+    assert!(matches!(
+        cairn_tools::Operator::new(&engine).states("tt", 5, 4).await,
+        Err(Error::Invalid(_))
+    ));
+    assert!(matches!(
+        cairn_tools::Operator::new(&engine).state_at("nope", None).await,
+        Err(Error::UnknownThread(_))
+    ));
     engine.shutdown().await;
 }
 
@@ -144,13 +156,15 @@ async fn diff_names_what_changed_between_two_seqs() {
     let t = engine.start_json("observed", Tally::default(), StartOptions::id("d")).await.unwrap();
     let out: Tally = t.output().await.unwrap();
     let b = step_completed_seqs(&engine, "d");
-    let changes = engine.diff("d", b[0].1, b[2].1).await.unwrap();
+    let changes = cairn_tools::Operator::new(&engine).diff("d", b[0].1, b[2].1).await.unwrap();
     let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
     assert_eq!(paths, ["/log/1", "/log/2", "/total"]);
     assert_eq!(changes[0].before, None);
     assert_eq!(changes[0].after, Some(json!("n1")));
     assert_eq!(changes[2].after, Some(json!(out.total)));
-    assert!(engine.diff("d", b[1].1, b[1].1).await.unwrap().is_empty());
+    assert!(
+        cairn_tools::Operator::new(&engine).diff("d", b[1].1, b[1].1).await.unwrap().is_empty()
+    );
     engine.shutdown().await;
 }
 
@@ -171,11 +185,16 @@ async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
     let at = b[1].1; // after step 2
 
     // Without an update: the same nodes from step 3 on, on the state after step 2.
-    let f = engine.fork("orig", ForkFrom::Seq(at), ForkOptions::id("f1")).await.unwrap();
+    let f = cairn_tools::Operator::new(&engine)
+        .fork("orig", ForkFrom::Seq(at), ForkOptions::id("f1"))
+        .await
+        .unwrap();
     let forked: Tally = f.output().await.unwrap();
     assert_eq!(&forked.log, &original.log, "same path from the fork point");
-    let state_at_fork: Tally =
-        serde_json::from_value(engine.state_at("orig", Some(at)).await.unwrap().state).unwrap();
+    let state_at_fork: Tally = serde_json::from_value(
+        cairn_tools::Operator::new(&engine).state_at("orig", Some(at)).await.unwrap().state,
+    )
+    .unwrap();
     assert_eq!(forked.log[..2], state_at_fork.log[..]);
     let fork_seen: Vec<(u64, Tally)> = seen
         .lock()
@@ -207,7 +226,7 @@ async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
         .wait()
         .unwrap();
     let cp = cps.iter().find(|c| c.covers.seq.0 < b[3].1).unwrap();
-    let f2 = engine
+    let f2 = cairn_tools::Operator::new(&engine)
         .fork(
             "orig",
             ForkFrom::Checkpoint(cp.id),
@@ -216,9 +235,14 @@ async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
         .await
         .unwrap();
     let patched: Tally = f2.output().await.unwrap();
-    let at_cp: Tally =
-        serde_json::from_value(engine.state_at("orig", Some(cp.covers.seq.0)).await.unwrap().state)
-            .unwrap();
+    let at_cp: Tally = serde_json::from_value(
+        cairn_tools::Operator::new(&engine)
+            .state_at("orig", Some(cp.covers.seq.0))
+            .await
+            .unwrap()
+            .state,
+    )
+    .unwrap();
     assert_eq!(patched.log[..at_cp.log.len()], at_cp.log[..]);
     assert_eq!(patched.log[at_cp.log.len()], "patched");
     assert!(patched.total >= at_cp.total + 1000);
@@ -229,17 +253,32 @@ async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
     ));
 
     // A fork that does not start stays Created.
-    let f3 = engine.fork("orig", ForkFrom::Seq(1), ForkOptions::id("f3").paused()).await.unwrap();
+    let f3 = cairn_tools::Operator::new(&engine)
+        .fork("orig", ForkFrom::Seq(1), ForkOptions::id("f3").paused())
+        .await
+        .unwrap();
     assert_eq!(f3.status().await.unwrap(), ThreadStatus::Created);
 
     // Refusals write nothing.
     let bad = |r: Result<cairn::ThreadHandle, Error>| matches!(r, Err(Error::Invalid(_)));
     let no_seq =
         |r: Result<cairn::ThreadHandle, Error>| matches!(r, Err(Error::SeqUnavailable { .. }));
-    assert!(no_seq(engine.fork("orig", ForkFrom::Seq(0), ForkOptions::id("x")).await));
-    assert!(no_seq(engine.fork("orig", ForkFrom::Seq(last.0 + 1), ForkOptions::id("x")).await));
-    assert!(bad(engine.fork("orig", ForkFrom::Seq(at), ForkOptions::id("f1")).await));
-    assert!(bad(engine.fork("orig", ForkFrom::Seq(at), ForkOptions::id("x").update("no")).await));
+    assert!(no_seq(
+        cairn_tools::Operator::new(&engine)
+            .fork("orig", ForkFrom::Seq(0), ForkOptions::id("x"))
+            .await
+    ));
+    assert!(no_seq(
+        cairn_tools::Operator::new(&engine)
+            .fork("orig", ForkFrom::Seq(last.0 + 1), ForkOptions::id("x"))
+            .await
+    ));
+    assert!(bad(cairn_tools::Operator::new(&engine)
+        .fork("orig", ForkFrom::Seq(at), ForkOptions::id("f1"))
+        .await));
+    assert!(bad(cairn_tools::Operator::new(&engine)
+        .fork("orig", ForkFrom::Seq(at), ForkOptions::id("x").update("no"))
+        .await));
     assert!(engine.store().thread(&ThreadId::new("x").unwrap()).wait().unwrap().is_none());
 
     // The original is untouched.
@@ -265,7 +304,7 @@ async fn manual_checkpoint_of_a_parked_thread() {
     let engine = open(&path, &[&wf], |b| b.seed(3).checkpoint_every(Some(2), None)).await;
     let t = engine.start_json("ask", Tally::default(), StartOptions::id("m")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
-    let before = engine.state_at("m", None).await.unwrap();
+    let before = cairn_tools::Operator::new(&engine).state_at("m", None).await.unwrap();
     let meta = CheckpointMeta {
         creator: "test".into(),
         description: "before answering".into(),
@@ -277,7 +316,7 @@ async fn manual_checkpoint_of_a_parked_thread() {
     assert_eq!(stored.covers.seq.0, before.seq + 1);
     assert_eq!(stored.meta.tags, ["mark"]);
     assert_eq!(stored.kind, cairn::storage::CheckpointKind::Manual);
-    let after = engine.state_at("m", None).await.unwrap();
+    let after = cairn_tools::Operator::new(&engine).state_at("m", None).await.unwrap();
     assert_eq!(after.state, before.state);
     assert_eq!(after.status, ThreadStatus::WaitingInput);
     engine.send_input("m", 41).await.unwrap();
@@ -366,7 +405,7 @@ async fn migration_moves_a_parked_thread_onto_the_new_version() {
         .await
         .unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
-    let before = engine.state_at("c", None).await.unwrap();
+    let before = cairn_tools::Operator::new(&engine).state_at("c", None).await.unwrap();
     assert_eq!(before.state, json!({"n": 5}));
 
     assert!(matches!(engine.migrate("c", 2).await, Err(Error::NoMigration { .. })));
@@ -381,19 +420,25 @@ async fn migration_moves_a_parked_thread_onto_the_new_version() {
     let record = engine.store().thread(&id).wait().unwrap().unwrap();
     assert_eq!(record.workflow.version, 2);
     assert_eq!(record.status, ThreadStatus::WaitingInput, "the status is kept");
-    let now = engine.state_at("c", None).await.unwrap();
+    let now = cairn_tools::Operator::new(&engine).state_at("c", None).await.unwrap();
     assert_eq!(now.state, json!({"count": 5, "note": "migrated"}));
     assert_eq!(now.meta.workflow.version, 2);
     // Earlier seqs still fold with v1.
-    assert_eq!(engine.state_at("c", Some(before.seq)).await.unwrap().state, json!({"n": 5}));
-    let views = engine.states("c", 1, now.seq).await.unwrap();
+    assert_eq!(
+        cairn_tools::Operator::new(&engine).state_at("c", Some(before.seq)).await.unwrap().state,
+        json!({"n": 5})
+    );
+    let views = cairn_tools::Operator::new(&engine).states("c", 1, now.seq).await.unwrap();
     assert_eq!(views.len(), 1);
 
     engine.send_input("c", 7).await.unwrap();
     let done = engine.thread("c").await.unwrap().finished().await.unwrap();
     let out: V2 = serde_json::from_value(done.output.unwrap()).unwrap();
     assert_eq!(out, V2 { count: 5 + 7 + 100, note: "b v2".into() });
-    let views = engine.states("c", 1, engine.state_at("c", None).await.unwrap().seq).await.unwrap();
+    let views = cairn_tools::Operator::new(&engine)
+        .states("c", 1, cairn_tools::Operator::new(&engine).state_at("c", None).await.unwrap().seq)
+        .await
+        .unwrap();
     assert_eq!(views.last().unwrap().state, json!({"count": 112, "note": "b v2"}));
     assert!(matches!(engine.migrate("c", 1).await, Err(Error::WrongStatus { .. })));
 
@@ -450,20 +495,38 @@ async fn the_state_at_a_time_is_the_state_after_the_last_event_recorded_by_then(
     let first = events[0].bookmark.at_ms;
     let times: std::collections::BTreeSet<u64> = events.iter().map(|e| e.bookmark.at_ms).collect();
     assert!(times.len() >= 5, "the steps' events have distinct times: {times:?}");
-    assert_eq!(engine.seq_at_time("tm", first - 1).await.unwrap(), None, "before its first event");
-    assert!(engine.state_at_time("tm", first - 1).await.is_err());
+    assert_eq!(
+        cairn_tools::Operator::new(&engine).seq_at_time("tm", first - 1).await.unwrap(),
+        None,
+        "before its first event"
+    );
+    assert!(cairn_tools::Operator::new(&engine).state_at_time("tm", first - 1).await.is_err());
     for e in &events {
         for at in [e.bookmark.at_ms - 1, e.bookmark.at_ms, e.bookmark.at_ms + 1] {
-            let seq = engine.seq_at_time("tm", at).await.unwrap();
+            let seq = cairn_tools::Operator::new(&engine).seq_at_time("tm", at).await.unwrap();
             assert_eq!(seq, expected(at), "at {at} ms");
             if let Some(seq) = seq {
-                let then = engine.state_at_time("tm", at).await.unwrap();
-                assert_eq!(then.state, engine.state_at("tm", Some(seq)).await.unwrap().state);
+                let then =
+                    cairn_tools::Operator::new(&engine).state_at_time("tm", at).await.unwrap();
+                assert_eq!(
+                    then.state,
+                    cairn_tools::Operator::new(&engine)
+                        .state_at("tm", Some(seq))
+                        .await
+                        .unwrap()
+                        .state
+                );
             }
         }
     }
     let last = events.last().unwrap();
-    assert_eq!(engine.seq_at_time("tm", u64::MAX).await.unwrap(), Some(last.bookmark.seq.0));
-    assert!(matches!(engine.seq_at_time("nope", 0).await, Err(Error::UnknownThread(_))));
+    assert_eq!(
+        cairn_tools::Operator::new(&engine).seq_at_time("tm", u64::MAX).await.unwrap(),
+        Some(last.bookmark.seq.0)
+    );
+    assert!(matches!(
+        cairn_tools::Operator::new(&engine).seq_at_time("nope", 0).await,
+        Err(Error::UnknownThread(_))
+    ));
     engine.shutdown().await;
 }

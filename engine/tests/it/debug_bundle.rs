@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE};
-use cairn::debug::{Bundle, ExportOptions, Redaction};
 use cairn::dsl::{Ctx, Message, NodeOutput, Replace, Workflow};
 use cairn::{END, Engine, Error, START, StartOptions};
+use cairn_tools::debug::{Bundle, ExportOptions, Redaction};
 use serde_json::{Value, json};
 
 use crate::common::{db, open};
@@ -146,7 +146,7 @@ fn same(a: &Bundle, b: &Bundle) {
     b.timestamp = a.timestamp;
     let (x, y) = (serde_json::to_value(a).unwrap(), serde_json::to_value(&b).unwrap());
     if x != y {
-        let changes = cairn::debug::diff_values(&x, &y);
+        let changes = cairn_tools::debug::diff_values(&x, &y);
         panic!("bundles differ: {:#?}", &changes[..changes.len().min(5)]);
     }
 }
@@ -176,7 +176,7 @@ async fn export_import_export_gives_the_same_bundle() {
             redaction: redaction.clone(),
             ..ExportOptions::default()
         };
-        let first = engine.export_bundle("rt", &opts).await.unwrap();
+        let first = cairn_tools::Operator::new(&engine).export_bundle("rt", &opts).await.unwrap();
         assert!(
             last_events.is_some() || !first.events.payloads.is_empty(),
             "the large tool output travels by reference"
@@ -187,9 +187,9 @@ async fn export_import_export_gives_the_same_bundle() {
 
         let (_d2, path2) = db();
         let fresh = open(&path2, &[&wf], |b| b.seed(5).checkpoint_every(Some(1), None)).await;
-        let id = fresh.import_bundle(&read).await.unwrap();
+        let id = cairn_tools::Operator::new(&fresh).import_bundle(&read).await.unwrap();
         assert_eq!(id.as_str(), "rt");
-        let again = fresh.export_bundle("rt", &opts).await.unwrap();
+        let again = cairn_tools::Operator::new(&fresh).export_bundle("rt", &opts).await.unwrap();
         same(&first, &again);
         assert!(fresh.store().verify().unwrap().is_clean());
 
@@ -200,19 +200,27 @@ async fn export_import_export_gives_the_same_bundle() {
         if redaction.secrets.is_empty() && redaction.key_patterns.is_empty() {
             for seq in lo.saturating_sub(1).max(1)..=hi {
                 assert_eq!(
-                    fresh.state_at("rt", Some(seq)).await.unwrap().state,
-                    engine.state_at("rt", Some(seq)).await.unwrap().state,
+                    cairn_tools::Operator::new(&fresh)
+                        .state_at("rt", Some(seq))
+                        .await
+                        .unwrap()
+                        .state,
+                    cairn_tools::Operator::new(&engine)
+                        .state_at("rt", Some(seq))
+                        .await
+                        .unwrap()
+                        .state,
                     "seq {seq}"
                 );
             }
         }
         if lo > 2 {
             assert!(
-                fresh.state_at("rt", Some(1)).await.is_err(),
+                cairn_tools::Operator::new(&fresh).state_at("rt", Some(1)).await.is_err(),
                 "seqs before the bundle are gone"
             );
         }
-        let err = fresh.import_bundle(&read).await.unwrap_err();
+        let err = cairn_tools::Operator::new(&fresh).import_bundle(&read).await.unwrap_err();
         assert!(matches!(err, Error::Invalid(_)), "{err}");
         fresh.shutdown().await;
     }
@@ -250,7 +258,7 @@ async fn planted_secrets_never_survive_export_and_malformed_bundles_never_panic(
             redaction: Redaction::default().secret(s.clone()),
             ..ExportOptions::default()
         };
-        let bundle = engine.export_bundle(id, &opts).await.unwrap();
+        let bundle = cairn_tools::Operator::new(&engine).export_bundle(id, &opts).await.unwrap();
         let bytes = bundle.to_bytes(opts.gzip).unwrap();
         let json = if opts.gzip { gunzip(&bytes) } else { bytes.clone() };
         for form in Redaction::forms(s).iter().chain([marker]) {
@@ -382,7 +390,7 @@ fn malformed_cases(good: &Bundle, rng: &mut Rng) -> (usize, usize) {
     let good_bytes = serde_json::to_vec(&base).unwrap();
     let mut bomb = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     let zeros = vec![b' '; 1 << 20];
-    for _ in 0..=(cairn::debug::BUNDLE_BYTES_MAX >> 20) {
+    for _ in 0..=(cairn_tools::debug::BUNDLE_BYTES_MAX >> 20) {
         std::io::Write::write_all(&mut bomb, &zeros).unwrap();
     }
     let bomb = bomb.finish().unwrap();
@@ -477,18 +485,27 @@ async fn export_needs_no_workflow_when_checkpoints_cover_the_state() {
         .finished()
         .await
         .unwrap();
-    let with = engine.export_bundle("nw", &ExportOptions::default()).await.unwrap();
+    let with = cairn_tools::Operator::new(&engine)
+        .export_bundle("nw", &ExportOptions::default())
+        .await
+        .unwrap();
     engine.shutdown().await;
     drop(engine);
     // The same file, opened by an engine that does not know the workflow (like the CLI).
     let bare = Engine::builder(&path).read_only().open().await.unwrap();
-    let without = bare.export_bundle("nw", &ExportOptions::default()).await.unwrap();
+    let without = cairn_tools::Operator::new(&bare)
+        .export_bundle("nw", &ExportOptions::default())
+        .await
+        .unwrap();
     same(&with, &without);
     let cut = ExportOptions { last_events: Some(3), ..ExportOptions::default() };
-    let short = bare.export_bundle("nw", &cut).await.unwrap();
+    let short = cairn_tools::Operator::new(&bare).export_bundle("nw", &cut).await.unwrap();
     assert!(short.base.is_some());
     Bundle::from_bytes(&short.to_bytes(false).unwrap()).unwrap();
-    assert!(matches!(bare.state_at("nw", None).await, Err(Error::UnknownWorkflow { .. })));
+    assert!(matches!(
+        cairn_tools::Operator::new(&bare).state_at("nw", None).await,
+        Err(Error::UnknownWorkflow { .. })
+    ));
 }
 
 /// Bundles are read strictly: a duplicate key anywhere is refused with its path (serde_json
@@ -503,7 +520,10 @@ async fn bundles_refuse_duplicate_keys_name_the_bad_value_and_check_the_version_
     let done =
         engine.start_json("leaky", Replace(input), StartOptions::id("strict")).await.unwrap();
     done.finished().await.unwrap();
-    let good = engine.export_bundle("strict", &ExportOptions::default()).await.unwrap();
+    let good = cairn_tools::Operator::new(&engine)
+        .export_bundle("strict", &ExportOptions::default())
+        .await
+        .unwrap();
     let text = String::from_utf8(good.to_bytes(false).unwrap()).unwrap();
     Bundle::from_bytes(text.as_bytes()).expect("the bundle as exported reads");
     let path_of = |bytes: &[u8]| match Bundle::from_bytes(bytes) {

@@ -8,6 +8,7 @@ use cairn::dsl::{NodeOutput, State, Workflow};
 use cairn::storage::fault::{FaultBackend, FaultController};
 use cairn::storage::{Durability, Options, RedbStore};
 use cairn::{END, Engine, Error, START, StartOptions};
+use cairn_tools::serve::Serve as _;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, watch};
 
@@ -149,7 +150,6 @@ async fn later_callers_hear_what_poisoned_the_store() {
 
 /// While the store refuses writes, the health report says so and why (without a write), the
 /// `cairn_database_writable` gauge is 0, and the endpoint's `/api/health` says the same.
-#[cfg(feature = "http")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_says_the_store_refuses_writes_and_why() {
     use crate::telemetry_recorder::TestRecorder;

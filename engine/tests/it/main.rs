@@ -6,13 +6,11 @@
 )]
 #![allow(missing_docs, reason = "test code")]
 
-#[cfg(feature = "http")]
 mod accepted;
 mod bounded_history;
 mod bundle_export_options;
 mod bundle_replay;
 mod bundle_seed;
-#[cfg(all(feature = "http", feature = "cli"))]
 mod cdp;
 mod checkpoints;
 mod common;
@@ -31,23 +29,22 @@ mod execution;
 mod layers;
 mod locks;
 mod node_runs;
-#[cfg(feature = "http")]
 mod openapi;
 mod operator;
-#[cfg(all(feature = "otel", feature = "http"))]
+#[cfg(feature = "otel")]
 mod otel;
-#[cfg(all(feature = "otel", feature = "http"))]
+#[cfg(feature = "otel")]
 mod otlp_receiver;
 mod patching;
-#[cfg(all(feature = "postgres", feature = "http"))]
+#[cfg(feature = "postgres")]
 mod pg_debug_endpoint;
 #[cfg(feature = "postgres")]
 mod pg_debug_reads;
-#[cfg(all(feature = "postgres", feature = "http"))]
+#[cfg(feature = "postgres")]
 mod pg_hang;
 #[cfg(feature = "postgres")]
 mod pg_lease;
-#[cfg(all(feature = "postgres", feature = "http"))]
+#[cfg(feature = "postgres")]
 mod pg_outage;
 #[cfg(feature = "postgres")]
 mod pg_public_reads;
@@ -76,9 +73,7 @@ mod schedule_chain;
 mod schedules;
 mod search_labels;
 mod serve;
-#[cfg(feature = "http")]
 mod serve_auth;
-#[cfg(feature = "http")]
 mod serve_start;
 mod signal_types;
 mod signals;
@@ -90,15 +85,9 @@ mod telemetry_recorder;
 mod trace;
 mod typed_start;
 mod variables;
-#[cfg(all(feature = "http", feature = "cli"))]
 mod web_view;
-#[cfg(all(feature = "http", feature = "cli"))]
 mod web_view_continued;
-#[cfg(all(feature = "http", feature = "cli"))]
 mod web_view_pages;
-#[cfg(all(feature = "http", feature = "cli"))]
 mod web_view_queues;
-#[cfg(all(feature = "http", feature = "cli"))]
 mod web_view_seen;
-#[cfg(all(feature = "http", feature = "cli"))]
 mod web_view_start;

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use cairn::core::node_runs::{NodeType, RunStatus};
-use cairn::debug::{ForkFrom, ForkOptions};
 use cairn::dsl::{Ctx, NodeError, NodeOutput, NodePolicy, RetryPolicy, Workflow};
 use cairn::{END, START, StartOptions, ThreadStatus};
+use cairn_tools::debug::{ForkFrom, ForkOptions};
 use serde_json::json;
 
 use crate::common::{Tally, db, engine_on};
@@ -55,7 +55,7 @@ async fn every_run_of_every_node_with_its_step_status_data_and_error() {
     let t = engine.start_json("looping", Tally::default(), StartOptions::id("l")).await.unwrap();
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
 
-    let runs = engine.node_runs("l").await.unwrap();
+    let runs = cairn_tools::Operator::new(&engine).node_runs("l").await.unwrap();
     let summary: Vec<_> = runs
         .iter()
         .map(|r| (r.task.node.as_str(), r.step, r.attempt, r.status, r.node_type))
@@ -86,7 +86,7 @@ async fn every_run_of_every_node_with_its_step_status_data_and_error() {
     }
 
     // The snapshot's execution history and errors, in order.
-    let view = engine.state_at("l", None).await.unwrap();
+    let view = cairn_tools::Operator::new(&engine).state_at("l", None).await.unwrap();
     let history: Vec<_> =
         view.meta.history.iter().map(|h| (h.step, h.task.node.as_str(), h.what.as_str())).collect();
     assert_eq!(
@@ -127,7 +127,7 @@ async fn a_waiting_node_runs_a_cancel_ends_it_and_a_fork_not_started_has_its_nod
     let t = engine.start_json("asks", Tally::default(), StartOptions::id("w")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let statuses = async |thread: &str| -> Vec<(String, u64, RunStatus)> {
-        let runs = engine.node_runs(thread).await.unwrap();
+        let runs = cairn_tools::Operator::new(&engine).node_runs(thread).await.unwrap();
         runs.into_iter().map(|r| (r.task.node, r.step, r.status)).collect()
     };
     let waiting = statuses("w").await;
@@ -137,10 +137,13 @@ async fn a_waiting_node_runs_a_cancel_ends_it_and_a_fork_not_started_has_its_nod
     );
 
     // A fork after step 1 that has not started: `ask` is due, in the fork's own step 1.
-    let at = engine.state_at("w", None).await.unwrap().seq;
-    let after_a = engine.state_at("w", Some(at)).await.unwrap();
+    let at = cairn_tools::Operator::new(&engine).state_at("w", None).await.unwrap().seq;
+    let after_a = cairn_tools::Operator::new(&engine).state_at("w", Some(at)).await.unwrap();
     assert_eq!(after_a.step, 1);
-    let _fork = engine.fork("w", ForkFrom::Seq(at), ForkOptions::id("f").paused()).await.unwrap();
+    let _fork = cairn_tools::Operator::new(&engine)
+        .fork("w", ForkFrom::Seq(at), ForkOptions::id("f").paused())
+        .await
+        .unwrap();
     assert_eq!(statuses("f").await, [("ask".into(), 1, RunStatus::Pending)]);
 
     engine.cancel("w", "no answer").await.unwrap();

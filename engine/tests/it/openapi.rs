@@ -6,9 +6,9 @@
 
 use std::collections::BTreeSet;
 
-use cairn::serve::route_table;
-use cairn::serve::wire::{self, Refusal, ThreadResult};
 use cairn::{StartOptions, ThreadStatus};
+use cairn_tools::serve::route_table;
+use cairn_tools::serve::wire::{self, Refusal, ThreadResult};
 
 use crate::common::{Tally, asks_input, call, db, serving};
 

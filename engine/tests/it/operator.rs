@@ -41,7 +41,13 @@ async fn progress_carries_its_detail_line_into_the_log_and_the_state() {
     }
     let expected = ("reading sources".to_owned(), Some("source 3 of 7: arxiv.org is slow".into()));
     assert_eq!(details, std::slice::from_ref(&expected));
-    let progress = engine.state_at("p", None).await.unwrap().meta.progress.unwrap();
+    let progress = cairn_tools::Operator::new(&engine)
+        .state_at("p", None)
+        .await
+        .unwrap()
+        .meta
+        .progress
+        .unwrap();
     assert_eq!((progress.message, progress.detail), expected);
     engine.shutdown().await;
 }
@@ -106,7 +112,8 @@ async fn usage_is_recorded_by_model_and_summed_per_model_in_the_telemetry() {
         }
     }
     assert_eq!(recorded, [("small".to_owned(), 10), ("large".into(), 50), ("small".into(), 5)]);
-    let telemetry = engine.state_at("m", None).await.unwrap().meta.telemetry;
+    let telemetry =
+        cairn_tools::Operator::new(&engine).state_at("m", None).await.unwrap().meta.telemetry;
     assert_eq!(telemetry.tokens, 65);
     let by_model: Vec<_> = telemetry.by_model.iter().map(|(m, u)| (m.as_str(), u.tokens)).collect();
     assert_eq!(by_model, [("large", 50), ("small", 15)]);

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::common::Tally;
 use crate::pg_debug_reads::{READ_DELAY, chat};
+use cairn_tools::serve::Serve as _;
 
 /// Requests sent to the endpoint at once (as many as the store has reader connections).
 const REQUESTS: usize = 4;

@@ -15,12 +15,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use cairn::debug::{ExportOptions, TraceQuery, TraceScope};
 use cairn::dsl::{Ctx, Message, NodeOutput, Workflow};
 use cairn::storage::PgStore;
 use cairn::storage::pg_cluster::Cluster;
 use cairn::storage::pg_proxy::Proxy;
 use cairn::{Durability, END, Engine, START, StartOptions, ThreadStatus};
+use cairn_tools::debug::{ExportOptions, TraceQuery, TraceScope};
 
 use crate::common::Tally;
 
@@ -102,12 +102,12 @@ fn check(what: &str, ticks: u64, took: Duration) {
 /// What the debug reads answer for `chat-1`, the bundle's export time set to 0.
 #[derive(Debug, PartialEq)]
 struct Answers {
-    state: cairn::debug::StateView,
-    diff: Vec<cairn::debug::Change>,
-    session: Vec<cairn::debug::TracedMessage>,
-    correlated: Vec<cairn::debug::TracedMessage>,
+    state: cairn_tools::debug::StateView,
+    diff: Vec<cairn_tools::debug::Change>,
+    session: Vec<cairn_tools::debug::TracedMessage>,
+    correlated: Vec<cairn_tools::debug::TracedMessage>,
     runs: Vec<cairn::core::node_runs::NodeRun>,
-    bundle: cairn::debug::Bundle,
+    bundle: cairn_tools::debug::Bundle,
 }
 
 fn session() -> TraceQuery {
@@ -126,14 +126,17 @@ fn bundle_options() -> ExportOptions {
 
 /// Every debug read once, untimed.
 async fn answers(engine: &Engine, seq: u64, last: u64) -> Answers {
-    let mut bundle = engine.export_bundle("chat-1", &bundle_options()).await.unwrap();
+    let mut bundle = cairn_tools::Operator::new(engine)
+        .export_bundle("chat-1", &bundle_options())
+        .await
+        .unwrap();
     bundle.timestamp = 0;
     Answers {
-        state: engine.state_at("chat-1", Some(seq)).await.unwrap(),
-        diff: engine.diff("chat-1", seq, last).await.unwrap(),
-        session: engine.trace(&session()).await.unwrap(),
-        correlated: engine.trace(&correlated()).await.unwrap(),
-        runs: engine.node_runs("chat-1").await.unwrap(),
+        state: cairn_tools::Operator::new(engine).state_at("chat-1", Some(seq)).await.unwrap(),
+        diff: cairn_tools::Operator::new(engine).diff("chat-1", seq, last).await.unwrap(),
+        session: cairn_tools::Operator::new(engine).trace(&session()).await.unwrap(),
+        correlated: cairn_tools::Operator::new(engine).trace(&correlated()).await.unwrap(),
+        runs: cairn_tools::Operator::new(engine).node_runs("chat-1").await.unwrap(),
         bundle,
     }
 }
@@ -160,7 +163,8 @@ fn debug_reads_on_one_runtime_thread_leave_it_running_while_postgres_is_slow() {
         assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
         let id = cairn::storage::ThreadId::new("chat-1").unwrap();
         let last = store.thread(&id).await.unwrap().unwrap().last.unwrap().seq.0;
-        let seq = engine.states("chat-1", 1, last).await.unwrap()[0].seq;
+        let seq =
+            cairn_tools::Operator::new(&engine).states("chat-1", 1, last).await.unwrap()[0].seq;
         let fast = answers(&engine, seq, last).await;
         assert_eq!(fast.session.len(), 3, "{:?}", fast.session);
         assert_eq!(fast.correlated, fast.session);
@@ -169,23 +173,29 @@ fn debug_reads_on_one_runtime_thread_leave_it_running_while_postgres_is_slow() {
 
         let before = store.blocking_reads();
         proxy.delay_queries("cairn-reader", READ_DELAY);
-        let (state, ticks, took) = ticking(engine.state_at("chat-1", Some(seq))).await;
+        let (state, ticks, took) =
+            ticking(cairn_tools::Operator::new(&engine).state_at("chat-1", Some(seq))).await;
         check("state_at", ticks, took);
         assert_eq!(state.unwrap(), fast.state);
-        let (diff, ticks, took) = ticking(engine.diff("chat-1", seq, last)).await;
+        let (diff, ticks, took) =
+            ticking(cairn_tools::Operator::new(&engine).diff("chat-1", seq, last)).await;
         check("diff", ticks, took);
         assert_eq!(diff.unwrap(), fast.diff);
-        let (found, ticks, took) = ticking(engine.trace(&session())).await;
+        let (found, ticks, took) =
+            ticking(cairn_tools::Operator::new(&engine).trace(&session())).await;
         check("trace_session", ticks, took);
         assert_eq!(found.unwrap(), fast.session);
-        let (found, ticks, took) = ticking(engine.trace(&correlated())).await;
+        let (found, ticks, took) =
+            ticking(cairn_tools::Operator::new(&engine).trace(&correlated())).await;
         check("trace_correlated", ticks, took);
         assert_eq!(found.unwrap(), fast.correlated);
-        let (runs, ticks, took) = ticking(engine.node_runs("chat-1")).await;
+        let (runs, ticks, took) =
+            ticking(cairn_tools::Operator::new(&engine).node_runs("chat-1")).await;
         check("node_runs", ticks, took);
         assert_eq!(runs.unwrap(), fast.runs);
         let (bundle, ticks, took) =
-            ticking(engine.export_bundle("chat-1", &bundle_options())).await;
+            ticking(cairn_tools::Operator::new(&engine).export_bundle("chat-1", &bundle_options()))
+                .await;
         check("export_bundle", ticks, took);
         let mut bundle = bundle.unwrap();
         bundle.timestamp = 0;

@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use crate::common::{Effects, Tally};
 use crate::telemetry_recorder::TestRecorder;
+use cairn_tools::serve::Serve as _;
 
 /// Deadlines through the URL, as a user sets them: connections open within 1 s; statements
 /// end on the server after 1 s, so the client gives an unanswered one up after 2 s.

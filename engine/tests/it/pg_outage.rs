@@ -18,6 +18,7 @@ use serde_json::Value;
 use crate::common::{Effects, Tally};
 use crate::pg_hang::{NODES, THREADS, TICK, get, output_once_back, slow};
 use crate::telemetry_recorder::TestRecorder;
+use cairn_tools::serve::Serve as _;
 
 /// The most the store may take to say a silent database is gone with its default deadlines:
 /// its check every 1 s, unanswered for 2 s (`PG_CHECK_EVERY`, `PG_CHECK_ANSWER_MAX`), plus

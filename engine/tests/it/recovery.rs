@@ -160,7 +160,8 @@ async fn restore_cost_does_not_grow_with_history() {
             let mut best = f64::MAX;
             for _ in 0..3 {
                 let start = Instant::now();
-                let view = engine.state_at(id, Some(seq)).await.unwrap();
+                let view =
+                    cairn_tools::Operator::new(&engine).state_at(id, Some(seq)).await.unwrap();
                 best = best.min(start.elapsed().as_secs_f64());
                 drop(view);
             }

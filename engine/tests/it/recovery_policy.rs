@@ -119,7 +119,8 @@ async fn escalate_waits_for_a_person_and_an_answer_runs_the_node_again() {
     let engine = engine_on(&path, &[&wf], None).await;
     let t = engine.start_json("flaky", Tally::default(), StartOptions::id("e")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
-    let waiting = engine.state_at("e", None).await.unwrap().meta.waiting;
+    let waiting =
+        cairn_tools::Operator::new(&engine).state_at("e", None).await.unwrap().meta.waiting;
     let prompt = serde_json::to_value(waiting).unwrap();
     assert_eq!(prompt["prompt"]["escalated"], "work");
     assert_eq!(prompt["prompt"]["error"], "node failed: run 1 failed");
@@ -164,7 +165,10 @@ async fn restore_and_retry_rolls_back_to_the_latest_checkpoint_and_runs_on() {
     let at = s.iter().position(|e| e == "recovery restore_and_retry").unwrap();
     assert!(s[at + 1].starts_with("rolled back to seq "), "{s:?}");
     assert_eq!(s[at + 2..], ["work done", "-> completed"]);
-    assert_eq!(engine.state_at("r", None).await.unwrap().meta.restores, 1);
+    assert_eq!(
+        cairn_tools::Operator::new(&engine).state_at("r", None).await.unwrap().meta.restores,
+        1
+    );
     deterministic(&engine, "r").await;
 
     // A failure that comes back from every restore fails the thread after the bound.

@@ -12,6 +12,7 @@ use cairn::{Durability, END, Engine, RetentionPolicy, START, StartOptions, Threa
 
 use crate::common::{Effects, Tally, db, linear};
 use crate::telemetry_recorder::TestRecorder;
+use cairn_tools::serve::Serve as _;
 
 const PERIOD_MS: u64 = 10_000;
 const EVERY_MS: u64 = 1_000;
@@ -376,7 +377,6 @@ async fn a_thread_that_just_ended_is_kept_on_a_clock_that_starts_at_zero() {
 /// The endpoint's result route (a long poll: unfinished within the wait, then the outcome once
 /// input lets the thread finish; a bad `wait_ms` and an unknown thread named) and its delete
 /// route (the token required, an unfinished thread refused without `force`).
-#[cfg(feature = "http")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_endpoint_long_polls_a_result_and_deletes_with_the_token() {
     let (_d, path) = db();

@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use cairn::debug::{ForkFrom, ForkOptions};
 use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::event::Body;
 use cairn::storage::{Page, Seq, ThreadFilter, ThreadId};
 use cairn::{END, Engine, START, StartOptions, ThreadStatus};
+use cairn_tools::debug::{ForkFrom, ForkOptions};
 
 use crate::common::{Tally, db};
 
@@ -105,7 +105,10 @@ async fn a_node_sets_labels_that_filters_find_and_replay_agrees_with() {
         .map(|e| e.bookmark.seq.0)
         .unwrap();
     let fork = ForkOptions { start: false, ..ForkOptions::id("o1-fork") };
-    engine.fork("o1", ForkFrom::Seq(first_change), fork).await.unwrap();
+    cairn_tools::Operator::new(&engine)
+        .fork("o1", ForkFrom::Seq(first_change), fork)
+        .await
+        .unwrap();
     let forked = engine.store().thread(&ThreadId::new("o1-fork").unwrap()).wait().unwrap().unwrap();
     let labels: Vec<_> = forked.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
     assert_eq!(labels, ["customer=c-1", "stage=payment"], "the fork sees the node's labels");

@@ -11,6 +11,7 @@ use cairn::{END, Engine, START, StartOptions, ThreadStatus};
 use serde_json::{Value, json};
 
 use crate::common::{Tally, asks_input, call, db, serving};
+use cairn_tools::serve::Serve as _;
 
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder().http_status_as_error(false).build().into()
@@ -38,7 +39,7 @@ async fn the_endpoint_serves_reads_follows_a_log_and_guards_controls() {
         let mode = std::fs::metadata(&token_file).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
     }
-    let found = cairn::serve::discovery::find(&path).unwrap().unwrap();
+    let found = cairn_tools::serve::discovery::find(&path).unwrap().unwrap();
     assert_eq!((found.address, found.pid), (server.addr(), std::process::id()));
 
     // Threads, paged in id order, and filtered.
@@ -147,7 +148,7 @@ async fn the_endpoint_serves_reads_follows_a_log_and_guards_controls() {
 
     // Shutting the endpoint down removes its announcement.
     server.shutdown().await;
-    assert!(cairn::serve::discovery::find(&path).unwrap().is_none());
+    assert!(cairn_tools::serve::discovery::find(&path).unwrap().is_none());
     engine.shutdown().await;
 }
 
@@ -198,7 +199,7 @@ async fn the_endpoint_redacts_diffs_forks_cancels_and_bounds_bodies() {
     let (_, plain) = get("/api/threads/c-1/state").await;
     assert_eq!(plain["state"]["api_key"], SECRET);
     let (_, redacted) = get("/api/threads/c-1/state?redact=1").await;
-    assert_eq!(redacted["state"]["api_key"], cairn::debug::REDACTED, "{redacted}");
+    assert_eq!(redacted["state"]["api_key"], cairn_tools::debug::REDACTED, "{redacted}");
     assert_eq!(redacted["state"]["total"], 1);
     let (_, events) = get("/api/threads/c-1/events").await;
     assert!(events.to_string().contains(SECRET));
@@ -247,17 +248,16 @@ async fn the_endpoint_redacts_diffs_forks_cancels_and_bounds_bodies() {
     assert_eq!((status, err["field"].as_str()), (400, Some("verbose")), "{err}");
 
     drop(server);
-    assert!(cairn::serve::discovery::find(&path).unwrap().is_none(), "dropped: withdrawn");
+    assert!(cairn_tools::serve::discovery::find(&path).unwrap().is_none(), "dropped: withdrawn");
     engine.shutdown().await;
 }
 
 /// With a Prometheus handle, `/api/metrics` is the exporter's text with the engine's names.
-#[cfg(feature = "prometheus")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_are_prometheus_text_with_a_handle() {
     let (_d, path) = db();
-    let (recorder, handle) = cairn::telemetry::prometheus::recorder().unwrap();
-    let mut options = cairn::serve::ServeOptions::new(([127, 0, 0, 1], 0).into());
+    let (recorder, handle) = cairn_tools::prometheus::recorder().unwrap();
+    let mut options = cairn_tools::serve::ServeOptions::new(([127, 0, 0, 1], 0).into());
     options.prometheus = Some(handle);
     let (engine, server) = Engine::builder(&path)
         .metrics_recorder(Arc::new(recorder))

@@ -13,11 +13,12 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 
 use cairn::dsl::{Ctx, NodeOutput, Workflow};
-use cairn::serve::{ServeOptions, Server, route_table};
 use cairn::{END, Engine, START, StartOptions, ThreadStatus};
+use cairn_tools::serve::{ServeOptions, Server, route_table};
 use serde_json::{Value, json};
 
 use crate::common::db;
+use cairn_tools::serve::Serve as _;
 
 const SECRET: &str = "sk-live-0123456789";
 
@@ -359,7 +360,7 @@ async fn a_public_endpoint_needs_the_token_to_read_and_answers_redacted() {
         assert!(!got.body.contains(SECRET), "{path} leaks the secret: {}", got.body);
     }
     let state = raw(addr, "GET", "/api/threads/c-1/state", &host, &auth, "").await.json();
-    assert_eq!(state["state"]["api_key"], cairn::debug::REDACTED, "{state}");
+    assert_eq!(state["state"]["api_key"], cairn_tools::debug::REDACTED, "{state}");
     assert_eq!(state["state"]["total"], 1, "{state}");
     // A control (still with the token), then the whole log followed: redacted event by event.
     let got = raw(addr, "POST", "/api/threads/c-1/input", &host, &auth, r#"{"value": 2}"#).await;
@@ -373,7 +374,7 @@ async fn a_public_endpoint_needs_the_token_to_read_and_answers_redacted() {
     let result = raw(addr, "GET", "/api/threads/c-1/result", &host, &auth, "").await.json();
     assert_eq!(
         (result["output"]["api_key"].as_str(), result["output"]["total"].as_u64()),
-        (Some(cairn::debug::REDACTED), Some(3)),
+        (Some(cairn_tools::debug::REDACTED), Some(3)),
         "{result}"
     );
     // The store itself keeps the value: redaction is of answers, not of data.
@@ -393,7 +394,7 @@ async fn a_loopback_endpoint_reads_without_the_token_and_redacts_on_request() {
     assert_eq!(plain.status, 200);
     assert_eq!(plain.json()["state"]["api_key"], SECRET);
     let redacted = raw(addr, "GET", "/api/threads/c-1/state?redact=1", &host, &[], "").await;
-    assert_eq!(redacted.json()["state"]["api_key"], cairn::debug::REDACTED);
+    assert_eq!(redacted.json()["state"]["api_key"], cairn_tools::debug::REDACTED);
     // No exporter: `/metrics` says so (404), `/api/metrics` is the health report.
     let metrics = raw(addr, "GET", "/metrics", &host, &[], "").await;
     assert_eq!(
@@ -408,10 +409,9 @@ async fn a_loopback_endpoint_reads_without_the_token_and_redacts_on_request() {
 
 /// `/metrics` is the exporter's text at the path every scraper asks, and on a public endpoint a
 /// read that needs the token.
-#[cfg(feature = "prometheus")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_are_prometheus_text_at_slash_metrics_behind_the_token_when_public() {
-    let (recorder, handle) = cairn::telemetry::prometheus::recorder().unwrap();
+    let (recorder, handle) = cairn_tools::prometheus::recorder().unwrap();
     let (_d, path) = db();
     let mut options = loopback();
     options.public = true;

@@ -12,6 +12,7 @@ use cairn::{END, Engine, START, ThreadStatus};
 use serde_json::json;
 
 use crate::common::{Tally, call, db, send, serving};
+use cairn_tools::serve::Serve as _;
 
 /// Adds one to the total and ends.
 pub(crate) fn adds() -> Workflow<Tally> {

@@ -144,7 +144,6 @@ async fn no_declarations_accept_any_signal_and_a_value_the_node_cannot_read_is_s
 
 /// `POST /api/threads/{id}/signal` answers 400 naming the field and saying why, and stores
 /// nothing.
-#[cfg(feature = "http")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_endpoint_refuses_a_signal_of_the_wrong_type_with_400() {
     use crate::common::{call, serving};

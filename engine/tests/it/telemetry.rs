@@ -294,11 +294,10 @@ async fn gauges_follow_permits_timers_and_a_take_over_counts() {
 
 /// The Prometheus exporter renders the names ARCHITECTURE.md and docs/alerts.yml use, with
 /// histogram buckets (so `histogram_quantile` works on the latencies).
-#[cfg(feature = "prometheus")]
 #[tokio::test]
 async fn the_prometheus_exporter_renders_the_documented_names() {
     let (_d, path) = db();
-    let (recorder, handle) = cairn::telemetry::prometheus::recorder().unwrap();
+    let (recorder, handle) = cairn_tools::prometheus::recorder().unwrap();
     let wf = traced();
     let engine = Engine::builder(&path)
         .workflow(&wf)

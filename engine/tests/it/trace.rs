@@ -4,11 +4,12 @@
 use cairn::storage::ThreadLog;
 use std::sync::Arc;
 
-use cairn::debug::{TraceQuery, TraceScope};
 use cairn::dsl::{Ctx, Message, NodeOutput, Workflow};
 use cairn::{END, START, StartOptions, ThreadStatus};
+use cairn_tools::debug::{TraceQuery, TraceScope};
 
 use crate::common::{Tally, db, engine_on};
+use cairn_tools::serve::Serve as _;
 
 fn say(ctx: &Ctx, from: &str, to: &str, corr: &str, id: &str, parent: Option<&str>) {
     let mut m = Message::new(from, format!("{from} to {to}")).to(to).correlation_id(corr).id(id);
@@ -57,7 +58,7 @@ async fn a_sessions_messages_by_correlation_parties_time_and_chain() {
         assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
     }
     let ids = async |query: &TraceQuery| -> Vec<(String, String)> {
-        let found = engine.trace(query).await.unwrap();
+        let found = cairn_tools::Operator::new(&engine).trace(query).await.unwrap();
         found.into_iter().map(|m| (m.thread, m.message.id.unwrap_or_default())).collect()
     };
     let s1 = || TraceQuery::new(TraceScope::Threads(vec!["s1".into()]));
@@ -86,7 +87,7 @@ async fn a_sessions_messages_by_correlation_parties_time_and_chain() {
     assert_eq!(msgs, ["m1", "m2", "m3"]);
 
     // In a time range.
-    let all = engine.trace(&s1()).await.unwrap();
+    let all = cairn_tools::Operator::new(&engine).trace(&s1()).await.unwrap();
     let (first, last) = (all[0].at_ms, all[all.len() - 1].at_ms);
     let within = TraceQuery { from_ms: Some(first), to_ms: Some(last), ..s1() };
     assert_eq!(ids(&within).await.len(), 4);
@@ -96,7 +97,10 @@ async fn a_sessions_messages_by_correlation_parties_time_and_chain() {
     assert!(ids(&before).await.is_empty());
 
     let unknown = TraceQuery::new(TraceScope::Threads(vec!["nobody".into()]));
-    assert!(matches!(engine.trace(&unknown).await, Err(cairn::Error::UnknownThread(_))));
+    assert!(matches!(
+        cairn_tools::Operator::new(&engine).trace(&unknown).await,
+        Err(cairn::Error::UnknownThread(_))
+    ));
     engine.shutdown().await;
 }
 
@@ -138,7 +142,7 @@ async fn a_store_wide_trace_by_correlation_id_reads_only_the_messages_carrying_i
     let before = store.events_read();
     let query =
         TraceQuery { correlation_id: Some("c1".into()), ..TraceQuery::new(TraceScope::All) };
-    let found = engine.trace(&query).await.unwrap();
+    let found = cairn_tools::Operator::new(&engine).trace(&query).await.unwrap();
     let read = store.events_read() - before;
     let ids: Vec<String> = found.iter().map(|m| m.message.id.clone().unwrap_or_default()).collect();
     assert_eq!(ids, ["m1", "m2", "m3"]);
@@ -149,14 +153,13 @@ async fn a_store_wide_trace_by_correlation_id_reads_only_the_messages_carrying_i
     let at = found[1].at_ms;
     let window = TraceQuery { from_ms: Some(at), to_ms: Some(at), ..query.clone() };
     let before = store.events_read();
-    assert_eq!(engine.trace(&window).await.unwrap().len(), 1);
+    assert_eq!(cairn_tools::Operator::new(&engine).trace(&window).await.unwrap().len(), 1);
     assert_eq!(store.events_read() - before, 1);
     engine.shutdown().await;
 }
 
 /// `GET /api/trace/{id}` answers the messages carrying the id across every thread, through the
 /// correlation index, in the order written.
-#[cfg(feature = "http")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_endpoint_traces_a_correlation_id_across_threads() {
     let (_d, path) = db();

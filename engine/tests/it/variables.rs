@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 
-use cairn::debug::{ForkFrom, ForkOptions};
 use cairn::dsl::{
     Ctx, NodeOutput, RejectedWrite, Scope, VarOp, VarType, VarUpdate, Variable, Variables, Workflow,
 };
 use cairn::storage::{Page, ThreadFilter};
 use cairn::{END, Engine, START, StartOptions, ThreadStatus};
+use cairn_tools::debug::{ForkFrom, ForkOptions};
 use serde_json::json;
 
 use crate::common::{db, open};
@@ -77,7 +77,10 @@ fn session() -> Workflow<Variables> {
 }
 
 async fn vars_at(engine: &Engine, thread: &str, seq: Option<u64>) -> Variables {
-    serde_json::from_value(engine.state_at(thread, seq).await.unwrap().state).unwrap()
+    serde_json::from_value(
+        cairn_tools::Operator::new(engine).state_at(thread, seq).await.unwrap().state,
+    )
+    .unwrap()
 }
 
 /// Asserts the variables `setup` defined and the sub-workflow handed back, whole.
@@ -123,7 +126,7 @@ async fn typed_variables_survive_restore_fork_and_sub_workflow_scopes() {
     let in_child = vars_at(&engine, child.id.as_str(), None).await;
     assert_eq!(in_child.rejected(), [RejectedWrite { name: "budget".into(), op: VarOp::Set }]);
     assert!(in_child.get("scratch").is_none());
-    let seq = engine.state_at("v", None).await.unwrap().seq;
+    let seq = cairn_tools::Operator::new(&engine).state_at("v", None).await.unwrap().seq;
     engine.shutdown().await;
     drop((t, engine));
 
@@ -137,13 +140,13 @@ async fn typed_variables_survive_restore_fork_and_sub_workflow_scopes() {
     let wrong =
         VarUpdate::Set { name: "budget".into(), value: json!("lots"), scope: Scope::Global };
     let opts = ForkOptions { start: false, ..ForkOptions::id("f1").update(wrong) };
-    engine.fork("v", ForkFrom::Seq(seq), opts).await.unwrap();
+    cairn_tools::Operator::new(&engine).fork("v", ForkFrom::Seq(seq), opts).await.unwrap();
     let forked = vars_at(&engine, "f1", None).await;
     check(&forked);
     assert_eq!(forked.rejected().len(), 1, "{:?}", forked.rejected());
     let raise = forked.set("budget", 9000, Scope::Global).unwrap();
     let opts = ForkOptions { start: false, ..ForkOptions::id("f2").update(raise) };
-    engine.fork("v", ForkFrom::Seq(seq), opts).await.unwrap();
+    cairn_tools::Operator::new(&engine).fork("v", ForkFrom::Seq(seq), opts).await.unwrap();
     let raised = vars_at(&engine, "f2", None).await;
     let budget = raised.variable("budget").unwrap();
     assert_eq!(

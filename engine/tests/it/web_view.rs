@@ -11,14 +11,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cairn::demo::{Research, research_workflow};
 use cairn::dsl::{Ctx, Message, NodeError, NodeOutput, NodePolicy, RetryPolicy, Workflow};
-use cairn::model::ScriptedModel;
 use cairn::{Durability, END, Engine, START, StartOptions, ThreadStatus};
+use cairn_tools::demo::{Research, research_workflow};
+use cairn_tools::model::ScriptedModel;
 use serde_json::json;
 
 use crate::cdp::Browser;
 use crate::common::{Tally, db};
+use cairn_tools::serve::Serve as _;
 
 /// Where the screenshots go: `<target dir>/screenshots/` (the integration tests' scratch
 /// directory is `<target dir>/tmp`).

@@ -7,6 +7,7 @@ use cairn::{Durability, Engine, StartOptions};
 
 use crate::cdp::Browser;
 use crate::common::{Effects, Tally, db};
+use cairn_tools::serve::Serve as _;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_thread_page_links_the_chain_of_a_continued_thread() {

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use crate::cdp::Browser;
 use crate::common::{Tally, db};
 use crate::web_view::screenshots;
+use cairn_tools::serve::Serve as _;
 
 /// A node name longer than the timeline's name column was (170 px).
 const LONG_NODE: &str = "summarise_the_quarterly_report_for_the_finance_team";
@@ -320,11 +321,11 @@ async fn a_child_threads_listing_names_its_parent() {
     let (_, shown) = get(format!("{base}/api/threads/p-1%2Fsub%401")).await;
     assert_eq!(shown["parent"]["thread"], "p-1", "{shown}");
     // A fork names the thread and seq it was forked from, as before.
-    let fork = engine
+    let fork = cairn_tools::Operator::new(&engine)
         .fork(
             "p-1",
-            cairn::debug::ForkFrom::Seq(1),
-            cairn::debug::ForkOptions::id("p-1-f").paused(),
+            cairn_tools::debug::ForkFrom::Seq(1),
+            cairn_tools::debug::ForkOptions::id("p-1-f").paused(),
         )
         .await
         .unwrap();

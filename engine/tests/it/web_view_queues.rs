@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::cdp::Browser;
 use crate::common::{Tally, db};
+use cairn_tools::serve::Serve as _;
 
 /// Waits for input: a thread of it holds its queue slot until answered.
 fn report() -> Workflow<Tally> {

@@ -9,15 +9,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn::demo::{QUESTIONS, Research, research_workflow};
 use cairn::dsl::{Ctx, NodeOutput, Workflow};
-use cairn::model::ScriptedModel;
 use cairn::{Durability, END, Engine, Every, START, ScheduleSpec, StartOptions};
+use cairn_tools::demo::{QUESTIONS, Research, research_workflow};
+use cairn_tools::model::ScriptedModel;
 use serde_json::json;
 
 use crate::cdp::Browser;
 use crate::common::{Tally, call, db};
 use crate::web_view::screenshots;
+use cairn_tools::serve::Serve as _;
 
 /// The smallest text the pages may draw a graph with, in CSS pixels at the page's width.
 const READABLE_PX: f64 = 11.0;

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use crate::cdp::Browser;
 use crate::common::{Tally, db};
 use crate::web_view::screenshots;
+use cairn_tools::serve::Serve as _;
 
 /// `greeter` at `version`: says hello; from version 2 on it also signs.
 fn greeter(version: u32) -> Workflow<Tally> {

@@ -187,7 +187,7 @@ fn cli_verify(image: &[u8], target: &Target) -> (Option<i32>, bool) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("damaged.db");
     std::fs::write(&path, image).expect("write image");
-    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+    let out = Command::new(crate::env::cairn_bin())
         .args(["verify", "--json", "--db"])
         .arg(&path)
         .output()

@@ -41,3 +41,18 @@ impl Rng {
         (z ^ (z >> 31)) % n.max(1)
     }
 }
+
+/// The `cairn` binary (package `cairn-tools`): in the target directory above this test's
+/// `deps/`. `cargo test --workspace` builds it; alone, `cargo build -p cairn-tools --features
+/// cli` first (a binary of another package has no `CARGO_BIN_EXE_` variable here).
+pub fn cairn_bin() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test binary");
+    let profile = exe.parent().and_then(std::path::Path::parent).expect("target/<profile>/deps");
+    let bin = profile.join(format!("cairn{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.is_file(),
+        "{} is not built: run `cargo build -p cairn-tools --features cli` first",
+        bin.display()
+    );
+    bin
+}

@@ -70,7 +70,7 @@ fn t5_fuzz_corpus_replays() {
 /// again: a bundle the reader accepts is written whole (import fails only on storage errors),
 /// and the first `real` (real exports, not redacted) come back with the same events and state.
 /// Returns how many imported.
-fn import_all(bundles: &[cairn::debug::Bundle], real: usize) -> usize {
+fn import_all(bundles: &[cairn_tools::debug::Bundle], real: usize) -> usize {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
@@ -84,10 +84,14 @@ fn import_all(bundles: &[cairn::debug::Bundle], real: usize) -> usize {
                 .open()
                 .await
                 .expect("open");
-            let id = engine.import_bundle(bundle).await.expect("an accepted bundle imports");
+            let id = cairn_tools::Operator::new(&engine)
+                .import_bundle(bundle)
+                .await
+                .expect("an accepted bundle imports");
             imported += 1;
-            let again =
-                engine.export_bundle(id.as_str(), &cairn::debug::ExportOptions::default()).await;
+            let again = cairn_tools::Operator::new(&engine)
+                .export_bundle(id.as_str(), &cairn_tools::debug::ExportOptions::default())
+                .await;
             if i < real && bundle.metadata.redaction.secrets == 0 {
                 let again = again.expect("the imported thread exports");
                 assert_eq!(again.events, bundle.events, "events survive import and export");

@@ -303,10 +303,10 @@ fn t2_kill_and_abort_real_processes() {
 /// `cairn demo --crash-after-steps K` then `cairn demo --json`, compared with an uninterrupted
 /// `cairn demo --json`. Returns the summary fields (or why it was skipped).
 fn demo_aborts(n: u64, rng: &mut Rng, failures: &mut Vec<String>) -> String {
-    let bin = env!("CARGO_BIN_EXE_cairn");
+    let bin = crate::env::cairn_bin();
     let dir = tempfile::tempdir().expect("temp dir");
     let demo = |db: &Path, extra: &[String]| {
-        Command::new(bin)
+        Command::new(&bin)
             .args(["demo", "--quiet", "--json", "--threads", "4", "--db"])
             .arg(db)
             .args(extra)

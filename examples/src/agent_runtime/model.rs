@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use cairn::ToolError;
 use cairn::dsl::ToolCtx;
-use cairn::model::{LanguageModel, ModelRequest, ModelResponse, ScriptedModel};
+use cairn_tools::model::{LanguageModel, ModelRequest, ModelResponse, ScriptedModel};
 use tokio::sync::mpsc;
 
 /// The purpose whose answers are streamed: the article's body.

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use cairn::dsl::Usage;
-use cairn::model::{LanguageModel, ModelRequest};
+use cairn_tools::model::{LanguageModel, ModelRequest};
 use serde::{Deserialize, Serialize};
 
 /// Below this confidence the runtime asks the user instead of running a skill (seed: 0.6).
@@ -338,7 +338,7 @@ impl Cache {
 
 #[cfg(test)]
 mod tests {
-    use cairn::model::ScriptedModel;
+    use cairn_tools::model::ScriptedModel;
 
     use super::*;
 

@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use cairn::dsl::{Ctx, Message, NodeOutput, NodePolicy, State, ToolCall, Workflow};
-use cairn::model::{ModelRequest, ModelResponse};
 use cairn::{END, NodeError, START, ToolError};
+use cairn_tools::model::{ModelRequest, ModelResponse};
 use serde::{Deserialize, Serialize};
 
 use super::model::ModelService;

@@ -10,11 +10,11 @@
 
 use std::sync::Arc;
 
-use cairn::debug::{Bundle, ExportOptions, Redaction};
 use cairn::dsl::Message;
 use cairn::storage::ThreadId;
 use cairn::testkit::{deterministic_engine, runner_released};
 use cairn::{Ctx, END, NodeOutput, Replace, START, StartOptions, Workflow};
+use cairn_tools::debug::{Bundle, ExportOptions, Redaction};
 
 /// A secret the seed thread writes into its conversation (redacted in one seed bundle).
 #[allow(dead_code, reason = "used by the corpus writer, not by the fuzz target")]
@@ -83,7 +83,10 @@ pub fn seed_bundles() -> Vec<Vec<u8>> {
         handle.wait().await.expect("parks for input");
         runner_released(&engine, &thread).await;
         let export = async |options: ExportOptions| {
-            let bundle = engine.export_bundle("seed", &options).await.expect("export");
+            let bundle = cairn_tools::Operator::new(&engine)
+                .export_bundle("seed", &options)
+                .await
+                .expect("export");
             bundle.to_bytes(options.gzip).expect("bytes")
         };
         let mut out = vec![export(ExportOptions::default()).await];

@@ -1,0 +1,155 @@
+//! The JSON the endpoint answers and the CLI reads, as one set of serde types: the handlers
+//! serialize them, the CLI deserializes them with [`read`], which refuses a field its type does
+//! not know (a renamed or added field fails loudly, naming it, instead of printing blanks), and
+//! the OpenAPI document describes them (`ToSchema`).
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use cairn::api::handle::Outcome;
+use cairn::error::Error;
+
+/// A refusal: the body of every 4xx and 5xx answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Refusal {
+    /// What is wrong, for a person.
+    pub error: String,
+    /// The query parameter, path segment or body field it is about, if one.
+    pub field: Option<String>,
+}
+
+impl Refusal {
+    /// The refusal a 4xx or 5xx answer's `body` holds; a body that is none (a proxy's page, a
+    /// field this version does not know) is kept as the error, with why it does not read.
+    pub fn of(body: &str) -> Self {
+        let read = serde_json::from_str(body)
+            .map_err(|e| Error::Invalid(format!("the endpoint's refusal is not JSON: {e}")))
+            .and_then(|v| read::<Refusal>(v, "refusal"));
+        read.unwrap_or_else(|e| Self { error: format!("{} ({e})", body.trim()), field: None })
+    }
+}
+
+/// How a thread stands: finished or not, and how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Finish {
+    /// It ended (completed, failed, cancelled, timed out).
+    pub finished: bool,
+    /// Its status (`completed`, `failed`, `running`, `paused`, ...).
+    pub status: String,
+    /// The final state, when completed.
+    pub output: Option<Value>,
+    /// The last error recorded, if any.
+    pub error: Option<String>,
+}
+
+impl Finish {
+    /// A thread of `status`, with its `outcome` once it finished (whose status then wins).
+    pub fn new(status: &str, outcome: Option<&Outcome>) -> Self {
+        Self {
+            finished: outcome.is_some(),
+            status: outcome.map_or(status, |o| o.status.as_str()).to_owned(),
+            output: outcome.and_then(|o| o.output.clone()),
+            error: outcome.and_then(|o| o.error.clone()),
+        }
+    }
+}
+
+/// `GET /api/threads/{id}/result`, and `cairn result --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ThreadResult {
+    /// The thread.
+    pub thread: String,
+    /// How it stands.
+    #[serde(flatten)]
+    pub result: Finish,
+}
+
+/// `POST /api/workflows/{id}/threads`: the thread started (or found), with its result when the
+/// start waited for it (`wait_ms`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Started {
+    /// The thread.
+    pub thread: String,
+    /// Made by this start (201), or an existing one (200).
+    pub created: bool,
+    /// The thread's path on the endpoint.
+    pub link: String,
+    /// How it stands, when the start waited.
+    #[serde(flatten)]
+    pub result: Option<Finish>,
+}
+
+/// `POST /api/threads/{id}/{control}`: the thread controlled (a fork's new one) and its status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Controlled {
+    /// The thread.
+    pub thread: String,
+    /// Its status after the control.
+    pub status: String,
+    /// A signal's number among the thread's signals (`signal` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<u64>,
+}
+
+/// `answer` as a `T`, refusing a field `T` does not know (`what` names the answer in the error).
+///
+/// # Errors
+/// [`Error::Invalid`] naming the field missing, malformed or unknown.
+///
+/// # Examples
+/// ```
+/// use cairn_tools::serve::wire::{Refusal, read};
+/// let answer = serde_json::json!({"error": "no thread t", "field": "thread"});
+/// assert_eq!(read::<Refusal>(answer, "a refusal").unwrap().field.as_deref(), Some("thread"));
+/// let renamed = serde_json::json!({"error": "x", "field": null, "hint": "y"});
+/// assert!(read::<Refusal>(renamed, "a refusal").unwrap_err().to_string().contains("hint"));
+/// ```
+pub fn read<T: DeserializeOwned + Serialize>(answer: Value, what: &str) -> Result<T, Error> {
+    let unknown = |field: &str| {
+        Error::Invalid(format!(
+            "the endpoint's {what} has a field this cairn does not know: {field:?} (is the \
+             engine serving the file another version?)"
+        ))
+    };
+    let keys: Vec<String> = match &answer {
+        Value::Object(map) => map.keys().cloned().collect(),
+        _ => Vec::new(),
+    };
+    let typed: T = serde_path_to_error::deserialize(answer).map_err(|e| {
+        Error::Invalid(format!(
+            "the endpoint's {what} does not read at {}: {}",
+            e.path(),
+            e.inner()
+        ))
+    })?;
+    let known = serde_json::to_value(&typed).map_err(|e| Error::Codec(e.to_string()))?;
+    match keys.iter().find(|k| known.get(k.as_str()).is_none()) {
+        Some(field) => Err(unknown(field)),
+        None => Ok(typed),
+    }
+}
+
+/// `text` as one URL path segment: every byte percent-encoded but the unreserved ones and `:`,
+/// `@` (which a segment may carry as they are), so that a thread id with `/` links to itself.
+pub(crate) fn path_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b':' | b'@') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_path_segment_keeps_unreserved_bytes_colon_and_at_and_encodes_the_rest() {
+        assert_eq!(super::path_segment("schedule:a@1"), "schedule:a@1");
+        assert_eq!(super::path_segment("a/b c?d#é"), "a%2Fb%20c%3Fd%23%C3%A9");
+    }
+}

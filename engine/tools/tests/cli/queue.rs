@@ -1,0 +1,129 @@
+//! `cairn queue define|list` and `cairn threads --status queued`: limits written and read back
+//! (a bad rate refused, naming it), threads waiting in line listed by status with the queue's
+//! counts, on a copy of the demo database; `queue list` through `cairn serve`'s endpoint
+//! prints what it prints from the file.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn::{Engine, RecoveryPolicy, StartOptions};
+use cairn_tools::demo::{Research, research_workflow};
+use cairn_tools::model::ScriptedModel;
+
+use crate::harness::{Spawned, copy, demo_db, on, tempdir};
+
+#[test]
+fn queues_are_defined_and_listed_and_queued_threads_are_listed_by_status() {
+    let dir = tempdir();
+    let db = copy(demo_db(), dir.path());
+    let bad = on(&db, &["queue", "define", "reports", "--rate", "60/soon"]);
+    assert_ne!(bad.code, 0);
+    assert!(bad.stderr.contains("60/soon"), "{}", bad.stderr);
+    let args =
+        ["queue", "define", "reports", "--concurrency", "8", "--per-key", "2", "--rate", "60/60s"];
+    let defined = on(&db, &[&args[..], &["--json"]].concat()).expect(0).json();
+    assert_eq!(defined[0]["name"], "reports");
+    assert_eq!(defined[0]["limits"]["concurrency_max"], 8);
+    assert_eq!(defined[0]["limits"]["per_key_max"], 2);
+    assert_eq!(
+        defined[0]["limits"]["rate"],
+        serde_json::json!({"starts": 60, "period_ms": 60_000})
+    );
+
+    // Three starts on the queue by an engine that admits nothing (recovery parked: no
+    // admitter), so all three wait in line.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let wf = research_workflow(Arc::new(ScriptedModel::demo())).unwrap();
+        let engine =
+            Engine::builder(&db).recovery(RecoveryPolicy::Park).workflow(&wf).open().await.unwrap();
+        for (i, tenant) in ["acme", "acme", "globex"].iter().enumerate() {
+            let input = Research { question: format!("report {i}"), ..Research::default() };
+            let opts = StartOptions::id(format!("report-{i}")).on_queue("reports").key(*tenant);
+            engine.start_json("research-agent", input, opts).await.unwrap();
+        }
+        engine.shutdown().await;
+    });
+    let queued = on(&db, &["threads", "--status", "queued", "--json"]).expect(0).json();
+    let mut ids: Vec<&str> =
+        queued.as_array().unwrap().iter().map(|t| t["thread"].as_str().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["report-0", "report-1", "report-2"], "{queued}");
+    let list = on(&db, &["queue", "list", "--json"]).expect(0).json();
+    assert_eq!((list[0]["running"].clone(), list[0]["waiting"].clone()), (0.into(), 3.into()));
+    assert_eq!(list[0]["keys"]["acme"]["waiting"], 2);
+    let table = on(&db, &["queue", "list"]).expect(0).stdout;
+    assert!(table.starts_with("QUEUE"), "{table}");
+    assert!(table.contains("globex"), "{table}");
+}
+
+/// `cairn queue list`, text and `--json`, through the endpoint of `cairn serve` holding the file
+/// (`GET /api/queues`) prints exactly what it prints from the file once the server is gone: a
+/// queue with an admission in its rate window and threads waiting under two keys, and an empty
+/// one. The announcement copied beside a path with no file proves the endpoint answered.
+#[test]
+fn queue_list_prints_through_the_endpoint_what_it_prints_from_the_file() {
+    let dir = tempdir();
+    let db = copy(demo_db(), dir.path());
+    let args = ["queue", "define", "reports", "--concurrency", "2", "--per-key", "1"];
+    // One start an hour: once one is admitted below, `cairn serve` (which admits from queues)
+    // admits no other while the test reads, so both reads see the same counts.
+    on(&db, &[&args[..], &["--rate", "1/1h"]].concat()).expect(0);
+    on(&db, &["queue", "define", "empty"]).expect(0);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let wf = research_workflow(Arc::new(ScriptedModel::demo())).unwrap();
+        // One start admitted (and run to its end) by an engine that resumes work ...
+        let engine = Engine::builder(&db).workflow(&wf).open().await.unwrap();
+        let opts = StartOptions::id("report-0").on_queue("reports").key("acme");
+        let handle = engine.start_json("research-agent", Research::default(), opts).await.unwrap();
+        handle.finished().await.unwrap();
+        // The handle holds the engine's store (and the file's lock) too.
+        drop(handle);
+        engine.shutdown().await;
+        drop(engine);
+        // ... and three left in line by one that admits nothing.
+        let engine =
+            Engine::builder(&db).recovery(RecoveryPolicy::Park).workflow(&wf).open().await.unwrap();
+        for (i, tenant) in [(1, "acme"), (2, "acme"), (3, "globex")] {
+            let input = Research { question: format!("report {i}"), ..Research::default() };
+            let opts = StartOptions::id(format!("report-{i}")).on_queue("reports").key(tenant);
+            engine.start_json("research-agent", input, opts).await.unwrap();
+        }
+        engine.shutdown().await;
+    });
+    let lists: [&[&str]; 2] = [&["queue", "list"], &["queue", "list", "--json"]];
+
+    let db_arg = db.to_str().expect("utf-8");
+    let server = Spawned::start(&["serve", "--json", "--db", db_arg], Duration::from_secs(120));
+    let first: serde_json::Value =
+        serde_json::from_str(&server.next_line().expect("the address line")).expect("JSON");
+    let elsewhere = dir.path().join("elsewhere.db");
+    std::fs::copy(
+        cairn_tools::serve::endpoint_path(&db),
+        cairn_tools::serve::endpoint_path(&elsewhere),
+    )
+    .expect("copy the announcement");
+    let served: Vec<_> = lists.iter().map(|args| on(&elsewhere, args)).collect();
+    let pid = first["pid"].as_u64().expect("pid").to_string();
+    let killed = std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success());
+    assert_eq!(server.wait(), 0);
+
+    for (args, served) in lists.iter().zip(served) {
+        let file = on(&db, args);
+        assert_eq!(
+            (served.code, &served.stdout, &served.stderr),
+            (file.code, &file.stdout, &file.stderr),
+            "{args:?}: through the endpoint, then from the file"
+        );
+        assert_eq!(file.code, 0, "{file:?}");
+    }
+    let list = on(&db, &["queue", "list", "--json"]).expect(0).json();
+    let reports = &list.as_array().unwrap().iter().find(|q| q["name"] == "reports").unwrap();
+    assert_eq!((reports["waiting"].clone(), reports["admitted"].clone()), (3.into(), 1.into()));
+    assert_eq!(reports["recent"].as_array().map(Vec::len), Some(1), "{reports}");
+    assert_eq!(reports["keys"]["acme"]["waiting"], 2);
+    // Without the endpoint the path has no database.
+    on(&elsewhere, &["queue", "list"]).expect(4);
+}
