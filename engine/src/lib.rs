@@ -25,8 +25,6 @@ pub mod replay;
 pub mod serve;
 mod tasks;
 pub mod telemetry;
-#[cfg(feature = "testkit")]
-pub mod testkit;
 
 #[cfg(feature = "cli")]
 pub mod cli;
@@ -49,6 +47,12 @@ pub mod codec {
 pub mod restore {
     pub use crate::core::restore::*;
     pub use crate::exec::blocking::restore;
+}
+
+/// Sub-workflow child threads as the store knows them: the lookup of a parent's children for a
+/// sync caller (a test's judge of what a thread did, children included).
+pub mod children {
+    pub use crate::exec::blocking::children_of;
 }
 
 pub use cairn_dsl as dsl;

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 /// What a drawn value is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Drawn {
+pub enum Drawn {
     /// `ctx.now_ms()`.
     Clock,
     /// `ctx.random_u64()`.
@@ -17,7 +17,7 @@ pub(crate) enum Drawn {
     /// `ctx.new_id()`.
     Id,
     /// `ctx.recv(name)` / `ctx.try_recv(name)`: `{"name", "n", "value"}` for the signal
-    /// received, `{"name"}` alone when `try_recv` found none (see [`received`]).
+    /// received, `{"name"}` alone when `try_recv` found none (see `received`).
     Signal,
 }
 

@@ -14,7 +14,7 @@ pub mod codec;
 pub mod compensation;
 pub(crate) mod continuation;
 pub(crate) mod decide;
-pub(crate) mod drawn;
+pub mod drawn;
 pub mod event;
 pub(crate) mod labels;
 pub(crate) mod marks;

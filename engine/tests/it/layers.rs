@@ -21,7 +21,6 @@ const ENGINE_LAYERS: &[&[&str]] = &[
     &["exec"],
     &["api"],
     &["debug", "model"],
-    &["testkit"],
     &["demo", "serve"],
     &["cli"],
 ];
