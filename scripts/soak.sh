@@ -70,9 +70,9 @@ status=0
 note() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$log"; }
 elapsed() { echo $(( $(date +%s) - start )); }
 
-test_cmd=(cargo test --release -p cairn --features testkit --test reliability)
+test_cmd=(cargo test --release -p cairn --test reliability)
 # The PostgreSQL chaos test needs the backend (and Debian's postgresql package, installed below).
-pg_cmd=(cargo test --release -p cairn --features testkit,postgres --test reliability)
+pg_cmd=(cargo test --release -p cairn --features postgres --test reliability)
 
 start=$(date +%s)
 if [ "$parts" != fuzz ]; then

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use cairn::dsl::Workflow;
 use cairn::{Durability, Engine, Replace, StartOptions, ThreadStatus};
 use cairn_benches::{bench_line, cpu, median, per_second, ratio_line, scratch_dir};
-use cairn_storage::pg_cluster::Cluster;
+use cairn_storage_testkit::pg_cluster::Cluster;
 
 /// Nodes of the workflow, each one step.
 const NODES: u64 = 10;

@@ -150,7 +150,7 @@ mod crash_rs {
     use super::shop;
 
     // guide: tests/crash.rs
-    use cairn::testkit::{Cases, CrashHarness, assert_sweep};
+    use cairn_testkit::{Cases, CrashHarness, assert_sweep};
     use shop::{Order, Payments, order_workflow};
 
     #[test]
@@ -215,11 +215,9 @@ fn the_guide_shows_these_snippets_verbatim() {
         guide.contains(&format!("cairn = {{ version = \"{minor}\", default-features = false }}")),
         "{minor}"
     );
-    let engine_toml = include_str!("../../engine/Cargo.toml");
-    assert!(engine_toml.contains("\ntestkit = ["), "the engine has the testkit feature");
-    assert!(guide.contains(&format!(
-        "cairn = {{ version = \"{minor}\", default-features = false, features = [\"testkit\"] }}"
-    )));
+    let testkit_toml = include_str!("../../engine/testkit/Cargo.toml");
+    assert!(testkit_toml.contains("\nname = \"cairn-testkit\"\n"), "the test kit's crate");
+    assert!(guide.contains(&format!("[dev-dependencies]\ncairn-testkit = \"{minor}\"\n")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,8 +7,8 @@
 
 use std::io::Write as _;
 
-use cairn::testkit::{CrashCase, CrashHarness, Summary};
 use cairn_examples::payments::{Checkout, Payments, workflow};
+use cairn_testkit::{CrashCase, CrashHarness, Summary};
 
 #[test]
 fn a_crashed_checkout_never_charges_twice() {

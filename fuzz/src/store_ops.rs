@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use arbitrary::Arbitrary;
-use cairn_storage::fault::{FaultBackend, FaultController};
+use cairn_storage_testkit::fault::{FaultBackend, FaultController};
 use cairn_storage::{Append, Catalog, Maintenance, ThreadLog};
 use cairn_storage::{
     Appended, Batch, Bookmark, Checkpoint, CheckpointId, CheckpointKind, CheckpointMeta, Event,

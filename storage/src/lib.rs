@@ -72,8 +72,6 @@ mod correlation;
 mod delete;
 mod error;
 mod event;
-#[cfg(feature = "fault-injection")]
-pub mod fault;
 pub mod frame;
 mod ids;
 mod intent;
@@ -83,10 +81,6 @@ pub mod lsns;
 mod pending;
 #[cfg(feature = "postgres")]
 mod pg;
-#[cfg(feature = "postgres")]
-pub mod pg_cluster;
-#[cfg(feature = "postgres")]
-pub mod pg_proxy;
 mod plan;
 mod plan_queue;
 mod queue;

@@ -18,7 +18,6 @@
 //! on some damaged pages; the store catches those at its boundary and returns
 //! `Error::Corrupted { table: "redb", .. }` (counted as `redb_panics_caught`). A panic that
 //! escapes the store, on any thread, is counted as `redb_panics` and must be zero.
-#![cfg(feature = "fault-injection")]
 
 use cairn_storage::{Append, Maintenance, ThreadLog};
 use std::collections::BTreeMap;
@@ -26,12 +25,12 @@ use std::io::Write as _;
 use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cairn_storage::fault::FaultBackend;
 use cairn_storage::{
     Batch, Bookmark, Checkpoint, CheckpointId, CheckpointInfo, CheckpointKind, CheckpointMeta,
     Durability, Error, Event, EventKind, EventStatus, LockRecord, Lsn, NewCheckpoint, NewEvent,
     Options, RedbStore, Seq, SeqChunk, ThreadId, ThreadRecord, WorkflowRef, codec,
 };
+use cairn_storage_testkit::fault::FaultBackend;
 
 /// Panics that reached the process's panic hook: those that escaped the store, on any thread.
 static ESCAPED_PANICS: AtomicU64 = AtomicU64::new(0);

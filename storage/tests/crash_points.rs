@@ -25,7 +25,6 @@
 //! opens: that is counted as `unopenable`, and is acceptable only as an error, never as wrong
 //! data. A crash before the store was created (nothing acknowledged yet) may leave a file that is
 //! not a database: counted as `before_create`.
-#![cfg(feature = "fault-injection")]
 
 use cairn_storage::Append;
 use std::io::Write as _;
@@ -39,8 +38,8 @@ mod check;
 #[path = "crash_points/workload.rs"]
 mod workload;
 
-use cairn_storage::fault::{CrashModel, Fault, FaultBackend};
 use cairn_storage::{Batch, RedbStore};
+use cairn_storage_testkit::fault::{CrashModel, Fault, FaultBackend};
 
 use check::{check, continue_after_recovery};
 use workload::{Clean, Expected, applicable, clean_run, options, run};

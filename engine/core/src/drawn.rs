@@ -17,7 +17,7 @@ pub enum Drawn {
     /// `ctx.new_id()`.
     Id,
     /// `ctx.recv(name)` / `ctx.try_recv(name)`: `{"name", "n", "value"}` for the signal
-    /// received, `{"name"}` alone when `try_recv` found none (see [`received`]).
+    /// received, `{"name"}` alone when `try_recv` found none (see `received`).
     Signal,
 }
 

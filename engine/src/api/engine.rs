@@ -375,6 +375,24 @@ impl Engine {
         &self.shell.clock
     }
 
+    /// Whether a runner of this engine (this process) holds `thread` now: driving it, or
+    /// parking it and not yet done releasing its claim. A test waits for `false` before it
+    /// answers a parked thread or moves a manual clock past its timer
+    /// (`cairn_testkit::runner_released`).
+    ///
+    /// # Examples
+    /// ```
+    /// # async fn f(engine: cairn::Engine) -> Result<(), cairn::Error> {
+    /// let thread = cairn::ThreadId::new("t1")?;
+    /// while engine.is_driven(&thread) {
+    ///     tokio::task::yield_now().await;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_driven(&self, thread: &ThreadId) -> bool {
+        self.shell.coord.is_driven(thread)
+    }
+
     /// Calls `hook(thread, step, total_acknowledged_steps)` after every acknowledged step.
     pub fn on_step(&self, hook: StepHook) {
         self.shell.acks.set_hook(hook);

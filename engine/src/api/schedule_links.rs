@@ -154,12 +154,14 @@ pub(crate) async fn links(store: &dyn Store, name: &str) -> Result<Vec<ThreadRec
     Ok(walk.done())
 }
 
-/// [`links`] for a sync caller (the test kit), which waits for each read.
+/// Every stored link of schedule `name`, in chain order (the live one last; empty when there is
+/// no such schedule), for a sync caller: each read is waited for on the caller's thread. A check
+/// of a schedule's history reads its chain this way (`cairn_testkit::check_schedule`).
 ///
 /// # Errors
-/// As [`links`].
-#[cfg(feature = "testkit")]
-pub(crate) fn links_wait(store: &dyn Store, name: &str) -> Result<Vec<ThreadRecord>, Error> {
+/// [`Error::Invalid`] when `schedule:<name>` is a thread of another workflow, or past
+/// [`SCHEDULE_LINKS_MAX`] links; storage errors.
+pub fn links_wait(store: &dyn Store, name: &str) -> Result<Vec<ThreadRecord>, Error> {
     let mut walk = LinkWalk::new(name)?;
     walk.head(store.thread(&walk.head).wait()?)?;
     while walk

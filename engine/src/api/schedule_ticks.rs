@@ -56,6 +56,30 @@ pub enum CatchUp {
 /// How late a tick may be started under [`CatchUp::Skip`] (a wake-up is never exactly on time).
 pub const CATCH_UP_GRACE_MS: u64 = 60_000;
 
+impl Every {
+    /// The first tick strictly after `after_ms`, counting intervals from `anchor_ms` (the
+    /// schedule's start, or its creation); `None` when there is none (an expression that never
+    /// matches again). What a schedule's thread computes: a check of its history recomputes its
+    /// rounds with it (`cairn_testkit::check_schedule`).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming what is wrong (the expression, the zone, a zero interval).
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn::Every;
+    /// assert_eq!(Every::Interval { ms: 1_000 }.next_after(2_500, 0)?, Some(3_000));
+    /// // Friday 2023-11-17 09:00 UTC, then Monday 2023-11-20 09:00 UTC.
+    /// let weekdays = Every::Cron { expr: "0 9 * * MON-FRI".into(), tz: "UTC".into() };
+    /// assert_eq!(weekdays.next_after(1_700_211_600_000, 0)?, Some(1_700_470_800_000));
+    /// assert!(Every::Interval { ms: 0 }.next_after(0, 0).is_err());
+    /// # Ok::<(), cairn::Error>(())
+    /// ```
+    pub fn next_after(&self, after_ms: u64, anchor_ms: u64) -> Result<Option<u64>, Error> {
+        Ok(Rule::new(self)?.next_after(after_ms, anchor_ms))
+    }
+}
+
 /// A parsed [`Every`]: what finds a schedule's ticks.
 pub enum Rule {
     /// A cron expression in a time zone.

@@ -37,15 +37,21 @@ pub fn decode(store: &dyn Store, event: Event) -> Result<Recorded, Error> {
     wait(fetch::decode(store, event))
 }
 
-/// The child threads of `parent` (every page of them).
+/// The child threads of `parent` (every page of them): the sub-workflow threads it started.
 ///
 /// # Errors
 /// Storage errors.
-#[cfg_attr(not(feature = "testkit"), expect(dead_code, reason = "read by the test kit only"))]
-pub(crate) fn children_of(
-    store: &dyn Store,
-    parent: &ThreadId,
-) -> Result<Vec<ThreadRecord>, Error> {
+///
+/// # Examples
+/// ```
+/// # fn run(engine: &cairn::Engine) -> Result<(), cairn::Error> {
+/// let parent = cairn::ThreadId::new("order-1")?;
+/// for child in cairn::children::children_of(engine.store().as_ref(), &parent)? {
+///     assert_eq!(child.labels.get("parent").map(String::as_str), Some("order-1"));
+/// }
+/// # Ok(()) }
+/// ```
+pub fn children_of(store: &dyn Store, parent: &ThreadId) -> Result<Vec<ThreadRecord>, Error> {
     wait(fetch::children_of(store, parent))
 }
 

@@ -182,7 +182,7 @@ const PG_EVENTS: &str =
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_ticking_every_second_keeps_its_database_bounded_on_postgres() {
-    use cairn::storage::pg_cluster::Cluster;
+    use cairn_storage_testkit::pg_cluster::Cluster;
     let Some(cluster) = Cluster::start("bounded_history_pg") else { return };
     let url = cluster.new_database();
     // Off the runtime's threads, as every blocking client call of this test.

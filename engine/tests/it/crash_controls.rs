@@ -53,7 +53,7 @@
 //! catch-up policy, maybe a start and an end) whose driver pauses, resumes, triggers and deletes
 //! them and moves the clock, beside the threads' drivers; the crash may land in any of it, and
 //! the clock jumps by a downtime before the reopen. After each run, from the store alone
-//! (`cairn::testkit::check_schedule`): every round started exactly the ticks its policy picks,
+//! (`cairn_testkit::check_schedule`): every round started exactly the ticks its policy picks,
 //! each once, none while paused, outside the start and end, or after the delete; each
 //! acknowledged trigger made one thread of its own.
 //!
@@ -1207,7 +1207,8 @@ fn engine_crash_with_controls_then_resume() {
 #[cfg(feature = "postgres")]
 #[test]
 fn engine_crash_with_controls_then_resume_on_postgres() {
-    let Some(cluster) = cairn::storage::pg_cluster::Cluster::start("engine_crash_with_controls_pg")
+    let Some(cluster) =
+        cairn_storage_testkit::pg_cluster::Cluster::start("engine_crash_with_controls_pg")
     else {
         return;
     };

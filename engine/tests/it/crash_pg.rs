@@ -11,10 +11,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cairn::storage::pg_cluster::Cluster;
-use cairn::storage::pg_proxy::{Cut, Proxy};
 use cairn::storage::{PgStore, Store, ThreadId};
 use cairn::{Durability, EngineBuilder, RecoveryPolicy, ThreadStatus};
+use cairn_storage_testkit::pg_cluster::Cluster;
+use cairn_storage_testkit::pg_proxy::{Cut, Proxy};
 use proptest::prelude::*;
 
 use crate::crash::{

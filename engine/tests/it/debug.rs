@@ -465,7 +465,7 @@ async fn migration_moves_a_parked_thread_onto_the_new_version() {
 async fn the_state_at_a_time_is_the_state_after_the_last_event_recorded_by_then() {
     let (_d, path) = db();
     // Every node moves the clock on by 100 ms: the steps' events have times apart.
-    let clock = Arc::new(cairn::testkit::ManualClock::new(cairn::testkit::CLOCK_START_MS));
+    let clock = Arc::new(cairn_testkit::ManualClock::new(cairn_testkit::CLOCK_START_MS));
     let mut b = Workflow::<Tally>::builder("timed", 1);
     for i in 0..5 {
         let clock = clock.clone();

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cairn::dsl::{NodeOutput, State, Workflow};
-use cairn::storage::fault::{FaultBackend, FaultController};
 use cairn::storage::{Durability, Options, RedbStore};
 use cairn::{END, Engine, Error, START, StartOptions};
 use cairn_tools::serve::Serve as _;
+use cairn_storage_testkit::fault::{FaultBackend, FaultController};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, watch};
 
@@ -270,7 +270,7 @@ async fn the_engine_comes_back_by_itself_once_the_disk_has_room() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_io_error_is_told_and_waited_out_the_same_way() {
     use cairn::storage::Maintenance;
-    use cairn::storage::fault::{CrashModel, Fault};
+    use cairn_storage_testkit::fault::{CrashModel, Fault};
     let (disk, store, gate, engine) = on_a_reopening_store().await;
     let handle =
         engine.start_json("bulky", Notes::default(), StartOptions::id("t1")).await.expect("start");

@@ -356,7 +356,7 @@ async fn values_drawn_in_another_order_on_a_rerun_are_nondeterminism() {
 #[tokio::test]
 async fn a_started_thread_runs_from_its_creation_without_reading_it_back() {
     use cairn::storage::{EventKind, Options, RedbStore, Seq, Store};
-    use cairn::testkit::RecordingStore;
+    use cairn_testkit::RecordingStore;
 
     let (_d, path) = db();
     let redb = RedbStore::open(&path, Options::default()).unwrap();
@@ -390,7 +390,7 @@ async fn a_started_thread_runs_from_its_creation_without_reading_it_back() {
     while store.thread(&t2_id).wait().unwrap().is_none_or(|r| r.status != ThreadStatus::Completed) {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    cairn::testkit::runner_released(&engine, &t2_id).await;
+    cairn_testkit::runner_released(&engine, &t2_id).await;
     let before = store.events_read();
     assert_eq!(t2.finished().await.unwrap().output, done.output);
     assert_eq!(store.events_read() - before, 0, "a late wait read no event");

@@ -20,7 +20,6 @@ const ENGINE_LAYERS: &[&[&str]] = &[
     &["coord", "replay"],
     &["exec"],
     &["api"],
-    &["testkit"],
 ];
 
 /// The operator tooling's (`cairn-tools`) folders and top-level files, bottom first, as

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cairn::storage::PgStore;
-use cairn::storage::pg_cluster::Cluster;
-use cairn::storage::pg_proxy::Proxy;
 use cairn::{Durability, Engine, StartOptions, ThreadStatus};
+use cairn_storage_testkit::pg_cluster::Cluster;
+use cairn_storage_testkit::pg_proxy::Proxy;
 use serde_json::Value;
 
 use crate::common::Tally;

@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use cairn::dsl::{Ctx, Message, NodeOutput, Workflow};
 use cairn::storage::PgStore;
-use cairn::storage::pg_cluster::Cluster;
-use cairn::storage::pg_proxy::Proxy;
 use cairn::{Durability, END, Engine, START, StartOptions, ThreadStatus};
 use cairn_tools::debug::{ExportOptions, TraceQuery, TraceScope};
+use cairn_storage_testkit::pg_cluster::Cluster;
+use cairn_storage_testkit::pg_proxy::Proxy;
 
 use crate::common::Tally;
 

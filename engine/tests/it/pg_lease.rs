@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use cairn::dsl::{Ctx, END, NodeOutput, START, Workflow};
 use cairn::event::Body;
-use cairn::storage::pg_cluster::Cluster;
 use cairn::{Engine, StartOptions, ThreadStatus};
+use cairn_storage_testkit::pg_cluster::Cluster;
 
 use crate::common::{Effects, Tally};
 

@@ -9,10 +9,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cairn::storage::pg_cluster::Cluster;
-use cairn::storage::pg_proxy::Proxy;
 use cairn::storage::{Append, Maintenance, PgStore, Seq, ThreadId, ThreadLog};
 use cairn::{Durability, Engine, StartOptions};
+use cairn_storage_testkit::pg_cluster::Cluster;
+use cairn_storage_testkit::pg_proxy::Proxy;
 use serde_json::Value;
 
 use crate::common::{Effects, Tally};

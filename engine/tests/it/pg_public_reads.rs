@@ -17,11 +17,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cairn::dsl::{Ctx, END, NodeOutput, START, Workflow};
-use cairn::storage::pg_cluster::Cluster;
-use cairn::storage::pg_proxy::Proxy;
 use cairn::storage::{PgStore, Scope, ThreadId};
 use cairn::telemetry::storage as store_names;
 use cairn::{Durability, Engine, Every, ScheduleSpec, StartOptions, ThreadStatus};
+use cairn_storage_testkit::pg_cluster::Cluster;
+use cairn_storage_testkit::pg_proxy::Proxy;
 use serde_json::json;
 
 use crate::common::Tally;

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use cairn::dsl::{Ctx, END, NodeOutput, START, Workflow};
 use cairn::storage::PgStore;
-use cairn::storage::pg_cluster::Cluster;
-use cairn::storage::pg_proxy::Proxy;
 use cairn::{Durability, Engine, StartOptions, ThreadStatus};
+use cairn_storage_testkit::pg_cluster::Cluster;
+use cairn_storage_testkit::pg_proxy::Proxy;
 
 use crate::common::{Effects, Tally, linear};
 

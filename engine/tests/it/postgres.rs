@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use cairn::storage::pg_cluster::Cluster;
 use cairn::{Durability, Engine, RecoveryPolicy, StartOptions, ThreadStatus};
+use cairn_storage_testkit::pg_cluster::Cluster;
 
 use crate::common::{Effects, Tally, db, linear};
 
@@ -177,7 +177,7 @@ async fn a_cancel_from_another_engine_reaches_the_node_that_runs_the_thread() {
     });
     assert!(ended, "the end is recorded with its reason");
     let id: cairn::ThreadId = "s".parse().unwrap();
-    cairn::testkit::runner_released(&driver, &id).await;
+    cairn_testkit::runner_released(&driver, &id).await;
     assert_eq!(driver.fenced_runners(), 0, "the driver's runner ended the thread itself");
     assert!(other.store().verify().unwrap().is_clean());
     driver.shutdown().await;
@@ -212,7 +212,7 @@ async fn a_pause_from_another_engine_is_taken_by_the_runner_at_its_step_boundary
     );
     assert!(kept, "the step that ran when the pause came is kept");
     let id: cairn::ThreadId = "s".parse().unwrap();
-    cairn::testkit::runner_released(&driver, &id).await;
+    cairn_testkit::runner_released(&driver, &id).await;
     assert_eq!(driver.fenced_runners(), 0, "the driver's runner paused the thread itself");
     other.resume("s").await.unwrap();
     let done = other.thread("s").await.unwrap().finished().await.unwrap();
@@ -250,7 +250,7 @@ async fn a_cancel_the_driver_does_not_act_on_is_written_by_the_canceller_and_fen
     // The driver's runner finishes its node and tries to write the step: refused.
     tokio::time::timeout(
         std::time::Duration::from_secs(10),
-        cairn::testkit::runner_released(&driver, &id),
+        cairn_testkit::runner_released(&driver, &id),
     )
     .await
     .expect("the fenced runner stops");
@@ -318,7 +318,7 @@ async fn a_thread_started_on_a_busy_engine_is_finished_by_another_and_its_waiter
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_started_thread_runs_from_its_creation_without_reading_it_back_on_postgres() {
     use cairn::storage::{PgStore, Store};
-    use cairn::testkit::RecordingStore;
+    use cairn_testkit::RecordingStore;
     let Some(cluster) = Cluster::start("a_started_thread_on_postgres") else { return };
     let url = cluster.new_database();
     let pg = tokio::task::spawn_blocking(move || PgStore::connect(&url, Durability::Immediate))

@@ -3,8 +3,8 @@
 //! its timer falls due; threads sleeping for an hour are left alone, also by a recovery pass.
 
 use cairn::dsl::{Ctx, END, NodeOutput, START, Workflow};
-use cairn::storage::pg_cluster::Cluster;
 use cairn::{Engine, StartOptions, ThreadStatus};
+use cairn_storage_testkit::pg_cluster::Cluster;
 
 use crate::common::Tally;
 
@@ -75,7 +75,7 @@ async fn a_thread_sleeping_on_a_crashed_engine_wakes_on_another_when_due() {
     // not read, nor their timers armed (listing every unfinished thread did both: 20 restores).
     let store = cairn::storage::PgStore::connect(&url, cairn::Durability::Immediate).unwrap();
     let recording =
-        std::sync::Arc::new(cairn::testkit::RecordingStore::new(std::sync::Arc::new(store)));
+        std::sync::Arc::new(cairn_testkit::RecordingStore::new(std::sync::Arc::new(store)));
     let late = Engine::with_store(recording.clone())
         .poll_ms(60_000)
         .workflow(&short)

@@ -139,7 +139,8 @@ async fn start_many_on_a_queue_shares_commits_and_keeps_dedup_and_limits_exact()
 #[cfg(feature = "postgres")]
 #[tokio::test]
 async fn start_many_on_a_queue_shares_commits_and_keeps_dedup_and_limits_exact_on_postgres() {
-    let Some(cluster) = cairn::storage::pg_cluster::Cluster::start("queues_start_many") else {
+    let Some(cluster) = cairn_storage_testkit::pg_cluster::Cluster::start("queues_start_many")
+    else {
         return;
     };
     let url = cluster.new_database();

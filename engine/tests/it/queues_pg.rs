@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use cairn::clock::ManualClock;
 use cairn::event::Body;
-use cairn::storage::pg_cluster::Cluster;
 use cairn::storage::{QueueLimits, RateLimit};
 use cairn::{Durability, Engine, RecoveryPolicy, StartOptions, ThreadStatus};
+use cairn_storage_testkit::pg_cluster::Cluster;
 
 use crate::common::{Tally, report};
 use crate::queues::{napper, runs_from_log, whole_log};

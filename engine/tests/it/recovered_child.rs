@@ -100,7 +100,7 @@ async fn a_recovered_parents_child_says_it_was_recovered_in_its_own_log() {
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_taken_over_on_postgres_says_so_in_its_own_log() {
-    use cairn::storage::pg_cluster::Cluster;
+    use cairn_storage_testkit::pg_cluster::Cluster;
     let Some(cluster) = Cluster::start("a_child_taken_over_on_postgres") else { return };
     let url = cluster.new_database();
     let hold = Arc::new(AtomicBool::new(true));

@@ -244,7 +244,7 @@ async fn floats_in_state_restore_bit_for_bit() {
         .edge("f", END)
         .build()
         .unwrap();
-    let (builder, _clock) = cairn::testkit::deterministic_engine(1).unwrap();
+    let (builder, _clock) = cairn_testkit::deterministic_engine(1).unwrap();
     let engine = builder.workflow(&wf).open().await.unwrap();
     let out: Vec<f64> = engine
         .start_json("floats", Vec::<f64>::new(), StartOptions::id("t"))

@@ -179,7 +179,7 @@ async fn a_result_is_awaited_by_id_until_the_thread_finishes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_is_awaited_across_engines_on_postgres_and_a_delete_frees_the_id() {
     use cairn::RecoveryPolicy;
-    use cairn::storage::pg_cluster::Cluster;
+    use cairn_storage_testkit::pg_cluster::Cluster;
     let Some(cluster) = Cluster::start("a_result_is_awaited_across_engines") else { return };
     let url = cluster.new_database();
     let ask = asks_input();
@@ -243,7 +243,7 @@ async fn a_forced_delete_fences_the_runner_and_nothing_of_the_thread_comes_back(
     assert_eq!(deleted.status, ThreadStatus::Running);
     gate.send_replace(true);
     let id: cairn::ThreadId = "s".parse().unwrap();
-    cairn::testkit::runner_released(&engine, &id).await;
+    cairn_testkit::runner_released(&engine, &id).await;
     assert!(engine.store().thread(&id).wait().unwrap().is_none(), "no record came back");
     assert!(engine.store().read_since(&id, cairn::Seq(0), 10).wait().is_err());
     let report = engine.store().verify().unwrap();
@@ -296,7 +296,7 @@ async fn a_forced_delete_cancels_the_runners_node_so_shutdown_does_not_wait_for_
     };
     tokio::time::timeout(
         std::time::Duration::from_secs(10),
-        cairn::testkit::runner_released(&engine, &id),
+        cairn_testkit::runner_released(&engine, &id),
     )
     .await
     .expect("the deleted thread's runner let go");

@@ -74,7 +74,7 @@ async fn a_schedule_continues_as_new_every_n_rounds_and_keeps_its_ticks_and_coun
         ticks.push(tick(&engine, &clock, "h").await);
     }
     let info = engine.schedule("h").await.unwrap().unwrap();
-    let check = cairn::testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
+    let check = cairn_testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
     assert!(check.problems.is_empty(), "{:?}", check.problems);
     // 3 rounds a link: the 10th round was the first of the 4th link.
     assert_eq!(check.links, 4, "{check:?}");
@@ -167,12 +167,12 @@ async fn a_pause_around_a_continuation_takes_effect() {
         clock.advance_ms(5 * HOUR);
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(ticks_started(&engine, "p").len(), count, "yields {yields}: paused");
-        let check = cairn::testkit::check_schedule(engine.store().as_ref(), "p").unwrap().unwrap();
+        let check = cairn_testkit::check_schedule(engine.store().as_ref(), "p").unwrap().unwrap();
         assert!(check.problems.is_empty(), "yields {yields}: {:?}", check.problems);
         engine.resume_schedule("p").await.unwrap();
         caught_up(&engine, &clock, "p").await;
         tick(&engine, &clock, "p").await;
-        let check = cairn::testkit::check_schedule(engine.store().as_ref(), "p").unwrap().unwrap();
+        let check = cairn_testkit::check_schedule(engine.store().as_ref(), "p").unwrap().unwrap();
         assert!(check.problems.is_empty(), "yields {yields}: {:?}", check.problems);
         engine.shutdown().await;
     }
@@ -200,7 +200,7 @@ async fn a_schedule_ticks_past_one_links_loop_bound() {
     assert_eq!(info.thread, "schedule:many~1", "{info:?}");
     assert_eq!(info.status, ThreadStatus::Sleeping);
     one_live_link(&engine, "many", 2).await;
-    let check = cairn::testkit::check_schedule(engine.store().as_ref(), "many").unwrap().unwrap();
+    let check = cairn_testkit::check_schedule(engine.store().as_ref(), "many").unwrap().unwrap();
     assert!(check.problems.is_empty(), "{:?}", check.problems);
     assert_eq!(check.ticks_started, rounds);
     engine.shutdown().await;
@@ -221,7 +221,7 @@ async fn links_past_the_first_page_are_found_and_the_ticks_after_them_are_not_li
     let info = engine.schedule("zz").await.unwrap().unwrap();
     assert_eq!(info.thread, "schedule:zz~12", "{info:?}");
     one_live_link(&engine, "zz", 13).await;
-    let check = cairn::testkit::check_schedule(engine.store().as_ref(), "zz").unwrap().unwrap();
+    let check = cairn_testkit::check_schedule(engine.store().as_ref(), "zz").unwrap().unwrap();
     assert!(check.problems.is_empty(), "{:?}", check.problems);
     assert_eq!((check.links, check.continuations, check.ticks_started), (13, 12, 12));
     assert_eq!(engine.schedules().await.unwrap().len(), 1);

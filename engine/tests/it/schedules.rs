@@ -293,7 +293,7 @@ async fn a_crash_at_any_append_of_a_tick_neither_loses_nor_doubles_it() {
         assert_eq!(info.state.skipped, 0, "crash_after {crash_after}");
         assert_eq!(info.state.started as usize, started.len(), "crash_after {crash_after}");
         assert!(engine.store().verify().unwrap().is_clean());
-        let check = cairn::testkit::check_schedule(engine.store().as_ref(), "s").unwrap().unwrap();
+        let check = cairn_testkit::check_schedule(engine.store().as_ref(), "s").unwrap().unwrap();
         assert!(check.problems.is_empty(), "crash_after {crash_after}: {:?}", check.problems);
         // Rounds (a catch-up handles several ticks in one) / PER_RUN continuations, each link
         // but the live one completed and continued as the next.
@@ -452,7 +452,7 @@ async fn a_trigger_at_a_tick_time_runs_beside_the_tick_and_a_deleted_schedule_re
     assert!(now.contains(&tick), "the tick's own thread: {now:?}");
     assert_eq!(now.len(), before.len() + 3, "the tick and two triggers: {now:?}");
     assert!(![a.id().as_str(), b.id().as_str()].contains(&tick.as_str()));
-    let check = cairn::testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
+    let check = cairn_testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
     assert!(check.problems.is_empty(), "{:?}", check.problems);
     assert_eq!(check.others.len(), 2, "{check:?}");
 
@@ -472,16 +472,16 @@ async fn check_schedule_reports_a_started_tick_whose_thread_is_missing() {
     let engine = open(file(&dir.path().join("s.db")), &clock).await;
     engine.create_schedule("h", spec(Every::Interval { ms: HOUR })).await.unwrap();
     let at = tick(&engine, &clock, "h").await;
-    let check = cairn::testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
+    let check = cairn_testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
     assert!(check.problems.is_empty(), "{:?}", check.problems);
     assert!(check.ticks_started >= 1 && check.rounds >= 1, "{check:?}");
     let id = cairn::tick_thread_id("h", at);
     engine.thread(&id).await.unwrap().finished().await.unwrap();
     engine.delete(&id, cairn::storage::DeleteOptions::default()).await.unwrap();
-    let check = cairn::testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
+    let check = cairn_testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
     let missing = format!("tick {id} was started and its thread is missing");
     assert!(check.problems.contains(&missing), "{:?}", check.problems);
-    assert!(cairn::testkit::check_schedule(engine.store().as_ref(), "nope").unwrap().is_none());
+    assert!(cairn_testkit::check_schedule(engine.store().as_ref(), "nope").unwrap().is_none());
     engine.shutdown().await;
 }
 
@@ -506,13 +506,13 @@ async fn check_schedule_beside_a_running_schedule_counts_no_tick_as_triggered() 
     };
     let mut checks = 0;
     while !mover.is_finished() {
-        let check = cairn::testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
+        let check = cairn_testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
         assert!(check.others.is_empty(), "check {checks}: triggered {:?}", check.others);
         assert!(check.problems.is_empty(), "check {checks}: {:?}", check.problems);
         checks += 1;
         tokio::task::yield_now().await;
     }
-    let check = cairn::testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
+    let check = cairn_testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
     assert!(check.ticks_started > 10 && checks > 10, "{checks} checks: {check:?}");
     engine.shutdown().await;
 }

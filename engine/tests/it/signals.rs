@@ -188,7 +188,7 @@ async fn two_tasks_of_one_step_receiving_one_name_take_different_signals() {
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signal_from_another_engine_on_postgres_reaches_a_driven_thread_and_wakes_a_parked_one() {
-    use cairn::storage::pg_cluster::Cluster;
+    use cairn_storage_testkit::pg_cluster::Cluster;
     let Some(cluster) = Cluster::start("a_signal_from_another_engine") else { return };
     let url = cluster.new_database();
     let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
@@ -314,7 +314,7 @@ async fn a_signal_to_a_sub_workflow_child_parked_in_recv_wakes_it_through_its_pa
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signal_from_another_engine_on_postgres_wakes_a_sub_workflow_child_parked_in_recv() {
-    use cairn::storage::pg_cluster::Cluster;
+    use cairn_storage_testkit::pg_cluster::Cluster;
     let Some(cluster) = Cluster::start("a_signal_wakes_a_sub_workflow_child_pg") else { return };
     let url = cluster.new_database();
     let wf = nested();

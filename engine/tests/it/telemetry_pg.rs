@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use cairn::storage::Lsn;
-use cairn::storage::pg_cluster::Cluster;
 use cairn::telemetry::storage as store_names;
 use cairn::{Durability, Engine, StartOptions};
+use cairn_storage_testkit::pg_cluster::Cluster;
 
 use crate::common::Tally;
 use crate::spans::{recorder as spans, traced};

@@ -111,7 +111,7 @@ async fn a_sessions_messages_by_correlation_parties_time_and_chain() {
 async fn a_store_wide_trace_by_correlation_id_reads_only_the_messages_carrying_it() {
     use cairn::Durability;
     use cairn::storage::{Options, RedbStore, Store};
-    use cairn::testkit::RecordingStore;
+    use cairn_testkit::RecordingStore;
 
     let (_d, path) = db();
     let redb = RedbStore::open(&path, Options::default().with_durability(Durability::None));

@@ -13,12 +13,12 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cairn::storage::fault::FaultBackend;
 use cairn::storage::{
     CheckpointFilter, Durability, Error, Lsn, Options, Page, RedbStore, Seq, Store, ThreadId, codec,
 };
-use cairn::testkit::{Effects, deterministic_engine};
 use cairn::{Engine, StartOptions};
+use cairn_storage_testkit::fault::FaultBackend;
+use cairn_testkit::{Effects, deterministic_engine};
 use serde_json::Value;
 
 use crate::env::{report, seed, size};

@@ -1,11 +1,11 @@
 //! T1 crash points: the three canonical workflows and `nested` (a sub-workflow and a map node)
 //! crashed at every I/O op under every crash
 //! model (plus a double crash at every op), and random cases on top, through the same
-//! `cairn::testkit` users get. Must be zero: lost_acked, acked_not_durable, diverged,
+//! `cairn_testkit` users get. Must be zero: lost_acked, acked_not_durable, diverged,
 //! repeated/missing/unexpected effects, duplicate commits, untyped errors, verify problems,
 //! hangs, panics.
 
-use cairn::testkit::{Cases, CrashHarness, Summary};
+use cairn_testkit::{Cases, CrashHarness, Summary};
 
 use crate::env::{report, seed, size};
 use crate::workflows::{canonical, nested_harness};

@@ -5,8 +5,8 @@
 // tests/crash.rs
 use std::sync::Arc;
 
-use cairn::testkit::{Cases, CrashHarness, Effects, assert_sweep};
 use cairn::{Ctx, END, NodeOutput, START, State, Workflow};
+use cairn_testkit::{Cases, CrashHarness, Effects, assert_sweep};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -15,7 +15,7 @@
 //!
 //! And for the build: `FORMAT_VERSION` must be the last row of the version log and must have a
 //! fixture. A format change therefore needs a new fixture (`CAIRN_REL_WRITE_FIXTURE=1 cargo
-//! test -p cairn --features testkit --test reliability t12_write_fixture -- --ignored`) and a
+//! test -p cairn --test reliability t12_write_fixture -- --ignored`) and a
 //! new version-log row; without them this test fails.
 
 use cairn::storage::Maintenance;
@@ -29,9 +29,9 @@ use cairn::storage::{
     CheckpointFilter, Durability, FORMAT_VERSION, Lsn, Options, Page, RedbStore, Store, ThreadId,
     codec,
 };
-use cairn::testkit::{CLOCK_START_MS, Effects, ManualClock, runner_released};
 use cairn::thread_ctx::{Snapshot, Waiting};
 use cairn::{Engine, StartOptions, ThreadStatus};
+use cairn_testkit::{CLOCK_START_MS, Effects, ManualClock, runner_released};
 use serde_json::{Value, json};
 
 use crate::env::report;

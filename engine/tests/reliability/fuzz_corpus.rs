@@ -77,7 +77,7 @@ fn import_all(bundles: &[cairn_tools::debug::Bundle], real: usize) -> usize {
         let wf = bundle_import::workflow();
         let mut imported = 0;
         for (i, bundle) in bundles.iter().enumerate() {
-            let (builder, _clock) = cairn::testkit::deterministic_engine(1).expect("engine");
+            let (builder, _clock) = cairn_testkit::deterministic_engine(1).expect("engine");
             let engine = builder
                 .workflow(&wf)
                 .recovery(cairn::RecoveryPolicy::Park)
@@ -104,7 +104,7 @@ fn import_all(bundles: &[cairn_tools::debug::Bundle], real: usize) -> usize {
 }
 
 /// Writes the seed corpora (run by hand: `CAIRN_REL_WRITE_CORPUS=1 cargo test -p cairn
-/// --features testkit --test reliability t5_write_seed_corpus -- --ignored`).
+/// --test reliability t5_write_seed_corpus -- --ignored`).
 #[test]
 #[ignore = "writes the seed corpora; run by hand"]
 fn t5_write_seed_corpus() {

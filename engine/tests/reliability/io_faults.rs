@@ -16,10 +16,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use cairn::storage::fault::CrashModel;
 use cairn::storage::{Durability, Options, RedbStore, Seq, ThreadId};
-use cairn::testkit::{CrashCase, CrashHarness, Effects, RecordingStore, applies};
 use cairn::{Engine, StartOptions, ThreadStatus};
+use cairn_storage_testkit::fault::CrashModel;
+use cairn_testkit::{CrashCase, CrashHarness, Effects, RecordingStore, applies};
 
 use crate::env::report;
 use crate::workflows::{Ledger, bulky};
@@ -43,7 +43,7 @@ fn t6_t7_io_errors_and_disk_full_simulated() {
     let mut parts = Vec::new();
     let (mut cases, mut fired, mut typed, mut not_typed, mut full_typed, mut full_fired) =
         (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
-    let mut summary = cairn::testkit::Summary::default();
+    let mut summary = cairn_testkit::Summary::default();
     for model in models {
         let ops = applies(model, &reference.ops, reference.start_len);
         parts.push(format!("{model}={}", ops.len()));
@@ -142,7 +142,7 @@ async fn open(path: &PathBuf, fx: &Effects) -> (Arc<RecordingStore>, Engine) {
 /// on the tmpfs, fresh effects and a two-worker runtime.
 struct OnTmpfs {
     tmpfs: Tmpfs,
-    reference: Arc<cairn::testkit::Reference>,
+    reference: Arc<cairn_testkit::Reference>,
     path: PathBuf,
     fx: Effects,
     runtime: tokio::runtime::Runtime,

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cairn::event::Body;
-use cairn::storage::fault::{CrashModel, Fault, FaultBackend};
 use cairn::storage::{Durability, Event, Options, RedbStore, Store, ThreadId};
-use cairn::testkit::{RecordingStore, deterministic_engine};
 use cairn::{Ctx, END, Engine, NodeOutput, START, StartOptions, State, Workflow};
+use cairn_storage_testkit::fault::{CrashModel, Fault, FaultBackend};
+use cairn_testkit::{RecordingStore, deterministic_engine};
 use serde::{Deserialize, Serialize};
 
 use crate::env::{report, seed, size};

@@ -26,10 +26,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cairn::event::Body;
-use cairn::storage::pg_cluster::Cluster;
 use cairn::storage::{Durability, Page, PgStore, Seq, ThreadFilter, ThreadId, ThreadStatus};
-use cairn::testkit::RecordingStore;
 use cairn::{Engine, RecoveryPolicy, StartOptions};
+use cairn_storage_testkit::pg_cluster::Cluster;
+use cairn_testkit::RecordingStore;
 
 use crate::env::{Rng, report, seed, size};
 use crate::pg_chaos_workflow::{CHAOS, answer_for, chaos, input_for};

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cairn::storage::{Durability, Options, RedbStore, Seq, ThreadId};
-use cairn::testkit::{Effects, RecordingStore};
 use cairn::{Engine, StartOptions};
+use cairn_testkit::{Effects, RecordingStore};
 
 use crate::env::{Rng, report, seed, size};
 use crate::workflows::{Ledger, fan_out, linear, nested};
@@ -77,7 +77,7 @@ fn t2_child() {
             .workflow(&nested(&fx))
             .seed(0x00C0_FFEE)
             // Node code reads the clock (recorded); a fixed clock makes every run read the same.
-            .clock(Arc::new(cairn::testkit::ManualClock::new(cairn::testkit::CLOCK_START_MS)))
+            .clock(Arc::new(cairn_testkit::ManualClock::new(cairn_testkit::CLOCK_START_MS)))
             .concurrency(4)
             .checkpoint_every(Some(2), None)
             .open()

@@ -13,8 +13,8 @@
 
 use std::sync::Arc;
 
-use cairn::testkit::{CrashHarness, Effects};
 use cairn::{Ctx, END, NodeOutput, START, State, Workflow};
+use cairn_testkit::{CrashHarness, Effects};
 use serde::{Deserialize, Serialize};
 
 /// The state of every canonical workflow: a ledger of what happened, in order.

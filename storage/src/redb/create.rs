@@ -235,10 +235,9 @@ mod tests {
     /// Power loss at every op of creation, on the fault-injection disk: creation never reports
     /// success (so never links the file into place) unless the durable image is already a
     /// complete Cairn database.
-    #[cfg(feature = "fault-injection")]
     #[test]
     fn a_crash_at_any_op_of_creation_never_puts_a_partial_file_in_place() {
-        use crate::fault::{CrashModel, Fault, FaultBackend};
+        use cairn_storage_testkit::fault::{CrashModel, Fault, FaultBackend};
 
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("cairn.db");

@@ -252,9 +252,9 @@ impl RedbStore {
     }
 
     /// [`RedbStore::with_backend`] on a backend the store may be given again (a clone that
-    /// reaches the same storage, as [`crate::fault::FaultBackend`]'s clones do): after a failed
-    /// commit the store reopens its database on a clone by itself, as a store on a path reopens
-    /// its file (see [`RedbStore::open`]).
+    /// reaches the same storage, as `cairn_storage_testkit::fault::FaultBackend`'s clones do):
+    /// after a failed commit the store reopens its database on a clone by itself, as a store on a
+    /// path reopens its file (see [`RedbStore::open`]).
     ///
     /// # Errors
     ///

@@ -7,9 +7,9 @@
 //! before; `order-1` is either whole (its record, every event, every checkpoint) or gone (none
 //! of them, nor its payload), and gone for certain when the delete was acknowledged.
 
-use cairn_storage::fault::{CrashModel, Fault, FaultBackend};
 use cairn_storage::{Append, Catalog, Maintenance, ThreadLog};
 use cairn_storage::{CheckpointFilter, DeleteOptions, Page, RedbStore, Seq};
+use cairn_storage_testkit::fault::{CrashModel, Fault, FaultBackend};
 
 use crate::workload::{THREADS, clean_run, options, thread};
 

@@ -4,12 +4,12 @@
 use cairn_storage::{Append, Maintenance, ThreadLog};
 use std::collections::BTreeMap;
 
-use cairn_storage::fault::{CrashModel, FaultBackend, OpKind};
 use cairn_storage::{
     Appended, Batch, Checkpoint, CheckpointKind, CheckpointMeta, Durability, Event, EventKind,
     EventStatus, LockOp, NewCheckpoint, NewEvent, Options, PayloadRef, RedbStore, ThreadId,
     ThreadRecord, ThreadStatus, WorkflowRef,
 };
+use cairn_storage_testkit::fault::{CrashModel, FaultBackend, OpKind};
 
 /// The workload's threads.
 pub(crate) const THREADS: [&str; 3] = ["order-1", "order-2", "order-3"];

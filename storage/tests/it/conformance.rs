@@ -466,7 +466,7 @@ fn the_redb_store_keeps_the_contract() {
 #[cfg(feature = "postgres")]
 #[test]
 fn the_postgres_store_keeps_the_contract() {
-    use cairn_storage::pg_cluster::Cluster;
+    use cairn_storage_testkit::pg_cluster::Cluster;
     let Some(cluster) = Cluster::start("the_postgres_store_keeps_the_contract") else { return };
     let store = cairn_storage::PgStore::connect(
         &cluster.new_database(),

@@ -158,8 +158,8 @@ fn an_index_that_disagrees_with_the_log_fails_closed_and_verify_names_it() {
 #[cfg(feature = "postgres")]
 #[test]
 fn a_format_1_postgres_database_is_migrated_at_connect() {
-    use cairn_storage::pg_cluster::Cluster;
     use cairn_storage::{Durability, PgStore};
+    use cairn_storage_testkit::pg_cluster::Cluster;
     let Some(cluster) = Cluster::start("a_format_1_postgres_database_is_migrated") else { return };
     let url = cluster.new_database();
     let store = PgStore::connect(&url, Durability::Immediate).expect("connect");

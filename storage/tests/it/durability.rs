@@ -28,13 +28,12 @@ fn a_non_durable_mode_is_made_durable_by_close() {
     assert_eq!(store.read_since(&tid("t"), Seq(0), 10).wait().expect("read").len(), 3);
 }
 
-#[cfg(feature = "fault-injection")]
 mod beneath_redb {
 
-    use cairn_storage::fault::{FaultBackend, FaultController, OpKind};
     use cairn_storage::{
         Append, Durability, Error, Maintenance, Options, RedbStore, Seq, ThreadLog,
     };
+    use cairn_storage_testkit::fault::{FaultBackend, FaultController, OpKind};
 
     use crate::common::*;
 
@@ -129,7 +128,7 @@ mod beneath_redb {
 
     #[test]
     fn a_failed_commit_poisons_the_store_until_reopened() {
-        use cairn_storage::fault::{CrashModel, Fault};
+        use cairn_storage_testkit::fault::{CrashModel, Fault};
         let (store, disk) = open(Durability::Immediate);
         create_thread(&store, "t", 1);
         disk.arm(Fault::at(disk.mutations(), CrashModel::IoErrorPersistent));

@@ -13,7 +13,7 @@ use proptest::test_runner::{Config, RngSeed};
 
 use crate::common::*;
 use crate::model::{Model, Op, apply, compare, op};
-use cairn_storage::pg_cluster::Cluster;
+use cairn_storage_testkit::pg_cluster::Cluster;
 
 fn store(cluster: &Cluster) -> (String, PgStore) {
     let url = cluster.new_database();
@@ -242,7 +242,7 @@ fn a_late_commit_skips_a_naive_sequence_but_not_the_stores_log() {
     assert_eq!(behind, 2, "1 commits behind the cursor: a reader at 2 never sees it");
 
     // The stores: `slow` writes through a proxy that holds its COMMIT.
-    let proxy = cairn_storage::pg_proxy::Proxy::start(&cluster).unwrap();
+    let proxy = cairn_storage_testkit::pg_proxy::Proxy::start(&cluster).unwrap();
     let slow_store = PgStore::connect(&proxy.url(&url), Durability::Immediate).unwrap();
     create_thread(&fast_store, "f", 0);
     create_thread(&fast_store, "s", 0);
@@ -394,7 +394,7 @@ fn a_subscription_follows_the_commits_of_another_store() {
 /// wire, at the writer's COMMIT.
 #[test]
 fn a_commit_cut_off_from_its_answer_is_resolved_by_the_transaction_status() {
-    use cairn_storage::pg_proxy::{Cut, Proxy};
+    use cairn_storage_testkit::pg_proxy::{Cut, Proxy};
     let Some(cluster) = Cluster::start("a_commit_cut_off_is_resolved") else { return };
     let url = cluster.new_database();
     let proxy = Proxy::start(&cluster).expect("proxy");
@@ -434,8 +434,8 @@ fn a_commit_cut_off_from_its_answer_is_resolved_by_the_transaction_status() {
 /// answer lost after the commit it is gone and the delete acknowledged.
 #[test]
 fn a_thread_delete_cut_at_its_commit_leaves_the_thread_whole_or_gone() {
-    use cairn_storage::pg_proxy::{Cut, Proxy};
     use cairn_storage::{DeleteOptions, ThreadStatus};
+    use cairn_storage_testkit::pg_proxy::{Cut, Proxy};
     let Some(cluster) = Cluster::start("a_thread_delete_cut_at_its_commit") else { return };
     let url = cluster.new_database();
     let proxy = Proxy::start(&cluster).expect("proxy");
@@ -478,8 +478,8 @@ fn a_thread_delete_cut_at_its_commit_leaves_the_thread_whole_or_gone() {
 /// and keeps the payload; nothing refers to a payload that is gone.
 #[test]
 fn a_thread_deletion_keeps_a_payload_an_append_in_flight_refers_to() {
-    use cairn_storage::pg_proxy::Proxy;
     use cairn_storage::{DeleteOptions, PayloadRef, ThreadStatus};
+    use cairn_storage_testkit::pg_proxy::Proxy;
     let Some(cluster) = Cluster::start("a_thread_deletion_keeps_a_payload") else { return };
     let url = cluster.new_database();
     let proxy = Proxy::start(&cluster).expect("proxy");

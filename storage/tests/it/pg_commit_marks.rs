@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use cairn_storage::pg_cluster::Cluster;
-use cairn_storage::pg_proxy::Proxy;
 use cairn_storage::{Append, Batch, Durability, PgStore, Seq, ThreadLog};
+use cairn_storage_testkit::pg_cluster::Cluster;
+use cairn_storage_testkit::pg_proxy::Proxy;
 
 use crate::common::*;
 

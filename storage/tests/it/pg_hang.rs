@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use cairn_storage::pg_cluster::Cluster;
-use cairn_storage::pg_proxy::Proxy;
 use cairn_storage::{Batch, Durability, PgStore, Seq};
+use cairn_storage_testkit::pg_cluster::Cluster;
+use cairn_storage_testkit::pg_proxy::Proxy;
 
 use crate::common::*;
 

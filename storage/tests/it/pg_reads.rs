@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use cairn_storage::pg_cluster::Cluster;
-use cairn_storage::pg_proxy::Proxy;
 use cairn_storage::{
     Batch, CheckpointFilter, CheckpointKind, Durability, LockOp, Lsn, NewSignal, Page, PayloadRef,
     PgStore, Seq, Store, ThreadFilter, Wake,
 };
+use cairn_storage_testkit::pg_cluster::Cluster;
+use cairn_storage_testkit::pg_proxy::Proxy;
 
 use crate::common::*;
 

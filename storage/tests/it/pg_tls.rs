@@ -8,8 +8,8 @@ use cairn_storage::{Append, ThreadLog};
 use std::path::Path;
 use std::process::Command;
 
-use cairn_storage::pg_cluster::Cluster;
 use cairn_storage::{Batch, Durability, PgStore, Seq};
+use cairn_storage_testkit::pg_cluster::Cluster;
 
 use crate::common::*;
 

@@ -6,8 +6,8 @@
 use cairn_storage::{Append, Catalog, Maintenance, SharedDatabase};
 use std::collections::BTreeSet;
 
-use cairn_storage::pg_cluster::Cluster;
 use cairn_storage::{Batch, Durability, LeaseOp, PgStore, ThreadStatus, Wake};
+use cairn_storage_testkit::pg_cluster::Cluster;
 
 use crate::common::*;
 

@@ -128,7 +128,7 @@ fn admission_holds_the_limits_against_the_stored_counts_on_a_file() {
 #[cfg(feature = "postgres")]
 #[test]
 fn admission_holds_the_limits_against_the_stored_counts_on_postgres() {
-    use cairn_storage::pg_cluster::Cluster;
+    use cairn_storage_testkit::pg_cluster::Cluster;
     let Some(cluster) = Cluster::start("queues_admission_contract") else { return };
     let url = cluster.new_database();
     let store =
@@ -231,7 +231,7 @@ fn a_damaged_queue_record_fails_closed_and_verify_names_the_disagreements() {
 #[cfg(feature = "postgres")]
 #[test]
 fn verify_on_postgres_reports_queue_counts_that_disagree_with_the_members() {
-    use cairn_storage::pg_cluster::Cluster;
+    use cairn_storage_testkit::pg_cluster::Cluster;
     let Some(cluster) = Cluster::start("queues_verify_counts") else { return };
     let url = cluster.new_database();
     let store =

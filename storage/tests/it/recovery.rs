@@ -63,11 +63,10 @@ fn clean_tail_reopens_with_everything() {
     assert_eq!(events(&store, "u", 1).bookmarks[0].lsn, Lsn(8));
 }
 
-#[cfg(feature = "fault-injection")]
 #[test]
 fn torn_tail_or_uncommitted_transaction_is_rolled_back_whole() {
-    use cairn_storage::fault::{CrashModel, Fault, FaultBackend};
     use cairn_storage::{Durability, Options};
+    use cairn_storage_testkit::fault::{CrashModel, Fault, FaultBackend};
     // Crash (power loss) at every mutating op of one 3-event batch's commit: after reopen the
     // batch is wholly present or wholly absent, and everything acknowledged before is there.
     let backend = FaultBackend::new();

@@ -413,8 +413,8 @@ fn a_label_filter_over_many_threads_costs_its_matches() {
 
 #[cfg(feature = "postgres")]
 mod pg {
-    use cairn_storage::pg_cluster::Cluster;
     use cairn_storage::{Catalog, Durability, Maintenance, Page, PgStore, ThreadFilter};
+    use cairn_storage_testkit::pg_cluster::Cluster;
 
     use super::{check_label_order_times, label_order_contract};
     use super::{filter, ids, measure, search_contract, searchable};

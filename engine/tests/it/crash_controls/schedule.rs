@@ -6,7 +6,7 @@
 //! case's downtime (up to five minutes, past the skip policy's grace), so the reopened
 //! schedules catch up.
 //!
-//! Judged from the store by [`cairn::testkit::check_schedule`] after each run (the
+//! Judged from the store by [`cairn_testkit::check_schedule`] after each run (the
 //! uninterrupted one, at the crash, after the resumed one): every round started exactly the
 //! ticks its policy picks of those due, each once, as thread `<name>@<tick ms>`, none while
 //! paused, outside the start and end, or after the delete. Besides: each acknowledged trigger
@@ -24,8 +24,8 @@ use std::sync::atomic::Ordering;
 use cairn::clock::{Clock as _, ManualClock};
 use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::storage::Store;
-use cairn::testkit::{ScheduleCheck, check_schedule};
 use cairn::{CatchUp, END, Engine, Every, START, ScheduleSpec, ThreadStatus};
+use cairn_testkit::{ScheduleCheck, check_schedule};
 use proptest::prelude::*;
 
 use super::driver::{Acked, Tally, bump};

@@ -14,9 +14,9 @@ use std::sync::{Arc, OnceLock};
 
 use cairn::event::Body;
 use cairn::storage::ThreadId;
-use cairn::testkit::{deterministic_engine, runner_released};
 use cairn::thread_ctx::{Snapshot, ThreadCtx};
 use cairn::{Ctx, END, NodeOutput, Replace, START, StartOptions, Workflow};
+use cairn_testkit::{deterministic_engine, runner_released};
 
 fn workflow() -> Workflow<Replace<Vec<u64>>> {
     Workflow::<Replace<Vec<u64>>>::builder("fuzz-snapshot", 1)

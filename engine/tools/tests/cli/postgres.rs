@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use cairn::storage::pg_cluster::Cluster;
+use cairn_storage_testkit::pg_cluster::Cluster;
 use serde_json::Value;
 
 use crate::harness::on;

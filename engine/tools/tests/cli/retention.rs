@@ -113,7 +113,7 @@ fn result_waits_through_the_endpoint_for_a_thread_the_serving_engine_finishes() 
 /// commits. `cairn delete` then removes it there.
 #[test]
 fn result_waits_on_postgres_for_a_thread_another_process_finishes() {
-    use cairn::storage::pg_cluster::Cluster;
+    use cairn_storage_testkit::pg_cluster::Cluster;
     let Some(cluster) = Cluster::start("result_waits_on_postgres") else { return };
     let url = cluster.new_database();
     let db = std::path::Path::new(&url);

@@ -145,7 +145,7 @@ fn cairn_start_on_a_free_file_writes_the_thread_created_and_the_next_engine_runs
 /// written created, and a worker on the database runs it.
 #[test]
 fn cairn_start_on_postgres_writes_the_thread_created_and_a_worker_runs_it() {
-    use cairn::storage::pg_cluster::Cluster;
+    use cairn_storage_testkit::pg_cluster::Cluster;
     let Some(cluster) = Cluster::start("cairn_start_on_postgres") else { return };
     let url = cluster.new_database();
     let db = Path::new(&url);

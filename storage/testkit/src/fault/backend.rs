@@ -20,7 +20,7 @@ use super::model::{Fault, Fired, OpKind};
 /// # Examples
 ///
 /// ```
-/// use cairn_storage::fault::{CrashModel, Fault, FaultBackend};
+/// use cairn_storage_testkit::fault::{CrashModel, Fault, FaultBackend};
 /// use redb::StorageBackend;
 ///
 /// let backend = FaultBackend::new();

@@ -1,13 +1,13 @@
 //! One-call helpers and proptest strategies.
 
 use cairn_dsl::{State, Workflow};
-use cairn_storage::fault::CrashModel;
+use cairn_storage_testkit::fault::CrashModel;
 use proptest::strategy::Strategy;
 use serde::Serialize;
 
-use crate::testkit::case::{Cases, CrashCase, SECOND_CRASH_MODELS, SecondCrash};
-use crate::testkit::harness::CrashHarness;
-use crate::testkit::summary::Summary;
+use crate::case::{Cases, CrashCase, SECOND_CRASH_MODELS, SecondCrash};
+use crate::harness::CrashHarness;
+use crate::summary::Summary;
 
 /// Crash-tests `workflow` on `input` and panics with a readable report (each failing case with
 /// the `CAIRN_CRASH_CASE=...` that replays it) if any case fails. Returns the summary, whose
@@ -22,7 +22,7 @@ use crate::testkit::summary::Summary;
 /// # Examples
 /// ```
 /// use std::sync::Arc;
-/// use cairn::testkit::{Cases, assert_crash_safe};
+/// use cairn_testkit::{Cases, assert_crash_safe};
 /// use cairn::{NodeOutput, Replace, Workflow, END, START};
 ///
 /// let wf = Workflow::<Replace<u64>>::builder("inc", 1)
@@ -66,7 +66,7 @@ pub fn assert_sweep(harness: &CrashHarness, cases: Cases) -> Summary {
 /// # Examples
 /// ```
 /// use proptest::prelude::*;
-/// use cairn::testkit::any_crash_model;
+/// use cairn_testkit::any_crash_model;
 /// proptest!(|(model in any_crash_model())| {
 ///     prop_assert!(!model.as_str().is_empty());
 /// });
@@ -87,7 +87,7 @@ pub fn crash_point(ops: u64) -> impl Strategy<Value = u64> {
 /// # Examples
 /// ```
 /// use proptest::prelude::*;
-/// use cairn::testkit::crash_case;
+/// use cairn_testkit::crash_case;
 /// proptest!(ProptestConfig::with_cases(16), |(case in crash_case(100))| {
 ///     prop_assert!(case.op < 100);
 /// });

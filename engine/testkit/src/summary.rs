@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::testkit::case::CrashCase;
+use crate::case::CrashCase;
 
 /// The findings of one crash case. Every counter but the informational ones must be zero.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -17,8 +17,8 @@
 //!
 //! # Examples
 //! ```no_run
-//! use cairn_storage::pg_cluster::Cluster;
-//! use cairn_storage::pg_proxy::{Cut, Proxy};
+//! use cairn_storage_testkit::pg_cluster::Cluster;
+//! use cairn_storage_testkit::pg_proxy::{Cut, Proxy};
 //! let Some(cluster) = Cluster::start("my_test") else { return };
 //! let url = cluster.new_database();
 //! let proxy = Proxy::start(&cluster).unwrap();

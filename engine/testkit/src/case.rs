@@ -9,7 +9,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use cairn_storage::fault::{CrashModel, OpKind};
+use cairn_storage_testkit::fault::{CrashModel, OpKind};
 
 /// A crash during recovery: the fault armed on the reopened file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -25,8 +25,8 @@ pub struct SecondCrash {
 ///
 /// # Examples
 /// ```
-/// use cairn::testkit::CrashCase;
-/// use cairn::storage::fault::CrashModel;
+/// use cairn_testkit::CrashCase;
+/// use cairn_testkit::CrashModel;
 /// let case: CrashCase = "torn_write@17#2a+kill@3".parse().expect("a case");
 /// assert_eq!(case.op, 17);
 /// assert_eq!(case.model, CrashModel::TornWrite);
@@ -71,7 +71,7 @@ impl CrashCase {
     ///
     /// # Examples
     /// ```
-    /// use cairn::testkit::CrashCase;
+    /// use cairn_testkit::CrashCase;
     /// let a = CrashCase::random(42, 100);
     /// assert_eq!(a, CrashCase::random(42, 100));
     /// assert!(a.op < 100);

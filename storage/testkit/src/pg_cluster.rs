@@ -8,7 +8,7 @@
 //!
 //! # Examples
 //! ```no_run
-//! use cairn_storage::pg_cluster::Cluster;
+//! use cairn_storage_testkit::pg_cluster::Cluster;
 //! let Some(cluster) = Cluster::start("my_test") else { return };
 //! let url = cluster.new_database();
 //! let store = cairn_storage::PgStore::connect(&url, cairn_storage::Durability::Immediate).unwrap();

@@ -28,7 +28,7 @@ impl Effect {
     ///
     /// # Examples
     /// ```
-    /// use cairn::testkit::Effect;
+    /// use cairn_testkit::Effect;
     /// let e = Effect::new("charge", &serde_json::json!({"order": 7}));
     /// assert_eq!(e.input, r#"{"order":7}"#);
     /// ```
@@ -49,7 +49,7 @@ impl Effect {
 /// # Examples
 /// ```
 /// use std::sync::Arc;
-/// use cairn::testkit::Effects;
+/// use cairn_testkit::Effects;
 /// use cairn::{Ctx, NodeOutput, Replace, Workflow, END, START};
 ///
 /// let fx = Effects::new();

@@ -10,18 +10,18 @@
 use std::fmt;
 use std::sync::Arc;
 
-use cairn_storage::fault::FaultBackend;
 use cairn_storage::{Durability, Event, EventKind, Options, RedbStore, ThreadId, ThreadStatus};
+use cairn_storage_testkit::fault::FaultBackend;
 use serde_json::Value;
 
-use crate::api::handle::Outcome;
-use crate::clock::ManualClock;
-use crate::core::thread_ctx::Waiting;
-use crate::error::Error;
-use crate::testkit::harness::CrashHarness;
-use crate::testkit::observe::{LogView, observe, read_all};
-use crate::testkit::recording::RecordingStore;
-use crate::{Engine, StartOptions};
+use crate::harness::CrashHarness;
+use crate::observe::{LogView, observe, read_all};
+use crate::recording::RecordingStore;
+use cairn::Error;
+use cairn::Outcome;
+use cairn::clock::ManualClock;
+use cairn::thread_ctx::Waiting;
+use cairn::{Engine, StartOptions};
 
 /// How an attempt ended.
 #[derive(Debug, Clone)]
@@ -182,12 +182,8 @@ impl CrashHarness {
                 ThreadStatus::Sleeping => {
                     runner_released(engine, &self.thread).await;
                     let wf = engine.workflow_of(&self.thread).await?;
-                    let ctx = crate::exec::blocking::restore(
-                        engine.store().as_ref(),
-                        &wf,
-                        &self.thread,
-                        None,
-                    )?;
+                    let ctx =
+                        cairn::restore::restore(engine.store().as_ref(), &wf, &self.thread, None)?;
                     if let Some(Waiting::Timer { until_ms, .. }) = ctx.meta.waiting {
                         clock.set_ms(until_ms);
                     }
@@ -218,14 +214,14 @@ impl CrashHarness {
 /// # Examples
 /// ```
 /// # async fn f(engine: cairn::Engine) -> Result<(), cairn::Error> {
-/// use cairn::testkit::runner_released;
+/// use cairn_testkit::runner_released;
 /// let thread = cairn::ThreadId::new("t1")?;
 /// runner_released(&engine, &thread).await;
 /// engine.send_input("t1", "yes").await?;
 /// # Ok(()) }
 /// ```
 pub async fn runner_released(engine: &Engine, thread: &ThreadId) {
-    while engine.shell.coord.is_driven(thread) {
+    while engine.is_driven(thread) {
         tokio::task::yield_now().await;
     }
 }

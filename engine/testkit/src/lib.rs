@@ -1,12 +1,12 @@
-//! Crash-test your own workflows (cargo feature `testkit`).
+//! Crash-test your own workflows (a dev-dependency: `cairn-testkit`).
 //!
 //! Cairn's promise is that a thread survives any crash: reopen, resume, and it ends exactly as
-//! if nothing happened, no acknowledged step lost, no recorded tool call run twice. This module
+//! if nothing happened, no acknowledged step lost, no recorded tool call run twice. This crate
 //! lets you check that promise for *your* workflow, the way Cairn checks it for its own:
 //!
 //! - [`CrashHarness`] runs your workflow once uninterrupted on a simulated disk, then crashes it
 //!   at every I/O op redb makes (or at random ones), under every crash model of
-//!   [`storage::fault`](crate::storage::fault): process kill, power loss (unsynced writes
+//!   [`fault`](cairn_storage_testkit::fault): process kill, power loss (unsynced writes
 //!   lost, torn, reordered, or garbage), a failed fsync, transient and persistent I/O errors, a
 //!   full disk, and a second crash during recovery. After each crash it reopens what the disk
 //!   holds, resumes, and compares result, outputs, recorded tool calls and real side effects
@@ -29,7 +29,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use cairn::testkit::{Cases, CrashHarness, Effects, assert_sweep};
+//! use cairn_testkit::{Cases, CrashHarness, Effects, assert_sweep};
 //! use cairn::{Ctx, NodeOutput, State, Workflow, END, START};
 //! use serde::{Deserialize, Serialize};
 //!
@@ -99,7 +99,7 @@
 //! ```
 //! # use std::sync::Arc;
 //! # use cairn::{NodeOutput, Replace, Workflow, END, START};
-//! use cairn::testkit::{CrashHarness, crash_case};
+//! use cairn_testkit::{CrashHarness, crash_case};
 //! use proptest::prelude::*;
 //!
 //! # let wf = Workflow::<Replace<u64>>::builder("inc", 1)
@@ -136,11 +136,11 @@ pub use run::runner_released;
 pub use schedules::{ScheduleCheck, check_schedule};
 pub use summary::{CaseReport, Summary};
 
-pub use crate::clock::ManualClock;
-pub use cairn_storage::fault::{CrashModel, Fault, FaultBackend, FaultController};
+pub use cairn::clock::ManualClock;
+pub use cairn_storage_testkit::fault::{CrashModel, Fault, FaultBackend, FaultController};
 
-use crate::error::Error;
-use crate::{Engine, EngineBuilder};
+use cairn::Error;
+use cairn::{Engine, EngineBuilder};
 
 /// The start time of [`deterministic_engine`]'s clock: 2023-11-14T22:13:20Z.
 pub const CLOCK_START_MS: u64 = 1_700_000_000_000;
@@ -156,7 +156,7 @@ pub const CLOCK_START_MS: u64 = 1_700_000_000_000;
 /// # Examples
 /// ```
 /// use std::sync::Arc;
-/// use cairn::testkit::deterministic_engine;
+/// use cairn_testkit::deterministic_engine;
 /// use cairn::{NodeOutput, Replace, StartOptions, Workflow, END, START};
 ///
 /// # #[tokio::main(flavor = "current_thread")]

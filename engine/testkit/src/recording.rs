@@ -28,7 +28,7 @@ pub type AckHook = Arc<dyn Fn(&Event) + Send + Sync>;
 
 /// A [`Store`] that forwards everything to another store and records what it acknowledged.
 ///
-/// Give it to [`Engine::with_store`](crate::Engine::with_store) (as `Arc<dyn Store>`) and keep
+/// Give it to [`Engine::with_store`](cairn::Engine::with_store) (as `Arc<dyn Store>`) and keep
 /// a clone of the `Arc` to ask, at any time, which events were acknowledged, how many appends
 /// were, and whether (and how) storage failed.
 ///
@@ -43,7 +43,7 @@ pub type AckHook = Arc<dyn Fn(&Event) + Send + Sync>;
 /// ```
 /// use std::sync::Arc;
 /// use cairn::storage::{Options, RedbStore, Store};
-/// use cairn::testkit::RecordingStore;
+/// use cairn_testkit::RecordingStore;
 ///
 /// # fn main() -> Result<(), cairn::Error> {
 /// let dir = tempfile::tempdir().expect("temp dir");

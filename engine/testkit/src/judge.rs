@@ -2,16 +2,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cairn_storage::fault::{CrashModel, Fault, FaultBackend};
 use cairn_storage::{Event, RedbStore, ThreadId};
+use cairn_storage_testkit::fault::{CrashModel, Fault, FaultBackend};
 
-use crate::clock::ManualClock;
-use crate::testkit::case::CrashCase;
-use crate::testkit::effects::Effect;
-use crate::testkit::harness::{CrashHarness, Reference};
-use crate::testkit::observe::{canonical, multiset, observe, read_all};
-use crate::testkit::run::{Attempt, Stop, store_options};
-use crate::testkit::summary::CaseReport;
+use crate::case::CrashCase;
+use crate::effects::Effect;
+use crate::harness::{CrashHarness, Reference};
+use crate::observe::{canonical, multiset, observe, read_all};
+use crate::run::{Attempt, Stop, store_options};
+use crate::summary::CaseReport;
+use cairn::clock::ManualClock;
 
 /// Recovery attempts before a case gives up: the first recovery (maybe crashed again), the
 /// second, and one more for a database whose creation itself was crashed.

@@ -1,7 +1,7 @@
 //! Fault injection beneath redb: a simulated disk that can crash, tear, scramble and fail.
 //!
-//! Enabled by the `fault-injection` cargo feature; used by this crate's crash and bit-flip tests
-//! and by the engine's test kit. Nothing here is used in production.
+//! Used by `cairn-storage`'s crash and bit-flip tests and by `cairn-testkit`. Nothing here is
+//! used in production.
 //!
 //! [`FaultBackend`] implements `redb::StorageBackend` over two in-memory images, *live* (the OS
 //! page cache: what reads see) and *durable* (what survives a power loss: the live image as of the
@@ -19,7 +19,7 @@
 //! reopened store has everything that was.
 //!
 //! ```
-//! use cairn_storage::fault::{CrashModel, Fault, FaultBackend};
+//! use cairn_storage_testkit::fault::{CrashModel, Fault, FaultBackend};
 //! use cairn_storage::{Append, Batch, Catalog, Maintenance, Options, RedbStore, ThreadId};
 //! use cairn_storage::{ThreadRecord, WorkflowRef};
 //!

@@ -6,20 +6,20 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use cairn_dsl::{DynWorkflow, State, Workflow};
-use cairn_storage::fault::{FaultBackend, OpKind};
 use cairn_storage::{RedbStore, ThreadId};
+use cairn_storage_testkit::fault::{FaultBackend, OpKind};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::EngineBuilder;
-use crate::api::handle::Outcome;
-use crate::clock::ManualClock;
-use crate::error::Error;
-use crate::testkit::case::{Cases, CrashCase, case_seed};
-use crate::testkit::effects::{Effect, Effects};
-use crate::testkit::observe::{ToolCallRecord, canonical, multiset, observe};
-use crate::testkit::run::{Stop, store_options};
-use crate::testkit::summary::{CaseReport, Summary};
+use crate::case::{Cases, CrashCase, case_seed};
+use crate::effects::{Effect, Effects};
+use crate::observe::{ToolCallRecord, canonical, multiset, observe};
+use crate::run::{Stop, store_options};
+use crate::summary::{CaseReport, Summary};
+use cairn::EngineBuilder;
+use cairn::Error;
+use cairn::Outcome;
+use cairn::clock::ManualClock;
 
 /// Changes the engine builder of every run (checkpoint policy, concurrency, ...).
 pub type Configure = Arc<dyn Fn(EngineBuilder) -> EngineBuilder + Send + Sync>;
@@ -67,7 +67,7 @@ pub const ENV_SEED: &str = "CAIRN_CRASH_SEED";
 /// # Examples
 /// ```
 /// use std::sync::Arc;
-/// use cairn::testkit::{Cases, CrashHarness, Effects};
+/// use cairn_testkit::{Cases, CrashHarness, Effects};
 /// use cairn::{Ctx, NodeOutput, Replace, Workflow, END, START};
 ///
 /// let fx = Effects::new();

@@ -10,9 +10,9 @@ use cairn_dsl::ToolError;
 use cairn_storage::{Event, EventKind, Seq, Store, ThreadId};
 use serde_json::Value;
 
-use crate::core::event::Body;
-use crate::error::Error;
-use crate::testkit::effects::Effect;
+use crate::effects::Effect;
+use cairn::Error;
+use cairn::event::Body;
 
 /// One recorded tool call: where it was made, what it was asked, what it returned.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,7 +84,7 @@ pub(crate) fn observe(store: &dyn Store, thread: &ThreadId) -> Result<LogView, E
     // did. Level by level, without recursion (nesting is bounded by the DSL's depth limit).
     let mut parents = vec![thread.clone()];
     while let Some(parent) = parents.pop() {
-        for child in crate::exec::blocking::children_of(store, &parent)?.into_iter().map(|r| r.id) {
+        for child in cairn::children::children_of(store, &parent)?.into_iter().map(|r| r.id) {
             let child_view = observe_one(store, &child)?;
             view.tool_calls.extend(child_view.tool_calls);
             view.duplicate_commits += child_view.duplicate_commits;
@@ -108,7 +108,7 @@ fn observe_one(store: &dyn Store, thread: &ThreadId) -> Result<LogView, Error> {
         ) {
             continue;
         }
-        match crate::exec::blocking::decode(store, event.clone())?.body {
+        match cairn::codec::decode(store, event.clone())?.body {
             Body::ToolCalled { step, task, attempt, call, name, input, .. } => {
                 inputs.insert((step, task.to_string(), attempt, call), (name, input));
             }

@@ -24,11 +24,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use cairn_storage::limits::READ_LIMIT_MAX;
 use cairn_storage::{Page, Seq, Store, ThreadFilter, ThreadRecord, ThreadStatus};
 
-use crate::api::schedule_flow::{SCHEDULE_LABEL, SCHEDULE_WORKFLOW, ScheduleState, tick_thread_id};
-use crate::api::schedule_ticks::{CATCH_UP_GRACE_MS, CatchUp, Rule, SCHEDULE_TICKS_PER_WAKE_MAX};
-use crate::core::drawn::Drawn;
-use crate::error::Error;
-use crate::event::Body;
+use cairn::Error;
+use cairn::core::drawn::Drawn;
+use cairn::event::Body;
+use cairn::{CATCH_UP_GRACE_MS, CatchUp, SCHEDULE_TICKS_PER_WAKE_MAX};
+use cairn::{SCHEDULE_LABEL, SCHEDULE_WORKFLOW, ScheduleState, tick_thread_id};
 
 /// What [`check_schedule`] found in a schedule's log and the threads it started.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -85,7 +85,7 @@ struct Round {
 /// ```
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
-/// use cairn::testkit::{ManualClock, check_schedule};
+/// use cairn_testkit::{ManualClock, check_schedule};
 /// use cairn::{END, Engine, Every, NodeOutput, Replace, START, ScheduleSpec, Workflow};
 ///
 /// let wf = Workflow::<Replace<u64>>::builder("job", 1)
@@ -113,14 +113,13 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
     // started is one no round started (its start call is recorded before it runs).
     let before: BTreeSet<String> =
         labelled(store, name)?.into_iter().map(|t| t.id.as_str().to_owned()).collect();
-    let links = crate::api::schedule_links::links_wait(store, name)?;
+    let links = cairn::api::schedule_links::links_wait(store, name)?;
     let Some(live) = links.last() else { return Ok(None) };
     let mut out = ScheduleCheck {
         deleted: live.status == ThreadStatus::Cancelled,
         ended: live.status == ThreadStatus::Completed,
         links: links.len() as u64,
-        continuations: crate::api::schedule_links::schedule_link(live.id.as_str())
-            .map_or(0, |l| l.1),
+        continuations: cairn::schedule_link(live.id.as_str()).map_or(0, |l| l.1),
         ..ScheduleCheck::default()
     };
     let mut state: Option<ScheduleState> = None;
@@ -152,14 +151,14 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
     }
     for (id, is_live, e) in events {
         let lsn = e.bookmark.lsn.0;
-        let body = crate::codec::decode(store, e)?.body;
+        let body = cairn::codec::decode(store, e)?.body;
         let clocks = |values: &[serde_json::Value]| -> Vec<u64> {
             values.iter().filter_map(|v| Drawn::Clock.read(v).ok()?.as_u64()).collect()
         };
         match body {
             Body::ThreadCreated { input, .. } => {
                 let first: ScheduleState = serde_json::from_value(input)?;
-                let n = crate::api::schedule_links::schedule_link(id.as_str()).map_or(0, |l| l.1);
+                let n = cairn::schedule_link(id.as_str()).map_or(0, |l| l.1);
                 let follows = link_before.map_or(n == 0, |before| n == before + 1);
                 link_before = Some(n);
                 if !follows {
@@ -317,11 +316,10 @@ fn open(rounds: &mut BTreeMap<u64, Round>, step: u64, attempt: u32) -> &mut Roun
 /// between its start and end.
 fn tick_ms(s: &ScheduleState, tick: &str) -> Option<u64> {
     let ms = tick.strip_prefix(&format!("{}@", s.name))?.parse::<u64>().ok()?;
-    let rule = Rule::new(&s.spec.every).ok()?;
     let from = s.spec.start_ms.unwrap_or(s.anchor_ms);
     let ticks = ms >= from
         && s.spec.end_ms.is_none_or(|end| ms < end)
-        && rule.next_after(ms.saturating_sub(1), s.anchor_ms) == Some(ms);
+        && s.spec.every.next_after(ms.saturating_sub(1), s.anchor_ms).ok()? == Some(ms);
     ticks.then_some(ms)
 }
 
@@ -339,15 +337,16 @@ fn round(
         out.problems.push(format!("step {step}: no state update recorded"));
         return s.clone();
     };
-    let Ok(rule) = Rule::new(&s.spec.every) else {
+    if s.spec.every.next_after(0, s.anchor_ms).is_err() {
         out.problems.push(format!("step {step}: the spec's rule does not parse"));
         return update;
-    };
+    }
+    let next_after = |after_ms| s.spec.every.next_after(after_ms, s.anchor_ms).ok().flatten();
     let end = s.spec.end_ms;
     let before_end = |t: &u64| end.is_none_or(|end| *t < end);
     let after = s.last_tick_ms.unwrap_or(s.anchor_ms.saturating_sub(1));
     let starts: Vec<&str> = r.starts.values().map(String::as_str).collect();
-    let Some(next) = rule.next_after(after, s.anchor_ms).filter(before_end) else {
+    let Some(next) = next_after(after).filter(before_end) else {
         let want = ScheduleState { next_tick_ms: None, ..s.clone() };
         if !starts.is_empty() || update != want {
             out.problems.push(format!(
@@ -368,7 +367,7 @@ fn round(
     let mut due = Vec::new();
     let mut cursor = after;
     let upcoming = loop {
-        match rule.next_after(cursor, s.anchor_ms).filter(before_end) {
+        match next_after(cursor).filter(before_end) {
             Some(t) if t <= now => {
                 due.push(t);
                 cursor = t;
