@@ -122,9 +122,9 @@ pub use reading::{OnBlock, Reading};
 pub use redb::{FORMAT_VERSION, Options, READERS_WAIT_MS, RedbStore};
 pub use signal::{NewSignal, Signal};
 pub use store::{
-    Append, Catalog, CheckpointFilter, Decorates, DriverMessage, DueThread, Durability,
-    ForwardCatalog, ForwardLog, ForwardMaintenance, Maintenance, Page, Problem, Scope,
-    SharedDatabase, Store, StoreExt, ThreadFilter, ThreadLog, VerifyReport,
+    Append, Backend, Catalog, CheckpointFilter, Decorates, DriverMessage, DueThread, Durability,
+    ForwardAppend, ForwardCatalog, ForwardLog, ForwardMaintenance, Maintenance, Page, Problem,
+    Scope, SharedDatabase, Store, StoreExt, ThreadFilter, ThreadLog, VerifyReport,
 };
 pub use subscription::Subscription;
 pub use thread::{Lease, ThreadRecord, ThreadStatus, WorkflowRef};

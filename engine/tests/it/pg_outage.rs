@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use cairn::storage::pg_cluster::Cluster;
 use cairn::storage::pg_proxy::Proxy;
-use cairn::storage::{Append, Maintenance, PgStore, Seq, ThreadId, ThreadLog};
+use cairn::storage::{Backend, Maintenance, PgStore, Seq, ThreadId, ThreadLog};
 use cairn::{Durability, Engine, StartOptions};
 use serde_json::Value;
 

@@ -56,9 +56,9 @@ use self::pool::{BoxRead, Conn, Driver, Readers, Target};
 use self::write::{Write, Writer};
 use crate::codec::table;
 use crate::{
-    Append, Batch, Catalog, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Durability,
-    Error, Event, LockRecord, Lsn, OnBlock, Page, PayloadRef, Pending, Reading, Scope, Seq,
-    SharedDatabase, Store, Subscription, ThreadFilter, ThreadId, ThreadLog, ThreadRecord,
+    Append, Backend, Batch, Catalog, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo,
+    Durability, Error, Event, LockRecord, Lsn, OnBlock, Page, PayloadRef, Pending, Reading, Scope,
+    Seq, SharedDatabase, Store, Subscription, ThreadFilter, ThreadId, ThreadLog, ThreadRecord,
 };
 
 /// Reader connections of one store (the pool's size: reads beyond it wait for one).
@@ -220,9 +220,25 @@ impl Append for PgStore {
     fn durability(&self) -> Durability {
         self.inner.durability
     }
+}
+
+/// A database other processes write too, with no write intents (its commits are not
+/// gathered) and never refusing writes as a whole (each is retried on a fresh connection).
+impl Backend for PgStore {
+    fn shared(&self) -> Option<&dyn SharedDatabase> {
+        Some(self)
+    }
+
+    fn intend_write(&self) -> Option<crate::intent::WriteIntent> {
+        None
+    }
 
     fn metrics(&self) -> Option<&crate::telemetry::StoreMetrics> {
         Some(&self.inner.writer.metrics)
+    }
+
+    fn refusals(&self) -> Option<watch::Receiver<Option<Error>>> {
+        None
     }
 }
 
@@ -386,11 +402,7 @@ impl SharedDatabase for PgStore {
     }
 }
 
-impl Store for PgStore {
-    fn shared(&self) -> Option<&dyn SharedDatabase> {
-        Some(self)
-    }
-}
+impl Store for PgStore {}
 
 /// What a sync read on an async runtime's thread costs: counted in `count` and `metrics`.
 fn on_block(count: Arc<AtomicU64>, metrics: crate::telemetry::StoreMetrics) -> OnBlock {

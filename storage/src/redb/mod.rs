@@ -47,9 +47,9 @@ use self::guard::guard;
 use self::tables::{Counters, MetaState};
 use self::writer::{Command, Write, Writer};
 use crate::{
-    Append, Batch, Bookmark, Catalog, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo,
-    Durability, Error, Event, LockRecord, Lsn, Page, PayloadRef, Pending, Reading, Scope, Seq,
-    Store, Subscription, ThreadFilter, ThreadId, ThreadLog, ThreadRecord,
+    Append, Backend, Batch, Bookmark, Catalog, Checkpoint, CheckpointFilter, CheckpointId,
+    CheckpointInfo, Durability, Error, Event, LockRecord, Lsn, Page, PayloadRef, Pending, Reading,
+    Scope, Seq, Store, Subscription, ThreadFilter, ThreadId, ThreadLog, ThreadRecord,
 };
 
 /// The Cairn format version this build writes and the newest it reads (see `docs/format.md`).
@@ -723,10 +723,6 @@ fn open_error(error: DatabaseError) -> Error {
 }
 
 impl Append for RedbStore {
-    fn intend_write(&self) -> Option<crate::WriteIntent> {
-        self.inner.writer.as_ref().map(|w| w.intents.hold())
-    }
-
     fn append(&self, batch: Batch) -> Result<Pending, Error> {
         batch.check_limits()?;
         if batch.is_empty() {
@@ -736,16 +732,33 @@ impl Append for RedbStore {
         self.send(|tx| Write::Append(batch, tx))
     }
 
+    /// Queueing never waits on the network: [`RedbStore::append`]'s.
+    fn append_async(&self, batch: Batch) -> Reading<Pending> {
+        Reading::ready(self.append(batch))
+    }
+
+    fn durability(&self) -> Durability {
+        self.inner.durability
+    }
+}
+
+/// A file only this process writes (its lock says so); intents, metrics and refusals where it
+/// has a writer (none read-only).
+impl Backend for RedbStore {
+    fn shared(&self) -> Option<&dyn crate::store::SharedDatabase> {
+        None
+    }
+
+    fn intend_write(&self) -> Option<crate::intent::WriteIntent> {
+        self.inner.writer.as_ref().map(|w| w.intents.hold())
+    }
+
     fn metrics(&self) -> Option<&crate::telemetry::StoreMetrics> {
         self.inner.writer.as_ref().map(|w| &w.metrics)
     }
 
     fn refusals(&self) -> Option<watch::Receiver<Option<Error>>> {
         self.inner.writer.as_ref().map(|w| w.poison.watch())
-    }
-
-    fn durability(&self) -> Durability {
-        self.inner.durability
     }
 }
 

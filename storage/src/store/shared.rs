@@ -2,7 +2,7 @@
 //! other roles: an index of threads due for an engine, the commits of other processes as they
 //! land, and messages to whichever process drives a thread. A store whose database only this
 //! process writes (a redb file, held by its lock) has none of it: its
-//! [`crate::Store::shared`] is `None`, and the engine coordinates in memory.
+//! [`crate::Backend::shared`] is `None`, and the engine coordinates in memory.
 
 use crate::{Reading, ThreadId, ThreadRecord};
 

@@ -33,7 +33,7 @@ mod beneath_redb {
 
     use cairn_storage::fault::{FaultBackend, FaultController, OpKind};
     use cairn_storage::{
-        Append, Durability, Error, Maintenance, Options, RedbStore, Seq, ThreadLog,
+        Append, Backend, Durability, Error, Maintenance, Options, RedbStore, Seq, ThreadLog,
     };
 
     use crate::common::*;
