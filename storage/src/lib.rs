@@ -80,6 +80,7 @@ mod intent;
 pub mod limits;
 mod lock;
 pub mod lsns;
+mod os_error;
 mod pending;
 #[cfg(feature = "postgres")]
 mod pg;

@@ -4,7 +4,9 @@
 //! process writes (a redb file, held by its lock) has none of it: its
 //! [`crate::Backend::shared`] is `None`, and the engine coordinates in memory.
 
-use crate::{Reading, ThreadId, ThreadRecord};
+use crate::ids::ThreadId;
+use crate::reading::Reading;
+use crate::thread::ThreadRecord;
 
 /// A thread the wake index says is due, with the time it is due from: the cursor of the next
 /// page of [`SharedDatabase::due_threads`] is the last one's `(ready_at_ms, id)`.
