@@ -8,12 +8,14 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::NewCheckpoint;
+use crate::error::Error;
+use crate::event::NewEvent;
+use crate::ids::{Bookmark, CheckpointId, PayloadRef, Seq, ThreadId};
 use crate::limits::TEXT_BYTES_MAX;
 use crate::limits::{self, BATCH_BYTES_MAX, BATCH_EVENTS_MAX, BATCH_OPS_MAX, PAYLOAD_BYTES_MAX};
-use crate::{
-    Bookmark, CheckpointId, Error, NewCheckpoint, NewEvent, NewSignal, PayloadRef, Seq, Signal,
-    ThreadId, ThreadRecord, ThreadStatus,
-};
+use crate::signal::{NewSignal, Signal};
+use crate::thread::{ThreadRecord, ThreadStatus};
 
 /// Writes applied atomically in one commit.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -52,7 +54,7 @@ pub struct Batch {
     /// Queue operations (`docs/queues.md`), applied last, in order. Independently of these, a
     /// thread record this batch moves to a finished status leaves its queue (its slot, or its
     /// place in line, is released in this batch's transaction).
-    pub queues: Vec<crate::QueueOp>,
+    pub queues: Vec<crate::queue::QueueOp>,
 }
 
 /// When a thread no runner drives next needs an engine (see [`Batch::wakes`]).
@@ -124,7 +126,7 @@ impl Batch {
             weight += signal.data.len();
         }
         self.locks.iter().try_for_each(LockOp::check_limits)?;
-        self.queues.iter().try_for_each(crate::QueueOp::check_limits)?;
+        self.queues.iter().try_for_each(crate::queue::QueueOp::check_limits)?;
         self.leases.iter().try_for_each(LeaseOp::check_limits)?;
         limits::check("BATCH_BYTES_MAX", weight, BATCH_BYTES_MAX)
     }

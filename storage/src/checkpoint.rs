@@ -9,12 +9,14 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Error;
+use crate::ids::{Bookmark, CheckpointId, ThreadId};
 use crate::limits::{
     self, CUSTOM_FIELDS_MAX, LABEL_BYTES_MAX, SNAPSHOT_BYTES_MAX, TAG_BYTES_MAX,
     TAGS_PER_CHECKPOINT_MAX, TEXT_BYTES_MAX,
 };
+use crate::thread::WorkflowRef;
 use crate::wire_enum::wire_enum;
-use crate::{Bookmark, CheckpointId, Error, ThreadId, WorkflowRef};
 
 wire_enum! {
     /// Why a checkpoint was taken. Discriminants are stored on disk: never reuse one.

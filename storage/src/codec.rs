@@ -11,13 +11,17 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::checkpoint::CheckpointInfo;
+use crate::correlation::CorrelationEntry;
+use crate::error::Error;
+use crate::event::Event;
 use crate::frame::{self, RecordKind};
+use crate::ids::{CheckpointId, Seq, ThreadId};
 use crate::limits::RECORD_BYTES_MAX;
+use crate::lock::LockRecord;
 use crate::lsns::SeqChunk;
-use crate::{
-    CheckpointId, CheckpointInfo, CorrelationEntry, Error, Event, LockRecord, Seq, Signal,
-    ThreadId, ThreadRecord,
-};
+use crate::signal::Signal;
+use crate::thread::ThreadRecord;
 
 /// Table names, shared by the codec's errors and the redb tables.
 pub mod table {
@@ -394,7 +398,7 @@ pub fn decode_lock(bytes: &[u8]) -> Result<LockRecord, Error> {
 /// # Errors
 ///
 /// [`Error::LimitExceeded`] past [`RECORD_BYTES_MAX`].
-pub fn encode_queue(queue: &crate::QueueState) -> Result<Vec<u8>, Error> {
+pub fn encode_queue(queue: &crate::queue::QueueState) -> Result<Vec<u8>, Error> {
     encode(RecordKind::Queue, queue, 64 + queue.name.len() + 24 * queue.keys.len())
 }
 
@@ -403,7 +407,7 @@ pub fn encode_queue(queue: &crate::QueueState) -> Result<Vec<u8>, Error> {
 /// # Errors
 ///
 /// [`Error::Corrupted`] for any frame or body failure.
-pub fn decode_queue(bytes: &[u8]) -> Result<crate::QueueState, Error> {
+pub fn decode_queue(bytes: &[u8]) -> Result<crate::queue::QueueState, Error> {
     decode(RecordKind::Queue, bytes)
 }
 
@@ -412,7 +416,7 @@ pub fn decode_queue(bytes: &[u8]) -> Result<crate::QueueState, Error> {
 /// # Errors
 ///
 /// [`Error::LimitExceeded`] past [`RECORD_BYTES_MAX`].
-pub fn encode_queue_member(member: &crate::QueueMember) -> Result<Vec<u8>, Error> {
+pub fn encode_queue_member(member: &crate::queue::QueueMember) -> Result<Vec<u8>, Error> {
     encode(RecordKind::QueueMember, member, 64 + member.queue.len() + member.key.len())
 }
 
@@ -421,7 +425,7 @@ pub fn encode_queue_member(member: &crate::QueueMember) -> Result<Vec<u8>, Error
 /// # Errors
 ///
 /// [`Error::Corrupted`] for any frame or body failure.
-pub fn decode_queue_member(bytes: &[u8]) -> Result<crate::QueueMember, Error> {
+pub fn decode_queue_member(bytes: &[u8]) -> Result<crate::queue::QueueMember, Error> {
     decode(RecordKind::QueueMember, bytes)
 }
 
@@ -500,7 +504,8 @@ fn corrupted(kind: RecordKind, detail: String) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Bookmark, Lsn, ThreadRecord, WorkflowRef};
+    use crate::ids::{Bookmark, Lsn};
+    use crate::thread::{ThreadRecord, WorkflowRef};
 
     fn event() -> Event {
         Event::sample(Bookmark { seq: Seq(1), lsn: Lsn(1), at_ms: 0 }, Vec::new())

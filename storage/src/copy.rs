@@ -18,10 +18,12 @@
 //! # Ok(()) }
 //! ```
 
-use crate::{
-    Batch, CheckpointFilter, Error, Guard, NewCheckpoint, NewEvent, Page, Seq, Store, ThreadFilter,
-    ThreadId,
-};
+use crate::batch::{Batch, Guard};
+use crate::checkpoint::NewCheckpoint;
+use crate::error::Error;
+use crate::event::NewEvent;
+use crate::ids::{Seq, ThreadId};
+use crate::store::{CheckpointFilter, Page, Store, ThreadFilter};
 
 /// Events per batch written to the destination.
 const COPY_BATCH_EVENTS: usize = 1_000;
@@ -119,7 +121,7 @@ pub async fn copy_thread(
         for event in from.read_since(id, after, COPY_BATCH_EVENTS).await? {
             after = event.bookmark.seq;
             if let Some(r) = event.payload
-                && !batch.payloads.iter().any(|p| crate::PayloadRef::of(p) == r)
+                && !batch.payloads.iter().any(|p| crate::ids::PayloadRef::of(p) == r)
             {
                 batch.payloads.push(from.payload(&r).await?);
                 report.payloads += 1;
@@ -128,7 +130,7 @@ pub async fn copy_thread(
             // it in the record, so the destination indexes it (`docs/format.md` §2.2).
             // Its payload, if it has one, is in the batch already (read just above).
             let correlation = crate::correlation::of(&event, |r| {
-                let held = batch.payloads.iter().find(|p| crate::PayloadRef::of(p) == *r);
+                let held = batch.payloads.iter().find(|p| crate::ids::PayloadRef::of(p) == *r);
                 held.cloned().ok_or(Error::MissingPayload(*r))
             });
             batch.events.push(NewEvent {

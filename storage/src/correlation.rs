@@ -13,7 +13,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Event, EventKind, Lsn, PayloadRef, Seq, ThreadId};
+use crate::error::Error;
+use crate::event::{Event, EventKind};
+use crate::ids::{Lsn, PayloadRef, Seq, ThreadId};
 
 /// One entry of the correlation index: the event at `lsn` (`thread`'s `seq`, written at `at_ms`)
 /// carries `correlation`. Stored as a kind-8 record under the key `(correlation, lsn)`.
@@ -187,7 +189,7 @@ pub(crate) fn corrupted(thread: Option<&ThreadId>, seq: Option<Seq>, detail: Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Bookmark;
+    use crate::ids::Bookmark;
 
     fn message(data: &str) -> Event {
         Event::sample(Bookmark { seq: Seq(2), lsn: Lsn(9), at_ms: 5 }, data.as_bytes().to_vec())

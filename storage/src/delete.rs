@@ -12,7 +12,7 @@
 //! only keeps a payload, it never removes one still in use. The scan runs only for a thread
 //! whose events reference payloads (bodies over the engine's offload threshold, 16 KiB).
 
-use crate::ThreadStatus;
+use crate::thread::ThreadStatus;
 
 /// How [`crate::Maintenance::delete_thread`] treats a thread that has not finished.
 ///

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::{CheckpointId, PayloadRef, Seq, ThreadId};
+use crate::ids::{CheckpointId, PayloadRef, Seq, ThreadId};
 
 /// Errors from the storage crate.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -110,7 +110,7 @@ pub enum Error {
         /// The thread.
         thread: ThreadId,
         /// Its status.
-        status: crate::ThreadStatus,
+        status: crate::thread::ThreadStatus,
     },
 
     /// Permanent: a signal was sent to a thread that has ended (completed, failed, cancelled,
@@ -120,7 +120,7 @@ pub enum Error {
         /// The thread.
         thread: ThreadId,
         /// How it ended.
-        status: crate::ThreadStatus,
+        status: crate::thread::ThreadStatus,
     },
 
     /// Permanent while that thread waits or runs: a start on a queue with a dedup key that a
@@ -295,7 +295,7 @@ impl Error {
         op: &'static str,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Error {
-        let io = crate::redb::io_cause(&source);
+        let io = crate::os_error::io_cause(&source);
         if io.is_some_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied) {
             return Error::PermissionDenied { op };
         }

@@ -5,11 +5,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Error;
+use crate::ids::{Bookmark, PayloadRef, ThreadId};
 use crate::limits::{
     self, CORRELATION_ID_BYTES_MAX, EVENT_DATA_BYTES_MAX, NODE_NAME_BYTES_MAX, SUMMARY_BYTES_MAX,
 };
 use crate::wire_enum::wire_enum;
-use crate::{Bookmark, Error, PayloadRef, ThreadId};
 
 wire_enum! {
     /// What an event records. Discriminants are stored on disk: never reuse or renumber one.
@@ -172,7 +173,7 @@ pub(crate) fn check_correlation(correlation: &str) -> Result<(), Error> {
 impl Event {
     /// A message event of thread `t` at `bookmark` carrying `data` (unit tests).
     #[cfg(test)]
-    pub(crate) fn sample(bookmark: crate::Bookmark, data: Vec<u8>) -> Event {
+    pub(crate) fn sample(bookmark: crate::ids::Bookmark, data: Vec<u8>) -> Event {
         Event {
             bookmark,
             thread: ThreadId::new("t").expect("id"),
@@ -187,7 +188,7 @@ impl Event {
     }
 
     /// The stored event for `new` at `seq`/`lsn`.
-    pub(crate) fn from_new(new: NewEvent, seq: crate::Seq, lsn: crate::Lsn) -> Event {
+    pub(crate) fn from_new(new: NewEvent, seq: crate::ids::Seq, lsn: crate::ids::Lsn) -> Event {
         Event {
             bookmark: Bookmark { seq, lsn, at_ms: new.at_ms },
             thread: new.thread,

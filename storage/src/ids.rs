@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
+use crate::error::Error;
 use crate::limits::THREAD_ID_BYTES_MAX;
 
 /// The id of a thread (one run of one workflow version on one input).

@@ -78,6 +78,7 @@ mod intent;
 pub mod limits;
 mod lock;
 pub mod lsns;
+mod os_error;
 mod pending;
 #[cfg(feature = "postgres")]
 mod pg;
@@ -116,9 +117,9 @@ pub use reading::{OnBlock, Reading};
 pub use redb::{FORMAT_VERSION, Options, READERS_WAIT_MS, RedbStore};
 pub use signal::{NewSignal, Signal};
 pub use store::{
-    Append, Catalog, CheckpointFilter, Decorates, DriverMessage, DueThread, Durability,
-    ForwardCatalog, ForwardLog, ForwardMaintenance, Maintenance, Page, Problem, Scope,
-    SharedDatabase, Store, StoreExt, ThreadFilter, ThreadLog, VerifyReport,
+    Append, Backend, Catalog, CheckpointFilter, Decorates, DriverMessage, DueThread, Durability,
+    ForwardAppend, ForwardCatalog, ForwardLog, ForwardMaintenance, Maintenance, Page, Problem,
+    Scope, SharedDatabase, Store, StoreExt, ThreadFilter, ThreadLog, VerifyReport,
 };
 pub use subscription::Subscription;
 pub use thread::{Lease, ThreadRecord, ThreadStatus, WorkflowRef};

@@ -146,9 +146,17 @@ pub const PG_WRITE_WAIT_UNAVAILABLE_MAX: std::time::Duration = std::time::Durati
 /// # Errors
 ///
 /// [`Error::LimitExceeded`](crate::Error::LimitExceeded) when `value > max`.
-pub(crate) fn check(limit: &'static str, value: usize, max: usize) -> Result<(), crate::Error> {
+pub(crate) fn check(
+    limit: &'static str,
+    value: usize,
+    max: usize,
+) -> Result<(), crate::error::Error> {
     if value > max {
-        return Err(crate::Error::LimitExceeded { limit, value: value as u64, max: max as u64 });
+        return Err(crate::error::Error::LimitExceeded {
+            limit,
+            value: value as u64,
+            max: max as u64,
+        });
     }
     Ok(())
 }
@@ -165,10 +173,10 @@ pub(crate) fn check_text(
     max: usize,
     what: &str,
     text: &str,
-) -> Result<(), crate::Error> {
+) -> Result<(), crate::error::Error> {
     check(limit, text.len(), max)?;
     if text.is_empty() || text.chars().any(char::is_control) {
-        return Err(crate::Error::Invalid {
+        return Err(crate::error::Error::Invalid {
             detail: format!("{what} {text:?} is empty or has a control character"),
         });
     }

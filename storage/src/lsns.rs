@@ -15,7 +15,7 @@ use serde::de::{SeqAccess, Visitor};
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::ThreadId;
+use crate::ids::ThreadId;
 
 /// Events per chunk of the seq index: the tail is flushed into a chunk when it reaches this many.
 /// 32 keeps the tail in the thread record small (tens of bytes) while writing a chunk only once

@@ -7,7 +7,8 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use tokio::sync::oneshot;
 
-use crate::{Appended, Error};
+use crate::batch::Appended;
+use crate::error::Error;
 
 /// A write handed to the store's writer; resolves once the commit that holds it has completed
 /// (durably, under [`Durability::Immediate`](crate::Durability::Immediate)).

@@ -8,13 +8,18 @@
 
 use std::collections::BTreeMap;
 
+use crate::batch::{Appended, Batch, Guard, LeaseOp, LockOp};
+use crate::checkpoint::CheckpointInfo;
 use crate::codec::{self, StoredThread, table};
+use crate::correlation::CorrelationEntry;
+use crate::error::Error;
+use crate::event::Event;
+use crate::ids::{CheckpointId, Lsn, PayloadRef, Seq, ThreadId};
+use crate::lock::LockRecord;
 use crate::lsns::SEQ_CHUNK_LEN;
-use crate::{
-    Appended, Batch, CheckpointId, CheckpointInfo, CorrelationEntry, Error, Event, Guard, Lease,
-    LeaseOp, LockOp, LockRecord, Lsn, NewSignal, PayloadRef, Seq, SeqChunk, Signal, ThreadId,
-    ThreadRecord,
-};
+use crate::lsns::SeqChunk;
+use crate::signal::{NewSignal, Signal};
+use crate::thread::{Lease, ThreadRecord};
 
 /// What a plan reads of the stored state (inside the backend's write transaction).
 pub(crate) trait PlanState: crate::plan_queue::QueueReads {
@@ -66,7 +71,7 @@ pub(crate) struct Plan {
         not(feature = "postgres"),
         expect(dead_code, reason = "only the PostgreSQL backend indexes wake hints")
     )]
-    pub(crate) wakes: Vec<(ThreadId, crate::Wake)>,
+    pub(crate) wakes: Vec<(ThreadId, crate::batch::Wake)>,
     /// (thread, n, framed signal): the batch's signals, numbered.
     pub(crate) signals: Vec<(ThreadId, u64, Vec<u8>)>,
     /// The queues read and changed so far (`plan_queue.rs`).

@@ -17,10 +17,12 @@ use std::collections::BTreeMap;
 use crate::plan::{cached, mark_dirty};
 
 use crate::codec;
+use crate::error::Error;
+use crate::ids::ThreadId;
 use crate::limits::QUEUE_HEAD_SCAN_MAX;
 use crate::plan::{Plan, PlanState};
 use crate::queue::{self, Enqueue, QueueMember, QueueOp, QueueState};
-use crate::{Error, ThreadId, ThreadStatus};
+use crate::thread::ThreadStatus;
 
 /// What queue planning reads of the stored state (inside the backend's write transaction), as
 /// the batches before this one in the group left it. A backend shared by several processes
@@ -29,9 +31,12 @@ use crate::{Error, ThreadId, ThreadStatus};
 pub(crate) trait QueueReads {
     /// A stored queue (limits and counts), checked against its key, as the batches before this
     /// one in the group left it.
-    fn queue(&mut self, name: &str) -> Result<Option<crate::QueueState>, Error>;
+    fn queue(&mut self, name: &str) -> Result<Option<crate::queue::QueueState>, Error>;
     /// A thread's stored queue member record, checked against its key.
-    fn queue_member(&mut self, thread: &ThreadId) -> Result<Option<crate::QueueMember>, Error>;
+    fn queue_member(
+        &mut self,
+        thread: &ThreadId,
+    ) -> Result<Option<crate::queue::QueueMember>, Error>;
     /// The first `limit` entries `(rank, thread)` of the waiting index under `(queue, key)`, in
     /// rank order.
     fn queue_waiting(
@@ -267,7 +272,7 @@ impl Plan {
         let mut admitted = 0;
         while admitted < max && q.has_room() {
             let mut best: Option<(u64, u64, String, ThreadId)> = None; // (rank, served_at, key, thread)
-            let keys: Vec<(String, crate::KeyCounts)> =
+            let keys: Vec<(String, crate::queue::KeyCounts)> =
                 q.keys.iter().map(|(k, c)| (k.clone(), *c)).collect();
             for (key, counts) in keys {
                 if counts.waiting == 0 || !q.key_has_room(&counts) || passed.contains(&key) {

@@ -21,8 +21,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Error;
+use crate::ids::ThreadId;
 use crate::limits::{self, QUEUE_KEYS_MAX, QUEUE_NAME_BYTES_MAX, RATE_STARTS_MAX};
-use crate::{Error, ThreadId};
 
 /// A queue's limits. `None` is no limit of that kind.
 ///

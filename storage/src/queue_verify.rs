@@ -7,7 +7,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::codec::{self, table};
-use crate::{Error, Problem, QueueMember, QueueState, ThreadId};
+use crate::error::Error;
+use crate::ids::ThreadId;
+use crate::queue::{QueueMember, QueueState};
+use crate::store::Problem;
 
 /// Decodes the queue stored under `name` and checks it against it (`under`, for the error: a
 /// redb "key", a PostgreSQL "row").

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 
 use tokio::sync::oneshot;
 
-use crate::Error;
+use crate::error::Error;
 
 /// A read that the caller awaits. A store whose reads are local (a redb file: a read costs
 /// memory and page-cache lookups, like any computation) answers at once with

@@ -4,9 +4,10 @@
 
 use tokio::sync::oneshot;
 
-use crate::{
-    Appended, Batch, CheckpointId, DeleteOptions, Deleted, Error, Guard, LeaseOp, Pruned, ThreadId,
-};
+use crate::batch::{Appended, Batch, Guard, LeaseOp, Pruned};
+use crate::delete::{DeleteOptions, Deleted};
+use crate::error::Error;
+use crate::ids::{CheckpointId, ThreadId};
 
 /// Where one request's answer goes.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, Error>>;
@@ -114,42 +115,42 @@ impl Answer {
 /// builds around a reply channel to its writer; `verify` is what its `verify` runs.
 macro_rules! maintenance_through_writer {
     ($store:ty, $verify:expr) => {
-        impl crate::Maintenance for $store {
+        impl crate::store::Maintenance for $store {
             fn delete_checkpoint(
                 &self,
                 id: CheckpointId,
-            ) -> Result<crate::Pending<bool>, crate::Error> {
+            ) -> Result<crate::pending::Pending<bool>, crate::error::Error> {
                 self.send(|tx| crate::request::Write::DeleteCheckpoint(id, tx))
             }
 
             fn clear_checkpoints(
                 &self,
-                thread: &crate::ThreadId,
-            ) -> Result<crate::Pending<u64>, crate::Error> {
+                thread: &crate::ids::ThreadId,
+            ) -> Result<crate::pending::Pending<u64>, crate::error::Error> {
                 let thread = thread.clone();
                 self.send(|tx| crate::request::Write::ClearCheckpoints(thread, tx))
             }
 
             fn prune(
                 &self,
-                thread: &crate::ThreadId,
-                keep_from: crate::CheckpointId,
-            ) -> Result<crate::Pending<crate::Pruned>, crate::Error> {
+                thread: &crate::ids::ThreadId,
+                keep_from: crate::ids::CheckpointId,
+            ) -> Result<crate::pending::Pending<crate::batch::Pruned>, crate::error::Error> {
                 let thread = thread.clone();
                 self.send(|tx| crate::request::Write::Prune(thread, keep_from, tx))
             }
 
             fn delete_thread(
                 &self,
-                thread: &crate::ThreadId,
-                options: crate::DeleteOptions,
-            ) -> Result<crate::Pending<Option<crate::Deleted>>, crate::Error> {
+                thread: &crate::ids::ThreadId,
+                options: crate::delete::DeleteOptions,
+            ) -> Result<crate::pending::Pending<Option<crate::delete::Deleted>>, crate::error::Error> {
                 let thread = thread.clone();
                 self.send(|tx| crate::request::Write::DeleteThread(thread, options, tx))
             }
 
-            fn verify(&self) -> Result<crate::VerifyReport, crate::Error> {
-                let verify: fn(&Self) -> Result<crate::VerifyReport, crate::Error> = $verify;
+            fn verify(&self) -> Result<crate::store::VerifyReport, crate::error::Error> {
+                let verify: fn(&Self) -> Result<crate::store::VerifyReport, crate::error::Error> = $verify;
                 verify(self)
             }
         }

@@ -13,8 +13,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Error;
+use crate::ids::ThreadId;
 use crate::limits::{self, SIGNAL_BYTES_MAX, SIGNAL_NAME_BYTES_MAX, SIGNALS_PER_THREAD_MAX};
-use crate::{Error, ThreadId};
 
 /// A signal to send: appended to `thread`'s inbox by [`crate::Batch::signals`].
 ///

@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::{Error, Event, Lsn, Scope, Seq, Store};
+use crate::error::Error;
+use crate::event::Event;
+use crate::ids::{Lsn, Seq};
+use crate::store::{Scope, Store};
 
 /// Events read per refill; small enough to keep a read transaction short.
 const FILL_EVENTS: usize = 256;

@@ -62,8 +62,8 @@ pub struct DatabaseState {
 impl DatabaseState {
     /// [`crate::Error::Unavailable`] naming the cause, while the database does not answer;
     /// `None` while it does.
-    pub fn unavailable(&self) -> Option<crate::Error> {
-        (!self.reachable).then(|| crate::Error::Unavailable {
+    pub fn unavailable(&self) -> Option<crate::error::Error> {
+        (!self.reachable).then(|| crate::error::Error::Unavailable {
             cause: self.last_error.clone().unwrap_or_else(|| "no answer".to_owned()),
             since_ms: self.since_ms,
         })
@@ -77,7 +77,7 @@ impl DatabaseState {
 pub async fn unavailable_for(
     changes: &mut watch::Receiver<Option<DatabaseState>>,
     after: Duration,
-) -> crate::Error {
+) -> crate::error::Error {
     loop {
         let state = changes.borrow_and_update().clone();
         let down = state.and_then(|s| s.unavailable().map(|e| (s.since_ms, e)));
@@ -163,7 +163,7 @@ pub(crate) fn group_span(backend: &'static str, durable: bool) -> tracing::Span 
 }
 
 /// The bytes a batch brings: its events, payloads and snapshots.
-pub(crate) fn batch_bytes(batch: &crate::Batch) -> usize {
+pub(crate) fn batch_bytes(batch: &crate::batch::Batch) -> usize {
     let events: usize = batch.events.iter().map(|e| e.data.len() + e.summary.len()).sum();
     let payloads: usize = batch.payloads.iter().map(Vec::len).sum();
     let snapshots: usize = batch.checkpoints.iter().map(|c| c.snapshot.len()).sum();
@@ -420,7 +420,7 @@ mod tests {
         let down = m.database().unwrap();
         assert!(!down.reachable);
         match down.unavailable() {
-            Some(crate::Error::Unavailable { cause, since_ms }) => {
+            Some(crate::error::Error::Unavailable { cause, since_ms }) => {
                 assert_eq!((cause.as_str(), since_ms), ("connect: refused", down.since_ms));
             }
             other => panic!("{other:?}"),
@@ -460,7 +460,7 @@ mod tests {
                 tokio::time::timeout(Duration::from_secs(5), unavailable_for(&mut changes, grace))
                     .await
                     .expect("ended after its grace");
-            assert!(matches!(e, crate::Error::Unavailable { .. }));
+            assert!(matches!(e, crate::error::Error::Unavailable { .. }));
             assert!(started.elapsed() >= grace - short, "ended after {:?}", started.elapsed());
         });
     }

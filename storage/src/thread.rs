@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Error;
+use crate::ids::{Bookmark, Seq, ThreadId};
 use crate::limits::{self, LABEL_BYTES_MAX, LABELS_PER_THREAD_MAX, TEXT_BYTES_MAX};
 use crate::wire_enum::wire_enum;
-use crate::{Bookmark, Error, Seq, ThreadId};
 
 wire_enum! {
     /// A thread's status. The transition table lives in the engine; storage stores the value.

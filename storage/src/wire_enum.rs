@@ -52,12 +52,12 @@ macro_rules! wire_enum {
         }
 
         impl ::std::str::FromStr for $name {
-            type Err = crate::Error;
+            type Err = crate::error::Error;
 
-            fn from_str(s: &str) -> Result<Self, crate::Error> {
+            fn from_str(s: &str) -> Result<Self, crate::error::Error> {
                 match s {
                     $( $text => Ok(Self::$variant), )+
-                    _ => Err(crate::Error::Invalid {
+                    _ => Err(crate::error::Error::Invalid {
                         detail: format!("unknown {} {s:?}", stringify!($name)),
                     }),
                 }

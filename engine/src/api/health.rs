@@ -110,8 +110,9 @@ impl Engine {
         let shell = &self.shell;
         let now = shell.clock.now_ms();
         let store = shell.store.as_ref();
-        let report =
+        let mut report =
             crate::telemetry::health_check(store, now, watchdog_ms, &shell.metrics).await?;
+        report.coordination = Some(shell.coord.kind());
         if let Some(database) = report.database.as_ref().filter(|d| !d.reachable) {
             tracing::warn!(
                 since_ms = database.since_ms,

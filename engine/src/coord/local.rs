@@ -53,7 +53,7 @@ impl Local {
     }
 
     /// A coordinator reading statuses from `store`, timing on `clock`, its timers on `tasks`
-    /// (exclusive when no other process can write the database: no [`Store::shared`]).
+    /// (exclusive when no other process can write the database: no [`cairn_storage::Backend::shared`]).
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, tasks: Tasks) -> Self {
         let commits = store.shared().map(SharedDatabase::commits);
         let exclusive = commits.is_none();
@@ -253,5 +253,9 @@ impl Coordinator for Local {
 
     fn wake_index(&self) -> Option<&dyn SharedDatabase> {
         None
+    }
+
+    fn kind(&self) -> crate::telemetry::Coordination {
+        crate::telemetry::Coordination::Local
     }
 }

@@ -275,10 +275,13 @@ pub(crate) trait Coordinator: Send + Sync {
     /// ([`SharedDatabase::due_threads`]); `None` where there is none (the caller lists
     /// unfinished threads instead).
     fn wake_index(&self) -> Option<&dyn SharedDatabase>;
+
+    /// Which coordinator this is (the engine's health report says it).
+    fn kind(&self) -> crate::telemetry::Coordination;
 }
 
 /// The coordinator for `store`: [`Shared`] where other processes write the database too
-/// ([`cairn_storage::Store::shared`]), with `owner` this engine's lease name, `wait` how long a
+/// ([`cairn_storage::Backend::shared`]), with `owner` this engine's lease name, `wait` how long a
 /// control waits for another engine's runner and `lease_ttl_ms` the lease it renews; else
 /// [`Local`] (a redb file is this process's alone: its lock proves any other lease holder dead).
 pub(crate) fn for_store(

@@ -210,6 +210,10 @@ impl Coordinator for Shared {
     fn wake_index(&self) -> Option<&dyn SharedDatabase> {
         self.store.shared()
     }
+
+    fn kind(&self) -> crate::telemetry::Coordination {
+        crate::telemetry::Coordination::Shared
+    }
 }
 
 #[cfg(test)]

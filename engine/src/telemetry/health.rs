@@ -39,6 +39,23 @@ pub struct HealthReport {
     /// `last_error` says why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub database: Option<DatabaseHealth>,
+    /// How the engine that made the report coordinates with others on its database (absent
+    /// where no engine runs: `cairn health --db FILE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coordination: Option<Coordination>,
+}
+
+/// How an engine coordinates with whoever else drives threads on its database: chosen from
+/// what the store declares when it opens ([`cairn_storage::Backend::shared`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Coordination {
+    /// In memory: only this process writes the database (a redb file, held by its lock), so a
+    /// lease found on a thread belongs to a process that died and is taken over at once.
+    Local,
+    /// Through the database several processes share (PostgreSQL): another engine's lease is
+    /// taken over only once it has lapsed, and controls reach runners in other processes.
+    Shared,
 }
 
 /// What the report says of the store's database.
@@ -140,6 +157,7 @@ pub(crate) async fn check(
         expired: Vec::new(),
         commits: commit_health(metrics, false),
         database: Some(database),
+        coordination: None,
     };
     let server = store.database();
     if let Some(database) = server.clone().filter(|d| !d.reachable) {
@@ -267,6 +285,7 @@ async fn read_and_check(
         expired,
         commits,
         database: None,
+        coordination: None,
     }
     .finish())
 }

@@ -15,7 +15,9 @@ pub(crate) mod repeated;
 
 pub use cairn_storage::telemetry as storage;
 pub(crate) use health::check as health_check;
-pub use health::{CommitHealth, DatabaseHealth, ExpiredLock, HealthReport, StuckThread};
+pub use health::{
+    CommitHealth, Coordination, DatabaseHealth, ExpiredLock, HealthReport, StuckThread,
+};
 
 /// Puts a `thread` span in its thread's OpenTelemetry trace (feature `otel`, with a pipeline
 /// built); otherwise nothing.

@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use cairn_storage::{
-    Append, Appended, Batch, Bookmark, Catalog, Checkpoint, CheckpointFilter, CheckpointId,
-    CheckpointInfo, Durability, Error, Event, LockRecord, Lsn, Maintenance, Page, PayloadRef,
-    Pending, Pruned, Reading, Scope, Seq, SharedDatabase, Store, Subscription, ThreadFilter,
-    ThreadId, ThreadLog, ThreadRecord, VerifyReport,
+    Append, Appended, Backend, Batch, Bookmark, Catalog, Checkpoint, CheckpointFilter,
+    CheckpointId, CheckpointInfo, Durability, Error, Event, LockRecord, Lsn, Maintenance, Page,
+    PayloadRef, Pending, Pruned, Reading, Scope, Seq, SharedDatabase, Store, Subscription,
+    ThreadFilter, ThreadId, ThreadLog, ThreadRecord, VerifyReport,
 };
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -268,10 +268,6 @@ impl std::fmt::Debug for RecordingStore {
 }
 
 impl Append for RecordingStore {
-    fn intend_write(&self) -> Option<cairn_storage::WriteIntent> {
-        self.inner.intend_write()
-    }
-
     fn append(&self, batch: Batch) -> Result<Pending, Error> {
         let new_events = batch.events.clone();
         let pending = self.watch(self.inner.append(batch))?;
@@ -295,12 +291,39 @@ impl Append for RecordingStore {
         }))
     }
 
+    /// Queued as [`RecordingStore::append`] queues (blocking while the writer's queue is full),
+    /// so that every acknowledgement is recorded on the one path.
+    fn append_async(&self, batch: Batch) -> Reading<Pending> {
+        Reading::ready(self.append(batch))
+    }
+
     fn durability(&self) -> Durability {
         self.inner.durability()
+    }
+}
+
+/// What the wrapped store offers, carried (its shared database's reads checked like the
+/// others, below).
+impl Backend for RecordingStore {
+    fn shared(&self) -> Option<&dyn SharedDatabase> {
+        // Shared exactly when the wrapped store is (the methods below reach it).
+        self.inner.shared().map(|_| self as &dyn SharedDatabase)
+    }
+
+    fn intend_write(&self) -> Option<cairn_storage::WriteIntent> {
+        self.inner.intend_write()
+    }
+
+    fn metrics(&self) -> Option<&cairn_storage::telemetry::StoreMetrics> {
+        self.inner.metrics()
     }
 
     fn refusals(&self) -> Option<tokio::sync::watch::Receiver<Option<Error>>> {
         self.inner.refusals()
+    }
+
+    fn database(&self) -> Option<cairn_storage::telemetry::DatabaseState> {
+        self.inner.database()
     }
 }
 
@@ -471,12 +494,7 @@ impl SharedDatabase for RecordingStore {
     }
 }
 
-impl Store for RecordingStore {
-    fn shared(&self) -> Option<&dyn SharedDatabase> {
-        // Shared exactly when the wrapped store is (the methods above reach it).
-        self.inner.shared().map(|_| self as &dyn SharedDatabase)
-    }
-}
+impl Store for RecordingStore {}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // The recorded data stays valid if a hook panicked while the lock was held.

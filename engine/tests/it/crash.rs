@@ -218,6 +218,8 @@ pub(crate) fn build(shape: &Shape, fx: &EffectLog) -> Workflow<Acc> {
 pub(crate) type AtDeath = Box<dyn Fn() + Send + Sync>;
 
 /// A store that stops accepting writes after a number of appends, as a dying process would.
+/// What its inner store offers (a shared database: PostgreSQL's) it carries, as every
+/// [`Decorates`] does, so the engine over it coordinates as over the inner store.
 pub(crate) struct Dying {
     pub(crate) inner: Arc<dyn Store>,
     /// Appends (and thread deletions) still accepted; negative once the store has died.
@@ -298,6 +300,9 @@ impl ForwardLog for Dying {}
 impl Append for Dying {
     fn append(&self, batch: Batch) -> Result<Pending, cairn::storage::Error> {
         self.write(|| self.inner.append(batch))
+    }
+    fn append_async(&self, batch: Batch) -> Reading<Pending> {
+        self.write(|| Ok(self.inner.append_async(batch))).unwrap_or_else(|e| Reading::ready(Err(e)))
     }
     fn durability(&self) -> Durability {
         self.inner.durability()
@@ -388,9 +393,14 @@ async fn run(
     run_on(Dying::new(store, crash_after), wf, crash_after.is_some(), |b| b).await
 }
 
+/// Engines [`run_on`] opened that reported, in their health, coordinating through a shared
+/// database (only PostgreSQL's crash test opens such engines here).
+pub(crate) static SHARED_ENGINES: AtomicU64 = AtomicU64::new(0);
+
 /// Runs the workflow on THREADS threads over `dying` (the engine built by `tune` from the
 /// builder); with `crashing`, until the store dies, then the engine crashes. Returns the number
-/// of appends made, and the final states when not crashing.
+/// of appends made, and the final states when not crashing. Counts the engine in
+/// [`SHARED_ENGINES`] if its health report says it coordinates through a shared database.
 pub(crate) async fn run_on(
     dying: Dying,
     wf: &Workflow<Acc>,
@@ -400,6 +410,10 @@ pub(crate) async fn run_on(
     let dying = Arc::new(dying);
     let builder = Engine::with_store(dying.clone()).workflow(wf).seed(5).concurrency(2);
     let engine = tune(builder).open().await.unwrap();
+    let health = engine.health().await.unwrap();
+    if health.coordination == Some(cairn::telemetry::Coordination::Shared) {
+        SHARED_ENGINES.fetch_add(1, Ordering::SeqCst);
+    }
     let mut handles = Vec::new();
     for t in 0..THREADS {
         // Starting is idempotent: after a crash this finds the threads recovery resumed.

@@ -5,7 +5,10 @@
 //! transaction committed and the writer never heard). The store resolves the COMMIT by the
 //! transaction's status; the engine then crashes. Another engine on the same database takes
 //! the threads over once the dead engine's leases lapse and must end with the state of an
-//! uninterrupted run, no recorded tool call run again, and the same set of side effects.
+//! uninterrupted run, no recorded tool call run again, and the same set of side effects. Every
+//! engine here coordinates through the shared database (its health report says so, and the
+//! test counts it): the crash-point wrapper carries what PostgreSQL offers, as every decorator
+//! does.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -18,7 +21,8 @@ use cairn_storage_testkit::pg_proxy::{Cut, Proxy};
 use proptest::prelude::*;
 
 use crate::crash::{
-    Dying, EffectLog, Shape, build, cases_from_env, recorded_calls_in, run_on, shape,
+    Dying, EffectLog, SHARED_ENGINES, Shape, build, cases_from_env, recorded_calls_in, run_on,
+    shape,
 };
 
 /// Short, so that a case waits out the crashed engine's leases quickly.
@@ -115,12 +119,14 @@ fn engine_crash_at_the_sql_boundary_on_postgres_then_resume() {
         failure_persistence: None,
         ..ProptestConfig::default()
     };
+    let shared_before = SHARED_ENGINES.load(Ordering::SeqCst);
     let mut runner = proptest::test_runner::TestRunner::new(config);
     let result = runner.run(&(shape(), 0.0f64..1.0, cut()), |(shape, frac, cut)| {
         one_case(&cluster, &shape, frac, cut)
     });
+    let shared = SHARED_ENGINES.load(Ordering::SeqCst) - shared_before;
     crate::common::report(&format!(
-        "RELIABILITY engine_crash_pg cases={} cuts={} diverged={} repeated_effects={}",
+        "RELIABILITY engine_crash_pg cases={} cuts={} diverged={} repeated_effects={} shared_engines={shared}",
         CASES.load(Ordering::SeqCst),
         CUTS.load(Ordering::SeqCst),
         DIVERGED.load(Ordering::SeqCst),
@@ -133,4 +139,28 @@ fn engine_crash_at_the_sql_boundary_on_postgres_then_resume() {
         CUTS.load(Ordering::SeqCst) > 0,
         "no COMMIT was cut: the SQL boundary was not exercised"
     );
+    // Three engines a case (clean, crashed, resuming), each on the shared coordinator.
+    assert_eq!(
+        shared,
+        3 * CASES.load(Ordering::SeqCst),
+        "an engine of the crash test did not coordinate through the shared database"
+    );
+}
+
+/// The crash-point wrapper over PostgreSQL leaves the engine on the shared coordinator, whose
+/// takeover waits for a lease to lapse (a wrapper that dropped `shared()` made it `Local`,
+/// which takes any lease over at once, as if the database were a file of its own).
+#[test]
+fn an_engine_over_the_crash_wrapper_coordinates_through_postgres() {
+    let Some(cluster) = Cluster::start("an_engine_over_the_crash_wrapper_coordinates") else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let dying = Arc::new(Dying::new(connect(&cluster.new_database()), None));
+        let engine = tune(cairn::Engine::with_store(dying)).open().await.unwrap();
+        let health = engine.health().await.unwrap();
+        assert_eq!(health.coordination, Some(cairn::telemetry::Coordination::Shared));
+        engine.shutdown().await;
+    });
 }

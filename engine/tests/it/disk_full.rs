@@ -7,8 +7,8 @@ use std::time::Duration;
 use cairn::dsl::{NodeOutput, State, Workflow};
 use cairn::storage::{Durability, Options, RedbStore};
 use cairn::{END, Engine, Error, START, StartOptions};
-use cairn_tools::serve::Serve as _;
 use cairn_storage_testkit::fault::{FaultBackend, FaultController};
+use cairn_tools::serve::Serve as _;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, watch};
 
@@ -195,7 +195,7 @@ async fn health_says_the_store_refuses_writes_and_why() {
 /// Waits, as the engine does, for `store` to take writes and then for `id` to finish: it must
 /// complete within 30 s, with every step of `bulky` in its log once.
 async fn finishes_once_the_store_takes_writes(engine: &Engine, store: &RedbStore, id: &str) {
-    use cairn::storage::{Append, EventKind, Seq, ThreadId, ThreadLog};
+    use cairn::storage::{Backend, EventKind, Seq, ThreadId, ThreadLog};
     let finished = tokio::time::timeout(Duration::from_secs(30), async {
         let mut refusals = store.refusals().expect("a file store says when it refuses writes");
         loop {

@@ -28,6 +28,31 @@ const ENGINE_LAYERS: &[&[&str]] = &[
 const TOOLS_LAYERS: &[&[&str]] =
     &[&["model", "operator", "prometheus"], &["debug"], &["demo", "serve"], &["cli"]];
 
+/// The storage crate's modules, bottom first, as [`ENGINE_LAYERS`]; its files import by module
+/// (`use crate::event::Event`), not through the crate root's re-exports, so that these arrows
+/// are seen. Unlike the engine's, a line here may hold modules that name one another (a pair the
+/// circle test bounds): the vocabulary (an `Error` holds ids and statuses, ids and limits
+/// make errors), the codec and the correlation index, the planner and its queue part, the store
+/// and its subscriptions. Arrows between lines go down only.
+const STORAGE_LAYERS: &[&[&str]] = &[
+    &["os_error", "bytes_serde", "clock", "lock", "intent"],
+    &["error", "ids", "limits", "thread", "wire_enum"],
+    &["signal", "event", "queue", "checkpoint", "frame", "lsns", "delete"],
+    &["batch", "codec", "correlation"],
+    &["telemetry", "pending", "plan", "plan_queue"],
+    &["reading"],
+    &["store", "subscription"],
+    &["copy", "request", "queue_verify"],
+    &["redb"],
+    &["pg"],
+];
+
+/// Import circles of more than two files known and named, with why they stand: storage's
+/// vocabulary (an `Error` holds a `ThreadId` and a `ThreadStatus`; making either, or checking a
+/// limit, answers an `Error`). Seen since storage imports by module (the crate root's
+/// re-exports hid it).
+const KNOWN_CIRCLES: &[&str] = &[r#"storage: ["error", "ids", "limits", "thread"]"#];
+
 /// A module path: `core/event.rs` is `["core", "event"]`, `core/mod.rs` is `["core"]`.
 type Module = Vec<String>;
 
@@ -235,8 +260,9 @@ fn circles(graph: &Graph) -> Vec<Vec<String>> {
     big
 }
 
-/// The arrows between the top folders and files of `graph` that do not go down `layers`.
-fn upward_arrows(graph: &Graph, layers: &[&[&str]]) -> Vec<String> {
+/// The arrows between the top folders and files of `graph` that do not go down `layers` (with
+/// `within_a_line`, arrows between two modules of one line are let through).
+fn upward_arrows(graph: &Graph, layers: &[&[&str]], within_a_line: bool) -> Vec<String> {
     let rank = |top: &str| {
         layers
             .iter()
@@ -247,7 +273,8 @@ fn upward_arrows(graph: &Graph, layers: &[&[&str]]) -> Vec<String> {
     for (from, targets) in &graph.edges {
         for to in targets {
             let (Some(a), Some(b)) = (from.first(), to.first()) else { continue };
-            if a != b && rank(b) >= rank(a) {
+            let up = rank(b) > rank(a) || (rank(b) == rank(a) && !within_a_line);
+            if a != b && up {
                 wrong.insert(format!("{} -> {}", from.join("/"), to.join("/")));
             }
         }
@@ -263,7 +290,15 @@ fn crate_src(dir: &str) -> PathBuf {
 fn arrows_between_the_layers_go_one_way() {
     let graph = graph(&crate_src("engine"));
     assert!(graph.edges.len() > 60, "the source was read: {} files", graph.edges.len());
-    let wrong = upward_arrows(&graph, ENGINE_LAYERS);
+    let wrong = upward_arrows(&graph, ENGINE_LAYERS, false);
+    assert!(wrong.is_empty(), "imports against the layers:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn arrows_between_the_storage_layers_go_one_way() {
+    let graph = graph(&crate_src("storage"));
+    assert!(graph.edges.len() > 60, "the source was read: {} files", graph.edges.len());
+    let wrong = upward_arrows(&graph, STORAGE_LAYERS, true);
     assert!(wrong.is_empty(), "imports against the layers:\n{}", wrong.join("\n"));
 }
 
@@ -271,7 +306,7 @@ fn arrows_between_the_layers_go_one_way() {
 fn arrows_between_the_tooling_layers_go_one_way() {
     let graph = graph(&crate_src("engine/tools"));
     assert!(graph.edges.len() > 60, "the source was read: {} files", graph.edges.len());
-    let wrong = upward_arrows(&graph, TOOLS_LAYERS);
+    let wrong = upward_arrows(&graph, TOOLS_LAYERS, false);
     assert!(wrong.is_empty(), "imports against the layers:\n{}", wrong.join("\n"));
 }
 
@@ -283,6 +318,10 @@ fn no_import_circle_spans_more_than_two_files() {
         assert!(graph.edges.len() > 10, "{dir} was read: {} files", graph.edges.len());
         found.extend(circles(&graph).into_iter().map(|c| format!("{dir}: {c:?}")));
     }
+    for known in KNOWN_CIRCLES {
+        assert!(found.iter().any(|c| c == known), "{known} is gone: drop it from KNOWN_CIRCLES");
+    }
+    found.retain(|c| !KNOWN_CIRCLES.contains(&c.as_str()));
     assert!(found.is_empty(), "import circles of more than two files:\n{}", found.join("\n"));
 }
 
@@ -307,7 +346,9 @@ fn the_checks_find_a_planted_circle_and_an_upward_arrow() {
     let graph = graph(dir.path());
     assert_eq!(circles(&graph), [["a", "b", "c"]]);
     let layers: &[&[&str]] = &[&["error"], &["core"], &["c"], &["b"], &["a"]];
-    assert_eq!(upward_arrows(&graph, layers), ["c -> a", "error -> core/status"]);
+    assert_eq!(upward_arrows(&graph, layers, false), ["c -> a", "error -> core/status"]);
+    let lines: &[&[&str]] = &[&["error"], &["core"], &["a", "b", "c"]];
+    assert_eq!(upward_arrows(&graph, lines, true), ["error -> core/status"]);
 }
 
 #[test]

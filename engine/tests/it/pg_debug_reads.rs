@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use cairn::dsl::{Ctx, Message, NodeOutput, Workflow};
 use cairn::storage::PgStore;
 use cairn::{Durability, END, Engine, START, StartOptions, ThreadStatus};
-use cairn_tools::debug::{ExportOptions, TraceQuery, TraceScope};
 use cairn_storage_testkit::pg_cluster::Cluster;
 use cairn_storage_testkit::pg_proxy::Proxy;
+use cairn_tools::debug::{ExportOptions, TraceQuery, TraceScope};
 
 use crate::common::Tally;
 

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cairn::storage::{Append, Maintenance, PgStore, Seq, ThreadId, ThreadLog};
+use cairn::storage::{Backend, Maintenance, PgStore, Seq, ThreadId, ThreadLog};
 use cairn::{Durability, Engine, StartOptions};
 use cairn_storage_testkit::pg_cluster::Cluster;
 use cairn_storage_testkit::pg_proxy::Proxy;

@@ -84,6 +84,9 @@ impl Append for Watched {
     fn append(&self, batch: Batch) -> Result<Pending, Error> {
         self.inner.append(batch)
     }
+    fn append_async(&self, batch: Batch) -> Reading<Pending> {
+        self.inner.append_async(batch)
+    }
     fn durability(&self) -> Durability {
         self.inner.durability()
     }

@@ -105,8 +105,8 @@ impl<'c> Client<'c> {
         &mut self,
         key: i64,
         op: &'static str,
-        f: impl FnOnce(&mut Self) -> Result<T, crate::Error>,
-    ) -> Result<T, crate::Error> {
+        f: impl FnOnce(&mut Self) -> Result<T, crate::error::Error>,
+    ) -> Result<T, crate::error::Error> {
         let op = super::pg_error(op);
         self.execute("SELECT pg_advisory_lock($1)", &[&key]).map_err(&op)?;
         let result = f(self);

@@ -14,8 +14,11 @@ use tokio_postgres::Row;
 use super::{from_db, pg_error, to_db};
 use crate::codec;
 use crate::correlation::{self, CorrelationEntry, CorrelationQuery, corrupted};
+use crate::error::Error;
+use crate::event::Event;
+use crate::ids::{Lsn, PayloadRef, Seq, ThreadId};
 use crate::limits::{self, MIGRATION_BATCH_EVENTS, READ_LIMIT_MAX};
-use crate::{Error, Event, Lsn, PayloadRef, Problem, Seq, ThreadId};
+use crate::store::Problem;
 
 /// The meta row a migration keeps its place in, while it runs.
 const BUILT_TO: &str = "correlations_built_to";

@@ -192,8 +192,8 @@ pub(crate) fn within<F: Future>(
 }
 
 /// The error of a connection given up after `limit` without an answer to `what`.
-pub(crate) fn late(what: &'static str, limit: Duration) -> crate::Error {
-    crate::Error::Storage {
+pub(crate) fn late(what: &'static str, limit: Duration) -> crate::error::Error {
+    crate::error::Error::Storage {
         op: what,
         source: std::sync::Arc::new(std::io::Error::new(
             std::io::ErrorKind::TimedOut,

@@ -7,7 +7,10 @@ use tokio_postgres::types::ToSql;
 use super::read::{decode_event, decode_info, decode_thread};
 use super::tx::Tx;
 use super::{pg_error, to_db};
-use crate::{CheckpointInfo, DeleteOptions, Deleted, Error, ThreadId};
+use crate::checkpoint::CheckpointInfo;
+use crate::delete::{DeleteOptions, Deleted};
+use crate::error::Error;
+use crate::ids::ThreadId;
 
 /// Event rows read and checked at a time: memory holds one page, not the thread's whole log.
 const READ_PAGE_EVENTS: i64 = 1024;

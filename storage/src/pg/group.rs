@@ -23,9 +23,13 @@ use super::tx::{Sql, Tx};
 use super::write::write_locks;
 use super::xid::Conflict;
 use super::{pg_error, to_db};
+use crate::batch::{Appended, Batch, LockOp};
+use crate::checkpoint::CheckpointInfo;
 use crate::codec::{self, StoredThread};
+use crate::error::Error;
+use crate::ids::{PayloadRef, ThreadId};
+use crate::lock::LockRecord;
 use crate::plan::{Counters, Plan, PlanState, plan};
-use crate::{Appended, Batch, CheckpointInfo, Error, LockOp, LockRecord, PayloadRef, ThreadId};
 
 /// Plans and writes `batches` (in order) in the group's transaction: each batch's outcome, or
 /// the error that fails the whole group.
@@ -291,11 +295,14 @@ impl PlanState for Cached<'_, '_, '_> {
 }
 
 impl crate::plan_queue::QueueReads for Cached<'_, '_, '_> {
-    fn queue(&mut self, name: &str) -> Result<Option<crate::QueueState>, Error> {
+    fn queue(&mut self, name: &str) -> Result<Option<crate::queue::QueueState>, Error> {
         super::queues::Reads { tx: self.tx, cache: &mut self.queues }.queue(name)
     }
 
-    fn queue_member(&mut self, thread: &ThreadId) -> Result<Option<crate::QueueMember>, Error> {
+    fn queue_member(
+        &mut self,
+        thread: &ThreadId,
+    ) -> Result<Option<crate::queue::QueueMember>, Error> {
         super::queues::Reads { tx: self.tx, cache: &mut self.queues }.queue_member(thread)
     }
 
@@ -336,7 +343,7 @@ struct Writes {
     /// Locks changed (written as the cache holds them at the end).
     locks: BTreeSet<String>,
     /// The wake hint of the last batch that wrote each thread (`None`: it gave none).
-    wakes: HashMap<ThreadId, Option<crate::Wake>>,
+    wakes: HashMap<ThreadId, Option<crate::batch::Wake>>,
     /// The correlation-index rows of the events.
     correlations: super::correlations::Rows,
     /// The signals (thread, n, framed record).

@@ -15,7 +15,10 @@ use super::read::{decode_thread, query};
 use super::tx::Sql;
 use super::{pg_error, to_db};
 use crate::codec::table;
-use crate::{Error, Problem, ThreadId, ThreadRecord};
+use crate::error::Error;
+use crate::ids::ThreadId;
+use crate::store::Problem;
+use crate::thread::ThreadRecord;
 
 /// A thread's labels.
 pub(super) type Labels = BTreeMap<String, String>;

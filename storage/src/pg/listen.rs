@@ -46,7 +46,7 @@ pub(crate) struct Heard {
     /// This store's token in notifications.
     pub token: u64,
     /// Messages to threads' drivers, as heard.
-    pub drivers: tokio::sync::broadcast::Sender<crate::DriverMessage>,
+    pub drivers: tokio::sync::broadcast::Sender<crate::store::DriverMessage>,
 }
 
 /// Starts the listener, a task on the store's runtime; it ends when every receiver of
@@ -75,7 +75,10 @@ async fn listen(target: &Target, heard: &Heard) {
 
 /// Listens on a connection of its own until it fails: the notifications its task reads from
 /// the server (`AsyncMessage::Notification`) come in order on a channel.
-async fn serve(target: &Target, heard: &Heard) -> Result<std::convert::Infallible, crate::Error> {
+async fn serve(
+    target: &Target,
+    heard: &Heard,
+) -> Result<std::convert::Infallible, crate::error::Error> {
     let committed = &heard.committed;
     let (notices, mut incoming) = mpsc::channel(NOTIFICATIONS_QUEUED_MAX);
     let (client, task) = target.open(Some(notices)).await.map_err(super::tls::connect_error)?;
@@ -120,7 +123,7 @@ async fn serve(target: &Target, heard: &Heard) -> Result<std::convert::Infallibl
             }
         }
     }
-    Err(crate::Error::Closed)
+    Err(crate::error::Error::Closed)
 }
 
 /// Ends a connection's task when dropped.
@@ -137,7 +140,7 @@ async fn within<T>(
     target: &Target,
     limit: Duration,
     request: impl std::future::Future<Output = T>,
-) -> Result<T, crate::Error> {
+) -> Result<T, crate::error::Error> {
     tokio::time::timeout(limit, request).await.map_err(|_| {
         target.metrics.database_failed(&format!(
             "the listening connection got no answer within {} ms",
@@ -157,7 +160,7 @@ fn publish(committed: &watch::Sender<u64>, lsn: u64) {
 ///
 /// # Errors
 /// A failed query.
-pub(crate) async fn last_lsn(client: &tokio_postgres::Client) -> Result<u64, crate::Error> {
+pub(crate) async fn last_lsn(client: &tokio_postgres::Client) -> Result<u64, crate::error::Error> {
     let last: i64 = client
         .query_one("SELECT coalesce(max(lsn), 0) FROM cairn_events", &[])
         .await
@@ -168,8 +171,11 @@ pub(crate) async fn last_lsn(client: &tokio_postgres::Client) -> Result<u64, cra
 
 /// Passes a message to a thread's driver on to this store's receivers (none listening is fine;
 /// one that cannot be read is dropped: the sender's wait covers a lost message).
-fn driver_message(drivers: &tokio::sync::broadcast::Sender<crate::DriverMessage>, payload: &str) {
+fn driver_message(
+    drivers: &tokio::sync::broadcast::Sender<crate::store::DriverMessage>,
+    payload: &str,
+) {
     let Some((thread, message)) = payload.split_once('\t') else { return };
-    let Ok(thread) = crate::ThreadId::new(thread) else { return };
-    let _ = drivers.send(crate::DriverMessage { thread, message: message.to_owned() });
+    let Ok(thread) = crate::ids::ThreadId::new(thread) else { return };
+    let _ = drivers.send(crate::store::DriverMessage { thread, message: message.to_owned() });
 }

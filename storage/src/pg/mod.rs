@@ -54,12 +54,21 @@ use tokio::sync::{oneshot, watch};
 
 use self::pool::{BoxRead, Conn, Driver, Readers, Target};
 use self::write::{Write, Writer};
+use crate::batch::Batch;
+use crate::checkpoint::{Checkpoint, CheckpointInfo};
 use crate::codec::table;
-use crate::{
-    Append, Batch, Catalog, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Durability,
-    Error, Event, LockRecord, Lsn, OnBlock, Page, PayloadRef, Pending, Reading, Scope, Seq,
-    SharedDatabase, Store, Subscription, ThreadFilter, ThreadId, ThreadLog, ThreadRecord,
+use crate::error::Error;
+use crate::event::Event;
+use crate::ids::{CheckpointId, Lsn, PayloadRef, Seq, ThreadId};
+use crate::lock::LockRecord;
+use crate::pending::Pending;
+use crate::reading::{OnBlock, Reading};
+use crate::store::{
+    Append, Backend, Catalog, CheckpointFilter, Durability, Page, Scope, SharedDatabase, Store,
+    ThreadFilter, ThreadLog,
 };
+use crate::subscription::Subscription;
+use crate::thread::ThreadRecord;
 
 /// Reader connections of one store (the pool's size: reads beyond it wait for one).
 const READERS: usize = 4;
@@ -91,7 +100,7 @@ struct Inner {
     /// Commits of other stores on the database.
     remote: watch::Receiver<u64>,
     /// Messages to threads' drivers, heard by the listener.
-    drivers: tokio::sync::broadcast::Sender<crate::DriverMessage>,
+    drivers: tokio::sync::broadcast::Sender<crate::store::DriverMessage>,
     /// Sync reads made from inside an async runtime ([`PgStore::blocking_reads`]).
     blocking_reads: Arc<AtomicU64>,
     /// Counts such a read (into `blocking_reads` and the metrics).
@@ -220,9 +229,25 @@ impl Append for PgStore {
     fn durability(&self) -> Durability {
         self.inner.durability
     }
+}
+
+/// A database other processes write too, with no write intents (its commits are not
+/// gathered) and never refusing writes as a whole (each is retried on a fresh connection).
+impl Backend for PgStore {
+    fn shared(&self) -> Option<&dyn SharedDatabase> {
+        Some(self)
+    }
+
+    fn intend_write(&self) -> Option<crate::intent::WriteIntent> {
+        None
+    }
 
     fn metrics(&self) -> Option<&crate::telemetry::StoreMetrics> {
         Some(&self.inner.writer.metrics)
+    }
+
+    fn refusals(&self) -> Option<watch::Receiver<Option<Error>>> {
+        None
     }
 }
 
@@ -254,7 +279,7 @@ impl ThreadLog for PgStore {
 
     fn read_correlated(
         &self,
-        query: &crate::CorrelationQuery,
+        query: &crate::correlation::CorrelationQuery,
         after: Lsn,
         limit: usize,
     ) -> Reading<Vec<Event>> {
@@ -320,7 +345,12 @@ impl Catalog for PgStore {
         self.read(read_with!(filter, after; |c| read::list_threads_after(c, &filter, after.as_ref(), limit)))
     }
 
-    fn signals(&self, thread: &ThreadId, after: u64, limit: usize) -> Reading<Vec<crate::Signal>> {
+    fn signals(
+        &self,
+        thread: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Reading<Vec<crate::signal::Signal>> {
         let thread = thread.clone();
         self.read(read_with!(thread; |c| signals::read(c, &thread, after, limit)))
     }
@@ -329,11 +359,11 @@ impl Catalog for PgStore {
         self.read(read_with!(; |c| read::locks(c)))
     }
 
-    fn queues(&self) -> Reading<Vec<crate::QueueState>> {
+    fn queues(&self) -> Reading<Vec<crate::queue::QueueState>> {
         self.read(read_with!(; |c| queues::read_all(c)))
     }
 
-    fn queue_member(&self, thread: &ThreadId) -> Reading<Option<crate::QueueMember>> {
+    fn queue_member(&self, thread: &ThreadId) -> Reading<Option<crate::queue::QueueMember>> {
         let thread = thread.clone();
         self.read(read_with!(thread; |c| queues::read_member(c, &thread)))
     }
@@ -357,7 +387,7 @@ impl SharedDatabase for PgStore {
         horizon_ms: u64,
         after: Option<&(u64, ThreadId)>,
         limit: usize,
-    ) -> Reading<Vec<crate::DueThread>> {
+    ) -> Reading<Vec<crate::store::DueThread>> {
         let (workflows, after) = (workflows.to_vec(), after.cloned());
         self.read(read_with!(workflows, after; |c| wake::due_threads(c, &workflows, horizon_ms, after.as_ref(), limit)))
     }
@@ -381,16 +411,12 @@ impl SharedDatabase for PgStore {
         }))
     }
 
-    fn driver_messages(&self) -> tokio::sync::broadcast::Receiver<crate::DriverMessage> {
+    fn driver_messages(&self) -> tokio::sync::broadcast::Receiver<crate::store::DriverMessage> {
         self.inner.drivers.subscribe()
     }
 }
 
-impl Store for PgStore {
-    fn shared(&self) -> Option<&dyn SharedDatabase> {
-        Some(self)
-    }
-}
+impl Store for PgStore {}
 
 /// What a sync read on an async runtime's thread costs: counted in `count` and `metrics`.
 fn on_block(count: Arc<AtomicU64>, metrics: crate::telemetry::StoreMetrics) -> OnBlock {

@@ -19,8 +19,9 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 
 use super::deadline::Timeouts;
 use super::tls::Tls;
+use crate::error::Error;
+use crate::reading::Reading;
 use crate::telemetry::StoreMetrics;
-use crate::{Error, Reading};
 
 /// A reader connection of the pool, with its cache of prepared statements.
 pub(crate) type Conn = deadpool_postgres::ClientWrapper;

@@ -18,9 +18,12 @@ use super::pool::Conn;
 use super::tx::Tx;
 use super::{corrupt, pg_error};
 use crate::codec::{self, table};
+use crate::error::Error;
+use crate::ids::ThreadId;
 use crate::plan_queue::{QueuePlan, QueueReads, QueueWrites, WaitKey};
+use crate::queue::{QueueMember, QueueState};
 use crate::queue_verify::{QueueRows, member_under, queue_under};
-use crate::{Error, Problem, QueueMember, QueueState, ThreadId};
+use crate::store::Problem;
 
 /// The tables, idempotent (run at every open).
 const SCHEMA: &str = "

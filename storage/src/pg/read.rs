@@ -7,12 +7,15 @@ use tokio_postgres::types::ToSql;
 use super::pool::Conn;
 
 use super::{corrupt, from_db, pg_error, to_db};
+use crate::checkpoint::{Checkpoint, CheckpointInfo};
 use crate::codec::{self, table};
+use crate::error::Error;
+use crate::event::Event;
+use crate::ids::{CheckpointId, Lsn, PayloadRef, Seq, ThreadId};
 use crate::limits::{self, READ_LIMIT_MAX};
-use crate::{
-    Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Error, Event, LockRecord, Lsn,
-    Page, PayloadRef, Seq, ThreadFilter, ThreadId, ThreadRecord,
-};
+use crate::lock::LockRecord;
+use crate::store::{CheckpointFilter, Page, ThreadFilter};
+use crate::thread::ThreadRecord;
 
 /// The record of thread `id`.
 pub(crate) async fn thread(client: &Conn, id: &ThreadId) -> Result<Option<ThreadRecord>, Error> {

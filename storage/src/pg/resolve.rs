@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use super::pg_error;
 use super::pool::{Connect, Link as Client};
-use crate::Error;
+use crate::error::Error;
 
 /// How long the writer keeps asking (the server may be restarting) before it reports the
 /// outcome unknown.

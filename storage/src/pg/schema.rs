@@ -7,7 +7,8 @@
 use super::blocking::Client;
 
 use super::pg_error;
-use crate::{Error, FORMAT_VERSION};
+use crate::error::Error;
+use crate::redb::FORMAT_VERSION;
 
 /// The schema, idempotent.
 const SCHEMA: &str = "

@@ -15,8 +15,11 @@ use super::pool::Conn;
 use super::tx::Tx;
 use super::{from_db, pg_error, to_db};
 use crate::codec::table;
+use crate::error::Error;
+use crate::ids::{Seq, ThreadId};
 use crate::limits::{self, READ_LIMIT_MAX};
-use crate::{Error, Problem, Seq, Signal, ThreadId};
+use crate::signal::Signal;
+use crate::store::Problem;
 
 /// The table, idempotent (run at open, before the format check).
 const SCHEMA: &str = "

@@ -16,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_postgres::config::SslMode;
 use tokio_postgres::{AsyncMessage, Client, Connection, Notification};
 
-use crate::Error;
+use crate::error::Error;
 
 /// How the store's connections are made: plainly, or over TLS (rustls).
 #[derive(Clone)]

@@ -10,7 +10,10 @@ use super::blocking::Client;
 use super::pg_error;
 use super::read::{decode_event, decode_info, decode_lock, decode_thread};
 use crate::codec::table;
-use crate::{Error, PayloadRef, Problem, Seq, ThreadId, ThreadRecord, VerifyReport};
+use crate::error::Error;
+use crate::ids::{PayloadRef, Seq, ThreadId};
+use crate::store::{Problem, VerifyReport};
+use crate::thread::ThreadRecord;
 
 pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
     let mut report = VerifyReport::default();

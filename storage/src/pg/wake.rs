@@ -13,7 +13,11 @@ use super::pool::Conn;
 
 use super::read::decode_thread;
 use super::{pg_error, to_db};
-use crate::{DueThread, Error, ThreadId, ThreadRecord, ThreadStatus, Wake};
+use crate::batch::Wake;
+use crate::error::Error;
+use crate::ids::ThreadId;
+use crate::store::DueThread;
+use crate::thread::{ThreadRecord, ThreadStatus};
 
 /// Added to a database created before the index: existing rows get 0 (look now), finished
 /// ones NULL. In one transaction with the column, so no engine sees the column half filled.
@@ -119,7 +123,7 @@ pub(crate) async fn due_threads(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Lease, WorkflowRef};
+    use crate::thread::{Lease, WorkflowRef};
 
     fn record(status: ThreadStatus, lease: Option<u64>) -> ThreadRecord {
         let workflow = WorkflowRef { id: "w".into(), version: 1, fingerprint: "f".into() };

@@ -24,14 +24,18 @@ use super::read::decode_info;
 use super::tx::{Statements, Tx};
 use super::xid::{self, IDS_PER_TRANSACTION};
 use super::{from_db, pg_error, to_db};
+use crate::batch::{Batch, Pruned};
+use crate::checkpoint::CheckpointInfo;
 use crate::codec;
+use crate::error::Error;
+use crate::ids::{CheckpointId, Seq, ThreadId};
+use crate::lock::LockRecord;
+use crate::pending::Pending;
 use crate::plan::{Counters, PlanState};
+use crate::reading::Reading;
 pub(crate) use crate::request::Write;
 use crate::request::{Answer, Outcome, Request};
 use crate::telemetry::{GroupFigures, StoreMetrics};
-use crate::{
-    Batch, CheckpointId, CheckpointInfo, Error, LockRecord, Pending, Pruned, Reading, Seq, ThreadId,
-};
 
 /// Requests waiting for the writer, at most (a caller waits while the queue is full: an async
 /// caller suspended, [`Writer::queue`]).
@@ -573,7 +577,8 @@ fn ids(write: &Write) -> u64 {
 fn on_database_clock(batch: &mut Batch, now_ms: u64) {
     for op in &mut batch.locks {
         match op {
-            crate::LockOp::Acquire { now_ms: t, .. } | crate::LockOp::Renew { now_ms: t, .. } => {
+            crate::batch::LockOp::Acquire { now_ms: t, .. }
+            | crate::batch::LockOp::Renew { now_ms: t, .. } => {
                 *t = now_ms;
             }
             _ => {}
@@ -581,14 +586,15 @@ fn on_database_clock(batch: &mut Batch, now_ms: u64) {
     }
     for op in &mut batch.leases {
         match op {
-            crate::LeaseOp::Acquire { now_ms: t, .. } | crate::LeaseOp::Renew { now_ms: t, .. } => {
+            crate::batch::LeaseOp::Acquire { now_ms: t, .. }
+            | crate::batch::LeaseOp::Renew { now_ms: t, .. } => {
                 *t = now_ms;
             }
-            crate::LeaseOp::Release { .. } => {}
+            crate::batch::LeaseOp::Release { .. } => {}
         }
     }
     for guard in &mut batch.guards {
-        if let crate::Guard::Lease { now_ms: t, .. } = guard {
+        if let crate::batch::Guard::Lease { now_ms: t, .. } = guard {
             *t = now_ms;
         }
     }

@@ -20,7 +20,7 @@
 
 use std::fmt;
 
-use crate::Error;
+use crate::error::Error;
 
 /// Bits of an lsn (and of a checkpoint id) below the transaction id.
 pub(crate) const LSN_SHIFT: u32 = 20;

@@ -6,9 +6,12 @@ use ::redb::ReadableTable;
 
 use super::read::{lock_in, storage};
 use super::tables::{Counters, Tables};
+use crate::batch::Appended;
 use crate::codec::{self, StoredThread, table};
+use crate::error::Error;
+use crate::ids::ThreadId;
+use crate::lock::LockRecord;
 use crate::plan::{Plan, PlanState};
-use crate::{Appended, Error, LockRecord, ThreadId};
 
 /// Writes a plan. Any error leaves the transaction half-written: the caller must abort it.
 pub(crate) fn apply(

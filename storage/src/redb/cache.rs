@@ -12,8 +12,8 @@
 
 use std::collections::HashMap;
 
-use crate::ThreadId;
 use crate::codec::StoredThread;
+use crate::ids::ThreadId;
 
 /// The most encoded bytes the cache holds before it starts over (a thread record's summary
 /// may be up to 64 KiB, so the count of entries alone does not bound memory).

@@ -12,8 +12,10 @@ use super::tables::{
 };
 use crate::codec;
 use crate::correlation::{self, CorrelationEntry, CorrelationQuery, corrupted};
+use crate::error::Error;
+use crate::event::Event;
+use crate::ids::{Lsn, Seq};
 use crate::limits::{self, MIGRATION_BATCH_EVENTS, READ_LIMIT_MAX};
-use crate::{Error, Event, Lsn, Seq};
 
 /// The format a v1 file is migrated to (a later migration takes it on from there).
 const WITH_CORRELATIONS: u16 = 2;

@@ -30,7 +30,7 @@ use ::redb::backends::FileBackend;
 
 use super::guard::guard;
 use super::{Options, initialise, open_error};
-use crate::Error;
+use crate::error::Error;
 
 /// The marker in the names of files being created.
 pub(crate) const CREATING_MARKER: &str = ".creating-";
@@ -160,7 +160,8 @@ fn sync_dir(path: &Path) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Maintenance, RedbStore};
+    use crate::redb::RedbStore;
+    use crate::store::Maintenance;
 
     fn names(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(dir)

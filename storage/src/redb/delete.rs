@@ -13,9 +13,13 @@ use super::index::{fetch, locate, lsns, storage};
 use super::index_keys::keys_of_frame;
 use super::prune::{correlation_entries, plan_clear, remove_checkpoints, remove_log};
 use super::tables::Tables;
+use crate::checkpoint::CheckpointInfo;
 use crate::codec;
 use crate::delete::may_refer_to;
-use crate::{CheckpointInfo, DeleteOptions, Deleted, Error, ThreadId, ThreadStatus};
+use crate::delete::{DeleteOptions, Deleted};
+use crate::error::Error;
+use crate::ids::ThreadId;
+use crate::thread::ThreadStatus;
 
 /// Seqs read and checked at a time: the plan holds one window of events in memory, not the
 /// whole thread's log (what it keeps of each event is its lsn, and its correlation id if any).

@@ -28,8 +28,8 @@ use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, PanicHookInfo, catch_unwind};
 use std::sync::Once;
 
-use crate::Error;
 use crate::codec::table;
+use crate::error::Error;
 
 thread_local! {
     /// How many guards this thread is inside (guards nest: an open calls the meta check).

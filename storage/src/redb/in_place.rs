@@ -18,7 +18,7 @@ use ::redb::{Builder, Database, DatabaseError, ReadOnlyDatabase};
 
 use super::guard::guard;
 use super::tables::{MetaState, REDB_MAGIC, check_meta};
-use crate::Error;
+use crate::error::Error;
 
 /// A read-only database: the file opened in place, or a snapshot copy of it.
 pub(crate) enum Opened {
@@ -110,7 +110,8 @@ fn open_file_error(path: &Path, error: std::io::Error) -> Error {
 mod tests {
     use std::time::{Duration, Instant};
 
-    use crate::{Error, Options, READERS_WAIT_MS, RedbStore};
+    use crate::error::Error;
+    use crate::redb::{Options, READERS_WAIT_MS, RedbStore};
 
     /// A reader in place holds the file's shared lock: an open for writing waits for it to let
     /// go and opens; a file held for writing is refused at once, without that wait.

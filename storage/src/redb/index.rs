@@ -10,7 +10,10 @@
 use ::redb::ReadableTable;
 
 use crate::codec::{self, StoredThread, table};
-use crate::{Error, Event, Seq, SeqChunk, ThreadId};
+use crate::error::Error;
+use crate::event::Event;
+use crate::ids::{Seq, ThreadId};
+use crate::lsns::SeqChunk;
 
 type Bytes = &'static [u8];
 
@@ -224,8 +227,9 @@ mod tests {
     use ::redb::{Database, ReadableDatabase};
 
     use super::*;
+    use crate::ids::{Bookmark, Lsn};
     use crate::redb::tables::SEQ_INDEX;
-    use crate::{Bookmark, Lsn, ThreadRecord, WorkflowRef};
+    use crate::thread::{ThreadRecord, WorkflowRef};
 
     fn stored(last: u64, last_lsn: u64, tail: Vec<u64>) -> StoredThread {
         let workflow = WorkflowRef { id: "w".into(), version: 1, fingerprint: "f".into() };

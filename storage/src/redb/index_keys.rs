@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use ::redb::TableDefinition;
 
 use crate::codec::{self, table};
-use crate::{Error, ThreadId, ThreadRecord};
+use crate::error::Error;
+use crate::ids::ThreadId;
+use crate::thread::ThreadRecord;
 
 /// Threads by label: `(key, value, thread)`.
 pub(crate) const BY_LABEL: TableDefinition<'_, (&str, &str, &str), ()> =

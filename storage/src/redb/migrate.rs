@@ -10,7 +10,7 @@ use super::index::storage;
 use super::meta::{META, META_FORMAT_VERSION};
 use super::queues::{DEDUP, MEMBERS, QUEUES, WAITING};
 use super::signals::SIGNALS;
-use crate::Error;
+use crate::error::Error;
 
 /// Takes `db`, of format `version`, to the current format (`super::FORMAT_VERSION`).
 ///

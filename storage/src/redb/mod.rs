@@ -10,7 +10,6 @@ mod cache;
 mod correlations;
 mod create;
 mod delete;
-mod errors;
 mod guard;
 mod in_place;
 mod index;
@@ -42,15 +41,23 @@ use ::redb::{
 };
 use tokio::sync::{oneshot, watch};
 
-pub(crate) use self::errors::io_cause;
 use self::guard::guard;
 use self::tables::{Counters, MetaState};
 use self::writer::{Command, Write, Writer};
-use crate::{
-    Append, Batch, Bookmark, Catalog, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo,
-    Durability, Error, Event, LockRecord, Lsn, Page, PayloadRef, Pending, Reading, Scope, Seq,
-    Store, Subscription, ThreadFilter, ThreadId, ThreadLog, ThreadRecord,
+use crate::batch::Batch;
+use crate::checkpoint::{Checkpoint, CheckpointInfo};
+use crate::error::Error;
+use crate::event::Event;
+use crate::ids::{Bookmark, CheckpointId, Lsn, PayloadRef, Seq, ThreadId};
+use crate::lock::LockRecord;
+use crate::pending::Pending;
+use crate::reading::Reading;
+use crate::store::{
+    Append, Backend, Catalog, CheckpointFilter, Durability, Page, Scope, Store, ThreadFilter,
+    ThreadLog,
 };
+use crate::subscription::Subscription;
+use crate::thread::ThreadRecord;
 
 /// The Cairn format version this build writes and the newest it reads (see `docs/format.md`).
 pub const FORMAT_VERSION: u16 = 5;
@@ -134,7 +141,7 @@ struct WriterHandle {
     thread: Mutex<Option<JoinHandle<()>>>,
     metrics: crate::telemetry::StoreMetrics,
     /// Writes announced by callers still computing them (see [`crate::WriteIntents`]).
-    intents: Arc<crate::WriteIntents>,
+    intents: Arc<crate::intent::WriteIntents>,
 }
 
 /// The redb handle a store reads through.
@@ -231,7 +238,7 @@ impl RedbStore {
         backend: impl ::redb::StorageBackend,
         options: Options,
     ) -> Result<RedbStore, Error> {
-        RedbStore::with_backend_and_clock(backend, options, Arc::new(crate::SystemClock))
+        RedbStore::with_backend_and_clock(backend, options, Arc::new(crate::clock::SystemClock))
     }
 
     /// [`RedbStore::with_backend`] whose writer goes by `clock` for
@@ -244,7 +251,7 @@ impl RedbStore {
     pub fn with_backend_and_clock(
         backend: impl ::redb::StorageBackend,
         options: Options,
-        clock: Arc<dyn crate::Clock>,
+        clock: Arc<dyn crate::clock::Clock>,
     ) -> Result<RedbStore, Error> {
         let db =
             guard("open", || options.builder().create_with_backend(backend).map_err(open_error))?;
@@ -270,7 +277,7 @@ impl RedbStore {
             let backend = backend.clone();
             guard("open", || options.builder().create_with_backend(backend).map_err(open_error))
         });
-        RedbStore::start(db, options, None, true, (Arc::new(crate::SystemClock), Some(open)))
+        RedbStore::start(db, options, None, true, (Arc::new(crate::clock::SystemClock), Some(open)))
     }
 
     /// Makes the writer look at its clock now, and returns once it has: a periodic flush that
@@ -469,7 +476,8 @@ impl RedbStore {
         let db = open_past_readers(path, &options)?;
         let at = path.to_path_buf();
         let open: reopen::Opener = Box::new(move || open_past_readers(&at, &options));
-        let clock = (Arc::new(crate::SystemClock) as Arc<dyn crate::Clock>, Some(open));
+        let clock =
+            (Arc::new(crate::clock::SystemClock) as Arc<dyn crate::clock::Clock>, Some(open));
         RedbStore::start(db, options, Some(path.to_path_buf()), false, clock)
     }
 
@@ -520,7 +528,7 @@ impl RedbStore {
         options: Options,
         path: Option<PathBuf>,
         may_initialise: bool,
-        (clock, open): (Arc<dyn crate::Clock>, Option<reopen::Opener>),
+        (clock, open): (Arc<dyn crate::clock::Clock>, Option<reopen::Opener>),
     ) -> Result<RedbStore, Error> {
         let counters = match guard("open", || tables::check_meta(&db))? {
             MetaState::Cairn(counters, version) => {
@@ -540,7 +548,8 @@ impl RedbStore {
         let (tx, rx) = sync_channel(options.queue_depth.max(1));
         let nudge = tx.clone();
         // A full queue wakes the writer anyway; a closed one has no writer left to wake.
-        let intents = crate::WriteIntents::new(move || drop(nudge.try_send(Command::Nudge)));
+        let intents =
+            crate::intent::WriteIntents::new(move || drop(nudge.try_send(Command::Nudge)));
         let mut writer =
             Writer::new(db.clone(), counters, &options, committed_tx, (clock, intents.clone()));
         let readers: reopen::ReadSlot = Arc::new(RwLock::new(Some(Arc::new(Db::Full(db)))));
@@ -723,17 +732,34 @@ fn open_error(error: DatabaseError) -> Error {
 }
 
 impl Append for RedbStore {
-    fn intend_write(&self) -> Option<crate::WriteIntent> {
-        self.inner.writer.as_ref().map(|w| w.intents.hold())
-    }
-
     fn append(&self, batch: Batch) -> Result<Pending, Error> {
         batch.check_limits()?;
         if batch.is_empty() {
             self.inner.writer.as_ref().ok_or(Error::ReadOnly)?;
-            return Ok(Pending::ready(Ok(crate::Appended::default())));
+            return Ok(Pending::ready(Ok(crate::batch::Appended::default())));
         }
         self.send(|tx| Write::Append(batch, tx))
+    }
+
+    /// Queueing never waits on the network: [`RedbStore::append`]'s.
+    fn append_async(&self, batch: Batch) -> Reading<Pending> {
+        Reading::ready(self.append(batch))
+    }
+
+    fn durability(&self) -> Durability {
+        self.inner.durability
+    }
+}
+
+/// A file only this process writes (its lock says so); intents, metrics and refusals where it
+/// has a writer (none read-only).
+impl Backend for RedbStore {
+    fn shared(&self) -> Option<&dyn crate::store::SharedDatabase> {
+        None
+    }
+
+    fn intend_write(&self) -> Option<crate::intent::WriteIntent> {
+        self.inner.writer.as_ref().map(|w| w.intents.hold())
     }
 
     fn metrics(&self) -> Option<&crate::telemetry::StoreMetrics> {
@@ -742,10 +768,6 @@ impl Append for RedbStore {
 
     fn refusals(&self) -> Option<watch::Receiver<Option<Error>>> {
         self.inner.writer.as_ref().map(|w| w.poison.watch())
-    }
-
-    fn durability(&self) -> Durability {
-        self.inner.durability
     }
 }
 
@@ -770,7 +792,7 @@ impl ThreadLog for RedbStore {
 
     fn read_correlated(
         &self,
-        query: &crate::CorrelationQuery,
+        query: &crate::correlation::CorrelationQuery,
         after: Lsn,
         limit: usize,
     ) -> Reading<Vec<Event>> {
@@ -844,15 +866,20 @@ impl Catalog for RedbStore {
         self.read(read::locks)
     }
 
-    fn signals(&self, thread: &ThreadId, after: u64, limit: usize) -> Reading<Vec<crate::Signal>> {
+    fn signals(
+        &self,
+        thread: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Reading<Vec<crate::signal::Signal>> {
         self.read(|txn| signals::read(txn, thread, after, limit))
     }
 
-    fn queues(&self) -> Reading<Vec<crate::QueueState>> {
+    fn queues(&self) -> Reading<Vec<crate::queue::QueueState>> {
         self.read(queues::read_all)
     }
 
-    fn queue_member(&self, thread: &ThreadId) -> Reading<Option<crate::QueueMember>> {
+    fn queue_member(&self, thread: &ThreadId) -> Reading<Option<crate::queue::QueueMember>> {
         self.read(|txn| queues::read_member(txn, thread))
     }
 }

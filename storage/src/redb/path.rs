@@ -10,7 +10,7 @@
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use crate::Error;
+use crate::error::Error;
 
 /// Why a zero-length file is refused, and what to do about it.
 pub(crate) const EMPTY_FILE: &str =

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::watch;
 
-use crate::Error;
+use crate::error::Error;
 
 /// The failure that poisoned the store, shared by its writer and its handles.
 #[derive(Clone)]

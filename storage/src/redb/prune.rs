@@ -10,9 +10,13 @@ use ::redb::ReadableTable;
 use super::index::{decode_chunk_at, fetch, locate, lsns};
 use super::read::{checkpoint_info_in, storage};
 use super::tables::Tables;
+use crate::batch::Pruned;
+use crate::checkpoint::CheckpointInfo;
 use crate::codec::{self, StoredThread};
 use crate::correlation;
-use crate::{CheckpointId, CheckpointInfo, Error, Pruned, Seq, SeqChunk, ThreadId};
+use crate::error::Error;
+use crate::ids::{CheckpointId, Seq, ThreadId};
+use crate::lsns::SeqChunk;
 
 /// Removes checked checkpoints and their index entries.
 pub(crate) fn remove_checkpoints(
@@ -197,7 +201,7 @@ pub(crate) fn apply_prune(tables: &mut Tables<'_, '_>, plan: PrunePlan) -> Resul
 /// payload's body, read from the payload table): what removing them removes from the index.
 pub(super) fn correlation_entries(
     tables: &mut Tables<'_, '_>,
-    events: &[crate::Event],
+    events: &[crate::event::Event],
 ) -> Result<Vec<(String, u64)>, Error> {
     let payloads = tables.payloads()?;
     let mut entries = Vec::new();

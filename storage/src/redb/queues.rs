@@ -11,9 +11,12 @@ use ::redb::{ReadTransaction, ReadableTable, TableDefinition};
 use super::index::storage;
 use super::tables::Tables;
 use crate::codec::table;
+use crate::error::Error;
+use crate::ids::ThreadId;
 use crate::plan_queue::QueueWrites;
+use crate::queue::{QueueMember, QueueState};
 use crate::queue_verify::{QueueRows, member_under, queue_under};
-use crate::{Error, Problem, QueueMember, QueueState, ThreadId};
+use crate::store::Problem;
 
 /// Queue records by name.
 pub(crate) const QUEUES: TableDefinition<'_, &str, &[u8]> = TableDefinition::new(table::QUEUES);

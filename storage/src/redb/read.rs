@@ -13,12 +13,15 @@ use super::tables::{
     PAYLOADS, SEQ_INDEX, SNAPSHOTS, THREADS,
 };
 pub(crate) use super::thread_search::{list_threads, list_threads_after};
+use crate::checkpoint::{Checkpoint, CheckpointInfo};
 use crate::codec::{self, table};
+use crate::error::Error;
+use crate::event::Event;
+use crate::ids::{Bookmark, CheckpointId, Lsn, PayloadRef, Seq, ThreadId};
 use crate::limits::{self, READ_LIMIT_MAX};
-use crate::{
-    Bookmark, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Error, Event, LockRecord,
-    Lsn, Page, PayloadRef, Seq, ThreadId, ThreadRecord,
-};
+use crate::lock::LockRecord;
+use crate::store::{CheckpointFilter, Page};
+use crate::thread::ThreadRecord;
 
 type Bytes = &'static [u8];
 

@@ -28,7 +28,7 @@ use ::redb::Database;
 use super::Db;
 use super::guard::guard;
 use super::tables::{Counters, MetaState};
-use crate::Error;
+use crate::error::Error;
 
 /// How a store opens its database again: its path, or a backend it may be given again.
 pub(crate) type Opener = Box<dyn Fn() -> Result<Database, Error> + Send>;

@@ -8,8 +8,11 @@ use ::redb::{ReadTransaction, ReadableTable, TableDefinition};
 
 use super::index::storage;
 use crate::codec::{self, table};
+use crate::error::Error;
+use crate::ids::{Seq, ThreadId};
 use crate::limits::{self, READ_LIMIT_MAX};
-use crate::{Error, Problem, Seq, Signal, ThreadId};
+use crate::signal::Signal;
+use crate::store::Problem;
 
 /// The inbox: framed [`Signal`] (kind 9) by `(thread, n)`.
 pub(crate) const SIGNALS: TableDefinition<'_, (&str, u64), &[u8]> =

@@ -33,7 +33,7 @@ use ::redb::{Builder, Database, DatabaseError};
 use super::Options;
 use super::guard::guard;
 use super::tables::{MetaState, REDB_MAGIC, check_meta};
-use crate::Error;
+use crate::error::Error;
 use crate::limits::SNAPSHOT_ATTEMPTS_MAX;
 
 /// Bytes re-read to detect a commit during the copy: redb's header, with room to spare.

@@ -13,7 +13,8 @@ use super::cache::ThreadCache;
 use super::index::{storage, stored_thread_in};
 use super::index_keys::{IndexKeys, keys_of_frame};
 use crate::codec::{self, StoredThread, table};
-use crate::{Error, ThreadId};
+use crate::error::Error;
+use crate::ids::ThreadId;
 
 pub(crate) use super::meta::*;
 

@@ -13,7 +13,10 @@ use super::index_keys::{BY_LABEL, BY_STATUS, IndexKeys, keys_of_frame};
 use super::meta::{META, META_FORMAT_VERSION};
 use super::tables::{THREADS, Tables};
 use crate::codec::table;
-use crate::{Error, Problem, Seq, ThreadId, ThreadRecord};
+use crate::error::Error;
+use crate::ids::{Seq, ThreadId};
+use crate::store::Problem;
+use crate::thread::ThreadRecord;
 
 /// The format that added the two tables.
 const WITH_THREAD_INDEX: u16 = 5;

@@ -15,8 +15,11 @@ use super::index_keys::{BY_LABEL, BY_STATUS};
 use super::read::open;
 use super::tables::THREADS;
 use crate::codec::{self, table};
+use crate::error::Error;
+use crate::ids::ThreadId;
 use crate::limits::{self, READ_LIMIT_MAX};
-use crate::{Error, Page, ThreadFilter, ThreadId, ThreadRecord};
+use crate::store::{Page, ThreadFilter};
+use crate::thread::ThreadRecord;
 
 /// Thread ids from one index, in id order.
 type Ids = Box<dyn Iterator<Item = Result<String, Error>>>;

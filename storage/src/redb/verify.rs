@@ -23,9 +23,12 @@ use super::tables::{
     self, CHECKPOINTS, CHECKPOINTS_BY_TAG, CHECKPOINTS_BY_THREAD, CHECKPOINTS_BY_WORKFLOW,
     CORRELATIONS, EVENTS, LOCKS, MetaState, PAYLOADS, SEQ_INDEX, SNAPSHOTS, THREADS,
 };
+use crate::checkpoint::CheckpointInfo;
 use crate::codec::{self, StoredThread, table};
 use crate::correlation;
-use crate::{CheckpointInfo, Error, PayloadRef, Problem, Seq, ThreadId, VerifyReport};
+use crate::error::Error;
+use crate::ids::{PayloadRef, Seq, ThreadId};
+use crate::store::{Problem, VerifyReport};
 
 /// One seq-index entry: thread `thread` (an index into the sorted thread ids) has seq `seq` at
 /// `lsn`.

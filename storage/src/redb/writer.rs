@@ -24,9 +24,11 @@ use super::cache::ThreadCache;
 use super::guard::guard;
 use super::tables::{Counters, Tables, write_counters};
 use super::{apply, delete, prune};
+use crate::error::Error;
+use crate::ids::ThreadId;
 pub(crate) use crate::request::Write;
 use crate::request::{Outcome, Request};
-use crate::{Durability, Error, ThreadId};
+use crate::store::Durability;
 
 /// Messages to the writer.
 pub(crate) enum Command {
@@ -81,7 +83,7 @@ pub(crate) struct Writer {
     pub(crate) dirty: bool,
     pub(crate) last_durable: Instant,
     /// The clock of the durability policy (see [`crate::Clock`]).
-    pub(crate) clock: Arc<dyn crate::Clock>,
+    pub(crate) clock: Arc<dyn crate::clock::Clock>,
     /// Callers (threads) whose writes the last group held, the gathering target for the next
     /// (see `group`).
     pub(crate) last_group: usize,
@@ -92,7 +94,7 @@ pub(crate) struct Writer {
     /// Where each group commit's figures go.
     pub(crate) metrics: crate::telemetry::StoreMetrics,
     /// Writes that callers announced and are still computing (see [`crate::WriteIntents`]).
-    pub(crate) intents: Arc<crate::WriteIntents>,
+    pub(crate) intents: Arc<crate::intent::WriteIntents>,
     /// The longest a group waits beyond what is queued ([`GATHER_WAIT_MAX`]; tests lengthen it).
     pub(crate) gather_max: Duration,
     /// Thread rows the last group wrote: one per thread it changed, however many of its
@@ -115,7 +117,7 @@ impl Writer {
         counters: Counters,
         options: &super::Options,
         committed: watch::Sender<u64>,
-        (clock, intents): (Arc<dyn crate::Clock>, Arc<crate::WriteIntents>),
+        (clock, intents): (Arc<dyn crate::clock::Clock>, Arc<crate::intent::WriteIntents>),
     ) -> Writer {
         let metrics = crate::telemetry::StoreMetrics::default();
         Writer {
@@ -559,7 +561,8 @@ fn abort(txn: WriteTransaction) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Appended, Batch, CheckpointId, Guard, LeaseOp, Seq};
+    use crate::batch::{Appended, Batch, Guard, LeaseOp};
+    use crate::ids::{CheckpointId, Seq};
     use tokio::sync::oneshot;
 
     fn append(thread: &str) -> Write {
@@ -575,7 +578,8 @@ mod tests {
         let db = Database::create(dir.join("writer.redb")).expect("create");
         super::super::initialise(&db).expect("initialise");
         let options = super::super::Options::default().with_durability(Durability::None);
-        let parts = (Arc::new(crate::SystemClock) as _, crate::WriteIntents::new(|| {}));
+        let parts =
+            (Arc::new(crate::clock::SystemClock) as _, crate::intent::WriteIntents::new(|| {}));
         Writer::new(Arc::new(db), Counters::default(), &options, watch::channel(0).0, parts)
     }
 
@@ -587,9 +591,10 @@ mod tests {
 
     /// The batch that creates the record of `thread` (no event: only the record matters here).
     fn create(thread: &ThreadId) -> Batch {
-        let workflow = crate::WorkflowRef { id: "w".into(), version: 1, fingerprint: "f".into() };
+        let workflow =
+            crate::thread::WorkflowRef { id: "w".into(), version: 1, fingerprint: "f".into() };
         Batch {
-            threads: vec![crate::ThreadRecord::new(thread.clone(), workflow, 0)],
+            threads: vec![crate::thread::ThreadRecord::new(thread.clone(), workflow, 0)],
             guards: vec![Guard::Absent { thread: thread.clone() }],
             ..Batch::default()
         }
@@ -665,7 +670,8 @@ mod tests {
         let mut writer = writer_on(dir);
         let (tx, rx) = std::sync::mpsc::sync_channel(depth);
         let nudge = tx.clone();
-        writer.intents = crate::WriteIntents::new(move || drop(nudge.try_send(Command::Nudge)));
+        writer.intents =
+            crate::intent::WriteIntents::new(move || drop(nudge.try_send(Command::Nudge)));
         writer.gather_max = Duration::from_secs(30);
         writer.last_commit = Duration::from_secs(30);
         (writer, tx, rx)
@@ -675,7 +681,7 @@ mod tests {
     /// withdraws the `intent` that announced them; joined, it gives `tx` back.
     fn announced(
         tx: std::sync::mpsc::SyncSender<Command>,
-        intent: crate::WriteIntent,
+        intent: crate::intent::WriteIntent,
         writes: Vec<Write>,
         gap: Duration,
     ) -> std::thread::JoinHandle<std::sync::mpsc::SyncSender<Command>> {
@@ -693,11 +699,11 @@ mod tests {
     fn step(thread: &ThreadId, after: u64) -> Batch {
         Batch {
             guards: vec![Guard::LastSeq { thread: thread.clone(), seq: Seq(after) }],
-            events: vec![crate::NewEvent {
+            events: vec![crate::event::NewEvent {
                 thread: thread.clone(),
-                kind: crate::EventKind::ThreadCreated,
+                kind: crate::event::EventKind::ThreadCreated,
                 node: None,
-                status: crate::EventStatus::Info,
+                status: crate::event::EventStatus::Info,
                 summary: format!("step {}", after + 1),
                 payload: None,
                 data: Vec::new(),
@@ -709,7 +715,7 @@ mod tests {
     }
 
     /// The record of `thread` as committed (read in a fresh read transaction, not the cache).
-    fn committed(writer: &Writer, thread: &ThreadId) -> Option<crate::ThreadRecord> {
+    fn committed(writer: &Writer, thread: &ThreadId) -> Option<crate::thread::ThreadRecord> {
         use ::redb::ReadableDatabase;
         let txn = writer.db.as_ref().expect("open").begin_read().expect("read");
         super::super::read::thread(&txn, thread).expect("readable")
@@ -750,7 +756,9 @@ mod tests {
         }
         assert_eq!(writer.last_group, 2, "one group of both threads");
         assert_eq!(writer.thread_rows, 2, "one row per thread, not one per batch");
-        let last = |record: Option<crate::ThreadRecord>| record.and_then(|r| r.last).map(|b| b.seq);
+        let last = |record: Option<crate::thread::ThreadRecord>| {
+            record.and_then(|r| r.last).map(|b| b.seq)
+        };
         assert_eq!(last(committed(&writer, &a)), Some(Seq(10)), "the record after the last batch");
         assert_eq!(last(committed(&writer, &b)), Some(Seq(1)));
         // Two more steps of `a` and its deletion in one group: no row of `a` is left behind.
@@ -758,7 +766,7 @@ mod tests {
         let (next, stepped_again) = write(step(&a, 11));
         tx.send(Command::Write(next)).expect("queue");
         let (delete_tx, deleted) = oneshot::channel();
-        let force = crate::DeleteOptions { force: true };
+        let force = crate::delete::DeleteOptions { force: true };
         tx.send(Command::Write(Write::DeleteThread(a.clone(), force, delete_tx))).expect("queue");
         assert!(writer.group(first, &rx).is_none());
         stepped.blocking_recv().expect("answered").expect("appended");

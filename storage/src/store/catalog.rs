@@ -3,7 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Bookmark, Error, LockRecord, Reading, ThreadId, ThreadRecord, ThreadStatus};
+use crate::error::Error;
+use crate::ids::{Bookmark, ThreadId};
+use crate::lock::LockRecord;
+use crate::reading::Reading;
+use crate::thread::{ThreadRecord, ThreadStatus};
 
 /// Pagination for list calls: skip `offset`, return at most `limit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,7 +156,12 @@ pub trait Catalog: Send + Sync + 'static {
     ///
     /// [`crate::Error::LimitExceeded`] past `READ_LIMIT_MAX`; [`crate::Error::Corrupted`]
     /// (table `signals`) for a damaged signal or one under another key.
-    fn signals(&self, thread: &ThreadId, after: u64, limit: usize) -> Reading<Vec<crate::Signal>>;
+    fn signals(
+        &self,
+        thread: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Reading<Vec<crate::signal::Signal>>;
 
     /// Every queue with its limits and counts (running and waiting, per key), by name
     /// (`docs/queues.md`).
@@ -160,7 +169,7 @@ pub trait Catalog: Send + Sync + 'static {
     /// # Errors
     ///
     /// [`crate::Error::Corrupted`] (table `queues`) for a damaged record.
-    fn queues(&self) -> Reading<Vec<crate::QueueState>>;
+    fn queues(&self) -> Reading<Vec<crate::queue::QueueState>>;
 
     /// `thread`'s place in a queue: waiting (`admitted_at_ms` is `None`) or holding a slot;
     /// `None` when it is in no queue (never was, or has ended).
@@ -168,7 +177,7 @@ pub trait Catalog: Send + Sync + 'static {
     /// # Errors
     ///
     /// [`crate::Error::Corrupted`] (table `queue_members`) for a damaged record.
-    fn queue_member(&self, thread: &ThreadId) -> Reading<Option<crate::QueueMember>>;
+    fn queue_member(&self, thread: &ThreadId) -> Reading<Option<crate::queue::QueueMember>>;
 
     /// Every stored lock (live or lapsed), by name.
     ///

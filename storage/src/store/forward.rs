@@ -1,15 +1,31 @@
 //! Forwarding for decorators: a store that wraps another (to count, delay or fail some calls)
 //! implements the roles it changes and marks the others `Forward*`, which hands them, unchanged,
-//! to the store it wraps.
+//! to the store it wraps. What the wrapped store offers beyond the roles ([`Backend`]: a
+//! shared database, intents, metrics, refusals) every decorator carries by construction: it is
+//! implemented here for every [`Decorates`], and a decorator cannot implement it itself.
 
-use crate::{
-    Checkpoint, CheckpointId, CheckpointInfo, DeleteOptions, Deleted, Error, Event, LockRecord,
-    Lsn, PayloadRef, Pending, Pruned, Reading, Seq, Subscription, ThreadId, ThreadRecord,
-};
+use tokio::sync::watch;
+
+use crate::batch::{Batch, Pruned};
+use crate::checkpoint::{Checkpoint, CheckpointInfo};
+use crate::correlation::CorrelationQuery;
+use crate::delete::{DeleteOptions, Deleted};
+use crate::error::Error;
+use crate::event::Event;
+use crate::ids::{Bookmark, CheckpointId, Lsn, PayloadRef, Seq, ThreadId};
+use crate::intent::WriteIntent;
+use crate::lock::LockRecord;
+use crate::pending::Pending;
+use crate::queue::{QueueMember, QueueState};
+use crate::reading::Reading;
+use crate::signal::Signal;
+use crate::subscription::Subscription;
+use crate::telemetry::{DatabaseState, StoreMetrics};
+use crate::thread::ThreadRecord;
 
 use super::{
-    Catalog, CheckpointFilter, Maintenance, Page, Scope, Store, ThreadFilter, ThreadLog,
-    VerifyReport,
+    Append, Backend, Catalog, CheckpointFilter, Durability, Maintenance, Page, Scope, Store,
+    ThreadFilter, ThreadLog, VerifyReport,
 };
 
 /// A store wrapping another.
@@ -34,6 +50,10 @@ use super::{
 ///         self.appends.fetch_add(1, Ordering::Relaxed);
 ///         self.inner.append(batch)
 ///     }
+///     fn append_async(&self, batch: Batch) -> Reading<Pending> {
+///         self.appends.fetch_add(1, Ordering::Relaxed);
+///         self.inner.append_async(batch)
+///     }
 ///     fn durability(&self) -> Durability { self.inner.durability() }
 /// }
 /// impl Store for Counting {}
@@ -45,6 +65,7 @@ use super::{
 /// store.append(Batch::default())?.wait_blocking()?;
 /// assert_eq!(store.appends.load(Ordering::Relaxed), 1);
 /// assert!(store.thread(&ThreadId::new("t1")?).wait()?.is_none());
+/// assert!(store.metrics().is_some()); // what the file offers, carried (see [`Backend`])
 /// # Ok(())
 /// # }
 /// ```
@@ -52,6 +73,9 @@ pub trait Decorates: Send + Sync + 'static {
     /// The store this one wraps.
     fn inner(&self) -> &dyn Store;
 }
+
+/// Hands [`Append`] to [`Decorates::inner`].
+pub trait ForwardAppend: Decorates {}
 
 /// Hands [`ThreadLog`] to [`Decorates::inner`].
 pub trait ForwardLog: Decorates {}
@@ -61,6 +85,36 @@ pub trait ForwardCatalog: Decorates {}
 
 /// Hands [`Maintenance`] to [`Decorates::inner`].
 pub trait ForwardMaintenance: Decorates {}
+
+impl<T: Decorates> Backend for T {
+    fn shared(&self) -> Option<&dyn super::SharedDatabase> {
+        self.inner().shared()
+    }
+    fn intend_write(&self) -> Option<WriteIntent> {
+        self.inner().intend_write()
+    }
+    fn metrics(&self) -> Option<&StoreMetrics> {
+        self.inner().metrics()
+    }
+    fn refusals(&self) -> Option<watch::Receiver<Option<Error>>> {
+        self.inner().refusals()
+    }
+    fn database(&self) -> Option<DatabaseState> {
+        self.inner().database()
+    }
+}
+
+impl<T: ForwardAppend> Append for T {
+    fn append(&self, batch: Batch) -> Result<Pending, Error> {
+        self.inner().append(batch)
+    }
+    fn append_async(&self, batch: Batch) -> Reading<Pending> {
+        self.inner().append_async(batch)
+    }
+    fn durability(&self) -> Durability {
+        self.inner().durability()
+    }
+}
 
 impl<T: ForwardLog> ThreadLog for T {
     fn read_since(&self, thread: &ThreadId, after: Seq, limit: usize) -> Reading<Vec<Event>> {
@@ -77,7 +131,7 @@ impl<T: ForwardLog> ThreadLog for T {
     }
     fn read_correlated(
         &self,
-        query: &crate::CorrelationQuery,
+        query: &CorrelationQuery,
         after: Lsn,
         limit: usize,
     ) -> Reading<Vec<Event>> {
@@ -118,7 +172,7 @@ impl<T: ForwardCatalog> Catalog for T {
     fn thread(&self, id: &ThreadId) -> Reading<Option<ThreadRecord>> {
         self.inner().thread(id)
     }
-    fn last_bookmark(&self, thread: &ThreadId) -> Reading<Option<crate::Bookmark>> {
+    fn last_bookmark(&self, thread: &ThreadId) -> Reading<Option<Bookmark>> {
         self.inner().last_bookmark(thread)
     }
     fn list_threads(&self, filter: &ThreadFilter, page: Page) -> Reading<Vec<ThreadRecord>> {
@@ -132,13 +186,13 @@ impl<T: ForwardCatalog> Catalog for T {
     ) -> Reading<Vec<ThreadRecord>> {
         self.inner().list_threads_after(filter, after, limit)
     }
-    fn signals(&self, thread: &ThreadId, after: u64, limit: usize) -> Reading<Vec<crate::Signal>> {
+    fn signals(&self, thread: &ThreadId, after: u64, limit: usize) -> Reading<Vec<Signal>> {
         self.inner().signals(thread, after, limit)
     }
-    fn queues(&self) -> Reading<Vec<crate::QueueState>> {
+    fn queues(&self) -> Reading<Vec<QueueState>> {
         self.inner().queues()
     }
-    fn queue_member(&self, thread: &ThreadId) -> Reading<Option<crate::QueueMember>> {
+    fn queue_member(&self, thread: &ThreadId) -> Reading<Option<QueueMember>> {
         self.inner().queue_member(thread)
     }
     fn locks(&self) -> Reading<Vec<LockRecord>> {

@@ -1,10 +1,12 @@
 //! [`ThreadLog`]: reading the log (a thread's events, or every thread's in lsn order), the
 //! payloads events point at, and checkpoints.
 
-use crate::{
-    Checkpoint, CheckpointId, CheckpointInfo, CheckpointKind, Error, Event, Lsn, PayloadRef,
-    Reading, Seq, Subscription, ThreadId,
-};
+use crate::checkpoint::{Checkpoint, CheckpointInfo, CheckpointKind};
+use crate::error::Error;
+use crate::event::Event;
+use crate::ids::{CheckpointId, Lsn, PayloadRef, Seq, ThreadId};
+use crate::reading::Reading;
+use crate::subscription::Subscription;
 
 use super::Page;
 
@@ -105,7 +107,7 @@ pub trait ThreadLog: Send + Sync + 'static {
     /// ```
     fn read_correlated(
         &self,
-        query: &crate::CorrelationQuery,
+        query: &crate::correlation::CorrelationQuery,
         after: Lsn,
         limit: usize,
     ) -> Reading<Vec<Event>>;
@@ -178,7 +180,7 @@ pub trait ThreadLog: Send + Sync + 'static {
 }
 
 /// The first seq and the number of events of `read_range(from, to)`; `None` for an empty range.
-pub(crate) fn range(from: Seq, to: Seq) -> Result<Option<(u64, usize)>, crate::Error> {
+pub(crate) fn range(from: Seq, to: Seq) -> Result<Option<(u64, usize)>, crate::error::Error> {
     if to < from || to.0 == 0 {
         return Ok(None);
     }

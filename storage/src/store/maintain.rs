@@ -1,7 +1,11 @@
 //! [`Maintenance`]: what removes data (prune, delete) or checks all of it (verify). Writes go
 //! through the store's one writer, like appends, and resolve through a [`Pending`].
 
-use crate::{CheckpointId, DeleteOptions, Deleted, Error, Pending, Pruned, Seq, ThreadId};
+use crate::batch::Pruned;
+use crate::delete::{DeleteOptions, Deleted};
+use crate::error::Error;
+use crate::ids::{CheckpointId, Seq, ThreadId};
+use crate::pending::Pending;
 
 /// One thing [`Maintenance::verify`] found wrong, with its location.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,6 +9,7 @@
 //! | [`Catalog`] | thread records and the indexes over them | `thread`, `list_threads`, `list_threads_after`, `signals`, `queues`, `queue_member`, `locks` |
 //! | [`Maintenance`] | removing and checking data | `prune`, `delete_thread`, `delete_checkpoint`, `clear_checkpoints`, `verify` |
 //! | [`SharedDatabase`] | only where several processes write: wake index, commits heard, driver messages | `due_threads`, `commits`, `tell_driver`, `driver_messages` |
+//! | [`Backend`] | what the backend offers, declared by it and carried by every decorator | `shared`, `intend_write`, `metrics`, `refusals`, `database` |
 //!
 //! Reads have one API: each answers a [`Reading`], which an async caller awaits (a store whose
 //! reads cross the network suspends the task, blocking no thread) and a sync caller
@@ -18,6 +19,7 @@
 //! write a backend.
 
 mod append;
+mod backend;
 mod catalog;
 mod forward;
 mod log;
@@ -27,28 +29,25 @@ mod shared;
 use std::future::Future;
 
 pub use append::{Append, Durability};
+pub use backend::Backend;
 pub use catalog::{Catalog, Page, ThreadFilter};
-pub use forward::{Decorates, ForwardCatalog, ForwardLog, ForwardMaintenance};
+pub use forward::{Decorates, ForwardAppend, ForwardCatalog, ForwardLog, ForwardMaintenance};
 pub(crate) use log::range;
 pub use log::{CheckpointFilter, Scope, ThreadLog};
 pub use maintain::{Maintenance, Problem, VerifyReport};
 pub use shared::{DriverMessage, DueThread, SharedDatabase};
 
-use crate::{
-    Appended, Batch, Error, Guard, LeaseOp, LockOp, Pending, Reading, ThreadId, ThreadRecord,
-    ThreadStatus,
-};
+use crate::batch::{Appended, Batch, Guard, LeaseOp, LockOp};
+use crate::error::Error;
+use crate::ids::ThreadId;
+use crate::pending::Pending;
+use crate::reading::Reading;
+use crate::thread::{ThreadRecord, ThreadStatus};
 
-/// The storage interface: every role (see the module documentation). Object-safe; see the
-/// crate docs for the invariants every implementation keeps.
-pub trait Store: Append + ThreadLog + Catalog + Maintenance {
-    /// What a database several processes write offers ([`SharedDatabase`]); `None` (the
-    /// default) where only this process writes it (a redb file, held by its lock), so that a
-    /// lease found on a thread belongs to a process that died.
-    fn shared(&self) -> Option<&dyn SharedDatabase> {
-        None
-    }
-}
+/// The storage interface: every role (see the module documentation), and what the backend
+/// offers ([`Backend`]). Object-safe; see the crate docs for the invariants every
+/// implementation keeps.
+pub trait Store: Append + ThreadLog + Catalog + Maintenance + Backend {}
 
 /// Convenience helpers over any [`Store`]; each builds one batch and waits for its commit.
 pub trait StoreExt: Store {

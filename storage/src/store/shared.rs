@@ -2,9 +2,11 @@
 //! other roles: an index of threads due for an engine, the commits of other processes as they
 //! land, and messages to whichever process drives a thread. A store whose database only this
 //! process writes (a redb file, held by its lock) has none of it: its
-//! [`crate::Store::shared`] is `None`, and the engine coordinates in memory.
+//! [`crate::Backend::shared`] is `None`, and the engine coordinates in memory.
 
-use crate::{Reading, ThreadId, ThreadRecord};
+use crate::ids::ThreadId;
+use crate::reading::Reading;
+use crate::thread::ThreadRecord;
 
 /// A thread the wake index says is due, with the time it is due from: the cursor of the next
 /// page of [`SharedDatabase::due_threads`] is the last one's `(ready_at_ms, id)`.

@@ -31,7 +31,7 @@ fn a_non_durable_mode_is_made_durable_by_close() {
 mod beneath_redb {
 
     use cairn_storage::{
-        Append, Durability, Error, Maintenance, Options, RedbStore, Seq, ThreadLog,
+        Append, Backend, Durability, Error, Maintenance, Options, RedbStore, Seq, ThreadLog,
     };
     use cairn_storage_testkit::fault::{FaultBackend, FaultController, OpKind};
 

@@ -3,7 +3,7 @@
 //! `bytea` found by reads and by verify, and two stores (two processes' worth of writers) on one
 //! database whose global log never skips an event.
 
-use cairn_storage::{Append, Catalog, Maintenance, ThreadLog};
+use cairn_storage::{Append, Backend, Catalog, Maintenance, ThreadLog};
 use std::sync::Arc;
 
 use cairn_storage::{
@@ -508,4 +508,36 @@ fn a_thread_deletion_keeps_a_payload_an_append_in_flight_refers_to() {
     assert_eq!((deleted.events, deleted.payloads), (1, 0), "the new thread's event keeps it");
     assert_eq!(deleter.payload(&PayloadRef::of(&bytes)).wait().unwrap(), bytes);
     assert!(deleter.verify().unwrap().is_clean());
+}
+
+/// A decorator that only marks its roles `Forward*` carries what PostgreSQL declares it offers
+/// (the shared database, its metrics) and its async queueing: a wrapper cannot make a shared
+/// database look like a file of this process's own.
+#[test]
+fn a_decorator_carries_what_postgres_offers() {
+    use cairn_storage::{Decorates, ForwardAppend, ForwardCatalog, ForwardLog, ForwardMaintenance};
+
+    struct Wrapped(Arc<dyn Store>);
+    impl Decorates for Wrapped {
+        fn inner(&self) -> &dyn Store {
+            &*self.0
+        }
+    }
+    impl ForwardAppend for Wrapped {}
+    impl ForwardLog for Wrapped {}
+    impl ForwardCatalog for Wrapped {}
+    impl ForwardMaintenance for Wrapped {}
+    impl Store for Wrapped {}
+
+    let Some(cluster) = Cluster::start("a_decorator_carries_what_postgres_offers") else { return };
+    let (_, pg) = store(&cluster);
+    let wrapped = Wrapped(Arc::new(pg));
+    assert!(wrapped.shared().is_some(), "the shared database is carried");
+    assert!(wrapped.metrics().is_some(), "the writer's metrics are carried");
+    assert!(wrapped.intend_write().is_none() && wrapped.refusals().is_none());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let batch = Batch { events: vec![event("t", 1)], ..Batch::default() };
+    create_thread(&wrapped, "t", 0);
+    rt.block_on(async { wrapped.append_async(batch).await.unwrap().wait().await.unwrap() });
+    assert_eq!(wrapped.read_since(&tid("t"), Seq(0), 10).wait().unwrap().len(), 1);
 }

@@ -5,7 +5,7 @@
 //! callers suspended rather than blocked while its writer waits, and go on by itself once the
 //! network is back.
 
-use cairn_storage::{Append, Maintenance, ThreadLog};
+use cairn_storage::{Append, Backend, Maintenance, ThreadLog};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use cairn::dsl::Message;
 use cairn::storage::ThreadId;
 use cairn::{Ctx, END, NodeOutput, Replace, START, StartOptions, Workflow};
-use cairn_tools::debug::{Bundle, ExportOptions, Redaction};
 use cairn_testkit::{deterministic_engine, runner_released};
+use cairn_tools::debug::{Bundle, ExportOptions, Redaction};
 
 /// A secret the seed thread writes into its conversation (redacted in one seed bundle).
 #[allow(dead_code, reason = "used by the corpus writer, not by the fuzz target")]

@@ -1,6 +1,7 @@
 //! The OS error inside redb's error types, which do not chain it through `source()`: the one
 //! place that knows their shapes, so [`Error::storage`](crate::Error) can tell a full disk from
-//! other I/O errors.
+//! other I/O errors. Beneath [`crate::error`] (it names only redb's and the OS's types), so
+//! that the error type does not reach up into the redb backend.
 
 use std::any::Any;
 use std::io;
