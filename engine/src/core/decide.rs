@@ -212,6 +212,7 @@ pub(crate) fn plan_step(
 /// [`Error::Record`] if an event does not apply (a bug, or a context that is not the thread's);
 /// [`Error::Transition`] for a status move the table refuses; [`Error::Codec`] if the final
 /// state does not serialise.
+#[expect(clippy::too_many_lines, reason = "split by issue 39's decide helper")]
 pub(crate) fn close_step(
     ctx: &mut ThreadCtx,
     wf: &DynWorkflow,

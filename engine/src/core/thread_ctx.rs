@@ -367,6 +367,7 @@ impl ThreadCtx {
     /// # Errors
     /// [`Error::Record`] when the event cannot follow the context (a seq gap, an update that does
     /// not decode): the log and the workflow disagree, which restore must not paper over.
+    #[expect(clippy::too_many_lines, reason = "split by issue 39's decide helper")]
     pub fn apply(&mut self, seq: u64, at_ms: u64, body: &Body) -> Result<(), Error> {
         if seq != self.meta.seq + 1 {
             return Err(self.meta.record(seq, format!("expected seq {}", self.meta.seq + 1)));

@@ -60,6 +60,7 @@
 //! Locks: node code records when it holds the shared lock ([`gates::Gates`]), and the logs give
 //! each thread's holding intervals in global log order; neither may overlap between threads, and
 //! once every thread has ended the store holds no lock.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

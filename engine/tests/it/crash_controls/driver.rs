@@ -2,6 +2,7 @@
 //! (input, a timer, a budget stop, the planned cancel or pause), removes it once it has ended
 //! if its plan says so (deleted, or by a retention pass), recording what the engine
 //! acknowledged.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -18,6 +18,7 @@
 //! The threads ticks start wait for input forever: no retention pass prunes one the check
 //! looks for. In a case with retention passes, schedules have no end and are not deleted (a
 //! pass would prune their finished threads before the check).
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::sync::atomic::Ordering;
 
