@@ -246,7 +246,7 @@ impl EngineBuilder {
         let wait = Duration::from_millis(self.config.cancel_grace_ms) + REMOTE_DRIVER_MARGIN;
         let coord = crate::coord::for_store(
             store.clone(),
-            (self.clock.clone(), tasks.clone()),
+            crate::coord::Runtime { clock: self.clock.clone(), tasks: tasks.clone() },
             owner.clone(),
             wait,
             self.config.lease_ttl_ms,

@@ -34,7 +34,8 @@ use crate::{Appended, Batch, CheckpointInfo, Error, LockOp, LockRecord, PayloadR
 /// A failed statement (the group's transaction is then lost).
 pub(super) fn append_all(
     tx: &mut Tx<'_, '_>,
-    (xid, counters): (i64, &mut Counters),
+    xid: i64,
+    counters: &mut Counters,
     batches: Vec<Batch>,
 ) -> Result<Vec<Result<Appended, Error>>, Error> {
     let mut state = Cached::prefetch(tx, xid, &batches)?;

@@ -248,7 +248,7 @@ impl RedbStore {
     ) -> Result<RedbStore, Error> {
         let db =
             guard("open", || options.builder().create_with_backend(backend).map_err(open_error))?;
-        RedbStore::start(db, options, None, true, (clock, None))
+        RedbStore::start(db, options, None, true, clock, None)
     }
 
     /// [`RedbStore::with_backend`] on a backend the store may be given again (a clone that
@@ -270,7 +270,7 @@ impl RedbStore {
             let backend = backend.clone();
             guard("open", || options.builder().create_with_backend(backend).map_err(open_error))
         });
-        RedbStore::start(db, options, None, true, (Arc::new(crate::SystemClock), Some(open)))
+        RedbStore::start(db, options, None, true, Arc::new(crate::SystemClock), Some(open))
     }
 
     /// Makes the writer look at its clock now, and returns once it has: a periodic flush that
@@ -469,8 +469,8 @@ impl RedbStore {
         let db = open_past_readers(path, &options)?;
         let at = path.to_path_buf();
         let open: reopen::Opener = Box::new(move || open_past_readers(&at, &options));
-        let clock = (Arc::new(crate::SystemClock) as Arc<dyn crate::Clock>, Some(open));
-        RedbStore::start(db, options, Some(path.to_path_buf()), false, clock)
+        let clock = Arc::new(crate::SystemClock);
+        RedbStore::start(db, options, Some(path.to_path_buf()), false, clock, Some(open))
     }
 
     /// Makes a new database at `path` where there is nothing, or in a zero-length regular file
@@ -520,7 +520,8 @@ impl RedbStore {
         options: Options,
         path: Option<PathBuf>,
         may_initialise: bool,
-        (clock, open): (Arc<dyn crate::Clock>, Option<reopen::Opener>),
+        clock: Arc<dyn crate::Clock>,
+        open: Option<reopen::Opener>,
     ) -> Result<RedbStore, Error> {
         let counters = match guard("open", || tables::check_meta(&db))? {
             MetaState::Cairn(counters, version) => {
@@ -542,7 +543,7 @@ impl RedbStore {
         // A full queue wakes the writer anyway; a closed one has no writer left to wake.
         let intents = crate::WriteIntents::new(move || drop(nudge.try_send(Command::Nudge)));
         let mut writer =
-            Writer::new(db.clone(), counters, &options, committed_tx, (clock, intents.clone()));
+            Writer::new(db.clone(), counters, &options, committed_tx, clock, intents.clone());
         let readers: reopen::ReadSlot = Arc::new(RwLock::new(Some(Arc::new(Db::Full(db)))));
         if let Some(open) = open.filter(|_| options.durability == Durability::Immediate) {
             let fallback = path

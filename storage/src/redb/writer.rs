@@ -135,7 +135,8 @@ impl Writer {
         counters: Counters,
         options: &super::Options,
         committed: watch::Sender<u64>,
-        (clock, intents): (Arc<dyn crate::Clock>, Arc<crate::WriteIntents>),
+        clock: Arc<dyn crate::Clock>,
+        intents: Arc<crate::WriteIntents>,
     ) -> Writer {
         let metrics = crate::telemetry::StoreMetrics::default();
         Writer {
@@ -645,8 +646,9 @@ mod tests {
         let db = Database::create(dir.join("writer.redb")).expect("create");
         super::super::initialise(&db).expect("initialise");
         let options = super::super::Options::default().with_durability(Durability::None);
-        let parts = (Arc::new(crate::SystemClock) as _, crate::WriteIntents::new(|| {}));
-        Writer::new(Arc::new(db), Counters::default(), &options, watch::channel(0).0, parts)
+        let (clock, intents) = (Arc::new(crate::SystemClock), crate::WriteIntents::new(|| {}));
+        let committed = watch::channel(0).0;
+        Writer::new(Arc::new(db), Counters::default(), &options, committed, clock, intents)
     }
 
     /// A write of `batch`, and where its answer comes.
