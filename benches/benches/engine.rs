@@ -99,9 +99,9 @@ fn main() -> anyhow::Result<()> {
         match section {
             "sequential" => sequential(&runtime, runs, &mut fresh)?,
             "concurrent" => concurrent(&runtime, runs, &mut fresh)?,
-            "none" => unsynced(&runtime, runs, (true, true), &mut fresh)?,
-            "none-1" => unsynced(&runtime, runs, (true, false), &mut fresh)?,
-            "none-64" => unsynced(&runtime, runs, (false, true), &mut fresh)?,
+            "none" => unsynced(&runtime, runs, true, true, &mut fresh)?,
+            "none-1" => unsynced(&runtime, runs, true, false, &mut fresh)?,
+            "none-64" => unsynced(&runtime, runs, false, true, &mut fresh)?,
             "starts" => starts(&runtime, runs, &mut fresh)?,
             "memory" => memory(runs)?,
             "recovery" => recovery(&runtime, runs, &mut fresh)?,
@@ -196,7 +196,8 @@ fn concurrent(
 fn unsynced(
     runtime: &Runtime,
     runs: usize,
-    (sequential, concurrent): (bool, bool),
+    sequential: bool,
+    concurrent: bool,
     fresh: &mut impl FnMut(&str) -> PathBuf,
 ) -> anyhow::Result<()> {
     if sequential {

@@ -59,8 +59,7 @@ fn main() -> anyhow::Result<()> {
     let server = cluster.server_pid().map_err(anyhow::Error::msg)?;
     let mut by_workers = Vec::new();
     for workers in worker_counts()? {
-        let (mut rate, mut p50, mut p99, mut commits) = (vec![], vec![], vec![], vec![]);
-        let (mut busy, mut engine_cpu, mut server_cpu) = (vec![], vec![], vec![]);
+        let mut figures = Figures::default();
         for _ in 0..runs {
             let url = cluster.new_database();
             if statements {
@@ -70,73 +69,24 @@ fn main() -> anyhow::Result<()> {
             let cpu = cpu_times()?;
             let (engine_before, server_before) = (cpu::own_seconds()?, cpu::tree_seconds(server)?);
             let run = runtime.block_on(shared(&url, workers))?;
-            busy.push(cpu_busy_since(cpu)?);
-            engine_cpu.push((cpu::own_seconds()? - engine_before) * 1e6 / run.steps as f64);
-            server_cpu.push((cpu::tree_seconds(server)? - server_before) * 1e6 / run.steps as f64);
+            figures.busy.push(cpu_busy_since(cpu)?);
+            let steps = run.steps as f64;
+            figures.engine_cpu.push((cpu::own_seconds()? - engine_before) * 1e6 / steps);
+            figures.server_cpu.push((cpu::tree_seconds(server)? - server_before) * 1e6 / steps);
             let after = next_xid(&url)?;
             if statements {
                 print_statements(&url, run.steps)?;
             }
-            rate.push(run.rate);
-            p50.push(run.p50_ms);
-            p99.push(run.p99_ms);
-            commits.push((after - before) as f64 / run.steps as f64);
+            figures.rate.push(run.rate);
+            figures.p50.push(run.p50_ms);
+            figures.p99.push(run.p99_ms);
+            figures.commits.push((after - before) as f64 / steps);
         }
-        let rate = median(rate);
-        println!(
-            "{}",
-            bench_line(&format!("pg_{workers}_workers_64_threads_each"), rate, "node-steps/s")
-        );
-        println!(
-            "{}",
-            bench_line(&format!("pg_{workers}_workers_step_latency_p50"), median(p50), "ms")
-        );
-        println!(
-            "{}",
-            bench_line(&format!("pg_{workers}_workers_step_latency_p99"), median(p99), "ms")
-        );
-        println!(
-            "{}",
-            bench_line(&format!("pg_{workers}_workers_xids_per_step"), median(commits), "xids")
-        );
-        println!(
-            "{}",
-            bench_line(&format!("pg_{workers}_workers_cpu_busy"), median(busy), "fraction")
-        );
-        println!(
-            "{}",
-            bench_line(
-                &format!("pg_{workers}_workers_engine_cpu_per_step"),
-                median(engine_cpu),
-                "us"
-            )
-        );
-        println!(
-            "{}",
-            bench_line(
-                &format!("pg_{workers}_workers_server_cpu_per_step"),
-                median(server_cpu),
-                "us"
-            )
-        );
+        let rate = figures.print(workers);
         by_workers.push((workers, rate));
     }
-    let mut redb = Vec::new();
     let redb_runs = if std::env::var_os("CAIRN_BENCH_PG_WORKERS").is_some() { 0 } else { runs };
-    for n in 0..redb_runs {
-        let path = root.path().join(format!("redb-{n}.redb"));
-        let run = runtime.block_on(async {
-            let engine = Engine::builder(&path)
-                .durability(Durability::Immediate)
-                .workflow(&linear()?)
-                .open()
-                .await?;
-            let run = drive(std::slice::from_ref(&engine)).await?;
-            engine.shutdown().await;
-            Ok::<_, anyhow::Error>(run)
-        })?;
-        redb.push(run.rate);
-    }
+    let redb = redb_rates(&runtime, root.path(), redb_runs)?;
     let rate_of = |n: usize| by_workers.iter().find(|(w, _)| *w == n).map(|(_, r)| *r);
     if let (Some(four), Some(one)) = (rate_of(4), rate_of(1)) {
         println!("{}", ratio_line("pg_4_workers_vs_1", four / one));
@@ -149,6 +99,92 @@ fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The figures of the runs with one number of workers, one entry per run.
+#[derive(Default)]
+struct Figures {
+    rate: Vec<f64>,
+    p50: Vec<f64>,
+    p99: Vec<f64>,
+    /// Transaction ids per step.
+    commits: Vec<f64>,
+    busy: Vec<f64>,
+    /// CPU microseconds per step, of the engine and of the server.
+    engine_cpu: Vec<f64>,
+    server_cpu: Vec<f64>,
+}
+
+impl Figures {
+    /// Prints the median of each figure, for `workers` workers; returns the median rate.
+    fn print(self, workers: usize) -> f64 {
+        let rate = median(self.rate);
+        println!(
+            "{}",
+            bench_line(&format!("pg_{workers}_workers_64_threads_each"), rate, "node-steps/s")
+        );
+        println!(
+            "{}",
+            bench_line(&format!("pg_{workers}_workers_step_latency_p50"), median(self.p50), "ms")
+        );
+        println!(
+            "{}",
+            bench_line(&format!("pg_{workers}_workers_step_latency_p99"), median(self.p99), "ms")
+        );
+        println!(
+            "{}",
+            bench_line(
+                &format!("pg_{workers}_workers_xids_per_step"),
+                median(self.commits),
+                "xids"
+            )
+        );
+        println!(
+            "{}",
+            bench_line(&format!("pg_{workers}_workers_cpu_busy"), median(self.busy), "fraction")
+        );
+        println!(
+            "{}",
+            bench_line(
+                &format!("pg_{workers}_workers_engine_cpu_per_step"),
+                median(self.engine_cpu),
+                "us"
+            )
+        );
+        println!(
+            "{}",
+            bench_line(
+                &format!("pg_{workers}_workers_server_cpu_per_step"),
+                median(self.server_cpu),
+                "us"
+            )
+        );
+        rate
+    }
+}
+
+/// The step rate of each of `runs` runs of one engine on a redb file under `root`.
+fn redb_rates(
+    runtime: &tokio::runtime::Runtime,
+    root: &Path,
+    runs: usize,
+) -> anyhow::Result<Vec<f64>> {
+    let mut redb = Vec::new();
+    for n in 0..runs {
+        let path = root.join(format!("redb-{n}.redb"));
+        let run = runtime.block_on(async {
+            let engine = Engine::builder(&path)
+                .durability(Durability::Immediate)
+                .workflow(&linear()?)
+                .open()
+                .await?;
+            let run = drive(std::slice::from_ref(&engine)).await?;
+            engine.shutdown().await;
+            Ok::<_, anyhow::Error>(run)
+        })?;
+        redb.push(run.rate);
+    }
+    Ok(redb)
 }
 
 /// Runs `statement` on the database at `url`, off the async runtime.

@@ -87,35 +87,8 @@ pub(crate) fn assemble(
     problems.extend(range_problems(&nodes, &budgets, &checkpoint, &permissions));
     let depth = subgraph_depth(&nodes, &mut problems);
     problems.extend(limit_problems(&id, &nodes, &resolved.shape, &permissions));
-    if !nodes.is_empty() {
-        let names: Vec<&str> = nodes.iter().map(|d| d.name.as_str()).collect();
-        let bounded: Vec<bool> = nodes.iter().map(|d| d.policy.max_visits.is_some()).collect();
-        problems.extend(crate::validate::structure(
-            &resolved.shape,
-            &names,
-            &bounded,
-            &resolved.outside,
-        ));
-    }
-    let mut seen = std::collections::BTreeSet::new();
-    for (name, _) in &queries {
-        if !seen.insert(name.clone()) {
-            problems.push(Problem::DuplicateQuery(name.clone()));
-        }
-    }
-    let mut seen = std::collections::BTreeSet::new();
-    for (name, _) in &compensations {
-        if !seen.insert(name.clone()) {
-            problems.push(Problem::DuplicateCompensation(name.clone()));
-        }
-    }
-    let mut seen = std::collections::BTreeSet::new();
-    for (name, _) in &signals {
-        check_name(name, &mut problems);
-        if !seen.insert(name.clone()) {
-            problems.push(Problem::DuplicateSignal(name.clone()));
-        }
-    }
+    problems.extend(structure_problems(&nodes, &resolved.shape, &resolved.outside));
+    problems.extend(named_problems(&queries, &compensations, &signals));
     if !problems.is_empty() {
         return Err(BuildError { workflow: id, problems });
     }
@@ -144,6 +117,47 @@ pub(crate) fn assemble(
     };
     workflow.fingerprint = fingerprint::compute(&workflow);
     Ok(workflow)
+}
+
+/// The structure problems of the resolved graph `shape` (`outside`: the nodes outside it); none
+/// for a workflow without nodes, which is reported as empty.
+fn structure_problems(nodes: &[NodeDecl], shape: &Shape, outside: &[bool]) -> Vec<Problem> {
+    if nodes.is_empty() {
+        return Vec::new();
+    }
+    let names: Vec<&str> = nodes.iter().map(|d| d.name.as_str()).collect();
+    let bounded: Vec<bool> = nodes.iter().map(|d| d.policy.max_visits.is_some()).collect();
+    crate::validate::structure(shape, &names, &bounded, outside)
+}
+
+/// Queries, compensations and signals declared twice under one name, and signal names that are
+/// not names.
+fn named_problems(
+    queries: &[(String, DynQuery)],
+    compensations: &[(String, crate::long_lived::DynCompensation)],
+    signals: &[(String, crate::signals::DynSignal)],
+) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (name, _) in queries {
+        if !seen.insert(name.clone()) {
+            problems.push(Problem::DuplicateQuery(name.clone()));
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (name, _) in compensations {
+        if !seen.insert(name.clone()) {
+            problems.push(Problem::DuplicateCompensation(name.clone()));
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (name, _) in signals {
+        check_name(name, &mut problems);
+        if !seen.insert(name.clone()) {
+            problems.push(Problem::DuplicateSignal(name.clone()));
+        }
+    }
+    problems
 }
 
 /// Fallback nodes that are not among their node's declared gotos (or do not exist).

@@ -93,21 +93,7 @@ pub async fn copy_thread(
         report.skipped.push((id.clone(), "the destination has a thread with this id".into()));
         return Ok(());
     }
-    let mut checkpoints = Vec::new();
-    let mut offset = 0;
-    loop {
-        let filter = CheckpointFilter { thread: Some(id.clone()), ..CheckpointFilter::default() };
-        let page = from.list_checkpoints(&filter, Page { limit: THREADS_PAGE, offset }).await?;
-        offset += page.len();
-        let done = page.len() < THREADS_PAGE;
-        checkpoints.extend(page);
-        if done {
-            break;
-        }
-    }
-    // Oldest first, so each goes into the batch of the event it covers.
-    checkpoints.sort_by_key(|c| (c.covers.seq, c.id));
-    let mut checkpoints = checkpoints.into_iter().peekable();
+    let mut checkpoints = checkpoints_of(from, id).await?.into_iter().peekable();
     let last = record.last.map_or(0, |b| b.seq.0);
     // The first batch creates the thread (its record as the source has it now) and checks that
     // nobody created it meanwhile.
@@ -147,16 +133,7 @@ pub async fn copy_thread(
             report.events += 1;
             let mut closes = false;
             while let Some(info) = checkpoints.next_if(|c| c.covers.seq == after) {
-                let full = from.checkpoint(info.id).await?;
-                let full = full.ok_or(Error::UnknownCheckpoint(info.id))?;
-                batch.checkpoints.push(NewCheckpoint {
-                    thread: full.thread,
-                    workflow: full.workflow,
-                    kind: full.kind,
-                    snapshot: full.snapshot,
-                    meta: full.meta,
-                    created_at_ms: full.created_at_ms,
-                });
+                batch.checkpoints.push(new_checkpoint(from, info.id).await?);
                 report.checkpoints += 1;
                 closes = true;
             }
@@ -183,6 +160,45 @@ pub async fn copy_thread(
     }
     report.copied.push(id.clone());
     Ok(())
+}
+
+/// The checkpoints of thread `id` in `from`, oldest first, so each goes into the batch of the
+/// event it covers.
+async fn checkpoints_of(
+    from: &dyn Store,
+    id: &ThreadId,
+) -> Result<Vec<crate::checkpoint::CheckpointInfo>, Error> {
+    let mut checkpoints = Vec::new();
+    let mut offset = 0;
+    loop {
+        let filter = CheckpointFilter { thread: Some(id.clone()), ..CheckpointFilter::default() };
+        let page = from.list_checkpoints(&filter, Page { limit: THREADS_PAGE, offset }).await?;
+        offset += page.len();
+        let done = page.len() < THREADS_PAGE;
+        checkpoints.extend(page);
+        if done {
+            break;
+        }
+    }
+    checkpoints.sort_by_key(|c| (c.covers.seq, c.id));
+    Ok(checkpoints)
+}
+
+/// Checkpoint `id` of `from`, as a copy writes it.
+async fn new_checkpoint(
+    from: &dyn Store,
+    id: crate::ids::CheckpointId,
+) -> Result<NewCheckpoint, Error> {
+    let full = from.checkpoint(id).await?;
+    let full = full.ok_or(Error::UnknownCheckpoint(id))?;
+    Ok(NewCheckpoint {
+        thread: full.thread,
+        workflow: full.workflow,
+        kind: full.kind,
+        snapshot: full.snapshot,
+        meta: full.meta,
+        created_at_ms: full.created_at_ms,
+    })
 }
 
 /// Copies thread `id`'s signal inbox, in number order, in batches that stay within the batch

@@ -109,64 +109,10 @@ pub(crate) fn plan(
         plan.set_thread(id, stored);
     }
     for new in batch.events {
-        let id = new.thread.clone();
-        plan.thread(tables, &id)?;
-        let Some(Some(stored)) = plan.threads.get_mut(&id) else {
-            return Err(Error::UnknownThread(id));
-        };
-        let seq = match stored.record.last {
-            None => stored.record.first_seq.0,
-            Some(b) => b.seq.0.checked_add(1).ok_or_else(|| exhausted("seq", Some(&id)))?,
-        };
-        plan.counters.last_lsn =
-            plan.counters.last_lsn.checked_add(1).ok_or_else(|| exhausted("lsn", None))?;
-        let lsn = plan.counters.last_lsn;
-        let event = Event::from_new(new, Seq(seq), Lsn(lsn));
-        plan.events.push((lsn, codec::encode_event(&event)?));
-        if let Some(correlation) = &event.correlation {
-            let entry = CorrelationEntry::of_event(&event, correlation.clone());
-            plan.correlations.push((correlation.clone(), lsn, codec::encode_correlation(&entry)?));
-        }
-        plan.event_keys.push((id.clone(), seq));
-        stored.record.last = Some(event.bookmark);
-        stored.tail.push(lsn);
-        if stored.tail.len() >= SEQ_CHUNK_LEN {
-            // The tail is full: it becomes a chunk of the seq index, written once.
-            let lsns = std::mem::take(&mut stored.tail);
-            let first_seq = seq + 1 - lsns.len() as u64;
-            let chunk = SeqChunk { thread: id.clone(), first_seq, lsns };
-            plan.chunks.push((id.clone(), first_seq, codec::encode_seq_chunk(&chunk)?));
-        }
-        plan.appended.bookmarks.push(event.bookmark);
-        mark_dirty(&mut plan.dirty_threads, &id);
+        plan.event(tables, new)?;
     }
     for new in batch.checkpoints {
-        let covers = match plan.thread(tables, &new.thread)? {
-            None => return Err(Error::UnknownThread(new.thread.clone())),
-            Some(stored) => stored.record.last.ok_or_else(|| Error::Invalid {
-                detail: format!("thread {} has no events for a checkpoint to cover", new.thread),
-            })?,
-        };
-        plan.counters.last_checkpoint_id = plan
-            .counters
-            .last_checkpoint_id
-            .checked_add(1)
-            .ok_or_else(|| exhausted("checkpoint id", None))?;
-        let id = CheckpointId(plan.counters.last_checkpoint_id);
-        let info = CheckpointInfo {
-            id,
-            thread: new.thread,
-            workflow: new.workflow,
-            covers,
-            created_at_ms: new.created_at_ms,
-            kind: new.kind,
-            snapshot_len: new.snapshot.len() as u64,
-            meta: new.meta,
-        };
-        let info_frame = codec::encode_checkpoint(&info)?;
-        let snapshot_frame = codec::encode_snapshot(id, &new.snapshot)?;
-        plan.appended.checkpoints.push(id);
-        plan.checkpoints.push((info, info_frame, snapshot_frame));
+        plan.checkpoint(tables, new)?;
     }
     for bytes in batch.payloads {
         let r = PayloadRef::of(&bytes);
@@ -194,6 +140,82 @@ pub(crate) fn plan(
     plan.release_ended(tables)?;
     plan.queue_writes = std::mem::take(&mut plan.queue_plan).finish()?;
     Ok(plan)
+}
+
+impl Plan {
+    /// Plans event `new`: its seq and lsn, its record, correlation and seq-index entries.
+    fn event(
+        &mut self,
+        tables: &mut impl PlanState,
+        new: crate::event::NewEvent,
+    ) -> Result<(), Error> {
+        let id = new.thread.clone();
+        self.thread(tables, &id)?;
+        let Some(Some(stored)) = self.threads.get_mut(&id) else {
+            return Err(Error::UnknownThread(id));
+        };
+        let seq = match stored.record.last {
+            None => stored.record.first_seq.0,
+            Some(b) => b.seq.0.checked_add(1).ok_or_else(|| exhausted("seq", Some(&id)))?,
+        };
+        self.counters.last_lsn =
+            self.counters.last_lsn.checked_add(1).ok_or_else(|| exhausted("lsn", None))?;
+        let lsn = self.counters.last_lsn;
+        let event = Event::from_new(new, Seq(seq), Lsn(lsn));
+        self.events.push((lsn, codec::encode_event(&event)?));
+        if let Some(correlation) = &event.correlation {
+            let entry = CorrelationEntry::of_event(&event, correlation.clone());
+            self.correlations.push((correlation.clone(), lsn, codec::encode_correlation(&entry)?));
+        }
+        self.event_keys.push((id.clone(), seq));
+        stored.record.last = Some(event.bookmark);
+        stored.tail.push(lsn);
+        if stored.tail.len() >= SEQ_CHUNK_LEN {
+            // The tail is full: it becomes a chunk of the seq index, written once.
+            let lsns = std::mem::take(&mut stored.tail);
+            let first_seq = seq + 1 - lsns.len() as u64;
+            let chunk = SeqChunk { thread: id.clone(), first_seq, lsns };
+            self.chunks.push((id.clone(), first_seq, codec::encode_seq_chunk(&chunk)?));
+        }
+        self.appended.bookmarks.push(event.bookmark);
+        mark_dirty(&mut self.dirty_threads, &id);
+        Ok(())
+    }
+
+    /// Plans checkpoint `new`: its id, covering its thread's last event.
+    fn checkpoint(
+        &mut self,
+        tables: &mut impl PlanState,
+        new: crate::checkpoint::NewCheckpoint,
+    ) -> Result<(), Error> {
+        let covers = match self.thread(tables, &new.thread)? {
+            None => return Err(Error::UnknownThread(new.thread.clone())),
+            Some(stored) => stored.record.last.ok_or_else(|| Error::Invalid {
+                detail: format!("thread {} has no events for a checkpoint to cover", new.thread),
+            })?,
+        };
+        self.counters.last_checkpoint_id = self
+            .counters
+            .last_checkpoint_id
+            .checked_add(1)
+            .ok_or_else(|| exhausted("checkpoint id", None))?;
+        let id = CheckpointId(self.counters.last_checkpoint_id);
+        let info = CheckpointInfo {
+            id,
+            thread: new.thread,
+            workflow: new.workflow,
+            covers,
+            created_at_ms: new.created_at_ms,
+            kind: new.kind,
+            snapshot_len: new.snapshot.len() as u64,
+            meta: new.meta,
+        };
+        let info_frame = codec::encode_checkpoint(&info)?;
+        let snapshot_frame = codec::encode_snapshot(id, &new.snapshot)?;
+        self.appended.checkpoints.push(id);
+        self.checkpoints.push((info, info_frame, snapshot_frame));
+        Ok(())
+    }
 }
 
 /// A counter read from the file is at `u64::MAX`: only damage gets it there (2^64 appends will not

@@ -76,7 +76,8 @@ const SECOND_CRASH_EVERY: u64 = 3;
 fn one_case(
     clean: &Clean,
     model: CrashModel,
-    (op, variant): (u64, u64),
+    op: u64,
+    variant: u64,
     tally: &mut Tally,
     failures: &mut Vec<String>,
 ) {
@@ -231,7 +232,7 @@ fn crash_at_every_op_under_every_model() {
             let outcome = catch_unwind(AssertUnwindSafe(|| {
                 let mut local = Tally::default();
                 let mut local_failures = Vec::new();
-                one_case(&clean, model, (op, variant), &mut local, &mut local_failures);
+                one_case(&clean, model, op, variant, &mut local, &mut local_failures);
                 (local, local_failures)
             }));
             match outcome {

@@ -263,53 +263,20 @@ impl EngineBuilder {
     /// # Errors
     /// Storage errors opening the file (missing directory, not a Cairn file, newer format, locked
     /// by another process); [`Error::Build`]-like registration conflicts.
-    pub async fn open(self) -> Result<Engine, Error> {
-        let store: Arc<dyn Store> = match (self.store, self.path) {
-            (Some(store), _) => store,
-            (None, Some(path)) if is_postgres_url(&path) => {
-                let url = path.to_string_lossy().into_owned();
-                connect_postgres(url, self.durability).await?
-            }
-            (None, Some(path)) => {
-                let cache_bytes =
-                    self.config.page_cache_bytes.unwrap_or(Options::default().cache_bytes);
-                let options =
-                    Options { durability: self.durability, cache_bytes, ..Options::default() };
-                let path2 = path.clone();
-                let (read_only, in_place) = (self.read_only, self.in_place);
-                let store = tokio::task::spawn_blocking(move || {
-                    if in_place {
-                        RedbStore::open_read_only_in_place(&path2)
-                    } else if read_only {
-                        RedbStore::open_read_only(&path2)
-                    } else {
-                        RedbStore::open(&path2, options)
-                    }
-                })
-                .await
-                .map_err(|e| Error::Invalid(format!("opening {}: {e}", path.display())))??;
-                Arc::new(store)
-            }
-            (None, None) => return Err(Error::Invalid("no database path or store given".into())),
-        };
+    pub async fn open(mut self) -> Result<Engine, Error> {
+        let store = self.open_store().await?;
         // Without a configured seed, the operating system's randomness: two engines opened in
         // the same millisecond (a supervisor starting workers together) draw different streams,
         // so they never make the same thread id or the same node randomness. A configured seed
         // keeps runs reproducible.
         let entropy = os_random()?;
         let seed = self.config.seed.unwrap_or(entropy);
-        // Unique per engine instance, also between two engines of one process with one seed
-        // (on a shared database, a lease is someone else's exactly when its owner is not us):
-        // fresh randomness, the process id and a per-process counter.
-        static INSTANCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let instance = INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let owner =
-            format!("engine-{:016x}-{instance}", splitmix(entropy ^ u64::from(std::process::id())));
+        let owner = instance_owner(entropy);
         let tasks = Tasks::default();
         let wait = Duration::from_millis(self.config.cancel_grace_ms) + REMOTE_DRIVER_MARGIN;
         let coord = crate::coord::for_store(
             store.clone(),
-            (self.clock.clone(), tasks.clone()),
+            crate::coord::Runtime { clock: self.clock.clone(), tasks: tasks.clone() },
             owner.clone(),
             wait,
             self.config.lease_ttl_ms,
@@ -372,6 +339,48 @@ impl EngineBuilder {
         }
         Ok(engine)
     }
+
+    /// The store given, or the one at the builder's path (a PostgreSQL URL, or a file opened
+    /// writable, read-only, or read-only in place).
+    async fn open_store(&mut self) -> Result<Arc<dyn Store>, Error> {
+        Ok(match (self.store.take(), self.path.take()) {
+            (Some(store), _) => store,
+            (None, Some(path)) if is_postgres_url(&path) => {
+                let url = path.to_string_lossy().into_owned();
+                connect_postgres(url, self.durability).await?
+            }
+            (None, Some(path)) => {
+                let cache_bytes =
+                    self.config.page_cache_bytes.unwrap_or(Options::default().cache_bytes);
+                let options =
+                    Options { durability: self.durability, cache_bytes, ..Options::default() };
+                let path2 = path.clone();
+                let (read_only, in_place) = (self.read_only, self.in_place);
+                let store = tokio::task::spawn_blocking(move || {
+                    if in_place {
+                        RedbStore::open_read_only_in_place(&path2)
+                    } else if read_only {
+                        RedbStore::open_read_only(&path2)
+                    } else {
+                        RedbStore::open(&path2, options)
+                    }
+                })
+                .await
+                .map_err(|e| Error::Invalid(format!("opening {}: {e}", path.display())))??;
+                Arc::new(store)
+            }
+            (None, None) => return Err(Error::Invalid("no database path or store given".into())),
+        })
+    }
+}
+
+/// The engine instance's owner name, unique also between two engines of one process with one
+/// seed (on a shared database, a lease is someone else's exactly when its owner is not us):
+/// fresh randomness, the process id and a per-process counter.
+fn instance_owner(entropy: u64) -> String {
+    static INSTANCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let instance = INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("engine-{:016x}-{instance}", splitmix(entropy ^ u64::from(std::process::id())))
 }
 
 impl Engine {

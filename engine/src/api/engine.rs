@@ -275,7 +275,7 @@ impl Engine {
         let claimed = permit.and_then(|p| Some((p, self.shell.coord.claim(&id, None)?)));
         let Some((permit, control)) = claimed else {
             let batch =
-                start::prepare(&self.shell, self.new_thread((&wf, &id), input, &options)).await?;
+                start::prepare(&self.shell, self.new_thread(&wf, &id, input, &options)).await?;
             let prepared = Prepared { wf, id, batch, queued: false };
             let (id, _) = self.write_prepared(vec![prepared], true).await?.remove(0);
             return Ok(ThreadHandle::new(self.clone(), id));
@@ -284,7 +284,7 @@ impl Engine {
         // open for the runner's first batch.
         let intent = self.shell.store.intend_write();
         let prepared =
-            start::prepare_running(&self.shell, self.new_thread((&wf, &id), input, &options)).await;
+            start::prepare_running(&self.shell, self.new_thread(&wf, &id, input, &options)).await;
         let running = match prepared {
             Ok(Some(running)) => running,
             Ok(None) => {
@@ -298,7 +298,7 @@ impl Engine {
         };
         let created = crate::exec::started::Created { thread: id.clone(), control, wf, running };
         let seen =
-            crate::exec::started::start_running(&self.shell, created, (permit, intent)).await?;
+            crate::exec::started::start_running(&self.shell, created, permit, intent).await?;
         Ok(ThreadHandle::new(self.clone(), id).watching(seen))
     }
 
@@ -311,8 +311,7 @@ impl Engine {
     ) -> Result<Prepared, Error> {
         let wf = self.shell.registry.latest(workflow, options.version)?;
         let id = self.start_id(&options)?;
-        let batch =
-            start::prepare(&self.shell, self.new_thread((&wf, &id), input, &options)).await?;
+        let batch = start::prepare(&self.shell, self.new_thread(&wf, &id, input, &options)).await?;
         let queued = options.queue.is_some();
         let batch = if queued { batch.map(|b| Engine::enqueued(b, &id, &options)) } else { batch };
         Ok(Prepared { wf, id, batch, queued })
@@ -339,7 +338,8 @@ impl Engine {
     /// deadline (from now), budgets and permissions.
     fn new_thread<'a>(
         &self,
-        (wf, id): (&'a Arc<DynWorkflow>, &'a ThreadId),
+        wf: &'a Arc<DynWorkflow>,
+        id: &'a ThreadId,
         input: serde_json::Value,
         options: &StartOptions,
     ) -> NewThread<'a> {

@@ -160,41 +160,11 @@ impl Engine {
             record.status,
             ThreadStatus::WaitingInput | ThreadStatus::Paused | ThreadStatus::Blocked
         ) {
-            if !self.shell.coord.is_armed(&id, Slot::Deadline) {
-                arm_parked_deadline(&self.shell, &id).await;
-            }
-            if record.status == ThreadStatus::Blocked {
-                report.blocked.push(id);
-            } else if record.status == ThreadStatus::WaitingInput {
-                // Parked on a signal sent while no engine could wake it (its sender died
-                // between the send and the wake): woken now.
-                match crate::exec::signals::wake_if_sent(&self.shell, &id).await {
-                    Ok(Some(top)) => spawn_drive(&self.shell, top, "signal received"),
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::warn!(thread = %id, error = %e, "parked thread not woken by its signal");
-                    }
-                }
-            }
+            self.recover_parked(&record, report).await;
             return Ok(());
         }
         if record.status == ThreadStatus::Sleeping {
-            if self.shell.coord.is_armed(&id, Slot::Timer) {
-                // Armed by an earlier look: nothing to read again.
-                return Ok(());
-            }
-            match self.shell.registry.workflow_for(&record) {
-                Ok(wf) => {
-                    let store = self.shell.store.as_ref();
-                    let ctx = crate::exec::fetch::restore(store, &wf, &id, None).await?;
-                    if let Some(due) = Due::timer_of(&ctx) {
-                        self.shell.coord.arm(&id, due);
-                    }
-                    report.timers.push(id);
-                }
-                Err(e) => tracing::warn!(thread = %id, error = %e, "sleeping thread not re-armed"),
-            }
-            return Ok(());
+            return self.recover_sleeping(&record, report).await;
         }
         if let Some(parent) =
             crate::exec::fetch::unfinished_parent(self.shell.store.as_ref(), &record).await?
@@ -241,6 +211,53 @@ impl Engine {
                 write_parked(&self.shell, &id, record.status, vec![body], None).await?;
                 report.parked.push(id);
             }
+        }
+        Ok(())
+    }
+
+    /// A thread parked on input, a pause or a lock: its deadline armed, a blocked one reported,
+    /// one waiting for input woken if its signal was sent while no engine could wake it.
+    async fn recover_parked(&self, record: &ThreadRecord, report: &mut RecoveryReport) {
+        let id = record.id.clone();
+        if !self.shell.coord.is_armed(&id, Slot::Deadline) {
+            arm_parked_deadline(&self.shell, &id).await;
+        }
+        if record.status == ThreadStatus::Blocked {
+            report.blocked.push(id);
+        } else if record.status == ThreadStatus::WaitingInput {
+            // Parked on a signal sent while no engine could wake it (its sender died
+            // between the send and the wake): woken now.
+            match crate::exec::signals::wake_if_sent(&self.shell, &id).await {
+                Ok(Some(top)) => spawn_drive(&self.shell, top, "signal received"),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(thread = %id, error = %e, "parked thread not woken by its signal");
+                }
+            }
+        }
+    }
+
+    /// A sleeping thread: its timer armed from its restored context (unless armed already).
+    async fn recover_sleeping(
+        &self,
+        record: &ThreadRecord,
+        report: &mut RecoveryReport,
+    ) -> Result<(), Error> {
+        let id = record.id.clone();
+        if self.shell.coord.is_armed(&id, Slot::Timer) {
+            // Armed by an earlier look: nothing to read again.
+            return Ok(());
+        }
+        match self.shell.registry.workflow_for(record) {
+            Ok(wf) => {
+                let store = self.shell.store.as_ref();
+                let ctx = crate::exec::fetch::restore(store, &wf, &id, None).await?;
+                if let Some(due) = Due::timer_of(&ctx) {
+                    self.shell.coord.arm(&id, due);
+                }
+                report.timers.push(id);
+            }
+            Err(e) => tracing::warn!(thread = %id, error = %e, "sleeping thread not re-armed"),
         }
         Ok(())
     }

@@ -113,7 +113,7 @@ impl Engine {
             let mut report = RetentionReport { at_ms: now, ..RetentionReport::default() };
             for status in FINISHED {
                 if let Some(period) = policy.period_ms(status) {
-                    self.retention_status(status, (now, period), &mut report).await?;
+                    self.retention_status(status, now, period, &mut report).await?;
                 }
             }
             Ok::<_, Error>(report)
@@ -139,7 +139,8 @@ impl Engine {
     async fn retention_status(
         &self,
         status: ThreadStatus,
-        (now_ms, period_ms): (u64, u64),
+        now_ms: u64,
+        period_ms: u64,
         report: &mut RetentionReport,
     ) -> Result<(), Error> {
         let store = &self.shell.store;

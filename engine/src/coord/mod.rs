@@ -286,14 +286,22 @@ pub(crate) trait Coordinator: Send + Sync {
 /// [`Local`] (a redb file is this process's alone: its lock proves any other lease holder dead).
 pub(crate) fn for_store(
     store: Arc<dyn Store>,
-    (clock, tasks): (Arc<dyn Clock>, Tasks),
+    runtime: Runtime,
     owner: String,
     wait: std::time::Duration,
     lease_ttl_ms: u64,
 ) -> Arc<dyn Coordinator> {
     if store.shared().is_some() {
-        Arc::new(Shared::new(store, (clock, tasks), owner, wait, lease_ttl_ms))
+        Arc::new(Shared::new(store, runtime, owner, wait, lease_ttl_ms))
     } else {
-        Arc::new(Local::new(store, clock, tasks))
+        Arc::new(Local::new(store, runtime.clock, runtime.tasks))
     }
+}
+
+/// What a coordinator runs on: the engine's clock and the set of its background tasks.
+pub(crate) struct Runtime {
+    /// The engine's clock (lease times, timers).
+    pub clock: Arc<dyn Clock>,
+    /// Where the coordinator spawns its tasks (stopped with the engine's).
+    pub tasks: Tasks,
 }

@@ -63,11 +63,12 @@ impl Shared {
     /// engines send to runners of this one are delivered from now on.
     pub fn new(
         store: Arc<dyn Store>,
-        (clock, tasks): (Arc<dyn Clock>, Tasks),
+        runtime: super::Runtime,
         owner: String,
         wait: Duration,
         lease_ttl_ms: u64,
     ) -> Self {
+        let super::Runtime { clock, tasks } = runtime;
         let local = Arc::new(Local::new(store.clone(), clock.clone(), tasks.clone()));
         if let Some(db) = store.shared() {
             hear(&local, &tasks, db.driver_messages());

@@ -258,14 +258,7 @@ async fn drive_claimed(
     }
     // The events after its latest intact checkpoint: the ones its restore folded.
     let tail = ctx.meta.seq.saturating_sub(from.covered());
-    let (pipeline, acknowledger) = Pipeline::start(
-        shell.store.clone(),
-        (&shell.owner, shell.config.lease_ttl_ms),
-        (shell.acks.clone(), shell.metrics.clone()),
-        thread,
-        ctx.meta.seq,
-        tail,
-    );
+    let (pipeline, acknowledger) = Pipeline::start(shell, thread, ctx.meta.seq, tail);
     let claimed = Claimed { thread, depth, reason, control, wf };
     let run = std::pin::pin!(run_claimed(shell, claimed, ctx, record, pipeline, false));
     acknowledger.beside(run).await

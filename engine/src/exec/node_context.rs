@@ -204,19 +204,7 @@ impl NodeContext for LiveNodeContext {
         let (step, key, attempt) = (self.step, self.key.clone(), self.attempt);
         let cancel = self.cancel.clone();
         // Decide under the lock whether this call is recorded, then leave the lock before any await.
-        let (index, recorded, values, log_start, counted) = {
-            let mut st = self.state();
-            let index = st.next_call;
-            st.next_call += 1;
-            let recorded = st.replay_tools.get(index as usize).cloned();
-            let values =
-                if recorded.is_none() { std::mem::take(&mut st.new_values) } else { Vec::new() };
-            let log_start = recorded.is_none() && !st.started_logged;
-            if log_start {
-                st.started_logged = true;
-            }
-            (index, recorded, values, log_start, st.calls_counted)
-        };
+        let NextCall { index, recorded, values, log_start, counted } = self.state().next_call();
         let shared = self.st.clone();
         let item = self.item.clone();
         let span = tracing::debug_span!(
@@ -227,92 +215,63 @@ impl NodeContext for LiveNodeContext {
         );
         Box::pin(
             async move {
-            if index >= limits::TOOL_CALLS_PER_TASK_MAX {
-                return Err(NodeError::fatal(format!(
-                    "limit tool_calls_per_task exceeded: {index} >= {}",
-                    limits::TOOL_CALLS_PER_TASK_MAX
-                )));
-            }
-            if let Some(rec) = recorded {
-                if rec.name != call.name {
-                    return Err(NodeError::Nondeterminism {
-                        detail: format!(
-                            "call #{index} of {key} was recorded as tool {} but the code calls {}",
-                            rec.name, call.name
-                        ),
+                if index >= limits::TOOL_CALLS_PER_TASK_MAX {
+                    return Err(NodeError::fatal(format!(
+                        "limit tool_calls_per_task exceeded: {index} >= {}",
+                        limits::TOOL_CALLS_PER_TASK_MAX
+                    )));
+                }
+                if let Some(rec) = recorded {
+                    same_call(&rec, &call, &input, &key, index)?;
+                    env.metrics.tool_call(true);
+                    return rec.output.map_err(NodeError::from);
+                }
+                may_call(&env, &call, counted, index)?;
+                let clock = env.clock.clone();
+                let now = clock.now_ms();
+                let mut bodies = Vec::new();
+                if log_start {
+                    bodies.push(Body::NodeStarted {
+                        step,
+                        task: key.clone(),
+                        attempt,
+                        item: item.clone(),
                     });
                 }
-                if let Some(recorded) = &rec.input_hash
-                    && *recorded != crate::core::thread_ctx::input_hash(&input)
-                {
-                    return Err(NodeError::Nondeterminism {
-                        detail: format!(
-                            "call #{index} of {key} (tool {}) was recorded with another input \
-                             than the code gives it now",
-                            call.name
-                        ),
-                    });
-                }
-                env.metrics.tool_call(true);
-                return rec.output.map_err(NodeError::from);
-            }
-            if let Some(p) = &call.permission
-                && !env.permissions.contains(p)
-            {
-                return Err(NodeError::PermissionDenied {
-                    tool: call.name.clone(),
-                    permission: p.clone(),
-                });
-            }
-            if let Some(max) = env.budgets.max_tool_calls {
-                let used = env.tool_calls_before.saturating_sub(counted) + u64::from(index);
-                if used >= max {
-                    return Err(NodeError::BudgetExceeded { budget: "tool_calls".into() });
-                }
-            }
-            let clock = env.clock.clone();
-            let now = clock.now_ms();
-            let mut bodies = Vec::new();
-            if log_start {
-                bodies.push(Body::NodeStarted {
+                bodies.push(Body::ToolCalled {
                     step,
                     task: key.clone(),
                     attempt,
-                    item: item.clone(),
+                    call: index,
+                    name: call.name.clone(),
+                    permission: call.permission.clone(),
+                    input: input.clone(),
+                    values,
                 });
-            }
-            bodies.push(Body::ToolCalled {
-                step,
-                task: key.clone(),
-                attempt,
-                call: index,
-                name: call.name.clone(),
-                permission: call.permission.clone(),
-                input: input.clone(),
-                values,
-            });
-            let recs = env.append_now(bodies, now).await.map_err(|e| env.stop.node_error(e))?;
-            lock_state(&shared).appended.extend(recs);
-            env.metrics.tool_call(false);
-            let tool_ctx = ToolCtx::new(cancel)
-                .with_idempotency_key(super::idempotency::key(&env, step, &key, attempt, index));
-            let output = env.metrics.time_tool(run(input, tool_ctx.clone())).await;
-            let (usage, models) = (tool_ctx.usage_reported(), tool_ctx.models_reported());
-            let done = clock.now_ms();
-            let body = Body::ToolReturned {
-                step,
-                task: key.clone(),
-                attempt,
-                call: index,
-                name: call.name.clone(),
-                output: output.clone(),
-                usage,
-                models,
-                duration_ms: done.saturating_sub(now),
-            };
-            let recs = env.append_now(vec![body], done).await.map_err(|e| env.stop.node_error(e))?;
-            lock_state(&shared).appended.extend(recs);
-            output.map_err(NodeError::from)
+                let recs = env.append_now(bodies, now).await.map_err(|e| env.stop.node_error(e))?;
+                lock_state(&shared).appended.extend(recs);
+                env.metrics.tool_call(false);
+                let tool_ctx = ToolCtx::new(cancel).with_idempotency_key(super::idempotency::key(
+                    &env, step, &key, attempt, index,
+                ));
+                let output = env.metrics.time_tool(run(input, tool_ctx.clone())).await;
+                let (usage, models) = (tool_ctx.usage_reported(), tool_ctx.models_reported());
+                let done = clock.now_ms();
+                let body = Body::ToolReturned {
+                    step,
+                    task: key.clone(),
+                    attempt,
+                    call: index,
+                    name: call.name.clone(),
+                    output: output.clone(),
+                    usage,
+                    models,
+                    duration_ms: done.saturating_sub(now),
+                };
+                let recs =
+                    env.append_now(vec![body], done).await.map_err(|e| env.stop.node_error(e))?;
+                lock_state(&shared).appended.extend(recs);
+                output.map_err(NodeError::from)
             }
             .instrument(span),
         )
@@ -397,4 +356,82 @@ impl NodeContext for LiveNodeContext {
         let write = super::locks::release(self.env.clone(), name.to_owned());
         super::locks::appending(self.st.clone(), write)
     }
+}
+
+/// A tool call about to be made, as the task's state decides it.
+struct NextCall {
+    /// Its index among the attempt's calls.
+    index: u32,
+    /// Its recorded result, when the call is re-executed.
+    recorded: Option<ToolRecord>,
+    /// The values drawn since the last recorded call (flushed with a new call).
+    values: Vec<Value>,
+    /// Whether the call records the task's start too (its first new write).
+    log_start: bool,
+    /// The attempt's calls already counted in the thread's telemetry.
+    counted: u64,
+}
+
+impl TaskState {
+    /// Takes the next call's index, and decides whether it is recorded.
+    fn next_call(&mut self) -> NextCall {
+        let index = self.next_call;
+        self.next_call += 1;
+        let recorded = self.replay_tools.get(index as usize).cloned();
+        let values =
+            if recorded.is_none() { std::mem::take(&mut self.new_values) } else { Vec::new() };
+        let log_start = recorded.is_none() && !self.started_logged;
+        if log_start {
+            self.started_logged = true;
+        }
+        NextCall { index, recorded, values, log_start, counted: self.calls_counted }
+    }
+}
+
+/// Whether re-executed tool call `index` of task `key` is the call `rec` recorded: refused as
+/// nondeterminism when the code now calls another tool or gives it another input.
+fn same_call(
+    rec: &ToolRecord,
+    call: &ToolCall,
+    input: &Value,
+    key: &TaskKey,
+    index: u32,
+) -> Result<(), NodeError> {
+    if rec.name != call.name {
+        return Err(NodeError::Nondeterminism {
+            detail: format!(
+                "call #{index} of {key} was recorded as tool {} but the code calls {}",
+                rec.name, call.name
+            ),
+        });
+    }
+    if let Some(recorded) = &rec.input_hash
+        && *recorded != crate::core::thread_ctx::input_hash(input)
+    {
+        return Err(NodeError::Nondeterminism {
+            detail: format!(
+                "call #{index} of {key} (tool {}) was recorded with another input \
+                 than the code gives it now",
+                call.name
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Whether a new tool call `index` may run: the tool's permission granted, the thread's
+/// tool-call budget not spent (`counted`: the calls of this task already counted before it).
+fn may_call(env: &ThreadEnv, call: &ToolCall, counted: u64, index: u32) -> Result<(), NodeError> {
+    if let Some(p) = &call.permission
+        && !env.permissions.contains(p)
+    {
+        return Err(NodeError::PermissionDenied { tool: call.name.clone(), permission: p.clone() });
+    }
+    if let Some(max) = env.budgets.max_tool_calls {
+        let used = env.tool_calls_before.saturating_sub(counted) + u64::from(index);
+        if used >= max {
+            return Err(NodeError::BudgetExceeded { budget: "tool_calls".into() });
+        }
+    }
+    Ok(())
 }

@@ -35,7 +35,7 @@ use cairn_storage::{Appended, Batch, Guard, LeaseOp, Pending, Seq, Store, Thread
 use tokio::sync::{mpsc, watch};
 
 use super::acknowledge::{Acked, Acknowledger, InFlight};
-use super::shell::StepAcks;
+use super::shell::Shell;
 use crate::core::decide::Tail;
 use crate::error::Error;
 use crate::limits;
@@ -79,9 +79,7 @@ impl Pipeline {
     /// its latest checkpoint, and its acknowledger, which the caller runs beside the runner
     /// ([`Acknowledger::beside`]): until it does, nothing submitted is acknowledged.
     pub fn start(
-        store: Arc<dyn Store>,
-        (owner, lease_ttl_ms): (&str, u64),
-        (acks, metrics): (Arc<StepAcks>, Metrics),
+        shell: &Shell,
         thread: &ThreadId,
         last_seq: u64,
         tail_events: u64,
@@ -89,8 +87,8 @@ impl Pipeline {
         let (tx, rx) = mpsc::channel(limits::PIPELINE_BATCHES_MAX);
         let (ack_tx, acked) = watch::channel(Acked::default());
         let acknowledger = Acknowledger {
-            acks,
-            metrics: metrics.clone(),
+            acks: shell.acks.clone(),
+            metrics: shell.metrics.clone(),
             thread: thread.clone(),
             rx,
             acked: ack_tx,
@@ -100,16 +98,16 @@ impl Pipeline {
             tx,
             submitted: AtomicU64::new(0),
             acked,
-            store,
-            owner: owner.to_owned(),
-            lease_ttl_ms,
+            store: shell.store.clone(),
+            owner: shell.owner.clone(),
+            lease_ttl_ms: shell.config.lease_ttl_ms,
             port: tokio::sync::Mutex::new(Port {
                 last_seq,
                 // The bytes of a tail written before this runner are not known; the events are.
                 tail: Tail { events: tail_events, bytes: 0 },
             }),
             intent: std::sync::Mutex::new(None),
-            metrics,
+            metrics: shell.metrics.clone(),
         };
         (pipeline, acknowledger)
     }

@@ -23,11 +23,11 @@
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
-use cairn_storage::{Pending, ThreadId, WriteIntent};
+use cairn_storage::{Batch, Pending, ThreadId, WriteIntent};
 use tokio::sync::{OwnedSemaphorePermit, watch};
 use tracing::Instrument as _;
 
-use super::acknowledge::InFlight;
+use super::acknowledge::{Acknowledger, InFlight};
 use super::drive::{Claimed, released, run_claimed};
 use super::pipeline::Pipeline;
 use super::runner::Exit;
@@ -62,31 +62,13 @@ pub(crate) struct Created {
 pub(crate) async fn start_running(
     shell: &Arc<Shell>,
     created: Created,
-    (permit, intent): (OwnedSemaphorePermit, Option<WriteIntent>),
+    permit: OwnedSemaphorePermit,
+    intent: Option<WriteIntent>,
 ) -> Result<Option<watch::Receiver<Seen>>, Error> {
     let Created { thread, control, wf, running } = created;
     let Running { batch, ctx, record } = running;
-    let pending: Pending = match shell.store.append_async(batch).await {
-        Ok(pending) => pending,
-        Err(e) => {
-            released(shell, &thread, &Ok(Exit::Elsewhere)).await;
-            return Err(e.into());
-        }
-    };
-    let (pipeline, acknowledger) = Pipeline::start(
-        shell.store.clone(),
-        (&shell.owner, shell.config.lease_ttl_ms),
-        (shell.acks.clone(), shell.metrics.clone()),
-        &thread,
-        ctx.meta.seq,
-        ctx.meta.seq,
-    );
-    pipeline.intend(intent);
-    let creation = InFlight { pending, first_seq: 1, step: None, at: std::time::Instant::now() };
-    if let Err(e) = pipeline.push(creation).await {
-        released(shell, &thread, &Ok(Exit::Elsewhere)).await;
-        return Err(e);
-    }
+    let (pipeline, acknowledger) =
+        creation_pipeline(shell, &thread, batch, ctx.meta.seq, intent).await?;
     let durable = pipeline.durable_through(1);
     let refused = pipeline.durable_through(1);
     shell.verified.insert(&thread);
@@ -156,4 +138,30 @@ pub(crate) async fn start_running(
         }
         Err(e) => Err(e),
     }
+}
+
+/// The pipeline of a thread created running, with its creation (`batch`, ending at `seq`) queued
+/// as its first batch in flight; on an error, the thread released.
+async fn creation_pipeline(
+    shell: &Arc<Shell>,
+    thread: &ThreadId,
+    batch: Batch,
+    seq: u64,
+    intent: Option<WriteIntent>,
+) -> Result<(Pipeline, Acknowledger), Error> {
+    let pending: Pending = match shell.store.append_async(batch).await {
+        Ok(pending) => pending,
+        Err(e) => {
+            released(shell, thread, &Ok(Exit::Elsewhere)).await;
+            return Err(e.into());
+        }
+    };
+    let (pipeline, acknowledger) = Pipeline::start(shell, thread, seq, seq);
+    pipeline.intend(intent);
+    let creation = InFlight { pending, first_seq: 1, step: None, at: std::time::Instant::now() };
+    if let Err(e) = pipeline.push(creation).await {
+        released(shell, thread, &Ok(Exit::Elsewhere)).await;
+        return Err(e);
+    }
+    Ok((pipeline, acknowledger))
 }

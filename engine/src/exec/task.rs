@@ -10,7 +10,7 @@ use serde_json::Value;
 use tracing::Instrument as _;
 
 use super::env::ThreadEnv;
-use super::node_context::LiveNodeContext;
+use super::node_context::{LiveNodeContext, TaskState};
 use crate::core::codec::Recorded;
 use crate::core::decide::{TaskEnd, TaskRun};
 use crate::core::event::{Body, TaskKey};
@@ -74,19 +74,8 @@ pub(crate) async fn run_task(
             appended: std::mem::take(&mut appended),
             end,
         };
-        let error = match result {
-            Ok(out) => {
-                let messages = std::mem::take(&mut st.messages);
-                let usage = st.usage;
-                return run(TaskEnd::Done { update: out.update, goto: out.goto, usage, messages });
-            }
-            Err(NodeError::Interrupted { prompt }) => return run(TaskEnd::WaitInput { prompt }),
-            Err(NodeError::Sleeping { until_ms }) => return run(TaskEnd::Sleep { until_ms }),
-            Err(NodeError::WaitingSignal { name }) => return run(TaskEnd::WaitSignal { name }),
-            // A budget reached inside the node is a clean stop, like one at a step boundary:
-            // the thread pauses, its recorded calls kept for when it resumes.
-            Err(NodeError::BudgetExceeded { budget }) => return run(TaskEnd::Budget { budget }),
-            Err(NodeError::Paused { reason }) => return run(TaskEnd::Paused { reason }),
+        let error = match task_end(result, &mut st) {
+            Ok(end) => return run(end),
             Err(error) => error,
         };
         let retry = !env.cancel.is_cancelled()
@@ -105,37 +94,10 @@ pub(crate) async fn run_task(
         if !started_logged {
             bodies.push(Body::NodeStarted { step, task: key.clone(), attempt, item: item.clone() });
         }
-        bodies.push(Body::NodeFailed {
-            step,
-            task: key.clone(),
-            attempt,
-            error: error.clone(),
-            terminal: false,
-        });
-        bodies.push(Body::RetryScheduled {
-            step,
-            task: key.clone(),
-            attempt: attempt + 1,
-            delay_ms,
-            at_ms: now + delay_ms,
-            error: error.clone(),
-        });
+        bodies.extend(retry_scheduled(step, &key, attempt, &error, delay_ms, now));
         match env.append_now(bodies, now).await {
             Ok(mut recs) => appended.append(&mut recs),
-            Err(e) => {
-                let end = TaskEnd::Failed { error: env.stop.node_error(e) };
-                return TaskRun {
-                    key,
-                    attempt,
-                    item,
-                    started_at_ms: started,
-                    duration_ms,
-                    started_logged,
-                    values,
-                    appended,
-                    end,
-                };
-            }
+            Err(e) => return run(TaskEnd::Failed { error: env.stop.node_error(e) }),
         }
         journal = TaskJournal {
             attempt: attempt + 1,
@@ -143,6 +105,56 @@ pub(crate) async fn run_task(
             ..TaskJournal::default()
         };
     }
+}
+
+/// How an attempt's `result` ends its task, or the error the retry policy decides on.
+fn task_end(
+    result: Result<cairn_dsl::NodeOutput<Value>, NodeError>,
+    st: &mut TaskState,
+) -> Result<TaskEnd, NodeError> {
+    match result {
+        Ok(out) => {
+            let messages = std::mem::take(&mut st.messages);
+            let usage = st.usage;
+            Ok(TaskEnd::Done { update: out.update, goto: out.goto, usage, messages })
+        }
+        Err(NodeError::Interrupted { prompt }) => Ok(TaskEnd::WaitInput { prompt }),
+        Err(NodeError::Sleeping { until_ms }) => Ok(TaskEnd::Sleep { until_ms }),
+        Err(NodeError::WaitingSignal { name }) => Ok(TaskEnd::WaitSignal { name }),
+        // A budget reached inside the node is a clean stop, like one at a step boundary:
+        // the thread pauses, its recorded calls kept for when it resumes.
+        Err(NodeError::BudgetExceeded { budget }) => Ok(TaskEnd::Budget { budget }),
+        Err(NodeError::Paused { reason }) => Ok(TaskEnd::Paused { reason }),
+        Err(error) => Err(error),
+    }
+}
+
+/// The events of a failed attempt retried after `delay_ms` (from `now`).
+fn retry_scheduled(
+    step: u64,
+    key: &TaskKey,
+    attempt: u32,
+    error: &NodeError,
+    delay_ms: u64,
+    now: u64,
+) -> [Body; 2] {
+    [
+        Body::NodeFailed {
+            step,
+            task: key.clone(),
+            attempt,
+            error: error.clone(),
+            terminal: false,
+        },
+        Body::RetryScheduled {
+            step,
+            task: key.clone(),
+            attempt: attempt + 1,
+            delay_ms,
+            at_ms: now + delay_ms,
+            error: error.clone(),
+        },
+    ]
 }
 
 async fn run_attempt(

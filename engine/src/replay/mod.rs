@@ -147,20 +147,7 @@ pub(crate) async fn replay_after(
         divergence: None,
     };
     let mut c = start;
-    // Tool calls recorded per (step, task, attempt), from ToolCalled + ToolReturned; for a step
-    // open at `start`, first those its journals kept (inputs unknown, so not compared).
-    let mut calls: BTreeMap<(u64, TaskKey, u32), Vec<RecordedCall>> = BTreeMap::new();
-    for (task, journal) in &c.meta.open {
-        let r = (0..journal.calls_started.max(journal.tools.len() as u32) as usize)
-            .map(|i| match journal.tools.get(i) {
-                Some(t) => (t.name.clone(), None, t.output.clone()),
-                // Started, not yet returned at `start`: its ToolReturned follows.
-                None => (String::new(), None, Ok(Value::Null)),
-            })
-            .collect();
-        calls.insert((c.meta.step + 1, task.clone(), journal.attempt), r);
-    }
-    let mut items: BTreeMap<(u64, TaskKey), Value> = BTreeMap::new();
+    let mut recordings = Recordings::open_at(&c);
     // What every task's replay context shares, made once for the whole replay.
     let shared = Arc::new(Shared {
         thread: id.to_string(),
@@ -180,29 +167,8 @@ pub(crate) async fn replay_after(
             let rec = codec::decode_loaded(event)?;
             let seq = rec.bookmark.seq.0;
             after = seq;
+            recordings.note(&rec.body);
             match &rec.body {
-                Body::NodeStarted { step, task, item: Some(item), .. } => {
-                    items.insert((*step, task.clone()), item.clone());
-                }
-                Body::ToolCalled { step, task, attempt, call, name, input, .. } => {
-                    // By index: a call in flight at a crash is issued again after it (same
-                    // index), and only the second one has a result.
-                    let r = calls.entry((*step, task.clone(), *attempt)).or_default();
-                    let i = *call as usize;
-                    if r.len() <= i {
-                        r.resize(i + 1, (String::new(), None, Ok(Value::Null)));
-                    }
-                    r[i] = (name.clone(), Some(input.clone()), Ok(Value::Null));
-                }
-                Body::ToolReturned { step, task, attempt, call, name, output, .. } => {
-                    if let Some(slot) = calls
-                        .get_mut(&(*step, task.clone(), *attempt))
-                        .and_then(|r| r.get_mut(*call as usize))
-                    {
-                        slot.0.clone_from(name);
-                        slot.2 = output.clone();
-                    }
-                }
                 Body::NodeCompleted {
                     step, task, attempt, update, goto, values: drawn, ..
                 } if report.divergence.is_none() => {
@@ -216,20 +182,7 @@ pub(crate) async fn replay_after(
                         let mut values: VecDeque<Value> =
                             journal.map(|j| j.values.iter().cloned().collect()).unwrap_or_default();
                         values.extend(drawn.iter().cloned());
-                        // An attempt completes once: what was recorded for it is not needed
-                        // after (the maps stay empty for tasks that call no tool).
-                        let recorded_calls = if calls.is_empty() {
-                            Vec::new()
-                        } else {
-                            calls.remove(&(*step, task.clone(), *attempt)).unwrap_or_default()
-                        };
-                        // A map task logs its item with its start in every run that completes
-                        // (`NodeStarted`), so the item is after `start` whenever the completion is.
-                        let item = if items.is_empty() {
-                            None
-                        } else {
-                            items.remove(&(*step, task.clone()))
-                        };
+                        let (recorded_calls, item) = recordings.take(*step, task, *attempt);
                         let inputs = journal.map(|j| j.inputs.clone()).unwrap_or_default();
                         let timers_fired = journal.map_or(0, |j| j.timers_fired);
                         let run = ReplayNodeContext {
@@ -251,34 +204,7 @@ pub(crate) async fn replay_after(
                     }
                 }
                 Body::StepCompleted { step, next, .. } if report.divergence.is_none() => {
-                    let routed = crate::core::decide::route_step(wf, &c, *step);
-                    // Compared as they are; turned into JSON for the report only when they differ.
-                    let differs = match &routed {
-                        Ok((now, _)) => now != next,
-                        Err(_) => true,
-                    };
-                    if differs {
-                        let produced = match routed {
-                            Ok((now, _)) => serde_json::to_value(now).unwrap_or(Value::Null),
-                            Err(e) => Value::String(e.to_string()),
-                        };
-                        let recorded = serde_json::to_value(next).unwrap_or(Value::Null);
-                        report.divergence = Some(Divergence {
-                            child: None,
-                            step: *step,
-                            task: c
-                                .meta
-                                .open
-                                .keys()
-                                .map(ToString::to_string)
-                                .collect::<Vec<_>>()
-                                .join(","),
-                            seq,
-                            what: "the routing after the step differs".into(),
-                            recorded,
-                            produced,
-                        });
-                    }
+                    report.divergence = routing_divergence(wf, &c, *step, next, seq);
                 }
                 _ => {}
             }
@@ -293,6 +219,118 @@ pub(crate) async fn replay_after(
         }
     }
     Ok(report)
+}
+
+/// What the log recorded for tasks not completed yet: their tool calls per (step, task,
+/// attempt), from ToolCalled and ToolReturned, and their map items per (step, task).
+#[derive(Default)]
+struct Recordings {
+    calls: BTreeMap<(u64, TaskKey, u32), Vec<RecordedCall>>,
+    items: BTreeMap<(u64, TaskKey), Value>,
+}
+
+impl Recordings {
+    /// Those of the step open at `start`: the tool calls its journals kept (inputs unknown, so
+    /// not compared).
+    fn open_at(start: &ThreadCtx) -> Self {
+        let mut calls = BTreeMap::new();
+        for (task, journal) in &start.meta.open {
+            let r = (0..journal.calls_started.max(journal.tools.len() as u32) as usize)
+                .map(|i| match journal.tools.get(i) {
+                    Some(t) => (t.name.clone(), None, t.output.clone()),
+                    // Started, not yet returned at `start`: its ToolReturned follows.
+                    None => (String::new(), None, Ok(Value::Null)),
+                })
+                .collect();
+            calls.insert((start.meta.step + 1, task.clone(), journal.attempt), r);
+        }
+        Recordings { calls, items: BTreeMap::new() }
+    }
+
+    /// Notes what `body` records for a task: its map item, a tool call, or the call's result.
+    fn note(&mut self, body: &Body) {
+        let Recordings { calls, items } = self;
+        match body {
+            Body::NodeStarted { step, task, item: Some(item), .. } => {
+                items.insert((*step, task.clone()), item.clone());
+            }
+            Body::ToolCalled { step, task, attempt, call, name, input, .. } => {
+                // By index: a call in flight at a crash is issued again after it (same
+                // index), and only the second one has a result.
+                let r = calls.entry((*step, task.clone(), *attempt)).or_default();
+                let i = *call as usize;
+                if r.len() <= i {
+                    r.resize(i + 1, (String::new(), None, Ok(Value::Null)));
+                }
+                r[i] = (name.clone(), Some(input.clone()), Ok(Value::Null));
+            }
+            Body::ToolReturned { step, task, attempt, call, name, output, .. } => {
+                if let Some(slot) = calls
+                    .get_mut(&(*step, task.clone(), *attempt))
+                    .and_then(|r| r.get_mut(*call as usize))
+                {
+                    slot.0.clone_from(name);
+                    slot.2 = output.clone();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The tool calls and the item recorded for the attempt of `task` at `step` that completes:
+    /// an attempt completes once, so they are not kept (the maps stay empty for tasks that call
+    /// no tool and map no item).
+    fn take(
+        &mut self,
+        step: u64,
+        task: &TaskKey,
+        attempt: u32,
+    ) -> (Vec<RecordedCall>, Option<Value>) {
+        let calls = if self.calls.is_empty() {
+            Vec::new()
+        } else {
+            self.calls.remove(&(step, task.clone(), attempt)).unwrap_or_default()
+        };
+        // A map task logs its item with its start in every run that completes (`NodeStarted`),
+        // so the item is after `start` whenever the completion is.
+        let item =
+            if self.items.is_empty() { None } else { self.items.remove(&(step, task.clone())) };
+        (calls, item)
+    }
+}
+
+/// The divergence of the routing after `step` (recorded as `next` at `seq`) from the one `wf`
+/// computes on `c` now, if they differ.
+fn routing_divergence(
+    wf: &DynWorkflow,
+    c: &ThreadCtx,
+    step: u64,
+    next: &[String],
+    seq: u64,
+) -> Option<Divergence> {
+    let routed = crate::core::decide::route_step(wf, c, step);
+    // Compared as they are; turned into JSON for the report only when they differ.
+    let differs = match &routed {
+        Ok((now, _)) => now != next,
+        Err(_) => true,
+    };
+    if !differs {
+        return None;
+    }
+    let produced = match routed {
+        Ok((now, _)) => serde_json::to_value(now).unwrap_or(Value::Null),
+        Err(e) => Value::String(e.to_string()),
+    };
+    let recorded = serde_json::to_value(next).unwrap_or(Value::Null);
+    Some(Divergence {
+        child: None,
+        step,
+        task: c.meta.open.keys().map(ToString::to_string).collect::<Vec<_>>().join(","),
+        seq,
+        what: "the routing after the step differs".into(),
+        recorded,
+        produced,
+    })
 }
 
 /// What the replay contexts of all tasks of one replay share.

@@ -165,7 +165,7 @@ pub(crate) async fn check(
     }
     // A database on a server is waited for a bounded time per read; a file answers at once.
     let wait = server.map(|_| Duration::from_millis(HEALTH_DATABASE_WAIT_MS));
-    match read_and_check(store, now_ms, watchdog_ms, (metrics, wait)).await {
+    match read_and_check(store, now_ms, watchdog_ms, metrics, wait).await {
         Err(cairn_storage::Error::Unavailable { cause, since_ms }) => {
             let writable = store.database().is_none_or(|d| d.writable);
             let last_error = Some(cause);
@@ -224,7 +224,8 @@ async fn read_and_check(
     store: &dyn Store,
     now_ms: u64,
     watchdog_ms: u64,
-    (metrics, wait): (&Metrics, Option<Duration>),
+    metrics: &Metrics,
+    wait: Option<Duration>,
 ) -> Result<HealthReport, cairn_storage::Error> {
     let mut counts: BTreeMap<ThreadStatus, u64> =
         ThreadStatus::ALL.iter().map(|s| (*s, 0)).collect();

@@ -93,8 +93,7 @@ impl CrashHarness {
                     case,
                     &attempt,
                     &acked,
-                    &before_effects,
-                    &after_effects,
+                    Executions { before: &before_effects, after: &after_effects },
                     &mut report,
                 );
             }
@@ -137,15 +136,13 @@ impl CrashHarness {
         }
     }
 
-    #[allow(clippy::too_many_arguments, reason = "one verdict, every piece of evidence")]
     fn judge_recovery(
         &self,
         reference: &Reference,
         case: &CrashCase,
         attempt: &Attempt,
         acked: &[Event],
-        before_effects: &[Effect],
-        after_effects: &[Effect],
+        effects: Executions<'_>,
         report: &mut CaseReport,
     ) {
         let outside_contract = !case.model.within_redb_contract();
@@ -224,9 +221,17 @@ impl CrashHarness {
                 .as_ref()
                 .map(|view| view.tool_calls.iter().map(|c| c.effect()).collect::<Vec<_>>())
                 .unwrap_or_default();
-            judge_effects(reference, &recorded, before_effects, after_effects, report);
+            judge_effects(reference, &recorded, effects, report);
         }
     }
+}
+
+/// The tool executions of a case: those before the recovery that was judged (the first run's,
+/// and any crashed recovery's), and that recovery's.
+#[derive(Clone, Copy)]
+struct Executions<'a> {
+    before: &'a [Effect],
+    after: &'a [Effect],
 }
 
 /// Compares executions with the uninterrupted run: recovery must run exactly the calls whose
@@ -234,10 +239,10 @@ impl CrashHarness {
 fn judge_effects(
     reference: &Reference,
     recorded: &[Effect],
-    before: &[Effect],
-    after: &[Effect],
+    effects: Executions<'_>,
     report: &mut CaseReport,
 ) {
+    let Executions { before, after } = effects;
     let clean = multiset(reference.effects.iter().cloned());
     let recorded = multiset(recorded.iter().cloned());
     let after_m = multiset(after.iter().cloned());

@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cairn_storage::limits::READ_LIMIT_MAX;
-use cairn_storage::{Page, Seq, Store, ThreadFilter, ThreadRecord, ThreadStatus};
+use cairn_storage::{Page, Seq, Store, ThreadFilter, ThreadId, ThreadRecord, ThreadStatus};
 
 use cairn::Error;
 use cairn::core::drawn::Drawn;
@@ -115,27 +115,51 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
         labelled(store, name)?.into_iter().map(|t| t.id.as_str().to_owned()).collect();
     let links = cairn::api::schedule_links::links_wait(store, name)?;
     let Some(live) = links.last() else { return Ok(None) };
-    let mut out = ScheduleCheck {
+    let out = ScheduleCheck {
         deleted: live.status == ThreadStatus::Cancelled,
         ended: live.status == ThreadStatus::Completed,
         links: links.len() as u64,
         continuations: cairn::schedule_link(live.id.as_str()).map_or(0, |l| l.1),
         ..ScheduleCheck::default()
     };
-    let mut state: Option<ScheduleState> = None;
-    let mut rounds: BTreeMap<u64, Round> = BTreeMap::new();
-    // Paused intervals [from, to) in lsn order; the deletion's lsn.
-    let (mut paused, mut paused_since, mut ended_at) = (Vec::new(), None, None);
-    // Tick id -> (link, round step) of completed rounds.
-    let mut started: BTreeMap<String, (String, u64)> = BTreeMap::new();
-    let mut calls: Vec<(String, u64)> = Vec::new();
-    // A pause began or ended since the last completed round.
-    let mut paused_in_round = false;
-    // Tick times (after, up to] the deleted links handled; the number of the last link read.
-    let mut gaps: Vec<(Option<u64>, Option<u64>)> = Vec::new();
-    let mut link_before: Option<u64> = None;
+    let mut walk = Walk { out, ..Walk::default() };
+    for (id, is_live, e) in link_events(store, &links, &live.id)? {
+        let lsn = e.bookmark.lsn.0;
+        let body = cairn::codec::decode(store, e)?.body;
+        walk.event(&id, is_live, lsn, body)?;
+    }
+    let Some(state) = walk.state.take() else {
+        walk.out.problems.push(format!("{}: no thread_created event", live.id));
+        return Ok(Some(walk.out));
+    };
+    walk.in_flight(&state, name);
+    for (tick, lsn) in &walk.calls {
+        if let Some(when) = walk.during(*lsn) {
+            walk.out.problems.push(format!("start of {tick} called at lsn {lsn} {when}"));
+        }
+    }
+    let present = walk.tick_threads(store, name, &state, &before)?;
+    for tick in walk.started.keys() {
+        if !present.contains(tick) {
+            walk.out.problems.push(format!("tick {tick} was started and its thread is missing"));
+        }
+        if tick_ms(&state, tick).is_none() {
+            let problem = format!("{tick} is not a tick of {name} between its start and end");
+            walk.out.problems.push(problem);
+        }
+    }
+    Ok(Some(walk.out))
+}
+
+/// The events of every link of a schedule, in link order: (link, whether it is the live link
+/// `live`, event).
+fn link_events(
+    store: &dyn Store,
+    links: &[ThreadRecord],
+    live: &ThreadId,
+) -> Result<Vec<(ThreadId, bool, cairn_storage::Event)>, Error> {
     let mut events = Vec::new();
-    for link in &links {
+    for link in links {
         let id = &link.id;
         let mut after = Seq(0);
         loop {
@@ -143,152 +167,195 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
             let full = page.len() == READ_LIMIT_MAX;
             after = page.last().map_or(after, |e| e.bookmark.seq);
             // Only the live link's end is the schedule's: the others ended continued as new.
-            events.extend(page.into_iter().map(|e| (id.clone(), id == &live.id, e)));
+            events.extend(page.into_iter().map(|e| (id.clone(), id == live, e)));
             if !full {
                 break;
             }
         }
     }
-    for (id, is_live, e) in events {
-        let lsn = e.bookmark.lsn.0;
-        let body = cairn::codec::decode(store, e)?.body;
+    Ok(events)
+}
+
+/// What the walk over a schedule's links has seen so far.
+#[derive(Default)]
+struct Walk {
+    out: ScheduleCheck,
+    state: Option<ScheduleState>,
+    rounds: BTreeMap<u64, Round>,
+    /// Paused intervals [from, to) in lsn order, and the start of one still open.
+    paused: Vec<(u64, u64)>,
+    paused_since: Option<u64>,
+    /// The deletion's lsn.
+    ended_at: Option<u64>,
+    /// Tick id -> (link, round step) of completed rounds.
+    started: BTreeMap<String, (String, u64)>,
+    /// (tick, lsn) of each start call.
+    calls: Vec<(String, u64)>,
+    /// A pause began or ended since the last completed round.
+    paused_in_round: bool,
+    /// Tick times (after, up to] the deleted links handled.
+    gaps: Vec<(Option<u64>, Option<u64>)>,
+    /// The number of the last link read.
+    link_before: Option<u64>,
+}
+
+impl Walk {
+    /// Folds `body`, at `lsn` of link `id` (`is_live`: the live link).
+    fn event(&mut self, id: &ThreadId, is_live: bool, lsn: u64, body: Body) -> Result<(), Error> {
         let clocks = |values: &[serde_json::Value]| -> Vec<u64> {
             values.iter().filter_map(|v| Drawn::Clock.read(v).ok()?.as_u64()).collect()
         };
+        let rounds = &mut self.rounds;
         match body {
-            Body::ThreadCreated { input, .. } => {
-                let first: ScheduleState = serde_json::from_value(input)?;
-                let n = cairn::schedule_link(id.as_str()).map_or(0, |l| l.1);
-                let follows = link_before.map_or(n == 0, |before| n == before + 1);
-                link_before = Some(n);
-                if !follows {
-                    gaps.push((state.as_ref().and_then(|s| s.last_tick_ms), first.last_tick_ms));
-                } else if let Some(before) = state.as_ref().filter(|s| **s != first) {
-                    out.problems.push(format!("{id} starts from {first:?}, not {before:?}"));
-                }
-                // The rounds of the link before, all completed, are done with.
-                rounds.clear();
-                state = Some(first);
-            }
-            Body::StatusChanged { from, to, .. } => {
-                if to == ThreadStatus::Paused {
-                    out.pauses += 1;
-                    paused_since.get_or_insert(lsn);
-                } else if from == ThreadStatus::Paused
-                    && let Some(since) = paused_since.take()
-                {
-                    paused.push((since, lsn));
-                }
-                if to == ThreadStatus::Paused || from == ThreadStatus::Paused {
-                    paused_in_round = true;
-                }
-                if to.is_terminal() && is_live {
-                    ended_at = Some(lsn);
-                }
-            }
+            Body::ThreadCreated { input, .. } => self.created(id, input)?,
+            Body::StatusChanged { from, to, .. } => self.status(from, to, is_live, lsn),
             Body::NodeStarted { step, attempt, .. }
             | Body::RetryScheduled { step, attempt, .. } => {
-                open(&mut rounds, step, attempt);
+                open(rounds, step, attempt);
             }
             Body::TimerSet { step, values, .. } => {
-                open(&mut rounds, step, 0).clocks.extend(clocks(&values));
+                open(rounds, step, 0).clocks.extend(clocks(&values));
             }
             Body::ToolCalled { step, attempt, call, values, input, name, .. } => {
-                let r = open(&mut rounds, step, attempt);
+                let r = open(rounds, step, attempt);
                 r.clocks.extend(clocks(&values));
                 if name == "start" {
                     let id = input.as_str().unwrap_or_default().to_owned();
                     r.starts.insert(call, id.clone());
-                    calls.push((id, lsn));
+                    self.calls.push((id, lsn));
                 }
             }
             Body::NodeCompleted { step, attempt, values, update, .. } => {
-                let r = open(&mut rounds, step, attempt);
+                let r = open(rounds, step, attempt);
                 r.clocks.extend(clocks(&values));
                 r.update = update.map(serde_json::from_value).transpose()?;
             }
-            Body::StepCompleted { step, .. } => {
-                let r = rounds.remove(&step).unwrap_or_default();
-                let Some(s) = state.as_ref() else {
-                    out.problems.push(format!("{id}: step {step} before the thread's creation"));
-                    continue;
-                };
-                let next = round(s, &r, step, std::mem::take(&mut paused_in_round), &mut out);
-                for tick in r.starts.values() {
-                    if let Some((link, first)) =
-                        started.insert(tick.clone(), (id.to_string(), step))
-                    {
-                        out.problems.push(format!(
-                            "tick {tick} started in step {first} of {link} and again in step \
-                             {step} of {id}"
-                        ));
-                    }
-                }
-                state = Some(next);
-            }
+            Body::StepCompleted { step, .. } => self.step_completed(id, step),
             _ => {}
         }
+        Ok(())
     }
-    let Some(state) = state else {
-        out.problems.push(format!("{}: no thread_created event", live.id));
-        return Ok(Some(out));
-    };
-    for r in rounds.values() {
+
+    /// The creation of link `id` from `input`: it follows the link before, from its state, or
+    /// the links between were deleted (a gap).
+    fn created(&mut self, id: &ThreadId, input: serde_json::Value) -> Result<(), Error> {
+        let first: ScheduleState = serde_json::from_value(input)?;
+        let n = cairn::schedule_link(id.as_str()).map_or(0, |l| l.1);
+        let follows = self.link_before.map_or(n == 0, |before| n == before + 1);
+        self.link_before = Some(n);
+        let state = &self.state;
+        if !follows {
+            self.gaps.push((state.as_ref().and_then(|s| s.last_tick_ms), first.last_tick_ms));
+        } else if let Some(before) = state.as_ref().filter(|s| **s != first) {
+            self.out.problems.push(format!("{id} starts from {first:?}, not {before:?}"));
+        }
+        // The rounds of the link before, all completed, are done with.
+        self.rounds.clear();
+        self.state = Some(first);
+        Ok(())
+    }
+
+    /// A status change at `lsn`: a pause begins or ends, or the live link ends.
+    fn status(&mut self, from: ThreadStatus, to: ThreadStatus, is_live: bool, lsn: u64) {
+        if to == ThreadStatus::Paused {
+            self.out.pauses += 1;
+            self.paused_since.get_or_insert(lsn);
+        } else if from == ThreadStatus::Paused
+            && let Some(since) = self.paused_since.take()
+        {
+            self.paused.push((since, lsn));
+        }
+        if to == ThreadStatus::Paused || from == ThreadStatus::Paused {
+            self.paused_in_round = true;
+        }
+        if to.is_terminal() && is_live {
+            self.ended_at = Some(lsn);
+        }
+    }
+
+    /// The end of round `step` of link `id`: checked, and its state the next.
+    fn step_completed(&mut self, id: &ThreadId, step: u64) {
+        let r = self.rounds.remove(&step).unwrap_or_default();
+        let Some(s) = self.state.as_ref() else {
+            self.out.problems.push(format!("{id}: step {step} before the thread's creation"));
+            return;
+        };
+        let paused = std::mem::take(&mut self.paused_in_round);
+        let next = round(s, &r, step, paused, &mut self.out);
         for tick in r.starts.values() {
-            if !started.contains_key(tick) {
-                out.in_flight.push(tick.clone());
+            if let Some((link, first)) = self.started.insert(tick.clone(), (id.to_string(), step)) {
+                self.out.problems.push(format!(
+                    "tick {tick} started in step {first} of {link} and again in step {step} of {id}"
+                ));
             }
-            if tick_ms(&state, tick).is_none() {
-                out.problems.push(format!("in-flight start {tick} is not a tick of {name}"));
+        }
+        self.state = Some(next);
+    }
+
+    /// The starts of rounds not completed: in flight, and ticks of schedule `name`.
+    fn in_flight(&mut self, state: &ScheduleState, name: &str) {
+        for r in self.rounds.values() {
+            for tick in r.starts.values() {
+                if !self.started.contains_key(tick) {
+                    self.out.in_flight.push(tick.clone());
+                }
+                if tick_ms(state, tick).is_none() {
+                    self.out
+                        .problems
+                        .push(format!("in-flight start {tick} is not a tick of {name}"));
+                }
             }
         }
     }
-    let during = |lsn: u64| -> Option<String> {
-        if let Some((from, to)) = paused.iter().find(|(from, to)| *from < lsn && lsn < *to) {
+
+    /// Why something at `lsn` should not have happened: the schedule was paused or had ended.
+    fn during(&self, lsn: u64) -> Option<String> {
+        if let Some((from, to)) = self.paused.iter().find(|(from, to)| *from < lsn && lsn < *to) {
             return Some(format!("while the schedule was paused (lsn {from}..{to})"));
         }
-        if let Some(since) = paused_since.filter(|since| *since < lsn) {
+        if let Some(since) = self.paused_since.filter(|since| *since < lsn) {
             return Some(format!("while the schedule was paused (since lsn {since})"));
         }
-        ended_at.filter(|end| *end < lsn).map(|end| format!("after its end at lsn {end}"))
-    };
-    for (tick, lsn) in &calls {
-        if let Some(when) = during(*lsn) {
-            out.problems.push(format!("start of {tick} called at lsn {lsn} {when}"));
-        }
+        self.ended_at.filter(|end| *end < lsn).map(|end| format!("after its end at lsn {end}"))
     }
-    let mut present = BTreeSet::new();
-    for t in labelled(store, name)? {
-        let tid = t.id.as_str().to_owned();
-        if t.workflow.id != state.spec.workflow {
-            out.problems.push(format!(
-                "{tid} runs {}, the schedule {}",
-                t.workflow.id, state.spec.workflow
-            ));
-        }
-        if started.contains_key(&tid) || out.in_flight.contains(&tid) {
-            let first = store.read_since(&t.id, Seq(0), 1).wait()?;
-            if let Some(when) = first.first().and_then(|e| during(e.bookmark.lsn.0)) {
-                out.problems.push(format!("tick thread {tid} created {when}"));
+
+    /// Checks the threads labelled with schedule `name` (`before`: those listed before the
+    /// logs were read); returns their ids.
+    fn tick_threads(
+        &mut self,
+        store: &dyn Store,
+        name: &str,
+        state: &ScheduleState,
+        before: &BTreeSet<String>,
+    ) -> Result<BTreeSet<String>, Error> {
+        let mut present = BTreeSet::new();
+        for t in labelled(store, name)? {
+            let tid = t.id.as_str().to_owned();
+            if t.workflow.id != state.spec.workflow {
+                self.out.problems.push(format!(
+                    "{tid} runs {}, the schedule {}",
+                    t.workflow.id, state.spec.workflow
+                ));
             }
-        } else if let Some(ms) = tick_ms(&state, &tid)
-            && gaps.iter().any(|(after, upto)| after.is_none_or(|a| ms > a) && Some(ms) <= *upto)
-        {
-            out.ticks_of_deleted_links += 1;
-        } else if before.contains(&tid) {
-            out.others.push(tid.clone());
+            if self.started.contains_key(&tid) || self.out.in_flight.contains(&tid) {
+                let first = store.read_since(&t.id, Seq(0), 1).wait()?;
+                if let Some(when) = first.first().and_then(|e| self.during(e.bookmark.lsn.0)) {
+                    self.out.problems.push(format!("tick thread {tid} created {when}"));
+                }
+            } else if let Some(ms) = tick_ms(state, &tid)
+                && self
+                    .gaps
+                    .iter()
+                    .any(|(after, upto)| after.is_none_or(|a| ms > a) && Some(ms) <= *upto)
+            {
+                self.out.ticks_of_deleted_links += 1;
+            } else if before.contains(&tid) {
+                self.out.others.push(tid.clone());
+            }
+            present.insert(tid);
         }
-        present.insert(tid);
+        Ok(present)
     }
-    for tick in started.keys() {
-        if !present.contains(tick) {
-            out.problems.push(format!("tick {tick} was started and its thread is missing"));
-        }
-        if tick_ms(&state, tick).is_none() {
-            out.problems.push(format!("{tick} is not a tick of {name} between its start and end"));
-        }
-    }
-    Ok(Some(out))
 }
 
 /// The threads labelled with schedule `name` but its links: its ticks and triggered threads.

@@ -60,6 +60,7 @@
 //! Locks: node code records when it holds the shared lock ([`gates::Gates`]), and the logs give
 //! each thread's holding intervals in global log order; neither may overlap between threads, and
 //! once every thread has ended the store holds no lock.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -78,7 +79,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::crash::{EffectLog, cases_from_env};
-use driver::{Acked, Hooks, Tally, run};
+use driver::{Acked, Case, Hooks, Tally, run};
 use gates::{Gates, LOCK, LOCK_TTL_MS};
 
 /// The state: every node appends what it saw.
@@ -813,8 +814,8 @@ fn one_case(
         let untallied = Tally::default();
         let none = BTreeSet::new();
         let no_prior = BTreeMap::new();
-        let (appends, clean_acks) =
-            run(&clean, &wf, plan, &clock, hooks, None, &untallied, &none, &no_prior).await?;
+        let case = Case { wf: &wf, plan, clock: &clock, hooks };
+        let (appends, clean_acks) = run(&clean, case, None, &untallied, &none, &no_prior).await?;
         let baseline = fx.take();
         prop_assert!(duplicates(&baseline).is_empty(), "{:?} ran twice", duplicates(&baseline));
         let store = open_store(&clean);
@@ -851,9 +852,8 @@ fn one_case(
         // Crash at a random append boundary, check nothing acknowledged is lost, resume.
         let clock = ManualClock::new(CLOCK_START_MS);
         let crash_after = ((appends as f64 * crash_frac) as i64).max(1);
-        let (_, acks) =
-            run(&crashed, &wf, plan, &clock, hooks, Some(crash_after), tally, &none, &no_prior)
-                .await?;
+        let case = Case { wf: &wf, plan, clock: &clock, hooks };
+        let (_, acks) = run(&crashed, case, Some(crash_after), tally, &none, &no_prior).await?;
         let before_crash = fx.take();
         let store = open_store(&crashed);
         let mut recorded = BTreeSet::new();
@@ -897,8 +897,7 @@ fn one_case(
         }
         tally.lost.fetch_add(lost_now.len() as u64, Ordering::SeqCst);
         tally.removed_at_crash.fetch_add(gone.len() as u64, Ordering::SeqCst);
-        let (_, resumed) =
-            run(&crashed, &wf, plan, &clock, hooks, None, tally, &gone, &acks).await?;
+        let (_, resumed) = run(&crashed, case, None, tally, &gone, &acks).await?;
         let after = fx.take();
         for &(t, seq) in &paused {
             // Still Paused after the reopen: the driver found it so and resumed it from there

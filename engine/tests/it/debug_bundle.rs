@@ -1,4 +1,5 @@
 //! Debug bundles: round trips, redaction of planted secrets in every form, malformed input.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;

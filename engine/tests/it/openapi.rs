@@ -37,29 +37,7 @@ async fn the_openapi_document_lists_every_route_and_every_documented_route_answe
     assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.1")), "{}", doc["openapi"]);
     let paths = doc["paths"].as_object().expect("paths");
 
-    // Every route of the router is documented, with its method.
-    let routes = route_table();
-    for r in &routes {
-        let op = &paths.get(r.path).unwrap_or_else(|| panic!("{} is not documented", r.path))
-            [r.method.to_lowercase()];
-        assert!(op.is_object(), "{} {} is not documented", r.method, r.path);
-        assert_ne!(op["summary"], "Undocumented", "{} {}", r.method, r.path);
-    }
-    // ...and nothing else is.
-    let listed: BTreeSet<(String, String)> =
-        routes.iter().map(|r| (r.method.to_lowercase(), r.path.to_owned())).collect();
-    let (mut documented, mut ids) = (Vec::new(), BTreeSet::new());
-    for (path, item) in paths {
-        for method in ["get", "post", "delete", "put", "patch"] {
-            if item.get(method).is_some() {
-                assert!(listed.contains(&(method.to_owned(), path.clone())), "{method} {path}");
-                let id = item[method]["operationId"].as_str().expect("an operation id");
-                assert!(ids.insert(id.to_owned()), "{id} twice");
-                documented.push((method, path.clone(), item[method].clone()));
-            }
-        }
-    }
-    assert_eq!(documented.len(), routes.len());
+    let documented = every_route_documented_once(paths);
 
     // Every documented route answers: not "no such route", not a wrong method.
     for (method, path, op) in &documented {
@@ -120,6 +98,37 @@ async fn the_openapi_document_lists_every_route_and_every_documented_route_answe
     assert!(start["properties"]["input"].is_object(), "{start}");
     drop(server);
     engine.shutdown().await;
+}
+
+/// The documented operations (method, path, operation), after checking that every route of the
+/// router is documented with its method, nothing else is, and no operation id repeats.
+fn every_route_documented_once(
+    paths: &serde_json::Map<String, serde_json::Value>,
+) -> Vec<(&'static str, String, serde_json::Value)> {
+    // Every route of the router is documented, with its method.
+    let routes = route_table();
+    for r in &routes {
+        let op = &paths.get(r.path).unwrap_or_else(|| panic!("{} is not documented", r.path))
+            [r.method.to_lowercase()];
+        assert!(op.is_object(), "{} {} is not documented", r.method, r.path);
+        assert_ne!(op["summary"], "Undocumented", "{} {}", r.method, r.path);
+    }
+    // ...and nothing else is.
+    let listed: BTreeSet<(String, String)> =
+        routes.iter().map(|r| (r.method.to_lowercase(), r.path.to_owned())).collect();
+    let (mut documented, mut ids) = (Vec::new(), BTreeSet::new());
+    for (path, item) in paths {
+        for method in ["get", "post", "delete", "put", "patch"] {
+            if item.get(method).is_some() {
+                assert!(listed.contains(&(method.to_owned(), path.clone())), "{method} {path}");
+                let id = item[method]["operationId"].as_str().expect("an operation id");
+                assert!(ids.insert(id.to_owned()), "{id} twice");
+                documented.push((method, path.clone(), item[method].clone()));
+            }
+        }
+    }
+    assert_eq!(documented.len(), routes.len());
+    documented
 }
 
 /// Every `$ref` in `v`.

@@ -10,6 +10,7 @@
 //!
 //! and once the network is back, every thread completes by itself, each tool call run once
 //! (counted by [`Effects`]): nothing lost, nothing run twice.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use cairn::storage::{Maintenance, ThreadLog};
 use std::sync::Arc;

@@ -5,6 +5,7 @@
 //! third of the lease), so another engine never takes over a thread whose call is still running
 //! in a healthy process; a stopped engine renews nothing, loses the thread once its lease
 //! lapses, and its write after it wakes is refused (fenced).
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::io::{BufRead, BufReader, Write as _};
 use std::process::{Command, Stdio};

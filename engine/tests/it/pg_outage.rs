@@ -5,6 +5,7 @@
 //! that needs the database with `Unavailable` (HTTP 503) naming why, a caller waiting for a
 //! thread with the same error; and once the database is back the threads go on by themselves,
 //! every step once in their state, their logs without a gap or a duplicate.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

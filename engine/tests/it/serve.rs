@@ -2,6 +2,7 @@
 //! summary, events since a bookmark, a followed log receiving an event appended after the request
 //! started, state at a seq, controls refused without the token and applied with it, 4xx answers
 //! that name the field, and the token and endpoint files beside the database.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::io::BufRead as _;
 use std::sync::Arc;

@@ -6,6 +6,7 @@
 //! picture); a second test checks that the threads page with 10,000 threads and a thread with
 //! 100,000 events render within a bound. Screenshots go to `<target>/screenshots/` for people
 //! to look at.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::path::PathBuf;
 use std::sync::Arc;

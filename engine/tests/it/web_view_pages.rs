@@ -5,6 +5,7 @@
 //! thread's listing names its parent, the workflows page counts each workflow's threads, and
 //! the schedules page lists a schedule and pauses, resumes, runs and deletes it with the token.
 //! Screenshots go to `<target>/screenshots/`.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,6 +4,7 @@
 //! navigation) shows them in a real browser (`cdp`): one card per queue, the running count
 //! against the global limit, the waiting count, one row per key with its own counts. The
 //! screenshot goes to `<target>/screenshots/queues.png`.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::sync::Arc;
 use std::time::Duration;

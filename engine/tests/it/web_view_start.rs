@@ -5,6 +5,7 @@
 //! thread whose link opens its page, where it completes; the same id answers that thread, and
 //! a start on a queue names a bad queue or lands on the queue. Screenshots go to
 //! `<target>/screenshots/`.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -7,6 +7,7 @@
 //! steps). Each record's framed bytes are found in the file image by encoding the record as
 //! stored and scanning for it; a case damages every place the bytes occur (so the live copy is
 //! hit whatever stale copies redb keeps), writes the image to a file, and reads it back.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use cairn::storage::{Maintenance, ThreadLog};
 use std::process::Command;

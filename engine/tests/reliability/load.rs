@@ -3,6 +3,7 @@
 //! models, recovered each time from what the disk held. At the end: every acknowledged event is
 //! there, every thread's seqs are gap-free, no step is recorded twice, every thread finished
 //! (liveness), and each thread's final state equals its solo run.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -16,6 +16,7 @@
 //!
 //! Sizes: `CAIRN_REL_PG_THREADS` (200 here; the soak runs 2,000), `CAIRN_REL_PG_SECONDS` (the
 //! time the threads get to finish), `CAIRN_REL_SEED`.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use cairn::storage::{Catalog, Maintenance};
 use std::collections::{BTreeMap, HashMap};

@@ -107,19 +107,7 @@ pub fn research_workflow(model: Arc<dyn LanguageModel>) -> Result<Workflow<Resea
     let [m1, m2, m3, m4, m5] = std::array::from_fn(|_| model.clone());
     let retry = NodePolicy::default().retry(RetryPolicy::exponential(3, 10, 100));
     Workflow::<Research>::builder("research-agent", 1)
-        .node("classify", move |s: Arc<Research>, ctx: Ctx| {
-            let model = m1.clone();
-            async move {
-                ctx.progress(1, 5, "classifying the question");
-                // The question as a message between modules, with a correlation id per thread
-                // (`cairn trace corr-3` finds demo-3's).
-                let corr = format!("corr-{}", ctx.thread_id().trim_start_matches("demo-"));
-                let asked = Message::new("user", s.question.clone()).to("classify");
-                ctx.message(asked.correlation_id(corr));
-                let r = ask(&ctx, &model, "classify", s.question.clone()).await?;
-                Ok(NodeOutput::update(ResearchUpdate::Route(r.text)))
-            }
-        })
+        .node("classify", move |s: Arc<Research>, ctx: Ctx| classify(m1.clone(), s, ctx))
         .route(
             "classify",
             |s: &Research| if s.route == "simple" { "answer_directly" } else { "plan" },
@@ -132,15 +120,7 @@ pub fn research_workflow(model: Arc<dyn LanguageModel>) -> Result<Workflow<Resea
                 Ok(NodeOutput::update(ResearchUpdate::Answer(r.text)))
             }
         })
-        .node("plan", move |s: Arc<Research>, ctx: Ctx| {
-            let model = m3.clone();
-            async move {
-                ctx.progress(2, 5, "planning");
-                let r = ask(&ctx, &model, "plan", s.question.clone()).await?;
-                let plan = r.text.split(';').map(|p| p.trim().to_owned()).collect();
-                Ok(NodeOutput::update(ResearchUpdate::Plan(plan)))
-            }
-        })
+        .node("plan", move |s: Arc<Research>, ctx: Ctx| plan(m3.clone(), s, ctx))
         .fan_out("plan", ["search_web", "search_docs"])
         .node_with(
             "search_web",
@@ -172,35 +152,10 @@ pub fn research_workflow(model: Arc<dyn LanguageModel>) -> Result<Workflow<Resea
         .edge("gather", "synthesize")
         .node_with(
             "synthesize",
-            move |s: Arc<Research>, ctx: Ctx| {
-                let model = m4.clone();
-                async move {
-                    ctx.progress(4, 5, "drafting");
-                    let prompt = format!(
-                        "{} | {} | draft {}",
-                        s.question,
-                        s.findings.join(" | "),
-                        s.drafts + 1
-                    );
-                    let r = ask(&ctx, &model, "draft", prompt).await?;
-                    Ok(NodeOutput::update(ResearchUpdate::Draft(r.text)))
-                }
-            },
+            move |s: Arc<Research>, ctx: Ctx| synthesize(m4.clone(), s, ctx),
             NodePolicy::default().checkpoint_after(true),
         )
-        .node("review", move |s: Arc<Research>, ctx: Ctx| {
-            let model = m5.clone();
-            async move {
-                // The last allowed draft is accepted as it is: the loop is bounded.
-                let verdict = if s.drafts >= 3 {
-                    true
-                } else {
-                    ask(&ctx, &model, "review", format!("{} #{}", s.draft, s.drafts)).await?.text
-                        == "approve"
-                };
-                Ok(NodeOutput::update(ResearchUpdate::Reviewed(verdict)))
-            }
-        })
+        .node("review", move |s: Arc<Research>, ctx: Ctx| review(m5.clone(), s, ctx))
         .edge("synthesize", "review")
         .route(
             "review",
@@ -222,6 +177,61 @@ pub fn research_workflow(model: Arc<dyn LanguageModel>) -> Result<Workflow<Resea
             s.findings.iter().filter(|f| f.contains(&word)).cloned().collect::<Vec<_>>()
         })
         .build()
+}
+
+/// The `classify` node: routes the question (simple, or to research).
+async fn classify(
+    model: Arc<dyn LanguageModel>,
+    s: Arc<Research>,
+    ctx: Ctx,
+) -> Result<NodeOutput<ResearchUpdate>, NodeError> {
+    ctx.progress(1, 5, "classifying the question");
+    // The question as a message between modules, with a correlation id per thread
+    // (`cairn trace corr-3` finds demo-3's).
+    let corr = format!("corr-{}", ctx.thread_id().trim_start_matches("demo-"));
+    let asked = Message::new("user", s.question.clone()).to("classify");
+    ctx.message(asked.correlation_id(corr));
+    let r = ask(&ctx, &model, "classify", s.question.clone()).await?;
+    Ok(NodeOutput::update(ResearchUpdate::Route(r.text)))
+}
+
+/// The `plan` node: the searches to make.
+async fn plan(
+    model: Arc<dyn LanguageModel>,
+    s: Arc<Research>,
+    ctx: Ctx,
+) -> Result<NodeOutput<ResearchUpdate>, NodeError> {
+    ctx.progress(2, 5, "planning");
+    let r = ask(&ctx, &model, "plan", s.question.clone()).await?;
+    let plan = r.text.split(';').map(|p| p.trim().to_owned()).collect();
+    Ok(NodeOutput::update(ResearchUpdate::Plan(plan)))
+}
+
+/// The `synthesize` node: a draft from the findings.
+async fn synthesize(
+    model: Arc<dyn LanguageModel>,
+    s: Arc<Research>,
+    ctx: Ctx,
+) -> Result<NodeOutput<ResearchUpdate>, NodeError> {
+    ctx.progress(4, 5, "drafting");
+    let prompt = format!("{} | {} | draft {}", s.question, s.findings.join(" | "), s.drafts + 1);
+    let r = ask(&ctx, &model, "draft", prompt).await?;
+    Ok(NodeOutput::update(ResearchUpdate::Draft(r.text)))
+}
+
+/// The `review` node: whether the draft is approved (the third always is).
+async fn review(
+    model: Arc<dyn LanguageModel>,
+    s: Arc<Research>,
+    ctx: Ctx,
+) -> Result<NodeOutput<ResearchUpdate>, NodeError> {
+    // The last allowed draft is accepted as it is: the loop is bounded.
+    let verdict = if s.drafts >= 3 {
+        true
+    } else {
+        ask(&ctx, &model, "review", format!("{} #{}", s.draft, s.drafts)).await?.text == "approve"
+    };
+    Ok(NodeOutput::update(ResearchUpdate::Reviewed(verdict)))
 }
 
 /// Threads one `cairn demo` runs at most. A demo thread writes about 17 KB to the file and

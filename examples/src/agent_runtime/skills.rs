@@ -145,23 +145,7 @@ pub fn file_lock(path: &str) -> String {
 /// # Errors
 /// Never for this definition.
 pub fn workflow(services: &Services) -> Result<Workflow<AgentTask>, cairn::dsl::BuildError> {
-    let s = services.clone();
-    let understand = move |t: Arc<AgentTask>, ctx: Ctx| {
-        let router = s.router.clone();
-        async move {
-            // The time is read through the context (recorded), so the cache's notion of "now"
-            // is part of the recorded input of the routing call.
-            let request = RouteRequest { text: t.request.clone(), now_ms: ctx.now_ms() };
-            let intent: Intent = ctx
-                .tool("intent_router.route", request, move |req: RouteRequest, tool| async move {
-                    let (intent, usage) = router.route(&req).await;
-                    tool.report_usage(usage);
-                    Ok::<_, ToolError>(intent)
-                })
-                .await?;
-            Ok(NodeOutput::update(TaskUpdate::Routed(intent)))
-        }
-    };
+    let router = services.router.clone();
     let choose = |t: &AgentTask| match t.intent.as_ref().and_then(|i| i.skill.as_deref()) {
         Some("write_article") => "article.context",
         Some("summarize") => "summarize",
@@ -170,17 +154,8 @@ pub fn workflow(services: &Services) -> Result<Workflow<AgentTask>, cairn::dsl::
     let (m1, m2, m3) = (services.model.clone(), services.model.clone(), services.model.clone());
     let out_dir = services.out_dir.clone();
     Workflow::<AgentTask>::builder(WORKFLOW, 1)
-        .node("understand", understand)
-        .node("clarify", |t: Arc<AgentTask>, ctx: Ctx| async move {
-            let (name, confidence) =
-                t.intent.as_ref().map_or(("UNKNOWN", 0.0), |i| (i.intent.as_str(), i.confidence));
-            let reply = format!(
-                "I am not sure what you want (best guess {name}, confidence {confidence:.2}). \
-                 Could you say it more precisely?"
-            );
-            ctx.message(Message::new("assistant", reply.clone()).to("user"));
-            Ok(NodeOutput::update(TaskUpdate::Reply(reply)))
-        })
+        .node("understand", move |t: Arc<AgentTask>, ctx: Ctx| understand(router.clone(), t, ctx))
+        .node("clarify", clarify)
         .node("summarize", move |t: Arc<AgentTask>, ctx: Ctx| {
             let model = m1.clone();
             async move {
@@ -191,18 +166,7 @@ pub fn workflow(services: &Services) -> Result<Workflow<AgentTask>, cairn::dsl::
                 Ok(NodeOutput::update(TaskUpdate::Reply(r.text)))
             }
         })
-        .node("article.context", |t: Arc<AgentTask>, ctx: Ctx| async move {
-            ctx.progress(1, ARTICLE_STEPS, "building context");
-            let topic = param(&t, "topic");
-            let path = format!("posts/{}.md", slug(&topic));
-            // The output file's lock: taken before any work, held by the thread until it ends,
-            // whichever way it ends. Another task writing the same file fails here, at once.
-            ctx.try_lock(&file_lock(&path), LOCK_TTL_MS).await?;
-            let (related, tokens) = related_articles(&topic);
-            // Looking the topic up in memory costs embedding tokens: usage outside a tool.
-            ctx.usage(tokens, tokens);
-            Ok(NodeOutput::update(TaskUpdate::Context { topic, path, related }))
-        })
+        .node("article.context", article_context)
         .node("article.outline", move |t: Arc<AgentTask>, ctx: Ctx| {
             let model = m2.clone();
             async move {
@@ -232,50 +196,11 @@ pub fn workflow(services: &Services) -> Result<Workflow<AgentTask>, cairn::dsl::
             },
             NodePolicy::default().timeout_ms(WATCHDOG_MS),
         )
-        .node("article.assemble", |t: Arc<AgentTask>, ctx: Ctx| async move {
-            ctx.progress(4, ARTICLE_STEPS, "adding the front matter");
-            let a = &t.article;
-            let links: String = a.related.iter().map(|r| format!("\n  - {r}")).collect();
-            let date = civil_date(ctx.now_ms());
-            let document = format!(
-                "---\ntitle: {}\ndate: {date}\nwikiLinks:{links}\n---\n\n{}\n",
-                a.topic, a.body
-            );
-            Ok(NodeOutput::update(TaskUpdate::Document(document)))
-        })
+        .node("article.assemble", article_assemble)
         .node("article.save", move |t: Arc<AgentTask>, ctx: Ctx| {
-            let out_dir = out_dir.clone();
-            async move {
-                ctx.progress(5, ARTICLE_STEPS, "saving the file");
-                let a = &t.article;
-                // Renew the lease on the file (the thread already holds it): never write a file
-                // whose lock might have lapsed to someone else.
-                ctx.lock(&file_lock(&a.path), LOCK_TTL_MS).await?;
-                let call = ToolCall::new("fs.write").permission("fs.write");
-                let input = (a.path.clone(), a.document.clone());
-                let bytes: u64 = ctx
-                    .call(call, input, move |(path, text): (String, String), _| async move {
-                        let full = out_dir.join(&path);
-                        let io = |e: std::io::Error| ToolError::retryable(format!("{path}: {e}"));
-                        if let Some(dir) = full.parent() {
-                            std::fs::create_dir_all(dir).map_err(io)?;
-                        }
-                        std::fs::write(&full, text.as_bytes()).map_err(io)?;
-                        Ok(text.len() as u64)
-                    })
-                    .await?;
-                Ok(NodeOutput::update(TaskUpdate::Saved(bytes)))
-            }
+            article_save(out_dir.clone(), t, ctx)
         })
-        .node("article.index", |t: Arc<AgentTask>, ctx: Ctx| async move {
-            ctx.progress(6, ARTICLE_STEPS, "updating the knowledge graph");
-            let a = &t.article;
-            let mut entities = vec![a.topic.clone()];
-            entities.extend(a.related.iter().cloned());
-            let reply = format!("Created the article \"{}\", saved to {}", a.topic, a.path);
-            ctx.message(Message::new("assistant", reply.clone()).to("user"));
-            Ok(NodeOutput::update(TaskUpdate::Indexed { entities, reply }))
-        })
+        .node("article.index", article_index)
         .edge(START, "understand")
         .route("understand", choose, ["article.context", "summarize", "clarify"])
         .edge("article.context", "article.outline")
@@ -288,6 +213,103 @@ pub fn workflow(services: &Services) -> Result<Workflow<AgentTask>, cairn::dsl::
         .edge("clarify", END)
         .permissions(["model", "fs.write"])
         .build()
+}
+
+/// The `understand` node: the request's intent, from the router (`router`).
+async fn understand(
+    router: Arc<IntentRouter>,
+    t: Arc<AgentTask>,
+    ctx: Ctx,
+) -> Result<NodeOutput<TaskUpdate>, NodeError> {
+    // The time is read through the context (recorded), so the cache's notion of "now"
+    // is part of the recorded input of the routing call.
+    let request = RouteRequest { text: t.request.clone(), now_ms: ctx.now_ms() };
+    let intent: Intent = ctx
+        .tool("intent_router.route", request, move |req: RouteRequest, tool| async move {
+            let (intent, usage) = router.route(&req).await;
+            tool.report_usage(usage);
+            Ok::<_, ToolError>(intent)
+        })
+        .await?;
+    Ok(NodeOutput::update(TaskUpdate::Routed(intent)))
+}
+
+/// The `clarify` node: asks the user to say more precisely what they want.
+async fn clarify(t: Arc<AgentTask>, ctx: Ctx) -> Result<NodeOutput<TaskUpdate>, NodeError> {
+    let (name, confidence) =
+        t.intent.as_ref().map_or(("UNKNOWN", 0.0), |i| (i.intent.as_str(), i.confidence));
+    let reply = format!(
+        "I am not sure what you want (best guess {name}, confidence {confidence:.2}). \
+         Could you say it more precisely?"
+    );
+    ctx.message(Message::new("assistant", reply.clone()).to("user"));
+    Ok(NodeOutput::update(TaskUpdate::Reply(reply)))
+}
+
+/// The `article.context` node: takes the output file's lock and finds the related articles.
+async fn article_context(t: Arc<AgentTask>, ctx: Ctx) -> Result<NodeOutput<TaskUpdate>, NodeError> {
+    ctx.progress(1, ARTICLE_STEPS, "building context");
+    let topic = param(&t, "topic");
+    let path = format!("posts/{}.md", slug(&topic));
+    // The output file's lock: taken before any work, held by the thread until it ends,
+    // whichever way it ends. Another task writing the same file fails here, at once.
+    ctx.try_lock(&file_lock(&path), LOCK_TTL_MS).await?;
+    let (related, tokens) = related_articles(&topic);
+    // Looking the topic up in memory costs embedding tokens: usage outside a tool.
+    ctx.usage(tokens, tokens);
+    Ok(NodeOutput::update(TaskUpdate::Context { topic, path, related }))
+}
+
+/// The `article.assemble` node: the document, with its front matter.
+async fn article_assemble(
+    t: Arc<AgentTask>,
+    ctx: Ctx,
+) -> Result<NodeOutput<TaskUpdate>, NodeError> {
+    ctx.progress(4, ARTICLE_STEPS, "adding the front matter");
+    let a = &t.article;
+    let links: String = a.related.iter().map(|r| format!("\n  - {r}")).collect();
+    let date = civil_date(ctx.now_ms());
+    let document =
+        format!("---\ntitle: {}\ndate: {date}\nwikiLinks:{links}\n---\n\n{}\n", a.topic, a.body);
+    Ok(NodeOutput::update(TaskUpdate::Document(document)))
+}
+
+/// The `article.save` node: writes the document under `out_dir`, holding the file's lock.
+async fn article_save(
+    out_dir: PathBuf,
+    t: Arc<AgentTask>,
+    ctx: Ctx,
+) -> Result<NodeOutput<TaskUpdate>, NodeError> {
+    ctx.progress(5, ARTICLE_STEPS, "saving the file");
+    let a = &t.article;
+    // Renew the lease on the file (the thread already holds it): never write a file
+    // whose lock might have lapsed to someone else.
+    ctx.lock(&file_lock(&a.path), LOCK_TTL_MS).await?;
+    let call = ToolCall::new("fs.write").permission("fs.write");
+    let input = (a.path.clone(), a.document.clone());
+    let bytes: u64 = ctx
+        .call(call, input, move |(path, text): (String, String), _| async move {
+            let full = out_dir.join(&path);
+            let io = |e: std::io::Error| ToolError::retryable(format!("{path}: {e}"));
+            if let Some(dir) = full.parent() {
+                std::fs::create_dir_all(dir).map_err(io)?;
+            }
+            std::fs::write(&full, text.as_bytes()).map_err(io)?;
+            Ok(text.len() as u64)
+        })
+        .await?;
+    Ok(NodeOutput::update(TaskUpdate::Saved(bytes)))
+}
+
+/// The `article.index` node: updates the knowledge graph and tells the user.
+async fn article_index(t: Arc<AgentTask>, ctx: Ctx) -> Result<NodeOutput<TaskUpdate>, NodeError> {
+    ctx.progress(6, ARTICLE_STEPS, "updating the knowledge graph");
+    let a = &t.article;
+    let mut entities = vec![a.topic.clone()];
+    entities.extend(a.related.iter().cloned());
+    let reply = format!("Created the article \"{}\", saved to {}", a.topic, a.path);
+    ctx.message(Message::new("assistant", reply.clone()).to("user"));
+    Ok(NodeOutput::update(TaskUpdate::Indexed { entities, reply }))
 }
 
 /// A model call as a recorded tool call that needs the `model` permission.

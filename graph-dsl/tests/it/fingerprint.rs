@@ -1,4 +1,5 @@
 //! The fingerprint is a stable function of the structure, and of nothing else.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use cairn_dsl::{Budgets, END, Fingerprint, NodeOutput, NodePolicy, RetryPolicy, START, Workflow};
 

@@ -38,7 +38,8 @@ use crate::plan::{Counters, Plan, PlanState, plan};
 /// A failed statement (the group's transaction is then lost).
 pub(super) fn append_all(
     tx: &mut Tx<'_, '_>,
-    (xid, counters): (i64, &mut Counters),
+    xid: i64,
+    counters: &mut Counters,
     batches: Vec<Batch>,
 ) -> Result<Vec<Result<Appended, Error>>, Error> {
     let mut state = Cached::prefetch(tx, xid, &batches)?;

@@ -164,7 +164,9 @@ impl PgStore {
             client,
             connect.clone(),
             tx.clone(),
-            (who, metrics.clone(), driver.handle()),
+            who,
+            metrics.clone(),
+            driver.handle(),
         )?;
         let (drivers, _) =
             tokio::sync::broadcast::channel(crate::limits::DRIVER_MESSAGES_QUEUED_MAX);

@@ -163,7 +163,8 @@ fn read_once<K, Q, V>(
     tx: &mut Tx<'_, '_>,
     cache: &mut HashMap<K, Option<V>>,
     key: &Q,
-    (sql, op): (&'static str, &'static str),
+    sql: &'static str,
+    op: &'static str,
     decode: impl FnOnce(&[u8]) -> Result<V, Error>,
 ) -> Result<Option<V>, Error>
 where
@@ -192,13 +193,13 @@ impl QueueReads for Reads<'_, '_, '_, '_> {
     fn queue(&mut self, name: &str) -> Result<Option<QueueState>, Error> {
         const SQL: &str = "SELECT record FROM cairn_queues WHERE name = $1 FOR UPDATE";
         let read = |record: &[u8]| queue_under("row", name, record);
-        read_once(self.tx, &mut self.cache.queues, name, (SQL, "read queue"), read)
+        read_once(self.tx, &mut self.cache.queues, name, SQL, "read queue", read)
     }
 
     fn queue_member(&mut self, thread: &ThreadId) -> Result<Option<QueueMember>, Error> {
         const SQL: &str = "SELECT record FROM cairn_queue_members WHERE thread = $1 FOR UPDATE";
         let read = |record: &[u8]| member_under("row", thread.as_str(), record);
-        read_once(self.tx, &mut self.cache.members, thread, (SQL, "read queue member"), read)
+        read_once(self.tx, &mut self.cache.members, thread, SQL, "read queue member", read)
     }
 
     fn queue_waiting(

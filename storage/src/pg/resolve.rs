@@ -55,7 +55,8 @@ pub(crate) fn mark_and_commit(token: u64) -> String {
 /// around: billions of transactions later).
 pub(crate) fn commit_outcome(
     reconnect: &Connect,
-    (xid, token): (i64, u64),
+    xid: i64,
+    token: u64,
     cut: &Error,
 ) -> Result<(Client, bool), Error> {
     let started = Instant::now();

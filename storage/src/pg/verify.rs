@@ -17,18 +17,48 @@ use crate::thread::ThreadRecord;
 
 pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
     let mut report = VerifyReport::default();
+    let threads = threads(client, &mut report)?;
+    let correlated = events(client, &threads, &mut report)?;
+    checkpoints(client, &threads, &mut report)?;
+    payloads(client, &mut report)?;
+    super::correlations::verify(client, correlated, &mut report.problems)?;
+    locks(client, &mut report)?;
+    let known = |id: &str| threads.contains_key(id);
+    report.signals = super::signals::verify(client, known, &mut report.problems)?;
+    report.queues = super::queues::verify(client, &mut report.problems)?;
+    super::labels::verify(client, &threads, &mut report.problems)?;
+    Ok(report)
+}
+
+/// (correlation id, lsn) -> (thread, seq) of the events carrying a correlation id.
+type Correlated = BTreeMap<(String, u64), (ThreadId, u64)>;
+
+/// Reports error `e` of a record as a problem (a damaged record's table, thread and seq).
+fn problem(report: &mut VerifyReport, e: Error) {
+    let (table, thread, seq) = match &e {
+        Error::Corrupted { table, thread, seq, .. } => (*table, thread.clone(), *seq),
+        _ => ("?", None, None),
+    };
+    report.problems.push(Problem { table, thread, seq, detail: e.to_string() });
+}
+
+/// A corruption found here, reported as [`problem`] reports a damaged record's.
+fn corrupt(
+    report: &mut VerifyReport,
+    table: &'static str,
+    thread: Option<&ThreadId>,
+    seq: Option<Seq>,
+    detail: String,
+) {
+    problem(report, super::corrupt(table, thread, seq, detail));
+}
+
+/// The thread records that decode, by id.
+fn threads(
+    client: &mut Client<'_>,
+    report: &mut VerifyReport,
+) -> Result<BTreeMap<String, ThreadRecord>, Error> {
     let mut threads: BTreeMap<String, ThreadRecord> = BTreeMap::new();
-    let problem = |report: &mut VerifyReport, e: Error| {
-        let (table, thread, seq) = match &e {
-            Error::Corrupted { table, thread, seq, .. } => (*table, thread.clone(), *seq),
-            _ => ("?", None, None),
-        };
-        report.problems.push(Problem { table, thread, seq, detail: e.to_string() });
-    };
-    // A corruption found here, reported as `problem` reports a damaged record's.
-    let corrupt = |report: &mut VerifyReport, table, thread: Option<&ThreadId>, seq, detail| {
-        problem(report, super::corrupt(table, thread, seq, detail));
-    };
     for row in client
         .query("SELECT id, record FROM cairn_threads ORDER BY id", &[])
         .map_err(pg_error("verify"))?
@@ -39,10 +69,19 @@ pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
             Ok(record) => {
                 threads.insert(key, record);
             }
-            Err(e) => problem(&mut report, e),
+            Err(e) => problem(report, e),
         }
     }
-    // (correlation id, lsn) -> (thread, seq) of the events carrying one.
+    Ok(threads)
+}
+
+/// Checks every event and each thread's log from its first seq to its last without a gap;
+/// returns (correlation id, lsn) -> (thread, seq) of the events carrying one.
+fn events(
+    client: &mut Client<'_>,
+    threads: &BTreeMap<String, ThreadRecord>,
+    report: &mut VerifyReport,
+) -> Result<Correlated, Error> {
     let mut correlated = BTreeMap::new();
     // (thread, next expected seq) as the scan goes.
     let mut next: BTreeMap<String, u64> = BTreeMap::new();
@@ -55,7 +94,7 @@ pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
         let event = match decode_event(row.get(1), row.get(2), row.get(3)) {
             Ok(e) => e,
             Err(e) => {
-                problem(&mut report, e);
+                problem(report, e);
                 // The row stands for its seq: the gap check goes on after it.
                 let seq: i64 = row.get(2);
                 next.insert(thread, u64::try_from(seq).unwrap_or(0).saturating_add(1));
@@ -68,7 +107,7 @@ pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
         }
         let Some(record) = threads.get(&thread) else {
             corrupt(
-                &mut report,
+                report,
                 table::EVENTS,
                 Some(&event.thread),
                 Some(event.bookmark.seq),
@@ -79,7 +118,7 @@ pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
         let want = *next.entry(thread.clone()).or_insert(record.first_seq.0);
         if event.thread.as_str() != thread || event.bookmark.seq.0 != want {
             corrupt(
-                &mut report,
+                report,
                 table::EVENTS,
                 Some(&event.thread),
                 Some(Seq(want)),
@@ -88,12 +127,23 @@ pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
         }
         next.insert(thread, event.bookmark.seq.0 + 1);
     }
-    for (id, record) in &threads {
+    log_ends(threads, &next, report);
+    Ok(correlated)
+}
+
+/// Checks that each thread's log ends where its record says (`next`: the seq after the last
+/// event scanned, by thread).
+fn log_ends(
+    threads: &BTreeMap<String, ThreadRecord>,
+    next: &BTreeMap<String, u64>,
+    report: &mut VerifyReport,
+) {
+    for (id, record) in threads {
         let last = record.last.map_or(0, |b| b.seq.0);
         let reached = next.get(id).copied().unwrap_or(record.first_seq.0);
         if reached != last + 1 && !(record.last.is_none() && reached == record.first_seq.0) {
             corrupt(
-                &mut report,
+                report,
                 table::THREADS,
                 Some(&record.id),
                 None,
@@ -104,6 +154,14 @@ pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
             );
         }
     }
+}
+
+/// Checks that every checkpoint decodes and belongs to a known thread.
+fn checkpoints(
+    client: &mut Client<'_>,
+    threads: &BTreeMap<String, ThreadRecord>,
+    report: &mut VerifyReport,
+) -> Result<(), Error> {
     for row in client
         .query("SELECT id, info, length(snapshot) FROM cairn_checkpoints ORDER BY id", &[])
         .map_err(pg_error("verify"))?
@@ -111,16 +169,21 @@ pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
         report.checkpoints += 1;
         match decode_info(row.get(0), row.get(1)) {
             Ok(info) if !threads.contains_key(info.thread.as_str()) => corrupt(
-                &mut report,
+                report,
                 table::CHECKPOINTS,
                 Some(&info.thread),
                 None,
                 format!("checkpoint {} of unknown thread", info.id),
             ),
             Ok(_) => {}
-            Err(e) => problem(&mut report, e),
+            Err(e) => problem(report, e),
         }
     }
+    Ok(())
+}
+
+/// Checks that every payload hashes to its key.
+fn payloads(client: &mut Client<'_>, report: &mut VerifyReport) -> Result<(), Error> {
     for row in
         client.query("SELECT hash, bytes FROM cairn_payloads", &[]).map_err(pg_error("verify"))?
     {
@@ -129,7 +192,7 @@ pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
         let bytes: Vec<u8> = row.get(1);
         if PayloadRef::of(&bytes).hash[..] != hash[..] {
             corrupt(
-                &mut report,
+                report,
                 table::PAYLOADS,
                 None,
                 None,
@@ -137,18 +200,18 @@ pub(crate) fn verify(client: &mut Client<'_>) -> Result<VerifyReport, Error> {
             );
         }
     }
-    super::correlations::verify(client, correlated, &mut report.problems)?;
+    Ok(())
+}
+
+/// Checks that every lock record decodes.
+fn locks(client: &mut Client<'_>, report: &mut VerifyReport) -> Result<(), Error> {
     for row in
         client.query("SELECT name, record FROM cairn_locks", &[]).map_err(pg_error("verify"))?
     {
         report.locks += 1;
         if let Err(e) = decode_lock(row.get(0), row.get(1)) {
-            problem(&mut report, e);
+            problem(report, e);
         }
     }
-    let known = |id: &str| threads.contains_key(id);
-    report.signals = super::signals::verify(client, known, &mut report.problems)?;
-    report.queues = super::queues::verify(client, &mut report.problems)?;
-    super::labels::verify(client, &threads, &mut report.problems)?;
-    Ok(report)
+    Ok(())
 }

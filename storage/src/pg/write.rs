@@ -89,13 +89,15 @@ impl Writer {
         client: Client,
         reconnect: Connect,
         committed: Arc<watch::Sender<u64>>,
-        (who, metrics, handle): (Identity, StoreMetrics, tokio::runtime::Handle),
+        who: Identity,
+        metrics: StoreMetrics,
+        handle: tokio::runtime::Handle,
     ) -> Result<Writer, Error> {
         let (ops, mut queue) = channel(QUEUED_OPS_MAX);
         let shared = metrics.clone();
         std::thread::Builder::new()
             .name("cairn-pg-writer".into())
-            .spawn(move || run(client, &reconnect, &mut queue, &committed, (&who, &shared)))
+            .spawn(move || run(client, &reconnect, &mut queue, &committed, &who, &shared))
             .map_err(|e| Error::Storage { op: "start the writer", source: Arc::new(e) })?;
         Ok(Writer { ops, handle, metrics })
     }
@@ -171,14 +173,15 @@ impl Writer {
 }
 
 fn run(
-    mut client: Client,
+    client: Client,
     reconnect: &Connect,
     queue: &mut Receiver<Write>,
     committed: &Arc<watch::Sender<u64>>,
-    (who, metrics): (&Identity, &StoreMetrics),
+    who: &Identity,
+    metrics: &StoreMetrics,
 ) {
     let (token, durable) = (who.token, who.durable);
-    let mut cache = Statements::default();
+    let mut conn = Conn { client, cache: Statements::default(), reconnect };
     let mut suspect = false;
     // A request that did not fit the group before: the first of the next.
     let mut held: Option<Write> = None;
@@ -195,11 +198,10 @@ fn run(
         // (the group on it failed; its callers were told). After a group failed on its
         // connection, the client may not know yet that the connection is gone (a reset seen
         // by one request before the connection's task ends): ask it.
-        if (client.is_closed() || (suspect && !answers(&client)))
+        if (conn.client.is_closed() || (suspect && !answers(&conn.client)))
             && let Some(fresh) = reconnect_within(reconnect, metrics)
         {
-            client = fresh;
-            cache = Statements::default();
+            conn.replace(fresh);
         }
         let mut taken = ids(&first);
         let mut group = vec![first];
@@ -241,14 +243,7 @@ fn run(
                 metrics.database_answered();
             }
         };
-        suspect = commit_group(
-            &mut client,
-            &mut cache,
-            reconnect,
-            group,
-            committed,
-            (token, &mut report, metrics),
-        );
+        suspect = commit_group(&mut conn, group, committed, token, &mut report, metrics);
     }
 }
 
@@ -303,6 +298,22 @@ fn reconnect_within(reconnect: &Connect, metrics: &StoreMetrics) -> Option<Clien
     }
 }
 
+/// The writer thread's connection: its client and the statements prepared on it (replaced
+/// together), and how to open a fresh one.
+struct Conn<'a> {
+    client: Client,
+    cache: Statements,
+    reconnect: &'a Connect,
+}
+
+impl Conn<'_> {
+    /// Goes on on `fresh`, a new connection (nothing is prepared on it yet).
+    fn replace(&mut self, fresh: Client) {
+        self.client = fresh;
+        self.cache = Statements::default();
+    }
+}
+
 /// Told a group's outcome and commit time before its callers are answered.
 type Report<'a> = &'a mut dyn FnMut(bool, std::time::Duration, u32);
 
@@ -341,12 +352,12 @@ struct Attempt {
 
 /// Commits one group; true if it failed on the connection (not on a batch's own terms).
 fn commit_group(
-    client: &mut Client,
-    cache: &mut Statements,
-    reconnect: &Connect,
+    conn: &mut Conn<'_>,
     group: Vec<Write>,
     committed: &watch::Sender<u64>,
-    (token, report, metrics): (u64, Report<'_>, &StoreMetrics),
+    token: u64,
+    report: Report<'_>,
+    metrics: &StoreMetrics,
 ) -> bool {
     let (requests, answers): (Vec<Request>, Vec<Answer>) =
         group.into_iter().map(Write::split).unzip();
@@ -354,23 +365,22 @@ fn commit_group(
     let (done, outcome) = loop {
         attempts += 1;
         let mut done = Attempt::default();
-        let mut outcome = attempt(client, cache, &requests, &mut done, token);
-        if outcome.is_err() && !client.is_closed() {
+        let mut outcome = attempt(&conn.client, &mut conn.cache, &requests, &mut done, token);
+        if outcome.is_err() && !conn.client.is_closed() {
             // Whatever the transaction did is undone (after a failed COMMIT there is none).
-            let _ = client.wait(client.batch_execute("ROLLBACK"));
+            let _ = conn.client.wait(conn.client.batch_execute("ROLLBACK"));
         }
         // Whether the transaction is known to have changed nothing although its connection
         // failed (before its COMMIT was sent, or resolved aborted after).
-        let mut undone = outcome.is_err() && done.sent.is_none() && client.is_closed();
+        let mut undone = outcome.is_err() && done.sent.is_none() && conn.client.is_closed();
         if let (Err(e), Some((xid, _))) = (&outcome, done.sent)
-            && client.is_closed()
+            && conn.client.is_closed()
         {
             // The COMMIT got no answer: the transaction's status says what happened.
-            outcome = match super::resolve::commit_outcome(reconnect, (xid, token), e) {
+            outcome = match super::resolve::commit_outcome(conn.reconnect, xid, token, e) {
                 Ok((fresh, committed_after_all)) => {
                     // The statements were prepared on the dropped connection.
-                    *client = fresh;
-                    *cache = Statements::default();
+                    conn.replace(fresh);
                     undone = !committed_after_all;
                     if committed_after_all { Ok(()) } else { outcome }
                 }
@@ -388,12 +398,9 @@ fn commit_group(
             // fail writes a moment's outage did not touch.
             Err(e) if undone && attempts < GROUP_ATTEMPTS_MAX => {
                 tracing::info!(error = %e, attempts, "the group's connection failed; it runs again");
-                if client.is_closed() {
-                    match reconnect_within(reconnect, metrics) {
-                        Some(fresh) => {
-                            *client = fresh;
-                            *cache = Statements::default();
-                        }
+                if conn.client.is_closed() {
+                    match reconnect_within(conn.reconnect, metrics) {
+                        Some(fresh) => conn.replace(fresh),
                         None => break (done, Err(e)),
                     }
                 }
@@ -465,7 +472,7 @@ fn attempt(
         }
     }
     if !batches.is_empty() {
-        let planned = super::group::append_all(&mut tx, (xid, &mut counters), batches)?;
+        let planned = super::group::append_all(&mut tx, xid, &mut counters, batches)?;
         for (i, r) in appends.into_iter().zip(planned) {
             done.outcomes[i] = Some(r.map(Outcome::Append));
         }

@@ -11,7 +11,7 @@ use ::redb::ReadableTable;
 
 use super::index::{fetch, locate, lsns, storage};
 use super::index_keys::keys_of_frame;
-use super::prune::{correlation_entries, plan_clear, remove_checkpoints, remove_log};
+use super::prune::{LogCut, correlation_entries, plan_clear, remove_checkpoints, remove_log};
 use super::tables::Tables;
 use crate::checkpoint::CheckpointInfo;
 use crate::codec;
@@ -133,7 +133,8 @@ pub(crate) fn apply_delete_thread(
     plan: DeletePlan,
 ) -> Result<Deleted, Error> {
     let op = storage("delete thread");
-    let log = (&plan.events[..], &plan.correlations[..], &plan.chunks[..]);
+    let log =
+        LogCut { events: &plan.events, correlations: &plan.correlations, chunks: &plan.chunks };
     remove_log(tables, &plan.thread, log, "delete thread")?;
     remove_checkpoints(tables, &plan.checkpoints)?;
     for name in &plan.locks {

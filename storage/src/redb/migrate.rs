@@ -23,7 +23,7 @@ pub(crate) fn upgrade(db: &Database, version: u16, op: &'static str) -> Result<(
     }
     if version < 3 {
         let create = |txn: &WriteTransaction| txn.open_table(SIGNALS).map(drop);
-        guard(op, || new_tables(db, (3, "migrate to format v3"), "the signal inbox", create))?;
+        guard(op, || new_tables(db, 3, "migrate to format v3", "the signal inbox", create))?;
     }
     if version < 4 {
         let create = |txn: &WriteTransaction| {
@@ -32,7 +32,7 @@ pub(crate) fn upgrade(db: &Database, version: u16, op: &'static str) -> Result<(
             txn.open_table(WAITING)?;
             txn.open_table(DEDUP).map(drop)
         };
-        guard(op, || new_tables(db, (4, "migrate to format v4"), "the queue tables", create))?;
+        guard(op, || new_tables(db, 4, "migrate to format v4", "the queue tables", create))?;
     }
     if version < 5 {
         guard(op, || super::thread_index::migrate(db))?;
@@ -44,7 +44,8 @@ pub(crate) fn upgrade(db: &Database, version: u16, op: &'static str) -> Result<(
 /// tables `create` opens (a crash leaves the format before, and the next open migrates again).
 fn new_tables(
     db: &Database,
-    (to, op): (u16, &'static str),
+    to: u16,
+    op: &'static str,
     what: &str,
     create: impl FnOnce(&WriteTransaction) -> Result<(), TableError>,
 ) -> Result<(), Error> {

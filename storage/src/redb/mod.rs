@@ -255,7 +255,7 @@ impl RedbStore {
     ) -> Result<RedbStore, Error> {
         let db =
             guard("open", || options.builder().create_with_backend(backend).map_err(open_error))?;
-        RedbStore::start(db, options, None, true, (clock, None))
+        RedbStore::start(db, options, None, true, clock, None)
     }
 
     /// [`RedbStore::with_backend`] on a backend the store may be given again (a clone that
@@ -277,7 +277,7 @@ impl RedbStore {
             let backend = backend.clone();
             guard("open", || options.builder().create_with_backend(backend).map_err(open_error))
         });
-        RedbStore::start(db, options, None, true, (Arc::new(crate::clock::SystemClock), Some(open)))
+        RedbStore::start(db, options, None, true, Arc::new(crate::clock::SystemClock), Some(open))
     }
 
     /// Makes the writer look at its clock now, and returns once it has: a periodic flush that
@@ -476,9 +476,8 @@ impl RedbStore {
         let db = open_past_readers(path, &options)?;
         let at = path.to_path_buf();
         let open: reopen::Opener = Box::new(move || open_past_readers(&at, &options));
-        let clock =
-            (Arc::new(crate::clock::SystemClock) as Arc<dyn crate::clock::Clock>, Some(open));
-        RedbStore::start(db, options, Some(path.to_path_buf()), false, clock)
+        let clock = Arc::new(crate::clock::SystemClock);
+        RedbStore::start(db, options, Some(path.to_path_buf()), false, clock, Some(open))
     }
 
     /// Makes a new database at `path` where there is nothing, or in a zero-length regular file
@@ -528,7 +527,8 @@ impl RedbStore {
         options: Options,
         path: Option<PathBuf>,
         may_initialise: bool,
-        (clock, open): (Arc<dyn crate::clock::Clock>, Option<reopen::Opener>),
+        clock: Arc<dyn crate::clock::Clock>,
+        open: Option<reopen::Opener>,
     ) -> Result<RedbStore, Error> {
         let counters = match guard("open", || tables::check_meta(&db))? {
             MetaState::Cairn(counters, version) => {
@@ -551,7 +551,7 @@ impl RedbStore {
         let intents =
             crate::intent::WriteIntents::new(move || drop(nudge.try_send(Command::Nudge)));
         let mut writer =
-            Writer::new(db.clone(), counters, &options, committed_tx, (clock, intents.clone()));
+            Writer::new(db.clone(), counters, &options, committed_tx, clock, intents.clone());
         let readers: reopen::ReadSlot = Arc::new(RwLock::new(Some(Arc::new(Db::Full(db)))));
         if let Some(open) = open.filter(|_| options.durability == Durability::Immediate) {
             let fallback = path

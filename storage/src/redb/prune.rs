@@ -156,15 +156,26 @@ pub(crate) fn plan_prune(
     Ok(PrunePlan { thread, events, correlations, chunks, rekeyed, checkpoints, stored })
 }
 
-/// Removes `thread`'s events at `events` (lsns), their correlation-index entries and its
-/// seq-index chunks starting at `chunks` (first seqs): what a prune cuts and a delete removes.
+/// What a prune cuts of a thread's log, or a delete removes.
+pub(super) struct LogCut<'a> {
+    /// The lsns of its events.
+    pub events: &'a [u64],
+    /// Their correlation-index entries: (correlation id, lsn).
+    pub correlations: &'a [(String, u64)],
+    /// The first seqs of its seq-index chunks.
+    pub chunks: &'a [u64],
+}
+
+/// Removes `cut` of `thread`'s log: its events, their correlation-index entries and its
+/// seq-index chunks.
 pub(super) fn remove_log(
     tables: &mut Tables<'_, '_>,
     thread: &ThreadId,
-    (events, correlations, chunks): (&[u64], &[(String, u64)], &[u64]),
+    cut: LogCut<'_>,
     what: &'static str,
 ) -> Result<(), Error> {
     let op = storage(what);
+    let LogCut { events, correlations, chunks } = cut;
     for lsn in events {
         tables.events()?.remove(*lsn).map_err(&op)?;
     }
@@ -180,7 +191,9 @@ pub(super) fn remove_log(
 /// Carries out a checked prune.
 pub(crate) fn apply_prune(tables: &mut Tables<'_, '_>, plan: PrunePlan) -> Result<Pruned, Error> {
     let op = storage("prune");
-    remove_log(tables, &plan.thread, (&plan.events, &plan.correlations, &plan.chunks), "prune")?;
+    let cut =
+        LogCut { events: &plan.events, correlations: &plan.correlations, chunks: &plan.chunks };
+    remove_log(tables, &plan.thread, cut, "prune")?;
     if let Some((first, framed)) = &plan.rekeyed {
         tables
             .seq_index()?

@@ -57,6 +57,18 @@ struct Scan<'t> {
     correlated: BTreeMap<(String, u64), (ThreadId, u64)>,
 }
 
+/// A checkpoint index by name (workflow, tag): (name, checkpoint id).
+type CheckpointIndex = ::redb::ReadOnlyTable<(&'static str, u64), ()>;
+
+/// The tables a checkpoint is checked against, open for the scan of the checkpoints.
+struct CheckpointTables {
+    snapshots: ::redb::ReadOnlyTable<u64, &'static [u8]>,
+    events: ::redb::ReadOnlyTable<u64, &'static [u8]>,
+    by_thread: ::redb::ReadOnlyTable<(&'static str, u64, u64), ()>,
+    by_workflow: CheckpointIndex,
+    by_tag: CheckpointIndex,
+}
+
 /// Scans everything; see the module doc.
 ///
 /// A table that cannot be read to its end (redb fails, or panics on a damaged page) is one
@@ -344,11 +356,13 @@ impl Scan<'_> {
     /// Scans checkpoints and their indexes; returns the highest id seen.
     fn checkpoints(&mut self, threads: &Threads) -> Result<u64, Error> {
         let op = storage("verify checkpoints");
-        let snapshots = self.open(SNAPSHOTS)?;
-        let events = self.open(EVENTS)?;
-        let by_thread = self.open(CHECKPOINTS_BY_THREAD)?;
-        let by_workflow = self.open(CHECKPOINTS_BY_WORKFLOW)?;
-        let by_tag = self.open(CHECKPOINTS_BY_TAG)?;
+        let tables = CheckpointTables {
+            snapshots: self.open(SNAPSHOTS)?,
+            events: self.open(EVENTS)?,
+            by_thread: self.open(CHECKPOINTS_BY_THREAD)?,
+            by_workflow: self.open(CHECKPOINTS_BY_WORKFLOW)?,
+            by_tag: self.open(CHECKPOINTS_BY_TAG)?,
+        };
         let mut infos: BTreeMap<u64, CheckpointInfo> = BTreeMap::new();
         let mut max_id = 0;
         for entry in self.open(CHECKPOINTS)?.iter().map_err(&op)? {
@@ -372,83 +386,138 @@ impl Scan<'_> {
                     continue;
                 }
             };
-            let thread = Some(&info.thread);
-            match snapshots.get(id).map_err(&op)? {
-                None => self.problem(table::SNAPSHOTS, thread, Some(id), "snapshot missing".into()),
-                Some(bytes) => match codec::decode_snapshot(bytes.value()) {
-                    Ok((stored, snapshot))
-                        if stored.0 == id && snapshot.len() as u64 == info.snapshot_len => {}
-                    Ok(_) => self.problem(
-                        table::SNAPSHOTS,
-                        thread,
-                        Some(id),
-                        "snapshot id or length differs".into(),
-                    ),
-                    Err(e) => self.record_error(codec::locate(e, thread, Some(Seq(id))))?,
-                },
-            }
-            match threads.get(&info.thread) {
-                None => self.problem(
-                    table::CHECKPOINTS,
+            self.snapshot_of(&tables, id, &info)?;
+            self.covered(&tables, threads, id, &info)?;
+            self.indexed(&tables, id, &info)?;
+            infos.insert(id, info);
+        }
+        self.unindexed(&tables, &infos)?;
+        Ok(max_id)
+    }
+
+    /// Checks that checkpoint `id` (`info`) has its snapshot, of its id and length.
+    fn snapshot_of(
+        &mut self,
+        tables: &CheckpointTables,
+        id: u64,
+        info: &CheckpointInfo,
+    ) -> Result<(), Error> {
+        let op = storage("verify checkpoints");
+        let thread = Some(&info.thread);
+        match tables.snapshots.get(id).map_err(&op)? {
+            None => self.problem(table::SNAPSHOTS, thread, Some(id), "snapshot missing".into()),
+            Some(bytes) => match codec::decode_snapshot(bytes.value()) {
+                Ok((stored, snapshot))
+                    if stored.0 == id && snapshot.len() as u64 == info.snapshot_len => {}
+                Ok(_) => self.problem(
+                    table::SNAPSHOTS,
                     thread,
                     Some(id),
-                    "checkpoint of a thread with no record".into(),
+                    "snapshot id or length differs".into(),
                 ),
-                Some(StoredThread { record, .. }) => {
-                    let covers = info.covers.seq;
-                    if record.last.is_none_or(|b| b.seq < covers) {
+                Err(e) => self.record_error(codec::locate(e, thread, Some(Seq(id))))?,
+            },
+        }
+        Ok(())
+    }
+
+    /// Checks that checkpoint `id` (`info`) covers an event of its thread that exists (or was
+    /// pruned).
+    fn covered(
+        &mut self,
+        tables: &CheckpointTables,
+        threads: &Threads,
+        id: u64,
+        info: &CheckpointInfo,
+    ) -> Result<(), Error> {
+        let op = storage("verify checkpoints");
+        let thread = Some(&info.thread);
+        match threads.get(&info.thread) {
+            None => self.problem(
+                table::CHECKPOINTS,
+                thread,
+                Some(id),
+                "checkpoint of a thread with no record".into(),
+            ),
+            Some(StoredThread { record, .. }) => {
+                let covers = info.covers.seq;
+                if record.last.is_none_or(|b| b.seq < covers) {
+                    self.problem(
+                        table::CHECKPOINTS,
+                        thread,
+                        Some(id),
+                        format!("covers seq {covers} past the thread's last"),
+                    );
+                } else if covers >= record.first_seq {
+                    let stored = tables.events.get(info.covers.lsn.0).map_err(&op)?;
+                    let matches = stored
+                        .and_then(|e| codec::decode_event(e.value()).ok())
+                        .is_some_and(|e| e.bookmark == info.covers && e.thread == info.thread);
+                    if !matches {
                         self.problem(
                             table::CHECKPOINTS,
                             thread,
                             Some(id),
-                            format!("covers seq {covers} past the thread's last"),
+                            format!("covered event {covers} missing or different"),
                         );
-                    } else if covers >= record.first_seq {
-                        let stored = events.get(info.covers.lsn.0).map_err(&op)?;
-                        let matches = stored
-                            .and_then(|e| codec::decode_event(e.value()).ok())
-                            .is_some_and(|e| e.bookmark == info.covers && e.thread == info.thread);
-                        if !matches {
-                            self.problem(
-                                table::CHECKPOINTS,
-                                thread,
-                                Some(id),
-                                format!("covered event {covers} missing or different"),
-                            );
-                        }
                     }
                 }
             }
-            if by_thread.get((info.thread.as_str(), info.covers.seq.0, id)).map_err(&op)?.is_none()
-            {
-                self.problem(
-                    table::CHECKPOINTS_BY_THREAD,
-                    thread,
-                    Some(id),
-                    "not indexed by thread".into(),
-                );
-            }
-            if by_workflow.get((info.workflow.id.as_str(), id)).map_err(&op)?.is_none() {
-                self.problem(
-                    table::CHECKPOINTS_BY_WORKFLOW,
-                    thread,
-                    Some(id),
-                    "not indexed by workflow".into(),
-                );
-            }
-            for tag in &info.meta.tags {
-                if by_tag.get((tag.as_str(), id)).map_err(&op)?.is_none() {
-                    self.problem(
-                        table::CHECKPOINTS_BY_TAG,
-                        thread,
-                        Some(id),
-                        format!("not indexed by tag {tag:?}"),
-                    );
-                }
-            }
-            infos.insert(id, info);
         }
-        for entry in by_thread.iter().map_err(&op)? {
+        Ok(())
+    }
+
+    /// Checks that checkpoint `id` (`info`) is in its three indexes.
+    fn indexed(
+        &mut self,
+        tables: &CheckpointTables,
+        id: u64,
+        info: &CheckpointInfo,
+    ) -> Result<(), Error> {
+        let op = storage("verify checkpoints");
+        let thread = Some(&info.thread);
+        if tables
+            .by_thread
+            .get((info.thread.as_str(), info.covers.seq.0, id))
+            .map_err(&op)?
+            .is_none()
+        {
+            self.problem(
+                table::CHECKPOINTS_BY_THREAD,
+                thread,
+                Some(id),
+                "not indexed by thread".into(),
+            );
+        }
+        if tables.by_workflow.get((info.workflow.id.as_str(), id)).map_err(&op)?.is_none() {
+            self.problem(
+                table::CHECKPOINTS_BY_WORKFLOW,
+                thread,
+                Some(id),
+                "not indexed by workflow".into(),
+            );
+        }
+        for tag in &info.meta.tags {
+            if tables.by_tag.get((tag.as_str(), id)).map_err(&op)?.is_none() {
+                self.problem(
+                    table::CHECKPOINTS_BY_TAG,
+                    thread,
+                    Some(id),
+                    format!("not indexed by tag {tag:?}"),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Reports the index entries and snapshots that no checkpoint of `infos` accounts for.
+    fn unindexed(
+        &mut self,
+        tables: &CheckpointTables,
+        infos: &BTreeMap<u64, CheckpointInfo>,
+    ) -> Result<(), Error> {
+        let op = storage("verify checkpoints");
+        for entry in tables.by_thread.iter().map_err(&op)? {
             let (key, _) = entry.map_err(&op)?;
             let (thread, covers, id) = key.value();
             if !infos
@@ -464,11 +533,15 @@ impl Scan<'_> {
                 );
             }
         }
-        let by_workflow = (table::CHECKPOINTS_BY_WORKFLOW, &by_workflow);
-        self.unmatched(by_workflow, &infos, |i, workflow| i.workflow.id == workflow)?;
-        let by_tag = (table::CHECKPOINTS_BY_TAG, &by_tag);
-        self.unmatched(by_tag, &infos, |i, tag| i.meta.tags.iter().any(|t| t == tag))?;
-        for entry in snapshots.iter().map_err(&op)? {
+        let by_workflow = table::CHECKPOINTS_BY_WORKFLOW;
+        self.unmatched(by_workflow, &tables.by_workflow, infos, |i, workflow| {
+            i.workflow.id == workflow
+        })?;
+        let by_tag = table::CHECKPOINTS_BY_TAG;
+        self.unmatched(by_tag, &tables.by_tag, infos, |i, tag| {
+            i.meta.tags.iter().any(|t| t == tag)
+        })?;
+        for entry in tables.snapshots.iter().map_err(&op)? {
             let (key, _) = entry.map_err(&op)?;
             let id = key.value();
             if !infos.contains_key(&id)
@@ -482,14 +555,15 @@ impl Scan<'_> {
                 );
             }
         }
-        Ok(max_id)
+        Ok(())
     }
 
     /// Reports the entries `(key, id)` of the checkpoint `index` (`table`) whose checkpoint is
     /// not in `infos` or does not match the key.
     fn unmatched(
         &mut self,
-        (table, index): (&'static str, &::redb::ReadOnlyTable<(&str, u64), ()>),
+        table: &'static str,
+        index: &CheckpointIndex,
         infos: &BTreeMap<u64, CheckpointInfo>,
         matches: impl Fn(&CheckpointInfo, &str) -> bool,
     ) -> Result<(), Error> {

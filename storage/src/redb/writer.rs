@@ -27,7 +27,7 @@ use super::{apply, delete, prune};
 use crate::error::Error;
 use crate::ids::ThreadId;
 pub(crate) use crate::request::Write;
-use crate::request::{Outcome, Request};
+use crate::request::{Answer, Outcome, Request};
 use crate::store::Durability;
 
 /// Messages to the writer.
@@ -65,6 +65,26 @@ impl Callers {
     fn count(&self) -> usize {
         self.threads.len() + self.anonymous
     }
+}
+
+/// What a group gathered so far.
+#[derive(Default)]
+struct Gathered {
+    /// The reply channel of each write, in order, and its result once applied.
+    answers: Vec<Answer>,
+    results: Vec<Result<Outcome, Error>>,
+    callers: Callers,
+    /// Flush ticks, answered once the group is committed.
+    ticks: Vec<std::sync::mpsc::Sender<Result<(), Error>>>,
+    /// The events and bytes of its appends.
+    events: usize,
+    bytes: usize,
+    /// Whether a write other than an append is in it (the counters are written then).
+    removes: bool,
+    /// The reply to a close received while gathering (the writer stops after the group).
+    close: Option<std::sync::mpsc::Sender<Result<(), Error>>>,
+    /// How many times it waited for more writes.
+    waits: usize,
 }
 
 /// The writer thread's state.
@@ -117,7 +137,8 @@ impl Writer {
         counters: Counters,
         options: &super::Options,
         committed: watch::Sender<u64>,
-        (clock, intents): (Arc<dyn crate::clock::Clock>, Arc<crate::intent::WriteIntents>),
+        clock: Arc<dyn crate::clock::Clock>,
+        intents: Arc<crate::intent::WriteIntents>,
     ) -> Writer {
         let metrics = crate::telemetry::StoreMetrics::default();
         Writer {
@@ -322,26 +343,17 @@ impl Writer {
             refuse(first, &refused);
             return None;
         }
-        let durable = match self.durability {
-            Durability::Immediate => true,
-            Durability::Periodic { interval_ms } => {
-                self.clock.now().saturating_duration_since(self.last_durable)
-                    >= Duration::from_millis(interval_ms)
-            }
-            Durability::None => false,
-        };
+        let durable = self.durable_due();
         let target = self.last_group.clamp(1, self.group_max);
         let deadline = Instant::now() + self.last_commit.min(self.gather_max);
-        let mut answers = Vec::with_capacity(target);
-        let mut results = Vec::with_capacity(target);
-        let mut callers = Callers::default();
-        let mut ticks = Vec::new();
-        let (mut events, mut bytes) = (0_usize, 0_usize);
+        let mut g = Gathered {
+            answers: Vec::with_capacity(target),
+            results: Vec::with_capacity(target),
+            ..Gathered::default()
+        };
         let span = crate::telemetry::group_span("redb", durable);
         let _in_span = span.enter();
-        let mut close = None;
         let mut commit_time = Duration::ZERO;
-        let mut waits = 0;
         // A panic inside redb (a damaged page met while updating a B-tree) becomes an error here,
         // and is handled like a failed commit: the writer thread survives, the store poisons.
         let outcome = guard("commit", || {
@@ -353,70 +365,36 @@ impl Writer {
             }
             let mut cache = std::mem::take(&mut self.cache);
             let mut tables = Tables::new(&txn, &mut cache);
-            let mut removes = false;
             let mut next = Some(first);
             let applied = loop {
-                if let Some(write) = next.take() {
-                    callers.add(&write);
-                    if let Write::Append(batch, _) = &write {
-                        events += batch.events.len();
-                        bytes += crate::telemetry::batch_bytes(batch);
-                    }
-                    let (op, answer) = write.split();
-                    removes |= !matches!(op, Request::Append(..));
-                    answers.push(answer);
-                    let (result, fatal) = self.apply_one(&mut tables, op);
-                    results.push(result);
-                    if let Some(error) = fatal {
-                        break Err(error);
-                    }
+                if let Some(write) = next.take()
+                    && let Err(error) = self.apply_write(&mut tables, write, &mut g)
+                {
+                    break Err(error);
                 }
-                if answers.len() >= self.group_max {
+                if g.answers.len() >= self.group_max {
                     break Ok(());
                 }
-                let command = match rx.try_recv() {
-                    Ok(command) => command,
-                    Err(_) => {
-                        let now = Instant::now();
-                        let short = callers.count() < target;
-                        if !(short || self.intents.held() > 0) || now >= deadline {
-                            break Ok(());
-                        }
-                        waits += 1;
-                        if short {
-                            // Callers of the last group are still to come: take each write as
-                            // it arrives, so applying overlaps their sending.
-                            match rx.recv_timeout(deadline - now) {
-                                Ok(command) => command,
-                                Err(_) => break Ok(()),
-                            }
-                        } else {
-                            // Only announced writes keep the group open: sleep until their
-                            // intents are withdrawn (a runner settling) or the bound, not woken
-                            // by each batch sent meanwhile, then take what was queued at once.
-                            self.intents.wait_withdrawn(deadline);
-                            match rx.try_recv() {
-                                Ok(command) => command,
-                                Err(_) => break Ok(()),
-                            }
-                        }
-                    }
+                let Some(command) =
+                    self.next_command(rx, &g.callers, target, deadline, &mut g.waits)
+                else {
+                    break Ok(());
                 };
                 match command {
                     Command::Write(write) => next = Some(write),
                     Command::Close(reply) => {
-                        close = Some(reply);
+                        g.close = Some(reply);
                         break Ok(());
                     }
                     // Answered once this group is committed (it may be the due flush itself).
-                    Command::Tick(reply) => ticks.push(reply),
+                    Command::Tick(reply) => g.ticks.push(reply),
                     // Looked at again above: the intents may all be gone.
                     Command::Nudge => {}
                 }
             };
             // Each thread record the group changed, written once (see `Tables::stage_thread`).
             let applied = applied.and_then(|()| tables.write_staged_threads()).and_then(|()| {
-                if removes { write_counters(tables.meta()?, self.counters) } else { Ok(()) }
+                if g.removes { write_counters(tables.meta()?, self.counters) } else { Ok(()) }
             });
             self.thread_rows = tables.thread_rows;
             drop(tables);
@@ -432,22 +410,117 @@ impl Writer {
             commit_time = started.elapsed();
             committed
         });
-        self.last_group = callers.count();
+        self.last_group = g.callers.count();
         self.last_commit = commit_time;
-        self.waits = waits;
+        self.waits = g.waits;
+        self.record_group(&span, &g, commit_time, durable, outcome.is_ok());
+        let failure = self.settle(outcome, durable);
+        answer_all(g.answers, g.results, failure.as_ref());
+        for tick in g.ticks {
+            let result = self.flush_if_due();
+            drop(tick.send(result));
+        }
+        g.close
+    }
+
+    /// Records the figures of group `g` (committed in `commit`, or not: `ok`) on its span and
+    /// in the store's metrics.
+    fn record_group(
+        &self,
+        span: &tracing::Span,
+        g: &Gathered,
+        commit: Duration,
+        durable: bool,
+        ok: bool,
+    ) {
         let figures = crate::telemetry::GroupFigures {
-            writes: answers.len(),
-            events,
-            bytes,
-            commit: commit_time,
+            writes: g.answers.len(),
+            events: g.events,
+            bytes: g.bytes,
+            commit,
             durable,
-            ok: outcome.is_ok(),
+            ok,
             retries: 0,
         };
-        figures.record_on(&span);
+        figures.record_on(span);
         span.record("callers", self.last_group);
         self.metrics.group(&figures);
-        let failure = match outcome {
+    }
+
+    /// Applies `write` in the group's transaction (`tables`), noting it in `g`; an error if the
+    /// transaction is now half-written (the group stops).
+    fn apply_write(
+        &mut self,
+        tables: &mut Tables<'_, '_>,
+        write: Write,
+        g: &mut Gathered,
+    ) -> Result<(), Error> {
+        g.callers.add(&write);
+        if let Write::Append(batch, _) = &write {
+            g.events += batch.events.len();
+            g.bytes += crate::telemetry::batch_bytes(batch);
+        }
+        let (op, answer) = write.split();
+        g.removes |= !matches!(op, Request::Append(..));
+        g.answers.push(answer);
+        let (result, fatal) = self.apply_one(tables, op);
+        g.results.push(result);
+        fatal.map_or(Ok(()), Err)
+    }
+
+    /// Whether the next group commits durably: always, never, or once the interval since the
+    /// last durable commit has passed.
+    fn durable_due(&self) -> bool {
+        match self.durability {
+            Durability::Immediate => true,
+            Durability::Periodic { interval_ms } => {
+                self.clock.now().saturating_duration_since(self.last_durable)
+                    >= Duration::from_millis(interval_ms)
+            }
+            Durability::None => false,
+        }
+    }
+
+    /// The next command for the open group, or `None` when the group closes: at once if one is
+    /// queued; else, while callers of the last group are still to come, the next to arrive
+    /// before `deadline`; else, while only write intents keep it open, what is queued once they
+    /// are withdrawn (or at `deadline`). Counts each wait in `waits`.
+    fn next_command(
+        &self,
+        rx: &Receiver<Command>,
+        callers: &Callers,
+        target: usize,
+        deadline: Instant,
+        waits: &mut usize,
+    ) -> Option<Command> {
+        match rx.try_recv() {
+            Ok(command) => Some(command),
+            Err(_) => {
+                let now = Instant::now();
+                let short = callers.count() < target;
+                if !(short || self.intents.held() > 0) || now >= deadline {
+                    return None;
+                }
+                *waits += 1;
+                if short {
+                    // Callers of the last group are still to come: take each write as
+                    // it arrives, so applying overlaps their sending.
+                    rx.recv_timeout(deadline - now).ok()
+                } else {
+                    // Only announced writes keep the group open: sleep until their
+                    // intents are withdrawn (a runner settling) or the bound, not woken
+                    // by each batch sent meanwhile, then take what was queued at once.
+                    self.intents.wait_withdrawn(deadline);
+                    rx.try_recv().ok()
+                }
+            }
+        }
+    }
+
+    /// Takes a group's outcome: the durable and published marks after a commit, the store
+    /// poisoned after a failure (which is returned, for the group's writes).
+    fn settle(&mut self, outcome: Result<(), Error>, durable: bool) -> Option<Error> {
+        match outcome {
             Ok(()) => {
                 if durable {
                     self.dirty = false;
@@ -463,25 +536,7 @@ impl Writer {
                 tracing::error!(%error, "group commit failed; the store is poisoned");
                 Some(error)
             }
-        };
-        let mut results = results.into_iter();
-        for answer in answers {
-            // A write that was rejected keeps its own error (it changed nothing); one that was
-            // applied, or never reached, gets the commit's failure.
-            let result = match (results.next(), &failure) {
-                (Some(Err(rejected)), _) => Err(rejected),
-                (Some(Ok(outcome)), None) => Ok(outcome),
-                (_, Some(error)) => Err(error.clone()),
-                // One result per applied write until the first failure stops the group.
-                (None, None) => unreachable!("a write went unanswered"),
-            };
-            answer.send(result);
         }
-        for tick in ticks {
-            let result = self.flush_if_due();
-            drop(tick.send(result));
-        }
-        close
     }
 
     /// Applies one op: its result (which may be a rejection), and an error if the transaction is
@@ -536,6 +591,22 @@ impl Writer {
     }
 }
 
+/// Answers each write of a group: a write that was rejected keeps its own error (it changed
+/// nothing); one that was applied, or never reached, gets the commit's `failure`.
+fn answer_all(answers: Vec<Answer>, results: Vec<Result<Outcome, Error>>, failure: Option<&Error>) {
+    let mut results = results.into_iter();
+    for answer in answers {
+        let result = match (results.next(), failure) {
+            (Some(Err(rejected)), _) => Err(rejected),
+            (Some(Ok(outcome)), None) => Ok(outcome),
+            (_, Some(error)) => Err(error.clone()),
+            // One result per applied write until the first failure stops the group.
+            (None, None) => unreachable!("a write went unanswered"),
+        };
+        answer.send(result);
+    }
+}
+
 /// A write whose planning failed. A logical failure (a guard, a held lock, an unknown thread, a
 /// record that fails its checks) rejects only that write: planning wrote nothing. An error from
 /// the storage engine itself (an I/O error, a table redb cannot open) fails the whole group, like
@@ -578,9 +649,10 @@ mod tests {
         let db = Database::create(dir.join("writer.redb")).expect("create");
         super::super::initialise(&db).expect("initialise");
         let options = super::super::Options::default().with_durability(Durability::None);
-        let parts =
-            (Arc::new(crate::clock::SystemClock) as _, crate::intent::WriteIntents::new(|| {}));
-        Writer::new(Arc::new(db), Counters::default(), &options, watch::channel(0).0, parts)
+        let (clock, intents) =
+            (Arc::new(crate::clock::SystemClock), crate::intent::WriteIntents::new(|| {}));
+        let committed = watch::channel(0).0;
+        Writer::new(Arc::new(db), Counters::default(), &options, committed, clock, intents)
     }
 
     /// A write of `batch`, and where its answer comes.

@@ -1,4 +1,5 @@
 //! Checking a reopened image against what was acknowledged and what was in flight.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use cairn_storage::{Append, Catalog, Maintenance, ThreadLog};
 use std::collections::BTreeMap;

@@ -4,6 +4,7 @@
 //! correlation index, and whole-thread deletion. (The
 //! random model test runs on both too: `model.rs`, `pg.rs`; damage is backend-specific: the
 //! bitflip test for a file, `pg::damage_in_bytea_is_found_by_reads_and_verify` for `bytea`.)
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -2,6 +2,7 @@
 //! prunes, whole-thread deletes (after which a thread's id starts again at seq 1) and reopens, run against the store and an in-memory model; everything read back must
 //! equal the model. The seed is fixed, so the run is deterministic; proptest prints the failing
 //! sequence (shrunk) if one fails.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -4,6 +4,7 @@
 //! short through the URL, as a user would), say the database is unreachable, keep its async
 //! callers suspended rather than blocked while its writer waits, and go on by itself once the
 //! network is back.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use cairn_storage::{Append, Backend, Maintenance, ThreadLog};
 use std::sync::Arc;

@@ -2,6 +2,7 @@
 //! (input, a timer, a budget stop, the planned cancel or pause), removes it once it has ended
 //! if its plan says so (deleted, or by a retention pass), recording what the engine
 //! acknowledged.
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,6 +20,7 @@ use proptest::test_runner::TestCaseError;
 use tokio::sync::Notify;
 
 use super::gates::Gates;
+use super::schedule::Books;
 use super::{Acc, Db, Limit, NEVER_MS, Plan, Remove, STUCK_SECS, Signals, answer, strict, tid};
 use crate::crash::Dying;
 
@@ -764,9 +766,8 @@ impl Run<'_> {
         let schedules = self.plan.schedules.iter().enumerate().map(|(k, sp)| {
             let prior = self.prior.get(&super::schedule::ack_key(k)).cloned().unwrap_or_default();
             async move {
-                let (engine, clock, acks) = (&self.engine, &self.clock, &self.acks);
-                super::schedule::drive(engine, clock, sp, k, &prior, acks, self.tally, &self.dying)
-                    .await
+                let books = Books { acks: &self.acks, tally: self.tally, dying: &self.dying };
+                super::schedule::drive(&self.engine, &self.clock, sp, k, &prior, books).await
             }
         });
         let (ended, schedules) = futures::join!(
@@ -791,22 +792,29 @@ pub(super) struct Hooks<'a> {
     pub(super) gates: &'a Gates,
 }
 
+/// A case as each of its runs sees it: its workflow, its plan, the clock the run moves, and
+/// what its nodes call back into.
+#[derive(Clone, Copy)]
+pub(super) struct Case<'a> {
+    pub(super) wf: &'a Workflow<Acc>,
+    pub(super) plan: &'a Plan,
+    pub(super) clock: &'a ManualClock,
+    pub(super) hooks: Hooks<'a>,
+}
+
 /// Runs a case's plan on database `db`: to the end, or with `crash_after` until the
 /// store dies after that many appends, leaving the threads of `skip` alone, the schedule
 /// drivers going on from what `prior` acknowledged. Returns the
 /// appends made and what was acknowledged.
-#[allow(clippy::too_many_arguments, reason = "test driver: the case and its run's knobs")]
 pub(super) async fn run(
     db: &Db,
-    wf: &Workflow<Acc>,
-    plan: &Plan,
-    clock: &ManualClock,
-    hooks: Hooks<'_>,
+    case: Case<'_>,
     crash_after: Option<i64>,
     tally: &Tally,
     skip: &BTreeSet<usize>,
     prior: &BTreeMap<String, Acked>,
 ) -> Result<(u64, BTreeMap<String, Acked>), TestCaseError> {
+    let Case { wf, plan, clock, hooks } = case;
     // Before the open: recovery may resume a thread straight into its hang node.
     let Hooks { signals, gates } = hooks;
     let hang_signals = signals.reset(plan.threads.len());

@@ -18,6 +18,7 @@
 //! The threads ticks start wait for input forever: no retention pass prunes one the check
 //! looks for. In a case with retention passes, schedules have no end and are not deleted (a
 //! pass would prune their finished threads before the check).
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::sync::atomic::Ordering;
 
@@ -145,19 +146,26 @@ pub(super) fn plans() -> impl Strategy<Value = Vec<SchedulePlan>> {
     prop::collection::vec(one, 0..3)
 }
 
+/// Where a run's drivers account for what they did: what was acknowledged, the tallies, and
+/// the run's store (to count the crashes that land during a control call).
+#[derive(Clone, Copy)]
+pub(super) struct Books<'a> {
+    pub(super) acks: &'a super::driver::AckMap,
+    pub(super) tally: &'a Tally,
+    pub(super) dying: &'a crate::crash::Dying,
+}
+
 /// What schedule `k`'s driver does in one engine run, from where the run before it (a crashed
 /// one) left off: `prior`.
-#[allow(clippy::too_many_arguments, reason = "test driver: the run's engine, clock and books")]
 pub(super) async fn drive(
     engine: &Engine,
     clock: &ManualClock,
     plan: &SchedulePlan,
     k: usize,
     prior: &Acked,
-    acks: &super::driver::AckMap,
-    tally: &Tally,
-    dying: &crate::crash::Dying,
+    books: Books<'_>,
 ) -> Result<(), cairn::Error> {
+    let Books { acks, tally, dying } = books;
     let name = name(k);
     let key = ack_key(k);
     // Step 0 is the create; step i > 0 is action i - 1.

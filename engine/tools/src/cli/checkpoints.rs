@@ -317,21 +317,7 @@ pub(super) async fn prune(args: PruneArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         open_writable(&args.common.db, wfs).await?
     };
     let store = engine.store().clone();
-    let threads: Vec<ThreadId> = match &args.thread {
-        Some(t) => vec![record_of(&engine, t).await?.id],
-        None => {
-            let mut all = Vec::new();
-            loop {
-                let page = Page { limit: 500, offset: all.len() };
-                let batch = store.list_threads(&ThreadFilter::default(), page).await?;
-                let done = batch.len() < 500;
-                all.extend(batch.into_iter().map(|r| r.id));
-                if done {
-                    break all;
-                }
-            }
-        }
-    };
+    let threads = threads_to_prune(&engine, args.thread.as_deref()).await?;
     let bar = progress(threads.len() as u64, "prune");
     let (mut events, mut checkpoints, mut pruned_threads) = (0u64, 0u64, 0u64);
     let mut rows = Vec::new();
@@ -382,9 +368,41 @@ pub(super) async fn prune(args: PruneArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
             "dry_run": args.dry_run,
         }));
     }
+    print_pruned(&rows);
+    if args.dry_run {
+        print_text("dry run: nothing was removed");
+    } else {
+        print_text(&format!(
+            "pruned {pruned_threads} threads: {events} events and {checkpoints} checkpoints removed; every thread restores from its latest checkpoint"
+        ));
+    }
+    Ok(())
+}
+
+/// The threads a prune goes through: `thread`, or every thread.
+async fn threads_to_prune(engine: &Engine, thread: Option<&str>) -> anyhow::Result<Vec<ThreadId>> {
+    Ok(match thread {
+        Some(t) => vec![record_of(engine, t).await?.id],
+        None => {
+            let mut all = Vec::new();
+            loop {
+                let page = Page { limit: 500, offset: all.len() };
+                let batch = engine.store().list_threads(&ThreadFilter::default(), page).await?;
+                let done = batch.len() < 500;
+                all.extend(batch.into_iter().map(|r| r.id));
+                if done {
+                    break all;
+                }
+            }
+        }
+    })
+}
+
+/// Prints the table of what a prune removed (or would remove) from each thread.
+fn print_pruned(rows: &[PruneRow]) {
     let mut table = Table::new(&["THREAD", "KEEP CHECKPOINT", "FROM SEQ", "EVENTS", "CHECKPOINTS"]);
     let text = |n: Option<u64>| n.map(|n| n.to_string()).unwrap_or_default();
-    for r in &rows {
+    for r in rows {
         table.row(vec![
             r.thread.clone(),
             r.keep_checkpoint.map_or("none: nothing pruned".into(), |i| i.to_string()),
@@ -394,12 +412,4 @@ pub(super) async fn prune(args: PruneArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         ]);
     }
     print_text(&table.render());
-    if args.dry_run {
-        print_text("dry run: nothing was removed");
-    } else {
-        print_text(&format!(
-            "pruned {pruned_threads} threads: {events} events and {checkpoints} checkpoints removed; every thread restores from its latest checkpoint"
-        ));
-    }
-    Ok(())
 }

@@ -63,33 +63,9 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
     // The workflows are registered after the open, so that its recovery finds nothing to
     // resume; the explicit recovery below then resumes what an earlier run left unfinished and
     // reports it (the open's own report is not kept).
-    let builder = Engine::builder(&args.db).seed(7).concurrency(4).lease_ttl_ms(args.lease_ttl_ms);
-    let is_url = cairn::api::builder::is_postgres_url(&args.db);
-    let (engine, server) = if args.no_serve || is_url {
-        (builder.open().await.map_err(|e| super::common::open_error(&args.db, e))?, None)
-    } else {
-        let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-        let mut options = crate::serve::ServeOptions::new(loopback);
-        // Installed before the engine opens, so that its handles record into it: `/metrics`.
-        options.prometheus = super::serve::prometheus();
-        let (engine, server) = crate::serve::ServingBuilder::new(builder, loopback)
-            .options(options)
-            .open()
-            .await
-            .map_err(|e| super::common::open_error(&args.db, e))?;
-        (engine, Some(server))
-    };
+    let (engine, server) = open(&args).await?;
     if let Some(k) = args.crash_after_steps {
-        let db = args.db.display().to_string();
-        let said = std::sync::Once::new();
-        engine.on_step(Arc::new(move |_thread, _step, total| {
-            if total >= k {
-                said.call_once(|| say_abort(total, &db));
-                // An abrupt end, as a power cut or kill -9 would be: no destructors, no flush
-                // beyond what each acknowledged commit already made durable.
-                std::process::abort();
-            }
-        }));
+        abort_after_steps(&engine, k, &args.db);
     }
     engine.register(&wf)?;
     super::common::register(&engine, &extra)?;
@@ -156,6 +132,41 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
     }
     let all_done = rows.iter().all(|(_, o)| o.status == ThreadStatus::Completed);
     Ok(if all_done { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_FAILED) })
+}
+
+/// The demo's engine on `args.db`, serving its endpoint on a loopback port unless told not to
+/// (or on a PostgreSQL database).
+async fn open(args: &DemoArgs) -> anyhow::Result<(Engine, Option<crate::serve::Server>)> {
+    let builder = Engine::builder(&args.db).seed(7).concurrency(4).lease_ttl_ms(args.lease_ttl_ms);
+    let is_url = cairn::api::builder::is_postgres_url(&args.db);
+    Ok(if args.no_serve || is_url {
+        (builder.open().await.map_err(|e| super::common::open_error(&args.db, e))?, None)
+    } else {
+        let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        let mut options = crate::serve::ServeOptions::new(loopback);
+        // Installed before the engine opens, so that its handles record into it: `/metrics`.
+        options.prometheus = super::serve::prometheus();
+        let (engine, server) = crate::serve::ServingBuilder::new(builder, loopback)
+            .options(options)
+            .open()
+            .await
+            .map_err(|e| super::common::open_error(&args.db, e))?;
+        (engine, Some(server))
+    })
+}
+
+/// Makes the process abort once `engine` has run `k` steps in all, as a power cut would.
+fn abort_after_steps(engine: &Engine, k: u64, db: &std::path::Path) {
+    let db = db.display().to_string();
+    let said = std::sync::Once::new();
+    engine.on_step(Arc::new(move |_thread, _step, total| {
+        if total >= k {
+            said.call_once(|| say_abort(total, &db));
+            // An abrupt end, as a power cut or kill -9 would be: no destructors, no flush
+            // beyond what each acknowledged commit already made durable.
+            std::process::abort();
+        }
+    }));
 }
 
 /// The line `--crash-after-steps` prints before it aborts (on stderr: unbuffered, and apart

@@ -122,15 +122,7 @@ pub(super) async fn start(args: StartArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
             return through_endpoint(&args, answer, wait.map(|w| (w, started))).await;
         }
         if wait.is_some() {
-            return Err(fail(
-                EXIT_FAILED,
-                format!(
-                    "no engine serves {d}, so none would run the thread while this waits: start \
-                     one (`cairn serve --db {d}`) and start the thread through it, or start it \
-                     without --wait (it runs when an engine opens the file)",
-                    d = db.display()
-                ),
-            ));
+            return Err(nothing_runs_it(&db));
         }
     }
     let engine = open_writable(&db, wfs).await?;
@@ -176,23 +168,7 @@ pub(super) async fn start(args: StartArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
     if args.common.json {
         print_json(&out)?;
     } else {
-        let d = db.display();
-        let (line, next) = match (&args.queue, status) {
-            (Some(queue), cairn::ThreadStatus::Queued) => {
-                (format!(" (in line on queue {queue})"), "admits it as the queue's limits allow")
-            }
-            _ => (String::new(), "runs it"),
-        };
-        print_text(&if created {
-            format!(
-                "{thread}: written {}{line} in {d}, not run by this command: the next engine \
-                 that opens it {next} (`cairn serve --db {d}`, `cairn worker --db {d}`, an \
-                 application)",
-                status.as_str()
-            )
-        } else {
-            format!("{thread}: exists in {d} ({}), not started again", status.as_str())
-        });
+        say_written(&args, &thread, created, status);
         if let Some(Ok(result)) = &waited {
             print_text(&result::text_of(result));
         }
@@ -201,6 +177,42 @@ pub(super) async fn start(args: StartArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         Some(answer) => result::verdict(&answer?.result, &thread),
         None => Ok(()),
     }
+}
+
+/// The refusal of a start told to wait on a file no engine serves: nothing would run the
+/// thread meanwhile.
+fn nothing_runs_it(db: &std::path::Path) -> anyhow::Error {
+    fail(
+        EXIT_FAILED,
+        format!(
+            "no engine serves {d}, so none would run the thread while this waits: start \
+             one (`cairn serve --db {d}`) and start the thread through it, or start it \
+             without --wait (it runs when an engine opens the file)",
+            d = db.display()
+        ),
+    )
+}
+
+/// Says that thread `thread` was written to the file (`created`, or it existed) in `status`,
+/// and what runs it.
+fn say_written(args: &StartArgs, thread: &str, created: bool, status: cairn::ThreadStatus) {
+    let d = args.common.db.display();
+    let (line, next) = match (&args.queue, status) {
+        (Some(queue), cairn::ThreadStatus::Queued) => {
+            (format!(" (in line on queue {queue})"), "admits it as the queue's limits allow")
+        }
+        _ => (String::new(), "runs it"),
+    };
+    print_text(&if created {
+        format!(
+            "{thread}: written {}{line} in {d}, not run by this command: the next engine \
+             that opens it {next} (`cairn serve --db {d}`, `cairn worker --db {d}`, an \
+             application)",
+            status.as_str()
+        )
+    } else {
+        format!("{thread}: exists in {d} ({}), not started again", status.as_str())
+    });
 }
 
 /// Reports a start the engine serving the file made, after waiting (`wait`: how long in all,

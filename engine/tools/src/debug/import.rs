@@ -63,16 +63,7 @@ impl Operator {
         if self.engine.store().thread(&id).await?.is_some() {
             return Err(Error::Invalid(format!("thread {id} exists in this database already")));
         }
-        let mut record = ThreadRecord::new(id.clone(), bundle.metadata.workflow.clone(), 0);
-        record.status = meta.status;
-        record.created_at_ms = meta.created_at_ms;
-        record.updated_at_ms = meta.updated_at_ms;
-        record.labels = meta.labels.clone();
-        record.parent = match &meta.parent {
-            Some(p) => Some((ThreadId::new(p.thread.clone())?, Seq(p.seq))),
-            None => None,
-        };
-        record.summary = summary_bytes(&bundle.state);
+        let record = record_of(bundle, &id)?;
         let no_checkpoints: [BundleCheckpoint; 0] = [];
         let checkpoints = bundle.checkpoints.as_deref().unwrap_or(&no_checkpoints);
         let mut next_cp = 0;
@@ -131,6 +122,22 @@ impl Operator {
         }
         Ok(id)
     }
+}
+
+/// The record of thread `id` as `bundle` describes it.
+fn record_of(bundle: &Bundle, id: &ThreadId) -> Result<ThreadRecord, Error> {
+    let meta = &bundle.metadata.thread;
+    let mut record = ThreadRecord::new(id.clone(), bundle.metadata.workflow.clone(), 0);
+    record.status = meta.status;
+    record.created_at_ms = meta.created_at_ms;
+    record.updated_at_ms = meta.updated_at_ms;
+    record.labels = meta.labels.clone();
+    record.parent = match &meta.parent {
+        Some(p) => Some((ThreadId::new(p.thread.clone())?, Seq(p.seq))),
+        None => None,
+    };
+    record.summary = summary_bytes(&bundle.state);
+    Ok(record)
 }
 
 /// Batches being written for one import.

@@ -89,17 +89,7 @@ pub(crate) fn bundle(v: &Value) -> Result<Bundle, Error> {
         return Err(bad(list_path, detail));
     }
     let mut conv = Converter::default();
-    let created = Body::ThreadCreated {
-        workflow: workflow.clone(),
-        input: Value::Null,
-        frontier: Vec::new(),
-        labels: BTreeMap::new(),
-        fork: None,
-        arrivals: BTreeMap::new(),
-        visits: BTreeMap::new(),
-        policy: Default::default(),
-        seed: None,
-    };
+    let created = created(&workflow);
     let mut events = EventsExport::default();
     let mut bodies = vec![(1, created.clone())];
     push(&mut events, 1, "thread-created".into(), state.created_at_ms, None, created)?;
@@ -124,19 +114,7 @@ pub(crate) fn bundle(v: &Value) -> Result<Bundle, Error> {
             Some(checkpoints(v, &o.at("checkpoints"), &state, &workflow, &steps_at, status)?)
         }
     };
-    let mut custom: BTreeMap<String, Value> = BTreeMap::new();
-    let mut platform = "unknown".to_owned();
-    if let Some(m) = o.opt("metadata") {
-        for (k, v) in &Obj::new(m, &o.at("metadata"))?.map.clone() {
-            match (k.as_str(), v) {
-                ("platform", Value::String(p)) => platform.clone_from(p),
-                _ => drop(custom.insert(k.clone(), v.clone())),
-            }
-        }
-    }
-    if !left.is_empty() {
-        custom.insert("seedPayloads".into(), Value::Object(left.into_iter().collect()));
-    }
+    let (platform, custom) = platform_and_custom(&o, left)?;
     let tool_results_summary = tool_results(bodies.iter().map(|(s, b)| (*s, b)))?;
     Ok(Bundle {
         version: BUNDLE_VERSION.to_owned(),
@@ -166,6 +144,43 @@ pub(crate) fn bundle(v: &Value) -> Result<Bundle, Error> {
             source_version: Some(SEED_VERSION.to_owned()),
         },
     })
+}
+
+/// The creation event of a thread of the seed workflow `workflow`.
+fn created(workflow: &WorkflowRef) -> Body {
+    Body::ThreadCreated {
+        workflow: workflow.clone(),
+        input: Value::Null,
+        frontier: Vec::new(),
+        labels: BTreeMap::new(),
+        fork: None,
+        arrivals: BTreeMap::new(),
+        visits: BTreeMap::new(),
+        policy: Default::default(),
+        seed: None,
+    }
+}
+
+/// The platform the seed bundle's metadata names ("unknown" if none), and the rest of its
+/// metadata, with the payloads no body took (`left`).
+fn platform_and_custom(
+    o: &Obj<'_>,
+    left: BTreeMap<String, Value>,
+) -> Result<(String, BTreeMap<String, Value>), Error> {
+    let mut custom: BTreeMap<String, Value> = BTreeMap::new();
+    let mut platform = "unknown".to_owned();
+    if let Some(m) = o.opt("metadata") {
+        for (k, v) in &Obj::new(m, &o.at("metadata"))?.map.clone() {
+            match (k.as_str(), v) {
+                ("platform", Value::String(p)) => platform.clone_from(p),
+                _ => drop(custom.insert(k.clone(), v.clone())),
+            }
+        }
+    }
+    if !left.is_empty() {
+        custom.insert("seedPayloads".into(), Value::Object(left.into_iter().collect()));
+    }
+    Ok((platform, custom))
 }
 
 /// Appends the bundle event of `body` at `seq`.

@@ -178,60 +178,8 @@ impl Converter {
                     usage: Usage::default(),
                 }
             }
-            EventKind::ToolCalled => {
-                let task = e.task("tool_call")?;
-                let tool = e.meta_str("toolName")?.ok_or_else(|| {
-                    bad(e.at("metadata.toolName"), "missing field: a tool_call names its tool")
-                })?;
-                let calls = self.calls.entry(task.node.clone()).or_default();
-                let call = u32::try_from(calls.len()).unwrap_or(u32::MAX);
-                calls.push((tool.clone(), e.timestamp));
-                Body::ToolCalled {
-                    step,
-                    attempt: self.attempt(&task),
-                    task,
-                    call,
-                    name: tool,
-                    permission: None,
-                    input: e.data("input", left),
-                    values: Vec::new(),
-                }
-            }
-            EventKind::ToolReturned => {
-                let task = e.task("tool_result")?;
-                let calls = self.calls.get(&task.node).map(Vec::as_slice).unwrap_or_default();
-                let last_call = calls.last().cloned();
-                let tool = match (e.meta_str("toolName")?, &last_call) {
-                    (Some(t), _) => t,
-                    (None, Some((t, _))) => t.clone(),
-                    (None, None) => {
-                        return Err(bad(
-                            e.at("metadata.toolName"),
-                            "missing field: a tool_result with no tool_call before it names its tool",
-                        ));
-                    }
-                };
-                let call = u32::try_from(calls.len().saturating_sub(1)).unwrap_or(u32::MAX);
-                let since = last_call.map_or(e.timestamp, |(_, at)| at);
-                let output = if e.failed {
-                    Err(ToolError::fatal(e.meta_str("error")?.unwrap_or_else(|| e.summary.clone())))
-                } else {
-                    Ok(e.data("output", left))
-                };
-                Body::ToolReturned {
-                    step,
-                    attempt: self.attempt(&task),
-                    task,
-                    call,
-                    name: tool,
-                    output,
-                    usage: Usage::default(),
-                    models: BTreeMap::new(),
-                    duration_ms: e
-                        .meta_u64("duration")?
-                        .unwrap_or(e.timestamp.saturating_sub(since)),
-                }
-            }
+            EventKind::ToolCalled => self.tool_called(e, step, left)?,
+            EventKind::ToolReturned => self.tool_returned(e, step, left)?,
             EventKind::NodeFailed => {
                 let task = e.task(name)?;
                 let message = e.meta_str("error")?.unwrap_or_else(|| e.summary.clone());
@@ -261,25 +209,95 @@ impl Converter {
                 description: e.summary.clone(),
                 checkpoint: None,
             },
-            EventKind::BudgetWarning | EventKind::BudgetExceeded => {
-                let missing = |k: &str| bad(e.at(&format!("metadata.{k}")), "missing field");
-                let budget = e.meta_str("budget")?.ok_or_else(|| missing("budget"))?;
-                let used = e.meta_u64("used")?.ok_or_else(|| missing("used"))?;
-                let limit = e.meta_u64("limit")?.ok_or_else(|| missing("limit"))?;
-                let body = Body::Budget { budget, used, limit };
-                if body.kind() != e.kind {
-                    let detail = format!("{used} of {limit} is not a {name} (type)");
-                    return Err(bad(e.at("metadata.used"), detail));
-                }
-                body
-            }
+            EventKind::BudgetWarning | EventKind::BudgetExceeded => budget(e, name)?,
             other => unreachable!("seed_event_kind never gives {other}"),
+        })
+    }
+
+    /// The body of `tool_call` event `e` of `step` (its input taken from `left`).
+    fn tool_called(
+        &mut self,
+        e: &SeedEvent,
+        step: u64,
+        left: &mut BTreeMap<String, Value>,
+    ) -> Result<Body, Error> {
+        let task = e.task("tool_call")?;
+        let tool = e.meta_str("toolName")?.ok_or_else(|| {
+            bad(e.at("metadata.toolName"), "missing field: a tool_call names its tool")
+        })?;
+        let calls = self.calls.entry(task.node.clone()).or_default();
+        let call = u32::try_from(calls.len()).unwrap_or(u32::MAX);
+        calls.push((tool.clone(), e.timestamp));
+        Ok(Body::ToolCalled {
+            step,
+            attempt: self.attempt(&task),
+            task,
+            call,
+            name: tool,
+            permission: None,
+            input: e.data("input", left),
+            values: Vec::new(),
+        })
+    }
+
+    /// The body of `tool_result` event `e` of `step` (its output taken from `left`): the call
+    /// it answers is the task's last.
+    fn tool_returned(
+        &self,
+        e: &SeedEvent,
+        step: u64,
+        left: &mut BTreeMap<String, Value>,
+    ) -> Result<Body, Error> {
+        let task = e.task("tool_result")?;
+        let calls = self.calls.get(&task.node).map(Vec::as_slice).unwrap_or_default();
+        let last_call = calls.last().cloned();
+        let tool = match (e.meta_str("toolName")?, &last_call) {
+            (Some(t), _) => t,
+            (None, Some((t, _))) => t.clone(),
+            (None, None) => {
+                return Err(bad(
+                    e.at("metadata.toolName"),
+                    "missing field: a tool_result with no tool_call before it names its tool",
+                ));
+            }
+        };
+        let call = u32::try_from(calls.len().saturating_sub(1)).unwrap_or(u32::MAX);
+        let since = last_call.map_or(e.timestamp, |(_, at)| at);
+        let output = if e.failed {
+            Err(ToolError::fatal(e.meta_str("error")?.unwrap_or_else(|| e.summary.clone())))
+        } else {
+            Ok(e.data("output", left))
+        };
+        Ok(Body::ToolReturned {
+            step,
+            attempt: self.attempt(&task),
+            task,
+            call,
+            name: tool,
+            output,
+            usage: Usage::default(),
+            models: BTreeMap::new(),
+            duration_ms: e.meta_u64("duration")?.unwrap_or(e.timestamp.saturating_sub(since)),
         })
     }
 
     fn attempt(&self, task: &TaskKey) -> u32 {
         self.attempt.get(&task.node).copied().unwrap_or(1)
     }
+}
+
+/// The body of budget event `e` (`name`: its seed type), which must agree with its figures.
+fn budget(e: &SeedEvent, name: &str) -> Result<Body, Error> {
+    let missing = |k: &str| bad(e.at(&format!("metadata.{k}")), "missing field");
+    let budget = e.meta_str("budget")?.ok_or_else(|| missing("budget"))?;
+    let used = e.meta_u64("used")?.ok_or_else(|| missing("used"))?;
+    let limit = e.meta_u64("limit")?.ok_or_else(|| missing("limit"))?;
+    let body = Body::Budget { budget, used, limit };
+    if body.kind() != e.kind {
+        let detail = format!("{used} of {limit} is not a {name} (type)");
+        return Err(bad(e.at("metadata.used"), detail));
+    }
+    Ok(body)
 }
 
 /// Whether the next of `later` about `node` is a `retry`.

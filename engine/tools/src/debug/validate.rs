@@ -10,7 +10,7 @@ use cairn_storage::limits::{
 use cairn_storage::{CheckpointMeta, ThreadId, WorkflowRef};
 use serde_json::Value;
 
-use super::bundle::{BUNDLE_EVENTS_MAX, BUNDLE_FIRST_SEQ_MAX, Bundle};
+use super::bundle::{BUNDLE_EVENTS_MAX, BUNDLE_FIRST_SEQ_MAX, Bundle, BundleEvent};
 use super::reader::{bad, decode};
 use cairn::core::event::Body;
 use cairn::core::thread_ctx::Snapshot;
@@ -73,6 +73,23 @@ impl Bundle {
     /// Validates the bundle and returns its events' bodies, in seq order (`None` for a body
     /// dropped on export).
     pub(crate) fn checked_bodies(&self) -> Result<Vec<Option<Body>>, Error> {
+        let id = self.checked_metadata()?;
+        let first = self.first_seq()?;
+        let events = &self.events.events;
+        let last = (first + events.len() as u64).saturating_sub(1);
+        let mut used = BTreeSet::new();
+        let mut bodies = Vec::with_capacity(events.len());
+        for (i, e) in events.iter().enumerate() {
+            bodies.push(self.checked_body(i, e, first, &mut used)?);
+        }
+        self.check_payloads(&used)?;
+        self.check_ends(&id, first, last)?;
+        self.check_checkpoints(&id, first, last)?;
+        Ok(bodies)
+    }
+
+    /// Checks the bundle's version and metadata; returns its thread's id.
+    fn checked_metadata(&self) -> Result<ThreadId, Error> {
         check_version(&self.version)?;
         let thread = &self.metadata.thread;
         let id = ThreadId::new(thread.id.clone())
@@ -93,6 +110,12 @@ impl Bundle {
             ThreadId::new(parent.thread.clone())
                 .map_err(|e| bad("$.metadata.thread.parent.thread", e.to_string()))?;
         }
+        Ok(id)
+    }
+
+    /// The seq of the bundle's first event (or, without events, the one after its base).
+    fn first_seq(&self) -> Result<u64, Error> {
+        let thread = &self.metadata.thread;
         let events = &self.events.events;
         // A bundle of a pruned thread whose checkpoint covers its whole stored log holds no
         // event: it is its base, and the thread goes on (or ended) at the base's seq.
@@ -112,60 +135,69 @@ impl Bundle {
                 format!("the first seq must be in 1..={BUNDLE_FIRST_SEQ_MAX}, found {first}"),
             ));
         }
-        let last = (first + events.len() as u64).saturating_sub(1);
-        let mut used = BTreeSet::new();
-        let mut bodies = Vec::with_capacity(events.len());
-        for (i, e) in events.iter().enumerate() {
-            let path = format!("$.events.events[{i}]");
-            let expected = first + i as u64;
-            if e.seq != expected {
-                return Err(bad(
-                    format!("{path}.seq"),
-                    format!("expected seq {expected} (seqs have no gaps), found {}", e.seq),
-                ));
-            }
-            check_text(&e.id, &format!("{path}.id"))?;
-            at_most!(format!("{path}.summary"), e.summary.len(), SUMMARY_BYTES_MAX);
-            let node_len = e.node_id.as_ref().map_or(0, String::len);
-            at_most!(format!("{path}.nodeId"), node_len, NODE_NAME_BYTES_MAX);
-            let (value, body_path) = match (&e.payload_ref, &e.metadata) {
-                (Some(_), Some(_)) => {
-                    return Err(bad(path, "has both payloadRef and metadata (inline body)"));
-                }
-                (None, None) => {
-                    return Err(bad(path, "has neither payloadRef nor metadata (body)"));
-                }
-                (None, Some(v)) => (v, format!("{path}.metadata")),
-                (Some(r), None) if self.events.dropped.contains_key(r) => {
-                    used.insert(r.as_str());
-                    bodies.push(None);
-                    continue;
-                }
-                (Some(r), None) => {
-                    let v = self.events.payloads.get(r).ok_or_else(|| {
-                        bad(format!("{path}.payloadRef"), format!("dangling payload reference {r}"))
-                    })?;
-                    used.insert(r.as_str());
-                    (v, key_path("$.events.payloads", r))
-                }
-            };
-            at_most!(body_path, serde_json::to_vec(value)?.len(), PAYLOAD_BYTES_MAX);
-            let body: Body = decode(value, &body_path)?;
-            check_body(&body, e.seq, &path, &body_path)?;
-            if e.kind != body.kind() {
-                let detail = format!("says {} but the body is a {} event", e.kind, body.kind());
-                return Err(bad(format!("{path}.type"), detail));
-            }
-            if e.status != body.status() {
-                let detail =
-                    format!("says {} but the body's status is {}", e.status, body.status());
-                return Err(bad(format!("{path}.status"), detail));
-            }
-            if e.node_id.as_deref() != body.node() {
-                return Err(bad(format!("{path}.nodeId"), "does not match the body's node"));
-            }
-            bodies.push(Some(body));
+        Ok(first)
+    }
+
+    /// Checks event `e`, the `i`th (the first at seq `first`), and returns its body (`None`:
+    /// dropped on export), noting the payload it references in `used`.
+    fn checked_body<'a>(
+        &'a self,
+        i: usize,
+        e: &'a BundleEvent,
+        first: u64,
+        used: &mut BTreeSet<&'a str>,
+    ) -> Result<Option<Body>, Error> {
+        let path = format!("$.events.events[{i}]");
+        let expected = first + i as u64;
+        if e.seq != expected {
+            return Err(bad(
+                format!("{path}.seq"),
+                format!("expected seq {expected} (seqs have no gaps), found {}", e.seq),
+            ));
         }
+        check_text(&e.id, &format!("{path}.id"))?;
+        at_most!(format!("{path}.summary"), e.summary.len(), SUMMARY_BYTES_MAX);
+        let node_len = e.node_id.as_ref().map_or(0, String::len);
+        at_most!(format!("{path}.nodeId"), node_len, NODE_NAME_BYTES_MAX);
+        let (value, body_path) = match (&e.payload_ref, &e.metadata) {
+            (Some(_), Some(_)) => {
+                return Err(bad(path, "has both payloadRef and metadata (inline body)"));
+            }
+            (None, None) => {
+                return Err(bad(path, "has neither payloadRef nor metadata (body)"));
+            }
+            (None, Some(v)) => (v, format!("{path}.metadata")),
+            (Some(r), None) if self.events.dropped.contains_key(r) => {
+                used.insert(r.as_str());
+                return Ok(None);
+            }
+            (Some(r), None) => {
+                let v = self.events.payloads.get(r).ok_or_else(|| {
+                    bad(format!("{path}.payloadRef"), format!("dangling payload reference {r}"))
+                })?;
+                used.insert(r.as_str());
+                (v, key_path("$.events.payloads", r))
+            }
+        };
+        at_most!(body_path, serde_json::to_vec(value)?.len(), PAYLOAD_BYTES_MAX);
+        let body: Body = decode(value, &body_path)?;
+        check_body(&body, e.seq, &path, &body_path)?;
+        if e.kind != body.kind() {
+            let detail = format!("says {} but the body is a {} event", e.kind, body.kind());
+            return Err(bad(format!("{path}.type"), detail));
+        }
+        if e.status != body.status() {
+            let detail = format!("says {} but the body's status is {}", e.status, body.status());
+            return Err(bad(format!("{path}.status"), detail));
+        }
+        if e.node_id.as_deref() != body.node() {
+            return Err(bad(format!("{path}.nodeId"), "does not match the body's node"));
+        }
+        Ok(Some(body))
+    }
+
+    /// Checks that every payload and dropped body is referenced (`used`) and well formed.
+    fn check_payloads(&self, used: &BTreeSet<&str>) -> Result<(), Error> {
         for (key, bytes) in &self.events.dropped {
             let path = key_path("$.events.dropped", key);
             if !used.contains(key.as_str()) {
@@ -191,6 +223,13 @@ impl Bundle {
                 return Err(bad(path, "the body does not hash to its reference"));
             }
         }
+        Ok(())
+    }
+
+    /// Checks the thread's first and last seq, its state and its base against the events
+    /// (`first`..=`last`) of thread `id`.
+    fn check_ends(&self, id: &ThreadId, first: u64, last: u64) -> Result<(), Error> {
+        let thread = &self.metadata.thread;
         if thread.first_seq != first {
             let detail = format!("the events start at seq {first}, not {}", thread.first_seq);
             return Err(bad("$.metadata.thread.first_seq", detail));
@@ -199,7 +238,7 @@ impl Bundle {
             let detail = format!("the events end at seq {last}, not {}", thread.last_seq);
             return Err(bad("$.metadata.thread.last_seq", detail));
         }
-        check_snapshot(&self.state, &id, "$.state")?;
+        check_snapshot(&self.state, id, "$.state")?;
         let seq = self.state.meta.seq;
         if seq < first - 1 || seq > last {
             let detail = format!("must be in {}..={last}, found {seq}", first - 1);
@@ -219,13 +258,19 @@ impl Bundle {
                 return Err(bad("$.base", format!("missing: the events start at seq {first}")));
             }
             (Some(base), _) => {
-                check_snapshot(base, &id, "$.base")?;
+                check_snapshot(base, id, "$.base")?;
                 if base.meta.seq != first - 1 {
                     let detail = format!("must be {} (just before the first event)", first - 1);
                     return Err(bad("$.base.meta.seq", detail));
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Checks the checkpoints of thread `id`: each covers an event of `first`..=`last`, in order.
+    fn check_checkpoints(&self, id: &ThreadId, first: u64, last: u64) -> Result<(), Error> {
+        let thread = &self.metadata.thread;
         if let Some(checkpoints) = &self.checkpoints {
             at_most!("$.checkpoints", checkpoints.len(), BUNDLE_EVENTS_MAX);
             let mut ids = BTreeSet::new();
@@ -248,7 +293,7 @@ impl Bundle {
                     return Err(bad(format!("{path}.eventIndex"), detail));
                 }
                 prev = cp.event_index;
-                check_snapshot(&cp.state, &id, &format!("{path}.state"))?;
+                check_snapshot(&cp.state, id, &format!("{path}.state"))?;
                 if cp.state.meta.seq != cp.event_index {
                     return Err(bad(format!("{path}.state.meta.seq"), "is not its eventIndex"));
                 }
@@ -256,7 +301,7 @@ impl Bundle {
                 check_checkpoint_meta(&cp.metadata, &format!("{path}.metadata"))?;
             }
         }
-        Ok(bodies)
+        Ok(())
     }
 }
 

@@ -334,78 +334,89 @@ fn draw(wf: &DynWorkflow, marks: &BTreeMap<String, Mark>, c: &Capture) -> String
     }
     out.push_str("</g><g class=\"nodes\">");
     for (key, xy, size, _) in &c.shapes {
-        let (cx, cy) = (xy.x + size.x / 2., xy.y + size.y / 2.);
         match key.as_str() {
-            "start" | "end" => {
-                let r = size.x.min(size.y) / 2.;
-                let label = if key == "start" { "START" } else { "END" };
-                let _ = write!(
-                    out,
-                    "<g class=\"terminal {key}\"><circle cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"{r:.1}\"/>"
-                );
-                if key == "end" {
-                    let _ = write!(
-                        out,
-                        "<circle cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"{:.1}\" fill=\"none\"/>",
-                        r + 4.
-                    );
-                }
-                let _ = write!(
-                    out,
-                    "<text x=\"{cx:.1}\" y=\"{cy:.1}\" font-size=\"9\">{label}</text></g>"
-                );
-            }
-            _ => {
-                let Some(node) = key.strip_prefix('n').and_then(|i| i.parse::<usize>().ok()) else {
-                    continue;
-                };
-                let Some(n) = wf.nodes().get(node) else { continue };
-                let mark = marks.get(&n.name);
-                let status = mark.map_or(NodeStatus::Idle, |m| m.status).as_str();
-                let title =
-                    mark.map_or_else(|| format!("{}: {status}", n.name), |m| m.title.clone());
-                let child = mark.and_then(|m| m.child.as_deref());
-                if let Some(child) = child {
-                    let _ = write!(
-                        out,
-                        "<a class=\"child-link\" href=\"/ui/threads/{}\" data-child=\"{}\">",
-                        esc(&super::wire::path_segment(child)),
-                        esc(child)
-                    );
-                }
-                let kind = n.kind.label();
-                let _ = write!(
-                    out,
-                    "<g class=\"node st-{status}\" data-node=\"{}\" data-status=\"{status}\" \
-                     data-kind=\"{kind}\"><title>{}</title><rect x=\"{:.1}\" y=\"{:.1}\" \
-                     width=\"{:.1}\" height=\"{:.1}\" rx=\"6\"/>",
-                    esc(&n.name),
-                    esc(&title),
-                    xy.x,
-                    xy.y,
-                    size.x,
-                    size.y
-                );
-                let lines: Vec<String> = label(wf, node).lines().map(str::to_owned).collect();
-                let first = cy - (lines.len() as f64 - 1.) * 9.;
-                for (k, line) in lines.iter().enumerate() {
-                    let size = if k == 0 { "" } else { " font-size=\"11\"" };
-                    let _ = write!(
-                        out,
-                        "<text x=\"{cx:.1}\" y=\"{:.1}\"{size}>{}</text>",
-                        first + k as f64 * 18.,
-                        esc(line)
-                    );
-                }
-                out.push_str("</g>");
-                if child.is_some() {
-                    out.push_str("</a>");
-                }
-            }
+            "start" | "end" => draw_terminal(&mut out, key, *xy, *size),
+            _ => draw_node(&mut out, wf, marks, key, *xy, *size),
         }
     }
     out.push_str("</g></svg>");
     out
+}
+
+/// Draws the start or end terminal (`key`) at `xy`, of `size`.
+fn draw_terminal(out: &mut String, key: &str, xy: Point, size: Point) {
+    let (cx, cy) = (xy.x + size.x / 2., xy.y + size.y / 2.);
+    let r = size.x.min(size.y) / 2.;
+    let label = if key == "start" { "START" } else { "END" };
+    let _ = write!(
+        out,
+        "<g class=\"terminal {key}\"><circle cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"{r:.1}\"/>"
+    );
+    if key == "end" {
+        let _ = write!(
+            out,
+            "<circle cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"{:.1}\" fill=\"none\"/>",
+            r + 4.
+        );
+    }
+    let _ = write!(out, "<text x=\"{cx:.1}\" y=\"{cy:.1}\" font-size=\"9\">{label}</text></g>");
+}
+
+/// Draws the node of layout key `key` (`n<index>`) at `xy`, of `size`, with its mark (status,
+/// title, a link to its child thread).
+fn draw_node(
+    out: &mut String,
+    wf: &DynWorkflow,
+    marks: &BTreeMap<String, Mark>,
+    key: &str,
+    xy: Point,
+    size: Point,
+) {
+    let (cx, cy) = (xy.x + size.x / 2., xy.y + size.y / 2.);
+    let Some(node) = key.strip_prefix('n').and_then(|i| i.parse::<usize>().ok()) else {
+        return;
+    };
+    let Some(n) = wf.nodes().get(node) else { return };
+    let mark = marks.get(&n.name);
+    let status = mark.map_or(NodeStatus::Idle, |m| m.status).as_str();
+    let title = mark.map_or_else(|| format!("{}: {status}", n.name), |m| m.title.clone());
+    let child = mark.and_then(|m| m.child.as_deref());
+    if let Some(child) = child {
+        let _ = write!(
+            out,
+            "<a class=\"child-link\" href=\"/ui/threads/{}\" data-child=\"{}\">",
+            esc(&super::wire::path_segment(child)),
+            esc(child)
+        );
+    }
+    let kind = n.kind.label();
+    let _ = write!(
+        out,
+        "<g class=\"node st-{status}\" data-node=\"{}\" data-status=\"{status}\" \
+         data-kind=\"{kind}\"><title>{}</title><rect x=\"{:.1}\" y=\"{:.1}\" \
+         width=\"{:.1}\" height=\"{:.1}\" rx=\"6\"/>",
+        esc(&n.name),
+        esc(&title),
+        xy.x,
+        xy.y,
+        size.x,
+        size.y
+    );
+    let lines: Vec<String> = label(wf, node).lines().map(str::to_owned).collect();
+    let first = cy - (lines.len() as f64 - 1.) * 9.;
+    for (k, line) in lines.iter().enumerate() {
+        let size = if k == 0 { "" } else { " font-size=\"11\"" };
+        let _ = write!(
+            out,
+            "<text x=\"{cx:.1}\" y=\"{:.1}\"{size}>{}</text>",
+            first + k as f64 * 18.,
+            esc(line)
+        );
+    }
+    out.push_str("</g>");
+    if child.is_some() {
+        out.push_str("</a>");
+    }
 }
 
 /// The SVG path of edge `e` as layout-rs's own SVG backend writes it (an exit vector, then

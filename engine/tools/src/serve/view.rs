@@ -394,36 +394,7 @@ pub(crate) fn sequence(correlation_id: &str, messages: &[Value]) -> String {
     const ROW: f64 = 46.;
     const TOP: f64 = 70.;
     const LEFT: f64 = 160.;
-    let mut lifelines: Vec<(String, String)> = Vec::new();
-    let mut column = |key: String, label: String| -> usize {
-        match lifelines.iter().position(|(k, _)| *k == key) {
-            Some(i) => i,
-            None => {
-                lifelines.push((key, label));
-                lifelines.len() - 1
-            }
-        }
-    };
-    let mut arrows = Vec::new();
-    for m in messages {
-        let thread = m["thread"].as_str().unwrap_or_default();
-        let node = m["node"].as_str().unwrap_or_default();
-        let from = column(format!("{thread}/{node}"), format!("{thread}\n{node}"));
-        let to = match m["to"].as_str() {
-            Some(to) => {
-                // A name of a node of the same thread is that node; a `thread/node` is that
-                // node of that thread; another name stands for itself.
-                let key = if to.contains('/') { to.to_owned() } else { format!("{thread}/{to}") };
-                let label = match to.split_once('/') {
-                    Some((t, n)) => format!("{t}\n{n}"),
-                    None => format!("{thread}\n{to}"),
-                };
-                column(key, label)
-            }
-            None => from,
-        };
-        arrows.push((from, to, m));
-    }
+    let (lifelines, arrows) = participants(messages);
     let x = |col: usize| LEFT + COL * col as f64 + COL / 2.;
     // Each label starts right of its arrow's left end and runs right: the picture is as wide as
     // the longest reaches, counted at a wide character's width.
@@ -458,51 +429,10 @@ pub(crate) fn sequence(correlation_id: &str, messages: &[Value]) -> String {
          </marker></defs>",
         esc(correlation_id)
     );
-    for (i, (key, label)) in lifelines.iter().enumerate() {
-        let cx = x(i);
-        let _ = write!(
-            out,
-            "<g class=\"head\" data-participant=\"{}\"><title>{}</title><rect x=\"{:.0}\" y=\"10\" \
-             width=\"{:.0}\" height=\"40\" rx=\"4\"/>",
-            esc(key),
-            esc(key),
-            cx - COL / 2. + 8.,
-            COL - 16.
-        );
-        for (k, line) in label.lines().enumerate() {
-            let y = 26 + 16 * k;
-            let _ = write!(out, "<text x=\"{cx:.0}\" y=\"{y}\"{}>", fit(line, COL - 28., 9.5));
-            let _ = write!(out, "{}</text>", esc(&clip(line, 24)));
-        }
-        let _ = write!(
-            out,
-            "</g><line class=\"life\" x1=\"{cx:.0}\" y1=\"50\" x2=\"{cx:.0}\" y2=\"{:.0}\"/>",
-            height - 10.
-        );
-    }
+    draw_lifelines(&mut out, &lifelines, x, COL, height);
     for (row, (from, to, m)) in arrows.iter().enumerate() {
         let y = TOP + ROW * (row as f64 + 0.5);
-        let role = m["role"].as_str().unwrap_or_default();
-        let content = m["content"].as_str().map_or_else(|| m["content"].to_string(), str::to_owned);
-        let when = clip(
-            &format!(
-                "lsn {} · {} #{}",
-                m["lsn"],
-                m["thread"].as_str().unwrap_or_default(),
-                m["seq"]
-            ),
-            24,
-        );
-        let _ = write!(
-            out,
-            "<g class=\"msg\" data-lsn=\"{}\"><title>{}</title><text class=\"when\" x=\"4\" \
-             y=\"{:.0}\"{}>{}</text>",
-            m["lsn"],
-            esc(&format!("{role} → {}: {content}", m["to"].as_str().unwrap_or("(none)"))),
-            y + 4.,
-            fit(&when, LEFT - 14., 7.),
-            esc(&when)
-        );
+        message_head(&mut out, m, y, LEFT - 14.);
         let (x1, x2) = (x(*from), x(*to));
         let label = esc(&label_of(m));
         let lx = label_x(*from, *to);
@@ -534,6 +464,99 @@ pub(crate) fn sequence(correlation_id: &str, messages: &[Value]) -> String {
     }
     out.push_str("</svg>");
     out
+}
+
+/// A message's arrow in the sequence picture: (column from, column to, message).
+type Arrow<'a> = (usize, usize, &'a Value);
+
+/// The participants of `messages` (key, label), in order of first appearance, and each
+/// message's arrow.
+fn participants(messages: &[Value]) -> (Vec<(String, String)>, Vec<Arrow<'_>>) {
+    let mut lifelines: Vec<(String, String)> = Vec::new();
+    let mut column = |key: String, label: String| -> usize {
+        match lifelines.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                lifelines.push((key, label));
+                lifelines.len() - 1
+            }
+        }
+    };
+    let mut arrows = Vec::new();
+    for m in messages {
+        let thread = m["thread"].as_str().unwrap_or_default();
+        let node = m["node"].as_str().unwrap_or_default();
+        let from = column(format!("{thread}/{node}"), format!("{thread}\n{node}"));
+        let to = match m["to"].as_str() {
+            Some(to) => {
+                // A name of a node of the same thread is that node; a `thread/node` is that
+                // node of that thread; another name stands for itself.
+                let key = if to.contains('/') { to.to_owned() } else { format!("{thread}/{to}") };
+                let label = match to.split_once('/') {
+                    Some((t, n)) => format!("{t}\n{n}"),
+                    None => format!("{thread}\n{to}"),
+                };
+                column(key, label)
+            }
+            None => from,
+        };
+        arrows.push((from, to, m));
+    }
+    (lifelines, arrows)
+}
+
+/// Draws one lifeline per participant (`lifelines`: key, label) at `x(column)`, each head
+/// `col` wide, each line down to `height`.
+fn draw_lifelines(
+    out: &mut String,
+    lifelines: &[(String, String)],
+    x: impl Fn(usize) -> f64,
+    col: f64,
+    height: f64,
+) {
+    for (i, (key, label)) in lifelines.iter().enumerate() {
+        let cx = x(i);
+        let _ = write!(
+            out,
+            "<g class=\"head\" data-participant=\"{}\"><title>{}</title><rect x=\"{:.0}\" y=\"10\" \
+             width=\"{:.0}\" height=\"40\" rx=\"4\"/>",
+            esc(key),
+            esc(key),
+            cx - col / 2. + 8.,
+            col - 16.
+        );
+        for (k, line) in label.lines().enumerate() {
+            let y = 26 + 16 * k;
+            let _ = write!(out, "<text x=\"{cx:.0}\" y=\"{y}\"{}>", fit(line, col - 28., 9.5));
+            let _ = write!(out, "{}</text>", esc(&clip(line, 24)));
+        }
+        let _ = write!(
+            out,
+            "</g><line class=\"life\" x1=\"{cx:.0}\" y1=\"50\" x2=\"{cx:.0}\" y2=\"{:.0}\"/>",
+            height - 10.
+        );
+    }
+}
+
+/// Opens the group of message `m`, drawn at row `y`: its title and, in the left gutter
+/// (`gutter` wide), where it is in the log.
+fn message_head(out: &mut String, m: &Value, y: f64, gutter: f64) {
+    let role = m["role"].as_str().unwrap_or_default();
+    let content = m["content"].as_str().map_or_else(|| m["content"].to_string(), str::to_owned);
+    let when = clip(
+        &format!("lsn {} · {} #{}", m["lsn"], m["thread"].as_str().unwrap_or_default(), m["seq"]),
+        24,
+    );
+    let _ = write!(
+        out,
+        "<g class=\"msg\" data-lsn=\"{}\"><title>{}</title><text class=\"when\" x=\"4\" \
+         y=\"{:.0}\"{}>{}</text>",
+        m["lsn"],
+        esc(&format!("{role} → {}: {content}", m["to"].as_str().unwrap_or("(none)"))),
+        y + 4.,
+        fit(&when, gutter, 7.),
+        esc(&when)
+    );
 }
 
 /// The characters of a message's label at most (the whole message is in the arrow's tooltip

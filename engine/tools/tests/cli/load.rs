@@ -6,6 +6,7 @@
 //! copying the database. Prints `LOAD cli_reads calls=N failures=0 max_rss_kb=...`.
 //!
 //! Sizes: `CAIRN_CLI_LOAD_THREADS` (default 3,000).
+#![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
 use std::path::Path;
 use std::process::{Command, Stdio};
