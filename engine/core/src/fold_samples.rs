@@ -19,6 +19,7 @@ fn signal(name: &str, n: u64) -> Value {
 /// One body of every kind, its fields varied by `k` (task `b` or `c`, attempt 1 or 2, step
 /// `k % 3 + 1`...), with drawn values that mark a signal, an undo, a label and a successor
 /// where a kind carries values. `snapshot` is what a `rolled_back` restores.
+#[allow(clippy::too_many_lines, reason = "a table of sample bodies, one per kind: test data")]
 pub(crate) fn samples(k: u64, snapshot: &Value) -> Vec<Body> {
     let task = TaskKey::node(if k.is_multiple_of(2) { "b" } else { "c" });
     let attempt = u32::try_from(k % 2).unwrap_or(0) + 1;

@@ -169,6 +169,7 @@ async fn diff_names_what_changed_between_two_seqs() {
 }
 
 #[tokio::test]
+#[allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 async fn fork_runs_from_the_fork_point_and_leaves_the_original_untouched() {
     let (_d, path) = db();
     let seen: Seen = Arc::default();
