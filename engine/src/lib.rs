@@ -30,7 +30,7 @@ pub use crate::core::{event, status, thread_ctx};
 /// The functional core (crate `cairn-core`: thread state, the step decision, restore, the codec
 /// of event bodies): the modules that were public here stay public, the others are the engine's.
 /// Its functions fail with its [`Error`](crate::core::Error), which `?` turns into the engine's
-/// [`Error`](crate::Error).
+/// [`Error`].
 pub mod core {
     pub use cairn_core::Error;
     pub use cairn_core::{

@@ -43,7 +43,7 @@ pub const DATABASE_WRITABLE: &str = "cairn_database_writable";
 pub const DATABASE_FAILURES: &str = "cairn_database_failures_total";
 
 /// Whether a store's database answers, as its connections last found (see
-/// [`crate::Append::database`]).
+/// [`Backend::database`](crate::store::Backend::database)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DatabaseState {
     /// Whether the last round trip (a statement, a check, a connection) was answered.

@@ -59,7 +59,7 @@ pub struct Failure {
 /// runs when the thread resumes and escalates again then if it fails).
 ///
 /// # Errors
-/// As [`fold::emit`](crate::fold::emit).
+/// As [`fold::emit`].
 pub fn failed(
     ctx: &mut ThreadCtx,
     events: &mut Vec<(Body, u64)>,

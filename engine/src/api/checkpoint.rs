@@ -190,7 +190,7 @@ impl Engine {
     }
 }
 
-/// The checkpoint [`Engine::write_parked`] (and [`super::admin::write_parked`]) writes: kind,
+/// The checkpoint `Engine::write_parked` (and [`super::admin::write_parked`]) writes: kind,
 /// event description, stored metadata.
 pub struct ParkedCheckpoint {
     /// Its kind (`Manual` for a rollback or a manual checkpoint).

@@ -25,7 +25,7 @@
 //!   into a fresh database ([`Operator::import_bundle`](crate::Operator::import_bundle)) to inspect or replay it there. Bundles
 //!   of the framework Cairn grew from (the seed format, version [`SEED_VERSION`]) are read too,
 //!   converted on read. An engine can write one for every thread that fails
-//!   ([`FailureExport`], [`cairn::EngineBuilder::export_on_failure`]).
+//!   ([`FailureExport`], [`cairn::EngineBuilder::on_failure`]).
 
 mod bundle;
 mod bundle_file;
