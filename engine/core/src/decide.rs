@@ -511,7 +511,7 @@ mod tests {
     use std::sync::Arc;
 
     use cairn_dsl::{DynWorkflow, END, NodeOutput, NodePolicy, Replace, START, Workflow};
-    use cairn_storage::{ThreadStatus, WorkflowRef};
+    use cairn_storage::ThreadStatus;
     use serde_json::json;
 
     use super::*;
@@ -528,34 +528,6 @@ mod tests {
             .build()
             .expect("workflow")
             .erase()
-    }
-
-    /// A running thread of `wf` at the start of step 1.
-    fn running(wf: &DynWorkflow) -> ThreadCtx {
-        let workflow = WorkflowRef {
-            id: wf.id().to_owned(),
-            version: wf.version(),
-            fingerprint: wf.fingerprint().to_string(),
-        };
-        let created = Body::ThreadCreated {
-            workflow,
-            input: json!(1),
-            frontier: vec!["a".into()],
-            labels: BTreeMap::new(),
-            fork: None,
-            arrivals: BTreeMap::new(),
-            visits: BTreeMap::new(),
-            policy: Default::default(),
-            seed: Some(7),
-        };
-        let mut ctx = ThreadCtx::created(wf, "t", &created, 10).expect("created");
-        let running = Body::StatusChanged {
-            from: ThreadStatus::Created,
-            to: ThreadStatus::Running,
-            reason: "started".into(),
-        };
-        ctx.apply(2, 10, &running).expect("running");
-        ctx
     }
 
     fn run(node: &str, end: TaskEnd) -> TaskRun {
@@ -602,7 +574,7 @@ mod tests {
     #[test]
     fn a_completed_task_closes_the_step_and_the_next_one_runs() {
         let wf = two_nodes();
-        let mut ctx = running(&wf);
+        let mut ctx = crate::fold_samples::running(&wf, "a");
         let plan = plan_step(&ctx, &wf, 1).expect("plan").expect("tasks");
         assert_eq!(plan.len(), 1);
         let d = step_done(&mut ctx, &wf, 1, "a", 5);
@@ -617,7 +589,7 @@ mod tests {
     #[test]
     fn the_last_node_ends_the_thread_with_its_output() {
         let wf = two_nodes();
-        let mut ctx = running(&wf);
+        let mut ctx = crate::fold_samples::running(&wf, "a");
         step_done(&mut ctx, &wf, 1, "a", 5);
         let d = step_done(&mut ctx, &wf, 2, "b", 9);
         assert_eq!(kinds(&d), ["node_completed", "step_completed", "state_updated"]);
@@ -629,7 +601,7 @@ mod tests {
     #[test]
     fn a_borrowed_snapshot_is_the_json_of_the_owned_one() {
         let wf = two_nodes();
-        let mut ctx = running(&wf);
+        let mut ctx = crate::fold_samples::running(&wf, "a");
         step_done(&mut ctx, &wf, 1, "a", 5);
         step_done(&mut ctx, &wf, 2, "b", 9);
         let owned = serde_json::to_vec(&ctx.snapshot().expect("snapshot")).expect("json");
@@ -639,14 +611,14 @@ mod tests {
     #[test]
     fn a_failed_task_stops_the_thread_and_a_suspension_parks_it() {
         let wf = two_nodes();
-        let mut ctx = running(&wf);
+        let mut ctx = crate::fold_samples::running(&wf, "a");
         let failed = TaskEnd::Failed { error: NodeError::fatal("boom") };
         let d = close_step(&mut ctx, &wf, 1, vec![run("a", failed)], 200, Default::default(), None)
             .expect("decision");
         assert_eq!(kinds(&d), ["node_started", "node_failed"]);
         assert_eq!(d.next, Next::Stop(Transition::Fail, "a node failed".into()));
 
-        let mut ctx = running(&wf);
+        let mut ctx = crate::fold_samples::running(&wf, "a");
         let waiting = TaskEnd::WaitInput { prompt: json!("go?") };
         let d =
             close_step(&mut ctx, &wf, 1, vec![run("a", waiting)], 200, Default::default(), None)
@@ -659,7 +631,7 @@ mod tests {
     #[test]
     fn a_continue_as_new_request_ends_the_thread_and_names_its_successor() {
         let wf = two_nodes();
-        let mut ctx = running(&wf);
+        let mut ctx = crate::fold_samples::running(&wf, "a");
         let mut asked = run("a", done(5));
         asked.values = vec![crate::marks::successor(json!(0))];
         let d = close_step(&mut ctx, &wf, 1, vec![asked], 200, Default::default(), None)
@@ -684,7 +656,7 @@ mod tests {
         let wf = two_nodes();
         // The kind of checkpoint a first step of `a` writes under `rules`, if any.
         let first_step = |rules| {
-            let mut ctx = running(&wf);
+            let mut ctx = crate::fold_samples::running(&wf, "a");
             let d = close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, rules, None);
             d.expect("step 1").checkpoint.map(|c| c.kind)
         };
@@ -708,7 +680,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(first_step(bytes), periodic, "by bytes");
-        let mut ctx = running(&wf);
+        let mut ctx = crate::fold_samples::running(&wf, "a");
         close_step(&mut ctx, &wf, 1, vec![run("a", done(1))], 200, by_time, None).expect("1");
         // `b` checkpoints after itself, but it ends the thread: the completion checkpoint wins.
         let d = close_step(&mut ctx, &wf, 2, vec![run("b", done(1))], 300, by_time, None)

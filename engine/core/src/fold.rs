@@ -149,7 +149,6 @@ mod tests {
     use std::sync::Arc;
 
     use cairn_dsl::{DynWorkflow, END, NodeOutput, Replace, START, Workflow};
-    use cairn_storage::{ThreadStatus, WorkflowRef};
     use serde_json::{Value, json};
 
     use super::*;
@@ -247,30 +246,11 @@ mod tests {
     /// A running thread at step 0 that waits for input and unwinds: every kind of event has
     /// something to change in it.
     fn fixture(wf: &DynWorkflow) -> (ThreadCtx, Value) {
-        let workflow = WorkflowRef {
-            id: wf.id().to_owned(),
-            version: wf.version(),
-            fingerprint: wf.fingerprint().to_string(),
-        };
-        let created = Body::ThreadCreated {
-            workflow,
-            input: json!(1),
-            frontier: vec!["a".into()],
-            labels: BTreeMap::from([("old".to_owned(), "x".to_owned())]),
-            fork: None,
-            arrivals: BTreeMap::new(),
-            visits: BTreeMap::new(),
-            policy: Default::default(),
-            seed: Some(7),
-        };
+        let labels = BTreeMap::from([("old".to_owned(), "x".to_owned())]);
+        let created = crate::fold_samples::created(wf, "a", labels);
         let mut ctx = ThreadCtx::created(wf, "t", &created, 10).expect("created");
         let first = serde_json::to_value(ctx.snapshot().expect("snapshot")).expect("json");
-        let running = Body::StatusChanged {
-            from: ThreadStatus::Created,
-            to: ThreadStatus::Running,
-            reason: "started".into(),
-        };
-        ctx.apply(2, 10, &running).expect("running");
+        ctx.apply(2, 10, &crate::fold_samples::started()).expect("running");
         let task = TaskKey::node("a");
         ctx.meta.waiting = Some(Waiting::Input { task, prompt: json!("?") });
         ctx.meta.unwinding = Some(Unwinding { reason: "earlier".into(), done: 1, running: None });

@@ -3,13 +3,53 @@
 
 use std::collections::BTreeMap;
 
-use cairn_dsl::{Budgets, Message, NodeError, Progress, Recovery, Target, ToolError, Usage};
+use cairn_dsl::{
+    Budgets, DynWorkflow, Message, NodeError, Progress, Recovery, Target, ToolError, Usage,
+};
 use cairn_storage::{CheckpointKind, ThreadStatus, WorkflowRef};
 use serde_json::{Value, json};
 
 use crate::drawn::Drawn;
 use crate::event::{Body, TaskKey};
 use crate::marks;
+use crate::thread_ctx::ThreadCtx;
+
+/// The `thread_created` of thread `t` of `wf` (input 1, seed 7), its frontier `first`.
+pub(crate) fn created(wf: &DynWorkflow, first: &str, labels: BTreeMap<String, String>) -> Body {
+    let workflow = WorkflowRef {
+        id: wf.id().to_owned(),
+        version: wf.version(),
+        fingerprint: wf.fingerprint().to_string(),
+    };
+    Body::ThreadCreated {
+        workflow,
+        input: json!(1),
+        frontier: vec![first.into()],
+        labels,
+        fork: None,
+        arrivals: BTreeMap::new(),
+        visits: BTreeMap::new(),
+        policy: Default::default(),
+        seed: Some(7),
+    }
+}
+
+/// The `status_changed` that starts a created thread.
+pub(crate) fn started() -> Body {
+    Body::StatusChanged {
+        from: ThreadStatus::Created,
+        to: ThreadStatus::Running,
+        reason: "started".into(),
+    }
+}
+
+/// A running thread of `wf` at the start of step 1 (seq 2), its frontier `first`.
+pub(crate) fn running(wf: &DynWorkflow, first: &str) -> ThreadCtx {
+    let created = created(wf, first, BTreeMap::new());
+    let mut ctx = ThreadCtx::created(wf, "t", &created, 10).expect("created");
+    ctx.apply(2, 10, &started()).expect("running");
+    ctx
+}
 
 /// A signal `name` received as its `n`th, as a node's drawn values record it.
 fn signal(name: &str, n: u64) -> Value {

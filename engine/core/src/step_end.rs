@@ -187,13 +187,11 @@ mod tests {
         DynWorkflow, END, NodeError, NodeOutput, NodePolicy, Recovery, Replace, START, Usage,
         Workflow,
     };
-    use cairn_storage::{ThreadStatus, WorkflowRef};
     use serde_json::{Value, json};
 
     use super::*;
     use crate::decide::{TaskEnd, TaskRun, close_step};
     use crate::marks;
-    use crate::thread_ctx::ThreadCtx;
 
     /// A chain of nodes, one per concern's sample (`esc` escalates, `ab` abandons, `rs`
     /// restores), on a `u64` state.
@@ -214,33 +212,6 @@ mod tests {
             b = b.edge(pair[0], pair[1]);
         }
         b.edge("lab", END).build().expect("workflow").erase()
-    }
-
-    fn running(wf: &DynWorkflow) -> ThreadCtx {
-        let workflow = WorkflowRef {
-            id: wf.id().to_owned(),
-            version: wf.version(),
-            fingerprint: wf.fingerprint().to_string(),
-        };
-        let created = Body::ThreadCreated {
-            workflow,
-            input: json!(1),
-            frontier: vec!["rt".into()],
-            labels: Default::default(),
-            fork: None,
-            arrivals: Default::default(),
-            visits: Default::default(),
-            policy: Default::default(),
-            seed: Some(7),
-        };
-        let mut ctx = ThreadCtx::created(wf, "t", &created, 10).expect("created");
-        let running = Body::StatusChanged {
-            from: ThreadStatus::Created,
-            to: ThreadStatus::Running,
-            reason: "started".into(),
-        };
-        ctx.apply(2, 10, &running).expect("running");
-        ctx
     }
 
     fn run(node: &str, values: Vec<Value>, end: TaskEnd) -> TaskRun {
@@ -311,7 +282,7 @@ mod tests {
     /// How the step with `runs` ends, in words.
     fn ends(runs: Vec<TaskRun>) -> String {
         let wf = chain();
-        let mut ctx = running(&wf);
+        let mut ctx = crate::fold_samples::running(&wf, "rt");
         let d = close_step(&mut ctx, &wf, 1, runs, 200, Default::default(), Some(10));
         said(&d.expect("decision").next)
     }
