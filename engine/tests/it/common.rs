@@ -232,3 +232,18 @@ pub fn report(line: &str) {
     let _ = writeln!(err, "{line}");
     let _ = err.flush();
 }
+
+/// Fires once `engine` has run `total` steps in all (its step hook): where a crash test stops the
+/// first process.
+pub fn after_steps(engine: &Engine, total: u64) -> tokio::sync::oneshot::Receiver<()> {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let tx = std::sync::Mutex::new(Some(tx));
+    engine.on_step(Arc::new(move |_t, _s, steps| {
+        if steps == total
+            && let Some(tx) = tx.lock().unwrap().take()
+        {
+            let _ = tx.send(());
+        }
+    }));
+    rx
+}

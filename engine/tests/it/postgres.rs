@@ -23,15 +23,7 @@ async fn run_to_crash(url: &str, effects: &Effects) {
         .open()
         .await
         .expect("open on postgres");
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let tx = std::sync::Mutex::new(Some(tx));
-    engine.on_step(Arc::new(move |_t, _s, total| {
-        if total == 5
-            && let Some(tx) = tx.lock().unwrap().take()
-        {
-            let _ = tx.send(());
-        }
-    }));
+    let rx = crate::common::after_steps(&engine, 5);
     engine.start_json("linear", Tally::default(), StartOptions::id("p")).await.unwrap();
     rx.await.unwrap();
     engine.crash().await;

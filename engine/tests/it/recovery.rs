@@ -58,15 +58,7 @@ async fn running_threads_are_resumed_or_parked_at_open() {
         // First process: crash after a few steps.
         let engine =
             Engine::builder(&path).durability(Durability::None).workflow(&wf).open().await.unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let tx = std::sync::Mutex::new(Some(tx));
-        engine.on_step(Arc::new(move |_t, _s, total| {
-            if total == 5
-                && let Some(tx) = tx.lock().unwrap().take()
-            {
-                let _ = tx.send(());
-            }
-        }));
+        let rx = crate::common::after_steps(&engine, 5);
         engine.start_json("counter", Tally::default(), StartOptions::id("c")).await.unwrap();
         rx.await.unwrap();
         engine.crash().await;
