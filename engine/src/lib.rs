@@ -67,6 +67,7 @@ pub use api::builder::EngineBuilder;
 pub use api::create::Creation;
 pub use api::engine::Engine;
 pub use api::handle::{EventStream, Outcome, ThreadHandle};
+pub use api::outcome::Untyped;
 pub use api::patches::Unpatched;
 pub use api::prune::PruneReport;
 pub use api::recover::RecoveryReport;
@@ -77,7 +78,6 @@ pub use api::schedule_flow::{
 };
 pub use api::schedule_links::{SCHEDULE_CONTROL_TRIES, SCHEDULE_LINKS_MAX, schedule_link};
 pub use api::schedule_ticks::{CATCH_UP_GRACE_MS, CatchUp, Every, SCHEDULE_TICKS_PER_WAKE_MAX};
-pub use api::typed::Untyped;
 pub use cairn_dsl::{
     Ctx, END, NodeError, NodeOutput, NodeResult, Replace, START, State, Target, ToolError,
     Variables, Workflow,

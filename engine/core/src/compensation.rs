@@ -11,12 +11,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::Error;
-use crate::event::Body;
 use crate::event::TaskKey;
 use crate::marks;
-use crate::thread_ctx::EventAt;
-use crate::thread_ctx::ThreadCtx;
 
 /// One registered undo.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,39 +58,6 @@ pub fn registered(task: &TaskKey, step: u64, values: &[Value]) -> Vec<Undo> {
 pub fn next(undos: &[Undo], done: u32) -> Option<u32> {
     let left = u32::try_from(undos.len()).unwrap_or(u32::MAX).checked_sub(done)?;
     left.checked_sub(1)
-}
-
-/// Folds compensation's part of `e` into `ctx`: the undos a completion registers (read from
-/// its task's journal, so it runs after the journals), and the unwinding's progress.
-///
-/// # Errors
-/// None: every event folds.
-pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
-    let m = &mut ctx.meta;
-    match e.body {
-        Body::NodeCompleted { step, task, .. } => {
-            let values = m.open.get(task).map_or(&[][..], |j| &j.values);
-            let undos = registered(task, *step, values);
-            m.undos.extend(undos);
-        }
-        Body::CompensationBegan { reason, .. } => {
-            let reason = reason.clone();
-            m.unwinding = Some(Unwinding { reason, done: 0, running: None });
-        }
-        Body::UndoStarted { index, .. } => {
-            if let Some(u) = &mut m.unwinding {
-                u.running = Some(*index);
-            }
-        }
-        Body::UndoFinished { .. } => {
-            if let Some(u) = &mut m.unwinding {
-                u.running = None;
-                u.done += 1;
-            }
-        }
-        _ => {}
-    }
-    Ok(())
 }
 
 #[cfg(test)]

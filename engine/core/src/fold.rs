@@ -13,8 +13,8 @@ use crate::event::Body;
 use crate::status::{Transition, transition};
 use crate::thread_ctx::{EventAt, ThreadCtx};
 use crate::{
-    budgets, compensation, continuation, journal, labels, record, recovery_fold, status, telemetry,
-    waits,
+    budgets, compensation_fold, continuation, journal, labels, record, recovery_fold, status,
+    telemetry_fold, waits,
 };
 
 /// A part of the thread context with its own rules.
@@ -70,10 +70,10 @@ impl Concern {
             Concern::Waits => waits::fold,
             Concern::Record => record::fold,
             Concern::Tasks => journal::fold,
-            Concern::Telemetry => telemetry::fold,
+            Concern::Telemetry => telemetry_fold::fold,
             Concern::State => journal::fold_state,
             Concern::Recovery => recovery_fold::fold,
-            Concern::Compensation => compensation::fold,
+            Concern::Compensation => compensation_fold::fold,
             Concern::Continuation => continuation::fold,
             Concern::Budgets => budgets::fold,
             Concern::Labels => labels::fold,

@@ -19,6 +19,7 @@ pub mod checkpoint_plan;
 pub mod children;
 pub mod codec;
 pub mod compensation;
+pub(crate) mod compensation_fold;
 pub mod continuation;
 pub mod decide;
 pub mod drawn;
@@ -43,6 +44,7 @@ pub mod summary;
 pub mod suspend;
 pub mod task_map;
 pub mod telemetry;
+pub(crate) mod telemetry_fold;
 pub mod thread_ctx;
 pub(crate) mod waits;
 

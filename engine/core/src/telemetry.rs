@@ -6,11 +6,7 @@ use std::collections::BTreeMap;
 use cairn_dsl::Usage;
 use serde::{Deserialize, Serialize};
 
-use crate::error::Error;
-use crate::event::Body;
 use crate::limits::MODELS_PER_THREAD_MAX;
-use crate::thread_ctx::EventAt;
-use crate::thread_ctx::ThreadCtx;
 
 /// The model name usage is filed under once a thread has used [`MODELS_PER_THREAD_MAX`] others.
 pub const OTHER_MODELS: &str = "(other)";
@@ -39,34 +35,6 @@ pub struct Telemetry {
     /// [`OTHER_MODELS`]. Absent in snapshots written before it existed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub by_model: BTreeMap<String, Usage>,
-}
-
-/// Folds the counters' part of `e` into `ctx`. Runs after the journals: a step is counted
-/// once it completed.
-///
-/// # Errors
-/// None: every event folds.
-pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
-    let t = &mut ctx.meta.telemetry;
-    match e.body {
-        Body::ToolCalled { .. } => t.tool_calls += 1,
-        Body::ToolReturned { usage, models, .. } => add_usage(t, usage, models),
-        Body::NodeCompleted { task, duration_ms, usage, .. } => {
-            add_usage(t, usage, &BTreeMap::new());
-            match t.node_ms.get_mut(&task.node) {
-                Some(ms) => *ms += duration_ms,
-                None => {
-                    t.node_ms.insert(task.node.clone(), *duration_ms);
-                }
-            }
-        }
-        Body::NodeFailed { .. } => t.errors += 1,
-        Body::RetryScheduled { .. } => t.retries += 1,
-        Body::CheckpointCreated { .. } => t.checkpoints += 1,
-        Body::StepCompleted { .. } => t.steps += 1,
-        _ => {}
-    }
-    Ok(())
 }
 
 /// Adds `usage` (of which `models` is the part named by model) to the counters.

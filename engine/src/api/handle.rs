@@ -9,23 +9,12 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::api::engine::Engine;
-use crate::api::typed::{Typing, Untyped};
+pub use crate::api::outcome::Outcome;
+use crate::api::outcome::{Typing, Untyped};
 use crate::coord::{Ended, Seen};
 use crate::core::codec::Recorded;
 use crate::core::event::Body;
 use crate::error::Error;
-
-/// How a thread stands once it stopped running (ended or parked). `O` is the type of its
-/// output: the workflow's state for a typed handle, JSON otherwise.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Outcome<O = Value> {
-    /// Its status: terminal, or parked (paused, waiting for input, sleeping, blocked).
-    pub status: ThreadStatus,
-    /// The final state, when completed.
-    pub output: Option<O>,
-    /// The last error recorded, if any.
-    pub error: Option<String>,
-}
 
 /// A handle to one thread of an [`Engine`]. `S` is its workflow's state type when the handle
 /// came from a typed start ([`Engine::start`]): its results are `S`s. [`Untyped`] (from

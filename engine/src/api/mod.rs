@@ -12,6 +12,7 @@ pub mod handle;
 mod health;
 pub mod health_policy;
 mod migrate;
+pub mod outcome;
 pub mod patches;
 pub mod prune;
 mod query;

@@ -6,53 +6,10 @@
 use cairn_dsl::{QueryDef, SignalDef, State, Workflow};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use super::engine::Engine;
-use super::handle::{Outcome, ThreadHandle};
+use super::handle::ThreadHandle;
 use crate::error::Error;
-
-/// The state type of a handle whose workflow is not known at compile time (a start by name):
-/// its results are JSON.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Untyped {}
-
-/// How a handle reads a thread's output: as its state type `S`, or as JSON for [`Untyped`].
-pub trait Typing: sealed::Sealed {
-    /// The output's type.
-    type Output;
-
-    /// `outcome` with its output decoded.
-    ///
-    /// # Errors
-    /// [`Error::Codec`] for an output that does not decode.
-    fn outcome(outcome: Outcome) -> Result<Outcome<Self::Output>, Error>;
-}
-
-mod sealed {
-    /// Only the engine's typings.
-    pub trait Sealed {}
-    impl Sealed for super::Untyped {}
-    impl<S: cairn_dsl::State> Sealed for S {}
-}
-
-impl Typing for Untyped {
-    type Output = Value;
-
-    fn outcome(outcome: Outcome) -> Result<Outcome, Error> {
-        Ok(outcome)
-    }
-}
-
-impl<S: State> Typing for S {
-    type Output = S;
-
-    fn outcome(outcome: Outcome) -> Result<Outcome<S>, Error> {
-        let Outcome { status, output, error } = outcome;
-        let output = output.map(serde_json::from_value).transpose()?;
-        Ok(Outcome { status, output, error })
-    }
-}
 
 impl<S: State> ThreadHandle<S> {
     /// Waits until the thread ends and returns its output, the workflow's final state. A
