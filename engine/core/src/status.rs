@@ -25,8 +25,8 @@ use crate::thread_ctx::ThreadCtx;
 ///
 /// # Examples
 /// ```
-/// use cairn::status::{transition, Transition};
-/// use cairn::storage::ThreadStatus;
+/// use cairn_core::status::{transition, Transition};
+/// use cairn_storage::ThreadStatus;
 /// assert_eq!(transition(ThreadStatus::Created, Transition::Run), Ok(ThreadStatus::Running));
 /// assert!(transition(ThreadStatus::Completed, Transition::Cancel).is_err());
 /// ```

@@ -29,10 +29,11 @@ impl Operator {
     ///
     /// # Examples
     /// ```no_run
+    /// use cairn_tools::Operator;
     /// use cairn_tools::debug::{ForkFrom, ForkOptions};
     /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
     /// // Re-run from seq 12 with a different plan, keeping the original as it was.
-    /// let fork = engine
+    /// let fork = Operator::new(&engine)
     ///     .fork("t1", ForkFrom::Seq(12), ForkOptions::id("t1-b").update(("plan", "B")))
     ///     .await?;
     /// let outcome = fork.finished().await?;
