@@ -70,13 +70,9 @@ pub use api::handle::{EventStream, Outcome, ThreadHandle};
 pub use api::patches::Unpatched;
 pub use api::prune::PruneReport;
 pub use api::recover::RecoveryReport;
-pub use api::schedule::{SCHEDULES_LIST_MAX, ScheduleInfo};
-pub use api::schedule_flow::{
-    SCHEDULE_LABEL, SCHEDULE_TICKS_PER_RUN, SCHEDULE_WORKFLOW, SCHEDULE_WORKFLOW_VERSION,
-    ScheduleSpec, ScheduleState, tick_thread_id,
-};
-pub use api::schedule_links::{SCHEDULE_CONTROL_TRIES, SCHEDULE_LINKS_MAX, schedule_link};
-pub use api::schedule_ticks::{CATCH_UP_GRACE_MS, CatchUp, Every, SCHEDULE_TICKS_PER_WAKE_MAX};
+pub use api::schedule::ScheduleInfo;
+pub use api::schedule_flow::{ScheduleSpec, ScheduleState};
+pub use api::schedule_ticks::{CatchUp, Every};
 pub use api::typed::Untyped;
 pub use cairn_dsl::{
     Ctx, END, NodeError, NodeOutput, NodeResult, Replace, START, State, Target, ToolError,
