@@ -24,7 +24,7 @@ pub mod replay;
 mod tasks;
 pub mod telemetry;
 
-pub use crate::api::{admin, channels};
+pub use crate::api::admin;
 pub use crate::core::{event, status, thread_ctx};
 
 /// The functional core (crate `cairn-core`: thread state, the step decision, restore, the codec
@@ -64,6 +64,7 @@ pub use cairn_dsl as dsl;
 pub use cairn_storage as storage;
 
 pub use api::builder::EngineBuilder;
+pub use api::channels::Channel;
 pub use api::create::Creation;
 pub use api::engine::Engine;
 pub use api::handle::{EventStream, Outcome, ThreadHandle};
