@@ -59,7 +59,8 @@ pub struct Config {
     /// (default `true`; see `EngineBuilder::prune_history`).
     pub prune_history: bool,
     /// Rounds a schedule's thread runs before it continues as new (default and most
-    /// `crate::limits::SCHEDULE_TICKS_PER_RUN`; see `EngineBuilder::schedule_ticks_per_run`).
+    /// [`ScheduleSpec::TICKS_PER_RUN`](crate::ScheduleSpec::TICKS_PER_RUN); see
+    /// `EngineBuilder::schedule_ticks_per_run`).
     pub schedule_ticks_per_run: u32,
 }
 
@@ -83,7 +84,7 @@ impl Default for Config {
             health_policy: HealthPolicy::default(),
             retention: None,
             prune_history: true,
-            schedule_ticks_per_run: crate::limits::SCHEDULE_TICKS_PER_RUN,
+            schedule_ticks_per_run: crate::ScheduleSpec::TICKS_PER_RUN,
         }
     }
 }

@@ -171,7 +171,7 @@ impl Error {
         version: Option<u32>,
         registered: impl IntoIterator<Item = (&'a str, u32)>,
     ) -> Self {
-        let internal = crate::limits::SCHEDULE_WORKFLOW;
+        let internal = crate::ScheduleSpec::WORKFLOW;
         let mut known: Vec<(&str, u32)> =
             registered.into_iter().filter(|(id, _)| *id != internal).collect();
         known.sort_unstable();

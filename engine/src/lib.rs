@@ -24,7 +24,7 @@ pub mod replay;
 mod tasks;
 pub mod telemetry;
 
-pub use crate::api::{admin, channels};
+pub use crate::api::admin;
 pub use crate::core::{event, status, thread_ctx};
 
 /// The functional core (crate `cairn-core`: thread state, the step decision, restore, the codec
@@ -64,6 +64,7 @@ pub use cairn_dsl as dsl;
 pub use cairn_storage as storage;
 
 pub use api::builder::EngineBuilder;
+pub use api::channels::Channel;
 pub use api::create::Creation;
 pub use api::engine::Engine;
 pub use api::handle::{EventStream, Outcome, ThreadHandle};
@@ -71,13 +72,9 @@ pub use api::outcome::Untyped;
 pub use api::patches::Unpatched;
 pub use api::prune::PruneReport;
 pub use api::recover::RecoveryReport;
-pub use api::schedule::{SCHEDULES_LIST_MAX, ScheduleInfo};
-pub use api::schedule_flow::{
-    SCHEDULE_LABEL, SCHEDULE_TICKS_PER_RUN, SCHEDULE_WORKFLOW, SCHEDULE_WORKFLOW_VERSION,
-    ScheduleSpec, ScheduleState, tick_thread_id,
-};
-pub use api::schedule_links::{SCHEDULE_CONTROL_TRIES, SCHEDULE_LINKS_MAX, schedule_link};
-pub use api::schedule_ticks::{CATCH_UP_GRACE_MS, CatchUp, Every, SCHEDULE_TICKS_PER_WAKE_MAX};
+pub use api::schedule::ScheduleInfo;
+pub use api::schedule_flow::{ScheduleSpec, ScheduleState};
+pub use api::schedule_ticks::{CatchUp, Every};
 pub use cairn_dsl::{
     Ctx, END, NodeError, NodeOutput, NodeResult, Replace, START, State, Target, ToolError,
     Variables, Workflow,

@@ -122,13 +122,3 @@ pub const SERVE_BODY_BYTES_MAX: usize = 1024 * 1024;
 /// `QUEUE_ADMIT_MAX`.
 pub const ADMIT_PER_WRITE_MAX: usize = 64;
 const _: () = assert!(ADMIT_PER_WRITE_MAX <= cairn_storage::limits::QUEUE_ADMIT_MAX);
-
-/// Rounds (wake-ups at a tick: one tick, or the ticks a catch-up starts together) a schedule's
-/// thread runs before it continues as new: each link of the chain handles at most this many,
-/// a few thousand events, whether or not bounded history prunes it.
-pub const SCHEDULE_TICKS_PER_RUN: u32 = 1_000;
-
-/// The workflow id of schedule threads (`api/schedule_flow.rs`): the engine's own workflow,
-/// registered beside an application's and listed apart from them (an unknown workflow's error
-/// names only the application's).
-pub const SCHEDULE_WORKFLOW: &str = "cairn.schedule";

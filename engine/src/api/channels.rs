@@ -21,32 +21,34 @@ pub enum Channel {
     Monitor,
 }
 
-/// The channel an event kind belongs to (every kind belongs to exactly one).
-///
-/// # Examples
-/// ```
-/// use cairn::channels::{Channel, channel_of};
-/// use cairn::storage::EventKind;
-/// assert_eq!(channel_of(EventKind::Progress), Channel::Progress);
-/// assert_eq!(channel_of(EventKind::InputRequested), Channel::Control);
-/// assert_eq!(channel_of(EventKind::ToolCalled), Channel::Monitor);
-/// ```
-pub fn channel_of(kind: EventKind) -> Channel {
-    use EventKind as K;
-    match kind {
-        K::Progress | K::Message => Channel::Progress,
-        K::StatusChanged
-        | K::InputRequested
-        | K::InputReceived
-        | K::TimerSet
-        | K::TimerFired
-        | K::Cancelled
-        | K::TimedOut
-        | K::BudgetWarning
-        | K::BudgetExceeded
-        | K::LockAcquired
-        | K::LockReleased => Channel::Control,
-        _ => Channel::Monitor,
+impl Channel {
+    /// The channel an event kind belongs to (every kind belongs to exactly one).
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn::Channel;
+    /// use cairn::storage::EventKind;
+    /// assert_eq!(Channel::of(EventKind::Progress), Channel::Progress);
+    /// assert_eq!(Channel::of(EventKind::InputRequested), Channel::Control);
+    /// assert_eq!(Channel::of(EventKind::ToolCalled), Channel::Monitor);
+    /// ```
+    pub fn of(kind: EventKind) -> Channel {
+        use EventKind as K;
+        match kind {
+            K::Progress | K::Message => Channel::Progress,
+            K::StatusChanged
+            | K::InputRequested
+            | K::InputReceived
+            | K::TimerSet
+            | K::TimerFired
+            | K::Cancelled
+            | K::TimedOut
+            | K::BudgetWarning
+            | K::BudgetExceeded
+            | K::LockAcquired
+            | K::LockReleased => Channel::Control,
+            _ => Channel::Monitor,
+        }
     }
 }
 
@@ -58,7 +60,7 @@ impl EventStream {
     pub async fn next_in(&mut self, channel: Channel) -> Result<Recorded, Error> {
         loop {
             let event = self.next().await?;
-            if channel_of(event.body.kind()) == channel {
+            if Channel::of(event.body.kind()) == channel {
                 return Ok(event);
             }
         }
@@ -73,7 +75,7 @@ mod tests {
     fn every_kind_has_one_channel_and_each_channel_is_used() {
         let mut seen = std::collections::BTreeSet::new();
         for kind in EventKind::ALL {
-            seen.insert(format!("{:?}", channel_of(*kind)));
+            seen.insert(format!("{:?}", Channel::of(*kind)));
         }
         assert_eq!(seen.len(), 3, "{seen:?}");
     }

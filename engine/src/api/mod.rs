@@ -2,7 +2,7 @@
 
 pub mod admin;
 pub mod builder;
-pub mod channels;
+pub(crate) mod channels;
 mod checkpoint;
 pub mod continued;
 mod controls;

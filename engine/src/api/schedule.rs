@@ -1,5 +1,5 @@
 //! Durable schedules: create, list, pause, resume, trigger and delete (`cairn schedule ...`).
-//! Each schedule is a chain of threads of the built-in workflow [`SCHEDULE_WORKFLOW`],
+//! Each schedule is a chain of threads of the built-in workflow [`ScheduleSpec::WORKFLOW`],
 //! `schedule:<name>`, `schedule:<name>~1`, ... (see `schedule_flow.rs` for why a crash at a
 //! tick neither loses nor doubles it, and why it continues as new); every call here acts on
 //! the live link (`schedule_links.rs`).
@@ -10,20 +10,14 @@ use cairn_storage::{ThreadFilter, ThreadRecord, ThreadStatus};
 
 use super::engine::Engine;
 use super::handle::ThreadHandle;
-use super::schedule_flow::{
-    SCHEDULE_LABEL, SCHEDULE_WORKFLOW, SCHEDULE_WORKFLOW_VERSION, ScheduleSpec, ScheduleState,
-    triggered_prefix,
-};
-use super::schedule_links::{SCHEDULE_CONTROL_TRIES, head_of, links, live, schedule_link};
+use super::schedule_flow::{ScheduleSpec, ScheduleState};
+use super::schedule_links::{head_of, links, live};
 use super::schedule_ticks::Rule;
 use crate::config::RecoveryPolicy;
 use crate::config::StartOptions;
 use crate::core::status::Transition;
 use crate::core::thread_ctx::Waiting;
 use crate::error::Error;
-
-/// Schedules one listing returns at most.
-pub const SCHEDULES_LIST_MAX: usize = 10_000;
 
 /// Schedule threads read per page of a listing.
 const LIST_PAGE: usize = 1_000;
@@ -50,6 +44,11 @@ pub struct ScheduleInfo {
     pub state: ScheduleState,
 }
 
+impl ScheduleInfo {
+    /// Schedules one listing ([`Engine::schedules`]) returns at most.
+    pub const LIST_MAX: usize = 10_000;
+}
+
 /// Checks schedule `name` and `spec` as far as they go without an engine: the name, when it
 /// ticks (the cron expression, the time zone, a zero interval), an end before the start.
 ///
@@ -74,7 +73,7 @@ pub fn check(name: &str, spec: &ScheduleSpec) -> Result<Rule, Error> {
 impl Engine {
     /// Registers the schedule workflow, starting threads on this engine.
     pub(crate) fn register_schedules(&self) -> Result<(), Error> {
-        for version in 1..=SCHEDULE_WORKFLOW_VERSION {
+        for version in 1..=ScheduleSpec::WORKFLOW_VERSION {
             let shell = std::sync::Arc::downgrade(&self.shell);
             self.register(&super::schedule_flow::workflow(shell, version))?;
         }
@@ -121,13 +120,13 @@ impl Engine {
             skipped: 0,
         };
         // The head's id: a name whose every link was deleted is free (`delete_schedule`).
-        let options = StartOptions::id(head_of(name)).label(SCHEDULE_LABEL, name);
+        let options = StartOptions::id(head_of(name)).label(ScheduleSpec::LABEL, name);
         if self.runs_schedules() {
-            self.start_json(SCHEDULE_WORKFLOW, &state, options).await?;
+            self.start_json(ScheduleSpec::WORKFLOW, &state, options).await?;
         } else {
             // Written Created, not driven: an engine that runs schedules drives it from its open
             // (recovery); this one would leave its first tick half done when it closes.
-            self.create(SCHEDULE_WORKFLOW, &state, options).await?;
+            self.create(ScheduleSpec::WORKFLOW, &state, options).await?;
         }
         self.schedule(name).await?.ok_or_else(|| Error::UnknownThread(head_of(name)))
     }
@@ -146,7 +145,7 @@ impl Engine {
                 // The link continued as new and a retention pass deleted it after the walk
                 // found it (crash_controls met this): the walk finds its successor.
                 Err(Error::UnknownThread(id))
-                    if id == record.id.as_str() && tries < SCHEDULE_CONTROL_TRIES =>
+                    if id == record.id.as_str() && tries < ScheduleSpec::CONTROL_TRIES =>
                 {
                     tries += 1;
                 }
@@ -166,27 +165,29 @@ impl Engine {
     }
 
     /// Every schedule (deleted ones included, status `cancelled`), by name, at most
-    /// [`SCHEDULES_LIST_MAX`]: each once, as its live link holds it (the walk reads every
+    /// [`ScheduleInfo::LIST_MAX`]: each once, as its live link holds it (the walk reads every
     /// schedule thread's record, a page at a time).
     ///
     /// # Errors
     /// Storage errors.
     pub async fn schedules(&self) -> Result<Vec<ScheduleInfo>, Error> {
-        let filter =
-            ThreadFilter { workflow_id: Some(SCHEDULE_WORKFLOW.into()), ..ThreadFilter::default() };
+        let filter = ThreadFilter {
+            workflow_id: Some(ScheduleSpec::WORKFLOW.into()),
+            ..ThreadFilter::default()
+        };
         let store = self.shell.store.as_ref();
         let mut lives: BTreeMap<String, (u64, ThreadRecord)> = BTreeMap::new();
         let mut pages = super::ThreadPages::new(filter, None, LIST_PAGE);
         while let Some(page) = pages.next(store).await? {
             for record in page {
-                let Some((name, n)) = schedule_link(record.id.as_str()) else { continue };
+                let Some((name, n)) = ScheduleSpec::link_of(record.id.as_str()) else { continue };
                 if lives.get(name).is_none_or(|(best, _)| n > *best) {
                     lives.insert(name.to_owned(), (n, record));
                 }
             }
         }
         let mut out = Vec::new();
-        for (name, (_, record)) in lives.into_iter().take(SCHEDULES_LIST_MAX) {
+        for (name, (_, record)) in lives.into_iter().take(ScheduleInfo::LIST_MAX) {
             match self.schedule_of(&name, &record).await {
                 // Gone since the listing (continued, then deleted): as `schedule` finds it now.
                 Err(Error::UnknownThread(id)) if id == record.id.as_str() => {
@@ -255,7 +256,7 @@ impl Engine {
 
     /// Applies `control` to schedule `name`'s live link; when it fails and the live link has
     /// changed meanwhile (the link continued as new under it), again on the new one, at most
-    /// [`SCHEDULE_CONTROL_TRIES`] times.
+    /// [`ScheduleSpec::CONTROL_TRIES`] times.
     async fn control_schedule(&self, name: &str, control: Control) -> Result<(), Error> {
         let store = self.shell.store.as_ref();
         let mut tries = 0;
@@ -271,7 +272,7 @@ impl Engine {
             tries += 1;
             let Err(e) = result else { return Ok(()) };
             let moved = live(store, name).await?.is_some_and(|now| now.id != link.id);
-            if !moved || tries >= SCHEDULE_CONTROL_TRIES {
+            if !moved || tries >= ScheduleSpec::CONTROL_TRIES {
                 return Err(e);
             }
             tracing::debug!(schedule = name, link = %link.id, "the link continued: again");
@@ -311,8 +312,12 @@ impl Engine {
             )));
         }
         let fresh = self.shell.ids.new_id();
-        let id =
-            format!("{}{}-{}", triggered_prefix(name), self.shell.clock.now_ms(), &fresh[..16]);
+        let id = format!(
+            "{}{}-{}",
+            ScheduleSpec::triggered_prefix(name),
+            self.shell.clock.now_ms(),
+            &fresh[..16]
+        );
         let options = info.state.spec.start_options(id, name);
         self.start_json(&info.state.spec.workflow, info.state.spec.input, options).await
     }

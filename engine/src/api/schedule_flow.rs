@@ -7,7 +7,7 @@
 //! crash at a tick neither loses nor doubles it. Pausing the schedule is pausing its thread;
 //! deleting it is cancelling it.
 //!
-//! A schedule runs for ever as a chain of threads: every [`SCHEDULE_TICKS_PER_RUN`] rounds its
+//! A schedule runs for ever as a chain of threads: every [`ScheduleSpec::TICKS_PER_RUN`] rounds its
 //! thread continues as new (`schedule:<name>` -> `schedule:<name>~1` -> ...), carrying its
 //! [`ScheduleState`] as the successor's input, in the commit of the round's last tick. No
 //! link's log outgrows those rounds, and no link nears its loop bound (`schedule_links.rs`
@@ -23,23 +23,9 @@ use super::schedule_ticks::{CatchUp, Every, Rule, due};
 use crate::config::StartOptions;
 use crate::exec::shell::Shell;
 
-/// The workflow id of schedule threads (kept in `limits.rs` beside the engine's other fixed
-/// names, where the error an unknown workflow gives can leave it out of the list it shows).
-pub use crate::limits::SCHEDULE_WORKFLOW;
-
-/// The label every thread a schedule starts carries, naming the schedule.
-pub const SCHEDULE_LABEL: &str = "schedule";
-
-pub use crate::limits::SCHEDULE_TICKS_PER_RUN;
-
-/// The version of [`SCHEDULE_WORKFLOW`] new schedules run: one visit of `tick` per round, at
-/// most [`SCHEDULE_TICKS_PER_RUN`]. Version 1 (a loop bound of `LOOP_BOUND_MAX`) stays
-/// registered for the schedules stored before; its threads continue as new too.
-pub const SCHEDULE_WORKFLOW_VERSION: u32 = 2;
-
 impl crate::api::builder::EngineBuilder {
     /// Rounds a schedule's thread runs before it continues as new: `n` clamped to
-    /// 1..=[`SCHEDULE_TICKS_PER_RUN`] (the default, and the loop bound a link is built with).
+    /// 1..=[`ScheduleSpec::TICKS_PER_RUN`] (the default, and the loop bound a link is built with).
     /// Smaller chains: for tests that cross links in a few ticks.
     ///
     /// # Examples
@@ -49,7 +35,7 @@ impl crate::api::builder::EngineBuilder {
     /// # Ok(()) }
     /// ```
     pub fn schedule_ticks_per_run(mut self, n: u32) -> Self {
-        self.config.schedule_ticks_per_run = n.clamp(1, SCHEDULE_TICKS_PER_RUN);
+        self.config.schedule_ticks_per_run = n.clamp(1, ScheduleSpec::TICKS_PER_RUN);
         self
     }
 }
@@ -86,6 +72,41 @@ pub struct ScheduleSpec {
 }
 
 impl ScheduleSpec {
+    /// The workflow id of schedule threads: the engine's own workflow, registered beside an
+    /// application's and listed apart from them (an unknown workflow's error names only the
+    /// application's).
+    pub const WORKFLOW: &'static str = "cairn.schedule";
+
+    /// The version of [`ScheduleSpec::WORKFLOW`] new schedules run: one visit of `tick` per
+    /// round, at most [`ScheduleSpec::TICKS_PER_RUN`]. Version 1 (a loop bound of
+    /// `LOOP_BOUND_MAX`) stays registered for the schedules stored before; its threads continue
+    /// as new too.
+    pub const WORKFLOW_VERSION: u32 = 2;
+
+    /// The label every thread a schedule starts carries, naming the schedule.
+    pub const LABEL: &'static str = "schedule";
+
+    /// Rounds (wake-ups at a tick: one tick, or the ticks a catch-up starts together) a
+    /// schedule's thread runs before it continues as new: each link of the chain handles at
+    /// most this many, a few thousand events, whether or not bounded history prunes it.
+    pub const TICKS_PER_RUN: u32 = 1_000;
+
+    /// The thread id the tick at `tick_ms` of schedule `schedule` starts: `<schedule>@<tick_ms>`.
+    ///
+    /// # Examples
+    /// ```
+    /// assert_eq!(cairn::ScheduleSpec::tick_thread_id("nightly", 1_000), "nightly@1000");
+    /// ```
+    pub fn tick_thread_id(schedule: &str, tick_ms: u64) -> String {
+        format!("{schedule}@{tick_ms}")
+    }
+
+    /// How the id of every thread a trigger of `schedule` starts begins
+    /// ([`Engine::trigger_schedule`]: then its time and 16 hex digits); no tick's id does.
+    pub fn triggered_prefix(schedule: &str) -> String {
+        format!("{schedule}@now-")
+    }
+
     /// A spec starting `workflow` with a `null` input, from now on, no end, [`CatchUp::Skip`].
     pub fn new(workflow: impl Into<String>, every: Every) -> ScheduleSpec {
         ScheduleSpec {
@@ -109,7 +130,7 @@ impl ScheduleSpec {
 
     /// The start options of the tick thread `id` of schedule `name`.
     pub(crate) fn start_options(&self, id: String, name: &str) -> StartOptions {
-        let options = StartOptions::id(id).label(SCHEDULE_LABEL, name);
+        let options = StartOptions::id(id).label(ScheduleSpec::LABEL, name);
         match &self.queue {
             Some((queue, key)) => options.on_queue(queue.clone()).key(key.clone()),
             None => options,
@@ -165,27 +186,16 @@ impl State for ScheduleState {
     }
 }
 
-/// The thread id a schedule's tick at `tick_ms` starts.
-pub fn tick_thread_id(schedule: &str, tick_ms: u64) -> String {
-    format!("{schedule}@{tick_ms}")
-}
-
-/// How the id of every thread a trigger of `schedule` starts begins (`Engine::trigger_schedule`:
-/// then its time and 16 hex digits); no tick's id does.
-pub fn triggered_prefix(schedule: &str) -> String {
-    format!("{schedule}@now-")
-}
-
-/// Version `version` (1 or [`SCHEDULE_WORKFLOW_VERSION`]) of the schedule workflow, starting
+/// Version `version` (1 or [`ScheduleSpec::WORKFLOW_VERSION`]) of the schedule workflow, starting
 /// threads on the engine of `shell`. They differ in the loop bound only (the fingerprint).
 pub(crate) fn workflow(shell: Weak<Shell>, version: u32) -> Workflow<ScheduleState> {
-    // One visit per round; a link runs at most SCHEDULE_TICKS_PER_RUN of them. Version 1 was
+    // One visit per round; a link runs at most ScheduleSpec::TICKS_PER_RUN of them. Version 1 was
     // built when a schedule was one thread, bounded by LOOP_BOUND_MAX rounds.
     let bound = match version {
         1 => cairn_dsl::limits::LOOP_BOUND_MAX,
-        _ => SCHEDULE_TICKS_PER_RUN,
+        _ => ScheduleSpec::TICKS_PER_RUN,
     };
-    Workflow::<ScheduleState>::builder(SCHEDULE_WORKFLOW, version)
+    Workflow::<ScheduleState>::builder(ScheduleSpec::WORKFLOW, version)
         .node("tick", move |s: Arc<ScheduleState>, ctx: Ctx| {
             let shell = shell.clone();
             async move { tick(&s, &ctx, &shell).await }
@@ -222,7 +232,7 @@ async fn tick(
     let (ticks, next_tick_ms) = due(&rule, s.anchor_ms, after, now, s.spec.end_ms);
     let start = s.spec.catch_up.pick(&ticks, now);
     for &t in &start {
-        let id = tick_thread_id(&s.name, t);
+        let id = ScheduleSpec::tick_thread_id(&s.name, t);
         let (workflow, input) = (s.spec.workflow.clone(), s.spec.input.clone());
         let options = s.spec.start_options(id.clone(), &s.name);
         let shell = shell.upgrade();
@@ -246,7 +256,7 @@ async fn tick(
     };
     // The link's last round: the successor goes on from this state, created in this commit.
     let per_run =
-        shell.upgrade().map_or(SCHEDULE_TICKS_PER_RUN, |s| s.config.schedule_ticks_per_run);
+        shell.upgrade().map_or(ScheduleSpec::TICKS_PER_RUN, |s| s.config.schedule_ticks_per_run);
     if updated.next_tick_ms.is_some() && ctx.step() >= u64::from(per_run) {
         ctx.continue_as_new(&updated)?;
     }
@@ -259,7 +269,7 @@ mod tests {
 
     use cairn_dsl::{END, NodeOutput, START, Workflow};
 
-    use super::{SCHEDULE_WORKFLOW, ScheduleState};
+    use super::{ScheduleSpec, ScheduleState};
 
     /// The fingerprint version 1 had when it was the only version: schedules stored then
     /// recorded it, and restore refuses a thread whose workflow's fingerprint changed.
@@ -268,7 +278,7 @@ mod tests {
     #[test]
     fn version_1_keeps_the_fingerprint_stored_schedules_recorded() {
         // The graph as version 1 was declared before schedules continued as new.
-        let before = Workflow::<ScheduleState>::builder(SCHEDULE_WORKFLOW, 1)
+        let before = Workflow::<ScheduleState>::builder(ScheduleSpec::WORKFLOW, 1)
             .node("tick", |s: Arc<ScheduleState>, _ctx| async move {
                 Ok(NodeOutput::update((*s).clone()))
             })
@@ -284,7 +294,7 @@ mod tests {
         assert_eq!(before.fingerprint().to_string(), V1_FINGERPRINT);
         let v1 = super::workflow(Weak::new(), 1);
         assert_eq!(v1.fingerprint().to_string(), V1_FINGERPRINT);
-        let v2 = super::workflow(Weak::new(), super::SCHEDULE_WORKFLOW_VERSION);
+        let v2 = super::workflow(Weak::new(), ScheduleSpec::WORKFLOW_VERSION);
         assert_ne!(v2.fingerprint().to_string(), V1_FINGERPRINT);
     }
 }

@@ -1,6 +1,6 @@
 //! A schedule's chain of threads: `schedule:<name>`, then `schedule:<name>~1`, `~2`, ... (its
-//! thread continues as new every `SCHEDULE_TICKS_PER_RUN` rounds, `schedule_flow.rs`). The
-//! name stays the schedule's address: every control resolves it to the **live link**, the one
+//! thread continues as new every [`ScheduleSpec::TICKS_PER_RUN`] rounds, `schedule_flow.rs`).
+//! The name stays the schedule's address: every control resolves it to the **live link**, the one
 //! with the highest number (created in the commit that ended the one before it, so it is the
 //! only link that is not completed-and-continued).
 //!
@@ -8,21 +8,13 @@
 //! retention policy may have deleted): every link carries the label `schedule=<name>`, and ids
 //! are listed in id order within a label, so the links, which all start with
 //! `schedule:<name>`, are one run of that listing right after the head's id. A resolution
-//! reads every stored link (a handful with retention, one per `SCHEDULE_TICKS_PER_RUN` rounds
-//! without), at most [`SCHEDULE_LINKS_MAX`].
+//! reads every stored link (a handful with retention, one per [`ScheduleSpec::TICKS_PER_RUN`]
+//! rounds without), at most [`ScheduleSpec::LINKS_MAX`].
 
 use cairn_storage::{Store, ThreadFilter, ThreadId, ThreadRecord};
 
-use super::schedule_flow::{SCHEDULE_LABEL, SCHEDULE_WORKFLOW};
+use super::schedule_flow::ScheduleSpec;
 use crate::error::Error;
-
-/// The most links of one schedule a resolution reads (a minutely schedule makes one link in
-/// about 17 hours: 100,000 are some 190 years of them, none deleted).
-pub const SCHEDULE_LINKS_MAX: usize = 100_000;
-
-/// How often a schedule control (pause, resume, delete) is tried again on the new live link
-/// when the link it acted on continued as new meanwhile.
-pub const SCHEDULE_CONTROL_TRIES: usize = 8;
 
 /// Records read per page of the walk over a schedule's links, after a first page of
 /// [`LINK_FIRST_PAGE`].
@@ -41,23 +33,34 @@ pub(crate) fn head_of(name: &str) -> String {
     format!("{PREFIX}{name}")
 }
 
-/// The schedule name and link number of a schedule thread's id: `schedule:<name>` is link 0,
-/// `schedule:<name>~<n>` link `n` (the continue-as-new successor ids). `None` for other ids.
-///
-/// # Examples
-/// ```
-/// use cairn::schedule_link;
-/// assert_eq!(schedule_link("schedule:nightly"), Some(("nightly", 0)));
-/// assert_eq!(schedule_link("schedule:nightly~3"), Some(("nightly", 3)));
-/// assert_eq!(schedule_link("nightly@1000"), None);
-/// ```
-pub fn schedule_link(id: &str) -> Option<(&str, u64)> {
-    let rest = id.strip_prefix(PREFIX)?;
-    match rest.split_once('~') {
-        None => Some((rest, 0)),
-        Some((name, n)) => {
-            let k: u64 = n.parse().ok()?;
-            (k > 0 && k.to_string() == n).then_some((name, k))
+impl ScheduleSpec {
+    /// The most links of one schedule a resolution reads (a minutely schedule makes one link in
+    /// about 17 hours: 100,000 are some 190 years of them, none deleted).
+    pub const LINKS_MAX: usize = 100_000;
+
+    /// How often a schedule control (pause, resume, delete) is tried again on the new live link
+    /// when the link it acted on continued as new meanwhile.
+    pub const CONTROL_TRIES: usize = 8;
+
+    /// The schedule name and link number of a schedule thread's id: `schedule:<name>` is link
+    /// 0, `schedule:<name>~<n>` link `n` (the continue-as-new successor ids). `None` for other
+    /// ids.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn::ScheduleSpec;
+    /// assert_eq!(ScheduleSpec::link_of("schedule:nightly"), Some(("nightly", 0)));
+    /// assert_eq!(ScheduleSpec::link_of("schedule:nightly~3"), Some(("nightly", 3)));
+    /// assert_eq!(ScheduleSpec::link_of("nightly@1000"), None);
+    /// ```
+    pub fn link_of(id: &str) -> Option<(&str, u64)> {
+        let rest = id.strip_prefix(PREFIX)?;
+        match rest.split_once('~') {
+            None => Some((rest, 0)),
+            Some((name, n)) => {
+                let k: u64 = n.parse().ok()?;
+                (k > 0 && k.to_string() == n).then_some((name, k))
+            }
         }
     }
 }
@@ -84,7 +87,7 @@ impl<'n> LinkWalk<'n> {
     /// [`Error::Invalid`] for a name no thread id holds.
     pub(crate) fn new(name: &'n str) -> Result<LinkWalk<'n>, Error> {
         let head = ThreadId::new(head_of(name))?;
-        let filter = ThreadFilter::default().label(SCHEDULE_LABEL, name);
+        let filter = ThreadFilter::default().label(ScheduleSpec::LABEL, name);
         let limit = LINK_FIRST_PAGE;
         Ok(LinkWalk { name, after: head.clone(), head, filter, limit, found: Vec::new() })
     }
@@ -95,7 +98,7 @@ impl<'n> LinkWalk<'n> {
     /// [`Error::Invalid`] when the head is a thread of another workflow.
     pub(crate) fn head(&mut self, record: Option<ThreadRecord>) -> Result<(), Error> {
         if let Some(record) = record {
-            if record.workflow.id != SCHEDULE_WORKFLOW {
+            if record.workflow.id != ScheduleSpec::WORKFLOW {
                 return Err(Error::Invalid(format!("thread {} is not a schedule", self.head)));
             }
             self.found.push((0, record));
@@ -107,7 +110,7 @@ impl<'n> LinkWalk<'n> {
     /// another.
     ///
     /// # Errors
-    /// [`Error::Invalid`] past [`SCHEDULE_LINKS_MAX`] links.
+    /// [`Error::Invalid`] past [`ScheduleSpec::LINKS_MAX`] links.
     pub(crate) fn page(&mut self, page: Vec<ThreadRecord>) -> Result<bool, Error> {
         let full = page.len() == self.limit;
         self.limit = LINK_PAGE;
@@ -116,18 +119,19 @@ impl<'n> LinkWalk<'n> {
             if !record.id.as_str().starts_with(self.head.as_str()) {
                 return Ok(false);
             }
-            if record.workflow.id == SCHEDULE_WORKFLOW
-                && let Some((name, n)) = schedule_link(record.id.as_str())
+            if record.workflow.id == ScheduleSpec::WORKFLOW
+                && let Some((name, n)) = ScheduleSpec::link_of(record.id.as_str())
                 && name == self.name
             {
                 self.found.push((n, record.clone()));
             }
             self.after = record.id;
         }
-        if self.found.len() > SCHEDULE_LINKS_MAX {
+        if self.found.len() > ScheduleSpec::LINKS_MAX {
             return Err(Error::Invalid(format!(
-                "schedule {:?} has more than {SCHEDULE_LINKS_MAX} links: delete old ones",
-                self.name
+                "schedule {:?} has more than {} links: delete old ones",
+                self.name,
+                ScheduleSpec::LINKS_MAX
             )));
         }
         Ok(full)
@@ -145,7 +149,7 @@ impl<'n> LinkWalk<'n> {
 ///
 /// # Errors
 /// [`Error::Invalid`] when `schedule:<name>` is a thread of another workflow, or past
-/// [`SCHEDULE_LINKS_MAX`] links; storage errors.
+/// [`ScheduleSpec::LINKS_MAX`] links; storage errors.
 pub(crate) async fn links(store: &dyn Store, name: &str) -> Result<Vec<ThreadRecord>, Error> {
     let mut walk = LinkWalk::new(name)?;
     walk.head(store.thread(&walk.head).await?)?;
@@ -160,7 +164,7 @@ pub(crate) async fn links(store: &dyn Store, name: &str) -> Result<Vec<ThreadRec
 ///
 /// # Errors
 /// [`Error::Invalid`] when `schedule:<name>` is a thread of another workflow, or past
-/// [`SCHEDULE_LINKS_MAX`] links; storage errors.
+/// [`ScheduleSpec::LINKS_MAX`] links; storage errors.
 pub fn links_wait(store: &dyn Store, name: &str) -> Result<Vec<ThreadRecord>, Error> {
     let mut walk = LinkWalk::new(name)?;
     walk.head(store.thread(&walk.head).wait()?)?;
@@ -180,18 +184,18 @@ pub(crate) async fn live(store: &dyn Store, name: &str) -> Result<Option<ThreadR
 
 #[cfg(test)]
 mod tests {
-    use super::schedule_link;
+    use super::ScheduleSpec;
     use cairn_core::continuation::successor_id;
 
     #[test]
     fn links_are_the_successor_ids() {
         let mut id = super::head_of("a.b-c");
         for n in 0..12 {
-            assert_eq!(schedule_link(&id), Some(("a.b-c", n)), "{id}");
+            assert_eq!(ScheduleSpec::link_of(&id), Some(("a.b-c", n)), "{id}");
             id = successor_id(&id);
         }
-        assert_eq!(schedule_link("schedule:a~01"), None);
-        assert_eq!(schedule_link("schedule:a~0"), None);
-        assert_eq!(schedule_link("a@5"), None);
+        assert_eq!(ScheduleSpec::link_of("schedule:a~01"), None);
+        assert_eq!(ScheduleSpec::link_of("schedule:a~0"), None);
+        assert_eq!(ScheduleSpec::link_of("a@5"), None);
     }
 }

@@ -13,10 +13,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 
-/// Ticks one look computes at most: a schedule that missed more (a minutely schedule after a
-/// long downtime) starts at most this many under [`CatchUp::All`] and skips the rest.
-pub const SCHEDULE_TICKS_PER_WAKE_MAX: usize = 1_000;
-
 /// How often a schedule ticks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -41,20 +37,18 @@ pub enum Every {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CatchUp {
-    /// None of the missed ticks: only a tick due at most [`CATCH_UP_GRACE_MS`] ago starts.
+    /// None of the missed ticks: only a tick due at most [`CatchUp::GRACE_MS`] ago starts.
     #[default]
     Skip,
     /// The latest missed tick only.
     One,
-    /// Every missed tick, oldest first, at most `max` (the latest `max`).
+    /// Every missed tick, oldest first, at most `max` (the latest `max`) and at most
+    /// [`CatchUp::TICKS_PER_WAKE_MAX`].
     All {
         /// How many missed ticks are started at most.
         max: u32,
     },
 }
-
-/// How late a tick may be started under [`CatchUp::Skip`] (a wake-up is never exactly on time).
-pub const CATCH_UP_GRACE_MS: u64 = 60_000;
 
 impl Every {
     /// The first tick strictly after `after_ms`, counting intervals from `anchor_ms` (the
@@ -134,7 +128,7 @@ impl Rule {
 }
 
 /// The ticks due in `(after_ms, now_ms]` before `end_ms` (oldest first, at most
-/// [`SCHEDULE_TICKS_PER_WAKE_MAX`], the latest kept) and the next tick after `now_ms`
+/// [`CatchUp::TICKS_PER_WAKE_MAX`], the latest kept) and the next tick after `now_ms`
 /// (`None`: the schedule has ended).
 pub(crate) fn due(
     rule: &Rule,
@@ -153,7 +147,7 @@ pub(crate) fn due(
         if t > now_ms {
             return (ticks.into(), Some(t));
         }
-        if ticks.len() == SCHEDULE_TICKS_PER_WAKE_MAX {
+        if ticks.len() == CatchUp::TICKS_PER_WAKE_MAX {
             ticks.pop_front();
         }
         ticks.push_back(t);
@@ -162,12 +156,21 @@ pub(crate) fn due(
 }
 
 impl CatchUp {
+    /// How late a tick may be started under [`CatchUp::Skip`] (a wake-up is never exactly on
+    /// time).
+    pub const GRACE_MS: u64 = 60_000;
+
+    /// Ticks one wake-up of a schedule computes at most: a schedule that missed more (a
+    /// minutely schedule after a long downtime) starts at most this many under
+    /// [`CatchUp::All`], the latest, and skips the rest.
+    pub const TICKS_PER_WAKE_MAX: usize = 1_000;
+
     /// Of the `due` ticks (oldest first), the ones to start at `now_ms`.
     pub(crate) fn pick(self, due: &[u64], now_ms: u64) -> Vec<u64> {
         match self {
             CatchUp::Skip => due
                 .last()
-                .filter(|t| now_ms.saturating_sub(**t) <= CATCH_UP_GRACE_MS)
+                .filter(|t| now_ms.saturating_sub(**t) <= CatchUp::GRACE_MS)
                 .map(|t| vec![*t])
                 .unwrap_or_default(),
             CatchUp::One => due.last().map(|t| vec![*t]).unwrap_or_default(),
@@ -223,8 +226,8 @@ mod tests {
     #[test]
     fn catch_up_picks_what_the_policy_says() {
         let due = [100, 200, 300];
-        assert_eq!(CatchUp::Skip.pick(&due, 300 + CATCH_UP_GRACE_MS), vec![300]);
-        assert_eq!(CatchUp::Skip.pick(&due, 301 + CATCH_UP_GRACE_MS), Vec::<u64>::new());
+        assert_eq!(CatchUp::Skip.pick(&due, 300 + CatchUp::GRACE_MS), vec![300]);
+        assert_eq!(CatchUp::Skip.pick(&due, 301 + CatchUp::GRACE_MS), Vec::<u64>::new());
         assert_eq!(CatchUp::One.pick(&due, 10_000_000), vec![300]);
         assert_eq!(CatchUp::All { max: 2 }.pick(&due, 10_000_000), vec![200, 300]);
         assert_eq!(CatchUp::All { max: 9 }.pick(&due, 10_000_000), vec![100, 200, 300]);

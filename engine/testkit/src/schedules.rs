@@ -27,8 +27,7 @@ use cairn_storage::{Page, Seq, Store, ThreadFilter, ThreadId, ThreadRecord, Thre
 use cairn::Error;
 use cairn::core::drawn::Drawn;
 use cairn::event::Body;
-use cairn::{CATCH_UP_GRACE_MS, CatchUp, SCHEDULE_TICKS_PER_WAKE_MAX};
-use cairn::{SCHEDULE_LABEL, SCHEDULE_WORKFLOW, ScheduleState, tick_thread_id};
+use cairn::{CatchUp, ScheduleSpec, ScheduleState};
 
 /// What [`check_schedule`] found in a schedule's log and the threads it started.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -119,7 +118,7 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
         deleted: live.status == ThreadStatus::Cancelled,
         ended: live.status == ThreadStatus::Completed,
         links: links.len() as u64,
-        continuations: cairn::schedule_link(live.id.as_str()).map_or(0, |l| l.1),
+        continuations: ScheduleSpec::link_of(live.id.as_str()).map_or(0, |l| l.1),
         ..ScheduleCheck::default()
     };
     let mut walk = Walk { out, ..Walk::default() };
@@ -240,7 +239,7 @@ impl Walk {
     /// the links between were deleted (a gap).
     fn created(&mut self, id: &ThreadId, input: serde_json::Value) -> Result<(), Error> {
         let first: ScheduleState = serde_json::from_value(input)?;
-        let n = cairn::schedule_link(id.as_str()).map_or(0, |l| l.1);
+        let n = ScheduleSpec::link_of(id.as_str()).map_or(0, |l| l.1);
         let follows = self.link_before.map_or(n == 0, |before| n == before + 1);
         self.link_before = Some(n);
         let state = &self.state;
@@ -361,12 +360,12 @@ impl Walk {
 /// The threads labelled with schedule `name` but its links: its ticks and triggered threads.
 fn labelled(store: &dyn Store, name: &str) -> Result<Vec<ThreadRecord>, Error> {
     let filter = ThreadFilter {
-        labels: vec![(SCHEDULE_LABEL.into(), name.into())],
+        labels: vec![(ScheduleSpec::LABEL.into(), name.into())],
         ..ThreadFilter::default()
     };
     let page = Page { limit: READ_LIMIT_MAX, offset: 0 };
     let mut listed = store.list_threads(&filter, page).wait()?;
-    listed.retain(|t| t.workflow.id != SCHEDULE_WORKFLOW);
+    listed.retain(|t| t.workflow.id != ScheduleSpec::WORKFLOW);
     Ok(listed)
 }
 
@@ -430,7 +429,7 @@ fn round(
         out.problems.push(format!("step {step}: handled the tick at {next} at {read}, before it"));
     }
     let now = read.max(next);
-    // The ticks due in (after, now] before the end, the latest SCHEDULE_TICKS_PER_WAKE_MAX.
+    // The ticks due in (after, now] before the end, the latest CatchUp::TICKS_PER_WAKE_MAX.
     let mut due = Vec::new();
     let mut cursor = after;
     let upcoming = loop {
@@ -442,14 +441,15 @@ fn round(
             other => break other,
         }
     };
-    let due = &due[due.len().saturating_sub(SCHEDULE_TICKS_PER_WAKE_MAX)..];
+    let due = &due[due.len().saturating_sub(CatchUp::TICKS_PER_WAKE_MAX)..];
     let keep = match s.spec.catch_up {
-        CatchUp::Skip => usize::from(due.last().is_some_and(|t| now - t <= CATCH_UP_GRACE_MS)),
+        CatchUp::Skip => usize::from(due.last().is_some_and(|t| now - t <= CatchUp::GRACE_MS)),
         CatchUp::One => due.len().min(1),
         CatchUp::All { max } => due.len().min(max as usize),
     };
     let picks = &due[due.len() - keep..];
-    let want: Vec<String> = picks.iter().map(|t| tick_thread_id(&s.name, *t)).collect();
+    let want: Vec<String> =
+        picks.iter().map(|t| ScheduleSpec::tick_thread_id(&s.name, *t)).collect();
     if starts != want {
         out.problems.push(format!(
             "step {step}: woke at {now} with {due:?} due under {:?}; started {starts:?}, the \

@@ -490,7 +490,7 @@ async fn a_waiting_lock_is_taken_when_released_and_cancel_reaches_child_threads(
 
 #[tokio::test]
 async fn the_three_channel_view_splits_progress_control_and_monitor() {
-    use cairn::channels::Channel;
+    use cairn::Channel;
     let (_d, path) = db();
     let wf = one_node("chan", NodePolicy::default(), |_s, ctx: Ctx| async move {
         ctx.progress(1, 2, "half");

@@ -1,4 +1,4 @@
-//! Schedules that continue as new (`SCHEDULE_TICKS_PER_RUN`, here made small with
+//! Schedules that continue as new (`ScheduleSpec::TICKS_PER_RUN`, here made small with
 //! `EngineBuilder::schedule_ticks_per_run`): ticks keep their ids and the counters carry over
 //! across links; the name reaches the live link for every control; a pause issued right at a
 //! continuation takes effect; a schedule ticks past the rounds one thread's loop bound allows.
@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use cairn::clock::ManualClock;
-use cairn::{Engine, Every, SCHEDULE_TICKS_PER_RUN, ThreadStatus};
+use cairn::{Engine, Every, ScheduleSpec, ThreadStatus};
 
 use crate::schedules::{HOUR, JAN_1_2026, file, open_with, spec, started, tick, ticks_started};
 
@@ -182,17 +182,18 @@ async fn a_pause_around_a_continuation_takes_effect() {
 }
 
 /// A schedule ticks past what one thread's loop bound allows: with the default
-/// [`SCHEDULE_TICKS_PER_RUN`], a schedule of one thread (loop bound SCHEDULE_TICKS_PER_RUN)
-/// would fail at the round after it; this one runs `SCHEDULE_TICKS_PER_RUN + 2` rounds on
-/// two links.
+/// [`ScheduleSpec::TICKS_PER_RUN`], a schedule of one thread (loop bound
+/// `ScheduleSpec::TICKS_PER_RUN`) would fail at the round after it; this one runs
+/// `ScheduleSpec::TICKS_PER_RUN + 2` rounds on two links.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_ticks_past_one_links_loop_bound() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(JAN_1_2026);
-    let engine = open_with(file(&dir.path().join("s.db")), &clock, SCHEDULE_TICKS_PER_RUN).await;
+    let engine =
+        open_with(file(&dir.path().join("s.db")), &clock, ScheduleSpec::TICKS_PER_RUN).await;
     let spec = spec(Every::Interval { ms: 1_000 }).catch_up(cairn::CatchUp::One);
     engine.create_schedule("many", spec).await.unwrap();
-    let rounds = u64::from(SCHEDULE_TICKS_PER_RUN) + 2;
+    let rounds = u64::from(ScheduleSpec::TICKS_PER_RUN) + 2;
     while engine.schedule("many").await.unwrap().unwrap().state.started < rounds {
         tick(&engine, &clock, "many").await;
     }

@@ -138,7 +138,8 @@ async fn a_daily_schedule_ticks_once_per_local_day_over_a_year_across_daylight_s
     }
     // Every thread a tick started ran to the end.
     for t in ticks.iter().take(3) {
-        let handle = engine.thread(&cairn::tick_thread_id("nightly", *t)).await.unwrap();
+        let handle =
+            engine.thread(&cairn::ScheduleSpec::tick_thread_id("nightly", *t)).await.unwrap();
         assert_eq!(handle.finished().await.unwrap().status, ThreadStatus::Completed);
     }
     engine.shutdown().await;
@@ -217,7 +218,7 @@ async fn a_schedule_with_start_and_end_times_ticks_between_them_and_then_complet
         "none before the start, none at or after the end"
     );
     for t in &want {
-        let handle = engine.thread(&cairn::tick_thread_id("ends", *t)).await.unwrap();
+        let handle = engine.thread(&cairn::ScheduleSpec::tick_thread_id("ends", *t)).await.unwrap();
         assert_eq!(handle.finished().await.unwrap().status, ThreadStatus::Completed);
     }
     engine.shutdown().await;
@@ -448,7 +449,7 @@ async fn a_trigger_at_a_tick_time_runs_beside_the_tick_and_a_deleted_schedule_re
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
     let now = started(&engine, "h");
-    let tick = cairn::tick_thread_id("h", at);
+    let tick = cairn::ScheduleSpec::tick_thread_id("h", at);
     assert!(now.contains(&tick), "the tick's own thread: {now:?}");
     assert_eq!(now.len(), before.len() + 3, "the tick and two triggers: {now:?}");
     assert!(![a.id().as_str(), b.id().as_str()].contains(&tick.as_str()));
@@ -475,7 +476,7 @@ async fn check_schedule_reports_a_started_tick_whose_thread_is_missing() {
     let check = cairn_testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();
     assert!(check.problems.is_empty(), "{:?}", check.problems);
     assert!(check.ticks_started >= 1 && check.rounds >= 1, "{check:?}");
-    let id = cairn::tick_thread_id("h", at);
+    let id = cairn::ScheduleSpec::tick_thread_id("h", at);
     engine.thread(&id).await.unwrap().finished().await.unwrap();
     engine.delete(&id, cairn::storage::DeleteOptions::default()).await.unwrap();
     let check = cairn_testkit::check_schedule(engine.store().as_ref(), "h").unwrap().unwrap();

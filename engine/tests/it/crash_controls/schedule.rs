@@ -292,7 +292,7 @@ fn ended_or(
 /// Every thread labelled with schedule `name` (its links, ticks and triggered threads), with its
 /// status: what a failed trigger count prints.
 fn schedule_threads(store: &dyn Store, name: &str) -> Vec<(String, ThreadStatus)> {
-    let filter = cairn::storage::ThreadFilter::default().label(cairn::SCHEDULE_LABEL, name);
+    let filter = cairn::storage::ThreadFilter::default().label(cairn::ScheduleSpec::LABEL, name);
     let page = cairn::storage::Page { limit: 1_000, offset: 0 };
     let listed = store.list_threads(&filter, page).wait().unwrap_or_default();
     listed.into_iter().map(|r| (r.id.to_string(), r.status)).collect()
@@ -367,7 +367,7 @@ pub(super) fn problems(
         if !check.problems.is_empty() {
             // The schedule's own logs: a CI log may hold nothing else of the case.
             let threads = schedule_threads(store, &name).into_iter().map(|(id, _)| id);
-            let links = threads.filter(|id| cairn::schedule_link(id).is_some());
+            let links = threads.filter(|id| cairn::ScheduleSpec::link_of(id).is_some());
             out.push(format!("{name}'s logs:\n{}", super::driver::logs(store, links)));
         }
         let found = check.others.len() as u64;

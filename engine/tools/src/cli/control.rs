@@ -167,8 +167,8 @@ pub(super) async fn resume(args: ThreadArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     }
     let engine = open_writable(&args.common.db, wfs).await?;
     let record = record_of(&engine, &args.thread).await?;
-    if let Some((name, _)) = cairn::api::schedule_links::schedule_link(&args.thread)
-        && record.workflow.id == cairn::api::schedule_flow::SCHEDULE_WORKFLOW
+    if let Some((name, _)) = cairn::ScheduleSpec::link_of(&args.thread)
+        && record.workflow.id == cairn::ScheduleSpec::WORKFLOW
     {
         // Its ticks would start threads here that this process leaves half done at its exit.
         engine.shutdown().await;

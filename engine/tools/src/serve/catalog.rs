@@ -28,7 +28,7 @@ use super::graph_svg::workflow_svg;
 use super::params::{NoParams, Reject, VersionParams};
 use cairn::api::engine::Engine;
 use cairn::api::schedule::ScheduleInfo;
-use cairn::api::schedule_flow::{SCHEDULE_LABEL, SCHEDULE_WORKFLOW, triggered_prefix};
+use cairn::api::schedule_flow::ScheduleSpec;
 use cairn::api::schedule_ticks::Rule;
 
 /// Upcoming ticks listed per schedule: enough to see its rhythm, few enough to read.
@@ -100,10 +100,10 @@ pub(super) async fn workflows(
     .await
 }
 
-/// Whether workflow `id` is the engine's own (schedules run as [`SCHEDULE_WORKFLOW`]), not the
-/// application's.
+/// Whether workflow `id` is the engine's own (schedules run as [`ScheduleSpec::WORKFLOW`]), not
+/// the application's.
 fn is_builtin(id: &str) -> bool {
-    id == SCHEDULE_WORKFLOW
+    id == ScheduleSpec::WORKFLOW
 }
 
 /// `GET /api/workflows/{id}/graph.svg?version=`.
@@ -196,7 +196,7 @@ struct Runs {
 /// schedule's runs are pruned with retention.
 async fn runs(engine: &Engine, name: &str) -> Result<Runs, Reject> {
     let filter = ThreadFilter {
-        labels: vec![(SCHEDULE_LABEL.to_owned(), name.to_owned())],
+        labels: vec![(ScheduleSpec::LABEL.to_owned(), name.to_owned())],
         ..ThreadFilter::default()
     };
     let store = engine.store();
@@ -212,8 +212,8 @@ async fn runs(engine: &Engine, name: &str) -> Result<Runs, Reject> {
         }
     }
     // The schedule's own thread carries its label too: it is no run.
-    runs.retain(|r| r.workflow.id != SCHEDULE_WORKFLOW);
-    let prefix = triggered_prefix(name);
+    runs.retain(|r| r.workflow.id != ScheduleSpec::WORKFLOW);
+    let prefix = ScheduleSpec::triggered_prefix(name);
     let triggered = runs.iter().filter(|r| r.id.as_str().starts_with(&prefix)).count() as u64;
     runs.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then_with(|| b.id.cmp(&a.id)));
     runs.truncate(LAST_RUNS);
