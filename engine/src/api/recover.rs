@@ -184,14 +184,9 @@ impl Engine {
             // taken over only if it is still without a driver after the grace.
             return Ok(());
         }
-        if let Some(lease) = &record.lease
-            && lease.owner != self.shell.owner
-            && !self.shell.coord.may_take_over(lease, now)
-        {
-            // Another engine drives it and may still write: not ours to take.
-            tracing::debug!(thread = %id, owner = %lease.owner, "thread left to its live owner");
-            return Ok(());
-        }
+        // A lease of another owner is not judged here: on a file its owner died; on a shared
+        // database the wake index listed the thread as its lease lapses by the database's clock,
+        // and the runner's acquisition is refused while the lease lives (`Runner::begin`).
         if let Err(e) = self.shell.registry.workflow_for(&record) {
             // Not runnable by this binary: leave it untouched, resumable once registered.
             tracing::warn!(thread = %id, error = %e, "unfinished thread left as is");
@@ -200,9 +195,6 @@ impl Engine {
         }
         match self.shell.config.recovery {
             RecoveryPolicy::Resume => {
-                if record.lease.is_some_and(|lease| lease.owner != self.shell.owner) {
-                    self.shell.metrics.lease_takeovers.increment(1);
-                }
                 spawn_drive(&self.shell, id.clone(), "recovered after restart: resumed");
                 report.resumed.push(id);
             }

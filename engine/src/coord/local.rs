@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use cairn_storage::{Lease, SharedDatabase, Store, ThreadId, ThreadStatus};
+use cairn_storage::{SharedDatabase, Store, ThreadId, ThreadStatus};
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -233,12 +233,6 @@ impl Local {
 
     pub fn is_armed(&self, thread: &ThreadId, slot: super::Slot) -> bool {
         self.armed.is_armed(thread, slot)
-    }
-
-    pub fn may_take_over(&self, lease: &Lease, now_ms: u64) -> bool {
-        // With the file lock, whoever wrote the lease is gone; on a shared database, only an
-        // expired lease is void (and the storage lease ops fence its owner either way).
-        self.exclusive || now_ms >= lease.expires_at_ms
     }
 
     pub fn has_peers(&self) -> bool {

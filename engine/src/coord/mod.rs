@@ -4,7 +4,8 @@
 //! [`Coordinator`] is everything the engine assumes about who else is around: claiming a thread
 //! to drive, delivering a control (cancel, time out, pause) to whoever drives it, waking those
 //! who wait on a thread's status or on a lock, arming durable timers and deadlines and firing
-//! them, and deciding whether another owner's lease may be taken over. The exec layer calls
+//! them, and whether other processes write the database too (then another owner's lease is
+//! taken over only as the store allows, on the database's clock). The exec layer calls
 //! only this trait; [`Local`] is the implementation for one process that owns its database
 //! file, [`Shared`] the one for a database several processes share (controls reach a runner in
 //! another process). The contract each method keeps (what is atomic, what is best effort) is in
@@ -19,7 +20,7 @@ mod watchers;
 
 use std::sync::Arc;
 
-use cairn_storage::{Lease, SharedDatabase, Store, ThreadId, ThreadRecord, ThreadStatus};
+use cairn_storage::{SharedDatabase, Store, ThreadId, ThreadRecord, ThreadStatus};
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -256,14 +257,10 @@ pub(crate) trait Coordinator: Send + Sync {
         self.local().is_armed(thread, slot)
     }
 
-    /// Whether `lease`, held by another owner, may be taken over at `now_ms`: its owner can no
-    /// longer write.
-    fn may_take_over(&self, lease: &Lease, now_ms: u64) -> bool {
-        self.local().may_take_over(lease, now_ms)
-    }
-
     /// Whether other engines may write the database (a shared one). Then a refused write may be
-    /// another engine's fence, a lease taken is settled in the store before anything runs, a
+    /// another engine's fence, another owner's lease is taken only by an acquisition the store
+    /// allows once it lapsed by the database's clock, a lease taken is settled in the store
+    /// before anything runs, a
     /// look for work reads the wake index and only this engine's workflows, a thread without a
     /// lease gets a grace before it is taken, and the workers serving the database run its
     /// schedules. Where only this engine writes, none of that can happen.

@@ -93,27 +93,30 @@ impl ThreadEnv {
         at_ms: u64,
     ) -> Result<Vec<Recorded>, Error> {
         self.settle().await?;
+        // Before the batch leaves: its commit renews the lease no earlier than this.
+        let sent = std::time::Instant::now();
         let (pending, _) =
             self.pipeline.submit(self.batch_of(&bodies, at_ms)?, at_ms, None).await?;
         let appended = pending.wait().await?;
-        self.lease_held_since(at_ms)?;
+        self.lease_held_since(sent)?;
         Ok(self.zip_recorded(appended.bookmarks, bodies))
     }
 
-    /// After a write that renewed the lease at `renewed_ms` (`append_now`, before a tool call or
+    /// After a write sent at `sent` that renewed the lease (`append_now`, before a tool call or
     /// a retry): on a shared database, an acknowledgement that came back after the lease had
     /// lapsed (a network that hung, then resumed) does not let an effect start, since another
     /// engine may hold the thread by now and run the recorded call itself (with the same
     /// idempotency key). The runner stops as fenced; on a file nobody else can take the thread.
+    /// Timed in real time, as the database's clock that the lease lapses on runs, never on the
+    /// engine's clock (a manual one may jump, or stand still).
     ///
     /// # Errors
     /// [`cairn_storage::Error::LeaseNotHeld`] once the lease may have lapsed.
-    pub(crate) fn lease_held_since(&self, renewed_ms: u64) -> Result<(), Error> {
+    pub(crate) fn lease_held_since(&self, sent: std::time::Instant) -> Result<(), Error> {
         if !self.coord.has_peers() {
             return Ok(());
         }
-        let now = self.clock.now_ms();
-        self.pipeline.lease_lapsed(&self.thread, renewed_ms, now).map_or(Ok(()), Err)
+        self.pipeline.lease_lapsed(&self.thread, sent.elapsed()).map_or(Ok(()), Err)
     }
 
     /// A batch of the thread's events.

@@ -177,10 +177,10 @@ impl Pipeline {
         Ok((pending, next.advance(&mut port)))
     }
 
-    /// The lease a batch renewed at `renewed_ms` is refused as this engine's: `None` while it
-    /// lasts (the engine clock before `renewed_ms + ttl`), else the error a takeover gives.
-    pub fn lease_lapsed(&self, thread: &ThreadId, renewed_ms: u64, now_ms: u64) -> Option<Error> {
-        (now_ms >= renewed_ms.saturating_add(self.lease_ttl_ms)).then(|| {
+    /// The lease a batch renewed `since` ago (real time) is refused as this engine's: `None`
+    /// while it lasts (`since` under the ttl), else the error a takeover gives.
+    pub fn lease_lapsed(&self, thread: &ThreadId, since: std::time::Duration) -> Option<Error> {
+        (since >= std::time::Duration::from_millis(self.lease_ttl_ms)).then(|| {
             let owner = self.owner.clone();
             cairn_storage::Error::LeaseNotHeld { thread: thread.clone(), owner }.into()
         })

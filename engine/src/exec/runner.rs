@@ -84,9 +84,10 @@ impl Runner {
         decide::emit_status(&mut self.ctx, &mut self.emitted, t, reason, at_ms).map_err(Error::from)
     }
 
-    /// Moves the thread to Running and takes its lease (taking it over from a dead owner).
-    /// False if another engine holds or took the lease (on a shared database): nothing of this
-    /// runner was written, and it must stop.
+    /// Moves the thread to Running and takes its lease (taking it over from a dead owner, or on
+    /// a shared database from one whose lease lapsed by the database's clock). False if another
+    /// engine holds or took the lease (on a shared database): nothing of this runner was
+    /// written, and it must stop.
     pub async fn begin(&mut self, reason: &str) -> Result<bool, Error> {
         let now = self.now();
         let taken_over =
@@ -105,16 +106,19 @@ impl Runner {
         let me = self.shell.owner.clone();
         if let Some(lease) = &self.record.lease
             && lease.owner != me
+            && !self.shell.coord.has_peers()
         {
-            // Another owner's: taken over only once the coordinator says it cannot write.
-            if !self.shell.coord.may_take_over(lease, now) {
-                return Ok(false);
-            }
+            // Only this process writes the database (the file lock proves it): the owner died,
+            // whenever its lease would lapse.
             batch.leases.push(LeaseOp::Release {
                 thread: self.env.thread.clone(),
                 owner: lease.owner.clone(),
             });
         }
+        // On a shared database another owner's lease is taken only by this acquisition, which
+        // the store refuses (`LeaseHeld`) while that lease is live by the database's clock: the
+        // only clock leases lapse on (this engine's may be anywhere: a test's manual clock, a
+        // host's skewed one).
         batch.leases.push(LeaseOp::Acquire {
             thread: self.env.thread.clone(),
             owner: me,
@@ -122,17 +126,21 @@ impl Runner {
             ttl_ms: self.shell.config.lease_ttl_ms,
         });
         self.commit(batch, None, None).await?;
-        if !self.shell.coord.has_peers() {
-            return Ok(true);
+        // Shared database: another engine may hold the lease, or have moved the thread since.
+        if self.shell.coord.has_peers() {
+            match self.env.settle().await {
+                Ok(()) => {}
+                Err(Error::Storage(
+                    cairn_storage::Error::LeaseHeld { .. }
+                    | cairn_storage::Error::GuardFailed { .. },
+                )) => return Ok(false),
+                Err(e) => return Err(e),
+            }
         }
-        // Shared database: another engine may have taken the lease or moved the thread since.
-        match self.env.settle().await {
-            Ok(()) => Ok(true),
-            Err(Error::Storage(
-                cairn_storage::Error::LeaseHeld { .. } | cairn_storage::Error::GuardFailed { .. },
-            )) => Ok(false),
-            Err(e) => Err(e),
+        if taken_over {
+            self.shell.metrics.lease_takeovers.increment(1);
         }
+        Ok(true)
     }
 
     pub async fn run(&mut self, control: &Arc<Control>) -> Result<Exit, Error> {
