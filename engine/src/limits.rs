@@ -122,3 +122,8 @@ pub const SERVE_BODY_BYTES_MAX: usize = 1024 * 1024;
 /// `QUEUE_ADMIT_MAX`.
 pub const ADMIT_PER_WRITE_MAX: usize = 64;
 const _: () = assert!(ADMIT_PER_WRITE_MAX <= cairn_storage::limits::QUEUE_ADMIT_MAX);
+
+/// Runnable threads without a lease that one engine remembers having seen (`api/recover.rs`,
+/// the orphan grace timed in real time): past it the memory starts again, which only restarts
+/// the grace of the threads still waiting.
+pub const ORPHANS_TRACKED_MAX: usize = 10_000;

@@ -301,6 +301,7 @@ impl EngineBuilder {
             retention: tokio::sync::watch::Sender::default(),
             admit: tokio::sync::Notify::new(),
             queue_waiting: false.into(),
+            orphans: Default::default(),
         });
         if !self.read_only {
             let timers_armed = shell.metrics.timers_armed.clone();

@@ -175,15 +175,12 @@ impl Engine {
             report.children.push(id);
             return Ok(());
         }
-        let now = self.shell.clock.now_ms();
-        if self.shell.coord.has_peers()
-            && record.lease.is_none()
-            && now.saturating_sub(record.updated_at_ms) < orphan_grace_ms(&self.shell.config)
-        {
+        if self.shell.coord.has_peers() && record.lease.is_none() && !self.orphaned(&record) {
             // Just created or woken by another engine, which drives it itself in a moment:
             // taken over only if it is still without a driver after the grace.
             return Ok(());
         }
+        self.shell.orphans.forget(&id);
         // A lease of another owner is not judged here: on a file its owner died; on a shared
         // database the wake index listed the thread as its lease lapses by the database's clock,
         // and the runner's acquisition is refused while the lease lives (`Runner::begin`).
@@ -326,4 +323,16 @@ const DUE_PAGE: usize = 500;
 /// drives it itself right after its write) before another engine takes it over.
 fn orphan_grace_ms(config: &crate::Config) -> u64 {
     config.poll_ms.saturating_mul(4).max(1_000)
+}
+
+impl Engine {
+    /// Whether a runnable thread without a lease has waited out the orphan grace: its record
+    /// was written that long ago by this engine's clock, or this engine has seen it without a
+    /// lease for that long in real time (the engine that wrote it may run another clock).
+    fn orphaned(&self, record: &ThreadRecord) -> bool {
+        let grace = orphan_grace_ms(&self.shell.config);
+        let now = self.shell.clock.now_ms();
+        now.saturating_sub(record.updated_at_ms) >= grace
+            || self.shell.orphans.waited(&record.id, std::time::Duration::from_millis(grace))
+    }
 }

@@ -58,6 +58,33 @@ pub(crate) struct Shell {
     /// thread's end free a slot somebody waits for (otherwise the admitter's poll finds what
     /// other processes queue, and a start here wakes it itself).
     pub queue_waiting: std::sync::atomic::AtomicBool,
+    /// Runnable threads seen without a lease, and since when (`api/recover.rs`).
+    pub orphans: Orphans,
+}
+
+/// When this engine first saw each runnable thread without a lease, in this process's real
+/// time: on a shared database such a thread is left to the engine that made it runnable for
+/// a grace, timed here so that neither an engine's clock (a test's manual one, or a skewed
+/// one) nor another engine's can stretch or skip it.
+#[derive(Debug, Default)]
+pub(crate) struct Orphans(Mutex<std::collections::HashMap<ThreadId, std::time::Instant>>);
+
+impl Orphans {
+    /// Whether `thread` has been seen without a lease for `grace` or longer (its first sighting
+    /// starts the count).
+    pub fn waited(&self, thread: &ThreadId, grace: std::time::Duration) -> bool {
+        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.len() >= crate::limits::ORPHANS_TRACKED_MAX && !seen.contains_key(thread) {
+            seen.clear();
+        }
+        let since = *seen.entry(thread.clone()).or_insert_with(std::time::Instant::now);
+        since.elapsed() >= grace
+    }
+
+    /// Forgets `thread` (taken over, or no longer runnable).
+    pub fn forget(&self, thread: &ThreadId) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).remove(thread);
+    }
 }
 
 /// How many drives of each thread are queued or running in this engine.
