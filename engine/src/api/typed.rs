@@ -1,7 +1,7 @@
 //! The typed layer over thread handles: a [`ThreadHandle<S>`] from [`Engine::start`] returns
 //! its workflow's state `S` as its output, and sends signals and asks queries named by a
 //! [`SignalDef`] or [`QueryDef`], whose value, argument and answer types the compiler checks.
-//! An [`Untyped`] handle ([`Engine::start_json`], [`Engine::thread`]) gives results as JSON.
+//! An [`Untyped`](super::outcome::Untyped) handle ([`Engine::start_json`], [`Engine::thread`]) gives results as JSON.
 
 use cairn_dsl::{QueryDef, SignalDef, State, Workflow};
 use serde::Serialize;
