@@ -13,7 +13,7 @@
 //! reopen + resume gives the same final state, outputs and recorded side effects as a run that
 //! never crashed.
 
-pub mod api;
+mod api;
 pub mod clock;
 pub mod config;
 pub(crate) mod coord;
@@ -68,6 +68,7 @@ pub use api::channels::Channel;
 pub use api::create::Creation;
 pub use api::engine::Engine;
 pub use api::handle::{EventStream, Outcome, ThreadHandle};
+pub use api::health_policy::{ExpiredLockAction, HealthPolicy, StuckAction};
 pub use api::outcome::Untyped;
 pub use api::patches::Unpatched;
 pub use api::prune::PruneReport;

@@ -28,8 +28,13 @@ use crate::exec::fetch;
 use crate::exec::start::{ForkSeed, NewThread, create};
 
 pub use super::ThreadPages;
+pub use super::builder::is_postgres_url;
 pub use super::checkpoint::ParkedCheckpoint;
+pub use super::continued::CHAIN_FOLLOW_MAX;
 pub use super::create::Creation;
+pub use super::schedule::check as check_schedule_name;
+pub use super::schedule_links::links_wait;
+pub use super::schedule_ticks::Rule;
 pub use crate::core::children::PARENT_LABEL;
 pub use crate::exec::subgraph::child_id;
 

@@ -412,7 +412,7 @@ impl Engine {
 ///
 /// # Examples
 /// ```
-/// use cairn::api::builder::is_postgres_url;
+/// use cairn::admin::is_postgres_url;
 /// assert!(is_postgres_url("postgres://db/cairn".as_ref()));
 /// assert!(!is_postgres_url("cairn.db".as_ref()));
 /// ```

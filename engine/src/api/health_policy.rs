@@ -31,7 +31,7 @@ impl EngineBuilder {
     /// # Examples
     /// ```no_run
     /// # async fn run() -> Result<(), cairn::Error> {
-    /// use cairn::api::health_policy::{ExpiredLockAction, HealthPolicy, StuckAction};
+    /// use cairn::{ExpiredLockAction, HealthPolicy, StuckAction};
     /// let engine = cairn::Engine::builder("cairn.db")
     ///     .watchdog_ms(15 * 60 * 1000)
     ///     .health_policy(HealthPolicy {

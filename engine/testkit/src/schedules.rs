@@ -112,7 +112,7 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
     // started is one no round started (its start call is recorded before it runs).
     let before: BTreeSet<String> =
         labelled(store, name)?.into_iter().map(|t| t.id.as_str().to_owned()).collect();
-    let links = cairn::api::schedule_links::links_wait(store, name)?;
+    let links = cairn::admin::links_wait(store, name)?;
     let Some(live) = links.last() else { return Ok(None) };
     let out = ScheduleCheck {
         deleted: live.status == ThreadStatus::Cancelled,

@@ -335,8 +335,8 @@ async fn the_prometheus_exporter_renders_the_documented_names() {
 /// as its recorded reason, and a lock held past its time to live is released.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_health_policy_cancels_a_stuck_thread_and_releases_an_expired_lock() {
-    use cairn::api::health_policy::{ExpiredLockAction, HealthPolicy, StuckAction};
     use cairn::storage::{Batch, LockOp};
+    use cairn::{ExpiredLockAction, HealthPolicy, StuckAction};
     let (_d, path) = db();
     let (_release, go) = tokio::sync::watch::channel(false);
     let wf = hang(go);

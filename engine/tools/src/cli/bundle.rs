@@ -182,7 +182,7 @@ async fn import(args: FileArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> 
     let bundle = read_bundle(&args.file)?;
     // Importing into a new file is the usual case: create it (only here; other write commands
     // refuse a missing file).
-    if !cairn::api::builder::is_postgres_url(&args.common.db) && !args.common.db.exists() {
+    if !cairn::admin::is_postgres_url(&args.common.db) && !args.common.db.exists() {
         let engine = cairn::Engine::builder(&args.common.db).open().await?;
         engine.shutdown().await;
     }

@@ -388,7 +388,7 @@ pub(super) fn stop_signals()
 /// Refuses a path with nothing at all there (not even a link): the store would create a
 /// database, which only `demo` and `init` may do. Anything else there is judged by the store.
 fn refuse_missing(db: &Path) -> anyhow::Result<()> {
-    if cairn::api::builder::is_postgres_url(db) || std::fs::symlink_metadata(db).is_ok() {
+    if cairn::admin::is_postgres_url(db) || std::fs::symlink_metadata(db).is_ok() {
         return Ok(());
     }
     let missing = match db.parent() {

@@ -11,7 +11,7 @@ use cairn_storage::{Options, RedbStore, Store};
 use serde_json::json;
 
 use super::common::{open_error, print_json, print_text, thread_id};
-use cairn::api::builder::is_postgres_url;
+use cairn::admin::is_postgres_url;
 
 /// Arguments of `cairn copy`.
 #[derive(Debug, clap::Args)]

@@ -138,7 +138,7 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
 /// (or on a PostgreSQL database).
 async fn open(args: &DemoArgs) -> anyhow::Result<(Engine, Option<crate::serve::Server>)> {
     let builder = Engine::builder(&args.db).seed(7).concurrency(4).lease_ttl_ms(args.lease_ttl_ms);
-    let is_url = cairn::api::builder::is_postgres_url(&args.db);
+    let is_url = cairn::admin::is_postgres_url(&args.db);
     Ok(if args.no_serve || is_url {
         (builder.open().await.map_err(|e| super::common::open_error(&args.db, e))?, None)
     } else {
@@ -218,7 +218,7 @@ fn say(line: &str, json: bool) {
 /// otherwise (`cargo run --release -- demo` puts none there), with the line that installs one.
 fn print_next(db: &std::path::Path, thread: Option<&str>) {
     let shown = db.to_string_lossy();
-    let is_url = cairn::api::builder::is_postgres_url(db);
+    let is_url = cairn::admin::is_postgres_url(db);
     let path = if is_url {
         shown.into_owned()
     } else {

@@ -63,7 +63,7 @@ pub(super) fn find(db: &Path) -> Option<Endpoint> {
             tracing::info!(endpoint = %endpoint.base, "reading through the endpoint");
             return Some(endpoint);
         }
-        if cairn::api::builder::is_postgres_url(db) {
+        if cairn::admin::is_postgres_url(db) {
             return None;
         }
         match RedbStore::open_read_only_in_place_ahead(db) {

@@ -6,7 +6,7 @@ use super::common::{Common, fail, print_json, print_text};
 use super::{EXIT_FAILED, EXIT_OPEN};
 
 pub(super) async fn init(args: Common) -> anyhow::Result<()> {
-    if cairn::api::builder::is_postgres_url(&args.db) {
+    if cairn::admin::is_postgres_url(&args.db) {
         // Connecting creates Cairn's tables in a database that has none.
         let engine = cairn::Engine::builder(&args.db)
             .read_only()

@@ -18,7 +18,7 @@ use super::common::{Common, fail, open_read_only, open_writable, print_json, pri
 use super::endpoint::{self, Endpoint};
 use super::{EXIT_FAILED, EXIT_PENDING};
 use crate::serve::wire::{self, Finish, ThreadResult};
-use cairn::api::builder::is_postgres_url;
+use cairn::admin::is_postgres_url;
 use cairn::limits::RESULT_WAIT_MS_MAX;
 
 /// Arguments of `cairn result`.
@@ -47,7 +47,7 @@ pub(super) async fn result(args: ResultArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     let mut thread = args.thread.clone();
     let mut answer = one(&db, &thread, deadline, wfs).await?;
     // With --follow: on from a thread that continued as new, to its successor (bounded).
-    for _ in 0..cairn::api::continued::CHAIN_FOLLOW_MAX {
+    for _ in 0..cairn::admin::CHAIN_FOLLOW_MAX {
         if !args.follow || answer.result.status != "completed" {
             break;
         }

@@ -138,7 +138,7 @@ async fn create(args: CreateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()
         .catch_up(args.catch_up)
         .between(args.start_ms, args.end_ms);
     // Checked before the file is opened: a bad argument is a usage error, whatever the file.
-    cairn::api::schedule::check(&args.name, &spec).map_err(argument_error)?;
+    cairn::admin::check_schedule_name(&args.name, &spec).map_err(argument_error)?;
     let db = &args.common.db;
     let engine = open_writable(db, wfs).await?;
     let created = engine.create_schedule(&args.name, spec).await;

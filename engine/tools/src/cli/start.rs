@@ -29,7 +29,7 @@ use super::common::{
 };
 use super::{EXIT_FAILED, EXIT_PENDING, endpoint, remote, result};
 use crate::serve::wire::{self, Started, ThreadResult};
-use cairn::api::builder::is_postgres_url;
+use cairn::admin::is_postgres_url;
 use cairn::limits::RESULT_WAIT_MS_MAX;
 use cairn::{Error, StartOptions};
 

@@ -115,7 +115,7 @@ async fn serve_endpoint(
     db: &std::path::Path,
     options: crate::serve::ServeOptions,
 ) -> anyhow::Result<crate::serve::Server> {
-    let file = (!cairn::api::builder::is_postgres_url(db)).then_some(db);
+    let file = (!cairn::admin::is_postgres_url(db)).then_some(db);
     let server = crate::serve::serve(engine, file, options).await?;
     eprintln!(
         "serving http://{addr}/api/threads and Prometheus text at http://{addr}/metrics \

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use cairn_storage::ThreadId;
 
 use super::ExportOptions;
-use cairn::api::engine::Engine;
+use cairn::Engine;
 use cairn::error::Error;
 use futures::future::BoxFuture;
 

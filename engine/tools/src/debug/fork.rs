@@ -11,8 +11,8 @@ use cairn_storage::ThreadId;
 
 use super::{ForkFrom, ForkOptions};
 use crate::Operator;
+use cairn::ThreadHandle;
 use cairn::admin;
-use cairn::api::handle::ThreadHandle;
 use cairn::core::event::ForkOrigin;
 use cairn::error::Error;
 

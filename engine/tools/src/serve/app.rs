@@ -16,7 +16,7 @@ use super::params::Reject;
 use super::query::{Check, parse};
 use super::wire::Refusal;
 use crate::debug::Redactor;
-use cairn::api::engine::Engine;
+use cairn::Engine;
 use cairn::error::Error;
 
 /// What every handler sees.

@@ -26,10 +26,10 @@ use serde_json::{Value, json};
 use super::app::{App, Params, Segment, blocking, reject, svg_answer};
 use super::graph_svg::workflow_svg;
 use super::params::{NoParams, Reject, VersionParams};
-use cairn::api::engine::Engine;
-use cairn::api::schedule::ScheduleInfo;
-use cairn::api::schedule_flow::ScheduleSpec;
-use cairn::api::schedule_ticks::Rule;
+use cairn::Engine;
+use cairn::ScheduleInfo;
+use cairn::ScheduleSpec;
+use cairn::admin::Rule;
 
 /// Upcoming ticks listed per schedule: enough to see its rhythm, few enough to read.
 pub const NEXT_TICKS: usize = 5;
@@ -275,8 +275,8 @@ fn next_ticks(info: &ScheduleInfo) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cairn::api::schedule_flow::{ScheduleSpec, ScheduleState};
-    use cairn::api::schedule_ticks::Every;
+    use cairn::Every;
+    use cairn::{ScheduleSpec, ScheduleState};
 
     fn info(status: ThreadStatus, next: Option<u64>, end_ms: Option<u64>) -> ScheduleInfo {
         let spec = ScheduleSpec::new("w", Every::Interval { ms: 1_000 }).between(Some(500), end_ms);

@@ -93,8 +93,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::debug::{Redaction, Redactor};
-use cairn::api::builder::EngineBuilder;
-use cairn::api::engine::Engine;
+use cairn::Engine;
+use cairn::EngineBuilder;
 use cairn::error::Error;
 
 pub use discovery::{Endpoint, endpoint_path};

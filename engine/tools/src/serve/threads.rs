@@ -16,7 +16,7 @@ use super::params::{
 };
 use crate::debug::rows::{StateDiff, ThreadsPage, VerifyRow};
 use crate::debug::views;
-use cairn::api::engine::Engine;
+use cairn::Engine;
 use cairn::limits::SERVE_PAGE_MAX;
 
 /// The stored status of thread `id`, read with the store's async reads (a handler that does

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use cairn::api::handle::Outcome;
+use cairn::Outcome;
 use cairn::error::Error;
 
 /// A refusal: the body of every 4xx and 5xx answer.
