@@ -1,6 +1,6 @@
 //! JSON views of threads, events, checkpoints and messages, shared by the command line
 //! (`cairn threads`, `show`, `events`, `trace`, `checkpoints`) and the HTTP endpoint
-//! (`engine/src/serve/`, which calls these), so that both show one thing the same way. Reads
+//! (`engine/tools/src/serve/`, which calls these), so that both show one thing the same way. Reads
 //! only.
 
 use cairn_storage::{
