@@ -59,29 +59,13 @@ async fn a_typed_start_of_a_workflow_not_registered_is_refused_as_a_start_by_nam
     assert!(matches!(typed, Error::UnknownWorkflow { version: Some(2), .. }), "{typed}");
     assert_eq!(typed.to_string(), named.to_string());
     // Not registered at all.
-    let other = Workflow::<Replace<u64>>::builder("other", 1)
-        .node(
-            "n",
-            |s: std::sync::Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(s.0)) },
-        )
-        .edge(START, "n")
-        .edge("n", END)
-        .build()
-        .unwrap();
+    let other = one_node("other");
     let typed = engine.start(&other, Replace(0), StartOptions::id("o")).await.unwrap_err();
     let named = engine.start_json("other", 0, StartOptions::id("o")).await.unwrap_err();
     assert!(matches!(typed, Error::UnknownWorkflow { .. }), "{typed}");
     assert_eq!(typed.to_string().replace("other v1", "other"), named.to_string());
     // Registered under the same id and version, another graph: not this workflow's type.
-    let renamed = Workflow::<Replace<u64>>::builder("counter", 1)
-        .node(
-            "n",
-            |s: std::sync::Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(s.0)) },
-        )
-        .edge(START, "n")
-        .edge("n", END)
-        .build()
-        .unwrap();
+    let renamed = one_node("counter");
     let e = engine.start(&renamed, Replace(0), StartOptions::id("r")).await.unwrap_err();
     assert!(matches!(&e, Error::Invalid(m) if m.contains("is not this one")), "{e}");
     // An options version that contradicts the workflow's.
@@ -98,4 +82,17 @@ async fn a_typed_start_of_a_workflow_not_registered_is_refused_as_a_start_by_nam
     let e = engine.thread_of(&counter(2), "c").await.unwrap_err();
     assert!(matches!(&e, Error::Invalid(m) if m.contains("runs workflow counter v1")), "{e}");
     engine.shutdown().await;
+}
+
+/// A workflow `id` at version 1 of one node that keeps its state.
+fn one_node(id: &str) -> Workflow<Replace<u64>> {
+    Workflow::<Replace<u64>>::builder(id, 1)
+        .node(
+            "n",
+            |s: std::sync::Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(s.0)) },
+        )
+        .edge(START, "n")
+        .edge("n", END)
+        .build()
+        .unwrap()
 }
