@@ -260,7 +260,7 @@ fn starts(
             |e| async move {
                 let starts =
                     (0..STARTED_THREADS).map(|n| (0_u64, StartOptions::id(format!("s-{n:05}"))));
-                e.start_many(WORKFLOW, starts).await?;
+                e.start_many_json(WORKFLOW, starts).await?;
                 Ok(())
             },
         ))?;
@@ -298,7 +298,7 @@ fn recovery(
             // One thread holds the only permit, so none of the others runs before the crash.
             engine.start_json(STUCK, 0_u64, StartOptions::id("holder")).await?;
             let starts = (0..threads).map(|n| (0_u64, StartOptions::id(format!("r-{n:06}"))));
-            engine.start_many(WORKFLOW, starts).await?;
+            engine.start_many_json(WORKFLOW, starts).await?;
             let last = format!("r-{:06}", threads - 1);
             let last =
                 engine.store().last_bookmark(&last.parse()?).wait()?.context("the last start")?;

@@ -22,10 +22,10 @@ pub struct Config {
     /// Overrides every workflow's checkpoint policy: a checkpoint every T ms.
     pub checkpoint_every_ms: Option<u64>,
     /// A periodic checkpoint once this many events follow the latest one (default
-    /// [`crate::limits::CHECKPOINT_TAIL_EVENTS_DEFAULT`]; `None`: no such bound).
+    /// 1,000; `None`: no such bound).
     pub checkpoint_tail_events: Option<u64>,
     /// A periodic checkpoint once this many bytes of events and payloads follow the latest one
-    /// (default [`crate::limits::CHECKPOINT_TAIL_BYTES_DEFAULT`]; `None`: no such bound).
+    /// (default 8 MiB; `None`: no such bound).
     pub checkpoint_tail_bytes: Option<u64>,
     /// What to do with unfinished threads at open.
     pub recovery: RecoveryPolicy,
@@ -227,7 +227,7 @@ pub struct RetentionPolicy {
     /// How long a Cancelled thread is kept (`None`: for ever).
     pub cancelled_ms: Option<u64>,
     /// How often the engine looks for threads to delete, in ms (default
-    /// [`crate::limits::RETENTION_EVERY_MS_DEFAULT`]).
+    /// 60,000 ms).
     pub every_ms: u64,
 }
 
@@ -287,4 +287,26 @@ pub struct RetentionReport {
     pub deleted: u64,
     /// Threads past their period kept because their sub-workflow parent is unfinished.
     pub kept_for_parent: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The defaults the public docs state in words (the limits they come from are private).
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let c = Config::default();
+        assert_eq!(c.checkpoint_tail_events, Some(1_000));
+        assert_eq!(c.checkpoint_tail_bytes, Some(8 * 1024 * 1024));
+        assert_eq!(c.lease_ttl_ms, 60_000);
+        assert_eq!(c.watchdog_ms, 10 * 60 * 1_000);
+        assert_eq!(c.slow_commit_ms, 1_000);
+        assert_eq!(c.health_every_ms, Some(60_000));
+        assert_eq!(RetentionPolicy::after_ms(1).every_ms, 60_000);
+        assert_eq!(crate::limits::HEALTH_DATABASE_WAIT_MS, 750);
+        assert_eq!(crate::limits::CHECKPOINT_ASKS_MAX, 16);
+        assert_eq!((crate::limits::RETENTION_PAGE_MAX, crate::limits::PRUNE_PASS_MAX), (256, 256));
+        assert_eq!(crate::limits::HEALTH_ITEMS_MAX, 100);
+    }
 }

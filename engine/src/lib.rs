@@ -19,46 +19,26 @@ pub mod config;
 pub(crate) mod coord;
 pub mod error;
 mod exec;
-pub mod limits;
+pub(crate) mod limits;
 pub mod replay;
 mod tasks;
 pub mod telemetry;
 
 pub use crate::api::admin;
-pub use crate::core::{event, status, thread_ctx};
+pub use cairn_core::{event, status, thread_ctx};
 
 /// The functional core (crate `cairn-core`: thread state, the step decision, restore, the codec
-/// of event bodies): the modules that were public here stay public, the others are the engine's.
-/// Its functions fail with its [`Error`](crate::core::Error), which `?` turns into the engine's
-/// [`Error`].
-pub mod core {
-    pub use cairn_core::Error;
-    pub use cairn_core::{
-        checkpoint_plan, codec, compensation, drawn, event, node_runs, restore, status, telemetry,
-        thread_ctx,
+/// of event bodies), as the engine's modules name it. A user meets three of its modules, at the
+/// root: [`event`], [`status`] and [`thread_ctx`]; tooling that needs the rest depends on
+/// `cairn-core` itself.
+mod core {
+    pub(crate) use cairn_core::{
+        checkpoint_plan, children, codec, compensation, decide, drawn, event, marks, patch,
+        restore, status, summary, suspend, thread_ctx,
     };
-    pub(crate) use cairn_core::{children, decide, marks, patch, summary, suspend};
 }
 
-/// Event bodies as stored: their encoding, and decoding with the payload read from a store.
-pub mod codec {
-    pub use crate::core::codec::*;
-    pub use crate::exec::blocking::decode;
-}
-
-/// Restore: a thread's context at a seq (the latest checkpoint at or before it + the events
-/// after), as a machine without I/O ([`Restore`](restore::Restore)) and driven with a store's
-/// sync reads ([`restore()`](fn@restore::restore)).
-pub mod restore {
-    pub use crate::core::restore::*;
-    pub use crate::exec::blocking::restore;
-}
-
-/// Sub-workflow child threads as the store knows them: the lookup of a parent's children for a
-/// sync caller (a test's judge of what a thread did, children included).
-pub mod children {
-    pub use crate::exec::blocking::children_of;
-}
+pub use exec::blocking;
 
 pub use cairn_dsl as dsl;
 pub use cairn_storage as storage;

@@ -1,11 +1,7 @@
 //! Named limits of the engine, each with its reason. Exceeding one is an error that names it.
 
-// The limits the core folds and decides by live with it; named here as before.
-pub use cairn_core::limits::{
-    INLINE_VALUE_BYTES_MAX, MODELS_PER_THREAD_MAX, READ_CHUNK_EVENTS,
-    RESTORE_FALLBACK_CHECKPOINTS_MAX, RESTORES_PER_THREAD_MAX, SNAPSHOT_ERRORS_ENTRIES_MAX,
-    SNAPSHOT_HISTORY_ENTRIES_MAX, TASKS_PER_STEP_MAX,
-};
+// The limits the core folds and decides by live with it (`cairn_core::limits`).
+pub(crate) use cairn_core::limits::READ_CHUNK_EVENTS;
 
 /// Tool calls in one attempt of one task: a node that calls more is almost surely looping.
 pub const TOOL_CALLS_PER_TASK_MAX: u32 = 10_000;
@@ -39,18 +35,6 @@ pub const CHECKPOINT_TAIL_BYTES_DEFAULT: u64 = 8 * 1024 * 1024;
 /// written at the runner's next step boundary). More would only queue identical snapshots
 /// behind a long step; the asker beyond it gets [`crate::Error::LimitExceeded`].
 pub const CHECKPOINT_ASKS_MAX: usize = 16;
-
-/// Events of a thread whose node runs `Engine::node_runs` lists: it folds the whole log in
-/// memory (decoded bodies), so a thread longer than this is read through `events` in pages.
-pub const NODE_RUNS_EVENTS_MAX: u64 = 1_000_000;
-
-/// Messages one trace returns (`cairn_tools::Operator::trace`): the result is held in memory; a query that
-/// matches more is narrowed (a session, a correlation id, a time range) rather than cut.
-pub const TRACE_MESSAGES_MAX: usize = 100_000;
-
-/// Messages in one chain of parent ids a trace follows: a loop of parent ids in the record
-/// stops here instead of running forever.
-pub const TRACE_CHAIN_MAX: usize = 10_000;
 
 /// How long a runner's lease on a thread lasts without renewal. Renewed by every batch of the
 /// thread and, on a shared database, by the engine's heartbeat every third of it (so a live
@@ -97,25 +81,6 @@ pub const RETENTION_PAGE_MAX: usize = 256;
 /// transaction through the store's writer, so a pass over many long-lived threads shares the
 /// writer with the runners instead of holding it; the next pass goes on.
 pub const PRUNE_PASS_MAX: u64 = 256;
-
-/// The longest an endpoint holds a `GET /api/threads/{id}/result?wait_ms=` request open: a
-/// long poll is re-asked by its client (`cairn result --wait` does), so a dropped connection
-/// costs at most this, and an endpoint never holds a request for ever.
-pub const RESULT_WAIT_MS_MAX: u64 = 30_000;
-
-/// Items in one page of the HTTP endpoint (threads, events): a page is built in memory and sent
-/// as one JSON document, so a client pages through a large log instead of asking for all of it.
-pub const SERVE_PAGE_MAX: usize = 1_000;
-
-/// Bytes of one answer the CLI accepts from an engine's endpoint when it reads through it: above
-/// the largest a page can be made of (a state of [`cairn_storage::limits::SNAPSHOT_BYTES_MAX`]
-/// as JSON, a page of events with payloads), so only a broken or foreign server reaches it.
-pub const SERVE_ANSWER_BYTES_MAX: u64 = 256 * 1024 * 1024;
-
-/// Bytes of one request body to the HTTP endpoint (a control's input or a fork's update): the
-/// same bound as one inline value plus its envelope would be too tight for a large input, and an
-/// input is recorded in the log, so it stays far below a storage batch.
-pub const SERVE_BODY_BYTES_MAX: usize = 1024 * 1024;
 
 /// Threads one queue admission write admits (`api/queues.rs`): a pass writes again while a
 /// write fills up, so this bounds one transaction, not a pass. Far below storage's

@@ -204,7 +204,7 @@ impl AgentRuntime {
         let store = self.engine.store();
         let mut out = Vec::new();
         for event in store.read_since(&id, cairn::Seq(0), 10_000).wait()? {
-            out.push(cairn::codec::decode(store.as_ref(), event)?.body);
+            out.push(cairn::blocking::decode(store.as_ref(), event)?.body);
         }
         Ok(out)
     }

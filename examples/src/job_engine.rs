@@ -253,7 +253,7 @@ fn row(
     let mut timeouts = 0;
     let mut last_error_fatal = false;
     for event in engine.store().read_since(id, cairn::Seq(0), 10_000).wait()? {
-        match cairn::codec::decode(engine.store().as_ref(), event)?.body {
+        match cairn::blocking::decode(engine.store().as_ref(), event)?.body {
             Body::NodeStarted { attempt, .. } | Body::NodeCompleted { attempt, .. } => {
                 attempts = attempts.max(attempt)
             }

@@ -212,7 +212,7 @@ fn most_at_once(store: &dyn cairn::storage::Store) -> anyhow::Result<BTreeMap<St
             let thread = event.thread.to_string();
             let Some((schedule, _)) = thread.split_once('@') else { continue };
             let schedule = schedule.to_string();
-            let body = cairn::codec::decode(store, event)?.body;
+            let body = cairn::blocking::decode(store, event)?.body;
             let cairn::event::Body::StatusChanged { to, .. } = body else { continue };
             let of = running.entry(schedule.clone()).or_default();
             if to == ThreadStatus::Running {

@@ -111,7 +111,7 @@ pub async fn run(db: &Path) -> anyhow::Result<Summary> {
     let store = engine.store();
     let mut unwinding = Vec::new();
     for event in store.read_since(thread.id(), cairn::Seq(0), 10_000).wait()? {
-        let body = cairn::codec::decode(store.as_ref(), event)?.body;
+        let body = cairn::blocking::decode(store.as_ref(), event)?.body;
         if matches!(
             body,
             Body::CompensationBegan { .. } | Body::UndoStarted { .. } | Body::UndoFinished { .. }

@@ -126,7 +126,7 @@ async fn research_pipeline_fails_in_code_and_recovers_from_the_phase_checkpoint(
         let Some(last) = events.last() else { break };
         after = last.bookmark.lsn;
         for e in events {
-            let rec = cairn::codec::decode(engine.store().as_ref(), e).unwrap();
+            let rec = cairn::blocking::decode(engine.store().as_ref(), e).unwrap();
             if let cairn::event::Body::Message { message, .. } = rec.body {
                 tagged += usize::from(message.correlation_id.as_deref() == Some(corr.as_str()));
             }

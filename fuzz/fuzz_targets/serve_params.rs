@@ -7,7 +7,7 @@
 //! decoding: the parsers see decoded text, and any text is a possible decoding.
 #![no_main]
 
-use cairn::limits::SERVE_PAGE_MAX;
+use cairn_tools::limits::SERVE_PAGE_MAX;
 use cairn_tools::serve::params::{
     CheckpointsParams, EventsParams, GraphParams, HealthParams, ListParams, NoParams, RedactParams,
     Reject, StateParams, TraceParams,

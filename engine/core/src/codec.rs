@@ -70,7 +70,7 @@ fn correlation_of(body: &Body) -> Option<String> {
 }
 
 /// Decodes a stored event's body as stored; an offloaded body must have been loaded into the
-/// event's `data` first (`cairn::codec::decode` reads it from a store).
+/// event's `data` first (`cairn::blocking::decode` reads it from a store).
 ///
 /// # Errors
 /// [`Error::Record`] if the data is not a body this engine understands, or the body is

@@ -155,7 +155,7 @@ enum Phase {
 
 /// The restore of one thread's context, as a machine without I/O: call [`Restore::step`] with
 /// `None`, then with the answer to each [`Read`] it asks for, until it says [`Next::Done`].
-/// `cairn::restore::restore` drives it with a store's reads.
+/// `cairn::blocking::restore` drives it with a store's reads.
 ///
 /// Its entries: [`Restore::new`] (the context after a seq), [`Restore::at_checkpoint`] (the
 /// context a checkpoint holds, no event folded on) and [`Restore::created`] (the context after

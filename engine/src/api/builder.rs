@@ -145,7 +145,7 @@ impl EngineBuilder {
     }
 
     /// How long a lease on a thread lasts without renewal (default
-    /// [`crate::limits::LEASE_TTL_MS`]); see [`Config::lease_ttl_ms`].
+    /// 60,000 ms); see [`Config::lease_ttl_ms`].
     pub fn lease_ttl_ms(mut self, ms: u64) -> Self {
         self.config.lease_ttl_ms = ms.max(1);
         self

@@ -39,7 +39,7 @@ impl Engine {
     /// [`Error::UnknownThread`]; [`Error::WrongStatus`] while another process drives the
     /// thread (on a shared database) or it is Running without a runner here (left by a crash,
     /// before recovery resumes it); [`Error::LimitExceeded`] when
-    /// [`crate::limits::CHECKPOINT_ASKS_MAX`] asks already wait for the thread's next step;
+    /// 16 asks already wait for the thread's next step;
     /// [`Error::UnknownWorkflow`] if the workflow of a parked thread is not registered (its
     /// state needs the reducer); storage errors (limits of the metadata, a failed commit).
     ///

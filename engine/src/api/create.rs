@@ -9,16 +9,19 @@
 //! the HTTP endpoint starts one (`crate::serve`): [`Creation::created`] says whether the call
 //! wrote the thread or found it (an existing id, a dedup key held).
 
+use cairn_dsl::{State, Workflow};
+
 use super::engine::Engine;
 use super::handle::ThreadHandle;
+use super::outcome::Untyped;
 use crate::config::StartOptions;
 use crate::error::Error;
 
 /// What [`Engine::create`] did: the thread that answers the call, and whether the call wrote it.
 #[derive(Clone)]
-pub struct Creation {
+pub struct Creation<S = Untyped> {
     /// The thread: the one written, the existing thread of the id, or the holder of the dedup key.
-    pub thread: ThreadHandle,
+    pub thread: ThreadHandle<S>,
     /// The call wrote the thread (`false`: it existed, or another thread holds the dedup key).
     pub created: bool,
 }
@@ -38,16 +41,40 @@ impl Engine {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn run() -> Result<(), cairn::Error> {
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use cairn::dsl::{END, NodeOutput, Replace, START, Workflow};
     /// use cairn::{RecoveryPolicy, StartOptions, ThreadStatus};
+    /// let double = Workflow::<Replace<u64>>::builder("double", 1)
+    ///     .node("double", |s: std::sync::Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(s.0 * 2)) })
+    ///     .edge(START, "double")
+    ///     .edge("double", END)
+    ///     .build()?;
     /// // An engine that runs nothing: it writes the thread and closes.
     /// let engine = cairn::Engine::builder("cairn.db").recovery(RecoveryPolicy::Park).open().await?;
-    /// let done = engine.create("double", 21, StartOptions::id("job-1")).await?;
+    /// engine.register(&double)?;
+    /// let done = engine.create(&double, Replace(21), StartOptions::id("job-1")).await?;
     /// assert_eq!(done.thread.status().await?, ThreadStatus::Created);
     /// engine.shutdown().await;
     /// # Ok(()) }
     /// ```
-    pub async fn create(
+    pub async fn create<S: State>(
+        &self,
+        workflow: &Workflow<S>,
+        input: S,
+        options: StartOptions,
+    ) -> Result<Creation<S>, Error> {
+        let options = self.pinned(workflow, options)?;
+        let Creation { thread, created } = self.create_json(workflow.id(), input, options).await?;
+        Ok(Creation { thread: thread.retyped(), created })
+    }
+
+    /// [`Engine::create`] of the newest registered version of the workflow named `workflow`
+    /// (or `options.version`), on an input given as anything that serializes to its state: for
+    /// callers that know the workflow by name only (the command line, the endpoint).
+    ///
+    /// # Errors
+    /// As [`Engine::create`].
+    pub async fn create_json(
         &self,
         workflow: &str,
         input: impl serde::Serialize,

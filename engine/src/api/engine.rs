@@ -96,6 +96,17 @@ impl Engine {
         input: S,
         options: StartOptions,
     ) -> Result<ThreadHandle<S>, Error> {
+        let options = self.pinned(workflow, options)?;
+        Ok(self.start_json(workflow.id(), input, options).await?.retyped())
+    }
+
+    /// `options` pinned to the version of `workflow`, after checking that this very workflow
+    /// is the one registered under its id and version (what a typed start relies on).
+    pub(crate) fn pinned<S: State>(
+        &self,
+        workflow: &Workflow<S>,
+        options: StartOptions,
+    ) -> Result<StartOptions, Error> {
         let (id, version) = (workflow.id(), workflow.version());
         if options.version.is_some_and(|v| v != version) {
             return Err(Error::Invalid(format!(
@@ -111,8 +122,7 @@ impl Engine {
                 workflow.fingerprint()
             )));
         }
-        let options = StartOptions { version: Some(version), ..options };
-        Ok(self.start_json(id, input, options).await?.retyped())
+        Ok(StartOptions { version: Some(version), ..options })
     }
 
     /// Starts a thread of the newest registered version of the workflow named `workflow` (or
@@ -169,14 +179,40 @@ impl Engine {
     ///
     /// # Examples
     /// ```no_run
-    /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
+    /// # async fn run(engine: cairn::Engine) -> Result<(), Box<dyn std::error::Error>> {
+    /// use cairn::dsl::{END, NodeOutput, Replace, START, Workflow};
     /// use cairn::StartOptions;
-    /// let jobs = (0..100).map(|i| (i, StartOptions::id(format!("job-{i}"))));
-    /// let handles = engine.start_many("double", jobs).await?;
-    /// assert_eq!(handles.len(), 100);
+    /// let double = Workflow::<Replace<u64>>::builder("double", 1)
+    ///     .node("double", |s: std::sync::Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(s.0 * 2)) })
+    ///     .edge(START, "double")
+    ///     .edge("double", END)
+    ///     .build()?;
+    /// engine.register(&double)?;
+    /// let jobs = (0..100).map(|i| (Replace(i), StartOptions::id(format!("job-{i}"))));
+    /// let handles = engine.start_many(&double, jobs).await?;
+    /// assert_eq!(handles[7].output().await?, Replace(14));
     /// # Ok(()) }
     /// ```
-    pub async fn start_many<I: Serialize>(
+    pub async fn start_many<S: State>(
+        &self,
+        workflow: &Workflow<S>,
+        starts: impl IntoIterator<Item = (S, StartOptions)>,
+    ) -> Result<Vec<ThreadHandle<S>>, Error> {
+        let starts = starts
+            .into_iter()
+            .map(|(input, options)| Ok((input, self.pinned(workflow, options)?)))
+            .collect::<Result<Vec<_>, Error>>()?;
+        let handles = self.start_many_json(workflow.id(), starts).await?;
+        Ok(handles.into_iter().map(ThreadHandle::retyped).collect())
+    }
+
+    /// [`Engine::start_many`] of the newest registered version of the workflow named
+    /// `workflow` (or `options.version`), on inputs given as anything that serializes to its
+    /// state: for callers that know the workflow by name only.
+    ///
+    /// # Errors
+    /// As [`Engine::start_many`].
+    pub async fn start_many_json<I: Serialize>(
         &self,
         workflow: &str,
         starts: impl IntoIterator<Item = (I, StartOptions)>,

@@ -32,20 +32,20 @@ impl EngineBuilder {
     }
 
     /// How long a Running thread may go without a step before the health report calls it
-    /// stuck (default [`crate::limits::WATCHDOG_MS_DEFAULT`]); see [`Config::watchdog_ms`].
+    /// stuck (default 10 minutes); see [`Config::watchdog_ms`].
     pub fn watchdog_ms(mut self, ms: u64) -> Self {
         self.config.watchdog_ms = ms;
         self
     }
 
-    /// The threshold of a slow step commit (default [`crate::limits::SLOW_COMMIT_MS_DEFAULT`]).
+    /// The threshold of a slow step commit (default 1,000 ms).
     pub fn slow_commit_ms(mut self, ms: u64) -> Self {
         self.config.slow_commit_ms = ms;
         self
     }
 
     /// How often the engine runs a health pass on its own (`None`: never; default
-    /// [`crate::limits::HEALTH_EVERY_MS_DEFAULT`]).
+    /// 60,000 ms).
     pub fn health_every_ms(mut self, ms: Option<u64>) -> Self {
         self.config.health_every_ms = ms.map(|ms| ms.max(1));
         self
@@ -81,7 +81,7 @@ impl Engine {
     /// Reads every thread record and the lock table (not the logs); while the store knows its
     /// database unreachable (`cairn_database_up` 0), it reads nothing and reports so at once,
     /// with the cause. A database on a server that leaves one of the pass's reads unanswered
-    /// for [`crate::limits::HEALTH_DATABASE_WAIT_MS`] is reported as not answering, with that
+    /// for 750 ms is reported as not answering, with that
     /// reason, so a report never waits on the database longer.
     ///
     /// # Errors

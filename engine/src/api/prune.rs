@@ -33,7 +33,7 @@ pub struct PruneReport {
     pub events: u64,
     /// Checkpoints removed (the ones older than each thread's newest).
     pub checkpoints: u64,
-    /// Whether the pass stopped at [`PRUNE_PASS_MAX`] pruned threads (the next pass goes on).
+    /// Whether the pass stopped at 256 (`PRUNE_PASS_MAX`) pruned threads (the next pass goes on).
     pub stopped_at_limit: bool,
 }
 
@@ -41,7 +41,7 @@ impl EngineBuilder {
     /// Whether the engine drops, on its own, the history its checkpoints cover in threads that
     /// have not finished (default `true`; `false` keeps every step readable for time travel,
     /// replay, fork and bundles from the first step): a pass every [`crate::RetentionPolicy::every_ms`] of
-    /// the engine's clock (the retention cadence, [`crate::limits::RETENTION_EVERY_MS_DEFAULT`]
+    /// the engine's clock (the retention cadence, 60,000 ms
     /// without a retention policy) prunes each such thread to its newest checkpoint (see
     /// [`Engine::prune`]). Finished threads are left whole (retention deletes them). An engine
     /// opened read-only runs no passes.
@@ -87,7 +87,7 @@ impl Engine {
     }
 
     /// One history pass now: prunes every unfinished thread whose newest checkpoint covers
-    /// stored events (as [`Engine::prune`]), at most [`PRUNE_PASS_MAX`] threads (the next pass
+    /// stored events (as [`Engine::prune`]), at most 256 (`PRUNE_PASS_MAX`) threads (the next pass
     /// goes on; threads already pruned cost a record read). Runs whatever
     /// [`EngineBuilder::prune_history`] says.
     ///

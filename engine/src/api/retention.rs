@@ -3,7 +3,7 @@
 //! [`RetentionPolicy::every_ms`] of the engine's clock.
 //!
 //! A pass walks the thread records of each finished status whose period is set, a page of
-//! [`crate::limits::RETENTION_PAGE_MAX`] at a time (a cursor over ids, so deleting as it goes
+//! 256 at a time (a cursor over ids, so deleting as it goes
 //! skips nothing), and deletes those that ended (`updated_at_ms`) at least the period ago; the
 //! deletes of one page are in flight together and share group commits. The store refuses a
 //! delete of a thread that is no longer finished, so a thread resumed or rolled back between

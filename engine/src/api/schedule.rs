@@ -126,7 +126,7 @@ impl Engine {
         } else {
             // Written Created, not driven: an engine that runs schedules drives it from its open
             // (recovery); this one would leave its first tick half done when it closes.
-            self.create(ScheduleSpec::WORKFLOW, &state, options).await?;
+            self.create_json(ScheduleSpec::WORKFLOW, &state, options).await?;
         }
         self.schedule(name).await?.ok_or_else(|| Error::UnknownThread(head_of(name)))
     }

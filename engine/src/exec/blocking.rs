@@ -1,6 +1,7 @@
-//! The sync adapter of `fetch.rs`, for callers off the runtime (the test kit, the reliability
-//! suites, a user's `cairn::restore::restore`): the same async code, waited for on the
-//! caller's thread. Nothing of the engine's own paths reads through here.
+//! Reads of a store for a caller off the async runtime (a test's judge of what a thread did, a
+//! script over a database file): a thread's context at a seq, an event's decoded body, a
+//! parent's children. The same code as the engine's own async reads ([`crate::admin`]), waited
+//! for on the caller's thread. Nothing of the engine's own paths reads through here.
 
 use std::future::Future;
 
@@ -46,7 +47,7 @@ pub fn decode(store: &dyn Store, event: Event) -> Result<Recorded, Error> {
 /// ```
 /// # fn run(engine: &cairn::Engine) -> Result<(), cairn::Error> {
 /// let parent = cairn::ThreadId::new("order-1")?;
-/// for child in cairn::children::children_of(engine.store().as_ref(), &parent)? {
+/// for child in cairn::blocking::children_of(engine.store().as_ref(), &parent)? {
 ///     assert_eq!(child.labels.get("parent").map(String::as_str), Some("order-1"));
 /// }
 /// # Ok(()) }

@@ -6,7 +6,7 @@
 //! `core` does no I/O: the reads are made here and their data handed to it (the
 //! [`Restore`] machine says which read it needs next; `core::codec::decode_loaded` decodes an
 //! event whose payload is loaded already). `blocking.rs` waits for these same functions
-//! for callers off the runtime (the test kit, `cairn::restore::restore`). The debug tools
+//! for callers off the runtime (the test kit, `cairn::blocking::restore`). The debug tools
 //! (`debug/`), the CLI and the endpoint read through here.
 
 use cairn_dsl::DynWorkflow;

@@ -7,7 +7,7 @@
 //! over the shell. `parked` changes threads nobody drives; `wake` acts on due timers.
 
 mod acknowledge;
-pub(crate) mod blocking;
+pub mod blocking;
 mod budgets;
 mod checkpoint_asks;
 pub(crate) mod child_run;

@@ -166,7 +166,7 @@ mod tests {
         let fired = engine.shell.store.read_since(&id, Seq(0), 1_000).await.unwrap();
         let fired = fired
             .into_iter()
-            .map(|e| crate::codec::decode(engine.shell.store.as_ref(), e).unwrap().body)
+            .map(|e| crate::blocking::decode(engine.shell.store.as_ref(), e).unwrap().body)
             .filter(|b| matches!(b, Body::TimerFired { .. }))
             .count();
         assert_eq!(fired, 1, "only the first sleep's timer fired");

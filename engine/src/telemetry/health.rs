@@ -25,11 +25,11 @@ pub struct HealthReport {
     pub watchdog_ms: u64,
     /// Running threads whose record has not moved for longer than the watchdog.
     pub stuck_threads: u64,
-    /// The first [`HEALTH_ITEMS_MAX`] of them, longest idle first.
+    /// The first 100 (`HEALTH_ITEMS_MAX`) of them, longest idle first.
     pub stuck: Vec<StuckThread>,
     /// Locks held past their time to live (nobody renewed or released them).
     pub expired_locks: u64,
-    /// The first [`HEALTH_ITEMS_MAX`] of them, longest expired first.
+    /// The first 100 (`HEALTH_ITEMS_MAX`) of them, longest expired first.
     pub expired: Vec<ExpiredLock>,
     /// Step commits of this engine (none when no engine runs in this process).
     pub commits: CommitHealth,
@@ -291,7 +291,7 @@ async fn read_and_check(
     .finish())
 }
 
-/// Keeps the [`HEALTH_ITEMS_MAX`] smallest items by `key` (sorted), so a report stays bounded
+/// Keeps the 100 (`HEALTH_ITEMS_MAX`) smallest items by `key` (sorted), so a report stays bounded
 /// however many threads are stuck.
 fn keep_first<T, K: Ord>(items: &mut Vec<T>, key: impl FnMut(&T) -> K) {
     if items.len() > 2 * HEALTH_ITEMS_MAX {

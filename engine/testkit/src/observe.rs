@@ -84,7 +84,7 @@ pub(crate) fn observe(store: &dyn Store, thread: &ThreadId) -> Result<LogView, E
     // did. Level by level, without recursion (nesting is bounded by the DSL's depth limit).
     let mut parents = vec![thread.clone()];
     while let Some(parent) = parents.pop() {
-        for child in cairn::children::children_of(store, &parent)?.into_iter().map(|r| r.id) {
+        for child in cairn::blocking::children_of(store, &parent)?.into_iter().map(|r| r.id) {
             let child_view = observe_one(store, &child)?;
             view.tool_calls.extend(child_view.tool_calls);
             view.duplicate_commits += child_view.duplicate_commits;
@@ -108,7 +108,7 @@ fn observe_one(store: &dyn Store, thread: &ThreadId) -> Result<LogView, Error> {
         ) {
             continue;
         }
-        match cairn::codec::decode(store, event.clone())?.body {
+        match cairn::blocking::decode(store, event.clone())?.body {
             Body::ToolCalled { step, task, attempt, call, name, input, .. } => {
                 inputs.insert((step, task.to_string(), attempt, call), (name, input));
             }

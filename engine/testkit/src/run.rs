@@ -183,7 +183,7 @@ impl CrashHarness {
                     runner_released(engine, &self.thread).await;
                     let wf = engine.workflow_of(&self.thread).await?;
                     let ctx =
-                        cairn::restore::restore(engine.store().as_ref(), &wf, &self.thread, None)?;
+                        cairn::blocking::restore(engine.store().as_ref(), &wf, &self.thread, None)?;
                     if let Some(Waiting::Timer { until_ms, .. }) = ctx.meta.waiting {
                         clock.set_ms(until_ms);
                     }

@@ -25,9 +25,9 @@ use cairn_storage::limits::READ_LIMIT_MAX;
 use cairn_storage::{Page, Seq, Store, ThreadFilter, ThreadId, ThreadRecord, ThreadStatus};
 
 use cairn::Error;
-use cairn::core::drawn::Drawn;
 use cairn::event::Body;
 use cairn::{CatchUp, ScheduleSpec, ScheduleState};
+use cairn_core::drawn::Drawn;
 
 /// What [`check_schedule`] found in a schedule's log and the threads it started.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -124,7 +124,7 @@ pub fn check_schedule(store: &dyn Store, name: &str) -> Result<Option<ScheduleCh
     let mut walk = Walk { out, ..Walk::default() };
     for (id, is_live, e) in link_events(store, &links, &live.id)? {
         let lsn = e.bookmark.lsn.0;
-        let body = cairn::codec::decode(store, e)?.body;
+        let body = cairn::blocking::decode(store, e)?.body;
         walk.event(&id, is_live, lsn, body)?;
     }
     let Some(state) = walk.state.take() else {

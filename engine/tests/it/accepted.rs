@@ -23,9 +23,9 @@ async fn an_application_runs_every_thread_it_accepts_created_queued_started_or_p
     let writer =
         Engine::builder(&path).recovery(RecoveryPolicy::Park).workflow(&wf).open().await.unwrap();
     writer.define_queue("q", QueueLimits::default()).await.unwrap();
-    writer.create("add", &input, StartOptions::id("offline")).await.unwrap();
+    writer.create_json("add", &input, StartOptions::id("offline")).await.unwrap();
     let queued = StartOptions::id("offline-q").on_queue("q");
-    let queued = writer.create("add", &input, queued).await.unwrap();
+    let queued = writer.create_json("add", &input, queued).await.unwrap();
     assert_eq!(queued.thread.status().await.unwrap(), ThreadStatus::Queued);
     drop(queued);
     writer.shutdown().await;

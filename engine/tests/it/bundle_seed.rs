@@ -3,7 +3,7 @@
 
 use std::panic::AssertUnwindSafe;
 
-use cairn::codec::decode;
+use cairn::blocking::decode;
 use cairn::event::Body;
 use cairn::storage::{EventKind, Seq};
 use cairn::{Durability, Engine, Error, ThreadStatus};

@@ -74,7 +74,7 @@ fn redb(path: &Path) -> Arc<RedbStore> {
 
 fn bodies(store: &dyn Store, id: &str) -> Vec<Body> {
     let events = store.read_since(&ThreadId::new(id).unwrap(), Seq(0), 10_000).wait().unwrap();
-    events.into_iter().map(|e| cairn::codec::decode(store, e).unwrap().body).collect()
+    events.into_iter().map(|e| cairn::blocking::decode(store, e).unwrap().body).collect()
 }
 
 #[tokio::test]
@@ -277,7 +277,7 @@ fn engine_crash_during_compensation_runs_each_undo_once() {
 /// written by its runner) equals the fold of its whole log up to the checkpoint's seq through
 /// `ThreadCtx::apply`, the new events (compensation, continue-as-new) included.
 pub(crate) fn restore_equals_live(store: &dyn Store, wf: &cairn::dsl::DynWorkflow, id: &str) {
-    use cairn::core::thread_ctx::ThreadCtx;
+    use cairn::thread_ctx::ThreadCtx;
     let tid = ThreadId::new(id).unwrap();
     let checkpoint =
         store.latest_checkpoint_at_or_before(&tid, Seq(u64::MAX)).wait().unwrap().unwrap();
@@ -285,7 +285,7 @@ pub(crate) fn restore_equals_live(store: &dyn Store, wf: &cairn::dsl::DynWorkflo
     let events = store.read_since(&tid, Seq(0), 10_000).wait().unwrap();
     let mut ctx: Option<ThreadCtx> = None;
     for e in events {
-        let rec = cairn::codec::decode(store, e).unwrap();
+        let rec = cairn::blocking::decode(store, e).unwrap();
         if rec.bookmark.seq > checkpoint.covers.seq {
             break;
         }

@@ -140,7 +140,7 @@ async fn the_successor_of_a_thread_on_a_queue_waits_in_line_on_it() {
 async fn bodies(engine: &Engine, id: &str) -> Vec<Body> {
     let store = engine.store();
     let events = store.read_since(&ThreadId::new(id).unwrap(), Seq(0), 10_000).wait().unwrap();
-    events.into_iter().map(|e| cairn::codec::decode(store.as_ref(), e).unwrap().body).collect()
+    events.into_iter().map(|e| cairn::blocking::decode(store.as_ref(), e).unwrap().body).collect()
 }
 
 /// What the store holds of the chain after a run: for each thread, its status, how many
@@ -156,7 +156,7 @@ fn links(store: &dyn Store) -> Vec<(String, ThreadStatus, usize, usize)> {
             let events = store.read_since(&r.id, Seq(0), 10_000).wait().unwrap();
             let (mut as_new, mut from) = (0, 0);
             for e in events {
-                match cairn::codec::decode(store, e).unwrap().body {
+                match cairn::blocking::decode(store, e).unwrap().body {
                     Body::ContinuedAsNew { .. } => as_new += 1,
                     Body::ContinuedFrom { .. } => from += 1,
                     _ => {}

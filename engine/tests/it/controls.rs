@@ -61,7 +61,7 @@ fn bodies(engine: &Engine, thread: &str) -> Vec<Body> {
         .wait()
         .unwrap()
         .into_iter()
-        .map(|e| cairn::codec::decode(engine.store().as_ref(), e).unwrap().body)
+        .map(|e| cairn::blocking::decode(engine.store().as_ref(), e).unwrap().body)
         .collect()
 }
 

@@ -475,7 +475,7 @@ pub(crate) fn recorded_calls_in(store: &dyn Store) -> BTreeSet<String> {
         assert!(events.len() < READ_LIMIT_MAX, "{id}: log longer than one read");
         let mut inputs = BTreeMap::new();
         for e in events {
-            let rec = cairn::codec::decode(store, e).unwrap();
+            let rec = cairn::blocking::decode(store, e).unwrap();
             match rec.body {
                 cairn::event::Body::ToolCalled { step, task, attempt, call, input, .. } => {
                     inputs.insert((step, task, attempt, call), input);

@@ -519,7 +519,7 @@ fn inspect(store: &dyn Store, wf: &Workflow<Acc>, t: usize) -> Option<Facts> {
     let (mut ran_from, mut ran_to) = (None, u64::MAX);
     for e in events {
         let lsn = e.bookmark.lsn.0;
-        let body = cairn::codec::decode(store, e).unwrap().body;
+        let body = cairn::blocking::decode(store, e).unwrap().body;
         if let Body::ToolCalled { values, .. }
         | Body::NodeCompleted { values, .. }
         | Body::InputRequested { values, .. }
@@ -581,7 +581,7 @@ fn inspect(store: &dyn Store, wf: &Workflow<Acc>, t: usize) -> Option<Facts> {
     if steps_seen.iter().enumerate().any(|(k, s)| *s != k as u64 + 1) {
         problems.push(format!("steps completed out of order or twice: {steps_seen:?}"));
     }
-    let ctx = cairn::restore::restore(store, &wf.erase(), &id, None).unwrap();
+    let ctx = cairn::blocking::restore(store, &wf.erase(), &id, None).unwrap();
     let snapshot = ctx.snapshot().unwrap();
     let view = View {
         status: record.status,

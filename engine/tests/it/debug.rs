@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use cairn::codec::decode;
+use cairn::blocking::decode;
 use cairn::dsl::{Ctx, NodeOutput, State, Workflow};
 use cairn::storage::{CheckpointFilter, CheckpointMeta, Page, Seq, ThreadId};
 use cairn::thread_ctx::ThreadCtx;

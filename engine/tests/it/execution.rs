@@ -266,7 +266,7 @@ async fn a_write_behind_the_runners_back_stops_the_thread_before_its_next_tool_c
             detail: None,
         },
     };
-    cairn::codec::push_event(&mut batch, &id, &body, 0).unwrap();
+    cairn_core::codec::push_event(&mut batch, &id, &body, 0).unwrap();
     engine.store().append(batch).unwrap().wait().await.unwrap();
     gate.notify_one();
     // Shutting down waits for the runner and its task to finish what they are doing.
@@ -288,7 +288,7 @@ async fn start_many_starts_every_thread_once_and_checks_them_all_first() {
     let starts = |n: u64| {
         (0..n).map(|i| (Tally { total: i * 100, log: vec![] }, StartOptions::id(format!("m{i}"))))
     };
-    let handles = engine.start_many("linear", starts(50)).await.unwrap();
+    let handles = engine.start_many_json("linear", starts(50)).await.unwrap();
     assert_eq!(handles.len(), 50);
     for (i, h) in handles.iter().enumerate() {
         assert_eq!(h.id().as_str(), format!("m{i}"));
@@ -297,7 +297,7 @@ async fn start_many_starts_every_thread_once_and_checks_them_all_first() {
     }
     assert_eq!(fx.count(), 100, "two nodes per thread, each run once");
     // Again: the same threads, nothing started twice.
-    let again = engine.start_many("linear", starts(50)).await.unwrap();
+    let again = engine.start_many_json("linear", starts(50)).await.unwrap();
     assert_eq!(again.len(), 50);
     assert_eq!(again[7].outcome().await.unwrap().status, ThreadStatus::Completed);
     // A bad input among good ones: refused before anything is written.
@@ -305,7 +305,7 @@ async fn start_many_starts_every_thread_once_and_checks_them_all_first() {
         (serde_json::json!({"total": 1, "log": []}), StartOptions::id("ok-1")),
         (serde_json::json!("not a tally"), StartOptions::id("bad")),
     ];
-    let refused = engine.start_many("linear", mixed).await;
+    let refused = engine.start_many_json("linear", mixed).await;
     assert!(matches!(refused, Err(Error::Invalid(_))), "{refused:?}");
     assert!(engine.thread("ok-1").await.is_err(), "nothing was written");
     let report = engine.store().verify().unwrap();

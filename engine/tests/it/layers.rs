@@ -26,7 +26,7 @@ const ENGINE_LAYERS: &[&[&str]] = &[
 /// [`ENGINE_LAYERS`]: operations on a thread (`debug/`, on `operator.rs`'s type) under the
 /// endpoint and the demo, and the command line over everything.
 const TOOLS_LAYERS: &[&[&str]] =
-    &[&["model", "operator", "prometheus"], &["debug"], &["demo", "serve"], &["cli"]];
+    &[&["limits"], &["model", "operator", "prometheus"], &["debug"], &["demo", "serve"], &["cli"]];
 
 /// The storage crate's modules, bottom first, as [`ENGINE_LAYERS`]; its files import by module
 /// (`use crate::event::Event`), not through the crate root's re-exports, so that these arrows

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use cairn::core::node_runs::{NodeType, RunStatus};
 use cairn::dsl::{Ctx, NodeError, NodeOutput, NodePolicy, RetryPolicy, Workflow};
 use cairn::{END, START, StartOptions, ThreadStatus};
+use cairn_core::node_runs::{NodeType, RunStatus};
 use cairn_tools::debug::{ForkFrom, ForkOptions};
 use serde_json::json;
 

@@ -106,7 +106,7 @@ struct Answers {
     diff: Vec<cairn_tools::debug::Change>,
     session: Vec<cairn_tools::debug::TracedMessage>,
     correlated: Vec<cairn_tools::debug::TracedMessage>,
-    runs: Vec<cairn::core::node_runs::NodeRun>,
+    runs: Vec<cairn_core::node_runs::NodeRun>,
     bundle: cairn_tools::debug::Bundle,
 }
 

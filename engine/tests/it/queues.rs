@@ -62,7 +62,7 @@ pub fn runs_from_log(store: &dyn Store) -> Runs {
     for e in events {
         let thread = e.thread.to_string();
         let Some(key) = thread.split_once('-').map(|(k, _)| k.to_string()) else { continue };
-        let body = cairn::codec::decode(store, e).unwrap().body;
+        let body = cairn::blocking::decode(store, e).unwrap().body;
         let Body::StatusChanged { to, .. } = body else { continue };
         let was = running.get(&thread).copied().unwrap_or(false);
         if to == ThreadStatus::Running && !was {

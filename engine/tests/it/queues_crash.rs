@@ -165,7 +165,7 @@ async fn one_case(c: &Case, counters: &Counters) -> Result<(), TestCaseError> {
     for e in whole_log(store.as_ref()) {
         let thread = e.thread.to_string();
         if let Body::StatusChanged { to, .. } =
-            cairn::codec::decode(store.as_ref(), e).unwrap().body
+            cairn::blocking::decode(store.as_ref(), e).unwrap().body
             && to.is_terminal()
         {
             *ends.entry(thread).or_default() += 1;

@@ -62,7 +62,7 @@ async fn start_many_on_a_queue(engine: Engine, recorder: &TestRecorder, backend:
     }
     // A queue nobody defined refuses the whole call, before anything is written.
     let refused = engine
-        .start_many(
+        .start_many_json(
             "nap",
             vec![
                 (Tally::default(), StartOptions::id("z-1").on_queue("jobs")),
@@ -82,7 +82,7 @@ async fn start_many_on_a_queue(engine: Engine, recorder: &TestRecorder, backend:
         })
         .collect();
     starts.push((Tally::default(), on("c-dup".into(), "c", "held".into())));
-    let handles = engine.start_many("nap", starts).await.unwrap();
+    let handles = engine.start_many_json("nap", starts).await.unwrap();
     let commits_made = recorder.counter(&commits) - before;
     assert_eq!(handles.len(), STARTS + 1);
     for (i, h) in handles.iter().enumerate().take(STARTS) {

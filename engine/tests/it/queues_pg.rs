@@ -121,7 +121,7 @@ async fn two_engines_on_one_database_never_start_more_than_the_rate_limit_per_pe
     for e in whole_log(store.as_ref()) {
         let (thread, at) = (e.thread.to_string(), e.bookmark.at_ms);
         if let Body::StatusChanged { to: ThreadStatus::Running, .. } =
-            cairn::codec::decode(store.as_ref(), e).unwrap().body
+            cairn::blocking::decode(store.as_ref(), e).unwrap().body
         {
             first_run.entry(thread).or_insert(at);
         }

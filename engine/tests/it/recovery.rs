@@ -132,7 +132,7 @@ async fn restore_cost_does_not_grow_with_history() {
         for _ in 0..5 {
             let start = Instant::now();
             let ctx =
-                cairn::restore::restore(engine.store().as_ref(), &erased, &thread, Some(last / 2))
+                cairn::blocking::restore(engine.store().as_ref(), &erased, &thread, Some(last / 2))
                     .unwrap();
             best = best.min(start.elapsed().as_secs_f64());
             assert!(ctx.meta.seq <= last / 2);
@@ -250,7 +250,7 @@ async fn floats_in_state_restore_bit_for_bit() {
     let erased = wf.erase();
     for seq in [last - 1, last] {
         let ctx =
-            cairn::restore::restore(engine.store().as_ref(), &erased, &thread, Some(seq)).unwrap();
+            cairn::blocking::restore(engine.store().as_ref(), &erased, &thread, Some(seq)).unwrap();
         let state: Vec<f64> = serde_json::from_value(ctx.snapshot().unwrap().state).unwrap();
         assert_eq!(
             state.iter().map(|f| f.to_bits()).collect::<Vec<_>>(),

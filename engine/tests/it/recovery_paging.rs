@@ -54,7 +54,7 @@ async fn recovery_resumes_every_unfinished_thread_while_the_ones_it_resumed_move
         engine.start_json("hold", Tally::default(), StartOptions::id("holder")).await.unwrap();
         let starts =
             (0..THREADS).map(|n| (Tally::default(), StartOptions::id(format!("q-{n:05}"))));
-        engine.start_many("quick", starts).await.unwrap();
+        engine.start_many_json("quick", starts).await.unwrap();
         engine.crash().await;
     }
     // Each listing after the first waits, so the first page's threads finish meanwhile.

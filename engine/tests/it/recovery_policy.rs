@@ -181,7 +181,7 @@ async fn restore_and_retry_rolls_back_to_the_latest_checkpoint_and_runs_on() {
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Failed);
     let s = story(&engine, "r2").await;
     let restores = s.iter().filter(|e| e.as_str() == "recovery restore_and_retry").count();
-    assert_eq!(restores as u32, cairn::limits::RESTORES_PER_THREAD_MAX);
+    assert_eq!(restores as u32, cairn_core::limits::RESTORES_PER_THREAD_MAX);
     assert_eq!(s[s.len() - 2..], ["work failed #2 for good", "-> failed"]);
     engine.shutdown().await;
 }

@@ -8,13 +8,13 @@ use std::sync::{Arc, OnceLock};
 
 use cairn::dsl::{Ctx, NodeError, NodeOutput, NodePolicy, Recovery, RetryPolicy, Workflow};
 use cairn::event::Body;
-use cairn::restore::{Answer, Next, Origin, Read, Restore, Restored};
 use cairn::storage::{
     Append, Batch, Checkpoint, CheckpointFilter, CheckpointId, CheckpointInfo, Decorates,
     Durability, Error, Event, ForwardCatalog, ForwardMaintenance, Lsn, Options, Page, PayloadRef,
     Pending, Reading, RedbStore, Scope, Seq, Store, Subscription, ThreadId, ThreadLog,
 };
 use cairn::{END, Engine, RecoveryPolicy, START, StartOptions};
+use cairn_core::restore::{Answer, Next, Origin, Read, Restore, Restored};
 
 use crate::common::{Tally, db};
 

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use cairn::codec::Recorded;
 use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::event::Body;
 use cairn::{Durability, END, Engine, START, Seq, StartOptions, ThreadStatus, ToolError};
+use cairn_core::codec::Recorded;
 
 use crate::common::{Effects, Tally, db, open};
 

@@ -84,7 +84,7 @@ async fn a_node_sets_labels_that_filters_find_and_replay_agrees_with() {
     let changes: Vec<(Vec<String>, Vec<String>)> = events
         .clone()
         .into_iter()
-        .filter_map(|e| match cairn::codec::decode(engine.store().as_ref(), e).unwrap().body {
+        .filter_map(|e| match cairn::blocking::decode(engine.store().as_ref(), e).unwrap().body {
             Body::LabelsChanged { set, removed } => {
                 Some((set.into_iter().map(|(k, v)| format!("{k}={v}")).collect(), removed))
             }

@@ -238,7 +238,8 @@ async fn the_endpoint_redacts_diffs_forks_cancels_and_bounds_bodies() {
     assert_eq!((status, err["field"].as_str()), (404, Some("control")), "{err}");
 
     // A body over the bound is refused before it is parsed.
-    let big = format!(r#"{{"value": "{}"}}"#, "x".repeat(cairn::limits::SERVE_BODY_BYTES_MAX));
+    let big =
+        format!(r#"{{"value": "{}"}}"#, "x".repeat(cairn_tools::limits::SERVE_BODY_BYTES_MAX));
     let (status, err) = post("/api/threads/c-1/input", &big).await;
     assert_eq!((status, err["field"].as_str()), (413, Some("body")), "{err}");
 

@@ -90,7 +90,7 @@ async fn recv_parks_the_thread_and_a_signal_wakes_it_across_a_restart() {
         .wait()
         .unwrap()
         .into_iter()
-        .map(|e| cairn::codec::decode(engine.store().as_ref(), e).unwrap().body)
+        .map(|e| cairn::blocking::decode(engine.store().as_ref(), e).unwrap().body)
         .collect();
     let awaited = bodies.iter().filter(|b| matches!(b, Body::SignalAwaited { .. })).count();
     let arrived = bodies.iter().filter(|b| matches!(b, Body::SignalArrived { .. })).count();
@@ -264,7 +264,7 @@ fn nested() -> Workflow<Tally> {
 fn arrivals(engine: &Engine, thread: &str) -> usize {
     let id = cairn::ThreadId::new(thread).unwrap();
     let events = engine.store().read_since(&id, cairn::Seq(0), 10_000).wait().unwrap();
-    let decode = |e| cairn::codec::decode(engine.store().as_ref(), e).unwrap().body;
+    let decode = |e| cairn::blocking::decode(engine.store().as_ref(), e).unwrap().body;
     events.into_iter().filter(|e| matches!(decode(e.clone()), Body::SignalArrived { .. })).count()
 }
 

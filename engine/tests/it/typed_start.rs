@@ -96,3 +96,39 @@ fn one_node(id: &str) -> Workflow<Replace<u64>> {
         .build()
         .unwrap()
 }
+
+#[tokio::test]
+async fn typed_start_many_and_create_check_the_workflow_as_start_does() {
+    let (_dir, path) = db();
+    let wf = one_node("keep");
+    let engine = cairn::Engine::builder(&path).workflow(&wf).open().await.unwrap();
+    // A batch of typed starts: each handle's output is the state type.
+    let starts = (0..3).map(|n| (Replace(n), StartOptions::id(format!("k{n}"))));
+    let handles = engine.start_many(&wf, starts).await.unwrap();
+    assert_eq!(handles[2].output().await.unwrap(), Replace(2));
+    // Another graph under the same id and version: refused before anything is written, the
+    // whole batch and a create alike.
+    let renamed = Workflow::<Replace<u64>>::builder("keep", 1)
+        .node(
+            "m",
+            |s: std::sync::Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(s.0)) },
+        )
+        .edge(START, "m")
+        .edge("m", END)
+        .build()
+        .unwrap();
+    let batch = vec![(Replace(0), StartOptions::id("b0")), (Replace(1), StartOptions::id("b1"))];
+    let e = engine.start_many(&renamed, batch).await.expect_err("refused");
+    assert!(matches!(&e, Error::Invalid(m) if m.contains("is not this one")), "{e}");
+    let e =
+        engine.create(&renamed, Replace(0), StartOptions::id("c0")).await.err().expect("refused");
+    assert!(matches!(&e, Error::Invalid(m) if m.contains("is not this one")), "{e}");
+    for id in ["b0", "b1", "c0"] {
+        assert!(matches!(engine.thread(id).await, Err(Error::UnknownThread(_))), "{id}");
+    }
+    // A typed create writes the thread and hands back a typed handle.
+    let made = engine.create(&wf, Replace(9), StartOptions::id("c1")).await.unwrap();
+    assert!(made.created);
+    assert_eq!(made.thread.id().as_str(), "c1");
+    engine.shutdown().await;
+}

@@ -101,7 +101,7 @@ fn write_database() -> Written {
 fn final_state(store: &dyn Store, thread: &ThreadId, i: usize) -> Result<Value, cairn::Error> {
     let fx = Effects::new();
     let wf = if i.is_multiple_of(2) { linear(&fx).erase() } else { fan_out(&fx).erase() };
-    let ctx = cairn::restore::restore(store, &wf, thread, None)?;
+    let ctx = cairn::blocking::restore(store, &wf, thread, None)?;
     Ok(ctx.snapshot()?.state)
 }
 

@@ -109,7 +109,7 @@ async fn drive(engine: &Engine, clock: &ManualClock, id: &str, answers: &[&str])
             }
             ThreadStatus::Sleeping => {
                 let wf = engine.workflow_of(&tid).await.expect("workflow");
-                let ctx = cairn::restore::restore(engine.store().as_ref(), &wf, &tid, None)
+                let ctx = cairn::blocking::restore(engine.store().as_ref(), &wf, &tid, None)
                     .expect("restore");
                 match ctx.meta.waiting {
                     Some(Waiting::Timer { until_ms, .. }) if until_ms > clock.now_ms() => {
@@ -130,7 +130,7 @@ fn inspect(store: &dyn Store) -> (String, bool, BTreeMap<String, Value>) {
     let events = store.read_all_since(Lsn(0), 10_000).wait().expect("events");
     for event in &events {
         hasher.update(&codec::encode_event(event).expect("encode event"));
-        let record = cairn::codec::decode(store, event.clone()).expect("decode body");
+        let record = cairn::blocking::decode(store, event.clone()).expect("decode body");
         let bytes = match (&event.payload, event.data.is_empty()) {
             (Some(r), true) => store.payload(r).wait().expect("payload"),
             _ => event.data.clone(),
@@ -168,7 +168,7 @@ fn inspect(store: &dyn Store) -> (String, bool, BTreeMap<String, Value>) {
         // Every seq restores (checkpoint + tail), and the last gives the recorded state.
         let mut state = Value::Null;
         for seq in 1..=last {
-            let ctx = cairn::restore::restore(store, &wf, &tid, Some(seq))
+            let ctx = cairn::blocking::restore(store, &wf, &tid, Some(seq))
                 .unwrap_or_else(|e| panic!("{id} does not restore at seq {seq}: {e}"));
             assert_eq!(ctx.meta.seq, seq, "{id} restored to the wrong seq");
             state = ctx.snapshot().expect("snapshot").state;

@@ -192,7 +192,7 @@ fn t8_load_with_crashes() {
         }
         let mut steps = Vec::new();
         for e in &log {
-            if let Ok(rec) = cairn::codec::decode(store.as_ref(), e.clone())
+            if let Ok(rec) = cairn::blocking::decode(store.as_ref(), e.clone())
                 && let Body::StepCompleted { step, .. } = rec.body
             {
                 steps.push(step);

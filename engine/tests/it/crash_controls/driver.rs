@@ -349,7 +349,7 @@ impl Run<'_> {
         let mut next = None;
         for e in self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX).wait()? {
             if let Body::StepCompleted { next: n, .. } =
-                cairn::codec::decode(self.engine.store().as_ref(), e)?.body
+                cairn::blocking::decode(self.engine.store().as_ref(), e)?.body
             {
                 next = Some(n);
             }
@@ -393,7 +393,7 @@ impl Run<'_> {
         };
         let last = self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX).wait()?.pop();
         let last =
-            last.map(|e| cairn::codec::decode(self.engine.store().as_ref(), e)).transpose()?;
+            last.map(|e| cairn::blocking::decode(self.engine.store().as_ref(), e)).transpose()?;
         let paused_from_wait = matches!(
             last.map(|r| r.body),
             Some(Body::StatusChanged { from, to: ThreadStatus::Paused, .. }) if from == parked
@@ -416,7 +416,7 @@ impl Run<'_> {
         let mut explicit = false;
         for e in self.engine.store().read_since(&id, Seq(0), READ_LIMIT_MAX).wait()? {
             if let Body::StatusChanged { to: ThreadStatus::Paused, reason, .. } =
-                cairn::codec::decode(self.engine.store().as_ref(), e)?.body
+                cairn::blocking::decode(self.engine.store().as_ref(), e)?.body
             {
                 explicit = reason.starts_with("paused");
             }
@@ -541,7 +541,7 @@ impl Run<'_> {
                 ThreadStatus::WaitingInput | ThreadStatus::Sleeping => {
                     let wf = self.engine.workflow_of(&id).await?;
                     let ctx =
-                        cairn::restore::restore(self.engine.store().as_ref(), &wf, &id, None)?;
+                        cairn::blocking::restore(self.engine.store().as_ref(), &wf, &id, None)?;
                     let signal = matches!(ctx.meta.waiting, Some(Waiting::Signal { .. }));
                     let (node, until) = match ctx.meta.waiting {
                         Some(Waiting::Input { task, .. } | Waiting::Signal { task, .. }) => {
@@ -933,7 +933,7 @@ pub(super) fn logs(store: &dyn Store, ids: impl IntoIterator<Item = String>) -> 
         out.push_str(&format!("{id} ({status:?}):\n"));
         for e in store.read_since(&id, Seq(0), READ_LIMIT_MAX).wait().unwrap_or_default() {
             let lsn = e.bookmark.lsn.0;
-            let body = cairn::codec::decode(store, e).map(|r| format!("{:?}", r.body));
+            let body = cairn::blocking::decode(store, e).map(|r| format!("{:?}", r.body));
             out.push_str(&format!("  {lsn} {}\n", body.unwrap_or_else(|e| e.to_string())));
         }
     }

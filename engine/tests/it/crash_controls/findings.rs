@@ -73,7 +73,7 @@ async fn a_tool_call_longer_than_the_lease_still_completes() {
         let store = engine.store().as_ref();
         events
             .into_iter()
-            .map(|e| format!("{:?}", cairn::codec::decode(store, e).unwrap().body))
+            .map(|e| format!("{:?}", cairn::blocking::decode(store, e).unwrap().body))
             .collect::<Vec<_>>()
     };
     assert!(matches!(&out, Ok(Ok(acc)) if acc.items == vec![0]), "{out:?}; log {log:#?}");

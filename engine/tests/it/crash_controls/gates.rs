@@ -98,7 +98,7 @@ impl Gates {
         let Ok(events) = store.read_since(&id, Seq(0), READ_LIMIT_MAX).wait() else { return false };
         events.into_iter().any(|e| {
             matches!(
-                cairn::codec::decode(store.as_ref(), e).map(|r| r.body),
+                cairn::blocking::decode(store.as_ref(), e).map(|r| r.body),
                 Ok(Body::NodeCompleted { step, task, .. })
                     if step == ctx.step() && task.node == ctx.node()
             )

@@ -76,7 +76,7 @@ fn seeds() -> &'static (Vec<Snapshot>, Vec<Vec<u8>>) {
                 engine.store().last_bookmark(&thread).wait().expect("read").expect("events").seq.0;
             let snapshots = (1..=last)
                 .map(|seq| {
-                    cairn::restore::restore(engine.store().as_ref(), &erased, &thread, Some(seq))
+                    cairn::blocking::restore(engine.store().as_ref(), &erased, &thread, Some(seq))
                         .and_then(|ctx| ctx.snapshot().map_err(Into::into))
                         .expect("a real thread restores at every seq")
                 })
@@ -89,7 +89,7 @@ fn seeds() -> &'static (Vec<Snapshot>, Vec<Vec<u8>>) {
                 .into_iter()
                 .map(|e| {
                     let body =
-                        cairn::codec::decode(engine.store().as_ref(), e).expect("decode").body;
+                        cairn::blocking::decode(engine.store().as_ref(), e).expect("decode").body;
                     serde_json::to_vec(&body).expect("json")
                 })
                 .collect();
@@ -103,7 +103,7 @@ fn seeds() -> &'static (Vec<Snapshot>, Vec<Vec<u8>>) {
 pub fn check(data: &[u8]) {
     let wf = workflow().erase();
     let thread = ThreadId::new("fuzz").expect("id");
-    if let Ok(snapshot) = cairn::restore::decode_snapshot(&thread, 1, data)
+    if let Ok(snapshot) = cairn_core::restore::decode_snapshot(&thread, 1, data)
         && let Ok(ctx) = ThreadCtx::from_snapshot(&wf, snapshot)
     {
         let own = ctx.snapshot().expect("a restored context snapshots");

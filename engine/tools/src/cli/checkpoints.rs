@@ -19,9 +19,9 @@ use super::endpoint;
 use super::table::{Table, cut, pretty, time};
 use crate::debug::rows::{CheckpointDetails, CheckpointRow, CheckpointsPage};
 use crate::debug::views::{checkpoint_details, checkpoint_row};
+use crate::limits::SERVE_PAGE_MAX;
 use crate::serve::wire;
 use cairn::Engine;
-use cairn::limits::SERVE_PAGE_MAX;
 
 /// Arguments of `cairn checkpoints`.
 #[derive(Debug, clap::Args)]

@@ -35,7 +35,7 @@ pub struct DemoArgs {
     quiet: bool,
     /// How long a lease lasts without renewal (on a shared database, a crashed demo's threads
     /// are taken over by `cairn worker` after it).
-    #[arg(long, default_value_t = cairn::limits::LEASE_TTL_MS)]
+    #[arg(long, default_value_t = cairn::Config::default().lease_ttl_ms)]
     lease_ttl_ms: u64,
     /// Serve no HTTP endpoint while the demo runs. By default a demo on a file serves one on a
     /// free loopback port and announces it in `<db>.endpoint`, so that `cairn threads`, `show`,
@@ -101,7 +101,7 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
         loop {
             let outcome = handle.outcome().await?;
             while let Some(rec) = events.try_next().await? {
-                if let cairn::core::event::Body::Progress { progress, .. } = &rec.body {
+                if let cairn::event::Body::Progress { progress, .. } = &rec.body {
                     bar.set_position(u64::from(progress.step));
                     bar.set_message(progress.message.clone());
                 }

@@ -150,7 +150,7 @@ impl Endpoint {
         let bytes = response
             .body_mut()
             .with_config()
-            .limit(cairn::limits::SERVE_ANSWER_BYTES_MAX)
+            .limit(crate::limits::SERVE_ANSWER_BYTES_MAX)
             .read_to_vec()
             .map_err(|e| fail(EXIT_FAILED, format!("reading the answer of {url}: {e}")))?;
         if status == 200 {

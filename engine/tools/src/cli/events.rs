@@ -14,8 +14,8 @@ use super::table::{Table, cut, time};
 use crate::debug::rows::{EventRow, EventsPage, MessageRow, Traced};
 use crate::debug::views::{events_after, message_row};
 use crate::debug::{TraceQuery, TraceScope};
+use crate::limits::SERVE_PAGE_MAX;
 use crate::serve::wire;
-use cairn::limits::SERVE_PAGE_MAX;
 
 /// Arguments of `cairn events`.
 #[derive(Debug, clap::Args)]

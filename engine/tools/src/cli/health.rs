@@ -19,7 +19,7 @@ pub struct HealthArgs {
     #[command(flatten)]
     common: Common,
     /// A running thread with no step for longer than this is stuck, in ms.
-    #[arg(long, default_value_t = cairn::limits::WATCHDOG_MS_DEFAULT)]
+    #[arg(long, default_value_t = cairn::Config::default().watchdog_ms)]
     watchdog_ms: u64,
 }
 

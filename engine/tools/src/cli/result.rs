@@ -17,9 +17,9 @@ use cairn_dsl::DynWorkflow;
 use super::common::{Common, fail, open_read_only, open_writable, print_json, print_text};
 use super::endpoint::{self, Endpoint};
 use super::{EXIT_FAILED, EXIT_PENDING};
+use crate::limits::RESULT_WAIT_MS_MAX;
 use crate::serve::wire::{self, Finish, ThreadResult};
 use cairn::admin::is_postgres_url;
-use cairn::limits::RESULT_WAIT_MS_MAX;
 
 /// Arguments of `cairn result`.
 #[derive(Debug, clap::Args)]

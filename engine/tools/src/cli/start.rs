@@ -28,9 +28,9 @@ use super::common::{
     usage,
 };
 use super::{EXIT_FAILED, EXIT_PENDING, endpoint, remote, result};
+use crate::limits::RESULT_WAIT_MS_MAX;
 use crate::serve::wire::{self, Started, ThreadResult};
 use cairn::admin::is_postgres_url;
-use cairn::limits::RESULT_WAIT_MS_MAX;
 use cairn::{Error, StartOptions};
 
 /// Arguments of `cairn start`.
@@ -126,7 +126,7 @@ pub(super) async fn start(args: StartArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         }
     }
     let engine = open_writable(&db, wfs).await?;
-    let created = engine.create(&args.workflow, &input, args.options()).await;
+    let created = engine.create_json(&args.workflow, &input, args.options()).await;
     let answer = match created {
         Ok(creation) => {
             let thread = creation.thread.id().as_str().to_owned();

@@ -13,8 +13,8 @@ use super::endpoint;
 use super::table::{Table, cut, short_json, time};
 use crate::debug::rows::{Budget, Redactable, ThreadDetails, ThreadRow, ThreadsPage};
 use crate::debug::views::{NaturalFirst, thread_details, thread_row, threads_page};
+use crate::limits::SERVE_PAGE_MAX;
 use crate::serve::wire;
-use cairn::limits::SERVE_PAGE_MAX;
 
 /// Arguments of `cairn threads`.
 #[derive(Debug, clap::Args)]

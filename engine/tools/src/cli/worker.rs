@@ -33,7 +33,7 @@ pub struct WorkerArgs {
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
     /// How long a lease lasts without renewal: a dead worker's threads are taken over after it.
-    #[arg(long, default_value_t = cairn::limits::LEASE_TTL_MS)]
+    #[arg(long, default_value_t = cairn::Config::default().lease_ttl_ms)]
     lease_ttl_ms: u64,
     /// How often to look for work, in ms.
     #[arg(long, default_value_t = 500)]

@@ -38,8 +38,8 @@ use cairn_storage::{CheckpointKind, CheckpointMeta, EventKind, EventStatus, Thre
 use serde::Serialize;
 use serde_json::Value;
 
-use cairn::core::event::ForkOrigin;
-use cairn::core::thread_ctx::Snapshot;
+use cairn::event::ForkOrigin;
+use cairn::thread_ctx::Snapshot;
 
 pub use super::bundle_summary::{BundleTelemetry, ToolResultSummary};
 
@@ -125,7 +125,7 @@ pub struct BundleEvent {
     /// The key of its body in [`EventsExport::payloads`] (large bodies).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload_ref: Option<String>,
-    /// Its body (a [`cairn::core::event::Body`] as JSON), when inline.
+    /// Its body (a [`cairn::event::Body`] as JSON), when inline.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
 }

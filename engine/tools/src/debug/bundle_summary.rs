@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use cairn_storage::EventStatus;
 use serde::{Deserialize, Serialize};
 
-use cairn::core::event::Body;
-use cairn::core::thread_ctx::Snapshot;
 use cairn::error::Error;
+use cairn::event::Body;
+use cairn::thread_ctx::Snapshot;
 
 /// A thread's counters, as the seed format's `telemetry` names them.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -24,11 +24,11 @@ use super::validate::{payload_key, place_body};
 use crate::Operator;
 use cairn::admin;
 use cairn::admin as fetch;
-use cairn::core::event::{Body, ForkOrigin};
-use cairn::core::restore::decode_snapshot;
-use cairn::core::thread_ctx::Snapshot;
 use cairn::error::Error;
-use cairn::limits;
+use cairn::event::{Body, ForkOrigin};
+use cairn::thread_ctx::Snapshot;
+use cairn_core::limits;
+use cairn_core::restore::decode_snapshot;
 
 impl Operator {
     /// A debug bundle of `thread`, redacted as `options.redaction` says.
@@ -208,7 +208,7 @@ impl Operator {
                     kind: body.kind(),
                     node_id: body.node().map(str::to_owned),
                     status: body.status(),
-                    summary: red.text(&cairn::core::codec::summary_of(&body)).into_owned(),
+                    summary: red.text(&cairn_core::codec::summary_of(&body)).into_owned(),
                     payload_ref,
                     metadata,
                 });

@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use cairn::Engine;
 use cairn::admin as fetch;
-use cairn::core::thread_ctx::ThreadCtx;
 use cairn::error::Error;
+use cairn::thread_ctx::ThreadCtx;
 
 /// A thread context folded from the log.
 pub(crate) struct Folded {

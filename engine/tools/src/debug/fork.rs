@@ -13,8 +13,8 @@ use super::{ForkFrom, ForkOptions};
 use crate::Operator;
 use cairn::ThreadHandle;
 use cairn::admin;
-use cairn::core::event::ForkOrigin;
 use cairn::error::Error;
+use cairn::event::ForkOrigin;
 
 impl Operator {
     /// Starts a new thread from `thread`'s state at `from`, optionally with `options.update`

@@ -17,9 +17,9 @@ use cairn_storage::{
 use super::bundle::{Bundle, BundleCheckpoint};
 use crate::Operator;
 use cairn::Engine;
-use cairn::core::codec;
-use cairn::core::thread_ctx::Snapshot;
 use cairn::error::Error;
+use cairn::thread_ctx::Snapshot;
+use cairn_core::codec;
 
 /// The tag of the checkpoint import writes for a bundle's base (not exported again).
 pub const BASE_TAG: &str = "bundle-base";

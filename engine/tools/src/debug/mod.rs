@@ -1,7 +1,7 @@
 //! Debugging a thread after the fact: time travel, diffs, forks, migrations and debug bundles.
 //!
 //! Everything here reads the same log the runner wrote and goes through the same pure fold
-//! ([`cairn::core::thread_ctx::ThreadCtx::apply`]), so the state shown at a seq is the state the live
+//! ([`cairn::thread_ctx::ThreadCtx::apply`]), so the state shown at a seq is the state the live
 //! run had at that seq, not a reconstruction.
 //!
 //! - Time travel: [`Operator::state_at`](crate::Operator::state_at) (nearest checkpoint at or before the seq plus the events
@@ -80,7 +80,7 @@ pub use trace::{TraceQuery, TraceScope, TracedMessage};
 
 #[allow(unused_imports, reason = "linked from the module docs")]
 use cairn::Engine;
-use cairn::core::thread_ctx::ThreadMeta;
+use cairn::thread_ctx::ThreadMeta;
 
 /// Views returned by one [`Operator::states`](crate::Operator::states) call at most: each holds a whole state, so a range
 /// is paged by the caller rather than materialised whole.

@@ -3,11 +3,12 @@
 use cairn_storage::{Seq, ThreadId};
 
 use crate::Operator;
+use crate::limits::NODE_RUNS_EVENTS_MAX;
 use cairn::admin;
 use cairn::admin as fetch;
-use cairn::core::node_runs::{NodeRun, node_runs};
 use cairn::error::Error;
-use cairn::limits::{self, NODE_RUNS_EVENTS_MAX};
+use cairn_core::limits;
+use cairn_core::node_runs::{NodeRun, node_runs};
 
 impl Operator {
     /// Every run of every node of `thread`, in the order they started, then the nodes due next
@@ -25,7 +26,7 @@ impl Operator {
     /// # Examples
     /// ```no_run
     /// # async fn run(engine: cairn::Engine) -> Result<(), cairn::Error> {
-    /// use cairn::core::node_runs::RunStatus;
+    /// use cairn_core::node_runs::RunStatus;
     /// let runs = cairn_tools::Operator::new(&engine).node_runs("t1").await?;
     /// let failed = runs.iter().filter(|r| r.status == RunStatus::Failed).count();
     /// println!("{} runs, {failed} failed", runs.len());

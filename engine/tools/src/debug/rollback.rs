@@ -11,11 +11,11 @@ use cairn_storage::{CheckpointId, CheckpointKind, CheckpointMeta, ThreadId, Thre
 
 use crate::Operator;
 use cairn::admin::{self, ParkedCheckpoint};
-use cairn::core::checkpoint_plan::STEP_FIELD;
-use cairn::core::event::Body;
-use cairn::core::restore::from_checkpoint;
-use cairn::core::status::{Transition, transition};
 use cairn::error::Error;
+use cairn::event::Body;
+use cairn::status::{Transition, transition};
+use cairn_core::checkpoint_plan::STEP_FIELD;
+use cairn_core::restore::from_checkpoint;
 
 /// The tag of the checkpoint a rollback writes.
 pub const ROLLBACK_TAG: &str = "rollback";

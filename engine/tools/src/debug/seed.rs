@@ -63,8 +63,8 @@ use super::seed_events::{Converter, SeedEvent};
 use super::seed_names::{SEED_VERSION, SEED_WORKFLOW_ID};
 use super::seed_state::SeedState;
 use super::validate::place_body;
-use cairn::core::event::Body;
 use cairn::error::Error;
+use cairn::event::Body;
 
 /// The Cairn bundle of the seed bundle `v` (types and required fields checked here,
 /// semantics by `Bundle::validate` after).

@@ -9,8 +9,8 @@ use serde_json::{Map, Value};
 
 use super::reader::{Obj, bad};
 use super::seed_names::seed_event_kind;
-use cairn::core::event::{Body, TaskKey};
 use cairn::error::Error;
+use cairn::event::{Body, TaskKey};
 
 /// One seed event, read.
 pub(super) struct SeedEvent {

@@ -28,9 +28,9 @@ use serde_json::Value;
 
 use super::bundle_summary::BundleTelemetry;
 use super::reader::{Obj, array, bad};
-use cairn::core::event::ThreadPolicy;
-use cairn::core::thread_ctx::{Snapshot, Telemetry, ThreadMeta};
 use cairn::error::Error;
+use cairn::event::ThreadPolicy;
+use cairn::thread_ctx::{Snapshot, Telemetry, ThreadMeta};
 
 /// A seed `State`, read and checked.
 pub(super) struct SeedState {

@@ -11,10 +11,10 @@ use super::{Change, STATES_MAX, StateView};
 use crate::Operator;
 use cairn::Engine;
 use cairn::admin;
-use cairn::core::event::Body;
-use cairn::core::thread_ctx::ThreadCtx;
 use cairn::error::Error;
-use cairn::limits;
+use cairn::event::Body;
+use cairn::thread_ctx::ThreadCtx;
+use cairn_core::limits;
 
 impl Operator {
     /// The state of `thread` after the event at `seq` (after its last event when `None`).

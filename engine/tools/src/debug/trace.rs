@@ -18,12 +18,13 @@ use cairn_storage::{CorrelationQuery, EventKind, Lsn, Seq, Store, ThreadId};
 use serde::Serialize;
 
 use crate::Operator;
+use crate::limits::{TRACE_CHAIN_MAX, TRACE_MESSAGES_MAX};
 use cairn::admin;
 use cairn::admin as fetch;
-use cairn::core::codec;
-use cairn::core::event::{Body, TaskKey};
 use cairn::error::Error;
-use cairn::limits::{READ_CHUNK_EVENTS, TRACE_CHAIN_MAX, TRACE_MESSAGES_MAX};
+use cairn::event::{Body, TaskKey};
+use cairn_core::codec;
+use cairn_core::limits::READ_CHUNK_EVENTS;
 
 /// Whose messages a trace reads.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,10 +12,10 @@ use serde_json::Value;
 
 use super::bundle::{BUNDLE_EVENTS_MAX, BUNDLE_FIRST_SEQ_MAX, Bundle, BundleEvent};
 use super::reader::{bad, decode};
-use cairn::core::event::Body;
-use cairn::core::thread_ctx::Snapshot;
 use cairn::error::Error;
-use cairn::limits::INLINE_VALUE_BYTES_MAX;
+use cairn::event::Body;
+use cairn::thread_ctx::Snapshot;
+use cairn_core::limits::INLINE_VALUE_BYTES_MAX;
 
 /// Returns an [`Error::Bundle`] at `$path` when `$value` is over the limit `$max`, a constant
 /// the message names.

@@ -20,7 +20,7 @@ use cairn::admin as fetch;
 use cairn::admin::PARENT_LABEL;
 use cairn::admin::ThreadPages;
 use cairn::error::Error;
-use cairn::limits::READ_CHUNK_EVENTS;
+use cairn_core::limits::READ_CHUNK_EVENTS;
 
 /// The summary the runner keeps in each thread record (`core/summary.rs`), as far as a listing
 /// shows it; a summary that does not read shows nothing.
@@ -220,8 +220,7 @@ pub(crate) fn checkpoint_row(c: &CheckpointInfo) -> CheckpointRow {
 /// # Errors
 /// A snapshot that does not decode.
 pub(crate) fn checkpoint_details(cp: &Checkpoint) -> Result<CheckpointDetails, Error> {
-    let snapshot =
-        cairn::core::restore::decode_snapshot(&cp.thread, cp.covers.seq.0, &cp.snapshot)?;
+    let snapshot = cairn_core::restore::decode_snapshot(&cp.thread, cp.covers.seq.0, &cp.snapshot)?;
     Ok(CheckpointDetails {
         info: checkpoint_row(&cp.info()),
         status: snapshot.meta.status.as_str().to_owned(),
@@ -402,7 +401,7 @@ pub(crate) async fn events_after(
 ///
 /// # Errors
 /// Storage errors; an event that does not decode; [`Error::LimitExceeded`] past
-/// [`cairn::limits::TRACE_MESSAGES_MAX`] messages.
+/// [`crate::limits::TRACE_MESSAGES_MAX`] messages.
 pub(crate) async fn messages(store: &dyn Store, correlation_id: &str) -> Result<Vec<Value>, Error> {
     let query = super::TraceQuery {
         correlation_id: Some(correlation_id.to_owned()),

@@ -19,8 +19,8 @@
 //! (the CLI calls the endpoint, never the other way), so every answer is what the command
 //! prints with `--json`.
 //!
-//! Every request is bounded ([`cairn::limits::SERVE_PAGE_MAX`] items a page,
-//! [`cairn::limits::SERVE_BODY_BYTES_MAX`] bytes a body); a bad one gets a 4xx with
+//! Every request is bounded ([`crate::limits::SERVE_PAGE_MAX`] items a page,
+//! [`crate::limits::SERVE_BODY_BYTES_MAX`] bytes a body); a bad one gets a 4xx with
 //! `{"error": ..., "field": ...}` naming the parameter, path segment or body field, never a panic.
 //! Routes:
 //!
@@ -35,7 +35,7 @@
 //! | GET | `/api/threads/{id}/events?since=&kind=&limit=&redact=1` | events after a seq, with `next_since`, the thread's `status` (read first) and `first_seq`; `follow=1`: SSE until the thread ends |
 //! | GET | `/api/threads/{id}/state?at=SEQ`, `?at_time=MS` or `?diff=A,B` (`&redact=1`) | state after a seq or at a time, or a diff |
 //! | GET | `/api/threads/{id}/checkpoints` | the thread's checkpoints |
-//! | GET | `/api/threads/{id}/result?wait_ms=` | `{thread, finished, status, output, error}`; an unfinished thread is waited for up to `wait_ms` (at most [`cairn::limits::RESULT_WAIT_MS_MAX`]): a long poll |
+//! | GET | `/api/threads/{id}/result?wait_ms=` | `{thread, finished, status, output, error}`; an unfinished thread is waited for up to `wait_ms` (at most [`crate::limits::RESULT_WAIT_MS_MAX`]): a long poll |
 //! | DELETE | `/api/threads/{id}?force=` | deletes the thread whole (a control); 409 for an unfinished one without `force=true` |
 //! | GET | `/api/workflows/{id}/graph?format=dot\|mermaid&version=` | a compiled-in workflow's graph |
 //! | GET | `/api/trace/{correlation_id}` | messages carrying the id, across threads |

@@ -13,7 +13,7 @@ use serde::de::{self, Deserializer};
 use utoipa::{IntoParams, ToSchema};
 
 use super::query::{Check, text};
-use cairn::limits::SERVE_PAGE_MAX;
+use crate::limits::SERVE_PAGE_MAX;
 
 /// A refused request: the HTTP status, what is wrong, and the field (query parameter, path
 /// segment or body field) it is about.
@@ -223,15 +223,15 @@ pub struct HealthParams {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct WaitParams {
-    /// Wait up to this long (ms, at most [`cairn::limits::RESULT_WAIT_MS_MAX`]) for an
+    /// Wait up to this long (ms, at most [`crate::limits::RESULT_WAIT_MS_MAX`]) for an
     /// unfinished thread's result.
     pub wait_ms: Option<u64>,
 }
 
 impl WaitParams {
-    /// `wait_ms` (0 without it), cut to [`cairn::limits::RESULT_WAIT_MS_MAX`].
+    /// `wait_ms` (0 without it), cut to [`crate::limits::RESULT_WAIT_MS_MAX`].
     pub fn wait(&self) -> std::time::Duration {
-        let ms = self.wait_ms.unwrap_or(0).min(cairn::limits::RESULT_WAIT_MS_MAX);
+        let ms = self.wait_ms.unwrap_or(0).min(crate::limits::RESULT_WAIT_MS_MAX);
         std::time::Duration::from_millis(ms)
     }
 }

@@ -15,7 +15,7 @@ use super::params::Reject;
 use super::{
     checkpoints, controls, messages, openapi, ops, pages, queues, results, sse, start, threads,
 };
-use cairn::limits::SERVE_BODY_BYTES_MAX;
+use crate::limits::SERVE_BODY_BYTES_MAX;
 
 /// A router and the list of its routes as it is built: the list is what [`super::route_table`]
 /// answers, so it cannot leave out a route the router has.

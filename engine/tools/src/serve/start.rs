@@ -9,7 +9,7 @@
 //!
 //! The answer is `{"thread", "created", "link"}` with a `Location` header of the thread's
 //! link. With `wait_ms`, the call also waits for the thread's result up to that long (at most
-//! [`cairn::limits::RESULT_WAIT_MS_MAX`]) and adds what `GET /api/threads/{id}/result` answers
+//! [`crate::limits::RESULT_WAIT_MS_MAX`]) and adds what `GET /api/threads/{id}/result` answers
 //! (`finished`, `status`, `output`, `error`): a start and its outcome in one request.
 //!
 //! An unknown workflow is a 404 naming `workflow`, an unknown queue a 404 naming `queue`; a bad

@@ -16,8 +16,8 @@ use super::params::{
 };
 use crate::debug::rows::{StateDiff, ThreadsPage, VerifyRow};
 use crate::debug::views;
+use crate::limits::SERVE_PAGE_MAX;
 use cairn::Engine;
-use cairn::limits::SERVE_PAGE_MAX;
 
 /// The stored status of thread `id`, read with the store's async reads (a handler that does
 /// not move to a blocking thread awaits it), or an error naming `thread`.

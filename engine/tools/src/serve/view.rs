@@ -34,8 +34,8 @@ use super::threads::record_of;
 use crate::debug::rows::{ThreadDetails, ThreadRow};
 use crate::debug::views;
 use cairn::admin::{child_id, children_of, decode};
-use cairn::core::event::{Body, TaskKey};
-use cairn::limits::READ_CHUNK_EVENTS;
+use cairn::event::{Body, TaskKey};
+use cairn_core::limits::READ_CHUNK_EVENTS;
 
 type Q = Result<Query<Vec<(String, String)>>, QueryRejection>;
 

@@ -14,7 +14,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::debug::Change;
-use cairn::core::telemetry::Telemetry;
+use cairn_core::telemetry::Telemetry;
 
 /// One thread as a listing shows it: `cairn threads --json`, `GET /api/threads`. The step,
 /// frontier, progress and last error are the thread record's summary (absent in a record
@@ -226,7 +226,7 @@ mod tests {
             "last_seq": 7, "lease": null, "locks": [], "node_results": {}, "output": null,
             "parent": {"thread": "p", "seq": null, "via": "sub-workflow"}, "progress": null,
             "progress_text": null, "seq": 7, "state_unknown": null, "status": "running", "status_reason": null,
-            "step": 3, "telemetry": cairn::core::telemetry::Telemetry::default(), "thread": "t",
+            "step": 3, "telemetry": cairn_core::telemetry::Telemetry::default(), "thread": "t",
             "undos": [], "unwinding": null, "updated_at_ms": 2, "waiting": null,
             "workflow": {"id": "w", "version": 1, "fingerprint": "f"},
         });
