@@ -20,15 +20,12 @@ pub(crate) fn decode_frame_at(key: u64, bytes: &[u8]) -> Result<Vec<Event>, Erro
         return Err(Error::corrupted(table::EVENTS, "a batch frame without events".into()));
     };
     if last.bookmark.lsn.0 != key {
-        return Err(Error::Corrupted {
-            table: table::EVENTS,
-            thread: Some(last.thread.clone()),
-            seq: Some(last.bookmark.seq),
-            detail: format!(
-                "lsn {key} holds the record of lsns {}..={}",
-                first.bookmark.lsn, last.bookmark.lsn
-            ),
-        });
+        // Not located here: the caller names the thread and seq it read the frame for.
+        let detail = format!(
+            "lsn {key} holds the record of lsns {}..={}",
+            first.bookmark.lsn, last.bookmark.lsn
+        );
+        return Err(Error::corrupted(table::EVENTS, detail));
     }
     Ok(events)
 }
