@@ -34,6 +34,10 @@ fn decode_all(bytes: &[u8]) {
         let again = codec::encode_event(&event).expect("a decoded event re-encodes");
         assert_eq!(codec::decode_event(&again).expect("re-encoded event decodes"), event);
     }
+    if let Ok(events) = codec::decode_event_batch(bytes) {
+        let again = codec::encode_event_batch(&events).expect("a decoded batch frame re-encodes");
+        assert_eq!(codec::decode_event_batch(&again).expect("re-encoded batch decodes"), events);
+    }
     if let Ok(thread) = codec::decode_thread(bytes) {
         let again = codec::encode_thread(&thread).expect("a decoded thread re-encodes");
         assert_eq!(codec::decode_thread(&again).expect("re-encoded thread decodes"), thread);

@@ -23,11 +23,13 @@ use crate::lsns::SeqChunk;
 use crate::signal::Signal;
 use crate::thread::ThreadRecord;
 
+pub use crate::event_batch::{decode_event_batch, encode_event_batch};
+
 /// Table names, shared by the codec's errors and the redb tables.
 pub mod table {
     /// Format marker, version and counters.
     pub const META: &str = "cairn_meta";
-    /// Events by lsn: the global log.
+    /// The global log: batch frames (runs of one thread's events) by their last lsn.
     pub const EVENTS: &str = "events";
     /// Each thread's seq -> lsn chunks, by (thread, first seq).
     pub const SEQ_INDEX: &str = "seq_index";
@@ -83,6 +85,7 @@ impl RecordKind {
             RecordKind::Signal => table::SIGNALS,
             RecordKind::Queue => table::QUEUES,
             RecordKind::QueueMember => table::QUEUE_MEMBERS,
+            RecordKind::EventBatch => table::EVENTS,
         }
     }
 }
@@ -469,7 +472,11 @@ struct SnapshotOwned {
 
 /// Encodes `value` as a frame of `kind`; `hint` is the expected body size (a wrong guess costs a
 /// reallocation, nothing else).
-fn encode<T: Serialize>(kind: RecordKind, value: &T, hint: usize) -> Result<Vec<u8>, Error> {
+pub(crate) fn encode<T: Serialize>(
+    kind: RecordKind,
+    value: &T,
+    hint: usize,
+) -> Result<Vec<u8>, Error> {
     let out = frame::begin(kind, hint.min(kind.body_max()));
     let out = postcard::to_extend(value, out)
         .map_err(|e| Error::Invalid { detail: format!("cannot encode {kind} record: {e}") })?;
@@ -487,7 +494,7 @@ fn encode<T: Serialize>(kind: RecordKind, value: &T, hint: usize) -> Result<Vec<
     Ok(frame::finish(out))
 }
 
-fn decode<T: DeserializeOwned>(kind: RecordKind, bytes: &[u8]) -> Result<T, Error> {
+pub(crate) fn decode<T: DeserializeOwned>(kind: RecordKind, bytes: &[u8]) -> Result<T, Error> {
     let body = frame::decode(bytes, kind).map_err(|e| corrupted(kind, e.to_string()))?;
     let (value, rest) = postcard::take_from_bytes::<T>(body)
         .map_err(|e| corrupted(kind, format!("body does not decode: {e}")))?;
@@ -497,7 +504,7 @@ fn decode<T: DeserializeOwned>(kind: RecordKind, bytes: &[u8]) -> Result<T, Erro
     Ok(value)
 }
 
-fn corrupted(kind: RecordKind, detail: String) -> Error {
+pub(crate) fn corrupted(kind: RecordKind, detail: String) -> Error {
     Error::corrupted(kind.table(), detail)
 }
 

@@ -1,5 +1,5 @@
-//! Record framing: every stored record (event, thread, checkpoint, snapshot, lock, seq chunk) is
-//! one frame.
+//! Record framing: every stored record (a batch of events, thread, checkpoint, snapshot, lock,
+//! seq chunk) is one frame.
 //!
 //! ```text
 //! offset        size  field
@@ -60,6 +60,9 @@ wire_enum! {
         Queue = 10 => "queue",
         /// A [`QueueMember`](crate::QueueMember): a thread's place in a queue (format v4).
         QueueMember = 11 => "queue_member",
+        /// A run of one thread's events, consecutive in seq and lsn: a record of the log
+        /// (format v6; see [`encode_event_batch`](crate::codec::encode_event_batch)).
+        EventBatch = 12 => "event_batch",
     }
 }
 

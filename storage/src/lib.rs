@@ -72,6 +72,7 @@ mod correlation;
 mod delete;
 mod error;
 mod event;
+mod event_batch;
 pub mod frame;
 mod ids;
 mod intent;

@@ -34,6 +34,11 @@ pub(crate) trait PlanState: crate::plan_queue::QueueReads {
     /// The number of the last signal stored in `thread`'s inbox (0: none), as the batches
     /// before this one in the group left it.
     fn last_signal(&mut self, thread: &ThreadId) -> Result<u64, Error>;
+    /// Whether the backend writes each event as its own frame (`Plan::events`); one that writes
+    /// batch frames from `Plan::log` (redb, format v6) saves the encoding.
+    fn frames_events(&self) -> bool {
+        true
+    }
 }
 
 /// The counters a writer continues from: the last lsn and the last checkpoint id ever assigned
@@ -49,8 +54,10 @@ pub(crate) struct Counters {
 /// Everything one batch will write, fully encoded.
 #[derive(Default)]
 pub(crate) struct Plan {
-    /// (lsn, framed event).
+    /// (lsn, framed event), when the backend frames each event ([`PlanState::frames_events`]).
     pub(crate) events: Vec<(u64, Vec<u8>)>,
+    /// The batch's events, in lsn order (the redb log frames them in runs: `redb/log.rs`).
+    pub(crate) log: Vec<Event>,
     /// (thread, seq) of each of `events`, in the same order.
     pub(crate) event_keys: Vec<(ThreadId, u64)>,
     /// (correlation id, lsn, framed entry): the correlation-index entries of the batch's events
@@ -87,7 +94,7 @@ pub(crate) fn plan(
     batch: Batch,
 ) -> Result<Plan, Error> {
     let mut plan = Plan {
-        events: Vec::with_capacity(batch.events.len()),
+        log: Vec::with_capacity(batch.events.len()),
         event_keys: Vec::with_capacity(batch.events.len()),
         appended: Appended {
             bookmarks: Vec::with_capacity(batch.events.len()),
@@ -162,7 +169,9 @@ impl Plan {
             self.counters.last_lsn.checked_add(1).ok_or_else(|| exhausted("lsn", None))?;
         let lsn = self.counters.last_lsn;
         let event = Event::from_new(new, Seq(seq), Lsn(lsn));
-        self.events.push((lsn, codec::encode_event(&event)?));
+        if tables.frames_events() {
+            self.events.push((lsn, codec::encode_event(&event)?));
+        }
         if let Some(correlation) = &event.correlation {
             let entry = CorrelationEntry::of_event(&event, correlation.clone());
             self.correlations.push((correlation.clone(), lsn, codec::encode_correlation(&entry)?));
@@ -178,6 +187,7 @@ impl Plan {
             self.chunks.push((id.clone(), first_seq, codec::encode_seq_chunk(&chunk)?));
         }
         self.appended.bookmarks.push(event.bookmark);
+        self.log.push(event);
         mark_dirty(&mut self.dirty_threads, &id);
         Ok(())
     }

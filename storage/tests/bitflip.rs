@@ -1,7 +1,7 @@
 //! Corruption of stored records: every flipped bit is an error naming the record, never data.
 //!
 //! Two levels, one summary line:
-//! - codec: every framed record kind (events of several sizes, a thread record, checkpoint
+//! - codec: every framed record kind (events of several sizes, a batch frame, a thread record, checkpoint
 //!   metadata, a snapshot, a lock, a seq-index chunk) with every single bit flipped, and bursts of 2 to 32 bits
 //!   (first and last bit of the burst flipped, the bits between seeded) at every start bit. A
 //!   32-bit CRC over header and body detects all of them, so every decode must fail.
@@ -156,6 +156,16 @@ fn codec_level(counts: &mut Counts, failures: &mut Vec<String>) {
         let framed = codec::encode_event(event).expect("encode");
         cases.push((name, framed, Box::new(move |b| codec::decode_event(b).map(|e| e == *event))));
     }
+    // A batch frame of three events (record kind 12): the same event at seqs 1..=3.
+    let run: Vec<Event> = (1..=3u64)
+        .map(|n| Event {
+            bookmark: Bookmark { seq: Seq(n), lsn: Lsn(40 + n), ..event_mid.bookmark },
+            ..event_mid.clone()
+        })
+        .collect();
+    let framed = codec::encode_event_batch(&run).expect("encode");
+    let batch = move |b: &[u8]| codec::decode_event_batch(b).map(|e| e == run);
+    cases.push(("event_batch", framed, Box::new(batch)));
     let framed = codec::encode_thread(&record).expect("encode");
     cases.push(("thread", framed, Box::new(|b| codec::decode_thread(b).map(|r| r == record))));
     let framed = codec::encode_checkpoint(&info).expect("encode");
@@ -364,7 +374,8 @@ fn file_level(counts: &mut FileCounts, failures: &mut Vec<String>) {
     let mut rng = Rng(0xF11E);
     let mut targets: Vec<(String, Vec<Vec<u8>>, Target<'_>)> = Vec::new();
     for event in &written.events {
-        let framed = codec::encode_event(event).expect("encode");
+        // Each batch holds one event of each thread: each event is a batch frame of one.
+        let framed = codec::encode_event_batch(std::slice::from_ref(event)).expect("encode");
         targets.push((
             format!("event {} seq {}", event.thread, event.bookmark.seq),
             vec![framed],

@@ -57,6 +57,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         at_ms: 1_700_000_000_000,
         data: b"30".to_vec(),
     };
+    // The event again at the next seq and lsn: a batch frame of two (record kind 12).
+    let next = Event {
+        bookmark: Bookmark { seq: Seq(4), lsn: Lsn(10), ..bookmark },
+        ..event.clone()
+    };
     let limits = QueueLimits {
         concurrency_max: Some(4),
         per_key_max: Some(2),
@@ -79,6 +84,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let seeds = [
         ("event", codec::encode_event(&event)?),
+        ("event_batch", codec::encode_event_batch(&[event.clone(), next])?),
         ("thread", codec::encode_thread(&record)?),
         ("checkpoint", codec::encode_checkpoint(&info)?),
         ("snapshot", codec::encode_snapshot(CheckpointId(2), b"snap")?),

@@ -127,6 +127,10 @@ pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
     if format < 5 {
         super::labels::migrate(client)?;
     }
+    // Format 6 changed the redb log only (batch frames); PostgreSQL's tables are as in 5.
+    if format < 6 {
+        raise_format(client, 6, "migrate to format 6")?;
+    }
     check_lsn_space(client)
 }
 

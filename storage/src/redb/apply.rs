@@ -7,7 +7,7 @@ use ::redb::ReadableTable;
 use super::read::{lock_in, storage};
 use super::tables::{Counters, Tables};
 use crate::batch::Appended;
-use crate::codec::{self, StoredThread, table};
+use crate::codec::{self, StoredThread};
 use crate::error::Error;
 use crate::ids::ThreadId;
 use crate::lock::LockRecord;
@@ -21,21 +21,15 @@ pub(crate) fn apply(
 ) -> Result<Appended, Error> {
     let op = storage("append");
     let mut last_lsn = counters.last_lsn;
-    for (lsn, framed) in &plan.events {
-        // Only a bug breaks these: plan assigns lsns upward from the counter, which starts above
+    for event in &plan.log {
+        // Only a bug breaks this: plan assigns lsns upward from the counter, which starts above
         // the log's last key.
-        assert!(*lsn > last_lsn, "lsn {lsn} not above {last_lsn}");
-        last_lsn = *lsn;
-        let old = tables.events()?.insert(*lsn, framed.as_slice()).map_err(&op)?;
-        if old.is_some() {
-            // The counter starts above the last key the events table shows: only a damaged
-            // table (one that hides its last key) puts an event at this lsn already.
-            return Err(Error::corrupted(
-                table::EVENTS,
-                format!("lsn {lsn} is already taken in the log (its index is damaged)"),
-            ));
-        }
+        let lsn = event.bookmark.lsn.0;
+        assert!(lsn > last_lsn, "lsn {lsn} not above {last_lsn}");
+        last_lsn = lsn;
     }
+    // One batch frame per run of a thread's events (`log.rs`).
+    super::log::append(tables.events()?, &plan.log)?;
     for (correlation, lsn, framed) in &plan.correlations {
         tables
             .correlations()?
@@ -90,6 +84,10 @@ pub(crate) fn apply(
 }
 
 impl PlanState for Tables<'_, '_> {
+    fn frames_events(&self) -> bool {
+        false
+    }
+
     fn stored_thread(&mut self, id: &ThreadId) -> Result<Option<StoredThread>, Error> {
         self.latest_thread(id)
     }

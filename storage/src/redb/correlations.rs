@@ -48,12 +48,12 @@ pub(crate) fn read_correlated(
         }
         let thread = Some(&entry.thread);
         let seq = Some(Seq(entry.seq));
-        let value = events.get(entry.lsn).map_err(storage("read events"))?.ok_or_else(|| {
-            let detail = format!("entry ({key:?}, lsn {}) points at no event", entry.lsn);
-            corrupted(thread, seq, detail)
-        })?;
-        let event =
-            codec::decode_event(value.value()).map_err(|e| codec::locate(e, thread, seq))?;
+        let event = super::log::event_at(&events, entry.lsn)
+            .map_err(|e| codec::locate(e, thread, seq))?
+            .ok_or_else(|| {
+                let detail = format!("entry ({key:?}, lsn {}) points at no event", entry.lsn);
+                corrupted(thread, seq, detail)
+            })?;
         entry.check_event(&event)?;
         out.push(event);
     }
@@ -113,17 +113,21 @@ pub(crate) fn migrate(db: &Database) -> Result<u64, Error> {
             for item in events.range(first..).map_err(&op)?.take(MIGRATION_BATCH_EVENTS) {
                 let (k, v) = item.map_err(&op)?;
                 (last, read) = (k.value(), read + 1);
-                let event = match codec::decode_event(v.value()) {
-                    Ok(event) => event,
+                // A v1 log holds one event a record (a file of this build marked v1 by a test,
+                // batch frames: `migrate_v6_log.rs` reads both).
+                let events = match super::migrate_v6_log::log_record(v.value()) {
+                    Ok(events) => events,
                     Err(error) => {
                         // Reads and verify report a damaged event; the migration goes on.
                         tracing::warn!(%error, lsn = last, "a damaged event is left unindexed");
                         continue;
                     }
                 };
-                if let Some(c) = correlation::of(&event, |r| super::read::payload_in(&payloads, r))
-                {
-                    entries.push(CorrelationEntry::of_event(&event, c));
+                for event in &events {
+                    let of = correlation::of(event, |r| super::read::payload_in(&payloads, r));
+                    if let Some(c) = of {
+                        entries.push(CorrelationEntry::of_event(event, c));
+                    }
                 }
             }
             drop((events, payloads));

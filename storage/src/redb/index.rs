@@ -161,15 +161,13 @@ pub(crate) fn locate(
     Ok(out.runs)
 }
 
-/// Decodes the event stored under `lsn` and checks it is seq `seq` of thread `id`.
-pub(crate) fn decode_event_at(
+/// Checks that `event`, read at `lsn`, is seq `seq` of thread `id`.
+pub(crate) fn check_event_at(
     id: &ThreadId,
     seq: u64,
     lsn: u64,
-    bytes: &[u8],
-) -> Result<Event, Error> {
-    let event =
-        codec::decode_event(bytes).map_err(|e| codec::locate(e, Some(id), Some(Seq(seq))))?;
+    event: &Event,
+) -> Result<(), Error> {
     let (thread, at, stored) = (&event.thread, event.bookmark.seq, event.bookmark.lsn);
     let mismatch = (at.0 != seq || thread != id || stored.0 != lsn).then(|| {
         format!(
@@ -177,8 +175,7 @@ pub(crate) fn decode_event_at(
              {stored}"
         )
     });
-    codec::key_agrees(mismatch, table::EVENTS, Some(id), Some(Seq(seq)))?;
-    Ok(event)
+    codec::key_agrees(mismatch, table::EVENTS, Some(id), Some(Seq(seq)))
 }
 
 fn missing(id: &ThreadId, seq: u64, lsn: u64) -> Error {
@@ -186,7 +183,8 @@ fn missing(id: &ThreadId, seq: u64, lsn: u64) -> Error {
     corrupt(table::EVENTS, id, seq, detail)
 }
 
-/// The events of `runs` (from [`locate`]), checked, in order: one range scan per run.
+/// The events of `runs` (from [`locate`]), checked, in order: one range seek per run, then its
+/// frames in key order (`log.rs`).
 pub(crate) fn fetch(
     events: &impl ReadableTable<u64, Bytes>,
     id: &ThreadId,
@@ -196,20 +194,28 @@ pub(crate) fn fetch(
     let total: u64 = runs.iter().map(|run| run.len).sum();
     let mut out = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
     for run in runs {
-        if run.len == 1 {
-            let guard =
-                events.get(run.lsn).map_err(&op)?.ok_or_else(|| missing(id, run.seq, run.lsn))?;
-            out.push(decode_event_at(id, run.seq, run.lsn, guard.value())?);
-            continue;
-        }
-        let (last_seq, last_lsn) = (run.seq + (run.len - 1), run.lsn + (run.len - 1));
-        let mut range = events.range(run.lsn..=last_lsn).map_err(&op)?;
-        for (seq, lsn) in (run.seq..=last_seq).zip(run.lsn..=last_lsn) {
-            match range.next().transpose().map_err(&op)? {
-                Some((key, value)) if key.value() == lsn => {
-                    out.push(decode_event_at(id, seq, lsn, value.value())?);
+        // Events of the run read so far; below `run.len`, so `run.lsn + done` cannot overflow.
+        let mut done = 0;
+        let mut range = events.range(run.lsn..).map_err(&op)?;
+        while done < run.len {
+            let (seq, lsn) = (run.seq + done, run.lsn + done);
+            let Some((key, value)) = range.next().transpose().map_err(&op)? else {
+                return Err(missing(id, seq, lsn));
+            };
+            let frame = super::log::decode_frame_at(key.value(), value.value())
+                .map_err(|e| codec::locate(e, Some(id), Some(Seq(seq))))?;
+            let first = frame.first().map_or(u64::MAX, |e| e.bookmark.lsn.0);
+            if first > lsn {
+                return Err(missing(id, seq, lsn));
+            }
+            let skip = usize::try_from(lsn - first).unwrap_or(usize::MAX);
+            for event in frame.into_iter().skip(skip) {
+                if done == run.len {
+                    break;
                 }
-                _ => return Err(missing(id, seq, lsn)),
+                check_event_at(id, run.seq + done, run.lsn + done, &event)?;
+                out.push(event);
+                done += 1;
             }
         }
     }

@@ -176,9 +176,7 @@ pub(super) fn remove_log(
 ) -> Result<(), Error> {
     let op = storage(what);
     let LogCut { events, correlations, chunks } = cut;
-    for lsn in events {
-        tables.events()?.remove(*lsn).map_err(&op)?;
-    }
+    super::log::remove(tables.events()?, events)?;
     for (correlation, lsn) in correlations {
         tables.correlations()?.remove((correlation.as_str(), *lsn)).map_err(&op)?;
     }

@@ -132,14 +132,19 @@ pub(crate) fn read_all_since(
     let mut out = Vec::with_capacity(limit.min(1024));
     let Some(first) = after.0.checked_add(1) else { return Ok(out) };
     let op = storage("read events");
-    for entry in events.range(first..).map_err(&op)?.take(limit) {
+    // The first frame keyed at or above `first` may hold lsns below it: those are skipped.
+    let mut next = first;
+    for entry in events.range(first..).map_err(&op)? {
+        if out.len() >= limit {
+            break;
+        }
         let (key, value) = entry.map_err(&op)?;
-        let lsn = key.value();
-        let event = match codec::decode_event(value.value()) {
-            Ok(event) => event,
+        let key = key.value();
+        let frame = match super::log::decode_frame_at(key, value.value()) {
+            Ok(frame) => frame,
             // The log's key holds no thread or seq: find the owner, to name it (error path only).
             Err(error) => {
-                let owner = owner_of(txn, lsn)?;
+                let owner = owner_of(txn, key)?;
                 return Err(codec::locate(
                     error,
                     owner.as_ref().map(|(id, _)| id),
@@ -147,11 +152,25 @@ pub(crate) fn read_all_since(
                 ));
             }
         };
-        let mismatch = (event.bookmark.lsn.0 != lsn)
-            .then(|| format!("lsn {lsn} holds the record of lsn {}", event.bookmark.lsn));
-        let seq = Some(event.bookmark.seq);
-        codec::key_agrees(mismatch, table::EVENTS, Some(&event.thread), seq)?;
-        out.push(event);
+        for event in frame {
+            let lsn = event.bookmark.lsn.0;
+            if lsn < next {
+                if lsn >= first {
+                    let detail = format!("the frame under lsn {key} overlaps the one before it");
+                    let seq = Some(event.bookmark.seq);
+                    return Err(codec::locate(
+                        Error::corrupted(table::EVENTS, detail),
+                        Some(&event.thread),
+                        seq,
+                    ));
+                }
+                continue;
+            }
+            if out.len() < limit {
+                next = lsn + 1;
+                out.push(event);
+            }
+        }
     }
     Ok(out)
 }

@@ -4,8 +4,9 @@
 //! Checks: every frame's CRC, kind and length; keys agree with records; per thread, the seq index
 //! (chunks, then the tail in the thread record) covers every seq from `first_seq` to the record's
 //! `last` exactly once, lsns rise with seq, and `last` equals the last event's bookmark; the seq
-//! index and the log agree both ways (every indexed lsn holds that thread's event of that seq,
-//! every event in the log is indexed once; this keeps one u64-sized entry per event in memory);
+//! index and the log's batch frames agree both ways (every indexed lsn lies in a frame, which
+//! holds that thread's event of that seq there; every event of every frame is indexed once;
+//! frames do not overlap; this keeps one u64-sized entry per event in memory);
 //! the correlation index and the events that carry a correlation id agree both ways (one entry
 //! per such event kept in memory);
 //! checkpoints and their
@@ -18,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use ::redb::{ReadTransaction, ReadableTable};
 
-use super::index::{decode_chunk_at, decode_event_at, storage};
+use super::index::{check_event_at, decode_chunk_at, storage};
 use super::tables::{
     self, CHECKPOINTS, CHECKPOINTS_BY_TAG, CHECKPOINTS_BY_THREAD, CHECKPOINTS_BY_WORKFLOW,
     CORRELATIONS, EVENTS, LOCKS, MetaState, PAYLOADS, SEQ_INDEX, SNAPSHOTS, THREADS,
@@ -48,6 +49,33 @@ struct Walk {
 }
 
 type Threads = BTreeMap<ThreadId, StoredThread>;
+
+/// The walk of the log against the seq index: the entries, sorted by lsn, and how far it got.
+struct Log<'a> {
+    threads: &'a Threads,
+    ids: &'a [&'a ThreadId],
+    payloads: ::redb::ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
+    refs: &'a [Ref],
+    /// The first entry not yet met.
+    next: usize,
+}
+
+impl<'a> Log<'a> {
+    /// The entries not yet met with lsns up to `lsn`, passed.
+    fn take_through(&mut self, lsn: u64) -> &'a [Ref] {
+        let refs: &'a [Ref] = self.refs;
+        let rest = &refs[self.next..];
+        let n = rest.partition_point(|r| r.lsn <= lsn);
+        self.next += n;
+        &rest[..n]
+    }
+
+    /// Reports entry `r` as pointing at an lsn no frame holds.
+    fn missing(&self, scan: &mut Scan<'_>, r: &Ref) {
+        let detail = format!("seq gap: the event of seq {} (lsn {}) is missing", r.seq, r.lsn);
+        scan.problem(table::EVENTS, Some(self.ids[r.thread]), Some(r.seq), detail);
+    }
+}
 
 struct Scan<'t> {
     txn: &'t ReadTransaction,
@@ -284,73 +312,86 @@ impl Scan<'_> {
         }
     }
 
-    /// Walks the log against the sorted seq-index entries; returns the highest lsn seen.
+    /// Walks the log's frames against the sorted seq-index entries, both ways; returns the
+    /// highest lsn seen.
     fn events(&mut self, threads: &Threads, refs: &[Ref]) -> Result<u64, Error> {
         let op = storage("verify events");
         let ids: Vec<&ThreadId> = threads.keys().collect();
-        let payloads = self.open(PAYLOADS)?;
-        let mut max_lsn = 0;
-        let mut pending = refs.iter().peekable();
-        let missing = |scan: &mut Self, r: &Ref| {
-            let detail = format!("seq gap: the event of seq {} (lsn {}) is missing", r.seq, r.lsn);
-            scan.problem(table::EVENTS, Some(ids[r.thread]), Some(r.seq), detail);
-        };
+        let mut log = Log { threads, ids: &ids, payloads: self.open(PAYLOADS)?, refs, next: 0 };
+        let (mut max_lsn, mut held_to) = (0, 0);
         for entry in self.open(EVENTS)?.iter().map_err(&op)? {
             let (key, value) = entry.map_err(&op)?;
-            let lsn = key.value();
-            self.report.events += 1;
-            max_lsn = max_lsn.max(lsn);
-            while let Some(r) = pending.next_if(|r| r.lsn < lsn) {
-                missing(self, r);
-            }
-            let Some(r) = pending.next_if(|r| r.lsn == lsn) else {
-                let (thread, seq, detail) = match codec::decode_event(value.value()) {
-                    Ok(event) => (
-                        Some(event.thread),
-                        Some(event.bookmark.seq.0),
-                        "an event no thread's seq index holds".to_string(),
-                    ),
-                    Err(e) => (None, None, format!("lsn {lsn}, in no seq index: {e}")),
-                };
-                self.problem(table::EVENTS, thread.as_ref(), seq, detail);
-                continue;
-            };
-            while let Some(twin) = pending.next_if(|t| t.lsn == lsn) {
-                let detail =
-                    format!("lsn {lsn} is indexed again, as ({}, {})", ids[r.thread], r.seq);
-                self.problem(table::SEQ_INDEX, Some(ids[twin.thread]), Some(twin.seq), detail);
-            }
-            let id = ids[r.thread];
-            let event = match decode_event_at(id, r.seq, lsn, value.value()) {
-                Ok(event) => event,
+            let key = key.value();
+            max_lsn = max_lsn.max(key);
+            let frame = match super::log::decode_frame_at(key, value.value()) {
+                Ok(frame) => frame,
                 Err(e) => {
-                    self.record_error(e)?;
+                    // The index entries up to its key are taken as the damaged frame's own: one
+                    // problem, named after the entry at its key when there is one.
+                    let own = log.take_through(key);
+                    self.report.events += own.len().max(1) as u64;
+                    let owner = own.iter().find(|r| r.lsn == key).map(|r| (ids[r.thread], r.seq));
+                    let (thread, seq) = (owner.map(|o| o.0), owner.map(|o| Seq(o.1)));
+                    self.record_error(codec::locate(e, thread, seq))?;
+                    held_to = key;
                     continue;
                 }
             };
-            let last = threads[id].record.last;
-            if last.is_some_and(|b| b.seq.0 == r.seq) && last != Some(event.bookmark) {
-                let detail = "last bookmark differs from the last event".to_string();
-                self.problem(table::THREADS, Some(id), Some(r.seq), detail);
-            }
-            if let Some(c) = correlation::of(&event, |r| super::read::payload_in(&payloads, r)) {
-                self.correlated.insert((c, lsn), (id.clone(), r.seq));
-            }
-            if let Some(p) = event.payload
-                && payloads.get(&p.hash).map_err(&op)?.is_none()
+            if let Some(first) = frame.first()
+                && first.bookmark.lsn.0 <= held_to
             {
-                self.problem(
-                    table::PAYLOADS,
-                    Some(id),
-                    Some(r.seq),
-                    format!("missing payload {p}"),
-                );
+                let detail = format!("the frame under lsn {key} overlaps lsns up to {held_to}");
+                let seq = Some(first.bookmark.seq.0);
+                self.problem(table::EVENTS, Some(&first.thread), seq, detail);
+            }
+            held_to = held_to.max(key);
+            for event in frame {
+                self.logged(&mut log, event)?;
             }
         }
-        for r in pending {
-            missing(self, r);
+        for r in log.take_through(u64::MAX) {
+            log.missing(self, r);
         }
         Ok(max_lsn)
+    }
+
+    /// Checks one event of the log against the seq index (`log.refs`, walked in lsn order) and
+    /// its thread, correlation and payload.
+    fn logged(&mut self, log: &mut Log<'_>, event: crate::event::Event) -> Result<(), Error> {
+        let op = storage("verify events");
+        let lsn = event.bookmark.lsn.0;
+        self.report.events += 1;
+        for r in log.take_through(lsn - 1) {
+            log.missing(self, r);
+        }
+        let Some((r, twins)) = log.take_through(lsn).split_first() else {
+            let detail = "an event no thread's seq index holds".to_string();
+            self.problem(table::EVENTS, Some(&event.thread), Some(event.bookmark.seq.0), detail);
+            return Ok(());
+        };
+        let id = log.ids[r.thread];
+        for twin in twins {
+            let detail = format!("lsn {lsn} is indexed again, as ({id}, {})", r.seq);
+            self.problem(table::SEQ_INDEX, Some(log.ids[twin.thread]), Some(twin.seq), detail);
+        }
+        if let Err(e) = check_event_at(id, r.seq, lsn, &event) {
+            return self.record_error(e);
+        }
+        let last = log.threads[id].record.last;
+        if last.is_some_and(|b| b.seq.0 == r.seq) && last != Some(event.bookmark) {
+            let detail = "last bookmark differs from the last event".to_string();
+            self.problem(table::THREADS, Some(id), Some(r.seq), detail);
+        }
+        let payloads = &log.payloads;
+        if let Some(c) = correlation::of(&event, |p| super::read::payload_in(payloads, p)) {
+            self.correlated.insert((c, lsn), (id.clone(), r.seq));
+        }
+        if let Some(p) = event.payload
+            && log.payloads.get(&p.hash).map_err(&op)?.is_none()
+        {
+            self.problem(table::PAYLOADS, Some(id), Some(r.seq), format!("missing payload {p}"));
+        }
+        Ok(())
     }
 
     /// Scans checkpoints and their indexes; returns the highest id seen.
@@ -430,7 +471,6 @@ impl Scan<'_> {
         id: u64,
         info: &CheckpointInfo,
     ) -> Result<(), Error> {
-        let op = storage("verify checkpoints");
         let thread = Some(&info.thread);
         match threads.get(&info.thread) {
             None => self.problem(
@@ -449,9 +489,10 @@ impl Scan<'_> {
                         format!("covers seq {covers} past the thread's last"),
                     );
                 } else if covers >= record.first_seq {
-                    let stored = tables.events.get(info.covers.lsn.0).map_err(&op)?;
+                    let stored = super::log::event_at(&tables.events, info.covers.lsn.0);
                     let matches = stored
-                        .and_then(|e| codec::decode_event(e.value()).ok())
+                        .ok()
+                        .flatten()
                         .is_some_and(|e| e.bookmark == info.covers && e.thread == info.thread);
                     if !matches {
                         self.problem(

@@ -33,3 +33,4 @@ mod search;
 mod signals;
 mod subscribe;
 mod two_process;
+mod v6_log;

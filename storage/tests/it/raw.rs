@@ -20,22 +20,23 @@ pub fn write(path: &Path, f: impl FnOnce(&WriteTransaction)) {
     txn.commit().expect("raw commit");
 }
 
-/// The lsn under which event (thread, seq) is stored, found by decoding the whole log.
+/// The key (its last lsn) of the batch frame holding event (thread, seq), found by decoding the
+/// whole log.
 pub fn lsn_of(path: &Path, thread: &str, seq: u64) -> u64 {
     let db = Database::open(path).expect("raw open");
     let txn = db.begin_read().expect("raw read");
     let table = txn.open_table(EVENTS).expect("events table");
     for entry in table.iter().expect("iter") {
         let (key, value) = entry.expect("entry");
-        let event = cairn_storage::codec::decode_event(value.value()).expect("a clean log");
-        if event.thread.as_str() == thread && event.bookmark.seq.0 == seq {
+        let frame = cairn_storage::codec::decode_event_batch(value.value()).expect("a clean log");
+        if frame.iter().any(|e| e.thread.as_str() == thread && e.bookmark.seq.0 == seq) {
             return key.value();
         }
     }
     panic!("event ({thread}, {seq}) not in the log");
 }
 
-/// The stored bytes of event (thread, seq).
+/// The stored bytes of the batch frame holding event (thread, seq).
 pub fn event_bytes(path: &Path, thread: &str, seq: u64) -> Vec<u8> {
     let lsn = lsn_of(path, thread, seq);
     let db = Database::open(path).expect("raw open");
@@ -44,7 +45,7 @@ pub fn event_bytes(path: &Path, thread: &str, seq: u64) -> Vec<u8> {
     table.get(lsn).expect("get").expect("event present").value().to_vec()
 }
 
-/// Replaces the stored bytes of event (thread, seq) (under its lsn).
+/// Replaces the stored bytes of the batch frame holding event (thread, seq) (under its key).
 pub fn put_event_bytes(path: &Path, thread: &str, seq: u64, bytes: &[u8]) {
     let lsn = lsn_of(path, thread, seq);
     write(path, |txn| {

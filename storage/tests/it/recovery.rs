@@ -18,9 +18,12 @@ use crate::raw;
 /// Threads "t" (5 events) and "u" (2 events), interleaved lsns; closed.
 fn build(path: &Path) {
     let store = RedbStore::open(path, fast()).expect("open");
-    create_thread(&store, "t", 3);
-    create_thread(&store, "u", 2);
-    events(&store, "t", 2);
+    create_thread(&store, "t", 0);
+    create_thread(&store, "u", 0);
+    // One event an append, so one a batch frame: damage to a frame is damage to one event.
+    for thread in ["t", "t", "t", "u", "u", "t", "t"] {
+        events(&store, thread, 1);
+    }
     store.close().expect("close");
 }
 
@@ -441,4 +444,108 @@ fn a_corrupt_checkpoint_fails_closed_and_older_ones_still_load() {
             .any(|p| p.table == "checkpoint_snapshots" && p.seq == Some(Seq(newer.0)))
     );
     assert!(store.checkpoint(CheckpointId(older.0)).wait().expect("older loads").is_some());
+}
+
+/// Thread "t": seqs 1..=6 in one append (one batch frame, lsns 1..=6), then "u" 1..=2 (lsns
+/// 7..=8), then "t" 7..=9 (lsns 9..=11); closed.
+fn build_batched(path: &Path) {
+    let store = RedbStore::open(path, fast()).expect("open");
+    create_thread(&store, "t", 0);
+    create_thread(&store, "u", 0);
+    events(&store, "t", 6);
+    events(&store, "u", 2);
+    events(&store, "t", 3);
+    store.close().expect("close");
+}
+
+/// The log's keys (each batch frame's last lsn).
+fn log_keys(path: &Path) -> Vec<u64> {
+    let db = redb::Database::open(path).expect("raw open");
+    let txn = redb::ReadableDatabase::begin_read(&db).expect("read");
+    let table = txn.open_table(raw::EVENTS).expect("events");
+    table.iter().expect("iter").map(|e| e.expect("entry").0.value()).collect()
+}
+
+#[test]
+fn a_batch_frame_serves_a_read_at_every_position() {
+    let (_dir, path) = temp_db();
+    build_batched(&path);
+    assert_eq!(log_keys(&path), [6, 8, 11], "one frame per append and thread");
+    let store = reopen(&path);
+    let t = tid("t");
+    let all = store.read_since(&t, Seq(0), 100).wait().expect("read");
+    let lsns: Vec<u64> = all.iter().map(|e| e.bookmark.lsn.0).collect();
+    assert_eq!(lsns, [1, 2, 3, 4, 5, 6, 9, 10, 11]);
+    for seq in 1..=9 {
+        let one = store.read_range(&t, Seq(seq), Seq(seq)).wait().expect("one");
+        assert_eq!(one, all[seq as usize - 1..seq as usize], "seq {seq}");
+        let two = store.read_since(&t, Seq(seq - 1), 2).wait().expect("two");
+        assert_eq!(two, all[seq as usize - 1..(seq as usize + 1).min(9)], "after {}", seq - 1);
+    }
+    let feed = store.read_all_since(Lsn(0), 100).wait().expect("feed");
+    for after in 0..=11u64 {
+        let rest = store.read_all_since(Lsn(after), 3).wait().expect("feed");
+        let want: Vec<_> = feed.iter().filter(|e| e.bookmark.lsn.0 > after).take(3).collect();
+        assert_eq!(rest.iter().collect::<Vec<_>>(), want, "after lsn {after}");
+    }
+    assert!(store.verify().expect("verify").is_clean());
+}
+
+#[test]
+fn a_damaged_batch_frame_fails_closed_for_each_of_its_events() {
+    let (_dir, path) = temp_db();
+    build_batched(&path);
+    let mut bytes = raw::event_bytes(&path, "t", 3);
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    raw::put_event_bytes(&path, "t", 3, &bytes);
+    let store = reopen(&path);
+    let t = tid("t");
+    for seq in 1..=6 {
+        assert_corrupted(store.read_range(&t, Seq(seq), Seq(seq)).wait(), "events", "t", seq);
+    }
+    assert_eq!(store.read_since(&t, Seq(6), 10).wait().expect("the next frame").len(), 3);
+    assert_eq!(store.read_since(&tid("u"), Seq(0), 10).wait().expect("other thread").len(), 2);
+    // The feed names the frame's owner through the index entry at its key.
+    assert_corrupted(store.read_all_since(Lsn(0), 10).wait(), "events", "t", 6);
+    assert_eq!(store.read_all_since(Lsn(6), 10).wait().expect("past it").len(), 5);
+    let report = store.verify().expect("verify");
+    assert_eq!(report.problems.len(), 1, "one problem for the frame: {:?}", report.problems);
+    assert_verify_names(&store, "events", "t", 6);
+}
+
+#[test]
+fn an_index_entry_past_its_frame_and_an_unindexed_event_are_found() {
+    let (_dir, path) = temp_db();
+    build_batched(&path);
+    // The first frame loses its last event (t 6 at lsn 6): the index still points at lsn 6,
+    // past the frame, which now ends at 5.
+    let first = raw::event_bytes(&path, "t", 1);
+    let mut frame = cairn_storage::codec::decode_event_batch(&first).expect("decode");
+    frame.pop();
+    let shorter = cairn_storage::codec::encode_event_batch(&frame).expect("encode");
+    // And an event no index holds: u's seq 3 at lsn 12, past every frame.
+    let mut stray = cairn_storage::codec::decode_event_batch(&raw::event_bytes(&path, "u", 2))
+        .expect("decode")
+        .remove(1);
+    (stray.bookmark.seq, stray.bookmark.lsn) = (Seq(3), Lsn(12));
+    let stray = cairn_storage::codec::encode_event_batch(&[stray]).expect("encode");
+    raw::write(&path, |txn| {
+        let mut log = txn.open_table(raw::EVENTS).expect("events");
+        log.remove(6).expect("remove");
+        log.insert(5, shorter.as_slice()).expect("insert");
+        log.insert(12, stray.as_slice()).expect("insert");
+    });
+    let store = reopen(&path);
+    let t = tid("t");
+    let result = store.read_range(&t, Seq(6), Seq(6)).wait();
+    assert!(
+        matches!(&result, Err(Error::Corrupted { detail, .. }) if detail.contains("seq gap")),
+        "{result:?}"
+    );
+    assert_corrupted(result, "events", "t", 6);
+    assert_eq!(store.read_range(&t, Seq(1), Seq(5)).wait().expect("the rest").len(), 5);
+    assert_verify_names(&store, "events", "t", 6);
+    assert_verify_names(&store, "events", "u", 3);
+    assert_eq!(store.verify().expect("verify").problems.len(), 2);
 }

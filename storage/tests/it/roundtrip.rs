@@ -370,6 +370,32 @@ mod golden {
         }
     }
 
+    /// Format v6's record kind 12: the golden event and the next one (with a correlation id) as
+    /// one batch frame: thread, first seq and first lsn once, then each event's other fields.
+    #[test]
+    fn v6_batch_frame_is_pinned_and_decodes_forever() {
+        let next = Event {
+            bookmark: Bookmark { seq: Seq(4), lsn: Lsn(301), at_ms: 1_700_000_000_001 },
+            payload: None,
+            data: vec![3],
+            correlation: Some("c-1".into()),
+            ..golden_event()
+        };
+        let run = [golden_event(), next];
+        let framed = codec::encode_event_batch(&run).expect("encode");
+        assert_eq!(hex(&framed), GOLDEN_EVENT_BATCH, "kind 12 encoding changed");
+        assert_eq!(codec::decode_event_batch(&framed).expect("decode"), run);
+        for bit in 0..framed.len() * 8 {
+            let mut flipped = framed.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            let result = codec::decode_event_batch(&flipped);
+            assert!(
+                matches!(result, Err(Error::Corrupted { table: "events", .. })),
+                "bit {bit}: {result:?}"
+            );
+        }
+    }
+
     #[test]
     fn decoders_refuse_every_single_bit_flip_of_a_real_record() {
         let framed = codec::encode_event(&golden_event()).expect("encode");
@@ -394,5 +420,6 @@ mod golden {
         "0103200000000403742d310177010466702d7703ac0206070302016301640101780101610162eed9fbac";
     const GOLDEN_SNAPSHOT: &str = "01040400000004020506f74e1ccd";
     const GOLDEN_SIGNAL: &str = "01091200000003742d31030370617980d095ffbc310233309ba297a3";
+    const GOLDEN_EVENT_BATCH: &str = "010c5200000003742d3103ac020280d095ffbc310401016e01026f6b010707070707070707070707070707070707070707070707070707070707070707090201020081d095ffbc310401016e01026f6b0001030103632d31e059ca77";
     const GOLDEN_LOCK: &str = "010506000000016c016f0102f9a48507";
 }

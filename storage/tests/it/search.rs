@@ -347,7 +347,7 @@ fn a_v4_file_is_migrated_to_v5_at_open() {
     let report = store.verify().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
     store.close().expect("close");
-    assert_eq!(raw::format_version(&path), 5);
+    assert_eq!(raw::format_version(&path), cairn_storage::FORMAT_VERSION, "through every version");
 }
 
 /// Creates `n` threads (10 of them customer=c-9) in batches, then times the label filter
@@ -541,5 +541,5 @@ fn a_damaged_record_is_left_out_of_the_v4_migration() {
     let tables: Vec<&str> = report.problems.iter().map(|p| p.table).collect();
     assert_eq!(tables, ["threads"], "{:?}", report.problems);
     store.close().expect("close");
-    assert_eq!(raw::format_version(&path), 5);
+    assert_eq!(raw::format_version(&path), cairn_storage::FORMAT_VERSION, "through every version");
 }
