@@ -13,9 +13,11 @@ mod delete;
 mod guard;
 mod in_place;
 mod index;
+mod index_check;
 mod index_keys;
 mod meta;
 mod migrate;
+mod migrate_v6_indexes;
 mod path;
 mod poison;
 mod prune;
@@ -60,7 +62,7 @@ use crate::subscription::Subscription;
 use crate::thread::ThreadRecord;
 
 /// The Cairn format version this build writes and the newest it reads (see `docs/format.md`).
-pub const FORMAT_VERSION: u16 = 5;
+pub const FORMAT_VERSION: u16 = 6;
 
 /// How a [`RedbStore`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
