@@ -39,12 +39,9 @@ pub mod table {
     pub const CHECKPOINTS: &str = "checkpoints";
     /// Checkpoint snapshots by id.
     pub const SNAPSHOTS: &str = "checkpoint_snapshots";
-    /// Index (thread, covers seq, id).
-    pub const CHECKPOINTS_BY_THREAD: &str = "checkpoints_by_thread";
-    /// Index (workflow id, id).
-    pub const CHECKPOINTS_BY_WORKFLOW: &str = "checkpoints_by_workflow";
-    /// Index (tag, id).
-    pub const CHECKPOINTS_BY_TAG: &str = "checkpoints_by_tag";
+    /// Every secondary index of a redb file, as key-prefixed entries (format v6): checkpoints by
+    /// thread, by workflow and by tag, threads by status and by label.
+    pub const INDEX: &str = "index";
     /// Payload bytes by blake3 hash.
     pub const PAYLOADS: &str = "payloads";
     /// Lock records by name.
@@ -61,9 +58,11 @@ pub mod table {
     pub const QUEUE_WAITING: &str = "queue_waiting";
     /// Index (queue, dedup key, thread) of the members with a dedup key (format v4).
     pub const QUEUE_DEDUP: &str = "queue_dedup";
-    /// Index (label key, label value, thread) of every thread's labels (format v5).
+    /// Index (label key, label value, thread) of every thread's labels (PostgreSQL's
+    /// `cairn_thread_labels`; a redb file keeps these in [`INDEX`] since format v6).
     pub const THREADS_BY_LABEL: &str = "threads_by_label";
-    /// Index (status, thread) of every thread's status (format v5).
+    /// Index (status, thread) of every thread's status (PostgreSQL's; a redb file keeps these
+    /// in [`INDEX`] since format v6).
     pub const THREADS_BY_STATUS: &str = "threads_by_status";
     /// Not a table: redb's own structures (page headers, B-tree pages, the allocator state),
     /// named in [`Error::Corrupted`](crate::Error::Corrupted) when redb panicked on them.

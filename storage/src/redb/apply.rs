@@ -52,14 +52,7 @@ pub(crate) fn apply(
         let id = info.id.0;
         tables.checkpoints()?.insert(id, info_frame.as_slice()).map_err(&op)?;
         tables.snapshots()?.insert(id, snapshot_frame.as_slice()).map_err(&op)?;
-        tables
-            .by_thread()?
-            .insert((info.thread.as_str(), info.covers.seq.0, id), ())
-            .map_err(&op)?;
-        tables.by_workflow()?.insert((info.workflow.id.as_str(), id), ()).map_err(&op)?;
-        for tag in &info.meta.tags {
-            tables.by_tag()?.insert((tag.as_str(), id), ()).map_err(&op)?;
-        }
+        tables.index_checkpoint(info)?;
     }
     for (r, bytes) in &plan.payloads {
         tables.payloads()?.insert(&r.hash, bytes.as_slice()).map_err(&op)?;

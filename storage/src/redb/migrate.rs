@@ -34,27 +34,27 @@ pub(crate) fn upgrade(db: &Database, version: u16, op: &'static str) -> Result<(
         };
         guard(op, || new_tables(db, 4, "migrate to format v4", "the queue tables", create))?;
     }
-    if version < 5 {
-        guard(op, || super::thread_index::migrate(db))?;
-    }
+    // v4 and v5 alike: the v6 step builds the index table from the records (v5 added only the
+    // thread tables it replaces).
     if version < 6 {
         guard(op, || to_v6(db))?;
     }
     Ok(())
 }
 
-/// Takes a v5 file to v6 in one transaction: each conversion, then the version (a crash leaves
-/// v5, and the next open migrates again).
+/// Takes a v4 or v5 file to v6 in one transaction: each conversion of the step, then the
+/// version (a crash leaves the format before, and the next open converts again).
 fn to_v6(db: &Database) -> Result<(), Error> {
     let txn = db.begin_write().map_err(|e| Error::storage("begin migration", e))?;
     super::migrate_v6_log::convert(&txn)?;
+    let indexed = super::migrate_v6_indexes::convert(&txn)?;
     set_version(&txn, 6, "migrate to format v6")?;
     txn.commit().map_err(|e| Error::storage("commit migration", e))?;
-    tracing::info!("format v6");
+    tracing::info!(?indexed, "format v6");
     Ok(())
 }
 
-/// Writes format version `to` into the meta table, in `txn`.
+/// Writes format version `to` in `txn`.
 fn set_version(txn: &WriteTransaction, to: u16, op: &'static str) -> Result<(), Error> {
     let mut meta = txn.open_table(META).map_err(|e| Error::storage("open table", e))?;
     meta.insert(META_FORMAT_VERSION, to.to_le_bytes().as_slice()).map_err(storage(op))?;

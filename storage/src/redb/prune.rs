@@ -28,11 +28,7 @@ pub(crate) fn remove_checkpoints(
         let id = info.id.0;
         tables.checkpoints()?.remove(id).map_err(&op)?;
         tables.snapshots()?.remove(id).map_err(&op)?;
-        tables.by_thread()?.remove((info.thread.as_str(), info.covers.seq.0, id)).map_err(&op)?;
-        tables.by_workflow()?.remove((info.workflow.id.as_str(), id)).map_err(&op)?;
-        for tag in &info.meta.tags {
-            tables.by_tag()?.remove((tag.as_str(), id)).map_err(&op)?;
-        }
+        tables.unindex_checkpoint(info)?;
     }
     Ok(())
 }
@@ -59,15 +55,13 @@ fn thread_checkpoints(
     thread: &ThreadId,
     max_covers: u64,
 ) -> Result<Vec<CheckpointInfo>, Error> {
-    let op = storage("read checkpoint index");
-    let t = thread.as_str();
-    let range = tables.by_thread()?.range((t, 0, 0)..=(t, max_covers, u64::MAX)).map_err(&op)?;
-    super::read::ids_in(range, |key| key.2)?
+    let indexed = super::read::indexed_of_thread(&*tables.index()?, thread, 0..=max_covers)?;
+    indexed
         .into_iter()
-        .map(|id| {
+        .map(|(_, id)| {
             checkpoint_info_in(&*tables.checkpoints()?, CheckpointId(id))?.ok_or_else(|| {
                 super::read::corrupt_checkpoint(
-                    codec::table::CHECKPOINTS_BY_THREAD,
+                    codec::table::INDEX,
                     CheckpointId(id),
                     format!("thread index of {thread} points to missing checkpoint {id}"),
                 )

@@ -4,14 +4,14 @@
 //! The helpers take any `ReadableTable`, so the writer's planning (inside the write transaction)
 //! and the readers (inside read transactions) share one checked path.
 
+use std::ops::RangeInclusive;
+
 use ::redb::{ReadTransaction, ReadableTable};
 
 pub(crate) use super::index::storage;
 use super::index::{decode_chunk_at, fetch, locate, stored_thread_in};
-use super::tables::{
-    CHECKPOINTS, CHECKPOINTS_BY_TAG, CHECKPOINTS_BY_THREAD, CHECKPOINTS_BY_WORKFLOW, EVENTS, LOCKS,
-    PAYLOADS, SEQ_INDEX, SNAPSHOTS, THREADS,
-};
+use super::index_keys::{Entry, INDEX, Prefix, key_after};
+use super::tables::{CHECKPOINTS, EVENTS, LOCKS, PAYLOADS, SEQ_INDEX, SNAPSHOTS, THREADS};
 pub(crate) use super::thread_search::{list_threads, list_threads_after};
 use crate::checkpoint::{Checkpoint, CheckpointInfo};
 use crate::codec::{self, table};
@@ -260,15 +260,75 @@ pub(crate) fn checkpoint_covering(
 fn newest_indexed(
     txn: &ReadTransaction,
     thread: &ThreadId,
-    covers: std::ops::RangeInclusive<u64>,
+    covers: RangeInclusive<u64>,
 ) -> Result<Option<(u64, u64)>, Error> {
-    let index = open(txn, CHECKPOINTS_BY_THREAD)?;
-    let (t, op) = (thread.as_str(), storage("read checkpoint index"));
-    let mut range =
-        index.range((t, *covers.start(), 0)..=(t, *covers.end(), u64::MAX)).map_err(&op)?;
+    let index = open(txn, INDEX)?;
+    let (lo, hi) = thread_bounds(thread, covers);
+    let op = storage("read checkpoint index");
+    let mut range = index.range::<&[u8]>(lo.as_slice()..=hi.as_slice()).map_err(&op)?;
     let Some(entry) = range.next_back() else { return Ok(None) };
-    let (_, covers, id) = entry.map_err(&op)?.0.value();
-    Ok(Some((covers, id)))
+    let (key, _) = entry.map_err(&op)?;
+    Ok(Some(of_thread(key.value())?))
+}
+
+/// The first and last keys of `thread`'s checkpoint entries covering a seq in `covers`.
+fn thread_bounds(thread: &ThreadId, covers: RangeInclusive<u64>) -> (Vec<u8>, Vec<u8>) {
+    let prefix = Prefix::CheckpointsOfThread(thread.as_str()).bytes();
+    let tail = |covers: u64, id: u64| [covers.to_be_bytes(), id.to_be_bytes()].concat();
+    (
+        key_after(&prefix, &tail(*covers.start(), 0)),
+        key_after(&prefix, &tail(*covers.end(), u64::MAX)),
+    )
+}
+
+/// The `(covers, id)` of a checkpoint-by-thread entry's key.
+fn of_thread(key: &[u8]) -> Result<(u64, u64), Error> {
+    match Entry::decode(key) {
+        Some(Entry::CheckpointByThread { covers, id, .. }) => Ok((covers, id)),
+        _ => Err(bad_key(key)),
+    }
+}
+
+/// A key of the index table no entry of its range encodes.
+pub(crate) fn bad_key(key: &[u8]) -> Error {
+    Error::corrupted(table::INDEX, format!("a key no entry of its range encodes: {key:02x?}"))
+}
+
+/// The `(covers, id)` of `thread`'s checkpoint entries covering a seq in `covers`, in key order.
+pub(crate) fn indexed_of_thread(
+    index: &impl ReadableTable<Bytes, Bytes>,
+    thread: &ThreadId,
+    covers: RangeInclusive<u64>,
+) -> Result<Vec<(u64, u64)>, Error> {
+    let (lo, hi) = thread_bounds(thread, covers);
+    let op = storage("read checkpoint index");
+    let mut out = Vec::new();
+    for entry in index.range::<&[u8]>(lo.as_slice()..=hi.as_slice()).map_err(&op)? {
+        out.push(of_thread(entry.map_err(&op)?.0.value())?);
+    }
+    Ok(out)
+}
+
+/// The checkpoint ids of the entries under `prefix` (of a workflow, or a tag).
+fn ids_under(
+    index: &impl ReadableTable<Bytes, Bytes>,
+    prefix: &Prefix<'_>,
+) -> Result<Vec<u64>, Error> {
+    let prefix = prefix.bytes();
+    let (lo, hi) = (key_after(&prefix, &[0; 8]), key_after(&prefix, &[0xff; 8]));
+    let op = storage("read checkpoint index");
+    let mut out = Vec::new();
+    for entry in index.range::<&[u8]>(lo.as_slice()..=hi.as_slice()).map_err(&op)? {
+        let (key, _) = entry.map_err(&op)?;
+        let key = key.value();
+        match Entry::decode(key) {
+            Some(Entry::CheckpointByWorkflow { id, .. } | Entry::CheckpointByTag { id, .. }) => {
+                out.push(id);
+            }
+            _ => return Err(bad_key(key)),
+        }
+    }
+    Ok(out)
 }
 
 pub(crate) fn latest_checkpoint_at_or_before(
@@ -280,14 +340,14 @@ pub(crate) fn latest_checkpoint_at_or_before(
     let id = CheckpointId(id);
     let found = checkpoint(txn, id)?.ok_or_else(|| {
         corrupt_checkpoint(
-            table::CHECKPOINTS_BY_THREAD,
+            table::INDEX,
             id,
             format!("thread index of {thread} points to missing checkpoint {id}"),
         )
     })?;
     let mismatch = (&found.thread != thread || found.covers.seq.0 != covers)
         .then(|| format!("index entry ({thread}, {covers}) disagrees with checkpoint {id}"));
-    codec::key_agrees(mismatch, table::CHECKPOINTS_BY_THREAD, None, Some(Seq(id.0)))?;
+    codec::key_agrees(mismatch, table::INDEX, None, Some(Seq(id.0)))?;
     Ok(Some(found))
 }
 
@@ -323,39 +383,30 @@ fn checkpoint_candidates(
     txn: &ReadTransaction,
     filter: &CheckpointFilter,
 ) -> Result<Box<dyn Iterator<Item = CheckpointId>>, Error> {
-    let op = storage("read checkpoint index");
     let mut ids: Vec<u64> = if let Some(thread) = &filter.thread {
-        let t = thread.as_str();
-        let index = open(txn, CHECKPOINTS_BY_THREAD)?;
-        ids_in(index.range((t, 0, 0)..=(t, u64::MAX, u64::MAX)).map_err(&op)?, |k| k.2)?
+        let index = open(txn, INDEX)?;
+        indexed_of_thread(&index, thread, 0..=u64::MAX)?.into_iter().map(|(_, id)| id).collect()
     } else if let Some(workflow) = &filter.workflow_id {
-        let w = workflow.as_str();
-        let index = open(txn, CHECKPOINTS_BY_WORKFLOW)?;
-        ids_in(index.range((w, 0)..=(w, u64::MAX)).map_err(&op)?, |k| k.1)?
+        ids_under(&open(txn, INDEX)?, &Prefix::CheckpointsOfWorkflow(workflow))?
     } else if !filter.any_tags.is_empty() {
-        let index = open(txn, CHECKPOINTS_BY_TAG)?;
+        let index = open(txn, INDEX)?;
         let mut ids = Vec::new();
         for tag in &filter.any_tags {
-            let tag = tag.as_str();
-            ids.extend(ids_in(index.range((tag, 0)..=(tag, u64::MAX)).map_err(&op)?, |k| k.1)?);
+            ids.extend(ids_under(&index, &Prefix::CheckpointsTagged(tag))?);
         }
         ids
     } else {
-        ids_in(open(txn, CHECKPOINTS)?.range(0..).map_err(&op)?, |k| k)?
+        let op = storage("read checkpoints");
+        let all = open(txn, CHECKPOINTS)?;
+        all.range(0..)
+            .map_err(&op)?
+            .map(|e| e.map(|(k, _)| k.value()))
+            .collect::<Result<_, _>>()
+            .map_err(op)?
     };
     ids.sort_unstable_by(|a, b| b.cmp(a));
     ids.dedup();
     Ok(Box::new(ids.into_iter().map(CheckpointId)))
-}
-
-/// The checkpoint id in each key of `range` (of an index, or the checkpoints table), which `id`
-/// picks out.
-pub(super) fn ids_in<K: ::redb::Key + 'static, V: ::redb::Value + 'static>(
-    range: ::redb::Range<'_, K, V>,
-    id: impl for<'k> Fn(K::SelfType<'k>) -> u64,
-) -> Result<Vec<u64>, Error> {
-    let op = storage("read checkpoint index");
-    range.map(|entry| entry.map(|(key, _)| id(key.value()))).collect::<Result<_, _>>().map_err(op)
 }
 
 pub(crate) fn locks(txn: &ReadTransaction) -> Result<Vec<LockRecord>, Error> {

@@ -26,12 +26,6 @@ pub(crate) const CHECKPOINTS: TableDefinition<'_, u64, &[u8]> =
     TableDefinition::new(table::CHECKPOINTS);
 pub(crate) const SNAPSHOTS: TableDefinition<'_, u64, &[u8]> =
     TableDefinition::new(table::SNAPSHOTS);
-pub(crate) const CHECKPOINTS_BY_THREAD: TableDefinition<'_, (&str, u64, u64), ()> =
-    TableDefinition::new(table::CHECKPOINTS_BY_THREAD);
-pub(crate) const CHECKPOINTS_BY_WORKFLOW: TableDefinition<'_, (&str, u64), ()> =
-    TableDefinition::new(table::CHECKPOINTS_BY_WORKFLOW);
-pub(crate) const CHECKPOINTS_BY_TAG: TableDefinition<'_, (&str, u64), ()> =
-    TableDefinition::new(table::CHECKPOINTS_BY_TAG);
 pub(crate) const PAYLOADS: TableDefinition<'_, &[u8; 32], &[u8]> =
     TableDefinition::new(table::PAYLOADS);
 pub(crate) const LOCKS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new(table::LOCKS);
@@ -42,8 +36,6 @@ pub(crate) const CORRELATIONS: TableDefinition<'_, (&str, u64), &[u8]> =
 pub(crate) type WaitingKey = (&'static str, &'static str, u64, &'static str);
 /// A key of `queue_dedup`: queue, dedup key, thread.
 pub(crate) type DedupKey = (&'static str, &'static str, &'static str);
-/// A key of `threads_by_label`: label key, label value, thread.
-pub(crate) type LabelKey = (&'static str, &'static str, &'static str);
 
 /// Declares [`Tables`] from one list of its tables (`accessor: definition, key, value;`): a
 /// field each, its accessor (which opens the table, creating it if needed, on first use), and
@@ -51,7 +43,7 @@ pub(crate) type LabelKey = (&'static str, &'static str, &'static str);
 macro_rules! tables {
     ($($name:ident: $def:expr, $key:ty, $value:ty;)+) => {
         /// The tables of one write transaction, each opened on first use: opening a table costs
-        /// a lookup in redb's table tree, and an append needs only two or three of the nineteen.
+        /// a lookup in redb's table tree, and an append needs only two or three of the fifteen.
         pub(crate) struct Tables<'txn, 'c> {
             txn: &'txn WriteTransaction,
             /// The writer's thread-record cache (see [`super::cache`]), kept current by every
@@ -81,6 +73,14 @@ macro_rules! tables {
                 Ok(())
             }
 
+            /// The tables (by accessor) this transaction has opened so far: those its commit
+            /// touches (redb pays per table a commit touches, `benches/README.md`).
+            pub(crate) fn opened(&self) -> Vec<&'static str> {
+                let mut out = Vec::new();
+                $(if self.$name.is_some() { out.push(stringify!($name)); })+
+                out
+            }
+
             $(pub(crate) fn $name(&mut self) -> Result<&mut Table<'txn, $key, $value>, Error> {
                 let table = match self.$name.take() {
                     Some(table) => table,
@@ -101,9 +101,6 @@ tables! {
     threads_table: THREADS, &'static str, &'static [u8];
     checkpoints: CHECKPOINTS, u64, &'static [u8];
     snapshots: SNAPSHOTS, u64, &'static [u8];
-    by_thread: CHECKPOINTS_BY_THREAD, (&'static str, u64, u64), ();
-    by_workflow: CHECKPOINTS_BY_WORKFLOW, (&'static str, u64), ();
-    by_tag: CHECKPOINTS_BY_TAG, (&'static str, u64), ();
     payloads: PAYLOADS, &'static [u8; 32], &'static [u8];
     locks: LOCKS, &'static str, &'static [u8];
     correlations: CORRELATIONS, (&'static str, u64), &'static [u8];
@@ -112,8 +109,7 @@ tables! {
     queue_members: super::queues::MEMBERS, &'static str, &'static [u8];
     queue_waiting: super::queues::WAITING, WaitingKey, ();
     queue_dedup: super::queues::DEDUP, DedupKey, ();
-    threads_by_label: super::index_keys::BY_LABEL, LabelKey, ();
-    threads_by_status: super::index_keys::BY_STATUS, (u8, &'static str), ();
+    index: super::index_keys::INDEX, &'static [u8], &'static [u8];
 }
 
 impl<'txn> Tables<'txn, '_> {

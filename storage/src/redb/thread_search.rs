@@ -11,7 +11,7 @@ use std::ops::Bound;
 use ::redb::ReadTransaction;
 
 use super::index::storage;
-use super::index_keys::{BY_LABEL, BY_STATUS};
+use super::index_keys::{Entry, INDEX, Prefix, key_after};
 use super::read::open;
 use super::tables::THREADS;
 use crate::codec::{self, table};
@@ -32,48 +32,37 @@ enum Source<'f> {
 }
 
 impl Source<'_> {
-    fn table(self) -> &'static str {
-        match self {
-            Source::Label(..) => table::THREADS_BY_LABEL,
-            Source::Status(_) => table::THREADS_BY_STATUS,
-        }
-    }
-
     /// The ids of this range after `after`.
     fn ids(self, txn: &ReadTransaction, after: Option<&str>) -> Result<Ids, Error> {
         let op = storage("read thread index");
-        Ok(match self {
-            Source::Label(key, value) => {
-                let start = after.map_or(Bound::Included((key, value, "")), |a| {
-                    Bound::Excluded((key, value, a))
-                });
-                let range = open(txn, BY_LABEL)?
-                    .range::<(&str, &str, &str)>((start, Bound::Unbounded))
-                    .map_err(&op)?;
-                let (key, value) = (key.to_string(), value.to_string());
-                Box::new(range.map_while(move |entry| match entry {
-                    Ok((k, _)) => {
-                        let (k, v, thread) = k.value();
-                        (k == key && v == value).then(|| Ok(thread.to_string()))
-                    }
-                    Err(e) => Some(Err(op(e))),
-                }))
+        let prefix = match self {
+            Source::Label(key, value) => Prefix::ThreadsLabelled(key, value),
+            Source::Status(status) => Prefix::ThreadsInStatus(status),
+        }
+        .bytes();
+        let start = match after {
+            None => Bound::Included(prefix.clone()),
+            Some(a) => Bound::Excluded(key_after(&prefix, a.as_bytes())),
+        };
+        let range = open(txn, INDEX)?
+            .range::<&[u8]>((start.as_ref().map(Vec::as_slice), Bound::Unbounded))
+            .map_err(&op)?;
+        Ok(Box::new(range.map_while(move |entry| {
+            let key = match entry {
+                Ok((key, _)) => key,
+                Err(e) => return Some(Err(op(e))),
+            };
+            let key = key.value();
+            if !key.starts_with(&prefix) {
+                return None;
             }
-            Source::Status(status) => {
-                let start =
-                    after.map_or(Bound::Included((status, "")), |a| Bound::Excluded((status, a)));
-                let range = open(txn, BY_STATUS)?
-                    .range::<(u8, &str)>((start, Bound::Unbounded))
-                    .map_err(&op)?;
-                Box::new(range.map_while(move |entry| match entry {
-                    Ok((k, _)) => {
-                        let (s, thread) = k.value();
-                        (s == status).then(|| Ok(thread.to_string()))
-                    }
-                    Err(e) => Some(Err(op(e))),
-                }))
-            }
-        })
+            Some(match Entry::decode(key) {
+                Some(
+                    Entry::ThreadByLabel { thread, .. } | Entry::ThreadByStatus { thread, .. },
+                ) => Ok(thread.to_string()),
+                _ => Err(super::read::bad_key(key)),
+            })
+        })))
     }
 }
 
@@ -140,7 +129,7 @@ fn each_match(
         let id = id?;
         let Some(value) = threads.get(id.as_str()).map_err(&op)? else {
             return Err(Error::Corrupted {
-                table: source.table(),
+                table: table::INDEX,
                 thread: ThreadId::new(id.as_str()).ok(),
                 seq: None,
                 detail: format!("an index entry of thread {id}, which has no record"),

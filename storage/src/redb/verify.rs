@@ -21,8 +21,8 @@ use ::redb::{ReadTransaction, ReadableTable};
 
 use super::index::{check_event_at, decode_chunk_at, storage};
 use super::tables::{
-    self, CHECKPOINTS, CHECKPOINTS_BY_TAG, CHECKPOINTS_BY_THREAD, CHECKPOINTS_BY_WORKFLOW,
-    CORRELATIONS, EVENTS, LOCKS, MetaState, PAYLOADS, SEQ_INDEX, SNAPSHOTS, THREADS,
+    self, CHECKPOINTS, CORRELATIONS, EVENTS, LOCKS, MetaState, PAYLOADS, SEQ_INDEX, SNAPSHOTS,
+    THREADS,
 };
 use crate::checkpoint::CheckpointInfo;
 use crate::codec::{self, StoredThread, table};
@@ -85,17 +85,14 @@ struct Scan<'t> {
     correlated: BTreeMap<(String, u64), (ThreadId, u64)>,
 }
 
-/// A checkpoint index by name (workflow, tag): (name, checkpoint id).
-type CheckpointIndex = ::redb::ReadOnlyTable<(&'static str, u64), ()>;
-
 /// The tables a checkpoint is checked against, open for the scan of the checkpoints.
 struct CheckpointTables {
     snapshots: ::redb::ReadOnlyTable<u64, &'static [u8]>,
     events: ::redb::ReadOnlyTable<u64, &'static [u8]>,
-    by_thread: ::redb::ReadOnlyTable<(&'static str, u64, u64), ()>,
-    by_workflow: CheckpointIndex,
-    by_tag: CheckpointIndex,
 }
+
+/// Every decodable checkpoint, by id.
+type Infos = BTreeMap<u64, CheckpointInfo>;
 
 /// Scans everything; see the module doc.
 ///
@@ -110,7 +107,8 @@ pub(crate) fn verify(txn: &ReadTransaction) -> Result<VerifyReport, Error> {
     if max_lsn.is_some() {
         scan.section(table::CORRELATIONS, Scan::correlations);
     }
-    let max_checkpoint = scan.section(table::CHECKPOINTS, |s| s.checkpoints(&threads));
+    let checkpoints = scan.section(table::CHECKPOINTS, |s| s.checkpoints(&threads));
+    let max_checkpoint = checkpoints.as_ref().map(|(max, _)| *max);
     scan.section(table::PAYLOADS, Scan::payloads);
     scan.section(table::LOCKS, Scan::locks);
     scan.section(table::SIGNALS, |s| {
@@ -118,10 +116,12 @@ pub(crate) fn verify(txn: &ReadTransaction) -> Result<VerifyReport, Error> {
         s.report.signals = super::signals::verify(s.txn, known, &mut s.report.problems)?;
         Ok(())
     });
-    scan.section(table::THREADS_BY_LABEL, |s| {
-        let records = threads.values().map(|stored| &stored.record);
-        super::thread_index::verify(s.txn, records, &mut s.report.problems)
-    });
+    if let Some((_, infos)) = &checkpoints {
+        scan.section(table::INDEX, |s| {
+            let records = threads.values().map(|stored| &stored.record);
+            super::index_check::verify(s.txn, records, infos.values(), &mut s.report.problems)
+        });
+    }
     scan.section(table::QUEUES, |s| {
         s.report.queues = super::queues::verify(s.txn, &mut s.report.problems)?;
         Ok(())
@@ -394,17 +394,13 @@ impl Scan<'_> {
         Ok(())
     }
 
-    /// Scans checkpoints and their indexes; returns the highest id seen.
-    fn checkpoints(&mut self, threads: &Threads) -> Result<u64, Error> {
+    /// Scans checkpoints and their snapshots; returns the highest id seen and every decodable
+    /// checkpoint (the index check's).
+    fn checkpoints(&mut self, threads: &Threads) -> Result<(u64, Infos), Error> {
         let op = storage("verify checkpoints");
-        let tables = CheckpointTables {
-            snapshots: self.open(SNAPSHOTS)?,
-            events: self.open(EVENTS)?,
-            by_thread: self.open(CHECKPOINTS_BY_THREAD)?,
-            by_workflow: self.open(CHECKPOINTS_BY_WORKFLOW)?,
-            by_tag: self.open(CHECKPOINTS_BY_TAG)?,
-        };
-        let mut infos: BTreeMap<u64, CheckpointInfo> = BTreeMap::new();
+        let tables =
+            CheckpointTables { snapshots: self.open(SNAPSHOTS)?, events: self.open(EVENTS)? };
+        let mut infos = Infos::new();
         let mut max_id = 0;
         for entry in self.open(CHECKPOINTS)?.iter().map_err(&op)? {
             let (key, value) = entry.map_err(&op)?;
@@ -429,11 +425,10 @@ impl Scan<'_> {
             };
             self.snapshot_of(&tables, id, &info)?;
             self.covered(&tables, threads, id, &info)?;
-            self.indexed(&tables, id, &info)?;
             infos.insert(id, info);
         }
-        self.unindexed(&tables, &infos)?;
-        Ok(max_id)
+        self.orphan_snapshots(&tables, &infos)?;
+        Ok((max_id, infos))
     }
 
     /// Checks that checkpoint `id` (`info`) has its snapshot, of its id and length.
@@ -508,80 +503,9 @@ impl Scan<'_> {
         Ok(())
     }
 
-    /// Checks that checkpoint `id` (`info`) is in its three indexes.
-    fn indexed(
-        &mut self,
-        tables: &CheckpointTables,
-        id: u64,
-        info: &CheckpointInfo,
-    ) -> Result<(), Error> {
+    /// Reports the snapshots that no checkpoint of `infos` accounts for.
+    fn orphan_snapshots(&mut self, tables: &CheckpointTables, infos: &Infos) -> Result<(), Error> {
         let op = storage("verify checkpoints");
-        let thread = Some(&info.thread);
-        if tables
-            .by_thread
-            .get((info.thread.as_str(), info.covers.seq.0, id))
-            .map_err(&op)?
-            .is_none()
-        {
-            self.problem(
-                table::CHECKPOINTS_BY_THREAD,
-                thread,
-                Some(id),
-                "not indexed by thread".into(),
-            );
-        }
-        if tables.by_workflow.get((info.workflow.id.as_str(), id)).map_err(&op)?.is_none() {
-            self.problem(
-                table::CHECKPOINTS_BY_WORKFLOW,
-                thread,
-                Some(id),
-                "not indexed by workflow".into(),
-            );
-        }
-        for tag in &info.meta.tags {
-            if tables.by_tag.get((tag.as_str(), id)).map_err(&op)?.is_none() {
-                self.problem(
-                    table::CHECKPOINTS_BY_TAG,
-                    thread,
-                    Some(id),
-                    format!("not indexed by tag {tag:?}"),
-                );
-            }
-        }
-        Ok(())
-    }
-
-    /// Reports the index entries and snapshots that no checkpoint of `infos` accounts for.
-    fn unindexed(
-        &mut self,
-        tables: &CheckpointTables,
-        infos: &BTreeMap<u64, CheckpointInfo>,
-    ) -> Result<(), Error> {
-        let op = storage("verify checkpoints");
-        for entry in tables.by_thread.iter().map_err(&op)? {
-            let (key, _) = entry.map_err(&op)?;
-            let (thread, covers, id) = key.value();
-            if !infos
-                .get(&id)
-                .is_some_and(|i| i.thread.as_str() == thread && i.covers.seq.0 == covers)
-            {
-                let detail = format!("entry ({thread}, {covers}, {id}) has no matching checkpoint");
-                self.problem(
-                    table::CHECKPOINTS_BY_THREAD,
-                    ThreadId::new(thread).ok().as_ref(),
-                    Some(id),
-                    detail,
-                );
-            }
-        }
-        let by_workflow = table::CHECKPOINTS_BY_WORKFLOW;
-        self.unmatched(by_workflow, &tables.by_workflow, infos, |i, workflow| {
-            i.workflow.id == workflow
-        })?;
-        let by_tag = table::CHECKPOINTS_BY_TAG;
-        self.unmatched(by_tag, &tables.by_tag, infos, |i, tag| {
-            i.meta.tags.iter().any(|t| t == tag)
-        })?;
         for entry in tables.snapshots.iter().map_err(&op)? {
             let (key, _) = entry.map_err(&op)?;
             let id = key.value();
@@ -594,27 +518,6 @@ impl Scan<'_> {
                     Some(id),
                     "snapshot without a checkpoint".into(),
                 );
-            }
-        }
-        Ok(())
-    }
-
-    /// Reports the entries `(key, id)` of the checkpoint `index` (`table`) whose checkpoint is
-    /// not in `infos` or does not match the key.
-    fn unmatched(
-        &mut self,
-        table: &'static str,
-        index: &CheckpointIndex,
-        infos: &BTreeMap<u64, CheckpointInfo>,
-        matches: impl Fn(&CheckpointInfo, &str) -> bool,
-    ) -> Result<(), Error> {
-        let op = storage("verify checkpoints");
-        for entry in index.iter().map_err(&op)? {
-            let (key, _) = entry.map_err(&op)?;
-            let (name, id) = key.value();
-            if !infos.get(&id).is_some_and(|i| matches(i, name)) {
-                let detail = format!("entry ({name}, {id}) has no matching checkpoint");
-                self.problem(table, None, Some(id), detail);
             }
         }
         Ok(())

@@ -120,6 +120,8 @@ pub(crate) struct Writer {
     /// Thread rows the last group wrote: one per thread it changed, however many of its
     /// batches the group held.
     pub(crate) thread_rows: usize,
+    /// The tables the last group's transaction opened (by accessor): those its commit touches.
+    pub(crate) tables_opened: Vec<&'static str>,
     /// Times the last group blocked waiting for more writes (each a sleep and a wake of this
     /// thread).
     pub(crate) waits: usize,
@@ -159,6 +161,7 @@ impl Writer {
             intents,
             gather_max: GATHER_WAIT_MAX,
             thread_rows: 0,
+            tables_opened: Vec::new(),
             waits: 0,
         }
     }
@@ -397,6 +400,7 @@ impl Writer {
                 if g.removes { write_counters(tables.meta()?, self.counters) } else { Ok(()) }
             });
             self.thread_rows = tables.thread_rows;
+            self.tables_opened = tables.opened();
             drop(tables);
             // Back for the next group (after a failure too: the store is poisoned then, and a
             // reopen starts with a new writer and an empty cache).
@@ -791,6 +795,47 @@ mod tests {
         use ::redb::ReadableDatabase;
         let txn = writer.db.as_ref().expect("open").begin_read().expect("read");
         super::super::read::thread(&txn, thread).expect("readable")
+    }
+
+    /// A one-thread commit (steps, the thread's end with a label, its completion checkpoint
+    /// with a tag) touches the log, the thread record, the checkpoint and its snapshot, and
+    /// one index table: format v5 touched five index tables for it (`threads_by_status`,
+    /// `threads_by_label`, `checkpoints_by_thread`, `checkpoints_by_workflow`,
+    /// `checkpoints_by_tag`), and redb pays per table a commit touches.
+    #[test]
+    fn a_thread_commit_touches_one_index_table() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut writer = writer_on(dir.path());
+        let (_tx, rx) = std::sync::mpsc::sync_channel(1);
+        let a = ThreadId::new("a").expect("id");
+        let (first, created) = write(create(&a));
+        assert!(writer.group(first, &rx).is_none());
+        created.blocking_recv().expect("answered").expect("created");
+        let mut batch = step(&a, 0);
+        let mut record = create(&a).threads.remove(0);
+        record.status = crate::thread::ThreadStatus::Completed;
+        record.labels.insert("customer".into(), "c-1".into());
+        batch.threads.push(record.clone());
+        batch.checkpoints.push(crate::checkpoint::NewCheckpoint {
+            thread: a.clone(),
+            workflow: record.workflow.clone(),
+            kind: crate::checkpoint::CheckpointKind::Completion,
+            snapshot: vec![1, 2, 3],
+            meta: crate::checkpoint::CheckpointMeta {
+                tags: vec!["done".into()],
+                ..crate::checkpoint::CheckpointMeta::default()
+            },
+            created_at_ms: 1,
+        });
+        let (next, answer) = write(batch);
+        assert!(writer.group(next, &rx).is_none());
+        answer.blocking_recv().expect("answered").expect("appended");
+        // `queue_members` is read, not written: an ended thread leaves its queue, if any.
+        assert_eq!(
+            writer.tables_opened,
+            ["events", "threads_table", "checkpoints", "snapshots", "queue_members", "index"],
+            "the tables of a one-thread commit"
+        );
     }
 
     /// A group rewrites each thread record it changes once, whatever number of the thread's

@@ -132,28 +132,44 @@ fn checkpoint_ids_are_never_reused_even_across_reopen() {
     assert!(second > first);
 }
 
-/// An entry of the workflow or tag index whose checkpoint does not match it is one problem of
-/// verify each, in its index.
+/// The `index` table is checked against the checkpoints both ways: an entry whose checkpoint
+/// does not match it (another workflow, a tag it lacks) or does not exist is stale, and an entry
+/// a checkpoint needs and lacks is missing; one problem each, in the index.
 #[test]
 fn verify_names_index_entries_their_checkpoint_does_not_match() {
+    use crate::raw::{INDEX, Part, index_key};
     let (_dir, path, store) = open_fast();
     create_thread(&store, "a", 1);
     let c1 = save(&store, checkpoint("a", CheckpointKind::Manual, &["red"])).0;
+    let filter = CheckpointFilter::default();
+    let covers = store.list_checkpoints(&filter, Page { limit: 1, offset: 0 }).wait().unwrap()[0]
+        .covers
+        .seq
+        .0;
     store.close().expect("close");
+    let by_thread = |id| index_key(1, &[Part::Str("a"), Part::U64(covers), Part::U64(id)]);
     crate::raw::write(&path, |txn| {
-        for (table, key) in [("checkpoints_by_workflow", "other"), ("checkpoints_by_tag", "blue")] {
-            let index: redb::TableDefinition<'_, (&str, u64), ()> =
-                redb::TableDefinition::new(table);
-            txn.open_table(index).expect("index").insert((key, c1), ()).expect("stale");
+        let mut index = txn.open_table(INDEX).expect("index");
+        for key in [
+            index_key(2, &[Part::Str("other"), Part::U64(c1)]),
+            index_key(3, &[Part::Str("blue"), Part::U64(c1)]),
+            by_thread(99),
+        ] {
+            index.insert(key.as_slice(), &[][..]).expect("stale");
         }
+        assert!(index.remove(by_thread(c1).as_slice()).expect("remove").is_some(), "missing");
     });
     let store = RedbStore::open(&path, fast()).expect("open");
     let report = store.verify().expect("verify");
-    let found: Vec<(&str, &str)> =
-        report.problems.iter().map(|p| (p.table, p.detail.as_str())).collect();
-    let (workflow, tag) = (
-        format!("entry (other, {c1}) has no matching checkpoint"),
-        format!("entry (blue, {c1}) has no matching checkpoint"),
+    let found: Vec<(&str, String, Option<u64>)> =
+        report.problems.iter().map(|p| (p.table, p.detail.clone(), p.seq.map(|s| s.0))).collect();
+    assert_eq!(
+        found,
+        [
+            ("index", format!("stale entry: checkpoint-by-thread (a, {covers}, 99)"), Some(99)),
+            ("index", format!("stale entry: checkpoint-by-workflow (other, {c1})"), Some(c1)),
+            ("index", format!("stale entry: checkpoint-by-tag (\"blue\", {c1})"), Some(c1)),
+            ("index", format!("missing entry: checkpoint-by-thread (a, {covers}, {c1})"), Some(c1)),
+        ]
     );
-    assert_eq!(found, [("checkpoints_by_workflow", &*workflow), ("checkpoints_by_tag", &*tag)]);
 }

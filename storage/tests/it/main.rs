@@ -11,6 +11,7 @@ mod concurrency;
 mod conformance;
 mod correlations;
 mod durability;
+mod migrate_v6;
 mod model;
 #[cfg(feature = "postgres")]
 mod pg;

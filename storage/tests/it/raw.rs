@@ -11,6 +11,33 @@ pub const SEQ_INDEX: TableDefinition<'_, (&str, u64), &[u8]> = TableDefinition::
 pub const THREADS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("threads");
 pub const SNAPSHOTS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("checkpoint_snapshots");
 pub const PAYLOADS: TableDefinition<'_, &[u8; 32], &[u8]> = TableDefinition::new("payloads");
+/// Every secondary index (format v6); keys as `index_key` builds them.
+pub const INDEX: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("index");
+
+/// A part of an `index` key: a length-prefixed string, a big-endian integer, or raw bytes
+/// (the thread id that ends a thread entry's key).
+pub enum Part<'a> {
+    Str(&'a str),
+    U64(u64),
+    Raw(&'a [u8]),
+}
+
+/// The `index` key of kind `kind` (1 checkpoint by thread, 2 by workflow, 3 by tag, 4 thread by
+/// status, 5 by label) made of `parts` (`docs/format.md` §2.6).
+pub fn index_key(kind: u8, parts: &[Part<'_>]) -> Vec<u8> {
+    let mut key = vec![kind];
+    for part in parts {
+        match part {
+            Part::Str(s) => {
+                key.extend_from_slice(&u32::try_from(s.len()).expect("short").to_be_bytes());
+                key.extend_from_slice(s.as_bytes());
+            }
+            Part::U64(n) => key.extend_from_slice(&n.to_be_bytes()),
+            Part::Raw(bytes) => key.extend_from_slice(bytes),
+        }
+    }
+    key
+}
 
 /// Runs `f` in a write transaction on the file at `path` and commits.
 pub fn write(path: &Path, f: impl FnOnce(&WriteTransaction)) {

@@ -8,14 +8,17 @@
 use cairn_storage::{
     Batch, Catalog, DeleteOptions, Maintenance, Page, Store, ThreadFilter, ThreadId, ThreadStatus,
 };
-use redb::{ReadableTable, TableDefinition};
+use redb::ReadableTable;
 
 use crate::common::*;
 use crate::raw;
 
-const BY_LABEL: TableDefinition<'_, (&str, &str, &str), ()> =
-    TableDefinition::new("threads_by_label");
-const BY_STATUS: TableDefinition<'_, (u8, &str), ()> = TableDefinition::new("threads_by_status");
+use crate::raw::{INDEX, Part, index_key};
+
+/// The `index` key of thread `thread`'s label `k` = `v`.
+fn label_key(k: &str, v: &str, thread: &str) -> Vec<u8> {
+    index_key(5, &[Part::Str(k), Part::Str(v), Part::Raw(thread.as_bytes())])
+}
 
 /// Thread `s-NN`: customer c-(NN % 3), tier gold for every fifth, paused for every even one.
 fn searchable(i: usize) -> cairn_storage::ThreadRecord {
@@ -227,11 +230,12 @@ fn verify_reports_stale_and_missing_index_entries() {
     append(&store, Batch { threads: vec![searchable(1), searchable(2)], ..Batch::default() });
     store.close().expect("close");
     raw::write(&path, |txn| {
-        let mut by_label = txn.open_table(BY_LABEL).expect("by label");
-        by_label.insert(("customer", "c-9", "s-01"), ()).expect("stale");
-        by_label.remove(("customer", "c-2", "s-02")).expect("missing");
-        let mut by_status = txn.open_table(BY_STATUS).expect("by status");
-        by_status.insert((ThreadStatus::Failed as u8, "s-01"), ()).expect("stale");
+        let mut index = txn.open_table(INDEX).expect("index");
+        index.insert(label_key("customer", "c-9", "s-01").as_slice(), &[][..]).expect("stale");
+        let missing = label_key("customer", "c-2", "s-02");
+        assert!(index.remove(missing.as_slice()).expect("missing").is_some());
+        let failed = index_key(4, &[Part::Raw(&[ThreadStatus::Failed as u8]), Part::Raw(b"s-01")]);
+        index.insert(failed.as_slice(), &[][..]).expect("stale");
     });
     let store = cairn_storage::RedbStore::open(&path, fast()).expect("open");
     let report = store.verify().unwrap();
@@ -243,9 +247,9 @@ fn verify_reports_stale_and_missing_index_entries() {
     assert_eq!(
         found,
         [
-            ("threads_by_label", Some("s-01".into())),
-            ("threads_by_label", Some("s-02".into())),
-            ("threads_by_status", Some("s-01".into())),
+            ("index", Some("s-01".into())),
+            ("index", Some("s-01".into())),
+            ("index", Some("s-02".into())),
         ],
         "{:?}",
         report.problems
@@ -256,13 +260,13 @@ fn verify_reports_stale_and_missing_index_entries() {
     // An entry of a thread with no record fails the listing closed, naming the index.
     store.close().expect("close");
     raw::write(&path, |txn| {
-        let mut by_label = txn.open_table(BY_LABEL).expect("by label");
-        by_label.insert(("customer", "c-9", "ghost"), ()).expect("orphan");
+        let mut index = txn.open_table(INDEX).expect("index");
+        index.insert(label_key("customer", "c-9", "ghost").as_slice(), &[][..]).expect("orphan");
     });
     let store = cairn_storage::RedbStore::open(&path, fast()).expect("open");
     let listed = store.list_threads(&stale, Page { limit: 10, offset: 0 }).wait();
     assert!(
-        matches!(listed, Err(cairn_storage::Error::Corrupted { table: "threads_by_label", .. })),
+        matches!(listed, Err(cairn_storage::Error::Corrupted { table: "index", .. })),
         "{listed:?}"
     );
     let report = store.verify().unwrap();
@@ -321,14 +325,13 @@ fn same_as_scan_paged<S: Store>(store: &S, f: &ThreadFilter, expected: usize) {
 }
 
 #[test]
-fn a_v4_file_is_migrated_to_v5_at_open() {
+fn a_v4_file_is_migrated_at_open() {
     let (_dir, path) = temp_db();
     let store = cairn_storage::RedbStore::open(&path, fast()).expect("open");
     append(&store, Batch { threads: (0..12).map(searchable).collect(), ..Batch::default() });
     store.close().expect("close");
     raw::write(&path, |txn| {
-        txn.delete_table(BY_LABEL).expect("delete");
-        txn.delete_table(BY_STATUS).expect("delete");
+        txn.delete_table(INDEX).expect("delete");
         let mut meta = txn.open_table(raw::META).expect("meta");
         meta.insert("format_version", 4u16.to_le_bytes().as_slice()).expect("version 4");
     });
@@ -523,8 +526,7 @@ fn a_damaged_record_is_left_out_of_the_v4_migration() {
     append(&store, Batch { threads: (0..6).map(searchable).collect(), ..Batch::default() });
     store.close().expect("close");
     raw::write(&path, |txn| {
-        txn.delete_table(BY_LABEL).expect("delete");
-        txn.delete_table(BY_STATUS).expect("delete");
+        txn.delete_table(INDEX).expect("delete");
         let mut threads = txn.open_table(raw::THREADS).expect("threads");
         let mut bytes = threads.get("s-05").expect("get").expect("s-05").value().to_vec();
         let last = bytes.len() - 1;
