@@ -157,6 +157,45 @@ pub(crate) fn of(client: &mut Client<'_>, event: &Event) -> Option<String> {
     })
 }
 
+/// The index rows of the next [`MIGRATION_BATCH_EVENTS`] events above lsn `built`, the lsn of
+/// the last of them and their number (a damaged row of events counts as one, left unindexed).
+fn next_entries(client: &mut Client<'_>, built: i64) -> Result<(Rows, i64, usize), Error> {
+    let rows = client
+        .query(super::events::rows_after_lsn!(), &[&built, &to_db(MIGRATION_BATCH_EVENTS as u64)?])
+        .map_err(pg_error("read the log"))?;
+    let mut entries = Rows::default();
+    let (mut last, mut events) = (built, 0);
+    let floor = u64::try_from(built).unwrap_or(0);
+    for row in &rows {
+        let run = RunRow::of(row, 0);
+        match super::events::decode_row(&run) {
+            Ok(found) => {
+                for event in found.iter().filter(|e| e.bookmark.lsn.0 > floor) {
+                    if events == MIGRATION_BATCH_EVENTS {
+                        break;
+                    }
+                    events += 1;
+                    last = to_db(event.bookmark.lsn.0)?;
+                    if let Some(c) = of(client, event) {
+                        let entry = CorrelationEntry::of_event(event, c);
+                        entries.push(codec::encode_correlation(&entry)?)?;
+                    }
+                }
+            }
+            Err(error) => {
+                // Its events are left unindexed; the next pass starts after it.
+                tracing::warn!(%error, lsn = run.first_lsn, "a damaged row of events is left unindexed");
+                events += 1;
+                last = last.max(run.last_lsn);
+            }
+        }
+        if events >= MIGRATION_BATCH_EVENTS {
+            break;
+        }
+    }
+    Ok((entries, last, events))
+}
+
 /// Checks `cairn_correlations` against `expected` ((correlation, lsn) -> (thread, seq) of every
 /// event carrying a correlation id), both ways.
 pub(crate) fn verify(
@@ -227,44 +266,10 @@ fn migrate_locked(client: &mut Client<'_>) -> Result<(), Error> {
             .query_opt("SELECT value FROM cairn_meta WHERE key = $1", &[&BUILT_TO])
             .map_err(&op)?
             .map_or(0, |r| r.get(0));
-        let rows = client
-            .query(
-                super::events::rows_after_lsn!(),
-                &[&built, &to_db(MIGRATION_BATCH_EVENTS as u64)?],
-            )
-            .map_err(&op)?;
-        let mut rows_of = Rows::default();
-        let mut last = built;
-        let mut events = 0;
-        let floor = u64::try_from(built).unwrap_or(0);
-        for row in &rows {
-            let run = RunRow::of(row, 0);
-            match super::events::decode_row(&run) {
-                Ok(found) => {
-                    for event in found.iter().filter(|e| e.bookmark.lsn.0 > floor) {
-                        if events == MIGRATION_BATCH_EVENTS {
-                            break;
-                        }
-                        events += 1;
-                        last = to_db(event.bookmark.lsn.0)?;
-                        if let Some(c) = of(client, event) {
-                            rows_of.push(codec::encode_correlation(
-                                &CorrelationEntry::of_event(event, c),
-                            )?)?;
-                        }
-                    }
-                }
-                Err(error) => {
-                    // Its events are left unindexed; the next pass starts after it.
-                    tracing::warn!(%error, lsn = run.first_lsn, "a damaged row of events is left unindexed");
-                    events += 1;
-                    last = last.max(run.last_lsn);
-                }
-            }
-            if events >= MIGRATION_BATCH_EVENTS {
-                break;
-            }
-        }
+        let (rows_of, last, events) = next_entries(client, built).map_err(|e| match e {
+            Error::Storage { source, .. } => Error::Storage { op: "migrate to format 2", source },
+            other => other,
+        })?;
         let mut done = events < MIGRATION_BATCH_EVENTS;
         let tx = client.transaction().map_err(&op)?;
         if let Some((sql, params)) = rows_of.statement() {

@@ -67,7 +67,8 @@ fn reads_are_exact(store: &PgStore, all: &[Event]) {
 fn a_commits_events_of_one_thread_are_one_row_and_reads_inside_it_are_exact() {
     let Some(cluster) = Cluster::start("pg_events_rows") else { return };
     let url = cluster.new_database();
-    let store = PgStore::connect(&url, Durability::Immediate).unwrap();
+    let proxy = cairn_storage_testkit::pg_proxy::Proxy::start(&cluster).unwrap();
+    let store = PgStore::connect(&proxy.url(&url), Durability::Immediate).unwrap();
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     create_thread(&store, "a", 5);
     create_thread(&store, "b", 0);
@@ -81,8 +82,11 @@ fn a_commits_events_of_one_thread_are_one_row_and_reads_inside_it_are_exact() {
     let all = store.read_all_since(Lsn(0), 100).wait().unwrap();
     assert_eq!(all.len(), 10);
     reads_are_exact(&store, &all);
-    // A checkpoint inside a row: the prune cuts the row (the two batches, queued together,
-    // commit in one group as one run).
+    // A checkpoint inside a row: the prune cuts the row. The two batches are queued while the
+    // writer's commit before them is held, so they are the next group: one run.
+    let held = proxy.hold_next_commit("cairn-writer");
+    let before = store.append(Batch { events: vec![event("a", 9)], ..Batch::default() }).unwrap();
+    assert!(held.wait_reached(Duration::from_secs(10)), "the commit before is held");
     let saved = store
         .append(Batch {
             events: vec![event("b", 3)],
@@ -91,19 +95,21 @@ fn a_commits_events_of_one_thread_are_one_row_and_reads_inside_it_are_exact() {
         })
         .unwrap();
     let later = store.append(Batch { events: vec![event("b", 4)], ..Batch::default() }).unwrap();
+    held.release();
+    before.wait_blocking().unwrap();
     let keep = saved.wait_blocking().unwrap().checkpoints[0];
     later.wait_blocking().unwrap();
-    assert_eq!(rows_and_events(&mut admin), (6, 12), "b's 3 and 4 are one row");
+    assert_eq!(rows_and_events(&mut admin), (7, 13), "b's 3 and 4 are one row");
     let pruned = store.prune(&tid("b"), keep).unwrap().wait_blocking().unwrap();
     assert_eq!((pruned.events, pruned.first_seq), (3, Seq(4)));
-    assert_eq!(rows_and_events(&mut admin), (4, 9));
+    assert_eq!(rows_and_events(&mut admin), (5, 10));
     let read = store.read_since(&tid("b"), Seq(3), 10).wait().unwrap();
     assert_eq!(seqs(&read), [4]);
     let all = store.read_all_since(Lsn(0), 100).wait().unwrap();
     reads_are_exact(&store, &all);
     let report = store.verify().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
-    assert_eq!(report.events, 9);
+    assert_eq!(report.events, 10);
 }
 
 /// Verify checks the rows both ways: columns that claim more seqs than the frames hold, and
