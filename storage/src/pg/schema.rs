@@ -208,7 +208,10 @@ fn add_last_xid(client: &mut Client<'_>) -> Result<(), Error> {
 fn check_lsn_space(client: &mut Client<'_>) -> Result<(), Error> {
     let row = client
         .query_one(
-            "SELECT (SELECT coalesce(max(last_lsn), 0) FROM cairn_event_batches), \
+            // Rows' lsn ranges do not overlap: the last row by first lsn ends highest (and the
+            // index finds it).
+            "SELECT coalesce((SELECT last_lsn FROM cairn_event_batches \
+             ORDER BY first_lsn DESC LIMIT 1), 0), \
              (SELECT coalesce(max(id), 0) FROM cairn_checkpoints), txid_current()",
             &[],
         )

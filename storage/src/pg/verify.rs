@@ -244,3 +244,20 @@ fn locks(client: &mut Client<'_>, report: &mut VerifyReport) -> Result<(), Error
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_sharing_an_lsn_are_reported_and_adjacent_ones_are_not() {
+        let mut report = VerifyReport::default();
+        let rows = vec![(10, 12, "a".to_owned(), 1), (13, 13, "b".to_owned(), 1)];
+        overlaps(rows, &mut report);
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        let rows = vec![(13, 14, "b".to_owned(), 1), (10, 13, "a".to_owned(), 1)];
+        overlaps(rows, &mut report);
+        assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+        assert!(report.problems[0].detail.contains("share lsn 13"), "{:?}", report.problems);
+    }
+}
