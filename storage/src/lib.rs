@@ -109,7 +109,7 @@ pub use lock::LockRecord;
 pub use lsns::SeqChunk;
 pub use pending::Pending;
 #[cfg(feature = "postgres")]
-pub use pg::PgStore;
+pub use pg::{PG_FORMAT_VERSION, PgStore};
 pub use queue::{
     Enqueue, KeyCounts, QueueLimits, QueueMember, QueueOp, QueueState, RateLimit,
     check_name as check_queue_name,

@@ -171,8 +171,8 @@ const PG_BYTES: &str = "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::
     WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema')";
 
 #[cfg(feature = "postgres")]
-const PG_EVENTS: &str =
-    "SELECT count(*)::bigint FROM cairn_events WHERE thread ~ '^schedule:sec(~[0-9]+)?$'";
+const PG_EVENTS: &str = "SELECT coalesce(sum(last_seq - first_seq + 1), 0)::bigint FROM cairn_event_batches \
+     WHERE thread ~ '^schedule:sec(~[0-9]+)?$'";
 
 /// A shorter run on PostgreSQL. Relation sizes (`pg_total_relation_size`) are as measured: the
 /// rows a prune or a delete removes are dead until autovacuum makes their space reusable, which

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::blocking::Client;
+use super::events::RunRow;
 use super::pool::Conn;
 use tokio_postgres::Row;
 
@@ -41,8 +42,11 @@ pub(crate) async fn read_correlated(
         client,
         // Paged by lsn like the log: below the watermark only (`xid.rs`).
         concat!(
-            "SELECT c.lsn, c.thread, c.seq, c.at_ms, c.record, e.record \
-                 FROM cairn_correlations c LEFT JOIN cairn_events e ON e.lsn = c.lsn \
+            "SELECT c.lsn, c.thread, c.seq, c.at_ms, c.record, e.* \
+                 FROM cairn_correlations c LEFT JOIN LATERAL \
+                 (SELECT thread, first_seq, last_seq, first_lsn, last_lsn, frames \
+                  FROM cairn_event_batches b WHERE b.thread = c.thread AND b.first_seq <= c.seq \
+                  ORDER BY b.first_seq DESC LIMIT 1) e ON true \
                  WHERE c.correlation = $1 AND c.lsn > $2 AND ($3::text IS NULL OR c.thread = $3) \
                  AND ($4::bigint IS NULL OR c.at_ms >= $4) \
                  AND ($5::bigint IS NULL OR c.at_ms <= $5) AND c.",
@@ -57,12 +61,15 @@ pub(crate) async fn read_correlated(
     for row in rows {
         let entry = entry_of(&query.correlation, &row, 0)?;
         let (thread, seq) = (Some(&entry.thread), Some(Seq(entry.seq)));
-        let Some(bytes) = row.get::<_, Option<Vec<u8>>>(5) else {
+        let found = match row.get::<_, Option<&str>>(5) {
+            Some(_) => super::events::event_at(&RunRow::of(&row, 5), entry.seq)?,
+            None => None,
+        };
+        let Some(event) = found else {
             let detail =
                 format!("entry ({:?}, lsn {}) points at no event", entry.correlation, entry.lsn);
             return Err(corrupted(thread, seq, detail));
         };
-        let event = codec::decode_event(&bytes).map_err(|e| codec::locate(e, thread, seq))?;
         entry.check_event(&event)?;
         out.push(event);
     }
@@ -150,6 +157,45 @@ pub(crate) fn of(client: &mut Client<'_>, event: &Event) -> Option<String> {
     })
 }
 
+/// The index rows of the next [`MIGRATION_BATCH_EVENTS`] events above lsn `built`, the lsn of
+/// the last of them and their number (a damaged row of events counts as one, left unindexed).
+fn next_entries(client: &mut Client<'_>, built: i64) -> Result<(Rows, i64, usize), Error> {
+    let rows = client
+        .query(super::events::rows_after_lsn!(), &[&built, &to_db(MIGRATION_BATCH_EVENTS as u64)?])
+        .map_err(pg_error("read the log"))?;
+    let mut entries = Rows::default();
+    let (mut last, mut events) = (built, 0);
+    let floor = u64::try_from(built).unwrap_or(0);
+    for row in &rows {
+        let run = RunRow::of(row, 0);
+        match super::events::decode_row(&run) {
+            Ok(found) => {
+                for event in found.iter().filter(|e| e.bookmark.lsn.0 > floor) {
+                    if events == MIGRATION_BATCH_EVENTS {
+                        break;
+                    }
+                    events += 1;
+                    last = to_db(event.bookmark.lsn.0)?;
+                    if let Some(c) = of(client, event) {
+                        let entry = CorrelationEntry::of_event(event, c);
+                        entries.push(codec::encode_correlation(&entry)?)?;
+                    }
+                }
+            }
+            Err(error) => {
+                // Its events are left unindexed; the next pass starts after it.
+                tracing::warn!(%error, lsn = run.first_lsn, "a damaged row of events is left unindexed");
+                events += 1;
+                last = last.max(run.last_lsn);
+            }
+        }
+        if events >= MIGRATION_BATCH_EVENTS {
+            break;
+        }
+    }
+    Ok((entries, last, events))
+}
+
 /// Checks `cairn_correlations` against `expected` ((correlation, lsn) -> (thread, seq) of every
 /// event carrying a correlation id), both ways.
 pub(crate) fn verify(
@@ -220,32 +266,13 @@ fn migrate_locked(client: &mut Client<'_>) -> Result<(), Error> {
             .query_opt("SELECT value FROM cairn_meta WHERE key = $1", &[&BUILT_TO])
             .map_err(&op)?
             .map_or(0, |r| r.get(0));
-        let events = client
-            .query(
-                "SELECT lsn, seq, record FROM cairn_events WHERE lsn > $1 ORDER BY lsn LIMIT $2",
-                &[&built, &to_db(MIGRATION_BATCH_EVENTS as u64)?],
-            )
-            .map_err(&op)?;
-        let mut rows = Rows::default();
-        let mut last = built;
-        for row in &events {
-            last = row.get(0);
-            match super::read::decode_event(row.get(0), row.get(1), row.get(2)) {
-                Ok(event) => {
-                    if let Some(c) = of(client, &event) {
-                        rows.push(codec::encode_correlation(&CorrelationEntry::of_event(
-                            &event, c,
-                        ))?)?;
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(%error, lsn = last, "a damaged event is left unindexed")
-                }
-            }
-        }
-        let mut done = events.len() < MIGRATION_BATCH_EVENTS;
+        let (rows_of, last, events) = next_entries(client, built).map_err(|e| match e {
+            Error::Storage { source, .. } => Error::Storage { op: "migrate to format 2", source },
+            other => other,
+        })?;
+        let mut done = events < MIGRATION_BATCH_EVENTS;
         let tx = client.transaction().map_err(&op)?;
-        if let Some((sql, params)) = rows.statement() {
+        if let Some((sql, params)) = rows_of.statement() {
             tx.execute(sql, &params).map_err(&op)?;
         }
         tx.execute(
@@ -262,7 +289,7 @@ fn migrate_locked(client: &mut Client<'_>) -> Result<(), Error> {
             tx.query("SELECT value FROM cairn_meta WHERE key = 'last_lsn' FOR UPDATE", &[])
                 .map_err(&op)?;
             let rest = tx
-                .query("SELECT 1 FROM cairn_events WHERE lsn > $1 LIMIT 1", &[&last])
+                .query("SELECT 1 FROM cairn_event_batches WHERE last_lsn > $1 LIMIT 1", &[&last])
                 .map_err(&op)?;
             done = rest.is_empty();
             if done {

@@ -4,16 +4,13 @@
 
 use tokio_postgres::types::ToSql;
 
-use super::read::{decode_event, decode_info, decode_thread};
+use super::read::{decode_info, decode_thread};
 use super::tx::Tx;
 use super::{pg_error, to_db};
 use crate::checkpoint::CheckpointInfo;
 use crate::delete::{DeleteOptions, Deleted};
 use crate::error::Error;
 use crate::ids::ThreadId;
-
-/// Event rows read and checked at a time: memory holds one page, not the thread's whole log.
-const READ_PAGE_EVENTS: i64 = 1024;
 
 /// Deletes `thread`; `None` when there is no such thread.
 pub(super) fn delete_thread(
@@ -34,32 +31,10 @@ pub(super) fn delete_thread(
     }
     // Every event is decoded and checked first (a damaged one rejects the delete), and the
     // payloads they reference gathered.
-    let mut referenced = std::collections::BTreeSet::new();
-    let mut after: i64 = 0;
-    loop {
-        let rows = tx
-            .query(
-                "SELECT lsn, seq, record FROM cairn_events WHERE thread = $1 AND seq > $2 \
-                 ORDER BY seq LIMIT $3",
-                &[&id, &after, &READ_PAGE_EVENTS],
-            )
-            .map_err(pg_error("read events"))?;
-        for row in &rows {
-            let event = decode_event(row.get(0), row.get(1), row.get(2))?;
-            if let Some(p) = event.payload {
-                referenced.insert(p.hash);
-            }
-            after = row.get(1);
-        }
-        if (rows.len() as i64) < READ_PAGE_EVENTS {
-            break;
-        }
-    }
+    let referenced = super::events::referenced_payloads(tx, thread)?;
     tx.execute("DELETE FROM cairn_correlations WHERE thread = $1", &[&id])
         .map_err(pg_error("delete correlations"))?;
-    let events = tx
-        .execute("DELETE FROM cairn_events WHERE thread = $1", &[&id])
-        .map_err(pg_error("delete events"))?;
+    let events = super::events::delete_all(tx, thread)?;
     let checkpoints = remove_checkpoints(
         tx,
         "SELECT id, info FROM cairn_checkpoints WHERE thread = $1 FOR UPDATE",
@@ -85,7 +60,7 @@ pub(super) fn delete_thread(
         payloads += tx
             .execute(
                 "DELETE FROM cairn_payloads WHERE hash = $1 AND NOT EXISTS \
-                 (SELECT 1 FROM cairn_events WHERE position($1 IN record) > 0)",
+                 (SELECT 1 FROM cairn_event_batches WHERE position($1 IN frames) > 0)",
                 &[&&hash[..]],
             )
             .map_err(pg_error("delete payloads"))?;

@@ -331,10 +331,8 @@ pub(super) struct Before {
 /// What the group writes, gathered from its planned batches.
 #[derive(Default)]
 struct Writes {
-    lsns: Vec<i64>,
-    event_threads: Vec<String>,
-    seqs: Vec<i64>,
-    records: Vec<Vec<u8>>,
+    /// The event rows: one per run of a thread's events (`events.rs`).
+    events: super::events::Runs,
     /// Threads changed (written as the cache holds them at the end).
     threads: BTreeSet<ThreadId>,
     /// Threads given a checkpoint (their row records this transaction as its last writer).
@@ -356,10 +354,7 @@ struct Writes {
 impl Writes {
     fn add(&mut self, planned: Plan) -> Result<(), Error> {
         for ((lsn, framed), (thread, seq)) in planned.events.into_iter().zip(planned.event_keys) {
-            self.lsns.push(to_db(lsn)?);
-            self.seqs.push(to_db(seq)?);
-            self.event_threads.push(thread.to_string());
-            self.records.push(framed);
+            self.events.push(&thread, seq, lsn, framed)?;
         }
         for id in &planned.dirty_threads {
             let hint = super::wake::hint_for(&planned.wakes, id);
@@ -392,13 +387,7 @@ impl Writes {
             self.payloads.iter().map(|(r, bytes)| (&r.hash[..], bytes.as_slice())).unzip();
         // The rows of every table in one round trip (`Tx::execute_all`).
         let mut statements: Vec<Sql<'_>> = Vec::new();
-        if !self.lsns.is_empty() {
-            statements.push((
-                "INSERT INTO cairn_events (lsn, thread, seq, record) \
-                 SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bytea[])",
-                vec![&self.lsns, &self.event_threads, &self.seqs, &self.records],
-            ));
-        }
+        statements.extend(self.events.statement());
         statements.extend(self.correlations.statement());
         let (mut old, mut new) = (ThreadRows::default(), ThreadRows::default());
         let mut labels = LabelRows::default();

@@ -162,7 +162,11 @@ fn publish(committed: &watch::Sender<u64>, lsn: u64) {
 /// A failed query.
 pub(crate) async fn last_lsn(client: &tokio_postgres::Client) -> Result<u64, crate::error::Error> {
     let last: i64 = client
-        .query_one("SELECT coalesce(max(lsn), 0) FROM cairn_events", &[])
+        .query_one(
+            "SELECT coalesce((SELECT last_lsn FROM cairn_event_batches \
+             ORDER BY first_lsn DESC LIMIT 1), 0)",
+            &[],
+        )
         .await
         .map_err(super::pg_error("read the last lsn"))?
         .get(0);

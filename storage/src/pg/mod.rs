@@ -31,6 +31,7 @@ mod blocking;
 mod correlations;
 mod deadline;
 mod delete;
+mod events;
 mod group;
 mod labels;
 mod listen;
@@ -46,6 +47,8 @@ mod verify;
 mod wake;
 mod write;
 mod xid;
+
+pub use schema::PG_FORMAT_VERSION;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -4,6 +4,7 @@
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
+use super::events::RunRow;
 use super::pool::Conn;
 
 use super::{corrupt, from_db, pg_error, to_db};
@@ -50,17 +51,19 @@ pub(crate) async fn read_since(
     let upto = after.0.saturating_add(limit as u64).min(to.map_or(u64::MAX, |t| t.0));
     let mut rows = query(
         client,
-        "SELECT 0 AS part, NULL::bigint AS lsn, NULL::bigint AS seq, record FROM cairn_threads \
-         WHERE id = $1 \
-         UNION ALL \
-         SELECT 1, lsn, seq, record FROM cairn_events WHERE thread = $1 AND seq > $2 AND seq <= $3 \
-         ORDER BY part, seq",
+        concat!(
+            "SELECT 0 AS part, NULL::text, NULL::bigint, NULL::bigint, NULL::bigint, \
+             NULL::bigint, record FROM cairn_threads WHERE id = $1 \
+             UNION ALL SELECT 1, r.* FROM (",
+            super::events::rows_of_thread!(),
+            ") r ORDER BY 1, 3"
+        ),
         &[&id.as_str(), &to_db(after.0)?, &to_db(upto)?],
     )
     .await
     .map_err(pg_error("read events"))?;
     let record = match rows.first() {
-        Some(row) if row.get::<_, i32>(0) == 0 => decode_thread(id, row.get(3))?,
+        Some(row) if row.get::<_, i32>(0) == 0 => decode_thread(id, row.get(6))?,
         _ => return Err(Error::UnknownThread(id.clone())),
     };
     rows.remove(0);
@@ -74,15 +77,22 @@ pub(crate) async fn read_since(
         return Ok(Vec::new());
     }
     // One snapshot: no event past the record's last (they commit together); keep to it anyway.
-    rows.truncate(usize::try_from(end - after.0).unwrap_or(usize::MAX));
-    let mut out = Vec::with_capacity(rows.len());
-    for (i, row) in rows.iter().enumerate() {
-        let want = after.0 + 1 + i as u64;
-        let event = decode_event(row.get(1), row.get(2), row.get(3))?;
-        let mismatch = (&event.thread != id || event.bookmark.seq.0 != want)
-            .then(|| format!("seq {want} of {id} is missing or holds another event"));
-        codec::key_agrees(mismatch, table::EVENTS, Some(id), Some(Seq(want)))?;
-        out.push(event);
+    let mut out = Vec::with_capacity(usize::try_from(end - after.0).unwrap_or(0));
+    'rows: for row in &rows {
+        for event in super::events::decode_row(&RunRow::of(row, 1))? {
+            let seq = event.bookmark.seq.0;
+            if seq <= after.0 {
+                continue;
+            }
+            if seq > end {
+                break 'rows;
+            }
+            let want = after.0 + 1 + out.len() as u64;
+            let mismatch = (&event.thread != id || seq != want)
+                .then(|| format!("seq {want} of {id} is missing or holds another event"));
+            codec::key_agrees(mismatch, table::EVENTS, Some(id), Some(Seq(want)))?;
+            out.push(event);
+        }
     }
     if out.len() as u64 != end - after.0 {
         let want = after.0 + 1 + out.len() as u64;
@@ -96,15 +106,6 @@ pub(crate) async fn read_since(
     Ok(out)
 }
 
-/// An event row, decoded and checked against its key columns.
-pub(crate) fn decode_event(lsn: i64, seq: i64, bytes: &[u8]) -> Result<Event, Error> {
-    let event = codec::decode_event(bytes)?;
-    let mismatch = (event.bookmark.lsn.0 != from_db(lsn)? || event.bookmark.seq.0 != from_db(seq)?)
-        .then(|| format!("row (lsn {lsn}, seq {seq}) holds event {}", event.bookmark));
-    codec::key_agrees(mismatch, table::EVENTS, Some(&event.thread), Some(event.bookmark.seq))?;
-    Ok(event)
-}
-
 /// The global feed: events with lsn above `after`, in lsn order.
 pub(crate) async fn read_all_since(
     client: &Conn,
@@ -115,17 +116,13 @@ pub(crate) async fn read_all_since(
     let rows = query(
         client,
         // Below the watermark only: an lsn above it may still be taken by a transaction
-        // that commits later (`xid.rs`).
-        concat!(
-            "SELECT lsn, seq, record FROM cairn_events WHERE lsn > $1 AND ",
-            super::xid::below_watermark!(),
-            " ORDER BY lsn LIMIT $2"
-        ),
+        // that commits later (`xid.rs`); a row's lsns are all of one transaction.
+        super::events::rows_after_lsn!(below_watermark),
         &[&to_db(after.0)?, &to_db(limit as u64)?],
     )
     .await
     .map_err(pg_error("read the log"))?;
-    rows.iter().map(|r| decode_event(r.get(0), r.get(1), r.get(2))).collect()
+    super::events::after_lsn(&rows, after.0, limit)
 }
 
 /// Payload bytes, checked against their hash.

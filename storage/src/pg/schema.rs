@@ -8,7 +8,13 @@ use super::blocking::Client;
 
 use super::pg_error;
 use crate::error::Error;
-use crate::redb::FORMAT_VERSION;
+
+/// The format of a database this build writes (`docs/format.md`, "PostgreSQL"): 6 keeps the
+/// log as one row per run of a thread's events (`events.rs`); 5 and older, one row per event.
+pub const PG_FORMAT_VERSION: u16 = 6;
+
+/// The format this build writes, as stored.
+const FORMAT_VERSION: u16 = PG_FORMAT_VERSION;
 
 /// The schema, idempotent.
 const SCHEMA: &str = "
@@ -25,13 +31,6 @@ CREATE TABLE IF NOT EXISTS cairn_threads (
 );
 CREATE INDEX IF NOT EXISTS cairn_threads_by_status ON cairn_threads (status, id);
 CREATE INDEX IF NOT EXISTS cairn_threads_by_workflow ON cairn_threads (status, workflow, id);
-CREATE TABLE IF NOT EXISTS cairn_events (
-    lsn bigint PRIMARY KEY,
-    thread text NOT NULL,
-    seq bigint NOT NULL,
-    record bytea NOT NULL,
-    UNIQUE (thread, seq)
-);
 CREATE TABLE IF NOT EXISTS cairn_checkpoints (
     id bigint PRIMARY KEY,
     thread text NOT NULL,
@@ -82,6 +81,7 @@ const MAGIC_VALUE: i64 = 0x0043_4149_524e_4442;
 /// [`Error::Corrupted`] when the meta rows disagree; connection errors.
 pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
     create(client, SCHEMA, "create the schema")?;
+    create(client, super::events::SCHEMA, "create the event table")?;
     super::wake::prepare(client)?;
     client.batch_execute(super::resolve::SCHEMA).map_err(pg_error("create the commit marks"))?;
     add_last_xid(client)?;
@@ -114,6 +114,8 @@ pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
             supported: FORMAT_VERSION,
         });
     }
+    // Format 6 moved the log into runs: done first, as the older steps read the log from there.
+    super::events::migrate(client)?;
     if format < 2 {
         super::correlations::migrate(client)?;
     }
@@ -127,7 +129,6 @@ pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
     if format < 5 {
         super::labels::migrate(client)?;
     }
-    // Format 6 changed the redb log only (batch frames); PostgreSQL's tables are as in 5.
     if format < 6 {
         raise_format(client, 6, "migrate to format 6")?;
     }
@@ -207,7 +208,10 @@ fn add_last_xid(client: &mut Client<'_>) -> Result<(), Error> {
 fn check_lsn_space(client: &mut Client<'_>) -> Result<(), Error> {
     let row = client
         .query_one(
-            "SELECT (SELECT coalesce(max(lsn), 0) FROM cairn_events), \
+            // Rows' lsn ranges do not overlap: the last row by first lsn ends highest (and the
+            // index finds it).
+            "SELECT coalesce((SELECT last_lsn FROM cairn_event_batches \
+             ORDER BY first_lsn DESC LIMIT 1), 0), \
              (SELECT coalesce(max(id), 0) FROM cairn_checkpoints), txid_current()",
             &[],
         )

@@ -73,6 +73,15 @@ impl Tx<'_, '_> {
         self.client.wait(self.client.query(&s, params))
     }
 
+    pub(super) fn query_one(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, tokio_postgres::Error> {
+        let s = self.prepared(sql)?;
+        self.client.wait(self.client.query_one(&s, params))
+    }
+
     pub(super) fn query_opt(
         &mut self,
         sql: &'static str,

@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 
 use super::blocking::Client;
 
-use super::pg_error;
-use super::read::{decode_event, decode_info, decode_lock, decode_thread};
+use super::events::{RunRow, decode_row};
+use super::read::{decode_info, decode_lock, decode_thread};
+use super::{from_db, pg_error};
 use crate::codec::table;
 use crate::error::Error;
 use crate::ids::{PayloadRef, Seq, ThreadId};
@@ -75,8 +76,10 @@ fn threads(
     Ok(threads)
 }
 
-/// Checks every event and each thread's log from its first seq to its last without a gap;
-/// returns (correlation id, lsn) -> (thread, seq) of the events carrying one.
+/// Checks every row of the log both ways (its key columns against its frames, each frame
+/// against the columns: `events.rs`), each thread's log from its first seq to its last without
+/// a gap, and that no two rows claim an lsn; returns (correlation id, lsn) -> (thread, seq) of
+/// the events carrying one.
 fn events(
     client: &mut Client<'_>,
     threads: &BTreeMap<String, ThreadRecord>,
@@ -85,50 +88,76 @@ fn events(
     let mut correlated = BTreeMap::new();
     // (thread, next expected seq) as the scan goes.
     let mut next: BTreeMap<String, u64> = BTreeMap::new();
+    // (first lsn, last lsn, thread, first seq) of every row.
+    let mut ranges = Vec::new();
     for row in client
-        .query("SELECT thread, lsn, seq, record FROM cairn_events ORDER BY thread, seq", &[])
+        .query(
+            "SELECT thread, first_seq, last_seq, first_lsn, last_lsn, frames \
+             FROM cairn_event_batches ORDER BY thread, first_seq",
+            &[],
+        )
         .map_err(pg_error("verify"))?
     {
-        report.events += 1;
-        let thread: String = row.get(0);
-        let event = match decode_event(row.get(1), row.get(2), row.get(3)) {
-            Ok(e) => e,
+        let run = RunRow::of(&row, 0);
+        let thread = run.thread.to_owned();
+        // The row stands for its seqs: the gap check goes on after it, whatever it holds.
+        let (first, last) =
+            (from_db(run.first_seq).unwrap_or(0), from_db(run.last_seq).unwrap_or(0));
+        ranges.push((run.first_lsn, run.last_lsn, thread.clone(), first));
+        let events = match decode_row(&run) {
+            Ok(events) => events,
             Err(e) => {
+                report.events += run.count().unwrap_or(1);
                 problem(report, e);
-                // The row stands for its seq: the gap check goes on after it.
-                let seq: i64 = row.get(2);
-                next.insert(thread, u64::try_from(seq).unwrap_or(0).saturating_add(1));
+                next.insert(thread, last.saturating_add(1));
                 continue;
             }
         };
-        if let Some(c) = super::correlations::of(client, &event) {
-            correlated
-                .insert((c, event.bookmark.lsn.0), (event.thread.clone(), event.bookmark.seq.0));
+        report.events += events.len() as u64;
+        for event in &events {
+            if let Some(c) = super::correlations::of(client, event) {
+                correlated.insert(
+                    (c, event.bookmark.lsn.0),
+                    (event.thread.clone(), event.bookmark.seq.0),
+                );
+            }
         }
         let Some(record) = threads.get(&thread) else {
+            let detail = format!("events of unknown thread {thread}");
             corrupt(
                 report,
                 table::EVENTS,
-                Some(&event.thread),
-                Some(event.bookmark.seq),
-                format!("event of unknown thread {thread}"),
+                events.first().map(|e| &e.thread),
+                Some(Seq(first)),
+                detail,
             );
             continue;
         };
         let want = *next.entry(thread.clone()).or_insert(record.first_seq.0);
-        if event.thread.as_str() != thread || event.bookmark.seq.0 != want {
-            corrupt(
-                report,
-                table::EVENTS,
-                Some(&event.thread),
-                Some(Seq(want)),
-                format!("seq {want} of {thread} is missing"),
-            );
+        if first != want {
+            let detail = format!("seq {want} of {thread} is missing");
+            corrupt(report, table::EVENTS, Some(&record.id), Some(Seq(want)), detail);
         }
-        next.insert(thread, event.bookmark.seq.0 + 1);
+        next.insert(thread, last + 1);
     }
+    overlaps(ranges, report);
     log_ends(threads, &next, report);
     Ok(correlated)
+}
+
+/// Reports rows whose lsn ranges overlap (the index keeps first lsns apart, not ranges).
+fn overlaps(mut ranges: Vec<(i64, i64, String, u64)>, report: &mut VerifyReport) {
+    ranges.sort_unstable();
+    for pair in ranges.windows(2) {
+        let ((_, end, a, a_seq), (start, _, b, b_seq)) = (&pair[0], &pair[1]);
+        if start <= end {
+            let detail = format!(
+                "the rows of {a} from seq {a_seq} and of {b} from seq {b_seq} share lsn {start}"
+            );
+            let thread = ThreadId::new(b.clone()).ok();
+            corrupt(report, table::EVENTS, thread.as_ref(), Some(Seq(*b_seq)), detail);
+        }
+    }
 }
 
 /// Checks that each thread's log ends where its record says (`next`: the seq after the last
@@ -214,4 +243,21 @@ fn locks(client: &mut Client<'_>, report: &mut VerifyReport) -> Result<(), Error
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_sharing_an_lsn_are_reported_and_adjacent_ones_are_not() {
+        let mut report = VerifyReport::default();
+        let rows = vec![(10, 12, "a".to_owned(), 1), (13, 13, "b".to_owned(), 1)];
+        overlaps(rows, &mut report);
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        let rows = vec![(13, 14, "b".to_owned(), 1), (10, 13, "a".to_owned(), 1)];
+        overlaps(rows, &mut report);
+        assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+        assert!(report.problems[0].detail.contains("share lsn 13"), "{:?}", report.problems);
+    }
 }

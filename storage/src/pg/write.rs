@@ -687,12 +687,7 @@ fn prune(
             &[&thread.as_str(), &to_db(covers)?],
         )
         .map_err(pg_error("prune correlations"))?;
-        events = tx
-            .execute(
-                "DELETE FROM cairn_events WHERE thread = $1 AND seq <= $2",
-                &[&thread.as_str(), &to_db(covers)?],
-            )
-            .map_err(pg_error("prune events"))?;
+        events = super::events::prune(tx, thread, covers)?;
         stored.record.first_seq = Seq(covers + 1);
         let framed = codec::encode_stored_thread(&stored.record, &[])?;
         tx.execute(

@@ -38,6 +38,15 @@ macro_rules! below_watermark {
 }
 pub(crate) use below_watermark;
 
+/// [`below_watermark`] for a row of runs of events (`events.rs`): all its lsns are of the
+/// transaction that wrote it, so its first lsn decides.
+macro_rules! first_lsn_below_watermark {
+    () => {
+        "first_lsn < (txid_snapshot_xmin(txid_current_snapshot()) << 20)"
+    };
+}
+pub(crate) use first_lsn_below_watermark;
+
 /// The lsn (and checkpoint id) a transaction's assignments count up from: its first is one
 /// above.
 ///

@@ -196,7 +196,7 @@ fn a_format_1_postgres_database_is_migrated_at_connect() {
         .query_one("SELECT value FROM cairn_meta WHERE key = 'format_version'", &[])
         .expect("format")
         .get(0);
-    assert_eq!(format, i64::from(cairn_storage::FORMAT_VERSION));
+    assert_eq!(format, i64::from(cairn_storage::PG_FORMAT_VERSION));
     let left = admin.query("SELECT 1 FROM cairn_meta WHERE key = 'correlations_built_to'", &[]);
     assert!(left.expect("query").is_empty(), "the migration's place is removed");
 }

@@ -18,6 +18,8 @@ mod pg;
 #[cfg(feature = "postgres")]
 mod pg_commit_marks;
 #[cfg(feature = "postgres")]
+mod pg_events;
+#[cfg(feature = "postgres")]
 mod pg_hang;
 #[cfg(feature = "postgres")]
 mod pg_reads;

@@ -133,7 +133,11 @@ fn damage_in_bytea_is_found_by_reads_and_verify() {
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin
         .batch_execute(
-            "UPDATE cairn_events SET record = set_byte(record, 30, get_byte(record, 30) # 4) WHERE seq = 2",
+            // Byte 30 of the second frame of the row (seqs 1 to 3): past the first frame's
+            // header, body (its length at bytes 2 to 5) and CRC.
+            "UPDATE cairn_event_batches SET frames = set_byte(frames, 40 + get_byte(frames, 2) \
+             + 256 * get_byte(frames, 3), get_byte(frames, 40 + get_byte(frames, 2) \
+             + 256 * get_byte(frames, 3)) # 4) WHERE first_seq = 1 AND last_seq = 3",
         )
         .unwrap();
     assert!(matches!(store.read_since(&tid("t"), Seq(0), 10).wait(), Err(Error::Corrupted { .. })));
@@ -253,7 +257,7 @@ fn a_late_commit_skips_a_naive_sequence_but_not_the_stores_log() {
     let early = append(&fast_store, Batch { events: vec![event("f", 1)], ..Batch::default() });
     // What a naive reader of `lsn > cursor` would see now: the early commit only...
     let naive: Vec<i64> = reader
-        .query("SELECT lsn FROM cairn_events ORDER BY lsn", &[])
+        .query("SELECT last_lsn FROM cairn_event_batches ORDER BY first_lsn", &[])
         .unwrap()
         .iter()
         .map(|r| r.get(0))

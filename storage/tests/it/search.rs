@@ -497,7 +497,7 @@ mod pg {
             .query_one("SELECT value FROM cairn_meta WHERE key = 'format_version'", &[])
             .unwrap()
             .get(0);
-        assert_eq!(format, 5);
+        assert_eq!(format, i64::from(cairn_storage::PG_FORMAT_VERSION));
         let all = a.list_threads(&ThreadFilter::default(), Page { limit: 100, offset: 0 });
         assert_eq!(all.wait().unwrap().len(), 12);
     }
