@@ -199,10 +199,10 @@ mod tests {
         assert!(decoded(&encoded(&deep)).is_ok(), "the deepest JSON reads");
         let too_deep = json!([deep]);
         assert!(too_deep.put(&mut Vec::new()).is_err(), "one more is refused when written");
-        let mut bytes = vec![ARRAY, 1].repeat(DEPTH_MAX as usize + 1);
+        let mut bytes = [ARRAY, 1].repeat(DEPTH_MAX as usize + 1);
         bytes.push(NULL);
         assert!(decoded(&bytes).is_err(), "and when read");
-        assert!(decoded(&vec![ARRAY, 1].repeat(100_000)).is_err(), "no stack runs out");
+        assert!(decoded(&[ARRAY, 1].repeat(100_000)).is_err(), "no stack runs out");
     }
 
     #[test]
