@@ -1,9 +1,12 @@
 //! Between the engine's [`Body`] and storage's records: encoding, payload offload, decoding.
 //!
-//! An event body is JSON in the record's data. A body whose JSON is larger than
-//! [`limits::INLINE_VALUE_BYTES_MAX`] goes whole into the content-addressed payload table; the
-//! record keeps an empty data field and the payload reference. Decoding reverses that and checks
-//! the payload's hash (storage does), so a damaged payload is an error, never wrong data.
+//! An event body is binary in the record's data (`binary.rs`, `docs/format.md` §10); logs written
+//! before format v6 hold JSON bodies, which read forever (`tag_first.rs` and serde's decoder).
+//! JSON is for the edges (the endpoint, the CLI, bundles), which serialise the decoded [`Body`].
+//! A body whose encoding is larger than [`limits::INLINE_VALUE_BYTES_MAX`] goes whole into the
+//! content-addressed payload table; the record keeps an empty data field and the payload
+//! reference. Decoding reverses that and checks the payload's hash (storage does), so a damaged
+//! payload is an error, never wrong data.
 
 use cairn_storage::{Batch, Bookmark, Event, NewEvent, PayloadRef, ThreadId};
 
@@ -11,7 +14,12 @@ use crate::error::Error;
 use crate::event::Body;
 use crate::limits;
 
+mod binary;
 mod tag_first;
+mod value;
+mod wire;
+
+pub use binary::BINARY_V1;
 
 /// A decoded event: where it is in the log, and what it says.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,21 +35,21 @@ pub struct Recorded {
 /// Adds `body` as an event of `thread` to `batch`, offloading a large body to the payload table.
 ///
 /// # Errors
-/// [`Error::Codec`] if the body does not serialise (a bug in a user update's `Serialize`).
+/// [`Error::Codec`] if the body does not encode ([`encode_body`]).
 pub fn push_event(
     batch: &mut Batch,
     thread: &ThreadId,
     body: &Body,
     at_ms: u64,
 ) -> Result<(), Error> {
-    let json = serde_json::to_vec(body)?;
-    let (data, payload) = if json.len() > limits::INLINE_VALUE_BYTES_MAX {
-        let hash = *blake3::hash(&json).as_bytes();
-        let r = PayloadRef { hash, len: json.len() as u64 };
-        batch.payloads.push(json);
+    let bytes = encode_body(body)?;
+    let (data, payload) = if bytes.len() > limits::INLINE_VALUE_BYTES_MAX {
+        let hash = *blake3::hash(&bytes).as_bytes();
+        let r = PayloadRef { hash, len: bytes.len() as u64 };
+        batch.payloads.push(bytes);
         (Vec::new(), Some(r))
     } else {
-        (json, None)
+        (bytes, None)
     };
     batch.events.push(NewEvent {
         thread: thread.clone(),
@@ -81,19 +89,56 @@ pub fn decode_loaded(event: Event) -> Result<Recorded, Error> {
         return Err(record_error("the event's offloaded body was not loaded".into()));
     }
     let mut bytes = event.data;
-    let body = match tag_first::decode(&mut bytes) {
-        Some(body) => body,
-        None => {
-            body_of(&bytes).map_err(|e| record_error(format!("event body does not decode: {e}")))?
-        }
-    };
+    let body = decode_body(&mut bytes).map_err(|e| {
+        let detail = match e {
+            Error::Codec(detail) => detail,
+            e => e.to_string(),
+        };
+        record_error(format!("event body does not decode: {detail}"))
+    })?;
     Ok(Recorded { bookmark: event.bookmark, thread: event.thread, body })
 }
 
-/// The general decoder of a body's JSON: any variant, its fields in any order (what
-/// [`tag_first`] does not take).
-fn body_of(bytes: &[u8]) -> serde_json::Result<Body> {
-    serde_json::from_slice(bytes)
+/// The bytes of `body` as the engine stores them: its binary form ([`BINARY_V1`] first).
+///
+/// # Errors
+/// [`Error::Codec`] if a part does not serialise (a bug in a user update's `Serialize`) or a
+/// JSON value in it nests deeper than any reader reads (128 arrays or objects).
+///
+/// # Examples
+/// ```
+/// use cairn_core::codec::{BINARY_V1, decode_body, encode_body};
+/// use cairn_core::event::Body;
+///
+/// let body = Body::Recovered { action: "resumed".into() };
+/// let mut bytes = encode_body(&body)?;
+/// assert_eq!(bytes[0], BINARY_V1);
+/// assert_eq!(decode_body(&mut bytes)?, body);
+/// // A body an older build wrote, as JSON, reads the same.
+/// let mut json = br#"{"type":"recovered","action":"resumed"}"#.to_vec();
+/// assert_eq!(decode_body(&mut json)?, body);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn encode_body(body: &Body) -> Result<Vec<u8>, Error> {
+    let mut out = Vec::with_capacity(64);
+    binary::encode(body, &mut out)?;
+    Ok(out)
+}
+
+/// Decodes a stored body, binary ([`BINARY_V1`] first) or JSON (what builds before format v6
+/// wrote). `bytes` is scratch space for the JSON decoder and is left as it was.
+///
+/// # Errors
+/// [`Error::Codec`] (saying why) if the bytes are neither.
+pub fn decode_body(bytes: &mut [u8]) -> Result<Body, Error> {
+    if bytes.first() == Some(&BINARY_V1) {
+        return binary::decode(bytes).map_err(|m| Error::Codec(m.0.to_owned()));
+    }
+    match tag_first::decode(bytes) {
+        Some(body) => Ok(body),
+        // The general decoder of a body's JSON: any variant, its fields in any order.
+        None => Ok(serde_json::from_slice(bytes)?),
+    }
 }
 
 /// The summary of `body` as the log stores it (cut to the storage limit).

@@ -36,7 +36,7 @@ pub enum Error {
         /// What is wrong.
         detail: String,
     },
-    /// A value could not be encoded or decoded as JSON (permanent).
+    /// A value could not be encoded or decoded (as JSON, or as a binary event body) (permanent).
     #[error("codec: {0}")]
     Codec(String),
 }

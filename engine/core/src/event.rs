@@ -1,9 +1,10 @@
 //! What the engine writes into the log: the body of every event, and how it maps to storage.
 //!
 //! Storage keeps an event's kind, node, status and summary in the framed record and treats the
-//! kind-specific data as opaque bytes. The engine fills those bytes with the JSON of a [`Body`],
-//! so that any tool (the CLI, a debug bundle, a diff) can read an event without the user's types.
-//! Values that are larger than [`crate::limits::INLINE_VALUE_BYTES_MAX`] (tool outputs, big
+//! kind-specific data as opaque bytes. The engine fills those bytes with a [`Body`] in its binary
+//! form (`crate::codec`; older logs hold its JSON, which still reads), and any tool (the CLI, a
+//! debug bundle, a diff) reads an event through the codec, without the user's types, and shows it
+//! as JSON (the `Serialize` below). Values that are larger than [`crate::limits::INLINE_VALUE_BYTES_MAX`] (tool outputs, big
 //! inputs) are moved to the content-addressed payload table and referenced from the event.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -72,7 +73,8 @@ pub struct ForkOrigin {
     pub seq: u64,
 }
 
-/// The kind-specific part of an event, stored as JSON in the event's data.
+/// The kind-specific part of an event, stored in the event's data (binary since format v6, JSON
+/// before: `docs/format.md` §10); its JSON (this type's serde) is what the edges show.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]

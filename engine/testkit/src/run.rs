@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use cairn_storage::{Durability, Event, EventKind, Options, RedbStore, ThreadId, ThreadStatus};
 use cairn_storage_testkit::fault::FaultBackend;
-use serde_json::Value;
 
 use crate::harness::CrashHarness;
 use crate::observe::{LogView, observe, read_all};
@@ -253,10 +252,8 @@ fn advance_past_retries(
         if event.kind != EventKind::RetryScheduled || &event.thread != thread {
             continue;
         }
-        let at = serde_json::from_slice::<Value>(&event.data)
-            .ok()
-            .and_then(|body| body.get("at_ms").and_then(Value::as_u64));
-        if let Some(at) = at {
+        let body = cairn_core::codec::decode_body(&mut event.data.clone());
+        if let Ok(cairn::event::Body::RetryScheduled { at_ms: at, .. }) = body {
             clock.set_ms(at);
         }
     }

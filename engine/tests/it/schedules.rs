@@ -343,8 +343,10 @@ async fn a_schedule_sleeps_until_its_tick_whatever_the_clock_did_since_it_read_i
         let events = engine.store().read_since(&id, cairn::storage::Seq(0), 100).wait().unwrap();
         let set = events.iter().find(|e| e.kind == cairn::storage::EventKind::TimerSet);
         if let Some(set) = set {
-            let body: serde_json::Value = serde_json::from_slice(&set.data).unwrap();
-            break body["until_ms"].as_u64().unwrap();
+            match cairn_core::codec::decode_body(&mut set.data.clone()).unwrap() {
+                cairn::event::Body::TimerSet { until_ms, .. } => break until_ms,
+                other => panic!("a timer_set event holds {other:?}"),
+            }
         }
         assert!(waited.elapsed().as_secs() < 20, "the schedule never slept: {events:?}");
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;

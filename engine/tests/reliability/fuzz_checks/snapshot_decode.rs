@@ -2,17 +2,17 @@
 //!
 //! - As a snapshot: `restore::decode_snapshot` then `ThreadCtx::from_snapshot` either refuse
 //!   with an error or give a context whose own snapshot restores to the same snapshot.
-//! - As an event body: if the bytes decode as a `Body`, applying it to real contexts (taken at
-//!   every seq of a real thread: open steps, a tool call in flight, waiting for input, ended)
-//!   returns `Ok` or an error, never panics, and never moves a context whose apply failed past
-//!   the seq.
+//! - As an event body: `codec::decode_body` (binary or JSON) never panics; a body it accepts
+//!   re-encodes to a binary body that decodes to the same body; applying it to real contexts
+//!   (taken at every seq of a real thread: open steps, a tool call in flight, waiting for input,
+//!   ended) returns `Ok` or an error, never panics, and never moves a context whose apply failed
+//!   past the seq.
 //!
 //! Shared by the fuzz target (`fuzz/fuzz_targets/snapshot_decode.rs`) and the corpus replay in
 //! the reliability suite.
 
 use std::sync::{Arc, OnceLock};
 
-use cairn::event::Body;
 use cairn::storage::ThreadId;
 use cairn::thread_ctx::{Snapshot, ThreadCtx};
 use cairn::{Ctx, END, NodeOutput, Replace, START, StartOptions, Workflow};
@@ -46,7 +46,7 @@ pub fn seed_snapshots() -> Vec<Vec<u8>> {
     seeds().0.iter().map(|s| serde_json::to_vec(s).expect("json")).collect()
 }
 
-/// The seed thread's event bodies as JSON (seed corpus).
+/// The seed thread's event bodies as stored (binary) and as JSON (seed corpus).
 #[allow(dead_code, reason = "used by the corpus writer, not by the fuzz target")]
 pub fn seed_bodies() -> Vec<Vec<u8>> {
     seeds().1.clone()
@@ -87,10 +87,11 @@ fn seeds() -> &'static (Vec<Snapshot>, Vec<Vec<u8>>) {
                 .wait()
                 .expect("events")
                 .into_iter()
-                .map(|e| {
+                .flat_map(|e| {
+                    let stored = e.data.clone();
                     let body =
                         cairn::blocking::decode(engine.store().as_ref(), e).expect("decode").body;
-                    serde_json::to_vec(&body).expect("json")
+                    [stored, serde_json::to_vec(&body).expect("json")]
                 })
                 .collect();
             engine.shutdown().await;
@@ -110,7 +111,10 @@ pub fn check(data: &[u8]) {
         let again = ThreadCtx::from_snapshot(&wf, own.clone()).expect("its own snapshot restores");
         assert_eq!(again.snapshot().expect("snapshots"), own, "snapshot round trip");
     }
-    if let Ok(body) = serde_json::from_slice::<Body>(data) {
+    if let Ok(body) = cairn_core::codec::decode_body(&mut data.to_vec()) {
+        let mut binary = cairn_core::codec::encode_body(&body).expect("a decoded body encodes");
+        let again = cairn_core::codec::decode_body(&mut binary).expect("its binary form decodes");
+        assert_eq!(again, body, "binary round trip");
         for seed in &seeds().0 {
             let mut ctx = ThreadCtx::from_snapshot(&wf, seed.clone()).expect("seed restores");
             let seq = ctx.meta.seq;

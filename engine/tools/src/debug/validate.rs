@@ -35,7 +35,8 @@ pub(crate) fn payload_key(body: &Value) -> Result<String, Error> {
 }
 
 /// Where an event's body goes in a bundle: by reference into `payloads` when its JSON is over
-/// [`INLINE_VALUE_BYTES_MAX`] (as the log stores it), inline otherwise. Returns the event's
+/// [`INLINE_VALUE_BYTES_MAX`] (the rule of the log's JSON bodies before format v6, kept so that
+/// bundles keep their layout), inline otherwise. Returns the event's
 /// (`payloadRef`, `metadata`).
 pub(crate) fn place_body(
     body: Value,
