@@ -115,6 +115,22 @@ fn burst(start: usize, len: usize, rng: &mut Rng) -> Vec<usize> {
     bits
 }
 
+/// A batch frame of three events (record kind 12): `event` at seqs 1..=3.
+fn batch_case(event: &Event) -> (&'static str, Vec<u8>, Decode<'static>) {
+    let run: Vec<Event> = (1..=3u64)
+        .map(|n| Event {
+            bookmark: Bookmark { seq: Seq(n), lsn: Lsn(40 + n), ..event.bookmark },
+            ..event.clone()
+        })
+        .collect();
+    let framed = codec::encode_event_batch(&run).expect("encode");
+    (
+        "event_batch",
+        framed,
+        Box::new(move |b: &[u8]| codec::decode_event_batch(b).map(|e| e == run)),
+    )
+}
+
 fn codec_level(counts: &mut Counts, failures: &mut Vec<String>) {
     let mut rng = Rng(0x00C0_FFEE);
     let event_small = sample_event(&mut rng, 1, 0);
@@ -156,16 +172,7 @@ fn codec_level(counts: &mut Counts, failures: &mut Vec<String>) {
         let framed = codec::encode_event(event).expect("encode");
         cases.push((name, framed, Box::new(move |b| codec::decode_event(b).map(|e| e == *event))));
     }
-    // A batch frame of three events (record kind 12): the same event at seqs 1..=3.
-    let run: Vec<Event> = (1..=3u64)
-        .map(|n| Event {
-            bookmark: Bookmark { seq: Seq(n), lsn: Lsn(40 + n), ..event_mid.bookmark },
-            ..event_mid.clone()
-        })
-        .collect();
-    let framed = codec::encode_event_batch(&run).expect("encode");
-    let batch = move |b: &[u8]| codec::decode_event_batch(b).map(|e| e == run);
-    cases.push(("event_batch", framed, Box::new(batch)));
+    cases.push(batch_case(&event_mid));
     let framed = codec::encode_thread(&record).expect("encode");
     cases.push(("thread", framed, Box::new(|b| codec::decode_thread(b).map(|r| r == record))));
     let framed = codec::encode_checkpoint(&info).expect("encode");

@@ -71,10 +71,13 @@ fn write_database() -> Written {
         engine.shutdown().await;
     });
     let mut records = Vec::new();
-    for event in store.read_all_since(Lsn(0), 10_000).wait().expect("events") {
-        let framed = codec::encode_event(&event).expect("encode");
-        let target = Target::Event { thread: event.thread.clone(), seq: event.bookmark.seq.0 };
-        records.push((framed, target));
+    let events = store.read_all_since(Lsn(0), 10_000).wait().expect("events");
+    let image = controller.durable_image();
+    for frame in log_frames(&image, &events) {
+        // A damaged frame is named (by verify, and a read of it) at its last event.
+        let last = frame.last().expect("a frame holds events");
+        let target = Target::Event { thread: last.thread.clone(), seq: last.bookmark.seq.0 };
+        records.push((codec::encode_event_batch(frame).expect("encode"), target));
     }
     for info in store
         .list_checkpoints(&CheckpointFilter::default(), Page { limit: 1_000, offset: 0 })
@@ -103,6 +106,30 @@ fn final_state(store: &dyn Store, thread: &ThreadId, i: usize) -> Result<Value, 
     let wf = if i.is_multiple_of(2) { linear(&fx).erase() } else { fan_out(&fx).erase() };
     let ctx = cairn::blocking::restore(store, &wf, thread, None)?;
     Ok(ctx.snapshot()?.state)
+}
+
+/// The log's batch frames (format v6: a run of one thread's events each), found in `image` by
+/// cutting the feed `events` into the slices whose encoding the image holds: from each event, the
+/// shortest run from it that is a frame (a frame's header holds its length, so a shorter run's
+/// encoding is never part of a longer one's).
+fn log_frames<'e>(
+    image: &[u8],
+    events: &'e [cairn::storage::Event],
+) -> Vec<&'e [cairn::storage::Event]> {
+    let mut frames = Vec::new();
+    let mut rest = events;
+    while !rest.is_empty() {
+        let len = (1..=rest.len())
+            .find(|&n| {
+                codec::encode_event_batch(&rest[..n])
+                    .is_ok_and(|framed| !occurrences(image, &framed).is_empty())
+            })
+            .expect("every event is in a frame of the image");
+        let (frame, tail) = rest.split_at(len);
+        frames.push(frame);
+        rest = tail;
+    }
+    frames
 }
 
 fn occurrences(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
