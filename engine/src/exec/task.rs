@@ -100,18 +100,7 @@ pub(crate) async fn run_task(
             ..TaskJournal::default()
         };
     };
-    // The task's key, item and events move into its run: nothing of it is copied.
-    TaskRun {
-        key,
-        attempt: last.attempt,
-        item,
-        started_at_ms: last.started_at_ms,
-        duration_ms: last.duration_ms,
-        started_logged: last.started_logged,
-        values: last.values,
-        appended,
-        end,
-    }
+    last.into_run(key, item, appended, end)
 }
 
 /// What a task's last attempt leaves for its [`TaskRun`].
@@ -121,6 +110,29 @@ struct LastAttempt {
     duration_ms: u64,
     started_logged: bool,
     values: Vec<Value>,
+}
+
+impl LastAttempt {
+    /// The run of task `key` that ended so: its key, item and events move into it, uncopied.
+    fn into_run(
+        self,
+        key: TaskKey,
+        item: Option<Value>,
+        appended: Vec<Recorded>,
+        end: TaskEnd,
+    ) -> TaskRun {
+        TaskRun {
+            key,
+            attempt: self.attempt,
+            item,
+            started_at_ms: self.started_at_ms,
+            duration_ms: self.duration_ms,
+            started_logged: self.started_logged,
+            values: self.values,
+            appended,
+            end,
+        }
+    }
 }
 
 /// How an attempt's `result` ends its task, or the error the retry policy decides on.
