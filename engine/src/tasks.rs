@@ -15,6 +15,9 @@ pub(crate) struct Tasks {
     stopping: CancellationToken,
     /// Cancelled on a simulated crash: every task is dropped where it stands.
     kill: CancellationToken,
+    /// The largest future spawned so far, in bytes (what its box took a copy of).
+    #[cfg(test)]
+    largest: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Tasks {
@@ -25,6 +28,8 @@ impl Tasks {
     /// runner's state machine is several KiB, and its moves were a third of the engine's
     /// `memcpy` per step.
     pub fn spawn(&self, fut: impl std::future::Future<Output = ()> + Send + 'static) {
+        #[cfg(test)]
+        self.largest.fetch_max(std::mem::size_of_val(&fut), std::sync::atomic::Ordering::Relaxed);
         let fut = Box::pin(fut);
         let kill = self.kill.clone();
         self.tracker.spawn(async move {
@@ -33,6 +38,12 @@ impl Tasks {
                 () = kill.cancelled() => {}
             }
         });
+    }
+
+    /// The size of the largest future spawned so far.
+    #[cfg(test)]
+    pub fn largest_spawned(&self) -> usize {
+        self.largest.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Cancelled once the engine shuts down (or crashes).

@@ -9,13 +9,19 @@
 //! settled. A step is still reported once its commit is durable, not when the runner next
 //! looks: while the runner awaits anything (a node, a tool, a timer), the task is woken by the
 //! answer and the acknowledger is polled first.
+//!
+//! The runner hands its batches over through a queue both hold ([`HandedOver`]), not a channel:
+//! a hand-over wakes nothing, since the runner hands over only while its task polls it, and
+//! [`Acknowledger::beside`] takes up what it handed over in that same poll.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::{Pin, pin};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 
 use cairn_storage::{Pending, ThreadId};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use super::shell::StepAcks;
 use crate::telemetry::metrics::Metrics;
@@ -42,12 +48,53 @@ pub(crate) struct Acked {
     pub failed: Option<cairn_storage::Error>,
 }
 
+/// The batches handed over by a runner that its acknowledger has not taken up yet.
+#[derive(Default)]
+pub(crate) struct HandedOver(Mutex<Queue>);
+
+#[derive(Default)]
+struct Queue {
+    batches: VecDeque<InFlight>,
+    /// The acknowledger found no batch at its last look, and waits for the next hand-over.
+    idle: bool,
+}
+
+impl HandedOver {
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Hands `batch` over (see [`Acknowledger::beside`] for who takes it up, and when).
+    pub fn push(&self, batch: InFlight) {
+        self.queue().batches.push_back(batch);
+    }
+
+    /// Batches handed over and not taken up yet.
+    pub fn len(&self) -> usize {
+        self.queue().batches.len()
+    }
+
+    /// The next batch handed over, if any.
+    fn take(&self) -> Option<InFlight> {
+        let mut queue = self.queue();
+        let batch = queue.batches.pop_front();
+        queue.idle = batch.is_none();
+        batch
+    }
+
+    /// Whether the acknowledger waits for a hand-over that came since its last look.
+    fn came_while_idle(&self) -> bool {
+        let queue = self.queue();
+        queue.idle && !queue.batches.is_empty()
+    }
+}
+
 /// The acknowledger of one thread's pipeline: the receiving end of its batches in flight.
 pub(crate) struct Acknowledger {
     pub(super) acks: Arc<StepAcks>,
     pub(super) metrics: Metrics,
     pub(super) thread: ThreadId,
-    pub(super) rx: mpsc::Receiver<InFlight>,
+    pub(super) handed: Arc<HandedOver>,
     pub(super) acked: watch::Sender<Acked>,
 }
 
@@ -58,30 +105,47 @@ impl Acknowledger {
     /// learns its outcome. `work` is pinned where the caller made it: a runner's future is
     /// several KiB, not to be moved into this one.
     pub async fn beside<W: Future>(mut self, mut work: Pin<&mut W>) -> W::Output {
+        let handed = self.handed.clone();
         let out = {
-            let mut acking = pin!(self.acknowledge());
+            let mut acking = pin!(self.acknowledge(false));
             let mut acking_done = false;
             std::future::poll_fn(|cx| {
                 // First: a step that became durable is reported before the runner goes on.
                 if !acking_done && acking.as_mut().poll(cx).is_ready() {
                     acking_done = true;
                 }
-                work.as_mut().poll(cx)
+                let out = work.as_mut().poll(cx);
+                // Then what the runner handed over as it ran: taken up in this same poll (its
+                // commit's answer wakes the task), so a hand-over needs no wake of its own.
+                if !acking_done && handed.came_while_idle() && acking.as_mut().poll(cx).is_ready() {
+                    acking_done = true;
+                }
+                out
             })
             .await
         };
         // Nothing is handed over after the runner: what is queued now is all there is.
-        self.rx.close();
-        self.acknowledge().await;
+        self.acknowledge(true).await;
         out
     }
 
-    /// Waits for the batches in order until the channel ends or one fails.
-    async fn acknowledge(&mut self) {
+    /// Waits for the batches in order until one fails, or (`closing`: the runner is done) none
+    /// is left.
+    async fn acknowledge(&mut self, closing: bool) {
         if self.acked.borrow().failed.is_some() {
             return;
         }
-        while let Some(batch) = self.rx.recv().await {
+        let handed = self.handed.clone();
+        let handed = &handed;
+        let next = || {
+            std::future::poll_fn(move |_| match handed.take() {
+                Some(batch) => Poll::Ready(Some(batch)),
+                None if closing => Poll::Ready(None),
+                // Polled again by `beside` once the runner hands a batch over.
+                None => Poll::Pending,
+            })
+        };
+        while let Some(batch) = next().await {
             match batch.pending.wait().await {
                 Ok(appended) => {
                     // A continue-as-new's successor, created in the thread's last batch, has
@@ -108,5 +172,56 @@ impl Acknowledger {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Wake, Waker};
+    use std::time::{Duration, Instant};
+
+    use cairn_storage::Appended;
+    use tokio::sync::oneshot;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Wakes(AtomicUsize);
+
+    impl Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The runner's task is woken by the commit's answer only: the hand-over of the batch is
+    /// taken up in the poll that made it (a channel woke the task once more per batch).
+    #[test]
+    fn a_batch_handed_over_as_the_runner_runs_wakes_nothing() {
+        let handed = Arc::new(HandedOver::default());
+        let (acked, seen) = watch::channel(Acked::default());
+        let acknowledger = Acknowledger {
+            acks: Arc::new(StepAcks::default()),
+            metrics: Metrics::global(Duration::from_secs(1)),
+            thread: ThreadId::new("t").unwrap(),
+            handed: handed.clone(),
+            acked,
+        };
+        let (answer, pending) = oneshot::channel();
+        let mut runner = pin!(async {
+            let pending = Pending::new(pending);
+            handed.push(InFlight { pending, first_seq: 1, step: Some(1), at: Instant::now() });
+            seen.clone().wait_for(|a| a.batches == 1).await.is_ok()
+        });
+        let mut both = pin!(acknowledger.beside(runner.as_mut()));
+        let wakes = Arc::new(Wakes::default());
+        let waker = Waker::from(wakes.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(both.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 0, "the hand-over woke the task");
+        answer.send(Ok(Appended::default())).unwrap();
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "the answer woke the task");
+        assert_eq!(both.as_mut().poll(&mut cx), Poll::Ready(true), "the batch is acknowledged");
     }
 }

@@ -32,9 +32,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cairn_storage::{Appended, Batch, Guard, LeaseOp, Pending, Seq, Store, ThreadId, WriteIntent};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
-use super::acknowledge::{Acked, Acknowledger, InFlight};
+use super::acknowledge::{Acked, Acknowledger, HandedOver, InFlight};
 use super::shell::Shell;
 use crate::core::decide::Tail;
 use crate::error::Error;
@@ -46,7 +46,7 @@ pub(crate) struct Pipeline {
     thread: ThreadId,
     /// To the acknowledger; bounded, so a runner more than [`limits::PIPELINE_BATCHES_MAX`] batches
     /// ahead of the disk waits.
-    tx: mpsc::Sender<InFlight>,
+    handed: Arc<HandedOver>,
     /// Batches handed to the acknowledger so far.
     submitted: AtomicU64,
     acked: watch::Receiver<Acked>,
@@ -84,18 +84,18 @@ impl Pipeline {
         last_seq: u64,
         tail_events: u64,
     ) -> (Pipeline, Acknowledger) {
-        let (tx, rx) = mpsc::channel(limits::PIPELINE_BATCHES_MAX);
+        let handed = Arc::new(HandedOver::default());
         let (ack_tx, acked) = watch::channel(Acked::default());
         let acknowledger = Acknowledger {
             acks: shell.acks.clone(),
             metrics: shell.metrics.clone(),
             thread: thread.clone(),
-            rx,
+            handed: handed.clone(),
             acked: ack_tx,
         };
         let pipeline = Pipeline {
             thread: thread.clone(),
-            tx,
+            handed,
             submitted: AtomicU64::new(0),
             acked,
             store: shell.store.clone(),
@@ -287,13 +287,21 @@ impl Pipeline {
     /// # Errors
     /// An earlier batch's failure (the runner must stop: its context is ahead of the log).
     pub async fn push(&self, batch: InFlight) -> Result<(), Error> {
-        if let Some(e) = self.acked.borrow().failed.clone() {
-            return Err(e.into());
+        let mut acked = self.acked.clone();
+        loop {
+            if let Some(e) = acked.borrow_and_update().failed.clone() {
+                return Err(e.into());
+            }
+            if self.handed.len() < limits::PIPELINE_BATCHES_MAX {
+                break;
+            }
+            // The acknowledger takes the next batch up as soon as it has acknowledged one.
+            if acked.changed().await.is_err() {
+                return Err(Error::ShutDown);
+            }
         }
         self.submitted.fetch_add(1, Ordering::SeqCst);
-        if self.tx.send(batch).await.is_err() {
-            return Err(Error::ShutDown);
-        }
+        self.handed.push(batch);
         Ok(())
     }
 

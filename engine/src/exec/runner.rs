@@ -65,9 +65,11 @@ impl Runner {
         shell: Arc<Shell>,
         env: Arc<ThreadEnv>,
         ctx: ThreadCtx,
-        record: ThreadRecord,
+        mut record: ThreadRecord,
     ) -> Self {
         let now = shell.clock.now_ms();
+        // Each batch makes its record's summary from the context (`commit`).
+        record.summary = Vec::new();
         Runner { shell, env, ctx, record, emitted: Vec::new(), last_checkpoint_ms: now }
     }
 
@@ -125,6 +127,8 @@ impl Runner {
             now_ms: now,
             ttl_ms: self.shell.config.lease_ttl_ms,
         });
+        // The stored lease is read above only: an upsert of the record leaves it as stored.
+        self.record.lease = None;
         self.commit(batch, None, None).await?;
         // Shared database: another engine may hold the lease, or have moved the thread since.
         if self.shell.coord.has_peers() {
@@ -168,7 +172,8 @@ impl Runner {
                 return Ok(exit);
             }
             let step = super::observe::step(self.env.clone(), self.ctx.meta.step + 1);
-            match step.run(self.step()).await? {
+            // Pinned where it is made: the step's future is not moved into its span's.
+            match step.run(std::pin::pin!(self.step())).await? {
                 StepEnd::Continue => {}
                 StepEnd::Exit(exit) => return Ok(exit),
             }
@@ -267,17 +272,19 @@ impl Runner {
             }
         };
         self.env.signals.reset(&self.ctx).await;
-        let mut futures = Vec::with_capacity(tasks.len());
-        for (id, key, item) in tasks {
-            let journal = self.ctx.meta.open.get(&key).cloned().unwrap_or_default();
-            if journal.outcome.is_some() {
-                continue; // finished before a suspension: its outcome waits in the journal
-            }
-            let state = self.ctx.state.clone_box();
-            futures.push(run_task(self.env.clone(), step, id, key, item, state, journal));
-        }
         assert!(self.emitted.is_empty(), "events emitted before a step are submitted before it");
-        let mut runs: Vec<TaskRun> = futures::future::join_all(futures).await;
+        let mut runs: Vec<TaskRun> = match <[_; 1]>::try_from(tasks) {
+            // One task (a linear step): awaited as it is, without `join_all` and its vectors.
+            Ok([(id, key, item)]) => match self.task(step, id, key, item) {
+                Some(task) => vec![task.await],
+                None => Vec::new(),
+            },
+            Err(tasks) => {
+                let tasks =
+                    tasks.into_iter().filter_map(|(id, key, item)| self.task(step, id, key, item));
+                futures::future::join_all(tasks).await
+            }
+        };
         self.env.stop.check(&self.env.thread)?;
         runs.sort_by(|a, b| a.key.cmp(&b.key));
         let mut appended: Vec<_> =
@@ -291,6 +298,23 @@ impl Runner {
             return Ok(StepEnd::Continue);
         }
         self.close_step(step, runs).await
+    }
+
+    /// The run of task `key` (of node `id`) in `step`, on a copy of the state; `None` if it
+    /// finished before a suspension (its outcome waits in the journal).
+    fn task(
+        &self,
+        step: u64,
+        id: cairn_dsl::NodeId,
+        key: crate::core::event::TaskKey,
+        item: Option<serde_json::Value>,
+    ) -> Option<impl std::future::Future<Output = TaskRun> + use<>> {
+        let journal = self.ctx.meta.open.get(&key).cloned().unwrap_or_default();
+        if journal.outcome.is_some() {
+            return None;
+        }
+        let state = self.ctx.state.clone_box();
+        Some(run_task(self.env.clone(), step, id, key, item, state, journal))
     }
 
     /// Decides the end of the step from its task results (`decide.rs`, pure) and carries the
@@ -391,11 +415,14 @@ impl Runner {
         self.record.status = self.ctx.meta.status;
         self.record.labels.clone_from(&self.ctx.meta.labels); // moved by labels_changed
         self.record.updated_at_ms = now;
-        self.record.summary = crate::core::summary::summary_bytes(&self.ctx);
         if let Some(wake) = crate::coord::wake_hint(&self.record, Some(&self.ctx)) {
             batch.wakes.push((self.env.thread.clone(), wake));
         }
-        batch.threads.push(self.record.clone());
+        // The summary is made for the batch's copy only, and the lease is the store's to keep (an
+        // upsert leaves it as stored, see `begin`): neither is copied from the runner's record.
+        let mut record = self.record.clone();
+        record.summary = crate::core::summary::summary_bytes(&self.ctx);
+        batch.threads.push(record);
         let (pending, first_seq) = self.env.pipeline.submit(batch, now, Some(first_seq)).await?;
         let in_flight = InFlight { pending, first_seq, step, at: std::time::Instant::now() };
         self.env.pipeline.push(in_flight).await

@@ -165,3 +165,39 @@ async fn creation_pipeline(
     }
     Ok((pipeline, acknowledger))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use cairn_dsl::{END, NodeOutput, START, Workflow};
+
+    use crate::{Engine, Replace};
+
+    /// The most a spawned engine task may take: its box is made by copying it, once a thread.
+    /// A started runner's task is the largest: 26,448 bytes in a test build (17,760 in the
+    /// bench's release build before its step future was pinned in place; the step future moved
+    /// into its span's doubled the runner's: 15,200 bytes against 7,520 in a test build).
+    const SPAWNED_BYTES_MAX: usize = 28 * 1024;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_started_runner_is_spawned_as_a_small_future() {
+        let add = |s: Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(s.0 + 1)) };
+        let wf = Workflow::<Replace<u64>>::builder("two", 1)
+            .node("a", add)
+            .node("b", add)
+            .edge(START, "a")
+            .edge("a", "b")
+            .edge("b", END)
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::builder(dir.path().join("w.db")).workflow(&wf).open().await.unwrap();
+        let options = crate::StartOptions::id("t");
+        let handle = engine.start_json("two", &Replace(0u64), options).await.unwrap();
+        handle.finished().await.unwrap();
+        let largest = engine.shell.tasks.largest_spawned();
+        assert!(largest <= SPAWNED_BYTES_MAX, "a {largest}-byte future was spawned");
+        engine.shutdown().await;
+    }
+}

@@ -31,7 +31,7 @@ pub(crate) async fn run_task(
     let policy = spec.policy.clone();
     let mut appended: Vec<Recorded> = Vec::new();
     journal.attempt = journal.attempt.max(1);
-    loop {
+    let (last, end) = loop {
         let clock = &env.clock;
         if journal.not_before_ms > clock.now_ms() {
             tokio::select! {
@@ -61,21 +61,16 @@ pub(crate) async fn run_task(
             (Ok(_), Some(detail)) => Err(NodeError::Nondeterminism { detail }),
             (r, _) => r,
         };
-        let values = std::mem::take(&mut st.new_values);
         let started_logged = st.started_logged;
-        let mut run = |end| TaskRun {
-            key: key.clone(),
+        let last = LastAttempt {
             attempt,
-            item: item.clone(),
             started_at_ms: started,
             duration_ms,
             started_logged,
-            values: values.clone(),
-            appended: std::mem::take(&mut appended),
-            end,
+            values: std::mem::take(&mut st.new_values),
         };
         let error = match task_end(result, &mut st) {
-            Ok(end) => return run(end),
+            Ok(end) => break (last, end),
             Err(error) => error,
         };
         let retry = !env.cancel.is_cancelled()
@@ -83,7 +78,7 @@ pub(crate) async fn run_task(
             && error.is_retryable(&policy.retry);
         env.metrics.node_failed(key.node.as_str(), retry);
         if !retry {
-            return run(TaskEnd::Failed { error });
+            break (last, TaskEnd::Failed { error });
         }
         // Jitter comes from the thread's deterministic stream, and the resulting delay is
         // recorded in the RetryScheduled event, so a restore waits for the same instant.
@@ -97,13 +92,46 @@ pub(crate) async fn run_task(
         bodies.extend(retry_scheduled(step, &key, attempt, &error, delay_ms, now));
         match env.append_now(bodies, now).await {
             Ok(mut recs) => appended.append(&mut recs),
-            Err(e) => return run(TaskEnd::Failed { error: env.stop.node_error(e) }),
+            Err(e) => break (last, TaskEnd::Failed { error: env.stop.node_error(e) }),
         }
         journal = TaskJournal {
             attempt: attempt + 1,
             not_before_ms: now + delay_ms,
             ..TaskJournal::default()
         };
+    };
+    last.into_run(key, item, appended, end)
+}
+
+/// What a task's last attempt leaves for its [`TaskRun`].
+struct LastAttempt {
+    attempt: u32,
+    started_at_ms: u64,
+    duration_ms: u64,
+    started_logged: bool,
+    values: Vec<Value>,
+}
+
+impl LastAttempt {
+    /// The run of task `key` that ended so: its key, item and events move into it, uncopied.
+    fn into_run(
+        self,
+        key: TaskKey,
+        item: Option<Value>,
+        appended: Vec<Recorded>,
+        end: TaskEnd,
+    ) -> TaskRun {
+        TaskRun {
+            key,
+            attempt: self.attempt,
+            item,
+            started_at_ms: self.started_at_ms,
+            duration_ms: self.duration_ms,
+            started_logged: self.started_logged,
+            values: self.values,
+            appended,
+            end,
+        }
     }
 }
 
