@@ -93,8 +93,17 @@ where
     F: Fn(Ctx, Workflow<Num>) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<(), NodeError>> + Send + 'static,
 {
+    parent_of_named("odd", child, body)
+}
+
+/// [`parent_of`], of the workflow id `id`.
+fn parent_of_named<F, Fut>(id: &str, child: &Workflow<Num>, body: F) -> Workflow<Num>
+where
+    F: Fn(Ctx, Workflow<Num>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<(), NodeError>> + Send + 'static,
+{
     let (child, body) = (child.clone(), Arc::new(body));
-    Workflow::<Num>::builder("odd", 1)
+    Workflow::<Num>::builder(id, 1)
         .node("go", move |_s: Arc<Num>, ctx: Ctx| {
             let (child, body) = (child.clone(), body.clone());
             async move {
@@ -141,9 +150,10 @@ async fn bad_child_starts_and_joins_are_refused_clearly() {
     let engine = Engine::builder(&path).workflow(&child).workflow(&unknown).open().await.unwrap();
     let e = failure(&engine, &unknown, "u").await;
     assert!(e.contains("nowhere") && e.contains("not started"), "{e}");
+    engine.shutdown().await;
     drop(engine);
 
-    let bad_input = parent_of(&child, move |ctx, _wf| {
+    let bad_input = parent_of_named("bad_input", &child, move |ctx, _wf| {
         let mistyped = mistyped.clone();
         async move { ctx.start_child(&mistyped, Replace("x".to_owned())).await.map(drop) }
     });
