@@ -33,8 +33,8 @@ pub use cairn_core::{event, status, thread_ctx};
 /// `cairn-core` itself.
 mod core {
     pub(crate) use cairn_core::{
-        checkpoint_plan, children, codec, compensation, decide, drawn, event, marks, patch,
-        restore, status, summary, suspend, thread_ctx,
+        checkpoint_plan, child_start, children, codec, compensation, decide, drawn, event, marks,
+        patch, restore, status, summary, suspend, thread_ctx,
     };
 }
 

@@ -92,3 +92,13 @@ const _: () = assert!(ADMIT_PER_WRITE_MAX <= cairn_storage::limits::QUEUE_ADMIT_
 /// the orphan grace timed in real time): past it the memory starts again, which only restarts
 /// the grace of the threads still waiting.
 pub const ORPHANS_TRACKED_MAX: usize = 10_000;
+
+/// Children one task may start (`ctx.start_child`): each is a thread and a recorded value of
+/// the task, and a node that starts more is almost surely looping; a larger fan-out belongs in
+/// a map node, whose tasks each start a few.
+pub const CHILDREN_PER_TASK_MAX: usize = 1_024;
+
+/// Children one thread may start over its life (counted from the store's listing of its
+/// children when it starts one): bounds what a long-lived parent leaves behind, and the
+/// listing a parent's end reads to cancel them.
+pub const CHILDREN_PER_THREAD_MAX: usize = 10_000;

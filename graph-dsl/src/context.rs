@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::child::{ChildEnded, ChildStart};
 use crate::limits::MODELS_PER_CALL_MAX;
 use crate::{NodeError, ToolError};
 
@@ -171,6 +172,29 @@ pub trait NodeContext: Send + Sync + 'static {
             }
             Ok(())
         })
+    }
+    /// Starts a child thread of the registered workflow `start.workflow` on `start.input` (see
+    /// [`Ctx::start_child`](crate::Ctx::start_child)) and returns its id: a recorded value of
+    /// the task, so a re-execution returns the same id and starts nothing. The provided method,
+    /// for contexts without an engine (test doubles), refuses.
+    ///
+    /// # Errors
+    /// [`NodeError::Failed`] for an unknown workflow, an input that is not its state, or a limit.
+    fn start_child(&self, start: ChildStart) -> BoxFuture<'static, Result<String, NodeError>> {
+        let refused = NodeError::fatal(format!(
+            "this context cannot start child threads (workflow {:?})",
+            start.workflow
+        ));
+        Box::pin(std::future::ready(Err(refused)))
+    }
+    /// Waits until the child thread `child` (started by this thread) ends, and returns how it
+    /// ended (recorded: a re-execution returns the same). The provided method refuses.
+    ///
+    /// # Errors
+    /// [`NodeError::Failed`] for a thread this one did not start, or one joined twice.
+    fn join_child(&self, child: &str) -> BoxFuture<'static, Result<ChildEnded, NodeError>> {
+        let refused = NodeError::fatal(format!("this context cannot join child thread {child}"));
+        Box::pin(std::future::ready(Err(refused)))
     }
 }
 

@@ -308,6 +308,7 @@
 
 mod assemble;
 mod builder;
+mod child;
 mod context;
 mod ctx;
 mod declared;
@@ -332,6 +333,7 @@ mod var_type;
 mod variables;
 
 pub use builder::WorkflowBuilder;
+pub use child::{ChildEnded, ChildHandle, ChildStart, ParentClose};
 pub use context::{ErasedTool, Message, NodeContext, Progress, ToolCall, ToolCtx, Usage};
 pub use ctx::Ctx;
 pub use declared::{QueryDef, QueryName, SignalDef, SignalName};

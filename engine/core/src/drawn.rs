@@ -19,6 +19,10 @@ pub enum Drawn {
     /// `ctx.recv(name)` / `ctx.try_recv(name)`: `{"name", "n", "value"}` for the signal
     /// received, `{"name"}` alone when `try_recv` found none (see `received`).
     Signal,
+    /// `ctx.start_child(..)`: the child started (`core::child_start::start_record`).
+    ChildStart,
+    /// `ctx.join_child(..)`: how the child ended (`core::child_start::ChildEnd`).
+    ChildJoin,
 }
 
 impl Drawn {
@@ -29,6 +33,8 @@ impl Drawn {
             Drawn::Random => "random",
             Drawn::Id => "id",
             Drawn::Signal => "signal",
+            Drawn::ChildStart => "child_start",
+            Drawn::ChildJoin => "child_join",
         }
     }
 
@@ -39,6 +45,8 @@ impl Drawn {
             Drawn::Random => "random number",
             Drawn::Id => "id",
             Drawn::Signal => "signal",
+            Drawn::ChildStart => "child start",
+            Drawn::ChildJoin => "child join",
         }
     }
 

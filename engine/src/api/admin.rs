@@ -35,6 +35,7 @@ pub use super::create::Creation;
 pub use super::schedule::check as check_schedule_name;
 pub use super::schedule_links::links_wait;
 pub use super::schedule_ticks::Rule;
+pub use crate::core::child_start::STARTED_BY_LABEL;
 pub use crate::core::children::PARENT_LABEL;
 pub use crate::exec::subgraph::child_id;
 
@@ -183,6 +184,17 @@ pub async fn checkpoints_all(
 /// Storage errors.
 pub async fn children_of(store: &dyn Store, parent: &ThreadId) -> Result<Vec<ThreadRecord>, Error> {
     fetch::children_of(store, parent).await
+}
+
+/// The records of the child threads `parent`'s nodes started at run time (`ctx.start_child`).
+///
+/// # Errors
+/// Storage errors.
+pub async fn started_children_of(
+    store: &dyn Store,
+    parent: &ThreadId,
+) -> Result<Vec<ThreadRecord>, Error> {
+    fetch::started_children_of(store, parent, crate::limits::CHILDREN_PER_THREAD_MAX).await
 }
 
 /// Appends `preface` (each applied to `ctx` in turn), then `checkpoint_created` and a checkpoint

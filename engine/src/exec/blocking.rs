@@ -56,6 +56,28 @@ pub fn children_of(store: &dyn Store, parent: &ThreadId) -> Result<Vec<ThreadRec
     wait(fetch::children_of(store, parent))
 }
 
+/// The records of the child threads `parent`'s nodes started at run time (`ctx.start_child`,
+/// named by their `started_by` label), at most `CHILDREN_PER_THREAD_MAX` of them.
+///
+/// # Errors
+/// Storage errors.
+///
+/// # Examples
+/// ```
+/// # fn run(engine: &cairn::Engine) -> Result<(), cairn::Error> {
+/// let parent = cairn::ThreadId::new("order-1")?;
+/// for child in cairn::blocking::started_children_of(engine.store().as_ref(), &parent)? {
+///     assert_eq!(child.labels.get("started_by").map(String::as_str), Some("order-1"));
+/// }
+/// # Ok(()) }
+/// ```
+pub fn started_children_of(
+    store: &dyn Store,
+    parent: &ThreadId,
+) -> Result<Vec<ThreadRecord>, Error> {
+    wait(fetch::started_children_of(store, parent, crate::limits::CHILDREN_PER_THREAD_MAX))
+}
+
 /// Runs `future` to its end on this thread. On a worker of a multi-thread runtime it waits
 /// through `block_in_place`, so the runtime hands the worker's other tasks on meanwhile.
 fn wait<F: Future>(future: F) -> F::Output {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use cairn_dsl::{DynWorkflow, NodeError};
+use cairn_dsl::{ChildStart, DynWorkflow, NodeError};
 use cairn_storage::{ThreadId, ThreadStatus};
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -17,6 +17,7 @@ use super::runner::Exit;
 use super::shell::Shell;
 use super::start::NewThread;
 use super::stop::StopSlot;
+use crate::core::child_start::ChildEnd;
 use crate::core::children::PARENT_LABEL;
 use crate::error::Error;
 
@@ -79,13 +80,28 @@ impl ChildThreads for LiveChildren {
             Ok((status, ctx))
         })
     }
+
+    fn start(
+        self: Arc<Self>,
+        id: ThreadId,
+        start: ChildStart,
+    ) -> BoxFuture<'static, Result<(), NodeError>> {
+        Box::pin(async move {
+            let ChildStart { workflow, input, parent_close } = start;
+            super::child_start::start(&self, id, &workflow, input, parent_close).await
+        })
+    }
+
+    fn join(self: Arc<Self>, id: ThreadId) -> BoxFuture<'static, Result<ChildEnd, NodeError>> {
+        Box::pin(async move { super::child_start::join(&self, id).await })
+    }
 }
 
 /// Drives the child thread `id` to its end or its next park, and returns its status then. If
 /// another runner drives it (one woken by the child's own timer, say), the parent waits for
 /// that runner to let go and looks again: whoever drives the child, the parent goes on from
 /// where the child stands, and is never failed because of who drove it.
-async fn drive_child(
+pub(super) async fn drive_child(
     shell: &Arc<Shell>,
     id: &ThreadId,
     depth: usize,

@@ -35,6 +35,20 @@ pub(crate) trait ChildThreads: Send + Sync {
         input: Value,
         input_for_child: Option<Value>,
     ) -> BoxFuture<'static, Result<ChildStop, NodeError>>;
+
+    /// Creates the child `id` a node starts at run time unless it exists, and has it driven
+    /// (`child_start.rs`).
+    fn start(
+        self: Arc<Self>,
+        id: ThreadId,
+        start: cairn_dsl::ChildStart,
+    ) -> BoxFuture<'static, Result<(), NodeError>>;
+
+    /// Waits until the started child `id` ends and returns how (`child_start.rs`).
+    fn join(
+        self: Arc<Self>,
+        id: ThreadId,
+    ) -> BoxFuture<'static, Result<crate::core::child_start::ChildEnd, NodeError>>;
 }
 
 /// What the runner knows about the thread that tasks need.

@@ -184,6 +184,30 @@ pub(crate) async fn children_of(
     .await
 }
 
+/// The records of the children `parent` started at run time (`ctx.start_child`), at most
+/// `max` of them (read a page at a time).
+///
+/// # Errors
+/// Storage errors.
+pub(crate) async fn started_children_of(
+    store: &dyn Store,
+    parent: &ThreadId,
+    max: usize,
+) -> Result<Vec<ThreadRecord>, Error> {
+    let mut out: Vec<ThreadRecord> = Vec::new();
+    while out.len() < max {
+        let (filter, page) = crate::core::child_start::started_page(parent, out.len());
+        let found = store.list_threads(&filter, page).await?;
+        let done = found.len() < page.limit;
+        out.extend(found);
+        if done {
+            break;
+        }
+    }
+    out.truncate(max);
+    Ok(out)
+}
+
 /// Every item of a listing read `page` items at a time: `list(found)` reads the page after the
 /// `found` items read so far, until a page comes back short.
 async fn every_page<T, F>(page: usize, mut list: impl FnMut(usize) -> F) -> Result<Vec<T>, Error>

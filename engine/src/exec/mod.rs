@@ -11,6 +11,7 @@ pub mod blocking;
 mod budgets;
 mod checkpoint_asks;
 pub(crate) mod child_run;
+pub(crate) mod child_start;
 mod compensate;
 mod continue_as_new;
 pub(crate) mod drive;

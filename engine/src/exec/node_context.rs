@@ -23,6 +23,8 @@ use crate::core::suspend::Suspensions;
 use crate::core::thread_ctx::{TaskJournal, ToolRecord};
 use crate::limits;
 
+mod child;
+pub(crate) use child::ended;
 mod patch;
 mod recorded;
 
@@ -58,6 +60,10 @@ pub(crate) struct TaskState {
     /// Calls of this attempt already counted in the thread's telemetry (recorded before a
     /// suspension or a crash), so the budget check does not count them twice.
     calls_counted: u64,
+    /// Children this attempt started fresh (`node_context/child.rs`).
+    children_started: usize,
+    /// Children this attempt joined, so a second join of one is refused.
+    joined: std::collections::BTreeSet<String>,
 }
 
 /// The context one attempt of one task sees.
@@ -355,6 +361,20 @@ impl NodeContext for LiveNodeContext {
     fn unlock(&self, name: &str) -> BoxFuture<'static, Result<(), NodeError>> {
         let write = super::locks::release(self.env.clone(), name.to_owned());
         super::locks::appending(self.st.clone(), write)
+    }
+
+    fn start_child(
+        &self,
+        start: cairn_dsl::ChildStart,
+    ) -> BoxFuture<'static, Result<String, NodeError>> {
+        self.start_child_of(start)
+    }
+
+    fn join_child(
+        &self,
+        child: &str,
+    ) -> BoxFuture<'static, Result<cairn_dsl::ChildEnded, NodeError>> {
+        self.join_child_of(child)
     }
 }
 

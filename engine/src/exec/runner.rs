@@ -219,6 +219,9 @@ impl Runner {
                 error: self.ctx.meta.errors.back().map(|e| e.error.to_string()),
             };
             self.shell.coord.ended(&self.env.thread, ended);
+            if self.ctx.meta.labels.contains_key(crate::core::child_start::CLOSES_CHILDREN_LABEL) {
+                super::child_start::close_children(&self.shell, &self.env.thread);
+            }
         }
         Ok(Exit::Status(status))
     }

@@ -18,6 +18,7 @@ use crate::core::codec;
 use crate::error::Error;
 use crate::limits;
 
+mod child;
 mod node;
 use crate::core::event::{Body, TaskKey};
 use crate::core::suspend::Suspensions;

@@ -55,7 +55,7 @@ impl ReplayNodeContext {
         0
     }
 
-    fn value(&self, drawn: Drawn) -> Value {
+    pub(super) fn value(&self, drawn: Drawn) -> Value {
         let kind = drawn.name();
         let mut st = self.state();
         crate::core::patch::skip(&mut st.values);
@@ -135,9 +135,14 @@ impl ReplayNodeContext {
         taken
     }
 
+    /// Keeps the first difference seen in the node: `what`, the recorded and produced values.
+    pub(super) fn diverged(&self, what: String, recorded: Value, produced: Value) {
+        self.state().first.get_or_insert((what, recorded, produced));
+    }
+
     /// A marker call (`core::marks`) in a completed task: the log holds its marker here, or the
     /// code does what the recorded run did not (a divergence).
-    fn marker(&self, marker: Value, what: &str) {
+    pub(super) fn marker(&self, marker: Value, what: &str) {
         let mut st = self.state();
         if !crate::core::marks::take(&mut st.values, &marker) {
             st.first.get_or_insert((
@@ -150,6 +155,18 @@ impl ReplayNodeContext {
 }
 
 impl NodeContext for ReplayNodeContext {
+    fn start_child(
+        &self,
+        start: cairn_dsl::ChildStart,
+    ) -> BoxFuture<'static, Result<String, NodeError>> {
+        Box::pin(std::future::ready(self.replay_start(&start)))
+    }
+    fn join_child(
+        &self,
+        child: &str,
+    ) -> BoxFuture<'static, Result<cairn_dsl::ChildEnded, NodeError>> {
+        Box::pin(std::future::ready(self.replay_join(child)))
+    }
     fn recv(&self, name: &str) -> BoxFuture<'static, Result<Value, NodeError>> {
         let got = self.receive(name, true).map(|v| v.unwrap_or(Value::Null));
         Box::pin(async move { got })

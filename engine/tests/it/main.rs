@@ -13,12 +13,14 @@ mod bundle_replay;
 mod bundle_seed;
 mod cdp;
 mod checkpoints;
+mod children;
 mod common;
 mod compensation;
 mod continue_as_new;
 mod controls;
 mod core_pure;
 mod crash;
+mod crash_children;
 mod crash_controls;
 #[cfg(feature = "postgres")]
 mod crash_pg;

@@ -17,8 +17,8 @@ use super::rows::{
 };
 use cairn::Engine;
 use cairn::admin as fetch;
-use cairn::admin::PARENT_LABEL;
 use cairn::admin::ThreadPages;
+use cairn::admin::{PARENT_LABEL, STARTED_BY_LABEL};
 use cairn::error::Error;
 use cairn_core::limits::READ_CHUNK_EVENTS;
 
@@ -64,14 +64,18 @@ pub(crate) fn progress_text(status: ThreadStatus, p: &cairn_dsl::Progress) -> St
 }
 
 /// The thread `record` comes from: the one it was forked from (at `seq`), or the one whose
-/// sub-workflow node runs it (named by its [`PARENT_LABEL`]: `seq` null, via `sub-workflow`);
-/// `None` for a thread started on its own.
+/// sub-workflow node runs it (named by its [`PARENT_LABEL`]: `seq` null, via `sub-workflow`), or
+/// the one whose node started it (`ctx.start_child`, its [`STARTED_BY_LABEL`]: via
+/// `start_child`); `None` for a thread started on its own.
 fn parent(record: &ThreadRecord) -> Option<Parent> {
     if let Some((t, s)) = &record.parent {
         return Some(Parent { seq: Some(s.0), thread: t.as_str().to_owned(), via: None });
     }
-    let p = record.labels.get(PARENT_LABEL)?;
-    Some(Parent { seq: None, thread: p.clone(), via: Some("sub-workflow".into()) })
+    if let Some(p) = record.labels.get(PARENT_LABEL) {
+        return Some(Parent { seq: None, thread: p.clone(), via: Some("sub-workflow".into()) });
+    }
+    let p = record.labels.get(STARTED_BY_LABEL)?;
+    Some(Parent { seq: None, thread: p.clone(), via: Some("start_child".into()) })
 }
 
 /// Everything `cairn show` reports (what `--json` prints and `GET /api/threads/{id}` serves).

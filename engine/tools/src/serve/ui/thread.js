@@ -42,9 +42,10 @@
     const waiting = s.waiting
       ? (s.waiting.type === "timer" ? `timer for ${s.waiting.task.node} until ${time(s.waiting.until_ms)}`
         : `input for ${s.waiting.task.node}: ${JSON.stringify(s.waiting.prompt)}`) : "";
-    // A sub-workflow's parent is the "sub-workflow of" row; a fork's, the "parent" row.
+    // A sub-workflow's parent is the "sub-workflow of" row; a fork's, or the thread whose node
+    // started this one (`ctx.start_child`), the "parent" row.
     const parent = s.parent && s.parent.via !== "sub-workflow" ? el("a", { href: `/ui/threads/${encodeURIComponent(s.parent.thread)}` },
-      `${s.parent.thread} @ ${s.parent.seq}`) : "";
+      s.parent.seq == null ? `${s.parent.thread} (started by its node)` : `${s.parent.thread} @ ${s.parent.seq}`) : "";
     const fork = s.fork ? `${s.fork.thread} @ ${s.fork.seq}` : "";
     kv($("summary"), [
       ["status", badge(s.status)],
