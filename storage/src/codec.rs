@@ -23,8 +23,6 @@ use crate::lsns::SeqChunk;
 use crate::signal::Signal;
 use crate::thread::ThreadRecord;
 
-pub use crate::event_batch::{decode_event_batch, encode_event_batch};
-
 /// Table names, shared by the codec's errors and the redb tables.
 pub mod table {
     /// Format marker, version and counters.
@@ -505,6 +503,51 @@ pub(crate) fn decode<T: DeserializeOwned>(kind: RecordKind, bytes: &[u8]) -> Res
 
 pub(crate) fn corrupted(kind: RecordKind, detail: String) -> Error {
     Error::corrupted(kind.table(), detail)
+}
+
+/// Encodes `events`, a run of one thread (same thread, seq and lsn each one above the last), as
+/// one batch frame.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] for an empty slice or one that is not a run; [`Error::LimitExceeded`] past
+/// [`RECORD_BYTES_MAX`](crate::limits::RECORD_BYTES_MAX).
+///
+/// # Examples
+///
+/// ```
+/// use cairn_storage::{codec, Bookmark, Event, EventKind, EventStatus, Lsn, Seq, ThreadId};
+/// let event = |seq: u64| Event {
+///     bookmark: Bookmark { seq: Seq(seq), lsn: Lsn(seq + 10), at_ms: 5 },
+///     thread: ThreadId::new("t").expect("id"),
+///     kind: EventKind::Message,
+///     node: None,
+///     status: EventStatus::Info,
+///     summary: String::new(),
+///     payload: None,
+///     data: b"{}".to_vec(),
+///     correlation: None,
+/// };
+/// let run = [event(1), event(2)];
+/// let framed = codec::encode_event_batch(&run)?;
+/// assert_eq!(codec::decode_event_batch(&framed)?, run);
+/// assert!(codec::encode_event_batch(&[event(1), event(3)]).is_err(), "not a run");
+/// # Ok::<(), cairn_storage::Error>(())
+/// ```
+pub fn encode_event_batch(events: &[Event]) -> Result<Vec<u8>, Error> {
+    let (body, hint) = crate::event_batch::body_of(events)?;
+    encode(RecordKind::EventBatch, &body, hint)
+}
+
+/// Decodes and validates a batch frame into its events, in order.
+///
+/// # Errors
+///
+/// [`Error::Corrupted`] (table `events`) for any frame, body or field failure: no events, seq or
+/// lsn 0, seqs or lsns past `u64::MAX`, an invalid correlation id.
+pub fn decode_event_batch(bytes: &[u8]) -> Result<Vec<Event>, Error> {
+    let batch = decode(RecordKind::EventBatch, bytes)?;
+    crate::event_batch::events_of(batch).map_err(|detail| corrupted(RecordKind::EventBatch, detail))
 }
 
 #[cfg(test)]

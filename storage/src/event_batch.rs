@@ -24,10 +24,8 @@
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::codec::{corrupted, decode, encode};
 use crate::error::Error;
 use crate::event::{Event, EventKind, EventStatus};
-use crate::frame::RecordKind;
 use crate::ids::{Bookmark, Lsn, PayloadRef, Seq, ThreadId};
 
 /// Events in one batch frame at most, as the writer cuts them: a read of one event decodes its
@@ -39,7 +37,7 @@ pub const FRAME_EVENTS_MAX: usize = 64;
 pub const FRAME_BODY_TARGET: usize = 64 * 1024;
 
 #[derive(Serialize)]
-struct BatchRef<'a> {
+pub(crate) struct BatchRef<'a> {
     thread: &'a ThreadId,
     first_seq: u64,
     first_lsn: u64,
@@ -78,7 +76,7 @@ struct ItemRef<'a> {
 }
 
 #[derive(Deserialize)]
-struct BatchOwned {
+pub(crate) struct BatchOwned {
     thread: ThreadId,
     first_seq: u64,
     first_lsn: u64,
@@ -98,36 +96,9 @@ struct ItemOwned {
     correlation: Option<String>,
 }
 
-/// Encodes `events`, a run of one thread (same thread, seq and lsn each one above the last), as
-/// one batch frame.
-///
-/// # Errors
-///
-/// [`Error::Invalid`] for an empty slice or one that is not a run; [`Error::LimitExceeded`] past
-/// [`RECORD_BYTES_MAX`](crate::limits::RECORD_BYTES_MAX).
-///
-/// # Examples
-///
-/// ```
-/// use cairn_storage::{codec, Bookmark, Event, EventKind, EventStatus, Lsn, Seq, ThreadId};
-/// let event = |seq: u64| Event {
-///     bookmark: Bookmark { seq: Seq(seq), lsn: Lsn(seq + 10), at_ms: 5 },
-///     thread: ThreadId::new("t").expect("id"),
-///     kind: EventKind::Message,
-///     node: None,
-///     status: EventStatus::Info,
-///     summary: String::new(),
-///     payload: None,
-///     data: b"{}".to_vec(),
-///     correlation: None,
-/// };
-/// let run = [event(1), event(2)];
-/// let framed = codec::encode_event_batch(&run)?;
-/// assert_eq!(codec::decode_event_batch(&framed)?, run);
-/// assert!(codec::encode_event_batch(&[event(1), event(3)]).is_err(), "not a run");
-/// # Ok::<(), cairn_storage::Error>(())
-/// ```
-pub fn encode_event_batch(events: &[Event]) -> Result<Vec<u8>, Error> {
+/// The body of the batch frame of `events` and the expected size of its encoding, or why
+/// `events` is not one run of one thread (the codec's `encode_event_batch` frames it).
+pub(crate) fn body_of(events: &[Event]) -> Result<(BatchRef<'_>, usize), Error> {
     let Some(first) = events.first() else {
         return Err(Error::Invalid { detail: "an empty batch frame".into() });
     };
@@ -141,33 +112,25 @@ pub fn encode_event_batch(events: &[Event]) -> Result<Vec<u8>, Error> {
         first_lsn: first.bookmark.lsn.0,
         events: Items(events),
     };
-    encode(RecordKind::EventBatch, &body, hint)
+    Ok((body, hint))
 }
 
-/// Decodes and validates a batch frame into its events, in order.
-///
-/// # Errors
-///
-/// [`Error::Corrupted`] (table `events`) for any frame, body or field failure: no events, seq or
-/// lsn 0, seqs or lsns past `u64::MAX`, an invalid correlation id.
-pub fn decode_event_batch(bytes: &[u8]) -> Result<Vec<Event>, Error> {
-    let batch: BatchOwned = decode(RecordKind::EventBatch, bytes)?;
-    let bad = |detail: &str| corrupted(RecordKind::EventBatch, detail.into());
+/// The events of a decoded batch body, in order, or what is wrong with it (no events, seq or
+/// lsn 0, seqs or lsns past `u64::MAX`, an invalid correlation id).
+pub(crate) fn events_of(batch: BatchOwned) -> Result<Vec<Event>, String> {
     let Some(last) = (batch.events.len() as u64).checked_sub(1) else {
-        return Err(bad("a batch frame without events"));
+        return Err("a batch frame without events".into());
     };
     if batch.first_seq == 0 || batch.first_lsn == 0 {
-        return Err(bad("seq and lsn start at 1"));
+        return Err("seq and lsn start at 1".into());
     }
     if batch.first_seq.checked_add(last).is_none() || batch.first_lsn.checked_add(last).is_none() {
-        return Err(bad("the frame's seqs or lsns overflow"));
+        return Err("the frame's seqs or lsns overflow".into());
     }
     let mut out = Vec::with_capacity(batch.events.len());
     for (i, item) in (0u64..).zip(batch.events) {
-        if let Some(correlation) = &item.correlation
-            && let Err(e) = crate::event::check_correlation(correlation)
-        {
-            return Err(corrupted(RecordKind::EventBatch, e.to_string()));
+        if let Some(correlation) = &item.correlation {
+            crate::event::check_correlation(correlation).map_err(|e| e.to_string())?;
         }
         out.push(Event {
             bookmark: Bookmark {
@@ -234,7 +197,8 @@ fn weight(event: &Event) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame;
+    use crate::codec::{decode_event_batch, encode_event_batch};
+    use crate::frame::{self, RecordKind};
 
     fn event(thread: &str, seq: u64, lsn: u64) -> Event {
         let mut event =

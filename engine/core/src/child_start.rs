@@ -71,6 +71,12 @@ pub struct ChildEnd {
 }
 
 impl ChildEnd {
+    /// The end as a node sees it (`ctx.join_child_ended`).
+    pub fn ended(self) -> cairn_dsl::ChildEnded {
+        let ChildEnd { child, status, output, error } = self;
+        cairn_dsl::ChildEnded { child, status, output, error }
+    }
+
     /// The value the log records.
     pub fn record(&self) -> Value {
         json!({ "child": self.child, "status": self.status, "output": self.output, "error": self.error })

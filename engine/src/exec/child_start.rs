@@ -5,13 +5,12 @@
 //! `node_context/child.rs`; the ids and records are `cairn_core::child_start`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use cairn_dsl::{NodeError, ParentClose};
 use cairn_storage::{ThreadId, ThreadRecord, ThreadStatus};
 use serde_json::Value;
 
-use super::child_run::LiveChildren;
+use super::child_drive::{LiveChildren, drive_child};
 use super::shell::Shell;
 use super::start::NewThread;
 use crate::core::child_start::{ChildEnd, PARENT_CLOSE_LABEL, STARTED_BY_LABEL};
@@ -93,14 +92,8 @@ pub(crate) async fn join(children: &LiveChildren, id: ThreadId) -> Result<ChildE
         if record.status.is_terminal() {
             return ended(shell, &record).await.map_err(engine);
         }
-        let status = super::child_run::drive_child(
-            shell,
-            &id,
-            children.depth,
-            &children.cancel,
-            &children.stop,
-        )
-        .await?;
+        let status =
+            drive_child(shell, &id, children.depth, &children.cancel, &children.stop).await?;
         if !status.is_terminal() {
             moved_on(children, &id, status).await?;
         }
@@ -143,33 +136,4 @@ async fn ended(shell: &Shell, record: &ThreadRecord) -> Result<ChildEnd, Error> 
         output,
         error: ctx.meta.errors.back().map(|e| e.error.to_string()),
     })
-}
-
-/// The parent `parent` ended (durably): cancels its unfinished children started with
-/// [`ParentClose::Cancel`], in the background. Runs only for a parent that carries
-/// `CLOSES_CHILDREN_LABEL` (it started such a child), so other threads' ends read nothing.
-pub(crate) fn close_children(shell: &Arc<Shell>, parent: &ThreadId) {
-    let (shell, parent) = (shell.clone(), parent.clone());
-    let s = shell.clone();
-    s.tasks.spawn(async move {
-        let started = super::fetch::started_children_of(shell.store.as_ref(), &parent, CHILDREN_PER_THREAD_MAX).await;
-        let started = match started {
-            Ok(started) => started,
-            Err(e) => {
-                tracing::warn!(thread = %parent, error = %e, "children of an ended parent not listed");
-                return;
-            }
-        };
-        let why = format!("parent {parent} ended");
-        for child in started {
-            let cancel = child.labels.get(PARENT_CLOSE_LABEL).is_some_and(|p| p == "cancel");
-            if !cancel || child.status.is_terminal() {
-                continue;
-            }
-            let t = crate::core::status::Transition::Cancel;
-            if let Err(e) = super::parked::end_from_outside(&shell, child.id.as_str(), t, &why).await {
-                tracing::warn!(thread = %child.id, error = %e, "child thread not cancelled");
-            }
-        }
-    });
 }

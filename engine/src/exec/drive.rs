@@ -10,7 +10,7 @@ use cairn_storage::{ThreadId, ThreadStatus};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use super::child_run::LiveChildren;
+use super::child_drive::LiveChildren;
 use super::env::ThreadEnv;
 use super::fetch;
 use super::pipeline::Pipeline;

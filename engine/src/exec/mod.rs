@@ -10,6 +10,8 @@ mod acknowledge;
 pub mod blocking;
 mod budgets;
 mod checkpoint_asks;
+pub(crate) mod child_close;
+pub(crate) mod child_drive;
 pub(crate) mod child_run;
 pub(crate) mod child_start;
 mod compensate;

@@ -24,7 +24,6 @@ use crate::core::thread_ctx::{TaskJournal, ToolRecord};
 use crate::limits;
 
 mod child;
-pub(crate) use child::ended;
 mod patch;
 mod recorded;
 

@@ -220,7 +220,7 @@ impl Runner {
             };
             self.shell.coord.ended(&self.env.thread, ended);
             if self.ctx.meta.labels.contains_key(crate::core::child_start::CLOSES_CHILDREN_LABEL) {
-                super::child_start::close_children(&self.shell, &self.env.thread);
+                super::child_close::close_children(&self.shell, &self.env.thread);
             }
         }
         Ok(Exit::Status(status))

@@ -27,7 +27,7 @@ impl ReplayNodeContext {
     pub(super) fn replay_join(&self, child: &str) -> Result<ChildEnded, NodeError> {
         let inner = self.value(Drawn::ChildJoin);
         match ChildEnd::read(&inner).filter(|end| end.child == child) {
-            Some(end) => Ok(crate::exec::node_context::ended(end)),
+            Some(end) => Ok(end.ended()),
             None => {
                 let detail =
                     format!("the code joins child {child} where another join was recorded");

@@ -84,7 +84,7 @@ impl LiveNodeContext {
                 .ok()
                 .and_then(|inner| ChildEnd::read(&inner))
                 .filter(|end| end.child == child)
-                .map(ended)
+                .map(ChildEnd::ended)
                 .ok_or_else(|| NodeError::Nondeterminism {
                     detail: format!("the code joins child {child} where {recorded} was recorded"),
                 });
@@ -95,12 +95,7 @@ impl LiveNodeContext {
             let id = ThreadId::new(child.clone()).map_err(|e| NodeError::fatal(e.to_string()))?;
             let end = env.children.clone().join(id).await?;
             lock_state(&st).new_values.push(Drawn::ChildJoin.record(end.record()));
-            Ok(ended(end))
+            Ok(end.ended())
         })
     }
-}
-
-/// A recorded end as the node sees it.
-pub(crate) fn ended(end: ChildEnd) -> ChildEnded {
-    ChildEnded { child: end.child, status: end.status, output: end.output, error: end.error }
 }
