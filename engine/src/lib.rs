@@ -37,7 +37,7 @@ pub mod core {
         checkpoint_plan, codec, compensation, drawn, event, node_runs, restore, status, telemetry,
         thread_ctx,
     };
-    pub(crate) use cairn_core::{children, decide, marks, patch, summary, suspend};
+    pub(crate) use cairn_core::{children, decide, marks, patch, select, summary, suspend};
 }
 
 /// Event bodies as stored: their encoding, and decoding with the payload read from a store.

@@ -330,6 +330,7 @@ mod state;
 mod validate;
 mod var_type;
 mod variables;
+mod waits;
 
 pub use builder::WorkflowBuilder;
 pub use context::{ErasedTool, Message, NodeContext, Progress, ToolCall, ToolCtx, Usage};
@@ -352,6 +353,7 @@ pub use signals::SignalError;
 pub use state::{Replace, State};
 pub use var_type::VarType;
 pub use variables::{RejectedWrite, Scope, VarOp, VarUpdate, Variable, Variables};
+pub use waits::{Select, Selected};
 pub use workflow::Workflow;
 
 mod workflow;

@@ -19,6 +19,11 @@ pub enum Drawn {
     /// `ctx.recv(name)` / `ctx.try_recv(name)`: `{"name", "n", "value"}` for the signal
     /// received, `{"name"}` alone when `try_recv` found none (see `received`).
     Signal,
+    /// Where `ctx.select` starts: the names and the deadline it waits for (`crate::select`).
+    Wait,
+    /// What `ctx.select` took: a signal as [`Drawn::Signal`] records it, or the deadline, and
+    /// the fired timers it consumed (`crate::select`).
+    Waited,
 }
 
 impl Drawn {
@@ -29,6 +34,8 @@ impl Drawn {
             Drawn::Random => "random",
             Drawn::Id => "id",
             Drawn::Signal => "signal",
+            Drawn::Wait => "wait",
+            Drawn::Waited => "waited",
         }
     }
 
@@ -39,6 +46,8 @@ impl Drawn {
             Drawn::Random => "random number",
             Drawn::Id => "id",
             Drawn::Signal => "signal",
+            Drawn::Wait => "wait",
+            Drawn::Waited => "wait outcome",
         }
     }
 
@@ -71,10 +80,12 @@ pub fn received(inner: &Value) -> Option<(&str, Option<(u64, &Value)>)> {
     }
 }
 
-/// The signals a list of recorded values received: (name, n) of each, in order.
+/// The signals a list of recorded values received (by a receive or a select): (name, n) of
+/// each, in order.
 pub fn signals_in(values: &[Value]) -> impl Iterator<Item = (&str, u64)> {
     values.iter().filter_map(|v| {
-        let inner = v.as_object().filter(|o| o.len() == 1)?.get(Drawn::Signal.tag())?;
+        let tagged = v.as_object().filter(|o| o.len() == 1)?;
+        let inner = tagged.get(Drawn::Signal.tag()).or_else(|| tagged.get(Drawn::Waited.tag()))?;
         let (name, got) = received(inner)?;
         got.map(|(n, _)| (name, n))
     })

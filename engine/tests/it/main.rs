@@ -72,6 +72,7 @@ mod scale;
 mod schedule_chain;
 mod schedules;
 mod search_labels;
+mod select;
 mod serve;
 mod serve_auth;
 mod serve_start;
