@@ -76,6 +76,7 @@ mod select;
 mod serve;
 mod serve_auth;
 mod serve_start;
+mod signal_once;
 mod signal_types;
 mod signals;
 mod spans;
