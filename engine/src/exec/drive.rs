@@ -249,6 +249,9 @@ async fn drive_claimed(
         // Waiting for input or a timer: only `send_input` or the timer may wake it.
         return Ok(Exit::Status(ctx.meta.status));
     }
+    if super::delayed_start::hold(shell, thread, &record, &ctx) {
+        return Ok(Exit::Status(ctx.meta.status));
+    }
     // Replayed since where its restore started: if the code now diverges from what it
     // recorded, it is blocked, not run.
     if let Some(start) = start

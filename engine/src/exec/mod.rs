@@ -13,6 +13,7 @@ mod checkpoint_asks;
 pub(crate) mod child_run;
 mod compensate;
 mod continue_as_new;
+mod delayed_start;
 pub(crate) mod drive;
 pub(crate) mod env;
 pub(crate) mod fetch;

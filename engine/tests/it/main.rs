@@ -24,6 +24,7 @@ mod crash_controls;
 mod crash_pg;
 mod debug;
 mod debug_bundle;
+mod delayed_start;
 mod disk_full;
 mod execution;
 mod layers;
