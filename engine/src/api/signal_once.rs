@@ -76,16 +76,27 @@ impl Engine {
         value: impl Serialize,
         dedup_key: &str,
     ) -> Result<Sent, Error> {
+        Ok(self.signal_once_and_wake(thread, name, value, dedup_key).await?.0)
+    }
+
+    /// [`Engine::signal_once`], and whether the signal woke the thread here.
+    pub(crate) async fn signal_once_and_wake(
+        &self,
+        thread: &str,
+        name: &str,
+        value: impl Serialize,
+        dedup_key: &str,
+    ) -> Result<(Sent, bool), Error> {
         let id = cairn_storage::ThreadId::new(thread)?;
         let key = serde_json::to_vec(&Value::from(dedup_key))?;
         let marker = cairn_storage::NewSignal::new(id.clone(), DEDUP_SIGNAL, key.clone(), 0)
             .map_err(|e| Error::Invalid(format!("dedup key: {e}")))?;
         let _one_at_a_time = KEYED.lock().await;
         if let Some(first) = self.keyed(&id, &key).await? {
-            return Ok(Sent { signal: first, duplicate: true });
+            return Ok((Sent { signal: first, duplicate: true }, false));
         }
-        let (signal, _) = self.send_signal(thread, name, value, Some(marker)).await?;
-        Ok(Sent { signal, duplicate: false })
+        let (signal, woke) = self.send_signal(thread, name, value, Some(marker)).await?;
+        Ok((Sent { signal, duplicate: false }, woke))
     }
 
     /// Creates the thread `options.thread_id` of `workflow` on `input` unless it exists, then

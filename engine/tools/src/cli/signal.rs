@@ -71,7 +71,7 @@ pub(super) async fn signal(args: SignalArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
         record_of(&engine, &args.thread).await?;
     }
     let sent = send_local(&engine, &args, value, input).await;
-    let (n, woke) = match sent {
+    let (sent, woke) = match sent {
         Ok(sent) => sent,
         Err(e) => {
             engine.shutdown().await;
@@ -87,38 +87,43 @@ pub(super) async fn signal(args: SignalArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     let status = if woke { handle.wait().await.map(|o| o.status) } else { handle.status().await };
     engine.shutdown().await;
     let status = status?;
+    let n = sent.signal;
     if args.common.json {
-        return print_json(&json!({
-            "thread": args.thread,
-            "signal": n,
-            "status": status.as_str(),
-        }));
+        let mut out = json!({ "thread": args.thread, "signal": n, "status": status.as_str() });
+        if args.dedup_key.is_some() {
+            out["duplicate"] = json!(sent.duplicate);
+        }
+        return print_json(&out);
     }
-    let line = format!("signal {n} ({}) sent to {}: now {status}", args.name, args.thread);
+    let before = if sent.duplicate { " before (a duplicate: nothing stored)" } else { "" };
+    let line = format!("signal {n} ({}) sent to {}{before}: now {status}", args.name, args.thread);
     print_text(&line);
     super::control::ended(&args.thread, status)
 }
 
 /// Sends the signal `args` describe on `engine` (with a dedup key, or starting the thread
-/// first): its number and whether it woke the thread here (a duplicate wakes nothing).
+/// first): what was sent, and whether this engine now runs the thread (woken or created).
 async fn send_local(
     engine: &cairn::Engine,
     args: &SignalArgs,
     value: serde_json::Value,
     input: Option<serde_json::Value>,
-) -> Result<(u64, bool), cairn::Error> {
+) -> Result<(cairn::Sent, bool), cairn::Error> {
     let key = args.dedup_key.as_deref();
     if let (Some(workflow), Some(input)) = (&args.start_with, input) {
         let options = cairn::StartOptions::id(&args.thread);
         let done =
             engine.signal_with_start(workflow, input, options, &args.name, value, key).await?;
-        return Ok((done.sent.signal, !done.sent.duplicate));
+        return Ok((done.sent, done.created));
     }
     match key {
         Some(key) => {
-            let sent = engine.signal_once(&args.thread, &args.name, value, key).await?;
-            Ok((sent.signal, !sent.duplicate))
+            cairn::admin::signal_once_and_wake(engine, &args.thread, &args.name, value, key).await
         }
-        None => cairn::admin::signal_and_wake(engine, &args.thread, &args.name, value).await,
+        None => {
+            let (n, woke) =
+                cairn::admin::signal_and_wake(engine, &args.thread, &args.name, value).await?;
+            Ok((cairn::Sent { signal: n, duplicate: false }, woke))
+        }
     }
 }

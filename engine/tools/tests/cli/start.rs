@@ -226,3 +226,29 @@ fn every_json_argument_reads_a_file_or_stdin() {
         assert!(run.stderr.contains("cannot read the file"), "{args:?}: {}", run.stderr);
     }
 }
+
+/// `cairn start --delay-ms` writes the thread created with its start time; the next engine
+/// leaves it until then. A delay with a queue is bad usage.
+#[test]
+fn cairn_start_with_a_delay_leaves_the_thread_created_until_its_time() {
+    let dir = tempdir();
+    let db = dir.path().join("later.db");
+    std::fs::copy(demo_db(), &db).expect("copy the demo database");
+    let day = "86400000";
+    let start = ["start", "research-agent", "--input", INPUT, "--id", "l-1", "--delay-ms", day];
+    on(&db, &start).expect(0);
+    let budgets = r#"{"max_steps": 50}"#;
+    let whole = ["start", "research-agent", "--input", INPUT, "--id", "l-2", "--deadline-ms", day];
+    let mut whole = whole.to_vec();
+    whole.extend(["--budgets", budgets, "--permission", "net", "--start-at-ms", "1"]);
+    on(&db, &whole).expect(0);
+    on(&db, &["worker", "--exit-when-idle"]).expect(0);
+    let shown = on(&db, &["show", "l-1", "--json"]).expect(0).json();
+    assert_eq!(shown["status"], "created", "not before its time: {shown}");
+    let shown = on(&db, &["show", "l-2", "--json"]).expect(0).json();
+    assert_ne!(shown["status"], "created", "a time past starts it at once: {shown}");
+    let queued = ["start", "research-agent", "--input", "{}", "--queue", "q", "--delay-ms", "5"];
+    on(&db, &queued).expect(2);
+    on(&db, &["start", "research-agent", "--input", INPUT, "--budgets", r#"{"nope": 1}"#])
+        .expect(2);
+}
