@@ -72,3 +72,62 @@ async fn a_delayed_start_whose_time_passed_while_no_engine_ran_starts_at_the_nex
     assert!(matches!(refused, Err(cairn::Error::Invalid(_))), "not with a queue");
     engine.shutdown().await;
 }
+
+/// The store dies at each write in turn around a delayed start; the caller starts again on the
+/// reopened engine (idempotent on the id): the thread runs once, at its time, never before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_at_any_write_of_a_delayed_start_runs_it_once_at_its_time() {
+    use crate::crash::Dying;
+    use cairn::storage::{Options, RedbStore, Store};
+    let secs = std::time::Duration::from_secs(10);
+    let wf = stamp();
+    let mut crashes = 0;
+    for crash_after in 1..50 {
+        let (_d, path) = db();
+        let clock = ManualClock::new(T0);
+        let options = Options { durability: cairn::Durability::None, ..Options::default() };
+        let file: Arc<dyn Store> = Arc::new(RedbStore::open(&path, options).unwrap());
+        let dying = Arc::new(Dying::new(file, Some(crash_after)));
+        let engine = Engine::with_store(dying.clone())
+            .workflow(&wf)
+            .clock(Arc::new(clock.clone()))
+            .open()
+            .await
+            .unwrap();
+        let run = async {
+            let t = engine.start_json("stamp", Tally::default(), later("c1")).await?;
+            clock.set_ms(LATER);
+            t.finished().await.map(|_| ())
+        };
+        tokio::select! {
+            _ = tokio::time::timeout(secs, run) => {}
+            () = dying.died.notified() => {}
+        }
+        engine.crash().await;
+        drop(engine);
+        if !dying.dead() {
+            break;
+        }
+        crashes += 1;
+        drop(dying);
+        let engine = engine_at(&path, &clock).await;
+        let t = engine.start_json("stamp", Tally::default(), later("c1")).await.unwrap();
+        tokio::task::yield_now().await;
+        if cairn::clock::Clock::now_ms(&clock) < LATER {
+            // Crashed before its time: created (again), and not run before it.
+            let before = t.status().await.unwrap();
+            assert_eq!(before, ThreadStatus::Created, "crash_after {crash_after}: not before");
+            clock.set_ms(LATER);
+        }
+        let done = tokio::time::timeout(secs, t.output::<Tally>()).await;
+        let out = done.unwrap_or_else(|_| panic!("crash_after {crash_after}: not finished"));
+        let out = out.unwrap();
+        assert_eq!(out.log, vec!["ran".to_string()], "crash_after {crash_after}: once");
+        assert!(out.total >= LATER, "crash_after {crash_after}: at its time");
+        engine.shutdown().await;
+    }
+    assert!(crashes >= 2, "the crash points covered the run: {crashes}");
+    crate::common::report(&format!(
+        "RELIABILITY delayed_start_crash crash_points={crashes} early=0 doubled=0"
+    ));
+}
