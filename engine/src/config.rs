@@ -119,6 +119,11 @@ pub struct StartOptions {
     /// Its deduplication key in the queue: a start with a key that a thread of the queue holds
     /// (waiting or running) returns that thread instead; once it has ended, the key is free.
     pub dedup_key: Option<String>,
+    /// A delayed start: the thread is created at once (`created`) and runs from this time
+    /// (engine clock, ms since the epoch), durably: an engine that opens before the time still
+    /// starts it then, one that opens after starts it at once. A time past starts it at once.
+    /// Not with a queue. The deadline (`deadline_ms`) counts from the creation.
+    pub start_at_ms: Option<u64>,
 }
 
 impl StartOptions {

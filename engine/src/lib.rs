@@ -34,7 +34,7 @@ pub use cairn_core::{event, status, thread_ctx};
 mod core {
     pub(crate) use cairn_core::{
         checkpoint_plan, child_start, children, codec, compensation, decide, drawn, event, marks,
-        patch, restore, status, summary, suspend, thread_ctx,
+        patch, restore, select, status, summary, suspend, thread_ctx,
     };
 }
 
@@ -56,6 +56,7 @@ pub use api::recover::RecoveryReport;
 pub use api::schedule::ScheduleInfo;
 pub use api::schedule_flow::{ScheduleSpec, ScheduleState};
 pub use api::schedule_ticks::{CatchUp, Every};
+pub use api::signal_once::{DEDUP_SIGNAL, Sent, SignalWithStart};
 pub use cairn_dsl::{
     Ctx, END, NodeError, NodeOutput, NodeResult, Replace, START, State, Target, ToolError,
     Variables, Workflow,

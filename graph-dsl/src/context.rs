@@ -92,6 +92,40 @@ pub trait NodeContext: Send + Sync + 'static {
     /// than for a duration from a fresh clock reading: a node that computed a due time from an
     /// earlier reading sleeps until exactly that time.
     fn sleep_until(&self, at_ms: u64) -> BoxFuture<'static, Result<(), NodeError>>;
+    /// Waits for the first of a signal named one of `signals` or the time `until_ms` (none:
+    /// no deadline), as [`Ctx::select`](crate::Ctx::select) describes: `Ok(Some((name, value)))`
+    /// for the signal taken, `Ok(None)` once the deadline passed, else the suspension that
+    /// parks the thread (`Sleeping` until the deadline, or `WaitingSignal` for the first name
+    /// without one). The engine records the outcome, so a re-execution takes the same branch.
+    ///
+    /// The provided method, for contexts without a log (test doubles), looks at each name
+    /// with [`NodeContext::try_recv`] in order (it makes every look and the sleep before
+    /// awaiting the first), then sleeps until the deadline: `None` if the sleep returns.
+    ///
+    /// # Errors
+    /// [`NodeError::Sleeping`] or [`NodeError::WaitingSignal`] while nothing has happened.
+    fn select(
+        &self,
+        signals: Vec<String>,
+        until_ms: Option<u64>,
+    ) -> BoxFuture<'static, Result<Option<(String, Value)>, NodeError>> {
+        let looks: Vec<_> = signals.iter().map(|n| (n.clone(), self.try_recv(n))).collect();
+        let sleep = until_ms.map(|at| self.sleep_until(at));
+        Box::pin(async move {
+            for (name, look) in looks {
+                if let Some(value) = look.await? {
+                    return Ok(Some((name, value)));
+                }
+            }
+            match (sleep, signals.into_iter().next()) {
+                (Some(sleep), _) => sleep.await.map(|()| None),
+                (None, Some(name)) => Err(NodeError::WaitingSignal { name }),
+                (None, None) => {
+                    Err(NodeError::Codec { detail: "a select waits for nothing".into() })
+                }
+            }
+        })
+    }
     /// Takes the durable lock `name` for `ttl_ms`; if `wait`, suspends until it is free.
     fn lock(
         &self,

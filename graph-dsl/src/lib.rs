@@ -331,6 +331,7 @@ mod state;
 mod validate;
 mod var_type;
 mod variables;
+mod waits;
 
 pub use builder::WorkflowBuilder;
 pub use child::{ChildEnded, ChildHandle, ChildStart, ParentClose};
@@ -354,6 +355,7 @@ pub use signals::SignalError;
 pub use state::{Replace, State};
 pub use var_type::VarType;
 pub use variables::{RejectedWrite, Scope, VarOp, VarUpdate, Variable, Variables};
+pub use waits::{Select, Selected};
 pub use workflow::Workflow;
 
 mod workflow;

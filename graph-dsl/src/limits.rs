@@ -110,3 +110,8 @@ pub fn in_words(limit: &str) -> &'static str {
         _ => "a value",
     }
 }
+
+/// Signal names one `select` waits for at once. Each is looked up in the inbox at every look
+/// and named in the wait's record; a wait on more names is a loop over a queue of work, not a
+/// choice between a few things that may happen.
+pub const SELECT_SIGNALS_MAX: usize = 16;

@@ -23,6 +23,11 @@ pub enum Drawn {
     ChildStart,
     /// `ctx.join_child(..)`: how the child ended (`core::child_start::ChildEnd`).
     ChildJoin,
+    /// Where `ctx.select` starts: the names and the deadline it waits for (`crate::select`).
+    Wait,
+    /// What `ctx.select` took: a signal as [`Drawn::Signal`] records it, or the deadline, and
+    /// the fired timers it consumed (`crate::select`).
+    Waited,
 }
 
 impl Drawn {
@@ -35,6 +40,8 @@ impl Drawn {
             Drawn::Signal => "signal",
             Drawn::ChildStart => "child_start",
             Drawn::ChildJoin => "child_join",
+            Drawn::Wait => "wait",
+            Drawn::Waited => "waited",
         }
     }
 
@@ -47,6 +54,8 @@ impl Drawn {
             Drawn::Signal => "signal",
             Drawn::ChildStart => "child start",
             Drawn::ChildJoin => "child join",
+            Drawn::Wait => "wait",
+            Drawn::Waited => "wait outcome",
         }
     }
 
@@ -79,10 +88,12 @@ pub fn received(inner: &Value) -> Option<(&str, Option<(u64, &Value)>)> {
     }
 }
 
-/// The signals a list of recorded values received: (name, n) of each, in order.
+/// The signals a list of recorded values received (by a receive or a select): (name, n) of
+/// each, in order.
 pub fn signals_in(values: &[Value]) -> impl Iterator<Item = (&str, u64)> {
     values.iter().filter_map(|v| {
-        let inner = v.as_object().filter(|o| o.len() == 1)?.get(Drawn::Signal.tag())?;
+        let tagged = v.as_object().filter(|o| o.len() == 1)?;
+        let inner = tagged.get(Drawn::Signal.tag()).or_else(|| tagged.get(Drawn::Waited.tag()))?;
         let (name, got) = received(inner)?;
         got.map(|(n, _)| (name, n))
     })

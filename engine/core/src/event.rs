@@ -55,6 +55,10 @@ pub struct ThreadPolicy {
     /// Permissions granted to tool calls, replacing the workflow's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permissions: Option<BTreeSet<String>>,
+    /// When the thread starts, for one created to start later (engine clock, ms since the
+    /// epoch): it stays `created` until then. Absent in logs written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at_ms: Option<u64>,
 }
 
 impl ThreadPolicy {

@@ -39,6 +39,7 @@ pub(crate) mod record;
 pub mod recovery;
 pub mod recovery_fold;
 pub mod restore;
+pub mod select;
 pub mod status;
 pub(crate) mod step_end;
 pub mod summary;

@@ -38,6 +38,17 @@ impl Suspensions {
         self.inputs.get(i).cloned().ok_or(NodeError::Interrupted { prompt })
     }
 
+    /// Fired timers the node has not consumed: at a select deciding now, those of its own
+    /// deadline (every earlier wait of the task consumed its own before it).
+    pub fn unconsumed_timers(&self) -> u32 {
+        self.timers_fired.saturating_sub(self.next_timer)
+    }
+
+    /// Consumes `n` fired timers (a select's, as its outcome records them).
+    pub fn consume_timers(&mut self, n: u32) {
+        self.next_timer = self.next_timer.saturating_add(n);
+    }
+
     /// The node's next durable sleep, started at `now_ms`: done if its timer fired, else a
     /// suspension until it is due.
     pub fn sleep(&mut self, now_ms: u64, duration_ms: u64) -> Result<(), NodeError> {

@@ -235,6 +235,21 @@ pub async fn signal_and_wake(
     engine.signal_and_wake(thread, name, value).await
 }
 
+/// [`Engine::signal_once`], and whether the signal woke the thread here (the command line runs
+/// a woken thread until it parks again, as for [`signal_and_wake`]).
+///
+/// # Errors
+/// As [`Engine::signal_once`].
+pub async fn signal_once_and_wake(
+    engine: &Engine,
+    thread: &str,
+    name: &str,
+    value: impl serde::Serialize,
+    dedup_key: &str,
+) -> Result<(crate::Sent, bool), Error> {
+    engine.signal_once_and_wake(thread, name, value, dedup_key).await
+}
+
 /// Starts a thread as [`Engine::create`] does and runs it here (a queued one waits for this
 /// engine's admitter): what an endpoint's start does, saying whether the call created it.
 ///

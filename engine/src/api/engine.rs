@@ -303,6 +303,11 @@ impl Engine {
         input: serde_json::Value,
         options: StartOptions,
     ) -> Result<ThreadHandle, Error> {
+        if options.start_at_ms.is_some_and(|at| at > self.shell.clock.now_ms()) {
+            // Created now, run at its time: the drive arms its start (`exec/delayed_start.rs`).
+            let done = self.write_start(workflow, input, options, true).await?;
+            return Ok(done.thread);
+        }
         let wf = self.shell.registry.latest(workflow, options.version)?;
         let id = self.start_id(&options)?;
         // A thread that would wait for a runner permit is created as before (Created, no
@@ -347,6 +352,11 @@ impl Engine {
     ) -> Result<Prepared, Error> {
         let wf = self.shell.registry.latest(workflow, options.version)?;
         let id = self.start_id(&options)?;
+        if options.queue.is_some() && options.start_at_ms.is_some() {
+            return Err(Error::Invalid(
+                "a delayed start (start_at_ms) cannot wait on a queue as well".into(),
+            ));
+        }
         let batch = start::prepare(&self.shell, self.new_thread(&wf, &id, input, &options)).await?;
         let queued = options.queue.is_some();
         let batch = if queued { batch.map(|b| Engine::enqueued(b, &id, &options)) } else { batch };
@@ -385,6 +395,7 @@ impl Engine {
                 .map(|d| self.shell.clock.now_ms().saturating_add(d)),
             budgets: options.budgets.clone(),
             permissions: options.permissions.clone(),
+            start_at_ms: options.start_at_ms,
         };
         NewThread { labels: options.labels.clone(), policy, ..NewThread::new(wf, id, input) }
     }

@@ -214,14 +214,19 @@ impl Engine {
         if record.status == ThreadStatus::Blocked {
             report.blocked.push(id);
         } else if record.status == ThreadStatus::WaitingInput {
-            // Parked on a signal sent while no engine could wake it (its sender died
-            // between the send and the wake): woken now.
-            match crate::exec::signals::wake_if_sent(&self.shell, &id).await {
-                Ok(Some(top)) => spawn_drive(&self.shell, top, "signal received"),
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(thread = %id, error = %e, "parked thread not woken by its signal");
-                }
+            self.wake_if_signal_sent(&id).await;
+        }
+    }
+
+    /// A thread parked on a signal (in `recv`, or in a select, asleep until its deadline)
+    /// sent while no engine could wake it (its sender died between the send and the wake):
+    /// woken now.
+    async fn wake_if_signal_sent(&self, id: &ThreadId) {
+        match crate::exec::signals::wake_if_sent(&self.shell, id).await {
+            Ok(Some(top)) => spawn_drive(&self.shell, top, "signal received"),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(thread = %id, error = %e, "parked thread not woken by its signal");
             }
         }
     }
@@ -244,6 +249,7 @@ impl Engine {
                 if let Some(due) = Due::timer_of(&ctx) {
                     self.shell.coord.arm(&id, due);
                 }
+                self.wake_if_signal_sent(&id).await;
                 report.timers.push(id);
             }
             Err(e) => tracing::warn!(thread = %id, error = %e, "sleeping thread not re-armed"),

@@ -58,12 +58,30 @@ impl Engine {
         name: &str,
         value: impl Serialize,
     ) -> Result<(u64, bool), Error> {
+        self.send_signal(thread, name, value, None).await
+    }
+
+    /// [`Engine::signal_and_wake`], with `marker` (a dedup key's, `signal_once.rs`) stored in
+    /// the same batch right after the signal.
+    pub(crate) async fn send_signal(
+        &self,
+        thread: &str,
+        name: &str,
+        value: impl Serialize,
+        marker: Option<NewSignal>,
+    ) -> Result<(u64, bool), Error> {
         let id = ThreadId::new(thread)?;
+        if name == super::signal_once::DEDUP_SIGNAL {
+            return Err(Error::Invalid(format!("signal name {name:?} is the engine's own")));
+        }
         let value = serde_json::to_value(value)?;
         self.check_declared(&id, name, &value).await?;
         let data = serde_json::to_vec(&value)?;
-        let signal = NewSignal::new(id.clone(), name, data, self.clock().now_ms())?;
-        let n = match self.write(Batch { signals: vec![signal], ..Batch::default() }).await {
+        let now = self.clock().now_ms();
+        let signal = NewSignal::new(id.clone(), name, data, now)?;
+        let marker = marker.map(|m| NewSignal { at_ms: now, ..m });
+        let signals = std::iter::once(signal).chain(marker).collect();
+        let n = match self.write(Batch { signals, ..Batch::default() }).await {
             Ok(appended) => appended.signals.first().copied().unwrap_or_default(),
             Err(cairn_storage::Error::UnknownThread(_)) => {
                 return Err(Error::UnknownThread(thread.to_owned()));

@@ -48,6 +48,9 @@ pub(crate) enum Due {
     Timer { task: TaskKey, until_ms: u64 },
     /// A parked thread's deadline (a running thread's is watched by its runner).
     Deadline { at_ms: u64 },
+    /// A thread created to start later (`StartOptions::start_at_ms`) comes due: it is driven
+    /// (`exec/delayed_start.rs`).
+    Start { at_ms: u64 },
 }
 
 impl Due {
@@ -55,7 +58,7 @@ impl Due {
     pub fn at_ms(&self) -> u64 {
         match self {
             Due::Timer { until_ms, .. } => *until_ms,
-            Due::Deadline { at_ms } => *at_ms,
+            Due::Deadline { at_ms } | Due::Start { at_ms } => *at_ms,
         }
     }
 

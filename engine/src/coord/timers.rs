@@ -30,7 +30,8 @@ pub(crate) enum Slot {
 impl Slot {
     pub fn of(due: &Due) -> Slot {
         match due {
-            Due::Timer { .. } => Slot::Timer,
+            // A thread not started yet sleeps on nothing else: the timer slot is free.
+            Due::Timer { .. } | Due::Start { .. } => Slot::Timer,
             Due::Deadline { .. } => Slot::Deadline,
         }
     }

@@ -48,7 +48,11 @@ impl Runner {
         };
         let id = ThreadId::new(id)?;
         let labels = self.ctx.meta.labels.clone();
-        let policy = ThreadPolicy { deadline_at_ms: None, ..self.ctx.meta.policy.clone() };
+        let policy = ThreadPolicy {
+            deadline_at_ms: None,
+            start_at_ms: None,
+            ..self.ctx.meta.policy.clone()
+        };
         let wf = &self.env.wf;
         let new = NewThread { labels, policy, ..NewThread::new(wf, &id, input) };
         if !super::start::prepare_in(&self.shell, new, batch).await? {

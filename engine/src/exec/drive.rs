@@ -189,15 +189,16 @@ fn moved_on_by_another(shell: &Shell, e: &Error) -> bool {
     fenced(e) || matches!(e, Error::ShutDown) || (shell.coord.has_peers() && in_doubt(e))
 }
 
-/// A thread its runner left waiting for input may be waiting for a signal sent after its node
-/// looked and before this park (the send found the thread still running, so nobody woke it):
-/// it looks at its inbox again now that it is parked and let go.
+/// A thread its runner left waiting for input (in `recv`) or sleeping (in a select with a
+/// deadline) may be waiting for a signal sent after its node looked and before this park (the
+/// send found the thread still running, so nobody woke it): it looks at its inbox again now
+/// that it is parked and let go.
 pub(super) async fn wake_if_signalled(
     shell: &Arc<Shell>,
     thread: &ThreadId,
     result: &Result<Exit, Error>,
 ) {
-    if !matches!(result, Ok(Exit::Status(ThreadStatus::WaitingInput))) {
+    if !matches!(result, Ok(Exit::Status(ThreadStatus::WaitingInput | ThreadStatus::Sleeping))) {
         return;
     }
     match super::signals::wake_if_sent(shell, thread).await {
@@ -246,6 +247,9 @@ async fn drive_claimed(
     }
     if ctx.meta.waiting.is_some() || matches!(record.status, ThreadStatus::Blocked) {
         // Waiting for input or a timer: only `send_input` or the timer may wake it.
+        return Ok(Exit::Status(ctx.meta.status));
+    }
+    if super::delayed_start::hold(shell, thread, &record, &ctx) {
         return Ok(Exit::Status(ctx.meta.status));
     }
     // Replayed since where its restore started: if the code now diverges from what it

@@ -16,6 +16,7 @@ pub(crate) mod child_run;
 pub(crate) mod child_start;
 mod compensate;
 mod continue_as_new;
+mod delayed_start;
 pub(crate) mod drive;
 pub(crate) mod env;
 pub(crate) mod fetch;

@@ -26,6 +26,7 @@ use crate::limits;
 mod child;
 mod patch;
 mod recorded;
+mod select;
 
 fn lock_state(st: &Mutex<TaskState>) -> MutexGuard<'_, TaskState> {
     // A panic while holding this lock can only come from our own code between two lines that
@@ -336,6 +337,14 @@ impl NodeContext for LiveNodeContext {
     fn sleep_until(&self, at_ms: u64) -> BoxFuture<'static, Result<(), NodeError>> {
         let result = self.state().suspensions.sleep_until(at_ms);
         Box::pin(async move { result })
+    }
+
+    fn select(
+        &self,
+        signals: Vec<String>,
+        until_ms: Option<u64>,
+    ) -> BoxFuture<'static, Result<Option<(String, Value)>, NodeError>> {
+        self.select_wait(signals, until_ms)
     }
 
     fn lock(

@@ -57,6 +57,35 @@ impl SignalCursor {
     }
 }
 
+impl SignalCursor {
+    /// Takes the first sent (lowest number) of the next signals of `names` after the last
+    /// ones taken, if `accept` takes it; a signal refused stays where it is.
+    ///
+    /// # Errors
+    /// Storage errors reading the inbox.
+    pub(crate) async fn take_first(
+        &self,
+        thread: &ThreadId,
+        names: &[String],
+        accept: impl Fn(&Signal) -> bool,
+    ) -> Result<Option<Signal>, Error> {
+        // Held across the reads, as `take` holds it.
+        let mut taken = self.taken.lock().await;
+        let mut first: Option<Signal> = None;
+        for name in names {
+            let after = taken.get(name).copied().unwrap_or(0);
+            if let Some(next) = next_of(self.store.as_ref(), thread, name, after).await?
+                && first.as_ref().is_none_or(|f| next.n < f.n)
+            {
+                first = Some(next);
+            }
+        }
+        let Some(signal) = first.filter(|s| accept(s)) else { return Ok(None) };
+        taken.insert(signal.name.clone(), signal.n);
+        Ok(Some(signal))
+    }
+}
+
 /// The first signal named `name` with a number above `after`.
 pub(crate) async fn next_of(
     store: &dyn Store,

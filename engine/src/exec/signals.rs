@@ -75,10 +75,11 @@ pub(crate) async fn wake_if_sent(
 pub(crate) async fn wake_parked(shell: &Arc<Shell>, record: &ThreadRecord) -> Result<bool, Error> {
     let Some((task, name)) = pending(shell, record).await? else { return Ok(false) };
     let body = Body::SignalArrived { task, name };
+    // WaitingInput in `recv`, or Sleeping in a select with a deadline (`pending` saw which).
     let woke = super::parked::write_parked(
         shell,
         &record.id,
-        ThreadStatus::WaitingInput,
+        record.status,
         vec![body],
         Some(Transition::Run),
     )
@@ -91,14 +92,15 @@ pub(crate) async fn wake_parked(shell: &Arc<Shell>, record: &ThreadRecord) -> Re
     }
 }
 
-/// If `top` waits for a signal that is in its inbox, or waits at a subgraph node whose child
-/// (and so on down) does: the task `top` waits in and the signal's name.
+/// If `top` waits for a signal that is in its inbox (in `recv`, or in a select, which sleeps
+/// when it has a deadline), or waits at a subgraph node whose child (and so on down) does: the
+/// task `top` waits in and the signal's name.
 async fn pending(shell: &Shell, top: &ThreadRecord) -> Result<Option<(TaskKey, String)>, Error> {
     let store = shell.store.as_ref();
     let mut record = top.clone();
     let mut top_task = None;
     for _ in 0..=crate::limits::SUBGRAPH_DEPTH_MAX {
-        if record.status != ThreadStatus::WaitingInput {
+        if !matches!(record.status, ThreadStatus::WaitingInput | ThreadStatus::Sleeping) {
             return Ok(None);
         }
         let wf = shell.registry.workflow_for(&record)?;
@@ -110,13 +112,24 @@ async fn pending(shell: &Shell, top: &ThreadRecord) -> Result<Option<(TaskKey, S
             return Ok(None);
         }
         let ctx = super::fetch::restore(store, &wf, &record.id, None).await?;
-        match ctx.meta.waiting {
+        let selecting = |task: &TaskKey| {
+            ctx.meta.open.get(task).and_then(|j| crate::core::select::pending_names(&j.values))
+        };
+        // The names a task waits for: its select's, else its `recv`'s.
+        let waits_for = match &ctx.meta.waiting {
             Some(Waiting::Signal { task, name }) => {
-                let after = ctx.meta.signals.get(&name).copied().unwrap_or(0);
-                let sent = super::signal_cursor::next_of(store, &record.id, &name, after).await?;
-                return Ok(sent.map(|_| (top_task.unwrap_or(task), name)));
+                Some((task, selecting(task).unwrap_or_else(|| vec![name.clone()])))
             }
-            Some(Waiting::Input { task, .. }) => {
+            Some(Waiting::Timer { task, .. }) => selecting(task).map(|names| (task, names)),
+            _ => None,
+        };
+        if let Some((task, names)) = waits_for {
+            let sent = first_sent(store, &record.id, &ctx, &names).await?;
+            return Ok(sent.map(|name| (top_task.unwrap_or_else(|| task.clone()), name)));
+        }
+        match ctx.meta.waiting {
+            Some(Waiting::Signal { .. }) => return Ok(None),
+            Some(Waiting::Input { task, .. } | Waiting::Timer { task, .. }) => {
                 let sub = wf.node_id(&task.node).is_some_and(|i| {
                     matches!(wf.nodes()[i].kind, cairn_dsl::DynNodeKind::Subgraph { .. })
                 });
@@ -130,7 +143,23 @@ async fn pending(shell: &Shell, top: &ThreadRecord) -> Result<Option<(TaskKey, S
                 };
                 record = next;
             }
-            Some(Waiting::Timer { .. }) | None => return Ok(None),
+            None => return Ok(None),
+        }
+    }
+    Ok(None)
+}
+
+/// The name of a signal of `names` sent to `thread` and not yet received, if there is one.
+async fn first_sent(
+    store: &dyn cairn_storage::Store,
+    thread: &ThreadId,
+    ctx: &crate::core::thread_ctx::ThreadCtx,
+    names: &[String],
+) -> Result<Option<String>, Error> {
+    for name in names {
+        let after = ctx.meta.signals.get(name).copied().unwrap_or(0);
+        if super::signal_cursor::next_of(store, thread, name, after).await?.is_some() {
+            return Ok(Some(name.clone()));
         }
     }
     Ok(None)

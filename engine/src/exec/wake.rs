@@ -26,6 +26,7 @@ impl Wake for Waker {
             let Some(shell) = shell else { return };
             match due {
                 Due::Timer { task, until_ms } => fire_timer(&shell, thread, task, until_ms).await,
+                Due::Start { .. } => spawn_drive(&shell, thread, "its start time came"),
                 Due::Deadline { .. } => {
                     if let Err(e) = time_out_parked(&shell, &thread).await {
                         tracing::debug!(thread = %thread, error = %e, "deadline of a parked thread");

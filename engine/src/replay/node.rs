@@ -115,6 +115,42 @@ impl ReplayNodeContext {
         }
     }
 
+    /// The recorded select of `names` until `until_ms`: its start must be the one recorded;
+    /// with no outcome recorded (the task waited there), the live run's suspension.
+    fn select_replayed(
+        &self,
+        names: Vec<String>,
+        until_ms: Option<u64>,
+    ) -> Result<Option<(String, Value)>, NodeError> {
+        use crate::core::select::{self, Outcome};
+        let start = self.value(Drawn::Wait);
+        let mut st = self.state();
+        if select::started(&start) != Some((names.clone(), until_ms)) {
+            let asked = select::start(&names, until_ms);
+            st.first.get_or_insert(("the code selects other waits".into(), start, asked));
+            return Err(NodeError::Nondeterminism { detail: "another select".into() });
+        }
+        crate::core::patch::skip(&mut st.values);
+        let Some(recorded) = st.values.pop_front() else {
+            return Err(select::parked(&names, until_ms));
+        };
+        match Outcome::read(&recorded) {
+            Ok(o) if o.signal.as_ref().is_none_or(|(name, _, _)| names.contains(name)) => {
+                st.suspensions.consume_timers(o.timers);
+                Ok(o.signal.map(|(name, _, value)| (name, value)))
+            }
+            _ => {
+                let asked = Value::from(names);
+                st.first.get_or_insert((
+                    "the code selects where another value was recorded".into(),
+                    recorded,
+                    asked,
+                ));
+                Err(NodeError::Nondeterminism { detail: "unrecorded select".into() })
+            }
+        }
+    }
+
     /// A patch call of `id` in a completed task, whose history went past every point: true iff
     /// the task recorded the marker here (`core::patch`). A deprecated patch without its marker
     /// is a divergence: the thread needed the old branch.
@@ -173,6 +209,14 @@ impl NodeContext for ReplayNodeContext {
     }
     fn try_recv(&self, name: &str) -> BoxFuture<'static, Result<Option<Value>, NodeError>> {
         let got = self.receive(name, false);
+        Box::pin(async move { got })
+    }
+    fn select(
+        &self,
+        signals: Vec<String>,
+        until_ms: Option<u64>,
+    ) -> BoxFuture<'static, Result<Option<(String, Value)>, NodeError>> {
+        let got = self.select_replayed(signals, until_ms);
         Box::pin(async move { got })
     }
     fn patched(&self, id: &str) -> bool {

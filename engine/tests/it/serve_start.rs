@@ -162,7 +162,7 @@ async fn a_bad_start_is_a_4xx_naming_what_and_writes_nothing() {
         ),
         (
             url.clone(),
-            json!({"input": {"total": 0, "log": []}, "start_at_ms": 1}),
+            json!({"input": {"total": 0, "log": []}, "start_at_ms": 1, "queue": "q"}),
             400,
             "start_at_ms",
         ),

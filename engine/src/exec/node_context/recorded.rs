@@ -82,7 +82,8 @@ impl LiveNodeContext {
         // Fresh values are drawn only once the recorded ones are used up, so a receipt just
         // recorded means this signal was received now, not read again from the journal.
         let received = self.state().new_values.last().and_then(|v| {
-            let (_, got) = crate::core::drawn::received(v.get(Drawn::Signal.tag())?)?;
+            let receipt = v.get(Drawn::Signal.tag()).or_else(|| v.get(Drawn::Waited.tag()));
+            let (_, got) = crate::core::drawn::received(receipt?)?;
             got.map(|(n, _)| n)
         });
         let (thread, node) = (&self.env.thread, &self.key.node);

@@ -25,28 +25,53 @@ pub struct SignalArgs {
     name: String,
     /// The signal's value, as JSON (a bare word is taken as a string).
     value: String,
+    /// Stores the signal at most once per key on the thread: a key sent before stores nothing
+    /// and answers the first signal's number (a retried webhook delivers once).
+    #[arg(long)]
+    dedup_key: Option<String>,
+    /// Signal-with-start: creates the thread as a thread of this workflow first, if it does
+    /// not exist (with `--input`).
+    #[arg(long, value_name = "WORKFLOW", requires = "input")]
+    start_with: Option<String>,
+    /// The initial state of the thread `--start-with` creates, as JSON.
+    #[arg(long, requires = "start_with")]
+    input: Option<String>,
 }
 
 pub(super) async fn signal(args: SignalArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let value = json_arg(&args.value, "the signal's value")?;
-    let body = json!({ "name": args.name, "value": value });
+    let input = args.input.as_deref().map(|i| json_arg(i, "the input")).transpose()?;
+    let mut body = json!({ "name": args.name, "value": value });
+    if let Some(key) = &args.dedup_key {
+        body["dedup_key"] = json!(key);
+    }
+    if let (Some(workflow), Some(input)) = (&args.start_with, &input) {
+        body["start"] = json!({ "workflow": workflow, "input": input });
+    }
     if let Some(answer) = remote::post(&args.common.db, &args.thread, "signal", &body)? {
         if args.common.json {
             return print_json(&answer);
         }
         print_text(&format!(
-            "signal {} ({}) sent to {}: now {} (through the engine serving the file)",
+            "signal {} ({}) sent to {}{}: now {} (through the engine serving the file)",
             answer.signal.map_or_else(|| "?".to_owned(), |n| n.to_string()),
             args.name,
             args.thread,
+            if answer.duplicate == Some(true) {
+                " before (a duplicate: nothing stored)"
+            } else {
+                ""
+            },
             answer.status
         ));
         return Ok(());
     }
     let engine = open_writable(&args.common.db, wfs).await?;
-    record_of(&engine, &args.thread).await?;
-    let sent = cairn::admin::signal_and_wake(&engine, &args.thread, &args.name, value).await;
-    let (n, woke) = match sent {
+    if args.start_with.is_none() {
+        record_of(&engine, &args.thread).await?;
+    }
+    let sent = send_local(&engine, &args, value, input).await;
+    let (sent, woke) = match sent {
         Ok(sent) => sent,
         Err(e) => {
             engine.shutdown().await;
@@ -62,14 +87,43 @@ pub(super) async fn signal(args: SignalArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     let status = if woke { handle.wait().await.map(|o| o.status) } else { handle.status().await };
     engine.shutdown().await;
     let status = status?;
+    let n = sent.signal;
     if args.common.json {
-        return print_json(&json!({
-            "thread": args.thread,
-            "signal": n,
-            "status": status.as_str(),
-        }));
+        let mut out = json!({ "thread": args.thread, "signal": n, "status": status.as_str() });
+        if args.dedup_key.is_some() {
+            out["duplicate"] = json!(sent.duplicate);
+        }
+        return print_json(&out);
     }
-    let line = format!("signal {n} ({}) sent to {}: now {status}", args.name, args.thread);
+    let before = if sent.duplicate { " before (a duplicate: nothing stored)" } else { "" };
+    let line = format!("signal {n} ({}) sent to {}{before}: now {status}", args.name, args.thread);
     print_text(&line);
     super::control::ended(&args.thread, status)
+}
+
+/// Sends the signal `args` describe on `engine` (with a dedup key, or starting the thread
+/// first): what was sent, and whether this engine now runs the thread (woken or created).
+async fn send_local(
+    engine: &cairn::Engine,
+    args: &SignalArgs,
+    value: serde_json::Value,
+    input: Option<serde_json::Value>,
+) -> Result<(cairn::Sent, bool), cairn::Error> {
+    let key = args.dedup_key.as_deref();
+    if let (Some(workflow), Some(input)) = (&args.start_with, input) {
+        let options = cairn::StartOptions::id(&args.thread);
+        let done =
+            engine.signal_with_start(workflow, input, options, &args.name, value, key).await?;
+        return Ok((done.sent, done.created));
+    }
+    match key {
+        Some(key) => {
+            cairn::admin::signal_once_and_wake(engine, &args.thread, &args.name, value, key).await
+        }
+        None => {
+            let (n, woke) =
+                cairn::admin::signal_and_wake(engine, &args.thread, &args.name, value).await?;
+            Ok((cairn::Sent { signal: n, duplicate: false }, woke))
+        }
+    }
 }

@@ -1,5 +1,7 @@
 //! `cairn start WORKFLOW --input JSON [--id ID] [--label K=V]... [--queue Q [--key K]
-//! [--priority N] [--dedup D]] [--wait SECS]`: starts a thread.
+//! [--priority N] [--dedup D]] [--deadline-ms MS] [--budgets JSON] [--permission P]...
+//! [--start-at-ms T | --delay-ms MS] [--wait SECS]`: starts a thread (everything
+//! `StartOptions` takes; a delayed start is created at once and runs from its time).
 //!
 //! - Through a running engine's endpoint when one is announced for the file (`POST
 //!   /api/workflows/{id}/threads` with the token of `<db>.token`, as the controls are posted,
@@ -62,6 +64,22 @@ pub struct StartArgs {
     /// Its deduplication key in the queue: a thread holding it answers instead.
     #[arg(long, requires = "queue")]
     dedup: Option<String>,
+    /// The thread times out this long after its creation (ms).
+    #[arg(long, value_name = "MS")]
+    deadline_ms: Option<u64>,
+    /// Budgets replacing the workflow's, as JSON: `max_steps`, `max_tool_calls`, `max_tokens`,
+    /// `max_cost_micros`, `max_wall_ms`, `warn_fraction` (each optional).
+    #[arg(long, value_name = "JSON")]
+    budgets: Option<String>,
+    /// A permission granted to the thread's tool calls, replacing the workflow's (repeatable).
+    #[arg(long = "permission", value_name = "P")]
+    permissions: Vec<String>,
+    /// A delayed start: created now, run from this time (ms since the epoch). Not with a queue.
+    #[arg(long, value_name = "T", conflicts_with_all = ["delay_ms", "queue"])]
+    start_at_ms: Option<u64>,
+    /// A delayed start this long from now (ms). Not with a queue.
+    #[arg(long, value_name = "MS", conflicts_with = "queue")]
+    delay_ms: Option<u64>,
     /// Wait up to this many seconds for the thread's result (exit 6 if it has not finished).
     #[arg(long, value_name = "SECS")]
     wait: Option<u64>,
@@ -69,7 +87,7 @@ pub struct StartArgs {
 
 impl StartArgs {
     /// The body of `POST /api/workflows/{id}/threads`.
-    fn body(&self, input: &Value) -> Value {
+    fn body(&self, input: &Value, budgets: Option<&Value>) -> Value {
         let mut body = json!({"input": input});
         let fields = [
             ("id", self.id.clone().map(Value::from)),
@@ -77,6 +95,11 @@ impl StartArgs {
             ("key", self.key.clone().map(Value::from)),
             ("priority", self.priority.map(Value::from)),
             ("dedup", self.dedup.clone().map(Value::from)),
+            ("deadline_ms", self.deadline_ms.map(Value::from)),
+            ("start_at_ms", self.start_at_ms.map(Value::from)),
+            ("delay_ms", self.delay_ms.map(Value::from)),
+            ("budgets", budgets.cloned()),
+            ("permissions", (!self.permissions.is_empty()).then(|| json!(self.permissions))),
         ];
         for (name, value) in fields {
             if let Some(value) = value {
@@ -89,9 +112,17 @@ impl StartArgs {
         body
     }
 
-    /// The engine's start options.
-    fn options(&self) -> StartOptions {
-        let mut options = StartOptions { thread_id: self.id.clone(), ..StartOptions::default() };
+    /// The engine's start options (`now_ms`: the clock a `--delay-ms` counts from).
+    fn options(&self, budgets: Option<cairn_dsl::Budgets>, now_ms: u64) -> StartOptions {
+        let mut options = StartOptions {
+            thread_id: self.id.clone(),
+            deadline_ms: self.deadline_ms,
+            budgets,
+            permissions: (!self.permissions.is_empty())
+                .then(|| self.permissions.iter().cloned().collect()),
+            start_at_ms: self.start_at_ms.or(self.delay_ms.map(|d| now_ms.saturating_add(d))),
+            ..StartOptions::default()
+        };
         options.labels = self.labels.iter().cloned().collect();
         if let Some(queue) = &self.queue {
             options = options.on_queue(queue.clone()).priority(self.priority.unwrap_or(0));
@@ -102,8 +133,25 @@ impl StartArgs {
     }
 }
 
+/// `--budgets` as the engine's budgets: the fields given over the defaults (none unlimited).
+fn budgets_of(json: &Value) -> anyhow::Result<cairn_dsl::Budgets> {
+    let mut merged = serde_json::to_value(cairn_dsl::Budgets::default())?;
+    let (Some(given), Some(all)) = (json.as_object(), merged.as_object_mut()) else {
+        return Err(usage("--budgets takes a JSON object".to_owned()));
+    };
+    for (key, value) in given {
+        if !all.contains_key(key) {
+            return Err(usage(format!("--budgets: no budget {key:?}")));
+        }
+        all.insert(key.clone(), value.clone());
+    }
+    serde_json::from_value(merged).map_err(|e| usage(format!("--budgets: {e}")))
+}
+
 pub(super) async fn start(args: StartArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     let input = json_arg(&args.input, "--input")?;
+    let budgets_json = args.budgets.as_deref().map(|b| json_arg(b, "--budgets")).transpose()?;
+    let budgets = budgets_json.as_ref().map(budgets_of).transpose()?;
     let db = args.common.db.clone();
     let wait = args.wait.map(Duration::from_secs);
     if !is_postgres_url(&db) {
@@ -115,7 +163,7 @@ pub(super) async fn start(args: StartArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
             endpoint::segment(&args.workflow),
             query.unwrap_or_default()
         );
-        let (db2, body) = (db.clone(), args.body(&input));
+        let (db2, body) = (db.clone(), args.body(&input, budgets_json.as_ref()));
         let posted =
             tokio::task::spawn_blocking(move || remote::post_to(&db2, &path, &body)).await??;
         if let Some(answer) = posted {
@@ -126,7 +174,8 @@ pub(super) async fn start(args: StartArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         }
     }
     let engine = open_writable(&db, wfs).await?;
-    let created = engine.create_json(&args.workflow, &input, args.options()).await;
+    let now_ms = engine.clock().now_ms();
+    let created = engine.create_json(&args.workflow, &input, args.options(budgets, now_ms)).await;
     let answer = match created {
         Ok(creation) => {
             let thread = creation.thread.id().as_str().to_owned();

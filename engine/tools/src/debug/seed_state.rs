@@ -205,5 +205,5 @@ fn policy(p: &Obj<'_>) -> Result<ThreadPolicy, Error> {
     let permissions = p
         .opt_typed::<BTreeMap<String, bool>>("permissions")?
         .map(|m| m.into_iter().filter(|(_, on)| *on).map(|(k, _)| k).collect::<BTreeSet<_>>());
-    Ok(ThreadPolicy { deadline_at_ms: None, budgets, permissions })
+    Ok(ThreadPolicy { deadline_at_ms: None, budgets, permissions, start_at_ms: None })
 }

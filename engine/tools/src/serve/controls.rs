@@ -1,6 +1,6 @@
 //! The controls: `POST /api/threads/{id}/{pause|resume|cancel|input|signal|fork}` (the token is
 //! checked before, by the access layer, `super::access`). Bodies are JSON: `cancel` `{"reason"?}`, `input`
-//! `{"value"}`, `signal` `{"name", "value"}` (the answer adds `"signal"`: its number), `fork` `{"at"? | "checkpoint"?, "update"?, "id"?, "labels"?, "start"?}`; a body
+//! `{"value"}`, `signal` `{"name", "value", "dedup_key"?, "start"? {"workflow", "input", "version"?, "labels"?}}` (the answer adds `"signal"`: its number, `"duplicate"` with a key, `"created"` with `start`, which creates the thread first if it does not exist), `fork` `{"at"? | "checkpoint"?, "update"?, "id"?, "labels"?, "start"?}`; a body
 //! field that does not parse is named in the 400, as a signal the thread's workflow refuses is
 //! (`name` undeclared, `value` not of the declared type). `resume`, `input` and a started fork run the
 //! thread in this engine; the answer comes once the control is applied, not when the thread ends.
@@ -43,6 +43,27 @@ struct InputBody {
 struct SignalBody {
     name: String,
     value: Value,
+    /// Stores the signal at most once per key on the thread (a key sent before answers the
+    /// first signal's number with `"duplicate": true`).
+    dedup_key: Option<String>,
+    /// Signal-with-start: creates the thread (of this id) first if it does not exist.
+    #[schema(inline)]
+    start: Option<SignalStart>,
+}
+
+/// The thread a signal-with-start creates when it does not exist.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct SignalStart {
+    /// The workflow's id.
+    workflow: String,
+    /// The thread's initial state.
+    input: Value,
+    /// The workflow's version (the newest compiled in when none).
+    version: Option<u32>,
+    /// Labels.
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize, Default, ToSchema)]
@@ -75,8 +96,10 @@ pub(super) async fn control(
     }
     let body = super::app::body(body)?;
     let engine = app.engine.clone();
+    if control == "signal" {
+        return signal(&engine, id, &body).await.map(Json);
+    }
     record_of(&engine, &id).await?;
-    let mut signal = None;
     let thread = match control.as_str() {
         "pause" | "resume" => {
             no_body(&body, "this control")?;
@@ -94,18 +117,6 @@ pub(super) async fn control(
         "input" => {
             let b: InputBody = parse(&body)?;
             engine.send_input(&id, b.value).await.map_err(|e| reject(e, "value"))?;
-            id
-        }
-        "signal" => {
-            let b: SignalBody = parse(&body)?;
-            let n = engine.signal(&id, &b.name, b.value).await.map_err(|e| {
-                let field = match &e {
-                    Error::SignalRefused { source, .. } => source.field(),
-                    _ => "name",
-                };
-                reject(e, field)
-            })?;
-            signal = Some(n);
             id
         }
         _ => {
@@ -133,7 +144,51 @@ pub(super) async fn control(
         }
     };
     let status = super::threads::status_of(&engine, &thread).await?;
-    Ok(Json(Controlled { thread, status: status.as_str().to_owned(), signal }))
+    let status = status.as_str().to_owned();
+    Ok(Json(Controlled { thread, status, signal: None, duplicate: None, created: None }))
+}
+
+/// The `signal` control: a plain send, once per `dedup_key`, or with `start`, creating the
+/// thread first.
+async fn signal(engine: &cairn::Engine, id: String, body: &Bytes) -> Result<Controlled, Reject> {
+    let b: SignalBody = parse(body)?;
+    let refused = |e: Error| {
+        let field = match &e {
+            Error::SignalRefused { source, .. } => source.field(),
+            Error::UnknownWorkflow { .. } => return Reject::not_found("start", e.to_string()),
+            _ => "name",
+        };
+        reject(e, field)
+    };
+    let key = b.dedup_key.as_deref();
+    let (sent, created) = match b.start {
+        Some(start) => {
+            let options = cairn::StartOptions {
+                version: start.version,
+                labels: start.labels,
+                ..cairn::StartOptions::id(&id)
+            };
+            let done = engine
+                .signal_with_start(&start.workflow, start.input, options, &b.name, b.value, key)
+                .await
+                .map_err(refused)?;
+            (done.sent, Some(done.created))
+        }
+        None => {
+            record_of(engine, &id).await?;
+            let sent = match key {
+                Some(key) => engine.signal_once(&id, &b.name, b.value, key).await,
+                None => engine
+                    .signal(&id, &b.name, b.value)
+                    .await
+                    .map(|n| cairn::Sent { signal: n, duplicate: false }),
+            };
+            (sent.map_err(refused)?, None)
+        }
+    };
+    let status = super::threads::status_of(engine, &id).await?.as_str().to_owned();
+    let duplicate = key.map(|_| sent.duplicate);
+    Ok(Controlled { thread: id, status, signal: Some(sent.signal), duplicate, created })
 }
 
 /// Refuses a body other than nothing or `{}` (`what` takes none).

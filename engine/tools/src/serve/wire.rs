@@ -91,6 +91,13 @@ pub struct Controlled {
     /// A signal's number among the thread's signals (`signal` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<u64>,
+    /// The signal's dedup key was sent before: nothing was stored, and `signal` is the first
+    /// one's number (`signal` with `dedup_key` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate: Option<bool>,
+    /// The call created the thread (`signal` with `start` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<bool>,
 }
 
 /// `answer` as a `T`, refusing a field `T` does not know (`what` names the answer in the error).

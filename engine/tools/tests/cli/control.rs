@@ -129,3 +129,18 @@ fn every_refused_control_names_itself() {
     let resume = refused(&["resume", "demo-1"]);
     assert!(resume.contains("resume"), "{resume}");
 }
+
+/// `cairn signal --dedup-key`: a key sent before stores nothing and answers the first number.
+#[test]
+fn signal_with_a_dedup_key_stores_it_once() {
+    let dir = tempdir();
+    let db = copy(crashed_db(), dir.path());
+    let args = ["signal", "demo-1", "note", "1", "--dedup-key", "hook-1", "--json"];
+    let first = on(&db, &args).expect(0).json();
+    assert_eq!((first["signal"].as_u64(), first["duplicate"].as_bool()), (Some(1), Some(false)));
+    let again = on(&db, &args).expect(0).json();
+    assert_eq!((again["signal"].as_u64(), again["duplicate"].as_bool()), (Some(1), Some(true)));
+    let text = on(&db, &["signal", "demo-1", "note", "1", "--dedup-key", "hook-1"]).expect(0);
+    assert!(text.stdout.contains("a duplicate: nothing stored"), "{}", text.stdout);
+    on(&db, &["verify"]).expect(0);
+}

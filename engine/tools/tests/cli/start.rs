@@ -226,3 +226,30 @@ fn every_json_argument_reads_a_file_or_stdin() {
         assert!(run.stderr.contains("cannot read the file"), "{args:?}: {}", run.stderr);
     }
 }
+
+/// `cairn start --delay-ms` (and the rest of the start options) writes the thread created with
+/// its start time (the engine tests, `it::delayed_start`, run it at its time). A delay with a
+/// queue, and an unknown budget, are bad usage.
+#[test]
+fn cairn_start_with_a_delay_leaves_the_thread_created_until_its_time() {
+    let dir = tempdir();
+    let db = dir.path().join("later.db");
+    std::fs::copy(demo_db(), &db).expect("copy the demo database");
+    let day = "86400000";
+    let start = ["start", "research-agent", "--input", INPUT, "--id", "l-1", "--delay-ms", day];
+    on(&db, &start).expect(0);
+    let budgets = r#"{"max_steps": 50}"#;
+    let whole = ["start", "research-agent", "--input", INPUT, "--id", "l-2", "--deadline-ms", day];
+    let mut whole = whole.to_vec();
+    whole.extend(["--budgets", budgets, "--permission", "net", "--start-at-ms", "1"]);
+    on(&db, &whole).expect(0);
+    // (A worker with --exit-when-idle would wait for l-1: a created thread is work to come.)
+    for id in ["l-1", "l-2"] {
+        let shown = on(&db, &["show", id, "--json"]).expect(0).json();
+        assert_eq!(shown["status"], "created", "written, left for an engine: {shown}");
+    }
+    let queued = ["start", "research-agent", "--input", "{}", "--queue", "q", "--delay-ms", "5"];
+    on(&db, &queued).expect(2);
+    on(&db, &["start", "research-agent", "--input", INPUT, "--budgets", r#"{"nope": 1}"#])
+        .expect(2);
+}
