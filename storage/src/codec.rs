@@ -511,7 +511,7 @@ pub(crate) fn corrupted(kind: RecordKind, detail: String) -> Error {
 /// # Errors
 ///
 /// [`Error::Invalid`] for an empty slice or one that is not a run; [`Error::LimitExceeded`] past
-/// [`RECORD_BYTES_MAX`](crate::limits::RECORD_BYTES_MAX).
+/// [`RECORD_BYTES_MAX`].
 ///
 /// # Examples
 ///
