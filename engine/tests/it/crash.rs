@@ -262,6 +262,23 @@ impl Dying {
     pub(crate) fn dead(&self) -> bool {
         self.left.load(Ordering::SeqCst) < 0
     }
+
+    /// Awaits `run` until it ends, `limit` passes or this store dies, then crashes `engine`:
+    /// whether the store died (a crash point was reached; `false`: the run got past its last
+    /// write, so every crash point has been covered).
+    pub(crate) async fn crash_during(
+        &self,
+        engine: &cairn::Engine,
+        limit: std::time::Duration,
+        run: impl std::future::Future,
+    ) -> bool {
+        tokio::select! {
+            _ = tokio::time::timeout(limit, run) => {}
+            () = self.died.notified() => {}
+        }
+        engine.crash().await;
+        self.dead()
+    }
 }
 
 impl Dying {

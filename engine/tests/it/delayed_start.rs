@@ -99,13 +99,9 @@ async fn a_crash_at_any_write_of_a_delayed_start_runs_it_once_at_its_time() {
             clock.set_ms(LATER);
             t.finished().await.map(|_| ())
         };
-        tokio::select! {
-            _ = tokio::time::timeout(secs, run) => {}
-            () = dying.died.notified() => {}
-        }
-        engine.crash().await;
+        let died = dying.crash_during(&engine, secs, run).await;
         drop(engine);
-        if !dying.dead() {
+        if !died {
             break;
         }
         crashes += 1;

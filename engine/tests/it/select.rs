@@ -171,13 +171,9 @@ async fn crash_points(timeout: bool) -> usize {
             }
             t.finished().await.map(|_| ())
         };
-        tokio::select! {
-            _ = tokio::time::timeout(secs, run) => {}
-            () = dying.died.notified() => {}
-        }
-        engine.crash().await;
+        let died = dying.crash_during(&engine, secs, run).await;
         drop(engine);
-        if !dying.dead() {
+        if !died {
             break;
         }
         crashes += 1;

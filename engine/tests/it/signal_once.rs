@@ -103,16 +103,13 @@ async fn a_crash_at_any_write_of_a_signal_with_start_neither_loses_nor_doubles_i
                 .signal_with_start("adder", Tally::default(), options, "add", 4u64, Some("k"))
                 .await
         };
-        tokio::select! {
-            _ = tokio::time::timeout(secs, async {
-                call(engine.clone()).await?;
-                engine.thread("w1").await?.finished().await.map(|_| ())
-            }) => {}
-            () = dying.died.notified() => {}
-        }
-        engine.crash().await;
+        let run = async {
+            call(engine.clone()).await?;
+            engine.thread("w1").await?.finished().await.map(|_| ())
+        };
+        let died = dying.crash_during(&engine, secs, run).await;
         drop(engine);
-        if !dying.dead() {
+        if !died {
             break;
         }
         crashes += 1;

@@ -365,13 +365,9 @@ async fn a_crash_at_any_write_around_a_child_signal_wake_neither_loses_nor_doubl
             }
             t.finished().await.map(|_| ())
         };
-        tokio::select! {
-            _ = tokio::time::timeout(secs, run) => {}
-            () = dying.died.notified() => {}
-        }
-        engine.crash().await;
+        let died = dying.crash_during(&engine, secs, run).await;
         drop(engine);
-        if !dying.dead() {
+        if !died {
             // Past the last write of the run: every crash point has been covered.
             break;
         }
