@@ -263,6 +263,15 @@ impl Dying {
         self.left.load(Ordering::SeqCst) < 0
     }
 
+    /// A store over a redb file at `path` (opened without fsync: a crash here is a process
+    /// crash, not a power cut) that dies at its append number `crash_after + 1`.
+    pub(crate) fn over_file(path: &std::path::Path, crash_after: Option<i64>) -> Arc<Dying> {
+        let options =
+            cairn::storage::Options { durability: cairn::Durability::None, ..Default::default() };
+        let file = cairn::storage::RedbStore::open(path, options).expect("open the file");
+        Arc::new(Dying::new(Arc::new(file), crash_after))
+    }
+
     /// Awaits `run` until it ends, `limit` passes or this store dies, then crashes `engine`:
     /// whether the store died (a crash point was reached; `false`: the run got past its last
     /// write, so every crash point has been covered).

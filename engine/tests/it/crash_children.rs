@@ -22,7 +22,7 @@ fn redb(path: &std::path::Path) -> Arc<dyn Store> {
 async fn run(path: &std::path::Path, crash_after: Option<i64>) -> u64 {
     let child = double();
     let wf = fan(&child, [1, 2, 5]);
-    let dying = Arc::new(Dying::new(redb(path), crash_after));
+    let dying = Dying::over_file(path, crash_after);
     let engine =
         Engine::with_store(dying.clone()).workflow(&wf).workflow(&child).open().await.unwrap();
     if let Ok(h) = engine.start(&wf, Replace(0), StartOptions::id("p")).await {

@@ -78,16 +78,14 @@ async fn a_delayed_start_whose_time_passed_while_no_engine_ran_starts_at_the_nex
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_at_any_write_of_a_delayed_start_runs_it_once_at_its_time() {
     use crate::crash::Dying;
-    use cairn::storage::{Options, RedbStore, Store};
+
     let secs = std::time::Duration::from_secs(10);
     let wf = stamp();
     let mut crashes = 0;
     for crash_after in 1..50 {
         let (_d, path) = db();
         let clock = ManualClock::new(T0);
-        let options = Options { durability: cairn::Durability::None, ..Options::default() };
-        let file: Arc<dyn Store> = Arc::new(RedbStore::open(&path, options).unwrap());
-        let dying = Arc::new(Dying::new(file, Some(crash_after)));
+        let dying = Dying::over_file(&path, Some(crash_after));
         let engine = Engine::with_store(dying.clone())
             .workflow(&wf)
             .clock(Arc::new(clock.clone()))

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cairn::clock::ManualClock;
 use cairn::dsl::{Ctx, NodeOutput, Select, Selected, Workflow};
 use cairn::replay::ReplayOptions;
-use cairn::{Durability, END, Engine, START, StartOptions, ThreadStatus};
+use cairn::{END, Engine, START, StartOptions, ThreadStatus};
 
 use crate::common::{Tally, db, open};
 
@@ -139,7 +139,7 @@ async fn a_crash_at_any_write_around_a_wait_with_a_deadline_neither_loses_nor_do
 /// One run of the crash test per crash point; returns the crash points covered.
 async fn crash_points(timeout: bool) -> usize {
     use crate::crash::Dying;
-    use cairn::storage::{Options, RedbStore, Store};
+
     let secs = std::time::Duration::from_secs(10);
     let wf = approval("approval");
     let id = cairn::ThreadId::new("w1").unwrap();
@@ -148,9 +148,7 @@ async fn crash_points(timeout: bool) -> usize {
     for crash_after in 1..200 {
         let (_d, path) = db();
         let clock = ManualClock::new(T0);
-        let options = Options { durability: Durability::None, ..Options::default() };
-        let file: Arc<dyn Store> = Arc::new(RedbStore::open(&path, options).unwrap());
-        let dying = Arc::new(Dying::new(file, Some(crash_after)));
+        let dying = Dying::over_file(&path, Some(crash_after));
         let engine = Engine::with_store(dying.clone())
             .workflow(&wf)
             .clock(Arc::new(clock.clone()))

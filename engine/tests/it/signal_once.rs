@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use cairn::dsl::{Ctx, NodeOutput, Workflow};
-use cairn::{Durability, END, Engine, START, StartOptions, ThreadStatus};
+use cairn::{END, Engine, START, StartOptions, ThreadStatus};
 
 use crate::common::{Tally, db, open};
 
@@ -87,15 +87,13 @@ async fn signal_with_start_creates_an_absent_thread_and_signals_an_existing_one(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_at_any_write_of_a_signal_with_start_neither_loses_nor_doubles_it() {
     use crate::crash::Dying;
-    use cairn::storage::{Options, RedbStore, Store};
+
     let secs = std::time::Duration::from_secs(10);
     let wf = adder();
     let mut crashes = 0;
     for crash_after in 1..100 {
         let (_d, path) = db();
-        let options = Options { durability: Durability::None, ..Options::default() };
-        let file: Arc<dyn Store> = Arc::new(RedbStore::open(&path, options).unwrap());
-        let dying = Arc::new(Dying::new(file, Some(crash_after)));
+        let dying = Dying::over_file(&path, Some(crash_after));
         let engine = Engine::with_store(dying.clone()).workflow(&wf).open().await.unwrap();
         let call = |engine: Engine| async move {
             let options = StartOptions::id("w1");

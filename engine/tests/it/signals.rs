@@ -344,7 +344,7 @@ async fn a_signal_from_another_engine_on_postgres_wakes_a_sub_workflow_child_par
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_at_any_write_around_a_child_signal_wake_neither_loses_nor_doubles_it() {
     use crate::crash::Dying;
-    use cairn::storage::{Options, RedbStore, Store};
+
     let secs = std::time::Duration::from_secs(10);
     let wf = nested();
     let leaf = leaf_of("c1");
@@ -353,9 +353,7 @@ async fn a_crash_at_any_write_around_a_child_signal_wake_neither_loses_nor_doubl
     let mut crashes = 0;
     for crash_after in 1..200 {
         let (_d, path) = db();
-        let options = Options { durability: Durability::None, ..Options::default() };
-        let file: Arc<dyn Store> = Arc::new(RedbStore::open(&path, options).unwrap());
-        let dying = Arc::new(Dying::new(file, Some(crash_after)));
+        let dying = Dying::over_file(&path, Some(crash_after));
         let engine = Engine::with_store(dying.clone()).workflow(&wf).open().await.unwrap();
         let run = async {
             let t = engine.start_json("outer", Tally::default(), StartOptions::id("c1")).await?;
