@@ -272,6 +272,8 @@ async fn gauges_follow_permits_timers_and_a_take_over_counts() {
     drop((first, events, engine));
     let recorder = Arc::new(TestRecorder::default());
     let engine = open(recorder.clone()).await.unwrap();
+    // The take-over is recovery's, which may still be under way when `open` returns.
+    until("first's lease taken over", || recorder.counter(names::LEASE_TAKEOVERS) == 1).await;
     assert_eq!(recorder.counter(names::LEASE_TAKEOVERS), 1, "first's lease was the dead engine's");
     // One permit: whichever of the two threads holds it waits in its node (for the release or
     // the lock), so the other waits for the permit until the release.
