@@ -1,0 +1,147 @@
+"""Each call of the endpoint as data: its route, path, query, body and how its answer reads.
+The sync and asyncio clients run the same calls, so a route is one function here and one line
+in each client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional
+from urllib.parse import quote, urlencode
+
+from . import models, routes
+from .models import ForkOptions, SignalStart, StartOptions
+
+#: A long poll waits at most this long on the server (the endpoint's `RESULT_WAIT_MS_MAX`).
+WAIT_MS_MAX = 30_000
+
+
+@dataclass
+class Call:
+    """One request: method, path with its query string, JSON body, and the answer's reader."""
+
+    route: routes.Route
+    path: str
+    body: Optional[Dict[str, Any]]
+    read: Callable[[Any], Any]
+    # How long the server may hold the request (a long poll), beyond the client's timeout.
+    holds_ms: int = 0
+
+    @property
+    def method(self) -> str:
+        return self.route.method
+
+
+def _path(route: routes.Route, query: Mapping[str, Any], **segments: str) -> str:
+    path = route.path
+    for name, value in segments.items():
+        path = path.replace("{" + name + "}", quote(value, safe=""))
+    given = {k: _text(v) for k, v in query.items() if v is not None}
+    unknown = set(given) - set(route.query)
+    assert not unknown, f"{route.path} takes no {unknown}"
+    return path + ("?" + urlencode(given) if given else "")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _wait(wait_ms: Optional[int]) -> Optional[int]:
+    return None if wait_ms is None else max(0, min(int(wait_ms), WAIT_MS_MAX))
+
+
+def start(
+    workflow: str, input: Any, options: Optional[StartOptions] = None, wait_ms: Optional[int] = None
+) -> Call:
+    body = {"input": input, **models.body(options or StartOptions())}
+    path = _path(routes.START, {"wait_ms": _wait(wait_ms)}, id=workflow)
+    return Call(routes.START, path, body, lambda a: models.read(models.Started, a, "a start"),
+                holds_ms=_wait(wait_ms) or 0)
+
+
+def result(thread: str, wait_ms: Optional[int] = None) -> Call:
+    path = _path(routes.RESULT, {"wait_ms": _wait(wait_ms)}, id=thread)
+    return Call(routes.RESULT, path, None,
+                lambda a: models.read(models.ThreadResult, a, "a result"),
+                holds_ms=_wait(wait_ms) or 0)
+
+
+def thread(thread: str, redact: bool = False) -> Call:
+    path = _path(routes.THREAD, {"redact": redact or None}, id=thread)
+    return Call(routes.THREAD, path, None,
+                lambda a: models.read(models.ThreadDetails, a, "a thread"))
+
+
+def threads(
+    status: Optional[str] = None,
+    workflow: Optional[str] = None,
+    labels: Optional[Mapping[str, str]] = None,
+    limit: Optional[int] = None,
+    after: Optional[str] = None,
+    offset: Optional[int] = None,
+) -> Call:
+    query = {"status": status, "workflow": workflow, "label": labels or None, "limit": limit,
+             "after": after, "offset": offset}
+    return Call(routes.THREADS, _path(routes.THREADS, query), None, models.threads_page)
+
+
+def events(
+    thread: str,
+    since: int = 0,
+    kinds: Optional[Iterable[str]] = None,
+    limit: Optional[int] = None,
+    follow: bool = False,
+) -> Call:
+    query = {"since": since, "kind": list(kinds) if kinds else None, "limit": limit,
+             "follow": follow or None}
+    return Call(routes.EVENTS, _path(routes.EVENTS, query, id=thread), None, models.events_page)
+
+
+def control(thread: str, name: str, body: Optional[Dict[str, Any]] = None) -> Call:
+    assert name in routes.CONTROL_BODIES, f"no control {name!r}"
+    path = _path(routes.CONTROL, {}, id=thread, control=name)
+    return Call(routes.CONTROL, path, body,
+                lambda a: models.read(models.Controlled, a, f"the answer of {name}"))
+
+
+def signal(
+    thread: str,
+    name: str,
+    value: Any,
+    dedup_key: Optional[str] = None,
+    start: Optional[SignalStart] = None,
+) -> Call:
+    body: Dict[str, Any] = {"name": name, "value": value}
+    if dedup_key is not None:
+        body["dedup_key"] = dedup_key
+    if start is not None:
+        body["start"] = models.body(start)
+    return control(thread, "signal", body)
+
+
+def cancel(thread: str, reason: Optional[str] = None) -> Call:
+    return control(thread, "cancel", {"reason": reason} if reason is not None else {})
+
+
+def send_input(thread: str, value: Any) -> Call:
+    return control(thread, "input", {"value": value})
+
+
+def fork(thread: str, options: ForkOptions) -> Call:
+    return control(thread, "fork", models.body(options))
+
+
+def delete(thread: str, force: bool = False) -> Call:
+    path = _path(routes.DELETE, {"force": "true" if force else None}, id=thread)
+    return Call(routes.DELETE, path, None, lambda a: a)
+
+
+def health(watchdog_ms: Optional[int] = None) -> Call:
+    return Call(routes.HEALTH, _path(routes.HEALTH, {"watchdog_ms": watchdog_ms}), None, lambda a: a)
+
+

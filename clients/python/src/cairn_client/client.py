@@ -1,0 +1,181 @@
+"""The synchronous client (`urllib`)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Union
+
+from . import calls, models
+from .calls import Call
+from .errors import CairnError, TransportError
+from .models import (
+    Controlled, Event, EventsPage, ForkOptions, Pruned, SignalStart, Started, StartOptions,
+    ThreadDetails, ThreadResult, ThreadsPage,
+)
+from .transport import Endpoint
+
+#: How long `follow` keeps reconnecting to an endpoint that does not answer (a restart).
+RECONNECT_FOR_S = 30.0
+#: The pause between two reconnection attempts.
+RECONNECT_PAUSE_S = 0.2
+
+
+class Client:
+    """A client of one endpoint. `url` defaults to `$CAIRN_URL`; the token to `token`, else the
+    contents of `token_file` (`<db>.token`), else `$CAIRN_TOKEN`.
+
+    >>> client = Client("http://127.0.0.1:8700", token="...")  # doctest: +SKIP
+    >>> client.start("research-agent", {"question": "What is a lease?"}, wait_ms=30000).output
+    """
+
+    def __init__(
+        self,
+        url: Optional[str] = None,
+        *,
+        token: Optional[str] = None,
+        token_file: Optional[str] = None,
+        timeout: float = 30.0,
+    ):
+        self.endpoint = Endpoint.of(url, token, token_file, timeout)
+
+    def _run(self, call: Call) -> Any:
+        _, answer = self.endpoint.call(call.method, call.path, call.body, call.holds_ms)
+        return call.read(answer)
+
+    def start(self, workflow: str, input: Any, options: Optional[StartOptions] = None, *,
+              wait_ms: Optional[int] = None) -> Started:
+        """Starts a thread of `workflow` (`options.id` makes it idempotent); with `wait_ms` the
+        answer also holds its result if it finishes within that long (30 s at most)."""
+        return self._run(calls.start(workflow, input, options, wait_ms))
+
+    def result(self, thread: str, *, wait_ms: Optional[int] = None) -> ThreadResult:
+        """The thread's result, waiting up to `wait_ms` (30 s at most) for it to finish."""
+        return self._run(calls.result(thread, wait_ms))
+
+    def wait(self, thread: str, timeout_s: float) -> ThreadResult:
+        """The thread's result once it finished, long-polling up to `timeout_s` in all (the
+        last answer, `finished` False, if it has not)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = max(0, int((deadline - time.monotonic()) * 1000))
+            answer = self.result(thread, wait_ms=left)
+            if answer.finished or left == 0:
+                return answer
+
+    def thread(self, thread: str, *, redact: bool = False) -> ThreadDetails:
+        """Everything `cairn show` reports of a thread."""
+        return self._run(calls.thread(thread, redact))
+
+    def threads(self, *, status: Optional[str] = None, workflow: Optional[str] = None,
+                labels: Optional[Mapping[str, str]] = None, limit: Optional[int] = None,
+                after: Optional[str] = None, offset: Optional[int] = None) -> ThreadsPage:
+        """A page of threads (filters all apply); pass the page's `next` as `after`."""
+        return self._run(calls.threads(status, workflow, labels, limit, after, offset))
+
+    def all_threads(self, **filters: Any) -> Iterator[models.ThreadRow]:
+        """Every thread the filters match, page after page."""
+        after = None
+        while True:
+            page = self.threads(after=after, **filters)
+            yield from page.threads
+            if page.next is None:
+                return
+            after = page.next
+
+    def signal(self, thread: str, name: str, value: Any, *, dedup_key: Optional[str] = None,
+               start: Optional[SignalStart] = None) -> Controlled:
+        """Sends signal `name`; once per `dedup_key`; with `start`, creating the thread first."""
+        return self._run(calls.signal(thread, name, value, dedup_key, start))
+
+    def pause(self, thread: str) -> Controlled:
+        return self._run(calls.control(thread, "pause"))
+
+    def resume(self, thread: str) -> Controlled:
+        return self._run(calls.control(thread, "resume"))
+
+    def cancel(self, thread: str, reason: Optional[str] = None) -> Controlled:
+        return self._run(calls.cancel(thread, reason))
+
+    def send_input(self, thread: str, value: Any) -> Controlled:
+        return self._run(calls.send_input(thread, value))
+
+    def fork(self, thread: str, options: ForkOptions) -> Controlled:
+        return self._run(calls.fork(thread, options))
+
+    def delete(self, thread: str, *, force: bool = False) -> Dict[str, Any]:
+        return self._run(calls.delete(thread, force))
+
+    def health(self, *, watchdog_ms: Optional[int] = None) -> Dict[str, Any]:
+        return self._run(calls.health(watchdog_ms))
+
+    def events(self, thread: str, *, since: int = 0, kinds: Optional[Iterable[str]] = None,
+               limit: Optional[int] = None) -> EventsPage:
+        """A page of the thread's events after the bookmark `since` (a seq)."""
+        return self._run(calls.events(thread, since, kinds, limit))
+
+    def follow(self, thread: str, *, since: int = 0, kinds: Optional[Iterable[str]] = None,
+               reconnect_for_s: float = RECONNECT_FOR_S) -> Iterator[Union[Event, Pruned]]:
+        """Every event after `since`, live over Server-Sent Events, until the thread ends. A
+        broken stream (a server restart) is reconnected from the last event's seq, for up to
+        `reconnect_for_s` without an answer, so each event is delivered exactly once."""
+        follower = Follower(since, kinds)
+        while True:
+            try:
+                for name, data in self.endpoint.stream(follower.path(thread)):
+                    yield from follower.message(name, data)
+                page = self.events(thread, since=follower.last, kinds=kinds)
+                yield from follower.page(page)
+                if follower.ended(page):
+                    return
+            except TransportError:
+                follower.lost(reconnect_for_s)
+                time.sleep(RECONNECT_PAUSE_S)
+
+
+class Follower:
+    """Where a followed stream stands: the last seq delivered (the bookmark a reconnection
+    starts from), and when reconnecting gives up."""
+
+    def __init__(self, since: int, kinds: Optional[Iterable[str]]):
+        self.last = since
+        self.kinds = list(kinds) if kinds else None
+        self.deadline: Optional[float] = None
+
+    def path(self, thread: str) -> str:
+        return calls.events(thread, self.last, self.kinds, None, follow=True).path
+
+    def message(self, name: str, data: str) -> Iterator[Union[Event, Pruned]]:
+        self.deadline = None
+        if name == "event":
+            event = models.event(json.loads(data))
+            if event.seq > self.last:
+                self.last = event.seq
+                yield event
+        elif name == "pruned":
+            pruned = models.read(Pruned, json.loads(data), "a pruned notice")
+            self.last = max(self.last, pruned.first_seq - 1)
+            yield pruned
+        elif name == "error":
+            answer = json.loads(data)
+            raise CairnError(answer.get("error", data), field=answer.get("field"))
+
+    def page(self, page: EventsPage) -> Iterator[Event]:
+        self.deadline = None
+        for event in page.events:
+            if event.seq > self.last:
+                self.last = event.seq
+                yield event
+        self.last = max(self.last, page.next_since)
+
+    def ended(self, page: EventsPage) -> bool:
+        """The thread ended and nothing after the bookmark is left."""
+        return page.status in models.TERMINAL and not page.events
+
+    def lost(self, reconnect_for_s: float) -> None:
+        """The endpoint did not answer: raise once that has lasted `reconnect_for_s`."""
+        now = time.monotonic()
+        if self.deadline is None:
+            self.deadline = now + reconnect_for_s
+        elif now > self.deadline:
+            raise TransportError(f"no answer from the endpoint for {reconnect_for_s} s")

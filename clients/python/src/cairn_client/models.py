@@ -1,0 +1,270 @@
+"""Typed models of what the endpoint answers and the bodies it reads. The field names are the
+JSON keys; `tests/test_openapi.py` checks them against `/api/openapi.json`. A key an answer has
+that a model does not know is kept in `extra` (a newer server stays readable)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Type, TypeVar
+
+from .errors import UnexpectedAnswer
+
+T = TypeVar("T")
+
+TERMINAL = frozenset({"completed", "failed", "cancelled", "timed_out"})
+"""The statuses a thread ends in."""
+
+
+def read(cls: Type[T], obj: Any, what: str) -> T:
+    """`obj` (a decoded JSON object) as a `cls`; a field the model needs and the answer lacks is
+    an `UnexpectedAnswer` naming it."""
+    if not isinstance(obj, dict):
+        raise UnexpectedAnswer(f"{what} is not a JSON object: {obj!r:.200}")
+    known = {f.name: f for f in dataclasses.fields(cls) if f.name != "extra"}
+    args: Dict[str, Any] = {}
+    for name, f in known.items():
+        if name in obj:
+            args[name] = obj[name]
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise UnexpectedAnswer(f"{what} has no field {name!r}")
+    extra = {k: v for k, v in obj.items() if k not in known}
+    return cls(**args, extra=extra)  # type: ignore[call-arg]
+
+
+def body(model: Any) -> Dict[str, Any]:
+    """A request model as its JSON body: fields left `None` are left out."""
+    out: Dict[str, Any] = {}
+    for f in dataclasses.fields(model):
+        value = getattr(model, f.name)
+        if value is None:
+            continue
+        out[f.name] = body(value) if dataclasses.is_dataclass(value) else value
+    return out
+
+
+# ---- Answers ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ThreadResult:
+    """`GET /api/threads/{id}/result`: how a thread stands, its output once completed."""
+
+    thread: str
+    finished: bool
+    status: str
+    output: Any = None
+    error: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Started:
+    """`POST /api/workflows/{id}/threads`: the thread started (`created`) or found, and its
+    result when the start waited (`wait_ms`)."""
+
+    thread: str
+    created: bool
+    link: str
+    finished: Optional[bool] = None
+    status: Optional[str] = None
+    output: Any = None
+    error: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Controlled:
+    """`POST /api/threads/{id}/{control}`: the thread controlled and its status; a signal's
+    number, whether it was a duplicate (with `dedup_key`) and whether it created the thread
+    (with `start`)."""
+
+    thread: str
+    status: str
+    signal: Optional[int] = None
+    duplicate: Optional[bool] = None
+    created: Optional[bool] = None
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class ThreadRow:
+    """One thread of a listing."""
+
+    thread: str
+    status: str
+    workflow: Dict[str, Any]
+    created_at_ms: int
+    updated_at_ms: int
+    first_seq: int
+    labels: Dict[str, str] = field(default_factory=dict)
+    last_seq: Optional[int] = None
+    last_error: Optional[str] = None
+    frontier: Optional[List[str]] = None
+    parent: Optional[Dict[str, Any]] = None
+    progress: Optional[Dict[str, Any]] = None
+    progress_text: Optional[str] = None
+    step: Optional[int] = None
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class ThreadsPage:
+    """`GET /api/threads`: a page of threads; `next` is the cursor of the next page (None on
+    the last)."""
+
+    threads: List[ThreadRow]
+    limit: int
+    offset: int
+    next: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class ThreadDetails:
+    """`GET /api/threads/{id}`: everything `cairn show` reports."""
+
+    thread: str
+    status: str
+    workflow: Dict[str, Any]
+    seq: int
+    step: int
+    created_at_ms: int
+    updated_at_ms: int
+    first_seq: int
+    budgets: Dict[str, Any]
+    telemetry: Dict[str, Any]
+    labels: Dict[str, str] = field(default_factory=dict)
+    frontier: List[str] = field(default_factory=list)
+    locks: List[Any] = field(default_factory=list)
+    undos: List[Any] = field(default_factory=list)
+    node_results: Any = None
+    output: Any = None
+    last_seq: Optional[int] = None
+    last_error: Optional[Dict[str, Any]] = None
+    lease: Optional[Dict[str, Any]] = None
+    parent: Optional[Dict[str, Any]] = None
+    progress: Optional[Dict[str, Any]] = None
+    progress_text: Optional[str] = None
+    fork: Any = None
+    continued_as: Optional[str] = None
+    continued_from: Optional[str] = None
+    state_unknown: Optional[str] = None
+    status_reason: Optional[str] = None
+    unwinding: Any = None
+    waiting: Any = None
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Event:
+    """One event of a thread's log; `seq` is its bookmark."""
+
+    seq: int
+    lsn: int
+    at_ms: int
+    kind: str
+    status: str
+    summary: str
+    node: Optional[str] = None
+    body: Any = None
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class EventsPage:
+    """`GET /api/threads/{id}/events`: events after `since`; `next_since` is the bookmark of
+    the next page, `status` the thread's status read before them."""
+
+    thread: str
+    events: List[Event]
+    next_since: int
+    first_seq: int
+    status: str
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Pruned:
+    """Said first by a followed stream whose events asked for were pruned: the first seq
+    still stored."""
+
+    thread: str
+    first_seq: int
+    message: str
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+# ---- Request bodies ------------------------------------------------------------------------
+
+
+@dataclass
+class Budgets:
+    """Budgets replacing the workflow's for one thread (each one given; the others unlimited)."""
+
+    max_steps: Optional[int] = None
+    max_tool_calls: Optional[int] = None
+    max_tokens: Optional[int] = None
+    max_cost_micros: Optional[int] = None
+    max_wall_ms: Optional[int] = None
+    warn_fraction: Optional[float] = None
+
+
+@dataclass
+class StartOptions:
+    """Every option of a start besides its input (`POST /api/workflows/{id}/threads`)."""
+
+    id: Optional[str] = None
+    labels: Optional[Dict[str, str]] = None
+    version: Optional[int] = None
+    queue: Optional[str] = None
+    key: Optional[str] = None
+    priority: Optional[int] = None
+    dedup: Optional[str] = None
+    deadline_ms: Optional[int] = None
+    budgets: Optional[Budgets] = None
+    permissions: Optional[List[str]] = None
+    start_at_ms: Optional[int] = None
+    delay_ms: Optional[int] = None
+
+
+@dataclass
+class SignalStart:
+    """Signal-with-start: the thread a signal creates when it does not exist."""
+
+    workflow: str
+    input: Any
+    version: Optional[int] = None
+    labels: Optional[Dict[str, str]] = None
+
+
+@dataclass
+class ForkOptions:
+    """Where a fork starts (`at` a seq or a `checkpoint`) and what it changes."""
+
+    at: Optional[int] = None
+    checkpoint: Optional[int] = None
+    update: Any = None
+    id: Optional[str] = None
+    labels: Optional[Dict[str, str]] = None
+    start: Optional[bool] = None
+
+
+def thread_row(obj: Any) -> ThreadRow:
+    return read(ThreadRow, obj, "a thread row")
+
+
+def threads_page(obj: Any) -> ThreadsPage:
+    page = read(ThreadsPage, obj, "a page of threads")
+    page.threads = [thread_row(t) for t in page.threads]
+    return page
+
+
+def event(obj: Any) -> Event:
+    return read(Event, obj, "an event")
+
+
+def events_page(obj: Any) -> EventsPage:
+    page = read(EventsPage, obj, "a page of events")
+    page.events = [event(e) for e in page.events]
+    return page
