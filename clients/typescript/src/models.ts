@@ -1,0 +1,201 @@
+/**
+ * The answers of the endpoint and the bodies it reads. Each type's keys are also listed in a
+ * `*_FIELDS` array (a compile-time check keeps the two the same), which `test/openapi.test.mjs`
+ * compares with `/api/openapi.json`.
+ */
+
+type Json = unknown;
+
+/** `keys` lists every key of `T` (each entry is a key of `T` as well): a compile error names a
+ * key left out. */
+function fields<T>() {
+  return <const K extends readonly (keyof T)[]>(
+    keys: K & ([Exclude<keyof T, K[number]>] extends [never] ? unknown : { missing: Exclude<keyof T, K[number]> }),
+  ): K => keys;
+}
+
+/** The statuses a thread ends in. */
+export const TERMINAL: readonly string[] = ["completed", "failed", "cancelled", "timed_out"];
+
+/** `GET /api/threads/{id}/result`. */
+export interface ThreadResult {
+  thread: string;
+  finished: boolean;
+  status: string;
+  output?: Json;
+  error?: string | null;
+}
+export const THREAD_RESULT_FIELDS = fields<ThreadResult>()(["thread", "finished", "status", "output", "error"]);
+
+/** `POST /api/workflows/{id}/threads`: the thread started (or found), its result if waited. */
+export interface Started {
+  thread: string;
+  created: boolean;
+  link: string;
+  finished?: boolean;
+  status?: string;
+  output?: Json;
+  error?: string | null;
+}
+export const STARTED_FIELDS = fields<Started>()(["thread", "created", "link", "finished", "status", "output", "error"]);
+
+/** `POST /api/threads/{id}/{control}`. */
+export interface Controlled {
+  thread: string;
+  status: string;
+  signal?: number;
+  duplicate?: boolean;
+  created?: boolean;
+}
+
+/** One thread of a listing. */
+export interface ThreadRow {
+  thread: string;
+  status: string;
+  workflow: { id: string; version: number; fingerprint: string };
+  created_at_ms: number;
+  updated_at_ms: number;
+  first_seq: number;
+  labels: Record<string, string>;
+  last_seq: number | null;
+  last_error: string | null;
+  frontier: string[] | null;
+  parent: Json;
+  progress: Json;
+  progress_text: string | null;
+  step: number | null;
+}
+export const THREAD_ROW_FIELDS = fields<ThreadRow>()([
+  "thread", "status", "workflow", "created_at_ms", "updated_at_ms", "first_seq", "labels", "last_seq",
+  "last_error", "frontier", "parent", "progress", "progress_text", "step",
+]);
+
+/** `GET /api/threads`: `next` is the cursor of the next page (null on the last). */
+export interface ThreadsPage {
+  threads: ThreadRow[];
+  limit: number;
+  offset: number;
+  next?: string | null;
+}
+export const THREADS_PAGE_FIELDS = fields<ThreadsPage>()(["threads", "limit", "offset", "next"]);
+
+/** `GET /api/threads/{id}`: everything `cairn show` reports. */
+export interface ThreadDetails {
+  thread: string;
+  status: string;
+  workflow: { id: string; version: number; fingerprint: string };
+  seq: number;
+  step: number;
+  created_at_ms: number;
+  updated_at_ms: number;
+  first_seq: number;
+  budgets: Record<string, { limit: number | null; used: number }>;
+  telemetry: Json;
+  labels: Record<string, string>;
+  frontier: string[];
+  locks: Json[];
+  undos: Json[];
+  node_results: Json;
+  output: Json;
+  last_seq: number | null;
+  last_error: Json;
+  lease: Json;
+  parent: Json;
+  progress: Json;
+  progress_text: string | null;
+  fork: Json;
+  continued_as: string | null;
+  continued_from: string | null;
+  state_unknown: string | null;
+  status_reason: string | null;
+  unwinding: Json;
+  waiting: Json;
+}
+export const THREAD_DETAILS_FIELDS = fields<ThreadDetails>()([
+  "thread", "status", "workflow", "seq", "step", "created_at_ms", "updated_at_ms", "first_seq", "budgets",
+  "telemetry", "labels", "frontier", "locks", "undos", "node_results", "output", "last_seq", "last_error",
+  "lease", "parent", "progress", "progress_text", "fork", "continued_as", "continued_from", "state_unknown",
+  "status_reason", "unwinding", "waiting",
+]);
+
+/** One event of a thread's log; `seq` is its bookmark. */
+export interface Event {
+  seq: number;
+  lsn: number;
+  at_ms: number;
+  kind: string;
+  status: string;
+  summary: string;
+  node: string | null;
+  body: Json;
+}
+
+/** `GET /api/threads/{id}/events`: events after `since`; `next_since` is the next bookmark. */
+export interface EventsPage {
+  thread: string;
+  events: Event[];
+  next_since: number;
+  first_seq: number;
+  status: string;
+}
+
+/** Said first by a followed stream whose events asked for were pruned. */
+export interface Pruned {
+  pruned: true;
+  thread: string;
+  first_seq: number;
+  message: string;
+}
+
+/** Budgets replacing the workflow's for one thread. */
+export interface Budgets {
+  max_steps?: number;
+  max_tool_calls?: number;
+  max_tokens?: number;
+  max_cost_micros?: number;
+  max_wall_ms?: number;
+  warn_fraction?: number;
+}
+export const BUDGETS_FIELDS = fields<Budgets>()([
+  "max_steps", "max_tool_calls", "max_tokens", "max_cost_micros", "max_wall_ms", "warn_fraction",
+]);
+
+/** Every option of a start besides its input. */
+export interface StartOptions {
+  id?: string;
+  labels?: Record<string, string>;
+  version?: number;
+  queue?: string;
+  key?: string;
+  priority?: number;
+  dedup?: string;
+  deadline_ms?: number;
+  budgets?: Budgets;
+  permissions?: string[];
+  start_at_ms?: number;
+  delay_ms?: number;
+}
+export const START_OPTIONS_FIELDS = fields<StartOptions>()([
+  "id", "labels", "version", "queue", "key", "priority", "dedup", "deadline_ms", "budgets", "permissions",
+  "start_at_ms", "delay_ms",
+]);
+
+/** Signal-with-start: the thread a signal creates when it does not exist. */
+export interface SignalStart {
+  workflow: string;
+  input: Json;
+  version?: number;
+  labels?: Record<string, string>;
+}
+export const SIGNAL_START_FIELDS = fields<SignalStart>()(["workflow", "input", "version", "labels"]);
+
+/** Where a fork starts and what it changes. */
+export interface ForkOptions {
+  at?: number;
+  checkpoint?: number;
+  update?: Json;
+  id?: string;
+  labels?: Record<string, string>;
+  start?: boolean;
+}
+export const FORK_OPTIONS_FIELDS = fields<ForkOptions>()(["at", "checkpoint", "update", "id", "labels", "start"]);

@@ -1,0 +1,62 @@
+/**
+ * The routes this client calls, and the endpoint's routes it deliberately leaves out. A route is
+ * one entry here and one short method in `client.ts`; `test/openapi.test.mjs` fails when
+ * `/api/openapi.json` has a route in neither list, or a query parameter or field differs.
+ */
+
+import {
+  BUDGETS_FIELDS, FORK_OPTIONS_FIELDS, SIGNAL_START_FIELDS, START_OPTIONS_FIELDS, STARTED_FIELDS,
+  THREAD_DETAILS_FIELDS, THREAD_RESULT_FIELDS, THREADS_PAGE_FIELDS,
+} from "./models.js";
+
+/** One route: method, path pattern, its query parameters, and the answer's fields (if typed). */
+export interface Route {
+  method: "GET" | "POST" | "DELETE";
+  path: string;
+  query: readonly string[];
+  answer?: readonly string[];
+}
+
+export const ROUTES = {
+  start: { method: "POST", path: "/api/workflows/{id}/threads", query: ["wait_ms"], answer: STARTED_FIELDS },
+  result: { method: "GET", path: "/api/threads/{id}/result", query: ["wait_ms"], answer: THREAD_RESULT_FIELDS },
+  thread: { method: "GET", path: "/api/threads/{id}", query: ["redact"], answer: THREAD_DETAILS_FIELDS },
+  threads: {
+    method: "GET", path: "/api/threads", query: ["status", "workflow", "label", "limit", "after", "offset"],
+    answer: THREADS_PAGE_FIELDS,
+  },
+  events: { method: "GET", path: "/api/threads/{id}/events", query: ["since", "kind", "limit", "follow", "redact"] },
+  control: { method: "POST", path: "/api/threads/{id}/{control}", query: [] },
+  delete: { method: "DELETE", path: "/api/threads/{id}", query: ["force"] },
+  health: { method: "GET", path: "/api/health", query: ["watchdog_ms"] },
+} as const satisfies Record<string, Route>;
+
+/** The body fields of a start: its input and every start option. */
+export const START_BODY = { args: ["input"], options: START_OPTIONS_FIELDS, budgets: BUDGETS_FIELDS } as const;
+
+/** The controls of `POST /api/threads/{id}/{control}` and each one's body fields. */
+export const CONTROL_BODIES = {
+  pause: [],
+  resume: [],
+  cancel: ["reason"],
+  input: ["value"],
+  signal: ["name", "value", "dedup_key", "start"],
+  fork: FORK_OPTIONS_FIELDS,
+} as const;
+export type Control = keyof typeof CONTROL_BODIES;
+export const SIGNAL_START = SIGNAL_START_FIELDS;
+
+/** Routes of the endpoint this client leaves out: operator tooling and scrapers. */
+export const NOT_COVERED: readonly string[] = [
+  "GET /metrics", "GET /api/metrics", "GET /api/openapi.json", "GET /api/verify", "GET /api/threads/{id}/state",
+  "GET /api/threads/{id}/checkpoints", "GET /api/threads/{id}/bundle", "GET /api/threads/{id}/replay",
+  "GET /api/resumable", "GET /api/workflows/{id}/graph", "GET /api/trace/{id}", "GET /api/trace", "GET /api/queues",
+  "GET /api/checkpoints", "GET /api/checkpoints/{id}",
+];
+
+/** The web view's routes (pages and pictures for a browser), left out. */
+export function isWebView(path: string): boolean {
+  const paths = ["/", "/api/threads/{id}/graph.svg", "/api/threads/{id}/timeline", "/api/trace/{id}/sequence.svg",
+    "/api/workflows/{id}/graph.svg"];
+  return paths.includes(path) || ["/ui", "/api/view/", "/api/schedules"].some((p) => path.startsWith(p));
+}
