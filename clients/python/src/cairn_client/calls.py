@@ -37,7 +37,8 @@ def _path(route: routes.Route, query: Mapping[str, Any], **segments: str) -> str
         path = path.replace("{" + name + "}", quote(value, safe=""))
     given = {k: _text(v) for k, v in query.items() if v is not None}
     unknown = set(given) - set(route.query)
-    assert not unknown, f"{route.path} takes no {unknown}"
+    if unknown:
+        raise ValueError(f"{route.path} takes no {sorted(unknown)}")
     return path + ("?" + urlencode(given) if given else "")
 
 
@@ -103,7 +104,8 @@ def events(
 
 
 def control(thread: str, name: str, body: Optional[Dict[str, Any]] = None) -> Call:
-    assert name in routes.CONTROL_BODIES, f"no control {name!r}"
+    if name not in routes.CONTROL_BODIES:
+        raise ValueError(f"no control {name!r}")
     path = _path(routes.CONTROL, {}, id=thread, control=name)
     return Call(routes.CONTROL, path, body,
                 lambda a: models.read(models.Controlled, a, f"the answer of {name}"))
