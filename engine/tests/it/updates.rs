@@ -311,3 +311,50 @@ async fn a_crash_at_any_write_of_an_update_neither_loses_nor_doubles_it() {
         "RELIABILITY update_crash crash_points={crashes} lost=0 doubled=0"
     ));
 }
+
+/// `POST /api/threads/{id}/updates/{name}`: the reply; the same id again is a duplicate; an
+/// unknown name a 404 naming `name`; a refusal a 400 naming `args`; `start` creates the thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_applies_an_update_and_names_what_it_refuses() {
+    use crate::common::{call, serving};
+    let (_d, path) = db();
+    let (engine, server) = serving(&path, &parked()).await;
+    let token = Some(server.token().to_owned());
+    let post = |thread: &str, name: &str, body: &str| {
+        let url =
+            format!("http://{}/api/threads/{thread}/updates/{name}?wait_ms=5000", server.addr());
+        call("POST", url, token.clone(), body.to_owned())
+    };
+    let (status, err) = post("h1", "add", r#"{"args": 2}"#).await;
+    assert_eq!((status, err["field"].as_str()), (404, Some("thread")), "no thread h1 yet: {err}");
+    let with_start = r#"{"args": 2, "id": "k",
+        "start": {"workflow": "parked", "input": {"total": 0, "log": []}}}"#;
+    let (status, done) = post("h1", "add", with_start).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(
+        (done["reply"].as_u64(), done["created"].as_bool()),
+        (Some(2), Some(true)),
+        "{done}"
+    );
+    let (status, again) = post("h1", "add", r#"{"args": 2, "id": "k"}"#).await;
+    assert_eq!((status, again["duplicate"].as_bool()), (200, Some(true)), "{again}");
+    assert_eq!(
+        (again["seq"].clone(), again["reply"].clone()),
+        (done["seq"].clone(), done["reply"].clone())
+    );
+    let (status, err) = post("h1", "nope", r#"{"args": 2}"#).await;
+    assert_eq!((status, err["field"].as_str()), (404, Some("name")), "{err}");
+    let (status, err) = post("h1", "add", r#"{"args": 0}"#).await;
+    assert_eq!((status, err["field"].as_str()), (400, Some("args")), "{err}");
+    assert!(err["error"].as_str().unwrap().contains("add at least 1"), "{err}");
+    let (status, err) = post("h1", "add", r#"{"args": 1, "what": 2}"#).await;
+    assert_eq!((status, err["field"].as_str()), (400, Some("what")), "{err}");
+    assert_eq!(applied(&engine, "h1").len(), 1, "refusals wrote nothing");
+    engine.signal("h1", "go", 1u64).await.unwrap();
+    let out: Tally = engine.thread("h1").await.unwrap().output().await.unwrap();
+    assert_eq!(out.log, ["update 2", "got 1"]);
+    let (status, err) = post("h1", "add", r#"{"args": 1}"#).await;
+    assert_eq!(status, 409, "finished: {err}");
+    server.shutdown().await;
+    engine.shutdown().await;
+}
