@@ -124,6 +124,31 @@ pub enum Error {
         /// names.
         source: cairn_dsl::SignalError,
     },
+    /// An update the thread's workflow does not take: an unknown name, arguments that do not
+    /// convert, its validator's refusal, or its handler's error (`WorkflowBuilder::update`).
+    /// Refused before anything is written: the thread is untouched.
+    #[error("update refused for thread {thread}: {source}")]
+    UpdateRefused {
+        /// Thread id.
+        thread: String,
+        /// Why, naming the update.
+        source: cairn_dsl::UpdateError,
+    },
+    /// The thread's runner did not reach a step boundary within the wait: the update is queued
+    /// and may still be applied there. Send it again with the same id to learn its reply (it is
+    /// applied at most once).
+    #[error(
+        "update {id:?} of thread {thread} was not answered within {waited_ms} ms: send it again \
+         with the same id for its reply"
+    )]
+    UpdatePending {
+        /// Thread id.
+        thread: String,
+        /// The update's id.
+        id: String,
+        /// How long the caller waited.
+        waited_ms: u64,
+    },
     /// A debug bundle is malformed or unsupported; `path` is the JSON path of the first problem
     /// (permanent for these bytes).
     #[error("bundle {path}: {detail}")]

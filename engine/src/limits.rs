@@ -36,6 +36,23 @@ pub const CHECKPOINT_TAIL_BYTES_DEFAULT: u64 = 8 * 1024 * 1024;
 /// behind a long step; the asker beyond it gets [`crate::Error::LimitExceeded`].
 pub const CHECKPOINT_ASKS_MAX: usize = 16;
 
+/// Updates asked of one running thread and not yet taken by its runner (each is applied at the
+/// runner's next step boundary). The asker beyond it gets [`crate::Error::LimitExceeded`].
+pub const UPDATE_ASKS_MAX: usize = 64;
+
+/// Updates applied to one thread (`Engine::update`): their ids are kept in the thread's context
+/// so that an id sent again is not applied twice; a thread taking more continues as new.
+pub const UPDATES_PER_THREAD_MAX: usize = 10_000;
+
+/// Bytes of an update id (`UpdateOptions::id`): a caller's idempotency key, not a payload.
+pub const UPDATE_ID_MAX_BYTES: usize = 256;
+
+/// How long `Engine::update` waits for a runner's next step boundary by default (ms).
+pub const UPDATE_WAIT_DEFAULT_MS: u64 = 30_000;
+
+/// The longest wait `Engine::update` takes (ms): the endpoint's `wait_ms` is capped here.
+pub const UPDATE_WAIT_MAX_MS: u64 = 600_000;
+
 /// How long a runner's lease on a thread lasts without renewal. Renewed by every batch of the
 /// thread and, on a shared database, by the engine's heartbeat every third of it (so a live
 /// engine keeps a thread through a call of any length); a crashed process's threads on a file

@@ -163,6 +163,18 @@ async fn human_input_waits_across_a_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credit_updates_are_validated_applied_once_and_seen_by_the_thread() {
+    use cairn_examples::credit_updates::run;
+    let (_d, p) = db("credit.db");
+    let s = run(&p).await.unwrap();
+    assert_eq!(s.first_reply, 1_000, "the old limit");
+    assert!(s.refused.contains("over the cap of 10000"), "{}", s.refused);
+    assert_eq!((s.retried_reply, s.retry_was_duplicate), (1_000, true), "the recorded reply");
+    assert_eq!((s.decided.limit, s.decided.decision.as_deref()), (2_500, Some("approved")));
+    assert_eq!((s.started.limit, s.started.decision.as_deref()), (800, Some("declined")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn order_signals_are_received_in_order_across_a_restart() {
     use cairn_examples::order_signals::run;
     let (_d, p) = db("orders.db");

@@ -33,6 +33,7 @@ pub(crate) struct Decls {
     pub queries: Vec<(String, DynQuery)>,
     pub compensations: Vec<(String, crate::long_lived::DynCompensation)>,
     pub signals: Vec<(String, crate::signals::DynSignal)>,
+    pub updates: Vec<(String, crate::updates::DynUpdate)>,
 }
 
 /// Builds the erased workflow from `decls`, or every problem found.
@@ -56,6 +57,7 @@ pub(crate) fn assemble(
         queries,
         compensations,
         signals,
+        updates,
     } = decls;
     for node in &mut nodes {
         if node.policy.on_failure.is_fail() {
@@ -89,6 +91,7 @@ pub(crate) fn assemble(
     problems.extend(limit_problems(&id, &nodes, &resolved.shape, &permissions));
     problems.extend(structure_problems(&nodes, &resolved.shape, &resolved.outside));
     problems.extend(named_problems(&queries, &compensations, &signals));
+    problems.extend(update_problems(&updates));
     if !problems.is_empty() {
         return Err(BuildError { workflow: id, problems });
     }
@@ -114,6 +117,7 @@ pub(crate) fn assemble(
         queries: queries.into_iter().collect(),
         compensations: compensations.into_iter().collect(),
         signals: signals.into_iter().collect(),
+        updates: updates.into_iter().collect(),
     };
     workflow.fingerprint = fingerprint::compute(&workflow);
     Ok(workflow)
@@ -128,6 +132,19 @@ fn structure_problems(nodes: &[NodeDecl], shape: &Shape, outside: &[bool]) -> Ve
     let names: Vec<&str> = nodes.iter().map(|d| d.name.as_str()).collect();
     let bounded: Vec<bool> = nodes.iter().map(|d| d.policy.max_visits.is_some()).collect();
     crate::validate::structure(shape, &names, &bounded, outside)
+}
+
+/// Updates declared twice under one name, and update names that are not names.
+fn update_problems(updates: &[(String, crate::updates::DynUpdate)]) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (name, _) in updates {
+        check_name(name, &mut problems);
+        if !seen.insert(name.clone()) {
+            problems.push(Problem::DuplicateUpdate(name.clone()));
+        }
+    }
+    problems
 }
 
 /// Queries, compensations and signals declared twice under one name, and signal names that are

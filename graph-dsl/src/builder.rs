@@ -19,7 +19,7 @@ use crate::policy::{Budgets, CheckpointPolicy, NodePolicy};
 use crate::resolve::{NodeDecl, RouteDecl};
 use crate::{
     BuildError, Ctx, NodeError, NodeResult, QueryName, Recovery, SignalName, State, StateError,
-    Workflow,
+    UpdateName, Workflow,
 };
 
 /// Builds a [`Workflow`]; start with [`Workflow::builder`].
@@ -44,6 +44,7 @@ impl<S: State> WorkflowBuilder<S> {
                 queries: Vec::new(),
                 compensations: Vec::new(),
                 signals: Vec::new(),
+                updates: Vec::new(),
                 budgets: Budgets::default(),
                 permissions: BTreeSet::new(),
                 checkpoint: CheckpointPolicy::default(),
@@ -348,6 +349,52 @@ impl<S: State> WorkflowBuilder<S> {
                 .map_err(|e| StateError::Codec { what: "query answer", detail: e.to_string() })
         });
         self.decls.queries.push((name.query_name().to_owned(), q));
+        self
+    }
+
+    /// Declares the update `name` (`Engine::update`, `POST /api/threads/{id}/updates/{name}`,
+    /// `cairn update`): a synchronous call into a running thread that changes its state and
+    /// answers the caller. `validator` reads the state and the arguments and may refuse with a
+    /// message (nothing is written then); `handler` changes the state and returns the reply,
+    /// or an error (nothing is written either). The engine runs them at the thread's next step
+    /// boundary and records the arguments, the reply and the new state in one event. Both must
+    /// be deterministic and quick (no I/O): they run between steps. Updates are not part of the
+    /// fingerprint; a name declared twice is a build error.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{NodeOutput, Replace, UpdateDef, Workflow, END, START};
+    /// const RENAME: UpdateDef<String, String> = UpdateDef::new("rename");
+    /// let wf = Workflow::<Replace<String>>::builder("doc", 1)
+    ///     .node("n", |_s, _ctx| async { Ok(NodeOutput::none()) })
+    ///     .edge(START, "n")
+    ///     .edge("n", END)
+    ///     .update(
+    ///         RENAME,
+    ///         |_s: &Replace<String>, to: &String| {
+    ///             if to.is_empty() { Err("a name is needed".into()) } else { Ok(()) }
+    ///         },
+    ///         |s: &mut Replace<String>, to: String| Ok(std::mem::replace(&mut s.0, to)),
+    ///     )
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(wf.as_dyn().update_names(), ["rename"]);
+    /// ```
+    pub fn update<A, R, V, H>(
+        mut self,
+        name: impl UpdateName<A, R>,
+        validator: V,
+        handler: H,
+    ) -> Self
+    where
+        A: serde::de::DeserializeOwned,
+        R: serde::Serialize,
+        V: Fn(&S, &A) -> Result<(), String> + Send + Sync + 'static,
+        H: Fn(&mut S, A) -> Result<R, String> + Send + Sync + 'static,
+    {
+        let name = name.update_name().to_owned();
+        let update = crate::updates::DynUpdate::of::<S, A, R, V, H>(&name, validator, handler);
+        self.decls.updates.push((name, update));
         self
     }
 

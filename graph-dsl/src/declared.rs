@@ -50,6 +50,75 @@ pub struct QueryDef<A, R> {
     _types: PhantomData<fn(A) -> R>,
 }
 
+/// An update's name, the type `A` of its arguments and `R` of its reply
+/// ([`WorkflowBuilder::update`](crate::WorkflowBuilder::update)).
+///
+/// # Examples
+/// ```
+/// use cairn_dsl::{NodeOutput, Replace, UpdateDef, Workflow, END, START};
+/// const ADD: UpdateDef<u32, u32> = UpdateDef::new("add");
+/// let wf = Workflow::<Replace<u32>>::builder("counter", 1)
+///     .node("n", |_s, _ctx| async { Ok(NodeOutput::none()) })
+///     .edge(START, "n")
+///     .edge("n", END)
+///     .update(ADD, |_s: &Replace<u32>, _by: &u32| Ok(()), |s: &mut Replace<u32>, by: u32| {
+///         s.0 += by;
+///         Ok(s.0)
+///     })
+///     .build()?;
+/// assert_eq!(wf.as_dyn().update_names(), ["add"]);
+/// # Ok::<(), cairn_dsl::BuildError>(())
+/// ```
+pub struct UpdateDef<A, R> {
+    name: &'static str,
+    _types: PhantomData<fn(A) -> R>,
+}
+
+impl<A, R> UpdateDef<A, R> {
+    /// The update `name`, called with an `A`, replying an `R`.
+    pub const fn new(name: &'static str) -> Self {
+        Self { name, _types: PhantomData }
+    }
+
+    /// Its name.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl<A, R> Clone for UpdateDef<A, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<A, R> Copy for UpdateDef<A, R> {}
+
+impl<A, R> fmt::Debug for UpdateDef<A, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (a, r) = (std::any::type_name::<A>(), std::any::type_name::<R>());
+        write!(f, "UpdateDef({:?}: {a} -> {r})", self.name)
+    }
+}
+
+/// What names an update called with an `A`, replying an `R`: an [`UpdateDef<A, R>`] (typed),
+/// or a string (any types).
+pub trait UpdateName<A, R> {
+    /// The name.
+    fn update_name(&self) -> &str;
+}
+
+impl<A, R> UpdateName<A, R> for UpdateDef<A, R> {
+    fn update_name(&self) -> &str {
+        self.name
+    }
+}
+
+impl<A, R> UpdateName<A, R> for &UpdateDef<A, R> {
+    fn update_name(&self) -> &str {
+        self.name
+    }
+}
+
 impl<T> SignalDef<T> {
     /// The signal `name`, whose values are `T`s.
     pub const fn new(name: &'static str) -> Self {
@@ -148,6 +217,11 @@ macro_rules! untyped_names {
         }
         impl<A, R> QueryName<A, R> for $ty {
             fn query_name(&self) -> &str {
+                self
+            }
+        }
+        impl<A, R> UpdateName<A, R> for $ty {
+            fn update_name(&self) -> &str {
                 self
             }
         }

@@ -191,6 +191,8 @@ pub struct DynWorkflow {
     /// Declared signals by name (not part of the fingerprint: they check what is sent, not
     /// how a thread runs).
     pub(crate) signals: crate::signals::Signals,
+    /// Declared updates by name (not part of the fingerprint: code, like queries).
+    pub(crate) updates: std::collections::BTreeMap<String, crate::updates::DynUpdate>,
 }
 
 impl fmt::Debug for DynWorkflow {
@@ -245,6 +247,76 @@ impl DynWorkflow {
         args: &Value,
     ) -> Result<Option<Value>, StateError> {
         self.queries.get(name).map(|q| q(state, args)).transpose()
+    }
+
+    /// The names of the workflow's updates ([`crate::WorkflowBuilder::update`]), in order.
+    pub fn update_names(&self) -> Vec<&str> {
+        self.updates.keys().map(String::as_str).collect()
+    }
+
+    /// Runs update `name`'s validator on `state` with `args`, changing nothing: `Ok` if the
+    /// update would be accepted.
+    ///
+    /// # Errors
+    /// [`UpdateError::Unknown`](crate::UpdateError::Unknown) for a name the workflow does not
+    /// declare; [`UpdateError::Refused`](crate::UpdateError::Refused) when the validator refuses;
+    /// [`UpdateError::Codec`](crate::UpdateError::Codec) when `args` do not convert.
+    pub fn validate_update(
+        &self,
+        name: &str,
+        state: &dyn DynState,
+        args: &Value,
+    ) -> Result<(), crate::UpdateError> {
+        self.declared_update(name)?.validate(state, args)
+    }
+
+    /// Runs update `name` on a copy of `state` with `args`: its validator, then its handler.
+    /// Returns the state after the handler and the reply; `state` itself is not changed (the
+    /// engine records the outcome and folds it).
+    ///
+    /// # Errors
+    /// As [`DynWorkflow::validate_update`]; [`UpdateError::Failed`](crate::UpdateError::Failed)
+    /// when the handler returns an error.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{NodeOutput, Replace, UpdateError, Workflow, END, START};
+    /// let wf = Workflow::<Replace<u32>>::builder("counter", 1)
+    ///     .node("n", |_s, _ctx| async { Ok(NodeOutput::none()) })
+    ///     .edge(START, "n")
+    ///     .edge("n", END)
+    ///     .update(
+    ///         "add",
+    ///         |_s: &Replace<u32>, by: &u32| if *by > 0 { Ok(()) } else { Err("add at least 1".into()) },
+    ///         |s: &mut Replace<u32>, by: u32| { s.0 += by; Ok(s.0) },
+    ///     )
+    ///     .build()?
+    ///     .erase();
+    /// let state = wf.state_from_json(&serde_json::json!(5))?;
+    /// let done = wf.apply_update("add", &*state, &serde_json::json!(2)).unwrap();
+    /// assert_eq!((done.state, done.reply), (serde_json::json!(7), serde_json::json!(7)));
+    /// let refused = wf.apply_update("add", &*state, &serde_json::json!(0)).unwrap_err();
+    /// assert!(matches!(refused, UpdateError::Refused { .. }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn apply_update(
+        &self,
+        name: &str,
+        state: &dyn DynState,
+        args: &Value,
+    ) -> Result<crate::UpdateOutcome, crate::UpdateError> {
+        self.declared_update(name)?.apply(state, args)
+    }
+
+    fn declared_update(
+        &self,
+        name: &str,
+    ) -> Result<&crate::updates::DynUpdate, crate::UpdateError> {
+        self.updates.get(name).ok_or_else(|| crate::UpdateError::Unknown {
+            workflow: self.id.clone(),
+            name: name.to_owned(),
+            declared: self.update_names().into_iter().map(str::to_owned).collect(),
+        })
     }
 
     /// The names of the signals the workflow declares, in order (empty: it declares none, and

@@ -328,6 +328,7 @@ mod resolve;
 mod search;
 mod signals;
 mod state;
+mod updates;
 mod validate;
 mod var_type;
 mod variables;
@@ -337,7 +338,7 @@ pub use builder::WorkflowBuilder;
 pub use child::{ChildEnded, ChildHandle, ChildStart, ParentClose};
 pub use context::{ErasedTool, Message, NodeContext, Progress, ToolCall, ToolCtx, Usage};
 pub use ctx::Ctx;
-pub use declared::{QueryDef, QueryName, SignalDef, SignalName};
+pub use declared::{QueryDef, QueryName, SignalDef, SignalName, UpdateDef, UpdateName};
 pub use erased::{
     DynHandler, DynInput, DynItems, DynNode, DynNodeKind, DynOutput, DynState, DynWorkflow,
     downcast_state,
@@ -353,6 +354,7 @@ pub use problem::{BuildError, Problem};
 pub use recovery::Recovery;
 pub use signals::SignalError;
 pub use state::{Replace, State};
+pub use updates::{UpdateError, UpdateOutcome};
 pub use var_type::VarType;
 pub use variables::{RejectedWrite, Scope, VarOp, VarUpdate, Variable, Variables};
 pub use waits::{Select, Selected};

@@ -47,6 +47,9 @@ pub enum Problem {
     /// Two signal declarations share a name.
     #[error("signal {0:?} is declared more than once")]
     DuplicateSignal(String),
+    /// Two update declarations share a name.
+    #[error("update {0:?} is declared more than once")]
+    DuplicateUpdate(String),
     /// A node uses `START`, `END` or another name beginning with `__`, which are reserved.
     #[error("node name {0:?} is reserved")]
     ReservedName(String),

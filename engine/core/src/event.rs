@@ -451,6 +451,21 @@ pub enum Body {
         /// Who did it.
         reason: String,
     },
+    /// An update (`Engine::update`) was applied at a step boundary: its request, the reply the
+    /// caller got, and the whole state after its handler. Folding it replaces the state (the
+    /// handler never runs again on replay) and notes `id`, so the same id is not applied twice.
+    UpdateApplied {
+        /// The update's id (given by the caller, or generated): one application per id.
+        id: String,
+        /// The update's name.
+        name: String,
+        /// Its arguments.
+        args: Value,
+        /// What the handler returned to the caller.
+        reply: Value,
+        /// The state after the handler.
+        state: Value,
+    },
 }
 
 impl Body {
@@ -483,7 +498,9 @@ impl Body {
             Body::Lock { acquired: false, .. } => EventKind::LockReleased,
             Body::Budget { used, limit, .. } if used >= limit => EventKind::BudgetExceeded,
             Body::Budget { .. } => EventKind::BudgetWarning,
-            Body::StateUpdated { .. } | Body::RolledBack { .. } => EventKind::StateUpdated,
+            Body::StateUpdated { .. } | Body::RolledBack { .. } | Body::UpdateApplied { .. } => {
+                EventKind::StateUpdated
+            }
             Body::BudgetsSet { .. }
             | Body::RecoveryApplied { .. }
             | Body::ContinuedAsNew { .. }
@@ -596,6 +613,7 @@ impl Body {
             Body::Lock { name, acquired: false } => format!("lock {name} released"),
             Body::Budget { budget, used, limit } => format!("budget {budget}: {used} of {limit}"),
             Body::StateUpdated { reason, .. } => format!("state updated: {reason}"),
+            Body::UpdateApplied { id, name, .. } => format!("update {name:?} applied (id {id})"),
             Body::RolledBack { checkpoint, to_seq, reason, .. } => {
                 format!("rolled back to checkpoint {checkpoint} (seq {to_seq}): {reason}")
             }

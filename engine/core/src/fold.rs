@@ -229,6 +229,7 @@ mod tests {
             Body::UndoFinished { .. } => &[(Compensation, "one undo more done")],
             Body::LabelsChanged { .. } => &[(Labels, "set and removed")],
             Body::StateUpdated { .. } => &[(State, "the update applied")],
+            Body::UpdateApplied { .. } => &[(State, "the new state; the update's id")],
         }
     }
 

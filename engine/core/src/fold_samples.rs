@@ -226,5 +226,12 @@ pub(crate) fn samples(k: u64, snapshot: &Value) -> Vec<Body> {
             removed: vec!["old".into()],
         },
         Body::StateUpdated { update: json!(k + 100), reason: "user".into() },
+        Body::UpdateApplied {
+            id: format!("u-{k}"),
+            name: "add".into(),
+            args: json!(k),
+            reply: json!(k + 200),
+            state: json!(k + 200),
+        },
     ]
 }

@@ -81,6 +81,12 @@ pub(crate) fn fold_state(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Erro
             let record = |d| Error::record(&ctx.meta.thread, e.seq, d);
             ctx.state.apply_json(update).map_err(|e| record(detail(e)))?;
         }
+        Body::UpdateApplied { id, name, state, .. } => {
+            let detail = |e| format!("the state of update {name:?} does not apply: {e}");
+            let record = |d| Error::record(&ctx.meta.thread, e.seq, d);
+            ctx.state.replace_json(state).map_err(|e| record(detail(e)))?;
+            ctx.meta.updates.insert(id.clone(), e.seq);
+        }
         _ => {}
     }
     Ok(())

@@ -198,6 +198,10 @@ pub struct ThreadMeta {
     /// name after it. Absent when none was received.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub signals: BTreeMap<String, u64>,
+    /// The updates applied (`update_applied`): id -> the seq of its event, so that an id sent
+    /// again answers the recorded reply and applies nothing. Absent when none was applied.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub updates: BTreeMap<String, u64>,
     /// The successor this thread continued as (`ctx.continue_as_new`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continued_as: Option<String>,
@@ -312,6 +316,7 @@ impl ThreadCtx {
                 restores: 0,
                 seed: *seed,
                 signals: BTreeMap::new(),
+                updates: BTreeMap::new(),
                 continued_as: None,
                 continued_from: None,
                 undos: Vec::new(),

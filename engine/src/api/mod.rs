@@ -28,6 +28,7 @@ pub mod schedule_ticks;
 mod signal;
 pub(crate) mod signal_once;
 pub mod typed;
+pub mod update;
 
 use cairn_storage::{Store, ThreadFilter, ThreadId, ThreadRecord};
 

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::StillParked;
 use crate::error::Error;
-use crate::limits::CHECKPOINT_ASKS_MAX;
+use crate::limits::{CHECKPOINT_ASKS_MAX, UPDATE_ASKS_MAX};
 
 /// A manual checkpoint asked of a running thread: its runner writes it at its next step
 /// boundary and answers once it is durable. A runner that stops first drops the ask (the
@@ -25,6 +25,42 @@ pub(crate) struct CheckpointAsk {
     pub meta: CheckpointMeta,
     /// Where the runner answers.
     pub reply: oneshot::Sender<Result<CheckpointId, Error>>,
+}
+
+/// An update asked of a running thread: its runner applies it at its next step boundary and
+/// answers once the event is durable. A runner that stops first drops the ask (the asker's
+/// receiver then fails, and it applies the update to the parked thread itself).
+#[derive(Debug)]
+pub(crate) struct UpdateAsk {
+    /// What is asked.
+    pub request: UpdateRequest,
+    /// Where the runner answers.
+    pub reply: oneshot::Sender<Result<Applied, Error>>,
+}
+
+/// An update call: its id, the update's name and its arguments.
+#[derive(Debug, Clone)]
+pub(crate) struct UpdateRequest {
+    /// The id it is applied once under.
+    pub id: String,
+    /// The update's name.
+    pub name: String,
+    /// Its arguments.
+    pub args: serde_json::Value,
+}
+
+/// Where an update stands in a thread's log.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Applied {
+    /// Applied now by the event at `seq`, with this reply.
+    Now {
+        /// The seq of its `update_applied` event.
+        seq: u64,
+        /// The handler's reply.
+        reply: serde_json::Value,
+    },
+    /// Applied before, by the event at this seq (its reply is in that event).
+    Before(u64),
 }
 
 /// The signals of one running thread.
@@ -38,6 +74,7 @@ pub(crate) struct Control {
     timed_out: AtomicBool,
     reason: Mutex<Option<String>>,
     checkpoints: Mutex<Vec<CheckpointAsk>>,
+    updates: Mutex<Vec<UpdateAsk>>,
 }
 
 impl Control {
@@ -84,6 +121,22 @@ impl Control {
         std::mem::take(&mut *lock(&self.checkpoints))
     }
 
+    /// Queues an update for the next step boundary; the ask back when [`UPDATE_ASKS_MAX`] are
+    /// waiting already.
+    pub fn ask_update(&self, ask: UpdateAsk) -> Result<(), UpdateAsk> {
+        let mut asks = lock(&self.updates);
+        if asks.len() >= UPDATE_ASKS_MAX {
+            return Err(ask);
+        }
+        asks.push(ask);
+        Ok(())
+    }
+
+    /// The updates asked since the last call, oldest first.
+    pub fn take_update_asks(&self) -> Vec<UpdateAsk> {
+        std::mem::take(&mut *lock(&self.updates))
+    }
+
     /// The reason given to [`Control::cancel`].
     pub fn reason(&self) -> Option<String> {
         lock(&self.reason).clone()
@@ -123,6 +176,7 @@ impl Claims {
             // Unanswered asks fail now, not when the last holder of the control lets it go:
             // their askers go on with the parked thread.
             drop(control.take_checkpoint_asks());
+            drop(control.take_update_asks());
         }
         self.released.notify_waiters();
     }

@@ -168,6 +168,17 @@ impl Local {
         }
     }
 
+    pub fn ask_update(
+        &self,
+        thread: &ThreadId,
+        ask: super::UpdateAsk,
+    ) -> Result<(), super::UpdateAsk> {
+        match self.claims.get(thread) {
+            Some(control) => control.ask_update(ask),
+            None => Err(ask),
+        }
+    }
+
     pub fn wait_released<'a>(&'a self, thread: &'a ThreadId) -> BoxFuture<'a, ()> {
         Box::pin(self.claims.wait_released(thread))
     }

@@ -25,7 +25,7 @@ use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use claims::{CheckpointAsk, Control};
+pub(crate) use claims::{Applied, CheckpointAsk, Control, UpdateAsk, UpdateRequest};
 pub(crate) use local::Local;
 pub(crate) use shared::{REMOTE_DRIVER_MARGIN, Shared};
 pub(crate) use timers::Slot;
@@ -166,6 +166,13 @@ pub(crate) trait Coordinator: Send + Sync {
     /// other processes: the reply needs the asker's channel.
     fn ask_checkpoint(&self, thread: &ThreadId, ask: CheckpointAsk) -> Result<(), CheckpointAsk> {
         self.local().ask_checkpoint(thread, ask)
+    }
+
+    /// Hands an update to the runner of this engine that drives `thread`, for its next step
+    /// boundary; the ask back if none does (or too many wait already). Not sent to other
+    /// processes: the reply needs the asker's channel.
+    fn ask_update(&self, thread: &ThreadId, ask: UpdateAsk) -> Result<(), UpdateAsk> {
+        self.local().ask_update(thread, ask)
     }
 
     /// Returns once nobody drives `thread` (at once if nobody does). The driver's last batch

@@ -38,4 +38,5 @@ pub(crate) mod started;
 pub(crate) mod stop;
 pub(crate) mod subgraph;
 pub(crate) mod task;
+pub(crate) mod updates;
 pub(crate) mod wake;

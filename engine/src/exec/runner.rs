@@ -165,6 +165,7 @@ impl Runner {
                 return Ok(Exit::Shutdown);
             }
             self.answer_checkpoint_asks(control).await?;
+            self.answer_update_asks(control).await?;
             if control.take_pause() {
                 return self.finish(Transition::Pause, "paused at a step boundary", now).await;
             }

@@ -89,6 +89,7 @@ mod telemetry_pg;
 mod telemetry_recorder;
 mod trace;
 mod typed_start;
+mod updates;
 mod variables;
 mod web_view;
 mod web_view_continued;

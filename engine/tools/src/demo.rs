@@ -176,6 +176,18 @@ pub fn research_workflow(model: Arc<dyn LanguageModel>) -> Result<Workflow<Resea
         .query("findings_about", |s: &Research, word: String| {
             s.findings.iter().filter(|f| f.contains(&word)).cloned().collect::<Vec<_>>()
         })
+        // An update (`cairn update demo-1 add_finding --args '"..."'`): a finding added from
+        // outside, refused when empty; replies with the number of findings.
+        .update(
+            "add_finding",
+            |_s: &Research, finding: &String| {
+                if finding.trim().is_empty() { Err("a finding needs text".into()) } else { Ok(()) }
+            },
+            |s: &mut Research, finding: String| {
+                s.findings.push(finding);
+                Ok(s.findings.len())
+            },
+        )
         .build()
 }
 

@@ -71,6 +71,7 @@ layout! {
     30 UndoFinished { index, name, output, duration_ms }
     31 LabelsChanged { set, removed }
     32 StateUpdated { update, reason }
+    33 UpdateApplied { id, name, args, reply, state }
 }
 
 /// Appends the binary form of `body`, [`BINARY_V1`] first.
@@ -228,6 +229,13 @@ mod tests {
             Body::Message { task, message: Message::new("user", "hi") },
             Body::Lock { name: "l".into(), acquired: false },
             Body::LabelsChanged { set: BTreeMap::new(), removed: vec!["x".into()] },
+            Body::UpdateApplied {
+                id: "u-1".into(),
+                name: "add".into(),
+                args: json!({"by": 2}),
+                reply: json!(7),
+                state: json!({"count": 7}),
+            },
         ]
     }
 

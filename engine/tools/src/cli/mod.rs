@@ -12,12 +12,12 @@
 //! holding it without an endpoint is refused up front (exit 4, naming what to do). `query` and
 //! `prune --dry-run`, which no endpoint answers, read a snapshot (a copy in memory) then.
 //! Commands that write (`checkpoint delete`, `prune`, `delete`, `bundle import`, `resume`,
-//! `abandon`, `cancel`, `pause`, `input`, `signal`, `fork`, `serve`), and `resumable` without an endpoint (its open
+//! `abandon`, `cancel`, `pause`, `input`, `signal`, `update`, `fork`, `serve`), and `resumable` without an endpoint (its open
 //! proves that no runner holds the threads it lists), open it for writing and fail with exit
 //! code 4 while another process holds it.
 //! `start` posts to an endpoint that serves the file, and otherwise writes the thread `created`
 //! for the next engine that opens it (never runs it here).
-//! `delete` and `signal`, like the controls, go through an endpoint that serves the file. `result --wait`
+//! `delete`, `signal` and `update`, like the controls, go through an endpoint that serves the file. `result --wait`
 //! long-polls an endpoint that serves the file, and otherwise reads the file again until the
 //! wait ends; on PostgreSQL it waits through the database.
 //! `cairn serve` keeps it open and serves the HTTP endpoint (`crate::serve`) until interrupted,
@@ -82,6 +82,7 @@ mod start;
 mod state;
 mod table;
 mod threads;
+mod update;
 mod verify;
 mod worker;
 mod workflows;
@@ -169,6 +170,10 @@ enum Command {
     /// receives it; a thread waiting for it runs here until it ends or parks. A signal the
     /// thread's workflow does not declare, or of the wrong type, is refused (exit 2).
     Signal(signal::SignalArgs),
+    /// Apply an update the thread's workflow declares (a validated call that changes its state)
+    /// and print its reply once durable; the same `--id` again prints the recorded reply. An
+    /// unknown update or a refusal exits 2 (docs/updates.md).
+    Update(update::UpdateArgs),
     /// Roll a parked thread back in place to one of its checkpoints; it is left paused.
     Rollback(checkpoint_create::RollbackArgs),
     /// Fork a thread from a seq or checkpoint (optionally with a state update) and run the fork
@@ -308,6 +313,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Pause(args) => control::control(Control::Pause, &args, wfs).await?,
         Command::Input(args) => control::input(args, wfs).await?,
         Command::Signal(args) => signal::signal(args, wfs).await?,
+        Command::Update(args) => update::update(args, wfs).await?,
         Command::Rollback(args) => checkpoint_create::rollback(args, wfs).await?,
         Command::Fork(args) => fork::fork(args, wfs).await?,
         Command::Replay(args) => replay::replay(args, wfs).await?,

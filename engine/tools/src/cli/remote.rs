@@ -62,9 +62,10 @@ pub(super) fn post_to(db: &Path, path: &str, body: &Value) -> anyhow::Result<Opt
         return Ok(Some(serde_json::from_str(&text).unwrap_or(Value::String(text))));
     }
     let Refusal { error, field } = Refusal::of(&text);
-    // A bad argument, or a workflow the engine does not have (named in the command, as a
-    // workflow this binary lacks is): usage errors.
-    let usage_error = status == 400 || (status == 404 && field.as_deref() == Some("workflow"));
+    // A bad argument, or a workflow (or an update) the engine does not have (named in the
+    // command, as a workflow this binary lacks is): usage errors.
+    let named = matches!(field.as_deref(), Some("workflow" | "name"));
+    let usage_error = status == 400 || (status == 404 && named);
     let message = match field {
         Some(field) => format!("the engine serving {} refused ({field}): {error}", db.display()),
         None => format!("the engine serving {} refused: {error}", db.display()),

@@ -103,6 +103,7 @@ impl SeedState {
             budget_warned: Vec::new(),
             seed: None,
             signals: BTreeMap::new(),
+            updates: Default::default(),
             continued_as: None,
             continued_from: None,
             undos: Vec::new(),

@@ -92,7 +92,10 @@ pub(super) fn reject(e: Error, field: &str) -> Reject {
         | Error::SeqUnavailable { .. }
         | Error::Codec(_)
         | Error::LimitExceeded { .. }
-        | Error::SignalRefused { .. } => 400,
+        | Error::SignalRefused { .. }
+        | Error::UpdateRefused { .. } => 400,
+        // The runner did not reach a step boundary in time: the same id sent again answers.
+        Error::UpdatePending { .. } => 504,
         Error::Storage(
             cairn_storage::Error::Invalid { .. } | cairn_storage::Error::LimitExceeded { .. },
         ) => 400,

@@ -47,6 +47,7 @@
 //! | GET | `/api/threads/{id}/replay` | the thread replayed against the engine's code, as `cairn replay --json` |
 //! | GET | `/api/resumable?max_age_ms=` | threads the engine could resume and does not drive, as `cairn resumable --json` |
 //! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|signal\|fork` | controls |
+//! | POST | `/api/threads/{id}/updates/{name}?wait_ms=` | applies an update (a control): body `{args?, id?, start?}`; `{thread, id, reply, seq, duplicate, created?}` once durable (see `updates`) |
 //! | GET | `/api/schedules` | every schedule with its next ticks and last runs (see `catalog`) |
 //! | POST | `/api/schedules/{name}/pause\|resume\|trigger` | schedule controls |
 //! | DELETE | `/api/schedules/{name}` | deletes a schedule (a control) |
@@ -83,6 +84,7 @@ mod routes;
 mod sse;
 mod start;
 mod threads;
+mod updates;
 pub mod view;
 pub mod wire;
 

@@ -22,8 +22,8 @@ use super::params::{
 };
 use super::params_ops::{BundleParams, ResumableParams};
 use super::params_view::{SearchParam, TimelineParams};
-use super::wire::{Refusal, Started, ThreadResult};
-use super::{Route, controls, start};
+use super::wire::{Refusal, Started, ThreadResult, UpdateAnswer};
+use super::{Route, controls, start, updates};
 use crate::debug::rows::{StateRow, ThreadDetails, ThreadsPage, VerifyRow};
 
 /// The security scheme's name in the document: the bearer token (`<db>.token`).
@@ -78,8 +78,6 @@ impl Doc {
 /// one: every route is documented here).
 pub(super) fn doc(route: &Route) -> Option<Doc> {
     let text = "text/plain";
-    let svg = "image/svg+xml";
-    let html = "text/html";
     Some(match (route.method, route.path) {
         ("GET", "/metrics") => Doc::new("Prometheus text").media(text),
         ("GET", "/api/openapi.json") => Doc::new("This document"),
@@ -131,10 +129,25 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
         ("POST", "/api/threads/{id}/{control}") => {
             Doc::new("pause, resume, cancel, input, signal or fork").body(controls::body_schema())
         }
+        ("POST", "/api/threads/{id}/updates/{name}") => Doc::new(
+            "Applies an update; answers its reply once durable (504: not yet, resend the id)",
+        )
+        .query::<WaitParams>()
+        .body(updates::UpdateBody::schema())
+        .answers::<UpdateAnswer>(),
         ("POST", "/api/workflows/{id}/threads") => Doc::new("Starts a thread (201; 200 existing)")
             .query::<WaitParams>()
             .body(start::StartBody::schema())
             .answers::<Started>(),
+        _ => return view_doc(route),
+    })
+}
+
+/// The document of a route of the web view and of the schedules, as [`doc`].
+fn view_doc(route: &Route) -> Option<Doc> {
+    let svg = "image/svg+xml";
+    let html = "text/html";
+    Some(match (route.method, route.path) {
         ("GET", "/" | "/ui") => Doc::new("Redirects to the web view").media(html),
         ("GET", path) if path.starts_with("/ui/") => Doc::new("A web view page").media(html),
         ("GET", "/api/view/threads") => {

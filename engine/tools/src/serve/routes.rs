@@ -14,6 +14,7 @@ use super::app::App;
 use super::params::Reject;
 use super::{
     checkpoints, controls, messages, openapi, ops, pages, queues, results, sse, start, threads,
+    updates,
 };
 use crate::limits::SERVE_BODY_BYTES_MAX;
 
@@ -81,6 +82,7 @@ pub(super) fn table() -> Table {
         .get("/api/checkpoints", checkpoints::list)
         .get("/api/checkpoints/{id}", checkpoints::show)
         .at("POST", "/api/threads/{id}/{control}", post(controls::control))
+        .at("POST", "/api/threads/{id}/updates/{name}", post(updates::update))
         .at("POST", "/api/workflows/{id}/threads", post(start::start));
     pages::routes(t)
 }

@@ -100,6 +100,24 @@ pub struct Controlled {
     pub created: Option<bool>,
 }
 
+/// `POST /api/threads/{id}/updates/{name}`: the update applied (`cairn::Updated`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UpdateAnswer {
+    /// The thread.
+    pub thread: String,
+    /// The update's id.
+    pub id: String,
+    /// The handler's reply.
+    pub reply: serde_json::Value,
+    /// The seq of the `update_applied` event that holds it.
+    pub seq: u64,
+    /// The id had been applied before: nothing was written, `reply` is the recorded one.
+    pub duplicate: bool,
+    /// The call created the thread (with `start` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<bool>,
+}
+
 /// `answer` as a `T`, refusing a field `T` does not know (`what` names the answer in the error).
 ///
 /// # Errors

@@ -38,3 +38,4 @@ mod signal_types;
 mod start;
 mod starting;
 mod through;
+mod update;
