@@ -393,7 +393,7 @@ impl<S: State> WorkflowBuilder<S> {
         H: Fn(&mut S, A) -> Result<R, String> + Send + Sync + 'static,
     {
         let name = name.update_name().to_owned();
-        let update = crate::updates::DynUpdate::of::<S, A, R, V, H>(&name, validator, handler);
+        let update = erase_update::<S, A, R, V, H>(&name, validator, handler);
         self.decls.updates.push((name, update));
         self
     }
@@ -551,4 +551,53 @@ where
         }
         Err(e) => Box::pin(std::future::ready(Err(NodeError::from(e)))),
     })
+}
+
+/// The update `name` of a state `S` taking `A`s and answering `R`s, with its types erased.
+fn erase_update<S, A, R, V, H>(name: &str, validator: V, handler: H) -> crate::updates::DynUpdate
+where
+    S: State,
+    A: serde::de::DeserializeOwned,
+    R: Serialize,
+    V: Fn(&S, &A) -> Result<(), String> + Send + Sync + 'static,
+    H: Fn(&mut S, A) -> Result<R, String> + Send + Sync + 'static,
+{
+    use crate::UpdateError;
+    use crate::updates::{DynApply, DynValidate};
+    let validator = Arc::new(validator);
+    let (n1, n2) = (name.to_owned(), name.to_owned());
+    let check = validator.clone();
+    let validate: DynValidate = Arc::new(move |state, args| {
+        let (typed, args) = typed_call::<S, A>(&n1, state, args)?;
+        check(&typed, &args).map_err(|message| UpdateError::Refused { name: n1.clone(), message })
+    });
+    let apply: DynApply = Arc::new(move |state, args| {
+        let (typed, args) = typed_call::<S, A>(&n2, state, args)?;
+        validator(&typed, &args)
+            .map_err(|message| UpdateError::Refused { name: n2.clone(), message })?;
+        let mut next = S::clone(&typed);
+        let reply = handler(&mut next, args)
+            .map_err(|message| UpdateError::Failed { name: n2.clone(), message })?;
+        let codec = |what: &'static str| {
+            let name = n2.clone();
+            move |e: serde_json::Error| UpdateError::Codec { name, what, detail: e.to_string() }
+        };
+        let reply = serde_json::to_value(reply).map_err(codec("reply"))?;
+        let state = serde_json::to_value(&next).map_err(codec("state"))?;
+        Ok(crate::UpdateOutcome { state, reply })
+    });
+    crate::updates::DynUpdate { validate, apply }
+}
+
+/// The typed state and arguments of an update call.
+fn typed_call<S: State, A: serde::de::DeserializeOwned>(
+    name: &str,
+    state: &dyn crate::DynState,
+    args: &Value,
+) -> Result<(Arc<S>, A), crate::UpdateError> {
+    let codec =
+        |what, detail: String| crate::UpdateError::Codec { name: name.to_owned(), what, detail };
+    let typed = snapshot::<S>(state).map_err(|e| codec("state", e.to_string()))?;
+    let args = A::deserialize(args).map_err(|e| codec("arguments", e.to_string()))?;
+    Ok((typed, args))
 }

@@ -12,12 +12,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::State;
-use crate::erased::{DynState, snapshot};
+use crate::DynState;
 
 /// The state after an update and the reply, both as JSON.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,15 +25,20 @@ pub struct UpdateOutcome {
     pub reply: Value,
 }
 
-type DynValidate = Arc<dyn Fn(&dyn DynState, &Value) -> Result<(), UpdateError> + Send + Sync>;
-type DynApply =
+/// The validator, erased: the state and the JSON arguments to a refusal or nothing.
+pub(crate) type DynValidate =
+    Arc<dyn Fn(&dyn DynState, &Value) -> Result<(), UpdateError> + Send + Sync>;
+/// The validator and handler, erased: the state and the JSON arguments to the outcome.
+pub(crate) type DynApply =
     Arc<dyn Fn(&dyn DynState, &Value) -> Result<UpdateOutcome, UpdateError> + Send + Sync>;
 
 /// One declared update: its validator and its handler, with their types erased.
 #[derive(Clone)]
 pub(crate) struct DynUpdate {
-    validate: DynValidate,
-    apply: DynApply,
+    /// Runs the validator.
+    pub(crate) validate: DynValidate,
+    /// Runs the validator, then the handler on a copy of the state.
+    pub(crate) apply: DynApply,
 }
 
 impl fmt::Debug for DynUpdate {
@@ -46,41 +48,6 @@ impl fmt::Debug for DynUpdate {
 }
 
 impl DynUpdate {
-    /// The update of a state `S` taking `A`s and answering `R`s.
-    pub(crate) fn of<S, A, R, V, H>(name: &str, validator: V, handler: H) -> Self
-    where
-        S: State,
-        A: DeserializeOwned,
-        R: Serialize,
-        V: Fn(&S, &A) -> Result<(), String> + Send + Sync + 'static,
-        H: Fn(&mut S, A) -> Result<R, String> + Send + Sync + 'static,
-    {
-        let validator = Arc::new(validator);
-        let (n1, n2) = (name.to_owned(), name.to_owned());
-        let check = validator.clone();
-        let validate: DynValidate = Arc::new(move |state, args| {
-            let (typed, args) = typed::<S, A>(&n1, state, args)?;
-            check(&typed, &args)
-                .map_err(|message| UpdateError::Refused { name: n1.clone(), message })
-        });
-        let apply: DynApply = Arc::new(move |state, args| {
-            let (typed, args) = typed::<S, A>(&n2, state, args)?;
-            validator(&typed, &args)
-                .map_err(|message| UpdateError::Refused { name: n2.clone(), message })?;
-            let mut next = S::clone(&typed);
-            let reply = handler(&mut next, args)
-                .map_err(|message| UpdateError::Failed { name: n2.clone(), message })?;
-            let codec = |what: &'static str| {
-                let name = n2.clone();
-                move |e: serde_json::Error| UpdateError::Codec { name, what, detail: e.to_string() }
-            };
-            let reply = serde_json::to_value(reply).map_err(codec("reply"))?;
-            let state = serde_json::to_value(&next).map_err(codec("state"))?;
-            Ok(UpdateOutcome { state, reply })
-        });
-        Self { validate, apply }
-    }
-
     pub(crate) fn validate(&self, state: &dyn DynState, args: &Value) -> Result<(), UpdateError> {
         (self.validate)(state, args)
     }
@@ -92,18 +59,6 @@ impl DynUpdate {
     ) -> Result<UpdateOutcome, UpdateError> {
         (self.apply)(state, args)
     }
-}
-
-/// The typed state and arguments of an update call.
-fn typed<S: State, A: DeserializeOwned>(
-    name: &str,
-    state: &dyn DynState,
-    args: &Value,
-) -> Result<(Arc<S>, A), UpdateError> {
-    let codec = |what, detail: String| UpdateError::Codec { name: name.to_owned(), what, detail };
-    let typed = snapshot::<S>(state).map_err(|e| codec("state", e.to_string()))?;
-    let args = A::deserialize(args).map_err(|e| codec("arguments", e.to_string()))?;
-    Ok((typed, args))
 }
 
 /// Why an update was not applied. Nothing is written for any of them.

@@ -559,6 +559,15 @@ impl Body {
         }
     }
 
+    /// The summary of a change of the state from outside a step.
+    fn state_summary(&self) -> String {
+        match self {
+            Body::StateUpdated { reason, .. } => format!("state updated: {reason}"),
+            Body::UpdateApplied { id, name, .. } => format!("update {name:?} applied (id {id})"),
+            other => format!("{:?}", other.kind()),
+        }
+    }
+
     /// A one-line summary for listings.
     pub fn summary(&self) -> String {
         match self {
@@ -612,8 +621,7 @@ impl Body {
             Body::Lock { name, acquired: true } => format!("lock {name} acquired"),
             Body::Lock { name, acquired: false } => format!("lock {name} released"),
             Body::Budget { budget, used, limit } => format!("budget {budget}: {used} of {limit}"),
-            Body::StateUpdated { reason, .. } => format!("state updated: {reason}"),
-            Body::UpdateApplied { id, name, .. } => format!("update {name:?} applied (id {id})"),
+            Body::StateUpdated { .. } | Body::UpdateApplied { .. } => self.state_summary(),
             Body::RolledBack { checkpoint, to_seq, reason, .. } => {
                 format!("rolled back to checkpoint {checkpoint} (seq {to_seq}): {reason}")
             }
