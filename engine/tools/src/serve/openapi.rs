@@ -18,7 +18,7 @@ use utoipa::{IntoParams, PartialSchema, ToSchema};
 use super::app::App;
 use super::params::{
     CheckpointsParams, EventsParams, ForceParams, GraphFormat, GraphParams, HealthParams,
-    ListParams, RedactParams, StateParams, TraceParams, VersionParams, WaitParams,
+    ListParams, RedactParams, StateParams, StreamParams, TraceParams, VersionParams, WaitParams,
 };
 use super::params_ops::{BundleParams, ResumableParams};
 use super::params_view::{SearchParam, TimelineParams};
@@ -78,8 +78,6 @@ impl Doc {
 /// one: every route is documented here).
 pub(super) fn doc(route: &Route) -> Option<Doc> {
     let text = "text/plain";
-    let svg = "image/svg+xml";
-    let html = "text/html";
     Some(match (route.method, route.path) {
         ("GET", "/metrics") => Doc::new("Prometheus text").media(text),
         ("GET", "/api/openapi.json") => Doc::new("This document"),
@@ -98,6 +96,11 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
             .answers::<ThreadResult>(),
         ("GET", "/api/threads/{id}/events") => {
             Doc::new("Events after a seq; `follow=1`: Server-Sent Events").query::<EventsParams>()
+        }
+        ("GET", "/api/threads/{id}/stream") => {
+            Doc::new("The thread's live stream as Server-Sent Events (chunk, gap, closed, ended)")
+                .query::<StreamParams>()
+                .media("text/event-stream")
         }
         ("GET", "/api/threads/{id}/state") => {
             Doc::new("State after a seq or at a time (`diff`: {thread, from, to, changes})")
@@ -135,6 +138,15 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
             .query::<WaitParams>()
             .body(start::StartBody::schema())
             .answers::<Started>(),
+        _ => return view_doc(route),
+    })
+}
+
+/// The document of a web view route ([`doc`]'s other half).
+fn view_doc(route: &Route) -> Option<Doc> {
+    let svg = "image/svg+xml";
+    let html = "text/html";
+    Some(match (route.method, route.path) {
         ("GET", "/" | "/ui") => Doc::new("Redirects to the web view").media(html),
         ("GET", path) if path.starts_with("/ui/") => Doc::new("A web view page").media(html),
         ("GET", "/api/view/threads") => {
