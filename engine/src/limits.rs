@@ -119,3 +119,21 @@ pub const CHILDREN_PER_TASK_MAX: usize = 1_024;
 /// children when it starts one): bounds what a long-lived parent leaves behind, and the
 /// listing a parent's end reads to cancel them.
 pub const CHILDREN_PER_THREAD_MAX: usize = 10_000;
+
+/// Chunks one thread's live stream keeps (`ctx.stream`, `exec/streams.rs`): a reader behind by
+/// more sees a gap (the oldest are dropped; the writer never waits). A model's answer of a few
+/// thousand tokens is held whole for a reader that connects late.
+pub const STREAM_CHUNKS_MAX: usize = 4_096;
+
+/// Bytes (of JSON) one thread's live stream keeps, dropping the oldest chunks past it: with
+/// [`STREAM_CHUNKS_MAX`], what a thread's stream costs in memory, whoever reads it.
+pub const STREAM_BYTES_MAX: usize = 1 << 20;
+
+/// Bytes (of JSON) in one chunk of a live stream: a token or a paragraph, not a document (a
+/// larger value belongs in the node's result, which is durable).
+pub const STREAM_CHUNK_BYTES_MAX: usize = 64 * 1024;
+const _: () = assert!(STREAM_CHUNK_BYTES_MAX <= STREAM_BYTES_MAX);
+
+/// Streams in the engine's map of live streams before it forgets those nobody holds (a thread
+/// driven or read holds its own): each forgotten entry is a few bytes.
+pub const STREAM_MAP_SWEEP_AT: usize = 1_024;

@@ -510,3 +510,16 @@ async fn trip_fails_at_the_car_and_unwinds_the_hotel_then_the_flight() {
     assert_eq!(s.unwinding.len(), 5, "{:?}", s.unwinding);
     assert!(s.unwinding[0].starts_with("compensating: 2 undo(s)"), "{:?}", s.unwinding);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_agent_is_approved_in_time_and_escalated_without_an_answer() {
+    use cairn_examples::streaming_agent::{Decision, run};
+    let (_d, p) = db("streaming.db");
+    let seen = run(&p).await.unwrap();
+    assert_eq!(seen.tokens.concat(), seen.approved.1.draft, "the tokens make the draft");
+    assert!(seen.tokens.len() > 10, "{:?}", seen.tokens);
+    assert_eq!(seen.approved.0, cairn::ThreadStatus::Completed);
+    assert_eq!(seen.approved.1.decision, Some(Decision::Approved));
+    assert_eq!(seen.escalated.1.decision, Some(Decision::Escalated));
+    assert_eq!(seen.escalated.1.escalated_to.as_deref(), Some("on-call-reviewer"));
+}

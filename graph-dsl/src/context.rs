@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::child::{ChildEnded, ChildStart};
 use crate::limits::MODELS_PER_CALL_MAX;
+use crate::stream::StreamSink;
 use crate::{NodeError, ToolError};
 
 /// A tool body with its types erased: takes the recorded JSON input and a [`ToolCtx`], returns
@@ -221,6 +222,16 @@ pub trait NodeContext: Send + Sync + 'static {
         ));
         Box::pin(std::future::ready(Err(refused)))
     }
+    /// Writes `value` to the thread's live stream (see [`Ctx::stream`](crate::Ctx::stream)):
+    /// ephemeral, never in the log. The provided method, for contexts without readers (test
+    /// doubles), drops it.
+    ///
+    /// # Errors
+    /// The engine's refusal: the attempt ended, or a chunk over its size limit.
+    fn stream(&self, value: Value) -> Result<(), NodeError> {
+        let _ = value;
+        Ok(())
+    }
     /// Waits until the child thread `child` (started by this thread) ends, and returns how it
     /// ended (recorded: a re-execution returns the same). The provided method refuses.
     ///
@@ -269,6 +280,7 @@ pub struct ToolCtx {
     idempotency_key: Arc<str>,
     usage: Arc<Mutex<Usage>>,
     models: Arc<Mutex<BTreeMap<String, Usage>>>,
+    stream: Option<StreamSink>,
 }
 
 impl ToolCtx {
@@ -288,7 +300,42 @@ impl ToolCtx {
             idempotency_key: Arc::from(""),
             usage: Arc::default(),
             models: Arc::default(),
+            stream: None,
         }
+    }
+
+    /// The same context writing [`ToolCtx::stream`] to `sink` (the engine sets the calling
+    /// task's stream).
+    #[must_use]
+    pub fn with_stream(mut self, sink: StreamSink) -> Self {
+        self.stream = Some(sink);
+        self
+    }
+
+    /// Writes `value` to the thread's live stream, as [`Ctx::stream`](crate::Ctx::stream) does
+    /// for the task that called the tool: a model tool streams its tokens while it runs.
+    /// Dropped by a context made outside the engine ([`ToolCtx::new`]).
+    ///
+    /// # Errors
+    /// A fatal [`ToolError`] (code `stream`) for a value that does not serialise, or the
+    /// engine's refusal (the calling task's attempt ended, a chunk over its size limit).
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{StreamSink, ToolCtx};
+    /// let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    /// let into = seen.clone();
+    /// let ctx = ToolCtx::new(tokio_util::sync::CancellationToken::new())
+    ///     .with_stream(StreamSink::new(move |v| Ok(into.lock().unwrap().push(v))));
+    /// ctx.stream("Hel").unwrap();
+    /// ctx.stream("lo").unwrap();
+    /// assert_eq!(*seen.lock().unwrap(), ["Hel", "lo"]);
+    /// ```
+    pub fn stream<T: Serialize>(&self, value: T) -> Result<(), ToolError> {
+        let Some(sink) = &self.stream else { return Ok(()) };
+        let refused = |e: String| ToolError::fatal(e).with_code("stream");
+        let value = serde_json::to_value(value).map_err(|e| refused(e.to_string()))?;
+        sink.write(value).map_err(|e| refused(e.to_string()))
     }
 
     /// The same context with the call's idempotency key (the engine sets it for every call).

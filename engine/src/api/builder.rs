@@ -302,6 +302,7 @@ impl EngineBuilder {
             admit: tokio::sync::Notify::new(),
             queue_waiting: false.into(),
             orphans: Default::default(),
+            streams: Default::default(),
         });
         if !self.read_only {
             let timers_armed = shell.metrics.timers_armed.clone();

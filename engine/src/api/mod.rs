@@ -27,6 +27,7 @@ pub mod schedule_links;
 pub mod schedule_ticks;
 mod signal;
 pub(crate) mod signal_once;
+pub mod stream;
 pub mod typed;
 pub mod update;
 

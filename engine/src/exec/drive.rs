@@ -321,6 +321,7 @@ pub(super) async fn run_claimed(
         signals: super::signal_cursor::SignalCursor::new(shell.store.clone(), &ctx),
         // A thread begun here from its creation took no lock before this runner.
         may_hold_locks: (!begun).into(),
+        stream: shell.streams.of(thread),
     });
     if let Some(at) = ctx.meta.policy.deadline_at_ms {
         watch_deadline(shell, at, control);

@@ -89,6 +89,8 @@ pub(crate) struct ThreadEnv {
     /// creation until a task asks for one (then the end of the thread need not read the lock
     /// table to release them).
     pub may_hold_locks: std::sync::atomic::AtomicBool,
+    /// The thread's live stream (`streams.rs`), held while the thread is driven here.
+    pub stream: Arc<super::streams::LiveStream>,
 }
 
 impl ThreadEnv {

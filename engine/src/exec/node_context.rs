@@ -8,7 +8,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use cairn_dsl::{ErasedTool, Message, NodeContext, NodeError, Progress, ToolCall, ToolCtx, Usage};
+use cairn_dsl::{
+    ErasedTool, Message, NodeContext, NodeError, Progress, StreamSink, ToolCall, ToolCtx, Usage,
+};
 use cairn_storage::Pending;
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -16,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::env::ThreadEnv;
+use super::streams::TaskStream;
 use crate::core::codec::Recorded;
 use crate::core::drawn::Drawn;
 use crate::core::event::{Body, TaskKey};
@@ -75,6 +78,8 @@ pub(crate) struct LiveNodeContext {
     item: Option<Value>,
     pub cancel: CancellationToken,
     st: Arc<Mutex<TaskState>>,
+    /// Where `ctx.stream` and the task's tools write, closed when the attempt ends.
+    stream: Arc<TaskStream>,
 }
 
 impl LiveNodeContext {
@@ -94,7 +99,14 @@ impl LiveNodeContext {
             calls_recorded: j.calls_started.max(u32::try_from(j.tools.len()).unwrap_or(u32::MAX)),
             ..TaskState::default()
         };
-        Self { env, step, key, attempt: j.attempt, item, cancel, st: Arc::new(Mutex::new(st)) }
+        let stream = Arc::new(TaskStream::new(
+            env.stream.clone(),
+            env.thread.clone(),
+            step,
+            key.node.clone(),
+        ));
+        let st = Arc::new(Mutex::new(st));
+        Self { env, step, key, attempt: j.attempt, item, cancel, st, stream }
     }
 
     fn state(&self) -> MutexGuard<'_, TaskState> {
@@ -107,6 +119,7 @@ impl LiveNodeContext {
 
     /// Waits for fire-and-forget appends (progress) and hands back the state.
     pub(super) async fn finish(&self) -> TaskState {
+        self.stream.close();
         let mut st = std::mem::take(&mut *self.state());
         let lost = |e: &dyn std::fmt::Display| {
             tracing::warn!(thread = %self.env.thread, error = %e, "progress event not recorded");
@@ -126,6 +139,12 @@ impl LiveNodeContext {
         }
         st.appended.sort_by_key(|r| r.bookmark.seq);
         st
+    }
+
+    /// The task's stream as a tool's [`ToolCtx`] writes it.
+    fn sink(&self) -> StreamSink {
+        let stream = self.stream.clone();
+        StreamSink::new(move |v| stream.write(v))
     }
 
     fn nondeterminism(&self, detail: String) {
@@ -209,6 +228,7 @@ impl NodeContext for LiveNodeContext {
         let env = self.env.clone();
         let (step, key, attempt) = (self.step, self.key.clone(), self.attempt);
         let cancel = self.cancel.clone();
+        let sink = self.sink();
         // Decide under the lock whether this call is recorded, then leave the lock before any await.
         let NextCall { index, recorded, values, log_start, counted } = self.state().next_call();
         let shared = self.st.clone();
@@ -257,9 +277,9 @@ impl NodeContext for LiveNodeContext {
                 let recs = env.append_now(bodies, now).await.map_err(|e| env.stop.node_error(e))?;
                 lock_state(&shared).appended.extend(recs);
                 env.metrics.tool_call(false);
-                let tool_ctx = ToolCtx::new(cancel).with_idempotency_key(super::idempotency::key(
-                    &env, step, &key, attempt, index,
-                ));
+                let tool_ctx = ToolCtx::new(cancel)
+                    .with_idempotency_key(super::idempotency::key(&env, step, &key, attempt, index))
+                    .with_stream(sink);
                 let output = env.metrics.time_tool(run(input, tool_ctx.clone())).await;
                 let (usage, models) = (tool_ctx.usage_reported(), tool_ctx.models_reported());
                 let done = clock.now_ms();
@@ -295,6 +315,10 @@ impl NodeContext for LiveNodeContext {
                 tracing::warn!(thread = %self.env.thread, error = %e, "progress event not recorded")
             }
         }
+    }
+
+    fn stream(&self, value: Value) -> Result<(), NodeError> {
+        self.stream.write(value)
     }
 
     fn message(&self, message: Message) {

@@ -60,6 +60,8 @@ pub(crate) struct Shell {
     pub queue_waiting: std::sync::atomic::AtomicBool,
     /// Runnable threads seen without a lease, and since when (`api/recover.rs`).
     pub orphans: Orphans,
+    /// The live streams of threads driven or read here (`streams.rs`).
+    pub streams: super::streams::StreamHub,
 }
 
 /// When this engine first saw each runnable thread without a lease, in this process's real

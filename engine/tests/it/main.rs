@@ -83,6 +83,7 @@ mod signal_once;
 mod signal_types;
 mod signals;
 mod spans;
+mod streams;
 mod telemetry;
 #[cfg(feature = "postgres")]
 mod telemetry_pg;

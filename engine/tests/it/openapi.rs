@@ -12,9 +12,12 @@ use cairn_tools::serve::wire::{self, Refusal, ThreadResult};
 
 use crate::common::{Tally, asks_input, call, db, serving};
 
-/// A documented path with its segments filled in: thread `t-1`, workflow `ask`, a control.
+/// A documented path with its segments filled in: thread `t-1`, workflow `ask`, a control; the
+/// stream of an unknown thread (a 404 that names the thread, not the route: `t-1`'s stream
+/// would not end while it waits, and `it::streams` reads real ones).
 fn concrete(path: &str) -> String {
     path.replace("{id}/{control}", "t-1/pause")
+        .replace("/threads/{id}/stream", "/threads/no-such-thread/stream")
         .replace("/checkpoints/{id}", "/checkpoints/1")
         .replace("/workflows/{id}", "/workflows/ask")
         .replace("/schedules/{id}", "/schedules/nightly")

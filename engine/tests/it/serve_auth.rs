@@ -371,6 +371,10 @@ async fn a_public_endpoint_needs_the_token_to_read_and_answers_redacted() {
     assert!(followed.headers.contains("text/event-stream"), "{}", followed.headers);
     assert!(followed.body.contains("input_received"), "{}", followed.body);
     assert!(!followed.body.contains(SECRET), "{}", followed.body);
+    // The thread's stream too: its closes and its end carry updates and the output.
+    let streamed = raw(addr, "GET", "/api/threads/c-1/stream", &host, &auth, "").await;
+    assert!(streamed.body.contains("\"kind\":\"ended\""), "{}", streamed.body);
+    assert!(!streamed.body.contains(SECRET), "{}", streamed.body);
     let result = raw(addr, "GET", "/api/threads/c-1/result", &host, &auth, "").await.json();
     assert_eq!(
         (result["output"]["api_key"].as_str(), result["output"]["total"].as_u64()),

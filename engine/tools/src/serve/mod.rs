@@ -33,6 +33,7 @@
 //! | GET | `/api/threads?status=&workflow=&label=K=V,K2=V2&limit=&after=&offset=` | a page of threads in the store's id order; `next` is the `after` of the next page (`null`: none follows) |
 //! | GET | `/api/threads/{id}` | the thread as `cairn show` reports it |
 //! | GET | `/api/threads/{id}/events?since=&kind=&limit=&redact=1` | events after a seq, with `next_since`, the thread's `status` (read first) and `first_seq`; `follow=1`: SSE until the thread ends |
+//! | GET | `/api/threads/{id}/stream?since=&redact=1` | the thread's live stream as SSE (see `stream`): `chunk` (ephemeral), `gap`, `closed` and `ended` (durable, their seq as the SSE id, so an `EventSource` resumes with `Last-Event-ID`) |
 //! | GET | `/api/threads/{id}/state?at=SEQ`, `?at_time=MS` or `?diff=A,B` (`&redact=1`) | state after a seq or at a time, or a diff |
 //! | GET | `/api/threads/{id}/checkpoints` | the thread's checkpoints |
 //! | GET | `/api/threads/{id}/result?wait_ms=` | `{thread, finished, status, output, error}`; an unfinished thread is waited for up to `wait_ms` (at most [`crate::limits::RESULT_WAIT_MS_MAX`]): a long poll |
@@ -83,6 +84,7 @@ pub(crate) mod results;
 mod routes;
 mod sse;
 mod start;
+mod stream;
 mod threads;
 mod updates;
 pub mod view;

@@ -18,7 +18,7 @@ use utoipa::{IntoParams, PartialSchema, ToSchema};
 use super::app::App;
 use super::params::{
     CheckpointsParams, EventsParams, ForceParams, GraphFormat, GraphParams, HealthParams,
-    ListParams, RedactParams, StateParams, TraceParams, VersionParams, WaitParams,
+    ListParams, RedactParams, StateParams, StreamParams, TraceParams, VersionParams, WaitParams,
 };
 use super::params_ops::{BundleParams, ResumableParams};
 use super::params_view::{SearchParam, TimelineParams};
@@ -96,6 +96,11 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
             .answers::<ThreadResult>(),
         ("GET", "/api/threads/{id}/events") => {
             Doc::new("Events after a seq; `follow=1`: Server-Sent Events").query::<EventsParams>()
+        }
+        ("GET", "/api/threads/{id}/stream") => {
+            Doc::new("The thread's live stream as Server-Sent Events (chunk, gap, closed, ended)")
+                .query::<StreamParams>()
+                .media("text/event-stream")
         }
         ("GET", "/api/threads/{id}/state") => {
             Doc::new("State after a seq or at a time (`diff`: {thread, from, to, changes})")

@@ -11,6 +11,7 @@
 //! | `/ui/queues` | queues: limits, running and waiting threads in all and per key, rate window use; live, with each queue's depth drawn over its last samples |
 //! | `/ui/workflows` | workflows: each compiled-in version's graph side by side, threads by status and version, and a form that starts a thread (`POST /api/workflows/{id}/threads`) |
 //! | `/ui/schedules` | schedules: spec, status, next ticks, last runs; pause, resume, trigger, delete |
+//! | `/ui/threads/{id}/stream` | a thread's live stream (`GET /api/threads/{id}/stream`): chunks as they come, each node's result, the end; with `?signal=NAME`, Approve and Reject send that signal `true` or `false` |
 //!
 //! The pages read the JSON API (and [`super::view`]'s routes) from the browser. No page carries
 //! the control token: the pages with controls (thread, workflows, schedules) ask for it (kept in the tab's `sessionStorage`), or takes
@@ -40,6 +41,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("workflows.js", "text/javascript; charset=utf-8", include_str!("ui/workflows.js")),
     ("start.js", "text/javascript; charset=utf-8", include_str!("ui/start.js")),
     ("schedules.js", "text/javascript; charset=utf-8", include_str!("ui/schedules.js")),
+    ("stream.js", "text/javascript; charset=utf-8", include_str!("ui/stream.js")),
 ];
 
 /// A page of the web view: its name (`data-page`, and the script `{name}.js` it runs), title, the
@@ -59,6 +61,7 @@ const QUEUES: Page = page_of("queues", "Queues", &[], include_str!("ui/queues.ht
 const WORKFLOWS: Page =
     page_of("workflows", "Workflows", &["start"], include_str!("ui/workflows.html"));
 const SCHEDULES: Page = page_of("schedules", "Schedules", &[], include_str!("ui/schedules.html"));
+const STREAM: Page = page_of("stream", "Live stream", &[], include_str!("ui/stream.html"));
 
 const fn page_of(
     name: &'static str,
@@ -130,6 +133,7 @@ pub(super) fn routes(table: Table) -> Table {
         .get("/ui", || async { Redirect::to("/ui/threads") })
         .get("/ui/threads", || async { page(&THREADS) })
         .get("/ui/threads/{id}", |_: Path<String>| async { page(&THREAD) })
+        .get("/ui/threads/{id}/stream", |_: Path<String>| async { page(&STREAM) })
         .get("/ui/messages", || async { page(&MESSAGES) })
         .get("/ui/messages/{id}", |_: Path<String>| async { page(&MESSAGES) })
         .get("/ui/queues", || async { page(&QUEUES) })
@@ -173,13 +177,13 @@ async fn asset(Path(file): Path<String>) -> Result<Response, Reject> {
 
 #[cfg(test)]
 mod tests {
-    use super::{MESSAGES, NAV, Page, QUEUES, SCHEDULES, THREAD, THREADS, WORKFLOWS};
+    use super::{MESSAGES, NAV, Page, QUEUES, SCHEDULES, STREAM, THREAD, THREADS, WORKFLOWS};
 
     /// Every page is a whole document: its title, its scripts (its own last), its navigation
     /// entry marked (the thread page has none), its `<main>`, and no placeholder left.
     #[test]
     fn every_page_is_framed_whole() {
-        for page in [&THREADS, &THREAD, &MESSAGES, &QUEUES, &WORKFLOWS, &SCHEDULES] {
+        for page in [&THREADS, &THREAD, &MESSAGES, &QUEUES, &WORKFLOWS, &SCHEDULES, &STREAM] {
             let html = page.html();
             let Page { name, title, main, .. } = page;
             assert!(html.starts_with("<!doctype html>") && html.ends_with("</html>\n"), "{name}");
@@ -197,7 +201,7 @@ mod tests {
             }
         }
         assert!(WORKFLOWS.html().contains("/ui/assets/start.js"));
-        for page in [&WORKFLOWS, &SCHEDULES] {
+        for page in [&WORKFLOWS, &SCHEDULES, &STREAM] {
             assert!(page.html().contains("<input id=\"token\""), "{}", page.name);
         }
         for page in [&WORKFLOWS, &THREAD] {

@@ -144,6 +144,21 @@ pub struct EventsParams {
     pub redact: bool,
 }
 
+/// `GET /api/threads/{id}/stream`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct StreamParams {
+    /// Resume after this seq (a `closed` or `ended` event's id): the closes after it and the
+    /// chunks written from now on. A `Last-Event-ID` header (an `EventSource` reconnecting)
+    /// takes its place.
+    #[serde(default)]
+    pub since: u64,
+    /// Apply the bundle redaction rules (`1`).
+    #[serde(default)]
+    pub redact: bool,
+}
+
 /// `GET /api/threads/{id}/state`: the state after a seq, or the diff between two.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -323,6 +338,7 @@ impl FromStr for SeqPair {
 impl Check for ListParams {}
 impl Check for CheckpointsParams {}
 impl Check for EventsParams {}
+impl Check for StreamParams {}
 impl Check for GraphParams {}
 impl Check for HealthParams {}
 impl Check for WaitParams {}

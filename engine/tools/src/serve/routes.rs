@@ -13,8 +13,8 @@ use super::access::{self, Access};
 use super::app::App;
 use super::params::Reject;
 use super::{
-    checkpoints, controls, messages, openapi, ops, pages, queues, results, sse, start, threads,
-    updates,
+    checkpoints, controls, messages, openapi, ops, pages, queues, results, sse, start, stream,
+    threads, updates,
 };
 use crate::limits::SERVE_BODY_BYTES_MAX;
 
@@ -70,6 +70,7 @@ pub(super) fn table() -> Table {
         .at("DELETE", "/api/threads/{id}", delete(results::delete))
         .get("/api/threads/{id}/result", results::result)
         .get("/api/threads/{id}/events", sse::events)
+        .get("/api/threads/{id}/stream", stream::stream)
         .get("/api/threads/{id}/state", threads::state)
         .get("/api/threads/{id}/checkpoints", threads::checkpoints)
         .get("/api/threads/{id}/bundle", ops::bundle)
