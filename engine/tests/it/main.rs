@@ -97,4 +97,5 @@ mod web_view_continued;
 mod web_view_pages;
 mod web_view_queues;
 mod web_view_seen;
+mod web_view_signal;
 mod web_view_start;
