@@ -37,6 +37,7 @@ pub use super::schedule_links::links_wait;
 pub use super::schedule_ticks::Rule;
 pub use crate::core::child_start::{RESERVED_LABELS, STARTED_BY_LABEL};
 pub use crate::core::children::PARENT_LABEL;
+pub use crate::exec::start::check_labels;
 pub use crate::exec::subgraph::child_id;
 
 /// The tag of the checkpoint a migration writes (and of nothing else).
@@ -336,30 +337,5 @@ async fn created_workflow(engine: &Engine, id: &ThreadId) -> Result<WorkflowRef,
             seq: 1,
             detail: "the first event of a thread is not thread_created".into(),
         }),
-    }
-}
-
-/// Refuses `labels` holding one the engine reserves ([`RESERVED_LABELS`]: `parent`,
-/// `started_by`, `parent_close`, `closes_children`), naming it: a start or a fork given one
-/// writes nothing.
-///
-/// # Errors
-/// [`Error::Invalid`] naming the first reserved label.
-///
-/// # Examples
-/// ```
-/// let mut labels = std::collections::BTreeMap::new();
-/// labels.insert("team".to_owned(), "a".to_owned());
-/// assert!(cairn::admin::check_labels(&labels).is_ok());
-/// labels.insert("started_by".to_owned(), "order-1".to_owned());
-/// assert!(cairn::admin::check_labels(&labels).is_err());
-/// ```
-pub fn check_labels(labels: &std::collections::BTreeMap<String, String>) -> Result<(), Error> {
-    match labels.keys().find(|k| RESERVED_LABELS.contains(&k.as_str())) {
-        None => Ok(()),
-        Some(key) => Err(Error::Invalid(format!(
-            "the label {key:?} is reserved: the engine sets it (reserved labels: {})",
-            RESERVED_LABELS.join(", ")
-        ))),
     }
 }

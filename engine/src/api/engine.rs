@@ -369,7 +369,7 @@ impl Engine {
     /// [`Error::Invalid`] for an id that is not one, or labels holding one the engine reserves
     /// (`RESERVED_LABELS`: nothing is written).
     fn start_id(&self, options: &StartOptions) -> Result<ThreadId, Error> {
-        crate::api::admin::check_labels(&options.labels)?;
+        crate::exec::start::check_labels(&options.labels)?;
         Ok(match &options.thread_id {
             Some(id) => ThreadId::new(id.clone())?,
             None => ThreadId::new(self.shell.ids.new_id())?,

@@ -77,6 +77,7 @@ mod schedule_chain;
 mod schedules;
 mod search_labels;
 mod select;
+mod select_fork;
 mod serve;
 mod serve_auth;
 mod serve_start;
