@@ -302,6 +302,17 @@ pub enum Guard {
         /// The seq its last event must have.
         seq: Seq,
     },
+    /// No signal named `name` holding exactly `data` is in the thread's inbox (checked inside
+    /// the write, so two writers racing to store the same one cannot both pass: a dedup key's
+    /// marker, stored once).
+    NoSignal {
+        /// The thread.
+        thread: ThreadId,
+        /// The signal's name.
+        name: String,
+        /// Its value, as stored.
+        data: Vec<u8>,
+    },
 }
 
 impl Guard {
@@ -311,7 +322,8 @@ impl Guard {
             Guard::Lease { thread, .. }
             | Guard::Status { thread, .. }
             | Guard::Absent { thread }
-            | Guard::LastSeq { thread, .. } => thread,
+            | Guard::LastSeq { thread, .. }
+            | Guard::NoSignal { thread, .. } => thread,
         }
     }
 }

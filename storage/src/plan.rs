@@ -34,6 +34,15 @@ pub(crate) trait PlanState: crate::plan_queue::QueueReads {
     /// The number of the last signal stored in `thread`'s inbox (0: none), as the batches
     /// before this one in the group left it.
     fn last_signal(&mut self, thread: &ThreadId) -> Result<u64, Error>;
+    /// The number of the first signal in `thread`'s inbox named `name` holding exactly
+    /// `data`, as the batches before this one leave it (read in the write's transaction, under
+    /// the thread's row lock where there is one).
+    fn find_signal(
+        &mut self,
+        thread: &ThreadId,
+        name: &str,
+        data: &[u8],
+    ) -> Result<Option<u64>, Error>;
     /// Whether the backend writes each event as its own frame (`Plan::events`); one that writes
     /// batch frames from `Plan::log` (redb, format v6) saves the encoding.
     fn frames_events(&self) -> bool {
@@ -316,6 +325,12 @@ impl Plan {
                     None => {
                         (thread, format!("thread does not exist (expected last seq {})", seq.0))
                     }
+                }
+            }
+            Guard::NoSignal { thread, name, data } => {
+                match tables.find_signal(thread, name, data)? {
+                    None => return Ok(()),
+                    Some(n) => (thread, format!("signal {n} is a {name:?} holding the same value")),
                 }
             }
         };

@@ -22,6 +22,17 @@ pub const PARENT_CLOSE_LABEL: &str = "parent_close";
 /// that only such threads list their children when they end.
 pub const CLOSES_CHILDREN_LABEL: &str = "closes_children";
 
+/// The labels the engine sets and reads itself: a sub-workflow child's parent, a started
+/// child's starter and parent-close policy, and the mark of a thread that closes its children.
+/// A start given one of them is refused (a user's `started_by` would make a thread look like
+/// another's child, and its end cancel or leave threads it never started).
+///
+/// ```
+/// assert!(cairn_core::child_start::RESERVED_LABELS.contains(&"started_by"));
+/// ```
+pub const RESERVED_LABELS: &[&str] =
+    &[crate::children::PARENT_LABEL, STARTED_BY_LABEL, PARENT_CLOSE_LABEL, CLOSES_CHILDREN_LABEL];
+
 /// The id of the child started by the draw `n` of `task` at `step` of `parent`.
 pub fn started_child_id(parent: &cairn_storage::ThreadId, task: &str, step: u64, n: u64) -> String {
     let id = format!("{parent}/{task}@{step}/child-{n}");

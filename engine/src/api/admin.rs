@@ -35,8 +35,9 @@ pub use super::create::Creation;
 pub use super::schedule::check as check_schedule_name;
 pub use super::schedule_links::links_wait;
 pub use super::schedule_ticks::Rule;
-pub use crate::core::child_start::STARTED_BY_LABEL;
+pub use crate::core::child_start::{RESERVED_LABELS, STARTED_BY_LABEL};
 pub use crate::core::children::PARENT_LABEL;
+pub use crate::exec::start::check_labels;
 pub use crate::exec::subgraph::child_id;
 
 /// The tag of the checkpoint a migration writes (and of nothing else).

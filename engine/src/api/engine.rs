@@ -366,14 +366,10 @@ impl Engine {
     /// The id a start with `options` creates (theirs, or a new one).
     ///
     /// # Errors
-    /// [`Error::Invalid`] for an id that is not one, or labels holding the reserved parent label.
+    /// [`Error::Invalid`] for an id that is not one, or labels holding one the engine reserves
+    /// (`RESERVED_LABELS`: nothing is written).
     fn start_id(&self, options: &StartOptions) -> Result<ThreadId, Error> {
-        if options.labels.contains_key(crate::core::children::PARENT_LABEL) {
-            return Err(Error::Invalid(format!(
-                "the label {:?} is reserved: the engine sets it on sub-workflow child threads",
-                crate::core::children::PARENT_LABEL
-            )));
-        }
+        crate::exec::start::check_labels(&options.labels)?;
         Ok(match &options.thread_id {
             Some(id) => ThreadId::new(id.clone())?,
             None => ThreadId::new(self.shell.ids.new_id())?,

@@ -7,7 +7,7 @@
 //! thread's workflow does not accept (`WorkflowBuilder::signal` declarations) is refused before
 //! anything is written.
 
-use cairn_storage::{Batch, NewSignal, ThreadId};
+use cairn_storage::{Batch, Guard, NewSignal, ThreadId};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -80,8 +80,18 @@ impl Engine {
         let now = self.clock().now_ms();
         let signal = NewSignal::new(id.clone(), name, data, now)?;
         let marker = marker.map(|m| NewSignal { at_ms: now, ..m });
+        // A marker is stored once: the write itself checks that the thread's inbox lacks it,
+        // so that two engines sending the same key at once store one signal.
+        let guards = marker
+            .iter()
+            .map(|m| Guard::NoSignal {
+                thread: id.clone(),
+                name: m.name.clone(),
+                data: m.data.clone(),
+            })
+            .collect();
         let signals = std::iter::once(signal).chain(marker).collect();
-        let n = match self.write(Batch { signals, ..Batch::default() }).await {
+        let n = match self.write(Batch { signals, guards, ..Batch::default() }).await {
             Ok(appended) => appended.signals.first().copied().unwrap_or_default(),
             Err(cairn_storage::Error::UnknownThread(_)) => {
                 return Err(Error::UnknownThread(thread.to_owned()));

@@ -5,10 +5,12 @@
 //! restart too) stores nothing and answers the first one's number, marked a duplicate. The key
 //! is kept in the thread's inbox beside the signal, as a marker signal named [`DEDUP_SIGNAL`]
 //! (its value the key) written in the same batch, so both are durable together and a crash
-//! leaves either both or neither; the check reads the inbox for the marker before the write.
-//! Sends with a key are serialised in this process, so two concurrent sends of one key store
-//! one signal; two engines sharing a database may each store one when their sends race (the
-//! store has no unique index on keys).
+//! leaves either both or neither. The engine reads the inbox for the marker first (a duplicate
+//! answered without a write), and the write carries a guard (`Guard::NoSignal`) that the store
+//! checks inside its transaction: redb's single writer, or PostgreSQL's transaction holding the
+//! thread's row lock, so that two engines sharing a database and racing with one key store one
+//! signal (the loser's write is refused, and it answers the winner's number); two sends in one
+//! process likewise.
 //!
 //! [`Engine::signal_with_start`] creates the thread if it does not exist (idempotent on its id,
 //! as `start` is), then sends the signal: two writes, each idempotent, so a caller that retries
@@ -50,9 +52,6 @@ pub struct SignalWithStart {
     pub sent: Sent,
 }
 
-/// Serialises sends with a key in this process: the look for the key and the write are one.
-static KEYED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 impl Engine {
     /// Sends a signal as [`Engine::signal`] does, at most once per `dedup_key` on the thread:
     /// a key sent before (since the thread was created, across restarts) stores nothing and
@@ -91,12 +90,21 @@ impl Engine {
         let key = serde_json::to_vec(&Value::from(dedup_key))?;
         let marker = cairn_storage::NewSignal::new(id.clone(), DEDUP_SIGNAL, key.clone(), 0)
             .map_err(|e| Error::Invalid(format!("dedup key: {e}")))?;
-        let _one_at_a_time = KEYED.lock().await;
         if let Some(first) = self.keyed(&id, &key).await? {
             return Ok((Sent { signal: first, duplicate: true }, false));
         }
-        let (signal, woke) = self.send_signal(thread, name, value, Some(marker)).await?;
-        Ok((Sent { signal, duplicate: false }, woke))
+        match self.send_signal(thread, name, value, Some(marker)).await {
+            Ok((signal, woke)) => Ok((Sent { signal, duplicate: false }, woke)),
+            // Another engine stored the key between the look above and the write, which
+            // refused the second: the first is durable, and found now.
+            Err(Error::Storage(cairn_storage::Error::GuardFailed { detail, .. })) => {
+                match self.keyed(&id, &key).await? {
+                    Some(first) => Ok((Sent { signal: first, duplicate: true }, false)),
+                    None => Err(Error::Invalid(format!("dedup key {dedup_key:?}: {detail}"))),
+                }
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Creates the thread `options.thread_id` of `workflow` on `input` unless it exists, then

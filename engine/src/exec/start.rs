@@ -8,6 +8,7 @@ use cairn_storage::{Batch, Guard, LeaseOp, Pending, ThreadId, ThreadRecord};
 use serde_json::Value;
 
 use super::shell::Shell;
+use crate::core::child_start::RESERVED_LABELS;
 use crate::core::event::{Body, ForkOrigin, ThreadPolicy};
 use crate::core::status::Transition;
 use crate::core::thread_ctx::ThreadCtx;
@@ -239,4 +240,29 @@ pub(crate) struct ForkSeed {
     pub frontier: Vec<String>,
     pub arrivals: BTreeMap<String, Vec<String>>,
     pub visits: BTreeMap<String, u32>,
+}
+
+/// Refuses `labels` holding one the engine reserves ([`RESERVED_LABELS`]:
+/// `parent`, `started_by`, `parent_close`, `closes_children`), naming it: a start or a fork given one
+/// writes nothing.
+///
+/// # Errors
+/// [`Error::Invalid`] naming the first reserved label.
+///
+/// # Examples
+/// ```
+/// let mut labels = std::collections::BTreeMap::new();
+/// labels.insert("team".to_owned(), "a".to_owned());
+/// assert!(cairn::admin::check_labels(&labels).is_ok());
+/// labels.insert("started_by".to_owned(), "order-1".to_owned());
+/// assert!(cairn::admin::check_labels(&labels).is_err());
+/// ```
+pub fn check_labels(labels: &BTreeMap<String, String>) -> Result<(), Error> {
+    match labels.keys().find(|k| RESERVED_LABELS.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(key) => Err(Error::Invalid(format!(
+            "the label {key:?} is reserved: the engine sets it (reserved labels: {})",
+            RESERVED_LABELS.join(", ")
+        ))),
+    }
 }

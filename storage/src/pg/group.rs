@@ -293,6 +293,15 @@ impl PlanState for Cached<'_, '_, '_> {
     fn last_signal(&mut self, thread: &ThreadId) -> Result<u64, Error> {
         self.signals.get(self.tx, thread)
     }
+
+    fn find_signal(
+        &mut self,
+        thread: &ThreadId,
+        name: &str,
+        data: &[u8],
+    ) -> Result<Option<u64>, Error> {
+        self.signals.find(self.tx, thread, name, data)
+    }
 }
 
 impl crate::plan_queue::QueueReads for Cached<'_, '_, '_> {

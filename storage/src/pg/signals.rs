@@ -77,7 +77,7 @@ pub(crate) async fn read(
 /// The numbers of the last signals of threads, as the group's batches leave them: the
 /// planner's `last_signal` for the writer's `PlanState`s.
 #[derive(Default)]
-pub(crate) struct LastSignals(HashMap<ThreadId, u64>);
+pub(crate) struct LastSignals(HashMap<ThreadId, u64>, Vec<(ThreadId, u64, Vec<u8>)>);
 
 impl LastSignals {
     /// The last number of `thread`, read once per group from the database.
@@ -102,6 +102,45 @@ impl LastSignals {
         for (thread, n, _) in planned {
             self.0.insert(thread.clone(), *n);
         }
+        self.1.extend_from_slice(planned);
+    }
+
+    /// The number of the first signal of `thread` named `name` holding exactly `data`: in the
+    /// table (read in the group's transaction, which holds the thread's row lock: a writer
+    /// racing to store the same signal waits, then sees it), then among the group's batches
+    /// before. A thread holds at most `SIGNALS_PER_THREAD_MAX` signals: the scan is bounded.
+    ///
+    /// # Errors
+    /// A damaged row; connection errors.
+    pub(crate) fn find(
+        &self,
+        tx: &mut Tx<'_, '_>,
+        thread: &ThreadId,
+        name: &str,
+        data: &[u8],
+    ) -> Result<Option<u64>, Error> {
+        let rows = tx
+            .query(
+                "SELECT n, record FROM cairn_signals WHERE thread = $1 ORDER BY n",
+                &[&thread.as_str()],
+            )
+            .map_err(pg_error("read signals"))?;
+        for row in &rows {
+            let signal = decode(thread.as_str(), row.get(0), row.get(1))?;
+            if signal.name == name && signal.data == data {
+                return Ok(Some(signal.n));
+            }
+        }
+        for (t, n, framed) in &self.1 {
+            if t != thread {
+                continue;
+            }
+            let signal = crate::codec::decode_signal(framed)?;
+            if signal.name == name && signal.data == data {
+                return Ok(Some(*n));
+            }
+        }
+        Ok(None)
     }
 }
 

@@ -105,4 +105,13 @@ impl PlanState for Tables<'_, '_> {
     fn last_signal(&mut self, thread: &ThreadId) -> Result<u64, Error> {
         super::signals::last_in(&*self.signals()?, thread)
     }
+
+    fn find_signal(
+        &mut self,
+        thread: &ThreadId,
+        name: &str,
+        data: &[u8],
+    ) -> Result<Option<u64>, Error> {
+        super::signals::find_in(&*self.signals()?, thread, name, data)
+    }
 }

@@ -70,6 +70,26 @@ pub(crate) fn last_in(
     Ok(last.map_or(0, |(k, _)| k.value().1))
 }
 
+/// The number of the first signal of `thread` in `inbox` named `name` holding exactly `data`
+/// (a thread holds at most `SIGNALS_PER_THREAD_MAX` signals: the scan is bounded).
+pub(crate) fn find_in(
+    inbox: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
+    thread: &ThreadId,
+    name: &str,
+    data: &[u8],
+) -> Result<Option<u64>, Error> {
+    let op = storage("read signals");
+    let key = thread.as_str();
+    for item in inbox.range((key, 0)..=(key, u64::MAX)).map_err(&op)? {
+        let (k, v) = item.map_err(&op)?;
+        let signal = signal_at(key, k.value().1, v.value())?;
+        if signal.name == name && signal.data == data {
+            return Ok(Some(signal.n));
+        }
+    }
+    Ok(None)
+}
+
 /// Checks every signal: it decodes, sits under its own key, belongs to a thread that exists,
 /// and each thread's numbers run from 1 without a gap. Returns the signals scanned.
 pub(crate) fn verify(

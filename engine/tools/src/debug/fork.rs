@@ -82,6 +82,8 @@ impl Operator {
                 Error::Invalid(format!("the update does not apply to {}'s state: {e}", wf.id()))
             })?;
         }
+        // Labels the engine reserves are its own to set: given, nothing is written.
+        admin::check_labels(&options.labels)?;
         let id = match &options.thread_id {
             Some(id) => ThreadId::new(id.clone())?,
             None => ThreadId::new(admin::new_thread_id(&self.engine))?,

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `/` | redirects to `/ui/threads` |
 //! | `/ui/threads` | threads: status, workflow, progress, labels, age; filters, search, live counts, paging |
-//! | `/ui/threads/{id}` | a thread: graph, timeline, live event log (windowed), state and diff at a step, checkpoints, budgets, last error, controls |
+//! | `/ui/threads/{id}` | a thread: graph, timeline, live event log (windowed), state and diff at a step, checkpoints, budgets, last error, controls, a form that sends a signal (`POST /api/threads/{id}/signal`) |
 //! | `/ui/messages/{correlation_id}` | the messages of a correlation id as a sequence picture |
 //! | `/ui/queues` | queues: limits, running and waiting threads in all and per key, rate window use; live, with each queue's depth drawn over its last samples |
 //! | `/ui/workflows` | workflows: each compiled-in version's graph side by side, threads by status and version, and a form that starts a thread (`POST /api/workflows/{id}/threads`) |
@@ -40,6 +40,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("queues.js", "text/javascript; charset=utf-8", include_str!("ui/queues.js")),
     ("workflows.js", "text/javascript; charset=utf-8", include_str!("ui/workflows.js")),
     ("start.js", "text/javascript; charset=utf-8", include_str!("ui/start.js")),
+    ("send.js", "text/javascript; charset=utf-8", include_str!("ui/send.js")),
     ("schedules.js", "text/javascript; charset=utf-8", include_str!("ui/schedules.js")),
     ("stream.js", "text/javascript; charset=utf-8", include_str!("ui/stream.js")),
 ];
@@ -55,7 +56,7 @@ struct Page {
 }
 
 const THREADS: Page = page_of("threads", "Threads", &[], include_str!("ui/threads.html"));
-const THREAD: Page = page_of("thread", "Thread", &[], include_str!("ui/thread.html"));
+const THREAD: Page = page_of("thread", "Thread", &["send"], include_str!("ui/thread.html"));
 const MESSAGES: Page = page_of("messages", "Messages", &[], include_str!("ui/messages.html"));
 const QUEUES: Page = page_of("queues", "Queues", &[], include_str!("ui/queues.html"));
 const WORKFLOWS: Page =

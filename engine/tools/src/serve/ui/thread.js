@@ -379,6 +379,9 @@
     const at = Number($("fork-at").value || (summary && summary.seq));
     act("fork", { at });
   });
+  // Sends: a signal (more forms of `cairnSend.form`'s shape go beside it). After a send the
+  // summary is read again, and the panels follow the events it causes.
+  $("sends").append(cairnSend.signal(id, hasToken, () => { dirty = true; loadSummary().catch(() => {}); }));
   $("older").addEventListener("click", () => loadOlder().catch((e) => { $("error").textContent = String(e.message || e); }));
   $("latest").addEventListener("click", () => loadLatest().catch((e) => { $("error").textContent = String(e.message || e); }));
   $("follow").addEventListener("change", follow);
