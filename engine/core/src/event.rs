@@ -451,6 +451,25 @@ pub enum Body {
         /// Who did it.
         reason: String,
     },
+    /// A node published `value` under `key` (`ctx.set_event`): written and durable before the
+    /// call returns; the latest value of a key wins (`Engine::get_event`).
+    EventPublished {
+        /// The task that published it.
+        task: TaskKey,
+        /// The key.
+        key: String,
+        /// The value.
+        value: Value,
+    },
+    /// A node created a promise (`ctx.promise`): written and durable before its id is handed
+    /// out, so that a completion (`Engine::complete_promise`) finds it.
+    PromiseCreated {
+        /// The task that created it.
+        task: TaskKey,
+        /// Its id (`docs/promises.md`: the thread's id, `~`, and a suffix derived from the
+        /// step, the task and the task's count of promises).
+        promise: String,
+    },
 }
 
 impl Body {
@@ -491,7 +510,9 @@ impl Body {
             | Body::LabelsChanged { .. }
             | Body::CompensationBegan { .. }
             | Body::UndoStarted { .. }
-            | Body::UndoFinished { .. } => EventKind::Custom,
+            | Body::UndoFinished { .. }
+            | Body::EventPublished { .. }
+            | Body::PromiseCreated { .. } => EventKind::Custom,
         }
     }
 
@@ -537,6 +558,8 @@ impl Body {
             | Body::TimerFired { task, .. }
             | Body::Progress { task, .. }
             | Body::RecoveryApplied { task, .. }
+            | Body::EventPublished { task, .. }
+            | Body::PromiseCreated { task, .. }
             | Body::Message { task, .. } => Some(&task.node),
             _ => None,
         }
@@ -623,6 +646,8 @@ impl Body {
             Body::RecoveryApplied { task, strategy, .. } => {
                 format!("{task}: recovery: {}", strategy.name())
             }
+            Body::EventPublished { task, key, .. } => format!("{task}: published {key:?}"),
+            Body::PromiseCreated { task, promise } => format!("{task}: promise {promise} created"),
         }
     }
 }

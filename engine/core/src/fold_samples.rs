@@ -226,5 +226,10 @@ pub(crate) fn samples(k: u64, snapshot: &Value) -> Vec<Body> {
             removed: vec!["old".into()],
         },
         Body::StateUpdated { update: json!(k + 100), reason: "user".into() },
+        Body::EventPublished { task: task.clone(), key: format!("k{}", k % 2), value: json!(k) },
+        Body::PromiseCreated {
+            task: task.clone(),
+            promise: crate::published::promise_id("t", step, &task, 0),
+        },
     ]
 }

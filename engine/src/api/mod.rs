@@ -14,6 +14,8 @@ pub mod health_policy;
 mod migrate;
 pub mod outcome;
 pub mod patches;
+pub mod promise;
+pub mod published;
 pub mod prune;
 mod query;
 mod queues;

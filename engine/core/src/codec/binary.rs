@@ -71,6 +71,8 @@ layout! {
     30 UndoFinished { index, name, output, duration_ms }
     31 LabelsChanged { set, removed }
     32 StateUpdated { update, reason }
+    35 EventPublished { task, key, value }
+    36 PromiseCreated { task, promise }
 }
 
 /// Appends the binary form of `body`, [`BINARY_V1`] first.
