@@ -34,7 +34,7 @@ pub use cairn_core::{event, status, thread_ctx};
 mod core {
     pub(crate) use cairn_core::{
         checkpoint_plan, child_start, children, codec, compensation, decide, drawn, event, marks,
-        patch, restore, select, status, summary, suspend, thread_ctx,
+        patch, published, restore, select, status, summary, suspend, thread_ctx,
     };
 }
 

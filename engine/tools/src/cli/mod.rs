@@ -77,6 +77,7 @@ mod replay;
 mod result;
 mod schedule;
 mod serve;
+mod promise;
 mod signal;
 mod start;
 mod state;
@@ -198,6 +199,11 @@ enum Command {
     Schedule(schedule::ScheduleCommand),
     /// Named queues with concurrency, per-key and rate limits: list, define.
     Queue(queue::QueueCommand),
+    /// What a thread published under a key (`ctx.set_event`), waiting up to `--wait-ms` for
+    /// it; exit 6 if it is not set by then, 1 if the thread ended without it.
+    GetEvent(promise::GetEventArgs),
+    /// Promises a thread handed out (`ctx.promise`): complete one with a value or an error.
+    Promise(promise::PromiseCommand),
     /// Internal: hold the database open for writing until stdin closes (tests).
     #[command(name = "__hold", hide = true)]
     Hold(common::Common),
@@ -316,6 +322,8 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Schedule(cmd) => schedule::command(cmd, wfs).await?,
         Command::Queue(cmd) => queue::command(cmd, wfs).await?,
         Command::Query(args) => query::query(args, wfs).await?,
+        Command::GetEvent(args) => promise::get_event(args, wfs).await?,
+        Command::Promise(cmd) => promise::command(cmd, wfs).await?,
         Command::Hold(args) => hold::hold(args).await?,
         Command::Worker(args) => worker::worker(args, wfs).await?,
         Command::Copy(args) => copy::copy(args).await?,
