@@ -69,7 +69,9 @@ fn completion(sent: &Value) -> Result<Result<Value, String>, NodeError> {
     match (sent.get("value"), sent.get("error").and_then(Value::as_str)) {
         (Some(value), None) => Ok(Ok(value.clone())),
         (None, Some(error)) => Ok(Err(error.to_owned())),
-        _ => Err(NodeError::Codec { detail: format!("a promise completion {sent} that does not read") }),
+        _ => Err(NodeError::Codec {
+            detail: format!("a promise completion {sent} that does not read"),
+        }),
     }
 }
 

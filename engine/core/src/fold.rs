@@ -233,10 +233,9 @@ mod tests {
             Body::UndoFinished { .. } => &[(Compensation, "one undo more done")],
             Body::LabelsChanged { .. } => &[(Labels, "set and removed")],
             Body::StateUpdated { .. } => &[(State, "the update applied")],
-            Body::EventPublished { .. } => &[
-                (Tasks, "counts the task's publications"),
-                (Published, "the key's latest value"),
-            ],
+            Body::EventPublished { .. } => {
+                &[(Tasks, "counts the task's publications"), (Published, "the key's latest value")]
+            }
             Body::PromiseCreated { .. } => {
                 &[(Tasks, "counts the task's publications"), (Published, "the promise's id")]
             }

@@ -76,14 +76,20 @@ impl Engine {
             Ok(value) => json!({ "value": value }),
             Err(message) => json!({ "error": message }),
         };
-        let (first, woke) = self.keyed_send(thread, &promise_signal(id), sent.clone(), id, true).await?;
+        let (first, woke) =
+            self.keyed_send(thread, &promise_signal(id), sent.clone(), id, true).await?;
         if first.duplicate {
             let stored = self.store().signals(&tid, first.signal.saturating_sub(1), 1).await?;
             let before = stored.first().filter(|s| s.n == first.signal);
             let before: Option<Value> = before.and_then(|s| serde_json::from_slice(&s.data).ok());
             if before.as_ref() != Some(&sent) {
-                let first = before.map_or_else(|| "a completion that does not read".into(), |b| b.to_string());
-                return Err(Error::PromiseCompleted { promise: id.to_owned(), first, now: sent.to_string() });
+                let first = before
+                    .map_or_else(|| "a completion that does not read".into(), |b| b.to_string());
+                return Err(Error::PromiseCompleted {
+                    promise: id.to_owned(),
+                    first,
+                    now: sent.to_string(),
+                });
             }
         }
         let completed = Completed {

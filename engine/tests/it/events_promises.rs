@@ -152,7 +152,8 @@ async fn a_promise_takes_a_value_or_an_error_once_and_replay_agrees() {
     let wf = approver();
     let engine = open(&path, &[&wf], |b| b).await;
     let ok = engine.start_json("approver", Tally::default(), StartOptions::id("v1")).await.unwrap();
-    let err = engine.start_json("approver", Tally::default(), StartOptions::id("e1")).await.unwrap();
+    let err =
+        engine.start_json("approver", Tally::default(), StartOptions::id("e1")).await.unwrap();
     let (v1, e1) = (promise_of(&engine, "v1").await, promise_of(&engine, "e1").await);
     assert!(v1.starts_with("v1~p") && e1.starts_with("e1~p"), "{v1} {e1}");
     let done = engine.complete_promise(&v1, Ok(json!(42))).await.unwrap();
@@ -329,4 +330,47 @@ async fn a_crash_at_any_write_of_a_promise_neither_loses_nor_doubles_its_complet
     crate::common::report(&format!(
         "RELIABILITY promise_crash crash_points={crashes} lost=0 doubled=0"
     ));
+}
+
+/// The routes: a published key long-polled and listed; a promise completed through
+/// `POST /api/promises/{id}`: 200, a duplicate 200, another completion 409, an unknown id 404,
+/// a body with both or neither 400, no token 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_serves_published_events_and_completes_promises() {
+    use crate::common::{call, serving};
+    let (_d, path) = db();
+    let (engine, server) = serving(&path, &approver()).await;
+    let base = format!("http://{}", server.addr());
+    let token = Some(server.token().to_owned());
+    let t = engine.start_json("approver", Tally::default(), StartOptions::id("r1")).await.unwrap();
+    let url = format!("{base}/api/threads/r1/published/promise?wait_ms=10000");
+    let (status, got) = call("GET", url, None, String::new()).await;
+    assert_eq!((status, got["state"].as_str()), (200, Some("set")), "{got}");
+    let id = got["value"].as_str().unwrap().to_owned();
+    let (status, all) =
+        call("GET", format!("{base}/api/threads/r1/published"), None, String::new()).await;
+    assert_eq!((status, &all["published"]["promise"]), (200, &json!(id)), "{all}");
+    let url = format!("{base}/api/threads/r1/published/other?wait_ms=50");
+    let (status, pending) = call("GET", url, None, String::new()).await;
+    assert_eq!((status, pending["state"].as_str()), (200, Some("pending")), "{pending}");
+    let post = |id: &str, body: &str, token: Option<String>| {
+        call("POST", format!("{base}/api/promises/{id}"), token, body.to_owned())
+    };
+    let (status, err) = post(&id, r#"{"value": 4}"#, None).await;
+    assert_eq!(status, 401, "a control needs the token: {err}");
+    let (status, err) = post(&id, r#"{"value": 4, "error": "x"}"#, token.clone()).await;
+    assert_eq!((status, err["field"].as_str()), (400, Some("body")), "{err}");
+    let (status, done) = post(&id, r#"{"value": 4}"#, token.clone()).await;
+    assert_eq!((status, done["duplicate"].as_bool()), (200, Some(false)), "{done}");
+    let (status, again) = post(&id, r#"{"value": 4}"#, token.clone()).await;
+    assert_eq!((status, again["duplicate"].as_bool()), (200, Some(true)), "{again}");
+    let (status, other) = post(&id, r#"{"error": "late"}"#, token.clone()).await;
+    assert_eq!(status, 409, "{other}");
+    let (status, unknown) =
+        post("r1~p9.0123456789abcdef.0", r#"{"value": 1}"#, token.clone()).await;
+    assert_eq!((status, unknown["field"].as_str()), (404, Some("promise")), "{unknown}");
+    let out: Tally = t.output().await.unwrap();
+    assert_eq!(out.log, vec!["approved 4".to_string()]);
+    server.shutdown().await;
+    engine.shutdown().await;
 }

@@ -70,6 +70,7 @@ mod init;
 #[cfg(feature = "otel")]
 mod otlp;
 mod patches;
+mod promise;
 mod query;
 mod queue;
 mod remote;
@@ -77,7 +78,6 @@ mod replay;
 mod result;
 mod schedule;
 mod serve;
-mod promise;
 mod signal;
 mod start;
 mod state;

@@ -103,11 +103,8 @@ pub(super) async fn get_event(args: GetEventArgs, wfs: &[Arc<DynWorkflow>]) -> a
 
 /// The endpoint's answer, long-polled up to `wait`.
 fn poll(ep: &Endpoint, thread: &str, key: &str, wait: Duration) -> anyhow::Result<Value> {
-    let path = format!(
-        "/api/threads/{}/published/{}",
-        endpoint::segment(thread),
-        endpoint::segment(key)
-    );
+    let path =
+        format!("/api/threads/{}/published/{}", endpoint::segment(thread), endpoint::segment(key));
     let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).min(RESULT_WAIT_MS_MAX);
     ep.get(&path, &[("wait_ms", ms.to_string())])
 }
@@ -160,7 +157,8 @@ fn report(answer: &Value, json: bool) -> anyhow::Result<()> {
     if json {
         return print_json(answer);
     }
-    let again = if answer["duplicate"] == true { " before (a duplicate: nothing stored)" } else { "" };
+    let again =
+        if answer["duplicate"] == true { " before (a duplicate: nothing stored)" } else { "" };
     print_text(&format!(
         "promise {} of {} completed{again}",
         answer["promise"].as_str().unwrap_or("?"),

@@ -53,7 +53,8 @@ pub(super) async fn one(
         // A server stopping answers what it has instead of holding the request.
         () = app.stop.cancelled() => engine.get_event(&id, &key, None).await.map_err(|e| reject(e, "thread"))?,
     };
-    let mut answer = serde_json::to_value(got).map_err(|e| Reject::new(500, "key", e.to_string()))?;
+    let mut answer =
+        serde_json::to_value(got).map_err(|e| Reject::new(500, "key", e.to_string()))?;
     answer["thread"] = json!(id);
     answer["key"] = json!(key);
     Ok(Json(answer))
