@@ -230,6 +230,15 @@ mod tests {
             Body::Message { task, message: Message::new("user", "hi") },
             Body::Lock { name: "l".into(), acquired: false },
             Body::LabelsChanged { set: BTreeMap::new(), removed: vec!["x".into()] },
+            Body::EventPublished {
+                task: TaskKey::node("n"),
+                key: "stage".into(),
+                value: json!({"at": "shipping"}),
+            },
+            Body::PromiseCreated {
+                task: TaskKey::node("n"),
+                promise: "t~p1.0123456789abcdef.0".into(),
+            },
         ]
     }
 
