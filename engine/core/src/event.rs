@@ -625,6 +625,14 @@ impl Body {
             Body::BudgetsSet { .. } => "budgets changed".to_owned(),
             Body::ContinuedAsNew { thread, .. } => format!("continued as new: {thread}"),
             Body::ContinuedFrom { thread } => format!("continued from {thread}"),
+            later => later.summary_later(),
+        }
+    }
+
+    /// [`Body::summary`] of the kinds added later (labels, compensation, recovery, published
+    /// events and promises).
+    fn summary_later(&self) -> String {
+        match self {
             Body::LabelsChanged { set, removed } => {
                 let set = set.iter().map(|(k, v)| format!("{k}={v}"));
                 let removed = removed.iter().map(|k| format!("-{k}"));
@@ -648,6 +656,8 @@ impl Body {
             }
             Body::EventPublished { task, key, .. } => format!("{task}: published {key:?}"),
             Body::PromiseCreated { task, promise } => format!("{task}: promise {promise} created"),
+            // Every other kind is summed up by `summary`.
+            other => format!("{:?}", other.kind()),
         }
     }
 }
