@@ -169,6 +169,20 @@ pub enum Error {
         /// The version asked for.
         to: u32,
     },
+    /// No promise has this id: not an id's shape, or its thread never created it (permanent).
+    #[error("no promise {0}")]
+    UnknownPromise(String),
+    /// The promise was completed before with another value or error: a promise completes once
+    /// (permanent; the same completion again is a success).
+    #[error("promise {promise} was completed before with {first}, not {now}")]
+    PromiseCompleted {
+        /// The promise's id.
+        promise: String,
+        /// Its completion (`{"value": ..}` or `{"error": ..}`).
+        first: String,
+        /// The completion refused.
+        now: String,
+    },
 }
 
 /// "thread t has events 1..=45; seq 99 is not one of them", with the seqs a prune removed.

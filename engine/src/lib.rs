@@ -34,7 +34,7 @@ pub use cairn_core::{event, status, thread_ctx};
 mod core {
     pub(crate) use cairn_core::{
         checkpoint_plan, child_start, children, codec, compensation, decide, drawn, event, marks,
-        patch, restore, select, status, summary, suspend, thread_ctx,
+        patch, published, restore, select, status, summary, suspend, thread_ctx,
     };
 }
 
@@ -51,7 +51,9 @@ pub use api::handle::{EventStream, Outcome, ThreadHandle};
 pub use api::health_policy::{ExpiredLockAction, HealthPolicy, StuckAction};
 pub use api::outcome::Untyped;
 pub use api::patches::Unpatched;
+pub use api::promise::Completed;
 pub use api::prune::PruneReport;
+pub use api::published::EventValue;
 pub use api::recover::RecoveryReport;
 pub use api::schedule::ScheduleInfo;
 pub use api::schedule_flow::{ScheduleSpec, ScheduleState};

@@ -6,6 +6,20 @@ pub(crate) use cairn_core::limits::READ_CHUNK_EVENTS;
 /// Tool calls in one attempt of one task: a node that calls more is almost surely looping.
 pub const TOOL_CALLS_PER_TASK_MAX: u32 = 10_000;
 
+/// Events published and promises created in one attempt of one task (`ctx.set_event`,
+/// `ctx.promise`): each is a durable write, and a node that makes more is almost surely looping.
+pub const PUBLICATIONS_PER_TASK_MAX: u32 = 1_000;
+
+/// Bytes of a published event's key: keys name things, as signal names do.
+pub const PUBLISHED_KEY_BYTES_MAX: usize = 256;
+
+/// Bytes of a published event's value (its JSON): it is kept in the thread's state, which every
+/// checkpoint holds, so it stays inline (`cairn_core::limits::INLINE_VALUE_BYTES_MAX`).
+pub const PUBLISHED_VALUE_BYTES_MAX: usize = cairn_core::limits::INLINE_VALUE_BYTES_MAX;
+
+/// How long `Engine::get_event` (and its route) waits at most for a key to be published.
+pub const GET_EVENT_WAIT_MS_MAX: u64 = 60_000;
+
 /// Steps of one thread: a runaway loop without bounds stops here instead of filling the disk.
 pub const STEPS_PER_THREAD_MAX: u64 = 10_000_000;
 

@@ -232,6 +232,28 @@ pub trait NodeContext: Send + Sync + 'static {
         let _ = value;
         Ok(())
     }
+    /// Publishes `value` under `key` (see [`Ctx::set_event`](crate::Ctx::set_event)): durable
+    /// when the future completes; a re-execution publishes nothing it published. The provided
+    /// method, for contexts without a log (test doubles), refuses.
+    ///
+    /// # Errors
+    /// [`NodeError::Failed`] for a key or value over the engine's limits, or a context that
+    /// cannot publish.
+    fn set_event(&self, key: &str, value: Value) -> BoxFuture<'static, Result<(), NodeError>> {
+        let _ = value;
+        let refused = NodeError::fatal(format!("this context cannot publish event {key:?}"));
+        Box::pin(std::future::ready(Err(refused)))
+    }
+    /// Creates a promise (see [`Ctx::promise`](crate::Ctx::promise)): durable when the future
+    /// completes, its id derived so that a re-execution gets the same one. The provided method
+    /// refuses.
+    ///
+    /// # Errors
+    /// [`NodeError::Failed`] past the engine's limit, or for a context that cannot create one.
+    fn promise(&self) -> BoxFuture<'static, Result<crate::Promise, NodeError>> {
+        let refused = NodeError::fatal("this context cannot create promises");
+        Box::pin(std::future::ready(Err(refused)))
+    }
     /// Waits until the child thread `child` (started by this thread) ends, and returns how it
     /// ended (recorded: a re-execution returns the same). The provided method refuses.
     ///

@@ -466,6 +466,25 @@ pub enum Body {
         /// The state after the handler.
         state: Value,
     },
+    /// A node published `value` under `key` (`ctx.set_event`): written and durable before the
+    /// call returns; the latest value of a key wins (`Engine::get_event`).
+    EventPublished {
+        /// The task that published it.
+        task: TaskKey,
+        /// The key.
+        key: String,
+        /// The value.
+        value: Value,
+    },
+    /// A node created a promise (`ctx.promise`): written and durable before its id is handed
+    /// out, so that a completion (`Engine::complete_promise`) finds it.
+    PromiseCreated {
+        /// The task that created it.
+        task: TaskKey,
+        /// Its id (`docs/promises.md`: the thread's id, `~`, and a suffix derived from the
+        /// step, the task and the task's count of promises).
+        promise: String,
+    },
 }
 
 impl Body {
@@ -508,7 +527,9 @@ impl Body {
             | Body::LabelsChanged { .. }
             | Body::CompensationBegan { .. }
             | Body::UndoStarted { .. }
-            | Body::UndoFinished { .. } => EventKind::Custom,
+            | Body::UndoFinished { .. }
+            | Body::EventPublished { .. }
+            | Body::PromiseCreated { .. } => EventKind::Custom,
         }
     }
 
@@ -554,6 +575,8 @@ impl Body {
             | Body::TimerFired { task, .. }
             | Body::Progress { task, .. }
             | Body::RecoveryApplied { task, .. }
+            | Body::EventPublished { task, .. }
+            | Body::PromiseCreated { task, .. }
             | Body::Message { task, .. } => Some(&task.node),
             _ => None,
         }
@@ -628,6 +651,14 @@ impl Body {
             Body::BudgetsSet { .. } => "budgets changed".to_owned(),
             Body::ContinuedAsNew { thread, .. } => format!("continued as new: {thread}"),
             Body::ContinuedFrom { thread } => format!("continued from {thread}"),
+            later => later.summary_later(),
+        }
+    }
+
+    /// [`Body::summary`] of the kinds added later (labels, compensation, recovery, published
+    /// events and promises).
+    fn summary_later(&self) -> String {
+        match self {
             Body::LabelsChanged { set, removed } => {
                 let set = set.iter().map(|(k, v)| format!("{k}={v}"));
                 let removed = removed.iter().map(|k| format!("-{k}"));
@@ -649,6 +680,10 @@ impl Body {
             Body::RecoveryApplied { task, strategy, .. } => {
                 format!("{task}: recovery: {}", strategy.name())
             }
+            Body::EventPublished { task, key, .. } => format!("{task}: published {key:?}"),
+            Body::PromiseCreated { task, promise } => format!("{task}: promise {promise} created"),
+            // Every other kind is summed up by `summary`.
+            other => format!("{:?}", other.kind()),
         }
     }
 }

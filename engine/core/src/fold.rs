@@ -13,8 +13,8 @@ use crate::event::Body;
 use crate::status::{Transition, transition};
 use crate::thread_ctx::{EventAt, ThreadCtx};
 use crate::{
-    budgets, compensation_fold, continuation, journal, labels, record, recovery_fold, status,
-    telemetry_fold, waits,
+    budgets, compensation_fold, continuation, journal, labels, published, record, recovery_fold,
+    status, telemetry_fold, waits,
 };
 
 /// A part of the thread context with its own rules.
@@ -42,13 +42,15 @@ pub(crate) enum Concern {
     Budgets,
     /// Search attributes.
     Labels,
+    /// Events the nodes published, and the promises they created.
+    Published,
 }
 
 /// How one concern folds an event.
 pub(crate) type FoldFn = fn(&mut ThreadCtx, EventAt<'_>) -> Result<(), Error>;
 
 /// The fold's concerns in the order they see each event (why this order: the module doc).
-pub(crate) const FOLD: [Concern; 11] = [
+pub(crate) const FOLD: [Concern; 12] = [
     Concern::Status,
     Concern::Waits,
     Concern::Record,
@@ -60,6 +62,7 @@ pub(crate) const FOLD: [Concern; 11] = [
     Concern::Continuation,
     Concern::Budgets,
     Concern::Labels,
+    Concern::Published,
 ];
 
 impl Concern {
@@ -77,6 +80,7 @@ impl Concern {
             Concern::Continuation => continuation::fold,
             Concern::Budgets => budgets::fold,
             Concern::Labels => labels::fold,
+            Concern::Published => published::fold,
         }
     }
 }
@@ -161,8 +165,8 @@ mod tests {
     /// has no catch-all: a new kind of event does not compile without its row.
     fn row(body: &Body) -> &'static [(Concern, &'static str)] {
         use Concern::{
-            Budgets, Compensation, Continuation, Labels, Record, Recovery, State, Status, Tasks,
-            Telemetry, Waits,
+            Budgets, Compensation, Continuation, Labels, Published, Record, Recovery, State,
+            Status, Tasks, Telemetry, Waits,
         };
         let waits_for = &[
             (Waits, "waits for it; notes the signals the task received"),
@@ -230,6 +234,12 @@ mod tests {
             Body::LabelsChanged { .. } => &[(Labels, "set and removed")],
             Body::StateUpdated { .. } => &[(State, "the update applied")],
             Body::UpdateApplied { .. } => &[(State, "the new state; the update's id")],
+            Body::EventPublished { .. } => {
+                &[(Tasks, "counts the task's publications"), (Published, "the key's latest value")]
+            }
+            Body::PromiseCreated { .. } => {
+                &[(Tasks, "counts the task's publications"), (Published, "the promise's id")]
+            }
         }
     }
 

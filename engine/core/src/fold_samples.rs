@@ -233,5 +233,10 @@ pub(crate) fn samples(k: u64, snapshot: &Value) -> Vec<Body> {
             reply: json!(k + 200),
             state: json!(k + 200),
         },
+        Body::EventPublished { task: task.clone(), key: format!("k{}", k % 2), value: json!(k) },
+        Body::PromiseCreated {
+            task: task.clone(),
+            promise: crate::published::promise_id("t", step, &task, 0),
+        },
     ]
 }

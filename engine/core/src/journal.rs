@@ -53,6 +53,10 @@ pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
             let attempt = m.open.get(task).map_or(1, |j| j.attempt);
             journal(m, task, attempt).values.extend(values.iter().cloned());
         }
+        Body::EventPublished { task, .. } | Body::PromiseCreated { task, .. } => {
+            let attempt = m.open.get(task).map_or(1, |j| j.attempt);
+            journal(m, task, attempt).published += 1;
+        }
         Body::InputReceived { task, value } => {
             m.open.entry(task.clone()).or_default().inputs.push(value.clone());
         }

@@ -35,6 +35,7 @@ pub mod limits;
 pub mod marks;
 pub mod node_runs;
 pub mod patch;
+pub mod published;
 pub(crate) mod record;
 pub mod recovery;
 pub mod recovery_fold;

@@ -63,6 +63,10 @@ pub struct TaskJournal {
     pub not_before_ms: u64,
     /// Set once the task finished in this step.
     pub outcome: Option<TaskOutcome>,
+    /// Events this attempt published and promises it created (`ctx.set_event`,
+    /// `ctx.promise`), in call order: a re-execution writes none of these again. Absent when 0.
+    #[serde(default, skip_serializing_if = "crate::recovery_fold::is_zero")]
+    pub published: u32,
 }
 
 /// What a parked thread waits for.
@@ -214,6 +218,13 @@ pub struct ThreadMeta {
     /// Set once the thread failed for good and its undos run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unwinding: Option<crate::compensation::Unwinding>,
+    /// The latest value of each key the thread's nodes published (`ctx.set_event`). Absent
+    /// when none was.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub published: BTreeMap<String, Value>,
+    /// The ids of the promises the thread's nodes created (`ctx.promise`). Absent when none.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub promises: std::collections::BTreeSet<String>,
     /// Created at (engine clock).
     pub created_at_ms: u64,
     /// Updated at (engine clock).
@@ -321,6 +332,8 @@ impl ThreadCtx {
                 continued_from: None,
                 undos: Vec::new(),
                 unwinding: None,
+                published: BTreeMap::new(),
+                promises: std::collections::BTreeSet::new(),
                 created_at_ms: at_ms,
                 updated_at_ms: at_ms,
             },

@@ -251,6 +251,19 @@ pub async fn signal_once_and_wake(
     engine.signal_once_and_wake(thread, name, value, dedup_key).await
 }
 
+/// Completes a promise as [`Engine::complete_promise`] does, and says whether the completion
+/// woke its thread in this engine (the command line then runs it here until it ends or parks).
+///
+/// # Errors
+/// As [`Engine::complete_promise`].
+pub async fn complete_promise_and_wake(
+    engine: &Engine,
+    id: &str,
+    outcome: Result<serde_json::Value, String>,
+) -> Result<(crate::Completed, bool), Error> {
+    engine.complete_promise_and_wake(id, outcome).await
+}
+
 /// Starts a thread as [`Engine::create`] does and runs it here (a queued one waits for this
 /// engine's admitter): what an endpoint's start does, saying whether the call created it.
 ///

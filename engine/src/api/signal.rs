@@ -71,11 +71,26 @@ impl Engine {
         marker: Option<NewSignal>,
     ) -> Result<(u64, bool), Error> {
         let id = ThreadId::new(thread)?;
-        if name == super::signal_once::DEDUP_SIGNAL {
+        let engine_own = name == super::signal_once::DEDUP_SIGNAL
+            || name.starts_with(crate::core::published::PROMISE_SIGNAL_PREFIX);
+        if engine_own {
             return Err(Error::Invalid(format!("signal name {name:?} is the engine's own")));
         }
         let value = serde_json::to_value(value)?;
         self.check_declared(&id, name, &value).await?;
+        self.store_signal(thread, name, value, marker).await
+    }
+
+    /// [`Engine::send_signal`] without the checks of the name: for the engine's own signals
+    /// (a promise's completion, `api/promise.rs`) as well as a caller's checked one.
+    pub(crate) async fn store_signal(
+        &self,
+        thread: &str,
+        name: &str,
+        value: serde_json::Value,
+        marker: Option<NewSignal>,
+    ) -> Result<(u64, bool), Error> {
+        let id = ThreadId::new(thread)?;
         let data = serde_json::to_vec(&value)?;
         let now = self.clock().now_ms();
         let signal = NewSignal::new(id.clone(), name, data, now)?;

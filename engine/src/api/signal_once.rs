@@ -86,6 +86,20 @@ impl Engine {
         value: impl Serialize,
         dedup_key: &str,
     ) -> Result<(Sent, bool), Error> {
+        let value = serde_json::to_value(value)?;
+        self.keyed_send(thread, name, value, dedup_key, false).await
+    }
+
+    /// A send under `dedup_key`: the one stored before under it, else this one (`engine_own`:
+    /// a signal of the engine's own name, stored without the checks a caller's gets).
+    pub(crate) async fn keyed_send(
+        &self,
+        thread: &str,
+        name: &str,
+        value: Value,
+        dedup_key: &str,
+        engine_own: bool,
+    ) -> Result<(Sent, bool), Error> {
         let id = cairn_storage::ThreadId::new(thread)?;
         let key = serde_json::to_vec(&Value::from(dedup_key))?;
         let marker = cairn_storage::NewSignal::new(id.clone(), DEDUP_SIGNAL, key.clone(), 0)
@@ -93,7 +107,12 @@ impl Engine {
         if let Some(first) = self.keyed(&id, &key).await? {
             return Ok((Sent { signal: first, duplicate: true }, false));
         }
-        match self.send_signal(thread, name, value, Some(marker)).await {
+        let sent = if engine_own {
+            self.store_signal(thread, name, value, Some(marker)).await
+        } else {
+            self.send_signal(thread, name, value, Some(marker)).await
+        };
+        match sent {
             Ok((signal, woke)) => Ok((Sent { signal, duplicate: false }, woke)),
             // Another engine stored the key between the look above and the write, which
             // refused the second: the first is durable, and found now.

@@ -28,6 +28,7 @@ use crate::limits;
 
 mod child;
 mod patch;
+mod published;
 mod recorded;
 mod select;
 
@@ -67,6 +68,10 @@ pub(crate) struct TaskState {
     children_started: usize,
     /// Children this attempt joined, so a second join of one is refused.
     joined: std::collections::BTreeSet<String>,
+    /// Events published and promises created by this attempt so far (`node_context/published.rs`).
+    published: u32,
+    /// How many of them the journal holds (written before a crash or a park): not written again.
+    replay_published: u32,
 }
 
 /// The context one attempt of one task sees.
@@ -97,6 +102,7 @@ impl LiveNodeContext {
             suspensions: Suspensions::new(j.inputs.clone(), j.timers_fired),
             calls_counted: u64::from(j.calls_started),
             calls_recorded: j.calls_started.max(u32::try_from(j.tools.len()).unwrap_or(u32::MAX)),
+            replay_published: j.published,
             ..TaskState::default()
         };
         let stream = Arc::new(TaskStream::new(
@@ -214,6 +220,12 @@ impl NodeContext for LiveNodeContext {
     }
     fn continue_as_new(&self, input: Value) -> Result<(), NodeError> {
         self.continue_as(input)
+    }
+    fn set_event(&self, key: &str, value: Value) -> BoxFuture<'static, Result<(), NodeError>> {
+        self.publish_event(key, value)
+    }
+    fn promise(&self) -> BoxFuture<'static, Result<cairn_dsl::Promise, NodeError>> {
+        self.create_promise()
     }
     fn change_label(&self, key: &str, value: Option<&str>) -> Result<(), NodeError> {
         self.label(key, value)

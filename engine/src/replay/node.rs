@@ -24,6 +24,8 @@ pub(super) struct ReplayNodeState {
     pub(super) first: Option<(String, Value, Value)>,
     /// The answer of each patch id the task asked, so later calls agree.
     pub(super) patches: BTreeMap<String, bool>,
+    /// Events published and promises created so far: a promise's id is derived from it.
+    pub(super) published: u32,
 }
 
 pub(super) struct ReplayNodeContext {
@@ -236,6 +238,21 @@ impl NodeContext for ReplayNodeContext {
     fn change_label(&self, key: &str, value: Option<&str>) -> Result<(), NodeError> {
         self.marker(crate::core::marks::label(key, value), "changes a label");
         Ok(())
+    }
+    fn set_event(&self, _key: &str, _value: Value) -> BoxFuture<'static, Result<(), NodeError>> {
+        // The log holds what the live run published; replay writes nothing.
+        self.state().published += 1;
+        Box::pin(std::future::ready(Ok(())))
+    }
+    fn promise(&self) -> BoxFuture<'static, Result<cairn_dsl::Promise, NodeError>> {
+        let n = {
+            let mut st = self.state();
+            st.published += 1;
+            st.published - 1
+        };
+        let id = crate::core::published::promise_id(&self.shared.thread, self.step, &self.task, n);
+        let signal = crate::core::published::promise_signal(&id);
+        Box::pin(std::future::ready(Ok(cairn_dsl::Promise::new(id, signal))))
     }
     fn thread_id(&self) -> &str {
         &self.shared.thread

@@ -28,6 +28,7 @@ mod debug;
 mod debug_bundle;
 mod delayed_start;
 mod disk_full;
+mod events_promises;
 mod execution;
 mod layers;
 mod locks;

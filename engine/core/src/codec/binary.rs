@@ -72,6 +72,8 @@ layout! {
     31 LabelsChanged { set, removed }
     32 StateUpdated { update, reason }
     33 UpdateApplied { id, name, args, reply, state }
+    35 EventPublished { task, key, value }
+    36 PromiseCreated { task, promise }
 }
 
 /// Appends the binary form of `body`, [`BINARY_V1`] first.
@@ -235,6 +237,15 @@ mod tests {
                 args: json!({"by": 2}),
                 reply: json!(7),
                 state: json!({"count": 7}),
+            },
+            Body::EventPublished {
+                task: TaskKey::node("n"),
+                key: "stage".into(),
+                value: json!({"at": "shipping"}),
+            },
+            Body::PromiseCreated {
+                task: TaskKey::node("n"),
+                promise: "t~p1.0123456789abcdef.0".into(),
             },
         ]
     }

@@ -70,6 +70,7 @@ mod init;
 #[cfg(feature = "otel")]
 mod otlp;
 mod patches;
+mod promise;
 mod query;
 mod queue;
 mod remote;
@@ -203,6 +204,11 @@ enum Command {
     Schedule(schedule::ScheduleCommand),
     /// Named queues with concurrency, per-key and rate limits: list, define.
     Queue(queue::QueueCommand),
+    /// What a thread published under a key (`ctx.set_event`), waiting up to `--wait-ms` for
+    /// it; exit 6 if it is not set by then, 1 if the thread ended without it.
+    GetEvent(promise::GetEventArgs),
+    /// Promises a thread handed out (`ctx.promise`): complete one with a value or an error.
+    Promise(promise::PromiseCommand),
     /// Internal: hold the database open for writing until stdin closes (tests).
     #[command(name = "__hold", hide = true)]
     Hold(common::Common),
@@ -322,6 +328,8 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Schedule(cmd) => schedule::command(cmd, wfs).await?,
         Command::Queue(cmd) => queue::command(cmd, wfs).await?,
         Command::Query(args) => query::query(args, wfs).await?,
+        Command::GetEvent(args) => promise::get_event(args, wfs).await?,
+        Command::Promise(cmd) => promise::command(cmd, wfs).await?,
         Command::Hold(args) => hold::hold(args).await?,
         Command::Worker(args) => worker::worker(args, wfs).await?,
         Command::Copy(args) => copy::copy(args).await?,

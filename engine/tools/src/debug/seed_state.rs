@@ -108,6 +108,8 @@ impl SeedState {
             continued_from: None,
             undos: Vec::new(),
             unwinding: None,
+            published: BTreeMap::new(),
+            promises: std::collections::BTreeSet::new(),
             created_at_ms,
             updated_at_ms,
         };

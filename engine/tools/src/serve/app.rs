@@ -82,8 +82,9 @@ impl IntoResponse for Reject {
 /// not answer 503 (the error says why), the rest 500.
 pub(super) fn reject(e: Error, field: &str) -> Reject {
     let status = match &e {
-        Error::UnknownThread(_) => 404,
-        Error::WrongStatus { .. }
+        Error::UnknownThread(_) | Error::UnknownPromise(_) => 404,
+        Error::PromiseCompleted { .. }
+        | Error::WrongStatus { .. }
         | Error::Transition { .. }
         | Error::UnknownWorkflow { .. }
         | Error::FingerprintChanged { .. }

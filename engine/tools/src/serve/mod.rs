@@ -46,6 +46,9 @@
 //! | GET | `/api/checkpoints/{id}` (`?redact=1`) | one checkpoint with its snapshot, as `cairn checkpoint show` |
 //! | GET | `/api/threads/{id}/bundle?redact_key=&secret=&meta=&checkpoints=&last_events=&max_payload_bytes=` | the thread's debug bundle from the live store, as `cairn bundle export` writes it (see `ops`) |
 //! | GET | `/api/threads/{id}/replay` | the thread replayed against the engine's code, as `cairn replay --json` |
+//! | GET | `/api/threads/{id}/published` | every key the thread published (`ctx.set_event`) with its latest value (see `promises`) |
+//! | GET | `/api/threads/{id}/published/{key}?wait_ms=` | one key: `state` `set` (with `value`), `pending` or `never_set`; a key not yet published is waited for up to `wait_ms`: a long poll |
+//! | POST | `/api/promises/{id}` | completes a promise (a control): body `{"value"}` or `{"error"}`; the same completion again 200 `duplicate: true`, another 409, an unknown id 404 |
 //! | GET | `/api/resumable?max_age_ms=` | threads the engine could resume and does not drive, as `cairn resumable --json` |
 //! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|signal\|fork` | controls |
 //! | POST | `/api/threads/{id}/updates/{name}?wait_ms=` | applies an update (a control): body `{args?, id?, start?}`; `{thread, id, reply, seq, duplicate, created?}` once durable (see `updates`) |
@@ -79,6 +82,7 @@ mod messages;
 mod openapi;
 mod ops;
 mod pages;
+mod promises;
 mod queues;
 pub(crate) mod results;
 mod routes;

@@ -23,7 +23,7 @@ use super::params::{
 use super::params_ops::{BundleParams, ResumableParams};
 use super::params_view::{SearchParam, TimelineParams};
 use super::wire::{Refusal, Started, ThreadResult, UpdateAnswer};
-use super::{Route, controls, start, updates};
+use super::{Route, controls, promises, start, updates};
 use crate::debug::rows::{StateRow, ThreadDetails, ThreadsPage, VerifyRow};
 
 /// The security scheme's name in the document: the bearer token (`<db>.token`).
@@ -172,6 +172,24 @@ fn view_doc(route: &Route) -> Option<Doc> {
         ("GET", "/api/schedules") => Doc::new("Every schedule"),
         ("POST", "/api/schedules/{id}/{control}") => Doc::new("pause, resume or trigger"),
         ("DELETE", "/api/schedules/{id}") => Doc::new("Deletes a schedule"),
+        _ => return promise_doc(route),
+    })
+}
+
+/// The documents of the published events' and promises' routes (`promises`).
+fn promise_doc(route: &Route) -> Option<Doc> {
+    Some(match (route.method, route.path) {
+        ("GET", "/api/threads/{id}/published") => {
+            Doc::new("Every key the thread published, with its latest value")
+        }
+        ("GET", "/api/threads/{id}/published/{key}") => {
+            Doc::new("One published key: set, pending or never_set (a long poll)")
+                .query::<WaitParams>()
+        }
+        ("POST", "/api/promises/{id}") => {
+            Doc::new("Completes a promise with a value or an error (409: completed otherwise)")
+                .body(promises::CompleteBody::schema())
+        }
         _ => return None,
     })
 }

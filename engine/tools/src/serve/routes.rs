@@ -13,8 +13,8 @@ use super::access::{self, Access};
 use super::app::App;
 use super::params::Reject;
 use super::{
-    checkpoints, controls, messages, openapi, ops, pages, queues, results, sse, start, stream,
-    threads, updates,
+    checkpoints, controls, messages, openapi, ops, pages, promises, queues, results, sse, start,
+    stream, threads, updates,
 };
 use crate::limits::SERVE_BODY_BYTES_MAX;
 
@@ -75,6 +75,9 @@ pub(super) fn table() -> Table {
         .get("/api/threads/{id}/checkpoints", threads::checkpoints)
         .get("/api/threads/{id}/bundle", ops::bundle)
         .get("/api/threads/{id}/replay", ops::replay)
+        .get("/api/threads/{id}/published", promises::all)
+        .get("/api/threads/{id}/published/{key}", promises::one)
+        .at("POST", "/api/promises/{id}", post(promises::complete))
         .get("/api/resumable", ops::resumable)
         .get("/api/workflows/{id}/graph", threads::graph)
         .get("/api/trace/{id}", threads::trace)

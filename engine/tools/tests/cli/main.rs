@@ -23,6 +23,7 @@ mod otlp;
 mod otlp_receiver;
 mod paths;
 mod postgres;
+mod promises;
 mod prune;
 mod query;
 mod queue;
