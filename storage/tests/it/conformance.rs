@@ -53,6 +53,12 @@ fn guards<S: Store>(store: &S) {
     assert!(refused(Guard::LastSeq { thread: tid("g"), seq: Seq(1) }));
     assert!(refused(Guard::Status { thread: tid("g"), expected: ThreadStatus::Completed }));
     assert!(refused(Guard::Absent { thread: tid("g") }));
+    // A signal stored: a guard that it is absent fails; one for another value passes below.
+    let signal = cairn_storage::NewSignal::new(tid("g"), "s", b"1".to_vec(), 0).unwrap();
+    try_append(store, Batch { signals: vec![signal], ..Batch::default() }).unwrap();
+    let no_signal =
+        |data: &[u8]| Guard::NoSignal { thread: tid("g"), name: "s".into(), data: data.to_vec() };
+    assert!(refused(no_signal(b"1")));
     assert_eq!(
         store.last_bookmark(&tid("g")).wait().unwrap().unwrap().seq,
         Seq(2),
@@ -60,7 +66,7 @@ fn guards<S: Store>(store: &S) {
     );
     let kept = Batch {
         events: vec![event("g", 3)],
-        guards: vec![Guard::LastSeq { thread: tid("g"), seq: Seq(2) }],
+        guards: vec![Guard::LastSeq { thread: tid("g"), seq: Seq(2) }, no_signal(b"2")],
         ..Batch::default()
     };
     assert_eq!(try_append(store, kept).unwrap().bookmarks[0].seq, Seq(3));
