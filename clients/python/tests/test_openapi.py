@@ -124,3 +124,21 @@ def test_the_control_bodies_agree(document):
     assert start == fields(models.SignalStart)[0], start ^ fields(models.SignalStart)[0]
     fork = next(s for s in body_schema(op)["oneOf"] if "checkpoint" in s.get("properties", {}))
     assert props(document, fork)[0] == fields(models.ForkOptions)[0]
+
+
+def test_the_update_and_promise_bodies_agree(document):
+    op = operation(document, routes.UPDATE)
+    names, required = props(document, body_schema(op))
+    assert names == set(routes.UPDATE.body_args), names ^ set(routes.UPDATE.body_args)
+    assert not required
+    start, start_required = props(document, body_schema(op)["properties"]["start"])
+    mine, my_required = fields(models.UpdateStart)
+    assert start == mine, start ^ mine
+    assert start_required <= my_required
+    promise, _ = props(document, body_schema(operation(document, routes.PROMISE)))
+    assert promise == set(routes.PROMISE.body_args), promise ^ set(routes.PROMISE.body_args)
+
+
+def test_the_stream_is_an_event_stream(document):
+    op = operation(document, routes.STREAM)
+    assert set(op["responses"]["200"]["content"]) == {"text/event-stream"}

@@ -9,11 +9,12 @@ from .aio import AsyncClient
 from .client import Client
 from .errors import (
     BadRequest, CairnError, Conflict, Forbidden, MisdirectedRequest, NotFound, ServerError,
-    TransportError, Unauthorized, UnexpectedAnswer,
+    TransportError, Unauthorized, UnexpectedAnswer, UpdatePending,
 )
 from .models import (
-    Budgets, Controlled, Event, EventsPage, ForkOptions, Pruned, SignalStart, Started,
-    StartOptions, ThreadDetails, ThreadResult, ThreadRow, ThreadsPage,
+    Budgets, Controlled, Event, EventsPage, ForkOptions, PromiseCompleted, Published,
+    PublishedValue, Pruned, SignalStart, Started, StartOptions, StreamItem, ThreadDetails,
+    ThreadResult, ThreadRow, ThreadsPage, Updated, UpdateStart,
 )
 
 __all__ = [
@@ -21,5 +22,6 @@ __all__ = [
     "MisdirectedRequest", "NotFound", "ServerError", "TransportError", "Unauthorized",
     "UnexpectedAnswer", "Budgets", "Controlled", "Event", "EventsPage", "ForkOptions", "Pruned",
     "SignalStart", "Started", "StartOptions", "ThreadDetails", "ThreadResult", "ThreadRow",
-    "ThreadsPage",
+    "ThreadsPage", "UpdatePending", "PromiseCompleted", "Published", "PublishedValue",
+    "StreamItem", "Updated", "UpdateStart",
 ]

@@ -9,11 +9,12 @@ from typing import Any, AsyncIterator, Dict, Iterable, Mapping, Optional, Union
 
 from . import calls
 from .calls import Call
-from .client import RECONNECT_FOR_S, RECONNECT_PAUSE_S, Client, Follower
+from .client import RECONNECT_FOR_S, RECONNECT_PAUSE_S, Client, Follower, Streamer
 from .errors import TransportError
 from .models import (
-    Controlled, Event, EventsPage, ForkOptions, Pruned, SignalStart, Started, StartOptions,
-    ThreadDetails, ThreadResult, ThreadsPage,
+    Controlled, Event, EventsPage, ForkOptions, PromiseCompleted, Published, PublishedValue,
+    Pruned, SignalStart, Started, StartOptions, StreamItem, ThreadDetails, ThreadResult,
+    ThreadsPage, Updated, UpdateStart,
 )
 
 _DONE = object()
@@ -72,6 +73,40 @@ class AsyncClient:
 
     async def health(self, *, watchdog_ms: Optional[int] = None) -> Dict[str, Any]:
         return await self._run(calls.health(watchdog_ms))
+
+    async def update(self, thread: str, name: str, args: Any = None, *,
+                     id: Optional[str] = None, start: Optional[UpdateStart] = None,
+                     wait_ms: Optional[int] = None) -> Updated:
+        return await self._run(calls.update(thread, name, args, id, start, wait_ms))
+
+    async def published(self, thread: str) -> Published:
+        return await self._run(calls.published(thread))
+
+    async def get_event(self, thread: str, key: str, *, wait_ms: Optional[int] = None
+                        ) -> PublishedValue:
+        return await self._run(calls.published_key(thread, key, wait_ms))
+
+    async def complete_promise(self, promise: str, value: Any = calls._UNSET, *,
+                               error: Optional[str] = None) -> PromiseCompleted:
+        return await self._run(calls.complete_promise(promise, value, error))
+
+    async def stream(self, thread: str, *, since: int = 0, redact: bool = False,
+                     reconnect_for_s: float = RECONNECT_FOR_S) -> AsyncIterator[StreamItem]:
+        """As `Client.stream`: the live stream until `ended`, reconnecting with
+        `Last-Event-ID`."""
+        streamer = Streamer(since)
+        path = calls.stream_path(thread, since, redact)
+        while True:
+            try:
+                frames = self.sync.endpoint.frames(path, streamer.last_event_id())
+                while (frame := await asyncio.to_thread(next, frames, _DONE)) is not _DONE:
+                    for item in streamer.message(*frame):
+                        yield item
+                    if streamer.done:
+                        return
+            except TransportError:
+                streamer.lost(reconnect_for_s)
+            await asyncio.sleep(RECONNECT_PAUSE_S)
 
     async def events(self, thread: str, *, since: int = 0, kinds: Optional[Iterable[str]] = None,
                      limit: Optional[int] = None) -> EventsPage:

@@ -9,10 +9,12 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional
 from urllib.parse import quote, urlencode
 
 from . import models, routes
-from .models import ForkOptions, SignalStart, StartOptions
+from .models import ForkOptions, SignalStart, StartOptions, UpdateStart
 
 #: A long poll waits at most this long on the server (the endpoint's `RESULT_WAIT_MS_MAX`).
 WAIT_MS_MAX = 30_000
+#: An update waits at most this long for its thread's step boundary (the endpoint's bound).
+UPDATE_WAIT_MS_MAX = 600_000
 
 
 @dataclass
@@ -147,3 +149,51 @@ def health(watchdog_ms: Optional[int] = None) -> Call:
     return Call(routes.HEALTH, _path(routes.HEALTH, {"watchdog_ms": watchdog_ms}), None, lambda a: a)
 
 
+
+
+def update(
+    thread: str,
+    name: str,
+    args: Any = None,
+    id: Optional[str] = None,
+    start: Optional[UpdateStart] = None,
+    wait_ms: Optional[int] = None,
+) -> Call:
+    body: Dict[str, Any] = {"args": args}
+    if id is not None:
+        body["id"] = id
+    if start is not None:
+        body["start"] = models.body(start)
+    wait = None if wait_ms is None else max(0, min(int(wait_ms), UPDATE_WAIT_MS_MAX))
+    path = _path(routes.UPDATE, {"wait_ms": wait}, id=thread, name=name)
+    # Without `wait_ms` the endpoint waits 30 s for a step boundary.
+    return Call(routes.UPDATE, path, body, lambda a: models.read(models.Updated, a, "an update"),
+                holds_ms=WAIT_MS_MAX if wait is None else wait)
+
+
+def published(thread: str) -> Call:
+    return Call(routes.PUBLISHED, _path(routes.PUBLISHED, {}, id=thread), None,
+                lambda a: models.read(models.Published, a, "the published events"))
+
+
+def published_key(thread: str, key: str, wait_ms: Optional[int] = None) -> Call:
+    path = _path(routes.PUBLISHED_KEY, {"wait_ms": _wait(wait_ms)}, id=thread, key=key)
+    return Call(routes.PUBLISHED_KEY, path, None,
+                lambda a: models.read(models.PublishedValue, a, "a published event"),
+                holds_ms=_wait(wait_ms) or 0)
+
+
+_UNSET = object()
+
+
+def complete_promise(promise: str, value: Any = _UNSET, error: Optional[str] = None) -> Call:
+    if (value is _UNSET) == (error is None):
+        raise ValueError("complete a promise with a value or an error, not both")
+    body = {"error": error} if error is not None else {"value": value}
+    path = _path(routes.PROMISE, {}, id=promise)
+    return Call(routes.PROMISE, path, body,
+                lambda a: models.read(models.PromiseCompleted, a, "a promise's completion"))
+
+
+def stream_path(thread: str, since: int = 0, redact: bool = False) -> str:
+    return _path(routes.STREAM, {"since": since or None, "redact": redact or None}, id=thread)

@@ -10,8 +10,9 @@ from . import calls, models
 from .calls import Call
 from .errors import CairnError, TransportError
 from .models import (
-    Controlled, Event, EventsPage, ForkOptions, Pruned, SignalStart, Started, StartOptions,
-    ThreadDetails, ThreadResult, ThreadsPage,
+    Controlled, Event, EventsPage, ForkOptions, PromiseCompleted, Published, PublishedValue,
+    Pruned, SignalStart, Started, StartOptions, StreamItem, ThreadDetails, ThreadResult,
+    ThreadsPage, Updated, UpdateStart,
 )
 from .transport import Endpoint
 
@@ -109,6 +110,48 @@ class Client:
     def health(self, *, watchdog_ms: Optional[int] = None) -> Dict[str, Any]:
         return self._run(calls.health(watchdog_ms))
 
+    def update(self, thread: str, name: str, args: Any = None, *, id: Optional[str] = None,
+               start: Optional[UpdateStart] = None, wait_ms: Optional[int] = None) -> Updated:
+        """Applies the workflow's update `name` and returns its reply once durable. The same
+        `id` again answers the recorded reply (`duplicate`); `start` creates the thread first
+        if it does not exist. `UpdatePending` (504): no step boundary within `wait_ms`."""
+        return self._run(calls.update(thread, name, args, id, start, wait_ms))
+
+    def published(self, thread: str) -> Published:
+        """Every key the thread published (`ctx.set_event`), with its latest value."""
+        return self._run(calls.published(thread))
+
+    def get_event(self, thread: str, key: str, *, wait_ms: Optional[int] = None
+                  ) -> PublishedValue:
+        """The value the thread published under `key`, waiting up to `wait_ms` (30 s at most)
+        for it: `state` set, pending or never_set."""
+        return self._run(calls.published_key(thread, key, wait_ms))
+
+    def complete_promise(self, promise: str, value: Any = calls._UNSET, *,
+                         error: Optional[str] = None) -> PromiseCompleted:
+        """Completes the promise `promise` with `value` or `error` (one of them). The same
+        completion again answers `duplicate`; another one is a `Conflict`."""
+        return self._run(calls.complete_promise(promise, value, error))
+
+    def stream(self, thread: str, *, since: int = 0, redact: bool = False,
+               reconnect_for_s: float = RECONNECT_FOR_S) -> Iterator[StreamItem]:
+        """The thread's live stream (chunk, gap, closed, ended) until `ended`. A broken
+        connection is reopened with `Last-Event-ID` = the last durable seq, for up to
+        `reconnect_for_s` without an answer: each `closed`/`ended` arrives once."""
+        streamer = Streamer(since)
+        path = calls.stream_path(thread, since, redact)
+        while True:
+            try:
+                for frame in self.endpoint.frames(path, streamer.last_event_id()):
+                    yield from streamer.message(*frame)
+                    if streamer.done:
+                        return
+            except TransportError:
+                streamer.lost(reconnect_for_s)
+                time.sleep(RECONNECT_PAUSE_S)
+            else:
+                time.sleep(RECONNECT_PAUSE_S)  # the server closed it before `ended` (a stop)
+
     def events(self, thread: str, *, since: int = 0, kinds: Optional[Iterable[str]] = None,
                limit: Optional[int] = None) -> EventsPage:
         """A page of the thread's events after the bookmark `since` (a seq)."""
@@ -179,3 +222,29 @@ class Follower:
             self.deadline = now + reconnect_for_s
         elif now > self.deadline:
             raise TransportError(f"no answer from the endpoint for {reconnect_for_s} s")
+
+
+class Streamer(Follower):
+    """Where a thread's stream stands: the last durable seq read (`closed`/`ended`, sent back
+    as `Last-Event-ID`), whether `ended` came, and when reconnecting gives up."""
+
+    def __init__(self, since: int):
+        super().__init__(since, None)
+        self.done = False
+
+    def last_event_id(self) -> Optional[int]:
+        return self.last or None
+
+    def message(self, name: str, data: str, ident: Optional[str] = None  # type: ignore[override]
+                ) -> Iterator[StreamItem]:
+        self.deadline = None
+        if name == "error":
+            answer = json.loads(data)
+            raise CairnError(answer.get("error", data), field=answer.get("field"))
+        item = models.stream_item(json.loads(data))
+        if item.seq is not None:
+            if item.seq <= self.last and item.kind != "ended":
+                return  # a close read before a reconnection
+            self.last = max(self.last, item.seq)
+        self.done = item.kind == "ended"
+        yield item

@@ -58,6 +58,11 @@ class ServerError(CairnError):
     """5xx: the endpoint failed."""
 
 
+class UpdatePending(ServerError):
+    """504: an update reached no step boundary of its thread within `wait_ms`. It may still be
+    applied: send the same update id again to get its reply."""
+
+
 class UnexpectedAnswer(CairnError):
     """An answer this client cannot read (not JSON, or missing a field its model needs)."""
 
@@ -82,6 +87,8 @@ def refusal(status: int, body: bytes) -> CairnError:
             message, field = parsed["error"], parsed.get("field")
     except ValueError:
         pass
+    if status == 504:
+        return UpdatePending(message or "HTTP 504", status=status, field=field)
     if status >= 500:
         return ServerError(message, status=status, field=field)
     return _BY_STATUS.get(status, CairnError)(message or f"HTTP {status}", status=status, field=field)

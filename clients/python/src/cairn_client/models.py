@@ -195,6 +195,84 @@ class Pruned:
     extra: Dict[str, Any] = field(default_factory=dict, repr=False)
 
 
+@dataclass
+class Updated:
+    """`POST /api/threads/{id}/updates/{name}`: the handler's `reply`, the update's `id`, the
+    seq of the `update_applied` event holding it, `duplicate` when the id had been applied
+    before (the recorded reply), and with `start` whether the call `created` the thread."""
+
+    thread: str
+    id: str
+    reply: Any
+    seq: int
+    duplicate: bool
+    created: Optional[bool] = None
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Published:
+    """`GET /api/threads/{id}/published`: every key the thread published, its latest value."""
+
+    thread: str
+    published: Dict[str, Any]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class PublishedValue:
+    """`GET /api/threads/{id}/published/{key}`: `state` is `set` (with `value`), `pending` (not
+    yet; the thread runs on, `status`) or `never_set` (the thread ended without it, `status`)."""
+
+    thread: str
+    key: str
+    state: str
+    value: Any = None
+    status: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def is_set(self) -> bool:
+        return self.state == "set"
+
+
+@dataclass
+class PromiseCompleted:
+    """`POST /api/promises/{id}`: the promise, its thread, the completion's number in the
+    thread's inbox (the first one's for a duplicate) and whether it was a duplicate."""
+
+    promise: str
+    thread: str
+    signal: int
+    duplicate: bool
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+#: The kinds of a thread's live stream (`GET /api/threads/{id}/stream`).
+STREAM_KINDS = ("chunk", "gap", "closed", "ended")
+
+
+@dataclass
+class StreamItem:
+    """One item of a thread's live stream, by `kind`: `chunk` (index, step, node, value: not
+    durable), `gap` (missed: chunks this reader fell behind), `closed` (seq, step, node,
+    update, error: a task ended, durable) and `ended` (seq, status, output: the thread ended,
+    the last item)."""
+
+    kind: str
+    seq: Optional[int] = None
+    index: Optional[int] = None
+    step: Optional[int] = None
+    node: Optional[str] = None
+    value: Any = None
+    missed: Optional[int] = None
+    update: Any = None
+    error: Optional[str] = None
+    status: Optional[str] = None
+    output: Any = None
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
 # ---- Request bodies ------------------------------------------------------------------------
 
 
@@ -239,6 +317,17 @@ class SignalStart:
 
 
 @dataclass
+class UpdateStart:
+    """Update-with-start: the thread an update creates (of the update's thread id) when it does
+    not exist."""
+
+    workflow: str
+    input: Any
+    version: Optional[int] = None
+    labels: Optional[Dict[str, str]] = None
+
+
+@dataclass
 class ForkOptions:
     """Where a fork starts (`at` a seq or a `checkpoint`) and what it changes."""
 
@@ -268,3 +357,10 @@ def events_page(obj: Any) -> EventsPage:
     page = read(EventsPage, obj, "a page of events")
     page.events = [event(e) for e in page.events]
     return page
+
+
+def stream_item(obj: Any) -> StreamItem:
+    item = read(StreamItem, obj, "a stream item")
+    if item.kind not in STREAM_KINDS:
+        raise UnexpectedAnswer(f"a stream item of unknown kind {item.kind!r}")
+    return item

@@ -56,8 +56,26 @@ CONTROL = Route(
 DELETE = Route("DELETE", "/api/threads/{id}", query=("force",))
 HEALTH = Route("GET", "/api/health", query=("watchdog_ms",))
 
+UPDATE = Route(
+    "POST",
+    "/api/threads/{id}/updates/{name}",
+    query=("wait_ms",),
+    # `start` is a `models.UpdateStart`.
+    body_args=("args", "id", "start"),
+    answer=models.Updated,
+)
+PUBLISHED = Route("GET", "/api/threads/{id}/published", answer=models.Published)
+PUBLISHED_KEY = Route(
+    "GET", "/api/threads/{id}/published/{key}", query=("wait_ms",), answer=models.PublishedValue
+)
+PROMISE = Route(
+    "POST", "/api/promises/{id}", body_args=("value", "error"), answer=models.PromiseCompleted
+)
+STREAM = Route("GET", "/api/threads/{id}/stream", query=("since", "redact"))
+
 #: Every route this client calls.
-COVERED = (START, RESULT, THREAD, THREADS, EVENTS, CONTROL, DELETE, HEALTH)
+COVERED = (START, RESULT, THREAD, THREADS, EVENTS, CONTROL, DELETE, HEALTH, UPDATE, PUBLISHED,
+           PUBLISHED_KEY, PROMISE, STREAM)
 
 #: The control names of `POST /api/threads/{id}/{control}` and the body fields of each.
 CONTROL_BODIES = {

@@ -73,7 +73,16 @@ class Endpoint:
 
     def stream(self, path: str) -> Iterator[Tuple[str, str]]:
         """The `(event, data)` messages of a Server-Sent Events answer, until it ends."""
+        for kind, data, _ in self.frames(path):
+            yield kind, data
+
+    def frames(self, path: str, last_event_id: Optional[int] = None
+               ) -> Iterator[Tuple[str, str, Optional[str]]]:
+        """The `(event, data, id)` messages of a Server-Sent Events answer, until it ends;
+        `last_event_id` is sent as `Last-Event-ID` (where a reconnection resumes)."""
         request = self._request("GET", path, None, "text/event-stream")
+        if last_event_id is not None:
+            request.add_header("Last-Event-ID", str(last_event_id))
         try:
             answer = urllib.request.urlopen(request, timeout=self.timeout)
         except urllib.error.HTTPError as e:
@@ -82,21 +91,27 @@ class Endpoint:
             raise TransportError(f"GET {self.base}{path}: {e}") from None
         with answer:
             try:
-                yield from sse_messages(answer)
+                yield from sse_frames(answer)
             except (OSError, socket.timeout, http.client.HTTPException) as e:
                 raise TransportError(f"the event stream broke: {e}") from None
 
 
 def sse_messages(lines) -> Iterator[Tuple[str, str]]:
-    """The messages of an SSE byte stream read line by line (`event:` and `data:` fields; a
-    blank line ends a message; comments and `id:` are skipped, the data carries the seq)."""
-    kind, data = "message", []
+    """The `(event, data)` messages of an SSE byte stream (as `sse_frames`, without the id)."""
+    for kind, data, _ in sse_frames(lines):
+        yield kind, data
+
+
+def sse_frames(lines) -> Iterator[Tuple[str, str, Optional[str]]]:
+    """The messages of an SSE byte stream read line by line (`event:`, `data:` and `id:`
+    fields; a blank line ends a message; comments are skipped)."""
+    kind, data, ident = "message", [], None
     for raw in lines:
         line = raw.decode("utf-8").rstrip("\r\n")
         if not line:
             if data:
-                yield kind, "\n".join(data)
-            kind, data = "message", []
+                yield kind, "\n".join(data), ident
+            kind, data, ident = "message", [], None
         elif line.startswith(":"):
             continue
         else:
@@ -106,3 +121,5 @@ def sse_messages(lines) -> Iterator[Tuple[str, str]]:
                 kind = value
             elif name == "data":
                 data.append(value)
+            elif name == "id":
+                ident = value
