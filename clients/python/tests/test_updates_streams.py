@@ -137,8 +137,9 @@ def test_the_stream_of_a_finished_thread_gives_its_closes_and_end(client: Client
 
 
 def test_the_stream_reconnects_across_a_restart_with_last_event_id(server, client: Client):
-    thread = client.start(WORKFLOW, QUESTION, StartOptions(delay_ms=2_500)).thread
+    thread = client.start(WORKFLOW, QUESTION, StartOptions(delay_ms=1_000)).thread
     got, failed, connections = [], [], []
+    first_close = threading.Event()
     reader_client = server.client()
     frames = reader_client.endpoint.frames
 
@@ -150,20 +151,26 @@ def test_the_stream_reconnects_across_a_restart_with_last_event_id(server, clien
 
     def read():
         try:
-            got.extend(reader_client.stream(thread))
+            for item in reader_client.stream(thread):
+                got.append(item)
+                if item.kind == "closed":
+                    first_close.set()
         except Exception as e:  # reported below
             failed.append(e)
+        first_close.set()
 
     reader = threading.Thread(target=read)
     reader.start()
-    time.sleep(0.8)
-    server.restart()  # same address: the reader reconnects from its last seq
+    assert first_close.wait(30)
+    server.restart()  # same address, while streaming: the reader resumes after its last seq
     reader.join(60)
     assert not reader.is_alive() and not failed, failed
-    assert len(connections) >= 2 and connections[0] is None, connections
     assert got[-1].kind == "ended" and got[-1].status == "completed"
-    stored = [(e.kind, e.seq) for e in client.events(thread).events if e.kind == "node_completed"]
-    assert [s for k, s in durable(got) if k == "closed"] == [s for _, s in stored]
+    first = next(i.seq for i in got if i.kind == "closed")
+    assert connections[0] is None and len(connections) >= 2, connections
+    assert all(c is not None and c >= first for c in connections[1:]), connections
+    stored = [e.seq for e in client.events(thread).events if e.kind == "node_completed"]
+    assert [s for k, s in durable(got) if k == "closed"] == stored
 
 
 def test_the_async_client_updates_reads_and_streams(server):

@@ -2,15 +2,17 @@
 
 import { CairnError, TransportError, UnexpectedAnswer, refusal } from "./errors.js";
 import type {
-  Controlled, Event, EventsPage, ForkOptions, Pruned, SignalStart, Started, StartOptions, ThreadDetails,
-  ThreadResult, ThreadsPage,
+  Controlled, Event, EventsPage, ForkOptions, PromiseCompleted, PromiseOutcome, Published, PublishedValue, Pruned,
+  SignalStart, Started, StartOptions, StreamItem, ThreadDetails, ThreadResult, ThreadsPage, Updated, UpdateStart,
 } from "./models.js";
-import { TERMINAL } from "./models.js";
+import { STREAM_KINDS, TERMINAL } from "./models.js";
 import { type Control, ROUTES, type Route } from "./routes.js";
 import { messages } from "./sse.js";
 
 /** A long poll waits at most this long on the server (the endpoint's `RESULT_WAIT_MS_MAX`). */
 export const WAIT_MS_MAX = 30_000;
+/** An update waits at most this long for its thread's step boundary (the endpoint's bound). */
+export const UPDATE_WAIT_MS_MAX = 600_000;
 /** How long `follow` keeps reconnecting to an endpoint that does not answer (a restart). */
 export const RECONNECT_FOR_MS = 30_000;
 const RECONNECT_PAUSE_MS = 200;
@@ -65,8 +67,9 @@ export class CairnClient {
     return text ? `${path}?${text}` : path;
   }
 
-  private async send(method: string, path: string, body?: unknown, holdsMs = 0, accept = "application/json") {
-    const headers: Record<string, string> = { Accept: accept };
+  private async send(method: string, path: string, body?: unknown, holdsMs = 0, accept = "application/json",
+    extra: Record<string, string> = {}) {
+    const headers: Record<string, string> = { Accept: accept, ...extra };
     if (this.token) headers.Authorization = `Bearer ${this.token}`;
     if (body !== undefined) headers["Content-Type"] = "application/json";
     let answer: Response;
@@ -169,6 +172,69 @@ export class CairnClient {
     return this.call("GET", this.path(ROUTES.health, {}, { watchdog_ms: watchdogMs }));
   }
 
+  /** Applies the workflow's update `name` and returns its reply once durable. The same `id`
+   * again answers the recorded reply (`duplicate`); `start` creates the thread first if it does
+   * not exist. `UpdatePending` (504): no step boundary within `waitMs`. */
+  update(thread: string, name: string, args: unknown = null,
+    opts: { id?: string; start?: UpdateStart; waitMs?: number } = {}): Promise<Updated> {
+    const wait = opts.waitMs === undefined ? undefined : Math.min(Math.max(0, opts.waitMs), UPDATE_WAIT_MS_MAX);
+    const path = this.path(ROUTES.update, { id: thread, name }, { wait_ms: wait });
+    // Without `wait_ms` the endpoint waits 30 s for a step boundary.
+    return this.call("POST", path, { args, id: opts.id, start: opts.start }, wait ?? WAIT_MS_MAX);
+  }
+
+  /** Every key the thread published (`ctx.set_event`), with its latest value. */
+  published(thread: string): Promise<Published> {
+    return this.call("GET", this.path(ROUTES.published, { id: thread }));
+  }
+
+  /** The value the thread published under `key`, waiting up to `waitMs` (30 s at most) for it. */
+  getEvent(thread: string, key: string, waitMs?: number): Promise<PublishedValue> {
+    const wait = waitMs === undefined ? undefined : Math.min(Math.max(0, waitMs), WAIT_MS_MAX);
+    return this.call("GET", this.path(ROUTES.publishedKey, { id: thread, key }, { wait_ms: wait }), undefined, wait ?? 0);
+  }
+
+  /** Completes the promise `promise` with `{ value }` or `{ error }`. The same completion again
+   * answers `duplicate`; another one is a `Conflict`. */
+  completePromise(promise: string, outcome: PromiseOutcome): Promise<PromiseCompleted> {
+    if (("value" in outcome) === ("error" in outcome)) {
+      throw new CairnError("complete a promise with a value or an error, not both");
+    }
+    return this.call("POST", this.path(ROUTES.promise, { id: promise }), outcome);
+  }
+
+  /** The thread's live stream (chunk, gap, closed, ended) until `ended`. A broken connection is
+   * reopened with `Last-Event-ID` = the last durable seq, for up to `reconnectForMs` without an
+   * answer: each `closed` and `ended` arrives once. */
+  async *stream(thread: string, opts: { since?: number; redact?: boolean; reconnectForMs?: number } = {}):
+    AsyncGenerator<StreamItem> {
+    let last = opts.since ?? 0;
+    let deadline: number | undefined;
+    const path = this.path(ROUTES.stream, { id: thread }, { since: last || undefined, redact: opts.redact || undefined });
+    for (;;) {
+      try {
+        const resume: Record<string, string> = last ? { "Last-Event-ID": String(last) } : {};
+        const answer = await this.send("GET", path, undefined, 0, "text/event-stream", resume);
+        if (!answer.body) throw new UnexpectedAnswer("the stream has no body");
+        for await (const item of streamItems(answer.body)) {
+          deadline = undefined;
+          if ("seq" in item) {
+            if (item.seq <= last && item.kind !== "ended") continue; // read before a reconnection
+            last = Math.max(last, item.seq);
+          }
+          yield item;
+          if (item.kind === "ended") return;
+        }
+      } catch (e) {
+        if (!(e instanceof TransportError)) throw e;
+        const now = Date.now();
+        deadline ??= now + (opts.reconnectForMs ?? RECONNECT_FOR_MS);
+        if (now > deadline) throw e;
+      }
+      await sleep(RECONNECT_PAUSE_MS); // a broken connection, or one the server closed (a stop)
+    }
+  }
+
   /** A page of the thread's events after the bookmark `since` (a seq). */
   events(thread: string, opts: { since?: number; kinds?: string[]; limit?: number } = {}): Promise<EventsPage> {
     const query = { since: opts.since ?? 0, kind: opts.kinds?.join(","), limit: opts.limit };
@@ -223,5 +289,21 @@ export class CairnClient {
         await sleep(RECONNECT_PAUSE_MS);
       }
     }
+  }
+}
+
+/** The items of a stream's body; an `error` message thrown as a `CairnError`, a broken body as a
+ * `TransportError`. */
+async function* streamItems(body: ReadableStream<Uint8Array>): AsyncGenerator<StreamItem> {
+  try {
+    for await (const m of messages(body)) {
+      const data = JSON.parse(m.data);
+      if (m.event === "error") throw new CairnError(data.error, undefined, data.field);
+      if (!STREAM_KINDS.includes(data.kind)) throw new UnexpectedAnswer(`a stream item of unknown kind ${m.data}`);
+      yield data as StreamItem;
+    }
+  } catch (e) {
+    if (e instanceof CairnError) throw e;
+    throw new TransportError(`the stream broke: ${(e as Error).message}`);
   }
 }

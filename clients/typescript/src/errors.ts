@@ -37,6 +37,9 @@ export class Conflict extends CairnError {}
 export class MisdirectedRequest extends CairnError {}
 /** 5xx: the endpoint failed. */
 export class ServerError extends CairnError {}
+/** 504: an update reached no step boundary of its thread within `wait_ms`. It may still be
+ * applied: send the same update id again to get its reply. */
+export class UpdatePending extends ServerError {}
 /** An answer this client cannot read. */
 export class UnexpectedAnswer extends CairnError {}
 
@@ -62,6 +65,6 @@ export function refusal(status: number, text: string): CairnError {
   } catch {
     // Not the endpoint's JSON (a proxy's page): kept as the message.
   }
-  const kind = status >= 500 ? ServerError : (BY_STATUS[status] ?? CairnError);
+  const kind = status === 504 ? UpdatePending : status >= 500 ? ServerError : (BY_STATUS[status] ?? CairnError);
   return new kind(error, status, field);
 }

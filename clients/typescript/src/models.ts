@@ -199,3 +199,77 @@ export interface ForkOptions {
   start?: boolean;
 }
 export const FORK_OPTIONS_FIELDS = fields<ForkOptions>()(["at", "checkpoint", "update", "id", "labels", "start"]);
+
+/** `POST /api/threads/{id}/updates/{name}`: the handler's `reply`, the update's `id`, the seq of
+ * the `update_applied` event holding it, `duplicate` when the id had been applied before (the
+ * recorded reply), and with `start` whether the call `created` the thread. */
+export interface Updated {
+  thread: string;
+  id: string;
+  reply: Json;
+  seq: number;
+  duplicate: boolean;
+  created?: boolean;
+}
+export const UPDATED_FIELDS = fields<Updated>()(["thread", "id", "reply", "seq", "duplicate", "created"]);
+
+/** Update-with-start: the thread an update creates (of the update's thread id) if it does not exist. */
+export interface UpdateStart {
+  workflow: string;
+  input: Json;
+  version?: number;
+  labels?: Record<string, string>;
+}
+export const UPDATE_START_FIELDS = fields<UpdateStart>()(["workflow", "input", "version", "labels"]);
+
+/** The body of an update besides its start: `args` (`null` when absent) and its `id`. */
+export interface UpdateBody {
+  args: Json;
+  id?: string;
+  start?: UpdateStart;
+}
+export const UPDATE_BODY_FIELDS = fields<UpdateBody>()(["args", "id", "start"]);
+
+/** `GET /api/threads/{id}/published`: every key the thread published, with its latest value. */
+export interface Published {
+  thread: string;
+  published: Record<string, Json>;
+}
+export const PUBLISHED_FIELDS = fields<Published>()(["thread", "published"]);
+
+/** `GET /api/threads/{id}/published/{key}`: `set` (with `value`), `pending` (not yet; the thread
+ * runs on) or `never_set` (the thread ended without it), with the thread's `status`. */
+export interface PublishedValue {
+  thread: string;
+  key: string;
+  state: "set" | "pending" | "never_set";
+  value?: Json;
+  status?: string;
+}
+export const PUBLISHED_VALUE_FIELDS = fields<PublishedValue>()(["thread", "key", "state", "value", "status"]);
+
+/** `POST /api/promises/{id}`: the completion's number in the thread's inbox (the first one's for
+ * a duplicate) and whether it was a duplicate. */
+export interface PromiseCompleted {
+  promise: string;
+  thread: string;
+  signal: number;
+  duplicate: boolean;
+}
+export const PROMISE_COMPLETED_FIELDS = fields<PromiseCompleted>()(["promise", "thread", "signal", "duplicate"]);
+
+/** The body of `POST /api/promises/{id}`: a value or an error, not both. */
+export type PromiseOutcome = { value: Json } | { error: string };
+export const PROMISE_BODY_FIELDS = ["value", "error"] as const;
+
+/** One item of a thread's live stream (`GET /api/threads/{id}/stream`), by `kind`. */
+export type StreamItem =
+  /** A value a task wrote (memory only: not durable). */
+  | { kind: "chunk"; index: number; step: number; node: string; value: Json }
+  /** Chunks this reader missed (it fell behind the engine's buffer). */
+  | { kind: "gap"; missed: number }
+  /** A task ended (durable: its seq is the SSE id), with its update or why it failed. */
+  | { kind: "closed"; seq: number; step: number; node: string; update: Json | null; error: string | null }
+  /** The thread ended: the last item. */
+  | { kind: "ended"; seq: number; status: string; output: Json | null };
+export const STREAM_KINDS: readonly StreamItem["kind"][] = ["chunk", "gap", "closed", "ended"];

@@ -5,6 +5,8 @@
  */
 
 import {
+  PROMISE_BODY_FIELDS, PROMISE_COMPLETED_FIELDS, PUBLISHED_FIELDS, PUBLISHED_VALUE_FIELDS, UPDATE_BODY_FIELDS,
+  UPDATE_START_FIELDS, UPDATED_FIELDS,
   BUDGETS_FIELDS, FORK_OPTIONS_FIELDS, SIGNAL_START_FIELDS, START_OPTIONS_FIELDS, STARTED_FIELDS,
   THREAD_DETAILS_FIELDS, THREAD_RESULT_FIELDS, THREADS_PAGE_FIELDS,
 } from "./models.js";
@@ -29,10 +31,21 @@ export const ROUTES = {
   control: { method: "POST", path: "/api/threads/{id}/{control}", query: [] },
   delete: { method: "DELETE", path: "/api/threads/{id}", query: ["force"] },
   health: { method: "GET", path: "/api/health", query: ["watchdog_ms"] },
+  update: { method: "POST", path: "/api/threads/{id}/updates/{name}", query: ["wait_ms"], answer: UPDATED_FIELDS },
+  published: { method: "GET", path: "/api/threads/{id}/published", query: [], answer: PUBLISHED_FIELDS },
+  publishedKey: {
+    method: "GET", path: "/api/threads/{id}/published/{key}", query: ["wait_ms"], answer: PUBLISHED_VALUE_FIELDS,
+  },
+  promise: { method: "POST", path: "/api/promises/{id}", query: [], answer: PROMISE_COMPLETED_FIELDS },
+  stream: { method: "GET", path: "/api/threads/{id}/stream", query: ["since", "redact"] },
 } as const satisfies Record<string, Route>;
 
 /** The body fields of a start: its input and every start option. */
 export const START_BODY = { args: ["input"], options: START_OPTIONS_FIELDS, budgets: BUDGETS_FIELDS } as const;
+
+/** The body fields of an update (`start` is an `UpdateStart`) and of a promise's completion. */
+export const UPDATE_BODY = { fields: UPDATE_BODY_FIELDS, start: UPDATE_START_FIELDS } as const;
+export const PROMISE_BODY = PROMISE_BODY_FIELDS;
 
 /** The controls of `POST /api/threads/{id}/{control}` and each one's body fields. */
 export const CONTROL_BODIES = {
