@@ -18,7 +18,7 @@ use cairn_tools::serve::Serve as _;
 use serde_json::{Value, json};
 
 use crate::cdp::Browser;
-use crate::common::{Tally, db};
+use crate::common::{Tally, call, db};
 use crate::updates::ADD;
 use crate::web_view::screenshots;
 
@@ -210,6 +210,29 @@ async fn the_thread_page_applies_updates_shows_published_events_and_completes_a_
     });
     let (total, _) = total_and_seq(&engine, "desk-1").await;
     assert_eq!(total, json!(8), "the refusals after the end changed nothing");
+    // The route the page reads: the promise completed with its value, by the first signal; an
+    // unknown thread's promises a 404 naming it.
+    let (status, body) =
+        call("GET", format!("{base}/api/threads/desk-1/promises"), None, String::new()).await;
+    assert_eq!(status, 200, "{body}");
+    let row = json!({"promise": promise, "state": "completed", "signal": 1, "value": 3});
+    assert_eq!(body, json!({"thread": "desk-1", "promises": [row]}));
+    let (status, body) =
+        call("GET", format!("{base}/api/threads/nobody/promises"), None, String::new()).await;
+    assert_eq!((status, body["field"].as_str()), (404, Some("thread")), "{body}");
+    // A promise completed with an error lists the error; an open one, nothing more.
+    let t2 = engine.start_json("desk", Tally::default(), StartOptions::id("desk-2")).await.unwrap();
+    assert_eq!(t2.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    let second = engine.published("desk-2").await.unwrap()["approval"].as_str().unwrap().to_owned();
+    let (_, body) =
+        call("GET", format!("{base}/api/threads/desk-2/promises"), None, String::new()).await;
+    assert_eq!(body["promises"], json!([{"promise": second, "state": "open"}]));
+    engine.complete_promise(&second, Err("no budget".into())).await.unwrap();
+    assert_eq!(t2.wait().await.unwrap().status, ThreadStatus::Completed);
+    let (_, body) =
+        call("GET", format!("{base}/api/threads/desk-2/promises"), None, String::new()).await;
+    let row = json!({"promise": second, "state": "completed", "signal": 1, "error": "no budget"});
+    assert_eq!(body["promises"], json!([row]));
     drop(browser);
     server.shutdown().await;
     engine.shutdown().await;
