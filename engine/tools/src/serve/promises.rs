@@ -10,7 +10,7 @@
 //! - `GET /api/threads/{id}/promises`: every promise the thread created, in id order, with its
 //!   completion when one is stored: `{"thread", "promises": [{"promise", "state": "open" |
 //!   "completed", "value"? | "error"?, "signal"?}]}` (the thread's inbox is read in pages of
-//!   [`INBOX_PAGE`], at most its `SIGNALS_PER_THREAD_MAX` signals).
+//!   `INBOX_PAGE`, at most its `SIGNALS_PER_THREAD_MAX` signals).
 //! - `POST /api/promises/{id}`, a control (the access layer checks the token), body
 //!   `{"value": ..}` or `{"error": ".."}`: completes the promise (`Engine::complete_promise`);
 //!   `{"promise", "thread", "signal", "duplicate"}`. The same completion again is a 200 with
@@ -29,9 +29,7 @@ use utoipa::ToSchema;
 
 use super::app::{App, Params, Segment, reject};
 use super::params::{NoParams, Reject, WaitParams};
-
-/// Signals read in one page of a thread's inbox while looking for promise completions.
-pub const INBOX_PAGE: usize = 256;
+use crate::limits::INBOX_PAGE;
 
 /// The body of `POST /api/promises/{id}`: a value or an error, not both.
 #[derive(Deserialize, ToSchema)]
