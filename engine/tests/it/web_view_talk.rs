@@ -4,7 +4,9 @@
 //! an unknown update (404) show and write nothing; the thread's published events show with
 //! their latest values and its open promise with a form that completes it, after which the
 //! waiting thread finishes; another completion of it shows the 409, an update to the finished
-//! thread the 409; the page links to the thread's live stream. Screenshots go to
+//! thread the 409; the page links to the thread's live stream. An update with a short wait to a
+//! thread inside a long step shows the 504, and the same id sent again is applied once.
+//! Screenshots go to
 //! `<target>/screenshots/`.
 #![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
@@ -233,6 +235,74 @@ async fn the_thread_page_applies_updates_shows_published_events_and_completes_a_
         call("GET", format!("{base}/api/threads/desk-2/promises"), None, String::new()).await;
     let row = json!({"promise": second, "state": "completed", "signal": 1, "error": "no budget"});
     assert_eq!(body["promises"], json!([row]));
+    drop(browser);
+    server.shutdown().await;
+    engine.shutdown().await;
+}
+
+/// Works 3 s in one step (no step boundary meanwhile), then waits for `go`; declares `add`.
+fn slow() -> Workflow<Tally> {
+    Workflow::<Tally>::builder("slow", 1)
+        .node("work", |_s: Arc<Tally>, _ctx: Ctx| async move {
+            tokio::time::sleep(Duration::from_millis(3_000)).await;
+            Ok(NodeOutput::none())
+        })
+        .node("park", |_s: Arc<Tally>, ctx: Ctx| async move {
+            let _go: u64 = ctx.recv("go").await?;
+            Ok(NodeOutput::none())
+        })
+        .edge(START, "work")
+        .edge("work", "park")
+        .edge("park", END)
+        .update(
+            ADD,
+            |_s: &Tally, by: &u64| if *by == 0 { Err("add at least 1".into()) } else { Ok(()) },
+            |s: &mut Tally, by: u64| {
+                s.total += by;
+                Ok(s.total)
+            },
+        )
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_update_form_shows_the_504_of_a_thread_inside_a_step_and_the_same_id_applies_once() {
+    let (_d, path) = db();
+    let (engine, server) = Engine::builder(&path)
+        .durability(Durability::None)
+        .workflow(&slow())
+        .serve(([127, 0, 0, 1], 0).into())
+        .open()
+        .await
+        .unwrap();
+    let base = format!("http://{}", server.addr());
+    let token = server.token().to_owned();
+    let mut browser = tokio::task::block_in_place(|| Browser::launch(1400, 1000));
+    // The browser first (it starts slower than the step), then the thread and its page.
+    tokio::task::block_in_place(|| {
+        browser.navigate(&format!("{base}/ui/threads#token={token}"));
+    });
+    engine.start_json("slow", Tally::default(), StartOptions::id("slow-1")).await.unwrap();
+    tokio::task::block_in_place(|| {
+        browser.navigate(&format!("{base}/ui/threads/slow-1"));
+        browser.wait_for("document.body.dataset.loaded === '1'", Duration::from_secs(20));
+        assert_eq!(browser.eval("document.body.dataset.status"), json!("running"));
+        type_into(&mut browser, &format!("{UPDATE} input[name=name]"), "add");
+        type_into(&mut browser, &format!("{UPDATE} textarea[name=args]"), "1");
+        type_into(&mut browser, &format!("{UPDATE} input[name=id]"), "u-slow");
+        type_into(&mut browser, &format!("{UPDATE} input[name=wait_ms]"), "100");
+        let pending = submit_and_wait(&mut browser, UPDATE, "504");
+        assert!(pending.contains("u-slow"), "{pending}");
+        browser.screenshot(&screenshots().join("thread-update-pending.png"), 1000.);
+        // The same id again, waiting long enough: applied once, at the step boundary.
+        type_into(&mut browser, &format!("{UPDATE} input[name=wait_ms]"), "");
+        let applied = submit_and_wait(&mut browser, UPDATE, "update u-slow");
+        assert!(applied.contains("reply: 1") || applied.contains("its reply 1"), "{applied}");
+    });
+    let t = engine.thread("slow-1").await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    assert_eq!(total_and_seq(&engine, "slow-1").await.0, json!(1), "applied once");
     drop(browser);
     server.shutdown().await;
     engine.shutdown().await;

@@ -128,8 +128,10 @@ const cairnSend = (() => {
   }
 
   /** The update form of thread `id`: the update's name (suggested from `names`, the datalist
-   *  `update-names` the page fills with the declared ones), its JSON arguments and an optional
-   *  update id (an id applied before answers its recorded reply and applies nothing). */
+   *  `update-names` the page fills with the declared ones), its JSON arguments, an optional
+   *  update id (an id applied before answers its recorded reply and applies nothing) and an
+   *  optional wait (`wait_ms`: past it, a thread whose runner has not reached a step boundary
+   *  answers 504; send the same id again). */
   function update(id, hasToken, sent) {
     return form({
       kind: "update",
@@ -138,10 +140,12 @@ const cairnSend = (() => {
       fields: [
         { name: "name", placeholder: "update name", required: true, list: "update-names" },
         { name: "id", placeholder: "update id (optional)" },
+        { name: "wait_ms", placeholder: "wait ms (optional)" },
       ],
       value: "arguments (JSON)",
       valueName: "args",
-      path: (f) => `/api/threads/${encodeURIComponent(id)}/updates/${encodeURIComponent(f.name)}`,
+      path: (f) => `/api/threads/${encodeURIComponent(id)}/updates/${encodeURIComponent(f.name)}` +
+        (f.wait_ms ? `?wait_ms=${encodeURIComponent(f.wait_ms)}` : ""),
       body: (f, args) => (f.id ? { args, id: f.id } : { args }),
       answer: (r) => (r.duplicate
         ? `update ${r.id} was applied before: its reply ${JSON.stringify(r.reply)} (seq ${r.seq}); nothing applied again`
