@@ -103,3 +103,4 @@ mod web_view_queues;
 mod web_view_seen;
 mod web_view_signal;
 mod web_view_start;
+mod web_view_talk;

@@ -22,6 +22,11 @@ pub const RESULT_WAIT_MS_MAX: u64 = 30_000;
 /// as one JSON document, so a client pages through a large log instead of asking for all of it.
 pub const SERVE_PAGE_MAX: usize = 1_000;
 
+/// Signals read in one page of a thread's inbox while the endpoint looks for its promises'
+/// completions (`GET /api/threads/{id}/promises`): the page is held in memory, and a thread
+/// holds at most `cairn_storage::limits::SIGNALS_PER_THREAD_MAX` signals, so the walk is bounded.
+pub const INBOX_PAGE: usize = 256;
+
 /// Bytes of one answer the CLI accepts from an engine's endpoint when it reads through it: above
 /// the largest a page can be made of (a state of [`cairn_storage::limits::SNAPSHOT_BYTES_MAX`]
 /// as JSON, a page of events with payloads), so only a broken or foreign server reaches it.

@@ -93,7 +93,9 @@ pub(crate) async fn thread_details(
     });
     let t = &m.telemetry;
     let wall = m.updated_at_ms.saturating_sub(m.created_at_ms);
-    let limits = cairn::admin::workflow_for(engine, record).ok().map(|wf| wf.budgets().clone());
+    let wf = cairn::admin::workflow_for(engine, record).ok();
+    let limits = wf.as_ref().map(|wf| wf.budgets().clone());
+    let updates = wf.as_ref().map(|wf| wf.update_names().into_iter().map(str::to_owned).collect());
     let limit = |f: fn(&cairn_dsl::Budgets) -> Option<u64>| limits.as_ref().and_then(f);
     let budgets = Budgets {
         cost_micros: Budget { used: t.cost_micros, limit: limit(|b| b.max_cost_micros) },
@@ -141,9 +143,21 @@ pub(crate) async fn thread_details(
         undos: m.undos.iter().map(serde_json::to_value).collect::<Result<_, _>>()?,
         unwinding: m.unwinding.map(serde_json::to_value).transpose()?,
         updated_at_ms: row.updated_at_ms,
+        updates: updates.unwrap_or_default(),
         waiting: m.waiting.map(serde_json::to_value).transpose()?,
         workflow: row.workflow,
     })
+}
+
+/// The ids of the promises thread `thread` created (`ctx.promise`), from its folded log.
+///
+/// # Errors
+/// Unknown thread, damaged or pruned log.
+pub(crate) async fn promises_created(
+    engine: &Engine,
+    thread: &ThreadId,
+) -> Result<std::collections::BTreeSet<String>, Error> {
+    Ok(fold(engine, thread, None).await?.ctx.meta.promises)
 }
 
 /// One event as `cairn events --json` prints it and `GET /api/threads/{id}/events` serves it.

@@ -48,6 +48,7 @@
 //! | GET | `/api/threads/{id}/replay` | the thread replayed against the engine's code, as `cairn replay --json` |
 //! | GET | `/api/threads/{id}/published` | every key the thread published (`ctx.set_event`) with its latest value (see `promises`) |
 //! | GET | `/api/threads/{id}/published/{key}?wait_ms=` | one key: `state` `set` (with `value`), `pending` or `never_set`; a key not yet published is waited for up to `wait_ms`: a long poll |
+//! | GET | `/api/threads/{id}/promises` | every promise the thread created (`ctx.promise`): `state` `open`, or `completed` with its `value` or `error` and the `signal` that carries it |
 //! | POST | `/api/promises/{id}` | completes a promise (a control): body `{"value"}` or `{"error"}`; the same completion again 200 `duplicate: true`, another 409, an unknown id 404 |
 //! | GET | `/api/resumable?max_age_ms=` | threads the engine could resume and does not drive, as `cairn resumable --json` |
 //! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|signal\|fork` | controls |

@@ -186,6 +186,9 @@ fn promise_doc(route: &Route) -> Option<Doc> {
             Doc::new("One published key: set, pending or never_set (a long poll)")
                 .query::<WaitParams>()
         }
+        ("GET", "/api/threads/{id}/promises") => {
+            Doc::new("Every promise the thread created: open, or completed with its value or error")
+        }
         ("POST", "/api/promises/{id}") => {
             Doc::new("Completes a promise with a value or an error (409: completed otherwise)")
                 .body(promises::CompleteBody::schema())

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `/` | redirects to `/ui/threads` |
 //! | `/ui/threads` | threads: status, workflow, progress, labels, age; filters, search, live counts, paging |
-//! | `/ui/threads/{id}` | a thread: graph, timeline, live event log (windowed), state and diff at a step, checkpoints, budgets, last error, controls, a form that sends a signal (`POST /api/threads/{id}/signal`) |
+//! | `/ui/threads/{id}` | a thread: graph, timeline, live event log (windowed), state and diff at a step, checkpoints, budgets, last error, controls, forms that send a signal (`POST /api/threads/{id}/signal`), apply an update (`POST /api/threads/{id}/updates/{name}`) and complete a promise (`POST /api/promises/{id}`), its published events and promises, a link to its live stream |
 //! | `/ui/messages/{correlation_id}` | the messages of a correlation id as a sequence picture |
 //! | `/ui/queues` | queues: limits, running and waiting threads in all and per key, rate window use; live, with each queue's depth drawn over its last samples |
 //! | `/ui/workflows` | workflows: each compiled-in version's graph side by side, threads by status and version, and a form that starts a thread (`POST /api/workflows/{id}/threads`) |

@@ -77,6 +77,7 @@ pub(super) fn table() -> Table {
         .get("/api/threads/{id}/replay", ops::replay)
         .get("/api/threads/{id}/published", promises::all)
         .get("/api/threads/{id}/published/{key}", promises::one)
+        .get("/api/threads/{id}/promises", promises::list)
         .at("POST", "/api/promises/{id}", post(promises::complete))
         .get("/api/resumable", ops::resumable)
         .get("/api/workflows/{id}/graph", threads::graph)

@@ -104,6 +104,10 @@ pub(crate) struct ThreadDetails {
     pub undos: Vec<Value>,
     pub unwinding: Option<Value>,
     pub updated_at_ms: u64,
+    /// The updates its workflow declares (`POST /api/threads/{id}/updates/{name}`), in order;
+    /// absent when none (or the workflow is not compiled in).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub updates: Vec<String>,
     /// What a parked thread waits for.
     pub waiting: Option<Value>,
     #[schema(value_type = Object)]

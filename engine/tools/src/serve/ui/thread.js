@@ -18,6 +18,7 @@
   const enc = encodeURIComponent(id);
   document.title = `${id} · Cairn`;
   $("title").textContent = id;
+  $("stream-link").href = `/ui/threads/${enc}/stream`;
 
   let summary = null;
   let rows = []; // events in the page, ascending seq
@@ -39,9 +40,7 @@
     document.body.dataset.status = s.status;
     const wf = s.workflow ? `${s.workflow.id} v${s.workflow.version}` : "";
     $("subtitle").textContent = `${wf} · step ${s.step} · seq ${s.seq}`;
-    const waiting = s.waiting
-      ? (s.waiting.type === "timer" ? `timer for ${s.waiting.task.node} until ${time(s.waiting.until_ms)}`
-        : `input for ${s.waiting.task.node}: ${JSON.stringify(s.waiting.prompt)}`) : "";
+    const waiting = s.waiting ? waitingText(s.waiting) : "";
     // A sub-workflow's parent is the "sub-workflow of" row; a fork's, or the thread whose node
     // started this one (`ctx.start_child`), the "parent" row.
     const parent = s.parent && s.parent.via !== "sub-workflow" ? el("a", { href: `/ui/threads/${encodeURIComponent(s.parent.thread)}` },
@@ -111,6 +110,22 @@
     $("finished-note").hidden = !finished;
     if (finished) $("finished-note").textContent = `${st.replace("_", " ")}: nothing to pause, resume or cancel; fork it to run it again`;
     if (!$("fork-at").value) $("fork-at").placeholder = String(s.seq);
+    // The updates the thread's workflow declares, suggested in the update form.
+    const names = s.updates || [];
+    $("update-names").replaceChildren(...names.map((n) => el("option", { value: n })));
+    const name = document.querySelector("form[data-send=update] input[name=name]");
+    if (name) name.placeholder = names.length ? `update name (${names.join(", ")})` : "update name (the workflow declares none)";
+  }
+
+  /** What a parked thread waits for: a timer, a promise (its completion is a signal of the
+   *  engine's own name), a signal, or input. */
+  function waitingText(w) {
+    const node = w.task.node;
+    if (w.type === "timer") return `timer for ${node} until ${time(w.until_ms)}`;
+    if (w.type === "signal") {
+      return w.name.startsWith("cairn.promise.") ? `a promise's completion for ${node} (see Promises)` : `signal "${w.name}" for ${node}`;
+    }
+    return `input for ${node}: ${JSON.stringify(w.prompt)}`;
   }
 
   /** A thread's output: pretty-printed whole, folded when long (`cairn.foldedJson`). */
@@ -342,6 +357,46 @@
     $("checkpoints-note").textContent = `${c.checkpoints.length}, newest first`;
   }
 
+  // ---- published events and promises ----
+  /** A published or completed value in a table cell: its JSON on one line when short, else
+   *  folded whole (`cairn.foldedJson`). */
+  function cell(value) {
+    const flat = JSON.stringify(value) ?? String(value);
+    return flat.length <= 160 ? el("code", { class: "mono" }, flat) : cairn.foldedJson(value, {}, 6, 300);
+  }
+
+  async function loadPublished() {
+    const p = await api(`/api/threads/${enc}/published`);
+    const keys = Object.keys(p.published || {});
+    $("published-note").textContent = keys.length ? `${keys.length} key${keys.length > 1 ? "s" : ""}, latest values` : "";
+    $("published").replaceChildren(keys.length ? el("table", { class: "grid" },
+      el("thead", {}, el("tr", {}, el("th", {}, "key"), el("th", {}, "latest value"))),
+      el("tbody", {}, keys.map((k) => el("tr", { "data-key": k },
+        el("td", { class: "mono" }, k), el("td", {}, cell(p.published[k]))))))
+      : el("p", { class: "empty" }, "Nothing published (ctx.set_event)."));
+  }
+
+  async function loadPromises() {
+    const p = await api(`/api/threads/${enc}/promises`);
+    const open = p.promises.filter((x) => x.state === "open");
+    $("promises-note").textContent = p.promises.length ? `${open.length} open of ${p.promises.length}` : "";
+    $("open-promises").replaceChildren(...open.map((x) => el("option", { value: x.promise })));
+    const outcome = (x) => (x.state === "open" ? ""
+      : ("error" in x ? el("span", { class: "error" }, `error: ${x.error}`) : cell(x.value)));
+    const pick = (x) => el("button", { class: "b", type: "button", onclick: () => {
+      const f = document.querySelector("form[data-send=promise] input[name=promise]");
+      f.value = x.promise;
+      f.dispatchEvent(new Event("input", { bubbles: true }));
+      f.closest("form").scrollIntoView({ block: "nearest" });
+    } }, "complete…");
+    $("promises").replaceChildren(p.promises.length ? el("table", { class: "grid" },
+      el("thead", {}, el("tr", {}, ["promise", "state", "completed with", ""].map((h) => el("th", {}, h)))),
+      el("tbody", {}, p.promises.map((x) => el("tr", { "data-promise": x.promise, "data-state": x.state },
+        el("td", { class: "mono" }, x.promise), el("td", {}, el("span", { class: `badge s-${x.state === "open" ? "waiting_input" : "completed"}` }, x.state)),
+        el("td", {}, outcome(x)), el("td", {}, x.state === "open" ? pick(x) : "")))))
+      : el("p", { class: "empty" }, "No promise (ctx.promise)."));
+  }
+
   // ---- controls ----
   const hasToken = cairn.tokenField("controls");
   async function act(name, body) {
@@ -379,9 +434,15 @@
     const at = Number($("fork-at").value || (summary && summary.seq));
     act("fork", { at });
   });
-  // Sends: a signal (more forms of `cairnSend.form`'s shape go beside it). After a send the
-  // summary is read again, and the panels follow the events it causes.
-  $("sends").append(cairnSend.signal(id, hasToken, () => { dirty = true; loadSummary().catch(() => {}); }));
+  // Sends: a signal, an update, a promise's completion (forms of `cairnSend.form`'s shape).
+  // After a send the summary, published events and promises are read again, and the panels
+  // follow the events it causes.
+  const sent = () => {
+    dirty = true;
+    loadSummary().catch(() => {});
+    loadTalk();
+  };
+  $("sends").append(cairnSend.signal(id, hasToken, sent), cairnSend.update(id, hasToken, sent), cairnSend.promise(hasToken, sent));
   $("older").addEventListener("click", () => loadOlder().catch((e) => { $("error").textContent = String(e.message || e); }));
   $("latest").addEventListener("click", () => loadLatest().catch((e) => { $("error").textContent = String(e.message || e); }));
   $("follow").addEventListener("change", follow);
@@ -409,6 +470,12 @@
     if (hit) { select(hit.seq); const r = $("events").querySelector(`tr[data-seq="${hit.seq}"]`); if (r) r.scrollIntoView({ block: "center" }); }
   });
 
+  /** The published events and promises, read again; a failure shows in their panel. */
+  function loadTalk() {
+    const fail = (box) => (e) => { $(box).replaceChildren(el("p", { class: "error" }, String(e.message || e))); };
+    return Promise.all([loadPublished().catch(fail("published")), loadPromises().catch(fail("promises"))]);
+  }
+
   // Refreshes of the derived panels, at most once a second while events arrive.
   async function refreshPanels() {
     await Promise.all([
@@ -416,6 +483,7 @@
       loadGraph().catch((e) => { $("graph").replaceChildren(el("p", { class: "error" }, String(e.message || e))); }),
       loadTimeline().catch((e) => { $("timeline").replaceChildren(el("p", { class: "error" }, String(e.message || e))); }),
       loadCheckpoints().catch((e) => { $("checkpoints").replaceChildren(el("p", { class: "error" }, String(e.message || e))); }),
+      loadTalk(),
     ]);
   }
   setInterval(async () => {
