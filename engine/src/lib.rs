@@ -59,8 +59,8 @@ pub use api::schedule::ScheduleInfo;
 pub use api::schedule_flow::{ScheduleSpec, ScheduleState};
 pub use api::schedule_ticks::{CatchUp, Every};
 pub use api::signal_once::{DEDUP_SIGNAL, Sent, SignalWithStart};
-pub use api::update::{UpdateOptions, UpdateWithStart, Updated};
 pub use api::stream::{StreamItem, StreamReader};
+pub use api::update::{UpdateOptions, UpdateWithStart, Updated};
 pub use cairn_dsl::{
     Ctx, END, NodeError, NodeOutput, NodeResult, Replace, START, State, Target, ToolError,
     Variables, Workflow,

@@ -77,4 +77,15 @@ impl ChildThreads for LiveChildren {
     fn join(self: Arc<Self>, id: ThreadId) -> BoxFuture<'static, Result<ChildEnd, NodeError>> {
         Box::pin(async move { super::child_start::join(&self, id).await })
     }
+
+    fn ended(
+        self: Arc<Self>,
+        id: ThreadId,
+    ) -> BoxFuture<'static, Result<Option<ChildEnd>, NodeError>> {
+        Box::pin(async move { super::child_start::ended_child(&self, &id).await })
+    }
+
+    fn advance(self: Arc<Self>, id: ThreadId) -> BoxFuture<'static, Result<(), NodeError>> {
+        Box::pin(async move { super::child_start::drive_once(&self, &id).await.map(|_| ()) })
+    }
 }

@@ -75,29 +75,48 @@ fn refused(id: &ThreadId, e: &Error) -> NodeError {
 /// drives it the parent's runner drives it itself (as a sub-workflow's parent does, so a
 /// joining parent never waits for a permit its own child needs); a parked child is waited for.
 pub(crate) async fn join(children: &LiveChildren, id: ThreadId) -> Result<ChildEnd, NodeError> {
-    let shell = &children.shell;
-    let engine = |e: Error| children.stop.node_error(e);
     // Bounded: each turn drives the child to its next park or waits for it to move on.
     loop {
-        let record = shell.store.thread(&id).await.map_err(|e| engine(e.into()))?;
-        let record = match record {
-            Some(r) if r.labels.get(STARTED_BY_LABEL) == Some(&children.parent.to_string()) => r,
-            _ => {
-                return Err(NodeError::fatal(format!(
-                    "thread {id} is not a child started by thread {}",
-                    children.parent
-                )));
-            }
-        };
-        if record.status.is_terminal() {
-            return ended(shell, &record).await.map_err(engine);
+        if let Some(end) = ended_child(children, &id).await? {
+            return Ok(end);
         }
-        let status =
-            drive_child(shell, &id, children.depth, &children.cancel, &children.stop).await?;
+        let status = drive_once(children, &id).await?;
         if !status.is_terminal() {
             moved_on(children, &id, status).await?;
         }
     }
+}
+
+/// How the child `id` of the parent ended, or `None` while it runs (a select's look).
+pub(crate) async fn ended_child(
+    children: &LiveChildren,
+    id: &ThreadId,
+) -> Result<Option<ChildEnd>, NodeError> {
+    let shell = &children.shell;
+    let engine = |e: Error| children.stop.node_error(e);
+    let record = shell.store.thread(id).await.map_err(|e| engine(e.into()))?;
+    let record = match record {
+        Some(r) if r.labels.get(STARTED_BY_LABEL) == Some(&children.parent.to_string()) => r,
+        _ => {
+            return Err(NodeError::fatal(format!(
+                "thread {id} is not a child started by thread {}",
+                children.parent
+            )));
+        }
+    };
+    if record.status.is_terminal() {
+        return ended(shell, &record).await.map(Some).map_err(engine);
+    }
+    Ok(None)
+}
+
+/// Drives the child `id` to its end or its next park (or waits for its other driver to let
+/// go), and returns its status then.
+pub(crate) async fn drive_once(
+    children: &LiveChildren,
+    id: &ThreadId,
+) -> Result<ThreadStatus, NodeError> {
+    drive_child(&children.shell, id, children.depth, &children.cancel, &children.stop).await
 }
 
 /// Waits until the parked child `id` leaves `status` (a timer, a signal or an operator moves

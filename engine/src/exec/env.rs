@@ -49,6 +49,16 @@ pub(crate) trait ChildThreads: Send + Sync {
         self: Arc<Self>,
         id: ThreadId,
     ) -> BoxFuture<'static, Result<crate::core::child_start::ChildEnd, NodeError>>;
+
+    /// How the started child `id` ended, or `None` while it runs (`child_start.rs`).
+    fn ended(
+        self: Arc<Self>,
+        id: ThreadId,
+    ) -> BoxFuture<'static, Result<Option<crate::core::child_start::ChildEnd>, NodeError>>;
+
+    /// Drives the started child `id` to its end or its next park, as a join does between its
+    /// looks (`child_start.rs`).
+    fn advance(self: Arc<Self>, id: ThreadId) -> BoxFuture<'static, Result<(), NodeError>>;
 }
 
 /// What the runner knows about the thread that tasks need.

@@ -1,0 +1,161 @@
+//! A select that waits for a child's end (`Select::child`): a child that has ended when the
+//! select decides wins over a signal sent too (which stays in the inbox); a signal taken while
+//! the child runs leaves the child to be joined later; the deadline wins over both; replay and
+//! `state_at` agree with the live run, and code that selects another child is a divergence; a
+//! crash at any write around it neither loses nor doubles the branch taken.
+
+use std::sync::Arc;
+
+use cairn::clock::ManualClock;
+use cairn::dsl::{ChildHandle, Ctx, NodeOutput, Select, Selected, Workflow};
+use cairn::replay::ReplayOptions;
+use cairn::{END, Engine, START, StartOptions, ThreadStatus};
+
+use crate::common::{Tally, db, open};
+
+const T0: u64 = 1_000_000;
+const WAIT_MS: u64 = 1_000;
+/// The child of parent `p`'s select (its first start in node `race`).
+const CHILD: &str = "p/race@1/child-1";
+
+/// A child that ends with the number sent to it as `finish`.
+fn worker() -> Workflow<Tally> {
+    Workflow::<Tally>::builder("worker", 1)
+        .node("work", |_s: Arc<Tally>, ctx: Ctx| async move {
+            let n: u64 = ctx.recv("finish").await?;
+            Ok(NodeOutput::update((n, format!("worked {n}"))))
+        })
+        .edge(START, "work")
+        .edge("work", END)
+        .build()
+        .unwrap()
+}
+
+/// A parent that starts a `worker`, waits for `go`, then selects the child's end, a `stop`
+/// signal or the deadline (`other`: names another child instead, for the divergence); after a
+/// signal or the deadline it joins the child; then it takes what `stop` the inbox still holds.
+fn racer(child: &Workflow<Tally>, other: bool) -> Workflow<Tally> {
+    let child = child.clone();
+    Workflow::<Tally>::builder("racer", 1)
+        .node("race", move |_s: Arc<Tally>, ctx: Ctx| {
+            let child = child.clone();
+            async move {
+                let c = ctx.start_child(&child, Tally::default()).await?;
+                let _: String = ctx.recv("go").await?;
+                let waited: ChildHandle<Tally> = if other {
+                    ChildHandle::from_id("p/elsewhere")
+                } else {
+                    ChildHandle::from_id(c.id())
+                };
+                let wait = Select::new().child(&waited).signal("stop").timeout_ms(WAIT_MS);
+                let took = match ctx.select(wait).await? {
+                    Selected::Child(end) => format!("child {}", end.status),
+                    Selected::Signal { name, value } => {
+                        let out: Tally = ctx.join_child(c).await?;
+                        format!("{name}={value} then child {}", out.total)
+                    }
+                    Selected::Timeout => {
+                        let out: Tally = ctx.join_child(c).await?;
+                        format!("timeout then child {}", out.total)
+                    }
+                };
+                let left: Option<u64> = ctx.try_recv("stop").await?;
+                Ok(NodeOutput::update((0, format!("{took}; stop left {left:?}"))))
+            }
+        })
+        .edge(START, "race")
+        .edge("race", END)
+        .build()
+        .unwrap()
+}
+
+async fn engine_at(path: &std::path::Path, clock: &ManualClock) -> Engine {
+    let (child, clock) = (worker(), Arc::new(clock.clone()));
+    let parent = racer(&child, false);
+    open(path, &[&parent, &child], |b| b.seed(3).clock(clock)).await
+}
+
+/// Waits until thread `id` exists and parks (or ends).
+async fn parked(engine: &Engine, id: &str) -> ThreadStatus {
+    let secs = std::time::Duration::from_secs(10);
+    let found = tokio::time::timeout(secs, async {
+        loop {
+            if let Ok(t) = engine.thread(id).await {
+                return t;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    });
+    let t = found.await.unwrap_or_else(|_| panic!("thread {id} never started"));
+    tokio::time::timeout(secs, t.wait()).await.unwrap().unwrap().status
+}
+
+/// The parent's log line, its replay deterministic, `state_at` its live state, and a replay of
+/// code that selects another child a divergence.
+async fn finished_and_replayed(engine: &Engine) -> String {
+    let t = engine.thread("p").await.unwrap();
+    let out: Tally = t.output().await.unwrap();
+    let report = engine.replay("p", &ReplayOptions::default()).await.unwrap();
+    assert!(report.is_deterministic(), "{report:?}");
+    let at = cairn_tools::Operator::new(engine).state_at("p", None).await.unwrap();
+    assert_eq!(at.state, serde_json::to_value(&out).unwrap(), "state_at agrees");
+    let other = racer(&worker(), true).erase();
+    let options = ReplayOptions { workflow: Some(other), ..ReplayOptions::default() };
+    let report = engine.replay("p", &options).await.unwrap();
+    assert!(report.divergence.is_some(), "another child selected diverges: {report:?}");
+    out.log.join(" | ")
+}
+
+#[tokio::test]
+async fn a_child_that_ended_wins_over_a_signal_sent_too_which_stays_in_the_inbox() {
+    let (_d, path) = db();
+    let clock = ManualClock::new(T0);
+    let engine = engine_at(&path, &clock).await;
+    engine.start_json("racer", Tally::default(), StartOptions::id("p")).await.unwrap();
+    assert_eq!(parked(&engine, "p").await, ThreadStatus::WaitingInput, "waiting for go");
+    assert_eq!(parked(&engine, CHILD).await, ThreadStatus::WaitingInput);
+    engine.signal(CHILD, "finish", 5u64).await.unwrap();
+    assert_eq!(parked(&engine, CHILD).await, ThreadStatus::Completed);
+    engine.signal("p", "stop", 9u64).await.unwrap();
+    engine.signal("p", "go", "now").await.unwrap();
+    let log = finished_and_replayed(&engine).await;
+    assert_eq!(log, "child completed; stop left Some(9)");
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_signal_sent_while_the_child_runs_wins_and_the_child_is_joined_after() {
+    let (_d, path) = db();
+    let clock = ManualClock::new(T0);
+    let engine = engine_at(&path, &clock).await;
+    engine.start_json("racer", Tally::default(), StartOptions::id("p")).await.unwrap();
+    assert_eq!(parked(&engine, "p").await, ThreadStatus::WaitingInput, "waiting for go");
+    engine.signal("p", "go", "now").await.unwrap();
+    engine.signal("p", "stop", 3u64).await.unwrap();
+    // The select took `stop` and the parent joins the child, which still waits.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(parked(&engine, CHILD).await, ThreadStatus::WaitingInput);
+    engine.signal(CHILD, "finish", 4u64).await.unwrap();
+    let log = finished_and_replayed(&engine).await;
+    assert_eq!(log, "stop=3 then child 4; stop left None");
+    engine.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_deadline_wins_over_a_running_child_and_a_later_signal() {
+    let (_d, path) = db();
+    let clock = ManualClock::new(T0);
+    let engine = engine_at(&path, &clock).await;
+    engine.start_json("racer", Tally::default(), StartOptions::id("p")).await.unwrap();
+    assert_eq!(parked(&engine, "p").await, ThreadStatus::WaitingInput, "waiting for go");
+    engine.signal("p", "go", "now").await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    clock.advance_ms(WAIT_MS + 1);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // Sent after the deadline (the select decided or decides on the deadline): left over.
+    engine.signal("p", "stop", 8u64).await.unwrap();
+    engine.signal(CHILD, "finish", 6u64).await.unwrap();
+    let log = finished_and_replayed(&engine).await;
+    assert_eq!(log, "timeout then child 6; stop left Some(8)");
+    engine.shutdown().await;
+}
