@@ -77,6 +77,11 @@ async fn engine_at(path: &std::path::Path, clock: &ManualClock) -> Engine {
 
 /// Waits until thread `id` exists and parks (or ends).
 async fn parked(engine: &Engine, id: &str) -> ThreadStatus {
+    parked_or(engine, id).await.unwrap()
+}
+
+/// [`parked`], the engine's error (a store that died) returned.
+async fn parked_or(engine: &Engine, id: &str) -> Result<ThreadStatus, cairn::Error> {
     let secs = std::time::Duration::from_secs(10);
     let found = tokio::time::timeout(secs, async {
         loop {
@@ -87,7 +92,7 @@ async fn parked(engine: &Engine, id: &str) -> ThreadStatus {
         }
     });
     let t = found.await.unwrap_or_else(|_| panic!("thread {id} never started"));
-    tokio::time::timeout(secs, t.wait()).await.unwrap().unwrap().status
+    Ok(tokio::time::timeout(secs, t.wait()).await.expect("parks")?.status)
 }
 
 /// The parent's log line, its replay deterministic, `state_at` its live state, and a replay of
@@ -158,4 +163,130 @@ async fn the_deadline_wins_over_a_running_child_and_a_later_signal() {
     let log = finished_and_replayed(&engine).await;
     assert_eq!(log, "timeout then child 6; stop left Some(8)");
     engine.shutdown().await;
+}
+
+/// The store dies at each write in turn, once where the child ends before the select decides
+/// and once where `stop` is sent while the child runs. The reopened engine, sent what the
+/// inboxes lack, finishes: one child started, each signal stored once, and `stop` and the
+/// child's end each accounted for once by the branch taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_at_any_write_around_a_select_of_a_child_neither_loses_nor_doubles() {
+    let mut crashes = 0;
+    for child_first in [true, false] {
+        crashes += crash_points(child_first).await;
+    }
+    assert!(crashes >= 10, "the crash points covered the runs: {crashes}");
+    crate::common::report(&format!(
+        "RELIABILITY select_child_crash crash_points={crashes} lost=0 doubled=0"
+    ));
+}
+
+/// How many signals named `name` thread `id`'s inbox holds.
+fn stored(engine: &Engine, id: &str, name: &str) -> Result<usize, cairn::Error> {
+    let id = cairn::ThreadId::new(id)?;
+    let all = engine.store().signals(&id, 0, 100).wait()?;
+    Ok(all.iter().filter(|s| s.name == name).count())
+}
+
+/// Sends the signals of one run in order, each one only if `thread`'s inbox lacks it, waiting
+/// for the child to end after its `finish` when the child goes first.
+async fn send_missing(engine: &Engine, child_first: bool) -> Result<(), cairn::Error> {
+    let secs = std::time::Duration::from_secs(10);
+    let finish = async {
+        if stored(engine, CHILD, "finish")? == 0 {
+            engine.signal(CHILD, "finish", if child_first { 5u64 } else { 4 }).await?;
+        }
+        Ok::<_, cairn::Error>(())
+    };
+    let to_parent = async {
+        if stored(engine, "p", "stop")? == 0 {
+            engine.signal("p", "stop", if child_first { 9u64 } else { 3 }).await?;
+        }
+        if stored(engine, "p", "go")? == 0 {
+            engine.signal("p", "go", "now").await?;
+        }
+        Ok::<_, cairn::Error>(())
+    };
+    if child_first {
+        finish.await?;
+        let child = engine.thread(CHILD).await?;
+        tokio::time::timeout(secs, child.finished()).await.expect("the child ends")?;
+        to_parent.await
+    } else {
+        to_parent.await?;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        finish.await
+    }
+}
+
+/// One run of the crash test per crash point; returns the crash points covered.
+async fn crash_points(child_first: bool) -> usize {
+    use crate::crash::Dying;
+
+    let secs = std::time::Duration::from_secs(10);
+    let (child, clock) = (worker(), ManualClock::new(T0));
+    let parent = racer(&child, false);
+    let mut crashes = 0;
+    for crash_after in 1..300 {
+        let (_d, path) = db();
+        let dying = Dying::over_file(&path, Some(crash_after));
+        let engine = Engine::with_store(dying.clone())
+            .workflow(&parent)
+            .workflow(&child)
+            .clock(Arc::new(clock.clone()))
+            .open()
+            .await
+            .unwrap();
+        let run = async {
+            let t = engine.start_json("racer", Tally::default(), StartOptions::id("p")).await?;
+            parked_or(&engine, "p").await?;
+            parked_or(&engine, CHILD).await?;
+            send_missing(&engine, child_first).await?;
+            t.finished().await.map(|_| ())
+        };
+        let died = dying.crash_during(&engine, secs, run).await;
+        drop(engine);
+        if !died {
+            break;
+        }
+        crashes += 1;
+        drop(dying);
+        let engine = engine_at(&path, &clock).await;
+        let t = match engine.thread("p").await {
+            Ok(t) => t,
+            Err(_) => {
+                engine.start_json("racer", Tally::default(), StartOptions::id("p")).await.unwrap()
+            }
+        };
+        parked(&engine, CHILD).await;
+        send_missing(&engine, child_first).await.unwrap();
+        let finished = tokio::time::timeout(secs, t.finished()).await;
+        let status = finished.unwrap_or_else(|_| panic!("crash_after {crash_after}: not finished"));
+        assert_eq!(status.unwrap().status, ThreadStatus::Completed, "crash_after {crash_after}");
+        let out: Tally = t.output().await.unwrap();
+        let line = out.log.join(" | ");
+        // A decision is durable with the task's record: one lost to the crash is taken again,
+        // and with `stop` sent while the child ran, the child may have ended by then.
+        let expected: &[&str] = if child_first {
+            &["child completed; stop left Some(9)"]
+        } else {
+            &["stop=3 then child 4; stop left None", "child completed; stop left Some(3)"]
+        };
+        assert!(expected.contains(&line.as_str()), "crash_after {crash_after}: {line}");
+        for (id, name) in [("p", "stop"), ("p", "go"), (CHILD, "finish")] {
+            assert_eq!(
+                stored(&engine, id, name).unwrap(),
+                1,
+                "crash_after {crash_after}: {id} {name}"
+            );
+        }
+        let p = cairn::ThreadId::new("p").unwrap();
+        let started = cairn::admin::started_children_of(engine.store().as_ref(), &p).await;
+        assert_eq!(started.unwrap().len(), 1, "crash_after {crash_after}: one child");
+        let report = engine.replay("p", &ReplayOptions::default()).await.unwrap();
+        assert!(report.is_deterministic(), "crash_after {crash_after}: {report:?}");
+        assert!(engine.store().verify().unwrap().is_clean());
+        engine.shutdown().await;
+    }
+    crashes
 }
