@@ -140,7 +140,7 @@ mod tests {
         let names = vec!["approve".to_owned(), "reject".to_owned()];
         let s = start(&names, Some(9));
         assert_eq!(s, json!({"wait": {"names": ["approve", "reject"], "until_ms": 9}}));
-        assert_eq!(pending_names(&[json!({"clock": 1}), s.clone()]), Some(names));
+        assert_eq!(pending_names(&[json!({"clock": 1}), s.clone()]), Some(names.clone()));
         assert_eq!(pending_names(&[s.clone(), json!({"clock": 1})]), None);
         assert_eq!(started_children(&s["wait"]), Some(vec![]));
         let kids = vec!["p/n@1/child-1".to_owned()];
