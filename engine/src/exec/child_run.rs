@@ -85,7 +85,11 @@ impl ChildThreads for LiveChildren {
         Box::pin(async move { super::child_start::ended_child(&self, &id).await })
     }
 
-    fn advance(self: Arc<Self>, id: ThreadId) -> BoxFuture<'static, Result<(), NodeError>> {
-        Box::pin(async move { super::child_start::drive_once(&self, &id).await.map(|_| ()) })
+    fn follow(
+        self: Arc<Self>,
+        id: ThreadId,
+        done: tokio_util::sync::CancellationToken,
+    ) -> BoxFuture<'static, Result<(), NodeError>> {
+        Box::pin(async move { super::child_start::follow(&self, &id, &done).await })
     }
 }

@@ -56,9 +56,13 @@ pub(crate) trait ChildThreads: Send + Sync {
         id: ThreadId,
     ) -> BoxFuture<'static, Result<Option<crate::core::child_start::ChildEnd>, NodeError>>;
 
-    /// Drives the started child `id` to its end or its next park, as a join does between its
-    /// looks (`child_start.rs`).
-    fn advance(self: Arc<Self>, id: ThreadId) -> BoxFuture<'static, Result<(), NodeError>>;
+    /// Drives the started child `id` as a join does, until it ends or `done` is cancelled
+    /// (looked at between drives only; `child_start.rs`).
+    fn follow(
+        self: Arc<Self>,
+        id: ThreadId,
+        done: CancellationToken,
+    ) -> BoxFuture<'static, Result<(), NodeError>>;
 }
 
 /// What the runner knows about the thread that tasks need.

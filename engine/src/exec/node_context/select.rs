@@ -153,8 +153,11 @@ struct Wait<'a> {
 /// waiting in the runner, else the park.
 async fn decided(env: &ThreadEnv, w: &Wait<'_>) -> Result<Outcome, NodeError> {
     let Wait { names, ids, until_ms, fired, cancel } = *w;
-    let mut driving: Vec<Option<tokio::task::JoinHandle<()>>> = ids.iter().map(|_| None).collect();
-    // Bounded by the deadline, the children's ends and the parent's cancellation: each turn
+    // Cancelled when this select decides (or is dropped): the children's drives stop then.
+    let done = CancellationToken::new();
+    let _stop_following = done.clone().drop_guard();
+    let mut following = false;
+    // Bounded by the deadline, the children's ends and the task's cancellation: each turn
     // looks once and waits SELECT_CHILD_LOOK_MS.
     loop {
         let timed_out = fired > 0 || until_ms.is_some_and(|u| env.clock.now_ms() >= u);
@@ -164,17 +167,19 @@ async fn decided(env: &ThreadEnv, w: &Wait<'_>) -> Result<Outcome, NodeError> {
         if ids.is_empty() {
             return Err(select::parked(names, until_ms));
         }
-        // Each running child is driven as a join drives it, in a task of its own: a drive is
-        // never dropped half-way when another arm wins (it goes on to the child's next park).
-        for (id, slot) in ids.iter().zip(driving.iter_mut()) {
-            if slot.as_ref().is_none_or(tokio::task::JoinHandle::is_finished) {
-                let advance = env.children.clone().advance(id.clone());
-                *slot = Some(tokio::spawn(async move {
-                    if let Err(e) = advance.await {
+        if !following {
+            // Each running child is driven as a join drives it, in a task of its own: a drive
+            // is never dropped half-way when another arm wins (it goes on to the child's next
+            // park, then stops).
+            for id in ids {
+                let follow = env.children.clone().follow(id.clone(), done.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = follow.await {
                         tracing::debug!(error = %e, "a select's drive of its child stopped");
                     }
-                }));
+                });
             }
+            following = true;
         }
         let pause = std::time::Duration::from_millis(SELECT_CHILD_LOOK_MS);
         tokio::select! {
