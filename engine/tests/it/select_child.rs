@@ -2,7 +2,8 @@
 //! select decides wins over a signal sent too (which stays in the inbox); a signal taken while
 //! the child runs leaves the child to be joined later; the deadline wins over both; replay and
 //! `state_at` agree with the live run, and code that selects another child is a divergence; a
-//! crash at any write around it neither loses nor doubles the branch taken.
+//! fork inside the node selects its own child; a crash at any write around it neither loses
+//! nor doubles the branch taken.
 
 use std::sync::Arc;
 
@@ -162,6 +163,73 @@ async fn the_deadline_wins_over_a_running_child_and_a_later_signal() {
     engine.signal(CHILD, "finish", 6u64).await.unwrap();
     let log = finished_and_replayed(&engine).await;
     assert_eq!(log, "timeout then child 6; stop left Some(8)");
+    engine.shutdown().await;
+}
+
+/// A parent that starts a `worker` and selects its end or `stop`, then waits in `recv("done")`
+/// in the same node (so the select's outcome is in the park's recorded values).
+fn forker(child: &Workflow<Tally>) -> Workflow<Tally> {
+    let child = child.clone();
+    Workflow::<Tally>::builder("forker", 1)
+        .node("race", move |_s: Arc<Tally>, ctx: Ctx| {
+            let child = child.clone();
+            async move {
+                let c = ctx.start_child(&child, Tally::default()).await?;
+                let took = match ctx.select(Select::new().child(&c).signal("stop")).await? {
+                    Selected::Child(end) => format!("child {}", end.status),
+                    Selected::Signal { name, .. } => name,
+                    Selected::Timeout => "timeout".into(),
+                };
+                let done: u64 = ctx.recv("done").await?;
+                Ok(NodeOutput::update((done, format!("{took} then {done}"))))
+            }
+        })
+        .edge(START, "race")
+        .edge("race", END)
+        .build()
+        .unwrap()
+}
+
+/// A fork taken where the task parked after its select (in the `recv` after it) runs the node
+/// again: it starts a child of its own (ids derive from the thread), its select takes that
+/// child's end, and its replay agrees. (A decision recorded in a task that completed is kept by
+/// a fork as state; see `it::select_fork`.)
+#[tokio::test]
+async fn a_fork_inside_the_node_selects_its_own_child_and_replays_as_it_ran() {
+    use cairn_tools::Operator;
+    use cairn_tools::debug::{ForkFrom, ForkOptions};
+
+    let (_d, path) = db();
+    let (child, clock) = (worker(), Arc::new(ManualClock::new(T0)));
+    let wf = forker(&child);
+    let engine = open(&path, &[&wf, &child], |b| b.seed(3).clock(clock)).await;
+    let t = engine.start_json("forker", Tally::default(), StartOptions::id("f")).await.unwrap();
+    assert_eq!(parked(&engine, "f/race@1/child-1").await, ThreadStatus::WaitingInput);
+    engine.signal("f/race@1/child-1", "finish", 2u64).await.unwrap();
+    let secs = std::time::Duration::from_secs(10);
+    let waited = tokio::time::timeout(secs, t.wait()).await.expect("parent wait");
+    assert_eq!(waited.unwrap().status, ThreadStatus::WaitingInput, "in recv done");
+    let id = cairn::ThreadId::new("f").unwrap();
+    let at = engine.store().thread(&id).await.unwrap().unwrap().last.map_or(0, |b| b.seq.0);
+    let operator = Operator::new(&engine);
+    let fork = operator.fork("f", ForkFrom::Seq(at), ForkOptions::id("g")).await.unwrap();
+    // The node runs again in the fork, which starts a child of its own and waits for it.
+    assert_eq!(parked(&engine, "g/race@1/child-1").await, ThreadStatus::WaitingInput);
+    engine.signal("g/race@1/child-1", "finish", 3u64).await.unwrap();
+    let waited = tokio::time::timeout(secs, fork.wait()).await.expect("fork wait");
+    assert_eq!(waited.unwrap().status, ThreadStatus::WaitingInput, "the fork in recv done");
+    // Sent after the fork's select took its child: left in the inbox.
+    engine.signal("g", "stop", 0u64).await.unwrap();
+    engine.signal("g", "done", 7u64).await.unwrap();
+    let g = engine.thread("g").await.unwrap();
+    let out = tokio::time::timeout(secs, g.output::<Tally>()).await.expect("fork output");
+    let out = out.unwrap();
+    assert_eq!(out.log, vec!["child completed then 7".to_string()]);
+    let report = engine.replay("g", &ReplayOptions::default()).await.unwrap();
+    assert!(report.is_deterministic(), "{report:?}");
+    engine.signal("f", "done", 1u64).await.unwrap();
+    let out: Tally = t.output().await.unwrap();
+    assert_eq!(out.log, vec!["child completed then 1".to_string()]);
     engine.shutdown().await;
 }
 
