@@ -358,3 +358,37 @@ async fn crash_points(child_first: bool) -> usize {
     }
     crashes
 }
+
+/// A select that took a child's end counts as its join: a `join_child` of the same handle in
+/// the node after it is refused, and the thread fails naming it.
+#[tokio::test]
+async fn a_join_after_the_select_took_the_child_is_refused_as_a_second_join() {
+    let (_d, path) = db();
+    let child = worker();
+    let c2 = child.clone();
+    let wf = Workflow::<Tally>::builder("twice", 1)
+        .node("race", move |_s: Arc<Tally>, ctx: Ctx| {
+            let child = c2.clone();
+            async move {
+                let c = ctx.start_child(&child, Tally::default()).await?;
+                let took = ctx.select(Select::new().child(&c)).await?;
+                assert!(matches!(took, Selected::Child(_)), "{took:?}");
+                let again: Tally = ctx.join_child(c).await?;
+                Ok(NodeOutput::update((again.total, "joined again".into())))
+            }
+        })
+        .edge(START, "race")
+        .edge("race", END)
+        .build()
+        .unwrap();
+    let engine = open(&path, &[&wf, &child], |b| b.seed(3)).await;
+    let t = engine.start_json("twice", Tally::default(), StartOptions::id("j")).await.unwrap();
+    assert_eq!(parked(&engine, "j/race@1/child-1").await, ThreadStatus::WaitingInput);
+    engine.signal("j/race@1/child-1", "finish", 1u64).await.unwrap();
+    let secs = std::time::Duration::from_secs(10);
+    let end = tokio::time::timeout(secs, t.finished()).await.expect("ends").unwrap();
+    assert_eq!(end.status, ThreadStatus::Failed);
+    let error = format!("{:?}", end.error);
+    assert!(error.contains("joined twice"), "{error}");
+    engine.shutdown().await;
+}
