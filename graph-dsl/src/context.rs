@@ -127,6 +127,31 @@ pub trait NodeContext: Send + Sync + 'static {
             }
         })
     }
+    /// As [`NodeContext::select`], also waiting for the ends of the started `children` (ids),
+    /// as [`Ctx::select`](crate::Ctx::select) describes; the engine records the outcome.
+    ///
+    /// The provided method, for contexts without children, answers a select without any as
+    /// [`NodeContext::select`] does and refuses one with children.
+    ///
+    /// # Errors
+    /// As [`NodeContext::select`]; [`NodeError::Codec`] from the provided method for children.
+    fn select_children(
+        &self,
+        signals: Vec<String>,
+        children: Vec<String>,
+        until_ms: Option<u64>,
+    ) -> BoxFuture<'static, Result<crate::Selected, NodeError>> {
+        if !children.is_empty() {
+            let detail = "this context cannot wait for a child's end in a select".to_owned();
+            return Box::pin(std::future::ready(Err(NodeError::Codec { detail })));
+        }
+        let chosen = self.select(signals, until_ms);
+        Box::pin(async move {
+            Ok(chosen.await?.map_or(crate::Selected::Timeout, |(name, value)| {
+                crate::Selected::Signal { name, value }
+            }))
+        })
+    }
     /// Takes the durable lock `name` for `ttl_ms`; if `wait`, suspends until it is free.
     fn lock(
         &self,

@@ -1,20 +1,21 @@
-//! Waits with a deadline: the first of several signals or a timer ([`Ctx::select`],
-//! [`Ctx::recv_timeout`]), decided once and recorded, so a node that runs again (after a crash,
+//! Waits with a deadline: the first of several signals, children's ends or a timer
+//! ([`Ctx::select`], [`Ctx::recv_timeout`]), decided once and recorded, so a node that runs again (after a crash,
 //! a wake, in a replay or a fork) takes the same branch (`docs/signals.md`).
 //!
-//! The engine records two values for a select: where it starts (the names and the deadline,
-//! which a parked thread's wakers read) and what it took (the signal, or the deadline). A signal
-//! not taken stays in the inbox for the next receive: when the deadline wins, nothing is lost.
-//! Children are not among the things a select waits for: a child is a graph node today, which
-//! a node's code cannot start or await.
+//! The engine records two values for a select: where it starts (the names, the children and
+//! the deadline, which a parked thread's wakers read) and what it took (the signal, the child's
+//! end, or the deadline). A signal not taken stays in the inbox for the next receive, and a
+//! child not taken can still be joined: when another arm wins, nothing is lost.
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::child::{ChildEnded, ChildHandle};
 use crate::limits::SELECT_SIGNALS_MAX;
 use crate::{Ctx, NodeError, SignalName};
 
-/// What a [`Ctx::select`] waits for: signals by name, and at most one deadline.
+/// What a [`Ctx::select`] waits for: signals by name, children's ends, and at most one
+/// deadline.
 ///
 /// # Examples
 /// ```
@@ -24,6 +25,7 @@ use crate::{Ctx, NodeError, SignalName};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Select {
     signals: Vec<String>,
+    children: Vec<String>,
     deadline: Option<Deadline>,
 }
 
@@ -49,6 +51,23 @@ impl Select {
         self
     }
 
+    /// Also waits for the end of `child` (started by this thread with [`Ctx::start_child`]).
+    /// A child that has ended when the select decides wins over a signal (the first listed of
+    /// several ended children); a child not taken runs on and can be joined later.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{ChildHandle, Replace, Select};
+    /// let report: ChildHandle<Replace<u64>> = ChildHandle::from_id("t/n@1/child-1");
+    /// let wait = Select::new().child(&report).signal("cancel");
+    /// assert_eq!(wait.children(), ["t/n@1/child-1"]);
+    /// ```
+    #[must_use]
+    pub fn child<S>(mut self, child: &ChildHandle<S>) -> Self {
+        self.children.push(child.id().to_owned());
+        self
+    }
+
     /// Gives up `ms` after the select starts (its clock reading is recorded, so the deadline
     /// is the same however often the node runs again).
     #[must_use]
@@ -68,6 +87,11 @@ impl Select {
     pub fn signals(&self) -> &[String] {
         &self.signals
     }
+
+    /// The ids of the children whose ends are waited for, in the order given.
+    pub fn children(&self) -> &[String] {
+        &self.children
+    }
 }
 
 /// What a [`Ctx::select`] took.
@@ -81,22 +105,28 @@ pub enum Selected {
         /// Its value, as sent.
         value: Value,
     },
+    /// A child waited for ended (how, as `Ctx::join_child_ended` gives it). The select counts
+    /// as that child's join.
+    Child(ChildEnded),
     /// The deadline passed with no signal waited for sent by then.
     Timeout,
 }
 
 impl Ctx {
-    /// Waits for the first of several things: a signal of one of the names, or the deadline.
-    /// The outcome is recorded as one value of the task: a node that runs again takes the
-    /// same branch, a replay and a fork too. While nothing has happened, the thread parks
-    /// durably (Sleeping until the deadline, or WaitingInput without one) and a signal of any
-    /// of the names wakes it. A signal not taken (the deadline won) stays in the inbox for
-    /// the next receive.
+    /// Waits for the first of several things: a signal of one of the names, a child's end, or
+    /// the deadline. The outcome is recorded as one value of the task: a node that runs again
+    /// takes the same branch, a replay and a fork too. While nothing has happened, the thread
+    /// parks durably (Sleeping until the deadline, or WaitingInput without one) and a signal of
+    /// any of the names wakes it; a select that also waits for a running child waits in the
+    /// runner instead (driving the child as [`Ctx::join_child`] does). When it decides, an
+    /// ended child wins over a signal, and a signal over the deadline. A signal not taken
+    /// stays in the inbox for the next receive; a child not taken can still be joined.
     ///
     /// # Errors
     /// [`NodeError::Sleeping`] or [`NodeError::WaitingSignal`] while it waits (propagate them
     /// with `?`); [`NodeError::Codec`] for a select with nothing to wait for or over
-    /// [`SELECT_SIGNALS_MAX`] names.
+    /// [`SELECT_SIGNALS_MAX`] names or children; [`NodeError::Failed`] for a child this
+    /// thread did not start.
     ///
     /// # Examples
     /// ```
@@ -106,12 +136,15 @@ impl Ctx {
     ///     Ok(match ctx.select(wait).await? {
     ///         Selected::Signal { name, .. } if name == "approve" => "approved",
     ///         Selected::Signal { .. } => "rejected",
-    ///         Selected::Timeout => "escalated",
+    ///         Selected::Child(_) | Selected::Timeout => "escalated",
     ///     })
     /// }
     /// ```
     pub async fn select(&self, select: Select) -> Result<Selected, NodeError> {
         let until_ms = self.deadline_ms(&select)?;
+        if !select.children.is_empty() {
+            return self.inner().select_children(select.signals, select.children, until_ms).await;
+        }
         let chosen = self.inner().select(select.signals, until_ms).await?;
         Ok(chosen.map_or(Selected::Timeout, |(name, value)| Selected::Signal { name, value }))
     }
@@ -158,17 +191,17 @@ impl Ctx {
 
     /// The absolute deadline of `select`, its shape checked.
     fn deadline_ms(&self, select: &Select) -> Result<Option<u64>, NodeError> {
-        if select.signals.is_empty() && select.deadline.is_none() {
+        if select.signals.is_empty() && select.children.is_empty() && select.deadline.is_none() {
             return Err(NodeError::Codec { detail: "a select waits for nothing".into() });
         }
-        if select.signals.len() > SELECT_SIGNALS_MAX {
-            return Err(NodeError::Codec {
-                detail: format!(
-                    "limit SELECT_SIGNALS_MAX exceeded: a select names {} signals, at most {}",
-                    select.signals.len(),
-                    SELECT_SIGNALS_MAX
-                ),
-            });
+        for (what, n) in [("signals", select.signals.len()), ("children", select.children.len())] {
+            if n > SELECT_SIGNALS_MAX {
+                return Err(NodeError::Codec {
+                    detail: format!(
+                        "limit SELECT_SIGNALS_MAX exceeded: a select names {n} {what}, at most {SELECT_SIGNALS_MAX}"
+                    ),
+                });
+            }
         }
         Ok(match select.deadline {
             Some(Deadline::AfterMs(ms)) => Some(self.now_ms().saturating_add(ms)),

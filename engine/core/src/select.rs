@@ -1,12 +1,14 @@
 //! The records of a select (`ctx.select`, `ctx.recv_timeout`): where it starts and what it took,
 //! two drawn values of the task (`crate::drawn`), shared by the live run, its wakers and replay.
 //!
-//! - Start, `{"wait": {"names": [..], "until_ms": t | null}}`: drawn when the select first runs.
+//! - Start, `{"wait": {"names": [..], "until_ms": t | null}}`, with `"children": [ids]` when it
+//!   also waits for children's ends (`Select::child`): drawn when the select first runs.
 //!   A task that parks in the select holds it as the last value of its park (`TimerSet` with a
 //!   deadline, `SignalAwaited` without), which is how a sender finds the names that wake it.
 //! - Outcome, `{"waited": {"name", "n", "value", "timers"}}` for the signal taken (read by
 //!   [`crate::drawn::signals_in`] as a receipt, so the fold moves the name's cursor past it), or
-//!   `{"waited": {"timers"}}` for the deadline. `timers` counts the durable timers that fired for
+//!   `{"waited": {"child": <ChildEnd record>, "timers"}}` for a child's end (the lowest-listed
+//!   ended child), `{"waited": {"timers"}}` for the deadline. `timers` counts the durable timers that fired for
 //!   this select (its deadline's, each time the thread slept on it), consumed here so that a
 //!   later `sleep` of the task does not take one of them for its own.
 //!
@@ -17,14 +19,35 @@
 use cairn_dsl::NodeError;
 use serde_json::{Map, Value};
 
+use crate::child_start::ChildEnd;
 use crate::drawn::Drawn;
 
 /// The start record of a select over `names` until `until_ms` (recorded, tagged).
 pub fn start(names: &[String], until_ms: Option<u64>) -> Value {
+    start_with_children(names, &[], until_ms)
+}
+
+/// The start record of a select over `names` and the ends of `children` until `until_ms`
+/// (no `children` key when there are none, so a signals-only select records as before).
+pub fn start_with_children(names: &[String], children: &[String], until_ms: Option<u64>) -> Value {
     let mut inner = Map::new();
     inner.insert("names".into(), Value::from(names.to_vec()));
     inner.insert("until_ms".into(), until_ms.map_or(Value::Null, Value::from));
+    if !children.is_empty() {
+        inner.insert("children".into(), Value::from(children.to_vec()));
+    }
     Drawn::Wait.record(Value::Object(inner))
+}
+
+/// The children a start record (the inner object) waits for (none for a record without them);
+/// `None` when the key holds something else than a list of ids.
+pub fn started_children(inner: &Value) -> Option<Vec<String>> {
+    match inner.get("children") {
+        None => Some(Vec::new()),
+        Some(ids) => {
+            ids.as_array()?.iter().map(|n| n.as_str().map(str::to_owned)).collect::<Option<_>>()
+        }
+    }
 }
 
 /// The names and deadline a start record (the inner object) holds.
@@ -44,8 +67,11 @@ pub fn pending_names(values: &[Value]) -> Option<Vec<String>> {
 /// What a select took.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
-    /// The signal taken (name, inbox number, value); `None`: the deadline passed.
+    /// The signal taken (name, inbox number, value); `None` with no `child` either: the
+    /// deadline passed.
     pub signal: Option<(String, u64, Value)>,
+    /// The child whose end was taken (never with a signal).
+    pub child: Option<ChildEnd>,
     /// Durable timers of the task that fired for this select.
     pub timers: u32,
 }
@@ -58,6 +84,9 @@ impl Outcome {
             inner.insert("name".into(), Value::from(name.as_str()));
             inner.insert("n".into(), Value::from(*n));
             inner.insert("value".into(), value.clone());
+        }
+        if let Some(end) = &self.child {
+            inner.insert("child".into(), end.record());
         }
         inner.insert("timers".into(), Value::from(self.timers));
         Drawn::Waited.record(Value::Object(inner))
@@ -79,7 +108,14 @@ impl Outcome {
             Some((name, Some((n, value)))) => Some((name.to_owned(), n, value.clone())),
             _ => None,
         };
-        Ok(Outcome { signal, timers })
+        let child = match inner.get("child") {
+            None => None,
+            Some(end) => match ChildEnd::read(end) {
+                Some(end) if signal.is_none() => Some(end),
+                _ => return Err(format!("a wait outcome {inner} that does not read")),
+            },
+        };
+        Ok(Outcome { signal, child, timers })
     }
 }
 
@@ -104,8 +140,13 @@ mod tests {
         let names = vec!["approve".to_owned(), "reject".to_owned()];
         let s = start(&names, Some(9));
         assert_eq!(s, json!({"wait": {"names": ["approve", "reject"], "until_ms": 9}}));
-        assert_eq!(pending_names(&[json!({"clock": 1}), s.clone()]), Some(names));
-        assert_eq!(pending_names(&[s, json!({"clock": 1})]), None);
+        assert_eq!(pending_names(&[json!({"clock": 1}), s.clone()]), Some(names.clone()));
+        assert_eq!(pending_names(&[s.clone(), json!({"clock": 1})]), None);
+        assert_eq!(started_children(&s["wait"]), Some(vec![]));
+        let kids = vec!["p/n@1/child-1".to_owned()];
+        let w = start_with_children(&names, &kids, None);
+        assert_eq!(started_children(&w["wait"]), Some(kids));
+        assert_eq!(started_children(&json!({"children": [1]})), None);
         assert_eq!(
             started(&json!({"names": ["a"], "until_ms": null})),
             Some((vec!["a".into()], None))
@@ -114,9 +155,17 @@ mod tests {
 
     #[test]
     fn an_outcome_reads_back_and_a_taken_signal_counts_as_a_receipt() {
-        let took = Outcome { signal: Some(("approve".into(), 4, json!(true))), timers: 0 };
-        let timeout = Outcome { signal: None, timers: 2 };
-        for o in [&took, &timeout] {
+        let took =
+            Outcome { signal: Some(("approve".into(), 4, json!(true))), child: None, timers: 0 };
+        let timeout = Outcome { signal: None, child: None, timers: 2 };
+        let end = ChildEnd {
+            child: "p/n@1/child-1".into(),
+            status: "completed".into(),
+            output: Some(json!(3)),
+            error: None,
+        };
+        let ended = Outcome { signal: None, child: Some(end), timers: 1 };
+        for o in [&took, &timeout, &ended] {
             assert_eq!(Outcome::read(&o.record()).as_ref(), Ok(o));
         }
         let values = [took.record(), timeout.record()];

@@ -77,4 +77,19 @@ impl ChildThreads for LiveChildren {
     fn join(self: Arc<Self>, id: ThreadId) -> BoxFuture<'static, Result<ChildEnd, NodeError>> {
         Box::pin(async move { super::child_start::join(&self, id).await })
     }
+
+    fn ended(
+        self: Arc<Self>,
+        id: ThreadId,
+    ) -> BoxFuture<'static, Result<Option<ChildEnd>, NodeError>> {
+        Box::pin(async move { super::child_start::ended_child(&self, &id).await })
+    }
+
+    fn follow(
+        self: Arc<Self>,
+        id: ThreadId,
+        done: tokio_util::sync::CancellationToken,
+    ) -> BoxFuture<'static, Result<(), NodeError>> {
+        Box::pin(async move { super::child_start::follow(&self, &id, &done).await })
+    }
 }

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use cairn_dsl::{NodeError, ParentClose};
 use cairn_storage::{ThreadId, ThreadRecord, ThreadStatus};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use super::child_drive::{LiveChildren, drive_child};
 use super::shell::Shell;
@@ -75,47 +76,89 @@ fn refused(id: &ThreadId, e: &Error) -> NodeError {
 /// drives it the parent's runner drives it itself (as a sub-workflow's parent does, so a
 /// joining parent never waits for a permit its own child needs); a parked child is waited for.
 pub(crate) async fn join(children: &LiveChildren, id: ThreadId) -> Result<ChildEnd, NodeError> {
-    let shell = &children.shell;
-    let engine = |e: Error| children.stop.node_error(e);
     // Bounded: each turn drives the child to its next park or waits for it to move on.
     loop {
-        let record = shell.store.thread(&id).await.map_err(|e| engine(e.into()))?;
-        let record = match record {
-            Some(r) if r.labels.get(STARTED_BY_LABEL) == Some(&children.parent.to_string()) => r,
-            _ => {
-                return Err(NodeError::fatal(format!(
-                    "thread {id} is not a child started by thread {}",
-                    children.parent
-                )));
-            }
-        };
-        if record.status.is_terminal() {
-            return ended(shell, &record).await.map_err(engine);
+        if let Some(end) = ended_child(children, &id).await? {
+            return Ok(end);
         }
-        let status =
-            drive_child(shell, &id, children.depth, &children.cancel, &children.stop).await?;
+        let status = drive_once(children, &id).await?;
         if !status.is_terminal() {
-            moved_on(children, &id, status).await?;
+            moved_on_or(children, &id, status, None).await?;
         }
     }
 }
 
+/// How the child `id` of the parent ended, or `None` while it runs (a select's look).
+pub(crate) async fn ended_child(
+    children: &LiveChildren,
+    id: &ThreadId,
+) -> Result<Option<ChildEnd>, NodeError> {
+    let shell = &children.shell;
+    let engine = |e: Error| children.stop.node_error(e);
+    let record = shell.store.thread(id).await.map_err(|e| engine(e.into()))?;
+    let record = match record {
+        Some(r) if r.labels.get(STARTED_BY_LABEL) == Some(&children.parent.to_string()) => r,
+        _ => {
+            return Err(NodeError::fatal(format!(
+                "thread {id} is not a child started by thread {}",
+                children.parent
+            )));
+        }
+    };
+    if record.status.is_terminal() {
+        return ended(shell, &record).await.map(Some).map_err(engine);
+    }
+    Ok(None)
+}
+
+/// Drives the child `id` as [`join`] does, until it ends or `done` is cancelled (a select
+/// that decided otherwise): `done` is looked at only between drives, so a drive is never cut
+/// off half-way.
+pub(crate) async fn follow(
+    children: &LiveChildren,
+    id: &ThreadId,
+    done: &CancellationToken,
+) -> Result<(), NodeError> {
+    // Bounded: each turn drives the child to its next park or waits for it to move on.
+    while !done.is_cancelled() {
+        let status = drive_once(children, id).await?;
+        if status.is_terminal() || !moved_on_or(children, id, status, Some(done)).await? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Drives the child `id` to its end or its next park (or waits for its other driver to let
+/// go), and returns its status then.
+async fn drive_once(children: &LiveChildren, id: &ThreadId) -> Result<ThreadStatus, NodeError> {
+    drive_child(&children.shell, id, children.depth, &children.cancel, &children.stop).await
+}
+
 /// Waits until the parked child `id` leaves `status` (a timer, a signal or an operator moves
-/// it on), or the parent is cancelled.
-async fn moved_on(
+/// it on), or the parent is cancelled (an error), or `done` is cancelled (`false`).
+async fn moved_on_or(
     children: &LiveChildren,
     id: &ThreadId,
     status: ThreadStatus,
-) -> Result<(), NodeError> {
+    done: Option<&CancellationToken>,
+) -> Result<bool, NodeError> {
     let coord = &children.shell.coord;
     let mut rx = coord.watch(id).await.map_err(|e| children.stop.node_error(e))?;
+    let never = CancellationToken::new();
+    let done = done.unwrap_or(&never);
     let moved = tokio::select! {
-        r = rx.wait_for(|s| s.status != status || s.stopped.is_some()) => r.is_ok(),
-        () = children.cancel.cancelled() => false,
+        r = rx.wait_for(|s| s.status != status || s.stopped.is_some()) => Some(r.is_ok()),
+        () = children.cancel.cancelled() => Some(false),
+        () = done.cancelled() => None,
     };
     drop(rx);
     coord.unwatch_if_unused(id);
-    if moved { Ok(()) } else { Err(NodeError::Cancelled) }
+    match moved {
+        Some(true) => Ok(true),
+        Some(false) => Err(NodeError::Cancelled),
+        None => Ok(false),
+    }
 }
 
 /// How the ended child `record` ended: its output when it completed, else its last error.

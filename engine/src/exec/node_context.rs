@@ -383,6 +383,15 @@ impl NodeContext for LiveNodeContext {
         self.select_wait(signals, until_ms)
     }
 
+    fn select_children(
+        &self,
+        signals: Vec<String>,
+        children: Vec<String>,
+        until_ms: Option<u64>,
+    ) -> BoxFuture<'static, Result<cairn_dsl::Selected, NodeError>> {
+        self.select_any(signals, children, until_ms)
+    }
+
     fn lock(
         &self,
         name: &str,

@@ -117,18 +117,22 @@ impl ReplayNodeContext {
         }
     }
 
-    /// The recorded select of `names` until `until_ms`: its start must be the one recorded;
-    /// with no outcome recorded (the task waited there), the live run's suspension.
+    /// A select of `names` and the ends of `children` in a completed task: its recorded start
+    /// (checked) and outcome.
     fn select_replayed(
         &self,
         names: Vec<String>,
+        children: Vec<String>,
         until_ms: Option<u64>,
-    ) -> Result<Option<(String, Value)>, NodeError> {
+    ) -> Result<cairn_dsl::Selected, NodeError> {
         use crate::core::select::{self, Outcome};
+        use cairn_dsl::Selected;
         let start = self.value(Drawn::Wait);
         let mut st = self.state();
-        if select::started(&start) != Some((names.clone(), until_ms)) {
-            let asked = select::start(&names, until_ms);
+        if select::started(&start) != Some((names.clone(), until_ms))
+            || select::started_children(&start).as_ref() != Some(&children)
+        {
+            let asked = select::start_with_children(&names, &children, until_ms);
             st.first.get_or_insert(("the code selects other waits".into(), start, asked));
             return Err(NodeError::Nondeterminism { detail: "another select".into() });
         }
@@ -137,12 +141,19 @@ impl ReplayNodeContext {
             return Err(select::parked(&names, until_ms));
         };
         match Outcome::read(&recorded) {
-            Ok(o) if o.signal.as_ref().is_none_or(|(name, _, _)| names.contains(name)) => {
+            Ok(o)
+                if o.signal.as_ref().is_none_or(|(name, _, _)| names.contains(name))
+                    && o.child.as_ref().is_none_or(|end| children.contains(&end.child)) =>
+            {
                 st.suspensions.consume_timers(o.timers);
-                Ok(o.signal.map(|(name, _, value)| (name, value)))
+                Ok(match (o.signal, o.child) {
+                    (_, Some(end)) => Selected::Child(end.ended()),
+                    (Some((name, _, value)), None) => Selected::Signal { name, value },
+                    (None, None) => Selected::Timeout,
+                })
             }
             _ => {
-                let asked = Value::from(names);
+                let asked = serde_json::json!({"names": names, "children": children});
                 st.first.get_or_insert((
                     "the code selects where another value was recorded".into(),
                     recorded,
@@ -218,8 +229,19 @@ impl NodeContext for ReplayNodeContext {
         signals: Vec<String>,
         until_ms: Option<u64>,
     ) -> BoxFuture<'static, Result<Option<(String, Value)>, NodeError>> {
-        let got = self.select_replayed(signals, until_ms);
+        let got = self.select_replayed(signals, Vec::new(), until_ms).map(|s| match s {
+            cairn_dsl::Selected::Signal { name, value } => Some((name, value)),
+            cairn_dsl::Selected::Child(_) | cairn_dsl::Selected::Timeout => None,
+        });
         Box::pin(async move { got })
+    }
+    fn select_children(
+        &self,
+        signals: Vec<String>,
+        children: Vec<String>,
+        until_ms: Option<u64>,
+    ) -> BoxFuture<'static, Result<cairn_dsl::Selected, NodeError>> {
+        Box::pin(std::future::ready(self.select_replayed(signals, children, until_ms)))
     }
     fn patched(&self, id: &str) -> bool {
         self.patch(id, false)

@@ -78,6 +78,7 @@ mod schedule_chain;
 mod schedules;
 mod search_labels;
 mod select;
+mod select_child;
 mod select_fork;
 mod serve;
 mod serve_auth;

@@ -88,7 +88,7 @@ fn chooser(names: [&'static str; 2]) -> Workflow<Tally> {
                 let wait = Select::new().signal(names[0]).signal(names[1]).timeout_ms(WAIT_MS);
                 took.push(match ctx.select(wait).await? {
                     Selected::Signal { name, value } => format!("{name}={value}"),
-                    Selected::Timeout => "timeout".into(),
+                    Selected::Child(_) | Selected::Timeout => "timeout".into(),
                 });
             }
             Ok(NodeOutput::update((0, took.join(" "))))

@@ -24,7 +24,7 @@ fn review() -> Workflow<Tally> {
             let wait = Select::new().signal("approve").signal("reject").timeout_ms(60_000);
             let took = match ctx.select(wait).await? {
                 Selected::Signal { name, value } => format!("{name}={value}"),
-                Selected::Timeout => "timeout".into(),
+                Selected::Child(_) | Selected::Timeout => "timeout".into(),
             };
             Ok(NodeOutput::update((1, took)))
         })

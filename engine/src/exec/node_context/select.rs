@@ -1,15 +1,28 @@
 //! A select in the live run (`ctx.select`, `ctx.recv_timeout`; records in `core/select.rs`):
 //! its start record drawn like any value, then its outcome, read back when the task runs again
-//! or decided now from the inbox and the clock, under the step's signal cursor.
+//! or decided now from the children's records, the inbox and the clock, under the step's
+//! signal cursor.
+//!
+//! The rule when it decides: the first listed child that has ended wins, else the first signal
+//! sent of those waited for, else the deadline if it has passed. With nothing to take, a select
+//! without children parks durably; one with a running child waits in the runner (a parked
+//! parent is not woken by a child's end), driving its children as `ctx.join_child` does and
+//! looking again every `SELECT_CHILD_LOOK_MS`.
 
-use cairn_dsl::NodeError;
-use cairn_storage::Signal;
+use cairn_dsl::{NodeError, Selected};
+use cairn_storage::{Signal, ThreadId};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::{LiveNodeContext, lock_state};
+use std::sync::Mutex;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{LiveNodeContext, TaskState, lock_state};
 use crate::core::drawn::Drawn;
 use crate::core::select::{self, Outcome};
+use crate::exec::env::ThreadEnv;
+use crate::limits::SELECT_CHILD_LOOK_MS;
 
 /// What a select answers: the signal taken (name, value), or `None` for the deadline.
 type Chosen = Option<(String, Value)>;
@@ -21,12 +34,31 @@ impl LiveNodeContext {
         names: Vec<String>,
         until_ms: Option<u64>,
     ) -> BoxFuture<'static, Result<Chosen, NodeError>> {
-        let fresh_start = select::start(&names, until_ms);
+        let selected = self.select_any(names, Vec::new(), until_ms);
+        Box::pin(async move {
+            Ok(match selected.await? {
+                Selected::Signal { name, value } => Some((name, value)),
+                Selected::Child(_) | Selected::Timeout => None,
+            })
+        })
+    }
+
+    /// The task's next select of `names` and the ends of `children` until `until_ms`: see
+    /// [`cairn_dsl::NodeContext::select_children`].
+    pub(super) fn select_any(
+        &self,
+        names: Vec<String>,
+        children: Vec<String>,
+        until_ms: Option<u64>,
+    ) -> BoxFuture<'static, Result<Selected, NodeError>> {
+        let fresh_start = select::start_with_children(&names, &children, until_ms);
         let recorded =
             self.value(Drawn::Wait, |_| Drawn::Wait.read(&fresh_start).unwrap_or_default());
-        if select::started(&recorded) != Some((names.clone(), until_ms)) {
+        if select::started(&recorded) != Some((names.clone(), until_ms))
+            || select::started_children(&recorded).as_ref() != Some(&children)
+        {
             let detail = format!(
-                "the code selects {names:?} until {until_ms:?} where a select of {recorded} was recorded"
+                "the code selects {names:?} and children {children:?} until {until_ms:?} where a select of {recorded} was recorded"
             );
             self.nondeterminism(detail.clone());
             return Box::pin(std::future::ready(Err(NodeError::Nondeterminism { detail })));
@@ -38,49 +70,149 @@ impl LiveNodeContext {
             st.replay_values.pop_front()
         };
         if let Some(recorded) = replayed {
-            return Box::pin(std::future::ready(self.replayed_outcome(&recorded, &names)));
+            let outcome = self.replayed_outcome(&recorded, &names, &children);
+            return Box::pin(std::future::ready(outcome.and_then(|o| taken(&self.st, o))));
         }
         let fired = self.state().suspensions.unconsumed_timers();
-        let (env, st) = (self.env.clone(), self.st.clone());
+        let (env, st, cancel) = (self.env.clone(), self.st.clone(), self.cancel.clone());
         Box::pin(async move {
-            let timed_out = fired > 0 || until_ms.is_some_and(|u| env.clock.now_ms() >= u);
-            // After the deadline, only a signal sent by then is taken; a later one stays in
-            // the inbox for the next receive.
-            let accept = |s: &Signal| !timed_out || until_ms.is_some_and(|u| s.at_ms <= u);
-            let taken = env.signals.take_first(&env.thread, &names, accept).await;
-            let signal = match taken.map_err(|e| env.stop.node_error(e))? {
-                Some(signal) => Some(decoded(signal)?),
-                None if timed_out => None,
-                None => return Err(select::parked(&names, until_ms)),
-            };
-            let outcome = Outcome { signal, timers: fired };
-            let mut state = lock_state(&st);
-            state.suspensions.consume_timers(fired);
-            state.new_values.push(outcome.record());
-            Ok(outcome.signal.map(|(name, _, value)| (name, value)))
+            let ids = children
+                .iter()
+                .map(|c| ThreadId::new(c.clone()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| NodeError::fatal(e.to_string()))?;
+            let wait = Wait { names: &names, ids: &ids, until_ms, fired, cancel: &cancel };
+            let outcome = decided(&env, &wait).await?;
+            {
+                let mut state = lock_state(&st);
+                state.suspensions.consume_timers(fired);
+                state.new_values.push(outcome.record());
+            }
+            taken(&st, outcome)
         })
     }
 
-    /// The recorded outcome of a select of `names`, its timers consumed.
-    fn replayed_outcome(&self, recorded: &Value, names: &[String]) -> Result<Chosen, NodeError> {
-        let outcome = Outcome::read(recorded).and_then(|o| match &o.signal {
-            Some((name, _, _)) if !names.contains(name) => {
+    /// The recorded outcome of a select of `names` and `children`, its timers consumed.
+    fn replayed_outcome(
+        &self,
+        recorded: &Value,
+        names: &[String],
+        children: &[String],
+    ) -> Result<Outcome, NodeError> {
+        let outcome = Outcome::read(recorded).and_then(|o| match (&o.signal, &o.child) {
+            (Some((name, _, _)), _) if !names.contains(name) => {
                 Err(format!("a select that took signal {name:?}"))
+            }
+            (_, Some(end)) if !children.contains(&end.child) => {
+                Err(format!("a select that took the end of child {:?}", end.child))
             }
             _ => Ok(o),
         });
         match outcome {
             Ok(o) => {
                 self.state().suspensions.consume_timers(o.timers);
-                Ok(o.signal.map(|(name, _, value)| (name, value)))
+                Ok(o)
             }
             Err(was) => {
-                let detail = format!("the code selects {names:?} where {was} was recorded");
+                let detail = format!(
+                    "the code selects {names:?} and children {children:?} where {was} was recorded"
+                );
                 self.nondeterminism(detail.clone());
                 Err(NodeError::Nondeterminism { detail })
             }
         }
     }
+}
+
+/// What a select's outcome gives the node; a child taken counts as its join in this task.
+fn taken(st: &Mutex<TaskState>, outcome: Outcome) -> Result<Selected, NodeError> {
+    if let Some(end) = outcome.child {
+        if !lock_state(st).joined.insert(end.child.clone()) {
+            return Err(NodeError::fatal(format!("child thread {} is joined twice", end.child)));
+        }
+        return Ok(Selected::Child(end.ended()));
+    }
+    Ok(match outcome.signal {
+        Some((name, _, value)) => Selected::Signal { name, value },
+        None => Selected::Timeout,
+    })
+}
+
+/// A fresh select being decided.
+struct Wait<'a> {
+    names: &'a [String],
+    ids: &'a [ThreadId],
+    until_ms: Option<u64>,
+    /// Durable timers that fired for it.
+    fired: u32,
+    /// The task's cancellation.
+    cancel: &'a CancellationToken,
+}
+
+/// Decides a fresh select: now if something is there to take, else (children running) after
+/// waiting in the runner, else the park.
+async fn decided(env: &ThreadEnv, w: &Wait<'_>) -> Result<Outcome, NodeError> {
+    let Wait { names, ids, until_ms, fired, cancel } = *w;
+    // Cancelled when this select decides (or is dropped): the children's drives stop then.
+    let done = CancellationToken::new();
+    let _stop_following = done.clone().drop_guard();
+    let mut following = false;
+    // Bounded by the deadline, the children's ends and the task's cancellation: each turn
+    // looks once and waits SELECT_CHILD_LOOK_MS.
+    loop {
+        let timed_out = fired > 0 || until_ms.is_some_and(|u| env.clock.now_ms() >= u);
+        if let Some(outcome) = look(env, w, timed_out).await? {
+            return Ok(outcome);
+        }
+        if ids.is_empty() {
+            return Err(select::parked(names, until_ms));
+        }
+        if !following {
+            // Each running child is driven as a join drives it, in a task of its own: a drive
+            // is never dropped half-way when another arm wins (it goes on to the child's next
+            // park, then stops).
+            for id in ids {
+                let follow = env.children.clone().follow(id.clone(), done.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = follow.await {
+                        tracing::debug!(error = %e, "a select's drive of its child stopped");
+                    }
+                });
+            }
+            following = true;
+        }
+        let pause = std::time::Duration::from_millis(SELECT_CHILD_LOOK_MS);
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = cancel.cancelled() => return Err(NodeError::Cancelled),
+        }
+    }
+}
+
+/// One look: the first listed ended child, else the first signal (only one sent by the
+/// deadline once it passed), else the deadline; `None`: nothing to take yet.
+async fn look(
+    env: &ThreadEnv,
+    w: &Wait<'_>,
+    timed_out: bool,
+) -> Result<Option<Outcome>, NodeError> {
+    let Wait { names, ids, until_ms, fired, .. } = *w;
+    for id in ids {
+        if let Some(end) = env.children.clone().ended(id.clone()).await? {
+            return Ok(Some(Outcome { signal: None, child: Some(end), timers: fired }));
+        }
+    }
+    // After the deadline, only a signal sent by then is taken; a later one stays in the inbox
+    // for the next receive.
+    let accept = |s: &Signal| !timed_out || until_ms.is_some_and(|u| s.at_ms <= u);
+    let taken = env.signals.take_first(&env.thread, names, accept).await;
+    Ok(match taken.map_err(|e| env.stop.node_error(e))? {
+        Some(signal) => {
+            Some(Outcome { signal: Some(decoded(signal)?), child: None, timers: fired })
+        }
+        None if timed_out => Some(Outcome { signal: None, child: None, timers: fired }),
+        None => None,
+    })
 }
 
 /// A stored signal's name, number and value.
