@@ -29,7 +29,7 @@ const TOOLS_LAYERS: &[&[&str]] = &[
     &["limits"],
     &["model", "operator", "prometheus"],
     &["debug"],
-    &["demo", "demo_approval", "serve"],
+    &["demo", "demo_signoff", "serve"],
     &["cli"],
 ];
 

@@ -1,17 +1,18 @@
 //! The `cairn` command line, with the demo workflows compiled in (so that `cairn graph
 //! research-agent`, `resume`, `fork` and `replay` work on the demo's threads, and `cairn serve`
-//! offers `approval-demo`, which publishes events, waits on a promise and streams chunks).
+//! offers `signoff-demo`, which publishes events, waits on a promise and streams chunks).
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use cairn_tools::demo::research_workflow;
-use cairn_tools::demo_approval::approval_workflow;
+use cairn_tools::demo_signoff::signoff_workflow;
 use cairn_tools::model::ScriptedModel;
 
 fn main() -> ExitCode {
+    // Listed by id: research-agent, the demo of the docs, stays the first.
     let built = research_workflow(Arc::new(ScriptedModel::demo()))
-        .and_then(|research| Ok(vec![research.erase(), approval_workflow()?.erase()]));
+        .and_then(|research| Ok(vec![research.erase(), signoff_workflow()?.erase()]));
     let workflows = match built {
         Ok(wfs) => wfs,
         Err(e) => {

@@ -1,5 +1,5 @@
 // The success paths of published events, promises and chunks against the second demo workflow
-// `cairn serve` registers, `approval-demo` (engine/tools/src/demo_approval.rs): it publishes
+// `cairn serve` registers, `signoff-demo` (engine/tools/src/demo_signoff.rs): it publishes
 // `stage` and the id of a promise, waits for that promise, then streams three chunks from its
 // node `write` and ends with `approved <value>: <input> (3 parts streamed)` (or `refused (..)`).
 import { test, before, after } from "node:test";
@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { Conflict } from "../dist/index.js";
 import { Server } from "./server.mjs";
 
-const WORKFLOW = "approval-demo";
+const WORKFLOW = "signoff-demo";
 const PARTS = ["part 1/3", "part 2/3", "part 3/3"];
 
 let server;

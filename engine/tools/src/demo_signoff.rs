@@ -1,4 +1,4 @@
-//! The second demo workflow, `approval-demo`: it talks to its caller. Its input is what is to
+//! The second demo workflow, `signoff-demo`: it talks to its caller. Its input is what is to
 //! be approved (a string); it publishes its stage and the id of a promise, waits for that
 //! promise, then streams the approved text in [`PARTS`] chunks and ends with a summary.
 //!
@@ -17,14 +17,14 @@ use serde_json::Value;
 /// How many chunks `write` streams.
 pub const PARTS: usize = 3;
 
-/// The `approval-demo` workflow (its state: the text so far).
+/// The `signoff-demo` workflow (its state: the text so far).
 ///
 /// ```
-/// let wf = cairn_tools::demo_approval::approval_workflow().unwrap();
-/// assert_eq!(wf.erase().id(), "approval-demo");
+/// let wf = cairn_tools::demo_signoff::signoff_workflow().unwrap();
+/// assert_eq!(wf.erase().id(), "signoff-demo");
 /// ```
-pub fn approval_workflow() -> Result<Workflow<Replace<String>>, BuildError> {
-    Workflow::<Replace<String>>::builder("approval-demo", 1)
+pub fn signoff_workflow() -> Result<Workflow<Replace<String>>, BuildError> {
+    Workflow::<Replace<String>>::builder("signoff-demo", 1)
         .node("ask", |s: Arc<Replace<String>>, ctx: Ctx| async move {
             ctx.set_event("stage", "waiting for approval").await?;
             let p = ctx.promise().await?;
