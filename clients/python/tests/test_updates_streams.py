@@ -187,3 +187,19 @@ def test_the_async_client_updates_reads_and_streams(server):
         items = [i async for i in client.stream("a-done")]
         assert items[-1].kind == "ended" and items[-1].output == done.output
     asyncio.run(run())
+
+
+def test_a_thread_names_its_updates_and_lists_its_promises(client: Client, server):
+    thread = client.start(WORKFLOW, QUESTION, StartOptions(id="prm-list", delay_ms=LATER_MS))
+    details = client.thread(thread.thread)
+    assert details.updates == ["add_finding"] and "updates" not in details.extra
+    listed = client.promises(thread.thread)
+    assert (listed.thread, listed.promises, listed.extra) == (thread.thread, [], {})
+    done = client.start(WORKFLOW, QUESTION, StartOptions(id="prm-done"), wait_ms=30_000)
+    assert done.status == "completed" and client.promises("prm-done").promises == []
+    with pytest.raises(NotFound) as unknown:
+        client.promises("no-such-thread")
+    assert unknown.value.status == 404
+    async_client = AsyncClient(server.url, token=server.token)
+    assert asyncio.run(async_client.promises("prm-done")).promises == []
+    assert asyncio.run(async_client.thread("prm-list")).updates == ["add_finding"]

@@ -3,7 +3,8 @@
 import { CairnError, TransportError, UnexpectedAnswer, refusal } from "./errors.js";
 import type {
   Controlled, Event, EventsPage, ForkOptions, PromiseCompleted, PromiseOutcome, Published, PublishedValue, Pruned,
-  SignalStart, Started, StartOptions, StreamItem, ThreadDetails, ThreadResult, ThreadsPage, Updated, UpdateStart,
+  SignalStart, Started, StartOptions, StreamItem, ThreadDetails, ThreadPromises, ThreadResult, ThreadsPage, Updated,
+  UpdateStart,
 } from "./models.js";
 import { STREAM_KINDS, TERMINAL } from "./models.js";
 import { type Control, ROUTES, type Route } from "./routes.js";
@@ -192,6 +193,11 @@ export class CairnClient {
   getEvent(thread: string, key: string, waitMs?: number): Promise<PublishedValue> {
     const wait = waitMs === undefined ? undefined : Math.min(Math.max(0, waitMs), WAIT_MS_MAX);
     return this.call("GET", this.path(ROUTES.publishedKey, { id: thread, key }, { wait_ms: wait }), undefined, wait ?? 0);
+  }
+
+  /** Every promise the thread created (`ctx.promise`): open, or completed with its value or error. */
+  promises(thread: string): Promise<ThreadPromises> {
+    return this.call("GET", this.path(ROUTES.promises, { id: thread }));
   }
 
   /** Completes the promise `promise` with `{ value }` or `{ error }`. The same completion again

@@ -110,12 +110,14 @@ export interface ThreadDetails {
   status_reason: string | null;
   unwinding: Json;
   waiting: Json;
+  /** The update names the thread's workflow declares (the key is left out when there are none). */
+  updates?: string[];
 }
 export const THREAD_DETAILS_FIELDS = fields<ThreadDetails>()([
   "thread", "status", "workflow", "seq", "step", "created_at_ms", "updated_at_ms", "first_seq", "budgets",
   "telemetry", "labels", "frontier", "locks", "undos", "node_results", "output", "last_seq", "last_error",
   "lease", "parent", "progress", "progress_text", "fork", "continued_as", "continued_from", "state_unknown",
-  "status_reason", "unwinding", "waiting",
+  "status_reason", "unwinding", "waiting", "updates",
 ]);
 
 /** One event of a thread's log; `seq` is its bookmark. */
@@ -257,6 +259,24 @@ export interface PromiseCompleted {
   duplicate: boolean;
 }
 export const PROMISE_COMPLETED_FIELDS = fields<PromiseCompleted>()(["promise", "thread", "signal", "duplicate"]);
+
+/** One promise a thread created: `open`, or `completed` with its `value` or `error` and the
+ * completion's number in the thread's inbox (`signal`). */
+export interface PromiseRow {
+  promise: string;
+  state: "open" | "completed";
+  value?: Json;
+  error?: string;
+  signal?: number;
+}
+export const PROMISE_ROW_FIELDS = fields<PromiseRow>()(["promise", "state", "value", "error", "signal"]);
+
+/** `GET /api/threads/{id}/promises`: every promise the thread created, in id order. */
+export interface ThreadPromises {
+  thread: string;
+  promises: PromiseRow[];
+}
+export const THREAD_PROMISES_FIELDS = fields<ThreadPromises>()(["thread", "promises"]);
 
 /** The body of `POST /api/promises/{id}`: a value or an error, not both. */
 export type PromiseOutcome = { value: Json } | { error: string };

@@ -8,7 +8,7 @@ import {
   PROMISE_BODY_FIELDS, PROMISE_COMPLETED_FIELDS, PUBLISHED_FIELDS, PUBLISHED_VALUE_FIELDS, UPDATE_BODY_FIELDS,
   UPDATE_START_FIELDS, UPDATED_FIELDS,
   BUDGETS_FIELDS, FORK_OPTIONS_FIELDS, SIGNAL_START_FIELDS, START_OPTIONS_FIELDS, STARTED_FIELDS,
-  THREAD_DETAILS_FIELDS, THREAD_RESULT_FIELDS, THREADS_PAGE_FIELDS,
+  THREAD_DETAILS_FIELDS, THREAD_PROMISES_FIELDS, THREAD_RESULT_FIELDS, THREADS_PAGE_FIELDS,
 } from "./models.js";
 
 /** One route: method, path pattern, its query parameters, and the answer's fields (if typed). */
@@ -36,6 +36,7 @@ export const ROUTES = {
   publishedKey: {
     method: "GET", path: "/api/threads/{id}/published/{key}", query: ["wait_ms"], answer: PUBLISHED_VALUE_FIELDS,
   },
+  promises: { method: "GET", path: "/api/threads/{id}/promises", query: [], answer: THREAD_PROMISES_FIELDS },
   promise: { method: "POST", path: "/api/promises/{id}", query: [], answer: PROMISE_COMPLETED_FIELDS },
   stream: { method: "GET", path: "/api/threads/{id}/stream", query: ["since", "redact"] },
 } as const satisfies Record<string, Route>;

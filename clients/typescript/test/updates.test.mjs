@@ -109,3 +109,14 @@ test("the stream reconnects across a server restart with Last-Event-ID", async (
   const stored = (await server.client().events(thread)).events.filter((e) => e.kind === "node_completed");
   assert.deepEqual(items.filter((i) => i.kind === "closed").map((i) => i.seq), stored.map((e) => e.seq));
 });
+
+test("a thread names its updates and lists its promises", async () => {
+  const client = server.client();
+  const { thread } = await client.start(WORKFLOW, QUESTION, { id: "prm-list", delay_ms: LATER_MS });
+  assert.deepEqual((await client.thread(thread)).updates, ["add_finding"]);
+  assert.deepEqual(await client.promises(thread), { thread, promises: [] });
+  const done = await client.start(WORKFLOW, QUESTION, { id: "prm-done" }, 30_000);
+  assert.equal(done.status, "completed");
+  assert.deepEqual(await client.promises("prm-done"), { thread: "prm-done", promises: [] });
+  await assert.rejects(client.promises("no-such-thread"), refusedWith(NotFound));
+});

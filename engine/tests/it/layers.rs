@@ -25,8 +25,13 @@ const ENGINE_LAYERS: &[&[&str]] = &[
 /// The operator tooling's (`cairn-tools`) folders and top-level files, bottom first, as
 /// [`ENGINE_LAYERS`]: operations on a thread (`debug/`, on `operator.rs`'s type) under the
 /// endpoint and the demo, and the command line over everything.
-const TOOLS_LAYERS: &[&[&str]] =
-    &[&["limits"], &["model", "operator", "prometheus"], &["debug"], &["demo", "serve"], &["cli"]];
+const TOOLS_LAYERS: &[&[&str]] = &[
+    &["limits"],
+    &["model", "operator", "prometheus"],
+    &["debug"],
+    &["demo", "demo_signoff", "serve"],
+    &["cli"],
+];
 
 /// The storage crate's modules, bottom first, as [`ENGINE_LAYERS`]; its files import by module
 /// (`use crate::event::Event`), not through the crate root's re-exports, so that these arrows

@@ -18,6 +18,7 @@ pub mod cli;
 pub mod debug;
 #[cfg(feature = "cli")]
 pub mod demo;
+pub mod demo_signoff;
 pub mod limits;
 pub mod model;
 mod operator;

@@ -13,8 +13,8 @@ from .errors import (
 )
 from .models import (
     Budgets, Controlled, Event, EventsPage, ForkOptions, PromiseCompleted, Published,
-    PublishedValue, Pruned, SignalStart, Started, StartOptions, StreamItem, ThreadDetails,
-    ThreadResult, ThreadRow, ThreadsPage, Updated, UpdateStart,
+    PromiseRow, PublishedValue, Pruned, SignalStart, Started, StartOptions, StreamItem, ThreadDetails,
+    ThreadPromises, ThreadResult, ThreadRow, ThreadsPage, Updated, UpdateStart,
 )
 
 __all__ = [
@@ -23,5 +23,5 @@ __all__ = [
     "UnexpectedAnswer", "Budgets", "Controlled", "Event", "EventsPage", "ForkOptions", "Pruned",
     "SignalStart", "Started", "StartOptions", "ThreadDetails", "ThreadResult", "ThreadRow",
     "ThreadsPage", "UpdatePending", "PromiseCompleted", "Published", "PublishedValue",
-    "StreamItem", "Updated", "UpdateStart",
+    "StreamItem", "Updated", "UpdateStart", "PromiseRow", "ThreadPromises",
 ]

@@ -14,7 +14,7 @@ from .errors import TransportError
 from .models import (
     Controlled, Event, EventsPage, ForkOptions, PromiseCompleted, Published, PublishedValue,
     Pruned, SignalStart, Started, StartOptions, StreamItem, ThreadDetails, ThreadResult,
-    ThreadsPage, Updated, UpdateStart,
+    ThreadPromises, ThreadsPage, Updated, UpdateStart,
 )
 
 _DONE = object()
@@ -85,6 +85,9 @@ class AsyncClient:
     async def get_event(self, thread: str, key: str, *, wait_ms: Optional[int] = None
                         ) -> PublishedValue:
         return await self._run(calls.published_key(thread, key, wait_ms))
+
+    async def promises(self, thread: str) -> ThreadPromises:
+        return await self._run(calls.promises(thread))
 
     async def complete_promise(self, promise: str, value: Any = calls._UNSET, *,
                                error: Optional[str] = None) -> PromiseCompleted:

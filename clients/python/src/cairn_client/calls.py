@@ -183,6 +183,11 @@ def published_key(thread: str, key: str, wait_ms: Optional[int] = None) -> Call:
                 holds_ms=_wait(wait_ms) or 0)
 
 
+def promises(thread: str) -> Call:
+    return Call(routes.PROMISES, _path(routes.PROMISES, {}, id=thread), None,
+                models.thread_promises)
+
+
 _UNSET = object()
 
 

@@ -12,7 +12,7 @@ from .errors import CairnError, TransportError
 from .models import (
     Controlled, Event, EventsPage, ForkOptions, PromiseCompleted, Published, PublishedValue,
     Pruned, SignalStart, Started, StartOptions, StreamItem, ThreadDetails, ThreadResult,
-    ThreadsPage, Updated, UpdateStart,
+    ThreadPromises, ThreadsPage, Updated, UpdateStart,
 )
 from .transport import Endpoint
 
@@ -126,6 +126,11 @@ class Client:
         """The value the thread published under `key`, waiting up to `wait_ms` (30 s at most)
         for it: `state` set, pending or never_set."""
         return self._run(calls.published_key(thread, key, wait_ms))
+
+    def promises(self, thread: str) -> ThreadPromises:
+        """Every promise the thread created (`ctx.promise`): open, or completed with its value
+        or error."""
+        return self._run(calls.promises(thread))
 
     def complete_promise(self, promise: str, value: Any = calls._UNSET, *,
                          error: Optional[str] = None) -> PromiseCompleted:

@@ -153,6 +153,9 @@ class ThreadDetails:
     status_reason: Optional[str] = None
     unwinding: Any = None
     waiting: Any = None
+    #: The update names the thread's workflow declares (empty when none; the key is then left
+    #: out of the answer).
+    updates: List[str] = field(default_factory=list)
     extra: Dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -245,6 +248,36 @@ class PromiseCompleted:
     thread: str
     signal: int
     duplicate: bool
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+#: The states of a thread's promise (`GET /api/threads/{id}/promises`).
+PROMISE_STATES = ("open", "completed")
+
+
+@dataclass
+class PromiseRow:
+    """One promise a thread created: `state` `open`, or `completed` with its `value` or
+    `error` and the completion's number in the thread's inbox (`signal`)."""
+
+    promise: str
+    state: str
+    value: Any = None
+    error: Optional[str] = None
+    signal: Optional[int] = None
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def is_open(self) -> bool:
+        return self.state == "open"
+
+
+@dataclass
+class ThreadPromises:
+    """`GET /api/threads/{id}/promises`: every promise the thread created, in id order."""
+
+    thread: str
+    promises: List[PromiseRow]
     extra: Dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -346,6 +379,21 @@ def thread_row(obj: Any) -> ThreadRow:
 def threads_page(obj: Any) -> ThreadsPage:
     page = read(ThreadsPage, obj, "a page of threads")
     page.threads = [thread_row(t) for t in page.threads]
+    return page
+
+
+def promise_row(obj: Any) -> PromiseRow:
+    row = read(PromiseRow, obj, "a promise")
+    if row.state not in PROMISE_STATES:
+        raise UnexpectedAnswer(f"a promise in unknown state {row.state!r}")
+    return row
+
+
+def thread_promises(obj: Any) -> ThreadPromises:
+    page = read(ThreadPromises, obj, "a thread's promises")
+    if not isinstance(page.promises, list):
+        raise UnexpectedAnswer("a thread's promises are not a list")
+    page.promises = [promise_row(p) for p in page.promises]
     return page
 
 

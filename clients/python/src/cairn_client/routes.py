@@ -68,6 +68,7 @@ PUBLISHED = Route("GET", "/api/threads/{id}/published", answer=models.Published)
 PUBLISHED_KEY = Route(
     "GET", "/api/threads/{id}/published/{key}", query=("wait_ms",), answer=models.PublishedValue
 )
+PROMISES = Route("GET", "/api/threads/{id}/promises", answer=models.ThreadPromises)
 PROMISE = Route(
     "POST", "/api/promises/{id}", body_args=("value", "error"), answer=models.PromiseCompleted
 )
@@ -75,7 +76,7 @@ STREAM = Route("GET", "/api/threads/{id}/stream", query=("since", "redact"))
 
 #: Every route this client calls.
 COVERED = (START, RESULT, THREAD, THREADS, EVENTS, CONTROL, DELETE, HEALTH, UPDATE, PUBLISHED,
-           PUBLISHED_KEY, PROMISE, STREAM)
+           PUBLISHED_KEY, PROMISES, PROMISE, STREAM)
 
 #: The control names of `POST /api/threads/{id}/{control}` and the body fields of each.
 CONTROL_BODIES = {
