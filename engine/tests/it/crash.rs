@@ -290,6 +290,43 @@ impl Dying {
     }
 }
 
+/// How long a run may go before its crash point is taken as past its last write.
+const RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The crash test of one path: for crash points 1, 2, … below `most`, a fresh database whose
+/// store dies at that write, a fresh `fixture` (what a run and its checks share: a clock),
+/// `run` on an engine over it (built by `tune`) until it ends or the store dies, a crash; then
+/// `check` on an engine reopened on the same file (built by `tune` too), given the crash point,
+/// and a shutdown. Ends at the first point the run gets past (every one has been covered) and
+/// returns how many points crashed; the caller asserts on that count.
+pub(crate) async fn every_write<F>(
+    most: i64,
+    fixture: impl Fn() -> F,
+    tune: impl Fn(cairn::EngineBuilder, &F) -> cairn::EngineBuilder,
+    run: impl AsyncFn(&Engine, &F) -> Result<(), cairn::Error>,
+    check: impl AsyncFn(&Engine, &F, i64),
+) -> usize {
+    let mut crashes = 0;
+    for crash_after in 1..most {
+        let (_d, path) = crate::common::db();
+        let fixture = fixture();
+        let dying = Dying::over_file(&path, Some(crash_after));
+        let engine = tune(Engine::with_store(dying.clone()), &fixture).open().await.unwrap();
+        let died = dying.crash_during(&engine, RUN_LIMIT, run(&engine, &fixture)).await;
+        drop(engine);
+        if !died {
+            break;
+        }
+        crashes += 1;
+        drop(dying);
+        let reopened = Engine::builder(&path).durability(Durability::None);
+        let engine = tune(reopened, &fixture).open().await.expect("reopen the file");
+        check(&engine, &fixture, crash_after).await;
+        engine.shutdown().await;
+    }
+    crashes
+}
+
 impl Dying {
     /// Counts a write as a crash point: the write the store dies at runs `at_death` first and
     /// still goes through; every later one is refused.

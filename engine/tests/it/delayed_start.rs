@@ -9,6 +9,7 @@ use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::{Engine, StartOptions, ThreadStatus};
 
 use crate::common::{Tally, db, open};
+use crate::crash::every_write;
 
 const T0: u64 = 1_000_000;
 const LATER: u64 = T0 + 60_000;
@@ -77,37 +78,21 @@ async fn a_delayed_start_whose_time_passed_while_no_engine_ran_starts_at_the_nex
 /// reopened engine (idempotent on the id): the thread runs once, at its time, never before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_at_any_write_of_a_delayed_start_runs_it_once_at_its_time() {
-    use crate::crash::Dying;
-
     let secs = std::time::Duration::from_secs(10);
     let wf = stamp();
-    let mut crashes = 0;
-    for crash_after in 1..50 {
-        let (_d, path) = db();
-        let clock = ManualClock::new(T0);
-        let dying = Dying::over_file(&path, Some(crash_after));
-        let engine = Engine::with_store(dying.clone())
-            .workflow(&wf)
-            .clock(Arc::new(clock.clone()))
-            .open()
-            .await
-            .unwrap();
-        let run = async {
-            let t = engine.start_json("stamp", Tally::default(), later("c1")).await?;
-            clock.set_ms(LATER);
-            t.finished().await.map(|_| ())
-        };
-        let died = dying.crash_during(&engine, secs, run).await;
-        drop(engine);
-        if !died {
-            break;
-        }
-        crashes += 1;
-        drop(dying);
-        let engine = engine_at(&path, &clock).await;
+    // Each crash point gets a clock of its own at T0 (time never goes back).
+    let tune = |b: cairn::EngineBuilder, clock: &ManualClock| {
+        b.workflow(&wf).clock(Arc::new(clock.clone()))
+    };
+    let run = async |engine: &Engine, clock: &ManualClock| {
+        let t = engine.start_json("stamp", Tally::default(), later("c1")).await?;
+        clock.set_ms(LATER);
+        t.finished().await.map(|_| ())
+    };
+    let check = async |engine: &Engine, clock: &ManualClock, crash_after: i64| {
         let t = engine.start_json("stamp", Tally::default(), later("c1")).await.unwrap();
         tokio::task::yield_now().await;
-        if cairn::clock::Clock::now_ms(&clock) < LATER {
+        if cairn::clock::Clock::now_ms(clock) < LATER {
             // Crashed before its time: created (again), and not run before it.
             let before = t.status().await.unwrap();
             assert_eq!(before, ThreadStatus::Created, "crash_after {crash_after}: not before");
@@ -118,8 +103,8 @@ async fn a_crash_at_any_write_of_a_delayed_start_runs_it_once_at_its_time() {
         let out = out.unwrap();
         assert_eq!(out.log, vec!["ran".to_string()], "crash_after {crash_after}: once");
         assert!(out.total >= LATER, "crash_after {crash_after}: at its time");
-        engine.shutdown().await;
-    }
+    };
+    let crashes = every_write(50, || ManualClock::new(T0), tune, run, check).await;
     assert!(crashes >= 2, "the crash points covered the run: {crashes}");
     crate::common::report(&format!(
         "RELIABILITY delayed_start_crash crash_points={crashes} early=0 doubled=0"

@@ -14,6 +14,7 @@ use cairn::{END, Engine, EventValue, START, StartOptions, ThreadStatus};
 use serde_json::{Value, json};
 
 use crate::common::{Tally, db, open};
+use crate::crash::every_write;
 
 /// Publishes `stage` twice and `count` once, waits for `go`, then publishes `stage` again.
 fn publisher() -> Workflow<Tally> {
@@ -231,33 +232,18 @@ async fn a_promise_in_a_select_is_taken_or_its_deadline_passes() {
 /// reopened engine finishes it: the latest values are there, each event once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_at_any_write_of_set_event_neither_loses_nor_doubles_it() {
-    use crate::crash::Dying;
-
     let secs = Duration::from_secs(10);
     let wf = publisher();
-    let mut crashes = 0;
-    for crash_after in 1..100 {
-        let (_d, path) = db();
-        let dying = Dying::over_file(&path, Some(crash_after));
-        let engine = Engine::with_store(dying.clone()).workflow(&wf).open().await.unwrap();
-        let run = async {
-            engine.start_json("publisher", Tally::default(), StartOptions::id("c1")).await?;
-            let t = engine.thread("c1").await?;
-            t.wait().await?;
-            engine.signal("c1", "go", 1u64).await?;
-            t.finished().await.map(|_| ())
-        };
-        let died = dying.crash_during(&engine, secs, run).await;
-        drop(engine);
-        if !died {
-            break;
-        }
-        crashes += 1;
-        drop(dying);
-        let engine = open(&path, &[&wf], |b| b).await;
+    let run = async |engine: &Engine, _: &()| {
+        engine.start_json("publisher", Tally::default(), StartOptions::id("c1")).await?;
+        let t = engine.thread("c1").await?;
+        t.wait().await?;
+        engine.signal("c1", "go", 1u64).await?;
+        t.finished().await.map(|_| ())
+    };
+    let check = async |engine: &Engine, _: &(), crash_after: i64| {
         let Ok(t) = engine.thread("c1").await else {
-            engine.shutdown().await;
-            continue; // died before the thread was created: nothing to lose
+            return; // died before the thread was created: nothing to lose
         };
         let waited = tokio::time::timeout(secs, t.wait()).await.expect("parks or ends");
         if waited.unwrap().status == ThreadStatus::WaitingInput {
@@ -268,10 +254,10 @@ async fn a_crash_at_any_write_of_set_event_neither_loses_nor_doubles_it() {
         let all = engine.published("c1").await.unwrap();
         let all = serde_json::to_value(&all).unwrap();
         assert_eq!(all, json!({"count": 3, "stage": "three"}), "crash_after {crash_after}");
-        let n = publications(&engine, "c1").await.len();
+        let n = publications(engine, "c1").await.len();
         assert_eq!(n, 4, "crash_after {crash_after}: each event once");
-        engine.shutdown().await;
-    }
+    };
+    let crashes = every_write(100, || (), |b, _| b.workflow(&wf), run, check).await;
     assert!(crashes >= 3, "the crash points covered the run: {crashes}");
     crate::common::report(&format!(
         "RELIABILITY set_event_crash crash_points={crashes} lost=0 doubled=0"
@@ -283,35 +269,20 @@ async fn a_crash_at_any_write_of_set_event_neither_loses_nor_doubles_it() {
 /// node takes the value once, the promise is created once, one completion is stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_at_any_write_of_a_promise_neither_loses_nor_doubles_its_completion() {
-    use crate::crash::Dying;
-
     let secs = Duration::from_secs(10);
     let wf = approver();
-    let mut crashes = 0;
-    for crash_after in 1..100 {
-        let (_d, path) = db();
-        let dying = Dying::over_file(&path, Some(crash_after));
-        let engine = Engine::with_store(dying.clone()).workflow(&wf).open().await.unwrap();
-        let run = async {
-            engine.start_json("approver", Tally::default(), StartOptions::id("k1")).await?;
-            let Some(id) = published_id(&engine, "k1").await? else { return Ok(()) };
-            engine.complete_promise(&id, Ok(json!(9))).await?;
-            engine.thread("k1").await?.finished().await.map(|_| ())
-        };
-        let died = dying.crash_during(&engine, secs, run).await;
-        drop(engine);
-        if !died {
-            break;
-        }
-        crashes += 1;
-        drop(dying);
-        let engine = open(&path, &[&wf], |b| b).await;
+    let run = async |engine: &Engine, _: &()| {
+        engine.start_json("approver", Tally::default(), StartOptions::id("k1")).await?;
+        let Some(id) = published_id(engine, "k1").await? else { return Ok(()) };
+        engine.complete_promise(&id, Ok(json!(9))).await?;
+        engine.thread("k1").await?.finished().await.map(|_| ())
+    };
+    let check = async |engine: &Engine, _: &(), crash_after: i64| {
         let Ok(t) = engine.thread("k1").await else {
-            engine.shutdown().await;
-            continue;
+            return; // died before the thread was created: nothing to lose
         };
         // The caller saw a failure (or nothing): it completes the promise again.
-        let id = promise_of(&engine, "k1").await;
+        let id = promise_of(engine, "k1").await;
         match engine.complete_promise(&id, Ok(json!(9))).await {
             Ok(_) => {}
             Err(e) => panic!("crash_after {crash_after}: {e}"),
@@ -320,12 +291,12 @@ async fn a_crash_at_any_write_of_a_promise_neither_loses_nor_doubles_its_complet
         assert_eq!(done.unwrap().status, ThreadStatus::Completed, "crash_after {crash_after}");
         let out: Tally = t.output().await.unwrap();
         assert_eq!(out.log, vec!["approved 9".to_string()], "crash_after {crash_after}");
-        assert_eq!(publications(&engine, "k1").await.len(), 2, "crash_after {crash_after}");
+        assert_eq!(publications(engine, "k1").await.len(), 2, "crash_after {crash_after}");
         let inbox = engine.store().signals(t.id(), 0, 100).await.unwrap();
         let stored = inbox.iter().filter(|s| s.name.starts_with("cairn.promise.")).count();
         assert_eq!(stored, 1, "crash_after {crash_after}: one completion");
-        engine.shutdown().await;
-    }
+    };
+    let crashes = every_write(100, || (), |b, _| b.workflow(&wf), run, check).await;
     assert!(crashes >= 3, "the crash points covered the run: {crashes}");
     crate::common::report(&format!(
         "RELIABILITY promise_crash crash_points={crashes} lost=0 doubled=0"

@@ -12,6 +12,7 @@ use cairn::replay::ReplayOptions;
 use cairn::{END, Engine, START, StartOptions, ThreadStatus};
 
 use crate::common::{Tally, db, open};
+use crate::crash::every_write;
 
 const T0: u64 = 1_000_000;
 const WAIT_MS: u64 = 1_000;
@@ -138,45 +139,29 @@ async fn a_crash_at_any_write_around_a_wait_with_a_deadline_neither_loses_nor_do
 
 /// One run of the crash test per crash point; returns the crash points covered.
 async fn crash_points(timeout: bool) -> usize {
-    use crate::crash::Dying;
-
     let secs = std::time::Duration::from_secs(10);
     let wf = approval("approval");
     let id = cairn::ThreadId::new("w1").unwrap();
     let expected = if timeout { "None then 7" } else { "Some(7) then 8" };
-    let mut crashes = 0;
-    for crash_after in 1..200 {
-        let (_d, path) = db();
-        let clock = ManualClock::new(T0);
-        let dying = Dying::over_file(&path, Some(crash_after));
-        let engine = Engine::with_store(dying.clone())
-            .workflow(&wf)
-            .clock(Arc::new(clock.clone()))
-            .open()
-            .await
-            .unwrap();
-        let run = async {
-            let t = engine.start_json("approval", Tally::default(), StartOptions::id("w1")).await?;
+    // Each crash point gets a clock of its own at T0 (time never goes back).
+    let tune = |b: cairn::EngineBuilder, clock: &ManualClock| {
+        b.workflow(&wf).seed(11).clock(Arc::new(clock.clone()))
+    };
+    let run = async |engine: &Engine, clock: &ManualClock| {
+        let t = engine.start_json("approval", Tally::default(), StartOptions::id("w1")).await?;
+        t.wait().await?;
+        if timeout {
+            clock.advance_ms(WAIT_MS + 1);
             t.wait().await?;
-            if timeout {
-                clock.advance_ms(WAIT_MS + 1);
-                t.wait().await?;
-            }
-            engine.signal("w1", "approve", 7u64).await?;
-            if !timeout {
-                t.wait().await?;
-                engine.signal("w1", "approve", 8u64).await?;
-            }
-            t.finished().await.map(|_| ())
-        };
-        let died = dying.crash_during(&engine, secs, run).await;
-        drop(engine);
-        if !died {
-            break;
         }
-        crashes += 1;
-        drop(dying);
-        let engine = engine_at(&path, &wf, &clock).await;
+        engine.signal("w1", "approve", 7u64).await?;
+        if !timeout {
+            t.wait().await?;
+            engine.signal("w1", "approve", 8u64).await?;
+        }
+        t.finished().await.map(|_| ())
+    };
+    let check = async |engine: &Engine, clock: &ManualClock, crash_after: i64| {
         let t = match engine.thread("w1").await {
             Ok(t) => t,
             Err(_) => engine
@@ -203,7 +188,6 @@ async fn crash_points(timeout: bool) -> usize {
         let out: Tally = t.output().await.unwrap();
         assert_eq!(out.log, vec![expected.to_string()], "crash_after {crash_after} ({timeout})");
         assert!(engine.store().verify().unwrap().is_clean());
-        engine.shutdown().await;
-    }
-    crashes
+    };
+    every_write(200, || ManualClock::new(T0), tune, run, check).await
 }

@@ -13,6 +13,7 @@ use cairn::replay::ReplayOptions;
 use cairn::{END, Engine, START, StartOptions, ThreadStatus};
 
 use crate::common::{Tally, db, open};
+use crate::crash::every_write;
 
 const T0: u64 = 1_000_000;
 const WAIT_MS: u64 = 1_000;
@@ -289,45 +290,28 @@ async fn send_missing(engine: &Engine, child_first: bool) -> Result<(), cairn::E
 
 /// One run of the crash test per crash point; returns the crash points covered.
 async fn crash_points(child_first: bool) -> usize {
-    use crate::crash::Dying;
-
     let secs = std::time::Duration::from_secs(10);
-    let (child, clock) = (worker(), ManualClock::new(T0));
+    let child = worker();
     let parent = racer(&child, false);
-    let mut crashes = 0;
-    for crash_after in 1..300 {
-        let (_d, path) = db();
-        let dying = Dying::over_file(&path, Some(crash_after));
-        let engine = Engine::with_store(dying.clone())
-            .workflow(&parent)
-            .workflow(&child)
-            .clock(Arc::new(clock.clone()))
-            .open()
-            .await
-            .unwrap();
-        let run = async {
-            let t = engine.start_json("racer", Tally::default(), StartOptions::id("p")).await?;
-            parked_or(&engine, "p").await?;
-            parked_or(&engine, CHILD).await?;
-            send_missing(&engine, child_first).await?;
-            t.finished().await.map(|_| ())
-        };
-        let died = dying.crash_during(&engine, secs, run).await;
-        drop(engine);
-        if !died {
-            break;
-        }
-        crashes += 1;
-        drop(dying);
-        let engine = engine_at(&path, &clock).await;
+    let tune = |b: cairn::EngineBuilder, clock: &ManualClock| {
+        b.workflow(&parent).workflow(&child).seed(3).clock(Arc::new(clock.clone()))
+    };
+    let run = async |engine: &Engine, _: &ManualClock| {
+        let t = engine.start_json("racer", Tally::default(), StartOptions::id("p")).await?;
+        parked_or(engine, "p").await?;
+        parked_or(engine, CHILD).await?;
+        send_missing(engine, child_first).await?;
+        t.finished().await.map(|_| ())
+    };
+    let check = async |engine: &Engine, _: &ManualClock, crash_after: i64| {
         let t = match engine.thread("p").await {
             Ok(t) => t,
             Err(_) => {
                 engine.start_json("racer", Tally::default(), StartOptions::id("p")).await.unwrap()
             }
         };
-        parked(&engine, CHILD).await;
-        send_missing(&engine, child_first).await.unwrap();
+        parked(engine, CHILD).await;
+        send_missing(engine, child_first).await.unwrap();
         let finished = tokio::time::timeout(secs, t.finished()).await;
         let status = finished.unwrap_or_else(|_| panic!("crash_after {crash_after}: not finished"));
         assert_eq!(status.unwrap().status, ThreadStatus::Completed, "crash_after {crash_after}");
@@ -343,7 +327,7 @@ async fn crash_points(child_first: bool) -> usize {
         assert!(expected.contains(&line.as_str()), "crash_after {crash_after}: {line}");
         for (id, name) in [("p", "stop"), ("p", "go"), (CHILD, "finish")] {
             assert_eq!(
-                stored(&engine, id, name).unwrap(),
+                stored(engine, id, name).unwrap(),
                 1,
                 "crash_after {crash_after}: {id} {name}"
             );
@@ -354,9 +338,9 @@ async fn crash_points(child_first: bool) -> usize {
         let report = engine.replay("p", &ReplayOptions::default()).await.unwrap();
         assert!(report.is_deterministic(), "crash_after {crash_after}: {report:?}");
         assert!(engine.store().verify().unwrap().is_clean());
-        engine.shutdown().await;
-    }
-    crashes
+    };
+    // The clock stands at T0 throughout (no deadline passes): a fresh one per crash point.
+    every_write(300, || ManualClock::new(T0), tune, run, check).await
 }
 
 /// A select that took a child's end counts as its join: a `join_child` of the same handle in

@@ -9,6 +9,7 @@ use cairn::dsl::{Ctx, NodeOutput, Workflow};
 use cairn::{END, Engine, START, StartOptions, ThreadStatus};
 
 use crate::common::{Tally, db, open};
+use crate::crash::every_write;
 
 /// Receives one `add` signal, then finishes with it.
 fn adder() -> Workflow<Tally> {
@@ -86,35 +87,19 @@ async fn signal_with_start_creates_an_absent_thread_and_signals_an_existing_one(
 /// caller retries the call on the reopened engine: one thread, one signal, received once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_at_any_write_of_a_signal_with_start_neither_loses_nor_doubles_it() {
-    use crate::crash::Dying;
-
     let secs = std::time::Duration::from_secs(10);
     let wf = adder();
-    let mut crashes = 0;
-    for crash_after in 1..100 {
-        let (_d, path) = db();
-        let dying = Dying::over_file(&path, Some(crash_after));
-        let engine = Engine::with_store(dying.clone()).workflow(&wf).open().await.unwrap();
-        let call = |engine: Engine| async move {
-            let options = StartOptions::id("w1");
-            engine
-                .signal_with_start("adder", Tally::default(), options, "add", 4u64, Some("k"))
-                .await
-        };
-        let run = async {
-            call(engine.clone()).await?;
-            engine.thread("w1").await?.finished().await.map(|_| ())
-        };
-        let died = dying.crash_during(&engine, secs, run).await;
-        drop(engine);
-        if !died {
-            break;
-        }
-        crashes += 1;
-        drop(dying);
-        let engine = open(&path, &[&wf], |b| b).await;
+    let call = async |engine: &Engine| {
+        let options = StartOptions::id("w1");
+        engine.signal_with_start("adder", Tally::default(), options, "add", 4u64, Some("k")).await
+    };
+    let run = async |engine: &Engine, _: &()| {
+        call(engine).await?;
+        engine.thread("w1").await?.finished().await.map(|_| ())
+    };
+    let check = async |engine: &Engine, _: &(), crash_after: i64| {
         // The caller saw a failure (or nothing): it sends again.
-        match call(engine.clone()).await {
+        match call(engine).await {
             Ok(_) => {}
             // Finished already: its signal was stored before the crash.
             Err(cairn::Error::WrongStatus { .. }) => {}
@@ -124,11 +109,11 @@ async fn a_crash_at_any_write_of_a_signal_with_start_neither_loses_nor_doubles_i
         let done = tokio::time::timeout(secs, t.finished()).await;
         let status = done.unwrap_or_else(|_| panic!("crash_after {crash_after}: not finished"));
         assert_eq!(status.unwrap().status, ThreadStatus::Completed, "crash_after {crash_after}");
-        assert_eq!(stored(&engine, "w1", "add"), 1, "crash_after {crash_after}: one signal");
+        assert_eq!(stored(engine, "w1", "add"), 1, "crash_after {crash_after}: one signal");
         let out: Tally = t.output().await.unwrap();
         assert_eq!(out.log, vec!["added 4".to_string()], "crash_after {crash_after}");
-        engine.shutdown().await;
-    }
+    };
+    let crashes = every_write(100, || (), |b, _| b.workflow(&wf), run, check).await;
     assert!(crashes >= 3, "the crash points covered the run: {crashes}");
     crate::common::report(&format!(
         "RELIABILITY signal_with_start_crash crash_points={crashes} lost=0 doubled=0"

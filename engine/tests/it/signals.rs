@@ -9,6 +9,7 @@ use cairn::event::Body;
 use cairn::{Durability, END, Engine, START, StartOptions, ThreadStatus};
 
 use crate::common::{Tally, db, open};
+use crate::crash::every_write;
 
 /// One node that receives `count` signals named `name` and notes them in order.
 fn receiver(id: &str, name: &'static str, count: usize) -> Workflow<Tally> {
@@ -343,35 +344,20 @@ async fn a_signal_from_another_engine_on_postgres_wakes_a_sub_workflow_child_par
 /// child's inbox lacks, finishes the chain: each signal received once, in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_at_any_write_around_a_child_signal_wake_neither_loses_nor_doubles_it() {
-    use crate::crash::Dying;
-
     let secs = std::time::Duration::from_secs(10);
     let wf = nested();
     let leaf = leaf_of("c1");
     let leaf_id = cairn::ThreadId::new(&leaf).unwrap();
     let values = [30u64, 12];
-    let mut crashes = 0;
-    for crash_after in 1..200 {
-        let (_d, path) = db();
-        let dying = Dying::over_file(&path, Some(crash_after));
-        let engine = Engine::with_store(dying.clone()).workflow(&wf).open().await.unwrap();
-        let run = async {
-            let t = engine.start_json("outer", Tally::default(), StartOptions::id("c1")).await?;
-            for v in values {
-                t.wait().await?;
-                engine.signal(&leaf, "payment", v).await?;
-            }
-            t.finished().await.map(|_| ())
-        };
-        let died = dying.crash_during(&engine, secs, run).await;
-        drop(engine);
-        if !died {
-            // Past the last write of the run: every crash point has been covered.
-            break;
+    let run = async |engine: &Engine, _: &()| {
+        let t = engine.start_json("outer", Tally::default(), StartOptions::id("c1")).await?;
+        for v in values {
+            t.wait().await?;
+            engine.signal(&leaf, "payment", v).await?;
         }
-        crashes += 1;
-        drop(dying);
-        let engine = open(&path, &[&wf], |b| b).await;
+        t.finished().await.map(|_| ())
+    };
+    let check = async |engine: &Engine, _: &(), crash_after: i64| {
         let t = match engine.thread("c1").await {
             Ok(t) => t,
             Err(_) => {
@@ -394,8 +380,8 @@ async fn a_crash_at_any_write_around_a_child_signal_wake_neither_loses_nor_doubl
         let out: Tally = t.output().await.unwrap();
         assert_eq!(out.log, vec!["30,12".to_string()], "crash_after {crash_after}");
         assert!(engine.store().verify().unwrap().is_clean());
-        engine.shutdown().await;
-    }
+    };
+    let crashes = every_write(200, || (), |b, _| b.workflow(&wf), run, check).await;
     assert!(crashes >= 10, "the crash points covered the run: {crashes}");
     crate::common::report(&format!(
         "RELIABILITY child_signal_crash crash_points={crashes} lost=0 doubled=0"

@@ -16,6 +16,7 @@ use cairn_tools::Operator;
 use cairn_tools::debug::{ForkFrom, ForkOptions};
 
 use crate::common::{Tally, db, open};
+use crate::crash::every_write;
 
 /// Adds its argument to the total, noting it; refuses 0. Replies with the new total.
 pub(crate) const ADD: UpdateDef<u64, u64> = UpdateDef::new("add");
@@ -255,38 +256,24 @@ async fn update_with_start_creates_an_absent_thread_and_updates_an_existing_one(
 /// reply is the same, and the thread ends with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_at_any_write_of_an_update_neither_loses_nor_doubles_it() {
-    use crate::crash::Dying;
-
     let secs = std::time::Duration::from_secs(10);
     let wf = parked();
-    let mut crashes = 0;
-    for crash_after in 1..100 {
-        let (_d, path) = db();
-        let dying = Dying::over_file(&path, Some(crash_after));
-        let engine = Engine::with_store(dying.clone()).workflow(&wf).open().await.unwrap();
-        let call = |engine: Engine| async move {
-            let options = StartOptions::id("w1");
-            let update = UpdateOptions::id("k");
-            let done = engine
-                .update_with_start("parked", Tally::default(), options, "add", 4u64, update)
-                .await?;
-            engine.signal_once("w1", "go", 1u64, "go-1").await?;
-            Ok::<_, Error>(done.updated)
-        };
-        let run = async {
-            call(engine.clone()).await?;
-            engine.thread("w1").await?.finished().await.map(|_| ())
-        };
-        let died = dying.crash_during(&engine, secs, run).await;
-        drop(engine);
-        if !died {
-            break;
-        }
-        crashes += 1;
-        drop(dying);
-        let engine = open(&path, &[&wf], |b| b).await;
+    let call = async |engine: &Engine| {
+        let options = StartOptions::id("w1");
+        let update = UpdateOptions::id("k");
+        let done = engine
+            .update_with_start("parked", Tally::default(), options, "add", 4u64, update)
+            .await?;
+        engine.signal_once("w1", "go", 1u64, "go-1").await?;
+        Ok::<_, Error>(done.updated)
+    };
+    let run = async |engine: &Engine, _: &()| {
+        call(engine).await?;
+        engine.thread("w1").await?.finished().await.map(|_| ())
+    };
+    let check = async |engine: &Engine, _: &(), crash_after: i64| {
         // The caller saw a failure (or nothing): it sends again.
-        let reply = match call(engine.clone()).await {
+        let reply = match call(engine).await {
             Ok(updated) => updated.reply,
             // Finished already: the update and the signal were stored before the crash.
             Err(Error::WrongStatus { .. }) => {
@@ -300,12 +287,12 @@ async fn a_crash_at_any_write_of_an_update_neither_loses_nor_doubles_it() {
         let done = tokio::time::timeout(secs, t.finished()).await;
         let status = done.unwrap_or_else(|_| panic!("crash_after {crash_after}: not finished"));
         assert_eq!(status.unwrap().status, ThreadStatus::Completed, "crash_after {crash_after}");
-        let updates = applied(&engine, "w1");
+        let updates = applied(engine, "w1");
         assert_eq!(updates, [("k".to_owned(), 4.into())], "crash_after {crash_after}: once");
         let out: Tally = t.output().await.unwrap();
         assert_eq!(out.log, ["update 4", "got 1"], "crash_after {crash_after}");
-        engine.shutdown().await;
-    }
+    };
+    let crashes = every_write(100, || (), |b, _| b.workflow(&wf), run, check).await;
     assert!(crashes >= 3, "the crash points covered the run: {crashes}");
     crate::common::report(&format!(
         "RELIABILITY update_crash crash_points={crashes} lost=0 doubled=0"
