@@ -43,7 +43,7 @@ pub enum EventValue {
 impl Engine {
     /// The latest value thread `thread` published under `key` (`ctx.set_event`). When it has
     /// not been published and the thread runs on, waits up to `wait` (at most
-    /// [`GET_EVENT_WAIT_MS_MAX`](crate::limits::GET_EVENT_WAIT_MS_MAX) ms) for it:
+    /// 60,000 ms, `GET_EVENT_WAIT_MS_MAX`) for it:
     /// [`EventValue::Pending`] if it did not come, [`EventValue::NeverSet`] once the thread
     /// ends without it.
     ///
