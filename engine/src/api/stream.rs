@@ -10,9 +10,10 @@
 //!   reader from the start gets the chunks still kept when it connects; one that resumes after
 //!   a seq, only the chunks written from then on. A crash or a restart loses every chunk.
 //! - **Closes** ([`StreamItem::Closed`]) are read from the log: each task's completion (its
-//!   update) or failure, after the chunks of its step. They are what survives a crash: a reader
-//!   that reconnects (to another engine, after a restart) gets the result of the step that
-//!   streamed even though its chunks are gone.
+//!   update) or failure, after the chunks of its step and before any chunk of a later step (a
+//!   later step's chunks wait for the log's end of the step before it). They are what survives
+//!   a crash: a reader that reconnects (to another engine, after a restart) gets the result of
+//!   the step that streamed even though its chunks are gone.
 //! - **The end** ([`StreamItem::Ended`]) is the thread's terminal status (with its output when
 //!   it completed), the last item. A finished thread's stream gives its closes and its end at
 //!   once, without waiting.
@@ -142,6 +143,7 @@ impl Engine {
             live,
             cursor,
             sub: self.store().subscribe(Scope::Thread(id.clone()), after)?,
+            log_step: self.step_at(&id, after).await?,
             id,
             ended_before: record.status.is_terminal(),
             output: None,
@@ -153,6 +155,28 @@ impl Engine {
 }
 
 /// A reader's place in the chunks and the log.
+impl Engine {
+    /// The last step ended at or before seq `after` of `id`, as a reader resuming there has
+    /// read it: 0 from the start; from the event at `after` (a close at step `s` follows the
+    /// end of step `s - 1`); any other event, or none, releases every chunk as it comes.
+    async fn step_at(&self, id: &ThreadId, after: u64) -> Result<u64, Error> {
+        if after == 0 {
+            return Ok(0);
+        }
+        let seq = cairn_storage::Seq(after);
+        let events = self.store().read_range(id, seq, seq).await?;
+        let Some(event) = events.into_iter().next() else { return Ok(u64::MAX) };
+        let store = self.store().as_ref();
+        Ok(match crate::exec::fetch::decode(store, event).await?.body {
+            Body::NodeCompleted { step, .. } | Body::NodeFailed { step, .. } => {
+                step.saturating_sub(1)
+            }
+            Body::StepCompleted { step, .. } => step,
+            _ => u64::MAX,
+        })
+    }
+}
+
 struct Reader {
     engine: Engine,
     id: ThreadId,
@@ -163,6 +187,9 @@ struct Reader {
     sub: Subscription,
     /// The thread had ended when the reader opened: once the log after it is read, the end.
     ended_before: bool,
+    /// The last step whose end the reader has read from the log: chunks of a later step than
+    /// the next one wait for it, so that across steps the order is the log's.
+    log_step: u64,
     /// The thread's output, once its `Output` event is read.
     output: Option<Value>,
     pending: VecDeque<StreamItem>,
@@ -197,7 +224,7 @@ impl Reader {
             return self.end_read().await;
         }
         self.written.borrow_and_update();
-        if self.chunks(u64::MAX) {
+        if self.chunks(self.log_step.saturating_add(1)) {
             return Ok(());
         }
         tokio::select! {
@@ -238,6 +265,10 @@ impl Reader {
             Body::NodeFailed { step, task, error, .. } => {
                 let error = Some(error.to_string());
                 StreamItem::Closed { seq, step, node: task.node, update: None, error }
+            }
+            Body::StepCompleted { step, .. } => {
+                self.log_step = self.log_step.max(step);
+                return Ok(());
             }
             Body::Output { output } => {
                 self.output = Some(output);

@@ -335,3 +335,58 @@ async fn the_stream_route_serves_chunks_closes_and_the_end_as_server_sent_events
     server.shutdown().await;
     engine.shutdown().await;
 }
+
+/// `relay`: steps `a`, `b`, `c` each stream three chunks at once, `a` after the signal `go`.
+fn relay() -> Workflow<Tally> {
+    let step = |name: &'static str, gated: bool| {
+        move |_s: Arc<Tally>, ctx: Ctx| async move {
+            if gated {
+                let _: u64 = ctx.recv("go").await?;
+            }
+            for i in 0..3 {
+                ctx.stream(format!("{name}{i}"))?;
+            }
+            Ok(NodeOutput::update((1, name.to_owned())))
+        }
+    };
+    Workflow::<Tally>::builder("relay", 1)
+        .node("a", step("a", true))
+        .node("b", step("b", false))
+        .node("c", step("c", false))
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("b", "c")
+        .edge("c", END)
+        .build()
+        .unwrap()
+}
+
+/// Across steps the order is the log's: a step's chunks come after the closes of every step
+/// before it, even when the next step streams before the last step's commit reaches readers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_steps_chunks_come_after_the_closes_of_the_steps_before_it() {
+    let wf = relay();
+    for round in 0..20 {
+        let (_d, path) = db();
+        let engine = engine_on(&path, &[&wf], None).await;
+        let t = engine.start_json("relay", Tally::default(), StartOptions::id("r")).await.unwrap();
+        assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+        let reader = engine.stream("r").await.unwrap();
+        engine.signal("r", "go", 1u64).await.unwrap();
+        let items = all(reader).await;
+        let order: Vec<String> = items
+            .iter()
+            .filter_map(|i| match i {
+                StreamItem::Chunk { value, .. } => Some(value.as_str().unwrap().to_owned()),
+                StreamItem::Closed { node, .. } => Some(format!("closed {node}")),
+                _ => None,
+            })
+            .collect();
+        let expected = [
+            "a0", "a1", "a2", "closed a", "b0", "b1", "b2", "closed b", "c0", "c1", "c2",
+            "closed c",
+        ];
+        assert_eq!(order, expected, "round {round}: {items:?}");
+        engine.shutdown().await;
+    }
+}
