@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use crate::error::Error;
 use crate::event::{Body, TaskKey};
 use crate::thread_ctx::EventAt;
-use crate::thread_ctx::{TaskJournal, TaskOutcome, ThreadCtx, ThreadMeta, ToolRecord, input_hash};
+use crate::thread_ctx::{
+    Publication, TaskJournal, TaskOutcome, ThreadCtx, ThreadMeta, ToolRecord, input_hash,
+};
 
 /// Folds the journals' part of `e` into `ctx`.
 ///
@@ -53,9 +55,13 @@ pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
             let attempt = m.open.get(task).map_or(1, |j| j.attempt);
             journal(m, task, attempt).values.extend(values.iter().cloned());
         }
-        Body::EventPublished { task, .. } | Body::PromiseCreated { task, .. } => {
+        Body::EventPublished { task, key, .. } => {
             let attempt = m.open.get(task).map_or(1, |j| j.attempt);
-            journal(m, task, attempt).published += 1;
+            journal(m, task, attempt).published.push(Publication::Event(key.clone()));
+        }
+        Body::PromiseCreated { task, .. } => {
+            let attempt = m.open.get(task).map_or(1, |j| j.attempt);
+            journal(m, task, attempt).published.push(Publication::Promise);
         }
         Body::InputReceived { task, value } => {
             m.open.entry(task.clone()).or_default().inputs.push(value.clone());

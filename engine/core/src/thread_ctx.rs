@@ -64,9 +64,20 @@ pub struct TaskJournal {
     /// Set once the task finished in this step.
     pub outcome: Option<TaskOutcome>,
     /// Events this attempt published and promises it created (`ctx.set_event`,
-    /// `ctx.promise`), in call order: a re-execution writes none of these again. Absent when 0.
-    #[serde(default, skip_serializing_if = "crate::recovery_fold::is_zero")]
-    pub published: u32,
+    /// `ctx.promise`), in call order: a re-execution writes none of these again, and one that
+    /// publishes another thing in a recorded place is nondeterminism. Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub published: Vec<Publication>,
+}
+
+/// What a task published in one place of its call order: an event under a key, or a promise.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Publication {
+    /// `ctx.set_event(key, ..)`.
+    Event(String),
+    /// `ctx.promise()`.
+    Promise,
 }
 
 /// What a parked thread waits for.

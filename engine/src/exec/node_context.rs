@@ -23,7 +23,7 @@ use crate::core::codec::Recorded;
 use crate::core::drawn::Drawn;
 use crate::core::event::{Body, TaskKey};
 use crate::core::suspend::Suspensions;
-use crate::core::thread_ctx::{TaskJournal, ToolRecord};
+use crate::core::thread_ctx::{Publication, TaskJournal, ToolRecord};
 use crate::limits;
 
 mod child;
@@ -70,8 +70,8 @@ pub(crate) struct TaskState {
     joined: std::collections::BTreeSet<String>,
     /// Events published and promises created by this attempt so far (`node_context/published.rs`).
     published: u32,
-    /// How many of them the journal holds (written before a crash or a park): not written again.
-    replay_published: u32,
+    /// Those the journal holds (written before a crash or a park): not written again.
+    replay_published: Vec<Publication>,
 }
 
 /// The context one attempt of one task sees.
@@ -102,7 +102,7 @@ impl LiveNodeContext {
             suspensions: Suspensions::new(j.inputs.clone(), j.timers_fired),
             calls_counted: u64::from(j.calls_started),
             calls_recorded: j.calls_started.max(u32::try_from(j.tools.len()).unwrap_or(u32::MAX)),
-            replay_published: j.published,
+            replay_published: j.published.clone(),
             ..TaskState::default()
         };
         let stream = Arc::new(TaskStream::new(

@@ -22,7 +22,7 @@ mod child;
 mod node;
 use crate::core::event::{Body, TaskKey};
 use crate::core::suspend::Suspensions;
-use crate::core::thread_ctx::ThreadCtx;
+use crate::core::thread_ctx::{TaskJournal, ThreadCtx};
 use node::{ReplayNodeContext, ReplayNodeState};
 
 /// What to replay with.
@@ -179,13 +179,11 @@ pub(crate) async fn replay_after(
                     } else {
                         // Values the task drew: those flushed with its tool calls and inputs
                         // (in the journal) plus those recorded at completion.
-                        let journal = c.meta.open.get(task);
-                        let mut values: VecDeque<Value> =
-                            journal.map(|j| j.values.iter().cloned().collect()).unwrap_or_default();
+                        let empty = TaskJournal::default();
+                        let journal = c.meta.open.get(task).unwrap_or(&empty);
+                        let mut values: VecDeque<Value> = journal.values.iter().cloned().collect();
                         values.extend(drawn.iter().cloned());
                         let (recorded_calls, item) = recordings.take(*step, task, *attempt);
-                        let inputs = journal.map(|j| j.inputs.clone()).unwrap_or_default();
-                        let timers_fired = journal.map_or(0, |j| j.timers_fired);
                         let run = ReplayNodeContext {
                             shared: shared.clone(),
                             step: *step,
@@ -194,8 +192,12 @@ pub(crate) async fn replay_after(
                             item,
                             st: Mutex::new(ReplayNodeState {
                                 values,
-                                suspensions: Suspensions::new(inputs, timers_fired),
+                                suspensions: Suspensions::new(
+                                    journal.inputs.clone(),
+                                    journal.timers_fired,
+                                ),
                                 calls: recorded_calls,
+                                recorded_published: journal.published.clone(),
                                 ..ReplayNodeState::default()
                             }),
                         };

@@ -13,6 +13,7 @@ use super::{RecordedCall, Shared};
 use crate::core::drawn::Drawn;
 use crate::core::event::TaskKey;
 use crate::core::suspend::Suspensions;
+use crate::core::thread_ctx::Publication;
 
 #[derive(Default)]
 pub(super) struct ReplayNodeState {
@@ -26,6 +27,8 @@ pub(super) struct ReplayNodeState {
     pub(super) patches: BTreeMap<String, bool>,
     /// Events published and promises created so far: a promise's id is derived from it.
     pub(super) published: u32,
+    /// What the journal recorded the task published, in order (the code must publish the same).
+    pub(super) recorded_published: Vec<Publication>,
 }
 
 pub(super) struct ReplayNodeContext {
@@ -191,6 +194,22 @@ impl ReplayNodeContext {
 
     /// A marker call (`core::marks`) in a completed task: the log holds its marker here, or the
     /// code does what the recorded run did not (a divergence).
+    /// Counts the task's next publication, `what`, and returns its index: another thing than
+    /// the journal recorded there (or one it did not record) is a divergence.
+    fn published(&self, what: Publication) -> u32 {
+        let mut st = self.state();
+        let n = st.published;
+        st.published += 1;
+        let recorded = st.recorded_published.get(n as usize).cloned();
+        if recorded.as_ref() != Some(&what) {
+            let recorded = serde_json::to_value(&recorded).unwrap_or_default();
+            let produced = serde_json::to_value(&what).unwrap_or_default();
+            let detail = format!("the code publishes {what:?} where the recorded run did not");
+            st.first.get_or_insert((detail, recorded, produced));
+        }
+        n
+    }
+
     pub(super) fn marker(&self, marker: Value, what: &str) {
         let mut st = self.state();
         if !crate::core::marks::take(&mut st.values, &marker) {
@@ -261,17 +280,13 @@ impl NodeContext for ReplayNodeContext {
         self.marker(crate::core::marks::label(key, value), "changes a label");
         Ok(())
     }
-    fn set_event(&self, _key: &str, _value: Value) -> BoxFuture<'static, Result<(), NodeError>> {
+    fn set_event(&self, key: &str, _value: Value) -> BoxFuture<'static, Result<(), NodeError>> {
         // The log holds what the live run published; replay writes nothing.
-        self.state().published += 1;
+        self.published(Publication::Event(key.to_owned()));
         Box::pin(std::future::ready(Ok(())))
     }
     fn promise(&self) -> BoxFuture<'static, Result<cairn_dsl::Promise, NodeError>> {
-        let n = {
-            let mut st = self.state();
-            st.published += 1;
-            st.published - 1
-        };
+        let n = self.published(Publication::Promise);
         let id = crate::core::published::promise_id(&self.shared.thread, self.step, &self.task, n);
         let signal = crate::core::published::promise_signal(&id);
         Box::pin(std::future::ready(Ok(cairn_dsl::Promise::new(id, signal))))

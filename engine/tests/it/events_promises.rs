@@ -345,3 +345,66 @@ async fn the_endpoint_serves_published_events_and_completes_promises() {
     server.shutdown().await;
     engine.shutdown().await;
 }
+
+/// Publishes `stage`, then the event `second`, or, when `changes`, a promise instead on every
+/// run after the first `runs` counts (a node whose code changed under a parked thread), then
+/// waits for `go`.
+fn changing_publisher(runs: Arc<std::sync::atomic::AtomicU64>, changes: bool) -> Workflow<Tally> {
+    use std::sync::atomic::Ordering;
+    Workflow::<Tally>::builder("changing", 1)
+        .node("a", move |_s: Arc<Tally>, ctx: Ctx| {
+            let first_run = runs.fetch_add(1, Ordering::SeqCst) == 0 || !changes;
+            async move {
+                ctx.set_event("stage", "one").await?;
+                if first_run {
+                    ctx.set_event("second", 2u64).await?;
+                } else {
+                    ctx.promise().await?;
+                }
+                let go: u64 = ctx.recv("go").await?;
+                Ok(NodeOutput::update((go, "a".to_owned())))
+            }
+        })
+        .edge(START, "a")
+        .edge("a", END)
+        .build()
+        .unwrap()
+}
+
+/// A node that runs again and publishes another thing where its first run published (here a
+/// promise where an event was) gets a nondeterminism error, not a silent skip; replay with the
+/// changed code reports the divergence, and with the code that ran agrees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rerun_that_publishes_another_thing_in_a_recorded_place_is_nondeterminism() {
+    use std::sync::atomic::AtomicU64;
+    let (_d, path) = db();
+    let wf = changing_publisher(Arc::new(AtomicU64::new(0)), true);
+    let engine = open(&path, &[&wf], |b| b).await;
+    let t = engine.start_json("changing", Tally::default(), StartOptions::id("c")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    engine.signal("c", "go", 1u64).await.unwrap();
+    let outcome = t.finished().await.unwrap();
+    assert_ne!(outcome.status, ThreadStatus::Completed, "{outcome:?}");
+    let error = format!("{:?}", outcome.error);
+    assert!(error.contains("publication 1 of the task"), "{error}");
+    assert!(error.contains("recorded run made Event") && error.contains("now Promise"), "{error}");
+
+    // Replay: the code that ran its first run agrees; one that publishes otherwise diverges.
+    let (_d2, path2) = db();
+    let fixed = changing_publisher(Arc::new(AtomicU64::new(0)), false);
+    let engine2 = open(&path2, &[&fixed], |b| b).await;
+    let t2 = engine2.start_json("changing", Tally::default(), StartOptions::id("d")).await;
+    let t2 = t2.unwrap();
+    assert_eq!(t2.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    engine2.signal("d", "go", 1u64).await.unwrap();
+    assert_eq!(t2.finished().await.unwrap().status, ThreadStatus::Completed);
+    let same = changing_publisher(Arc::new(AtomicU64::new(0)), false);
+    let options = ReplayOptions { workflow: Some(same.erase()), ..ReplayOptions::default() };
+    assert_eq!(engine2.replay("d", &options).await.unwrap().divergence, None);
+    let changed = changing_publisher(Arc::new(AtomicU64::new(1)), true);
+    let options = ReplayOptions { workflow: Some(changed.erase()), ..ReplayOptions::default() };
+    let d = engine2.replay("d", &options).await.unwrap().divergence;
+    assert!(format!("{d:?}").contains("publishes Promise"), "{d:?}");
+    engine.shutdown().await;
+    engine2.shutdown().await;
+}

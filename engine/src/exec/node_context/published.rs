@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::{LiveNodeContext, lock_state};
 use crate::core::event::Body;
 use crate::core::published::{promise_id, promise_signal};
+use crate::core::thread_ctx::Publication;
 use crate::limits::{
     PUBLICATIONS_PER_TASK_MAX, PUBLISHED_KEY_BYTES_MAX, PUBLISHED_VALUE_BYTES_MAX,
 };
@@ -39,14 +40,14 @@ impl LiveNodeContext {
             return Box::pin(std::future::ready(Err(NodeError::fatal(detail))));
         }
         let body = Body::EventPublished { task: self.key.clone(), key: key.to_owned(), value };
-        let (_, write) = self.publication(|_| body);
+        let (_, write) = self.publication(Publication::Event(key.to_owned()), |_| body);
         write
     }
 
     /// `ctx.promise`: the promise of the task's next publication, created.
     pub(super) fn create_promise(&self) -> BoxFuture<'static, Result<Promise, NodeError>> {
         let (thread, step, task) = (self.env.thread.to_string(), self.step, self.key.clone());
-        let (id, write) = self.publication(|n| Body::PromiseCreated {
+        let (id, write) = self.publication(Publication::Promise, |n| Body::PromiseCreated {
             task: task.clone(),
             promise: promise_id(&thread, step, &task, n),
         });
@@ -58,17 +59,26 @@ impl LiveNodeContext {
         })
     }
 
-    /// The task's next publication, made by `body` from its index: written unless the
-    /// journal holds it (the write then answers at once). Returns the promise id it holds.
+    /// The task's next publication, `what`, made by `body` from its index: written unless the
+    /// journal holds it (the write then answers at once; another thing recorded in its place is
+    /// nondeterminism). Returns the promise id it holds.
     fn publication(
         &self,
+        what: Publication,
         body: impl FnOnce(u32) -> Body,
     ) -> (Option<String>, BoxFuture<'static, Result<(), NodeError>>) {
         let (index, fresh, log_start) = {
             let mut st = self.state();
             let index = st.published;
             st.published += 1;
-            let fresh = index >= st.replay_published;
+            let recorded = st.replay_published.get(index as usize).cloned();
+            let fresh = recorded.is_none();
+            if let Some(recorded) = recorded.filter(|r| *r != what) {
+                st.nondeterminism.get_or_insert(format!(
+                    "publication {index} of the task: the recorded run made {recorded:?}, \
+                     the code now {what:?}"
+                ));
+            }
             let log_start = fresh && !st.started_logged;
             if log_start {
                 st.started_logged = true;
