@@ -28,8 +28,8 @@ pub(crate) fn apply(
         assert!(lsn > last_lsn, "lsn {lsn} not above {last_lsn}");
         last_lsn = lsn;
     }
-    // One batch frame per run of a thread's events (`log.rs`).
-    super::log::append(tables.events()?, &plan.log)?;
+    // Framed at the group's end, a frame per run of a thread's events across its batches.
+    tables.stage_events(std::mem::take(&mut plan.log));
     for (correlation, lsn, framed) in &plan.correlations {
         tables
             .correlations()?

@@ -14,6 +14,7 @@ use super::index::{storage, stored_thread_in};
 use super::index_keys::{IndexKeys, keys_of_frame};
 use crate::codec::{self, StoredThread, table};
 use crate::error::Error;
+use crate::event::Event;
 use crate::ids::ThreadId;
 
 pub(crate) use super::meta::*;
@@ -52,6 +53,9 @@ macro_rules! tables {
             /// Thread records changed in this transaction and not yet written to `threads`: the
             /// latest of each (see [`Tables::stage_thread`]).
             staged: BTreeMap<ThreadId, StoredThread>,
+            /// Events of this transaction's batches not yet framed into `events`, in lsn order
+            /// (see [`Tables::stage_events`]).
+            staged_events: Vec<Event>,
             /// Thread rows written in this transaction so far.
             pub(crate) thread_rows: usize,
             $($name: Option<Table<'txn, $key, $value>>,)+
@@ -63,7 +67,14 @@ macro_rules! tables {
                 txn: &'txn WriteTransaction,
                 cache: &'c mut ThreadCache,
             ) -> Tables<'txn, 'c> {
-                Tables { txn, cache, staged: BTreeMap::new(), thread_rows: 0, $($name: None,)+ }
+                Tables {
+                    txn,
+                    cache,
+                    staged: BTreeMap::new(),
+                    staged_events: Vec::new(),
+                    thread_rows: 0,
+                    $($name: None,)+
+                }
             }
 
             /// Opens (creating) every table: a new database has them all, so readers never meet
@@ -96,7 +107,7 @@ macro_rules! tables {
 
 tables! {
     meta: META, &'static str, &'static [u8];
-    events: EVENTS, u64, &'static [u8];
+    events_table: EVENTS, u64, &'static [u8];
     seq_index: SEQ_INDEX, (&'static str, u64), &'static [u8];
     threads_table: THREADS, &'static str, &'static [u8];
     checkpoints: CHECKPOINTS, u64, &'static [u8];
@@ -113,6 +124,36 @@ tables! {
 }
 
 impl<'txn> Tables<'txn, '_> {
+    /// The log, with every staged event framed into it first: whatever reads or changes it
+    /// directly (a delete, a prune) sees the transaction's every event.
+    pub(crate) fn events(&mut self) -> Result<&mut Table<'txn, u64, &'static [u8]>, Error> {
+        self.write_staged_events()?;
+        self.events_table()
+    }
+
+    /// Takes `events` (above every lsn staged or written so far) into the log of this
+    /// transaction, framed once, by [`Tables::write_staged_events`] (before the commit, or
+    /// before anything reads the log directly): the batches of one thread that a group holds in
+    /// a row (a runner's pipelined steps, their lsns following each other) become one frame
+    /// instead of one a batch (`event_batch::frames` cuts runs at 64 events, ~64 KiB).
+    pub(crate) fn stage_events(&mut self, events: Vec<Event>) {
+        if self.staged_events.is_empty() {
+            self.staged_events = events;
+        } else {
+            self.staged_events.extend(events);
+        }
+    }
+
+    /// Frames every staged event into the log (see [`Tables::stage_events`]). An error leaves
+    /// the transaction half-written: the caller aborts it.
+    pub(crate) fn write_staged_events(&mut self) -> Result<(), Error> {
+        if self.staged_events.is_empty() {
+            return Ok(());
+        }
+        let staged = std::mem::take(&mut self.staged_events);
+        super::log::append(self.events_table()?, &staged)
+    }
+
     /// The threads table, with every staged record written first: whatever reads or changes it
     /// directly (a delete, a scan) sees the transaction's latest records.
     pub(crate) fn threads(

@@ -395,7 +395,9 @@ impl Writer {
                     Command::Nudge => {}
                 }
             };
-            // Each thread record the group changed, written once (see `Tables::stage_thread`).
+            // The group's events, framed once, and each thread record it changed, written once
+            // (see `Tables::stage_events`, `Tables::stage_thread`).
+            let applied = applied.and_then(|()| tables.write_staged_events());
             let applied = applied.and_then(|()| tables.write_staged_threads()).and_then(|()| {
                 if g.removes { write_counters(tables.meta()?, self.counters) } else { Ok(()) }
             });
@@ -833,7 +835,7 @@ mod tests {
         // `queue_members` is read, not written: an ended thread leaves its queue, if any.
         assert_eq!(
             writer.tables_opened,
-            ["events", "threads_table", "checkpoints", "snapshots", "queue_members", "index"],
+            ["events_table", "threads_table", "checkpoints", "snapshots", "queue_members", "index"],
             "the tables of a one-thread commit"
         );
     }
@@ -892,6 +894,63 @@ mod tests {
         assert_eq!(deleted.map(|d| d.events), Some(12), "every event of the thread went");
         assert!(committed(&writer, &a).is_none(), "the deleted thread has no record");
         assert_eq!(last(committed(&writer, &b)), Some(Seq(1)), "the other thread is untouched");
+    }
+
+    /// The frames of the log as committed: (thread, first seq, events) each, in lsn order.
+    fn frames(writer: &Writer) -> Vec<(String, u64, usize)> {
+        use ::redb::{ReadableDatabase, ReadableTable};
+        let txn = writer.db.as_ref().expect("open").begin_read().expect("read");
+        let log = txn.open_table(super::super::tables::EVENTS).expect("log");
+        let mut out = Vec::new();
+        for entry in log.iter().expect("iterate") {
+            let (key, value) = entry.expect("entry");
+            let events =
+                super::super::log::decode_frame_at(key.value(), value.value()).expect("frame");
+            let first = &events[0];
+            out.push((first.thread.to_string(), first.bookmark.seq.0, events.len()));
+        }
+        out
+    }
+
+    /// A group frames the batches of one thread that it holds in a row once: a runner's
+    /// pipelined steps become one record of the log, not one a batch; another thread's batch
+    /// between them ends the run (a frame's lsns follow each other).
+    #[test]
+    fn a_group_frames_a_threads_batches_in_a_row_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut writer = writer_on(dir.path());
+        let (tx, rx) = std::sync::mpsc::sync_channel(64);
+        let a = ThreadId::new("a").expect("id");
+        let b = ThreadId::new("b").expect("id");
+        let (first, answer) = write(create(&a));
+        assert!(writer.group(first, &rx).is_none());
+        answer.blocking_recv().expect("answered").expect("created");
+        let mut answers = Vec::new();
+        let queue = |write: Write| tx.send(Command::Write(write)).expect("queue");
+        for n in 1..5 {
+            let (batch, answer) = write(step(&a, n));
+            queue(batch);
+            answers.push(answer);
+        }
+        for batch in [create(&b), step(&b, 0)] {
+            let (batch, answer) = write(batch);
+            queue(batch);
+            answers.push(answer);
+        }
+        for n in 5..8 {
+            let (batch, answer) = write(step(&a, n));
+            queue(batch);
+            answers.push(answer);
+        }
+        let (first, answer) = write(step(&a, 0));
+        answers.insert(0, answer);
+        assert!(writer.group(first, &rx).is_none());
+        for answer in answers {
+            answer.blocking_recv().expect("answered").expect("appended");
+        }
+        let expected = [("a", 1, 5), ("b", 1, 1), ("a", 6, 3)];
+        let expected: Vec<_> = expected.iter().map(|(t, s, n)| (t.to_string(), *s, *n)).collect();
+        assert_eq!(frames(&writer), expected, "a frame per run of a thread in the group");
     }
 
     /// A group kept open only for announced writes sleeps until their intent is withdrawn and
