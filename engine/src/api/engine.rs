@@ -62,7 +62,7 @@ impl Engine {
     /// As [`Engine::register`].
     pub fn register_dyn(&self, wf: Arc<DynWorkflow>) -> Result<(), Error> {
         // Its labelled metrics exist from now on (a scrape shows its series at 0).
-        self.shell.metrics.for_workflow(wf.id());
+        self.shell.metrics.for_workflow(wf.id(), wf.nodes().iter().map(|n| n.name.as_str()));
         self.shell.registry.register(wf)
     }
 

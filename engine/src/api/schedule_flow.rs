@@ -239,10 +239,13 @@ async fn tick(
         let _: String = ctx
             .tool("start", id, move |id: String, _| async move {
                 let shell = shell.ok_or_else(|| ToolError::retryable("the engine is closing"))?;
+                let (metrics, started_ms) = (shell.metrics.clone(), shell.clock.now_ms());
                 Engine { shell }
                     .start_json(&workflow, input, options)
                     .await
                     .map_err(|e| ToolError::fatal(e.to_string()))?;
+                // Once: a recorded start (after a crash) returns without running this.
+                metrics.schedule_lag(started_ms.saturating_sub(t));
                 Ok(id)
             })
             .await?;

@@ -301,7 +301,7 @@ pub(super) async fn run_claimed(
         cancel: control.cancel.clone(),
         stop: stop.clone(),
     };
-    let metrics = shell.metrics.for_workflow(wf.id());
+    let metrics = shell.metrics.for_workflow(wf.id(), wf.nodes().iter().map(|n| n.name.as_str()));
     let env = Arc::new(ThreadEnv {
         thread: thread.clone(),
         cancel: control.cancel.clone(),
@@ -331,9 +331,15 @@ pub(super) async fn run_claimed(
         return Ok(Exit::Elsewhere);
     }
     let exit = runner.run(control).await?;
-    if exit == Exit::Status(ThreadStatus::Failed) {
+    if let Exit::Status(status) = exit
+        && status.is_terminal()
+    {
         // Counted here, where this engine ran it to its end (labelled with its workflow).
-        runner.env.metrics.thread_ended(ThreadStatus::Failed);
+        let meta = &runner.ctx.meta;
+        let took_ms = meta.updated_at_ms.saturating_sub(meta.created_at_ms);
+        runner.env.metrics.thread_ended(status, took_ms);
+    }
+    if exit == Exit::Status(ThreadStatus::Failed) {
         if let Some(hook) = &shell.on_failure {
             hook(shell, thread).await;
         }

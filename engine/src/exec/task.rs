@@ -54,6 +54,7 @@ pub(crate) async fn run_task(
             .await;
         span.record("outcome", attempt_outcome(&result));
         let duration_ms = clock.now_ms().saturating_sub(started);
+        env.metrics.node_attempt(key.node.as_str(), duration_ms);
         let mut st = ctx.finish().await;
         appended.append(&mut st.appended);
         let attempt = journal.attempt;

@@ -29,6 +29,15 @@ pub(crate) struct Metrics {
     tool_calls_memo: Counter,
     pub tool_seconds: Histogram,
     pub thread_failures: Counter,
+    /// A workflow's node attempts' times, by node (registered with its handles; a node of a
+    /// later version is registered at its first attempt).
+    node_seconds: Arc<HashMap<String, Histogram>>,
+    /// A workflow's threads ended, by terminal status.
+    threads_ended: Arc<[(ThreadStatus, Counter)]>,
+    /// A workflow's threads' times from creation to end.
+    thread_seconds: Histogram,
+    /// Schedule ticks' lag, tick to run started.
+    schedule_lag: Histogram,
     threads: Arc<[(ThreadStatus, Gauge)]>,
     /// Checkpoints written, by kind (indexed by the kind's on-disk discriminant).
     checkpoints: Arc<[(CheckpointKind, Counter)]>,
@@ -123,6 +132,10 @@ impl Metrics {
             tool_calls_memo: Counter::noop(),
             tool_seconds: Histogram::noop(),
             thread_failures: Counter::noop(),
+            node_seconds: Arc::default(),
+            threads_ended: Arc::new([]),
+            thread_seconds: Histogram::noop(),
+            schedule_lag: histogram(SCHEDULE_LAG_SECONDS),
             commit_seconds: histogram(COMMIT_SECONDS),
             commits_slow: counter(COMMITS_SLOW),
             threads,
@@ -155,33 +168,86 @@ impl Metrics {
         Metrics::of(Source::Global, slow_commit)
     }
 
-    /// These handles with the step, node and tool ones labelled `workflow` (registered at the
-    /// workflow's first thread, then taken from the cache).
-    pub fn for_workflow(&self, workflow: &str) -> Metrics {
+    /// These handles with the step, node and tool ones labelled `workflow`, whose nodes are
+    /// `nodes` (registered at the workflow's first thread, then taken from the cache).
+    pub fn for_workflow<'a>(
+        &self,
+        workflow: &str,
+        nodes: impl IntoIterator<Item = &'a str>,
+    ) -> Metrics {
         let mut cache = self.by_workflow.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = cache.get(workflow) {
             return m.clone();
         }
         let name: Arc<str> = workflow.into();
-        let labelled = self.source.with(|r| {
-            let key = |metric: &'static str, more: Option<(&'static str, &'static str)>| {
-                let mut labels = vec![Label::new("workflow", name.to_string())];
-                labels.extend(more.map(|(k, v)| Label::from_static_parts(k, v)));
-                Key::from_parts(metric, labels)
-            };
-            let mut m = self.clone();
-            m.steps = r.register_counter(&key(STEPS, None), &META);
-            m.step_seconds = r.register_histogram(&key(STEP_SECONDS, None), &META);
-            m.tool_calls_real =
-                r.register_counter(&key(TOOL_CALLS, Some(("memo", "false"))), &META);
-            m.tool_calls_memo = r.register_counter(&key(TOOL_CALLS, Some(("memo", "true"))), &META);
-            m.tool_seconds = r.register_histogram(&key(TOOL_CALL_SECONDS, None), &META);
-            m.thread_failures = r.register_counter(&key(THREAD_FAILURES, None), &META);
-            m.workflow = Some(name.clone());
-            m
-        });
+        let labelled = self.source.with(|r| self.labelled(r, &name, nodes));
         cache.insert(name, labelled.clone());
         labelled
+    }
+
+    /// These handles labelled `workflow` = `name`, registered with `r`.
+    fn labelled<'a>(
+        &self,
+        r: &dyn Recorder,
+        name: &Arc<str>,
+        nodes: impl IntoIterator<Item = &'a str>,
+    ) -> Metrics {
+        let key = |metric: &'static str, more: Option<(&'static str, String)>| {
+            let mut labels = vec![Label::new("workflow", name.to_string())];
+            labels.extend(more.map(|(k, v)| Label::new(k, v)));
+            Key::from_parts(metric, labels)
+        };
+        let memo = |v: &str| Some(("memo", v.to_owned()));
+        let mut m = self.clone();
+        m.steps = r.register_counter(&key(STEPS, None), &META);
+        m.step_seconds = r.register_histogram(&key(STEP_SECONDS, None), &META);
+        m.tool_calls_real = r.register_counter(&key(TOOL_CALLS, memo("false")), &META);
+        m.tool_calls_memo = r.register_counter(&key(TOOL_CALLS, memo("true")), &META);
+        m.tool_seconds = r.register_histogram(&key(TOOL_CALL_SECONDS, None), &META);
+        m.thread_failures = r.register_counter(&key(THREAD_FAILURES, None), &META);
+        m.node_seconds = Arc::new(
+            nodes
+                .into_iter()
+                .map(|n| {
+                    let node = Some(("node", n.to_owned()));
+                    (n.to_owned(), r.register_histogram(&key(NODE_SECONDS, node), &META))
+                })
+                .collect(),
+        );
+        m.threads_ended = ThreadStatus::ALL
+            .iter()
+            .filter(|s| s.is_terminal())
+            .map(|s| {
+                let status = Some(("status", s.as_str().to_owned()));
+                (*s, r.register_counter(&key(THREADS_ENDED, status), &META))
+            })
+            .collect();
+        m.thread_seconds = r.register_histogram(&key(THREAD_SECONDS, None), &META);
+        m.workflow = Some(name.clone());
+        m
+    }
+
+    /// An attempt of `node` took `took_ms` (labelled `workflow`, with
+    /// [`Metrics::for_workflow`]'s handles, and `node`).
+    pub fn node_attempt(&self, node: &str, took_ms: u64) {
+        let seconds = took_ms as f64 / 1e3;
+        match self.node_seconds.get(node) {
+            Some(h) => h.record(seconds),
+            None => {
+                let mut labels = Vec::with_capacity(2);
+                if let Some(w) = &self.workflow {
+                    labels.push(Label::new("workflow", w.to_string()));
+                }
+                labels.push(Label::new("node", node.to_owned()));
+                let key = Key::from_parts(NODE_SECONDS, labels);
+                self.source.with(|r| r.register_histogram(&key, &META).record(seconds));
+            }
+        }
+    }
+
+    /// A schedule's run started `lag_ms` after its tick.
+    pub fn schedule_lag(&self, lag_ms: u64) {
+        self.schedule_lag.record(lag_ms as f64 / 1e3);
     }
 
     /// A node attempt of `node` failed; `retried`: it will be tried again. Labelled `workflow`
@@ -231,11 +297,16 @@ impl Metrics {
         output
     }
 
-    /// A thread ended in `status` (terminal): counts a failure.
-    pub fn thread_ended(&self, status: ThreadStatus) {
+    /// A thread ended under this engine in `status` (terminal), `took_ms` after its creation:
+    /// counts it by status (and a failure apart), records its time.
+    pub fn thread_ended(&self, status: ThreadStatus, took_ms: u64) {
         if status == ThreadStatus::Failed {
             self.thread_failures.increment(1);
         }
+        if let Some((_, c)) = self.threads_ended.iter().find(|(s, _)| *s == status) {
+            c.increment(1);
+        }
+        self.thread_seconds.record(took_ms as f64 / 1e3);
     }
 
     /// Sets the locks held to `n`: the lock table's size, read after an end released locks
@@ -297,6 +368,9 @@ fn describe(r: &dyn Recorder) {
         (STEP_SECONDS, "one step from planning to its batch submitted"),
         (COMMIT_SECONDS, "a runner batch from submitted to durable"),
         (TOOL_CALL_SECONDS, "a tool call that ran"),
+        (NODE_SECONDS, "one node attempt, its tool calls included"),
+        (THREAD_SECONDS, "a thread from its creation to its end"),
+        (SCHEDULE_LAG_SECONDS, "a schedule's tick to the start of its run"),
     ];
     for (name, help) in histograms {
         r.describe_histogram(name.into(), Some(Unit::Seconds), help.into());
@@ -308,6 +382,7 @@ fn describe(r: &dyn Recorder) {
         (RETRIES, "node attempts retried"),
         (NODE_FAILURES, "node attempts that failed"),
         (THREAD_FAILURES, "threads that ended Failed"),
+        (THREADS_ENDED, "threads that ended, by status"),
         (LEASE_TAKEOVERS, "threads taken over from another lease owner"),
         (RUNNERS_FENCED, "runners fenced off their thread"),
         (THREADS_DELETED, "threads deleted whole; by=retention or hand"),

@@ -6,6 +6,16 @@
 pub const STEPS: &str = "cairn_steps_total";
 /// Time of one step from planning to its batch submitted (node execution included), seconds.
 pub const STEP_SECONDS: &str = "cairn_step_duration_seconds";
+/// Time of one node attempt (its code and its tool calls), seconds; labels `workflow`, `node`.
+pub const NODE_SECONDS: &str = "cairn_node_duration_seconds";
+/// Threads that ended under this engine, labels `workflow`, `status` (`completed`, `failed`,
+/// `cancelled`, `timed_out`). Counter.
+pub const THREADS_ENDED: &str = "cairn_threads_ended_total";
+/// Time of a thread that ended under this engine, from its creation to its end (the engine's
+/// clock, as its record has them), seconds; label `workflow`.
+pub const THREAD_SECONDS: &str = "cairn_thread_duration_seconds";
+/// Time from a schedule's tick to the start of the run it made, seconds.
+pub const SCHEDULE_LAG_SECONDS: &str = "cairn_schedule_lag_seconds";
 /// Time from a step's batch submitted to durable, seconds.
 pub const COMMIT_SECONDS: &str = "cairn_commit_duration_seconds";
 /// Step commits slower than [`crate::Config::slow_commit_ms`]. Counter.

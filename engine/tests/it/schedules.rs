@@ -18,7 +18,7 @@ use crate::crash::Dying;
 pub(crate) const JAN_1_2026: u64 = 1_767_225_600_000;
 pub(crate) const HOUR: u64 = 3_600_000;
 
-fn report() -> Workflow<Tally> {
+pub(crate) fn report() -> Workflow<Tally> {
     Workflow::<Tally>::builder("report", 1)
         .node("write", |_s, _ctx| async move { Ok(NodeOutput::update((1, "written".to_owned()))) })
         .edge(START, "write")

@@ -60,6 +60,21 @@ async fn a_run_moves_each_metric_by_what_it_did() {
     let timed = r.samples(&wf(names::STEP_SECONDS, "traced")).len();
     assert_eq!(timed as u64, steps, "every step is timed");
     let steps = steps + 1;
+    // Node attempts, each timed, labelled with its workflow and node.
+    let node =
+        |w: &str, n: &str| r.samples(&format!("{}{{workflow={w},node={n}}}", names::NODE_SECONDS));
+    assert_eq!(node("traced", "call").len(), 1, "call's one attempt");
+    assert_eq!(node("traced", "flaky").len(), 2, "flaky's failed attempt and its retry");
+    assert_eq!(node("traced-child", "inner").len(), 1);
+    // Threads ended, by workflow and status, and their times.
+    let ended = |w: &str, status: &str| {
+        r.counter(&format!("{}{{workflow={w},status={status}}}", names::THREADS_ENDED))
+    };
+    assert_eq!(ended("traced", "completed"), 1);
+    assert_eq!(ended("traced-child", "completed"), 1);
+    assert_eq!(ended("traced", "failed"), 0);
+    assert_eq!(r.samples(&wf(names::THREAD_SECONDS, "traced")).len(), 1, "the parent's time");
+    assert!(r.samples(names::SCHEDULE_LAG_SECONDS).is_empty(), "no schedule ran");
     // Checkpoints by kind: each thread's completion.
     let checkpoint = |kind: &str| r.counter(&format!("{}{{kind={kind}}}", names::CHECKPOINTS));
     assert_eq!(checkpoint("completion"), 2, "the parent's and the child's completion");
@@ -89,7 +104,7 @@ async fn a_run_moves_each_metric_by_what_it_did() {
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/observability.md"));
     let doc = doc.unwrap();
     let names = r.names();
-    assert!(names.len() >= 23, "{names:?}");
+    assert!(names.len() >= 27, "{names:?}");
     for name in names {
         assert!(
             doc.contains(&format!("| `{name}")),
@@ -444,4 +459,38 @@ async fn queue_gauges_hold_across_a_restart() {
     assert_eq!(gauge(&second, names::QUEUE_DEPTH), 0.0);
     assert_eq!(gauge(&second, names::QUEUE_RUNNING), 0.0, "all done");
     engine.shutdown().await;
+}
+
+/// A schedule's run started five minutes after its tick (the engine was busy, or down) records a
+/// lag of 300 s; the thread it started counts as ended by its workflow and status.
+#[tokio::test]
+async fn a_schedule_tick_run_late_records_its_lag() {
+    use crate::schedules::{HOUR, JAN_1_2026, file, spec, ticks_started};
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Arc::new(TestRecorder::default());
+    let clock = cairn::clock::ManualClock::new(JAN_1_2026);
+    let engine = Engine::with_store(file(&dir.path().join("lag.db")))
+        .clock(Arc::new(clock.clone()))
+        .workflow(&crate::schedules::report())
+        .metrics_recorder(recorder.clone())
+        .health_every_ms(None)
+        .open()
+        .await
+        .unwrap();
+    engine.create_schedule("hourly", spec(cairn::Every::Interval { ms: HOUR })).await.unwrap();
+    let info = engine.schedule("hourly").await.unwrap().unwrap();
+    let next = info.state.next_tick_ms.expect("a next tick");
+    clock.set_ms(next + 300_000);
+    let waited = std::time::Instant::now();
+    while ticks_started(&engine, "hourly").is_empty() {
+        assert!(waited.elapsed().as_secs() < 60, "the tick was not handled");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let completed = format!("{}{{workflow=report,status=completed}}", names::THREADS_ENDED);
+    while recorder.counter(&completed) == 0 {
+        assert!(waited.elapsed().as_secs() < 60, "the tick's run did not end");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    engine.shutdown().await;
+    assert_eq!(recorder.samples(names::SCHEDULE_LAG_SECONDS), vec![300.0]);
 }
