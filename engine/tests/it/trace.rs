@@ -196,3 +196,60 @@ async fn the_endpoint_traces_a_correlation_id_across_threads() {
     assert!(get("nobody").await.unwrap()["messages"].as_array().unwrap().is_empty());
     engine.shutdown().await;
 }
+
+/// Seed 004's session debugging: a chain stepped through with the state of each message's
+/// thread right after it (across the child thread), the session as it stood at a time (the root
+/// and the thread it started), and who talked to whom.
+#[tokio::test]
+async fn a_chain_steps_through_states_and_a_session_stands_at_a_time() {
+    let (_d, path) = db();
+    let wf = session();
+    let engine = engine_on(&path, &[&wf], None).await;
+    let t = engine.start_json("session", Tally::default(), StartOptions::id("s1")).await.unwrap();
+    assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
+    let op = cairn_tools::Operator::new(&engine);
+    let s1 = || TraceQuery::new(TraceScope::Threads(vec!["s1".into()]));
+
+    // The chain m1 -> m2 -> m3: each message with its thread's state right after it (the node
+    // that wrote it has not returned its update yet).
+    let chain = TraceQuery { chain_to: Some("m3".into()), ..s1() };
+    let steps = op.replay_chain(&chain).await.unwrap();
+    let seen: Vec<(&str, u64)> = steps
+        .iter()
+        .map(|s| {
+            (s.message.message.id.as_deref().unwrap(), s.state.state["total"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(seen, [("m1", 0), ("m2", 1), ("m3", 1)], "ask's 1 is in before plan and code");
+    assert!(steps[1].state.thread.starts_with("s1/plan@"), "m2's state is the child's");
+    assert!(steps.iter().all(|s| s.state.seq == s.message.seq));
+    assert!(matches!(op.replay_chain(&s1()).await, Err(cairn::Error::Invalid(_))));
+
+    // The session at its end: the root and its child, each with its final state; before its
+    // first event, neither had one.
+    let end = op.state_at("s1", None).await.unwrap().meta.updated_at_ms;
+    let then = op.session_state_at_time("s1", end).await.unwrap();
+    assert_eq!(then.len(), 2);
+    assert_eq!((then[0].thread.as_str(), then[0].parent.as_deref()), ("s1", None));
+    assert_eq!(then[1].parent.as_deref(), Some("s1"));
+    let totals: Vec<u64> =
+        then.iter().map(|t| t.state.as_ref().unwrap().state["total"].as_u64().unwrap()).collect();
+    assert_eq!(totals, [2, 2], "the root: ask and code; the child: the root's 1 and plan's");
+    let created = op.state_at("s1", Some(1)).await.unwrap().meta.created_at_ms;
+    let before = op.session_state_at_time("s1", created - 1).await.unwrap();
+    assert!(before.iter().all(|t| t.state.is_none()), "{before:?}");
+
+    // Who talked to whom.
+    let graph = cairn_tools::debug::InteractionGraph::of(&op.trace(&s1()).await.unwrap());
+    let edges: Vec<(&str, &str, u64)> =
+        graph.edges.iter().map(|e| (e.from.as_str(), e.to.as_str(), e.messages)).collect();
+    let expected = [
+        ("coder", "ops", 1),
+        ("coder", "planner", 1),
+        ("planner", "coder", 1),
+        ("user", "planner", 1),
+    ];
+    assert_eq!(edges, expected);
+    assert_eq!(graph.parties, ["coder", "ops", "planner", "user"]);
+    engine.shutdown().await;
+}

@@ -36,3 +36,11 @@ pub const SERVE_ANSWER_BYTES_MAX: u64 = 256 * 1024 * 1024;
 /// same bound as one inline value plus its envelope would be too tight for a large input, and an
 /// input is recorded in the log, so it stays far below a storage batch.
 pub const SERVE_BODY_BYTES_MAX: usize = 1024 * 1024;
+
+/// Threads one session read ([`Operator::session_state_at_time`](crate::Operator::session_state_at_time)) walks at most: the root and its
+/// sub-workflow and child threads, at any depth.
+pub const SESSION_THREADS_MAX: usize = 1_000;
+
+/// Parties (senders and addressees) one interaction graph draws at most
+/// ([`InteractionGraph::of`](crate::debug::InteractionGraph::of)); the rest are counted, not drawn.
+pub const INTERACTION_PARTIES_MAX: usize = 200;

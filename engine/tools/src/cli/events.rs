@@ -65,6 +65,10 @@ pub struct TraceArgs {
     /// The chain of parent ids ending at the message with this id, first message first.
     #[arg(long)]
     chain: Option<String>,
+    /// With --chain: each message and the state of its thread right after it (a step-through
+    /// of the chain, read from the file).
+    #[arg(long, requires = "chain")]
+    states: bool,
 }
 
 /// The events as an aligned table, headers first.
@@ -228,6 +232,9 @@ pub(super) async fn trace(args: TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
     if args.correlation_id.as_deref().is_some_and(|c| c.trim().is_empty()) {
         return Err(usage("the correlation id is empty: give one, or none for every message"));
     }
+    if args.states {
+        return chain_states(&args, wfs).await;
+    }
     let through = endpoint::through(&args.common.db, |ep| {
         let mut query: Vec<(&str, String)> = Vec::new();
         query.extend(args.thread.iter().map(|t| ("thread", t.clone())));
@@ -242,18 +249,7 @@ pub(super) async fn trace(args: TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         Some(rows) => rows,
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
-            let scope = if args.thread.is_empty() {
-                TraceScope::All
-            } else {
-                TraceScope::Threads(args.thread.clone())
-            };
-            let mut query = TraceQuery::new(scope);
-            query.correlation_id.clone_from(&args.correlation_id);
-            if let [a, b] = &args.between[..] {
-                query.between = Some((a.clone(), b.clone()));
-            }
-            (query.from_ms, query.to_ms, query.chain_to) =
-                (args.from_ms, args.to_ms, args.chain.clone());
+            let query = trace_query(&args);
             crate::Operator::new(&engine).trace(&query).await?.iter().map(message_row).collect()
         }
     };
@@ -281,5 +277,49 @@ pub(super) async fn trace(args: TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         ]);
     }
     print_text(&table.render());
+    Ok(())
+}
+
+/// The query `args` describe.
+fn trace_query(args: &TraceArgs) -> TraceQuery {
+    let scope = match args.thread.is_empty() {
+        true => TraceScope::All,
+        false => TraceScope::Threads(args.thread.clone()),
+    };
+    let mut query = TraceQuery::new(scope);
+    query.correlation_id.clone_from(&args.correlation_id);
+    if let [a, b] = &args.between[..] {
+        query.between = Some((a.clone(), b.clone()));
+    }
+    (query.from_ms, query.to_ms, query.chain_to) = (args.from_ms, args.to_ms, args.chain.clone());
+    query
+}
+
+/// `cairn trace --chain ID --states`: each message of the chain, then its thread's state.
+async fn chain_states(args: &TraceArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    let engine = super::common::open_read_only_or_copy(&args.common.db, wfs).await?;
+    let steps = crate::Operator::new(&engine).replay_chain(&trace_query(args)).await?;
+    if args.common.json {
+        return print_json(&steps);
+    }
+    if steps.is_empty() {
+        print_text("no message of the chain matches");
+        return Ok(());
+    }
+    let mut out = String::new();
+    for (n, step) in steps.iter().enumerate() {
+        let m = &step.message;
+        let to = m.message.to.as_deref().map(|to| format!(" -> {to}")).unwrap_or_default();
+        out.push_str(&format!(
+            "{}. {} seq {} ({}{to}): {}\n{}\n",
+            n + 1,
+            m.thread,
+            m.seq,
+            m.message.role,
+            cut(&m.message.content, 80),
+            super::table::pretty(&step.state.state)
+        ));
+    }
+    print_text(out.trim_end());
     Ok(())
 }

@@ -67,6 +67,7 @@ mod graph;
 mod health;
 mod hold;
 mod init;
+mod interactions;
 #[cfg(feature = "otel")]
 mod otlp;
 mod patches;
@@ -153,6 +154,9 @@ enum Command {
     Health(health::HealthArgs),
     /// A workflow's graph (compiled into this binary) as DOT or Mermaid.
     Graph(graph::GraphArgs),
+    /// Who talks to whom in a session's (or every thread's) messages: an HTML page with a
+    /// drawing, DOT or Mermaid (`--output FILE`).
+    Interactions(interactions::InteractionsArgs),
     /// The workflows compiled into this binary: id, version, node count, fingerprint.
     Workflows(workflows::WorkflowsArgs),
     /// Threads that can be resumed (paused, blocked, or left unfinished by a stopped engine).
@@ -311,6 +315,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Verify(args) => verify::verify(args, wfs).await?,
         Command::Health(args) => health::health(args, wfs).await?,
         Command::Graph(args) => graph::graph(&args, wfs)?,
+        Command::Interactions(args) => interactions::interactions(args, wfs).await?,
         Command::Workflows(args) => workflows::workflows(&args, wfs)?,
         Command::Resumable(args) => control::resumable(args, wfs).await?,
         Command::Resume(args) => control::resume(args, wfs).await?,

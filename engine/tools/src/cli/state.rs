@@ -30,9 +30,16 @@ pub struct StateArgs {
     /// What changed between the states after two seqs (JSON pointers).
     #[arg(long, num_args = 2, value_names = ["SEQ", "SEQ"])]
     diff: Option<Vec<u64>>,
+    /// With --at-time: the thread and every thread it started (sub-workflow and child
+    /// threads, at any depth), each as it stood then (read from the file).
+    #[arg(long, requires = "at_time")]
+    session: bool,
 }
 
 pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    if let (true, Some(at_ms)) = (args.session, args.at_time) {
+        return session(&args, at_ms, wfs).await;
+    }
     let found = match endpoint::through(&args.common.db, |ep| through(ep, &args))? {
         Some(found) => found,
         None => {
@@ -124,4 +131,30 @@ fn through(ep: &endpoint::Endpoint, args: &StateArgs) -> anyhow::Result<Found> {
         (None, None) => Vec::new(),
     };
     Ok(Found::View(wire::read(ep.get(&path, &query)?, "state")?))
+}
+
+/// `cairn state THREAD --at-time MS --session`: each thread of the session as it stood then.
+async fn session(args: &StateArgs, at_ms: u64, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    let engine = super::common::open_read_only_or_copy(&args.common.db, wfs).await?;
+    let threads = crate::Operator::new(&engine).session_state_at_time(&args.thread, at_ms).await?;
+    if args.common.json {
+        return print_json(&threads);
+    }
+    let mut out = String::new();
+    for t in &threads {
+        let from = t.parent.as_deref().map(|p| format!(" (started by {p})")).unwrap_or_default();
+        match &t.state {
+            Some(view) => out.push_str(&format!(
+                "thread {}{from} after seq {} (step {}, {})\n{}\n",
+                t.thread,
+                view.seq,
+                view.step,
+                view.status,
+                pretty(&view.state)
+            )),
+            None => out.push_str(&format!("thread {}{from}: nothing recorded yet\n", t.thread)),
+        }
+    }
+    print_text(out.trim_end());
+    Ok(())
 }

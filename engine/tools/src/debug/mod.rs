@@ -10,7 +10,12 @@
 //! - Node runs: [`Operator::node_runs`](crate::Operator::node_runs), every run of every node (type, step, attempt, status,
 //!   times, data, error), pending and skipped nodes included.
 //! - Message tracing: [`Operator::trace`](crate::Operator::trace), a session's (or the store's) messages by correlation
-//!   id, between two parties, in a time range, or up a chain of parent ids.
+//!   id, between two parties, in a time range, or up a chain of parent ids;
+//!   [`InteractionGraph`] folds them into who talks to whom (DOT, Mermaid, an HTML page), and
+//!   [`Operator::replay_chain`](crate::Operator::replay_chain) steps through a chain with the
+//!   state after each message.
+//! - Sessions: [`Operator::session_state_at_time`](crate::Operator::session_state_at_time), a
+//!   thread and every thread it started, as they stood at one time.
 //! - Forks: [`Operator::fork`](crate::Operator::fork) starts a new thread from another's state at a seq or checkpoint,
 //!   optionally with an update applied first; the original is never written to.
 //! - Manual checkpoints: [`Engine::checkpoint_now`] (of a running thread at its next step
@@ -39,6 +44,7 @@ mod failure_export;
 mod fold;
 mod fork;
 mod import;
+mod interactions;
 mod node_runs;
 mod reader;
 mod redact;
@@ -49,6 +55,7 @@ mod seed;
 mod seed_events;
 mod seed_names;
 mod seed_state;
+mod session;
 mod time_travel;
 mod trace;
 mod validate;
@@ -68,6 +75,7 @@ pub use bundle::{
 };
 pub use diff::diff_values;
 pub use failure_export::FailureExport;
+pub use interactions::{Interaction, InteractionGraph};
 #[cfg(feature = "http")]
 pub(crate) use redact::Redactor;
 pub use redact::{REDACTED, Redaction};
@@ -76,6 +84,7 @@ pub use seed_names::{
     SEED_THREAD_CONTROLS, SEED_THREAD_READS, SEED_THREAD_REFUSED, SEED_VERSION, SEED_WORKFLOW_ID,
     is_seed_workflow, seed_event_kind, seed_thread_note,
 };
+pub use session::{ChainStep, SessionThread};
 pub use trace::{TraceQuery, TraceScope, TracedMessage};
 
 #[allow(unused_imports, reason = "linked from the module docs")]

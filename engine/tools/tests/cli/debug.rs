@@ -228,3 +228,46 @@ fn bundle_export_keeps_meta_fields_and_drops_bodies_over_max_payload_bytes() {
     assert!(refused.stderr.contains("$.events.dropped"), "{}", refused.stderr);
     on(demo_db(), &["bundle", "export", "demo-1", "-o", f, "--meta", "novalue"]).expect(2);
 }
+
+/// `cairn interactions` folds the session's messages into who talks to whom (the demo's user
+/// asks classify); `cairn state --at-time --session` shows the thread and what it started;
+/// `cairn trace --chain --states` steps through a chain (the demo's message has no id: none).
+#[test]
+fn interactions_a_session_at_a_time_and_a_chain_step_through() {
+    let dir = tempdir();
+    let graph = on(demo_db(), &["interactions", "--thread", "demo-1", "--json"]).expect(0).json();
+    assert_eq!(
+        graph["edges"],
+        json!([{"from": "user", "to": "classify", "messages": 1,
+        "first_ms": graph["edges"][0]["first_ms"], "last_ms": graph["edges"][0]["last_ms"]}])
+    );
+    let page = dir.path().join("i.html");
+    let written =
+        on(demo_db(), &["interactions", "--thread", "demo-1", "-o", page.to_str().unwrap()]);
+    assert!(written.expect(0).stdout.contains("2 parties, 1 edges"));
+    let html = std::fs::read_to_string(&page).expect("the page");
+    assert!(
+        html.starts_with("<!doctype html>") && html.contains("<svg") && html.contains("classify")
+    );
+    let dot = on(demo_db(), &["interactions", "--thread", "demo-1"]).expect(0).stdout;
+    assert!(dot.contains("\"user\" -> \"classify\" [label=\"1\"]"), "{dot}");
+    let mermaid = dir.path().join("i.mmd");
+    on(demo_db(), &["interactions", "--thread", "demo-1", "-o", mermaid.to_str().unwrap()])
+        .expect(0);
+    assert!(std::fs::read_to_string(&mermaid).unwrap().starts_with("flowchart LR"));
+    on(demo_db(), &["interactions", "--thread", "nobody"]).expect(1);
+
+    let end = on(demo_db(), &["state", "demo-1", "--json"]).expect(0).json();
+    let last = events(demo_db(), "demo-1").pop().expect("events");
+    let at = last["at_ms"].as_u64().expect("a time").to_string();
+    let session = on(demo_db(), &["state", "demo-1", "--at-time", &at, "--session", "--json"])
+        .expect(0)
+        .json();
+    let threads = session.as_array().expect("threads");
+    assert_eq!(threads[0]["thread"], "demo-1");
+    assert_eq!(threads[0]["state"]["state"], end["state"], "the root as it ended");
+    assert!(threads.iter().skip(1).all(|t| t["parent"].is_string()), "{session}");
+    on(demo_db(), &["state", "demo-1", "--session"]).expect(2);
+    let chain = on(demo_db(), &["trace", "--thread", "demo-1", "--chain", "m1", "--states"]);
+    assert!(chain.expect(0).stdout.contains("no message of the chain matches"));
+}
