@@ -53,6 +53,15 @@ pub struct Config {
     pub health_every_ms: Option<u64>,
     /// What the health passes act on (default: report only).
     pub health_policy: HealthPolicy,
+    /// The database file, when the engine opened one by its path: the disk a health pass
+    /// looks at.
+    pub database_file: Option<std::path::PathBuf>,
+    /// A health pass reports the database's disk short below this many free bytes (or below
+    /// `limits::HEALTH_DISK_FREE_MIN_PERCENT` of it); default 512 MiB.
+    pub health_disk_free_min_bytes: u64,
+    /// A health pass reports this process's resident memory past this many bytes; `None`
+    /// (the default): not bounded.
+    pub health_memory_max_bytes: Option<u64>,
     /// Which finished threads the engine deletes on its own, and when (default: none).
     pub retention: Option<RetentionPolicy>,
     /// Whether the engine prunes, on its own, what checkpoints cover in unfinished threads
@@ -81,6 +90,9 @@ impl Default for Config {
             watchdog_ms: crate::limits::WATCHDOG_MS_DEFAULT,
             slow_commit_ms: crate::limits::SLOW_COMMIT_MS_DEFAULT,
             health_every_ms: Some(crate::limits::HEALTH_EVERY_MS_DEFAULT),
+            database_file: None,
+            health_disk_free_min_bytes: crate::limits::HEALTH_DISK_FREE_MIN_BYTES,
+            health_memory_max_bytes: None,
             health_policy: HealthPolicy::default(),
             retention: None,
             prune_history: true,

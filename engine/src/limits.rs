@@ -89,6 +89,13 @@ pub const SLOW_COMMIT_MS_DEFAULT: u64 = 1_000;
 /// gauges within a scrape or two of the truth.
 pub const HEALTH_EVERY_MS_DEFAULT: u64 = 60_000;
 
+/// A health pass reports the database's disk short below this many free bytes (default of
+/// `Config::health_disk_free_min_bytes`), or below [`HEALTH_DISK_FREE_MIN_PERCENT`] of it.
+pub const HEALTH_DISK_FREE_MIN_BYTES: u64 = 512 * 1024 * 1024;
+
+/// A health pass reports the database's disk short below this share of it free, in percent.
+pub const HEALTH_DISK_FREE_MIN_PERCENT: u64 = 5;
+
 /// Stuck threads and expired locks a health report names (it counts them all): enough to act
 /// on, small enough to print.
 pub const HEALTH_ITEMS_MAX: usize = 100;

@@ -352,6 +352,7 @@ impl EngineBuilder {
                 connect_postgres(url, self.durability).await?
             }
             (None, Some(path)) => {
+                self.config.database_file = Some(path.clone());
                 let cache_bytes =
                     self.config.page_cache_bytes.unwrap_or(Options::default().cache_bytes);
                 let options =

@@ -44,6 +44,20 @@ impl EngineBuilder {
         self
     }
 
+    /// The free space on the database's disk below which a health pass reports it short and
+    /// says what to do (default 512 MiB; also below 5% free).
+    pub fn health_disk_free_min_bytes(mut self, bytes: u64) -> Self {
+        self.config.health_disk_free_min_bytes = bytes;
+        self
+    }
+
+    /// The resident memory past which a health pass reports this process and says what to do
+    /// (default: none).
+    pub fn health_memory_max_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.config.health_memory_max_bytes = bytes;
+        self
+    }
+
     /// How often the engine runs a health pass on its own (`None`: never; default
     /// 60,000 ms).
     pub fn health_every_ms(mut self, ms: Option<u64>) -> Self {
@@ -113,6 +127,13 @@ impl Engine {
         let mut report =
             crate::telemetry::health_check(store, now, watchdog_ms, &shell.metrics).await?;
         report.coordination = Some(shell.coord.kind());
+        let config = &shell.config;
+        let resources = crate::telemetry::ResourceHealth::read(
+            config.database_file.as_deref(),
+            config.health_disk_free_min_bytes,
+            config.health_memory_max_bytes,
+        );
+        let report = report.with_resources(resources);
         if let Some(database) = report.database.as_ref().filter(|d| !d.reachable) {
             tracing::warn!(
                 since_ms = database.since_ms,

@@ -10,6 +10,7 @@ use cairn_storage::{Page, Store, ThreadFilter, ThreadStatus};
 use serde::{Deserialize, Serialize};
 
 use super::metrics::Metrics;
+use super::resources::ResourceHealth;
 use crate::limits::{HEALTH_DATABASE_WAIT_MS, HEALTH_ITEMS_MAX};
 
 /// The report of one health pass.
@@ -43,6 +44,14 @@ pub struct HealthReport {
     /// where no engine runs: `cairn health --db FILE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coordination: Option<Coordination>,
+    /// The machine: free space on the database's disk, this process's memory (absent where
+    /// the pass ran on a store alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceHealth>,
+    /// What to do about each thing that needs attention, one sentence each (the recommended
+    /// actions; empty when `ok`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<String>,
 }
 
 /// How an engine coordinates with whoever else drives threads on its database: chosen from
@@ -158,6 +167,8 @@ pub(crate) async fn check(
         commits: commit_health(metrics, false),
         database: Some(database),
         coordination: None,
+        resources: None,
+        actions: Vec::new(),
     };
     let server = store.database();
     if let Some(database) = server.clone().filter(|d| !d.reachable) {
@@ -287,6 +298,8 @@ async fn read_and_check(
         commits,
         database: None,
         coordination: None,
+        resources: None,
+        actions: Vec::new(),
     }
     .finish())
 }
@@ -301,6 +314,48 @@ fn keep_first<T, K: Ord>(items: &mut Vec<T>, key: impl FnMut(&T) -> K) {
 }
 
 impl HealthReport {
+    /// Adds what a pass read of the machine, and the recommended action for everything that
+    /// needs attention (`ok` false when any resource is short).
+    pub(crate) fn with_resources(mut self, resources: ResourceHealth) -> HealthReport {
+        let mut actions = Vec::new();
+        if let Some(d) = self.database.as_ref().filter(|d| !d.reachable || !d.writable) {
+            let why = d.last_error.as_deref().unwrap_or("no error recorded");
+            actions.push(format!(
+                "the database does not {} ({why}): check the server or the disk; the engine \
+                 retries on its own and recovers once it does",
+                if d.reachable { "take writes" } else { "answer" }
+            ));
+        }
+        if self.stuck_threads > 0 {
+            actions.push(format!(
+                "{} running threads made no step for over {} ms: look at what their node waits \
+                 for (`cairn show ID`), then cancel or pause them (`cairn cancel ID`), or let a \
+                 HealthPolicy do it",
+                self.stuck_threads, self.watchdog_ms
+            ));
+        }
+        if self.expired_locks > 0 {
+            actions.push(format!(
+                "{} locks are held past their time to live: their holders neither renewed nor \
+                 released them; a HealthPolicy with ExpiredLockAction::Release clears them",
+                self.expired_locks
+            ));
+        }
+        if self.commits.slow_recent > 0 {
+            actions.push(format!(
+                "{} step commits took over {} ms since the last pass: the disk (or the database \
+                 server) is slow or saturated",
+                self.commits.slow_recent, self.commits.slow_commit_ms
+            ));
+        }
+        let short = resources.actions();
+        self.ok &= short.is_empty();
+        actions.extend(short);
+        self.actions = actions;
+        self.resources = Some(resources);
+        self
+    }
+
     /// Sorts and bounds the named items (after [`check`] gathered them).
     fn finish(mut self) -> HealthReport {
         self.stuck.sort_by_key(|s| std::cmp::Reverse(s.idle_ms));

@@ -12,12 +12,14 @@ pub mod names;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub(crate) mod repeated;
+mod resources;
 
 pub use cairn_storage::telemetry as storage;
 pub(crate) use health::check as health_check;
 pub use health::{
     CommitHealth, Coordination, DatabaseHealth, ExpiredLock, HealthReport, StuckThread,
 };
+pub use resources::{DiskSpace, ResourceHealth};
 
 /// Puts a `thread` span in its thread's OpenTelemetry trace (feature `otel`, with a pipeline
 /// built); otherwise nothing.

@@ -494,3 +494,36 @@ async fn a_schedule_tick_run_late_records_its_lag() {
     engine.shutdown().await;
     assert_eq!(recorder.samples(names::SCHEDULE_LAG_SECONDS), vec![300.0]);
 }
+
+/// A health pass reads the database's disk and this process's memory, says the disk is short
+/// below its floor and the memory over its bound, and says what to do about each (seed 004's
+/// resource checks with a recommended action).
+#[tokio::test]
+async fn health_reports_a_short_disk_and_memory_with_what_to_do() {
+    let (_d, path) = db();
+    let engine = Engine::builder(&path).health_every_ms(None).open().await.unwrap();
+    let fine = engine.health().await.unwrap();
+    let disk = fine.resources.as_ref().and_then(|r| r.disk.clone()).expect("the disk is read");
+    assert!(disk.path.ends_with(path.file_name().unwrap().to_str().unwrap()), "{disk:?}");
+    assert!(disk.free_bytes > 0 && disk.total_bytes >= disk.free_bytes, "{disk:?}");
+    assert!(fine.ok && fine.actions.is_empty(), "{fine:?}");
+    engine.shutdown().await;
+
+    let (_d2, path) = db();
+    let engine = Engine::builder(&path)
+        .health_every_ms(None)
+        .health_disk_free_min_bytes(u64::MAX)
+        .health_memory_max_bytes(Some(1024))
+        .open()
+        .await
+        .unwrap();
+    let short = engine.health().await.unwrap();
+    engine.shutdown().await;
+    assert!(!short.ok, "{short:?}");
+    let resources = short.resources.as_ref().expect("resources");
+    assert!(resources.disk.as_ref().is_some_and(|d| d.is_short()));
+    assert!(resources.memory_bytes.is_some_and(|m| m > 1024 * 1024), "{resources:?}");
+    assert_eq!(short.actions.len(), 2, "{:?}", short.actions);
+    assert!(short.actions[0].starts_with("free space on the disk of"), "{:?}", short.actions);
+    assert!(short.actions[1].contains("over its bound of 1024"), "{:?}", short.actions);
+}

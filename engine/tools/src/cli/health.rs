@@ -78,5 +78,21 @@ fn text(report: &HealthReport) -> String {
         "slow commits (over {} ms): {} since the last pass, {} in all, slowest {} us\n",
         c.slow_commit_ms, c.slow_recent, c.slow_total, c.slowest_us
     ));
+    if let Some(r) = &report.resources {
+        if let Some(d) = &r.disk {
+            let short = if d.is_short() { " (short)" } else { "" };
+            out.push_str(&format!(
+                "disk of {}: {} of {} bytes free{short}\n",
+                d.path, d.free_bytes, d.total_bytes
+            ));
+        }
+        if let Some(m) = r.memory_bytes {
+            let max = r.memory_max_bytes.map(|b| format!(" (bound {b})")).unwrap_or_default();
+            out.push_str(&format!("memory: {m} bytes resident{max}\n"));
+        }
+    }
+    for action in &report.actions {
+        out.push_str(&format!("to do: {action}\n"));
+    }
     out
 }
