@@ -38,6 +38,7 @@ pub struct EngineBuilder {
     /// Read-only without a copy ([`EngineBuilder::read_only_in_place`]).
     pub(super) in_place: bool,
     pub(super) on_failure: Option<FailureHook>,
+    pub(super) on_stuck: Option<crate::exec::shell::StuckHook>,
     /// Where the engine's and the store's metrics go (`None`: the global recorder).
     pub(super) recorder: Option<super::health::SharedRecorder>,
     /// Queues this engine defines at open (`api/queues.rs`).
@@ -188,6 +189,36 @@ impl EngineBuilder {
         self
     }
 
+    /// Runs `hook` for every stuck thread a health pass names (Running, no step for longer
+    /// than the watchdog), when the engine acts on the pass ([`Engine::act_on_health`], which
+    /// the engine's own passes call), before the [`crate::HealthPolicy`]'s action: a notifier.
+    /// The pass awaits the future it returns; it reports its own errors itself. Setting it
+    /// again replaces it.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// let engine = cairn::Engine::builder("app.db")
+    ///     .on_stuck(|_engine, stuck| {
+    ///         Box::pin(async move { tracing::error!(thread = %stuck.thread, "stuck") })
+    ///     })
+    ///     .open()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn on_stuck(
+        mut self,
+        hook: impl Fn(Engine, crate::telemetry::StuckThread) -> futures::future::BoxFuture<'static, ()>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        self.on_stuck = Some(Arc::new(move |shell, stuck| {
+            hook(Engine { shell: shell.clone() }, stuck.clone())
+        }));
+        self
+    }
+
     /// Grace period for cancelled nodes.
     pub fn cancel_grace_ms(mut self, ms: u64) -> Self {
         self.config.cancel_grace_ms = ms;
@@ -297,6 +328,7 @@ impl EngineBuilder {
             verified: Verified::default(),
             queued: Arc::default(),
             on_failure: self.on_failure,
+            on_stuck: self.on_stuck,
             metrics,
             retention: tokio::sync::watch::Sender::default(),
             admit: tokio::sync::Notify::new(),
@@ -399,6 +431,7 @@ impl Engine {
             read_only: false,
             in_place: false,
             on_failure: None,
+            on_stuck: None,
             recorder: None,
             queues: Vec::new(),
         }

@@ -54,6 +54,10 @@ impl Engine {
         let policy = self.shell.config.health_policy;
         let mut done = Vec::new();
         for stuck in &report.stuck {
+            if let Some(hook) = &self.shell.on_stuck {
+                hook(&self.shell, stuck).await;
+                done.push(format!("thread {} reported to the on_stuck hook", stuck.thread));
+            }
             let reason = format!("watchdog: no step for {} ms", stuck.idle_ms);
             let outcome = match policy.stuck {
                 StuckAction::Report => continue,

@@ -26,6 +26,15 @@ pub type StepHook = Arc<dyn Fn(&ThreadId, u64, u64) + Send + Sync>;
 pub(crate) type FailureHook =
     Arc<dyn Fn(&Arc<Shell>, &ThreadId) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
+/// Called by a health pass's policy ([`crate::Engine::act_on_health`]) for every stuck thread it
+/// names, before the policy's own action: a notifier (a page, a chat message, a ticket). It
+/// reports its own errors itself.
+pub(crate) type StuckHook = Arc<
+    dyn Fn(&Arc<Shell>, &crate::telemetry::StuckThread) -> futures::future::BoxFuture<'static, ()>
+        + Send
+        + Sync,
+>;
+
 /// The exec layer's services.
 pub(crate) struct Shell {
     pub store: Arc<dyn Store>,
@@ -48,6 +57,8 @@ pub(crate) struct Shell {
     pub queued: Arc<Queued>,
     /// What to do when a runner fails a thread.
     pub on_failure: Option<FailureHook>,
+    /// Who to tell about a stuck thread.
+    pub on_stuck: Option<StuckHook>,
     /// The engine's metric handles.
     pub metrics: Metrics,
     /// The report of the latest retention pass run in the background (`api/retention.rs`).

@@ -359,12 +359,18 @@ async fn a_health_policy_cancels_a_stuck_thread_and_releases_an_expired_lock() {
     let wf = hang(go);
     let policy =
         HealthPolicy { stuck: StuckAction::Cancel, expired_locks: ExpiredLockAction::Release };
+    let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let notifier = told.clone();
     let engine = Engine::builder(&path)
         .workflow(&wf)
         .watchdog_ms(200)
         .cancel_grace_ms(100)
         .health_every_ms(None)
         .health_policy(policy)
+        .on_stuck(move |_engine, stuck| {
+            notifier.lock().unwrap().push(stuck.thread);
+            Box::pin(async {})
+        })
         .open()
         .await
         .unwrap();
@@ -393,6 +399,8 @@ async fn a_health_policy_cancels_a_stuck_thread_and_releases_an_expired_lock() {
         done.iter().any(|d| d.starts_with("thread stuck cancelled (watchdog: no step for")),
         "{done:?}"
     );
+    assert_eq!(told.lock().unwrap().as_slice(), ["stuck"], "the notifier was told, once");
+    assert_eq!(done[0], "thread stuck reported to the on_stuck hook", "before the action");
     assert!(done.iter().any(|d| d.starts_with("lock old.lock of ghost released")), "{done:?}");
     assert_eq!(t.wait().await.unwrap().status, cairn::ThreadStatus::Cancelled);
     let mut log = t.events(0).unwrap();
