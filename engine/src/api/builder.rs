@@ -318,6 +318,7 @@ impl EngineBuilder {
         let resumes = !self.read_only && engine.shell.config.recovery == RecoveryPolicy::Resume;
         if resumes {
             engine.register_schedules()?;
+            engine.register_batches()?;
         }
         if !self.read_only {
             engine.recover().await?;
@@ -338,6 +339,7 @@ impl EngineBuilder {
         }
         if !resumes {
             engine.register_schedules()?;
+            engine.register_batches()?;
         }
         Ok(engine)
     }

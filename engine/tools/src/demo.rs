@@ -107,6 +107,9 @@ pub fn research_workflow(model: Arc<dyn LanguageModel>) -> Result<Workflow<Resea
     let [m1, m2, m3, m4, m5] = std::array::from_fn(|_| model.clone());
     let retry = NodePolicy::default().retry(RetryPolicy::exponential(3, 10, 100));
     Workflow::<Research>::builder("research-agent", 1)
+        // `cairn emit question.asked --id ID --payload '{"question": ..}'` starts one
+        // (`docs/events.md`).
+        .on_event("question.asked")
         .node("classify", move |s: Arc<Research>, ctx: Ctx| classify(m1.clone(), s, ctx))
         .route(
             "classify",

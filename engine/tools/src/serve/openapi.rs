@@ -22,8 +22,8 @@ use super::params::{
 };
 use super::params_ops::{BundleParams, ResumableParams};
 use super::params_view::{SearchParam, TimelineParams};
-use super::wire::{Refusal, Started, ThreadResult, UpdateAnswer};
-use super::{Route, controls, promises, start, updates};
+use super::wire::{BatchAnswer, Emitted, Refusal, Started, ThreadResult, UpdateAnswer};
+use super::{Route, batches, controls, events, promises, start, updates};
 use crate::debug::rows::{StateRow, ThreadDetails, ThreadsPage, VerifyRow};
 
 /// The security scheme's name in the document: the bearer token (`<db>.token`).
@@ -144,6 +144,20 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
             .query::<WaitParams>()
             .body(start::StartBody::schema())
             .answers::<Started>(),
+        ("POST", "/api/events") => {
+            Doc::new("Emits an event: starts each subscribed workflow once per event id")
+                .body(events::EmitBody::schema())
+                .answers::<Emitted>()
+        }
+        ("POST", "/api/batches") => Doc::new(
+            "Applies an operation to every thread a filter matches, as a durable job (201; 200 \
+             existing id or dry run)",
+        )
+        .body(batches::BatchBody::schema())
+        .answers::<BatchAnswer>(),
+        ("GET", "/api/batches/{id}") => {
+            Doc::new("A batch's progress (done of total)").answers::<BatchAnswer>()
+        }
         _ => return view_doc(route),
     })
 }

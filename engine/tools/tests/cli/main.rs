@@ -7,6 +7,7 @@ mod bounds;
 mod checkpoint;
 mod control;
 mod debug;
+mod emit;
 mod exit_codes;
 mod files;
 mod follow;
