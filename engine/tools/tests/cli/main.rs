@@ -3,6 +3,7 @@
 #![allow(clippy::print_stderr, reason = "tests may report what they see")]
 
 mod accepted;
+mod batch;
 mod bounds;
 mod checkpoint;
 mod control;
