@@ -100,6 +100,7 @@ mod typed_start;
 mod updates;
 mod variables;
 mod web_view;
+mod web_view_batch;
 mod web_view_continued;
 mod web_view_pages;
 mod web_view_queues;

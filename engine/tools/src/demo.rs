@@ -166,11 +166,7 @@ pub fn research_workflow(model: Arc<dyn LanguageModel>) -> Result<Workflow<Resea
             ["finalize", "synthesize"],
         )
         .loop_bound("synthesize", 3)
-        .node("finalize", |s: Arc<Research>, ctx: Ctx| async move {
-            ctx.progress(5, 5, "done");
-            let id = ctx.new_id();
-            Ok(NodeOutput::update(ResearchUpdate::Answer(format!("{} [{}]", s.draft, &id[..8]))))
-        })
+        .node("finalize", finalize)
         .edge(START, "classify")
         .edge("answer_directly", END)
         .edge("finalize", END)
@@ -192,6 +188,13 @@ pub fn research_workflow(model: Arc<dyn LanguageModel>) -> Result<Workflow<Resea
             },
         )
         .build()
+}
+
+/// The `finalize` node: the draft, marked with a recorded id.
+async fn finalize(s: Arc<Research>, ctx: Ctx) -> Result<NodeOutput<ResearchUpdate>, NodeError> {
+    ctx.progress(5, 5, "done");
+    let id = ctx.new_id();
+    Ok(NodeOutput::update(ResearchUpdate::Answer(format!("{} [{}]", s.draft, &id[..8]))))
 }
 
 /// The `classify` node: routes the question (simple, or to research).
