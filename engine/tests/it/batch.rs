@@ -116,6 +116,36 @@ async fn a_batch_applies_its_operation_to_each_matching_thread_and_reports_progr
     engine.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_pauses_then_resumes_by_label_and_a_migration_needs_the_workflow() {
+    let (_d, path) = db();
+    let wf = waiter();
+    let engine = open(&path, &[&wf], |b| b).await;
+    waiting(&engine, 4).await;
+    let team_b =
+        BatchFilter { labels: vec![("team".into(), "b".into())], ..BatchFilter::default() };
+    let status = async |id: &str| engine.thread(id).await.unwrap().status().await.unwrap();
+    engine.batch_as("p1", BatchOp::Pause, team_b.clone()).await.unwrap();
+    finished(&engine, "p1").await;
+    assert_eq!(engine.batch_info("p1").await.unwrap().state.applied, 2);
+    assert_eq!(
+        (status("w-01").await, status("w-03").await),
+        (ThreadStatus::Paused, ThreadStatus::Paused)
+    );
+    assert_eq!(status("w-00").await, ThreadStatus::WaitingInput, "team a untouched");
+    let paused = BatchFilter { status: Some(ThreadStatus::Paused), ..team_b };
+    engine.batch_as("r1", BatchOp::Resume, paused).await.unwrap();
+    finished(&engine, "r1").await;
+    assert_eq!(engine.batch_info("r1").await.unwrap().state.applied, 2);
+    assert_eq!(status("w-01").await, ThreadStatus::WaitingInput, "back in its wait");
+    // A batch is the engine's own thread: a filter without a workflow leaves it out.
+    let all = engine.batch_count(&BatchFilter::default()).await.unwrap();
+    assert_eq!(all, 4, "the waiters, not the batches");
+    let migrate = engine.batch(BatchOp::Migrate { to_version: 2 }, BatchFilter::default()).await;
+    assert!(matches!(migrate, Err(cairn::Error::Invalid(_))), "{migrate:?}");
+    engine.shutdown().await;
+}
+
 /// The store dies at each write in turn around a batch that signals 20 waiting threads; the
 /// reopened engine continues it (the caller asks for it again by its id): each thread gets the
 /// signal exactly once.
