@@ -175,8 +175,11 @@ async fn run_here(
         Some(id) => engine.batch_as(id, op, filter).await?,
         None => engine.batch(op, filter).await?,
     };
-    // Written `created` by an engine that parks what it finds: run here, to its end.
-    if made.status == cairn::ThreadStatus::Created {
+    // Written `created` by an engine that parks what it finds (or left running by a process
+    // that stopped): run here, to its end.
+    let unfinished =
+        matches!(made.status, cairn::ThreadStatus::Created | cairn::ThreadStatus::Running);
+    if unfinished && !engine.is_driven(&cairn::ThreadId::new(made.id.as_str())?) {
         engine.resume(&made.id).await?;
     }
     engine.thread(&made.id).await?.finished().await?;
