@@ -210,9 +210,9 @@ impl Error {
         version: Option<u32>,
         registered: impl IntoIterator<Item = (&'a str, u32)>,
     ) -> Self {
-        let internal = crate::ScheduleSpec::WORKFLOW;
+        let internal = [crate::ScheduleSpec::WORKFLOW, crate::BatchInfo::WORKFLOW];
         let mut known: Vec<(&str, u32)> =
-            registered.into_iter().filter(|(id, _)| *id != internal).collect();
+            registered.into_iter().filter(|(id, _)| !internal.contains(id)).collect();
         known.sort_unstable();
         let registered = known.into_iter().map(|(id, v)| format!("{id} v{v}")).collect();
         Error::UnknownWorkflow { id: id.to_owned(), version, registered }

@@ -43,9 +43,11 @@ pub use exec::blocking;
 pub use cairn_dsl as dsl;
 pub use cairn_storage as storage;
 
+pub use api::batch::{BatchFilter, BatchInfo, BatchOp, BatchState};
 pub use api::builder::EngineBuilder;
 pub use api::channels::Channel;
 pub use api::create::Creation;
+pub use api::emit::{Emitted, EventStart, event_thread_id};
 pub use api::engine::Engine;
 pub use api::handle::{EventStream, Outcome, ThreadHandle};
 pub use api::health_policy::{ExpiredLockAction, HealthPolicy, StuckAction};

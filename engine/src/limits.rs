@@ -162,3 +162,30 @@ pub const STREAM_MAP_SWEEP_AT: usize = 1_024;
 /// How often a select that waits for a running child looks again at its children, its inbox
 /// and its deadline while it waits in the runner (`exec/node_context/select.rs`), in ms.
 pub const SELECT_CHILD_LOOK_MS: u64 = 20;
+
+/// Workflows subscribed to one event name (`WorkflowBuilder::on_event`): an emit writes one
+/// thread's creation per subscriber before it answers, so this bounds the writes one call
+/// makes; a wider fan-out belongs in one subscriber that starts children.
+pub const EVENT_SUBSCRIBERS_MAX: usize = 64;
+
+/// Bytes of an emitted event's id: ids name things (an order's, a webhook delivery's), as
+/// correlation ids do, and one is part of each started thread's id.
+pub const EVENT_ID_BYTES_MAX: usize = 256;
+
+/// Bytes (of JSON) of an emitted event's payload: it becomes the input of every subscriber's
+/// thread, written once per subscriber, so it is held to a signal value's size
+/// (`cairn_storage::limits::SIGNAL_BYTES_MAX`); a document belongs in storage the payload names.
+pub const EVENT_PAYLOAD_BYTES_MAX: usize = cairn_storage::limits::SIGNAL_BYTES_MAX;
+
+/// Threads one batch applies its operation to (`Engine::batch`): each costs two recorded
+/// events in the batch's thread (its tool call and its result), so this bounds that thread's
+/// log to a few hundred thousand events; a larger change is several batches by filter.
+pub const BATCH_THREADS_MAX: usize = 100_000;
+
+/// Threads a batch reads per page, one page per step of its thread: the progress a crash can
+/// lose is at most one page's (those recorded are not applied again).
+pub const BATCH_PAGE_THREADS: usize = 100;
+
+/// Skipped threads a batch keeps with their reasons in its state (the newest): enough to see
+/// why, without a state that grows with the batch.
+pub const BATCH_SKIPS_KEPT: usize = 32;

@@ -12,6 +12,7 @@ pub mod job_engine;
 pub mod map_reduce;
 pub mod observed;
 pub mod operator;
+pub mod order_events;
 pub mod order_search;
 pub mod order_signals;
 pub mod payments;

@@ -523,3 +523,13 @@ async fn a_streaming_agent_is_approved_in_time_and_escalated_without_an_answer()
     assert_eq!(seen.escalated.1.decision, Some(Decision::Escalated));
     assert_eq!(seen.escalated.1.escalated_to.as_deref(), Some("on-call-reviewer"));
 }
+
+#[tokio::test]
+async fn events_start_each_subscriber_once_per_event_id() {
+    let (_d, p) = db("events.db");
+    let s = cairn_examples::order_events::run(&p).await.unwrap();
+    assert_eq!((s.deliveries, s.created), (6, 6), "three events, two subscribers, once each");
+    let done: Vec<&str> = s.threads.iter().map(|(_, d)| d.as_str()).collect();
+    assert_eq!(done, ["invoiced", "shipped"].repeat(3));
+    assert_eq!(s.threads[0].0, "event:order-1/invoice");
+}

@@ -34,6 +34,8 @@ pub(crate) struct Decls {
     pub compensations: Vec<(String, crate::long_lived::DynCompensation)>,
     pub signals: Vec<(String, crate::signals::DynSignal)>,
     pub updates: Vec<(String, crate::updates::DynUpdate)>,
+    /// The event names it subscribes to (`triggers.rs`).
+    pub events: BTreeSet<String>,
 }
 
 /// Builds the erased workflow from `decls`, or every problem found.
@@ -58,6 +60,7 @@ pub(crate) fn assemble(
         compensations,
         signals,
         updates,
+        events,
     } = decls;
     for node in &mut nodes {
         if node.policy.on_failure.is_fail() {
@@ -92,6 +95,7 @@ pub(crate) fn assemble(
     problems.extend(structure_problems(&nodes, &resolved.shape, &resolved.outside));
     problems.extend(named_problems(&queries, &compensations, &signals));
     problems.extend(update_problems(&updates));
+    problems.extend(crate::triggers::trigger_problems(&events));
     if !problems.is_empty() {
         return Err(BuildError { workflow: id, problems });
     }
@@ -118,6 +122,7 @@ pub(crate) fn assemble(
         compensations: compensations.into_iter().collect(),
         signals: signals.into_iter().collect(),
         updates: updates.into_iter().collect(),
+        events,
     };
     workflow.fingerprint = fingerprint::compute(&workflow);
     Ok(workflow)

@@ -49,6 +49,7 @@ impl<S: State> WorkflowBuilder<S> {
                 permissions: BTreeSet::new(),
                 checkpoint: CheckpointPolicy::default(),
                 on_failure: Recovery::Fail,
+                events: BTreeSet::new(),
             },
             _state: PhantomData,
         }

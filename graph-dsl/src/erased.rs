@@ -193,6 +193,9 @@ pub struct DynWorkflow {
     pub(crate) signals: crate::signals::Signals,
     /// Declared updates by name (not part of the fingerprint: code, like queries).
     pub(crate) updates: std::collections::BTreeMap<String, crate::updates::DynUpdate>,
+    /// The event names it subscribes to (not part of the fingerprint: they say what starts a
+    /// thread, not how one runs; `triggers.rs`).
+    pub(crate) events: BTreeSet<String>,
 }
 
 impl fmt::Debug for DynWorkflow {
@@ -207,6 +210,17 @@ impl fmt::Debug for DynWorkflow {
 }
 
 impl DynWorkflow {
+    /// The event names the workflow subscribes to ([`crate::WorkflowBuilder::on_event`]), in
+    /// order.
+    pub fn events(&self) -> impl Iterator<Item = &str> {
+        self.events.iter().map(String::as_str)
+    }
+
+    /// Whether the workflow subscribes to the event `name`.
+    pub fn subscribes_to(&self, name: &str) -> bool {
+        self.events.contains(name)
+    }
+
     /// The compensation `name` ([`crate::WorkflowBuilder::compensation`]), if declared.
     pub fn compensation(&self, name: &str) -> Option<&crate::DynCompensation> {
         self.compensations.get(name)

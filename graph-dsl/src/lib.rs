@@ -330,6 +330,7 @@ mod search;
 mod signals;
 mod state;
 mod stream;
+mod triggers;
 mod updates;
 mod validate;
 mod var_type;

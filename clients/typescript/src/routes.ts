@@ -66,6 +66,8 @@ export const NOT_COVERED: readonly string[] = [
   "GET /api/threads/{id}/checkpoints", "GET /api/threads/{id}/bundle", "GET /api/threads/{id}/replay",
   "GET /api/resumable", "GET /api/workflows/{id}/graph", "GET /api/trace/{id}", "GET /api/trace", "GET /api/queues",
   "GET /api/checkpoints", "GET /api/checkpoints/{id}",
+  // Not yet in this client: `cairn emit`, or the endpoint's own call.
+  "POST /api/events", "POST /api/batches", "GET /api/batches/{id}",
 ];
 
 /** The web view's routes (pages and pictures for a browser), left out. */

@@ -350,6 +350,7 @@ impl EngineBuilder {
         let resumes = !self.read_only && engine.shell.config.recovery == RecoveryPolicy::Resume;
         if resumes {
             engine.register_schedules()?;
+            engine.register_batches()?;
         }
         if !self.read_only {
             engine.recover().await?;
@@ -370,6 +371,7 @@ impl EngineBuilder {
         }
         if !resumes {
             engine.register_schedules()?;
+            engine.register_batches()?;
         }
         Ok(engine)
     }

@@ -1,12 +1,15 @@
 //! The embedding API: the engine, its builder, thread handles, controls and event channels.
 
 pub mod admin;
+pub mod batch;
+pub(crate) mod batch_flow;
 pub mod builder;
 pub(crate) mod channels;
 mod checkpoint;
 pub mod continued;
 mod controls;
 pub mod create;
+pub mod emit;
 pub mod engine;
 pub mod handle;
 mod health;

@@ -7,6 +7,7 @@
 #![allow(missing_docs, reason = "test code")]
 
 mod accepted;
+mod batch;
 mod bounded_history;
 mod bundle_export_options;
 mod bundle_replay;
@@ -28,6 +29,7 @@ mod debug;
 mod debug_bundle;
 mod delayed_start;
 mod disk_full;
+mod emit;
 mod events_promises;
 mod execution;
 mod layers;
@@ -98,6 +100,7 @@ mod typed_start;
 mod updates;
 mod variables;
 mod web_view;
+mod web_view_batch;
 mod web_view_continued;
 mod web_view_pages;
 mod web_view_queues;

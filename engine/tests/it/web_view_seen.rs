@@ -218,7 +218,8 @@ async fn the_workflows_page_leads_with_the_applications_graphs_drawn_readable() 
         let order = browser.eval(
             "[...document.querySelectorAll('#workflows > section')].map((s) => s.dataset.workflow)",
         );
-        assert_eq!(order, json!(["research-agent", "cairn.schedule"]), "the application's first");
+        let order_expected = json!(["research-agent", "cairn.batch", "cairn.schedule"]);
+        assert_eq!(order, order_expected, "the application's first, then the built-in ones");
         let builtin = browser.eval(
             "(() => { const s = document.querySelector('[data-workflow=\"cairn.schedule\"]'); \
                return [s.dataset.builtin, s.querySelector('summary')?.textContent ?? '', \

@@ -107,6 +107,9 @@ pub fn research_workflow(model: Arc<dyn LanguageModel>) -> Result<Workflow<Resea
     let [m1, m2, m3, m4, m5] = std::array::from_fn(|_| model.clone());
     let retry = NodePolicy::default().retry(RetryPolicy::exponential(3, 10, 100));
     Workflow::<Research>::builder("research-agent", 1)
+        // `cairn emit question.asked --id ID --payload '{"question": ..}'` starts one
+        // (`docs/events.md`).
+        .on_event("question.asked")
         .node("classify", move |s: Arc<Research>, ctx: Ctx| classify(m1.clone(), s, ctx))
         .route(
             "classify",
@@ -163,11 +166,7 @@ pub fn research_workflow(model: Arc<dyn LanguageModel>) -> Result<Workflow<Resea
             ["finalize", "synthesize"],
         )
         .loop_bound("synthesize", 3)
-        .node("finalize", |s: Arc<Research>, ctx: Ctx| async move {
-            ctx.progress(5, 5, "done");
-            let id = ctx.new_id();
-            Ok(NodeOutput::update(ResearchUpdate::Answer(format!("{} [{}]", s.draft, &id[..8]))))
-        })
+        .node("finalize", finalize)
         .edge(START, "classify")
         .edge("answer_directly", END)
         .edge("finalize", END)
@@ -189,6 +188,13 @@ pub fn research_workflow(model: Arc<dyn LanguageModel>) -> Result<Workflow<Resea
             },
         )
         .build()
+}
+
+/// The `finalize` node: the draft, marked with a recorded id.
+async fn finalize(s: Arc<Research>, ctx: Ctx) -> Result<NodeOutput<ResearchUpdate>, NodeError> {
+    ctx.progress(5, 5, "done");
+    let id = ctx.new_id();
+    Ok(NodeOutput::update(ResearchUpdate::Answer(format!("{} [{}]", s.draft, &id[..8]))))
 }
 
 /// The `classify` node: routes the question (simple, or to research).

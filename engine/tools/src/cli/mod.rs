@@ -15,8 +15,8 @@
 //! `abandon`, `cancel`, `pause`, `input`, `signal`, `update`, `fork`, `serve`), and `resumable` without an endpoint (its open
 //! proves that no runner holds the threads it lists), open it for writing and fail with exit
 //! code 4 while another process holds it.
-//! `start` posts to an endpoint that serves the file, and otherwise writes the thread `created`
-//! for the next engine that opens it (never runs it here).
+//! `start` and `emit` post to an endpoint that serves the file, and otherwise write the threads
+//! `created` for the next engine that opens it (never run them here).
 //! `delete`, `signal` and `update`, like the controls, go through an endpoint that serves the file. `result --wait`
 //! long-polls an endpoint that serves the file, and otherwise reads the file again until the
 //! wait ends; on PostgreSQL it waits through the database.
@@ -52,6 +52,7 @@ use std::sync::Arc;
 use cairn_dsl::DynWorkflow;
 use clap::{Parser, Subcommand};
 
+mod batch;
 mod bundle;
 mod checkpoint_create;
 mod checkpoints;
@@ -60,6 +61,7 @@ mod control;
 mod copy;
 mod delete;
 mod demo;
+mod emit;
 mod endpoint;
 mod events;
 mod fork;
@@ -204,6 +206,12 @@ enum Command {
     /// Start a thread: through the engine serving the file (`--wait SECS`: and wait for its
     /// result), or, with none, written `created` for the next engine that opens the file.
     Start(start::StartArgs),
+    /// Emit an event: each workflow subscribed to its name starts a thread on the payload,
+    /// once per event id (through the engine serving the file, or written `created`).
+    Emit(emit::EmitArgs),
+    /// Apply an operation (cancel, pause, resume, signal, delete, migrate) to every thread a
+    /// filter matches, as a durable job (`--dry-run`: count them first); `show ID`: its progress.
+    Batch(batch::BatchArgs),
     /// Durable schedules: create, list, pause, resume, trigger, delete.
     Schedule(schedule::ScheduleCommand),
     /// Named queues with concurrency, per-key and rate limits: list, define.
@@ -330,6 +338,8 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Replay(args) => replay::replay(args, wfs).await?,
         Command::Patches(args) => patches::patches(args, wfs).await?,
         Command::Start(args) => start::start(args, wfs).await?,
+        Command::Emit(args) => emit::emit(args, wfs).await?,
+        Command::Batch(args) => batch::batch(args, wfs).await?,
         Command::Schedule(cmd) => schedule::command(cmd, wfs).await?,
         Command::Queue(cmd) => queue::command(cmd, wfs).await?,
         Command::Query(args) => query::query(args, wfs).await?,

@@ -100,10 +100,10 @@ pub(super) async fn workflows(
     .await
 }
 
-/// Whether workflow `id` is the engine's own (schedules run as [`ScheduleSpec::WORKFLOW`]), not
-/// the application's.
+/// Whether workflow `id` is the engine's own (schedules run as [`ScheduleSpec::WORKFLOW`],
+/// batches as [`cairn::BatchInfo::WORKFLOW`]), not the application's.
 fn is_builtin(id: &str) -> bool {
-    id == ScheduleSpec::WORKFLOW
+    id == ScheduleSpec::WORKFLOW || id == cairn::BatchInfo::WORKFLOW
 }
 
 /// `GET /api/workflows/{id}/graph.svg?version=`.

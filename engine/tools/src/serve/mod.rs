@@ -57,6 +57,9 @@
 //! | POST | `/api/schedules/{name}/pause\|resume\|trigger` | schedule controls |
 //! | DELETE | `/api/schedules/{name}` | deletes a schedule (a control) |
 //! | POST | `/api/workflows/{id}/threads?wait_ms=` | starts a thread (a control): body `{input, id?, labels?, version?, queue?, key?, priority?, dedup?}`; 201 new, 200 existing; `{thread, created, link}`, with `wait_ms` also its result (see `start`) |
+//! | POST | `/api/events` | emits an event (a control): body `{name, id, payload}`; starts each workflow subscribed to `name` once per `id`; `{threads: [{workflow, thread, created, link}]}`, none without subscribers (see `events`) |
+//! | POST | `/api/batches` | applies an operation to every thread a filter matches, as a durable job (a control): body `{op, filter, reason?, name?, value?, to_version?, id?, dry_run?}`; 201 new, 200 existing or a dry run; the batch's progress (see `batches`) |
+//! | GET | `/api/batches/{id}` | a batch's progress: `{id, status, op, total, done, applied, skipped, skips, finished}` |
 //!
 //! Every `POST` and `DELETE` (a control) needs `Authorization: Bearer <token>`; on a public
 //! endpoint every `GET` does too, but the web view's pages and assets. [`route_table`] lists
@@ -75,9 +78,11 @@ pub mod params_view;
 pub mod query;
 pub mod token;
 
+mod batches;
 mod catalog;
 mod checkpoints;
 mod controls;
+mod events;
 mod graph_svg;
 mod messages;
 mod openapi;

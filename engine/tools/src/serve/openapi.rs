@@ -22,8 +22,8 @@ use super::params::{
 };
 use super::params_ops::{BundleParams, ResumableParams};
 use super::params_view::{SearchParam, TimelineParams};
-use super::wire::{Refusal, Started, ThreadResult, UpdateAnswer};
-use super::{Route, controls, promises, start, updates};
+use super::wire::{BatchAnswer, Emitted, Refusal, Started, ThreadResult, UpdateAnswer};
+use super::{Route, batches, controls, events, promises, start, updates};
 use crate::debug::rows::{StateRow, ThreadDetails, ThreadsPage, VerifyRow};
 
 /// The security scheme's name in the document: the bearer token (`<db>.token`).
@@ -192,6 +192,28 @@ fn promise_doc(route: &Route) -> Option<Doc> {
         ("POST", "/api/promises/{id}") => {
             Doc::new("Completes a promise with a value or an error (409: completed otherwise)")
                 .body(promises::CompleteBody::schema())
+        }
+        _ => return job_doc(route),
+    })
+}
+
+/// The documents of the routes that start or change many threads: emitted events (`events`)
+/// and batches (`batches`).
+fn job_doc(route: &Route) -> Option<Doc> {
+    Some(match (route.method, route.path) {
+        ("POST", "/api/events") => {
+            Doc::new("Emits an event: starts each subscribed workflow once per event id")
+                .body(events::EmitBody::schema())
+                .answers::<Emitted>()
+        }
+        ("POST", "/api/batches") => Doc::new(
+            "Applies an operation to every thread a filter matches, as a durable job (201; 200 \
+             existing id or dry run)",
+        )
+        .body(batches::BatchBody::schema())
+        .answers::<BatchAnswer>(),
+        ("GET", "/api/batches/{id}") => {
+            Doc::new("A batch's progress (done of total)").answers::<BatchAnswer>()
         }
         _ => return None,
     })

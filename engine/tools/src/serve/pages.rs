@@ -43,6 +43,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("send.js", "text/javascript; charset=utf-8", include_str!("ui/send.js")),
     ("schedules.js", "text/javascript; charset=utf-8", include_str!("ui/schedules.js")),
     ("stream.js", "text/javascript; charset=utf-8", include_str!("ui/stream.js")),
+    ("batch.js", "text/javascript; charset=utf-8", include_str!("ui/batch.js")),
 ];
 
 /// A page of the web view: its name (`data-page`, and the script `{name}.js` it runs), title, the
@@ -55,7 +56,7 @@ struct Page {
     main: &'static str,
 }
 
-const THREADS: Page = page_of("threads", "Threads", &[], include_str!("ui/threads.html"));
+const THREADS: Page = page_of("threads", "Threads", &["batch"], include_str!("ui/threads.html"));
 const THREAD: Page = page_of("thread", "Thread", &["send"], include_str!("ui/thread.html"));
 const MESSAGES: Page = page_of("messages", "Messages", &[], include_str!("ui/messages.html"));
 const QUEUES: Page = page_of("queues", "Queues", &[], include_str!("ui/queues.html"));

@@ -13,8 +13,8 @@ use super::access::{self, Access};
 use super::app::App;
 use super::params::Reject;
 use super::{
-    checkpoints, controls, messages, openapi, ops, pages, promises, queues, results, sse, start,
-    stream, threads, updates,
+    batches, checkpoints, controls, events, messages, openapi, ops, pages, promises, queues,
+    results, sse, start, stream, threads, updates,
 };
 use crate::limits::SERVE_BODY_BYTES_MAX;
 
@@ -88,7 +88,10 @@ pub(super) fn table() -> Table {
         .get("/api/checkpoints/{id}", checkpoints::show)
         .at("POST", "/api/threads/{id}/{control}", post(controls::control))
         .at("POST", "/api/threads/{id}/updates/{name}", post(updates::update))
-        .at("POST", "/api/workflows/{id}/threads", post(start::start));
+        .at("POST", "/api/workflows/{id}/threads", post(start::start))
+        .at("POST", "/api/events", post(events::emit))
+        .at("POST", "/api/batches", post(batches::create))
+        .get("/api/batches/{id}", batches::show);
     pages::routes(t)
 }
 

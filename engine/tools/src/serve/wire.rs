@@ -118,6 +118,88 @@ pub struct UpdateAnswer {
     pub created: Option<bool>,
 }
 
+/// `POST /api/events`, and `cairn emit --json`: the thread of the event on each subscribed
+/// workflow (none when no workflow subscribes to its name).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Emitted {
+    /// One per subscribed workflow, in workflow id order.
+    pub threads: Vec<EventThread>,
+}
+
+/// One thread an emit answers with (`cairn::EventStart`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct EventThread {
+    /// The subscribed workflow.
+    pub workflow: String,
+    /// The thread of the event on it.
+    pub thread: String,
+    /// Made by this emit (`false`: an emit of the same id made it before).
+    pub created: bool,
+    /// The thread's path on the endpoint.
+    pub link: String,
+}
+
+/// `POST /api/batches` and `GET /api/batches/{id}`, and `cairn batch --json`: a batch and its
+/// progress (`cairn::BatchInfo`), or, for a dry run, how many threads the filter matches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct BatchAnswer {
+    /// The batch's id (its thread's); `None` for a dry run.
+    pub id: Option<String>,
+    /// Its thread's status (`completed` once finished); `None` for a dry run.
+    pub status: Option<String>,
+    /// The operation: `cancel`, `pause`, `resume`, `signal`, `delete` or `migrate`.
+    pub op: String,
+    /// Threads the filter matched when the batch was made (a dry run: now).
+    pub total: u64,
+    /// Threads handled (applied or skipped).
+    pub done: u64,
+    /// Threads the operation was applied to.
+    pub applied: u64,
+    /// Threads skipped.
+    pub skipped: u64,
+    /// The last skipped threads and why, newest last.
+    pub skips: Vec<(String, String)>,
+    /// Every matching thread has been handled.
+    pub finished: bool,
+    /// Nothing was applied: `total` is a count.
+    pub dry_run: bool,
+}
+
+impl BatchAnswer {
+    /// The answer for `info`.
+    pub fn of(info: &cairn::BatchInfo) -> Self {
+        let s = &info.state;
+        Self {
+            id: Some(info.id.clone()),
+            status: Some(info.status.as_str().to_owned()),
+            op: s.op.name().to_owned(),
+            total: s.total,
+            done: s.done,
+            applied: s.applied,
+            skipped: s.skipped,
+            skips: s.skips.clone(),
+            finished: s.finished,
+            dry_run: false,
+        }
+    }
+
+    /// The answer of a dry run of `op` matching `count` threads.
+    pub fn dry_run(op: &cairn::BatchOp, count: u64) -> Self {
+        Self {
+            id: None,
+            status: None,
+            op: op.name().to_owned(),
+            total: count,
+            done: 0,
+            applied: 0,
+            skipped: 0,
+            skips: Vec::new(),
+            finished: false,
+            dry_run: true,
+        }
+    }
+}
+
 /// `answer` as a `T`, refusing a field `T` does not know (`what` names the answer in the error).
 ///
 /// # Errors

@@ -3,10 +3,12 @@
 #![allow(clippy::print_stderr, reason = "tests may report what they see")]
 
 mod accepted;
+mod batch;
 mod bounds;
 mod checkpoint;
 mod control;
 mod debug;
+mod emit;
 mod exit_codes;
 mod files;
 mod follow;

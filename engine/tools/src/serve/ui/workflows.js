@@ -74,7 +74,9 @@
           el("dt", {}, "by version"), byVersion),
         row),
       !w.compiled ? "" : w.builtin
-        ? el("p", { class: "muted" }, "Schedules start this one (cairn schedule create, the schedules page), not a form.")
+        ? el("p", { class: "muted" }, w.workflow === "cairn.batch"
+          ? "Batches start this one (cairn batch, the threads page), not a form."
+          : "Schedules start this one (cairn schedule create, the schedules page), not a form.")
         : cairnStart.form(w, hasToken, () => refresh()));
     const title = el("a", { href: `/ui/threads?workflow=${encodeURIComponent(w.workflow)}` }, w.workflow);
     // The engine's own workflows (schedules run as one) come after the application's, folded.
@@ -82,7 +84,9 @@
       ? el("section", { class: "card workflow builtin", "data-workflow": w.workflow, "data-builtin": "1" },
         el("details", {},
           el("summary", {}, el("h2", {}, title, " ", el("span", { class: "badge" }, "built-in"),
-            el("span", { class: "muted" }, " the engine's own: every schedule runs as a thread of it")), " "),
+            el("span", { class: "muted" }, w.workflow === "cairn.batch"
+              ? " the engine's own: every batch runs as a thread of it"
+              : " the engine's own: every schedule runs as a thread of it")), " "),
           body))
       : el("section", { class: "card workflow", "data-workflow": w.workflow }, el("h2", {}, title), body);
     function update(w2) {

@@ -1,0 +1,107 @@
+//! A batch operation from the web view (issue 43 item 1), in a real browser (`cdp`): on the
+//! threads page, filtered to the waiting threads of one label, Count asks for the token, then
+//! answers how many threads match (a dry run); Apply makes the batch and follows it to its end;
+//! the matching threads, and only they, got the signal. Screenshots go to `<target>/screenshots/`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn::dsl::{Ctx, NodeOutput, Workflow};
+use cairn::{Durability, END, Engine, START, StartOptions, ThreadStatus};
+use serde_json::json;
+
+use crate::cdp::Browser;
+use crate::common::{Tally, db};
+use crate::web_view::screenshots;
+use cairn_tools::serve::Serve as _;
+
+/// Waits for a `go` signal, then notes its value.
+fn waiter() -> Workflow<Tally> {
+    Workflow::<Tally>::builder("waiter", 1)
+        .node("wait", |_s: Arc<Tally>, ctx: Ctx| async move {
+            let n: u64 = ctx.recv("go").await?;
+            Ok(NodeOutput::update((n, format!("go {n}"))))
+        })
+        .edge(START, "wait")
+        .edge("wait", END)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_threads_page_counts_then_applies_a_batch_to_what_its_filters_match() {
+    let (_d, path) = db();
+    let (engine, server) = Engine::builder(&path)
+        .durability(Durability::None)
+        .workflow(&waiter())
+        .serve(([127, 0, 0, 1], 0).into())
+        .open()
+        .await
+        .unwrap();
+    for i in 0..5 {
+        let team = if i < 3 { "a" } else { "b" };
+        let options = StartOptions::id(format!("w-{i}")).label("team", team);
+        engine.start_json("waiter", Tally::default(), options).await.unwrap();
+    }
+    for i in 0..5 {
+        let id = cairn::ThreadId::new(format!("w-{i}")).unwrap();
+        let parked = async {
+            while engine.store().thread(&id).await.unwrap().unwrap().status
+                != ThreadStatus::WaitingInput
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), parked).await.expect("parked");
+    }
+    let base = format!("http://{}", server.addr());
+    let token = server.token().to_owned();
+    let shots = screenshots();
+    let mut browser = tokio::task::block_in_place(|| Browser::launch(1400, 1000));
+    tokio::task::block_in_place(|| {
+        browser.navigate(&format!("{base}/ui/threads?status=waiting_input&label=team=a"));
+        browser.wait_for("document.body.dataset.loaded === '1'", Duration::from_secs(20));
+        browser.eval(
+            "document.getElementById('batch-box').open = true; \
+             document.getElementById('batch-op').value = 'signal'; \
+             document.getElementById('batch-name').value = 'go'; \
+             document.getElementById('batch-value').value = '7';",
+        );
+        // Without the token the page asks for it.
+        let result = "document.getElementById('batch-result').textContent";
+        browser.eval("document.getElementById('batch-count').click()");
+        browser.wait_for(&format!("{result}.includes('token')"), Duration::from_secs(10));
+        browser.eval(&format!(
+            "document.getElementById('token').value = '{token}'; \
+             document.getElementById('token-save').click(); \
+             document.getElementById('batch-count').click()"
+        ));
+        let count = browser.wait_for(
+            "document.getElementById('batch-result').dataset.count",
+            Duration::from_secs(10),
+        );
+        assert_eq!(count, json!("3"), "the three waiting threads of team a");
+        assert_eq!(browser.eval("document.getElementById('batch-apply').disabled"), json!(false));
+        browser.screenshot(&shots.join("threads-batch-count.png"), 1200.);
+        browser.eval("document.getElementById('batch-apply').click()");
+        browser.wait_for(
+            "document.getElementById('batch-result').dataset.finished === '1'",
+            Duration::from_secs(20),
+        );
+        let done = browser.eval(result);
+        assert!(done.as_str().unwrap().contains("finished, 3 of 3 done: 3 applied"), "{done}");
+        browser.screenshot(&shots.join("threads-batch-done.png"), 1200.);
+    });
+    for i in 0..5 {
+        let thread = engine.thread(&format!("w-{i}")).await.unwrap();
+        if i < 3 {
+            let out: Tally = thread.output().await.unwrap();
+            assert_eq!(out.log, ["go 7"], "w-{i}");
+        } else {
+            assert_eq!(thread.status().await.unwrap(), ThreadStatus::WaitingInput, "w-{i}");
+        }
+    }
+    drop(browser);
+    server.shutdown().await;
+    engine.shutdown().await;
+}

@@ -1,0 +1,57 @@
+//! `cairn batch` (issue 43 item 1): `--dry-run` counts the threads a filter matches; on a file
+//! no engine holds the batch runs in the command's process to its end; `batch show` answers its
+//! progress; through `cairn serve` the serving engine runs it; bad usage exits 2.
+
+use crate::harness::{demo_db, on, tempdir};
+use crate::start::{Killer, serve, stop};
+
+#[test]
+fn cairn_batch_counts_first_applies_by_filter_and_shows_progress() {
+    let dir = tempdir();
+    let db = dir.path().join("batch.db");
+    std::fs::copy(demo_db(), &db).expect("copy the demo database");
+    for (id, team) in [("c-1", "a"), ("c-2", "a"), ("c-3", "b")] {
+        let label = format!("team={team}");
+        let input = r#"{"question":"q"}"#;
+        on(&db, &["start", "research-agent", "--input", input, "--id", id, "--label", &label])
+            .expect(0);
+    }
+    let team_a = "status=created,label.team=a";
+    let dry = on(&db, &["batch", "cancel", "--filter", team_a, "--dry-run", "--json"]).expect(0);
+    let dry = dry.json();
+    assert_eq!((&dry["dry_run"], &dry["total"]), (&true.into(), &2.into()), "{dry}");
+    on(&db, &["show", "c-1", "--json"]).expect(0);
+    let done = on(&db, &["batch", "cancel", "--filter", team_a, "--id", "b-1"]).expect(0);
+    assert!(
+        done.stdout.contains("b-1 (cancel): finished, 2 of 2 done: 2 applied"),
+        "{}",
+        done.stdout
+    );
+    let shown = on(&db, &["show", "c-1", "--json"]).expect(0).json();
+    assert_eq!(shown["status"], "cancelled", "{shown}");
+    let untouched = on(&db, &["show", "c-3", "--json"]).expect(0).json();
+    assert_eq!(untouched["status"], "created", "{untouched}");
+    let progress = on(&db, &["batch", "show", "b-1", "--json"]).expect(0).json();
+    assert_eq!((&progress["applied"], &progress["finished"]), (&2.into(), &true.into()));
+    // The same id again: the batch as it stands, nothing applied again.
+    let again = on(&db, &["batch", "cancel", "--filter", team_a, "--id", "b-1", "--json"]);
+    assert_eq!(again.expect(0).json()["applied"], 2);
+    // Bad usage: an unknown operation or filter key, a signal without its name.
+    on(&db, &["batch", "frob"]).expect(2);
+    on(&db, &["batch", "pause", "--filter", "colour=red"]).expect(2);
+    on(&db, &["batch", "pause", "--filter", "status=sleepy"]).expect(2);
+    on(&db, &["batch", "signal", "--filter", "workflow=x"]).expect(2);
+
+    let (server, _address, pid) = serve(&db);
+    let guard = Killer(pid);
+    let cancelled = "status=cancelled";
+    let dry = on(&db, &["batch", "delete", "--filter", cancelled, "--dry-run", "--json"]).expect(0);
+    assert_eq!((&dry.json()["total"], &dry.json()["through"]), (&2.into(), &"endpoint".into()));
+    on(&db, &["batch", "delete", "--filter", cancelled, "--id", "b-2"]).expect(0);
+    // The batch is a thread: its result is its end.
+    on(&db, &["result", "b-2", "--wait", "60"]).expect(0);
+    let progress = on(&db, &["batch", "show", "b-2", "--json"]).expect(0).json();
+    assert_eq!((&progress["applied"], &progress["finished"]), (&2.into(), &true.into()));
+    on(&db, &["show", "c-1"]).expect(1);
+    stop(server, guard);
+}
