@@ -35,6 +35,7 @@ pub(crate) mod signal_once;
 pub mod stream;
 pub mod typed;
 pub mod update;
+pub mod versions;
 
 use cairn_storage::{Store, ThreadFilter, ThreadId, ThreadRecord};
 
@@ -48,18 +49,13 @@ pub struct ThreadPages {
 }
 
 impl ThreadPages {
-    /// The records matching `filter` after `after` (from the first when `None`), `page` a read.
     /// The pages of `filter`'s records after the id `after` (from the first when `None`),
     /// `page` records each.
     pub fn new(filter: ThreadFilter, after: Option<ThreadId>, page: usize) -> Self {
         Self { filter, after, page, done: false }
     }
 
-    /// The next page; `None` after the last (a short one).
-    ///
-    /// # Errors
-    /// Storage errors.
-    /// The next page, `None` after the last one.
+    /// The next page, `None` after the last one (a short one).
     ///
     /// # Errors
     /// Storage errors.

@@ -99,6 +99,7 @@ mod trace;
 mod typed_start;
 mod updates;
 mod variables;
+mod versions;
 mod web_view;
 mod web_view_batch;
 mod web_view_continued;

@@ -88,6 +88,7 @@ mod table;
 mod threads;
 mod update;
 mod verify;
+mod versions;
 mod worker;
 mod workflows;
 
@@ -159,6 +160,9 @@ enum Command {
     /// Who talks to whom in a session's (or every thread's) messages: an HTML page with a
     /// drawing, DOT or Mermaid (`--output FILE`).
     Interactions(interactions::InteractionsArgs),
+    /// The drain view: per workflow version, the threads that have not finished, and whether
+    /// this binary carries it.
+    Versions(versions::VersionsArgs),
     /// The workflows compiled into this binary: id, version, node count, fingerprint.
     Workflows(workflows::WorkflowsArgs),
     /// Threads that can be resumed (paused, blocked, or left unfinished by a stopped engine).
@@ -324,6 +328,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Health(args) => health::health(args, wfs).await?,
         Command::Graph(args) => graph::graph(&args, wfs)?,
         Command::Interactions(args) => interactions::interactions(args, wfs).await?,
+        Command::Versions(args) => versions::versions(args, wfs).await?,
         Command::Workflows(args) => workflows::workflows(&args, wfs)?,
         Command::Resumable(args) => control::resumable(args, wfs).await?,
         Command::Resume(args) => control::resume(args, wfs).await?,

@@ -63,6 +63,7 @@ pub(super) fn table() -> Table {
         .get("/metrics", threads::prometheus)
         .get("/api/openapi.json", openapi::openapi)
         .get("/api/health", threads::health)
+        .get("/api/versions", threads::versions)
         .get("/api/verify", threads::verify)
         .get("/api/metrics", threads::metrics)
         .get("/api/threads", threads::list)

@@ -57,6 +57,16 @@ pub(super) async fn health(
     Ok(Json(serde_json::to_value(report).map_err(|e| reject(e.into(), "health"))?))
 }
 
+/// The drain view: per workflow version, its unfinished threads (`Engine::drain`).
+pub(super) async fn versions(State(app): State<App>) -> Result<Json<Value>, Reject> {
+    // Every unfinished thread listed: off the async workers, as the health report.
+    let runtime = tokio::runtime::Handle::current();
+    let drain =
+        blocking(move || runtime.block_on(app.engine.drain()).map_err(|e| reject(e, "versions")))
+            .await?;
+    Ok(Json(serde_json::to_value(drain).map_err(|e| reject(e.into(), "versions"))?))
+}
+
 /// Every record checked, on the live store (a consistent snapshot of it), as `cairn verify`.
 pub(super) async fn verify(
     State(app): State<App>,

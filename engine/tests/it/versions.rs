@@ -1,0 +1,68 @@
+//! The drain view (`Engine::drain`, `GET /api/versions`, `cairn versions`): per workflow
+//! version, the threads that have not finished and whether the engine carries the version. An
+//! engine without a version leaves its threads alone and says so.
+
+use std::sync::Arc;
+
+use cairn::dsl::{Ctx, NodeOutput, Workflow};
+use cairn::{END, START, StartOptions};
+
+use crate::common::{Tally, db, open};
+
+/// Waits for one `go` signal; `version` numbers it.
+fn gate(version: u32) -> Workflow<Tally> {
+    Workflow::<Tally>::builder("gate", version)
+        .node("wait", |_s: Arc<Tally>, ctx: Ctx| async move {
+            let n: u64 = ctx.recv("go").await?;
+            Ok(NodeOutput::update((n, "went".to_owned())))
+        })
+        .edge(START, "wait")
+        .edge("wait", END)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_drain_view_counts_each_versions_unfinished_threads() {
+    let (_d, path) = db();
+    let (v1, v2) = (gate(1), gate(2));
+    let engine = open(&path, &[&v1, &v2], |b| b).await;
+    for (id, version) in [("a", 1), ("b", 1), ("c", 2), ("d", 2)] {
+        let options = StartOptions { version: Some(version), ..StartOptions::id(id) };
+        engine.start_json("gate", Tally::default(), options).await.unwrap();
+    }
+    engine.signal("d", "go", 1u64).await.unwrap();
+    engine.thread("d").await.unwrap().finished().await.unwrap();
+    for id in ["a", "b", "c"] {
+        let t = engine.thread(id).await.unwrap();
+        while t.status().await.unwrap() != cairn::ThreadStatus::WaitingInput {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+    let drain = engine.drain().await.unwrap();
+    let rows: Vec<(&str, u32, u64, bool)> = drain
+        .versions
+        .iter()
+        .map(|v| (v.workflow.as_str(), v.version, v.total, v.registered_here))
+        .filter(|(w, ..)| *w == "gate")
+        .collect();
+    assert_eq!(rows, [("gate", 1, 2, true), ("gate", 2, 1, true)], "d finished: not counted");
+    assert_eq!(
+        drain
+            .versions
+            .iter()
+            .find(|v| v.workflow == "gate" && v.version == 1)
+            .map(|v| v.unfinished["waiting_input"]),
+        Some(2)
+    );
+    assert!(!drain.partial);
+    engine.shutdown().await;
+    drop(engine);
+
+    // An engine carrying only version 2: version 1's threads still wait, and it says it lacks it.
+    let engine = open(&path, &[&v2], |b| b).await;
+    let drain = engine.drain().await.unwrap();
+    let v1 = drain.versions.iter().find(|v| v.workflow == "gate" && v.version == 1).unwrap();
+    assert_eq!((v1.total, v1.registered_here), (2, false));
+    engine.shutdown().await;
+}
