@@ -17,6 +17,12 @@ pub const PUBLISHED_KEY_BYTES_MAX: usize = 256;
 /// checkpoint holds, so it stays inline (`cairn_core::limits::INLINE_VALUE_BYTES_MAX`).
 pub const PUBLISHED_VALUE_BYTES_MAX: usize = cairn_core::limits::INLINE_VALUE_BYTES_MAX;
 
+/// Distinct keys one thread publishes over its life (`ctx.set_event`): the thread's state keeps
+/// the latest value of each, and every checkpoint holds them all, so with
+/// [`PUBLISHED_VALUE_BYTES_MAX`] this bounds what publishing adds to a thread's state. A new key
+/// past it is refused (nothing is written); a key published before may be published again.
+pub const PUBLISHED_KEYS_PER_THREAD_MAX: usize = 1_024;
+
 /// How long `Engine::get_event` (and its route) waits at most for a key to be published.
 pub const GET_EVENT_WAIT_MS_MAX: u64 = 60_000;
 

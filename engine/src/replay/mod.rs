@@ -21,6 +21,7 @@ use crate::limits;
 mod child;
 mod node;
 use crate::core::event::{Body, TaskKey};
+use crate::core::published::PublishedKeys;
 use crate::core::suspend::Suspensions;
 use crate::core::thread_ctx::{TaskJournal, ThreadCtx};
 use node::{ReplayNodeContext, ReplayNodeState};
@@ -198,6 +199,7 @@ pub(crate) async fn replay_after(
                                 ),
                                 calls: recorded_calls,
                                 recorded_published: journal.published.clone(),
+                                keys: PublishedKeys::of(&c.meta.published),
                                 ..ReplayNodeState::default()
                             }),
                         };

@@ -58,6 +58,7 @@ mod pg_reads;
 mod postgres;
 #[cfg(feature = "postgres")]
 mod postgres_wake;
+mod published_keys;
 mod queries;
 mod queues;
 mod queues_crash;
