@@ -157,7 +157,3 @@ const _: () = assert!(STREAM_CHUNK_BYTES_MAX <= STREAM_BYTES_MAX);
 /// Streams in the engine's map of live streams before it forgets those nobody holds (a thread
 /// driven or read holds its own): each forgotten entry is a few bytes.
 pub const STREAM_MAP_SWEEP_AT: usize = 1_024;
-
-/// How often a select that waits for a running child looks again at its children, its inbox
-/// and its deadline while it waits in the runner (`exec/node_context/select.rs`), in ms.
-pub const SELECT_CHILD_LOOK_MS: u64 = 20;

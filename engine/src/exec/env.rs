@@ -55,14 +55,6 @@ pub(crate) trait ChildThreads: Send + Sync {
         self: Arc<Self>,
         id: ThreadId,
     ) -> BoxFuture<'static, Result<Option<crate::core::child_start::ChildEnd>, NodeError>>;
-
-    /// Drives the started child `id` as a join does, until it ends or `done` is cancelled
-    /// (looked at between drives only; `child_start.rs`).
-    fn follow(
-        self: Arc<Self>,
-        id: ThreadId,
-        done: CancellationToken,
-    ) -> BoxFuture<'static, Result<(), NodeError>>;
 }
 
 /// What the runner knows about the thread that tasks need.

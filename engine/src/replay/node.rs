@@ -145,7 +145,7 @@ impl ReplayNodeContext {
         }
         crate::core::patch::skip(&mut st.values);
         let Some(recorded) = st.values.pop_front() else {
-            return Err(select::parked(&names, until_ms));
+            return Err(select::parked(&names, &children, until_ms));
         };
         match Outcome::read(&recorded) {
             Ok(o)
