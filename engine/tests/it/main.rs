@@ -106,3 +106,4 @@ mod web_view_seen;
 mod web_view_signal;
 mod web_view_start;
 mod web_view_talk;
+mod web_view_update_start;
