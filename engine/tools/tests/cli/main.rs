@@ -38,5 +38,6 @@ mod serve;
 mod signal_types;
 mod start;
 mod starting;
+mod stream;
 mod through;
 mod update;
