@@ -167,7 +167,7 @@ mod tests {
         assert_eq!(started_children(&w["wait"]), Some(kids.clone()));
         assert_eq!(pending_children(&[json!({"clock": 1}), w.clone()]), kids);
         assert_eq!(pending_children(&[w.clone(), json!({"clock": 1})]), Vec::<String>::new());
-        assert_eq!(pending_children(&[s.clone()]), Vec::<String>::new());
+        assert_eq!(pending_children(std::slice::from_ref(&s)), Vec::<String>::new());
         let parked_on = parked(&[], &kids, None);
         assert!(
             matches!(&parked_on, NodeError::WaitingSignal { name } if *name == child_end_name(&kids[0])),

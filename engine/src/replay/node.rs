@@ -35,6 +35,26 @@ pub(super) struct ReplayNodeState {
     pub(super) keys: PublishedKeys,
 }
 
+impl ReplayNodeState {
+    /// The state a completed task of `journal` is replayed from: the values it drew, the tool
+    /// calls recorded, and the keys the thread had published (`published`).
+    pub(super) fn of(
+        journal: &crate::core::thread_ctx::TaskJournal,
+        values: VecDeque<Value>,
+        calls: Vec<RecordedCall>,
+        published: &BTreeMap<String, Value>,
+    ) -> Self {
+        ReplayNodeState {
+            values,
+            suspensions: Suspensions::new(journal.inputs.clone(), journal.timers_fired),
+            calls,
+            recorded_published: journal.published.clone(),
+            keys: PublishedKeys::of(published),
+            ..ReplayNodeState::default()
+        }
+    }
+}
+
 pub(super) struct ReplayNodeContext {
     pub(super) shared: Arc<Shared>,
     pub(super) step: u64,

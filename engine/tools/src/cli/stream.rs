@@ -136,7 +136,8 @@ fn connection(ep: &Endpoint, args: &StreamArgs, after: &mut Option<u64>) -> anyh
                 format!("the stream of thread {}: {error}", args.thread),
             ));
         }
-        (name.clear(), data.clear());
+        name.clear();
+        data.clear();
         if let Some(end) = printed(args, &item, after)? {
             return Ok(Read::Ended(end));
         }
