@@ -41,3 +41,4 @@ mod starting;
 mod stream;
 mod through;
 mod update;
+mod worker_talk;
