@@ -17,6 +17,12 @@ pub const PUBLISHED_KEY_BYTES_MAX: usize = 256;
 /// checkpoint holds, so it stays inline (`cairn_core::limits::INLINE_VALUE_BYTES_MAX`).
 pub const PUBLISHED_VALUE_BYTES_MAX: usize = cairn_core::limits::INLINE_VALUE_BYTES_MAX;
 
+/// Distinct keys one thread publishes over its life (`ctx.set_event`): the thread's state keeps
+/// the latest value of each, and every checkpoint holds them all, so with
+/// [`PUBLISHED_VALUE_BYTES_MAX`] this bounds what publishing adds to a thread's state. A new key
+/// past it is refused (nothing is written); a key published before may be published again.
+pub const PUBLISHED_KEYS_PER_THREAD_MAX: usize = 1_024;
+
 /// How long `Engine::get_event` (and its route) waits at most for a key to be published.
 pub const GET_EVENT_WAIT_MS_MAX: u64 = 60_000;
 
@@ -158,10 +164,6 @@ const _: () = assert!(STREAM_CHUNK_BYTES_MAX <= STREAM_BYTES_MAX);
 /// Streams in the engine's map of live streams before it forgets those nobody holds (a thread
 /// driven or read holds its own): each forgotten entry is a few bytes.
 pub const STREAM_MAP_SWEEP_AT: usize = 1_024;
-
-/// How often a select that waits for a running child looks again at its children, its inbox
-/// and its deadline while it waits in the runner (`exec/node_context/select.rs`), in ms.
-pub const SELECT_CHILD_LOOK_MS: u64 = 20;
 
 /// Workflows subscribed to one event name (`WorkflowBuilder::on_event`): an emit writes one
 /// thread's creation per subscriber before it answers, so this bounds the writes one call

@@ -12,6 +12,8 @@
 //! a crash, a wake, in a replay) makes the same id. A completion is a signal named
 //! [`promise_signal`] in the thread's inbox, which `ctx.await_promise` receives.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde_json::Value;
 
 use crate::error::Error;
@@ -62,6 +64,58 @@ pub fn published<'a>(meta: &'a ThreadMeta, key: &str) -> Option<&'a Value> {
     meta.published.get(key)
 }
 
+/// The distinct keys a thread has published, as the tasks of a step count them against the
+/// engine's bound (`PUBLISHED_KEYS_PER_THREAD_MAX`): those of the thread's state when the step
+/// began plus those its tasks published since.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PublishedKeys {
+    keys: BTreeSet<String>,
+}
+
+impl PublishedKeys {
+    /// The keys of `published` ([`ThreadMeta::published`]).
+    pub fn of(published: &BTreeMap<String, Value>) -> Self {
+        PublishedKeys { keys: published.keys().cloned().collect() }
+    }
+
+    /// Becomes the keys of `published`, copying nothing when they are the same already (the
+    /// usual case at a step's start: the last step's keys were folded into the thread's state).
+    pub fn reset(&mut self, published: &BTreeMap<String, Value>) {
+        if !self.keys.iter().eq(published.keys()) {
+            *self = PublishedKeys::of(published);
+        }
+    }
+
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Counts `key` in, unless it is a new key and `max` are there already.
+    ///
+    /// # Errors
+    /// The refusal, for the node: the limit by name, and the key.
+    pub fn admit(&mut self, key: &str, max: usize) -> Result<(), String> {
+        if self.keys.contains(key) {
+            return Ok(());
+        }
+        if self.keys.len() >= max {
+            return Err(format!(
+                "event {key:?}: limit PUBLISHED_KEYS_PER_THREAD_MAX exceeded: the thread has \
+                 published {max} distinct keys already (a key published before may be \
+                 published again)"
+            ));
+        }
+        self.keys.insert(key.to_owned());
+        Ok(())
+    }
+}
+
 /// Folds the published part of `e` into `ctx`: the key's latest value, the promise's id.
 ///
 /// # Errors
@@ -82,6 +136,19 @@ pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_key_past_the_bound_is_refused_and_a_known_one_is_not() {
+        let published = BTreeMap::from([("a".to_owned(), Value::Null)]);
+        let mut keys = PublishedKeys::of(&published);
+        assert_eq!(keys.admit("b", 2), Ok(()));
+        let refused = keys.admit("c", 2).unwrap_err();
+        assert!(refused.contains("PUBLISHED_KEYS_PER_THREAD_MAX"), "{refused}");
+        assert_eq!(keys.admit("a", 2), Ok(()), "published before");
+        assert_eq!(keys.len(), 2);
+        keys.reset(&published);
+        assert_eq!(keys, PublishedKeys::of(&published));
+    }
 
     #[test]
     fn a_promise_id_names_its_thread_and_its_signal_and_nothing_else_reads_as_one() {

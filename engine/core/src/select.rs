@@ -64,6 +64,23 @@ pub fn pending_names(values: &[Value]) -> Option<Vec<String>> {
     started(&inner).map(|(names, _)| names)
 }
 
+/// The children a task parked in a select waits for the end of: those of its start record
+/// when it is the last of `values` (none: not parked in a select, or one without children).
+pub fn pending_children(values: &[Value]) -> Vec<String> {
+    let inner = values.last().and_then(|v| Drawn::Wait.read(v).ok());
+    inner.and_then(|inner| started_children(&inner)).unwrap_or_default()
+}
+
+/// The prefix of the name that a child's end wakes a select waiting for it by (the
+/// `signal_arrived` that wakes the parent names [`child_end_name`]): the engine's own, never a
+/// signal in an inbox.
+pub const CHILD_END_PREFIX: &str = "cairn.child.";
+
+/// The name a child's end wakes a select by (see [`CHILD_END_PREFIX`]).
+pub fn child_end_name(child: &str) -> String {
+    format!("{CHILD_END_PREFIX}{child}")
+}
+
 /// What a select took.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
@@ -120,12 +137,14 @@ impl Outcome {
 }
 
 /// The suspension of a select with nothing to take yet: asleep until its deadline (a signal of
-/// its names wakes it before), or waiting for a signal without one.
-pub fn parked(names: &[String], until_ms: Option<u64>) -> NodeError {
-    match (until_ms, names.first()) {
-        (Some(until_ms), _) => NodeError::Sleeping { until_ms },
-        (None, Some(name)) => NodeError::WaitingSignal { name: name.clone() },
-        (None, None) => NodeError::Codec { detail: "a select waits for nothing".into() },
+/// its names or the end of one of its children wakes it before), or waiting for a signal (or a
+/// child's end, named by [`child_end_name`] when it waits for no signal) without one.
+pub fn parked(names: &[String], children: &[String], until_ms: Option<u64>) -> NodeError {
+    match (until_ms, names.first(), children.first()) {
+        (Some(until_ms), _, _) => NodeError::Sleeping { until_ms },
+        (None, Some(name), _) => NodeError::WaitingSignal { name: name.clone() },
+        (None, None, Some(child)) => NodeError::WaitingSignal { name: child_end_name(child) },
+        (None, None, None) => NodeError::Codec { detail: "a select waits for nothing".into() },
     }
 }
 
@@ -145,7 +164,15 @@ mod tests {
         assert_eq!(started_children(&s["wait"]), Some(vec![]));
         let kids = vec!["p/n@1/child-1".to_owned()];
         let w = start_with_children(&names, &kids, None);
-        assert_eq!(started_children(&w["wait"]), Some(kids));
+        assert_eq!(started_children(&w["wait"]), Some(kids.clone()));
+        assert_eq!(pending_children(&[json!({"clock": 1}), w.clone()]), kids);
+        assert_eq!(pending_children(&[w.clone(), json!({"clock": 1})]), Vec::<String>::new());
+        assert_eq!(pending_children(std::slice::from_ref(&s)), Vec::<String>::new());
+        let parked_on = parked(&[], &kids, None);
+        assert!(
+            matches!(&parked_on, NodeError::WaitingSignal { name } if *name == child_end_name(&kids[0])),
+            "{parked_on:?}"
+        );
         assert_eq!(started_children(&json!({"children": [1]})), None);
         assert_eq!(
             started(&json!({"names": ["a"], "until_ms": null})),

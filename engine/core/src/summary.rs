@@ -1,11 +1,13 @@
 //! The small JSON summary a thread record keeps for listings (step, frontier, progress, last
-//! error, deadline, the timer a sleeping thread waits for): written by the runner with every
+//! error, deadline, the timer a sleeping thread waits for, whether it waits in a select for a
+//! child's end): written by the runner with every
 //! batch, read by listings, by the resume check (which sets the last error of a thread it
 //! blocks), by recovery (the deadline of a parked thread) and by a timer as it fires (is it
 //! the sleep's own?).
 
 use serde_json::Value;
 
+use crate::select::pending_children;
 use crate::thread_ctx::{ThreadCtx, Waiting};
 
 /// A small JSON summary kept in the thread record for listings (step, frontier, progress).
@@ -20,10 +22,18 @@ pub fn summary_bytes(ctx: &ThreadCtx) -> Vec<u8> {
         deadline_at_ms: Option<u64>,
         #[serde(skip_serializing_if = "Option::is_none")]
         sleeping_until_ms: Option<u64>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        selecting_children: bool,
     }
     let sleeping_until_ms = match &ctx.meta.waiting {
         Some(Waiting::Timer { until_ms, .. }) => Some(*until_ms),
         _ => None,
+    };
+    let selecting_children = match &ctx.meta.waiting {
+        Some(Waiting::Timer { task, .. } | Waiting::Signal { task, .. }) => {
+            ctx.meta.open.get(task).is_some_and(|j| !pending_children(&j.values).is_empty())
+        }
+        _ => false,
     };
     let summary = Summary {
         step: ctx.meta.step,
@@ -32,6 +42,7 @@ pub fn summary_bytes(ctx: &ThreadCtx) -> Vec<u8> {
         last_error: ctx.meta.errors.back().map(|e| e.error.to_string()),
         deadline_at_ms: ctx.meta.policy.deadline_at_ms,
         sleeping_until_ms,
+        selecting_children,
     };
     serde_json::to_vec(&summary).unwrap_or_default()
 }
@@ -58,6 +69,13 @@ pub fn deadline_at_ms(summary: &[u8]) -> Option<u64> {
 /// a record written before the summary kept it).
 pub fn sleeping_until_ms(summary: &[u8]) -> Option<u64> {
     field(summary, "sleeping_until_ms")
+}
+
+/// Whether the parked thread of this summary waits in a select for the end of a child (which
+/// wakes it: `exec/signals.rs`), so that a look for what wakes it reads its log only then.
+pub fn selecting_children(summary: &[u8]) -> bool {
+    let v: Option<Value> = serde_json::from_slice(summary).ok();
+    v.and_then(|v| v.get("selecting_children").and_then(Value::as_bool)).unwrap_or(false)
 }
 
 fn field(summary: &[u8], name: &str) -> Option<u64> {

@@ -25,7 +25,9 @@ impl Engine {
     /// # Errors
     /// [`Error::UnknownThread`]; [`Error::Transition`] if the thread has ended already.
     pub async fn cancel(&self, thread: &str, reason: &str) -> Result<(), Error> {
-        parked::end_from_outside(&self.shell, thread, Transition::Cancel, reason).await
+        parked::end_from_outside(&self.shell, thread, Transition::Cancel, reason).await?;
+        self.ended_from_outside(thread);
+        Ok(())
     }
 
     /// Gives up a resumable thread for good: it ends Cancelled.
@@ -33,7 +35,17 @@ impl Engine {
     /// # Errors
     /// As [`Engine::cancel`].
     pub async fn abandon(&self, thread: &str) -> Result<(), Error> {
-        parked::end_from_outside(&self.shell, thread, Transition::Abandon, "abandoned").await
+        parked::end_from_outside(&self.shell, thread, Transition::Abandon, "abandoned").await?;
+        self.ended_from_outside(thread);
+        Ok(())
+    }
+
+    /// After `thread` was ended from outside: a parent parked in a select of its end is woken
+    /// (a thread its runner ended wakes it from its drive).
+    fn ended_from_outside(&self, thread: &str) {
+        if let Ok(id) = cairn_storage::ThreadId::new(thread) {
+            crate::exec::drive::wake_selecting_parent(&self.shell, &id);
+        }
     }
 
     /// Replaces the budgets of a parked thread (e.g. raises the one that stopped it); resume it

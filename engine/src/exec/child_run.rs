@@ -84,12 +84,4 @@ impl ChildThreads for LiveChildren {
     ) -> BoxFuture<'static, Result<Option<ChildEnd>, NodeError>> {
         Box::pin(async move { super::child_start::ended_child(&self, &id).await })
     }
-
-    fn follow(
-        self: Arc<Self>,
-        id: ThreadId,
-        done: tokio_util::sync::CancellationToken,
-    ) -> BoxFuture<'static, Result<(), NodeError>> {
-        Box::pin(async move { super::child_start::follow(&self, &id, &done).await })
-    }
 }

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use cairn_dsl::{NodeError, ParentClose};
 use cairn_storage::{ThreadId, ThreadRecord, ThreadStatus};
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 use super::child_drive::{LiveChildren, drive_child};
 use super::shell::Shell;
@@ -83,7 +82,7 @@ pub(crate) async fn join(children: &LiveChildren, id: ThreadId) -> Result<ChildE
         }
         let status = drive_once(children, &id).await?;
         if !status.is_terminal() {
-            moved_on_or(children, &id, status, None).await?;
+            moved_on(children, &id, status).await?;
         }
     }
 }
@@ -111,24 +110,6 @@ pub(crate) async fn ended_child(
     Ok(None)
 }
 
-/// Drives the child `id` as [`join`] does, until it ends or `done` is cancelled (a select
-/// that decided otherwise): `done` is looked at only between drives, so a drive is never cut
-/// off half-way.
-pub(crate) async fn follow(
-    children: &LiveChildren,
-    id: &ThreadId,
-    done: &CancellationToken,
-) -> Result<(), NodeError> {
-    // Bounded: each turn drives the child to its next park or waits for it to move on.
-    while !done.is_cancelled() {
-        let status = drive_once(children, id).await?;
-        if status.is_terminal() || !moved_on_or(children, id, status, Some(done)).await? {
-            break;
-        }
-    }
-    Ok(())
-}
-
 /// Drives the child `id` to its end or its next park (or waits for its other driver to let
 /// go), and returns its status then.
 async fn drive_once(children: &LiveChildren, id: &ThreadId) -> Result<ThreadStatus, NodeError> {
@@ -136,29 +117,21 @@ async fn drive_once(children: &LiveChildren, id: &ThreadId) -> Result<ThreadStat
 }
 
 /// Waits until the parked child `id` leaves `status` (a timer, a signal or an operator moves
-/// it on), or the parent is cancelled (an error), or `done` is cancelled (`false`).
-async fn moved_on_or(
+/// it on), or the parent is cancelled (an error).
+async fn moved_on(
     children: &LiveChildren,
     id: &ThreadId,
     status: ThreadStatus,
-    done: Option<&CancellationToken>,
-) -> Result<bool, NodeError> {
+) -> Result<(), NodeError> {
     let coord = &children.shell.coord;
     let mut rx = coord.watch(id).await.map_err(|e| children.stop.node_error(e))?;
-    let never = CancellationToken::new();
-    let done = done.unwrap_or(&never);
     let moved = tokio::select! {
-        r = rx.wait_for(|s| s.status != status || s.stopped.is_some()) => Some(r.is_ok()),
-        () = children.cancel.cancelled() => Some(false),
-        () = done.cancelled() => None,
+        r = rx.wait_for(|s| s.status != status || s.stopped.is_some()) => r.is_ok(),
+        () = children.cancel.cancelled() => false,
     };
     drop(rx);
     coord.unwatch_if_unused(id);
-    match moved {
-        Some(true) => Ok(true),
-        Some(false) => Err(NodeError::Cancelled),
-        None => Ok(false),
-    }
+    if moved { Ok(()) } else { Err(NodeError::Cancelled) }
 }
 
 /// How the ended child `record` ended: its output when it completed, else its last error.

@@ -151,6 +151,9 @@ pub(crate) async fn drive_under(
         let result = drive_claimed(&shell, &thread, depth, reason, &control).await;
         released(&shell, &thread, &result).await;
         wake_if_signalled(&shell, &thread, &result).await;
+        if matches!(result, Ok(Exit::Status(s)) if s.is_terminal()) {
+            wake_selecting_parent(&shell, &thread);
+        }
         result
     }
     .instrument(span)
@@ -208,6 +211,23 @@ pub(super) async fn wake_if_signalled(
             tracing::warn!(thread = %thread, error = %e, "parked thread not woken by its signal");
         }
     }
+}
+
+/// The thread `child` has ended (durably): the parent that started it, if it is parked in a
+/// select that waits for `child`'s end, is woken and driven, in the background. A wake lost here
+/// (a crash, a failed read) is not lost for good: the parent looks again after it parks, and
+/// recovery looks at every parked thread.
+pub(crate) fn wake_selecting_parent(shell: &Arc<Shell>, child: &ThreadId) {
+    let (s, child) = (shell.clone(), child.clone());
+    shell.tasks.spawn(async move {
+        match super::signals::selecting_parent_woken(&s, &child).await {
+            Ok(Some(top)) => spawn_drive(&s, top, "a child it selects ended"),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(thread = %child, error = %e, "its parent, selecting it, not woken");
+            }
+        }
+    });
 }
 
 async fn drive_claimed(
@@ -319,6 +339,7 @@ pub(super) async fn run_claimed(
         stop,
         metrics,
         signals: super::signal_cursor::SignalCursor::new(shell.store.clone(), &ctx),
+        published: crate::core::published::PublishedKeys::of(&ctx.meta.published).into(),
         // A thread begun here from its creation took no lock before this runner.
         may_hold_locks: (!begun).into(),
         stream: shell.streams.of(thread),

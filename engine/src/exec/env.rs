@@ -55,14 +55,6 @@ pub(crate) trait ChildThreads: Send + Sync {
         self: Arc<Self>,
         id: ThreadId,
     ) -> BoxFuture<'static, Result<Option<crate::core::child_start::ChildEnd>, NodeError>>;
-
-    /// Drives the started child `id` as a join does, until it ends or `done` is cancelled
-    /// (looked at between drives only; `child_start.rs`).
-    fn follow(
-        self: Arc<Self>,
-        id: ThreadId,
-        done: CancellationToken,
-    ) -> BoxFuture<'static, Result<(), NodeError>>;
 }
 
 /// What the runner knows about the thread that tasks need.
@@ -99,6 +91,9 @@ pub(crate) struct ThreadEnv {
     pub metrics: Metrics,
     /// The signals the step's tasks have received (`signals.rs`).
     pub signals: super::signal_cursor::SignalCursor,
+    /// The keys the thread has published, as the step's tasks count them against
+    /// `PUBLISHED_KEYS_PER_THREAD_MAX` (reset from the thread's state at each step's start).
+    pub published: std::sync::Mutex<crate::core::published::PublishedKeys>,
     /// Whether the thread may hold locks: false only for a thread this runner drives from its
     /// creation until a task asks for one (then the end of the thread need not read the lock
     /// table to release them).
@@ -108,6 +103,15 @@ pub(crate) struct ThreadEnv {
 }
 
 impl ThreadEnv {
+    /// The keys the thread has published (`published`), locked.
+    pub(crate) fn published_keys(
+        &self,
+    ) -> std::sync::MutexGuard<'_, crate::core::published::PublishedKeys> {
+        // Poisoning can only come from a panic between lines that do not panic; the set is
+        // whole either way.
+        self.published.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Waits until every batch the runner submitted is durable (before a tool call, a lock, a
     /// retry or a child thread, which must never rest on a step a crash could still lose).
     pub(crate) async fn settle(&self) -> Result<(), Error> {

@@ -19,6 +19,13 @@
 //! since a signal sent between its look and its park found the thread still running. The
 //! status guard lets one of the two wake it.
 //!
+//! A select that also waits for children's ends (`Select::child`) parks the same way, and the
+//! end of one of its children wakes it as a signal would (`SignalArrived` naming
+//! `cairn.child.<id>`): the end of the child looks at its parent ([`selecting_parent_woken`],
+//! from the drive that ended it or the control that cancelled it), the parent looks at its
+//! children after it parks, and recovery
+//! looks at every parked thread, so a crash between the child's end and the wake loses nothing.
+//!
 //! A sub-workflow's child has one driver, its parent's node, and a parked child parks its
 //! parent (waiting for input at the node that drives the child, level by level up to a
 //! top-level thread). A signal to a parked child wakes the top of that chain: the chain is
@@ -106,9 +113,12 @@ async fn pending(shell: &Shell, top: &ThreadRecord) -> Result<Option<(TaskKey, S
         let wf = shell.registry.workflow_for(&record)?;
         let has_subgraph =
             wf.nodes().iter().any(|n| matches!(n.kind, cairn_dsl::DynNodeKind::Subgraph { .. }));
-        // Cheap first look: a thread never sent a signal, whose waits cannot be a child's,
-        // needs no restore.
-        if !has_subgraph && store.signals(&record.id, 0, 1).await?.is_empty() {
+        // Cheap first look: a thread never sent a signal, whose waits cannot be a child's
+        // (a sub-workflow's, or the end of one it selects), needs no restore.
+        if !has_subgraph
+            && !crate::core::summary::selecting_children(&record.summary)
+            && store.signals(&record.id, 0, 1).await?.is_empty()
+        {
             return Ok(None);
         }
         let ctx = super::fetch::restore(store, &wf, &record.id, None).await?;
@@ -124,7 +134,10 @@ async fn pending(shell: &Shell, top: &ThreadRecord) -> Result<Option<(TaskKey, S
             _ => None,
         };
         if let Some((task, names)) = waits_for {
-            let sent = first_sent(store, &record.id, &ctx, &names).await?;
+            let sent = match first_sent(store, &record.id, &ctx, &names).await? {
+                Some(name) => Some(name),
+                None => first_ended(store, &ctx, task).await?,
+            };
             return Ok(sent.map(|name| (top_task.unwrap_or_else(|| task.clone()), name)));
         }
         match ctx.meta.waiting {
@@ -147,6 +160,40 @@ async fn pending(shell: &Shell, top: &ThreadRecord) -> Result<Option<(TaskKey, S
         }
     }
     Ok(None)
+}
+
+/// The name a child's end wakes the select `task` is parked in by (`core/select.rs`
+/// `child_end_name`), for the first of the children it waits for that has ended, if one has.
+async fn first_ended(
+    store: &dyn cairn_storage::Store,
+    ctx: &crate::core::thread_ctx::ThreadCtx,
+    task: &TaskKey,
+) -> Result<Option<String>, Error> {
+    let Some(journal) = ctx.meta.open.get(task) else { return Ok(None) };
+    for child in crate::core::select::pending_children(&journal.values) {
+        let id = ThreadId::new(child.clone())?;
+        if store.thread(&id).await?.is_some_and(|r| r.status.is_terminal()) {
+            return Ok(Some(crate::core::select::child_end_name(&child)));
+        }
+    }
+    Ok(None)
+}
+
+/// The parent that started the thread `child` (`ctx.start_child`), which has ended, woken if it
+/// is parked in a select that waits for `child`'s end: the thread woken, for the caller to
+/// drive (`drive::wake_selecting_parent`); `None`: no such parent, or not so parked.
+///
+/// # Errors
+/// Storage errors; an unknown workflow.
+pub(crate) async fn selecting_parent_woken(
+    shell: &Arc<Shell>,
+    child: &ThreadId,
+) -> Result<Option<ThreadId>, Error> {
+    let Some(record) = shell.store.thread(child).await? else { return Ok(None) };
+    let Some(parent) = record.labels.get(crate::core::child_start::STARTED_BY_LABEL) else {
+        return Ok(None);
+    };
+    wake_if_sent(shell, &ThreadId::new(parent.clone())?).await
 }
 
 /// The name of a signal of `names` sent to `thread` and not yet received, if there is one.

@@ -27,11 +27,12 @@ impl Wake for Waker {
             match due {
                 Due::Timer { task, until_ms } => fire_timer(&shell, thread, task, until_ms).await,
                 Due::Start { .. } => spawn_drive(&shell, thread, "its start time came"),
-                Due::Deadline { .. } => {
-                    if let Err(e) = time_out_parked(&shell, &thread).await {
+                Due::Deadline { .. } => match time_out_parked(&shell, &thread).await {
+                    Ok(()) => super::drive::wake_selecting_parent(&shell, &thread),
+                    Err(e) => {
                         tracing::debug!(thread = %thread, error = %e, "deadline of a parked thread");
                     }
-                }
+                },
             }
         })
     }

@@ -21,7 +21,6 @@ use crate::limits;
 mod child;
 mod node;
 use crate::core::event::{Body, TaskKey};
-use crate::core::suspend::Suspensions;
 use crate::core::thread_ctx::{TaskJournal, ThreadCtx};
 use node::{ReplayNodeContext, ReplayNodeState};
 
@@ -190,16 +189,12 @@ pub(crate) async fn replay_after(
                             task: task.clone(),
                             attempt: *attempt,
                             item,
-                            st: Mutex::new(ReplayNodeState {
+                            st: Mutex::new(ReplayNodeState::of(
+                                journal,
                                 values,
-                                suspensions: Suspensions::new(
-                                    journal.inputs.clone(),
-                                    journal.timers_fired,
-                                ),
-                                calls: recorded_calls,
-                                recorded_published: journal.published.clone(),
-                                ..ReplayNodeState::default()
-                            }),
+                                recorded_calls,
+                                &c.meta.published,
+                            )),
                         };
                         report.tasks_replayed += 1;
                         report.divergence =

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::{RecordedCall, Shared};
 use crate::core::drawn::Drawn;
 use crate::core::event::TaskKey;
+use crate::core::published::PublishedKeys;
 use crate::core::suspend::Suspensions;
 use crate::core::thread_ctx::Publication;
 
@@ -29,6 +30,29 @@ pub(super) struct ReplayNodeState {
     pub(super) published: u32,
     /// What the journal recorded the task published, in order (the code must publish the same).
     pub(super) recorded_published: Vec<Publication>,
+    /// The keys the thread had published when the task completed in the recorded run: a new
+    /// key past `PUBLISHED_KEYS_PER_THREAD_MAX` was refused there, and is here.
+    pub(super) keys: PublishedKeys,
+}
+
+impl ReplayNodeState {
+    /// The state a completed task of `journal` is replayed from: the values it drew, the tool
+    /// calls recorded, and the keys the thread had published (`published`).
+    pub(super) fn of(
+        journal: &crate::core::thread_ctx::TaskJournal,
+        values: VecDeque<Value>,
+        calls: Vec<RecordedCall>,
+        published: &BTreeMap<String, Value>,
+    ) -> Self {
+        ReplayNodeState {
+            values,
+            suspensions: Suspensions::new(journal.inputs.clone(), journal.timers_fired),
+            calls,
+            recorded_published: journal.published.clone(),
+            keys: PublishedKeys::of(published),
+            ..ReplayNodeState::default()
+        }
+    }
 }
 
 pub(super) struct ReplayNodeContext {
@@ -141,7 +165,7 @@ impl ReplayNodeContext {
         }
         crate::core::patch::skip(&mut st.values);
         let Some(recorded) = st.values.pop_front() else {
-            return Err(select::parked(&names, until_ms));
+            return Err(select::parked(&names, &children, until_ms));
         };
         match Outcome::read(&recorded) {
             Ok(o)
@@ -208,6 +232,16 @@ impl ReplayNodeContext {
             st.first.get_or_insert((detail, recorded, produced));
         }
         n
+    }
+
+    /// The refusal the live run met publishing `key` in the task's next place, if it did: a
+    /// new key past the thread's bound, where the record holds another publication or none.
+    fn key_refused(&self, key: &str) -> Option<String> {
+        let mut st = self.state();
+        let place = st.recorded_published.get(st.published as usize);
+        let recorded = matches!(place, Some(Publication::Event(k)) if k == key);
+        let max = if recorded { usize::MAX } else { crate::limits::PUBLISHED_KEYS_PER_THREAD_MAX };
+        st.keys.admit(key, max).err()
     }
 
     pub(super) fn marker(&self, marker: Value, what: &str) {
@@ -282,6 +316,9 @@ impl NodeContext for ReplayNodeContext {
     }
     fn set_event(&self, key: &str, _value: Value) -> BoxFuture<'static, Result<(), NodeError>> {
         // The log holds what the live run published; replay writes nothing.
+        if let Some(detail) = self.key_refused(key) {
+            return Box::pin(std::future::ready(Err(NodeError::fatal(detail))));
+        }
         self.published(Publication::Event(key.to_owned()));
         Box::pin(std::future::ready(Ok(())))
     }

@@ -60,6 +60,7 @@ mod pg_reads;
 mod postgres;
 #[cfg(feature = "postgres")]
 mod postgres_wake;
+mod published_keys;
 mod queries;
 mod queues;
 mod queues_crash;
@@ -109,3 +110,4 @@ mod web_view_seen;
 mod web_view_signal;
 mod web_view_start;
 mod web_view_talk;
+mod web_view_update_start;

@@ -376,3 +376,137 @@ async fn a_join_after_the_select_took_the_child_is_refused_as_a_second_join() {
     assert!(error.contains("joined twice"), "{error}");
     engine.shutdown().await;
 }
+
+/// An hour: the deadline of [`waiter`]'s select, which only the manual clock passes.
+const HOUR_MS: u64 = 3_600_000;
+/// The child of parent `w`'s select.
+const W_CHILD: &str = "w/wait@1/child-1";
+
+/// A parent that starts a `worker` and selects its end or an hour's deadline: it parks
+/// (asleep until the deadline) while the child runs.
+fn waiter(child: &Workflow<Tally>) -> Workflow<Tally> {
+    let child = child.clone();
+    Workflow::<Tally>::builder("waiter", 1)
+        .node("wait", move |_s: Arc<Tally>, ctx: Ctx| {
+            let child = child.clone();
+            async move {
+                let c = ctx.start_child(&child, Tally::default()).await?;
+                let took = match ctx.select(Select::new().child(&c).timeout_ms(HOUR_MS)).await? {
+                    Selected::Child(end) => format!("child {}", end.status),
+                    Selected::Signal { name, .. } => name,
+                    Selected::Timeout => "timeout".into(),
+                };
+                Ok(NodeOutput::update((0, took)))
+            }
+        })
+        .edge(START, "wait")
+        .edge("wait", END)
+        .build()
+        .unwrap()
+}
+
+async fn waiter_engine(path: &std::path::Path, clock: &ManualClock) -> Engine {
+    let (child, clock) = (worker(), Arc::new(clock.clone()));
+    let parent = waiter(&child);
+    open(path, &[&parent, &child], |b| b.seed(3).clock(clock)).await
+}
+
+/// The select parks its thread durably while the child runs (asleep until its deadline), and
+/// the child's end wakes it, also after the engine was dropped and reopened in between: the
+/// parent takes the child's branch and its replay agrees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_parent_is_woken_by_its_childs_end_after_a_restart() {
+    let (_d, path) = db();
+    let clock = ManualClock::new(T0);
+    let engine = waiter_engine(&path, &clock).await;
+    engine.start_json("waiter", Tally::default(), StartOptions::id("w")).await.unwrap();
+    assert_eq!(parked(&engine, W_CHILD).await, ThreadStatus::WaitingInput);
+    assert_eq!(parked(&engine, "w").await, ThreadStatus::Sleeping, "parked, not in its runner");
+    engine.shutdown().await;
+    drop(engine);
+    let engine = waiter_engine(&path, &clock).await;
+    assert_eq!(parked(&engine, "w").await, ThreadStatus::Sleeping, "still parked after the open");
+    engine.signal(W_CHILD, "finish", 2u64).await.unwrap();
+    let secs = std::time::Duration::from_secs(10);
+    let t = engine.thread("w").await.unwrap();
+    let end = tokio::time::timeout(secs, t.finished()).await.expect("woken by the child's end");
+    assert_eq!(end.unwrap().status, ThreadStatus::Completed);
+    let out: Tally = t.output().await.unwrap();
+    assert_eq!(out.log, vec!["child completed".to_string()]);
+    let report = engine.replay("w", &ReplayOptions::default()).await.unwrap();
+    assert!(report.is_deterministic(), "{report:?}");
+    engine.shutdown().await;
+}
+
+/// The same select's deadline still wins while the child runs on (the child is left running).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_parent_takes_its_deadline_while_the_child_runs() {
+    let (_d, path) = db();
+    let clock = ManualClock::new(T0);
+    let engine = waiter_engine(&path, &clock).await;
+    let t = engine.start_json("waiter", Tally::default(), StartOptions::id("w")).await.unwrap();
+    assert_eq!(parked(&engine, W_CHILD).await, ThreadStatus::WaitingInput);
+    assert_eq!(parked(&engine, "w").await, ThreadStatus::Sleeping);
+    clock.advance_ms(HOUR_MS + 1);
+    let secs = std::time::Duration::from_secs(10);
+    let end = tokio::time::timeout(secs, t.finished()).await.expect("the deadline wakes it");
+    assert_eq!(end.unwrap().status, ThreadStatus::Completed);
+    let out: Tally = t.output().await.unwrap();
+    assert_eq!(out.log, vec!["timeout".to_string()]);
+    assert_eq!(parked(&engine, W_CHILD).await, ThreadStatus::WaitingInput, "runs on");
+    engine.shutdown().await;
+}
+
+/// The store dies at each write in turn while the parent parks in its select, the child ends
+/// and wakes it, and the parent ends. The reopened engine (recovery wakes a parent whose child
+/// ended while nobody could) finishes the parent on the child's branch: one child, its `finish`
+/// stored once, the branch taken once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_at_any_write_of_a_parked_select_of_a_child_neither_loses_nor_doubles() {
+    let secs = std::time::Duration::from_secs(10);
+    let child = worker();
+    let parent = waiter(&child);
+    let tune = |b: cairn::EngineBuilder, clock: &ManualClock| {
+        b.workflow(&parent).workflow(&child).seed(3).clock(Arc::new(clock.clone()))
+    };
+    let finish = async |engine: &Engine| {
+        if stored(engine, W_CHILD, "finish")? == 0 {
+            engine.signal(W_CHILD, "finish", 2u64).await?;
+        }
+        Ok::<_, cairn::Error>(())
+    };
+    let run = async |engine: &Engine, _: &ManualClock| {
+        let t = engine.start_json("waiter", Tally::default(), StartOptions::id("w")).await?;
+        parked_or(engine, W_CHILD).await?;
+        parked_or(engine, "w").await?;
+        finish(engine).await?;
+        t.finished().await.map(|_| ())
+    };
+    let check = async |engine: &Engine, _: &ManualClock, crash_after: i64| {
+        let t = match engine.thread("w").await {
+            Ok(t) => t,
+            Err(_) => {
+                engine.start_json("waiter", Tally::default(), StartOptions::id("w")).await.unwrap()
+            }
+        };
+        parked(engine, W_CHILD).await;
+        finish(engine).await.unwrap();
+        let finished = tokio::time::timeout(secs, t.finished()).await;
+        let status = finished.unwrap_or_else(|_| panic!("crash_after {crash_after}: not woken"));
+        assert_eq!(status.unwrap().status, ThreadStatus::Completed, "crash_after {crash_after}");
+        let out: Tally = t.output().await.unwrap();
+        assert_eq!(out.log, vec!["child completed".to_string()], "crash_after {crash_after}");
+        assert_eq!(stored(engine, W_CHILD, "finish").unwrap(), 1, "crash_after {crash_after}");
+        let w = cairn::ThreadId::new("w").unwrap();
+        let started = cairn::admin::started_children_of(engine.store().as_ref(), &w).await;
+        assert_eq!(started.unwrap().len(), 1, "crash_after {crash_after}: one child");
+        let report = engine.replay("w", &ReplayOptions::default()).await.unwrap();
+        assert!(report.is_deterministic(), "crash_after {crash_after}: {report:?}");
+        assert!(engine.store().verify().unwrap().is_clean());
+    };
+    let crashes = every_write(300, || ManualClock::new(T0), tune, run, check).await;
+    assert!(crashes >= 8, "the crash points covered the run: {crashes}");
+    crate::common::report(&format!(
+        "RELIABILITY select_child_park_crash crash_points={crashes} lost=0 doubled=0"
+    ));
+}

@@ -26,7 +26,7 @@ use crate::web_view::screenshots;
 
 /// Publishes its stage and a promise's id, awaits the promise (a `u64`), then finishes with
 /// it; declares the update `add` (refuses 0, replies with the new total).
-fn desk() -> Workflow<Tally> {
+pub(crate) fn desk() -> Workflow<Tally> {
     Workflow::<Tally>::builder("desk", 1)
         .node("ask", |_s: Arc<Tally>, ctx: Ctx| async move {
             ctx.set_event("stage", "waiting for approval").await?;
@@ -55,7 +55,7 @@ fn desk() -> Workflow<Tally> {
 }
 
 /// Sets a form field's value as typing would (an `input` event follows).
-fn type_into(browser: &mut Browser, selector: &str, value: &str) {
+pub(crate) fn type_into(browser: &mut Browser, selector: &str, value: &str) {
     browser.eval(&format!(
         "(() => {{ const f = document.querySelector({selector:?}); f.value = {value:?}; \
            f.dispatchEvent(new Event('input', {{bubbles: true}})); }})()"

@@ -13,7 +13,8 @@ use crate::core::event::Body;
 use crate::core::published::{promise_id, promise_signal};
 use crate::core::thread_ctx::Publication;
 use crate::limits::{
-    PUBLICATIONS_PER_TASK_MAX, PUBLISHED_KEY_BYTES_MAX, PUBLISHED_VALUE_BYTES_MAX,
+    PUBLICATIONS_PER_TASK_MAX, PUBLISHED_KEY_BYTES_MAX, PUBLISHED_KEYS_PER_THREAD_MAX,
+    PUBLISHED_VALUE_BYTES_MAX,
 };
 
 impl LiveNodeContext {
@@ -34,7 +35,7 @@ impl LiveNodeContext {
                  ({PUBLISHED_VALUE_BYTES_MAX})"
             ))
         } else {
-            None
+            self.new_key_refused(key)
         };
         if let Some(detail) = refused {
             return Box::pin(std::future::ready(Err(NodeError::fatal(detail))));
@@ -42,6 +43,25 @@ impl LiveNodeContext {
         let body = Body::EventPublished { task: self.key.clone(), key: key.to_owned(), value };
         let (_, write) = self.publication(Publication::Event(key.to_owned()), |_| body);
         write
+    }
+
+    /// The refusal of publishing `key` now: a new key of a thread that has published
+    /// `PUBLISHED_KEYS_PER_THREAD_MAX` distinct ones already. Counts the key in otherwise. A
+    /// publication the journal holds in this place was admitted when it was written: it is
+    /// counted, never refused (a refused one took no place: the journal holds the next one
+    /// there). One past the task's own bound is refused by `publication`.
+    fn new_key_refused(&self, key: &str) -> Option<String> {
+        let (recorded, past_task_bound) = {
+            let st = self.state();
+            let place = st.replay_published.get(st.published as usize);
+            let recorded = matches!(place, Some(Publication::Event(k)) if k == key);
+            (recorded, st.published >= PUBLICATIONS_PER_TASK_MAX)
+        };
+        let max = if recorded { usize::MAX } else { PUBLISHED_KEYS_PER_THREAD_MAX };
+        if past_task_bound {
+            return None;
+        }
+        self.env.published_keys().admit(key, max).err()
     }
 
     /// `ctx.promise`: the promise of the task's next publication, created.

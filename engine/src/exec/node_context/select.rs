@@ -4,10 +4,10 @@
 //! signal cursor.
 //!
 //! The rule when it decides: the first listed child that has ended wins, else the first signal
-//! sent of those waited for, else the deadline if it has passed. With nothing to take, a select
-//! without children parks durably; one with a running child waits in the runner (a parked
-//! parent is not woken by a child's end), driving its children as `ctx.join_child` does and
-//! looking again every `SELECT_CHILD_LOOK_MS`.
+//! sent of those waited for, else the deadline if it has passed. With nothing to take, the
+//! select parks durably: asleep until its deadline, else waiting for a signal; a signal of its
+//! names, the end of one of its children (`exec/signals.rs` `wake_selecting_parent`) or the
+//! deadline wakes the thread, and the task decides again.
 
 use cairn_dsl::{NodeError, Selected};
 use cairn_storage::{Signal, ThreadId};
@@ -16,13 +16,10 @@ use serde_json::Value;
 
 use std::sync::Mutex;
 
-use tokio_util::sync::CancellationToken;
-
 use super::{LiveNodeContext, TaskState, lock_state};
 use crate::core::drawn::Drawn;
 use crate::core::select::{self, Outcome};
 use crate::exec::env::ThreadEnv;
-use crate::limits::SELECT_CHILD_LOOK_MS;
 
 /// What a select answers: the signal taken (name, value), or `None` for the deadline.
 type Chosen = Option<(String, Value)>;
@@ -74,14 +71,14 @@ impl LiveNodeContext {
             return Box::pin(std::future::ready(outcome.and_then(|o| taken(&self.st, o))));
         }
         let fired = self.state().suspensions.unconsumed_timers();
-        let (env, st, cancel) = (self.env.clone(), self.st.clone(), self.cancel.clone());
+        let (env, st) = (self.env.clone(), self.st.clone());
         Box::pin(async move {
             let ids = children
                 .iter()
                 .map(|c| ThreadId::new(c.clone()))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| NodeError::fatal(e.to_string()))?;
-            let wait = Wait { names: &names, ids: &ids, until_ms, fired, cancel: &cancel };
+            let wait = Wait { names: &names, children: &children, ids: &ids, until_ms, fired };
             let outcome = decided(&env, &wait).await?;
             {
                 let mut state = lock_state(&st);
@@ -141,52 +138,22 @@ fn taken(st: &Mutex<TaskState>, outcome: Outcome) -> Result<Selected, NodeError>
 /// A fresh select being decided.
 struct Wait<'a> {
     names: &'a [String],
+    children: &'a [String],
     ids: &'a [ThreadId],
     until_ms: Option<u64>,
     /// Durable timers that fired for it.
     fired: u32,
-    /// The task's cancellation.
-    cancel: &'a CancellationToken,
 }
 
-/// Decides a fresh select: now if something is there to take, else (children running) after
-/// waiting in the runner, else the park.
+/// Decides a fresh select: now if something is there to take, else the park (durable: a
+/// signal of its names, the end of one of its children or its deadline wakes the thread, and
+/// the task decides again when it runs again).
 async fn decided(env: &ThreadEnv, w: &Wait<'_>) -> Result<Outcome, NodeError> {
-    let Wait { names, ids, until_ms, fired, cancel } = *w;
-    // Cancelled when this select decides (or is dropped): the children's drives stop then.
-    let done = CancellationToken::new();
-    let _stop_following = done.clone().drop_guard();
-    let mut following = false;
-    // Bounded by the deadline, the children's ends and the task's cancellation: each turn
-    // looks once and waits SELECT_CHILD_LOOK_MS.
-    loop {
-        let timed_out = fired > 0 || until_ms.is_some_and(|u| env.clock.now_ms() >= u);
-        if let Some(outcome) = look(env, w, timed_out).await? {
-            return Ok(outcome);
-        }
-        if ids.is_empty() {
-            return Err(select::parked(names, until_ms));
-        }
-        if !following {
-            // Each running child is driven as a join drives it, in a task of its own: a drive
-            // is never dropped half-way when another arm wins (it goes on to the child's next
-            // park, then stops).
-            for id in ids {
-                let follow = env.children.clone().follow(id.clone(), done.clone());
-                tokio::spawn(async move {
-                    if let Err(e) = follow.await {
-                        tracing::debug!(error = %e, "a select's drive of its child stopped");
-                    }
-                });
-            }
-            following = true;
-        }
-        let pause = std::time::Duration::from_millis(SELECT_CHILD_LOOK_MS);
-        tokio::select! {
-            () = tokio::time::sleep(pause) => {}
-            () = cancel.cancelled() => return Err(NodeError::Cancelled),
-        }
+    let timed_out = w.fired > 0 || w.until_ms.is_some_and(|u| env.clock.now_ms() >= u);
+    if let Some(outcome) = look(env, w, timed_out).await? {
+        return Ok(outcome);
     }
+    Err(select::parked(w.names, w.children, w.until_ms))
 }
 
 /// One look: the first listed ended child, else the first signal (only one sent by the

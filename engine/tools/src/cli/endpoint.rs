@@ -156,15 +156,57 @@ impl Endpoint {
         if status == 200 {
             return Ok((url, bytes));
         }
-        let Refusal { error, field } = Refusal::of(&String::from_utf8_lossy(&bytes));
-        let message = match field.as_deref() {
-            Some("thread" | "checkpoint") if status == 404 => format!("{error} in this database"),
-            _ => error,
-        };
-        // A 400 refuses what the command asked, built from its arguments: as the file's read
-        // would, a usage error.
-        Err(if status == 400 { usage(message) } else { fail(EXIT_FAILED, message) })
+        Err(refused(status, &bytes))
     }
+
+    /// `GET {path}` kept open as Server-Sent Events, with `Last-Event-ID: {last_event_id}` when
+    /// given (a reader that reconnects): the answer's body, to read as it comes. It lasts as
+    /// long as the engine sends (a live stream has no end the reader can know), so only the
+    /// connection and the answer's head are bounded in time.
+    ///
+    /// # Errors
+    /// As [`Endpoint::get`]: a refusal, or [`Gone`] when the engine stopped answering.
+    pub(super) fn get_events(
+        &self,
+        path: &str,
+        last_event_id: Option<u64>,
+    ) -> anyhow::Result<ureq::Body> {
+        let url = format!("{}{path}", self.base);
+        let bound = Some(Duration::from_secs(READ_TIMEOUT_S));
+        let config = ureq::Agent::config_builder().http_status_as_error(false);
+        let agent: ureq::Agent =
+            config.timeout_connect(bound).timeout_recv_response(bound).build().into();
+        let mut request = agent.get(&url).header("accept", "text/event-stream");
+        if let Some(token) = &self.token {
+            request = request.header("authorization", &format!("Bearer {token}"));
+        }
+        if let Some(seq) = last_event_id {
+            request = request.header("last-event-id", &seq.to_string());
+        }
+        let response = request.call().map_err(|e| {
+            let message =
+                format!("the engine serving {} stopped answering: {e}", self.db.display());
+            anyhow::Error::new(Gone(message))
+        })?;
+        if response.status().as_u16() == 200 {
+            return Ok(response.into_body());
+        }
+        let status = response.status().as_u16();
+        let text = response.into_body().with_config().limit(1 << 20).read_to_vec();
+        Err(refused(status, &text.unwrap_or_default()))
+    }
+}
+
+/// The endpoint's refusal `bytes` with HTTP status `status`, as the command's error.
+fn refused(status: u16, bytes: &[u8]) -> anyhow::Error {
+    let Refusal { error, field } = Refusal::of(&String::from_utf8_lossy(bytes));
+    let message = match field.as_deref() {
+        Some("thread" | "checkpoint") if status == 404 => format!("{error} in this database"),
+        _ => error,
+    };
+    // A 400 refuses what the command asked, built from its arguments: as the file's read
+    // would, a usage error.
+    if status == 400 { usage(message) } else { fail(EXIT_FAILED, message) }
 }
 
 /// The endpoint went away while a command read through it (its engine stopped): the command

@@ -84,6 +84,7 @@ mod serve;
 mod signal;
 mod start;
 mod state;
+mod stream;
 mod table;
 mod threads;
 mod update;
@@ -223,6 +224,9 @@ enum Command {
     /// What a thread published under a key (`ctx.set_event`), waiting up to `--wait-ms` for
     /// it; exit 6 if it is not set by then, 1 if the thread ended without it.
     GetEvent(promise::GetEventArgs),
+    /// A thread's live stream (what its nodes write with `ctx.stream`) as it comes, through the
+    /// engine serving the file (connecting again after a cut), then its final value.
+    Stream(stream::StreamArgs),
     /// Promises a thread handed out (`ctx.promise`): complete one with a value or an error.
     Promise(promise::PromiseCommand),
     /// Internal: hold the database open for writing until stdin closes (tests).
@@ -349,6 +353,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Queue(cmd) => queue::command(cmd, wfs).await?,
         Command::Query(args) => query::query(args, wfs).await?,
         Command::GetEvent(args) => promise::get_event(args, wfs).await?,
+        Command::Stream(args) => stream::stream(args, wfs).await?,
         Command::Promise(cmd) => promise::command(cmd, wfs).await?,
         Command::Hold(args) => hold::hold(args).await?,
         Command::Worker(args) => worker::worker(args, wfs).await?,

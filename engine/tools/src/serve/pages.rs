@@ -9,7 +9,7 @@
 //! | `/ui/threads/{id}` | a thread: graph, timeline, live event log (windowed), state and diff at a step, checkpoints, budgets, last error, controls, forms that send a signal (`POST /api/threads/{id}/signal`), apply an update (`POST /api/threads/{id}/updates/{name}`) and complete a promise (`POST /api/promises/{id}`), its published events and promises, a link to its live stream |
 //! | `/ui/messages/{correlation_id}` | the messages of a correlation id as a sequence picture |
 //! | `/ui/queues` | queues: limits, running and waiting threads in all and per key, rate window use; live, with each queue's depth drawn over its last samples |
-//! | `/ui/workflows` | workflows: each compiled-in version's graph side by side, threads by status and version, and a form that starts a thread (`POST /api/workflows/{id}/threads`) |
+//! | `/ui/workflows` | workflows: each compiled-in version's graph side by side, threads by status and version, and a form that starts a thread (`POST /api/workflows/{id}/threads`), or with an update named starts it if absent and applies the update (`POST /api/threads/{id}/updates/{name}` with `start`) |
 //! | `/ui/schedules` | schedules: spec, status, next ticks, last runs; pause, resume, trigger, delete |
 //! | `/ui/threads/{id}/stream` | a thread's live stream (`GET /api/threads/{id}/stream`): chunks as they come, each node's result, the end; with `?signal=NAME`, Approve and Reject send that signal `true` or `false` |
 //!

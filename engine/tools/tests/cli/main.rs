@@ -40,5 +40,7 @@ mod serve;
 mod signal_types;
 mod start;
 mod starting;
+mod stream;
 mod through;
 mod update;
+mod worker_talk;

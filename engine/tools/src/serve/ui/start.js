@@ -2,7 +2,9 @@
 // /api/workflows/{id}/threads, with the tab's token): its input as JSON, checked as it is typed
 // and pretty-printed on demand, an optional thread id and labels, a queue (key, priority), the
 // version when several are compiled in; it shows the new thread's link, or the endpoint's
-// refusal by its field.
+// refusal by its field. With an update named (update-with-start: POST
+// /api/threads/{id}/updates/{name} with `start`), it starts the thread of that id if absent and
+// applies the update to it, and shows the update's reply beside the link.
 "use strict";
 
 const cairnStart = (() => {
@@ -35,6 +37,9 @@ const cairnStart = (() => {
     const queue = el("input", { name: "queue", "aria-label": "queue", placeholder: "queue (optional)", autocomplete: "off" });
     const key = el("input", { name: "key", "aria-label": "queue key", placeholder: "key (a tenant)", autocomplete: "off" });
     const priority = el("input", { name: "priority", "aria-label": "priority", type: "number", min: 0, max: 255, placeholder: "priority" });
+    const upName = el("input", { name: "update", "aria-label": "update name", placeholder: "update name", autocomplete: "off" });
+    const upId = el("input", { name: "update_id", "aria-label": "update id", placeholder: "update id (optional)", autocomplete: "off" });
+    const upArgs = el("textarea", { class: "mono", name: "args", rows: 2, spellcheck: "false", "aria-label": "update arguments" }, "null");
     const go = el("button", { class: "b primary", type: "submit" }, "Start");
     const format = el("button", { class: "b", type: "button", title: "pretty-print the input" }, "Format");
     const result = el("div", { class: "start-result", role: "status" });
@@ -45,6 +50,10 @@ const cairnStart = (() => {
       labels,
       el("details", { class: "more" }, el("summary", {}, "on a queue"),
         el("div", { class: "row" }, queue, key, priority)),
+      el("details", { class: "more", "data-with": "update" },
+        el("summary", {}, "with an update (start if absent, then update)"),
+        el("div", { class: "row" }, upName, upId),
+        el("label", {}, "update arguments (JSON)"), upArgs),
       el("div", { class: "row" }, go, format, result));
 
     /** The body, or null with the reason shown by its field. */
@@ -86,12 +95,57 @@ const cairnStart = (() => {
       }
       if (id.value.trim()) b.id = id.value.trim();
       if (version) b.version = Number(version.value);
-      return b;
+      return withUpdate(b);
+    }
+
+    /** `b` as it is with no update named; with one, the update-with-start it makes (`{update:
+     *  {path, body}}`), or null with the reason shown (it needs the thread's id and JSON
+     *  arguments, and takes no queue). */
+    function withUpdate(b) {
+      const name = upName.value.trim();
+      upArgs.classList.remove("invalid");
+      id.classList.remove("invalid");
+      if (!name) {
+        go.textContent = "Start";
+        return b;
+      }
+      go.textContent = "Start and update";
+      let args;
+      try {
+        args = JSON.parse(upArgs.value);
+      } catch (e) {
+        upArgs.classList.add("invalid");
+        inputNote.className = "note error";
+        inputNote.textContent = `the update's arguments are not JSON: ${e.message}`;
+        return null;
+      }
+      const why = !b.id ? "an update-with-start needs the thread's id" : b.queue ? "an update-with-start starts on no queue" : null;
+      id.classList.toggle("invalid", !b.id);
+      if (why) {
+        inputNote.className = "note error";
+        inputNote.textContent = why;
+        return null;
+      }
+      const start = { workflow: wf, input: b.input, labels: b.labels };
+      if (b.version) start.version = b.version;
+      const ub = { args, start };
+      if (upId.value.trim()) ub.id = upId.value.trim();
+      return { update: { path: `/api/threads/${encodeURIComponent(b.id)}/updates/${encodeURIComponent(name)}`, body: ub } };
     }
     const check = () => { go.disabled = format.disabled = body() === null; };
     format.addEventListener("click", () => { input.value = JSON.stringify(JSON.parse(input.value), null, 2); check(); });
-    for (const f of [input, labels, queue, key, priority]) f.addEventListener("input", check);
+    for (const f of [input, labels, queue, key, priority, id, upName, upId, upArgs]) f.addEventListener("input", check);
     check();
+
+    /** What the page shows for the answer `r` of a start or an update-with-start. */
+    function shown(r) {
+      const link = el("a", { class: "mono", href: `/ui/threads/${encodeURIComponent(r.thread)}`, "data-thread": r.thread }, r.thread);
+      if (r.reply === undefined) return [r.created ? "started " : "already there: ", link];
+      const applied = r.duplicate
+        ? `; update ${r.id} was applied before: its reply ${JSON.stringify(r.reply)} (nothing applied again)`
+        : `; update ${r.id} applied (seq ${r.seq}); reply: ${JSON.stringify(r.reply)}`;
+      return [r.created ? "started " : "already there: ", link, applied];
+    }
 
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
@@ -101,16 +155,18 @@ const cairnStart = (() => {
       result.className = "start-result muted";
       result.textContent = "starting…";
       try {
-        const r = await cairn.send("POST", `/api/workflows/${encodeURIComponent(wf)}/threads`, b);
+        const r = b.update
+          ? await cairn.send("POST", b.update.path, b.update.body)
+          : await cairn.send("POST", `/api/workflows/${encodeURIComponent(wf)}/threads`, b);
         result.className = "start-result";
-        result.replaceChildren(r.created ? "started " : "already there: ",
-          el("a", { class: "mono", href: `/ui/threads/${encodeURIComponent(r.thread)}`, "data-thread": r.thread }, r.thread));
+        result.replaceChildren(...shown(r));
         started(r);
         check();
       } catch (e) {
         check();
         result.className = "start-result error";
         result.textContent = cairn.failure(e);
+        if (/\((args|name)\)$/.test(e.message)) (/args\)$/.test(e.message) ? upArgs : upName).classList.add("invalid");
         if (/\(input\)$/.test(e.message)) {
           input.classList.add("invalid");
           inputNote.className = "note error";
