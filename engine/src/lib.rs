@@ -33,8 +33,9 @@ pub use cairn_core::{event, status, thread_ctx};
 /// `cairn-core` itself.
 mod core {
     pub(crate) use cairn_core::{
-        checkpoint_plan, child_start, children, codec, compensation, decide, drawn, event, marks,
-        patch, published, restore, select, status, summary, suspend, thread_ctx,
+        checkpoint_plan, checkpoint_requests, child_start, children, codec, compensation, decide,
+        drawn, event, marks, patch, published, restore, select, status, summary, suspend,
+        thread_ctx,
     };
 }
 

@@ -16,6 +16,7 @@
 
 pub(crate) mod budgets;
 pub mod checkpoint_plan;
+pub mod checkpoint_requests;
 pub mod child_start;
 pub mod children;
 pub mod codec;

@@ -4,6 +4,7 @@ pub mod admin;
 pub mod builder;
 pub(crate) mod channels;
 mod checkpoint;
+mod checkpoint_requests;
 pub mod continued;
 mod controls;
 pub mod create;

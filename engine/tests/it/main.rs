@@ -12,6 +12,7 @@ mod bundle_export_options;
 mod bundle_replay;
 mod bundle_seed;
 mod cdp;
+mod checkpoint_requests;
 mod checkpoints;
 mod children;
 mod common;

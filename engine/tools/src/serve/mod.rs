@@ -52,6 +52,8 @@
 //! | POST | `/api/promises/{id}` | completes a promise (a control): body `{"value"}` or `{"error"}`; the same completion again 200 `duplicate: true`, another 409, an unknown id 404 |
 //! | GET | `/api/resumable?max_age_ms=` | threads the engine could resume and does not drive, as `cairn resumable --json` |
 //! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|signal\|fork` | controls |
+//! | POST, DELETE | `/api/threads/{id}/checkpoints/periodic` | asks for a periodic checkpoint (a control): body `{interval_ms, meta?}`; `DELETE` cancels it (see `checkpoint_requests`) |
+//! | POST | `/api/threads/{id}/checkpoints/at-node` | asks for a checkpoint when a node completes next (a control): body `{node, meta?}` |
 //! | POST | `/api/threads/{id}/updates/{name}?wait_ms=` | applies an update (a control): body `{args?, id?, start?}`; `{thread, id, reply, seq, duplicate, created?}` once durable (see `updates`) |
 //! | GET | `/api/schedules` | every schedule with its next ticks and last runs (see `catalog`) |
 //! | POST | `/api/schedules/{name}/pause\|resume\|trigger` | schedule controls |
@@ -76,6 +78,7 @@ pub mod query;
 pub mod token;
 
 mod catalog;
+mod checkpoint_requests;
 mod checkpoints;
 mod controls;
 mod graph_svg;

@@ -22,8 +22,8 @@ use super::params::{
 };
 use super::params_ops::{BundleParams, ResumableParams};
 use super::params_view::{SearchParam, TimelineParams};
-use super::wire::{Refusal, Started, ThreadResult, UpdateAnswer};
-use super::{Route, controls, promises, start, updates};
+use super::wire::{Controlled, Refusal, Started, ThreadResult, UpdateAnswer};
+use super::{Route, checkpoint_requests, controls, promises, start, updates};
 use crate::debug::rows::{StateRow, ThreadDetails, ThreadsPage, VerifyRow};
 
 /// The security scheme's name in the document: the bearer token (`<db>.token`).
@@ -131,6 +131,19 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
             Doc::new("A page of checkpoints").query::<CheckpointsParams>()
         }
         ("GET", "/api/checkpoints/{id}") => Doc::new("One checkpoint").query::<RedactParams>(),
+        ("POST", "/api/threads/{id}/checkpoints/periodic") => {
+            Doc::new("Asks for a periodic checkpoint of the thread (replaces an earlier one)")
+                .body(checkpoint_requests::PeriodicBody::schema())
+                .answers::<Controlled>()
+        }
+        ("DELETE", "/api/threads/{id}/checkpoints/periodic") => {
+            Doc::new("Cancels the thread's periodic checkpoint request").answers::<Controlled>()
+        }
+        ("POST", "/api/threads/{id}/checkpoints/at-node") => {
+            Doc::new("Asks for a checkpoint the next time the thread completes a node")
+                .body(checkpoint_requests::AtNodeBody::schema())
+                .answers::<Controlled>()
+        }
         ("POST", "/api/threads/{id}/{control}") => {
             Doc::new("pause, resume, cancel, input, signal or fork").body(controls::body_schema())
         }
