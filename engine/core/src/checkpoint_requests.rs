@@ -1,4 +1,4 @@
-//! Checkpoints asked for at run time, in the fold: a periodic checkpoint per thread with the
+//! Checkpoints asked for at run time (their fold is `checkpoint_requests_fold.rs`): a periodic checkpoint per thread with the
 //! caller's metadata (`Engine::checkpoint_every`, cancelled by
 //! `Engine::cancel_periodic_checkpoint`), and a checkpoint the next time the thread completes a
 //! node (`Engine::checkpoint_at_node`).
@@ -20,9 +20,6 @@ use cairn_storage::{CheckpointKind, CheckpointMeta};
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint_plan::CheckpointPlan;
-use crate::error::Error;
-use crate::event::Body;
-use crate::thread_ctx::{EventAt, ThreadCtx};
 
 /// One request, as its `checkpoint_requested` event holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,6 +81,19 @@ impl CheckpointRequest {
 }
 
 impl CheckpointRequests {
+    /// `request` in force from now on.
+    pub fn apply(&mut self, request: &CheckpointRequest) {
+        match request {
+            CheckpointRequest::Every { interval_ms, meta } => {
+                self.every = Some(Every { interval_ms: *interval_ms, meta: meta.clone() });
+            }
+            CheckpointRequest::CancelEvery => self.every = None,
+            CheckpointRequest::AtNode { node, meta } => {
+                self.at_nodes.insert(node.clone(), meta.clone());
+            }
+        }
+    }
+
     /// Whether none is in force (then absent from the snapshot).
     pub fn is_empty(&self) -> bool {
         self.every.is_none() && self.at_nodes.is_empty()
@@ -112,35 +122,6 @@ impl CheckpointRequests {
     }
 }
 
-/// Folds the requests' part of `e` into `ctx`: a request sets or cancels, a node's completion
-/// uses up that node's request.
-///
-/// # Errors
-/// None: every event folds.
-pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
-    let requests = &mut ctx.meta.checkpoint_requests;
-    match e.body {
-        Body::CheckpointRequested { request } => apply(requests, request),
-        Body::NodeCompleted { task, .. } => {
-            requests.at_nodes.remove(&task.node);
-        }
-        _ => {}
-    }
-    Ok(())
-}
-
-fn apply(requests: &mut CheckpointRequests, request: &CheckpointRequest) {
-    match request {
-        CheckpointRequest::Every { interval_ms, meta } => {
-            requests.every = Some(Every { interval_ms: *interval_ms, meta: meta.clone() });
-        }
-        CheckpointRequest::CancelEvery => requests.every = None,
-        CheckpointRequest::AtNode { node, meta } => {
-            requests.at_nodes.insert(node.clone(), meta.clone());
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,15 +133,15 @@ mod tests {
     #[test]
     fn a_request_sets_replaces_and_cancels() {
         let mut r = CheckpointRequests::default();
-        apply(&mut r, &CheckpointRequest::Every { interval_ms: 10, meta: meta("a") });
-        apply(&mut r, &CheckpointRequest::Every { interval_ms: 20, meta: meta("b") });
+        r.apply(&CheckpointRequest::Every { interval_ms: 10, meta: meta("a") });
+        r.apply(&CheckpointRequest::Every { interval_ms: 20, meta: meta("b") });
         assert_eq!(r.every.as_ref().map(|e| e.interval_ms), Some(20));
         assert!(r.periodic_due(119, 100).is_none(), "19 ms after the latest checkpoint");
         let due = r.periodic_due(120, 100).expect("20 ms after");
         assert_eq!((due.kind, due.given), (CheckpointKind::Periodic, Some(meta("b"))));
-        apply(&mut r, &CheckpointRequest::CancelEvery);
+        r.apply(&CheckpointRequest::CancelEvery);
         assert!(r.periodic_due(1_000, 0).is_none());
-        apply(&mut r, &CheckpointRequest::AtNode { node: "n".into(), meta: meta("c") });
+        r.apply(&CheckpointRequest::AtNode { node: "n".into(), meta: meta("c") });
         let plan = r.at_node("n", CheckpointKind::Node).expect("asked for n");
         assert_eq!((plan.node.as_deref(), plan.given), (Some("n"), Some(meta("c"))));
         assert!(r.at_node("m", CheckpointKind::Node).is_none());

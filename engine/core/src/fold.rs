@@ -13,7 +13,7 @@ use crate::event::Body;
 use crate::status::{Transition, transition};
 use crate::thread_ctx::{EventAt, ThreadCtx};
 use crate::{
-    budgets, checkpoint_requests, compensation_fold, continuation, journal, labels, published,
+    budgets, checkpoint_requests_fold, compensation_fold, continuation, journal, labels, published,
     record, recovery_fold, status, telemetry_fold, waits,
 };
 
@@ -84,7 +84,7 @@ impl Concern {
             Concern::Budgets => budgets::fold,
             Concern::Labels => labels::fold,
             Concern::Published => published::fold,
-            Concern::Checkpoints => checkpoint_requests::fold,
+            Concern::Checkpoints => checkpoint_requests_fold::fold,
         }
     }
 }

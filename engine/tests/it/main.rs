@@ -76,6 +76,7 @@ mod resume_check;
 mod retention;
 mod scale;
 mod schedule_chain;
+mod schedule_overlap;
 mod schedules;
 mod search_labels;
 mod select;

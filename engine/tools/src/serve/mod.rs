@@ -57,6 +57,7 @@
 //! | POST | `/api/threads/{id}/updates/{name}?wait_ms=` | applies an update (a control): body `{args?, id?, start?}`; `{thread, id, reply, seq, duplicate, created?}` once durable (see `updates`) |
 //! | GET | `/api/schedules` | every schedule with its next ticks and last runs (see `catalog`) |
 //! | POST | `/api/schedules/{name}/pause\|resume\|trigger` | schedule controls |
+//! | POST | `/api/schedules/{name}/backfill` | one run per tick of a range, each once (a control): body `{from_ms, to_ms}` |
 //! | DELETE | `/api/schedules/{name}` | deletes a schedule (a control) |
 //! | POST | `/api/workflows/{id}/threads?wait_ms=` | starts a thread (a control): body `{input, id?, labels?, version?, queue?, key?, priority?, dedup?}`; 201 new, 200 existing; `{thread, created, link}`, with `wait_ms` also its result (see `start`) |
 //!

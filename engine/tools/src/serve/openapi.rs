@@ -23,7 +23,7 @@ use super::params::{
 use super::params_ops::{BundleParams, ResumableParams};
 use super::params_view::{SearchParam, TimelineParams};
 use super::wire::{Controlled, Refusal, Started, ThreadResult, UpdateAnswer};
-use super::{Route, checkpoint_requests, controls, promises, start, updates};
+use super::{Route, catalog, checkpoint_requests, controls, promises, start, updates};
 use crate::debug::rows::{StateRow, ThreadDetails, ThreadsPage, VerifyRow};
 
 /// The security scheme's name in the document: the bearer token (`<db>.token`).
@@ -183,6 +183,9 @@ fn view_doc(route: &Route) -> Option<Doc> {
             Doc::new("A workflow's graph").query::<VersionParams>().media(svg)
         }
         ("GET", "/api/schedules") => Doc::new("Every schedule"),
+        ("POST", "/api/schedules/{id}/backfill") => {
+            Doc::new("One run per tick of a range, each once").body(catalog::BackfillBody::schema())
+        }
         ("POST", "/api/schedules/{id}/{control}") => Doc::new("pause, resume or trigger"),
         ("DELETE", "/api/schedules/{id}") => Doc::new("Deletes a schedule"),
         _ => return promise_doc(route),
