@@ -88,7 +88,7 @@ impl Engine {
         let record = super::admin::thread_record(self.store().as_ref(), &id).await?;
         self.check_request(&record, &request)?;
         let parked = || self.request_parked(&id, &request);
-        self.at_boundary_or_parked(&id, &Asked::Request(request.clone()), parked).await?;
+        self.at_boundary_or_parked(&id, &Asked::Request(Box::new(request.clone())), parked).await?;
         Ok(())
     }
 

@@ -32,8 +32,9 @@ pub(crate) struct CheckpointAsk {
 pub(crate) enum Asked {
     /// A manual checkpoint now, with the caller's metadata, stored as given.
     Now(CheckpointMeta),
-    /// A checkpoint request recorded (a `checkpoint_requested` event).
-    Request(crate::core::checkpoint_requests::CheckpointRequest),
+    /// A checkpoint request recorded (a `checkpoint_requested` event); boxed, so that an ask
+    /// handed back stays small.
+    Request(Box<crate::core::checkpoint_requests::CheckpointRequest>),
 }
 
 /// An update asked of a running thread: its runner applies it at its next step boundary and

@@ -25,7 +25,7 @@ impl Runner {
         for ask in control.take_checkpoint_asks() {
             let (reply, result) = match ask.what {
                 Asked::Now(meta) => self.checkpoint_now(meta).await,
-                Asked::Request(request) => self.record_request(request).await,
+                Asked::Request(request) => self.record_request(*request).await,
             };
             // The asker may have given up waiting; nothing to do then.
             let _ = ask.reply.send(reply);

@@ -131,19 +131,6 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
             Doc::new("A page of checkpoints").query::<CheckpointsParams>()
         }
         ("GET", "/api/checkpoints/{id}") => Doc::new("One checkpoint").query::<RedactParams>(),
-        ("POST", "/api/threads/{id}/checkpoints/periodic") => {
-            Doc::new("Asks for a periodic checkpoint of the thread (replaces an earlier one)")
-                .body(checkpoint_requests::PeriodicBody::schema())
-                .answers::<Controlled>()
-        }
-        ("DELETE", "/api/threads/{id}/checkpoints/periodic") => {
-            Doc::new("Cancels the thread's periodic checkpoint request").answers::<Controlled>()
-        }
-        ("POST", "/api/threads/{id}/checkpoints/at-node") => {
-            Doc::new("Asks for a checkpoint the next time the thread completes a node")
-                .body(checkpoint_requests::AtNodeBody::schema())
-                .answers::<Controlled>()
-        }
         ("POST", "/api/threads/{id}/{control}") => {
             Doc::new("pause, resume, cancel, input, signal or fork").body(controls::body_schema())
         }
@@ -208,6 +195,26 @@ fn promise_doc(route: &Route) -> Option<Doc> {
         ("POST", "/api/promises/{id}") => {
             Doc::new("Completes a promise with a value or an error (409: completed otherwise)")
                 .body(promises::CompleteBody::schema())
+        }
+        _ => return checkpoint_doc(route),
+    })
+}
+
+/// The documents of the checkpoints asked for at run time (`checkpoint_requests`).
+fn checkpoint_doc(route: &Route) -> Option<Doc> {
+    Some(match (route.method, route.path) {
+        ("POST", "/api/threads/{id}/checkpoints/periodic") => {
+            Doc::new("Asks for a periodic checkpoint of the thread (replaces an earlier one)")
+                .body(checkpoint_requests::PeriodicBody::schema())
+                .answers::<Controlled>()
+        }
+        ("DELETE", "/api/threads/{id}/checkpoints/periodic") => {
+            Doc::new("Cancels the thread's periodic checkpoint request").answers::<Controlled>()
+        }
+        ("POST", "/api/threads/{id}/checkpoints/at-node") => {
+            Doc::new("Asks for a checkpoint the next time the thread completes a node")
+                .body(checkpoint_requests::AtNodeBody::schema())
+                .answers::<Controlled>()
         }
         _ => return None,
     })
