@@ -218,7 +218,7 @@ mod tests {
                 (Tasks, "the updates in task order, visits, the next frontier"),
                 (Telemetry, "steps"),
             ],
-            Body::CheckpointCreated { .. } => &[(Telemetry, "checkpoints; the latest's time")],
+            Body::CheckpointCreated { .. } => &[(Telemetry, "checkpoints")],
             Body::Progress { .. } => &[(Record, "the last progress")],
             Body::Message { .. } => &[(Record, "the conversation")],
             // A note for people: what a restart did.

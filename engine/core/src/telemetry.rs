@@ -30,12 +30,6 @@ pub struct Telemetry {
     pub node_ms: BTreeMap<String, u64>,
     /// Checkpoints written.
     pub checkpoints: u64,
-    /// When the latest checkpoint was written (engine clock; the time of its
-    /// `checkpoint_created` event, which is the checkpoint's `created_at_ms`): what a periodic
-    /// checkpoint every T ms counts from, whichever runner or process wrote it. Absent before
-    /// the first checkpoint, and in snapshots written before it existed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_checkpoint_at_ms: Option<u64>,
     /// Tokens and cost per model, as tools reported them by name
     /// (`ToolCtx::report_model_usage`); at most [`MODELS_PER_THREAD_MAX`] names, the rest under
     /// [`OTHER_MODELS`]. Absent in snapshots written before it existed.

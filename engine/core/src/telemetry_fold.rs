@@ -28,10 +28,7 @@ pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
         }
         Body::NodeFailed { .. } => t.errors += 1,
         Body::RetryScheduled { .. } => t.retries += 1,
-        Body::CheckpointCreated { .. } => {
-            t.checkpoints += 1;
-            t.last_checkpoint_at_ms = Some(e.at_ms);
-        }
+        Body::CheckpointCreated { .. } => t.checkpoints += 1,
         Body::StepCompleted { .. } => t.steps += 1,
         _ => {}
     }

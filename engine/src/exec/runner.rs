@@ -51,6 +51,9 @@ pub(crate) struct Runner {
     record: ThreadRecord,
     /// Events of the batch being built, already applied to `ctx` under their predicted seqs.
     pub(super) emitted: Vec<(Body, u64)>,
+    /// When the thread's latest checkpoint was written: what a periodic checkpoint every T ms
+    /// counts from.
+    last_checkpoint_ms: u64,
 }
 
 enum StepEnd {
@@ -59,16 +62,22 @@ enum StepEnd {
 }
 
 impl Runner {
-    /// A runner for the thread of `env`, restored to `ctx`, whose stored record is `record`.
+    /// A runner for the thread of `env`, restored to `ctx`, whose stored record is `record`,
+    /// and whose latest checkpoint was written at `checkpointed_at_ms` (the one its restore
+    /// started from; `None`: it has none, and periodic checkpoints count from its creation).
+    /// Read from the restore, not from this runner's start: a thread that parks and wakes more
+    /// often than a periodic interval still gets its checkpoint once the interval has passed.
     pub fn new(
         shell: Arc<Shell>,
         env: Arc<ThreadEnv>,
         ctx: ThreadCtx,
         mut record: ThreadRecord,
+        checkpointed_at_ms: Option<u64>,
     ) -> Self {
         // Each batch makes its record's summary from the context (`commit`).
         record.summary = Vec::new();
-        Runner { shell, env, ctx, record, emitted: Vec::new() }
+        let last_checkpoint_ms = checkpointed_at_ms.unwrap_or(ctx.meta.created_at_ms);
+        Runner { shell, env, ctx, record, emitted: Vec::new(), last_checkpoint_ms }
     }
 
     pub(super) fn now(&self) -> u64 {
@@ -328,7 +337,7 @@ impl Runner {
         let rules = CheckpointRules {
             every_steps: config.checkpoint_every_steps.or(policy.every_steps),
             every_ms: config.checkpoint_every_ms.or(policy.every_ms),
-            last_checkpoint_ms: self.last_checkpoint_ms(),
+            last_checkpoint_ms: self.last_checkpoint_ms,
             tail_events_max: config.checkpoint_tail_events,
             tail_bytes_max: config.checkpoint_tail_bytes,
             tail: self.env.pipeline.tail().await,
@@ -365,15 +374,6 @@ impl Runner {
                 None => StepEnd::Continue,
             }),
         }
-    }
-
-    /// When the thread's latest checkpoint was written, from its context (the fold of its
-    /// `checkpoint_created` events, free to read): a thread parked and woken more often than a
-    /// periodic interval still gets its periodic checkpoint once the interval has passed since
-    /// the last one, whichever runner wrote it. A thread without one counts from its creation.
-    fn last_checkpoint_ms(&self) -> u64 {
-        let meta = &self.ctx.meta;
-        meta.telemetry.last_checkpoint_at_ms.unwrap_or(meta.created_at_ms)
     }
 
     /// [`Runner::commit`], then waits until it (and every batch before it) is durable: for the
@@ -421,6 +421,7 @@ impl Runner {
                 meta: plan.meta(done),
                 created_at_ms: now,
             });
+            self.last_checkpoint_ms = now;
         }
         self.record.status = self.ctx.meta.status;
         self.record.labels.clone_from(&self.ctx.meta.labels); // moved by labels_changed
