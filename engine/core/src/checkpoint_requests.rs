@@ -1,13 +1,14 @@
-//! Checkpoints asked for at run time (their fold is `checkpoint_requests_fold.rs`): a periodic checkpoint per thread with the
-//! caller's metadata (`Engine::checkpoint_every`, cancelled by
+//! Checkpoints asked for at run time (their fold is `checkpoint_requests_fold.rs`): a periodic
+//! checkpoint per thread with the caller's metadata (`Engine::checkpoint_every`, cancelled by
 //! `Engine::cancel_periodic_checkpoint`), and a checkpoint the next time the thread completes a
 //! node (`Engine::checkpoint_at_node`).
 //!
 //! Each request is a `checkpoint_requested` event in the thread's log, so it is durable the
 //! moment the call returns and every runner, process and replay sees the same requests in
-//! [`crate::thread_ctx::ThreadMeta::checkpoint_requests`]. A node's request is used up by the fold of that node's
-//! next `node_completed` (the step decision reads it just before, in `decide.rs`), so it is
-//! taken once, whichever runner completes the node, and never again after a crash.
+//! [`crate::thread_ctx::ThreadMeta::checkpoint_requests`]. A node's request is used up by the
+//! fold of that node's next `node_completed` (the step decision reads it just before, in
+//! `decide.rs`), so it is taken once, whichever runner completes the node, and never again
+//! after a crash.
 //!
 //! The step decision turns the requests into [`CheckpointPlan`]s: a periodic one is due when
 //! its interval has passed since the thread's latest checkpoint (as the engine's own periodic
