@@ -33,8 +33,9 @@ pub use cairn_core::{event, status, thread_ctx};
 /// `cairn-core` itself.
 mod core {
     pub(crate) use cairn_core::{
-        checkpoint_plan, child_start, children, codec, compensation, decide, drawn, event, marks,
-        patch, published, restore, select, status, summary, suspend, thread_ctx,
+        checkpoint_plan, checkpoint_requests, child_start, children, codec, compensation, decide,
+        drawn, event, marks, patch, published, restore, select, status, summary, suspend,
+        thread_ctx,
     };
 }
 
@@ -58,7 +59,9 @@ pub use api::prune::PruneReport;
 pub use api::published::EventValue;
 pub use api::recover::RecoveryReport;
 pub use api::schedule::ScheduleInfo;
+pub use api::schedule_backfill::Backfilled;
 pub use api::schedule_flow::{ScheduleSpec, ScheduleState};
+pub use api::schedule_overlap::Overlap;
 pub use api::schedule_ticks::{CatchUp, Every};
 pub use api::signal_once::{DEDUP_SIGNAL, Sent, SignalWithStart};
 pub use api::stream::{StreamItem, StreamReader};

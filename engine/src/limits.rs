@@ -191,3 +191,14 @@ pub const BATCH_PAGE_THREADS: usize = 100;
 /// Skipped threads a batch keeps with their reasons in its state (the newest): enough to see
 /// why, without a state that grows with the batch.
 pub const BATCH_SKIPS_KEPT: usize = 32;
+
+/// How often a schedule under the `buffer_one` overlap policy looks again whether the run
+/// before its waiting tick has ended (`api/schedule_overlap.rs`): each look is a round of the
+/// schedule's thread (a timer and a recorded read, a few events), so a second keeps a waiting
+/// tick within a second of its turn at a few events a second while it waits.
+pub const SCHEDULE_BUFFER_POLL_MS: u64 = 1_000;
+
+/// Runs one backfill of a schedule starts at most (`Engine::backfill_schedule`): each is a
+/// thread created in its own commit, and a range that holds more is refused whole (backfill
+/// it in parts), so a typo in a range cannot start a million threads.
+pub const SCHEDULE_BACKFILL_RUNS_MAX: usize = 1_000;

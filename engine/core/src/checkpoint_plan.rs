@@ -29,7 +29,8 @@ pub struct CheckpointPlan {
     pub node: Option<String>,
     /// That node's `NodePolicy::tags`.
     pub tags: Vec<String>,
-    /// The metadata a caller gave a manual checkpoint, stored as given.
+    /// The metadata a caller gave a manual checkpoint or asked a checkpoint with at run time
+    /// (`checkpoint_requests.rs`), stored as given.
     pub given: Option<CheckpointMeta>,
 }
 
@@ -55,7 +56,11 @@ impl CheckpointPlan {
 
     /// The description of the checkpoint taken after step `step`.
     pub fn description(&self, step: u64) -> String {
-        if let Some(given) = &self.given {
+        // A manual checkpoint's, or a requested one's (`checkpoint_requests.rs`) when its
+        // caller gave one; else the engine's words.
+        if let Some(given) = &self.given
+            && (self.kind == CheckpointKind::Manual || !given.description.is_empty())
+        {
             return manual_description(given);
         }
         match &self.node {

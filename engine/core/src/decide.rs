@@ -326,9 +326,15 @@ impl Closing<'_> {
         } else {
             policy.checkpoint_after.then_some(CheckpointKind::Node)
         };
-        if let Some(kind) = asked {
+        // A checkpoint asked for this node at run time takes the place of the node's own (its
+        // kind, the caller's metadata); its request is used up by the completion's fold.
+        let requests = &self.out.ctx.meta.checkpoint_requests;
+        let requested = requests.at_node(&task.node, asked.unwrap_or(CheckpointKind::Node));
+        let own = asked.map(|kind| {
             let node = Some(task.node.clone());
-            let plan = CheckpointPlan { kind, node, tags: policy.tags.clone(), given: None };
+            CheckpointPlan { kind, node, tags: policy.tags.clone(), given: None }
+        });
+        if let Some(plan) = requested.or(own) {
             self.checkpoint = CheckpointPlan::stronger(self.checkpoint.take(), plan);
         }
         let step = self.step;

@@ -485,6 +485,12 @@ pub enum Body {
         /// step, the task and the task's count of promises).
         promise: String,
     },
+    /// A checkpoint was asked for at run time (`Engine::checkpoint_every`,
+    /// `cancel_periodic_checkpoint`, `checkpoint_at_node`): in force from this event on.
+    CheckpointRequested {
+        /// What was asked.
+        request: crate::checkpoint_requests::CheckpointRequest,
+    },
 }
 
 impl Body {
@@ -529,7 +535,8 @@ impl Body {
             | Body::UndoStarted { .. }
             | Body::UndoFinished { .. }
             | Body::EventPublished { .. }
-            | Body::PromiseCreated { .. } => EventKind::Custom,
+            | Body::PromiseCreated { .. }
+            | Body::CheckpointRequested { .. } => EventKind::Custom,
         }
     }
 
@@ -682,6 +689,7 @@ impl Body {
             }
             Body::EventPublished { task, key, .. } => format!("{task}: published {key:?}"),
             Body::PromiseCreated { task, promise } => format!("{task}: promise {promise} created"),
+            Body::CheckpointRequested { request } => request.summary(),
             // Every other kind is summed up by `summary`.
             other => format!("{:?}", other.kind()),
         }

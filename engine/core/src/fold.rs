@@ -13,8 +13,8 @@ use crate::event::Body;
 use crate::status::{Transition, transition};
 use crate::thread_ctx::{EventAt, ThreadCtx};
 use crate::{
-    budgets, compensation_fold, continuation, journal, labels, published, record, recovery_fold,
-    status, telemetry_fold, waits,
+    budgets, checkpoint_requests_fold, compensation_fold, continuation, journal, labels, published,
+    record, recovery_fold, status, telemetry_fold, waits,
 };
 
 /// A part of the thread context with its own rules.
@@ -44,13 +44,15 @@ pub(crate) enum Concern {
     Labels,
     /// Events the nodes published, and the promises they created.
     Published,
+    /// Checkpoints asked for at run time, and their use.
+    Checkpoints,
 }
 
 /// How one concern folds an event.
 pub(crate) type FoldFn = fn(&mut ThreadCtx, EventAt<'_>) -> Result<(), Error>;
 
 /// The fold's concerns in the order they see each event (why this order: the module doc).
-pub(crate) const FOLD: [Concern; 12] = [
+pub(crate) const FOLD: [Concern; 13] = [
     Concern::Status,
     Concern::Waits,
     Concern::Record,
@@ -63,6 +65,7 @@ pub(crate) const FOLD: [Concern; 12] = [
     Concern::Budgets,
     Concern::Labels,
     Concern::Published,
+    Concern::Checkpoints,
 ];
 
 impl Concern {
@@ -81,6 +84,7 @@ impl Concern {
             Concern::Budgets => budgets::fold,
             Concern::Labels => labels::fold,
             Concern::Published => published::fold,
+            Concern::Checkpoints => checkpoint_requests_fold::fold,
         }
     }
 }
@@ -165,8 +169,8 @@ mod tests {
     /// has no catch-all: a new kind of event does not compile without its row.
     fn row(body: &Body) -> &'static [(Concern, &'static str)] {
         use Concern::{
-            Budgets, Compensation, Continuation, Labels, Published, Record, Recovery, State,
-            Status, Tasks, Telemetry, Waits,
+            Budgets, Checkpoints, Compensation, Continuation, Labels, Published, Record, Recovery,
+            State, Status, Tasks, Telemetry, Waits,
         };
         let waits_for = &[
             (Waits, "waits for it; notes the signals the task received"),
@@ -186,6 +190,7 @@ mod tests {
                 (Tasks, "the task's outcome and drawn values"),
                 (Telemetry, "usage, time per node"),
                 (Compensation, "the undos the task registered"),
+                (Checkpoints, "uses up the node's request"),
             ],
             Body::NodeFailed { .. } => {
                 &[(Record, "the node failed; error, history"), (Telemetry, "errors")]
@@ -240,6 +245,7 @@ mod tests {
             Body::PromiseCreated { .. } => {
                 &[(Tasks, "counts the task's publications"), (Published, "the promise's id")]
             }
+            Body::CheckpointRequested { .. } => &[(Checkpoints, "the request in force")],
         }
     }
 
@@ -265,6 +271,8 @@ mod tests {
         let task = TaskKey::node("a");
         ctx.meta.waiting = Some(Waiting::Input { task, prompt: json!("?") });
         ctx.meta.unwinding = Some(Unwinding { reason: "earlier".into(), done: 1, running: None });
+        let meta = cairn_storage::CheckpointMeta::default();
+        ctx.meta.checkpoint_requests.at_nodes.insert("b".into(), meta);
         (ctx, first)
     }
 

@@ -238,5 +238,11 @@ pub(crate) fn samples(k: u64, snapshot: &Value) -> Vec<Body> {
             task: task.clone(),
             promise: crate::published::promise_id("t", step, &task, 0),
         },
+        Body::CheckpointRequested {
+            request: crate::checkpoint_requests::CheckpointRequest::Every {
+                interval_ms: k + 1,
+                meta: cairn_storage::CheckpointMeta::default(),
+            },
+        },
     ]
 }

@@ -16,6 +16,8 @@
 
 pub(crate) mod budgets;
 pub mod checkpoint_plan;
+pub mod checkpoint_requests;
+pub(crate) mod checkpoint_requests_fold;
 pub mod child_start;
 pub mod children;
 pub mod codec;

@@ -99,6 +99,9 @@ pub enum Origin {
         id: CheckpointId,
         /// The last seq it covers.
         seq: u64,
+        /// When it was written (engine clock): what a periodic checkpoint every T ms counts
+        /// from when a runner starts from it (it is the thread's latest intact checkpoint).
+        at_ms: u64,
     },
     /// The thread's first event.
     Creation,
@@ -114,8 +117,16 @@ impl Origin {
         }
     }
 
+    /// When the origin's checkpoint was written; `None` for [`Origin::Creation`].
+    pub fn checkpoint_at_ms(self) -> Option<u64> {
+        match self {
+            Origin::Checkpoint { at_ms, .. } => Some(at_ms),
+            Origin::Creation => None,
+        }
+    }
+
     fn of(cp: &Checkpoint) -> Origin {
-        Origin::Checkpoint { id: cp.id, seq: cp.covers.seq.0 }
+        Origin::Checkpoint { id: cp.id, seq: cp.covers.seq.0, at_ms: cp.created_at_ms }
     }
 }
 

@@ -153,6 +153,11 @@ fn route(c: &mut Closing<'_>) -> Result<Verdict, Error> {
     c.out.emit(Body::StepCompleted { step: c.step, next, arrivals }, c.now)?;
     if !ended {
         let mut checkpoint = c.checkpoint.take();
+        // A periodic one asked at run time first: among periodic ones, its metadata is kept.
+        let requests = &c.out.ctx.meta.checkpoint_requests;
+        if let Some(asked) = requests.periodic_due(c.now, c.rules.last_checkpoint_ms) {
+            checkpoint = CheckpointPlan::stronger(checkpoint, asked);
+        }
         if c.rules.periodic_due(c.step, c.now, c.out.events.len() as u64) {
             let periodic = CheckpointPlan::of(CheckpointKind::Periodic);
             checkpoint = CheckpointPlan::stronger(checkpoint, periodic);

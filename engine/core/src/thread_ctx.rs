@@ -236,6 +236,13 @@ pub struct ThreadMeta {
     /// The ids of the promises the thread's nodes created (`ctx.promise`). Absent when none.
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub promises: std::collections::BTreeSet<String>,
+    /// The checkpoints asked for at run time (`checkpoint_requested` events) still in force.
+    /// Absent when none is.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::checkpoint_requests::CheckpointRequests::is_empty"
+    )]
+    pub checkpoint_requests: crate::checkpoint_requests::CheckpointRequests,
     /// Created at (engine clock).
     pub created_at_ms: u64,
     /// Updated at (engine clock).
@@ -345,6 +352,7 @@ impl ThreadCtx {
                 unwinding: None,
                 published: BTreeMap::new(),
                 promises: std::collections::BTreeSet::new(),
+                checkpoint_requests: Default::default(),
                 created_at_ms: at_ms,
                 updated_at_ms: at_ms,
             },

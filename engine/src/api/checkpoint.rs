@@ -14,7 +14,7 @@ use cairn_storage::{
 use tokio::sync::oneshot;
 
 use crate::api::engine::Engine;
-use crate::coord::CheckpointAsk;
+use crate::coord::{Asked, CheckpointAsk};
 use crate::core::checkpoint_plan::manual_description;
 use crate::core::codec;
 use crate::core::event::Body;
@@ -72,32 +72,54 @@ impl Engine {
             created_at_ms: 0,
         }
         .check_limits()?;
-        // Each round ends in an answer, or in the runner going away (then the thread is parked
-        // or ended, and the next round writes it here); a thread that keeps being driven again
-        // in between (woken, resumed) is what bounds the rounds.
+        let parked = || async { self.checkpoint_parked(&id, meta.clone()).await.map(Some) };
+        let written = self.at_boundary_or_parked(&id, &Asked::Now(meta.clone()), parked).await?;
+        written.ok_or_else(|| Error::Invalid(format!("no checkpoint of thread {id} was written")))
+    }
+
+    /// Hands `what` to the runner of this engine that drives `id`, for its next step boundary,
+    /// and waits for its answer; when none drives it, does `parked` (a write to the parked
+    /// thread) instead. Each round ends in an answer, or in the runner going away (then the
+    /// thread is parked or ended, and the next round writes it here); a thread that keeps being
+    /// driven again in between (woken, resumed) is what bounds the rounds.
+    ///
+    /// # Errors
+    /// The runner's or `parked`'s; [`Error::LimitExceeded`] when
+    /// [`crate::limits::CHECKPOINT_ASKS_MAX`] asks already wait for the thread's next step;
+    /// [`Error::WrongStatus`] when it is driven again at every round.
+    pub(crate) async fn at_boundary_or_parked<F, Fut>(
+        &self,
+        id: &ThreadId,
+        what: &Asked,
+        parked: F,
+    ) -> Result<Option<CheckpointId>, Error>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<Option<CheckpointId>, Error>>,
+    {
         for _ in 0..CHECKPOINT_ROUNDS_MAX {
             let (reply, answer) = oneshot::channel();
-            let ask = CheckpointAsk { meta: meta.clone(), reply };
-            match self.shell.coord.ask_checkpoint(&id, ask) {
+            let ask = CheckpointAsk { what: what.clone(), reply };
+            match self.shell.coord.ask_checkpoint(id, ask) {
                 Ok(()) => match answer.await {
                     Ok(result) => return result,
                     Err(_) => continue,
                 },
-                Err(_) if self.shell.coord.is_driven(&id) => {
+                Err(_) if self.shell.coord.is_driven(id) => {
                     return Err(Error::LimitExceeded {
-                        limit: "manual checkpoints waiting for one thread's next step",
+                        limit: "checkpoint asks waiting for one thread's next step",
                         value: crate::limits::CHECKPOINT_ASKS_MAX as u64 + 1,
                         max: crate::limits::CHECKPOINT_ASKS_MAX as u64,
                     });
                 }
                 Err(_) => {}
             }
-            match self.checkpoint_parked(&id, meta.clone()).await {
-                Err(Error::WrongStatus { .. }) if self.shell.coord.is_driven(&id) => continue,
+            match parked().await {
+                Err(Error::WrongStatus { .. }) if self.shell.coord.is_driven(id) => continue,
                 other => return other,
             }
         }
-        Err(busy(&id))
+        Err(busy(id))
     }
 
     /// [`Engine::checkpoint_now`] of a thread nobody drives.

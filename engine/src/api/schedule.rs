@@ -118,6 +118,8 @@ impl Engine {
             next_tick_ms,
             started: 0,
             skipped: 0,
+            last_run: None,
+            buffered: None,
         };
         // The head's id: a name whose every link was deleted is free (`delete_schedule`).
         let options = StartOptions::id(head_of(name)).label(ScheduleSpec::LABEL, name);

@@ -15,10 +15,10 @@
 
 use std::sync::{Arc, Weak};
 
-use cairn_dsl::{Ctx, END, NodeError, NodeOutput, START, State, ToolError, Workflow};
+use cairn_dsl::{Ctx, END, NodeError, NodeOutput, START, State, Workflow};
 use serde::{Deserialize, Serialize};
 
-use super::engine::Engine;
+use super::schedule_overlap::{Overlap, Runs};
 use super::schedule_ticks::{CatchUp, Every, Rule, due};
 use crate::config::StartOptions;
 use crate::exec::shell::Shell;
@@ -69,6 +69,18 @@ pub struct ScheduleSpec {
     /// ([`ScheduleSpec::on_queue`]); `None`: ticks run at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<(String, String)>,
+    /// What a tick does while the previous run is still running (`schedule_overlap.rs`).
+    #[serde(default, skip_serializing_if = "Overlap::is_default")]
+    pub overlap: Overlap,
+    /// Each tick is delayed by a random amount in `[0, jitter_ms)`, drawn from the schedule
+    /// thread's context (recorded: a replay or resume draws the same); 0: none. The run's id
+    /// keeps the tick's own time.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub jitter_ms: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl ScheduleSpec {
@@ -117,7 +129,23 @@ impl ScheduleSpec {
             end_ms: None,
             catch_up: CatchUp::Skip,
             queue: None,
+            overlap: Overlap::AllowAll,
+            jitter_ms: 0,
         }
+    }
+
+    /// With this overlap policy.
+    #[must_use]
+    pub fn overlap(mut self, overlap: Overlap) -> ScheduleSpec {
+        self.overlap = overlap;
+        self
+    }
+
+    /// Each tick delayed by a random amount below `jitter_ms`.
+    #[must_use]
+    pub fn jitter_ms(mut self, jitter_ms: u64) -> ScheduleSpec {
+        self.jitter_ms = jitter_ms;
+        self
     }
 
     /// Starts each tick's thread on `queue` with concurrency key `key` (`docs/queues.md`): a
@@ -175,8 +203,23 @@ pub struct ScheduleState {
     pub next_tick_ms: Option<u64>,
     /// Ticks started.
     pub started: u64,
-    /// Ticks skipped by the catch-up policy.
+    /// Ticks skipped by the catch-up policy, or by the overlap policy (`skip`, or a waiting
+    /// tick replaced under `buffer_one`).
     pub skipped: u64,
+    /// The latest run started, under an overlap policy other than `allow_all` (which keeps no
+    /// trace of its runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<String>,
+    /// The tick waiting under `buffer_one` for the running one to end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffered: Option<u64>,
+}
+
+impl ScheduleState {
+    /// Whether the schedule has more to do: a tick to come, or one waiting to start.
+    fn goes_on(&self) -> bool {
+        self.next_tick_ms.is_some() || self.buffered.is_some()
+    }
 }
 
 impl State for ScheduleState {
@@ -202,11 +245,7 @@ pub(crate) fn workflow(shell: Weak<Shell>, version: u32) -> Workflow<ScheduleSta
         })
         .edge(START, "tick")
         .loop_bound("tick", bound)
-        .route(
-            "tick",
-            |s: &ScheduleState| if s.next_tick_ms.is_some() { "tick" } else { END },
-            ["tick", END],
-        )
+        .route("tick", |s: &ScheduleState| if s.goes_on() { "tick" } else { END }, ["tick", END])
         .build()
         .expect("the schedule workflow is well formed")
 }
@@ -218,49 +257,46 @@ async fn tick(
 ) -> Result<NodeOutput<ScheduleState>, NodeError> {
     let rule = Rule::new(&s.spec.every).map_err(|e| NodeError::fatal(e.to_string()))?;
     let after = s.last_tick_ms.unwrap_or(s.anchor_ms.saturating_sub(1));
-    let Some(next) =
-        rule.next_after(after, s.anchor_ms).filter(|t| s.spec.end_ms.is_none_or(|end| *t < end))
-    else {
+    let next =
+        rule.next_after(after, s.anchor_ms).filter(|t| s.spec.end_ms.is_none_or(|end| *t < end));
+    if next.is_none() && s.buffered.is_none() {
         return Ok(NodeOutput::update(ScheduleState { next_tick_ms: None, ..s.clone() }));
-    };
-    if next > ctx.now_ms() {
-        // Until the tick itself: a duration from the reading above would be counted from the
-        // sleep's own, later, reading and wake past the tick.
-        ctx.sleep_until_ms(next).await?;
     }
-    let now = ctx.now_ms().max(next);
-    let (ticks, next_tick_ms) = due(&rule, s.anchor_ms, after, now, s.spec.end_ms);
-    let start = s.spec.catch_up.pick(&ticks, now);
-    for &t in &start {
-        let id = ScheduleSpec::tick_thread_id(&s.name, t);
-        let (workflow, input) = (s.spec.workflow.clone(), s.spec.input.clone());
-        let options = s.spec.start_options(id.clone(), &s.name);
-        let shell = shell.upgrade();
-        let _: String = ctx
-            .tool("start", id, move |id: String, _| async move {
-                let shell = shell.ok_or_else(|| ToolError::retryable("the engine is closing"))?;
-                let (metrics, started_ms) = (shell.metrics.clone(), shell.clock.now_ms());
-                Engine { shell }
-                    .start_json(&workflow, input, options)
-                    .await
-                    .map_err(|e| ToolError::fatal(e.to_string()))?;
-                // Once: a recorded start (after a crash) returns without running this.
-                metrics.schedule_lag(started_ms.saturating_sub(t));
-                Ok(id)
-            })
-            .await?;
-    }
-    let updated = ScheduleState {
-        last_tick_ms: ticks.last().copied().or(s.last_tick_ms),
-        next_tick_ms,
-        started: s.started + start.len() as u64,
-        skipped: s.skipped + (ticks.len() - start.len()) as u64,
-        ..s.clone()
+    // Drawn each round a tick is to come, recorded: a replay sleeps as long.
+    let jitter = match (next, s.spec.jitter_ms) {
+        (Some(_), j) if j > 0 => ctx.random_u64() % j,
+        _ => 0,
     };
+    // A waiting tick is looked at again now and then; else the thread sleeps until its tick.
+    let poll = s.buffered.map(|_| ctx.now_ms() + crate::limits::SCHEDULE_BUFFER_POLL_MS);
+    let wake = [next.map(|n| n + jitter), poll].into_iter().flatten().min().unwrap_or(0);
+    if wake > ctx.now_ms() {
+        // Until the time itself: a duration from the reading above would be counted from the
+        // sleep's own, later, reading and wake past it.
+        ctx.sleep_until_ms(wake).await?;
+    }
+    let runs = Runs { ctx, shell };
+    let mut updated = s.clone();
+    runs.start_buffered(&mut updated).await?;
+    let read = ctx.now_ms();
+    match next {
+        Some(next) if read >= next + jitter => {
+            // The tick's time as the policies see it: the jitter is a delay, not lateness.
+            let now = read.saturating_sub(jitter).max(next);
+            let (ticks, next_tick_ms) = due(&rule, s.anchor_ms, after, now, s.spec.end_ms);
+            let start = s.spec.catch_up.pick(&ticks, now);
+            updated.last_tick_ms = ticks.last().copied().or(s.last_tick_ms);
+            updated.next_tick_ms = next_tick_ms;
+            updated.skipped += (ticks.len() - start.len()) as u64;
+            runs.start_ticks(&mut updated, &start).await?;
+        }
+        Some(_) => {} // woken to look at the waiting tick
+        None => updated.next_tick_ms = None,
+    }
     // The link's last round: the successor goes on from this state, created in this commit.
     let per_run =
         shell.upgrade().map_or(ScheduleSpec::TICKS_PER_RUN, |s| s.config.schedule_ticks_per_run);
-    if updated.next_tick_ms.is_some() && ctx.step() >= u64::from(per_run) {
+    if updated.goes_on() && ctx.step() >= u64::from(per_run) {
         ctx.continue_as_new(&updated)?;
     }
     Ok(NodeOutput::update(updated))

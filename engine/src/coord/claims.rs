@@ -16,15 +16,25 @@ use super::StillParked;
 use crate::error::Error;
 use crate::limits::{CHECKPOINT_ASKS_MAX, UPDATE_ASKS_MAX};
 
-/// A manual checkpoint asked of a running thread: its runner writes it at its next step
-/// boundary and answers once it is durable. A runner that stops first drops the ask (the
-/// asker's receiver then fails, and it writes the checkpoint of the parked thread itself).
+/// A manual checkpoint, or a checkpoint request, asked of a running thread: its runner writes
+/// it at its next step boundary and answers once it is durable. A runner that stops first drops
+/// the ask (the asker's receiver then fails, and it writes to the parked thread itself).
 #[derive(Debug)]
 pub(crate) struct CheckpointAsk {
-    /// The caller's metadata, stored as given.
-    pub meta: CheckpointMeta,
-    /// Where the runner answers.
-    pub reply: oneshot::Sender<Result<CheckpointId, Error>>,
+    /// What is asked.
+    pub what: Asked,
+    /// Where the runner answers: the manual checkpoint's id (`None` for a request).
+    pub reply: oneshot::Sender<Result<Option<CheckpointId>, Error>>,
+}
+
+/// What a [`CheckpointAsk`] asks for.
+#[derive(Debug, Clone)]
+pub(crate) enum Asked {
+    /// A manual checkpoint now, with the caller's metadata, stored as given.
+    Now(CheckpointMeta),
+    /// A checkpoint request recorded (a `checkpoint_requested` event); boxed, so that an ask
+    /// handed back stays small.
+    Request(Box<crate::core::checkpoint_requests::CheckpointRequest>),
 }
 
 /// An update asked of a running thread: its runner applies it at its next step boundary and

@@ -25,7 +25,7 @@ use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use claims::{Applied, CheckpointAsk, Control, UpdateAsk, UpdateRequest};
+pub(crate) use claims::{Applied, Asked, CheckpointAsk, Control, UpdateAsk, UpdateRequest};
 pub(crate) use local::Local;
 pub(crate) use shared::{REMOTE_DRIVER_MARGIN, Shared};
 pub(crate) use timers::Slot;

@@ -283,7 +283,8 @@ async fn drive_claimed(
     // The events after its latest intact checkpoint: the ones its restore folded.
     let tail = ctx.meta.seq.saturating_sub(from.covered());
     let (pipeline, acknowledger) = Pipeline::start(shell, thread, ctx.meta.seq, tail);
-    let claimed = Claimed { thread, depth, reason, control, wf };
+    let checkpointed_at_ms = from.checkpoint_at_ms();
+    let claimed = Claimed { thread, depth, reason, control, wf, checkpointed_at_ms };
     let run = std::pin::pin!(run_claimed(shell, claimed, ctx, record, pipeline, false));
     acknowledger.beside(run).await
 }
@@ -295,6 +296,8 @@ pub(super) struct Claimed<'a> {
     pub reason: &'a str,
     pub control: &'a Arc<Control>,
     pub wf: Arc<cairn_dsl::DynWorkflow>,
+    /// When its latest checkpoint was written (the one its restore started from), if it has one.
+    pub checkpointed_at_ms: Option<u64>,
 }
 
 /// Runs a claimed thread from `ctx` (its record `record`) with `pipeline` as its write path,
@@ -312,7 +315,7 @@ pub(super) async fn run_claimed(
     pipeline: Pipeline,
     begun: bool,
 ) -> Result<Exit, Error> {
-    let Claimed { thread, depth, reason, control, wf } = claimed;
+    let Claimed { thread, depth, reason, control, wf, checkpointed_at_ms } = claimed;
     let stop = StopSlot::default();
     let children = LiveChildren {
         shell: shell.clone(),
@@ -347,7 +350,7 @@ pub(super) async fn run_claimed(
     if let Some(at) = ctx.meta.policy.deadline_at_ms {
         watch_deadline(shell, at, control);
     }
-    let mut runner = Runner::new(shell.clone(), env, ctx, record);
+    let mut runner = Runner::new(shell.clone(), env, ctx, record, checkpointed_at_ms);
     if !begun && !runner.begin(reason).await? {
         return Ok(Exit::Elsewhere);
     }

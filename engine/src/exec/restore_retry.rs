@@ -27,7 +27,7 @@ impl Runner {
         let (store, thread) = (self.shell.store.clone(), self.env.thread.clone());
         let entry = || Restore::at_checkpoint(&self.env.wf, thread.clone(), None);
         let restored = fetch::restored(store.as_ref(), &thread, entry).await?;
-        let Origin::Checkpoint { id, seq } = restored.from else {
+        let Origin::Checkpoint { id, seq, .. } = restored.from else {
             let why = "a node failed and there is no checkpoint to restore";
             return Ok(Some(self.finish(Transition::Fail, why, now).await?));
         };

@@ -51,6 +51,8 @@ pub(crate) struct Runner {
     record: ThreadRecord,
     /// Events of the batch being built, already applied to `ctx` under their predicted seqs.
     pub(super) emitted: Vec<(Body, u64)>,
+    /// When the thread's latest checkpoint was written: what a periodic checkpoint every T ms
+    /// counts from.
     last_checkpoint_ms: u64,
 }
 
@@ -60,17 +62,22 @@ enum StepEnd {
 }
 
 impl Runner {
-    /// A runner for the thread of `env`, restored to `ctx`, whose stored record is `record`.
+    /// A runner for the thread of `env`, restored to `ctx`, whose stored record is `record`,
+    /// and whose latest checkpoint was written at `checkpointed_at_ms` (the one its restore
+    /// started from; `None`: it has none, and periodic checkpoints count from its creation).
+    /// Read from the restore, not from this runner's start: a thread that parks and wakes more
+    /// often than a periodic interval still gets its checkpoint once the interval has passed.
     pub fn new(
         shell: Arc<Shell>,
         env: Arc<ThreadEnv>,
         ctx: ThreadCtx,
         mut record: ThreadRecord,
+        checkpointed_at_ms: Option<u64>,
     ) -> Self {
-        let now = shell.clock.now_ms();
         // Each batch makes its record's summary from the context (`commit`).
         record.summary = Vec::new();
-        Runner { shell, env, ctx, record, emitted: Vec::new(), last_checkpoint_ms: now }
+        let last_checkpoint_ms = checkpointed_at_ms.unwrap_or(ctx.meta.created_at_ms);
+        Runner { shell, env, ctx, record, emitted: Vec::new(), last_checkpoint_ms }
     }
 
     pub(super) fn now(&self) -> u64 {

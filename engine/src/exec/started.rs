@@ -96,8 +96,15 @@ pub(crate) async fn start_running(
                 drop(pipeline);
                 acknowledger.beside(std::pin::pin!(async { Ok(Exit::Shutdown) })).await
             } else {
-                let claimed =
-                    Claimed { thread: &id, depth: 0, reason: STARTED, control: &control, wf: workflow };
+                // A thread started here has no checkpoint yet.
+                let claimed = Claimed {
+                    thread: &id,
+                    depth: 0,
+                    reason: STARTED,
+                    control: &control,
+                    wf: workflow,
+                    checkpointed_at_ms: None,
+                };
                 let run = std::pin::pin!(run_claimed(&s, claimed, ctx, record, pipeline, true));
                 acknowledger.beside(run).await
             };

@@ -75,7 +75,9 @@ struct Round {
     update: Option<ScheduleState>,
 }
 
-/// Checks schedule `name`'s history in `store`; `None` when there is no such schedule.
+/// Checks schedule `name`'s history in `store`; `None` when there is no such schedule. It
+/// recomputes the rounds of the default overlap policy (`allow_all`) without jitter: a schedule
+/// under another policy, or with jitter, starts or delays ticks this check does not model.
 ///
 /// # Errors
 /// Storage errors; [`Error::Codec`] when the schedule's log does not decode as one.

@@ -4,13 +4,14 @@
 
 use std::sync::Arc;
 
+use cairn::clock::ManualClock;
 use cairn::dsl::{Ctx, NodeOutput, NodePolicy, NodeResult, Workflow};
 use cairn::event::Body;
 use cairn::storage::{CheckpointFilter, CheckpointKind, CheckpointMeta, Page};
 use cairn::{END, Engine, START, StartOptions, ThreadId, ThreadStatus};
 use tokio::sync::Semaphore;
 
-use crate::common::{Tally, db, engine_on};
+use crate::common::{Tally, db, engine_on, open};
 
 /// A node that adds 1 and notes its name.
 fn note(
@@ -202,5 +203,52 @@ async fn a_rollback_restores_the_thread_in_place_records_it_and_resumes_from_the
     let err =
         cairn_tools::Operator::new(&engine).rollback("u", after_a, "again").await.unwrap_err();
     assert!(matches!(err, cairn::Error::WrongStatus { .. }), "{err}");
+    engine.shutdown().await;
+}
+
+/// The kinds of `thread`'s stored checkpoints, oldest first.
+async fn kinds(engine: &Engine, thread: &str) -> Vec<CheckpointKind> {
+    let filter =
+        CheckpointFilter { thread: Some(ThreadId::new(thread).unwrap()), ..Default::default() };
+    let mut stored = engine.store().list_checkpoints(&filter, Page::default()).wait().unwrap();
+    stored.reverse();
+    stored.into_iter().map(|c| c.kind).collect()
+}
+
+#[tokio::test]
+async fn a_periodic_checkpoint_counts_from_the_latest_one_across_parks_and_wakes() {
+    let (_d, path) = db();
+    // Asks for a number seven times: each answer wakes a new runner, which completes `ask` and
+    // goes on to the next question (a step that continues: where periodic checkpoints are due).
+    let wf = Workflow::<Tally>::builder("asks", 1)
+        .node("ask", |_s, ctx: Ctx| async move {
+            let n: u64 = ctx.interrupt("how many?")?;
+            Ok(NodeOutput::update((n, String::new())))
+        })
+        .edge(START, "ask")
+        .route("ask", |s: &Tally| if s.total >= 7 { END } else { "ask" }, ["ask", END])
+        .loop_bound("ask", 7)
+        .build()
+        .unwrap();
+    let clock = ManualClock::new(1_000_000);
+    let c = clock.clone();
+    let engine =
+        open(&path, &[&wf], |b| b.clock(Arc::new(c)).checkpoint_every(None, Some(1_000))).await;
+    let t = engine.start_json("asks", Tally::default(), StartOptions::id("p")).await.unwrap();
+    assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    // An answer every 400 ms: each runner lives a moment, far less than the interval.
+    for _ in 0..6 {
+        clock.advance_ms(400);
+        engine.send_input("p", 1).await.unwrap();
+        assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
+    }
+    clock.advance_ms(400);
+    engine.send_input("p", 1).await.unwrap();
+    assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
+    // At 1,200 ms (1,000 passed since the thread began, none taken) and at 2,400 (1,000 since
+    // that one; the answer at 2,800 ends the thread): counted from the latest checkpoint, not from each runner's start, nor from
+    // the thread's creation (that would take one at 1,200, 1,600 and 2,000 too).
+    use CheckpointKind::{Completion, Periodic};
+    assert_eq!(kinds(&engine, "p").await, [Periodic, Periodic, Completion]);
     engine.shutdown().await;
 }

@@ -347,7 +347,11 @@ async fn restore_says_where_it_started() {
     let latest = store.latest_checkpoint_at_or_before(&id, Seq(u64::MAX)).await.unwrap().unwrap();
     let older = store.latest_checkpoint_at_or_before(&id, Seq(latest.covers.seq.0 - 1));
     let older = older.await.unwrap().expect("an older checkpoint");
-    let origin = |cp: &Checkpoint| Origin::Checkpoint { id: cp.id, seq: cp.covers.seq.0 };
+    let origin = |cp: &Checkpoint| Origin::Checkpoint {
+        id: cp.id,
+        seq: cp.covers.seq.0,
+        at_ms: cp.created_at_ms,
+    };
     let state = |r: &Restored| r.ctx.snapshot().unwrap();
 
     let whole = run(store.as_ref(), &id, Restore::new(&erased, id.clone(), None)).await;

@@ -74,6 +74,7 @@ layout! {
     33 UpdateApplied { id, name, args, reply, state }
     35 EventPublished { task, key, value }
     36 PromiseCreated { task, promise }
+    37 CheckpointRequested { request }
 }
 
 /// Appends the binary form of `body`, [`BINARY_V1`] first.
@@ -246,6 +247,16 @@ mod tests {
             Body::PromiseCreated {
                 task: TaskKey::node("n"),
                 promise: "t~p1.0123456789abcdef.0".into(),
+            },
+            Body::CheckpointRequested {
+                request: crate::checkpoint_requests::CheckpointRequest::AtNode {
+                    node: "review".into(),
+                    meta: cairn_storage::CheckpointMeta {
+                        creator: "alice".into(),
+                        tags: vec!["before-review".into()],
+                        ..Default::default()
+                    },
+                },
             },
         ]
     }

@@ -336,7 +336,8 @@ as_json!(
     cairn_dsl::Progress,
     cairn_dsl::Message,
     cairn_dsl::Recovery,
-    crate::event::ThreadPolicy
+    crate::event::ThreadPolicy,
+    crate::checkpoint_requests::CheckpointRequest
 );
 
 #[cfg(test)]

@@ -54,6 +54,13 @@ pub enum CheckpointCommand {
     /// Writes a manual checkpoint of a thread (one this process does not drive: parked,
     /// waiting, paused, ended, or left by a crash) and prints its id.
     Create(super::checkpoint_create::CreateArgs),
+    /// Asks for a periodic checkpoint of a thread every --ms ms (with the metadata given),
+    /// recorded in its log; replaces an earlier one.
+    Every(super::checkpoint_ask::EveryArgs),
+    /// Cancels the periodic checkpoint `checkpoint every` asked for.
+    Cancel(super::checkpoint_ask::CancelArgs),
+    /// Asks for a checkpoint (with the metadata given) the next time the thread completes NODE.
+    AtNode(super::checkpoint_ask::AtNodeArgs),
     /// One checkpoint: its metadata and the snapshot it holds.
     Show {
         #[command(flatten)]
@@ -190,6 +197,9 @@ pub(super) async fn command(
 ) -> anyhow::Result<()> {
     match cmd {
         CheckpointCommand::Create(args) => super::checkpoint_create::create(args, wfs).await,
+        CheckpointCommand::Every(args) => super::checkpoint_ask::every(args, wfs).await,
+        CheckpointCommand::Cancel(args) => super::checkpoint_ask::cancel(args, wfs).await,
+        CheckpointCommand::AtNode(args) => super::checkpoint_ask::at_node(args, wfs).await,
         CheckpointCommand::Show { common, id } => show(&common, id, wfs).await,
         CheckpointCommand::Delete { common, id, force } => delete(&common, id, force, wfs).await,
     }

@@ -54,6 +54,7 @@ use clap::{Parser, Subcommand};
 
 mod batch;
 mod bundle;
+mod checkpoint_ask;
 mod checkpoint_create;
 mod checkpoints;
 mod common;
@@ -137,7 +138,8 @@ enum Command {
     Trace(events::TraceArgs),
     /// List checkpoints (filters: thread, workflow, kind, tag; paged).
     Checkpoints(checkpoints::CheckpointsArgs),
-    /// Create (a manual checkpoint of a thread), show or delete one checkpoint.
+    /// Create (a manual checkpoint of a thread), show or delete one checkpoint; ask for
+    /// checkpoints at run time (every, cancel, at-node).
     #[command(subcommand)]
     Checkpoint(checkpoints::CheckpointCommand),
     /// Remove what no restore needs: each thread keeps its latest checkpoint and what follows.

@@ -1,4 +1,4 @@
-//! `cairn schedule create|list|pause|resume|trigger|delete`: durable schedules of workflows
+//! `cairn schedule create|list|pause|resume|trigger|backfill|delete`: durable schedules of workflows
 //! compiled into the binary (`Engine::create_schedule` and friends). A schedule's ticks run in
 //! an engine that runs schedules on the database (`cairn serve`, `cairn worker`, an
 //! application's engine); these commands write and read schedules and run no tick: a created
@@ -18,7 +18,7 @@ use super::common::{
 };
 use super::control::parse_age_ms;
 use super::table::{Table, time_in};
-use cairn::{CatchUp, Every, ScheduleInfo, ScheduleSpec};
+use cairn::{CatchUp, Every, Overlap, ScheduleInfo, ScheduleSpec};
 
 /// `cairn schedule ...`.
 #[derive(Debug, clap::Args)]
@@ -40,8 +40,27 @@ enum Action {
     /// Starts the schedule's workflow now, outside its ticks, and runs that thread here until it
     /// ends or parks.
     Trigger(NameArgs),
+    /// Starts one run per tick that fell in --from..--to (both included), each once: runs that
+    /// exist (an earlier backfill's, the tick's own) are left as they are.
+    Backfill(BackfillArgs),
     /// Deletes a schedule, whatever its status: it starts nothing more.
     Delete(NameArgs),
+}
+
+/// Arguments of `cairn schedule backfill`.
+#[derive(Debug, clap::Args)]
+struct BackfillArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The schedule's name.
+    #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    name: String,
+    /// The range's first time (ms since the epoch).
+    #[arg(long)]
+    from: u64,
+    /// The range's last time (ms since the epoch).
+    #[arg(long)]
+    to: u64,
 }
 
 /// Arguments of `cairn schedule create`.
@@ -76,6 +95,13 @@ struct CreateArgs {
     /// No tick at or after this time (ms since the epoch).
     #[arg(long)]
     end_ms: Option<u64>,
+    /// What a tick does while the run before is still running: allow_all (start it anyway),
+    /// skip, buffer_one (start it when that run ends) or cancel_other.
+    #[arg(long, default_value = "allow_all")]
+    overlap: Overlap,
+    /// Delays each tick by a random amount below this many ms (0: none).
+    #[arg(long, default_value_t = 0)]
+    jitter_ms: u64,
 }
 
 /// Arguments of the commands on one schedule.
@@ -122,6 +148,7 @@ pub(super) async fn command(cmd: ScheduleCommand, wfs: &[Arc<DynWorkflow>]) -> a
         Action::Pause(args) => on_one(args, wfs, "paused").await,
         Action::Resume(args) => on_one(args, wfs, "resumed").await,
         Action::Trigger(args) => trigger(args, wfs).await,
+        Action::Backfill(args) => backfill(args, wfs).await,
         Action::Delete(args) => on_one(args, wfs, "deleted").await,
     }
 }
@@ -136,6 +163,8 @@ async fn create(args: CreateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()
     let spec = ScheduleSpec::new(args.workflow, every)
         .input(input)
         .catch_up(args.catch_up)
+        .overlap(args.overlap)
+        .jitter_ms(args.jitter_ms)
         .between(args.start_ms, args.end_ms);
     // Checked before the file is opened: a bad argument is a usage error, whatever the file.
     cairn::admin::check_schedule_name(&args.name, &spec).map_err(argument_error)?;
@@ -261,6 +290,33 @@ async fn trigger(args: NameArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()>
         print_text(&line);
     }
     super::control::ended(&thread, status)
+}
+
+/// `schedule backfill`: writes the runs of the range (left `created` for an engine that runs
+/// threads, as a created schedule's are).
+async fn backfill(args: BackfillArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
+    let engine = open_writable(&args.common.db, wfs).await?;
+    let name = args.name.as_str();
+    let done = engine.backfill_schedule(name, args.from, args.to).await;
+    engine.shutdown().await;
+    let done = done.map_err(|e| match e {
+        e @ cairn::Error::UnknownThread(_) => about(name, e),
+        other => argument_error(other),
+    })?;
+    if args.common.json {
+        return print_json(&serde_json::json!({
+            "schedule": name,
+            "ticks": done.ticks,
+            "created": done.created,
+        }));
+    }
+    print_text(&format!(
+        "schedule {name} backfilled: {} tick(s) in the range, {} run(s) created, {} existed",
+        done.ticks.len(),
+        done.created,
+        done.ticks.len() - done.created
+    ));
+    Ok(())
 }
 
 fn show(list: &[ScheduleInfo], json: bool) -> anyhow::Result<()> {

@@ -110,6 +110,7 @@ impl SeedState {
             unwinding: None,
             published: BTreeMap::new(),
             promises: std::collections::BTreeSet::new(),
+            checkpoint_requests: Default::default(),
             created_at_ms,
             updated_at_ms,
         };

@@ -9,6 +9,7 @@
 //! | GET | `/api/schedules` | every schedule as [`Engine::schedules`] reads it (`thread`: its live link; `status` its thread's, `deleted` once deleted), with its next ticks (at most [`NEXT_TICKS`]), last runs (at most [`LAST_RUNS`]), threads `started` (by its ticks and its triggers, `triggered`) and the engine clock's `now_ms` |
 //! | POST | `/api/schedules/{name}/pause\|resume\|trigger` | [`Engine::pause_schedule`], [`Engine::resume_schedule`], [`Engine::trigger_schedule`] (the answer names the started thread) |
 //! | DELETE | `/api/schedules/{name}` | [`Engine::delete_schedule`] |
+//! | POST | `/api/schedules/{name}/backfill` | [`Engine::backfill_schedule`]: body `{"from_ms", "to_ms"}`; answers `{"schedule", "ticks", "created"}` |
 //!
 //! A schedule control takes no body (nothing, or `{}`); an unknown schedule is a 404, one in a
 //! status that refuses the control a 409, as for a thread.
@@ -157,6 +158,28 @@ pub(super) async fn control(
     Ok(Json(answer))
 }
 
+/// The body of `POST /api/schedules/{name}/backfill`: the range, both ends included.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BackfillBody {
+    /// The range's first time (ms since the epoch).
+    from_ms: u64,
+    /// The range's last time (ms since the epoch).
+    to_ms: u64,
+}
+
+/// `POST /api/schedules/{name}/backfill`: one run per tick of the range, each once.
+pub(super) async fn backfill(
+    State(app): State<App>,
+    Segment(name): Segment,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, Reject> {
+    let b: BackfillBody = super::controls::parse(&super::app::body(body)?)?;
+    let done = app.engine.backfill_schedule(&name, b.from_ms, b.to_ms).await;
+    let done = done.map_err(|e| reject(e, "schedule"))?;
+    Ok(Json(json!({ "schedule": name, "ticks": done.ticks, "created": done.created })))
+}
+
 /// `DELETE /api/schedules/{name}`.
 pub(super) async fn delete(
     State(app): State<App>,
@@ -288,6 +311,8 @@ mod tests {
             next_tick_ms: next,
             started: 0,
             skipped: 0,
+            last_run: None,
+            buffered: None,
         };
         ScheduleInfo { name: "s".into(), status, thread: "schedule:s".into(), state }
     }

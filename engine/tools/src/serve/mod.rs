@@ -53,9 +53,12 @@
 //! | POST | `/api/promises/{id}` | completes a promise (a control): body `{"value"}` or `{"error"}`; the same completion again 200 `duplicate: true`, another 409, an unknown id 404 |
 //! | GET | `/api/resumable?max_age_ms=` | threads the engine could resume and does not drive, as `cairn resumable --json` |
 //! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|signal\|fork` | controls |
+//! | POST, DELETE | `/api/threads/{id}/checkpoints/periodic` | asks for a periodic checkpoint (a control): body `{interval_ms, meta?}`; `DELETE` cancels it (see `checkpoint_requests`) |
+//! | POST | `/api/threads/{id}/checkpoints/at-node` | asks for a checkpoint when a node completes next (a control): body `{node, meta?}` |
 //! | POST | `/api/threads/{id}/updates/{name}?wait_ms=` | applies an update (a control): body `{args?, id?, start?}`; `{thread, id, reply, seq, duplicate, created?}` once durable (see `updates`) |
 //! | GET | `/api/schedules` | every schedule with its next ticks and last runs (see `catalog`) |
 //! | POST | `/api/schedules/{name}/pause\|resume\|trigger` | schedule controls |
+//! | POST | `/api/schedules/{name}/backfill` | one run per tick of a range, each once (a control): body `{from_ms, to_ms}` |
 //! | DELETE | `/api/schedules/{name}` | deletes a schedule (a control) |
 //! | POST | `/api/workflows/{id}/threads?wait_ms=` | starts a thread (a control): body `{input, id?, labels?, version?, queue?, key?, priority?, dedup?}`; 201 new, 200 existing; `{thread, created, link}`, with `wait_ms` also its result (see `start`) |
 //! | POST | `/api/events` | emits an event (a control): body `{name, id, payload}`; starts each workflow subscribed to `name` once per `id`; `{threads: [{workflow, thread, created, link}]}`, none without subscribers (see `events`) |
@@ -81,6 +84,7 @@ pub mod token;
 
 mod batches;
 mod catalog;
+mod checkpoint_requests;
 mod checkpoints;
 mod controls;
 mod events;

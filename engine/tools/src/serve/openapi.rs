@@ -22,8 +22,10 @@ use super::params::{
 };
 use super::params_ops::{BundleParams, ResumableParams};
 use super::params_view::{SearchParam, TimelineParams};
-use super::wire::{BatchAnswer, Emitted, Refusal, Started, ThreadResult, UpdateAnswer};
-use super::{Route, batches, controls, events, promises, start, updates};
+use super::wire::{BatchAnswer, Controlled, Emitted, Refusal, Started, ThreadResult, UpdateAnswer};
+use super::{
+    Route, batches, catalog, checkpoint_requests, controls, events, promises, start, updates,
+};
 use crate::debug::rows::{StateRow, ThreadDetails, ThreadsPage, VerifyRow};
 
 /// The security scheme's name in the document: the bearer token (`<db>.token`).
@@ -171,6 +173,9 @@ fn view_doc(route: &Route) -> Option<Doc> {
             Doc::new("A workflow's graph").query::<VersionParams>().media(svg)
         }
         ("GET", "/api/schedules") => Doc::new("Every schedule"),
+        ("POST", "/api/schedules/{id}/backfill") => {
+            Doc::new("One run per tick of a range, each once").body(catalog::BackfillBody::schema())
+        }
         ("POST", "/api/schedules/{id}/{control}") => Doc::new("pause, resume or trigger"),
         ("DELETE", "/api/schedules/{id}") => Doc::new("Deletes a schedule"),
         _ => return promise_doc(route),
@@ -215,6 +220,26 @@ fn job_doc(route: &Route) -> Option<Doc> {
         .answers::<BatchAnswer>(),
         ("GET", "/api/batches/{id}") => {
             Doc::new("A batch's progress (done of total)").answers::<BatchAnswer>()
+        }
+        _ => return checkpoint_doc(route),
+    })
+}
+
+/// The documents of the checkpoints asked for at run time (`checkpoint_requests`).
+fn checkpoint_doc(route: &Route) -> Option<Doc> {
+    Some(match (route.method, route.path) {
+        ("POST", "/api/threads/{id}/checkpoints/periodic") => {
+            Doc::new("Asks for a periodic checkpoint of the thread (replaces an earlier one)")
+                .body(checkpoint_requests::PeriodicBody::schema())
+                .answers::<Controlled>()
+        }
+        ("DELETE", "/api/threads/{id}/checkpoints/periodic") => {
+            Doc::new("Cancels the thread's periodic checkpoint request").answers::<Controlled>()
+        }
+        ("POST", "/api/threads/{id}/checkpoints/at-node") => {
+            Doc::new("Asks for a checkpoint the next time the thread completes a node")
+                .body(checkpoint_requests::AtNodeBody::schema())
+                .answers::<Controlled>()
         }
         _ => return None,
     })

@@ -150,6 +150,7 @@ pub(super) fn routes(table: Table) -> Table {
         .get("/api/workflows/{id}/graph.svg", catalog::workflow_graph_svg)
         .get("/api/schedules", catalog::schedules)
         // `{id}` is the schedule's name (named as the other routes' segment).
+        .at("POST", "/api/schedules/{id}/backfill", post(catalog::backfill))
         .at("POST", "/api/schedules/{id}/{control}", post(catalog::control))
         .at("DELETE", "/api/schedules/{id}", delete(catalog::delete))
 }

@@ -13,8 +13,8 @@ use super::access::{self, Access};
 use super::app::App;
 use super::params::Reject;
 use super::{
-    batches, checkpoints, controls, events, messages, openapi, ops, pages, promises, queues,
-    results, sse, start, stream, threads, updates,
+    batches, checkpoint_requests, checkpoints, controls, events, messages, openapi, ops, pages,
+    promises, queues, results, sse, start, stream, threads, updates,
 };
 use crate::limits::SERVE_BODY_BYTES_MAX;
 
@@ -57,6 +57,9 @@ impl Table {
     }
 }
 
+/// The path of a thread's periodic checkpoint request (`POST` asks, `DELETE` cancels).
+const PERIODIC: &str = "/api/threads/{id}/checkpoints/periodic";
+
 /// Every route of the endpoint: the JSON API's and the web view's.
 pub(super) fn table() -> Table {
     let t = Table::new()
@@ -87,6 +90,9 @@ pub(super) fn table() -> Table {
         .get("/api/queues", queues::list)
         .get("/api/checkpoints", checkpoints::list)
         .get("/api/checkpoints/{id}", checkpoints::show)
+        .at("POST", PERIODIC, post(checkpoint_requests::periodic))
+        .at("DELETE", PERIODIC, delete(checkpoint_requests::cancel_periodic))
+        .at("POST", "/api/threads/{id}/checkpoints/at-node", post(checkpoint_requests::at_node))
         .at("POST", "/api/threads/{id}/{control}", post(controls::control))
         .at("POST", "/api/threads/{id}/updates/{name}", post(updates::update))
         .at("POST", "/api/workflows/{id}/threads", post(start::start))

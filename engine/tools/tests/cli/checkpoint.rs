@@ -76,3 +76,41 @@ fn a_manual_checkpoint_of_a_finished_thread_changes_no_usage_budget_or_time_of_i
     on(&other, &["bundle", "import", out.to_str().unwrap()]).expect(0);
     assert_eq!(shown(&other)["budgets"], before["budgets"]);
 }
+
+#[test]
+fn checkpoints_asked_at_run_time_are_recorded_taken_and_refused_for_a_finished_thread() {
+    let dir = tempdir();
+    let db = copy(crate::harness::crashed_db(), dir.path());
+    on(&db, &["pause", "demo-1"]).expect(0);
+    let every = ["checkpoint", "every", "demo-1", "--ms", "600000", "--meta", "ticket=OPS-42"];
+    let asked = on(&db, &[&every[..], &["--json"]].concat()).expect(0).json();
+    assert_eq!(
+        (asked["thread"].as_str(), asked["every_ms"].as_u64()),
+        (Some("demo-1"), Some(600_000))
+    );
+    let at = ["checkpoint", "at-node", "demo-1", "review", "--tag", "asked", "--creator", "ops"];
+    let said = on(&db, &at).expect(0).stdout;
+    assert!(said.contains("node review"), "{said}");
+    // Refused with what is wrong: a node the workflow lacks, a zero interval (usage errors).
+    let run = on(&db, &["checkpoint", "at-node", "demo-1", "nope"]).expect(2);
+    assert!(run.stderr.contains("nope"), "{}", run.stderr);
+    on(&db, &["checkpoint", "every", "demo-1", "--ms", "0"]).expect(2);
+    on(&db, &["checkpoint", "cancel", "demo-1"]).expect(0);
+    let requested: Vec<_> = events(&db, "demo-1")
+        .into_iter()
+        .filter(|e| e["body"]["type"] == "checkpoint_requested")
+        .map(|e| e["body"]["request"]["request"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(requested, ["every", "at_node", "cancel_every"]);
+    // Resumed, the thread takes the node's checkpoint with the metadata given.
+    assert_eq!(on(&db, &["resume", "demo-1", "--json"]).expect(0).json()["status"], "completed");
+    let found = on(&db, &["checkpoints", "--tag", "asked", "--json"]).expect(0).json();
+    let found = found.as_array().expect("an array");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(
+        (found[0]["kind"].as_str(), found[0]["meta"]["creator"].as_str()),
+        (Some("node"), Some("ops"))
+    );
+    let run = on(&db, &["checkpoint", "cancel", "demo-1"]).expect(1);
+    assert!(run.stderr.contains("finished"), "{}", run.stderr);
+}

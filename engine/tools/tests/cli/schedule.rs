@@ -119,3 +119,38 @@ fn printed_times_carry_their_zone() {
     let created_at = shown.lines().find(|l| l.starts_with("created")).expect("created");
     assert!(created_at.ends_with(" UTC"), "{shown}");
 }
+
+#[test]
+fn a_schedule_takes_an_overlap_policy_and_jitter_and_backfills_a_range_once() {
+    let dir = tempdir();
+    let db = copy(demo_db(), dir.path());
+    let mut args = vec!["schedule", "create", "hourly", "--workflow", "research-agent"];
+    args.extend(["--cron", "0 * * * *", "--input", INPUT, "--json"]);
+    args.extend(["--overlap", "buffer_one", "--jitter-ms", "30000"]);
+    let created = on(&db, &args).expect(0).json();
+    let spec = &created[0]["state"]["spec"];
+    assert_eq!(
+        (spec["overlap"].as_str(), spec["jitter_ms"].as_u64()),
+        (Some("buffer_one"), Some(30_000))
+    );
+    let mut bad = vec!["schedule", "create", "other", "--workflow", "research-agent"];
+    bad.extend(["--cron", "0 * * * *", "--input", INPUT, "--overlap", "queue"]);
+    let run = on(&db, &bad).expect(2);
+    assert!(run.stderr.contains("buffer_one"), "{}", run.stderr);
+
+    // 2026-01-01 00:00 to 02:00 UTC: three hourly ticks, started once however often asked.
+    let range = ["--from", "1767225600000", "--to", "1767232800000", "--json"];
+    let backfill = |db: &std::path::Path| {
+        on(db, &[&["schedule", "backfill", "hourly"][..], &range].concat()).expect(0).json()
+    };
+    let first = backfill(&db);
+    assert_eq!(
+        (first["ticks"].as_array().map(Vec::len), first["created"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert_eq!(backfill(&db)["created"], 0, "a repeat starts nothing more");
+    let shown = on(&db, &["show", "hourly@1767229200000", "--json"]).expect(0).json();
+    assert_eq!(shown["labels"]["schedule"], "hourly");
+    on(&db, &["schedule", "backfill", "nope", "--from", "0", "--to", "1"]).expect(1);
+    on(&db, &["schedule", "backfill", "hourly", "--from", "2", "--to", "1"]).expect(2);
+}

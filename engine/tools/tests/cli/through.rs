@@ -157,7 +157,8 @@ fn read_commands_print_through_the_endpoint_what_they_print_from_the_file() {
             differ.push(format!("{args:?}: through the endpoint {served:#?}, file {file:#?}"));
         }
     }
-    // Health is the serving engine's own report: the same threads, its own commits and time.
+    // Health is the serving engine's own report: the same threads, its own commits, time and
+    // machine readings (its process's memory, its file's path).
     let mut file_health = on(&db_copy, &["health", "--json"]).expect(0).json();
     let mut served_health = on(&elsewhere, &["health", "--json"]).expect(0).json();
     let pid = first["pid"].as_u64().expect("pid").to_string();
@@ -168,6 +169,8 @@ fn read_commands_print_through_the_endpoint_what_they_print_from_the_file() {
         let report = report.as_object_mut().expect("a report");
         report.remove("commits");
         report.remove("at_ms");
+        let resources = report.remove("resources").expect("the machine is read");
+        assert!(resources["memory_bytes"].as_u64().is_some_and(|m| m > 0), "{resources}");
     }
     assert!(differ.is_empty(), "{differ:#?}");
     assert_eq!(served_health, file_health);
