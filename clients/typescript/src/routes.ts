@@ -68,6 +68,9 @@ export const NOT_COVERED: readonly string[] = [
   "GET /api/checkpoints", "GET /api/checkpoints/{id}",
   // Not yet in this client: `cairn emit`, or the endpoint's own call.
   "POST /api/events", "POST /api/batches", "GET /api/batches/{id}",
+  // Operator tooling: `cairn versions`, `cairn checkpoint every|cancel|at-node`.
+  "GET /api/versions", "POST /api/threads/{id}/checkpoints/periodic",
+  "DELETE /api/threads/{id}/checkpoints/periodic", "POST /api/threads/{id}/checkpoints/at-node",
 ];
 
 /** The web view's routes (pages and pictures for a browser), left out. */

@@ -108,6 +108,10 @@ NOT_COVERED = {
     ("POST", "/api/events"): "not yet in this client (cairn emit, or the endpoint's call)",
     ("POST", "/api/batches"): "operator tooling (cairn batch)",
     ("GET", "/api/batches/{id}"): "operator tooling (cairn batch show)",
+    ("GET", "/api/versions"): "operator tooling (cairn versions)",
+    ("POST", "/api/threads/{id}/checkpoints/periodic"): "operator tooling (cairn checkpoint every)",
+    ("DELETE", "/api/threads/{id}/checkpoints/periodic"): "operator tooling (cairn checkpoint cancel)",
+    ("POST", "/api/threads/{id}/checkpoints/at-node"): "operator tooling (cairn checkpoint at-node)",
 }
 
 #: Path prefixes of the web view's routes (pages, pictures and the view's own listings).
