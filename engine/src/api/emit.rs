@@ -50,8 +50,8 @@ impl Engine {
     /// # Errors
     /// [`Error::Invalid`] for an empty id, or a payload that is not a valid input of a
     /// subscriber (then nothing is written); [`Error::LimitExceeded`] for an id over
-    /// [`EVENT_ID_BYTES_MAX`] bytes, a payload over [`EVENT_PAYLOAD_BYTES_MAX`] bytes of JSON,
-    /// or more than [`EVENT_SUBSCRIBERS_MAX`] subscribers; storage errors (the threads created
+    /// `EVENT_ID_BYTES_MAX` bytes, a payload over `EVENT_PAYLOAD_BYTES_MAX` bytes of JSON,
+    /// or more than `EVENT_SUBSCRIBERS_MAX` subscribers; storage errors (the threads created
     /// before one are durable, and an emit again creates the rest).
     ///
     /// # Examples

@@ -24,7 +24,7 @@ pub struct Backfilled {
 }
 
 impl Backfilled {
-    /// Runs one backfill starts at most ([`SCHEDULE_BACKFILL_RUNS_MAX`]).
+    /// Runs one backfill starts at most (`SCHEDULE_BACKFILL_RUNS_MAX`).
     pub const RUNS_MAX: usize = SCHEDULE_BACKFILL_RUNS_MAX;
 }
 
@@ -39,7 +39,7 @@ impl Engine {
     /// # Errors
     /// [`Error::UnknownThread`] for no such schedule; [`Error::Invalid`] for a range that ends
     /// before it starts, or a deleted schedule; [`Error::LimitExceeded`] for a range of more
-    /// than [`SCHEDULE_BACKFILL_RUNS_MAX`] ticks (nothing is started); what a start may return.
+    /// than `SCHEDULE_BACKFILL_RUNS_MAX` ticks (nothing is started); what a start may return.
     pub async fn backfill_schedule(
         &self,
         name: &str,

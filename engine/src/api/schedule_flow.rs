@@ -114,7 +114,7 @@ impl ScheduleSpec {
     }
 
     /// How the id of every thread a trigger of `schedule` starts begins
-    /// ([`Engine::trigger_schedule`]: then its time and 16 hex digits); no tick's id does.
+    /// ([`Engine::trigger_schedule`](crate::Engine::trigger_schedule): then its time and 16 hex digits); no tick's id does.
     pub fn triggered_prefix(schedule: &str) -> String {
         format!("{schedule}@now-")
     }

@@ -30,7 +30,7 @@ pub enum Overlap {
     Skip,
     /// Keeps the tick waiting, one at most (a later tick replaces it, the replaced one counted
     /// as skipped), and starts it when the running one ends (looked at every
-    /// [`crate::limits::SCHEDULE_BUFFER_POLL_MS`] until then).
+    /// `limits::SCHEDULE_BUFFER_POLL_MS` until then).
     BufferOne,
     /// Cancels the running one, then starts the new one.
     CancelOther,
@@ -38,7 +38,7 @@ pub enum Overlap {
 
 impl Overlap {
     /// How often `buffer_one` looks whether the run before its waiting tick has ended
-    /// ([`crate::limits::SCHEDULE_BUFFER_POLL_MS`]).
+    /// (`limits::SCHEDULE_BUFFER_POLL_MS`).
     pub const BUFFER_POLL_MS: u64 = crate::limits::SCHEDULE_BUFFER_POLL_MS;
 
     /// Whether this is [`Overlap::AllowAll`] (then not stored in the spec).

@@ -39,7 +39,7 @@ pub struct VersionDrain {
 pub struct Drain {
     /// By workflow id, then version.
     pub versions: Vec<VersionDrain>,
-    /// True when [`VERSIONS_THREADS_MAX`] records were read and the counts stop there.
+    /// True when `VERSIONS_THREADS_MAX` records were read and the counts stop there.
     pub partial: bool,
 }
 

@@ -363,10 +363,10 @@ pub(super) async fn run_claimed(
         let took_ms = meta.updated_at_ms.saturating_sub(meta.created_at_ms);
         runner.env.metrics.thread_ended(status, took_ms);
     }
-    if exit == Exit::Status(ThreadStatus::Failed) {
-        if let Some(hook) = &shell.on_failure {
-            hook(shell, thread).await;
-        }
+    if exit == Exit::Status(ThreadStatus::Failed)
+        && let Some(hook) = &shell.on_failure
+    {
+        hook(shell, thread).await;
     }
     Ok(exit)
 }

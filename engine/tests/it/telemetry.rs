@@ -60,21 +60,7 @@ async fn a_run_moves_each_metric_by_what_it_did() {
     let timed = r.samples(&wf(names::STEP_SECONDS, "traced")).len();
     assert_eq!(timed as u64, steps, "every step is timed");
     let steps = steps + 1;
-    // Node attempts, each timed, labelled with its workflow and node.
-    let node =
-        |w: &str, n: &str| r.samples(&format!("{}{{workflow={w},node={n}}}", names::NODE_SECONDS));
-    assert_eq!(node("traced", "call").len(), 1, "call's one attempt");
-    assert_eq!(node("traced", "flaky").len(), 2, "flaky's failed attempt and its retry");
-    assert_eq!(node("traced-child", "inner").len(), 1);
-    // Threads ended, by workflow and status, and their times.
-    let ended = |w: &str, status: &str| {
-        r.counter(&format!("{}{{workflow={w},status={status}}}", names::THREADS_ENDED))
-    };
-    assert_eq!(ended("traced", "completed"), 1);
-    assert_eq!(ended("traced-child", "completed"), 1);
-    assert_eq!(ended("traced", "failed"), 0);
-    assert_eq!(r.samples(&wf(names::THREAD_SECONDS, "traced")).len(), 1, "the parent's time");
-    assert!(r.samples(names::SCHEDULE_LAG_SECONDS).is_empty(), "no schedule ran");
+    node_and_thread_metrics(r);
     // Checkpoints by kind: each thread's completion.
     let checkpoint = |kind: &str| r.counter(&format!("{}{{kind={kind}}}", names::CHECKPOINTS));
     assert_eq!(checkpoint("completion"), 2, "the parent's and the child's completion");
@@ -467,6 +453,26 @@ async fn queue_gauges_hold_across_a_restart() {
     assert_eq!(gauge(&second, names::QUEUE_DEPTH), 0.0);
     assert_eq!(gauge(&second, names::QUEUE_RUNNING), 0.0, "all done");
     engine.shutdown().await;
+}
+
+/// The node, thread and schedule metrics of [`a_run_moves_each_metric_by_what_it_did`]'s run.
+fn node_and_thread_metrics(r: &TestRecorder) {
+    let wf = |name: &str, w: &str| format!("{name}{{workflow={w}}}");
+    // Node attempts, each timed, labelled with its workflow and node.
+    let node =
+        |w: &str, n: &str| r.samples(&format!("{}{{workflow={w},node={n}}}", names::NODE_SECONDS));
+    assert_eq!(node("traced", "call").len(), 1, "call's one attempt");
+    assert_eq!(node("traced", "flaky").len(), 2, "flaky's failed attempt and its retry");
+    assert_eq!(node("traced-child", "inner").len(), 1);
+    // Threads ended, by workflow and status, and their times.
+    let ended = |w: &str, status: &str| {
+        r.counter(&format!("{}{{workflow={w},status={status}}}", names::THREADS_ENDED))
+    };
+    assert_eq!(ended("traced", "completed"), 1);
+    assert_eq!(ended("traced-child", "completed"), 1);
+    assert_eq!(ended("traced", "failed"), 0);
+    assert_eq!(r.samples(&wf(names::THREAD_SECONDS, "traced")).len(), 1, "the parent's time");
+    assert!(r.samples(names::SCHEDULE_LAG_SECONDS).is_empty(), "no schedule ran");
 }
 
 /// A schedule's run started five minutes after its tick (the engine was busy, or down) records a
