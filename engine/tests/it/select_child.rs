@@ -167,6 +167,26 @@ async fn the_deadline_wins_over_a_running_child_and_a_later_signal() {
     engine.shutdown().await;
 }
 
+/// Waits until `thread`'s select has taken a child's end: its `signal_arrived` under a child's
+/// wake name is in its log. (Its status does not tell: a select parked on a child waits for
+/// input, as the `recv` after it does.)
+async fn took_child(engine: &Engine, thread: &str) {
+    let started = std::time::Instant::now();
+    loop {
+        let handle = engine.thread(thread).await.unwrap();
+        let mut log = handle.events(0).unwrap();
+        while let Some(r) = log.try_next().await.unwrap() {
+            if let cairn::event::Body::SignalArrived { name, .. } = &r.body
+                && name.starts_with("cairn.child.")
+            {
+                return;
+            }
+        }
+        assert!(started.elapsed().as_secs() < 30, "{thread}'s select never took its child");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 /// A parent that starts a `worker` and selects its end or `stop`, then waits in `recv("done")`
 /// in the same node (so the select's outcome is in the park's recorded values).
 fn forker(child: &Workflow<Tally>) -> Workflow<Tally> {
@@ -207,6 +227,7 @@ async fn a_fork_inside_the_node_selects_its_own_child_and_replays_as_it_ran() {
     let t = engine.start_json("forker", Tally::default(), StartOptions::id("f")).await.unwrap();
     assert_eq!(parked(&engine, "f/race@1/child-1").await, ThreadStatus::WaitingInput);
     engine.signal("f/race@1/child-1", "finish", 2u64).await.unwrap();
+    took_child(&engine, "f").await;
     let secs = std::time::Duration::from_secs(10);
     let waited = tokio::time::timeout(secs, t.wait()).await.expect("parent wait");
     assert_eq!(waited.unwrap().status, ThreadStatus::WaitingInput, "in recv done");
@@ -217,6 +238,7 @@ async fn a_fork_inside_the_node_selects_its_own_child_and_replays_as_it_ran() {
     // The node runs again in the fork, which starts a child of its own and waits for it.
     assert_eq!(parked(&engine, "g/race@1/child-1").await, ThreadStatus::WaitingInput);
     engine.signal("g/race@1/child-1", "finish", 3u64).await.unwrap();
+    took_child(&engine, "g").await;
     let waited = tokio::time::timeout(secs, fork.wait()).await.expect("fork wait");
     assert_eq!(waited.unwrap().status, ThreadStatus::WaitingInput, "the fork in recv done");
     // Sent after the fork's select took its child: left in the inbox.
