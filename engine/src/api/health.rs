@@ -128,11 +128,17 @@ impl Engine {
             crate::telemetry::health_check(store, now, watchdog_ms, &shell.metrics).await?;
         report.coordination = Some(shell.coord.kind());
         let config = &shell.config;
-        let resources = crate::telemetry::ResourceHealth::read(
-            config.database_file.as_deref(),
+        let (file, floor, max) = (
+            config.database_file.clone(),
             config.health_disk_free_min_bytes,
             config.health_memory_max_bytes,
         );
+        // statvfs and /proc are file-system calls (a hung mount stalls them): off the async
+        // workers.
+        let read = move || crate::telemetry::ResourceHealth::read(file.as_deref(), floor, max);
+        let resources = tokio::task::spawn_blocking(read)
+            .await
+            .map_err(|e| Error::Invalid(format!("reading the machine's resources: {e}")))?;
         let report = report.with_resources(resources);
         if let Some(database) = report.database.as_ref().filter(|d| !d.reachable) {
             tracing::warn!(
