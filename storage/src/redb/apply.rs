@@ -5,6 +5,7 @@
 use ::redb::ReadableTable;
 
 use super::read::{lock_in, storage};
+use super::rows::Row;
 use super::tables::{Counters, Tables};
 use crate::batch::Appended;
 use crate::codec::{self, StoredThread};
@@ -49,9 +50,9 @@ pub(crate) fn apply(
         }
     }
     for (info, info_frame, snapshot_frame) in &plan.checkpoints {
-        let id = info.id.0;
-        tables.checkpoints()?.insert(id, info_frame.as_slice()).map_err(&op)?;
-        tables.snapshots()?.insert(id, snapshot_frame.as_slice()).map_err(&op)?;
+        let (id, index) = (info.id.0, tables.index()?);
+        index.insert(Row::Checkpoint(id).key().as_slice(), info_frame.as_slice()).map_err(&op)?;
+        index.insert(Row::Snapshot(id).key().as_slice(), snapshot_frame.as_slice()).map_err(&op)?;
         tables.index_checkpoint(info)?;
     }
     for (r, bytes) in &plan.payloads {

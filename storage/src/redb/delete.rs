@@ -12,6 +12,7 @@ use ::redb::ReadableTable;
 use super::index::{fetch, locate, lsns, storage};
 use super::index_keys::keys_of_frame;
 use super::prune::{LogCut, correlation_entries, plan_clear, remove_checkpoints, remove_log};
+use super::rows::Row;
 use super::tables::Tables;
 use crate::checkpoint::CheckpointInfo;
 use crate::codec;
@@ -147,7 +148,8 @@ pub(crate) fn apply_delete_thread(
         tables.payloads()?.remove(hash).map_err(&op)?;
     }
     tables.write_queues(&plan.queue)?;
-    let removed = match tables.threads()?.remove(plan.thread.as_str()) {
+    let key = Row::Thread(plan.thread.as_str()).key();
+    let removed = match tables.threads()?.remove(key.as_slice()) {
         Ok(Some(old)) => Some(keys_of_frame(&plan.thread, old.value())?),
         Ok(None) => None,
         Err(e) => return Err(op(e)),

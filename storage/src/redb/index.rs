@@ -25,22 +25,6 @@ fn corrupt(table: &'static str, id: &ThreadId, seq: u64, detail: String) -> Erro
     Error::Corrupted { table, thread: Some(id.clone()), seq: Some(Seq(seq)), detail }
 }
 
-/// The stored record (with its seq-index tail) under `id`, checked.
-pub(crate) fn stored_thread_in(
-    threads: &impl ReadableTable<&'static str, Bytes>,
-    id: &ThreadId,
-) -> Result<Option<StoredThread>, Error> {
-    let Some(guard) = threads.get(id.as_str()).map_err(storage("read thread"))? else {
-        return Ok(None);
-    };
-    let stored =
-        codec::decode_stored_thread(guard.value()).map_err(|e| codec::locate(e, Some(id), None))?;
-    let mismatch = (&stored.record.id != id)
-        .then(|| format!("key {id} holds the record of thread {}", stored.record.id));
-    codec::key_agrees(mismatch, table::THREADS, Some(id), None)?;
-    Ok(Some(stored))
-}
-
 /// Decodes the chunk stored under `(id, first_seq)` and checks it belongs there.
 pub(crate) fn decode_chunk_at(
     id: &ThreadId,

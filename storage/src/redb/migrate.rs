@@ -39,6 +39,9 @@ pub(crate) fn upgrade(db: &Database, version: u16, op: &'static str) -> Result<(
     if version < 6 {
         guard(op, || to_v6(db))?;
     }
+    if version < 7 {
+        guard(op, || to_v7(db))?;
+    }
     Ok(())
 }
 
@@ -51,6 +54,17 @@ fn to_v6(db: &Database) -> Result<(), Error> {
     set_version(&txn, 6, "migrate to format v6")?;
     txn.commit().map_err(|e| Error::storage("commit migration", e))?;
     tracing::info!(?indexed, "format v6");
+    Ok(())
+}
+
+/// Takes a v6 file to v7 in one transaction: the thread records, checkpoints and snapshots
+/// become rows of the `index` table, then the version.
+fn to_v7(db: &Database) -> Result<(), Error> {
+    let txn = db.begin_write().map_err(|e| Error::storage("begin migration", e))?;
+    let moved = super::migrate_v7::convert(&txn)?;
+    set_version(&txn, 7, "migrate to format v7")?;
+    txn.commit().map_err(|e| Error::storage("commit migration", e))?;
+    tracing::info!(?moved, "format v7");
     Ok(())
 }
 

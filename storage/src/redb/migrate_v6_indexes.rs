@@ -9,7 +9,7 @@ use ::redb::{ReadableTable, TableDefinition, WriteTransaction};
 
 use super::index::storage;
 use super::index_keys::{Entry, INDEX, checkpoint_entries, keys_of_frame};
-use super::tables::{CHECKPOINTS, THREADS};
+use super::migrate_v7::{CHECKPOINTS, THREADS};
 use crate::codec;
 use crate::error::Error;
 use crate::ids::ThreadId;

@@ -20,12 +20,14 @@ mod meta;
 mod migrate;
 mod migrate_v6_indexes;
 mod migrate_v6_log;
+mod migrate_v7;
 mod path;
 mod poison;
 mod prune;
 mod queues;
 mod read;
 mod reopen;
+mod rows;
 mod signals;
 mod snapshot;
 mod tables;
@@ -64,7 +66,7 @@ use crate::subscription::Subscription;
 use crate::thread::ThreadRecord;
 
 /// The Cairn format version this build writes and the newest it reads (see `docs/format.md`).
-pub const FORMAT_VERSION: u16 = 6;
+pub const FORMAT_VERSION: u16 = 7;
 
 /// How a [`RedbStore`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,6 +9,7 @@ use ::redb::ReadableTable;
 
 use super::index::{decode_chunk_at, fetch, locate, lsns};
 use super::read::{checkpoint_info_in, storage};
+use super::rows::Row;
 use super::tables::Tables;
 use crate::batch::Pruned;
 use crate::checkpoint::CheckpointInfo;
@@ -26,8 +27,9 @@ pub(crate) fn remove_checkpoints(
     let op = storage("remove checkpoint");
     for info in infos {
         let id = info.id.0;
-        tables.checkpoints()?.remove(id).map_err(&op)?;
-        tables.snapshots()?.remove(id).map_err(&op)?;
+        let index = tables.index()?;
+        index.remove(Row::Checkpoint(id).key().as_slice()).map_err(&op)?;
+        index.remove(Row::Snapshot(id).key().as_slice()).map_err(&op)?;
         tables.unindex_checkpoint(info)?;
     }
     Ok(())
@@ -38,7 +40,7 @@ pub(crate) fn plan_delete(
     tables: &mut Tables<'_, '_>,
     id: CheckpointId,
 ) -> Result<Vec<CheckpointInfo>, Error> {
-    Ok(checkpoint_info_in(&*tables.checkpoints()?, id)?.into_iter().collect())
+    Ok(checkpoint_info_in(&*tables.index()?, id)?.into_iter().collect())
 }
 
 /// The checkpoints a clear of `thread` will remove.
@@ -59,7 +61,7 @@ fn thread_checkpoints(
     indexed
         .into_iter()
         .map(|(_, id)| {
-            checkpoint_info_in(&*tables.checkpoints()?, CheckpointId(id))?.ok_or_else(|| {
+            checkpoint_info_in(&*tables.index()?, CheckpointId(id))?.ok_or_else(|| {
                 super::read::corrupt_checkpoint(
                     codec::table::INDEX,
                     CheckpointId(id),
@@ -92,7 +94,7 @@ pub(crate) fn plan_prune(
     keep: CheckpointId,
 ) -> Result<PrunePlan, Error> {
     let info =
-        checkpoint_info_in(&*tables.checkpoints()?, keep)?.ok_or(Error::UnknownCheckpoint(keep))?;
+        checkpoint_info_in(&*tables.index()?, keep)?.ok_or(Error::UnknownCheckpoint(keep))?;
     if &info.thread != thread {
         return Err(Error::Invalid {
             detail: format!("checkpoint {keep} belongs to thread {}, not {thread}", info.thread),

@@ -9,9 +9,10 @@ use std::ops::RangeInclusive;
 use ::redb::{ReadTransaction, ReadableTable};
 
 pub(crate) use super::index::storage;
-use super::index::{decode_chunk_at, fetch, locate, stored_thread_in};
+use super::index::{decode_chunk_at, fetch, locate};
 use super::index_keys::{Entry, INDEX, Prefix, key_after};
-use super::tables::{CHECKPOINTS, EVENTS, LOCKS, PAYLOADS, SEQ_INDEX, SNAPSHOTS, THREADS};
+use super::rows::{self, CHECKPOINT_ROW, Row, THREAD_ROW, kind_range, stored_thread_in};
+use super::tables::{EVENTS, LOCKS, PAYLOADS, SEQ_INDEX};
 pub(crate) use super::thread_search::{list_threads, list_threads_after};
 use crate::checkpoint::{Checkpoint, CheckpointInfo};
 use crate::codec::{self, table};
@@ -34,18 +35,18 @@ pub(crate) fn open<K: ::redb::Key + 'static, V: ::redb::Value + 'static>(
 
 /// The thread record stored under `id`, checked.
 pub(crate) fn thread_in(
-    threads: &impl ReadableTable<&'static str, Bytes>,
+    index: &impl ReadableTable<Bytes, Bytes>,
     id: &ThreadId,
 ) -> Result<Option<ThreadRecord>, Error> {
-    Ok(stored_thread_in(threads, id)?.map(|stored| stored.record))
+    Ok(stored_thread_in(index, id)?.map(|stored| stored.record))
 }
 
 /// The checkpoint metadata stored under `id`, checked.
 pub(crate) fn checkpoint_info_in(
-    checkpoints: &impl ReadableTable<u64, Bytes>,
+    index: &impl ReadableTable<Bytes, Bytes>,
     id: CheckpointId,
 ) -> Result<Option<CheckpointInfo>, Error> {
-    let Some(guard) = checkpoints.get(id.0).map_err(storage("read checkpoint"))? else {
+    let Some(guard) = rows::checkpoint_frame(index, id)? else {
         return Ok(None);
     };
     let info = codec::decode_checkpoint(guard.value())
@@ -75,7 +76,7 @@ pub(crate) fn corrupt_checkpoint(table: &'static str, id: CheckpointId, detail: 
 }
 
 pub(crate) fn thread(txn: &ReadTransaction, id: &ThreadId) -> Result<Option<ThreadRecord>, Error> {
-    thread_in(&open(txn, THREADS)?, id)
+    thread_in(&open(txn, INDEX)?, id)
 }
 
 pub(crate) fn last_bookmark(
@@ -94,7 +95,7 @@ pub(crate) fn read_since(
     to: Option<Seq>,
 ) -> Result<Vec<Event>, Error> {
     limits::check("READ_LIMIT_MAX", limit, READ_LIMIT_MAX)?;
-    let stored = stored_thread_in(&open(txn, THREADS)?, id)?
+    let stored = stored_thread_in(&open(txn, INDEX)?, id)?
         .ok_or_else(|| Error::UnknownThread(id.clone()))?;
     let first_seq = stored.record.first_seq;
     if after.0.saturating_add(1) < first_seq.0 {
@@ -179,7 +180,7 @@ pub(crate) fn read_all_since(
 /// and the seq index (only to name the owner of a damaged log record).
 pub(crate) fn owner_of(txn: &ReadTransaction, lsn: u64) -> Result<Option<(ThreadId, u64)>, Error> {
     let op = storage("find an lsn's thread");
-    for entry in open(txn, THREADS)?.iter().map_err(&op)? {
+    for entry in open(txn, INDEX)?.range(kind_range(THREAD_ROW)).map_err(&op)? {
         let (_, value) = entry.map_err(&op)?;
         let Ok(stored) = codec::decode_stored_thread(value.value()) else { continue };
         if let Some(i) = stored.tail.iter().position(|&l| l == lsn) {
@@ -222,11 +223,11 @@ pub(crate) fn checkpoint(
     txn: &ReadTransaction,
     id: CheckpointId,
 ) -> Result<Option<Checkpoint>, Error> {
-    let Some(info) = checkpoint_info_in(&open(txn, CHECKPOINTS)?, id)? else {
+    let index = open(txn, INDEX)?;
+    let Some(info) = checkpoint_info_in(&index, id)? else {
         return Ok(None);
     };
-    let snapshots = open(txn, SNAPSHOTS)?;
-    let guard = snapshots.get(id.0).map_err(storage("read snapshot"))?.ok_or_else(|| {
+    let guard = rows::snapshot_frame(&index, id)?.ok_or_else(|| {
         corrupt_checkpoint(table::SNAPSHOTS, id, "the snapshot record is missing".into())
     })?;
     let (stored_id, snapshot) = codec::decode_snapshot(guard.value())
@@ -243,7 +244,7 @@ pub(crate) fn checkpoint(
 }
 
 pub(crate) fn checkpoint_exists(txn: &ReadTransaction, id: CheckpointId) -> Result<bool, Error> {
-    Ok(open(txn, CHECKPOINTS)?.get(id.0).map_err(storage("read checkpoint"))?.is_some())
+    Ok(rows::checkpoint_frame(&open(txn, INDEX)?, id)?.is_some())
 }
 
 /// The id of the checkpoint of `thread` covering `seq`, from the thread index alone (the newest
@@ -358,9 +359,9 @@ pub(crate) fn list_checkpoints(
 ) -> Result<Vec<CheckpointInfo>, Error> {
     limits::check("READ_LIMIT_MAX", page.limit, READ_LIMIT_MAX)?;
     let candidates = checkpoint_candidates(txn, filter)?;
-    let checkpoints = open(txn, CHECKPOINTS)?;
+    let index = open(txn, INDEX)?;
     let infos = candidates.map(|id| {
-        checkpoint_info_in(&checkpoints, id)?.ok_or_else(|| {
+        checkpoint_info_in(&index, id)?.ok_or_else(|| {
             corrupt_checkpoint(
                 table::CHECKPOINTS,
                 id,
@@ -397,12 +398,18 @@ fn checkpoint_candidates(
         ids
     } else {
         let op = storage("read checkpoints");
-        let all = open(txn, CHECKPOINTS)?;
-        all.range(0..)
-            .map_err(&op)?
-            .map(|e| e.map(|(k, _)| k.value()))
-            .collect::<Result<_, _>>()
-            .map_err(op)?
+        let mut ids = Vec::new();
+        for entry in open(txn, INDEX)?.range(kind_range(CHECKPOINT_ROW)).map_err(&op)? {
+            let (key, _) = entry.map_err(&op)?;
+            match Row::decode(key.value()) {
+                Some(Row::Checkpoint(id)) => ids.push(id),
+                _ => {
+                    let detail = format!("key {:?} is not a checkpoint's", key.value());
+                    return Err(Error::corrupted(table::CHECKPOINTS, detail));
+                }
+            }
+        }
+        ids
     };
     ids.sort_unstable_by(|a, b| b.cmp(a));
     ids.dedup();

@@ -10,8 +10,9 @@ use ::redb::{
 use std::collections::BTreeMap;
 
 use super::cache::ThreadCache;
-use super::index::{storage, stored_thread_in};
+use super::index::storage;
 use super::index_keys::{IndexKeys, keys_of_frame};
+use super::rows::{self, Row, stored_thread_in};
 use crate::codec::{self, StoredThread, table};
 use crate::error::Error;
 use crate::event::Event;
@@ -19,14 +20,11 @@ use crate::ids::ThreadId;
 
 pub(crate) use super::meta::*;
 
+type Bytes = &'static [u8];
+
 pub(crate) const EVENTS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new(table::EVENTS);
 pub(crate) const SEQ_INDEX: TableDefinition<'_, (&str, u64), &[u8]> =
     TableDefinition::new(table::SEQ_INDEX);
-pub(crate) const THREADS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new(table::THREADS);
-pub(crate) const CHECKPOINTS: TableDefinition<'_, u64, &[u8]> =
-    TableDefinition::new(table::CHECKPOINTS);
-pub(crate) const SNAPSHOTS: TableDefinition<'_, u64, &[u8]> =
-    TableDefinition::new(table::SNAPSHOTS);
 pub(crate) const PAYLOADS: TableDefinition<'_, &[u8; 32], &[u8]> =
     TableDefinition::new(table::PAYLOADS);
 pub(crate) const LOCKS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new(table::LOCKS);
@@ -109,9 +107,6 @@ tables! {
     meta: META, &'static str, &'static [u8];
     events_table: EVENTS, u64, &'static [u8];
     seq_index: SEQ_INDEX, (&'static str, u64), &'static [u8];
-    threads_table: THREADS, &'static str, &'static [u8];
-    checkpoints: CHECKPOINTS, u64, &'static [u8];
-    snapshots: SNAPSHOTS, u64, &'static [u8];
     payloads: PAYLOADS, &'static [u8; 32], &'static [u8];
     locks: LOCKS, &'static str, &'static [u8];
     correlations: CORRELATIONS, (&'static str, u64), &'static [u8];
@@ -154,13 +149,11 @@ impl<'txn> Tables<'txn, '_> {
         super::log::append(self.events_table()?, &staged)
     }
 
-    /// The threads table, with every staged record written first: whatever reads or changes it
-    /// directly (a delete, a scan) sees the transaction's latest records.
-    pub(crate) fn threads(
-        &mut self,
-    ) -> Result<&mut Table<'txn, &'static str, &'static [u8]>, Error> {
+    /// The index table, with every staged thread record written first: whatever reads or
+    /// changes thread rows directly (a delete, a scan) sees the transaction's latest records.
+    pub(crate) fn threads(&mut self) -> Result<&mut Table<'txn, Bytes, Bytes>, Error> {
         self.write_staged_threads()?;
-        self.threads_table()
+        self.index()
     }
 
     /// Takes `stored` as the record of `id` from now on in this transaction, written to the
@@ -180,7 +173,7 @@ impl<'txn> Tables<'txn, '_> {
         if let Some(cached) = self.cache.get(id) {
             return Ok(Some(cached.clone()));
         }
-        stored_thread_in(&*self.threads_table()?, id)
+        stored_thread_in(&*self.index()?, id)
     }
 
     /// Writes every staged thread record (see [`Tables::stage_thread`]) and keeps the cache
@@ -197,7 +190,8 @@ impl<'txn> Tables<'txn, '_> {
         for (id, stored) in std::mem::take(&mut self.staged) {
             let framed = codec::encode_stored_thread(&stored.record, &stored.tail)?;
             let cached = self.cache.get(&id).map(|old| IndexKeys::of(&old.record));
-            let old = match self.threads_table()?.insert(id.as_str(), framed.as_slice()) {
+            let key = Row::Thread(id.as_str()).key();
+            let old = match self.index()?.insert(key.as_slice(), framed.as_slice()) {
                 Ok(Some(_)) if cached.is_some() => cached,
                 Ok(Some(replaced)) => Some(keys_of_frame(&id, replaced.value())?),
                 Ok(None) => None,
@@ -218,7 +212,7 @@ impl<'txn> Tables<'txn, '_> {
 /// The counters the writer continues from.
 ///
 /// Each is the larger of its meta-table value and the highest key in use (the events table's last
-/// lsn, the checkpoints table's last id). Appends only add keys above both, so the writer stores
+/// lsn, the last checkpoint row's id). Appends only add keys above both, so the writer stores
 /// the counters in the meta table only in groups that remove records (delete, clear, prune),
 /// which may remove the highest key: an lsn or a checkpoint id is never reused, and an ordinary
 /// append commit writes one table fewer.
@@ -306,11 +300,7 @@ pub(crate) fn check_meta_txn(txn: &ReadTransaction) -> Result<MetaState, Error> 
         }
         Err(e) => return Err(Error::storage(op, e)),
     };
-    let last_checkpoint = match txn.open_table(CHECKPOINTS) {
-        Ok(table) => table.last().map_err(|e| Error::storage(op, e))?.map(|(k, _)| k.value()),
-        Err(::redb::TableError::TableDoesNotExist(_)) => None,
-        Err(e) => return Err(Error::storage(op, e)),
-    };
+    let last_checkpoint = last_checkpoint_id(txn, version)?;
     Ok(MetaState::Cairn(
         Counters {
             last_lsn: counter(META_LAST_LSN)?.max(last_event.unwrap_or(0)),
@@ -318,6 +308,24 @@ pub(crate) fn check_meta_txn(txn: &ReadTransaction) -> Result<MetaState, Error> 
         },
         version,
     ))
+}
+
+/// The highest checkpoint id stored: the last checkpoint row of the index table (format v7),
+/// or the last key of the `checkpoints` table of an older file not migrated yet.
+fn last_checkpoint_id(txn: &ReadTransaction, version: u16) -> Result<Option<u64>, Error> {
+    let op = "read counters";
+    if version >= 7 {
+        return match txn.open_table(super::index_keys::INDEX) {
+            Ok(index) => rows::last_checkpoint_id(&index),
+            Err(::redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => Err(Error::storage(op, e)),
+        };
+    }
+    match txn.open_table(super::migrate_v7::CHECKPOINTS) {
+        Ok(table) => Ok(table.last().map_err(|e| Error::storage(op, e))?.map(|(k, _)| k.value())),
+        Err(::redb::TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(Error::storage(op, e)),
+    }
 }
 
 fn has_tables(txn: &ReadTransaction) -> Result<bool, Error> {

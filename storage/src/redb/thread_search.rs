@@ -13,7 +13,7 @@ use ::redb::ReadTransaction;
 use super::index::storage;
 use super::index_keys::{Entry, INDEX, Prefix, key_after};
 use super::read::open;
-use super::tables::THREADS;
+use super::rows::{Row, THREAD_ROW, kind_range};
 use crate::codec::{self, table};
 use crate::error::Error;
 use crate::ids::ThreadId;
@@ -108,15 +108,17 @@ fn each_match(
     after: Option<&ThreadId>,
     mut visit: impl FnMut(ThreadRecord) -> bool,
 ) -> Result<(), Error> {
-    let threads = open(txn, THREADS)?;
+    let index = open(txn, INDEX)?;
     let op = storage("read threads");
     let sources = sources(filter);
     let after = after.map(ThreadId::as_str);
     if sources.is_empty() {
-        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
-        for entry in threads.range::<&str>((start, Bound::Unbounded)).map_err(&op)? {
+        let rows = kind_range(THREAD_ROW);
+        let after = after.map(|a| Row::Thread(a).key());
+        let start = after.as_deref().map_or(Bound::Included(rows.start), Bound::Excluded);
+        for entry in index.range::<&[u8]>((start, Bound::Excluded(rows.end))).map_err(&op)? {
             let (key, value) = entry.map_err(&op)?;
-            if let Some(record) = matching_thread(key.value(), value.value(), filter)?
+            if let Some(record) = matching_thread(thread_key(key.value())?, value.value(), filter)?
                 && !visit(record)
             {
                 break;
@@ -127,7 +129,7 @@ fn each_match(
     let source = smallest(txn, &sources, after)?;
     for id in source.ids(txn, after)? {
         let id = id?;
-        let Some(value) = threads.get(id.as_str()).map_err(&op)? else {
+        let Some(value) = index.get(Row::Thread(&id).key().as_slice()).map_err(&op)? else {
             return Err(Error::Corrupted {
                 table: table::INDEX,
                 thread: ThreadId::new(id.as_str()).ok(),
@@ -185,6 +187,14 @@ pub(crate) fn list_threads_after(
         out.len() < limit
     })?;
     Ok(out)
+}
+
+/// The thread id of a thread row's key (its bytes after the kind byte).
+fn thread_key(key: &[u8]) -> Result<&str, Error> {
+    match Row::decode(key) {
+        Some(Row::Thread(id)) => Ok(id),
+        _ => Err(Error::corrupted(table::THREADS, format!("key {key:?} is not a thread's"))),
+    }
 }
 
 /// The record stored under `key`, checked, if it matches `filter`.

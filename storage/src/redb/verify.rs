@@ -20,15 +20,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use ::redb::{ReadTransaction, ReadableTable};
 
 use super::index::{check_event_at, decode_chunk_at, storage};
-use super::tables::{
-    self, CHECKPOINTS, CORRELATIONS, EVENTS, LOCKS, MetaState, PAYLOADS, SEQ_INDEX, SNAPSHOTS,
-    THREADS,
-};
+use super::index_keys::INDEX;
+use super::rows::{self, CHECKPOINT_ROW, Row, SNAPSHOT_ROW, THREAD_ROW, kind_range};
+use super::tables::{self, CORRELATIONS, EVENTS, LOCKS, MetaState, PAYLOADS, SEQ_INDEX};
 use crate::checkpoint::CheckpointInfo;
 use crate::codec::{self, StoredThread, table};
 use crate::correlation;
 use crate::error::Error;
-use crate::ids::{PayloadRef, Seq, ThreadId};
+use crate::ids::{CheckpointId, PayloadRef, Seq, ThreadId};
 use crate::store::{Problem, VerifyReport};
 
 /// One seq-index entry: thread `thread` (an index into the sorted thread ids) has seq `seq` at
@@ -87,7 +86,7 @@ struct Scan<'t> {
 
 /// The tables a checkpoint is checked against, open for the scan of the checkpoints.
 struct CheckpointTables {
-    snapshots: ::redb::ReadOnlyTable<u64, &'static [u8]>,
+    index: ::redb::ReadOnlyTable<&'static [u8], &'static [u8]>,
     events: ::redb::ReadOnlyTable<u64, &'static [u8]>,
 }
 
@@ -180,10 +179,14 @@ impl Scan<'_> {
     fn threads(&mut self) -> Result<Threads, Error> {
         let op = storage("verify threads");
         let mut out = BTreeMap::new();
-        for entry in self.open(THREADS)?.iter().map_err(&op)? {
+        for entry in self.open(INDEX)?.range(kind_range(THREAD_ROW)).map_err(&op)? {
             let (key, value) = entry.map_err(&op)?;
             self.report.threads += 1;
-            let id = match ThreadId::new(key.value()) {
+            let parsed = match Row::decode(key.value()) {
+                Some(Row::Thread(id)) => ThreadId::new(id).map_err(|e| e.to_string()),
+                _ => Err("not a thread id".to_owned()),
+            };
+            let id = match parsed {
                 Ok(id) => id,
                 Err(e) => {
                     self.problem(
@@ -398,13 +401,16 @@ impl Scan<'_> {
     /// checkpoint (the index check's).
     fn checkpoints(&mut self, threads: &Threads) -> Result<(u64, Infos), Error> {
         let op = storage("verify checkpoints");
-        let tables =
-            CheckpointTables { snapshots: self.open(SNAPSHOTS)?, events: self.open(EVENTS)? };
+        let tables = CheckpointTables { index: self.open(INDEX)?, events: self.open(EVENTS)? };
         let mut infos = Infos::new();
         let mut max_id = 0;
-        for entry in self.open(CHECKPOINTS)?.iter().map_err(&op)? {
+        for entry in tables.index.range(kind_range(CHECKPOINT_ROW)).map_err(&op)? {
             let (key, value) = entry.map_err(&op)?;
-            let id = key.value();
+            let Some(Row::Checkpoint(id)) = Row::decode(key.value()) else {
+                let detail = format!("invalid key {:02x?}", key.value());
+                self.problem(table::CHECKPOINTS, None, None, detail);
+                continue;
+            };
             max_id = max_id.max(id);
             self.report.checkpoints += 1;
             let info = match codec::decode_checkpoint(value.value()) {
@@ -438,9 +444,8 @@ impl Scan<'_> {
         id: u64,
         info: &CheckpointInfo,
     ) -> Result<(), Error> {
-        let op = storage("verify checkpoints");
         let thread = Some(&info.thread);
-        match tables.snapshots.get(id).map_err(&op)? {
+        match rows::snapshot_frame(&tables.index, CheckpointId(id))? {
             None => self.problem(table::SNAPSHOTS, thread, Some(id), "snapshot missing".into()),
             Some(bytes) => match codec::decode_snapshot(bytes.value()) {
                 Ok((stored, snapshot))
@@ -506,9 +511,13 @@ impl Scan<'_> {
     /// Reports the snapshots that no checkpoint of `infos` accounts for.
     fn orphan_snapshots(&mut self, tables: &CheckpointTables, infos: &Infos) -> Result<(), Error> {
         let op = storage("verify checkpoints");
-        for entry in tables.snapshots.iter().map_err(&op)? {
+        for entry in tables.index.range(kind_range(SNAPSHOT_ROW)).map_err(&op)? {
             let (key, _) = entry.map_err(&op)?;
-            let id = key.value();
+            let Some(Row::Snapshot(id)) = Row::decode(key.value()) else {
+                let detail = format!("invalid key {:02x?}", key.value());
+                self.problem(table::SNAPSHOTS, None, None, detail);
+                continue;
+            };
             if !infos.contains_key(&id)
                 && !self.report.problems.iter().any(|p| p.seq == Some(Seq(id)))
             {

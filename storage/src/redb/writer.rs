@@ -835,7 +835,7 @@ mod tests {
         // `queue_members` is read, not written: an ended thread leaves its queue, if any.
         assert_eq!(
             writer.tables_opened,
-            ["events_table", "threads_table", "checkpoints", "snapshots", "queue_members", "index"],
+            ["events_table", "queue_members", "index"],
             "the tables of a one-thread commit"
         );
     }

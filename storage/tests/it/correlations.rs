@@ -26,6 +26,7 @@ fn legacy_message(thread: &str, n: u64, correlation: &str) -> NewEvent {
 /// Makes the file at `path` look as a v1 build left it: no correlation index, format 1.
 fn to_v1(path: &std::path::Path) {
     raw::write(path, |txn| {
+        raw::rows_to_v6_tables(txn);
         txn.delete_table(CORRELATIONS).expect("delete the index");
         let mut meta = txn.open_table(raw::META).expect("meta");
         meta.insert("format_version", 1u16.to_le_bytes().as_slice()).expect("version 1");
@@ -88,6 +89,7 @@ fn a_v1_file_is_migrated_at_open_with_its_index_built_from_the_log() {
     );
     // A crash part way: the index up to lsn 1_024 built and the place stored, the rest missing.
     raw::write(&path, |txn| {
+        raw::rows_to_v6_tables(txn);
         let mut index = txn.open_table(CORRELATIONS).expect("index");
         let late: Vec<(String, u64)> = index
             .iter()

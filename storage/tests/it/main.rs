@@ -12,6 +12,7 @@ mod conformance;
 mod correlations;
 mod durability;
 mod migrate_v6;
+mod migrate_v7;
 mod model;
 #[cfg(feature = "postgres")]
 mod pg;

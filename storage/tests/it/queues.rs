@@ -148,6 +148,7 @@ fn a_v3_file_is_migrated_to_v4_at_open() {
     create_thread(&store, "m", 2);
     store.close().expect("close");
     raw::write(&path, |txn| {
+        raw::rows_to_v6_tables(txn);
         txn.delete_table(QUEUES).expect("delete");
         txn.delete_table(MEMBERS).expect("delete");
         txn.delete_table(WAITING).expect("delete");

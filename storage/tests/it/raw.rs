@@ -8,10 +8,13 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTran
 pub const META: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("cairn_meta");
 pub const EVENTS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("events");
 pub const SEQ_INDEX: TableDefinition<'_, (&str, u64), &[u8]> = TableDefinition::new("seq_index");
+/// Thread records, checkpoints and snapshots until format v6 (v7 keeps them in `index`).
 pub const THREADS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("threads");
+pub const CHECKPOINTS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("checkpoints");
 pub const SNAPSHOTS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("checkpoint_snapshots");
 pub const PAYLOADS: TableDefinition<'_, &[u8; 32], &[u8]> = TableDefinition::new("payloads");
-/// Every secondary index (format v6); keys as `index_key` builds them.
+/// Every secondary index (format v6) and, since v7, the thread records, checkpoints and
+/// snapshots; keys as `index_key` and `thread_key`, `checkpoint_key`, `snapshot_key` build them.
 pub const INDEX: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("index");
 
 /// A part of an `index` key: a length-prefixed string, a big-endian integer, or raw bytes
@@ -37,6 +40,48 @@ pub fn index_key(kind: u8, parts: &[Part<'_>]) -> Vec<u8> {
         }
     }
     key
+}
+
+/// The `index` key of thread `id`'s record (kind 6, then the id's bytes; `docs/format.md` §2.6).
+pub fn thread_key(id: &str) -> Vec<u8> {
+    index_key(6, &[Part::Raw(id.as_bytes())])
+}
+
+/// The `index` key of checkpoint `id`'s metadata (kind 7).
+pub fn checkpoint_key(id: u64) -> Vec<u8> {
+    index_key(7, &[Part::U64(id)])
+}
+
+/// The `index` key of checkpoint `id`'s snapshot (kind 8).
+pub fn snapshot_key(id: u64) -> Vec<u8> {
+    index_key(8, &[Part::U64(id)])
+}
+
+/// Takes the rows of `index` back into the tables of format v6 (`threads`, `checkpoints`,
+/// `checkpoint_snapshots`), leaving `index` with its entries only: the layout before v7, for
+/// tests that build an older file from a current one.
+pub fn rows_to_v6_tables(txn: &WriteTransaction) {
+    let mut index = txn.open_table(INDEX).expect("index");
+    let mut rows = Vec::new();
+    for entry in index.range::<&[u8]>(&[6u8][..]..&[9u8][..]).expect("range") {
+        let (key, value) = entry.expect("entry");
+        rows.push((key.value().to_vec(), value.value().to_vec()));
+    }
+    let (mut threads, mut checkpoints, mut snapshots) = (
+        txn.open_table(THREADS).expect("threads"),
+        txn.open_table(CHECKPOINTS).expect("checkpoints"),
+        txn.open_table(SNAPSHOTS).expect("snapshots"),
+    );
+    for (key, value) in rows {
+        index.remove(key.as_slice()).expect("remove");
+        let number = || u64::from_be_bytes(key[1..].try_into().expect("8 bytes"));
+        match key[0] {
+            6 => threads.insert(std::str::from_utf8(&key[1..]).expect("utf-8"), value.as_slice()),
+            7 => checkpoints.insert(number(), value.as_slice()),
+            _ => snapshots.insert(number(), value.as_slice()),
+        }
+        .expect("insert");
+    }
 }
 
 /// Runs `f` in a write transaction on the file at `path` and commits.

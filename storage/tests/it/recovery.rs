@@ -380,10 +380,11 @@ fn a_corrupt_thread_record_fails_closed_for_that_thread_only() {
     let (_dir, path) = temp_db();
     build(&path);
     raw::write(&path, |txn| {
-        let mut threads = txn.open_table(raw::THREADS).expect("threads");
-        let mut bytes = threads.get("t").expect("get").expect("present").value().to_vec();
+        let mut index = txn.open_table(raw::INDEX).expect("index");
+        let key = raw::thread_key("t");
+        let mut bytes = index.get(key.as_slice()).expect("get").expect("present").value().to_vec();
         bytes[8] ^= 0x01;
-        threads.insert("t", bytes.as_slice()).expect("insert");
+        index.insert(key.as_slice(), bytes.as_slice()).expect("insert");
     });
     let store = reopen(&path);
     let result = store.thread(&tid("t")).wait();
@@ -418,11 +419,12 @@ fn a_corrupt_checkpoint_fails_closed_and_older_ones_still_load() {
     let newer = cp(&store);
     store.close().expect("close");
     raw::write(&path, |txn| {
-        let mut snapshots = txn.open_table(raw::SNAPSHOTS).expect("snapshots");
-        let mut bytes = snapshots.get(newer.0).expect("get").expect("present").value().to_vec();
+        let mut index = txn.open_table(raw::INDEX).expect("index");
+        let key = raw::snapshot_key(newer.0);
+        let mut bytes = index.get(key.as_slice()).expect("get").expect("present").value().to_vec();
         let at = bytes.len() - 6;
         bytes[at] ^= 0x20;
-        snapshots.insert(newer.0, bytes.as_slice()).expect("insert");
+        index.insert(key.as_slice(), bytes.as_slice()).expect("insert");
     });
     let store = reopen(&path);
     let result = store.checkpoint(newer).wait();

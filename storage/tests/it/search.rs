@@ -331,6 +331,7 @@ fn a_v4_file_is_migrated_at_open() {
     append(&store, Batch { threads: (0..12).map(searchable).collect(), ..Batch::default() });
     store.close().expect("close");
     raw::write(&path, |txn| {
+        raw::rows_to_v6_tables(txn);
         txn.delete_table(INDEX).expect("delete");
         let mut meta = txn.open_table(raw::META).expect("meta");
         meta.insert("format_version", 4u16.to_le_bytes().as_slice()).expect("version 4");
@@ -526,6 +527,7 @@ fn a_damaged_record_is_left_out_of_the_v4_migration() {
     append(&store, Batch { threads: (0..6).map(searchable).collect(), ..Batch::default() });
     store.close().expect("close");
     raw::write(&path, |txn| {
+        raw::rows_to_v6_tables(txn);
         txn.delete_table(INDEX).expect("delete");
         let mut threads = txn.open_table(raw::THREADS).expect("threads");
         let mut bytes = threads.get("s-05").expect("get").expect("s-05").value().to_vec();

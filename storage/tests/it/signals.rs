@@ -23,6 +23,7 @@ fn a_v2_file_is_migrated_to_v3_at_open() {
     store.close().expect("close");
     // As a v2 build left it: no inbox, format 2.
     raw::write(&path, |txn| {
+        raw::rows_to_v6_tables(txn);
         txn.delete_table(SIGNALS).expect("delete the inbox");
         let mut meta = txn.open_table(raw::META).expect("meta");
         meta.insert("format_version", 2u16.to_le_bytes().as_slice()).expect("version 2");
