@@ -233,6 +233,13 @@ pub struct ThreadMeta {
     /// when none was.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub published: BTreeMap<String, Value>,
+    /// The keys of [`ThreadMeta::published`] first published in the open step (the one after
+    /// [`ThreadMeta::step`]): the keys the thread had when that step began are the others, which
+    /// is what its tasks count new keys against (`PublishedKeys`), whether the step runs on from
+    /// its start or from a context restored mid-step. Emptied when the step completes; absent
+    /// when empty.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub published_in_step: std::collections::BTreeSet<String>,
     /// The ids of the promises the thread's nodes created (`ctx.promise`). Absent when none.
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub promises: std::collections::BTreeSet<String>,
@@ -351,6 +358,7 @@ impl ThreadCtx {
                 undos: Vec::new(),
                 unwinding: None,
                 published: BTreeMap::new(),
+                published_in_step: std::collections::BTreeSet::new(),
                 promises: std::collections::BTreeSet::new(),
                 checkpoint_requests: Default::default(),
                 created_at_ms: at_ms,

@@ -283,7 +283,7 @@ impl Runner {
             }
         };
         self.env.signals.reset(&self.ctx).await;
-        self.env.published_keys().reset(&self.ctx.meta.published);
+        self.env.published_keys().reset(&self.ctx.meta);
         assert!(self.emitted.is_empty(), "events emitted before a step are submitted before it");
         let mut runs: Vec<TaskRun> = match <[_; 1]>::try_from(tasks) {
             // One task (a linear step): awaited as it is, without `join_all` and its vectors.

@@ -109,6 +109,7 @@ impl SeedState {
             undos: Vec::new(),
             unwinding: None,
             published: BTreeMap::new(),
+            published_in_step: std::collections::BTreeSet::new(),
             promises: std::collections::BTreeSet::new(),
             checkpoint_requests: Default::default(),
             created_at_ms,
