@@ -73,6 +73,20 @@ pub const UPDATE_WAIT_DEFAULT_MS: u64 = 30_000;
 /// The longest wait `Engine::update` takes (ms): the endpoint's `wait_ms` is capped here.
 pub const UPDATE_WAIT_MAX_MS: u64 = 600_000;
 
+/// How often a caller whose update another process's runner takes (a shared database) looks
+/// at the thread's log between commits it hears of (ms): a floor for a commit feed that went
+/// quiet (a listener reconnecting), not the usual wake.
+pub const UPDATE_ELSEWHERE_POLL_MS: u64 = 200;
+
+/// How often that caller tells the driving process again that an update waits (ms): the
+/// message is best effort, and one lost must not leave the request for the whole wait. Also
+/// the deadline of one telling.
+pub const UPDATE_ELSEWHERE_RETELL_MS: u64 = 1_000;
+
+/// Signals of a thread's inbox read per page when its runner looks for update requests from
+/// other processes (`exec/update_inbox.rs`).
+pub const UPDATE_INBOX_PAGE: usize = 256;
+
 /// How long a runner's lease on a thread lasts without renewal. Renewed by every batch of the
 /// thread and, on a shared database, by the engine's heartbeat every third of it (so a live
 /// engine keeps a thread through a call of any length); a crashed process's threads on a file

@@ -217,6 +217,11 @@ pub struct ThreadMeta {
     /// again answers the recorded reply and applies nothing. Absent when none was applied.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub updates: BTreeMap<String, u64>,
+    /// The updates sent from another process that the driving runner refused
+    /// (`update_refused`): id -> the refusal's words, so that the id sent again answers the
+    /// same refusal. Absent when none was.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub updates_refused: BTreeMap<String, String>,
     /// The successor this thread continued as (`ctx.continue_as_new`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continued_as: Option<String>,
@@ -353,6 +358,7 @@ impl ThreadCtx {
                 seed: *seed,
                 signals: BTreeMap::new(),
                 updates: BTreeMap::new(),
+                updates_refused: BTreeMap::new(),
                 continued_as: None,
                 continued_from: None,
                 undos: Vec::new(),

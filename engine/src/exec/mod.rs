@@ -39,5 +39,6 @@ pub(crate) mod stop;
 pub(crate) mod streams;
 pub(crate) mod subgraph;
 pub(crate) mod task;
+pub(crate) mod update_inbox;
 pub(crate) mod updates;
 pub(crate) mod wake;

@@ -101,6 +101,8 @@ mod telemetry_recorder;
 mod trace;
 mod typed_start;
 mod updates;
+#[cfg(feature = "postgres")]
+mod updates_pg;
 mod variables;
 mod versions;
 mod web_view;

@@ -75,6 +75,7 @@ layout! {
     35 EventPublished { task, key, value }
     36 PromiseCreated { task, promise }
     37 CheckpointRequested { request }
+    38 UpdateRefused { id, name, error }
 }
 
 /// Appends the binary form of `body`, [`BINARY_V1`] first.
@@ -238,6 +239,11 @@ mod tests {
                 args: json!({"by": 2}),
                 reply: json!(7),
                 state: json!({"count": 7}),
+            },
+            Body::UpdateRefused {
+                id: "u-2".into(),
+                name: "add".into(),
+                error: "add at least 1".into(),
             },
             Body::EventPublished {
                 task: TaskKey::node("n"),

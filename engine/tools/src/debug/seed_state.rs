@@ -104,6 +104,7 @@ impl SeedState {
             seed: None,
             signals: BTreeMap::new(),
             updates: Default::default(),
+            updates_refused: BTreeMap::new(),
             continued_as: None,
             continued_from: None,
             undos: Vec::new(),
