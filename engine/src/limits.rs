@@ -179,6 +179,19 @@ const _: () = assert!(STREAM_CHUNK_BYTES_MAX <= STREAM_BYTES_MAX);
 /// driven or read holds its own): each forgotten entry is a few bytes.
 pub const STREAM_MAP_SWEEP_AT: usize = 1_024;
 
+/// Parts of stream chunks queued to be sent to other processes on a shared database
+/// (`exec/stream_forward.rs`; a part is one NOTIFY of at most 4 KiB, so at most 4 MiB wait):
+/// a writer never waits, and past it a chunk is dropped for the other processes.
+pub const STREAM_FORWARD_QUEUE_MAX: usize = 1_024;
+
+/// The deadline of sending one part of a stream chunk to other processes (ms): a database
+/// that does not answer costs the chunk, never a stalled sender.
+pub const STREAM_FORWARD_SEND_MS: u64 = 2_000;
+
+/// Engines whose chunks one engine puts back together at once (one chunk each, its parts in
+/// order): more than a deployment runs; past it the chunks being put together are dropped.
+pub const STREAM_FORWARD_SENDERS_MAX: usize = 256;
+
 /// Workflows subscribed to one event name (`WorkflowBuilder::on_event`): an emit writes one
 /// thread's creation per subscriber before it answers, so this bounds the writes one call
 /// makes; a wider fan-out belongs in one subscriber that starts children.

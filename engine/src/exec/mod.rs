@@ -36,6 +36,7 @@ pub(crate) mod signals;
 pub(crate) mod start;
 pub(crate) mod started;
 pub(crate) mod stop;
+pub(crate) mod stream_forward;
 pub(crate) mod streams;
 pub(crate) mod subgraph;
 pub(crate) mod task;

@@ -94,6 +94,8 @@ mod signal_types;
 mod signals;
 mod spans;
 mod streams;
+#[cfg(feature = "postgres")]
+mod streams_pg;
 mod telemetry;
 #[cfg(feature = "postgres")]
 mod telemetry_pg;
