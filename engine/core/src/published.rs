@@ -86,7 +86,10 @@ impl PublishedKeys {
     /// The keys the thread had when its open step began: those of [`ThreadMeta::published`]
     /// not first published in that step ([`ThreadMeta::published_in_step`]); no own key.
     pub fn at_step_start(meta: &ThreadMeta) -> Self {
-        PublishedKeys { base: std::sync::Arc::new(Self::base_of(meta).cloned().collect()), own: BTreeSet::new() }
+        PublishedKeys {
+            base: std::sync::Arc::new(Self::base_of(meta).cloned().collect()),
+            own: BTreeSet::new(),
+        }
     }
 
     fn base_of(meta: &ThreadMeta) -> impl Iterator<Item = &String> {
@@ -170,9 +173,8 @@ mod tests {
 
     fn ctx() -> ThreadCtx {
         use cairn_dsl::{END, NodeOutput, Replace, START, Workflow};
-        let noop = |_s: std::sync::Arc<Replace<u64>>, _ctx| async move {
-            Ok(NodeOutput::update(0))
-        };
+        let noop =
+            |_s: std::sync::Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(0)) };
         let wf = Workflow::<Replace<u64>>::builder("keys", 1)
             .node("a", noop)
             .edge(START, "a")

@@ -341,7 +341,8 @@ impl EngineBuilder {
         let hub = Arc::downgrade(&shell);
         let existing = move |t: &cairn_storage::ThreadId| hub.upgrade()?.streams.existing(t);
         let owner = &shell.owner;
-        if let Some(f) = crate::exec::stream_forward::start(&shell.store, &shell.tasks, owner, existing)
+        if let Some(f) =
+            crate::exec::stream_forward::start(&shell.store, &shell.tasks, owner, existing)
         {
             shell.streams.forward_to(f);
         }

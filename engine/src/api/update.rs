@@ -176,9 +176,9 @@ impl Engine {
             match apply_parked(&self.shell, record, request).await {
                 // Another process drives it (or will, having left it Running): its runner
                 // takes the request from the thread's inbox (`update_elsewhere.rs`).
-                Err(Error::WrongStatus { status: cairn_storage::ThreadStatus::Running, .. })
-                    if self.store().shared().is_some() && !self.shell.coord.is_driven(id) =>
-                {
+                Err(Error::WrongStatus {
+                    status: cairn_storage::ThreadStatus::Running, ..
+                }) if self.store().shared().is_some() && !self.shell.coord.is_driven(id) => {
                     match self.update_elsewhere(id, request, last, deadline).await? {
                         Elsewhere::Answered(result) => return result,
                         Elsewhere::NotRunning => {}

@@ -104,7 +104,9 @@ impl Engine {
         let limit = std::time::Duration::from_millis(UPDATE_ELSEWHERE_RETELL_MS);
         match tokio::time::timeout(limit, told).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(%thread, error = %e, "cannot tell the driver of an update"),
+            Ok(Err(e)) => {
+                tracing::warn!(%thread, error = %e, "cannot tell the driver of an update")
+            }
             Err(_) => tracing::warn!(%thread, "telling the driver of an update timed out"),
         }
     }

@@ -19,8 +19,8 @@
 //! from the log, durable, by every reader.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cairn_storage::{DriverMessage, Store, ThreadId};

@@ -70,9 +70,10 @@ impl Runner {
             Ok(Decision::Apply(body, _)) => body,
             Err(e @ (Error::UpdateRefused { .. } | Error::LimitExceeded { .. })) => {
                 let error = match e {
-                    Error::UpdateRefused { source: cairn_dsl::UpdateError::Refused { message, .. }, .. } => {
-                        message
-                    }
+                    Error::UpdateRefused {
+                        source: cairn_dsl::UpdateError::Refused { message, .. },
+                        ..
+                    } => message,
                     other => other.to_string(),
                 };
                 Body::UpdateRefused { id: request.id.clone(), name: request.name.clone(), error }
