@@ -149,7 +149,8 @@ impl PublishedKeys {
 pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
     match e.body {
         Body::EventPublished { key, value, .. } => {
-            if ctx.meta.published.insert(key.clone(), value.clone()).is_none() {
+            let first = ctx.meta.published.insert(key.clone(), value.clone()).is_none();
+            if first {
                 ctx.meta.published_in_step.insert(key.clone());
             }
         }

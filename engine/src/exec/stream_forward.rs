@@ -187,10 +187,10 @@ async fn hear_chunks(
             continue;
         }
         let Some(live) = existing(&m.thread) else { continue };
-        if let Some((json, step, node)) = assemble(&mut partial, chunk) {
-            if let Ok(value) = serde_json::from_str(&json) {
-                live.push_forwarded(step, &node, value, json.len());
-            }
+        if let Some((json, step, node)) = assemble(&mut partial, chunk)
+            && let Ok(value) = serde_json::from_str(&json)
+        {
+            live.push_forwarded(step, &node, value, json.len());
         }
     }
 }
