@@ -87,6 +87,11 @@ pub const UPDATE_ELSEWHERE_RETELL_MS: u64 = 1_000;
 /// other processes (`exec/update_inbox.rs`).
 pub const UPDATE_INBOX_PAGE: usize = 256;
 
+/// Bytes of the refusal an `update_refused` event records (the validator's message, cut at a
+/// character boundary): it is kept in the thread's context, in every checkpoint. A thread
+/// records at most [`UPDATES_PER_THREAD_MAX`] refusals.
+pub const UPDATE_REFUSAL_BYTES_MAX: usize = 1_024;
+
 /// How long a runner's lease on a thread lasts without renewal. Renewed by every batch of the
 /// thread and, on a shared database, by the engine's heartbeat every third of it (so a live
 /// engine keeps a thread through a call of any length); a crashed process's threads on a file

@@ -17,7 +17,7 @@ use super::updates::{Decision, decide};
 use crate::coord::{Control, UpdateRequest};
 use crate::core::event::Body;
 use crate::error::Error;
-use crate::limits::UPDATE_INBOX_PAGE;
+use crate::limits::{UPDATE_INBOX_PAGE, UPDATE_REFUSAL_BYTES_MAX, UPDATES_PER_THREAD_MAX};
 
 /// The name of the signal that carries an update request to the process driving a thread
 /// (the engine's own: a caller may not send one by name, and no node receives it).
@@ -69,6 +69,12 @@ impl Runner {
             Ok(Decision::Before(_)) => return Ok(()),
             Ok(Decision::Apply(body, _)) => body,
             Err(e @ (Error::UpdateRefused { .. } | Error::LimitExceeded { .. })) => {
+                if self.ctx.meta.updates_refused.len() >= UPDATES_PER_THREAD_MAX {
+                    // The refused ids are kept in the context, as the applied ones are: past
+                    // the bound nothing more is recorded, and the caller's wait runs out.
+                    tracing::warn!(thread = %self.env.thread, id = %request.id, "an update refused and not recorded: UPDATES_PER_THREAD_MAX refusals recorded already");
+                    return Ok(());
+                }
                 let error = match e {
                     Error::UpdateRefused {
                         source: cairn_dsl::UpdateError::Refused { message, .. },
@@ -76,6 +82,7 @@ impl Runner {
                     } => message,
                     other => other.to_string(),
                 };
+                let error = cut(error, UPDATE_REFUSAL_BYTES_MAX);
                 Body::UpdateRefused { id: request.id.clone(), name: request.name.clone(), error }
             }
             Err(e) => return Err(e),
@@ -84,6 +91,18 @@ impl Runner {
         self.emit(body, now)?;
         self.commit_durable(Batch::default(), None).await
     }
+}
+
+/// `text` cut to at most `max` bytes, at a character boundary.
+fn cut(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
 }
 
 /// An update request as the sender stores it (`api/update_elsewhere.rs`).
