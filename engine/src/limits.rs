@@ -73,6 +73,25 @@ pub const UPDATE_WAIT_DEFAULT_MS: u64 = 30_000;
 /// The longest wait `Engine::update` takes (ms): the endpoint's `wait_ms` is capped here.
 pub const UPDATE_WAIT_MAX_MS: u64 = 600_000;
 
+/// How often a caller whose update another process's runner takes (a shared database) looks
+/// at the thread's log between commits it hears of (ms): a floor for a commit feed that went
+/// quiet (a listener reconnecting), not the usual wake.
+pub const UPDATE_ELSEWHERE_POLL_MS: u64 = 200;
+
+/// How often that caller tells the driving process again that an update waits (ms): the
+/// message is best effort, and one lost must not leave the request for the whole wait. Also
+/// the deadline of one telling.
+pub const UPDATE_ELSEWHERE_RETELL_MS: u64 = 1_000;
+
+/// Signals of a thread's inbox read per page when its runner looks for update requests from
+/// other processes (`exec/update_inbox.rs`).
+pub const UPDATE_INBOX_PAGE: usize = 256;
+
+/// Bytes of the refusal an `update_refused` event records (the validator's message, cut at a
+/// character boundary): it is kept in the thread's context, in every checkpoint. A thread
+/// records at most [`UPDATES_PER_THREAD_MAX`] refusals.
+pub const UPDATE_REFUSAL_BYTES_MAX: usize = 1_024;
+
 /// How long a runner's lease on a thread lasts without renewal. Renewed by every batch of the
 /// thread and, on a shared database, by the engine's heartbeat every third of it (so a live
 /// engine keeps a thread through a call of any length); a crashed process's threads on a file
@@ -164,6 +183,19 @@ const _: () = assert!(STREAM_CHUNK_BYTES_MAX <= STREAM_BYTES_MAX);
 /// Streams in the engine's map of live streams before it forgets those nobody holds (a thread
 /// driven or read holds its own): each forgotten entry is a few bytes.
 pub const STREAM_MAP_SWEEP_AT: usize = 1_024;
+
+/// Parts of stream chunks queued to be sent to other processes on a shared database
+/// (`exec/stream_forward.rs`; a part is one NOTIFY of at most 4 KiB, so at most 4 MiB wait):
+/// a writer never waits, and past it a chunk is dropped for the other processes.
+pub const STREAM_FORWARD_QUEUE_MAX: usize = 1_024;
+
+/// The deadline of sending one part of a stream chunk to other processes (ms): a database
+/// that does not answer costs the chunk, never a stalled sender.
+pub const STREAM_FORWARD_SEND_MS: u64 = 2_000;
+
+/// Engines whose chunks one engine puts back together at once (one chunk each, its parts in
+/// order): more than a deployment runs; past it the chunks being put together are dropped.
+pub const STREAM_FORWARD_SENDERS_MAX: usize = 256;
 
 /// Workflows subscribed to one event name (`WorkflowBuilder::on_event`): an emit writes one
 /// thread's creation per subscriber before it answers, so this bounds the writes one call

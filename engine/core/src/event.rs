@@ -491,6 +491,18 @@ pub enum Body {
         /// What was asked.
         request: crate::checkpoint_requests::CheckpointRequest,
     },
+    /// An update sent to an engine that does not drive the thread (on a database several
+    /// processes share) was refused by the driving runner (its validator, its handler, a
+    /// limit): recorded so that the caller, which waits on the log in its own process, hears
+    /// it. The state is unchanged; folding it notes `id`, so the id answers the same refusal.
+    UpdateRefused {
+        /// The update's id.
+        id: String,
+        /// The update's name.
+        name: String,
+        /// Why, in words.
+        error: String,
+    },
 }
 
 impl Body {
@@ -536,7 +548,8 @@ impl Body {
             | Body::UndoFinished { .. }
             | Body::EventPublished { .. }
             | Body::PromiseCreated { .. }
-            | Body::CheckpointRequested { .. } => EventKind::Custom,
+            | Body::CheckpointRequested { .. }
+            | Body::UpdateRefused { .. } => EventKind::Custom,
         }
     }
 
@@ -690,6 +703,9 @@ impl Body {
             Body::EventPublished { task, key, .. } => format!("{task}: published {key:?}"),
             Body::PromiseCreated { task, promise } => format!("{task}: promise {promise} created"),
             Body::CheckpointRequested { request } => request.summary(),
+            Body::UpdateRefused { id, name, error } => {
+                format!("update {name:?} refused (id {id}): {error}")
+            }
             // Every other kind is summed up by `summary`.
             other => format!("{:?}", other.kind()),
         }

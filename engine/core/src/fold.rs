@@ -246,6 +246,7 @@ mod tests {
                 &[(Tasks, "counts the task's publications"), (Published, "the promise's id")]
             }
             Body::CheckpointRequested { .. } => &[(Checkpoints, "the request in force")],
+            Body::UpdateRefused { .. } => &[(State, "the refused update's id")],
         }
     }
 

@@ -233,6 +233,7 @@ pub(crate) fn samples(k: u64, snapshot: &Value) -> Vec<Body> {
             reply: json!(k + 200),
             state: json!(k + 200),
         },
+        Body::UpdateRefused { id: format!("r-{k}"), name: "add".into(), error: "no".into() },
         Body::EventPublished { task: task.clone(), key: format!("k{}", k % 2), value: json!(k) },
         Body::PromiseCreated {
             task: task.clone(),

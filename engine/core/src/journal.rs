@@ -97,6 +97,9 @@ pub(crate) fn fold_state(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Erro
             ctx.state.replace_json(state).map_err(|e| record(detail(e)))?;
             ctx.meta.updates.insert(id.clone(), e.seq);
         }
+        Body::UpdateRefused { id, error, .. } => {
+            ctx.meta.updates_refused.insert(id.clone(), error.clone());
+        }
         _ => {}
     }
     Ok(())

@@ -12,7 +12,7 @@
 //! a crash, a wake, in a replay) makes the same id. A completion is a signal named
 //! [`promise_signal`] in the thread's inbox, which `ctx.await_promise` receives.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde_json::Value;
 
@@ -64,36 +64,62 @@ pub fn published<'a>(meta: &'a ThreadMeta, key: &str) -> Option<&'a Value> {
     meta.published.get(key)
 }
 
-/// The distinct keys a thread has published, as the tasks of a step count them against the
-/// engine's bound (`PUBLISHED_KEYS_PER_THREAD_MAX`): those of the thread's state when the step
-/// began plus those its tasks published since.
+/// The distinct keys one task counts against the engine's bound
+/// (`PUBLISHED_KEYS_PER_THREAD_MAX`): the keys the thread had when the task's step began (shared
+/// by the step's tasks, never changed by them) plus the new keys this task published since.
+///
+/// A task never sees its siblings' new keys, so which one is refused does not depend on which
+/// sibling ran first, and replay, which counts in log order, counts the same
+/// ([`PublishedKeys::at_step_start`] reads the step's start off any context of the step). The
+/// price is a bounded overshoot: the parallel tasks of one step may together publish past the
+/// bound, by at most what each of them adds on its own (tasks × (bound − keys at the step's
+/// start)); the next step counts from the total and admits no new key until it is under.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PublishedKeys {
-    keys: BTreeSet<String>,
+    /// The keys the thread had at the step's start.
+    base: std::sync::Arc<BTreeSet<String>>,
+    /// The task's own new keys (not in `base`).
+    own: BTreeSet<String>,
 }
 
 impl PublishedKeys {
-    /// The keys of `published` ([`ThreadMeta::published`]).
-    pub fn of(published: &BTreeMap<String, Value>) -> Self {
-        PublishedKeys { keys: published.keys().cloned().collect() }
-    }
-
-    /// Becomes the keys of `published`, copying nothing when they are the same already (the
-    /// usual case at a step's start: the last step's keys were folded into the thread's state).
-    pub fn reset(&mut self, published: &BTreeMap<String, Value>) {
-        if !self.keys.iter().eq(published.keys()) {
-            *self = PublishedKeys::of(published);
+    /// The keys the thread had when its open step began: those of [`ThreadMeta::published`]
+    /// not first published in that step ([`ThreadMeta::published_in_step`]); no own key.
+    pub fn at_step_start(meta: &ThreadMeta) -> Self {
+        PublishedKeys {
+            base: std::sync::Arc::new(Self::base_of(meta).cloned().collect()),
+            own: BTreeSet::new(),
         }
     }
 
-    /// How many there are.
+    fn base_of(meta: &ThreadMeta) -> impl Iterator<Item = &String> {
+        meta.published.keys().filter(|k| !meta.published_in_step.contains(*k))
+    }
+
+    /// Becomes [`PublishedKeys::at_step_start`] of `meta`, copying nothing when the keys are
+    /// the same already (the usual case at a step's start when the last step published none).
+    pub fn reset(&mut self, meta: &ThreadMeta) {
+        if !self.base.iter().eq(Self::base_of(meta)) {
+            *self = PublishedKeys::at_step_start(meta);
+        } else {
+            self.own.clear();
+        }
+    }
+
+    /// The same keys at the step's start, without any own key: what one task of the step
+    /// starts from (the shared part is not copied).
+    pub fn for_task(&self) -> Self {
+        PublishedKeys { base: self.base.clone(), own: BTreeSet::new() }
+    }
+
+    /// How many there are: at the step's start, plus the task's own.
     pub fn len(&self) -> usize {
-        self.keys.len()
+        self.base.len() + self.own.len()
     }
 
     /// Whether there is none.
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+        self.len() == 0
     }
 
     /// Counts `key` in, unless it is a new key and `max` are there already.
@@ -101,17 +127,17 @@ impl PublishedKeys {
     /// # Errors
     /// The refusal, for the node: the limit by name, and the key.
     pub fn admit(&mut self, key: &str, max: usize) -> Result<(), String> {
-        if self.keys.contains(key) {
+        if self.base.contains(key) || self.own.contains(key) {
             return Ok(());
         }
-        if self.keys.len() >= max {
+        if self.len() >= max {
             return Err(format!(
                 "event {key:?}: limit PUBLISHED_KEYS_PER_THREAD_MAX exceeded: the thread has \
                  published {max} distinct keys already (a key published before may be \
                  published again)"
             ));
         }
-        self.keys.insert(key.to_owned());
+        self.own.insert(key.to_owned());
         Ok(())
     }
 }
@@ -123,7 +149,14 @@ impl PublishedKeys {
 pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
     match e.body {
         Body::EventPublished { key, value, .. } => {
-            ctx.meta.published.insert(key.clone(), value.clone());
+            let first = ctx.meta.published.insert(key.clone(), value.clone()).is_none();
+            if first {
+                ctx.meta.published_in_step.insert(key.clone());
+            }
+        }
+        // The open step closed: its new keys are the next step's keys at its start.
+        Body::StepCompleted { .. } if !ctx.meta.published_in_step.is_empty() => {
+            ctx.meta.published_in_step.clear();
         }
         Body::PromiseCreated { promise, .. } => {
             ctx.meta.promises.insert(promise.clone());
@@ -135,19 +168,73 @@ pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
+
+    fn ctx() -> ThreadCtx {
+        use cairn_dsl::{END, NodeOutput, Replace, START, Workflow};
+        let noop =
+            |_s: std::sync::Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(0)) };
+        let wf = Workflow::<Replace<u64>>::builder("keys", 1)
+            .node("a", noop)
+            .edge(START, "a")
+            .edge("a", END)
+            .build()
+            .expect("workflow")
+            .erase();
+        crate::fold_samples::running(&wf, "a")
+    }
+
+    fn meta(published: &[&str], in_step: &[&str]) -> ThreadMeta {
+        let mut ctx = ctx();
+        ctx.meta.published = published.iter().map(|k| ((*k).to_owned(), Value::Null)).collect();
+        ctx.meta.published_in_step = in_step.iter().map(|k| (*k).to_owned()).collect();
+        ctx.meta
+    }
 
     #[test]
     fn a_new_key_past_the_bound_is_refused_and_a_known_one_is_not() {
-        let published = BTreeMap::from([("a".to_owned(), Value::Null)]);
-        let mut keys = PublishedKeys::of(&published);
+        let m = meta(&["a"], &[]);
+        let mut keys = PublishedKeys::at_step_start(&m);
         assert_eq!(keys.admit("b", 2), Ok(()));
         let refused = keys.admit("c", 2).unwrap_err();
         assert!(refused.contains("PUBLISHED_KEYS_PER_THREAD_MAX"), "{refused}");
         assert_eq!(keys.admit("a", 2), Ok(()), "published before");
         assert_eq!(keys.len(), 2);
-        keys.reset(&published);
-        assert_eq!(keys, PublishedKeys::of(&published));
+        keys.reset(&m);
+        assert_eq!(keys, PublishedKeys::at_step_start(&m));
+    }
+
+    #[test]
+    fn each_task_counts_the_keys_at_the_steps_start_and_its_own_not_its_siblings() {
+        // Restored mid-step: "b" was first published in the open step, by a sibling.
+        let m = meta(&["a", "b"], &["b"]);
+        let step = PublishedKeys::at_step_start(&m);
+        assert_eq!(step.len(), 1);
+        let (mut one, mut two) = (step.for_task(), step.for_task());
+        assert_eq!(one.admit("c", 2), Ok(()));
+        assert!(one.admit("d", 2).is_err(), "its own new key counts");
+        assert_eq!(two.admit("b", 2), Ok(()), "the sibling's key is new to this task too");
+        assert!(two.admit("e", 2).is_err());
+    }
+
+    #[test]
+    fn a_key_first_published_in_the_open_step_is_set_apart_until_the_step_completes() {
+        let mut ctx = ctx();
+        let body = |key: &str| Body::EventPublished {
+            task: TaskKey::node("n"),
+            key: key.into(),
+            value: Value::Null,
+        };
+        fold(&mut ctx, EventAt { seq: 1, at_ms: 0, body: &body("a") }).unwrap();
+        fold(&mut ctx, EventAt { seq: 2, at_ms: 0, body: &body("a") }).unwrap();
+        assert_eq!(ctx.meta.published_in_step, BTreeSet::from(["a".to_owned()]));
+        let done = Body::StepCompleted { step: 1, next: vec![], arrivals: BTreeMap::new() };
+        fold(&mut ctx, EventAt { seq: 3, at_ms: 0, body: &done }).unwrap();
+        assert!(ctx.meta.published_in_step.is_empty());
+        fold(&mut ctx, EventAt { seq: 4, at_ms: 0, body: &body("a") }).unwrap();
+        assert!(ctx.meta.published_in_step.is_empty(), "published before the step");
     }
 
     #[test]

@@ -217,6 +217,11 @@ pub struct ThreadMeta {
     /// again answers the recorded reply and applies nothing. Absent when none was applied.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub updates: BTreeMap<String, u64>,
+    /// The updates sent from another process that the driving runner refused
+    /// (`update_refused`): id -> the refusal's words, so that the id sent again answers the
+    /// same refusal. Absent when none was.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub updates_refused: BTreeMap<String, String>,
     /// The successor this thread continued as (`ctx.continue_as_new`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continued_as: Option<String>,
@@ -233,6 +238,13 @@ pub struct ThreadMeta {
     /// when none was.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub published: BTreeMap<String, Value>,
+    /// The keys of [`ThreadMeta::published`] first published in the open step (the one after
+    /// [`ThreadMeta::step`]): the keys the thread had when that step began are the others, which
+    /// is what its tasks count new keys against (`PublishedKeys`), whether the step runs on from
+    /// its start or from a context restored mid-step. Emptied when the step completes; absent
+    /// when empty.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub published_in_step: std::collections::BTreeSet<String>,
     /// The ids of the promises the thread's nodes created (`ctx.promise`). Absent when none.
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub promises: std::collections::BTreeSet<String>,
@@ -346,11 +358,13 @@ impl ThreadCtx {
                 seed: *seed,
                 signals: BTreeMap::new(),
                 updates: BTreeMap::new(),
+                updates_refused: BTreeMap::new(),
                 continued_as: None,
                 continued_from: None,
                 undos: Vec::new(),
                 unwinding: None,
                 published: BTreeMap::new(),
+                published_in_step: std::collections::BTreeSet::new(),
                 promises: std::collections::BTreeSet::new(),
                 checkpoint_requests: Default::default(),
                 created_at_ms: at_ms,

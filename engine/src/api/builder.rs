@@ -336,6 +336,16 @@ impl EngineBuilder {
             orphans: Default::default(),
             streams: Default::default(),
         });
+        // On a shared database the chunks tasks write here reach readers elsewhere, and theirs
+        // readers here.
+        let hub = Arc::downgrade(&shell);
+        let existing = move |t: &cairn_storage::ThreadId| hub.upgrade()?.streams.existing(t);
+        let owner = &shell.owner;
+        if let Some(f) =
+            crate::exec::stream_forward::start(&shell.store, &shell.tasks, owner, existing)
+        {
+            shell.streams.forward_to(f);
+        }
         if !self.read_only {
             let timers_armed = shell.metrics.timers_armed.clone();
             shell.coord.serve(Arc::new(Waker(Arc::downgrade(&shell))), timers_armed);

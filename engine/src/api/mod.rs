@@ -38,6 +38,7 @@ pub(crate) mod signal_once;
 pub mod stream;
 pub mod typed;
 pub mod update;
+pub(crate) mod update_elsewhere;
 pub mod versions;
 
 use cairn_storage::{Store, ThreadFilter, ThreadId, ThreadRecord};

@@ -72,6 +72,7 @@ impl Engine {
     ) -> Result<(u64, bool), Error> {
         let id = ThreadId::new(thread)?;
         let engine_own = name == super::signal_once::DEDUP_SIGNAL
+            || name == crate::exec::update_inbox::UPDATE_SIGNAL
             || name.starts_with(crate::core::published::PROMISE_SIGNAL_PREFIX);
         if engine_own {
             return Err(Error::Invalid(format!("signal name {name:?} is the engine's own")));

@@ -19,6 +19,7 @@ use tokio::sync::oneshot;
 
 use super::engine::Engine;
 use super::handle::ThreadHandle;
+use super::update_elsewhere::Elsewhere;
 use crate::config::StartOptions;
 use crate::coord::{Applied, UpdateAsk, UpdateRequest};
 use crate::error::Error;
@@ -171,7 +172,19 @@ impl Engine {
                 Err(_) => {}
             }
             let record = crate::exec::fetch::record(self.store().as_ref(), id).await?;
+            let last = record.last.map_or(0, |b| b.seq.0);
             match apply_parked(&self.shell, record, request).await {
+                // Another process drives it (or will, having left it Running): its runner
+                // takes the request from the thread's inbox (`update_elsewhere.rs`).
+                Err(Error::WrongStatus {
+                    status: cairn_storage::ThreadStatus::Running, ..
+                }) if self.store().shared().is_some() && !self.shell.coord.is_driven(id) => {
+                    match self.update_elsewhere(id, request, last, deadline).await? {
+                        Elsewhere::Answered(result) => return result,
+                        Elsewhere::NotRunning => {}
+                        Elsewhere::TimedOut => return Err(pending()),
+                    }
+                }
                 Err(Error::WrongStatus { status, .. })
                     if !status.is_terminal() && Instant::now() < deadline =>
                 {

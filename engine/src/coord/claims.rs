@@ -85,6 +85,10 @@ pub(crate) struct Control {
     reason: Mutex<Option<String>>,
     checkpoints: Mutex<Vec<CheckpointAsk>>,
     updates: Mutex<Vec<UpdateAsk>>,
+    /// Update requests from other processes wait in the thread's inbox.
+    update_requests: AtomicBool,
+    /// The number of the last inbox signal the runner looked at for update requests.
+    update_inbox_read: std::sync::atomic::AtomicU64,
 }
 
 impl Control {
@@ -145,6 +149,26 @@ impl Control {
     /// The updates asked since the last call, oldest first.
     pub fn take_update_asks(&self) -> Vec<UpdateAsk> {
         std::mem::take(&mut *lock(&self.updates))
+    }
+
+    /// Notes that update requests from other processes wait in the thread's inbox.
+    pub fn note_update_requests(&self) {
+        self.update_requests.store(true, Ordering::SeqCst);
+    }
+
+    /// True once, after update requests were noted.
+    pub fn take_update_requests(&self) -> bool {
+        self.update_requests.swap(false, Ordering::SeqCst)
+    }
+
+    /// The number of the last inbox signal looked at for update requests (0: none yet).
+    pub fn update_inbox_read(&self) -> u64 {
+        self.update_inbox_read.load(Ordering::SeqCst)
+    }
+
+    /// Notes that the inbox was looked at up to signal `n`.
+    pub fn set_update_inbox_read(&self, n: u64) {
+        self.update_inbox_read.store(n, Ordering::SeqCst);
     }
 
     /// The reason given to [`Control::cancel`].

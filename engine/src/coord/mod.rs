@@ -116,7 +116,13 @@ pub(crate) enum Request {
     TimeOut,
     /// Pause the thread at its next step boundary.
     Pause,
+    /// Update requests from other processes wait in the thread's inbox
+    /// (`exec/update_inbox.rs`): take them at the next step boundary.
+    Updates,
 }
+
+/// The text of the driver message that carries [`Request::Updates`].
+pub(crate) const UPDATES_MESSAGE: &str = "updates";
 
 /// What acts when something becomes due: the exec layer, which records the timer or the
 /// time-out and drives the thread on.

@@ -135,6 +135,7 @@ fn encode(request: &Request) -> String {
         }
         Request::TimeOut => "timeout".into(),
         Request::Pause => "pause".into(),
+        Request::Updates => super::UPDATES_MESSAGE.into(),
     }
 }
 
@@ -144,6 +145,7 @@ fn decode(message: &str) -> Option<Request> {
         Some(("cancel", reason)) => Some(Request::Cancel(reason.to_owned())),
         _ if message == "timeout" => Some(Request::TimeOut),
         _ if message == "pause" => Some(Request::Pause),
+        _ if message == super::UPDATES_MESSAGE => Some(Request::Updates),
         _ => None,
     }
 }

@@ -342,7 +342,7 @@ pub(super) async fn run_claimed(
         stop,
         metrics,
         signals: super::signal_cursor::SignalCursor::new(shell.store.clone(), &ctx),
-        published: crate::core::published::PublishedKeys::of(&ctx.meta.published).into(),
+        published: crate::core::published::PublishedKeys::at_step_start(&ctx.meta).into(),
         // A thread begun here from its creation took no lock before this runner.
         may_hold_locks: (!begun).into(),
         stream: shell.streams.of(thread),

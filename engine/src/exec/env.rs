@@ -91,8 +91,9 @@ pub(crate) struct ThreadEnv {
     pub metrics: Metrics,
     /// The signals the step's tasks have received (`signals.rs`).
     pub signals: super::signal_cursor::SignalCursor,
-    /// The keys the thread has published, as the step's tasks count them against
-    /// `PUBLISHED_KEYS_PER_THREAD_MAX` (reset from the thread's state at each step's start).
+    /// The keys the thread had published when the step began, which each of the step's tasks
+    /// counts its own new keys on top of against `PUBLISHED_KEYS_PER_THREAD_MAX` (reset from
+    /// the thread's state at each step's start; the tasks never change it).
     pub published: std::sync::Mutex<crate::core::published::PublishedKeys>,
     /// Whether the thread may hold locks: false only for a thread this runner drives from its
     /// creation until a task asks for one (then the end of the thread need not read the lock
@@ -103,7 +104,7 @@ pub(crate) struct ThreadEnv {
 }
 
 impl ThreadEnv {
-    /// The keys the thread has published (`published`), locked.
+    /// The keys the thread had published when the step began (`published`), locked.
     pub(crate) fn published_keys(
         &self,
     ) -> std::sync::MutexGuard<'_, crate::core::published::PublishedKeys> {

@@ -72,6 +72,9 @@ pub(crate) struct TaskState {
     published: u32,
     /// Those the journal holds (written before a crash or a park): not written again.
     replay_published: Vec<Publication>,
+    /// The keys this attempt counts against `PUBLISHED_KEYS_PER_THREAD_MAX`: the thread's at
+    /// the step's start and its own new ones, never its siblings' (`PublishedKeys`).
+    keys: crate::core::published::PublishedKeys,
 }
 
 /// The context one attempt of one task sees.
@@ -103,6 +106,7 @@ impl LiveNodeContext {
             calls_counted: u64::from(j.calls_started),
             calls_recorded: j.calls_started.max(u32::try_from(j.tools.len()).unwrap_or(u32::MAX)),
             replay_published: j.published.clone(),
+            keys: env.published_keys().for_task(),
             ..TaskState::default()
         };
         let stream = Arc::new(TaskStream::new(

@@ -155,6 +155,11 @@ impl Runner {
     }
 
     pub async fn run(&mut self, control: &Arc<Control>) -> Result<Exit, Error> {
+        // Requests other processes stored while nobody here drove the thread are not left
+        // behind (`update_inbox.rs`).
+        if self.shell.store.shared().is_some() {
+            control.note_update_requests();
+        }
         loop {
             // The step's batch is being computed: storage may wait for it.
             self.env.pipeline.intend(None);
@@ -173,6 +178,7 @@ impl Runner {
             }
             self.answer_checkpoint_asks(control).await?;
             self.answer_update_asks(control).await?;
+            self.answer_update_requests(control).await?;
             if control.take_pause() {
                 return self.finish(Transition::Pause, "paused at a step boundary", now).await;
             }
@@ -283,7 +289,7 @@ impl Runner {
             }
         };
         self.env.signals.reset(&self.ctx).await;
-        self.env.published_keys().reset(&self.ctx.meta.published);
+        self.env.published_keys().reset(&self.ctx.meta);
         assert!(self.emitted.is_empty(), "events emitted before a step are submitted before it");
         let mut runs: Vec<TaskRun> = match <[_; 1]>::try_from(tasks) {
             // One task (a linear step): awaited as it is, without `join_all` and its vectors.

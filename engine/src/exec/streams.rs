@@ -16,6 +16,7 @@ use cairn_storage::ThreadId;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::stream_forward::StreamForward;
 use crate::limits::{
     STREAM_BYTES_MAX, STREAM_CHUNK_BYTES_MAX, STREAM_CHUNKS_MAX, STREAM_MAP_SWEEP_AT,
 };
@@ -65,11 +66,28 @@ pub(crate) struct LiveStream {
     ring: Mutex<Ring>,
     /// The index of the next chunk: readers wait for it to change.
     written: watch::Sender<u64>,
+    /// Where the chunks this engine's tasks write go to reach other processes (a shared
+    /// database, `stream_forward.rs`), with the thread's id.
+    forward: Option<(Arc<StreamForward>, ThreadId)>,
 }
 
 impl LiveStream {
-    fn new() -> Self {
-        Self { ring: Mutex::new(Ring::default()), written: watch::Sender::new(0) }
+    fn new(forward: Option<(Arc<StreamForward>, ThreadId)>) -> Self {
+        Self { ring: Mutex::new(Ring::default()), written: watch::Sender::new(0), forward }
+    }
+
+    /// Adds a chunk a task of this engine wrote (`json`, its JSON text), and forwards it to
+    /// other processes on a shared database; never waits.
+    fn push_local(&self, step: u64, node: &str, value: Value, json: &str) {
+        if let Some((forward, thread)) = &self.forward {
+            forward.send(thread, step, node, json);
+        }
+        self.push(step, node, value, json.len());
+    }
+
+    /// Adds a chunk another process's task wrote (`stream_forward.rs`); never waits.
+    pub fn push_forwarded(&self, step: u64, node: &str, value: Value, bytes: usize) {
+        self.push(step, node, value, bytes);
     }
 
     fn ring(&self) -> MutexGuard<'_, Ring> {
@@ -127,6 +145,8 @@ impl LiveStream {
 #[derive(Debug, Default)]
 pub(crate) struct StreamHub {
     streams: Mutex<Streams>,
+    /// Set once, on a shared database: the streams made after carry it.
+    forward: std::sync::OnceLock<Arc<StreamForward>>,
 }
 
 /// The map, and the size at which it next forgets the streams nobody holds: twice what the
@@ -148,9 +168,23 @@ impl StreamHub {
             streams.by_thread.retain(|_, w| w.strong_count() > 0);
             streams.sweep_at = 2 * streams.by_thread.len();
         }
-        let live = Arc::new(LiveStream::new());
+        let forward = self.forward.get().map(|f| (f.clone(), thread.clone()));
+        let live = Arc::new(LiveStream::new(forward));
         streams.by_thread.insert(thread.clone(), Arc::downgrade(&live));
         live
+    }
+
+    /// `thread`'s live stream if somebody holds it (a reader here, or its runner); never
+    /// makes one.
+    pub fn existing(&self, thread: &ThreadId) -> Option<Arc<LiveStream>> {
+        let streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
+        streams.by_thread.get(thread).and_then(Weak::upgrade)
+    }
+
+    /// Forwards the chunks of the streams made from now on through `forward`; false if the
+    /// hub forwards already (the engine opens once).
+    pub fn forward_to(&self, forward: Arc<StreamForward>) -> bool {
+        self.forward.set(forward).is_ok()
     }
 }
 
@@ -183,14 +217,15 @@ impl TaskStream {
                 self.node, self.thread, self.step
             )));
         }
-        let bytes = serde_json::to_vec(&value).map_or(usize::MAX, |v| v.len());
+        let json = serde_json::to_string(&value).unwrap_or_default();
+        let bytes = json.len();
         if bytes > STREAM_CHUNK_BYTES_MAX {
             return Err(refused(format!(
                 "limit STREAM_CHUNK_BYTES_MAX exceeded: a chunk of {bytes} bytes, at most \
                  {STREAM_CHUNK_BYTES_MAX} (put a large value in the node's result)"
             )));
         }
-        self.live.push(self.step, &self.node, value, bytes);
+        self.live.push_local(self.step, &self.node, value, &json);
         Ok(())
     }
 
@@ -210,7 +245,7 @@ mod tests {
 
     #[test]
     fn a_reader_behind_the_bound_sees_what_it_missed() {
-        let live = LiveStream::new();
+        let live = LiveStream::new(None);
         let mut cursor = live.oldest();
         let total = STREAM_CHUNKS_MAX as u64 + 10;
         for i in 0..total {

@@ -41,6 +41,9 @@ pub(crate) fn decide(
     if let Some(seq) = ctx.meta.updates.get(&request.id) {
         return Ok(Decision::Before(*seq));
     }
+    if let Some(words) = ctx.meta.updates_refused.get(&request.id) {
+        return Err(refused_before(ctx, request, words));
+    }
     let refused = |source| Error::UpdateRefused { thread: ctx.meta.thread.clone(), source };
     let outcome =
         wf.apply_update(&request.name, ctx.state.as_ref(), &request.args).map_err(refused)?;
@@ -115,6 +118,9 @@ pub(crate) async fn apply_parked(
     if let Some(seq) = ctx.meta.updates.get(&request.id) {
         return Ok(Applied::Before(*seq));
     }
+    if let Some(words) = ctx.meta.updates_refused.get(&request.id) {
+        return Err(refused_before(&ctx, request, words));
+    }
     if record.status.is_terminal() {
         return Err(Error::WrongStatus {
             thread: id.to_string(),
@@ -138,6 +144,17 @@ pub(crate) async fn apply_parked(
             super::parked::write_read(shell, record, status, vec![body], None, true).await?;
             Ok(Applied::Now { seq: last + 1, reply })
         }
+    }
+}
+
+/// The refusal an `update_refused` event recorded for `request`'s id, answered again.
+fn refused_before(ctx: &ThreadCtx, request: &UpdateRequest, words: &str) -> Error {
+    Error::UpdateRefused {
+        thread: ctx.meta.thread.clone(),
+        source: cairn_dsl::UpdateError::Refused {
+            name: request.name.clone(),
+            message: words.to_owned(),
+        },
     }
 }
 

@@ -193,7 +193,7 @@ pub(crate) async fn replay_after(
                                 journal,
                                 values,
                                 recorded_calls,
-                                &c.meta.published,
+                                &c.meta,
                             )),
                         };
                         report.tasks_replayed += 1;

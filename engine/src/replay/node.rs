@@ -30,26 +30,27 @@ pub(super) struct ReplayNodeState {
     pub(super) published: u32,
     /// What the journal recorded the task published, in order (the code must publish the same).
     pub(super) recorded_published: Vec<Publication>,
-    /// The keys the thread had published when the task completed in the recorded run: a new
-    /// key past `PUBLISHED_KEYS_PER_THREAD_MAX` was refused there, and is here.
+    /// The keys the thread had published when the task's step began (its siblings' new keys
+    /// left out, as the live run counted them): a new key past `PUBLISHED_KEYS_PER_THREAD_MAX`
+    /// was refused there, and is here.
     pub(super) keys: PublishedKeys,
 }
 
 impl ReplayNodeState {
     /// The state a completed task of `journal` is replayed from: the values it drew, the tool
-    /// calls recorded, and the keys the thread had published (`published`).
+    /// calls recorded, and the keys the thread had published when the step began (`meta`).
     pub(super) fn of(
         journal: &crate::core::thread_ctx::TaskJournal,
         values: VecDeque<Value>,
         calls: Vec<RecordedCall>,
-        published: &BTreeMap<String, Value>,
+        meta: &crate::core::thread_ctx::ThreadMeta,
     ) -> Self {
         ReplayNodeState {
             values,
             suspensions: Suspensions::new(journal.inputs.clone(), journal.timers_fired),
             calls,
             recorded_published: journal.published.clone(),
-            keys: PublishedKeys::of(published),
+            keys: PublishedKeys::at_step_start(meta),
             ..ReplayNodeState::default()
         }
     }

@@ -94,6 +94,8 @@ mod signal_types;
 mod signals;
 mod spans;
 mod streams;
+#[cfg(feature = "postgres")]
+mod streams_pg;
 mod telemetry;
 #[cfg(feature = "postgres")]
 mod telemetry_pg;
@@ -101,6 +103,8 @@ mod telemetry_recorder;
 mod trace;
 mod typed_start;
 mod updates;
+#[cfg(feature = "postgres")]
+mod updates_pg;
 mod variables;
 mod versions;
 mod web_view;

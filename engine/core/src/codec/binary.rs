@@ -75,6 +75,7 @@ layout! {
     35 EventPublished { task, key, value }
     36 PromiseCreated { task, promise }
     37 CheckpointRequested { request }
+    38 UpdateRefused { id, name, error }
 }
 
 /// Appends the binary form of `body`, [`BINARY_V1`] first.
@@ -175,6 +176,14 @@ mod tests {
             reason: "ok".into(),
         };
         assert_eq!(encode_body(&status).expect("encodes"), [1, 3, 2, 6, 2, b'o', b'k']);
+    }
+
+    #[test]
+    fn an_update_refused_is_variant_38_and_reads_back() {
+        let body = Body::UpdateRefused { id: "u".into(), name: "add".into(), error: "no".into() };
+        let mut bytes = encode_body(&body).expect("encodes");
+        assert_eq!(bytes, [1, 38, 1, b'u', 3, b'a', b'd', b'd', 2, b'n', b'o']);
+        assert_eq!(decode_body(&mut bytes).expect("decodes"), body);
     }
 
     /// One body of each shape of field: every [`Bin`] impl, both ways.

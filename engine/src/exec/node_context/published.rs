@@ -45,23 +45,22 @@ impl LiveNodeContext {
         write
     }
 
-    /// The refusal of publishing `key` now: a new key of a thread that has published
-    /// `PUBLISHED_KEYS_PER_THREAD_MAX` distinct ones already. Counts the key in otherwise. A
+    /// The refusal of publishing `key` now: a new key of a task whose thread had, at the step's
+    /// start, with the task's own new keys, `PUBLISHED_KEYS_PER_THREAD_MAX` distinct ones
+    /// already (its siblings' new keys are not counted: `PublishedKeys`). Counts the key in
+    /// otherwise. A
     /// publication the journal holds in this place was admitted when it was written: it is
     /// counted, never refused (a refused one took no place: the journal holds the next one
     /// there). One past the task's own bound is refused by `publication`.
     fn new_key_refused(&self, key: &str) -> Option<String> {
-        let (recorded, past_task_bound) = {
-            let st = self.state();
-            let place = st.replay_published.get(st.published as usize);
-            let recorded = matches!(place, Some(Publication::Event(k)) if k == key);
-            (recorded, st.published >= PUBLICATIONS_PER_TASK_MAX)
-        };
-        let max = if recorded { usize::MAX } else { PUBLISHED_KEYS_PER_THREAD_MAX };
-        if past_task_bound {
+        let mut st = self.state();
+        let place = st.replay_published.get(st.published as usize);
+        let recorded = matches!(place, Some(Publication::Event(k)) if k == key);
+        if st.published >= PUBLICATIONS_PER_TASK_MAX {
             return None;
         }
-        self.env.published_keys().admit(key, max).err()
+        let max = if recorded { usize::MAX } else { PUBLISHED_KEYS_PER_THREAD_MAX };
+        st.keys.admit(key, max).err()
     }
 
     /// `ctx.promise`: the promise of the task's next publication, created.
