@@ -78,6 +78,8 @@ mod restore_reads;
 mod resume_check;
 mod retention;
 mod scale;
+#[cfg(feature = "encryption")]
+mod sealing;
 mod schedule_chain;
 mod schedule_overlap;
 mod schedules;

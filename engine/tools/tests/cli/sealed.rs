@@ -1,0 +1,57 @@
+//! A database sealed at rest (docs/encryption.md): the commands open it with the keys of
+//! `CAIRN_KEYS`; without them a command that needs a sealed value fails naming the key, while
+//! listings and `cairn verify` (CRC and structure) work.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::harness::{Run, bin, tempdir};
+
+/// The demo's key ring: `k1` seals.
+fn keys() -> String {
+    format!("k1={}", "a1".repeat(32))
+}
+
+/// `cairn ARGS... --db DB` with `CAIRN_KEYS` set to `keys` (unset when `None`).
+fn run(db: &Path, keys: Option<&str>, args: &[&str]) -> Run {
+    let mut command = Command::new(bin());
+    command.args(args).args(["--db", db.to_str().unwrap()]).env_remove("CAIRN_LOG");
+    command.env_remove("CAIRN_KEYS").env_remove("CAIRN_KEYS_FILE").stdin(Stdio::null());
+    if let Some(keys) = keys {
+        command.env("CAIRN_KEYS", keys);
+    }
+    let out = command.output().expect("the cairn binary runs");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn sealed_state_reads_with_the_keys_and_names_the_key_without_them() {
+    let dir = tempdir();
+    let db = dir.path().join("sealed.db");
+    let keys = keys();
+    run(&db, Some(&keys), &["demo", "--threads", "1", "--quiet"]).expect(0);
+    let bytes = std::fs::read(&db).unwrap();
+    let sealed = bytes.windows(2).filter(|w| *w == [0xC5, 0x01]).count();
+    assert!(sealed > 0, "the demo's bodies are sealed");
+
+    let with = run(&db, Some(&keys), &["state", "demo-0", "--json"]).expect(0).json();
+    assert!(with.is_object(), "{with}");
+    let events = run(&db, Some(&keys), &["events", "demo-0", "--json"]).expect(0).json();
+    assert!(events.as_array().is_some_and(|e| !e.is_empty()), "{events}");
+
+    let without = run(&db, None, &["state", "demo-0", "--json"]);
+    assert_ne!(without.code, 0, "{without:#?}");
+    assert!(without.stderr.contains("sealed with key k1"), "{without:#?}");
+    let wrong = format!("k1={}", "b2".repeat(32));
+    let wrong = run(&db, Some(&wrong), &["state", "demo-0", "--json"]);
+    assert!(wrong.stderr.contains("does not open"), "{wrong:#?}");
+
+    // Listings and verify need no key.
+    let listed = run(&db, None, &["threads", "--json"]).expect(0).json();
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    run(&db, None, &["verify"]).expect(0);
+}
