@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use cairn::dsl::{Ctx, NodeOutput, State, Workflow};
 use cairn::replay::ReplayOptions;
 use cairn::sealing::{AesGcmCodec, PayloadCodec};
-use cairn::storage::{Seq, ThreadId};
+use cairn::storage::{CheckpointFilter, Seq, ThreadId};
 use cairn::{END, Engine, EngineBuilder, Error, START, StartOptions, ThreadStatus, ToolError};
 use cairn_tools::Operator;
 use cairn_tools::debug::{ForkFrom, ForkOptions};
@@ -123,7 +123,8 @@ async fn no_body_reaches_the_file_in_the_clear_and_every_read_opens_it() {
     let engine = open(&path, &[&wf], sealed_with(key("k1", 1))).await;
     run_order(&engine, "o1").await;
     assert_eq!(output(&engine, "o1").await.unwrap(), expected());
-    let checkpoints = cairn::admin::checkpoints_all(engine.store().as_ref(), &ThreadId::new("o1").unwrap());
+    let filter = CheckpointFilter { thread: Some(ThreadId::new("o1").unwrap()), ..Default::default() };
+    let checkpoints = cairn::admin::checkpoints_all(engine.store().as_ref(), &filter);
     assert!(!checkpoints.await.unwrap().is_empty(), "checkpoints were taken and sealed");
     assert!(engine.store().verify().unwrap().is_clean());
     engine.shutdown().await;
@@ -187,14 +188,14 @@ async fn replay_and_a_fork_of_a_sealed_thread_agree_with_its_record() {
     let report = engine.replay("o1", &ReplayOptions::default()).await.unwrap();
     assert!(report.is_deterministic(), "{report:?}");
     assert_eq!(charges.load(Ordering::SeqCst), 1, "replay calls no tool");
-    // A fork from the step after the charge: the charge's recorded result, the same output.
+    // A fork from the end of the charge's step: its recorded result, the same output.
     let id = ThreadId::new("o1").unwrap();
     let events = engine.store().read_since(&id, Seq(0), 1_000).await.unwrap();
     let mut charged = None;
     for event in events {
         let seq = event.bookmark.seq.0;
         let recorded = cairn::admin::decode(engine.store().as_ref(), event).await.unwrap();
-        if recorded.body.summary().contains("charge completed") {
+        if recorded.body.summary().contains("completed; next: approve") {
             charged = Some(seq);
         }
     }
