@@ -136,7 +136,11 @@ pub async fn run(path: &Path) -> anyhow::Result<Summary> {
 
 /// An engine on `path` sealing with `ring` (none: a sealed body read is an error naming its
 /// key), checkpointing every step so snapshots are sealed too.
-async fn open(path: &Path, wf: &Workflow<Order>, ring: Option<AesGcmCodec>) -> Result<Engine, cairn::Error> {
+async fn open(
+    path: &Path,
+    wf: &Workflow<Order>,
+    ring: Option<AesGcmCodec>,
+) -> Result<Engine, cairn::Error> {
     let builder = Engine::builder(path).workflow(wf).checkpoint_every(Some(1), None);
     let builder = match ring {
         Some(ring) => builder.payload_codec(Arc::new(ring)),

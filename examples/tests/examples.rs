@@ -199,7 +199,10 @@ async fn sealed_orders_keep_the_card_out_of_the_file_across_a_key_rotation() {
         assert_eq!(order.card, CARD);
         assert_eq!(order.receipt.as_deref(), Some("receipt for card ending 1111"));
     }
-    assert_eq!((s.first.approved_by.as_deref(), s.second.approved_by.as_deref()), (Some("ann"), Some("bob")));
+    assert_eq!(
+        (s.first.approved_by.as_deref(), s.second.approved_by.as_deref()),
+        (Some("ann"), Some("bob"))
+    );
     assert!(!s.card_in_file, "the card number is sealed");
     assert!(s.without_key.contains("sealed with key k1"), "{}", s.without_key);
 }

@@ -112,7 +112,10 @@ impl AesGcmCodec {
         }
         let Some(path) = std::env::var_os(KEYS_FILE_ENV) else { return Ok(None) };
         let spec = std::fs::read_to_string(&path).map_err(|e| {
-            Error::Invalid(format!("{KEYS_FILE_ENV} {}: {e}", std::path::Path::new(&path).display()))
+            Error::Invalid(format!(
+                "{KEYS_FILE_ENV} {}: {e}",
+                std::path::Path::new(&path).display()
+            ))
         })?;
         AesGcmCodec::from_spec(&spec).map(Some)
     }
@@ -125,9 +128,10 @@ impl AesGcmCodec {
 
 /// One `id=hex` entry.
 fn entry(text: &str) -> Result<(&str, [u8; 32]), Error> {
-    let (id, hex) = text.trim().split_once('=').ok_or_else(|| {
-        Error::Invalid("a key entry is id=64 hex digits".into())
-    })?;
+    let (id, hex) = text
+        .trim()
+        .split_once('=')
+        .ok_or_else(|| Error::Invalid("a key entry is id=64 hex digits".into()))?;
     let bad = || Error::Invalid(format!("key {}: not 64 hex digits", id.trim()));
     let hex = hex.trim().as_bytes();
     if hex.len() != 64 {

@@ -101,7 +101,10 @@ mod tests {
         let bytes = write("aes256gcm", "k1", b"\x00\x01secret");
         assert_eq!(&bytes[..=CODEC_LEN_AT], &[MAGIC, VERSION, 9]);
         let envelope = parse(&bytes).unwrap().unwrap();
-        assert_eq!(envelope, Envelope { codec: "aes256gcm", key: "k1", ciphertext: b"\x00\x01secret" });
+        assert_eq!(
+            envelope,
+            Envelope { codec: "aes256gcm", key: "k1", ciphertext: b"\x00\x01secret" }
+        );
     }
 
     #[test]

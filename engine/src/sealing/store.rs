@@ -186,7 +186,10 @@ impl Opener {
         Ok(events)
     }
 
-    fn checkpoint(&self, checkpoint: Option<Checkpoint>) -> Result<Option<Checkpoint>, StorageError> {
+    fn checkpoint(
+        &self,
+        checkpoint: Option<Checkpoint>,
+    ) -> Result<Option<Checkpoint>, StorageError> {
         let Some(mut checkpoint) = checkpoint else { return Ok(None) };
         checkpoint.snapshot = self.open(std::mem::take(&mut checkpoint.snapshot))?;
         Ok(Some(checkpoint))

@@ -78,11 +78,11 @@ mod restore_reads;
 mod resume_check;
 mod retention;
 mod scale;
-#[cfg(feature = "encryption")]
-mod sealing;
 mod schedule_chain;
 mod schedule_overlap;
 mod schedules;
+#[cfg(feature = "encryption")]
+mod sealing;
 mod search_labels;
 mod select;
 mod select_child;

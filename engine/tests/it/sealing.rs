@@ -123,7 +123,8 @@ async fn no_body_reaches_the_file_in_the_clear_and_every_read_opens_it() {
     let engine = open(&path, &[&wf], sealed_with(key("k1", 1))).await;
     run_order(&engine, "o1").await;
     assert_eq!(output(&engine, "o1").await.unwrap(), expected());
-    let filter = CheckpointFilter { thread: Some(ThreadId::new("o1").unwrap()), ..Default::default() };
+    let filter =
+        CheckpointFilter { thread: Some(ThreadId::new("o1").unwrap()), ..Default::default() };
     let checkpoints = cairn::admin::checkpoints_all(engine.store().as_ref(), &filter);
     assert!(!checkpoints.await.unwrap().is_empty(), "checkpoints were taken and sealed");
     assert!(engine.store().verify().unwrap().is_clean());

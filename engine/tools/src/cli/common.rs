@@ -142,7 +142,10 @@ const HELD_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
 pub async fn open_read_only(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<Engine> {
     let started = std::time::Instant::now();
     let opened = loop {
-        match with_workflows(keyed(Engine::builder(db).read_only_in_place())?, workflows).open().await {
+        match with_workflows(keyed(Engine::builder(db).read_only_in_place())?, workflows)
+            .open()
+            .await
+        {
             // An engine stopping withdraws its endpoint just before it closes the file: a
             // moment later the file is free.
             Err(cairn::Error::Storage(cairn_storage::Error::Locked))
@@ -195,7 +198,8 @@ pub async fn open_read_only_or_copy(
 /// # Errors
 /// Keys that do not parse, or a key file that does not read (exit 2).
 pub fn keyed(builder: cairn::EngineBuilder) -> anyhow::Result<cairn::EngineBuilder> {
-    let codec = cairn::sealing::AesGcmCodec::from_env().map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+    let codec =
+        cairn::sealing::AesGcmCodec::from_env().map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
     Ok(match codec {
         Some(codec) => builder.payload_codec(Arc::new(codec)),
         None => builder.sealed_without_key(),
