@@ -13,10 +13,11 @@ use cairn::sealing::{AesGcmCodec, PayloadCodec};
 use cairn::storage::{CheckpointFilter, Seq, ThreadId};
 use cairn::{END, Engine, EngineBuilder, Error, START, StartOptions, ThreadStatus, ToolError};
 use cairn_tools::Operator;
+use cairn_tools::serve::Serve;
 use cairn_tools::debug::{ForkFrom, ForkOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::common::{db, open};
+use crate::common::{call, db, open};
 use crate::crash::every_write;
 
 /// An order's notes; each update adds some.
@@ -257,4 +258,34 @@ async fn a_crash_at_any_write_of_a_sealed_run_loses_and_doubles_nothing() {
     crate::common::report(&format!(
         "RELIABILITY sealed_run_crash crash_points={crashes} lost=0 doubled=0"
     ));
+}
+
+/// The endpoint of an engine without the key lists a sealed thread and answers a read of its
+/// state 409 naming the key; with the key it answers the state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_endpoint_without_the_key_answers_409_naming_it() {
+    let wf = orders(Arc::default());
+    let (_d, path) = db();
+    let engine = open(&path, &[&wf], sealed_with(key("k1", 1))).await;
+    run_order(&engine, "o1").await;
+    engine.shutdown().await;
+    drop(engine);
+    let loopback: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
+    let serving = |builder: EngineBuilder| async move {
+        let (engine, server) = builder.workflow(&wf).serve(loopback).open().await.unwrap();
+        let base = format!("http://{}", server.addr());
+        let get = |p: &str| call("GET", format!("{base}{p}"), None, String::new());
+        let listed = get("/api/threads").await;
+        let state = get("/api/threads/o1/state").await;
+        server.shutdown().await;
+        engine.shutdown().await;
+        (listed, state)
+    };
+    let ((listed, _), (status, body)) = serving(Engine::builder(&path).sealed_without_key()).await;
+    assert_eq!(listed, 200);
+    assert_eq!(status, 409, "{body}");
+    assert!(body.to_string().contains("sealed with key k1"), "{body}");
+    let (_, (status, body)) = serving(Engine::builder(&path).payload_codec(key("k1", 1))).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.to_string().contains("SIGNAL-MARK by ann"), "{body}");
 }
