@@ -13,8 +13,8 @@ use cairn::sealing::{AesGcmCodec, PayloadCodec};
 use cairn::storage::{CheckpointFilter, Seq, ThreadId};
 use cairn::{END, Engine, EngineBuilder, Error, START, StartOptions, ThreadStatus, ToolError};
 use cairn_tools::Operator;
-use cairn_tools::serve::Serve;
 use cairn_tools::debug::{ForkFrom, ForkOptions};
+use cairn_tools::serve::Serve;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{call, db, open};
@@ -271,8 +271,9 @@ async fn the_endpoint_without_the_key_answers_409_naming_it() {
     engine.shutdown().await;
     drop(engine);
     let loopback: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
+    let wf = &wf;
     let serving = |builder: EngineBuilder| async move {
-        let (engine, server) = builder.workflow(&wf).serve(loopback).open().await.unwrap();
+        let (engine, server) = builder.workflow(wf).serve(loopback).open().await.unwrap();
         let base = format!("http://{}", server.addr());
         let get = |p: &str| call("GET", format!("{base}{p}"), None, String::new());
         let listed = get("/api/threads").await;
