@@ -1,6 +1,7 @@
 //! A database sealed at rest (docs/encryption.md): the commands open it with the keys of
 //! `CAIRN_KEYS`; without them a command that needs a sealed value fails naming the key, while
-//! listings and `cairn verify` (CRC and structure) work.
+//! listings and `cairn verify` (CRC and structure) work; a bundle is exported decoded with the
+//! key and imported sealed.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -54,4 +55,15 @@ fn sealed_state_reads_with_the_keys_and_names_the_key_without_them() {
     let listed = run(&db, None, &["threads", "--json"]).expect(0).json();
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
     run(&db, None, &["verify"]).expect(0);
+
+    // A bundle: exported decoded with the key (refused without it), imported sealed again.
+    let bundle = dir.path().join("demo-0.json");
+    let bundle = bundle.to_str().unwrap();
+    assert_ne!(run(&db, None, &["bundle", "export", "demo-0", "-o", bundle]).code, 0);
+    run(&db, Some(&keys), &["bundle", "export", "demo-0", "-o", bundle]).expect(0);
+    let copy = dir.path().join("copy.db");
+    run(&copy, Some(&keys), &["bundle", "import", bundle]).expect(0);
+    run(&copy, Some(&keys), &["state", "demo-0", "--json"]).expect(0);
+    let sealed_copy = run(&copy, None, &["state", "demo-0", "--json"]);
+    assert!(sealed_copy.stderr.contains("sealed with key k1"), "{sealed_copy:#?}");
 }
