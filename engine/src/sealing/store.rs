@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cairn_storage::{
-    Append, Batch, Catalog, Checkpoint, CheckpointId, Decorates, Durability, Event,
+    Append, Batch, Catalog, Checkpoint, CheckpointId, Decorates, Durability, Event, EventKind,
     ForwardMaintenance, Lsn, Page, PayloadRef, Pending, Reading, Scope, Seq, Signal, Store,
     Subscription, ThreadFilter, ThreadId, ThreadLog, ThreadRecord,
 };
@@ -19,6 +19,9 @@ use super::envelope;
 use crate::error::Error;
 
 type StorageError = cairn_storage::Error;
+
+/// The summary a sealed message event is stored with, in place of its content.
+const SEALED_MESSAGE: &str = "message (sealed)";
 
 /// A [`Store`] whose bodies are sealed at rest by a [`PayloadCodec`]; installed by
 /// [`crate::EngineBuilder::payload_codec`], or wrapped by hand around a store given to
@@ -46,7 +49,8 @@ type StorageError = cairn_storage::Error;
 /// }
 /// # fn main() -> Result<(), Error> {
 /// let dir = tempfile::tempdir().expect("temp dir");
-/// let file: Arc<dyn Store> = Arc::new(RedbStore::open(dir.path().join("c.db"), Options::default())?);
+/// let file = RedbStore::open(dir.path().join("c.db"), Options::default())?;
+/// let file: Arc<dyn Store> = Arc::new(file);
 /// let sealed = SealingStore::new(file.clone(), Arc::new(Xor));
 /// let thread = ThreadId::new("t1")?;
 /// let workflow = WorkflowRef { id: "demo".into(), version: 1, fingerprint: "f".into() };
@@ -107,6 +111,11 @@ impl SealingStore {
         for event in &mut batch.events {
             if !event.data.is_empty() {
                 seal(&mut event.data)?;
+            }
+            // A message's one-line summary quotes its content: the content stays in the
+            // sealed body only.
+            if event.kind == EventKind::Message {
+                event.summary = SEALED_MESSAGE.to_owned();
             }
             if let Some(r) = event.payload.as_mut().and_then(|r| moved.get(r).map(|m| (r, m))) {
                 *r.0 = *r.1;

@@ -35,8 +35,15 @@ impl State for Order {
 }
 
 /// The markers a run writes, one per kind of body; none may be in a sealed file.
-const MARKERS: [&str; 6] =
-    ["INPUT-MARK", "TOOLIN-MARK", "TOOLRESULT-MARK", "PAYLOAD-MARK", "STATE-MARK", "SIGNAL-MARK"];
+const MARKERS: [&str; 7] = [
+    "INPUT-MARK",
+    "TOOLIN-MARK",
+    "TOOLRESULT-MARK",
+    "PAYLOAD-MARK",
+    "STATE-MARK",
+    "SIGNAL-MARK",
+    "MESSAGE-MARK",
+];
 
 /// START -> charge (a tool with a marked result, and one whose result is large enough to be
 /// offloaded to the payload table) -> approve (waits for a signal) -> END.
@@ -57,6 +64,7 @@ fn orders(charges: Arc<AtomicU64>) -> Workflow<Order> {
                         Ok::<String, ToolError>("PAYLOAD-MARK ".repeat(2_000))
                     })
                     .await?;
+                ctx.message(cairn::dsl::Message::new("assistant", "MESSAGE-MARK charged"));
                 Ok(NodeOutput::update(vec![receipt, format!("STATE-MARK {}", scan.len())]))
             }
         })
