@@ -136,6 +136,12 @@ async fn no_body_reaches_the_file_in_the_clear_and_every_read_opens_it() {
         CheckpointFilter { thread: Some(ThreadId::new("o1").unwrap()), ..Default::default() };
     let checkpoints = cairn::admin::checkpoints_all(engine.store().as_ref(), &filter);
     assert!(!checkpoints.await.unwrap().is_empty(), "checkpoints were taken and sealed");
+    // A subscription reads through the sealing store: its events open as a read's do.
+    let scope = cairn::Scope::Thread(ThreadId::new("o1").unwrap());
+    let mut followed = engine.store().subscribe(scope, 0).unwrap();
+    let first = followed.next().await.unwrap();
+    let created = cairn::admin::decode(engine.store().as_ref(), first).await.unwrap();
+    assert!(created.body.summary().starts_with("thread created"), "{:?}", created.body);
     assert!(engine.store().verify().unwrap().is_clean());
     engine.shutdown().await;
     drop(engine);
