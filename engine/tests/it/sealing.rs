@@ -304,3 +304,38 @@ async fn the_endpoint_without_the_key_answers_409_naming_it() {
     assert_eq!(status, 200, "{body}");
     assert!(body.to_string().contains("SIGNAL-MARK by ann"), "{body}");
 }
+
+/// On PostgreSQL the same: the rows hold no marker in the clear (the database's own dump of
+/// every table), and every read opens.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sealed_run_on_postgres_stores_no_body_in_the_clear() {
+    use cairn_storage_testkit::pg_cluster::Cluster;
+    let Some(cluster) = Cluster::start("a_sealed_run_on_postgres") else { return };
+    let url = cluster.new_database();
+    let wf = orders(Arc::default());
+    let engine = Engine::builder(&url).workflow(&wf).payload_codec(key("k1", 1));
+    let engine = engine.checkpoint_every(Some(1), None).open().await.unwrap();
+    run_order(&engine, "o1").await;
+    assert_eq!(output(&engine, "o1").await.unwrap(), expected());
+    engine.shutdown().await;
+    let dump = tokio::task::spawn_blocking(move || {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let tables = "SELECT table_name FROM information_schema.tables \
+                      WHERE table_schema = 'public' AND table_name LIKE 'cairn%'";
+        let mut all = Vec::new();
+        for row in client.query(tables, &[]).unwrap() {
+            let table: String = row.get(0);
+            let rows = format!("SELECT CAST(t AS text) FROM \"{table}\" t");
+            for row in client.query(rows.as_str(), &[]).unwrap() {
+                all.push(row.get::<_, String>(0));
+            }
+        }
+        all.join("\n")
+    })
+    .await
+    .unwrap();
+    assert!(dump.contains("sealed-orders"), "the dump holds the rows");
+    let clear: Vec<&str> = MARKERS.into_iter().filter(|m| dump.contains(m)).collect();
+    assert!(clear.is_empty(), "plaintext in PostgreSQL: {clear:?}");
+}
