@@ -15,11 +15,16 @@ fn keys() -> String {
 
 /// `cairn ARGS... --db DB` with `CAIRN_KEYS` set to `keys` (unset when `None`).
 fn run(db: &Path, keys: Option<&str>, args: &[&str]) -> Run {
+    run_with(db, keys.map(|k| ("CAIRN_KEYS", k)), args)
+}
+
+/// `cairn ARGS... --db DB` with one key variable set (neither when `None`).
+fn run_with(db: &Path, key_var: Option<(&str, &str)>, args: &[&str]) -> Run {
     let mut command = Command::new(bin());
     command.args(args).args(["--db", db.to_str().unwrap()]).env_remove("CAIRN_LOG");
     command.env_remove("CAIRN_KEYS").env_remove("CAIRN_KEYS_FILE").stdin(Stdio::null());
-    if let Some(keys) = keys {
-        command.env("CAIRN_KEYS", keys);
+    if let Some((name, value)) = key_var {
+        command.env(name, value);
     }
     let out = command.output().expect("the cairn binary runs");
     Run {
@@ -43,6 +48,12 @@ fn sealed_state_reads_with_the_keys_and_names_the_key_without_them() {
     assert!(with.is_object(), "{with}");
     let events = run(&db, Some(&keys), &["events", "demo-0", "--json"]).expect(0).json();
     assert!(events.as_array().is_some_and(|e| !e.is_empty()), "{events}");
+
+    // The same keys from a file, one entry a line.
+    let file = dir.path().join("keys");
+    std::fs::write(&file, format!("{keys}\nk0={}\n", "c3".repeat(32))).unwrap();
+    let from_file = Some(("CAIRN_KEYS_FILE", file.to_str().unwrap()));
+    run_with(&db, from_file, &["state", "demo-0", "--json"]).expect(0);
 
     let without = run(&db, None, &["state", "demo-0", "--json"]);
     assert_ne!(without.code, 0, "{without:#?}");
