@@ -14,7 +14,7 @@ use super::{Encoded, PayloadCodec};
 use crate::error::Error;
 
 /// The environment variable holding the keys of tools (`cairn`, the endpoint): `id=hex,...`,
-/// each key 64 hex digits (32 bytes); the first is the active one.
+/// each key 64 hex digits (32 bytes); the one marked `*id=hex`, or else the first, is active.
 pub const KEYS_ENV: &str = "CAIRN_KEYS";
 /// The environment variable naming a file that holds the keys as [`KEYS_ENV`] does (commas or
 /// line breaks between them); read when [`KEYS_ENV`] is not set.
@@ -85,18 +85,30 @@ impl AesGcmCodec {
     }
 
     /// The ring `spec` describes: `id=hex` entries separated by commas, line breaks or
-    /// spaces, each key 64 hex digits; the first entry is the active key.
+    /// spaces, each key 64 hex digits; the entry marked with a leading `*` (`*k2=...`) is the
+    /// active key, or the first one when none is marked.
     ///
     /// # Errors
-    /// [`Error::Invalid`] naming the entry that does not parse (never echoing key digits).
+    /// [`Error::Invalid`] naming the entry that does not parse (never echoing key digits), or
+    /// for more than one marked entry.
     pub fn from_spec(spec: &str) -> Result<AesGcmCodec, Error> {
         let mut entries = spec.split([',', '\n', '\r', ' ', '\t']).filter(|e| !e.trim().is_empty());
         let first = entries.next().ok_or_else(|| Error::Invalid("no key given".into()))?;
-        let (id, key) = entry(first)?;
+        let (id, key, mut marked) = entry(first)?;
         let mut ring = AesGcmCodec::new(id, key)?;
+        let mut active = marked.then(|| id.to_owned());
         for e in entries {
-            let (id, key) = entry(e)?;
+            let (id, key, star) = entry(e)?;
             ring = ring.with_key(id, key)?;
+            if star && std::mem::replace(&mut marked, true) {
+                return Err(Error::Invalid("more than one key is marked active (*)".into()));
+            }
+            if star {
+                active = Some(id.to_owned());
+            }
+        }
+        if let Some(active) = active {
+            ring.active = active;
         }
         Ok(ring)
     }
@@ -126,13 +138,17 @@ impl AesGcmCodec {
     }
 }
 
-/// One `id=hex` entry.
-fn entry(text: &str) -> Result<(&str, [u8; 32]), Error> {
+/// One `id=hex` entry: its id, its key, and whether it is marked active (`*id=hex`).
+fn entry(text: &str) -> Result<(&str, [u8; 32], bool), Error> {
     let (id, hex) = text
         .trim()
         .split_once('=')
         .ok_or_else(|| Error::Invalid("a key entry is id=64 hex digits".into()))?;
-    let bad = || Error::Invalid(format!("key {}: not 64 hex digits", id.trim()));
+    let (id, star) = match id.trim().strip_prefix('*') {
+        Some(id) => (id, true),
+        None => (id.trim(), false),
+    };
+    let bad = || Error::Invalid(format!("key {id}: not 64 hex digits"));
     let hex = hex.trim().as_bytes();
     if hex.len() != 64 {
         return Err(bad());
@@ -142,7 +158,7 @@ fn entry(text: &str) -> Result<(&str, [u8; 32]), Error> {
         let digits = std::str::from_utf8(pair).map_err(|_| bad())?;
         *byte = u8::from_str_radix(digits, 16).map_err(|_| bad())?;
     }
-    Ok((id.trim(), key))
+    Ok((id, key, star))
 }
 
 /// What the tag authenticates besides the body: the codec and key ids.
@@ -212,5 +228,9 @@ mod tests {
         assert!(e.contains("k1") && !e.contains("abc"), "{e}");
         let twice = format!("k1={0},k1={0}", "00".repeat(32));
         assert!(AesGcmCodec::from_spec(&twice).is_err());
+        let marked = format!("k1={0},*k2={0},k3={0}", "00".repeat(32));
+        assert_eq!(AesGcmCodec::from_spec(&marked).unwrap().active_key(), "k2");
+        let two = format!("*k1={0},*k2={0}", "00".repeat(32));
+        assert!(AesGcmCodec::from_spec(&two).is_err());
     }
 }
