@@ -4,9 +4,9 @@
 //!
 //! [`SealingStore`] is a decorator of any [`Store`](cairn_storage::Store) (a redb file,
 //! PostgreSQL): it seals the bodies of each batch before handing it on and opens them in every
-//! read, so neither backend's layout changes and no format version moves. A sealed body is an envelope
-//! ([`envelope`], `docs/format.md` §10.3) naming its codec and key id, so a keyring can rotate
-//! keys: one active key writes, older ones still read. Ids, names, labels, timestamps, summaries
+//! read, so neither backend's layout changes and no format version moves. A sealed body is an
+//! envelope ([`envelope`], `docs/format.md` §10.3) naming its codec and key id, so a keyring can
+//! rotate keys: one active key writes, older ones still read. Ids, names, labels, timestamps, summaries
 //! and the thread record stay clear (`docs/encryption.md` lists what is and is not sealed).
 //!
 //! Invariants: a sealed body is never handed to the engine as plain bytes (a body this store
