@@ -6,8 +6,9 @@
 //! PostgreSQL): it seals the bodies of each batch before handing it on and opens them in every
 //! read, so neither backend's layout changes and no format version moves. A sealed body is an
 //! envelope ([`envelope`], `docs/format.md` §10.3) naming its codec and key id, so a keyring can
-//! rotate keys: one active key writes, older ones still read. Ids, names, labels, timestamps, summaries
-//! and the thread record stay clear (`docs/encryption.md` lists what is and is not sealed).
+//! rotate keys: one active key writes, older ones still read. Ids, names, labels, timestamps,
+//! summaries (a message's aside) and the thread record stay clear (`docs/encryption.md` lists
+//! what is and is not sealed).
 //!
 //! Invariants: a sealed body is never handed to the engine as plain bytes (a body this store
 //! cannot open is [`cairn_storage::Error::Sealed`]); a plain body (written before a codec was
