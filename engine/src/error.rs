@@ -169,6 +169,19 @@ pub enum Error {
         /// The version asked for.
         to: u32,
     },
+    /// A body sealed at rest that this engine cannot open: it has no payload codec, another
+    /// codec, no key of this id, or a key that does not open it (a wrong key, damaged bytes).
+    /// Permanent until the engine is opened with the key (`docs/encryption.md`); never shown as
+    /// plain bytes.
+    #[error("sealed with key {key} (codec {codec}): {detail}")]
+    Sealed {
+        /// The codec id the envelope names.
+        codec: String,
+        /// The key id the envelope names.
+        key: String,
+        /// Why it does not open.
+        detail: String,
+    },
     /// No promise has this id: not an id's shape, or its thread never created it (permanent).
     #[error("no promise {0}")]
     UnknownPromise(String),
@@ -225,6 +238,10 @@ impl From<cairn_storage::Error> for Error {
             // One "no such thread" to match, whether the engine or the store found it missing
             // (a thread deleted between a listing and a read is found missing by the store).
             cairn_storage::Error::UnknownThread(id) => Error::UnknownThread(id.to_string()),
+            // A sealed body is the engine's word: what to do (give the key) is not storage's.
+            cairn_storage::Error::Sealed { codec, key, detail } => {
+                Error::Sealed { codec, key, detail }
+            }
             e => Error::Storage(e),
         }
     }
@@ -235,6 +252,9 @@ impl From<cairn_storage::Error> for Error {
 impl From<cairn_core::Error> for Error {
     fn from(e: cairn_core::Error) -> Self {
         match e {
+            cairn_core::Error::Storage(cairn_storage::Error::Sealed { codec, key, detail }) => {
+                Error::Sealed { codec, key, detail }
+            }
             cairn_core::Error::Storage(e) => Error::Storage(e),
             cairn_core::Error::UnknownThread(thread) => Error::UnknownThread(thread),
             cairn_core::Error::Transition { thread, source } => {

@@ -21,6 +21,7 @@ pub mod error;
 mod exec;
 pub(crate) mod limits;
 pub mod replay;
+pub mod sealing;
 mod tasks;
 pub mod telemetry;
 

@@ -21,6 +21,7 @@ pub mod quickstart;
 pub mod research_pipeline;
 pub mod routing;
 pub mod scheduled_reports;
+pub mod sealed_orders;
 pub mod streaming_agent;
 pub mod subworkflow;
 pub mod timers;

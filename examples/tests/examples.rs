@@ -191,6 +191,23 @@ async fn order_signals_are_received_in_order_across_a_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sealed_orders_keep_the_card_out_of_the_file_across_a_key_rotation() {
+    use cairn_examples::sealed_orders::{CARD, run};
+    let (_d, p) = db("sealed.db");
+    let s = run(&p).await.unwrap();
+    for order in [&s.first, &s.second] {
+        assert_eq!(order.card, CARD);
+        assert_eq!(order.receipt.as_deref(), Some("receipt for card ending 1111"));
+    }
+    assert_eq!(
+        (s.first.approved_by.as_deref(), s.second.approved_by.as_deref()),
+        (Some("ann"), Some("bob"))
+    );
+    assert!(!s.card_in_file, "the card number is sealed");
+    assert!(s.without_key.contains("sealed with key k1"), "{}", s.without_key);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[allow(clippy::print_stdout, reason = "the test reports the concurrency it saw")]
 async fn job_engine_runs_every_job_to_its_known_outcome() {
     use cairn::ThreadStatus::{Completed, Failed};

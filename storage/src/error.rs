@@ -226,6 +226,19 @@ pub enum Error {
         detail: String,
     },
 
+    /// Permanent until the key is given: a body sealed at rest (`docs/format.md` §10.3) that
+    /// this store cannot open: no codec, another codec, a key id it does not hold, or a key that
+    /// does not open it (a wrong key, or damaged bytes). Never returned as plain bytes.
+    #[error("sealed body (codec {codec}, key {key}) cannot be opened: {detail}")]
+    Sealed {
+        /// The codec id the envelope names.
+        codec: String,
+        /// The key id the envelope names.
+        key: String,
+        /// Why it does not open.
+        detail: String,
+    },
+
     /// Permanent until space is freed: the disk (or the user's quota) is full (the OS error is
     /// `StorageFull`, `QuotaExceeded` or raw `ENOSPC` = 28). Retrying does not help until
     /// someone frees space. A commit that hits it fails and poisons the store like any failed

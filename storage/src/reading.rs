@@ -113,6 +113,26 @@ impl<T> Reading<T> {
         }
     }
 
+    /// The answer passed through `f`, which may refuse it: as [`Reading::map`], and an `Err`
+    /// from `f` is the read's error (a decorator that checks or opens what it reads).
+    pub fn and_then<U>(self, f: impl FnOnce(T) -> Result<U, Error> + Send + 'static) -> Reading<U>
+    where
+        T: Send + 'static,
+        U: Send + 'static,
+    {
+        match self.inner {
+            Inner::Ready(answer) => {
+                let answer = answer.unwrap_or(Err(Error::Closed)).and_then(f);
+                Reading { inner: Inner::Ready(Some(answer)), on_block: self.on_block }
+            }
+            _ => {
+                let on_block = self.on_block.clone();
+                let mapped = Reading::later(async move { self.await.and_then(f) });
+                Reading { on_block, ..mapped }
+            }
+        }
+    }
+
     /// The same read, with `f` shown its answer first: at once for an answer known already (no
     /// allocation), else when it arrives (a decorator counting or checking reads).
     pub fn inspect(self, f: impl FnOnce(&Result<T, Error>) + Send + 'static) -> Reading<T>

@@ -56,6 +56,13 @@ impl Subscription {
         Subscription { store, scope, cursor: after, buffer: VecDeque::new(), committed }
     }
 
+    /// The same subscription (cursor, wake-ups), reading its events through `store`: a
+    /// decorator that changes what reads answer (one that opens sealed bodies) hands its own
+    /// subscribers the events as it reads them.
+    pub fn reading_through(self, store: Arc<dyn Store>) -> Subscription {
+        Subscription { store, ..self }
+    }
+
     /// The next event, waiting for one to be committed if none is.
     ///
     /// # Errors

@@ -16,6 +16,7 @@ use crate::error::Error;
 use crate::exec::registry::Registry;
 use crate::exec::shell::{FailureHook, Ids, Shell, Verified, splitmix};
 use crate::exec::wake::Waker;
+use crate::sealing::{PayloadCodec, SealingStore};
 use crate::tasks::Tasks;
 
 /// Builds an [`Engine`].
@@ -43,6 +44,9 @@ pub struct EngineBuilder {
     pub(super) recorder: Option<super::health::SharedRecorder>,
     /// Queues this engine defines at open (`api/queues.rs`).
     pub(super) queues: Vec<(String, cairn_storage::QueueLimits)>,
+    /// How bodies are sealed at rest: `None` not at all, `Some(None)` not, with sealed ones
+    /// refused by name ([`EngineBuilder::sealed_without_key`]), `Some(Some(codec))` by `codec`.
+    pub(super) sealing: Option<Option<Arc<dyn PayloadCodec>>>,
 }
 
 impl EngineBuilder {
@@ -235,6 +239,35 @@ impl EngineBuilder {
         self
     }
 
+    /// Seals every body the engine stores (state, inputs, outputs, tool results, signals,
+    /// checkpoints) with `codec` and opens it when read: protection at rest
+    /// (`docs/encryption.md`). The store is wrapped in a [`SealingStore`]; its layout does
+    /// not change. Bodies written before the codec was installed read as they are.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # #[cfg(feature = "encryption")]
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// let codec = cairn::sealing::AesGcmCodec::from_spec(&std::env::var("ORDER_KEYS").unwrap())?;
+    /// let engine = cairn::Engine::builder("orders.db")
+    ///     .payload_codec(std::sync::Arc::new(codec))
+    ///     .open()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn payload_codec(mut self, codec: Arc<dyn PayloadCodec>) -> Self {
+        self.sealing = Some(Some(codec));
+        self
+    }
+
+    /// Opens without a payload codec, but answers a read of a sealed body with
+    /// [`Error::Sealed`] naming its key (tools opened without the key), rather than bytes that
+    /// do not decode.
+    pub fn sealed_without_key(mut self) -> Self {
+        self.sealing = Some(None);
+        self
+    }
+
     /// Uses an already open store instead of a file (tests, fault injection, other backends).
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
@@ -296,6 +329,11 @@ impl EngineBuilder {
     /// by another process); [`Error::Build`]-like registration conflicts.
     pub async fn open(mut self) -> Result<Engine, Error> {
         let store = self.open_store().await?;
+        let store: Arc<dyn Store> = match self.sealing.take() {
+            None => store,
+            Some(Some(codec)) => Arc::new(SealingStore::new(store, codec)),
+            Some(None) => Arc::new(SealingStore::without_key(store)),
+        };
         // Without a configured seed, the operating system's randomness: two engines opened in
         // the same millisecond (a supervisor starting workers together) draw different streams,
         // so they never make the same thread id or the same node randomness. A configured seed
@@ -446,6 +484,7 @@ impl Engine {
             on_stuck: None,
             recorder: None,
             queues: Vec::new(),
+            sealing: None,
         }
     }
 

@@ -16,7 +16,7 @@ use syn::visit::Visit;
 const ENGINE_LAYERS: &[&[&str]] = &[
     &["limits"],
     &["error", "clock", "config", "tasks"],
-    &["telemetry"],
+    &["telemetry", "sealing"],
     &["coord", "replay"],
     &["exec"],
     &["api"],

@@ -81,6 +81,8 @@ mod scale;
 mod schedule_chain;
 mod schedule_overlap;
 mod schedules;
+#[cfg(feature = "encryption")]
+mod sealing;
 mod search_labels;
 mod select;
 mod select_child;

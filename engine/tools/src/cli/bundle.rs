@@ -183,7 +183,7 @@ async fn import(args: FileArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> 
     // Importing into a new file is the usual case: create it (only here; other write commands
     // refuse a missing file).
     if !cairn::admin::is_postgres_url(&args.common.db) && !args.common.db.exists() {
-        let engine = cairn::Engine::builder(&args.common.db).open().await?;
+        let engine = super::common::keyed(cairn::Engine::builder(&args.common.db))?.open().await?;
         engine.shutdown().await;
     }
     let engine = open_writable(&args.common.db, wfs).await?;

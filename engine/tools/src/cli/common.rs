@@ -142,7 +142,10 @@ const HELD_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
 pub async fn open_read_only(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<Engine> {
     let started = std::time::Instant::now();
     let opened = loop {
-        match with_workflows(Engine::builder(db).read_only_in_place(), workflows).open().await {
+        match with_workflows(keyed(Engine::builder(db).read_only_in_place())?, workflows)
+            .open()
+            .await
+        {
             // An engine stopping withdraws its endpoint just before it closes the file: a
             // moment later the file is free.
             Err(cairn::Error::Storage(cairn_storage::Error::Locked))
@@ -178,14 +181,29 @@ pub async fn open_read_only_or_copy(
     db: &Path,
     workflows: &[Arc<DynWorkflow>],
 ) -> anyhow::Result<Engine> {
-    match with_workflows(Engine::builder(db).read_only_in_place(), workflows).open().await {
+    match with_workflows(keyed(Engine::builder(db).read_only_in_place())?, workflows).open().await {
         Ok(engine) => Ok(engine),
         Err(cairn::Error::Storage(cairn_storage::Error::Locked)) => {
-            let copy = with_workflows(Engine::builder(db).read_only(), workflows);
+            let copy = with_workflows(keyed(Engine::builder(db).read_only())?, workflows);
             copy.open().await.map_err(|e| open_error(db, e))
         }
         Err(e) => Err(open_error(db, e)),
     }
+}
+
+/// `builder` with the keys of `CAIRN_KEYS` / `CAIRN_KEYS_FILE` (docs/encryption.md): bodies
+/// sealed at rest open with them; without them, reading a sealed body is an error naming its
+/// key (`Error::Sealed`), never bytes that do not decode.
+///
+/// # Errors
+/// Keys that do not parse, or a key file that does not read (exit 2).
+pub fn keyed(builder: cairn::EngineBuilder) -> anyhow::Result<cairn::EngineBuilder> {
+    let codec =
+        cairn::sealing::AesGcmCodec::from_env().map_err(|e| fail(EXIT_USAGE, e.to_string()))?;
+    Ok(match codec {
+        Some(codec) => builder.payload_codec(Arc::new(codec)),
+        None => builder.sealed_without_key(),
+    })
 }
 
 /// `builder` with `workflows` registered.
@@ -205,7 +223,7 @@ pub(super) fn with_workflows(
 /// process.
 pub async fn open_writable(db: &Path, workflows: &[Arc<DynWorkflow>]) -> anyhow::Result<Engine> {
     refuse_missing(db)?;
-    let opened = Engine::builder(db).recovery(RecoveryPolicy::Park).open().await;
+    let opened = keyed(Engine::builder(db).recovery(RecoveryPolicy::Park))?.open().await;
     let engine = opened.map_err(|e| open_error(db, e))?;
     register(&engine, workflows)?;
     Ok(engine)
@@ -225,7 +243,8 @@ pub async fn open_running(
     configure: impl FnOnce(cairn::EngineBuilder) -> cairn::EngineBuilder,
 ) -> anyhow::Result<Engine> {
     refuse_missing(db)?;
-    let builder = with_workflows(Engine::builder(db).recovery(RecoveryPolicy::Resume), workflows);
+    let builder = keyed(Engine::builder(db).recovery(RecoveryPolicy::Resume))?;
+    let builder = with_workflows(builder, workflows);
     configure(builder).open().await.map_err(|e| open_error(db, e))
 }
 

@@ -137,7 +137,10 @@ pub(super) async fn run(args: DemoArgs, extra: Vec<Arc<DynWorkflow>>) -> anyhow:
 /// The demo's engine on `args.db`, serving its endpoint on a loopback port unless told not to
 /// (or on a PostgreSQL database).
 async fn open(args: &DemoArgs) -> anyhow::Result<(Engine, Option<crate::serve::Server>)> {
-    let builder = Engine::builder(&args.db).seed(7).concurrency(4).lease_ttl_ms(args.lease_ttl_ms);
+    let builder = super::common::keyed(Engine::builder(&args.db))?
+        .seed(7)
+        .concurrency(4)
+        .lease_ttl_ms(args.lease_ttl_ms);
     let is_url = cairn::admin::is_postgres_url(&args.db);
     Ok(if args.no_serve || is_url {
         (builder.open().await.map_err(|e| super::common::open_error(&args.db, e))?, None)

@@ -59,7 +59,7 @@ pub(super) async fn worker(args: WorkerArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     let (mut interrupt, mut terminate) = super::common::stop_signals()?;
     // Checked, and the recorder installed, before the engine opens.
     let options = args.addr.map(|addr| args.endpoint.options(addr)).transpose()?;
-    let builder = Engine::builder(db)
+    let builder = super::common::keyed(Engine::builder(db))?
         .concurrency(args.concurrency)
         .lease_ttl_ms(args.lease_ttl_ms)
         .poll_ms(args.poll_ms)

@@ -78,7 +78,7 @@ impl IntoResponse for Reject {
 }
 
 /// An engine error as a response about `field`: an unknown thread 404, a refused control or a
-/// thread whose workflow is not compiled in 409, a caller's mistake 400, a database that does
+/// thread whose workflow is not compiled in or a body sealed with a key the endpoint lacks 409, a caller's mistake 400, a database that does
 /// not answer 503 (the error says why), the rest 500.
 pub(super) fn reject(e: Error, field: &str) -> Reject {
     let status = match &e {
@@ -88,7 +88,9 @@ pub(super) fn reject(e: Error, field: &str) -> Reject {
         | Error::Transition { .. }
         | Error::UnknownWorkflow { .. }
         | Error::FingerprintChanged { .. }
-        | Error::NoMigration { .. } => 409,
+        | Error::NoMigration { .. }
+        // Sealed at rest, and this endpoint holds no key that opens it (`CAIRN_KEYS`).
+        | Error::Sealed { .. } => 409,
         Error::Invalid(_)
         | Error::SeqUnavailable { .. }
         | Error::Codec(_)

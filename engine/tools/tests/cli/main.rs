@@ -34,6 +34,7 @@ mod resume;
 mod retention;
 mod schedule;
 mod schedule_run;
+mod sealed;
 mod seed_import;
 mod seen;
 mod serve;

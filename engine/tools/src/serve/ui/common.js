@@ -11,6 +11,10 @@ const cairn = (() => {
     try { body = JSON.parse(text); } catch (_) { body = text; }
     if (!resp.ok) {
       const why = body && body.error ? body.error + (body.field ? ` (${body.field})` : "") : text;
+      // A value sealed at rest that the endpoint holds no key for (docs/encryption.md).
+      if (resp.status === 409 && body && /^sealed with key /.test(body.error || "")) {
+        throw new Error(`encrypted: ${why} (serve with CAIRN_KEYS to read it)`);
+      }
       throw new Error(`${resp.status}: ${why}`);
     }
     return body;
