@@ -95,7 +95,7 @@ async fn a_start_is_idempotent_on_its_id_applies_labels_and_waits_for_the_output
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_on_a_queue_waits_in_line_under_its_key_and_a_dedup_key_answers_its_holder() {
     let (_d, path) = db();
-    let one = QueueLimits { concurrency_max: Some(1), per_key_max: None, rate: None };
+    let one = QueueLimits { concurrency_max: Some(1), ..QueueLimits::default() };
     let (engine, server) = Engine::builder(&path)
         .workflow(&asks())
         .queue("q", one)
