@@ -75,7 +75,8 @@ pub async fn run(path: &Path) -> Result<Indexed, cairn::Error> {
         .open()
         .await?;
     let mut saves = Vec::new();
-    for (doc, texts) in [("readme", ["R", "Re", "Rea", "Read"]), ("guide", ["G", "Gu", "Gui", "Guid"])]
+    for (doc, texts) in
+        [("readme", ["R", "Re", "Rea", "Read"]), ("guide", ["G", "Gu", "Gui", "Guid"])]
     {
         for text in texts {
             let options = StartOptions::default().on_queue("index").key(doc);
@@ -96,7 +97,8 @@ pub async fn run(path: &Path) -> Result<Indexed, cairn::Error> {
     let mut emails = Vec::new();
     for n in 1..=6 {
         let options = StartOptions::default().on_queue("emails").key("acme");
-        emails.push(engine.start_json("send", json!({ "to": format!("user-{n}") }), options).await?);
+        emails
+            .push(engine.start_json("send", json!({ "to": format!("user-{n}") }), options).await?);
     }
     let mut runs = Vec::new();
     for email in &emails {

@@ -113,8 +113,7 @@ pub use pending::Pending;
 pub use pg::{PG_FORMAT_VERSION, PgStore};
 pub use queue::{
     Batching, Debounced, Enqueue, KeyCounts, QueueLimits, QueueMember, QueueOp, QueueState,
-    RateLimit,
-    check_name as check_queue_name,
+    RateLimit, check_name as check_queue_name,
 };
 pub use reading::{OnBlock, Reading};
 pub use redb::{FORMAT_VERSION, Options, READERS_WAIT_MS, RedbStore};

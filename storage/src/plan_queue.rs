@@ -404,11 +404,8 @@ impl Plan {
 /// start as the caller read it, and becomes it; a start on a batching queue joins its key's
 /// gathering starts; a batch run must take the first gathering starts of its key.
 fn flow_on_enqueue(q: &mut QueueState, e: &Enqueue) -> Result<(), Error> {
-    let moved = |detail: String| Error::QueueMoved {
-        queue: e.queue.clone(),
-        key: e.key.clone(),
-        detail,
-    };
+    let moved =
+        |detail: String| Error::QueueMoved { queue: e.queue.clone(), key: e.key.clone(), detail };
     if !e.batch_of.is_empty() {
         let gathering = q.batching.get(&e.key).map_or(&[][..], |b| b.members.as_slice());
         if !gathering.starts_with(&e.batch_of) {
@@ -440,10 +437,10 @@ fn flow_on_enqueue(q: &mut QueueState, e: &Enqueue) -> Result<(), Error> {
             waiting + 1,
             crate::limits::QUEUE_BATCH_WAITING_MAX,
         )?;
-        let gathering = q.batching.entry(e.key.clone()).or_insert_with(|| crate::queue::Batching {
-            members: Vec::new(),
-            since_ms: e.now_ms,
-        });
+        let gathering = q
+            .batching
+            .entry(e.key.clone())
+            .or_insert_with(|| crate::queue::Batching { members: Vec::new(), since_ms: e.now_ms });
         gathering.members.push(e.thread.clone());
     }
     Ok(())

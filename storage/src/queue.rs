@@ -242,9 +242,9 @@ impl QueueState {
     }
 
     fn key_rate_has_room(&self, key: &str) -> bool {
-        self.limits.rate_per_key.is_none_or(|r| {
-            self.key_recent.get(key).map_or(0, Vec::len) < r.starts as usize
-        })
+        self.limits
+            .rate_per_key
+            .is_none_or(|r| self.key_recent.get(key).map_or(0, Vec::len) < r.starts as usize)
     }
 
     /// Drops the admissions that left the rate windows at `now_ms`.
@@ -294,9 +294,10 @@ impl QueueState {
         let waiting_keys = self.keys.iter().filter(|(_, c)| c.waiting > 0);
         let keys = waiting_keys.filter_map(|(k, _)| self.key_rate_opens_at(k));
         let debounced = self.debounced.values().map(|d| d.due_ms);
-        let windows = self.limits.batch_window_ms.map(|w| {
-            self.batching.values().map(move |b| b.since_ms.saturating_add(w))
-        });
+        let windows = self
+            .limits
+            .batch_window_ms
+            .map(|w| self.batching.values().map(move |b| b.since_ms.saturating_add(w)));
         let global = if self.waiting > 0 { self.rate_opens_at() } else { None };
         global.into_iter().chain(keys).chain(debounced).chain(windows.into_iter().flatten()).min()
     }

@@ -20,7 +20,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::ThreadId;
-use crate::queue::{Batching, Debounced, KeyCounts, QueueLimits, QueueMember, QueueState, RateLimit};
+use crate::queue::{
+    Batching, Debounced, KeyCounts, QueueLimits, QueueMember, QueueState, RateLimit,
+};
 
 /// The tag byte that opens a trailer (the first trailer layout; never reused).
 pub(crate) const TRAILER_V1: u8 = 1;
@@ -187,8 +189,9 @@ mod tests {
         let q = QueueState::new("q".into(), limits);
         let bytes = codec::encode_queue(&q).expect("encode");
         // The v4 body: name, limits (3 options), 4 counters, recent, keys; nothing after.
-        let v4 = crate::codec::encode(crate::frame::RecordKind::Queue, &super::split_queue(&q).0, 64)
-            .expect("v4");
+        let v4 =
+            crate::codec::encode(crate::frame::RecordKind::Queue, &super::split_queue(&q).0, 64)
+                .expect("v4");
         assert_eq!(bytes, v4);
         assert_eq!(codec::decode_queue(&bytes).expect("decode"), q);
     }
@@ -214,11 +217,10 @@ mod tests {
         let bytes = codec::encode_queue(&batching).expect("encode");
         assert_eq!(codec::decode_queue(&bytes).expect("decode"), batching);
         // The tag byte after the v4 body, rewritten (and the CRC with it): refused.
-        let v4_len =
-            codec::encode(crate::frame::RecordKind::Queue, &super::split_queue(&q).0, 64)
-                .expect("v4")
-                .len()
-                - crate::frame::CRC_LEN;
+        let v4_len = codec::encode(crate::frame::RecordKind::Queue, &super::split_queue(&q).0, 64)
+            .expect("v4")
+            .len()
+            - crate::frame::CRC_LEN;
         let mut body = bytes_of(&codec::encode_queue(&q).expect("encode"));
         body[v4_len - crate::frame::HEADER_LEN] = 9;
         let reframed = reframe(crate::frame::RecordKind::Queue, &body);

@@ -171,9 +171,9 @@ impl Engine {
                 tracing::debug!(queue, key, run = %id, members = records.len(), "batch run");
                 Ok(true)
             }
-            Err(cairn_storage::Error::QueueMoved { .. } | cairn_storage::Error::GuardFailed { .. }) => {
-                Ok(false)
-            }
+            Err(
+                cairn_storage::Error::QueueMoved { .. } | cairn_storage::Error::GuardFailed { .. },
+            ) => Ok(false),
             Err(e) => Err(e.into()),
         }
     }

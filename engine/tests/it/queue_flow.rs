@@ -97,10 +97,7 @@ async fn a_rate_that_drops_refuses_a_start_and_says_when_to_retry() {
     }
     clock.advance_ms(300);
     let refused = engine.start_json("echo", 1, on("drops", "", "r-3")).await;
-    assert!(
-        matches!(refused, Err(Error::RateLimited { retry_after_ms: 701, .. })),
-        "{refused:?}"
-    );
+    assert!(matches!(refused, Err(Error::RateLimited { retry_after_ms: 701, .. })), "{refused:?}");
     assert!(engine.thread("r-3").await.is_err(), "a dropped start writes nothing");
     clock.advance_ms(701);
     let h = engine.start_json("echo", 3, on("drops", "", "r-3")).await.unwrap();
@@ -134,7 +131,9 @@ async fn a_debounced_burst_on_one_key_is_one_run_with_the_last_input() {
     let engine = open(&path, &clock, false).await;
     let mut handles = Vec::new();
     for i in 1..=5 {
-        handles.push(engine.start_json("echo", i, on("deb", "doc-7", &format!("d-{i}"))).await.unwrap());
+        handles.push(
+            engine.start_json("echo", i, on("deb", "doc-7", &format!("d-{i}"))).await.unwrap(),
+        );
         clock.advance_ms(10);
     }
     // Another key is debounced on its own.

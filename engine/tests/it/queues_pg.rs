@@ -19,11 +19,8 @@ async fn two_engines_on_one_database_never_exceed_the_global_and_per_key_limits_
     let Some(cluster) = Cluster::start("queues_two_engines") else { return };
     let url = cluster.new_database();
     let wf = napper("nap", 5);
-    let limits = QueueLimits {
-        concurrency_max: Some(3),
-        per_key_max: Some(2),
-        ..QueueLimits::default()
-    };
+    let limits =
+        QueueLimits { concurrency_max: Some(3), per_key_max: Some(2), ..QueueLimits::default() };
     let open = || {
         Engine::builder(&url)
             .durability(Durability::Immediate)

@@ -139,6 +139,36 @@ async fn a_start_on_a_queue_waits_in_line_under_its_key_and_a_dedup_key_answers_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_over_a_rate_that_drops_is_a_429_with_retry_after_and_writes_nothing() {
+    let (_d, path) = db();
+    let drops = QueueLimits {
+        rate: Some(cairn::storage::RateLimit { starts: 1, period_ms: 60_000 }),
+        rate_drops: true,
+        ..QueueLimits::default()
+    };
+    let (engine, server) = Engine::builder(&path)
+        .workflow(&asks())
+        .queue("drops", drops)
+        .serve(([127, 0, 0, 1], 0).into())
+        .open()
+        .await
+        .unwrap();
+    let url = format!("http://{}/api/workflows/ask/threads", server.addr());
+    let token = Some(server.token().to_owned());
+    let body = |id: &str| json!({"input": {"total": 0, "log": []}, "id": id, "queue": "drops"});
+    let first = send("POST", url.clone(), token.clone(), body("a").to_string()).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let over = send("POST", url, token, body("b").to_string()).await;
+    assert_eq!(over.status, 429, "{}", over.body);
+    let secs: u64 = over.retry_after.as_deref().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&secs), "{secs}");
+    assert!(over.body["error"].as_str().unwrap().contains("over its rate"), "{}", over.body);
+    assert!(engine.thread("b").await.is_err(), "no thread b");
+    server.shutdown().await;
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_start_is_a_4xx_naming_what_and_writes_nothing() {
     let (_d, path) = db();
     let (engine, server) = serving(&path, &adds()).await;

@@ -3,7 +3,6 @@
 //! key's waiting start only as the caller read it (compare and swap), and a batch run takes
 //! the key's first gathering starts only as the caller read them. Both backends.
 
-use cairn_storage::{Append, Catalog, Maintenance};
 use cairn_storage::{
     Batch, Enqueue, Error, QueueLimits, QueueOp, RateLimit, Store, ThreadRecord, ThreadStatus,
 };
@@ -12,7 +11,11 @@ use crate::common::*;
 
 fn define(store: &dyn Store, name: &str, limits: QueueLimits) {
     let define = QueueOp::Define { name: name.into(), limits };
-    store.append(Batch { queues: vec![define], ..Batch::default() }).unwrap().wait_blocking().unwrap();
+    store
+        .append(Batch { queues: vec![define], ..Batch::default() })
+        .unwrap()
+        .wait_blocking()
+        .unwrap();
 }
 
 /// A start of `id` on `queue` at `now_ms`, ending the threads in `cancels` in the same batch.
@@ -35,8 +38,11 @@ fn plain(queue: &str, id: &str, key: &str, now_ms: u64) -> Enqueue {
 
 fn admit(store: &dyn Store, queue: &str, now_ms: u64) -> Vec<String> {
     let op = QueueOp::Admit { queue: queue.into(), now_ms, max: 100, workflows: vec!["w".into()] };
-    let done =
-        store.append(Batch { queues: vec![op], ..Batch::default() }).unwrap().wait_blocking().unwrap();
+    let done = store
+        .append(Batch { queues: vec![op], ..Batch::default() })
+        .unwrap()
+        .wait_blocking()
+        .unwrap();
     done.admitted.iter().map(ToString::to_string).collect()
 }
 
@@ -50,10 +56,7 @@ fn rates(store: &dyn Store) {
     start(store, plain("drops", "d-1", "", 10), &[]).unwrap();
     start(store, plain("drops", "d-2", "", 20), &[]).unwrap();
     let refused = start(store, plain("drops", "d-3", "", 30), &[]);
-    assert!(
-        matches!(refused, Err(Error::RateLimited { retry_after_ms: 81, .. })),
-        "{refused:?}"
-    );
+    assert!(matches!(refused, Err(Error::RateLimited { retry_after_ms: 81, .. })), "{refused:?}");
     assert!(store.thread(&tid("d-3")).wait().unwrap().is_none(), "a dropped start writes nothing");
     start(store, plain("drops", "d-3", "", 111), &[]).unwrap();
     assert_eq!(admit(store, "drops", 112), ["d-1", "d-2", "d-3"], "accepted starts run at once");
@@ -93,7 +96,8 @@ fn debounce(store: &dyn Store) {
 }
 
 fn batches(store: &dyn Store) {
-    let limits = QueueLimits { batch_max: Some(2), batch_window_ms: Some(1_000), ..QueueLimits::default() };
+    let limits =
+        QueueLimits { batch_max: Some(2), batch_window_ms: Some(1_000), ..QueueLimits::default() };
     define(store, "bat", limits);
     for (id, at) in [("m-1", 5), ("m-2", 6), ("m-3", 7)] {
         start(store, plain("bat", id, "", at), &[]).unwrap();

@@ -55,11 +55,8 @@ fn end(store: &dyn Store, id: &str) {
 
 /// The contract every backend keeps.
 fn admission_contract(store: &dyn Store) {
-    let limits = QueueLimits {
-        concurrency_max: Some(3),
-        per_key_max: Some(2),
-        ..QueueLimits::default()
-    };
+    let limits =
+        QueueLimits { concurrency_max: Some(3), per_key_max: Some(2), ..QueueLimits::default() };
     let define = QueueOp::Define { name: "q".into(), limits };
     store
         .append(Batch { queues: vec![define], ..Batch::default() })

@@ -225,7 +225,8 @@ mod tests {
         assert!(parse_rate("x/1s").is_err());
         assert!(parse_rate("5/1y").is_err());
         assert_eq!(parse_duration_ms("500ms"), Ok(500));
-        let limits = QueueLimits { debounce_ms: Some(2_000), rate_drops: true, ..QueueLimits::default() };
+        let limits =
+            QueueLimits { debounce_ms: Some(2_000), rate_drops: true, ..QueueLimits::default() };
         assert_eq!(flow(&limits), "rate-drops, debounce 2s");
     }
 }
