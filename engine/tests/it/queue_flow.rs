@@ -22,7 +22,7 @@ use crate::queues::whole_log;
 const DEBOUNCE_MS: u64 = 50;
 
 /// One node that wraps its input: `{"ran": input}`.
-fn echo() -> Workflow<Replace<Value>> {
+pub fn echo() -> Workflow<Replace<Value>> {
     Workflow::<Replace<Value>>::builder("echo", 1)
         .node("run", |s: Arc<Replace<Value>>, _ctx: Ctx| async move {
             Ok(NodeOutput::update(json!({ "ran": s.0.clone() })))
