@@ -122,8 +122,8 @@ impl<S> ThreadHandle<S> {
         let store = self.engine.store().as_ref();
         let record = crate::exec::fetch::record(store, &self.id).await?;
         let thread = self.id.to_string();
-        Ok(super::queue_flow::taken_by(&record).map(|(label, by)| {
-            if label == super::queue_flow::SUPERSEDED_BY_LABEL {
+        Ok(taken_by(&record).map(|(label, by)| {
+            if label == SUPERSEDED_BY_LABEL {
                 Error::Debounced { thread, by }
             } else {
                 Error::Batched { thread, into: by }
@@ -374,4 +374,21 @@ async fn unavailable(
         }
         None => std::future::pending().await,
     }
+}
+
+/// The label a superseded debounced start carries: the start that superseded it.
+pub const SUPERSEDED_BY_LABEL: &str = "superseded_by";
+
+/// The label a start taken by a batch run carries: the batch run.
+pub const BATCHED_INTO_LABEL: &str = "batched_into";
+
+/// The start that took over `record`'s place, if a debounced start superseded it or a batch
+/// run took it: `(label, thread)`.
+pub(crate) fn taken_by(record: &ThreadRecord) -> Option<(&'static str, String)> {
+    if record.status != ThreadStatus::Cancelled {
+        return None;
+    }
+    [SUPERSEDED_BY_LABEL, BATCHED_INTO_LABEL]
+        .into_iter()
+        .find_map(|label| record.labels.get(label).map(|t| (label, t.clone())))
 }

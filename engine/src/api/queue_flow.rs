@@ -15,18 +15,12 @@ use cairn_storage::{Batch, QueueOp, QueueState, ThreadId, ThreadRecord, ThreadSt
 use serde_json::Value;
 
 use super::engine::Engine;
-use super::handle::ThreadHandle;
+use super::handle::{BATCHED_INTO_LABEL, SUPERSEDED_BY_LABEL, ThreadHandle};
 use crate::config::StartOptions;
 use crate::core::event::Body;
 use crate::error::Error;
 use crate::exec::{fetch, parked};
 use crate::limits::{BATCH_RUN_MEMBERS_MAX, DEBOUNCE_ATTEMPTS_MAX};
-
-/// The label a superseded debounced start carries: the start that superseded it.
-pub const SUPERSEDED_BY_LABEL: &str = "superseded_by";
-
-/// The label a start taken by a batch run carries: the batch run.
-pub const BATCHED_INTO_LABEL: &str = "batched_into";
 
 impl Engine {
     /// Whether queue `name` debounces its starts (`false` for a queue nobody defined: the
@@ -215,15 +209,4 @@ async fn created_input(engine: &Engine, thread: &ThreadId) -> Result<Value, Erro
             detail: "its first event is not thread_created".into(),
         }),
     }
-}
-
-/// The start that took over `record`'s place, if a debounced start superseded it or a batch
-/// run took it: `(label, thread)`.
-pub(crate) fn taken_by(record: &ThreadRecord) -> Option<(&'static str, String)> {
-    if record.status != ThreadStatus::Cancelled {
-        return None;
-    }
-    [SUPERSEDED_BY_LABEL, BATCHED_INTO_LABEL]
-        .into_iter()
-        .find_map(|label| record.labels.get(label).map(|t| (label, t.clone())))
 }
