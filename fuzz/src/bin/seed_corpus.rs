@@ -122,6 +122,6 @@ fn flow_queue() -> Result<QueueState, Box<dyn std::error::Error>> {
     let mut queue = QueueState::new("flow".into(), limits);
     queue.key_recent.insert("acme".into(), vec![900, 950]);
     let members = vec![ThreadId::new("t-5")?];
-    queue.batching.insert("acme".into(), cairn::storage::Batching { members, since_ms: 900 });
+    queue.batching.insert("acme".into(), cairn_storage::Batching { members, since_ms: 900 });
     Ok(queue)
 }
