@@ -144,7 +144,9 @@ impl Engine {
             inputs.push(created_input(self, &record.id).await?);
         }
         let id = ThreadId::new(self.shell.ids.new_id())?;
-        let options = StartOptions::id(id.to_string()).on_queue(queue).key(key);
+        // The highest priority: ahead of the key's starts still gathering, which admission
+        // passes over (at most `QUEUE_HEAD_SCAN_MAX` of them).
+        let options = StartOptions::id(id.to_string()).on_queue(queue).key(key).priority(u8::MAX);
         let prepared = self.prepare_start(wf.id(), Value::Array(inputs), options).await?;
         let Some(mut batch) = prepared.batch else { return Ok(false) };
         for op in &mut batch.queues {
