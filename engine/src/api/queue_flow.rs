@@ -5,7 +5,7 @@
 //! one batch, that thread's end (cancelled, labelled `superseded_by`) and its own creation,
 //! put in line to be admitted after the quiet period; the store refuses the batch
 //! (`QueueMoved`, or a failed status guard) when the waiting start is another by then, and the
-//! start reads again, at most [`DEBOUNCE_ATTEMPTS_MAX`] times. A **batch run** is written by the
+//! start reads again, at most `DEBOUNCE_ATTEMPTS_MAX` times. A **batch run** is written by the
 //! admitter when a key's gathering starts are due: in one batch, a new thread of their workflow
 //! whose input is the list of their inputs, put in line on the same queue and key, and each
 //! member's end (cancelled, labelled `batched_into`). So a crash leaves a member either waiting
