@@ -377,10 +377,10 @@ async fn unavailable(
 }
 
 /// The label a superseded debounced start carries: the start that superseded it.
-pub const SUPERSEDED_BY_LABEL: &str = "superseded_by";
+pub const SUPERSEDED_BY_LABEL: &str = crate::core::child_start::SUPERSEDED_BY_LABEL;
 
 /// The label a start taken by a batch run carries: the batch run.
-pub const BATCHED_INTO_LABEL: &str = "batched_into";
+pub const BATCHED_INTO_LABEL: &str = crate::core::child_start::BATCHED_INTO_LABEL;
 
 /// The start that took over `record`'s place, if a debounced start superseded it or a batch
 /// run took it: `(label, thread)`.
