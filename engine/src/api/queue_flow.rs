@@ -131,7 +131,13 @@ impl Engine {
         let store = self.shell.store.as_ref();
         let mut records: Vec<ThreadRecord> = Vec::with_capacity(members.len());
         for id in &members {
-            let record = fetch::record(store, id).await?;
+            let record = match fetch::record(store, id).await {
+                Ok(record) => record,
+                // Deleted since the queue was read (its delete took it out of line): the next
+                // pass reads the queue again.
+                Err(Error::UnknownThread(_)) => return Ok(false),
+                Err(e) => return Err(e),
+            };
             if records.first().is_some_and(|first| first.workflow != record.workflow) {
                 break;
             }
