@@ -271,3 +271,28 @@ async fn a_crash_at_any_write_of_a_batch_neither_loses_nor_doubles_a_member() {
         "RELIABILITY queue_batch_crash crash_points={crashes} lost=0 doubled=0"
     ));
 }
+
+/// `start_many` with debounced starts among plain ones: the handles come back in call order,
+/// the debounced ones written one at a time, so only the key's last runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_many_keeps_the_call_order_with_debounced_starts_among_others() {
+    let (_d, path) = crate::common::db();
+    let clock = ManualClock::new(1_000_000);
+    let engine = open(&path, &clock, false).await;
+    let starts = vec![
+        (json!(1), on("deb", "k", "m-1")),
+        (json!(2), StartOptions::id("plain")),
+        (json!(3), on("deb", "k", "m-3")),
+        (json!(4), on("deb", "k", "m-4")),
+    ];
+    let handles = engine.start_many_json("echo", starts).await.unwrap();
+    let ids: Vec<String> = handles.iter().map(|h| h.id().to_string()).collect();
+    assert_eq!(ids, ["m-1", "plain", "m-3", "m-4"]);
+    clock.advance_ms(DEBOUNCE_MS);
+    assert_eq!(handles[3].wait().await.unwrap().output, Some(json!({ "ran": 4 })));
+    assert_eq!(handles[1].wait().await.unwrap().output, Some(json!({ "ran": 2 })));
+    for h in [&handles[0], &handles[2]] {
+        assert!(matches!(h.wait().await, Err(Error::Debounced { .. })), "{}", h.id());
+    }
+    engine.shutdown().await;
+}
