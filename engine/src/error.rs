@@ -50,6 +50,35 @@ pub enum Error {
     /// No such thread (permanent).
     #[error("no thread {0}")]
     UnknownThread(String),
+    /// A start over the rate of a queue that drops such starts (`QueueLimits::rate_drops`):
+    /// nothing was written (transient: retry after `retry_after_ms`).
+    #[error("queue {queue} (key {key:?}) is over its rate: retry in {retry_after_ms} ms")]
+    RateLimited {
+        /// The queue.
+        queue: String,
+        /// The key whose rate (or the queue's) is full.
+        key: String,
+        /// When the rate window frees a start, in ms from the refusal.
+        retry_after_ms: u64,
+    },
+    /// The start waited for ended superseded by a later start of its key on a debounced queue
+    /// (permanent: wait for `by`, which runs with the last input).
+    #[error("thread {thread} was debounced: superseded by {by}")]
+    Debounced {
+        /// The superseded start.
+        thread: String,
+        /// The start that superseded it.
+        by: String,
+    },
+    /// The start waited for was taken by a batch run on a batching queue (permanent: wait for
+    /// `into`, whose input lists this start's).
+    #[error("thread {thread} was batched into {into}")]
+    Batched {
+        /// The start taken.
+        thread: String,
+        /// The batch run.
+        into: String,
+    },
     /// The status machine refused (permanent for this status).
     #[error("{thread}: {source}")]
     Transition {
@@ -241,6 +270,9 @@ impl From<cairn_storage::Error> for Error {
             // A sealed body is the engine's word: what to do (give the key) is not storage's.
             cairn_storage::Error::Sealed { codec, key, detail } => {
                 Error::Sealed { codec, key, detail }
+            }
+            cairn_storage::Error::RateLimited { queue, key, retry_after_ms } => {
+                Error::RateLimited { queue, key, retry_after_ms }
             }
             e => Error::Storage(e),
         }

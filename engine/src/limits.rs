@@ -234,3 +234,12 @@ pub const SCHEDULE_BUFFER_POLL_MS: u64 = 1_000;
 /// thread created in its own commit, and a range that holds more is refused whole (backfill
 /// it in parts), so a typo in a range cannot start a million threads.
 pub const SCHEDULE_BACKFILL_RUNS_MAX: usize = 1_000;
+
+/// Attempts of a debounced start (`docs/queues.md`): each reads its key's waiting start and
+/// writes against it, refused when another start got there first. Sixteen concurrent starts on
+/// one key within one read-and-write are a burst the caller should hear about, not loop on.
+pub const DEBOUNCE_ATTEMPTS_MAX: u32 = 16;
+
+/// Starts one batch run takes: their inputs become its input (one event, one record, well
+/// inside `RECORD_BYTES_MAX` for inputs of a few KiB each), and each is ended in its write.
+pub const BATCH_RUN_MEMBERS_MAX: usize = 256;

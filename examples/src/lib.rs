@@ -7,6 +7,7 @@ pub mod budgets;
 pub mod bundle_round_trip;
 pub mod code_change;
 pub mod credit_updates;
+pub mod debounced_indexing;
 pub mod human_input;
 pub mod job_engine;
 pub mod map_reduce;

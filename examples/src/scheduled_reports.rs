@@ -57,7 +57,7 @@ fn queue() -> cairn::storage::QueueLimits {
     cairn::storage::QueueLimits {
         concurrency_max: Some(4),
         per_key_max: Some(PER_TENANT_MAX),
-        rate: None,
+        ..cairn::storage::QueueLimits::default()
     }
 }
 

@@ -445,6 +445,24 @@ async fn a_bundle_round_trips_redacted_and_replays_and_forks_on_another_database
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debounced_indexing_indexes_each_burst_once_and_batches_emails() {
+    let (_d, p) = db("index.db");
+    let out = cairn_examples::debounced_indexing::run(&p).await.unwrap();
+    let runs: std::collections::BTreeMap<String, Vec<String>> = [
+        ("guide".to_owned(), vec!["Guid".to_owned()]),
+        ("readme".to_owned(), vec!["Read".to_owned()]),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(out.runs, runs, "one run per document, with its last save");
+    assert_eq!(out.superseded, 6);
+    let sizes: Vec<usize> = out.sends.iter().map(Vec::len).collect();
+    assert_eq!(sizes.iter().sum::<usize>(), 6, "every email sent once: {sizes:?}");
+    let limit = cairn_examples::debounced_indexing::BATCH_MAX as usize;
+    assert!(sizes.iter().all(|n| *n <= limit), "{sizes:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduled_reports_tick_on_weekdays_and_catch_up_by_policy() {
     use cairn_examples::scheduled_reports::run;
     let (_d, p) = db("reports.db");

@@ -20,6 +20,7 @@ use crate::ids::{CheckpointId, Seq, ThreadId};
 use crate::limits::RECORD_BYTES_MAX;
 use crate::lock::LockRecord;
 use crate::lsns::SeqChunk;
+use crate::queue_wire;
 use crate::signal::Signal;
 use crate::thread::ThreadRecord;
 
@@ -399,7 +400,13 @@ pub fn decode_lock(bytes: &[u8]) -> Result<LockRecord, Error> {
 ///
 /// [`Error::LimitExceeded`] past [`RECORD_BYTES_MAX`].
 pub fn encode_queue(queue: &crate::queue::QueueState) -> Result<Vec<u8>, Error> {
-    encode(RecordKind::Queue, queue, 64 + queue.name.len() + 24 * queue.keys.len())
+    let hint = 64 + queue.name.len() + 24 * queue.keys.len();
+    match queue_wire::split_queue(queue) {
+        (v4, None) => encode(RecordKind::Queue, &v4, hint),
+        (v4, Some(trailer)) => {
+            encode(RecordKind::Queue, &(v4, queue_wire::TRAILER_V1, trailer), hint * 2)
+        }
+    }
 }
 
 /// Decodes a queue's limits and counts.
@@ -408,7 +415,12 @@ pub fn encode_queue(queue: &crate::queue::QueueState) -> Result<Vec<u8>, Error> 
 ///
 /// [`Error::Corrupted`] for any frame or body failure.
 pub fn decode_queue(bytes: &[u8]) -> Result<crate::queue::QueueState, Error> {
-    decode(RecordKind::Queue, bytes)
+    let (v4, trailer) = decode_trailed(RecordKind::Queue, bytes)?;
+    let q = queue_wire::join_queue(v4, trailer);
+    match queue_wire::check_queue(&q) {
+        Some(detail) => Err(corrupted(RecordKind::Queue, detail)),
+        None => Ok(q),
+    }
 }
 
 /// Encodes a thread's place in a queue.
@@ -417,7 +429,14 @@ pub fn decode_queue(bytes: &[u8]) -> Result<crate::queue::QueueState, Error> {
 ///
 /// [`Error::LimitExceeded`] past [`RECORD_BYTES_MAX`].
 pub fn encode_queue_member(member: &crate::queue::QueueMember) -> Result<Vec<u8>, Error> {
-    encode(RecordKind::QueueMember, member, 64 + member.queue.len() + member.key.len())
+    let hint = 64 + member.queue.len() + member.key.len();
+    match queue_wire::split_member(member) {
+        (v4, None) => encode(RecordKind::QueueMember, &v4, hint),
+        (v4, Some(trailer)) => {
+            let hint = hint + 32 * member.batch_of.len();
+            encode(RecordKind::QueueMember, &(v4, queue_wire::TRAILER_V1, trailer), hint)
+        }
+    }
 }
 
 /// Decodes a thread's place in a queue.
@@ -426,7 +445,29 @@ pub fn encode_queue_member(member: &crate::queue::QueueMember) -> Result<Vec<u8>
 ///
 /// [`Error::Corrupted`] for any frame or body failure.
 pub fn decode_queue_member(bytes: &[u8]) -> Result<crate::queue::QueueMember, Error> {
-    decode(RecordKind::QueueMember, bytes)
+    let (v4, trailer) = decode_trailed(RecordKind::QueueMember, bytes)?;
+    Ok(queue_wire::join_member(v4, trailer))
+}
+
+/// Decodes a v4 body and its optional trailer (`queue_wire.rs`): the trailer's defaults when
+/// the body ends with the v4 part.
+fn decode_trailed<V: DeserializeOwned, T: DeserializeOwned + Default>(
+    kind: RecordKind,
+    bytes: &[u8],
+) -> Result<(V, T), Error> {
+    let body = frame::decode(bytes, kind).map_err(|e| corrupted(kind, e.to_string()))?;
+    let (v4, rest) = postcard::take_from_bytes::<V>(body)
+        .map_err(|e| corrupted(kind, format!("body does not decode: {e}")))?;
+    let Some((&tag, rest)) = rest.split_first() else { return Ok((v4, T::default())) };
+    if tag != queue_wire::TRAILER_V1 {
+        return Err(corrupted(kind, format!("unknown trailer tag {tag}")));
+    }
+    let (trailer, rest) = postcard::take_from_bytes::<T>(rest)
+        .map_err(|e| corrupted(kind, format!("trailer does not decode: {e}")))?;
+    if !rest.is_empty() {
+        return Err(corrupted(kind, format!("{} trailing body bytes", rest.len())));
+    }
+    Ok((v4, trailer))
 }
 
 /// Checks that a record agrees with the key it was read under: `mismatch`, when it does not,

@@ -135,6 +135,30 @@ pub enum Error {
         thread: ThreadId,
     },
 
+    /// Transient: a start over a queue's rate on a queue that drops such starts
+    /// (`QueueLimits::rate_drops`); nothing was stored. Retry after `retry_after_ms`.
+    #[error("queue {queue} (key {key:?}) is over its rate: retry in {retry_after_ms} ms")]
+    RateLimited {
+        /// The queue.
+        queue: String,
+        /// The key whose rate (or the queue's) is full.
+        key: String,
+        /// When the rate window frees a start, from the caller's clock.
+        retry_after_ms: u64,
+    },
+
+    /// Transient: a debounced start or a batch run found the key's waiting starts moved since
+    /// it read them; nothing was stored. Read again and retry.
+    #[error("queue {queue} (key {key:?}) changed since it was read: {detail}")]
+    QueueMoved {
+        /// The queue.
+        queue: String,
+        /// The key.
+        key: String,
+        /// What moved.
+        detail: String,
+    },
+
     /// Permanent: no queue with this name was defined (`QueueOp::Define`).
     #[error("unknown queue {0}")]
     UnknownQueue(String),

@@ -87,6 +87,7 @@ mod plan;
 mod plan_queue;
 mod queue;
 mod queue_verify;
+mod queue_wire;
 mod reading;
 mod redb;
 mod request;
@@ -111,8 +112,8 @@ pub use pending::Pending;
 #[cfg(feature = "postgres")]
 pub use pg::{PG_FORMAT_VERSION, PgStore};
 pub use queue::{
-    Enqueue, KeyCounts, QueueLimits, QueueMember, QueueOp, QueueState, RateLimit,
-    check_name as check_queue_name,
+    Batching, Debounced, Enqueue, KeyCounts, QueueLimits, QueueMember, QueueOp, QueueState,
+    RateLimit, check_name as check_queue_name,
 };
 pub use reading::{OnBlock, Reading};
 pub use redb::{FORMAT_VERSION, Options, READERS_WAIT_MS, RedbStore};

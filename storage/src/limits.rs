@@ -234,3 +234,12 @@ pub const QUEUE_ADMIT_MAX: usize = 1_000;
 /// Waiting entries of one key admission looks at for its head (skipping paused threads and
 /// workflows the caller lacks): bounds the reads of one admission.
 pub const QUEUE_HEAD_SCAN_MAX: usize = 64;
+
+/// Members one batch run takes (`QueueLimits::batch_max` at most, and a batch by window
+/// alone): their ids are in the run's queue record and their inputs in its input, so a batch
+/// stays well inside one record.
+pub const QUEUE_BATCH_MAX: usize = 1_000;
+
+/// Starts waiting to be gathered into batch runs, per queue: their ids live in the queue's
+/// record, rewritten by every enqueue and admission, so the record stays small.
+pub const QUEUE_BATCH_WAITING_MAX: usize = 10_000;

@@ -167,6 +167,7 @@ impl QueuePlan {
             q.waiting = q.waiting.saturating_sub(1);
             let key = (member.queue.clone(), member.key.clone(), member.rank, thread.clone());
             self.waiting.push((key, false));
+            q.forget_waiting(&member.key, thread);
         }
         q.drop_idle_key(&member.key);
         if let Some(dedup) = &member.dedup {
@@ -231,6 +232,10 @@ impl Plan {
         {
             return Err(Error::Duplicate { queue: e.queue, dedup: dedup.clone(), thread });
         }
+        q.forget_before(e.now_ms);
+        if !e.continuation {
+            flow_on_enqueue(&mut q, &e)?;
+        }
         q.last_ticket = q
             .last_ticket
             .checked_add(1)
@@ -252,6 +257,7 @@ impl Plan {
             rank,
             dedup: e.dedup,
             admitted_at_ms: None,
+            batch_of: e.batch_of,
         };
         self.queue_plan.set_member(e.thread, Some(member));
         self.queue_plan.put_queue(q);
@@ -275,10 +281,14 @@ impl Plan {
             let keys: Vec<(String, crate::queue::KeyCounts)> =
                 q.keys.iter().map(|(k, c)| (k.clone(), *c)).collect();
             for (key, counts) in keys {
-                if counts.waiting == 0 || !q.key_has_room(&counts) || passed.contains(&key) {
+                if counts.waiting == 0
+                    || !q.key_has_room(&key, &counts)
+                    || passed.contains(&key)
+                    || q.debouncing(&key, now_ms)
+                {
                     continue;
                 }
-                let Some((rank, thread)) = self.head(tables, name, &key, workflows)? else {
+                let Some((rank, thread)) = self.head(tables, &q, &key, workflows)? else {
                     passed.insert(key);
                     continue;
                 };
@@ -305,7 +315,10 @@ impl Plan {
             q.admitted += 1;
             q.waiting = q.waiting.saturating_sub(1);
             q.running += 1;
-            q.recent.push(now_ms);
+            if !q.limits.rate_drops {
+                q.count_start(&key, now_ms)?;
+            }
+            q.forget_waiting(&key, &thread);
             let served = q.admitted;
             let counts = q.key_mut(&key)?;
             counts.waiting = counts.waiting.saturating_sub(1);
@@ -325,14 +338,17 @@ impl Plan {
         Ok(())
     }
 
-    /// The first waiting thread of `key` that may be admitted now, as this plan sees the index.
+    /// The first waiting thread of `key` that may be admitted now, as this plan sees the index
+    /// (on a batching queue, a start waiting to be gathered into a batch run is not one).
     fn head(
         &mut self,
         tables: &mut impl PlanState,
-        queue: &str,
+        q: &QueueState,
         key: &str,
         workflows: &[String],
     ) -> Result<Option<(u64, ThreadId)>, Error> {
+        let queue = q.name.as_str();
+        let gathering = q.batching.get(key);
         // Entries this plan removed are still in the table: read past them.
         let removed = self
             .queue_plan
@@ -356,6 +372,7 @@ impl Plan {
             };
             if stored.record.status == ThreadStatus::Queued
                 && workflows.contains(&stored.record.workflow.id)
+                && !gathering.is_some_and(|b| b.members.contains(&thread))
             {
                 return Ok(Some((rank, thread)));
             }
@@ -380,6 +397,53 @@ impl Plan {
         }
         Ok(())
     }
+}
+
+/// The flow control of an enqueue (`docs/queues.md`), on the queue as the plan sees it: a
+/// start over a dropping rate is refused; a debounced start must supersede the key's waiting
+/// start as the caller read it, and becomes it; a start on a batching queue joins its key's
+/// gathering starts; a batch run must take the first gathering starts of its key.
+fn flow_on_enqueue(q: &mut QueueState, e: &Enqueue) -> Result<(), Error> {
+    let moved =
+        |detail: String| Error::QueueMoved { queue: e.queue.clone(), key: e.key.clone(), detail };
+    if !e.batch_of.is_empty() {
+        let gathering = q.batching.get(&e.key).map_or(&[][..], |b| b.members.as_slice());
+        if !gathering.starts_with(&e.batch_of) {
+            return Err(moved("the batch's starts are not the key's first waiting ones".into()));
+        }
+        // They leave the line with their cancellation, in this batch (`leave`).
+        return Ok(());
+    }
+    if e.supersedes.is_some() && q.limits.debounce_ms.is_none() {
+        return Err(Error::Invalid { detail: format!("queue {} does not debounce", e.queue) });
+    }
+    q.accept_start(&e.key, e.now_ms)?;
+    if let Some(quiet) = q.limits.debounce_ms {
+        let waiting = q.debounced.get(&e.key).map(|d| &d.thread);
+        if waiting != e.supersedes.as_ref() {
+            return Err(moved(format!(
+                "its waiting start is {waiting:?}, the start supersedes {:?}",
+                e.supersedes
+            )));
+        }
+        let due_ms = e.now_ms.saturating_add(quiet);
+        let entry = crate::queue::Debounced { thread: e.thread.clone(), due_ms };
+        q.debounced.insert(e.key.clone(), entry);
+    }
+    if q.limits.batches() {
+        let waiting: usize = q.batching.values().map(|b| b.members.len()).sum();
+        crate::limits::check(
+            "QUEUE_BATCH_WAITING_MAX",
+            waiting + 1,
+            crate::limits::QUEUE_BATCH_WAITING_MAX,
+        )?;
+        let gathering = q
+            .batching
+            .entry(e.key.clone())
+            .or_insert_with(|| crate::queue::Batching { members: Vec::new(), since_ms: e.now_ms });
+        gathering.members.push(e.thread.clone());
+    }
+    Ok(())
 }
 
 fn missing_member(queue: &str, thread: &ThreadId) -> Error {

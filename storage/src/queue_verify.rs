@@ -1,8 +1,9 @@
 //! What `verify` checks of the queue tables, on either backend: each backend reads its rows
 //! (decoding them, which reports a bad record itself) and hands them here. Checked: every member
 //! belongs to a stored queue, is listed as waiting exactly when it is not admitted, and has its
-//! dedup key indexed; every waiting and dedup entry has its member; and each queue's counts (in
-//! all and per key, running and waiting) are those of its members.
+//! dedup key indexed; every waiting and dedup entry has its member; each queue's counts (in
+//! all and per key, running and waiting) are those of its members; and every start its record
+//! holds for flow control (debounced, gathering for a batch) is a waiting member of its key.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -109,6 +110,7 @@ pub(crate) fn check(rows: &QueueRows, problems: &mut Vec<Problem>) {
                 problem(table::QUEUES, None, detail);
             }
         }
+        check_flow(q, &rows.members, &mut problem);
         if (q.running, q.waiting) != (running, waiting) {
             let detail = format!(
                 "queue {} counts {} running / {} waiting, its members {running} / {waiting}",
@@ -116,5 +118,48 @@ pub(crate) fn check(rows: &QueueRows, problems: &mut Vec<Problem>) {
             );
             problem(table::QUEUES, None, detail);
         }
+    }
+}
+
+/// The starts `q`'s record holds for flow control are waiting members of `q` under their key.
+fn check_flow(
+    q: &QueueState,
+    members: &[QueueMember],
+    problem: &mut impl FnMut(&'static str, Option<ThreadId>, String),
+) {
+    let debounced = q.debounced.iter().map(|(k, d)| (k, &d.thread, "debounced"));
+    let gathering =
+        q.batching.iter().flat_map(|(k, b)| b.members.iter().map(move |t| (k, t, "gathering")));
+    for (key, thread, what) in debounced.chain(gathering) {
+        let waits = members.iter().any(|m| {
+            &m.thread == thread && m.queue == q.name && &m.key == key && m.admitted_at_ms.is_none()
+        });
+        if !waits {
+            let detail = format!(
+                "queue {} holds {thread} as {what} under key {key:?}, not waiting there",
+                q.name
+            );
+            problem(table::QUEUES, Some(thread.clone()), detail);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::{Debounced, QueueLimits};
+
+    #[test]
+    fn a_debounced_start_that_is_not_a_waiting_member_is_reported() {
+        let limits = QueueLimits { debounce_ms: Some(10), ..QueueLimits::default() };
+        let mut q = QueueState::new("q".into(), limits);
+        let thread = ThreadId::new("gone").expect("id");
+        q.debounced.insert("k".into(), Debounced { thread: thread.clone(), due_ms: 5 });
+        let rows = QueueRows { queues: [("q".to_string(), q)].into(), ..QueueRows::default() };
+        let mut problems = Vec::new();
+        check(&rows, &mut problems);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].thread.as_ref(), Some(&thread));
+        assert!(problems[0].detail.contains("debounced"), "{problems:?}");
     }
 }

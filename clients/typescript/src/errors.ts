@@ -35,6 +35,9 @@ export class NotFound extends CairnError {}
 export class Conflict extends CairnError {}
 /** 421: the `Host` is not the endpoint's address. */
 export class MisdirectedRequest extends CairnError {}
+/** 429: a start over the rate of a queue that drops such starts; its `Retry-After` says when
+ * a start fits again. */
+export class TooManyRequests extends CairnError {}
 /** 5xx: the endpoint failed. */
 export class ServerError extends CairnError {}
 /** 504: an update reached no step boundary of its thread within `wait_ms`. It may still be
@@ -50,6 +53,7 @@ const BY_STATUS: Record<number, typeof CairnError> = {
   404: NotFound,
   409: Conflict,
   421: MisdirectedRequest,
+  429: TooManyRequests,
 };
 
 /** The typed error of an answer of HTTP status `status` whose body is `text`. */

@@ -22,16 +22,31 @@ pub const PARENT_CLOSE_LABEL: &str = "parent_close";
 /// that only such threads list their children when they end.
 pub const CLOSES_CHILDREN_LABEL: &str = "closes_children";
 
+/// The label a debounced start superseded by a later start of its key carries (its value: that
+/// start), set by the engine in the write that supersedes it (`docs/queues.md`).
+pub const SUPERSEDED_BY_LABEL: &str = "superseded_by";
+
+/// The label a start taken by a batch run carries (its value: the batch run), set by the
+/// engine in the write that starts the run (`docs/queues.md`).
+pub const BATCHED_INTO_LABEL: &str = "batched_into";
+
 /// The labels the engine sets and reads itself: a sub-workflow child's parent, a started
-/// child's starter and parent-close policy, and the mark of a thread that closes its children.
+/// child's starter and parent-close policy, the mark of a thread that closes its children, and
+/// the start that took a queued start's place (a later debounced start, a batch run).
 /// A start given one of them is refused (a user's `started_by` would make a thread look like
 /// another's child, and its end cancel or leave threads it never started).
 ///
 /// ```
 /// assert!(cairn_core::child_start::RESERVED_LABELS.contains(&"started_by"));
 /// ```
-pub const RESERVED_LABELS: &[&str] =
-    &[crate::children::PARENT_LABEL, STARTED_BY_LABEL, PARENT_CLOSE_LABEL, CLOSES_CHILDREN_LABEL];
+pub const RESERVED_LABELS: &[&str] = &[
+    crate::children::PARENT_LABEL,
+    STARTED_BY_LABEL,
+    PARENT_CLOSE_LABEL,
+    CLOSES_CHILDREN_LABEL,
+    SUPERSEDED_BY_LABEL,
+    BATCHED_INTO_LABEL,
+];
 
 /// The id of the child started by the draw `n` of `task` at `step` of `parent`.
 pub fn started_child_id(parent: &cairn_storage::ThreadId, task: &str, step: u64, n: u64) -> String {

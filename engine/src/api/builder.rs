@@ -286,6 +286,7 @@ impl EngineBuilder {
     ///     concurrency_max: Some(8),
     ///     per_key_max: Some(2),
     ///     rate: Some(RateLimit { starts: 60, period_ms: 60_000 }),
+    ///     ..QueueLimits::default()
     /// };
     /// let engine = cairn::Engine::builder("cairn.db").queue("reports", limits).open().await?;
     /// # Ok(()) }

@@ -93,6 +93,12 @@ impl Engine {
         options: StartOptions,
         drive: bool,
     ) -> Result<Creation, Error> {
+        if let Some(queue) = &options.queue
+            && self.debounces(queue).await?
+        {
+            let thread = self.start_debounced(workflow, input, options).await?;
+            return Ok(Creation { thread, created: true });
+        }
         let prepared = self.prepare_start(workflow, input, options).await?;
         let (thread, created) = self.write_prepared(vec![prepared], drive).await?.remove(0);
         Ok(Creation { thread: ThreadHandle::new(self.clone(), thread), created })

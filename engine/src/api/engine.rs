@@ -16,12 +16,12 @@ use crate::exec::start::{self, NewThread};
 
 /// One start, checked and ready to write.
 pub(super) struct Prepared {
-    wf: Arc<DynWorkflow>,
-    id: ThreadId,
+    pub(super) wf: Arc<DynWorkflow>,
+    pub(super) id: ThreadId,
     /// Its creation (put in line when `queued`), or `None` if the id exists already.
-    batch: Option<cairn_storage::Batch>,
+    pub(super) batch: Option<cairn_storage::Batch>,
     /// Started on a queue.
-    queued: bool,
+    pub(super) queued: bool,
 }
 
 /// A durable workflow engine on one database file.
@@ -149,6 +149,11 @@ impl Engine {
         options: StartOptions,
     ) -> Result<ThreadHandle, Error> {
         let input = serde_json::to_value(input)?;
+        if let Some(queue) = &options.queue
+            && self.debounces(queue).await?
+        {
+            return self.start_debounced(workflow, input, options).await;
+        }
         if options.queue.is_some() {
             // Created Queued and put in line in one batch; the admitter runs it when the
             // limits allow (a dedup key held in the queue answers with its holder).
@@ -228,9 +233,30 @@ impl Engine {
             }
         }
         let mut prepared = Vec::new();
+        let mut debounced = Vec::new();
         for (input, options) in starts {
             let input = serde_json::to_value(input)?;
+            if let Some(queue) = &options.queue
+                && self.debounces(queue).await?
+            {
+                // Each supersedes the one before: one at a time, in order, after the others.
+                debounced.push((prepared.len() + debounced.len(), input, options));
+                continue;
+            }
             prepared.push(self.prepare_start(workflow, input, options).await?);
+        }
+        if !debounced.is_empty() {
+            let mut handles: Vec<ThreadHandle> = self
+                .write_prepared(prepared, true)
+                .await?
+                .into_iter()
+                .map(|(id, _)| ThreadHandle::new(self.clone(), id))
+                .collect();
+            for (at, input, options) in debounced {
+                let handle = self.start_debounced(workflow, input, options).await?;
+                handles.insert(at, handle);
+            }
+            return Ok(handles);
         }
         let written = self.write_prepared(prepared, true).await?;
         Ok(written.into_iter().map(|(id, _)| ThreadHandle::new(self.clone(), id)).collect())

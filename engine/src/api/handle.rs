@@ -92,7 +92,9 @@ impl<S> ThreadHandle<S> {
     /// [`Error::Storage`]), naming the cause, once the store's database (on a server) has not
     /// answered for [`cairn_storage::limits::PG_WRITE_WAIT_UNAVAILABLE_MAX`]: the thread goes on
     /// once it answers again, and a wait then finds it as it stands. [`Error::Codec`] when a
-    /// typed handle's output does not decode as its state type.
+    /// typed handle's output does not decode as its state type. On a queue with flow control
+    /// (`docs/queues.md`), [`Error::Debounced`] when a later start of its key superseded it,
+    /// [`Error::Batched`] when a batch run took it (each names the thread to wait for).
     pub async fn wait(&self) -> Result<Outcome<S::Output>, Error>
     where
         S: Typing,
@@ -102,7 +104,31 @@ impl<S> ThreadHandle<S> {
                 !matches!(s, ThreadStatus::Running | ThreadStatus::Created | ThreadStatus::Queued)
             })
             .await?;
+        if outcome.status == ThreadStatus::Cancelled
+            && let Some(taken) = self.taken_by().await?
+        {
+            return Err(taken);
+        }
         S::outcome(outcome)
+    }
+
+    /// The start that took this one's place on a queue with flow control: as
+    /// [`Error::Debounced`] (a later start of its key superseded it) or [`Error::Batched`] (a
+    /// batch run took it, its input among the run's); `None` for any other thread.
+    ///
+    /// # Errors
+    /// Storage errors; [`Error::UnknownThread`].
+    pub async fn taken_by(&self) -> Result<Option<Error>, Error> {
+        let store = self.engine.store().as_ref();
+        let record = crate::exec::fetch::record(store, &self.id).await?;
+        let thread = self.id.to_string();
+        Ok(taken_by(&record).map(|(label, by)| {
+            if label == SUPERSEDED_BY_LABEL {
+                Error::Debounced { thread, by }
+            } else {
+                Error::Batched { thread, into: by }
+            }
+        }))
     }
 
     /// Waits until the thread ends (completed, failed, cancelled, timed out).
@@ -348,4 +374,21 @@ async fn unavailable(
         }
         None => std::future::pending().await,
     }
+}
+
+/// The label a superseded debounced start carries: the start that superseded it.
+pub const SUPERSEDED_BY_LABEL: &str = crate::core::child_start::SUPERSEDED_BY_LABEL;
+
+/// The label a start taken by a batch run carries: the batch run.
+pub const BATCHED_INTO_LABEL: &str = crate::core::child_start::BATCHED_INTO_LABEL;
+
+/// The start that took over `record`'s place, if a debounced start superseded it or a batch
+/// run took it: `(label, thread)`.
+pub(crate) fn taken_by(record: &ThreadRecord) -> Option<(&'static str, String)> {
+    if record.status != ThreadStatus::Cancelled {
+        return None;
+    }
+    [SUPERSEDED_BY_LABEL, BATCHED_INTO_LABEL]
+        .into_iter()
+        .find_map(|label| record.labels.get(label).map(|t| (label, t.clone())))
 }

@@ -22,6 +22,7 @@ pub mod promise;
 pub mod prune;
 pub mod published;
 mod query;
+mod queue_flow;
 mod queues;
 pub mod recover;
 mod replay;

@@ -40,6 +40,7 @@ impl Engine {
     /// # Ok(()) }
     /// ```
     pub async fn define_queue(&self, name: &str, limits: QueueLimits) -> Result<(), Error> {
+        check_batch_size(&limits)?;
         self.define_queues(&[(name.to_string(), limits)]).await
     }
 
@@ -49,6 +50,9 @@ impl Engine {
     ) -> Result<(), Error> {
         if queues.is_empty() {
             return Ok(());
+        }
+        for (_, limits) in queues {
+            check_batch_size(limits)?;
         }
         let ops = queues
             .iter()
@@ -84,13 +88,20 @@ impl Engine {
         for queue in queues {
             let now_ms = self.shell.clock.now_ms();
             let before = admitted.len() as u64;
-            if may_admit(&queue, now_ms) {
+            let batch_runs = if queue.limits.batches() {
+                self.write_batch_runs(&queue, now_ms).await?
+            } else {
+                0
+            };
+            if batch_runs > 0 || may_admit(&queue, now_ms) {
                 self.admit_from(&queue.name, now_ms, &workflows, &mut admitted).await?;
             }
             // The queue's gauges, from the counts the store keeps (so right after a restart too)
             // and this pass's admissions.
             let n = admitted.len() as u64 - before;
             let (waiting, running) = (queue.waiting.saturating_sub(n), queue.running + n);
+            // A batch run ends its members and waits in their place.
+            let waiting = waiting.saturating_sub(batch_runs as u64);
             self.shell.metrics.queue(&queue.name, waiting, running);
         }
         Ok(admitted)
@@ -169,10 +180,11 @@ impl Engine {
         });
     }
 
-    /// When the soonest full rate window of a queue with waiting threads opens (engine clock).
+    /// When the soonest full rate window of a queue with waiting threads opens, a debounced
+    /// start falls due or a batch window closes (engine clock).
     async fn rate_opens_at(&self) -> Option<u64> {
         let queues = self.shell.store.queues().await.ok()?;
-        queues.iter().filter(|q| q.waiting > 0).filter_map(QueueState::rate_opens_at).min()
+        queues.iter().filter(|q| q.waiting > 0).filter_map(QueueState::next_due_at).min()
     }
 
     /// A thread's creation batch turned into a start on `options`' queue: the thread is created
@@ -182,12 +194,13 @@ impl Engine {
         for record in &mut batch.threads {
             record.status = ThreadStatus::Queued;
         }
+        let now_ms = batch.threads.first().map_or(0, |r| r.created_at_ms);
+        let queue = options.queue.clone().unwrap_or_default();
+        let key = options.queue_key.clone().unwrap_or_default();
         batch.queues.push(QueueOp::Enqueue(Enqueue {
-            thread: id.clone(),
-            queue: options.queue.clone().unwrap_or_default(),
-            key: options.queue_key.clone().unwrap_or_default(),
             priority: options.priority,
             dedup: options.dedup_key.clone(),
+            ..Enqueue::new(id.clone(), queue, key, now_ms)
         }));
         batch
     }
@@ -220,5 +233,25 @@ impl Engine {
 fn may_admit(queue: &QueueState, now_ms: u64) -> bool {
     let mut q = queue.clone();
     q.forget_before(now_ms);
-    q.waiting > 0 && q.has_room() && q.keys.values().any(|k| k.waiting > 0 && q.key_has_room(k))
+    let gathering = |key: &str| q.batching.get(key).map_or(0, |b| b.members.len() as u64);
+    q.waiting > 0
+        && q.has_room()
+        && q.keys.iter().any(|(key, k)| {
+            k.waiting > gathering(key) && q.key_has_room(key, k) && !q.debouncing(key, now_ms)
+        })
+}
+
+/// Refuses a batch size one batch run cannot take.
+fn check_batch_size(limits: &QueueLimits) -> Result<(), Error> {
+    match limits.batch_max {
+        Some(max) if max as usize > crate::limits::BATCH_RUN_MEMBERS_MAX => {
+            Err(cairn_storage::Error::LimitExceeded {
+                limit: "BATCH_RUN_MEMBERS_MAX",
+                value: u64::from(max),
+                max: crate::limits::BATCH_RUN_MEMBERS_MAX as u64,
+            }
+            .into())
+        }
+        _ => Ok(()),
+    }
 }

@@ -69,11 +69,9 @@ impl Runner {
                 r.status = ThreadStatus::Queued;
             });
             batch.queues.push(QueueOp::Enqueue(Enqueue {
-                thread: id.clone(),
-                queue: member.queue.clone(),
-                key: member.key.clone(),
                 priority: member.priority(),
-                dedup: None,
+                continuation: true,
+                ..Enqueue::new(id.clone(), member.queue.clone(), member.key.clone(), now)
             }));
         }
         Ok(Some(Successor { id, queued: member.is_some() }))

@@ -258,7 +258,7 @@ async fn write_status(
 
 /// One batch that records `bodies` at `now` and moves the thread record `rec` to status `to`,
 /// guarded by the status in `rec` (refused if the stored one moved since it was read).
-pub(super) fn move_batch(
+pub(crate) fn move_batch(
     mut rec: ThreadRecord,
     to: ThreadStatus,
     bodies: &[Body],

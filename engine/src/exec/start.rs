@@ -243,7 +243,8 @@ pub(crate) struct ForkSeed {
 }
 
 /// Refuses `labels` holding one the engine reserves ([`RESERVED_LABELS`]:
-/// `parent`, `started_by`, `parent_close`, `closes_children`), naming it: a start or a fork given one
+/// `parent`, `started_by`, `parent_close`, `closes_children`, `superseded_by`,
+/// `batched_into`), naming it: a start or a fork given one
 /// writes nothing.
 ///
 /// # Errors

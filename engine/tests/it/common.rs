@@ -170,6 +170,8 @@ pub fn asks_input() -> Workflow<Tally> {
 pub struct Answer {
     pub status: u16,
     pub location: Option<String>,
+    /// The `Retry-After` header (a 429's).
+    pub retry_after: Option<String>,
     pub body: serde_json::Value,
 }
 
@@ -205,9 +207,11 @@ pub async fn send(
         let status = resp.status().as_u16();
         let location =
             resp.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let retry_after =
+            resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_owned);
         let text = resp.body_mut().read_to_string().expect("a UTF-8 body");
         let body = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
-        Answer { status, location, body }
+        Answer { status, location, retry_after, body }
     })
     .await
     .expect("the request's thread")

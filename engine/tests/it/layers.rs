@@ -43,7 +43,7 @@ const STORAGE_LAYERS: &[&[&str]] = &[
     &["os_error", "bytes_serde", "clock", "lock", "intent"],
     &["error", "ids", "limits", "thread", "wire_enum"],
     &["signal", "event", "queue", "checkpoint", "frame", "lsns", "delete"],
-    &["event_batch"],
+    &["event_batch", "queue_wire"],
     &["batch", "codec", "correlation"],
     &["telemetry", "pending", "plan", "plan_queue"],
     &["reading"],

@@ -63,6 +63,7 @@ mod postgres;
 mod postgres_wake;
 mod published_keys;
 mod queries;
+mod queue_flow;
 mod queues;
 mod queues_crash;
 mod queues_many;

@@ -28,7 +28,7 @@ pub fn napper(id: &str, ms: u64) -> Workflow<Tally> {
 }
 
 fn limits(global: Option<u32>, per_key: Option<u32>) -> QueueLimits {
-    QueueLimits { concurrency_max: global, per_key_max: per_key, rate: None }
+    QueueLimits { concurrency_max: global, per_key_max: per_key, ..QueueLimits::default() }
 }
 
 /// Threads in the order their first `Running` status event was committed, and the largest

@@ -120,8 +120,11 @@ async fn one_case(c: &Case, counters: &Counters) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q.db");
     let wf = two_steps();
-    let limits =
-        QueueLimits { concurrency_max: Some(c.global), per_key_max: Some(c.per_key), rate: None };
+    let limits = QueueLimits {
+        concurrency_max: Some(c.global),
+        per_key_max: Some(c.per_key),
+        ..QueueLimits::default()
+    };
     let engine = open(&path, &wf, limits).await;
     for (i, (key, priority)) in c.threads.iter().enumerate() {
         let options =

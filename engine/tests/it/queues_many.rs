@@ -36,8 +36,11 @@ fn held() -> Workflow<Tally> {
 }
 
 fn tune(b: EngineBuilder, nap: &Workflow<Tally>, held: &Workflow<Tally>) -> EngineBuilder {
-    let limits =
-        QueueLimits { concurrency_max: Some(GLOBAL), per_key_max: Some(PER_KEY), rate: None };
+    let limits = QueueLimits {
+        concurrency_max: Some(GLOBAL),
+        per_key_max: Some(PER_KEY),
+        ..QueueLimits::default()
+    };
     // A long poll: no admission pass but the ones the starts ask for.
     b.durability(Durability::Immediate)
         .poll_ms(10_000)

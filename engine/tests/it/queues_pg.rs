@@ -19,7 +19,8 @@ async fn two_engines_on_one_database_never_exceed_the_global_and_per_key_limits_
     let Some(cluster) = Cluster::start("queues_two_engines") else { return };
     let url = cluster.new_database();
     let wf = napper("nap", 5);
-    let limits = QueueLimits { concurrency_max: Some(3), per_key_max: Some(2), rate: None };
+    let limits =
+        QueueLimits { concurrency_max: Some(3), per_key_max: Some(2), ..QueueLimits::default() };
     let open = || {
         Engine::builder(&url)
             .durability(Durability::Immediate)
@@ -138,6 +139,75 @@ async fn two_engines_on_one_database_never_start_more_than_the_rate_limit_per_pe
     ));
     assert_eq!(first_run.len(), THREADS);
     assert!(by_window.values().all(|n| *n <= STARTS as usize), "{by_window:?}");
+    one.shutdown().await;
+    two.shutdown().await;
+}
+
+/// Flow control with two engines on one database: a debounced burst on one key, its starts
+/// alternating between the engines, is one run with the last input; and starts of a batching
+/// queue from both engines are each taken by exactly one batch run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_engines_debounce_one_key_together_and_batch_each_start_once() {
+    use serde_json::json;
+    let Some(cluster) = Cluster::start("queues_flow_two_engines") else { return };
+    let url = cluster.new_database();
+    let wf = crate::queue_flow::echo();
+    let debounce = QueueLimits { debounce_ms: Some(300), ..QueueLimits::default() };
+    let batch = QueueLimits { batch_max: Some(3), ..QueueLimits::default() };
+    let open = || {
+        Engine::builder(&url)
+            .durability(Durability::Immediate)
+            .poll_ms(50)
+            .queue("deb", debounce)
+            .queue("bat", batch)
+            .workflow(&wf)
+            .open()
+    };
+    let (one, two) = (open().await.unwrap(), open().await.unwrap());
+    for i in 1..=6 {
+        let engine = if i % 2 == 0 { &two } else { &one };
+        let options = StartOptions::id(format!("d-{i}")).on_queue("deb").key("doc");
+        engine.start_json("echo", i, options).await.unwrap();
+    }
+    let last = one.thread("d-6").await.unwrap().wait().await.unwrap();
+    assert_eq!(last.output, Some(json!({ "ran": 6 })));
+    for i in 1..=5 {
+        let waited = one.thread(&format!("d-{i}")).await.unwrap().wait().await;
+        assert!(matches!(waited, Err(cairn::Error::Debounced { .. })), "d-{i}: {waited:?}");
+    }
+    for i in 1..=6 {
+        let engine = if i % 2 == 0 { &two } else { &one };
+        let options = StartOptions::id(format!("b-{i}")).on_queue("bat");
+        engine.start_json("echo", i, options).await.unwrap();
+    }
+    let mut taken = std::collections::BTreeMap::<String, Vec<u64>>::new();
+    for i in 1..=6 {
+        match one.thread(&format!("b-{i}")).await.unwrap().wait().await {
+            Err(cairn::Error::Batched { into, .. }) => taken.entry(into).or_default().push(i),
+            other => panic!("b-{i}: {other:?}"),
+        }
+    }
+    assert_eq!(taken.values().map(Vec::len).sum::<usize>(), 6, "{taken:?}");
+    for (run, members) in &taken {
+        let out = one.thread(run).await.unwrap().wait().await.unwrap();
+        assert_eq!(out.output, Some(json!({ "ran": members })), "{run}");
+    }
+    let ran: Vec<String> = whole_log(one.store().as_ref())
+        .into_iter()
+        .filter_map(|e| {
+            let thread = e.thread.to_string();
+            let body = cairn::blocking::decode(one.store().as_ref(), e).unwrap().body;
+            matches!(body, Body::StatusChanged { to: ThreadStatus::Running, .. }).then_some(thread)
+        })
+        .collect();
+    let mut expected: Vec<String> =
+        std::iter::once("d-6".to_string()).chain(taken.into_keys()).collect();
+    let mut ran = ran;
+    ran.sort();
+    ran.dedup();
+    expected.sort();
+    assert_eq!(ran, expected, "one run per burst and per batch");
+    assert!(one.store().verify().unwrap().is_clean());
     one.shutdown().await;
     two.shutdown().await;
 }

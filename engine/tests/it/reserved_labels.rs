@@ -1,5 +1,6 @@
 //! Labels the engine reserves (`cairn::admin::RESERVED_LABELS`: a sub-workflow's `parent`, a
-//! started child's `started_by` and `parent_close`, `closes_children`) given by a user: a start,
+//! started child's `started_by` and `parent_close`, `closes_children`, a queued start's
+//! `superseded_by` and `batched_into`) given by a user: a start,
 //! a signal-with-start and a fork are refused with an error naming the label, and nothing is
 //! written; other labels start as ever.
 
@@ -25,7 +26,17 @@ async fn a_reserved_label_given_at_start_signal_with_start_or_fork_is_refused_an
     let (_d, path) = db();
     let wf = linear(2, Effects::default());
     let engine = open(&path, &[&wf], |b| b).await;
-    assert_eq!(RESERVED_LABELS, ["parent", "started_by", "parent_close", "closes_children"]);
+    assert_eq!(
+        RESERVED_LABELS,
+        [
+            "parent",
+            "started_by",
+            "parent_close",
+            "closes_children",
+            "superseded_by",
+            "batched_into"
+        ]
+    );
     for (i, label) in RESERVED_LABELS.iter().enumerate() {
         let id = format!("r-{i}");
         let options = StartOptions::id(&id).label("team", "a").label(*label, "order-1");

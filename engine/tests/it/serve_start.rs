@@ -95,7 +95,7 @@ async fn a_start_is_idempotent_on_its_id_applies_labels_and_waits_for_the_output
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_on_a_queue_waits_in_line_under_its_key_and_a_dedup_key_answers_its_holder() {
     let (_d, path) = db();
-    let one = QueueLimits { concurrency_max: Some(1), per_key_max: None, rate: None };
+    let one = QueueLimits { concurrency_max: Some(1), ..QueueLimits::default() };
     let (engine, server) = Engine::builder(&path)
         .workflow(&asks())
         .queue("q", one)
@@ -134,6 +134,36 @@ async fn a_start_on_a_queue_waits_in_line_under_its_key_and_a_dedup_key_answers_
     assert_eq!(deduped.status, 200, "{}", deduped.body);
     assert_eq!((&deduped.body["thread"], &deduped.body["created"]), (&json!("w"), &json!(false)));
     assert!(engine.thread("w2").await.is_err(), "no thread w2");
+    server.shutdown().await;
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_over_a_rate_that_drops_is_a_429_with_retry_after_and_writes_nothing() {
+    let (_d, path) = db();
+    let drops = QueueLimits {
+        rate: Some(cairn::storage::RateLimit { starts: 1, period_ms: 60_000 }),
+        rate_drops: true,
+        ..QueueLimits::default()
+    };
+    let (engine, server) = Engine::builder(&path)
+        .workflow(&asks())
+        .queue("drops", drops)
+        .serve(([127, 0, 0, 1], 0).into())
+        .open()
+        .await
+        .unwrap();
+    let url = format!("http://{}/api/workflows/ask/threads", server.addr());
+    let token = Some(server.token().to_owned());
+    let body = |id: &str| json!({"input": {"total": 0, "log": []}, "id": id, "queue": "drops"});
+    let first = send("POST", url.clone(), token.clone(), body("a").to_string()).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let over = send("POST", url, token, body("b").to_string()).await;
+    assert_eq!(over.status, 429, "{}", over.body);
+    let secs: u64 = over.retry_after.as_deref().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&secs), "{secs}");
+    assert!(over.body["error"].as_str().unwrap().contains("over its rate"), "{}", over.body);
+    assert!(engine.thread("b").await.is_err(), "no thread b");
     server.shutdown().await;
     engine.shutdown().await;
 }

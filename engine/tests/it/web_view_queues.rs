@@ -71,6 +71,7 @@ async fn the_queues_route_and_page_show_limits_and_counts_per_queue_and_key() {
         concurrency_max: Some(2),
         per_key_max: Some(1),
         rate: Some(RateLimit { starts: 10, period_ms: 60_000 }),
+        ..QueueLimits::default()
     };
     let (engine, server) = Engine::builder(&path)
         .durability(Durability::None)

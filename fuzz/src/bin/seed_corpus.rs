@@ -66,6 +66,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         concurrency_max: Some(4),
         per_key_max: Some(2),
         rate: Some(RateLimit { starts: 10, period_ms: 60_000 }),
+        ..QueueLimits::default()
     };
     let mut queue = QueueState::new("reports".into(), limits);
     queue.running = 1;
@@ -81,6 +82,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         rank: 7,
         dedup: Some("daily".into()),
         admitted_at_ms: None,
+        batch_of: Vec::new(),
     };
     let seeds = [
         ("event", codec::encode_event(&event)?),
@@ -93,9 +95,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("signal", codec::encode_signal(&signal)?),
         ("queue", codec::encode_queue(&queue)?),
         ("queue_member", codec::encode_queue_member(&member)?),
+        ("queue_flow", codec::encode_queue(&flow_queue()?)?),
+        (
+            "queue_member_batch",
+            codec::encode_queue_member(&QueueMember {
+                batch_of: vec![ThreadId::new("t-3")?, ThreadId::new("t-4")?],
+                ..member.clone()
+            })?,
+        ),
     ];
     for (name, bytes) in seeds {
         std::fs::write(dir.join(format!("seed-{name}")), bytes)?;
     }
     Ok(())
+}
+
+/// A queue record with the flow-control trailer (`storage/src/queue_wire.rs`).
+fn flow_queue() -> Result<QueueState, Box<dyn std::error::Error>> {
+    let limits = QueueLimits {
+        rate_per_key: Some(RateLimit { starts: 2, period_ms: 1_000 }),
+        rate_drops: true,
+        batch_max: Some(3),
+        batch_window_ms: Some(500),
+        ..QueueLimits::default()
+    };
+    let mut queue = QueueState::new("flow".into(), limits);
+    queue.key_recent.insert("acme".into(), vec![900, 950]);
+    let members = vec![ThreadId::new("t-5")?];
+    queue.batching.insert("acme".into(), cairn_storage::Batching { members, since_ms: 900 });
+    Ok(queue)
 }

@@ -29,6 +29,7 @@ mod pg_tls;
 #[cfg(feature = "postgres")]
 mod pg_wake;
 mod prune;
+mod queue_flow;
 mod queues;
 mod raw;
 mod recovery;

@@ -21,11 +21,9 @@ fn queued(
     let mut record = ThreadRecord::new(tid(id), workflow("w"), 0);
     record.status = ThreadStatus::Queued;
     let enqueue = Enqueue {
-        thread: tid(id),
-        queue: "q".into(),
-        key: key.into(),
         priority,
         dedup: dedup.map(String::from),
+        ..Enqueue::new(tid(id), "q".into(), key.into(), 0)
     };
     let batch = Batch {
         threads: vec![record],
@@ -57,7 +55,8 @@ fn end(store: &dyn Store, id: &str) {
 
 /// The contract every backend keeps.
 fn admission_contract(store: &dyn Store) {
-    let limits = QueueLimits { concurrency_max: Some(3), per_key_max: Some(2), rate: None };
+    let limits =
+        QueueLimits { concurrency_max: Some(3), per_key_max: Some(2), ..QueueLimits::default() };
     let define = QueueOp::Define { name: "q".into(), limits };
     store
         .append(Batch { queues: vec![define], ..Batch::default() })
@@ -65,13 +64,7 @@ fn admission_contract(store: &dyn Store) {
         .wait_blocking()
         .unwrap();
     assert!(matches!(queued(store, "x-1", "", 0, None), Ok(())));
-    let unknown = Enqueue {
-        thread: tid("u"),
-        queue: "nope".into(),
-        key: String::new(),
-        priority: 0,
-        dedup: None,
-    };
+    let unknown = Enqueue::new(tid("u"), "nope".into(), String::new(), 0);
     let mut record = ThreadRecord::new(tid("u"), workflow("w"), 0);
     record.status = ThreadStatus::Queued;
     let refused = store

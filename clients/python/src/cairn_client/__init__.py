@@ -9,7 +9,7 @@ from .aio import AsyncClient
 from .client import Client
 from .errors import (
     BadRequest, CairnError, Conflict, Forbidden, MisdirectedRequest, NotFound, ServerError,
-    TransportError, Unauthorized, UnexpectedAnswer, UpdatePending,
+    TooManyRequests, TransportError, Unauthorized, UnexpectedAnswer, UpdatePending,
 )
 from .models import (
     Budgets, Controlled, Event, EventsPage, ForkOptions, PromiseCompleted, Published,
@@ -23,5 +23,5 @@ __all__ = [
     "UnexpectedAnswer", "Budgets", "Controlled", "Event", "EventsPage", "ForkOptions", "Pruned",
     "SignalStart", "Started", "StartOptions", "ThreadDetails", "ThreadResult", "ThreadRow",
     "ThreadsPage", "UpdatePending", "PromiseCompleted", "Published", "PublishedValue",
-    "StreamItem", "Updated", "UpdateStart", "PromiseRow", "ThreadPromises",
+    "StreamItem", "Updated", "UpdateStart", "PromiseRow", "ThreadPromises", "TooManyRequests",
 ]

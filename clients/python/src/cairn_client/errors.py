@@ -54,6 +54,11 @@ class MisdirectedRequest(CairnError):
     """421: the `Host` is not the endpoint's address (or a name it allows)."""
 
 
+class TooManyRequests(CairnError):
+    """429: a start over the rate of a queue that drops such starts (`docs/queues.md`); the
+    answer's `Retry-After` says when a start fits again."""
+
+
 class ServerError(CairnError):
     """5xx: the endpoint failed."""
 
@@ -74,6 +79,7 @@ _BY_STATUS: Dict[int, Type[CairnError]] = {
     404: NotFound,
     409: Conflict,
     421: MisdirectedRequest,
+    429: TooManyRequests,
 }
 
 

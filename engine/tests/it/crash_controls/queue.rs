@@ -32,7 +32,7 @@ impl Limits {
         QueueLimits {
             concurrency_max: Some(self.global),
             per_key_max: Some(self.per_key),
-            rate: None,
+            ..QueueLimits::default()
         }
     }
 }

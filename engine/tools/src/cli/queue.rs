@@ -44,6 +44,29 @@ struct DefineArgs {
     /// Starts per window, at most: N/DURATION, e.g. 100/60s, 5/1s (units ms, s, m, h).
     #[arg(long, value_parser = parse_rate)]
     rate: Option<RateLimit>,
+    /// Starts of one key per window, at most (as --rate).
+    #[arg(long, value_parser = parse_rate)]
+    rate_per_key: Option<RateLimit>,
+    /// Refuse a start over a rate (the caller hears when to retry) instead of keeping it
+    /// waiting.
+    #[arg(long)]
+    rate_drops: bool,
+    /// Debounce starts per key: a start supersedes the key's waiting one and runs after this
+    /// quiet period (DURATION, e.g. 500ms, 2s).
+    #[arg(long, value_parser = parse_duration_ms)]
+    debounce: Option<u64>,
+    /// Run a key's waiting starts as one batch run (its input: their inputs' list) once this
+    /// many wait.
+    #[arg(long)]
+    batch_max: Option<u32>,
+    /// ... or once the oldest has waited this long (DURATION).
+    #[arg(long, value_parser = parse_duration_ms)]
+    batch_window: Option<u64>,
+}
+
+/// A duration: N with a unit (ms, s, m, h; none is seconds).
+fn parse_duration_ms(text: &str) -> Result<u64, String> {
+    parse_rate(&format!("1/{text}")).map(|r| r.period_ms)
 }
 
 /// A queue name argument, checked as clap parses it: an empty or oversized name is a usage
@@ -98,6 +121,11 @@ pub(super) async fn command(cmd: QueueCommand, wfs: &[Arc<DynWorkflow>]) -> anyh
                 concurrency_max: args.concurrency,
                 per_key_max: args.per_key,
                 rate: args.rate,
+                rate_per_key: args.rate_per_key,
+                rate_drops: args.rate_drops,
+                debounce_ms: args.debounce,
+                batch_max: args.batch_max,
+                batch_window_ms: args.batch_window,
             };
             limits.check().map_err(|e| usage(e.to_string()))?;
             let engine = open_writable(&args.common.db, wfs).await?;
@@ -116,8 +144,16 @@ fn show(list: &[QueueState], json: bool) -> anyhow::Result<()> {
         return print_json(&list);
     }
     let limit = |n: Option<u32>| n.map_or_else(|| "-".to_string(), |n| n.to_string());
-    let mut table =
-        Table::new(&["QUEUE", "KEY", "RUNNING", "WAITING", "CONCURRENCY", "PER KEY", "RATE"]);
+    let mut table = Table::new(&[
+        "QUEUE",
+        "KEY",
+        "RUNNING",
+        "WAITING",
+        "CONCURRENCY",
+        "PER KEY",
+        "RATE",
+        "FLOW",
+    ]);
     for q in list {
         let rate = q
             .limits
@@ -131,6 +167,7 @@ fn show(list: &[QueueState], json: bool) -> anyhow::Result<()> {
             limit(q.limits.concurrency_max),
             limit(q.limits.per_key_max),
             rate,
+            flow(&q.limits),
         ]);
         for (key, counts) in &q.keys {
             table.row(vec![
@@ -141,11 +178,33 @@ fn show(list: &[QueueState], json: bool) -> anyhow::Result<()> {
                 String::new(),
                 String::new(),
                 String::new(),
+                String::new(),
             ]);
         }
     }
     print_text(&table.render());
     Ok(())
+}
+
+/// A queue's flow control in a few words (`-` for none): as `queue define` takes it.
+fn flow(limits: &QueueLimits) -> String {
+    let mut parts = Vec::new();
+    if let Some(r) = limits.rate_per_key {
+        parts.push(format!("rate-per-key {}/{}", r.starts, period(r.period_ms)));
+    }
+    if limits.rate_drops {
+        parts.push("rate-drops".into());
+    }
+    if let Some(ms) = limits.debounce_ms {
+        parts.push(format!("debounce {}", period(ms)));
+    }
+    if let Some(n) = limits.batch_max {
+        parts.push(format!("batch-max {n}"));
+    }
+    if let Some(ms) = limits.batch_window_ms {
+        parts.push(format!("batch-window {}", period(ms)));
+    }
+    if parts.is_empty() { "-".into() } else { parts.join(", ") }
 }
 
 #[cfg(test)]
@@ -165,5 +224,9 @@ mod tests {
         assert!(parse_rate("5").is_err());
         assert!(parse_rate("x/1s").is_err());
         assert!(parse_rate("5/1y").is_err());
+        assert_eq!(parse_duration_ms("500ms"), Ok(500));
+        let limits =
+            QueueLimits { debounce_ms: Some(2_000), rate_drops: true, ..QueueLimits::default() };
+        assert_eq!(flow(&limits), "rate-drops, debounce 2s");
     }
 }

@@ -223,8 +223,12 @@ async fn redact(redactor: &Redactor, response: Response) -> Response {
     }
     let (mut parts, body) = response.into_parts();
     // The body is one of this endpoint's own answers, each bounded where it is made.
-    let unreadable =
-        || Reject { status: 500, error: "the answer could not be redacted".into(), field: None };
+    let unreadable = || Reject {
+        status: 500,
+        error: "the answer could not be redacted".into(),
+        field: None,
+        retry_after_s: None,
+    };
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return unreadable().into_response();
     };

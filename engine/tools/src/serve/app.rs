@@ -73,7 +73,13 @@ pub(super) fn svg_answer(svg: Result<String, String>) -> Result<Response, Reject
 impl IntoResponse for Reject {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::BAD_REQUEST);
-        (status, axum::Json(Refusal { error: self.error, field: self.field })).into_response()
+        let retry = self.retry_after_s;
+        let mut response =
+            (status, axum::Json(Refusal { error: self.error, field: self.field })).into_response();
+        if let Some(s) = retry {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, s.into());
+        }
+        response
     }
 }
 
@@ -104,6 +110,12 @@ pub(super) fn reject(e: Error, field: &str) -> Reject {
         ) => 400,
         // The database does not answer (the store knows it): try again later, as it says why.
         Error::Storage(cairn_storage::Error::Unavailable { .. }) => 503,
+        // A queue that drops starts over its rate: try again when the window frees one.
+        Error::RateLimited { retry_after_ms, .. } => {
+            let mut r = Reject::new(429, field, e.to_string());
+            r.retry_after_s = Some(retry_after_ms.div_ceil(1_000).max(1));
+            return r;
+        }
         _ => 500,
     };
     if status == 500 {
@@ -160,6 +172,11 @@ pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Reject> + Send + 'static,
 ) -> Result<T, Reject> {
     tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(Reject { status: 500, error: format!("the read failed: {e}"), field: None })
+        Err(Reject {
+            status: 500,
+            error: format!("the read failed: {e}"),
+            field: None,
+            retry_after_s: None,
+        })
     })
 }

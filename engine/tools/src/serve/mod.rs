@@ -60,7 +60,7 @@
 //! | POST | `/api/schedules/{name}/pause\|resume\|trigger` | schedule controls |
 //! | POST | `/api/schedules/{name}/backfill` | one run per tick of a range, each once (a control): body `{from_ms, to_ms}` |
 //! | DELETE | `/api/schedules/{name}` | deletes a schedule (a control) |
-//! | POST | `/api/workflows/{id}/threads?wait_ms=` | starts a thread (a control): body `{input, id?, labels?, version?, queue?, key?, priority?, dedup?}`; 201 new, 200 existing; `{thread, created, link}`, with `wait_ms` also its result (see `start`) |
+//! | POST | `/api/workflows/{id}/threads?wait_ms=` | starts a thread (a control): body `{input, id?, labels?, version?, queue?, key?, priority?, dedup?}`; 201 new, 200 existing, 429 with `Retry-After` over the rate of a queue that drops (`docs/queues.md`); `{thread, created, link}`, with `wait_ms` also its result (see `start`) |
 //! | POST | `/api/events` | emits an event (a control): body `{name, id, payload}`; starts each workflow subscribed to `name` once per `id`; `{threads: [{workflow, thread, created, link}]}`, none without subscribers (see `events`) |
 //! | POST | `/api/batches` | applies an operation to every thread a filter matches, as a durable job (a control): body `{op, filter, reason?, name?, value?, to_version?, id?, dry_run?}`; 201 new, 200 existing or a dry run; the batch's progress (see `batches`) |
 //! | GET | `/api/batches/{id}` | a batch's progress: `{id, status, op, total, done, applied, skipped, skips, finished}` |

@@ -143,7 +143,9 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
         .query::<WaitParams>()
         .body(updates::UpdateBody::schema())
         .answers::<UpdateAnswer>(),
-        ("POST", "/api/workflows/{id}/threads") => Doc::new("Starts a thread (201; 200 existing)")
+        ("POST", "/api/workflows/{id}/threads") => Doc::new(
+            "Starts a thread (201; 200 existing; 429 with Retry-After over a queue rate that drops)",
+        )
             .query::<WaitParams>()
             .body(start::StartBody::schema())
             .answers::<Started>(),

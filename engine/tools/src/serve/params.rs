@@ -25,12 +25,14 @@ pub struct Reject {
     pub error: String,
     /// The field it is about, if one.
     pub field: Option<String>,
+    /// For a 429: when to try again, in seconds (the `Retry-After` header).
+    pub retry_after_s: Option<u64>,
 }
 
 impl Reject {
     /// A refusal with HTTP status `status` about `field`.
     pub fn new(status: u16, field: &str, error: impl Into<String>) -> Self {
-        Self { status, error: error.into(), field: Some(field.to_owned()) }
+        Self { status, error: error.into(), field: Some(field.to_owned()), retry_after_s: None }
     }
 
     /// A 400 about `field`.

@@ -1,5 +1,6 @@
-// Cairn web view: the queues page. Reads /api/queues (each queue's limits and its running and
-// waiting threads, in all and per key, and the admissions in its rate window); refreshes every
+// Cairn web view: the queues page. Reads /api/queues (each queue's limits and flow control, its
+// running and waiting threads, in all and per key, the admissions in its rate window, and the
+// starts waiting for a quiet period or a batch); refreshes every
 // 2 s while the tab is visible, drawing each queue's depth over the samples this tab took.
 "use strict";
 
@@ -60,6 +61,41 @@
     return samples;
   }
 
+  /** A queue's flow control in words (rate per key, dropping, debounce, batching). */
+  function flow(lim) {
+    const parts = [];
+    if (lim.rate_per_key) parts.push(`${lim.rate_per_key.starts} starts per key in ${period(lim.rate_per_key.period_ms)}`);
+    if (lim.rate_drops) parts.push("a start over a rate is refused");
+    if (lim.debounce_ms) parts.push(`debounced: a key's last start runs after ${period(lim.debounce_ms)} quiet`);
+    if (lim.batch_max || lim.batch_window_ms) {
+      const by = [lim.batch_max ? `${lim.batch_max} waiting` : null,
+        lim.batch_window_ms ? `${period(lim.batch_window_ms)} after the first` : null].filter(Boolean);
+      parts.push(`batched: one run per key once ${by.join(" or ")}`);
+    }
+    return parts.length ? parts.join("; ") : "none";
+  }
+
+  /** The starts waiting for a quiet period or a batch, per key. */
+  function held(q, nowMs) {
+    const link = (t) => el("a", { class: "mono", href: `/ui/threads/${encodeURIComponent(t)}` }, t);
+    const rows = [];
+    for (const [k, d] of Object.entries(q.debounced || {})) {
+      rows.push(el("tr", { "data-held": "debounced" }, el("td", { class: "mono" }, k || "(no key)"),
+        el("td", {}, link(d.thread)),
+        el("td", { class: "muted" }, d.due_ms > nowMs ? `quiet for ${period(d.due_ms - nowMs)} more` : "due")));
+    }
+    for (const [k, b] of Object.entries(q.batching || {})) {
+      rows.push(el("tr", { "data-held": "batching" }, el("td", { class: "mono" }, k || "(no key)"),
+        el("td", {}, ...b.members.slice(0, 8).flatMap((t, i) => i ? [", ", link(t)] : [link(t)]),
+          b.members.length > 8 ? el("span", { class: "muted" }, ` and ${b.members.length - 8} more`) : ""),
+        el("td", { class: "muted" }, `${b.members.length} gathering since ${period(Math.max(0, nowMs - b.since_ms))} ago`)));
+    }
+    if (!rows.length) return null;
+    return el("table", { class: "grid held" },
+      el("thead", {}, el("tr", {}, ["key", "waiting start(s)", "until"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, rows));
+  }
+
   function card(q, nowMs) {
     const lim = q.limits || {};
     const rate = lim.rate;
@@ -80,11 +116,13 @@
         el("dt", {}, "per key"), el("dd", {}, lim.per_key_max ? `at most ${lim.per_key_max} running` : "no limit"),
         el("dt", {}, "rate"), el("dd", { "data-n": "rate" },
           rate ? el("span", {}, used(inWindow, rate.starts), el("span", { class: "muted" }, ` starts in the last ${period(rate.period_ms)}`)) : "no limit"),
+        el("dt", {}, "flow control"), el("dd", { "data-n": "flow" }, flow(lim)),
         el("dt", {}, "admitted"), el("dd", {}, `${q.admitted} in all`),
         el("dt", {}, "depth"), el("dd", { "data-n": "depth", "data-samples": String(record(q).length) },
           sparkline(history.get(q.name)), el("span", { class: "legend-inline" },
             el("span", { class: "running" }, "running"), " ", el("span", { class: "waiting" }, "waiting"),
             el("span", { class: "muted" }, ` · the last ${history.get(q.name).length} of ${SAMPLES} samples, one every 2 s`)))),
+      held(q, nowMs) || "",
       el("table", { class: "grid keys" },
         el("thead", {}, el("tr", {}, ["key", "running", "waiting", "last served"].map((h) => el("th", {}, h)))),
         el("tbody", {}, keyRows.length ? keyRows
