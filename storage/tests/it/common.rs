@@ -6,6 +6,7 @@ use cairn_storage::{
     Appended, Batch, CheckpointKind, CheckpointMeta, Durability, EventKind, EventStatus,
     NewCheckpoint, NewEvent, Options, RedbStore, Store, ThreadId, ThreadRecord, WorkflowRef,
 };
+use cairn_storage_testkit::fault::{CrashModel, Fault, FaultBackend};
 use tempfile::TempDir;
 
 pub fn tid(id: &str) -> ThreadId {
@@ -90,4 +91,37 @@ pub fn events(store: &impl Store, thread: &str, n: u64) -> Appended {
         ..Batch::default()
     };
     append(store, batch)
+}
+
+/// Opens `image` (a file an open migrates) with a crash at each of the open's writes, under
+/// three crash models, and hands each crashed file, opened again, to `check`; returns the
+/// number of writes and how many crashed opens failed and succeeded. Every crashed file must
+/// open.
+pub fn crash_each_write_of_open(
+    image: &[u8],
+    check: impl Fn(&RedbStore, u64, CrashModel),
+) -> (u64, [u32; 2]) {
+    let ops = {
+        let backend = FaultBackend::from_image(image.to_vec());
+        let disk = backend.controller();
+        let store = RedbStore::with_backend(backend, fast()).expect("open migrates");
+        drop(store);
+        disk.mutations()
+    };
+    assert!(ops > 0);
+    let mut outcomes = [0u32; 2];
+    for op in 0..ops {
+        for model in [CrashModel::LoseUnsynced, CrashModel::TornWrite, CrashModel::Kill] {
+            let backend = FaultBackend::from_image(image.to_vec());
+            let disk = backend.controller();
+            disk.arm(Fault::at(op, model));
+            let opened = RedbStore::with_backend(backend, fast()).map(drop);
+            outcomes[usize::from(opened.is_ok())] += 1;
+            let reopened =
+                RedbStore::with_backend(FaultBackend::from_image(disk.crash_image()), fast())
+                    .unwrap_or_else(|e| panic!("op {op} {model:?}: the file does not open: {e}"));
+            check(&reopened, op, model);
+        }
+    }
+    (ops, outcomes)
 }

@@ -24,7 +24,7 @@ use cairn_storage::{
 };
 use redb::{Database, ReadableDatabase, ReadableTable, TableHandle};
 
-use cairn_storage_testkit::fault::{CrashModel, Fault, FaultBackend};
+use cairn_storage_testkit::fault::FaultBackend;
 
 use crate::common::*;
 use crate::raw;
@@ -147,29 +147,16 @@ fn a_v6_file_migrates_to_v7_with_every_record_unchanged_under_its_new_key() {
 #[test]
 fn a_crash_at_any_write_of_the_v7_migration_leaves_a_file_that_opens_whole() {
     let image = fixture();
-    let (want, ops) = {
-        let backend = FaultBackend::from_image(image.clone());
-        let disk = backend.controller();
-        let store = RedbStore::with_backend(backend, fast()).expect("open migrates");
-        (answers(&store), disk.mutations())
+    let want = {
+        let store = RedbStore::with_backend(FaultBackend::from_image(image.clone()), fast())
+            .expect("open migrates");
+        answers(&store)
     };
-    assert!(ops > 0);
-    let mut outcomes = [0u32; 2];
-    for op in 0..ops {
-        for model in [CrashModel::LoseUnsynced, CrashModel::TornWrite, CrashModel::Kill] {
-            let backend = FaultBackend::from_image(image.clone());
-            let disk = backend.controller();
-            disk.arm(Fault::at(op, model));
-            let opened = RedbStore::with_backend(backend, fast()).map(drop);
-            outcomes[usize::from(opened.is_ok())] += 1;
-            let reopened =
-                RedbStore::with_backend(FaultBackend::from_image(disk.crash_image()), fast())
-                    .unwrap_or_else(|e| panic!("op {op} {model:?}: the file does not open: {e}"));
-            assert_eq!(answers(&reopened), want, "op {op} {model:?}");
-            let report = reopened.verify().expect("verify");
-            assert!(report.is_clean(), "op {op} {model:?}: {:?}", report.problems);
-        }
-    }
+    let (ops, outcomes) = crash_each_write_of_open(&image, |reopened, op, model| {
+        assert_eq!(answers(reopened), want, "op {op} {model:?}");
+        let report = reopened.verify().expect("verify");
+        assert!(report.is_clean(), "op {op} {model:?}: {:?}", report.problems);
+    });
     eprintln!(
         "RELIABILITY v7_migration_crash ops={ops} failed_opens={} opens={}",
         outcomes[0], outcomes[1]

@@ -3,7 +3,6 @@
 //! one transaction that a crash leaves undone or done.
 
 use cairn_storage::{Batch, Event, Lsn, Maintenance, RedbStore, Seq, ThreadLog, codec};
-use cairn_storage_testkit::fault::{CrashModel, Fault, FaultBackend};
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use std::path::Path;
 
@@ -104,29 +103,8 @@ fn a_crash_at_any_write_of_the_v6_migration_leaves_a_file_that_opens_whole() {
     let want = build(&path);
     to_v5(&path);
     let image = std::fs::read(&path).expect("read");
-    let ops = {
-        let backend = FaultBackend::from_image(image.clone());
-        let disk = backend.controller();
-        let store = RedbStore::with_backend(backend, fast()).expect("open migrates");
-        let ops = disk.mutations();
-        assert_reads(&store, &want);
-        ops
-    };
-    assert!(ops > 0);
-    let mut outcomes = [0u32; 2];
-    for op in 0..ops {
-        for model in [CrashModel::LoseUnsynced, CrashModel::TornWrite, CrashModel::Kill] {
-            let backend = FaultBackend::from_image(image.clone());
-            let disk = backend.controller();
-            disk.arm(Fault::at(op, model));
-            let opened = RedbStore::with_backend(backend, fast()).map(drop);
-            outcomes[usize::from(opened.is_ok())] += 1;
-            let reopened =
-                RedbStore::with_backend(FaultBackend::from_image(disk.crash_image()), fast())
-                    .unwrap_or_else(|e| panic!("op {op} {model:?}: the file does not open: {e}"));
-            assert_reads(&reopened, &want);
-        }
-    }
+    let (ops, outcomes) =
+        crash_each_write_of_open(&image, |reopened, _, _| assert_reads(reopened, &want));
     eprintln!(
         "RELIABILITY v6_migration_crash ops={ops} failed_opens={} opens={}",
         outcomes[0], outcomes[1]
