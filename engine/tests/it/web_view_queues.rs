@@ -2,7 +2,8 @@
 //! and its counts in all and per key (as `cairn queue list --json`, with the engine clock's
 //! `now_ms`), refuses a parameter naming it, and the queues page (linked from the other pages'
 //! navigation) shows them in a real browser (`cdp`): one card per queue, the running count
-//! against the global limit, the waiting count, one row per key with its own counts. The
+//! against the global limit, the waiting count, one row per key with its own counts, a queue's
+//! flow control in words and the start a debounce holds, with its quiet time left. The
 //! screenshot goes to `<target>/screenshots/queues.png`.
 #![allow(clippy::too_many_lines, reason = "a scenario test reads as one story, top to bottom")]
 
@@ -77,6 +78,7 @@ async fn the_queues_route_and_page_show_limits_and_counts_per_queue_and_key() {
         .durability(Durability::None)
         .queue("reports", reports)
         .queue("emails", QueueLimits { concurrency_max: Some(5), ..QueueLimits::default() })
+        .queue("digests", QueueLimits { debounce_ms: Some(600_000), ..QueueLimits::default() })
         .workflow(&wf)
         .serve(([127, 0, 0, 1], 0).into())
         .open()
@@ -92,6 +94,12 @@ async fn the_queues_route_and_page_show_limits_and_counts_per_queue_and_key() {
     for id in ["acme-1", "globex-1"] {
         waiting_input(&engine, id).await;
     }
+    // A burst on a debounced queue: the second start supersedes the first and waits for ten
+    // quiet minutes.
+    for id in ["digest-1", "digest-2"] {
+        let opts = StartOptions::id(id).on_queue("digests").key("daily");
+        engine.start_json("report", Tally::default(), opts).await.unwrap();
+    }
     let base = format!("http://{}", server.addr());
 
     let (status, out) = get(format!("{base}/api/queues")).await;
@@ -99,8 +107,8 @@ async fn the_queues_route_and_page_show_limits_and_counts_per_queue_and_key() {
     assert!(out["now_ms"].as_u64().is_some(), "{out}");
     let queues = out["queues"].as_array().unwrap();
     let names: Vec<&str> = queues.iter().map(|q| q["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["emails", "reports"]);
-    let q = &queues[1];
+    assert_eq!(names, ["digests", "emails", "reports"]);
+    let q = &queues[2];
     assert_eq!((q["running"].clone(), q["waiting"].clone()), (json!(2), json!(2)), "{q}");
     assert_eq!(q["limits"]["concurrency_max"], json!(2));
     assert_eq!(q["limits"]["per_key_max"], json!(1));
@@ -128,7 +136,7 @@ async fn the_queues_route_and_page_show_limits_and_counts_per_queue_and_key() {
         browser.navigate(&format!("{base}/ui/queues"));
         browser.wait_for("document.body.dataset.loaded === '1'", Duration::from_secs(20));
         let cards = browser.eval("document.querySelectorAll('section.queue').length");
-        assert_eq!(cards, json!(2));
+        assert_eq!(cards, json!(3));
         let text = |browser: &mut Browser, sel: &str| {
             browser.eval(&format!("document.querySelector({sel:?}).textContent.trim()"))
         };
@@ -157,6 +165,17 @@ async fn the_queues_route_and_page_show_limits_and_counts_per_queue_and_key() {
             browser.eval("document.querySelectorAll('[data-queue=reports] tr[data-key]').length");
         assert_eq!(keys, json!(3));
         assert_eq!(text(&mut browser, "[data-queue=emails] dd[data-n=running]"), json!("0 / 5"));
+        // Flow control in words, and the start the debounce holds (the last of the burst).
+        let flow = text(&mut browser, "[data-queue=digests] dd[data-n=flow]");
+        assert!(flow.as_str().unwrap().starts_with("debounced: a key's last start runs after"));
+        assert_eq!(text(&mut browser, "[data-queue=emails] dd[data-n=flow]"), json!("none"));
+        let held = browser.eval(
+            "[...document.querySelectorAll('[data-queue=digests] tr[data-held=debounced] a')]\
+             .map((a) => a.textContent)",
+        );
+        assert_eq!(held, json!(["digest-2"]));
+        let until = text(&mut browser, "[data-queue=digests] tr[data-held=debounced] td.muted");
+        assert_eq!(until, json!("quiet for 10 min more"));
         browser.screenshot(&shots.join("queues.png"), 1400.);
     });
     // Answering acme-1 frees a slot: initech, the key served least recently, takes it before

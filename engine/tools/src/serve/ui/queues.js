@@ -24,6 +24,14 @@
     return `${ms} ms`;
   }
 
+  /** A time still to run or already run, rounded to what a person reads (s under 2 min). */
+  function span(ms) {
+    if (ms < 1000) return `${ms} ms`;
+    if (ms < 120000) return `${Math.round(ms / 1000)} s`;
+    if (ms < 7200000) return `${Math.round(ms / 60000)} min`;
+    return `${Math.round(ms / 3600000)} h`;
+  }
+
   // Each queue's depth over the last samples this tab took (one a refresh), newest last.
   const SAMPLES = 60;
   const history = new Map();
@@ -82,13 +90,13 @@
     for (const [k, d] of Object.entries(q.debounced || {})) {
       rows.push(el("tr", { "data-held": "debounced" }, el("td", { class: "mono" }, k || "(no key)"),
         el("td", {}, link(d.thread)),
-        el("td", { class: "muted" }, d.due_ms > nowMs ? `quiet for ${period(d.due_ms - nowMs)} more` : "due")));
+        el("td", { class: "muted" }, d.due_ms > nowMs ? `quiet for ${span(d.due_ms - nowMs)} more` : "due")));
     }
     for (const [k, b] of Object.entries(q.batching || {})) {
       rows.push(el("tr", { "data-held": "batching" }, el("td", { class: "mono" }, k || "(no key)"),
         el("td", {}, ...b.members.slice(0, 8).flatMap((t, i) => i ? [", ", link(t)] : [link(t)]),
           b.members.length > 8 ? el("span", { class: "muted" }, ` and ${b.members.length - 8} more`) : ""),
-        el("td", { class: "muted" }, `${b.members.length} gathering since ${period(Math.max(0, nowMs - b.since_ms))} ago`)));
+        el("td", { class: "muted" }, `${b.members.length} gathering since ${span(Math.max(0, nowMs - b.since_ms))} ago`)));
     }
     if (!rows.length) return null;
     return el("table", { class: "grid held" },
