@@ -190,19 +190,24 @@ fn fallback_problems(
 ) -> Vec<Problem> {
     let mut problems = Vec::new();
     for (id, node) in nodes.iter().enumerate() {
-        let Recovery::Fallback(target) = &node.policy.on_failure else { continue };
-        let declared = index.get(target).is_some_and(|&to| {
-            shape.nodes.get(id).is_some_and(|l| l.gotos.contains(&NextTarget::Node(to)))
-        });
-        if !declared {
-            problems.push(Problem::PolicyOutOfRange {
-                node: node.name.clone(),
-                detail: format!(
-                    "on_failure falls back to {target:?}, which is not one of its gotos \
-                     (declare it with .gotos({:?}, [{target:?}]))",
-                    node.name
-                ),
+        let policy = &node.policy;
+        for recovery in
+            std::iter::once(&policy.on_failure).chain(policy.on_failure_by_kind.values())
+        {
+            let Recovery::Fallback(target) = recovery else { continue };
+            let declared = index.get(target).is_some_and(|&to| {
+                shape.nodes.get(id).is_some_and(|l| l.gotos.contains(&NextTarget::Node(to)))
             });
+            if !declared {
+                problems.push(Problem::PolicyOutOfRange {
+                    node: node.name.clone(),
+                    detail: format!(
+                        "on_failure falls back to {target:?}, which is not one of its gotos \
+                     (declare it with .gotos({:?}, [{target:?}]))",
+                        node.name
+                    ),
+                });
+            }
         }
     }
     problems
