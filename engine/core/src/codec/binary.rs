@@ -207,6 +207,32 @@ mod tests {
         assert_eq!(decode_body(&mut bytes).expect("decodes"), body);
     }
 
+    #[test]
+    fn a_recovery_applied_without_a_kind_is_the_old_bytes_and_one_with_a_kind_ends_with_it() {
+        let old = Body::RecoveryApplied {
+            step: 2,
+            task: TaskKey { node: "w".into(), item: None },
+            attempt: 1,
+            strategy: cairn_dsl::Recovery::Abandon,
+            error: NodeError::fatal("x"),
+            kind: None,
+        };
+        let mut old_bytes = encode_body(&old).expect("encodes");
+        let Body::RecoveryApplied { step, task, attempt, strategy, error, .. } = old.clone() else {
+            unreachable!()
+        };
+        let kind = Some(cairn_dsl::FailureKind::Deadlock);
+        let new = Body::RecoveryApplied { step, task, attempt, strategy, error, kind };
+        let mut new_bytes = encode_body(&new).expect("encodes");
+        assert_eq!(new_bytes[..old_bytes.len()], old_bytes[..], "the kind only trails");
+        assert_eq!(new_bytes[old_bytes.len()..], [2]);
+        assert_eq!(decode_body(&mut old_bytes).expect("an old body decodes"), old);
+        assert_eq!(decode_body(&mut new_bytes).expect("decodes"), new);
+        let mut unknown = encode_body(&old).expect("encodes");
+        unknown.push(9);
+        assert!(decode_body(&mut unknown).is_err(), "no such kind");
+    }
+
     /// One body of each shape of field: every [`Bin`] impl, both ways.
     fn samples() -> Vec<Body> {
         let task = TaskKey { node: "m".into(), item: Some(7) };
