@@ -322,20 +322,8 @@ async fn read_and_check(
             break;
         }
     }
-    let mut expired = Vec::new();
     let locks = answered(wait, store.locks()).await?;
-    let mut expired_locks = 0;
-    for lock in &locks {
-        if !lock.is_live(now_ms) {
-            expired_locks += 1;
-            expired.push(ExpiredLock {
-                name: lock.name.clone(),
-                holder: lock.owner.clone(),
-                expired_ms: now_ms.saturating_sub(lock.expires_at_ms),
-            });
-            keep_first(&mut expired, |l| std::cmp::Reverse(l.expired_ms));
-        }
-    }
+    let (expired_locks, expired) = expired_locks_of(&locks, now_ms);
     let (signal_backlog, backlogged) =
         signal_backlog(store, &inboxes, now_ms, thresholds.signal_backlog_ms, wait).await?;
     let commits = commit_health(metrics, true);
@@ -366,6 +354,24 @@ async fn read_and_check(
         actions: Vec::new(),
     }
     .finish())
+}
+
+/// The locks of `locks` past their time to live at `now_ms`: how many, and the longest expired.
+fn expired_locks_of(locks: &[cairn_storage::LockRecord], now_ms: u64) -> (u64, Vec<ExpiredLock>) {
+    let mut expired = Vec::new();
+    let mut count = 0;
+    for lock in locks {
+        if !lock.is_live(now_ms) {
+            count += 1;
+            expired.push(ExpiredLock {
+                name: lock.name.clone(),
+                holder: lock.owner.clone(),
+                expired_ms: now_ms.saturating_sub(lock.expires_at_ms),
+            });
+            keep_first(&mut expired, |l| std::cmp::Reverse(l.expired_ms));
+        }
+    }
+    (count, expired)
 }
 
 /// The signal backlog of `inboxes` (thread, workflow, record summary): per thread, the signals
