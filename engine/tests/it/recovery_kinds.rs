@@ -93,3 +93,51 @@ async fn a_deadlock_code_takes_its_own_recovery_and_replays_the_same() {
     assert_eq!(view.status, ThreadStatus::Cancelled);
     engine.shutdown().await;
 }
+
+/// A node whose timeout cuts its wait for a lock another thread holds fails as a deadlock
+/// (`NodeError::Lock`, "wait timed out"), not a timeout, and takes the deadlock's recovery.
+#[tokio::test]
+async fn a_lock_wait_cut_by_the_timeout_is_a_deadlock() {
+    let (_d, path) = db();
+    let holder = Workflow::<Tally>::builder("holder", 1)
+        .node("hold", |_s, ctx: Ctx| async move {
+            ctx.lock("res", 60_000).await?;
+            let _: u64 = ctx.recv("never").await?;
+            Ok(NodeOutput::update((1, "held".to_owned())))
+        })
+        .edge(START, "hold")
+        .edge("hold", END)
+        .build()
+        .unwrap();
+    let policy = NodePolicy::default()
+        .timeout_ms(100)
+        .on_failure_of(FailureKind::Timeout, Recovery::Fallback("fallback".into()))
+        .on_failure_of(FailureKind::Deadlock, Recovery::Abandon);
+    let waiter = Workflow::<Tally>::builder("waiter", 1)
+        .node_with(
+            "take",
+            |_s, ctx: Ctx| async move {
+                ctx.lock("res", 1_000).await?;
+                Ok(NodeOutput::update((1, "took".to_owned())))
+            },
+            policy,
+        )
+        .node(
+            "fallback",
+            |_s, _ctx| async move { Ok(NodeOutput::update((100, "fallback".to_owned()))) },
+        )
+        .edge(START, "take")
+        .edge("take", END)
+        .gotos("take", ["fallback"])
+        .edge("fallback", END)
+        .build()
+        .unwrap();
+    let engine = engine_on(&path, &[&holder, &waiter], None).await;
+    let h = engine.start_json("holder", Tally::default(), StartOptions::id("h")).await.unwrap();
+    assert_eq!(h.wait().await.unwrap().status, ThreadStatus::WaitingInput, "holds the lock");
+    let w = engine.start_json("waiter", Tally::default(), StartOptions::id("w")).await.unwrap();
+    assert_eq!(w.finished().await.unwrap().status, ThreadStatus::Cancelled, "abandoned");
+    assert_eq!(applied(&engine, "w").await, [(Some(FailureKind::Deadlock), "abandon".into())]);
+    engine.cancel("h", "test over").await.unwrap();
+    engine.shutdown().await;
+}
