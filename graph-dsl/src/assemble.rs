@@ -30,6 +30,8 @@ pub(crate) struct Decls {
     pub permissions: BTreeSet<String>,
     pub checkpoint: CheckpointPolicy,
     pub on_failure: Recovery,
+    /// The workflow's recovery per failure kind, for nodes that name none for the kind.
+    pub on_failure_by_kind: std::collections::BTreeMap<crate::FailureKind, Recovery>,
     pub queries: Vec<(String, DynQuery)>,
     pub compensations: Vec<(String, crate::long_lived::DynCompensation)>,
     pub signals: Vec<(String, crate::signals::DynSignal)>,
@@ -56,6 +58,7 @@ pub(crate) fn assemble(
         permissions,
         checkpoint,
         on_failure,
+        on_failure_by_kind,
         queries,
         compensations,
         signals,
@@ -65,6 +68,9 @@ pub(crate) fn assemble(
     for node in &mut nodes {
         if node.policy.on_failure.is_fail() {
             node.policy.on_failure = on_failure.clone();
+        }
+        for (kind, recovery) in &on_failure_by_kind {
+            node.policy.on_failure_by_kind.entry(*kind).or_insert_with(|| recovery.clone());
         }
     }
 
