@@ -65,14 +65,7 @@ pub(crate) fn assemble(
         updates,
         events,
     } = decls;
-    for node in &mut nodes {
-        if node.policy.on_failure.is_fail() {
-            node.policy.on_failure = on_failure.clone();
-        }
-        for (kind, recovery) in &on_failure_by_kind {
-            node.policy.on_failure_by_kind.entry(*kind).or_insert_with(|| recovery.clone());
-        }
-    }
+    default_recoveries(&mut nodes, &on_failure, &on_failure_by_kind);
 
     let mut resolver = Resolver::new(&nodes);
     resolver.edges(&edges);
@@ -186,6 +179,22 @@ fn named_problems(
         }
     }
     problems
+}
+
+/// Gives every node the workflow's recoveries it names none of (`on_failure`, per kind).
+fn default_recoveries(
+    nodes: &mut [NodeDecl],
+    on_failure: &Recovery,
+    by_kind: &std::collections::BTreeMap<crate::FailureKind, Recovery>,
+) {
+    for node in nodes {
+        if node.policy.on_failure.is_fail() {
+            node.policy.on_failure = on_failure.clone();
+        }
+        for (kind, recovery) in by_kind {
+            node.policy.on_failure_by_kind.entry(*kind).or_insert_with(|| recovery.clone());
+        }
+    }
 }
 
 /// Fallback nodes that are not among their node's declared gotos (or do not exist).
