@@ -62,6 +62,9 @@ pub struct Config {
     /// A health pass reports this process's resident memory past this many bytes; `None`
     /// (the default): not bounded.
     pub health_memory_max_bytes: Option<u64>,
+    /// A health pass counts a signal in an unfinished thread's inbox that no node took once it
+    /// is older than this, in ms (the signal backlog; default 10 minutes).
+    pub health_signal_backlog_ms: u64,
     /// Which finished threads the engine deletes on its own, and when (default: none).
     pub retention: Option<RetentionPolicy>,
     /// Whether the engine prunes, on its own, what checkpoints cover in unfinished threads
@@ -93,6 +96,7 @@ impl Default for Config {
             database_file: None,
             health_disk_free_min_bytes: crate::limits::HEALTH_DISK_FREE_MIN_BYTES,
             health_memory_max_bytes: None,
+            health_signal_backlog_ms: crate::limits::HEALTH_SIGNAL_BACKLOG_MS_DEFAULT,
             health_policy: HealthPolicy::default(),
             retention: None,
             prune_history: true,

@@ -125,6 +125,20 @@ pub const HEALTH_DISK_FREE_MIN_PERCENT: u64 = 5;
 /// on, small enough to print.
 pub const HEALTH_ITEMS_MAX: usize = 100;
 
+/// The default age past which a signal no node took counts in a health pass's signal backlog
+/// (`Config::health_signal_backlog_ms`): ten minutes, like the watchdog; a signal a parked
+/// node waits for is taken within a step of its arrival.
+pub const HEALTH_SIGNAL_BACKLOG_MS_DEFAULT: u64 = 10 * 60 * 1_000;
+
+/// Unfinished threads whose inbox a health pass reads for the signal backlog (the first ones
+/// listed; the report says when it stopped short): one read each, so a pass stays bounded
+/// however many threads wait.
+pub const HEALTH_SIGNAL_THREADS_MAX: usize = 1_000;
+
+/// Signals a health pass reads of one thread's inbox for the signal backlog (the first ones by
+/// number, so the oldest): one read.
+pub const HEALTH_SIGNALS_PER_THREAD_MAX: usize = 1_000;
+
 /// How long a health pass waits for each of its reads of a database on a server (PostgreSQL)
 /// before it reports the database as not answering, with the reason: a health check must
 /// answer while the database does not (a page of thread records reads in milliseconds; the

@@ -30,6 +30,8 @@ pub(crate) struct Decls {
     pub permissions: BTreeSet<String>,
     pub checkpoint: CheckpointPolicy,
     pub on_failure: Recovery,
+    /// The workflow's recovery per failure kind, for nodes that name none for the kind.
+    pub on_failure_by_kind: std::collections::BTreeMap<crate::FailureKind, Recovery>,
     pub queries: Vec<(String, DynQuery)>,
     pub compensations: Vec<(String, crate::long_lived::DynCompensation)>,
     pub signals: Vec<(String, crate::signals::DynSignal)>,
@@ -56,17 +58,14 @@ pub(crate) fn assemble(
         permissions,
         checkpoint,
         on_failure,
+        on_failure_by_kind,
         queries,
         compensations,
         signals,
         updates,
         events,
     } = decls;
-    for node in &mut nodes {
-        if node.policy.on_failure.is_fail() {
-            node.policy.on_failure = on_failure.clone();
-        }
-    }
+    default_recoveries(&mut nodes, &on_failure, &on_failure_by_kind);
 
     let mut resolver = Resolver::new(&nodes);
     resolver.edges(&edges);
@@ -182,6 +181,22 @@ fn named_problems(
     problems
 }
 
+/// Gives every node the workflow's recoveries it names none of (`on_failure`, per kind).
+fn default_recoveries(
+    nodes: &mut [NodeDecl],
+    on_failure: &Recovery,
+    by_kind: &std::collections::BTreeMap<crate::FailureKind, Recovery>,
+) {
+    for node in nodes {
+        if node.policy.on_failure.is_fail() {
+            node.policy.on_failure = on_failure.clone();
+        }
+        for (kind, recovery) in by_kind {
+            node.policy.on_failure_by_kind.entry(*kind).or_insert_with(|| recovery.clone());
+        }
+    }
+}
+
 /// Fallback nodes that are not among their node's declared gotos (or do not exist).
 fn fallback_problems(
     nodes: &[NodeDecl],
@@ -190,19 +205,24 @@ fn fallback_problems(
 ) -> Vec<Problem> {
     let mut problems = Vec::new();
     for (id, node) in nodes.iter().enumerate() {
-        let Recovery::Fallback(target) = &node.policy.on_failure else { continue };
-        let declared = index.get(target).is_some_and(|&to| {
-            shape.nodes.get(id).is_some_and(|l| l.gotos.contains(&NextTarget::Node(to)))
-        });
-        if !declared {
-            problems.push(Problem::PolicyOutOfRange {
-                node: node.name.clone(),
-                detail: format!(
-                    "on_failure falls back to {target:?}, which is not one of its gotos \
-                     (declare it with .gotos({:?}, [{target:?}]))",
-                    node.name
-                ),
+        let policy = &node.policy;
+        for recovery in
+            std::iter::once(&policy.on_failure).chain(policy.on_failure_by_kind.values())
+        {
+            let Recovery::Fallback(target) = recovery else { continue };
+            let declared = index.get(target).is_some_and(|&to| {
+                shape.nodes.get(id).is_some_and(|l| l.gotos.contains(&NextTarget::Node(to)))
             });
+            if !declared {
+                problems.push(Problem::PolicyOutOfRange {
+                    node: node.name.clone(),
+                    detail: format!(
+                        "on_failure falls back to {target:?}, which is not one of its gotos \
+                     (declare it with .gotos({:?}, [{target:?}]))",
+                        node.name
+                    ),
+                });
+            }
         }
     }
     problems

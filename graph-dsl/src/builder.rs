@@ -49,6 +49,7 @@ impl<S: State> WorkflowBuilder<S> {
                 permissions: BTreeSet::new(),
                 checkpoint: CheckpointPolicy::default(),
                 on_failure: Recovery::Fail,
+                on_failure_by_kind: std::collections::BTreeMap::new(),
                 events: BTreeSet::new(),
             },
             _state: PhantomData,
@@ -479,6 +480,29 @@ impl<S: State> WorkflowBuilder<S> {
     /// (`NodePolicy::on_failure`): see [`Recovery`].
     pub fn on_failure(mut self, recovery: Recovery) -> Self {
         self.decls.on_failure = recovery;
+        self
+    }
+
+    /// Sets the recovery of a failure of `kind` for every node that names none for that kind
+    /// (`NodePolicy::on_failure_of`; a node's own wins): see
+    /// [`FailureKind`](crate::FailureKind).
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{FailureKind, NodeOutput, Recovery, Replace, Workflow, END, START};
+    /// let wf = Workflow::<Replace<u64>>::builder("w", 1)
+    ///     .node("a", |_s, _ctx| async { Ok(NodeOutput::update(1)) })
+    ///     .edge(START, "a")
+    ///     .edge("a", END)
+    ///     .on_failure_of(FailureKind::Timeout, Recovery::RestoreAndRetry)
+    ///     .build()?;
+    /// let policy = &wf.as_dyn().nodes()[0].policy;
+    /// assert_eq!(policy.recovery_for(FailureKind::Timeout), &Recovery::RestoreAndRetry);
+    /// assert_eq!(policy.recovery_for(FailureKind::Deadlock), &Recovery::Fail);
+    /// # Ok::<(), cairn_dsl::BuildError>(())
+    /// ```
+    pub fn on_failure_of(mut self, kind: crate::FailureKind, recovery: Recovery) -> Self {
+        self.decls.on_failure_by_kind.insert(kind, recovery);
         self
     }
 

@@ -279,6 +279,15 @@ impl Encoder {
                 self.str(other.name());
             }
         }
+        // Per kind, likewise only when set.
+        for (kind, recovery) in &p.on_failure_by_kind {
+            self.u8(0xF3);
+            self.u8(kind.byte());
+            self.str(recovery.name());
+            if let Recovery::Fallback(node) = recovery {
+                self.str(node);
+            }
+        }
     }
 }
 

@@ -355,7 +355,7 @@ pub use picture::LinkKind;
 pub use policy::{Budgets, CheckpointPolicy, NodePolicy, RetryPolicy};
 pub use problem::{BuildError, Problem};
 pub use promise::Promise;
-pub use recovery::Recovery;
+pub use recovery::{FailureKind, Recovery};
 pub use signals::SignalError;
 pub use state::{Replace, State};
 pub use stream::StreamSink;

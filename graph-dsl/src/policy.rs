@@ -213,6 +213,11 @@ pub struct NodePolicy {
     /// policies written before it existed ([`Recovery::Fail`]).
     #[serde(default, skip_serializing_if = "Recovery::is_fail")]
     pub on_failure: Recovery,
+    /// The recovery of a failure of a given kind, which takes precedence over `on_failure`
+    /// for that kind (`NodePolicy::on_failure_of`). Absent in policies written before it
+    /// existed (none).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub on_failure_by_kind: std::collections::BTreeMap<crate::FailureKind, Recovery>,
 }
 
 impl Default for NodePolicy {
@@ -226,6 +231,7 @@ impl Default for NodePolicy {
             version: 1,
             max_visits: None,
             on_failure: Recovery::Fail,
+            on_failure_by_kind: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -286,6 +292,30 @@ impl NodePolicy {
     pub fn on_failure(mut self, recovery: Recovery) -> Self {
         self.on_failure = recovery;
         self
+    }
+
+    /// Sets what happens when the node fails for good with a failure of `kind` (see
+    /// [`FailureKind`](crate::FailureKind)), instead of `on_failure`; other kinds keep
+    /// `on_failure`.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{FailureKind, NodePolicy, Recovery};
+    /// let p = NodePolicy::default()
+    ///     .timeout_ms(1_000)
+    ///     .on_failure_of(FailureKind::Timeout, Recovery::RestoreAndRetry);
+    /// assert_eq!(p.recovery_for(FailureKind::Timeout), &Recovery::RestoreAndRetry);
+    /// assert_eq!(p.recovery_for(FailureKind::Other), &Recovery::Fail);
+    /// ```
+    #[must_use]
+    pub fn on_failure_of(mut self, kind: crate::FailureKind, recovery: Recovery) -> Self {
+        self.on_failure_by_kind.insert(kind, recovery);
+        self
+    }
+
+    /// The recovery of a failure of `kind`: the one set for the kind, else `on_failure`.
+    pub fn recovery_for(&self, kind: crate::FailureKind) -> &Recovery {
+        self.on_failure_by_kind.get(&kind).unwrap_or(&self.on_failure)
     }
 
     /// Bounds how often the node may be entered per thread.

@@ -376,6 +376,11 @@ pub enum Body {
         strategy: Recovery,
         /// The failure it answered.
         error: NodeError,
+        /// The kind of that failure ([`cairn_dsl::FailureKind::of`] the error), which chose
+        /// the strategy (`NodePolicy::on_failure_of`); absent in events written before kinds
+        /// were recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<cairn_dsl::FailureKind>,
     },
     /// The thread was rolled back in place to an earlier checkpoint (`cairn_tools::Operator::rollback`): from
     /// this event on it is the context that checkpoint holds, at this seq. The events between

@@ -200,6 +200,11 @@ pub(crate) fn samples(k: u64, snapshot: &Value) -> Vec<Body> {
             ][usize::try_from(k % 3).unwrap_or(0)]
             .clone(),
             error,
+            kind: [
+                None,
+                Some(cairn_dsl::FailureKind::Timeout),
+                Some(cairn_dsl::FailureKind::Other),
+            ][usize::try_from(k % 3).unwrap_or(0)],
         },
         Body::RolledBack {
             checkpoint: cairn_storage::CheckpointId(1),

@@ -38,3 +38,9 @@ pub const RESTORE_FALLBACK_CHECKPOINTS_MAX: usize = 8;
 
 /// Events read per query during restore and subscriptions.
 pub const READ_CHUNK_EVENTS: usize = 1_024;
+
+/// Signal names whose cursor (the number of the last signal of that name a node took) a thread
+/// record's summary carries for the health pass's signal backlog: the first this many by name;
+/// past them the summary says its cursors are partial, and the pass counts only the names it
+/// has (a thread that receives more names than this is not judged on the others).
+pub const SUMMARY_SIGNAL_NAMES_MAX: usize = 64;

@@ -1,5 +1,7 @@
 //! Recovery strategies, sans I/O: what a node's failure for good (retries spent) turns into,
-//! under its `NodePolicy::on_failure` ([`Recovery`]), and how the `recovery_applied` event
+//! under its `NodePolicy::on_failure` ([`Recovery`]), or the one its policy names for the
+//! failure's kind (`NodePolicy::on_failure_of`, [`FailureKind::of`] the final error: a
+//! function of the recorded error, so a restore, a replay and a fork choose alike), and how the `recovery_applied` event
 //! folds (`recovery_fold.rs`).
 //!
 //! Every strategy writes `node_failed` (terminal only when the thread ends of it) and
@@ -15,7 +17,7 @@
 //!
 //! Retrying is the node's `RetryPolicy`, before any of these (`retry_scheduled` events).
 
-use cairn_dsl::{DynWorkflow, NodeError, Recovery};
+use cairn_dsl::{DynWorkflow, FailureKind, NodeError, Recovery};
 use serde_json::json;
 
 use crate::error::Error;
@@ -68,9 +70,10 @@ pub fn failed(
     wait_free: bool,
 ) -> Result<AfterFailure, Error> {
     let Failure { step, task, attempt, error, at_ms } = failure;
+    let kind = FailureKind::of(&error);
     let mut strategy = wf
         .node_id(&task.node)
-        .map(|id| wf.nodes()[id].policy.on_failure.clone())
+        .map(|id| wf.nodes()[id].policy.recovery_for(kind).clone())
         .unwrap_or_default();
     if strategy == Recovery::RestoreAndRetry && ctx.meta.restores >= RESTORES_PER_THREAD_MAX {
         strategy = Recovery::Fail;
@@ -88,6 +91,7 @@ pub fn failed(
         attempt,
         strategy: strategy.clone(),
         error: error.clone(),
+        kind: Some(kind),
     };
     fold::emit(ctx, events, applied, at_ms)?;
     Ok(match strategy {

@@ -3,9 +3,15 @@
 //! child's end): written by the runner with every
 //! batch, read by listings, by the resume check (which sets the last error of a thread it
 //! blocks), by recovery (the deadline of a parked thread) and by a timer as it fires (is it
-//! the sleep's own?).
+//! the sleep's own?), and the cursor of each signal name its nodes took (read by the health
+//! pass's signal backlog; only when there is one, so a thread without signals pays nothing).
 
+use std::collections::BTreeMap;
+
+use serde::Serialize;
 use serde_json::Value;
+
+use crate::limits::SUMMARY_SIGNAL_NAMES_MAX;
 
 use crate::select::pending_children;
 use crate::thread_ctx::{ThreadCtx, Waiting};
@@ -24,6 +30,10 @@ pub fn summary_bytes(ctx: &ThreadCtx) -> Vec<u8> {
         sleeping_until_ms: Option<u64>,
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         selecting_children: bool,
+        #[serde(skip_serializing_if = "Cursors::is_empty")]
+        signals: Cursors<'a>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        signals_partial: bool,
     }
     let sleeping_until_ms = match &ctx.meta.waiting {
         Some(Waiting::Timer { until_ms, .. }) => Some(*until_ms),
@@ -43,8 +53,41 @@ pub fn summary_bytes(ctx: &ThreadCtx) -> Vec<u8> {
         deadline_at_ms: ctx.meta.policy.deadline_at_ms,
         sleeping_until_ms,
         selecting_children,
+        signals: Cursors(&ctx.meta.signals),
+        signals_partial: ctx.meta.signals.len() > SUMMARY_SIGNAL_NAMES_MAX,
     };
     serde_json::to_vec(&summary).unwrap_or_default()
+}
+
+/// A thread's signal cursors, serialised as a map of at most [`SUMMARY_SIGNAL_NAMES_MAX`]
+/// names (the first by name).
+struct Cursors<'a>(&'a BTreeMap<String, u64>);
+
+impl Cursors<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Cursors<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().take(SUMMARY_SIGNAL_NAMES_MAX))
+    }
+}
+
+/// The signal cursors a summary keeps: per name, the number of the last signal of that name a
+/// node of the thread took, and whether the map is partial (the thread took more names than
+/// [`SUMMARY_SIGNAL_NAMES_MAX`]; a name absent from a partial map is unknown, not untaken).
+/// A summary without cursors (no signal taken, or written before summaries kept them) gives
+/// an empty map.
+pub fn signal_cursors(summary: &[u8]) -> (BTreeMap<String, u64>, bool) {
+    let Ok(v) = serde_json::from_slice::<Value>(summary) else { return (BTreeMap::new(), false) };
+    let cursors = v
+        .get("signals")
+        .and_then(Value::as_object)
+        .map(|m| m.iter().filter_map(|(k, n)| Some((k.clone(), n.as_u64()?))).collect())
+        .unwrap_or_default();
+    (cursors, v.get("signals_partial").and_then(Value::as_bool).unwrap_or(false))
 }
 
 /// The record's JSON summary with `last_error` set to `error` (the other fields kept as the
@@ -94,5 +137,31 @@ mod tests {
         assert_eq!(v, serde_json::json!({"step": 3, "frontier": ["a"], "last_error": "why"}));
         let v: serde_json::Value = serde_json::from_slice(&with_last_error(b"", "why")).unwrap();
         assert_eq!(v, serde_json::json!({"last_error": "why"}));
+    }
+
+    #[test]
+    fn signal_cursors_only_when_some_and_bounded() {
+        use cairn_dsl::{END, NodeOutput, Replace, START, Workflow};
+        let noop =
+            |_s: std::sync::Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(0)) };
+        let wf = Workflow::<Replace<u64>>::builder("cursors", 1)
+            .node("a", noop)
+            .edge(START, "a")
+            .edge("a", END)
+            .build()
+            .expect("workflow")
+            .erase();
+        let mut ctx = crate::fold_samples::running(&wf, "a");
+        let s = summary_bytes(&ctx);
+        assert!(!String::from_utf8_lossy(&s).contains("signals"));
+        assert_eq!(signal_cursors(&s), (BTreeMap::new(), false));
+        ctx.meta.signals.insert("a".into(), 4);
+        assert_eq!(signal_cursors(&summary_bytes(&ctx)), ([("a".to_owned(), 4)].into(), false));
+        for i in 0..SUMMARY_SIGNAL_NAMES_MAX {
+            ctx.meta.signals.insert(format!("n{i:03}"), 1);
+        }
+        let (cursors, partial) = signal_cursors(&summary_bytes(&ctx));
+        assert_eq!(cursors.len(), SUMMARY_SIGNAL_NAMES_MAX);
+        assert!(partial);
     }
 }

@@ -323,6 +323,15 @@ impl EngineBuilder {
         }
     }
 
+    /// `store` behind the payload codec asked for, if any.
+    fn sealed(&mut self, store: Arc<dyn Store>) -> Arc<dyn Store> {
+        match self.sealing.take() {
+            None => store,
+            Some(Some(codec)) => Arc::new(SealingStore::new(store, codec)),
+            Some(None) => Arc::new(SealingStore::without_key(store)),
+        }
+    }
+
     /// Opens the store, registers the workflows, and recovers unfinished threads.
     ///
     /// # Errors
@@ -330,7 +339,7 @@ impl EngineBuilder {
     /// by another process); [`Error::Build`]-like registration conflicts.
     pub async fn open(mut self) -> Result<Engine, Error> {
         let store = self.open_store().await?;
-        let store = sealed(store, self.sealing.take());
+        let store = self.sealed(store);
         // Without a configured seed, the operating system's randomness: two engines opened in
         // the same millisecond (a supervisor starting workers together) draw different streams,
         // so they never make the same thread id or the same node randomness. A configured seed
@@ -519,23 +528,13 @@ fn os_random() -> Result<u64, Error> {
     getrandom::u64().map_err(|e| Error::Invalid(format!("the operating system's randomness: {e}")))
 }
 
-/// `store` behind the payload codec the builder was given, if any (`None`: no codec; `Some(None)`:
-/// sealed records are refused as needing a key).
-fn sealed(store: Arc<dyn Store>, sealing: Option<Option<Arc<dyn PayloadCodec>>>) -> Arc<dyn Store> {
-    match sealing {
-        None => store,
-        Some(Some(codec)) => Arc::new(SealingStore::new(store, codec)),
-        Some(None) => Arc::new(SealingStore::without_key(store)),
-    }
-}
-
 /// On a shared database the chunks tasks write here reach readers elsewhere, and theirs
 /// readers here.
 fn forward_streams(shell: &Arc<Shell>) {
     let hub = Arc::downgrade(shell);
     let existing = move |t: &cairn_storage::ThreadId| hub.upgrade()?.streams.existing(t);
-    if let Some(f) =
-        crate::exec::stream_forward::start(&shell.store, &shell.tasks, &shell.owner, existing)
+    let owner = &shell.owner;
+    if let Some(f) = crate::exec::stream_forward::start(&shell.store, &shell.tasks, owner, existing)
     {
         shell.streams.forward_to(f);
     }

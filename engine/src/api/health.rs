@@ -58,6 +58,21 @@ impl EngineBuilder {
         self
     }
 
+    /// The age past which a health pass counts a signal that waits in an unfinished thread's
+    /// inbox, which no node of the thread took, in its signal backlog (default 10 minutes):
+    /// the report names the threads with the most, and says what to do.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// let engine = cairn::Engine::builder("cairn.db").health_signal_backlog_ms(60_000).open().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn health_signal_backlog_ms(mut self, ms: u64) -> Self {
+        self.config.health_signal_backlog_ms = ms;
+        self
+    }
+
     /// How often the engine runs a health pass on its own (`None`: never; default
     /// 60,000 ms).
     pub fn health_every_ms(mut self, ms: Option<u64>) -> Self {
@@ -86,13 +101,16 @@ pub(super) fn metrics_for(
 
 impl Engine {
     /// A health pass: threads by status, Running threads with no step for longer than the
-    /// watchdog, locks held past their time to live, this engine's slow commits, whether the
+    /// watchdog, locks held past their time to live, signals waiting in unfinished threads'
+    /// inboxes for longer than [`EngineBuilder::health_signal_backlog_ms`] that no node took
+    /// (the signal backlog), this engine's slow commits, whether the
     /// database answers (a store on a server) and whether the store takes writes (false, with
     /// the cause, after a failed commit until the store recovered); it also sets the health
     /// gauges
     /// (`cairn_health_*`, `cairn_threads`, `cairn_locks_held`).
     ///
-    /// Reads every thread record and the lock table (not the logs); while the store knows its
+    /// Reads every thread record and the lock table (not the logs), and the inboxes of up to
+    /// 1,000 unfinished threads that were sent signals (1,000 signals each); while the store knows its
     /// database unreachable (`cairn_database_up` 0), it reads nothing and reports so at once,
     /// with the cause. A database on a server that leaves one of the pass's reads unanswered
     /// for 750 ms is reported as not answering, with that
@@ -124,8 +142,12 @@ impl Engine {
         let shell = &self.shell;
         let now = shell.clock.now_ms();
         let store = shell.store.as_ref();
+        let thresholds = crate::telemetry::Thresholds {
+            watchdog_ms,
+            signal_backlog_ms: shell.config.health_signal_backlog_ms,
+        };
         let mut report =
-            crate::telemetry::health_check(store, now, watchdog_ms, &shell.metrics).await?;
+            crate::telemetry::health_check(store, now, thresholds, &shell.metrics).await?;
         report.coordination = Some(shell.coord.kind());
         let config = &shell.config;
         let (file, floor, max) = (
@@ -156,6 +178,7 @@ impl Engine {
             tracing::warn!(
                 stuck_threads = report.stuck_threads,
                 expired_locks = report.expired_locks,
+                signal_backlog = report.signal_backlog,
                 slow_commits = report.commits.slow_recent,
                 "health: attention needed"
             );

@@ -75,6 +75,9 @@ pub(crate) struct TaskState {
     /// The keys this attempt counts against `PUBLISHED_KEYS_PER_THREAD_MAX`: the thread's at
     /// the step's start and its own new ones, never its siblings' (`PublishedKeys`).
     keys: crate::core::published::PublishedKeys,
+    /// The locks the attempt waits for (`ctx.lock`, `ctx.lock_all`) while it waits: an attempt
+    /// timed out then failed waiting for a lock (`cairn_dsl::FailureKind::Deadlock`).
+    lock_wait: Option<String>,
 }
 
 /// The context one attempt of one task sees.
@@ -121,6 +124,11 @@ impl LiveNodeContext {
 
     fn state(&self) -> MutexGuard<'_, TaskState> {
         lock_state(&self.st)
+    }
+
+    /// The locks the attempt was waiting for when asked (comma-separated), if it was.
+    pub(super) fn lock_wait(&self) -> Option<String> {
+        self.state().lock_wait.clone()
     }
 
     pub(super) fn inputs(&self) -> Vec<Value> {
@@ -411,8 +419,16 @@ impl NodeContext for LiveNodeContext {
         ttl_ms: u64,
         wait: bool,
     ) -> BoxFuture<'static, Result<(), NodeError>> {
+        if wait {
+            self.state().lock_wait = Some(names.join(","));
+        }
         let write = super::locks::acquire(self.env.clone(), names, ttl_ms, wait);
-        super::locks::appending(self.st.clone(), write)
+        let (st, taken) = (self.st.clone(), super::locks::appending(self.st.clone(), write));
+        Box::pin(async move {
+            let r = taken.await;
+            lock_state(&st).lock_wait = None;
+            r
+        })
     }
 
     fn unlock(&self, name: &str) -> BoxFuture<'static, Result<(), NodeError>> {

@@ -55,9 +55,19 @@ impl StopSlot {
     }
 }
 
-/// An engine error as a node error (not retryable: the engine's own failure).
+/// An engine error as a node error (not retryable: the engine's own failure), with the code
+/// `"engine"`, or `"resource_exhausted"` for a limit of the engine or the store the node's
+/// write went past (`cairn_dsl::FailureKind::ResourceExhausted`: its own recovery, if the
+/// node's policy names one; a full disk leaves the log in doubt and stops the runner instead).
 pub(crate) fn engine_error(e: &Error) -> NodeError {
-    NodeError::Failed { code: Some("engine".into()), message: e.to_string(), retryable: false }
+    let code = match e {
+        Error::LimitExceeded { .. }
+        | Error::Storage(
+            cairn_storage::Error::LimitExceeded { .. } | cairn_storage::Error::DiskFull { .. },
+        ) => "resource_exhausted",
+        _ => "engine",
+    };
+    NodeError::Failed { code: Some(code.into()), message: e.to_string(), retryable: false }
 }
 
 /// Whether `e` leaves the thread's log in doubt (see the module documentation).

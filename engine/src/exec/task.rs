@@ -230,7 +230,15 @@ async fn run_attempt(
         r = fut => r,
         () = timeout => {
             cancel.cancel();
-            Err(NodeError::Timeout { after_ms: timeout_ms.unwrap_or_default() })
+            let after_ms = timeout_ms.unwrap_or_default();
+            // Timed out waiting for a lock: the kind of failure is a deadlock, not a slow node
+            // (`cairn_dsl::FailureKind::of`).
+            Err(match ctx.lock_wait() {
+                Some(name) => {
+                    NodeError::Lock { name, detail: format!("wait timed out after {after_ms} ms") }
+                }
+                None => NodeError::Timeout { after_ms },
+            })
         }
         () = cancelled => Err(NodeError::Cancelled),
     }

@@ -1,6 +1,9 @@
 //! The health report: what an operator must look at now (seed 004's fault detection). A health
 //! pass reads every thread record and the lock table (never a thread's log), so it runs as well
-//! on a file no engine holds (`cairn health --db FILE`) as inside a running engine.
+//! on a file no engine holds (`cairn health --db FILE`) as inside a running engine. For the
+//! signal backlog it also reads the inboxes of unfinished threads (one read each, bounded:
+//! `HEALTH_SIGNAL_THREADS_MAX` threads, `HEALTH_SIGNALS_PER_THREAD_MAX` signals each) and
+//! compares them with the signal cursors their record's summary keeps.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -11,7 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use super::metrics::Metrics;
 use super::resources::ResourceHealth;
-use crate::limits::{HEALTH_DATABASE_WAIT_MS, HEALTH_ITEMS_MAX};
+use crate::limits::{
+    HEALTH_DATABASE_WAIT_MS, HEALTH_ITEMS_MAX, HEALTH_SIGNAL_THREADS_MAX,
+    HEALTH_SIGNALS_PER_THREAD_MAX,
+};
 
 /// The report of one health pass.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +40,19 @@ pub struct HealthReport {
     pub expired: Vec<ExpiredLock>,
     /// Step commits of this engine (none when no engine runs in this process).
     pub commits: CommitHealth,
+    /// The age past which a signal no node took counts in the backlog, ms (0 in a report of an
+    /// engine that predates the backlog).
+    #[serde(default)]
+    pub signal_backlog_ms: u64,
+    /// Signals older than `signal_backlog_ms` waiting in unfinished threads' inboxes that no
+    /// node of the thread took (a signal of a name is taken when a node receives it or a later
+    /// one of that name). Counted over the first 1,000 (`HEALTH_SIGNAL_THREADS_MAX`) unfinished
+    /// threads, 1,000 (`HEALTH_SIGNALS_PER_THREAD_MAX`) signals each.
+    #[serde(default)]
+    pub signal_backlog: u64,
+    /// The first 100 (`HEALTH_ITEMS_MAX`) threads with a backlog, most signals first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backlogged: Vec<SignalBacklog>,
     /// Whether the store's database answers (a store on a server) and takes writes (absent for
     /// a file that never had a commit fail). While it does not answer, the report is made
     /// without reading it (the counts above are zeros); while either fails, `ok` is false and
@@ -131,6 +150,30 @@ pub struct ExpiredLock {
     pub expired_ms: u64,
 }
 
+/// An unfinished thread with signals in its inbox that no node took, older than the threshold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignalBacklog {
+    /// The thread.
+    pub thread: String,
+    /// Its workflow id.
+    pub workflow: String,
+    /// How many of its signals wait past the threshold.
+    pub signals: u64,
+    /// Their names, without repeats (sorted; at most 8).
+    pub names: Vec<String>,
+    /// How long the oldest of them has waited, ms.
+    pub oldest_ms: u64,
+}
+
+/// The thresholds a health pass applies.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Thresholds {
+    /// A Running thread with no step for longer is stuck, ms.
+    pub watchdog_ms: u64,
+    /// A signal no node took counts in the backlog once older, ms.
+    pub signal_backlog_ms: u64,
+}
+
 /// What the report says of this engine's step commits.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommitHealth {
@@ -152,9 +195,10 @@ pub struct CommitHealth {
 pub(crate) async fn check(
     store: &dyn Store,
     now_ms: u64,
-    watchdog_ms: u64,
+    thresholds: Thresholds,
     metrics: &Metrics,
 ) -> Result<HealthReport, cairn_storage::Error> {
+    let watchdog_ms = thresholds.watchdog_ms;
     let unreachable = |database: DatabaseHealth| HealthReport {
         ok: false,
         at_ms: now_ms,
@@ -165,6 +209,9 @@ pub(crate) async fn check(
         expired_locks: 0,
         expired: Vec::new(),
         commits: commit_health(metrics, false),
+        signal_backlog_ms: thresholds.signal_backlog_ms,
+        signal_backlog: 0,
+        backlogged: Vec::new(),
         database: Some(database),
         coordination: None,
         resources: None,
@@ -176,7 +223,7 @@ pub(crate) async fn check(
     }
     // A database on a server is waited for a bounded time per read; a file answers at once.
     let wait = server.map(|_| Duration::from_millis(HEALTH_DATABASE_WAIT_MS));
-    match read_and_check(store, now_ms, watchdog_ms, metrics, wait).await {
+    match read_and_check(store, now_ms, thresholds, metrics, wait).await {
         Err(cairn_storage::Error::Unavailable { cause, since_ms }) => {
             let writable = store.database().is_none_or(|d| d.writable);
             let last_error = Some(cause);
@@ -234,10 +281,13 @@ fn commit_health(metrics: &Metrics, take: bool) -> CommitHealth {
 async fn read_and_check(
     store: &dyn Store,
     now_ms: u64,
-    watchdog_ms: u64,
+    thresholds: Thresholds,
     metrics: &Metrics,
     wait: Option<Duration>,
 ) -> Result<HealthReport, cairn_storage::Error> {
+    let watchdog_ms = thresholds.watchdog_ms;
+    // Unfinished threads whose inbox the backlog reads (the first ones listed).
+    let mut inboxes: Vec<(cairn_storage::ThreadId, String, Vec<u8>)> = Vec::new();
     let mut counts: BTreeMap<ThreadStatus, u64> =
         ThreadStatus::ALL.iter().map(|s| (*s, 0)).collect();
     let mut stuck = Vec::new();
@@ -251,6 +301,11 @@ async fn read_and_check(
         offset += page.len();
         for record in &page {
             *counts.entry(record.status).or_default() += 1;
+            let waits = !record.status.is_terminal() && record.status != ThreadStatus::Queued;
+            if waits && inboxes.len() < HEALTH_SIGNAL_THREADS_MAX {
+                let summary = record.summary.clone();
+                inboxes.push((record.id.clone(), record.workflow.id.clone(), summary));
+            }
             let idle_ms = now_ms.saturating_sub(record.updated_at_ms);
             if record.status == ThreadStatus::Running && idle_ms > watchdog_ms {
                 stuck_threads += 1;
@@ -267,27 +322,21 @@ async fn read_and_check(
             break;
         }
     }
-    let mut expired = Vec::new();
     let locks = answered(wait, store.locks()).await?;
-    let mut expired_locks = 0;
-    for lock in &locks {
-        if !lock.is_live(now_ms) {
-            expired_locks += 1;
-            expired.push(ExpiredLock {
-                name: lock.name.clone(),
-                holder: lock.owner.clone(),
-                expired_ms: now_ms.saturating_sub(lock.expires_at_ms),
-            });
-            keep_first(&mut expired, |l| std::cmp::Reverse(l.expired_ms));
-        }
-    }
+    let (expired_locks, expired) = expired_locks_of(&locks, now_ms);
+    let (signal_backlog, backlogged) =
+        signal_backlog(store, &inboxes, now_ms, thresholds.signal_backlog_ms, wait).await?;
     let commits = commit_health(metrics, true);
+    metrics.signal_backlog.set(signal_backlog as f64);
     metrics.threads(|s| counts.get(&s).copied().unwrap_or(0));
     metrics.stuck_threads.set(stuck_threads as f64);
     metrics.expired_locks.set(expired_locks as f64);
     metrics.locks_held.set(locks.len() as f64);
     Ok(HealthReport {
-        ok: stuck_threads == 0 && expired_locks == 0 && commits.slow_recent == 0,
+        ok: stuck_threads == 0
+            && expired_locks == 0
+            && signal_backlog == 0
+            && commits.slow_recent == 0,
         at_ms: now_ms,
         threads: counts.into_iter().map(|(s, n)| (s.as_str().to_owned(), n)).collect(),
         watchdog_ms,
@@ -296,12 +345,91 @@ async fn read_and_check(
         expired_locks,
         expired,
         commits,
+        signal_backlog_ms: thresholds.signal_backlog_ms,
+        signal_backlog,
+        backlogged,
         database: None,
         coordination: None,
         resources: None,
         actions: Vec::new(),
     }
     .finish())
+}
+
+/// The locks of `locks` past their time to live at `now_ms`: how many, and the longest expired.
+fn expired_locks_of(locks: &[cairn_storage::LockRecord], now_ms: u64) -> (u64, Vec<ExpiredLock>) {
+    let mut expired = Vec::new();
+    let mut count = 0;
+    for lock in locks {
+        if !lock.is_live(now_ms) {
+            count += 1;
+            expired.push(ExpiredLock {
+                name: lock.name.clone(),
+                holder: lock.owner.clone(),
+                expired_ms: now_ms.saturating_sub(lock.expires_at_ms),
+            });
+            keep_first(&mut expired, |l| std::cmp::Reverse(l.expired_ms));
+        }
+    }
+    (count, expired)
+}
+
+/// The signal backlog of `inboxes` (thread, workflow, record summary): per thread, the signals
+/// of its inbox older than `backlog_ms` whose number is past the cursor its summary keeps for
+/// their name (no node took them). The engine's own names (`cairn.`: updates, promises,
+/// children's ends) are taken otherwise, and not counted; nor a name a partial summary lacks.
+async fn signal_backlog(
+    store: &dyn Store,
+    inboxes: &[(cairn_storage::ThreadId, String, Vec<u8>)],
+    now_ms: u64,
+    backlog_ms: u64,
+    wait: Option<Duration>,
+) -> Result<(u64, Vec<SignalBacklog>), cairn_storage::Error> {
+    const NAMES_SHOWN: usize = 8;
+    let mut total = 0;
+    let mut backlogged = Vec::new();
+    for (thread, workflow, summary) in inboxes {
+        let signals =
+            answered(wait, store.signals(thread, 0, HEALTH_SIGNALS_PER_THREAD_MAX)).await?;
+        if signals.is_empty() {
+            continue;
+        }
+        let (cursors, partial) = cairn_core::summary::signal_cursors(summary);
+        let mut count = 0;
+        let mut oldest_ms = 0;
+        let mut names = std::collections::BTreeSet::new();
+        for signal in &signals {
+            let age = now_ms.saturating_sub(signal.at_ms);
+            if age <= backlog_ms || signal.name.starts_with("cairn.") {
+                continue;
+            }
+            let taken = match cursors.get(&signal.name) {
+                Some(cursor) => signal.n <= *cursor,
+                None => partial,
+            };
+            if !taken {
+                count += 1;
+                oldest_ms = oldest_ms.max(age);
+                if names.len() < NAMES_SHOWN {
+                    names.insert(signal.name.clone());
+                }
+            }
+        }
+        if count > 0 {
+            total += count;
+            backlogged.push(SignalBacklog {
+                thread: thread.to_string(),
+                workflow: workflow.clone(),
+                signals: count,
+                names: names.into_iter().collect(),
+                oldest_ms,
+            });
+            keep_first(&mut backlogged, |b| std::cmp::Reverse((b.signals, b.oldest_ms)));
+        }
+    }
+    backlogged.sort_by_key(|b| std::cmp::Reverse((b.signals, b.oldest_ms)));
+    backlogged.truncate(HEALTH_ITEMS_MAX);
+    Ok((total, backlogged))
 }
 
 /// Keeps the 100 (`HEALTH_ITEMS_MAX`) smallest items by `key` (sorted), so a report stays bounded
@@ -312,6 +440,10 @@ fn keep_first<T, K: Ord>(items: &mut Vec<T>, key: impl FnMut(&T) -> K) {
         items.truncate(HEALTH_ITEMS_MAX);
     }
 }
+
+/// Threads with a signal backlog the recommended actions name one by one (the report lists
+/// more).
+const BACKLOG_ACTIONS_MAX: usize = 3;
 
 impl HealthReport {
     /// Adds what a pass read of the machine, and the recommended action for everything that
@@ -339,6 +471,25 @@ impl HealthReport {
                 "{} locks are held past their time to live: their holders neither renewed nor \
                  released them; a HealthPolicy with ExpiredLockAction::Release clears them",
                 self.expired_locks
+            ));
+        }
+        for b in self.backlogged.iter().take(BACKLOG_ACTIONS_MAX) {
+            actions.push(format!(
+                "thread {} has {} signals ({}) waiting for over {} ms that no node took: check \
+                 the names it receives (`cairn show {}`) or cancel it (`cairn cancel {}`)",
+                b.thread,
+                b.signals,
+                b.names.join(", "),
+                b.oldest_ms,
+                b.thread,
+                b.thread
+            ));
+        }
+        if self.backlogged.len() > BACKLOG_ACTIONS_MAX {
+            actions.push(format!(
+                "{} signals in all wait in unfinished threads that took none of them: see \
+                 `backlogged` in the report",
+                self.signal_backlog
             ));
         }
         if self.commits.slow_recent > 0 {

@@ -48,6 +48,7 @@ pub(crate) struct Metrics {
     pub locks_held: Gauge,
     pub stuck_threads: Gauge,
     pub expired_locks: Gauge,
+    pub signal_backlog: Gauge,
     /// Threads deleted by the retention policy.
     pub deleted_by_retention: Counter,
     /// Threads deleted by hand (`Engine::delete`).
@@ -146,6 +147,7 @@ impl Metrics {
             locks_held: gauge(LOCKS_HELD),
             stuck_threads: gauge(STUCK_THREADS),
             expired_locks: gauge(EXPIRED_LOCKS),
+            signal_backlog: gauge(SIGNAL_BACKLOG),
             deleted_by_retention: recorder
                 .register_counter(&labelled(THREADS_DELETED, "by", "retention"), &META),
             deleted_by_hand: recorder
@@ -398,6 +400,7 @@ fn describe(r: &dyn Recorder) {
         (LOCKS_HELD, "durable locks in the store"),
         (STUCK_THREADS, "running threads with no step past the watchdog"),
         (EXPIRED_LOCKS, "locks held past their time to live"),
+        (SIGNAL_BACKLOG, "signals past the backlog threshold no node took, unfinished threads"),
         (QUEUE_DEPTH, "threads waiting in the queue, at the latest admission pass"),
         (QUEUE_RUNNING, "threads of the queue admitted and unfinished, at the latest pass"),
     ];

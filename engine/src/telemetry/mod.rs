@@ -15,10 +15,11 @@ pub(crate) mod repeated;
 mod resources;
 
 pub use cairn_storage::telemetry as storage;
-pub(crate) use health::check as health_check;
 pub use health::{
-    CommitHealth, Coordination, DatabaseHealth, ExpiredLock, HealthReport, StuckThread,
+    CommitHealth, Coordination, DatabaseHealth, ExpiredLock, HealthReport, SignalBacklog,
+    StuckThread,
 };
+pub(crate) use health::{Thresholds, check as health_check};
 pub use resources::{DiskSpace, ResourceHealth};
 
 /// Puts a `thread` span in its thread's OpenTelemetry trace (feature `otel`, with a pipeline

@@ -46,6 +46,9 @@ pub const LOCKS_HELD: &str = "cairn_locks_held";
 pub const STUCK_THREADS: &str = "cairn_health_stuck_threads";
 /// Locks held past their time to live, at the latest health pass. Gauge.
 pub const EXPIRED_LOCKS: &str = "cairn_health_expired_locks";
+/// Signals older than the backlog threshold waiting in unfinished threads' inboxes that no
+/// node took, at the latest health pass. Gauge.
+pub const SIGNAL_BACKLOG: &str = "cairn_health_signal_backlog";
 /// Threads deleted whole (by the retention policy or by hand), label `by` (`retention`,
 /// `hand`). Counter.
 pub const THREADS_DELETED: &str = "cairn_threads_deleted_total";

@@ -71,6 +71,7 @@ mod queues_many;
 mod queues_pg;
 mod recovered_child;
 mod recovery;
+mod recovery_kinds;
 mod recovery_paging;
 mod recovery_policy;
 mod replay;

@@ -550,3 +550,78 @@ async fn health_reports_a_short_disk_and_memory_with_what_to_do() {
     assert!(short.actions[0].starts_with("free space on the disk of"), "{:?}", short.actions);
     assert!(short.actions[1].contains("over its bound of 1024"), "{:?}", short.actions);
 }
+
+/// A thread parked in `recv("a")` that took one signal named "a" and was sent three named "b"
+/// has a backlog of three (not four: the "a" was taken) once they are older than the
+/// threshold, and none before; the report names it, says what to do and sets the gauge (seed
+/// 004's signal backlog).
+#[tokio::test]
+async fn health_counts_the_signals_no_node_took_past_the_threshold() {
+    let (_d, path) = db();
+    let recorder = Arc::new(TestRecorder::default());
+    let clock = ManualClock::new(1_000_000);
+    let wf = Workflow::<Tally>::builder("inbox", 1)
+        .node_with(
+            "recv",
+            |_s, ctx: Ctx| async move {
+                for _ in 0..2 {
+                    let _: u64 = ctx.recv("a").await?;
+                }
+                Ok(NodeOutput::update((1, "got".into())))
+            },
+            NodePolicy::default(),
+        )
+        .edge(START, "recv")
+        .edge("recv", END)
+        .build()
+        .unwrap();
+    let engine = Engine::builder(&path)
+        .clock(Arc::new(clock.clone()))
+        .workflow(&wf)
+        .metrics_recorder(recorder.clone())
+        .health_signal_backlog_ms(60_000)
+        .health_every_ms(None)
+        .open()
+        .await
+        .unwrap();
+    let t = engine.start_json("inbox", Tally::default(), StartOptions::id("in1")).await.unwrap();
+    t.wait().await.unwrap();
+    engine.signal("in1", "a", 1u64).await.unwrap();
+    // Taken once the thread parks again with the receipt folded into its record's summary.
+    let id = cairn::ThreadId::new("in1").unwrap();
+    let store = engine.store().clone();
+    until("the first a taken", || {
+        store
+            .thread(&id)
+            .wait()
+            .unwrap()
+            .is_some_and(|r| cairn_core::summary::signal_cursors(&r.summary).0.get("a") == Some(&1))
+    })
+    .await;
+    for _ in 0..3 {
+        engine.signal("in1", "b", "never").await.unwrap();
+    }
+    let fresh = engine.health().await.unwrap();
+    assert_eq!(fresh.signal_backlog, 0, "{fresh:?}");
+    assert!(fresh.ok, "{fresh:?}");
+
+    clock.advance_ms(60_001);
+    let report = engine.health().await.unwrap();
+    assert!(!report.ok);
+    assert_eq!((report.signal_backlog, report.signal_backlog_ms), (3, 60_000), "{report:?}");
+    let b = &report.backlogged[0];
+    assert_eq!((b.thread.as_str(), b.workflow.as_str(), b.signals), ("in1", "inbox", 3));
+    assert_eq!(b.names, vec!["b".to_owned()]);
+    assert!(b.oldest_ms > 60_000, "{b:?}");
+    assert!(
+        report
+            .actions
+            .iter()
+            .any(|a| a.starts_with("thread in1 has 3 signals (b)") && a.contains("cairn show in1")),
+        "{:?}",
+        report.actions
+    );
+    assert_eq!(recorder.gauge(names::SIGNAL_BACKLOG), 3.0);
+    assert_eq!(t.status().await.unwrap(), cairn::ThreadStatus::WaitingInput);
+    engine.shutdown().await;
+}

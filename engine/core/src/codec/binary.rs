@@ -8,6 +8,10 @@
 //! The layout is not self-describing: a field added to a variant, or a retyped one, is a new
 //! layout with a new leading byte, and this module keeps reading the old one. The match below
 //! names every field of every variant, so such a change does not compile until it is made here.
+//! One field was added otherwise, before this rule could bite: a variant's last field may be
+//! a trailing one (after `;` below), written only when present and read only when bytes are
+//! left, so the bodies written before it decode unchanged (`recovery_applied`'s failure kind,
+//! one byte).
 
 use super::wire::{Bin, Malformed, Reader};
 use crate::error::Error;
@@ -18,12 +22,13 @@ pub const BINARY_V1: u8 = 0x01;
 
 /// Declares the variants' numbers and field orders: the encoder and the decoder.
 macro_rules! layout {
-    ($($tag:literal $variant:ident { $($field:ident),+ })*) => {
+    ($($tag:literal $variant:ident { $($field:ident),+ $(; $trail:ident)? })*) => {
         fn put_body(body: &Body, out: &mut Vec<u8>) -> Result<(), Error> {
             match body {
-                $(Body::$variant { $($field),+ } => {
+                $(Body::$variant { $($field),+ $(, $trail)? } => {
                     out.push($tag);
                     $(Bin::put($field, out)?;)+
+                    $(put_trailing($trail, out);)?
                 })*
             }
             Ok(())
@@ -31,7 +36,7 @@ macro_rules! layout {
 
         fn get_body(r: &mut Reader<'_>) -> Result<Body, Malformed> {
             Ok(match r.byte()? {
-                $($tag => Body::$variant { $($field: Bin::get(r)?),+ },)*
+                $($tag => Body::$variant { $($field: Bin::get(r)?),+ $(, $trail: get_trailing(r)?)? },)*
                 _ => return Err(Malformed("unknown body variant")),
             })
         }
@@ -62,7 +67,7 @@ layout! {
     21 Output { output }
     22 Lock { name, acquired }
     23 Budget { budget, used, limit }
-    24 RecoveryApplied { step, task, attempt, strategy, error }
+    24 RecoveryApplied { step, task, attempt, strategy, error; kind }
     25 RolledBack { checkpoint, to_seq, reason, snapshot }
     26 ContinuedAsNew { thread, input }
     27 ContinuedFrom { thread }
@@ -82,6 +87,22 @@ layout! {
 pub(super) fn encode(body: &Body, out: &mut Vec<u8>) -> Result<(), Error> {
     out.push(BINARY_V1);
     put_body(body, out)
+}
+
+/// Writes a trailing failure kind: nothing when absent, else its byte.
+fn put_trailing(kind: &Option<cairn_dsl::FailureKind>, out: &mut Vec<u8>) {
+    if let Some(kind) = kind {
+        out.push(kind.byte());
+    }
+}
+
+/// Reads a trailing failure kind: absent when no byte is left (a body written before it).
+fn get_trailing(r: &mut Reader<'_>) -> Result<Option<cairn_dsl::FailureKind>, Malformed> {
+    if r.is_empty() {
+        return Ok(None);
+    }
+    let b = r.byte()?;
+    cairn_dsl::FailureKind::from_byte(b).map(Some).ok_or(Malformed("unknown failure kind"))
 }
 
 /// Reads a binary body: [`BINARY_V1`], one body, nothing after.
@@ -184,6 +205,32 @@ mod tests {
         let mut bytes = encode_body(&body).expect("encodes");
         assert_eq!(bytes, [1, 38, 1, b'u', 3, b'a', b'd', b'd', 2, b'n', b'o']);
         assert_eq!(decode_body(&mut bytes).expect("decodes"), body);
+    }
+
+    #[test]
+    fn a_recovery_applied_without_a_kind_is_the_old_bytes_and_one_with_a_kind_ends_with_it() {
+        let old = Body::RecoveryApplied {
+            step: 2,
+            task: TaskKey { node: "w".into(), item: None },
+            attempt: 1,
+            strategy: cairn_dsl::Recovery::Abandon,
+            error: NodeError::fatal("x"),
+            kind: None,
+        };
+        let mut old_bytes = encode_body(&old).expect("encodes");
+        let Body::RecoveryApplied { step, task, attempt, strategy, error, .. } = old.clone() else {
+            unreachable!()
+        };
+        let kind = Some(cairn_dsl::FailureKind::Deadlock);
+        let new = Body::RecoveryApplied { step, task, attempt, strategy, error, kind };
+        let mut new_bytes = encode_body(&new).expect("encodes");
+        assert_eq!(new_bytes[..old_bytes.len()], old_bytes[..], "the kind only trails");
+        assert_eq!(new_bytes[old_bytes.len()..], [2]);
+        assert_eq!(decode_body(&mut old_bytes).expect("an old body decodes"), old);
+        assert_eq!(decode_body(&mut new_bytes).expect("decodes"), new);
+        let mut unknown = encode_body(&old).expect("encodes");
+        unknown.push(9);
+        assert!(decode_body(&mut unknown).is_err(), "no such kind");
     }
 
     /// One body of each shape of field: every [`Bin`] impl, both ways.

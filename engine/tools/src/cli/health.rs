@@ -1,5 +1,5 @@
 //! `cairn health`: the engine's health report for a database file (stuck threads, locks held
-//! past their time to live; slow commits are an engine's own, so none read from the file, and
+//! past their time to live, signals waiting that no node took; slow commits are an engine's own, so none read from the file, and
 //! the running engine's through its endpoint), as text or JSON; exit 5 when something needs
 //! attention.
 
@@ -71,6 +71,20 @@ fn text(report: &HealthReport) -> String {
         out.push_str(&format!(
             "  {}  held by {}  expired {} ms ago\n",
             l.name, l.holder, l.expired_ms
+        ));
+    }
+    out.push_str(&format!(
+        "signals no node took (waiting over {} ms): {}\n",
+        report.signal_backlog_ms, report.signal_backlog
+    ));
+    for b in &report.backlogged {
+        out.push_str(&format!(
+            "  {}  {}  {} signals ({})  oldest {} ms\n",
+            b.thread,
+            b.workflow,
+            b.signals,
+            b.names.join(", "),
+            b.oldest_ms
         ));
     }
     let c = &report.commits;

@@ -9,9 +9,18 @@ fn health_is_ok_after_the_demo_and_names_the_thread_a_crash_left_running() {
     let done = copy(demo_db(), dir.path());
     let ok = on(&done, &["health"]).expect(0);
     assert!(ok.stdout.starts_with("health: ok"), "{}", ok.stdout);
+    assert!(
+        ok.stdout.contains("signals no node took (waiting over 600000 ms): 0\n"),
+        "{}",
+        ok.stdout
+    );
     let json = on(&done, &["health", "--json"]).expect(0).json();
     assert_eq!(json["ok"], true);
     assert_eq!(json["stuck_threads"], 0);
+    assert_eq!(
+        (json["signal_backlog"].as_u64(), json["signal_backlog_ms"].as_u64()),
+        (Some(0), Some(600_000))
+    );
 
     let dir = tempdir();
     let crashed = copy(crashed_db(), dir.path());
