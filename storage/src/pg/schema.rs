@@ -10,8 +10,10 @@ use super::pg_error;
 use crate::error::Error;
 
 /// The format of a database this build writes (`docs/format.md`, "PostgreSQL"): 6 keeps the
-/// log as one row per run of a thread's events (`events.rs`); 5 and older, one row per event.
-pub const PG_FORMAT_VERSION: u16 = 6;
+/// log as one row per run of a thread's events (`events.rs`); 5 and older, one row per event;
+/// 7 changes no table, only what records may hold (a queue record's flow-control trailer, an
+/// event body's recovery kind), so that a build that cannot read those refuses the database.
+pub const PG_FORMAT_VERSION: u16 = 7;
 
 /// The format this build writes, as stored.
 const FORMAT_VERSION: u16 = PG_FORMAT_VERSION;
@@ -131,6 +133,9 @@ pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
     }
     if format < 6 {
         raise_format(client, 6, "migrate to format 6")?;
+    }
+    if format < 7 {
+        raise_format(client, 7, "migrate to format 7")?;
     }
     check_lsn_space(client)
 }
