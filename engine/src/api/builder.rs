@@ -156,6 +156,24 @@ impl EngineBuilder {
         self
     }
 
+    /// This worker's build id (a deployment's name: "2026.12.1", a commit hash): the threads
+    /// this engine starts are pinned to it (label `cairn.build`, unless started
+    /// [`StartOptions::auto_upgrade`](crate::StartOptions::auto_upgrade)), and it takes (recovers,
+    /// wakes, drives) only threads pinned to it or unpinned ones; `Engine::repin` moves a thread
+    /// to another build. Checked at `open`: at most `BUILD_ID_BYTES_MAX` (64) bytes of printable
+    /// ASCII, not empty. See docs/patching.md.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// let engine = cairn::Engine::builder("app.db").build_id("2026.12.1").open().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn build_id(mut self, build: impl Into<String>) -> Self {
+        self.config.build_id = Some(build.into());
+        self
+    }
+
     /// How often an engine on a shared database looks for work (default 500 ms); see
     /// [`Config::poll_ms`].
     pub fn poll_ms(mut self, ms: u64) -> Self {
@@ -329,6 +347,9 @@ impl EngineBuilder {
     /// Storage errors opening the file (missing directory, not a Cairn file, newer format, locked
     /// by another process); [`Error::Build`]-like registration conflicts.
     pub async fn open(mut self) -> Result<Engine, Error> {
+        if let Some(build) = &self.config.build_id {
+            check_build_id(build)?;
+        }
         let store = self.open_store().await?;
         let store: Arc<dyn Store> = match self.sealing.take() {
             None => store,
@@ -521,6 +542,26 @@ async fn connect_postgres(_url: String, _durability: Durability) -> Result<Arc<d
     Err(Error::Invalid(
         "this build of cairn has no `postgres` feature: build it with --features postgres".into(),
     ))
+}
+
+/// Refuses a build id that is empty, longer than `BUILD_ID_BYTES_MAX` or not printable ASCII.
+///
+/// # Errors
+/// [`Error::Invalid`] saying which.
+pub(crate) fn check_build_id(build: &str) -> Result<(), Error> {
+    let max = crate::limits::BUILD_ID_BYTES_MAX;
+    if build.is_empty() || build.len() > max {
+        return Err(Error::Invalid(format!(
+            "a build id has 1 to BUILD_ID_BYTES_MAX ({max}) bytes, not {}",
+            build.len()
+        )));
+    }
+    if !build.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(Error::Invalid(format!(
+            "a build id is printable ASCII without spaces: {build:?} is not"
+        )));
+    }
+    Ok(())
 }
 
 /// 64 bits of the operating system's randomness.
