@@ -252,7 +252,7 @@ pub(crate) struct ForkSeed {
 
 /// Refuses `labels` holding one the engine reserves ([`RESERVED_LABELS`]:
 /// `parent`, `started_by`, `parent_close`, `closes_children`, `superseded_by`,
-/// `batched_into`), naming it: a start or a fork given one
+/// `batched_into`, `cairn.build`), naming it: a start or a fork given one
 /// writes nothing.
 ///
 /// # Errors
