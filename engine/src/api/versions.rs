@@ -71,7 +71,8 @@ pub struct Drain {
 impl Engine {
     /// Per workflow version, the threads that have not finished, by status; and whether this
     /// engine carries the version. A version whose `total` is 0 runs nowhere any more: its code
-    /// can go.
+    /// can go. The same counts per worker build (`builds`: the `cairn.build` pin, `None` for
+    /// unpinned threads), so a build at 0 can stop its workers.
     ///
     /// # Errors
     /// Storage errors reading the records.
