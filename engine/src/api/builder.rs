@@ -347,9 +347,6 @@ impl EngineBuilder {
     /// Storage errors opening the file (missing directory, not a Cairn file, newer format, locked
     /// by another process); [`Error::Build`]-like registration conflicts.
     pub async fn open(mut self) -> Result<Engine, Error> {
-        if let Some(build) = &self.config.build_id {
-            check_build_id(build)?;
-        }
         let store = self.open_store().await?;
         let store: Arc<dyn Store> = match self.sealing.take() {
             None => store,
@@ -449,6 +446,10 @@ impl EngineBuilder {
     /// The store given, or the one at the builder's path (a PostgreSQL URL, or a file opened
     /// writable, read-only, or read-only in place).
     async fn open_store(&mut self) -> Result<Arc<dyn Store>, Error> {
+        // Checked before anything is opened: a bad build id changes nothing.
+        if let Some(build) = &self.config.build_id {
+            check_build_id(build)?;
+        }
         Ok(match (self.store.take(), self.path.take()) {
             (Some(store), _) => store,
             (None, Some(path)) if is_postgres_url(&path) => {
