@@ -348,11 +348,7 @@ impl EngineBuilder {
     /// by another process); [`Error::Build`]-like registration conflicts.
     pub async fn open(mut self) -> Result<Engine, Error> {
         let store = self.open_store().await?;
-        let store: Arc<dyn Store> = match self.sealing.take() {
-            None => store,
-            Some(Some(codec)) => Arc::new(SealingStore::new(store, codec)),
-            Some(None) => Arc::new(SealingStore::without_key(store)),
-        };
+        let store = self.sealed(store);
         // Without a configured seed, the operating system's randomness: two engines opened in
         // the same millisecond (a supervisor starting workers together) draw different streams,
         // so they never make the same thread id or the same node randomness. A configured seed
@@ -393,16 +389,7 @@ impl EngineBuilder {
             orphans: Default::default(),
             streams: Default::default(),
         });
-        // On a shared database the chunks tasks write here reach readers elsewhere, and theirs
-        // readers here.
-        let hub = Arc::downgrade(&shell);
-        let existing = move |t: &cairn_storage::ThreadId| hub.upgrade()?.streams.existing(t);
-        let owner = &shell.owner;
-        if let Some(f) =
-            crate::exec::stream_forward::start(&shell.store, &shell.tasks, owner, existing)
-        {
-            shell.streams.forward_to(f);
-        }
+        forward_streams(&shell);
         if !self.read_only {
             let timers_armed = shell.metrics.timers_armed.clone();
             shell.coord.serve(Arc::new(Waker(Arc::downgrade(&shell))), timers_armed);
@@ -441,6 +428,15 @@ impl EngineBuilder {
             engine.register_batches()?;
         }
         Ok(engine)
+    }
+
+    /// `store` under the sealing asked for (a payload codec, or none but sealed reads), if any.
+    fn sealed(&mut self, store: Arc<dyn Store>) -> Arc<dyn Store> {
+        match self.sealing.take() {
+            None => store,
+            Some(Some(codec)) => Arc::new(SealingStore::new(store, codec)),
+            Some(None) => Arc::new(SealingStore::without_key(store)),
+        }
     }
 
     /// The store given, or the one at the builder's path (a PostgreSQL URL, or a file opened
@@ -543,6 +539,18 @@ async fn connect_postgres(_url: String, _durability: Durability) -> Result<Arc<d
     Err(Error::Invalid(
         "this build of cairn has no `postgres` feature: build it with --features postgres".into(),
     ))
+}
+
+/// On a shared database the chunks tasks write here reach readers elsewhere, and theirs
+/// readers here.
+fn forward_streams(shell: &Arc<Shell>) {
+    let hub = Arc::downgrade(shell);
+    let existing = move |t: &cairn_storage::ThreadId| hub.upgrade()?.streams.existing(t);
+    let owner = &shell.owner;
+    if let Some(f) = crate::exec::stream_forward::start(&shell.store, &shell.tasks, owner, existing)
+    {
+        shell.streams.forward_to(f);
+    }
 }
 
 /// Refuses a build id that is empty, longer than `BUILD_ID_BYTES_MAX` or not printable ASCII.
