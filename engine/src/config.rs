@@ -74,6 +74,10 @@ pub struct Config {
     /// [`ScheduleSpec::TICKS_PER_RUN`](crate::ScheduleSpec::TICKS_PER_RUN); see
     /// `EngineBuilder::schedule_ticks_per_run`).
     pub schedule_ticks_per_run: u32,
+    /// This worker's build id (`EngineBuilder::build_id`): threads it starts are pinned to it,
+    /// and it takes only threads pinned to it or unpinned ones. `None` (the default): it takes
+    /// only unpinned threads and pins none.
+    pub build_id: Option<String>,
 }
 
 impl Default for Config {
@@ -101,6 +105,7 @@ impl Default for Config {
             retention: None,
             prune_history: true,
             schedule_ticks_per_run: crate::ScheduleSpec::TICKS_PER_RUN,
+            build_id: None,
         }
     }
 }
@@ -140,9 +145,24 @@ pub struct StartOptions {
     /// starts it then, one that opens after starts it at once. A time past starts it at once.
     /// Not with a queue. The deadline (`deadline_ms`) counts from the creation.
     pub start_at_ms: Option<u64>,
+    /// Leaves the thread unpinned ("auto-upgrade"): any engine takes it, whatever its build id.
+    /// By default an engine with a build id pins the threads it starts to it.
+    pub unpinned: bool,
 }
 
 impl StartOptions {
+    /// Leaves the thread unpinned (see [`StartOptions::unpinned`]).
+    ///
+    /// # Examples
+    /// ```
+    /// assert!(cairn::StartOptions::default().auto_upgrade().unpinned);
+    /// ```
+    #[must_use]
+    pub fn auto_upgrade(mut self) -> Self {
+        self.unpinned = true;
+        self
+    }
+
     /// Starts the thread on queue `name` (see [`StartOptions::queue`]).
     ///
     /// # Examples

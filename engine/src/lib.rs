@@ -67,7 +67,7 @@ pub use api::schedule_ticks::{CatchUp, Every};
 pub use api::signal_once::{DEDUP_SIGNAL, Sent, SignalWithStart};
 pub use api::stream::{StreamItem, StreamReader};
 pub use api::update::{UpdateOptions, UpdateWithStart, Updated};
-pub use api::versions::{Drain, VersionDrain};
+pub use api::versions::{BuildDrain, Drain, VersionDrain};
 pub use cairn_dsl::{
     Ctx, END, NodeError, NodeOutput, NodeResult, Replace, START, State, Target, ToolError,
     Variables, Workflow,

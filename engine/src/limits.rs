@@ -26,6 +26,10 @@ pub const PUBLISHED_KEYS_PER_THREAD_MAX: usize = 1_024;
 /// How long `Engine::get_event` (and its route) waits at most for a key to be published.
 pub const GET_EVENT_WAIT_MS_MAX: u64 = 60_000;
 
+/// Bytes of a worker build id (`EngineBuilder::build_id`): it names a deployment ("2026.12.1",
+/// a commit hash) and is stored as a label of every thread the build pins, so it stays short.
+pub const BUILD_ID_BYTES_MAX: usize = 64;
+
 /// Steps of one thread: a runaway loop without bounds stops here instead of filling the disk.
 pub const STEPS_PER_THREAD_MAX: u64 = 10_000_000;
 

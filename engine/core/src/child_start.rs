@@ -30,9 +30,36 @@ pub const SUPERSEDED_BY_LABEL: &str = "superseded_by";
 /// engine in the write that starts the run (`docs/queues.md`).
 pub const BATCHED_INTO_LABEL: &str = "batched_into";
 
+/// The label naming the worker build a thread is pinned to (`EngineBuilder::build_id`): set at
+/// creation by an engine with a build id (unless the start leaves it unpinned), changed only by
+/// `Engine::repin` (a `labels_changed` event). An engine with a build id takes only threads
+/// pinned to it or unpinned ones; see [`pinned_elsewhere`].
+pub const BUILD_LABEL: &str = "cairn.build";
+
+/// Whether a thread with `labels` is pinned to a build other than `build` (this engine's build
+/// id, `None` for an engine without one): such a thread is left to an engine of its build.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use cairn_core::child_start::{BUILD_LABEL, pinned_elsewhere};
+/// let mut labels = BTreeMap::new();
+/// assert!(!pinned_elsewhere(&labels, Some("b")));
+/// labels.insert(BUILD_LABEL.to_owned(), "a".to_owned());
+/// assert!(pinned_elsewhere(&labels, Some("b")));
+/// assert!(pinned_elsewhere(&labels, None));
+/// assert!(!pinned_elsewhere(&labels, Some("a")));
+/// ```
+pub fn pinned_elsewhere(
+    labels: &std::collections::BTreeMap<String, String>,
+    build: Option<&str>,
+) -> bool {
+    labels.get(BUILD_LABEL).is_some_and(|pinned| Some(pinned.as_str()) != build)
+}
+
 /// The labels the engine sets and reads itself: a sub-workflow child's parent, a started
-/// child's starter and parent-close policy, the mark of a thread that closes its children, and
-/// the start that took a queued start's place (a later debounced start, a batch run).
+/// child's starter and parent-close policy, the mark of a thread that closes its children, the
+/// start that took a queued start's place (a later debounced start, a batch run), and the build
+/// a thread is pinned to.
 /// A start given one of them is refused (a user's `started_by` would make a thread look like
 /// another's child, and its end cancel or leave threads it never started).
 ///
@@ -46,6 +73,7 @@ pub const RESERVED_LABELS: &[&str] = &[
     CLOSES_CHILDREN_LABEL,
     SUPERSEDED_BY_LABEL,
     BATCHED_INTO_LABEL,
+    BUILD_LABEL,
 ];
 
 /// The id of the child started by the draw `n` of `task` at `step` of `parent`.

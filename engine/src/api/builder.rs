@@ -156,6 +156,24 @@ impl EngineBuilder {
         self
     }
 
+    /// This worker's build id (a deployment's name: "2026.12.1", a commit hash): the threads
+    /// this engine starts are pinned to it (label `cairn.build`, unless started
+    /// [`StartOptions::auto_upgrade`](crate::StartOptions::auto_upgrade)), and it takes (recovers,
+    /// wakes, drives) only threads pinned to it or unpinned ones; `Engine::repin` moves a thread
+    /// to another build. Checked at `open`: at most `BUILD_ID_BYTES_MAX` (64) bytes of printable
+    /// ASCII, not empty. See docs/patching.md.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// let engine = cairn::Engine::builder("app.db").build_id("2026.12.1").open().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn build_id(mut self, build: impl Into<String>) -> Self {
+        self.config.build_id = Some(build.into());
+        self
+    }
+
     /// How often an engine on a shared database looks for work (default 500 ms); see
     /// [`Config::poll_ms`].
     pub fn poll_ms(mut self, ms: u64) -> Self {
@@ -421,9 +439,22 @@ impl EngineBuilder {
         Ok(engine)
     }
 
+    /// `store` under the sealing asked for (a payload codec, or none but sealed reads), if any.
+    fn sealed(&mut self, store: Arc<dyn Store>) -> Arc<dyn Store> {
+        match self.sealing.take() {
+            None => store,
+            Some(Some(codec)) => Arc::new(SealingStore::new(store, codec)),
+            Some(None) => Arc::new(SealingStore::without_key(store)),
+        }
+    }
+
     /// The store given, or the one at the builder's path (a PostgreSQL URL, or a file opened
     /// writable, read-only, or read-only in place).
     async fn open_store(&mut self) -> Result<Arc<dyn Store>, Error> {
+        // Checked before anything is opened: a bad build id changes nothing.
+        if let Some(build) = &self.config.build_id {
+            check_build_id(build)?;
+        }
         Ok(match (self.store.take(), self.path.take()) {
             (Some(store), _) => store,
             (None, Some(path)) if is_postgres_url(&path) => {
@@ -517,6 +548,38 @@ async fn connect_postgres(_url: String, _durability: Durability) -> Result<Arc<d
     Err(Error::Invalid(
         "this build of cairn has no `postgres` feature: build it with --features postgres".into(),
     ))
+}
+
+/// On a shared database the chunks tasks write here reach readers elsewhere, and theirs
+/// readers here.
+fn forward_streams(shell: &Arc<Shell>) {
+    let hub = Arc::downgrade(shell);
+    let existing = move |t: &cairn_storage::ThreadId| hub.upgrade()?.streams.existing(t);
+    let owner = &shell.owner;
+    if let Some(f) = crate::exec::stream_forward::start(&shell.store, &shell.tasks, owner, existing)
+    {
+        shell.streams.forward_to(f);
+    }
+}
+
+/// Refuses a build id that is empty, longer than `BUILD_ID_BYTES_MAX` or not printable ASCII.
+///
+/// # Errors
+/// [`Error::Invalid`] saying which.
+pub(crate) fn check_build_id(build: &str) -> Result<(), Error> {
+    let max = crate::limits::BUILD_ID_BYTES_MAX;
+    if build.is_empty() || build.len() > max {
+        return Err(Error::Invalid(format!(
+            "a build id has 1 to BUILD_ID_BYTES_MAX ({max}) bytes, not {}",
+            build.len()
+        )));
+    }
+    if !build.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(Error::Invalid(format!(
+            "a build id is printable ASCII without spaces: {build:?} is not"
+        )));
+    }
+    Ok(())
 }
 
 /// 64 bits of the operating system's randomness.

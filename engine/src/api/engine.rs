@@ -419,7 +419,12 @@ impl Engine {
             permissions: options.permissions.clone(),
             start_at_ms: options.start_at_ms,
         };
-        NewThread { labels: options.labels.clone(), policy, ..NewThread::new(wf, id, input) }
+        NewThread {
+            labels: options.labels.clone(),
+            policy,
+            pin: !options.unpinned,
+            ..NewThread::new(wf, id, input)
+        }
     }
 
     /// A handle to an existing thread.

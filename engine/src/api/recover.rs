@@ -146,7 +146,8 @@ impl Engine {
         self.shell.coord.is_driven(thread) || self.shell.queued.contains(thread)
     }
 
-    async fn recover_one(
+    /// Handles one unfinished thread as recovery does (drives, parks, arms or leaves it).
+    pub(super) async fn recover_one(
         &self,
         record: ThreadRecord,
         report: &mut RecoveryReport,
@@ -154,6 +155,13 @@ impl Engine {
         let id = record.id.clone();
         if record.status == ThreadStatus::Queued {
             // In line: the store admits it (`api/queues.rs`), never recovery.
+            return Ok(());
+        }
+        if self.pinned_elsewhere(&record) {
+            // Pinned to another worker build: left as it is (not driven, woken or armed) for an
+            // engine of that build, or until `repin` moves it here.
+            tracing::debug!(thread = %id, "thread pinned to another build left as is");
+            report.parked.push(id);
             return Ok(());
         }
         if matches!(

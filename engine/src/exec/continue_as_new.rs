@@ -54,7 +54,7 @@ impl Runner {
             ..self.ctx.meta.policy.clone()
         };
         let wf = &self.env.wf;
-        let new = NewThread { labels, policy, ..NewThread::new(wf, &id, input) };
+        let new = NewThread { labels, policy, pin: false, ..NewThread::new(wf, &id, input) };
         if !super::start::prepare_in(&self.shell, new, batch).await? {
             return Err(Error::Invalid(format!(
                 "thread {} continues as {id}, but a thread {id} exists",

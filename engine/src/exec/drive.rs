@@ -247,6 +247,12 @@ async fn drive_claimed(
         // moves a thread out of Paused, so the acknowledged pause holds.
         return Ok(Exit::Status(ThreadStatus::Paused));
     }
+    if crate::core::child_start::pinned_elsewhere(&record.labels, shell.config.build_id.as_deref())
+    {
+        // Pinned to another worker build: its engines drive it (`Engine::repin` moves it).
+        tracing::debug!(thread = %thread, "not driven: pinned to another build");
+        return Ok(Exit::Status(record.status));
+    }
     let wf = shell.registry.workflow_for(&record)?;
     let span = tracing::Span::current();
     span.record("workflow", wf.id());

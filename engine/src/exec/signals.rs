@@ -80,6 +80,12 @@ pub(crate) async fn wake_if_sent(
 /// # Errors
 /// Storage errors; an unknown workflow.
 pub(crate) async fn wake_parked(shell: &Arc<Shell>, record: &ThreadRecord) -> Result<bool, Error> {
+    if crate::core::child_start::pinned_elsewhere(&record.labels, shell.config.build_id.as_deref())
+    {
+        // Pinned to another worker build: the signal waits in its inbox for an engine of that
+        // build (its recovery and looks for work wake it) or for a `repin`.
+        return Ok(false);
+    }
     let Some((task, name)) = pending(shell, record).await? else { return Ok(false) };
     let body = Body::SignalArrived { task, name };
     // WaitingInput in `recv`, or Sleeping in a select with a deadline (`pending` saw which).

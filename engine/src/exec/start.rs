@@ -24,6 +24,10 @@ pub(crate) struct NewThread<'a> {
     pub labels: BTreeMap<String, String>,
     pub fork: Option<ForkSeed>,
     pub policy: ThreadPolicy,
+    /// Pin it to this engine's build id, if it has one (label `cairn.build`); `false` keeps
+    /// the labels as given (an auto-upgrade start; a successor, which inherits its
+    /// predecessor's labels, pin included).
+    pub pin: bool,
 }
 
 impl<'a> NewThread<'a> {
@@ -36,6 +40,7 @@ impl<'a> NewThread<'a> {
             labels: BTreeMap::new(),
             fork: None,
             policy: ThreadPolicy::default(),
+            pin: true,
         }
     }
 }
@@ -145,7 +150,10 @@ fn creation(
     new: NewThread<'_>,
     existing: Option<ThreadRecord>,
 ) -> Result<Option<(Body, ThreadRecord, u64)>, Error> {
-    let NewThread { wf, id, input, labels, fork, policy } = new;
+    let NewThread { wf, id, input, mut labels, fork, policy, pin } = new;
+    if pin && let Some(build) = &shell.config.build_id {
+        labels.insert(crate::core::child_start::BUILD_LABEL.to_owned(), build.clone());
+    }
     if let Some(existing) = existing {
         return same_workflow(&existing, wf).map(|()| None);
     }
@@ -244,7 +252,7 @@ pub(crate) struct ForkSeed {
 
 /// Refuses `labels` holding one the engine reserves ([`RESERVED_LABELS`]:
 /// `parent`, `started_by`, `parent_close`, `closes_children`, `superseded_by`,
-/// `batched_into`), naming it: a start or a fork given one
+/// `batched_into`, `cairn.build`), naming it: a start or a fork given one
 /// writes nothing.
 ///
 /// # Errors

@@ -111,6 +111,7 @@ mod updates;
 mod updates_pg;
 mod variables;
 mod versions;
+mod versions_pg;
 mod web_view;
 mod web_view_batch;
 mod web_view_continued;

@@ -34,7 +34,8 @@ async fn a_reserved_label_given_at_start_signal_with_start_or_fork_is_refused_an
             "parent_close",
             "closes_children",
             "superseded_by",
-            "batched_into"
+            "batched_into",
+            "cairn.build"
         ]
     );
     for (i, label) in RESERVED_LABELS.iter().enumerate() {

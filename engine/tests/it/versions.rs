@@ -66,3 +66,64 @@ async fn the_drain_view_counts_each_versions_unfinished_threads() {
     assert_eq!((v1.total, v1.registered_here), (2, false));
     engine.shutdown().await;
 }
+
+/// Waits until thread `id` is waiting for input.
+async fn waiting(engine: &cairn::Engine, id: &str) {
+    let t = engine.thread(id).await.unwrap();
+    while t.status().await.unwrap() != cairn::ThreadStatus::WaitingInput {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+/// The drain view's rows per build: (build, total, taken here).
+fn builds(drain: &cairn::Drain) -> Vec<(Option<&str>, u64, bool)> {
+    drain.builds.iter().map(|b| (b.build.as_deref(), b.total, b.taken_here)).collect()
+}
+
+#[tokio::test]
+async fn a_file_reopened_by_another_build_leaves_the_first_builds_threads_alone() {
+    let (_d, path) = db();
+    let v1 = gate(1);
+    for bad in ["", "has space", &"x".repeat(65)] {
+        let b = cairn::Engine::builder(&path).workflow(&v1).build_id(bad);
+        assert!(matches!(b.open().await, Err(cairn::Error::Invalid(_))), "{bad:?} refused");
+    }
+    let engine = open(&path, &[&v1], |b| b.build_id("2026.12.1")).await;
+    engine.start_json("gate", Tally::default(), StartOptions::id("pinned")).await.unwrap();
+    let free = StartOptions::id("free").auto_upgrade();
+    engine.start_json("gate", Tally::default(), free).await.unwrap();
+    waiting(&engine, "pinned").await;
+    waiting(&engine, "free").await;
+    let id = cairn::storage::ThreadId::new("pinned").unwrap();
+    let labels = engine.store().thread(&id).wait().unwrap().unwrap().labels;
+    assert_eq!(labels.get("cairn.build").map(String::as_str), Some("2026.12.1"));
+    let refused = StartOptions::id("x").label("cairn.build", "other");
+    assert!(engine.start_json("gate", Tally::default(), refused).await.is_err(), "reserved");
+    engine.shutdown().await;
+    drop(engine);
+
+    // Build 2026.12.2 on the same file: the unpinned thread is its to run, the pinned one not.
+    let engine = open(&path, &[&v1], |b| b.build_id("2026.12.2")).await;
+    let drain = engine.drain().await.unwrap();
+    assert_eq!(drain.build_here.as_deref(), Some("2026.12.2"));
+    assert_eq!(
+        builds(&drain),
+        [(None, 1, true), (Some("2026.12.1"), 1, false), (Some("2026.12.2"), 0, true)]
+    );
+    engine.signal("free", "go", 1u64).await.unwrap();
+    engine.signal("pinned", "go", 1u64).await.unwrap();
+    engine.thread("free").await.unwrap().finished().await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let pinned = engine.thread("pinned").await.unwrap();
+    assert!(!pinned.status().await.unwrap().is_terminal(), "not run by another build");
+
+    // Repinned by an operator: this build takes it and runs it to its end.
+    assert!(matches!(engine.repin("pinned", Some("bad id")).await, Err(cairn::Error::Invalid(_))));
+    engine.repin("pinned", Some("2026.12.2")).await.unwrap();
+    pinned.finished().await.unwrap();
+    assert_eq!(
+        builds(&engine.drain().await.unwrap()),
+        [(None, 0, true), (Some("2026.12.2"), 0, true)]
+    );
+    engine.shutdown().await;
+}

@@ -475,6 +475,14 @@ async fn the_workflows_and_schedules_pages_count_list_and_pause_with_the_token()
             "document.querySelector('[data-workflow=reporter] .graph svg g.node')",
             Duration::from_secs(10),
         );
+        // The drain view above the cards: per version and per build (all unpinned here).
+        browser.wait_for(
+            r#"document.querySelector('#drain tr[data-build=""]')"#,
+            Duration::from_secs(10),
+        );
+        let drain = browser.eval("document.getElementById('drain').textContent");
+        let drain = drain.as_str().unwrap();
+        assert!(drain.contains("approval") && drain.contains("(unpinned)"), "{drain}");
         let legend = browser.eval("document.getElementById('edge-legend')?.textContent ?? ''");
         assert!(legend.as_str().unwrap().contains("route may choose (dashed)"), "{legend}");
         browser.screenshot(&shots.join("workflows.png"), 2000.);

@@ -164,7 +164,7 @@ enum Command {
     /// drawing, DOT or Mermaid (`--output FILE`).
     Interactions(interactions::InteractionsArgs),
     /// The drain view: per workflow version, the threads that have not finished, and whether
-    /// this binary carries it.
+    /// this binary carries it; then per worker build (the `cairn.build` pin).
     Versions(versions::VersionsArgs),
     /// The workflows compiled into this binary: id, version, node count, fingerprint.
     Workflows(workflows::WorkflowsArgs),

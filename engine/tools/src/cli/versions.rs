@@ -1,5 +1,6 @@
 //! `cairn versions`: the drain view. Per workflow version, the threads that have not finished
 //! (by status), and whether this binary carries the version: one at 0 runs nowhere any more.
+//! Then the same per worker build (the `cairn.build` pin; `-` for unpinned threads).
 
 use std::sync::Arc;
 
@@ -32,7 +33,16 @@ pub(super) async fn versions(args: VersionsArgs, wfs: &[Arc<DynWorkflow>]) -> an
             if v.registered_here { "yes" } else { "no" }.to_owned(),
         ]);
     }
+    let mut builds = Table::new(&["BUILD", "UNFINISHED", "BY STATUS"]);
+    for b in &drain.builds {
+        let by_status: Vec<String> = b.unfinished.iter().map(|(s, n)| format!("{s} {n}")).collect();
+        builds.row(vec![
+            b.build.clone().unwrap_or_else(|| "- (unpinned)".to_owned()),
+            b.total.to_string(),
+            by_status.join(", "),
+        ]);
+    }
     let partial = if drain.partial { "\n(partial: the read stopped at its bound)" } else { "" };
-    print_text(&format!("{}{partial}", table.render()));
+    print_text(&format!("{}\n{}{partial}", table.render(), builds.render()));
     Ok(())
 }

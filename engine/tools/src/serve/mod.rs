@@ -28,7 +28,7 @@
 //! |---|---|---|
 //! | GET | `/api/openapi.json` | this table as an OpenAPI 3.1 document, built from the route table and the handlers' parameter and body types (see `openapi`) |
 //! | GET | `/api/health?watchdog_ms=` | the health report (a running thread with no step past the watchdog is stuck) |
-//! | GET | `/api/versions` | the drain view: per workflow version, its unfinished threads by status, and whether this engine has it registered (`Engine::drain`) |
+//! | GET | `/api/versions` | the drain view: per workflow version, its unfinished threads by status, and whether this engine has it registered; per worker build (`builds`, the `cairn.build` pin) the same counts (`Engine::drain`) |
 //! | GET | `/metrics` | Prometheus text (`text/plain; version=0.0.4`; feature `prometheus`, with a handle; else 404) |
 //! | GET | `/api/metrics` | Prometheus text (feature `prometheus`, with a handle) or the health report |
 //! | GET | `/api/threads?status=&workflow=&label=K=V,K2=V2&limit=&after=&offset=` | a page of threads in the store's id order; `next` is the `after` of the next page (`null`: none follows) |

@@ -84,7 +84,7 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
         ("GET", "/metrics") => Doc::new("Prometheus text").media(text),
         ("GET", "/api/openapi.json") => Doc::new("This document"),
         ("GET", "/api/health") => Doc::new("The health report").query::<HealthParams>(),
-        ("GET", "/api/versions") => Doc::new("Per workflow version, its unfinished threads"),
+        ("GET", "/api/versions") => Doc::new("Per workflow version and per worker build, its unfinished threads"),
         ("GET", "/api/verify") => Doc::new("Every record checked").answers::<VerifyRow>(),
         ("GET", "/api/metrics") => Doc::new("Prometheus text or the health report").media(text),
         ("GET", "/api/threads") => {

@@ -44,4 +44,5 @@ mod starting;
 mod stream;
 mod through;
 mod update;
+mod versions;
 mod worker_talk;

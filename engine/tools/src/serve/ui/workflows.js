@@ -3,7 +3,8 @@
 // engine's own after them, shown built-in and folded) every 5 s while the tab is visible; draws
 // each compiled-in version's graph side by side, once, at its own size in a box that scrolls
 // (/api/workflows/{id}/graph.svg?version=); and gives each workflow a start form (start.js),
-// which sends the tab's token, which the page asks for (never served in it).
+// which sends the tab's token, which the page asks for (never served in it). Above them, the
+// drain view (/api/versions): unfinished threads per workflow version and per worker build.
 "use strict";
 
 (() => {
@@ -101,7 +102,27 @@
     return { section, update };
   }
 
+  /** The drain view: per version and per build, the unfinished threads (0: it can go). */
+  function drain(d) {
+    const row = (cells) => el("tr", {}, ...cells.map((c) => el("td", {}, c)));
+    const head = (cells) => el("tr", {}, ...cells.map((c) => el("th", {}, c)));
+    const versions = d.versions.filter((v) => !v.workflow.startsWith("cairn."));
+    $("drain").replaceChildren(
+      el("h2", {}, "Drain ", el("span", { class: "muted" }, d.build_here ? `this engine: build ${d.build_here}` : "this engine: no build id")),
+      el("table", { class: "drain-versions" }, head(["workflow", "version", "unfinished", "here"]),
+        ...versions.map((v) => row([v.workflow, `v${v.version}`, String(v.total), v.registered_here ? "yes" : "no"]))),
+      el("table", { class: "drain-builds" }, head(["build", "unfinished", "taken here"]),
+        ...d.builds.map((b) => {
+          const tr = row([b.build ?? "(unpinned)", String(b.total), b.taken_here ? "yes" : "no"]);
+          tr.dataset.build = b.build ?? "";
+          tr.dataset.total = String(b.total);
+          return tr;
+        })),
+      d.partial ? el("p", { class: "muted" }, "partial: the read stopped at its bound") : "");
+  }
+
   const refresh = cairn.poll(async () => {
+    api("/api/versions").then(drain).catch((e) => $("drain").replaceChildren(el("p", { class: "error" }, String(e.message || e))));
     const out = await api("/api/view/workflows");
     const shown = out.workflows.map((w) => {
       let c = cards.get(w.workflow);
