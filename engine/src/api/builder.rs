@@ -341,15 +341,6 @@ impl EngineBuilder {
         }
     }
 
-    /// `store` behind the payload codec asked for, if any.
-    fn sealed(&mut self, store: Arc<dyn Store>) -> Arc<dyn Store> {
-        match self.sealing.take() {
-            None => store,
-            Some(Some(codec)) => Arc::new(SealingStore::new(store, codec)),
-            Some(None) => Arc::new(SealingStore::without_key(store)),
-        }
-    }
-
     /// Opens the store, registers the workflows, and recovers unfinished threads.
     ///
     /// # Errors
@@ -589,16 +580,4 @@ pub(crate) fn check_build_id(build: &str) -> Result<(), Error> {
 /// `/dev/urandom`): the engine refuses to open rather than make ids two engines could share.
 fn os_random() -> Result<u64, Error> {
     getrandom::u64().map_err(|e| Error::Invalid(format!("the operating system's randomness: {e}")))
-}
-
-/// On a shared database the chunks tasks write here reach readers elsewhere, and theirs
-/// readers here.
-fn forward_streams(shell: &Arc<Shell>) {
-    let hub = Arc::downgrade(shell);
-    let existing = move |t: &cairn_storage::ThreadId| hub.upgrade()?.streams.existing(t);
-    let owner = &shell.owner;
-    if let Some(f) = crate::exec::stream_forward::start(&shell.store, &shell.tasks, owner, existing)
-    {
-        shell.streams.forward_to(f);
-    }
 }
