@@ -51,6 +51,21 @@ pub(crate) fn running(wf: &DynWorkflow, first: &str) -> ThreadCtx {
     ctx
 }
 
+/// A running thread of a one-node workflow `id` (node `a`, which does nothing), at the start of
+/// its first step.
+pub(crate) fn running_one_node(id: &str) -> ThreadCtx {
+    use cairn_dsl::{END, NodeOutput, Replace, START, Workflow};
+    let noop = |_s: std::sync::Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(0)) };
+    let wf = Workflow::<Replace<u64>>::builder(id, 1)
+        .node("a", noop)
+        .edge(START, "a")
+        .edge("a", END)
+        .build()
+        .expect("workflow")
+        .erase();
+    running(&wf, "a")
+}
+
 /// A signal `name` received as its `n`th, as a node's drawn values record it.
 fn signal(name: &str, n: u64) -> Value {
     Drawn::Signal.record(json!({"name": name, "n": n, "value": n}))

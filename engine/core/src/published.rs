@@ -173,17 +173,7 @@ mod tests {
     use super::*;
 
     fn ctx() -> ThreadCtx {
-        use cairn_dsl::{END, NodeOutput, Replace, START, Workflow};
-        let noop =
-            |_s: std::sync::Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(0)) };
-        let wf = Workflow::<Replace<u64>>::builder("keys", 1)
-            .node("a", noop)
-            .edge(START, "a")
-            .edge("a", END)
-            .build()
-            .expect("workflow")
-            .erase();
-        crate::fold_samples::running(&wf, "a")
+        crate::fold_samples::running_one_node("keys")
     }
 
     fn meta(published: &[&str], in_step: &[&str]) -> ThreadMeta {

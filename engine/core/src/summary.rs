@@ -141,17 +141,7 @@ mod tests {
 
     #[test]
     fn signal_cursors_only_when_some_and_bounded() {
-        use cairn_dsl::{END, NodeOutput, Replace, START, Workflow};
-        let noop =
-            |_s: std::sync::Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(0)) };
-        let wf = Workflow::<Replace<u64>>::builder("cursors", 1)
-            .node("a", noop)
-            .edge(START, "a")
-            .edge("a", END)
-            .build()
-            .expect("workflow")
-            .erase();
-        let mut ctx = crate::fold_samples::running(&wf, "a");
+        let mut ctx = crate::fold_samples::running_one_node("cursors");
         let s = summary_bytes(&ctx);
         assert!(!String::from_utf8_lossy(&s).contains("signals"));
         assert_eq!(signal_cursors(&s), (BTreeMap::new(), false));
