@@ -61,17 +61,19 @@ impl Poison {
             other => other.clone(),
         };
         let said = cause.to_string();
+        // The database's state says "refuses writes" before anyone watching the cause wakes:
+        // a caller told of the failure and asking for health at once hears the same.
         let first = self.cause.send_if_modified(|now| {
             if now.is_some() {
                 return false;
             }
+            self.metrics.writes_refused(&said);
             *now = Some(cause);
             true
         });
         self.set.store(true, Ordering::Release);
         if first {
             tracing::error!(cause = %said, "the store refuses writes until it recovers");
-            self.metrics.writes_refused(&said);
         }
     }
 
