@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::exec::registry::Registry;
 use crate::exec::shell::{FailureHook, Ids, Shell, Verified, splitmix};
 use crate::exec::wake::Waker;
-use crate::sealing::{PayloadCodec, SealingStore};
+use crate::sealing::{PayloadCodec, SealedView, SealingStore};
 use crate::tasks::Tasks;
 
 /// Builds an [`Engine`].
@@ -348,7 +348,7 @@ impl EngineBuilder {
     /// by another process); [`Error::Build`]-like registration conflicts.
     pub async fn open(mut self) -> Result<Engine, Error> {
         let store = self.open_store().await?;
-        let store = self.sealed(store);
+        let (store, view) = self.sealed(store);
         // Without a configured seed, the operating system's randomness: two engines opened in
         // the same millisecond (a supervisor starting workers together) draw different streams,
         // so they never make the same thread id or the same node randomness. A configured seed
@@ -369,6 +369,7 @@ impl EngineBuilder {
         let history = store.last_lsn().0;
         let shell = Arc::new(Shell {
             store,
+            view,
             clock: self.clock,
             coord,
             tasks,
@@ -430,12 +431,19 @@ impl EngineBuilder {
         Ok(engine)
     }
 
-    /// `store` under the sealing asked for (a payload codec, or none but sealed reads), if any.
-    fn sealed(&mut self, store: Arc<dyn Store>) -> Arc<dyn Store> {
+    /// `store` under the sealing asked for (a payload codec, or none but sealed reads), if any,
+    /// and the read-only view of it the tools read through (`SealedView`).
+    fn sealed(&mut self, store: Arc<dyn Store>) -> (Arc<dyn Store>, SealedView) {
         match self.sealing.take() {
-            None => store,
-            Some(Some(codec)) => Arc::new(SealingStore::new(store, codec)),
-            Some(None) => Arc::new(SealingStore::without_key(store)),
+            None => (store.clone(), SealedView::new(store, None)),
+            Some(Some(codec)) => {
+                let view = SealedView::new(store.clone(), Some(codec.clone()));
+                (Arc::new(SealingStore::new(store, codec)), view)
+            }
+            Some(None) => {
+                let view = SealedView::new(store.clone(), None);
+                (Arc::new(SealingStore::without_key(store)), view)
+            }
         }
     }
 

@@ -41,6 +41,7 @@ pub mod typed;
 pub mod update;
 pub(crate) mod update_elsewhere;
 pub mod versions;
+mod viewed;
 
 use cairn_storage::{Store, ThreadFilter, ThreadId, ThreadRecord};
 

@@ -38,6 +38,9 @@ pub(crate) type StuckHook = Arc<
 /// The exec layer's services.
 pub(crate) struct Shell {
     pub store: Arc<dyn Store>,
+    /// The read-only view of the store for the tools (`sealing/view.rs`): never read by the
+    /// engine itself.
+    pub view: crate::sealing::SealedView,
     pub clock: Arc<dyn Clock>,
     pub coord: Arc<dyn Coordinator>,
     pub tasks: Tasks,

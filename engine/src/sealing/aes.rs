@@ -203,6 +203,10 @@ impl PayloadCodec for AesGcmCodec {
             .decrypt(Nonce::from_slice(nonce), Payload { msg: body, aad: &aad })
             .map_err(|_| sealed("the key does not open it (a wrong key, or damaged bytes)"))
     }
+
+    fn holds(&self, key: &str) -> bool {
+        self.keys.contains_key(key)
+    }
 }
 
 #[cfg(test)]
@@ -219,6 +223,7 @@ mod tests {
         sealed.ciphertext[NONCE_BYTES] ^= 1;
         assert!(matches!(right.decode("k1", &sealed.ciphertext), Err(Error::Sealed { .. })));
         assert!(matches!(right.decode("k1", &[0; 5]), Err(Error::Sealed { .. })));
+        assert!(right.holds("k1") && !right.holds("k9"));
     }
 
     #[test]

@@ -25,8 +25,10 @@ mod aes;
 pub use aes::{AesGcmCodec, KEYS_ENV, KEYS_FILE_ENV};
 
 mod store;
+mod view;
 
 pub use store::SealingStore;
+pub use view::{Placeholder, SealedView, Viewed};
 
 use crate::error::Error;
 
@@ -80,6 +82,15 @@ pub trait PayloadCodec: Send + Sync + 'static {
     /// [`Error::Sealed`] for a key id the codec does not hold or bytes the key does not open
     /// (a wrong key, a damaged record): never garbage.
     fn decode(&self, key: &str, ciphertext: &[u8]) -> Result<Vec<u8>, Error>;
+
+    /// Whether the codec holds the key `key` (a key ring's ids): the read-only views of the
+    /// tools ([`SealedView`]) show a body sealed with a key the codec does not hold as a
+    /// placeholder, and a body that a key it holds does not open as the error it is (a wrong
+    /// key, damaged bytes). The default, `true`, makes every failure to open an error.
+    fn holds(&self, key: &str) -> bool {
+        let _ = key;
+        true
+    }
 }
 
 /// The codec and key id of a sealed body (`None` for a plain one, or a damaged envelope):

@@ -132,10 +132,14 @@ impl Log {
                 let engine = open_read_only(&args.common.db, wfs).await?;
                 let record = record_of(&engine, &args.thread).await?;
                 let first_kept = record.first_seq.0.saturating_sub(1);
-                let store = engine.store().as_ref();
-                let (rows, last) =
-                    events_after(store, &record.id, since.max(first_kept), &args.kind, usize::MAX)
-                        .await?;
+                let (rows, last) = events_after(
+                    &engine,
+                    &record.id,
+                    since.max(first_kept),
+                    &args.kind,
+                    usize::MAX,
+                )
+                .await?;
                 Ok(Read { rows, last, status: record.status, first_kept })
             }
             Log::Through(ep) => {

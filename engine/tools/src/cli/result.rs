@@ -158,7 +158,15 @@ pub(super) async fn answer_of(
         Err(cairn::Error::UnknownThread(_)) => {
             return Err(fail(EXIT_FAILED, format!("no thread {thread} in this database")));
         }
-        other => other?,
+        Err(e) => {
+            // Sealed with a key this reader lacks: the clear status, a placeholder output.
+            let p = crate::debug::sealed::lacking(engine, e)?;
+            let id = cairn_storage::ThreadId::new(thread)?;
+            let record = cairn::admin::thread_record(engine.store().as_ref(), &id).await?;
+            let result = Finish::sealed(&record, &p);
+            return Ok(ThreadResult { thread: thread.to_owned(), result });
+        }
+        Ok(outcome) => outcome,
     };
     let status = match &outcome {
         Some(o) => o.status,

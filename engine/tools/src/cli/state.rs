@@ -9,7 +9,7 @@ use super::common::{Common, argument_error, open_read_only, print_json, print_te
 use super::endpoint;
 use super::table::{pretty, short_json};
 use crate::debug::rows::{StateDiff, StateRow};
-use crate::debug::views::state_row;
+use crate::debug::views::state_at;
 use crate::serve::wire;
 
 /// Arguments of `cairn state`.
@@ -44,7 +44,7 @@ pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
         Some(found) => found,
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
-            record_of(&engine, &args.thread).await?;
+            let record = record_of(&engine, &args.thread).await?;
             // A time the thread has no state at is a bad argument (exit 2), as a seq is.
             match args.diff.as_deref() {
                 Some([a, b]) => Found::Diff(
@@ -53,15 +53,11 @@ pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
                         .await
                         .map_err(argument_error)?,
                 ),
-                _ => Found::View(state_row(
-                    match args.at_time {
-                        Some(ms) => {
-                            crate::Operator::new(&engine).state_at_time(&args.thread, ms).await
-                        }
-                        None => crate::Operator::new(&engine).state_at(&args.thread, args.at).await,
-                    }
-                    .map_err(argument_error)?,
-                )),
+                _ => Found::View(
+                    state_at(&engine, &record, args.at, args.at_time)
+                        .await
+                        .map_err(argument_error)?,
+                ),
             }
         }
     };
@@ -72,16 +68,31 @@ pub(super) async fn state(args: StateArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::
     if args.common.json {
         return print_json(&view);
     }
-    let frontier = if view.frontier.is_empty() { "END".into() } else { view.frontier.join(", ") };
+    let text = match (&view.step, &view.status, &view.frontier) {
+        (Some(step), Some(status), Some(frontier)) => {
+            let next = if frontier.is_empty() { "END".into() } else { frontier.join(", ") };
+            format!("(step {step}, {status}; next: {next})")
+        }
+        // An earlier seq of a sealed log read without its key: only a fold says these.
+        _ => "(step, status and frontier sealed)".to_owned(),
+    };
     print_text(&format!(
-        "thread {} after seq {} (step {}, {}; next: {frontier})\n{}",
+        "thread {} after seq {} {text}\n{}",
         view.thread,
         view.seq,
-        view.step,
-        view.status,
-        pretty(&view.state)
+        sealed_pretty(&view.state)
     ));
     Ok(())
+}
+
+/// `state` pretty-printed, or `encrypted (key k1, codec aes256gcm)` for a placeholder.
+pub(super) fn sealed_pretty(state: &serde_json::Value) -> String {
+    match cairn::sealing::Placeholder::of_json(state) {
+        Some(p) => {
+            format!("encrypted (key {}, codec {}): set CAIRN_KEYS to read it", p.key, p.codec)
+        }
+        None => pretty(state),
+    }
 }
 
 /// Prints the changes between the states after two seqs.

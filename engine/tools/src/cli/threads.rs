@@ -11,10 +11,13 @@ use super::common::{Common, fail, open_read_only, parse_label, print_json, print
 use super::control::ThreadArgs;
 use super::endpoint;
 use super::table::{Table, cut, short_json, time};
-use crate::debug::rows::{Budget, Redactable, ThreadDetails, ThreadRow, ThreadsPage};
+use crate::debug::rows::{
+    Budget, Budgets, Redactable, Sealable, ThreadDetails, ThreadRow, ThreadsPage,
+};
 use crate::debug::views::{NaturalFirst, thread_details, thread_row, threads_page};
 use crate::limits::SERVE_PAGE_MAX;
 use crate::serve::wire;
+use cairn::sealing::Placeholder;
 
 /// Arguments of `cairn threads`.
 #[derive(Debug, clap::Args)]
@@ -153,7 +156,7 @@ fn render(v: &ThreadDetails) -> String {
     let frontier: Vec<String> = v.frontier.iter().map(|n| cut(n, 60)).collect();
     kv("frontier", if frontier.is_empty() { "(none: END)".into() } else { frontier.join(", ") });
     if let Some(waiting) = &v.waiting {
-        kv("waiting", short_json(waiting, 100));
+        kv("waiting", sealed_or(waiting, |w| short_json(w, 100)));
     }
     if let Some(p) = &v.progress {
         kv("progress", v.progress_text.clone().unwrap_or_default());
@@ -163,8 +166,10 @@ fn render(v: &ThreadDetails) -> String {
     }
     for (link, thread) in [("continued_from", &v.continued_from), ("continued_as", &v.continued_as)]
     {
-        if let Some(thread) = thread {
-            kv(link, thread.clone());
+        match thread {
+            Some(Sealable::Open(thread)) => kv(link, thread.clone()),
+            Some(Sealable::Sealed(p)) => kv(link, encrypted(p)),
+            None => {}
         }
     }
     kv("created", time(v.created_at_ms));
@@ -183,26 +188,24 @@ fn render(v: &ThreadDetails) -> String {
         let l: Vec<String> = v.labels.iter().map(|(k, x)| format!("{k}={}", cut(x, 40))).collect();
         kv("labels", l.join(" "));
     }
-    let tel = &v.telemetry;
-    kv(
-        "telemetry",
-        format!(
-            "steps {}, tool calls {}, errors {}, retries {}, checkpoints {}",
-            tel.steps, tel.tool_calls, tel.errors, tel.retries, tel.checkpoints
-        ),
-    );
-    if !tel.node_ms.is_empty() {
-        let n: Vec<String> = tel.node_ms.iter().map(|(k, ms)| format!("{k} {ms} ms")).collect();
-        kv("node time", n.join(", "));
+    match &v.telemetry {
+        Sealable::Open(tel) => {
+            kv(
+                "telemetry",
+                format!(
+                    "steps {}, tool calls {}, errors {}, retries {}, checkpoints {}",
+                    tel.steps, tel.tool_calls, tel.errors, tel.retries, tel.checkpoints
+                ),
+            );
+            if !tel.node_ms.is_empty() {
+                let n: Vec<String> =
+                    tel.node_ms.iter().map(|(k, ms)| format!("{k} {ms} ms")).collect();
+                kv("node time", n.join(", "));
+            }
+        }
+        Sealable::Sealed(p) => kv("telemetry", encrypted(p)),
     }
-    let b = &v.budgets;
-    let tokens = match &b.tokens {
-        Redactable::Shown(used) => budget("tokens", used),
-        Redactable::Redacted(text) => format!("tokens {text}"),
-    };
-    let (cost, steps) = (budget("cost_micros", &b.cost_micros), budget("steps", &b.steps));
-    let (calls, wall) = (budget("tool_calls", &b.tool_calls), budget("wall_ms", &b.wall_ms));
-    kv("budgets used", [cost, steps, tokens, calls, wall].join(", "));
+    kv("budgets used", budgets(&v.budgets));
     let locks: Vec<String> =
         v.locks.iter().map(|l| format!("{} (until {})", l.name, time(l.expires_at_ms))).collect();
     kv("locks held", if locks.is_empty() { "none".into() } else { locks.join(", ") });
@@ -210,8 +213,9 @@ fn render(v: &ThreadDetails) -> String {
         kv("lease", format!("{} until {}", lease.owner, time(lease.expires_at_ms)));
     }
     let last_error = match (&v.last_error, &v.status_reason) {
-        (Some(e), _) => format!("seq {} {}: {}", e.seq, e.task, e.error),
-        (None, Some(reason)) => reason.clone(),
+        (Some(Sealable::Open(e)), _) => format!("seq {} {}: {}", e.seq, e.task, e.error),
+        (Some(Sealable::Sealed(_)) | None, Some(reason)) => reason.clone(),
+        (Some(Sealable::Sealed(p)), None) => encrypted(p),
         (None, None) => "none".into(),
     };
     kv("last error", last_error);
@@ -219,6 +223,31 @@ fn render(v: &ThreadDetails) -> String {
         kv("state", format!("not decodable here: {why}"));
     }
     t.render()
+}
+
+/// A value sealed with a key this reader lacks, as `show` prints it.
+fn encrypted(p: &Placeholder) -> String {
+    format!("encrypted (key {}, codec {})", p.key, p.codec)
+}
+
+/// `value` shown by `show`, or [`encrypted`] for a placeholder.
+fn sealed_or(value: &serde_json::Value, show: impl Fn(&serde_json::Value) -> String) -> String {
+    Placeholder::of_json(value).map_or_else(|| show(value), |p| encrypted(&p))
+}
+
+/// The budgets' use, one line.
+fn budgets(b: &Sealable<Budgets>) -> String {
+    let b = match b {
+        Sealable::Open(b) => b,
+        Sealable::Sealed(p) => return encrypted(p),
+    };
+    let tokens = match &b.tokens {
+        Redactable::Shown(used) => budget("tokens", used),
+        Redactable::Redacted(text) => format!("tokens {text}"),
+    };
+    let (cost, steps) = (budget("cost_micros", &b.cost_micros), budget("steps", &b.steps));
+    let (calls, wall) = (budget("tool_calls", &b.tool_calls), budget("wall_ms", &b.wall_ms));
+    [cost, steps, tokens, calls, wall].join(", ")
 }
 
 /// One budget as shown: `name used/limit`, or `name used` without a limit.

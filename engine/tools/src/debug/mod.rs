@@ -51,6 +51,8 @@ mod redact;
 mod rollback;
 #[cfg(feature = "http")]
 pub(crate) mod rows;
+#[cfg(feature = "http")]
+pub(crate) mod sealed;
 mod seed;
 mod seed_events;
 mod seed_names;

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 mod thread;
 pub(crate) use thread::{
-    Budget, Budgets, LastError, LockRow, Parent, ProblemRow, Redactable, StateDiff, StateRow,
-    ThreadDetails, ThreadRow, ThreadsPage, VerifyRow,
+    Budget, Budgets, LastError, LockRow, Parent, ProblemRow, Redactable, Sealable, StateDiff,
+    StateRow, ThreadDetails, ThreadRow, ThreadsPage, VerifyRow,
 };
 
 /// One event: `cairn events --json`, `GET /api/threads/{id}/events`.
@@ -37,6 +37,10 @@ pub(crate) struct EventsPage<E = EventRow> {
     pub events: Vec<E>,
     pub first_seq: u64,
     pub next_since: u64,
+    /// The key ids of the sealed bodies this reader holds no key for (absent when none): those
+    /// events' bodies are placeholders (`docs/encryption.md`, "Tools").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sealed: Vec<String>,
     pub status: String,
     pub thread: String,
 }

@@ -4,7 +4,7 @@
 //! only.
 
 use cairn_storage::{
-    Checkpoint, CheckpointInfo, Event, EventKind, Seq, Store, ThreadFilter, ThreadId, ThreadRecord,
+    Checkpoint, CheckpointInfo, EventKind, Seq, Store, ThreadFilter, ThreadId, ThreadRecord,
     ThreadStatus,
 };
 use serde_json::{Value, json};
@@ -12,14 +12,16 @@ use serde_json::{Value, json};
 use super::fold::fold;
 use super::rows::{
     Budget, Budgets, CheckpointDetails, CheckpointRow, Covers, DeletedRow, EventRow, LastError,
-    LockRow, MessageRow, Parent, ProblemRow, Redactable, ResumableRow, StateRow, ThreadDetails,
-    ThreadRow, VerifyRow,
+    LockRow, MessageRow, Parent, ProblemRow, Redactable, ResumableRow, Sealable, StateRow,
+    ThreadDetails, ThreadRow, VerifyRow,
 };
+use super::sealed::lacking;
 use cairn::Engine;
 use cairn::admin as fetch;
-use cairn::admin::ThreadPages;
 use cairn::admin::{PARENT_LABEL, STARTED_BY_LABEL};
+use cairn::admin::{ThreadPages, ViewedEvent};
 use cairn::error::Error;
+use cairn::sealing::{Placeholder, Viewed};
 use cairn_core::limits::READ_CHUNK_EVENTS;
 
 /// The summary the runner keeps in each thread record (`core/summary.rs`), as far as a listing
@@ -83,14 +85,11 @@ pub(crate) async fn thread_details(
     engine: &Engine,
     record: &ThreadRecord,
 ) -> Result<ThreadDetails, Error> {
-    let folded = fold(engine, &record.id, None).await?;
+    let folded = match fold(engine, &record.id, None).await {
+        Ok(folded) => folded,
+        Err(e) => return super::sealed::details(engine, record, &lacking(engine, e)?).await,
+    };
     let m = folded.ctx.meta;
-    let locks = engine.store().locks().await?.into_iter().filter(|l| l.owner == record.id.as_str());
-    let locks = locks.map(|l| LockRow {
-        acquired_at_ms: l.acquired_at_ms,
-        expires_at_ms: l.expires_at_ms,
-        name: l.name,
-    });
     let t = &m.telemetry;
     let wall = m.updated_at_ms.saturating_sub(m.created_at_ms);
     let wf = cairn::admin::workflow_for(engine, record).ok();
@@ -116,37 +115,55 @@ pub(crate) async fn thread_details(
     // `cairn threads` lists it.
     let row = thread_row(record);
     Ok(ThreadDetails {
-        budgets,
-        continued_as: m.continued_as,
-        continued_from: m.continued_from,
+        budgets: Sealable::Open(budgets),
+        continued_as: m.continued_as.map(Sealable::Open),
+        continued_from: m.continued_from.map(Sealable::Open),
         created_at_ms: row.created_at_ms,
         first_seq: row.first_seq,
         fork: m.fork.map(serde_json::to_value).transpose()?,
         frontier: m.frontier,
         labels: row.labels,
-        last_error,
+        last_error: last_error.map(Sealable::Open),
         last_seq: row.last_seq,
         lease: record.lease.clone(),
-        locks: locks.collect(),
+        locks: locks_of(engine, record).await?,
         node_results: serde_json::to_value(&m.node_results)?,
         output: m.output,
         parent: row.parent,
         progress_text: m.progress.as_ref().map(|p| progress_text(m.status, p)),
         progress: m.progress,
+        sealed: Vec::new(),
         seq: m.seq,
         state_unknown: folded.state_unknown,
         status: row.status,
         status_reason: row.last_error,
         step: m.step,
-        telemetry: m.telemetry,
+        telemetry: Sealable::Open(m.telemetry),
         thread: row.thread,
-        undos: m.undos.iter().map(serde_json::to_value).collect::<Result<_, _>>()?,
+        undos: Sealable::Open(m.undos.iter().map(serde_json::to_value).collect::<Result<_, _>>()?),
         unwinding: m.unwinding.map(serde_json::to_value).transpose()?,
         updated_at_ms: row.updated_at_ms,
         updates: updates.unwrap_or_default(),
         waiting: m.waiting.map(serde_json::to_value).transpose()?,
         workflow: row.workflow,
     })
+}
+
+/// The locks `record`'s thread holds.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) async fn locks_of(
+    engine: &Engine,
+    record: &ThreadRecord,
+) -> Result<Vec<LockRow>, Error> {
+    let locks = engine.store().locks().await?.into_iter().filter(|l| l.owner == record.id.as_str());
+    let locks = locks.map(|l| LockRow {
+        acquired_at_ms: l.acquired_at_ms,
+        expires_at_ms: l.expires_at_ms,
+        name: l.name,
+    });
+    Ok(locks.collect())
 }
 
 /// The ids of the promises thread `thread` created (`ctx.promise`), from its folded log.
@@ -160,13 +177,18 @@ pub(crate) async fn promises_created(
     Ok(fold(engine, thread, None).await?.ctx.meta.promises)
 }
 
-/// One event as `cairn events --json` prints it and `GET /api/threads/{id}/events` serves it.
-pub(crate) async fn event_row(store: &dyn Store, event: Event) -> Result<EventRow, Error> {
+/// One event as `cairn events --json` prints it and `GET /api/threads/{id}/events` serves it:
+/// its body decoded (a `checkpoint_created` one with the id its checkpoint got at commit), or
+/// the placeholder of a body sealed with a key this reader lacks.
+pub(crate) fn event_row(viewed: ViewedEvent) -> Result<EventRow, Error> {
+    let event = viewed.event;
     let (seq, lsn, at_ms) = (event.bookmark.seq.0, event.bookmark.lsn.0, event.bookmark.at_ms);
     let (kind, status) = (event.kind.as_str().to_owned(), event.status.as_str().to_owned());
-    let (node, summary) = (event.node.clone(), event.summary.clone());
-    // A `checkpoint_created` event is shown with the id its checkpoint got at commit.
-    let body = serde_json::to_value(fetch::decode_announced(store, event).await?.body)?;
+    let (node, summary) = (event.node, event.summary);
+    let body = match viewed.body {
+        Viewed::Open(body) => serde_json::to_value(body)?,
+        Viewed::Sealed(p) => p.to_json(),
+    };
     Ok(EventRow { seq, lsn, at_ms, kind, node, status, summary, body })
 }
 
@@ -174,12 +196,63 @@ pub(crate) async fn event_row(store: &dyn Store, event: Event) -> Result<EventRo
 /// serves it.
 pub(crate) fn state_row(view: super::StateView) -> StateRow {
     StateRow {
-        frontier: view.meta.frontier,
+        frontier: Some(view.meta.frontier),
+        sealed: Vec::new(),
         seq: view.seq,
         state: view.state,
-        status: view.status.as_str().to_owned(),
-        step: view.step,
+        status: Some(view.status.as_str().to_owned()),
+        step: Some(view.step),
         thread: view.thread,
+    }
+}
+
+/// The state of `record`'s thread after seq `at` (its last when `None`), or as it stood at
+/// `at_ms`, as [`state_row`] shows it; with the placeholder for the state (and the clear
+/// fields the record holds) when its fold needs a key this reader lacks.
+///
+/// # Errors
+/// As [`crate::Operator::state_at`] and [`crate::Operator::state_at_time`], but for a missing
+/// key.
+pub(crate) async fn state_at(
+    engine: &Engine,
+    record: &ThreadRecord,
+    at: Option<u64>,
+    at_ms: Option<u64>,
+) -> Result<StateRow, Error> {
+    let operator = crate::Operator::new(engine);
+    let thread = record.id.as_str();
+    let seq = match at_ms {
+        Some(ms) => match seq_at_time(engine, &record.id, ms).await? {
+            Some(seq) => Some(seq),
+            None => return operator.state_at_time(thread, ms).await.map(state_row),
+        },
+        None => at,
+    };
+    match operator.state_at(thread, seq).await {
+        Ok(view) => Ok(state_row(view)),
+        Err(e) => {
+            let p = lacking(engine, e)?;
+            let seq = seq.unwrap_or_else(|| record.last.map_or(0, |b| b.seq.0));
+            Ok(super::sealed::state_row(record, seq, &p))
+        }
+    }
+}
+
+/// [`crate::Operator::seq_at_time`], reading only the events' clear bookmarks (through the
+/// engine's sealed view, so it needs no key).
+///
+/// # Errors
+/// Storage errors; a wrong key.
+async fn seq_at_time(engine: &Engine, thread: &ThreadId, at_ms: u64) -> Result<Option<u64>, Error> {
+    let record = fetch::thread_record(engine.store().as_ref(), thread).await?;
+    let mut after = Seq(record.first_seq.0.saturating_sub(1));
+    let mut found = None;
+    loop {
+        let events = fetch::viewed_events(engine, thread, after, READ_CHUNK_EVENTS).await?;
+        let Some(last) = events.last() else { return Ok(found) };
+        after = last.event.bookmark.seq;
+        let at = events.iter().map(|v| &v.event.bookmark).filter(|b| b.at_ms <= at_ms);
+        found = at.map(|b| b.seq.0).last().or(found);
     }
 }
 
@@ -386,12 +459,13 @@ impl<T> NaturalFirst<T> {
 }
 
 /// The events of `thread` after seq `after` that pass `kinds` (all when empty), decoded, at
-/// most `max` of them; returns them and the last seq read (matching or not).
+/// most `max` of them, read through `engine`'s sealed view (a body sealed with a key this
+/// reader lacks is a placeholder); returns them and the last seq read (matching or not).
 ///
 /// # Errors
-/// Storage errors; an event that does not decode.
+/// Storage errors; an event that does not decode; a body a held key does not open.
 pub(crate) async fn events_after(
-    store: &dyn Store,
+    engine: &Engine,
     thread: &ThreadId,
     mut after: u64,
     kinds: &[EventKind],
@@ -400,18 +474,24 @@ pub(crate) async fn events_after(
     let mut out = Vec::new();
     loop {
         let chunk = READ_CHUNK_EVENTS.min(max.saturating_sub(out.len()).max(1));
-        let events = store.read_since(thread, Seq(after), chunk).await?;
+        let events = fetch::viewed_events(engine, thread, Seq(after), chunk).await?;
         let n = events.len();
-        for event in events {
-            after = event.bookmark.seq.0;
-            if kinds.is_empty() || kinds.contains(&event.kind) {
-                out.push(event_row(store, event).await?);
+        for viewed in events {
+            after = viewed.event.bookmark.seq.0;
+            if kinds.is_empty() || kinds.contains(&viewed.event.kind) {
+                out.push(event_row(viewed)?);
             }
         }
         if n < chunk || out.len() >= max {
             return Ok((out, after));
         }
     }
+}
+
+/// The key ids whose placeholders stand in `rows`' bodies, once each, in order.
+pub(crate) fn sealed_keys(rows: &[EventRow]) -> Vec<String> {
+    let keys = rows.iter().filter_map(|r| Placeholder::of_json(&r.body)).map(|p| p.key);
+    keys.collect::<std::collections::BTreeSet<_>>().into_iter().collect()
 }
 
 /// The messages that carry `correlation_id`, across threads, in lsn order, read through the

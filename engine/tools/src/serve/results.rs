@@ -33,9 +33,20 @@ pub(super) async fn result(
 pub(super) async fn answer(app: &App, id: &str, wait: Duration) -> Result<ThreadResult, Reject> {
     let engine = &app.engine;
     let outcome = tokio::select! {
-        outcome = engine.await_result(id, wait) => outcome.map_err(|e| reject(e, "thread"))?,
+        outcome = engine.await_result(id, wait) => outcome,
         // A server stopping answers what it has instead of holding the request.
-        () = app.stop.cancelled() => None,
+        () = app.stop.cancelled() => Ok(None),
+    };
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            // A thread whose outcome is sealed with a key this endpoint lacks: its clear
+            // status and a placeholder for its output.
+            let p = crate::debug::sealed::lacking(engine, e).map_err(|e| reject(e, "thread"))?;
+            let record = super::threads::record_of(engine, id).await?;
+            let result = Finish::sealed(&record, &p);
+            return Ok(ThreadResult { thread: id.to_owned(), result });
+        }
     };
     let status = match &outcome {
         Some(o) => o.status,

@@ -21,7 +21,7 @@ use super::app::{App, Params, Segment, reject};
 use super::params::{EventsParams, Reject};
 use super::threads::record_of;
 use crate::debug::rows::EventsPage;
-use crate::debug::views::events_after;
+use crate::debug::views::{events_after, sealed_keys};
 
 /// How often a follower looks for new events: low enough for a person watching, and a read of
 /// one thread record and an empty range costs little.
@@ -32,14 +32,20 @@ pub(super) async fn events(
     Params(p): Params<EventsParams>,
     Segment(id): Segment,
 ) -> Result<Response, Reject> {
-    let (page, last, record) = read(app.clone(), id.clone(), p.clone(), p.since).await?;
+    let (page, last, record, sealed) = read(app.clone(), id.clone(), p.clone(), p.since).await?;
     let terminal = record.status.is_terminal();
     if !p.follow {
         // The status read before the page, and where the stored log starts (a pruned thread's
         // is after 1): what a client paging or polling the log needs to know when to stop.
         let (status, first_seq) = (record.status.as_str().to_owned(), record.first_seq.0);
-        let answer =
-            EventsPage::<Value> { events: page, first_seq, next_since: last, status, thread: id };
+        let answer = EventsPage::<Value> {
+            events: page,
+            first_seq,
+            next_since: last,
+            sealed,
+            status,
+            thread: id,
+        };
         return Ok(Json(answer).into_response());
     }
     let done = terminal && page.is_empty();
@@ -49,24 +55,24 @@ pub(super) async fn events(
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
 }
 
-/// A page of events after `after` (pruned ones skipped), the last seq read, and the thread's
-/// record as read before them.
+/// A page of events after `after` (pruned ones skipped), the last seq read, the thread's
+/// record as read before them, and the key ids of the bodies shown as placeholders.
 async fn read(
     app: App,
     id: String,
     p: EventsParams,
     after: u64,
-) -> Result<(Vec<Value>, u64, ThreadRecord), Reject> {
+) -> Result<(Vec<Value>, u64, ThreadRecord, Vec<String>), Reject> {
     let record = record_of(&app.engine, &id).await?;
     let after = after.max(record.first_seq.0.saturating_sub(1));
-    let store = app.engine.store().as_ref();
-    let (rows, last) = events_after(store, &record.id, after, &p.kinds, p.limit)
+    let (rows, last) = events_after(&app.engine, &record.id, after, &p.kinds, p.limit)
         .await
         .map_err(|e| reject(e, "since"))?;
+    let sealed = sealed_keys(&rows);
     // A public endpoint redacts whatever the query says (a stream is no body the access layer
     // can redact whole).
     let page = rows.iter().map(|row| app.answer(json!(row), p.redact)).collect();
-    Ok((page, last, record))
+    Ok((page, last, record, sealed))
 }
 
 /// The first event of a stream asked to start before what a prune kept: a `pruned` event
@@ -116,7 +122,7 @@ impl Follow {
                 return None;
             }
             match read(self.app.clone(), self.id.clone(), self.p.clone(), self.last).await {
-                Ok((page, last, record)) => {
+                Ok((page, last, record, _)) => {
                     let terminal = record.status.is_terminal();
                     // Ended only once a read after the terminal status finds nothing more.
                     self.done = terminal && page.is_empty();

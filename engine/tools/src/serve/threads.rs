@@ -144,7 +144,7 @@ pub(super) async fn state(
     Segment(id): Segment,
 ) -> Result<Json<Value>, Reject> {
     let engine = &app.engine;
-    record_of(engine, &id).await?;
+    let record = record_of(engine, &id).await?;
     let out = match p.diff {
         Some(SeqPair(a, b)) => {
             let changes = crate::Operator::new(engine)
@@ -154,17 +154,11 @@ pub(super) async fn state(
             json!(StateDiff { changes, from: a, thread: id, to: b })
         }
         None => {
-            let view = match p.at_time {
-                Some(ms) => crate::Operator::new(engine)
-                    .state_at_time(&id, ms)
-                    .await
-                    .map_err(|e| reject(e, "at_time"))?,
-                None => crate::Operator::new(engine)
-                    .state_at(&id, p.at)
-                    .await
-                    .map_err(|e| reject(e, "at"))?,
-            };
-            json!(views::state_row(view))
+            let field = if p.at_time.is_some() { "at_time" } else { "at" };
+            let row = views::state_at(engine, &record, p.at, p.at_time)
+                .await
+                .map_err(|e| reject(e, field))?;
+            json!(row)
         }
     };
     Ok(Json(app.answer(out, p.redact)))

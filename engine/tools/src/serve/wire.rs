@@ -42,6 +42,10 @@ pub struct Finish {
     pub output: Option<Value>,
     /// The last error recorded, if any.
     pub error: Option<String>,
+    /// The key ids of the sealed bodies this reader holds no key for (absent when none): the
+    /// output is then a placeholder (`docs/encryption.md`, "Tools").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sealed: Vec<String>,
 }
 
 impl Finish {
@@ -52,6 +56,25 @@ impl Finish {
             status: outcome.map_or(status, |o| o.status.as_str()).to_owned(),
             output: outcome.and_then(|o| o.output.clone()),
             error: outcome.and_then(|o| o.error.clone()),
+            sealed: Vec::new(),
+        }
+    }
+
+    /// How `record` stands when its outcome needs the key `p` names (a reader without it):
+    /// the record's status, the last error's text from its summary, and the output a
+    /// placeholder once it completed.
+    pub(crate) fn sealed(
+        record: &cairn_storage::ThreadRecord,
+        p: &cairn::sealing::Placeholder,
+    ) -> Self {
+        let row = crate::debug::views::thread_row(record);
+        let completed = record.status == cairn_storage::ThreadStatus::Completed;
+        Self {
+            finished: record.status.is_terminal(),
+            status: row.status,
+            output: completed.then(|| p.to_json()),
+            error: row.last_error,
+            sealed: vec![p.key.clone()],
         }
     }
 }

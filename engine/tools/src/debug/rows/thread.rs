@@ -14,6 +14,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::debug::Change;
+use cairn::sealing::Placeholder;
 use cairn_core::telemetry::Telemetry;
 
 /// One thread as a listing shows it: `cairn threads --json`, `GET /api/threads`. The step,
@@ -69,16 +70,20 @@ pub(crate) struct Parent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ThreadDetails {
-    pub budgets: Budgets,
-    pub continued_as: Option<String>,
-    pub continued_from: Option<String>,
+    #[schema(value_type = Object)]
+    pub budgets: Sealable<Budgets>,
+    #[schema(value_type = Option<String>)]
+    pub continued_as: Option<Sealable<String>>,
+    #[schema(value_type = Option<String>)]
+    pub continued_from: Option<Sealable<String>>,
     pub created_at_ms: u64,
     pub first_seq: u64,
     /// The fork origin, if a fork.
     pub fork: Option<Value>,
     pub frontier: Vec<String>,
     pub labels: BTreeMap<String, String>,
-    pub last_error: Option<LastError>,
+    #[schema(value_type = Option<Object>)]
+    pub last_error: Option<Sealable<LastError>>,
     pub last_seq: Option<u64>,
     #[schema(value_type = Option<Object>)]
     pub lease: Option<Lease>,
@@ -91,6 +96,10 @@ pub(crate) struct ThreadDetails {
     pub progress: Option<Progress>,
     /// As [`ThreadRow::progress_text`].
     pub progress_text: Option<String>,
+    /// The key ids of the sealed bodies this reader holds no key for (absent when none): the
+    /// values folded from the log are then placeholders (`docs/encryption.md`, "Tools").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sealed: Vec<String>,
     pub seq: u64,
     /// Why the state could not be folded here (a workflow not compiled in), if so.
     pub state_unknown: Option<String>,
@@ -99,9 +108,10 @@ pub(crate) struct ThreadDetails {
     pub status_reason: Option<String>,
     pub step: u64,
     #[schema(value_type = Object)]
-    pub telemetry: Telemetry,
+    pub telemetry: Sealable<Telemetry>,
     pub thread: String,
-    pub undos: Vec<Value>,
+    #[schema(value_type = Object)]
+    pub undos: Sealable<Vec<Value>>,
     pub unwinding: Option<Value>,
     pub updated_at_ms: u64,
     /// The updates its workflow declares (`POST /api/threads/{id}/updates/{name}`), in order;
@@ -143,6 +153,17 @@ pub(crate) enum Redactable<T> {
     Redacted(String),
 }
 
+/// A value folded from a thread's log, or the placeholder of a value sealed with a key the
+/// reader does not hold (`{"encrypted": true, "codec", "key"}`, `docs/encryption.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Sealable<T> {
+    // First: a placeholder's exact shape (no other field) is tried before a value that could
+    // take an object with defaults.
+    Sealed(Placeholder),
+    Open(T),
+}
+
 /// A lock a thread holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -166,12 +187,22 @@ pub(crate) struct LastError {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct StateRow {
-    pub frontier: Vec<String>,
+    /// Absent only when sealed bodies hide it (an earlier seq read without the key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frontier: Option<Vec<String>>,
+    /// The key ids of the sealed bodies this reader holds no key for (absent when none): the
+    /// state is then a placeholder (`docs/encryption.md`, "Tools").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sealed: Vec<String>,
     pub seq: u64,
     /// The user state.
     pub state: Value,
-    pub status: String,
-    pub step: u64,
+    /// As `frontier`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// As `frontier`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
     pub thread: String,
 }
 

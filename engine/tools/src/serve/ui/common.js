@@ -231,8 +231,26 @@ const cairn = (() => {
   }
 
   adoptTokenFromFragment();
+  /** The placeholder of a value sealed with a key the endpoint lacks
+   *  (`{"encrypted": true, "codec", "key"}`, docs/encryption.md), or null. */
+  function sealed(v) {
+    return v && typeof v === "object" && v.encrypted === true && typeof v.key === "string" ? v : null;
+  }
+
+  /** What stands for a sealed value: "encrypted", naming its key. */
+  function encrypted(p) {
+    return el("span", { class: "encrypted", "data-encrypted": p.key, title: `sealed with key ${p.key} (codec ${p.codec}): serve with CAIRN_KEYS to read it` },
+      `encrypted (key ${p.key})`);
+  }
+
+  /** `v` shown by `show`, or "encrypted" when sealed. */
+  function orSealed(v, show) {
+    const p = sealed(v);
+    return p ? encrypted(p) : show(v);
+  }
+
   return {
     api, text, el, badge, age, duration, time, progressBar, labels, token, setToken, control, send,
-    setLive, poll, tokenField, failure, foldedJson,
+    setLive, poll, tokenField, failure, foldedJson, sealed, encrypted, orSealed,
   };
 })();

@@ -40,12 +40,13 @@
     document.body.dataset.status = s.status;
     const wf = s.workflow ? `${s.workflow.id} v${s.workflow.version}` : "";
     $("subtitle").textContent = `${wf} · step ${s.step} · seq ${s.seq}`;
-    const waiting = s.waiting ? waitingText(s.waiting) : "";
+    const waiting = s.waiting ? cairn.orSealed(s.waiting, waitingText) : "";
+    const link = (id, v) => (v ? cairn.orSealed(v, (t) => el("a", { id, href: `/ui/threads/${encodeURIComponent(t)}` }, t)) : "");
     // A sub-workflow's parent is the "sub-workflow of" row; a fork's, or the thread whose node
     // started this one (`ctx.start_child`), the "parent" row.
     const parent = s.parent && s.parent.via !== "sub-workflow" ? el("a", { href: `/ui/threads/${encodeURIComponent(s.parent.thread)}` },
       s.parent.seq == null ? `${s.parent.thread} (started by its node)` : `${s.parent.thread} @ ${s.parent.seq}`) : "";
-    const fork = s.fork ? `${s.fork.thread} @ ${s.fork.seq}` : "";
+    const fork = s.fork ? cairn.orSealed(s.fork, (f) => `${f.thread} @ ${f.seq}`) : "";
     kv($("summary"), [
       ["status", badge(s.status)],
       ["workflow", wf],
@@ -61,23 +62,24 @@
         ? el("a", { id: "parent-thread", href: `/ui/threads/${encodeURIComponent(s.labels.parent)}` }, s.labels.parent) : ""],
       ["forked from", fork],
       // Continue-as-new: the thread this one continues, and the successor it continued as.
-      ["continued from", s.continued_from ? el("a", { id: "continued-from", href: `/ui/threads/${encodeURIComponent(s.continued_from)}` }, s.continued_from) : ""],
-      ["continued as", s.continued_as ? el("a", { id: "continued-as", href: `/ui/threads/${encodeURIComponent(s.continued_as)}` }, s.continued_as) : ""],
+      ["continued from", link("continued-from", s.continued_from)],
+      ["continued as", link("continued-as", s.continued_as)],
       ["lease", s.lease ? `${s.lease.owner || JSON.stringify(s.lease)}` : ""],
       ["locks", (s.locks || []).map((l) => l.name).join(", ")],
-      ["output", s.output === null || s.output === undefined ? "" : output(s.output)],
+      ["output", s.output === null || s.output === undefined ? "" : cairn.orSealed(s.output, output)],
+      ["last error", cairn.sealed(s.last_error) ? cairn.encrypted(s.last_error) : ""],
     ]);
     const problems = [];
-    if (s.last_error) {
+    if (s.last_error && !cairn.sealed(s.last_error)) {
       problems.push(el("div", { class: "alert", id: "last-error" },
         el("strong", {}, `Last error (seq ${s.last_error.seq}, ${s.last_error.task}): `), s.last_error.error));
     }
-    if (s.status_reason && (!s.last_error || !String(s.last_error.error).includes(s.status_reason))) {
+    if (s.status_reason && (!s.last_error || cairn.sealed(s.last_error) || !String(s.last_error.error).includes(s.status_reason))) {
       problems.push(el("div", { class: "alert", id: "divergence" }, el("strong", {}, "Why it stopped (a diverging replay, a blocked resume): "), s.status_reason));
     }
-    if (s.state_unknown) problems.push(el("div", { class: "alert" }, el("strong", {}, "State unknown: "), s.state_unknown));
+    if (s.state_unknown) problems.push(el("div", { class: "alert", id: "state-unknown" }, el("strong", {}, "State unknown: "), s.state_unknown));
     $("problem").replaceChildren(...problems);
-    const budgets = Object.entries(s.budgets || {}).map(([name, b]) => {
+    const budgets = cairn.sealed(s.budgets) ? [cairn.encrypted(s.budgets)] : Object.entries(s.budgets || {}).map(([name, b]) => {
       const used = b.used;
       const limit = b.limit;
       const pct = limit ? Math.min(100, Math.round((100 * used) / limit)) : 0;
@@ -90,7 +92,7 @@
     });
     $("budgets").replaceChildren(...budgets);
     const t = s.telemetry || {};
-    kv($("usage"), [
+    kv($("usage"), cairn.sealed(t) ? [["telemetry", cairn.encrypted(t)]] : [
       ["tool calls", t.tool_calls],
       ["retries", t.retries],
       ["errors", t.errors],
@@ -213,10 +215,11 @@
   function row(e) {
     const b = e.body || {};
     const corr = b.message && b.message.correlation_id;
+    const sealed = cairn.sealed(e.body);
     return el("tr", { "data-seq": e.seq, "data-kind": e.kind, onclick: () => select(e.seq) },
       el("td", { class: "seq" }, e.seq),
       el("td", { class: "kind" }, e.kind),
-      el("td", { class: "sum" }, summaryOf(e),
+      el("td", { class: "sum" }, summaryOf(e), sealed ? " " : "", sealed ? cairn.encrypted(sealed) : "",
         corr ? el("a", { href: `/ui/messages/${encodeURIComponent(corr)}`, onclick: (ev) => ev.stopPropagation() }, ` ✉ ${corr}`) : ""),
       el("td", { class: "muted", title: time(e.at_ms) }, time(e.at_ms).slice(11)));
   }
@@ -323,10 +326,14 @@
     $("fork-at").value = String(seq);
     try {
       const st = await api(`/api/threads/${enc}/state?at=${seq}`);
-      $("state-at").textContent = `after seq ${st.seq} (step ${st.step}, ${st.status})`;
-      $("state").textContent = JSON.stringify(st.state, null, 2);
+      $("state-at").textContent = st.step === undefined ? `after seq ${st.seq} (step and status sealed)` : `after seq ${st.seq} (step ${st.step}, ${st.status})`;
+      const sealedState = cairn.sealed(st.state);
+      if (sealedState) $("state").replaceChildren(cairn.encrypted(sealedState));
+      else $("state").textContent = JSON.stringify(st.state, null, 2);
       const first = summary ? summary.first_seq : 1;
-      if (seq > first) {
+      if (sealedState) {
+        $("diff").replaceChildren(el("li", { class: "muted" }, "the states are sealed: no diff without the key"));
+      } else if (seq > first) {
         const d = await api(`/api/threads/${enc}/state?diff=${seq - 1},${seq}`);
         const items = d.changes.map((c) => {
           if (c.before === undefined || c.before === null) return el("li", { class: "add" }, `+ ${c.path || "/"} = ${JSON.stringify(c.after)}`);
