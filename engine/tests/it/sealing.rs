@@ -194,6 +194,53 @@ async fn a_wrong_or_missing_key_is_a_sealed_error_and_verify_needs_no_key() {
     engine.shutdown().await;
 }
 
+/// The tools' lenient reading (`SealedView`) does not reach the engine: an engine without the
+/// key shows placeholders through its view, yet its own reads, replay, a restore and a fork
+/// (which would write the state into a new thread) still fail with `Error::Sealed`; with the
+/// key the view opens every body.
+#[tokio::test]
+async fn the_placeholder_view_stays_out_of_the_engine() {
+    let wf = orders(Arc::default());
+    let (_d, path) = db();
+    let engine = open(&path, &[&wf], sealed_with(key("k1", 1))).await;
+    run_order(&engine, "o1").await;
+    engine.shutdown().await;
+    drop(engine);
+    let id = ThreadId::new("o1").unwrap();
+    let is_k1 = |e: &Error| matches!(e, Error::Sealed { key, .. } if key == "k1");
+    let engine = open(&path, &[&wf], EngineBuilder::sealed_without_key).await;
+    // The view: every body a placeholder naming k1, none opened.
+    let viewed = cairn::admin::viewed_events(&engine, &id, Seq(0), 1_000).await.unwrap();
+    assert!(viewed.len() > 5, "{}", viewed.len());
+    for v in &viewed {
+        let cairn::sealing::Viewed::Sealed(p) = &v.body else { panic!("opened without key") };
+        assert_eq!((p.codec.as_str(), p.key.as_str()), ("aes256gcm", "k1"));
+    }
+    // The engine: its reads, replay, a restore and a fork fail as before.
+    let read = engine.store().read_since(&id, Seq(0), 1_000).await.unwrap_err();
+    assert!(matches!(&read, cairn::storage::Error::Sealed { key, .. } if key == "k1"), "{read:?}");
+    let replay = engine.replay("o1", &ReplayOptions::default()).await.unwrap_err();
+    assert!(is_k1(&replay), "{replay:?}");
+    let restore = cairn::admin::restore_at(&engine, &id, 3).await.unwrap_err();
+    assert!(is_k1(&restore), "{restore:?}");
+    let fork = Operator::new(&engine).fork("o1", ForkFrom::Seq(3), ForkOptions::id("f")).await;
+    assert!(fork.as_ref().is_err_and(is_k1), "{:?}", fork.err());
+    assert!(engine.thread("f").await.is_err(), "no fork was written");
+    engine.shutdown().await;
+    drop(engine);
+    // Control: with the key the same view opens every body.
+    let engine = open(&path, &[&wf], sealed_with(key("k1", 1))).await;
+    let viewed = cairn::admin::viewed_events(&engine, &id, Seq(0), 1_000).await.unwrap();
+    assert!(viewed.iter().all(|v| matches!(v.body, cairn::sealing::Viewed::Open(_))));
+    engine.shutdown().await;
+    drop(engine);
+    // A wrong key (k1 in the ring, other bytes) is no placeholder: the view's read fails.
+    let engine = open(&path, &[&wf], sealed_with(key("k1", 9))).await;
+    let wrong = cairn::admin::viewed_events(&engine, &id, Seq(0), 1_000).await.unwrap_err();
+    assert!(is_k1(&wrong) && wrong.to_string().contains("does not open"), "{wrong}");
+    engine.shutdown().await;
+}
+
 #[tokio::test]
 async fn replay_and_a_fork_of_a_sealed_thread_agree_with_its_record() {
     let charges = Arc::new(AtomicU64::new(0));
@@ -274,10 +321,13 @@ async fn a_crash_at_any_write_of_a_sealed_run_loses_and_doubles_nothing() {
     ));
 }
 
-/// The endpoint of an engine without the key lists a sealed thread and answers a read of its
-/// state 409 naming the key; with the key it answers the state.
+/// The endpoint of an engine without the key answers the reads of a sealed thread (the thread,
+/// its state, its events, its result) 200, each sealed value a placeholder naming the key and
+/// a top-level `sealed: ["k1"]`, the clear fields as usual; a diff (a computation on sealed
+/// values) stays 409 naming the key; a wrong key is a 409 that says it does not open. With
+/// the key the same routes answer the values.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_endpoint_without_the_key_answers_409_naming_it() {
+async fn the_endpoint_without_the_key_answers_placeholders() {
     let wf = orders(Arc::default());
     let (_d, path) = db();
     let engine = open(&path, &[&wf], sealed_with(key("k1", 1))).await;
@@ -290,19 +340,51 @@ async fn the_endpoint_without_the_key_answers_409_naming_it() {
         let (engine, server) = builder.workflow(wf).serve(loopback).open().await.unwrap();
         let base = format!("http://{}", server.addr());
         let get = |p: &str| call("GET", format!("{base}{p}"), None, String::new());
-        let listed = get("/api/threads").await;
-        let state = get("/api/threads/o1/state").await;
+        let mut answers = Vec::new();
+        for route in ["", "/state", "/state?at=3", "/events", "/result", "/state?diff=2,3"] {
+            answers.push(get(&format!("/api/threads/o1{route}")).await);
+        }
+        answers.push(get("/api/threads").await);
         server.shutdown().await;
         engine.shutdown().await;
-        (listed, state)
+        answers
     };
-    let ((listed, _), (status, body)) = serving(Engine::builder(&path).sealed_without_key()).await;
-    assert_eq!(listed, 200);
-    assert_eq!(status, 409, "{body}");
-    assert!(body.to_string().contains("sealed with key k1"), "{body}");
-    let (_, (status, body)) = serving(Engine::builder(&path).payload_codec(key("k1", 1))).await;
-    assert_eq!(status, 200, "{body}");
-    assert!(body.to_string().contains("SIGNAL-MARK by ann"), "{body}");
+    let placeholder = serde_json::json!({"encrypted": true, "codec": "aes256gcm", "key": "k1"});
+    let a = serving(Engine::builder(&path).sealed_without_key()).await;
+    for (status, body) in &a[..5] {
+        assert_eq!(*status, 200, "{body}");
+        assert_eq!(body["sealed"], serde_json::json!(["k1"]), "{body}");
+        let clear: Vec<&str> =
+            MARKERS.into_iter().filter(|m| body.to_string().contains(m)).collect();
+        assert!(clear.is_empty(), "{clear:?} in {body}");
+    }
+    let [thread, state, state_at, events, result] = [0, 1, 2, 3, 4].map(|i| &a[i].1);
+    assert_eq!((&thread["status"], &thread["output"]), (&"completed".into(), &placeholder));
+    assert_eq!(thread["telemetry"], placeholder, "{thread}");
+    assert_eq!((&state["state"], &state["status"]), (&placeholder, &"completed".into()));
+    assert_eq!(state_at["state"], placeholder, "{state_at}");
+    assert!(state_at.get("status").is_none(), "an earlier seq's status is sealed: {state_at}");
+    let events = events["events"].as_array().unwrap();
+    assert!(events.iter().all(|e| e["body"] == placeholder), "{events:?}");
+    assert!(events.iter().any(|e| e["summary"] == "message (sealed)"), "summaries shown");
+    assert!(events.iter().any(|e| e["kind"] == "node_completed" && e["node"] == "charge"));
+    assert_eq!((&result["status"], &result["output"]), (&"completed".into(), &placeholder));
+    let (diff, diff_body) = &a[5];
+    assert_eq!(*diff, 409, "{diff_body}");
+    assert!(diff_body.to_string().contains("sealed with key k1"), "{diff_body}");
+    assert_eq!(a[6].0, 200);
+    // A wrong key: no placeholder, the error that says so.
+    let a = serving(Engine::builder(&path).payload_codec(key("k1", 9))).await;
+    assert_eq!(a[1].0, 409, "{}", a[1].1);
+    assert!(a[1].1.to_string().contains("does not open"), "{}", a[1].1);
+    // Control: with the key the same routes answer the values, no placeholder.
+    let a = serving(Engine::builder(&path).payload_codec(key("k1", 1))).await;
+    for (status, body) in &a[..5] {
+        assert_eq!(*status, 200, "{body}");
+        assert!(body.get("sealed").is_none() && !body.to_string().contains("encrypted"), "{body}");
+    }
+    assert!(a[1].1.to_string().contains("SIGNAL-MARK by ann"), "{}", a[1].1);
+    assert!(a[3].1.to_string().contains("TOOLRESULT-MARK"), "{}", a[3].1);
 }
 
 /// On PostgreSQL the same: the rows hold no marker in the clear (the database's own dump of
