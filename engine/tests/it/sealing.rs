@@ -22,7 +22,7 @@ use crate::crash::every_write;
 
 /// An order's notes; each update adds some.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct Order {
+pub(crate) struct Order {
     log: Vec<String>,
 }
 
@@ -47,7 +47,7 @@ const MARKERS: [&str; 7] = [
 
 /// START -> charge (a tool with a marked result, and one whose result is large enough to be
 /// offloaded to the payload table) -> approve (waits for a signal) -> END.
-fn orders(charges: Arc<AtomicU64>) -> Workflow<Order> {
+pub(crate) fn orders(charges: Arc<AtomicU64>) -> Workflow<Order> {
     Workflow::<Order>::builder("sealed-orders", 1)
         .node("charge", move |s: Arc<Order>, ctx: Ctx| {
             let charges = charges.clone();
@@ -79,7 +79,7 @@ fn orders(charges: Arc<AtomicU64>) -> Workflow<Order> {
         .unwrap()
 }
 
-fn key(id: &str, byte: u8) -> Arc<dyn PayloadCodec> {
+pub(crate) fn key(id: &str, byte: u8) -> Arc<dyn PayloadCodec> {
     Arc::new(AesGcmCodec::new(id, [byte; 32]).unwrap())
 }
 
@@ -95,7 +95,7 @@ fn expected() -> Vec<String> {
 }
 
 /// Starts `id`, waits until it waits for the signal, sends it and waits for the end.
-async fn run_order(engine: &Engine, id: &str) {
+pub(crate) async fn run_order(engine: &Engine, id: &str) {
     let t = engine.start_json("sealed-orders", input(), StartOptions::id(id)).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     engine.signal(id, "approve", "SIGNAL-MARK by ann").await.unwrap();
