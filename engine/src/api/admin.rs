@@ -35,7 +35,9 @@ pub use super::create::Creation;
 pub use super::schedule::check as check_schedule_name;
 pub use super::schedule_links::links_wait;
 pub use super::schedule_ticks::Rule;
-pub use super::viewed::{ViewedEvent, sealed_view, viewed_events};
+pub use super::viewed::{
+    ViewedEvent, sealed_view, stored_checkpoint, stored_events, stored_payload, viewed_events,
+};
 pub use crate::core::child_start::{RESERVED_LABELS, STARTED_BY_LABEL};
 pub use crate::core::children::PARENT_LABEL;
 pub use crate::exec::start::check_labels;

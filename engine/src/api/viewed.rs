@@ -3,7 +3,7 @@
 //! with a key the view does not hold (`docs/encryption.md`, "Tools"). Re-exported by
 //! `cairn::admin`; nothing the engine drives reads through here.
 
-use cairn_storage::{Event, Seq, ThreadId};
+use cairn_storage::{Checkpoint, CheckpointId, Event, PayloadRef, Seq, ThreadId};
 
 use super::engine::Engine;
 use crate::core::codec::{self, Recorded};
@@ -69,4 +69,38 @@ async fn viewed_body(
         *checkpoint = engine.store().checkpoint_covering(&thread, bookmark.seq).await?;
     }
     Ok(Viewed::Open(body))
+}
+
+/// Up to `limit` events of `thread` after `after` exactly as stored: bodies sealed (or plain
+/// when written before a codec), the header in the clear. What a sealed bundle carries byte for
+/// byte (`cairn bundle export` without the key); nothing here is opened or decoded.
+///
+/// # Errors
+/// Storage errors.
+pub async fn stored_events(
+    engine: &Engine,
+    thread: &ThreadId,
+    after: Seq,
+    limit: usize,
+) -> Result<Vec<Event>, Error> {
+    Ok(sealed_view(engine).raw().read_since(thread, after, limit).await?)
+}
+
+/// The offloaded payload `r` as stored (sealed), as [`stored_events`].
+///
+/// # Errors
+/// Storage errors.
+pub async fn stored_payload(engine: &Engine, r: &PayloadRef) -> Result<Vec<u8>, Error> {
+    Ok(sealed_view(engine).raw().payload(r).await?)
+}
+
+/// Checkpoint `id` with its snapshot as stored (sealed), as [`stored_events`].
+///
+/// # Errors
+/// Storage errors.
+pub async fn stored_checkpoint(
+    engine: &Engine,
+    id: CheckpointId,
+) -> Result<Option<Checkpoint>, Error> {
+    Ok(sealed_view(engine).raw().checkpoint(id).await?)
 }

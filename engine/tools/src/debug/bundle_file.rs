@@ -67,7 +67,7 @@ impl Bundle {
 }
 
 /// The JSON bytes of a bundle file, decompressed when gzip, within [`BUNDLE_BYTES_MAX`].
-fn decompress(bytes: &[u8]) -> Result<Vec<u8>, Error> {
+pub(super) fn decompress(bytes: &[u8]) -> Result<Vec<u8>, Error> {
     if !bytes.starts_with(&[0x1f, 0x8b]) {
         if bytes.len() > BUNDLE_BYTES_MAX {
             return Err(too_big(bytes.len() as u64));
@@ -83,7 +83,7 @@ fn decompress(bytes: &[u8]) -> Result<Vec<u8>, Error> {
 
 /// Gzip, with the `gzip` feature (on by default; the CLI turns it on).
 #[cfg(feature = "gzip")]
-fn gzip_bytes(json: &[u8]) -> Result<Vec<u8>, Error> {
+pub(super) fn gzip_bytes(json: &[u8]) -> Result<Vec<u8>, Error> {
     use std::io::Write as _;
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     enc.write_all(json).map_err(|e| Error::Invalid(format!("gzip: {e}")))?;
@@ -91,7 +91,7 @@ fn gzip_bytes(json: &[u8]) -> Result<Vec<u8>, Error> {
 }
 
 #[cfg(not(feature = "gzip"))]
-fn gzip_bytes(_json: &[u8]) -> Result<Vec<u8>, Error> {
+pub(super) fn gzip_bytes(_json: &[u8]) -> Result<Vec<u8>, Error> {
     Err(Error::Invalid("gzip bundles need cairn's `gzip` feature".into()))
 }
 

@@ -25,7 +25,7 @@ use cairn_core::codec;
 pub const BASE_TAG: &str = "bundle-base";
 
 /// Events per import batch, and bytes after which a batch is committed early.
-const IMPORT_BATCH_EVENTS: usize = 1_000;
+pub(super) const IMPORT_BATCH_EVENTS: usize = 1_000;
 const IMPORT_BATCH_BYTES: usize = 16 * 1024 * 1024;
 
 impl Operator {

@@ -53,6 +53,7 @@ mod rollback;
 pub(crate) mod rows;
 #[cfg(feature = "http")]
 pub(crate) mod sealed;
+mod sealed_bundle;
 mod seed;
 mod seed_events;
 mod seed_names;
@@ -82,6 +83,9 @@ pub use interactions::{Interaction, InteractionGraph};
 pub(crate) use redact::Redactor;
 pub use redact::{REDACTED, Redaction};
 pub use rollback::{ROLLBACK_TAG, ROLLED_BACK_TO_FIELD};
+pub use sealed_bundle::{
+    SEALED_BUNDLE_VERSION, SealedBundle, SealedCheckpoint, SealedEvent, SealedMarker, SealedThread,
+};
 pub use seed_names::{
     SEED_THREAD_CONTROLS, SEED_THREAD_READS, SEED_THREAD_REFUSED, SEED_VERSION, SEED_WORKFLOW_ID,
     is_seed_workflow, seed_event_kind, seed_thread_note,

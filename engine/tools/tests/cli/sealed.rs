@@ -66,16 +66,76 @@ fn sealed_state_reads_with_the_keys_and_names_the_key_without_them() {
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
     run(&db, None, &["verify"]).expect(0);
 
-    // A bundle: exported decoded with the key (refused without it), imported sealed again.
+    // A bundle: exported decoded with the key, imported sealed again.
     let bundle = dir.path().join("demo-0.json");
     let bundle = bundle.to_str().unwrap();
-    assert_ne!(run(&db, None, &["bundle", "export", "demo-0", "-o", bundle]).code, 0);
     run(&db, Some(&keys), &["bundle", "export", "demo-0", "-o", bundle]).expect(0);
+    let decoded = std::fs::read_to_string(bundle).unwrap();
+    assert!(decoded.contains("A direct answer.") && !decoded.contains("\"sealed\""));
     let copy = dir.path().join("copy.db");
     run(&copy, Some(&keys), &["bundle", "import", bundle]).expect(0);
     run(&copy, Some(&keys), &["state", "demo-0", "--json"]).expect(0);
     let sealed_copy = run(&copy, None, &["state", "demo-0", "--json"]).expect(0).json();
     assert_eq!(sealed_copy["state"], placeholder(), "{sealed_copy}");
+}
+
+/// Without the key `bundle export` writes the thread sealed, as stored (a `sealed` marker
+/// naming the codec and key, no value in the clear); `bundle show` checks it without the key
+/// and refuses one with an altered byte; imported into a fresh database without the key, the
+/// thread reads with the key exactly as the original (state, events, result), and `verify`
+/// passes there without it.
+#[test]
+fn a_bundle_exported_without_the_key_is_sealed_and_reads_with_it_after_import() {
+    let dir = tempdir();
+    let db = dir.path().join("sealed.db");
+    let keys = keys();
+    run(&db, Some(&keys), &["demo", "--threads", "1", "--quiet"]).expect(0);
+    let file = dir.path().join("sealed-bundle.json");
+    let file = file.to_str().unwrap();
+    let out = run(&db, None, &["bundle", "export", "demo-0", "-o", file, "--json"]).expect(0);
+    assert_eq!(out.json()["sealed"]["keys"], serde_json::json!(["k1"]), "{out:#?}");
+    let text = std::fs::read_to_string(file).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["sealed"], serde_json::json!({"codecs": ["aes256gcm"], "keys": ["k1"]}));
+    assert!(!text.contains("A direct answer."), "a value in the clear in the sealed bundle");
+    // A flag that changes bodies needs the key.
+    let secret =
+        run(&db, None, &["bundle", "export", "demo-0", "-o", file, "--secret", "abcdefgh"]);
+    assert_eq!(secret.code, 2, "{secret:#?}");
+    let shown = run(&db, None, &["bundle", "show", file, "--json"]).expect(0).json();
+    assert_eq!((shown["checksums"].as_str(), shown["events"].as_u64()), (Some("ok"), Some(17)));
+    // One altered byte of a sealed body: refused, naming where.
+    let mut altered = doc.clone();
+    let data = altered["events"][3]["data"].as_str().unwrap().to_owned();
+    let flipped =
+        if data.starts_with('A') { data.replacen('A', "B", 1) } else { format!("A{}", &data[1..]) };
+    altered["events"][3]["data"] = flipped.into();
+    let bad = dir.path().join("altered.json");
+    std::fs::write(&bad, altered.to_string()).unwrap();
+    let refused = run(&db, None, &["bundle", "show", bad.to_str().unwrap()]);
+    assert_eq!(refused.code, 1, "{refused:#?}");
+    assert!(refused.stderr.contains("$.events[3].data"), "{refused:#?}");
+
+    let copy = dir.path().join("copy.db");
+    run(&copy, None, &["bundle", "import", file]).expect(0);
+    run(&copy, None, &["verify"]).expect(0);
+    let without = run(&copy, None, &["state", "demo-0", "--json"]).expect(0).json();
+    assert_eq!(without["state"], placeholder(), "{without}");
+    for args in [&["state", "demo-0", "--json"][..], &["result", "demo-0", "--json"]] {
+        let original = run(&db, Some(&keys), args).expect(0).json();
+        let imported = run(&copy, Some(&keys), args).expect(0).json();
+        assert_eq!(original, imported, "{args:?}");
+        assert!(!imported.to_string().contains("encrypted"), "{imported}");
+    }
+    let events = |db: &Path| {
+        let mut all = run(db, Some(&keys), &["events", "demo-0", "--json"]).expect(0).json();
+        all.as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .for_each(|e| drop(e.as_object_mut().unwrap().remove("lsn")));
+        all
+    };
+    assert_eq!(events(&db), events(&copy));
 }
 
 /// `{"encrypted": true, "codec": "aes256gcm", "key": "k1"}`.
