@@ -24,8 +24,11 @@ export interface ThreadResult {
   status: string;
   output?: Json;
   error?: string | null;
+  /** The key ids of sealed values this endpoint holds no key for (absent when none): those
+   *  values are `{"encrypted": true, "codec", "key"}` (docs/encryption.md). */
+  sealed?: string[];
 }
-export const THREAD_RESULT_FIELDS = fields<ThreadResult>()(["thread", "finished", "status", "output", "error"]);
+export const THREAD_RESULT_FIELDS = fields<ThreadResult>()(["thread", "finished", "status", "output", "error", "sealed"]);
 
 /** `POST /api/workflows/{id}/threads`: the thread started (or found), its result if waited. */
 export interface Started {
@@ -36,8 +39,11 @@ export interface Started {
   status?: string;
   output?: Json;
   error?: string | null;
+  /** The key ids of sealed values this endpoint holds no key for (absent when none): those
+   *  values are `{"encrypted": true, "codec", "key"}` (docs/encryption.md). */
+  sealed?: string[];
 }
-export const STARTED_FIELDS = fields<Started>()(["thread", "created", "link", "finished", "status", "output", "error"]);
+export const STARTED_FIELDS = fields<Started>()(["thread", "created", "link", "finished", "status", "output", "error", "sealed"]);
 
 /** `POST /api/threads/{id}/{control}`. */
 export interface Controlled {
@@ -112,12 +118,15 @@ export interface ThreadDetails {
   waiting: Json;
   /** The update names the thread's workflow declares (the key is left out when there are none). */
   updates?: string[];
+  /** The key ids of sealed values this endpoint holds no key for (absent when none): those
+   *  values are `{"encrypted": true, "codec", "key"}` (docs/encryption.md). */
+  sealed?: string[];
 }
 export const THREAD_DETAILS_FIELDS = fields<ThreadDetails>()([
   "thread", "status", "workflow", "seq", "step", "created_at_ms", "updated_at_ms", "first_seq", "budgets",
   "telemetry", "labels", "frontier", "locks", "undos", "node_results", "output", "last_seq", "last_error",
   "lease", "parent", "progress", "progress_text", "fork", "continued_as", "continued_from", "state_unknown",
-  "status_reason", "unwinding", "waiting", "updates",
+  "status_reason", "unwinding", "waiting", "updates", "sealed",
 ]);
 
 /** One event of a thread's log; `seq` is its bookmark. */
@@ -139,6 +148,9 @@ export interface EventsPage {
   next_since: number;
   first_seq: number;
   status: string;
+  /** The key ids of sealed values this endpoint holds no key for (absent when none): those
+   *  values are `{"encrypted": true, "codec", "key"}` (docs/encryption.md). */
+  sealed?: string[];
 }
 
 /** Said first by a followed stream whose events asked for were pruned. */

@@ -55,6 +55,9 @@ class ThreadResult:
     status: str
     output: Any = None
     error: Optional[str] = None
+    #: The key ids of sealed values the endpoint holds no key for (empty when none): those
+    #: values are `{"encrypted": true, "codec", "key"}` (docs/encryption.md).
+    sealed: List[str] = field(default_factory=list)
     extra: Dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -70,6 +73,9 @@ class Started:
     status: Optional[str] = None
     output: Any = None
     error: Optional[str] = None
+    #: The key ids of sealed values the endpoint holds no key for (empty when none): those
+    #: values are `{"encrypted": true, "codec", "key"}` (docs/encryption.md).
+    sealed: List[str] = field(default_factory=list)
     extra: Dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -156,6 +162,9 @@ class ThreadDetails:
     #: The update names the thread's workflow declares (empty when none; the key is then left
     #: out of the answer).
     updates: List[str] = field(default_factory=list)
+    #: The key ids of sealed values the endpoint holds no key for (empty when none): those
+    #: values are `{"encrypted": true, "codec", "key"}` (docs/encryption.md).
+    sealed: List[str] = field(default_factory=list)
     extra: Dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -184,6 +193,9 @@ class EventsPage:
     next_since: int
     first_seq: int
     status: str
+    #: The key ids of sealed values the endpoint holds no key for (empty when none): those
+    #: values are `{"encrypted": true, "codec", "key"}` (docs/encryption.md).
+    sealed: List[str] = field(default_factory=list)
     extra: Dict[str, Any] = field(default_factory=dict, repr=False)
 
 
