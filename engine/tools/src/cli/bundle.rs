@@ -14,7 +14,7 @@ use super::common::{Common, open_read_only, open_writable, print_json, print_tex
 use super::common::{argument_error, fail, parse_label, record_of, usage};
 use super::endpoint;
 use super::table::{Table, cut, time};
-use crate::debug::{Bundle, ExportOptions, Redaction, SealedBundle};
+use crate::debug::{Bundle, ExportOptions, Redaction};
 use cairn::storage::EventStatus;
 
 /// `cairn bundle ...`.
@@ -33,52 +33,55 @@ pub enum BundleCommand {
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
     #[command(flatten)]
-    common: Common,
+    pub(super) common: Common,
     /// The thread to export.
     #[arg(value_parser = super::common::parse_thread_id)]
-    thread: String,
+    pub(super) thread: String,
     /// The bundle file to write.
     #[arg(short = 'o', long = "output")]
-    output: PathBuf,
+    pub(super) output: PathBuf,
     /// Compress with gzip.
     #[arg(long)]
-    gzip: bool,
+    pub(super) gzip: bool,
     /// Also redact values under keys matching this pattern (repeatable; the defaults, api key,
     /// token, secret, password and authorization, always apply).
     #[arg(long = "redact-key")]
-    redact_key: Vec<String>,
+    pub(super) redact_key: Vec<String>,
     /// A secret value that must not appear in the bundle in any form (repeatable).
     #[arg(long)]
-    secret: Vec<String>,
+    pub(super) secret: Vec<String>,
     /// Leave the thread's checkpoints out.
     #[arg(long)]
-    no_checkpoints: bool,
+    pub(super) no_checkpoints: bool,
     /// Keep only the last N events.
     #[arg(long)]
-    last_events: Option<usize>,
+    pub(super) last_events: Option<usize>,
     /// A field of your own for the bundle's metadata (KEY=VALUE, repeatable; kept as a string).
     #[arg(long = "meta", value_parser = parse_label)]
-    meta: Vec<(String, String)>,
+    pub(super) meta: Vec<(String, String)>,
     /// Leave out event bodies over N bytes (recorded with their size and hash; such a bundle
     /// can be shown, not imported).
     #[arg(long)]
-    max_payload_bytes: Option<usize>,
+    pub(super) max_payload_bytes: Option<usize>,
 }
 
 /// Arguments of `cairn bundle import` and `cairn bundle show`.
 #[derive(Debug, clap::Args)]
 pub struct FileArgs {
     #[command(flatten)]
-    common: Common,
+    pub(super) common: Common,
     /// The bundle file.
-    file: PathBuf,
+    pub(super) file: PathBuf,
 }
 
 pub(super) async fn command(cmd: BundleCommand, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
     match cmd {
         BundleCommand::Export(args) => export(args, wfs).await,
         BundleCommand::Import(args) => import(args, wfs).await,
-        BundleCommand::Show(args) => show(&args),
+        BundleCommand::Show(args) => match super::bundle_sealed::read(&args.file)? {
+            Some(sealed) => super::bundle_sealed::show(&args, &sealed),
+            None => show(&args),
+        },
     }
 }
 
@@ -123,7 +126,7 @@ async fn export(args: ExportArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()
                     // Sealed with a key this process lacks: the bundle goes out sealed.
                     crate::debug::sealed::lacking(&engine, e)?;
                     bar.finish_and_clear();
-                    return export_sealed(&args, &operator).await;
+                    return super::bundle_sealed::export(&args, &operator).await;
                 }
             }
         }
@@ -161,123 +164,6 @@ async fn export(args: ExportArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()
     Ok(())
 }
 
-/// `cairn bundle export` without the key of a sealed thread: a sealed bundle (its bodies as
-/// stored, `debug/sealed_bundle.rs`). The flags that change bodies need the key.
-async fn export_sealed(args: &ExportArgs, operator: &crate::Operator) -> anyhow::Result<()> {
-    let flags = [
-        (!args.secret.is_empty(), "--secret"),
-        (!args.redact_key.is_empty(), "--redact-key"),
-        (args.last_events.is_some(), "--last-events"),
-        (args.max_payload_bytes.is_some(), "--max-payload-bytes"),
-        (args.no_checkpoints, "--no-checkpoints"),
-        (!args.meta.is_empty(), "--meta"),
-    ];
-    if let Some((_, flag)) = flags.iter().find(|(given, _)| *given) {
-        return Err(usage(format!(
-            "{} is sealed and CAIRN_KEYS holds no key for it: it is exported sealed, as              stored, and {flag} needs the key",
-            args.thread
-        )));
-    }
-    let bundle = operator.export_sealed_bundle(&args.thread).await?;
-    let bytes = bundle.to_bytes(args.gzip)?;
-    std::fs::write(&args.output, &bytes)
-        .map_err(|e| fail(EXIT_FAILED, format!("cannot write {}: {e}", args.output.display())))?;
-    let summary = json!({
-        "thread": args.thread,
-        "file": args.output.display().to_string(),
-        "bytes": bytes.len(),
-        "gzip": args.gzip,
-        "events": bundle.events.len(),
-        "checkpoints": bundle.checkpoints.len(),
-        "sealed": bundle.sealed,
-    });
-    if args.common.json {
-        return print_json(&summary);
-    }
-    print_text(&format!(
-        "exported {} sealed with key {} ({} events, {} checkpoints, as stored: import it and \
-         read it with the key) to {} ({} bytes{})",
-        args.thread,
-        bundle.sealed.keys.join(", "),
-        bundle.events.len(),
-        bundle.checkpoints.len(),
-        args.output.display(),
-        bytes.len(),
-        if args.gzip { ", gzip" } else { "" }
-    ));
-    Ok(())
-}
-
-/// The sealed bundle in `file`, if it holds one (`None` for a decoded bundle).
-fn read_sealed(file: &PathBuf) -> anyhow::Result<Option<SealedBundle>> {
-    let bytes =
-        std::fs::read(file).map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
-    SealedBundle::from_bytes(&bytes)
-        .map_err(|e| fail(EXIT_FAILED, format!("{} is not a sealed bundle: {e}", file.display())))
-}
-
-/// `cairn bundle import` of a sealed bundle.
-async fn import_sealed(
-    args: &FileArgs,
-    bundle: &SealedBundle,
-    wfs: &[Arc<DynWorkflow>],
-) -> anyhow::Result<()> {
-    let engine = open_writable(&args.common.db, wfs).await?;
-    let result = crate::Operator::new(&engine).import_sealed_bundle(bundle).await;
-    engine.shutdown().await;
-    let id = result?;
-    let (events, keys) = (bundle.events.len(), bundle.sealed.keys.join(", "));
-    if args.common.json {
-        let db = args.common.db.display().to_string();
-        return print_json(&json!({"thread": id.as_str(), "events": events, "db": db,
-            "sealed": bundle.sealed}));
-    }
-    let db = args.common.db.display();
-    print_text(&format!(
-        "imported thread {id} ({events} events, sealed with key {keys}) into {db}"
-    ));
-    Ok(())
-}
-
-/// `cairn bundle show` of a sealed bundle: checked (checksums, seqs) without any key.
-fn show_sealed(args: &FileArgs, bundle: &SealedBundle) -> anyhow::Result<()> {
-    let t = &bundle.thread;
-    if args.common.json {
-        return print_json(&json!({
-            "version": bundle.version,
-            "timestamp": bundle.timestamp,
-            "sealed": bundle.sealed,
-            "thread": t,
-            "events": bundle.events.len(),
-            "payloads": bundle.payloads.len(),
-            "checkpoints": bundle.checkpoints.len(),
-            "checksums": "ok",
-        }));
-    }
-    let mut table = Table::new(&["", ""]);
-    table.pair(
-        "bundle",
-        format!("sealed, version {}, exported {}", bundle.version, time(bundle.timestamp)),
-    );
-    table.pair(
-        "sealed",
-        format!("codec {}, key {}", bundle.sealed.codecs.join(", "), bundle.sealed.keys.join(", ")),
-    );
-    table.pair("thread", format!("{} ({})", t.id, t.status));
-    table.pair(
-        "workflow",
-        format!("{} v{} ({})", t.workflow.id, t.workflow.version, cut(&t.workflow.fingerprint, 16)),
-    );
-    table.pair(
-        "events",
-        format!("{}, {} offloaded bodies", bundle.events.len(), bundle.payloads.len()),
-    );
-    table.pair("checkpoints", bundle.checkpoints.len().to_string());
-    table.pair("checksums", "ok (blake3 of every sealed body)".to_owned());
-    print_text(&table.render());
-    Ok(())
-}
-
 /// The query of `GET /api/threads/{id}/bundle` for these flags (`serve::params_ops`).
 fn export_query(args: &ExportArgs) -> Vec<(&'static str, String)> {
     let mut query: Vec<(&'static str, String)> = Vec::new();
@@ -305,7 +191,7 @@ fn read_bundle(file: &PathBuf) -> anyhow::Result<Bundle> {
 }
 
 async fn import(args: FileArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let sealed = read_sealed(&args.file)?;
+    let sealed = super::bundle_sealed::read(&args.file)?;
     // Importing into a new file is the usual case: create it (only here; other write commands
     // refuse a missing file).
     if !cairn::admin::is_postgres_url(&args.common.db) && !args.common.db.exists() {
@@ -313,7 +199,7 @@ async fn import(args: FileArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> 
         engine.shutdown().await;
     }
     if let Some(sealed) = &sealed {
-        return import_sealed(&args, sealed, wfs).await;
+        return super::bundle_sealed::import(&args, sealed, wfs).await;
     }
     let bundle = read_bundle(&args.file)?;
     let engine = open_writable(&args.common.db, wfs).await?;
@@ -351,9 +237,6 @@ async fn import(args: FileArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> 
 }
 
 fn show(args: &FileArgs) -> anyhow::Result<()> {
-    if let Some(sealed) = read_sealed(&args.file)? {
-        return show_sealed(args, &sealed);
-    }
     let bundle = read_bundle(&args.file)?;
     let m = &bundle.metadata;
     if args.common.json {

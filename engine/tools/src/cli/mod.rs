@@ -54,6 +54,7 @@ use clap::{Parser, Subcommand};
 
 mod batch;
 mod bundle;
+mod bundle_sealed;
 mod checkpoint_ask;
 mod checkpoint_create;
 mod checkpoints;

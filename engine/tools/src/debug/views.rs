@@ -252,7 +252,7 @@ async fn seq_at_time(engine: &Engine, thread: &ThreadId, at_ms: u64) -> Result<O
         let Some(last) = events.last() else { return Ok(found) };
         after = last.event.bookmark.seq;
         let at = events.iter().map(|v| &v.event.bookmark).filter(|b| b.at_ms <= at_ms);
-        found = at.map(|b| b.seq.0).last().or(found);
+        found = at.map(|b| b.seq.0).next_back().or(found);
     }
 }
 
