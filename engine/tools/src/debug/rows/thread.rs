@@ -70,7 +70,9 @@ pub(crate) struct Parent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ThreadDetails {
-    #[schema(value_type = Object)]
+    /// Or the placeholder of a sealed value (`{"encrypted": true, "codec", "key"}`), as the
+    /// other values folded from the log.
+    #[schema(value_type = Budgets)]
     pub budgets: Sealable<Budgets>,
     #[schema(value_type = Option<String>)]
     pub continued_as: Option<Sealable<String>>,
@@ -82,7 +84,7 @@ pub(crate) struct ThreadDetails {
     pub fork: Option<Value>,
     pub frontier: Vec<String>,
     pub labels: BTreeMap<String, String>,
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<LastError>)]
     pub last_error: Option<Sealable<LastError>>,
     pub last_seq: Option<u64>,
     #[schema(value_type = Option<Object>)]
