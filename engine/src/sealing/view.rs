@@ -125,3 +125,80 @@ impl SealedView {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sealing::Encoded;
+
+    /// Holds `k1`; "opens" by reversing, and refuses bytes that start with `!` (a wrong key).
+    struct Ring;
+    impl PayloadCodec for Ring {
+        fn codec_id(&self) -> &str {
+            "ring"
+        }
+        fn encode(&self, plain: &[u8]) -> Result<Encoded, Error> {
+            Ok(Encoded { key: "k1".into(), ciphertext: plain.iter().rev().copied().collect() })
+        }
+        fn decode(&self, key: &str, sealed: &[u8]) -> Result<Vec<u8>, Error> {
+            if sealed.starts_with(b"!") {
+                let detail = "does not open".to_owned();
+                return Err(Error::Sealed { codec: "ring".into(), key: key.into(), detail });
+            }
+            Ok(sealed.iter().rev().copied().collect())
+        }
+        fn holds(&self, key: &str) -> bool {
+            key == "k1"
+        }
+    }
+
+    fn view(codec: Option<Arc<dyn PayloadCodec>>) -> SealedView {
+        let dir = tempfile::tempdir().unwrap();
+        let file = cairn_storage::RedbStore::open(dir.path().join("v.db"), Default::default());
+        SealedView::new(Arc::new(file.unwrap()), codec)
+    }
+
+    #[test]
+    fn a_missing_key_is_a_placeholder_a_held_one_opens_a_wrong_one_is_an_error() {
+        let ring = view(Some(Arc::new(Ring)));
+        let none = view(None);
+        let k1 = envelope::write("ring", "k1", b"cba");
+        let k2 = envelope::write("ring", "k2", b"cba");
+        let other = envelope::write("aes256gcm", "k1", b"cba");
+        assert_eq!(ring.open(k1.clone()).unwrap(), Viewed::Open(b"abc".to_vec()));
+        assert_eq!(ring.open(b"{}".to_vec()).unwrap(), Viewed::Open(b"{}".to_vec()));
+        let sealed = |c: &str, k: &str| Viewed::Sealed(Placeholder::new(c, k));
+        assert_eq!(ring.open(k2).unwrap(), sealed("ring", "k2"));
+        assert_eq!(ring.open(other).unwrap(), sealed("aes256gcm", "k1"));
+        assert_eq!(none.open(k1).unwrap(), sealed("ring", "k1"));
+        let wrong = ring.open(envelope::write("ring", "k1", b"!x")).unwrap_err();
+        assert!(matches!(wrong, Error::Sealed { .. }), "{wrong:?}");
+        assert!(ring.open(vec![envelope::MAGIC, envelope::VERSION, 9]).is_err(), "torn");
+        // An error names a placeholder only for a key the view lacks.
+        let error = |key: &str| Error::Sealed {
+            codec: "ring".into(),
+            key: key.into(),
+            detail: String::new(),
+        };
+        assert_eq!(ring.placeholder_for(&error("k2")), Some(Placeholder::new("ring", "k2")));
+        assert_eq!(ring.placeholder_for(&error("k1")), None);
+        assert_eq!(ring.placeholder_for(&Error::Invalid("x".into())), None);
+    }
+
+    #[test]
+    fn a_placeholder_is_exactly_its_shape() {
+        let p = Placeholder::new("aes256gcm", "k1");
+        let json = p.to_json();
+        assert_eq!(json, serde_json::json!({"encrypted": true, "codec": "aes256gcm", "key": "k1"}));
+        assert_eq!(Placeholder::of_json(&json), Some(p));
+        let mut more = json.clone();
+        more["note"] = "x".into();
+        assert_eq!(Placeholder::of_json(&more), None);
+        assert_eq!(
+            Placeholder::of_json(
+                &serde_json::json!({"encrypted": false, "codec": "c", "key": "k"})
+            ),
+            None
+        );
+    }
+}

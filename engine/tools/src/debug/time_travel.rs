@@ -48,7 +48,8 @@ impl Operator {
     /// [`Operator::state_at_time`](crate::Operator::state_at_time), a fork there). `None` when every retained event is later.
     /// Times along a log are nearly but not strictly ordered (parallel tasks stamp their tool
     /// calls before they commit), so the whole retained log is read, in chunks of
-    /// [`limits::READ_CHUNK_EVENTS`].
+    /// [`limits::READ_CHUNK_EVENTS`]: its bookmarks only, as stored (no body is opened, so a
+    /// log sealed with a key this engine lacks answers too).
     ///
     /// # Errors
     /// [`Error::UnknownThread`]; storage errors.
@@ -69,7 +70,7 @@ impl Operator {
         let mut found = None;
         loop {
             let events =
-                self.engine.store().read_since(&id, after, limits::READ_CHUNK_EVENTS).await?;
+                admin::stored_events(&self.engine, &id, after, limits::READ_CHUNK_EVENTS).await?;
             let Some(last) = events.last() else { return Ok(found) };
             after = last.bookmark.seq;
             for e in &events {

@@ -222,7 +222,7 @@ pub(crate) async fn state_at(
     let operator = crate::Operator::new(engine);
     let thread = record.id.as_str();
     let seq = match at_ms {
-        Some(ms) => match seq_at_time(engine, &record.id, ms).await? {
+        Some(ms) => match operator.seq_at_time(thread, ms).await? {
             Some(seq) => Some(seq),
             None => return operator.state_at_time(thread, ms).await.map(state_row),
         },
@@ -235,24 +235,6 @@ pub(crate) async fn state_at(
             let seq = seq.unwrap_or_else(|| record.last.map_or(0, |b| b.seq.0));
             Ok(super::sealed::state_row(record, seq, &p))
         }
-    }
-}
-
-/// [`crate::Operator::seq_at_time`], reading only the events' clear bookmarks (through the
-/// engine's sealed view, so it needs no key).
-///
-/// # Errors
-/// Storage errors; a wrong key.
-async fn seq_at_time(engine: &Engine, thread: &ThreadId, at_ms: u64) -> Result<Option<u64>, Error> {
-    let record = fetch::thread_record(engine.store().as_ref(), thread).await?;
-    let mut after = Seq(record.first_seq.0.saturating_sub(1));
-    let mut found = None;
-    loop {
-        let events = fetch::viewed_events(engine, thread, after, READ_CHUNK_EVENTS).await?;
-        let Some(last) = events.last() else { return Ok(found) };
-        after = last.event.bookmark.seq;
-        let at = events.iter().map(|v| &v.event.bookmark).filter(|b| b.at_ms <= at_ms);
-        found = at.map(|b| b.seq.0).next_back().or(found);
     }
 }
 

@@ -166,6 +166,13 @@ fn without_the_key_the_reads_show_placeholders_and_the_clear_fields() {
     let early = read(without, &["state", "demo-0", "--at", "3", "--json"]);
     assert_eq!(early["state"], placeholder(), "{early}");
     assert!(early.get("step").is_none() && early.get("status").is_none(), "{early}");
+    // At a time: the seq from the clear bookmarks, the state sealed; before any event, the
+    // bad argument it is with the key.
+    let at = read(without, &["state", "demo-0", "--at-time", "99999999999999", "--json"]);
+    assert_eq!((&at["seq"], &at["state"]), (&state["seq"], &placeholder()), "{at}");
+    let none = run(&db, None, &["state", "demo-0", "--at-time", "1"]);
+    assert_eq!(none.code, 2, "{none:#?}");
+    assert!(none.stderr.contains("no event recorded"), "{none:#?}");
     let text = run(&db, None, &["state", "demo-0"]).expect(0).stdout;
     assert!(text.contains("encrypted (key k1") && text.contains("completed"), "{text}");
 
