@@ -345,6 +345,8 @@ async fn the_endpoint_without_the_key_answers_placeholders() {
             answers.push(get(&format!("/api/threads/o1{route}")).await);
         }
         answers.push(get("/api/threads").await);
+        answers.push(get("/api/threads/o1/bundle").await);
+        answers.push(get("/api/threads/o1/bundle?last_events=2").await);
         server.shutdown().await;
         engine.shutdown().await;
         answers
@@ -373,6 +375,13 @@ async fn the_endpoint_without_the_key_answers_placeholders() {
     assert_eq!(*diff, 409, "{diff_body}");
     assert!(diff_body.to_string().contains("sealed with key k1"), "{diff_body}");
     assert_eq!(a[6].0, 200);
+    // The bundle goes out sealed, as stored; a cut of it needs the key.
+    let (status, bundle) = &a[7];
+    assert_eq!(*status, 200, "{bundle}");
+    assert_eq!(bundle["sealed"]["keys"], serde_json::json!(["k1"]), "{bundle}");
+    let clear: Vec<&str> = MARKERS.into_iter().filter(|m| bundle.to_string().contains(m)).collect();
+    assert!(clear.is_empty(), "{clear:?} in the sealed bundle");
+    assert_eq!(a[8].0, 409, "{}", a[8].1);
     // A wrong key: no placeholder, the error that says so.
     let a = serving(Engine::builder(&path).payload_codec(key("k1", 9))).await;
     assert_eq!(a[1].0, 409, "{}", a[1].1);

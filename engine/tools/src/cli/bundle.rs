@@ -101,12 +101,20 @@ async fn export(args: ExportArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()
     let found = endpoint::through(&args.common.db, |ep| {
         let path = format!("/api/threads/{}/bundle", endpoint::segment(&args.thread));
         let (url, bytes) = ep.get_bytes(&path, &export_query(&args))?;
-        Bundle::from_bytes(&bytes).map_err(|e| {
-            fail(EXIT_FAILED, format!("{url} answered something that is not a bundle: {e}"))
-        })
+        let not_one =
+            |e| fail(EXIT_FAILED, format!("{url} answered something that is not a bundle: {e}"));
+        // An endpoint without the key of a sealed thread answers it sealed.
+        if let Some(sealed) = crate::debug::SealedBundle::from_bytes(&bytes).map_err(not_one)? {
+            return Ok(Err(sealed));
+        }
+        Bundle::from_bytes(&bytes).map(Ok).map_err(not_one)
     })?;
     let bundle = match found {
-        Some(bundle) => bundle,
+        Some(Ok(bundle)) => bundle,
+        Some(Err(sealed)) => {
+            bar.finish_and_clear();
+            return super::bundle_sealed::write(&args, &sealed);
+        }
         None => {
             let engine = open_read_only(&args.common.db, wfs).await?;
             record_of(&engine, &args.thread).await?;

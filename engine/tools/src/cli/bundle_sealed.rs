@@ -32,6 +32,11 @@ pub(super) async fn export(args: &ExportArgs, operator: &crate::Operator) -> any
         )));
     }
     let bundle = operator.export_sealed_bundle(&args.thread).await?;
+    write(args, &bundle)
+}
+
+/// Writes `bundle` where `args` say and reports it.
+pub(super) fn write(args: &ExportArgs, bundle: &SealedBundle) -> anyhow::Result<()> {
     let bytes = bundle.to_bytes(args.gzip)?;
     std::fs::write(&args.output, &bytes)
         .map_err(|e| fail(EXIT_FAILED, format!("cannot write {}: {e}", args.output.display())))?;

@@ -46,6 +46,19 @@ fn yes() -> bool {
     true
 }
 
+impl BundleParams {
+    /// Whether these ask for nothing that changes the thread's bodies (redaction, a cut, left
+    /// out checkpoints, metadata): what a sealed export, without the key, can honour.
+    pub(super) fn changes_nothing(&self) -> bool {
+        self.redact_key.is_empty()
+            && self.secret.is_empty()
+            && self.meta.is_empty()
+            && self.checkpoints
+            && self.last_events.is_none()
+            && self.max_payload_bytes.is_none()
+    }
+}
+
 /// `last_events` keeps at least one event; every `meta` is `KEY=VALUE`.
 impl Check for BundleParams {
     fn check(&self) -> Result<(), Reject> {
