@@ -148,10 +148,15 @@ async fn export(args: ExportArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()
         .map_err(|e| fail(EXIT_FAILED, format!("cannot write {}: {e}", args.output.display())))?;
     bar.inc(1);
     bar.finish_and_clear();
+    report(&args, &bundle, bytes.len())
+}
+
+/// What `bundle export` says of the `bytes` long `bundle` it wrote.
+fn report(args: &ExportArgs, bundle: &Bundle, bytes: usize) -> anyhow::Result<()> {
     let summary = json!({
         "thread": args.thread,
         "file": args.output.display().to_string(),
-        "bytes": bytes.len(),
+        "bytes": bytes,
         "gzip": args.gzip,
         "events": bundle.events.events.len(),
         "checkpoints": bundle.checkpoints.as_ref().map_or(0, Vec::len),
@@ -166,7 +171,7 @@ async fn export(args: ExportArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()
         summary["events"],
         summary["checkpoints"],
         args.output.display(),
-        bytes.len(),
+        bytes,
         if args.gzip { ", gzip" } else { "" }
     ));
     Ok(())
