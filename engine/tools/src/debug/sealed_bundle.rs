@@ -13,7 +13,7 @@
 //!   "sealed": {"codecs": ["aes256gcm"], "keys": ["k1"]},  the marker: who sealed what
 //!   "timestamp": 1702886400000,
 //!   "thread": {"id", "workflow", "status", "created_at_ms", "updated_at_ms", "labels",
-//!              "summary"},                                 the thread record (clear)
+//!              "parent"?, "summary"},                      the thread record (clear)
 //!   "events": [{"seq", "at_ms", "kind", "node", "status", "summary", "correlation",
 //!               "data": base64, "payload": blake3 hex?, "blake3": hex of data}],
 //!   "payloads": {"<blake3 hex>": base64},                 offloaded bodies, sealed
@@ -38,6 +38,7 @@ use super::reader::bad;
 use crate::Operator;
 use cairn::admin;
 use cairn::error::Error;
+use cairn::event::ForkOrigin;
 use cairn_core::limits::READ_CHUNK_EVENTS;
 
 /// The format version of a sealed bundle.
@@ -89,6 +90,9 @@ pub struct SealedThread {
     pub updated_at_ms: u64,
     /// Its labels.
     pub labels: BTreeMap<String, String>,
+    /// The thread and seq it was forked from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ForkOrigin>,
     /// The record's listing summary (step, frontier, progress, last error), as stored.
     pub summary: Value,
 }
@@ -296,6 +300,7 @@ impl Operator {
                 created_at_ms: record.created_at_ms,
                 updated_at_ms: record.updated_at_ms,
                 labels: record.labels,
+                parent: record.parent.map(|(t, s)| ForkOrigin { thread: t.to_string(), seq: s.0 }),
                 summary,
             },
             events,
@@ -352,6 +357,10 @@ impl Operator {
         record.status = t.status;
         record.updated_at_ms = t.updated_at_ms;
         record.labels = t.labels.clone();
+        record.parent = match &t.parent {
+            Some(p) => Some((ThreadId::new(p.thread.clone())?, Seq(p.seq))),
+            None => None,
+        };
         record.summary = serde_json::to_vec(&t.summary)?;
         let mut batch =
             Batch { guards: vec![Guard::Absent { thread: id.clone() }], ..Batch::default() };
@@ -360,7 +369,9 @@ impl Operator {
         for (i, e) in bundle.events.iter().enumerate() {
             let payload = match &e.payload {
                 Some(key) => {
-                    let bytes = unpack(&bundle.payloads[key], key, "$.payloads")?;
+                    let path = format!("$.payloads.{key}");
+                    let text = bundle.payloads.get(key).ok_or_else(|| bad(&path, "missing"))?;
+                    let bytes = unpack(text, key, &path)?;
                     let r = PayloadRef::of(&bytes);
                     batch.payloads.push(bytes);
                     Some(r)
