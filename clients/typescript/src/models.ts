@@ -14,6 +14,14 @@ function fields<T>() {
   ): K => keys;
 }
 
+/** A value sealed at rest with a key the endpoint holds no key for (docs/encryption.md): it
+ *  stands in place of the value, and the answer's `sealed` lists the missing keys. */
+export interface Sealed {
+  encrypted: true;
+  codec: string;
+  key: string;
+}
+
 /** The statuses a thread ends in. */
 export const TERMINAL: readonly string[] = ["completed", "failed", "cancelled", "timed_out"];
 
@@ -95,12 +103,12 @@ export interface ThreadDetails {
   created_at_ms: number;
   updated_at_ms: number;
   first_seq: number;
-  budgets: Record<string, { limit: number | null; used: number }>;
+  budgets: Record<string, { limit: number | null; used: number }> | Sealed;
   telemetry: Json;
   labels: Record<string, string>;
   frontier: string[];
   locks: Json[];
-  undos: Json[];
+  undos: Json[] | Sealed;
   node_results: Json;
   output: Json;
   last_seq: number | null;
@@ -110,8 +118,8 @@ export interface ThreadDetails {
   progress: Json;
   progress_text: string | null;
   fork: Json;
-  continued_as: string | null;
-  continued_from: string | null;
+  continued_as: string | Sealed | null;
+  continued_from: string | Sealed | null;
   state_unknown: string | null;
   status_reason: string | null;
   unwinding: Json;
