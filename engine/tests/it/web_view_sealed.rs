@@ -41,6 +41,8 @@ async fn page(builder: EngineBuilder, shot: &str) -> Value {
                state: document.getElementById('state').textContent, \
                keys: [...document.querySelectorAll('.encrypted')].map((e) => e.dataset.encrypted), \
                error: document.getElementById('error').textContent, \
+               panels: ['timeline', 'published', 'promises'].map((id) => \
+                 document.querySelectorAll(`#${id} .encrypted`).length), \
                text: document.body.innerText }))()",
         )
     });
@@ -73,6 +75,8 @@ async fn the_thread_page_without_the_key_shows_encrypted_per_value() {
     assert!(without["usage"].as_str().unwrap().contains("encrypted (key k1)"), "{without}");
     assert!(without["state"].as_str().unwrap().contains("encrypted (key k1)"), "{without}");
     assert!(without["keys"].as_array().unwrap().iter().all(|k| k == "k1"), "{without}");
+    // The panels folded from the sealed log say so, naming the key.
+    assert_eq!(without["panels"], serde_json::json!([1, 1, 1]), "{without}");
     let text = without["text"].as_str().unwrap();
     assert!(text.contains("message (sealed)") && text.contains("charge"), "clear summaries");
     for mark in ["SIGNAL-MARK", "STATE-MARK", "TOOLRESULT-MARK", "INPUT-MARK"] {
@@ -84,5 +88,6 @@ async fn the_thread_page_without_the_key_shows_encrypted_per_value() {
         page(quiet(Engine::builder(&path).payload_codec(key("k1", 1))), "thread-keyed.png").await;
     assert_eq!(with["error"], "", "{with}");
     assert_eq!(with["keys"], serde_json::json!([]), "{with}");
+    assert_eq!(with["panels"], serde_json::json!([0, 0, 0]), "{with}");
     assert!(with["state"].as_str().unwrap().contains("SIGNAL-MARK by ann"), "{with}");
 }

@@ -13,7 +13,10 @@ const cairn = (() => {
       const why = body && body.error ? body.error + (body.field ? ` (${body.field})` : "") : text;
       // A value sealed at rest that the endpoint holds no key for (docs/encryption.md).
       if (resp.status === 409 && body && /^sealed with key /.test(body.error || "")) {
-        throw new Error(`encrypted: ${why} (serve with CAIRN_KEYS to read it)`);
+        const err = new Error(`encrypted: ${why} (serve with CAIRN_KEYS to read it)`);
+        const m = /^sealed with key (\S+) \(codec ([^)]+)\)/.exec(body.error);
+        if (m) err.sealed = { encrypted: true, key: m[1], codec: m[2] };
+        throw err;
       }
       throw new Error(`${resp.status}: ${why}`);
     }
@@ -243,6 +246,13 @@ const cairn = (() => {
       `encrypted (key ${p.key})`);
   }
 
+  /** What a panel whose read failed shows: "encrypted" naming the key for a read of values
+   *  sealed with a key the endpoint lacks (the panel is folded from them), else the error. */
+  function failed(e) {
+    if (e && e.sealed) return el("p", { class: "muted" }, encrypted(e.sealed), " folded from values sealed with this key");
+    return el("p", { class: "error" }, String((e && e.message) || e));
+  }
+
   /** `v` shown by `show`, or "encrypted" when sealed. */
   function orSealed(v, show) {
     const p = sealed(v);
@@ -251,6 +261,6 @@ const cairn = (() => {
 
   return {
     api, text, el, badge, age, duration, time, progressBar, labels, token, setToken, control, send,
-    setLive, poll, tokenField, failure, foldedJson, sealed, encrypted, orSealed,
+    setLive, poll, tokenField, failure, foldedJson, sealed, encrypted, orSealed, failed,
   };
 })();

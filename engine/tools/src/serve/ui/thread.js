@@ -455,7 +455,7 @@
   $("follow").addEventListener("change", follow);
   const showTimeline = (to) => {
     tlTo = to;
-    loadTimeline().catch((e) => { $("timeline").replaceChildren(el("p", { class: "error" }, String(e.message || e))); });
+    loadTimeline().catch((e) => { $("timeline").replaceChildren(cairn.failed(e)); });
   };
   $("tl-earlier").addEventListener("click", () => showTimeline(Number($("tl-earlier").dataset.to)));
   $("tl-later").addEventListener("click", () => {
@@ -479,7 +479,7 @@
 
   /** The published events and promises, read again; a failure shows in their panel. */
   function loadTalk() {
-    const fail = (box) => (e) => { $(box).replaceChildren(el("p", { class: "error" }, String(e.message || e))); };
+    const fail = (box) => (e) => { $(box).replaceChildren(cairn.failed(e)); };
     return Promise.all([loadPublished().catch(fail("published")), loadPromises().catch(fail("promises"))]);
   }
 
@@ -488,7 +488,7 @@
     await Promise.all([
       loadSummary().catch((e) => { $("error").textContent = String(e.message || e); }),
       loadGraph().catch((e) => { $("graph").replaceChildren(el("p", { class: "error" }, String(e.message || e))); }),
-      loadTimeline().catch((e) => { $("timeline").replaceChildren(el("p", { class: "error" }, String(e.message || e))); }),
+      loadTimeline().catch((e) => { $("timeline").replaceChildren(cairn.failed(e)); }),
       loadCheckpoints().catch((e) => { $("checkpoints").replaceChildren(el("p", { class: "error" }, String(e.message || e))); }),
       loadTalk(),
     ]);
