@@ -7,7 +7,7 @@
 //! raw-redb runs are interleaved so that drift in the disk's speed hits both sides alike.
 //!
 //! Environment: `CAIRN_BENCH_RUNS` (default 5) runs per figure, `CAIRN_BENCH_ONLY` (a
-//! comma-separated subset of `sequential,concurrent,none,starts,memory,recovery,history`; `none-1`
+//! comma-separated subset of `sequential,concurrent,none,starts,memory,recovery,history,finished`; `none-1`
 //! and `none-64` run one half of `none`) the sections run, `CAIRN_BENCH_HISTORY_STEPS` (default
 //! 100,000) the steps of the history section's thread,
 //! `CAIRN_BENCH_MEMORY_THREADS` (default 10,000 queued or completed threads, 100,000 parked
@@ -62,8 +62,11 @@ const MEMORY_WARMUP_THREADS: usize = 200;
 const STARTED_THREADS: usize = 1_000;
 
 /// The sections of the benchmark, in the order they run (`CAIRN_BENCH_ONLY` picks some).
-const SECTIONS: [&str; 7] =
-    ["sequential", "concurrent", "none", "starts", "memory", "recovery", "history"];
+const SECTIONS: [&str; 8] =
+    ["sequential", "concurrent", "none", "starts", "memory", "recovery", "history", "finished"];
+
+/// Ten-step threads the `finished` section reads the final state of.
+const FINISHED_THREADS: usize = 200;
 
 /// Unfinished threads the `recovery` section leaves behind a crash
 /// (`CAIRN_BENCH_RECOVERY_THREADS`).
@@ -106,6 +109,7 @@ fn main() -> anyhow::Result<()> {
             "memory" => memory(runs)?,
             "recovery" => recovery(&runtime, runs, &mut fresh)?,
             "history" => history(&runtime, runs, &mut fresh)?,
+            "finished" => finished(&runtime, runs, &mut fresh)?,
             other => anyhow::bail!(
                 "unknown section {other:?}; known: {},none-1,none-64",
                 SECTIONS.join(",")
@@ -432,6 +436,52 @@ fn history(
     println!("{}", bench_line(&name("state_at_slowest"), median(slowest), "ms"));
     println!("{}", bench_line(&name("state_at_slowest_on_cpu"), median(slowest_cpu), "ms"));
     println!("{}", bench_line(&name("state_at_median"), median(typical), "ms"));
+    Ok(())
+}
+
+/// (h) The final state of a finished ten-step thread (`Operator::state_at` at its end, each
+/// thread's time the best of three: too short for the scheduler's CPU counts): read from its
+/// log (the default: a short thread ends without a completion checkpoint) and from its
+/// completion checkpoint (`completion_checkpoint_after(0)`), [`FINISHED_THREADS`] threads each,
+/// the median of each.
+fn finished(
+    runtime: &Runtime,
+    runs: usize,
+    fresh: &mut impl FnMut(&str) -> PathBuf,
+) -> anyhow::Result<()> {
+    let wf = linear()?;
+    let (mut from_log, mut from_snapshot) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        for (after, out) in [(None, &mut from_log), (Some(0), &mut from_snapshot)] {
+            let path = fresh("finished");
+            let times = runtime.block_on(async {
+                let mut builder = builder_with_cache(&path)?.durability(Durability::None);
+                if let Some(events) = after {
+                    builder = builder.completion_checkpoint_after(events);
+                }
+                let engine = builder.workflow(&wf).open().await?;
+                one_at_a_time(engine.clone(), "f", FINISHED_THREADS).await?;
+                let operator = cairn_tools::Operator::new(&engine);
+                let mut times = Vec::with_capacity(FINISHED_THREADS);
+                for n in 0..FINISHED_THREADS {
+                    let mut best = f64::MAX;
+                    for _ in 0..3 {
+                        let started = Instant::now();
+                        let view = operator.state_at(&format!("f-{n:05}"), None).await?;
+                        best = best.min(started.elapsed().as_secs_f64() * 1e6);
+                        anyhow::ensure!(view.step == NODES, "ended at step {}", view.step);
+                    }
+                    times.push(best);
+                }
+                engine.shutdown().await;
+                anyhow::Ok(times)
+            })?;
+            out.push(median(times));
+        }
+    }
+    let (log, snapshot) = (median(from_log), median(from_snapshot));
+    println!("{}", bench_line("state_at_end_of_10_step_thread_from_log", log, "us"));
+    println!("{}", bench_line("state_at_end_of_10_step_thread_from_snapshot", snapshot, "us"));
     Ok(())
 }
 

@@ -27,6 +27,9 @@ pub struct Config {
     /// A periodic checkpoint once this many bytes of events and payloads follow the latest one
     /// (default 8 MiB; `None`: no such bound).
     pub checkpoint_tail_bytes: Option<u64>,
+    /// A completing thread writes its completion checkpoint once this many events follow its
+    /// latest checkpoint, or when its last step takes one anyway (default 100; 0: always).
+    pub completion_checkpoint_after: u64,
     /// What to do with unfinished threads at open.
     pub recovery: RecoveryPolicy,
     /// How long a cancelled node may run on before its future is dropped (engine clock).
@@ -89,6 +92,7 @@ impl Default for Config {
             checkpoint_every_ms: None,
             checkpoint_tail_events: Some(crate::limits::CHECKPOINT_TAIL_EVENTS_DEFAULT),
             checkpoint_tail_bytes: Some(crate::limits::CHECKPOINT_TAIL_BYTES_DEFAULT),
+            completion_checkpoint_after: crate::limits::COMPLETION_CHECKPOINT_AFTER_DEFAULT,
             recovery: RecoveryPolicy::Resume,
             cancel_grace_ms: 5_000,
             lease_ttl_ms: crate::limits::LEASE_TTL_MS,
@@ -340,6 +344,7 @@ mod tests {
         let c = Config::default();
         assert_eq!(c.checkpoint_tail_events, Some(1_000));
         assert_eq!(c.checkpoint_tail_bytes, Some(8 * 1024 * 1024));
+        assert_eq!(c.completion_checkpoint_after, 100);
         assert_eq!(c.lease_ttl_ms, 60_000);
         assert_eq!(c.watchdog_ms, 10 * 60 * 1_000);
         assert_eq!(c.slow_commit_ms, 1_000);

@@ -55,6 +55,13 @@ pub const CHECKPOINT_TAIL_EVENTS_DEFAULT: u64 = 1_000;
 /// slow either.
 pub const CHECKPOINT_TAIL_BYTES_DEFAULT: u64 = 8 * 1024 * 1024;
 
+/// Events after a thread's latest checkpoint from which its completion writes a `completion`
+/// checkpoint by default (`EngineBuilder::completion_checkpoint_after`). Below it, reading the
+/// finished thread's state folds that many events at most, about what decoding a snapshot of
+/// a small state costs; writing the snapshot was a fifth of a ten-step thread's whole cost
+/// (`benches/README.md`, "the completion checkpoint when it pays").
+pub const COMPLETION_CHECKPOINT_AFTER_DEFAULT: u64 = 100;
+
 /// Manual checkpoints asked of one running thread and not yet taken by its runner (each is
 /// written at the runner's next step boundary). More would only queue identical snapshots
 /// behind a long step; the asker beyond it gets [`crate::Error::LimitExceeded`].

@@ -121,6 +121,10 @@ pub struct CheckpointRules {
     pub tail_bytes_max: Option<u64>,
     /// The log submitted after the latest checkpoint, before this step's events.
     pub tail: Tail,
+    /// A completing thread writes its completion checkpoint when at least this many events
+    /// follow its latest one (its last step's included), or when its last step would have taken
+    /// one anyway (see [`CheckpointRules::completion_due`]); 0: at every completion.
+    pub completion_after_events: u64,
 }
 
 /// What the thread does after the step.
@@ -437,6 +441,18 @@ impl CheckpointRules {
             || self.tail_events_max.is_some_and(|max| tail_events >= max)
             || self.tail_bytes_max.is_some_and(|max| self.tail.bytes >= max)
     }
+
+    /// Whether the step `step` that completes the thread, at `now`, with `events` more
+    /// submitted after the latest checkpoint, writes the completion checkpoint: when the step
+    /// asked for one (`asked`: a node's or phase's policy, a request at run time), when a
+    /// periodic one is due, or when the log after the latest checkpoint is long enough that
+    /// reading the final state from it would cost more than a snapshot. A short thread's final
+    /// state is read from its log instead (every read folds it from the latest checkpoint).
+    pub(crate) fn completion_due(&self, asked: bool, step: u64, now: u64, events: u64) -> bool {
+        asked
+            || self.tail.events + events >= self.completion_after_events
+            || self.periodic_due(step, now, events)
+    }
 }
 
 /// The next frontier and join arrivals after the open step of `ctx` (used by the step decision
@@ -600,7 +616,8 @@ mod tests {
         let d = step_done(&mut ctx, &wf, 2, "b", 9);
         assert_eq!(kinds(&d), ["node_completed", "step_completed", "state_updated"]);
         assert_eq!(d.next, Next::Stop(Transition::Complete, "every branch reached END".into()));
-        assert_eq!(d.checkpoint, None, "the runner's stop writes the completion checkpoint");
+        let kind = d.checkpoint.map(|c| c.kind);
+        assert_eq!(kind, Some(CheckpointKind::Completion), "0 events asked: at every completion");
         assert_eq!(ctx.meta.output, Some(json!(9)));
     }
 
@@ -692,5 +709,48 @@ mod tests {
         let d = close_step(&mut ctx, &wf, 2, vec![run("b", done(1))], 300, by_time, None)
             .expect("step 2");
         assert!(matches!(d.next, Next::Stop(Transition::Complete, _)));
+        assert_eq!(d.checkpoint.map(|c| c.kind), Some(CheckpointKind::Completion));
+    }
+
+    #[test]
+    fn a_completion_writes_its_checkpoint_once_the_tail_is_long_or_the_step_asks_for_one() {
+        // The kind of checkpoint `wf`'s last step (of `last`) writes under `rules`, if any.
+        let last_step = |wf: &DynWorkflow, last: &str, rules: CheckpointRules| {
+            let mut ctx = crate::fold_samples::running(wf, "a");
+            let none = CheckpointRules { completion_after_events: u64::MAX, ..rules };
+            close_step(&mut ctx, wf, 1, vec![run("a", done(1))], 200, none, None).expect("1");
+            let d = close_step(&mut ctx, wf, 2, vec![run(last, done(2))], 300, rules, None);
+            let d = d.expect("step 2");
+            assert!(matches!(d.next, Next::Stop(Transition::Complete, _)), "{:?}", d.next);
+            d.checkpoint.map(|c| c.kind)
+        };
+        let completion = Some(CheckpointKind::Completion);
+        // The last step writes node_completed, step_completed, state_updated (the output), and
+        // the runner the status change: 4 events after a tail of `events`.
+        let after = |events, min| CheckpointRules {
+            tail: Tail { events, bytes: 0 },
+            completion_after_events: min,
+            ..Default::default()
+        };
+        let noop = |_s: Arc<Replace<u64>>, _ctx| async move { Ok(NodeOutput::update(0)) };
+        let plain = Workflow::<Replace<u64>>::builder("plain", 1)
+            .node("a", noop)
+            .node("b", noop)
+            .edge(START, "a")
+            .edge("a", "b")
+            .edge("b", END)
+            .build()
+            .expect("workflow")
+            .erase();
+        assert_eq!(last_step(&plain, "b", after(95, 100)), None, "95 + 4 events");
+        assert_eq!(last_step(&plain, "b", after(96, 100)), completion, "96 + 4 events");
+        assert_eq!(last_step(&plain, "b", after(0, 0)), completion, "0: always");
+        // A periodic policy due at the last step.
+        let every_2 = CheckpointRules { every_steps: Some(2), ..after(0, 100) };
+        assert_eq!(last_step(&plain, "b", every_2), completion, "every 2 steps, step 2");
+        let every_3 = CheckpointRules { every_steps: Some(3), ..after(0, 100) };
+        assert_eq!(last_step(&plain, "b", every_3), None, "every 3 steps, step 2");
+        // The last node's policy asks for one: the completion checkpoint takes its place.
+        assert_eq!(last_step(&two_nodes(), "b", after(0, 100)), completion, "b asks");
     }
 }

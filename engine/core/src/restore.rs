@@ -153,10 +153,11 @@ enum Phase {
     List { below: u64 },
     /// Asked for the first of `left` (older intact candidates, newest first).
     Candidate { left: VecDeque<CheckpointId> },
-    /// Asked for the first event.
+    /// Asked for the first event (and the first page after it, unless only the creation is
+    /// wanted).
     First,
-    /// Asked for the payload of the first event.
-    FirstPayload(Event),
+    /// Asked for the payload of the first event; `rest` and `full` as in `Fold`.
+    FirstPayload { event: Event, rest: VecDeque<Event>, full: bool },
     /// Folding events onto `ctx`: `chunk` is the rest of the last page read, `full` whether
     /// that page was full (more may follow); `waiting` an event whose payload was asked for.
     Fold { ctx: Box<ThreadCtx>, chunk: VecDeque<Event>, full: bool, waiting: Option<Event> },
@@ -252,9 +253,9 @@ impl<'w> Restore<'w> {
             (Phase::List { below }, Some(answer)) => Ok(self.listed(below, answer)),
             (Phase::Candidate { left }, Some(answer)) => self.candidate_read(left, answer),
             (Phase::First, Some(answer)) => self.first_read(answer),
-            (Phase::FirstPayload(event), Some(answer)) => {
+            (Phase::FirstPayload { event, rest, full }, Some(answer)) => {
                 let Answer::Payload(data) = answer? else { panic!("a payload was asked for") };
-                self.created_from(Event { data, ..event })
+                self.created_from(Event { data, ..event }, rest, full)
             }
             (Phase::Fold { ctx, chunk, full, waiting }, answer) => {
                 self.fold(ctx, chunk, full, waiting, answer)
@@ -268,7 +269,7 @@ impl<'w> Restore<'w> {
         match answer {
             Ok(Answer::Checkpoint(None)) => Ok(self.first()),
             Ok(Answer::Checkpoint(Some(cp))) => match from_checkpoint(self.wf, &self.thread, &cp) {
-                Ok(ctx) => Ok(self.started(ctx, Origin::of(&cp))),
+                Ok(ctx) => self.started(ctx, Origin::of(&cp), VecDeque::new(), true),
                 Err(e) if damage(&e) => Ok(self.older(cp.covers.seq.0, &e)),
                 Err(e) => Err(e),
             },
@@ -317,7 +318,7 @@ impl<'w> Restore<'w> {
             Err(e) => Err(e.into()),
         };
         match loaded {
-            Ok((ctx, from)) => Ok(self.started(ctx, from)),
+            Ok((ctx, from)) => self.started(ctx, from, VecDeque::new(), true),
             Err(e) if damage(&e) => {
                 tracing::warn!(thread = %self.thread, checkpoint = id.0, error = %e, "checkpoint damaged");
                 Ok(self.candidate(left))
@@ -326,44 +327,64 @@ impl<'w> Restore<'w> {
         }
     }
 
-    /// The first event, read: the context it creates, once its payload is read if offloaded.
+    /// The first event (and the page after it), read: the context it creates, once its payload
+    /// is read if offloaded.
     fn first_read(&mut self, answer: Answered) -> Result<Next, Error> {
         let Answer::Events(events) = answer? else { panic!("the first event was asked for") };
-        let Some(event) = events.into_iter().next() else {
+        let full = events.len() >= limits::READ_CHUNK_EVENTS;
+        let mut rest = VecDeque::from(events);
+        let Some(event) = rest.pop_front() else {
             return Err(Error::UnknownThread(self.thread.to_string()));
         };
         if let Some(r) = offloaded(&event) {
             let read = Read::Payload(*r);
-            self.phase = Phase::FirstPayload(event);
+            self.phase = Phase::FirstPayload { event, rest, full };
             return Ok(Next::Read(read));
         }
-        self.created_from(event)
+        self.created_from(event, rest, full)
     }
 
-    /// Asks for the first event.
+    /// Asks for the first event: with the page of events after it in the same read when they
+    /// are to be folded (a thread's first events share a frame, which one read decodes once).
     fn first(&mut self) -> Next {
         self.phase = Phase::First;
-        Next::Read(Read::Range { from: Seq(1), to: Seq(1) })
+        Next::Read(if self.at_origin {
+            Read::Range { from: Seq(1), to: Seq(1) }
+        } else {
+            Read::Since { after: Seq(0), limit: limits::READ_CHUNK_EVENTS }
+        })
     }
 
     /// The context the first event creates, and the events after it folded on (up to the
-    /// target).
-    fn created_from(&mut self, event: Event) -> Result<Next, Error> {
+    /// target): `rest` of the first page first, `full` whether that page was full.
+    fn created_from(
+        &mut self,
+        event: Event,
+        rest: VecDeque<Event>,
+        full: bool,
+    ) -> Result<Next, Error> {
         let rec = codec::decode_loaded(event)?;
         let ctx = ThreadCtx::created(self.wf, self.thread.as_str(), &rec.body, rec.bookmark.at_ms)?;
-        Ok(self.started(ctx, Origin::Creation))
+        self.started(ctx, Origin::Creation, rest, full)
     }
 
-    /// Starts from `ctx` (at `from`): done if nothing is to be folded onto it, else folding.
-    fn started(&mut self, ctx: ThreadCtx, from: Origin) -> Next {
+    /// Starts from `ctx` (at `from`): done if nothing is to be folded onto it, else folding
+    /// `chunk` (the events after it already read; `full`: more may follow), then the pages after.
+    fn started(
+        &mut self,
+        ctx: ThreadCtx,
+        from: Origin,
+        chunk: VecDeque<Event>,
+        full: bool,
+    ) -> Result<Next, Error> {
         self.from = from;
         if self.keep_start {
             self.start = Some(Box::new(ctx.clone()));
         }
         if self.at_origin || ctx.meta.seq >= self.target {
-            return self.done(Box::new(ctx));
+            return Ok(self.done(Box::new(ctx)));
         }
-        self.folding(ctx)
+        self.fold(Box::new(ctx), chunk, full, None, None)
     }
 
     fn done(&mut self, ctx: Box<ThreadCtx>) -> Next {

@@ -166,7 +166,15 @@ fn route(c: &mut Closing<'_>) -> Result<Verdict, Error> {
     }
     let output = c.out.ctx.state.to_json().map_err(|e| Error::Codec(e.to_string()))?;
     c.out.emit(Body::Output { output }, c.now)?;
-    let stop = |reason: &str| (Next::Stop(Transition::Complete, reason.to_owned()), None);
+    // The end's status change is one more event; the runner writes it with the checkpoint.
+    let events = c.out.events.len() as u64 + 1;
+    let asked = c.checkpoint.take().is_some();
+    let checkpoint = c
+        .rules
+        .completion_due(asked, c.step, c.now, events)
+        .then(|| CheckpointPlan::of(CheckpointKind::Completion));
+    let stop =
+        |reason: &str| (Next::Stop(Transition::Complete, reason.to_owned()), checkpoint.clone());
     let Some(input) = successor else { return Ok(stop("every branch reached END")) };
     let thread = continuation::successor_id(&c.out.ctx.meta.thread);
     c.out.emit(Body::ContinuedAsNew { thread, input }, c.now)?;

@@ -137,6 +137,26 @@ impl EngineBuilder {
         self
     }
 
+    /// A completing thread writes its `completion` checkpoint when at least `events` events
+    /// follow its latest checkpoint (its last step's included), or when its last step would
+    /// have taken one anyway (a node's or phase's policy, a request at run time, a periodic
+    /// policy due); 0 writes one at every completion. Default 100
+    /// (`COMPLETION_CHECKPOINT_AFTER_DEFAULT`): a shorter thread's final state is
+    /// read from its log, as every read folds the events after the latest checkpoint. A thread
+    /// that fails, times out or is cancelled always writes its `failure` checkpoint.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # async fn run() -> Result<(), cairn::Error> {
+    /// // Every completed thread keeps a snapshot of its final state.
+    /// let engine = cairn::Engine::builder("cairn.db").completion_checkpoint_after(0).open().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn completion_checkpoint_after(mut self, events: u64) -> Self {
+        self.config.completion_checkpoint_after = events;
+        self
+    }
+
     /// What to do with unfinished threads at open.
     pub fn recovery(mut self, policy: RecoveryPolicy) -> Self {
         self.config.recovery = policy;

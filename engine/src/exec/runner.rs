@@ -195,23 +195,33 @@ impl Runner {
     }
 
     /// Stops the thread in the status `t` leads to, releasing its lease (and its locks when the
-    /// status is terminal).
+    /// status is terminal), with a failure checkpoint when it fails, times out or is cancelled.
     pub(super) async fn finish(
         &mut self,
         t: Transition,
         reason: &str,
         now: u64,
     ) -> Result<Exit, Error> {
+        self.finish_with(t, reason, now, None).await
+    }
+
+    /// [`Runner::finish`], with the completion checkpoint the last step's decision asks for
+    /// (`CheckpointRules::completion_due`) written if the thread completes.
+    async fn finish_with(
+        &mut self,
+        t: Transition,
+        reason: &str,
+        now: u64,
+        completion: Option<CheckpointPlan>,
+    ) -> Result<Exit, Error> {
         let (t, reason, now) = self.unwind(t, reason, now).await?;
         self.emit_status(t, &reason, now)?;
         let status = self.ctx.meta.status;
-        let kind = status.is_terminal().then(|| {
-            CheckpointPlan::of(if status == ThreadStatus::Completed {
-                CheckpointKind::Completion
-            } else {
-                CheckpointKind::Failure
-            })
-        });
+        let kind = match status {
+            ThreadStatus::Completed => completion,
+            s if s.is_terminal() => Some(CheckpointPlan::of(CheckpointKind::Failure)),
+            _ => None,
+        };
         let mut batch = Batch::default();
         let released_locks = self.release_all(&mut batch, now).await?;
         let successor = self.successor(&mut batch, now).await?;
@@ -348,6 +358,7 @@ impl Runner {
             tail_events_max: config.checkpoint_tail_events,
             tail_bytes_max: config.checkpoint_tail_bytes,
             tail: self.env.pipeline.tail().await,
+            completion_after_events: config.completion_checkpoint_after,
         };
         let max_tool_calls = self.env.budgets.max_tool_calls;
         let decision = decide::close_step(
@@ -375,7 +386,10 @@ impl Runner {
                 }
                 Ok(StepEnd::Exit(Exit::Status(self.ctx.meta.status)))
             }
-            Next::Stop(t, reason) => Ok(StepEnd::Exit(self.finish(t, &reason, now).await?)),
+            Next::Stop(t, reason) => {
+                let completion = decision.checkpoint;
+                Ok(StepEnd::Exit(self.finish_with(t, &reason, now, completion).await?))
+            }
             Next::Restore => Ok(match self.restore_and_retry(now).await? {
                 Some(exit) => StepEnd::Exit(exit),
                 None => StepEnd::Continue,

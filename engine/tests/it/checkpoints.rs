@@ -232,8 +232,10 @@ async fn a_periodic_checkpoint_counts_from_the_latest_one_across_parks_and_wakes
         .unwrap();
     let clock = ManualClock::new(1_000_000);
     let c = clock.clone();
-    let engine =
-        open(&path, &[&wf], |b| b.clock(Arc::new(c)).checkpoint_every(None, Some(1_000))).await;
+    let engine = open(&path, &[&wf], |b| {
+        b.clock(Arc::new(c)).checkpoint_every(None, Some(1_000)).completion_checkpoint_after(0)
+    })
+    .await;
     let t = engine.start_json("asks", Tally::default(), StartOptions::id("p")).await.unwrap();
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     // An answer every 400 ms: each runner lives a moment, far less than the interval.
@@ -250,5 +252,47 @@ async fn a_periodic_checkpoint_counts_from_the_latest_one_across_parks_and_wakes
     // the thread's creation (that would take one at 1,200, 1,600 and 2,000 too).
     use CheckpointKind::{Completion, Periodic};
     assert_eq!(kinds(&engine, "p").await, [Periodic, Periodic, Completion]);
+    engine.shutdown().await;
+}
+
+/// A thread's end writes its completion checkpoint only once the log after its latest
+/// checkpoint is long (100 events by default): a ten-step thread ends without one, and its
+/// final state reads from its log the same as a long thread's reads from its snapshot.
+#[tokio::test]
+async fn a_short_thread_ends_without_a_completion_checkpoint_and_its_state_reads_from_its_log() {
+    let (_d, path) = db();
+    // `add` runs until the total reaches 60: started at 50 it runs 10 steps, at 0 it runs 60.
+    let wf = Workflow::<Tally>::builder("count", 1)
+        .node("add", note("x"))
+        .edge(START, "add")
+        .route("add", |s: &Tally| if s.total >= 60 { END } else { "add" }, ["add", END])
+        .loop_bound("add", 60)
+        .build()
+        .unwrap();
+    let ended = |engine: Engine, id: &'static str, from: u64| async move {
+        let start = Tally { total: from, log: Vec::new() };
+        let t = engine.start_json("count", start, StartOptions::id(id)).await.unwrap();
+        assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
+        let view = cairn_tools::Operator::new(&engine).state_at(id, None).await.unwrap();
+        (kinds(&engine, id).await, view)
+    };
+    let engine = open(&path, &[&wf], |b| b).await;
+    let (short, short_view) = ended(engine.clone(), "short", 50).await;
+    assert_eq!(short, [], "a ten-step thread: no checkpoint at all");
+    let done = |v: &cairn_tools::debug::StateView| (v.status, v.step, v.state["total"].clone());
+    assert_eq!(done(&short_view), (ThreadStatus::Completed, 10, 60.into()));
+    assert_eq!(short_view.state["log"].as_array().map(Vec::len), Some(10));
+    let (long, view) = ended(engine.clone(), "long", 0).await;
+    assert_eq!(long, [CheckpointKind::Completion], "60 steps: past 100 events");
+    assert_eq!(done(&view), (ThreadStatus::Completed, 60, 60.into()));
+    engine.shutdown().await;
+
+    // 0: at every completion, as before; the final state is the same either way.
+    let (_d2, path2) = db();
+    let engine = open(&path2, &[&wf], |b| b.completion_checkpoint_after(0)).await;
+    let (always, view) = ended(engine.clone(), "short", 50).await;
+    assert_eq!(always, [CheckpointKind::Completion]);
+    // One event more: its `checkpoint_created`.
+    assert_eq!((view.seq, view.state), (short_view.seq + 1, short_view.state));
     engine.shutdown().await;
 }

@@ -55,7 +55,9 @@ fn chain_ids() -> Vec<String> {
 }
 
 async fn open(store: Arc<dyn Store>, wf: &Workflow<Tally>) -> Engine {
-    Engine::with_store(store).workflow(wf).seed(3).open().await.unwrap()
+    // A completion checkpoint at every end: `restore_equals_live` compares it with the fold.
+    let b = Engine::with_store(store).workflow(wf).seed(3).completion_checkpoint_after(0);
+    b.open().await.unwrap()
 }
 
 fn redb(path: &std::path::Path) -> Arc<RedbStore> {

@@ -25,6 +25,8 @@ async fn a_run_moves_each_metric_by_what_it_did() {
         .workflow(&wf)
         .metrics_recorder(recorder.clone())
         .health_every_ms(None)
+        // Short threads: a completion checkpoint each only when asked for every completion.
+        .completion_checkpoint_after(0)
         .open()
         .await
         .unwrap();
@@ -306,6 +308,7 @@ async fn the_prometheus_exporter_renders_the_documented_names() {
         .workflow(&wf)
         .queue("prom-q", QueueLimits { concurrency_max: Some(1), ..QueueLimits::default() })
         .metrics_recorder(Arc::new(recorder))
+        .completion_checkpoint_after(0)
         .open()
         .await
         .unwrap();

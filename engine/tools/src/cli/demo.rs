@@ -140,6 +140,9 @@ async fn open(args: &DemoArgs) -> anyhow::Result<(Engine, Option<crate::serve::S
     let builder = super::common::keyed(Engine::builder(&args.db))?
         .seed(7)
         .concurrency(4)
+        // Every finished demo thread keeps a snapshot of its final state, for `cairn
+        // checkpoints` to show (by default a short thread's end writes none: its log is read).
+        .completion_checkpoint_after(0)
         .lease_ttl_ms(args.lease_ttl_ms);
     let is_url = cairn::admin::is_postgres_url(&args.db);
     Ok(if args.no_serve || is_url {
