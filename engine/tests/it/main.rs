@@ -112,6 +112,7 @@ mod updates_pg;
 mod variables;
 mod versions;
 mod versions_pg;
+mod versions_updates;
 mod web_view;
 mod web_view_batch;
 mod web_view_continued;
