@@ -95,12 +95,17 @@ pub(crate) fn outcome(
             }
             let error = match e {
                 Error::UpdateRefused {
-                    source: cairn_dsl::UpdateError::Refused { message, .. }, ..
+                    source: cairn_dsl::UpdateError::Refused { message, .. },
+                    ..
                 } => message,
                 other => other.to_string(),
             };
             let error = cut(error, UPDATE_REFUSAL_BYTES_MAX);
-            Ok(Some(Body::UpdateRefused { id: request.id.clone(), name: request.name.clone(), error }))
+            Ok(Some(Body::UpdateRefused {
+                id: request.id.clone(),
+                name: request.name.clone(),
+                error,
+            }))
         }
         Err(e) => Err(e),
     }
