@@ -402,9 +402,13 @@ pub fn decode_lock(bytes: &[u8]) -> Result<LockRecord, Error> {
 pub fn encode_queue(queue: &crate::queue::QueueState) -> Result<Vec<u8>, Error> {
     let hint = 64 + queue.name.len() + 24 * queue.keys.len();
     match queue_wire::split_queue(queue) {
-        (v4, None) => encode(RecordKind::Queue, &v4, hint),
-        (v4, Some(trailer)) => {
+        (v4, None, _) => encode(RecordKind::Queue, &v4, hint),
+        (v4, Some(trailer), None) => {
             encode(RecordKind::Queue, &(v4, queue_wire::TRAILER_V1, trailer), hint * 2)
+        }
+        (v4, Some(trailer), Some(fair)) => {
+            let body = (v4, queue_wire::TRAILER_V1, trailer, queue_wire::FAIRNESS_V1, fair);
+            encode(RecordKind::Queue, &body, hint * 3)
         }
     }
 }
@@ -415,8 +419,21 @@ pub fn encode_queue(queue: &crate::queue::QueueState) -> Result<Vec<u8>, Error> 
 ///
 /// [`Error::Corrupted`] for any frame or body failure.
 pub fn decode_queue(bytes: &[u8]) -> Result<crate::queue::QueueState, Error> {
-    let (v4, trailer) = decode_trailed(RecordKind::Queue, bytes)?;
-    let q = queue_wire::join_queue(v4, trailer);
+    let kind = RecordKind::Queue;
+    let (v4, trailer, rest) = decode_trailed_rest(kind, bytes)?;
+    let fair = match rest.split_first() {
+        None => None,
+        Some((&queue_wire::FAIRNESS_V1, rest)) => {
+            let (fair, rest) = postcard::take_from_bytes(rest)
+                .map_err(|e| corrupted(kind, format!("fairness part does not decode: {e}")))?;
+            if !rest.is_empty() {
+                return Err(corrupted(kind, format!("{} trailing body bytes", rest.len())));
+            }
+            Some(fair)
+        }
+        Some((tag, _)) => return Err(corrupted(kind, format!("unknown trailer part tag {tag}"))),
+    };
+    let q = queue_wire::join_queue(v4, trailer, fair);
     match queue_wire::check_queue(&q) {
         Some(detail) => Err(corrupted(RecordKind::Queue, detail)),
         None => Ok(q),
@@ -455,19 +472,29 @@ fn decode_trailed<V: DeserializeOwned, T: DeserializeOwned + Default>(
     kind: RecordKind,
     bytes: &[u8],
 ) -> Result<(V, T), Error> {
+    let (v4, trailer, rest) = decode_trailed_rest(kind, bytes)?;
+    if !rest.is_empty() {
+        return Err(corrupted(kind, format!("{} trailing body bytes", rest.len())));
+    }
+    Ok((v4, trailer))
+}
+
+/// [`decode_trailed`], answering the bytes after the trailer (empty without one) for the
+/// caller to read or refuse.
+fn decode_trailed_rest<V: DeserializeOwned, T: DeserializeOwned + Default>(
+    kind: RecordKind,
+    bytes: &[u8],
+) -> Result<(V, T, &[u8]), Error> {
     let body = frame::decode(bytes, kind).map_err(|e| corrupted(kind, e.to_string()))?;
     let (v4, rest) = postcard::take_from_bytes::<V>(body)
         .map_err(|e| corrupted(kind, format!("body does not decode: {e}")))?;
-    let Some((&tag, rest)) = rest.split_first() else { return Ok((v4, T::default())) };
+    let Some((&tag, rest)) = rest.split_first() else { return Ok((v4, T::default(), rest)) };
     if tag != queue_wire::TRAILER_V1 {
         return Err(corrupted(kind, format!("unknown trailer tag {tag}")));
     }
     let (trailer, rest) = postcard::take_from_bytes::<T>(rest)
         .map_err(|e| corrupted(kind, format!("trailer does not decode: {e}")))?;
-    if !rest.is_empty() {
-        return Err(corrupted(kind, format!("{} trailing body bytes", rest.len())));
-    }
-    Ok((v4, trailer))
+    Ok((v4, trailer, rest))
 }
 
 /// Checks that a record agrees with the key it was read under: `mismatch`, when it does not,

@@ -86,6 +86,7 @@ mod pg;
 mod plan;
 mod plan_queue;
 mod queue;
+mod queue_fair;
 mod queue_verify;
 mod queue_wire;
 mod reading;
@@ -112,8 +113,8 @@ pub use pending::Pending;
 #[cfg(feature = "postgres")]
 pub use pg::{PG_FORMAT_VERSION, PgStore};
 pub use queue::{
-    Batching, Debounced, Enqueue, KeyCounts, QueueLimits, QueueMember, QueueOp, QueueState,
-    RateLimit, check_name as check_queue_name,
+    Batching, Debounced, Enqueue, FairState, Fairness, KeyCounts, QueueLimits, QueueMember,
+    QueueOp, QueueState, RateLimit, check_name as check_queue_name,
 };
 pub use reading::{OnBlock, Reading};
 pub use redb::{FORMAT_VERSION, Options, READERS_WAIT_MS, RedbStore};

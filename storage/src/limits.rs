@@ -240,6 +240,14 @@ pub const QUEUE_HEAD_SCAN_MAX: usize = 64;
 /// stays well inside one record.
 pub const QUEUE_BATCH_MAX: usize = 1_000;
 
+/// Keys one queue gives a fairness weight of their own (`QueueLimits::fairness`; the others
+/// take its default): they live in the queue's record, rewritten by every admission.
+pub const QUEUE_FAIRNESS_KEYS_MAX: usize = 1_000;
+
+/// The largest fairness weight (the smallest is 1): a key of weight `w` is served `w` times as
+/// often as a key of weight 1 while both wait.
+pub const QUEUE_FAIRNESS_WEIGHT_MAX: u32 = 1_000;
+
 /// Starts waiting to be gathered into batch runs, per queue: their ids live in the queue's
 /// record, rewritten by every enqueue and admission, so the record stays small.
 pub const QUEUE_BATCH_WAITING_MAX: usize = 10_000;

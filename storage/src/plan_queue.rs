@@ -9,8 +9,10 @@
 //! 2. each key with waiting threads and room under the per-key limit offers its head: its
 //!    first waiting thread in rank order (highest priority, then oldest) that is Queued (not
 //!    paused) and of a workflow the caller runs, looking at most `QUEUE_HEAD_SCAN_MAX` entries;
-//! 3. the head with the highest priority wins; between equal priorities the key served least
-//!    recently (round robin between keys), then the oldest ticket.
+//! 3. the head with the highest priority wins; between equal priorities, on a queue whose
+//!    fairness weights differ, the key with the lowest stride pass (`queue_fair.rs`: keys are
+//!    served in proportion to their weights); then the key served least recently (round robin
+//!    between keys: all a queue without weights looks at), then the oldest ticket.
 
 use std::collections::BTreeMap;
 
@@ -276,8 +278,10 @@ impl Plan {
         q.forget_before(now_ms);
         let mut passed = std::collections::BTreeSet::new();
         let mut admitted = 0;
+        let weighted = q.weighted().cloned();
         while admitted < max && q.has_room() {
-            let mut best: Option<(u64, u64, String, ThreadId)> = None; // (rank, served_at, key, thread)
+            // (rank, (pass, served_at), key, thread); the pass is 0 without weights.
+            let mut best: Option<(u64, (u64, u64), String, ThreadId)> = None;
             let keys: Vec<(String, crate::queue::KeyCounts)> =
                 q.keys.iter().map(|(k, c)| (k.clone(), *c)).collect();
             for (key, counts) in keys {
@@ -292,17 +296,20 @@ impl Plan {
                     passed.insert(key);
                     continue;
                 };
-                let better = best.as_ref().is_none_or(|(b_rank, b_served, _, _)| {
+                let pass = weighted.as_ref().map_or(0, |_| q.fair.pass_of(&key));
+                let turn = (pass, counts.served_at);
+                let better = best.as_ref().is_none_or(|(b_rank, b_turn, _, _)| {
                     let (p, bp) = (queue::priority_of(rank), queue::priority_of(*b_rank));
-                    p > bp
-                        || (p == bp && counts.served_at < *b_served)
-                        || (p == bp && counts.served_at == *b_served && rank < *b_rank)
+                    p > bp || (p == bp && (turn, rank) < (*b_turn, *b_rank))
                 });
                 if better {
-                    best = Some((rank, counts.served_at, key, thread));
+                    best = Some((rank, turn, key, thread));
                 }
             }
             let Some((rank, _, key, thread)) = best else { break };
+            if let Some(fair) = &weighted {
+                q.fair.served(&key, fair.weight_of(&key));
+            }
             self.queue_plan
                 .waiting
                 .push(((name.to_string(), key.clone(), rank, thread.clone()), false));

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::ids::ThreadId;
 use crate::limits::{self, QUEUE_KEYS_MAX, QUEUE_NAME_BYTES_MAX, RATE_STARTS_MAX};
+pub use crate::queue_fair::{FairState, Fairness};
 
 /// A queue's limits and flow control. `None` (or `false`) is no limit of that kind.
 ///
@@ -45,7 +46,7 @@ use crate::limits::{self, QUEUE_KEYS_MAX, QUEUE_NAME_BYTES_MAX, RATE_STARTS_MAX}
 /// };
 /// assert!(limits.check().is_ok());
 /// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueLimits {
     /// Threads of the queue admitted and not finished, at most.
     pub concurrency_max: Option<u32>,
@@ -73,6 +74,10 @@ pub struct QueueLimits {
     /// batch is every start of the window (at most [`crate::limits::QUEUE_BATCH_MAX`]).
     #[serde(default)]
     pub batch_window_ms: Option<u64>,
+    /// Fairness weights between keys of equal priority ([`Fairness`]): admission serves each
+    /// waiting key in proportion to its weight (`None`: round robin).
+    #[serde(default)]
+    pub fairness: Option<Fairness>,
 }
 
 impl QueueLimits {
@@ -110,6 +115,9 @@ impl QueueLimits {
         }
         if let Some(max) = self.batch_max {
             limits::check("QUEUE_BATCH_MAX", max as usize, limits::QUEUE_BATCH_MAX)?;
+        }
+        if let Some(fair) = &self.fairness {
+            fair.check()?;
         }
         if self.debounce_ms.is_some() && self.batches() {
             return Err(Error::Invalid {
@@ -183,6 +191,9 @@ pub struct QueueState {
     /// On a batching queue, per key: its waiting starts, oldest first, and when the oldest came.
     #[serde(default)]
     pub batching: BTreeMap<String, Batching>,
+    /// With fairness weights that differ: the stride scheduler's passes.
+    #[serde(default)]
+    pub fair: FairState,
 }
 
 /// A key's waiting start on a debounced queue (see [`QueueLimits::debounce_ms`]).
@@ -219,7 +230,13 @@ impl QueueState {
             key_recent: BTreeMap::new(),
             debounced: BTreeMap::new(),
             batching: BTreeMap::new(),
+            fair: FairState::default(),
         }
+    }
+
+    /// The fairness weights admission serves keys by, when they differ (else round robin).
+    pub fn weighted(&self) -> Option<&Fairness> {
+        self.limits.fairness.as_ref().filter(|f| f.differs())
     }
 
     /// Whether the global limit and the rate limit leave room for one more admission at
@@ -382,6 +399,7 @@ impl QueueState {
     pub(crate) fn drop_idle_key(&mut self, key: &str) {
         if self.keys.get(key).is_some_and(|k| k.running == 0 && k.waiting == 0) {
             self.keys.remove(key);
+            self.fair.forget(key);
         }
     }
 }

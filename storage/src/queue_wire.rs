@@ -1,13 +1,19 @@
 //! The stored layout of the queue records (`docs/format.md` §2.5): the format-v4 body, then,
-//! only when a queue uses flow control (or a member is a batch run), a trailer.
+//! only when a queue uses flow control or fairness weights (or a member is a batch run), a
+//! trailer; then, only when a queue's fairness weights differ, its fairness part.
 //!
 //! ```text
 //! queue record body (kind 10)          member record body (kind 11)
 //! ───────────────────────────          ────────────────────────────
 //! v4 body (QueueV4, postcard)          v4 body (MemberV4, postcard)
 //! [ TRAILER_V1: u8 = 1                 [ TRAILER_V1: u8 = 1
-//!   QueueTrailer (postcard) ]            MemberTrailer (postcard) ]
+//!   QueueTrailer (postcard)              MemberTrailer (postcard) ]
+//!   [ FAIRNESS_V1: u8 = 2
+//!     FairTrailer (postcard) ] ]
 //! ```
+//!
+//! A queue whose fairness weights all equal their default admits by round robin (`queue_fair.rs`)
+//! and is stored without the fairness part: its definition is kept only when it matters.
 //!
 //! A record without the trailer is a v4 record, byte for byte, and decodes with the trailer's
 //! defaults (no flow control): records written before flow control existed read forever and
@@ -21,11 +27,24 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::ThreadId;
 use crate::queue::{
-    Batching, Debounced, KeyCounts, QueueLimits, QueueMember, QueueState, RateLimit,
+    Batching, Debounced, FairState, Fairness, KeyCounts, QueueLimits, QueueMember, QueueState,
+    RateLimit,
 };
 
 /// The tag byte that opens a trailer (the first trailer layout; never reused).
 pub(crate) const TRAILER_V1: u8 = 1;
+
+/// The tag byte that opens a queue trailer's fairness part (never reused).
+pub(crate) const FAIRNESS_V1: u8 = 2;
+
+/// The fairness part of a queue record: the weights and the stride scheduler's passes.
+#[derive(Serialize, Deserialize, Default, PartialEq, Eq)]
+pub(crate) struct FairTrailer {
+    default_weight: u32,
+    weights: BTreeMap<String, u32>,
+    pass: BTreeMap<String, u64>,
+    floor: u64,
+}
 
 /// A queue's v4 limits, as stored.
 #[derive(Serialize, Deserialize)]
@@ -78,8 +97,9 @@ pub(crate) struct MemberTrailer {
     batch_of: Vec<ThreadId>,
 }
 
-/// A queue split into its v4 body and its trailer (`None`: the v4 record, no trailer).
-pub(crate) fn split_queue(q: &QueueState) -> (QueueV4, Option<QueueTrailer>) {
+/// A queue split into its v4 body, its trailer (`None`: the v4 record, no trailer) and the
+/// trailer's fairness part (`None`: none; `Some` comes with a trailer).
+pub(crate) fn split_queue(q: &QueueState) -> (QueueV4, Option<QueueTrailer>, Option<FairTrailer>) {
     let l = &q.limits;
     let v4 = QueueV4 {
         name: q.name.clone(),
@@ -105,11 +125,29 @@ pub(crate) fn split_queue(q: &QueueState) -> (QueueV4, Option<QueueTrailer>) {
         debounced: q.debounced.clone(),
         batching: q.batching.clone(),
     };
-    (v4, (trailer != QueueTrailer::default()).then_some(trailer))
+    let fair = q.weighted().map(|f| FairTrailer {
+        default_weight: f.default_weight,
+        weights: f.weights.clone(),
+        pass: q.fair.pass.clone(),
+        floor: q.fair.floor,
+    });
+    let trailer = (trailer != QueueTrailer::default() || fair.is_some()).then_some(trailer);
+    (v4, trailer, fair)
 }
 
-/// A queue from its v4 body and its trailer (defaults when absent).
-pub(crate) fn join_queue(v4: QueueV4, trailer: QueueTrailer) -> QueueState {
+/// A queue from its v4 body, its trailer and its fairness part (defaults when absent).
+pub(crate) fn join_queue(
+    v4: QueueV4,
+    trailer: QueueTrailer,
+    fair: Option<FairTrailer>,
+) -> QueueState {
+    let (fairness, state) = match fair {
+        Some(f) => (
+            Some(Fairness { default_weight: f.default_weight, weights: f.weights }),
+            FairState { pass: f.pass, floor: f.floor },
+        ),
+        None => (None, FairState::default()),
+    };
     QueueState {
         name: v4.name,
         limits: QueueLimits {
@@ -121,6 +159,7 @@ pub(crate) fn join_queue(v4: QueueV4, trailer: QueueTrailer) -> QueueState {
             debounce_ms: trailer.debounce_ms,
             batch_max: trailer.batch_max,
             batch_window_ms: trailer.batch_window_ms,
+            fairness,
         },
         running: v4.running,
         waiting: v4.waiting,
@@ -131,6 +170,7 @@ pub(crate) fn join_queue(v4: QueueV4, trailer: QueueTrailer) -> QueueState {
         key_recent: trailer.key_recent,
         debounced: trailer.debounced,
         batching: trailer.batching,
+        fair: state,
     }
 }
 
@@ -169,6 +209,9 @@ pub(crate) fn check_queue(q: &QueueState) -> Option<String> {
     }
     if q.limits.check().is_err() {
         return Some("its limits are not valid".into());
+    }
+    if q.fair.pass.len() > crate::limits::QUEUE_KEYS_MAX {
+        return Some("more fairness passes than QUEUE_KEYS_MAX".into());
     }
     None
 }
@@ -236,6 +279,66 @@ mod tests {
         };
         let bytes = codec::encode_queue_member(&member).expect("encode");
         assert_eq!(codec::decode_queue_member(&bytes).expect("decode"), member);
+    }
+
+    #[test]
+    fn weights_that_do_not_differ_write_the_old_bytes_and_weights_that_do_round_trip() {
+        use crate::queue::Fairness;
+        let flow = QueueLimits { debounce_ms: Some(50), ..QueueLimits::default() };
+        let q = QueueState::new("q".into(), flow.clone());
+        // The bytes a v7 build wrote: the v4 body and the flow-control trailer, nothing after.
+        let (v4, trailer, fair) = super::split_queue(&q);
+        assert!(fair.is_none());
+        let old = (v4, super::TRAILER_V1, trailer.expect("a trailer"));
+        let old = crate::codec::encode(crate::frame::RecordKind::Queue, &old, 64).expect("old");
+        assert_eq!(codec::encode_queue(&q).expect("encode"), old, "no weights: the old bytes");
+        let decoded = codec::decode_queue(&old).expect("an old record reads");
+        assert_eq!((decoded.limits.fairness, decoded.fair.pass.len()), (None, 0));
+        // Equal weights: round robin, stored as no weights at all.
+        let equal = Fairness::new(2, [("a".to_owned(), 2)]);
+        let limits = QueueLimits { fairness: Some(equal), ..flow.clone() };
+        let eq = QueueState::new("q".into(), limits);
+        assert_eq!(codec::encode_queue(&eq).expect("encode"), old);
+        let plain = QueueState::new("q".into(), QueueLimits::default());
+        let unweighted = QueueLimits {
+            fairness: Some(Fairness::new(1, [("a".to_owned(), 1)])),
+            ..QueueLimits::default()
+        };
+        let plain_eq = QueueState::new("q".into(), unweighted);
+        assert_eq!(codec::encode_queue(&plain_eq).ok(), codec::encode_queue(&plain).ok());
+        // Weights that differ: the fairness part, with the passes, read back whole; a queue
+        // without flow control gets the (default) trailer before it.
+        for base in [QueueLimits::default(), flow] {
+            let fair = Fairness::new(1, [("gold".to_owned(), 3)]);
+            let mut w = QueueState::new("q".into(), QueueLimits { fairness: Some(fair), ..base });
+            w.fair.served("gold", 3);
+            w.fair.served("free", 1);
+            let bytes = codec::encode_queue(&w).expect("encode");
+            assert_eq!(codec::decode_queue(&bytes).expect("decode"), w);
+            // The fairness part's tag rewritten: refused.
+            let mut body = bytes_of(&bytes);
+            let len = body.len();
+            let fair_len = crate::codec::encode(
+                crate::frame::RecordKind::Queue,
+                &super::split_queue(&w).2.expect("fair"),
+                64,
+            )
+            .expect("fair")
+            .len()
+                - crate::frame::HEADER_LEN
+                - crate::frame::CRC_LEN;
+            body[len - fair_len - 1] = 7;
+            let reframed = reframe(crate::frame::RecordKind::Queue, &body);
+            assert!(codec::decode_queue(&reframed).is_err());
+        }
+        // A weight out of range does not decode as a queue (untrusted bytes).
+        let bad = Fairness::new(1, [("gold".to_owned(), 0), ("x".to_owned(), 2)]);
+        let q = QueueState::new(
+            "q".into(),
+            QueueLimits { fairness: Some(bad), ..QueueLimits::default() },
+        );
+        let bytes = codec::encode_queue(&q).expect("encode");
+        assert!(codec::decode_queue(&bytes).is_err());
     }
 
     fn bytes_of(framed: &[u8]) -> Vec<u8> {

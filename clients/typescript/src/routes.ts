@@ -56,6 +56,7 @@ export const CONTROL_BODIES = {
   input: ["value"],
   signal: ["name", "value", "dedup_key", "start"],
   fork: FORK_OPTIONS_FIELDS,
+  repin: ["build"],
 } as const;
 export type Control = keyof typeof CONTROL_BODIES;
 export const SIGNAL_START = SIGNAL_START_FIELDS;

@@ -1,5 +1,5 @@
 //! Batch operations by filter ([`Engine::batch`], `docs/batches.md`): one operation (cancel,
-//! pause, resume, signal, delete, migrate) applied to every thread a filter matches, as a
+//! pause, resume, signal, delete, migrate, repin) applied to every thread a filter matches, as a
 //! durable job that survives a crash halfway and reports its progress.
 //!
 //! The job is a thread of the engine's own workflow `cairn.batch` (`batch_flow.rs`), as a
@@ -10,7 +10,8 @@
 //! was not recorded (a crash between the two) gets it again, and each operation is idempotent
 //! there: a second cancel or delete finds the thread ended or gone (skipped), a pause of a
 //! paused thread changes nothing, a signal is sent under the dedup key `cairn.batch:<batch id>`
-//! (`Engine::signal_once`), which stores it once.
+//! (`Engine::signal_once`), which stores it once, a repin to the build a thread has changes
+//! nothing.
 
 use cairn_storage::{ThreadFilter, ThreadId, ThreadRecord, ThreadStatus};
 use serde::{Deserialize, Serialize};
@@ -49,10 +50,17 @@ pub enum BatchOp {
         /// The version to move to.
         to_version: u32,
     },
+    /// [`Engine::repin`] of an unfinished thread to this worker build (`None`: unpinned). With
+    /// the filter label `cairn.build` = A, it moves build A's threads to another build.
+    Repin {
+        /// The build id; `None` unpins.
+        build: Option<String>,
+    },
 }
 
 impl BatchOp {
-    /// The operation's name: `cancel`, `pause`, `resume`, `signal`, `delete`, `migrate`.
+    /// The operation's name: `cancel`, `pause`, `resume`, `signal`, `delete`, `migrate`,
+    /// `repin`.
     pub fn name(&self) -> &'static str {
         match self {
             Self::Cancel { .. } => "cancel",
@@ -61,6 +69,7 @@ impl BatchOp {
             Self::Signal { .. } => "signal",
             Self::Delete => "delete",
             Self::Migrate { .. } => "migrate",
+            Self::Repin { .. } => "repin",
         }
     }
 }
@@ -191,7 +200,8 @@ impl Engine {
     /// gets the operation once, across crashes and restarts (module docs).
     ///
     /// # Errors
-    /// [`Error::Invalid`] for an empty signal name or reason; [`Error::UnknownWorkflow`] for a
+    /// [`Error::Invalid`] for an empty signal name or reason, or a repin's build id that is not
+    /// one; [`Error::UnknownWorkflow`] for a
     /// migration of a filter without a registered workflow version to move to;
     /// [`Error::LimitExceeded`] when the filter matches more than `BATCH_THREADS_MAX` threads
     /// (100,000); storage errors.
@@ -307,6 +317,7 @@ impl Engine {
             BatchOp::Cancel { reason } if reason.is_empty() => {
                 Err(Error::Invalid("a batch cancel needs a reason".into()))
             }
+            BatchOp::Repin { build: Some(build) } => super::builder::check_build_id(build),
             BatchOp::Migrate { to_version } => match &filter.workflow {
                 Some(wf) => self.shell.registry.latest(wf, Some(*to_version)).map(drop),
                 None => Err(Error::Invalid("a batch migration needs the filter's workflow".into())),

@@ -135,6 +135,7 @@ async fn apply(
             Err(e) => Err(e),
         },
         BatchOp::Migrate { to_version } => engine.migrate(thread, *to_version).await,
+        BatchOp::Repin { build } => engine.repin(thread, build.as_deref()).await,
     };
     match done {
         Ok(()) => Ok(Applied::Applied),

@@ -56,7 +56,7 @@ impl Engine {
         }
         let ops = queues
             .iter()
-            .map(|(name, limits)| QueueOp::Define { name: name.clone(), limits: *limits })
+            .map(|(name, limits)| QueueOp::Define { name: name.clone(), limits: limits.clone() })
             .collect();
         self.write(Batch { queues: ops, ..Batch::default() }).await?;
         self.shell.admit.notify_one();

@@ -173,6 +173,14 @@ impl Engine {
             }
             let record = crate::exec::fetch::record(self.store().as_ref(), id).await?;
             let last = record.last.map_or(0, |b| b.seq.0);
+            if self.pinned_elsewhere(&record) && !record.status.is_terminal() {
+                // Pinned to another worker build: its handler, not this build's, applies it.
+                match self.update_pinned(&record, request, deadline).await? {
+                    Elsewhere::Answered(result) => return result,
+                    Elsewhere::NotRunning => continue,
+                    Elsewhere::TimedOut => return Err(pending()),
+                }
+            }
             match apply_parked(&self.shell, record, request).await {
                 // Another process drives it (or will, having left it Running): its runner
                 // takes the request from the thread's inbox (`update_elsewhere.rs`).

@@ -17,16 +17,22 @@
 //! A driver message can be lost; the sender sends it again every
 //! `UPDATE_ELSEWHERE_RETELL_MS`. A thread that stops Running meanwhile (parked, ended) is left
 //! to the caller's loop, which applies a parked thread's update itself.
+//!
+//! A thread pinned to another worker build takes the same path whatever its status (only its
+//! build's handler may run on it): an engine of that build applies the requests to the parked
+//! thread (`exec/update_parked.rs`). On a redb file no such engine can be reached: refused.
 
 use std::time::Instant;
 
-use cairn_storage::{Seq, ThreadId, ThreadStatus};
+use cairn_storage::{Seq, ThreadId, ThreadRecord, ThreadStatus};
 
 use super::engine::Engine;
 use crate::coord::{Applied, UPDATES_MESSAGE, UpdateRequest};
+use crate::core::child_start::BUILD_LABEL;
 use crate::core::event::Body;
 use crate::error::Error;
 use crate::exec::update_inbox::UPDATE_SIGNAL;
+use crate::exec::updates::outcome_before;
 use crate::limits::{READ_CHUNK_EVENTS, UPDATE_ELSEWHERE_POLL_MS, UPDATE_ELSEWHERE_RETELL_MS};
 
 /// The dedup key an update request is stored under in a thread's inbox.
@@ -77,7 +83,10 @@ impl Engine {
                 return Ok(Elsewhere::Answered(found));
             }
             let record = crate::exec::fetch::record(self.store().as_ref(), thread).await?;
-            if record.status != ThreadStatus::Running {
+            // A parked thread pinned to another build waits for an engine of that build.
+            let waits = record.status == ThreadStatus::Running
+                || (!record.status.is_terminal() && self.pinned_elsewhere(&record));
+            if !waits {
                 // Its outcome may have landed just before it stopped: looked for once more.
                 if let Some(found) = self.update_outcome(thread, &request.id, &mut after).await? {
                     return Ok(Elsewhere::Answered(found));
@@ -94,6 +103,38 @@ impl Engine {
                 None => tokio::time::sleep(nap).await,
             }
         }
+    }
+
+    /// Hands `request` to the engines of the worker build `record`'s thread is pinned to
+    /// (`exec/update_parked.rs` applies it to a parked one, a runner at its step boundary) and
+    /// waits for its outcome as [`Engine::update_elsewhere`] does. On a database no other
+    /// process shares (a redb file) no engine of that build can be reached: refused. An id the
+    /// thread applied (or refused) before answers its recorded outcome, on either.
+    ///
+    /// # Errors
+    /// [`Error::WrongStatus`] without a shared database; an unknown workflow version; storage
+    /// errors.
+    pub(crate) async fn update_pinned(
+        &self,
+        record: &ThreadRecord,
+        request: &UpdateRequest,
+        deadline: Instant,
+    ) -> Result<Elsewhere, Error> {
+        if let Some(before) = outcome_before(&self.shell, record, request).await? {
+            return Ok(Elsewhere::Answered(before));
+        }
+        if self.store().shared().is_none() {
+            let build = record.labels.get(BUILD_LABEL).map_or("", String::as_str);
+            return Err(Error::WrongStatus {
+                thread: record.id.to_string(),
+                status: record.status,
+                detail: format!(
+                    "it is pinned to worker build {build:?}, not this engine's: only that build's handler applies updates to it (open the file with that build, or repin the thread)"
+                ),
+            });
+        }
+        let last = record.last.map_or(0, |b| b.seq.0);
+        self.update_elsewhere(&record.id, request, last, deadline).await
     }
 
     /// Tells the process driving `thread` that its inbox holds update requests (best effort:

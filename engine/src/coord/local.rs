@@ -53,6 +53,15 @@ impl Local {
         true
     }
 
+    /// Update requests were stored for `thread`, which no runner of this engine drives: the
+    /// engine looks whether it is a parked thread of its own to apply them to
+    /// (`exec/update_parked.rs`), in a task of its own (that writes to the store).
+    pub(super) fn updates_stored(&self, thread: &ThreadId) {
+        let Some(wake) = self.wake.get().cloned() else { return };
+        let thread = thread.clone();
+        self.tasks.spawn(async move { wake.updates_stored(thread).await });
+    }
+
     /// A coordinator reading statuses from `store`, timing on `clock`, its timers on `tasks`
     /// (exclusive when no other process can write the database: no [`cairn_storage::Backend::shared`]).
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, tasks: Tasks) -> Self {

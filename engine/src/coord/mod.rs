@@ -130,6 +130,13 @@ pub(crate) trait Wake: Send + Sync {
     /// `due` has come for `thread`. Called at most once per arming; the thread may have moved
     /// on meanwhile (the callee checks its stored status before acting).
     fn due(&self, thread: ThreadId, due: Due) -> BoxFuture<'static, ()>;
+
+    /// Another engine stored update requests for `thread`, which no runner of this engine
+    /// drives: applied if it is a parked thread of this engine's (`exec/update_parked.rs`).
+    fn updates_stored(&self, thread: ThreadId) -> BoxFuture<'static, ()> {
+        drop(thread);
+        Box::pin(async {})
+    }
 }
 
 /// The engine's view of everyone else: see the module documentation.

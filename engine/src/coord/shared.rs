@@ -106,13 +106,14 @@ fn hear(
                 () = stopping.cancelled() => return,
             };
             match heard {
-                Ok(m) => {
-                    if let Some(request) = decode(&m.message)
-                        && local.deliver_here(&m.thread, request)
-                    {
+                Ok(m) => match decode(&m.message) {
+                    Some(request) if local.deliver_here(&m.thread, request.clone()) => {
                         tracing::debug!(thread = %m.thread, "a control from another engine delivered");
                     }
-                }
+                    // Requests for a parked thread, maybe pinned to this engine's build.
+                    Some(Request::Updates) => local.updates_stored(&m.thread),
+                    _ => {}
+                },
                 // Senders whose message was lost act themselves after their wait.
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     tracing::warn!(lost = n, "controls from other engines dropped (fell behind)");

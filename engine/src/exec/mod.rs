@@ -41,5 +41,6 @@ pub(crate) mod streams;
 pub(crate) mod subgraph;
 pub(crate) mod task;
 pub(crate) mod update_inbox;
+mod update_parked;
 pub(crate) mod updates;
 pub(crate) mod wake;

@@ -10,12 +10,14 @@
 //! hears it. The inbox is read from where the last read ended (kept on the thread's `Control`),
 //! one page of `UPDATE_INBOX_PAGE` signals at a time.
 
+use cairn_dsl::DynWorkflow;
 use cairn_storage::Batch;
 
 use super::runner::Runner;
 use super::updates::{Decision, decide};
 use crate::coord::{Control, UpdateRequest};
 use crate::core::event::Body;
+use crate::core::thread_ctx::ThreadCtx;
 use crate::error::Error;
 use crate::limits::{UPDATE_INBOX_PAGE, UPDATE_REFUSAL_BYTES_MAX, UPDATES_PER_THREAD_MAX};
 
@@ -44,12 +46,7 @@ impl Runner {
                 if signal.name != UPDATE_SIGNAL {
                     continue;
                 }
-                let Ok(request) = serde_json::from_slice::<Request>(&signal.data) else {
-                    tracing::warn!(%thread, n = signal.n, "an update request that does not decode");
-                    continue;
-                };
-                let request =
-                    UpdateRequest { id: request.id, name: request.name, args: request.args };
+                let Some(request) = request_of(&thread, signal) else { continue };
                 self.answer_request(&request).await?;
             }
             control.set_update_inbox_read(after);
@@ -62,35 +59,69 @@ impl Runner {
     /// Decides one request from the inbox and commits its outcome (nothing for an id the
     /// context holds already).
     async fn answer_request(&mut self, request: &UpdateRequest) -> Result<(), Error> {
-        if self.ctx.meta.updates_refused.contains_key(&request.id) {
+        let Some(body) = outcome(&self.env.wf, &self.ctx, &self.env.thread, request)? else {
             return Ok(());
-        }
-        let body = match decide(&self.env.wf, &self.ctx, request) {
-            Ok(Decision::Before(_)) => return Ok(()),
-            Ok(Decision::Apply(body, _)) => body,
-            Err(e @ (Error::UpdateRefused { .. } | Error::LimitExceeded { .. })) => {
-                if self.ctx.meta.updates_refused.len() >= UPDATES_PER_THREAD_MAX {
-                    // The refused ids are kept in the context, as the applied ones are: past
-                    // the bound nothing more is recorded, and the caller's wait runs out.
-                    tracing::warn!(thread = %self.env.thread, id = %request.id, "an update refused and not recorded: UPDATES_PER_THREAD_MAX refusals recorded already");
-                    return Ok(());
-                }
-                let error = match e {
-                    Error::UpdateRefused {
-                        source: cairn_dsl::UpdateError::Refused { message, .. },
-                        ..
-                    } => message,
-                    other => other.to_string(),
-                };
-                let error = cut(error, UPDATE_REFUSAL_BYTES_MAX);
-                Body::UpdateRefused { id: request.id.clone(), name: request.name.clone(), error }
-            }
-            Err(e) => return Err(e),
         };
         let now = self.now();
         self.emit(body, now)?;
         self.commit_durable(Batch::default(), None).await
     }
+}
+
+/// The event that records the outcome of a request from the inbox: `update_applied`, or
+/// `update_refused` with the refusal's words; `None` for an id `ctx` holds already (applied or
+/// refused), or a refusal past the bound of those recorded.
+///
+/// # Errors
+/// Errors other than the update's refusal (storage, codec).
+pub(crate) fn outcome(
+    wf: &DynWorkflow,
+    ctx: &ThreadCtx,
+    thread: &cairn_storage::ThreadId,
+    request: &UpdateRequest,
+) -> Result<Option<Body>, Error> {
+    if ctx.meta.updates_refused.contains_key(&request.id) {
+        return Ok(None);
+    }
+    match decide(wf, ctx, request) {
+        Ok(Decision::Before(_)) => Ok(None),
+        Ok(Decision::Apply(body, _)) => Ok(Some(body)),
+        Err(e @ (Error::UpdateRefused { .. } | Error::LimitExceeded { .. })) => {
+            if ctx.meta.updates_refused.len() >= UPDATES_PER_THREAD_MAX {
+                // The refused ids are kept in the context, as the applied ones are: past the
+                // bound nothing more is recorded, and the caller's wait runs out.
+                tracing::warn!(%thread, id = %request.id, "an update refused and not recorded: UPDATES_PER_THREAD_MAX refusals recorded already");
+                return Ok(None);
+            }
+            let error = match e {
+                Error::UpdateRefused {
+                    source: cairn_dsl::UpdateError::Refused { message, .. },
+                    ..
+                } => message,
+                other => other.to_string(),
+            };
+            let error = cut(error, UPDATE_REFUSAL_BYTES_MAX);
+            Ok(Some(Body::UpdateRefused {
+                id: request.id.clone(),
+                name: request.name.clone(),
+                error,
+            }))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The update request a stored inbox signal carries; `None` (logged) for one that does not
+/// decode.
+pub(crate) fn request_of(
+    thread: &cairn_storage::ThreadId,
+    signal: &cairn_storage::Signal,
+) -> Option<UpdateRequest> {
+    let Ok(request) = serde_json::from_slice::<Request>(&signal.data) else {
+        tracing::warn!(%thread, n = signal.n, "an update request that does not decode");
+        return None;
+    };
+    Some(UpdateRequest { id: request.id, name: request.name, args: request.args })
 }
 
 /// `text` cut to at most `max` bytes, at a character boundary.

@@ -115,11 +115,8 @@ pub(crate) async fn apply_parked(
     let wf = shell.registry.workflow_for(&record)?;
     let last = record.last.map_or(0, |b| b.seq.0);
     let ctx = super::fetch::restore(shell.store.as_ref(), &wf, &id, Some(last)).await?;
-    if let Some(seq) = ctx.meta.updates.get(&request.id) {
-        return Ok(Applied::Before(*seq));
-    }
-    if let Some(words) = ctx.meta.updates_refused.get(&request.id) {
-        return Err(refused_before(&ctx, request, words));
+    if let Some(before) = decided_before(&ctx, request) {
+        return before;
     }
     if record.status.is_terminal() {
         return Err(Error::WrongStatus {
@@ -145,6 +142,32 @@ pub(crate) async fn apply_parked(
             Ok(Applied::Now { seq: last + 1, reply })
         }
     }
+}
+
+/// The outcome `ctx` holds for `request`'s id already (applied: its seq; refused: the words);
+/// `None` for an id not seen.
+fn decided_before(ctx: &ThreadCtx, request: &UpdateRequest) -> Option<Result<Applied, Error>> {
+    if let Some(seq) = ctx.meta.updates.get(&request.id) {
+        return Some(Ok(Applied::Before(*seq)));
+    }
+    let words = ctx.meta.updates_refused.get(&request.id)?;
+    Some(Err(refused_before(ctx, request, words)))
+}
+
+/// [`decided_before`] on `record`'s thread as stored (restored at its last seq): for a
+/// caller that hands the request on rather than applying it.
+///
+/// # Errors
+/// An unknown workflow version; storage errors.
+pub(crate) async fn outcome_before(
+    shell: &Shell,
+    record: &ThreadRecord,
+    request: &UpdateRequest,
+) -> Result<Option<Result<Applied, Error>>, Error> {
+    let wf = shell.registry.workflow_for(record)?;
+    let last = record.last.map_or(0, |b| b.seq.0);
+    let ctx = super::fetch::restore(shell.store.as_ref(), &wf, &record.id, Some(last)).await?;
+    Ok(decided_before(&ctx, request))
 }
 
 /// The refusal an `update_refused` event recorded for `request`'s id, answered again.

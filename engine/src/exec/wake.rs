@@ -36,6 +36,15 @@ impl Wake for Waker {
             }
         })
     }
+
+    fn updates_stored(&self, thread: ThreadId) -> BoxFuture<'static, ()> {
+        let shell = self.0.upgrade();
+        Box::pin(async move {
+            if let Some(shell) = shell {
+                super::update_parked::answer_parked(&shell, &thread).await;
+            }
+        })
+    }
 }
 
 /// Times a timer's write is tried when the thread's log moves between the read and the write

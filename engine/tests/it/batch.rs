@@ -14,7 +14,7 @@ use crate::common::{Tally, db, open};
 use crate::crash::Dying;
 
 /// Waits for a `go` signal, then notes its value.
-fn waiter() -> Workflow<Tally> {
+pub(crate) fn waiter() -> Workflow<Tally> {
     Workflow::<Tally>::builder("waiter", 1)
         .node("wait", |_s: Arc<Tally>, ctx: Ctx| async move {
             let n: u64 = ctx.recv("go").await?;
@@ -28,7 +28,7 @@ fn waiter() -> Workflow<Tally> {
 
 /// Starts `n` waiters `w-00`.. (labelled `team=a` for the even ones) and waits until each has
 /// parked for its signal.
-async fn waiting(engine: &Engine, n: usize) {
+pub(crate) async fn waiting(engine: &Engine, n: usize) {
     for i in 0..n {
         let team = if i % 2 == 0 { "a" } else { "b" };
         let options = StartOptions::id(format!("w-{i:02}")).label("team", team);
@@ -55,7 +55,7 @@ fn gone(engine: &Engine, thread: &str) -> usize {
     inbox.iter().filter(|s| s.name == "go").count()
 }
 
-async fn finished(engine: &Engine, id: &str) {
+pub(crate) async fn finished(engine: &Engine, id: &str) {
     let thread = engine.thread(id).await.unwrap();
     let done = tokio::time::timeout(Duration::from_secs(20), thread.finished()).await;
     assert_eq!(done.expect("finished in time").unwrap().status, ThreadStatus::Completed, "{id}");

@@ -41,7 +41,7 @@ const TOOLS_LAYERS: &[&[&str]] = &[
 /// and its subscriptions. Arrows between lines go down only.
 const STORAGE_LAYERS: &[&[&str]] = &[
     &["os_error", "bytes_serde", "clock", "lock", "intent"],
-    &["error", "ids", "limits", "thread", "wire_enum"],
+    &["error", "ids", "limits", "thread", "wire_enum", "queue_fair"],
     &["signal", "event", "queue", "checkpoint", "frame", "lsns", "delete"],
     &["event_batch", "queue_wire"],
     &["batch", "codec", "correlation"],

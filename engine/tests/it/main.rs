@@ -8,6 +8,7 @@
 
 mod accepted;
 mod batch;
+mod batch_repin;
 mod bounded_history;
 mod bundle_export_options;
 mod bundle_replay;
@@ -91,6 +92,7 @@ mod select_child;
 mod select_fork;
 mod serve;
 mod serve_auth;
+mod serve_repin;
 mod serve_start;
 mod signal_once;
 mod signal_once_race;
@@ -112,6 +114,7 @@ mod updates_pg;
 mod variables;
 mod versions;
 mod versions_pg;
+mod versions_updates;
 mod web_view;
 mod web_view_batch;
 mod web_view_continued;

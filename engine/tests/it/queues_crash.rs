@@ -125,7 +125,7 @@ async fn one_case(c: &Case, counters: &Counters) -> Result<(), TestCaseError> {
         per_key_max: Some(c.per_key),
         ..QueueLimits::default()
     };
-    let engine = open(&path, &wf, limits).await;
+    let engine = open(&path, &wf, limits.clone()).await;
     for (i, (key, priority)) in c.threads.iter().enumerate() {
         let options =
             StartOptions::id(id(i, *key)).on_queue("q").key(format!("k{key}")).priority(*priority);
@@ -145,7 +145,7 @@ async fn one_case(c: &Case, counters: &Counters) -> Result<(), TestCaseError> {
     let mut engine = engine;
     for at in &c.crash_at {
         crash_at(engine, *at, counters).await;
-        engine = open(&path, &wf, limits).await;
+        engine = open(&path, &wf, limits.clone()).await;
     }
     if let Some(i) = c.pause.filter(|p| Some(*p) != c.cancel) {
         let thread = id(i, c.threads[i].0);

@@ -26,7 +26,7 @@ async fn two_engines_on_one_database_never_exceed_the_global_and_per_key_limits_
             .durability(Durability::Immediate)
             .poll_ms(50)
             .concurrency(16)
-            .queue("jobs", limits)
+            .queue("jobs", limits.clone())
             .workflow(&wf)
             .open()
     };
@@ -83,7 +83,7 @@ async fn two_engines_on_one_database_never_start_more_than_the_rate_limit_per_pe
             .durability(Durability::Immediate)
             .clock(Arc::new(clock.clone()))
             .recovery(RecoveryPolicy::Park)
-            .queue("rated", limits)
+            .queue("rated", limits.clone())
             .workflow(&wf)
             .open()
     };
@@ -158,8 +158,8 @@ async fn two_engines_debounce_one_key_together_and_batch_each_start_once() {
         Engine::builder(&url)
             .durability(Durability::Immediate)
             .poll_ms(50)
-            .queue("deb", debounce)
-            .queue("bat", batch)
+            .queue("deb", debounce.clone())
+            .queue("bat", batch.clone())
             .workflow(&wf)
             .open()
     };

@@ -423,7 +423,7 @@ async fn queue_gauges_hold_across_a_restart() {
     let open = |recorder: Arc<TestRecorder>| {
         Engine::builder(&path)
             .workflow(&wf)
-            .queue("gauged", limits)
+            .queue("gauged", limits.clone())
             .metrics_recorder(recorder)
             .health_every_ms(None)
             .open()

@@ -96,6 +96,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("queue", codec::encode_queue(&queue)?),
         ("queue_member", codec::encode_queue_member(&member)?),
         ("queue_flow", codec::encode_queue(&flow_queue()?)?),
+        ("queue_fair", codec::encode_queue(&fair_queue())?),
         (
             "queue_member_batch",
             codec::encode_queue_member(&QueueMember {
@@ -108,6 +109,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::fs::write(dir.join(format!("seed-{name}")), bytes)?;
     }
     Ok(())
+}
+
+/// A queue record with the trailer's fairness part (`storage/src/queue_wire.rs`).
+fn fair_queue() -> QueueState {
+    let fair = cairn_storage::Fairness::new(1, [("gold".to_owned(), 3)]);
+    let limits = QueueLimits { fairness: Some(fair), ..QueueLimits::default() };
+    let mut queue = QueueState::new("fair".into(), limits);
+    queue.fair.pass.insert("gold".into(), 240_240_000);
+    queue.fair.floor = 0;
+    queue
 }
 
 /// A queue record with the flow-control trailer (`storage/src/queue_wire.rs`).

@@ -1,10 +1,13 @@
 //! Flow control on queues in the store (`docs/queues.md`): a dropping rate refuses a start and
 //! writes nothing, a per-key rate holds admissions per key, a debounced start supersedes the
 //! key's waiting start only as the caller read it (compare and swap), and a batch run takes
-//! the key's first gathering starts only as the caller read them. Both backends.
+//! the key's first gathering starts only as the caller read them; fairness weights split
+//! admissions between keys in proportion (3:1 gives 300:100 of 400), and weights that do not
+//! differ admit exactly as a queue without them. Both backends.
 
 use cairn_storage::{
-    Batch, Enqueue, Error, QueueLimits, QueueOp, RateLimit, Store, ThreadRecord, ThreadStatus,
+    Batch, Enqueue, Error, Fairness, QueueLimits, QueueOp, RateLimit, Store, ThreadRecord,
+    ThreadStatus,
 };
 
 use crate::common::*;
@@ -120,10 +123,77 @@ fn batches(store: &dyn Store) {
     assert_eq!(q.waiting, 1);
 }
 
+/// Starts `ids` (each with its key) on `queue` in one batch.
+fn start_many(store: &dyn Store, queue: &str, ids: &[(String, &str)]) {
+    let mut batch = Batch::default();
+    for (id, key) in ids {
+        let mut record = ThreadRecord::new(tid(id), workflow("w"), 1);
+        record.status = ThreadStatus::Queued;
+        batch.threads.push(record);
+        batch.queues.push(QueueOp::Enqueue(plain(queue, id, key, 1)));
+    }
+    store.append(batch).unwrap().wait_blocking().unwrap();
+}
+
+/// Admits up to `max` threads of `queue`: their ids.
+fn admit_some(store: &dyn Store, queue: &str, max: usize) -> Vec<String> {
+    let op = QueueOp::Admit { queue: queue.into(), now_ms: 2, max, workflows: vec!["w".into()] };
+    let done = store.append(Batch { queues: vec![op], ..Batch::default() }).unwrap();
+    done.wait_blocking().unwrap().admitted.iter().map(ToString::to_string).collect()
+}
+
+fn weighted(default_weight: u32, weights: &[(&str, u32)]) -> QueueLimits {
+    let weights = weights.iter().map(|(k, w)| ((*k).to_owned(), *w));
+    QueueLimits { fairness: Some(Fairness::new(default_weight, weights)), ..QueueLimits::default() }
+}
+
+fn fairness(store: &dyn Store) {
+    // Weights 3:1, both keys waiting throughout (500 each): 400 admissions split 300:100.
+    define(store, "fair", weighted(1, &[("gold", 3)]));
+    for key in ["gold", "free"] {
+        for chunk in 0..5 {
+            let ids: Vec<(String, &str)> =
+                (0..100).map(|i| (format!("{key}-{:03}", chunk * 100 + i), key)).collect();
+            start_many(store, "fair", &ids);
+        }
+    }
+    let mut admitted = Vec::new();
+    for _ in 0..4 {
+        admitted.extend(admit_some(store, "fair", 100));
+    }
+    let gold = admitted.iter().filter(|id| id.starts_with("gold")).count();
+    assert_eq!(admitted.len(), 400);
+    assert!((299..=301).contains(&gold), "gold {gold} of 400");
+    let q = store.queues().wait().unwrap().into_iter().find(|q| q.name == "fair").unwrap();
+    assert_eq!(q.limits.fairness.as_ref().map(|f| f.weight_of("gold")), Some(3), "read back");
+    assert_eq!(q.fair.pass.len(), 2, "{:?}", q.fair);
+
+    // Control: the same starts on a queue without weights, one with equal weights: the same
+    // admissions in the same order (round robin), in steps of 3.
+    let order = |queue: &str, limits: QueueLimits| {
+        define(store, queue, limits);
+        let keys = ["a", "a", "b", "c", "a", "b", "b", "c", "a", "a", "c", "b"];
+        let ids: Vec<(String, &str)> =
+            keys.iter().enumerate().map(|(i, k)| (format!("{queue}-{i:02}-{k}"), *k)).collect();
+        start_many(store, queue, &ids);
+        let mut out = Vec::new();
+        for _ in 0..4 {
+            let step = admit_some(store, queue, 3);
+            out.extend(step.into_iter().map(|id| id.split_once('-').unwrap().1.to_owned()));
+        }
+        out
+    };
+    let plain_order = order("rr", QueueLimits::default());
+    assert_eq!(plain_order.len(), 12);
+    assert_eq!(order("eq", weighted(2, &[("a", 2), ("b", 2)])), plain_order);
+    assert_ne!(order("skew", weighted(1, &[("a", 5)])), plain_order, "control: weights matter");
+}
+
 fn flow_contract(store: &dyn Store) {
     rates(store);
     debounce(store);
     batches(store);
+    fairness(store);
     assert!(store.verify().unwrap().is_clean());
 }
 

@@ -86,6 +86,7 @@ CONTROL_BODIES = {
     "input": ("value",),
     "signal": ("name", "value", "dedup_key", "start"),
     "fork": ("at", "checkpoint", "update", "id", "labels", "start"),
+    "repin": ("build",),
 }
 
 #: Routes of the endpoint this client leaves out, and why (operator and web view routes).

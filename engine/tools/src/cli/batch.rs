@@ -1,7 +1,9 @@
 //! `cairn batch OP --filter K=V,.. [--dry-run] [--reason R] [--name N --value JSON]
-//! [--to-version V] [--id ID]` and `cairn batch show ID` (`docs/batches.md`): applies an
-//! operation (`cancel`, `pause`, `resume`, `signal`, `delete`, `migrate`) to every thread a
-//! filter matches, as a durable job of the engine ([`cairn::Engine::batch`]).
+//! [--to-version V] [--build B | --unpin] [--id ID]` and `cairn batch show ID`
+//! (`docs/batches.md`): applies an operation (`cancel`, `pause`, `resume`, `signal`, `delete`,
+//! `migrate`, `repin`) to every thread a filter matches, as a durable job of the engine
+//! ([`cairn::Engine::batch`]). `repin --filter label.cairn.build=A --build B` moves build A's
+//! unfinished threads to build B.
 //!
 //! The filter is `K=V` pairs joined by commas: `workflow=`, `status=`, `label.KEY=`,
 //! `version=`, `created_from_ms=`, `created_to_ms=`. `--dry-run` prints how many threads match
@@ -33,9 +35,9 @@ use cairn::{BatchFilter, BatchOp};
 pub struct BatchArgs {
     #[command(flatten)]
     common: Common,
-    /// The operation: cancel, pause, resume, signal, delete, migrate; or `show` (a batch's
-    /// progress, by its id).
-    #[arg(value_parser = ["cancel", "pause", "resume", "signal", "delete", "migrate", "show"])]
+    /// The operation: cancel, pause, resume, signal, delete, migrate, repin; or `show` (a
+    /// batch's progress, by its id).
+    #[arg(value_parser = ["cancel", "pause", "resume", "signal", "delete", "migrate", "repin", "show"])]
     op: String,
     /// `show`: the batch's id.
     #[arg(required_if_eq("op", "show"))]
@@ -59,6 +61,12 @@ pub struct BatchArgs {
     /// `migrate`: the version to move each thread to.
     #[arg(long, required_if_eq("op", "migrate"))]
     to_version: Option<u32>,
+    /// `repin`: the worker build to pin each thread to.
+    #[arg(long, conflicts_with = "unpin")]
+    build: Option<String>,
+    /// `repin`: unpin each thread instead (any engine takes it).
+    #[arg(long)]
+    unpin: bool,
     /// The batch's id: a batch of that id answers as it stands (a retry makes one batch).
     #[arg(long, value_parser = super::common::parse_thread_id)]
     id: Option<String>,
@@ -109,6 +117,11 @@ impl BatchArgs {
                 let to = self.to_version.ok_or_else(|| usage("migrate needs --to-version"))?;
                 BatchOp::Migrate { to_version: to }
             }
+            "repin" => match (&self.build, self.unpin) {
+                (Some(build), _) => BatchOp::Repin { build: Some(build.clone()) },
+                (None, true) => BatchOp::Repin { build: None },
+                (None, false) => return Err(usage("repin needs --build B or --unpin")),
+            },
             other => return Err(usage(format!("no operation {other:?}"))),
         })
     }
@@ -131,6 +144,8 @@ impl BatchArgs {
             BatchOp::Cancel { reason } => json!({ "reason": reason }),
             BatchOp::Signal { name, value } => json!({ "name": name, "value": value }),
             BatchOp::Migrate { to_version } => json!({ "to_version": to_version }),
+            BatchOp::Repin { build: Some(build) } => json!({ "build": build }),
+            BatchOp::Repin { build: None } => json!({ "unpin": true }),
             _ => json!({}),
         };
         if let (Some(body), Value::Object(extra)) = (body.as_object_mut(), extra) {

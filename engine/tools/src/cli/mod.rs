@@ -79,6 +79,7 @@ mod promise;
 mod query;
 mod queue;
 mod remote;
+mod repin;
 mod replay;
 mod result;
 mod schedule;
@@ -167,6 +168,9 @@ enum Command {
     /// The drain view: per workflow version, the threads that have not finished, and whether
     /// this binary carries it; then per worker build (the `cairn.build` pin).
     Versions(versions::VersionsArgs),
+    /// Move an unfinished thread to worker build BUILD (`--unpin`: any engine takes it), e.g.
+    /// one whose build is gone (docs/patching.md); `cairn batch repin` moves many.
+    Repin(repin::RepinArgs),
     /// The workflows compiled into this binary: id, version, node count, fingerprint.
     Workflows(workflows::WorkflowsArgs),
     /// Threads that can be resumed (paused, blocked, or left unfinished by a stopped engine).
@@ -336,6 +340,7 @@ async fn dispatch(command: Command, wfs: Vec<Arc<DynWorkflow>>) -> anyhow::Resul
         Command::Graph(args) => graph::graph(&args, wfs)?,
         Command::Interactions(args) => interactions::interactions(args, wfs).await?,
         Command::Versions(args) => versions::versions(args, wfs).await?,
+        Command::Repin(args) => repin::repin(args, wfs).await?,
         Command::Workflows(args) => workflows::workflows(&args, wfs)?,
         Command::Resumable(args) => control::resumable(args, wfs).await?,
         Command::Resume(args) => control::resume(args, wfs).await?,

@@ -62,6 +62,20 @@ struct DefineArgs {
     /// ... or once the oldest has waited this long (DURATION).
     #[arg(long, value_parser = parse_duration_ms)]
     batch_window: Option<u64>,
+    /// A key's fairness weight, KEY=N (repeatable; 1 to 1,000): between starts of equal
+    /// priority, keys are admitted in proportion to their weights.
+    #[arg(long = "weight", value_parser = parse_weight)]
+    weights: Vec<(String, u32)>,
+    /// The fairness weight of keys without a --weight (1 when absent).
+    #[arg(long)]
+    default_weight: Option<u32>,
+}
+
+/// `KEY=N`.
+fn parse_weight(text: &str) -> Result<(String, u32), String> {
+    let (key, n) = text.rsplit_once('=').ok_or_else(|| format!("{text:?}: use KEY=N"))?;
+    let n = n.trim().parse().map_err(|_| format!("{text:?}: the weight is a number"))?;
+    Ok((key.to_owned(), n))
 }
 
 /// A duration: N with a unit (ms, s, m, h; none is seconds).
@@ -126,6 +140,9 @@ pub(super) async fn command(cmd: QueueCommand, wfs: &[Arc<DynWorkflow>]) -> anyh
                 debounce_ms: args.debounce,
                 batch_max: args.batch_max,
                 batch_window_ms: args.batch_window,
+                fairness: (!args.weights.is_empty() || args.default_weight.is_some()).then(|| {
+                    cairn_storage::Fairness::new(args.default_weight.unwrap_or(1), args.weights)
+                }),
             };
             limits.check().map_err(|e| usage(e.to_string()))?;
             let engine = open_writable(&args.common.db, wfs).await?;
@@ -204,6 +221,10 @@ fn flow(limits: &QueueLimits) -> String {
     if let Some(ms) = limits.batch_window_ms {
         parts.push(format!("batch-window {}", period(ms)));
     }
+    if let Some(fair) = limits.fairness.as_ref().filter(|f| f.differs()) {
+        let each: Vec<String> = fair.weights.iter().map(|(k, w)| format!("{k}={w}")).collect();
+        parts.push(format!("weights {} (others {})", each.join(" "), fair.default_weight.max(1)));
+    }
     if parts.is_empty() { "-".into() } else { parts.join(", ") }
 }
 
@@ -228,5 +249,10 @@ mod tests {
         let limits =
             QueueLimits { debounce_ms: Some(2_000), rate_drops: true, ..QueueLimits::default() };
         assert_eq!(flow(&limits), "rate-drops, debounce 2s");
+        let fair = cairn_storage::Fairness::new(1, [("gold".to_owned(), 3)]);
+        let weighted = QueueLimits { fairness: Some(fair), ..QueueLimits::default() };
+        assert_eq!(flow(&weighted), "weights gold=3 (others 1)");
+        assert_eq!(parse_weight("a=b=2"), Ok(("a=b".to_owned(), 2)));
+        assert!(parse_weight("gold").is_err() && parse_weight("gold=x").is_err());
     }
 }

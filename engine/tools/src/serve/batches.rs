@@ -2,9 +2,10 @@
 //! the access layer, `super::access`, checks the token before) makes a batch, or with
 //! `dry_run` counts what it would apply to; `GET /api/batches/{id}` answers its progress.
 //!
-//! The body is `{"op", "filter", "reason"?, "name"?, "value"?, "to_version"?, "id"?,
-//! "dry_run"?}`: `op` one of `cancel` (with `reason`, "batch" when absent), `pause`, `resume`,
-//! `signal` (with `name` and `value`), `delete`, `migrate` (with `to_version`); `filter`
+//! The body is `{"op", "filter", "reason"?, "name"?, "value"?, "to_version"?, "build"?,
+//! "unpin"?, "id"?, "dry_run"?}`: `op` one of `cancel` (with `reason`, "batch" when absent),
+//! `pause`, `resume`, `signal` (with `name` and `value`), `delete`, `migrate` (with
+//! `to_version`), `repin` (with `build`, or `"unpin": true`); `filter`
 //! `{workflow?, status?, labels?, version?, created_from_ms?, created_to_ms?}` (`labels` an
 //! object of strings); `id` makes the call idempotent (a batch of that id answers as it stands).
 //! A new batch is a 201, an existing one or a dry run a 200; a bad body is a 400 naming its
@@ -32,7 +33,7 @@ use cairn::{BatchFilter, BatchOp};
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct BatchBody {
-    /// `cancel`, `pause`, `resume`, `signal`, `delete` or `migrate`.
+    /// `cancel`, `pause`, `resume`, `signal`, `delete`, `migrate` or `repin`.
     op: String,
     /// Which threads (every part given must match).
     #[serde(default)]
@@ -46,6 +47,11 @@ pub(super) struct BatchBody {
     value: Option<Value>,
     /// A migration's target version.
     to_version: Option<u32>,
+    /// A repin's worker build.
+    build: Option<String>,
+    /// A repin that unpins (instead of `build`).
+    #[serde(default)]
+    unpin: bool,
     /// The batch's id: a batch of that id answers as it stands (an idempotent call).
     id: Option<String>,
     /// Count the matching threads, apply nothing.
@@ -93,9 +99,19 @@ impl BatchBody {
                     .ok_or_else(|| Reject::bad("to_version", "a migration needs to_version"))?;
                 BatchOp::Migrate { to_version: to }
             }
+            "repin" => match (&self.build, self.unpin) {
+                (Some(_), true) => {
+                    return Err(Reject::bad("unpin", "give build or unpin, not both"));
+                }
+                (Some(build), false) => BatchOp::Repin { build: Some(build.clone()) },
+                (None, true) => BatchOp::Repin { build: None },
+                (None, false) => {
+                    return Err(Reject::bad("build", "a repin needs build (or unpin)"));
+                }
+            },
             other => {
                 let why = format!(
-                    "no operation {other:?}: cancel, pause, resume, signal, delete, migrate"
+                    "no operation {other:?}: cancel, pause, resume, signal, delete, migrate, repin"
                 );
                 return Err(Reject::bad("op", why));
             }

@@ -1,5 +1,6 @@
-//! The controls: `POST /api/threads/{id}/{pause|resume|cancel|input|signal|fork}` (the token is
-//! checked before, by the access layer, `super::access`). Bodies are JSON: `cancel` `{"reason"?}`, `input`
+//! The controls: `POST /api/threads/{id}/{pause|resume|cancel|input|signal|fork|repin}` (the token is
+//! checked before, by the access layer, `super::access`). Bodies are JSON: `cancel` `{"reason"?}`,
+//! `repin` `{"build"}` (a worker build id, or `null` to unpin: `Engine::repin`), `input`
 //! `{"value"}`, `signal` `{"name", "value", "dedup_key"?, "start"? {"workflow", "input", "version"?, "labels"?}}` (the answer adds `"signal"`: its number, `"duplicate"` with a key, `"created"` with `start`, which creates the thread first if it does not exist), `fork` `{"at"? | "checkpoint"?, "update"?, "id"?, "labels"?, "start"?}`; a body
 //! field that does not parse is named in the 400, as a signal the thread's workflow refuses is
 //! (`name` undeclared, `value` not of the declared type). `resume`, `input` and a started fork run the
@@ -78,10 +79,31 @@ struct ForkBody {
     start: Option<bool>,
 }
 
-/// The body of a control: cancel's, input's, signal's or fork's (pause and resume take none).
+/// `repin`'s body: the field is required, `null` unpins.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct RepinBody {
+    /// The worker build to pin the thread to; `null` unpins it (any engine takes it).
+    #[serde(deserialize_with = "present")]
+    #[schema(required = true)]
+    build: Option<String>,
+}
+
+/// A field that must be given, `null` included (serde would read a missing `Option` as `None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Option::<String>::deserialize(d)
+}
+
+/// The body of a control: cancel's, input's, signal's, fork's or repin's (pause and resume take
+/// none).
 pub(super) fn body_schema() -> RefOr<Schema> {
-    let bodies =
-        [CancelBody::schema(), InputBody::schema(), SignalBody::schema(), ForkBody::schema()];
+    let bodies = [
+        CancelBody::schema(),
+        InputBody::schema(),
+        SignalBody::schema(),
+        ForkBody::schema(),
+        RepinBody::schema(),
+    ];
     let one_of = bodies.into_iter().fold(OneOfBuilder::new(), |b, s| b.item(s));
     RefOr::T(Schema::OneOf(one_of.build()))
 }
@@ -91,13 +113,17 @@ pub(super) async fn control(
     Segment((id, control)): Segment<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Controlled>, Reject> {
-    if !matches!(control.as_str(), "pause" | "resume" | "cancel" | "input" | "signal" | "fork") {
+    let known = ["pause", "resume", "cancel", "input", "signal", "fork", "repin"];
+    if !known.contains(&control.as_str()) {
         return Err(Reject::not_found("control", format!("no control {control:?}")));
     }
     let body = super::app::body(body)?;
     let engine = app.engine.clone();
     if control == "signal" {
         return signal(&engine, id, &body).await.map(Json);
+    }
+    if control == "repin" {
+        return repin(&engine, id, &body).await.map(Json);
     }
     record_of(&engine, &id).await?;
     let thread = match control.as_str() {
@@ -192,6 +218,20 @@ async fn signal(engine: &cairn::Engine, id: String, body: &Bytes) -> Result<Cont
 }
 
 /// Refuses a body other than nothing or `{}` (`what` takes none).
+/// `repin`: moves the thread to the build the body names (or unpins it); the answer is its
+/// status after (an engine of that build may be driving it already).
+async fn repin(engine: &cairn::Engine, id: String, body: &Bytes) -> Result<Controlled, Reject> {
+    let b: RepinBody = parse(body)?;
+    record_of(engine, &id).await?;
+    let done = engine.repin(&id, b.build.as_deref()).await;
+    done.map_err(|e| {
+        let field = if matches!(e, Error::Invalid(_)) { "build" } else { "thread" };
+        reject(e, field)
+    })?;
+    let status = super::threads::status_of(engine, &id).await?.as_str().to_owned();
+    Ok(Controlled { thread: id, status, signal: None, duplicate: None, created: None })
+}
+
 pub(super) fn no_body(body: &Bytes, what: &str) -> Result<(), Reject> {
     if body.iter().all(u8::is_ascii_whitespace) || body.as_ref() == b"{}" {
         return Ok(());

@@ -170,7 +170,7 @@ pub struct BatchAnswer {
     pub id: Option<String>,
     /// Its thread's status (`completed` once finished); `None` for a dry run.
     pub status: Option<String>,
-    /// The operation: `cancel`, `pause`, `resume`, `signal`, `delete` or `migrate`.
+    /// The operation: `cancel`, `pause`, `resume`, `signal`, `delete`, `migrate` or `repin`.
     pub op: String,
     /// Threads the filter matched when the batch was made (a dry run: now).
     pub total: u64,

@@ -127,3 +127,38 @@ fn queue_list_prints_through_the_endpoint_what_it_prints_from_the_file() {
     // Without the endpoint the path has no database.
     on(&elsewhere, &["queue", "list"]).expect(4);
 }
+
+/// `queue define --weight KEY=N --default-weight N`: weights that differ are written and listed
+/// (JSON and the FLOW column); weights all the same are round robin and not stored; a weight
+/// out of range or not KEY=N is a usage error (exit 2) that writes nothing.
+#[test]
+fn queue_define_takes_fairness_weights_and_list_shows_them() {
+    let dir = tempdir();
+    let db = copy(demo_db(), dir.path());
+    let args = ["queue", "define", "tenants", "--weight", "gold=3", "--weight", "silver=2"];
+    let defined = on(&db, &[&args[..], &["--json"]].concat()).expect(0).json();
+    let fair = &defined[0]["limits"]["fairness"];
+    assert_eq!(
+        (fair["weights"]["gold"].clone(), fair["default_weight"].clone()),
+        (3.into(), 1.into()),
+        "{defined}"
+    );
+    let text = on(&db, &["queue", "list"]).expect(0).stdout;
+    assert!(text.contains("weights gold=3 silver=2 (others 1)"), "{text}");
+    for bad in [
+        &["--weight", "gold=0"][..],
+        &["--weight", "gold=1001"],
+        &["--weight", "gold"],
+        &["--default-weight", "0"],
+    ] {
+        on(&db, &[&["queue", "define", "other"][..], bad].concat()).expect(2);
+    }
+    let listed = on(&db, &["queue", "list", "--json"]).expect(0).json();
+    let names: Vec<&str> =
+        listed.as_array().unwrap().iter().filter_map(|q| q["name"].as_str()).collect();
+    assert_eq!(names, ["tenants"], "nothing written: {listed}");
+    // Equal weights: round robin, stored as none (control: the column says -).
+    let equal = ["queue", "define", "even", "--weight", "a=2", "--default-weight", "2", "--json"];
+    let even = on(&db, &equal).expect(0).json();
+    assert!(even[0]["limits"]["fairness"].is_null(), "{even}");
+}

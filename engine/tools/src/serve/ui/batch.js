@@ -37,6 +37,10 @@
       const v = $("batch-value").value.trim();
       try { b.value = v ? JSON.parse(v) : null; } catch (e) { throw new Error(`the signal value is not JSON: ${e.message}`); }
     }
+    if (op === "repin") {
+      const build = $("batch-build").value.trim();
+      if (build) b.build = build; else b.unpin = true;
+    }
     return b;
   }
 
