@@ -123,7 +123,7 @@ pub struct CheckpointRules {
     pub tail: Tail,
     /// A completing thread writes its completion checkpoint when at least this many events
     /// follow its latest one (its last step's included), or when its last step would have taken
-    /// one anyway (see [`CheckpointRules::completion_due`]); 0: at every completion.
+    /// one anyway (`CheckpointRules::completion_due`); 0: at every completion.
     pub completion_after_events: u64,
 }
 
