@@ -28,3 +28,4 @@ pub mod subworkflow;
 pub mod timers;
 pub mod trip;
 pub mod vat_patch;
+pub mod versioned_workers;

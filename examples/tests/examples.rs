@@ -53,6 +53,21 @@ async fn a_patched_rule_keeps_old_orders_on_the_old_branch_and_new_ones_on_the_n
 }
 
 #[tokio::test]
+async fn versioned_workers_leave_another_builds_thread_until_it_is_repinned() {
+    use cairn::ThreadStatus::{Completed, WaitingInput};
+    use cairn_examples::versioned_workers::{NEW_BUILD, OLD_BUILD, run};
+    let (_d, p) = db("approvals.db");
+    let s = run(&p).await.unwrap();
+    let (old, new) = (Some(OLD_BUILD.to_owned()), Some(NEW_BUILD.to_owned()));
+    assert_eq!(s.drain_at_open, [(None, 1), (old, 1), (new.clone(), 0)]);
+    assert_eq!(
+        (s.free, s.pinned_before_repin, s.pinned_after_repin),
+        (Completed, WaitingInput, Completed)
+    );
+    assert_eq!(s.drain_at_end, [(None, 0), (new, 0)]);
+}
+
+#[tokio::test]
 async fn orders_are_found_by_their_labels_and_status() {
     let (_d, p) = db("orders.db");
     let s = cairn_examples::order_search::run(&p).await.unwrap();
