@@ -458,7 +458,9 @@ impl Run<'_> {
         let deleted = async {
             loop {
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                if matches!(self.engine.store().thread(&id).wait(), Ok(None)) {
+                // Awaited, not waited on: a blocking wait here stalls the select (and the
+                // case's timeout) for as long as the read takes.
+                if matches!(self.engine.store().thread(&id).await, Ok(None)) {
                     return;
                 }
             }
