@@ -63,12 +63,11 @@ pub(crate) struct Counters {
 /// Everything one batch will write, fully encoded.
 #[derive(Default)]
 pub(crate) struct Plan {
-    /// (lsn, framed event), when the backend frames each event ([`PlanState::frames_events`]).
+    /// (lsn, framed event), when the backend frames each event ([`PlanState::frames_events`]),
+    /// in the order of `log`.
     pub(crate) events: Vec<(u64, Vec<u8>)>,
     /// The batch's events, in lsn order (the redb log frames them in runs: `redb/log.rs`).
     pub(crate) log: Vec<Event>,
-    /// (thread, seq) of each of `events`, in the same order.
-    pub(crate) event_keys: Vec<(ThreadId, u64)>,
     /// (correlation id, lsn, framed entry): the correlation-index entries of the batch's events
     /// that carry one, written in the same commit as the events.
     pub(crate) correlations: Vec<(String, u64, Vec<u8>)>,
@@ -104,7 +103,6 @@ pub(crate) fn plan(
 ) -> Result<Plan, Error> {
     let mut plan = Plan {
         log: Vec::with_capacity(batch.events.len()),
-        event_keys: Vec::with_capacity(batch.events.len()),
         appended: Appended {
             bookmarks: Vec::with_capacity(batch.events.len()),
             ..Appended::default()
@@ -119,10 +117,11 @@ pub(crate) fn plan(
     for upsert in batch.threads {
         let id = upsert.id.clone();
         plan.thread(tables, &id)?;
-        // Taken, not borrowed: the upsert replaces it, so its tail and lease move over.
-        let current = plan.threads.remove(&id).flatten();
-        let stored = merge_upsert(upsert, current);
-        plan.set_thread(id, stored);
+        // Replaced where it is (no map entry removed and made again); the upsert takes its
+        // tail and lease.
+        let slot = plan.threads.get_mut(&id).expect("read into the plan above");
+        *slot = Some(merge_upsert(upsert, slot.take()));
+        mark_dirty(&mut plan.dirty_threads, &id);
     }
     for new in batch.events {
         plan.event(tables, new)?;
@@ -185,7 +184,6 @@ impl Plan {
             let entry = CorrelationEntry::of_event(&event, correlation.clone());
             self.correlations.push((correlation.clone(), lsn, codec::encode_correlation(&entry)?));
         }
-        self.event_keys.push((id.clone(), seq));
         stored.record.last = Some(event.bookmark);
         stored.tail.push(lsn);
         if stored.tail.len() >= SEQ_CHUNK_LEN {

@@ -17,6 +17,8 @@ use cairn_storage::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod summary;
+
 /// One unit of work in a step: a node, or one item of a map node.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct TaskKey {
@@ -604,115 +606,6 @@ impl Body {
             | Body::PromiseCreated { task, .. }
             | Body::Message { task, .. } => Some(&task.node),
             _ => None,
-        }
-    }
-
-    /// The summary of a change of the state from outside a step.
-    fn state_summary(&self) -> String {
-        match self {
-            Body::StateUpdated { reason, .. } => format!("state updated: {reason}"),
-            Body::UpdateApplied { id, name, .. } => format!("update {name:?} applied (id {id})"),
-            other => format!("{:?}", other.kind()),
-        }
-    }
-
-    /// A one-line summary for listings.
-    pub fn summary(&self) -> String {
-        match self {
-            Body::ThreadCreated { workflow, .. } => {
-                format!("thread created: {} v{}", workflow.id, workflow.version)
-            }
-            Body::StatusChanged { from, to, reason } => format!("{from} -> {to}: {reason}"),
-            Body::NodeStarted { step, task, attempt, .. } => {
-                format!("step {step}: {task} started (attempt {attempt})")
-            }
-            Body::NodeCompleted { step, task, .. } => format!("step {step}: {task} completed"),
-            Body::NodeFailed { step, task, error, .. } => {
-                format!("step {step}: {task} failed: {error}")
-            }
-            Body::ToolCalled { task, name, call, .. } => {
-                format!("{task}: tool {name} called (#{call})")
-            }
-            Body::ToolReturned { task, name, output, .. } => match output {
-                Ok(_) => format!("{task}: tool {name} returned"),
-                Err(e) => format!("{task}: tool {name} failed: {}", e.message),
-            },
-            Body::RetryScheduled { task, attempt, delay_ms, .. } => {
-                format!("{task}: attempt {attempt} in {delay_ms} ms")
-            }
-            Body::InputRequested { task, .. } => format!("{task}: waiting for input"),
-            Body::InputReceived { task, .. } => format!("{task}: input received"),
-            Body::SignalAwaited { task, name, .. } => {
-                format!("{task}: waiting for signal {name:?}")
-            }
-            Body::SignalArrived { task, name } => format!("{task}: signal {name:?} arrived"),
-            Body::TimerSet { task, until_ms, .. } => format!("{task}: sleeping until {until_ms}"),
-            Body::TimerFired { task, .. } => format!("{task}: timer fired"),
-            Body::StepCompleted { step, next, .. } => {
-                if next.is_empty() {
-                    format!("step {step} completed; reached END")
-                } else {
-                    format!("step {step} completed; next: {}", next.join(", "))
-                }
-            }
-            Body::CheckpointCreated { kind, description, .. } => {
-                format!("{kind} checkpoint: {description}")
-            }
-            Body::Progress { task, progress } => {
-                format!("{task}: {}/{} {}", progress.step, progress.total, progress.message)
-            }
-            Body::Message { task, message } => {
-                format!("{task}: [{}] {}", message.role, message.content)
-            }
-            Body::Recovered { action } => format!("recovered after restart: {action}"),
-            Body::Output { .. } => "output recorded".to_owned(),
-            Body::Lock { name, acquired: true } => format!("lock {name} acquired"),
-            Body::Lock { name, acquired: false } => format!("lock {name} released"),
-            Body::Budget { budget, used, limit } => format!("budget {budget}: {used} of {limit}"),
-            Body::StateUpdated { .. } | Body::UpdateApplied { .. } => self.state_summary(),
-            Body::RolledBack { checkpoint, to_seq, reason, .. } => {
-                format!("rolled back to checkpoint {checkpoint} (seq {to_seq}): {reason}")
-            }
-            Body::BudgetsSet { .. } => "budgets changed".to_owned(),
-            Body::ContinuedAsNew { thread, .. } => format!("continued as new: {thread}"),
-            Body::ContinuedFrom { thread } => format!("continued from {thread}"),
-            later => later.summary_later(),
-        }
-    }
-
-    /// [`Body::summary`] of the kinds added later (labels, compensation, recovery, published
-    /// events and promises).
-    fn summary_later(&self) -> String {
-        match self {
-            Body::LabelsChanged { set, removed } => {
-                let set = set.iter().map(|(k, v)| format!("{k}={v}"));
-                let removed = removed.iter().map(|k| format!("-{k}"));
-                format!("labels: {}", set.chain(removed).collect::<Vec<_>>().join(", "))
-            }
-            Body::CompensationBegan { reason, undos } => {
-                format!("compensating: {undos} undo(s) after: {reason}")
-            }
-            Body::UndoStarted { index, name, .. } => format!("undo #{index} {name} started"),
-            Body::UndoFinished { index, name, output: Ok(_), .. } => {
-                format!("undo #{index} {name} finished")
-            }
-            Body::UndoFinished { index, name, output: Err(e), .. } => {
-                format!("undo #{index} {name} failed: {}", e.message)
-            }
-            Body::RecoveryApplied { task, strategy: Recovery::Fallback(to), .. } => {
-                format!("{task}: recovery: fall back to {to}")
-            }
-            Body::RecoveryApplied { task, strategy, .. } => {
-                format!("{task}: recovery: {}", strategy.name())
-            }
-            Body::EventPublished { task, key, .. } => format!("{task}: published {key:?}"),
-            Body::PromiseCreated { task, promise } => format!("{task}: promise {promise} created"),
-            Body::CheckpointRequested { request } => request.summary(),
-            Body::UpdateRefused { id, name, error } => {
-                format!("update {name:?} refused (id {id}): {error}")
-            }
-            // Every other kind is summed up by `summary`.
-            other => format!("{:?}", other.kind()),
         }
     }
 }

@@ -362,8 +362,8 @@ struct Writes {
 
 impl Writes {
     fn add(&mut self, planned: Plan) -> Result<(), Error> {
-        for ((lsn, framed), (thread, seq)) in planned.events.into_iter().zip(planned.event_keys) {
-            self.events.push(&thread, seq, lsn, framed)?;
+        for ((lsn, framed), event) in planned.events.into_iter().zip(&planned.log) {
+            self.events.push(&event.thread, event.bookmark.seq.0, lsn, framed)?;
         }
         for id in &planned.dirty_threads {
             let hint = super::wake::hint_for(&planned.wakes, id);
