@@ -76,8 +76,9 @@ pub fn published<'a>(meta: &'a ThreadMeta, key: &str) -> Option<&'a Value> {
 /// start)); the next step counts from the total and admits no new key until it is under.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PublishedKeys {
-    /// The keys the thread had at the step's start.
-    base: std::sync::Arc<BTreeSet<String>>,
+    /// The keys the thread had at the step's start; `None` when there were none (a default
+    /// or a task's copy then allocates nothing).
+    base: Option<std::sync::Arc<BTreeSet<String>>>,
     /// The task's own new keys (not in `base`).
     own: BTreeSet<String>,
 }
@@ -86,8 +87,9 @@ impl PublishedKeys {
     /// The keys the thread had when its open step began: those of [`ThreadMeta::published`]
     /// not first published in that step ([`ThreadMeta::published_in_step`]); no own key.
     pub fn at_step_start(meta: &ThreadMeta) -> Self {
+        let base: BTreeSet<String> = Self::base_of(meta).cloned().collect();
         PublishedKeys {
-            base: std::sync::Arc::new(Self::base_of(meta).cloned().collect()),
+            base: (!base.is_empty()).then(|| std::sync::Arc::new(base)),
             own: BTreeSet::new(),
         }
     }
@@ -99,7 +101,7 @@ impl PublishedKeys {
     /// Becomes [`PublishedKeys::at_step_start`] of `meta`, copying nothing when the keys are
     /// the same already (the usual case at a step's start when the last step published none).
     pub fn reset(&mut self, meta: &ThreadMeta) {
-        if !self.base.iter().eq(Self::base_of(meta)) {
+        if !self.base.iter().flat_map(|b| b.iter()).eq(Self::base_of(meta)) {
             *self = PublishedKeys::at_step_start(meta);
         } else {
             self.own.clear();
@@ -114,7 +116,7 @@ impl PublishedKeys {
 
     /// How many there are: at the step's start, plus the task's own.
     pub fn len(&self) -> usize {
-        self.base.len() + self.own.len()
+        self.base.as_ref().map_or(0, |b| b.len()) + self.own.len()
     }
 
     /// Whether there is none.
@@ -127,7 +129,7 @@ impl PublishedKeys {
     /// # Errors
     /// The refusal, for the node: the limit by name, and the key.
     pub fn admit(&mut self, key: &str, max: usize) -> Result<(), String> {
-        if self.base.contains(key) || self.own.contains(key) {
+        if self.base.as_ref().is_some_and(|b| b.contains(key)) || self.own.contains(key) {
             return Ok(());
         }
         if self.len() >= max {

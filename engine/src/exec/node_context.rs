@@ -87,7 +87,9 @@ pub(crate) struct LiveNodeContext {
     pub key: TaskKey,
     attempt: u32,
     item: Option<Value>,
-    pub cancel: CancellationToken,
+    /// The attempt's cancellation: a child of the thread's, made when first asked for (by a
+    /// tool call, the node, or a timeout that cancels the attempt); most attempts never ask.
+    cancel: std::sync::OnceLock<CancellationToken>,
     st: Arc<Mutex<TaskState>>,
     /// Where `ctx.stream` and the task's tools write, closed when the attempt ends.
     stream: Arc<TaskStream>,
@@ -101,7 +103,7 @@ impl LiveNodeContext {
         item: Option<Value>,
         j: &TaskJournal,
     ) -> Self {
-        let cancel = env.cancel.child_token();
+        let cancel = std::sync::OnceLock::new();
         let st = TaskState {
             replay_tools: j.tools.clone(),
             replay_values: j.values.iter().cloned().collect(),
@@ -124,6 +126,11 @@ impl LiveNodeContext {
 
     fn state(&self) -> MutexGuard<'_, TaskState> {
         lock_state(&self.st)
+    }
+
+    /// The attempt's cancellation token (see the field).
+    pub(super) fn attempt_token(&self) -> &CancellationToken {
+        self.cancel.get_or_init(|| self.env.cancel.child_token())
     }
 
     /// The locks the attempt was waiting for when asked (comma-separated), if it was.
@@ -251,7 +258,7 @@ impl NodeContext for LiveNodeContext {
     ) -> BoxFuture<'static, Result<Value, NodeError>> {
         let env = self.env.clone();
         let (step, key, attempt) = (self.step, self.key.clone(), self.attempt);
-        let cancel = self.cancel.clone();
+        let cancel = self.cancellation();
         let sink = self.sink();
         // Decide under the lock whether this call is recorded, then leave the lock before any await.
         let NextCall { index, recorded, values, log_start, counted } = self.state().next_call();
@@ -356,7 +363,7 @@ impl NodeContext for LiveNodeContext {
     }
 
     fn cancellation(&self) -> CancellationToken {
-        self.cancel.clone()
+        self.attempt_token().clone()
     }
 
     fn interrupt(&self, prompt: Value) -> Result<Value, NodeError> {

@@ -211,7 +211,6 @@ async fn run_attempt(
             Err(e) => return Err(NodeError::Codec { detail: e.to_string() }),
         },
     };
-    let cancel = ctx.cancel.clone();
     let clock = env.clock.clone();
     let grace = env.cancel_grace_ms;
     let timeout = async {
@@ -229,7 +228,7 @@ async fn run_attempt(
     tokio::select! {
         r = fut => r,
         () = timeout => {
-            cancel.cancel();
+            ctx.attempt_token().cancel();
             let after_ms = timeout_ms.unwrap_or_default();
             // Timed out waiting for a lock: the kind of failure is a deadlock, not a slow node
             // (`cairn_dsl::FailureKind::of`).
