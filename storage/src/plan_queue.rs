@@ -378,7 +378,7 @@ impl Plan {
                 return Err(missing_member(queue, &thread));
             };
             if stored.record.status == ThreadStatus::Queued
-                && workflows.contains(&stored.record.workflow.id)
+                && workflows.iter().any(|w| **w == *stored.record.workflow.id)
                 && !gathering.is_some_and(|b| b.members.contains(&thread))
             {
                 return Ok(Some((rank, thread)));

@@ -4,6 +4,7 @@
 //! prunes and lease operations); whatever a caller puts there on an upsert is replaced.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -60,12 +61,12 @@ impl ThreadStatus {
 /// Which workflow (and which version of it) a thread or checkpoint belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct WorkflowRef {
-    /// The workflow id.
-    pub id: String,
+    /// The workflow id (shared: a clone of a record counts a reference).
+    pub id: Arc<str>,
     /// Its version.
     pub version: u32,
-    /// The graph fingerprint of that version.
-    pub fingerprint: String,
+    /// The graph fingerprint of that version (shared, as `id`).
+    pub fingerprint: Arc<str>,
 }
 
 impl WorkflowRef {

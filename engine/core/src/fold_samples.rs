@@ -17,9 +17,9 @@ use crate::thread_ctx::ThreadCtx;
 /// The `thread_created` of thread `t` of `wf` (input 1, seed 7), its frontier `first`.
 pub(crate) fn created(wf: &DynWorkflow, first: &str, labels: BTreeMap<String, String>) -> Body {
     let workflow = WorkflowRef {
-        id: wf.id().to_owned(),
+        id: wf.id().into(),
         version: wf.version(),
-        fingerprint: wf.fingerprint().to_string(),
+        fingerprint: wf.fingerprint().to_string().into(),
     };
     Body::ThreadCreated {
         workflow,

@@ -299,7 +299,7 @@ impl Engine {
         let thread = ThreadId::new(id)?;
         let store = self.shell.store.as_ref();
         let record = super::admin::thread_record(store, &thread).await?;
-        if record.workflow.id != Self::BATCH {
+        if &*record.workflow.id != Self::BATCH {
             return Err(Error::Invalid(format!("thread {id} is not a batch")));
         }
         let wf = self.shell.registry.workflow_for(&record)?;

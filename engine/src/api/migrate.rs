@@ -124,8 +124,8 @@ impl Engine {
         let mut custom = BTreeMap::new();
         custom.insert("from_version".to_owned(), old.version.to_string());
         custom.insert("to_version".to_owned(), to_version.to_string());
-        custom.insert("from_fingerprint".to_owned(), old.fingerprint.clone());
-        custom.insert("to_fingerprint".to_owned(), new_ref.fingerprint.clone());
+        custom.insert("from_fingerprint".to_owned(), old.fingerprint.to_string());
+        custom.insert("to_fingerprint".to_owned(), new_ref.fingerprint.to_string());
         let meta = CheckpointMeta {
             creator: "migration".into(),
             description: description.clone(),

@@ -72,7 +72,7 @@ impl Engine {
                 if ran && !marked {
                     found.push(Unpatched {
                         thread: record.id.to_string(),
-                        workflow: record.workflow.id.clone(),
+                        workflow: record.workflow.id.to_string(),
                         version: record.workflow.version,
                         status: record.status,
                         events,

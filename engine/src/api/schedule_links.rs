@@ -98,7 +98,7 @@ impl<'n> LinkWalk<'n> {
     /// [`Error::Invalid`] when the head is a thread of another workflow.
     pub(crate) fn head(&mut self, record: Option<ThreadRecord>) -> Result<(), Error> {
         if let Some(record) = record {
-            if record.workflow.id != ScheduleSpec::WORKFLOW {
+            if &*record.workflow.id != ScheduleSpec::WORKFLOW {
                 return Err(Error::Invalid(format!("thread {} is not a schedule", self.head)));
             }
             self.found.push((0, record));
@@ -119,7 +119,7 @@ impl<'n> LinkWalk<'n> {
             if !record.id.as_str().starts_with(self.head.as_str()) {
                 return Ok(false);
             }
-            if record.workflow.id == ScheduleSpec::WORKFLOW
+            if &*record.workflow.id == ScheduleSpec::WORKFLOW
                 && let Some((name, n)) = ScheduleSpec::link_of(record.id.as_str())
                 && name == self.name
             {

@@ -98,7 +98,7 @@ impl Engine {
         let handle = self.thread(id).await?;
         let record = crate::exec::fetch::record(self.store().as_ref(), handle.id()).await?;
         let runs = &record.workflow;
-        if runs.id != workflow.id() || runs.version != workflow.version() {
+        if &*runs.id != workflow.id() || runs.version != workflow.version() {
             return Err(Error::Invalid(format!(
                 "thread {id} runs workflow {} v{}, not {} v{}",
                 runs.id,

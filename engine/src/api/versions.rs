@@ -105,7 +105,7 @@ impl Engine {
             {
                 read += records.len();
                 for r in &records {
-                    let key = (r.workflow.id.clone(), r.workflow.version);
+                    let key = (r.workflow.id.to_string(), r.workflow.version);
                     let by_status = counts.entry(key).or_default();
                     *by_status.entry(status.as_str().to_owned()).or_default() += 1;
                     let build = r.labels.get(BUILD_LABEL).cloned();

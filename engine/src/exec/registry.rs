@@ -53,11 +53,11 @@ impl Registry {
         let w = &record.workflow;
         let wf = self.latest(&w.id, Some(w.version))?;
         let current = wf.fingerprint().to_string();
-        if current != w.fingerprint {
+        if current != &*w.fingerprint {
             return Err(Error::FingerprintChanged {
                 thread: record.id.to_string(),
                 workflow: format!("{} v{}", w.id, w.version),
-                recorded: w.fingerprint.clone(),
+                recorded: w.fingerprint.to_string(),
                 current,
             });
         }

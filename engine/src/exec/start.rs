@@ -221,14 +221,14 @@ pub(crate) async fn settle(
 /// The reference a thread record keeps to the workflow it runs.
 pub(crate) fn workflow_ref(wf: &DynWorkflow) -> cairn_storage::WorkflowRef {
     cairn_storage::WorkflowRef {
-        id: wf.id().to_owned(),
+        id: wf.id().into(),
         version: wf.version(),
-        fingerprint: wf.fingerprint().to_string(),
+        fingerprint: wf.fingerprint().to_string().into(),
     }
 }
 
 pub(crate) fn same_workflow(existing: &ThreadRecord, wf: &DynWorkflow) -> Result<(), Error> {
-    if existing.workflow.id == wf.id() {
+    if &*existing.workflow.id == wf.id() {
         Ok(())
     } else {
         Err(Error::Invalid(format!(

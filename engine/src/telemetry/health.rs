@@ -304,14 +304,14 @@ async fn read_and_check(
             let waits = !record.status.is_terminal() && record.status != ThreadStatus::Queued;
             if waits && inboxes.len() < HEALTH_SIGNAL_THREADS_MAX {
                 let summary = record.summary.clone();
-                inboxes.push((record.id.clone(), record.workflow.id.clone(), summary));
+                inboxes.push((record.id.clone(), record.workflow.id.to_string(), summary));
             }
             let idle_ms = now_ms.saturating_sub(record.updated_at_ms);
             if record.status == ThreadStatus::Running && idle_ms > watchdog_ms {
                 stuck_threads += 1;
                 stuck.push(StuckThread {
                     thread: record.id.to_string(),
-                    workflow: record.workflow.id.clone(),
+                    workflow: record.workflow.id.to_string(),
                     version: record.workflow.version,
                     idle_ms,
                 });

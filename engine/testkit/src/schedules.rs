@@ -332,7 +332,7 @@ impl Walk {
         let mut present = BTreeSet::new();
         for t in labelled(store, name)? {
             let tid = t.id.as_str().to_owned();
-            if t.workflow.id != state.spec.workflow {
+            if *t.workflow.id != *state.spec.workflow {
                 self.out.problems.push(format!(
                     "{tid} runs {}, the schedule {}",
                     t.workflow.id, state.spec.workflow
@@ -367,7 +367,7 @@ fn labelled(store: &dyn Store, name: &str) -> Result<Vec<ThreadRecord>, Error> {
     };
     let page = Page { limit: READ_LIMIT_MAX, offset: 0 };
     let mut listed = store.list_threads(&filter, page).wait()?;
-    listed.retain(|t| t.workflow.id != ScheduleSpec::WORKFLOW);
+    listed.retain(|t| &*t.workflow.id != ScheduleSpec::WORKFLOW);
     Ok(listed)
 }
 

@@ -88,7 +88,7 @@ async fn the_seed_documents_example_bundle_reads_and_imports() {
     let id = cairn_tools::Operator::new(&engine).import_bundle(&bundle).await.unwrap();
     let record = engine.store().thread(&id).wait().unwrap().unwrap();
     assert_eq!(record.status, ThreadStatus::Paused);
-    assert_eq!(record.workflow.id, SEED_WORKFLOW_ID);
+    assert_eq!(&*record.workflow.id, SEED_WORKFLOW_ID);
     let events = engine.store().read_range(&id, Seq(1), Seq(3)).wait().unwrap();
     let bodies: Vec<Body> =
         events.into_iter().map(|e| decode(engine.store().as_ref(), e).unwrap().body).collect();

@@ -464,7 +464,7 @@ async fn check(
     let all =
         engine.store().list_threads(&ThreadFilter::default(), Page { limit: 10_000, offset: 0 });
     for record in all.wait().expect("list") {
-        if record.workflow.id == CHAOS {
+        if &*record.workflow.id == CHAOS {
             *statuses.entry(record.status.to_string()).or_insert(0) += 1;
         }
         let handle = engine.thread(record.id.as_str()).await.expect("thread");

@@ -482,7 +482,7 @@ impl<'r> CheckpointRows<'r> {
             rows.ids.push(id);
             rows.threads.push(info.thread.as_str());
             rows.covers.push(to_db(info.covers.seq.0)?);
-            rows.workflows.push(info.workflow.id.as_str());
+            rows.workflows.push(&*info.workflow.id);
             rows.infos.push(info_frame);
             rows.snapshots.push(snapshot_frame);
             for tag in &info.meta.tags {
@@ -540,7 +540,7 @@ impl<'r> ThreadRows<'r> {
     ) -> Result<(), Error> {
         self.ids.push(id.as_str());
         self.statuses.push(stored.record.status.to_string());
-        self.workflows.push(stored.record.workflow.id.as_str());
+        self.workflows.push(&*stored.record.workflow.id);
         self.records.push(codec::encode_stored_thread(&stored.record, &[])?);
         self.ready.push(ready);
         Ok(())

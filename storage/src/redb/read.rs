@@ -371,7 +371,7 @@ pub(crate) fn list_checkpoints(
     });
     page.cut(infos, |info| {
         filter.thread.as_ref().is_none_or(|t| &info.thread == t)
-            && filter.workflow_id.as_ref().is_none_or(|w| &info.workflow.id == w)
+            && filter.workflow_id.as_ref().is_none_or(|w| *info.workflow.id == **w)
             && filter.kind.is_none_or(|k| info.kind == k)
             && (filter.any_tags.is_empty()
                 || info.meta.tags.iter().any(|tag| filter.any_tags.contains(tag)))

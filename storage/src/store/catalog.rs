@@ -87,7 +87,7 @@ impl ThreadFilter {
     /// Whether `record` passes every part of the filter.
     pub fn matches(&self, record: &ThreadRecord) -> bool {
         self.status.is_none_or(|s| record.status == s)
-            && self.workflow_id.as_ref().is_none_or(|w| &record.workflow.id == w)
+            && self.workflow_id.as_ref().is_none_or(|w| *record.workflow.id == **w)
             && self.labels_match(record)
     }
 }

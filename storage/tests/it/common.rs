@@ -14,7 +14,7 @@ pub fn tid(id: &str) -> ThreadId {
 }
 
 pub fn workflow(id: &str) -> WorkflowRef {
-    WorkflowRef { id: id.into(), version: 1, fingerprint: format!("fp-{id}") }
+    WorkflowRef { id: id.into(), version: 1, fingerprint: format!("fp-{id}").into() }
 }
 
 pub fn thread_record(id: &str) -> ThreadRecord {

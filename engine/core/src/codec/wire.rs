@@ -275,7 +275,8 @@ impl Bin for WorkflowRef {
         Ok(())
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        Ok(WorkflowRef { id: String::get(r)?, version: Bin::get(r)?, fingerprint: String::get(r)? })
+        let id = String::get(r)?.into();
+        Ok(WorkflowRef { id, version: Bin::get(r)?, fingerprint: String::get(r)?.into() })
     }
 }
 

@@ -168,7 +168,7 @@ pub(super) async fn resume(args: ThreadArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow
     let engine = open_writable(&args.common.db, wfs).await?;
     let record = record_of(&engine, &args.thread).await?;
     if let Some((name, _)) = cairn::ScheduleSpec::link_of(&args.thread)
-        && record.workflow.id == cairn::ScheduleSpec::WORKFLOW
+        && &*record.workflow.id == cairn::ScheduleSpec::WORKFLOW
     {
         // Its ticks would start threads here that this process leaves half done at its exit.
         engine.shutdown().await;

@@ -38,7 +38,7 @@ pub fn seed_thread_note(thread: &str) -> String {
 
 /// Whether a thread pinned to `workflow` was imported from a seed-format bundle.
 pub fn is_seed_workflow(workflow: &cairn_storage::WorkflowRef) -> bool {
-    workflow.id == SEED_WORKFLOW_ID && workflow.version == 0
+    &*workflow.id == SEED_WORKFLOW_ID && workflow.version == 0
 }
 
 /// The Cairn event kind of a seed event type, `None` for a name the seed does not have.

@@ -60,7 +60,7 @@ pub(super) async fn workflows(
                 .map_err(|e| reject(e.into(), "threads"))?;
             seen += batch.len();
             for r in &batch {
-                let id = r.workflow.id.clone();
+                let id = r.workflow.id.to_string();
                 *by_status.entry(id.clone()).or_default().entry(r.status.as_str()).or_default() +=
                     1;
                 *by_version.entry(id).or_default().entry(r.workflow.version).or_default() += 1;
@@ -235,7 +235,7 @@ async fn runs(engine: &Engine, name: &str) -> Result<Runs, Reject> {
         }
     }
     // The schedule's own thread carries its label too: it is no run.
-    runs.retain(|r| r.workflow.id != ScheduleSpec::WORKFLOW);
+    runs.retain(|r| &*r.workflow.id != ScheduleSpec::WORKFLOW);
     let prefix = ScheduleSpec::triggered_prefix(name);
     let triggered = runs.iter().filter(|r| r.id.as_str().starts_with(&prefix)).count() as u64;
     runs.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then_with(|| b.id.cmp(&a.id)));
