@@ -288,6 +288,20 @@ pub enum Error {
         since_ms: u64,
     },
 
+    /// Transient: a call to the database server got nothing within its deadline, while the
+    /// server itself was not known to be down (PostgreSQL: a read found no reader connection
+    /// free within [`crate::limits::PG_READ_CONNECTION_WAIT_MAX`]); `call` names it (`read
+    /// thread`, `read events`, ...). Nothing was changed: the same call may be made again.
+    #[error("{call} got no answer within {after_ms} ms: {waited_for}")]
+    TimedOut {
+        /// The call that timed out.
+        call: &'static str,
+        /// Its deadline, ms.
+        after_ms: u64,
+        /// What it was waiting for when the deadline passed.
+        waited_for: &'static str,
+    },
+
     /// Transient (reads) or poisoning (commits): the storage engine or the OS reported an error.
     #[error("storage error during {op}: {source}")]
     Storage {
@@ -317,6 +331,7 @@ impl Error {
                 | Error::LeaseHeld { .. }
                 | Error::SnapshotUnstable { .. }
                 | Error::Unavailable { .. }
+                | Error::TimedOut { .. }
                 | Error::Storage { .. }
         )
     }

@@ -125,6 +125,15 @@ pub const PG_STATEMENT_TIMEOUT_DEFAULT: std::time::Duration = std::time::Duratio
 /// the store learns it fails then.
 pub const PG_ANSWER_GRACE_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// PostgreSQL: how long a read waits for one of the store's reader connections when every one
+/// is busy, at most (and never longer than the read's answer deadline, statement timeout plus
+/// [`PG_ANSWER_GRACE_MAX`]): each busy connection is freed within its own answer deadline, so a
+/// read that waits longer waits on connections nothing frees (a read that was started and is
+/// no longer driven, its caller blocked elsewhere). It then fails with
+/// [`crate::Error::TimedOut`] naming the read, instead of waiting for ever (a 20-minute hang in
+/// a test's driver was one such wait).
+pub const PG_READ_CONNECTION_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// PostgreSQL: how often the store checks that its database answers (an empty query on its
 /// listening connection), whatever it reads or writes meanwhile: a network that goes silent
 /// is noticed within this plus [`PG_CHECK_ANSWER_MAX`] even when nothing is written.

@@ -179,8 +179,23 @@ pub(super) async fn released(shell: &Shell, thread: &ThreadId, result: &Result<E
         }
         // Nothing drives the thread now, and nothing will until the store recovers or another
         // engine takes it: its waiters hear why at once instead of waiting on a Running status.
-        Err(e) if !moved_on_by_another(shell, e) => shell.coord.stopped(thread, e),
+        Err(e) if !moved_on_by_another(shell, e) => shell.coord.stopped(thread, &stop_cause(e)),
         _ => {}
+    }
+}
+
+/// What a runner's waiters hear when it stopped with `e`: the failure that poisoned the store
+/// when `e` is a write refused because of it ([`cairn_storage::Error::Poisoned`]), else `e`.
+/// A runner whose batch was still in flight when the disk filled stops on the refusal of its
+/// next batch, after the in-flight one failed with the cause; its waiters must hear that cause
+/// whichever they notice first, the runner's stop or the store's refusal (which a wait
+/// watches too, and which carries the cause): it used to depend on the race.
+fn stop_cause(e: &Error) -> Error {
+    match e {
+        Error::Storage(cairn_storage::Error::Poisoned { cause }) => {
+            Error::Storage(cairn_storage::Error::clone(cause))
+        }
+        e => e.clone(),
     }
 }
 

@@ -36,6 +36,11 @@ const TIMEOUTS: &str = "connect_timeout=1&options=-c%20statement_timeout%3D1000"
 /// the listener's check (every 1 s, answered within 1 s), plus room for a loaded machine.
 const NOTICE_MAX: Duration = Duration::from_secs(5);
 
+/// The most the silent engine may take, once the network is back, to have every write it held
+/// refused and stop driving: its writer reconnects within about a second; the rest is room
+/// for a loaded machine (a bound on a wait for a condition, not a time waited).
+const SETTLE_MAX: Duration = Duration::from_secs(30);
+
 /// How long the network is silent.
 pub(crate) const SILENT: Duration = Duration::from_secs(8);
 
@@ -258,8 +263,11 @@ fn an_engine_rides_out_a_silent_network_noticing_it_and_answering_meanwhile() {
 ///
 /// The takeover waits for the rows the first engine's writer had locked in its open
 /// transaction: the server ends that transaction once it has sat idle for
-/// `idle_in_transaction_session_timeout` (10 s, `write::IDLE_IN_GROUP_MAX`), the network
-/// being silent; the second engine then takes the lapsed leases.
+/// `idle_in_transaction_session_timeout` (the answer deadline, 2 s here, or
+/// `write::IDLE_IN_GROUP_MAX`, 10 s, whichever is shorter), the network being silent; the
+/// second engine then takes the lapsed leases. After the resume the test waits for what it
+/// checks (a runner of the silent engine fenced, none of its threads driven by it), bounded
+/// by [`SETTLE_MAX`].
 #[test]
 fn a_second_engine_takes_over_and_the_silent_engines_late_writes_are_fenced() {
     const LEASE_TTL_MS: u64 = 1_500;
@@ -300,27 +308,42 @@ fn a_second_engine_takes_over_and_the_silent_engines_late_writes_are_fenced() {
         let mut outputs = Vec::new();
         for t in 0..THREADS {
             let handle = second.thread(&format!("t{t}")).await.unwrap();
-            let out: Tally = tokio::time::timeout(Duration::from_secs(20), handle.output())
-                .await
-                .expect("taken over and finished while the first engine was silent")
-                .expect("completed");
+            let Ok(out) = tokio::time::timeout(Duration::from_secs(20), handle.output()).await
+            else {
+                let state = takeover_state(&other_store, &direct).await;
+                panic!("t{t} was not taken over and finished within 20 s of the silence:\n{state}");
+            };
+            let out: Tally = out.expect("completed");
             outputs.push(out);
         }
         let taken_over_ms = silent.elapsed().as_millis();
         let runs_before_resume = effects.count();
         tokio::time::sleep(SILENT.saturating_sub(silent.elapsed())).await;
         proxy.resume();
-        // The first engine's writer runs what it held; every write of it is refused. Give it
-        // the time to (its writer reconnects within about a second).
+        // The first engine's writer runs what it held; every write of it is refused. Waited
+        // for as it is meant, not for a fixed time (3 s and 500 ms raced the writer's
+        // reconnection on a loaded machine, and a runner still driving after them could run a
+        // tool unseen): until a runner of it was fenced and it drives none of the threads.
         let resumed = Instant::now();
-        while resumed.elapsed() < Duration::from_secs(3) && first.fenced_runners() == 0 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        let driven = |engine: &Engine| {
+            let ids = (0..THREADS).map(|t| cairn::ThreadId::new(format!("t{t}")).unwrap());
+            ids.filter(|id| engine.is_driven(id)).count()
+        };
+        while first.fenced_runners() == 0 || driven(&first) > 0 {
+            assert!(
+                resumed.elapsed() < SETTLE_MAX,
+                "the silent engine did not settle within {SETTLE_MAX:?} of the resume: {} fenced \
+                 runners, {} threads still driven",
+                first.fenced_runners(),
+                driven(&first)
+            );
+            tokio::time::sleep(TICK).await;
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
         let runs = effects.count();
         let expected = (THREADS * NODES) as u64;
+        let settled_ms = resumed.elapsed().as_millis();
         crate::common::report(&format!(
-            "PG_HANG takeover taken_over_ms={taken_over_ms} fenced_runners={} \
+            "PG_HANG takeover taken_over_ms={taken_over_ms} settled_ms={settled_ms} fenced_runners={} \
              tool_runs={runs}/{expected} runs_after_resume={} double_runs={}",
             first.fenced_runners(),
             runs - runs_before_resume,
@@ -346,4 +369,39 @@ fn a_second_engine_takes_over_and_the_silent_engines_late_writes_are_fenced() {
         first.shutdown().await;
     });
     assert!(other_store.verify().unwrap().is_clean());
+}
+
+/// What held a take-over up, for a failure's message: each thread as the database has it
+/// (status, lease, last seq), and what each session on the database is doing.
+async fn takeover_state(store: &PgStore, url: &str) -> String {
+    use cairn::storage::Catalog;
+    let mut out = String::new();
+    for t in 0..THREADS {
+        let id = cairn::storage::ThreadId::new(format!("t{t}")).unwrap();
+        let record = store.thread(&id).await;
+        let record = record.map(|r| r.map(|r| (r.status, r.lease, r.last.map(|b| b.seq.0))));
+        out.push_str(&format!("t{t}: {record:?}\n"));
+    }
+    let url = url.to_owned();
+    let sessions = tokio::task::spawn_blocking(move || {
+        let mut admin = postgres::Client::connect(&url, postgres::NoTls)?;
+        admin.query(
+            "SELECT application_name, state, wait_event_type, wait_event, \
+             (now() - xact_start)::text, left(query, 100) \
+             FROM pg_stat_activity WHERE datname = current_database()",
+            &[],
+        )
+    })
+    .await
+    .expect("the look at the sessions ran");
+    match sessions {
+        Ok(rows) => {
+            for row in rows {
+                let cols: Vec<Option<String>> = (0..6).map(|i| row.get(i)).collect();
+                out.push_str(&format!("session: {cols:?}\n"));
+            }
+        }
+        Err(e) => out.push_str(&format!("sessions: {e}\n")),
+    }
+    out
 }

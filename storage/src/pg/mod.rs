@@ -193,15 +193,16 @@ impl PgStore {
         Ok(PgStore { inner: Arc::new(inner) })
     }
 
-    /// Runs the read `f` on a reader's connection: an async caller awaits the answer, and no
+    /// Runs the read `f`, named `call` in its errors, on a reader's connection: an async caller awaits the answer, and no
     /// thread but the reader's waits for the server. A sync caller's [`Reading::wait`] on a
     /// thread of an async runtime (which the engine's paths never do) is counted
     /// ([`crate::telemetry::BLOCKING_READS`], [`PgStore::blocking_reads`], a debug event).
     fn read<T: Send + 'static>(
         &self,
+        call: &'static str,
         f: impl for<'c> Fn(&'c Conn) -> BoxRead<'c, T> + Send + Sync + 'static,
     ) -> Reading<T> {
-        self.inner.readers.run(f).counting_blocks(self.inner.on_block.clone())
+        self.inner.readers.run(call, f).counting_blocks(self.inner.on_block.clone())
     }
 
     /// Sync reads this store made from inside an async runtime, so far (each blocked a thread
@@ -259,7 +260,10 @@ impl Backend for PgStore {
 impl ThreadLog for PgStore {
     fn read_since(&self, thread: &ThreadId, after: Seq, limit: usize) -> Reading<Vec<Event>> {
         let thread = thread.clone();
-        self.read(read_with!(thread; |c| read::read_since(c, &thread, after, limit, None)))
+        self.read(
+            "read events",
+            read_with!(thread; |c| read::read_since(c, &thread, after, limit, None)),
+        )
     }
 
     fn read_range(&self, thread: &ThreadId, from: Seq, to: Seq) -> Reading<Vec<Event>> {
@@ -270,6 +274,7 @@ impl ThreadLog for PgStore {
         };
         let thread = thread.clone();
         self.read(
+            "read events",
             read_with!(thread; |c| read::read_since(c, &thread, Seq(from - 1), count, Some(to))),
         )
     }
@@ -279,7 +284,7 @@ impl ThreadLog for PgStore {
     }
 
     fn read_all_since(&self, after: Lsn, limit: usize) -> Reading<Vec<Event>> {
-        self.read(read_with!(; |c| read::read_all_since(c, after, limit)))
+        self.read("read the global feed", read_with!(; |c| read::read_all_since(c, after, limit)))
     }
 
     fn read_correlated(
@@ -289,7 +294,10 @@ impl ThreadLog for PgStore {
         limit: usize,
     ) -> Reading<Vec<Event>> {
         let query = query.clone();
-        self.read(read_with!(query; |c| correlations::read_correlated(c, &query, after, limit)))
+        self.read(
+            "read correlated events",
+            read_with!(query; |c| correlations::read_correlated(c, &query, after, limit)),
+        )
     }
 
     fn subscribe(&self, scope: Scope, after: u64) -> Result<Subscription, Error> {
@@ -299,15 +307,15 @@ impl ThreadLog for PgStore {
 
     fn payload(&self, r: &PayloadRef) -> Reading<Vec<u8>> {
         let r = *r;
-        self.read(read_with!(; |c| read::payload(c, &r)))
+        self.read("read a payload", read_with!(; |c| read::payload(c, &r)))
     }
 
     fn checkpoint(&self, id: CheckpointId) -> Reading<Option<Checkpoint>> {
-        self.read(read_with!(; |c| read::checkpoint(c, id)))
+        self.read("read a checkpoint", read_with!(; |c| read::checkpoint(c, id)))
     }
 
     fn checkpoint_exists(&self, id: CheckpointId) -> Reading<bool> {
-        self.read(read_with!(; |c| read::checkpoint_exists(c, id)))
+        self.read("look for a checkpoint", read_with!(; |c| read::checkpoint_exists(c, id)))
     }
 
     fn latest_checkpoint_at_or_before(
@@ -316,7 +324,10 @@ impl ThreadLog for PgStore {
         seq: Seq,
     ) -> Reading<Option<Checkpoint>> {
         let thread = thread.clone();
-        self.read(read_with!(thread; |c| read::latest_checkpoint_at_or_before(c, &thread, seq)))
+        self.read(
+            "read the latest checkpoint",
+            read_with!(thread; |c| read::latest_checkpoint_at_or_before(c, &thread, seq)),
+        )
     }
 
     fn list_checkpoints(
@@ -325,19 +336,22 @@ impl ThreadLog for PgStore {
         page: Page,
     ) -> Reading<Vec<CheckpointInfo>> {
         let filter = filter.clone();
-        self.read(read_with!(filter; |c| read::list_checkpoints(c, &filter, page)))
+        self.read(
+            "list checkpoints",
+            read_with!(filter; |c| read::list_checkpoints(c, &filter, page)),
+        )
     }
 }
 
 impl Catalog for PgStore {
     fn thread(&self, id: &ThreadId) -> Reading<Option<ThreadRecord>> {
         let id = id.clone();
-        self.read(read_with!(id; |c| read::thread(c, &id)))
+        self.read("read thread", read_with!(id; |c| read::thread(c, &id)))
     }
 
     fn list_threads(&self, filter: &ThreadFilter, page: Page) -> Reading<Vec<ThreadRecord>> {
         let filter = filter.clone();
-        self.read(read_with!(filter; |c| read::list_threads(c, &filter, page)))
+        self.read("list threads", read_with!(filter; |c| read::list_threads(c, &filter, page)))
     }
 
     fn list_threads_after(
@@ -347,7 +361,7 @@ impl Catalog for PgStore {
         limit: usize,
     ) -> Reading<Vec<ThreadRecord>> {
         let (filter, after) = (filter.clone(), after.cloned());
-        self.read(read_with!(filter, after; |c| read::list_threads_after(c, &filter, after.as_ref(), limit)))
+        self.read("list threads", read_with!(filter, after; |c| read::list_threads_after(c, &filter, after.as_ref(), limit)))
     }
 
     fn signals(
@@ -357,20 +371,20 @@ impl Catalog for PgStore {
         limit: usize,
     ) -> Reading<Vec<crate::signal::Signal>> {
         let thread = thread.clone();
-        self.read(read_with!(thread; |c| signals::read(c, &thread, after, limit)))
+        self.read("read signals", read_with!(thread; |c| signals::read(c, &thread, after, limit)))
     }
 
     fn locks(&self) -> Reading<Vec<LockRecord>> {
-        self.read(read_with!(; |c| read::locks(c)))
+        self.read("read locks", read_with!(; |c| read::locks(c)))
     }
 
     fn queues(&self) -> Reading<Vec<crate::queue::QueueState>> {
-        self.read(read_with!(; |c| queues::read_all(c)))
+        self.read("read queues", read_with!(; |c| queues::read_all(c)))
     }
 
     fn queue_member(&self, thread: &ThreadId) -> Reading<Option<crate::queue::QueueMember>> {
         let thread = thread.clone();
-        self.read(read_with!(thread; |c| queues::read_member(c, &thread)))
+        self.read("read a queue member", read_with!(thread; |c| queues::read_member(c, &thread)))
     }
 }
 
@@ -379,9 +393,12 @@ crate::request::maintenance_through_writer!(PgStore, |store| {
     // thread (`blocking::Client`): it blocks, as `Reading::wait` says.
     let (handle, limit) = store.inner.readers.deadline();
     store
-        .read(read_with!(handle; |c| async move {
-            verify::verify(&mut blocking::Client::new(c, &handle, limit))
-        }))
+        .read(
+            "verify",
+            read_with!(handle; |c| async move {
+                verify::verify(&mut blocking::Client::new(c, &handle, limit))
+            }),
+        )
         .wait()
 });
 
@@ -394,7 +411,7 @@ impl SharedDatabase for PgStore {
         limit: usize,
     ) -> Reading<Vec<crate::store::DueThread>> {
         let (workflows, after) = (workflows.to_vec(), after.cloned());
-        self.read(read_with!(workflows, after; |c| wake::due_threads(c, &workflows, horizon_ms, after.as_ref(), limit)))
+        self.read("read due threads", read_with!(workflows, after; |c| wake::due_threads(c, &workflows, horizon_ms, after.as_ref(), limit)))
     }
 
     fn commits(&self) -> watch::Receiver<u64> {
@@ -408,12 +425,15 @@ impl SharedDatabase for PgStore {
         }
         let payload = format!("{thread}\t{message}");
         // Outside any transaction: delivered when this statement commits, at once.
-        self.read(read_with!(payload; |c| async {
-            c.execute("SELECT pg_notify($1, $2)", &[&listen::DRIVERS, &payload])
-                .await
-                .map(drop)
-                .map_err(pg_error("tell a thread's driver"))
-        }))
+        self.read(
+            "tell a thread's driver",
+            read_with!(payload; |c| async {
+                c.execute("SELECT pg_notify($1, $2)", &[&listen::DRIVERS, &payload])
+                    .await
+                    .map(drop)
+                    .map_err(pg_error("tell a thread's driver"))
+            }),
+        )
     }
 
     fn driver_messages(&self) -> tokio::sync::broadcast::Receiver<crate::store::DriverMessage> {

@@ -7,9 +7,10 @@
 //! way), so the store works inside any runtime, or none, and an async read blocks no thread. A
 //! sync read ([`Readers::run`]) blocks its own thread for the round trip, as a redb read blocks
 //! it for the disk. The pool's size bounds how many reads run at once; more wait for a
-//! connection, suspended. Every connection opens within the connect timeout and every read waits
-//! for its answer within the answer deadline (`deadline.rs`); the writer's [`Link`] gives each
-//! of its statements the same deadline.
+//! connection, suspended, within a deadline of its own ([`crate::limits::PG_READ_CONNECTION_WAIT_MAX`]:
+//! a connection held by a read nobody drives any more is never freed). Every connection opens
+//! within the connect timeout and every read waits for its answer within the answer deadline
+//! (`deadline.rs`); the writer's [`Link`] gives each of its statements the same deadline.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -262,6 +263,9 @@ pub(crate) struct Readers {
     pool: Pool,
     /// How long a read waits for its answer before it gives its connection up.
     answer: Option<std::time::Duration>,
+    /// How long a read waits for a free connection before it fails
+    /// ([`crate::limits::PG_READ_CONNECTION_WAIT_MAX`], or the answer deadline if shorter).
+    connection_wait: std::time::Duration,
     handle: tokio::runtime::Handle,
     metrics: StoreMetrics,
 }
@@ -284,7 +288,9 @@ impl Readers {
             .max_size(n)
             .build()
             .map_err(|e| Error::Storage { op: "build the reader pool", source: Arc::new(e) })?;
-        let readers = Readers { pool, answer, handle, metrics };
+        let most = crate::limits::PG_READ_CONNECTION_WAIT_MAX;
+        let connection_wait = answer.map_or(most, |answer| answer.min(most));
+        let readers = Readers { pool, answer, connection_wait, handle, metrics };
         let warm =
             crate::pending::block_on(futures::future::join_all((0..n).map(|_| readers.pool.get())));
         for got in warm {
@@ -299,34 +305,39 @@ impl Readers {
         (self.handle.clone(), self.answer)
     }
 
-    /// Runs the read `f` on a reader's connection; the answer is awaited (or waited for: see
-    /// [`Reading::wait`]). A read that fails
+    /// Runs the read `f`, named `call` in its errors (`read thread`), on a reader's connection;
+    /// the answer is awaited (or waited for: see [`Reading::wait`]). A read that fails
     /// because the connection was dropped (the server restarted, an administrator ended it) is
     /// run again once on a fresh connection: reads change nothing, so that is safe. A read
     /// with no answer within the answer deadline gives its connection up (closed, out of the
     /// pool) and fails. With every connection busy, the read waits for one, suspended (each
-    /// busy one is freed within its own deadline). While the store knows the database does
+    /// busy one is freed within its own deadline), for at most the connection wait
+    /// ([`crate::limits::PG_READ_CONNECTION_WAIT_MAX`]): past it, it fails with
+    /// [`Error::TimedOut`] naming `call`. While the store knows the database does
     /// not answer (its check, a connection or a deadline said so), a read fails at once with
     /// [`Error::Unavailable`] naming why, and one waiting when the store learns it fails then.
     pub fn run<T: Send + 'static>(
         &self,
+        call: &'static str,
         f: impl for<'c> Fn(&'c Conn) -> BoxRead<'c, T> + Send + Sync + 'static,
     ) -> Reading<T> {
-        Reading::later(self.read(f))
+        Reading::later(self.read(call, f))
     }
 
     fn read<T: Send + 'static>(
         &self,
+        call: &'static str,
         f: impl for<'c> Fn(&'c Conn) -> BoxRead<'c, T> + Send + Sync + 'static,
     ) -> impl Future<Output = Result<T, Error>> + Send + 'static {
-        let (pool, limit, metrics) = (self.pool.clone(), self.answer, self.metrics.clone());
+        let deadlines = Deadlines { call, answer: self.answer, connection: self.connection_wait };
+        let (pool, metrics) = (self.pool.clone(), self.metrics.clone());
         let reading = async move {
             // A database known not to answer is not asked: the caller hears why at once.
             let mut changes = metrics.database_changes();
             if let Some(e) = changes.borrow_and_update().as_ref().and_then(|s| s.unavailable()) {
                 return Err(e);
             }
-            let answer = read_on(&pool, limit, &metrics, &mut changes, &f).await;
+            let answer = read_on(&pool, deadlines, &metrics, &mut changes, &f).await;
             match answer {
                 Ok(answer) => {
                     metrics.database_answered();
@@ -344,11 +355,21 @@ impl Readers {
     }
 }
 
+/// What one read may wait for, and its name in the errors that say it waited too long.
+#[derive(Clone, Copy)]
+struct Deadlines {
+    call: &'static str,
+    /// The answer to its statement (`None`: the statement timeout is off).
+    answer: Option<std::time::Duration>,
+    /// A free connection.
+    connection: std::time::Duration,
+}
+
 /// [`Readers::read`] on a pooled connection, and once more on a fresh one if that one was
 /// dropped; each wait ends early when the store learns the database does not answer.
 async fn read_on<T>(
     pool: &Pool,
-    limit: Option<std::time::Duration>,
+    deadlines: Deadlines,
     metrics: &StoreMetrics,
     changes: &mut Changes,
     f: &(impl for<'c> Fn(&'c Conn) -> BoxRead<'c, T> + Send + Sync),
@@ -358,9 +379,14 @@ async fn read_on<T>(
         let conn = tokio::select! {
             got = pool.get() => got.map_err(pool_error)?,
             e = unavailable(changes) => return Err(e),
+            () = tokio::time::sleep(deadlines.connection) => return Err(Error::TimedOut {
+                call: deadlines.call,
+                after_ms: u64::try_from(deadlines.connection.as_millis()).unwrap_or(u64::MAX),
+                waited_for: "every reader connection stayed busy",
+            }),
         };
-        match within(limit, metrics, changes, f(&conn)).await {
-            Err(gone) => return Err(gone.give_up(conn)),
+        match within(deadlines, metrics, changes, f(&conn)).await {
+            Err(gone) => return Err(gone.give_up(deadlines.call, conn)),
             Ok(Err(e)) if again && dropped(&conn, &e) => {
                 metrics.connection_lost(&format!("a reader's connection: {e}"));
                 drop(Object::take(conn));
@@ -385,23 +411,24 @@ enum Gone {
 impl Gone {
     /// The read's error; its connection, which may still have the request in flight, is
     /// closed and out of the pool for good.
-    fn give_up(self, conn: Object) -> Error {
+    fn give_up(self, call: &'static str, conn: Object) -> Error {
         drop(Object::take(conn));
         match self {
-            Gone::Late(limit) => super::deadline::late("read", limit),
+            Gone::Late(limit) => super::deadline::late(call, limit),
             Gone::Unavailable(e) => e,
         }
     }
 }
 
-/// `read`'s answer, or why none came: not within `limit` (told to `metrics`), or the store
-/// learnt that the database does not answer (from `changes`).
+/// `read`'s answer, or why none came: not within its answer deadline (told to `metrics`,
+/// naming the read), or the store learnt that the database does not answer (from `changes`).
 async fn within<T>(
-    limit: Option<std::time::Duration>,
+    deadlines: Deadlines,
     metrics: &StoreMetrics,
     changes: &mut Changes,
     read: BoxRead<'_, T>,
 ) -> Result<Result<T, Error>, Gone> {
+    let limit = deadlines.answer;
     let late = async {
         match limit {
             Some(limit) => tokio::time::sleep(limit).await,
@@ -413,8 +440,11 @@ async fn within<T>(
         e = unavailable(changes) => Err(Gone::Unavailable(e)),
         () = late => {
             let limit = limit.unwrap_or_default();
-            metrics
-                .database_failed(&format!("a read got no answer within {} ms", limit.as_millis()));
+            metrics.database_failed(&format!(
+                "a read ({}) got no answer within {} ms",
+                deadlines.call,
+                limit.as_millis()
+            ));
             Err(Gone::Late(limit))
         }
     }

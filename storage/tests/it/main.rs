@@ -23,6 +23,8 @@ mod pg_events;
 #[cfg(feature = "postgres")]
 mod pg_hang;
 #[cfg(feature = "postgres")]
+mod pg_read_deadline;
+#[cfg(feature = "postgres")]
 mod pg_reads;
 #[cfg(feature = "tls")]
 mod pg_tls;

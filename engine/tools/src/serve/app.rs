@@ -108,8 +108,11 @@ pub(super) fn reject(e: Error, field: &str) -> Reject {
         Error::Storage(
             cairn_storage::Error::Invalid { .. } | cairn_storage::Error::LimitExceeded { .. },
         ) => 400,
-        // The database does not answer (the store knows it): try again later, as it says why.
-        Error::Storage(cairn_storage::Error::Unavailable { .. }) => 503,
+        // The database does not answer (the store knows it), or a read got nothing within its
+        // deadline: try again later, as it says why.
+        Error::Storage(
+            cairn_storage::Error::Unavailable { .. } | cairn_storage::Error::TimedOut { .. },
+        ) => 503,
         // A queue that drops starts over its rate: try again when the window frees one.
         Error::RateLimited { retry_after_ms, .. } => {
             let mut r = Reject::new(429, field, e.to_string());
