@@ -105,7 +105,7 @@ pub async fn workflow_at(
 pub fn registered(engine: &Engine, wref: &WorkflowRef) -> Result<Arc<DynWorkflow>, Error> {
     let wf = latest_workflow(engine, &wref.id, Some(wref.version))?;
     let current = wf.fingerprint().to_string();
-    if current != &*wref.fingerprint {
+    if current != *wref.fingerprint {
         return Err(Error::FingerprintChanged {
             thread: String::new(),
             workflow: format!("{} v{}", wref.id, wref.version),

@@ -53,7 +53,7 @@ impl Registry {
         let w = &record.workflow;
         let wf = self.latest(&w.id, Some(w.version))?;
         let current = wf.fingerprint().to_string();
-        if current != &*w.fingerprint {
+        if current != *w.fingerprint {
             return Err(Error::FingerprintChanged {
                 thread: record.id.to_string(),
                 workflow: format!("{} v{}", w.id, w.version),

@@ -203,7 +203,7 @@ pub(crate) fn checkpoint_entries(info: &crate::checkpoint::CheckpointInfo) -> Ve
     let id = info.id.0;
     let mut out = vec![
         Entry::CheckpointByThread { thread: info.thread.as_str(), covers: info.covers.seq.0, id },
-        Entry::CheckpointByWorkflow { workflow: &*info.workflow.id, id },
+        Entry::CheckpointByWorkflow { workflow: &info.workflow.id, id },
     ];
     out.extend(info.meta.tags.iter().map(|tag| Entry::CheckpointByTag { tag, id }));
     out
