@@ -6,6 +6,8 @@
 //! applied. Any failure rejects the whole batch and leaves other batches of the same group commit
 //! unaffected.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::NewCheckpoint;
@@ -216,7 +218,7 @@ pub enum LeaseOp {
         /// The thread.
         thread: ThreadId,
         /// The runner.
-        owner: String,
+        owner: Arc<str>,
         /// The caller's clock.
         now_ms: u64,
         /// How long it binds.
@@ -227,7 +229,7 @@ pub enum LeaseOp {
         /// The thread.
         thread: ThreadId,
         /// The runner.
-        owner: String,
+        owner: Arc<str>,
         /// The caller's clock.
         now_ms: u64,
         /// How long it binds from now.
@@ -238,7 +240,7 @@ pub enum LeaseOp {
         /// The thread.
         thread: ThreadId,
         /// The runner.
-        owner: String,
+        owner: Arc<str>,
     },
 }
 
@@ -276,7 +278,7 @@ pub enum Guard {
         /// The thread.
         thread: ThreadId,
         /// The runner that must hold it.
-        owner: String,
+        owner: Arc<str>,
         /// The caller's clock.
         now_ms: u64,
     },

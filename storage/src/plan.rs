@@ -468,7 +468,7 @@ impl Plan {
                 {
                     return Err(Error::LeaseHeld {
                         thread,
-                        owner: held.owner.clone(),
+                        owner: held.owner.to_string(),
                         expires_at_ms: held.expires_at_ms,
                     });
                 }
@@ -478,12 +478,12 @@ impl Plan {
                 Some(held) if held.owner == owner => {
                     held.expires_at_ms = now_ms.saturating_add(ttl_ms);
                 }
-                _ => return Err(Error::LeaseNotHeld { thread, owner }),
+                _ => return Err(Error::LeaseNotHeld { thread, owner: owner.to_string() }),
             },
             LeaseOp::Release { owner, .. } => match &record.lease {
                 None => return Ok(()),
                 Some(held) if held.owner == owner => record.lease = None,
-                Some(_) => return Err(Error::LeaseNotHeld { thread, owner }),
+                Some(_) => return Err(Error::LeaseNotHeld { thread, owner: owner.to_string() }),
             },
         }
         mark_dirty(&mut self.dirty_threads, &thread);

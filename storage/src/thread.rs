@@ -79,8 +79,9 @@ impl WorkflowRef {
 /// Who drives a thread, and until when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
-    /// The runner holding the lease.
-    pub owner: String,
+    /// The runner holding the lease (shared, as a thread id: a record's clone counts a
+    /// reference).
+    pub owner: Arc<str>,
     /// When it lapses, in engine-clock ms.
     pub expires_at_ms: u64,
 }

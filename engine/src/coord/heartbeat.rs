@@ -74,7 +74,7 @@ impl Heartbeat {
         let renewals = threads.iter().map(|thread| {
             self.store.lease(LeaseOp::Renew {
                 thread: thread.clone(),
-                owner: self.owner.clone(),
+                owner: self.owner.as_str().into(),
                 now_ms,
                 ttl_ms: self.lease_ttl_ms,
             })

@@ -81,7 +81,7 @@ impl Shared {
         let Ok(Some(record)) = self.store.thread(thread).await else { return false };
         record.status == ThreadStatus::Running
             && record.lease.as_ref().is_some_and(|lease| {
-                lease.owner != self.owner && self.clock.now_ms() < lease.expires_at_ms
+                *lease.owner != *self.owner && self.clock.now_ms() < lease.expires_at_ms
             })
     }
 

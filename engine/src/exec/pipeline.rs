@@ -52,7 +52,7 @@ pub(crate) struct Pipeline {
     acked: watch::Receiver<Acked>,
     store: Arc<dyn Store>,
     /// The lease owner name of this engine, renewed by every batch.
-    owner: String,
+    owner: std::sync::Arc<str>,
     /// How long each renewal makes the lease last.
     lease_ttl_ms: u64,
     /// The write path's state; held while a batch is handed to storage (and, for a refusable
@@ -99,7 +99,7 @@ impl Pipeline {
             submitted: AtomicU64::new(0),
             acked,
             store: shell.store.clone(),
-            owner: shell.owner.clone(),
+            owner: shell.owner.as_str().into(),
             lease_ttl_ms: shell.config.lease_ttl_ms,
             port: tokio::sync::Mutex::new(Port {
                 last_seq,
@@ -181,7 +181,7 @@ impl Pipeline {
     /// while it lasts (`since` under the ttl), else the error a takeover gives.
     pub fn lease_lapsed(&self, thread: &ThreadId, since: std::time::Duration) -> Option<Error> {
         (since >= std::time::Duration::from_millis(self.lease_ttl_ms)).then(|| {
-            let owner = self.owner.clone();
+            let owner = self.owner.to_string();
             cairn_storage::Error::LeaseNotHeld { thread: thread.clone(), owner }.into()
         })
     }

@@ -100,7 +100,7 @@ impl Runner {
     pub async fn begin(&mut self, reason: &str) -> Result<bool, Error> {
         let now = self.now();
         let taken_over =
-            self.record.lease.as_ref().is_some_and(|lease| lease.owner != self.shell.owner);
+            self.record.lease.as_ref().is_some_and(|lease| *lease.owner != *self.shell.owner);
         if reason.starts_with("recovered") {
             self.emit(Body::Recovered { action: RECOVERED_RESUMED.into() }, now)?;
         } else if taken_over {
@@ -112,7 +112,7 @@ impl Runner {
             self.emit_status(Transition::Run, reason, now)?;
         }
         let mut batch = Batch::default();
-        let me = self.shell.owner.clone();
+        let me: std::sync::Arc<str> = self.shell.owner.as_str().into();
         if let Some(lease) = &self.record.lease
             && lease.owner != me
             && !self.shell.coord.has_peers()
@@ -257,7 +257,10 @@ impl Runner {
 
     /// Gives this runner's lease up.
     fn lease_release(&self) -> LeaseOp {
-        LeaseOp::Release { thread: self.env.thread.clone(), owner: self.shell.owner.clone() }
+        LeaseOp::Release {
+            thread: self.env.thread.clone(),
+            owner: self.shell.owner.as_str().into(),
+        }
     }
 
     /// Releases the lease, and every lock of the thread when it has ended; true if it held any.

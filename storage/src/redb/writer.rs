@@ -694,10 +694,14 @@ mod tests {
         let thread = ThreadId::new("a").expect("id");
         assert_eq!(run(create(&thread)), 0, "a thread nobody drives yet");
         let owner = "engine".to_owned();
-        let acquire =
-            LeaseOp::Acquire { thread: thread.clone(), owner: owner.clone(), now_ms: 0, ttl_ms: 1 };
+        let acquire = LeaseOp::Acquire {
+            thread: thread.clone(),
+            owner: owner.clone().into(),
+            now_ms: 0,
+            ttl_ms: 1,
+        };
         assert_eq!(run(Batch { leases: vec![acquire], ..Batch::default() }), 1, "a driven thread");
-        let release = LeaseOp::Release { thread, owner };
+        let release = LeaseOp::Release { thread, owner: owner.into() };
         assert_eq!(run(Batch { leases: vec![release], ..Batch::default() }), 0, "parked: gone");
     }
 
