@@ -397,7 +397,7 @@ impl EngineBuilder {
             ids: Ids::new(seed, self.config.seed.is_some(), history),
             config: self.config,
             registry: Registry::default(),
-            owner,
+            owner: owner.into(),
             acks: Arc::default(),
             verified: Verified::default(),
             queued: Arc::default(),

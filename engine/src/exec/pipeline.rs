@@ -99,7 +99,7 @@ impl Pipeline {
             submitted: AtomicU64::new(0),
             acked,
             store: shell.store.clone(),
-            owner: shell.owner.as_str().into(),
+            owner: shell.owner.clone(),
             lease_ttl_ms: shell.config.lease_ttl_ms,
             port: tokio::sync::Mutex::new(Port {
                 last_seq,

@@ -112,7 +112,7 @@ impl Runner {
             self.emit_status(Transition::Run, reason, now)?;
         }
         let mut batch = Batch::default();
-        let me: std::sync::Arc<str> = self.shell.owner.as_str().into();
+        let me = self.shell.owner.clone();
         if let Some(lease) = &self.record.lease
             && lease.owner != me
             && !self.shell.coord.has_peers()
@@ -257,10 +257,7 @@ impl Runner {
 
     /// Gives this runner's lease up.
     fn lease_release(&self) -> LeaseOp {
-        LeaseOp::Release {
-            thread: self.env.thread.clone(),
-            owner: self.shell.owner.as_str().into(),
-        }
+        LeaseOp::Release { thread: self.env.thread.clone(), owner: self.shell.owner.clone() }
     }
 
     /// Releases the lease, and every lock of the thread when it has ended; true if it held any.

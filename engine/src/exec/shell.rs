@@ -47,7 +47,7 @@ pub(crate) struct Shell {
     pub config: Config,
     pub registry: Registry,
     /// This engine instance's lease owner name.
-    pub owner: String,
+    pub owner: std::sync::Arc<str>,
     /// Ids and seeds the engine makes.
     pub ids: Ids,
     /// Steps acknowledged, and the hook told of each.

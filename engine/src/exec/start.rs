@@ -132,7 +132,7 @@ pub(crate) async fn prepare_running(
     batch.threads.push(record.clone());
     batch.leases.push(LeaseOp::Acquire {
         thread: id.clone(),
-        owner: shell.owner.as_str().into(),
+        owner: shell.owner.clone(),
         now_ms: now,
         ttl_ms: shell.config.lease_ttl_ms,
     });
