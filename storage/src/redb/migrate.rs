@@ -7,10 +7,12 @@ use ::redb::{Database, TableError, WriteTransaction};
 
 use super::guard::guard;
 use super::index::storage;
+use super::index_keys::{INDEX, THREAD_BY_STATUS};
 use super::meta::{META, META_FORMAT_VERSION};
 use super::queues::{DEDUP, MEMBERS, QUEUES, WAITING};
 use super::signals::SIGNALS;
 use crate::error::Error;
+use crate::thread::ThreadStatus;
 
 /// Takes `db`, of format `version`, to the current format (`super::FORMAT_VERSION`).
 ///
@@ -42,6 +44,9 @@ pub(crate) fn upgrade(db: &Database, version: u16, op: &'static str) -> Result<(
     if version < 7 {
         guard(op, || to_v7(db))?;
     }
+    if version < 8 {
+        guard(op, || to_v8(db))?;
+    }
     Ok(())
 }
 
@@ -66,6 +71,30 @@ fn to_v7(db: &Database) -> Result<(), Error> {
     txn.commit().map_err(|e| Error::storage("commit migration", e))?;
     tracing::info!(?moved, "format v7");
     Ok(())
+}
+
+/// Takes a v7 file to v8 in one transaction: the thread-by-status entries of completed
+/// threads go (`index_keys::status_indexed`), then the version.
+fn to_v8(db: &Database) -> Result<(), Error> {
+    let txn = db.begin_write().map_err(|e| Error::storage("begin migration", e))?;
+    let removed = completed_entries_removed(&txn)?;
+    set_version(&txn, 8, "migrate to format v8")?;
+    txn.commit().map_err(|e| Error::storage("commit migration", e))?;
+    tracing::info!(removed, "format v8");
+    Ok(())
+}
+
+/// Removes every thread-by-status entry of status completed; how many.
+fn completed_entries_removed(txn: &WriteTransaction) -> Result<u64, Error> {
+    let completed = ThreadStatus::Completed as u8;
+    let start = [THREAD_BY_STATUS, completed];
+    let end = [THREAD_BY_STATUS, completed + 1];
+    let mut index = txn.open_table(INDEX).map_err(|e| Error::storage("open table", e))?;
+    let removed = index
+        .extract_from_if::<&[u8], _>(&start[..]..&end[..], |_, _| true)
+        .map_err(storage("migrate to format v8"))?
+        .count();
+    Ok(removed as u64)
 }
 
 /// Writes format version `to` in `txn`.

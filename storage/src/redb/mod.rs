@@ -66,7 +66,7 @@ use crate::subscription::Subscription;
 use crate::thread::ThreadRecord;
 
 /// The Cairn format version this build writes and the newest it reads (see `docs/format.md`).
-pub const FORMAT_VERSION: u16 = 7;
+pub const FORMAT_VERSION: u16 = 8;
 
 /// How a [`RedbStore`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use std::ops::Bound;
 use ::redb::ReadTransaction;
 
 use super::index::storage;
-use super::index_keys::{Entry, INDEX, Prefix, key_after};
+use super::index_keys::{Entry, INDEX, Prefix, key_after, status_indexed};
 use super::read::open;
 use super::rows::{Row, THREAD_ROW, kind_range};
 use crate::codec::{self, table};
@@ -66,10 +66,12 @@ impl Source<'_> {
     }
 }
 
-/// The index ranges `filter` narrows to: one per label, and its status.
+/// The index ranges `filter` narrows to: one per label, and its status unless that is one
+/// without entries (completed: the scan of the thread rows answers it).
 fn sources(filter: &ThreadFilter) -> Vec<Source<'_>> {
     let labels = filter.labels.iter().map(|(k, v)| Source::Label(k, v));
-    labels.chain(filter.status.map(|s| Source::Status(s as u8))).collect()
+    let status = filter.status.map(|s| s as u8).filter(|s| status_indexed(*s));
+    labels.chain(status.map(Source::Status)).collect()
 }
 
 /// Entries of each range the choice of the smallest steps through at most: ranges all longer

@@ -13,6 +13,7 @@ mod correlations;
 mod durability;
 mod migrate_v6;
 mod migrate_v7;
+mod migrate_v8;
 mod model;
 #[cfg(feature = "postgres")]
 mod pg;

@@ -92,7 +92,7 @@ fn a_v5_file_is_migrated_to_v6_at_open_event_for_event() {
     assert_reads(&store, &want);
     store.close().expect("close");
     // Through v6 (frames) on to v7 (rows in the index table).
-    assert_eq!(raw::format_version(&path), 7);
+    assert_eq!(raw::format_version(&path), cairn_storage::FORMAT_VERSION);
     // t 1..=40 is one run (one frame), then each single is its own.
     assert_eq!(log_len(&path), 11, "runs became frames");
 }
