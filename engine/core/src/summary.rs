@@ -17,46 +17,94 @@ use crate::select::pending_children;
 use crate::thread_ctx::{ThreadCtx, Waiting};
 
 /// A small JSON summary kept in the thread record for listings (step, frontier, progress).
-/// Written on every batch, so serialised from borrowed fields without building a JSON tree.
+/// Written on every batch, so written field by field into one buffer: the bytes are those
+/// `serde_json` writes for the same fields (the test `summary_bytes_are_serde_json_s` holds it
+/// to that), without its per-field machinery.
 pub fn summary_bytes(ctx: &ThreadCtx) -> Vec<u8> {
-    #[derive(serde::Serialize)]
-    struct Summary<'a> {
-        step: u64,
-        frontier: &'a [String],
-        progress: &'a Option<cairn_dsl::Progress>,
-        last_error: Option<String>,
-        deadline_at_ms: Option<u64>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        sleeping_until_ms: Option<u64>,
-        #[serde(skip_serializing_if = "std::ops::Not::not")]
-        selecting_children: bool,
-        #[serde(skip_serializing_if = "Cursors::is_empty")]
-        signals: Cursors<'a>,
-        #[serde(skip_serializing_if = "std::ops::Not::not")]
-        signals_partial: bool,
+    let m = &ctx.meta;
+    let mut out = Vec::with_capacity(96);
+    out.extend_from_slice(b"{\"step\":");
+    push_u64(&mut out, m.step);
+    out.extend_from_slice(b",\"frontier\":[");
+    for (i, node) in m.frontier.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_str(&mut out, node);
     }
-    let sleeping_until_ms = match &ctx.meta.waiting {
-        Some(Waiting::Timer { until_ms, .. }) => Some(*until_ms),
-        _ => None,
-    };
-    let selecting_children = match &ctx.meta.waiting {
+    out.extend_from_slice(b"],\"progress\":");
+    push_json(&mut out, &m.progress);
+    out.extend_from_slice(b",\"last_error\":");
+    match m.errors.back() {
+        Some(e) => push_str(&mut out, &e.error.to_string()),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"deadline_at_ms\":");
+    match m.policy.deadline_at_ms {
+        Some(ms) => push_u64(&mut out, ms),
+        None => out.extend_from_slice(b"null"),
+    }
+    if let Some(Waiting::Timer { until_ms, .. }) = &m.waiting {
+        out.extend_from_slice(b",\"sleeping_until_ms\":");
+        push_u64(&mut out, *until_ms);
+    }
+    if selecting_children_of(ctx) {
+        out.extend_from_slice(b",\"selecting_children\":true");
+    }
+    if !m.signals.is_empty() {
+        out.extend_from_slice(b",\"signals\":");
+        push_json(&mut out, &Cursors(&m.signals));
+    }
+    if m.signals.len() > SUMMARY_SIGNAL_NAMES_MAX {
+        out.extend_from_slice(b",\"signals_partial\":true");
+    }
+    out.push(b'}');
+    out
+}
+
+/// Whether the thread waits in a select for a child's end.
+fn selecting_children_of(ctx: &ThreadCtx) -> bool {
+    match &ctx.meta.waiting {
         Some(Waiting::Timer { task, .. } | Waiting::Signal { task, .. }) => {
             ctx.meta.open.get(task).is_some_and(|j| !pending_children(&j.values).is_empty())
         }
         _ => false,
-    };
-    let summary = Summary {
-        step: ctx.meta.step,
-        frontier: &ctx.meta.frontier,
-        progress: &ctx.meta.progress,
-        last_error: ctx.meta.errors.back().map(|e| e.error.to_string()),
-        deadline_at_ms: ctx.meta.policy.deadline_at_ms,
-        sleeping_until_ms,
-        selecting_children,
-        signals: Cursors(&ctx.meta.signals),
-        signals_partial: ctx.meta.signals.len() > SUMMARY_SIGNAL_NAMES_MAX,
-    };
-    serde_json::to_vec(&summary).unwrap_or_default()
+    }
+}
+
+/// Writes `n` in decimal.
+fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+/// Writes `s` as a JSON string: as it is between quotes when nothing in it needs escaping (the
+/// common case: node names), else as `serde_json` escapes it.
+fn push_str(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        push_json(out, s);
+    }
+}
+
+/// Writes `value` as `serde_json` does (a value that cannot fail to serialise: strings, maps
+/// of strings to numbers, the progress).
+fn push_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    if serde_json::to_writer(&mut *out, value).is_err() {
+        out.extend_from_slice(b"null");
+    }
 }
 
 /// A thread's signal cursors, serialised as a map of at most [`SUMMARY_SIGNAL_NAMES_MAX`]
@@ -129,6 +177,85 @@ fn field(summary: &[u8], name: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The summary as `serde_json` writes it from a struct: what `summary_bytes` must equal.
+    fn serde_summary(ctx: &ThreadCtx) -> Vec<u8> {
+        #[derive(serde::Serialize)]
+        struct Summary<'a> {
+            step: u64,
+            frontier: &'a [String],
+            progress: &'a Option<cairn_dsl::Progress>,
+            last_error: Option<String>,
+            deadline_at_ms: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            sleeping_until_ms: Option<u64>,
+            #[serde(skip_serializing_if = "std::ops::Not::not")]
+            selecting_children: bool,
+            #[serde(skip_serializing_if = "Cursors::is_empty")]
+            signals: Cursors<'a>,
+            #[serde(skip_serializing_if = "std::ops::Not::not")]
+            signals_partial: bool,
+        }
+        let m = &ctx.meta;
+        serde_json::to_vec(&Summary {
+            step: m.step,
+            frontier: &m.frontier,
+            progress: &m.progress,
+            last_error: m.errors.back().map(|e| e.error.to_string()),
+            deadline_at_ms: m.policy.deadline_at_ms,
+            sleeping_until_ms: match &m.waiting {
+                Some(Waiting::Timer { until_ms, .. }) => Some(*until_ms),
+                _ => None,
+            },
+            selecting_children: selecting_children_of(ctx),
+            signals: Cursors(&m.signals),
+            signals_partial: m.signals.len() > SUMMARY_SIGNAL_NAMES_MAX,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn summary_bytes_are_serde_json_s() {
+        let mut ctx = crate::fold_samples::running_one_node("summary");
+        let mut check = |ctx: &ThreadCtx| {
+            let (ours, theirs) = (summary_bytes(ctx), serde_summary(ctx));
+            assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&theirs));
+        };
+        check(&ctx);
+        for (step, frontier) in [
+            (0, vec![]),
+            (u64::MAX, vec!["a".to_owned(), "b-2".to_owned()]),
+            (10, vec!["quote\"d".to_owned(), "back\\slash".to_owned(), "ctl\u{1}\n".to_owned()]),
+            (7, vec!["ünï ☃".to_owned(), "del\u{7f}".to_owned()]),
+        ] {
+            ctx.meta.step = step;
+            ctx.meta.frontier = frontier;
+            check(&ctx);
+        }
+        ctx.meta.policy.deadline_at_ms = Some(1_700_000_000_000);
+        ctx.meta.progress = Some(cairn_dsl::Progress {
+            step: 2,
+            total: 5,
+            message: "hälf \"way\"".into(),
+            percent: Some(42.5),
+            detail: Some("ctl\u{2}".into()),
+        });
+        check(&ctx);
+        let task = crate::event::TaskKey { node: "n".into(), item: None };
+        let error = cairn_dsl::NodeError::fatal("it \"broke\"\n");
+        ctx.meta.errors.push_back(crate::thread_ctx::ErrorEntry { seq: 3, task, error, at_ms: 9 });
+        ctx.meta.waiting = Some(Waiting::Timer {
+            task: crate::event::TaskKey { node: "n".into(), item: Some(2) },
+            until_ms: 123,
+        });
+        check(&ctx);
+        for i in 0..=SUMMARY_SIGNAL_NAMES_MAX {
+            ctx.meta.signals.insert(format!("n\t{i}"), i as u64);
+            if i % 16 == 0 || i == SUMMARY_SIGNAL_NAMES_MAX {
+                check(&ctx);
+            }
+        }
+    }
 
     #[test]
     fn last_error_replaces_only_its_field() {
