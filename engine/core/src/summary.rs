@@ -111,12 +111,6 @@ fn push_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
 /// names (the first by name).
 struct Cursors<'a>(&'a BTreeMap<String, u64>);
 
-impl Cursors<'_> {
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
 impl Serialize for Cursors<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_map(self.0.iter().take(SUMMARY_SIGNAL_NAMES_MAX))
@@ -178,6 +172,10 @@ fn field(summary: &[u8], name: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
+    fn no_cursors(c: &Cursors<'_>) -> bool {
+        c.0.is_empty()
+    }
+
     /// The summary as `serde_json` writes it from a struct: what `summary_bytes` must equal.
     fn serde_summary(ctx: &ThreadCtx) -> Vec<u8> {
         #[derive(serde::Serialize)]
@@ -191,7 +189,7 @@ mod tests {
             sleeping_until_ms: Option<u64>,
             #[serde(skip_serializing_if = "std::ops::Not::not")]
             selecting_children: bool,
-            #[serde(skip_serializing_if = "Cursors::is_empty")]
+            #[serde(skip_serializing_if = "no_cursors")]
             signals: Cursors<'a>,
             #[serde(skip_serializing_if = "std::ops::Not::not")]
             signals_partial: bool,
@@ -217,7 +215,7 @@ mod tests {
     #[test]
     fn summary_bytes_are_serde_json_s() {
         let mut ctx = crate::fold_samples::running_one_node("summary");
-        let mut check = |ctx: &ThreadCtx| {
+        let check = |ctx: &ThreadCtx| {
             let (ours, theirs) = (summary_bytes(ctx), serde_summary(ctx));
             assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&theirs));
         };
