@@ -326,17 +326,60 @@ pub(super) struct Claimed<'a> {
 /// are written already (a thread that `start` created running); otherwise the runner writes
 /// them first.
 ///
+/// The runner is made here, before the returned future is first polled, and boxed: the future
+/// holds the box, not the context it was made from beside the runner that took it, so it stays
+/// small where it is copied (into a spawned task's box, or a box of its own).
+///
 /// # Errors
 /// As [`drive_under`].
-pub(super) async fn run_claimed(
-    shell: &Arc<Shell>,
-    claimed: Claimed<'_>,
+pub(super) fn run_claimed<'a>(
+    shell: &'a Arc<Shell>,
+    claimed: Claimed<'a>,
     ctx: ThreadCtx,
     record: cairn_storage::ThreadRecord,
     pipeline: Pipeline,
     begun: bool,
-) -> Result<Exit, Error> {
+) -> impl std::future::Future<Output = Result<Exit, Error>> + Send + 'a {
     let Claimed { thread, depth, reason, control, wf, checkpointed_at_ms } = claimed;
+    let env = thread_env(shell, thread, depth, control, wf, &ctx, pipeline, begun);
+    if let Some(at) = ctx.meta.policy.deadline_at_ms {
+        watch_deadline(shell, at, control);
+    }
+    let mut runner = Box::new(Runner::new(shell.clone(), env, ctx, record, checkpointed_at_ms));
+    async move {
+        if !begun && !runner.begin(reason).await? {
+            return Ok(Exit::Elsewhere);
+        }
+        let exit = runner.run(control).await?;
+        if let Exit::Status(status) = exit
+            && status.is_terminal()
+        {
+            // Counted here, where this engine ran it to its end (labelled with its workflow).
+            let meta = &runner.ctx.meta;
+            let took_ms = meta.updated_at_ms.saturating_sub(meta.created_at_ms);
+            runner.env.metrics.thread_ended(status, took_ms);
+        }
+        if exit == Exit::Status(ThreadStatus::Failed)
+            && let Some(hook) = &shell.on_failure
+        {
+            hook(shell, thread).await;
+        }
+        Ok(exit)
+    }
+}
+
+/// What a runner of `thread` shares with its tasks (`env.rs`).
+#[allow(clippy::too_many_arguments, reason = "the parts of a claimed thread, each once")]
+fn thread_env(
+    shell: &Arc<Shell>,
+    thread: &ThreadId,
+    depth: usize,
+    control: &Arc<Control>,
+    wf: Arc<cairn_dsl::DynWorkflow>,
+    ctx: &ThreadCtx,
+    pipeline: Pipeline,
+    begun: bool,
+) -> Arc<ThreadEnv> {
     let stop = StopSlot::default();
     let children = LiveChildren {
         shell: shell.clone(),
@@ -346,7 +389,7 @@ pub(super) async fn run_claimed(
         stop: stop.clone(),
     };
     let metrics = shell.metrics.for_workflow(wf.id(), wf.nodes().iter().map(|n| n.name.as_str()));
-    let env = Arc::new(ThreadEnv {
+    Arc::new(ThreadEnv {
         thread: thread.clone(),
         cancel: control.cancel.clone(),
         tool_calls_before: ctx.meta.telemetry.tool_calls,
@@ -362,34 +405,12 @@ pub(super) async fn run_claimed(
         children: Arc::new(children),
         stop,
         metrics,
-        signals: super::signal_cursor::SignalCursor::new(shell.store.clone(), &ctx),
+        signals: super::signal_cursor::SignalCursor::new(shell.store.clone(), ctx),
         published: crate::core::published::PublishedKeys::at_step_start(&ctx.meta).into(),
         // A thread begun here from its creation took no lock before this runner.
         may_hold_locks: (!begun).into(),
         stream: shell.streams.of(thread),
-    });
-    if let Some(at) = ctx.meta.policy.deadline_at_ms {
-        watch_deadline(shell, at, control);
-    }
-    let mut runner = Runner::new(shell.clone(), env, ctx, record, checkpointed_at_ms);
-    if !begun && !runner.begin(reason).await? {
-        return Ok(Exit::Elsewhere);
-    }
-    let exit = runner.run(control).await?;
-    if let Exit::Status(status) = exit
-        && status.is_terminal()
-    {
-        // Counted here, where this engine ran it to its end (labelled with its workflow).
-        let meta = &runner.ctx.meta;
-        let took_ms = meta.updated_at_ms.saturating_sub(meta.created_at_ms);
-        runner.env.metrics.thread_ended(status, took_ms);
-    }
-    if exit == Exit::Status(ThreadStatus::Failed)
-        && let Some(hook) = &shell.on_failure
-    {
-        hook(shell, thread).await;
-    }
-    Ok(exit)
+    })
 }
 
 /// Watches a running thread's deadline: when it passes, its runner is told to time out.

@@ -302,15 +302,17 @@ impl Runner {
         self.env.published_keys().reset(&self.ctx.meta);
         assert!(self.emitted.is_empty(), "events emitted before a step are submitted before it");
         let mut runs: Vec<TaskRun> = match <[_; 1]>::try_from(tasks) {
-            // One task (a linear step): awaited as it is, without `join_all` and its vectors.
-            Ok([(id, key, item)]) => match self.task(step, id, key, item) {
-                Some(task) => vec![task.await],
-                None => Vec::new(),
-            },
+            // One task (a linear step): awaited as it is, without `join_all` and its vectors,
+            // and without an `Option` of its future beside the awaited one (that kept two task
+            // futures in the step's, doubling it and every future that holds it).
+            Ok([(_, key, _)]) if self.ran(&key) => Vec::new(),
+            Ok([(id, key, item)]) => vec![self.task(step, id, key, item).await],
             Err(tasks) => {
-                let tasks =
-                    tasks.into_iter().filter_map(|(id, key, item)| self.task(step, id, key, item));
-                futures::future::join_all(tasks).await
+                let tasks = tasks.into_iter().filter(|(_, key, _)| !self.ran(key));
+                futures::future::join_all(
+                    tasks.map(|(id, key, item)| self.task(step, id, key, item)),
+                )
+                .await
             }
         };
         self.env.stop.check(&self.env.thread)?;
@@ -328,21 +330,23 @@ impl Runner {
         self.close_step(step, runs).await
     }
 
-    /// The run of task `key` (of node `id`) in `step`, on a copy of the state; `None` if it
-    /// finished before a suspension (its outcome waits in the journal).
+    /// Whether task `key` finished before a suspension (its outcome waits in the journal), so
+    /// this step does not run it again.
+    fn ran(&self, key: &crate::core::event::TaskKey) -> bool {
+        self.ctx.meta.open.get(key).is_some_and(|j| j.outcome.is_some())
+    }
+
+    /// The run of task `key` (of node `id`) in `step`, on a copy of the state.
     fn task(
         &self,
         step: u64,
         id: cairn_dsl::NodeId,
         key: crate::core::event::TaskKey,
         item: Option<serde_json::Value>,
-    ) -> Option<impl std::future::Future<Output = TaskRun> + use<>> {
+    ) -> impl std::future::Future<Output = TaskRun> + use<> {
         let journal = self.ctx.meta.open.get(&key).cloned().unwrap_or_default();
-        if journal.outcome.is_some() {
-            return None;
-        }
         let state = self.ctx.state.clone_box();
-        Some(run_task(self.env.clone(), step, id, key, item, state, journal))
+        run_task(self.env.clone(), step, id, key, item, state, journal)
     }
 
     /// Decides the end of the step from its task results (`decide.rs`, pure) and carries the

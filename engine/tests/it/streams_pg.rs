@@ -38,8 +38,11 @@ fn writing() -> Workflow<Tally> {
         .unwrap()
 }
 
+/// An engine on `url`. Its lease outlives a loaded machine's pauses: the test is about a reader
+/// on the engine that does not drive the thread, and a takeover (a 2 s lease renewed late on a
+/// busy CI machine did it once) would make the reader's engine the driving one.
 async fn open(url: &str, wf: &Workflow<Tally>) -> Engine {
-    Engine::builder(url).lease_ttl_ms(2_000).poll_ms(50).workflow(wf).open().await.unwrap()
+    Engine::builder(url).lease_ttl_ms(15_000).poll_ms(50).workflow(wf).open().await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
