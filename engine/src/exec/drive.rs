@@ -340,8 +340,8 @@ pub(super) fn run_claimed<'a>(
     pipeline: Pipeline,
     begun: bool,
 ) -> impl std::future::Future<Output = Result<Exit, Error>> + Send + 'a {
-    let Claimed { thread, depth, reason, control, wf, checkpointed_at_ms } = claimed;
-    let env = thread_env(shell, thread, depth, control, wf, &ctx, pipeline, begun);
+    let env = thread_env(shell, &claimed, &ctx, pipeline, begun);
+    let Claimed { thread, reason, control, checkpointed_at_ms, .. } = claimed;
     if let Some(at) = ctx.meta.policy.deadline_at_ms {
         watch_deadline(shell, at, control);
     }
@@ -368,18 +368,16 @@ pub(super) fn run_claimed<'a>(
     }
 }
 
-/// What a runner of `thread` shares with its tasks (`env.rs`).
-#[allow(clippy::too_many_arguments, reason = "the parts of a claimed thread, each once")]
+/// What the runner of a claimed thread shares with its tasks (`env.rs`).
 fn thread_env(
     shell: &Arc<Shell>,
-    thread: &ThreadId,
-    depth: usize,
-    control: &Arc<Control>,
-    wf: Arc<cairn_dsl::DynWorkflow>,
+    claimed: &Claimed<'_>,
     ctx: &ThreadCtx,
     pipeline: Pipeline,
     begun: bool,
 ) -> Arc<ThreadEnv> {
+    let Claimed { thread, depth, control, ref wf, .. } = *claimed;
+    let wf = wf.clone();
     let stop = StopSlot::default();
     let children = LiveChildren {
         shell: shell.clone(),
