@@ -154,7 +154,9 @@ impl Engine {
     /// thread whose build is gone to a newer one (its code must still replay the thread's
     /// history: the resume check blocks it otherwise). A runner of another engine that still
     /// drives it is fenced off by the write. If the thread is now this engine's to take, it is
-    /// taken at once (as recovery would). Repinning to the build it has changes nothing.
+    /// taken at once (as recovery would); if it is now another build's, this engine's timer of
+    /// its sleep is disarmed (and a timer another engine armed before the repin is dropped when
+    /// it comes due: no `timer_fired` is written by an engine of another build). Repinning to the build it has changes nothing.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a build id that is not one (see `EngineBuilder::build_id`);
@@ -207,6 +209,11 @@ impl Engine {
         crate::exec::parked::write_read(&self.shell, record, status, vec![body], None, true)
             .await?;
         tracing::info!(thread = %id, build = ?build, "thread repinned");
+        if !taken {
+            // Another build's now: its timer here would fire for a thread this engine leaves
+            // alone (its engines arm their own; a stale arming elsewhere is dropped as it fires).
+            self.shell.coord.disarm_timer(&id);
+        }
         if taken {
             let mut report = super::recover::RecoveryReport::default();
             self.recover_one(after, &mut report).await?;

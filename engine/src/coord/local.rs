@@ -252,6 +252,10 @@ impl Local {
         self.armed.disarm(thread);
     }
 
+    pub fn disarm_timer(&self, thread: &ThreadId) {
+        self.armed.disarm_timer(thread);
+    }
+
     pub fn is_armed(&self, thread: &ThreadId, slot: super::Slot) -> bool {
         self.armed.is_armed(thread, slot)
     }

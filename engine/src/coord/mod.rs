@@ -274,6 +274,12 @@ pub(crate) trait Coordinator: Send + Sync {
         self.local().disarm(thread)
     }
 
+    /// Disarms `thread`'s timer (its sleep's, or its delayed start), not its deadline: it was
+    /// repinned to another build, whose engines arm their own.
+    fn disarm_timer(&self, thread: &ThreadId) {
+        self.local().disarm_timer(thread)
+    }
+
     /// Whether `slot` of `thread` is armed in this engine (a look for work need not read the
     /// thread again to arm it).
     fn is_armed(&self, thread: &ThreadId, slot: Slot) -> bool {

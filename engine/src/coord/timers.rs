@@ -129,6 +129,14 @@ impl Armed {
         self.table().by_thread.contains_key(&(thread.clone(), slot))
     }
 
+    /// Disarms `thread`'s timer slot (its sleep's timer, or its delayed start), leaving its
+    /// deadline armed.
+    pub fn disarm_timer(&self, thread: &ThreadId) {
+        let mut table = self.table();
+        table.remove(thread, Slot::Timer);
+        self.report(&table);
+    }
+
     /// Disarms both slots of `thread`.
     pub fn disarm(&self, thread: &ThreadId) {
         let mut table = self.table();

@@ -10,6 +10,7 @@ use super::drive::spawn_drive;
 use super::parked::{time_out_parked, write_read};
 use super::shell::Shell;
 use crate::coord::{Due, Wake};
+use crate::core::child_start::pinned_elsewhere;
 use crate::core::event::Body;
 use crate::core::status::Transition;
 use crate::core::summary;
@@ -53,7 +54,9 @@ const FIRE_TRIES: usize = 4;
 
 /// Records that a sleeping thread's timer fired and wakes it in the same batch; a thread that
 /// is no longer Sleeping (cancelled, paused) is left alone: a resume arms a paused sleeper's
-/// timer again.
+/// timer again. So is a thread pinned to another worker build (repinned since this engine armed
+/// the timer, by another process or engine): the timer is dropped, the build's engines arm
+/// their own (`Engine::repin`, docs/patching.md).
 ///
 /// A timer fires only the sleep it was armed for. One armed for an earlier sleep (a resume's
 /// arming, read before the thread woke and slept again, replaces the new sleep's) would wake
@@ -72,6 +75,9 @@ async fn fire_timer(
             Ok(_) => return,
             Err(e) => return tracing::debug!(thread = %thread, error = %e, "timer not delivered"),
         };
+        if pinned_elsewhere(&record.labels, shell.config.build_id.as_deref()) {
+            return tracing::debug!(thread = %thread, "timer dropped: pinned to another build");
+        }
         if summary::sleeping_until_ms(&record.summary).is_some_and(|due| due != until_ms) {
             tracing::debug!(thread = %thread, until_ms, "a timer of an earlier sleep");
             return arm_again(shell, &record).await;
@@ -174,16 +180,72 @@ mod tests {
         engine.shell.coord.arm(&id, Due::Timer { task: TaskKey::node("nap"), until_ms: T1 });
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         assert_eq!(status(&engine, &id).await, ThreadStatus::Sleeping, "woken before its time");
-        let fired = engine.shell.store.read_since(&id, Seq(0), 1_000).await.unwrap();
-        let fired = fired
-            .into_iter()
-            .map(|e| crate::blocking::decode(engine.shell.store.as_ref(), e).unwrap().body)
-            .filter(|b| matches!(b, Body::TimerFired { .. }))
-            .count();
-        assert_eq!(fired, 1, "only the first sleep's timer fired");
+        assert_eq!(fired(&engine, &id).await, 1, "only the first sleep's timer fired");
         // The second sleep's timer is armed again: it ends at its time.
         clock.set_ms(T2);
         until(&engine, &id, |r| r.status == ThreadStatus::Completed).await;
+        engine.shutdown().await;
+    }
+
+    /// The `timer_fired` events of `id`'s log.
+    async fn fired(engine: &Engine, id: &ThreadId) -> usize {
+        let events = engine.shell.store.read_since(id, Seq(0), 1_000).await.unwrap();
+        events
+            .into_iter()
+            .map(|e| crate::blocking::decode(engine.shell.store.as_ref(), e).unwrap().body)
+            .filter(|b| matches!(b, Body::TimerFired { .. }))
+            .count()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_thread_repinned_away_gets_no_timer_fired_from_this_build() {
+        let wf = Workflow::<Replace<u64>>::builder("nap", 1)
+            .node("nap", |s: Arc<Replace<u64>>, ctx| async move {
+                ctx.sleep_until_ms(T1).await?;
+                Ok(NodeOutput::update(s.0 + 1))
+            })
+            .edge(START, "nap")
+            .edge("nap", END)
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(0);
+        let engine = Engine::builder(dir.path().join("w.db"))
+            .clock(Arc::new(clock.clone()))
+            .build_id("build-a")
+            .workflow(&wf)
+            .open()
+            .await
+            .unwrap();
+        let mut ids = Vec::new();
+        for id in ["moved", "stays"] {
+            let started = engine.start_json("nap", &Replace(0u64), crate::StartOptions::id(id));
+            ids.push(started.await.unwrap().id().clone());
+        }
+        let (moved, stays) = (&ids[0], &ids[1]);
+        for id in &ids {
+            until(&engine, id, |r| r.status == ThreadStatus::Sleeping).await;
+            // Armed once the sleep is written.
+            for _ in 0..2_000 {
+                if engine.shell.coord.is_armed(id, crate::coord::Slot::Timer) {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            assert!(engine.shell.coord.is_armed(id, crate::coord::Slot::Timer), "{id}");
+        }
+        engine.repin("moved", Some("build-b")).await.unwrap();
+        assert!(!engine.shell.coord.is_armed(moved, crate::coord::Slot::Timer), "disarmed");
+        assert!(engine.shell.coord.is_armed(stays, crate::coord::Slot::Timer), "control");
+        // What an engine that armed the timer before another process repinned it still holds.
+        engine.shell.coord.arm(moved, Due::Timer { task: TaskKey::node("nap"), until_ms: T1 });
+        clock.set_ms(T1);
+        until(&engine, stays, |r| r.status == ThreadStatus::Completed).await;
+        assert_eq!(fired(&engine, stays).await, 1, "control: the timer of a thread kept fires");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!(status(&engine, moved).await, ThreadStatus::Sleeping, "left to build-b");
+        assert_eq!(fired(&engine, moved).await, 0, "no timer_fired from build-a");
+        assert!(!engine.shell.coord.is_armed(moved, crate::coord::Slot::Timer), "dropped");
         engine.shutdown().await;
     }
 }

@@ -92,6 +92,7 @@ mod select_child;
 mod select_fork;
 mod serve;
 mod serve_auth;
+mod serve_checkpoint_requests;
 mod serve_repin;
 mod serve_start;
 mod signal_once;

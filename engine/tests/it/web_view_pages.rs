@@ -394,6 +394,14 @@ async fn the_workflows_and_schedules_pages_count_list_and_pause_with_the_token()
     let hourly = ScheduleSpec::new("reporter", Every::Interval { ms: 3_600_000 })
         .input(json!(Tally::default()));
     engine.create_schedule("hourly-report", hourly).await.unwrap();
+    // Its overlap policy and jitter shown; from 2100 on, it ticks nothing here.
+    let nightly =
+        ScheduleSpec::new("reporter", Every::Cron { expr: "0 3 * * *".into(), tz: "UTC".into() })
+            .input(json!(Tally::default()))
+            .overlap(cairn::Overlap::Skip)
+            .jitter_ms(30_000)
+            .between(Some(4_102_444_800_000), None);
+    engine.create_schedule("nightly-digest", nightly).await.unwrap();
     let base = format!("http://{}", server.addr());
     let token = server.token().to_owned();
 
@@ -495,6 +503,25 @@ async fn the_workflows_and_schedules_pages_count_list_and_pause_with_the_token()
             browser.eval(&format!("{row}.querySelectorAll('[data-tick]').length")),
             json!(5)
         );
+        let shown = |row: &str, n: &str| {
+            format!(
+                "document.querySelector('#schedules tr[data-schedule={row}] [data-n={n}]')?.textContent ?? null"
+            )
+        };
+        assert_eq!(
+            browser.eval(&shown("nightly-digest", "overlap")),
+            json!("overlap skip: a tick while a run runs is skipped")
+        );
+        assert_eq!(
+            browser.eval(&shown("nightly-digest", "jitter")),
+            json!("jitter: each tick up to 30.0 s late")
+        );
+        // Control: the default policy, and no jitter.
+        assert_eq!(
+            browser.eval(&shown("hourly-report", "overlap")),
+            json!("overlap allow_all: a tick while a run runs starts anyway")
+        );
+        assert_eq!(browser.eval(&shown("hourly-report", "jitter")), Value::Null);
         let runs = browser.eval(&format!("{row}.children[5].textContent"));
         assert!(runs.as_str().unwrap().contains(&started), "the last run is listed: {runs}");
         assert!(!runs.as_str().unwrap().contains("schedule:"), "its own thread is no run: {runs}");

@@ -78,7 +78,14 @@ async fn the_queues_route_and_page_show_limits_and_counts_per_queue_and_key() {
         .durability(Durability::None)
         .queue("reports", reports)
         .queue("emails", QueueLimits { concurrency_max: Some(5), ..QueueLimits::default() })
-        .queue("digests", QueueLimits { debounce_ms: Some(600_000), ..QueueLimits::default() })
+        .queue(
+            "digests",
+            QueueLimits {
+                debounce_ms: Some(600_000),
+                fairness: Some(cairn::storage::Fairness::new(1, [("gold".to_owned(), 3)])),
+                ..QueueLimits::default()
+            },
+        )
         .workflow(&wf)
         .serve(([127, 0, 0, 1], 0).into())
         .open()
@@ -167,7 +174,9 @@ async fn the_queues_route_and_page_show_limits_and_counts_per_queue_and_key() {
         assert_eq!(text(&mut browser, "[data-queue=emails] dd[data-n=running]"), json!("0 / 5"));
         // Flow control in words, and the start the debounce holds (the last of the burst).
         let flow = text(&mut browser, "[data-queue=digests] dd[data-n=flow]");
-        assert!(flow.as_str().unwrap().starts_with("debounced: a key's last start runs after"));
+        let flow = flow.as_str().unwrap();
+        assert!(flow.starts_with("debounced: a key's last start runs after"), "{flow}");
+        assert!(flow.ends_with("; weighted: gold 3, other keys 1"), "its weights: {flow}");
         assert_eq!(text(&mut browser, "[data-queue=emails] dd[data-n=flow]"), json!("none"));
         let held = browser.eval(
             "[...document.querySelectorAll('[data-queue=digests] tr[data-held=debounced] a')]\

@@ -108,7 +108,8 @@ pub(super) fn open_error(path: &Path, error: cairn::Error) -> anyhow::Error {
             "{shown} is held by another process (an engine is running on it): stop it first; \
              while it serves an endpoint, read commands (threads, show, events, state, \
              checkpoints, verify, trace, bundle export, replay, resumable) and pause, resume, \
-             cancel and input go through it"
+             cancel, input, signal, start, emit, batch, repin, checkpoint every|cancel|at-node \
+             and schedule backfill go through it"
         ),
         cairn::Error::Storage(cairn_storage::Error::SnapshotUnstable { attempts, detail }) => {
             format!(

@@ -41,13 +41,40 @@ pub(super) fn post(
 /// # Errors
 /// As [`post`].
 pub(super) fn post_to(db: &Path, path: &str, body: &Value) -> anyhow::Result<Option<Value>> {
+    call(db, path, Some(body))
+}
+
+/// The endpoint's answer to `POST {path}` with `Some(body)` or to `DELETE {path}` with `None`
+/// (no body), asked off the async runtime: `None` when no endpoint is announced for `db`, none
+/// answers there, or `db` is a PostgreSQL URL (nothing is announced for one).
+///
+/// # Errors
+/// As [`post`].
+pub(super) async fn through(
+    db: &Path,
+    path: String,
+    body: Option<Value>,
+) -> anyhow::Result<Option<Value>> {
+    if cairn::admin::is_postgres_url(db) {
+        return Ok(None);
+    }
+    let db = db.to_owned();
+    tokio::task::spawn_blocking(move || call(&db, &path, body.as_ref())).await?
+}
+
+/// `POST {path}` with `body`, or `DELETE {path}` without one: the answer, as [`post_to`].
+fn call(db: &Path, path: &str, body: Option<&Value>) -> anyhow::Result<Option<Value>> {
     let Some((endpoint, token, agent)) = announced(db, CONTROL_TIMEOUT_S)? else { return Ok(None) };
     let url = format!("http://{}{path}", endpoint.address);
-    let sent = agent
-        .post(&url)
-        .header("authorization", &format!("Bearer {token}"))
-        .header("content-type", "application/json")
-        .send(body.to_string().as_str());
+    let bearer = format!("Bearer {token}");
+    let sent = match body {
+        Some(body) => agent
+            .post(&url)
+            .header("authorization", &bearer)
+            .header("content-type", "application/json")
+            .send(body.to_string().as_str()),
+        None => agent.delete(&url).header("authorization", &bearer).call(),
+    };
     let mut response = match sent {
         Ok(r) => r,
         // Announced but not answering: a stale file of an engine that died.

@@ -293,28 +293,34 @@ async fn trigger(args: NameArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()>
 }
 
 /// `schedule backfill`: writes the runs of the range (left `created` for an engine that runs
-/// threads, as a created schedule's are).
+/// threads, as a created schedule's are): through the endpoint of the engine serving the file
+/// when one is announced (`POST /api/schedules/{name}/backfill`), else on the file.
 async fn backfill(args: BackfillArgs, wfs: &[Arc<DynWorkflow>]) -> anyhow::Result<()> {
-    let engine = open_writable(&args.common.db, wfs).await?;
     let name = args.name.as_str();
-    let done = engine.backfill_schedule(name, args.from, args.to).await;
-    engine.shutdown().await;
-    let done = done.map_err(|e| match e {
-        e @ cairn::Error::UnknownThread(_) => about(name, e),
-        other => argument_error(other),
-    })?;
+    let path = format!("/api/schedules/{}/backfill", crate::serve::wire::path_segment(name));
+    let body = serde_json::json!({ "from_ms": args.from, "to_ms": args.to });
+    let done = match super::remote::through(&args.common.db, path, Some(body)).await? {
+        Some(answer) => answer,
+        None => {
+            let engine = open_writable(&args.common.db, wfs).await?;
+            let done = engine.backfill_schedule(name, args.from, args.to).await;
+            engine.shutdown().await;
+            let done = done.map_err(|e| match e {
+                e @ cairn::Error::UnknownThread(_) => about(name, e),
+                other => argument_error(other),
+            })?;
+            serde_json::json!({ "schedule": name, "ticks": done.ticks, "created": done.created })
+        }
+    };
     if args.common.json {
-        return print_json(&serde_json::json!({
-            "schedule": name,
-            "ticks": done.ticks,
-            "created": done.created,
-        }));
+        return print_json(&done);
     }
+    let ticks = done["ticks"].as_array().map_or(0, |t| t.len() as u64);
+    let created = done["created"].as_u64().unwrap_or(0);
+    let existed = ticks.saturating_sub(created);
     print_text(&format!(
-        "schedule {name} backfilled: {} tick(s) in the range, {} run(s) created, {} existed",
-        done.ticks.len(),
-        done.created,
-        done.ticks.len() - done.created
+        "schedule {name} backfilled: {ticks} tick(s) in the range, {created} run(s) created, \
+         {existed} existed"
     ));
     Ok(())
 }

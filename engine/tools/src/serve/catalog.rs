@@ -175,8 +175,15 @@ pub(super) async fn backfill(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, Reject> {
     let b: BackfillBody = super::controls::parse(&super::app::body(body)?)?;
+    if b.to_ms < b.from_ms {
+        return Err(Reject::bad("to_ms", format!("{} is before from_ms {}", b.to_ms, b.from_ms)));
+    }
     let done = app.engine.backfill_schedule(&name, b.from_ms, b.to_ms).await;
-    let done = done.map_err(|e| reject(e, "schedule"))?;
+    // A range of too many ticks is the body's; anything else is the schedule's.
+    let done = done.map_err(|e| match e {
+        e @ cairn::Error::LimitExceeded { .. } => reject(e, "to_ms"),
+        e => reject(e, "schedule"),
+    })?;
     Ok(Json(json!({ "schedule": name, "ticks": done.ticks, "created": done.created })))
 }
 

@@ -43,6 +43,7 @@ mod start;
 mod starting;
 mod stream;
 mod through;
+mod through_writes;
 mod update;
 mod versions;
 mod worker_talk;

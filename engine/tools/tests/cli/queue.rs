@@ -1,7 +1,8 @@
 //! `cairn queue define|list` and `cairn threads --status queued`: limits written and read back
 //! (a bad rate refused, naming it), threads waiting in line listed by status with the queue's
 //! counts, on a copy of the demo database; `queue list` through `cairn serve`'s endpoint
-//! prints what it prints from the file.
+//! prints what it prints from the file; the flow-control flags are written and listed, a bad
+//! one refused naming it, nothing written.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -161,4 +162,69 @@ fn queue_define_takes_fairness_weights_and_list_shows_them() {
     let equal = ["queue", "define", "even", "--weight", "a=2", "--default-weight", "2", "--json"];
     let even = on(&db, &equal).expect(0).json();
     assert!(even[0]["limits"]["fairness"].is_null(), "{even}");
+}
+
+/// The queues of `db` as `queue list --json` has them, by name.
+fn listed(db: &std::path::Path) -> serde_json::Value {
+    let list = on(db, &["queue", "list", "--json"]).expect(0).json();
+    let by_name = list.as_array().unwrap().iter().map(|q| (q["name"].to_string(), q.clone()));
+    serde_json::Value::Object(by_name.map(|(n, q)| (n.trim_matches('"').to_owned(), q)).collect())
+}
+
+#[test]
+fn queue_define_takes_the_flow_control_flags_and_refuses_a_bad_one_naming_it() {
+    let dir = tempdir();
+    let db = copy(demo_db(), dir.path());
+    let mut debounced = vec!["queue", "define", "alerts", "--debounce", "2s", "--rate-per-key"];
+    debounced.extend(["5/1m", "--rate-drops", "--weight", "gold=3", "--default-weight", "2"]);
+    let defined = on(&db, &debounced).expect(0).stdout;
+    let flow = "rate-per-key 5/1m, rate-drops, debounce 2s, weights gold=3 (others 2)";
+    assert!(defined.contains(flow), "{defined}");
+    let batched = ["queue", "define", "digests", "--batch-max", "10", "--batch-window", "500ms"];
+    on(&db, &batched).expect(0);
+    let table = on(&db, &["queue", "list"]).expect(0).stdout;
+    assert!(table.contains(flow), "{table}");
+    assert!(table.contains("batch-max 10, batch-window 500ms"), "{table}");
+    let queues = listed(&db);
+    let alerts = &queues["alerts"]["limits"];
+    assert_eq!(
+        (&alerts["debounce_ms"], &alerts["rate_drops"], &alerts["rate_per_key"]),
+        (&2_000.into(), &true.into(), &serde_json::json!({"starts": 5, "period_ms": 60_000})),
+        "{alerts}"
+    );
+    assert_eq!(alerts["fairness"]["weights"]["gold"], 3, "{alerts}");
+    let digests = &queues["digests"]["limits"];
+    assert_eq!((&digests["batch_max"], &digests["batch_window_ms"]), (&10.into(), &500.into()));
+    // Control: a queue defined without them has none.
+    on(&db, &["queue", "define", "plain", "--concurrency", "2"]).expect(0);
+    let plain = &listed(&db)["plain"]["limits"];
+    assert_eq!((&plain["debounce_ms"], &plain["rate_drops"]), (&None::<u64>.into(), &false.into()));
+
+    // A bad value exits 2 naming its flag, and writes nothing: the queues are as they were.
+    let before = listed(&db);
+    for (bad, flag) in [
+        (&["--debounce", "soon"][..], "--debounce"),
+        (&["--batch-window", "5y"], "--batch-window"),
+        (&["--batch-max", "many"], "--batch-max"),
+        (&["--rate-per-key", "5"], "--rate-per-key"),
+        (&["--weight", "gold"], "--weight"),
+        (&["--default-weight", "heavy"], "--default-weight"),
+        (&["--rate-drops", "yes"], "yes"),
+    ] {
+        for name in ["alerts", "fresh"] {
+            let run = on(&db, &[&["queue", "define", name][..], bad].concat()).expect(2);
+            assert!(run.stderr.contains(flag), "{bad:?}: {}", run.stderr);
+        }
+    }
+    // Refused by the limits' own check, saying what: debouncing and batching at once, a weight
+    // of 0, a batch of 0.
+    for (bad, said) in [
+        (&["--debounce", "1s", "--batch-max", "3"][..], "debounces or batches"),
+        (&["--weight", "gold=0"], "fairness weight"),
+        (&["--batch-max", "0"], "batch size"),
+    ] {
+        let run = on(&db, &[&["queue", "define", "alerts"][..], bad].concat()).expect(2);
+        assert!(run.stderr.contains(said), "{bad:?}: {}", run.stderr);
+    }
+    assert_eq!(listed(&db), before, "nothing written by a refusal");
 }

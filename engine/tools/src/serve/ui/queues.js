@@ -69,7 +69,8 @@
     return samples;
   }
 
-  /** A queue's flow control in words (rate per key, dropping, debounce, batching). */
+  /** A queue's flow control in words (rate per key, dropping, debounce, batching, fairness
+   * weights). */
   function flow(lim) {
     const parts = [];
     if (lim.rate_per_key) parts.push(`${lim.rate_per_key.starts} starts per key in ${period(lim.rate_per_key.period_ms)}`);
@@ -79,6 +80,13 @@
       const by = [lim.batch_max ? `${lim.batch_max} waiting` : null,
         lim.batch_window_ms ? `${period(lim.batch_window_ms)} after the first` : null].filter(Boolean);
       parts.push(`batched: one run per key once ${by.join(" or ")}`);
+    }
+    const fair = lim.fairness;
+    const others = fair ? Math.max(1, fair.default_weight || 1) : 1;
+    const weights = fair ? Object.entries(fair.weights || {}) : [];
+    // Weights that are all the same admit keys round robin, as none do.
+    if (weights.some(([, w]) => w !== others)) {
+      parts.push(`weighted: ${weights.map(([k, w]) => `${k} ${w}`).join(", ")}, other keys ${others}`);
     }
     return parts.length ? parts.join("; ") : "none";
   }

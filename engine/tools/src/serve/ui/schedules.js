@@ -1,6 +1,6 @@
-// Cairn web view: the schedules page. Reads /api/schedules (each schedule: spec, status, next
-// ticks, last runs, threads started by its ticks and its Run now) every 2 s while the tab is
-// visible; its buttons send the schedule controls (POST /api/schedules/{name}/pause|resume|
+// Cairn web view: the schedules page. Reads /api/schedules (each schedule: spec with its overlap
+// policy and jitter, status, next ticks, last runs, threads started by its ticks and its Run
+// now) every 2 s while the tab is visible; its buttons send the schedule controls (POST /api/schedules/{name}/pause|resume|
 // trigger, DELETE /api/schedules/{name}) with the tab's token, which the page asks for (never
 // served in it).
 "use strict";
@@ -16,6 +16,24 @@
     if (e.cron) return `cron ${e.cron.expr} (${e.cron.tz})`;
     if (e.interval) return `every ${cairn.duration(e.interval.ms)}`;
     return JSON.stringify(e);
+  }
+
+  // What a tick does while the run it started before still runs (`--overlap`).
+  const OVERLAP = {
+    allow_all: "starts anyway",
+    skip: "is skipped",
+    buffer_one: "waits for it (one kept)",
+    cancel_other: "cancels it",
+  };
+
+  /** A schedule's overlap policy and jitter, under its rule. */
+  function policy(spec) {
+    const overlap = spec.overlap || "allow_all";
+    return [
+      el("div", { class: "muted", "data-n": "overlap", title: `overlap policy ${overlap}` },
+        `overlap ${overlap}: a tick while a run runs ${OVERLAP[overlap] || ""}`),
+      spec.jitter_ms ? el("div", { class: "muted", "data-n": "jitter" }, `jitter: each tick up to ${cairn.duration(spec.jitter_ms)} late`) : "",
+    ];
   }
 
   const hasToken = cairn.tokenField("the buttons");
@@ -59,7 +77,8 @@
       el("td", { class: "mono" }, el("a", { href: `/ui/threads/${encodeURIComponent(s.thread)}`, title: s.thread }, s.name)),
       el("td", {}, badge(s.status)),
       el("td", {}, el("a", { href: `/ui/threads?workflow=${encodeURIComponent(s.workflow)}` }, s.workflow)),
-      el("td", { class: "nowrap" }, every(s.spec), s.spec.end_ms ? el("div", { class: "muted" }, `until ${time(s.spec.end_ms)}`) : ""),
+      el("td", { class: "nowrap" }, every(s.spec), s.spec.end_ms ? el("div", { class: "muted" }, `until ${time(s.spec.end_ms)}`) : "",
+        ...policy(s.spec)),
       el("td", {}, ticks),
       el("td", {}, runs),
       el("td", { class: "muted nowrap" },
