@@ -6,7 +6,7 @@
 //!
 //! What is written is the planner's (`crate::plan_queue`); this file stores it.
 
-use ::redb::{ReadTransaction, ReadableTable, TableDefinition};
+use ::redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition};
 
 use super::index::storage;
 use super::tables::Tables;
@@ -79,7 +79,15 @@ impl crate::plan_queue::QueueReads for Tables<'_, '_> {
     }
 
     fn queue_member(&mut self, thread: &ThreadId) -> Result<Option<QueueMember>, Error> {
-        member_in(&*self.queue_members()?, thread)
+        if self.cache.no_queue_members {
+            return Ok(None);
+        }
+        let members = self.queue_members()?;
+        if members.is_empty().map_err(storage("read queue_members"))? {
+            self.cache.no_queue_members = true;
+            return Ok(None);
+        }
+        member_in(&*members, thread)
     }
 
     fn queue_waiting(
@@ -127,6 +135,7 @@ impl Tables<'_, '_> {
             .map_err(&op)?;
         }
         for (thread, framed) in &writes.members {
+            self.cache.no_queue_members &= framed.is_none();
             match framed {
                 Some(b) => self.queue_members()?.insert(thread.as_str(), b.as_slice()).map(drop),
                 None => self.queue_members()?.remove(thread.as_str()).map(drop),

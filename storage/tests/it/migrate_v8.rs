@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::io::Read as _;
 use std::path::Path;
 
-use cairn_storage::{Catalog, Maintenance, Page, RedbStore, Store, ThreadFilter, ThreadStatus};
+use cairn_storage::{Maintenance, Page, RedbStore, Store, ThreadFilter, ThreadStatus};
 use redb::{Database, ReadableDatabase};
 
 use crate::common::*;

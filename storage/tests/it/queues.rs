@@ -112,6 +112,39 @@ fn admission_contract(store: &dyn Store) {
     assert!(store.verify().unwrap().is_clean());
 }
 
+/// The writer skips the look for the queue place of an ending thread while it knows no thread
+/// holds one (`redb/cache.rs`): a place taken after threads without one ended is still given
+/// up when its thread ends (with the knowledge kept past the enqueue, it would stay taken).
+#[test]
+fn a_queue_place_taken_after_threads_without_one_ended_is_given_up_at_its_end() {
+    let (_dir, _path, store) = open_fast();
+    let plain = |id: &str| {
+        let batch = Batch { threads: vec![thread_record(id)], ..Batch::default() };
+        store.append(batch).unwrap().wait_blocking().unwrap();
+        end(&store, id);
+    };
+    plain("p-1");
+    let limits = QueueLimits { concurrency_max: Some(1), ..QueueLimits::default() };
+    let define = QueueOp::Define { name: "q".into(), limits };
+    store
+        .append(Batch { queues: vec![define], ..Batch::default() })
+        .unwrap()
+        .wait_blocking()
+        .unwrap();
+    plain("p-2");
+    queued(&store, "q-1", "", 0, None).unwrap();
+    queued(&store, "q-2", "", 0, None).unwrap();
+    assert_eq!(admit(&store, 10, 10), ["q-1"]);
+    end(&store, "q-1");
+    assert!(store.queue_member(&tid("q-1")).wait().unwrap().is_none(), "q-1 left its queue");
+    assert_eq!(admit(&store, 11, 10), ["q-2"], "its place went to the next");
+    end(&store, "q-2");
+    plain("p-3");
+    let q = &store.queues().wait().unwrap()[0];
+    assert_eq!((q.running, q.waiting), (0, 0), "{q:?}");
+    assert!(store.verify().unwrap().is_clean());
+}
+
 #[test]
 fn admission_holds_the_limits_against_the_stored_counts_on_a_file() {
     let (_dir, _path, store) = open_fast();
