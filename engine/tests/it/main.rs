@@ -77,6 +77,7 @@ mod recovery_paging;
 mod recovery_policy;
 mod replay;
 mod reserved_labels;
+mod reset;
 mod restore_reads;
 mod resume_check;
 mod retention;
