@@ -103,6 +103,7 @@ mod spans;
 mod streams;
 #[cfg(feature = "postgres")]
 mod streams_pg;
+mod stuck_retry;
 mod telemetry;
 #[cfg(feature = "postgres")]
 mod telemetry_pg;
