@@ -190,7 +190,7 @@ async fn a_crash_at_any_write_of_a_batch_gives_each_matching_thread_the_operatio
 }
 
 /// `waiter` at `version` (v2: the same graph, another fingerprint).
-fn waiter_v(version: u32) -> Workflow<Tally> {
+pub(crate) fn waiter_v(version: u32) -> Workflow<Tally> {
     Workflow::<Tally>::builder("waiter", version)
         .node("wait", |_s: Arc<Tally>, ctx: Ctx| async move {
             let n: u64 = ctx.recv("go").await?;
