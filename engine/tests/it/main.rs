@@ -94,6 +94,7 @@ mod select_child;
 mod select_fork;
 mod serve;
 mod serve_auth;
+mod serve_batch_reset;
 mod serve_repin;
 mod serve_start;
 mod signal_once;
