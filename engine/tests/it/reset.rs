@@ -81,7 +81,7 @@ async fn a_reset_forks_at_its_point_cancels_the_original_and_a_retry_makes_no_se
     let (_d, path) = db();
     let runs = Arc::new(AtomicU64::new(0));
     let wf = stages(runs.clone());
-    let engine = open(&path, &[&wf], |b| b).await;
+    let engine = open(&path, &[&wf], |b| b.completion_checkpoint_after(0)).await;
     for id in ["s1", "s2", "s3"] {
         engine.start_json("stages", Tally::default(), StartOptions::id(id)).await.unwrap();
         parked(&engine, id).await;
@@ -109,6 +109,18 @@ async fn a_reset_forks_at_its_point_cancels_the_original_and_a_retry_makes_no_se
     finished(&engine, "s2.reset.k1").await;
     let out: Tally = engine.thread("s2.reset.k1").await.unwrap().output().await.unwrap();
     assert_eq!(out.log, ["first", "go 5"]);
+    // A completed thread's latest checkpoint is its completion's, which does not count: this
+    // one (begun after `first`) has no other, and is refused, writing nothing.
+    let none = engine.reset_as("s2.reset.k1", ResetPoint::LatestCheckpoint, "k5").await;
+    assert!(matches!(none, Err(cairn::Error::Invalid(_))), "{none:?}");
+    // s1's new thread ran `first` (a checkpoint after it): completed, it is reset to that
+    // checkpoint (it waits for `go` again, `first` not run again) and left completed.
+    engine.signal("s1.reset.k1", "go", 6).await.unwrap();
+    finished(&engine, "s1.reset.k1").await;
+    let again = engine.reset_as("s1.reset.k1", ResetPoint::LatestCheckpoint, "k5").await.unwrap();
+    parked(&engine, again.id().as_str()).await;
+    assert_eq!(status(&engine, "s1.reset.k1").await, ThreadStatus::Completed);
+    assert_eq!(runs.load(Ordering::SeqCst), 4);
     // A seq outside the log is refused and writes nothing; seq 1 is the start.
     let far = engine.reset_as("s3", ResetPoint::Seq(10_000), "k1").await;
     assert!(matches!(far, Err(cairn::Error::SeqUnavailable { .. })), "{far:?}");
