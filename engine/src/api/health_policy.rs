@@ -57,7 +57,7 @@ impl Engine {
     fn retry_attempts(&self, thread: &str) -> Result<&'static str, crate::Error> {
         let id = cairn_storage::ThreadId::new(thread)?;
         if crate::coord::retry_attempts_here(self.shell.coord.as_ref(), &id) {
-            Ok("had its running attempts retried")
+            Ok("told to retry the node attempts it runs")
         } else {
             Err(crate::Error::Invalid(format!("no runner of this engine drives {thread}")))
         }

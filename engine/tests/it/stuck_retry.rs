@@ -99,7 +99,9 @@ async fn a_retry_stuck_action_runs_the_next_attempt_and_report_leaves_the_attemp
     let done = stuck_then_act(&retrying, "t2", &attempts).await;
     assert_eq!(done.len(), 1, "{done:?}");
     assert!(
-        done[0].starts_with("thread t2 had its running attempts retried (watchdog: no step for"),
+        done[0].starts_with(
+            "thread t2 told to retry the node attempts it runs (watchdog: no step for"
+        ),
         "{done:?}"
     );
     let outcome = retrying.thread("t2").await.unwrap().finished().await.unwrap();
