@@ -224,6 +224,12 @@ pub enum StuckAction {
     Pause,
     /// Cancel it.
     Cancel,
+    /// Retry the node attempts it is running: each is cancelled and fails as its timeout
+    /// would (`NodeError::Timeout`, recorded with the retry in the thread's log), so its
+    /// node's retry policy runs the next attempt; with no attempt left the node fails with the
+    /// timeout (and a recovery for timeouts applies). Only for a thread this engine drives (each
+    /// engine's health passes see the threads it drives).
+    Retry,
 }
 
 /// What to do about a lock held past its time to live.

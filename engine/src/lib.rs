@@ -59,6 +59,7 @@ pub use api::promise::Completed;
 pub use api::prune::PruneReport;
 pub use api::published::EventValue;
 pub use api::recover::RecoveryReport;
+pub use api::reset::{ResetPoint, reset_thread_id};
 pub use api::schedule::ScheduleInfo;
 pub use api::schedule_backfill::Backfilled;
 pub use api::schedule_flow::{ScheduleSpec, ScheduleState};

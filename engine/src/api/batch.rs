@@ -1,5 +1,5 @@
 //! Batch operations by filter ([`Engine::batch`], `docs/batches.md`): one operation (cancel,
-//! pause, resume, signal, delete, migrate, repin) applied to every thread a filter matches, as a
+//! pause, resume, signal, delete, migrate, repin, reset) applied to every thread a filter matches, as a
 //! durable job that survives a crash halfway and reports its progress.
 //!
 //! The job is a thread of the engine's own workflow `cairn.batch` (`batch_flow.rs`), as a
@@ -11,7 +11,8 @@
 //! there: a second cancel or delete finds the thread ended or gone (skipped), a pause of a
 //! paused thread changes nothing, a signal is sent under the dedup key `cairn.batch:<batch id>`
 //! (`Engine::signal_once`), which stores it once, a repin to the build a thread has changes
-//! nothing.
+//! nothing, a reset finds the fork it made under the batch's key (`api/reset.rs`) and only
+//! ends the original if that is still to do.
 
 use cairn_storage::{ThreadFilter, ThreadId, ThreadRecord, ThreadStatus};
 use serde::{Deserialize, Serialize};
@@ -56,11 +57,18 @@ pub enum BatchOp {
         /// The build id; `None` unpins.
         build: Option<String>,
     },
+    /// [`Engine::reset_as`] of each thread to this point, keyed by the batch: the thread is
+    /// forked there into `<thread>.reset.<batch id>` and cancelled (a thread that has ended is
+    /// forked only). The new threads are never reset by the batch that made them.
+    Reset {
+        /// Where the new threads start.
+        point: super::reset::ResetPoint,
+    },
 }
 
 impl BatchOp {
     /// The operation's name: `cancel`, `pause`, `resume`, `signal`, `delete`, `migrate`,
-    /// `repin`.
+    /// `repin`, `reset`.
     pub fn name(&self) -> &'static str {
         match self {
             Self::Cancel { .. } => "cancel",
@@ -70,6 +78,7 @@ impl BatchOp {
             Self::Delete => "delete",
             Self::Migrate { .. } => "migrate",
             Self::Repin { .. } => "repin",
+            Self::Reset { .. } => "reset",
         }
     }
 }

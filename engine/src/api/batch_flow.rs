@@ -106,10 +106,18 @@ async fn read_page(
     let last = records.last().map(|r| r.id.to_string());
     let threads = records
         .iter()
-        .filter(|r| r.id.as_str() != me && filter.matches(r))
+        .filter(|r| r.id.as_str() != me && filter.matches(r) && !made_by(r, me))
         .map(|r| r.id.to_string())
         .collect();
     Ok(Page { threads, last, short })
+}
+
+/// Whether the thread of `record` is one the batch `me` made: the new thread of a reset under
+/// its key (a reset batch over a filter its new threads match would reset them in turn).
+fn made_by(record: &cairn_storage::ThreadRecord, me: &str) -> bool {
+    record.parent.as_ref().is_some_and(|(origin, _)| {
+        super::reset::reset_thread_id(origin.as_str(), me) == record.id.as_str()
+    })
 }
 
 /// Applies `op` to `thread` for the batch `batch`: applied, or skipped with why (a thread that
@@ -136,6 +144,7 @@ async fn apply(
         },
         BatchOp::Migrate { to_version } => engine.migrate(thread, *to_version).await,
         BatchOp::Repin { build } => engine.repin(thread, build.as_deref()).await,
+        BatchOp::Reset { point } => engine.reset_as(thread, *point, batch).await.map(drop),
     };
     match done {
         Ok(()) => Ok(Applied::Applied),

@@ -47,6 +47,8 @@ pub struct EngineBuilder {
     /// How bodies are sealed at rest: `None` not at all, `Some(None)` not, with sealed ones
     /// refused by name ([`EngineBuilder::sealed_without_key`]), `Some(Some(codec))` by `codec`.
     pub(super) sealing: Option<Option<Arc<dyn PayloadCodec>>>,
+    /// Migrations registered at open, before recovery (`api/migrate.rs`).
+    pub(super) migrations: Vec<(String, u32, u32, super::migrate::MigrationFn)>,
 }
 
 impl EngineBuilder {
@@ -340,6 +342,21 @@ impl EngineBuilder {
         self
     }
 
+    /// Registers a migration as [`Engine::register_migration`] does, but before recovery runs:
+    /// a migrate batch (`BatchOp::Migrate`) that an engine continues at open finds it, where
+    /// one registered after `open` may come too late for the threads the batch reaches first
+    /// (they are skipped: no migration registered).
+    pub fn migration(
+        mut self,
+        workflow: impl Into<String>,
+        from: u32,
+        to: u32,
+        f: impl Fn(serde_json::Value) -> Result<serde_json::Value, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.migrations.push((workflow.into(), from, to, Arc::new(f)));
+        self
+    }
+
     /// Registers a type-erased workflow before recovery runs.
     pub fn workflow_dyn(mut self, wf: Arc<DynWorkflow>) -> Self {
         self.workflows.push(wf);
@@ -418,6 +435,9 @@ impl EngineBuilder {
         let engine = Engine { shell };
         for wf in self.workflows {
             engine.register_dyn(wf)?;
+        }
+        for (workflow, from, to, f) in self.migrations {
+            engine.register_migration(&workflow, from, to, move |state| f(state));
         }
         // Schedules are threads of a built-in workflow that starts threads on this engine: it
         // is known to recovery only on an engine that resumes work, so that one opened to
@@ -532,6 +552,7 @@ impl Engine {
             recorder: None,
             queues: Vec::new(),
             sealing: None,
+            migrations: Vec::new(),
         }
     }
 

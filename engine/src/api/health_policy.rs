@@ -7,6 +7,9 @@
 //!   ends Cancelled with the reason `watchdog: no step for N ms`), or pause it (at its next
 //!   step boundary: a node hung for good never reaches one, so a pause that has not taken
 //!   within [`PAUSE_WAIT`] is left to finish on its own).
+//!   Or retry it: the node attempts it is running end as their timeout would, and their
+//!   nodes' retry policies go on (the next attempt, or the node fails with the timeout when
+//!   none is left); the failed attempt and the retry are in the thread's log, as a timeout's.
 //! - A lock held past its time to live (its holder neither renewed nor released it): release
 //!   it. Anyone could take it already; releasing it clears it from reports and listings.
 //! - A budget that runs out already pauses its thread (the engine's budgets), so a policy has
@@ -49,6 +52,17 @@ impl EngineBuilder {
 }
 
 impl Engine {
+    /// Fails the node attempts the runner of `thread` in this engine is running now as their
+    /// timeout would ([`StuckAction::Retry`]).
+    fn retry_attempts(&self, thread: &str) -> Result<&'static str, crate::Error> {
+        let id = cairn_storage::ThreadId::new(thread)?;
+        if crate::coord::retry_attempts_here(self.shell.coord.as_ref(), &id) {
+            Ok("told to retry the node attempts it runs")
+        } else {
+            Err(crate::Error::Invalid(format!("no runner of this engine drives {thread}")))
+        }
+    }
+
     /// Carries out the engine's [`HealthPolicy`] on `report`; what it did, one line each.
     pub async fn act_on_health(&self, report: &HealthReport) -> Vec<String> {
         let policy = self.shell.config.health_policy;
@@ -64,6 +78,7 @@ impl Engine {
                 StuckAction::Cancel => {
                     self.cancel(&stuck.thread, &reason).await.map(|()| "cancelled")
                 }
+                StuckAction::Retry => self.retry_attempts(&stuck.thread),
                 StuckAction::Pause => {
                     match tokio::time::timeout(PAUSE_WAIT, self.pause(&stuck.thread)).await {
                         Ok(result) => result.map(|()| "paused"),

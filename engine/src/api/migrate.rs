@@ -22,7 +22,7 @@ use crate::api::engine::Engine;
 use crate::error::Error;
 use crate::exec::shell::Shell;
 
-type MigrationFn = Arc<dyn Fn(Value) -> Result<Value, String> + Send + Sync>;
+pub(crate) type MigrationFn = Arc<dyn Fn(Value) -> Result<Value, String> + Send + Sync>;
 type Registry = HashMap<(String, u32, u32), MigrationFn>;
 
 /// Registered migrations per engine instance. Keyed by a weak reference to the engine's shared
@@ -32,7 +32,9 @@ static MIGRATIONS: Mutex<Vec<(Weak<Shell>, Registry)>> = Mutex::new(Vec::new());
 
 impl Engine {
     /// Registers `f`, which turns a state of `workflow` v`from` into a state of v`to`. Several
-    /// migrations chain (v1 -> v2 -> v3); registering the same pair again replaces it.
+    /// migrations chain (v1 -> v2 -> v3); registering the same pair again replaces it. An
+    /// engine that continues a migrate batch at open needs it before:
+    /// [`EngineBuilder::migration`](crate::EngineBuilder::migration).
     ///
     /// # Examples
     /// ```no_run

@@ -26,6 +26,7 @@ mod queue_flow;
 mod queues;
 pub mod recover;
 mod replay;
+pub mod reset;
 mod result;
 mod retention;
 pub mod schedule;

@@ -80,6 +80,9 @@ pub(crate) struct Control {
     pub cancel: CancellationToken,
     /// Cancelled when the runner ends (stops the deadline watcher).
     pub done: CancellationToken,
+    /// Notified to fail the node attempts running now as a timeout would
+    /// ([`Control::retry_attempts`]).
+    pub retry: Arc<tokio::sync::Notify>,
     pause: AtomicBool,
     timed_out: AtomicBool,
     reason: Mutex<Option<String>>,
@@ -106,6 +109,12 @@ impl Control {
     pub fn cancel(&self, reason: String) {
         *lock(&self.reason) = Some(reason);
         self.cancel.cancel();
+    }
+
+    /// Fails the node attempts running now as their timeout would (each attempt listens while
+    /// it runs; one backing off or begun later is not touched).
+    pub fn retry_attempts(&self) {
+        self.retry.notify_waiters();
     }
 
     /// Ends the thread because its deadline passed.

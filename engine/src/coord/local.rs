@@ -48,6 +48,7 @@ impl Local {
             Request::Cancel(reason) => control.cancel(reason),
             Request::TimeOut => control.time_out(),
             Request::Pause => control.request_pause(),
+            Request::RetryAttempts => control.retry_attempts(),
             Request::Updates => control.note_update_requests(),
         }
         true

@@ -116,9 +116,19 @@ pub(crate) enum Request {
     TimeOut,
     /// Pause the thread at its next step boundary.
     Pause,
+    /// Fail the node attempts running now as a timeout would (a stuck thread's health action):
+    /// their retry policy goes on.
+    RetryAttempts,
     /// Update requests from other processes wait in the thread's inbox
     /// (`exec/update_inbox.rs`): take them at the next step boundary.
     Updates,
+}
+
+/// Fails the node attempts a runner of this engine is running for `thread` now as their timeout
+/// would (`StuckAction::Retry`); false if no runner of this engine drives it. Never sent to
+/// another engine: its health passes see its own stuck threads.
+pub(crate) fn retry_attempts_here(coord: &dyn Coordinator, thread: &ThreadId) -> bool {
+    coord.local().deliver_here(thread, Request::RetryAttempts)
 }
 
 /// The text of the driver message that carries [`Request::Updates`].

@@ -124,7 +124,7 @@ fn hear(
     });
 }
 
-/// A control as text: `cancel <reason>`, `timeout`, `pause`.
+/// A control as text: `cancel <reason>`, `timeout`, `pause`, `retry`.
 fn encode(request: &Request) -> String {
     match request {
         Request::Cancel(reason) => {
@@ -136,6 +136,7 @@ fn encode(request: &Request) -> String {
         }
         Request::TimeOut => "timeout".into(),
         Request::Pause => "pause".into(),
+        Request::RetryAttempts => "retry".into(),
         Request::Updates => super::UPDATES_MESSAGE.into(),
     }
 }
@@ -146,6 +147,7 @@ fn decode(message: &str) -> Option<Request> {
         Some(("cancel", reason)) => Some(Request::Cancel(reason.to_owned())),
         _ if message == "timeout" => Some(Request::TimeOut),
         _ if message == "pause" => Some(Request::Pause),
+        _ if message == "retry" => Some(Request::RetryAttempts),
         _ if message == super::UPDATES_MESSAGE => Some(Request::Updates),
         _ => None,
     }
@@ -226,7 +228,13 @@ mod tests {
 
     #[test]
     fn controls_survive_their_text_form() {
-        for request in [Request::Cancel("stop: now".into()), Request::TimeOut, Request::Pause] {
+        let requests = [
+            Request::Cancel("stop: now".into()),
+            Request::TimeOut,
+            Request::Pause,
+            Request::RetryAttempts,
+        ];
+        for request in requests {
             assert_eq!(decode(&encode(&request)), Some(request));
         }
         assert_eq!(decode("cancel "), Some(Request::Cancel(String::new())));

@@ -390,6 +390,7 @@ fn thread_env(
     Arc::new(ThreadEnv {
         thread: thread.clone(),
         cancel: control.cancel.clone(),
+        retry: control.retry.clone(),
         tool_calls_before: ctx.meta.telemetry.tool_calls,
         budgets: ctx.meta.budgets(&wf).clone(),
         permissions: ctx.meta.permissions(&wf).clone(),

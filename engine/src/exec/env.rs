@@ -63,6 +63,9 @@ pub(crate) struct ThreadEnv {
     pub wf: Arc<DynWorkflow>,
     /// Cancelled when the thread is cancelled or times out; tasks get child tokens.
     pub cancel: CancellationToken,
+    /// Notified to fail the node attempts running now as a timeout would (the stuck action
+    /// `StuckAction::Retry`).
+    pub retry: Arc<tokio::sync::Notify>,
     /// Tool calls the thread made before this step (for the budget check).
     pub tool_calls_before: u64,
     /// Budgets in force.

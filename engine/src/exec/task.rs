@@ -227,19 +227,25 @@ async fn run_attempt(
     };
     tokio::select! {
         r = fut => r,
-        () = timeout => {
-            ctx.attempt_token().cancel();
-            let after_ms = timeout_ms.unwrap_or_default();
-            // Timed out waiting for a lock: the kind of failure is a deadlock, not a slow node
-            // (`cairn_dsl::FailureKind::of`).
-            Err(match ctx.lock_wait() {
-                Some(name) => {
-                    NodeError::Lock { name, detail: format!("wait timed out after {after_ms} ms") }
-                }
-                None => NodeError::Timeout { after_ms },
-            })
+        () = timeout => Err(timed_out(ctx, timeout_ms.unwrap_or_default())),
+        // A stuck thread's health action: the attempt ends as if its timeout came now.
+        () = env.retry.notified() => {
+            Err(timed_out(ctx, clock.now_ms().saturating_sub(started)))
         }
         () = cancelled => Err(NodeError::Cancelled),
+    }
+}
+
+/// Cancels the attempt of `ctx`, timed out after `after_ms`, and says so: a timeout, or a lock
+/// error when it waited for a lock (the kind of failure is a deadlock, not a slow node:
+/// `cairn_dsl::FailureKind::of`).
+fn timed_out(ctx: &LiveNodeContext, after_ms: u64) -> NodeError {
+    ctx.attempt_token().cancel();
+    match ctx.lock_wait() {
+        Some(name) => {
+            NodeError::Lock { name, detail: format!("wait timed out after {after_ms} ms") }
+        }
+        None => NodeError::Timeout { after_ms },
     }
 }
 

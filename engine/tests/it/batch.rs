@@ -1,7 +1,8 @@
 //! Batch operations by filter (`Engine::batch`): a batch applies its operation to every thread
 //! the filter matches and reports its progress; it is idempotent on its id; a crash at any write
 //! of a batch over 20 threads, the batch continued on the reopened engine, gives each matching
-//! thread the operation exactly once.
+//! thread the operation exactly once; a migrate batch that succeeds, and the filter's version
+//! and creation time parts.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,17 +14,9 @@ use cairn::{BatchFilter, BatchOp, END, Engine, START, StartOptions, ThreadStatus
 use crate::common::{Tally, db, open};
 use crate::crash::Dying;
 
-/// Waits for a `go` signal, then notes its value.
+/// Waits for a `go` signal, then notes its value (v1).
 pub(crate) fn waiter() -> Workflow<Tally> {
-    Workflow::<Tally>::builder("waiter", 1)
-        .node("wait", |_s: Arc<Tally>, ctx: Ctx| async move {
-            let n: u64 = ctx.recv("go").await?;
-            Ok(NodeOutput::update((n, format!("go {n}"))))
-        })
-        .edge(START, "wait")
-        .edge("wait", END)
-        .build()
-        .unwrap()
+    waiter_v(1)
 }
 
 /// Starts `n` waiters `w-00`.. (labelled `team=a` for the even ones) and waits until each has
@@ -194,4 +187,145 @@ async fn a_crash_at_any_write_of_a_batch_gives_each_matching_thread_the_operatio
     crate::common::report(&format!(
         "RELIABILITY batch_crash crash_points={crashes} lost=0 doubled=0"
     ));
+}
+
+/// `waiter` at `version` (v2: the same graph, another fingerprint).
+pub(crate) fn waiter_v(version: u32) -> Workflow<Tally> {
+    Workflow::<Tally>::builder("waiter", version)
+        .node("wait", |_s: Arc<Tally>, ctx: Ctx| async move {
+            let n: u64 = ctx.recv("go").await?;
+            Ok(NodeOutput::update((n, format!("go {n}"))))
+        })
+        .edge(START, "wait")
+        .edge("wait", END)
+        .build()
+        .unwrap()
+}
+
+/// Starts waiter v1 threads `ids` (labelled `team` = `team`) and waits until each is parked.
+async fn waiting_v1(engine: &Engine, ids: &[&str], team: &str) {
+    for id in ids {
+        let options =
+            StartOptions { version: Some(1), ..StartOptions::id(*id).label("team", team) };
+        engine.start_json("waiter", Tally::default(), options).await.unwrap();
+    }
+    for id in ids {
+        let thread = cairn::ThreadId::new(*id).unwrap();
+        let parked = async {
+            while engine.store().thread(&thread).await.unwrap().unwrap().status
+                != ThreadStatus::WaitingInput
+                || engine.is_driven(&thread)
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), parked).await.expect("parked");
+    }
+}
+
+async fn version_of(engine: &Engine, id: &str) -> u32 {
+    let thread = cairn::ThreadId::new(id).unwrap();
+    engine.store().thread(&thread).await.unwrap().unwrap().workflow.version
+}
+
+/// A migrate batch that succeeds: the parked v1 threads of team a move to v2 through the
+/// registered migration (the dry run counts what is applied), team b's stay on v1; then the
+/// filter's `version` selects exactly each version's threads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migrate_batch_moves_the_parked_threads_it_matches_and_the_version_filter_selects() {
+    let (_d, path) = db();
+    let (v1, v2) = (waiter_v(1), waiter_v(2));
+    let engine = open(&path, &[&v1, &v2], |b| b).await;
+    engine.register_migration("waiter", 1, 2, |mut state| {
+        let log = state.get_mut("log").and_then(|l| l.as_array_mut()).ok_or("no log")?;
+        log.push("migrated".into());
+        Ok(state)
+    });
+    waiting_v1(&engine, &["m-1", "m-3", "m-5"], "a").await;
+    waiting_v1(&engine, &["m-2", "m-4"], "b").await;
+    let team_a = BatchFilter {
+        workflow: Some("waiter".into()),
+        labels: vec![("team".into(), "a".into())],
+        ..BatchFilter::default()
+    };
+    let dry = engine.batch_count(&team_a).await.unwrap();
+    engine.batch_as("mig", BatchOp::Migrate { to_version: 2 }, team_a).await.unwrap();
+    finished(&engine, "mig").await;
+    let info = engine.batch_info("mig").await.unwrap();
+    assert_eq!((dry, info.state.applied, info.state.skipped), (3, 3, 0), "{info:?}");
+    for (id, version) in [("m-1", 2), ("m-3", 2), ("m-5", 2), ("m-2", 1), ("m-4", 1)] {
+        assert_eq!(version_of(&engine, id).await, version, "{id}");
+    }
+    // The version part of a filter selects exactly each version's threads.
+    let of = |version| BatchFilter {
+        workflow: Some("waiter".into()),
+        version: Some(version),
+        ..BatchFilter::default()
+    };
+    assert_eq!(engine.batch_count(&of(1)).await.unwrap(), 2);
+    assert_eq!(engine.batch_count(&of(2)).await.unwrap(), 3);
+    assert_eq!(engine.batch_count(&of(3)).await.unwrap(), 0);
+    engine.batch_as("v1-go", signal_go(), of(1)).await.unwrap();
+    finished(&engine, "v1-go").await;
+    assert_eq!((gone(&engine, "m-2"), gone(&engine, "m-4"), gone(&engine, "m-1")), (1, 1, 0));
+    // The migrated threads go on under v2 from the migrated state.
+    engine.batch_as("v2-go", signal_go(), of(2)).await.unwrap();
+    finished(&engine, "v2-go").await;
+    for id in ["m-1", "m-2", "m-3", "m-4", "m-5"] {
+        finished(&engine, id).await;
+    }
+    let out: Tally = engine.thread("m-3").await.unwrap().output().await.unwrap();
+    assert_eq!(out.log, ["migrated", "go 1"]);
+    let out: Tally = engine.thread("m-4").await.unwrap().output().await.unwrap();
+    assert_eq!(out.log, ["go 1"]);
+    engine.shutdown().await;
+}
+
+/// The creation time parts of a filter: `created_from_ms` inclusive, `created_to_ms` exclusive,
+/// on threads made at engine-clock times 1,000, 2,000 and 3,000.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_created_time_range_of_a_filter_selects_exactly_the_threads_made_in_it() {
+    let (_d, path) = db();
+    let wf = waiter();
+    let clock = cairn::clock::ManualClock::new(1_000);
+    let engine = open(&path, &[&wf], |b| b.clock(Arc::new(clock.clone()))).await;
+    for (ids, at) in [(["t-1", "t-2"], 1_000), (["t-3", "t-4"], 2_000), (["t-5", "t-6"], 3_000)] {
+        clock.set_ms(at);
+        for id in ids {
+            engine.start_json("waiter", Tally::default(), StartOptions::id(id)).await.unwrap();
+        }
+    }
+    for i in 1..=6 {
+        let thread = cairn::ThreadId::new(format!("t-{i}")).unwrap();
+        let parked = async {
+            while engine.store().thread(&thread).await.unwrap().unwrap().status
+                != ThreadStatus::WaitingInput
+                || engine.is_driven(&thread)
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), parked).await.expect("parked");
+    }
+    let range = |from, to| BatchFilter {
+        workflow: Some("waiter".into()),
+        created_from_ms: from,
+        created_to_ms: to,
+        ..BatchFilter::default()
+    };
+    let count = async |f: BatchFilter| engine.batch_count(&f).await.unwrap();
+    assert_eq!(count(range(Some(2_000), None)).await, 4, "from is inclusive");
+    assert_eq!(count(range(None, Some(2_000))).await, 2, "to is exclusive");
+    assert_eq!(count(range(Some(1_001), Some(3_000))).await, 2);
+    assert_eq!(count(range(Some(3_001), None)).await, 0);
+    engine.batch_as("mid", BatchOp::Pause, range(Some(2_000), Some(3_000))).await.unwrap();
+    finished(&engine, "mid").await;
+    assert_eq!(engine.batch_info("mid").await.unwrap().state.applied, 2);
+    for i in 1..=6 {
+        let status = engine.thread(&format!("t-{i}")).await.unwrap().status().await.unwrap();
+        let expected =
+            if (3..=4).contains(&i) { ThreadStatus::Paused } else { ThreadStatus::WaitingInput };
+        assert_eq!(status, expected, "t-{i}");
+    }
+    engine.shutdown().await;
 }

@@ -8,6 +8,7 @@
 
 mod accepted;
 mod batch;
+mod batch_crash;
 mod batch_repin;
 mod bounded_history;
 mod bundle_export_options;
@@ -77,6 +78,7 @@ mod recovery_paging;
 mod recovery_policy;
 mod replay;
 mod reserved_labels;
+mod reset;
 mod restore_reads;
 mod resume_check;
 mod retention;
@@ -92,6 +94,7 @@ mod select_child;
 mod select_fork;
 mod serve;
 mod serve_auth;
+mod serve_batch_reset;
 mod serve_checkpoint_requests;
 mod serve_repin;
 mod serve_start;
@@ -103,6 +106,7 @@ mod spans;
 mod streams;
 #[cfg(feature = "postgres")]
 mod streams_pg;
+mod stuck_retry;
 mod telemetry;
 #[cfg(feature = "postgres")]
 mod telemetry_pg;

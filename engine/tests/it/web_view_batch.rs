@@ -1,7 +1,8 @@
 //! A batch operation from the web view (issue 43 item 1), in a real browser (`cdp`): on the
 //! threads page, filtered to the waiting threads of one label, Count asks for the token, then
 //! answers how many threads match (a dry run); Apply makes the batch and follows it to its end;
-//! the matching threads, and only they, got the signal. Screenshots go to `<target>/screenshots/`.
+//! the matching threads, and only they, got the signal. Then a reset batch from the same form:
+//! the other label's threads are forked anew and cancelled. Screenshots go to `<target>/screenshots/`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,16 +29,33 @@ fn waiter() -> Workflow<Tally> {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_threads_page_counts_then_applies_a_batch_to_what_its_filters_match() {
-    let (_d, path) = db();
-    let (engine, server) = Engine::builder(&path)
-        .durability(Durability::None)
-        .workflow(&waiter())
-        .serve(([127, 0, 0, 1], 0).into())
-        .open()
-        .await
-        .unwrap();
+/// On the threads page filtered to team b's waiting threads: a reset batch to the start from
+/// the form, counted then applied.
+fn reset_team_b(browser: &mut Browser, base: &str, shots: &std::path::Path) {
+    browser.navigate(&format!("{base}/ui/threads?status=waiting_input&label=team=b"));
+    browser.wait_for("document.body.dataset.loaded === '1'", Duration::from_secs(20));
+    browser.eval(
+        "document.getElementById('batch-box').open = true; \
+         document.getElementById('batch-op').value = 'reset'; \
+         document.getElementById('batch-to').value = 'start'; \
+         document.getElementById('batch-count').click()",
+    );
+    let count = browser
+        .wait_for("document.getElementById('batch-result').dataset.count", Duration::from_secs(10));
+    assert_eq!(count, json!("2"), "the two waiting threads of team b");
+    browser.eval("document.getElementById('batch-apply').click()");
+    browser.wait_for(
+        "document.getElementById('batch-result').dataset.finished === '1'",
+        Duration::from_secs(20),
+    );
+    let done = browser.eval("document.getElementById('batch-result').textContent");
+    let done = done.as_str().unwrap().to_owned();
+    assert!(done.contains("(reset): finished, 2 of 2 done: 2 applied"), "{done}");
+    browser.screenshot(&shots.join("threads-batch-reset.png"), 1200.);
+}
+
+/// Starts `w-0`..`w-4` (team a the first three, team b the rest) and waits until each waits.
+async fn waiting_teams(engine: &Engine) {
     for i in 0..5 {
         let team = if i < 3 { "a" } else { "b" };
         let options = StartOptions::id(format!("w-{i}")).label("team", team);
@@ -54,6 +72,29 @@ async fn the_threads_page_counts_then_applies_a_batch_to_what_its_filters_match(
         };
         tokio::time::timeout(Duration::from_secs(10), parked).await.expect("parked");
     }
+}
+
+/// How many of team b's threads wait for input (the new threads of a reset).
+async fn forks_waiting(engine: &Engine) -> u64 {
+    let filter = cairn::BatchFilter {
+        labels: vec![("team".into(), "b".into())],
+        status: Some(ThreadStatus::WaitingInput),
+        ..cairn::BatchFilter::default()
+    };
+    engine.batch_count(&filter).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_threads_page_counts_then_applies_a_batch_to_what_its_filters_match() {
+    let (_d, path) = db();
+    let (engine, server) = Engine::builder(&path)
+        .durability(Durability::None)
+        .workflow(&waiter())
+        .serve(([127, 0, 0, 1], 0).into())
+        .open()
+        .await
+        .unwrap();
+    waiting_teams(&engine).await;
     let base = format!("http://{}", server.addr());
     let token = server.token().to_owned();
     let shots = screenshots();
@@ -101,6 +142,18 @@ async fn the_threads_page_counts_then_applies_a_batch_to_what_its_filters_match(
             assert_eq!(thread.status().await.unwrap(), ThreadStatus::WaitingInput, "w-{i}");
         }
     }
+    // A reset batch over team b, to the start: each is forked anew and cancelled.
+    tokio::task::block_in_place(|| reset_team_b(&mut browser, &base, &shots));
+    for i in 3..5 {
+        let status = engine.thread(&format!("w-{i}")).await.unwrap().status().await.unwrap();
+        assert_eq!(status, ThreadStatus::Cancelled, "w-{i}");
+    }
+    let waiting_forks = async {
+        while forks_waiting(&engine).await != 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), waiting_forks).await.expect("the forks wait");
     drop(browser);
     server.shutdown().await;
     engine.shutdown().await;

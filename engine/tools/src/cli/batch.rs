@@ -1,9 +1,10 @@
 //! `cairn batch OP --filter K=V,.. [--dry-run] [--reason R] [--name N --value JSON]
-//! [--to-version V] [--build B | --unpin] [--id ID]` and `cairn batch show ID`
-//! (`docs/batches.md`): applies an operation (`cancel`, `pause`, `resume`, `signal`, `delete`,
-//! `migrate`, `repin`) to every thread a filter matches, as a durable job of the engine
-//! ([`cairn::Engine::batch`]). `repin --filter label.cairn.build=A --build B` moves build A's
-//! unfinished threads to build B.
+//! [--to-version V] [--build B | --unpin] [--to start|checkpoint|seq:N] [--id ID]` and
+//! `cairn batch show ID` (`docs/batches.md`): applies an operation (`cancel`, `pause`, `resume`,
+//! `signal`, `delete`, `migrate`, `repin`, `reset`) to every thread a filter matches, as a
+//! durable job of the engine ([`cairn::Engine::batch`]). `repin --filter label.cairn.build=A
+//! --build B` moves build A's unfinished threads to build B; `reset --to checkpoint` forks each
+//! thread at its latest checkpoint into a new thread and cancels it.
 //!
 //! The filter is `K=V` pairs joined by commas: `workflow=`, `status=`, `label.KEY=`,
 //! `version=`, `created_from_ms=`, `created_to_ms=`. `--dry-run` prints how many threads match
@@ -35,9 +36,9 @@ use cairn::{BatchFilter, BatchOp};
 pub struct BatchArgs {
     #[command(flatten)]
     common: Common,
-    /// The operation: cancel, pause, resume, signal, delete, migrate, repin; or `show` (a
-    /// batch's progress, by its id).
-    #[arg(value_parser = ["cancel", "pause", "resume", "signal", "delete", "migrate", "repin", "show"])]
+    /// The operation: cancel, pause, resume, signal, delete, migrate, repin, reset; or `show`
+    /// (a batch's progress, by its id).
+    #[arg(value_parser = ["cancel", "pause", "resume", "signal", "delete", "migrate", "repin", "reset", "show"])]
     op: String,
     /// `show`: the batch's id.
     #[arg(required_if_eq("op", "show"))]
@@ -67,6 +68,10 @@ pub struct BatchArgs {
     /// `repin`: unpin each thread instead (any engine takes it).
     #[arg(long)]
     unpin: bool,
+    /// `reset`: where each new thread starts: `start` (the thread's input), `checkpoint` (its
+    /// latest checkpoint taken while it went on) or `seq:N`.
+    #[arg(long, default_value = "start", value_parser = parse_point)]
+    to: cairn::ResetPoint,
     /// The batch's id: a batch of that id answers as it stands (a retry makes one batch).
     #[arg(long, value_parser = super::common::parse_thread_id)]
     id: Option<String>,
@@ -100,6 +105,11 @@ fn parse_filter(s: &str) -> Result<BatchFilter, String> {
     Ok(f)
 }
 
+/// `s` as a reset point.
+fn parse_point(s: &str) -> Result<cairn::ResetPoint, String> {
+    s.parse().map_err(|e: cairn::Error| e.to_string())
+}
+
 impl BatchArgs {
     /// The engine's operation.
     fn op(&self) -> anyhow::Result<BatchOp> {
@@ -122,6 +132,7 @@ impl BatchArgs {
                 (None, true) => BatchOp::Repin { build: None },
                 (None, false) => return Err(usage("repin needs --build B or --unpin")),
             },
+            "reset" => BatchOp::Reset { point: self.to },
             other => return Err(usage(format!("no operation {other:?}"))),
         })
     }
@@ -146,6 +157,7 @@ impl BatchArgs {
             BatchOp::Migrate { to_version } => json!({ "to_version": to_version }),
             BatchOp::Repin { build: Some(build) } => json!({ "build": build }),
             BatchOp::Repin { build: None } => json!({ "unpin": true }),
+            BatchOp::Reset { point } => json!({ "to": point.to_string() }),
             _ => json!({}),
         };
         if let (Some(body), Value::Object(extra)) = (body.as_object_mut(), extra) {

@@ -3,9 +3,10 @@
 //! `dry_run` counts what it would apply to; `GET /api/batches/{id}` answers its progress.
 //!
 //! The body is `{"op", "filter", "reason"?, "name"?, "value"?, "to_version"?, "build"?,
-//! "unpin"?, "id"?, "dry_run"?}`: `op` one of `cancel` (with `reason`, "batch" when absent),
+//! "unpin"?, "to"?, "id"?, "dry_run"?}`: `op` one of `cancel` (with `reason`, "batch" when absent),
 //! `pause`, `resume`, `signal` (with `name` and `value`), `delete`, `migrate` (with
-//! `to_version`), `repin` (with `build`, or `"unpin": true`); `filter`
+//! `to_version`), `repin` (with `build`, or `"unpin": true`), `reset` (with `to`: `start`, the
+//! default, `checkpoint` or `seq:N`); `filter`
 //! `{workflow?, status?, labels?, version?, created_from_ms?, created_to_ms?}` (`labels` an
 //! object of strings); `id` makes the call idempotent (a batch of that id answers as it stands).
 //! A new batch is a 201, an existing one or a dry run a 200; a bad body is a 400 naming its
@@ -33,7 +34,7 @@ use cairn::{BatchFilter, BatchOp};
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct BatchBody {
-    /// `cancel`, `pause`, `resume`, `signal`, `delete`, `migrate` or `repin`.
+    /// `cancel`, `pause`, `resume`, `signal`, `delete`, `migrate`, `repin` or `reset`.
     op: String,
     /// Which threads (every part given must match).
     #[serde(default)]
@@ -52,6 +53,8 @@ pub(super) struct BatchBody {
     /// A repin that unpins (instead of `build`).
     #[serde(default)]
     unpin: bool,
+    /// A reset's point: `start` (when absent), `checkpoint` or `seq:N`.
+    to: Option<String>,
     /// The batch's id: a batch of that id answers as it stands (an idempotent call).
     id: Option<String>,
     /// Count the matching threads, apply nothing.
@@ -109,9 +112,16 @@ impl BatchBody {
                     return Err(Reject::bad("build", "a repin needs build (or unpin)"));
                 }
             },
+            "reset" => {
+                let to = self.to.as_deref().unwrap_or("start");
+                let point =
+                    to.parse().map_err(|e: cairn::Error| Reject::bad("to", e.to_string()))?;
+                BatchOp::Reset { point }
+            }
             other => {
                 let why = format!(
-                    "no operation {other:?}: cancel, pause, resume, signal, delete, migrate, repin"
+                    "no operation {other:?}: cancel, pause, resume, signal, delete, migrate, \
+                     repin, reset"
                 );
                 return Err(Reject::bad("op", why));
             }

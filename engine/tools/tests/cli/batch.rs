@@ -55,3 +55,58 @@ fn cairn_batch_counts_first_applies_by_filter_and_shows_progress() {
     on(&db, &["show", "c-1"]).expect(1);
     stop(server, guard);
 }
+
+#[test]
+fn cairn_batch_reset_forks_each_matching_thread_and_cancels_it_here_and_through_serve() {
+    let dir = tempdir();
+    let db = dir.path().join("reset.db");
+    std::fs::copy(demo_db(), &db).expect("copy the demo database");
+    for (id, team) in [("r-a", "a"), ("r-b", "b"), ("r-c", "c")] {
+        let label = format!("team={team}");
+        let input = r#"{"question":"q"}"#;
+        on(&db, &["start", "research-agent", "--input", input, "--id", id, "--label", &label])
+            .expect(0);
+    }
+    let team_a = "label.team=a";
+    let dry = on(&db, &["batch", "reset", "--filter", team_a, "--dry-run", "--json"]).expect(0);
+    assert_eq!((&dry.json()["op"], &dry.json()["total"]), (&"reset".into(), &1.into()));
+    let done = on(&db, &["batch", "reset", "--filter", team_a, "--to", "start", "--id", "x-1"]);
+    let done = done.expect(0);
+    assert!(
+        done.stdout.contains("x-1 (reset): finished, 1 of 1 done: 1 applied"),
+        "{}",
+        done.stdout
+    );
+    let original = on(&db, &["show", "r-a", "--json"]).expect(0).json();
+    assert_eq!(original["status"], "cancelled", "{original}");
+    // The new thread is written for the next engine that runs threads (this one parks).
+    let fork = on(&db, &["show", "r-a.reset.x-1", "--json"]).expect(0).json();
+    assert_eq!(fork["status"], "created", "{fork}");
+    let untouched = on(&db, &["show", "r-b", "--json"]).expect(0).json();
+    assert_eq!(untouched["status"], "created", "{untouched}");
+    on(&db, &["show", "r-b.reset.x-1"]).expect(1);
+    // Bad points are bad usage.
+    on(&db, &["batch", "reset", "--filter", team_a, "--to", "seq:0"]).expect(2);
+    on(&db, &["batch", "reset", "--filter", team_a, "--to", "yesterday"]).expect(2);
+
+    let (server, _address, pid) = serve(&db);
+    let guard = Killer(pid);
+    // The serving engine runs the created threads: r-b ends before its reset, which then only
+    // forks it (an ended thread stays as it is).
+    on(&db, &["result", "r-b", "--wait", "60"]).expect(0);
+    let team_b = "label.team=b";
+    let made =
+        on(&db, &["batch", "reset", "--filter", team_b, "--to", "seq:1", "--id", "x-2", "--json"]);
+    assert_eq!(made.expect(0).json()["through"], "endpoint");
+    on(&db, &["result", "x-2", "--wait", "60"]).expect(0);
+    let progress = on(&db, &["batch", "show", "x-2", "--json"]).expect(0).json();
+    assert_eq!((&progress["applied"], &progress["finished"]), (&1.into(), &true.into()));
+    let original = on(&db, &["show", "r-b", "--json"]).expect(0).json();
+    assert_eq!(original["status"], "completed", "{original}");
+    // The new thread runs on the serving engine, from the start, to its end.
+    on(&db, &["result", "r-b.reset.x-2", "--wait", "60"]).expect(0);
+    let fork = on(&db, &["show", "r-b.reset.x-2", "--json"]).expect(0).json();
+    assert_eq!((&fork["status"], &fork["labels"]["team"]), (&"completed".into(), &"b".into()));
+    on(&db, &["show", "r-c.reset.x-2"]).expect(1);
+    stop(server, guard);
+}

@@ -41,6 +41,7 @@
       const build = $("batch-build").value.trim();
       if (build) b.build = build; else b.unpin = true;
     }
+    if (op === "reset") b.to = $("batch-to").value.trim() || "start";
     return b;
   }
 
