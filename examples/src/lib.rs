@@ -8,6 +8,7 @@ pub mod bundle_round_trip;
 pub mod code_change;
 pub mod credit_updates;
 pub mod debounced_indexing;
+pub mod fleet_batches;
 pub mod human_input;
 pub mod job_engine;
 pub mod map_reduce;

@@ -583,3 +583,29 @@ async fn events_start_each_subscriber_once_per_event_id() {
     assert_eq!(done, ["invoiced", "shipped"].repeat(3));
     assert_eq!(s.threads[0].0, "event:order-1/invoice");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_is_counted_signalled_cancelled_and_reset_by_filter() {
+    use cairn::ThreadStatus::{Cancelled, Completed, Failed, WaitingInput};
+    use cairn_examples::fleet_batches::{Progress, run};
+    let (_d, p) = db("fleet.db");
+    let s = run(&p).await.unwrap();
+    // Waiting in the EU: o-1, o-5, o-7; in the US: o-2, o-4, o-8; failed: o-3, o-6 (lamps).
+    assert_eq!(s.counted, [3, 3, 2], "the dry runs");
+    let all = |n| Progress { total: n, done: n, applied: n, skipped: 0 };
+    assert_eq!(s.batches, [all(3), all(3), all(2)]);
+    let want = [
+        ("o-1", Completed),
+        ("o-2", Cancelled),
+        ("o-3", Failed),
+        ("o-3.reset.restock", WaitingInput),
+        ("o-4", Cancelled),
+        ("o-5", Completed),
+        ("o-6", Failed),
+        ("o-6.reset.restock", WaitingInput),
+        ("o-7", Completed),
+        ("o-8", Cancelled),
+    ];
+    let want: Vec<_> = want.iter().map(|(id, st)| ((*id).to_owned(), *st)).collect();
+    assert_eq!(s.statuses, want, "control: only what each filter matched changed");
+}
