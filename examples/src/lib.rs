@@ -17,6 +17,7 @@ pub mod operator;
 pub mod order_events;
 pub mod order_search;
 pub mod order_signals;
+pub mod overlapping_schedules;
 pub mod payments;
 pub mod polling_loop;
 pub mod quickstart;
