@@ -583,3 +583,47 @@ async fn events_start_each_subscriber_once_per_event_id() {
     assert_eq!(done, ["invoiced", "shipped"].repeat(3));
     assert_eq!(s.threads[0].0, "event:order-1/invoice");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_is_counted_signalled_cancelled_and_reset_by_filter() {
+    use cairn::ThreadStatus::{Cancelled, Completed, Failed, WaitingInput};
+    use cairn_examples::fleet_batches::{Progress, run};
+    let (_d, p) = db("fleet.db");
+    let s = run(&p).await.unwrap();
+    // Waiting in the EU: o-1, o-5, o-7; in the US: o-2, o-4, o-8; failed: o-3, o-6 (lamps).
+    assert_eq!(s.counted, [3, 3, 2], "the dry runs");
+    let all = |n| Progress { total: n, done: n, applied: n, skipped: 0 };
+    assert_eq!(s.batches, [all(3), all(3), all(2)]);
+    let want = [
+        ("o-1", Completed),
+        ("o-2", Cancelled),
+        ("o-3", Failed),
+        ("o-3.reset.restock", WaitingInput),
+        ("o-4", Cancelled),
+        ("o-5", Completed),
+        ("o-6", Failed),
+        ("o-6.reset.restock", WaitingInput),
+        ("o-7", Completed),
+        ("o-8", Cancelled),
+    ];
+    let want: Vec<_> = want.iter().map(|(id, st)| ((*id).to_owned(), *st)).collect();
+    assert_eq!(s.statuses, want, "control: only what each filter matched changed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_ticks_are_skipped_or_buffered_by_policy_and_a_backfill_runs_once() {
+    use cairn_examples::overlapping_schedules::{Counts, HOUR_MS, START_MS, run};
+    let (_d, p) = db("imports.db");
+    let s = run(&p).await.unwrap();
+    let c = |started, skipped, buffered| Counts { started, skipped, buffered };
+    let third = START_MS + 3 * HOUR_MS;
+    // skip: ticks 2 and 3 counted skipped; buffer_one: tick 3 replaced tick 2 (skipped).
+    assert_eq!(s.overlapped, [c(1, 2, None), c(1, 1, Some(third))]);
+    // Once the first run ended: skip starts nothing late; buffer_one starts tick 3 once.
+    assert_eq!(s.after, [c(1, 2, None), c(2, 1, None)]);
+    let id = |t: u64| cairn::ScheduleSpec::tick_thread_id("buffer", t);
+    assert_eq!(s.buffer_runs, [id(START_MS + HOUR_MS), id(third)], "tick 2 never ran");
+    let nights: Vec<u64> =
+        (0..3).map(|d| START_MS - (3 - d) * 24 * HOUR_MS + 2 * HOUR_MS).collect();
+    assert_eq!(s.backfilled, (nights, 0), "02:00 of each night before, once");
+}

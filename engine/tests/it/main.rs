@@ -85,6 +85,7 @@ mod retention;
 mod scale;
 mod schedule_chain;
 mod schedule_overlap;
+mod schedule_overlap_crash;
 mod schedules;
 #[cfg(feature = "encryption")]
 mod sealing;

@@ -15,7 +15,7 @@ use crate::crash::every_write;
 use crate::schedules::{HOUR, JAN_1_2026, file, started, tick};
 
 /// A run that waits for a number: it runs until the test answers it.
-fn job() -> Workflow<Tally> {
+pub(crate) fn job() -> Workflow<Tally> {
     Workflow::<Tally>::builder("report", 1)
         .node("wait", |_s, ctx: Ctx| async move {
             let n: u64 = ctx.interrupt("done?")?;
@@ -51,12 +51,12 @@ async fn hourly(overlap: Overlap, jitter_ms: u64) -> (tempfile::TempDir, Engine,
     (dir, engine, clock)
 }
 
-async fn status(engine: &Engine, thread: &str) -> ThreadStatus {
+pub(crate) async fn status(engine: &Engine, thread: &str) -> ThreadStatus {
     engine.thread(thread).await.unwrap().status().await.unwrap()
 }
 
 /// Waits until run `thread` exists and waits for its answer.
-async fn waits(engine: &Engine, thread: &str) {
+pub(crate) async fn waits(engine: &Engine, thread: &str) {
     for _ in 0..5_000 {
         if let Ok(t) = engine.thread(thread).await
             && t.status().await.unwrap() == ThreadStatus::WaitingInput
@@ -69,7 +69,7 @@ async fn waits(engine: &Engine, thread: &str) {
 }
 
 /// Schedule `s`'s state once `done` holds of it (its round committed).
-async fn settled(
+pub(crate) async fn settled(
     engine: &Engine,
     done: impl Fn(&cairn::ScheduleState) -> bool,
 ) -> cairn::ScheduleState {
