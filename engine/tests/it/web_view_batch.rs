@@ -194,6 +194,27 @@ async fn the_threads_page_applies_a_batch_to_the_selected_rows_only() {
             Duration::from_secs(10),
         );
         assert_eq!(count, json!("2"), "the two ticked rows");
+        // The form's own filter parts narrow the selection: version 2 and a creation time from
+        // 2100 match none of them (and Apply stays disabled); each cleared, both match again.
+        for (field, value, expected) in [
+            ("batch-version", "2", "0"),
+            ("batch-version", "", "2"),
+            ("batch-from", "2100-01-01T00:00", "0"),
+            ("batch-from", "", "2"),
+        ] {
+            browser.eval(&format!(
+                "delete document.getElementById('batch-result').dataset.count; \
+                 document.getElementById('{field}').value = '{value}'; \
+                 document.getElementById('batch-count').click()"
+            ));
+            let count = browser.wait_for(
+                "document.getElementById('batch-result').dataset.count",
+                Duration::from_secs(10),
+            );
+            assert_eq!(count, json!(expected), "{field} = {value:?}");
+            let disabled = browser.eval("document.getElementById('batch-apply').disabled");
+            assert_eq!(disabled, json!(expected == "0"), "{field} = {value:?}");
+        }
         let label = browser.eval("document.getElementById('batch-selected').textContent");
         assert_eq!(label, json!("the selected rows (2)"));
         browser.screenshot(&shots.join("threads-batch-selected.png"), 1200.);
