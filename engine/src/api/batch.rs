@@ -226,7 +226,8 @@ impl Engine {
     /// one; [`Error::UnknownWorkflow`] for a
     /// migration of a filter without a registered workflow version to move to;
     /// [`Error::LimitExceeded`] when the filter matches more than `BATCH_THREADS_MAX` threads
-    /// (100,000); storage errors.
+    /// (100,000) or names more than `BATCH_IDS_MAX` ids (1,000); [`Error::Invalid`] for an id
+    /// of the filter that is no thread id; storage errors.
     ///
     /// # Examples
     /// ```no_run
@@ -296,10 +297,10 @@ impl Engine {
     }
 
     /// How many threads `filter` matches now (what a batch would apply to: a dry run), at most
-    /// `BATCH_THREADS_MAX` + 1.
+    /// `BATCH_THREADS_MAX` + 1. With ids, the named threads that exist and match the rest.
     ///
     /// # Errors
-    /// Storage errors.
+    /// As [`Engine::batch`] for the filter's ids; storage errors.
     pub async fn batch_count(&self, filter: &BatchFilter) -> Result<u64, Error> {
         if !filter.ids.is_empty() {
             check_ids(filter)?;
