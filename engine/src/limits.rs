@@ -249,6 +249,11 @@ pub const BATCH_PAGE_THREADS: usize = 100;
 /// why, without a state that grows with the batch.
 pub const BATCH_SKIPS_KEPT: usize = 32;
 
+/// Thread ids a batch filter may name (`BatchFilter::ids`, the web view's selected rows): the
+/// filter is part of the batch's state, written with each of its steps, so it is held to a
+/// list a page of the threads view can select; more threads are a batch by the other parts.
+pub const BATCH_IDS_MAX: usize = 1_000;
+
 /// How often a schedule under the `buffer_one` overlap policy looks again whether the run
 /// before its waiting tick has ended (`api/schedule_overlap.rs`): each look is a round of the
 /// schedule's thread (a timer and a recorded read, a few events), so a second keeps a waiting

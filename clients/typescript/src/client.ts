@@ -2,7 +2,7 @@
 
 import { CairnError, TransportError, UnexpectedAnswer, refusal } from "./errors.js";
 import type {
-  Controlled, Event, EventsPage, ForkOptions, PromiseCompleted, PromiseOutcome, Published, PublishedValue, Pruned,
+  BatchAnswer, BatchFilter, BatchOp, BatchOptions, Emitted, Json, Controlled, Event, EventsPage, ForkOptions, PromiseCompleted, PromiseOutcome, Published, PublishedValue, Pruned,
   SignalStart, Started, StartOptions, StreamItem, ThreadDetails, ThreadPromises, ThreadResult, ThreadsPage, Updated,
   UpdateStart,
 } from "./models.js";
@@ -207,6 +207,24 @@ export class CairnClient {
       throw new CairnError("complete a promise with a value or an error, not both");
     }
     return this.call("POST", this.path(ROUTES.promise, { id: promise }), outcome);
+  }
+
+  /** Emits the event `name` of id `id`: each workflow subscribed to it starts a thread with
+   * `payload` as its input, once per id (the same id again answers `created` false). */
+  emit(name: string, id: string, payload: Json = null): Promise<Emitted> {
+    return this.call("POST", this.path(ROUTES.emit, {}), { name, id, payload });
+  }
+
+  /** Applies `op` to every thread `filter` matches, as a durable job of the engine (`options`:
+   * the operation's fields and the batch's `id`); `dryRun` counts the matching threads and
+   * applies nothing. */
+  batch(op: BatchOp, filter: BatchFilter = {}, options: BatchOptions = {}, dryRun = false): Promise<BatchAnswer> {
+    return this.call("POST", this.path(ROUTES.batch, {}), { op, filter, ...options, dry_run: dryRun });
+  }
+
+  /** The batch `id` and its progress (`done` of `total`). */
+  batchInfo(id: string): Promise<BatchAnswer> {
+    return this.call("GET", this.path(ROUTES.batchInfo, { id }));
   }
 
   /** The thread's live stream (chunk, gap, closed, ended) until `ended`. A broken connection is

@@ -4,7 +4,7 @@
  * compares with `/api/openapi.json`.
  */
 
-type Json = unknown;
+export type Json = unknown;
 
 /** `keys` lists every key of `T` (each entry is a key of `T` as well): a compile error names a
  * key left out. */
@@ -313,3 +313,64 @@ export type StreamItem =
   /** The thread ended: the last item. */
   | { kind: "ended"; seq: number; status: string; output: Json | null };
 export const STREAM_KINDS: readonly StreamItem["kind"][] = ["chunk", "gap", "closed", "ended"];
+
+/** One thread an emit answers with: the subscribed workflow, its thread, whether this emit made
+ * it (`false`: an emit of the same id did before) and its path on the endpoint. */
+export interface EventThread {
+  workflow: string;
+  thread: string;
+  created: boolean;
+  link: string;
+}
+
+/** `POST /api/events`: one thread per workflow subscribed to the event, by workflow id. */
+export interface Emitted {
+  threads: EventThread[];
+}
+export const EMITTED_FIELDS = fields<Emitted>()(["threads"]);
+
+/** A batch's operation. */
+export type BatchOp = "cancel" | "pause" | "resume" | "signal" | "delete" | "migrate" | "repin" | "reset";
+
+/** Which threads a batch applies to: every part given must match. */
+export interface BatchFilter {
+  workflow?: string;
+  status?: string;
+  labels?: Record<string, string>;
+  version?: number;
+  created_from_ms?: number;
+  created_to_ms?: number;
+  /** These threads only (an id of no thread is skipped, counted so). */
+  ids?: string[];
+}
+
+/** A batch operation's own fields, and the batch's `id` (an idempotent call). */
+export interface BatchOptions {
+  reason?: string;
+  name?: string;
+  value?: Json;
+  to_version?: number;
+  build?: string;
+  unpin?: boolean;
+  to?: string;
+  id?: string;
+}
+
+/** `POST /api/batches` and `GET /api/batches/{id}`: a batch and its progress, or for a dry run
+ * (`dry_run`, no `id`) how many threads the filter matches (`total`). */
+export interface BatchAnswer {
+  id?: string | null;
+  status?: string | null;
+  op: string;
+  total: number;
+  done: number;
+  applied: number;
+  skipped: number;
+  skips: [string, string][];
+  finished: boolean;
+  dry_run: boolean;
+}
+export const BATCH_ANSWER_FIELDS = fields<BatchAnswer>()(
+  ["id", "status", "op", "total", "done", "applied", "skipped", "skips", "finished", "dry_run"],
+);
+

@@ -5,7 +5,7 @@
  */
 
 import {
-  PROMISE_BODY_FIELDS, PROMISE_COMPLETED_FIELDS, PUBLISHED_FIELDS, PUBLISHED_VALUE_FIELDS, UPDATE_BODY_FIELDS,
+  BATCH_ANSWER_FIELDS, EMITTED_FIELDS, PROMISE_BODY_FIELDS, PROMISE_COMPLETED_FIELDS, PUBLISHED_FIELDS, PUBLISHED_VALUE_FIELDS, UPDATE_BODY_FIELDS,
   UPDATE_START_FIELDS, UPDATED_FIELDS,
   BUDGETS_FIELDS, FORK_OPTIONS_FIELDS, SIGNAL_START_FIELDS, START_OPTIONS_FIELDS, STARTED_FIELDS,
   THREAD_DETAILS_FIELDS, THREAD_PROMISES_FIELDS, THREAD_RESULT_FIELDS, THREADS_PAGE_FIELDS,
@@ -39,6 +39,9 @@ export const ROUTES = {
   promises: { method: "GET", path: "/api/threads/{id}/promises", query: [], answer: THREAD_PROMISES_FIELDS },
   promise: { method: "POST", path: "/api/promises/{id}", query: [], answer: PROMISE_COMPLETED_FIELDS },
   stream: { method: "GET", path: "/api/threads/{id}/stream", query: ["since", "redact"] },
+  emit: { method: "POST", path: "/api/events", query: [], answer: EMITTED_FIELDS },
+  batch: { method: "POST", path: "/api/batches", query: [], answer: BATCH_ANSWER_FIELDS },
+  batchInfo: { method: "GET", path: "/api/batches/{id}", query: [], answer: BATCH_ANSWER_FIELDS },
 } as const satisfies Record<string, Route>;
 
 /** The body fields of a start: its input and every start option. */
@@ -67,8 +70,6 @@ export const NOT_COVERED: readonly string[] = [
   "GET /api/threads/{id}/checkpoints", "GET /api/threads/{id}/bundle", "GET /api/threads/{id}/replay",
   "GET /api/resumable", "GET /api/workflows/{id}/graph", "GET /api/trace/{id}", "GET /api/trace", "GET /api/queues",
   "GET /api/checkpoints", "GET /api/checkpoints/{id}",
-  // Not yet in this client: `cairn emit`, or the endpoint's own call.
-  "POST /api/events", "POST /api/batches", "GET /api/batches/{id}",
   // Operator tooling: `cairn versions`, `cairn checkpoint every|cancel|at-node`.
   "GET /api/versions", "POST /api/threads/{id}/checkpoints/periodic",
   "DELETE /api/threads/{id}/checkpoints/periodic", "POST /api/threads/{id}/checkpoints/at-node",

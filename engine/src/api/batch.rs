@@ -21,7 +21,7 @@ use super::ThreadPages;
 use super::engine::Engine;
 use crate::config::StartOptions;
 use crate::error::Error;
-use crate::limits::{BATCH_PAGE_THREADS, BATCH_SKIPS_KEPT, BATCH_THREADS_MAX};
+use crate::limits::{BATCH_IDS_MAX, BATCH_PAGE_THREADS, BATCH_SKIPS_KEPT, BATCH_THREADS_MAX};
 
 /// The operation a batch applies to each thread.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,6 +101,10 @@ pub struct BatchFilter {
     pub created_from_ms: Option<u64>,
     /// Created before this time.
     pub created_to_ms: Option<u64>,
+    /// These threads only, matched exactly (empty: any; at most `BATCH_IDS_MAX`). A batch
+    /// reads them by id, not by pages of the store; an id of no thread is skipped and counted
+    /// so (`no such thread`), one that fails the other parts is left out.
+    pub ids: Vec<String>,
 }
 
 impl BatchFilter {
@@ -121,6 +125,15 @@ impl BatchFilter {
             && self.version.is_none_or(|v| record.workflow.version == v)
             && self.created_from_ms.is_none_or(|t| record.created_at_ms >= t)
             && self.created_to_ms.is_none_or(|t| record.created_at_ms < t)
+            && (self.ids.is_empty() || self.ids.iter().any(|id| id == record.id.as_str()))
+    }
+
+    /// The ids of [`BatchFilter::ids`] in the order a batch handles them: sorted, once each.
+    pub(crate) fn sorted_ids(&self) -> Vec<String> {
+        let mut ids = self.ids.clone();
+        ids.sort();
+        ids.dedup();
+        ids
     }
 }
 
@@ -213,7 +226,8 @@ impl Engine {
     /// one; [`Error::UnknownWorkflow`] for a
     /// migration of a filter without a registered workflow version to move to;
     /// [`Error::LimitExceeded`] when the filter matches more than `BATCH_THREADS_MAX` threads
-    /// (100,000); storage errors.
+    /// (100,000) or names more than `BATCH_IDS_MAX` ids (1,000); [`Error::Invalid`] for an id
+    /// of the filter that is no thread id; storage errors.
     ///
     /// # Examples
     /// ```no_run
@@ -283,11 +297,20 @@ impl Engine {
     }
 
     /// How many threads `filter` matches now (what a batch would apply to: a dry run), at most
-    /// `BATCH_THREADS_MAX` + 1.
+    /// `BATCH_THREADS_MAX` + 1. With ids, the named threads that exist and match the rest.
     ///
     /// # Errors
-    /// Storage errors.
+    /// As [`Engine::batch`] for the filter's ids; storage errors.
     pub async fn batch_count(&self, filter: &BatchFilter) -> Result<u64, Error> {
+        if !filter.ids.is_empty() {
+            check_ids(filter)?;
+            let mut count = 0u64;
+            for id in filter.sorted_ids() {
+                let record = self.store().thread(&ThreadId::new(id)?).await?;
+                count += u64::from(record.is_some_and(|r| filter.matches(&r)));
+            }
+            return Ok(count);
+        }
         let mut pages = ThreadPages::new(filter.store_filter(), None, BATCH_PAGE_THREADS);
         let mut count = 0u64;
         while let Some(page) = pages.next(self.store().as_ref()).await? {
@@ -319,6 +342,7 @@ impl Engine {
 
     /// Refuses an operation that cannot apply to any thread.
     fn check_batch(&self, op: &BatchOp, filter: &BatchFilter) -> Result<(), Error> {
+        check_ids(filter)?;
         match op {
             BatchOp::Signal { name, .. } if name.is_empty() => {
                 Err(Error::Invalid("a batch signal needs a name".into()))
@@ -334,4 +358,16 @@ impl Engine {
             _ => Ok(()),
         }
     }
+}
+
+/// Refuses a filter naming more than `BATCH_IDS_MAX` ids, or a string that is no thread id.
+pub(crate) fn check_ids(filter: &BatchFilter) -> Result<(), Error> {
+    if filter.ids.len() > BATCH_IDS_MAX {
+        return Err(Error::LimitExceeded {
+            limit: "the thread ids of a batch filter",
+            value: filter.ids.len() as u64,
+            max: BATCH_IDS_MAX as u64,
+        });
+    }
+    filter.ids.iter().try_for_each(|id| ThreadId::new(id.as_str()).map(drop).map_err(Error::from))
 }

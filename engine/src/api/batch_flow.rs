@@ -28,6 +28,9 @@ struct Page {
     last: Option<String>,
     /// The page was the last one.
     short: bool,
+    /// Ids the filter names of no thread (skipped, counted so).
+    #[serde(default)]
+    unknown: Vec<String>,
 }
 
 impl Engine {
@@ -69,6 +72,9 @@ async fn page(
         })
         .await?;
     let mut next = s.clone();
+    for thread in &read.unknown {
+        next.count(thread, &Applied::Skipped("no such thread".into()));
+    }
     for thread in read.threads {
         let (op, batch) = (s.op.clone(), ctx.thread_id().to_owned());
         let engine = engine_of(shell);
@@ -97,6 +103,9 @@ async fn read_page(
     after: Option<String>,
     me: &str,
 ) -> Result<Page, Error> {
+    if !filter.ids.is_empty() {
+        return read_ids(engine, filter, after).await;
+    }
     let after = after.map(ThreadId::new).transpose()?;
     let store = engine.store();
     let records = store
@@ -109,7 +118,32 @@ async fn read_page(
         .filter(|r| r.id.as_str() != me && filter.matches(r) && !made_by(r, me))
         .map(|r| r.id.to_string())
         .collect();
-    Ok(Page { threads, last, short })
+    Ok(Page { threads, last, short, unknown: Vec::new() })
+}
+
+/// The page of the filter's own ids after `after`: each read by id, those of no thread
+/// `unknown`, those the rest of the filter leaves out dropped.
+async fn read_ids(
+    engine: &Engine,
+    filter: &BatchFilter,
+    after: Option<String>,
+) -> Result<Page, Error> {
+    let ids = filter.sorted_ids();
+    let rest: Vec<String> = ids
+        .into_iter()
+        .filter(|id| after.as_ref().is_none_or(|a| id > a))
+        .take(BATCH_PAGE_THREADS)
+        .collect();
+    let short = rest.len() < BATCH_PAGE_THREADS;
+    let (mut threads, mut unknown) = (Vec::new(), Vec::new());
+    for id in &rest {
+        match engine.store().thread(&ThreadId::new(id.as_str())?).await? {
+            Some(record) if filter.matches(&record) => threads.push(id.clone()),
+            Some(_) => {}
+            None => unknown.push(id.clone()),
+        }
+    }
+    Ok(Page { threads, last: rest.last().cloned(), short, unknown })
 }
 
 /// Whether the thread of `record` is one the batch `me` made: the new thread of a reset under

@@ -146,8 +146,10 @@ impl Engine {
             watchdog_ms,
             signal_backlog_ms: shell.config.health_signal_backlog_ms,
         };
+        let workflows = shell.registry.all().iter().map(|wf| wf.id().to_owned()).collect();
         let mut report =
-            crate::telemetry::health_check(store, now, thresholds, &shell.metrics).await?;
+            crate::telemetry::health_check(store, now, thresholds, &shell.metrics, &workflows)
+                .await?;
         report.coordination = Some(shell.coord.kind());
         let config = &shell.config;
         let (file, floor, max) = (

@@ -5,7 +5,7 @@
 //! `HEALTH_SIGNAL_THREADS_MAX` threads, `HEALTH_SIGNALS_PER_THREAD_MAX` signals each) and
 //! compares them with the signal cursors their record's summary keeps.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -197,6 +197,7 @@ pub(crate) async fn check(
     now_ms: u64,
     thresholds: Thresholds,
     metrics: &Metrics,
+    workflows: &BTreeSet<String>,
 ) -> Result<HealthReport, cairn_storage::Error> {
     let watchdog_ms = thresholds.watchdog_ms;
     let unreachable = |database: DatabaseHealth| HealthReport {
@@ -223,7 +224,7 @@ pub(crate) async fn check(
     }
     // A database on a server is waited for a bounded time per read; a file answers at once.
     let wait = server.map(|_| Duration::from_millis(HEALTH_DATABASE_WAIT_MS));
-    match read_and_check(store, now_ms, thresholds, metrics, wait).await {
+    match read_and_check(store, now_ms, thresholds, (metrics, workflows), wait).await {
         Err(cairn_storage::Error::Unavailable { cause, since_ms }) => {
             let writable = store.database().is_none_or(|d| d.writable);
             let last_error = Some(cause);
@@ -282,10 +283,12 @@ async fn read_and_check(
     store: &dyn Store,
     now_ms: u64,
     thresholds: Thresholds,
-    metrics: &Metrics,
+    (metrics, workflows): (&Metrics, &BTreeSet<String>),
     wait: Option<Duration>,
 ) -> Result<HealthReport, cairn_storage::Error> {
     let watchdog_ms = thresholds.watchdog_ms;
+    // Threads by (workflow, status), of the registered workflows only (the label's bound).
+    let mut by_workflow: BTreeMap<(&str, ThreadStatus), u64> = BTreeMap::new();
     // Unfinished threads whose inbox the backlog reads (the first ones listed).
     let mut inboxes: Vec<(cairn_storage::ThreadId, String, Vec<u8>)> = Vec::new();
     let mut counts: BTreeMap<ThreadStatus, u64> =
@@ -301,6 +304,9 @@ async fn read_and_check(
         offset += page.len();
         for record in &page {
             *counts.entry(record.status).or_default() += 1;
+            if let Some(wf) = workflows.get(&*record.workflow.id) {
+                *by_workflow.entry((wf.as_str(), record.status)).or_default() += 1;
+            }
             let waits = !record.status.is_terminal() && record.status != ThreadStatus::Queued;
             if waits && inboxes.len() < HEALTH_SIGNAL_THREADS_MAX {
                 let summary = record.summary.clone();
@@ -329,6 +335,9 @@ async fn read_and_check(
     let commits = commit_health(metrics, true);
     metrics.signal_backlog.set(signal_backlog as f64);
     metrics.threads(|s| counts.get(&s).copied().unwrap_or(0));
+    for wf in workflows {
+        metrics.workflow_threads(wf, |s| by_workflow.get(&(wf.as_str(), s)).copied().unwrap_or(0));
+    }
     metrics.stuck_threads.set(stuck_threads as f64);
     metrics.expired_locks.set(expired_locks as f64);
     metrics.locks_held.set(locks.len() as f64);

@@ -63,7 +63,13 @@ pub(crate) struct Metrics {
     by_workflow: Arc<Mutex<HashMap<Arc<str>, Metrics>>>,
     /// Each queue's depth and running gauges, registered at the first admission pass that saw it.
     by_queue: Arc<Mutex<HashMap<String, (Gauge, Gauge)>>>,
+    /// Each registered workflow's threads-by-status gauges, registered at the first health
+    /// pass that counted it.
+    workflow_threads: Arc<Mutex<HashMap<String, WorkflowGauges>>>,
 }
+
+/// One workflow's threads-by-status gauges.
+type WorkflowGauges = Arc<[(ThreadStatus, Gauge)]>;
 
 /// The recorder handles are registered with.
 #[derive(Clone)]
@@ -162,6 +168,7 @@ impl Metrics {
             workflow: None,
             by_workflow: Arc::default(),
             by_queue: Arc::default(),
+            workflow_threads: Arc::default(),
         }
     }
 
@@ -354,6 +361,33 @@ impl Metrics {
             gauge.set(count(*status) as f64);
         }
     }
+
+    /// Sets workflow `workflow`'s threads-by-status gauges (`cairn_workflow_threads`). The
+    /// caller passes registered workflows only, which bounds the label's values.
+    pub fn workflow_threads(&self, workflow: &str, count: impl Fn(ThreadStatus) -> u64) {
+        let gauges = {
+            let mut cache = self.workflow_threads.lock().unwrap_or_else(|e| e.into_inner());
+            let made = cache.entry(workflow.to_owned()).or_insert_with(|| {
+                self.source.with(|r| {
+                    let key = |s: &ThreadStatus| {
+                        let labels = vec![
+                            Label::new("workflow", workflow.to_owned()),
+                            Label::new("status", s.as_str()),
+                        ];
+                        Key::from_parts(WORKFLOW_THREADS, labels)
+                    };
+                    ThreadStatus::ALL
+                        .iter()
+                        .map(|s| (*s, r.register_gauge(&key(s), &META)))
+                        .collect()
+                })
+            });
+            made.clone()
+        };
+        for (status, gauge) in gauges.iter() {
+            gauge.set(count(*status) as f64);
+        }
+    }
 }
 
 /// One runnable thread waiting for a permit; uncounted when dropped (also when its task is).
@@ -395,6 +429,7 @@ fn describe(r: &dyn Recorder) {
     }
     let gauges = [
         (THREADS, "threads by stored status, at the latest health pass"),
+        (WORKFLOW_THREADS, "threads by workflow and stored status, at the latest health pass"),
         (WAITING_PERMIT, "runnable threads waiting for a permit"),
         (TIMERS_ARMED, "timers and deadlines armed"),
         (LOCKS_HELD, "durable locks in the store"),

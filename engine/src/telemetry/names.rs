@@ -32,6 +32,8 @@ pub const NODE_FAILURES: &str = "cairn_node_failures_total";
 pub const THREAD_FAILURES: &str = "cairn_thread_failures_total";
 /// Threads by stored status, label `status`, as of the latest health pass. Gauge.
 pub const THREADS: &str = "cairn_threads";
+/// Threads by workflow and stored status, at the latest health pass (the registry's workflows).
+pub const WORKFLOW_THREADS: &str = "cairn_workflow_threads";
 /// Runnable threads waiting for a permit (the concurrency limit). Gauge.
 pub const WAITING_PERMIT: &str = "cairn_threads_waiting_permit";
 /// Durable timers and deadlines armed in this engine. Gauge.

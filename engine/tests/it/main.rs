@@ -9,6 +9,7 @@
 mod accepted;
 mod batch;
 mod batch_crash;
+mod batch_ids;
 mod batch_repin;
 mod bounded_history;
 mod bundle_export_options;

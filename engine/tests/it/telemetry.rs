@@ -328,6 +328,7 @@ async fn the_prometheus_exporter_renders_the_documented_names() {
         "cairn_queue_depth{queue=\"prom-q\"} 0",
         "cairn_queue_running{queue=\"prom-q\"} 0",
         "cairn_threads{status=\"completed\"} 2",
+        "cairn_workflow_threads{workflow=\"traced\",status=\"completed\"} 1",
         "cairn_health_stuck_threads 0",
         "cairn_storage_group_commits_total{outcome=\"ok\"}",
         "cairn_commit_duration_seconds_bucket{le=\"0.0001\"}",
@@ -626,5 +627,44 @@ async fn health_counts_the_signals_no_node_took_past_the_threshold() {
     );
     assert_eq!(recorder.gauge(names::SIGNAL_BACKLOG), 3.0);
     assert_eq!(t.status().await.unwrap(), cairn::ThreadStatus::WaitingInput);
+    engine.shutdown().await;
+}
+
+/// `cairn_workflow_threads{workflow,status}`: a health pass counts each registered workflow's
+/// threads under its own label: `traced` and its child completed, one `waiter` waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_health_pass_counts_threads_by_workflow_and_status() {
+    let (_d, path) = db();
+    let recorder = Arc::new(TestRecorder::default());
+    let (traced, waiter) = (traced(), crate::batch::waiter());
+    let engine = Engine::builder(&path)
+        .workflow(&traced)
+        .workflow(&waiter)
+        .metrics_recorder(recorder.clone())
+        .health_every_ms(None)
+        .open()
+        .await
+        .unwrap();
+    let run = engine.start_json("traced", Tally::default(), StartOptions::id("p")).await.unwrap();
+    run.wait().await.unwrap();
+    engine.start_json("waiter", Tally::default(), StartOptions::id("w")).await.unwrap();
+    let id = cairn::ThreadId::new("w").unwrap();
+    until("w waits", || {
+        engine.store().thread(&id).wait().unwrap().unwrap().status
+            == cairn::ThreadStatus::WaitingInput
+    })
+    .await;
+    engine.health().await.unwrap();
+    let of = |w: &str, s: &str| {
+        recorder.gauge(&format!("{}{{workflow={w},status={s}}}", names::WORKFLOW_THREADS))
+    };
+    assert_eq!(of("traced", "completed"), 1.0);
+    assert_eq!(of("traced-child", "completed"), 1.0);
+    assert_eq!(of("waiter", "waiting_input"), 1.0);
+    // Controls: no thread counted under another workflow's label or another status.
+    assert_eq!(of("waiter", "completed"), 0.0);
+    assert_eq!(of("traced", "waiting_input"), 0.0);
+    // The unlabelled gauge still counts all of them.
+    assert_eq!(recorder.gauge(&format!("{}{{status=completed}}", names::THREADS)), 2.0);
     engine.shutdown().await;
 }

@@ -68,7 +68,7 @@ async fn a_completed_threads_progress_says_done_in_the_list_and_on_its_page() {
         // Each row's progress cell: its text, and how full its bar is drawn.
         let shown = browser.eval(
             "Object.fromEntries([...document.querySelectorAll('#threads tbody tr[data-thread]')] \
-               .map((r) => { const cell = r.children[4]; const bar = cell.querySelector('.progress > span'); \
+               .map((r) => { const cell = r.children[5]; const bar = cell.querySelector('.progress > span'); \
                  return [r.dataset.thread, [cell.textContent.trim(), bar ? bar.style.width : null]]; }))",
         );
         browser.screenshot(&shots.join("threads-done.png"), 1200.);

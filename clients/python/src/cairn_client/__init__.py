@@ -12,7 +12,7 @@ from .errors import (
     TooManyRequests, TransportError, Unauthorized, UnexpectedAnswer, UpdatePending,
 )
 from .models import (
-    Budgets, Controlled, Event, EventsPage, ForkOptions, PromiseCompleted, Published,
+    BatchAnswer, Emitted, EventThread, Budgets, Controlled, Event, EventsPage, ForkOptions, PromiseCompleted, Published,
     PromiseRow, PublishedValue, Pruned, SignalStart, Started, StartOptions, StreamItem, ThreadDetails,
     ThreadPromises, ThreadResult, ThreadRow, ThreadsPage, Updated, UpdateStart,
 )
@@ -24,4 +24,5 @@ __all__ = [
     "SignalStart", "Started", "StartOptions", "ThreadDetails", "ThreadResult", "ThreadRow",
     "ThreadsPage", "UpdatePending", "PromiseCompleted", "Published", "PublishedValue",
     "StreamItem", "Updated", "UpdateStart", "PromiseRow", "ThreadPromises", "TooManyRequests",
+    "BatchAnswer", "Emitted", "EventThread",
 ]

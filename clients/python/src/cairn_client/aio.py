@@ -12,6 +12,7 @@ from .calls import Call
 from .client import RECONNECT_FOR_S, RECONNECT_PAUSE_S, Client, Follower, Streamer
 from .errors import TransportError
 from .models import (
+    BatchAnswer, Emitted,
     Controlled, Event, EventsPage, ForkOptions, PromiseCompleted, Published, PublishedValue,
     Pruned, SignalStart, Started, StartOptions, StreamItem, ThreadDetails, ThreadResult,
     ThreadPromises, ThreadsPage, Updated, UpdateStart,
@@ -92,6 +93,16 @@ class AsyncClient:
     async def complete_promise(self, promise: str, value: Any = calls._UNSET, *,
                                error: Optional[str] = None) -> PromiseCompleted:
         return await self._run(calls.complete_promise(promise, value, error))
+
+    async def emit(self, name: str, id: str, payload: Any = None) -> Emitted:
+        return await self._run(calls.emit(name, id, payload))
+
+    async def batch(self, op: str, filter: Optional[Mapping[str, Any]] = None, *,
+                    dry_run: bool = False, **options: Any) -> BatchAnswer:
+        return await self._run(calls.batch(op, filter, dry_run=dry_run, **options))
+
+    async def batch_info(self, batch_id: str) -> BatchAnswer:
+        return await self._run(calls.batch_info(batch_id))
 
     async def stream(self, thread: str, *, since: int = 0, redact: bool = False,
                      reconnect_for_s: float = RECONNECT_FOR_S) -> AsyncIterator[StreamItem]:

@@ -200,5 +200,28 @@ def complete_promise(promise: str, value: Any = _UNSET, error: Optional[str] = N
                 lambda a: models.read(models.PromiseCompleted, a, "a promise's completion"))
 
 
+def emit(name: str, id: str, payload: Any = None) -> Call:
+    body = {"name": name, "id": id, "payload": payload}
+    return Call(routes.EMIT, _path(routes.EMIT, {}), body, models.emitted)
+
+
+def batch(op: str, filter: Optional[Mapping[str, Any]] = None, *, dry_run: bool = False,
+          **options: Any) -> Call:
+    unknown = set(filter or {}) - set(routes.BATCH_FILTER)
+    if unknown:
+        raise ValueError(f"a batch filter takes no {sorted(unknown)}")
+    unknown = set(options) - set(routes.BATCH.body_args)
+    if unknown:
+        raise ValueError(f"a batch takes no {sorted(unknown)}")
+    body = {"op": op, "filter": dict(filter or {}), "dry_run": dry_run}
+    body.update({k: v for k, v in options.items() if v is not None})
+    return Call(routes.BATCH, _path(routes.BATCH, {}), body, models.batch_answer)
+
+
+def batch_info(batch_id: str) -> Call:
+    return Call(routes.BATCH_SHOW, _path(routes.BATCH_SHOW, {}, id=batch_id), None,
+                models.batch_answer)
+
+
 def stream_path(thread: str, since: int = 0, redact: bool = False) -> str:
     return _path(routes.STREAM, {"since": since or None, "redact": redact or None}, id=thread)

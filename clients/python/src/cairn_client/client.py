@@ -10,7 +10,7 @@ from . import calls, models
 from .calls import Call
 from .errors import CairnError, TransportError
 from .models import (
-    Controlled, Event, EventsPage, ForkOptions, PromiseCompleted, Published, PublishedValue,
+    BatchAnswer, Emitted, Controlled, Event, EventsPage, ForkOptions, PromiseCompleted, Published, PublishedValue,
     Pruned, SignalStart, Started, StartOptions, StreamItem, ThreadDetails, ThreadResult,
     ThreadPromises, ThreadsPage, Updated, UpdateStart,
 )
@@ -137,6 +137,24 @@ class Client:
         """Completes the promise `promise` with `value` or `error` (one of them). The same
         completion again answers `duplicate`; another one is a `Conflict`."""
         return self._run(calls.complete_promise(promise, value, error))
+
+    def emit(self, name: str, id: str, payload: Any = None) -> Emitted:
+        """Emits the event `name` of id `id`: each workflow subscribed to it starts a thread
+        with `payload` as its input, once per id (the same id again answers `created` false)."""
+        return self._run(calls.emit(name, id, payload))
+
+    def batch(self, op: str, filter: Optional[Mapping[str, Any]] = None, *,
+              dry_run: bool = False, **options: Any) -> BatchAnswer:
+        """Applies `op` (cancel, pause, resume, signal, delete, migrate, repin, reset) to every
+        thread `filter` matches (`workflow`, `status`, `labels`, `version`, `created_from_ms`,
+        `created_to_ms`, `ids`), as a durable job of the engine; `options` are the operation's
+        (`reason`, `name`/`value`, `to_version`, `build`/`unpin`, `to`) and the batch's `id`.
+        `dry_run` counts the matching threads and applies nothing."""
+        return self._run(calls.batch(op, filter, dry_run=dry_run, **options))
+
+    def batch_info(self, batch_id: str) -> BatchAnswer:
+        """The batch `batch_id` and its progress."""
+        return self._run(calls.batch_info(batch_id))
 
     def stream(self, thread: str, *, since: int = 0, redact: bool = False,
                reconnect_for_s: float = RECONNECT_FOR_S) -> Iterator[StreamItem]:

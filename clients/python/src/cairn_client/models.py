@@ -424,3 +424,55 @@ def stream_item(obj: Any) -> StreamItem:
     if item.kind not in STREAM_KINDS:
         raise UnexpectedAnswer(f"a stream item of unknown kind {item.kind!r}")
     return item
+
+
+@dataclass
+class EventThread:
+    """One thread an emit answers with: the subscribed workflow, its thread, whether this emit
+    made it (`False`: an emit of the same id did before) and its path on the endpoint."""
+
+    workflow: str
+    thread: str
+    created: bool
+    link: str
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Emitted:
+    """`POST /api/events`: one thread per workflow subscribed to the event, by workflow id."""
+
+    threads: List[EventThread]
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+def emitted(obj: Any) -> Emitted:
+    out = read(Emitted, obj, "an emit's answer")
+    if not isinstance(out.threads, list):
+        raise UnexpectedAnswer("an emit's threads are not a list")
+    out.threads = [read(EventThread, t, "an event's thread") for t in out.threads]
+    return out
+
+
+@dataclass
+class BatchAnswer:
+    """`POST /api/batches` and `GET /api/batches/{id}`: a batch and its progress (`done` of
+    `total`: `applied` or `skipped`, the last `skips` as `[thread, why]`), or for a dry run
+    (`dry_run`, no `id`) how many threads the filter matches (`total`)."""
+
+    op: str
+    total: int
+    done: int
+    applied: int
+    skipped: int
+    skips: List[Any]
+    finished: bool
+    dry_run: bool
+    id: Optional[str] = None
+    status: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+def batch_answer(obj: Any) -> BatchAnswer:
+    return read(BatchAnswer, obj, "a batch")
+

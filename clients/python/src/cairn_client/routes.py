@@ -73,10 +73,23 @@ PROMISE = Route(
     "POST", "/api/promises/{id}", body_args=("value", "error"), answer=models.PromiseCompleted
 )
 STREAM = Route("GET", "/api/threads/{id}/stream", query=("since", "redact"))
+EMIT = Route("POST", "/api/events", body_args=("name", "id", "payload"), answer=models.Emitted)
+BATCH = Route(
+    "POST",
+    "/api/batches",
+    body_args=("op", "filter", "reason", "name", "value", "to_version", "build", "unpin", "to",
+               "id", "dry_run"),
+    answer=models.BatchAnswer,
+)
+BATCH_SHOW = Route("GET", "/api/batches/{id}", answer=models.BatchAnswer)
+
+#: The filter fields of a batch (`POST /api/batches`' `filter`).
+BATCH_FILTER = ("workflow", "status", "labels", "version", "created_from_ms", "created_to_ms",
+                "ids")
 
 #: Every route this client calls.
 COVERED = (START, RESULT, THREAD, THREADS, EVENTS, CONTROL, DELETE, HEALTH, UPDATE, PUBLISHED,
-           PUBLISHED_KEY, PROMISES, PROMISE, STREAM)
+           PUBLISHED_KEY, PROMISES, PROMISE, STREAM, EMIT, BATCH, BATCH_SHOW)
 
 #: The control names of `POST /api/threads/{id}/{control}` and the body fields of each.
 CONTROL_BODIES = {
@@ -106,9 +119,6 @@ NOT_COVERED = {
     ("GET", "/api/queues"): "operator tooling (cairn queue list)",
     ("GET", "/api/checkpoints"): "operator tooling (cairn checkpoints)",
     ("GET", "/api/checkpoints/{id}"): "operator tooling (cairn checkpoint show)",
-    ("POST", "/api/events"): "not yet in this client (cairn emit, or the endpoint's call)",
-    ("POST", "/api/batches"): "operator tooling (cairn batch)",
-    ("GET", "/api/batches/{id}"): "operator tooling (cairn batch show)",
     ("GET", "/api/versions"): "operator tooling (cairn versions)",
     ("POST", "/api/threads/{id}/checkpoints/periodic"): "operator tooling (cairn checkpoint every)",
     ("DELETE", "/api/threads/{id}/checkpoints/periodic"): "operator tooling (cairn checkpoint cancel)",

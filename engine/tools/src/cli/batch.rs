@@ -1,5 +1,6 @@
 //! `cairn batch OP --filter K=V,.. [--dry-run] [--reason R] [--name N --value JSON]
-//! [--to-version V] [--build B | --unpin] [--to start|checkpoint|seq:N] [--id ID]` and
+//! [--to-version V] [--build B | --unpin] [--to start|checkpoint|seq:N] [--thread T]..
+//! [--id ID]` and
 //! `cairn batch show ID` (`docs/batches.md`): applies an operation (`cancel`, `pause`, `resume`,
 //! `signal`, `delete`, `migrate`, `repin`, `reset`) to every thread a filter matches, as a
 //! durable job of the engine ([`cairn::Engine::batch`]). `repin --filter label.cairn.build=A
@@ -8,7 +9,8 @@
 //!
 //! The filter is `K=V` pairs joined by commas: `workflow=`, `status=`, `label.KEY=`,
 //! `version=`, `created_from_ms=`, `created_to_ms=`. `--dry-run` prints how many threads match
-//! and applies nothing: run it first.
+//! and applies nothing: run it first. `--thread T` (repeatable) narrows the batch to those
+//! threads (an id of no thread is skipped and counted so).
 //!
 //! - Through a running engine's endpoint when one is announced for the file (`POST
 //!   /api/batches`, `GET /api/batches/{id}`): that engine runs the batch; the command prints
@@ -75,6 +77,10 @@ pub struct BatchArgs {
     /// The batch's id: a batch of that id answers as it stands (a retry makes one batch).
     #[arg(long, value_parser = super::common::parse_thread_id)]
     id: Option<String>,
+    /// This thread only (repeatable: these threads), besides the filter: an id of no thread is
+    /// skipped and counted so.
+    #[arg(long = "thread", value_name = "THREAD", value_parser = super::common::parse_thread_id)]
+    threads: Vec<String>,
 }
 
 /// `s` as a batch filter.
@@ -147,7 +153,7 @@ impl BatchArgs {
             "filter": {
                 "workflow": f.workflow, "status": f.status.map(|s| s.as_str()), "labels": labels,
                 "version": f.version, "created_from_ms": f.created_from_ms,
-                "created_to_ms": f.created_to_ms,
+                "created_to_ms": f.created_to_ms, "ids": self.threads,
             },
             "dry_run": self.dry_run,
         });
@@ -194,7 +200,7 @@ async fn run_here(
     args: &BatchArgs,
     op: BatchOp,
 ) -> Result<BatchAnswer, cairn::Error> {
-    let filter = args.filter.clone();
+    let filter = BatchFilter { ids: args.threads.clone(), ..args.filter.clone() };
     if args.dry_run {
         return Ok(BatchAnswer::dry_run(&op, engine.batch_count(&filter).await?));
     }

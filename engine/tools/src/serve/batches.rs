@@ -7,8 +7,8 @@
 //! `pause`, `resume`, `signal` (with `name` and `value`), `delete`, `migrate` (with
 //! `to_version`), `repin` (with `build`, or `"unpin": true`), `reset` (with `to`: `start`, the
 //! default, `checkpoint` or `seq:N`); `filter`
-//! `{workflow?, status?, labels?, version?, created_from_ms?, created_to_ms?}` (`labels` an
-//! object of strings); `id` makes the call idempotent (a batch of that id answers as it stands).
+//! `{workflow?, status?, labels?, version?, created_from_ms?, created_to_ms?, ids?}` (`labels`
+//! an object of strings, `ids` an array of thread ids); `id` makes the call idempotent (a batch of that id answers as it stands).
 //! A new batch is a 201, an existing one or a dry run a 200; a bad body is a 400 naming its
 //! field.
 
@@ -79,6 +79,9 @@ struct FilterBody {
     created_from_ms: Option<u64>,
     /// Created before this time.
     created_to_ms: Option<u64>,
+    /// These threads only, by id (at most 1,000; an id of no thread is skipped, counted so).
+    #[serde(default)]
+    ids: Vec<String>,
 }
 
 impl BatchBody {
@@ -141,6 +144,7 @@ impl BatchBody {
             version: f.version,
             created_from_ms: f.created_from_ms,
             created_to_ms: f.created_to_ms,
+            ids: f.ids.clone(),
         };
         Ok((op, filter))
     }

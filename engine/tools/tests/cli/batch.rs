@@ -110,3 +110,30 @@ fn cairn_batch_reset_forks_each_matching_thread_and_cancels_it_here_and_through_
     on(&db, &["show", "r-c.reset.x-2"]).expect(1);
     stop(server, guard);
 }
+
+/// `--thread T` (repeatable): the batch acts on exactly those threads (an id of no thread is
+/// skipped, counted so), here and through `cairn serve` (the body's `filter.ids`).
+#[test]
+fn cairn_batch_thread_narrows_the_batch_to_the_named_threads_here_and_through_serve() {
+    let dir = tempdir();
+    let db = dir.path().join("batch-ids.db");
+    std::fs::copy(demo_db(), &db).expect("copy the demo database");
+    for id in ["c-1", "c-2", "c-3"] {
+        let input = r#"{"question":"q"}"#;
+        on(&db, &["start", "research-agent", "--input", input, "--id", id]).expect(0);
+    }
+    let named = ["--thread", "c-1", "--thread", "c-3", "--thread", "nobody"];
+    let dry = on(&db, &[&["batch", "cancel", "--dry-run", "--json"][..], &named].concat());
+    assert_eq!(dry.expect(0).json()["total"], 2, "the two named threads that exist");
+    let done = on(&db, &[&["batch", "cancel", "--json"][..], &named].concat()).expect(0).json();
+    assert_eq!((&done["applied"], &done["skipped"]), (&2.into(), &1.into()), "{done}");
+    for (id, status) in [("c-1", "cancelled"), ("c-2", "created"), ("c-3", "cancelled")] {
+        assert_eq!(on(&db, &["show", id, "--json"]).expect(0).json()["status"], status, "{id}");
+    }
+    let (server, _address, pid) = serve(&db);
+    let guard = Killer(pid);
+    let args = ["batch", "pause", "--thread", "c-2", "--thread", "nobody", "--dry-run", "--json"];
+    let dry = on(&db, &args).expect(0).json();
+    assert_eq!((&dry["total"], &dry["through"]), (&1.into(), &"endpoint".into()), "{dry}");
+    stop(server, guard);
+}

@@ -1,5 +1,5 @@
-// Cairn web view: a batch operation over the threads the threads page's filters match
-// (docs/batches.md). Count is a dry run of POST /api/batches; Apply (enabled by a count of the
+// Cairn web view: a batch operation over the threads the threads page's filters match, or
+// over the rows ticked in its list (docs/batches.md). Count is a dry run of POST /api/batches; Apply (enabled by a count of the
 // same operation and filters) makes the batch and follows GET /api/batches/{id} to its end.
 "use strict";
 
@@ -13,9 +13,31 @@
     out.textContent = text;
   }
 
-  /** The batch filter of the page's filters (the search box is not part of it). */
+  /** The rows ticked in the list (threads.js tells each change). */
+  let picked = [];
+  document.addEventListener("cairn-selected", (e) => {
+    picked = e.detail;
+    $("batch-selected").textContent = `the selected rows (${picked.length})`;
+    forget();
+  });
+
+  /** A datetime-local field's time in ms since the epoch, or undefined when empty. */
+  function ms(id) {
+    const v = $(id).value;
+    return v ? new Date(v).getTime() : undefined;
+  }
+
+  /** The batch filter of the page's filters (the search box is not part of it), the form's
+   *  version and creation times, and the ticked rows when the scope is "selected". */
   function filter() {
     const f = {};
+    if ($("batch-version").value) f.version = Number($("batch-version").value);
+    if (ms("batch-from") !== undefined) f.created_from_ms = ms("batch-from");
+    if (ms("batch-until") !== undefined) f.created_to_ms = ms("batch-until");
+    if ($("batch-scope").value === "selected") {
+      if (!picked.length) throw new Error("no row is selected: tick the threads in the list");
+      f.ids = [...picked];
+    }
     if ($("status").value) f.status = $("status").value;
     if ($("workflow").value) f.workflow = $("workflow").value;
     const labels = {};
@@ -41,6 +63,7 @@
       const build = $("batch-build").value.trim();
       if (build) b.build = build; else b.unpin = true;
     }
+    if (op === "migrate" && $("batch-to-version").value) b.to_version = Number($("batch-to-version").value);
     if (op === "reset") b.to = $("batch-to").value.trim() || "start";
     return b;
   }
@@ -62,7 +85,7 @@
   }
 
   let counted = null;
-  const forget = () => { counted = null; $("batch-apply").disabled = true; };
+  function forget() { counted = null; $("batch-apply").disabled = true; }
   for (const id of ["filters", "batch"]) {
     $(id).addEventListener("input", forget);
     $(id).addEventListener("change", forget);

@@ -69,9 +69,24 @@
     sel.value = state.workflow;
   }
 
+  /** The rows selected for a batch ("apply to the selected"), kept across pages and redraws. */
+  const selected = new Set();
+
+  /** The row's checkbox: selects thread `id` for a batch. */
+  function pick(id) {
+    const box = el("input", { type: "checkbox", class: "pick", value: id, "aria-label": `select ${id}` });
+    box.checked = selected.has(id);
+    box.addEventListener("change", () => {
+      if (box.checked) selected.add(id); else selected.delete(id);
+      document.dispatchEvent(new CustomEvent("cairn-selected", { detail: [...selected] }));
+    });
+    return box;
+  }
+
   function renderRows(rows, now) {
     const body = $("threads").tBodies[0];
     const out = rows.map((t) => el("tr", { "data-thread": t.thread },
+      el("td", {}, pick(t.thread)),
       el("td", {}, el("a", { href: `/ui/threads/${encodeURIComponent(t.thread)}`, class: "mono" }, t.thread)),
       el("td", {}, badge(t.status)),
       el("td", {}, t.workflow ? `${t.workflow.id} v${t.workflow.version}` : ""),
@@ -80,7 +95,7 @@
       el("td", {}, labels(t.labels)),
       el("td", { title: cairn.time(t.created_at_ms) }, age(now - t.created_at_ms)),
       el("td", { title: cairn.time(t.updated_at_ms) }, `${age(now - t.updated_at_ms)} ago`)));
-    if (!out.length) out.push(el("tr", {}, el("td", { colspan: 8, class: "empty" }, "No thread matches.")));
+    if (!out.length) out.push(el("tr", {}, el("td", { colspan: 9, class: "empty" }, "No thread matches.")));
     body.replaceChildren(...out);
   }
 

@@ -1,0 +1,67 @@
+"""Events and batches through the client: an emit starts the subscribed workflow's thread once
+per event id; a batch counts (dry run), then cancels exactly the threads it names (an id of no
+thread skipped, counted so), and its progress reads back; bad bodies are `BadRequest`s naming
+their field, an unknown batch a `NotFound`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from cairn_client import AsyncClient, BadRequest, BatchAnswer, Emitted, NotFound, StartOptions
+
+WORKFLOW = "research-agent"
+QUESTION = {"question": "What is a lease?"}
+
+
+def test_an_emit_starts_the_subscriber_once_per_event_id(client):
+    first = client.emit("question.asked", "q-1", QUESTION)
+    assert isinstance(first, Emitted) and len(first.threads) == 1
+    made = first.threads[0]
+    assert (made.workflow, made.thread, made.created) == (WORKFLOW, "event:q-1/research-agent", True)
+    again = client.emit("question.asked", "q-1", QUESTION)
+    assert again.threads[0].created is False, "once per event id"
+    # Control: an event nobody subscribes to starts nothing.
+    assert client.emit("nobody.listens", "q-1").threads == []
+    with pytest.raises(BadRequest) as e:
+        client.emit("question.asked", "", QUESTION)
+    assert e.value.field == "id"
+
+
+def test_a_batch_by_ids_counts_then_cancels_exactly_those_threads(client):
+    for t in ("b-1", "b-2", "b-3"):
+        client.start(WORKFLOW, QUESTION, StartOptions(id=t, delay_ms=600_000))
+    named = {"ids": ["b-1", "b-3", "nobody"]}
+    dry = client.batch("cancel", named, dry_run=True)
+    assert isinstance(dry, BatchAnswer) and (dry.dry_run, dry.total, dry.id) == (True, 2, None)
+    made = client.batch("cancel", named, reason="from python", id="py-batch")
+    assert (made.id, made.op, made.total) == ("py-batch", "cancel", 2)
+    deadline = time.monotonic() + 30
+    info = client.batch_info("py-batch")
+    while not info.finished and time.monotonic() < deadline:
+        time.sleep(0.05)
+        info = client.batch_info("py-batch")
+    assert (info.finished, info.applied, info.skipped) == (True, 2, 1), info
+    assert info.skips == [["nobody", "no such thread"]]
+    assert client.thread("b-1").status == "cancelled"
+    assert client.thread("b-3").status == "cancelled"
+    assert client.thread("b-2").status != "cancelled", "the thread not named is untouched"
+    with pytest.raises(BadRequest) as e:
+        client.batch("frob")
+    assert e.value.field == "op"
+    with pytest.raises(NotFound):
+        client.batch_info("no-such-batch")
+    with pytest.raises(ValueError):
+        client.batch("pause", {"colour": "red"})
+
+
+def test_the_async_client_emits_and_counts_a_batch(server):
+    async def run():
+        client = AsyncClient(server.url, token=server.token)
+        emitted = await client.emit("question.asked", "q-async", QUESTION)
+        counted = await client.batch("pause", {"ids": [emitted.threads[0].thread]}, dry_run=True)
+        return emitted.threads[0].created, counted.total
+
+    assert asyncio.run(run()) == (True, 1)
