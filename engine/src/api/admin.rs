@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
 use cairn_storage::{
-    CheckpointFilter, CheckpointId, CheckpointInfo, Event, Seq, Store, ThreadId, ThreadRecord,
-    ThreadStatus, WorkflowRef,
+    CheckpointFilter, CheckpointId, CheckpointInfo, Event, Store, ThreadId, ThreadRecord,
+    ThreadStatus,
 };
 use serde_json::Value;
 
@@ -32,9 +32,11 @@ pub use super::builder::is_postgres_url;
 pub use super::checkpoint::ParkedCheckpoint;
 pub use super::continued::CHAIN_FOLLOW_MAX;
 pub use super::create::Creation;
+pub use super::migrate::MIGRATION_TAG;
 pub use super::schedule::check as check_schedule_name;
 pub use super::schedule_links::links_wait;
 pub use super::schedule_ticks::Rule;
+pub use super::versioned::{latest_workflow, registered, restore_at, workflow_at};
 pub use super::viewed::{
     ViewedEvent, sealed_view, stored_checkpoint, stored_events, stored_payload, viewed_events,
 };
@@ -43,25 +45,12 @@ pub use crate::core::children::PARENT_LABEL;
 pub use crate::exec::start::check_labels;
 pub use crate::exec::subgraph::child_id;
 
-/// The tag of the checkpoint a migration writes (and of nothing else).
-pub const MIGRATION_TAG: &str = "migration";
-
 /// The record of thread `id`.
 ///
 /// # Errors
 /// [`Error::UnknownThread`]; storage errors.
 pub async fn thread_record(store: &dyn Store, id: &ThreadId) -> Result<ThreadRecord, Error> {
     fetch::record(store, id).await
-}
-
-/// The context of thread `id` after the event at `seq`, folded by the workflow version the
-/// thread ran there ([`workflow_at`]).
-///
-/// # Errors
-/// As [`workflow_at`]; [`Error::Record`] for a damaged event; storage errors.
-pub async fn restore_at(engine: &Engine, id: &ThreadId, seq: u64) -> Result<ThreadCtx, Error> {
-    let wf = workflow_at(engine, id, seq).await?;
-    fetch::restore(engine.store().as_ref(), &wf, id, Some(seq)).await
 }
 
 /// The context of `thread` after the event at `at` (its last when `None`), folded by `wf`
@@ -79,43 +68,6 @@ pub async fn restore(
     fetch::restore(store, wf, thread, at).await
 }
 
-/// The registered workflow that folds `id`'s events up to `seq`: the version of the latest
-/// checkpoint at or before it (a migration checkpoint is filed under its new version), else the
-/// one the thread was created with.
-///
-/// # Errors
-/// As [`registered`]; [`Error::UnknownThread`]; storage errors.
-pub async fn workflow_at(
-    engine: &Engine,
-    id: &ThreadId,
-    seq: u64,
-) -> Result<Arc<DynWorkflow>, Error> {
-    let wref = match engine.store().latest_checkpoint_at_or_before(id, Seq(seq)).await? {
-        Some(cp) => cp.workflow,
-        None => created_workflow(engine, id).await?,
-    };
-    registered(engine, &wref)
-}
-
-/// The registered workflow with this id, version and fingerprint.
-///
-/// # Errors
-/// [`Error::UnknownWorkflow`]; [`Error::FingerprintChanged`] when the registered version's
-/// fingerprint is not the recorded one.
-pub fn registered(engine: &Engine, wref: &WorkflowRef) -> Result<Arc<DynWorkflow>, Error> {
-    let wf = latest_workflow(engine, &wref.id, Some(wref.version))?;
-    let current = wf.fingerprint().to_string();
-    if current != *wref.fingerprint {
-        return Err(Error::FingerprintChanged {
-            thread: String::new(),
-            workflow: format!("{} v{}", wref.id, wref.version),
-            recorded: wref.fingerprint.to_string(),
-            current,
-        });
-    }
-    Ok(wf)
-}
-
 /// The registered workflow the thread of `record` runs (as [`Engine::workflow_of`], for a caller
 /// holding the record: nothing is read).
 ///
@@ -123,18 +75,6 @@ pub fn registered(engine: &Engine, wref: &WorkflowRef) -> Result<Arc<DynWorkflow
 /// [`Error::UnknownWorkflow`], [`Error::FingerprintChanged`].
 pub fn workflow_for(engine: &Engine, record: &ThreadRecord) -> Result<Arc<DynWorkflow>, Error> {
     engine.shell.registry.workflow_for(record)
-}
-
-/// The registered workflow `workflow` at `version` (its latest version when `None`).
-///
-/// # Errors
-/// [`Error::UnknownWorkflow`].
-pub fn latest_workflow(
-    engine: &Engine,
-    workflow: &str,
-    version: Option<u32>,
-) -> Result<Arc<DynWorkflow>, Error> {
-    engine.shell.registry.latest(workflow, version)
 }
 
 /// The seqs at which thread `id` was migrated onto another workflow version (each covered by a
@@ -340,18 +280,4 @@ pub async fn start_fork(engine: &Engine, fork: Fork<'_>) -> Result<ThreadHandle,
         crate::exec::drive::spawn_drive(&engine.shell, id.clone(), "forked");
     }
     Ok(ThreadHandle::new(engine.clone(), id))
-}
-
-/// The workflow of the thread's `thread_created` event.
-async fn created_workflow(engine: &Engine, id: &ThreadId) -> Result<WorkflowRef, Error> {
-    let first = engine.store().read_range(id, Seq(1), Seq(1)).await?;
-    let event = first.into_iter().next().ok_or_else(|| Error::UnknownThread(id.to_string()))?;
-    match fetch::decode(engine.store().as_ref(), event).await?.body {
-        Body::ThreadCreated { workflow, .. } => Ok(workflow),
-        _ => Err(Error::Record {
-            thread: id.to_string(),
-            seq: 1,
-            detail: "the first event of a thread is not thread_created".into(),
-        }),
-    }
 }

@@ -61,7 +61,7 @@ impl Engine {
         meta: CheckpointMeta,
     ) -> Result<CheckpointId, Error> {
         let id = ThreadId::new(thread)?;
-        let record = super::admin::thread_record(self.store().as_ref(), &id).await?;
+        let record = crate::exec::fetch::record(self.store().as_ref(), &id).await?;
         // Refuse metadata storage would refuse before a runner tries to commit it.
         NewCheckpoint {
             thread: id.clone(),
@@ -128,9 +128,9 @@ impl Engine {
         id: &ThreadId,
         meta: CheckpointMeta,
     ) -> Result<CheckpointId, Error> {
-        let record = super::admin::thread_record(self.store().as_ref(), id).await?;
+        let record = crate::exec::fetch::record(self.store().as_ref(), id).await?;
         let last = record.last.map_or(0, |b| b.seq.0);
-        let ctx = super::admin::restore_at(self, id, last).await?;
+        let ctx = super::versioned::restore_at(self, id, last).await?;
         let description = manual_description(&meta);
         let checkpoint = ParkedCheckpoint { kind: CheckpointKind::Manual, description, meta };
         self.write_parked(record, ctx, Vec::new(), checkpoint, Ok).await
@@ -191,7 +191,7 @@ impl Engine {
         // Under the claim no runner of this process can start; the thread must still be where
         // its state was computed.
         let result = async {
-            let now_last = super::admin::thread_record(self.store().as_ref(), &id)
+            let now_last = crate::exec::fetch::record(self.store().as_ref(), &id)
                 .await?
                 .last
                 .map_or(0, |b| b.seq.0);

@@ -16,11 +16,13 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use cairn_storage::{CheckpointKind, CheckpointMeta, ThreadId};
 use serde_json::Value;
 
-use super::admin::MIGRATION_TAG;
 use super::checkpoint::ParkedCheckpoint;
 use crate::api::engine::Engine;
 use crate::error::Error;
 use crate::exec::shell::Shell;
+
+/// The tag of the checkpoint a migration writes (and of nothing else).
+pub const MIGRATION_TAG: &str = "migration";
 
 pub(crate) type MigrationFn = Arc<dyn Fn(Value) -> Result<Value, String> + Send + Sync>;
 type Registry = HashMap<(String, u32, u32), MigrationFn>;
@@ -80,7 +82,7 @@ impl Engine {
     /// finished tasks whose updates belong to the old version; storage errors.
     pub async fn migrate(&self, thread: &str, to_version: u32) -> Result<(), Error> {
         let id = ThreadId::new(thread)?;
-        let record = super::admin::thread_record(self.store().as_ref(), &id).await?;
+        let record = crate::exec::fetch::record(self.store().as_ref(), &id).await?;
         if record.status.is_terminal() {
             return Err(Error::WrongStatus {
                 thread: id.to_string(),
@@ -95,7 +97,7 @@ impl Engine {
         let chain = self.migration_chain(&old.id, old.version, to_version)?;
         let new_wf = self.shell.registry.latest(&old.id, Some(to_version))?;
         let last = record.last.map_or(0, |b| b.seq.0);
-        let ctx = super::admin::restore_at(self, &id, last).await?;
+        let ctx = super::versioned::restore_at(self, &id, last).await?;
         if let Some((task, _)) = ctx.meta.open.iter().find(|(_, j)| j.outcome.is_some()) {
             return Err(Error::Invalid(format!(
                 "thread {id} has an open step where {task} finished under v{}: migrate at a step \

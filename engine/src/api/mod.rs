@@ -41,6 +41,7 @@ pub mod stream;
 pub mod typed;
 pub mod update;
 pub(crate) mod update_elsewhere;
+mod versioned;
 pub mod versions;
 mod viewed;
 
