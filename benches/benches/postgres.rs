@@ -8,8 +8,9 @@
 //! its steps (p50 and p99 over all threads of a run, the acknowledgement latency of a step under
 //! that load), transaction ids assigned per node-step (group commits, savepoints, notifications;
 //! not reads), the fraction of the machine's CPU busy during the run (`/proc/stat`: near 1, the
-//! run was bound by CPU), and the ratios
-//! `pg_4_workers_vs_1` and `pg_1_worker_vs_redb`. Every figure is the median of
+//! run was bound by CPU), the CPU per node-step of the engines' process and of the server while
+//! the threads ran, the CPU of opening the engines (apart: the schema of a new database is not
+//! a step's), and the ratios `pg_4_workers_vs_1` and `pg_1_worker_vs_redb`. Every figure is the median of
 //! `CAIRN_BENCH_RUNS` runs (default 3). The engines run in this one process (one store, one
 //! writer connection, four reader connections and a listener each), on the machine that also
 //! runs the server.
@@ -30,8 +31,8 @@ const NODES: u64 = 10;
 const WORKFLOW: &str = "bench-linear";
 /// Threads in flight per engine.
 const CLIENTS: usize = 64;
-/// Threads each client runs one after the other.
-const THREADS_PER_CLIENT: usize = 4;
+/// Threads each client runs one after the other (`CAIRN_BENCH_PG_THREADS` sets another number).
+const THREADS_PER_CLIENT: usize = 16;
 /// Runs per figure.
 const RUNS: usize = 3;
 
@@ -39,6 +40,10 @@ fn main() -> anyhow::Result<()> {
     let runs: usize = match std::env::var("CAIRN_BENCH_RUNS") {
         Ok(v) => v.parse()?,
         Err(_) => RUNS,
+    };
+    let threads_per_client: usize = match std::env::var("CAIRN_BENCH_PG_THREADS") {
+        Ok(v) => v.parse()?,
+        Err(_) => THREADS_PER_CLIENT,
     };
     let Some(cluster) = Cluster::start("bench postgres") else {
         println!("# no PostgreSQL cluster could start: nothing measured");
@@ -65,15 +70,28 @@ fn main() -> anyhow::Result<()> {
             if statements {
                 sql(&url, "CREATE EXTENSION pg_stat_statements")?;
             }
+            let (engine_before, server_before) = (cpu::own_seconds()?, cpu::tree_seconds(server)?);
+            let engines = runtime.block_on(open(&url, workers))?;
+            figures.open_engine_ms.push((cpu::own_seconds()? - engine_before) * 1e3);
+            figures.open_server_ms.push((cpu::tree_seconds(server)? - server_before) * 1e3);
+            if statements {
+                // The statements and the WAL of the run alone, not the opens'.
+                sql(&url, "SELECT pg_stat_statements_reset(); SELECT pg_stat_reset_shared('wal')")?;
+            }
             let before = next_xid(&url)?;
             let cpu = cpu_times()?;
             let (engine_before, server_before) = (cpu::own_seconds()?, cpu::tree_seconds(server)?);
-            let run = runtime.block_on(shared(&url, workers))?;
+            let run = runtime.block_on(drive(&engines, threads_per_client))?;
             figures.busy.push(cpu_busy_since(cpu)?);
             let steps = run.steps as f64;
             figures.engine_cpu.push((cpu::own_seconds()? - engine_before) * 1e6 / steps);
             figures.server_cpu.push((cpu::tree_seconds(server)? - server_before) * 1e6 / steps);
             let after = next_xid(&url)?;
+            runtime.block_on(async {
+                for engine in engines {
+                    engine.shutdown().await;
+                }
+            });
             if statements {
                 print_statements(&url, run.steps)?;
             }
@@ -86,7 +104,7 @@ fn main() -> anyhow::Result<()> {
         by_workers.push((workers, rate));
     }
     let redb_runs = if std::env::var_os("CAIRN_BENCH_PG_WORKERS").is_some() { 0 } else { runs };
-    let redb = redb_rates(&runtime, root.path(), redb_runs)?;
+    let redb = redb_rates(&runtime, root.path(), redb_runs, threads_per_client)?;
     let rate_of = |n: usize| by_workers.iter().find(|(w, _)| *w == n).map(|(_, r)| *r);
     if let (Some(four), Some(one)) = (rate_of(4), rate_of(1)) {
         println!("{}", ratio_line("pg_4_workers_vs_1", four / one));
@@ -110,9 +128,13 @@ struct Figures {
     /// Transaction ids per step.
     commits: Vec<f64>,
     busy: Vec<f64>,
-    /// CPU microseconds per step, of the engine and of the server.
+    /// CPU microseconds per step, of the engine and of the server, while the threads ran.
     engine_cpu: Vec<f64>,
     server_cpu: Vec<f64>,
+    /// CPU milliseconds of opening the engines (connections, the schema on a new database),
+    /// of the engines' process and of the server: not part of any step.
+    open_engine_ms: Vec<f64>,
+    open_server_ms: Vec<f64>,
 }
 
 impl Figures {
@@ -159,6 +181,22 @@ impl Figures {
                 "us"
             )
         );
+        println!(
+            "{}",
+            bench_line(
+                &format!("pg_{workers}_workers_open_engine_cpu"),
+                median(self.open_engine_ms),
+                "ms"
+            )
+        );
+        println!(
+            "{}",
+            bench_line(
+                &format!("pg_{workers}_workers_open_server_cpu"),
+                median(self.open_server_ms),
+                "ms"
+            )
+        );
         rate
     }
 }
@@ -168,6 +206,7 @@ fn redb_rates(
     runtime: &tokio::runtime::Runtime,
     root: &Path,
     runs: usize,
+    threads_per_client: usize,
 ) -> anyhow::Result<Vec<f64>> {
     let mut redb = Vec::new();
     for n in 0..runs {
@@ -178,7 +217,7 @@ fn redb_rates(
                 .workflow(&linear()?)
                 .open()
                 .await?;
-            let run = drive(std::slice::from_ref(&engine)).await?;
+            let run = drive(std::slice::from_ref(&engine), threads_per_client).await?;
             engine.shutdown().await;
             Ok::<_, anyhow::Error>(run)
         })?;
@@ -203,6 +242,7 @@ fn sql(url: &str, statement: &str) -> anyhow::Result<()> {
 /// first, per node-step (`pg_stat_statements`, preloaded by a restart at the bench's start):
 /// calls, rows and server time per step.
 fn print_statements(url: &str, steps: u64) -> anyhow::Result<()> {
+    let wal = wal_written(url)?;
     let url = url.to_owned();
     let rows = std::thread::spawn(move || -> anyhow::Result<Vec<(i64, f64, i64, String)>> {
         let mut client = postgres::Client::connect(&url, postgres::NoTls)?;
@@ -217,6 +257,12 @@ fn print_statements(url: &str, steps: u64) -> anyhow::Result<()> {
     .join()
     .map_err(|_| anyhow::anyhow!("the statistics query panicked"))??;
     let per_step = |n: f64| n / steps as f64;
+    println!(
+        "# WAL per node-step: {:.3} records, {:.3} full-page images, {:.0} bytes",
+        per_step(wal.0),
+        per_step(wal.1),
+        per_step(wal.2)
+    );
     println!("# statements per node-step: calls, server us, rows, statement");
     for (calls, ms, returned, query) in rows {
         let query: String = query.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -229,6 +275,22 @@ fn print_statements(url: &str, steps: u64) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The WAL the cluster wrote since its statistics were reset (`pg_stat_wal`): records,
+/// full-page images and bytes.
+fn wal_written(url: &str) -> anyhow::Result<(f64, f64, f64)> {
+    let url = url.to_owned();
+    std::thread::spawn(move || -> anyhow::Result<(f64, f64, f64)> {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls)?;
+        let row = client.query_one(
+            "SELECT wal_records::float8, wal_fpi::float8, wal_bytes::float8 FROM pg_stat_wal",
+            &[],
+        )?;
+        Ok((row.get(0), row.get(1), row.get(2)))
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the WAL statistics query panicked"))?
 }
 
 /// The numbers of engines to measure: `CAIRN_BENCH_PG_WORKERS` (e.g. `1` or `1,4`; the redb
@@ -248,29 +310,25 @@ struct Run {
     p99_ms: f64,
 }
 
-/// `workers` engines on the database at `url`, each running its share of threads.
-async fn shared(url: &str, workers: usize) -> anyhow::Result<Run> {
+/// `workers` engines opened on the database at `url` (the first one creates the schema).
+async fn open(url: &str, workers: usize) -> anyhow::Result<Vec<Engine>> {
     let mut engines = Vec::new();
     for _ in 0..workers {
         engines.push(Engine::builder(url).concurrency(CLIENTS).workflow(&linear()?).open().await?);
     }
-    let run = drive(&engines).await?;
-    for engine in engines {
-        engine.shutdown().await;
-    }
-    Ok(run)
+    Ok(engines)
 }
 
-/// Runs `CLIENTS` x `THREADS_PER_CLIENT` threads on each engine, all at once.
-async fn drive(engines: &[Engine]) -> anyhow::Result<Run> {
+/// Runs `CLIENTS` x `threads_per_client` threads on each engine, all at once.
+async fn drive(engines: &[Engine], threads_per_client: usize) -> anyhow::Result<Run> {
     let started = Instant::now();
     let mut tasks = Vec::new();
     for (e, engine) in engines.iter().enumerate() {
         for client in 0..CLIENTS {
             let engine = engine.clone();
             tasks.push(tokio::spawn(async move {
-                let mut took = Vec::with_capacity(THREADS_PER_CLIENT);
-                for n in 0..THREADS_PER_CLIENT {
+                let mut took = Vec::with_capacity(threads_per_client);
+                for n in 0..threads_per_client {
                     let t = Instant::now();
                     let id = format!("e{e}-c{client:02}-{n:03}");
                     let handle = engine.start_json(WORKFLOW, 0u64, StartOptions::id(id)).await?;
