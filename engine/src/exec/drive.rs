@@ -350,6 +350,13 @@ pub(super) fn run_claimed<'a>(
         if !begun && !runner.begin(reason).await? {
             return Ok(Exit::Elsewhere);
         }
+        // Requests other processes stored while nobody here drove the thread are not left
+        // behind (`update_inbox.rs`). A thread begun here from its creation has none: a
+        // request is stored only once the creation is durable, and its sender then tells this
+        // engine, whose lease the creation wrote (again until heard).
+        if !begun && shell.store.shared().is_some() {
+            control.note_update_requests();
+        }
         let exit = runner.run(control).await?;
         if let Exit::Status(status) = exit
             && status.is_terminal()

@@ -155,11 +155,6 @@ impl Runner {
     }
 
     pub async fn run(&mut self, control: &Arc<Control>) -> Result<Exit, Error> {
-        // Requests other processes stored while nobody here drove the thread are not left
-        // behind (`update_inbox.rs`).
-        if self.shell.store.shared().is_some() {
-            control.note_update_requests();
-        }
         loop {
             // The step's batch is being computed: storage may wait for it.
             self.env.pipeline.intend(None);

@@ -1,7 +1,8 @@
 //! Update requests another process stored in the thread's inbox (`api/update_elsewhere.rs`):
 //! the runner takes them at a step boundary, after the updates asked in its own process, when
-//! it was told of them (a driver message through the shared database) or first drives the
-//! thread (a request stored while the thread changed hands is not left behind).
+//! it was told of them (a driver message through the shared database) or first drives a
+//! thread it did not create (a request stored while the thread changed hands is not left
+//! behind; `drive.rs`).
 //!
 //! Each request is decided as a local one is (`updates.rs`): an id the context holds already
 //! (applied or refused) is skipped; otherwise the validator and the handler run, and the

@@ -41,6 +41,33 @@ CREATE TABLE IF NOT EXISTS cairn_event_batches (
 CREATE UNIQUE INDEX IF NOT EXISTS cairn_event_batches_by_lsn ON cairn_event_batches (first_lsn);
 ";
 
+/// The row length up to which PostgreSQL keeps a run as it is (`toast_tuple_target`, its
+/// maximum): a run of a few steps is 1 to 4 KiB of frames, which the default (about 2 KiB) had
+/// the server compress with pglz on every insert, for frames that compress little.
+const INLINE_ROW_BYTES: i32 = 8160;
+
+/// Sets [`INLINE_ROW_BYTES`] on the table where it is not set (a database made before it was):
+/// only new rows are written differently, and a row reads the same either way.
+///
+/// # Errors
+/// Connection errors.
+pub(crate) fn keep_runs_inline(client: &mut Client<'_>) -> Result<(), Error> {
+    let target = format!("toast_tuple_target={INLINE_ROW_BYTES}");
+    let row = client
+        .query_one(
+            "SELECT coalesce($1 = ANY(reloptions), false) FROM pg_class \
+             WHERE oid = 'cairn_event_batches'::regclass",
+            &[&target],
+        )
+        .map_err(pg_error("read the event table's options"))?;
+    if !row.get::<_, bool>(0) {
+        client
+            .batch_execute(&format!("ALTER TABLE cairn_event_batches SET ({target})"))
+            .map_err(pg_error("set the event table's options"))?;
+    }
+    Ok(())
+}
+
 /// Frames the writer puts in one row at most; a longer run goes on in the next row.
 const ROW_EVENTS_MAX: usize = 1024;
 

@@ -84,6 +84,7 @@ const MAGIC_VALUE: i64 = 0x0043_4149_524e_4442;
 pub(crate) fn prepare(client: &mut Client<'_>) -> Result<(), Error> {
     create(client, SCHEMA, "create the schema")?;
     create(client, super::events::SCHEMA, "create the event table")?;
+    super::events::keep_runs_inline(client)?;
     super::wake::prepare(client)?;
     client.batch_execute(super::resolve::SCHEMA).map_err(pg_error("create the commit marks"))?;
     add_last_xid(client)?;

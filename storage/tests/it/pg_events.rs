@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use cairn_storage::{Append, Maintenance, ThreadLog};
 use cairn_storage::{
-    Batch, CheckpointKind, Durability, Event, Lsn, PG_FORMAT_VERSION, PgStore, Seq, codec,
+    Batch, CheckpointKind, Durability, Event, Lsn, NewEvent, PG_FORMAT_VERSION, PgStore, Seq, codec,
 };
 use cairn_storage_testkit::pg_cluster::Cluster;
 
@@ -110,6 +110,45 @@ fn a_commits_events_of_one_thread_are_one_row_and_reads_inside_it_are_exact() {
     let report = store.verify().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
     assert_eq!(report.events, 10);
+}
+
+/// A run of a few KiB is stored as it is, neither compressed nor moved out of its row
+/// (`toast_tuple_target` at its maximum); a table made without the option gets it at connect.
+#[test]
+fn a_run_of_a_few_kib_stays_in_its_row_uncompressed_and_an_older_table_gets_the_option() {
+    let Some(cluster) = Cluster::start("pg_events_inline") else { return };
+    let url = cluster.new_database();
+    let store = PgStore::connect(&url, Durability::Immediate).unwrap();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let options = |admin: &mut postgres::Client| -> Option<Vec<String>> {
+        let sql = "SELECT reloptions FROM pg_class WHERE oid = 'cairn_event_batches'::regclass";
+        admin.query_one(sql, &[]).unwrap().get(0)
+    };
+    assert_eq!(options(&mut admin), Some(vec!["toast_tuple_target=8160".to_owned()]));
+    create_thread(&store, "a", 0);
+    // About 6 KiB of frames that compress well: the default target (about 2 KiB) would have
+    // the server compress the row.
+    let big = |n: u64| NewEvent { data: vec![b'x'; 1500], ..event("a", n) };
+    append(&store, Batch { events: (1..=4).map(big).collect(), ..Batch::default() });
+    let row = admin
+        .query_one(
+            "SELECT octet_length(frames)::bigint, pg_column_compression(frames) \
+             FROM cairn_event_batches WHERE thread = 'a'",
+            &[],
+        )
+        .unwrap();
+    let (bytes, compression): (i64, Option<String>) = (row.get(0), row.get(1));
+    assert!(bytes > 6000, "the run's frames: {bytes} bytes");
+    assert_eq!(compression, None, "the run is stored as it is");
+    let all = store.read_since(&tid("a"), Seq(0), 10).wait().unwrap();
+    assert_eq!(seqs(&all), [1, 2, 3, 4]);
+    assert!(all.iter().all(|e| e.data.len() == 1500));
+    drop(store);
+    admin.batch_execute("ALTER TABLE cairn_event_batches RESET (toast_tuple_target)").unwrap();
+    assert_eq!(options(&mut admin), None);
+    let again = PgStore::connect(&url, Durability::Immediate).unwrap();
+    assert_eq!(options(&mut admin), Some(vec!["toast_tuple_target=8160".to_owned()]));
+    assert!(again.verify().unwrap().is_clean());
 }
 
 /// Verify checks the rows both ways: columns that claim more seqs than the frames hold, and
