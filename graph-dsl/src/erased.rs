@@ -477,6 +477,33 @@ impl DynWorkflow {
         follow(self, &node.name, links, route, state, goto)
     }
 
+    /// Whether [`next`](Self::next) from `from` with these `goto` targets reads the state: only
+    /// a node's route does, when the node chose no goto. A caller that has no state at hand
+    /// (the one after a step's updates) needs to make one only then.
+    ///
+    /// # Examples
+    /// ```
+    /// use cairn_dsl::{NodeOutput, Replace, Target, Workflow, END, START};
+    /// let wf = Workflow::<Replace<bool>>::builder("w", 1)
+    ///     .node("check", |_s, _ctx| async { Ok(NodeOutput::none()) })
+    ///     .node("fix", |_s, _ctx| async { Ok(NodeOutput::none()) })
+    ///     .edge(START, "check")
+    ///     .route("check", |s: &Replace<bool>| if s.0 { END } else { "fix" }, ["fix", END])
+    ///     .edge("fix", "check")
+    ///     .loop_bound("fix", 3)
+    ///     .build()
+    ///     .unwrap()
+    ///     .erase();
+    /// let (check, fix) = (wf.node_id("check").unwrap(), wf.node_id("fix").unwrap());
+    /// assert!(wf.routes_on_state(check, &[]));
+    /// assert!(!wf.routes_on_state(fix, &[])); // a static edge
+    /// assert!(!wf.routes_on_state(check, &[Target::End])); // a goto decides
+    /// ```
+    pub fn routes_on_state(&self, from: NodeId, goto: &[Target]) -> bool {
+        let declared = self.shape.nodes.get(from).is_some_and(|l| l.route.is_some());
+        goto.is_empty() && declared && self.routes.get(from).is_some_and(Option::is_some)
+    }
+
     /// The branches a join node waits for, or `None` if `node` is not a join.
     pub fn join_sources(&self, node: NodeId) -> Option<&[NodeId]> {
         self.shape.joins.get(node)?.as_deref()

@@ -9,7 +9,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cairn_dsl::{DynNodeKind, DynWorkflow, Message, NextTarget, NodeError, NodeId, Target, Usage};
+use cairn_dsl::{
+    DynNodeKind, DynState, DynWorkflow, Message, NextTarget, NodeError, NodeId, Target, Usage,
+};
 use cairn_storage::CheckpointKind;
 use serde_json::Value;
 
@@ -467,25 +469,23 @@ pub fn route_step(
     if continuation::requested(&ctx.meta).is_some() {
         return Ok((Vec::new(), Arrivals::new())); // the thread ends: its successor goes on
     }
-    let mut state = ctx.state.clone_box();
     let mut gotos: BTreeMap<NodeId, Vec<Target>> = BTreeMap::new();
     for (task, journal) in &ctx.meta.open {
         let outcome = journal
             .outcome
             .as_ref()
             .ok_or_else(|| NodeError::fatal(format!("step {step}: task {task} has no outcome")))?;
-        if let Some(update) = &outcome.update {
-            state.apply_json(update).map_err(|e| NodeError::Codec { detail: e.to_string() })?;
-        }
         let id = wf
             .node_id(&task.node)
             .ok_or_else(|| NodeError::fatal(format!("unknown node {}", task.node)))?;
         gotos.entry(id).or_default().extend(outcome.goto.iter().cloned());
     }
+    let state = state_after_step(wf, ctx, &gotos)?;
+    let state = state.as_deref().unwrap_or(ctx.state.as_ref());
     let mut next: BTreeSet<NodeId> = BTreeSet::new();
     let mut arrivals = ctx.meta.arrivals.clone();
     for (from, goto) in &gotos {
-        let targets = wf.next(*from, state.as_ref(), goto).map_err(|e| NodeError::Failed {
+        let targets = wf.next(*from, state, goto).map_err(|e| NodeError::Failed {
             code: Some("route".into()),
             message: e.to_string(),
             retryable: false,
@@ -524,6 +524,26 @@ pub fn route_step(
         });
     }
     Ok((next.into_iter().map(|id| wf.nodes()[id].name.clone()).collect(), arrivals))
+}
+
+/// The state after the open step's updates, if a route of the step's nodes reads it (`None`:
+/// none does, and the routing reads no state). Made on a copy: the context's state takes the
+/// updates when the step's completion is folded.
+fn state_after_step(
+    wf: &DynWorkflow,
+    ctx: &ThreadCtx,
+    gotos: &BTreeMap<NodeId, Vec<Target>>,
+) -> Result<Option<Box<dyn DynState>>, NodeError> {
+    if !gotos.iter().any(|(from, goto)| wf.routes_on_state(*from, goto)) {
+        return Ok(None);
+    }
+    let mut state = ctx.state.clone_box();
+    for journal in ctx.meta.open.values() {
+        if let Some(update) = journal.outcome.as_ref().and_then(|o| o.update.as_ref()) {
+            state.apply_json(update).map_err(|e| NodeError::Codec { detail: e.to_string() })?;
+        }
+    }
+    Ok(Some(state))
 }
 
 #[cfg(test)]

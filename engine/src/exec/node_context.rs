@@ -91,8 +91,17 @@ pub(crate) struct LiveNodeContext {
     /// tool call, the node, or a timeout that cancels the attempt); most attempts never ask.
     cancel: std::sync::OnceLock<CancellationToken>,
     st: Arc<Mutex<TaskState>>,
-    /// Where `ctx.stream` and the task's tools write, closed when the attempt ends.
-    stream: Arc<TaskStream>,
+    /// Where `ctx.stream` and the task's tools write, made when first written to (most
+    /// attempts never are) and closed when the attempt ends ([`Self::stream`]).
+    stream: Mutex<StreamSlot>,
+}
+
+/// The attempt's stream, if made, and whether the attempt ended (a stream made after that is
+/// closed at once).
+#[derive(Default)]
+struct StreamSlot {
+    stream: Option<Arc<TaskStream>>,
+    ended: bool,
 }
 
 impl LiveNodeContext {
@@ -114,14 +123,23 @@ impl LiveNodeContext {
             keys: env.published_keys().for_task(),
             ..TaskState::default()
         };
-        let stream = Arc::new(TaskStream::new(
-            env.stream.clone(),
-            env.thread.clone(),
-            step,
-            key.node.clone(),
-        ));
         let st = Arc::new(Mutex::new(st));
+        let stream = Mutex::default();
         Self { env, step, key, attempt: j.attempt, item, cancel, st, stream }
+    }
+
+    /// The attempt's stream, made on first use (closed if the attempt ended already).
+    fn stream(&self) -> Arc<TaskStream> {
+        let mut slot = self.stream.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let ended = slot.ended;
+        let stream = slot.stream.get_or_insert_with(|| {
+            let (live, thread) = (self.env.stream.clone(), self.env.thread.clone());
+            Arc::new(TaskStream::new(live, thread, self.step, self.key.node.clone()))
+        });
+        if ended {
+            stream.close();
+        }
+        stream.clone()
     }
 
     fn state(&self) -> MutexGuard<'_, TaskState> {
@@ -144,7 +162,13 @@ impl LiveNodeContext {
 
     /// Waits for fire-and-forget appends (progress) and hands back the state.
     pub(super) async fn finish(&self) -> TaskState {
-        self.stream.close();
+        {
+            let mut slot = self.stream.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            slot.ended = true;
+            if let Some(stream) = &slot.stream {
+                stream.close();
+            }
+        }
         let mut st = std::mem::take(&mut *self.state());
         let lost = |e: &dyn std::fmt::Display| {
             tracing::warn!(thread = %self.env.thread, error = %e, "progress event not recorded");
@@ -168,7 +192,7 @@ impl LiveNodeContext {
 
     /// The task's stream as a tool's [`ToolCtx`] writes it.
     fn sink(&self) -> StreamSink {
-        let stream = self.stream.clone();
+        let stream = self.stream();
         StreamSink::new(move |v| stream.write(v))
     }
 
@@ -349,7 +373,7 @@ impl NodeContext for LiveNodeContext {
     }
 
     fn stream(&self, value: Value) -> Result<(), NodeError> {
-        self.stream.write(value)
+        LiveNodeContext::stream(self).write(value)
     }
 
     fn message(&self, message: Message) {
