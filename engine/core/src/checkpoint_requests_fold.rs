@@ -15,7 +15,7 @@ pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
     match e.body {
         Body::CheckpointRequested { request } => requests.apply(request),
         Body::NodeCompleted { task, .. } => {
-            requests.at_nodes.remove(&task.node);
+            requests.at_nodes.remove(&*task.node);
         }
         _ => {}
     }

@@ -8,6 +8,7 @@
 //! context's last one, exactly as the live run and a restore fold them.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use cairn_dsl::{
     DynNodeKind, DynState, DynWorkflow, Message, NextTarget, NodeError, NodeId, Target, Usage,
@@ -203,20 +204,21 @@ pub fn plan_step(
                         return Ok(Err((TaskKey::node(name.clone()), error)));
                     }
                 };
+                let node: Arc<str> = name.as_str().into();
                 for (i, item) in items.into_iter().enumerate() {
                     let index = u32::try_from(i).unwrap_or(u32::MAX);
-                    tasks.push((id, TaskKey { node: name.clone(), item: Some(index) }, Some(item)));
+                    tasks.push((id, TaskKey { node: node.clone(), item: Some(index) }, Some(item)));
                 }
             }
             DynNodeKind::Task(_) | DynNodeKind::Subgraph { .. } => {
-                tasks.push((id, TaskKey::node(name.clone()), None));
+                tasks.push((id, TaskKey::node(name.as_str()), None));
             }
         }
     }
     if tasks.len() > limits::TASKS_PER_STEP_MAX {
         // A step is one atomic batch, so its tasks are bounded: the thread fails here, with
         // the limit in words, rather than leaving a runner error behind a Running thread.
-        let first = tasks.first().map_or_else(String::new, |t| t.1.node.clone());
+        let first = tasks.first().map_or_else(String::new, |t| t.1.node.to_string());
         let error = NodeError::Failed {
             code: Some("tasks_per_step".into()),
             message: format!(
@@ -337,7 +339,7 @@ impl Closing<'_> {
         let requests = &self.out.ctx.meta.checkpoint_requests;
         let requested = requests.at_node(&task.node, asked.unwrap_or(CheckpointKind::Node));
         let own = asked.map(|kind| {
-            let node = Some(task.node.clone());
+            let node = Some(task.node.to_string());
             CheckpointPlan { kind, node, tags: policy.tags.clone(), given: None }
         });
         if let Some(plan) = requested.or(own) {

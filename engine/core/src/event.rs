@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::Arc;
 
 use cairn_dsl::{Budgets, Message, NodeError, Progress, Recovery, Target, ToolError, Usage};
 use cairn_storage::{
@@ -22,8 +23,9 @@ mod summary;
 /// One unit of work in a step: a node, or one item of a map node.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct TaskKey {
-    /// The node's name.
-    pub node: String,
+    /// The node's name (shared: a key is copied into the journal, the history and each
+    /// attempt's context).
+    pub node: Arc<str>,
     /// The item's index, for a map node's task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item: Option<u32>,
@@ -31,7 +33,7 @@ pub struct TaskKey {
 
 impl TaskKey {
     /// The task of a plain node.
-    pub fn node(name: impl Into<String>) -> Self {
+    pub fn node(name: impl Into<Arc<str>>) -> Self {
         Self { node: name.into(), item: None }
     }
 }

@@ -118,7 +118,7 @@ fn complete_step(
     // BTreeMap order: by node name, then item index. This fixed order is what makes a
     // step's result independent of which task finished first.
     for (task, journal) in &open {
-        if ran.last() != Some(&task.node.as_str()) {
+        if ran.last() != Some(&&*task.node) {
             ran.push(&task.node);
         }
         let record = |detail| Error::record(&ctx.meta.thread, seq, detail);

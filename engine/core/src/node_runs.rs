@@ -222,7 +222,7 @@ impl<'a> Fold<'a> {
             let open_step = self.steps + 1;
             let started: BTreeSet<String> = (self.runs.iter())
                 .filter(|r| r.step == open_step)
-                .map(|r| r.task.node.clone())
+                .map(|r| r.task.node.to_string())
                 .collect();
             for node in std::mem::take(&mut self.frontier) {
                 if !started.contains(&node) {
@@ -231,7 +231,7 @@ impl<'a> Fold<'a> {
             }
         }
         if self.status == ThreadStatus::Completed {
-            let ran: BTreeSet<&str> = self.runs.iter().map(|r| r.task.node.as_str()).collect();
+            let ran: BTreeSet<&str> = self.runs.iter().map(|r| &*r.task.node).collect();
             let never: Vec<String> = (self.wf.nodes().iter())
                 .map(|n| n.name.clone())
                 .filter(|n| !ran.contains(n.as_str()))

@@ -25,7 +25,7 @@ pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
                 finished_at_ms: None,
                 error: None,
             };
-            m.node_results.insert(task.node.clone(), result);
+            m.node_results.insert(task.node.to_string(), result);
         }
         Body::NodeCompleted { step, task, attempt, duration_ms, .. } => {
             completed(m, task, *attempt, at_ms, *duration_ms);
@@ -70,16 +70,16 @@ fn completed(m: &mut ThreadMeta, task: &TaskKey, attempt: u32, at_ms: u64, durat
             error: None,
         };
         // In place when the node ran before (a loop's every step): no allocation.
-        let r = match m.node_results.get_mut(&task.node) {
+        let r = match m.node_results.get_mut(&*task.node) {
             Some(r) => {
                 let status = std::mem::take(&mut r.status);
                 *r = NodeResult { status, ..result };
                 r
             }
-            None => m.node_results.entry(task.node.clone()).or_insert(result),
+            None => m.node_results.entry(task.node.to_string()).or_insert(result),
         };
         set_str(&mut r.status, "completed");
-    } else if let Some(r) = m.node_results.get_mut(&task.node) {
+    } else if let Some(r) = m.node_results.get_mut(&*task.node) {
         if r.attempt != attempt {
             // A retried attempt that completed in the batch that started it.
             r.attempt = attempt;
@@ -99,7 +99,7 @@ fn failed(
     attempt: u32,
     error: &cairn_dsl::NodeError,
 ) {
-    if let Some(r) = m.node_results.get_mut(&task.node) {
+    if let Some(r) = m.node_results.get_mut(&*task.node) {
         r.status = "failed".into();
         r.attempt = attempt;
         r.finished_at_ms = Some(e.at_ms);

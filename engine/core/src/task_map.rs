@@ -70,7 +70,7 @@ fn parse(key: &str) -> TaskKey {
     if let Some(open) = key.strip_suffix(']').and_then(|k| k.rfind('[').map(|i| (k, i))) {
         let (k, i) = open;
         if let Ok(item) = k[i + 1..].parse::<u32>() {
-            return TaskKey { node: k[..i].to_owned(), item: Some(item) };
+            return TaskKey { node: k[..i].into(), item: Some(item) };
         }
     }
     TaskKey::node(key)

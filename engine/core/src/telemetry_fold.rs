@@ -19,10 +19,10 @@ pub(crate) fn fold(ctx: &mut ThreadCtx, e: EventAt<'_>) -> Result<(), Error> {
         Body::ToolReturned { usage, models, .. } => add_usage(t, usage, models),
         Body::NodeCompleted { task, duration_ms, usage, .. } => {
             add_usage(t, usage, &BTreeMap::new());
-            match t.node_ms.get_mut(&task.node) {
+            match t.node_ms.get_mut(&*task.node) {
                 Some(ms) => *ms += duration_ms,
                 None => {
-                    t.node_ms.insert(task.node.clone(), *duration_ms);
+                    t.node_ms.insert(task.node.to_string(), *duration_ms);
                 }
             }
         }

@@ -105,9 +105,11 @@ impl Engine {
                 old.version
             )));
         }
-        let mut nodes: Vec<&String> = ctx.meta.frontier.iter().collect();
-        nodes.extend(ctx.meta.open.keys().map(|t| &t.node));
-        nodes.extend(ctx.meta.arrivals.iter().flat_map(|(j, from)| std::iter::once(j).chain(from)));
+        let mut nodes: Vec<&str> = ctx.meta.frontier.iter().map(String::as_str).collect();
+        nodes.extend(ctx.meta.open.keys().map(|t| &*t.node));
+        let arrivals =
+            ctx.meta.arrivals.iter().flat_map(|(j, from)| std::iter::once(j).chain(from));
+        nodes.extend(arrivals.map(String::as_str));
         if let Some(missing) = nodes.into_iter().find(|n| new_wf.node_id(n).is_none()) {
             return Err(Error::Invalid(format!(
                 "thread {id} is at node {missing}, which v{to_version} of {} does not have",

@@ -260,11 +260,11 @@ impl Reader {
         let seq = bookmark.seq.0;
         let closed = match body {
             Body::NodeCompleted { step, task, update, .. } => {
-                StreamItem::Closed { seq, step, node: task.node, update, error: None }
+                StreamItem::Closed { seq, step, node: task.node.to_string(), update, error: None }
             }
             Body::NodeFailed { step, task, error, .. } => {
                 let error = Some(error.to_string());
-                StreamItem::Closed { seq, step, node: task.node, update: None, error }
+                StreamItem::Closed { seq, step, node: task.node.to_string(), update: None, error }
             }
             Body::StepCompleted { step, .. } => {
                 self.log_step = self.log_step.max(step);

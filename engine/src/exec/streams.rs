@@ -195,12 +195,12 @@ pub(crate) struct TaskStream {
     live: Arc<LiveStream>,
     thread: ThreadId,
     step: u64,
-    node: String,
+    node: Arc<str>,
     open: AtomicBool,
 }
 
 impl TaskStream {
-    pub fn new(live: Arc<LiveStream>, thread: ThreadId, step: u64, node: String) -> Self {
+    pub fn new(live: Arc<LiveStream>, thread: ThreadId, step: u64, node: Arc<str>) -> Self {
         Self { live, thread, step, node, open: AtomicBool::new(true) }
     }
 

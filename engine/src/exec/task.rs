@@ -54,7 +54,7 @@ pub(crate) async fn run_task(
             .await;
         span.record("outcome", attempt_outcome(&result));
         let duration_ms = clock.now_ms().saturating_sub(started);
-        env.metrics.node_attempt(key.node.as_str(), duration_ms);
+        env.metrics.node_attempt(&key.node, duration_ms);
         let mut st = ctx.finish().await;
         appended.append(&mut st.appended);
         let attempt = journal.attempt;
@@ -77,7 +77,7 @@ pub(crate) async fn run_task(
         let retry = !env.cancel.is_cancelled()
             && attempt < policy.retry.max_attempts
             && error.is_retryable(&policy.retry);
-        env.metrics.node_failed(key.node.as_str(), retry);
+        env.metrics.node_failed(&key.node, retry);
         if !retry {
             break (last, TaskEnd::Failed { error });
         }

@@ -353,7 +353,7 @@ async fn compare(
 ) -> Result<Option<Divergence>, Error> {
     let step = replay_ctx.step;
     let Some(id) = wf.node_id(&replay_ctx.task.node) else {
-        let node = Value::String(replay_ctx.task.node.clone());
+        let node = Value::String(replay_ctx.task.node.to_string());
         let what = "the node no longer exists";
         return Ok(Some(divergence(step, &replay_ctx.task, seq, what, node, Value::Null)));
     };

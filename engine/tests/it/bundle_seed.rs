@@ -92,7 +92,7 @@ async fn the_seed_documents_example_bundle_reads_and_imports() {
     let events = engine.store().read_range(&id, Seq(1), Seq(3)).wait().unwrap();
     let bodies: Vec<Body> =
         events.into_iter().map(|e| decode(engine.store().as_ref(), e).unwrap().body).collect();
-    assert!(matches!(bodies[1], Body::NodeStarted { ref task, .. } if task.node == "planner"));
+    assert!(matches!(bodies[1], Body::NodeStarted { ref task, .. } if &*task.node == "planner"));
     assert!(engine.store().verify().unwrap().is_clean());
     // Its checkpoint gives the state without the workflow.
     let cp = engine.store().latest_checkpoint_at_or_before(&id, Seq(3)).wait().unwrap().unwrap();

@@ -56,10 +56,8 @@ async fn every_run_of_every_node_with_its_step_status_data_and_error() {
     assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
 
     let runs = cairn_tools::Operator::new(&engine).node_runs("l").await.unwrap();
-    let summary: Vec<_> = runs
-        .iter()
-        .map(|r| (r.task.node.as_str(), r.step, r.attempt, r.status, r.node_type))
-        .collect();
+    let summary: Vec<_> =
+        runs.iter().map(|r| (&*r.task.node, r.step, r.attempt, r.status, r.node_type)).collect();
     use RunStatus::{Completed, Failed, Skipped};
     let task = NodeType::Task;
     assert_eq!(
@@ -88,7 +86,7 @@ async fn every_run_of_every_node_with_its_step_status_data_and_error() {
     // The snapshot's execution history and errors, in order.
     let view = cairn_tools::Operator::new(&engine).state_at("l", None).await.unwrap();
     let history: Vec<_> =
-        view.meta.history.iter().map(|h| (h.step, h.task.node.as_str(), h.what.as_str())).collect();
+        view.meta.history.iter().map(|h| (h.step, &*h.task.node, h.what.as_str())).collect();
     assert_eq!(
         history,
         [
@@ -101,7 +99,7 @@ async fn every_run_of_every_node_with_its_step_status_data_and_error() {
         ]
     );
     let errors: Vec<_> =
-        view.meta.errors.iter().map(|e| (e.task.node.as_str(), e.error.to_string())).collect();
+        view.meta.errors.iter().map(|e| (&*e.task.node, e.error.to_string())).collect();
     assert_eq!(errors, [("flaky", "node failed: boom".to_owned())]);
     assert_eq!(view.meta.errors[0].seq, runs[0].seq);
     // The snapshot keeps each node's latest run.
@@ -128,7 +126,7 @@ async fn a_waiting_node_runs_a_cancel_ends_it_and_a_fork_not_started_has_its_nod
     assert_eq!(t.wait().await.unwrap().status, ThreadStatus::WaitingInput);
     let statuses = async |thread: &str| -> Vec<(String, u64, RunStatus)> {
         let runs = cairn_tools::Operator::new(&engine).node_runs(thread).await.unwrap();
-        runs.into_iter().map(|r| (r.task.node, r.step, r.status)).collect()
+        runs.into_iter().map(|r| (r.task.node.to_string(), r.step, r.status)).collect()
     };
     let waiting = statuses("w").await;
     assert_eq!(

@@ -200,7 +200,7 @@ async fn a_pause_from_another_engine_is_taken_by_the_runner_at_its_step_boundary
     pausing.await.unwrap().unwrap();
     assert_eq!(other.thread("s").await.unwrap().status().await.unwrap(), ThreadStatus::Paused);
     let kept = bodies(&other, "s").await.into_iter().any(
-        |b| matches!(b, cairn::event::Body::NodeCompleted { ref task, .. } if task.node == "stall"),
+        |b| matches!(b, cairn::event::Body::NodeCompleted { ref task, .. } if &*task.node == "stall"),
     );
     assert!(kept, "the step that ran when the pause came is kept");
     let id: cairn::ThreadId = "s".parse().unwrap();

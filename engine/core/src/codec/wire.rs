@@ -243,7 +243,7 @@ impl Bin for TaskKey {
         self.item.put(out)
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, Malformed> {
-        Ok(TaskKey { node: String::get(r)?, item: Bin::get(r)? })
+        Ok(TaskKey { node: r.str()?.into(), item: Bin::get(r)? })
     }
 }
 

@@ -100,7 +100,7 @@ impl Gates {
             matches!(
                 cairn::blocking::decode(store.as_ref(), e).map(|r| r.body),
                 Ok(Body::NodeCompleted { step, task, .. })
-                    if step == ctx.step() && task.node == ctx.node()
+                    if step == ctx.step() && *task.node == *ctx.node()
             )
         })
     }

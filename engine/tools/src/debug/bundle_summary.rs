@@ -78,7 +78,7 @@ pub(crate) fn tool_results<'a>(
         } as u64;
         out.push(ToolResultSummary {
             seq,
-            node_id: task.node.clone(),
+            node_id: task.node.to_string(),
             tool_name: name.clone(),
             status: body.status(),
             duration_ms: *duration_ms,

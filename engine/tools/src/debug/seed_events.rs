@@ -155,17 +155,17 @@ impl Converter {
             EventKind::NodeStarted => {
                 let task = e.task("node_start")?;
                 self.step += 1;
-                self.started_at.insert(task.node.clone(), e.timestamp);
-                self.calls.remove(&task.node);
+                self.started_at.insert(task.node.to_string(), e.timestamp);
+                self.calls.remove(&*task.node);
                 let attempt = self.attempt(&task);
                 Body::NodeStarted { step: self.step, task, attempt, item: None }
             }
             EventKind::NodeCompleted => {
                 let task = e.task("node_end")?;
-                let since = self.started_at.get(&task.node).copied().unwrap_or(e.timestamp);
+                let since = self.started_at.get(&*task.node).copied().unwrap_or(e.timestamp);
                 let duration_ms =
                     e.meta_u64("duration")?.unwrap_or(e.timestamp.saturating_sub(since));
-                let attempt = self.attempt.remove(&task.node).unwrap_or(1);
+                let attempt = self.attempt.remove(&*task.node).unwrap_or(1);
                 self.completed += 1;
                 Body::NodeCompleted {
                     step,
@@ -193,7 +193,7 @@ impl Converter {
             EventKind::RetryScheduled => {
                 let task = e.task(name)?;
                 let attempt = self.attempt(&task).saturating_add(1);
-                self.attempt.insert(task.node.clone(), attempt);
+                self.attempt.insert(task.node.to_string(), attempt);
                 let delay_ms = e.meta_u64("delay")?.unwrap_or(0);
                 Body::RetryScheduled {
                     step,
@@ -225,7 +225,7 @@ impl Converter {
         let tool = e.meta_str("toolName")?.ok_or_else(|| {
             bad(e.at("metadata.toolName"), "missing field: a tool_call names its tool")
         })?;
-        let calls = self.calls.entry(task.node.clone()).or_default();
+        let calls = self.calls.entry(task.node.to_string()).or_default();
         let call = u32::try_from(calls.len()).unwrap_or(u32::MAX);
         calls.push((tool.clone(), e.timestamp));
         Ok(Body::ToolCalled {
@@ -249,7 +249,7 @@ impl Converter {
         left: &mut BTreeMap<String, Value>,
     ) -> Result<Body, Error> {
         let task = e.task("tool_result")?;
-        let calls = self.calls.get(&task.node).map(Vec::as_slice).unwrap_or_default();
+        let calls = self.calls.get(&*task.node).map(Vec::as_slice).unwrap_or_default();
         let last_call = calls.last().cloned();
         let tool = match (e.meta_str("toolName")?, &last_call) {
             (Some(t), _) => t,
@@ -282,7 +282,7 @@ impl Converter {
     }
 
     fn attempt(&self, task: &TaskKey) -> u32 {
-        self.attempt.get(&task.node).copied().unwrap_or(1)
+        self.attempt.get(&*task.node).copied().unwrap_or(1)
     }
 }
 

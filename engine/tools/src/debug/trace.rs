@@ -80,7 +80,7 @@ impl TraceQuery {
         match &self.between {
             None => true,
             Some((a, b)) => {
-                let sent_by = |p: &str| msg.role == p || m.task.node == p || m.thread == p;
+                let sent_by = |p: &str| msg.role == p || &*m.task.node == p || m.thread == p;
                 let to = msg.to.as_deref();
                 (sent_by(a) && to == Some(b.as_str())) || (sent_by(b) && to == Some(a.as_str()))
             }
