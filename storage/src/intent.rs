@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 //! use cairn_storage::WriteIntents;
 //!
 //! let nudged = Arc::new(AtomicUsize::new(0));
@@ -30,13 +30,16 @@
 //! assert_eq!((intents.held(), nudged.load(Ordering::SeqCst)), (0, 1), "the last one nudges");
 //! ```
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Instant;
 
 /// The intents held on one store, and how to wake its writer when the last one goes.
 pub struct WriteIntents {
     held: AtomicUsize,
+    /// A group is open and may wait for the intents: only then does the last one withdrawn
+    /// nudge the writer (an idle writer woken by a nudge would find nothing to do).
+    gathering: AtomicBool,
     nudge: Box<dyn Fn() + Send + Sync>,
     /// Wakes a writer in [`WriteIntents::wait_withdrawn`] when the last intent goes.
     withdrawn: (Mutex<()>, Condvar),
@@ -49,11 +52,13 @@ impl std::fmt::Debug for WriteIntents {
 }
 
 impl WriteIntents {
-    /// No intent held yet; `nudge` is called each time the count falls to zero (for a store
-    /// implementation: wake the writer that may be waiting for the intents to turn into writes).
+    /// No intent held yet; `nudge` is called each time the count falls to zero while a group
+    /// is open (for a store implementation: wake the writer that may be waiting for the
+    /// intents to turn into writes; see [`WriteIntents::gathering`]).
     pub fn new(nudge: impl Fn() + Send + Sync + 'static) -> Arc<WriteIntents> {
         Arc::new(WriteIntents {
             held: AtomicUsize::new(0),
+            gathering: AtomicBool::new(true),
             nudge: Box::new(nudge),
             withdrawn: (Mutex::new(()), Condvar::new()),
         })
@@ -61,13 +66,21 @@ impl WriteIntents {
 
     /// Takes one intent, held until the returned guard drops.
     pub fn hold(self: &Arc<Self>) -> WriteIntent {
-        self.held.fetch_add(1, Ordering::AcqRel);
+        self.held.fetch_add(1, Ordering::SeqCst);
         WriteIntent { intents: self.clone() }
     }
 
     /// How many intents are held now.
     pub fn held(&self) -> usize {
-        self.held.load(Ordering::Acquire)
+        self.held.load(Ordering::SeqCst)
+    }
+
+    /// Says whether the writer has a group open (set before it looks at [`WriteIntents::held`]
+    /// for the group, cleared once it no longer waits): an intent withdrawn meanwhile nudges
+    /// it, one withdrawn while it is idle does not. Either the writer sees the count fall or
+    /// the last withdrawal sees the group open (both sequentially consistent).
+    pub(crate) fn gathering(&self, open: bool) {
+        self.gathering.store(open, Ordering::SeqCst);
     }
 
     /// Blocks until no intent is held or `deadline` passes; whether none is held. Writes queued
@@ -101,8 +114,10 @@ pub struct WriteIntent {
 
 impl Drop for WriteIntent {
     fn drop(&mut self) {
-        if self.intents.held.fetch_sub(1, Ordering::AcqRel) == 1 {
-            (self.intents.nudge)();
+        if self.intents.held.fetch_sub(1, Ordering::SeqCst) == 1 {
+            if self.intents.gathering.load(Ordering::SeqCst) {
+                (self.intents.nudge)();
+            }
             // Under the lock: a waiter checks the count and starts waiting without letting go
             // of it, so this wake cannot fall between its check and its wait.
             let (lock, withdrawn) = &self.intents.withdrawn;

@@ -13,6 +13,14 @@
 //! The runner hands its batches over through a queue both hold ([`HandedOver`]), not a channel:
 //! a hand-over wakes nothing, since the runner hands over only while its task polls it, and
 //! [`Acknowledger::beside`] takes up what it handed over in that same poll.
+//!
+//! On a store whose queueing never waits (a file's writer), the runner's batches are not even
+//! queued to storage one by one: they are deferred, and handed to storage together when the
+//! task is about to wait (its poll ends: a node awaits, the runner settles, it is done), or when
+//! a task's write must follow them ([`HandedOver::flush`]). One hand-over wakes the writer once,
+//! where each batch queued alone woke it (and a new thread's creation woke it, for the writer to
+//! sleep again until the runner's batches came). Nothing waits on a deferred batch: it is in no
+//! commit yet, and the runner's settle flushes before it waits.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -20,7 +28,9 @@ use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 
-use cairn_storage::{Pending, ThreadId};
+use std::time::Instant;
+
+use cairn_storage::{Batch, Pending, Store, ThreadId};
 use tokio::sync::watch;
 
 use super::shell::StepAcks;
@@ -48,9 +58,16 @@ pub(crate) struct Acked {
     pub failed: Option<cairn_storage::Error>,
 }
 
-/// The batches handed over by a runner that its acknowledger has not taken up yet.
-#[derive(Default)]
-pub(crate) struct HandedOver(Mutex<Queue>);
+/// The batches handed over by a runner that its acknowledger has not taken up yet, and those
+/// it deferred (not queued to storage yet).
+pub(crate) struct HandedOver {
+    queue: Mutex<Queue>,
+    /// Held from taking the deferred batches to handing them over, so that hand-overs reach
+    /// storage in the order the batches were deferred.
+    deferred: Mutex<Vec<Deferred>>,
+    /// Where deferred batches go; `None`: nothing is deferred (see [`HandedOver::defers`]).
+    store: Option<Arc<dyn Store>>,
+}
 
 #[derive(Default)]
 struct Queue {
@@ -59,9 +76,120 @@ struct Queue {
     idle: bool,
 }
 
+/// What the acknowledger has seen durable, as published to waiters outside the runner's task
+/// ([`super::pipeline::Pipeline::durable_through`]: `start`, waiting for the creation). While
+/// the runner runs, it is published as each of the task's polls ends; once the runner is done,
+/// when this is dropped, so that its caller publishes the thread's end first: `start`'s caller,
+/// woken once, then finds the thread's end as well (a short thread's creation, steps and end
+/// are in one commit).
+pub(crate) struct Published {
+    tx: Option<watch::Sender<Acked>>,
+    seen: watch::Receiver<Acked>,
+}
+
+impl Published {
+    /// Publishes what the acknowledger has seen, waking waiters only if it changed.
+    pub fn publish(&self) {
+        let Some(tx) = &self.tx else { return };
+        let now = self.seen.borrow().clone();
+        tx.send_if_modified(|p| {
+            let changed = p.batches != now.batches || p.failed.is_some() != now.failed.is_some();
+            *p = now;
+            changed
+        });
+    }
+}
+
+impl Drop for Published {
+    fn drop(&mut self) {
+        self.publish();
+    }
+}
+
+/// A batch the runner made and storage has not been given yet, with what its [`InFlight`] is
+/// to say.
+pub(crate) struct Deferred {
+    pub batch: Batch,
+    pub first_seq: u64,
+    pub step: Option<u64>,
+    /// When it was made (its commit latency is measured from here).
+    pub at: Instant,
+    /// The same by the engine's clock (what [`DEFER_MAX_MS`] is counted on).
+    pub at_ms: u64,
+}
+
+/// The longest (by the engine's clock, in ms) a runner that computes on without waiting keeps
+/// its batches back before the next one it makes goes with them: its steps are not
+/// acknowledged before they reach storage, so the delay is bounded, by this plus one step's
+/// computation (a node that neither awaits nor returns holds them as it holds its thread).
+/// Counted in whole ms, so a batch waits between 1 and 2 ms before it counts as due.
+pub(crate) const DEFER_MAX_MS: u64 = 2;
+
 impl HandedOver {
+    /// A queue; batches are deferred for `store` if it is given (a store whose queueing never
+    /// waits), else handed over one by one as they come.
+    pub fn new(store: Option<Arc<dyn Store>>) -> HandedOver {
+        HandedOver { queue: Mutex::default(), deferred: Mutex::default(), store }
+    }
+
     fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn deferred(&self) -> std::sync::MutexGuard<'_, Vec<Deferred>> {
+        self.deferred.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether batches are deferred (then [`HandedOver::defer`] takes them).
+    pub fn defers(&self) -> bool {
+        self.store.is_some()
+    }
+
+    /// Keeps `batch` back until the next [`HandedOver::flush`]; hands it over at once with the
+    /// others if the oldest was made [`DEFER_MAX_MS`] or more before it.
+    pub fn defer(&self, batch: Deferred) {
+        let mut deferred = self.deferred();
+        let due = deferred
+            .first()
+            .is_some_and(|first| batch.at_ms.saturating_sub(first.at_ms) >= DEFER_MAX_MS);
+        deferred.push(batch);
+        if due {
+            self.hand_over(deferred);
+        }
+    }
+
+    /// Hands the deferred batches to storage in one hand-over and over to the acknowledger.
+    pub fn flush(&self) {
+        let deferred = self.deferred();
+        if !deferred.is_empty() {
+            self.hand_over(deferred);
+        }
+    }
+
+    fn hand_over(&self, mut deferred: std::sync::MutexGuard<'_, Vec<Deferred>>) {
+        let Some(store) = &self.store else { return };
+        let taken = std::mem::take(&mut *deferred);
+        let mut metas = Vec::with_capacity(taken.len());
+        let batches = taken
+            .into_iter()
+            .map(|d| {
+                metas.push((d.first_seq, d.step, d.at));
+                d.batch
+            })
+            .collect();
+        let pending = store.append_all(batches);
+        let mut queue = self.queue();
+        for (pending, (first_seq, step, at)) in pending.into_iter().zip(metas) {
+            queue.batches.push_back(InFlight { pending, first_seq, step, at });
+        }
+        drop(queue);
+        drop(deferred);
+    }
+
+    /// Batches handed over or deferred and not taken up yet.
+    pub fn in_flight(&self) -> usize {
+        let deferred = self.deferred().len();
+        self.len() + deferred
     }
 
     /// Hands `batch` over (see [`Acknowledger::beside`] for who takes it up, and when).
@@ -96,16 +224,21 @@ pub(crate) struct Acknowledger {
     pub(super) thread: ThreadId,
     pub(super) handed: Arc<HandedOver>,
     pub(super) acked: watch::Sender<Acked>,
+    /// What `acked` says, published to waiters outside the runner's task once the task's poll
+    /// ends (see [`Acknowledger::beside`]); taken by `beside`.
+    pub(super) published: Option<watch::Sender<Acked>>,
 }
 
 impl Acknowledger {
     /// Runs `work` (the thread's runner, or what drives it) and acknowledges the pipeline's
     /// batches beside it, in the same task; once `work` is done, waits for the batches it left
     /// in flight (a runner stopped by an error may leave some), so that whoever waits for one
-    /// learns its outcome. `work` is pinned where the caller made it: a runner's future is
+    /// learns its outcome. Returns `work`'s output and what is left to publish to waiters
+    /// outside the task, published when the caller drops it. `work` is pinned where the caller made it: a runner's future is
     /// several KiB, not to be moved into this one.
-    pub async fn beside<W: Future>(mut self, mut work: Pin<&mut W>) -> W::Output {
+    pub async fn beside<W: Future>(mut self, mut work: Pin<&mut W>) -> (W::Output, Published) {
         let handed = self.handed.clone();
+        let published = Published { tx: self.published.take(), seen: self.acked.subscribe() };
         let out = {
             let mut acking = pin!(self.acknowledge(false));
             let mut acking_done = false;
@@ -115,10 +248,18 @@ impl Acknowledger {
                     acking_done = true;
                 }
                 let out = work.as_mut().poll(cx);
+                // The task waits now (or the runner is done): what it deferred goes to storage.
+                handed.flush();
                 // Then what the runner handed over as it ran: taken up in this same poll (its
                 // commit's answer wakes the task), so a hand-over needs no wake of its own.
                 if !acking_done && handed.came_while_idle() && acking.as_mut().poll(cx).is_ready() {
                     acking_done = true;
+                }
+                // Published once the poll is over, not batch by batch: the runner, polled after
+                // the acknowledger, went on in this same poll; a runner done is published by
+                // its caller (see `Published`).
+                if out.is_pending() {
+                    published.publish();
                 }
                 out
             })
@@ -126,7 +267,7 @@ impl Acknowledger {
         };
         // Nothing is handed over after the runner: what is queued now is all there is.
         self.acknowledge(true).await;
-        out
+        (out, published)
     }
 
     /// Waits for the batches in order until one fails, or (`closing`: the runner is done) none
@@ -179,7 +320,7 @@ impl Acknowledger {
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::task::{Context, Wake, Waker};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use cairn_storage::Appended;
     use tokio::sync::oneshot;
@@ -199,7 +340,7 @@ mod tests {
     /// taken up in the poll that made it (a channel woke the task once more per batch).
     #[test]
     fn a_batch_handed_over_as_the_runner_runs_wakes_nothing() {
-        let handed = Arc::new(HandedOver::default());
+        let handed = Arc::new(HandedOver::new(None));
         let (acked, seen) = watch::channel(Acked::default());
         let acknowledger = Acknowledger {
             acks: Arc::new(StepAcks::default()),
@@ -207,6 +348,7 @@ mod tests {
             thread: ThreadId::new("t").unwrap(),
             handed: handed.clone(),
             acked,
+            published: None,
         };
         let (answer, pending) = oneshot::channel();
         let mut runner = pin!(async {
@@ -222,6 +364,9 @@ mod tests {
         assert_eq!(wakes.0.load(Ordering::SeqCst), 0, "the hand-over woke the task");
         answer.send(Ok(Appended::default())).unwrap();
         assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "the answer woke the task");
-        assert_eq!(both.as_mut().poll(&mut cx), Poll::Ready(true), "the batch is acknowledged");
+        let Poll::Ready((acked, _published)) = both.as_mut().poll(&mut cx) else {
+            panic!("the batch is not acknowledged");
+        };
+        assert!(acked, "the batch is acknowledged");
     }
 }

@@ -307,7 +307,7 @@ async fn drive_claimed(
     let checkpointed_at_ms = from.checkpoint_at_ms();
     let claimed = Claimed { thread, depth, reason, control, wf, checkpointed_at_ms };
     let run = std::pin::pin!(run_claimed(shell, claimed, ctx, record, pipeline, false));
-    acknowledger.beside(run).await
+    acknowledger.beside(run).await.0
 }
 
 /// A thread this engine holds the claim of, and what it runs.

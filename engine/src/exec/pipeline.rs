@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cairn_storage::{Appended, Batch, Guard, LeaseOp, Pending, Seq, Store, ThreadId, WriteIntent};
 use tokio::sync::watch;
 
-use super::acknowledge::{Acked, Acknowledger, HandedOver, InFlight};
+use super::acknowledge::{Acked, Acknowledger, Deferred, HandedOver, InFlight};
 use super::shell::Shell;
 use crate::core::decide::Tail;
 use crate::error::Error;
@@ -50,6 +50,9 @@ pub(crate) struct Pipeline {
     /// Batches handed to the acknowledger so far.
     submitted: AtomicU64,
     acked: watch::Receiver<Acked>,
+    /// The same, as published to waiters outside the runner's task (see
+    /// [`Acknowledger::beside`]).
+    published: watch::Receiver<Acked>,
     store: Arc<dyn Store>,
     /// The lease owner name of this engine, renewed by every batch.
     owner: std::sync::Arc<str>,
@@ -84,20 +87,26 @@ impl Pipeline {
         last_seq: u64,
         tail_events: u64,
     ) -> (Pipeline, Acknowledger) {
-        let handed = Arc::new(HandedOver::default());
+        // A file's writer takes a runner's batches together (see `acknowledge`); a shared
+        // database's queueing may wait on the network, so each batch is queued as it comes.
+        let defers = shell.store.shared().is_none().then(|| shell.store.clone());
+        let handed = Arc::new(HandedOver::new(defers));
         let (ack_tx, acked) = watch::channel(Acked::default());
+        let (published_tx, published) = watch::channel(Acked::default());
         let acknowledger = Acknowledger {
             acks: shell.acks.clone(),
             metrics: shell.metrics.clone(),
             thread: thread.clone(),
             handed: handed.clone(),
             acked: ack_tx,
+            published: Some(published_tx),
         };
         let pipeline = Pipeline {
             thread: thread.clone(),
             handed,
             submitted: AtomicU64::new(0),
             acked,
+            published,
             store: shell.store.clone(),
             owner: shell.owner.clone(),
             lease_ttl_ms: shell.config.lease_ttl_ms,
@@ -125,6 +134,52 @@ impl Pipeline {
         }
     }
 
+    /// Hands over a new thread's creation (`batch`, made at `now_ms`, which takes the lease and
+    /// ends at the seq the pipeline started at) as the first batch in flight: deferred with the runner's first
+    /// batches where the store takes them together, else queued now.
+    ///
+    /// # Errors
+    /// Storage errors of queueing it.
+    pub async fn hand_creation(&self, batch: Batch, now_ms: u64) -> Result<(), Error> {
+        let at = std::time::Instant::now();
+        if self.handed.defers() {
+            self.submitted.fetch_add(1, Ordering::SeqCst);
+            let creation = Deferred { batch, first_seq: 1, step: None, at, at_ms: now_ms };
+            self.handed.defer(creation);
+            return Ok(());
+        }
+        let pending = self.store.append_async(batch).await?;
+        self.push(InFlight { pending, first_seq: 1, step: None, at }).await
+    }
+
+    /// Submits a batch of the runner's (its events predicted from `first_seq`, closing `step`
+    /// if any) and hands it to the acknowledger: deferred where the store takes batches
+    /// together, else queued now; waits while [`limits::PIPELINE_BATCHES_MAX`] are in flight.
+    ///
+    /// # Errors
+    /// As [`Pipeline::submit`] and [`Pipeline::push`].
+    pub async fn submit_step(
+        &self,
+        batch: Batch,
+        now_ms: u64,
+        first_seq: u64,
+        step: Option<u64>,
+    ) -> Result<(), Error> {
+        if !self.handed.defers() {
+            let (pending, first_seq) = self.submit(batch, now_ms, Some(first_seq)).await?;
+            let at = std::time::Instant::now();
+            return self.push(InFlight { pending, first_seq, step, at }).await;
+        }
+        self.room().await?;
+        let mut port = self.port.lock().await;
+        let (batch, next) = self.prepare(&port, batch, now_ms, Some(first_seq))?;
+        let first_seq = next.advance(&mut port);
+        self.submitted.fetch_add(1, Ordering::SeqCst);
+        let at = std::time::Instant::now();
+        self.handed.defer(Deferred { batch, first_seq, step, at, at_ms: now_ms });
+        Ok(())
+    }
+
     /// Withdraws the intent [`Pipeline::intend`] holds, if any.
     fn withdraw(&self) {
         let taken = self.intent.lock().ok().and_then(|mut held| held.take());
@@ -142,7 +197,7 @@ impl Pipeline {
         &self,
         batches: u64,
     ) -> impl std::future::Future<Output = Result<(), Error>> + Send + 'static {
-        let mut acked = self.acked.clone();
+        let mut acked = self.published.clone();
         async move {
             let seen = acked.wait_for(|a| a.batches >= batches || a.failed.is_some()).await;
             let Ok(seen) = seen else { return Err(Error::ShutDown) };
@@ -173,6 +228,8 @@ impl Pipeline {
     ) -> Result<(Pending, u64), Error> {
         let mut port = self.port.lock().await;
         let (batch, next) = self.prepare(&port, batch, now_ms, expected_first)?;
+        // After the runner's deferred batches, which its guard expects.
+        self.handed.flush();
         let pending = self.store.append_async(batch).await?;
         Ok((pending, next.advance(&mut port)))
     }
@@ -211,6 +268,7 @@ impl Pipeline {
             Ok(prepared) => prepared,
             Err(e) => return Some(Err(e)),
         };
+        self.handed.flush();
         // Queued now or not at all: this caller must not wait for room.
         match self.store.append_async(batch).now_or_never()? {
             Ok(pending) => Some(Ok((pending, next.advance(&mut port)))),
@@ -228,6 +286,7 @@ impl Pipeline {
         let mut port = self.port.lock().await;
         let before = *port;
         let (batch, next) = self.prepare(&port, batch, now_ms, None)?;
+        self.handed.flush();
         let pending = self.store.append_async(batch).await?;
         next.advance(&mut port);
         match pending.wait().await {
@@ -287,22 +346,32 @@ impl Pipeline {
     /// # Errors
     /// An earlier batch's failure (the runner must stop: its context is ahead of the log).
     pub async fn push(&self, batch: InFlight) -> Result<(), Error> {
+        self.room().await?;
+        self.submitted.fetch_add(1, Ordering::SeqCst);
+        self.handed.push(batch);
+        Ok(())
+    }
+
+    /// Waits while [`limits::PIPELINE_BATCHES_MAX`] batches are in flight (handed over or
+    /// deferred, which it hands over first).
+    ///
+    /// # Errors
+    /// An earlier batch's failure; [`Error::ShutDown`] if the engine stopped meanwhile.
+    async fn room(&self) -> Result<(), Error> {
         let mut acked = self.acked.clone();
         loop {
             if let Some(e) = acked.borrow_and_update().failed.clone() {
                 return Err(e.into());
             }
-            if self.handed.len() < limits::PIPELINE_BATCHES_MAX {
-                break;
+            if self.handed.in_flight() < limits::PIPELINE_BATCHES_MAX {
+                return Ok(());
             }
+            self.handed.flush();
             // The acknowledger takes the next batch up as soon as it has acknowledged one.
             if acked.changed().await.is_err() {
                 return Err(Error::ShutDown);
             }
         }
-        self.submitted.fetch_add(1, Ordering::SeqCst);
-        self.handed.push(batch);
-        Ok(())
     }
 
     /// Waits until every batch submitted so far is durable.
@@ -310,7 +379,10 @@ impl Pipeline {
     /// # Errors
     /// The first failed batch's error; [`Error::ShutDown`] if the engine stopped meanwhile.
     pub async fn settle(&self) -> Result<(), Error> {
+        // The intent goes first: the writer, woken by the hand-over, then finds nothing more
+        // to wait for from this runner (an idle writer is not nudged by the withdrawal).
         self.withdraw();
+        self.handed.flush();
         let target = self.submitted.load(Ordering::SeqCst);
         let mut acked = self.acked.clone();
         let seen = acked.wait_for(|a| a.batches >= target || a.failed.is_some()).await;

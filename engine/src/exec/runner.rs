@@ -11,7 +11,6 @@ use cairn_storage::{
     Batch, CheckpointKind, LeaseOp, LockOp, NewCheckpoint, ThreadRecord, ThreadStatus,
 };
 
-use super::acknowledge::InFlight;
 use super::env::ThreadEnv;
 use super::shell::Shell;
 use super::task::run_task;
@@ -454,8 +453,6 @@ impl Runner {
         let mut record = self.record.clone();
         record.summary = crate::core::summary::summary_bytes(&self.ctx);
         batch.threads.push(record);
-        let (pending, first_seq) = self.env.pipeline.submit(batch, now, Some(first_seq)).await?;
-        let in_flight = InFlight { pending, first_seq, step, at: std::time::Instant::now() };
-        self.env.pipeline.push(in_flight).await
+        self.env.pipeline.submit_step(batch, now, first_seq, step).await
     }
 }

@@ -23,11 +23,11 @@
 use std::sync::Arc;
 
 use cairn_dsl::DynWorkflow;
-use cairn_storage::{Batch, Pending, ThreadId, WriteIntent};
+use cairn_storage::{Batch, ThreadId, WriteIntent};
 use tokio::sync::{OwnedSemaphorePermit, watch};
 use tracing::Instrument as _;
 
-use super::acknowledge::{Acknowledger, InFlight};
+use super::acknowledge::Acknowledger;
 use super::drive::{Claimed, released, run_claimed};
 use super::pipeline::Pipeline;
 use super::runner::Exit;
@@ -92,7 +92,7 @@ pub(crate) async fn start_running(
     shell.tasks.spawn(
         async move {
             let _counted = counted;
-            let result = if s.tasks.is_stopping() {
+            let (result, published) = if s.tasks.is_stopping() {
                 // The thread stays Running and is recovered at the next open (its creation is
                 // still acknowledged, for `start`, below).
                 drop(pipeline);
@@ -113,6 +113,10 @@ pub(crate) async fn start_running(
             drop(permit);
             // Accounted for before the thread is let go (whoever waits for the release sees
             // the runner counted as fenced).
+            if result.is_err() {
+                // What became of the creation, for `refused` below (and `start`).
+                published.publish();
+            }
             let again = match &result {
                 Err(error) if refused.await.is_err() => {
                     // Its creation was refused (or its outcome is unknown): nothing of this run
@@ -128,6 +132,8 @@ pub(crate) async fn start_running(
                 // No status of its own to publish (stopped, refused): the stored one, read.
                 s.coord.status_changed(&id, record_status).await;
             }
+            // `start` learns its creation is durable once the status the runner left is out.
+            drop(published);
             super::drive::wake_if_signalled(&s, &id, &result).await;
             if again {
                 // As a drive of a stored thread: again from its log, after a pause.
@@ -157,17 +163,9 @@ async fn creation_pipeline(
     seq: u64,
     intent: Option<WriteIntent>,
 ) -> Result<(Pipeline, Acknowledger), Error> {
-    let pending: Pending = match shell.store.append_async(batch).await {
-        Ok(pending) => pending,
-        Err(e) => {
-            released(shell, thread, &Ok(Exit::Elsewhere)).await;
-            return Err(e.into());
-        }
-    };
     let (pipeline, acknowledger) = Pipeline::start(shell, thread, seq, seq);
     pipeline.intend(intent);
-    let creation = InFlight { pending, first_seq: 1, step: None, at: std::time::Instant::now() };
-    if let Err(e) = pipeline.push(creation).await {
+    if let Err(e) = pipeline.hand_creation(batch, shell.clock.now_ms()).await {
         released(shell, thread, &Ok(Exit::Elsewhere)).await;
         return Err(e);
     }

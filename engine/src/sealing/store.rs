@@ -238,6 +238,27 @@ impl Append for SealingStore {
             Err(e) => Reading::ready(Err(e)),
         }
     }
+    /// Sealed one by one, handed over together; one that cannot be sealed ends the hand-over
+    /// as a refusal up front does (see [`Append::append_all`]).
+    fn append_all(&self, batches: Vec<Batch>) -> Vec<Pending> {
+        let count = batches.len();
+        let mut sealed = Vec::with_capacity(count);
+        let mut refused = None;
+        for batch in batches {
+            match self.seal_batch(batch) {
+                Ok(batch) => sealed.push(batch),
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+            }
+        }
+        let mut pending = self.inner.append_all(sealed);
+        if let Some(e) = refused {
+            pending.resize_with(count, || Pending::ready(Err(e.clone())));
+        }
+        pending
+    }
     fn durability(&self) -> Durability {
         self.inner.durability()
     }

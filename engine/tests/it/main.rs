@@ -36,6 +36,7 @@ mod disk_full;
 mod emit;
 mod events_promises;
 mod execution;
+mod hand_over;
 mod layers;
 mod locks;
 mod node_runs;

@@ -34,6 +34,9 @@ use crate::store::Durability;
 pub(crate) enum Command {
     /// A write to apply in the next group.
     Write(Write),
+    /// Writes handed over together, applied in order in one group (see
+    /// [`crate::Append::append_all`]): one wake of the writer for all of them.
+    Writes(Vec<Write>),
     /// Make everything durable and stop.
     Close(std::sync::mpsc::Sender<Result<(), Error>>),
     /// Look at the clock now: flush if a periodic flush is due, then answer.
@@ -233,7 +236,8 @@ impl Writer {
     fn handle(&mut self, command: Command, rx: &Receiver<Command>) -> bool {
         let close = match command {
             Command::Close(reply) => Some(reply),
-            Command::Write(write) => self.group(write, rx),
+            Command::Write(write) => self.group(Taken::one(write), rx),
+            Command::Writes(writes) => self.group(Taken::many(writes), rx),
             Command::Tick(reply) => {
                 let result = self.flush_if_due();
                 drop(reply.send(result));
@@ -247,6 +251,9 @@ impl Writer {
         while let Ok(command) = rx.try_recv() {
             match command {
                 Command::Write(write) => refuse(write, &Error::Closed),
+                Command::Writes(writes) => {
+                    writes.into_iter().for_each(|w| refuse(w, &Error::Closed))
+                }
                 Command::Close(other) | Command::Tick(other) => drop(other.send(Ok(()))),
                 Command::Nudge => {}
             }
@@ -339,14 +346,16 @@ impl Writer {
     /// waking for each: one sleep per group, not one thread switch per pipelined batch.
     fn group(
         &mut self,
-        first: Write,
+        mut taken: Taken,
         rx: &Receiver<Command>,
     ) -> Option<std::sync::mpsc::Sender<Result<(), Error>>> {
         if let Some(refused) = self.poison.refusal() {
-            refuse(first, &refused);
+            taken.for_each(|w| refuse(w, &refused));
             return None;
         }
         let durable = self.durable_due();
+        // Open until the gathering below ends (see `WriteIntents::gathering`).
+        self.intents.gathering(true);
         let target = self.last_group.clamp(1, self.group_max);
         let deadline = Instant::now() + self.last_commit.min(self.gather_max);
         let mut g = Gathered {
@@ -368,33 +377,8 @@ impl Writer {
             }
             let mut cache = std::mem::take(&mut self.cache);
             let mut tables = Tables::new(&txn, &mut cache);
-            let mut next = Some(first);
-            let applied = loop {
-                if let Some(write) = next.take()
-                    && let Err(error) = self.apply_write(&mut tables, write, &mut g)
-                {
-                    break Err(error);
-                }
-                if g.answers.len() >= self.group_max {
-                    break Ok(());
-                }
-                let Some(command) =
-                    self.next_command(rx, &g.callers, target, deadline, &mut g.waits)
-                else {
-                    break Ok(());
-                };
-                match command {
-                    Command::Write(write) => next = Some(write),
-                    Command::Close(reply) => {
-                        g.close = Some(reply);
-                        break Ok(());
-                    }
-                    // Answered once this group is committed (it may be the due flush itself).
-                    Command::Tick(reply) => g.ticks.push(reply),
-                    // Looked at again above: the intents may all be gone.
-                    Command::Nudge => {}
-                }
-            };
+            let applied = self.gather(&mut tables, &mut taken, &mut g, rx, (target, deadline));
+            self.intents.gathering(false);
             // The group's events, framed once, and each thread record it changed, written once
             // (see `Tables::stage_events`, `Tables::stage_thread`).
             let applied = applied.and_then(|()| tables.write_staged_events());
@@ -422,11 +406,55 @@ impl Writer {
         self.record_group(&span, &g, commit_time, durable, outcome.is_ok());
         let failure = self.settle(outcome, durable);
         answer_all(g.answers, g.results, failure.as_ref());
+        // Writes of a hand-over not reached when a failure stopped the group.
+        let unreached = failure.unwrap_or(Error::Closed);
+        taken.for_each(|w| refuse(w, &unreached));
         for tick in g.ticks {
             let result = self.flush_if_due();
             drop(tick.send(result));
         }
         g.close
+    }
+
+    /// Applies `taken` and the writes that follow (see [`Writer::group`]) in the open group's
+    /// transaction (`tables`) until the group closes: the queue empty and nobody else expected
+    /// by `deadline` (`until`: the callers expected, and the deadline), the group full, or a
+    /// close; an error if a write left the transaction half-written.
+    fn gather(
+        &mut self,
+        tables: &mut Tables<'_, '_>,
+        taken: &mut Taken,
+        g: &mut Gathered,
+        rx: &Receiver<Command>,
+        (target, deadline): (usize, Instant),
+    ) -> Result<(), Error> {
+        loop {
+            // The writes of one hand-over are applied together (they are at most a pipeline's
+            // batches of one thread), so the group may exceed its bound by them.
+            if let Some(write) = taken.next() {
+                self.apply_write(tables, write, g)?;
+                continue;
+            }
+            if g.answers.len() >= self.group_max {
+                return Ok(());
+            }
+            let Some(command) = self.next_command(rx, &g.callers, target, deadline, &mut g.waits)
+            else {
+                return Ok(());
+            };
+            match command {
+                Command::Write(write) => *taken = Taken::one(write),
+                Command::Writes(writes) => *taken = Taken::many(writes),
+                Command::Close(reply) => {
+                    g.close = Some(reply);
+                    return Ok(());
+                }
+                // Answered once this group is committed (it may be the due flush itself).
+                Command::Tick(reply) => g.ticks.push(reply),
+                // Looked at again above: the intents may all be gone.
+                Command::Nudge => {}
+            }
+        }
     }
 
     /// Records the figures of group `g` (committed in `commit`, or not: `ok`) on its span and
@@ -625,6 +653,30 @@ fn rejected(error: Error) -> (Result<Outcome, Error>, Option<Error>) {
 }
 
 /// Answers a write with `error` without running it.
+/// The writes taken from the queue and not applied yet: one write, or a hand-over of several.
+struct Taken {
+    one: Option<Write>,
+    many: std::vec::IntoIter<Write>,
+}
+
+impl Taken {
+    fn one(write: Write) -> Taken {
+        Taken { one: Some(write), many: Vec::new().into_iter() }
+    }
+
+    fn many(writes: Vec<Write>) -> Taken {
+        Taken { one: None, many: writes.into_iter() }
+    }
+}
+
+impl Iterator for Taken {
+    type Item = Write;
+
+    fn next(&mut self) -> Option<Write> {
+        self.one.take().or_else(|| self.many.next())
+    }
+}
+
 fn refuse(write: Write, error: &Error) {
     write.split().1.send(Err(error.clone()));
 }
@@ -687,7 +739,7 @@ mod tests {
         let (_tx, rx) = std::sync::mpsc::sync_channel(1);
         let mut run = |batch: Batch| {
             let (write, answer) = write(batch);
-            assert!(writer.group(write, &rx).is_none());
+            assert!(writer.group(Taken::one(write), &rx).is_none());
             answer.blocking_recv().expect("answered").expect("appended");
             writer.cache.len()
         };
@@ -719,7 +771,7 @@ mod tests {
         let (second, second_answer) = write(create(&b));
         let sender = announced(tx, intent, vec![second], Duration::from_millis(50));
         let started = Instant::now();
-        assert!(writer.group(first, &rx).is_none());
+        assert!(writer.group(Taken::one(first), &rx).is_none());
         let tx = sender.join().expect("sender");
         assert_eq!(writer.last_group, 2, "the announced write joined the group");
         assert!(started.elapsed() < Duration::from_secs(10), "committed when the intent went");
@@ -735,11 +787,49 @@ mod tests {
             drop(intent);
         });
         let started = Instant::now();
-        assert!(writer.group(third, &rx).is_none());
+        assert!(writer.group(Taken::one(third), &rx).is_none());
         withdraw.join().expect("withdraw");
         assert_eq!(writer.last_group, 1);
         assert!(started.elapsed() < Duration::from_secs(10), "committed on the nudge");
         third_answer.blocking_recv().expect("answered").expect("appended");
+        drop(tx);
+    }
+
+    /// A hand-over of several writes is one group, applied in order with an answer each: a
+    /// write its guard refuses changes nothing and takes nothing else with it.
+    #[test]
+    fn a_hand_over_is_one_group_applied_in_order_with_an_answer_each() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut writer = writer_on(dir.path());
+        let (tx, rx) = std::sync::mpsc::sync_channel(8);
+        let (a, b) = (ThreadId::new("a").expect("id"), ThreadId::new("b").expect("id"));
+        let (first, first_answer) = write(create(&a));
+        let (again, again_answer) = write(create(&a));
+        let (other, other_answer) = write(create(&b));
+        assert!(writer.group(Taken::many(vec![first, again, other]), &rx).is_none());
+        assert_eq!(writer.last_group, 2, "one group, of threads a and b");
+        first_answer.blocking_recv().expect("answered").expect("created");
+        let refused = again_answer.blocking_recv().expect("answered");
+        assert!(matches!(refused, Err(Error::GuardFailed { .. })), "{refused:?}");
+        other_answer.blocking_recv().expect("answered").expect("created after the refusal");
+        drop(tx);
+    }
+
+    /// The last intent withdrawn nudges the writer only while a group is open: an idle writer
+    /// is not woken for nothing.
+    #[test]
+    fn a_withdrawn_intent_nudges_only_a_gathering_writer() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (mut writer, tx, rx) = waiting_writer_on(dir.path(), 8);
+        let (first, answer) = write(create(&ThreadId::new("a").expect("id")));
+        assert!(writer.group(Taken::one(first), &rx).is_none());
+        answer.blocking_recv().expect("answered").expect("created");
+        drop(writer.intents.hold());
+        assert!(rx.try_recv().is_err(), "idle: no nudge queued");
+        // Control: withdrawn while a group gathers, it nudges.
+        writer.intents.gathering(true);
+        drop(writer.intents.hold());
+        assert!(matches!(rx.try_recv(), Ok(Command::Nudge)), "a nudge for the open group");
         drop(tx);
     }
 
@@ -815,7 +905,7 @@ mod tests {
         let (_tx, rx) = std::sync::mpsc::sync_channel(1);
         let a = ThreadId::new("a").expect("id");
         let (first, created) = write(create(&a));
-        assert!(writer.group(first, &rx).is_none());
+        assert!(writer.group(Taken::one(first), &rx).is_none());
         created.blocking_recv().expect("answered").expect("created");
         let mut batch = step(&a, 0);
         let mut record = create(&a).threads.remove(0);
@@ -834,7 +924,7 @@ mod tests {
             created_at_ms: 1,
         });
         let (next, answer) = write(batch);
-        assert!(writer.group(next, &rx).is_none());
+        assert!(writer.group(Taken::one(next), &rx).is_none());
         answer.blocking_recv().expect("answered").expect("appended");
         // `queue_members` is read, not written: an ended thread leaves its queue, if any.
         assert_eq!(
@@ -855,7 +945,7 @@ mod tests {
         let a = ThreadId::new("a").expect("id");
         let b = ThreadId::new("b").expect("id");
         let (first, answer) = write(create(&a));
-        assert!(writer.group(first, &rx).is_none());
+        assert!(writer.group(Taken::one(first), &rx).is_none());
         answer.blocking_recv().expect("answered").expect("created");
         // Ten batches of `a` and two of `b`, all queued before the group starts.
         let mut answers = Vec::new();
@@ -873,7 +963,7 @@ mod tests {
             tx.send(Command::Write(next)).expect("queue");
         }
         let Ok(Command::Write(first)) = rx.try_recv() else { panic!("a queued write") };
-        assert!(writer.group(first, &rx).is_none());
+        assert!(writer.group(Taken::one(first), &rx).is_none());
         for answer in answers {
             answer.blocking_recv().expect("answered").expect("appended");
         }
@@ -891,7 +981,7 @@ mod tests {
         let (delete_tx, deleted) = oneshot::channel();
         let force = crate::delete::DeleteOptions { force: true };
         tx.send(Command::Write(Write::DeleteThread(a.clone(), force, delete_tx))).expect("queue");
-        assert!(writer.group(first, &rx).is_none());
+        assert!(writer.group(Taken::one(first), &rx).is_none());
         stepped.blocking_recv().expect("answered").expect("appended");
         stepped_again.blocking_recv().expect("answered").expect("appended");
         let deleted = deleted.blocking_recv().expect("answered").expect("deleted");
@@ -927,7 +1017,7 @@ mod tests {
         let a = ThreadId::new("a").expect("id");
         let b = ThreadId::new("b").expect("id");
         let (first, answer) = write(create(&a));
-        assert!(writer.group(first, &rx).is_none());
+        assert!(writer.group(Taken::one(first), &rx).is_none());
         answer.blocking_recv().expect("answered").expect("created");
         let mut answers = Vec::new();
         let queue = |write: Write| tx.send(Command::Write(write)).expect("queue");
@@ -948,7 +1038,7 @@ mod tests {
         }
         let (first, answer) = write(step(&a, 0));
         answers.insert(0, answer);
-        assert!(writer.group(first, &rx).is_none());
+        assert!(writer.group(Taken::one(first), &rx).is_none());
         for answer in answers {
             answer.blocking_recv().expect("answered").expect("appended");
         }
@@ -977,7 +1067,7 @@ mod tests {
         // The runner: ten batches a few ms apart, then it settles (withdraws its intent).
         let runner = announced(tx, intent, batches, Duration::from_millis(5));
         let started = Instant::now();
-        assert!(writer.group(first, &rx).is_none());
+        assert!(writer.group(Taken::one(first), &rx).is_none());
         let tx = runner.join().expect("runner");
         assert!(started.elapsed() < Duration::from_secs(10), "committed when the intent went");
         created.blocking_recv().expect("answered").expect("created");

@@ -51,6 +51,45 @@ pub trait Append: Send + Sync + 'static {
     /// As [`Append::append`].
     fn append_async(&self, batch: Batch) -> Reading<Pending>;
 
+    /// Queues `batches` in order, as one hand-over: each batch's [`Pending`], in order. A store
+    /// whose writer takes several writes at once wakes it once for them all; this default
+    /// queues each through [`Append::append`] (so a full queue blocks as it does). The first
+    /// batch refused up front ends the hand-over: it and every batch after it answer that
+    /// error, and none of them is queued (a later batch of a thread's pipeline expects the
+    /// earlier one's events).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use cairn_storage::*;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Error> {
+    /// let dir = tempfile::tempdir().expect("temp dir");
+    /// let store = RedbStore::open(dir.path().join("cairn.db"), Options::default())?;
+    /// let pending = store.append_all(vec![Batch::default(), Batch::default()]);
+    /// assert_eq!(pending.len(), 2);
+    /// for p in pending {
+    ///     assert!(p.wait().await?.bookmarks.is_empty(), "an empty batch writes nothing");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    fn append_all(&self, batches: Vec<Batch>) -> Vec<Pending> {
+        let mut refused: Option<Error> = None;
+        let mut pending = Vec::with_capacity(batches.len());
+        for batch in batches {
+            let queued = match &refused {
+                Some(error) => Err(error.clone()),
+                None => self.append(batch),
+            };
+            pending.push(queued.unwrap_or_else(|error| {
+                refused = Some(error.clone());
+                Pending::ready(Err(error))
+            }));
+        }
+        pending
+    }
+
     /// The durability mode writes are acknowledged under.
     fn durability(&self) -> Durability;
 }
