@@ -114,6 +114,7 @@ mod telemetry;
 mod telemetry_pg;
 mod telemetry_recorder;
 mod trace;
+mod trace_session;
 mod typed_start;
 mod updates;
 #[cfg(feature = "postgres")]

@@ -35,13 +35,13 @@
 //! | GET | `/api/threads/{id}` | the thread as `cairn show` reports it |
 //! | GET | `/api/threads/{id}/events?since=&kind=&limit=&redact=1` | events after a seq, with `next_since`, the thread's `status` (read first) and `first_seq`; `follow=1`: SSE until the thread ends |
 //! | GET | `/api/threads/{id}/stream?since=&redact=1` | the thread's live stream as SSE (see `stream`): `chunk` (ephemeral), `gap`, `closed` and `ended` (durable, their seq as the SSE id, so an `EventSource` resumes with `Last-Event-ID`) |
-//! | GET | `/api/threads/{id}/state?at=SEQ`, `?at_time=MS` or `?diff=A,B` (`&redact=1`) | state after a seq or at a time, or a diff |
+//! | GET | `/api/threads/{id}/state?at=SEQ`, `?at_time=MS` or `?diff=A,B` (`&redact=1`) | state after a seq or at a time, or a diff; `?at_time=MS&session=1`: `{thread, at_time, threads}`, the session as it stood then (see `session`) |
 //! | GET | `/api/threads/{id}/checkpoints` | the thread's checkpoints |
 //! | GET | `/api/threads/{id}/result?wait_ms=` | `{thread, finished, status, output, error}`; an unfinished thread is waited for up to `wait_ms` (at most [`crate::limits::RESULT_WAIT_MS_MAX`]): a long poll |
 //! | DELETE | `/api/threads/{id}?force=` | deletes the thread whole (a control); 409 for an unfinished one without `force=true` |
 //! | GET | `/api/workflows/{id}/graph?format=dot\|mermaid&version=` | a compiled-in workflow's graph |
 //! | GET | `/api/trace/{correlation_id}` | messages carrying the id, across threads |
-//! | GET | `/api/trace?thread=&correlation_id=&between=&from_ms=&to_ms=&chain=` | messages as `cairn trace` finds them (`thread` repeatable, `between` twice) |
+//! | GET | `/api/trace?thread=&correlation_id=&between=&from_ms=&to_ms=&chain=` | messages as `cairn trace` finds them (`thread` repeatable, `between` twice); `&chain=ID&states=1`: `{chain, steps}`, each message with its thread's state after it (see `session`) |
 //! | GET | `/api/queues` | every queue: limits, running and waiting threads in all and per key, admissions in the rate window, as `cairn queue list --json`, with the engine clock's `now_ms` |
 //! | GET | `/api/checkpoints?thread=&workflow=&kind=&tag=A,B&limit=&offset=` | a page of checkpoints, newest first |
 //! | GET | `/api/checkpoints/{id}` (`?redact=1`) | one checkpoint with its snapshot, as `cairn checkpoint show` |
@@ -97,6 +97,7 @@ mod promises;
 mod queues;
 pub(crate) mod results;
 mod routes;
+mod session;
 mod sse;
 mod start;
 mod stream;
