@@ -2,7 +2,8 @@
 //! (a session as it stood at a time) and `GET /api/trace?chain=ID&states=1` (a chain stepped
 //! through with the state after each message) answer what `cairn state --at-time --session
 //! --json` and `cairn trace --chain --states --json` print (both print the
-//! `cairn_tools::Operator` reads these compare with); a bad parameter is refused naming it.
+//! `cairn_tools::Operator` reads these compare with); a bad parameter is refused naming it, and
+//! a step-through past `CHAIN_STATES_MAX` messages too.
 
 use std::sync::Arc;
 
@@ -108,4 +109,52 @@ async fn the_endpoint_answers_a_session_at_a_time_and_a_chain_step_through_as_th
 /// The steps of a step-through answer.
 fn steps(body: &Value) -> impl Iterator<Item = &Value> {
     body["steps"].as_array().expect("steps").iter()
+}
+
+/// One node writing a chain of `n` messages, `m0` first, each the parent of the next.
+fn chatty(n: usize) -> cairn::dsl::Workflow<Tally> {
+    use cairn::dsl::{Ctx, Message, NodeOutput, Workflow};
+    Workflow::<Tally>::builder("chatty", 1)
+        .node("talk", move |_s: Arc<Tally>, ctx: Ctx| async move {
+            for i in 0..n {
+                let mut m = Message::new("bot", format!("line {i}")).id(format!("m{i}"));
+                if i > 0 {
+                    m = m.parent(format!("m{}", i - 1));
+                }
+                ctx.message(m);
+            }
+            Ok(NodeOutput::update((1, "talked".to_owned())))
+        })
+        .edge(cairn::START, "talk")
+        .edge("talk", cairn::END)
+        .build()
+        .unwrap()
+}
+
+/// A step-through of a chain longer than `CHAIN_STATES_MAX` is refused naming `chain` (each
+/// step would hold a whole state); control: the same chain without the states is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_through_longer_than_its_limit_is_refused_naming_the_chain() {
+    use cairn_tools::limits::CHAIN_STATES_MAX;
+    let (_d, path) = db();
+    let wf = chatty(CHAIN_STATES_MAX + 1);
+    let (engine, server) = cairn::Engine::builder(&path)
+        .workflow(&wf)
+        .serve(([127, 0, 0, 1], 0).into())
+        .open()
+        .await
+        .unwrap();
+    let t = engine.start_json("chatty", Tally::default(), StartOptions::id("c")).await.unwrap();
+    assert_eq!(t.finished().await.unwrap().status, ThreadStatus::Completed);
+    let base = format!("http://{}", server.addr());
+    let last = format!("m{CHAIN_STATES_MAX}");
+    let url = |states: &str| format!("{base}/api/trace?thread=c&chain={last}{states}");
+    let (status, body) = call("GET", url("&states=1"), None, String::new()).await;
+    assert_eq!((status, body["field"].as_str()), (400, Some("chain")), "{body}");
+    assert!(body["error"].as_str().unwrap().contains("messages of a chain"), "{body}");
+    let (status, body) = call("GET", url(""), None, String::new()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["messages"].as_array().map(Vec::len), Some(CHAIN_STATES_MAX + 1));
+    drop(server);
+    engine.shutdown().await;
 }
