@@ -99,6 +99,7 @@ mod serve_auth;
 mod serve_batch_reset;
 mod serve_checkpoint_requests;
 mod serve_repin;
+mod serve_reset;
 mod serve_start;
 mod signal_once;
 mod signal_once_race;
