@@ -128,6 +128,7 @@ mod web_view_batch;
 mod web_view_continued;
 mod web_view_pages;
 mod web_view_queues;
+mod web_view_reset;
 mod web_view_sealed;
 mod web_view_seen;
 mod web_view_signal;
