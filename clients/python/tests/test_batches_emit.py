@@ -1,7 +1,7 @@
 """Events and batches through the client: an emit starts the subscribed workflow's thread once
 per event id; a batch counts (dry run), then cancels exactly the threads it names (an id of no
-thread skipped, counted so), and its progress reads back; bad bodies are `BadRequest`s naming
-their field, an unknown batch a `NotFound`."""
+thread skipped, counted so), and its progress reads back; a reset forks one thread once per
+key; bad bodies are `BadRequest`s naming their field, an unknown batch or thread a `NotFound`."""
 
 from __future__ import annotations
 
