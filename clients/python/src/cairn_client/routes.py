@@ -100,6 +100,7 @@ CONTROL_BODIES = {
     "signal": ("name", "value", "dedup_key", "start"),
     "fork": ("at", "checkpoint", "update", "id", "labels", "start"),
     "repin": ("build",),
+    "reset": ("to", "key"),
 }
 
 #: Routes of the endpoint this client leaves out, and why (operator and web view routes).

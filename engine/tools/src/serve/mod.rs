@@ -52,7 +52,7 @@
 //! | GET | `/api/threads/{id}/promises` | every promise the thread created (`ctx.promise`): `state` `open`, or `completed` with its `value` or `error` and the `signal` that carries it |
 //! | POST | `/api/promises/{id}` | completes a promise (a control): body `{"value"}` or `{"error"}`; the same completion again 200 `duplicate: true`, another 409, an unknown id 404 |
 //! | GET | `/api/resumable?max_age_ms=` | threads the engine could resume and does not drive, as `cairn resumable --json` |
-//! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|signal\|fork` | controls |
+//! | POST | `/api/threads/{id}/pause\|resume\|cancel\|input\|signal\|fork\|repin\|reset` | controls (`reset`: `{"to", "key"?}`, answers the new thread, see `reset`) |
 //! | POST, DELETE | `/api/threads/{id}/checkpoints/periodic` | asks for a periodic checkpoint (a control): body `{interval_ms, meta?}`; `DELETE` cancels it (see `checkpoint_requests`) |
 //! | POST | `/api/threads/{id}/checkpoints/at-node` | asks for a checkpoint when a node completes next (a control): body `{node, meta?}` |
 //! | POST | `/api/threads/{id}/updates/{name}?wait_ms=` | applies an update (a control): body `{args?, id?, start?}`; `{thread, id, reply, seq, duplicate, created?}` once durable (see `updates`) |
@@ -95,6 +95,7 @@ mod ops;
 mod pages;
 mod promises;
 mod queues;
+mod reset;
 pub(crate) mod results;
 mod routes;
 mod session;

@@ -139,7 +139,7 @@ pub(super) fn doc(route: &Route) -> Option<Doc> {
         }
         ("GET", "/api/checkpoints/{id}") => Doc::new("One checkpoint").query::<RedactParams>(),
         ("POST", "/api/threads/{id}/{control}") => {
-            Doc::new("pause, resume, cancel, input, signal, fork or repin").body(controls::body_schema())
+            Doc::new("pause, resume, cancel, input, signal, fork, repin or reset").body(controls::body_schema())
         }
         ("POST", "/api/threads/{id}/updates/{name}") => Doc::new(
             "Applies an update; answers its reply once durable (504: not yet, resend the id)",
