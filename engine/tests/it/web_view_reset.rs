@@ -79,9 +79,13 @@ fn reset_from_the_page(browser: &mut Browser, shots: &std::path::Path) -> String
     assert!(new.starts_with("t-1.reset."), "{new}");
     browser.screenshot(&shots.join("thread-reset.png"), 1000.);
     browser.eval("document.getElementById('reset-link').click()");
+    // The click navigates: while the new page is still being parsed its `#title` (or its body)
+    // may not exist yet, and reading it would throw; so the wait is on the page's loaded marker
+    // first (set once its script has filled the page in), then on what it shows.
     browser.wait_for(
         &format!(
-            "document.getElementById('title').textContent === '{new}' && \
+            "document.body && document.body.dataset.loaded === '1' && \
+             document.getElementById('title').textContent === '{new}' && \
              document.body.dataset.status === 'waiting_input'"
         ),
         Duration::from_secs(20),
@@ -129,12 +133,37 @@ async fn a_threads_page_resets_and_repins_it_and_links_to_the_new_thread() {
         assert!(said.as_str().unwrap().starts_with("unpinned"), "{said}");
     });
     assert_eq!(pin(&engine, "t-1").await, (None, ThreadStatus::WaitingInput));
+    // What a user has half typed in the controls survives a live update: a repin made
+    // elsewhere (not from this page) reaches the page as an event, the page reads the summary
+    // again and shows the new build, and the build and seq fields still hold their text.
+    tokio::task::block_in_place(|| {
+        browser.eval(
+            "document.getElementById('repin-build').value = '2026.12.'; \
+             document.getElementById('reset-seq').value = '3'",
+        );
+    });
+    engine.repin("t-1", Some("2026.12.9")).await.unwrap();
+    tokio::task::block_in_place(|| {
+        let shown =
+            "document.getElementById('build') && document.getElementById('build').textContent";
+        browser.wait_for(&format!("({shown}) === '2026.12.9'"), Duration::from_secs(10));
+        assert_eq!(browser.eval("document.getElementById('repin-build').value"), json!("2026.12."));
+        assert_eq!(browser.eval("document.getElementById('reset-seq').value"), json!("3"));
+    });
+    engine.repin("t-1", None).await.unwrap();
+    tokio::task::block_in_place(|| {
+        browser.wait_for("!document.getElementById('build')", Duration::from_secs(10));
+    });
     let new = tokio::task::block_in_place(|| reset_from_the_page(&mut browser, &shots));
     assert_eq!(cancel_reasons(&engine, "t-1"), [format!("reset to {new}")]);
     parked(&engine, &new).await;
     tokio::task::block_in_place(|| {
         browser.navigate(&format!("{base}/ui/threads/t-1"));
-        browser.wait_for("document.body.dataset.status === 'cancelled'", Duration::from_secs(20));
+        browser.wait_for(
+            "document.body && document.body.dataset.loaded === '1' && \
+             document.body.dataset.status === 'cancelled'",
+            Duration::from_secs(20),
+        );
         // A cancelled thread offers Reset (to run it again), not Repin.
         let shown = |id: &str| format!("document.getElementById('{id}').offsetParent !== null");
         assert_eq!(browser.eval(&shown("reset")), json!(true));
